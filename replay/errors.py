@@ -1,0 +1,37 @@
+"""Errors that carry enough to tell the user what to fix: the file, the field, what was expected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class SpecReplayError(Exception):
+    """Base of every error the CLI turns into a one-line message and a non-zero exit."""
+
+
+class ConfigError(SpecReplayError):
+    def __init__(self, source: str | Path | None, field: str, message: str):
+        self.source = str(source) if source is not None else None
+        self.field = field
+        where = f"{self.source}: " if self.source else ""
+        super().__init__(f"{where}config field '{field}': {message}")
+
+
+class DumpError(SpecReplayError):
+    """A dump file that cannot be read as what it should be."""
+
+    def __init__(self, path: str | Path, message: str, field: str | None = None):
+        self.path = str(path)
+        self.field = field
+        what = f" ({field})" if field else ""
+        super().__init__(f"{self.path}{what}: {message}")
+
+
+class RoundError(SpecReplayError):
+    """A round whose files were read but disagree with the config or with each other."""
+
+    def __init__(self, key: tuple[int, int], message: str, path: str | Path | None = None):
+        self.key = key
+        self.path = str(path) if path is not None else None
+        where = f" ({self.path})" if self.path else ""
+        super().__init__(f"round {key[0]}_{key[1]}{where}: {message}")

@@ -1,0 +1,36 @@
+"""The words specreplay uses, defined once (docs/vocabulary.md repeats them for readers).
+
+Round
+    One speculation step of the engine: a draft tree built in ``gamma`` (or fewer) draft steps and
+    one target forward that verifies it. Keyed by the two position counters ``(a, b)`` of its
+    ``validate_{a}_{b}`` file.
+Root
+    Node 0 of the tree: the last committed token; the draft's step 0 runs there.
+Accepted tokens
+    The draft tokens on the single root-to-leaf path that greedy acceptance walks. The root is
+    not counted.
+Accepted length
+    ``len(accepted tokens)``. It **excludes** the bonus token (vLLM's "acceptance length" metric
+    counts it: vLLM acceptance length = our accepted length + 1).
+Bonus token
+    The one token the target contributes at the last accepted node: a *correction* when that
+    node had children and none matched, a *leaf bonus* when the path reached a leaf. Known only
+    when the dump holds the target's row for that node (always in the ``all`` layout; in the
+    ``parents`` layout not after a leaf).
+Committed tokens
+    Accepted tokens followed by the bonus token when it is known.
+Block efficiency
+    Mean committed tokens per round (= per target forward), the engine's ``block_efficiency``.
+"""
+
+# Padding and "absent" markers. Token ids are never negative, so -1 cannot collide with a token.
+PAD_TOKEN = -1  # padding cell / padding row in an id matrix; also "no target row" for a node
+NO_PARENT = -1  # parent of the root
+NO_RANK = -1  # draft rank of the root
+
+STOP_LEAF = "leaf"  # the walk reached a node without children
+STOP_MISMATCH = "mismatch"  # the target's token matched none of the current node's children
+STOP_NO_ROW = "no_target_row"  # the dump holds no target row for the current node
+
+BONUS_CORRECTION = "correction"
+BONUS_LEAF = "leaf_bonus"
