@@ -1,0 +1,94 @@
+"""``specreplay replay``: the CLI over replay_directory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .config import load_config
+from .errors import SpecReplayError
+from .grouping import parse_offset
+from .matrix_io import RawSpec
+from .render import render_round, render_summary
+from .replayer import ReplayOptions, replay_directory
+
+REPLAY_EPILOG = """\
+examples:
+  specreplay replay sample_dumps/article_round
+  specreplay replay DUMPS --config tree.json --round 124_140
+  specreplay replay DUMPS --json > rounds.jsonl
+  specreplay replay DUMPS --raw int32:16 --layout parents     # headerless engine buffers
+
+The config comes from --config, else the directory's manifest.json, else its config.json.
+Step 0 of a round is named one position earlier than the round's other files
+(draft_step_0_123_139 belongs to validate_124_140); change that with --step0-offset.
+Exit status: 0 when every round replayed, 1 when some were skipped (listed), 2 on errors.
+"""
+
+
+def parse_key(text: str) -> tuple[int, int]:
+    try:
+        a, b = text.replace(",", "_").split("_")
+        return int(a), int(b)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected A_B (e.g. 124_140), got {text!r}") from None
+
+
+def add_dump_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by every command that reads a dump directory."""
+    p.add_argument("--config", help="tree config JSON (single tree or {specTree: [...]})")
+    p.add_argument("--tree", type=int, default=0, help="which specTree entry to use (default 0)")
+    p.add_argument("--layout", choices=("parents", "all"), help="validate layout (default: manifest, else from shapes)")
+    p.add_argument(
+        "--step0-offset", default=None, help="N or A,B: how many positions step 0's name sits before its round (default 1)"
+    )
+    p.add_argument("--raw", help="read headerless binary: DTYPE:COLS or DTYPE:draft=N,validate=M[:force]")
+    p.add_argument("--scores", choices=("auto", "prob", "logprob"), default=None, help="how scores are stored")
+
+
+def options_from_args(args: argparse.Namespace) -> ReplayOptions:
+    try:
+        offset = parse_offset(args.step0_offset) if args.step0_offset else None
+    except ValueError as exc:
+        raise SpecReplayError(f"--step0-offset: {exc}") from None
+    return ReplayOptions(
+        config=load_config(args.config) if args.config else None,
+        tree_index=args.tree,
+        step0_offset=offset,
+        layout=args.layout,
+        raw=RawSpec.parse(args.raw) if args.raw else None,
+        score_kind=args.scores,
+        only_round=getattr(args, "round", None),
+    )
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    rep = replay_directory(args.dir, options_from_args(args))
+    out = sys.stdout
+    if args.json:
+        for res in rep.results:
+            out.write(json.dumps(res.to_json()) + "\n")
+        for s in rep.skipped:
+            print(f"specreplay: skipped {s.what}: {s.reason}", file=sys.stderr)
+    else:
+        for res in rep.results:
+            out.write("\n".join(render_round(res)) + "\n\n")
+        out.write("\n".join(render_summary(rep)) + "\n")
+    return 1 if rep.skipped else 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "replay",
+        help="rebuild every round's tree and replay greedy acceptance",
+        description="Rebuild each round's draft tree from draft_step_* files and walk greedy acceptance "
+        "against validate_* (one path, plus the bonus token when the dump has it).",
+        epilog=REPLAY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("dir", help="dump directory")
+    add_dump_options(p)
+    p.add_argument("--round", type=parse_key, help="only this round, as A_B (the validate file's numbers)")
+    p.add_argument("--json", action="store_true", help="JSON Lines: one object per round")
+    p.set_defaults(func=run_replay)

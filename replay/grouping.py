@@ -1,0 +1,152 @@
+"""Group a dump directory's files into rounds by name; list every file that fits no round.
+
+Names: ``draft_step_{i}_{a}_{b}`` and ``validate_{a}_{b}``, optionally with a data extension and
+with ``.scores`` / ``.parents`` companions (``draft_step_1_124_140.scores.txt``). A round is keyed by
+its validate file's ``(a, b)``. Draft steps ``i >= 1`` carry the round's key; step 0 is named
+``step0_offset`` positions earlier (the engine names it before advancing its counters), so
+``draft_step_0_123_139`` belongs to round ``(124, 140)`` by default.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from .matrix_io import DATA_EXTS
+
+_NAME = re.compile(
+    r"^(?:draft_step_(?P<step>\d+)|(?P<validate>validate))_(?P<a>-?\d+)_(?P<b>-?\d+)"
+    r"(?P<companion>\.scores|\.parents)?(?P<ext>\.[A-Za-z0-9]+)?$"
+)
+# Files that belong in a dump directory but are not matrices.
+SIDE_FILES = ("manifest.json", "config.json")
+SIDE_EXTS = (".json", ".md", ".txt.md", ".png", ".svg", ".html", ".csv.md")
+
+Key = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class FileSet:
+    """One logical matrix: its data file and optional companions."""
+
+    data: Path
+    scores: Path | None = None
+    parents: Path | None = None
+
+
+@dataclass(frozen=True)
+class RoundFiles:
+    key: Key
+    steps: tuple[FileSet, ...]  # draft steps 0..k-1, contiguous
+    validate: FileSet
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Something the grouping could not use, with the files involved and why."""
+
+    what: str  # "round a_b" or a file name
+    reason: str
+    paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Grouping:
+    rounds: tuple[RoundFiles, ...]  # sorted by key
+    skipped: tuple[Skipped, ...]
+
+
+def parse_offset(text: str | int | tuple[int, int]) -> tuple[int, int]:
+    """``1`` → (1, 1); ``"1,0"`` → (1, 0): how far step 0's (a, b) sit before its round's."""
+    if isinstance(text, tuple):
+        return text
+    if isinstance(text, int):
+        return (text, text)
+    parts = [p for p in str(text).split(",") if p.strip()]
+    try:
+        vals = [int(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"step-0 offset must be N or A,B (integers), got {text!r}") from None
+    if len(vals) == 1:
+        return (vals[0], vals[0])
+    if len(vals) == 2:
+        return (vals[0], vals[1])
+    raise ValueError(f"step-0 offset must be N or A,B, got {text!r}")
+
+
+def _logical_files(paths: Iterable[Path]) -> tuple[dict[tuple, FileSet], list[Skipped]]:
+    """Map (kind, step, a, b) → FileSet, reporting duplicates and stray files."""
+    data: dict[tuple, list[Path]] = defaultdict(list)
+    companions: dict[tuple, dict[str, list[Path]]] = defaultdict(lambda: defaultdict(list))
+    skipped: list[Skipped] = []
+    for path in sorted(paths):
+        m = _NAME.match(path.name)
+        ext = (m.group("ext") or "").lower() if m else ""
+        if not m or ext not in DATA_EXTS:
+            if path.name not in SIDE_FILES and not path.name.startswith(".") and path.suffix.lower() not in SIDE_EXTS:
+                skipped.append(Skipped(path.name, "name matches neither draft_step_I_A_B nor validate_A_B", (str(path),)))
+            continue
+        step = -1 if m.group("validate") else int(m.group("step"))
+        lkey = (step, int(m.group("a")), int(m.group("b")))
+        if m.group("companion"):
+            companions[lkey][m.group("companion")[1:]].append(path)
+        else:
+            data[lkey].append(path)
+    out: dict[tuple, FileSet] = {}
+    for lkey, files in data.items():
+        if len(files) > 1:
+            skipped.append(
+                Skipped(files[0].stem, f"{len(files)} files hold the same matrix; keep one", tuple(map(str, files)))
+            )
+            continue
+        comp = companions.pop(lkey, {})
+        extra = [p for ps in comp.values() if len(ps) > 1 for p in ps]
+        if extra:
+            skipped.append(Skipped(files[0].name, "several companion files of one kind", tuple(map(str, extra))))
+            continue
+        out[lkey] = FileSet(files[0], (comp.get("scores") or [None])[0], (comp.get("parents") or [None])[0])
+    for lkey, comp in companions.items():
+        for ps in comp.values():
+            for p in ps:
+                skipped.append(Skipped(p.name, "companion file without its data file", (str(p),)))
+    return out, skipped
+
+
+def group_paths(paths: Iterable[Path], step0_offset: tuple[int, int] = (1, 1)) -> Grouping:
+    files, skipped = _logical_files(paths)
+    da, db = step0_offset
+    by_round: dict[Key, dict[int, FileSet]] = defaultdict(dict)
+    for (step, a, b), fs in files.items():
+        key = (a + da, b + db) if step == 0 else (a, b)
+        by_round[key][step] = fs
+    rounds: list[RoundFiles] = []
+    for key in sorted(by_round):
+        entries = by_round[key]
+        steps = sorted(s for s in entries if s >= 0)
+        paths = tuple(str(entries[s].data) for s in sorted(entries))
+        name = f"round {key[0]}_{key[1]}"
+        if -1 not in entries:
+            skipped.append(Skipped(name, "draft files without validate_%d_%d" % key, paths))
+            continue
+        if not steps:
+            skipped.append(Skipped(name, "validate file without any draft_step file", paths))
+            continue
+        missing = [s for s in range(steps[-1] + 1) if s not in entries]
+        if missing:
+            want = ", ".join(
+                f"draft_step_{s}_{key[0] - da}_{key[1] - db}" if s == 0 else f"draft_step_{s}_{key[0]}_{key[1]}"
+                for s in missing
+            )
+            skipped.append(Skipped(name, f"missing {want}", paths))
+            continue
+        rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))
+    return Grouping(tuple(rounds), tuple(skipped))
+
+
+def group_directory(directory: str | Path, step0_offset: tuple[int, int] = (1, 1)) -> Grouping:
+    """Group the files directly inside ``directory`` (not recursive)."""
+    directory = Path(directory)
+    return group_paths((p for p in directory.iterdir() if p.is_file()), step0_offset)

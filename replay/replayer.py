@@ -1,0 +1,215 @@
+"""Replay rounds: rebuild the tree, read the target's choices, walk greedy acceptance.
+
+``replay_round`` is the readable reference (one round at a time); ``replay_directory`` applies
+it to a dump directory, analysing every valid round and listing what it skipped and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from .acceptance import Acceptance, accept_greedy, target_top1_per_node
+from .config import SpecConfig, TreeConfig
+from .errors import DumpError, RoundError, SpecReplayError
+from .grouping import Grouping, Key, Skipped, group_directory
+from .manifest import Manifest, read_manifest
+from .matrix_io import RawSpec
+from .rebuild import Rebuilt, rebuild_tree
+from .rounds import Round, load_round
+from .tree import Tree
+from .vocab import PAD_TOKEN
+
+LAYOUT_PARENTS, LAYOUT_ALL = "parents", "all"
+
+
+@dataclass(frozen=True, eq=False)
+class RoundResult:
+    key: Key
+    rebuilt: Rebuilt
+    acceptance: Acceptance
+    layout: str  # "parents" or "all"
+    layout_source: str  # "stated" or "detected"
+    target_top1: np.ndarray  # [num_nodes + 1] int64, PAD_TOKEN where the dump has no row
+    validate_rows: int  # rows of the validate matrix used (excess rows are padding)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def tree(self) -> Tree:
+        return self.rebuilt.tree
+
+    @property
+    def name(self) -> str:
+        return f"{self.key[0]}_{self.key[1]}"
+
+    def to_json(self) -> dict:
+        a = self.acceptance
+        heads, widths = self.tree.shape()
+        return {
+            "key": [self.key[0], self.key[1]],
+            "root_token": None if self.tree.tokens[0] == PAD_TOKEN else int(self.tree.tokens[0]),
+            "num_steps": self.tree.num_steps,
+            "num_nodes": self.tree.num_nodes,
+            "shape": {"topHead": list(heads), "topKSpec": [list(w) for w in widths]},
+            "layout": self.layout,
+            "layout_source": self.layout_source,
+            "selection": self.rebuilt.selection_summary,
+            "accepted_path": list(a.accepted_tokens),
+            "accepted_nodes": list(a.accepted_nodes),
+            "accepted_length": a.accepted_length,
+            "bonus_token": a.bonus_token,
+            "bonus_kind": a.bonus_kind,
+            "stop": a.stop,
+            "committed_tokens": list(a.committed_tokens),
+            "num_committed": len(a.committed_tokens),
+            "notes": list(self.notes),
+        }
+
+
+def _trailing_pad_rows(ids: np.ndarray) -> int:
+    """Rows left after dropping trailing rows made only of PAD_TOKEN."""
+    pad = np.all(ids == PAD_TOKEN, axis=1)
+    n = ids.shape[0]
+    while n and pad[n - 1]:
+        n -= 1
+    return n
+
+
+def resolve_layout(key: Key, tree: Tree, validate_ids: np.ndarray, stated: str | None, path: str) -> tuple[str, str, int]:
+    """(layout, "stated"|"detected", rows to use). validate_ids: [rows, cols] int64."""
+    n_parents = int(tree.expanded_order.shape[0])
+    n_all = tree.num_nodes + 1
+    rows = _trailing_pad_rows(validate_ids)
+    if stated is not None:
+        need = n_parents if stated == LAYOUT_PARENTS else n_all
+        if rows < need:
+            raise RoundError(key, f"validate has {rows} row(s); the {stated} layout needs {need}", path)
+        return stated, "stated", need
+    if rows == n_parents:
+        return LAYOUT_PARENTS, "detected", n_parents
+    if rows >= n_all:
+        return LAYOUT_ALL, "detected", n_all
+    raise RoundError(
+        key,
+        f"validate has {rows} row(s): expected {n_parents} (parents layout: one per expanded node) "
+        f"or {n_all} (all layout: root + {tree.num_nodes} nodes); state it with --layout",
+        path,
+    )
+
+
+def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
+    """The reference replay of one round; raises RoundError when the dump disagrees with cfg."""
+    rebuilt = rebuild_tree(rnd, cfg)
+    tree = rebuilt.tree
+    layout, source, rows = resolve_layout(rnd.key, tree, rnd.validate.ids, rnd.layout, rnd.validate.path)
+    if np.any(rnd.validate.ids[:rows, 0] < 0):
+        bad = int(np.flatnonzero(rnd.validate.ids[:rows, 0] < 0)[0])
+        raise RoundError(rnd.key, f"validate row {bad} has no token in column 0", rnd.validate.path)
+    top1 = target_top1_per_node(tree, rnd.validate.ids[:rows], layout)
+    acc = accept_greedy(tree, top1)
+    notes = list(rebuilt.notes)
+    if rnd.validate.ids.shape[0] > rows:
+        notes.append(f"validate: {rnd.validate.ids.shape[0] - rows} row(s) beyond the {layout} layout ignored as padding")
+    return RoundResult(rnd.key, rebuilt, acc, layout, source, top1, rows, tuple(notes))
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """How to read a dump directory; every field can also come from its manifest."""
+
+    config: SpecConfig | None = None
+    tree_index: int = 0
+    step0_offset: tuple[int, int] | None = None
+    layout: str | None = None
+    raw: RawSpec | None = None
+    score_kind: str | None = None
+    only_round: Key | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class DirectoryReplay:
+    directory: str
+    config: SpecConfig
+    tree: TreeConfig
+    manifest: Manifest
+    results: tuple[RoundResult, ...]
+    skipped: tuple[Skipped, ...]  # rounds or files that could not be used, with reasons
+    config_source: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def resolve_options(directory: Path, opts: ReplayOptions) -> tuple[SpecConfig, TreeConfig, Manifest, ReplayOptions, str]:
+    """Merge CLI options with the directory's manifest and config.json (CLI wins)."""
+    manifest = read_manifest(directory)
+    config, source = opts.config, "--config"
+    if config is None and manifest.config is not None:
+        config, source = manifest.config, manifest.path or "manifest.json"
+    if config is None and (directory / "config.json").is_file():
+        from .config import load_config
+
+        config, source = load_config(directory / "config.json"), str(directory / "config.json")
+    if config is None:
+        raise DumpError(directory, "no tree config: pass --config FILE or put config.json beside the dumps")
+    if not 0 <= opts.tree_index < len(config.trees):
+        raise DumpError(source, f"--tree {opts.tree_index} but the config has {len(config.trees)} tree(s)", "specTree")
+    merged = ReplayOptions(
+        config,
+        opts.tree_index,
+        opts.step0_offset or manifest.step0_offset or (1, 1),
+        opts.layout or manifest.layout,
+        opts.raw or manifest.raw,
+        opts.score_kind or manifest.score_kind,
+        opts.only_round,
+    )
+    return config, config.trees[opts.tree_index], manifest, merged, source
+
+
+def iter_rounds(
+    directory: Path, grouping: Grouping, opts: ReplayOptions, manifest: Manifest, skipped: list[Skipped]
+) -> Iterator[Round]:
+    """Load rounds one by one; a round whose files cannot be read is recorded in ``skipped``."""
+    for files in grouping.rounds:
+        if opts.only_round is not None and files.key != opts.only_round:
+            continue
+        try:
+            yield load_round(
+                files,
+                opts.raw,
+                opts.score_kind or "auto",
+                manifest.root_tokens.get(files.key, PAD_TOKEN),
+                opts.layout,
+            )
+        except DumpError as exc:
+            skipped.append(Skipped(f"round {files.key[0]}_{files.key[1]}", str(exc), (exc.path,)))
+
+
+def replay_directory(
+    directory: str | Path,
+    opts: ReplayOptions = ReplayOptions(),
+    progress: Callable[[int, int], None] | None = None,
+) -> DirectoryReplay:
+    """Replay every round of a dump directory; bad rounds are listed in ``skipped``, never fatal."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise DumpError(directory, "not a directory")
+    config, tree_cfg, manifest, opts, source = resolve_options(directory, opts)
+    grouping = group_directory(directory, opts.step0_offset or (1, 1))
+    skipped = list(grouping.skipped)
+    results: list[RoundResult] = []
+    total = len(grouping.rounds)
+    for k, rnd in enumerate(iter_rounds(directory, grouping, opts, manifest, skipped)):
+        try:
+            results.append(replay_round(rnd, tree_cfg))
+        except SpecReplayError as exc:
+            skipped.append(Skipped(f"round {rnd.name}", str(exc), (getattr(exc, "path", None) or "",)))
+        if progress:
+            progress(k + 1, total)
+    if opts.only_round is not None and not results and not any(opts.only_round == f.key for f in grouping.rounds):
+        raise DumpError(directory, f"no round {opts.only_round[0]}_{opts.only_round[1]} in this directory")
+    notes = []
+    if len(config.trees) > 1:
+        notes.append(f"config has {len(config.trees)} trees; replaying with specTree[{opts.tree_index}] (--tree)")
+    return DirectoryReplay(str(directory), config, tree_cfg, manifest, tuple(results), tuple(skipped), source, tuple(notes))

@@ -1,0 +1,141 @@
+"""Synthetic dumps from a known acceptance model (sample data, tests, benchmarks).
+
+Each round: the draft proposes, at every expanded node, a row of distinct random tokens with
+descending probabilities; expanded nodes are chosen by path probability (the engine's static
+rule). The target's top-1 at a node of depth d equals the draft's rank-r candidate there with
+probability ``hit[d, r]``, and is a token outside the row otherwise. This module is written
+independently of replay.rebuild so that replaying its output checks the replay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .config import TreeConfig
+from .dumpwrite import StepRecord, write_manifest, write_round
+
+DEFAULT_VOCAB = 32000
+
+
+def default_hit_probs(depth: int, cols: int, first: float = 0.55, decay: float = 0.45, depth_decay: float = 0.9) -> np.ndarray:
+    """[depth, cols] float64: P(target's top-1 = draft rank r | node at depth d)."""
+    d = np.arange(depth)[:, None]
+    r = np.arange(cols)[None, :]
+    return first * (depth_decay**d) * (decay**r)
+
+
+@dataclass(frozen=True, eq=False)
+class SynthRound:
+    key: tuple[int, int]
+    root_token: int
+    steps: tuple[StepRecord, ...]  # draft_step ids [heads, cols] int64, scores = log-probs, parents
+    validate: StepRecord  # all layout: [1 + num_nodes, target_cols]
+
+
+def _draft_row(rng: np.random.Generator, vocab: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    ids = rng.choice(vocab, size=cols, replace=False).astype(np.int64)
+    probs = np.sort(rng.dirichlet(np.full(cols + 1, 0.6)))[::-1][:cols]  # mass left for the tail
+    return ids, np.log(np.maximum(probs, 1e-12))
+
+
+def _target_row(rng, vocab: int, cand: np.ndarray | None, hit: np.ndarray, cols: int) -> np.ndarray:
+    """Target's top-`cols` ids at a node; ``cand`` the draft's row there (None for a leaf)."""
+    row = rng.choice(vocab, size=cols + (0 if cand is None else cand.shape[0]), replace=False)
+    if cand is not None:
+        row = row[~np.isin(row, cand)][:cols]
+        u = rng.random()
+        cum = np.cumsum(hit[: cand.shape[0]])
+        r = int(np.searchsorted(cum, u, side="right"))
+        if r < cand.shape[0]:
+            row[0] = cand[r]
+    return row[:cols].astype(np.int64)
+
+
+def synth_round(
+    rng: np.random.Generator,
+    cfg: TreeConfig,
+    key: tuple[int, int],
+    hit: np.ndarray,
+    vocab: int = DEFAULT_VOCAB,
+    cols: int | None = None,
+    target_cols: int = 4,
+    steps: int | None = None,
+) -> SynthRound:
+    """One round of ``steps`` (default gamma) draft steps; ``cols`` recorded draft columns."""
+    cols = cols or cfg.max_width + 2
+    steps = cfg.gamma if steps is None else steps
+    root = int(rng.integers(vocab))
+    # nodes: (parent, depth, rank, token, path logprob)
+    parent, depth, token, logp = [-1], [0], [root], [0.0]
+    cand: dict[int, np.ndarray] = {}
+    level = [0]
+    records = []
+    for i in range(steps):
+        if i == 0:
+            chosen = [0]
+        else:
+            chosen = sorted(level, key=lambda u: (-logp[u], u))[: cfg.top_head[i]]
+        rows_ids, rows_lp = [], []
+        new_level = []
+        for j, u in enumerate(chosen):
+            ids, lp = _draft_row(rng, vocab, cols)
+            cand[u] = ids
+            rows_ids.append(ids)
+            rows_lp.append(lp)
+            for r in range(cfg.top_k_spec[i][j]):
+                parent.append(u)
+                depth.append(i + 1)
+                token.append(int(ids[r]))
+                logp.append(logp[u] + float(lp[r]))
+                new_level.append(len(token) - 1)
+        records.append(
+            StepRecord(np.stack(rows_ids), np.stack(rows_lp).astype(np.float32), np.asarray(chosen, dtype=np.int64))
+        )
+        level = new_level
+    val = np.stack([_target_row(rng, vocab, cand.get(u), hit[min(depth[u], hit.shape[0] - 1)], target_cols) for u in range(len(token))])
+    val_lp = np.log(np.sort(rng.dirichlet(np.ones(target_cols + 1)))[::-1][:target_cols])
+    return SynthRound(key, root, tuple(records), StepRecord(val, np.tile(val_lp, (val.shape[0], 1)).astype(np.float32)))
+
+
+def write_synthetic_run(
+    out_dir: str | Path,
+    cfg: TreeConfig,
+    rounds: int,
+    seed: int = 0,
+    hit: np.ndarray | None = None,
+    with_parents: bool = False,
+    early_stop_rate: float = 0.0,
+) -> list[SynthRound]:
+    """Write ``rounds`` rounds (npz, all layout, log-prob scores) plus manifest.json."""
+    rng = np.random.default_rng(seed)
+    cols = cfg.max_width + 2
+    hit = default_hit_probs(cfg.gamma + 1, cols) if hit is None else hit
+    out: list[SynthRound] = []
+    pos = 100
+    for _ in range(rounds):
+        steps = cfg.gamma
+        if early_stop_rate and rng.random() < early_stop_rate:
+            steps = int(rng.integers(1, cfg.gamma)) if cfg.gamma > 1 else 1
+        key = (pos, pos + 16)
+        rnd = synth_round(rng, cfg, key, hit, cols=cols, steps=steps)
+        if not with_parents:
+            rnd = SynthRound(rnd.key, rnd.root_token, tuple(StepRecord(s.ids, s.scores) for s in rnd.steps), rnd.validate)
+        write_round(out_dir, key, rnd.steps, rnd.validate)
+        out.append(rnd)
+        pos += 8  # leave room: a round commits at most gamma + 1 tokens, keys never collide
+    write_manifest(
+        out_dir,
+        {
+            "config": cfg.to_json(),
+            "layout": "all",
+            "score_kind": "logprob",
+            "step0_offset": 1,
+            "source": f"synthetic: replay.synth.write_synthetic_run(seed={seed}, rounds={rounds})",
+            "hit_probs": hit.tolist(),
+            "rounds": [{"key": list(r.key), "root_token": r.root_token} for r in out],
+        },
+    )
+    return out
