@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name != name:  # a real import error inside the module
+            # a package not installed yet is fine; a broken import inside a module is not
+            if exc.name is None or not name.startswith(exc.name):
                 raise
             continue
         module.register(sub)

@@ -1,0 +1,70 @@
+"""Files → rounds by name, with the step-0 rule; nothing is dropped or merged silently."""
+
+from pathlib import Path
+
+from replay.grouping import group_paths, parse_offset
+
+
+def names(*ns):
+    return [Path("/d") / n for n in ns]
+
+
+def test_step0_is_named_one_position_before_its_round():
+    g = group_paths(names("draft_step_0_123_139", "draft_step_1_124_140", "draft_step_2_124_140", "validate_124_140"))
+    assert g.skipped == ()
+    (r,) = g.rounds
+    assert r.key == (124, 140)
+    assert [fs.data.name for fs in r.steps] == ["draft_step_0_123_139", "draft_step_1_124_140", "draft_step_2_124_140"]
+
+
+def test_round_committing_one_token_does_not_collide_with_the_next():
+    # round (124,140) commits one token; the next round is (125,141) and its step 0 is named 124_140,
+    # the same (a, b) as the first round's later steps: grouping must keep them apart.
+    g = group_paths(
+        names(
+            "draft_step_0_123_139", "draft_step_1_124_140", "validate_124_140",
+            "draft_step_0_124_140", "draft_step_1_125_141", "validate_125_141",
+        )
+    )
+    assert g.skipped == ()
+    assert [(r.key, [fs.data.name for fs in r.steps]) for r in g.rounds] == [
+        ((124, 140), ["draft_step_0_123_139", "draft_step_1_124_140"]),
+        ((125, 141), ["draft_step_0_124_140", "draft_step_1_125_141"]),
+    ]
+
+
+def test_configurable_offset_zero_and_pair():
+    g = group_paths(names("draft_step_0_5_9", "draft_step_1_5_9", "validate_5_9"), step0_offset=(0, 0))
+    assert [r.key for r in g.rounds] == [(5, 9)]
+    g = group_paths(names("draft_step_0_4_9", "draft_step_1_5_9", "validate_5_9"), step0_offset=parse_offset("1,0"))
+    assert [r.key for r in g.rounds] == [(5, 9)] and g.skipped == ()
+
+
+def test_everything_that_fits_no_round_is_listed():
+    g = group_paths(
+        names(
+            "draft_step_0_1_1", "validate_2_2",  # complete round (2,2)
+            "draft_step_0_9_9", "draft_step_2_10_10", "validate_10_10",  # step 1 missing
+            "draft_step_1_20_20", "draft_step_0_19_19",  # no validate
+            "validate_30_30",  # no draft
+            "notes.bin", "validate_2_2.npy",  # stray + a second copy of validate_2_2
+            "draft_step_1_40_40.scores",  # companion without data
+            "manifest.json", "config.json",  # expected side files: not listed
+        )
+    )
+    assert [r.key for r in g.rounds] == []  # round (2,2) has two validate files: refused, listed
+    reasons = {s.what: s.reason for s in g.skipped}
+    assert reasons["round 10_10"] == "missing draft_step_1_10_10"
+    assert reasons["round 20_20"] == "draft files without validate_20_20"
+    assert reasons["round 30_30"] == "validate file without any draft_step file"
+    assert "notes.bin" in reasons
+    assert any("2 files hold the same matrix" in r for r in reasons.values())
+    assert reasons["draft_step_1_40_40.scores"] == "companion file without its data file"
+    assert "manifest.json" not in reasons and "config.json" not in reasons
+
+
+def test_companions_attach_to_their_data_file():
+    g = group_paths(names("draft_step_0_1_1.txt", "draft_step_0_1_1.scores.txt", "draft_step_0_1_1.parents", "validate_2_2.txt"))
+    (r,) = g.rounds
+    assert r.steps[0].scores.name == "draft_step_0_1_1.scores.txt"
+    assert r.steps[0].parents.name == "draft_step_0_1_1.parents"
