@@ -63,8 +63,24 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
     )
 
 
+def progress_bar(desc: str):
+    """A tqdm callback (stderr, only on a terminal) for long replays: (done, total) -> None."""
+    from tqdm import tqdm
+
+    bar = tqdm(desc=desc, unit="round", file=sys.stderr, disable=None, leave=False)
+
+    def update(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+        if done >= total:
+            bar.close()
+
+    return update
+
+
 def run_replay(args: argparse.Namespace) -> int:
-    rep = replay_directory(args.dir, options_from_args(args))
+    rep = replay_directory(args.dir, options_from_args(args), progress_bar("replay"))
     out = sys.stdout
     if args.json:
         for res in rep.results:
