@@ -218,12 +218,12 @@ def recorded_trees_check(model: ShapeModel, results: Sequence[RoundResult], boot
     pred = value(model)
     se = float(np.std([value(b) for b in boots], ddof=1)) if len(boots) > 1 else 0.0
     mean, mse = mean_se([r.acceptance.accepted_length for r in results])
-    cfg = results[0].rebuilt.tree  # noqa: F841 (kept for symmetry of the row)
     nodes = int(round(np.mean([len(s) for s in sets])))
-    return Comparison(label, _recorded_cfg_placeholder(results), nodes, pred + 1.0, se, Measured(mean, mse, len(results), "replay, recorded per-round trees"))
+    return Comparison(label, first_round_shape(results), nodes, pred + 1.0, se, Measured(mean, mse, len(results), "replay, recorded per-round trees"))
 
 
-def _recorded_cfg_placeholder(results: Sequence[RoundResult]) -> TreeConfig:
+def first_round_shape(results: Sequence[RoundResult]) -> TreeConfig:
+    """The shape of the first round's tree (what the row shows; rounds may stop early)."""
     heads, widths = results[0].tree.shape()
     return TreeConfig.from_lists(widths, heads)
 
