@@ -17,6 +17,7 @@ from .errors import SpecReplayError
 COMMAND_MODULES = (
     "replay.commands",
     "analysis.commands",
+    "analysis.recommend",
     "replay.live.commands",
 )
 

@@ -35,10 +35,32 @@ class SynthRound:
     validate: StepRecord  # all layout: [1 + num_nodes, target_cols]
 
 
-def _draft_row(rng: np.random.Generator, vocab: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+def _draft_row(
+    rng: np.random.Generator, vocab: int, cols: int, fixed: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``fixed``: [cols] float64 per-rank draft probabilities; None draws them (Dirichlet)."""
     ids = rng.choice(vocab, size=cols, replace=False).astype(np.int64)
+    if fixed is not None:
+        return ids, np.log(np.maximum(fixed[:cols], 1e-12))
     probs = np.sort(rng.dirichlet(np.full(cols + 1, 0.6)))[::-1][:cols]  # mass left for the tail
     return ids, np.log(np.maximum(probs, 1e-12))
+
+
+def check_draft_probs(draft_probs: np.ndarray | None, cols: int) -> np.ndarray | None:
+    """[cols] or [depth, cols] float64 → [depth, cols] (one row per node depth), or None.
+
+    Rows must be positive and non-increasing (a draft row is sorted by probability).
+    """
+    if draft_probs is None:
+        return None
+    arr = np.asarray(draft_probs, dtype=np.float64)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] < cols:
+        raise ValueError(f"draft_probs: expected [cols] or [depth, cols] with cols >= {cols}, got shape {arr.shape}")
+    if np.any(arr[:, :cols] <= 0) or np.any(np.diff(arr[:, :cols], axis=1) > 0):
+        raise ValueError("draft_probs: every row must be positive and non-increasing")
+    return arr
 
 
 def _target_row(rng, vocab: int, cand: np.ndarray | None, hit: np.ndarray, cols: int) -> np.ndarray:
@@ -63,8 +85,14 @@ def synth_round(
     cols: int | None = None,
     target_cols: int = 4,
     steps: int | None = None,
+    draft_probs: np.ndarray | None = None,
 ) -> SynthRound:
-    """One round of ``steps`` (default gamma) draft steps; ``cols`` recorded draft columns."""
+    """One round of ``steps`` (default gamma) draft steps; ``cols`` recorded draft columns.
+
+    draft_probs: [depth, cols] float64 fixed per-(node depth, rank) draft probabilities (rows
+    beyond the last reuse it), or None for random Dirichlet rows. Fixed rows proportional to
+    ``hit`` make the engine's path-probability selection rank nodes as the acceptance model does.
+    """
     cols = cols or cfg.max_width + 2
     steps = cfg.gamma if steps is None else steps
     root = int(rng.integers(vocab))
@@ -81,7 +109,8 @@ def synth_round(
         rows_ids, rows_lp = [], []
         new_level = []
         for j, u in enumerate(chosen):
-            ids, lp = _draft_row(rng, vocab, cols)
+            fixed = None if draft_probs is None else draft_probs[min(i, draft_probs.shape[0] - 1)]
+            ids, lp = _draft_row(rng, vocab, cols, fixed)
             cand[u] = ids
             rows_ids.append(ids)
             rows_lp.append(lp)
@@ -108,11 +137,19 @@ def write_synthetic_run(
     hit: np.ndarray | None = None,
     with_parents: bool = False,
     early_stop_rate: float = 0.0,
+    draft_probs: np.ndarray | None = None,
+    cols: int | None = None,
 ) -> list[SynthRound]:
-    """Write ``rounds`` rounds (npz, all layout, log-prob scores) plus manifest.json."""
+    """Write ``rounds`` rounds (npz, all layout, log-prob scores) plus manifest.json.
+
+    draft_probs: [cols] or [depth, cols] fixed draft probabilities (see synth_round); None keeps
+    the random Dirichlet rows (and the exact byte stream of earlier versions).
+    cols: recorded draft columns (default max width + 2).
+    """
     rng = np.random.default_rng(seed)
-    cols = cfg.max_width + 2
+    cols = cfg.max_width + 2 if cols is None else cols
     hit = default_hit_probs(cfg.gamma + 1, cols) if hit is None else hit
+    fixed = check_draft_probs(draft_probs, cols)
     out: list[SynthRound] = []
     pos = 100
     for _ in range(rounds):
@@ -120,15 +157,17 @@ def write_synthetic_run(
         if early_stop_rate and rng.random() < early_stop_rate:
             steps = int(rng.integers(1, cfg.gamma)) if cfg.gamma > 1 else 1
         key = (pos, pos + 16)
-        rnd = synth_round(rng, cfg, key, hit, cols=cols, steps=steps)
+        rnd = synth_round(rng, cfg, key, hit, cols=cols, steps=steps, draft_probs=fixed)
         if not with_parents:
             rnd = SynthRound(rnd.key, rnd.root_token, tuple(StepRecord(s.ids, s.scores) for s in rnd.steps), rnd.validate)
         write_round(out_dir, key, rnd.steps, rnd.validate)
         out.append(rnd)
         pos += 8  # leave room: a round commits at most gamma + 1 tokens, keys never collide
+    extra = {} if fixed is None else {"draft_probs": fixed.tolist()}
     write_manifest(
         out_dir,
         {
+            **extra,
             "config": cfg.to_json(),
             "layout": "all",
             "score_kind": "logprob",

@@ -1,0 +1,1 @@
+"""Offline analysis of replayed dumps: tables, metrics, plots, tree-shape search and reports (no torch)."""

@@ -1,0 +1,132 @@
+"""The shape search against brute force over every expressible static config."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from analysis.shape_cost import CostCurve, linear_cost
+from analysis.shape_model import ShapeModel, pava_nonincreasing, model_from_hits
+from analysis.shape_search import (
+    best_first,
+    config_from_paths,
+    engine_paths,
+    enumerate_configs,
+    render_shape,
+    search_shapes,
+)
+
+COLS = 4
+
+
+def random_model(seed: int, depends_on_q: bool) -> ShapeModel:
+    """p[d, q, r] with rows non-increasing in r and sums below 1."""
+    rng = np.random.default_rng(seed)
+    depths = 3
+    p = np.zeros((depths, COLS, COLS))
+    for d in range(depths):
+        base = np.sort(rng.dirichlet(np.ones(COLS + 1)))[::-1][:COLS]
+        for q in range(COLS):
+            row = np.sort(rng.dirichlet(np.ones(COLS + 1)))[::-1][:COLS] if depends_on_q else base
+            p[d, q] = pava_nonincreasing(row)
+    z = np.zeros((depths, COLS))
+    return ShapeModel(p, p, p, z.astype(np.int64), z.astype(bool), np.zeros(depths, bool), 0, 0)
+
+
+def simple_value(cfg, model: ShapeModel) -> float:
+    """Independent reference: build the engine's tree level by level, sum path probabilities."""
+    level = [((), 1.0, 0)]  # (path, prob, own rank)
+    total = 0.0
+    for i in range(cfg.gamma):
+        # tree order is the list order; the engine takes the most probable, ties by tree order
+        order = sorted(range(len(level)), key=lambda j: (-level[j][1], j))[: cfg.top_head[i]]
+        nxt = []
+        for j, width in zip(order, cfg.top_k_spec[i]):
+            path, prob, q = level[j]
+            for r in range(width):
+                pr = prob * (model.p[i, q, r] if r < COLS else 0.0)
+                nxt.append((path + (r,), pr, r))
+                total += pr
+        level = nxt
+    return total
+
+
+def brute_force(model: ShapeModel, budget: int, depth: int):
+    best = {}
+    for cfg in enumerate_configs(budget, depth, COLS):
+        v = simple_value(cfg, model)
+        key = (cfg.num_nodes, cfg.gamma)
+        if key not in best or v > best[key][0] + 1e-12:
+            best[key] = (v, cfg)
+    return best
+
+
+def best_at(best, n: int, cap: int):
+    return max((best[(m, g)] for (m, g) in best if m == n and g <= cap), key=lambda t: t[0])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_search_equals_brute_force_without_q(seed):
+    model = random_model(seed, depends_on_q=False)
+    best = brute_force(model, 8, 3)
+    result = search_shapes(model, 8, 3, top=1000)
+    assert result.all_exact
+    # best over everything = the search's first shape, in value and (if unique) in config
+    values = sorted((v for v, _ in best.values()), reverse=True)
+    top = result.by_block_efficiency[0]
+    assert top.expected_accepted == pytest.approx(values[0], abs=1e-12)
+    assert simple_value(top.config, model) == pytest.approx(values[0], abs=1e-12)
+    if values[1] < values[0] - 1e-9:
+        argmax = max(best.values(), key=lambda t: t[0])[1]
+        assert top.config == argmax
+    # and for every (n, depth cap) the best-first top-n set is as good as any config
+    for cap in (1, 2, 3):
+        taken = best_first(model, 8, cap)
+        for n in range(1, len(taken) + 1):
+            v_bf, _ = best_at(best, n, cap)
+            assert sum(p for _, p in taken[:n]) == pytest.approx(v_bf, abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_search_with_rank_dependence_is_exact_or_bounded(seed):
+    model = random_model(100 + seed, depends_on_q=True)
+    best = brute_force(model, 8, 3)
+    for shape in search_shapes(model, 8, 3, top=1000).by_block_efficiency:
+        v_bf, _ = best_at(best, shape.num_nodes, shape.depth_cap)
+        assert simple_value(shape.config, model) == pytest.approx(shape.expected_accepted, abs=1e-12)
+        assert shape.expected_accepted <= v_bf + 1e-12 <= shape.upper_bound + 2e-12
+        if shape.exact:
+            assert shape.expected_accepted == pytest.approx(v_bf, abs=1e-12)
+
+
+def test_config_round_trip_and_picture():
+    model = model_from_hits(np.array([[0.6, 0.25, 0.1, 0.05], [0.5, 0.2, 0.1, 0.05], [0.4, 0.2, 0.1, 0.05]]))
+    taken = [p for p, _ in best_first(model, 7, 3)]
+    cfg = config_from_paths(taken, model)
+    assert set(engine_paths(cfg, model)) == set(taken)
+    shape = search_shapes(model, 7, 3).by_block_efficiency[0]
+    lines = render_shape(shape, model)
+    assert lines[0].startswith("R") and any("A1" in x for x in lines) and len(lines) == 8
+
+
+def test_enumerate_counts_small_space():
+    cfgs = list(enumerate_configs(3, 3, 4))
+    shorts = sorted(c.short() + str(c.top_head) for c in cfgs)
+    assert len(shorts) == len(set(shorts))
+    # [1] [2] [3] [1|1] [1|2] [2|1] (2 parents: [2]|[1,1] via topHead 2 only with 3 nodes) ...
+    assert {c.short() for c in cfgs} == {"[1]", "[2]", "[3]", "[1]|[1]", "[1]|[2]", "[2]|[1]", "[1]|[1]|[1]"}
+
+
+def test_cost_curve_and_speedup():
+    cost = CostCurve(np.array([1.0, 4.0, 16.0]), np.array([0.4, 0.5, 1.0]), 0.05)
+    assert cost.verify(1) == pytest.approx(0.4)
+    assert cost.verify(10) == pytest.approx(0.75)
+    assert cost.verify(32) == pytest.approx(1.0 + 16 * 0.5 / 12)
+    lin = linear_cost(0.1, 0.01, 0.02)
+    assert lin.verify(9) == pytest.approx(0.19)
+    model = model_from_hits(np.array([[0.6, 0.25, 0.1, 0.05], [0.5, 0.2, 0.1, 0.05]]))
+    res = search_shapes(model, 6, 2, cost=cost, top=3)
+    s = res.by_speedup[0]
+    expect = s.expected_block_efficiency * 0.4 / (s.depth * 0.05 + cost.verify(s.num_nodes + 1))
+    assert s.speedup == pytest.approx(expect)
+    assert all(a.speedup >= b.speedup for a, b in zip(res.by_speedup, res.by_speedup[1:]))
