@@ -1,0 +1,1 @@
+"""specreplay analysis: tables, metrics, plots. Offline side: never imports torch."""
