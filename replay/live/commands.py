@@ -85,6 +85,7 @@ def _device_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda (default %(default)s)")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="target dtype")
     p.add_argument("--draft-dtype", choices=["float32", "bfloat16", "float16"], help="draft dtype (default: --dtype)")
+    p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice; 1 is steadiest on small VMs)")
 
 
 def _decode_args(p: argparse.ArgumentParser) -> None:
@@ -97,19 +98,22 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
 def _load_pair(args):
     from .models import load_model
 
-    _check_device(args.device)
+    _check_device(args)
     target = load_model(args.target, args.device, args.dtype)
     draft = load_model(args.draft, args.device, args.draft_dtype or args.dtype)
     return draft, target
 
 
-def _check_device(device: str) -> None:
+def _check_device(args) -> None:
+    """Refuse a missing GPU up front; apply --threads before any model is built."""
     import torch
 
     from .errors import ModelLoadError
 
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ModelLoadError(f"--device {device}: CUDA is not available on this machine")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError(f"--device {args.device}: CUDA is not available on this machine")
+    if args.threads is not None:
+        torch.set_num_threads(max(1, args.threads))
 
 
 def _options(args, target):
@@ -200,7 +204,7 @@ def cmd_sweep(args) -> int:
 def cmd_cost_curve(args) -> int:
     from .costs import measure_cost_curve, write_cost_curve
 
-    _check_device(args.device)
+    _check_device(args)
     target = _model_or_shape(args.target, args.shape, args.device, args.dtype)
     draft = None
     if args.draft or args.draft_shape:
