@@ -109,3 +109,16 @@ def test_help_and_offline_side_never_import_torch():
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+def test_record_k_widens_the_recorded_rows(tiny_dir, tmp_path):
+    import numpy as np
+
+    d = tiny_dir
+    base = ["generate", "--draft", str(d / "draft"), "--target", str(d / "target"), "--config", str(d / "tree.json"),
+            "--prompts", str(d / "prompts.jsonl"), "--max-new-tokens", "4"]
+    assert main(base + ["--out", str(tmp_path / "r"), "--record-k", "16"]) == 0
+    validate = sorted((tmp_path / "r").glob("validate_*.npz"))[0]
+    with np.load(validate) as z:
+        assert z["ids"].shape[1] == 16 and z["scores"].dtype == np.float32
+    assert main(base + ["--out", str(tmp_path / "r2"), "--record-k", "3"]) == 2

@@ -93,6 +93,7 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); > 0 samples losslessly")
     p.add_argument("--seed", type=int, default=0, help="seed of the acceptance draws (default %(default)s)")
     p.add_argument("--stop-at-eos", action="store_true", help="stop a sequence after the tokenizer's EOS token")
+    p.add_argument("--record-k", type=int, help="candidate columns recorded per dump row (default: the config's widest topKSpec entry)")
 
 
 def _load_pair(args):
@@ -124,7 +125,7 @@ def _options(args, target):
         from .errors import PromptError
 
         raise PromptError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
-    return DecodeOptions(args.max_new_tokens, args.temperature, args.seed, eos_token_id=eos)
+    return DecodeOptions(args.max_new_tokens, args.temperature, args.seed, args.record_k, eos)
 
 
 def _progress_bar(total: int, desc: str):

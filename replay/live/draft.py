@@ -55,6 +55,9 @@ class _Partial:
 
     def grow(self, heads: np.ndarray, ids: np.ndarray, scores: np.ndarray, widths: Sequence[int]) -> "_Partial":
         """Append each head's first ``widths[j]`` candidates as children (heads [h], ids/scores [h, k])."""
+        check_shape("heads", heads, (len(widths),), np.dtype(np.int64))
+        check_shape("ids", ids, (len(widths), None), np.dtype(np.int64))
+        check_shape("scores", scores, ids.shape, np.dtype(np.float32))
         rows = [(j, r) for j, w in enumerate(widths) for r in range(w)]
         j_idx = np.array([j for j, _ in rows], dtype=np.int64)
         r_idx = np.array([r for _, r in rows], dtype=np.int64)
@@ -79,6 +82,7 @@ def select_heads(path_logprobs: np.ndarray, level_nodes: np.ndarray, count: int)
     path_logprobs: [m] float64 over all nodes; level_nodes: [l] int64 node ids (increasing)
     Returns [count] int64 node ids in selection order.
     """
+    check_shape("path_logprobs", path_logprobs, (None,), np.dtype(np.float64))
     check_shape("level_nodes", level_nodes, (None,), np.dtype(np.int64))
     if count > level_nodes.shape[0]:
         raise ValueError(f"cannot pick {count} heads from a level of {level_nodes.shape[0]} nodes")

@@ -58,7 +58,7 @@ class Generation:
     rounds: tuple[RoundResult, ...]  # empty for target-only decoding
     target_forwards: int  # decoding forwards (prefill excluded)
     prefill_s: float
-    total_s: float  # prefill included
+    total_s: float  # prefill and decoding; time spent in on_round hooks (dump writing) excluded
 
 
 def acceptance_rule(temperature: float, rng: np.random.Generator) -> AcceptRule:
@@ -85,14 +85,15 @@ def speculative_generate(
     prefill_s = _prefill(target, tcache, prompt_ids)
     tokens = list(prompt_ids)
     rounds: list[RoundResult] = []
+    hook_s = 0.0  # dump writing is not decoding: keep it out of tokens/s
     while not _finished(tokens, len(prompt_ids), options):
         rnd, drafted, ver = _round(draft, target, dcache, tcache, tokens, config, accept, record_k)
         tokens.extend(rnd.committed_tokens)
         rounds.append(rnd)
         if on_round is not None:
-            on_round(rnd, drafted, ver)
+            hook_s += timed_call(target.device, lambda: on_round(rnd, drafted, ver))[1]
     output = _cut(tokens[len(prompt_ids) :], options)
-    return Generation(tuple(prompt_ids), output, tuple(rounds), len(rounds), prefill_s, _now(target.device) - start)
+    return Generation(tuple(prompt_ids), output, tuple(rounds), len(rounds), prefill_s, _now(target.device) - start - hook_s)
 
 
 def _round(draft, target, dcache, tcache, tokens, config, accept, record_k) -> tuple[RoundResult, DraftedTree, Verification]:

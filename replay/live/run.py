@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..config import TreeConfig
+from ..errors import ConfigError
 from .dumps import round_writer
 from .errors import PromptError
 from .generate import DecodeOptions, Generation, RoundHook, speculative_generate, target_generate
@@ -45,6 +46,12 @@ def check_prompts(prompts: Sequence[Sequence[int]], draft: LiveModel, target: Li
             raise PromptError(f"prompt {i + 1}: token id {max(p)} is outside the draft vocabulary ({draft.vocab_size})")
 
 
+def check_record_k(config: TreeConfig, options: DecodeOptions, target: LiveModel) -> None:
+    k = options.record_k
+    if k is not None and not config.max_width <= k <= target.vocab_size:
+        raise ConfigError(None, "record_k", f"= {k}: must lie between the widest topKSpec entry ({config.max_width}) and the vocabulary size ({target.vocab_size})")
+
+
 def run_speculative(
     draft: LiveModel,
     target: LiveModel,
@@ -56,6 +63,7 @@ def run_speculative(
 ) -> list[Generation]:
     """One speculative generation per prompt; each round's files go to ``dump_dir`` when given."""
     check_prompts(prompts, draft, target)
+    check_record_k(config, options, target)
     return [speculative_generate(draft, target, p, config, options, _hook(dump_dir, s, progress)) for s, p in enumerate(prompts)]
 
 
