@@ -2,6 +2,11 @@
 config into one directory, to try ``specreplay generate`` / ``sweep`` without real weights.
 
     python scripts/make_tiny_models.py OUT_DIR [--arch qwen2|llama] [--vocab 64] [--noise 0.05]
+    python scripts/make_tiny_models.py OUT_DIR --cheap-draft     # 8-layer target, 2-layer draft
+
+The default draft is a noisy copy of the target (same cost: no speedup, exercises acceptance).
+``--cheap-draft`` builds a wider 8-layer target whose last 6 layers are damped and a draft made of
+its first 2 layers: it agrees often and costs about a quarter, so speculation can win.
 
 Writes OUT_DIR/target, OUT_DIR/draft (Hugging Face dirs), OUT_DIR/target.gguf (qwen2 only),
 OUT_DIR/prompts.txt (text), OUT_DIR/prompts.jsonl (token ids), OUT_DIR/tree.json.
@@ -13,7 +18,16 @@ import argparse
 import json
 from pathlib import Path
 
-from replay.live.tiny import build_model, build_word_tokenizer, noisy_copy, save_gguf_qwen2, save_hf_dir, tiny_config
+from replay.live.tiny import (
+    build_model,
+    build_word_tokenizer,
+    damp_late_layers,
+    noisy_copy,
+    save_gguf_qwen2,
+    save_hf_dir,
+    tiny_config,
+    truncated_draft,
+)
 
 
 def main() -> None:
@@ -23,12 +37,17 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=64)
     ap.add_argument("--noise", type=float, default=0.05, help="relative weight noise of the draft")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cheap-draft", action="store_true", help="8-layer target, its first 2 layers as the draft")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     tok = build_word_tokenizer(args.vocab)
-    target = build_model(tiny_config(args.arch, args.vocab), seed=args.seed)
-    draft = noisy_copy(target, args.noise, seed=args.seed + 1)
+    if args.cheap_draft:
+        target = build_model(tiny_config(args.arch, args.vocab, layers=8, hidden=256), seed=args.seed)
+        draft = truncated_draft(damp_late_layers(target, keep=2, factor=0.15), layers=2)
+    else:
+        target = build_model(tiny_config(args.arch, args.vocab), seed=args.seed)
+        draft = noisy_copy(target, args.noise, seed=args.seed + 1)
     save_hf_dir(target, out / "target", tok)
     save_hf_dir(draft, out / "draft", tok)
     if args.arch == "qwen2":

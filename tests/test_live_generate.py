@@ -66,3 +66,16 @@ def test_eos_stops_both_loops_at_the_same_place(live_qwen_pair):
     spec = speculative_generate(draft, target, PROMPTS[0], CONFIGS[0], opts)
     assert spec.output_ids == target_generate(target, PROMPTS[0], opts).output_ids
     assert spec.output_ids[-1] == eos and len(spec.output_ids) <= 8
+
+
+def test_cheaper_truncated_draft_is_lossless():
+    """A draft with fewer layers than the target (separate cache shapes) changes nothing in the output."""
+    from replay.live.tiny import build_model, damp_late_layers, tiny_config, truncated_draft
+
+    target = damp_late_layers(build_model(tiny_config("qwen2", 64, layers=4, hidden=64), seed=2), keep=1, factor=0.2)
+    draft = truncated_draft(target, layers=1)
+    assert draft.module.config.num_hidden_layers == 1 and target.module.config.num_hidden_layers == 4
+    opts = DecodeOptions(30)
+    spec = speculative_generate(draft, target, PROMPTS[0], CONFIGS[0], opts)
+    assert spec.output_ids == target_generate(target, PROMPTS[0], opts).output_ids
+    assert sum(r.accepted_length for r in spec.rounds) > 0

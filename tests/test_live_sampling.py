@@ -158,6 +158,7 @@ def test_generated_tokens_follow_the_target_distribution_end_to_end(small_vocab_
 
 def test_wrong_rule_fails_end_to_end(small_vocab_pair):
     draft, target = small_vocab_pair
-    check = tv_check(generated_first_two(draft, target, 1200, always_rank0), exact_first_two(target, PROMPT), ALPHA)
+    # Fewer draws suffice: the wrong rule is far off, and fewer draws only widen the threshold.
+    check = tv_check(generated_first_two(draft, target, 300, always_rank0), exact_first_two(target, PROMPT), ALPHA)
     print(check)
     assert not check.passed, check

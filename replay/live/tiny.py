@@ -146,3 +146,27 @@ def build_word_tokenizer(vocab_size: int):
     tok = Tokenizer(models.WordLevel(vocab, unk_token="t0"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t0")
+
+
+def damp_late_layers(model: LiveModel, keep: int, factor: float) -> LiveModel:
+    """Scale the residual outputs of every decoder layer after the first ``keep`` by ``factor``:
+    the late layers then only nudge the prediction, so a truncated copy (``truncated_draft``) agrees
+    with the model most of the time while costing a fraction of it. In place; returns ``model``."""
+    with torch.no_grad():
+        for layer in model.module.model.layers[keep:]:
+            layer.self_attn.o_proj.weight.mul_(factor)
+            layer.mlp.down_proj.weight.mul_(factor)
+    return model
+
+
+def truncated_draft(model: LiveModel, layers: int, name: str | None = None) -> LiveModel:
+    """A cheaper draft: the first ``layers`` decoder layers of ``model`` with its embeddings, final
+    norm and head (a copy; ``model`` is untouched)."""
+    import copy
+
+    module = copy.deepcopy(model.module)
+    module.model.layers = module.model.layers[:layers]
+    module.config.num_hidden_layers = layers
+    if getattr(module.config, "layer_types", None):
+        module.config.layer_types = module.config.layer_types[:layers]
+    return wrap_model(module, name or f"{model.name}[:{layers} layers]")
