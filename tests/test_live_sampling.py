@@ -41,7 +41,7 @@ def one_round(small_vocab_pair):
 
     _prefill(target, tcache, PROMPT)
     ver = verify_tree(target, tcache, d.tree, len(PROMPT) - 1, 4)
-    return d.tree, target_probs(ver.logits, TEMPERATURE)
+    return d.tree, ver.logits
 
 
 def exact_round_outcomes(tree, probs):
@@ -61,8 +61,9 @@ def exact_round_outcomes(tree, probs):
     return out
 
 
-def always_rank0(tree, probs, rng):
+def always_rank0(tree, logits, rng):
     """WRONG: trust the draft's top choice all the way down, then draw the bonus."""
+    probs = target_probs(logits, TEMPERATURE)
     node, path = 0, []
     while tree.children(node).shape[0]:
         node = int(tree.children(node)[0])
@@ -71,8 +72,9 @@ def always_rank0(tree, probs, rng):
     return Acceptance(tuple(path), tuple(int(tree.tokens[u]) for u in path), bonus, BONUS_CORRECTION, STOP_MISMATCH)
 
 
-def accept_if_in_target_top3(tree, probs, rng):
+def accept_if_in_target_top3(tree, logits, rng):
     """WRONG: accept the first child the target ranks in its top 3, else draw a correction."""
+    probs = target_probs(logits, TEMPERATURE)
     node, path = 0, []
     while True:
         top3 = set(np.argsort(-probs[node])[:3].tolist())
@@ -84,9 +86,10 @@ def accept_if_in_target_top3(tree, probs, rng):
         path.append(node)
 
 
-def second_chance(tree, probs, rng):
+def second_chance(tree, logits, rng):
     """WRONG, subtly: when the draw matches no child, draw once more before giving up (a retry
     inflates acceptance: each child gets p_c * (2 - sum of children's p) instead of p_c)."""
+    probs = target_probs(logits, TEMPERATURE)
     node, path = 0, []
     while True:
         kids = tree.children(node)
@@ -101,27 +104,35 @@ def second_chance(tree, probs, rng):
         path.append(node)
 
 
-def round_draws(rule, tree, probs, n, seed):
+def correct_rule(tree, logits, rng):
+    """The harness's rule."""
+    return accept_sampled(tree, logits, TEMPERATURE, rng)
+
+
+def round_draws(rule, tree, logits, n, seed):
     rng = np.random.default_rng(seed)
-    return [rule(tree, probs, rng).committed_tokens for _ in range(n)]
+    return [rule(tree, logits, rng).committed_tokens for _ in range(n)]
 
 
 def test_exact_outcome_table_is_a_distribution(one_round):
-    tree, probs = one_round
+    tree, logits = one_round
+    probs = target_probs(logits, TEMPERATURE)
     assert abs(sum(exact_round_outcomes(tree, probs).values()) - 1.0) < 1e-9
 
 
 def test_round_acceptance_is_lossless(one_round):
-    tree, probs = one_round
-    check = tv_check(round_draws(accept_sampled, tree, probs, 20000, seed=11), exact_round_outcomes(tree, probs), ALPHA)
+    tree, logits = one_round
+    probs = target_probs(logits, TEMPERATURE)
+    check = tv_check(round_draws(correct_rule, tree, logits, 20000, seed=11), exact_round_outcomes(tree, probs), ALPHA)
     print(check)
     assert check.passed, check
 
 
 @pytest.mark.parametrize("wrong_rule", [always_rank0, accept_if_in_target_top3, second_chance])
 def test_wrong_round_rules_fail_the_same_check(one_round, wrong_rule):
-    tree, probs = one_round
-    check = tv_check(round_draws(wrong_rule, tree, probs, 20000, seed=11), exact_round_outcomes(tree, probs), ALPHA)
+    tree, logits = one_round
+    probs = target_probs(logits, TEMPERATURE)
+    check = tv_check(round_draws(wrong_rule, tree, logits, 20000, seed=11), exact_round_outcomes(tree, probs), ALPHA)
     print(check)
     assert not check.passed, check
 
@@ -145,7 +156,7 @@ def generated_first_two(draft, target, n, accept=None):
 
 
 def _bind(rule, rng):
-    return lambda tree, ver: rule(tree, target_probs(ver.logits, TEMPERATURE), rng)
+    return lambda tree, ver: rule(tree, ver.logits, rng)
 
 
 def test_generated_tokens_follow_the_target_distribution_end_to_end(small_vocab_pair):

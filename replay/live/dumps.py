@@ -7,7 +7,6 @@ like the engine's files. Every file is written atomically.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -82,8 +81,3 @@ def run_manifest(
 
 def write_run_manifest(out_dir: str | Path, manifest: dict[str, Any]) -> Path:
     return write_manifest(out_dir, manifest)
-
-
-def as_record(obj: Any) -> dict[str, Any]:
-    """A frozen dataclass as a JSON-ready dict."""
-    return asdict(obj)

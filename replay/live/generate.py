@@ -65,7 +65,7 @@ def acceptance_rule(temperature: float, rng: np.random.Generator) -> AcceptRule:
     """Greedy from the validate matrix at temperature 0, the lossless sampling walk otherwise."""
     if temperature <= 0:
         return accept_verified_greedy
-    return lambda tree, ver: accept_sampled(tree, target_probs(ver.logits, temperature), rng)
+    return lambda tree, ver: accept_sampled(tree, ver.logits, temperature, rng)
 
 
 def speculative_generate(

@@ -34,13 +34,18 @@ def sample_token(probs: np.ndarray, rng: np.random.Generator) -> int:
     return int(rng.choice(probs.shape[0], p=probs))
 
 
-def accept_sampled(tree: Tree, probs: np.ndarray, rng: np.random.Generator) -> Acceptance:
-    """Walk the tree drawing from the target at each visited node (probs [num_nodes + 1, V] float64)."""
-    check_shape("probs", probs, (tree.tokens.shape[0], None))
+def accept_sampled(tree: Tree, logits: torch.Tensor, temperature: float, rng: np.random.Generator) -> Acceptance:
+    """Walk the tree drawing from the target at each visited node.
+
+    logits: [num_nodes + 1, V] target logits in tree order (the verification forward's output).
+    Only visited rows are turned into probabilities: a full [n, V] float64 softmax of a 150k
+    vocabulary would cost more than the walk.
+    """
+    check_shape("logits", logits, (tree.tokens.shape[0], None))
     has_children = tree.has_children()
     node, path = 0, []
     while True:
-        draw = sample_token(probs[node], rng)
+        draw = sample_token(target_probs(logits[node : node + 1], temperature)[0], rng)
         kids = tree.children(node)
         hit = kids[tree.tokens[kids] == draw]
         if hit.shape[0] == 0:

@@ -26,7 +26,7 @@ from .errors import SweepError
 from .generate import DecodeOptions
 from .grid import config_name
 from .models import LiveModel
-from .run import Progress, compare, run_baseline, run_speculative, summarize
+from .run import Progress, run_baseline, run_speculative, summarize
 
 ConfigHook = Callable[[str], None]  # called with a config's name once its row is saved
 
