@@ -122,3 +122,36 @@ def test_record_k_widens_the_recorded_rows(tiny_dir, tmp_path):
     with np.load(validate) as z:
         assert z["ids"].shape[1] == 16 and z["scores"].dtype == np.float32
     assert main(base + ["--out", str(tmp_path / "r2"), "--record-k", "3"]) == 2
+
+
+def test_sweep_killed_by_sigkill_resumes_without_redoing_rows(tiny_dir, tmp_path, capsys):
+    """A real kill (SIGKILL of the CLI process once two rows exist), then the same command again."""
+    import os
+    import signal
+    import time
+
+    d = tiny_dir
+    grid = "6,2x2,1x1;1,1,1,1;4,2x1,1;2,1x1;3,1;5,1;8;1,1,1,1,1,1"
+    args = ["sweep", "--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl"),
+            "--grid", grid, "--max-new-tokens", "40", "--out", str(tmp_path / "sw"), "--no-cost-curve", "--threads", "1"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "replay.cli", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rows_dir = tmp_path / "sw" / "rows"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if rows_dir.is_dir() and len(list(rows_dir.glob("*.json"))) >= 2:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the sweep finished before it could be killed"
+    done = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in rows_dir.glob("*.json")}
+    assert 2 <= len(done) < 8
+    assert main(args) == 0
+    assert f"{8 - len(done)} config(s) run, {len(done)} kept from before" in capsys.readouterr().out
+    for name, before in done.items():
+        assert ((rows_dir / name).read_bytes(), (rows_dir / name).stat().st_mtime_ns) == before
+    import pandas as pd
+
+    assert len(pd.read_parquet(tmp_path / "sw" / "results.parquet")) == 8
