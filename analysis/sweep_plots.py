@@ -1,0 +1,75 @@
+"""Plots of a tree-config sweep table (``specreplay sweep``'s results): what each tree buys.
+
+Columns used: ``name``, ``nodes``, ``block_efficiency``, ``tokens_per_s`` (and ``speedup`` when
+present). Offline side: matplotlib (Agg) and pandas only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+
+def pareto_front(table: pd.DataFrame, x: str = "nodes", y: str = "block_efficiency", x_is_cost: bool = True) -> pd.DataFrame:
+    """Rows that no other row beats on both axes (higher ``y`` is better; lower ``x`` is better when
+    ``x_is_cost``, higher otherwise). Sorted along ``x`` from best to worst."""
+    rows = table.sort_values([x, y], ascending=[x_is_cost, False])
+    best = float("-inf")
+    keep = []
+    for idx, row in rows.iterrows():
+        if row[y] > best:
+            keep.append(idx)
+            best = row[y]
+    return rows.loc[keep]
+
+
+def plot_sweep(table: pd.DataFrame, out_dir: str | Path) -> list[Path]:
+    """Write nodes_vs_block_efficiency.png, nodes_vs_tokens_per_s.png, pareto.png; return the paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for y, fname, label in (
+        ("block_efficiency", "nodes_vs_block_efficiency.png", "block efficiency (tokens / target forward)"),
+        ("tokens_per_s", "nodes_vs_tokens_per_s.png", "tokens / s"),
+    ):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        _scatter(ax, table, "nodes", y)
+        front = pareto_front(table, "nodes", y)
+        ax.plot(front["nodes"], front[y], "-", color="tab:red", alpha=0.6, label="Pareto front")
+        ax.set_xlabel("tree nodes verified per round")
+        ax.set_ylabel(label)
+        ax.legend(loc="best")
+        paths.append(_save(fig, out / fname))
+    fig, ax = plt.subplots(figsize=(6, 4))
+    front = pareto_front(table, "block_efficiency", "tokens_per_s", x_is_cost=False).sort_values("block_efficiency")
+    _scatter(ax, table, "block_efficiency", "tokens_per_s")
+    ax.plot(front["block_efficiency"], front["tokens_per_s"], "o-", color="tab:red", label="Pareto front")
+    ax.set_xlabel("block efficiency")
+    ax.set_ylabel("tokens / s")
+    ax.set_title("speed against acceptance: the front is where to pick a tree")
+    ax.legend(loc="best")
+    paths.append(_save(fig, out / "pareto.png"))
+    return paths
+
+
+def _scatter(ax, table: pd.DataFrame, x: str, y: str) -> None:
+    ax.scatter(table[x], table[y], color="tab:blue")
+    for _, row in table.iterrows():
+        ax.annotate(str(row["name"]), (row[x], row[y]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+    return path

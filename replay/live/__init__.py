@@ -1,0 +1,5 @@
+"""The live harness: real draft and target models, one-forward tree verification, dumps, sweeps.
+
+The only part of specreplay that imports torch. Importing this package itself stays torch-free so
+that ``specreplay --help`` (which imports ``replay.live.commands``) does not load torch.
+"""

@@ -1,0 +1,233 @@
+"""CLI: ``specreplay generate``, ``specreplay sweep``, ``specreplay cost-curve``.
+
+torch and transformers are imported inside the command functions only, so ``specreplay --help``
+and the offline commands never load them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+GENERATE_EXAMPLE = """example:
+  specreplay generate --draft models/qwen2.5-0.5b --target models/qwen2.5-1.5b \\
+      --config tree.json --prompts prompts.txt --max-new-tokens 64 --out runs/r1 --baseline
+  (--prompts: text lines, encoded with the target's tokenizer, or JSON Lines of token ids
+   {"prompt_ids": [...]} / [...] for models without one; GGUF: --target path/to/model.gguf)
+"""
+
+SWEEP_EXAMPLE = """grid syntax: configs separated by ';', steps by ',', the widths of one step's
+expanded heads by 'x'; '|' lists alternatives for a step (every combination runs), '@T' sets
+gammaThreshold. "6,2x2,1x1" = topKSpec [[6],[2,2],[1,1]], topHead [1,2,2]; "1,1,1,1" = a chain.
+
+example:
+  specreplay sweep --draft models/draft --target models/target --prompts prompts.jsonl \\
+      --grid "6,2x2,1x1;4,2x1,1;2|4,1x1;1,1,1,1" --max-new-tokens 64 --out runs/sweep1
+  (rerun the same command after an interruption: finished configs are kept, not redone)
+"""
+
+COST_EXAMPLE = """example:
+  specreplay cost-curve --target models/qwen2.5-1.5b --draft models/qwen2.5-0.5b \\
+      --sizes 1,2,4,8,16,32,64 --out runs/cost_curve.json --device cuda --dtype bfloat16
+  specreplay cost-curve --shape qwen2.5-1.5b --draft-shape qwen2.5-0.5b --device cuda --out cc.json
+  (--shape builds a random-weight model of a real architecture: timing only)
+"""
+
+
+def register(subparsers) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    gen = subparsers.add_parser(
+        "generate", help="run tree speculative decoding live and write a dump", epilog=GENERATE_EXAMPLE, formatter_class=fmt
+    )
+    _model_args(gen)
+    gen.add_argument("--config", required=True, help="tree config JSON (the first tree of a specTree list is used)")
+    _decode_args(gen)
+    gen.add_argument("--out", required=True, help="dump directory (draft_step_*/validate_* .npz + manifest.json)")
+    gen.add_argument("--baseline", action="store_true", help="also run target-only decoding: speedup, identical outputs")
+    gen.set_defaults(func=cmd_generate)
+
+    sw = subparsers.add_parser("sweep", help="run many tree configs live: table, plots, resumable", epilog=SWEEP_EXAMPLE, formatter_class=fmt)
+    _model_args(sw)
+    which = sw.add_mutually_exclusive_group(required=True)
+    which.add_argument("--grid", help="tree configs in the grid syntax below")
+    which.add_argument("--configs", help="JSON file with a list of tree configs")
+    _decode_args(sw)
+    sw.add_argument("--out", required=True, help="sweep directory (rows/, dumps/, results.csv/.parquet, plots/)")
+    sw.add_argument("--no-cost-curve", action="store_true", help="skip measuring cost_curve.json")
+    sw.set_defaults(func=cmd_sweep)
+
+    cc = subparsers.add_parser(
+        "cost-curve", help="time one target forward against tokens verified", epilog=COST_EXAMPLE, formatter_class=fmt
+    )
+    src = cc.add_mutually_exclusive_group(required=True)
+    src.add_argument("--target", help="target model: Hugging Face directory or .gguf file")
+    src.add_argument("--shape", help="random weights in a real architecture: qwen2.5-0.5b or qwen2.5-1.5b")
+    dsrc = cc.add_mutually_exclusive_group()
+    dsrc.add_argument("--draft", help="draft model (optional): also time draft forwards")
+    dsrc.add_argument("--draft-shape", help="random-weight draft of a real architecture")
+    _device_args(cc)
+    cc.add_argument("--sizes", default="1,2,4,8,16,32,64", help="tokens per forward, comma separated (default %(default)s)")
+    cc.add_argument("--prefix", type=int, default=64, help="committed tokens in the cache (default %(default)s)")
+    cc.add_argument("--repeats", type=int, default=3, help="timed runs per size, median kept (default %(default)s)")
+    cc.add_argument("--out", required=True, help="where to write cost_curve.json")
+    cc.set_defaults(func=cmd_cost_curve)
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--draft", required=True, help="draft model: Hugging Face directory or .gguf file")
+    p.add_argument("--target", required=True, help="target model: Hugging Face directory or .gguf file")
+    _device_args(p)
+    p.add_argument("--prompts", required=True, help="text lines, or JSON Lines of token ids")
+
+
+def _device_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default %(default)s)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="target dtype")
+    p.add_argument("--draft-dtype", choices=["float32", "bfloat16", "float16"], help="draft dtype (default: --dtype)")
+    p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice; 1 is steadiest on small VMs)")
+
+
+def _decode_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-new-tokens", type=int, required=True)
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); > 0 samples losslessly")
+    p.add_argument("--seed", type=int, default=0, help="seed of the acceptance draws (default %(default)s)")
+    p.add_argument("--stop-at-eos", action="store_true", help="stop a sequence after the tokenizer's EOS token")
+    p.add_argument("--record-k", type=int, help="candidate columns recorded per dump row (default: the config's widest topKSpec entry)")
+
+
+def _load_pair(args):
+    from .models import load_model
+
+    _check_device(args)
+    target = load_model(args.target, args.device, args.dtype)
+    draft = load_model(args.draft, args.device, args.draft_dtype or args.dtype)
+    return draft, target
+
+
+def _check_device(args) -> None:
+    """Refuse a missing GPU up front; apply --threads before any model is built."""
+    import torch
+
+    from .errors import ModelLoadError
+
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError(f"--device {args.device}: CUDA is not available on this machine")
+    if args.threads is not None:
+        torch.set_num_threads(max(1, args.threads))
+
+
+def _options(args, target):
+    from .generate import DecodeOptions
+
+    eos = getattr(target.tokenizer, "eos_token_id", None) if args.stop_at_eos else None
+    if args.max_new_tokens < 1:
+        from .errors import PromptError
+
+        raise PromptError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
+    return DecodeOptions(args.max_new_tokens, args.temperature, args.seed, args.record_k, eos)
+
+
+def _progress_bar(total: int, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="tok", file=sys.stderr, leave=False)
+
+
+def cmd_generate(args) -> int:
+    from dataclasses import asdict
+
+    from ..config import load_config
+    from .dumps import run_manifest, write_run_manifest
+    from .prompts import read_prompts
+    from .report import format_summary
+    from .run import compare, run_baseline, run_speculative, summarize
+
+    spec = load_config(args.config)
+    if len(spec.trees) > 1:
+        print(f"note: {args.config} lists {len(spec.trees)} trees; using the first", file=sys.stderr)
+    draft, target = _load_pair(args)
+    prompts = read_prompts(args.prompts, target.tokenizer)
+    options = _options(args, target)
+    with _progress_bar(len(prompts) * options.max_new_tokens, "speculative") as bar:
+        gens = run_speculative(draft, target, prompts, spec.tree, options, args.out, bar.update)
+    summary = summarize(gens)
+    comparison = None
+    if args.baseline:
+        with _progress_bar(len(prompts) * options.max_new_tokens, "target-only") as bar:
+            comparison = compare(gens, run_baseline(target, prompts, options, bar.update), options.temperature)
+    totals = asdict(summary)
+    if comparison is not None:
+        totals["baseline"] = asdict(comparison.baseline)
+        totals["speedup"] = comparison.speedup
+        totals["identical_to_baseline"] = comparison.identical
+    models = {"draft": {"path": draft.name, "dtype": draft.dtype_name}, "target": {"path": target.name, "dtype": target.dtype_name}}
+    run = {
+        "tokenizer": args.target if target.tokenizer is not None else None,
+        "dtype": target.dtype_name,
+        "device": str(target.device),
+        "temperature": options.temperature,
+        "seed": options.seed,
+        "max_new_tokens": options.max_new_tokens,
+    }
+    path = write_run_manifest(args.out, run_manifest(spec.tree, models, run, gens, totals))
+    print(format_summary(summary, comparison))
+    print(f"dump:                   {Path(path).parent}")
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    from .costs import measure_cost_curve, write_cost_curve
+    from .grid import load_config_list, parse_grid
+    from .prompts import read_prompts
+    from .sweep import run_sweep
+
+    if args.grid is not None:
+        configs, skipped = parse_grid(args.grid)
+        for s in skipped:
+            print(f"skipped grid combination {s}", file=sys.stderr)
+    else:
+        configs = load_config_list(args.configs)
+    draft, target = _load_pair(args)
+    prompts = read_prompts(args.prompts, target.tokenizer)
+    options = _options(args, target)
+    out = Path(args.out)
+    with _progress_bar(len(prompts) * options.max_new_tokens * len(configs), "sweep") as bar:
+        result = run_sweep(draft, target, configs, prompts, options, out, bar.update)
+    if not args.no_cost_curve and not (out / "cost_curve.json").is_file():
+        write_cost_curve(out / "cost_curve.json", measure_cost_curve(target, draft))
+    cols = ["name", "nodes", "mean_accepted_length", "block_efficiency", "tokens_per_s", "speedup"]
+    print(result.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"{len(result.computed)} config(s) run, {len(result.skipped)} kept from before; table: {out / 'results.csv'}")
+    return 0
+
+
+def cmd_cost_curve(args) -> int:
+    from .costs import measure_cost_curve, write_cost_curve
+
+    _check_device(args)
+    target = _model_or_shape(args.target, args.shape, args.device, args.dtype)
+    draft = None
+    if args.draft or args.draft_shape:
+        draft = _model_or_shape(args.draft, args.draft_shape, args.device, args.draft_dtype or args.dtype)
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    curve = measure_cost_curve(target, draft, sizes, args.prefix, args.repeats)
+    write_cost_curve(args.out, curve)
+    for n, s in zip(curve.tokens, curve.verify_s):
+        print(f"{n:4d} tokens  {s * 1e3:9.3f} ms")
+    if curve.draft_step_s is not None:
+        print(f"draft step (1 token): {curve.draft_step_s * 1e3:.3f} ms")
+    print(f"written: {args.out}")
+    return 0
+
+
+def _model_or_shape(path: str | None, shape: str | None, device: str, dtype: str):
+    from .errors import ModelLoadError
+    from .models import load_model
+    from .tiny import REAL_SHAPES, build_model
+
+    if path:
+        return load_model(path, device, dtype)
+    if shape not in REAL_SHAPES:
+        raise ModelLoadError(f"--shape {shape!r}: expected one of {', '.join(REAL_SHAPES)}")
+    return build_model(REAL_SHAPES[shape], seed=0, dtype=dtype, device=device, name=f"random:{shape}")

@@ -1,0 +1,83 @@
+"""Adapter from harness rounds to the dump format (``replay.dumpwrite``): files and manifest.
+
+Round key: ``a`` = position of the root token in its sequence (0-based, prompt included),
+``b = a + sequence_index * KEY_STRIDE``. Step 0 is named one position earlier (step0_offset 1),
+like the engine's files. Every file is written atomically.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..config import TreeConfig
+from ..dumpwrite import write_manifest, write_round
+from .draft import DraftedTree
+from .generate import Generation, RoundHook, RoundResult
+from .verify import Verification
+
+KEY_STRIDE = 1_000_000
+STEP0_OFFSET = 1
+KEY_RULE = (
+    "a = position of the round's root token in its sequence (0-based, prompt included); "
+    f"b = a + sequence_index * {KEY_STRIDE}; draft_step_0 is named (a - 1, b - 1)"
+)
+
+
+def round_key(root_pos: int, sequence_index: int) -> tuple[int, int]:
+    if root_pos < 1:
+        raise ValueError("dumps need prompts of at least 2 tokens (step 0's file is named at root position - 1)")
+    return root_pos, root_pos + sequence_index * KEY_STRIDE
+
+
+def round_writer(out_dir: str | Path, sequence_index: int) -> RoundHook:
+    """A hook for ``speculative_generate`` that writes each round's draft_step_* and validate_* files."""
+
+    def write(rnd: RoundResult, drafted: DraftedTree, ver: Verification) -> None:
+        write_round(out_dir, round_key(rnd.root_pos, sequence_index), drafted.steps, ver.validate, STEP0_OFFSET)
+
+    return write
+
+
+def round_entry(rnd: RoundResult, sequence_index: int) -> dict[str, Any]:
+    return {
+        "key": list(round_key(rnd.root_pos, sequence_index)),
+        "sequence": sequence_index,
+        "root_token": rnd.root_token,
+        "accepted_nodes": list(rnd.accepted_nodes),
+        "accepted_length": rnd.accepted_length,
+        "bonus_token": rnd.bonus_token,
+        "committed_tokens": list(rnd.committed_tokens),
+        "num_nodes": rnd.num_nodes,
+        "draft_steps": rnd.draft_steps,
+        "draft_time_s": rnd.draft_time_s,
+        "verify_time_s": rnd.verify_time_s,
+    }
+
+
+def run_manifest(
+    config: TreeConfig,
+    models: dict[str, dict[str, str]],
+    run: dict[str, Any],
+    generations: Sequence[Generation],
+    totals: dict[str, Any],
+) -> dict[str, Any]:
+    """The manifest body: ``models`` {draft, target: {path, dtype}}; ``run`` holds tokenizer, dtype,
+    device, temperature, seed and anything else the caller wants on record."""
+    return {
+        "config": config.to_json(),
+        "layout": "all",
+        "score_kind": "logprob",
+        "score_temperature": 1.0,
+        "step0_offset": STEP0_OFFSET,
+        "key_rule": KEY_RULE,
+        "models": models,
+        **run,
+        "sequences": [{"prompt_ids": list(g.prompt_ids), "output_ids": list(g.output_ids)} for g in generations],
+        "rounds": [round_entry(r, s) for s, g in enumerate(generations) for r in g.rounds],
+        "totals": totals,
+    }
+
+
+def write_run_manifest(out_dir: str | Path, manifest: dict[str, Any]) -> Path:
+    return write_manifest(out_dir, manifest)

@@ -1,0 +1,117 @@
+"""Load causal LMs fully offline: a Hugging Face directory (config + safetensors) or a GGUF file.
+
+The harness drives the model through transformers with an explicit 4D attention bias and explicit
+position ids (replay.live.forward), so any decoder-only architecture transformers loads works;
+Llama and Qwen2 are the tested ones.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .errors import ModelLoadError
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True, eq=False)
+class LiveModel:
+    """A loaded model plus what the harness needs to call it."""
+
+    module: Any  # transformers PreTrainedModel, eval mode
+    name: str  # path or label, recorded in the manifest
+    dtype: torch.dtype
+    device: torch.device
+    tokenizer: Any | None  # transformers tokenizer, None when the checkpoint has none
+    cache_kwarg: str  # "cache" (transformers >= 5.2x) or "past_key_values" (older spelling)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.module.get_output_embeddings().weight.shape[0])
+
+    @property
+    def dtype_name(self) -> str:
+        return dtype_name(self.dtype)
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    if name not in DTYPES:
+        raise ModelLoadError(f"unknown dtype {name!r}: expected one of {', '.join(DTYPES)}")
+    return DTYPES[name]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def cache_kwarg_of(module: Any) -> str:
+    """The keyword the model's forward takes its KV cache under; transformers renamed it in 5.x."""
+    params = inspect.signature(module.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def wrap_model(module: Any, name: str, tokenizer: Any | None = None) -> LiveModel:
+    """Put an already built transformers model into eval mode and describe it."""
+    module.eval()
+    param = next(module.parameters())
+    return LiveModel(module, name, param.dtype, param.device, tokenizer, cache_kwarg_of(module))
+
+
+def load_model(path: str | Path, device: str = "cpu", dtype: str = "float32") -> LiveModel:
+    """Load from a Hugging Face directory (``config.json`` + weights) or a ``.gguf`` file, offline.
+
+    GGUF weights are dequantized on load (transformers needs the ``gguf`` package).
+    """
+    from transformers import AutoModelForCausalLM
+
+    path = Path(path)
+    torch_dtype = parse_dtype(dtype)
+    kwargs: dict[str, Any] = {"dtype": torch_dtype, "local_files_only": True, "attn_implementation": "sdpa"}
+    if path.is_dir() and (path / "config.json").is_file():
+        source, extra = path, {}
+    elif path.is_file() and path.suffix == ".gguf":
+        source, extra = path.parent, {"gguf_file": path.name}
+    else:
+        raise ModelLoadError(f"{path}: not a Hugging Face model directory (no config.json) nor a .gguf file")
+    try:
+        module = AutoModelForCausalLM.from_pretrained(source, **kwargs, **extra)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelLoadError(f"{path}: cannot load model: {exc}") from None
+    module.to(torch.device(device))
+    return wrap_model(module, str(path), load_tokenizer(source, extra.get("gguf_file")))
+
+
+def load_tokenizer(source: Path, gguf_file: str | None = None) -> Any | None:
+    """The checkpoint's tokenizer, or None when it ships none (prompts are then token ids)."""
+    from transformers import AutoTokenizer
+
+    has_files = any((source / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model"))
+    if gguf_file is None and not has_files:
+        return None
+    try:
+        if gguf_file is not None:
+            return AutoTokenizer.from_pretrained(source, gguf_file=gguf_file, local_files_only=True)
+        if _declares_generic_tokenizer(source):
+            from transformers import PreTrainedTokenizerFast
+
+            return PreTrainedTokenizerFast(tokenizer_file=str(source / "tokenizer.json"))
+        return AutoTokenizer.from_pretrained(source, local_files_only=True)
+    except Exception:  # a GGUF without tokenizer metadata, or a half tokenizer: run on ids
+        return None
+
+
+def _declares_generic_tokenizer(source: Path) -> bool:
+    """True for a plain ``tokenizer.json`` saved without a model-specific class; AutoTokenizer
+    would otherwise pick the class from the model type (e.g. Qwen2Tokenizer) and mangle it."""
+    import json
+
+    cfg_path = source / "tokenizer_config.json"
+    if not (cfg_path.is_file() and (source / "tokenizer.json").is_file()):
+        return False
+    cls = json.loads(cfg_path.read_text(encoding="utf-8")).get("tokenizer_class")
+    return cls in ("TokenizersBackend", "PreTrainedTokenizerFast")

@@ -1,0 +1,56 @@
+"""Lossless acceptance at temperature > 0 for deterministic (top-k) children.
+
+Rule: at the current node draw x from the target's distribution there; if a child carries x, move
+to it and repeat; otherwise commit x (correction) and stop. At a leaf the draw is the bonus token.
+
+Why it is lossless: every committed token is a fresh draw from the target's conditional given
+everything committed before it, and whether the walk continues depends only on that draw. The
+committed sequence is therefore distributed exactly as target-only sampling, whatever the draft
+proposes (the draft only changes how many tokens one target forward yields).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..acceptance import Acceptance
+from ..tree import Tree
+from ..vocab import BONUS_CORRECTION, BONUS_LEAF, STOP_LEAF, STOP_MISMATCH
+from .checks import check_shape
+
+
+def target_probs(logits: torch.Tensor, temperature: float) -> np.ndarray:
+    """[n, V] float64 probabilities of softmax(logits / temperature); logits [n, V]."""
+    check_shape("logits", logits, (None, None))
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0 for sampling, got {temperature}")
+    return torch.softmax(logits.double() / temperature, dim=-1).cpu().numpy()
+
+
+def sample_token(probs: np.ndarray, rng: np.random.Generator) -> int:
+    """One draw from ``probs`` ([V] float64, sums to 1)."""
+    check_shape("probs", probs, (None,))
+    return int(rng.choice(probs.shape[0], p=probs))
+
+
+def accept_sampled(tree: Tree, logits: torch.Tensor, temperature: float, rng: np.random.Generator) -> Acceptance:
+    """Walk the tree drawing from the target at each visited node.
+
+    logits: [num_nodes + 1, V] target logits in tree order (the verification forward's output).
+    Only visited rows are turned into probabilities: a full [n, V] float64 softmax of a 150k
+    vocabulary would cost more than the walk.
+    """
+    check_shape("logits", logits, (tree.tokens.shape[0], None))
+    has_children = tree.has_children()
+    node, path = 0, []
+    while True:
+        draw = sample_token(target_probs(logits[node : node + 1], temperature)[0], rng)
+        kids = tree.children(node)
+        hit = kids[tree.tokens[kids] == draw]
+        if hit.shape[0] == 0:
+            kind, stop = (BONUS_CORRECTION, STOP_MISMATCH) if has_children[node] else (BONUS_LEAF, STOP_LEAF)
+            tokens = tuple(int(tree.tokens[u]) for u in path)
+            return Acceptance(tuple(path), tokens, draw, kind, stop)
+        node = int(hit[0])
+        path.append(node)

@@ -1,0 +1,37 @@
+"""Tiny random models for the live-harness tests, built in the test process (no hub, no files).
+
+Import the fixtures you use into a test module: ``from live_fixtures import live_qwen_pair``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from replay.live.tiny import build_model, noisy_copy, tiny_config  # noqa: E402
+
+# Two intra-op threads on a small shared VM spin against each other: tiny forwards go from 0.5 ms
+# to 100+ ms at random. One thread keeps the suite fast and its timings stable.
+torch.set_num_threads(1)
+
+DRAFT_NOISE = 0.05  # relative weight noise: the draft agrees with the target most of the time
+
+
+def make_pair(architecture: str, vocab_size: int = 64, seed: int = 0, noise: float = DRAFT_NOISE):
+    target = build_model(tiny_config(architecture, vocab_size), seed=seed, name=f"tiny-{architecture}-target")
+    draft = noisy_copy(target, noise, seed=seed + 1, name=f"tiny-{architecture}-draft")
+    return draft, target
+
+
+@pytest.fixture(scope="session")
+def live_qwen_pair():
+    """(draft, target) tiny Qwen2 models, vocab 64."""
+    return make_pair("qwen2")
+
+
+@pytest.fixture(scope="session")
+def live_llama_pair():
+    """(draft, target) tiny Llama models, vocab 64."""
+    return make_pair("llama")

@@ -1,0 +1,157 @@
+"""The CLI end to end on tiny models saved to disk: generate (text and id prompts, HF and GGUF),
+sweep, cost-curve, user errors, help examples, and a torch-free ``--help``."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from live_fixtures import live_qwen_pair  # noqa: F401
+
+from replay.cli import main
+from replay.live.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(live_qwen_pair, tmp_path_factory):
+    draft, target = live_qwen_pair
+    d = tmp_path_factory.mktemp("tiny")
+    tok = build_word_tokenizer(64)
+    save_hf_dir(target, d / "target", tok)
+    save_hf_dir(draft, d / "draft", tok)
+    save_gguf_qwen2(target, d / "target.gguf")
+    (d / "prompts.txt").write_text("t1 t2 t3 t4\nt50 t7\n")
+    (d / "prompts.jsonl").write_text('{"prompt_ids": [1, 2, 3, 4]}\n[50, 7]\n')
+    (d / "tree.json").write_text(json.dumps({"gamma": 3, "topKSpec": [[6], [2, 2], [1, 1]], "topHead": [1, 2, 2]}))
+    return d
+
+
+def test_generate_with_baseline_text_prompts(tiny_dir, tmp_path, capsys):
+    d = tiny_dir
+    rc = main([
+        "generate", "--draft", str(d / "draft"), "--target", str(d / "target"), "--config", str(d / "tree.json"),
+        "--prompts", str(d / "prompts.txt"), "--max-new-tokens", "20", "--out", str(tmp_path / "run"), "--baseline",
+    ])
+    out = capsys.readouterr().out
+    assert rc == 0
+    for line in ("rounds:", "mean accepted length:", "block efficiency:", "tokens/s:", "draft time per round:",
+                 "verify time per round:", "speedup:", "outputs identical:      yes"):
+        assert line in out
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["sequences"][0]["prompt_ids"] == [1, 2, 3, 4]
+    assert manifest["tokenizer"] == str(d / "target")
+    assert manifest["totals"]["identical_to_baseline"] is True
+    assert manifest["models"]["draft"]["path"] == str(d / "draft")
+
+
+def test_generate_gguf_target_with_id_prompts_and_cheaper_draft(tiny_dir, tmp_path, capsys):
+    d = tiny_dir
+    rc = main([
+        "generate", "--draft", str(d / "draft"), "--target", str(d / "target.gguf"), "--config", str(d / "tree.json"),
+        "--prompts", str(d / "prompts.jsonl"), "--max-new-tokens", "12", "--out", str(tmp_path / "run"),
+        "--draft-dtype", "bfloat16", "--baseline",
+    ])
+    assert rc == 0
+    assert "outputs identical:      yes" in capsys.readouterr().out  # the target decides every token
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["models"]["draft"]["dtype"] == "bfloat16" and manifest["models"]["target"]["dtype"] == "float32"
+
+
+def test_sweep_and_cost_curve_commands(tiny_dir, tmp_path, capsys):
+    d = tiny_dir
+    args = [
+        "sweep", "--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl"),
+        "--grid", "4,1x1;1,1,1", "--max-new-tokens", "10", "--out", str(tmp_path / "sw"),
+    ]
+    assert main(args) == 0
+    assert "2 config(s) run, 0 kept" in capsys.readouterr().out
+    curve = json.loads((tmp_path / "sw" / "cost_curve.json").read_text())
+    assert len(curve["tokens"]) == len(curve["verify_s"]) and curve["draft_step_s"] > 0
+    assert main(args) == 0
+    assert "0 config(s) run, 2 kept" in capsys.readouterr().out
+    rc = main(["cost-curve", "--target", str(d / "target"), "--sizes", "1,4", "--prefix", "8", "--repeats", "1", "--out", str(tmp_path / "cc.json")])
+    assert rc == 0
+    curve = json.loads((tmp_path / "cc.json").read_text())
+    assert curve["tokens"] == [1, 4] and len(curve["verify_s"]) == 2 and curve["draft_step_s"] is None
+
+
+def test_user_errors_exit_2_with_one_line(tiny_dir, tmp_path, capsys):
+    d = tiny_dir
+    base = ["generate", "--config", str(d / "tree.json"), "--max-new-tokens", "4", "--out", str(tmp_path / "x")]
+    assert main(base + ["--draft", str(tmp_path), "--target", str(d / "target"), "--prompts", str(d / "prompts.txt")]) == 2
+    assert "not a Hugging Face model directory" in capsys.readouterr().err
+    (tmp_path / "short.jsonl").write_text("[5]\n")
+    assert main(base + ["--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(tmp_path / "short.jsonl")]) == 2
+    assert "at least 2" in capsys.readouterr().err
+    (tmp_path / "text.txt").write_text("hello world\n")
+    assert main(base + ["--draft", str(d / "draft"), "--target", str(d / "target.gguf"), "--prompts", str(tmp_path / "text.txt")]) == 2
+    assert "need a tokenizer" in capsys.readouterr().err
+    assert main(["sweep", "--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl"),
+                 "--grid", "1,2x2", "--max-new-tokens", "4", "--out", str(tmp_path / "s")]) == 2
+    assert "topHead[1]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["generate", "sweep", "cost-curve"])
+def test_every_command_help_has_an_example(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert "example:" in capsys.readouterr().out
+
+
+def test_help_and_offline_side_never_import_torch():
+    code = (
+        "import sys, replay.cli, replay.live.commands, replay.tree, replay.acceptance, replay.dumpwrite, analysis.sweep_plots\n"
+        "replay.cli.build_parser().format_help()\n"
+        "bad = [m for m in ('torch', 'transformers') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+def test_record_k_widens_the_recorded_rows(tiny_dir, tmp_path):
+    import numpy as np
+
+    d = tiny_dir
+    base = ["generate", "--draft", str(d / "draft"), "--target", str(d / "target"), "--config", str(d / "tree.json"),
+            "--prompts", str(d / "prompts.jsonl"), "--max-new-tokens", "4"]
+    assert main(base + ["--out", str(tmp_path / "r"), "--record-k", "16"]) == 0
+    validate = sorted((tmp_path / "r").glob("validate_*.npz"))[0]
+    with np.load(validate) as z:
+        assert z["ids"].shape[1] == 16 and z["scores"].dtype == np.float32
+    assert main(base + ["--out", str(tmp_path / "r2"), "--record-k", "3"]) == 2
+
+
+def test_sweep_killed_by_sigkill_resumes_without_redoing_rows(tiny_dir, tmp_path, capsys):
+    """A real kill (SIGKILL of the CLI process once two rows exist), then the same command again."""
+    import os
+    import signal
+    import time
+
+    d = tiny_dir
+    grid = "6,2x2,1x1;1,1,1,1;4,2x1,1;2,1x1;3,1;5,1;8;1,1,1,1,1,1"
+    args = ["sweep", "--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl"),
+            "--grid", grid, "--max-new-tokens", "40", "--out", str(tmp_path / "sw"), "--no-cost-curve", "--threads", "1"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "replay.cli", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rows_dir = tmp_path / "sw" / "rows"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if rows_dir.is_dir() and len(list(rows_dir.glob("*.json"))) >= 2:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the sweep finished before it could be killed"
+    done = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in rows_dir.glob("*.json")}
+    assert 2 <= len(done) < 8
+    assert main(args) == 0
+    assert f"{8 - len(done)} config(s) run, {len(done)} kept from before" in capsys.readouterr().out
+    for name, before in done.items():
+        assert ((rows_dir / name).read_bytes(), (rows_dir / name).stat().st_mtime_ns) == before
+    import pandas as pd
+
+    assert len(pd.read_parquet(tmp_path / "sw" / "results.parquet")) == 8

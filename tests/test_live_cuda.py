@@ -1,0 +1,72 @@
+"""The same harness on a CUDA GPU (run by scripts/gpu_check.sh; skipped without CUDA)."""
+
+import pytest
+import torch
+from live_fixtures import make_pair
+
+from replay.config import TreeConfig
+from replay.live.costs import measure_cost_curve
+from replay.live.forward import causal_visible, forward_tokens, new_cache, tree_visible
+from replay.live.generate import DecodeOptions, speculative_generate, target_generate
+from replay.live.tiny import build_model, tiny_config
+from replay.tree import Tree, tree_layout
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run scripts/gpu_check.sh on one)"),
+]
+
+
+def on_cuda(model):
+    from replay.live.models import wrap_model
+
+    return wrap_model(model.module.to("cuda"), model.name + "@cuda")
+
+
+@pytest.fixture(scope="module")
+def cuda_pair():
+    draft, target = make_pair("qwen2")
+    return on_cuda(draft), on_cuda(target)
+
+
+def test_cuda_tree_forward_equals_per_path_forwards(cuda_pair):
+    _, target = cuda_pair
+    prefix = [3, 17, 42, 8]
+    tree = Tree.from_lists([11, 7, 20, 7, 9], [-1, 0, 0, 1, 1])
+    cache = new_cache(target)
+    dev = target.device
+    forward_tokens(target, cache, torch.tensor(prefix, device=dev), torch.arange(4, device=dev), causal_visible(0, 4, dev))
+    mask, depth, _ = tree_layout(tree.parents, tree.depths)
+    logits = forward_tokens(target, cache, torch.from_numpy(tree.tokens).to(dev), torch.from_numpy(4 + depth).to(dev), tree_visible(4, mask, dev))
+    for u in range(tree.tokens.shape[0]):
+        ids = prefix + [int(tree.tokens[v]) for v in tree.path_to(u)]
+        with torch.no_grad():
+            ref = target.module(input_ids=torch.tensor([ids], device=dev)).logits[0, -1].float()
+        assert float((logits[u] - ref).abs().max()) < 1e-4
+
+
+@pytest.mark.parametrize("draft_dtype", [torch.float32, torch.bfloat16])
+def test_cuda_greedy_lossless(cuda_pair, draft_dtype):
+    draft, target = cuda_pair
+    if draft_dtype != torch.float32:
+        from replay.live.models import wrap_model
+        import copy
+
+        draft = wrap_model(copy.deepcopy(draft.module).to(draft_dtype), draft.name + "-bf16")
+    opts = DecodeOptions(40)
+    for config in (TreeConfig.from_lists([[6], [2, 2], [1, 1]]), TreeConfig.from_lists([[1], [1], [1], [1]])):
+        for prompt in ([1, 2, 3, 4], [50, 7]):
+            assert speculative_generate(draft, target, prompt, config, opts).output_ids == target_generate(target, prompt, opts).output_ids
+
+
+def test_cuda_cost_curve_is_measured_with_synchronisation(cuda_pair):
+    draft, target = cuda_pair
+    curve = measure_cost_curve(target, draft, sizes=(1, 8, 32), prefix_tokens=16, repeats=2)
+    assert curve.device.startswith("cuda") and len(curve.verify_s) == 3 and all(s > 0 for s in curve.verify_s)
+
+
+def test_cuda_real_architecture_builds_and_runs():
+    cfg = dict(tiny_config("qwen2"), hidden_size=64, num_hidden_layers=2)
+    model = build_model(cfg, dtype="bfloat16", device="cuda")
+    logits = forward_tokens(model, new_cache(model), torch.tensor([1, 2], device="cuda"), torch.arange(2, device="cuda"), causal_visible(0, 2, model.device))
+    assert logits.shape == (2, cfg["vocab_size"]) and logits.dtype == torch.float32

@@ -1,0 +1,96 @@
+"""The tree forward: explicit positions + tree mask over a KV cache equals plain causal forwards."""
+
+import numpy as np
+import pytest
+import torch
+from live_fixtures import live_llama_pair, live_qwen_pair  # noqa: F401
+
+from replay.live.forward import (
+    attention_bias,
+    cache_length,
+    causal_visible,
+    crop_cache,
+    forward_tokens,
+    keep_cache_entries,
+    new_cache,
+    tree_visible,
+)
+from replay.tree import Tree, tree_layout
+
+PREFIX = [3, 17, 42, 8, 5, 29]
+# The article's shape in miniature: root, 3 children, 2 grandchildren under node 1, 1 under node 2,
+# one great-grandchild; a token repeated on two branches (7) to show nodes are positions, not tokens.
+TREE = Tree.from_lists([11, 7, 20, 33, 7, 9, 7, 50], [-1, 0, 0, 0, 1, 1, 2, 4])
+
+
+def plain_logits(model, ids):
+    """transformers' own forward, no cache, no custom mask: [len(ids), V] float32."""
+    with torch.no_grad():
+        return model.module(input_ids=torch.tensor([ids])).logits[0].float()
+
+
+def tree_logits(model, prefix, tree):
+    cache = new_cache(model)
+    n = len(prefix)
+    forward_tokens(model, cache, torch.tensor(prefix), torch.arange(n), causal_visible(0, n, model.device))
+    mask, depth, _ = tree_layout(tree.parents, tree.depths)
+    logits = forward_tokens(model, cache, torch.from_numpy(tree.tokens), torch.from_numpy(n + depth), tree_visible(n, mask, model.device))
+    return logits, cache
+
+
+@pytest.mark.parametrize("pair", ["live_qwen_pair", "live_llama_pair"])
+def test_tree_forward_equals_per_path_plain_forwards(pair, request):
+    _, target = request.getfixturevalue(pair)
+    logits, _ = tree_logits(target, PREFIX, TREE)
+    worst = 0.0
+    for u in range(TREE.tokens.shape[0]):
+        path = [int(TREE.tokens[v]) for v in TREE.path_to(u)]
+        ref = plain_logits(target, PREFIX + path)[-1]
+        worst = max(worst, float((logits[u] - ref).abs().max()))
+    assert worst < 1e-5, worst
+
+
+@pytest.mark.parametrize("pair", ["live_qwen_pair", "live_llama_pair"])
+def test_causal_forward_with_cache_matches_transformers(pair, request):
+    _, target = request.getfixturevalue(pair)
+    ids = PREFIX + [1, 2, 3]
+    cache = new_cache(target)
+    a = forward_tokens(target, cache, torch.tensor(ids[:4]), torch.arange(4), causal_visible(0, 4, target.device))
+    b = forward_tokens(target, cache, torch.tensor(ids[4:]), torch.arange(4, len(ids)), causal_visible(4, len(ids) - 4, target.device))
+    ref = plain_logits(target, ids)
+    assert torch.allclose(torch.cat([a, b]), ref, atol=1e-5)
+    assert cache_length(cache) == len(ids)
+
+
+def test_keeping_the_accepted_path_leaves_a_plain_prefix(live_qwen_pair):
+    _, target = live_qwen_pair
+    _, cache = tree_logits(target, PREFIX, TREE)
+    path = TREE.path_to(7)  # root -> 1 -> 4 -> 7
+    n = len(PREFIX)
+    keep_cache_entries(cache, torch.tensor(list(range(n)) + [n + u for u in path]))
+    assert cache_length(cache) == n + len(path)
+    seq = PREFIX + [int(TREE.tokens[u]) for u in path]
+    nxt = forward_tokens(target, cache, torch.tensor([13]), torch.tensor([len(seq)]), causal_visible(len(seq), 1, target.device))
+    assert torch.allclose(nxt[0], plain_logits(target, seq + [13])[-1], atol=1e-5)
+    crop_cache(cache, 2)
+    assert cache_length(cache) == 2
+
+
+def test_attention_bias_is_zero_where_visible_and_min_elsewhere():
+    vis = torch.tensor([[True, False], [True, True]])
+    bias = attention_bias(vis, torch.float32)
+    assert bias.shape == (1, 1, 2, 2)
+    assert bias[0, 0, 0, 0] == 0 and bias[0, 0, 0, 1] == torch.finfo(torch.float32).min
+
+
+def test_shapes_are_checked_on_entry(live_qwen_pair):
+    _, target = live_qwen_pair
+    cache = new_cache(target)
+    with pytest.raises(ValueError, match="visible: expected shape"):
+        forward_tokens(target, cache, torch.tensor([1, 2]), torch.arange(2), causal_visible(0, 3, target.device))
+    with pytest.raises(ValueError, match="tokens: expected dtype"):
+        forward_tokens(target, cache, torch.tensor([1.0, 2.0]), torch.arange(2), causal_visible(0, 2, target.device))
+    with pytest.raises(ValueError, match="strictly increasing"):
+        keep_cache_entries(cache, torch.tensor([2, 1]))
+    with pytest.raises(ValueError, match="tree_mask"):
+        tree_visible(0, np.ones((2, 3), dtype=bool), target.device)
