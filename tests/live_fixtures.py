@@ -1,6 +1,6 @@
 """Tiny random models for the live-harness tests, built in the test process (no hub, no files).
 
-Import the fixtures you use into a test module: ``from live_fixtures import live_qwen_pair``.
+Import the fixtures you use into a test module: ``from tests.live_fixtures import live_qwen_pair``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from live_fixtures import live_qwen_pair  # noqa: F401
+from tests.live_fixtures import live_qwen_pair  # noqa: F401
 
 from replay.cli import main
 from replay.live.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir

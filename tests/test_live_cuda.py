@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from live_fixtures import make_pair
+from tests.live_fixtures import make_pair
 
 from replay.config import TreeConfig
 from replay.live.costs import measure_cost_curve

@@ -1,8 +1,7 @@
 """A harness dump replays offline to the harness's own acceptance decisions, exactly.
 
-Until the offline dump reader lands, the tree is rebuilt here from the npz files with
-Tree.from_lists + target_top1_per_node(..., "all") + accept_greedy (the lead adds a test through
-the full reader once both land).
+Two routes: the whole offline reader (replay_directory: grouping, manifest, rebuild with
+path-probability check, layout detection) and a minimal rebuild from the npz files alone.
 """
 
 import json
@@ -10,13 +9,14 @@ from dataclasses import asdict
 
 import numpy as np
 import pytest
-from live_fixtures import live_qwen_pair  # noqa: F401
+from tests.live_fixtures import live_qwen_pair  # noqa: F401
 
 from replay.acceptance import accept_greedy, target_top1_per_node
 from replay.config import TreeConfig, parse_config
 from replay.live.dumps import KEY_STRIDE, run_manifest, write_run_manifest
 from replay.live.generate import DecodeOptions
 from replay.live.run import run_speculative, summarize
+from replay.replayer import replay_directory
 from replay.tree import Tree
 
 PROMPTS = [[1, 2, 3, 4], [50, 7], [9, 8, 7, 6, 5]]
@@ -61,6 +61,24 @@ def dump(request, live_qwen_pair, tmp_path_factory):
     run = {"tokenizer": None, "dtype": "float32", "device": "cpu", "temperature": 0.0, "seed": 0}
     write_run_manifest(out, run_manifest(config, models, run, gens, asdict(summarize(gens))))
     return out, config, json.loads((out / "manifest.json").read_text())
+
+
+def test_replay_directory_reproduces_every_decision(dump):
+    out, config, manifest = dump
+    rep = replay_directory(out)
+    assert rep.skipped == ()
+    assert rep.tree == config
+    by_key = {tuple(r["key"]): r for r in manifest["rounds"]}
+    assert {res.key for res in rep.results} == set(by_key)
+    for res in rep.results:
+        rnd = by_key[res.key]
+        assert res.layout == "all"
+        assert res.rebuilt.selection_summary in ("parents", "root")  # "root": stopped after step 0
+        assert not res.notes, res.notes  # recorded parents agree with the recomputed selection
+        assert int(res.tree.tokens[0]) == rnd["root_token"]
+        assert list(res.acceptance.accepted_nodes) == rnd["accepted_nodes"]
+        assert res.acceptance.bonus_token == rnd["bonus_token"]
+        assert list(res.acceptance.committed_tokens) == rnd["committed_tokens"]
 
 
 def test_offline_replay_reproduces_every_decision(dump):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from live_fixtures import live_llama_pair, live_qwen_pair  # noqa: F401
+from tests.live_fixtures import live_llama_pair, live_qwen_pair  # noqa: F401
 
 from replay.live.forward import (
     attention_bias,

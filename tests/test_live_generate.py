@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from live_fixtures import live_llama_pair, live_qwen_pair, make_pair  # noqa: F401
+from tests.live_fixtures import live_llama_pair, live_qwen_pair, make_pair  # noqa: F401
 
 from replay.config import TreeConfig
 from replay.live.generate import DecodeOptions, speculative_generate, target_generate

@@ -7,8 +7,8 @@ and the same check must reject deliberately wrong acceptance rules.
 import numpy as np
 import pytest
 import torch
-from live_fixtures import make_pair
-from live_stats import tv_check
+from tests.live_fixtures import make_pair
+from tests.live_stats import tv_check
 
 from replay.acceptance import Acceptance
 from replay.config import TreeConfig

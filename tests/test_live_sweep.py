@@ -5,7 +5,7 @@ import json
 
 import pandas as pd
 import pytest
-from live_fixtures import live_qwen_pair  # noqa: F401
+from tests.live_fixtures import live_qwen_pair  # noqa: F401
 
 from replay.config import TreeConfig
 from replay.live.errors import SweepError
