@@ -65,7 +65,7 @@ def accepted_length_distribution(rounds: pd.DataFrame) -> pd.DataFrame:
 
 
 def depth_acceptance(rounds: pd.DataFrame) -> pd.DataFrame:
-    """Per run and depth d = 1..max steps, two rates the field often mixes up:
+    """Per run and depth d = 1..the run's max steps, two rates the field often mixes up:
 
     cumulative_d  = #{r : L_r >= d} / R                       reached depth d, over all rounds
     conditional_d = #{r : L_r >= d} / #{r : L_r >= d-1}       accepted at d given d-1 was reached
@@ -75,8 +75,8 @@ def depth_acceptance(rounds: pd.DataFrame) -> pd.DataFrame:
     """
     _require(rounds, ("run", "accepted_length", "stop", "num_steps"), "rounds")
     rows = []
-    max_depth = int(rounds["num_steps"].max()) if len(rounds) else 0
     for run, grp in rounds.groupby("run", sort=False):
+        max_depth = int(grp["num_steps"].max())  # a run's own depth: others may be deeper
         L = grp["accepted_length"].to_numpy(dtype=np.int64)
         had_children = grp["stop"].isin([STOP_MISMATCH, STOP_NO_ROW]).to_numpy()
         total = L.shape[0]
