@@ -128,6 +128,15 @@ def compare_display(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def strategies_display(df: pd.DataFrame) -> pd.DataFrame:
+    """Dynamic-gamma strategy rows (StrategyResult.to_row) with each [lo, hi] pair as one column."""
+    cols = [c for c in ("run", "strategy", "name", "ema_window", "config", "rounds", "undecidable_rounds") if c in df.columns]
+    out = df[cols].copy()
+    for name in ("mean_gamma", "mean_accepted_length", "engine_block_efficiency", "speedup"):
+        out[name] = [format_bounds(a, b) for a, b in zip(df[f"{name}_lo"], df[f"{name}_hi"])]
+    return out
+
+
 def runs_side_by_side(rounds: pd.DataFrame) -> pd.DataFrame:
     """Summary metrics and per-depth rates of several runs as columns (one row per metric)."""
     s = summary(rounds).set_index("run")
