@@ -85,7 +85,8 @@ def _skipped_status(runs) -> int:
     return 1 if any(run.replay.skipped for run in runs) else 0
 
 
-def _print_table(df, args, out=sys.stdout) -> None:
+def _print_table(df, args, out=None) -> None:
+    out = out or sys.stdout  # looked up per call: tests and pipes swap sys.stdout
     if getattr(args, "json", False):
         out.write(df.to_json(orient="records", indent=1) + "\n")
     elif getattr(args, "csv", False):
