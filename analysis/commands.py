@@ -73,16 +73,30 @@ def _add_common(p: argparse.ArgumentParser, many: bool = True) -> None:
 
 
 def _load(args):
+    """Replay every DIR; a run without a single replayable round is reported and left out."""
     from .runs import load_runs
 
-    return load_runs(args.dirs, options_from_args(args), args.label, False if args.no_progress else None)
+    runs = load_runs(args.dirs, options_from_args(args), args.label, False if args.no_progress else None)
+    kept = []
+    for run in runs:
+        if run.results:
+            kept.append(run)
+            continue
+        why = "; ".join(f"{s.what}: {s.reason}" for s in run.replay.skipped[:3]) or "no round files found"
+        print(f"specreplay: {run.label}: no round could be replayed ({why}); left out", file=sys.stderr)
+    if not kept:
+        raise SpecReplayError("no round could be replayed in " + ", ".join(args.dirs))
+    args.runs_left_out = len(runs) - len(kept)  # the exit status says so (see _skipped_status)
+    return kept
 
 
-def _skipped_status(runs) -> int:
+def _skipped_status(runs, args=None) -> int:
+    """Exit status: 1 when rounds were skipped or runs left out (all listed on stderr), else 0."""
     for run in runs:
         for s in run.replay.skipped:
             print(f"specreplay: {run.label}: skipped {s.what}: {s.reason}", file=sys.stderr)
-    return 1 if any(run.replay.skipped for run in runs) else 0
+    left_out = getattr(args, "runs_left_out", 0) if args is not None else 0
+    return 1 if left_out or any(run.replay.skipped for run in runs) else 0
 
 
 def _print_table(df, args, out=None) -> None:
@@ -165,7 +179,7 @@ def run_stats(args: argparse.Namespace) -> int:
         for name in ("accepted_length", "depth_acceptance", "hit_outcome", "parent_slot", "node_hits"):
             out.write(f"\n== {name} ==\n")
             _print_table(named[name], args)
-    return _skipped_status(runs)
+    return _skipped_status(runs, args)
 
 
 # --- plot --------------------------------------------------------------------------------------
@@ -205,7 +219,7 @@ def run_plot(args: argparse.Namespace) -> int:
         written += plots.save_figure(treeplot.plot_round_tree(pick, decode, run.label), out, f"round_{safe}", fmts)
     for p in written:
         print(p)
-    return _skipped_status(runs)
+    return _skipped_status(runs, args)
 
 
 # --- compare -----------------------------------------------------------------------------------
@@ -272,7 +286,7 @@ def run_compare(args: argparse.Namespace) -> int:
             st = strategies_display(pd.concat(strategies, ignore_index=True))
             print("\ndynamic-gamma strategies (docs/analysis.md):")
             print(st.to_string(index=False))
-    return _skipped_status(runs)
+    return _skipped_status(runs, args)
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -303,7 +317,7 @@ def run_report(args: argparse.Namespace) -> int:
     finally:
         close()
     print(path)
-    return _skipped_status(runs)
+    return _skipped_status(runs, args)
 
 
 # --- registration ------------------------------------------------------------------------------

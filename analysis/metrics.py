@@ -199,6 +199,8 @@ def _signature(parents: np.ndarray, ranks: np.ndarray, slots: np.ndarray) -> lis
 
     parents, ranks: [n] int64; slots: [n] int64 expanded slot (-1 when not expanded).
     """
+    if not (parents.ndim == 1 and parents.shape == ranks.shape == slots.shape):
+        raise ValueError(f"parents {parents.shape}, ranks {ranks.shape}, slots {slots.shape}: expected equal [n] shapes")
     return [(int(slots[parents[u]]), int(ranks[u])) for u in range(1, parents.shape[0])]
 
 

@@ -203,7 +203,9 @@ def build_report(runs: Sequence[Run], opts: ReportOptions = ReportOptions()) -> 
     for k, run in enumerate(runs):
         if not len(run.results):
             continue
-        configs = list(opts.configs) if opts.configs else default_comparison_configs(run.config)
+        configs = default_comparison_configs(run.config)
+        if opts.configs:  # the run's own config first: every table starts from what was recorded
+            configs = [run.config] + [c for c in opts.configs if (c.short(), c.top_head) != (run.config.short(), run.config.top_head)]
         table, _ = compare_configs(run.results, run.config, configs, cost, opts.gamma_threshold)
         table.insert(0, "run", run.label)
         comparisons.append(table)

@@ -256,7 +256,11 @@ class Tables:
 
 
 def build_tables(runs: Sequence) -> Tables:
-    """Tables of several runs (analysis.runs.Run), concatenated with their ``run`` label."""
+    """Tables of several runs (analysis.runs.Run), concatenated with their ``run`` label.
+
+    Runs without rounds are left out: they have nothing to tabulate.
+    """
+    runs = [r for r in runs if r.results]
     rounds = [round_table(r.results, r.label, r.config) for r in runs]
     nodes = [node_table(r.results, r.label) for r in runs]
     return Tables(

@@ -98,3 +98,11 @@ def test_analysis_never_imports_torch(tmp_path):
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
+
+
+def test_directory_without_rounds_is_left_out(capsys, tmp_path):
+    (tmp_path / "config.json").write_text('{"gamma": 1, "topKSpec": [[2]], "topHead": [1]}')
+    code, out, err = run(capsys, "stats", str(tmp_path), ARTICLE, "--csv", "--no-progress")
+    assert code == 1 and "left out" in err and "article_round" in out
+    code, _, err = run(capsys, "stats", str(tmp_path), "--no-progress")
+    assert code == 2 and "no round could be replayed" in err

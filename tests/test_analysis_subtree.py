@@ -9,6 +9,8 @@ inside its bounds where it does not.
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,7 +25,8 @@ from analysis.subtree import (
     replay_subconfig,
     truncated,
 )
-from analysis_oracle import as_round, random_oracle, record_round, synth_lookup_oracle, write_oracle_run
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the oracle helper sits beside the tests
+from analysis_oracle import as_round, random_oracle, record_round, synth_lookup_oracle, write_oracle_run  # noqa: E402
 from replay.config import TreeConfig
 from replay.replayer import replay_directory, replay_round
 from replay.rounds import Round
