@@ -333,7 +333,7 @@ def _add_compare_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--configs", nargs="+", metavar="CONFIG", help="configs to compare: topKSpec lists, JSON objects or files")
     p.add_argument("--grid", help='funnel grid, e.g. "root=2,4,6 heads=1,2 width=1,2 gamma=1:3"')
     p.add_argument("--cost", help='cost model JSON {"tokens": [...], "verify_s": [...], "draft_step_s": x}')
-    p.add_argument("--gamma-threshold", type=float, default=None, help="simulate this gammaThreshold early stop (default: each config's own)")
+    p.add_argument("--gamma-threshold", type=float, default=None, help="simulate this gammaThreshold early stop (docs/analysis.md); default: only the recorded early stops")
     p.add_argument("--ema-window", type=int, default=None, help="emaWindow for the EMA strategies (default: the run's setting, else 1)")
 
 

@@ -84,8 +84,14 @@ def compare_configs(
     gamma_threshold: float | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(summary: one row per config, outcomes: one row per config and round)."""
+    """(summary: one row per config, outcomes: one row per config and round).
+
+    gamma_threshold: simulate this early-stop threshold (our model, analysis.subtree) for every
+    config; None inherits the recorded early stops only, so the recorded config's own row
+    always equals the replay whatever rule the engine's gammaThreshold really follows.
+    """
     cost = cost or CostModel.default()
+    gamma_threshold = 0.0 if gamma_threshold is None else gamma_threshold
     rows, per_round = [], []
     for k, cfg in enumerate(configs):
         outs = [replay_subconfig(r, cfg, gamma_threshold, None, recorded.gamma) for r in results]

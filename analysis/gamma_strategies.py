@@ -136,7 +136,9 @@ def outcomes_by_gamma(
     """For every round, the exact sub-tree replay of each truncation gamma = 1..cfg.gamma.
 
     recorded_gamma: the recording config's gamma (early-stopped rounds keep their stop).
+    gamma_threshold: simulate this early stop; None inherits the recorded stops only.
     """
+    gamma_threshold = 0.0 if gamma_threshold is None else gamma_threshold
     subs = {g: truncated(cfg, g) for g in range(1, cfg.gamma + 1)}
     return [
         {g: replay_subconfig(res, c, gamma_threshold, None, recorded_gamma) for g, c in subs.items()} for res in results

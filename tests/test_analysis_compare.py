@@ -171,3 +171,17 @@ def test_parse_grid():
     assert got == ["[1]", "[1]|[2]", "[1]|[2]|[2,2]"]  # heads capped by the level size
     with pytest.raises(SpecReplayError, match="grid"):
         parse_grid("depth=3")
+
+
+def test_recorded_config_row_equals_replay_even_with_a_threshold_in_its_config():
+    # The recording's config says gammaThreshold 0.9; without --gamma-threshold the comparison
+    # inherits the recorded stops only, so the recorded config's row is the replay itself.
+    cfg = TreeConfig.from_lists([[3], [1], [1]], gamma_threshold=0.9)
+    draft, target = random_oracle(21, cols=5)
+    roots = list(range(30))
+    res = [replay_round(as_round(record_round(cfg, r, 3, draft, target, "path"), (r, r), r), cfg) for r in roots]
+    table, _ = compare_configs(res, cfg, [cfg], COST)
+    mean = sum(r.acceptance.accepted_length for r in res) / len(res)
+    assert table["mean_accepted_length_lo"].iloc[0] == pytest.approx(mean) and table["undecidable"].iloc[0] == 0
+    stopped, _ = compare_configs(res, cfg, [cfg], COST, gamma_threshold=0.9)  # asked for: rounds get shorter
+    assert stopped["mean_accepted_length_hi"].iloc[0] <= mean

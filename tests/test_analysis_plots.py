@@ -60,7 +60,10 @@ def test_every_plot_is_labelled_and_saved(data, tmp_path):
         paths = plots.save_figure(fig, tmp_path, name)
         assert [p.suffix for p in paths] == [".png", ".svg"]
         assert all(p.stat().st_size > 5000 for p in paths)
-    assert "B11" in _texts(figs["tree"][0]) and "46%" in _texts(figs["tree"][0])  # A1 is on 46% of paths
+    # the article's round: its path R → A1 → B11 → C111 is every node's only observation
+    art = m["node_hits"][m["node_hits"]["run"] == "article_round"]
+    text = _texts(treeplot.plot_tree_hits(static_shape(runs[1].config), art, "article_round", runs[1].config))
+    assert "A1\n100%" in text and "C111\n100%" in text and "A2\n0%" in text and "C211\n0%" in text
 
 
 def test_hierarchical_layout_article(data):
