@@ -1,0 +1,388 @@
+"""``specreplay stats | plot | compare | report``: thin CLI layers over the analysis library.
+
+Heavy modules (pandas, matplotlib) are imported inside the command functions, so ``--help``
+stays fast. Every command reads dump directories with the replay's options (add_dump_options).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from replay.commands import add_dump_options, options_from_args
+from replay.errors import SpecReplayError
+
+TABLE_NAMES = ("summary", "accepted_length", "depth_acceptance", "rank_of_hit", "hit_outcome", "parent_slot", "node_hits", "rounds", "nodes")
+
+STATS_EPILOG = """\
+examples:
+  specreplay stats sample_dumps/synthetic_article
+  specreplay stats engine_dump/ harness_dump/ --label engine --label harness
+  specreplay stats DUMPS --table depth_acceptance --csv > depth.csv
+  specreplay stats DUMPS --json > metrics.json
+  specreplay stats DUMPS --export tables/          # every table as CSV and Parquet
+
+Metrics and their formulas: docs/analysis.md. Exit status 1 when some rounds were skipped.
+"""
+
+PLOT_EPILOG = """\
+examples:
+  specreplay plot sample_dumps/synthetic_article -o plots/
+  specreplay plot engine_dump/ harness_dump/ -o plots/ --format png
+  specreplay plot sample_dumps/article_round -o plots/ --show-round 124_140 --tokenizer tokenizer.json
+
+Writes accepted_length, depth_acceptance, runs_side_by_side (2+ runs), and per run rank_heatmap_RUN,
+parent_slot_RUN, tree_hits_RUN and round_RUN (one round's tree; token text with --tokenizer).
+"""
+
+COMPARE_EPILOG = """\
+examples:
+  specreplay compare sample_dumps/synthetic_article
+  specreplay compare DUMPS --configs "[[6],[2,2],[1,1]]" "[[4],[1,1],[1]]" other_tree.json
+  specreplay compare DUMPS --grid "root=2,4,6 heads=1,2 width=1,2 gamma=1:3" --cost cost.json
+  specreplay compare DUMPS --contained --top 15 --csv > configs.csv
+  specreplay compare DUMPS --gamma-strategies 0 1 2 3 4 --ema-window 4
+
+A config is a topKSpec list (topHead = row lengths), a JSON tree object, or a file (single tree or
+specTree list). --grid builds funnels: root width, heads per step, width per head, gamma (a:b =
+range). Every config is replayed exactly on each recorded round; rounds the dump cannot decide
+(the config would expand a node the recording did not) are counted and bound the results:
+x.xxx..y.yyy. Without configs: the recorded one and a few contained ones. The cost model
+(--cost JSON {"tokens": [...], "verify_s": [...], "draft_step_s": x}) gives the modelled speedup
+  (Σ (L + 1)) · t_verify(1) / Σ (steps · draft_step_s + t_verify(nodes + 1)).
+"""
+
+REPORT_EPILOG = """\
+examples:
+  specreplay report sample_dumps/synthetic_article -o report/
+  specreplay report engine_dump/ harness_dump/ -o report/ --label engine --label harness
+  specreplay report DUMPS -o report/ --configs "[[4],[2,2],[1,1]]" --cost cost.json --tokenizer tok.json
+
+Writes OUT/index.html (self-contained: images embedded, no external assets) and every table as
+CSV and Parquet under OUT/tables/.
+"""
+
+
+def _add_common(p: argparse.ArgumentParser, many: bool = True) -> None:
+    p.add_argument("dirs", nargs="+" if many else 1, metavar="DIR", help="dump directory (several: side by side)")
+    add_dump_options(p)
+    p.add_argument("--label", action="append", help="name of a run, once per DIR in order (default: directory names)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
+
+
+def _load(args):
+    """Replay every DIR; a run without a single replayable round is reported and left out."""
+    from .runs import load_runs
+
+    runs = load_runs(args.dirs, options_from_args(args), args.label, False if args.no_progress else None)
+    kept = []
+    for run in runs:
+        if run.results:
+            kept.append(run)
+            continue
+        why = "; ".join(f"{s.what}: {s.reason}" for s in run.replay.skipped[:3]) or "no round files found"
+        print(f"specreplay: {run.label}: no round could be replayed ({why}); left out", file=sys.stderr)
+    if not kept:
+        raise SpecReplayError("no round could be replayed in " + ", ".join(args.dirs))
+    args.runs_left_out = len(runs) - len(kept)  # the exit status says so (see _skipped_status)
+    return kept
+
+
+def _skipped_status(runs, args=None) -> int:
+    """Exit status: 1 when rounds were skipped or runs left out (all listed on stderr), else 0."""
+    for run in runs:
+        for s in run.replay.skipped:
+            print(f"specreplay: {run.label}: skipped {s.what}: {s.reason}", file=sys.stderr)
+    left_out = getattr(args, "runs_left_out", 0) if args is not None else 0
+    return 1 if left_out or any(run.replay.skipped for run in runs) else 0
+
+
+def _print_table(df, args, out=None) -> None:
+    out = out or sys.stdout  # looked up per call: tests and pipes swap sys.stdout
+    if getattr(args, "json", False):
+        out.write(df.to_json(orient="records", indent=1) + "\n")
+    elif getattr(args, "csv", False):
+        df.to_csv(out, index=False)
+    else:
+        out.write(df.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="–") + "\n")
+
+
+def _configs_from_args(args, recorded):
+    from .compare import parse_config_arg, parse_grid
+    from .report import default_comparison_configs
+    from .subtree import contained_configs
+
+    configs = []
+    for text in args.configs or []:
+        configs.extend(parse_config_arg(text))
+    if args.grid:
+        configs.extend(parse_grid(args.grid))
+    if getattr(args, "contained", False):
+        configs.extend(contained_configs(recorded))
+    if not configs:
+        return default_comparison_configs(recorded)
+    seen, out = set(), []
+    for c in [recorded] + configs:
+        key = (c.short(), c.top_head)
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+def _cost(args):
+    from .costmodel import CostModel
+
+    return CostModel.load(args.cost) if args.cost else CostModel.default()
+
+
+# --- stats -------------------------------------------------------------------------------------
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .compare import runs_side_by_side
+    from .metrics import all_metrics
+    from .tables import build_tables, export_tables
+
+    runs = _load(args)
+    tables = build_tables(runs)
+    named = {**all_metrics(tables), "rounds": tables.rounds, "nodes": tables.nodes}
+    if args.export:
+        for path in export_tables(named, args.export):
+            print(f"wrote {path}", file=sys.stderr)
+    if args.table:
+        _print_table(named[args.table], args)
+    elif args.json:
+        body = {k: json.loads(v.to_json(orient="records")) for k, v in named.items() if k not in ("rounds", "nodes")}
+        body["configs"] = {r.label: r.replay.config.to_json() for r in runs}
+        sys.stdout.write(json.dumps(body, indent=1) + "\n")
+    elif args.csv:
+        _print_table(named["summary"], args)
+    else:
+        out = sys.stdout
+        for run in runs:
+            out.write(f"{run.label}: {run.replay.directory}  config {run.config.short()} topHead {list(run.config.top_head)} "
+                      f"({len(run.results)} rounds, {len(run.replay.skipped)} skipped)\n")
+            sel = tables.rounds[tables.rounds["run"] == run.label]["selection"].value_counts()
+            out.write("  selection: " + ", ".join(f"{k} x{v}" for k, v in sel.items()) + "\n")
+            if any("fallback" in k for k in sel.index):
+                out.write("  WARNING: rounds without scores or parents: expanded nodes chosen by the rank-major fallback\n")
+        out.write("\n== summary ==\n")
+        if len(runs) > 1:
+            out.write(runs_side_by_side(tables.rounds).to_string(float_format=lambda v: f"{v:.4f}") + "\n")
+        else:
+            _print_table(named["summary"], args)
+        for name in ("accepted_length", "depth_acceptance", "hit_outcome", "parent_slot", "node_hits"):
+            out.write(f"\n== {name} ==\n")
+            _print_table(named[name], args)
+    return _skipped_status(runs, args)
+
+
+# --- plot --------------------------------------------------------------------------------------
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    from . import plots, treeplot
+    from .metrics import all_metrics, static_shape
+    from .tables import build_tables
+
+    runs = _load(args)
+    tables = build_tables(runs)
+    m = all_metrics(tables)
+    fmts = args.format or list(plots.FORMATS)
+    out = Path(args.output)
+    written = []
+    written += plots.save_figure(plots.plot_accepted_length(m["accepted_length"]), out, "accepted_length", fmts)
+    written += plots.save_figure(plots.plot_depth_acceptance(m["depth_acceptance"]), out, "depth_acceptance", fmts)
+    if len(runs) > 1:
+        written += plots.save_figure(plots.plot_compare_runs(m["summary"], m["depth_acceptance"]), out, "runs_side_by_side", fmts)
+    decode = treeplot.load_tokenizer(args.tokenizer) if args.tokenizer else None
+    for run in runs:
+        if not run.results:
+            continue
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run.label)
+        written += plots.save_figure(plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], run.label, run.config), out, f"rank_heatmap_{safe}", fmts)
+        written += plots.save_figure(plots.plot_parent_slot(m["parent_slot"], run.label, len(run.results)), out, f"parent_slot_{safe}", fmts)
+        nh = m["node_hits"]
+        written += plots.save_figure(treeplot.plot_tree_hits(static_shape(run.config), nh[nh["run"] == run.label], run.label, run.config), out, f"tree_hits_{safe}", fmts)
+        pick = None
+        if args.show_round:
+            pick = next((r for r in run.results if r.key == args.show_round), None)
+            if pick is None:
+                raise SpecReplayError(f"--show-round {args.show_round[0]}_{args.show_round[1]}: no such round in {run.replay.directory}")
+        else:
+            pick = max(run.results, key=lambda r: (r.acceptance.accepted_length, -run.results.index(r)))
+        written += plots.save_figure(treeplot.plot_round_tree(pick, decode, run.label), out, f"round_{safe}", fmts)
+    for p in written:
+        print(p)
+    return _skipped_status(runs, args)
+
+
+# --- compare -----------------------------------------------------------------------------------
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from . import plots
+    from .compare import compare_configs, compare_display, strategies_display
+    from .gamma_strategies import simulate_strategies
+    from .runs import tqdm_progress
+
+    runs = _load(args)
+    cost = _cost(args)
+    tables, strategies, per_round = [], [], []
+    for run in runs:
+        if not run.results:
+            continue
+        configs = _configs_from_args(args, run.config)
+        update, close = tqdm_progress(f"compare {run.label}", False if args.no_progress else None)
+        try:
+            table, rounds = compare_configs(run.results, run.config, configs, cost, args.gamma_threshold, update)
+        finally:
+            close()
+        table.insert(0, "run", run.label)
+        rounds.insert(0, "run", run.label)
+        tables.append(table)
+        per_round.append(rounds)
+        if args.plot:
+            plots.plot_compare_configs(table, run.label, cost.source).savefig(
+                Path(args.plot).with_stem(Path(args.plot).stem + (f"_{run.label}" if len(runs) > 1 else "")), dpi=plots.DPI, bbox_inches="tight")
+        if args.gamma_strategies is not None:
+            window = args.ema_window or int(run.replay.config.settings.get("emaWindow", 1) or 1)
+            sims = simulate_strategies(run.results, run.config, args.gamma_strategies or list(range(5)), cost, window,
+                                       args.gamma_threshold, run.config.gamma)
+            st = pd.DataFrame([s.to_row(cost) for s in sims])
+            st.insert(0, "run", run.label)
+            strategies.append(st)
+    if not tables:
+        raise SpecReplayError("no rounds to compare")
+    table = pd.concat(tables, ignore_index=True)
+    if args.top:
+        table = pd.concat([g.head(1) for _, g in table.groupby("run", sort=False)] +
+                          [g.iloc[1:].sort_values("speedup_lo", ascending=False).head(args.top) for _, g in table.groupby("run", sort=False)],
+                          ignore_index=True).sort_values("run", kind="stable")
+    if args.per_round:
+        pd.concat(per_round, ignore_index=True).to_csv(args.per_round, index=False)
+        print(f"wrote {args.per_round}", file=sys.stderr)
+    if args.json:
+        body = {"cost_model": cost.to_json(), "configs": json.loads(table.to_json(orient="records"))}
+        if strategies:
+            body["gamma_strategies"] = json.loads(pd.concat(strategies).to_json(orient="records"))
+        sys.stdout.write(json.dumps(body, indent=1) + "\n")
+    elif args.csv:
+        table.to_csv(sys.stdout, index=False)
+    else:
+        print(f"cost model: {cost.source} {json.dumps(cost.to_json())}")
+        for run, grp in table.groupby("run", sort=False):
+            shown = compare_display(grp)
+            print(f"\n{run}: {int(grp['rounds'].iloc[0])} rounds, recorded {grp['config'].iloc[0]} (first row)")
+            print(shown.to_string(index=False))
+        if strategies:
+            st = strategies_display(pd.concat(strategies, ignore_index=True))
+            print("\ndynamic-gamma strategies (docs/analysis.md):")
+            print(st.to_string(index=False))
+    return _skipped_status(runs, args)
+
+
+# --- report ------------------------------------------------------------------------------------
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from .report import ReportOptions, write_report
+    from .runs import tqdm_progress
+    from .treeplot import load_tokenizer
+
+    runs = _load(args)
+    configs = None
+    if args.configs or args.grid:
+        configs = _configs_from_args(args, runs[0].config)
+    update, close = tqdm_progress("report", False if args.no_progress else None)
+    try:
+        opts = ReportOptions(
+            configs=configs,
+            cost=_cost(args),
+            ema_window=args.ema_window,
+            gamma_threshold=args.gamma_threshold,
+            decode=load_tokenizer(args.tokenizer) if args.tokenizer else None,
+            image_format="svg" if args.svg else "png",
+            title=args.title or "specreplay report: " + ", ".join(r.label for r in runs),
+            progress=update,
+        )
+        path = write_report(runs, args.output, opts, tables=not args.no_tables)
+    finally:
+        close()
+    print(path)
+    return _skipped_status(runs, args)
+
+
+# --- registration ------------------------------------------------------------------------------
+
+
+def _parse_key(text: str):
+    from replay.commands import parse_key
+
+    return parse_key(text)
+
+
+def _add_compare_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--configs", nargs="+", metavar="CONFIG", help="configs to compare: topKSpec lists, JSON objects or files")
+    p.add_argument("--grid", help='funnel grid, e.g. "root=2,4,6 heads=1,2 width=1,2 gamma=1:3"')
+    p.add_argument("--cost", help='cost model JSON {"tokens": [...], "verify_s": [...], "draft_step_s": x}')
+    p.add_argument("--gamma-threshold", type=float, default=None, help="simulate this gammaThreshold early stop (docs/analysis.md); default: only the recorded early stops")
+    p.add_argument("--ema-window", type=int, default=None, help="emaWindow for the EMA strategies (default: the run's setting, else 1)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = sub.add_parser("stats", help="acceptance metrics tables of one or more dump directories",
+                       description="Per-round and per-node tables and the metrics built on them.", epilog=STATS_EPILOG, formatter_class=fmt)
+    _add_common(p)
+    p.add_argument("--table", choices=TABLE_NAMES, help="print only this table")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="JSON output")
+    out.add_argument("--csv", action="store_true", help="CSV output (the summary, or --table)")
+    p.add_argument("--export", metavar="DIR", help="also write every table as CSV and Parquet into DIR")
+    p.set_defaults(func=run_stats)
+
+    p = sub.add_parser("plot", help="acceptance plots (PNG and SVG)", description="Draw every acceptance plot.",
+                       epilog=PLOT_EPILOG, formatter_class=fmt)
+    _add_common(p)
+    p.add_argument("-o", "--output", required=True, help="output directory")
+    p.add_argument("--format", nargs="+", choices=("png", "svg"), help="image formats (default both)")
+    p.add_argument("--tokenizer", help="tokenizer.json (or a model directory) for token text on the round picture")
+    p.add_argument("--show-round", type=_parse_key, help="round to draw, as A_B (default: the first with the longest path)")
+    p.set_defaults(func=run_plot)
+
+    p = sub.add_parser("compare", help="compare tree configs offline on recorded dumps",
+                       description="Replay other tree configs exactly on recorded rounds; report nodes, mean accepted "
+                       "length, engine block efficiency and modelled speedup, with bounds where the dump cannot decide.",
+                       epilog=COMPARE_EPILOG, formatter_class=fmt)
+    _add_common(p)
+    _add_compare_options(p)
+    p.add_argument("--contained", action="store_true", help="add every config contained in the recorded one")
+    p.add_argument("--top", type=int, help="show the recorded config and the N best by speedup lower bound")
+    p.add_argument("--gamma-strategies", nargs="*", type=int, choices=range(5), metavar="S",
+                   help="also simulate dynamic-gamma strategies (0..4; no value = all)")
+    p.add_argument("--plot", metavar="FILE.png", help="also draw the comparison")
+    p.add_argument("--per-round", metavar="FILE.csv", help="write every config's per-round outcome")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="JSON output")
+    out.add_argument("--csv", action="store_true", help="CSV output")
+    p.set_defaults(func=run_compare)
+
+    p = sub.add_parser("report", help="self-contained HTML report with every table and plot",
+                       description="Write a self-contained HTML page (images embedded) with configs, metrics, plots, "
+                       "offline config comparison and dynamic-gamma strategies.", epilog=REPORT_EPILOG, formatter_class=fmt)
+    _add_common(p)
+    _add_compare_options(p)
+    p.add_argument("-o", "--output", required=True, help="output directory (index.html, tables/)")
+    p.add_argument("--tokenizer", help="tokenizer.json (or a model directory) for token text on round pictures")
+    p.add_argument("--svg", action="store_true", help="inline SVG instead of base64 PNG")
+    p.add_argument("--no-tables", action="store_true", help="do not write tables/ beside the page")
+    p.add_argument("--title", help="page title")
+    p.set_defaults(func=run_report)

@@ -1,0 +1,229 @@
+"""Compare tree configs offline on a recorded run, and several runs side by side.
+
+``compare_configs`` replays each config exactly on every recorded round (analysis.subtree) and
+summarises: nodes, mean accepted length, engine block efficiency and modelled speedup, each as
+a [lo, hi] pair that collapses to one value when every round is decidable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from replay.config import TreeConfig, load_config, parse_config
+from replay.errors import ConfigError, SpecReplayError
+from replay.replayer import RoundResult
+
+from .costmodel import CostModel
+from .metrics import depth_acceptance, summary
+from .subtree import SubOutcome, is_contained, replay_subconfig
+
+COMPARE_COLUMNS = [
+    "config",
+    "gamma",
+    "top_head",
+    "nodes",
+    "contained",
+    "rounds",
+    "decided",
+    "undecidable",
+    "mean_accepted_length_lo",
+    "mean_accepted_length_hi",
+    "engine_block_efficiency_lo",
+    "engine_block_efficiency_hi",
+    "mean_round_cost_lo",
+    "mean_round_cost_hi",
+    "speedup_lo",
+    "speedup_hi",
+]
+
+
+def summarize_outcomes(outcomes: Sequence[SubOutcome], cfg: TreeConfig, recorded: TreeConfig, cost: CostModel) -> dict:
+    """One comparison row (COMPARE_COLUMNS) from a config's per-round outcomes.
+
+    Undecidable rounds count at their lower bound in *_lo and at their upper bound in *_hi;
+    speedup_lo pairs the fewest tokens with the highest cost, speedup_hi the reverse.
+    """
+    R = len(outcomes)
+    lo = np.array([o.lower for o in outcomes], dtype=np.float64)
+    hi = np.array([o.upper for o in outcomes], dtype=np.float64)
+    c_lo = np.asarray(cost.round_cost([o.steps_lo for o in outcomes], [o.nodes_lo for o in outcomes]), dtype=np.float64)
+    c_hi = np.asarray(cost.round_cost([o.steps_hi for o in outcomes], [o.nodes_hi for o in outcomes]), dtype=np.float64)
+    decided = sum(o.decided for o in outcomes)
+    nan = float("nan")
+    return {
+        "config": cfg.short(),
+        "gamma": cfg.gamma,
+        "top_head": list(cfg.top_head),
+        "nodes": cfg.num_nodes,
+        "contained": is_contained(cfg, recorded),
+        "rounds": R,
+        "decided": decided,
+        "undecidable": R - decided,
+        "mean_accepted_length_lo": lo.mean() if R else nan,
+        "mean_accepted_length_hi": hi.mean() if R else nan,
+        "engine_block_efficiency_lo": lo.mean() + 1 if R else nan,
+        "engine_block_efficiency_hi": hi.mean() + 1 if R else nan,
+        "mean_round_cost_lo": c_lo.mean() if R else nan,
+        "mean_round_cost_hi": c_hi.mean() if R else nan,
+        "speedup_lo": cost.speedup(lo.sum() + R, c_hi.sum()) if R else nan,
+        "speedup_hi": cost.speedup(hi.sum() + R, c_lo.sum()) if R else nan,
+    }
+
+
+def compare_configs(
+    results: Sequence[RoundResult],
+    recorded: TreeConfig,
+    configs: Sequence[TreeConfig],
+    cost: CostModel | None = None,
+    gamma_threshold: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(summary: one row per config, outcomes: one row per config and round).
+
+    gamma_threshold: simulate this early-stop threshold (our model, analysis.subtree) for every
+    config; None inherits the recorded early stops only, so the recorded config's own row
+    always equals the replay whatever rule the engine's gammaThreshold really follows.
+    """
+    cost = cost or CostModel.default()
+    gamma_threshold = 0.0 if gamma_threshold is None else gamma_threshold
+    rows, per_round = [], []
+    for k, cfg in enumerate(configs):
+        outs = [replay_subconfig(r, cfg, gamma_threshold, None, recorded.gamma) for r in results]
+        rows.append(summarize_outcomes(outs, cfg, recorded, cost))
+        for res, o in zip(results, outs):
+            per_round.append(
+                {
+                    "config": cfg.short(),
+                    "round": res.name,
+                    "decided": o.decided,
+                    "lower": o.lower,
+                    "upper": o.upper,
+                    "stop": o.stop,
+                    "steps_lo": o.steps_lo,
+                    "steps_hi": o.steps_hi,
+                    "rule": o.rule,
+                    "reason": o.reason,
+                }
+            )
+        if progress:
+            progress(k + 1, len(configs))
+    return pd.DataFrame(rows, columns=COMPARE_COLUMNS), pd.DataFrame(per_round)
+
+
+def format_bounds(lo: float, hi: float, digits: int = 3) -> str:
+    """``1.620`` when exact, ``1.520..1.700`` when the dump leaves a range."""
+    if np.isnan(lo):
+        return "n/a"
+    if np.isclose(lo, hi, rtol=0, atol=10 ** -(digits + 3)):
+        return f"{lo:.{digits}f}"
+    return f"{lo:.{digits}f}..{hi:.{digits}f}"
+
+
+def compare_display(df: pd.DataFrame) -> pd.DataFrame:
+    """The comparison table with each [lo, hi] pair as one readable column."""
+    out = df[["config", "top_head", "nodes", "contained", "rounds", "undecidable"]].copy()
+    out["top_head"] = out["top_head"].map(lambda h: "[" + ",".join(str(v) for v in h) + "]")
+    for name in ("mean_accepted_length", "engine_block_efficiency", "speedup"):
+        out[name] = [format_bounds(a, b) for a, b in zip(df[f"{name}_lo"], df[f"{name}_hi"])]
+    return out
+
+
+def strategies_display(df: pd.DataFrame) -> pd.DataFrame:
+    """Dynamic-gamma strategy rows (StrategyResult.to_row) with each [lo, hi] pair as one column."""
+    cols = [c for c in ("run", "strategy", "name", "ema_window", "config", "rounds", "undecidable_rounds") if c in df.columns]
+    out = df[cols].copy()
+    for name in ("mean_gamma", "mean_accepted_length", "engine_block_efficiency", "speedup"):
+        out[name] = [format_bounds(a, b) for a, b in zip(df[f"{name}_lo"], df[f"{name}_hi"])]
+    return out
+
+
+def runs_side_by_side(rounds: pd.DataFrame) -> pd.DataFrame:
+    """Summary metrics and per-depth rates of several runs as columns (one row per metric)."""
+    s = summary(rounds).set_index("run")
+    d = depth_acceptance(rounds)
+    parts = [s.T]
+    for col in ("conditional", "cumulative"):
+        p = d.pivot(index="depth", columns="run", values=col)
+        p.index = [f"{col}_acceptance_depth_{k}" for k in p.index]
+        parts.append(p[s.index])
+    out = pd.concat(parts)
+    out.columns.name = None
+    out.index.name = "metric"
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Config arguments: files, topKSpec lists, grids.
+
+
+def parse_config_arg(text: str) -> list[TreeConfig]:
+    """A config given on the command line: a JSON file, a JSON tree object, or a topKSpec list.
+
+    ``"[[6],[2,2],[1,1]]"`` means topKSpec with topHead = the row lengths. A file with a
+    ``specTree`` list yields all its trees.
+    """
+    stripped = text.strip()
+    if stripped.startswith("[") or stripped.startswith("{"):
+        try:
+            obj = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise SpecReplayError(f"config {text!r}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        if isinstance(obj, list):
+            if not obj or not all(isinstance(r, list) for r in obj):
+                raise ConfigError(text, "topKSpec", f"expected a list of lists of widths, got {obj!r}")
+            obj = {"gamma": len(obj), "topKSpec": obj}
+        return list(parse_config(obj, text).trees)
+    if not Path(text).is_file():
+        raise SpecReplayError(f"config {text!r}: neither a JSON list/object nor an existing file")
+    return list(load_config(text).trees)
+
+
+_GRID_KEYS = ("root", "heads", "width", "gamma")
+_GRID_ITEM = re.compile(r"^\s*(\w+)\s*=\s*([\d,\s:]+)$")
+
+
+def _grid_values(key: str, text: str) -> list[int]:
+    values: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if ":" in part:
+            a, b = part.split(":")
+            values.extend(range(int(a), int(b) + 1))
+        elif part:
+            values.append(int(part))
+    if not values or any(v < 1 for v in values):
+        raise SpecReplayError(f"--grid {key}: expected positive integers like 1,2,4 or 2:6, got {text!r}")
+    return sorted(set(values))
+
+
+def parse_grid(text: str) -> list[TreeConfig]:
+    """``"root=2,4,6 heads=1,2 width=1,2 gamma=1:3"``: funnel trees with one root width, then
+    ``heads`` parents per step each keeping ``width`` children (heads capped by the level size)."""
+    spec: dict[str, list[int]] = {"root": [6], "heads": [1], "width": [1], "gamma": [3]}
+    for item in text.replace(";", " ").split():
+        m = _GRID_ITEM.match(item)
+        if not m or m.group(1) not in _GRID_KEYS:
+            raise SpecReplayError(f"--grid: cannot read {item!r}; expected KEY=VALUES with KEY in {', '.join(_GRID_KEYS)}")
+        spec[m.group(1)] = _grid_values(m.group(1), m.group(2))
+    out, seen = [], set()
+    for g in spec["gamma"]:
+        for root in spec["root"]:
+            for h in spec["heads"]:
+                for w in spec["width"]:
+                    rows, heads, level = [[root]], [1], root
+                    for _ in range(1, g):
+                        hh = min(h, level)
+                        rows.append([w] * hh)
+                        heads.append(hh)
+                        level = hh * w
+                    cfg = TreeConfig.from_lists(rows, heads)
+                    if cfg.short() not in seen:
+                        seen.add(cfg.short())
+                        out.append(cfg)
+    return out

@@ -1,0 +1,103 @@
+"""Cost model for the modelled speedup of a tree config (docs/analysis.md, "Cost model").
+
+A round costs ``steps * draft_step_s + t_verify(nodes + 1)`` seconds: the draft runs once per step,
+the target once over the root plus every draft node. ``t_verify`` interpolates a measured curve
+(JSON ``{"tokens": [...], "verify_s": [...], "draft_step_s": x}``, e.g. written by the live
+harness), linear between points and extrapolated linearly from the last two points beyond them.
+The target alone makes one token per ``t_verify(1)`` seconds, so
+
+    speedup = (Σ_r (L_r + 1)) * t_verify(1) / Σ_r (steps_r * draft_step_s + t_verify(nodes_r + 1))
+
+i.e. engine block efficiency × t_verify(1) / mean round cost.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from replay.errors import SpecReplayError
+
+
+@dataclass(frozen=True, eq=False)
+class CostModel:
+    tokens: np.ndarray  # [k] float64, strictly increasing token counts of one target forward
+    verify_s: np.ndarray  # [k] float64, seconds of that forward
+    draft_step_s: float  # seconds of one draft step (one draft forward over the expanded nodes)
+    source: str = "default"
+
+    def __post_init__(self) -> None:
+        tokens = np.asarray(self.tokens, dtype=np.float64)
+        verify = np.asarray(self.verify_s, dtype=np.float64)
+        if tokens.ndim != 1 or tokens.shape != verify.shape or tokens.shape[0] < 1:
+            raise SpecReplayError(
+                f"cost model {self.source}: 'tokens' and 'verify_s' must be equal-length non-empty lists, got shapes "
+                f"{tokens.shape} and {verify.shape}"
+            )
+        if np.any(np.diff(tokens) <= 0):
+            raise SpecReplayError(f"cost model {self.source}: 'tokens' must be strictly increasing, got {tokens.tolist()}")
+        if np.any(verify <= 0) or not np.all(np.isfinite(verify)):
+            raise SpecReplayError(f"cost model {self.source}: 'verify_s' must be positive numbers, got {verify.tolist()}")
+        if not (np.isfinite(self.draft_step_s) and self.draft_step_s >= 0):
+            raise SpecReplayError(f"cost model {self.source}: 'draft_step_s' must be >= 0, got {self.draft_step_s!r}")
+        object.__setattr__(self, "tokens", tokens)
+        object.__setattr__(self, "verify_s", verify)
+        object.__setattr__(self, "draft_step_s", float(self.draft_step_s))
+
+    @classmethod
+    def default(cls) -> "CostModel":
+        """A memory-bound accelerator in relative units: verifying 64 tokens costs 1.3x one token,
+        a draft step 0.1x. A placeholder: pass a measured curve for real decisions."""
+        return cls(np.array([1.0, 64.0]), np.array([1.0, 1.3]), 0.1, "default (relative units)")
+
+    @classmethod
+    def from_json(cls, obj: dict, source: str = "<json>") -> "CostModel":
+        try:
+            return cls(np.asarray(obj["tokens"], dtype=np.float64), np.asarray(obj["verify_s"], dtype=np.float64),
+                       float(obj["draft_step_s"]), source)
+        except KeyError as exc:
+            raise SpecReplayError(f"cost model {source}: missing key {exc.args[0]!r} (need tokens, verify_s, draft_step_s)") from None
+        except (TypeError, ValueError) as exc:
+            raise SpecReplayError(f"cost model {source}: {exc}") from None
+
+    @classmethod
+    def load(cls, path: str | Path) -> "CostModel":
+        try:
+            obj = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise SpecReplayError(f"cost model {path}: cannot read: {exc.strerror}") from None
+        except json.JSONDecodeError as exc:
+            raise SpecReplayError(f"cost model {path}: not valid JSON at line {exc.lineno}: {exc.msg}") from None
+        if not isinstance(obj, dict):
+            raise SpecReplayError(f"cost model {path}: expected a JSON object")
+        return cls.from_json(obj, str(path))
+
+    def to_json(self) -> dict:
+        return {"tokens": self.tokens.tolist(), "verify_s": self.verify_s.tolist(), "draft_step_s": self.draft_step_s}
+
+    def t_verify(self, n_tokens) -> np.ndarray | float:
+        """Seconds of one target forward over ``n_tokens`` tokens (scalar or array)."""
+        n = np.asarray(n_tokens, dtype=np.float64)
+        if self.tokens.shape[0] == 1:
+            out = np.full(n.shape, self.verify_s[0])
+        else:
+            out = np.interp(n, self.tokens, self.verify_s)
+            lo_slope = (self.verify_s[1] - self.verify_s[0]) / (self.tokens[1] - self.tokens[0])
+            hi_slope = (self.verify_s[-1] - self.verify_s[-2]) / (self.tokens[-1] - self.tokens[-2])
+            out = np.where(n < self.tokens[0], self.verify_s[0] + (n - self.tokens[0]) * lo_slope, out)
+            out = np.where(n > self.tokens[-1], self.verify_s[-1] + (n - self.tokens[-1]) * hi_slope, out)
+            out = np.maximum(out, 1e-12)  # extrapolating down never makes a forward free
+        return float(out) if out.ndim == 0 else out
+
+    def round_cost(self, steps, nodes) -> np.ndarray | float:
+        """Seconds of one round: ``steps * draft_step_s + t_verify(nodes + 1)``."""
+        return np.asarray(steps, dtype=np.float64) * self.draft_step_s + self.t_verify(np.asarray(nodes, dtype=np.float64) + 1)
+
+    def speedup(self, tokens_committed: float, cost_s: float) -> float:
+        """Speedup over the target alone for a total of committed tokens and of round seconds."""
+        if cost_s <= 0:
+            return float("nan")
+        return float(tokens_committed) * float(self.t_verify(1)) / float(cost_s)

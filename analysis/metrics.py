@@ -1,0 +1,280 @@
+"""Acceptance metrics, each computed from the round/node tables (analysis.tables), per run.
+
+Every metric is defined once, with its formula, in docs/analysis.md; the docstrings repeat the
+formula in short. Notation: R rounds, L_r the accepted length of round r (bonus excluded),
+b_r = 1 when the dump holds round r's bonus token, else 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from replay.config import TreeConfig
+from replay.rebuild import rebuild_tree
+from replay.rounds import Round
+from replay.tree import Tree
+from replay.vocab import PAD_TOKEN, STOP_MISMATCH, STOP_NO_ROW
+
+from .tables import IN_BEYOND, IN_KEPT, IN_NO_ROW, IN_NOWHERE, IN_UNEXPANDED
+
+
+def _require(df: pd.DataFrame, cols: tuple[str, ...], what: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what}: missing column(s) {missing}; build it with analysis.tables")
+
+
+def summary(rounds: pd.DataFrame) -> pd.DataFrame:
+    """One row per run.
+
+    mean_accepted_length    = (1/R) Σ L_r
+    block_efficiency        = (1/R) Σ (L_r + b_r)      mean committed tokens per round, as dumped
+    engine_block_efficiency = (1/R) Σ (L_r + 1)        the engine always commits one target token
+    bonus_known_fraction    = (1/R) Σ b_r
+    full_depth_fraction     = share of rounds whose path reached the tree's last level
+    """
+    _require(rounds, ("run", "accepted_length", "committed", "bonus_known", "num_nodes", "num_steps"), "rounds")
+    g = rounds.groupby("run", sort=False)
+    out = pd.DataFrame(
+        {
+            "rounds": g.size(),
+            "mean_accepted_length": g["accepted_length"].mean(),
+            "block_efficiency": g["committed"].mean(),
+            "engine_block_efficiency": g["accepted_length"].mean() + 1.0,
+            "bonus_known_fraction": g["bonus_known"].mean(),
+            "full_depth_fraction": (rounds["accepted_length"] >= rounds["num_steps"]).groupby(rounds["run"], sort=False).mean(),
+            "mean_num_nodes": g["num_nodes"].mean(),
+            "mean_num_steps": g["num_steps"].mean(),
+        }
+    )
+    out.index.name = "run"
+    return out.reset_index()
+
+
+def accepted_length_distribution(rounds: pd.DataFrame) -> pd.DataFrame:
+    """P(L = k) per run for k = 0..max L over all runs: columns run, accepted_length, rounds, fraction."""
+    _require(rounds, ("run", "accepted_length"), "rounds")
+    top = int(rounds["accepted_length"].max()) if len(rounds) else 0
+    rows = []
+    for run, grp in rounds.groupby("run", sort=False):
+        counts = np.bincount(grp["accepted_length"].to_numpy(dtype=np.int64), minlength=top + 1)
+        for k, c in enumerate(counts):
+            rows.append({"run": run, "accepted_length": k, "rounds": int(c), "fraction": c / len(grp)})
+    return pd.DataFrame(rows, columns=["run", "accepted_length", "rounds", "fraction"])
+
+
+def depth_acceptance(rounds: pd.DataFrame) -> pd.DataFrame:
+    """Per run and depth d = 1..the run's max steps, two rates the field often mixes up:
+
+    cumulative_d  = #{r : L_r >= d} / R                       reached depth d, over all rounds
+    conditional_d = #{r : L_r >= d} / #{r : L_r >= d-1}       accepted at d given d-1 was reached
+    conditional_when_expanded_d = #{r : L_r >= d} / attempts_d, where attempts_d counts rounds
+        whose path reached depth d-1 at a node that had children (a leaf at d-1 is no attempt).
+    cumulative_d = Π_{k<=d} conditional_k.
+    """
+    _require(rounds, ("run", "accepted_length", "stop", "num_steps"), "rounds")
+    rows = []
+    for run, grp in rounds.groupby("run", sort=False):
+        max_depth = int(grp["num_steps"].max())  # a run's own depth: others may be deeper
+        L = grp["accepted_length"].to_numpy(dtype=np.int64)
+        had_children = grp["stop"].isin([STOP_MISMATCH, STOP_NO_ROW]).to_numpy()
+        total = L.shape[0]
+        for d in range(1, max_depth + 1):
+            reached = int(np.count_nonzero(L >= d))
+            prev = int(np.count_nonzero(L >= d - 1))
+            attempts = reached + int(np.count_nonzero((L == d - 1) & had_children))
+            rows.append(
+                {
+                    "run": run,
+                    "depth": d,
+                    "rounds": total,
+                    "reached_prev": prev,
+                    "attempts": attempts,
+                    "reached": reached,
+                    "conditional": reached / prev if prev else np.nan,
+                    "cumulative": reached / total if total else np.nan,
+                    "conditional_when_expanded": reached / attempts if attempts else np.nan,
+                }
+            )
+    cols = ["run", "depth", "rounds", "reached_prev", "attempts", "reached", "conditional", "cumulative", "conditional_when_expanded"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _path_attempts(nodes: pd.DataFrame) -> pd.DataFrame:
+    """Expanded nodes on the accepted path: one row per (round, depth the target tried to extend to)."""
+    _require(nodes, ("run", "round", "depth", "on_path", "expanded", "target_in", "target_rank"), "nodes")
+    sel = nodes[nodes["on_path"] & nodes["expanded"]].copy()
+    sel["depth"] = sel["depth"] + 1  # the node at depth d-1 verifies its children at depth d
+    return sel
+
+
+def rank_of_hit(nodes: pd.DataFrame) -> pd.DataFrame:
+    """Where the target's choice sat, per run and depth d, over the rounds that attempted depth d.
+
+    For the path's expanded node at depth d-1 with a target row: ``target_rank`` is the draft rank
+    of the target's token among that node's recorded candidates (NA: nowhere) and ``target_in``
+    says kept (a hit: the path continued to that rank), beyond (a near miss in recorded columns
+    past the kept width: the signal for widening topKSpec) or nowhere.
+    fraction = count / attempts with a target row at that depth.
+    """
+    sel = _path_attempts(nodes)
+    sel = sel[sel["target_in"] != IN_NO_ROW]
+    if sel.empty:
+        return pd.DataFrame(columns=["run", "depth", "target_in", "target_rank", "count", "fraction"])
+    g = sel.groupby(["run", "depth", "target_in", "target_rank"], sort=True, dropna=False).size().rename("count").reset_index()
+    totals = sel.groupby(["run", "depth"]).size().rename("attempts")
+    g = g.join(totals, on=["run", "depth"])
+    g["fraction"] = g["count"] / g["attempts"]
+    order = {IN_KEPT: 0, IN_BEYOND: 1, IN_NOWHERE: 2}
+    g["_o"] = g["target_in"].map(order)
+    g = g.sort_values(["run", "depth", "_o", "target_rank"], kind="stable").drop(columns=["_o", "attempts"])
+    return g.reset_index(drop=True)
+
+
+def hit_outcome_by_depth(nodes: pd.DataFrame) -> pd.DataFrame:
+    """Per run and depth: attempts and the shares kept / beyond / nowhere (see rank_of_hit).
+
+    beyond_fraction_d = #{near misses at d} / #{attempts at d with a target row}: the accepted
+    length a wider topKSpec at step d-1 could have added is bounded by it.
+    """
+    sel = _path_attempts(nodes)
+    rows = []
+    for (run, depth), grp in sel.groupby(["run", "depth"], sort=True):
+        counts = grp["target_in"].value_counts()
+        known = int(len(grp) - counts.get(IN_NO_ROW, 0))
+        row = {"run": run, "depth": int(depth), "attempts": int(len(grp)), "with_target_row": known}
+        for k in (IN_KEPT, IN_BEYOND, IN_NOWHERE):
+            row[k] = int(counts.get(k, 0))
+            row[f"{k}_fraction"] = row[k] / known if known else np.nan
+        rows.append(row)
+    cols = ["run", "depth", "attempts", "with_target_row"] + [c for k in (IN_KEPT, IN_BEYOND, IN_NOWHERE) for c in (k, f"{k}_fraction")]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def parent_slot_usage(nodes: pd.DataFrame, rounds: pd.DataFrame) -> pd.DataFrame:
+    """Which expanded parent the accepted path went through: the signal for topHead.
+
+    For every round and depth d >= 1 with d < num_steps (a draft step d ran and could have
+    expanded the path's node there): was the path's node at depth d expanded, and at which slot
+    (position in selection order)? When it was not, ``level_rank`` k says topHead[d] >= k+1
+    would have expanded it. fraction = rounds / rounds whose path reached depth d with d < steps.
+    """
+    _require(rounds, ("run", "round", "num_steps"), "rounds")
+    sel = nodes[nodes["on_path"] & (nodes["depth"] >= 1)].merge(rounds[["run", "round", "num_steps"]], on=["run", "round"])
+    sel = sel[sel["depth"] < sel["num_steps"]]
+    cols = ["run", "depth", "expanded", "expanded_slot", "level_rank", "rounds", "fraction"]
+    if sel.empty:
+        return pd.DataFrame(columns=cols)
+    g = sel.groupby(["run", "depth", "expanded", "expanded_slot", "level_rank"], dropna=False, sort=True).size().rename("rounds").reset_index()
+    totals = sel.groupby(["run", "depth"]).size().rename("total")
+    g = g.join(totals, on=["run", "depth"])
+    g["fraction"] = g["rounds"] / g["total"]
+    g = g.sort_values(["run", "depth", "expanded", "expanded_slot", "level_rank"], ascending=[True, True, False, True, True])
+    return g[cols].reset_index(drop=True)
+
+
+def static_shape(cfg: TreeConfig) -> Tree:
+    """The config's full tree with placeholder tokens: the node ids every static round shares.
+
+    In a static round node u is always "rank r of the j-th expanded parent of step d"; which level
+    node was expanded changes per round. The drawing puts the j-th expanded parent where the
+    rank-major fallback would (A1, A2, then B11, B21), so the names are those of that layout.
+    """
+    steps, fake = [], 1
+    for i in range(cfg.gamma):
+        cols = cfg.max_width
+        rows = []
+        for _ in range(cfg.top_head[i]):
+            rows.append(list(range(fake, fake + cols)))
+            fake += cols
+        steps.append(rows)
+    tree = rebuild_tree(Round.from_lists(steps, [[0]]), cfg).tree
+    tokens = np.full(tree.tokens.shape, PAD_TOKEN, dtype=np.int64)
+    return Tree(tokens, tree.parents, tree.depths, tree.ranks, tree.logprobs, tree.expanded)
+
+
+def _signature(parents: np.ndarray, ranks: np.ndarray, slots: np.ndarray) -> list[tuple[int, int]]:
+    """(slot of the parent among its step's expanded nodes, rank) per non-root node, in tree order.
+
+    parents, ranks: [n] int64; slots: [n] int64 expanded slot (-1 when not expanded).
+    """
+    if not (parents.ndim == 1 and parents.shape == ranks.shape == slots.shape):
+        raise ValueError(f"parents {parents.shape}, ranks {ranks.shape}, slots {slots.shape}: expected equal [n] shapes")
+    return [(int(slots[parents[u]]), int(ranks[u])) for u in range(1, parents.shape[0])]
+
+
+def node_hit_frequency(nodes: pd.DataFrame, rounds: pd.DataFrame, configs: dict) -> pd.DataFrame:
+    """How often each node of the static shape lay on the accepted path, per run.
+
+    frequency_u = #{rounds with u on the path} / #{rounds whose tree has node u}, over rounds whose
+    shape is a prefix of the config's static shape (early-stopped rounds count for their levels);
+    rounds of another shape (dynamic trees) are left out and counted in ``rounds_other_shape``.
+    configs: run label → TreeConfig.
+    """
+    _require(nodes, ("run", "round", "node", "parent", "rank", "expanded_slot", "on_path"), "nodes")
+    rows = []
+    for run, grp in nodes.groupby("run", sort=False):
+        cfg = configs[run]
+        shape = static_shape(cfg)
+        slots = np.full(shape.num_nodes + 1, -1, dtype=np.int64)
+        for step in shape.expanded:
+            slots[step] = np.arange(step.shape[0])
+        canon = _signature(shape.parents, shape.ranks, slots)
+        names = shape.names()
+        present = np.zeros(shape.num_nodes + 1, dtype=np.int64)
+        hits = np.zeros(shape.num_nodes + 1, dtype=np.int64)
+        other = 0
+        for _, rnd in grp.groupby("round", sort=False):
+            par = rnd["parent"].to_numpy(dtype=np.int64)
+            rk = rnd["rank"].to_numpy(dtype=np.int64)
+            sl = rnd["expanded_slot"].fillna(-1).to_numpy(dtype=np.int64)
+            sig = _signature(par, rk, sl)
+            if len(sig) > len(canon) or sig != canon[: len(sig)]:
+                other += 1
+                continue
+            n = len(sig) + 1
+            present[:n] += 1
+            hits[:n] += rnd["on_path"].to_numpy(dtype=bool)
+        for u in range(shape.num_nodes + 1):
+            rows.append(
+                {
+                    "run": run,
+                    "node": u,
+                    "name": names[u],
+                    "depth": int(shape.depths[u]),
+                    "parent": int(shape.parents[u]),
+                    "rounds_present": int(present[u]),
+                    "on_path": int(hits[u]),
+                    "frequency": hits[u] / present[u] if present[u] else np.nan,
+                    "rounds_other_shape": other,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def all_metrics(tables) -> dict[str, pd.DataFrame]:
+    """Every metric table of analysis.tables.Tables, by name (what stats/report print and export)."""
+    return {
+        "summary": summary(tables.rounds),
+        "accepted_length": accepted_length_distribution(tables.rounds),
+        "depth_acceptance": depth_acceptance(tables.rounds),
+        "rank_of_hit": rank_of_hit(tables.nodes),
+        "hit_outcome": hit_outcome_by_depth(tables.nodes),
+        "parent_slot": parent_slot_usage(tables.nodes, tables.rounds),
+        "node_hits": node_hit_frequency(tables.nodes, tables.rounds, tables.configs),
+    }
+
+
+__all__ = [
+    "summary",
+    "accepted_length_distribution",
+    "depth_acceptance",
+    "rank_of_hit",
+    "hit_outcome_by_depth",
+    "parent_slot_usage",
+    "static_shape",
+    "node_hit_frequency",
+    "all_metrics",
+    "IN_UNEXPANDED",
+]

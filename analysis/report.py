@@ -1,0 +1,249 @@
+"""A self-contained HTML report of one or more runs: configs, every table and plot, offline
+comparison of tree configs and dynamic-gamma strategies. Images are embedded (base64 PNG or
+inline SVG); the page loads nothing from outside and reads offline.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pandas as pd
+
+from replay.config import TreeConfig
+
+from . import plots, treeplot
+from .compare import compare_configs, compare_display, runs_side_by_side, strategies_display
+from .costmodel import CostModel
+from .gamma_strategies import STRATEGY_NAMES, simulate_strategies
+from .metrics import all_metrics, static_shape
+from .runs import Run
+from .tables import Tables, build_tables, export_tables
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    configs: Sequence[TreeConfig] | None = None  # configs to compare offline; None: default_comparison_configs
+    cost: CostModel | None = None  # None: CostModel.default()
+    strategies: Sequence[int] = tuple(STRATEGY_NAMES)
+    ema_window: int | None = None  # None: the run's emaWindow setting, else 1
+    gamma_threshold: float | None = None  # None: each config's own
+    decode: Callable[[int], str] | None = None  # token text for the round pictures
+    image_format: str = "png"  # "png" (base64) or "svg" (inline)
+    title: str = "specreplay report"
+    progress: Callable[[int, int], None] | None = field(default=None, compare=False)
+
+
+def default_comparison_configs(cfg: TreeConfig) -> list[TreeConfig]:
+    """The recorded config and a few contained ones an engineer would try first: shallower
+    (each gamma), narrower root, one head per step, and the top-1 chain."""
+    out = [cfg]
+    for g in range(cfg.gamma - 1, 0, -1):
+        out.append(TreeConfig.from_lists(cfg.top_k_spec[:g], cfg.top_head[:g], cfg.tree_type, cfg.gamma_threshold))
+    root = cfg.top_k_spec[0][0]
+    for w in sorted({max(1, root - 2), max(1, (root + 1) // 2)}, reverse=True):
+        if w < root:
+            out.append(TreeConfig.from_lists([[w]] + [list(r) for r in cfg.top_k_spec[1:]], cfg.top_head, cfg.tree_type, cfg.gamma_threshold))
+    if any(h > 1 for h in cfg.top_head):
+        out.append(TreeConfig.from_lists([[r[0]] for r in cfg.top_k_spec], [1] * cfg.gamma, cfg.tree_type, cfg.gamma_threshold))
+    out.append(TreeConfig.from_lists([[1]] * cfg.gamma, [1] * cfg.gamma, cfg.tree_type, cfg.gamma_threshold))
+    seen, unique = set(), []
+    for c in out:
+        key = (c.short(), c.top_head)
+        if key not in seen:
+            seen.add(key)
+            unique.append(c)
+    return unique
+
+
+_CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1180px;color:#222;line-height:1.4}
+h1{border-bottom:2px solid #444;padding-bottom:4px} h2{margin-top:36px;border-bottom:1px solid #bbb}
+table{border-collapse:collapse;font-size:12px;margin:8px 0 16px} th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
+th{background:#f0f0f0} td:first-child,th:first-child{text-align:left}
+pre{background:#f7f7f7;border:1px solid #ddd;padding:8px;font-size:12px;overflow-x:auto}
+figure{margin:12px 0} figure img,figure svg{max-width:100%;height:auto;border:1px solid #eee}
+figcaption{font-size:12px;color:#555} .note{color:#8a5a00} dt{font-weight:bold;margin-top:6px} dd{margin-left:18px}
+"""
+
+GLOSSARY = [
+    ("accepted length L", "draft tokens on the single accepted root-to-leaf path; the bonus token is not counted"),
+    ("block efficiency", "mean committed tokens per round as dumped: (1/R) Σ (L_r + b_r), b_r = 1 when the dump holds the bonus"),
+    ("engine block efficiency", "(1/R) Σ (L_r + 1): the engine always commits the target's token at the last accepted node"),
+    ("conditional acceptance", "P(L ≥ d | L ≥ d−1): accepted at depth d given depth d−1 was reached"),
+    ("cumulative acceptance", "P(L ≥ d): reached depth d, over all rounds (= product of the conditionals)"),
+    ("rank of hit", "draft rank of the target's choice among the path node's recorded candidates: kept (hit), beyond the kept width (near miss: widen topKSpec), or not recorded"),
+    ("topHead signal", "whether the path's node at depth d was expanded, at which slot, or its level rank when not (topHead[d] ≥ rank+1 would have expanded it)"),
+    ("undecidable round", "the offline replay of a config would need a draft row or score the dump does not hold; counted at the lower bound in *_lo and the upper bound in *_hi"),
+    ("modelled speedup", "Σ (L_r + 1) · t_verify(1) / Σ (steps_r · t_draft + t_verify(nodes_r + 1))"),
+]
+
+
+def _figure_html(fig, caption: str, fmt: str) -> str:
+    buf = io.BytesIO()
+    if fmt == "svg":
+        fig.savefig(buf, format="svg", bbox_inches="tight")
+        svg = buf.getvalue().decode("utf-8")
+        svg = svg[svg.find("<svg"):]  # drop the XML prolog and doctype: inline SVG must not carry them
+        body = svg
+    else:
+        fig.savefig(buf, format="png", dpi=plots.DPI, bbox_inches="tight")
+        body = f'<img alt="{html.escape(caption)}" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode("ascii")}">'
+    return f"<figure>{body}<figcaption>{html.escape(caption)}</figcaption></figure>"
+
+
+def _table_html(df: pd.DataFrame, index: bool = False) -> str:
+    if df is None or len(df) == 0:
+        return "<p><em>(empty)</em></p>"
+    return df.to_html(index=index, escape=True, na_rep="–", float_format=lambda v: f"{v:.4g}", border=0)
+
+
+def _compact_json(obj) -> str:
+    """One key per line, lists inline: configs stay readable at a glance."""
+    if isinstance(obj, dict):
+        return "{\n" + ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in obj.items()) + "\n}"
+    return json.dumps(obj)
+
+
+def _h(text: str) -> str:
+    return html.escape(str(text))
+
+
+def build_report(runs: Sequence[Run], opts: ReportOptions = ReportOptions()) -> tuple[str, dict[str, pd.DataFrame]]:
+    """(the HTML page, every table by name) for ``runs``."""
+    cost = opts.cost or CostModel.default()
+    fmt = opts.image_format
+    tables: Tables = build_tables(runs)
+    metrics = all_metrics(tables)
+    out_tables: dict[str, pd.DataFrame] = {"rounds": tables.rounds, "nodes": tables.nodes, **metrics}
+    parts: list[str] = []
+    add = parts.append
+    stamp = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
+    add(f"<h1>{_h(opts.title)}</h1><p>{len(runs)} run(s), {len(tables.rounds)} rounds in all; generated {stamp}.</p>")
+
+    add("<h2>Runs and configs</h2>")
+    for run in runs:
+        rep = run.replay
+        add(f"<h3>{_h(run.label)}</h3><p>directory <code>{_h(rep.directory)}</code>; config from <code>{_h(rep.config_source)}</code>; "
+            f"{len(rep.results)} rounds replayed, {len(rep.skipped)} skipped.</p>")
+        add(f"<pre>{_h(_compact_json(rep.config.to_json()))}</pre>")
+        if rep.config.unknown:
+            add(f"<p class='note'>config keys not used by the replay (kept): {_h(dict(rep.config.unknown))}</p>")
+        src = rep.manifest.body.get("source") if rep.manifest.body else None
+        if src:
+            add(f"<p>manifest source: {_h(src)}</p>")
+        for note in rep.notes:
+            add(f"<p class='note'>note: {_h(note)}</p>")
+        fallback = int((tables.rounds[tables.rounds["run"] == run.label]["selection"].str.contains("fallback")).sum())
+        if fallback:
+            add(f"<p class='note'>WARNING: {fallback} round(s) had no scores and no parents; expanded nodes were chosen by the rank-major fallback.</p>")
+        if rep.skipped:
+            items = "".join(f"<li>{_h(s.what)}: {_h(s.reason)}</li>" for s in rep.skipped[:50])
+            more = f"<li>… {len(rep.skipped) - 50} more</li>" if len(rep.skipped) > 50 else ""
+            add(f"<details><summary>skipped ({len(rep.skipped)})</summary><ul>{items}{more}</ul></details>")
+
+    add("<h2>Summary</h2>")
+    if len(runs) > 1:
+        side = runs_side_by_side(tables.rounds)
+        out_tables["runs_side_by_side"] = side.reset_index()
+        add(_table_html(side, index=True))
+    else:
+        add(_table_html(metrics["summary"]))
+
+    add("<h2>Accepted length</h2>")
+    add(_figure_html(plots.plot_accepted_length(metrics["accepted_length"]), "Accepted-length histogram (fraction of rounds).", fmt))
+    add(_table_html(metrics["accepted_length"]))
+
+    add("<h2>Per-depth acceptance</h2>")
+    add(_figure_html(plots.plot_depth_acceptance(metrics["depth_acceptance"]),
+                     "Conditional P(L ≥ d | L ≥ d−1) and cumulative P(L ≥ d) acceptance per depth; dashes: conditional when the node had children.", fmt))
+    add(_table_html(metrics["depth_acceptance"]))
+    if len(runs) > 1:
+        add(_figure_html(plots.plot_compare_runs(metrics["summary"], metrics["depth_acceptance"]), "Runs side by side.", fmt))
+
+    add("<h2>Rank of hit (topKSpec signal)</h2>")
+    for run in runs:
+        n = len(run.results)
+        if not n:
+            continue
+        add(_figure_html(plots.plot_rank_heatmap(metrics["rank_of_hit"], metrics["hit_outcome"], run.label, run.config),
+                         f"{run.label}: draft rank of the target's token at each depth (left) and kept / beyond / not recorded (right).", fmt))
+    add(_table_html(metrics["hit_outcome"]))
+    add("<details><summary>rank-of-hit table</summary>" + _table_html(metrics["rank_of_hit"]) + "</details>")
+
+    add("<h2>Expanded parents (topHead signal)</h2>")
+    for run in runs:
+        if len(run.results):
+            add(_figure_html(plots.plot_parent_slot(metrics["parent_slot"], run.label, len(run.results)),
+                             f"{run.label}: slot of the expanded parent the accepted path went through, or the level rank of an unexpanded one.", fmt))
+    add(_table_html(metrics["parent_slot"]))
+
+    add("<h2>Tree shape and per-node hit frequency</h2>")
+    nh = metrics["node_hits"]
+    for run in runs:
+        if not len(run.results):
+            continue
+        add(_figure_html(treeplot.plot_tree_hits(static_shape(run.config), nh[nh["run"] == run.label], run.label, run.config),
+                         f"{run.label}: static shape coloured by how often each node lay on the accepted path.", fmt))
+        best = max(run.results, key=lambda r: (r.acceptance.accepted_length, -run.results.index(r)))
+        add(_figure_html(treeplot.plot_round_tree(best, opts.decode, run.label),
+                         f"{run.label}: round {best.name}, the first with the longest accepted path.", fmt))
+    add("<details><summary>per-node hit table</summary>" + _table_html(nh) + "</details>")
+
+    add("<h2>Offline comparison of tree configs</h2>")
+    add(f"<p>Cost model ({_h(cost.source)}): <code>{_h(json.dumps(cost.to_json()))}</code>. "
+        "Each config is replayed exactly on the recorded rounds; ranges are bounds from undecidable rounds.</p>")
+    comparisons, strategies = [], []
+    for k, run in enumerate(runs):
+        if not len(run.results):
+            continue
+        configs = default_comparison_configs(run.config)
+        if opts.configs:  # the run's own config first: every table starts from what was recorded
+            configs = [run.config] + [c for c in opts.configs if (c.short(), c.top_head) != (run.config.short(), run.config.top_head)]
+        table, _ = compare_configs(run.results, run.config, configs, cost, opts.gamma_threshold)
+        table.insert(0, "run", run.label)
+        comparisons.append(table)
+        add(f"<h3>{_h(run.label)}: recorded {_h(run.config.short())}</h3>")
+        add(_table_html(compare_display(table.drop(columns=["run"]))))
+        add(_figure_html(plots.plot_compare_configs(table, run.label, cost.source), f"{run.label}: offline comparison.", fmt))
+        window = opts.ema_window or int(run.replay.config.settings.get("emaWindow", 1) or 1)
+        sims = simulate_strategies(run.results, run.config, opts.strategies, cost, window, opts.gamma_threshold, run.config.gamma)
+        st = pd.DataFrame([s.to_row(cost) for s in sims])
+        st.insert(0, "run", run.label)
+        strategies.append(st)
+        add(f"<p>Dynamic-gamma strategies on {_h(run.config.short())} (emaWindow {window}; the engine's gammaStrategy "
+            f"{_h(run.replay.config.settings.get('gammaStrategy', 'not set'))}):</p>")
+        add(_table_html(strategies_display(st).drop(columns=["run", "config"])))
+        if opts.progress:
+            opts.progress(k + 1, len(runs))
+    if comparisons:
+        out_tables["compare"] = pd.concat(comparisons, ignore_index=True)
+        out_tables["gamma_strategies"] = pd.concat(strategies, ignore_index=True)
+
+    add("<h2>Definitions</h2><dl>" + "".join(f"<dt>{_h(a)}</dt><dd>{_h(b)}</dd>" for a, b in GLOSSARY) + "</dl>")
+    add("<p>Full definitions and formulas: docs/analysis.md of specreplay.</p>")
+    page = (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{_h(opts.title)}</title><style>{_CSS}</style></head><body>"
+        + "\n".join(parts)
+        + "</body></html>"
+    )
+    return page, out_tables
+
+
+def write_report(runs: Sequence[Run], out_dir: str | Path, opts: ReportOptions = ReportOptions(), tables: bool = True) -> Path:
+    """Write ``out_dir/index.html`` (and the tables as CSV + Parquet under ``out_dir/tables``)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    page, all_tables = build_report(runs, opts)
+    path = out_dir / "index.html"
+    path.write_text(page, encoding="utf-8")
+    if tables:
+        export_tables({k: v for k, v in all_tables.items() if k != "runs_side_by_side"}, out_dir / "tables")
+    return path

@@ -1,0 +1,111 @@
+"""The stats / plot / compare / report commands, end to end through the dispatcher."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from replay.cli import main
+from replay.replayer import replay_directory
+
+SYNTH = "sample_dumps/synthetic_article"
+ARTICLE = "sample_dumps/article_round"
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("command", ["stats", "plot", "compare", "report"])
+def test_help_has_examples(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert "examples:" in out and f"specreplay {command} " in out
+
+
+def test_stats_text_json_csv(capsys):
+    code, out, _ = run(capsys, "stats", ARTICLE, "--no-progress")
+    assert code == 0 and "rank_major_fallback" in out and "WARNING" in out
+    code, out, _ = run(capsys, "stats", SYNTH, ARTICLE, "--json", "--no-progress")
+    body = json.loads(out)
+    s = {r["run"]: r for r in body["summary"]}
+    assert s["article_round"]["mean_accepted_length"] == 3 and s["synthetic_article"]["rounds"] == 300
+    assert body["configs"]["article_round"]["topHead"] == [1, 2, 2]
+    code, out, _ = run(capsys, "stats", SYNTH, "--table", "depth_acceptance", "--csv", "--no-progress")
+    df = pd.read_csv(io.StringIO(out))
+    assert df["depth"].tolist() == [1, 2, 3] and (df["cumulative"] <= df["conditional"] + 1e-12).all()
+
+
+def test_stats_export(capsys, tmp_path):
+    code, _, err = run(capsys, "stats", ARTICLE, "--export", str(tmp_path), "--csv", "--no-progress")
+    assert code == 0 and (tmp_path / "nodes.parquet").is_file() and (tmp_path / "rounds.csv").is_file()
+    assert len(pd.read_parquet(tmp_path / "nodes.parquet")) == 13
+
+
+def test_compare_configs_and_grid(capsys):
+    code, out, _ = run(capsys, "compare", SYNTH, "--configs", "[[6],[2,2],[1,1]]", "[[4],[1,1],[1]]", "--json", "--no-progress")
+    body = json.loads(out)
+    rows = {r["config"]: r for r in body["configs"]}
+    replayed = replay_directory(SYNTH).results
+    own_mean = sum(r.acceptance.accepted_length for r in replayed) / len(replayed)
+    assert rows["[6]|[2,2]|[1,1]"]["mean_accepted_length_lo"] == pytest.approx(own_mean)  # the recorded config = the replay
+    assert rows["[4]|[1,1]|[1]"]["undecidable"] == 0 and rows["[4]|[1,1]|[1]"]["nodes"] == 7
+    code, out, _ = run(capsys, "compare", ARTICLE, "--grid", "root=1,2 heads=1 width=1 gamma=1:2", "--csv", "--no-progress")
+    df = pd.read_csv(io.StringIO(out))
+    assert df["config"].tolist()[0] == "[6]|[2,2]|[1,1]" and set(df["config"]) >= {"[1]", "[2]|[1]"}
+    code, out, _ = run(capsys, "compare", SYNTH, "--gamma-strategies", "0", "3", "--no-progress")
+    assert code == 0 and "stairway" in out and "recorded [6]|[2,2]|[1,1]" in out
+
+
+def test_compare_bad_grid_is_a_user_error(capsys):
+    code, _, err = run(capsys, "compare", ARTICLE, "--grid", "depth=2", "--no-progress")
+    assert code == 2 and "--grid" in err
+
+
+def test_plot_writes_png_and_svg(capsys, tmp_path):
+    code, out, _ = run(capsys, "plot", ARTICLE, "-o", str(tmp_path), "--no-progress")
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert code == 0 and "round_article_round.png" in names and "tree_hits_article_round.svg" in names
+    assert len(names) == 12  # 6 pictures x (png, svg)
+
+
+def test_report_is_self_contained(capsys, tmp_path):
+    code, out, _ = run(capsys, "report", ARTICLE, SYNTH, "-o", str(tmp_path), "--no-progress")
+    page = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert code == 0 and out.strip().endswith("index.html")
+    assert page.count("data:image/png;base64,") >= 10
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page)  # nothing loaded from outside
+    for text in ("Offline comparison", "topKSpec", "Dynamic-gamma", "Per-depth acceptance", "article_round", "synthetic_article"):
+        assert text in page
+    assert (tmp_path / "tables" / "compare.csv").is_file()
+
+
+def test_analysis_never_imports_torch(tmp_path):
+    code = (
+        "import sys\n"
+        "from replay.cli import main\n"
+        f"main(['stats', '{ARTICLE}', '--no-progress'])\n"
+        f"main(['compare', '{ARTICLE}', '--gamma-strategies', '--no-progress'])\n"
+        f"main(['report', '{ARTICLE}', '-o', r'{tmp_path}', '--no-progress'])\n"
+        "import analysis.treeplot, analysis.gamma_strategies\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+
+
+def test_directory_without_rounds_is_left_out(capsys, tmp_path):
+    (tmp_path / "config.json").write_text('{"gamma": 1, "topKSpec": [[2]], "topHead": [1]}')
+    code, out, err = run(capsys, "stats", str(tmp_path), ARTICLE, "--csv", "--no-progress")
+    assert code == 1 and "left out" in err and "article_round" in out
+    code, _, err = run(capsys, "stats", str(tmp_path), "--no-progress")
+    assert code == 2 and "no round could be replayed" in err

@@ -1,0 +1,95 @@
+"""Plots and tree pictures: every figure labelled, with the number of rounds; files written."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis import plots, treeplot
+from analysis.compare import compare_configs
+from analysis.metrics import all_metrics, static_shape
+from analysis.runs import load_runs
+from analysis.tables import build_tables
+from replay.config import TreeConfig
+
+
+@pytest.fixture(scope="module")
+def data():
+    runs = load_runs(["sample_dumps/synthetic_article", "sample_dumps/article_round"], progress=False)
+    tables = build_tables(runs)
+    return runs, all_metrics(tables)
+
+
+def _texts(fig) -> str:
+    parts = [t.get_text() for t in fig.texts]
+    for ax in fig.axes:
+        parts += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        parts += [t.get_text() for t in ax.texts]
+        if ax.get_legend():
+            parts += [t.get_text() for t in ax.get_legend().get_texts()]
+    if fig._suptitle is not None:
+        parts.append(fig._suptitle.get_text())
+    return "\n".join(parts)
+
+
+def _labelled(fig, rounds_text: str) -> None:
+    text = _texts(fig)
+    assert rounds_text in text, text
+    for ax in fig.axes:
+        if ax.get_label() == "<colorbar>" or not ax.axison:
+            continue
+        assert ax.get_xlabel() or ax.get_ylabel(), f"unlabelled axes in {text[:80]}"
+
+
+def test_every_plot_is_labelled_and_saved(data, tmp_path):
+    runs, m = data
+    synth = runs[0]
+    table, _ = compare_configs(synth.results, synth.config, [synth.config, TreeConfig.from_lists([[6], [1, 1, 1], [1]])])
+    figs = {
+        "acc": (plots.plot_accepted_length(m["accepted_length"]), "300, article_round: 1 rounds"),
+        "depth": (plots.plot_depth_acceptance(m["depth_acceptance"]), "300"),
+        "rank": (plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], "synthetic_article", synth.config), "300 rounds"),
+        "slot": (plots.plot_parent_slot(m["parent_slot"], "synthetic_article", 300), "300 rounds"),
+        "runs": (plots.plot_compare_runs(m["summary"], m["depth_acceptance"]), "article_round: 1 rounds"),
+        "cmp": (plots.plot_compare_configs(table, "synthetic_article", "default"), "300 rounds"),
+        "tree": (treeplot.plot_tree_hits(static_shape(synth.config), m["node_hits"][m["node_hits"]["run"] == "synthetic_article"],
+                                         "synthetic_article", synth.config), "300 rounds"),
+        "round": (treeplot.plot_round_tree(runs[1].results[0], run="article_round"), "1 round"),
+    }
+    for name, (fig, rounds_text) in figs.items():
+        _labelled(fig, rounds_text)
+        paths = plots.save_figure(fig, tmp_path, name)
+        assert [p.suffix for p in paths] == [".png", ".svg"]
+        assert all(p.stat().st_size > 5000 for p in paths)
+    # the article's round: its path R → A1 → B11 → C111 is every node's only observation
+    art = m["node_hits"][m["node_hits"]["run"] == "article_round"]
+    text = _texts(treeplot.plot_tree_hits(static_shape(runs[1].config), art, "article_round", runs[1].config))
+    assert "A1\n100%" in text and "C111\n100%" in text and "A2\n0%" in text and "C211\n0%" in text
+
+
+def test_hierarchical_layout_article(data):
+    runs, _ = data
+    tree = runs[1].results[0].tree
+    pos = treeplot.hierarchical_layout(tree.to_networkx())
+    assert all(pos[u][1] == -tree.depths[u] for u in range(13))
+    # leaves left to right in tree order under their parents: C111, B12, C211, B22, A3..A6
+    leaves_x = [pos[u][0] for u in (11, 8, 12, 10, 3, 4, 5, 6)]
+    assert leaves_x == sorted(leaves_x) and len(set(leaves_x)) == 8
+    assert pos[7][0] == pos[11][0]  # B11 sits over its only child
+    assert pos[1][0] == (pos[7][0] + pos[8][0]) / 2  # A1 centred over B11, B12
+
+
+def test_tokenizer_text_on_round_picture(data, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers.models import WordLevel
+
+    vocab = {"[UNK]": 0, "hello": 41824, "world": 41760, "again": 22870}
+    tk = tokenizers.Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
+    path = tmp_path / "tokenizer.json"
+    tk.save(str(path))
+    decode = treeplot.load_tokenizer(path)
+    assert decode(41824) == "hello"
+    runs, _ = data
+    fig = treeplot.plot_round_tree(runs[1].results[0], decode, "article_round")
+    text = _texts(fig)
+    assert "hello" in text and "again" in text
+    assert treeplot.load_tokenizer(tmp_path)(41760) == "world"  # a directory holding tokenizer.json
