@@ -26,7 +26,7 @@ from analysis.subtree import (
     truncated,
 )
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the oracle helper sits beside the tests
-from analysis_oracle import as_round, random_oracle, record_round, synth_lookup_oracle, write_oracle_run  # noqa: E402
+from tests.analysis_oracle import as_round, random_oracle, record_round, synth_lookup_oracle, write_oracle_run  # noqa: E402
 from replay.config import TreeConfig
 from replay.replayer import replay_directory, replay_round
 from replay.rounds import Round
