@@ -1,0 +1,224 @@
+"""Load a GGUF model and its tokenizer with transformers, and measure what it costs on this machine.
+
+transformers reads GGUF through the ``gguf`` package (``accelerate`` is needed too) and fully
+dequantizes the weights on load: a Q4_K_M file of 1.1 GB becomes a float32 model of ~6 GB. The
+tokenizer is rebuilt from the GGUF metadata, so a draft and a target from the same family can be
+checked for an identical vocabulary without any hub access.
+
+Run as a module to measure a model (load time, resident memory, decode and verify forwards):
+
+    PYTHONPATH=. python -m replay.live.gguf_load qwen2.5-coder-1.5b --dir /work/models
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .fetch import resolve_model
+
+if TYPE_CHECKING:  # torch/transformers load lazily: importing this module stays cheap
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+# A fixed, code-like text so that measured prefixes are the same from run to run.
+MEASURE_TEXT = (
+    "def fibonacci(n: int) -> int:\n"
+    '    """Return the n-th Fibonacci number."""\n'
+    "    a, b = 0, 1\n"
+    "    for _ in range(n):\n"
+    "        a, b = b, a + b\n"
+    "    return a\n\n\n"
+    "def main() -> None:\n"
+    "    for i in range(20):\n"
+    "        print(i, fibonacci(i))\n"
+) * 4
+
+
+def resolve_dtype(dtype: Any):
+    import torch
+
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    value = getattr(torch, str(dtype), None)
+    if not isinstance(value, torch.dtype):
+        raise ValueError(f"dtype '{dtype}': not a torch dtype (float32, bfloat16, float16, ...)")
+    return value
+
+
+def load_gguf_tokenizer(path: str | Path, cache_dir: str | Path | None = None) -> PreTrainedTokenizerBase:
+    """The tokenizer stored in a GGUF file; ``path`` may be a short model name (see fetch.MODELS)."""
+    from transformers import AutoTokenizer
+
+    file = resolve_model(path, cache_dir)
+    return AutoTokenizer.from_pretrained(str(file.parent), gguf_file=file.name)
+
+
+def load_gguf_model(
+    path: str | Path, dtype: Any = "float32", cache_dir: str | Path | None = None
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load ``path`` (a .gguf file or a short model name) -> (model in eval mode, tokenizer).
+
+    The weights are dequantized to ``dtype``; the quantization of the file is not kept.
+    """
+    from transformers import AutoModelForCausalLM
+
+    file = resolve_model(path, cache_dir)
+    model = AutoModelForCausalLM.from_pretrained(str(file.parent), gguf_file=file.name, dtype=resolve_dtype(dtype))
+    model.eval()
+    return model, load_gguf_tokenizer(file)
+
+
+def compare_tokenizers(a: PreTrainedTokenizerBase, b: PreTrainedTokenizerBase) -> list[str]:
+    """Differences that would break draft/target speculation (empty list: interchangeable)."""
+    diffs = []
+    if len(a) != len(b):
+        diffs.append(f"length {len(a)} != {len(b)}")
+    vocab_a, vocab_b = a.get_vocab(), b.get_vocab()
+    if vocab_a != vocab_b:
+        only_a = sorted(set(vocab_a.items()) - set(vocab_b.items()))[:5]
+        only_b = sorted(set(vocab_b.items()) - set(vocab_a.items()))[:5]
+        diffs.append(f"vocab differs: first only in a {only_a}, only in b {only_b}")
+    for attr in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id"):
+        if getattr(a, attr, None) != getattr(b, attr, None):
+            diffs.append(f"{attr} {getattr(a, attr, None)} != {getattr(b, attr, None)}")
+    # Same vocabulary but different merges or pre-tokenizer would still split text differently.
+    ids_a, ids_b = a(MEASURE_TEXT).input_ids, b(MEASURE_TEXT).input_ids
+    if ids_a != ids_b:
+        diffs.append(f"encoding of a sample text differs ({len(ids_a)} vs {len(ids_b)} tokens)")
+    return diffs
+
+
+# ----------------------------------------------------------------------------------- measurement
+
+
+@dataclass(frozen=True)
+class Measurement:
+    model: str
+    dtype: str
+    threads: int
+    parameters: int
+    load_s: float
+    rss_gib: float  # resident after load
+    peak_rss_gib: float  # high-water mark of the process (load included)
+    prefill_s: float  # forward of `prefix` tokens, empty cache
+    decode_1_s: float  # one token after the prefix, with KV cache (median)
+    forward_16_s: float  # 16 tokens at once after the prefix, with KV cache (median)
+    # Minima beside the medians: a shared 2-core VM has bursts of slowness several times the
+    # normal cost, and the minimum shows what the code itself costs.
+    decode_1_min_s: float
+    forward_16_min_s: float
+    prefix: int
+    repeats: int
+
+
+def read_rss_gib() -> tuple[float, float]:
+    """(current, peak) resident set of this process, from /proc (Linux)."""
+    fields = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            key, _, value = line.partition(":")
+            fields[key] = value
+    to_gib = lambda key: int(fields[key].split()[0]) / (1 << 20)  # noqa: E731 - kB -> GiB
+    return to_gib("VmRSS"), to_gib("VmHWM")
+
+
+def new_cache(model):
+    from transformers import DynamicCache
+
+    try:
+        return DynamicCache(config=model.config)
+    except TypeError:  # older 5.x / 4.x
+        return DynamicCache()
+
+
+def forward_with_cache(model, input_ids, cache, start: int):
+    """One forward of ``input_ids`` [1, n] at positions start.. start+n-1, appending to ``cache``."""
+    import inspect
+
+    import torch
+
+    n = input_ids.shape[1]
+    position_ids = torch.arange(start, start + n).unsqueeze(0)
+    # 5.x renamed past_key_values to cache; accept both so a GPU box on another 5.x still runs.
+    key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    return model(input_ids=input_ids, position_ids=position_ids, use_cache=True, **{key: cache})
+
+
+def time_forward(model, input_ids, cache, start: int) -> float:
+    t0 = time.perf_counter()
+    forward_with_cache(model, input_ids, cache, start)
+    elapsed = time.perf_counter() - t0
+    cache.crop(-input_ids.shape[1])  # negative: remove that many, back to the prefix
+    return elapsed
+
+
+def measure_model(
+    path: str | Path, dtype: Any = "float32", prefix: int = 64, repeats: int = 9, cache_dir: str | Path | None = None
+) -> Measurement:
+    import torch
+
+    t0 = time.perf_counter()
+    model, tokenizer = load_gguf_model(path, dtype, cache_dir)
+    load_s = time.perf_counter() - t0
+    rss, peak = read_rss_gib()
+    ids = tokenizer(MEASURE_TEXT, return_tensors="pt").input_ids[:, : prefix + 16]
+    if ids.shape[1] < prefix + 16:
+        raise ValueError(f"measure text gives {ids.shape[1]} tokens, need {prefix + 16}")
+    with torch.inference_mode():
+        cache = new_cache(model)
+        t1 = time.perf_counter()
+        forward_with_cache(model, ids[:, :prefix], cache, 0)
+        prefill_s = time.perf_counter() - t1
+        time_forward(model, ids[:, prefix : prefix + 1], cache, prefix)  # warm-up
+        decode = [time_forward(model, ids[:, prefix : prefix + 1], cache, prefix) for _ in range(repeats)]
+        verify = [time_forward(model, ids[:, prefix : prefix + 16], cache, prefix) for _ in range(repeats)]
+    return Measurement(
+        model=str(resolve_model(path, cache_dir)),
+        dtype=str(resolve_dtype(dtype)).removeprefix("torch."),
+        threads=torch.get_num_threads(),
+        parameters=sum(p.numel() for p in model.parameters()),
+        load_s=round(load_s, 2),
+        rss_gib=round(rss, 2),
+        peak_rss_gib=round(peak, 2),
+        prefill_s=round(prefill_s, 3),
+        decode_1_s=round(statistics.median(decode), 3),
+        forward_16_s=round(statistics.median(verify), 3),
+        decode_1_min_s=round(min(decode), 3),
+        forward_16_min_s=round(min(verify), 3),
+        prefix=prefix,
+        repeats=repeats,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m replay.live.gguf_load",
+        description="Load one GGUF model and measure load time, memory, 1-token decode and 16-token forward.",
+        epilog="example: PYTHONPATH=. python -m replay.live.gguf_load qwen2.5-coder-1.5b --dir /work/models",
+    )
+    parser.add_argument("model", help="a .gguf path or a short name (qwen2.5-coder-0.5b, qwen2.5-coder-1.5b)")
+    parser.add_argument("--dir", default=None, help="model cache directory for short names")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--prefix", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    result = measure_model(args.model, args.dtype, args.prefix, args.repeats, args.dir)
+    print(json.dumps(asdict(result), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sys.exit(main())

