@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "analysis.commands",
     "analysis.recommend",
     "replay.live.commands",
+    "replay.live.models_cli",
 )
 
 
