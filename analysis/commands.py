@@ -59,6 +59,7 @@ examples:
   specreplay report sample_dumps/synthetic_article -o report/
   specreplay report engine_dump/ harness_dump/ -o report/ --label engine --label harness
   specreplay report DUMPS -o report/ --configs "[[4],[2,2],[1,1]]" --cost cost.json --tokenizer tok.json
+  specreplay report DUMPS -o report/ --budget 16 --max-depth 4    (tree-shape recommendation)
 
 Writes OUT/index.html (self-contained: images embedded, no external assets) and every table as
 CSV and Parquet under OUT/tables/.
@@ -297,6 +298,9 @@ def run_report(args: argparse.Namespace) -> int:
     from .runs import tqdm_progress
     from .treeplot import load_tokenizer
 
+    for name in ("budget", "max_depth"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise SpecReplayError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     runs = _load(args)
     configs = None
     if args.configs or args.grid:
@@ -311,6 +315,8 @@ def run_report(args: argparse.Namespace) -> int:
             decode=load_tokenizer(args.tokenizer) if args.tokenizer else None,
             image_format="svg" if args.svg else "png",
             title=args.title or "specreplay report: " + ", ".join(r.label for r in runs),
+            budget=args.budget,
+            max_depth=args.max_depth,
             progress=update,
         )
         path = write_report(runs, args.output, opts, tables=not args.no_tables)
@@ -377,7 +383,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("report", help="self-contained HTML report with every table and plot",
                        description="Write a self-contained HTML page (images embedded) with configs, metrics, plots, "
-                       "offline config comparison and dynamic-gamma strategies.", epilog=REPORT_EPILOG, formatter_class=fmt)
+                       "offline config comparison, dynamic-gamma strategies and the tree-shape recommendation.", epilog=REPORT_EPILOG, formatter_class=fmt)
     _add_common(p)
     _add_compare_options(p)
     p.add_argument("-o", "--output", required=True, help="output directory (index.html, tables/)")
@@ -385,4 +391,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--svg", action="store_true", help="inline SVG instead of base64 PNG")
     p.add_argument("--no-tables", action="store_true", help="do not write tables/ beside the page")
     p.add_argument("--title", help="page title")
+    p.add_argument("--budget", type=int, default=None, help="tree-shape recommendation: draft nodes per tree (default: the recorded config's)")
+    p.add_argument("--max-depth", type=int, default=None, help="tree-shape recommendation: maximum gamma (default: the recorded gamma)")
     p.set_defaults(func=run_report)

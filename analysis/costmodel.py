@@ -1,4 +1,5 @@
-"""Cost model for the modelled speedup of a tree config (docs/analysis.md, "Cost model").
+"""The one cost model of specreplay: modelled speedup of a tree config (docs/analysis.md, "Cost
+model and modelled speedup"); used by ``compare``, ``report`` and the shape search (``recommend``).
 
 A round costs ``steps * draft_step_s + t_verify(nodes + 1)`` seconds: the draft runs once per step,
 the target once over the root plus every draft node. ``t_verify`` interpolates a measured curve
@@ -52,6 +53,18 @@ class CostModel:
         """A memory-bound accelerator in relative units: verifying 64 tokens costs 1.3x one token,
         a draft step 0.1x. A placeholder: pass a measured curve for real decisions."""
         return cls(np.array([1.0, 64.0]), np.array([1.0, 1.3]), 0.1, "default (relative units)")
+
+    @classmethod
+    def linear(cls, a: float, b: float, draft_step_s: float) -> "CostModel":
+        """``t_verify(k) = a + b * k`` (``--verify-cost A,B``), as a two-point curve extrapolated
+        linearly on both sides; ``draft_step_s`` per draft step (``--draft-cost S``)."""
+        if a + b <= 0 or b < 0:
+            raise SpecReplayError(f"cost model --verify-cost {a},{b}: need a + b > 0 and b >= 0 (t_verify(k) = a + b*k)")
+        return cls(np.array([1.0, 2.0]), np.array([a + b, a + 2 * b]), float(draft_step_s), f"linear {a:g} + {b:g}*k s")
+
+    def with_draft_step(self, draft_step_s: float, source: str | None = None) -> "CostModel":
+        """The same verify curve with another draft-step cost (``--draft-cost`` over a curve file)."""
+        return CostModel(self.tokens, self.verify_s, draft_step_s, source or f"{self.source} (draft step {draft_step_s:g} s)")
 
     @classmethod
     def from_json(cls, obj: dict, source: str = "<json>") -> "CostModel":

@@ -1,8 +1,9 @@
 """``specreplay recommend``: tree shapes for a node budget from measured acceptance, with proof.
 
 Pipeline: replay the dumps → visits → ShapeModel (analysis.shape_model) → exact shape search
-(analysis.shape_search) → predicted vs measured block efficiency for the shapes a replay can
-measure exactly. ``recommend_section`` renders the result for the analysis report.
+(analysis.shape_search) → predicted vs measured block efficiency: every shape contained in the
+recorded config is replayed exactly by analysis.subtree; the others need a live run, whose command
+line is printed. ``recommend_section`` renders the result for the analysis report.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import html
 import json
 import math
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -20,23 +21,35 @@ import numpy as np
 from replay.commands import add_dump_options, options_from_args
 from replay.config import TreeConfig
 from replay.errors import SpecReplayError
-from replay.rebuild import SELECT_FALLBACK, SELECT_ROOT
+from replay.live.grid import grid_item
 from replay.replayer import DirectoryReplay, RoundResult, replay_directory
-from replay.vocab import PAD_TOKEN
 
-from .shape_cost import CostCurve, linear_cost, load_cost_curve
+from .costmodel import CostModel
 from .shape_model import DEFAULT_MIN_COUNT, Z95, ShapeModel, Visits, bootstrap_models, collect_visits, estimate_model
 from .shape_search import Path, SearchResult, Shape, engine_paths, expected_accepted, render_shape, search_shapes
+from .subtree import contained_configs, is_contained, replay_subconfig_all
 
 
 @dataclass(frozen=True)
 class Measured:
-    """A measured mean accepted length (bonus excluded) and its standard error."""
+    """A measured accepted length (bonus excluded) of one config on recorded rounds.
+
+    ``mean_accepted`` and its standard error ``se`` are over the ``rounds`` decided rounds. When the
+    dump cannot decide ``undecidable`` further rounds, ``lower`` / ``upper`` are the mean over all
+    rounds with each undecidable round at its lower / upper bound (both equal the mean otherwise).
+    """
 
     mean_accepted: float
     se: float
     rounds: int
     how: str
+    undecidable: int = 0
+    lower: float | None = None
+    upper: float | None = None
+
+    @property
+    def decided(self) -> bool:
+        return self.undecidable == 0
 
 
 @dataclass(frozen=True)
@@ -54,16 +67,34 @@ class Comparison:
 
     @property
     def measured_be(self) -> float | None:
+        """Measured engine block efficiency (accepted + 1) over the decided rounds."""
         return None if self.measured is None else self.measured.mean_accepted + 1.0
 
     @property
+    def measured_ci(self) -> tuple[float, float] | None:
+        m = self.measured
+        return None if m is None else (self.measured_be - Z95 * m.se, self.measured_be + Z95 * m.se)
+
+    @property
+    def measured_bounds(self) -> tuple[float, float] | None:
+        """Engine block efficiency over all rounds, undecidable ones at their lower / upper bound."""
+        m = self.measured
+        if m is None:
+            return None
+        if m.decided:
+            return self.measured_be, self.measured_be
+        return m.lower + 1.0, m.upper + 1.0
+
+    @property
     def error(self) -> float | None:
-        return None if self.measured is None else self.predicted_be - self.measured_be
+        """predicted − measured, only when every round is decided."""
+        return None if self.measured is None or not self.measured.decided else self.predicted_be - self.measured_be
 
     @property
     def agree(self) -> bool | None:
-        """|pred − meas| ≤ 1.96 · sqrt(se_pred² + se_meas²)."""
-        if self.measured is None:
+        """|pred − meas| ≤ 1.96 · sqrt(se_pred² + se_meas²); None (not judged) unless every round is
+        decided: the mean over decided rounds alone may be biased, the bounds are not a measurement."""
+        if self.error is None:
             return None
         return abs(self.error) <= Z95 * math.hypot(self.predicted_se, self.measured.se) + 1e-12
 
@@ -76,8 +107,10 @@ class Comparison:
             "predicted_block_efficiency": self.predicted_be,
             "predicted_ci95": list(self.predicted_ci),
             "measured_block_efficiency": self.measured_be,
-            "measured_ci95": None if m is None else [self.measured_be - Z95 * m.se, self.measured_be + Z95 * m.se],
+            "measured_ci95": None if m is None else list(self.measured_ci),
             "measured_rounds": None if m is None else m.rounds,
+            "measured_undecidable_rounds": None if m is None else m.undecidable,
+            "measured_bounds": None if m is None else list(self.measured_bounds),
             "measured_how": None if m is None else m.how,
             "error": self.error,
             "agree": self.agree,
@@ -85,6 +118,8 @@ class Comparison:
 
 
 Measure = Callable[[TreeConfig], "Measured | None"]
+
+CONTAINED_ROWS = 3  # best contained shapes added to the comparison besides the listed ones
 
 
 def mean_se(values: Sequence[float]) -> tuple[float, float]:
@@ -143,68 +178,31 @@ def round_paths(res: RoundResult) -> dict[Path, int]:
     return out
 
 
-def rank_major_paths(cfg: TreeConfig) -> list[Path]:
-    """The tree of ``cfg`` under the fallback selection (rank, then parent order) — data-free."""
-    out: list[Path] = []
-    level: list[Path] = [()]
-    for i in range(cfg.gamma):
-        order = sorted(range(len(level)), key=lambda j: (level[j][-1] if level[j] else 0, j))
-        chosen = [level[j] for j in order[: cfg.top_head[i]]]
-        level = [u + (r,) for u, w in zip(chosen, cfg.top_k_spec[i]) for r in range(w)]
-        out.extend(level)
-    return out
-
-
-def expands_every_level(cfg: TreeConfig) -> bool:
-    sizes = (1,) + cfg.level_sizes
-    return all(cfg.top_head[i] == sizes[i] for i in range(cfg.gamma))
-
-
-def walk_subtree(res: RoundResult, ids: dict[Path, int], paths: set[Path]) -> int:
-    """Greedy acceptance restricted to ``paths`` (all recorded in the round): accepted length."""
-    tree, node, path, length = res.tree, 0, (), 0
-    while True:
-        want = int(res.target_top1[node])
-        if want == PAD_TOKEN:
-            return length
-        r, nxt = 0, None
-        while path + (r,) in paths:
-            child = ids[path + (r,)]
-            if int(tree.tokens[child]) == want:
-                nxt = child
-                break
-            r += 1
-        if nxt is None:
-            return length
-        node, path, length = nxt, path + (r,), length + 1
-
-
-def replay_measure(results: Sequence[RoundResult], recorded: TreeConfig) -> Measure:
-    """Exact measurements from a replay: the recorded config itself, and — when every round used
-    the rank-major fallback (no scores, so the recorded tree's rank paths are fixed) — any config
-    whose fallback tree is contained in every round's tree, and any config that expands every
-    node of every level (no selection) contained in every round's tree. Other shapes need a re-selection
-    (analysis.subtree) or a live run: None.
+def subtree_measure(results: Sequence[RoundResult], recorded: TreeConfig) -> Measure:
+    """Exact measurements by analysis.subtree for every config contained in ``recorded``: each round
+    replayed with the config and the recording's own selection rule, recorded early stops inherited
+    (as ``specreplay compare`` does). Not contained (or no rounds): None, a live run is needed.
     """
-    fallback = all(all(s in (SELECT_FALLBACK, SELECT_ROOT) for s in r.rebuilt.selection) for r in results)
-    tables = [round_paths(r) for r in results]
 
     def measure(cfg: TreeConfig) -> Measured | None:
-        if not results:
+        if not results or not is_contained(cfg, recorded):
             return None
-        if (cfg.top_k_spec, cfg.top_head) == (recorded.top_k_spec, recorded.top_head):
-            mean, se = mean_se([r.acceptance.accepted_length for r in results])
-            return Measured(mean, se, len(results), "replay of the recorded config")
-        # a config that expands every node of every level selects nothing: its tree is data-free
-        if not (fallback or expands_every_level(cfg)):
-            return None
-        want = set(rank_major_paths(cfg))
-        if not all(want <= t.keys() for t in tables):
-            return None
-        mean, se = mean_se([walk_subtree(r, t, want) for r, t in zip(results, tables)])
-        return Measured(mean, se, len(results), "exact replay of the contained rank-major subtree")
+        outs = replay_subconfig_all(results, cfg, 0.0, None, recorded.gamma)
+        mean, se = mean_se([o.lower for o in outs if o.decided])
+        lower = float(np.mean([o.lower for o in outs]))
+        upper = float(np.mean([o.upper for o in outs]))
+        decided = sum(o.decided for o in outs)
+        return Measured(mean, se, decided, "exact replay of the contained config (analysis.subtree)", len(outs) - decided, lower, upper)
 
     return measure
+
+
+def best_contained(model: ShapeModel, recorded: TreeConfig, budget: int, max_depth: int, count: int = 3) -> list[TreeConfig]:
+    """The ``count`` configs contained in ``recorded`` with the highest modelled block efficiency
+    within the node budget and depth cap: the best shapes the dump itself can check exactly."""
+    fits = [c for c in contained_configs(recorded) if c.num_nodes <= budget and c.gamma <= max_depth]
+    value = {c: expected_accepted(engine_paths(c, model), model) for c in fits}
+    return sorted(fits, key=lambda c: (-round(value[c], 12), c.num_nodes, c.gamma))[:count]
 
 
 def recorded_trees_check(model: ShapeModel, results: Sequence[RoundResult], boots: Sequence[ShapeModel], label: str) -> Comparison:
@@ -240,7 +238,7 @@ class Recommendation:
     recorded: tuple[TreeConfig, ...]
     rounds: int
     skipped: int
-    cost: CostCurve | None
+    cost: CostModel | None
     notes: tuple[str, ...] = field(default=())
 
 
@@ -262,7 +260,7 @@ def recommend(
     replays: Sequence[DirectoryReplay],
     budget: int,
     max_depth: int | None = None,
-    cost: CostCurve | None = None,
+    cost: CostModel | None = None,
     top: int = 5,
     min_count: int = DEFAULT_MIN_COUNT,
     bootstrap: int = 200,
@@ -286,11 +284,16 @@ def recommend(
     comparisons: list[Comparison] = []
     notes: list[str] = []
     for rep in usable:
-        shapes = list(dict.fromkeys([s.config for s in result.by_block_efficiency + result.by_speedup] + [rep.tree]))
-        rows = compare_predictions(model, shapes, replay_measure(rep.results, rep.tree), boots=boots)
-        for row in rows:
-            label = "recorded" if row.config == rep.tree else _rank_label(row.config, result)
-            comparisons.append(Comparison(label, row.config, row.nodes, row.predicted_be, row.predicted_se, row.measured))
+        labels: dict[tuple, tuple[TreeConfig, str]] = {_key(rep.tree): (rep.tree, "recorded")}
+        for prefix, configs in (("BE", [x.config for x in result.by_block_efficiency]), ("speed", [x.config for x in result.by_speedup])):
+            for k, cfg in enumerate(configs):
+                labels.setdefault(_key(cfg), (cfg, f"{prefix}#{k + 1}"))
+        # the best shapes this dump can check exactly, besides those already listed
+        extra = [c for c in best_contained(model, rep.tree, budget, depth, len(labels) + CONTAINED_ROWS) if _key(c) not in labels]
+        labels.update({_key(c): (c, f"contained#{k + 1}") for k, c in enumerate(extra[:CONTAINED_ROWS])})
+        labels[_key(rep.tree)] = labels.pop(_key(rep.tree))  # the recorded row last, as a reference
+        rows = compare_predictions(model, [c for c, _ in labels.values()], subtree_measure(rep.results, rep.tree), boots=boots)
+        comparisons += [replace(row, label=label) for row, (_, label) in zip(rows, labels.values())]
         comparisons.append(recorded_trees_check(model, rep.results, boots, "recorded trees"))
     if depth > model.depths or model.extrapolated.any():
         notes.append(f"depths beyond {int((~model.extrapolated).sum()) - 1} are extrapolated from the deepest estimated depth")
@@ -302,14 +305,8 @@ def recommend(
     )
 
 
-def _rank_label(cfg: TreeConfig, result: SearchResult) -> str:
-    for k, s in enumerate(result.by_block_efficiency):
-        if s.config == cfg:
-            return f"BE#{k + 1}"
-    for k, s in enumerate(result.by_speedup):
-        if s.config == cfg:
-            return f"speed#{k + 1}"
-    return "-"
+def _key(cfg: TreeConfig) -> tuple:
+    return cfg.top_k_spec, cfg.top_head
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -358,20 +355,40 @@ def _wilson1(k: int, n: int) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def measured_cells(c: Comparison) -> tuple[str, str, str]:
+    """(measured BE [95% CI], error, verdict) as the text table and the report show them."""
+    m = c.measured
+    if m is None:
+        return "not contained", "", "live run needed (command below)"
+    lo, hi = c.measured_ci
+    meas = f"{c.measured_be:.3f} [{lo:.3f},{hi:.3f}]" if m.rounds else "no decided round"
+    if not m.decided:
+        b_lo, b_hi = c.measured_bounds
+        total = m.rounds + m.undecidable
+        return meas, "", f"not judged: {m.undecidable}/{total} rounds undecidable, all rounds {b_lo:.3f}..{b_hi:.3f}"
+    return meas, f"{c.error:+.3f}", "yes" if c.agree else "NO"
+
+
 def comparison_lines(rows: Sequence[Comparison]) -> list[str]:
     head = f"  {'shape':<14} {'config':<26} {'nodes':>5}  {'predicted BE [95% CI]':<24} {'measured BE [95% CI]':<24} {'error':>7}  agree"
     out = [head]
     for c in rows:
         lo, hi = c.predicted_ci
         pred = f"{c.predicted_be:.3f} [{lo:.3f},{hi:.3f}]"
-        if c.measured is None:
-            meas, err, ok = "not decidable offline", "", "live run needed"
-        else:
-            m = c.measured_be
-            meas = f"{m:.3f} [{m - Z95 * c.measured.se:.3f},{m + Z95 * c.measured.se:.3f}]"
-            err, ok = f"{c.error:+.3f}", "yes" if c.agree else "NO"
+        meas, err, ok = measured_cells(c)
         out.append(f"  {c.label:<14} {c.config.short():<26} {c.nodes:>5}  {pred:<24} {meas:<24} {err:>7}  {ok}")
     return out
+
+
+def live_command(rec: Recommendation) -> str | None:
+    """The ``specreplay sweep`` command that measures, live, every listed shape a replay cannot."""
+    todo = list(dict.fromkeys(grid_item(c.config) for c in rec.comparisons if c.measured is None))
+    if not todo:
+        return None
+    return (
+        f'specreplay sweep --draft DRAFT --target TARGET --prompts PROMPTS --grid "{";".join(todo)}" '
+        f"--max-new-tokens 64 --out runs/shapes_b{rec.search.budget}"
+    )
 
 
 def render_recommendation(rec: Recommendation) -> list[str]:
@@ -391,7 +408,12 @@ def render_recommendation(rec: Recommendation) -> list[str]:
     best = s.by_speedup[0] if s.by_speedup else s.by_block_efficiency[0]
     lines += ["", f"best shape {best.config.short()} (rank paths; P = modelled acceptance probability):"]
     lines += ["  " + x for x in render_shape(best, rec.model)]
-    lines += ["", "prediction vs exact replay (block efficiency = accepted + 1):", *comparison_lines(rec.comparisons)]
+    lines += ["", "prediction vs exact replay (block efficiency = accepted + 1; measured over decided rounds):",
+              *comparison_lines(rec.comparisons)]
+    cmd = live_command(rec)
+    if cmd:
+        lines += ["", "shapes not contained in the recorded config need a live run (DRAFT, TARGET, PROMPTS: yours; "
+                  "results.csv holds each shape's block efficiency):", "  " + cmd]
     lines += [f"note: {n}" for n in rec.notes]
     return lines
 
@@ -432,41 +454,44 @@ def recommendation_json(rec: Recommendation) -> dict:
         "by_block_efficiency": [shape(x) for x in rec.search.by_block_efficiency],
         "by_speedup": [shape(x) for x in rec.search.by_speedup],
         "comparisons": [c.to_json() for c in rec.comparisons],
+        "live_command": live_command(rec),
         "notes": list(rec.notes),
     }
 
 
-def recommend_section(rec: Recommendation) -> str:
-    """The analysis report's section (HTML fragment): top shapes, best tree, prediction vs replay."""
+def recommend_section(rec: Recommendation, title: str = "Tree-shape recommendation") -> str:
+    """An HTML fragment for the analysis report: top shapes, best tree, prediction vs replay."""
     esc = html.escape
     s = rec.search
+    ranked = [(f"BE#{k + 1}", x) for k, x in enumerate(s.by_block_efficiency)] + [(f"speed#{k + 1}", x) for k, x in enumerate(s.by_speedup)]
     rows = "".join(
-        f"<tr><td>{k + 1}</td><td><code>{esc(config_line(x.config))}</code></td><td>{x.num_nodes}</td>"
+        f"<tr><td>{label}</td><td><code>{esc(config_line(x.config))}</code></td><td>{x.num_nodes}</td>"
         f"<td>{x.expected_block_efficiency:.3f}</td><td>{'' if x.speedup is None else f'{x.speedup:.3f}'}</td>"
         f"<td>{'exact' if x.exact else f'≤ {x.upper_bound + 1:.3f}'}</td></tr>"
-        for k, x in enumerate(s.by_block_efficiency + s.by_speedup)
+        for label, x in ranked
     )
     best = s.by_speedup[0] if s.by_speedup else s.by_block_efficiency[0]
     comp = "".join(
         f"<tr><td>{esc(c.label)}</td><td>{esc(c.config.short())}</td><td>{c.nodes}</td>"
         f"<td>{c.predicted_be:.3f} [{c.predicted_ci[0]:.3f}, {c.predicted_ci[1]:.3f}]</td>"
-        + (
-            "<td>not decidable offline</td><td></td><td></td>"
-            if c.measured is None
-            else f"<td>{c.measured_be:.3f} ± {Z95 * c.measured.se:.3f}</td><td>{c.error:+.3f}</td><td>{'yes' if c.agree else 'NO'}</td>"
-        )
+        + "".join(f"<td>{esc(x)}</td>" for x in measured_cells(c))
         + "</tr>"
         for c in rec.comparisons
     )
+    cmd = live_command(rec)
+    live = f"<p>Shapes not contained in the recorded config need a live run:</p><pre>{esc(cmd)}</pre>" if cmd else ""
+    cost = f" Modelled speedup with the cost model {esc(rec.cost.source)} (docs/analysis.md)." if rec.cost else ""
     notes = "".join(f"<li>{esc(n)}</li>" for n in rec.notes)
     return (
-        "<section id='shape-search'><h2>Tree-shape search</h2>"
+        f"<section class='shape-search'><h3>{esc(title)}</h3>"
         f"<p>{rec.rounds} rounds; budget {s.budget} nodes, max depth {s.max_depth}. Expected block efficiency "
-        "= expected accepted length + 1, from per-depth, per-rank acceptance (docs/shape-search.md).</p>"
-        "<table><tr><th>#</th><th>config</th><th>nodes</th><th>E[block_efficiency]</th><th>speedup</th><th>optimality</th></tr>"
-        f"{rows}</table><h3>Best shape {esc(best.config.short())}</h3><pre>{esc(chr(10).join(render_shape(best, rec.model)))}</pre>"
-        "<h3>Prediction vs exact replay</h3><table><tr><th>shape</th><th>config</th><th>nodes</th><th>predicted BE [95% CI]</th>"
-        f"<th>measured BE ± 95%</th><th>error</th><th>agree</th></tr>{comp}</table>"
+        "= expected accepted length + 1, from per-depth, per-rank acceptance (docs/shape-search.md)." + cost + "</p>"
+        "<table><tr><th>rank</th><th>config</th><th>nodes</th><th>E[block_efficiency]</th><th>speedup</th><th>optimality</th></tr>"
+        f"{rows}</table><h4>Best shape {esc(best.config.short())}</h4><pre>{esc(chr(10).join(render_shape(best, rec.model)))}</pre>"
+        "<h4>Prediction vs exact replay</h4><p>Every shape contained in the recorded config is replayed exactly "
+        "(analysis.subtree); agreement is judged only when every round is decided.</p>"
+        "<table><tr><th>shape</th><th>config</th><th>nodes</th><th>predicted BE [95% CI]</th>"
+        f"<th>measured BE [95% CI]</th><th>error</th><th>agree</th></tr>{comp}</table>{live}"
         f"{'<ul>' + notes + '</ul>' if notes else ''}</section>"
     )
 
@@ -480,6 +505,8 @@ examples:
   specreplay recommend DUMPS --budget 16 --verify-cost 0.35,0.04 --draft-cost 0.02 --json
 
 Cost curve JSON (the live harness writes it): {"tokens": [1, 2, 4, ...], "verify_s": [...], "draft_step_s": x}.
+Shapes contained in the recorded config are replayed exactly (analysis.subtree); for the others a
+`specreplay sweep` command line is printed. Speedup and cost model: docs/analysis.md.
 Exit status: 0; 1 when a measured shape disagrees with its prediction; 2 on errors.
 """
 
@@ -492,16 +519,14 @@ def parse_pair(text: str) -> tuple[float, float]:
         raise argparse.ArgumentTypeError(f"expected A,B (seconds), got {text!r}") from None
 
 
-def cost_from_args(args: argparse.Namespace) -> CostCurve | None:
+def cost_from_args(args: argparse.Namespace) -> CostModel | None:
     if args.cost and args.verify_cost:
         raise SpecReplayError("give either --cost FILE or --verify-cost A,B, not both")
     if args.cost:
-        curve = load_cost_curve(args.cost)
-        if args.draft_cost is not None:
-            curve = CostCurve(curve.tokens, curve.verify_s, args.draft_cost, curve.source + " (draft cost from --draft-cost)")
-        return curve
+        curve = CostModel.load(args.cost)
+        return curve if args.draft_cost is None else curve.with_draft_step(args.draft_cost)
     if args.verify_cost:
-        return linear_cost(*args.verify_cost, args.draft_cost or 0.0)
+        return CostModel.linear(*args.verify_cost, args.draft_cost or 0.0)
     if args.draft_cost is not None:
         raise SpecReplayError("--draft-cost needs --verify-cost A,B or --cost FILE")
     return None

@@ -1,5 +1,5 @@
 """A self-contained HTML report of one or more runs: configs, every table and plot, offline
-comparison of tree configs and dynamic-gamma strategies. Images are embedded (base64 PNG or
+comparison of tree configs, dynamic-gamma strategies and the tree-shape recommendation. Images are embedded (base64 PNG or
 inline SVG); the page loads nothing from outside and reads offline.
 """
 
@@ -17,12 +17,14 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from replay.config import TreeConfig
+from replay.errors import SpecReplayError
 
 from . import plots, treeplot
 from .compare import compare_configs, compare_display, runs_side_by_side, strategies_display
 from .costmodel import CostModel
 from .gamma_strategies import STRATEGY_NAMES, simulate_strategies
 from .metrics import all_metrics, static_shape
+from .recommend import recommend, recommend_section
 from .runs import Run
 from .tables import Tables, build_tables, export_tables
 
@@ -37,6 +39,9 @@ class ReportOptions:
     decode: Callable[[int], str] | None = None  # token text for the round pictures
     image_format: str = "png"  # "png" (base64) or "svg" (inline)
     title: str = "specreplay report"
+    budget: int | None = None  # tree-shape recommendation node budget; None: the recorded config's nodes
+    max_depth: int | None = None  # its depth cap; None: the recorded gamma
+    recommend: bool = True  # include the tree-shape recommendation
     progress: Callable[[int, int], None] | None = field(default=None, compare=False)
 
 
@@ -225,6 +230,24 @@ def build_report(runs: Sequence[Run], opts: ReportOptions = ReportOptions()) -> 
     if comparisons:
         out_tables["compare"] = pd.concat(comparisons, ignore_index=True)
         out_tables["gamma_strategies"] = pd.concat(strategies, ignore_index=True)
+
+    if opts.recommend:
+        add("<h2>Tree-shape recommendation</h2>")
+        add("<p>Per run: the static shapes with the highest expected block efficiency for a node budget "
+            "(default: the recorded config's nodes) and depth cap (default: the recorded gamma), from the "
+            "acceptance measured by depth and rank; shapes contained in the recorded config are replayed "
+            "exactly to check the prediction (docs/shape-search.md).</p>")
+        for run in runs:
+            if not len(run.results):
+                continue
+            budget = run.config.num_nodes if opts.budget is None else opts.budget
+            depth = run.config.gamma if opts.max_depth is None else opts.max_depth
+            try:
+                rec = recommend([run.replay], budget, depth, cost)
+            except SpecReplayError as exc:
+                add(f"<p class='note'>{_h(run.label)}: no recommendation: {_h(exc)}</p>")
+                continue
+            add(recommend_section(rec, run.label))
 
     add("<h2>Definitions</h2><dl>" + "".join(f"<dt>{_h(a)}</dt><dd>{_h(b)}</dd>" for a, b in GLOSSARY) + "</dl>")
     add("<p>Full definitions and formulas: docs/analysis.md of specreplay.</p>")

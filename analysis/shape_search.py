@@ -17,7 +17,7 @@ from replay.config import TreeConfig
 from replay.tree import Tree
 from replay.vocab import PAD_TOKEN
 
-from .shape_cost import CostCurve
+from .costmodel import CostModel
 from .shape_model import ShapeModel
 
 Path = tuple[int, ...]
@@ -161,10 +161,11 @@ def candidate_shapes(model: ShapeModel, budget: int, max_depth: int) -> list[Sha
     return list(seen.values())
 
 
-def with_cost(shape: Shape, cost: CostCurve, baseline_tokens: int = 1) -> Shape:
-    """Modelled speedup = E[BE] * t_verify(1) / (steps * t_draft_step + t_verify(nodes + 1))."""
-    round_s = shape.depth * cost.draft_step_s + cost.verify(shape.num_nodes + 1)
-    speed = shape.expected_block_efficiency * cost.verify(baseline_tokens) / round_s
+def with_cost(shape: Shape, cost: CostModel) -> Shape:
+    """The shape with its modelled speedup (CostModel.speedup; docs/analysis.md): one round of the
+    shape costs ``cost.round_cost(depth, nodes)`` and commits E[block efficiency] tokens."""
+    round_s = float(cost.round_cost(shape.depth, shape.num_nodes))
+    speed = cost.speedup(shape.expected_block_efficiency, round_s)
     return Shape(
         shape.config, shape.paths, shape.expected_accepted, shape.exact, shape.upper_bound, shape.depth_cap,
         shape.extrapolated, speed, round_s, shape.notes,
@@ -180,13 +181,13 @@ class SearchResult:
     all_exact: bool  # every listed shape certified optimal for its (nodes, depth cap)
 
 
-def search_shapes(model: ShapeModel, budget: int, max_depth: int, cost: CostCurve | None = None, top: int = 5) -> SearchResult:
+def search_shapes(model: ShapeModel, budget: int, max_depth: int, cost: CostModel | None = None, top: int = 5) -> SearchResult:
     """Top shapes by expected block efficiency and, with a cost model, by modelled speedup."""
     shapes = candidate_shapes(model, budget, max_depth)
     if cost is not None:
         shapes = [with_cost(s, cost) for s in shapes]
     by_be = sorted(shapes, key=lambda s: (-round(s.expected_accepted, 12), s.num_nodes, s.depth))[:top]
-    by_sp = sorted(shapes, key=lambda s: (-round(s.speedup, 12), s.num_nodes, s.depth))[:top] if cost else []
+    by_sp = sorted(shapes, key=lambda s: (-round(s.speedup, 12), s.num_nodes, s.depth))[:top] if cost is not None else []
     listed = list(by_be) + list(by_sp)
     return SearchResult(tuple(by_be), tuple(by_sp), budget, max_depth, all(s.exact for s in listed))
 

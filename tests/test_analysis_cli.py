@@ -86,6 +86,8 @@ def test_report_is_self_contained(capsys, tmp_path):
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page)  # nothing loaded from outside
     for text in ("Offline comparison", "topKSpec", "Dynamic-gamma", "Per-depth acceptance", "article_round", "synthetic_article"):
         assert text in page
+    # the tree-shape recommendation, per run, with the defaults: the recorded config's nodes and gamma
+    assert "<h2>Tree-shape recommendation</h2>" in page and page.count("budget 12 nodes, max depth 3") == 2
     assert (tmp_path / "tables" / "compare.csv").is_file()
 
 

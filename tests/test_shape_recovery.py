@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from analysis.recommend import Measured, compare_predictions, mean_se, recommend, replay_measure
+from analysis.recommend import Measured, compare_predictions, mean_se, recommend, subtree_measure
 from analysis.shape_model import collect_visits, estimate_model, model_from_hits
 from analysis.shape_search import engine_paths, search_shapes
 from replay.config import TreeConfig
@@ -87,10 +87,12 @@ def test_recommend_end_to_end_recorded_rows_agree(wide_replay):
     rec = recommend([wide_replay], BUDGET, bootstrap=60)
     recorded = [c for c in rec.comparisons if c.label.startswith("recorded")]
     assert len(recorded) == 2 and all(c.agree for c in recorded)
-    # depth-1 shapes expand nothing below the root: measured exactly from the wide dump
-    measure = replay_measure(wide_replay.results, wide_replay.tree)
+    # contained shapes are replayed exactly from the wide dump (analysis.subtree)
+    contained = [c for c in rec.comparisons if c.label.startswith("contained#")]
+    assert contained and all(c.measured is not None and c.measured.decided and c.agree for c in contained)
+    measure = subtree_measure(wide_replay.results, wide_replay.tree)
     m = measure(TreeConfig.from_lists([[3]]))
-    assert m is not None and m.mean_accepted == pytest.approx(HIT[0, :3].sum(), abs=0.04)
+    assert m is not None and m.decided and m.mean_accepted == pytest.approx(HIT[0, :3].sum(), abs=0.04)
 
 
 def _paths(res):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.shape_cost import CostCurve, linear_cost
+from analysis.costmodel import CostModel
 from analysis.shape_model import ShapeModel, pava_nonincreasing, model_from_hits
 from analysis.shape_search import (
     best_first,
@@ -15,6 +15,7 @@ from analysis.shape_search import (
     render_shape,
     search_shapes,
 )
+from replay.errors import SpecReplayError
 
 COLS = 4
 
@@ -118,15 +119,20 @@ def test_enumerate_counts_small_space():
 
 
 def test_cost_curve_and_speedup():
-    cost = CostCurve(np.array([1.0, 4.0, 16.0]), np.array([0.4, 0.5, 1.0]), 0.05)
-    assert cost.verify(1) == pytest.approx(0.4)
-    assert cost.verify(10) == pytest.approx(0.75)
-    assert cost.verify(32) == pytest.approx(1.0 + 16 * 0.5 / 12)
-    lin = linear_cost(0.1, 0.01, 0.02)
-    assert lin.verify(9) == pytest.approx(0.19)
+    # the shape search's speedup is CostModel's (docs/analysis.md), the same formula compare uses
+    cost = CostModel(np.array([1.0, 4.0, 16.0]), np.array([0.4, 0.5, 1.0]), 0.05)
+    assert cost.t_verify(1) == pytest.approx(0.4)
+    assert cost.t_verify(10) == pytest.approx(0.75)
+    assert cost.t_verify(32) == pytest.approx(1.0 + 16 * 0.5 / 12)
+    lin = CostModel.linear(0.1, 0.01, 0.02)
+    assert lin.t_verify(9) == pytest.approx(0.19) and lin.t_verify(1) == pytest.approx(0.11) and lin.draft_step_s == 0.02
+    assert lin.with_draft_step(0.5).draft_step_s == 0.5 and lin.with_draft_step(0.5).t_verify(9) == pytest.approx(0.19)
+    with pytest.raises(SpecReplayError):
+        CostModel.linear(0.1, -0.01, 0.0)
     model = model_from_hits(np.array([[0.6, 0.25, 0.1, 0.05], [0.5, 0.2, 0.1, 0.05]]))
     res = search_shapes(model, 6, 2, cost=cost, top=3)
     s = res.by_speedup[0]
-    expect = s.expected_block_efficiency * 0.4 / (s.depth * 0.05 + cost.verify(s.num_nodes + 1))
+    expect = s.expected_block_efficiency * 0.4 / (s.depth * 0.05 + cost.t_verify(s.num_nodes + 1))
+    assert s.speedup == pytest.approx(cost.speedup(s.expected_block_efficiency, cost.round_cost(s.depth, s.num_nodes)))
     assert s.speedup == pytest.approx(expect)
     assert all(a.speedup >= b.speedup for a, b in zip(res.by_speedup, res.by_speedup[1:]))

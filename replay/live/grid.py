@@ -85,6 +85,12 @@ def dedupe(configs: list[TreeConfig]) -> list[TreeConfig]:
     return out
 
 
+def grid_item(config: TreeConfig) -> str:
+    """The ``--grid`` text of one static config (``parse_grid`` reads it back), e.g. ``6,2x2,1x1``."""
+    text = ",".join("x".join(str(w) for w in row) for row in config.top_k_spec)
+    return text + (f"@{config.gamma_threshold:g}" if config.gamma_threshold > 0 else "")
+
+
 def config_name(config: TreeConfig) -> str:
     """A file-name-safe identity of a tree shape, e.g. ``6_2x2_1x1`` (``_t0.2`` / ``_dyn`` suffixes)."""
     name = "_".join("x".join(str(w) for w in row) for row in config.top_k_spec)
