@@ -418,6 +418,17 @@ def render_recommendation(rec: Recommendation) -> list[str]:
     return lines
 
 
+def finite_json(obj):
+    """NaN/inf (a shape with no decided round) become null: strict JSON parsers reject NaN."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
 def recommendation_json(rec: Recommendation) -> dict:
     def shape(x: Shape) -> dict:
         return {
@@ -538,7 +549,7 @@ def run_recommend(args: argparse.Namespace) -> int:
     replays = [replay_directory(d, opts) for d in args.dir]
     rec = recommend(replays, args.budget, args.max_depth, cost, args.top, args.min_count, args.bootstrap, args.seed)
     if args.json:
-        sys.stdout.write(json.dumps(recommendation_json(rec)) + "\n")
+        sys.stdout.write(json.dumps(finite_json(recommendation_json(rec)), allow_nan=False) + "\n")
     else:
         sys.stdout.write("\n".join(render_recommendation(rec)) + "\n")
     for rep in replays:
