@@ -158,7 +158,7 @@ class SourceNames:
 class RoundBatch:
     """R rounds whose matrices have identical shapes (and optional arrays): one packed group."""
 
-    keys: np.ndarray  # [R, 2] int64 (a, b) of each round's validate file
+    keys: np.ndarray  # [2, R] int64 (a, b) of each round's validate file
     root_tokens: np.ndarray  # [R] int64, PAD_TOKEN when unknown
     steps: tuple[MatrixStack, ...]  # draft_step_0 .. draft_step_{S-1}
     validate: MatrixStack
@@ -168,9 +168,9 @@ class RoundBatch:
 
     def __post_init__(self) -> None:
         _check_array(self.keys, "keys", 2, "iu", None)
-        r = self.keys.shape[0]
-        if self.keys.shape[1] != 2:
-            raise ValueError(f"keys: expected [R, 2], got {self.keys.shape}")
+        r = self.keys.shape[1]
+        if self.keys.shape[0] != 2:
+            raise ValueError(f"keys: expected [2, R], got {self.keys.shape}")
         _check_array(self.root_tokens, "root_tokens", 1, "iu", r, 0)
         if not self.steps:
             raise ValueError("a round has at least one draft step")
@@ -183,7 +183,7 @@ class RoundBatch:
             _check_array(self.ordinals, "ordinals", 1, "iu", r, 0)
 
     def __len__(self) -> int:
-        return int(self.keys.shape[0])
+        return int(self.keys.shape[1])
 
     @property
     def num_steps(self) -> int:
@@ -191,7 +191,7 @@ class RoundBatch:
 
     def take(self, index: np.ndarray | slice) -> "RoundBatch":
         return RoundBatch(
-            self.keys[index],
+            self.keys[:, index],
             self.root_tokens[index],
             tuple(s.take(index) for s in self.steps),
             self.validate.take(index),
@@ -201,7 +201,7 @@ class RoundBatch:
         )
 
     def key(self, i: int) -> tuple[int, int]:
-        return (int(self.keys[i, 0]), int(self.keys[i, 1]))
+        return (int(self.keys[0, i]), int(self.keys[1, i]))
 
     def round_at(self, i: int) -> Round:
         """Round ``i`` as the Round that load_round would have returned (for the reference replay)."""
@@ -232,7 +232,7 @@ def batch_from_rounds(rounds: Sequence[Round], ordinals: Sequence[int] | None = 
         rs = [rounds[k] for k in members]
         out.append(
             RoundBatch(
-                np.asarray([r.key for r in rs], dtype=np.int64).reshape(len(rs), 2),
+                np.asarray([r.key for r in rs], dtype=np.int64).reshape(len(rs), 2).T.copy(),
                 np.asarray([r.root_token for r in rs], dtype=np.int64),
                 tuple(MatrixStack.stack([r.steps[s] for r in rs]) for s in range(len(rs[0].steps))),
                 MatrixStack.stack([r.validate for r in rs]),
@@ -340,12 +340,12 @@ def static_shape(cfg: TreeConfig, steps: int) -> TreeShape:
 
 @dataclass(frozen=True, eq=False)
 class BatchResult:
-    """Per-round replay outcomes as arrays (R rounds, G = the config's gamma).
+    """Per-round replay outcomes as arrays (R rounds, G = the config's gamma), round axis last.
 
     Rejected rounds (``error != 0``) hold PAD_TOKEN/0 in every outcome field.
     """
 
-    keys: np.ndarray  # [R, 2] int64
+    keys: np.ndarray  # [2, R] int64
     root_tokens: np.ndarray  # [R] int64
     error: np.ndarray  # [R] int8 ERR_* code, 0 = replayed
     shape_index: np.ndarray  # [R] int16 into ``shapes``; -1 when no shape could be derived
@@ -353,10 +353,10 @@ class BatchResult:
     layout: np.ndarray  # [R] int8: 0 parents, 1 all
     layout_stated: np.ndarray  # [R] bool
     validate_extra_rows: np.ndarray  # [R] int32 rows beyond the layout (ignored as padding)
-    selection: np.ndarray  # [R, G] int8 SEL_* per draft step
-    accepted_nodes: np.ndarray  # [R, G] int32 tree-order ids, PAD_TOKEN after the path
-    accepted_tokens: np.ndarray  # [R, G] int64, PAD_TOKEN after the path
-    accepted_ranks: np.ndarray  # [R, G] int8 draft rank of each accepted node, PAD_TOKEN after
+    selection: np.ndarray  # [G, R] int8 SEL_* per draft step
+    accepted_nodes: np.ndarray  # [G, R] int32 tree-order ids, PAD_TOKEN after the path
+    accepted_tokens: np.ndarray  # [G, R] int64, PAD_TOKEN after the path
+    accepted_ranks: np.ndarray  # [G, R] int8 draft rank of each accepted node, PAD_TOKEN after
     accepted_length: np.ndarray  # [R] int8
     bonus_token: np.ndarray  # [R] int64, PAD_TOKEN when the dump has no target row for it
     bonus_kind: np.ndarray  # [R] int8 BONUS_NONE / BONUS_CODE_CORRECTION / BONUS_CODE_LEAF
@@ -365,7 +365,11 @@ class BatchResult:
     selection_notes: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # round → parents-vs-score notes
 
     def __len__(self) -> int:
-        return int(self.keys.shape[0])
+        return int(self.keys.shape[1])
+
+    @property
+    def gamma(self) -> int:
+        return int(self.selection.shape[0])
 
     @property
     def ok(self) -> np.ndarray:
@@ -392,12 +396,12 @@ class BatchResult:
 
     def selection_summary(self, i: int) -> str:
         """As Rebuilt.selection_summary: the methods of steps 1.. in first-use order."""
-        used = [SELECTION_NAMES[int(c)] for c in self.selection[i, 1:] if c != SEL_NONE]
+        used = [SELECTION_NAMES[int(c)] for c in self.selection[1:, i] if c != SEL_NONE]
         return "+".join(dict.fromkeys(used)) if used else SELECT_ROOT
 
     def notes(self, i: int) -> list[str]:
         out = list(self.selection_notes.get(i, ()))
-        if SEL_FALLBACK in self.selection[i]:
+        if SEL_FALLBACK in self.selection[:, i]:
             out.append(
                 "WARNING: no scores and no parents in the dump: expanded nodes chosen by the rank-major fallback (docs/dump-format.md)"
             )
@@ -409,15 +413,15 @@ class BatchResult:
     def round_json(self, i: int) -> dict:
         """Round i exactly as RoundResult.to_json() gives it (the round must be ok)."""
         if self.error[i] != ERR_OK:
-            raise ValueError(f"round {self.keys[i].tolist()} was rejected ({ERROR_NAMES[int(self.error[i])]})")
+            raise ValueError(f"round {self.keys[:, i].tolist()} was rejected ({ERROR_NAMES[int(self.error[i])]})")
         shape = self.shapes[int(self.shape_index[i])]
         n = int(self.accepted_length[i])
-        tokens = [int(t) for t in self.accepted_tokens[i, :n]]
+        tokens = [int(t) for t in self.accepted_tokens[:n, i]]
         bonus = int(self.bonus_token[i])
         bonus_v = None if bonus == PAD_TOKEN else bonus
         root = int(self.root_tokens[i])
         return {
-            "key": [int(self.keys[i, 0]), int(self.keys[i, 1])],
+            "key": [int(self.keys[0, i]), int(self.keys[1, i])],
             "root_token": None if root == PAD_TOKEN else root,
             "num_steps": shape.num_steps,
             "num_nodes": shape.num_nodes,
@@ -426,7 +430,7 @@ class BatchResult:
             "layout_source": "stated" if self.layout_stated[i] else "detected",
             "selection": self.selection_summary(i),
             "accepted_path": tokens,
-            "accepted_nodes": [int(u) for u in self.accepted_nodes[i, :n]],
+            "accepted_nodes": [int(u) for u in self.accepted_nodes[:n, i]],
             "accepted_length": n,
             "bonus_token": bonus_v,
             "bonus_kind": BONUS_NAMES[int(self.bonus_kind[i])],
@@ -446,7 +450,7 @@ class BatchResult:
         pos = {int(old): new for new, old in enumerate(index)}
         notes = {pos[k]: v for k, v in self.selection_notes.items() if k in pos}
         return BatchResult(
-            **{name: getattr(self, name)[index] for name in _ROUND_ARRAYS},
+            **{name: getattr(self, name)[..., index] for name in _ROUND_ARRAYS},
             shapes=self.shapes,
             ordinals=None if self.ordinals is None else self.ordinals[index],
             selection_notes=notes,
@@ -462,7 +466,7 @@ class BatchResult:
         """One result from several (shapes are merged; ordinals kept when every part has them)."""
         if not parts:
             raise ValueError("nothing to concatenate")
-        gammas = {p.selection.shape[1] for p in parts}
+        gammas = {p.gamma for p in parts}
         if len(gammas) != 1:
             raise ValueError(f"results of different gamma {sorted(gammas)}")
         shapes: list[TreeShape] = []
@@ -485,7 +489,7 @@ class BatchResult:
             base += len(p)
         ords = None if any(p.ordinals is None for p in parts) else np.concatenate([p.ordinals for p in parts])
         return BatchResult(
-            **{name: np.concatenate(v) for name, v in arrays.items()},
+            **{name: np.concatenate(v, axis=-1) for name, v in arrays.items()},
             shapes=tuple(shapes),
             ordinals=ords,
             selection_notes=notes,
@@ -495,10 +499,9 @@ class BatchResult:
         """One row per round (pandas): the columns analysis and Dask summaries work on."""
         import pandas as pd
 
-        g = self.selection.shape[1]
         data = {
-            "key_a": self.keys[:, 0],
-            "key_b": self.keys[:, 1],
+            "key_a": self.keys[0],
+            "key_b": self.keys[1],
             "ok": self.ok,
             "error": pd.Categorical.from_codes(self.error.astype(np.int64), [ERROR_NAMES[k] for k in range(len(ERROR_NAMES))]),
             "root_token": self.root_tokens,
@@ -511,8 +514,8 @@ class BatchResult:
             "bonus_kind": pd.Categorical.from_codes(self.bonus_kind.astype(np.int64), ["none", BONUS_CORRECTION, BONUS_LEAF]),
             "stop": pd.Categorical.from_codes(self.stop.astype(np.int64), list(STOP_CODES)),
         }
-        for d in range(g):
-            data[f"accepted_rank_{d + 1}"] = self.accepted_ranks[:, d]
+        for d in range(self.gamma):
+            data[f"accepted_rank_{d + 1}"] = self.accepted_ranks[d]
         return pd.DataFrame(data)
 
 
@@ -546,10 +549,10 @@ def _empty_result(batch: RoundBatch, gamma: int) -> BatchResult:
         layout=np.zeros(r, dtype=np.int8),
         layout_stated=np.full(r, batch.layout is not None),
         validate_extra_rows=np.zeros(r, dtype=np.int32),
-        selection=np.full((r, gamma), SEL_NONE, dtype=np.int8),
-        accepted_nodes=np.full((r, gamma), PAD_TOKEN, dtype=np.int32),
-        accepted_tokens=np.full((r, gamma), PAD_TOKEN, dtype=np.int64),
-        accepted_ranks=np.full((r, gamma), PAD_TOKEN, dtype=np.int8),
+        selection=np.full((gamma, r), SEL_NONE, dtype=np.int8),
+        accepted_nodes=np.full((gamma, r), PAD_TOKEN, dtype=np.int32),
+        accepted_tokens=np.full((gamma, r), PAD_TOKEN, dtype=np.int64),
+        accepted_ranks=np.full((gamma, r), PAD_TOKEN, dtype=np.int8),
         accepted_length=np.zeros(r, dtype=np.int8),
         bonus_token=np.full(r, PAD_TOKEN, dtype=np.int64),
         bonus_kind=np.zeros(r, dtype=np.int8),
@@ -716,8 +719,8 @@ def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, check
     return val0, is_all, need
 
 
-def _accept_chunk(shape: TreeShape, tokens, chosen, val0: np.ndarray, is_all: np.ndarray, col: np.ndarray, gamma: int):
-    """Greedy acceptance, one depth at a time, every round of the chunk at once.
+def _accept_chunk(shape: TreeShape, tokens, chosen, val0: np.ndarray, is_all: np.ndarray, col: np.ndarray, res: BatchResult, sl: slice) -> None:
+    """Greedy acceptance, one depth at a time, every round of the chunk at once; writes ``res[sl]``.
 
     Lanes of rounds that already stopped keep computing on stale indices (cheaper than masking
     them); only ``alive`` lanes record anything.
@@ -725,9 +728,6 @@ def _accept_chunk(shape: TreeShape, tokens, chosen, val0: np.ndarray, is_all: np
     c = col.shape[0]
     s_count = shape.num_steps
     all_rows, no_all = bool(is_all.all()), not is_all.any()
-    acc_nodes = np.full((gamma, c), PAD_TOKEN, dtype=np.int64)
-    acc_tokens = np.full((gamma, c), PAD_TOKEN, dtype=np.int64)
-    acc_ranks = np.full((gamma, c), PAD_TOKEN, dtype=np.int64)
     wants = np.empty((s_count + 1, c), dtype=np.int64)  # target's top-1 at the depth-d node
     expanded_at = np.zeros((s_count + 1, c), dtype=bool)  # the depth-d node has children
     alive = np.ones(c, dtype=bool)
@@ -746,7 +746,7 @@ def _accept_chunk(shape: TreeShape, tokens, chosen, val0: np.ndarray, is_all: np
             elif h:
                 eq = chosen[d] == cur
                 expanded = eq.any(axis=0)
-                j = np.minimum(_first_true(eq), h - 1)
+                j = _first_true(eq)  # h when not expanded: a stale lane, clipped by the gathers
             else:
                 expanded = expanded_at[d]  # the last level: leaves
                 j = None
@@ -763,24 +763,25 @@ def _accept_chunk(shape: TreeShape, tokens, chosen, val0: np.ndarray, is_all: np
             break
         m = shape.maps[d]
         wmax = int(m.width.max())
+        uniform = int(m.width.min()) == wmax
         if j is None:
             first = int(m.child_offset[0])
-        elif int(m.width.min()) == wmax:
+        elif uniform:
             first = j * wmax
         else:
-            first = np.take(m.child_offset, j)
+            first = np.take(m.child_offset, j, mode="clip")
         if d == 0:
             kid_tokens = tokens[0]  # the root's children: all of level 1
         else:
             slots = first + np.arange(wmax)[:, None] if wmax > 1 else first + np.zeros((1, 1), dtype=np.int64)
             kid_tokens = _gather(tokens[d], np.broadcast_to(slots, (wmax, c)), col)
         match = kid_tokens == want
-        if j is not None and int(m.width.min()) != wmax:
-            match &= np.arange(wmax)[:, None] < np.take(m.width, j)
+        if not uniform:
+            match &= np.arange(wmax)[:, None] < np.take(m.width, j, mode="clip")
         if d:
             match &= expanded
         if wmax > 1:
-            r = np.minimum(_first_true(match), wmax - 1)
+            r = _first_true(match)  # wmax when nothing matched: only stopped lanes
             moving = alive & match.any(axis=0)
             tok = _gather(kid_tokens, r, col)
         else:
@@ -788,9 +789,9 @@ def _accept_chunk(shape: TreeShape, tokens, chosen, val0: np.ndarray, is_all: np
             moving = alive & match[0]
             tok = kid_tokens[0]
         new_cur = first + r
-        acc_nodes[d] = np.where(moving, shape.starts[d + 1] + new_cur, PAD_TOKEN)
-        acc_tokens[d] = np.where(moving, tok, PAD_TOKEN)
-        acc_ranks[d] = np.where(moving, r, PAD_TOKEN)
+        res.accepted_nodes[d, sl] = np.where(moving, new_cur + shape.starts[d + 1], PAD_TOKEN)
+        res.accepted_tokens[d, sl] = np.where(moving, tok, PAD_TOKEN)
+        res.accepted_ranks[d, sl] = np.where(moving, r, PAD_TOKEN)
         length += moving
         cur = new_cur
         alive = moving
@@ -799,46 +800,50 @@ def _accept_chunk(shape: TreeShape, tokens, chosen, val0: np.ndarray, is_all: np
     bonus = np.take(wants.reshape(-1), at)
     had_kids = np.take(expanded_at.reshape(-1), at)
     known = bonus != PAD_TOKEN
-    kind = np.where(known, np.where(had_kids, BONUS_CODE_CORRECTION, BONUS_CODE_LEAF), BONUS_NONE).astype(np.int8)
-    stop = np.where(known, had_kids.astype(np.int8), np.where(had_kids, 2, 0)).astype(np.int8)  # STOP_CODES order
-    return acc_nodes, acc_tokens, acc_ranks, length, bonus, kind, stop
+    res.accepted_length[sl] = length
+    res.bonus_token[sl] = bonus
+    res.bonus_kind[sl] = np.where(known, np.where(had_kids, BONUS_CODE_CORRECTION, BONUS_CODE_LEAF), BONUS_NONE)
+    res.stop[sl] = np.where(known, had_kids, np.where(had_kids, 2, 0))  # STOP_CODES order
 
 
 def _replay_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static: bool, res: BatchResult, notes: dict) -> None:
     """Replay rounds [lo, hi) of ``batch`` (all of ``shape``) into ``res`` rows [lo, hi)."""
     c = hi - lo
     col = _columns(c)
+    sl = slice(lo, hi)
     checks = _Checks()
     tokens, chosen, selection, mismatch = _rebuild_chunk(batch, lo, hi, shape, static, checks, col)
     val0, is_all, need = _validate_chunk(batch, lo, hi, shape, checks)
-    gamma = res.selection.shape[1]
-    acc_nodes, acc_tokens, acc_ranks, length, bonus, kind, stop = _accept_chunk(shape, tokens, chosen, val0, is_all, col, gamma)
-    sl = slice(lo, hi)
-    extra = batch.validate.rows - need
-    if checks.conds:  # rejected rounds keep the defaults (PAD_TOKEN / 0) in every outcome
-        err = checks.codes(c)
-        ok = err == ERR_OK
-        res.error[sl] = err
-        okc = ok[None, :]
-        acc_nodes, acc_tokens, acc_ranks = (np.where(okc, a, PAD_TOKEN) for a in (acc_nodes, acc_tokens, acc_ranks))
-        length, bonus, kind, stop = (np.where(ok, a, z) for a, z in ((length, 0), (bonus, PAD_TOKEN), (kind, 0), (stop, 0)))
-        is_all, extra, selection = np.where(ok, is_all, False), np.where(ok, extra, 0), np.where(okc, selection, SEL_NONE)
-    else:
-        ok = None
+    _accept_chunk(shape, tokens, chosen, val0, is_all, col, res, sl)
     res.layout[sl] = is_all
-    res.validate_extra_rows[sl] = extra
-    res.selection[sl, : shape.num_steps] = selection.T
-    res.accepted_nodes[sl] = acc_nodes.T
-    res.accepted_tokens[sl] = acc_tokens.T
-    res.accepted_ranks[sl] = acc_ranks.T
-    res.accepted_length[sl] = length
-    res.bonus_token[sl] = bonus
-    res.bonus_kind[sl] = kind
-    res.stop[sl] = stop
+    res.validate_extra_rows[sl] = batch.validate.rows - need
+    res.selection[: shape.num_steps, sl] = selection
+    ok = None
+    if checks.conds:  # rejected rounds get the defaults (PAD_TOKEN / 0) in every outcome
+        err = checks.codes(c)
+        res.error[sl] = err
+        ok = err == ERR_OK
+        bad = lo + np.flatnonzero(~ok)
+        for name, fill in _OUTCOME_DEFAULTS:
+            getattr(res, name)[..., bad] = fill
     for i, differs, got, expect in mismatch:
         for k in np.flatnonzero(differs if ok is None else differs & ok):  # rare: parents disagree with scores
             text = f"step {i}: dump's parents {got[:, k].tolist()} differ from path-probability selection {expect[:, k].tolist()}"
             notes.setdefault(lo + int(k), []).append(text)
+
+
+_OUTCOME_DEFAULTS = (
+    ("layout", 0),
+    ("validate_extra_rows", 0),
+    ("selection", SEL_NONE),
+    ("accepted_nodes", PAD_TOKEN),
+    ("accepted_tokens", PAD_TOKEN),
+    ("accepted_ranks", PAD_TOKEN),
+    ("accepted_length", 0),
+    ("bonus_token", PAD_TOKEN),
+    ("bonus_kind", BONUS_NONE),
+    ("stop", 0),
+)
 
 
 def _chunks(n: int, size: int) -> list[tuple[int, int]]:
@@ -951,7 +956,7 @@ def replay_batch(
     for members, part, k in parts:
         for name in _ROUND_ARRAYS:
             if name not in ("keys", "root_tokens", "layout_stated"):
-                getattr(out, name)[members] = getattr(part, name)
+                getattr(out, name)[..., members] = getattr(part, name)
         out.shape_index[members] = np.where(part.shape_index >= 0, k, -1)
         notes.update({int(members[i]): v for i, v in part.selection_notes.items()})
     return BatchResult(**{**out.__dict__, "selection_notes": notes})

@@ -88,9 +88,9 @@ def synth_batch(spec: SynthSpec, hit: np.ndarray | None = None, ordinals: np.nda
     col0 = top1 if spec.layout == "all" else np.take_along_axis(top1, np.concatenate(expanded_ids), axis=0)
     val = rng.integers(0, spec.vocab, size=(col0.shape[0], spec.target_cols, r), dtype=np.int32)
     val[:, 0, :] = col0
-    keys = np.empty((r, 2), dtype=np.int64)
-    keys[:, 0] = spec.first_key + KEY_STRIDE * np.arange(r)
-    keys[:, 1] = keys[:, 0] + 16
+    keys = np.empty((2, r), dtype=np.int64)
+    keys[0] = spec.first_key + KEY_STRIDE * np.arange(r)
+    keys[1] = keys[0] + 16
     roots = rng.integers(0, spec.vocab, size=r).astype(np.int64)
     return RoundBatch(keys, roots, tuple(mats), MatrixStack(val), spec.layout, None, ordinals)
 
@@ -123,7 +123,7 @@ def synth_run(
         members = np.flatnonzero(steps == s)
         b = synth_batch(SynthSpec(cfg, members.shape[0], int(s), seed + int(s), first_key=first_key, **kwargs), ordinals=members)
         keys = np.empty_like(b.keys)
-        keys[:, 0] = first_key + KEY_STRIDE * members
-        keys[:, 1] = keys[:, 0] + 16
+        keys[0] = first_key + KEY_STRIDE * members
+        keys[1] = keys[0] + 16
         out.append(RoundBatch(keys, b.root_tokens, b.steps, b.validate, b.layout, None, members.astype(np.int64)))
     return out
