@@ -143,6 +143,8 @@ class SourceNames:
     directory: str
     exts: tuple[str, ...]  # per matrix, draft steps then validate: ".npz", "" (text), ...
     step0_offset: tuple[int, int] = (1, 1)
+    # ordinal → the round's real paths, for the rare names that do not round-trip ("007")
+    overrides: Mapping[int, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)
 
     def step_path(self, key: tuple[int, int], step: int) -> str:
         a, b = key
@@ -152,6 +154,12 @@ class SourceNames:
 
     def validate_path(self, key: tuple[int, int]) -> str:
         return os.path.join(self.directory, f"validate_{key[0]}_{key[1]}{self.exts[-1]}")
+
+    def paths(self, key: tuple[int, int], steps: int, ordinal: int | None = None) -> tuple[str, ...]:
+        """Every matrix's path, draft steps then validate."""
+        if ordinal is not None and ordinal in self.overrides:
+            return tuple(self.overrides[ordinal])
+        return tuple(self.step_path(key, s) for s in range(steps)) + (self.validate_path(key),)
 
 
 @dataclass(frozen=True, eq=False)
@@ -206,12 +214,13 @@ class RoundBatch:
     def round_at(self, i: int) -> Round:
         """Round ``i`` as the Round that load_round would have returned (for the reference replay)."""
         key = self.key(i)
-        names = self.names
-        steps = tuple(
-            st.matrix(i, names.step_path(key, s) if names else f"draft_step_{s}") for s, st in enumerate(self.steps)
-        )
-        val = self.validate.matrix(i, names.validate_path(key) if names else "validate")
-        return Round(key, steps, val, int(self.root_tokens[i]), self.layout)
+        if self.names is None:
+            paths = tuple(f"draft_step_{s}" for s in range(self.num_steps)) + ("validate",)
+        else:
+            ordinal = None if self.ordinals is None else int(self.ordinals[i])
+            paths = self.names.paths(key, self.num_steps, ordinal)
+        steps = tuple(st.matrix(i, paths[s]) for s, st in enumerate(self.steps))
+        return Round(key, steps, self.validate.matrix(i, paths[-1]), int(self.root_tokens[i]), self.layout)
 
 
 def signature_of(rnd: Round) -> tuple:
@@ -536,6 +545,13 @@ _ROUND_ARRAYS = (
     "bonus_kind",
     "stop",
 )
+
+
+def empty_result(gamma: int) -> BatchResult:
+    """A result of zero rounds (a run whose rounds were all unreadable)."""
+    z = np.zeros((2, 0), dtype=np.int64)
+    empty = RoundBatch(z, z[0].copy(), (MatrixStack(np.zeros((1, 1, 0), dtype=np.int64)),), MatrixStack(np.zeros((1, 1, 0), dtype=np.int64)))
+    return _empty_result(empty, gamma)
 
 
 def _empty_result(batch: RoundBatch, gamma: int) -> BatchResult:
