@@ -180,6 +180,22 @@ def explain_rejections(batch: RoundBatch, res: BatchResult, tree: TreeConfig) ->
     return out
 
 
+def iter_run_results(
+    run: Run, workers: int | None = None, progress: bool = False, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS
+) -> Iterator[tuple[BatchResult, list[tuple[int, Skipped]]]]:
+    """(outcomes of one batch, unreadable and rejected rounds as (ordinal, why)), block by block.
+
+    Nothing accumulates here: a consumer that keeps only aggregates replays a run larger than RAM
+    in the memory of one block (packed runs are memory-mapped).
+    """
+    for batches, unreadable in run.chunks(workers, progress):
+        if unreadable:
+            yield empty_result(run.tree.gamma), list(unreadable)
+        for b in batches:
+            res = replay_batch(b, run.tree, workers, chunk_rounds)
+            yield res, explain_rejections(b, res, run.tree)
+
+
 def replay_run(
     path: str | Path,
     opts: ReplayOptions = ReplayOptions(),
@@ -192,11 +208,9 @@ def replay_run(
     run = open_run(path, opts)
     parts: list[BatchResult] = []
     later: list[tuple[int, Skipped]] = []  # unreadable and rejected rounds, by position
-    for batches, unreadable in run.chunks(workers, progress):
-        later += unreadable
-        for b in batches:
-            res = replay_batch(b, run.tree, workers, chunk_rounds)
-            later += explain_rejections(b, res, run.tree)
+    for res, why in iter_run_results(run, workers, progress, chunk_rounds):
+        later += why
+        if len(res):
             parts.append(res)
     result = BatchResult.concat(parts).sorted_by_ordinal() if parts else empty_result(run.tree.gamma)
     if run.options.only_round is not None and not len(result) and not run.has_round(run.options.only_round):
