@@ -504,8 +504,12 @@ class BatchResult:
             selection_notes=notes,
         )
 
-    def to_frame(self):
-        """One row per round (pandas): the columns analysis and Dask summaries work on."""
+    def to_frame(self, rank_columns: int | None = None):
+        """One row per round (pandas): the columns analysis and Dask summaries work on.
+
+        rank_columns: how many ``accepted_rank_d`` columns (default gamma; more are PAD_TOKEN), so
+        that runs of different depths give frames of one schema.
+        """
         import pandas as pd
 
         data = {
@@ -523,8 +527,8 @@ class BatchResult:
             "bonus_kind": pd.Categorical.from_codes(self.bonus_kind.astype(np.int64), ["none", BONUS_CORRECTION, BONUS_LEAF]),
             "stop": pd.Categorical.from_codes(self.stop.astype(np.int64), list(STOP_CODES)),
         }
-        for d in range(self.gamma):
-            data[f"accepted_rank_{d + 1}"] = self.accepted_ranks[d]
+        for d in range(self.gamma if rank_columns is None else rank_columns):
+            data[f"accepted_rank_{d + 1}"] = self.accepted_ranks[d] if d < self.gamma else np.full(len(self), PAD_TOKEN, dtype=np.int8)
         return pd.DataFrame(data)
 
 
