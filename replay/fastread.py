@@ -91,6 +91,11 @@ def batch_signature(batch: RoundBatch) -> tuple:
     return (tuple(one(s) for s in (*batch.steps, batch.validate)), exts, batch.layout)
 
 
+def count_files(files: RoundFiles) -> int:
+    """Files a round is read from: its matrices and their .scores/.parents companions."""
+    return sum(1 + (fs.scores is not None) + (fs.parents is not None) for fs in (*files.steps, files.validate))
+
+
 def _exts(files: RoundFiles) -> tuple[str, ...]:
     return tuple(Path(fs.data).suffix for fs in (*files.steps, files.validate))
 
@@ -114,7 +119,7 @@ def read_chunk(directory: str, items: Sequence[tuple[int, RoundFiles, int]], opt
     unreadable: list[tuple[int, Skipped]] = []
     files = 0
     for ordinal, rf, root in items:
-        files += len(rf.steps) + 1
+        files += count_files(rf)
         try:
             rnd = load_round(rf, opts.raw, opts.score_kind, root, opts.layout)
         except DumpError as exc:
@@ -178,7 +183,7 @@ def iter_read_chunks(
     directory = str(Path(directory))
     workers = max(1, min(os.cpu_count() or 1, 2)) if workers is None else max(1, workers)
     tasks = [(directory, items[i : i + chunk_rounds], opts) for i in range(0, len(items), chunk_rounds)]
-    total_files = sum(len(rf.steps) + 1 for _, rf, _ in items)
+    total_files = sum(count_files(rf) for _, rf, _ in items)
     bar = _progress_bar(total_files, progress)
     rounds = 0
     try:
