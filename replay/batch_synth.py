@@ -39,8 +39,18 @@ class SynthSpec:
 
 def _descending_logp(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     """float32 log-probs that decrease along axis 1 (a draft's sorted top-k): [h, cols, R]."""
-    gaps = rng.exponential(0.7, size=shape).astype(np.float32)
-    return -np.cumsum(gaps, axis=1, dtype=np.float32)
+    gaps = rng.standard_exponential(size=shape, dtype=np.float32)
+    gaps *= np.float32(0.7)
+    out = np.empty(shape, dtype=np.float32)
+    np.negative(gaps[:, 0], out=out[:, 0])
+    for c in range(1, shape[1]):  # a running sum over a few columns; cumsum on a middle axis is slow
+        np.subtract(out[:, c - 1], gaps[:, c], out=out[:, c])
+    return out
+
+
+def _tokens(rng: np.random.Generator, shape: tuple[int, ...], vocab: int) -> np.ndarray:
+    """Uniform int32 token ids in [0, vocab)."""
+    return rng.integers(0, vocab, size=shape, dtype=np.int32)
 
 
 def synth_batch(spec: SynthSpec, hit: np.ndarray | None = None, ordinals: np.ndarray | None = None) -> RoundBatch:
@@ -57,14 +67,14 @@ def synth_batch(spec: SynthSpec, hit: np.ndarray | None = None, ordinals: np.nda
     hit = default_hit_probs(cfg.gamma + 1, cols) if hit is None else np.asarray(hit, dtype=np.float64)
     lanes = np.arange(r)
     n_all = 1 + sum(cfg.level_sizes[:steps])
-    top1 = rng.integers(0, spec.vocab, size=(n_all, r), dtype=np.int32)  # misses and leaves: any token
+    top1 = _tokens(rng, (n_all, r), spec.vocab)  # misses and leaves: any token
     expanded_ids: list[np.ndarray] = []
     mats: list[MatrixStack] = []
     level_lp = np.zeros((1, r))  # [L, R] path log-probs of the current level, tree order
     start, next_start = 0, 1
     for i in range(steps):
         h, widths = cfg.top_head[i], cfg.top_k_spec[i]
-        ids = rng.integers(0, spec.vocab, size=(h, cols, r), dtype=np.int32)
+        ids = _tokens(rng, (h, cols, r), spec.vocab)
         lp = _descending_logp(rng, (h, cols, r))
         if i == 0:
             chosen = np.zeros((1, r), dtype=np.int64)
@@ -81,17 +91,17 @@ def synth_batch(spec: SynthSpec, hit: np.ndarray | None = None, ordinals: np.nda
         top1[node_ids, lanes] = np.where(hits, child_tok, top1[node_ids, lanes])
         # Next level's path log-probs in tree order: children of the j-th expanded node, by rank.
         parent_lp = np.take_along_axis(level_lp, chosen, axis=0)
-        level_lp = np.concatenate([parent_lp[j : j + 1] + lp[j, :w].astype(np.float64) for j, w in enumerate(widths)])
+        level_lp = np.concatenate([parent_lp[j : j + 1] + lp[j, :w] for j, w in enumerate(widths)])  # float64 sums
         parents = node_ids.astype(np.int32) if spec.with_parents else None
         mats.append(MatrixStack(ids, lp if spec.with_scores else None, parents))
         start, next_start = next_start, next_start + sum(widths)
     col0 = top1 if spec.layout == "all" else np.take_along_axis(top1, np.concatenate(expanded_ids), axis=0)
-    val = rng.integers(0, spec.vocab, size=(col0.shape[0], spec.target_cols, r), dtype=np.int32)
+    val = _tokens(rng, (col0.shape[0], spec.target_cols, r), spec.vocab)
     val[:, 0, :] = col0
     keys = np.empty((2, r), dtype=np.int64)
     keys[0] = spec.first_key + KEY_STRIDE * np.arange(r)
     keys[1] = keys[0] + 16
-    roots = rng.integers(0, spec.vocab, size=r).astype(np.int64)
+    roots = _tokens(rng, (r,), spec.vocab).astype(np.int64)
     return RoundBatch(keys, roots, tuple(mats), MatrixStack(val), spec.layout, None, ordinals)
 
 
