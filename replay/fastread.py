@@ -182,6 +182,8 @@ def iter_read_chunks(
     """
     directory = str(Path(directory))
     workers = max(1, min(os.cpu_count() or 1, 2)) if workers is None else max(1, workers)
+    # Small directories still get a few chunks per worker, so both cores share the work.
+    chunk_rounds = max(8, min(chunk_rounds, -(-len(items) // (4 * workers))))
     tasks = [(directory, items[i : i + chunk_rounds], opts) for i in range(0, len(items), chunk_rounds)]
     total_files = sum(count_files(rf) for _, rf, _ in items)
     bar = _progress_bar(total_files, progress)

@@ -11,13 +11,15 @@ the batch kernel rejects), as arrays instead of objects. ``replay_packed`` is th
 from __future__ import annotations
 
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
 
-from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
+from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, default_workers, empty_result, replay_batch
 from .config import SpecConfig, TreeConfig
 from .errors import DumpError, SpecReplayError
 from .fastread import ReadOptions, iter_read_chunks, plan_items
@@ -183,17 +185,42 @@ def explain_rejections(batch: RoundBatch, res: BatchResult, tree: TreeConfig) ->
 def iter_run_results(
     run: Run, workers: int | None = None, progress: bool = False, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS
 ) -> Iterator[tuple[BatchResult, list[tuple[int, Skipped]]]]:
-    """(outcomes of one batch, unreadable and rejected rounds as (ordinal, why)), block by block.
+    """(outcomes of one batch, unreadable and rejected rounds as (ordinal, why)), batch by batch.
 
-    Nothing accumulates here: a consumer that keeps only aggregates replays a run larger than RAM
-    in the memory of one block (packed runs are memory-mapped).
+    Batches (a packed run's blocks, a directory's chunks) are replayed on ``workers`` threads, a
+    bounded window ahead, results in order. Nothing accumulates here: a consumer that keeps only
+    aggregates replays a run larger than RAM in the memory of a few blocks (packed runs are
+    memory-mapped).
     """
-    for batches, unreadable in run.chunks(workers, progress):
+    workers = default_workers() if workers is None else max(1, workers)
+
+    def work(item: tuple[list[RoundBatch], list[tuple[int, Skipped]]]):
+        batches, unreadable = item
+        done = []
+        for b in batches:
+            res = replay_batch(b, run.tree, 1, chunk_rounds)  # parallel across batches instead
+            done.append((res, explain_rejections(b, res, run.tree)))
+        return unreadable, done
+
+    for unreadable, done in _thread_map(work, run.chunks(workers, progress), workers):
         if unreadable:
             yield empty_result(run.tree.gamma), list(unreadable)
-        for b in batches:
-            res = replay_batch(b, run.tree, workers, chunk_rounds)
-            yield res, explain_rejections(b, res, run.tree)
+        yield from done
+
+
+def _thread_map(fn, items: Iterator, workers: int) -> Iterator:
+    """fn over items on a thread pool, results in order, at most 2 * workers items in flight."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        window: deque = deque()
+        for item in items:
+            window.append(pool.submit(fn, item))
+            if len(window) >= 2 * workers:
+                yield window.popleft().result()
+        while window:
+            yield window.popleft().result()
 
 
 def replay_run(

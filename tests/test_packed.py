@@ -195,3 +195,28 @@ def test_packed_synthetic_run_matches_reference(tmp_path):
     rep = replay_run(run)
     direct = replay_directory(run)  # the reference, round by round, on the packed arrays
     assert list(rep.iter_json()) == _json(direct)
+
+
+def test_replay_time_options_apply_to_packed_runs(messy, packed):
+    """--config (here a dynamic tree) and --layout are replay-time options: same results both ways."""
+    from replay.config import SpecConfig
+
+    dynamic = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2], tree_type=1)
+    for opts in (ReplayOptions(config=SpecConfig((dynamic,))), ReplayOptions(layout="parents")):
+        direct = replay_directory(messy, opts)
+        assert _json(replay_directory(packed, opts)) == _json(direct)
+        rep = replay_run(packed, opts)
+        assert list(rep.iter_json()) == _json(direct) and rep.skipped == direct.skipped
+
+
+def test_empty_and_junk_directories_pack(tmp_path):
+    d = tmp_path / "junk"
+    d.mkdir()
+    (d / "config.json").write_text('{"gamma": 1, "topKSpec": [[2]], "topHead": [1]}')
+    (d / "readme.dat").write_text("nothing here\n")
+    summary = pack_directory(d, tmp_path / "junk.run")
+    assert summary.rounds == 0 and summary.groups == 0 and summary.skipped == 1
+    direct, via_pack = replay_directory(d), replay_directory(tmp_path / "junk.run")
+    assert via_pack.results == () and via_pack.skipped == direct.skipped
+    rep = replay_run(tmp_path / "junk.run")
+    assert len(rep.result) == 0 and rep.skipped == direct.skipped
