@@ -100,9 +100,9 @@ def bench_replay(cfg_name: str, sizes: list[int], sample: int, workers: int, row
         t0 = time.perf_counter()
         batch = synth_batch(SynthSpec(cfg, n, seed=n))
         gen = time.perf_counter() - t0
-        repeat = 3 if n <= 10**6 else 2
+        repeat = 5 if n <= 10**6 else 3  # best of several: the machine may be shared
         wall, cpu = best_of(lambda: replay_batch(batch, cfg, workers=workers), repeat)
-        wall1, _ = best_of(lambda: replay_batch(batch, cfg, workers=1), 1 if n > 10**6 else 2)
+        wall1, _ = best_of(lambda: replay_batch(batch, cfg, workers=1), repeat)
         ref = reference_rate(batch, cfg, sample)
         rate = n / wall
         rows.append([cfg_name, f"{n:,}", f"{n / gen / 1e6:.2f}", f"{rate / 1e6:.2f}", f"{n / wall1 / 1e6:.2f}", f"{n / cpu / 1e6:.2f}", f"{ref:,.0f}", f"{rate / ref:,.0f}x"])
@@ -168,14 +168,27 @@ def bench_text(rounds: int, tmp: Path, rows: list) -> None:
             write_text_matrix(d / (f"draft_step_{s}_{a - 1}_{b - 1}" if s == 0 else f"draft_step_{s}_{a}_{b}"), m.ids)
         write_text_matrix(d / f"validate_{a}_{b}", rnd.validate.ids)
     files = sum(1 for _ in d.iterdir())
-    for workers in (1, 2):
+    for workers in (1, 2, 1, 2):
+        gc.collect()
+        before = _cpu_all()
         t0 = time.perf_counter()
         grouping = group_directory(d)
         batches, _ = read_directory(d, grouping, {}, ReadOptions(), workers=workers)
         read_s = time.perf_counter() - t0
+        cpu = _cpu_all() - before  # this process and its (joined) reader processes
         replay_batches(batches, ARTICLE)
-        rows.append([f"{files:,}", str(rounds), str(workers), f"{files / read_s:,.0f}", f"{rounds / read_s:,.0f}"])
+        row = [f"{files:,}", str(rounds), str(workers), f"{read_s * 1000:,.0f}", f"{files / read_s:,.0f}", f"{cpu * 1000:,.0f}", f"{os.getloadavg()[0]:.1f}"]
+        prev = next((r for r in rows if r[2] == str(workers)), None)
+        if prev is None:
+            rows.append(row)
+        elif float(row[3].replace(",", "")) < float(prev[3].replace(",", "")):
+            rows[rows.index(prev)] = row  # keep the better of two tries
     shutil.rmtree(d)
+
+
+def _cpu_all() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -245,7 +258,7 @@ def main(argv=None) -> int:
         pack_rows,
     ))
     print("\n### Text directory parsing (ids only, 4 files per round)\n")
-    print(table(["files", "rounds", "processes", "files/s", "rounds/s"], text_rows))
+    print(table(["files", "rounds", "reader processes", "wall ms", "files/s", "CPU ms (all processes)", "load average"], text_rows))
     print("\n### Peak memory (resident set, cumulative)\n")
     print(table(["after", "peak RSS MB"], [[what, f"{mb:,.0f}"] for what, mb in mem]))
     return 0

@@ -29,4 +29,4 @@ def test_benchmark_quick_run_prints_the_tables(tmp_path):
         assert heading in out
     rows = [line for line in out.splitlines() if line.startswith("| article") or line.startswith("| deep")]
     assert len(rows) == 3 and all(line.rstrip().endswith("x |") for line in rows)
-    assert "| 5,000 |" in out and "| 160 | 40 | 2 |" in out
+    assert "| 5,000 |" in out and "| 160 | 40 | 2 |" in out and "| 160 | 40 | 1 |" in out
