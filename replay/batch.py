@@ -2,23 +2,24 @@
 
 ``replay.replayer.replay_round`` stays the readable reference; this module must give the same
 per-round results, the same skip decisions included (tests/test_batch_property.py compares the two
-on random dumps and on the bundled samples).
+on random dumps, tests/test_batch_samples.py on the bundled samples).
 
 Python loops here run over draft steps (depth) and over the few expanded slots of one fixed shape
-(constants of the tree config), never over rounds. Rounds are processed in chunks of a few tens of
-thousands so that every temporary stays in cache, on a small thread pool (numpy releases the GIL).
+(constants of the tree config), never over rounds. Rounds are processed in chunks of 16,384 so
+that every temporary stays in cache, on a small thread pool (numpy releases the GIL).
 
-Inside a chunk arrays are *slot-major*, ``[slots, C]`` for C rounds: numpy reduces a short leading
-axis with contiguous inner loops, about ten times faster than reducing the short last axis of a
-``[C, slots]`` array (measured on the 2-core development machine: 3.7 vs 34 ns per round for a
-max over 6 slots).
+Every array has the round axis last: a matrix of R rounds is ``[rows, cols, R]``, a tree level of
+a chunk of C rounds is ``[slots, C]``. numpy then works on contiguous vectors over rounds and
+reduces the short slot axis with contiguous inner loops, about ten times faster than reducing the
+short last axis of a ``[C, slots]`` array (measured on the 2-core development machine: 3.7 vs 34
+ns per round for a max over 6 slots).
 """
 
 from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -894,16 +895,15 @@ def default_workers() -> int:
 
 def _replay_fixed(batch: RoundBatch, shape: TreeShape, static: bool, gamma: int, workers: int, chunk: int) -> BatchResult:
     """Every round of ``batch`` has ``shape``; structural mismatches reject the whole batch."""
-    res = _empty_result(batch, gamma)
+    res = replace(_empty_result(batch, gamma), shapes=(shape,))
     res.shape_index[:] = 0
-    res = BatchResult(**{**res.__dict__, "shapes": (shape,)})
-    for i, (st, h, w) in enumerate(zip(batch.steps, shape.heads, shape.widths)):
+    for st, h, w in zip(batch.steps, shape.heads, shape.widths):
         if st.rows < h or st.cols < max(w):
             res.error[:] = ERR_MATRIX_SHAPE  # every round of the batch has these matrix sizes
             return res
     notes: dict[int, list[str]] = {}
     _run_chunks(len(batch), chunk, workers, lambda lo, hi: _replay_chunk(batch, lo, hi, shape, static, res, notes))
-    return BatchResult(**{**res.__dict__, "selection_notes": {k: tuple(v) for k, v in notes.items()}})
+    return replace(res, selection_notes={k: tuple(v) for k, v in notes.items()})
 
 
 def dynamic_shapes(batch: RoundBatch, cfg: TreeConfig) -> tuple[np.ndarray, list[TreeShape], np.ndarray]:
@@ -978,7 +978,7 @@ def replay_batch(
         if members.shape[0]:
             part = _replay_fixed(batch.take(members), shape, False, gamma, workers, chunk_rounds)
             parts.append((members, part, k))
-    out = BatchResult(**{**res.__dict__, "shapes": tuple(shapes)})
+    out = replace(res, shapes=tuple(shapes))
     notes = {}
     for members, part, k in parts:
         for name in _ROUND_ARRAYS:
@@ -986,7 +986,7 @@ def replay_batch(
                 getattr(out, name)[..., members] = getattr(part, name)
         out.shape_index[members] = np.where(part.shape_index >= 0, k, -1)
         notes.update({int(members[i]): v for i, v in part.selection_notes.items()})
-    return BatchResult(**{**out.__dict__, "selection_notes": notes})
+    return replace(out, selection_notes=notes)
 
 
 def replay_batches(batches: Iterable[RoundBatch], cfg: TreeConfig, workers: int | None = None, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS) -> BatchResult:
