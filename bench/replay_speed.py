@@ -92,24 +92,34 @@ def raw_read_mb_s(paths) -> float:
     return total / 1e6 / (time.perf_counter() - t0)
 
 
-def bench_replay(cfg_name: str, sizes: list[int], sample: int, workers: int, rows: list, mem: list) -> dict[int, list]:
+def batch_bytes(batch) -> int:
+    return sum(a.nbytes for a in _arrays(batch) if a is not None)
+
+
+def bench_replay(cfg_name: str, sizes: list[int], sample: int, workers: int, rows: list, mem: list, max_bytes: float) -> None:
+    """Batch vs reference; a run bigger than ``max_bytes`` is generated and replayed in parts."""
     cfg = CONFIGS[cfg_name]
-    kept = {}
+    per_round = batch_bytes(synth_batch(SynthSpec(cfg, 1000))) / 1000
     for n in sizes:
-        t0 = time.perf_counter()
-        batch = synth_batch(SynthSpec(cfg, n, seed=n))
-        gen = time.perf_counter() - t0
-        repeat = 5 if n <= 10**6 else 3  # best of several: the machine may be shared
-        wall, cpu = best_of(lambda: replay_batch(batch, cfg, workers=workers), repeat)
-        wall1, _ = best_of(lambda: replay_batch(batch, cfg, workers=1), repeat)
-        ref = reference_rate(batch, cfg, sample)
+        parts = max(1, int(np.ceil(n * per_round / max_bytes)))
+        gen = wall = cpu = wall1 = 0.0
+        ref = None
+        for k, m in enumerate(np.diff(np.linspace(0, n, parts + 1).astype(int))):
+            t0 = time.perf_counter()
+            batch = synth_batch(SynthSpec(cfg, int(m), seed=n + k))
+            gen += time.perf_counter() - t0
+            repeat = 5 if m <= 10**6 else 3  # best of several: the machine may be shared
+            w, c = best_of(lambda: replay_batch(batch, cfg, workers=workers), repeat)
+            w1, _ = best_of(lambda: replay_batch(batch, cfg, workers=1), repeat)
+            wall, cpu, wall1 = wall + w, cpu + c, wall1 + w1
+            if ref is None:
+                ref = reference_rate(batch, cfg, sample)
+            del batch
         rate = n / wall
-        rows.append([cfg_name, f"{n:,}", f"{n / gen / 1e6:.2f}", f"{rate / 1e6:.2f}", f"{n / wall1 / 1e6:.2f}", f"{n / cpu / 1e6:.2f}", f"{ref:,.0f}", f"{rate / ref:,.0f}x"])
+        label = f"{n:,}" + (f" ({parts} parts)" if parts > 1 else "")
+        rows.append([cfg_name, label, f"{n / gen / 1e6:.2f}", f"{rate / 1e6:.2f}", f"{n / wall1 / 1e6:.2f}", f"{n / cpu / 1e6:.2f}", f"{ref:,.0f}", f"{rate / ref:,.0f}x"])
         mem.append((f"replay {cfg_name} {n:,}", peak_rss_mb()))
-        kept[n] = batch
         print(f"  replay {cfg_name} {n:,}: {rate / 1e6:.2f} M rounds/s", file=sys.stderr)
-        del batch
-    return kept
 
 
 def bench_pack(cfg: TreeConfig, sizes: list[int], tmp: Path, rows: list, mem: list, block_rounds: int) -> None:
@@ -206,7 +216,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
     ap.add_argument("--sizes", help="comma-separated round counts for the article config (default 1e4..1e7)")
-    ap.add_argument("--deep-sizes", help="round counts for the deeper config (default 1e4..1e6)")
+    ap.add_argument("--deep-sizes", help="round counts for the deeper config (default 1e4..1e7)")
+    ap.add_argument("--max-gb", type=float, default=4.0, help="largest in-memory batch; bigger runs are replayed in parts (default 4)")
     ap.add_argument("--pack-sizes", help="round counts for pack/load (default 1e5..1e7)")
     ap.add_argument("--text-rounds", help="rounds of the text directories (default 500,5000 = 2,000 and 20,000 files)")
     ap.add_argument("--sample", type=int, help="rounds of the round-by-round reference (default 3,000)")
@@ -221,7 +232,7 @@ def main(argv=None) -> int:
     if args.quick:
         article, deep, pack, text_rounds, sample = [1000, 10_000], [1000], [5000], [40], 100
     else:
-        article, deep, pack, text_rounds, sample = [10**4, 10**5, 10**6, 10**7], [10**4, 10**5, 10**6], [10**5, 10**6, 10**7], [500, 5000], 3000
+        article, deep, pack, text_rounds, sample = [10**4, 10**5, 10**6, 10**7], [10**4, 10**5, 10**6, 10**7], [10**5, 10**6, 10**7], [500, 5000], 3000
     article = sizes(args.sizes, article)
     deep = sizes(args.deep_sizes, deep)
     pack = sizes(args.pack_sizes, pack)
@@ -237,8 +248,8 @@ def main(argv=None) -> int:
     text_rows: list = []
     mem: list = []
     try:
-        bench_replay("article", article, sample, args.workers, replay_rows, mem)
-        bench_replay("deep", deep, sample, args.workers, replay_rows, mem)
+        bench_replay("article", article, sample, args.workers, replay_rows, mem, args.max_gb * 1e9)
+        bench_replay("deep", deep, sample, args.workers, replay_rows, mem, args.max_gb * 1e9)
         bench_pack(ARTICLE, pack, scratch, pack_rows, mem, args.block_rounds)
         for n in text_rounds:
             bench_text(n, scratch, text_rows)

@@ -374,6 +374,16 @@ class BatchResult:
     ordinals: np.ndarray | None = None  # [R] int64 position in the run, when known
     selection_notes: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # round → parents-vs-score notes
 
+    def __post_init__(self) -> None:
+        r = self.keys.shape[-1]
+        for name in _ROUND_ARRAYS:
+            arr = getattr(self, name)
+            if arr.shape[-1] != r:
+                raise ValueError(f"{name}: {arr.shape[-1]} rounds in the last axis, keys have {r}")
+        depths = {getattr(self, n).shape[0] for n in ("selection", "accepted_nodes", "accepted_tokens", "accepted_ranks")}
+        if len(depths) != 1:
+            raise ValueError(f"per-depth arrays disagree on gamma: {sorted(depths)}")
+
     def __len__(self) -> int:
         return int(self.keys.shape[1])
 
