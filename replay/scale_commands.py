@@ -89,6 +89,8 @@ def _bars(counts: np.ndarray, width: int = 40) -> list[str]:
 
 
 def run_batch(args: argparse.Namespace) -> int:
+    if args.table and not args.table.endswith((".parquet", ".csv")):
+        raise SpecReplayError(f"--table {args.table}: use a .parquet or .csv file name")
     opts = options_from_args(args)
     rep = replay_run(args.dir, opts, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty())
     out = sys.stdout
@@ -108,10 +110,8 @@ def _write_table(rep: RunReplay, path: str) -> None:
     frame = rep.result.to_frame()
     if path.endswith(".parquet"):
         frame.to_parquet(path, index=False)
-    elif path.endswith(".csv"):
-        frame.to_csv(path, index=False)
     else:
-        raise SpecReplayError(f"--table {path}: use a .parquet or .csv file name")
+        frame.to_csv(path, index=False)
     print(f"specreplay: wrote {len(frame)} rows to {path}", file=sys.stderr)
 
 

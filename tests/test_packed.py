@@ -220,3 +220,14 @@ def test_empty_and_junk_directories_pack(tmp_path):
     assert via_pack.results == () and via_pack.skipped == direct.skipped
     rep = replay_run(tmp_path / "junk.run")
     assert len(rep.result) == 0 and rep.skipped == direct.skipped
+
+
+def test_batch_table_output(packed, tmp_path, capsys):
+    import pandas as pd
+
+    assert main(["batch", str(packed), "--table", str(tmp_path / "rounds.parquet")]) == 1  # some skipped
+    frame = pd.read_parquet(tmp_path / "rounds.parquet")
+    assert len(frame) == 45 and frame["ok"].sum() == 43  # rejected rounds stay, flagged
+    assert (frame.loc[frame["ok"], "num_committed"] == frame.loc[frame["ok"], "accepted_length"] + 1).all()
+    assert "rounds replayed: 43" in capsys.readouterr().out
+    assert main(["batch", str(packed), "--table", str(tmp_path / "rounds.txt")]) == 2
