@@ -157,3 +157,13 @@ def test_chunking_and_threads_do_not_change_results(case, chunk):
     for name in ("error", "accepted_nodes", "accepted_tokens", "bonus_token", "stop", "selection", "layout"):
         np.testing.assert_array_equal(getattr(one, name), getattr(many, name), err_msg=name)
     assert [one.notes(i) for i in range(len(one))] == [many.notes(i) for i in range(len(many))]
+
+
+def test_dynamic_step_without_valid_rows_is_rejected_by_both():
+    """A dynamic round whose step 1 is all padding: a RoundError (it used to be a ValueError)."""
+    cfg = TreeConfig.from_lists([[2], [1]], [1, 1], tree_type=TREE_DYNAMIC)
+    rnd = Round.from_lists([[[5, 6]], [[-1, -1]]], [[5], [6], [7]], layout="all")
+    assert reference(rnd, cfg) is None
+    res = replay_batch(batch_from_rounds([rnd])[0], cfg)
+    assert res.error[0] != ERR_OK
+    assert check_agree(cfg, [rnd]) is None
