@@ -16,6 +16,7 @@ from .errors import SpecReplayError
 
 COMMAND_MODULES = (
     "replay.commands",
+    "replay.scale_commands",
     "analysis.commands",
     "analysis.recommend",
     "replay.live.commands",

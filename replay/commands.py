@@ -103,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=REPLAY_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("dir", help="dump directory")
+    p.add_argument("dir", help="dump directory, or a packed run (specreplay pack)")
     add_dump_options(p)
     p.add_argument("--round", type=parse_key, help="only this round, as A_B (the validate file's numbers)")
     p.add_argument("--json", action="store_true", help="JSON Lines: one object per round")

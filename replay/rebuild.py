@@ -66,6 +66,8 @@ def _step_shape(cfg: TreeConfig, i: int, mat: DumpMatrix, level_size: int, key, 
 
 
 def _check_step(key, i: int, mat: DumpMatrix, heads: int, widths: list[int], cfg: TreeConfig) -> None:
+    if not widths:  # dynamic tree: every row padding (or every parent negative)
+        raise RoundError(key, f"draft_step_{i} has no valid row: every row is padding or has a negative parent", mat.path)
     if mat.rows < heads:
         raise RoundError(key, f"draft_step_{i} has {mat.rows} row(s) but topHead[{i}] = {heads}", mat.path)
     if mat.cols < max(widths):

@@ -191,10 +191,17 @@ def replay_directory(
     opts: ReplayOptions = ReplayOptions(),
     progress: Callable[[int, int], None] | None = None,
 ) -> DirectoryReplay:
-    """Replay every round of a dump directory; bad rounds are listed in ``skipped``, never fatal."""
+    """Replay every round of a dump directory; bad rounds are listed in ``skipped``, never fatal.
+
+    A packed run (a directory holding packed.json, see ``specreplay pack``) replays identically.
+    """
     directory = Path(directory)
     if not directory.is_dir():
         raise DumpError(directory, "not a directory")
+    if (directory / "packed.json").is_file():
+        from .runs import replay_packed  # late: runs builds on this module
+
+        return replay_packed(directory, opts, progress)
     config, tree_cfg, manifest, opts, source = resolve_options(directory, opts)
     grouping = group_directory(directory, opts.step0_offset or (1, 1))
     skipped = list(grouping.skipped)

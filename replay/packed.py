@@ -1,0 +1,579 @@
+"""Packed runs: a whole dump directory as a few column-major arrays per matrix signature.
+
+A day of traffic is millions of rounds in millions of small files; a packed run holds the same
+content (every matrix, score and parent index the readers return, losslessly) in one directory of
+``.npy`` files that load at disk speed and stream block by block. Layout (docs/packed-format.md):
+
+    RUN/packed.json             format, version, read options, groups, skipped files, checksums
+    RUN/manifest.json           verbatim copy of the dump's manifest (config, layout, ...), if any
+    RUN/config.json             verbatim copy, if any
+    RUN/g000/keys.npy           [blocks, 2, B] int64     (a, b) of each round's validate file
+    RUN/g000/root.npy           [blocks, B] int64        root token (PAD_TOKEN when unknown)
+    RUN/g000/ordinal.npy        [blocks, B] int64        position of the round in key order
+    RUN/g000/s0_ids.npy         [blocks, rows, cols, B]  int32 (int64 when an id needs it)
+    RUN/g000/s0_logp.npy        [blocks, rows, cols, B]  float32 (float64 when float32 would round)
+    RUN/g000/s0_parents.npy     [blocks, prows, B]
+    RUN/g000/s1_... v_ids.npy v_logp.npy v_parents.npy
+
+A group holds the rounds of one signature (matrix shapes, dtypes, optional arrays, file
+extensions); B rounds per block (the last block of a group is padded). Files grow block by block
+while packing, so packing streams too; ``sha256`` of each file's data bytes is stored in
+packed.json and checked by ``verify``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from .atomic import write_json_atomic
+from .batch import MatrixStack, RoundBatch, SourceNames
+from .errors import DumpError
+from .grouping import Key, Skipped
+from .matrix_io import SCORE_AUTO, RawSpec
+from .rounds import Round
+
+PACKED_NAME = "packed.json"
+PACKED_FORMAT = "specreplay-packed"
+PACKED_VERSION = 1
+DEFAULT_BLOCK_ROUNDS = 16384  # = the batch kernel's chunk: one block is replayed in one go
+COPIED_FILES = ("manifest.json", "config.json")
+_HASH_BLOCK = 8 << 20
+
+
+def is_packed_run(path: str | Path) -> bool:
+    return (Path(path) / PACKED_NAME).is_file()
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+
+class _Appender:
+    """A ``.npy`` file whose first axis grows one block at a time; sha256 over its data bytes.
+
+    numpy pads every header so that the first axis can grow (``GROWTH_AXIS_MAX_DIGITS``); the
+    header is rewritten in place with the final count when the file is closed.
+    """
+
+    def __init__(self, root: Path, rel: str, dtype: np.dtype, block_shape: tuple[int, ...]):
+        self.rel, self.dtype, self.block_shape = rel, np.dtype(dtype), tuple(block_shape)
+        self.fh = open(root / rel, "wb")
+        self.count = 0
+        self.sha = hashlib.sha256()
+        self.header_len = self._write_header()
+
+    def _write_header(self) -> int:
+        self.fh.seek(0)
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": (self.count, *self.block_shape)}
+        np.lib.format.write_array_header_1_0(self.fh, header)
+        return self.fh.tell()
+
+    def append(self, block: np.ndarray) -> None:
+        block = np.ascontiguousarray(block, dtype=self.dtype)
+        if block.shape != self.block_shape:
+            raise ValueError(f"{self.rel}: block of shape {block.shape}, expected {self.block_shape}")
+        self.fh.write(block.data)
+        self.sha.update(block.data)
+        self.count += 1
+
+    def close(self) -> dict[str, Any]:
+        end = self.fh.tell()
+        if self._write_header() != self.header_len:
+            raise RuntimeError(f"{self.rel}: .npy header changed size on rewrite")
+        self.fh.close()
+        return {
+            "file": self.rel,
+            "dtype": self.dtype.str,
+            "shape": [self.count, *self.block_shape],
+            "bytes": end,
+            "sha256": self.sha.hexdigest(),
+        }
+
+
+def _pad(arr: np.ndarray, n: int) -> np.ndarray:
+    """Pad the round axis (last) to ``n`` with zeros: the last block of a group."""
+    if arr.shape[-1] == n:
+        return arr
+    out = np.zeros(arr.shape[:-1] + (n,), dtype=arr.dtype)
+    out[..., : arr.shape[-1]] = arr
+    return out
+
+
+def _block_arrays(batch: RoundBatch) -> dict[str, np.ndarray]:
+    """Every array of a RoundBatch under its file stem (round axis last)."""
+    out = {"keys": batch.keys, "root": batch.root_tokens, "ordinal": batch.ordinals}
+    for prefix, st in [(f"s{i}", s) for i, s in enumerate(batch.steps)] + [("v", batch.validate)]:
+        out[f"{prefix}_ids"] = st.ids
+        if st.logp is not None:
+            out[f"{prefix}_logp"] = st.logp
+        if st.parents is not None:
+            out[f"{prefix}_parents"] = st.parents
+    return out
+
+
+class _GroupWriter:
+    """Buffers one signature's rounds and writes them a block at a time."""
+
+    def __init__(self, root: Path, name: str, block_rounds: int):
+        self.root, self.name, self.block_rounds = root, name, block_rounds
+        self.pending: list[RoundBatch] = []
+        self.pending_n = 0
+        self.rounds = 0
+        self.block: int | None = None  # rounds per block, fixed by the first block written
+        self.appenders: dict[str, _Appender] = {}
+        self.sample: RoundBatch | None = None
+        self.overrides: dict[int, tuple[str, ...]] = {}
+
+    def add(self, batch: RoundBatch) -> None:
+        if batch.ordinals is None:
+            raise ValueError("packing needs each round's ordinal (its position in key order)")
+        self.sample = self.sample or batch
+        if batch.names is not None:
+            self.overrides.update(batch.names.overrides)
+        self.pending.append(batch)
+        self.pending_n += len(batch)
+        while self.pending_n >= self.block_rounds:
+            self._flush(self.block_rounds)
+
+    def _flush(self, n: int) -> None:
+        from .fastread import concat_batches
+
+        merged = concat_batches(self.pending)
+        head, rest = merged.take(slice(0, n)), merged.take(slice(n, None))
+        if self.block is None:
+            self.block = n
+            (self.root / self.name).mkdir()
+        for stem, arr in _block_arrays(head).items():
+            arr = _pad(np.asarray(arr), self.block)
+            if stem not in self.appenders:
+                self.appenders[stem] = _Appender(self.root, f"{self.name}/{stem}.npy", arr.dtype, arr.shape)
+            self.appenders[stem].append(arr)
+        self.rounds += n
+        self.pending = [rest] if len(rest) else []
+        self.pending_n = len(rest)
+
+    def close(self) -> dict[str, Any]:
+        if self.pending_n:
+            self._flush(self.pending_n)
+        s = self.sample
+        names = s.names
+        return {
+            "name": self.name,
+            "rounds": self.rounds,
+            "block_rounds": self.block,
+            "blocks": -(-self.rounds // self.block),
+            "steps": s.num_steps,
+            "exts": list(names.exts) if names else None,
+            "path_overrides": {str(k): list(v) for k, v in sorted(self.overrides.items())},
+            "arrays": {stem: a.close() for stem, a in self.appenders.items()},
+        }
+
+
+def _raw_json(raw: RawSpec | None) -> dict | None:
+    if raw is None:
+        return None
+    return {"dtype": raw.dtype, "columns": dict(raw.columns), "score_dtype": raw.score_dtype, "force": raw.force}
+
+
+def _raw_from_json(obj: dict | None) -> RawSpec | None:
+    if obj is None:
+        return None
+    return RawSpec(obj["dtype"], dict(obj["columns"]), obj.get("score_dtype", "float32"), bool(obj.get("force", False)))
+
+
+def _skipped_json(s: Skipped) -> dict:
+    return {"what": s.what, "reason": s.reason, "paths": list(s.paths)}
+
+
+def _file_sha256(path: Path) -> str:
+    sha = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_HASH_BLOCK):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
+def run_checksum(files: Sequence[dict]) -> str:
+    """One digest for the run: sha256 over "file dtype shape sha256" lines, sorted by file."""
+    lines = sorted(f"{f['file']} {f.get('dtype', '')} {f.get('shape', '')} {f['sha256']}" for f in files)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class PackSummary:
+    path: str
+    rounds: int  # rounds the dump's names group into (readable or not)
+    packed_rounds: int
+    groups: int
+    bytes: int
+    checksum: str
+    skipped: int  # name-level skips plus unreadable rounds
+
+
+class PackWriter:
+    """Streams RoundBatches into a packed run; nothing appears at ``out`` until ``finish``."""
+
+    def __init__(self, out: str | Path, source: str, step0_offset: tuple[int, int], raw: RawSpec | None, score_kind: str, block_rounds: int = DEFAULT_BLOCK_ROUNDS, force: bool = False):
+        self.out = Path(out)
+        if self.out.exists() and not (force and is_packed_run(self.out)):
+            why = "a packed run: pass --force to replace it" if is_packed_run(self.out) else "and is not a packed run; choose another path"
+            raise DumpError(self.out, f"already exists {why}")
+        if block_rounds < 1:
+            raise ValueError(f"block_rounds must be positive, got {block_rounds}")
+        self.tmp = self.out.parent / f".{self.out.name}.packing-{os.getpid()}"
+        if self.tmp.exists():
+            shutil.rmtree(self.tmp)
+        self.tmp.mkdir(parents=True)
+        self.source, self.step0_offset, self.raw, self.score_kind = source, step0_offset, raw, score_kind
+        self.block_rounds = block_rounds
+        self.groups: dict[tuple, _GroupWriter] = {}
+        self.unreadable: list[tuple[int, Skipped]] = []
+
+    def add(self, batch: RoundBatch, signature: tuple | None = None) -> None:
+        from .fastread import batch_signature
+
+        sig = batch_signature(batch) if signature is None else signature
+        if sig not in self.groups:
+            self.groups[sig] = _GroupWriter(self.tmp, f"g{len(self.groups):03d}", self.block_rounds)
+        self.groups[sig].add(batch)
+
+    def add_unreadable(self, items: Sequence[tuple[int, Skipped]]) -> None:
+        self.unreadable.extend(items)
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def finish(
+        self,
+        rounds: int,
+        skipped: Sequence[Skipped],
+        copy_from: str | Path | None = None,
+        keys_of_unreadable: dict[int, Key] | None = None,
+        manifest: dict | None = None,
+    ) -> PackSummary:
+        """Close every file, write packed.json, then move the run into place in one rename.
+
+        copy_from: the dump directory whose manifest.json/config.json are copied verbatim;
+        manifest: a manifest body to write instead (in-memory runs).
+        """
+        groups = [g.close() for g in self.groups.values()]
+        files = [a for g in groups for a in g["arrays"].values()]
+        if manifest is not None:
+            from .dumpwrite import write_manifest
+
+            write_manifest(self.tmp, manifest)
+        elif copy_from is not None:
+            for name in COPIED_FILES:
+                if (Path(copy_from) / name).is_file():
+                    shutil.copyfile(Path(copy_from) / name, self.tmp / name)
+        copied = [
+            {"file": name, "sha256": _file_sha256(self.tmp / name), "bytes": (self.tmp / name).stat().st_size}
+            for name in COPIED_FILES
+            if (self.tmp / name).is_file()
+        ]
+        keys = keys_of_unreadable or {}
+        body = {
+            "format": PACKED_FORMAT,
+            "version": PACKED_VERSION,
+            "source": self.source,
+            "read_options": {"step0_offset": list(self.step0_offset), "raw": _raw_json(self.raw), "score_kind": self.score_kind},
+            "rounds": rounds,
+            "packed_rounds": sum(g["rounds"] for g in groups),
+            "block_rounds": self.block_rounds,
+            "skipped": [_skipped_json(s) for s in skipped],
+            "unreadable": [
+                {"ordinal": o, "key": list(keys[o]) if o in keys else None, **_skipped_json(s)} for o, s in sorted(self.unreadable, key=lambda t: t[0])
+            ],
+            "groups": groups,
+            "copied": copied,
+            "checksum": {
+                "algorithm": "sha256",
+                "covers": "each array file's data bytes after its .npy header; copied files whole",
+                "run": run_checksum(files + copied),
+            },
+        }
+        write_json_atomic(self.tmp / PACKED_NAME, body)
+        os.chmod(self.tmp / PACKED_NAME, 0o644)  # mkstemp made it private; the run is plain data
+        old = None
+        if self.out.exists():  # --force on a previous packed run: swap, then delete the old one
+            old = self.out.parent / f".{self.out.name}.old-{os.getpid()}"
+            os.replace(self.out, old)
+        os.replace(self.tmp, self.out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        total = sum(f["bytes"] for f in files + copied) + (self.out / PACKED_NAME).stat().st_size
+        return PackSummary(str(self.out), rounds, body["packed_rounds"], len(groups), total, body["checksum"]["run"], len(skipped) + len(self.unreadable))
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+
+
+@dataclass(frozen=True, eq=False)
+class PackedGroup:
+    name: str
+    rounds: int
+    block_rounds: int
+    blocks: int
+    steps: int
+    names: SourceNames | None
+    arrays: dict[str, dict]  # stem → {"file", "dtype", "shape", "bytes", "sha256"}
+
+    def block_sizes(self) -> list[int]:
+        return [min(self.block_rounds, self.rounds - k * self.block_rounds) for k in range(self.blocks)]
+
+
+@dataclass(frozen=True, eq=False)
+class PackedRun:
+    """An opened packed run; arrays are memory-mapped on first use and read block by block."""
+
+    path: Path
+    meta: dict[str, Any]
+    groups: tuple[PackedGroup, ...]
+    _maps: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def open(cls, path: str | Path) -> "PackedRun":
+        path = Path(path)
+        meta_path = path / PACKED_NAME
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise DumpError(path, f"not a packed run (no {PACKED_NAME})") from None
+        except json.JSONDecodeError as exc:
+            raise DumpError(meta_path, f"not valid JSON at line {exc.lineno}: {exc.msg}") from None
+        if meta.get("format") != PACKED_FORMAT:
+            raise DumpError(meta_path, f"format is {meta.get('format')!r}, expected {PACKED_FORMAT!r}", "format")
+        if meta.get("version") != PACKED_VERSION:
+            raise DumpError(meta_path, f"version {meta.get('version')!r} is not supported (this reader: {PACKED_VERSION})", "version")
+        step0 = tuple(meta["read_options"]["step0_offset"])
+        groups = []
+        for g in meta["groups"]:
+            names = None
+            if g.get("exts") is not None:
+                overrides = {int(k): tuple(v) for k, v in g.get("path_overrides", {}).items()}
+                names = SourceNames(meta["source"], tuple(g["exts"]), step0, overrides)
+            groups.append(PackedGroup(g["name"], g["rounds"], g["block_rounds"], g["blocks"], g["steps"], names, g["arrays"]))
+        return cls(path, meta, tuple(groups))
+
+    @property
+    def num_rounds(self) -> int:
+        """Rounds the source's names grouped into, readable or not (replay_directory's total)."""
+        return int(self.meta["rounds"])
+
+    @property
+    def step0_offset(self) -> tuple[int, int]:
+        a, b = self.meta["read_options"]["step0_offset"]
+        return (int(a), int(b))
+
+    @property
+    def raw(self) -> RawSpec | None:
+        return _raw_from_json(self.meta["read_options"].get("raw"))
+
+    @property
+    def score_kind(self) -> str:
+        return self.meta["read_options"].get("score_kind") or SCORE_AUTO
+
+    @property
+    def skipped(self) -> list[Skipped]:
+        """Files the source's names could not place in a round (grouping), in order."""
+        return [Skipped(s["what"], s["reason"], tuple(s["paths"])) for s in self.meta["skipped"]]
+
+    @property
+    def unreadable(self) -> list[tuple[int, Key | None, Skipped]]:
+        """(ordinal, key, why) of rounds whose files could not be read when packing."""
+        out = []
+        for u in self.meta["unreadable"]:
+            key = None if u.get("key") is None else (int(u["key"][0]), int(u["key"][1]))
+            out.append((int(u["ordinal"]), key, Skipped(u["what"], u["reason"], tuple(u["paths"]))))
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a["bytes"] for g in self.groups for a in g.arrays.values())
+
+    def array(self, group: PackedGroup, stem: str) -> np.ndarray:
+        """The whole file as a read-only memory map: ``[blocks, ..., B]``."""
+        key = (group.name, stem)
+        if key not in self._maps:
+            self._maps[key] = np.load(self.path / group.arrays[stem]["file"], mmap_mode="r", allow_pickle=False)
+        return self._maps[key]
+
+    def block(self, group: PackedGroup, k: int, layout: str | None = None, load: bool = False) -> RoundBatch:
+        """Block ``k`` of ``group`` as a RoundBatch of memory-map views (``load``: read into RAM)."""
+        n = group.block_sizes()[k]
+
+        def get(stem: str) -> np.ndarray | None:
+            if stem not in group.arrays:
+                return None
+            view = self.array(group, stem)[k][..., :n]
+            return np.array(view) if load else view
+
+        def stack(prefix: str) -> MatrixStack:
+            return MatrixStack(get(f"{prefix}_ids"), get(f"{prefix}_logp"), get(f"{prefix}_parents"))
+
+        return RoundBatch(
+            get("keys"),
+            get("root"),
+            tuple(stack(f"s{i}") for i in range(group.steps)),
+            stack("v"),
+            layout,
+            group.names,
+            get("ordinal"),
+        )
+
+    def iter_batches(self, layout: str | None = None, load: bool = False) -> Iterator[RoundBatch]:
+        """Every block of every group; memory stays one block whatever the run's size."""
+        for g in self.groups:
+            for k in range(g.blocks):
+                yield self.block(g, k, layout, load)
+
+    def all_keys(self) -> np.ndarray:
+        """[2, N] int64 keys of every packed round (any order)."""
+        parts = [self.array(g, "keys")[k][..., :n] for g in self.groups for k, n in enumerate(g.block_sizes())]
+        return np.concatenate(parts, axis=-1) if parts else np.zeros((2, 0), dtype=np.int64)
+
+    def iter_rounds(self, layout: str | None = None) -> Iterator[tuple[int, Round | Skipped]]:
+        """(ordinal, Round or why it is unreadable) in key order, one block per group cached."""
+        n = self.num_rounds
+        gid = np.full(n, -1, dtype=np.int32)
+        pos = np.full(n, -1, dtype=np.int64)
+        for gi, g in enumerate(self.groups):
+            for k, size in enumerate(g.block_sizes()):
+                ords = np.asarray(self.array(g, "ordinal")[k][:size])
+                gid[ords] = gi
+                pos[ords] = k * g.block_rounds + np.arange(size)
+        unreadable = {o: s for o, _, s in self.unreadable}
+        cache: dict[int, tuple[int, RoundBatch]] = {}
+        for o in range(n):
+            gi = int(gid[o])
+            if gi < 0:
+                if o in unreadable:
+                    yield o, unreadable[o]
+                continue
+            g = self.groups[gi]
+            k, i = divmod(int(pos[o]), g.block_rounds)
+            if gi not in cache or cache[gi][0] != k:
+                cache[gi] = (k, self.block(g, k, layout))
+            yield o, cache[gi][1].round_at(i)
+
+    def verify(self, progress: Callable[[int], None] | None = None) -> list[str]:
+        """Problems found (empty when every file matches packed.json): headers, sizes, sha256."""
+        problems = []
+        files = []
+        for g in self.groups:
+            for stem, a in g.arrays.items():
+                files.append(a)
+                problems += _verify_array(self.path, a, progress)
+        for c in self.meta.get("copied", []):
+            files.append(c)
+            p = self.path / c["file"]
+            if not p.is_file() or _file_sha256(p) != c["sha256"]:
+                problems.append(f"{c['file']}: missing or sha256 differs")
+        if run_checksum(files) != self.meta["checksum"]["run"]:
+            problems.append("run checksum differs from packed.json (files added, removed or renamed)")
+        return problems
+
+
+def _verify_array(root: Path, a: dict, progress: Callable[[int], None] | None) -> list[str]:
+    path = root / a["file"]
+    try:
+        with open(path, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(fh)
+            if list(shape) != a["shape"] or dtype.str != a["dtype"] or fortran:
+                return [f"{a['file']}: header says {dtype.str} {list(shape)}, packed.json {a['dtype']} {a['shape']}"]
+            sha = hashlib.sha256()
+            while chunk := fh.read(_HASH_BLOCK):
+                sha.update(chunk)
+                if progress:
+                    progress(len(chunk))
+            if fh.tell() != a["bytes"]:
+                return [f"{a['file']}: {fh.tell()} bytes, packed.json says {a['bytes']}"]
+    except (OSError, ValueError) as exc:
+        return [f"{a['file']}: cannot read ({exc})"]
+    if sha.hexdigest() != a["sha256"]:
+        return [f"{a['file']}: sha256 differs (corrupt or modified)"]
+    return []
+
+
+# --------------------------------------------------------------------------------------------
+# Packing a directory
+
+
+def pack_directory(
+    directory: str | Path,
+    out: str | Path,
+    step0_offset: tuple[int, int] | None = None,
+    raw: RawSpec | None = None,
+    score_kind: str | None = None,
+    workers: int | None = None,
+    block_rounds: int = DEFAULT_BLOCK_ROUNDS,
+    progress: bool = False,
+    force: bool = False,
+) -> PackSummary:
+    """Read ``directory`` (in parallel, each file once) and write it as a packed run at ``out``.
+
+    Reading options default to the directory's manifest, as for ``replay``; the tree config is not
+    needed (it is applied when the run is replayed, from the copied manifest/config or --config).
+    """
+    from .fastread import ReadOptions, iter_read_chunks, plan_items
+    from .grouping import group_directory
+    from .manifest import read_manifest
+
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise DumpError(directory, "not a directory")
+    if is_packed_run(directory):
+        raise DumpError(directory, "is already a packed run")
+    manifest = read_manifest(directory)
+    offset = step0_offset or manifest.step0_offset or (1, 1)
+    raw = raw or manifest.raw
+    kind = score_kind or manifest.score_kind or SCORE_AUTO
+    grouping = group_directory(directory, offset)
+    items = plan_items(grouping, manifest.root_tokens)
+    keys = {o: rf.key for o, rf, _ in items}
+    writer = PackWriter(out, str(directory), offset, raw, kind, block_rounds, force)
+    try:
+        for chunk in iter_read_chunks(directory, items, ReadOptions(offset, raw, kind, None), workers, progress=progress):
+            for b in chunk.batches:
+                writer.add(b)
+            writer.add_unreadable(chunk.unreadable)
+        return writer.finish(len(grouping.rounds), grouping.skipped, directory, keys)
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def pack_batches(
+    batches: Sequence[RoundBatch] | Iterator[RoundBatch],
+    out: str | Path,
+    block_rounds: int = DEFAULT_BLOCK_ROUNDS,
+    force: bool = False,
+    manifest: dict | None = None,
+) -> PackSummary:
+    """Pack in-memory RoundBatches (synthetic runs, benchmarks); ``manifest`` becomes manifest.json.
+
+    Batches without ordinals are numbered in the order given.
+    """
+    writer = PackWriter(out, "<memory>", (1, 1), None, SCORE_AUTO, block_rounds, force)
+    rounds = 0
+    try:
+        for b in batches:
+            if b.ordinals is None:
+                b = RoundBatch(b.keys, b.root_tokens, b.steps, b.validate, b.layout, b.names, np.arange(rounds, rounds + len(b)))
+            writer.add(b)
+            rounds += len(b)
+        return writer.finish(rounds, (), manifest=manifest)
+    except BaseException:
+        writer.abort()
+        raise

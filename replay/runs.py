@@ -1,0 +1,246 @@
+"""One way in for every source of rounds: a dump directory or a packed run, replayed in batches.
+
+``open_run(path, opts)`` resolves the config and reading options exactly as ``replay_directory``
+does (CLI options, then the manifest, then config.json) and yields RoundBatches; ``replay_run``
+is the batch counterpart of ``replay_directory``: the same rounds, the same per-round outcomes,
+the same skipped list with the same messages (the reference supplies the message of each round
+the batch kernel rejects), as arrays instead of objects. ``replay_packed`` is the reference
+``replay_directory`` on a packed run (replay_directory dispatches to it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, default_workers, empty_result, replay_batch
+from .config import SpecConfig, TreeConfig
+from .errors import DumpError, SpecReplayError
+from .fastread import ReadOptions, iter_read_chunks, plan_items
+from .grouping import Grouping, Skipped, group_directory
+from .manifest import Manifest
+from .packed import PackedRun, is_packed_run
+from .replayer import DirectoryReplay, ReplayOptions, RoundResult, replay_round, resolve_options
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """A dump directory or a packed run with its resolved config and options."""
+
+    path: str
+    kind: str  # "directory" or "packed"
+    config: SpecConfig
+    tree: TreeConfig
+    manifest: Manifest
+    options: ReplayOptions  # merged: CLI over manifest
+    config_source: str
+    skipped: tuple[Skipped, ...]  # files the names could not place in a round
+    num_rounds: int  # rounds the names group into, readable or not
+    packed: PackedRun | None = None
+    grouping: Grouping | None = None
+
+    def chunks(self, workers: int | None = None, progress: bool = False) -> Iterator[tuple[list[RoundBatch], list[tuple[int, Skipped]]]]:
+        """(batches, unreadable rounds as (ordinal, why)) in bounded pieces; ``only_round`` applied."""
+        only = self.options.only_round
+        if self.packed is not None:
+            unreadable = [(o, s) for o, key, s in self.packed.unreadable if only is None or key == only]
+            yield [], unreadable
+            for b in self.packed.iter_batches(self.options.layout):
+                if only is not None:
+                    hit = np.flatnonzero((b.keys[0] == only[0]) & (b.keys[1] == only[1]))
+                    if not hit.shape[0]:
+                        continue
+                    b = b.take(hit)
+                yield [b], []
+            return
+        opts = self.options
+        items = plan_items(self.grouping, self.manifest.root_tokens, only)
+        read = ReadOptions(opts.step0_offset or (1, 1), opts.raw, opts.score_kind or "auto", opts.layout)
+        for chunk in iter_read_chunks(self.path, items, read, workers, progress=progress):
+            yield list(chunk.batches), list(chunk.unreadable)
+
+    def has_round(self, key: tuple[int, int]) -> bool:
+        if self.grouping is not None:
+            return any(f.key == key for f in self.grouping.rounds)
+        keys = self.packed.all_keys()
+        if ((keys[0] == key[0]) & (keys[1] == key[1])).any():
+            return True
+        return any(k == key for _, k, _ in self.packed.unreadable)
+
+
+def _check_packed_options(run: PackedRun, opts: ReplayOptions) -> None:
+    """Reading options are baked into a packed run; asking for other ones needs a repack."""
+    wanted = [
+        ("--step0-offset", opts.step0_offset, run.step0_offset),
+        ("--raw", opts.raw, run.raw),
+        ("--scores", opts.score_kind, run.score_kind),
+    ]
+    for name, asked, packed in wanted:
+        if asked is not None and asked != packed and not (name == "--scores" and asked == "auto" and packed == "auto"):
+            raise DumpError(run.path, f"{name} {asked!r} differs from the packed run's {packed!r}; repack the dump directory to change it")
+
+
+def open_run(path: str | Path, opts: ReplayOptions = ReplayOptions()) -> Run:
+    """A dump directory or a packed run (a directory holding packed.json), ready to replay."""
+    path = Path(path)
+    if not path.is_dir():
+        raise DumpError(path, "not a directory (expected a dump directory or a packed run)")
+    if is_packed_run(path):
+        packed = PackedRun.open(path)
+        _check_packed_options(packed, opts)
+        config, tree, manifest, merged, source = resolve_options(path, opts)
+        merged = ReplayOptions(merged.config, merged.tree_index, packed.step0_offset, merged.layout, packed.raw, packed.score_kind, merged.only_round)
+        return Run(str(path), "packed", config, tree, manifest, merged, source, tuple(packed.skipped), packed.num_rounds, packed=packed)
+    config, tree, manifest, merged, source = resolve_options(path, opts)
+    grouping = group_directory(path, merged.step0_offset or (1, 1))
+    return Run(str(path), "directory", config, tree, manifest, merged, source, tuple(grouping.skipped), len(grouping.rounds), grouping=grouping)
+
+
+def _config_notes(run: Run) -> tuple[str, ...]:
+    if len(run.config.trees) > 1:
+        return (f"config has {len(run.config.trees)} trees; replaying with specTree[{run.options.tree_index}] (--tree)",)
+    return ()
+
+
+def _missing_round(run: Run) -> DumpError:
+    key = run.options.only_round
+    return DumpError(run.path, f"no round {key[0]}_{key[1]} in this directory")
+
+
+# --------------------------------------------------------------------------------------------
+# The reference replay on a packed run
+
+
+def replay_packed(path: str | Path, opts: ReplayOptions = ReplayOptions(), progress: Callable[[int, int], None] | None = None) -> DirectoryReplay:
+    """replay_directory for a packed run: the reference, round by round, identical results."""
+    run = open_run(path, opts)
+    skipped = list(run.skipped)
+    results: list[RoundResult] = []
+    only = run.options.only_round
+    loaded = 0
+    for _, item in run.packed.iter_rounds(run.options.layout):
+        if isinstance(item, Skipped):
+            if only is None or item.what == f"round {only[0]}_{only[1]}":
+                skipped.append(item)
+            continue
+        if only is not None and item.key != only:
+            continue
+        try:
+            results.append(replay_round(item, run.tree))
+        except SpecReplayError as exc:
+            skipped.append(Skipped(f"round {item.name}", str(exc), (getattr(exc, "path", None) or "",)))
+        loaded += 1
+        if progress:
+            progress(loaded, run.num_rounds)
+    if only is not None and not results and not run.has_round(only):
+        raise _missing_round(run)
+    return DirectoryReplay(run.path, run.config, run.tree, run.manifest, tuple(results), tuple(skipped), run.config_source, _config_notes(run))
+
+
+# --------------------------------------------------------------------------------------------
+# The batch replay of a run
+
+
+@dataclass(frozen=True, eq=False)
+class RunReplay:
+    """The batch counterpart of DirectoryReplay: outcomes as arrays, rounds in key order."""
+
+    directory: str
+    kind: str
+    config: SpecConfig
+    tree: TreeConfig
+    manifest: Manifest
+    result: BatchResult  # every readable round, rejected ones with error != 0
+    skipped: tuple[Skipped, ...]  # exactly replay_directory's list: names, unreadable, rejected
+    config_source: str
+    notes: tuple[str, ...]
+    seconds: float  # wall time of reading and replaying
+
+    def iter_json(self) -> Iterator[dict]:
+        """RoundResult.to_json() of every replayed round, in key order."""
+        return self.result.iter_json()
+
+
+def explain_rejections(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[tuple[int, Skipped]]:
+    """The reference's message for every round the batch kernel rejected (they are rare)."""
+    out = []
+    for i in np.flatnonzero(~res.ok):
+        rnd = batch.round_at(int(i))
+        try:
+            replay_round(rnd, tree)
+        except SpecReplayError as exc:
+            ordinal = int(batch.ordinals[i]) if batch.ordinals is not None else int(i)
+            out.append((ordinal, Skipped(f"round {rnd.name}", str(exc), (getattr(exc, "path", None) or "",))))
+            continue
+        raise RuntimeError(f"batch replay rejected round {rnd.name} but the reference replays it: a bug in replay.batch")
+    return out
+
+
+def iter_run_results(
+    run: Run, workers: int | None = None, progress: bool = False, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS
+) -> Iterator[tuple[BatchResult, list[tuple[int, Skipped]]]]:
+    """(outcomes of one batch, unreadable and rejected rounds as (ordinal, why)), batch by batch.
+
+    Batches (a packed run's blocks, a directory's chunks) are replayed on ``workers`` threads, a
+    bounded window ahead, results in order. Nothing accumulates here: a consumer that keeps only
+    aggregates replays a run larger than RAM in the memory of a few blocks (packed runs are
+    memory-mapped).
+    """
+    workers = default_workers() if workers is None else max(1, workers)
+
+    def work(item: tuple[list[RoundBatch], list[tuple[int, Skipped]]]):
+        batches, unreadable = item
+        done = []
+        for b in batches:
+            res = replay_batch(b, run.tree, 1, chunk_rounds)  # parallel across batches instead
+            done.append((res, explain_rejections(b, res, run.tree)))
+        return unreadable, done
+
+    for unreadable, done in _thread_map(work, run.chunks(workers, progress), workers):
+        if unreadable:
+            yield empty_result(run.tree.gamma), list(unreadable)
+        yield from done
+
+
+def _thread_map(fn, items: Iterator, workers: int) -> Iterator:
+    """fn over items on a thread pool, results in order, at most 2 * workers items in flight."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        window: deque = deque()
+        for item in items:
+            window.append(pool.submit(fn, item))
+            if len(window) >= 2 * workers:
+                yield window.popleft().result()
+        while window:
+            yield window.popleft().result()
+
+
+def replay_run(
+    path: str | Path,
+    opts: ReplayOptions = ReplayOptions(),
+    workers: int | None = None,
+    progress: bool = False,
+    chunk_rounds: int = DEFAULT_CHUNK_ROUNDS,
+) -> RunReplay:
+    """Batch-replay a dump directory or a packed run (same rounds, outcomes and skips as the reference)."""
+    start = time.perf_counter()
+    run = open_run(path, opts)
+    parts: list[BatchResult] = []
+    later: list[tuple[int, Skipped]] = []  # unreadable and rejected rounds, by position
+    for res, why in iter_run_results(run, workers, progress, chunk_rounds):
+        later += why
+        if len(res):
+            parts.append(res)
+    result = BatchResult.concat(parts).sorted_by_ordinal() if parts else empty_result(run.tree.gamma)
+    if run.options.only_round is not None and not len(result) and not run.has_round(run.options.only_round):
+        raise _missing_round(run)
+    skipped = run.skipped + tuple(s for _, s in sorted(later, key=lambda t: t[0]))
+    return RunReplay(run.path, run.kind, run.config, run.tree, run.manifest, result, skipped, run.config_source, _config_notes(run), time.perf_counter() - start)

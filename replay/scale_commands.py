@@ -1,0 +1,198 @@
+"""``specreplay pack``, ``verify-pack`` and ``batch``: commands for runs of millions of rounds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+
+import numpy as np
+
+from .batch import BatchResult
+from .commands import add_dump_options, options_from_args, parse_key
+from .errors import SpecReplayError
+from .grouping import parse_offset
+from .matrix_io import RawSpec
+from .packed import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
+from .render import text_histogram
+from .runs import RunReplay, replay_run
+
+PACK_EPILOG = """\
+examples:
+  specreplay pack DUMPS -o RUN                 # every file read once, on every core
+  specreplay replay RUN                        # every command that reads DUMPS reads RUN too
+  specreplay batch RUN --table rounds.parquet  # vectorised replay, one table row per round
+  specreplay verify-pack RUN                   # re-hash every array against packed.json
+
+Reading options (--step0-offset, --raw, --scores) are applied while packing and recorded in the
+run; the tree config is not needed to pack (it comes with the copied manifest.json/config.json,
+or --config when replaying). Format: docs/packed-format.md.
+"""
+
+
+def _selection_counts(res: BatchResult) -> Counter:
+    ok = np.flatnonzero(res.ok)
+    if not ok.shape[0]:
+        return Counter()
+    _, first, counts = np.unique(res.selection[:, ok], axis=1, return_index=True, return_counts=True)
+    out: Counter = Counter()
+    for i, c in sorted(zip(first.tolist(), counts.tolist())):  # first use order, as replay's summary
+        out[res.selection_summary(int(ok[i]))] += c
+    return out
+
+
+def render_run_summary(rep: RunReplay) -> list[str]:
+    """The same figures as ``specreplay replay``'s summary, from the batch arrays."""
+    res = rep.result
+    ok = res.ok
+    n = int(ok.sum())
+    lines = [f"summary of {rep.directory} ({rep.kind}, batch replay)", f"  config ({rep.config_source}): {rep.tree.to_json()}"]
+    if rep.config.unknown:
+        lines.append(f"  config keys not used by replay (kept): {dict(rep.config.unknown)}")
+    if rep.config.settings:
+        lines.append(f"  run settings: {dict(rep.config.settings)}")
+    lines.append(f"  rounds replayed: {n}   skipped: {len(rep.skipped)}")
+    if n:
+        acc = res.accepted_length[ok].astype(np.int64)
+        lines.append(f"  mean accepted length (bonus excluded): {acc.mean():.4f}")
+        lines.append(f"  mean committed tokens per round (block efficiency): {res.num_committed[ok].mean():.4f}")
+        lines.append(f"  bonus token known in {int((res.bonus_token[ok] >= 0).sum())} of {n} round(s)")
+        lines.append("  selection: " + ", ".join(f"{k} ×{v}" for k, v in _selection_counts(res).items()))
+        lines.append("  accepted length histogram:")
+        lines += _histogram(acc)
+    rate = len(res) / rep.seconds if rep.seconds > 0 else float("inf")
+    lines.append(f"  read and replayed {len(res)} round(s) in {rep.seconds:.3f} s ({rate:,.0f} rounds/s)")
+    for note in rep.notes:
+        lines.append(f"  note: {note}")
+    if rep.skipped:
+        lines.append("  skipped (not analysed):")
+        for s in rep.skipped:
+            lines.append(f"    {s.what}: {s.reason}")
+    return lines
+
+
+def _histogram(values: np.ndarray) -> list[str]:
+    if values.shape[0] <= 100_000:
+        return text_histogram(values.tolist())
+    # text_histogram counts in Python; for big runs count with numpy and expand a small sample
+    counts = np.bincount(values)
+    return text_histogram([v for v, c in enumerate(counts.tolist()) for _ in range(c)]) if counts.sum() < 10**6 else _bars(counts)
+
+
+def _bars(counts: np.ndarray, width: int = 40) -> list[str]:
+    top, total = int(counts.max()), int(counts.sum())
+    return [
+        f"  {v:>3} | {'█' * round(width * int(c) / top):<{width}} {int(c):>6} ({100.0 * int(c) / total:5.1f}%)"
+        for v, c in enumerate(counts)
+    ]
+
+
+def run_batch(args: argparse.Namespace) -> int:
+    if args.table and not args.table.endswith((".parquet", ".csv")):
+        raise SpecReplayError(f"--table {args.table}: use a .parquet or .csv file name")
+    opts = options_from_args(args)
+    rep = replay_run(args.dir, opts, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty())
+    out = sys.stdout
+    if args.table:
+        _write_table(rep, args.table)
+    if args.json:
+        for obj in rep.iter_json():
+            out.write(json.dumps(obj) + "\n")
+        for s in rep.skipped:
+            print(f"specreplay: skipped {s.what}: {s.reason}", file=sys.stderr)
+    else:
+        out.write("\n".join(render_run_summary(rep)) + "\n")
+    return 1 if rep.skipped else 0
+
+
+def _write_table(rep: RunReplay, path: str) -> None:
+    frame = rep.result.to_frame()
+    if path.endswith(".parquet"):
+        frame.to_parquet(path, index=False)
+    else:
+        frame.to_csv(path, index=False)
+    print(f"specreplay: wrote {len(frame)} rows to {path}", file=sys.stderr)
+
+
+def run_pack(args: argparse.Namespace) -> int:
+    try:
+        offset = parse_offset(args.step0_offset) if args.step0_offset else None
+    except ValueError as exc:
+        raise SpecReplayError(f"--step0-offset: {exc}") from None
+    summary = pack_directory(
+        args.dir,
+        args.out,
+        offset,
+        RawSpec.parse(args.raw) if args.raw else None,
+        args.scores,
+        args.workers,
+        args.block_rounds,
+        progress=not args.no_progress,
+        force=args.force,
+    )
+    print(
+        f"packed {summary.packed_rounds} of {summary.rounds} round(s) into {summary.path}: "
+        f"{summary.groups} group(s), {summary.bytes / 1e6:.2f} MB, sha256 {summary.checksum}"
+    )
+    if summary.skipped:
+        print(f"  {summary.skipped} file(s)/round(s) could not be used; they are listed in packed.json and by `specreplay replay {summary.path}`")
+    if args.verify:
+        return _verify(summary.path)
+    return 1 if summary.skipped else 0
+
+
+def _verify(path: str) -> int:
+    problems = PackedRun.open(path).verify()
+    for p in problems:
+        print(f"specreplay: {path}: {p}", file=sys.stderr)
+    print(f"{path}: {'OK' if not problems else f'{len(problems)} problem(s)'}")
+    return 0 if not problems else 1
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    return _verify(args.run)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "pack",
+        help="pack a dump directory into one compact, checksummed file set",
+        description="Read every round of a dump directory (in parallel, each file once) and write it as a packed "
+        "run: a few column-major .npy arrays per matrix signature, packed.json with the reading options, "
+        "skipped files and sha256 checksums, and copies of manifest.json/config.json.",
+        epilog=PACK_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("dir", help="dump directory")
+    p.add_argument("-o", "--out", required=True, help="packed run directory to create")
+    p.add_argument("--step0-offset", default=None, help="N or A,B: how many positions step 0's name sits before its round")
+    p.add_argument("--raw", help="read headerless binary: DTYPE:COLS or DTYPE:draft=N,validate=M[:force]")
+    p.add_argument("--scores", choices=("auto", "prob", "logprob"), default=None, help="how scores are stored")
+    p.add_argument("--workers", type=int, default=None, help="reader processes (default: up to 2 cores)")
+    p.add_argument("--block-rounds", type=int, default=DEFAULT_BLOCK_ROUNDS, help=f"rounds per block (default {DEFAULT_BLOCK_ROUNDS})")
+    p.add_argument("--force", action="store_true", help="replace an existing packed run at --out")
+    p.add_argument("--verify", action="store_true", help="re-read and check every checksum after packing")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=run_pack)
+
+    v = sub.add_parser("verify-pack", help="check a packed run's files against its sha256 checksums")
+    v.add_argument("run", help="packed run directory")
+    v.set_defaults(func=run_verify)
+
+    b = sub.add_parser(
+        "batch",
+        help="replay a dump directory or packed run with the vectorised batch replay",
+        description="Same rounds, outcomes and skipped list as `specreplay replay`, computed with numpy array "
+        "operations (millions of rounds per second); prints the summary, or JSON Lines identical to "
+        "`specreplay replay --json`, or a per-round table.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    b.add_argument("dir", help="dump directory or packed run")
+    add_dump_options(b)
+    b.add_argument("--round", type=parse_key, help="only this round, as A_B")
+    b.add_argument("--json", action="store_true", help="JSON Lines: one object per round (as replay --json)")
+    b.add_argument("--table", help="write one row per round to FILE.parquet or FILE.csv")
+    b.add_argument("--workers", type=int, default=None, help="reader processes and replay threads (default: up to 2)")
+    b.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    b.set_defaults(func=run_batch)

@@ -1,0 +1,169 @@
+"""Batch replay and the round-by-round reference agree on every round of random dumps.
+
+Each example is a small run: one random tree config (static or dynamic), several rounds that share
+matrix shapes (so they stack into batches), with or without scores and parents, a stated or
+detected validate layout, early stops, and deliberate defects (padding in kept columns, bad
+parents, wrong validate row counts, missing column-0 tokens) that the reference rejects.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from replay.batch import ERR_OK, batch_from_rounds, replay_batch, replay_batches
+from replay.config import TREE_DYNAMIC, TREE_STATIC, TreeConfig
+from replay.errors import RoundError
+from replay.replayer import replay_round
+from replay.rounds import Round
+
+# Few distinct values so that equal path probabilities (ties) happen often; -0.0 and -inf too.
+LOGS = [0.0, -0.0, math.log(0.5), math.log(0.25), math.log(0.125), -math.inf]
+
+
+@st.composite
+def tree_configs(draw):
+    gamma = draw(st.sampled_from([1, 2, 3, 3, 4, 4, 5]))
+    spec, heads, level = [], [], 1
+    for i in range(gamma):
+        h = 1 if i == 0 else draw(st.integers(1, min(level, 3)))
+        widths = [draw(st.integers(1, 3)) for _ in range(h)]
+        spec.append(widths)
+        heads.append(h)
+        level = sum(widths)
+    tree_type = draw(st.sampled_from([TREE_STATIC, TREE_STATIC, TREE_DYNAMIC]))
+    return TreeConfig.from_lists(spec, heads, tree_type=tree_type)
+
+
+@st.composite
+def runs(draw):
+    """(cfg, rounds): up to 16 rounds of one config with shared per-run matrix choices."""
+    cfg = draw(tree_configs())
+    vocab = draw(st.integers(2, 5))
+    with_logp = draw(st.booleans())
+    with_parents = draw(st.booleans())
+    layout = draw(st.sampled_from([None, "all", "parents"]))
+    extra_cols = draw(st.integers(0, 2))
+    extra_rows = draw(st.integers(0, 1))  # padding rows beyond topHead in draft matrices
+    vcols = draw(st.integers(1, 2))
+    defect_rate = draw(st.sampled_from([0.0, 0.0, 0.0, 0.1, 0.3]))
+    n_rounds = draw(st.integers(1, 16))
+    step_choices = sorted({cfg.gamma, draw(st.integers(1, cfg.gamma))})  # full rounds and one early stop
+    tok = st.integers(0, vocab - 1)
+
+    def defect() -> bool:
+        return defect_rate > 0 and draw(st.floats(0, 1)) < defect_rate
+
+    rounds = []
+    for k in range(n_rounds):
+        steps_run = draw(st.sampled_from(step_choices))
+        ids, logp, parents = [], [], []
+        level_start, level_size, num_nodes, num_expanded = 1, 1, 0, 0
+        for i in range(steps_run):
+            h = cfg.top_head[i]
+            cols = max(cfg.top_k_spec[i]) + extra_cols
+            rows = h + extra_rows
+            m = [[draw(tok) for _ in range(cols)] for _ in range(rows)]
+            for j in range(h, rows):
+                m[j] = [-1] * cols  # padding rows
+            if cfg.tree_type == TREE_DYNAMIC:
+                # A dynamic engine may expand fewer nodes or keep fewer children: pad them out.
+                for j in range(1 if i == 0 else 0, h):
+                    if draw(st.integers(0, 3)) == 0:
+                        cut = draw(st.integers(1, cols))
+                        m[j][cut:] = [-1] * (cols - cut)
+                if i and h > 1 and draw(st.integers(0, 3)) == 0:
+                    for j in range(draw(st.integers(1, h - 1)), rows):
+                        m[j] = [-1] * cols
+            if defect():
+                j, r = draw(st.integers(0, h - 1)), draw(st.integers(0, max(cfg.top_k_spec[i]) - 1))
+                m[j][r] = draw(st.sampled_from([-1, -7]))
+            ids.append(m)
+            logp.append([[draw(st.sampled_from(LOGS)) for _ in range(cols)] for _ in range(rows)])
+            if i == 0:
+                p = [0] + [-1] * (rows - 1)
+                if defect():
+                    p[0] = draw(st.integers(-1, 2))
+            else:
+                level_nodes = list(range(level_start, level_start + level_size))
+                chosen = draw(st.permutations(level_nodes))[:h]
+                p = list(chosen) + [-1] * (rows - len(chosen))
+                if defect():
+                    p[draw(st.integers(0, h - 1))] = draw(st.sampled_from([-1, 0, level_start + level_size, p[0]]))
+                level_start += level_size
+            parents.append(p)
+            level_size = sum(cfg.top_k_spec[i])
+            num_nodes += level_size
+            num_expanded += h
+        want = layout or draw(st.sampled_from(["all", "parents"]))
+        vrows = num_nodes + 1 if want == "all" else num_expanded
+        vrows += draw(st.sampled_from([0, 0, 0, 1, 2]))  # extra rows: padding or real
+        if defect():
+            vrows = max(1, vrows + draw(st.sampled_from([-2, -1, 1])))
+        val = [[draw(tok) for _ in range(vcols)] for _ in range(vrows)]
+        if vrows > 1 and draw(st.booleans()):
+            val[-1] = [-1] * vcols  # a trailing padding row
+        if defect():
+            val[draw(st.integers(0, vrows - 1))][0] = -1
+        rounds.append(
+            Round.from_lists(
+                ids,
+                val,
+                key=(100 + 8 * k, 116 + 8 * k),
+                step_logp=logp if with_logp else None,
+                step_parents=parents if with_parents else None,
+                root_token=draw(st.sampled_from([-1, 7])),
+                layout=layout,
+            )
+        )
+    return cfg, rounds
+
+
+def reference(rnd: Round, cfg: TreeConfig) -> dict | None:
+    try:
+        return replay_round(rnd, cfg).to_json()
+    except RoundError:
+        return None
+
+
+def check_agree(cfg: TreeConfig, rounds: list[Round], chunk_rounds: int = 16384) -> None:
+    for batch in batch_from_rounds(rounds):
+        res = replay_batch(batch, cfg, workers=1, chunk_rounds=chunk_rounds)
+        for i in range(len(batch)):
+            ref = reference(rounds[int(batch.ordinals[i])], cfg)
+            if ref is None:
+                assert res.error[i] != ERR_OK, f"batch accepted round {i} that the reference rejects"
+            else:
+                assert res.error[i] == ERR_OK, f"batch rejected round {i} (code {res.error[i]}); reference: {ref}"
+                assert res.round_json(i) == ref
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(runs())
+def test_batch_matches_reference(case):
+    cfg, rounds = case
+    check_agree(cfg, rounds)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(runs(), st.integers(1, 3))
+def test_chunking_and_threads_do_not_change_results(case, chunk):
+    """Tiny chunks on two threads give the same arrays as one chunk on one thread."""
+    cfg, rounds = case
+    one = replay_batches(batch_from_rounds(rounds), cfg, workers=1)
+    many = replay_batches(batch_from_rounds(rounds), cfg, workers=2, chunk_rounds=chunk)
+    for name in ("error", "accepted_nodes", "accepted_tokens", "bonus_token", "stop", "selection", "layout"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(many, name), err_msg=name)
+    assert [one.notes(i) for i in range(len(one))] == [many.notes(i) for i in range(len(many))]
+
+
+def test_dynamic_step_without_valid_rows_is_rejected_by_both():
+    """A dynamic round whose step 1 is all padding: a RoundError (it used to be a ValueError)."""
+    cfg = TreeConfig.from_lists([[2], [1]], [1, 1], tree_type=TREE_DYNAMIC)
+    rnd = Round.from_lists([[[5, 6]], [[-1, -1]]], [[5], [6], [7]], layout="all")
+    assert reference(rnd, cfg) is None
+    res = replay_batch(batch_from_rounds([rnd])[0], cfg)
+    assert res.error[0] != ERR_OK
+    assert check_agree(cfg, [rnd]) is None
