@@ -33,8 +33,9 @@ from replay.live.stdprompts import std_prompts
 
 ARTICLE = "6,2x2,1x1"
 # Chains and small trees: on a 2-core CPU a draft step costs ~40 % of a target step, so depth is
-# expensive and wide levels are cheap to verify (16 tokens cost ~2.2x one).
-SWEEP_GRID = "1,1;1,1,1;1,1,1,1;2,1x1;3,1x1,1;4,2x1,1x1"
+# expensive and wide levels are cheap to verify (16 tokens cost ~2.2x one). The '@0.4' chain stops
+# drafting when the best path's draft probability drops below 0.4, like HF's assistant does per token.
+SWEEP_GRID = "1,1,1;1,1,1,1;2,1x1;2,1x1,1;1,1,1,1,1,1@0.4"
 DUEL_PROMPTS = (0, 1, 2, 3)  # indices into std_prompts(): two code, two prose
 SWEEP_PROMPTS = (4, 5)  # disjoint from the duel's: the best config is not tuned on them
 
@@ -196,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pair", default="qwen2.5-coder")
     p.add_argument("--models-dir")
     p.add_argument("--max-new-tokens", type=int, default=48)
-    p.add_argument("--sweep-tokens", type=int, default=32)
+    p.add_argument("--sweep-tokens", type=int, default=24)
     p.add_argument("--grid", default=SWEEP_GRID)
     p.add_argument("--out", default="bench/results/duel.json")
     args = p.parse_args(argv)
