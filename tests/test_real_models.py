@@ -3,7 +3,8 @@
 Needs the GGUF files fetched by `specreplay models fetch` into $SPECREPLAY_MODELS (default
 ~/.cache/specreplay/models) and the `live` extras (torch, transformers, gguf, accelerate). Skips
 with the reason otherwise. Loads one model at a time: the float32 target alone is ~7 GiB resident.
-Greedy-lossless checks belong to the harness tests, not here.
+The last test loads the pair together (~10 GiB resident in float32) and checks greedy
+losslessness of the harness on real weights: speculative output == target-only greedy.
 """
 
 from __future__ import annotations
@@ -68,4 +69,36 @@ def test_model_loads_and_runs(pair_paths, name):
         assert tokenizer.decode(logits[0, -1].argmax()) == " a"
     finally:
         del model
+        gc.collect()
+
+
+# Short: the check is token identity, not speed; 12 tokens keep the test near two minutes on CPU.
+LOSSLESS_TOKENS = 12
+LOSSLESS_CONFIGS = {
+    "article": ([[6], [2, 2], [1, 1]], [1, 2, 2]),
+    "chain": ([[1], [1], [1]], [1, 1, 1]),
+}
+
+
+def test_greedy_speculation_is_lossless_on_the_real_pair(pair_paths):
+    from replay.config import TreeConfig
+    from replay.live.generate import DecodeOptions, speculative_generate, target_generate
+    from replay.live.models import load_pair
+    from replay.live.stdprompts import std_prompts
+
+    draft, target = load_pair(*pair_paths)
+    try:
+        assert draft.tokenizer is target.tokenizer  # loaded once, shared
+        options = DecodeOptions(LOSSLESS_TOKENS)
+        for prompt in std_prompts()[:2]:  # one code, one prose
+            ids = list(target.tokenizer.encode(prompt.text))
+            expected = target_generate(target, ids, options).output_ids
+            assert len(expected) == LOSSLESS_TOKENS
+            for name, (spec, head) in LOSSLESS_CONFIGS.items():
+                config = TreeConfig(gamma=len(head), top_k_spec=tuple(map(tuple, spec)), top_head=tuple(head))
+                got = speculative_generate(draft, target, ids, config, options)
+                assert got.output_ids == expected, f"{prompt.name} / {name}: {got.output_ids} != {expected}"
+                assert got.target_forwards <= LOSSLESS_TOKENS
+    finally:
+        del draft, target
         gc.collect()

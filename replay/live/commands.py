@@ -11,6 +11,10 @@ import sys
 from pathlib import Path
 
 GENERATE_EXAMPLE = """example:
+  specreplay generate --pair qwen2.5-coder --models-dir /work/models --config tree.json \\
+      --prompts prompts.txt --max-new-tokens 48 --out runs/r1 --baseline
+  (--pair NAME = --draft NAME-0.5b --target NAME-1.5b; short names resolve in --models-dir,
+   else $SPECREPLAY_MODELS, else ~/.cache/specreplay/models: see `specreplay models list`)
   specreplay generate --draft models/qwen2.5-0.5b --target models/qwen2.5-1.5b \\
       --config tree.json --prompts prompts.txt --max-new-tokens 64 --out runs/r1 --baseline
   (--prompts: text lines, encoded with the target's tokenizer, or JSON Lines of token ids
@@ -61,11 +65,13 @@ def register(subparsers) -> None:
         "cost-curve", help="time one target forward against tokens verified", epilog=COST_EXAMPLE, formatter_class=fmt
     )
     src = cc.add_mutually_exclusive_group(required=True)
-    src.add_argument("--target", help="target model: Hugging Face directory or .gguf file")
+    src.add_argument("--target", help="target model: Hugging Face directory, .gguf file or short name")
     src.add_argument("--shape", help="random weights in a real architecture: qwen2.5-0.5b or qwen2.5-1.5b")
+    src.add_argument("--pair", help="a fetched draft/target pair by name (qwen2.5-coder): times both")
     dsrc = cc.add_mutually_exclusive_group()
     dsrc.add_argument("--draft", help="draft model (optional): also time draft forwards")
     dsrc.add_argument("--draft-shape", help="random-weight draft of a real architecture")
+    _models_dir_arg(cc)
     _device_args(cc)
     cc.add_argument("--sizes", default="1,2,4,8,16,32,64", help="tokens per forward, comma separated (default %(default)s)")
     cc.add_argument("--prefix", type=int, default=64, help="committed tokens in the cache (default %(default)s)")
@@ -75,10 +81,16 @@ def register(subparsers) -> None:
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--draft", required=True, help="draft model: Hugging Face directory or .gguf file")
-    p.add_argument("--target", required=True, help="target model: Hugging Face directory or .gguf file")
+    p.add_argument("--draft", help="draft model: Hugging Face directory, .gguf file or short name (qwen2.5-coder-0.5b)")
+    p.add_argument("--target", help="target model: Hugging Face directory, .gguf file or short name (qwen2.5-coder-1.5b)")
+    p.add_argument("--pair", help="both models by pair name (qwen2.5-coder), instead of --draft/--target")
+    _models_dir_arg(p)
     _device_args(p)
     p.add_argument("--prompts", required=True, help="text lines, or JSON Lines of token ids")
+
+
+def _models_dir_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--models-dir", help="where short names are looked up (default: $SPECREPLAY_MODELS, else ~/.cache/specreplay/models)")
 
 
 def _device_args(p: argparse.ArgumentParser) -> None:
@@ -97,12 +109,13 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
 
 
 def _load_pair(args):
-    from .models import load_model
+    from .models import load_pair
+    from .names import require_both, resolve_model_args
 
+    # Resolve both names before loading anything: a missing file fails now, not after a load.
+    paths = require_both(resolve_model_args(args.draft, args.target, args.pair, args.models_dir))
     _check_device(args)
-    target = load_model(args.target, args.device, args.dtype)
-    draft = load_model(args.draft, args.device, args.draft_dtype or args.dtype)
-    return draft, target
+    return load_pair(paths.draft, paths.target, args.device, args.dtype, args.draft_dtype)
 
 
 def _check_device(args) -> None:
@@ -135,13 +148,10 @@ def _progress_bar(total: int, desc: str):
 
 
 def cmd_generate(args) -> int:
-    from dataclasses import asdict
-
     from ..config import load_config
-    from .dumps import run_manifest, write_run_manifest
     from .prompts import read_prompts
     from .report import format_summary
-    from .run import compare, run_baseline, run_speculative, summarize
+    from .run import compare, run_baseline, run_speculative, save_run_manifest, summarize
 
     spec = load_config(args.config)
     if len(spec.trees) > 1:
@@ -151,27 +161,12 @@ def cmd_generate(args) -> int:
     options = _options(args, target)
     with _progress_bar(len(prompts) * options.max_new_tokens, "speculative") as bar:
         gens = run_speculative(draft, target, prompts, spec.tree, options, args.out, bar.update)
-    summary = summarize(gens)
     comparison = None
     if args.baseline:
         with _progress_bar(len(prompts) * options.max_new_tokens, "target-only") as bar:
             comparison = compare(gens, run_baseline(target, prompts, options, bar.update), options.temperature)
-    totals = asdict(summary)
-    if comparison is not None:
-        totals["baseline"] = asdict(comparison.baseline)
-        totals["speedup"] = comparison.speedup
-        totals["identical_to_baseline"] = comparison.identical
-    models = {"draft": {"path": draft.name, "dtype": draft.dtype_name}, "target": {"path": target.name, "dtype": target.dtype_name}}
-    run = {
-        "tokenizer": args.target if target.tokenizer is not None else None,
-        "dtype": target.dtype_name,
-        "device": str(target.device),
-        "temperature": options.temperature,
-        "seed": options.seed,
-        "max_new_tokens": options.max_new_tokens,
-    }
-    path = write_run_manifest(args.out, run_manifest(spec.tree, models, run, gens, totals))
-    print(format_summary(summary, comparison))
+    path = save_run_manifest(args.out, spec.tree, draft, target, options, gens, comparison)
+    print(format_summary(summarize(gens), comparison))
     print(f"dump:                   {Path(path).parent}")
     return 0
 
@@ -204,12 +199,15 @@ def cmd_sweep(args) -> int:
 
 def cmd_cost_curve(args) -> int:
     from .costs import measure_cost_curve, write_cost_curve
+    from .names import resolve_model_args
 
+    paths = resolve_model_args(args.draft, args.target, args.pair, args.models_dir)
     _check_device(args)
-    target = _model_or_shape(args.target, args.shape, args.device, args.dtype)
+    # Timing needs no tokenizer: skip rebuilding one from GGUF metadata (~12 s per model).
+    target = _model_or_shape(paths.target, args.shape, args.device, args.dtype)
     draft = None
-    if args.draft or args.draft_shape:
-        draft = _model_or_shape(args.draft, args.draft_shape, args.device, args.draft_dtype or args.dtype)
+    if paths.draft is not None or args.draft_shape:
+        draft = _model_or_shape(paths.draft, args.draft_shape, args.device, args.draft_dtype or args.dtype)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     curve = measure_cost_curve(target, draft, sizes, args.prefix, args.repeats)
     write_cost_curve(args.out, curve)
@@ -227,7 +225,7 @@ def _model_or_shape(path: str | None, shape: str | None, device: str, dtype: str
     from .tiny import REAL_SHAPES, build_model
 
     if path:
-        return load_model(path, device, dtype)
+        return load_model(path, device, dtype, tokenizer=None)
     if shape not in REAL_SHAPES:
         raise ModelLoadError(f"--shape {shape!r}: expected one of {', '.join(REAL_SHAPES)}")
     return build_model(REAL_SHAPES[shape], seed=0, dtype=dtype, device=device, name=f"random:{shape}")

@@ -62,10 +62,15 @@ def wrap_model(module: Any, name: str, tokenizer: Any | None = None) -> LiveMode
     return LiveModel(module, name, param.dtype, param.device, tokenizer, cache_kwarg_of(module))
 
 
-def load_model(path: str | Path, device: str = "cpu", dtype: str = "float32") -> LiveModel:
+_OWN_TOKENIZER = object()  # sentinel: load the checkpoint's own tokenizer
+
+
+def load_model(path: str | Path, device: str = "cpu", dtype: str = "float32", tokenizer: Any = _OWN_TOKENIZER) -> LiveModel:
     """Load from a Hugging Face directory (``config.json`` + weights) or a ``.gguf`` file, offline.
 
-    GGUF weights are dequantized on load (transformers needs the ``gguf`` package).
+    GGUF weights are dequantized on load (transformers needs the ``gguf`` package). Pass
+    ``tokenizer`` (or None) to skip loading the checkpoint's own: a GGUF tokenizer takes ~12 s
+    to rebuild from metadata, and a draft shares its target's.
     """
     from transformers import AutoModelForCausalLM
 
@@ -83,7 +88,19 @@ def load_model(path: str | Path, device: str = "cpu", dtype: str = "float32") ->
     except (OSError, ValueError, KeyError) as exc:
         raise ModelLoadError(f"{path}: cannot load model: {exc}") from None
     module.to(torch.device(device))
-    return wrap_model(module, str(path), load_tokenizer(source, extra.get("gguf_file")))
+    if tokenizer is _OWN_TOKENIZER:
+        tokenizer = load_tokenizer(source, extra.get("gguf_file"))
+    return wrap_model(module, str(path), tokenizer)
+
+
+def load_pair(
+    draft: str | Path, target: str | Path, device: str = "cpu", dtype: str = "float32", draft_dtype: str | None = None
+) -> tuple[LiveModel, LiveModel]:
+    """(draft, target), each loaded once, the target first; the draft reuses the target's tokenizer
+    (speculation needs one vocabulary anyway, and rebuilding a GGUF tokenizer costs ~12 s)."""
+    target_model = load_model(target, device, dtype)
+    draft_model = load_model(draft, device, draft_dtype or dtype, tokenizer=target_model.tokenizer)
+    return draft_model, target_model
 
 
 def load_tokenizer(source: Path, gguf_file: str | None = None) -> Any | None:

@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 
 from ..config import TreeConfig
 from ..errors import ConfigError
-from .dumps import round_writer
+from .dumps import round_writer, run_manifest, write_run_manifest
 from .errors import PromptError
 from .generate import DecodeOptions, Generation, RoundHook, speculative_generate, target_generate
 from .models import LiveModel
@@ -117,3 +117,32 @@ def compare(speculative: Sequence[Generation], baseline: Sequence[Generation], t
     identical = None if temperature > 0 else all(a.output_ids == b.output_ids for a, b in zip(speculative, baseline))
     speedup = spec.tokens_per_s / base.tokens_per_s if base.tokens_per_s > 0 else 0.0
     return Comparison(base, speedup, identical)
+
+
+def save_run_manifest(
+    out: str | Path,
+    config: TreeConfig,
+    draft: LiveModel,
+    target: LiveModel,
+    options: DecodeOptions,
+    generations: Sequence[Generation],
+    comparison: Comparison | None = None,
+) -> Path:
+    """Write the manifest of one speculative run (its rounds are already in ``out``)."""
+    from dataclasses import asdict
+
+    totals = asdict(summarize(generations))
+    if comparison is not None:
+        totals["baseline"] = asdict(comparison.baseline)
+        totals["speedup"] = comparison.speedup
+        totals["identical_to_baseline"] = comparison.identical
+    models = {"draft": {"path": draft.name, "dtype": draft.dtype_name}, "target": {"path": target.name, "dtype": target.dtype_name}}
+    run = {
+        "tokenizer": target.name if target.tokenizer is not None else None,
+        "dtype": target.dtype_name,
+        "device": str(target.device),
+        "temperature": options.temperature,
+        "seed": options.seed,
+        "max_new_tokens": options.max_new_tokens,
+    }
+    return write_run_manifest(out, run_manifest(config, models, run, generations, totals))
