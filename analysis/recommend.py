@@ -92,11 +92,24 @@ class Comparison:
 
     @property
     def agree(self) -> bool | None:
-        """|pred − meas| ≤ 1.96 · sqrt(se_pred² + se_meas²); None (not judged) unless every round is
-        decided: the mean over decided rounds alone may be biased, the bounds are not a measurement."""
-        if self.error is None:
+        """|pred − meas| ≤ 1.96 · sqrt(se_pred² + se_meas²).
+
+        With undecidable rounds the all-rounds mean is only known to lie between its bounds: the
+        shape agrees when both bounds pass (then every value between them does), disagrees when
+        both fail on the same side, and is not judged otherwise. The decided-rounds mean alone is
+        never judged: it may be biased.
+        """
+        m = self.measured
+        if m is None or not m.rounds:
             return None
-        return abs(self.error) <= Z95 * math.hypot(self.predicted_se, self.measured.se) + 1e-12
+        tol = Z95 * math.hypot(self.predicted_se, m.se) + 1e-12
+        lo, hi = self.measured_bounds
+        ok = [abs(self.predicted_be - v) <= tol for v in (lo, hi)]
+        if all(ok):
+            return True
+        if not any(ok) and (self.predicted_be - lo) * (self.predicted_be - hi) > 0:
+            return False
+        return None
 
     def to_json(self) -> dict:
         m = self.measured
@@ -365,7 +378,9 @@ def measured_cells(c: Comparison) -> tuple[str, str, str]:
     if not m.decided:
         b_lo, b_hi = c.measured_bounds
         total = m.rounds + m.undecidable
-        return meas, "", f"not judged: {m.undecidable}/{total} rounds undecidable, all rounds {b_lo:.3f}..{b_hi:.3f}"
+        bounds = f"{m.undecidable}/{total} rounds undecidable, all rounds {b_lo:.3f}..{b_hi:.3f}"
+        verdict = {True: "yes (both bounds)", False: "NO (both bounds)", None: "not judged"}[c.agree]
+        return meas, "", f"{verdict}: {bounds}"
     return meas, f"{c.error:+.3f}", "yes" if c.agree else "NO"
 
 
@@ -500,7 +515,7 @@ def recommend_section(rec: Recommendation, title: str = "Tree-shape recommendati
         "<table><tr><th>rank</th><th>config</th><th>nodes</th><th>E[block_efficiency]</th><th>speedup</th><th>optimality</th></tr>"
         f"{rows}</table><h4>Best shape {esc(best.config.short())}</h4><pre>{esc(chr(10).join(render_shape(best, rec.model)))}</pre>"
         "<h4>Prediction vs exact replay</h4><p>Every shape contained in the recorded config is replayed exactly "
-        "(analysis.subtree); agreement is judged only when every round is decided.</p>"
+        "(analysis.subtree); with undecidable rounds, agreement is judged on the bounds of the all-rounds mean (both must agree).</p>"
         "<table><tr><th>shape</th><th>config</th><th>nodes</th><th>predicted BE [95% CI]</th>"
         f"<th>measured BE [95% CI]</th><th>error</th><th>agree</th></tr>{comp}</table>{live}"
         f"{'<ul>' + notes + '</ul>' if notes else ''}</section>"

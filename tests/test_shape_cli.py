@@ -87,3 +87,20 @@ def test_report_has_recommendation(tmp_path):
     page = (out / "index.html").read_text(encoding="utf-8")
     assert "<h2>Tree-shape recommendation</h2>" in page and "budget 6 nodes, max depth 2" in page
     assert main(["report", SAMPLE, "-o", str(out), "--budget", "0"]) == 2
+
+
+def test_agreement_with_undecidable_rounds_is_judged_on_both_bounds():
+    """pred BE 3.0 (se .05), measured se .05: tolerance 1.96·hypot(.05, .05) = 0.1386."""
+    from analysis.recommend import Comparison, Measured
+    from replay.config import TreeConfig
+
+    cfg = TreeConfig.from_lists([[2]])
+
+    def row(lower, upper, undecidable=3):
+        m = Measured((lower + upper) / 2, 0.05, 50, "test", undecidable, lower, upper)
+        return Comparison("x", cfg, 2, 3.0, 0.05, m)
+
+    assert row(1.95, 2.05).agree is True  # BE 2.95..3.05: both ends within 0.1386 of 3.0
+    assert row(1.50, 1.60).agree is False  # BE 2.50..2.60: both ends below 2.8614
+    assert row(1.70, 2.30).agree is None  # BE 2.70..3.30: straddles, both ends fail
+    assert row(2.0, 2.0, undecidable=0).agree is True and row(2.0, 2.0, 0).error == 0.0
