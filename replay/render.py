@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Mapping, Sequence
 
 import numpy as np
 
+from .config import SpecConfig, TreeConfig
+from .grouping import Skipped
 from .replayer import DirectoryReplay, RoundResult
 from .vocab import BONUS_CORRECTION, PAD_TOKEN, STOP_NO_ROW
 
@@ -93,43 +96,80 @@ def render_round(res: RoundResult) -> list[str]:
     return lines
 
 
-def text_histogram(values: Sequence[int], width: int = 40) -> list[str]:
-    counts = Counter(values)
-    if not counts:
+def histogram_lines(counts: np.ndarray, width: int = 40) -> list[str]:
+    """Text bars from counts. counts: [max_value + 1] int64, counts[v] = rounds with value v."""
+    counts = np.asarray(counts, dtype=np.int64)
+    if counts.ndim != 1:
+        raise ValueError(f"counts: expected 1-D, got shape {counts.shape}")
+    total = int(counts.sum())
+    if total == 0:
         return ["  (no rounds)"]
-    top = max(counts.values())
-    total = sum(counts.values())
-    out = []
-    for v in range(0, max(counts) + 1):
-        c = counts.get(v, 0)
-        bar = "█" * (round(width * c / top) if top else 0)
-        out.append(f"  {v:>3} | {bar:<{width}} {c:>6} ({100.0 * c / total:5.1f}%)")
-    return out
+    top = int(counts.max())
+    return [
+        f"  {v:>3} | {'█' * round(width * int(c) / top):<{width}} {int(c):>6} ({100.0 * int(c) / total:5.1f}%)"
+        for v, c in enumerate(counts)
+    ]
+
+
+def text_histogram(values: Sequence[int], width: int = 40) -> list[str]:
+    return histogram_lines(np.bincount(np.asarray(values, dtype=np.int64), minlength=1), width)
+
+
+@dataclass(frozen=True, eq=False)
+class SummaryFigures:
+    """What a replay summary shows, however the rounds were replayed (one by one or batched)."""
+
+    accepted: np.ndarray  # [rounds] int64 accepted length of each replayed round
+    committed: np.ndarray  # [rounds] int64 committed tokens of each replayed round
+    bonus_known: int  # rounds whose bonus token is in the dump
+    selections: Mapping[str, int]  # selection summary -> rounds, in first-use order
+
+
+def figures_of(results: Sequence[RoundResult]) -> SummaryFigures:
+    return SummaryFigures(
+        np.array([r.acceptance.accepted_length for r in results], dtype=np.int64),
+        np.array([len(r.acceptance.committed_tokens) for r in results], dtype=np.int64),
+        sum(1 for r in results if r.acceptance.bonus_token is not None),
+        dict(Counter(r.rebuilt.selection_summary for r in results)),
+    )
+
+
+def summary_lines(
+    title: str,
+    config_source: str,
+    config: SpecConfig,
+    tree: TreeConfig,
+    figs: SummaryFigures,
+    skipped: Sequence[Skipped],
+    notes: Sequence[str],
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """The summary block of ``replay`` and ``batch``; ``extra`` lines go after the histogram."""
+    n = int(figs.accepted.shape[0])
+    lines = [title, f"  config ({config_source}): {tree.to_json()}"]
+    if config.unknown:
+        lines.append(f"  config keys not used by replay (kept): {dict(config.unknown)}")
+    if config.settings:
+        lines.append(f"  run settings: {dict(config.settings)}")
+    lines.append(f"  rounds replayed: {n}   skipped: {len(skipped)}")
+    if n:
+        lines.append(f"  mean accepted length (bonus excluded): {figs.accepted.mean():.4f}")
+        lines.append(f"  mean committed tokens per round (block efficiency): {figs.committed.mean():.4f}")
+        lines.append(f"  bonus token known in {figs.bonus_known} of {n} round(s)")
+        lines.append("  selection: " + ", ".join(f"{k} ×{v}" for k, v in figs.selections.items()))
+        lines.append("  accepted length histogram:")
+        lines += histogram_lines(np.bincount(figs.accepted))
+    lines += [f"  {line}" for line in extra]
+    for note in notes:
+        lines.append(f"  note: {note}")
+    if skipped:
+        lines.append("  skipped (not analysed):")
+        for s in skipped:
+            lines.append(f"    {s.what}: {s.reason}")
+    return lines
 
 
 def render_summary(rep: DirectoryReplay) -> list[str]:
-    res = rep.results
-    acc = [r.acceptance.accepted_length for r in res]
-    com = [len(r.acceptance.committed_tokens) for r in res]
-    bonus_known = sum(1 for r in res if r.acceptance.bonus_token is not None)
-    lines = [f"summary of {rep.directory}", f"  config ({rep.config_source}): {rep.tree.to_json()}"]
-    if rep.config.unknown:
-        lines.append(f"  config keys not used by replay (kept): {dict(rep.config.unknown)}")
-    if rep.config.settings:
-        lines.append(f"  run settings: {dict(rep.config.settings)}")
-    lines.append(f"  rounds replayed: {len(res)}   skipped: {len(rep.skipped)}")
-    if res:
-        lines.append(f"  mean accepted length (bonus excluded): {np.mean(acc):.4f}")
-        lines.append(f"  mean committed tokens per round (block efficiency): {np.mean(com):.4f}")
-        lines.append(f"  bonus token known in {bonus_known} of {len(res)} round(s)")
-        selections = Counter(r.rebuilt.selection_summary for r in res)
-        lines.append("  selection: " + ", ".join(f"{k} ×{v}" for k, v in selections.items()))
-        lines.append("  accepted length histogram:")
-        lines += text_histogram(acc)
-    for note in rep.notes:
-        lines.append(f"  note: {note}")
-    if rep.skipped:
-        lines.append("  skipped (not analysed):")
-        for s in rep.skipped:
-            lines.append(f"    {s.what}: {s.reason}")
-    return lines
+    return summary_lines(
+        f"summary of {rep.directory}", rep.config_source, rep.config, rep.tree, figures_of(rep.results), rep.skipped, rep.notes
+    )

@@ -15,7 +15,7 @@ from .errors import SpecReplayError
 from .grouping import parse_offset
 from .matrix_io import RawSpec
 from .packed import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
-from .render import text_histogram
+from .render import SummaryFigures, summary_lines
 from .runs import RunReplay, replay_run
 
 PACK_EPILOG = """\
@@ -46,46 +46,16 @@ def render_run_summary(rep: RunReplay) -> list[str]:
     """The same figures as ``specreplay replay``'s summary, from the batch arrays."""
     res = rep.result
     ok = res.ok
-    n = int(ok.sum())
-    lines = [f"summary of {rep.directory} ({rep.kind}, batch replay)", f"  config ({rep.config_source}): {rep.tree.to_json()}"]
-    if rep.config.unknown:
-        lines.append(f"  config keys not used by replay (kept): {dict(rep.config.unknown)}")
-    if rep.config.settings:
-        lines.append(f"  run settings: {dict(rep.config.settings)}")
-    lines.append(f"  rounds replayed: {n}   skipped: {len(rep.skipped)}")
-    if n:
-        acc = res.accepted_length[ok].astype(np.int64)
-        lines.append(f"  mean accepted length (bonus excluded): {acc.mean():.4f}")
-        lines.append(f"  mean committed tokens per round (block efficiency): {res.num_committed[ok].mean():.4f}")
-        lines.append(f"  bonus token known in {int((res.bonus_token[ok] >= 0).sum())} of {n} round(s)")
-        lines.append("  selection: " + ", ".join(f"{k} ×{v}" for k, v in _selection_counts(res).items()))
-        lines.append("  accepted length histogram:")
-        lines += _histogram(acc)
+    figs = SummaryFigures(
+        res.accepted_length[ok].astype(np.int64),
+        res.num_committed[ok].astype(np.int64),
+        int((res.bonus_token[ok] >= 0).sum()),
+        _selection_counts(res),
+    )
     rate = len(res) / rep.seconds if rep.seconds > 0 else float("inf")
-    lines.append(f"  read and replayed {len(res)} round(s) in {rep.seconds:.3f} s ({rate:,.0f} rounds/s)")
-    for note in rep.notes:
-        lines.append(f"  note: {note}")
-    if rep.skipped:
-        lines.append("  skipped (not analysed):")
-        for s in rep.skipped:
-            lines.append(f"    {s.what}: {s.reason}")
-    return lines
-
-
-def _histogram(values: np.ndarray) -> list[str]:
-    if values.shape[0] <= 100_000:
-        return text_histogram(values.tolist())
-    # text_histogram counts in Python; for big runs count with numpy and expand a small sample
-    counts = np.bincount(values)
-    return text_histogram([v for v, c in enumerate(counts.tolist()) for _ in range(c)]) if counts.sum() < 10**6 else _bars(counts)
-
-
-def _bars(counts: np.ndarray, width: int = 40) -> list[str]:
-    top, total = int(counts.max()), int(counts.sum())
-    return [
-        f"  {v:>3} | {'█' * round(width * int(c) / top):<{width}} {int(c):>6} ({100.0 * int(c) / total:5.1f}%)"
-        for v, c in enumerate(counts)
-    ]
+    speed = f"read and replayed {len(res)} round(s) in {rep.seconds:.3f} s ({rate:,.0f} rounds/s)"
+    title = f"summary of {rep.directory} ({rep.kind}, batch replay)"
+    return summary_lines(title, rep.config_source, rep.config, rep.tree, figs, rep.skipped, rep.notes, [speed])
 
 
 def run_batch(args: argparse.Namespace) -> int:
