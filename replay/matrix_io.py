@@ -146,6 +146,11 @@ def _read_raw(path: Path, dtype: str, columns: int) -> np.ndarray:
     return np.frombuffer(data, dtype=dt).reshape(-1, columns)
 
 
+def _starts_with(path: Path, magic: bytes) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(len(magic)) == magic
+
+
 def _load_arrays(path: Path) -> dict[str, np.ndarray]:
     ext = path.suffix.lower()
     try:
@@ -155,9 +160,11 @@ def _load_arrays(path: Path) -> dict[str, np.ndarray]:
             with np.load(path, allow_pickle=False) as z:
                 return {k: z[k] for k in z.files}
     except ValueError as exc:
-        if "allow_pickle" in str(exc) or "pickle" in str(exc).lower():
+        # numpy reports any file without its magic as "pickled data": tell a real pickle (opcode
+        # PROTO first) from a corrupt .npy/.npz, and an object array inside a valid file.
+        if "Object arrays" in str(exc) or (_starts_with(path, b"\x80") and "pickle" in str(exc)):
             raise DumpError(path, "holds pickled objects; refusing to unpickle (save plain numeric arrays)") from None
-        raise DumpError(path, f"corrupt or truncated numpy file: {exc}") from None
+        raise DumpError(path, "corrupt or truncated numpy file (no valid .npy/.npz header)") from None
     except (OSError, EOFError) as exc:
         raise DumpError(path, f"corrupt or truncated numpy file: {exc}") from None
     obj = load_pt(path)
