@@ -143,8 +143,6 @@ def _cost(args):
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    import pandas as pd
-
     from .compare import runs_side_by_side
     from .metrics import all_metrics
     from .tables import build_tables, export_tables
@@ -232,7 +230,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from . import plots
     from .compare import compare_configs, compare_display, strategies_display
     from .gamma_strategies import simulate_strategies
-    from .runs import tqdm_progress
+    from replay.progress import tqdm_progress
 
     runs = _load(args)
     cost = _cost(args)
@@ -295,7 +293,7 @@ def run_compare(args: argparse.Namespace) -> int:
 
 def run_report(args: argparse.Namespace) -> int:
     from .report import ReportOptions, write_report
-    from .runs import tqdm_progress
+    from replay.progress import tqdm_progress
     from .treeplot import load_tokenizer
 
     for name in ("budget", "max_depth"):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from replay.errors import SpecReplayError
+from replay.progress import tqdm_progress
 from replay.replayer import DirectoryReplay, ReplayOptions, replay_directory
 
 
@@ -41,28 +41,6 @@ def unique_labels(dirs: Sequence[str], labels: Sequence[str] | None = None) -> l
         seen[b] = seen.get(b, 0) + 1
         out.append(b if seen[b] == 1 else f"{b}#{seen[b]}")
     return out
-
-
-def tqdm_progress(desc: str, enabled: bool | None = None) -> tuple[Callable[[int, int], None], Callable[[], None]]:
-    """A ``progress(done, total)`` callback drawing a tqdm bar on stderr, and its closer.
-
-    ``enabled=None`` lets tqdm decide (off when stderr is not a terminal, so logs stay clean).
-    """
-    from tqdm import tqdm
-
-    bar = None
-
-    def update(done: int, total: int) -> None:
-        nonlocal bar
-        if bar is None:
-            bar = tqdm(total=total, desc=desc, file=sys.stderr, disable=None if enabled is None else not enabled, leave=False)
-        bar.update(done - bar.n)
-
-    def close() -> None:
-        if bar is not None:
-            bar.close()
-
-    return update, close
 
 
 def load_runs(

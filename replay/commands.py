@@ -10,6 +10,7 @@ from .config import load_config
 from .errors import SpecReplayError
 from .grouping import parse_offset
 from .matrix_io import RawSpec
+from .progress import tqdm_progress
 from .render import render_round, render_summary
 from .replayer import ReplayOptions, replay_directory
 
@@ -63,24 +64,12 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
     )
 
 
-def progress_bar(desc: str):
-    """A tqdm callback (stderr, only on a terminal) for long replays: (done, total) -> None."""
-    from tqdm import tqdm
-
-    bar = tqdm(desc=desc, unit="round", file=sys.stderr, disable=None, leave=False)
-
-    def update(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-        if done >= total:
-            bar.close()
-
-    return update
-
-
 def run_replay(args: argparse.Namespace) -> int:
-    rep = replay_directory(args.dir, options_from_args(args), progress_bar("replay"))
+    update, close = tqdm_progress("replay")
+    try:
+        rep = replay_directory(args.dir, options_from_args(args), update)
+    finally:
+        close()
     out = sys.stdout
     if args.json:
         for res in rep.results:

@@ -227,7 +227,7 @@ def read_array_file(
         return _load_arrays(path)
     if ext in RAW_EXTS or (ext == "" and raw is not None and raw.force):
         if raw is None or (columns is None and kind not in raw.columns):
-            raise DumpError(path, f"raw binary needs a stated dtype and column count: pass --raw DTYPE:COLUMNS")
+            raise DumpError(path, "raw binary needs a stated dtype and column count: pass --raw DTYPE:COLUMNS")
         cols = columns if columns is not None else raw.columns[kind]
         return {"ids": _read_raw(path, raw.score_dtype if as_float else raw.dtype, cols)}
     return {"ids": _read_text(path, as_float)}

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -30,10 +29,10 @@ from analysis.metrics import (
     static_shape,
     summary,
 )
-from analysis.runs import Run, load_runs
+from analysis.runs import load_runs
 from analysis.tables import build_tables, export_tables, node_table, round_table
 from replay.config import TreeConfig
-from replay.replayer import DirectoryReplay, replay_round
+from replay.replayer import replay_round
 from replay.rounds import Round
 
 CFG = TreeConfig.from_lists([[2], [1]], [1, 1])

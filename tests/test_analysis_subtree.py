@@ -12,7 +12,6 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from analysis.subtree import (

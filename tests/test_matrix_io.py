@@ -1,6 +1,5 @@
 """Every encoding reads the same matrix; bad files give errors naming file and field."""
 
-import io
 import math
 import pickle
 import struct
