@@ -18,29 +18,16 @@ from replay.config import TREE_DYNAMIC, TREE_STATIC, TreeConfig
 from replay.errors import RoundError
 from replay.replayer import replay_round
 from replay.rounds import Round
+from tests.strategies import tree_configs
 
 # Few distinct values so that equal path probabilities (ties) happen often; -0.0 and -inf too.
 LOGS = [0.0, -0.0, math.log(0.5), math.log(0.25), math.log(0.125), -math.inf]
 
 
 @st.composite
-def tree_configs(draw):
-    gamma = draw(st.sampled_from([1, 2, 3, 3, 4, 4, 5]))
-    spec, heads, level = [], [], 1
-    for i in range(gamma):
-        h = 1 if i == 0 else draw(st.integers(1, min(level, 3)))
-        widths = [draw(st.integers(1, 3)) for _ in range(h)]
-        spec.append(widths)
-        heads.append(h)
-        level = sum(widths)
-    tree_type = draw(st.sampled_from([TREE_STATIC, TREE_STATIC, TREE_DYNAMIC]))
-    return TreeConfig.from_lists(spec, heads, tree_type=tree_type)
-
-
-@st.composite
 def runs(draw):
     """(cfg, rounds): up to 16 rounds of one config with shared per-run matrix choices."""
-    cfg = draw(tree_configs())
+    cfg = draw(tree_configs(st.sampled_from([1, 2, 3, 3, 4, 4, 5]), st.sampled_from([TREE_STATIC, TREE_STATIC, TREE_DYNAMIC])))
     vocab = draw(st.integers(2, 5))
     with_logp = draw(st.booleans())
     with_parents = draw(st.booleans())

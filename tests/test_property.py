@@ -4,25 +4,18 @@ import math
 
 from hypothesis import given, settings, strategies as st
 
-from replay.config import TreeConfig
 from replay.replayer import replay_round
 from replay.rounds import Round
 from tests.simple_replay import simple_replay
+from tests.strategies import tree_configs
 
 LOGS = [math.log(p) for p in (0.5, 0.25, 0.125, 0.0625)]  # few values: ties happen often
 
 
 @st.composite
 def random_round(draw):
-    gamma = draw(st.integers(1, 4))
-    spec, heads, level = [], [], 1
-    for i in range(gamma):
-        h = 1 if i == 0 else draw(st.integers(1, min(level, 3)))
-        widths = [draw(st.integers(1, 3)) for _ in range(h)]
-        spec.append(widths)
-        heads.append(h)
-        level = sum(widths)
-    cfg = TreeConfig.from_lists(spec, heads)
+    cfg = draw(tree_configs())
+    gamma, spec, heads = cfg.gamma, cfg.top_k_spec, cfg.top_head
     steps_run = draw(st.integers(1, gamma))  # early stop
     extra_cols = draw(st.integers(0, 2))
     vocab = draw(st.integers(2, 6))  # small vocabulary: frequent hits and duplicates
