@@ -41,23 +41,17 @@ MEASURE_TEXT = (
 ) * 4
 
 
-def resolve_dtype(dtype: Any):
-    import torch
-
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    value = getattr(torch, str(dtype), None)
-    if not isinstance(value, torch.dtype):
-        raise ValueError(f"dtype '{dtype}': not a torch dtype (float32, bfloat16, float16, ...)")
-    return value
+def dtype_label(dtype: Any) -> str:
+    """"float32" for "float32" or torch.float32: the harness loader takes names."""
+    return str(dtype).removeprefix("torch.")
 
 
 def load_gguf_tokenizer(path: str | Path, cache_dir: str | Path | None = None) -> PreTrainedTokenizerBase:
     """The tokenizer stored in a GGUF file; ``path`` may be a short model name (see fetch.MODELS)."""
-    from transformers import AutoTokenizer
+    from .models import load_tokenizer
 
     file = resolve_model(path, cache_dir)
-    return AutoTokenizer.from_pretrained(str(file.parent), gguf_file=file.name)
+    return load_tokenizer(file.parent, file.name)
 
 
 def load_gguf_model(
@@ -65,14 +59,18 @@ def load_gguf_model(
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load ``path`` (a .gguf file or a short model name) -> (model in eval mode, tokenizer).
 
-    The weights are dequantized to ``dtype``; the quantization of the file is not kept.
+    The weights are dequantized to ``dtype``; the quantization of the file is not kept. The same
+    loader as the harness (replay.live.models.load_model).
     """
-    from transformers import AutoModelForCausalLM
+    live = load_gguf_live(path, dtype, cache_dir)
+    return live.module, live.tokenizer
 
-    file = resolve_model(path, cache_dir)
-    model = AutoModelForCausalLM.from_pretrained(str(file.parent), gguf_file=file.name, dtype=resolve_dtype(dtype))
-    model.eval()
-    return model, load_gguf_tokenizer(file)
+
+def load_gguf_live(path: str | Path, dtype: Any = "float32", cache_dir: str | Path | None = None):
+    """The harness's LiveModel for a .gguf file or short name (replay.live.models.load_model)."""
+    from .models import load_model
+
+    return load_model(resolve_model(path, cache_dir), dtype=dtype_label(dtype))
 
 
 def compare_tokenizers(a: PreTrainedTokenizerBase, b: PreTrainedTokenizerBase) -> list[str]:
@@ -129,33 +127,19 @@ def read_rss_gib() -> tuple[float, float]:
     return to_gib("VmRSS"), to_gib("VmHWM")
 
 
-def new_cache(model):
-    from transformers import DynamicCache
-
-    try:
-        return DynamicCache(config=model.config)
-    except TypeError:  # older 5.x / 4.x
-        return DynamicCache()
-
-
-def forward_with_cache(model, input_ids, cache, start: int):
-    """One forward of ``input_ids`` [1, n] at positions start.. start+n-1, appending to ``cache``."""
-    import inspect
-
+def time_forward(model, cache, tokens, prefix: int) -> float:
+    """Seconds for one forward of ``tokens`` ([n] int64) after a ``prefix``-token cache, then crop
+    the cache back to the prefix. The harness's own forward (replay.live.forward)."""
     import torch
 
-    n = input_ids.shape[1]
-    position_ids = torch.arange(start, start + n).unsqueeze(0)
-    # 5.x renamed past_key_values to cache; accept both so a GPU box on another 5.x still runs.
-    key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-    return model(input_ids=input_ids, position_ids=position_ids, use_cache=True, **{key: cache})
+    from .forward import causal_visible, crop_cache, forward_tokens
 
-
-def time_forward(model, input_ids, cache, start: int) -> float:
+    n = tokens.shape[0]
+    positions = torch.arange(prefix, prefix + n, dtype=torch.int64)
     t0 = time.perf_counter()
-    forward_with_cache(model, input_ids, cache, start)
+    forward_tokens(model, cache, tokens, positions, causal_visible(prefix, n, model.device))
     elapsed = time.perf_counter() - t0
-    cache.crop(-input_ids.shape[1])  # negative: remove that many, back to the prefix
+    crop_cache(cache, prefix)
     return elapsed
 
 
@@ -164,26 +148,28 @@ def measure_model(
 ) -> Measurement:
     import torch
 
+    from .forward import causal_visible, forward_tokens, new_cache
+
     t0 = time.perf_counter()
-    model, tokenizer = load_gguf_model(path, dtype, cache_dir)
+    live = load_gguf_live(path, dtype, cache_dir)
     load_s = time.perf_counter() - t0
     rss, peak = read_rss_gib()
-    ids = tokenizer(MEASURE_TEXT, return_tensors="pt").input_ids[:, : prefix + 16]
-    if ids.shape[1] < prefix + 16:
-        raise ValueError(f"measure text gives {ids.shape[1]} tokens, need {prefix + 16}")
+    ids = live.tokenizer(MEASURE_TEXT, return_tensors="pt").input_ids[0, : prefix + 16]
+    if ids.shape[0] < prefix + 16:
+        raise ValueError(f"measure text gives {ids.shape[0]} tokens, need {prefix + 16}")
     with torch.inference_mode():
-        cache = new_cache(model)
+        cache = new_cache(live)
         t1 = time.perf_counter()
-        forward_with_cache(model, ids[:, :prefix], cache, 0)
+        forward_tokens(live, cache, ids[:prefix], torch.arange(prefix, dtype=torch.int64), causal_visible(0, prefix, live.device))
         prefill_s = time.perf_counter() - t1
-        time_forward(model, ids[:, prefix : prefix + 1], cache, prefix)  # warm-up
-        decode = [time_forward(model, ids[:, prefix : prefix + 1], cache, prefix) for _ in range(repeats)]
-        verify = [time_forward(model, ids[:, prefix : prefix + 16], cache, prefix) for _ in range(repeats)]
+        time_forward(live, cache, ids[prefix : prefix + 1], prefix)  # warm-up
+        decode = [time_forward(live, cache, ids[prefix : prefix + 1], prefix) for _ in range(repeats)]
+        verify = [time_forward(live, cache, ids[prefix : prefix + 16], prefix) for _ in range(repeats)]
     return Measurement(
         model=str(resolve_model(path, cache_dir)),
-        dtype=str(resolve_dtype(dtype)).removeprefix("torch."),
+        dtype=live.dtype_name,
         threads=torch.get_num_threads(),
-        parameters=sum(p.numel() for p in model.parameters()),
+        parameters=sum(p.numel() for p in live.module.parameters()),
         load_s=round(load_s, 2),
         rss_gib=round(rss, 2),
         peak_rss_gib=round(peak, 2),
