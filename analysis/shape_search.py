@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 from replay.config import TreeConfig
+from replay.selection import select_top
 from replay.tree import Tree
 from replay.vocab import PAD_TOKEN
 
@@ -99,8 +100,7 @@ def engine_paths(config: TreeConfig, model: ShapeModel) -> list[Path]:
 
 def select_by_probability(level: Sequence[Path], model: ShapeModel, heads: int) -> list[Path]:
     """The ``heads`` nodes of ``level`` (tree order) with the highest path probability, stable."""
-    order = sorted(range(len(level)), key=lambda j: (-model.path_probability(level[j]), j))
-    return [level[j] for j in order[:heads]]
+    return [level[j] for j in select_top([model.path_probability(u) for u in level], heads)]
 
 
 def config_from_paths(paths: Sequence[Path], model: ShapeModel) -> TreeConfig:

@@ -15,6 +15,9 @@ recording used (docs/analysis.md, "Offline comparison"):
   of its expanded nodes and that they outrank the level's other nodes, nothing more;
 * the rank-major fallback otherwise: (rank, parent's slot), structural, always known.
 
+Each node carries its selection key (replay.selection: path log-probability or rank_major_key)
+as an interval; with every key exact, a level is ranked by replay.selection's scalar rule.
+
 Nothing is guessed. A node's selection is IN, OUT or MAYBE (when unknown scores could reorder
 it); a node selected without a recorded row has unknown children. Greedy acceptance then walks
 the simulated tree; the round is *decided* when the walk never needs unknown information, and
@@ -35,19 +38,28 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from replay.config import TreeConfig
-from replay.rebuild import SELECT_PARENTS
 from replay.replayer import LAYOUT_ALL, LAYOUT_PARENTS, RoundResult
-from replay.vocab import BONUS_CORRECTION, BONUS_LEAF, PAD_TOKEN, STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
+from replay.selection import rank_major_key, selection_order
+from replay.vocab import (
+    BONUS_CORRECTION,
+    BONUS_LEAF,
+    PAD_TOKEN,
+    SELECT_FALLBACK,
+    SELECT_PARENTS,
+    SELECT_PATH_PROB,
+    SELECT_RECORDED_ORDER,
+    STOP_LEAF,
+    STOP_MISMATCH,
+    STOP_NO_ROW,
+)
 
-RULE_PATH = "path_probability"
-RULE_RECORDED_ORDER = "recorded_order"
-RULE_FALLBACK = "rank_major_fallback"
+RULE_PATH = SELECT_PATH_PROB
+RULE_RECORDED_ORDER = SELECT_RECORDED_ORDER
+RULE_FALLBACK = SELECT_FALLBACK
 
 UNDECIDABLE = "undecidable"
 
 IN, OUT, MAYBE = "in", "out", "maybe"
-
-_FALLBACK_SCALE = 1 << 20  # rank weight in the fallback key; slots never reach it
 
 
 @dataclass(frozen=True)
@@ -122,7 +134,7 @@ def _ahead(a: _Node, b: _Node) -> bool:
 def _select(level: list[_Node], heads: int) -> None:
     """Set status and slot range of every node of a level choosing its top ``heads``."""
     if all(u.exact and u.sure and u.order is not None for u in level):
-        ranked = sorted(level, key=lambda u: (-u.lo, u.order))
+        ranked = [level[j] for j in selection_order([u.lo for u in level], [u.order for u in level])]
         for k, u in enumerate(ranked):
             u.status = IN if k < heads else OUT
             u.slot_lo = u.slot_hi = k if k < heads else -1
@@ -188,7 +200,7 @@ def _child(rec: _Recording, parent: _Node, r: int, rule: str, sure: bool, order)
             lo, hi, exact = -math.inf, math.inf, False
     else:
         if order is not None:
-            lo = hi = -float(r * _FALLBACK_SCALE + order[0])
+            lo = hi = rank_major_key(r, order[0])
             exact = True
         else:
             lo, hi, exact = -math.inf, math.inf, False

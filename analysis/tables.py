@@ -15,9 +15,9 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from replay.rebuild import SELECT_FALLBACK
 from replay.replayer import RoundResult
-from replay.vocab import PAD_TOKEN
+from replay.selection import rank_major_keys, selection_order
+from replay.vocab import PAD_TOKEN, SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB
 
 # Where the target's top-1 token at a node sits among that node's recorded draft candidates.
 IN_KEPT = "kept"  # one of the children the tree kept (a hit when the node is on the path)
@@ -38,7 +38,7 @@ ROUND_COLUMNS = {
     "num_nodes": "draft nodes in this round's tree, root excluded",
     "num_expanded": "nodes the draft ran on (= target rows in the parents layout)",
     "layout": "validate layout: parents or all",
-    "selection": "how expanded nodes were chosen (path_probability, parents, rank_major_fallback)",
+    "selection": f"how expanded nodes were chosen ({SELECT_PATH_PROB}, {SELECT_PARENTS}, {SELECT_FALLBACK})",
     "accepted_length": "draft tokens accepted (bonus excluded)",
     "stop": "why the walk stopped: leaf, mismatch, no_target_row",
     "bonus_known": "the dump holds the target's token at the last accepted node",
@@ -136,14 +136,14 @@ def level_ranks(res: RoundResult, expanded_slot: np.ndarray) -> np.ndarray:
         level = np.flatnonzero(tree.depths == d)
         lp = tree.logprobs[level]
         if not np.isnan(lp).any():
-            order = sorted(level.tolist(), key=lambda u: (-tree.logprobs[u], u))
+            order = level[selection_order(lp)]
         elif d < len(selection) and selection[d] != SELECT_FALLBACK:
             # explicit parents without scores: only the expanded nodes' order is known
             exp = [u for u in level.tolist() if expanded_slot[u] >= 0]
             out[exp] = expanded_slot[exp]
             continue
         else:
-            order = sorted(level.tolist(), key=lambda u: (tree.ranks[u], expanded_slot[tree.parents[u]], u))
+            order = level[selection_order(rank_major_keys(tree.ranks[level], expanded_slot[tree.parents[level]]))]
         out[order] = np.arange(len(order))
     return out
 

@@ -27,9 +27,29 @@ import numpy as np
 
 from .config import TREE_DYNAMIC, TreeConfig
 from .matrix_io import DumpMatrix
-from .rebuild import SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT
 from .rounds import Round
-from .vocab import BONUS_CORRECTION, BONUS_LEAF, PAD_TOKEN, STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
+from .selection import (
+    FALLBACK_WARNING,
+    first_true,
+    invalid_parents_columns,
+    parents_mismatch_note,
+    rank_major_keys,
+    select_top,
+    selection_method,
+    top_k_columns,
+)
+from .vocab import (
+    BONUS_CORRECTION,
+    BONUS_LEAF,
+    PAD_TOKEN,
+    SELECT_FALLBACK,
+    SELECT_PARENTS,
+    SELECT_PATH_PROB,
+    SELECT_ROOT,
+    STOP_LEAF,
+    STOP_MISMATCH,
+    STOP_NO_ROW,
+)
 
 DEFAULT_CHUNK_ROUNDS = 16384  # ~2 MB of temporaries per array for the article config: cache-sized
 LAYOUT_NAMES = ("parents", "all")  # layout codes 0, 1
@@ -326,9 +346,9 @@ class _StepMaps:
         if i == 0:
             fallback = np.zeros(1, dtype=np.int64)
         else:
-            # Level i's nodes keyed (draft rank, parent position, index): all rank-0 children first.
+            # The same for every round of the shape: the scalar rule, once per shape.
             ranks, parent_pos = _rank_and_parent(shape.widths[i - 1])
-            fallback = np.lexsort((np.arange(ranks.shape[0]), parent_pos, ranks))[: shape.heads[i]]
+            fallback = np.asarray(select_top(rank_major_keys(ranks, parent_pos), shape.heads[i]))
         return cls(js, rs, offs, w, fallback.astype(np.int64))
 
 
@@ -422,9 +442,7 @@ class BatchResult:
     def notes(self, i: int) -> list[str]:
         out = list(self.selection_notes.get(i, ()))
         if SEL_FALLBACK in self.selection[:, i]:
-            out.append(
-                "WARNING: no scores and no parents in the dump: expanded nodes chosen by the rank-major fallback (docs/dump-format.md)"
-            )
+            out.append(FALLBACK_WARNING)
         extra = int(self.validate_extra_rows[i])
         if extra > 0:
             out.append(f"validate: {extra} row(s) beyond the {LAYOUT_NAMES[self.layout[i]]} layout ignored as padding")
@@ -604,45 +622,6 @@ def _columns(c: int) -> np.ndarray:
     return out
 
 
-def _top_k(lp: np.ndarray, k: int, col: np.ndarray) -> np.ndarray:
-    """[k, C] int64 level-local indices of the k largest path log-probs, ties by tree order.
-
-    lp: [L, C] float64 slot-major. Columns holding NaN give garbage (those rounds use the fallback).
-    Successive maxima rather than argsort: a sort per round costs ~100 ns, one pass ~15 ns.
-    """
-    n, c = lp.shape
-    out = np.empty((k, c), dtype=np.int64)
-    work = lp.copy() if k > 1 else lp
-    flat = work.reshape(-1)
-    for t in range(k):  # k = heads of one step: a constant of the shape
-        best = np.fmax.reduce(work, axis=0)  # fmax skips the NaN that marks already-taken slots
-        idx = np.minimum(_first_true(work == best), n - 1)  # the first maximum: ties by tree order
-        out[t] = idx
-        if t + 1 < k:
-            flat[idx * c + col] = np.nan
-    return out
-
-
-@lru_cache(maxsize=64)
-def _descending(k: int) -> np.ndarray:
-    """[K, 1] int8 K, K-1, .., 1: weights that make a max-reduce find the first True."""
-    out = np.arange(k, 0, -1, dtype=np.int8)[:, None]
-    out.flags.writeable = False
-    return out
-
-
-def _first_true(mask: np.ndarray) -> np.ndarray:
-    """[C] index of the first True along axis 0 of [K, C] (K when none); K < 128.
-
-    A weighted max-reduce over the short leading axis: argmax or accumulate along it run a
-    per-column inner loop and cost ~10x more.
-    """
-    k = mask.shape[0]
-    if k == 1:
-        return (~mask[0]).astype(np.int64)
-    return k - (mask * _descending(k)).max(axis=0).astype(np.int64)
-
-
 def _gather(arr2d: np.ndarray, index: np.ndarray, col: np.ndarray) -> np.ndarray:
     """arr2d[index[..., c], c] for a contiguous [L, C] arr2d.
 
@@ -684,28 +663,25 @@ def _rebuild_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static
         checks.add(kept.min(axis=0) < 0, ERR_TOKENS)  # PAD_TOKEN is negative too
         tokens.append(kept)
         par = None if st.parents is None else st.parents[:h, lo:hi].astype(np.int64)  # [h, C]
-        if i == 0:
+        how = selection_method(i, par is not None, lp is not None)  # lp: scores of some rounds
+        if how == SELECT_ROOT:
             ch = np.zeros((1, c), dtype=np.int64)
             selection[0] = SEL_ROOT
             if par is not None:
                 checks.add(par[0] != 0, ERR_PARENTS)
-        elif par is not None:
+        elif how == SELECT_PARENTS:
             local = par - shape.starts[i]
-            bad = ((local < 0) | (local >= level)).any(axis=0)
-            if h > 1:
-                upper = np.triu(np.ones((h, h), dtype=bool), 1)[:, :, None]
-                bad |= ((local[:, None, :] == local[None, :, :]) & upper).any(axis=(0, 1))
-            checks.add(bad, ERR_PARENTS)
+            checks.add(invalid_parents_columns(local, level), ERR_PARENTS)
             ch = np.clip(local, 0, level - 1)
             selection[i] = SEL_PARENTS
             if static and lp is not None:
-                expect = _top_k(lp, h, col)
+                expect = top_k_columns(lp, h, col)
                 differs = ~np.isnan(lp).any(axis=0) & (expect != local).any(axis=0)
                 if differs.any():
                     mismatch.append((i, differs, local + shape.starts[i], expect + shape.starts[i]))
-        elif lp is not None:
-            have = ~np.isnan(lp).any(axis=0)
-            best = _top_k(lp, h, col)
+        elif how == SELECT_PATH_PROB:
+            have = ~np.isnan(lp).any(axis=0)  # rounds without scores fall back
+            best = top_k_columns(lp, h, col)
             if have.all():
                 ch, selection[i] = best, SEL_PATH
             else:
@@ -781,7 +757,7 @@ def _accept_chunk(shape: TreeShape, tokens, chosen, val0: np.ndarray, is_all: np
             elif h:
                 eq = chosen[d] == cur
                 expanded = eq.any(axis=0)
-                j = _first_true(eq)  # h when not expanded: a stale lane, clipped by the gathers
+                j = first_true(eq)  # h when not expanded: a stale lane, clipped by the gathers
             else:
                 expanded = expanded_at[d]  # the last level: leaves
                 j = None
@@ -816,7 +792,7 @@ def _accept_chunk(shape: TreeShape, tokens, chosen, val0: np.ndarray, is_all: np
         if d:
             match &= expanded
         if wmax > 1:
-            r = _first_true(match)  # wmax when nothing matched: only stopped lanes
+            r = first_true(match)  # wmax when nothing matched: only stopped lanes
             moving = alive & match.any(axis=0)
             tok = _gather(kid_tokens, r, col)
         else:
@@ -866,8 +842,7 @@ def _replay_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static:
             getattr(res, name)[..., bad] = fill
     for i, differs, got, expect in mismatch:
         for k in np.flatnonzero(differs if ok is None else differs & ok):  # rare: parents disagree with scores
-            text = f"step {i}: dump's parents {got[:, k].tolist()} differ from path-probability selection {expect[:, k].tolist()}"
-            notes.setdefault(lo + int(k), []).append(text)
+            notes.setdefault(lo + int(k), []).append(parents_mismatch_note(i, got[:, k].tolist(), expect[:, k].tolist()))
 
 
 _OUTCOME_DEFAULTS = (

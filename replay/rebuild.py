@@ -6,6 +6,7 @@ Which level-i nodes the draft expanded at step i (row j of draft_step_i = the j-
 2. otherwise path probability recomputed from the scores (highest first, ties by tree order);
 3. otherwise the documented fallback: nodes ordered by (child rank, parent order) — all rank-0
    children first — which reproduces the article (A1, A2, then B11, B21). Reported loudly.
+The rule itself lives in replay.selection; this is its scalar reference use.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ from .config import TREE_DYNAMIC, TreeConfig
 from .errors import RoundError
 from .matrix_io import DumpMatrix
 from .rounds import Round
+from .selection import (
+    FALLBACK_WARNING,
+    parents_are_valid,
+    parents_mismatch_note,
+    rank_major_keys,
+    select_top,
+    selection_method,
+)
 from .tree import Tree
-from .vocab import NO_PARENT, NO_RANK, PAD_TOKEN
-
-SELECT_ROOT = "root"
-SELECT_PARENTS = "parents"
-SELECT_PATH_PROB = "path_probability"
-SELECT_FALLBACK = "rank_major_fallback"
+from .vocab import NO_PARENT, NO_RANK, PAD_TOKEN, SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,11 +86,12 @@ def _check_step(key, i: int, mat: DumpMatrix, heads: int, widths: list[int], cfg
 
 
 def _select_by_path_prob(level: list[int], logprobs: np.ndarray, heads: int) -> list[int]:
-    return sorted(level, key=lambda u: (-logprobs[u], u))[:heads]
+    return [level[j] for j in select_top(logprobs[level], heads)]
 
 
 def _select_fallback(level: list[int], ranks: np.ndarray, parent_order: dict[int, int], parents: np.ndarray, heads: int) -> list[int]:
-    return sorted(level, key=lambda u: (ranks[u], parent_order[int(parents[u])], u))[:heads]
+    keys = rank_major_keys(ranks[level], [parent_order[int(parents[u])] for u in level])
+    return [level[j] for j in select_top(keys, heads)]
 
 
 def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
@@ -110,31 +115,27 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
         _check_step(key, i, mat, heads, widths, cfg)
         lp_arr = np.asarray(logps)
         have_scores = not np.isnan(lp_arr[level]).any()
-        if i == 0:
-            chosen, how = [0], SELECT_ROOT
+        how = selection_method(i, mat.parents is not None, have_scores)
+        if how == SELECT_ROOT:
+            chosen = [0]
             if mat.parents is not None and int(mat.parents[0]) != 0:
                 raise RoundError(key, f"draft_step_0 parents[0] = {int(mat.parents[0])}, expected 0 (the root)", mat.path)
-        elif mat.parents is not None:
+        elif how == SELECT_PARENTS:
             chosen = [int(p) for p in mat.parents[:heads]]
-            bad = [p for p in chosen if p not in level]
-            if bad or len(set(chosen)) != len(chosen):
+            if not parents_are_valid(chosen, level):
                 raise RoundError(
                     key,
                     f"draft_step_{i} parents {chosen} must be distinct nodes of level {i} (nodes {level[0]}..{level[-1]})",
                     mat.path,
                 )
-            how = SELECT_PARENTS
             if have_scores and cfg.tree_type != TREE_DYNAMIC:
                 expect = _select_by_path_prob(level, lp_arr, heads)
                 if expect != chosen:
-                    notes.append(
-                        f"step {i}: dump's parents {chosen} differ from path-probability selection {expect}"
-                    )
-        elif have_scores:
-            chosen, how = _select_by_path_prob(level, lp_arr, heads), SELECT_PATH_PROB
+                    notes.append(parents_mismatch_note(i, chosen, expect))
+        elif how == SELECT_PATH_PROB:
+            chosen = _select_by_path_prob(level, lp_arr, heads)
         else:
             chosen = _select_fallback(level, np.asarray(ranks), parent_order, np.asarray(parents), heads)
-            how = SELECT_FALLBACK
         expanded.append(chosen)
         selection.append(how)
         new_level: list[int] = []
@@ -151,7 +152,7 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
         parent_order = {u: j for j, u in enumerate(chosen)}
         level = new_level
     if SELECT_FALLBACK in selection:
-        notes.append("WARNING: no scores and no parents in the dump: expanded nodes chosen by the rank-major fallback (docs/dump-format.md)")
+        notes.append(FALLBACK_WARNING)
     tree = Tree(
         np.asarray(tokens, dtype=np.int64),
         np.asarray(parents, dtype=np.int64),

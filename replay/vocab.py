@@ -21,6 +21,19 @@ Committed tokens
     Accepted tokens followed by the bonus token when it is known.
 Block efficiency
     Mean committed tokens per round (= per target forward), the engine's ``block_efficiency``.
+Selection
+    Which level-i nodes draft step i expands (``topHead[i]`` of them); rule in replay.selection.
+Path probability
+    Product of draft probabilities from the root (summed as log-probabilities). A step expands
+    the level's most probable nodes, equal ones in tree order.
+Rank-major fallback
+    Without scores and parents: level nodes by (draft rank, parent's selection slot), every
+    rank-0 child first (the article: A1, A2, then B11, B21). Always reported as a warning.
+Explicit parents
+    Node ids the dump records for the rows of a draft step; they replace the rule.
+Recorded order
+    Analysis only: with parents but no scores, the recorded expanded nodes rank in their
+    selection order above every other node of their level; nothing else is known.
 """
 
 # Padding and "absent" markers. Token ids are never negative, so -1 cannot collide with a token.
@@ -34,3 +47,10 @@ STOP_NO_ROW = "no_target_row"  # the dump holds no target row for the current no
 
 BONUS_CORRECTION = "correction"
 BONUS_LEAF = "leaf_bonus"
+
+# How a draft step chose its expanded nodes (Rebuilt.selection, the `selection` column).
+SELECT_ROOT = "root"  # step 0: the root
+SELECT_PARENTS = "parents"  # explicit parents in the dump
+SELECT_PATH_PROB = "path_probability"  # recomputed from the scores
+SELECT_FALLBACK = "rank_major_fallback"  # neither: the rank-major fallback
+SELECT_RECORDED_ORDER = "recorded_order"  # analysis.subtree: parents without scores

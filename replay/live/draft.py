@@ -22,6 +22,7 @@ import torch
 
 from ..config import TreeConfig
 from ..dumpwrite import StepRecord
+from ..selection import select_top
 from ..tree import Tree, tree_layout
 from ..vocab import NO_PARENT, NO_RANK
 from .checks import check_shape
@@ -80,14 +81,13 @@ def select_heads(path_logprobs: np.ndarray, level_nodes: np.ndarray, count: int)
     """The ``count`` most probable nodes of a level, most probable first, ties by tree order.
 
     path_logprobs: [m] float64 over all nodes; level_nodes: [l] int64 node ids (increasing)
-    Returns [count] int64 node ids in selection order.
+    Returns [count] int64 node ids in selection order. The offline rule (replay.selection) on the
+    CPU copy of the path log-probs: a few nodes per step, so the replay recomputes the same order.
     """
     check_shape("path_logprobs", path_logprobs, (None,), np.dtype(np.float64))
     check_shape("level_nodes", level_nodes, (None,), np.dtype(np.int64))
-    if count > level_nodes.shape[0]:
-        raise ValueError(f"cannot pick {count} heads from a level of {level_nodes.shape[0]} nodes")
-    order = np.lexsort((level_nodes, -path_logprobs[level_nodes]))
-    return level_nodes[order[:count]]
+    order = select_top(path_logprobs[level_nodes], count, ties=level_nodes)
+    return level_nodes[np.asarray(order, dtype=np.int64)]
 
 
 def draft_tree(draft: LiveModel, cache: Any, committed: Sequence[int], config: TreeConfig, record_k: int) -> DraftedTree:
