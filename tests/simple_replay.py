@@ -10,7 +10,8 @@ from __future__ import annotations
 def simple_replay(steps, validate, top_k_spec, top_head, logp=None, parents=None, layout="all"):
     """steps[i]: rows of token ids; logp[i]: rows of log-probs or None; parents[i]: node ids or None.
 
-    Returns (accepted node ids in tree order, accepted tokens, bonus token or None).
+    Returns (accepted node ids in tree order, accepted tokens, bonus token or None, bonus kind or
+    None, stop reason), the kinds and reasons spelled as docs/vocabulary.md defines them.
     """
     order = [()]  # tree order
     token = {(): -1}
@@ -50,12 +51,15 @@ def simple_replay(steps, validate, top_k_spec, top_head, logp=None, parents=None
     cur = ()
     accepted = []
     while True:
-        if cur not in row_of:
-            return [order.index(n) for n in accepted], [token[n] for n in accepted], None
-        want = validate[row_of[cur]][0]
         kids = [n for n in order if len(n) == len(cur) + 1 and n[:-1] == cur]
+        nodes, tokens = [order.index(n) for n in accepted], [token[n] for n in accepted]
+        if cur not in row_of:
+            return nodes, tokens, None, None, ("no_target_row" if kids else "leaf")
+        want = validate[row_of[cur]][0]
         match = [k for k in kids if token[k] == want]
         if not match:
-            return [order.index(n) for n in accepted], [token[n] for n in accepted], want
+            if kids:
+                return nodes, tokens, want, "correction", "mismatch"
+            return nodes, tokens, want, "leaf_bonus", "leaf"
         cur = match[0]
         accepted.append(cur)

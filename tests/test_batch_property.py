@@ -115,16 +115,24 @@ def reference(rnd: Round, cfg: TreeConfig) -> dict | None:
         return None
 
 
-def check_agree(cfg: TreeConfig, rounds: list[Round], chunk_rounds: int = 16384) -> None:
+def check_agree(cfg: TreeConfig, rounds: list[Round], chunk_rounds: int = 16384) -> list[str]:
+    """Assert batch and reference agree on every round; per input round "rejected" or "replayed"."""
+    verdicts: dict[int, str] = {}
     for batch in batch_from_rounds(rounds):
         res = replay_batch(batch, cfg, workers=1, chunk_rounds=chunk_rounds)
         for i in range(len(batch)):
-            ref = reference(rounds[int(batch.ordinals[i])], cfg)
+            ordinal = int(batch.ordinals[i])
+            assert ordinal not in verdicts, f"round {ordinal} is in two batches"
+            ref = reference(rounds[ordinal], cfg)
             if ref is None:
                 assert res.error[i] != ERR_OK, f"batch accepted round {i} that the reference rejects"
+                verdicts[ordinal] = "rejected"
             else:
                 assert res.error[i] == ERR_OK, f"batch rejected round {i} (code {res.error[i]}); reference: {ref}"
                 assert res.round_json(i) == ref
+                verdicts[ordinal] = "replayed"
+    assert sorted(verdicts) == list(range(len(rounds))), "batch_from_rounds dropped rounds"
+    return [verdicts[k] for k in range(len(rounds))]
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -153,4 +161,5 @@ def test_dynamic_step_without_valid_rows_is_rejected_by_both():
     assert reference(rnd, cfg) is None
     res = replay_batch(batch_from_rounds([rnd])[0], cfg)
     assert res.error[0] != ERR_OK
-    assert check_agree(cfg, [rnd]) is None
+    ok = Round.from_lists([[[5, 6]], [[7, -1]]], [[5], [6], [7], [8]], key=(1, 17), layout="all")  # step 1 keeps one row
+    assert check_agree(cfg, [rnd, ok]) == ["rejected", "replayed"]
