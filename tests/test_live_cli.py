@@ -92,6 +92,10 @@ def test_user_errors_exit_2_with_one_line(tiny_dir, tmp_path, capsys):
     assert main(["sweep", "--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl"),
                  "--grid", "1,2x2", "--max-new-tokens", "4", "--out", str(tmp_path / "s")]) == 2
     assert "topHead[1]" in capsys.readouterr().err
+    ok = ["--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl")]
+    assert main(base + ok + ["--seed", "-1"]) == 2
+    assert "--seed must be >= 0" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
 
 
 @pytest.mark.parametrize("command", ["generate", "sweep", "cost-curve"])

@@ -126,7 +126,8 @@ def _load_pair(args):
     from .models import load_pair
     from .names import require_both, resolve_model_args
 
-    # Resolve both names before loading anything: a missing file fails now, not after a load.
+    # Check the options and resolve both names before loading anything: fail now, not after a load.
+    _check_decode_args(args)
     paths = require_both(resolve_model_args(args.draft, args.target, args.pair, args.models_dir))
     _check_device(args)
     return load_pair(paths.draft, paths.target, args.device, args.dtype, args.draft_dtype)
@@ -144,16 +145,19 @@ def _check_device(args) -> None:
         torch.set_num_threads(max(1, args.threads))
 
 
-def _options(args, target):
-    from .generate import DecodeOptions
-
-    eos = getattr(target.tokenizer, "eos_token_id", None) if args.stop_at_eos else None
+def _check_decode_args(args) -> None:
     from .errors import PromptError
 
     if args.max_new_tokens < 1:
         raise PromptError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
     if args.seed < 0:
-        raise PromptError(f"--seed must be >= 0, got {args.seed}")
+        raise PromptError(f"--seed must be >= 0 (it seeds numpy SeedSequence), got {args.seed}")
+
+
+def _options(args, target):
+    from .generate import DecodeOptions
+
+    eos = getattr(target.tokenizer, "eos_token_id", None) if args.stop_at_eos else None
     return DecodeOptions(args.max_new_tokens, args.temperature, args.seed, args.record_k, eos)
 
 
