@@ -92,6 +92,10 @@ def test_user_errors_exit_2_with_one_line(tiny_dir, tmp_path, capsys):
     assert main(["sweep", "--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl"),
                  "--grid", "1,2x2", "--max-new-tokens", "4", "--out", str(tmp_path / "s")]) == 2
     assert "topHead[1]" in capsys.readouterr().err
+    ok = ["--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl")]
+    assert main(base + ok + ["--seed", "-1"]) == 2
+    assert "--seed must be >= 0" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
 
 
 @pytest.mark.parametrize("command", ["generate", "sweep", "cost-curve"])
@@ -155,3 +159,40 @@ def test_sweep_killed_by_sigkill_resumes_without_redoing_rows(tiny_dir, tmp_path
     import pandas as pd
 
     assert len(pd.read_parquet(tmp_path / "sw" / "results.parquet")) == 8
+
+
+def test_generate_refuses_a_non_empty_out_before_loading_models(tiny_dir, tmp_path, capsys, monkeypatch):
+    """A second run into the same --out used to succeed and mix the runs (manifest: one run's
+    rounds, replay: both runs' files)."""
+    d = tiny_dir
+    out = tmp_path / "run"
+    args = ["generate", "--draft", str(d / "draft"), "--target", str(d / "target"), "--config", str(d / "tree.json"),
+            "--prompts", str(d / "prompts.jsonl"), "--max-new-tokens", "12", "--out", str(out)]
+    assert main(args) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+
+    def no_loading(*a, **k):
+        raise AssertionError("models loaded before --out was checked")
+
+    monkeypatch.setattr("replay.live.models.load_pair", no_loading)
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err] and str(out) in err and "--replace" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_generate_replace_leaves_exactly_the_new_run(tiny_dir, tmp_path):
+    from replay.replayer import replay_directory
+
+    d = tiny_dir
+    out = tmp_path / "run"
+    base = ["generate", "--draft", str(d / "draft"), "--target", str(d / "target"), "--config", str(d / "tree.json"),
+            "--out", str(out)]
+    assert main(base + ["--prompts", str(d / "prompts.jsonl"), "--max-new-tokens", "20"]) == 0
+    (tmp_path / "one.jsonl").write_text("[9, 8, 7]\n")
+    assert main(base + ["--prompts", str(tmp_path / "one.jsonl"), "--max-new-tokens", "6", "--replace"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [s["prompt_ids"] for s in manifest["sequences"]] == [[9, 8, 7]]
+    assert len(list(out.glob("validate_*.npz"))) == len(manifest["rounds"]) == len(replay_directory(out).results)
+    assert [p.name for p in tmp_path.iterdir() if p.name != "one.jsonl"] == ["run"]  # no temp or old folder left

@@ -6,6 +6,7 @@ path-probability check, layout detection) and a minimal rebuild from the npz fil
 
 import json
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +14,8 @@ from tests.live_fixtures import live_qwen_pair  # noqa: F401
 
 from replay.acceptance import accept_greedy, target_top1_per_node
 from replay.config import TreeConfig, parse_config
-from replay.live.dumps import KEY_STRIDE, run_manifest, write_run_manifest
+from replay.live.dumps import KEY_STRIDE, run_manifest, staged_output_dir, write_run_manifest
+from replay.live.errors import OutputDirError
 from replay.live.generate import DecodeOptions
 from replay.live.run import run_speculative, summarize
 from replay.replayer import replay_directory
@@ -123,7 +125,7 @@ def test_manifest_describes_the_run(dump):
     assert parse_config(manifest["config"]).tree == config
     for field, value in (("layout", "all"), ("score_kind", "logprob"), ("step0_offset", 1)):
         assert manifest[field] == value
-    for field in ("models", "tokenizer", "dtype", "device", "temperature", "seed", "sequences", "rounds", "totals", "key_rule"):
+    for field in ("models", "tokenizer", "dtype", "device", "temperature", "seed", "sequences", "rounds", "totals", "key_rule", "seed_rule"):
         assert field in manifest
     rnd = manifest["rounds"][0]
     for field in ("key", "sequence", "root_token", "accepted_nodes", "accepted_length", "bonus_token", "committed_tokens", "draft_time_s", "verify_time_s"):
@@ -132,3 +134,62 @@ def test_manifest_describes_the_run(dump):
     assert not any(n.startswith(".") for n in files), "temporary files left behind"
     n_validate = sum(n.startswith("validate_") for n in files)
     assert n_validate == len(manifest["rounds"])
+
+
+# ---- the output directory: one run per directory, published whole
+
+
+def test_staged_run_lands_in_out_whole_and_leaves_nothing_beside(tmp_path):
+    out = tmp_path / "run"
+    with staged_output_dir(out) as staged:
+        assert staged.parent == tmp_path and staged != out and not out.exists()  # nothing in --out until done
+        (staged / "validate_1_1.npz").write_bytes(b"x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    assert [p.name for p in out.iterdir()] == ["validate_1_1.npz"]
+
+
+def test_empty_existing_out_is_used(tmp_path):
+    (tmp_path / "run").mkdir()
+    with staged_output_dir(tmp_path / "run") as staged:
+        (staged / "manifest.json").write_text("{}")
+    assert [p.name for p in (tmp_path / "run").iterdir()] == ["manifest.json"]
+
+
+@pytest.mark.parametrize("existing", ["run", "file"])
+def test_non_empty_out_or_a_file_is_refused(tmp_path, existing):
+    out = tmp_path / "run"
+    if existing == "run":
+        out.mkdir()
+        (out / "manifest.json").write_text("{}")
+    else:
+        out.write_text("not a directory")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(OutputDirError, match=str(out)):
+        with staged_output_dir(out):
+            pytest.fail("the block must not run")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_replace_swaps_the_old_run_out_and_a_failed_run_keeps_it(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "validate_5_5.npz").write_bytes(b"old")
+    with pytest.raises(RuntimeError):
+        with staged_output_dir(out, replace=True) as staged:
+            (staged / "validate_9_9.npz").write_bytes(b"new, half done")
+            raise RuntimeError("killed mid-run")
+    assert [p.name for p in tmp_path.iterdir()] == ["run"] and [p.name for p in out.iterdir()] == ["validate_5_5.npz"]
+    with staged_output_dir(out, replace=True) as staged:
+        (staged / "validate_9_9.npz").write_bytes(b"new")
+    assert [p.name for p in tmp_path.iterdir()] == ["run"] and [p.name for p in out.iterdir()] == ["validate_9_9.npz"]
+
+
+def test_out_filled_during_the_run_keeps_the_run_and_says_where(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(OutputDirError, match="kept in") as err:
+        with staged_output_dir(out) as staged:
+            (staged / "manifest.json").write_text("{}")
+            out.mkdir()
+            (out / "other.txt").write_text("someone else")
+    kept = Path(str(err.value).rsplit("kept in ", 1)[1].rstrip(")"))
+    assert (kept / "manifest.json").is_file() and [p.name for p in out.iterdir()] == ["other.txt"]

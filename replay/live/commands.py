@@ -19,6 +19,7 @@ GENERATE_EXAMPLE = """example:
       --config tree.json --prompts prompts.txt --max-new-tokens 64 --out runs/r1 --baseline
   (--prompts: text lines, encoded with the target's tokenizer, or JSON Lines of token ids
    {"prompt_ids": [...]} / [...] for models without one; GGUF: --target path/to/model.gguf)
+  (--out must be new or empty; add --replace to swap the finished run in over an old one)
 """
 
 SWEEP_EXAMPLE = """grid syntax: configs separated by ';', steps by ',', the widths of one step's
@@ -47,7 +48,14 @@ def register(subparsers) -> None:
     _model_args(gen)
     gen.add_argument("--config", required=True, help="tree config JSON (the first tree of a specTree list is used)")
     _decode_args(gen)
-    gen.add_argument("--out", required=True, help="dump directory (draft_step_*/validate_* .npz + manifest.json)")
+    gen.add_argument("--out", required=True, help="dump directory (draft_step_*/validate_* .npz + manifest.json); must be new or empty")
+    gen.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace a non-empty --out: the new run is written beside it and swapped in when it finishes. "
+        "There is no --resume: a run's numbers (tokens/s, speedup) are measured in one process; "
+        "`specreplay sweep` resumes per config",
+    )
     gen.add_argument("--baseline", action="store_true", help="also run target-only decoding: speedup, identical outputs")
     gen.set_defaults(func=cmd_generate)
 
@@ -103,7 +111,13 @@ def _device_args(p: argparse.ArgumentParser) -> None:
 def _decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-new-tokens", type=int, required=True)
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); > 0 samples losslessly")
-    p.add_argument("--seed", type=int, default=0, help="seed of the acceptance draws (default %(default)s)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the sampling draws, >= 0: sequence i draws from numpy default_rng(SeedSequence([seed, i])), "
+        "so a repeated prompt gives independent samples and the same seed the same outputs (default %(default)s)",
+    )
     p.add_argument("--stop-at-eos", action="store_true", help="stop a sequence after the tokenizer's EOS token")
     p.add_argument("--record-k", type=int, help="candidate columns recorded per dump row (default: the config's widest topKSpec entry)")
 
@@ -112,7 +126,8 @@ def _load_pair(args):
     from .models import load_pair
     from .names import require_both, resolve_model_args
 
-    # Resolve both names before loading anything: a missing file fails now, not after a load.
+    # Check the options and resolve both names before loading anything: fail now, not after a load.
+    _check_decode_args(args)
     paths = require_both(resolve_model_args(args.draft, args.target, args.pair, args.models_dir))
     _check_device(args)
     return load_pair(paths.draft, paths.target, args.device, args.dtype, args.draft_dtype)
@@ -130,14 +145,19 @@ def _check_device(args) -> None:
         torch.set_num_threads(max(1, args.threads))
 
 
+def _check_decode_args(args) -> None:
+    from .errors import PromptError
+
+    if args.max_new_tokens < 1:
+        raise PromptError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
+    if args.seed < 0:
+        raise PromptError(f"--seed must be >= 0 (it seeds numpy SeedSequence), got {args.seed}")
+
+
 def _options(args, target):
     from .generate import DecodeOptions
 
     eos = getattr(target.tokenizer, "eos_token_id", None) if args.stop_at_eos else None
-    if args.max_new_tokens < 1:
-        from .errors import PromptError
-
-        raise PromptError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
     return DecodeOptions(args.max_new_tokens, args.temperature, args.seed, args.record_k, eos)
 
 
@@ -149,6 +169,7 @@ def _progress_bar(total: int, desc: str):
 
 def cmd_generate(args) -> int:
     from ..config import load_config
+    from .dumps import staged_output_dir
     from .prompts import read_prompts
     from .report import format_summary
     from .run import compare, run_baseline, run_speculative, save_run_manifest, summarize
@@ -156,18 +177,20 @@ def cmd_generate(args) -> int:
     spec = load_config(args.config)
     if len(spec.trees) > 1:
         print(f"note: {args.config} lists {len(spec.trees)} trees; using the first", file=sys.stderr)
-    draft, target = _load_pair(args)
-    prompts = read_prompts(args.prompts, target.tokenizer)
-    options = _options(args, target)
-    with _progress_bar(len(prompts) * options.max_new_tokens, "speculative") as bar:
-        gens = run_speculative(draft, target, prompts, spec.tree, options, args.out, bar.update)
-    comparison = None
-    if args.baseline:
-        with _progress_bar(len(prompts) * options.max_new_tokens, "target-only") as bar:
-            comparison = compare(gens, run_baseline(target, prompts, options, bar.update), options.temperature)
-    path = save_run_manifest(args.out, spec.tree, draft, target, options, gens, comparison)
+    # Entering checks --out, before any model loads; the run lands in --out only once it is whole.
+    with staged_output_dir(args.out, args.replace) as out:
+        draft, target = _load_pair(args)
+        prompts = read_prompts(args.prompts, target.tokenizer)
+        options = _options(args, target)
+        with _progress_bar(len(prompts) * options.max_new_tokens, "speculative") as bar:
+            gens = run_speculative(draft, target, prompts, spec.tree, options, out, bar.update)
+        comparison = None
+        if args.baseline:
+            with _progress_bar(len(prompts) * options.max_new_tokens, "target-only") as bar:
+                comparison = compare(gens, run_baseline(target, prompts, options, bar.update), options.temperature)
+        save_run_manifest(out, spec.tree, draft, target, options, gens, comparison)
     print(format_summary(summarize(gens), comparison))
-    print(f"dump:                   {Path(path).parent}")
+    print(f"dump:                   {args.out}")
     return 0
 
 

@@ -1,5 +1,8 @@
 """Adapter from harness rounds to the dump format (``replay.dumpwrite``): files and manifest.
 
+A run is written into a fresh hidden directory beside ``--out`` and renamed into place when it
+finishes (``staged_output_dir``): ``--out`` never holds two runs, nor half of one.
+
 Round key: ``a`` = position of the root token in its sequence (0-based, prompt included),
 ``b = a + sequence_index * KEY_STRIDE``. Step 0 is named one position earlier (step0_offset 1),
 like the engine's files. Every file is written atomically.
@@ -7,13 +10,18 @@ like the engine's files. Every file is written atomically.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ..config import TreeConfig
 from ..dumpwrite import write_manifest, write_round
 from .draft import DraftedTree
-from .generate import Generation, RoundHook, RoundResult
+from .errors import OutputDirError
+from .generate import SEED_RULE, Generation, RoundHook, RoundResult
 from .verify import Verification
 
 KEY_STRIDE = 1_000_000
@@ -71,6 +79,7 @@ def run_manifest(
         "score_temperature": 1.0,
         "step0_offset": STEP0_OFFSET,
         "key_rule": KEY_RULE,
+        "seed_rule": SEED_RULE,
         "models": models,
         **run,
         "sequences": [{"prompt_ids": list(g.prompt_ids), "output_ids": list(g.output_ids)} for g in generations],
@@ -81,3 +90,54 @@ def run_manifest(
 
 def write_run_manifest(out_dir: str | Path, manifest: dict[str, Any]) -> Path:
     return write_manifest(out_dir, manifest)
+
+
+def check_output_dir(out: str | Path, replace: bool = False) -> None:
+    """Refuse an ``out`` that is a file, or a directory that already holds files (unless ``replace``):
+    a second run written into it would mix with the first (the manifest lists one run's rounds, a
+    replay reads every round file)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise OutputDirError(f"{out}: exists and is not a directory")
+    if not replace and out.is_dir() and any(out.iterdir()):
+        raise OutputDirError(f"{out}: output directory is not empty; choose another --out, or pass --replace to replace it")
+
+
+@contextmanager
+def staged_output_dir(out: str | Path, replace: bool = False) -> Iterator[Path]:
+    """Yield a new empty directory beside ``out`` to write a run into; when the block succeeds it
+    becomes ``out`` (an old ``out`` is swapped out and deleted when ``replace``), when it fails it
+    is deleted. Checked on entry (``check_output_dir``), so a refusal costs nothing."""
+    out = Path(os.path.abspath(out))  # "." and "x/.." have no name to put beside
+    check_output_dir(out, replace)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    staged.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the published run should not be
+    try:
+        yield staged
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    _publish(staged, out, replace)
+
+
+def _publish(staged: Path, out: Path, replace: bool) -> None:
+    """Rename ``staged`` to ``out``. An old non-empty ``out`` is first renamed aside, then deleted:
+    between the two renames ``out`` is briefly absent, never a mix of two runs."""
+    try:
+        check_output_dir(out, replace)  # again: something may have written there during the run
+    except OutputDirError as exc:
+        raise OutputDirError(f"{exc} (it was filled during the run; this run is kept in {staged})") from None
+    if out.is_dir() and any(out.iterdir()):
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        os.replace(out, old)  # over the empty directory mkdtemp made
+        os.replace(staged, out)
+        shutil.rmtree(old)
+    else:
+        os.replace(staged, out)  # POSIX rename may replace an empty directory
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

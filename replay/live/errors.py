@@ -15,3 +15,7 @@ class PromptError(SpecReplayError):
 
 class SweepError(SpecReplayError):
     """A sweep specification (grid text, config list) that cannot be used."""
+
+
+class OutputDirError(SpecReplayError):
+    """An output directory that already holds files: writing into it would mix two runs."""

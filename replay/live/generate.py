@@ -29,7 +29,7 @@ RoundHook = Callable[["RoundResult", DraftedTree, Verification], None]
 class DecodeOptions:
     max_new_tokens: int
     temperature: float = 0.0  # 0 = greedy
-    seed: int = 0  # seeds the acceptance draws (temperature > 0)
+    seed: int = 0  # with the sequence index, seeds the sampling draws (temperature > 0): see sequence_rng
     record_k: int | None = None  # candidate columns recorded per row; None = the config's widest
     eos_token_id: int | None = None  # stop after committing it
 
@@ -61,6 +61,18 @@ class Generation:
     total_s: float  # prefill and decoding; time spent in on_round hooks (dump writing) excluded
 
 
+SEED_RULE = "sequence i samples with numpy default_rng(SeedSequence([seed, i]))"
+
+
+def sequence_rng(seed: int, sequence: int) -> np.random.Generator:
+    """The generator of sequence ``sequence``'s sampling draws: derived from (seed, sequence), so
+    two sequences of one run draw independently (a prompt repeated n times gives n samples) and
+    the same seed gives the same outputs. ``seed`` and ``sequence`` must be >= 0."""
+    if seed < 0 or sequence < 0:
+        raise ValueError(f"seed ({seed}) and sequence index ({sequence}) must be >= 0")
+    return np.random.default_rng(np.random.SeedSequence([seed, sequence]))
+
+
 def acceptance_rule(temperature: float, rng: np.random.Generator) -> AcceptRule:
     """Greedy from the validate matrix at temperature 0, the lossless sampling walk otherwise."""
     if temperature <= 0:
@@ -76,9 +88,11 @@ def speculative_generate(
     options: DecodeOptions,
     on_round: RoundHook | None = None,
     accept: AcceptRule | None = None,
+    sequence: int = 0,
 ) -> Generation:
-    """Tree speculative decoding of one prompt; ``accept`` overrides the rule (tests only)."""
-    accept = accept or acceptance_rule(options.temperature, np.random.default_rng(options.seed))
+    """Tree speculative decoding of one prompt, the ``sequence``-th of its run (it picks the sampling
+    draws: ``sequence_rng``); ``accept`` overrides the rule (tests only)."""
+    accept = accept or acceptance_rule(options.temperature, sequence_rng(options.seed, sequence))
     record_k = options.record_k or config.max_width
     start = _now(target.device)
     tcache, dcache = new_cache(target), new_cache(draft)
@@ -115,9 +129,10 @@ def _round(draft, target, dcache, tcache, tokens, config, accept, record_k) -> t
     return rnd, drafted, ver
 
 
-def target_generate(target: LiveModel, prompt_ids: Sequence[int], options: DecodeOptions) -> Generation:
-    """Target-only decoding, one token per forward: the reference the speculative loop must match."""
-    rng = np.random.default_rng(options.seed)
+def target_generate(target: LiveModel, prompt_ids: Sequence[int], options: DecodeOptions, sequence: int = 0) -> Generation:
+    """Target-only decoding, one token per forward: the reference the speculative loop must match.
+    ``sequence`` picks the sampling draws as in ``speculative_generate``."""
+    rng = sequence_rng(options.seed, sequence)
     start = _now(target.device)
     cache = new_cache(target)
     prefill_s = _prefill(target, cache, prompt_ids)

@@ -32,7 +32,13 @@ class LiveModel:
 
     @property
     def vocab_size(self) -> int:
+        """Token ids the model can output: rows of its output head."""
         return int(self.module.get_output_embeddings().weight.shape[0])
+
+    @property
+    def input_vocab_size(self) -> int:
+        """Token ids the model can take in: rows of its input embedding."""
+        return int(self.module.get_input_embeddings().weight.shape[0])
 
     @property
     def dtype_name(self) -> str:
@@ -96,11 +102,48 @@ def load_model(path: str | Path, device: str = "cpu", dtype: str = "float32", to
 def load_pair(
     draft: str | Path, target: str | Path, device: str = "cpu", dtype: str = "float32", draft_dtype: str | None = None
 ) -> tuple[LiveModel, LiveModel]:
-    """(draft, target), each loaded once, the target first; the draft reuses the target's tokenizer
-    (speculation needs one vocabulary anyway, and rebuilding a GGUF tokenizer costs ~12 s)."""
+    """(draft, target), each loaded once, the target first, then checked as a pair (``check_pair``).
+    The draft reuses the target's tokenizer (speculation needs one vocabulary anyway); a draft
+    directory's own tokenizer is read for the check, a GGUF draft's is not (~12 s to rebuild)."""
     target_model = load_model(target, device, dtype)
     draft_model = load_model(draft, device, draft_dtype or dtype, tokenizer=target_model.tokenizer)
+    draft_path = Path(draft)
+    own = load_tokenizer(draft_path) if draft_path.is_dir() else None
+    check_pair(draft_model, target_model, own)
     return draft_model, target_model
+
+
+def check_pair(draft: LiveModel, target: LiveModel, draft_tokenizer: Any | None = None) -> None:
+    """Refuse a draft/target pair that cannot speculate together, before any decoding.
+
+    Token ids cross between the models both ways: every id the target can commit (any row of its
+    output head) is fed to the draft in the next round, and every id the draft proposes (any row
+    of its head) is fed to the target in the verification forward. So each model must embed every
+    id the other can output, or a forward fails mid-run with IndexError: a draft with a smaller
+    vocabulary than the target's, but also a larger one (its extra ids can be drafted). In
+    practice: the same embedding sizes (Qwen2.5 0.5B/1.5B: 151,936 both).
+    ``draft_tokenizer``: the draft checkpoint's own, compared with the target's when both exist.
+    """
+    _check_embeds("target", target, "draft", draft)
+    _check_embeds("draft", draft, "target", target)
+    if draft_tokenizer is not None and target.tokenizer is not None:
+        from .gguf_load import compare_tokenizers
+
+        diffs = compare_tokenizers(draft_tokenizer, target.tokenizer)
+        if diffs:
+            raise ModelLoadError(
+                f"draft {draft.name} and target {target.name} have different tokenizers ({diffs[0]}): "
+                "speculation needs one vocabulary"
+            )
+
+
+def _check_embeds(producer_role: str, producer: LiveModel, consumer_role: str, consumer: LiveModel) -> None:
+    if producer.vocab_size > consumer.input_vocab_size:
+        raise ModelLoadError(
+            f"{producer_role} {producer.name} outputs token ids 0..{producer.vocab_size - 1} but {consumer_role} "
+            f"{consumer.name} embeds only ids 0..{consumer.input_vocab_size - 1}: a draft/target pair needs one "
+            f"vocabulary (the same embedding size)"
+        )
 
 
 def load_tokenizer(source: Path, gguf_file: str | None = None) -> Any | None:

@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from .dumps import round_writer, run_manifest, write_run_manifest
 from .errors import PromptError
 from .generate import DecodeOptions, Generation, RoundHook, speculative_generate, target_generate
-from .models import LiveModel
+from .models import LiveModel, check_pair
 
 Progress = Callable[[int], None]  # called with the number of new tokens just produced
 
@@ -39,11 +39,11 @@ class Comparison:
 
 
 def check_prompts(prompts: Sequence[Sequence[int]], draft: LiveModel, target: LiveModel) -> None:
-    if draft.vocab_size > target.vocab_size:
-        raise PromptError(f"draft vocabulary ({draft.vocab_size}) is larger than the target's ({target.vocab_size})")
+    check_pair(draft, target)  # again for models built in Python, not through load_pair
+    size = min(draft.input_vocab_size, target.input_vocab_size)
     for i, p in enumerate(prompts):
-        if p and max(p) >= draft.vocab_size:
-            raise PromptError(f"prompt {i + 1}: token id {max(p)} is outside the draft vocabulary ({draft.vocab_size})")
+        if p and max(p) >= size:
+            raise PromptError(f"prompt {i + 1}: token id {max(p)} is outside the vocabulary ({size})")
 
 
 def check_record_k(config: TreeConfig, options: DecodeOptions, target: LiveModel) -> None:
@@ -64,7 +64,9 @@ def run_speculative(
     """One speculative generation per prompt; each round's files go to ``dump_dir`` when given."""
     check_prompts(prompts, draft, target)
     check_record_k(config, options, target)
-    return [speculative_generate(draft, target, p, config, options, _hook(dump_dir, s, progress)) for s, p in enumerate(prompts)]
+    return [
+        speculative_generate(draft, target, p, config, options, _hook(dump_dir, s, progress), sequence=s) for s, p in enumerate(prompts)
+    ]
 
 
 def _hook(dump_dir: str | Path | None, sequence_index: int, progress: Progress | None) -> RoundHook | None:
@@ -84,8 +86,8 @@ def _hook(dump_dir: str | Path | None, sequence_index: int, progress: Progress |
 def run_baseline(target: LiveModel, prompts: Sequence[Sequence[int]], options: DecodeOptions, progress: Progress | None = None) -> list[Generation]:
     """Target-only decoding of the same prompts."""
     out = []
-    for p in prompts:
-        out.append(target_generate(target, p, options))
+    for s, p in enumerate(prompts):
+        out.append(target_generate(target, p, options, sequence=s))
         if progress is not None:
             progress(len(out[-1].output_ids))
     return out
