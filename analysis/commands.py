@@ -217,6 +217,7 @@ def run_plot(args: argparse.Namespace) -> int:
 
     decode = treeplot.load_tokenizer(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
     runs = _load(args)
+    picks = {run.label: _round_to_draw(run, args.show_round) for run in runs if run.results}  # may fail: before writing
     tables = build_tables(runs)
     m = all_metrics(tables)
     fmts = args.format or list(plots.FORMATS)
@@ -234,17 +235,20 @@ def run_plot(args: argparse.Namespace) -> int:
         written += plots.save_figure(plots.plot_parent_slot(m["parent_slot"], run.label, len(run.results)), out, f"parent_slot_{safe}", fmts)
         nh = m["node_hits"]
         written += plots.save_figure(treeplot.plot_tree_hits(static_shape(run.config), nh[nh["run"] == run.label], run.label, run.config), out, f"tree_hits_{safe}", fmts)
-        pick = None
-        if args.show_round:
-            pick = next((r for r in run.results if r.key == args.show_round), None)
-            if pick is None:
-                raise SpecReplayError(f"--show-round {args.show_round[0]}_{args.show_round[1]}: no such round in {run.replay.directory}")
-        else:
-            pick = max(run.results, key=lambda r: (r.acceptance.accepted_length, -run.results.index(r)))
-        written += plots.save_figure(treeplot.plot_round_tree(pick, decode, run.label), out, f"round_{safe}", fmts)
+        written += plots.save_figure(treeplot.plot_round_tree(picks[run.label], decode, run.label), out, f"round_{safe}", fmts)
     for p in written:
         print(p)
     return _skipped_status(runs, args)
+
+
+def _round_to_draw(run, key):
+    """--show-round's round, else the first with the longest accepted path."""
+    if key is None:
+        return max(run.results, key=lambda r: (r.acceptance.accepted_length, -run.results.index(r)))
+    pick = next((r for r in run.results if r.key == key), None)
+    if pick is None:
+        raise SpecReplayError(f"--show-round {key[0]}_{key[1]}: no such round in {run.replay.directory}")
+    return pick
 
 
 # --- compare -----------------------------------------------------------------------------------

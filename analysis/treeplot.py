@@ -163,7 +163,8 @@ def load_tokenizer(path: str | Path) -> Decode:
     if file.is_file() and _is_gguf(file):
         # Rebuilding a tokenizer from GGUF metadata needs transformers (torch) and ~12 s: refuse it here.
         raise SpecReplayError(f"--tokenizer {path}: a GGUF model file, not a tokenizer; pass a tokenizer.json "
-                              "or a model directory holding one")
+                              "or a model directory holding one (transformers writes one: AutoTokenizer.from_pretrained("
+                              "DIR, gguf_file=NAME).save_pretrained(OUT))")
     if file.is_file():
         try:
             from tokenizers import Tokenizer

@@ -99,8 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         return _fail(f"specreplay: error: {where}{exc.strerror or exc}", debug)
     except Exception as exc:  # noqa: BLE001 - the contract: one line, exit 2, never a traceback
-        msg = " ".join(str(exc).split())
-        return _fail(f"specreplay: internal error: {type(exc).__name__}: {msg} (run with --debug for the traceback)", debug)
+        msg = " ".join(str(exc).split())  # one line, whatever the exception's text
+        what = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+        return _fail(f"specreplay: internal error: {what} (run with --debug for the traceback)", debug)
 
 
 def _dispatch(argv: list[str]) -> int:

@@ -533,3 +533,19 @@ def test_manifest_disagreement_identical_in_every_reader(synth4, tmp_path):
     pack_directory(d, tmp_path / "packed")
     for rep in (replay_run(d), replay_directory(tmp_path / "packed"), replay_run(tmp_path / "packed")):
         assert rep.skipped == direct.skipped
+
+
+def test_plot_unknown_show_round_writes_nothing(tmp_path, capsys):
+    code, out, err = call(capsys, ["plot", str(ARTICLE), "-o", str(tmp_path / "p"), "--show-round", "1_2", "--no-progress"])
+    assert_one_line_error(code, err, "--show-round 1_2: no such round")
+    assert out == "" and not (tmp_path / "p").exists()
+
+
+def test_internal_error_message_is_one_line_even_for_multiline_text(monkeypatch, capsys):
+    def multiline(args):
+        raise RuntimeError("first\nsecond")
+
+    monkeypatch.delenv("SPECREPLAY_DEBUG", raising=False)
+    monkeypatch.setattr("replay.commands.run_replay", multiline)
+    code, _, err = call(capsys, ["replay", str(ARTICLE)])
+    assert code == 2 and err == "specreplay: internal error: RuntimeError: first second (run with --debug for the traceback)\n"
