@@ -109,6 +109,7 @@ def _dispatch(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
+        print("specreplay: error: no command given (see the list above)", file=sys.stderr)
         return EXIT_ERROR
     return int(args.func(args) or 0)
 

@@ -549,3 +549,10 @@ def test_internal_error_message_is_one_line_even_for_multiline_text(monkeypatch,
     monkeypatch.setattr("replay.commands.run_replay", multiline)
     code, _, err = call(capsys, ["replay", str(ARTICLE)])
     assert code == 2 and err == "specreplay: internal error: RuntimeError: first second (run with --debug for the traceback)\n"
+
+
+@pytest.mark.parametrize("argv", [[], ["models"]])
+def test_no_command_prints_help_and_one_error_line(argv, capsys):
+    code, out, err = call(capsys, argv)
+    assert code == 2 and "usage:" in out
+    assert_one_line_error(code, err, "no ")

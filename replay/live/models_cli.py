@@ -90,6 +90,7 @@ def add_list(sub: argparse._SubParsersAction) -> None:
 
 def print_help(parser: argparse.ArgumentParser) -> int:
     parser.print_help()
+    print(f"{parser.prog}: error: no subcommand given (see the list above)", file=sys.stderr)
     return 2
 
 
