@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
+
 from .config import SpecConfig, parse_config
 from .dumpwrite import MANIFEST_NAME
 from .errors import DumpError
@@ -66,9 +68,15 @@ def read_manifest(directory: str | Path) -> Manifest:
         cols = enc.get("columns")
         if isinstance(cols, int):
             cols = {"draft": cols, "validate": cols}
-        if not isinstance(cols, dict):
+        if not isinstance(cols, dict) or not all(isinstance(v, int) and v > 0 for v in cols.values()):
             raise _field(path, "encoding.columns", f"expected an integer or {{draft, validate}}, got {cols!r}")
-        raw = RawSpec(enc.get("dtype", "int32"), cols, enc.get("score_dtype", "float32"), bool(enc.get("force", True)))
+        dtypes = {name: enc.get(name, default) for name, default in (("dtype", "int32"), ("score_dtype", "float32"))}
+        for name, value in dtypes.items():
+            try:
+                np.dtype(value)
+            except TypeError:
+                raise _field(path, f"encoding.{name}", f"expected a numpy dtype such as 'int32', got {value!r}") from None
+        raw = RawSpec(dtypes["dtype"], cols, dtypes["score_dtype"], bool(enc.get("force", True)))
     rounds = body.get("rounds")
     if isinstance(rounds, int) and not isinstance(rounds, bool) and rounds >= 0:
         return Manifest(str(path), config, layout, score_kind, offset, raw, {}, body, rounds, None)
@@ -82,8 +90,11 @@ def read_manifest(directory: str | Path) -> Manifest:
         except (KeyError, TypeError, IndexError, ValueError):
             raise _field(path, f"rounds[{k}].key", f"expected [a, b], got {rec.get('key') if isinstance(rec, dict) else rec!r}") from None
         keys.append(key)
-        if rec.get("root_token") is not None:
-            roots[key] = int(rec["root_token"])
+        root = rec.get("root_token")
+        if root is not None:
+            if not isinstance(root, int) or isinstance(root, bool):
+                raise _field(path, f"rounds[{k}].root_token", f"expected a token id (integer), got {root!r}")
+            roots[key] = root
     if rounds is None:
         return Manifest(str(path), config, layout, score_kind, offset, raw, roots, body)
     return Manifest(str(path), config, layout, score_kind, offset, raw, roots, body, len(keys), tuple(keys))

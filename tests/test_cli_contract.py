@@ -556,3 +556,18 @@ def test_no_command_prints_help_and_one_error_line(argv, capsys):
     code, out, err = call(capsys, argv)
     assert code == 2 and "usage:" in out
     assert_one_line_error(code, err, "no ")
+
+
+@pytest.mark.parametrize("body,field", [
+    ({"rounds": [{"key": [124, 140], "root_token": "x"}]}, "rounds[0].root_token"),
+    ({"rounds": True}, "rounds"),
+    ({"encoding": {"format": "raw", "columns": 16, "dtype": "foo"}}, "encoding.dtype"),
+    ({"encoding": {"format": "raw", "columns": 16, "score_dtype": "bar"}}, "encoding.score_dtype"),
+    ({"encoding": {"format": "raw", "columns": {"draft": "x"}}}, "encoding.columns"),
+])
+def test_bad_manifest_field_is_one_line(body, field, tmp_path, capsys):
+    d = tmp_path / "dump"
+    shutil.copytree(ARTICLE, d)
+    (d / "manifest.json").write_text(json.dumps(body))
+    code, _, err = call(capsys, ["replay", str(d)])
+    assert_one_line_error(code, err, f"manifest.json ({field}): expected")
