@@ -11,8 +11,11 @@ import json
 import sys
 from pathlib import Path
 
+from replay.atomic import atomic_path
 from replay.commands import add_dump_options, options_from_args
 from replay.errors import SpecReplayError
+from replay.pathcheck import input_file, output_dir, output_file
+from replay.sources import require_dump_source
 
 TABLE_NAMES = ("summary", "accepted_length", "depth_acceptance", "rank_of_hit", "hit_outcome", "parent_slot", "node_hits", "rounds", "nodes")
 
@@ -77,6 +80,8 @@ def _load(args):
     """Replay every DIR; a run without a single replayable round is reported and left out."""
     from .runs import load_runs
 
+    for d in args.dirs:
+        require_dump_source(d)
     runs = load_runs(args.dirs, options_from_args(args), args.label, False if args.no_progress else None)
     kept = []
     for run in runs:
@@ -131,6 +136,27 @@ def _configs_from_args(args, recorded):
             seen.add(key)
             out.append(c)
     return out
+
+
+def _check_config_args(args) -> None:
+    """Parse --configs and --grid once before the replay, so a typo fails before any work."""
+    from .compare import parse_config_arg, parse_grid
+
+    for text in args.configs or []:
+        parse_config_arg(text)
+    if args.grid:
+        parse_grid(args.grid)
+
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def _plot_format(path: str) -> str:
+    """The image format of --plot FILE, from its suffix (checked before any work)."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in PLOT_SUFFIXES:
+        raise SpecReplayError(f"--plot {path}: use a file name ending in {', '.join(PLOT_SUFFIXES)}")
+    return suffix[1:]
 
 
 def _cost(args):
@@ -189,7 +215,9 @@ def run_plot(args: argparse.Namespace) -> int:
     from .metrics import all_metrics, static_shape
     from .tables import build_tables
 
+    decode = treeplot.load_tokenizer(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
     runs = _load(args)
+    picks = {run.label: _round_to_draw(run, args.show_round) for run in runs if run.results}  # may fail: before writing
     tables = build_tables(runs)
     m = all_metrics(tables)
     fmts = args.format or list(plots.FORMATS)
@@ -199,7 +227,6 @@ def run_plot(args: argparse.Namespace) -> int:
     written += plots.save_figure(plots.plot_depth_acceptance(m["depth_acceptance"]), out, "depth_acceptance", fmts)
     if len(runs) > 1:
         written += plots.save_figure(plots.plot_compare_runs(m["summary"], m["depth_acceptance"]), out, "runs_side_by_side", fmts)
-    decode = treeplot.load_tokenizer(args.tokenizer) if args.tokenizer else None
     for run in runs:
         if not run.results:
             continue
@@ -208,17 +235,20 @@ def run_plot(args: argparse.Namespace) -> int:
         written += plots.save_figure(plots.plot_parent_slot(m["parent_slot"], run.label, len(run.results)), out, f"parent_slot_{safe}", fmts)
         nh = m["node_hits"]
         written += plots.save_figure(treeplot.plot_tree_hits(static_shape(run.config), nh[nh["run"] == run.label], run.label, run.config), out, f"tree_hits_{safe}", fmts)
-        pick = None
-        if args.show_round:
-            pick = next((r for r in run.results if r.key == args.show_round), None)
-            if pick is None:
-                raise SpecReplayError(f"--show-round {args.show_round[0]}_{args.show_round[1]}: no such round in {run.replay.directory}")
-        else:
-            pick = max(run.results, key=lambda r: (r.acceptance.accepted_length, -run.results.index(r)))
-        written += plots.save_figure(treeplot.plot_round_tree(pick, decode, run.label), out, f"round_{safe}", fmts)
+        written += plots.save_figure(treeplot.plot_round_tree(picks[run.label], decode, run.label), out, f"round_{safe}", fmts)
     for p in written:
         print(p)
     return _skipped_status(runs, args)
+
+
+def _round_to_draw(run, key):
+    """--show-round's round, else the first with the longest accepted path."""
+    if key is None:
+        return max(run.results, key=lambda r: (r.acceptance.accepted_length, -run.results.index(r)))
+    pick = next((r for r in run.results if r.key == key), None)
+    if pick is None:
+        raise SpecReplayError(f"--show-round {key[0]}_{key[1]}: no such round in {run.replay.directory}")
+    return pick
 
 
 # --- compare -----------------------------------------------------------------------------------
@@ -232,8 +262,10 @@ def run_compare(args: argparse.Namespace) -> int:
     from .gamma_strategies import simulate_strategies
     from replay.progress import tqdm_progress
 
-    runs = _load(args)
+    plot_format = _plot_format(args.plot) if args.plot else None
     cost = _cost(args)
+    _check_config_args(args)
+    runs = _load(args)
     tables, strategies, per_round = [], [], []
     for run in runs:
         if not run.results:
@@ -249,8 +281,9 @@ def run_compare(args: argparse.Namespace) -> int:
         tables.append(table)
         per_round.append(rounds)
         if args.plot:
-            plots.plot_compare_configs(table, run.label, cost.source).savefig(
-                Path(args.plot).with_stem(Path(args.plot).stem + (f"_{run.label}" if len(runs) > 1 else "")), dpi=plots.DPI, bbox_inches="tight")
+            target = Path(args.plot).with_stem(Path(args.plot).stem + (f"_{run.label}" if len(runs) > 1 else ""))
+            with atomic_path(target) as tmp:
+                plots.plot_compare_configs(table, run.label, cost.source).savefig(tmp, format=plot_format, dpi=plots.DPI, bbox_inches="tight")
         if args.gamma_strategies is not None:
             window = args.ema_window or int(run.replay.config.settings.get("emaWindow", 1) or 1)
             sims = simulate_strategies(run.results, run.config, args.gamma_strategies or list(range(5)), cost, window,
@@ -266,7 +299,8 @@ def run_compare(args: argparse.Namespace) -> int:
                           [g.iloc[1:].sort_values("speedup_lo", ascending=False).head(args.top) for _, g in table.groupby("run", sort=False)],
                           ignore_index=True).sort_values("run", kind="stable")
     if args.per_round:
-        pd.concat(per_round, ignore_index=True).to_csv(args.per_round, index=False)
+        with atomic_path(args.per_round) as tmp:
+            pd.concat(per_round, ignore_index=True).to_csv(tmp, index=False)
         print(f"wrote {args.per_round}", file=sys.stderr)
     if args.json:
         body = {"cost_model": cost.to_json(), "configs": json.loads(table.to_json(orient="records"))}
@@ -299,6 +333,9 @@ def run_report(args: argparse.Namespace) -> int:
     for name in ("budget", "max_depth"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise SpecReplayError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    decode = load_tokenizer(args.tokenizer) if args.tokenizer else None  # bad inputs fail before any work
+    cost = _cost(args)
+    _check_config_args(args)
     runs = _load(args)
     configs = None
     if args.configs or args.grid:
@@ -307,10 +344,10 @@ def run_report(args: argparse.Namespace) -> int:
     try:
         opts = ReportOptions(
             configs=configs,
-            cost=_cost(args),
+            cost=cost,
             ema_window=args.ema_window,
             gamma_threshold=args.gamma_threshold,
-            decode=load_tokenizer(args.tokenizer) if args.tokenizer else None,
+            decode=decode,
             image_format="svg" if args.svg else "png",
             title=args.title or "specreplay report: " + ", ".join(r.label for r in runs),
             budget=args.budget,
@@ -336,7 +373,7 @@ def _parse_key(text: str):
 def _add_compare_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--configs", nargs="+", metavar="CONFIG", help="configs to compare: topKSpec lists, JSON objects or files")
     p.add_argument("--grid", help='funnel grid, e.g. "root=2,4,6 heads=1,2 width=1,2 gamma=1:3"')
-    p.add_argument("--cost", help='cost model JSON {"tokens": [...], "verify_s": [...], "draft_step_s": x}')
+    p.add_argument("--cost", type=input_file, help='cost model JSON {"tokens": [...], "verify_s": [...], "draft_step_s": x}')
     p.add_argument("--gamma-threshold", type=float, default=None, help="simulate this gammaThreshold early stop (docs/analysis.md); default: only the recorded early stops")
     p.add_argument("--ema-window", type=int, default=None, help="emaWindow for the EMA strategies (default: the run's setting, else 1)")
 
@@ -350,13 +387,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="JSON output")
     out.add_argument("--csv", action="store_true", help="CSV output (the summary, or --table)")
-    p.add_argument("--export", metavar="DIR", help="also write every table as CSV and Parquet into DIR")
+    p.add_argument("--export", metavar="DIR", type=output_dir, help="also write every table as CSV and Parquet into DIR")
     p.set_defaults(func=run_stats)
 
     p = sub.add_parser("plot", help="acceptance plots (PNG and SVG)", description="Draw every acceptance plot.",
                        epilog=PLOT_EPILOG, formatter_class=fmt)
     _add_common(p)
-    p.add_argument("-o", "--output", required=True, help="output directory")
+    p.add_argument("-o", "--output", required=True, type=output_dir, help="output directory")
     p.add_argument("--format", nargs="+", choices=("png", "svg"), help="image formats (default both)")
     p.add_argument("--tokenizer", help="tokenizer.json (or a model directory) for token text on the round picture")
     p.add_argument("--show-round", type=_parse_key, help="round to draw, as A_B (default: the first with the longest path)")
@@ -372,8 +409,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=int, help="show the recorded config and the N best by speedup lower bound")
     p.add_argument("--gamma-strategies", nargs="*", type=int, choices=range(5), metavar="S",
                    help="also simulate dynamic-gamma strategies (0..4; no value = all)")
-    p.add_argument("--plot", metavar="FILE.png", help="also draw the comparison")
-    p.add_argument("--per-round", metavar="FILE.csv", help="write every config's per-round outcome")
+    p.add_argument("--plot", metavar="FILE.png", type=output_file, help="also draw the comparison (.png, .svg or .pdf)")
+    p.add_argument("--per-round", metavar="FILE.csv", type=output_file, help="write every config's per-round outcome")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="JSON output")
     out.add_argument("--csv", action="store_true", help="CSV output")
@@ -384,7 +421,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "offline config comparison, dynamic-gamma strategies and the tree-shape recommendation.", epilog=REPORT_EPILOG, formatter_class=fmt)
     _add_common(p)
     _add_compare_options(p)
-    p.add_argument("-o", "--output", required=True, help="output directory (index.html, tables/)")
+    p.add_argument("-o", "--output", required=True, type=output_dir, help="output directory (index.html, tables/)")
     p.add_argument("--tokenizer", help="tokenizer.json (or a model directory) for token text on round pictures")
     p.add_argument("--svg", action="store_true", help="inline SVG instead of base64 PNG")
     p.add_argument("--no-tables", action="store_true", help="do not write tables/ beside the page")

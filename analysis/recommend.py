@@ -21,8 +21,10 @@ import numpy as np
 from replay.commands import add_dump_options, options_from_args
 from replay.config import TreeConfig
 from replay.errors import SpecReplayError
+from replay.pathcheck import input_file
 from replay.live.grid import grid_item
 from replay.replayer import DirectoryReplay, RoundResult, replay_directory
+from replay.sources import require_dump_source
 
 from .costmodel import CostModel
 from .shape_model import DEFAULT_MIN_COUNT, Z95, ShapeModel, Visits, bootstrap_models, collect_visits, estimate_model
@@ -533,7 +535,8 @@ examples:
 Cost curve JSON (the live harness writes it): {"tokens": [1, 2, 4, ...], "verify_s": [...], "draft_step_s": x}.
 Shapes contained in the recorded config are replayed exactly (analysis.subtree); for the others a
 `specreplay sweep` command line is printed. Speedup and cost model: docs/analysis.md.
-Exit status: 0; 1 when a measured shape disagrees with its prediction; 2 on errors.
+Exit status: 0; 1 when rounds were skipped (listed) or a measured shape disagrees with its
+prediction; 2 on errors.
 """
 
 
@@ -559,6 +562,8 @@ def cost_from_args(args: argparse.Namespace) -> CostModel | None:
 
 
 def run_recommend(args: argparse.Namespace) -> int:
+    for d in args.dir:
+        require_dump_source(d)
     cost = cost_from_args(args)
     opts = options_from_args(args)
     replays = [replay_directory(d, opts) for d in args.dir]
@@ -570,7 +575,8 @@ def run_recommend(args: argparse.Namespace) -> int:
     for rep in replays:
         for sk in rep.skipped:
             print(f"specreplay: skipped {sk.what}: {sk.reason}", file=sys.stderr)
-    return 1 if any(c.agree is False for c in rec.comparisons) else 0
+    skipped = any(rep.skipped for rep in replays)
+    return 1 if skipped or any(c.agree is False for c in rec.comparisons) else 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -585,7 +591,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dir", nargs="+", help="dump directories (pooled)")
     p.add_argument("--budget", type=int, required=True, help="draft nodes per tree (root excluded)")
     p.add_argument("--max-depth", type=int, default=None, help="maximum gamma (default: deepest recorded tree)")
-    p.add_argument("--cost", help="measured cost curve JSON")
+    p.add_argument("--cost", type=input_file, help="measured cost curve JSON")
     p.add_argument("--verify-cost", type=parse_pair, help="A,B: t_verify(k) = A + B*k seconds")
     p.add_argument("--draft-cost", type=float, default=None, help="seconds per draft step")
     p.add_argument("--top", type=int, default=5, help="shapes to list per objective (default 5)")

@@ -138,6 +138,19 @@ def plot_round_tree(res: RoundResult, decode: Decode | None = None, run: str = "
     return fig
 
 
+GGUF_MAGIC = b"GGUF"
+
+
+def _is_gguf(file: Path) -> bool:
+    with open(file, "rb") as fh:
+        return fh.read(len(GGUF_MAGIC)) == GGUF_MAGIC
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
 def load_tokenizer(path: str | Path) -> Decode:
     """A token-id → text function from a ``tokenizer.json`` (tokenizers) or a model directory.
 
@@ -147,19 +160,30 @@ def load_tokenizer(path: str | Path) -> Decode:
     """
     path = Path(path)
     file = path / "tokenizer.json" if path.is_dir() else path
+    if file.is_file() and _is_gguf(file):
+        # Rebuilding a tokenizer from GGUF metadata needs transformers (torch) and ~12 s: refuse it here.
+        raise SpecReplayError(f"--tokenizer {path}: a GGUF model file, not a tokenizer; pass a tokenizer.json "
+                              "or a model directory holding one (transformers writes one: AutoTokenizer.from_pretrained("
+                              "DIR, gguf_file=NAME).save_pretrained(OUT))")
     if file.is_file():
         try:
             from tokenizers import Tokenizer
         except ImportError:
             Tokenizer = None
         if Tokenizer is not None:
-            tk = Tokenizer.from_file(str(file))
+            try:
+                tk = Tokenizer.from_file(str(file))
+            except Exception as exc:  # tokenizers raises a bare Exception for any unreadable file
+                raise SpecReplayError(f"--tokenizer {file}: not a tokenizer.json ({_first_line(exc)})") from None
             return lambda t: tk.decode([int(t)], skip_special_tokens=False)
     if path.is_dir():
         try:
             from transformers import AutoTokenizer
         except ImportError:
             raise SpecReplayError(f"--tokenizer {path}: no tokenizer.json and transformers is not installed") from None
-        tk = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        try:
+            tk = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise SpecReplayError(f"--tokenizer {path}: no tokenizer could be loaded from this directory ({_first_line(exc)})") from None
         return lambda t: tk.decode([int(t)])
     raise SpecReplayError(f"--tokenizer {path}: not a tokenizer.json file or a directory holding one")

@@ -3,13 +3,20 @@
 Each module in COMMAND_MODULES exposes ``register(subparsers)``; a command's parser sets
 ``func`` (args -> exit code). Modules that need torch import it inside ``func``, so ``--help`` and
 the offline commands never load it.
+
+The exit-status contract lives here, for every command: 0 all input used, 1 some input skipped
+(each listed on stderr by the command), 2 an error (one line on stderr, never a traceback unless
+``--debug`` or SPECREPLAY_DEBUG=1), 130 interrupted. A closed output pipe (``| head``) ends the
+command quietly with the status it would have had so far: 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import traceback
 from typing import Sequence
 
 from .errors import SpecReplayError
@@ -23,15 +30,33 @@ COMMAND_MODULES = (
     "replay.live.models_cli",
 )
 
+EXIT_OK, EXIT_SKIPPED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+DEBUG_ENV = "SPECREPLAY_DEBUG"
+
+MAIN_EPILOG = """\
+Start with: specreplay replay sample_dumps/article_round
+
+Exit status: 0 all input used, 1 some input skipped (each listed on stderr), 2 error (one line on
+stderr; --debug or SPECREPLAY_DEBUG=1 adds the traceback), 130 interrupted.
+"""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with usage errors on one line (exit 2): the CLI's error contract holds for them too."""
+
+    def error(self, message: str):
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="specreplay",
         description="Replay, analyse and regenerate tree speculative decoding dumps.",
-        epilog="Start with: specreplay replay sample_dumps/article_round",
+        epilog=MAIN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--debug", action="store_true", help=f"print the traceback of an error (also: {DEBUG_ENV}=1)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # subparsers inherit OneLineParser
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
@@ -44,22 +69,67 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def debug_requested(argv: Sequence[str]) -> bool:
+    """--debug before the command name, or SPECREPLAY_DEBUG set: known before parsing can fail."""
+    if os.environ.get(DEBUG_ENV, "").strip() not in ("", "0"):
+        return True
+    for arg in argv:
+        if arg == "--debug":
+            return True
+        if not arg.startswith("-"):
+            return False  # the command name: later tokens belong to the command
+    return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = debug_requested(argv)
+    try:
+        return _dispatch(argv)
+    except SpecReplayError as exc:
+        return _fail(f"specreplay: error: {exc}", debug)
+    except KeyboardInterrupt:
+        print("specreplay: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_OK
+    except OSError as exc:
+        # The machine said no (disk full, permission, a path that vanished): not our bug, one line.
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(f"specreplay: error: {where}{exc.strerror or exc}", debug)
+    except Exception as exc:  # noqa: BLE001 - the contract: one line, exit 2, never a traceback
+        msg = " ".join(str(exc).split())  # one line, whatever the exception's text
+        what = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+        return _fail(f"specreplay: internal error: {what} (run with --debug for the traceback)", debug)
+
+
+def _dispatch(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 2
+        print("specreplay: error: no command given (see the list above)", file=sys.stderr)
+        return EXIT_ERROR
+    return int(args.func(args) or 0)
+
+
+def _fail(line: str, debug: bool) -> int:
+    if debug:
+        traceback.print_exc(file=sys.stderr)
+    print(line, file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _silence_stdout() -> None:
+    """The reader went away: point stdout at /dev/null so the exit-time flush does not complain."""
+    if sys.stdout is not sys.__stdout__ or sys.__stdout__ is None:
+        return  # in-process callers (tests) own sys.stdout; leave their file descriptors alone
     try:
-        return int(args.func(args) or 0)
-    except SpecReplayError as exc:
-        print(f"specreplay: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("specreplay: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno())
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":

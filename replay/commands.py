@@ -13,6 +13,7 @@ from .matrix_io import RawSpec
 from .progress import tqdm_progress
 from .render import render_round, render_summary
 from .replayer import ReplayOptions, replay_directory
+from .sources import require_dump_source
 
 REPLAY_EPILOG = """\
 examples:
@@ -24,7 +25,8 @@ examples:
 The config comes from --config, else the directory's manifest.json, else its config.json.
 Step 0 of a round is named one position earlier than the round's other files
 (draft_step_0_123_139 belongs to validate_124_140); change that with --step0-offset.
-Exit status: 0 when every round replayed, 1 when some were skipped (listed), 2 on errors.
+Exit status: 0 when every round replayed; 1 when some were skipped (each listed on stderr), including
+rounds that disagree with the directory's manifest.json; 2 on errors (a path without dump files too).
 """
 
 
@@ -65,6 +67,7 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    require_dump_source(args.dir)
     update, close = tqdm_progress("replay")
     try:
         rep = replay_directory(args.dir, options_from_args(args), update)

@@ -35,3 +35,11 @@ class RoundError(SpecReplayError):
         self.path = str(path) if path is not None else None
         where = f" ({self.path})" if self.path else ""
         super().__init__(f"round {key[0]}_{key[1]}{where}: {message}")
+
+
+class OutputPathError(SpecReplayError):
+    """An output path that cannot be written as asked (checked before any work starts)."""
+
+
+class InputPathError(SpecReplayError):
+    """An input file that is missing or unreadable (checked before any slow step)."""

@@ -57,6 +57,13 @@ class Skipped:
 class Grouping:
     rounds: tuple[RoundFiles, ...]  # sorted by key
     skipped: tuple[Skipped, ...]
+    keys: tuple[Key, ...] = ()  # every round key the names form, complete or not, sorted
+
+
+def is_dump_file_name(name: str) -> bool:
+    """A draft_step_I_A_B / validate_A_B data file name (not a companion, not a side file)."""
+    m = _NAME.match(name)
+    return bool(m) and not m.group("companion") and (m.group("ext") or "").lower() in DATA_EXTS
 
 
 def parse_offset(text: str | int | tuple[int, int]) -> tuple[int, int]:
@@ -143,7 +150,7 @@ def group_paths(paths: Iterable[Path], step0_offset: tuple[int, int] = (1, 1)) -
             skipped.append(Skipped(name, f"missing {want}", paths))
             continue
         rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))
-    return Grouping(tuple(rounds), tuple(skipped))
+    return Grouping(tuple(rounds), tuple(skipped), tuple(sorted(by_round)))
 
 
 def group_directory(directory: str | Path, step0_offset: tuple[int, int] = (1, 1)) -> Grouping:

@@ -528,7 +528,7 @@ def pack_directory(
     """
     from .fastread import ReadOptions, iter_read_chunks, plan_items
     from .grouping import group_directory
-    from .manifest import read_manifest
+    from .manifest import check_manifest_rounds, read_manifest
 
     directory = Path(directory)
     if not directory.is_dir():
@@ -539,7 +539,7 @@ def pack_directory(
     offset = step0_offset or manifest.step0_offset or (1, 1)
     raw = raw or manifest.raw
     kind = score_kind or manifest.score_kind or SCORE_AUTO
-    grouping = group_directory(directory, offset)
+    grouping = check_manifest_rounds(group_directory(directory, offset), manifest)
     items = plan_items(grouping, manifest.root_tokens)
     keys = {o: rf.key for o, rf, _ in items}
     writer = PackWriter(out, str(directory), offset, raw, kind, block_rounds, force)

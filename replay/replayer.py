@@ -16,7 +16,7 @@ from .acceptance import Acceptance, accept_greedy, target_top1_per_node
 from .config import SpecConfig, TreeConfig
 from .errors import DumpError, RoundError, SpecReplayError
 from .grouping import Grouping, Key, Skipped, group_directory
-from .manifest import Manifest, read_manifest
+from .manifest import Manifest, check_manifest_rounds, read_manifest
 from .matrix_io import RawSpec
 from .rebuild import Rebuilt, rebuild_tree
 from .rounds import Round, load_round
@@ -203,7 +203,7 @@ def replay_directory(
 
         return replay_packed(directory, opts, progress)
     config, tree_cfg, manifest, opts, source = resolve_options(directory, opts)
-    grouping = group_directory(directory, opts.step0_offset or (1, 1))
+    grouping = check_manifest_rounds(group_directory(directory, opts.step0_offset or (1, 1)), manifest)
     skipped = list(grouping.skipped)
     results: list[RoundResult] = []
     total = len(grouping.rounds)

@@ -24,7 +24,7 @@ from .config import SpecConfig, TreeConfig
 from .errors import DumpError, SpecReplayError
 from .fastread import ReadOptions, iter_read_chunks, plan_items
 from .grouping import Grouping, Skipped, group_directory
-from .manifest import Manifest
+from .manifest import Manifest, check_manifest_rounds
 from .packed import PackedRun, is_packed_run
 from .replayer import DirectoryReplay, ReplayOptions, RoundResult, replay_round, resolve_options
 
@@ -98,7 +98,7 @@ def open_run(path: str | Path, opts: ReplayOptions = ReplayOptions()) -> Run:
         merged = ReplayOptions(merged.config, merged.tree_index, packed.step0_offset, merged.layout, packed.raw, packed.score_kind, merged.only_round)
         return Run(str(path), "packed", config, tree, manifest, merged, source, tuple(packed.skipped), packed.num_rounds, packed=packed)
     config, tree, manifest, merged, source = resolve_options(path, opts)
-    grouping = group_directory(path, merged.step0_offset or (1, 1))
+    grouping = check_manifest_rounds(group_directory(path, merged.step0_offset or (1, 1)), manifest)
     return Run(str(path), "directory", config, tree, manifest, merged, source, tuple(grouping.skipped), len(grouping.rounds), grouping=grouping)
 
 

@@ -9,14 +9,17 @@ from collections import Counter
 
 import numpy as np
 
+from .atomic import atomic_path
 from .batch import BatchResult
 from .commands import add_dump_options, options_from_args, parse_key
 from .errors import SpecReplayError
 from .grouping import parse_offset
 from .matrix_io import RawSpec
 from .packed import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
+from .pathcheck import output_dir, output_file
 from .render import SummaryFigures, summary_lines
 from .runs import RunReplay, replay_run
+from .sources import require_dump_source
 
 PACK_EPILOG = """\
 examples:
@@ -61,6 +64,7 @@ def render_run_summary(rep: RunReplay) -> list[str]:
 def run_batch(args: argparse.Namespace) -> int:
     if args.table and not args.table.endswith((".parquet", ".csv")):
         raise SpecReplayError(f"--table {args.table}: use a .parquet or .csv file name")
+    require_dump_source(args.dir)
     opts = options_from_args(args)
     rep = replay_run(args.dir, opts, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty())
     out = sys.stdout
@@ -78,14 +82,16 @@ def run_batch(args: argparse.Namespace) -> int:
 
 def _write_table(rep: RunReplay, path: str) -> None:
     frame = rep.result.to_frame()
-    if path.endswith(".parquet"):
-        frame.to_parquet(path, index=False)
-    else:
-        frame.to_csv(path, index=False)
+    with atomic_path(path) as tmp:
+        if path.endswith(".parquet"):
+            frame.to_parquet(tmp, index=False)
+        else:
+            frame.to_csv(tmp, index=False)
     print(f"specreplay: wrote {len(frame)} rows to {path}", file=sys.stderr)
 
 
 def run_pack(args: argparse.Namespace) -> int:
+    require_dump_source(args.dir)
     try:
         offset = parse_offset(args.step0_offset) if args.step0_offset else None
     except ValueError as exc:
@@ -135,7 +141,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("dir", help="dump directory")
-    p.add_argument("-o", "--out", required=True, help="packed run directory to create")
+    p.add_argument("-o", "--out", required=True, type=output_dir, help="packed run directory to create")
     p.add_argument("--step0-offset", default=None, help="N or A,B: how many positions step 0's name sits before its round")
     p.add_argument("--raw", help="read headerless binary: DTYPE:COLS or DTYPE:draft=N,validate=M[:force]")
     p.add_argument("--scores", choices=("auto", "prob", "logprob"), default=None, help="how scores are stored")
@@ -162,7 +168,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dump_options(b)
     b.add_argument("--round", type=parse_key, help="only this round, as A_B")
     b.add_argument("--json", action="store_true", help="JSON Lines: one object per round (as replay --json)")
-    b.add_argument("--table", help="write one row per round to FILE.parquet or FILE.csv")
+    b.add_argument("--table", type=output_file, help="write one row per round to FILE.parquet or FILE.csv")
     b.add_argument("--workers", type=int, default=None, help="reader processes and replay threads (default: up to 2)")
     b.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     b.set_defaults(func=run_batch)

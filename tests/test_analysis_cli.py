@@ -107,6 +107,7 @@ def test_analysis_never_imports_torch(tmp_path):
 
 def test_directory_without_rounds_is_left_out(capsys, tmp_path):
     (tmp_path / "config.json").write_text('{"gamma": 1, "topKSpec": [[2]], "topHead": [1]}')
+    (tmp_path / "draft_step_0_1_1").write_text("5 6\n")  # a dump file, but no round: validate_2_2 is missing
     code, out, err = run(capsys, "stats", str(tmp_path), ARTICLE, "--csv", "--no-progress")
     assert code == 1 and "left out" in err and "article_round" in out
     code, _, err = run(capsys, "stats", str(tmp_path), "--no-progress")

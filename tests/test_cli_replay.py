@@ -84,7 +84,9 @@ def test_directory_with_broken_rounds_reports_good_ones_and_lists_the_broken(tmp
     r = run("replay", broken_dir(tmp_path))
     assert r.returncode == 1
     assert "Traceback" not in r.stderr + r.stdout
-    assert "rounds replayed: 1   skipped: 4" in r.stdout
+    # four broken rounds, and the copied manifest.json lists only the article's round
+    assert "rounds replayed: 1   skipped: 5" in r.stdout
+    assert "lists 1 round(s) and not 4 found here: 201_301, 211_311, 221_321, 231_331" in r.stdout
     assert "accepted path: R → 41824 → 41760 → 22870" in r.stdout
     assert "round 201_301: " in r.stdout and "draft_step_1_201_301 (ids): ragged rows: line 2 has 1 values" in r.stdout
     assert "draft_step_1_211_311 (ids): line 2: 'zz' is not an integer token id" in r.stdout

@@ -10,6 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..pathcheck import input_file, output_dir, output_file
+
 GENERATE_EXAMPLE = """example:
   specreplay generate --pair qwen2.5-coder --models-dir /work/models --config tree.json \\
       --prompts prompts.txt --max-new-tokens 48 --out runs/r1 --baseline
@@ -48,7 +50,10 @@ def register(subparsers) -> None:
     _model_args(gen)
     gen.add_argument("--config", required=True, help="tree config JSON (the first tree of a specTree list is used)")
     _decode_args(gen)
-    gen.add_argument("--out", required=True, help="dump directory (draft_step_*/validate_* .npz + manifest.json); must be new or empty")
+    gen.add_argument(
+        "--out", required=True, type=output_dir,
+        help="dump directory (draft_step_*/validate_* .npz + manifest.json); must be new or empty",
+    )
     gen.add_argument(
         "--replace",
         action="store_true",
@@ -65,7 +70,7 @@ def register(subparsers) -> None:
     which.add_argument("--grid", help="tree configs in the grid syntax below")
     which.add_argument("--configs", help="JSON file with a list of tree configs")
     _decode_args(sw)
-    sw.add_argument("--out", required=True, help="sweep directory (rows/, dumps/, results.csv/.parquet, plots/)")
+    sw.add_argument("--out", required=True, type=output_dir, help="sweep directory (rows/, dumps/, results.csv/.parquet, plots/)")
     sw.add_argument("--no-cost-curve", action="store_true", help="skip measuring cost_curve.json")
     sw.set_defaults(func=cmd_sweep)
 
@@ -84,7 +89,7 @@ def register(subparsers) -> None:
     cc.add_argument("--sizes", default="1,2,4,8,16,32,64", help="tokens per forward, comma separated (default %(default)s)")
     cc.add_argument("--prefix", type=int, default=64, help="committed tokens in the cache (default %(default)s)")
     cc.add_argument("--repeats", type=int, default=3, help="timed runs per size, median kept (default %(default)s)")
-    cc.add_argument("--out", required=True, help="where to write cost_curve.json")
+    cc.add_argument("--out", required=True, type=output_file, help="where to write cost_curve.json")
     cc.set_defaults(func=cmd_cost_curve)
 
 
@@ -94,7 +99,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pair", help="both models by pair name (qwen2.5-coder), instead of --draft/--target")
     _models_dir_arg(p)
     _device_args(p)
-    p.add_argument("--prompts", required=True, help="text lines, or JSON Lines of token ids")
+    p.add_argument("--prompts", required=True, type=input_file, help="text lines, or JSON Lines of token ids")
 
 
 def _models_dir_arg(p: argparse.ArgumentParser) -> None:
@@ -169,12 +174,13 @@ def _progress_bar(total: int, desc: str):
 
 def cmd_generate(args) -> int:
     from ..config import load_config
+
+    spec = load_config(args.config)  # bad input fails before torch is imported
     from .dumps import staged_output_dir
     from .prompts import read_prompts
     from .report import format_summary
     from .run import compare, run_baseline, run_speculative, save_run_manifest, summarize
 
-    spec = load_config(args.config)
     if len(spec.trees) > 1:
         print(f"note: {args.config} lists {len(spec.trees)} trees; using the first", file=sys.stderr)
     # Entering checks --out, before any model loads; the run lands in --out only once it is whole.
@@ -195,17 +201,18 @@ def cmd_generate(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from .costs import measure_cost_curve, write_cost_curve
     from .grid import load_config_list, parse_grid
-    from .prompts import read_prompts
-    from .sweep import run_sweep
 
-    if args.grid is not None:
+    if args.grid is not None:  # bad input fails before torch is imported
         configs, skipped = parse_grid(args.grid)
         for s in skipped:
             print(f"skipped grid combination {s}", file=sys.stderr)
     else:
         configs = load_config_list(args.configs)
+    from .costs import measure_cost_curve, write_cost_curve
+    from .prompts import read_prompts
+    from .sweep import run_sweep
+
     draft, target = _load_pair(args)
     prompts = read_prompts(args.prompts, target.tokenizer)
     options = _options(args, target)
@@ -221,17 +228,18 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_cost_curve(args) -> int:
-    from .costs import measure_cost_curve, write_cost_curve
     from .names import resolve_model_args
 
-    paths = resolve_model_args(args.draft, args.target, args.pair, args.models_dir)
+    paths = resolve_model_args(args.draft, args.target, args.pair, args.models_dir)  # before torch is imported
+    sizes = _sizes(args.sizes)
+    from .costs import measure_cost_curve, write_cost_curve
+
     _check_device(args)
     # Timing needs no tokenizer: skip rebuilding one from GGUF metadata (~12 s per model).
     target = _model_or_shape(paths.target, args.shape, args.device, args.dtype)
     draft = None
     if paths.draft is not None or args.draft_shape:
         draft = _model_or_shape(paths.draft, args.draft_shape, args.device, args.draft_dtype or args.dtype)
-    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     curve = measure_cost_curve(target, draft, sizes, args.prefix, args.repeats)
     write_cost_curve(args.out, curve)
     for n, s in zip(curve.tokens, curve.verify_s):
@@ -240,6 +248,18 @@ def cmd_cost_curve(args) -> int:
         print(f"draft step (1 token): {curve.draft_step_s * 1e3:.3f} ms")
     print(f"written: {args.out}")
     return 0
+
+
+def _sizes(text: str) -> list[int]:
+    from .errors import SweepError
+
+    try:
+        sizes = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise SweepError(f"--sizes {text}: expected comma-separated token counts, e.g. 1,2,4,8") from None
+    if not sizes or min(sizes) < 1:
+        raise SweepError(f"--sizes {text}: expected comma-separated token counts of at least 1")
+    return sizes
 
 
 def _model_or_shape(path: str | None, shape: str | None, device: str, dtype: str):

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ..errors import SpecReplayError
+from ..pathcheck import output_dir
 from . import fetch
 
 FETCH_EPILOG = """\
@@ -47,10 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_list(sub)
 
 
-def add_dir_option(parser: argparse.ArgumentParser) -> None:
+def add_dir_option(parser: argparse.ArgumentParser, writes: bool) -> None:
     parser.add_argument(
         "--dir",
-        type=Path,
+        type=output_dir if writes else Path,
         default=None,
         metavar="DIR",
         help=f"model cache directory (default: ${fetch.ENV_CACHE_DIR} or ~/.cache/specreplay/models)",
@@ -65,7 +67,7 @@ def add_fetch(sub: argparse._SubParsersAction) -> None:
         epilog=FETCH_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_dir_option(parser)
+    add_dir_option(parser, writes=True)
     parser.add_argument(
         "--pair", default=fetch.DEFAULT_PAIR.name, choices=sorted(fetch.PAIRS), help="model pair (default: %(default)s)"
     )
@@ -82,12 +84,13 @@ def add_list(sub: argparse._SubParsersAction) -> None:
         epilog=LIST_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_dir_option(parser)
+    add_dir_option(parser, writes=False)
     parser.set_defaults(func=run_list)
 
 
 def print_help(parser: argparse.ArgumentParser) -> int:
     parser.print_help()
+    print(f"{parser.prog}: error: no subcommand given (see the list above)", file=sys.stderr)
     return 2
 
 
@@ -143,6 +146,8 @@ def run_fetch(args: argparse.Namespace) -> int:
 
 def run_list(args: argparse.Namespace) -> int:
     cache = Path(args.dir) if args.dir else fetch.default_cache_dir()
+    if cache.exists() and not cache.is_dir():
+        raise SpecReplayError(f"--dir {cache}: not a directory")
     print(f"cache: {cache}")
     roles = {}
     for pair in fetch.PAIRS.values():

@@ -1,0 +1,573 @@
+"""The exit-status contract of every command: 0 all input used, 1 some input skipped (each listed),
+2 error with ONE line on stderr naming the option or file, never a traceback (``--debug`` shows it).
+
+Commands are discovered from ``build_parser()``, so a new command is walked automatically through a
+missing input path, a bad output path, an unknown option and an invalid value. The live commands
+must refuse bad paths before importing torch (checked in a subprocess).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import replay.pathcheck as pathcheck
+from replay.cli import build_parser, main
+from replay.config import TreeConfig
+from replay.dumpwrite import StepRecord, write_round
+from replay.pathcheck import OUTPUT_TYPES, check_output, input_file, output_dir, output_file
+from replay.errors import OutputPathError
+from replay.replayer import replay_directory
+from replay.runs import replay_run
+from replay.synth import write_synthetic_run
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTICLE = ROOT / "sample_dumps" / "article_round"
+SYNTH = ROOT / "sample_dumps" / "synthetic_article"
+SMALL = TreeConfig.from_lists([[2], [1, 1]], [1, 2])
+INTERNAL = "specreplay: internal error: ValueError: boom (run with --debug for the traceback)"
+# Options that write; each must be declared with an output type (so it is checked before any work).
+OUTPUT_DESTS = {"out", "output", "export", "plot", "per_round", "table"}
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def leaf_commands() -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    found = []
+
+    def walk(parser, path):
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            found.append((path, parser))
+            return
+        for name, child in subs[0].choices.items():
+            walk(child, path + (name,))
+
+    walk(build_parser(), ())
+    return found
+
+
+LEAVES = leaf_commands()
+LEAF_IDS = [" ".join(p) for p, _ in LEAVES]
+
+
+def is_live(parser: argparse.ArgumentParser) -> bool:
+    return parser.get_default("func").__module__.startswith("replay.live")
+
+
+def required_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    acts = [a for a in parser._actions if a.required or not a.option_strings]
+    for group in parser._mutually_exclusive_groups:
+        if group.required:
+            acts.append(group._group_actions[0])
+    return [a for a in acts if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
+
+
+def value_for(action: argparse.Action, tmp: Path, valid_inputs: bool, valid_files: bool = False) -> str:
+    """A value the parser accepts; path-like values are missing paths unless valid_inputs (valid_files:
+    only the input files that the parser itself checks exist, so a command's own checks are reached)."""
+    if action.choices is not None:
+        return str(next(iter(action.choices)))
+    if action.type is int:
+        return "1"
+    if action.type is float:
+        return "0.5"
+    if action.type is output_dir:
+        return str(tmp / "out" / action.dest)
+    if action.type is output_file:
+        return str(tmp / "out" / f"{action.dest}.csv")
+    if valid_inputs and not action.option_strings and action.dest in ("dir", "dirs"):
+        return str(ARTICLE)
+    if (valid_inputs or valid_files) and action.type is input_file:
+        f = tmp / "exists.txt"
+        f.write_text("1 2 3\n")
+        return str(f)
+    return str(tmp / "missing" / action.dest)
+
+
+def skeleton(parser: argparse.ArgumentParser, tmp: Path, valid_inputs: bool = False, skip=None, valid_files: bool = False) -> list[str]:
+    argv: list[str] = []
+    for action in required_actions(parser):
+        if action is skip:
+            continue
+        value = value_for(action, tmp, valid_inputs, valid_files)
+        argv += ([action.option_strings[-1]] if action.option_strings else []) + [value]
+    return argv
+
+
+def call(capsys, argv: list[str]) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own exits (usage errors) keep their status
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code, err, *needles):
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in err, (n, err)
+
+
+def subprocess_cli(argv):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("SPECREPLAY_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "replay.cli", *map(str, argv)], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=120)
+
+
+# --- the walk over every command ------------------------------------------------------------------
+
+
+def test_walk_finds_every_command():
+    names = set(LEAF_IDS)
+    assert {"replay", "pack", "verify-pack", "batch", "stats", "plot", "compare", "report", "recommend"} <= names
+    assert {"generate", "sweep", "cost-curve", "models fetch", "models list"} <= names
+
+
+@pytest.mark.parametrize("path,parser", LEAVES, ids=LEAF_IDS)
+def test_every_output_option_is_checked_up_front(path, parser):
+    for action in parser._actions:
+        if action.choices is None and action.dest in OUTPUT_DESTS or (path == ("models", "fetch") and action.dest == "dir"):
+            assert action.type in OUTPUT_TYPES, f"{' '.join(path)} {action.option_strings}: declare it with output_dir/output_file"
+
+
+@pytest.mark.parametrize("path,parser", LEAVES, ids=LEAF_IDS)
+def test_missing_input_path_is_one_line_exit_2(path, parser, tmp_path, capsys):
+    argv = skeleton(parser, tmp_path)
+    if str(tmp_path / "missing") not in " ".join(argv):
+        # no required path: the first optional path-like option gets an existing file instead of a directory
+        action = next(a for a in parser._actions if a.type in (Path, *OUTPUT_TYPES, input_file))
+        (tmp_path / "afile").write_text("x")
+        argv += [action.option_strings[-1], str(tmp_path / "afile")]
+        needle = str(tmp_path / "afile")
+    else:
+        needle = str(tmp_path / "missing")
+    code, out, err = call(capsys, [*path, *argv])
+    assert_one_line_error(code, err, needle)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*")), "wrote output before failing"
+
+
+WRITERS = [(p, parser) for p, parser in LEAVES if any(a.type in OUTPUT_TYPES for a in parser._actions)]
+
+
+def test_commands_with_outputs_are_found():
+    assert {"pack", "batch", "stats", "plot", "compare", "report", "generate", "sweep", "cost-curve", "models fetch"} == {
+        " ".join(p) for p, _ in WRITERS}
+
+
+@pytest.mark.parametrize("path,parser", WRITERS, ids=[" ".join(p) for p, _ in WRITERS])
+def test_bad_output_path_names_the_option(path, parser, tmp_path, capsys):
+    outputs = [a for a in parser._actions if a.type in OUTPUT_TYPES]
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    (tmp_path / "adir").mkdir()
+    for action in outputs:
+        bad_values = [afile / "sub" / "x.csv"]  # under a file: cannot be created
+        bad_values.append(afile if action.type is output_dir else tmp_path / "adir")  # wrong kind
+        for bad in bad_values:
+            argv = skeleton(parser, tmp_path, valid_inputs=True, skip=action)
+            code, _, err = call(capsys, [*path, *argv, action.option_strings[-1], str(bad)])
+            assert_one_line_error(code, err, action.option_strings[-1], str(bad))
+
+
+@pytest.mark.parametrize("path,parser", LEAVES, ids=LEAF_IDS)
+def test_unknown_option_is_one_line_exit_2(path, parser, tmp_path, capsys):
+    argv = skeleton(parser, tmp_path, valid_inputs=True)
+    code, _, err = call(capsys, [*path, *argv, "--no-such-option"])
+    assert_one_line_error(code, err, "--no-such-option")
+
+
+def checked_option(parser: argparse.ArgumentParser) -> argparse.Action | None:
+    """The first option whose value argparse checks (a number or a choice)."""
+    typed = [a for a in parser._actions if a.option_strings and a.type in (int, float)]
+    with_choices = [a for a in parser._actions if a.option_strings and a.choices is not None and a.nargs != 0]
+    return (typed or with_choices or [None])[0]
+
+
+TYPED = [(p, parser) for p, parser in LEAVES if checked_option(parser) is not None]
+
+
+def test_commands_with_checked_values_are_found():
+    assert {" ".join(p) for p, _ in LEAVES} - {" ".join(p) for p, _ in TYPED} == {"verify-pack", "models list"}
+
+
+@pytest.mark.parametrize("path,parser", TYPED, ids=[" ".join(p) for p, _ in TYPED])
+def test_invalid_value_is_one_line_exit_2(path, parser, tmp_path, capsys):
+    action = checked_option(parser)
+    argv = skeleton(parser, tmp_path, valid_inputs=True, skip=action)
+    code, _, err = call(capsys, [*path, *argv, action.option_strings[-1], "not-a-value"])
+    assert_one_line_error(code, err, action.option_strings[-1], "not-a-value")
+
+
+LIVE = [(p, parser) for p, parser in LEAVES if is_live(parser)]
+
+
+@pytest.mark.parametrize("path,parser", LIVE, ids=[" ".join(p) for p, _ in LIVE])
+def test_live_commands_fail_before_importing_torch(path, parser, tmp_path):
+    """In a fresh interpreter: bad paths and options end with exit 2 before torch is imported."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    cases = [skeleton(parser, tmp_path) + (["--dir", str(afile)] if path[0] == "models" else [])]
+    if any(a.type is input_file for a in parser._actions):  # past the parser: the command's own checks
+        cases.append(skeleton(parser, tmp_path, valid_files=True))
+    outputs = [a for a in parser._actions if a.type in OUTPUT_TYPES]
+    if outputs:
+        cases.append(skeleton(parser, tmp_path, valid_inputs=True, skip=outputs[0]) + [outputs[0].option_strings[-1], str(afile / "x")])
+    cases.append(skeleton(parser, tmp_path, valid_inputs=True) + ["--no-such-option"])
+    driver = (
+        "import json, sys\n"
+        "from replay.cli import main\n"
+        "try:\n    code = main(json.loads(sys.argv[1]))\n"
+        "except SystemExit as exc:\n    code = exc.code\n"
+        "print(json.dumps({'code': code, 'torch': 'torch' in sys.modules}))\n"
+    )
+    for argv in cases:
+        res = subprocess.run([sys.executable, "-c", driver, json.dumps([*path, *argv])], capture_output=True, text=True,
+                             cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+        report = json.loads(res.stdout.strip().splitlines()[-1])
+        assert report == {"code": 2, "torch": False}, (argv, res.stderr)
+        assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay", "{tmp}/missing"],
+    ["plot", str(ARTICLE), "-o", "{tmp}/afile"],
+    ["stats", str(ARTICLE), "--export", "{tmp}/afile/x"],
+    ["compare", str(ARTICLE), "--plot", "{tmp}/afile/x.png"],
+    ["generate", "--pair", "x", "--config", "{tmp}/missing.json", "--prompts", "{tmp}/afile", "--max-new-tokens", "2", "--out", "{tmp}/o"],
+    ["models", "fetch", "--dir", "{tmp}/afile"],
+    ["replay", str(ARTICLE), "--no-such-option"],
+    ["no-such-command"],
+])
+def test_as_a_user_runs_it_one_line_no_traceback(argv, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    r = subprocess_cli([a.replace("{tmp}", str(tmp_path)) for a in argv])
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+
+
+# --- unexpected exceptions, interrupts, closed pipes ----------------------------------------------
+
+
+def _boom(args):
+    raise ValueError("boom")
+
+
+def test_unexpected_exception_is_exit_2_one_line(monkeypatch, capsys):
+    monkeypatch.delenv("SPECREPLAY_DEBUG", raising=False)
+    monkeypatch.setattr("replay.commands.run_replay", _boom)
+    code, _, err = call(capsys, ["replay", str(ARTICLE)])
+    assert code == 2 and err.strip() == INTERNAL
+
+
+@pytest.mark.parametrize("how", ["option", "env"])
+def test_debug_shows_the_traceback(how, monkeypatch, capsys):
+    monkeypatch.setattr("replay.commands.run_replay", _boom)
+    if how == "env":
+        monkeypatch.setenv("SPECREPLAY_DEBUG", "1")
+        argv = ["replay", str(ARTICLE)]
+    else:
+        monkeypatch.delenv("SPECREPLAY_DEBUG", raising=False)
+        argv = ["--debug", "replay", str(ARTICLE)]
+    code, _, err = call(capsys, argv)
+    assert code == 2
+    assert err.startswith("Traceback (most recent call last):") and "ValueError: boom" in err
+    assert err.strip().splitlines()[-1] == INTERNAL
+
+
+def test_debug_traceback_also_for_user_errors(capsys, tmp_path):
+    code, _, err = call(capsys, ["--debug", "replay", str(tmp_path / "missing")])
+    assert code == 2 and "Traceback" in err and err.strip().splitlines()[-1].startswith("specreplay: error: ")
+
+
+def test_unexpected_exception_in_a_real_process():
+    code = (
+        "import sys, replay.commands as c\n"
+        "def boom(args):\n    raise ValueError('boom')\n"
+        "c.run_replay = boom\n"
+        "from replay.cli import main\n"
+        f"sys.exit(main(['replay', {str(ARTICLE)!r}]))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("SPECREPLAY_DEBUG", None)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip() == INTERNAL
+
+
+def test_keyboard_interrupt_is_130(monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("replay.commands.run_replay", interrupted)
+    code, _, err = call(capsys, ["replay", str(ARTICLE)])
+    assert code == 130 and err.strip() == "specreplay: interrupted"
+
+
+def test_os_error_is_one_line_naming_the_file(monkeypatch, capsys):
+    def disk_full(args):
+        raise OSError(28, "No space left on device", "/data/out.csv")
+
+    monkeypatch.setattr("replay.commands.run_replay", disk_full)
+    code, _, err = call(capsys, ["replay", str(ARTICLE)])
+    assert code == 2 and err.strip() == "specreplay: error: /data/out.csv: No space left on device"
+
+
+def test_closed_pipe_ends_quietly():
+    """`specreplay replay DIR --json | head -1`: the reader leaves early; no traceback, no noise."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "replay.cli", "replay", str(SYNTH), "--json"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()  # 300 JSON lines (> the 64 KiB pipe buffer): the writer hits the closed pipe
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0
+    assert json.loads(first)["key"] and err == ""
+
+
+# --- output paths -------------------------------------------------------------------------------
+
+
+def test_check_output_rules(tmp_path, monkeypatch):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert check_output(tmp_path / "new" / "deeper", pathcheck.DIRECTORY) == tmp_path / "new" / "deeper"
+    assert check_output(tmp_path, pathcheck.DIRECTORY) == tmp_path
+    assert check_output(afile, pathcheck.FILE) == afile  # overwriting a file is fine
+    assert check_output(tmp_path / "new" / "x.csv", pathcheck.FILE) == tmp_path / "new" / "x.csv"
+    for path, kind, message in [
+        (afile, pathcheck.DIRECTORY, "exists and is not a directory"),
+        (afile / "x", pathcheck.DIRECTORY, f"cannot be created: {afile} is not a directory"),
+        (tmp_path, pathcheck.FILE, "is a directory; expected a file name"),
+        (afile / "x.csv", pathcheck.FILE, f"{afile} is not a directory"),
+        (afile / "a" / "x.csv", pathcheck.FILE, f"cannot be created: {afile} is not a directory"),
+        ("", pathcheck.FILE, "empty path"),
+    ]:
+        with pytest.raises(OutputPathError, match=message):
+            check_output(path, kind)
+    assert not (tmp_path / "new").exists()  # checking creates nothing
+    # permission bits: root may write anywhere, so the rule is checked against a denying access()
+    monkeypatch.setattr(pathcheck.os, "access", lambda p, mode: Path(p) != tmp_path)
+    with pytest.raises(OutputPathError, match=f"no permission to write in {tmp_path}"):
+        check_output(tmp_path / "new", pathcheck.DIRECTORY)
+    with pytest.raises(OutputPathError, match=f"no permission to write in {tmp_path}"):
+        check_output(tmp_path / "x.png", pathcheck.FILE)
+
+
+@pytest.mark.parametrize("argv,option", [
+    (["plot", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
+    (["report", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
+    (["stats", str(ARTICLE), "--export", "{afile}"], "--export"),
+    (["compare", str(ARTICLE), "--plot", "{afile}/x.png"], "--plot"),
+    (["compare", str(ARTICLE), "--per-round", "{afile}/x.csv"], "--per-round"),
+    (["batch", str(ARTICLE), "--table", "{afile}/x.csv"], "--table"),
+    (["pack", str(ARTICLE), "-o", "{afile}"], "-o/--out"),
+])
+def test_outputs_onto_a_file_fail_before_any_work(argv, option, tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    code, out, err = call(capsys, [a.replace("{afile}", str(afile)) for a in argv])
+    assert_one_line_error(code, err, f"argument {option}: {afile}")
+    assert out == "" and sorted(p.name for p in tmp_path.iterdir()) == ["afile"] and afile.read_text() == "x"
+
+
+def test_unwritable_output_directory(tmp_path, capsys, monkeypatch):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(pathcheck.os, "access", lambda p, mode: Path(p) != locked and real_access(p, mode))
+    code, _, err = call(capsys, ["plot", str(ARTICLE), "-o", str(locked / "plots")])
+    assert_one_line_error(code, err, "-o/--output", f"no permission to write in {locked}")
+
+
+def test_compare_plot_checks_its_format_before_work(tmp_path, capsys):
+    code, out, err = call(capsys, ["compare", str(ARTICLE), "--plot", str(tmp_path / "x.jpeg"), "--no-progress"])
+    assert_one_line_error(code, err, "--plot", ".png")
+    assert out == "" and not any(tmp_path.iterdir())
+
+
+def test_compare_plot_and_per_round_written(tmp_path, capsys):
+    code, out, err = call(capsys, ["compare", str(ARTICLE), "--plot", str(tmp_path / "p" / "cmp.svg"),
+                                   "--per-round", str(tmp_path / "q" / "rounds.csv"), "--no-progress"])
+    assert code == 0, err
+    assert (tmp_path / "p" / "cmp.svg").read_text().lstrip().startswith("<?xml")
+    assert (tmp_path / "q" / "rounds.csv").read_text().startswith("run,")
+    assert sorted(p.name for p in (tmp_path / "p").iterdir()) == ["cmp.svg"]  # no temporary left beside it
+
+
+def test_tokenizer_gguf_fails_fast_without_partial_output(tmp_path, capsys):
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF" + bytes(64))  # a GGUF header is all the check reads
+    out_dir = tmp_path / "plots"
+    for cmd in (["plot", str(ARTICLE), "-o", str(out_dir)], ["report", str(ARTICLE), "-o", str(out_dir)]):
+        code, out, err = call(capsys, [*cmd, "--tokenizer", str(model), "--no-progress"])
+        assert_one_line_error(code, err, f"--tokenizer {model}", "GGUF model file")
+        assert out == "" and not out_dir.exists()
+
+
+def test_tokenizer_garbage_file_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "tokenizer.json"
+    bad.write_bytes(b"\xff\xfe not json")
+    code, _, err = call(capsys, ["plot", str(ARTICLE), "-o", str(tmp_path / "p"), "--tokenizer", str(bad), "--no-progress"])
+    assert_one_line_error(code, err, f"--tokenizer {bad}: not a tokenizer.json")
+    assert not (tmp_path / "p").exists()
+
+
+# --- input directories ----------------------------------------------------------------------------
+
+DUMP_READERS = [(p, parser) for p, parser in LEAVES if any(a.dest in ("dir", "dirs") and not a.option_strings for a in parser._actions)]
+
+
+@pytest.mark.parametrize("path,parser", DUMP_READERS, ids=[" ".join(p) for p, _ in DUMP_READERS])
+def test_empty_directory_is_an_error(path, parser, tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "config.json").write_text(json.dumps(SMALL.to_json()))  # a config is not a dump
+    argv = [str(empty) if v == str(ARTICLE) else v for v in skeleton(parser, tmp_path, valid_inputs=True)]
+    code, out, err = call(capsys, [*path, *argv])
+    assert_one_line_error(code, err, f"{empty}: no dump files in this directory")
+
+
+def test_parent_of_dump_directories_lists_them(tmp_path, capsys):
+    parent = tmp_path / "runs"
+    for name in ("b_run", "a_run"):
+        shutil.copytree(ARTICLE, parent / name)
+    (parent / "notes").mkdir()  # no dumps: not listed
+    code, _, err = call(capsys, ["replay", str(parent)])
+    assert_one_line_error(code, err, f"{parent}: no dump files directly in this directory",
+                          "these subdirectories hold dumps: a_run, b_run (")
+    assert "notes" not in err and "config" not in err
+
+
+def test_packed_run_is_a_source(tmp_path, capsys):
+    code, _, err = call(capsys, ["pack", str(ARTICLE), "-o", str(tmp_path / "run"), "--no-progress"])
+    assert code == 0, err
+    code, out, err = call(capsys, ["replay", str(tmp_path / "run"), "--json"])
+    assert code == 0 and json.loads(out)["accepted_length"] == 3
+
+
+# --- manifest round count -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def synth4(tmp_path):
+    d = tmp_path / "run"
+    rounds = write_synthetic_run(d, SMALL, 4, seed=1)
+    return d, [r.key for r in rounds]
+
+
+def _remove_round(d: Path, key) -> None:
+    a, b = key
+    gone = [p for p in d.iterdir() if p.name.startswith((f"validate_{a}_{b}.", f"draft_step_0_{a - 1}_{b - 1}.", f"draft_step_1_{a}_{b}."))]
+    assert len(gone) == 3
+    for p in gone:
+        p.unlink()
+
+
+def test_consistent_manifest_exits_0(synth4, capsys):
+    d, keys = synth4
+    code, out, err = call(capsys, ["replay", str(d), "--json"])
+    assert code == 0 and err == "" and len(out.splitlines()) == 4
+
+
+def test_round_listed_in_manifest_but_missing(synth4, capsys):
+    d, keys = synth4
+    _remove_round(d, keys[2])
+    name = f"{keys[2][0]}_{keys[2][1]}"
+    for cmd in (["replay", str(d), "--json"], ["batch", str(d), "--json"], ["stats", str(d), "--csv", "--no-progress"]):
+        code, out, err = call(capsys, cmd)
+        assert code == 1, (cmd, err)
+        assert f"skipped round {name}: listed in manifest.json but no file of this round is in the directory" in err
+    code, out, _ = call(capsys, ["replay", str(d)])
+    assert code == 1 and "rounds replayed: 3   skipped: 1" in out
+
+
+def test_rounds_not_listed_in_manifest(synth4, capsys):
+    d, keys = synth4
+    extra = (900, 916)  # a second run's round written into the same directory
+    ids = np.array([[5, 6]], dtype=np.int64)
+    write_round(d, extra, (StepRecord(ids), StepRecord(np.array([[7], [8]], dtype=np.int64))),
+                StepRecord(np.array([[5], [7], [9], [1], [2]], dtype=np.int64)))
+    code, out, err = call(capsys, ["replay", str(d), "--json"])
+    assert code == 1 and len(out.splitlines()) == 5  # the extra round is replayed all the same
+    assert "skipped manifest.json: lists 4 round(s) and not 1 found here: 900_916 (replayed anyway" in err
+
+
+def test_stated_round_count(synth4, capsys):
+    d, keys = synth4
+    body = json.loads((d / "manifest.json").read_text())
+    body["rounds"] = 5
+    (d / "manifest.json").write_text(json.dumps(body))
+    code, _, err = call(capsys, ["replay", str(d), "--json"])
+    assert code == 1 and "skipped manifest.json: states 5 round(s); the file names form 4" in err
+    body["rounds"] = 4
+    (d / "manifest.json").write_text(json.dumps(body))
+    assert call(capsys, ["replay", str(d), "--json"])[0] == 0
+    body["rounds"] = "four"
+    (d / "manifest.json").write_text(json.dumps(body))
+    code, _, err = call(capsys, ["replay", str(d)])
+    assert_one_line_error(code, err, "manifest.json (rounds): expected a list of round records or a round count")
+
+
+def test_manifest_disagreement_identical_in_every_reader(synth4, tmp_path):
+    """replay_directory, the batch replay and a packed run list the same disagreement."""
+    from replay.packed import pack_directory
+
+    d, keys = synth4
+    _remove_round(d, keys[0])
+    direct = replay_directory(d)
+    assert [s.what for s in direct.skipped] == [f"round {keys[0][0]}_{keys[0][1]}"]
+    pack_directory(d, tmp_path / "packed")
+    for rep in (replay_run(d), replay_directory(tmp_path / "packed"), replay_run(tmp_path / "packed")):
+        assert rep.skipped == direct.skipped
+
+
+def test_plot_unknown_show_round_writes_nothing(tmp_path, capsys):
+    code, out, err = call(capsys, ["plot", str(ARTICLE), "-o", str(tmp_path / "p"), "--show-round", "1_2", "--no-progress"])
+    assert_one_line_error(code, err, "--show-round 1_2: no such round")
+    assert out == "" and not (tmp_path / "p").exists()
+
+
+def test_internal_error_message_is_one_line_even_for_multiline_text(monkeypatch, capsys):
+    def multiline(args):
+        raise RuntimeError("first\nsecond")
+
+    monkeypatch.delenv("SPECREPLAY_DEBUG", raising=False)
+    monkeypatch.setattr("replay.commands.run_replay", multiline)
+    code, _, err = call(capsys, ["replay", str(ARTICLE)])
+    assert code == 2 and err == "specreplay: internal error: RuntimeError: first second (run with --debug for the traceback)\n"
+
+
+@pytest.mark.parametrize("argv", [[], ["models"]])
+def test_no_command_prints_help_and_one_error_line(argv, capsys):
+    code, out, err = call(capsys, argv)
+    assert code == 2 and "usage:" in out
+    assert_one_line_error(code, err, "no ")
+
+
+@pytest.mark.parametrize("body,field", [
+    ({"rounds": [{"key": [124, 140], "root_token": "x"}]}, "rounds[0].root_token"),
+    ({"rounds": True}, "rounds"),
+    ({"encoding": {"format": "raw", "columns": 16, "dtype": "foo"}}, "encoding.dtype"),
+    ({"encoding": {"format": "raw", "columns": 16, "score_dtype": "bar"}}, "encoding.score_dtype"),
+    ({"encoding": {"format": "raw", "columns": {"draft": "x"}}}, "encoding.columns"),
+])
+def test_bad_manifest_field_is_one_line(body, field, tmp_path, capsys):
+    d = tmp_path / "dump"
+    shutil.copytree(ARTICLE, d)
+    (d / "manifest.json").write_text(json.dumps(body))
+    code, _, err = call(capsys, ["replay", str(d)])
+    assert_one_line_error(code, err, f"manifest.json ({field}): expected")
