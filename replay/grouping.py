@@ -5,16 +5,23 @@ with ``.scores`` / ``.parents`` companions (``draft_step_1_124_140.scores.txt``)
 its validate file's ``(a, b)``. Draft steps ``i >= 1`` carry the round's key; step 0 is named
 ``step0_offset`` positions earlier (the engine names it before advancing its counters), so
 ``draft_step_0_123_139`` belongs to round ``(124, 140)`` by default.
+
+Only regular files (or symlinks to them) are dump files. An entry named like one that is not (a
+directory, a FIFO, a device, a broken symlink) is listed with the reason, and the round it belongs
+to is skipped: it must not replay as if complete without that file. Such entries are never opened.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
+from .bounded import not_regular_reason
+from .errors import DumpError
 from .matrix_io import DATA_EXTS
 
 _NAME = re.compile(
@@ -77,6 +84,12 @@ def parse_offset(text: str | int | tuple[int, int]) -> tuple[int, int]:
     raise ValueError(f"step-0 offset must be N or A,B, got {text!r}")
 
 
+def is_dump_name(name: str) -> bool:
+    """Whether ``name`` is a matrix or companion file name (draft_step_I_A_B / validate_A_B)."""
+    m = _NAME.match(name)
+    return m is not None and (m.group("ext") or "").lower() in DATA_EXTS
+
+
 def _logical_files(paths: Iterable[Path]) -> tuple[dict[tuple, FileSet], list[Skipped]]:
     """Map (kind, step, a, b) → FileSet, reporting duplicates and stray files."""
     data: dict[tuple, list[Path]] = defaultdict(list)
@@ -115,8 +128,17 @@ def _logical_files(paths: Iterable[Path]) -> tuple[dict[tuple, FileSet], list[Sk
     return out, skipped
 
 
-def group_paths(paths: Iterable[Path], step0_offset: tuple[int, int] = (1, 1)) -> Grouping:
+def group_paths(
+    paths: Iterable[Path], step0_offset: tuple[int, int] = (1, 1), unreadable: Mapping[Path, str] | None = None
+) -> Grouping:
+    """Group file paths into rounds by name.
+
+    unreadable: entries among ``paths`` that are named like dump files but cannot be read as files,
+    with why ("is a directory, not a regular file"): each is listed, and so is its round, unread.
+    """
+    unreadable = dict(unreadable or {})
     files, skipped = _logical_files(paths)
+    skipped += [Skipped(p.name, why, (str(p),)) for p, why in sorted(unreadable.items())]
     da, db = step0_offset
     by_round: dict[Key, dict[int, FileSet]] = defaultdict(dict)
     for (step, a, b), fs in files.items():
@@ -128,6 +150,10 @@ def group_paths(paths: Iterable[Path], step0_offset: tuple[int, int] = (1, 1)) -
         steps = sorted(s for s in entries if s >= 0)
         paths = tuple(str(entries[s].data) for s in sorted(entries))
         name = f"round {key[0]}_{key[1]}"
+        bad = [p for fs in entries.values() for p in (fs.data, fs.scores, fs.parents) if p is not None and p in unreadable]
+        if bad:
+            skipped.append(Skipped(name, "; ".join(f"{p.name} {unreadable[p]}" for p in bad), paths))
+            continue
         if -1 not in entries:
             skipped.append(Skipped(name, "draft files without validate_%d_%d" % key, paths))
             continue
@@ -147,6 +173,26 @@ def group_paths(paths: Iterable[Path], step0_offset: tuple[int, int] = (1, 1)) -
 
 
 def group_directory(directory: str | Path, step0_offset: tuple[int, int] = (1, 1)) -> Grouping:
-    """Group the files directly inside ``directory`` (not recursive)."""
+    """Group the files directly inside ``directory`` (not recursive).
+
+    Entries that are not regular files are ignored unless named like a dump file: then they are
+    listed, with their rounds (see the module docstring). Nothing here opens a file.
+    """
     directory = Path(directory)
-    return group_paths((p for p in directory.iterdir() if p.is_file()), step0_offset)
+    regular: list[Path] = []
+    unreadable: dict[Path, str] = {}
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                path = Path(entry.path)
+                try:
+                    is_file = entry.is_file()  # follows symlinks; no open
+                except OSError:
+                    is_file = False
+                if is_file:
+                    regular.append(path)
+                elif is_dump_name(entry.name):
+                    unreadable[path] = not_regular_reason(path) or "changed while the directory was listed"
+    except OSError as exc:
+        raise DumpError(directory, f"cannot list the directory: {exc.strerror or exc}") from None
+    return group_paths(regular + list(unreadable), step0_offset, unreadable)
