@@ -216,6 +216,11 @@ class BoundedZip:
         # UnicodeDecodeError, NotImplementedError, OverflowError, ...): all mean the same to us.
         except Exception as exc:  # noqa: BLE001 - the boundary of an untrusted-input parser
             raise DumpError(path, f"corrupt or truncated {what}: {_describe(exc)}") from None
+        # Opening a member reads its local header (no data) and checks it against the central
+        # directory: a damaged name there would otherwise just hide an array ("scores").
+        for info in self._zip.infolist():
+            self._check_method(info)
+            self.open(info.filename).close()
         self._budget = min(MAX_MATRIX_FILE_BYTES, max(INFLATE_FREE_BYTES, MAX_INFLATE_RATIO * len(data)))
 
     def __enter__(self) -> "BoundedZip":
@@ -234,10 +239,6 @@ class BoundedZip:
         """The declared uncompressed size of ``name`` once checked, charged to the archive's budget."""
         info = self._zip.getinfo(name)
         fail = dump_fail(self.path, name)
-        if info.compress_type not in ZIP_METHODS:
-            _raise(fail, f"compression method {info.compress_type} is not read (only stored or deflated, as numpy and torch write)")
-        if info.flag_bits & 0x1:
-            _raise(fail, "encrypted archive member")
         size, packed = info.file_size, info.compress_size
         if size > limit:
             _raise(fail, f"declares {size:,} bytes uncompressed; members are read up to {limit:,} bytes")
@@ -253,6 +254,13 @@ class BoundedZip:
             _raise(fail, "the archive's members inflate to more than its size allows (a likely decompression bomb)")
         self._budget -= size
         return size
+
+    def _check_method(self, info: zipfile.ZipInfo) -> None:
+        fail = dump_fail(self.path, info.filename)
+        if info.compress_type not in ZIP_METHODS:
+            _raise(fail, f"compression method {info.compress_type} is not read (only stored or deflated, as numpy and torch write)")
+        if info.flag_bits & 0x1:
+            _raise(fail, "encrypted archive member")
 
     def open(self, name: str) -> io.BufferedIOBase:
         """A stream over member ``name`` (check ``size(name)`` first)."""
