@@ -8,7 +8,9 @@ stated dtype and column count (``.bin``/``.raw``, or every data file when raw is
 
 from __future__ import annotations
 
+import io
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -34,6 +36,11 @@ _SEP = re.compile(r"[\s,]+")
 # or, for scores, a float literal; checked per line before numpy converts.
 _BAD_INT_CHAR = re.compile(r"[^0-9+\-\s,]")
 _BAD_FLOAT_CHAR = re.compile(r"[^0-9+\-.eE\s,naifNAIFtyTY]")
+# The fast path's alphabet (ASCII only) and what it needs of lines: LF ends a line, nothing else does.
+_FAST_INT = re.compile(r"[^0-9+\- \t\n,]")
+_FAST_FLOAT = re.compile(r"[^0-9+\-.eE \t\n,naifNAIFtyTY]")
+_ODD_LINE_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines splits here too
+_COMMENT_LINES = re.compile(r"^[ \t]*#.*$", re.MULTILINE)
 _INT64 = np.iinfo(np.int64)
 _PROB_SLACK = 1e-5  # float32 softmax outputs can exceed 1 by a few ulps
 
@@ -123,12 +130,36 @@ class DumpMatrix:
 
 
 def parse_text_matrix(text: str, path: str, as_float: bool = False) -> np.ndarray:
-    """[rows, cols] from whitespace/comma-separated text; '#' lines and blank lines are skipped."""
+    """[rows, cols] from whitespace/comma-separated text; '#' lines and blank lines are skipped.
+
+    ``_parse_text_lines`` defines the format; numpy's C parser (np.loadtxt) reads the common case
+    (ASCII numbers, no line breaks but LF/CRLF) with the same result in a fraction of the time and
+    memory, and any text it does not take goes to the reference parser, which names the line.
+    """
+    text = text.replace("\r\n", "\n")
+    if _ODD_LINE_BREAKS.search(text):
+        return _parse_text_lines(text, path, as_float)
+    body = _COMMENT_LINES.sub("", text)
+    if (_FAST_FLOAT if as_float else _FAST_INT).search(body):
+        return _parse_text_lines(text, path, as_float)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "input contained no data": reported below
+            arr = np.loadtxt(io.StringIO(body.replace(",", " ")), dtype=np.float64 if as_float else np.int64, ndmin=2, comments=None)
+    except (ValueError, OverflowError):
+        return _parse_text_lines(text, path, as_float)
+    if arr.size == 0:
+        raise DumpError(path, "empty file: no matrix rows")
+    return arr
+
+
+def _parse_text_lines(text: str, path: str, as_float: bool) -> np.ndarray:
+    """The text format, line by line (the reference; errors name the line)."""
     kind = "a number" if as_float else "an integer token id"
     field_name = "scores" if as_float else "ids"
     bad_char = _BAD_FLOAT_CHAR if as_float else _BAD_INT_CHAR
     rows: list[list[str]] = []
-    line_nos: list[int] = []
+    first = 0
     for no, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
@@ -137,28 +168,23 @@ def parse_text_matrix(text: str, path: str, as_float: bool = False) -> np.ndarra
         if bad:
             cell = next(c for c in _SEP.split(stripped) if bad.group() in c)
             raise DumpError(path, f"line {no}: {cell[:40]!r} is not {kind}", field_name)
-        rows.append([c for c in _SEP.split(stripped) if c])
-        line_nos.append(no)
+        cells = [c for c in _SEP.split(stripped) if c]
+        if not cells:  # only separators: a blank line
+            continue
+        if rows and len(cells) != len(rows[0]):
+            raise DumpError(path, f"ragged rows: line {no} has {len(cells)} values, line {first} has {len(rows[0])}", field_name)
+        first = first or no
+        for c in cells:
+            try:
+                value = float(c) if as_float else int(c)
+            except ValueError:
+                raise DumpError(path, f"line {no}: {c[:40]!r} is not {kind}", field_name) from None
+            if not as_float and not _INT64.min <= value <= _INT64.max:
+                raise DumpError(path, f"line {no}: token id {c[:40]} is outside the int64 range", field_name)
+        rows.append(cells)
     if not rows:
         raise DumpError(path, "empty file: no matrix rows")
-    width = len(rows[0])
-    for cells, no in zip(rows, line_nos):
-        if len(cells) != width:
-            raise DumpError(
-                path, f"ragged rows: line {no} has {len(cells)} values, line {line_nos[0]} has {width}", field_name
-            )
-    try:
-        return np.array(rows, dtype=np.float64 if as_float else np.int64)
-    except (ValueError, OverflowError):
-        for cells, no in zip(rows, line_nos):
-            for c in cells:
-                try:
-                    value = float(c) if as_float else int(c)
-                except ValueError:
-                    raise DumpError(path, f"line {no}: {c[:40]!r} is not {kind}", field_name) from None
-                if not as_float and not _INT64.min <= value <= _INT64.max:
-                    raise DumpError(path, f"line {no}: token id {c[:40]} is outside the int64 range", field_name) from None
-        raise DumpError(path, "values numpy cannot convert", field_name) from None
+    return np.array(rows, dtype=np.float64 if as_float else np.int64)
 
 
 def _read_text(path: Path, as_float: bool) -> np.ndarray:

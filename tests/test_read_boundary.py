@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replay import cli, fastread
 from replay.bounded import MAX_JSON_DEPTH, MAX_TEXT_FILE_BYTES, json_depth
@@ -26,7 +28,7 @@ from replay.config import load_config
 from replay.errors import ConfigError, DumpError
 from replay.grouping import group_directory
 from replay.manifest import read_manifest
-from replay.matrix_io import RawSpec, read_matrix
+from replay.matrix_io import RawSpec, _parse_text_lines, parse_text_matrix, read_matrix
 from tests.dump_mutations import ENTRY_KINDS, deflate_bomb_npz, npy_header, replace_entry, tensor_pickle, zip_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -449,3 +451,22 @@ def test_bombs_through_the_commands_are_listed_not_allocated(tmp_path, capsys, c
     rc, out, err = result[0]
     assert rc in (1, 2) and "validate_124_140.npy: header claims shape (1000000, 1000000)" in out + err
     assert "Traceback" not in err and peak < 200, peak
+
+
+# --- the text fast path (np.loadtxt) reads exactly what the line-by-line reference reads --------------
+
+_TEXT = st.text(alphabet="0123456789+- ,\t\n\r#x.e\u3000\x0c", max_size=60)
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(text=_TEXT, as_float=st.booleans())
+def test_text_fast_path_equals_the_reference(text, as_float):
+    def outcome(parse):
+        try:
+            return parse().tolist()
+        except DumpError as exc:
+            return str(exc)
+
+    fast = outcome(lambda: parse_text_matrix(text, "t", as_float))
+    reference = outcome(lambda: _parse_text_lines(text.replace("\r\n", "\n"), "t", as_float))
+    assert fast == reference
