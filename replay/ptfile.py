@@ -1,10 +1,14 @@
 """Read tensors from a PyTorch ``.pt`` zip archive without torch and without running its pickle.
 
 ``torch.save`` writes a zip holding ``data.pkl`` (a pickle that names storages and tensor
-rebuild calls) and ``data/<key>`` (raw little-endian storage bytes). A restricted unpickler maps
+rebuild calls), ``data/<key>`` (raw storage bytes) and ``byteorder``. A restricted unpickler maps
 the few globals a plain tensor needs onto inert stand-ins; any other global (``os.system``, a
 custom class) is refused, so a malicious file can never execute code — the same guarantee as
 ``torch.load(weights_only=True)``, while the offline side stays free of torch.
+
+Nothing the pickle says is trusted: the archive is read within replay.bounded's limits, and each
+tensor's size, stride and storage offset are checked against its storage before a view is made,
+so a hostile file can neither crash the reader nor make it return bytes that are not in the file.
 """
 
 from __future__ import annotations
@@ -55,19 +59,26 @@ _TORCH_DTYPES = {
 MAX_BYTEORDER_BYTES = 16  # the archive's "byteorder" record: "little" or "big"
 
 
+class _Inert:
+    """A stand-in the pickle may name but not alter: BUILD would otherwise rewrite its __dict__."""
+
+    def __setstate__(self, state):
+        raise pickle.UnpicklingError(f"BUILD on {type(self).__name__[1:]}")
+
+
 @dataclass(frozen=True)
-class _StorageType:
+class _StorageType(_Inert):
     dtype: Any
 
 
 @dataclass(frozen=True)
-class _StorageRef:
+class _StorageRef(_Inert):
     key: str
     dtype: Any
 
 
 @dataclass(frozen=True)
-class _TensorRef:
+class _TensorRef(_Inert):
     """A tensor as the pickle describes it: values are unchecked until ``_materialise``."""
 
     storage: Any

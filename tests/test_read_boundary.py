@@ -470,3 +470,11 @@ def test_text_fast_path_equals_the_reference(text, as_float):
     fast = outcome(lambda: parse_text_matrix(text, "t", as_float))
     reference = outcome(lambda: _parse_text_lines(text.replace("\r\n", "\n"), "t", as_float))
     assert fast == reference
+
+
+def test_pt_pickle_cannot_rewrite_the_storage_stand_ins(tmp_path):
+    """BUILD on the storage reference set its key to a list: TypeError (unhashable) while reading."""
+    pkl = _tensor_pickle(0, (2, 3), (3, 1)).replace(b"tQ", b"tQ}(X\x03\x00\x00\x00key]ub", 1)
+    p = _write_pt(tmp_path / "b.pt", pkl, {"0": IDS.tobytes()})
+    with pytest.raises(DumpError, match=r"b.pt: corrupt .pt archive: UnpicklingError: BUILD on StorageRef"):
+        read_matrix(p, "draft")
