@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,7 +141,7 @@ def mutations(draw, corpus: str, files: list[str], side: list[str]) -> Mutation:
     if ext == ".npy":
         kinds.append("npy_header")
     if ext in (".npz", ".pt"):
-        kinds.append("zip_field")
+        kinds += ["zip_field", "member", "member"]
     if ext == ".pt":
         kinds.append("pt_view")
     if ext in ("", ".txt"):
@@ -173,6 +174,11 @@ def mutations(draw, corpus: str, files: list[str], side: list[str]) -> Mutation:
         field = draw(st.sampled_from(sorted(ZIP_FIELDS)))
         value = draw(st.one_of(st.integers(0, 16), st.integers(0, 1 << 32), st.sampled_from((0xFFFF, 0xFFFFFFFF, 99))))
         return Mutation(kind, target, (draw(st.integers(0, 15)), field, value), DETECTABLE)
+    if kind == "member":  # damage inside a member, then re-zip with a valid CRC: reaches the parsers
+        flips = draw(st.lists(st.tuples(st.integers(0, 1 << 12), st.integers(1, 255)), max_size=3))
+        cut = draw(st.none() | st.integers(0, 1 << 12))
+        extra = draw(st.binary(max_size=16))
+        return Mutation(kind, target, (draw(st.integers(0, 7)), tuple(flips), cut, extra, draw(st.booleans())), ANY)
     if kind == "pt_view":
         ints = st.one_of(st.integers(-3, 12), st.integers(-(1 << 40), 1 << 40))
         size = tuple(draw(st.lists(st.integers(-2, 12) | st.integers(0, 1 << 33), min_size=0, max_size=3)))
@@ -249,8 +255,6 @@ def _bomb(p: Path, variant: str) -> None:
     elif ext == ".pt":
         pkl = b"\x80\x04\x8e" + (1 << 40).to_bytes(8, "little") + b"abc."
         buf = io.BytesIO()
-        import zipfile
-
         with zipfile.ZipFile(buf, "w") as z:
             z.writestr("archive/data.pkl", pkl)
         p.write_bytes(buf.getvalue())
@@ -304,6 +308,8 @@ def apply(d: Path, m: Mutation) -> None:
             which, field, value = m.params
             kind, offset = headers[which % len(headers)]
             data = bytearray(set_zip_field(bytes(data), offset, kind, field, value))
+    elif m.kind == "member":
+        data = bytearray(_damage_member(bytes(data), *m.params))
     elif m.kind == "pt_view":
         arrays = _synth_arrays(p.name[: -len(".pt")])
         data = bytearray(pt_dict_bytes(arrays, {"ids": m.params}))
@@ -315,6 +321,26 @@ def apply(d: Path, m: Mutation) -> None:
         lines[row % len(lines)] = " ".join(cells)
         data = bytearray(("\n".join(lines) + "\n").encode())
     p.write_bytes(bytes(data))
+
+
+def _damage_member(data: bytes, which: int, flips, cut, extra: bytes, deflate: bool) -> bytes:
+    """Flip/cut/extend one member's bytes and write the archive again, CRCs recomputed."""
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        members = [(info.filename, z.read(info)) for info in z.infolist()]
+    name, body = members[which % len(members)]
+    body = bytearray(body)
+    for pos, mask in flips:
+        if body:
+            body[pos % len(body)] ^= mask
+    if cut is not None:
+        body = body[: cut % (len(body) + 1)]
+    body += extra
+    members[which % len(members)] = (name, bytes(body))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED) as z:
+        for n, b in members:
+            z.writestr(n, b)
+    return out.getvalue()
 
 
 def _apply_json(p: Path, params: tuple) -> None:
@@ -442,17 +468,12 @@ def test_mutated_samples_through_the_commands(corpora, data):
 
 
 @pytest.mark.fuzz_long
-def test_mutated_samples_long_run(corpora, request):
+@pytest.mark.skipif("'fuzz_long' not in (config.getoption('markexpr') or '')", reason="selected with -m fuzz_long")
+@settings(max_examples=LONG_EXAMPLES, **FUZZ_SETTINGS)
+@given(data=st.data())
+def test_mutated_samples_long_run(corpora, data):
     """Thousands of random cases: ``pytest -m fuzz_long tests/test_fuzz_readers.py``."""
-    if "fuzz_long" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("the long fuzz run is selected with -m fuzz_long")
-
-    @settings(max_examples=LONG_EXAMPLES, **FUZZ_SETTINGS)
-    @given(data=st.data())
-    def run(data):
-        run_case(corpora, data)
-
-    run()
+    run_case(corpora, data)
 
 
 # --- a few in a child process: no signal, no traceback, within 2 GiB ------------------------------
