@@ -478,3 +478,12 @@ def test_pt_pickle_cannot_rewrite_the_storage_stand_ins(tmp_path):
     p = _write_pt(tmp_path / "b.pt", pkl, {"0": IDS.tobytes()})
     with pytest.raises(DumpError, match=r"b.pt: corrupt .pt archive: UnpicklingError: BUILD on StorageRef"):
         read_matrix(p, "draft")
+
+
+def test_config_json_that_is_not_a_regular_file_is_an_error(tmp_path, capsys):
+    """A FIFO config.json beside the dumps: ignored without a word (never opened, but not reported)."""
+    d = _article_copy(tmp_path)
+    (d / "config.json").unlink()
+    os.mkfifo(d / "config.json")
+    rc, _, err = _cli(["replay", d], capsys)
+    assert rc == 2 and "config.json: config field '<file>': is a FIFO (named pipe), not a regular file" in err
