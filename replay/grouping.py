@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from .bounded import not_regular_reason
-from .errors import DumpError
+from .errors import DumpError, printable
 from .matrix_io import DATA_EXTS
 
 _NAME = re.compile(
     r"^(?:draft_step_(?P<step>\d+)|(?P<validate>validate))_(?P<a>-?\d+)_(?P<b>-?\d+)"
-    r"(?P<companion>\.scores|\.parents)?(?P<ext>\.[A-Za-z0-9]+)?$"
+    r"(?P<companion>\.scores|\.parents)?(?P<ext>\.[A-Za-z0-9]+)?$",
+    re.ASCII,  # counters are ASCII digits (\d alone would take any script's)
 )
 # Files that belong in a dump directory but are not matrices.
 SIDE_FILES = ("manifest.json", "config.json")
@@ -100,7 +101,7 @@ def _logical_files(paths: Iterable[Path]) -> tuple[dict[tuple, FileSet], list[Sk
         ext = (m.group("ext") or "").lower() if m else ""
         if not m or ext not in DATA_EXTS:
             if path.name not in SIDE_FILES and not path.name.startswith(".") and path.suffix.lower() not in SIDE_EXTS:
-                skipped.append(Skipped(path.name, "name matches neither draft_step_I_A_B nor validate_A_B", (str(path),)))
+                skipped.append(Skipped(printable(path.name), "name matches neither draft_step_I_A_B nor validate_A_B", (str(path),)))
             continue
         step = -1 if m.group("validate") else int(m.group("step"))
         lkey = (step, int(m.group("a")), int(m.group("b")))

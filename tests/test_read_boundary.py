@@ -487,3 +487,14 @@ def test_config_json_that_is_not_a_regular_file_is_an_error(tmp_path, capsys):
     os.mkfifo(d / "config.json")
     rc, _, err = _cli(["replay", d], capsys)
     assert rc == 2 and "config.json: config field '<file>': is a FIFO (named pipe), not a regular file" in err
+
+
+def test_undecodable_file_names_are_listed_printably(tmp_path, capsys):
+    """A name that is not UTF-8 made the summary unprintable on a strict UTF-8 stdout."""
+    d = _article_copy(tmp_path)
+    (d / os.fsdecode(b"notes\xff.bin")).write_bytes(b"x")
+    (d / "draft_step_\u0663_124_140").write_text("1\n")  # an Arabic-Indic 3 is not a step number
+    rc, out, err = _cli(["replay", d], capsys)
+    assert rc == 1
+    out.encode("utf-8")  # strict: no lone surrogates
+    assert "notes\\xff.bin: name matches neither" in out and "draft_step_\u0663_124_140: name matches neither" in out
