@@ -34,6 +34,8 @@ SIDE_FILES = ("manifest.json", "config.json")
 SIDE_EXTS = (".json", ".md", ".txt.md", ".png", ".svg", ".html", ".csv.md")
 
 Key = tuple[int, int]
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1  # keys and steps become int64 arrays when read
+_NAMED_GAPS = 5  # missing draft steps named in a round's skip reason
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,10 @@ def parse_offset(text: str | int | tuple[int, int]) -> tuple[int, int]:
     raise ValueError(f"step-0 offset must be N or A,B, got {text!r}")
 
 
+def _fits_int64(*values: int) -> bool:
+    return all(_INT64_MIN <= v <= _INT64_MAX for v in values)
+
+
 def is_dump_name(name: str) -> bool:
     """Whether ``name`` is a matrix or companion file name (draft_step_I_A_B / validate_A_B)."""
     m = _NAME.match(name)
@@ -105,6 +111,9 @@ def _logical_files(paths: Iterable[Path]) -> tuple[dict[tuple, FileSet], list[Sk
             continue
         step = -1 if m.group("validate") else int(m.group("step"))
         lkey = (step, int(m.group("a")), int(m.group("b")))
+        if not _fits_int64(*lkey):
+            skipped.append(Skipped(path.name, "step or counters outside the int64 range", (str(path),)))
+            continue
         if m.group("companion"):
             companions[lkey][m.group("companion")[1:]].append(path)
         else:
@@ -144,6 +153,9 @@ def group_paths(
     by_round: dict[Key, dict[int, FileSet]] = defaultdict(dict)
     for (step, a, b), fs in files.items():
         key = (a + da, b + db) if step == 0 else (a, b)
+        if not _fits_int64(*key):
+            skipped.append(Skipped(fs.data.name, f"step-0 offset {step0_offset} moves its counters outside the int64 range", (str(fs.data),)))
+            continue
         by_round[key][step] = fs
     rounds: list[RoundFiles] = []
     for key in sorted(by_round):
@@ -161,13 +173,17 @@ def group_paths(
         if not steps:
             skipped.append(Skipped(name, "validate file without any draft_step file", paths))
             continue
-        missing = [s for s in range(steps[-1] + 1) if s not in entries]
-        if missing:
+        gaps = steps[-1] + 1 - len(steps)  # steps are distinct, so this counts the missing ones
+        if gaps:
+            # Name the first few only: a file called draft_step_1000000000_... must not make a
+            # billion-entry list.
+            missing = [s for s in range(min(steps[-1], len(steps) + _NAMED_GAPS)) if s not in entries][:_NAMED_GAPS]
             want = ", ".join(
                 f"draft_step_{s}_{key[0] - da}_{key[1] - db}" if s == 0 else f"draft_step_{s}_{key[0]}_{key[1]}"
                 for s in missing
             )
-            skipped.append(Skipped(name, f"missing {want}", paths))
+            more = f" and {gaps - len(missing)} more" if gaps > len(missing) else ""
+            skipped.append(Skipped(name, f"missing {want}{more}", paths))
             continue
         rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))
     return Grouping(tuple(rounds), tuple(skipped))

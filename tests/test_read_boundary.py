@@ -498,3 +498,25 @@ def test_undecodable_file_names_are_listed_printably(tmp_path, capsys):
     assert rc == 1
     out.encode("utf-8")  # strict: no lone surrogates
     assert "notes\\xff.bin: name matches neither" in out and "draft_step_\u0663_124_140: name matches neither" in out
+
+
+def test_counters_beyond_int64_and_huge_step_numbers(tmp_path, capsys):
+    """Counters of 23 digits: batch raised OverflowError. draft_step_10**9: a billion-entry list."""
+    d = tmp_path / "d"
+    d.mkdir()
+    shutil.copy(ARTICLE / "config.json", d)
+    big = "99999999999999999999999"
+    for name in ("draft_step_0_123_139", "draft_step_1_124_140", "validate_124_140"):
+        shutil.copy(ARTICLE / name, d / name.replace("124", big).replace("123", big))
+    shutil.copy(ARTICLE / "draft_step_1_124_140", d / "draft_step_1000000000_124_140")
+    shutil.copy(ARTICLE / "validate_124_140", d / "validate_124_140")
+    g = group_directory(d)
+    reasons = {s.what: s.reason for s in g.skipped}
+    assert reasons[f"validate_{big}_140"] == "step or counters outside the int64 range"
+    assert reasons["round 124_140"] == (
+        "missing draft_step_0_123_139, draft_step_1_124_140, draft_step_2_124_140, draft_step_3_124_140, "
+        "draft_step_4_124_140 and 999999995 more"
+    )
+    for command in (["replay", d], ["batch", d, "--no-progress"]):
+        rc, out, err = _cli(command, capsys)
+        assert rc in (1, 2) and "Traceback" not in err
