@@ -144,10 +144,15 @@ def _synth_manifest(out: Path, extra: dict | None = None) -> None:
 
 
 def build_corpora(base: Path) -> list[Corpus]:
-    """The article's round (text) and three synthetic rounds as .npz, .npy, .pt, raw and text."""
+    """The article's round (text, without and with parents) and three synthetic rounds as .npz,
+    .npy, .pt, raw and text (scores in companion files where the encoding holds one array)."""
     base.mkdir(parents=True, exist_ok=True)
-    corpora = [Corpus("article", base / "article")]
+    corpora = [Corpus("article", base / "article"), Corpus("article_parents", base / "article_parents")]
     shutil.copytree(ARTICLE, corpora[0].path)
+    shutil.copytree(ARTICLE, corpora[1].path)
+    # The article's parents (docs/dump-format.md): step 1 expands nodes 1, 2; step 2 nodes 7, 9.
+    for name, parents in (("draft_step_0_123_139", "0"), ("draft_step_1_124_140", "1\n2"), ("draft_step_2_124_140", "7\n9")):
+        (corpora[1].path / f"{name}.parents").write_text(parents + "\n")
     for kind in ("npz", "npy", "pt", "raw", "text"):
         out = base / kind
         out.mkdir()
