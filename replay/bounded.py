@@ -23,11 +23,11 @@ from .errors import DumpError, SpecReplayError
 
 MiB = 1 << 20
 MAX_MATRIX_FILE_BYTES = 1024 * MiB  # a .npy/.npz/.pt/raw file; also one .npz member or .pt storage, inflated
-MAX_TEXT_FILE_BYTES = 16 * MiB  # text matrices: parsing holds ~60 bytes per value in Python objects
+MAX_TEXT_FILE_BYTES = 16 * MiB  # text matrices: the line-by-line parser holds ~60 bytes per value
 MAX_MATRIX_CELLS = 1 << 27  # values in one matrix: 1 GiB once widened to int64/float64
 MAX_JSON_BYTES = 512 * MiB  # manifest.json / config JSON (a harness manifest holds ~450 bytes per round)
 MAX_JSON_DEPTH = 64  # nesting of JSON arrays/objects; ours are 5 deep
-MAX_ZIP_MEMBERS = 4096  # entries in an .npz/.pt archive (a dump's has 1-4 matrices)
+MAX_ZIP_MEMBERS = 4096  # entries in an .npz/.pt archive (a dump file's holds 1-4 arrays)
 MAX_INFLATE_RATIO = 100  # a compressed member may declare at most this many bytes per stored byte...
 INFLATE_FREE_BYTES = 16 * MiB  # ...once it declares more than this (small padding blocks compress ~1000x)
 ZIP_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}  # what numpy and torch write
