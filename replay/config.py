@@ -6,12 +6,12 @@ the values named.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from .bounded import MAX_JSON_BYTES, parse_json_bytes, read_file_bytes
 from .errors import ConfigError
 
 TREE_STATIC = 0
@@ -198,8 +198,8 @@ def parse_tree(obj: Mapping[str, Any], source: str | None = None, where: str = "
         head = tuple(len(r) for r in spec)
     tree_type = _int(obj.get("treeType", DEFAULT_TREE_TYPE), source, p + "treeType")
     thr = obj.get("gammaThreshold", DEFAULT_GAMMA_THRESHOLD)
-    if isinstance(thr, bool) or not isinstance(thr, (int, float)):
-        raise ConfigError(source, p + "gammaThreshold", f"expected a number, got {thr!r}")
+    if isinstance(thr, bool) or not isinstance(thr, (int, float)) or (isinstance(thr, int) and not 0 <= thr <= 1):
+        raise ConfigError(source, p + "gammaThreshold", f"expected a number in [0, 1], got {thr!r}")
     extra = {k: v for k, v in obj.items() if k not in _TREE_KEYS}
     # Build without __post_init__'s source-less check so messages carry the file and prefix.
     tree = object.__new__(TreeConfig)
@@ -234,14 +234,13 @@ def parse_config(obj: Any, source: str | None = None) -> SpecConfig:
     return SpecConfig((tree,), settings, unknown, source)
 
 
-def load_config(path: str | Path) -> SpecConfig:
+def load_config(path: str | Path, allow_stream: bool = True) -> SpecConfig:
+    """Read a config JSON file (size and nesting bounded, see replay.bounded).
+
+    allow_stream: also read a pipe (``--config <(...)``); a config.json inside a dump directory
+    is read with False, like every dump file.
+    """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(path, "<file>", f"cannot read: {exc.strerror}") from None
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(path, "<json>", f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    data = read_file_bytes(path, MAX_JSON_BYTES, lambda message: ConfigError(path, "<file>", message), allow_stream)
+    obj = parse_json_bytes(data, lambda message: ConfigError(path, "<json>", message))
     return parse_config(obj, str(path))

@@ -5,6 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def printable(text: str) -> str:
+    """``text`` with undecodable file-name bytes (surrogate escapes) shown as ``\\xff``.
+
+    File names are bytes; Python keeps the ones that are not UTF-8 as lone surrogates, which a
+    strict UTF-8 stdout refuses to print. Messages carry this form instead.
+    """
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 class SpecReplayError(Exception):
     """Base of every error the CLI turns into a one-line message and a non-zero exit."""
 
@@ -13,7 +22,7 @@ class ConfigError(SpecReplayError):
     def __init__(self, source: str | Path | None, field: str, message: str):
         self.source = str(source) if source is not None else None
         self.field = field
-        where = f"{self.source}: " if self.source else ""
+        where = f"{printable(self.source)}: " if self.source else ""
         super().__init__(f"{where}config field '{field}': {message}")
 
 
@@ -24,7 +33,7 @@ class DumpError(SpecReplayError):
         self.path = str(path)
         self.field = field
         what = f" ({field})" if field else ""
-        super().__init__(f"{self.path}{what}: {message}")
+        super().__init__(f"{printable(self.path)}{what}: {message}")
 
 
 class RoundError(SpecReplayError):
@@ -33,7 +42,7 @@ class RoundError(SpecReplayError):
     def __init__(self, key: tuple[int, int], message: str, path: str | Path | None = None):
         self.key = key
         self.path = str(path) if path is not None else None
-        where = f" ({self.path})" if self.path else ""
+        where = f" ({printable(self.path)})" if self.path else ""
         super().__init__(f"round {key[0]}_{key[1]}{where}: {message}")
 
 

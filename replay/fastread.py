@@ -13,6 +13,7 @@ import os
 import sys
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
@@ -194,6 +195,10 @@ def iter_read_chunks(
             bar.update(chunk.files)
             bar.set_postfix_str(f"{rounds} rounds", refresh=False)
             yield chunk
+    except BrokenProcessPool:
+        raise DumpError(
+            directory, "a reader process died (killed, e.g. out of memory) while reading; --workers 1 reads in this process"
+        ) from None
     finally:
         bar.close()
 

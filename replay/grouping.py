@@ -5,27 +5,37 @@ with ``.scores`` / ``.parents`` companions (``draft_step_1_124_140.scores.txt``)
 its validate file's ``(a, b)``. Draft steps ``i >= 1`` carry the round's key; step 0 is named
 ``step0_offset`` positions earlier (the engine names it before advancing its counters), so
 ``draft_step_0_123_139`` belongs to round ``(124, 140)`` by default.
+
+Only regular files (or symlinks to them) are dump files. An entry named like one that is not (a
+directory, a FIFO, a device, a broken symlink) is listed with the reason, and the round it belongs
+to is skipped: it must not replay as if complete without that file. Such entries are never opened.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
+from .bounded import not_regular_reason
+from .errors import DumpError, printable
 from .matrix_io import DATA_EXTS
 
 _NAME = re.compile(
     r"^(?:draft_step_(?P<step>\d+)|(?P<validate>validate))_(?P<a>-?\d+)_(?P<b>-?\d+)"
-    r"(?P<companion>\.scores|\.parents)?(?P<ext>\.[A-Za-z0-9]+)?$"
+    r"(?P<companion>\.scores|\.parents)?(?P<ext>\.[A-Za-z0-9]+)?$",
+    re.ASCII,  # counters are ASCII digits (\d alone would take any script's)
 )
 # Files that belong in a dump directory but are not matrices.
 SIDE_FILES = ("manifest.json", "config.json")
 SIDE_EXTS = (".json", ".md", ".txt.md", ".png", ".svg", ".html", ".csv.md")
 
 Key = tuple[int, int]
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1  # keys and steps become int64 arrays when read
+_NAMED_GAPS = 5  # missing draft steps named in a round's skip reason
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,16 @@ def parse_offset(text: str | int | tuple[int, int]) -> tuple[int, int]:
     raise ValueError(f"step-0 offset must be N or A,B, got {text!r}")
 
 
+def _fits_int64(*values: int) -> bool:
+    return all(_INT64_MIN <= v <= _INT64_MAX for v in values)
+
+
+def is_dump_name(name: str) -> bool:
+    """Whether ``name`` is a matrix or companion file name (draft_step_I_A_B / validate_A_B)."""
+    m = _NAME.match(name)
+    return m is not None and (m.group("ext") or "").lower() in DATA_EXTS
+
+
 def _logical_files(paths: Iterable[Path]) -> tuple[dict[tuple, FileSet], list[Skipped]]:
     """Map (kind, step, a, b) → FileSet, reporting duplicates and stray files."""
     data: dict[tuple, list[Path]] = defaultdict(list)
@@ -94,10 +114,13 @@ def _logical_files(paths: Iterable[Path]) -> tuple[dict[tuple, FileSet], list[Sk
         ext = (m.group("ext") or "").lower() if m else ""
         if not m or ext not in DATA_EXTS:
             if path.name not in SIDE_FILES and not path.name.startswith(".") and path.suffix.lower() not in SIDE_EXTS:
-                skipped.append(Skipped(path.name, "name matches neither draft_step_I_A_B nor validate_A_B", (str(path),)))
+                skipped.append(Skipped(printable(path.name), "name matches neither draft_step_I_A_B nor validate_A_B", (str(path),)))
             continue
         step = -1 if m.group("validate") else int(m.group("step"))
         lkey = (step, int(m.group("a")), int(m.group("b")))
+        if not _fits_int64(*lkey):
+            skipped.append(Skipped(path.name, "step or counters outside the int64 range", (str(path),)))
+            continue
         if m.group("companion"):
             companions[lkey][m.group("companion")[1:]].append(path)
         else:
@@ -122,12 +145,24 @@ def _logical_files(paths: Iterable[Path]) -> tuple[dict[tuple, FileSet], list[Sk
     return out, skipped
 
 
-def group_paths(paths: Iterable[Path], step0_offset: tuple[int, int] = (1, 1)) -> Grouping:
+def group_paths(
+    paths: Iterable[Path], step0_offset: tuple[int, int] = (1, 1), unreadable: Mapping[Path, str] | None = None
+) -> Grouping:
+    """Group file paths into rounds by name.
+
+    unreadable: entries among ``paths`` that are named like dump files but cannot be read as files,
+    with why ("is a directory, not a regular file"): each is listed, and so is its round, unread.
+    """
+    unreadable = dict(unreadable or {})
     files, skipped = _logical_files(paths)
+    skipped += [Skipped(p.name, why, (str(p),)) for p, why in sorted(unreadable.items())]
     da, db = step0_offset
     by_round: dict[Key, dict[int, FileSet]] = defaultdict(dict)
     for (step, a, b), fs in files.items():
         key = (a + da, b + db) if step == 0 else (a, b)
+        if not _fits_int64(*key):
+            skipped.append(Skipped(fs.data.name, f"step-0 offset {step0_offset} moves its counters outside the int64 range", (str(fs.data),)))
+            continue
         by_round[key][step] = fs
     rounds: list[RoundFiles] = []
     for key in sorted(by_round):
@@ -135,25 +170,53 @@ def group_paths(paths: Iterable[Path], step0_offset: tuple[int, int] = (1, 1)) -
         steps = sorted(s for s in entries if s >= 0)
         paths = tuple(str(entries[s].data) for s in sorted(entries))
         name = f"round {key[0]}_{key[1]}"
+        bad = [p for fs in entries.values() for p in (fs.data, fs.scores, fs.parents) if p is not None and p in unreadable]
+        if bad:
+            skipped.append(Skipped(name, "; ".join(f"{p.name} {unreadable[p]}" for p in bad), paths))
+            continue
         if -1 not in entries:
             skipped.append(Skipped(name, "draft files without validate_%d_%d" % key, paths))
             continue
         if not steps:
             skipped.append(Skipped(name, "validate file without any draft_step file", paths))
             continue
-        missing = [s for s in range(steps[-1] + 1) if s not in entries]
-        if missing:
+        gaps = steps[-1] + 1 - len(steps)  # steps are distinct, so this counts the missing ones
+        if gaps:
+            # Name the first few only: a file called draft_step_1000000000_... must not make a
+            # billion-entry list.
+            missing = [s for s in range(min(steps[-1], len(steps) + _NAMED_GAPS)) if s not in entries][:_NAMED_GAPS]
             want = ", ".join(
                 f"draft_step_{s}_{key[0] - da}_{key[1] - db}" if s == 0 else f"draft_step_{s}_{key[0]}_{key[1]}"
                 for s in missing
             )
-            skipped.append(Skipped(name, f"missing {want}", paths))
+            more = f" and {gaps - len(missing)} more" if gaps > len(missing) else ""
+            skipped.append(Skipped(name, f"missing {want}{more}", paths))
             continue
         rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))
     return Grouping(tuple(rounds), tuple(skipped), tuple(sorted(by_round)))
 
 
 def group_directory(directory: str | Path, step0_offset: tuple[int, int] = (1, 1)) -> Grouping:
-    """Group the files directly inside ``directory`` (not recursive)."""
+    """Group the files directly inside ``directory`` (not recursive).
+
+    Entries that are not regular files are ignored unless named like a dump file: then they are
+    listed, with their rounds (see the module docstring). Nothing here opens a file.
+    """
     directory = Path(directory)
-    return group_paths((p for p in directory.iterdir() if p.is_file()), step0_offset)
+    regular: list[Path] = []
+    unreadable: dict[Path, str] = {}
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                path = Path(entry.path)
+                try:
+                    is_file = entry.is_file()  # follows symlinks; no open
+                except OSError:
+                    is_file = False
+                if is_file:
+                    regular.append(path)
+                elif is_dump_name(entry.name):
+                    unreadable[path] = not_regular_reason(path) or "changed while the directory was listed"
+    except OSError as exc:
+        raise DumpError(directory, f"cannot list the directory: {exc.strerror or exc}") from None
+    return group_paths(regular + list(unreadable), step0_offset, unreadable)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -11,9 +11,12 @@ import numpy as np
 
 from .config import SpecConfig, parse_config
 from .dumpwrite import MANIFEST_NAME
+from .bounded import read_json_file
 from .errors import DumpError
 from .grouping import Grouping, Key, Skipped
-from .matrix_io import SCORE_AUTO, RawSpec
+from .matrix_io import ID_KINDS, SCORE_AUTO, SCORE_KINDS, RawSpec, check_raw_columns, raw_dtype
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 LAYOUTS = ("parents", "all")
 
@@ -36,68 +39,89 @@ def _field(path: Path, name: str, message: str) -> DumpError:
     return DumpError(path, message, name)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _offset(path: Path, value: Any) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    if _is_int(value):
+        return (value, value)
+    if isinstance(value, list) and len(value) == 2 and all(_is_int(v) for v in value):
+        return (value[0], value[1])
+    raise _field(path, "step0_offset", f"expected an integer or [a, b], got {_short(value)}")
+
+
+def _raw_encoding(path: Path, enc: Any) -> RawSpec | None:
+    if not isinstance(enc, dict) or enc.get("format") != "raw":
+        return None
+    cols = enc.get("columns")
+    if _is_int(cols):
+        cols = {"draft": cols, "validate": cols}
+    check_raw_columns(cols, lambda m: _field(path, "encoding.columns", m))
+    dtype = enc.get("dtype", "int32")
+    score_dtype = enc.get("score_dtype", "float32")
+    raw_dtype(dtype, ID_KINDS, lambda m: _field(path, "encoding.dtype", m))
+    raw_dtype(score_dtype, SCORE_KINDS, lambda m: _field(path, "encoding.score_dtype", m))
+    return RawSpec(dtype, dict(cols), score_dtype, bool(enc.get("force", True)))
+
+
+def _rounds(path: Path, records: Any) -> tuple[dict[Key, int], int | None, tuple[Key, ...] | None]:
+    """(root tokens, stated round count, listed keys) of the manifest's ``rounds`` field.
+
+    ``rounds`` is a list of round records (our harness) or just a count.
+    """
+    if records is None:
+        return {}, None, None
+    if _is_int(records) and records >= 0:
+        return {}, records, None
+    if not isinstance(records, list):
+        raise _field(path, "rounds", f"expected a list of round records or a round count, got {_short(records)}")
+    roots: dict[Key, int] = {}
+    keys: list[Key] = []
+    for k, rec in enumerate(records):
+        key = rec.get("key") if isinstance(rec, dict) else None
+        if not (isinstance(key, list) and len(key) == 2 and all(_is_int(v) and _INT64_MIN <= v <= _INT64_MAX for v in key)):
+            raise _field(path, f"rounds[{k}].key", f"expected [a, b] (two integers), got {_short(key if isinstance(rec, dict) else rec)}")
+        keys.append((key[0], key[1]))
+        root = rec.get("root_token")
+        if root is None:
+            continue
+        if not (_is_int(root) and _INT64_MIN <= root <= _INT64_MAX):
+            raise _field(path, f"rounds[{k}].root_token", f"expected an integer token id, got {_short(root)}")
+        roots[(key[0], key[1])] = root
+    return roots, len(keys), tuple(keys)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def read_manifest(directory: str | Path) -> Manifest:
-    """The manifest of ``directory``, or an empty Manifest when there is none."""
+    """The manifest of ``directory``, or an empty Manifest when there is none.
+
+    An entry called manifest.json that is not a regular file (a directory, a FIFO) is an error,
+    never opened and never ignored. Size and nesting are bounded (replay.bounded).
+    """
     path = Path(directory) / MANIFEST_NAME
-    if not path.is_file():
+    if not os.path.lexists(path):
         return Manifest()
-    try:
-        body = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DumpError(path, f"not valid JSON at line {exc.lineno}: {exc.msg}") from None
+    body = read_json_file(path)
     if not isinstance(body, dict):
         raise _field(path, "<top level>", "expected a JSON object")
     config = parse_config(body["config"], f"{path}#config") if "config" in body else None
     layout = body.get("layout")
     if layout is not None and layout not in LAYOUTS:
-        raise _field(path, "layout", f"expected one of {LAYOUTS}, got {layout!r}")
+        raise _field(path, "layout", f"expected one of {LAYOUTS}, got {_short(layout)}")
     score_kind = body.get("score_kind", SCORE_AUTO)
     if score_kind not in (SCORE_AUTO, "prob", "logprob"):
-        raise _field(path, "score_kind", f"expected 'prob' or 'logprob', got {score_kind!r}")
-    offset = body.get("step0_offset")
-    if offset is not None:
-        if isinstance(offset, int):
-            offset = (offset, offset)
-        elif isinstance(offset, list) and len(offset) == 2 and all(isinstance(v, int) for v in offset):
-            offset = (offset[0], offset[1])
-        else:
-            raise _field(path, "step0_offset", f"expected an integer or [a, b], got {offset!r}")
-    raw = None
-    enc = body.get("encoding")
-    if isinstance(enc, dict) and enc.get("format") == "raw":
-        cols = enc.get("columns")
-        if isinstance(cols, int):
-            cols = {"draft": cols, "validate": cols}
-        if not isinstance(cols, dict) or not all(isinstance(v, int) and v > 0 for v in cols.values()):
-            raise _field(path, "encoding.columns", f"expected an integer or {{draft, validate}}, got {cols!r}")
-        dtypes = {name: enc.get(name, default) for name, default in (("dtype", "int32"), ("score_dtype", "float32"))}
-        for name, value in dtypes.items():
-            try:
-                np.dtype(value)
-            except TypeError:
-                raise _field(path, f"encoding.{name}", f"expected a numpy dtype such as 'int32', got {value!r}") from None
-        raw = RawSpec(dtypes["dtype"], cols, dtypes["score_dtype"], bool(enc.get("force", True)))
-    rounds = body.get("rounds")
-    if isinstance(rounds, int) and not isinstance(rounds, bool) and rounds >= 0:
-        return Manifest(str(path), config, layout, score_kind, offset, raw, {}, body, rounds, None)
-    if rounds is not None and not isinstance(rounds, list):
-        raise _field(path, "rounds", f"expected a list of round records or a round count, got {rounds!r}")
-    roots: dict[Key, int] = {}
-    keys: list[Key] = []
-    for k, rec in enumerate(rounds or []):
-        try:
-            key = (int(rec["key"][0]), int(rec["key"][1]))
-        except (KeyError, TypeError, IndexError, ValueError):
-            raise _field(path, f"rounds[{k}].key", f"expected [a, b], got {rec.get('key') if isinstance(rec, dict) else rec!r}") from None
-        keys.append(key)
-        root = rec.get("root_token")
-        if root is not None:
-            if not isinstance(root, int) or isinstance(root, bool):
-                raise _field(path, f"rounds[{k}].root_token", f"expected a token id (integer), got {root!r}")
-            roots[key] = root
-    if rounds is None:
-        return Manifest(str(path), config, layout, score_kind, offset, raw, roots, body)
-    return Manifest(str(path), config, layout, score_kind, offset, raw, roots, body, len(keys), tuple(keys))
+        raise _field(path, "score_kind", f"expected 'prob' or 'logprob', got {_short(score_kind)}")
+    offset = _offset(path, body.get("step0_offset"))
+    raw = _raw_encoding(path, body.get("encoding"))
+    roots, stated, keys = _rounds(path, body.get("rounds"))
+    return Manifest(str(path), config, layout, score_kind, offset, raw, roots, body, stated, keys)
 
 
 MAX_KEYS_NAMED = 5  # round keys quoted in one message; the rest are counted

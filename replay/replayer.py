@@ -6,6 +6,7 @@ it to a dump directory, analysing every valid round and listing what it skipped 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -147,10 +148,11 @@ def resolve_options(directory: Path, opts: ReplayOptions) -> tuple[SpecConfig, T
     config, source = opts.config, "--config"
     if config is None and manifest.config is not None:
         config, source = manifest.config, manifest.path or "manifest.json"
-    if config is None and (directory / "config.json").is_file():
+    beside = directory / "config.json"
+    if config is None and os.path.lexists(beside):  # a directory or FIFO there is an error, never read or ignored
         from .config import load_config
 
-        config, source = load_config(directory / "config.json"), str(directory / "config.json")
+        config, source = load_config(beside, allow_stream=False), str(beside)
     if config is None:
         raise DumpError(directory, "no tree config: pass --config FILE or put config.json beside the dumps")
     if not 0 <= opts.tree_index < len(config.trees):

@@ -157,7 +157,7 @@ def test_corrupt_npz_is_not_called_a_pickle(tmp_path):
     np.savez(tmp_path / "c.npz", ids=IDS)
     data = (tmp_path / "c.npz").read_bytes()
     (tmp_path / "c.npz").write_bytes(b"garbage!" + data[8:])  # zip magic destroyed
-    with pytest.raises(DumpError, match=r"c.npz: corrupt or truncated numpy file"):
+    with pytest.raises(DumpError, match=r"c.npz \(ids.npy\): corrupt or truncated numpy file"):
         read_matrix(tmp_path / "c.npz", "draft")
     (tmp_path / "p.npy").write_bytes(pickle.dumps([1, 2, 3], protocol=2))  # a bare pickle named .npy
     with pytest.raises(DumpError, match=r"p.npy: holds pickled objects; refusing to unpickle"):
