@@ -84,7 +84,7 @@ def raw_dtype(name: object, kinds: str, fail: Fail) -> np.dtype:
     except (TypeError, ValueError, SyntaxError):
         dt = None
     if dt is None:
-        raise fail(f"unknown dtype {name!r}")
+        raise fail(f"expected a numpy dtype name (int32, float32, ...), got unknown dtype {name!r}")
     if dt.kind not in kinds or dt.fields is not None or dt.subdtype is not None:
         want = "an integer dtype (int32, <i8, ...)" if kinds == ID_KINDS else "a numeric dtype (float32, ...)"
         raise fail(f"dtype {name!r} is not {want}")
@@ -97,9 +97,9 @@ def check_raw_columns(columns: object, fail: Fail) -> None:
         raise fail(f"expected columns as {{draft: N, validate: M}}, got {columns!r}")
     for kind, value in columns.items():
         if kind not in ("draft", "validate"):
-            raise fail(f"column counts are given for 'draft' and 'validate', got {kind!r}")
+            raise fail(f"expected column counts for 'draft' and 'validate', got {kind!r}")
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise fail(f"{kind} column count must be a positive integer, got {value!r}")
+            raise fail(f"expected the {kind} column count as a positive integer, got {value!r}")
 
 
 @dataclass(frozen=True, eq=False)
