@@ -23,9 +23,9 @@ from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, default_worker
 from .config import SpecConfig, TreeConfig
 from .errors import DumpError, SpecReplayError
 from .fastread import ReadOptions, iter_read_chunks, plan_items
-from .grouping import Grouping, Skipped, group_directory
+from .grouping import Grouping, Key, Skipped, group_directory
 from .manifest import Manifest
-from .packed import PackedRun, is_packed_run
+from .packed import BadBlock, PackedBlockError, PackedRun, is_packed_run
 from .replayer import DirectoryReplay, ReplayOptions, RoundResult, replay_round, resolve_options
 
 
@@ -45,33 +45,58 @@ class Run:
     packed: PackedRun | None = None
     grouping: Grouping | None = None
 
-    def chunks(self, workers: int | None = None, progress: bool = False) -> Iterator[tuple[list[RoundBatch], list[tuple[int, Skipped]]]]:
-        """(batches, unreadable rounds as (ordinal, why)) in bounded pieces; ``only_round`` applied."""
+    def chunks(self, workers: int | None = None, progress: bool = False) -> Iterator[Callable[[], Chunk]]:
+        """Loaders of (batches, unreadable rounds as (ordinal, why)) in bounded pieces, ``only_round`` applied.
+
+        A packed run's loader reads and checks one block when called (on a replay thread, so
+        checking overlaps replaying); a block that fails its check comes back as skipped rounds.
+        """
         only = self.options.only_round
         if self.packed is not None:
-            unreadable = [(o, s) for o, key, s in self.packed.unreadable if only is None or key == only]
-            yield [], unreadable
-            for b in self.packed.iter_batches(self.options.layout):
-                if only is not None:
-                    hit = np.flatnonzero((b.keys[0] == only[0]) & (b.keys[1] == only[1]))
-                    if not hit.shape[0]:
-                        continue
-                    b = b.take(hit)
-                yield [b], []
+            yield from self._packed_chunks(only)
             return
         opts = self.options
         items = plan_items(self.grouping, self.manifest.root_tokens, only)
         read = ReadOptions(opts.step0_offset or (1, 1), opts.raw, opts.score_kind or "auto", opts.layout)
         for chunk in iter_read_chunks(self.path, items, read, workers, progress=progress):
-            yield list(chunk.batches), list(chunk.unreadable)
+            yield lambda c=chunk: (list(c.batches), list(c.unreadable))
+
+    def _packed_chunks(self, only: Key | None) -> Iterator[Callable[[], Chunk]]:
+        run, layout = self.packed, self.options.layout
+        unreadable = [(o, s) for o, key, s in run.unreadable if only is None or key == only]
+        if only is None:
+            blocks = [(g, k) for g in run.groups for k in range(g.blocks)]
+        else:
+            blocks, unknown = run.locate(only)
+            unreadable += [(_bad_block_position(run, bad), bad.skipped) for bad in unknown]
+        yield lambda: ([], unreadable)
+
+        def load(g, k) -> Chunk:
+            try:
+                b = run.block(g, k, layout)
+            except PackedBlockError as exc:
+                bad = run.bad_block(g, k, exc)
+                return [], [(_bad_block_position(run, bad), bad.skipped)]
+            if only is not None:
+                b = b.take(np.flatnonzero((b.keys[0] == only[0]) & (b.keys[1] == only[1])))
+            return [b], []
+
+        for g, k in blocks:
+            yield lambda g=g, k=k: load(g, k)
 
     def has_round(self, key: tuple[int, int]) -> bool:
         if self.grouping is not None:
             return any(f.key == key for f in self.grouping.rounds)
-        keys = self.packed.all_keys()
-        if ((keys[0] == key[0]) & (keys[1] == key[1])).any():
-            return True
-        return any(k == key for _, k, _ in self.packed.unreadable)
+        found, unknown = self.packed.locate(key)
+        return bool(found or unknown) or any(k == key for _, k, _ in self.packed.unreadable)
+
+
+Chunk = tuple[list[RoundBatch], list[tuple[int, Skipped]]]
+
+
+def _bad_block_position(run: PackedRun, bad: BadBlock) -> int:
+    """Where a bad block is listed among skipped rounds: at its first round, or last if unknown."""
+    return run.num_rounds if bad.first_ordinal is None else bad.first_ordinal
 
 
 def _check_packed_options(run: PackedRun, opts: ReplayOptions) -> None:
@@ -123,13 +148,11 @@ def replay_packed(path: str | Path, opts: ReplayOptions = ReplayOptions(), progr
     skipped = list(run.skipped)
     results: list[RoundResult] = []
     only = run.options.only_round
-    loaded = 0
-    for _, item in run.packed.iter_rounds(run.options.layout):
+    seen = loaded = 0
+    for _, item in run.packed.iter_rounds(run.options.layout, only):
+        seen += 1
         if isinstance(item, Skipped):
-            if only is None or item.what == f"round {only[0]}_{only[1]}":
-                skipped.append(item)
-            continue
-        if only is not None and item.key != only:
+            skipped.append(item)
             continue
         try:
             results.append(replay_round(item, run.tree))
@@ -138,7 +161,7 @@ def replay_packed(path: str | Path, opts: ReplayOptions = ReplayOptions(), progr
         loaded += 1
         if progress:
             progress(loaded, run.num_rounds)
-    if only is not None and not results and not run.has_round(only):
+    if only is not None and not seen:
         raise _missing_round(run)
     return DirectoryReplay(run.path, run.config, run.tree, run.manifest, tuple(results), tuple(skipped), run.config_source, _config_notes(run))
 
@@ -194,8 +217,8 @@ def iter_run_results(
     """
     workers = default_workers() if workers is None else max(1, workers)
 
-    def work(item: tuple[list[RoundBatch], list[tuple[int, Skipped]]]):
-        batches, unreadable = item
+    def work(loader: Callable[[], Chunk]):
+        batches, unreadable = loader()
         done = []
         for b in batches:
             res = replay_batch(b, run.tree, 1, chunk_rounds)  # parallel across batches instead
