@@ -51,6 +51,7 @@ from .packed_format import (  # noqa: F401  (re-exported: the format's names wer
     PackedMeta,
     check_array_file,
     file_sha256,
+    looks_packed,
     read_block,
     read_meta,
     seal_meta,
@@ -62,7 +63,8 @@ DEFAULT_BLOCK_ROUNDS = 16384  # = the batch kernel's chunk: one block is replaye
 
 
 def is_packed_run(path: str | Path) -> bool:
-    return (Path(path) / PACKED_NAME).is_file()
+    """A directory holding packed.json, or a packed run's arrays without it (reading that fails loudly)."""
+    return looks_packed(path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -457,21 +459,19 @@ class PackedRun:
         )
 
     def bad_block(self, group: PackedGroup, k: int, exc: PackedBlockError) -> BadBlock:
-        """What to report for a block that failed its check: its readable keys and ordinals, if any."""
+        """What to report for a block that failed its check: every damaged array, readable keys/ordinals."""
         n = group.block_sizes()[k]
-
-        def readable(stem: str) -> np.ndarray | None:
+        found: dict[str, np.ndarray | PackedBlockError] = {}
+        for stem in group.arrays:  # all of them, in packed.json's order: the same report whoever read first
             try:
-                return self.read(group, stem, k)[..., :n].astype(np.int64)
-            except PackedBlockError:
-                return None
-
-        ords, keys = readable("ordinal"), readable("keys")
+                found[stem] = self.read(group, stem, k)[..., :n]
+            except PackedBlockError as e:
+                found[stem] = e
+        errors = [e for e in found.values() if isinstance(e, PackedBlockError)] or [exc]
+        ords, keys = (None if isinstance(found[s], PackedBlockError) else found[s].astype(np.int64) for s in ("ordinal", "keys"))
         what = f"block {k} of group {group.name} ({n} round{'s' if n != 1 else ''})"
-        return BadBlock(
-            group.name, k, n, None if ords is None else int(ords.min()), keys,
-            Skipped(what, f"{exc}; the rest of the run is read (check it: specreplay verify-pack {self.path})", (exc.path,)),
-        )
+        why = "; ".join(str(e) for e in errors) + f"; the rest of the run is read (check it: specreplay verify-pack {self.path})"
+        return BadBlock(group.name, k, n, None if ords is None else int(ords.min()), keys, Skipped(what, why, tuple(e.path for e in errors)))
 
     def iter_blocks(self, layout: str | None = None) -> Iterator[RoundBatch | BadBlock]:
         """Every block of every group, a RoundBatch or, when it fails its check, a BadBlock."""

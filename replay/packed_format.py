@@ -66,6 +66,13 @@ class PackedBlockError(DumpError):
         self.block = block
 
 
+def looks_packed(path: str | Path) -> bool:
+    """packed.json is there, or a group's arrays are: a packed run that lost packed.json must not
+    read as an empty dump directory."""
+    path = Path(path)
+    return (path / PACKED_NAME).is_file() or (path / "g000" / "keys.npy").is_file() or (path / "g000" / "ordinal.npy").is_file()
+
+
 # --------------------------------------------------------------------------------------------
 # The metadata checksum
 
@@ -259,6 +266,8 @@ def read_meta(root: Path) -> PackedMeta:
         text = meta_path.read_bytes().decode("utf-8")
         body = json.loads(text)
     except FileNotFoundError:
+        if looks_packed(root):
+            raise DumpError(meta_path, "missing: the directory holds a packed run's arrays (g000/) but not its metadata; repack the dump directory") from None
         raise DumpError(root, f"not a packed run (no {PACKED_NAME})") from None
     except OSError as exc:
         raise DumpError(meta_path, f"cannot read: {exc.strerror or exc}") from None
@@ -445,7 +454,7 @@ def check_array_file(root: Path, spec: ArraySpec) -> None:
     try:
         shape, fortran, dtype, end = _parse_npy_header(header)
     except Exception as exc:  # numpy's header parser raises many types on damaged bytes
-        raise DumpError(path, f"damaged .npy header ({str(exc).splitlines()[0][:80] if str(exc) else type(exc).__name__})", "header") from None
+        raise DumpError(path, f"damaged .npy header ({_first_line(exc)})", "header") from None
     if tuple(shape) != spec.shape or dtype != spec.dtype or fortran or end != spec.header_len:
         raise DumpError(
             path,
@@ -453,6 +462,12 @@ def check_array_file(root: Path, spec: ArraySpec) -> None:
             f"packed.json {spec.dtype.str} {list(spec.shape)} with {spec.header_len}",
             "header",
         )
+
+
+def _first_line(exc: Exception) -> str:
+    """numpy's message, without object addresses (messages must not change from run to run)."""
+    text = (str(exc).splitlines() or [type(exc).__name__])[0]
+    return re.sub(r" (object )?at 0x[0-9a-fA-F]+", "", text)[:100]
 
 
 def _parse_npy_header(header: bytes) -> tuple[tuple[int, ...], bool, np.dtype, int]:
