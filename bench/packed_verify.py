@@ -1,0 +1,182 @@
+"""What checking every block costs when a packed run is read (CRC-32 per block, on by default).
+
+    python bench/packed_verify.py                 # the run recorded in docs/benchmarks.md
+    python bench/packed_verify.py --quick         # a smoke run in seconds
+
+A synthetic run of the article's config ([[6],[2,2],[1,1]]/[1,2,2], 5% early stops, blocks of
+16,384 rounds) is packed once, then read in two ways:
+
+- read: every block of every array into memory (``PackedRun.iter_blocks``), nothing else;
+- read+replay: the streaming batch replay every command uses (``replay.runs.iter_run_results``),
+  on 1 and on 2 threads;
+
+each by three readers: ``mmap`` (the reader before blocks were checked: memory-mapped views, no
+check; for "read" a copy of every view, as ``load=True`` did), ``unchecked`` (the current reader,
+pread into memory, ``check_blocks=False``) and ``checked`` (the default: CRC-32 of every block).
+
+The page cache is warm (one untimed pass of each reader first), so the ratios are the CPU cost of
+the check against the cheapest possible read; from a cold disk reads are slower and the ratios
+smaller. Readers are interleaved in a rotating order for ``--repeat`` rounds; printed: median,
+min and max ms per reader, and checked / each baseline as the ratio of medians with the spread
+(min-max) of the per-round ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import hashlib
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script from a checkout without installing
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+
+from replay.batch_synth import synth_run
+from replay.config import TreeConfig
+from replay.packed import BadBlock, PackedRun, pack_batches
+from replay.runs import iter_run_results, open_run
+
+ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
+
+
+class MappedRun(PackedRun):
+    """The reader before blocks were checked: views of memory-mapped files, no check at all."""
+
+    def read(self, group, stem: str, k: int) -> np.ndarray:
+        key = (str(self.path), group.name, stem)
+        if key not in _MAPS:
+            _MAPS[key] = np.load(self.path / group.arrays[stem].file, mmap_mode="r", allow_pickle=False)
+        return _MAPS[key][k]
+
+
+_MAPS: dict = {}
+READERS = {
+    "mmap": lambda path: MappedRun.open(path, check_blocks=False),
+    "unchecked": lambda path: PackedRun.open(path, check_blocks=False),
+    "checked": lambda path: PackedRun.open(path),
+}
+
+
+def read_all(run: PackedRun) -> int:
+    """Bytes read: every block of every array in memory (checked, when the run checks)."""
+    n = 0
+    for b in run.iter_blocks():
+        if isinstance(b, BadBlock):
+            raise RuntimeError(f"bad block in a fresh run: {b.skipped}")
+        for st in (*b.steps, b.validate):
+            for a in (st.ids, st.logp, st.parents):
+                if a is not None:  # a view of a memory map is copied (load=True did that): every byte read
+                    n += (np.array(a) if isinstance(a, np.memmap) else a).nbytes
+        n += b.keys.nbytes + b.root_tokens.nbytes + b.ordinals.nbytes
+    return n
+
+
+def replay_all(path: Path, reader: str, workers: int) -> int:
+    run = open_run(path)
+    run = dataclasses.replace(run, packed=READERS[reader](path))
+    return sum(len(res) for res, _ in iter_run_results(run, workers=workers))
+
+
+def hash_rate(fn, mb: int = 64) -> float:
+    """GB/s of a checksum over an in-memory buffer (best of 3)."""
+    buf = np.random.default_rng(0).integers(0, 2**31, size=(mb << 20) // 4, dtype=np.int32)
+    view = memoryview(buf).cast("B")
+    best = min(_timed(lambda: fn(view)) for _ in range(3))
+    return buf.nbytes / best / 1e9
+
+
+def _timed(fn) -> float:
+    gc.collect()
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def compare(name: str, modes: dict, repeat: int) -> list[str]:
+    """Interleaved timings of each mode (rotating order, after one warm-up pass each): one row."""
+    for fn in modes.values():
+        fn()
+    names = list(modes)
+    times: dict[str, list[float]] = {m: [] for m in names}
+    for r in range(repeat):
+        for m in names[r % len(names):] + names[: r % len(names)]:
+            times[m].append(_timed(modes[m]))
+    med = {m: statistics.median(t) for m, t in times.items()}
+    print(f"  {name}: " + ", ".join(f"{m} {med[m] * 1000:.1f} ms" for m in names), file=sys.stderr)
+
+    def ratio(base: str) -> str:
+        per = [c / b for b, c in zip(times[base], times["checked"])]
+        return f"{med['checked'] / med[base]:.2f} ({min(per):.2f}-{max(per):.2f})"
+
+    cells = [f"{med[m] * 1000:,.1f} ({min(times[m]) * 1000:,.1f}-{max(times[m]) * 1000:,.1f})" for m in names]
+    return [name, *cells, ratio("unchecked"), ratio("mmap")]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="20,000 rounds, 3 repeats: a smoke run")
+    ap.add_argument("--rounds", type=int, default=1_000_000, help="rounds in the run (default 1,000,000)")
+    ap.add_argument("--repeat", type=int, default=9, help="timed rounds per mode (default 9)")
+    ap.add_argument("--block-rounds", type=int, default=16384)
+    ap.add_argument("--out", help="scratch directory (default: a temporary one, removed)")
+    args = ap.parse_args(argv)
+    rounds, repeat = (20_000, 3) if args.quick else (args.rounds, args.repeat)
+
+    scratch = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="specreplay-verify-"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    load0 = os.getloadavg()
+    started = time.perf_counter()
+    rows = []
+    try:
+        path = scratch / "run"
+        if path.exists():
+            shutil.rmtree(path)
+        summary = pack_batches(
+            synth_run(ARTICLE, rounds, seed=1, early_stop_rate=0.05), path, block_rounds=args.block_rounds,
+            manifest={"config": ARTICLE.to_json(), "layout": "all"},
+        )
+        runs = {name: make(path) for name, make in READERS.items()}
+        rows.append(compare("read every block", {m: (lambda r=r: read_all(r)) for m, r in runs.items()}, repeat))
+        for workers in (1, 2):
+            modes = {m: (lambda m=m, w=workers: replay_all(path, m, w)) for m in READERS}
+            rows.append(compare(f"read+replay, {workers} thread(s)", modes, repeat))
+        mb = summary.bytes / 1e6
+    finally:
+        if not args.out:
+            shutil.rmtree(scratch, ignore_errors=True)
+    load1 = os.getloadavg()
+
+    print(f"## Cost of the per-block check ({'quick' if args.quick else 'full'} run)\n")
+    print(
+        f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}; "
+        f"run: {rounds:,} rounds, {mb:,.1f} MB, blocks of {args.block_rounds:,}; {repeat} interleaved repeats after a warm-up; "
+        f"load average {load0[0]:.1f} at start, {load1[0]:.1f} at end; total {time.perf_counter() - started:.0f} s\n"
+    )
+    print(
+        f"checksum speed on this machine (64 MB in memory): CRC-32 {hash_rate(zlib.crc32):.2f} GB/s, "
+        f"sha256 {hash_rate(lambda v: hashlib.sha256(v).digest()):.2f} GB/s\n"
+    )
+    header = [
+        "what (warm page cache)", "mmap, no check: ms", "pread, no check: ms", "pread + CRC-32 (default): ms",
+        "checked / unchecked", "checked / mmap",
+    ]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---" for _ in header) + "|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
