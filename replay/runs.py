@@ -246,6 +246,15 @@ def _thread_map(fn, items: Iterator, workers: int) -> Iterator:
             yield window.popleft().result()
 
 
+def _check_unique_ordinals(run: Run, result: BatchResult) -> None:
+    """No round twice (PackedRun.iter_rounds checks the same): checksums pass for what the writer
+    wrote, but a re-hashed edit could repeat an ordinal."""
+    ords = result.ordinals  # [N] int64, sorted
+    taken = np.asarray([o for o, _, _ in run.packed.unreadable], dtype=np.int64)
+    if ords is not None and ((ords[1:] == ords[:-1]).any() or np.isin(ords, taken).any()):
+        raise DumpError(run.path, "packed rounds repeat an ordinal (ordinal.npy): the run is inconsistent; repack it", "ordinal")
+
+
 def replay_run(
     path: str | Path,
     opts: ReplayOptions = ReplayOptions(),
@@ -263,6 +272,8 @@ def replay_run(
         if len(res):
             parts.append(res)
     result = BatchResult.concat(parts).sorted_by_ordinal() if parts else empty_result(run.tree.gamma)
+    if run.packed is not None:
+        _check_unique_ordinals(run, result)
     if run.options.only_round is not None and not len(result) and not run.has_round(run.options.only_round):
         raise _missing_round(run)
     skipped = run.skipped + tuple(s for _, s in sorted(later, key=lambda t: t[0]))

@@ -186,6 +186,15 @@ def test_out_of_range_ordinal_is_skipped(run, capsys):
         assert "g000/ordinal.npy (block 2): ordinals in [" in err and f"the run has {ROUNDS} rounds" in err
 
 
+def test_repeated_ordinal_is_an_error(run, capsys):
+    """Two rounds at one position (re-hashed edit): an error for both readers, not a duplicated row."""
+    first = int(np.load(run / "g000" / "ordinal.npy")[0, 0])
+    _rewrite_block(run, "g000", "ordinal", 1, lambda blk: blk.__setitem__(0, first))
+    for cmd in ("replay", "batch"):
+        code, out, err = cli([cmd, str(run), "--json"], capsys)
+        assert code == 2 and out == "" and "repeat" in err and "ordinal" in err, (cmd, err)
+
+
 @pytest.mark.parametrize(
     "edit, field",
     [
