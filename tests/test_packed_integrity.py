@@ -367,8 +367,8 @@ def _mutate(run: Path, files: list[str], data) -> str:
     elif kind == "json":
         try:
             body = json.loads((run / "packed.json").read_text())
-        except ValueError:
-            return "json: packed.json already unparsable"
+        except (OSError, ValueError):
+            return "json: packed.json already gone or unparsable"
         parent, key = _json_path_and_parent(body, data)
         if parent is None:
             return "json: nothing to edit"
