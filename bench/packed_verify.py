@@ -10,13 +10,15 @@ A synthetic run of the article's config ([[6],[2,2],[1,1]]/[1,2,2], 5% early sto
 - read+replay: the streaming batch replay every command uses (``replay.runs.iter_run_results``),
   on 1 and on 2 threads;
 
-each by three readers: ``mmap`` (the reader before blocks were checked: memory-mapped views, no
-check; for "read" a copy of every view, as ``load=True`` did), ``unchecked`` (the current reader,
-pread into memory, ``check_blocks=False``) and ``checked`` (the default: CRC-32 of every block).
+each by four readers: ``mmap`` (the reader before blocks were checked: memory-mapped views, no
+check; for "read" a copy of every view, as ``load=True`` did), ``mmap+crc`` (the same with each
+block's CRC-32 computed over the mapped bytes: the alternative not taken), ``unchecked`` (the
+current reader, pread into memory, ``check_blocks=False``) and ``checked`` (the default: pread,
+then CRC-32 of every block).
 
 The page cache is warm (one untimed pass of each reader first), so the ratios are the CPU cost of
-the check against the cheapest possible read; from a cold disk reads are slower and the ratios
-smaller. Readers are interleaved in a rotating order for ``--repeat`` rounds; printed for wall
+the check against the cheapest possible read; a last row drops the run's pages from the page
+cache before every pass (read+replay from disk). Readers are interleaved in a rotating order for ``--repeat`` rounds; printed for wall
 time and for the process's CPU time (steadier on a shared machine): median, min and max ms per
 reader, and checked / each baseline as the ratio of medians with the spread (min-max) of the
 per-round ratios.
@@ -67,11 +69,35 @@ class MappedRun(PackedRun):
         return self.maps[key][k]
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class MappedCheckedRun(MappedRun):
+    """The road not taken: memory-mapped views, each block's CRC-32 computed over the mapped bytes."""
+
+    def read(self, group, stem: str, k: int) -> np.ndarray:
+        view = super().read(group, stem, k)
+        if zlib.crc32(memoryview(view).cast("B")) != group.arrays[stem].block_crc32[k]:
+            raise RuntimeError(f"{group.name}/{stem} block {k}: CRC-32 differs")
+        return view
+
+
 READERS = {
     "mmap": lambda path: MappedRun.open(path, check_blocks=False),
+    "mmap+crc": lambda path: MappedCheckedRun.open(path, check_blocks=False),
     "unchecked": lambda path: PackedRun.open(path, check_blocks=False),
     "checked": lambda path: PackedRun.open(path),
 }
+RATIOS = (("checked", "unchecked"), ("checked", "mmap"), ("mmap+crc", "mmap"))
+
+
+def evict(paths) -> None:
+    """Drop these files' pages from the page cache so the next read comes from the disk."""
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
 
 
 def read_all(run: PackedRun) -> int:
@@ -110,9 +136,9 @@ def _timed(fn) -> tuple[float, float]:
     return time.perf_counter() - t0, time.process_time() - c0
 
 
-def compare(name: str, modes: dict, repeat: int) -> tuple[list[str], list[str]]:
+def compare(name: str, modes: dict, repeat: int, before=None) -> tuple[list[str], list[str]]:
     """Interleaved timings of each mode (rotating order, after one warm-up pass each): a wall-time
-    row and a CPU-time row."""
+    row and a CPU-time row. ``before`` runs untimed before every pass (dropping the page cache)."""
     for fn in modes.values():
         fn()
     names = list(modes)
@@ -120,6 +146,8 @@ def compare(name: str, modes: dict, repeat: int) -> tuple[list[str], list[str]]:
     cpu: dict[str, list[float]] = {m: [] for m in names}
     for r in range(repeat):
         for m in names[r % len(names):] + names[: r % len(names)]:
+            if before:
+                before()
             w, c = _timed(modes[m])
             wall[m].append(w)
             cpu[m].append(c)
@@ -130,12 +158,12 @@ def _row(name: str, times: dict[str, list[float]]) -> list[str]:
     med = {m: statistics.median(t) for m, t in times.items()}
     print(f"  {name}: " + ", ".join(f"{m} {med[m] * 1000:.1f} ms" for m in times), file=sys.stderr)
 
-    def ratio(base: str) -> str:
-        per = [c / b for b, c in zip(times[base], times["checked"])]
-        return f"{med['checked'] / med[base]:.2f} ({min(per):.2f}-{max(per):.2f})"
+    def ratio(a: str, b: str) -> str:
+        per = [x / y for x, y in zip(times[a], times[b])]
+        return f"{med[a] / med[b]:.2f} ({min(per):.2f}-{max(per):.2f})"
 
     cells = [f"{med[m] * 1000:,.0f} ({min(t) * 1000:,.0f}-{max(t) * 1000:,.0f})" for m, t in times.items()]
-    return [name.rsplit(" (", 1)[0], *cells, ratio("unchecked"), ratio("mmap")]
+    return [name.rsplit(" (", 1)[0], *cells, *(ratio(a, b) for a, b in RATIOS)]
 
 
 def main(argv=None) -> int:
@@ -165,6 +193,9 @@ def main(argv=None) -> int:
         for workers in (1, 2):
             modes = {m: (lambda m=m, w=workers: replay_all(path, m, w)) for m in READERS}
             rows.append(compare(f"read+replay, {workers} thread(s)", modes, repeat))
+        files = sorted(str(f) for f in path.rglob("*.npy"))
+        modes = {m: (lambda m=m: replay_all(path, m, 2)) for m in READERS}
+        rows.append(compare("read+replay, 2 threads, cold page cache", modes, repeat, before=lambda: evict(files)))
         mb = summary.bytes / 1e6
     finally:
         if not args.out:
@@ -182,8 +213,8 @@ def main(argv=None) -> int:
         f"sha256 {hash_rate(lambda v: hashlib.sha256(v).digest()):.2f} GB/s\n"
     )
     header = [
-        "what (warm page cache)", "mmap, no check", "pread, no check", "pread + CRC-32 (default)",
-        "checked / unchecked", "checked / mmap",
+        "what", "mmap, no check (before)", "mmap + CRC-32", "pread, no check", "pread + CRC-32 (default)",
+        "default / pread", "default / before", "mmap+CRC / mmap",
     ]
     for title, k in (("Wall time, ms: median (min-max)", 0), ("CPU time of the process (all threads), ms: median (min-max)", 1)):
         print(f"{title}\n")
