@@ -335,8 +335,12 @@ class PackedGroup:
     names: SourceNames | None
     arrays: dict[str, ArraySpec]  # stem → file, dtype, shape, bytes, sha256, block_crc32
 
+    def block_size(self, k: int) -> int:
+        """Rounds in block ``k`` (the last block of a group is padded to ``block_rounds``)."""
+        return min(self.block_rounds, self.rounds - k * self.block_rounds)
+
     def block_sizes(self) -> list[int]:
-        return [min(self.block_rounds, self.rounds - k * self.block_rounds) for k in range(self.blocks)]
+        return [self.block_size(k) for k in range(self.blocks)]
 
 
 def _group(spec: GroupSpec, meta: PackedMeta) -> PackedGroup:
@@ -346,19 +350,17 @@ def _group(spec: GroupSpec, meta: PackedMeta) -> PackedGroup:
     return PackedGroup(spec.name, spec.rounds, spec.block_rounds, spec.blocks, spec.steps, names, dict(spec.arrays))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BadBlock:
     """A block whose rounds are skipped: which, how many, where it sits in key order, and why."""
 
     group: str
     block: int
     rounds: int
-    first_ordinal: int | None  # None when the block's own ordinals are unreadable
+    position: int  # where it is listed among skipped rounds: its first ordinal, or the run's
+    # round count (last) when its own ordinals are unreadable
     keys: np.ndarray | None  # [2, rounds] int64 when the keys are readable
     skipped: Skipped
-
-    def may_hold(self, key: Key) -> bool:
-        return self.keys is None or bool(((self.keys[0] == key[0]) & (self.keys[1] == key[1])).any())
 
 
 @dataclass(frozen=True, eq=False)
@@ -421,7 +423,7 @@ class PackedRun:
         """Block ``k`` of one array, ``[..., B]``, checked (PackedBlockError when it does not match)."""
         arr = read_block(self.path, group.name, group.arrays[stem], k, self.check_blocks)
         if stem == "ordinal":
-            self._check_ordinals(group, k, arr[: min(group.block_rounds, group.rounds - k * group.block_rounds)])
+            self._check_ordinals(group, k, arr[: group.block_size(k)])
         return arr
 
     def _check_ordinals(self, group: PackedGroup, k: int, ords: np.ndarray) -> None:
@@ -438,7 +440,7 @@ class PackedRun:
         Raises PackedBlockError when any of its arrays does not match packed.json (``load`` is
         kept for callers of the memory-mapped reader: blocks are always read, to check them).
         """
-        n = group.block_sizes()[k]
+        n = group.block_size(k)
 
         def get(stem: str) -> np.ndarray | None:
             if stem not in group.arrays:
@@ -460,7 +462,7 @@ class PackedRun:
 
     def bad_block(self, group: PackedGroup, k: int, exc: PackedBlockError) -> BadBlock:
         """What to report for a block that failed its check: every damaged array, readable keys/ordinals."""
-        n = group.block_sizes()[k]
+        n = group.block_size(k)
         found: dict[str, np.ndarray | PackedBlockError] = {}
         for stem in group.arrays:  # all of them, in packed.json's order: the same report whoever read first
             try:
@@ -471,7 +473,8 @@ class PackedRun:
         ords, keys = (None if isinstance(found[s], PackedBlockError) else found[s].astype(np.int64) for s in ("ordinal", "keys"))
         what = f"block {k} of group {group.name} ({n} round{'s' if n != 1 else ''})"
         why = "; ".join(str(e) for e in errors) + f"; the rest of the run is read (check it: specreplay verify-pack {self.path})"
-        return BadBlock(group.name, k, n, None if ords is None else int(ords.min()), keys, Skipped(what, why, tuple(e.path for e in errors)))
+        position = self.num_rounds if ords is None else int(ords.min())
+        return BadBlock(group.name, k, n, position, keys, Skipped(what, why, tuple(e.path for e in errors)))
 
     def iter_blocks(self, layout: str | None = None) -> Iterator[RoundBatch | BadBlock]:
         """Every block of every group, a RoundBatch or, when it fails its check, a BadBlock."""
@@ -557,7 +560,7 @@ class PackedRun:
             if isinstance(item, RoundBatch):
                 yield o, item.round_at(i)
         for bad in lost:
-            yield n, bad.skipped
+            yield bad.position, bad.skipped
 
     def _iter_only(self, layout: str | None, key: Key) -> Iterator[tuple[int, Round | Skipped]]:
         found, unknown = self.locate(key)
@@ -567,11 +570,11 @@ class PackedRun:
                 b = self.block(g, k, layout)
             except PackedBlockError as exc:
                 bad = self.bad_block(g, k, exc)
-                out.append((self.num_rounds if bad.first_ordinal is None else bad.first_ordinal, bad.skipped))
+                out.append((bad.position, bad.skipped))
                 continue
             for i in np.flatnonzero((b.keys[0] == key[0]) & (b.keys[1] == key[1])):
                 out.append((int(b.ordinals[i]), b.round_at(int(i))))
-        out += [(self.num_rounds, bad.skipped) for bad in unknown]
+        out += [(bad.position, bad.skipped) for bad in unknown]
         yield from sorted(out, key=lambda t: t[0])
 
     def verify(self, progress: Callable[[int], None] | None = None) -> list[str]:

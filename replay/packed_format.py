@@ -167,9 +167,6 @@ class GroupSpec:
     path_overrides: Mapping[int, tuple[str, ...]]  # ordinal → the round's real paths
     arrays: Mapping[str, ArraySpec]  # stem → file
 
-    def block_sizes(self) -> list[int]:
-        return [min(self.block_rounds, self.rounds - k * self.block_rounds) for k in range(self.blocks)]
-
 
 @dataclass(frozen=True)
 class CopiedSpec:

@@ -25,7 +25,7 @@ from .errors import DumpError, SpecReplayError
 from .fastread import ReadOptions, iter_read_chunks, plan_items
 from .grouping import Grouping, Key, Skipped, group_directory
 from .manifest import Manifest
-from .packed import BadBlock, PackedBlockError, PackedRun, is_packed_run
+from .packed import PackedBlockError, PackedRun, is_packed_run
 from .replayer import DirectoryReplay, ReplayOptions, RoundResult, replay_round, resolve_options
 
 
@@ -68,7 +68,7 @@ class Run:
             blocks = [(g, k) for g in run.groups for k in range(g.blocks)]
         else:
             blocks, unknown = run.locate(only)
-            unreadable += [(_bad_block_position(run, bad), bad.skipped) for bad in unknown]
+            unreadable += [(bad.position, bad.skipped) for bad in unknown]
         yield lambda: ([], unreadable)
 
         def load(g, k) -> Chunk:
@@ -76,7 +76,7 @@ class Run:
                 b = run.block(g, k, layout)
             except PackedBlockError as exc:
                 bad = run.bad_block(g, k, exc)
-                return [], [(_bad_block_position(run, bad), bad.skipped)]
+                return [], [(bad.position, bad.skipped)]
             if only is not None:
                 b = b.take(np.flatnonzero((b.keys[0] == only[0]) & (b.keys[1] == only[1])))
             return [b], []
@@ -92,11 +92,6 @@ class Run:
 
 
 Chunk = tuple[list[RoundBatch], list[tuple[int, Skipped]]]
-
-
-def _bad_block_position(run: PackedRun, bad: BadBlock) -> int:
-    """Where a bad block is listed among skipped rounds: at its first round, or last if unknown."""
-    return run.num_rounds if bad.first_ordinal is None else bad.first_ordinal
 
 
 def _check_packed_options(run: PackedRun, opts: ReplayOptions) -> None:

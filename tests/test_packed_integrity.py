@@ -23,7 +23,7 @@ import pytest
 from replay.cli import main
 from replay.errors import DumpError
 from replay.packed import PackedRun, pack_directory
-from replay.replayer import ReplayOptions, replay_directory
+from replay.replayer import replay_directory
 from replay.runs import iter_run_results, open_run, replay_run
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_dumps" / "synthetic_article"
