@@ -148,6 +148,7 @@ def test_meta_checksum_follows_the_documented_recipe(base, run, capsys):
         (lambda r: (r / "g000" / "s1_ids.npy").unlink(), r"g000/s1_ids\.npy: missing"),
         (lambda r: flip_bit(r / "g000" / "v_logp.npy", 30, 1), r"g000/v_logp\.npy \((header|size)\)"),
         (lambda r: (r / "g001" / "keys.npy").write_bytes((r / "g001" / "keys.npy").read_bytes()[:-5]), r"g001/keys\.npy \(size\)"),
+        (lambda r: _swap(r / "g000" / "v_ids.npy", r / "g000" / "v_logp.npy"), r"g000/v_ids\.npy \(header\): header says <f4 \[5, 13, 4, 8\].*packed\.json <i4"),
         (lambda r: (r / "manifest.json").write_text("{}"), r"manifest\.json: differs"),
         (lambda r: shutil.copy(r / "manifest.json", r / "config.json"), r"config\.json: was added after packing"),
     ],
@@ -159,6 +160,12 @@ def test_structural_damage_is_a_typed_error(run, capsys, damage, field):
         code, out, err = cli(args, capsys)
         assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith("specreplay: error: "), (args, err)
         assert re.search(field, err), err
+
+
+def _swap(a: Path, b: Path) -> None:
+    data = a.read_bytes()
+    a.write_bytes(b.read_bytes())
+    b.write_bytes(data)
 
 
 def _rewrite_block(run: Path, group: str, stem: str, k: int, fn) -> None:
