@@ -17,16 +17,17 @@ content (every matrix, score and parent index the readers return, losslessly) in
 
 A group holds the rounds of one signature (matrix shapes, dtypes, optional arrays, file
 extensions); B rounds per block (the last block of a group is padded). Files grow block by block
-while packing, so packing streams too; ``sha256`` of each file's data bytes is stored in
-packed.json and checked by ``verify``.
+while packing, so packing streams too. This module writes runs and reads them; what is on disk and
+how every read is checked (packed.json's own sha256, each block's CRC-32, each file's sha256) is
+replay.packed_format.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -38,18 +39,32 @@ from .batch import MatrixStack, RoundBatch, SourceNames
 from .errors import DumpError
 from .grouping import Key, Skipped
 from .matrix_io import SCORE_AUTO, RawSpec
+from .packed_format import (  # noqa: F401  (re-exported: the format's names were this module's)
+    BLOCK_CHECKSUM,
+    COPIED_FILES,
+    PACKED_FORMAT,
+    PACKED_NAME,
+    PACKED_VERSION,
+    ArraySpec,
+    GroupSpec,
+    PackedBlockError,
+    PackedMeta,
+    check_array_file,
+    file_sha256,
+    looks_packed,
+    read_block,
+    read_meta,
+    seal_meta,
+    verify_array,
+)
 from .rounds import Round
 
-PACKED_NAME = "packed.json"
-PACKED_FORMAT = "specreplay-packed"
-PACKED_VERSION = 1
 DEFAULT_BLOCK_ROUNDS = 16384  # = the batch kernel's chunk: one block is replayed in one go
-COPIED_FILES = ("manifest.json", "config.json")
-_HASH_BLOCK = 8 << 20
 
 
 def is_packed_run(path: str | Path) -> bool:
-    return (Path(path) / PACKED_NAME).is_file()
+    """A directory holding packed.json, or a packed run's arrays without it (reading that fails loudly)."""
+    return looks_packed(path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -57,7 +72,7 @@ def is_packed_run(path: str | Path) -> bool:
 
 
 class _Appender:
-    """A ``.npy`` file whose first axis grows one block at a time; sha256 over its data bytes.
+    """A ``.npy`` file whose first axis grows one block at a time; sha256 of its data, CRC-32 per block.
 
     numpy pads every header so that the first axis can grow (``GROWTH_AXIS_MAX_DIGITS``); the
     header is rewritten in place with the final count when the file is closed.
@@ -68,6 +83,7 @@ class _Appender:
         self.fh = open(root / rel, "wb")
         self.count = 0
         self.sha = hashlib.sha256()
+        self.crcs: list[int] = []
         self.header_len = self._write_header()
 
     def _write_header(self) -> int:
@@ -80,8 +96,10 @@ class _Appender:
         block = np.ascontiguousarray(block, dtype=self.dtype)
         if block.shape != self.block_shape:
             raise ValueError(f"{self.rel}: block of shape {block.shape}, expected {self.block_shape}")
-        self.fh.write(block.data)
-        self.sha.update(block.data)
+        data = memoryview(block).cast("B")
+        self.fh.write(data)
+        self.sha.update(data)
+        self.crcs.append(zlib.crc32(data))
         self.count += 1
 
     def close(self) -> dict[str, Any]:
@@ -95,6 +113,7 @@ class _Appender:
             "shape": [self.count, *self.block_shape],
             "bytes": end,
             "sha256": self.sha.hexdigest(),
+            "block_crc32": self.crcs,
         }
 
 
@@ -183,22 +202,8 @@ def _raw_json(raw: RawSpec | None) -> dict | None:
     return {"dtype": raw.dtype, "columns": dict(raw.columns), "score_dtype": raw.score_dtype, "force": raw.force}
 
 
-def _raw_from_json(obj: dict | None) -> RawSpec | None:
-    if obj is None:
-        return None
-    return RawSpec(obj["dtype"], dict(obj["columns"]), obj.get("score_dtype", "float32"), bool(obj.get("force", False)))
-
-
 def _skipped_json(s: Skipped) -> dict:
     return {"what": s.what, "reason": s.reason, "paths": list(s.paths)}
-
-
-def _file_sha256(path: Path) -> str:
-    sha = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_HASH_BLOCK):
-            sha.update(chunk)
-    return sha.hexdigest()
 
 
 def run_checksum(files: Sequence[dict]) -> str:
@@ -275,7 +280,7 @@ class PackWriter:
                 if (Path(copy_from) / name).is_file():
                     shutil.copyfile(Path(copy_from) / name, self.tmp / name)
         copied = [
-            {"file": name, "sha256": _file_sha256(self.tmp / name), "bytes": (self.tmp / name).stat().st_size}
+            {"file": name, "sha256": file_sha256(self.tmp / name), "bytes": (self.tmp / name).stat().st_size}
             for name in COPIED_FILES
             if (self.tmp / name).is_file()
         ]
@@ -297,10 +302,13 @@ class PackWriter:
             "checksum": {
                 "algorithm": "sha256",
                 "covers": "each array file's data bytes after its .npy header; copied files whole",
+                "block": BLOCK_CHECKSUM,
+                "block_covers": "each block's bytes in each array file (block_crc32[k] = block k)",
                 "run": run_checksum(files + copied),
+                "meta": "meta_sha256 = sha256 of this object without meta_sha256 as JSON with sorted keys, separators (',', ':'), ASCII",
             },
         }
-        write_json_atomic(self.tmp / PACKED_NAME, body)
+        write_json_atomic(self.tmp / PACKED_NAME, seal_meta(body))
         os.chmod(self.tmp / PACKED_NAME, 0o644)  # mkstemp made it private; the run is plain data
         old = None
         if self.out.exists():  # --force on a previous packed run: swap, then delete the old one
@@ -325,97 +333,119 @@ class PackedGroup:
     blocks: int
     steps: int
     names: SourceNames | None
-    arrays: dict[str, dict]  # stem → {"file", "dtype", "shape", "bytes", "sha256"}
+    arrays: dict[str, ArraySpec]  # stem → file, dtype, shape, bytes, sha256, block_crc32
+
+    def block_size(self, k: int) -> int:
+        """Rounds in block ``k`` (the last block of a group is padded to ``block_rounds``)."""
+        return min(self.block_rounds, self.rounds - k * self.block_rounds)
 
     def block_sizes(self) -> list[int]:
-        return [min(self.block_rounds, self.rounds - k * self.block_rounds) for k in range(self.blocks)]
+        return [self.block_size(k) for k in range(self.blocks)]
+
+
+def _group(spec: GroupSpec, meta: PackedMeta) -> PackedGroup:
+    names = None
+    if spec.exts is not None:
+        names = SourceNames(meta.source, spec.exts, meta.step0_offset, dict(spec.path_overrides))
+    return PackedGroup(spec.name, spec.rounds, spec.block_rounds, spec.blocks, spec.steps, names, dict(spec.arrays))
+
+
+@dataclass(frozen=True, eq=False)
+class BadBlock:
+    """A block whose rounds are skipped: which, how many, where it sits in key order, and why."""
+
+    group: str
+    block: int
+    rounds: int
+    position: int  # where it is listed among skipped rounds: its first ordinal, or the run's
+    # round count (last) when its own ordinals are unreadable
+    keys: np.ndarray | None  # [2, rounds] int64 when the keys are readable
+    skipped: Skipped
 
 
 @dataclass(frozen=True, eq=False)
 class PackedRun:
-    """An opened packed run; arrays are memory-mapped on first use and read block by block."""
+    """An opened packed run: packed.json checked on open, every block checked as it is read.
+
+    ``check_blocks=False`` skips the per-block CRC-32 (benchmarks measure its cost); the structure
+    (sizes, headers, ordinal ranges) is checked either way.
+    """
 
     path: Path
-    meta: dict[str, Any]
+    meta: dict[str, Any]  # packed.json as read (its checksum verified)
     groups: tuple[PackedGroup, ...]
-    _maps: dict = field(default_factory=dict, repr=False)
+    spec: PackedMeta = field(repr=False)
+    check_blocks: bool = True
 
     @classmethod
-    def open(cls, path: str | Path) -> "PackedRun":
+    def open(cls, path: str | Path, check_blocks: bool = True) -> "PackedRun":
+        """Read and check packed.json, the copied files and every array file's size and header."""
         path = Path(path)
-        meta_path = path / PACKED_NAME
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise DumpError(path, f"not a packed run (no {PACKED_NAME})") from None
-        except json.JSONDecodeError as exc:
-            raise DumpError(meta_path, f"not valid JSON at line {exc.lineno}: {exc.msg}") from None
-        if meta.get("format") != PACKED_FORMAT:
-            raise DumpError(meta_path, f"format is {meta.get('format')!r}, expected {PACKED_FORMAT!r}", "format")
-        if meta.get("version") != PACKED_VERSION:
-            raise DumpError(meta_path, f"version {meta.get('version')!r} is not supported (this reader: {PACKED_VERSION})", "version")
-        step0 = tuple(meta["read_options"]["step0_offset"])
-        groups = []
-        for g in meta["groups"]:
-            names = None
-            if g.get("exts") is not None:
-                overrides = {int(k): tuple(v) for k, v in g.get("path_overrides", {}).items()}
-                names = SourceNames(meta["source"], tuple(g["exts"]), step0, overrides)
-            groups.append(PackedGroup(g["name"], g["rounds"], g["block_rounds"], g["blocks"], g["steps"], names, g["arrays"]))
-        return cls(path, meta, tuple(groups))
+        spec = read_meta(path)
+        for g in spec.groups:
+            for a in g.arrays.values():
+                check_array_file(path, a)
+        _check_copied(path, spec)
+        return cls(path, dict(spec.body), tuple(_group(g, spec) for g in spec.groups), spec, check_blocks)
 
     @property
     def num_rounds(self) -> int:
         """Rounds the source's names grouped into, readable or not (replay_directory's total)."""
-        return int(self.meta["rounds"])
+        return self.spec.rounds
 
     @property
     def step0_offset(self) -> tuple[int, int]:
-        a, b = self.meta["read_options"]["step0_offset"]
-        return (int(a), int(b))
+        return self.spec.step0_offset
 
     @property
     def raw(self) -> RawSpec | None:
-        return _raw_from_json(self.meta["read_options"].get("raw"))
+        return self.spec.raw
 
     @property
     def score_kind(self) -> str:
-        return self.meta["read_options"].get("score_kind") or SCORE_AUTO
+        return self.spec.score_kind
 
     @property
     def skipped(self) -> list[Skipped]:
         """Files the source's names could not place in a round (grouping), in order."""
-        return [Skipped(s["what"], s["reason"], tuple(s["paths"])) for s in self.meta["skipped"]]
+        return list(self.spec.skipped)
 
     @property
     def unreadable(self) -> list[tuple[int, Key | None, Skipped]]:
         """(ordinal, key, why) of rounds whose files could not be read when packing."""
-        out = []
-        for u in self.meta["unreadable"]:
-            key = None if u.get("key") is None else (int(u["key"][0]), int(u["key"][1]))
-            out.append((int(u["ordinal"]), key, Skipped(u["what"], u["reason"], tuple(u["paths"]))))
-        return out
+        return list(self.spec.unreadable)
 
     @property
     def nbytes(self) -> int:
-        return sum(a["bytes"] for g in self.groups for a in g.arrays.values())
+        return sum(a.bytes for g in self.groups for a in g.arrays.values())
 
-    def array(self, group: PackedGroup, stem: str) -> np.ndarray:
-        """The whole file as a read-only memory map: ``[blocks, ..., B]``."""
-        key = (group.name, stem)
-        if key not in self._maps:
-            self._maps[key] = np.load(self.path / group.arrays[stem]["file"], mmap_mode="r", allow_pickle=False)
-        return self._maps[key]
+    def read(self, group: PackedGroup, stem: str, k: int) -> np.ndarray:
+        """Block ``k`` of one array, ``[..., B]``, checked (PackedBlockError when it does not match)."""
+        arr = read_block(self.path, group.name, group.arrays[stem], k, self.check_blocks)
+        if stem == "ordinal":
+            self._check_ordinals(group, k, arr[: group.block_size(k)])
+        return arr
 
-    def block(self, group: PackedGroup, k: int, layout: str | None = None, load: bool = False) -> RoundBatch:
-        """Block ``k`` of ``group`` as a RoundBatch of memory-map views (``load``: read into RAM)."""
-        n = group.block_sizes()[k]
+    def _check_ordinals(self, group: PackedGroup, k: int, ords: np.ndarray) -> None:
+        # [n] int: the CRC says the bytes are the writer's; this keeps a re-hashed edit from indexing out of range
+        if ords.shape[0] and (int(ords.min()) < 0 or int(ords.max()) >= self.num_rounds):
+            raise PackedBlockError(
+                self.path / group.arrays["ordinal"].file, group.name, k,
+                f"ordinals in [{int(ords.min())}, {int(ords.max())}], the run has {self.num_rounds} rounds",
+            )
+
+    def block(self, group: PackedGroup, k: int, layout: str | None = None, load: bool = True) -> RoundBatch:
+        """Block ``k`` of ``group`` as a RoundBatch, read into memory and checked.
+
+        Raises PackedBlockError when any of its arrays does not match packed.json (``load`` is
+        kept for callers of the memory-mapped reader: blocks are always read, to check them).
+        """
+        n = group.block_size(k)
 
         def get(stem: str) -> np.ndarray | None:
             if stem not in group.arrays:
                 return None
-            view = self.array(group, stem)[k][..., :n]
-            return np.array(view) if load else view
+            return self.read(group, stem, k)[..., :n]
 
         def stack(prefix: str) -> MatrixStack:
             return MatrixStack(get(f"{prefix}_ids"), get(f"{prefix}_logp"), get(f"{prefix}_parents"))
@@ -430,29 +460,88 @@ class PackedRun:
             get("ordinal"),
         )
 
-    def iter_batches(self, layout: str | None = None, load: bool = False) -> Iterator[RoundBatch]:
-        """Every block of every group; memory stays one block whatever the run's size."""
+    def bad_block(self, group: PackedGroup, k: int, exc: PackedBlockError) -> BadBlock:
+        """What to report for a block that failed its check: every damaged array, readable keys/ordinals."""
+        n = group.block_size(k)
+        found: dict[str, np.ndarray | PackedBlockError] = {}
+        for stem in group.arrays:  # all of them, in packed.json's order: the same report whoever read first
+            try:
+                found[stem] = self.read(group, stem, k)[..., :n]
+            except PackedBlockError as e:
+                found[stem] = e
+        errors = [e for e in found.values() if isinstance(e, PackedBlockError)] or [exc]
+        ords, keys = (None if isinstance(found[s], PackedBlockError) else found[s].astype(np.int64) for s in ("ordinal", "keys"))
+        what = f"block {k} of group {group.name} ({n} round{'s' if n != 1 else ''})"
+        why = "; ".join(str(e) for e in errors) + f"; the rest of the run is read (check it: specreplay verify-pack {self.path})"
+        position = self.num_rounds if ords is None else int(ords.min())
+        return BadBlock(group.name, k, n, position, keys, Skipped(what, why, tuple(e.path for e in errors)))
+
+    def iter_blocks(self, layout: str | None = None) -> Iterator[RoundBatch | BadBlock]:
+        """Every block of every group, a RoundBatch or, when it fails its check, a BadBlock."""
         for g in self.groups:
             for k in range(g.blocks):
-                yield self.block(g, k, layout, load)
+                try:
+                    yield self.block(g, k, layout)
+                except PackedBlockError as exc:
+                    yield self.bad_block(g, k, exc)
+
+    def iter_batches(self, layout: str | None = None, load: bool = True) -> Iterator[RoundBatch]:
+        """Every block of every group; memory stays one block whatever the run's size.
+
+        Raises PackedBlockError at the first block that fails its check (iter_blocks reports
+        bad blocks and goes on).
+        """
+        for g in self.groups:
+            for k in range(g.blocks):
+                yield self.block(g, k, layout)
+
+    def locate(self, key: Key) -> tuple[list[tuple[PackedGroup, int]], list[BadBlock]]:
+        """Blocks whose keys hold round ``key``, and bad blocks whose keys cannot be read (may hold it)."""
+        found, unknown = [], []
+        for g in self.groups:
+            for k, n in enumerate(g.block_sizes()):
+                try:
+                    keys = self.read(g, "keys", k)[..., :n]
+                except PackedBlockError as exc:
+                    unknown.append(self.bad_block(g, k, exc))
+                    continue
+                if ((keys[0] == key[0]) & (keys[1] == key[1])).any():
+                    found.append((g, k))
+        return found, unknown
 
     def all_keys(self) -> np.ndarray:
-        """[2, N] int64 keys of every packed round (any order)."""
-        parts = [self.array(g, "keys")[k][..., :n] for g in self.groups for k, n in enumerate(g.block_sizes())]
-        return np.concatenate(parts, axis=-1) if parts else np.zeros((2, 0), dtype=np.int64)
+        """[2, N] int64 keys of every packed round (any order); PackedBlockError on a bad block."""
+        parts = [self.read(g, "keys", k)[..., :n] for g in self.groups for k, n in enumerate(g.block_sizes())]
+        return np.concatenate(parts, axis=-1).astype(np.int64) if parts else np.zeros((2, 0), dtype=np.int64)
 
-    def iter_rounds(self, layout: str | None = None) -> Iterator[tuple[int, Round | Skipped]]:
-        """(ordinal, Round or why it is unreadable) in key order, one block per group cached."""
+    def iter_rounds(self, layout: str | None = None, only: Key | None = None) -> Iterator[tuple[int, Round | Skipped]]:
+        """(ordinal, Round, or why it is skipped) in key order, one block per group cached.
+
+        A bad block is one Skipped, at its first round's place (at the end when its ordinals are
+        unreadable). ``only``: just the rounds with that key (and bad blocks that may hold it).
+        """
+        if only is not None:
+            yield from self._iter_only(layout, only)
+            return
         n = self.num_rounds
-        gid = np.full(n, -1, dtype=np.int32)
+        gid = np.full(n, -1, dtype=np.int32)  # n <= the keys files' size: checked on open
         pos = np.full(n, -1, dtype=np.int64)
+        unreadable = {o: s for o, _, s in self.unreadable}
+        for o in unreadable:
+            gid[o] = -2
+        lost: list[BadBlock] = []
         for gi, g in enumerate(self.groups):
             for k, size in enumerate(g.block_sizes()):
-                ords = np.asarray(self.array(g, "ordinal")[k][:size])
+                try:
+                    ords = self.read(g, "ordinal", k)[:size]
+                except PackedBlockError as exc:
+                    lost.append(self.bad_block(g, k, exc))
+                    continue
+                if (gid[ords] != -1).any() or np.unique(ords).shape[0] != size:
+                    raise DumpError(self.path / g.arrays["ordinal"].file, f"block {k} repeats an ordinal of another round", "ordinal")
                 gid[ords] = gi
                 pos[ords] = k * g.block_rounds + np.arange(size)
-        unreadable = {o: s for o, _, s in self.unreadable}
-        cache: dict[int, tuple[int, RoundBatch]] = {}
+        cache: dict[int, tuple[int, RoundBatch | BadBlock]] = {}
         for o in range(n):
             gi = int(gid[o])
             if gi < 0:
@@ -462,48 +551,67 @@ class PackedRun:
             g = self.groups[gi]
             k, i = divmod(int(pos[o]), g.block_rounds)
             if gi not in cache or cache[gi][0] != k:
-                cache[gi] = (k, self.block(g, k, layout))
-            yield o, cache[gi][1].round_at(i)
+                try:
+                    cache[gi] = (k, self.block(g, k, layout))
+                except PackedBlockError as exc:
+                    cache[gi] = (k, self.bad_block(g, k, exc))
+                    yield o, cache[gi][1].skipped
+            item = cache[gi][1]
+            if isinstance(item, RoundBatch):
+                yield o, item.round_at(i)
+        for bad in lost:
+            yield bad.position, bad.skipped
+
+    def _iter_only(self, layout: str | None, key: Key) -> Iterator[tuple[int, Round | Skipped]]:
+        found, unknown = self.locate(key)
+        out: list[tuple[int, Round | Skipped]] = [(o, s) for o, k, s in self.unreadable if k == key]
+        for g, k in found:
+            try:
+                b = self.block(g, k, layout)
+            except PackedBlockError as exc:
+                bad = self.bad_block(g, k, exc)
+                out.append((bad.position, bad.skipped))
+                continue
+            for i in np.flatnonzero((b.keys[0] == key[0]) & (b.keys[1] == key[1])):
+                out.append((int(b.ordinals[i]), b.round_at(int(i))))
+        out += [(bad.position, bad.skipped) for bad in unknown]
+        yield from sorted(out, key=lambda t: t[0])
 
     def verify(self, progress: Callable[[int], None] | None = None) -> list[str]:
-        """Problems found (empty when every file matches packed.json): headers, sizes, sha256."""
+        """Problems found (empty when intact): each file's structure, every block's CRC-32, sha256."""
         problems = []
         files = []
         for g in self.groups:
-            for stem, a in g.arrays.items():
-                files.append(a)
-                problems += _verify_array(self.path, a, progress)
-        for c in self.meta.get("copied", []):
-            files.append(c)
-            p = self.path / c["file"]
-            if not p.is_file() or _file_sha256(p) != c["sha256"]:
-                problems.append(f"{c['file']}: missing or sha256 differs")
-        if run_checksum(files) != self.meta["checksum"]["run"]:
-            problems.append("run checksum differs from packed.json (files added, removed or renamed)")
+            for a in g.arrays.values():
+                files.append(a.to_json())
+                problems += verify_array(self.path, g.name, a, progress)
+        for c in self.spec.copied:
+            files.append({"file": c.file, "sha256": c.sha256})
+            p = self.path / c.file
+            if not p.is_file() or file_sha256(p) != c.sha256:
+                problems.append(f"{p}: missing or sha256 differs from packed.json")
+        if run_checksum(files) != self.spec.run_checksum:
+            problems.append(f"{self.path / PACKED_NAME}: run checksum differs (files added, removed or renamed)")
         return problems
 
 
-def _verify_array(root: Path, a: dict, progress: Callable[[int], None] | None) -> list[str]:
-    path = root / a["file"]
-    try:
-        with open(path, "rb") as fh:
-            version = np.lib.format.read_magic(fh)
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shape, fortran, dtype = read_header(fh)
-            if list(shape) != a["shape"] or dtype.str != a["dtype"] or fortran:
-                return [f"{a['file']}: header says {dtype.str} {list(shape)}, packed.json {a['dtype']} {a['shape']}"]
-            sha = hashlib.sha256()
-            while chunk := fh.read(_HASH_BLOCK):
-                sha.update(chunk)
-                if progress:
-                    progress(len(chunk))
-            if fh.tell() != a["bytes"]:
-                return [f"{a['file']}: {fh.tell()} bytes, packed.json says {a['bytes']}"]
-    except (OSError, ValueError) as exc:
-        return [f"{a['file']}: cannot read ({exc})"]
-    if sha.hexdigest() != a["sha256"]:
-        return [f"{a['file']}: sha256 differs (corrupt or modified)"]
-    return []
+def _check_copied(root: Path, spec: PackedMeta) -> None:
+    """manifest.json/config.json as packed (they decide the config and layout), none added since."""
+    listed = {c.file: c for c in spec.copied}
+    for name in COPIED_FILES:
+        p = root / name
+        if name not in listed:
+            if p.exists():
+                raise DumpError(p, "was added after packing (not in packed.json); pass --config to replay with another config, or repack")
+            continue
+        c = listed[name]
+        try:
+            size = p.stat().st_size
+            ok = size == c.bytes and file_sha256(p) == c.sha256
+        except OSError:
+            raise DumpError(p, "missing (listed in packed.json)") from None
+        if not ok:
+            raise DumpError(p, "differs from the copy packed.json records (edited or corrupt); pass --config to replay with another config, or repack")
 
 
 # --------------------------------------------------------------------------------------------

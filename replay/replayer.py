@@ -19,6 +19,7 @@ from .errors import DumpError, RoundError, SpecReplayError
 from .grouping import Grouping, Key, Skipped, group_directory
 from .manifest import Manifest, check_manifest_rounds, read_manifest
 from .matrix_io import RawSpec
+from .packed_format import looks_packed
 from .rebuild import Rebuilt, rebuild_tree
 from .rounds import Round, load_round
 from .tree import Tree
@@ -195,12 +196,13 @@ def replay_directory(
 ) -> DirectoryReplay:
     """Replay every round of a dump directory; bad rounds are listed in ``skipped``, never fatal.
 
-    A packed run (a directory holding packed.json, see ``specreplay pack``) replays identically.
+    A packed run (a directory holding packed.json, see ``specreplay pack``) replays identically;
+    one that lost packed.json is an error, never an empty dump directory.
     """
     directory = Path(directory)
     if not directory.is_dir():
         raise DumpError(directory, "not a directory")
-    if (directory / "packed.json").is_file():
+    if looks_packed(directory):
         from .runs import replay_packed  # late: runs builds on this module
 
         return replay_packed(directory, opts, progress)

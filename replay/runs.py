@@ -23,9 +23,9 @@ from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, default_worker
 from .config import SpecConfig, TreeConfig
 from .errors import DumpError, SpecReplayError
 from .fastread import ReadOptions, iter_read_chunks, plan_items
-from .grouping import Grouping, Skipped, group_directory
+from .grouping import Grouping, Key, Skipped, group_directory
 from .manifest import Manifest, check_manifest_rounds
-from .packed import PackedRun, is_packed_run
+from .packed import PackedBlockError, PackedRun, is_packed_run
 from .replayer import DirectoryReplay, ReplayOptions, RoundResult, replay_round, resolve_options
 
 
@@ -45,33 +45,53 @@ class Run:
     packed: PackedRun | None = None
     grouping: Grouping | None = None
 
-    def chunks(self, workers: int | None = None, progress: bool = False) -> Iterator[tuple[list[RoundBatch], list[tuple[int, Skipped]]]]:
-        """(batches, unreadable rounds as (ordinal, why)) in bounded pieces; ``only_round`` applied."""
+    def chunks(self, workers: int | None = None, progress: bool = False) -> Iterator[Callable[[], Chunk]]:
+        """Loaders of (batches, unreadable rounds as (ordinal, why)) in bounded pieces, ``only_round`` applied.
+
+        A packed run's loader reads and checks one block when called (on a replay thread, so
+        checking overlaps replaying); a block that fails its check comes back as skipped rounds.
+        """
         only = self.options.only_round
         if self.packed is not None:
-            unreadable = [(o, s) for o, key, s in self.packed.unreadable if only is None or key == only]
-            yield [], unreadable
-            for b in self.packed.iter_batches(self.options.layout):
-                if only is not None:
-                    hit = np.flatnonzero((b.keys[0] == only[0]) & (b.keys[1] == only[1]))
-                    if not hit.shape[0]:
-                        continue
-                    b = b.take(hit)
-                yield [b], []
+            yield from self._packed_chunks(only)
             return
         opts = self.options
         items = plan_items(self.grouping, self.manifest.root_tokens, only)
         read = ReadOptions(opts.step0_offset or (1, 1), opts.raw, opts.score_kind or "auto", opts.layout)
         for chunk in iter_read_chunks(self.path, items, read, workers, progress=progress):
-            yield list(chunk.batches), list(chunk.unreadable)
+            yield lambda c=chunk: (list(c.batches), list(c.unreadable))
+
+    def _packed_chunks(self, only: Key | None) -> Iterator[Callable[[], Chunk]]:
+        run, layout = self.packed, self.options.layout
+        unreadable = [(o, s) for o, key, s in run.unreadable if only is None or key == only]
+        if only is None:
+            blocks = [(g, k) for g in run.groups for k in range(g.blocks)]
+        else:
+            blocks, unknown = run.locate(only)
+            unreadable += [(bad.position, bad.skipped) for bad in unknown]
+        yield lambda: ([], unreadable)
+
+        def load(g, k) -> Chunk:
+            try:
+                b = run.block(g, k, layout)
+            except PackedBlockError as exc:
+                bad = run.bad_block(g, k, exc)
+                return [], [(bad.position, bad.skipped)]
+            if only is not None:
+                b = b.take(np.flatnonzero((b.keys[0] == only[0]) & (b.keys[1] == only[1])))
+            return [b], []
+
+        for g, k in blocks:
+            yield lambda g=g, k=k: load(g, k)
 
     def has_round(self, key: tuple[int, int]) -> bool:
         if self.grouping is not None:
             return any(f.key == key for f in self.grouping.rounds)
-        keys = self.packed.all_keys()
-        if ((keys[0] == key[0]) & (keys[1] == key[1])).any():
-            return True
-        return any(k == key for _, k, _ in self.packed.unreadable)
+        found, unknown = self.packed.locate(key)
+        return bool(found or unknown) or any(k == key for _, k, _ in self.packed.unreadable)
+
+
+Chunk = tuple[list[RoundBatch], list[tuple[int, Skipped]]]
 
 
 def _check_packed_options(run: PackedRun, opts: ReplayOptions) -> None:
@@ -123,13 +143,11 @@ def replay_packed(path: str | Path, opts: ReplayOptions = ReplayOptions(), progr
     skipped = list(run.skipped)
     results: list[RoundResult] = []
     only = run.options.only_round
-    loaded = 0
-    for _, item in run.packed.iter_rounds(run.options.layout):
+    seen = loaded = 0
+    for _, item in run.packed.iter_rounds(run.options.layout, only):
+        seen += 1
         if isinstance(item, Skipped):
-            if only is None or item.what == f"round {only[0]}_{only[1]}":
-                skipped.append(item)
-            continue
-        if only is not None and item.key != only:
+            skipped.append(item)
             continue
         try:
             results.append(replay_round(item, run.tree))
@@ -138,7 +156,7 @@ def replay_packed(path: str | Path, opts: ReplayOptions = ReplayOptions(), progr
         loaded += 1
         if progress:
             progress(loaded, run.num_rounds)
-    if only is not None and not results and not run.has_round(only):
+    if only is not None and not seen:
         raise _missing_round(run)
     return DirectoryReplay(run.path, run.config, run.tree, run.manifest, tuple(results), tuple(skipped), run.config_source, _config_notes(run))
 
@@ -194,8 +212,8 @@ def iter_run_results(
     """
     workers = default_workers() if workers is None else max(1, workers)
 
-    def work(item: tuple[list[RoundBatch], list[tuple[int, Skipped]]]):
-        batches, unreadable = item
+    def work(loader: Callable[[], Chunk]):
+        batches, unreadable = loader()
         done = []
         for b in batches:
             res = replay_batch(b, run.tree, 1, chunk_rounds)  # parallel across batches instead
@@ -223,6 +241,15 @@ def _thread_map(fn, items: Iterator, workers: int) -> Iterator:
             yield window.popleft().result()
 
 
+def _check_unique_ordinals(run: Run, result: BatchResult) -> None:
+    """No round twice (PackedRun.iter_rounds checks the same): checksums pass for what the writer
+    wrote, but a re-hashed edit could repeat an ordinal."""
+    ords = result.ordinals  # [N] int64, sorted
+    taken = np.asarray([o for o, _, _ in run.packed.unreadable], dtype=np.int64)
+    if ords is not None and ((ords[1:] == ords[:-1]).any() or np.isin(ords, taken).any()):
+        raise DumpError(run.path, "packed rounds repeat an ordinal (ordinal.npy): the run is inconsistent; repack it", "ordinal")
+
+
 def replay_run(
     path: str | Path,
     opts: ReplayOptions = ReplayOptions(),
@@ -240,6 +267,8 @@ def replay_run(
         if len(res):
             parts.append(res)
     result = BatchResult.concat(parts).sorted_by_ordinal() if parts else empty_result(run.tree.gamma)
+    if run.packed is not None:
+        _check_unique_ordinals(run, result)
     if run.options.only_round is not None and not len(result) and not run.has_round(run.options.only_round):
         raise _missing_round(run)
     skipped = run.skipped + tuple(s for _, s in sorted(later, key=lambda t: t[0]))

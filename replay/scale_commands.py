@@ -26,11 +26,21 @@ examples:
   specreplay pack DUMPS -o RUN                 # every file read once, on every core
   specreplay replay RUN                        # every command that reads DUMPS reads RUN too
   specreplay batch RUN --table rounds.parquet  # vectorised replay, one table row per round
-  specreplay verify-pack RUN                   # re-hash every array against packed.json
+  specreplay verify-pack RUN                   # re-check every block and file: exit 0 OK, 2 corrupt
 
 Reading options (--step0-offset, --raw, --scores) are applied while packing and recorded in the
 run; the tree config is not needed to pack (it comes with the copied manifest.json/config.json,
-or --config when replaying). Format: docs/packed-format.md.
+or --config when replaying). Every read checks packed.json's own sha256 and each block's CRC-32:
+a damaged block's rounds are listed as skipped (exit 1), never replayed. Format:
+docs/packed-format.md.
+"""
+
+VERIFY_EPILOG = """\
+examples:
+  specreplay verify-pack RUN      # RUN: OK (exit 0), or each problem and exit 2
+
+Checks packed.json's meta_sha256 and fields, every array file's size and .npy header, every
+block's CRC-32 and every file's sha256, and the copied manifest.json/config.json.
 """
 
 
@@ -113,17 +123,21 @@ def run_pack(args: argparse.Namespace) -> int:
     )
     if summary.skipped:
         print(f"  {summary.skipped} file(s)/round(s) could not be used; they are listed in packed.json and by `specreplay replay {summary.path}`")
+    status = 1 if summary.skipped else 0
     if args.verify:
-        return _verify(summary.path)
-    return 1 if summary.skipped else 0
+        return _verify(summary.path) or status
+    return status
 
 
 def _verify(path: str) -> int:
-    problems = PackedRun.open(path).verify()
+    """0 when every checksum matches; 2 (an error: the run is corrupt) with each problem listed."""
+    problems = PackedRun.open(path).verify()  # a run whose packed.json cannot be trusted raises
     for p in problems:
-        print(f"specreplay: {path}: {p}", file=sys.stderr)
-    print(f"{path}: {'OK' if not problems else f'{len(problems)} problem(s)'}")
-    return 0 if not problems else 1
+        print(f"  {p}")
+    if problems:
+        raise SpecReplayError(f"{path}: CORRUPT: {len(problems)} problem(s) listed above; rounds in bad blocks are skipped when read, repack to recover them")
+    print(f"{path}: OK")
+    return 0
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -152,7 +166,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run_pack)
 
-    v = sub.add_parser("verify-pack", help="check a packed run's files against its sha256 checksums")
+    v = sub.add_parser(
+        "verify-pack",
+        help="check a packed run against its checksums (exit 0 intact, 2 corrupt)",
+        epilog=VERIFY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     v.add_argument("run", help="packed run directory")
     v.set_defaults(func=run_verify)
 

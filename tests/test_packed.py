@@ -126,8 +126,8 @@ def test_checksums_and_corruption(packed, tmp_path):
     data[-1] ^= 0xFF
     target.write_bytes(bytes(data))
     problems = PackedRun.open(copy).verify()
-    assert problems and "s1_ids.npy" in problems[0] and "sha256" in problems[0]
-    assert main(["verify-pack", str(copy)]) == 1
+    assert problems and "s1_ids.npy" in problems[0] and "CRC-32" in problems[0]
+    assert main(["verify-pack", str(copy)]) == 2
     assert main(["verify-pack", str(packed)]) == 0
 
 
