@@ -20,7 +20,7 @@ COMMAND_MODULES = (
     "analysis.commands",
     "analysis.recommend",
     "replay.live.commands",
-    "replay.live.models_cli",
+    "replay.live.models_commands",
 )
 
 
