@@ -1,7 +1,9 @@
 """CLI: ``specreplay generate``, ``specreplay sweep``, ``specreplay cost-curve``.
 
 torch and transformers are imported inside the command functions only, so ``specreplay --help``
-and the offline commands never load them.
+and the offline commands never load them. Each command first checks its options and resolves the
+model names (stdlib), then checks that the live packages are installed (one line saying what to
+install when not), and only then imports them.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+from .extras import require_live_packages
 
 GENERATE_EXAMPLE = """example:
   specreplay generate --pair qwen2.5-coder --models-dir /work/models --config tree.json \\
@@ -122,13 +126,20 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--record-k", type=int, help="candidate columns recorded per dump row (default: the config's widest topKSpec entry)")
 
 
-def _load_pair(args):
-    from .models import load_pair
+def _resolve_pair(args):
+    """What fails in a second, before torch is imported: the decode options, both model names (a
+    missing model names the fetch command to run), then the live packages themselves."""
     from .names import require_both, resolve_model_args
 
-    # Check the options and resolve both names before loading anything: fail now, not after a load.
     _check_decode_args(args)
     paths = require_both(resolve_model_args(args.draft, args.target, args.pair, args.models_dir))
+    require_live_packages()
+    return paths
+
+
+def _load_pair(args, paths):
+    from .models import load_pair
+
     _check_device(args)
     return load_pair(paths.draft, paths.target, args.device, args.dtype, args.draft_dtype)
 
@@ -168,6 +179,10 @@ def _progress_bar(total: int, desc: str):
 
 
 def cmd_generate(args) -> int:
+    return _generate(args, _resolve_pair(args))
+
+
+def _generate(args, paths) -> int:
     from ..config import load_config
     from .dumps import staged_output_dir
     from .prompts import read_prompts
@@ -179,7 +194,7 @@ def cmd_generate(args) -> int:
         print(f"note: {args.config} lists {len(spec.trees)} trees; using the first", file=sys.stderr)
     # Entering checks --out, before any model loads; the run lands in --out only once it is whole.
     with staged_output_dir(args.out, args.replace) as out:
-        draft, target = _load_pair(args)
+        draft, target = _load_pair(args, paths)
         prompts = read_prompts(args.prompts, target.tokenizer)
         options = _options(args, target)
         with _progress_bar(len(prompts) * options.max_new_tokens, "speculative") as bar:
@@ -195,6 +210,10 @@ def cmd_generate(args) -> int:
 
 
 def cmd_sweep(args) -> int:
+    return _sweep(args, _resolve_pair(args))
+
+
+def _sweep(args, paths) -> int:
     from .costs import measure_cost_curve, write_cost_curve
     from .grid import load_config_list, parse_grid
     from .prompts import read_prompts
@@ -206,7 +225,7 @@ def cmd_sweep(args) -> int:
             print(f"skipped grid combination {s}", file=sys.stderr)
     else:
         configs = load_config_list(args.configs)
-    draft, target = _load_pair(args)
+    draft, target = _load_pair(args, paths)
     prompts = read_prompts(args.prompts, target.tokenizer)
     options = _options(args, target)
     out = Path(args.out)
@@ -221,10 +240,16 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_cost_curve(args) -> int:
-    from .costs import measure_cost_curve, write_cost_curve
     from .names import resolve_model_args
 
     paths = resolve_model_args(args.draft, args.target, args.pair, args.models_dir)
+    require_live_packages()
+    return _cost_curve(args, paths)
+
+
+def _cost_curve(args, paths) -> int:
+    from .costs import measure_cost_curve, write_cost_curve
+
     _check_device(args)
     # Timing needs no tokenizer: skip rebuilding one from GGUF metadata (~12 s per model).
     target = _model_or_shape(paths.target, args.shape, args.device, args.dtype)
