@@ -25,9 +25,6 @@ import time
 import tracemalloc
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script from a checkout without installing
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import numpy as np
 
 from replay.batch import default_workers, replay_batch, replay_batches

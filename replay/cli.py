@@ -27,7 +27,7 @@ COMMAND_MODULES = (
     "analysis.commands",
     "analysis.recommend",
     "replay.live.commands",
-    "replay.live.models_cli",
+    "replay.live.models_commands",
 )
 
 EXIT_OK, EXIT_SKIPPED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130

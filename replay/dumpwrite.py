@@ -10,7 +10,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from .atomic import write_bytes_atomic, write_json_atomic
-from .vocab import PAD_TOKEN
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "specreplay-dump"
@@ -92,11 +91,3 @@ def write_manifest(out_dir: str | Path, manifest: dict[str, Any]) -> Path:
     path = Path(out_dir) / MANIFEST_NAME
     write_json_atomic(path, body)
     return path
-
-
-def pad_rows(rows: Sequence[Sequence[int]], width: int) -> np.ndarray:
-    """[len(rows), width] int64, short rows right-padded with PAD_TOKEN."""
-    out = np.full((len(rows), width), PAD_TOKEN, dtype=np.int64)
-    for r, row in enumerate(rows):
-        out[r, : len(row)] = row
-    return out

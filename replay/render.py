@@ -111,10 +111,6 @@ def histogram_lines(counts: np.ndarray, width: int = 40) -> list[str]:
     ]
 
 
-def text_histogram(values: Sequence[int], width: int = 40) -> list[str]:
-    return histogram_lines(np.bincount(np.asarray(values, dtype=np.int64), minlength=1), width)
-
-
 @dataclass(frozen=True, eq=False)
 class SummaryFigures:
     """What a replay summary shows, however the rounds were replayed (one by one or batched)."""

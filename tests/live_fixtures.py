@@ -1,14 +1,17 @@
 """Tiny random models for the live-harness tests, built in the test process (no hub, no files).
 
 Import the fixtures you use into a test module: ``from tests.live_fixtures import live_qwen_pair``.
+A test module that uses torch itself takes it from here too (``from tests.live_fixtures import
+torch``): importing this module skips the importing test module, with the reason, when the live
+extras are not installed, so the offline suite runs with the core dependencies alone.
 """
 
 from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+torch = pytest.importorskip("torch", reason="needs torch (the live extras): pip install 'specreplay[live]'")
+pytest.importorskip("transformers", reason="needs transformers (the live extras): pip install 'specreplay[live]'")
 
 from replay.live.tiny import build_model, noisy_copy, tiny_config  # noqa: E402
 

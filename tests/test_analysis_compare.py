@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +11,7 @@ from analysis.compare import compare_configs, compare_display, format_bounds, pa
 from analysis.costmodel import CostModel
 from analysis.gamma_strategies import next_gamma, simulate_strategies, simulate_strategy, outcomes_by_gamma
 from analysis.subtree import truncated
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the oracle helper sits beside the tests
-from tests.analysis_oracle import as_round, random_oracle, record_round  # noqa: E402
+from tests.analysis_oracle import as_round, random_oracle, record_round
 from replay.config import TreeConfig
 from replay.errors import SpecReplayError
 from replay.replayer import replay_directory, replay_round

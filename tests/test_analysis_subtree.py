@@ -9,8 +9,6 @@ inside its bounds where it does not.
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -24,8 +22,7 @@ from analysis.subtree import (
     replay_subconfig,
     truncated,
 )
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the oracle helper sits beside the tests
-from tests.analysis_oracle import as_round, random_oracle, record_round, synth_lookup_oracle, write_oracle_run  # noqa: E402
+from tests.analysis_oracle import as_round, random_oracle, record_round, synth_lookup_oracle, write_oracle_run
 from replay.config import TreeConfig
 from replay.replayer import replay_directory, replay_round
 from replay.rounds import Round

@@ -155,7 +155,7 @@ def test_chunking_and_threads_do_not_change_results(case, chunk):
 
 
 def test_dynamic_step_without_valid_rows_is_rejected_by_both():
-    """A dynamic round whose step 1 is all padding: a RoundError (it used to be a ValueError)."""
+    """A dynamic round whose step 1 is all padding is an input error (RoundError, one line), not a ValueError."""
     cfg = TreeConfig.from_lists([[2], [1]], [1, 1], tree_type=TREE_DYNAMIC)
     rnd = Round.from_lists([[[5, 6]], [[-1, -1]]], [[5], [6], [7]], layout="all")
     assert reference(rnd, cfg) is None

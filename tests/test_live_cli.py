@@ -162,8 +162,8 @@ def test_sweep_killed_by_sigkill_resumes_without_redoing_rows(tiny_dir, tmp_path
 
 
 def test_generate_refuses_a_non_empty_out_before_loading_models(tiny_dir, tmp_path, capsys, monkeypatch):
-    """A second run into the same --out used to succeed and mix the runs (manifest: one run's
-    rounds, replay: both runs' files)."""
+    """A second run into the same --out would mix the runs (manifest: one run's rounds, replay:
+    both runs' files), so it is refused before any model loads."""
     d = tiny_dir
     out = tmp_path / "run"
     args = ["generate", "--draft", str(d / "draft"), "--target", str(d / "target"), "--config", str(d / "tree.json"),

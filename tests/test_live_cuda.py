@@ -1,8 +1,7 @@
 """The same harness on a CUDA GPU (run by scripts/gpu_check.sh; skipped without CUDA)."""
 
 import pytest
-import torch
-from tests.live_fixtures import make_pair
+from tests.live_fixtures import make_pair, torch
 
 from replay.config import TreeConfig
 from replay.live.costs import measure_cost_curve

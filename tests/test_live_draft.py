@@ -2,8 +2,7 @@
 
 import numpy as np
 import pytest
-import torch
-from tests.live_fixtures import live_qwen_pair  # noqa: F401
+from tests.live_fixtures import live_qwen_pair, torch  # noqa: F401
 
 from replay.config import TreeConfig
 from replay.live.draft import draft_keep_indices, draft_tree, select_heads

@@ -2,8 +2,7 @@
 
 import numpy as np
 import pytest
-import torch
-from tests.live_fixtures import live_llama_pair, live_qwen_pair  # noqa: F401
+from tests.live_fixtures import live_llama_pair, live_qwen_pair, torch  # noqa: F401
 
 from replay.live.forward import (
     attention_bias,

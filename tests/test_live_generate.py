@@ -1,8 +1,7 @@
 """Greedy speculative output equals the target's own greedy decoding, token for token."""
 
 import pytest
-import torch
-from tests.live_fixtures import live_llama_pair, live_qwen_pair, make_pair  # noqa: F401
+from tests.live_fixtures import live_llama_pair, live_qwen_pair, make_pair, torch  # noqa: F401
 
 from replay.config import TreeConfig
 from replay.live.generate import DecodeOptions, speculative_generate, target_generate

@@ -5,8 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
-import torch
-from tests.live_fixtures import live_llama_pair, live_qwen_pair  # noqa: F401
+from tests.live_fixtures import live_llama_pair, live_qwen_pair, torch  # noqa: F401
 
 from replay.live.errors import ModelLoadError
 from replay.live.forward import causal_visible, forward_tokens, new_cache

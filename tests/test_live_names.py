@@ -8,30 +8,31 @@ from pathlib import Path
 import pytest
 
 from replay.cli import main
-from replay.live import fetch
-from replay.live.errors import ModelLoadError
+from replay.live.errors import FetchError, ModelLoadError, ModelNotFetchedError
+from replay.live.model_cache import ENV_CACHE_DIR, model_path
+from replay.live.model_catalogue import DEFAULT_PAIR
 from replay.live.names import ModelPaths, require_both, resolve_model_args
 
-PAIR = fetch.DEFAULT_PAIR
+PAIR = DEFAULT_PAIR
 
 
 def fake_fetch(cache: Path) -> tuple[Path, Path]:
     """Sparse files of the right size stand in for fetched models: resolving checks size only."""
     cache.mkdir(parents=True, exist_ok=True)
     for spec in PAIR.specs:
-        with open(fetch.model_path(spec, cache), "wb") as fh:
+        with open(model_path(spec, cache), "wb") as fh:
             fh.truncate(spec.size)
-    return fetch.model_path(PAIR.draft, cache), fetch.model_path(PAIR.target, cache)
+    return model_path(PAIR.draft, cache), model_path(PAIR.target, cache)
 
 
 def test_pair_name_through_env(tmp_path, monkeypatch):
     draft, target = fake_fetch(tmp_path / "env")
-    monkeypatch.setenv(fetch.ENV_CACHE_DIR, str(tmp_path / "env"))
+    monkeypatch.setenv(ENV_CACHE_DIR, str(tmp_path / "env"))
     assert resolve_model_args(None, None, "qwen2.5-coder") == ModelPaths(draft, target)
 
 
 def test_models_dir_wins_over_env(tmp_path, monkeypatch):
-    monkeypatch.setenv(fetch.ENV_CACHE_DIR, str(tmp_path / "empty"))
+    monkeypatch.setenv(ENV_CACHE_DIR, str(tmp_path / "empty"))
     draft, target = fake_fetch(tmp_path / "dir")
     got = resolve_model_args("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", None, tmp_path / "dir")
     assert got == ModelPaths(draft, target)
@@ -45,11 +46,11 @@ def test_names_and_paths_mix(tmp_path):
 
 
 def test_not_fetched_names_the_fetch_command(tmp_path):
-    with pytest.raises(fetch.ModelNotFetchedError, match=r"specreplay models fetch --dir .*empty --only qwen2.5-coder-1.5b"):
+    with pytest.raises(ModelNotFetchedError, match=r"specreplay models fetch --dir .*empty --only qwen2.5-coder-1.5b"):
         resolve_model_args(None, "qwen2.5-coder-1.5b", None, tmp_path / "empty")
-    with pytest.raises(fetch.ModelNotFetchedError, match="pair 'qwen2.5-coder' is not fetched"):
+    with pytest.raises(ModelNotFetchedError, match="pair 'qwen2.5-coder' is not fetched"):
         resolve_model_args(None, None, "qwen2.5-coder", tmp_path / "empty")
-    with pytest.raises(fetch.FetchError, match="unknown model pair 'nope'"):
+    with pytest.raises(FetchError, match="unknown model pair 'nope'"):
         resolve_model_args(None, None, "nope", tmp_path)
 
 

@@ -6,8 +6,7 @@ line (exit 2) before anything is generated, not with an IndexError mid-run."""
 import json
 
 import pytest
-import torch
-from tests.live_fixtures import make_pair
+from tests.live_fixtures import make_pair, torch
 
 from replay.cli import main
 from replay.config import TreeConfig

@@ -10,8 +10,7 @@ visible). The same checks must reject deliberately wrong rules and a wrong ``tar
 
 import numpy as np
 import pytest
-import torch
-from tests.live_fixtures import make_pair
+from tests.live_fixtures import make_pair, torch
 from tests.live_stats import miss_bound, tv_check
 
 from replay.acceptance import Acceptance

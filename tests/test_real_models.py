@@ -13,7 +13,10 @@ import gc
 
 import pytest
 
-from replay.live import fetch
+from replay.live.errors import ModelNotFetchedError
+from replay.live.model_cache import ENV_CACHE_DIR
+from replay.live.model_catalogue import DEFAULT_PAIR
+from replay.live.names import resolve_model, resolve_pair
 
 pytestmark = [pytest.mark.real_models, pytest.mark.slow]
 
@@ -34,9 +37,9 @@ def require_live_extras() -> None:
 def pair_paths():
     require_live_extras()
     try:
-        return fetch.resolve_pair(fetch.DEFAULT_PAIR.name)
-    except fetch.ModelNotFetchedError as exc:
-        pytest.skip(f"{exc} (or point ${fetch.ENV_CACHE_DIR} at the fetched files)")
+        return resolve_pair(DEFAULT_PAIR.name)
+    except ModelNotFetchedError as exc:
+        pytest.skip(f"{exc} (or point ${ENV_CACHE_DIR} at the fetched files)")
 
 
 def test_tokenizers_identical(pair_paths):
@@ -53,7 +56,7 @@ def test_model_loads_and_runs(pair_paths, name):
 
     from replay.live.gguf_load import load_gguf_model
 
-    model, tokenizer = load_gguf_model(fetch.resolve_model(name), "float32")
+    model, tokenizer = load_gguf_model(resolve_model(name), "float32")
     try:
         layers, hidden = EXPECTED[name]
         assert model.config.model_type == "qwen2"

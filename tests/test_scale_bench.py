@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_benchmark_quick_run_prints_the_tables(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "replay_speed.py"), "--quick", "--out", str(tmp_path / "scratch")],
-        cwd=tmp_path,  # not the checkout: the script must find the package by itself
+        cwd=tmp_path,  # not the checkout: the script imports the installed package, wherever it runs
         capture_output=True,
         text=True,
         timeout=120,

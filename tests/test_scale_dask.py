@@ -12,8 +12,9 @@ from replay.batch_synth import synth_run
 from replay.config import TreeConfig
 from replay.packed import pack_batches
 
-dd = pytest.importorskip("dask.dataframe")
-distributed = pytest.importorskip("distributed")
+SCALE_EXTRAS = "needs dask (the scale extras): pip install 'specreplay[scale]'"
+dd = pytest.importorskip("dask.dataframe", reason=SCALE_EXTRAS)
+distributed = pytest.importorskip("distributed", reason=SCALE_EXTRAS)
 
 from analysis.dask_tables import accepted_length_histogram, rounds_frame, run_table, summarize_runs  # noqa: E402
 

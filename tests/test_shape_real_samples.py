@@ -1,4 +1,4 @@
-"""Issue 7's acceptance check on the committed real-model dumps (Qwen2.5-Coder 0.5B → 1.5B):
+"""Shape prediction checked on the committed real-model dumps (Qwen2.5-Coder 0.5B → 1.5B):
 every contained shape's predicted block efficiency agrees with its exact offline replay."""
 
 from pathlib import Path

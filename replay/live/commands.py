@@ -1,7 +1,9 @@
 """CLI: ``specreplay generate``, ``specreplay sweep``, ``specreplay cost-curve``.
 
 torch and transformers are imported inside the command functions only, so ``specreplay --help``
-and the offline commands never load them.
+and the offline commands never load them. Each command first checks its options and resolves the
+model names (stdlib), then checks that the live packages are installed (one line saying what to
+install when not), and only then imports them.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import sys
 from pathlib import Path
 
 from ..pathcheck import input_file, output_dir, output_file
+from .extras import require_live_packages
 
 GENERATE_EXAMPLE = """example:
   specreplay generate --pair qwen2.5-coder --models-dir /work/models --config tree.json \\
@@ -127,13 +130,20 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--record-k", type=int, help="candidate columns recorded per dump row (default: the config's widest topKSpec entry)")
 
 
-def _load_pair(args):
-    from .models import load_pair
+def _resolve_pair(args):
+    """What fails in a second, before torch is imported: the decode options, both model names (a
+    missing model names the fetch command to run), then the live packages themselves."""
     from .names import require_both, resolve_model_args
 
-    # Check the options and resolve both names before loading anything: fail now, not after a load.
     _check_decode_args(args)
     paths = require_both(resolve_model_args(args.draft, args.target, args.pair, args.models_dir))
+    require_live_packages()
+    return paths
+
+
+def _load_pair(args, paths):
+    from .models import load_pair
+
     _check_device(args)
     return load_pair(paths.draft, paths.target, args.device, args.dtype, args.draft_dtype)
 
@@ -176,6 +186,7 @@ def cmd_generate(args) -> int:
     from ..config import load_config
 
     spec = load_config(args.config)  # bad input fails before torch is imported
+    paths = _resolve_pair(args)
     from .dumps import staged_output_dir
     from .prompts import read_prompts
     from .report import format_summary
@@ -185,7 +196,7 @@ def cmd_generate(args) -> int:
         print(f"note: {args.config} lists {len(spec.trees)} trees; using the first", file=sys.stderr)
     # Entering checks --out, before any model loads; the run lands in --out only once it is whole.
     with staged_output_dir(args.out, args.replace) as out:
-        draft, target = _load_pair(args)
+        draft, target = _load_pair(args, paths)
         prompts = read_prompts(args.prompts, target.tokenizer)
         options = _options(args, target)
         with _progress_bar(len(prompts) * options.max_new_tokens, "speculative") as bar:
@@ -209,11 +220,12 @@ def cmd_sweep(args) -> int:
             print(f"skipped grid combination {s}", file=sys.stderr)
     else:
         configs = load_config_list(args.configs)
+    paths = _resolve_pair(args)
     from .costs import measure_cost_curve, write_cost_curve
     from .prompts import read_prompts
     from .sweep import run_sweep
 
-    draft, target = _load_pair(args)
+    draft, target = _load_pair(args, paths)
     prompts = read_prompts(args.prompts, target.tokenizer)
     options = _options(args, target)
     out = Path(args.out)
@@ -232,6 +244,7 @@ def cmd_cost_curve(args) -> int:
 
     paths = resolve_model_args(args.draft, args.target, args.pair, args.models_dir)  # before torch is imported
     sizes = _sizes(args.sizes)
+    require_live_packages()
     from .costs import measure_cost_curve, write_cost_curve
 
     _check_device(args)

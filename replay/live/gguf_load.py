@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .fetch import resolve_model
+from .names import resolve_model
 
 if TYPE_CHECKING:  # torch/transformers load lazily: importing this module stays cheap
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -47,7 +47,7 @@ def dtype_label(dtype: Any) -> str:
 
 
 def load_gguf_tokenizer(path: str | Path, cache_dir: str | Path | None = None) -> PreTrainedTokenizerBase:
-    """The tokenizer stored in a GGUF file; ``path`` may be a short model name (see fetch.MODELS)."""
+    """The tokenizer stored in a GGUF file; ``path`` may be a short model name (see model_catalogue.MODELS)."""
     from .models import load_tokenizer
 
     file = resolve_model(path, cache_dir)

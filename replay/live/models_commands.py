@@ -1,7 +1,7 @@
 """``specreplay models fetch|list``: get the official draft/target GGUF pair and see what is cached.
 
-Registered by the dispatcher through ``register(subparsers)``. Imports only ``fetch`` (stdlib) and
-tqdm, so these commands start fast and never load torch.
+Registered by the dispatcher through ``register(subparsers)``. Imports only the stdlib model_*
+modules and tqdm, so these commands start fast and never load torch.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from typing import Iterator
 
 from ..errors import SpecReplayError
 from ..pathcheck import output_dir
-from . import fetch
+from .model_cache import ENV_CACHE_DIR, cache_dir_or_default, is_cached, model_path
+from .model_catalogue import DEFAULT_PAIR, MODELS, PAIRS, ModelSpec, get_pair
+from .model_download import fetch_pair
+from .model_progress import format_bytes
 
 FETCH_EPILOG = """\
 examples:
@@ -55,7 +58,7 @@ def add_dir_option(parser: argparse.ArgumentParser, writes: bool) -> None:
         type=output_dir if writes else Path,
         default=None,
         metavar="DIR",
-        help=f"model cache directory (default: ${fetch.ENV_CACHE_DIR} or ~/.cache/specreplay/models)",
+        help=f"model cache directory (default: ${ENV_CACHE_DIR} or ~/.cache/specreplay/models)",
     )
 
 
@@ -69,9 +72,9 @@ def add_fetch(sub: argparse._SubParsersAction) -> None:
     )
     add_dir_option(parser, writes=True)
     parser.add_argument(
-        "--pair", default=fetch.DEFAULT_PAIR.name, choices=sorted(fetch.PAIRS), help="model pair (default: %(default)s)"
+        "--pair", default=DEFAULT_PAIR.name, choices=sorted(PAIRS), help="model pair (default: %(default)s)"
     )
-    parser.add_argument("--only", choices=sorted(fetch.MODELS), metavar="NAME", help="fetch one model of the pair")
+    parser.add_argument("--only", choices=sorted(MODELS), metavar="NAME", help="fetch one model of the pair")
     parser.add_argument("--verify", action="store_true", help="re-hash cached files instead of trusting their .sha256")
     parser.set_defaults(func=run_fetch)
 
@@ -124,10 +127,10 @@ def log_above_bar(message: str) -> None:
 
 
 def run_fetch(args: argparse.Namespace) -> int:
-    cache = Path(args.dir) if args.dir else fetch.default_cache_dir()
-    pair = fetch.get_pair(args.pair)
+    cache = cache_dir_or_default(args.dir)
+    pair = get_pair(args.pair)
     with terminate_as_exit():
-        results = fetch.fetch_pair(
+        results = fetch_pair(
             pair,
             cache,
             tqdm_progress,
@@ -145,26 +148,26 @@ def run_fetch(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    cache = Path(args.dir) if args.dir else fetch.default_cache_dir()
+    cache = cache_dir_or_default(args.dir)
     if cache.exists() and not cache.is_dir():
         raise SpecReplayError(f"--dir {cache}: not a directory")
     print(f"cache: {cache}")
     roles = {}
-    for pair in fetch.PAIRS.values():
+    for pair in PAIRS.values():
         roles[pair.draft.name] = f"draft of {pair.name}"
         roles[pair.target.name] = f"target of {pair.name}"
-    for spec in fetch.MODELS.values():
+    for spec in MODELS.values():
         state = model_state(spec, cache)
         print(
-            f"  {spec.name:<20} {fetch.format_bytes(spec.size):>10}  {state:<12} "
+            f"  {spec.name:<20} {format_bytes(spec.size):>10}  {state:<12} "
             f"{roles.get(spec.name, ''):<24} {spec.upstream}, {spec.license}"
         )
     return 0
 
 
-def model_state(spec: fetch.ModelSpec, cache: Path) -> str:
-    path = fetch.model_path(spec, cache)
-    if fetch.is_cached(spec, cache):
+def model_state(spec: ModelSpec, cache: Path) -> str:
+    path = model_path(spec, cache)
+    if is_cached(spec, cache):
         return "cached"
     if path.exists():
         return "unverified"  # right place, but no sidecar or wrong size: `fetch` will check it
