@@ -172,7 +172,9 @@ def build_report(runs: Sequence[Run], opts: ReportOptions = ReportOptions()) -> 
     add("<h2>Speedup: measured and modelled</h2>")
     add("<p>Modelled: the recorded rounds under the run's cost model (Σ (L<sub>r</sub> + 1) · t_verify(1) / "
         "Σ (steps<sub>r</sub> · t_draft + t_verify(nodes<sub>r</sub> + 1))). Measured: the harness's timed run against "
-        "target-only decoding of the same prompts (manifest totals), when the dump carries them.</p>")
+        "target-only decoding of the same prompts (manifest totals), when the dump carries them; decode excludes prefill, "
+        "wall includes it. With the run's own timings the two come close: the model counts every committed token, the "
+        "harness keeps those up to max_new_tokens.</p>")
     speed = pd.DataFrame([speed_row(run.label, run.results, costs[run.label], measured[run.label]) for run in runs if run.results])
     out_tables["speedup"] = speed
     add(_table_html(speed.rename(columns=_SPEED_HEADERS)))
