@@ -151,7 +151,7 @@ def _cost(args):
 
 def run_stats(args: argparse.Namespace) -> int:
     from .compare import runs_side_by_side
-    from .definitions import DEPTH_NAMES, SUMMARY_NAMES, definitions_text
+    from .definitions import DEPTH_NAMES, SUMMARY_NAMES, definitions_rows, definitions_text
     from .metrics import all_metrics
     from .tables import build_tables, export_tables
 
@@ -166,6 +166,7 @@ def run_stats(args: argparse.Namespace) -> int:
     elif args.json:
         body = {k: json.loads(v.to_json(orient="records")) for k, v in named.items() if k not in ("rounds", "nodes")}
         body["configs"] = {r.label: r.replay.config.to_json() for r in runs}
+        body["definitions"] = definitions_rows(SUMMARY_NAMES + DEPTH_NAMES)
         sys.stdout.write(json.dumps(body, indent=1) + "\n")
     elif args.csv:
         _print_table(named["summary"], args)

@@ -40,6 +40,8 @@ def test_stats_text_json_csv(capsys):
     s = {r["run"]: r for r in body["summary"]}
     assert s["article_round"]["mean_accepted_length"] == 3 and s["synthetic_article"]["rounds"] == 300
     assert body["configs"]["article_round"]["topHead"] == [1, 2, 2]
+    assert s["article_round"]["draft_acceptance_rate"] == 0.25 and s["article_round"]["mean_acceptance_length"] == 4  # 3 of 12; 3 + 1
+    assert {d["name"] for d in body["definitions"]} >= {"draft_acceptance_rate", "per_position_acceptance_rate"}
     code, out, _ = run(capsys, "stats", SYNTH, "--table", "depth_acceptance", "--csv", "--no-progress")
     df = pd.read_csv(io.StringIO(out))
     assert df["depth"].tolist() == [1, 2, 3] and (df["per_position_acceptance_rate"] <= df["conditional"] + 1e-12).all()
@@ -151,6 +153,11 @@ def test_plot_round_option_and_typical_failing_round(capsys, tmp_path):
     assert code == 0  # the old spelling still works
     code, _, err = run(capsys, "plot", ARTICLE, "-o", str(tmp_path), "--round", "1_2", "--no-progress")
     assert code == 2 and "--round 1_2: no such round" in err
+    # a run without the round keeps its typical failing round, and says so
+    code, _, err = run(capsys, "plot", ARTICLE, SYNTH, "-o", str(tmp_path), "--round", "100_116", "--format", "png", "--no-progress")
+    assert code == 0 and "article_round: no round 100_116; drawing 124_140, no round failed on a mismatch" in err
+    code, _, _ = run(capsys, "report", ARTICLE, "-o", str(tmp_path / "rep"), "--round", "124_140", "--no-tables", "--no-progress")
+    assert code == 0 and "round 124_140: round 124_140, as asked" in (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
 
 
 def test_report_shows_measured_and_modelled_speedup(capsys, tmp_path):
