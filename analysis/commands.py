@@ -34,10 +34,12 @@ PLOT_EPILOG = """\
 examples:
   specreplay plot sample_dumps/synthetic_article -o plots/
   specreplay plot engine_dump/ harness_dump/ -o plots/ --format png
-  specreplay plot sample_dumps/article_round -o plots/ --show-round 124_140 --tokenizer tokenizer.json
+  specreplay plot sample_dumps/article_round -o plots/ --round 124_140 --tokenizer tokenizer.json
 
 Writes accepted_length, depth_acceptance, runs_side_by_side (2+ runs), and per run rank_heatmap_RUN,
-parent_slot_RUN, tree_hits_RUN and round_RUN (one round's tree; token text with --tokenizer).
+parent_slot_RUN, tree_hits_RUN and round_RUN (one round's tree; token text with --tokenizer). The
+round drawn is a typical failing one (the middle round, in dump order, of the most common accepted
+length among rounds that stopped on a mismatch; docs/analysis.md) unless --round names one.
 """
 
 COMPARE_EPILOG = """\
@@ -52,9 +54,12 @@ A config is a topKSpec list (topHead = row lengths), a JSON tree object, or a fi
 specTree list). --grid builds funnels: root width, heads per step, width per head, gamma (a:b =
 range). Every config is replayed exactly on each recorded round; rounds the dump cannot decide
 (the config would expand a node the recording did not) are counted and bound the results:
-x.xxx..y.yyy. Without configs: the recorded one and a few contained ones. The cost model
-(--cost JSON {"tokens": [...], "verify_s": [...], "draft_step_s": x}) gives the modelled speedup
-  (Σ (L + 1)) · t_verify(1) / Σ (steps · draft_step_s + t_verify(nodes + 1)).
+x.xxx..y.yyy. Without configs: the recorded one and a few contained ones. The cost model gives the
+modelled speedup  (Σ (L + 1)) · t_verify(1) / Σ (steps · draft_step_s + t_verify(nodes + 1)).
+Its source, printed per run: --cost JSON {"tokens": [...], "verify_s": [...], "draft_step_s": x},
+else cost_curve.json beside the dump, else the manifest's measured round timings, else the default
+relative cost (a WARNING says the speedup is then only modelled). When the manifest holds a
+target-only baseline, the recorded config's measured speedup is shown next to the modelled one.
 """
 
 REPORT_EPILOG = """\
@@ -63,6 +68,7 @@ examples:
   specreplay report engine_dump/ harness_dump/ -o report/ --label engine --label harness
   specreplay report DUMPS -o report/ --configs "[[4],[2,2],[1,1]]" --cost cost.json --tokenizer tok.json
   specreplay report DUMPS -o report/ --budget 16 --max-depth 4    (tree-shape recommendation)
+  specreplay report sample_dumps/qwen2.5-coder/* -o report/     (measured and modelled speedup side by side)
 
 Writes OUT/index.html (self-contained: images embedded, no external assets) and every table as
 CSV and Parquet under OUT/tables/.
@@ -160,9 +166,10 @@ def _plot_format(path: str) -> str:
 
 
 def _cost(args):
-    from .costmodel import CostModel
+    """The cost model named by --cost, or None: each run then takes its own (analysis.costsource)."""
+    from .costsource import given_cost
 
-    return CostModel.load(args.cost) if args.cost else CostModel.default()
+    return given_cost(args.cost) if args.cost else None
 
 
 # --- stats -------------------------------------------------------------------------------------
@@ -170,6 +177,7 @@ def _cost(args):
 
 def run_stats(args: argparse.Namespace) -> int:
     from .compare import runs_side_by_side
+    from .definitions import DEPTH_NAMES, SUMMARY_NAMES, definitions_rows, definitions_text
     from .metrics import all_metrics
     from .tables import build_tables, export_tables
 
@@ -184,6 +192,7 @@ def run_stats(args: argparse.Namespace) -> int:
     elif args.json:
         body = {k: json.loads(v.to_json(orient="records")) for k, v in named.items() if k not in ("rounds", "nodes")}
         body["configs"] = {r.label: r.replay.config.to_json() for r in runs}
+        body["definitions"] = definitions_rows(SUMMARY_NAMES + DEPTH_NAMES)
         sys.stdout.write(json.dumps(body, indent=1) + "\n")
     elif args.csv:
         _print_table(named["summary"], args)
@@ -204,6 +213,7 @@ def run_stats(args: argparse.Namespace) -> int:
         for name in ("accepted_length", "depth_acceptance", "hit_outcome", "parent_slot", "node_hits"):
             out.write(f"\n== {name} ==\n")
             _print_table(named[name], args)
+        out.write("\n== definitions (docs/vocabulary.md) ==\n" + definitions_text(SUMMARY_NAMES + DEPTH_NAMES) + "\n")
     return _skipped_status(runs, args)
 
 
@@ -212,12 +222,15 @@ def run_stats(args: argparse.Namespace) -> int:
 
 def run_plot(args: argparse.Namespace) -> int:
     from . import plots, treeplot
+    from .example_round import example_round
     from .metrics import all_metrics, static_shape
     from .tables import build_tables
 
     decode = treeplot.load_tokenizer(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
     runs = _load(args)
-    picks = {run.label: _round_to_draw(run, args.show_round) for run in runs if run.results}  # may fail: before writing
+    if args.show_round and not any(example_round(r.results, args.show_round) for r in runs):  # before writing
+        raise SpecReplayError(f"--round {args.show_round[0]}_{args.show_round[1]}: no such round in " + ", ".join(args.dirs))
+    picks = {run.label: _round_to_draw(run, args.show_round) for run in runs if run.results}
     tables = build_tables(runs)
     m = all_metrics(tables)
     fmts = args.format or list(plots.FORMATS)
@@ -235,19 +248,21 @@ def run_plot(args: argparse.Namespace) -> int:
         written += plots.save_figure(plots.plot_parent_slot(m["parent_slot"], run.label, len(run.results)), out, f"parent_slot_{safe}", fmts)
         nh = m["node_hits"]
         written += plots.save_figure(treeplot.plot_tree_hits(static_shape(run.config), nh[nh["run"] == run.label], run.label, run.config), out, f"tree_hits_{safe}", fmts)
-        written += plots.save_figure(treeplot.plot_round_tree(picks[run.label], decode, run.label), out, f"round_{safe}", fmts)
+        pick = picks[run.label]
+        written += plots.save_figure(treeplot.plot_round_tree(pick.result, decode, run.label, pick.why), out, f"round_{safe}", fmts)
     for p in written:
         print(p)
     return _skipped_status(runs, args)
 
 
 def _round_to_draw(run, key):
-    """--show-round's round, else the first with the longest accepted path."""
-    if key is None:
-        return max(run.results, key=lambda r: (r.acceptance.accepted_length, -run.results.index(r)))
-    pick = next((r for r in run.results if r.key == key), None)
-    if pick is None:
-        raise SpecReplayError(f"--show-round {key[0]}_{key[1]}: no such round in {run.replay.directory}")
+    """--round's round, else (or where this run lacks it) the run's typical failing round."""
+    from .example_round import example_round
+
+    pick = example_round(run.results, key)
+    if pick is None:  # another run has the round: this one shows its typical failing round
+        pick = example_round(run.results)
+        print(f"specreplay: {run.label}: no round {key[0]}_{key[1]}; drawing {pick.result.name}, {pick.why}", file=sys.stderr)
     return pick
 
 
@@ -258,32 +273,34 @@ def run_compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from . import plots
-    from .compare import compare_configs, compare_display, strategies_display
+    from .compare import compare_configs, compare_display, strategies_display, with_speed
+    from .costsource import cost_warning, run_cost
+    from .definitions import definitions_text
     from .gamma_strategies import simulate_strategies
+    from .timings import measured_speedup, read_timings
     from replay.progress import tqdm_progress
 
     plot_format = _plot_format(args.plot) if args.plot else None
-    cost = _cost(args)
+    given = _cost(args)
     _check_config_args(args)
     runs = _load(args)
-    tables, strategies, per_round = [], [], []
+    tables, strategies, per_round, costs, measured = [], [], [], {}, {}
     for run in runs:
         if not run.results:
             continue
+        cost = costs[run.label] = run_cost(run.replay.directory, run.replay.manifest, given)
+        measured[run.label] = measured_speedup(read_timings(run.replay.directory, run.replay.manifest))
         configs = _configs_from_args(args, run.config)
         update, close = tqdm_progress(f"compare {run.label}", False if args.no_progress else None)
         try:
             table, rounds = compare_configs(run.results, run.config, configs, cost, args.gamma_threshold, update)
         finally:
             close()
+        table = with_speed(table, run.config, cost, measured[run.label])
         table.insert(0, "run", run.label)
         rounds.insert(0, "run", run.label)
         tables.append(table)
         per_round.append(rounds)
-        if args.plot:
-            target = Path(args.plot).with_stem(Path(args.plot).stem + (f"_{run.label}" if len(runs) > 1 else ""))
-            with atomic_path(target) as tmp:
-                plots.plot_compare_configs(table, run.label, cost.source).savefig(tmp, format=plot_format, dpi=plots.DPI, bbox_inches="tight")
         if args.gamma_strategies is not None:
             window = args.ema_window or int(run.replay.config.settings.get("emaWindow", 1) or 1)
             sims = simulate_strategies(run.results, run.config, args.gamma_strategies or list(range(5)), cost, window,
@@ -298,27 +315,47 @@ def run_compare(args: argparse.Namespace) -> int:
         table = pd.concat([g.head(1) for _, g in table.groupby("run", sort=False)] +
                           [g.iloc[1:].sort_values("speedup_lo", ascending=False).head(args.top) for _, g in table.groupby("run", sort=False)],
                           ignore_index=True).sort_values("run", kind="stable")
+    if args.plot:  # after --top: the plot shows the rows the table shows
+        for run, grp in table.groupby("run", sort=False):
+            target = Path(args.plot).with_stem(Path(args.plot).stem + (f"_{run}" if len(runs) > 1 else ""))
+            with atomic_path(target) as tmp:
+                plots.plot_compare_configs(grp, run, costs[run].source).savefig(tmp, format=plot_format, dpi=plots.DPI, bbox_inches="tight")
+    warnings = [w for w in (cost_warning(costs[r], r) for r in costs) if w]
+    if args.json or args.csv:  # the text output carries them under each run
+        for w in warnings:
+            print(f"specreplay: {w}", file=sys.stderr)
     if args.per_round:
         with atomic_path(args.per_round) as tmp:
             pd.concat(per_round, ignore_index=True).to_csv(tmp, index=False)
         print(f"wrote {args.per_round}", file=sys.stderr)
     if args.json:
-        body = {"cost_model": cost.to_json(), "configs": json.loads(table.to_json(orient="records"))}
+        body = {
+            "cost_models": {r: {"source": c.source, **c.to_json()} for r, c in costs.items()},
+            "measured": {r: (m.to_json() if m else None) for r, m in measured.items()},
+            "warnings": warnings,
+            "configs": json.loads(table.to_json(orient="records")),
+        }
         if strategies:
             body["gamma_strategies"] = json.loads(pd.concat(strategies).to_json(orient="records"))
         sys.stdout.write(json.dumps(body, indent=1) + "\n")
     elif args.csv:
         table.to_csv(sys.stdout, index=False)
     else:
-        print(f"cost model: {cost.source} {json.dumps(cost.to_json())}")
         for run, grp in table.groupby("run", sort=False):
             shown = compare_display(grp)
-            print(f"\n{run}: {int(grp['rounds'].iloc[0])} rounds, recorded {grp['config'].iloc[0]} (first row)")
-            print(shown.to_string(index=False))
+            print(f"{run}: {int(grp['rounds'].iloc[0])} rounds, recorded {grp['config'].iloc[0]} (first row)")
+            print(f"  cost model: {costs[run].source} {json.dumps(costs[run].to_json())}")
+            if cost_warning(costs[run], run):
+                print(f"  {cost_warning(costs[run], run)}")
+            if measured[run]:
+                print(f"  {measured[run].describe()}")
+            print(shown.to_string(index=False) + "\n")
         if strategies:
             st = strategies_display(pd.concat(strategies, ignore_index=True))
-            print("\ndynamic-gamma strategies (docs/analysis.md):")
-            print(st.to_string(index=False))
+            print("dynamic-gamma strategies (docs/analysis.md):")
+            print(st.to_string(index=False) + "\n")
+        print("definitions (docs/vocabulary.md):\n" + definitions_text(["mean_accepted_length", "engine_block_efficiency", "modelled_speedup",
+                                                                          "measured_speedup", "measured_speedup_wall"]))
     return _skipped_status(runs, args)
 
 
@@ -352,6 +389,7 @@ def run_report(args: argparse.Namespace) -> int:
             title=args.title or "specreplay report: " + ", ".join(r.label for r in runs),
             budget=args.budget,
             max_depth=args.max_depth,
+            example_round=args.show_round,
             progress=update,
         )
         path = write_report(runs, args.output, opts, tables=not args.no_tables)
@@ -396,7 +434,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, type=output_dir, help="output directory")
     p.add_argument("--format", nargs="+", choices=("png", "svg"), help="image formats (default both)")
     p.add_argument("--tokenizer", help="tokenizer.json (or a model directory) for token text on the round picture")
-    p.add_argument("--show-round", type=_parse_key, help="round to draw, as A_B (default: the first with the longest path)")
+    p.add_argument("--round", "--show-round", dest="show_round", type=_parse_key,
+                   help="round to draw, as A_B (default: a typical failing round, docs/analysis.md)")
     p.set_defaults(func=run_plot)
 
     p = sub.add_parser("compare", help="compare tree configs offline on recorded dumps",
@@ -428,4 +467,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--title", help="page title")
     p.add_argument("--budget", type=int, default=None, help="tree-shape recommendation: draft nodes per tree (default: the recorded config's)")
     p.add_argument("--max-depth", type=int, default=None, help="tree-shape recommendation: maximum gamma (default: the recorded gamma)")
+    p.add_argument("--round", dest="show_round", type=_parse_key,
+                   help="round to draw per run, as A_B (default: a typical failing round, docs/analysis.md)")
     p.set_defaults(func=run_report)

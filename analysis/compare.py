@@ -2,7 +2,9 @@
 
 ``compare_configs`` replays each config exactly on every recorded round (analysis.subtree) and
 summarises: nodes, mean accepted length, engine block efficiency and modelled speedup, each as
-a [lo, hi] pair that collapses to one value when every round is decidable.
+a [lo, hi] pair that collapses to one value when every round is decidable. ``with_speed`` adds
+the cost model's source and, on the recorded config's row, the measured speedup; ``speed_row``
+puts a run's measured and modelled speedup side by side (words: analysis.definitions).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from replay.replayer import RoundResult
 from .costmodel import CostModel
 from .metrics import depth_acceptance, summary
 from .subtree import SubOutcome, is_contained, replay_subconfig
+from .timings import MeasuredSpeedup
 
 COMPARE_COLUMNS = [
     "config",
@@ -116,6 +119,45 @@ def compare_configs(
     return pd.DataFrame(rows, columns=COMPARE_COLUMNS), pd.DataFrame(per_round)
 
 
+SPEED_COLUMNS = ["cost_source", "measured_speedup", "measured_speedup_wall"]
+
+
+def with_speed(table: pd.DataFrame, recorded: TreeConfig, cost: CostModel, measured: MeasuredSpeedup | None) -> pd.DataFrame:
+    """The comparison table (COMPARE_COLUMNS) with SPEED_COLUMNS: every row's cost source, and the
+    measured speedups on the recorded config's row only (no other config was run; NaN there)."""
+    out = table.copy()
+    is_recorded = (out["config"] == recorded.short()) & out["top_head"].map(lambda h: tuple(h) == tuple(recorded.top_head))
+    out["cost_source"] = cost.source
+    nan = float("nan")
+    out["measured_speedup"] = [measured.decode if (r and measured) else nan for r in is_recorded]
+    out["measured_speedup_wall"] = [measured.wall if (r and measured) else nan for r in is_recorded]
+    return out
+
+
+def modelled_speedup(results: Sequence[RoundResult], cost: CostModel) -> float:
+    """The recorded rounds' modelled speedup: Σ (L_r + 1) · t_verify(1) / Σ (steps_r · t_draft + t_verify(nodes_r + 1))."""
+    if not results:
+        return float("nan")
+    tokens = sum(r.acceptance.accepted_length + 1 for r in results)
+    steps = [r.tree.num_steps for r in results]
+    nodes = [r.tree.num_nodes for r in results]
+    return cost.speedup(tokens, float(np.sum(cost.round_cost(steps, nodes))))
+
+
+def speed_row(label: str, results: Sequence[RoundResult], cost: CostModel, measured: MeasuredSpeedup | None) -> dict:
+    """One run's speedups side by side: modelled (with its cost source) and measured (NaN when the
+    dump has no target-only baseline)."""
+    nan = float("nan")
+    return {
+        "run": label,
+        "rounds": len(results),
+        "modelled_speedup": modelled_speedup(results, cost),
+        "cost_source": cost.source,
+        "measured_speedup": measured.decode if measured else nan,
+        "measured_speedup_wall": measured.wall if measured else nan,
+    }
+
+
 def format_bounds(lo: float, hi: float, digits: int = 3) -> str:
     """``1.620`` when exact, ``1.520..1.700`` when the dump leaves a range."""
     if np.isnan(lo):
@@ -126,11 +168,15 @@ def format_bounds(lo: float, hi: float, digits: int = 3) -> str:
 
 
 def compare_display(df: pd.DataFrame) -> pd.DataFrame:
-    """The comparison table with each [lo, hi] pair as one readable column."""
+    """The comparison table with each [lo, hi] pair as one readable column; the speedup column is
+    headed "modelled speedup", and "measured speedup" follows it when a row has one."""
     out = df[["config", "top_head", "nodes", "contained", "rounds", "undecidable"]].copy()
     out["top_head"] = out["top_head"].map(lambda h: "[" + ",".join(str(v) for v in h) + "]")
-    for name in ("mean_accepted_length", "engine_block_efficiency", "speedup"):
+    for name in ("mean_accepted_length", "engine_block_efficiency"):
         out[name] = [format_bounds(a, b) for a, b in zip(df[f"{name}_lo"], df[f"{name}_hi"])]
+    out["modelled speedup"] = [format_bounds(a, b) for a, b in zip(df["speedup_lo"], df["speedup_hi"])]
+    if "measured_speedup" in df.columns and df["measured_speedup"].notna().any():
+        out["measured speedup"] = ["" if pd.isna(v) else f"{v:.3f}" for v in df["measured_speedup"]]
     return out
 
 
@@ -138,8 +184,9 @@ def strategies_display(df: pd.DataFrame) -> pd.DataFrame:
     """Dynamic-gamma strategy rows (StrategyResult.to_row) with each [lo, hi] pair as one column."""
     cols = [c for c in ("run", "strategy", "name", "ema_window", "config", "rounds", "undecidable_rounds") if c in df.columns]
     out = df[cols].copy()
-    for name in ("mean_gamma", "mean_accepted_length", "engine_block_efficiency", "speedup"):
+    for name in ("mean_gamma", "mean_accepted_length", "engine_block_efficiency"):
         out[name] = [format_bounds(a, b) for a, b in zip(df[f"{name}_lo"], df[f"{name}_hi"])]
+    out["modelled speedup"] = [format_bounds(a, b) for a, b in zip(df["speedup_lo"], df["speedup_hi"])]
     return out
 
 
@@ -148,9 +195,9 @@ def runs_side_by_side(rounds: pd.DataFrame) -> pd.DataFrame:
     s = summary(rounds).set_index("run")
     d = depth_acceptance(rounds)
     parts = [s.T]
-    for col in ("conditional", "cumulative"):
+    for col, row in (("conditional", "conditional_acceptance"), ("per_position_acceptance_rate", "per_position_acceptance_rate")):
         p = d.pivot(index="depth", columns="run", values=col)
-        p.index = [f"{col}_acceptance_depth_{k}" for k in p.index]
+        p.index = [f"{row}_depth_{k}" for k in p.index]
         parts.append(p[s.index])
     out = pd.concat(parts)
     out.columns.name = None

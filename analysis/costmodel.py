@@ -9,7 +9,8 @@ The target alone makes one token per ``t_verify(1)`` seconds, so
 
     speedup = (Σ_r (L_r + 1)) * t_verify(1) / Σ_r (steps_r * draft_step_s + t_verify(nodes_r + 1))
 
-i.e. engine block efficiency × t_verify(1) / mean round cost.
+i.e. engine block efficiency × t_verify(1) / mean round cost. Which curve a run uses (measured
+timings beside the dump, or this module's default) is decided in ``analysis.costsource``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from replay.errors import SpecReplayError
+
+SOURCE_DEFAULT = "modelled: default relative cost"  # the label every output shows for CostModel.default()
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,7 +55,7 @@ class CostModel:
     def default(cls) -> "CostModel":
         """A memory-bound accelerator in relative units: verifying 64 tokens costs 1.3x one token,
         a draft step 0.1x. A placeholder: pass a measured curve for real decisions."""
-        return cls(np.array([1.0, 64.0]), np.array([1.0, 1.3]), 0.1, "default (relative units)")
+        return cls(np.array([1.0, 64.0]), np.array([1.0, 1.3]), 0.1, SOURCE_DEFAULT)
 
     @classmethod
     def linear(cls, a: float, b: float, draft_step_s: float) -> "CostModel":

@@ -1,8 +1,9 @@
 """Acceptance metrics, each computed from the round/node tables (analysis.tables), per run.
 
-Every metric is defined once, with its formula, in docs/analysis.md; the docstrings repeat the
-formula in short. Notation: R rounds, L_r the accepted length of round r (bonus excluded),
-b_r = 1 when the dump holds round r's bonus token, else 0.
+Every metric's name, formula and engine name live in analysis.definitions (docs/vocabulary.md
+and docs/analysis.md repeat them); the docstrings repeat the formula in short. Notation: R rounds,
+L_r the accepted length of round r (bonus excluded), b_r = 1 when the dump holds round r's bonus
+token, else 0, nodes_r its draft nodes (root excluded).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def summary(rounds: pd.DataFrame) -> pd.DataFrame:
     """One row per run.
 
     mean_accepted_length    = (1/R) Σ L_r
+    mean_acceptance_length  = (1/R) Σ (L_r + 1)        vLLM's: the target's token counted
+    draft_acceptance_rate   = Σ L_r / Σ nodes_r        accepted over drafted (verified) draft tokens
     block_efficiency        = (1/R) Σ (L_r + b_r)      mean committed tokens per round, as dumped
     engine_block_efficiency = (1/R) Σ (L_r + 1)        the engine always commits one target token
     bonus_known_fraction    = (1/R) Σ b_r
@@ -40,6 +43,8 @@ def summary(rounds: pd.DataFrame) -> pd.DataFrame:
         {
             "rounds": g.size(),
             "mean_accepted_length": g["accepted_length"].mean(),
+            "mean_acceptance_length": g["accepted_length"].mean() + 1.0,
+            "draft_acceptance_rate": g["accepted_length"].sum() / g["num_nodes"].sum(),
             "block_efficiency": g["committed"].mean(),
             "engine_block_efficiency": g["accepted_length"].mean() + 1.0,
             "bonus_known_fraction": g["bonus_known"].mean(),
@@ -67,11 +72,12 @@ def accepted_length_distribution(rounds: pd.DataFrame) -> pd.DataFrame:
 def depth_acceptance(rounds: pd.DataFrame) -> pd.DataFrame:
     """Per run and depth d = 1..the run's max steps, two rates the field often mixes up:
 
-    cumulative_d  = #{r : L_r >= d} / R                       reached depth d, over all rounds
+    per_position_acceptance_rate_d = #{r : L_r >= d} / R      reached depth d, over all rounds
+                                                              (vLLM's name; "cumulative" acceptance)
     conditional_d = #{r : L_r >= d} / #{r : L_r >= d-1}       accepted at d given d-1 was reached
     conditional_when_expanded_d = #{r : L_r >= d} / attempts_d, where attempts_d counts rounds
         whose path reached depth d-1 at a node that had children (a leaf at d-1 is no attempt).
-    cumulative_d = Π_{k<=d} conditional_k.
+    per_position_acceptance_rate_d = Π_{k<=d} conditional_k.
     """
     _require(rounds, ("run", "accepted_length", "stop", "num_steps"), "rounds")
     rows = []
@@ -93,11 +99,12 @@ def depth_acceptance(rounds: pd.DataFrame) -> pd.DataFrame:
                     "attempts": attempts,
                     "reached": reached,
                     "conditional": reached / prev if prev else np.nan,
-                    "cumulative": reached / total if total else np.nan,
+                    "per_position_acceptance_rate": reached / total if total else np.nan,
                     "conditional_when_expanded": reached / attempts if attempts else np.nan,
                 }
             )
-    cols = ["run", "depth", "rounds", "reached_prev", "attempts", "reached", "conditional", "cumulative", "conditional_when_expanded"]
+    cols = ["run", "depth", "rounds", "reached_prev", "attempts", "reached", "conditional", "per_position_acceptance_rate",
+            "conditional_when_expanded"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -7,6 +7,7 @@ labelled axes, units and the number of rounds; ``save_figure`` writes PNG and SV
 from __future__ import annotations
 
 import sys
+import textwrap
 from pathlib import Path
 from typing import Sequence
 
@@ -21,6 +22,7 @@ from matplotlib.figure import Figure
 
 from replay.config import TreeConfig
 
+from .definitions import label as metric_label
 from .tables import IN_BEYOND, IN_KEPT, IN_NOWHERE
 
 FORMATS = ("png", "svg")
@@ -53,6 +55,13 @@ def _rounds_text(counts: dict[str, int]) -> str:
     return ", ".join(f"{r}: {n}" for r, n in counts.items()) + " rounds"
 
 
+def _legend_below(fig: Figure, ax, columns: int = 3) -> None:
+    """One figure legend under the axes: with several runs an in-axes legend covers bars."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(columns, len(handles)), fontsize=8, frameon=False)
+
+
 def _grouped_bars(ax, x: np.ndarray, series: list[tuple[str, np.ndarray]], width_total: float = 0.8) -> None:
     """Bars of several series side by side at integer positions x."""
     k = max(len(series), 1)
@@ -77,20 +86,20 @@ def plot_accepted_length(dist: pd.DataFrame) -> Figure:
     ax.set_ylabel("fraction of rounds")
     ax.set_ylim(0, 1.05)
     ax.set_title(f"Accepted length distribution — {_rounds_text(counts)}")
-    ax.legend(fontsize=8)
+    _legend_below(fig, ax)
     ax.grid(axis="y", alpha=0.3)
     return fig
 
 
 def plot_depth_acceptance(depth: pd.DataFrame) -> Figure:
-    """Conditional (left) and cumulative (right) acceptance per depth, per run."""
-    fig = Figure(figsize=(10.0, 4.0), layout="constrained")
+    """Conditional (left) and per-position (right: vLLM's name for P(L ≥ d)) acceptance per depth, per run."""
+    fig = Figure(figsize=(10.0, 4.4), layout="constrained")
     axes = fig.subplots(1, 2, sharey=True)
     counts = depth.groupby("run", sort=False)["rounds"].first().to_dict()
     x = np.sort(depth["depth"].unique())
     for ax, col, title in (
         (axes[0], "conditional", "Conditional: P(L ≥ d | L ≥ d−1)"),
-        (axes[1], "cumulative", "Cumulative: P(L ≥ d)"),
+        (axes[1], "per_position_acceptance_rate", "Per-position acceptance rate (vLLM): P(L ≥ d)"),
     ):
         series = []
         for run, grp in depth.groupby("run", sort=False):
@@ -109,7 +118,7 @@ def plot_depth_acceptance(depth: pd.DataFrame) -> Figure:
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("acceptance rate (fraction)")
     axes[0].set_ylim(0, 1.05)
-    axes[0].legend(fontsize=8)
+    _legend_below(fig, axes[0])
     fig.suptitle(f"Per-depth acceptance — {_rounds_text(counts)}")
     return fig
 
@@ -201,46 +210,51 @@ def plot_parent_slot(parent: pd.DataFrame, run: str, n_rounds: int) -> Figure:
 
 
 def plot_compare_runs(summary: pd.DataFrame, depth: pd.DataFrame) -> Figure:
-    """Side-by-side bars of several runs: mean accepted length and block efficiencies, and the
-    cumulative acceptance per depth."""
-    fig = Figure(figsize=(11.0, 4.2), layout="constrained")
+    """Side-by-side bars of several runs: mean accepted and acceptance length, block efficiency as
+    dumped, and the per-position acceptance rate P(L ≥ d) per depth."""
+    fig = Figure(figsize=(11.0, 4.6), layout="constrained")
     ax, ax2 = fig.subplots(1, 2)
-    metrics = [("mean_accepted_length", "mean accepted length"), ("block_efficiency", "block efficiency (dump)"),
-               ("engine_block_efficiency", "engine block efficiency")]
+    # mean_acceptance_length (vLLM) = engine_block_efficiency: one bar, both names
+    metrics = [("mean_accepted_length", metric_label("mean_accepted_length")),
+               ("mean_acceptance_length", metric_label("mean_acceptance_length") + " = engine block efficiency"),
+               ("block_efficiency", metric_label("block_efficiency"))]
     x = np.arange(len(metrics), dtype=float)
     series = [(_run_label(r["run"], int(r["rounds"])), np.array([r[m] for m, _ in metrics], dtype=float)) for _, r in summary.iterrows()]
     _grouped_bars(ax, x, series)
     ax.set_xticks(x)
-    ax.set_xticklabels([t for _, t in metrics], fontsize=8)
+    ax.set_xticklabels([textwrap.fill(t, 24) for _, t in metrics], fontsize=8)
     ax.set_ylabel("tokens per round")
-    ax.legend(fontsize=8)
+    _legend_below(fig, ax)
     ax.grid(axis="y", alpha=0.3)
     ax.set_title("Tokens per round", fontsize=10)
     dx = np.sort(depth["depth"].unique())
     series = []
     counts = depth.groupby("run", sort=False)["rounds"].first().to_dict()
     for run, grp in depth.groupby("run", sort=False):
-        series.append((_run_label(run, counts[run]), np.nan_to_num(grp.set_index("depth")["cumulative"].reindex(dx).to_numpy(dtype=float))))
+        y = grp.set_index("depth")["per_position_acceptance_rate"].reindex(dx).to_numpy(dtype=float)
+        series.append((_run_label(run, counts[run]), np.nan_to_num(y)))
     _grouped_bars(ax2, dx.astype(float), series)
     ax2.set_xticks(dx)
     ax2.set_xlabel("depth d")
-    ax2.set_ylabel("cumulative acceptance P(L ≥ d)")
+    ax2.set_ylabel(metric_label("per_position_acceptance_rate"))
     ax2.set_ylim(0, 1.05)
     ax2.grid(axis="y", alpha=0.3)
-    ax2.set_title("Cumulative acceptance per depth", fontsize=10)
+    ax2.set_title("Per-position acceptance rate (vLLM) per depth", fontsize=10)
     fig.suptitle(f"Runs side by side — {_rounds_text({r['run']: int(r['rounds']) for _, r in summary.iterrows()})}")
     return fig
 
 
 def plot_compare_configs(table: pd.DataFrame, run: str, cost_source: str = "") -> Figure:
-    """Offline comparison of configs: mean accepted length and modelled speedup with bounds."""
+    """Offline comparison of configs: mean accepted length and modelled speedup with bounds; a
+    measured speedup (``measured_speedup`` column, analysis.compare.with_speed) is marked beside
+    its config's bar."""
     fig = Figure(figsize=(max(7.0, 0.7 * len(table) + 3), 4.6), layout="constrained")
     ax, ax2 = fig.subplots(1, 2)
     labels = [f"{c}\n{n} nodes" for c, n in zip(table["config"], table["nodes"])]
     x = np.arange(len(table), dtype=float)
     for a, name, ylabel in (
-        (ax, "mean_accepted_length", "mean accepted length (tokens/round)"),
-        (ax2, "speedup", "modelled speedup (× target alone)"),
+        (ax, "mean_accepted_length", metric_label("mean_accepted_length")),
+        (ax2, "speedup", metric_label("modelled_speedup")),
     ):
         lo = table[f"{name}_lo"].to_numpy(dtype=float)
         hi = table[f"{name}_hi"].to_numpy(dtype=float)
@@ -252,8 +266,12 @@ def plot_compare_configs(table: pd.DataFrame, run: str, cost_source: str = "") -
         a.set_ylabel(ylabel)
         a.grid(axis="y", alpha=0.3)
     ax2.axhline(1.0, color="grey", lw=1, ls="--")
+    if "measured_speedup" in table.columns and table["measured_speedup"].notna().any():
+        m = table["measured_speedup"].to_numpy(dtype=float)
+        ax2.plot(x, m, "D", color="#d62728", markersize=7, label=metric_label("measured_speedup"))
+        ax2.legend(fontsize=7, loc="lower left")
     n = int(table["rounds"].iloc[0]) if len(table) else 0
     ax.set_title("light bars: some rounds undecidable (whisker = upper bound)", fontsize=8)
-    ax2.set_title(f"cost model: {cost_source}", fontsize=8)
+    ax2.set_title(f"cost model: {cost_source}", fontsize=8, wrap=True)
     fig.suptitle(f"Offline config comparison — {run}, {n} rounds")
     return fig

@@ -19,20 +19,26 @@ import pandas as pd
 from replay.config import TreeConfig
 from replay.errors import SpecReplayError
 
+from replay.grouping import Key
+
 from . import plots, treeplot
-from .compare import compare_configs, compare_display, runs_side_by_side, strategies_display
+from .compare import compare_configs, compare_display, runs_side_by_side, speed_row, strategies_display, with_speed
 from .costmodel import CostModel
+from .costsource import cost_warning, run_cost
+from .definitions import DEFINITIONS, SUMMARY_NAMES, definitions_rows
+from .example_round import example_round
 from .gamma_strategies import STRATEGY_NAMES, simulate_strategies
 from .metrics import all_metrics, static_shape
 from .recommend import recommend, recommend_section
 from .runs import Run
 from .tables import Tables, build_tables, export_tables
+from .timings import measured_speedup, read_timings
 
 
 @dataclass(frozen=True)
 class ReportOptions:
     configs: Sequence[TreeConfig] | None = None  # configs to compare offline; None: default_comparison_configs
-    cost: CostModel | None = None  # None: CostModel.default()
+    cost: CostModel | None = None  # None: each run's own (analysis.costsource: measured timings, else the default)
     strategies: Sequence[int] = tuple(STRATEGY_NAMES)
     ema_window: int | None = None  # None: the run's emaWindow setting, else 1
     gamma_threshold: float | None = None  # None: each config's own
@@ -42,6 +48,7 @@ class ReportOptions:
     budget: int | None = None  # tree-shape recommendation node budget; None: the recorded config's nodes
     max_depth: int | None = None  # its depth cap; None: the recorded gamma
     recommend: bool = True  # include the tree-shape recommendation
+    example_round: Key | None = None  # round to draw per run; None: a typical failing round (analysis.example_round)
     progress: Callable[[int, int], None] | None = field(default=None, compare=False)
 
 
@@ -77,17 +84,16 @@ figure{margin:12px 0} figure img,figure svg{max-width:100%;height:auto;border:1p
 figcaption{font-size:12px;color:#555} .note{color:#8a5a00} dt{font-weight:bold;margin-top:6px} dd{margin-left:18px}
 """
 
-GLOSSARY = [
+GLOSSARY_TERMS = [  # words that are not metrics; every metric's definition comes from analysis.definitions
     ("accepted length L", "draft tokens on the single accepted root-to-leaf path; the bonus token is not counted"),
-    ("block efficiency", "mean committed tokens per round as dumped: (1/R) Σ (L_r + b_r), b_r = 1 when the dump holds the bonus"),
-    ("engine block efficiency", "(1/R) Σ (L_r + 1): the engine always commits the target's token at the last accepted node"),
-    ("conditional acceptance", "P(L ≥ d | L ≥ d−1): accepted at depth d given depth d−1 was reached"),
-    ("cumulative acceptance", "P(L ≥ d): reached depth d, over all rounds (= product of the conditionals)"),
     ("rank of hit", "draft rank of the target's choice among the path node's recorded candidates: kept (hit), beyond the kept width (near miss: widen topKSpec), or not recorded"),
     ("topHead signal", "whether the path's node at depth d was expanded, at which slot, or its level rank when not (topHead[d] ≥ rank+1 would have expanded it)"),
     ("undecidable round", "the offline replay of a config would need a draft row or score the dump does not hold; counted at the lower bound in *_lo and the upper bound in *_hi"),
-    ("modelled speedup", "Σ (L_r + 1) · t_verify(1) / Σ (steps_r · t_draft + t_verify(nodes_r + 1))"),
+    ("typical failing round", "the round drawn per run: among rounds that stopped on a mismatch, the middle one (dump order) of the most common accepted length"),
 ]
+
+_SPEED_HEADERS = {"modelled_speedup": "modelled speedup", "cost_source": "cost model",
+                  "measured_speedup": "measured speedup (decode)", "measured_speedup_wall": "measured speedup (wall, prefill incl.)"}
 
 
 def _figure_html(fig, caption: str, fmt: str) -> str:
@@ -122,7 +128,8 @@ def _h(text: str) -> str:
 
 def build_report(runs: Sequence[Run], opts: ReportOptions = ReportOptions()) -> tuple[str, dict[str, pd.DataFrame]]:
     """(the HTML page, every table by name) for ``runs``."""
-    cost = opts.cost or CostModel.default()
+    costs = {run.label: run_cost(run.replay.directory, run.replay.manifest, opts.cost) for run in runs}
+    measured = {run.label: measured_speedup(read_timings(run.replay.directory, run.replay.manifest)) for run in runs}
     fmt = opts.image_format
     tables: Tables = build_tables(runs)
     metrics = all_metrics(tables)
@@ -160,6 +167,23 @@ def build_report(runs: Sequence[Run], opts: ReportOptions = ReportOptions()) -> 
         add(_table_html(side, index=True))
     else:
         add(_table_html(metrics["summary"]))
+    add("<details><summary>what the summary rows mean</summary>" + _table_html(pd.DataFrame(definitions_rows(SUMMARY_NAMES))) + "</details>")
+
+    add("<h2>Speedup: measured and modelled</h2>")
+    add("<p>Modelled: the recorded rounds under the run's cost model (Σ (L<sub>r</sub> + 1) · t_verify(1) / "
+        "Σ (steps<sub>r</sub> · t_draft + t_verify(nodes<sub>r</sub> + 1))). Measured: the harness's timed run against "
+        "target-only decoding of the same prompts (manifest totals), when the dump carries them; decode excludes prefill, "
+        "wall includes it. With the run's own timings the two come close: the model counts every committed token, the "
+        "harness keeps those up to max_new_tokens.</p>")
+    speed = pd.DataFrame([speed_row(run.label, run.results, costs[run.label], measured[run.label]) for run in runs if run.results])
+    out_tables["speedup"] = speed
+    add(_table_html(speed.rename(columns=_SPEED_HEADERS)))
+    for run in runs:
+        warn = cost_warning(costs[run.label], run.label)
+        if warn:
+            add(f"<p class='note'>{_h(warn)}</p>")
+        if measured[run.label]:
+            add(f"<p>{_h(run.label)}: {_h(measured[run.label].describe())}.</p>")
 
     add("<h2>Accepted length</h2>")
     add(_figure_html(plots.plot_accepted_length(metrics["accepted_length"]), "Accepted-length histogram (fraction of rounds).", fmt))
@@ -167,7 +191,7 @@ def build_report(runs: Sequence[Run], opts: ReportOptions = ReportOptions()) -> 
 
     add("<h2>Per-depth acceptance</h2>")
     add(_figure_html(plots.plot_depth_acceptance(metrics["depth_acceptance"]),
-                     "Conditional P(L ≥ d | L ≥ d−1) and cumulative P(L ≥ d) acceptance per depth; dashes: conditional when the node had children.", fmt))
+                     "Conditional P(L ≥ d | L ≥ d−1) and per-position acceptance rate P(L ≥ d) (vLLM's name) per depth; dashes: conditional when the node had children.", fmt))
     add(_table_html(metrics["depth_acceptance"]))
     if len(runs) > 1:
         add(_figure_html(plots.plot_compare_runs(metrics["summary"], metrics["depth_acceptance"]), "Runs side by side.", fmt))
@@ -196,25 +220,36 @@ def build_report(runs: Sequence[Run], opts: ReportOptions = ReportOptions()) -> 
             continue
         add(_figure_html(treeplot.plot_tree_hits(static_shape(run.config), nh[nh["run"] == run.label], run.label, run.config),
                          f"{run.label}: static shape coloured by how often each node lay on the accepted path.", fmt))
-        best = max(run.results, key=lambda r: (r.acceptance.accepted_length, -run.results.index(r)))
-        add(_figure_html(treeplot.plot_round_tree(best, opts.decode, run.label),
-                         f"{run.label}: round {best.name}, the first with the longest accepted path.", fmt))
+        pick = example_round(run.results, opts.example_round)
+        if pick is None:
+            pick = example_round(run.results)
+            missing = f"no round {opts.example_round[0]}_{opts.example_round[1]} in this run; "
+        else:
+            missing = ""
+        add(_figure_html(treeplot.plot_round_tree(pick.result, opts.decode, run.label, pick.why),
+                         f"{run.label}: round {pick.result.name}: {missing}{pick.why}.", fmt))
     add("<details><summary>per-node hit table</summary>" + _table_html(nh) + "</details>")
 
     add("<h2>Offline comparison of tree configs</h2>")
-    add(f"<p>Cost model ({_h(cost.source)}): <code>{_h(json.dumps(cost.to_json()))}</code>. "
-        "Each config is replayed exactly on the recorded rounds; ranges are bounds from undecidable rounds.</p>")
+    add("<p>Each config is replayed exactly on the recorded rounds; ranges are bounds from undecidable rounds. "
+        "Speedups of configs that were not run can only be modelled; the recorded config's row also shows the measured one "
+        "when the dump carries it.</p>")
     comparisons, strategies = [], []
     for k, run in enumerate(runs):
         if not len(run.results):
             continue
+        cost = costs[run.label]
         configs = default_comparison_configs(run.config)
         if opts.configs:  # the run's own config first: every table starts from what was recorded
             configs = [run.config] + [c for c in opts.configs if (c.short(), c.top_head) != (run.config.short(), run.config.top_head)]
         table, _ = compare_configs(run.results, run.config, configs, cost, opts.gamma_threshold)
+        table = with_speed(table, run.config, cost, measured[run.label])
         table.insert(0, "run", run.label)
         comparisons.append(table)
         add(f"<h3>{_h(run.label)}: recorded {_h(run.config.short())}</h3>")
+        add(f"<p>Cost model: <strong>{_h(cost.source)}</strong> <code>{_h(json.dumps(cost.to_json()))}</code></p>")
+        if cost_warning(cost, run.label):
+            add(f"<p class='note'>{_h(cost_warning(cost, run.label))}</p>")
         add(_table_html(compare_display(table.drop(columns=["run"]))))
         add(_figure_html(plots.plot_compare_configs(table, run.label, cost.source), f"{run.label}: offline comparison.", fmt))
         window = opts.ema_window or int(run.replay.config.settings.get("emaWindow", 1) or 1)
@@ -243,13 +278,16 @@ def build_report(runs: Sequence[Run], opts: ReportOptions = ReportOptions()) -> 
             budget = run.config.num_nodes if opts.budget is None else opts.budget
             depth = run.config.gamma if opts.max_depth is None else opts.max_depth
             try:
-                rec = recommend([run.replay], budget, depth, cost)
+                rec = recommend([run.replay], budget, depth, costs[run.label])
             except SpecReplayError as exc:
                 add(f"<p class='note'>{_h(run.label)}: no recommendation: {_h(exc)}</p>")
                 continue
             add(recommend_section(rec, run.label))
 
-    add("<h2>Definitions</h2><dl>" + "".join(f"<dt>{_h(a)}</dt><dd>{_h(b)}</dd>" for a, b in GLOSSARY) + "</dl>")
+    add("<h2>Definitions</h2><dl>"
+        + "".join(f"<dt>{_h(d.name)} = {_h(d.formula)}</dt><dd>{_h(d.meaning)}{'; engines: ' + _h(d.engines) if d.engines else ''}</dd>"
+                  for d in DEFINITIONS)
+        + "".join(f"<dt>{_h(a)}</dt><dd>{_h(b)}</dd>" for a, b in GLOSSARY_TERMS) + "</dl>")
     add("<p>Full definitions and formulas: docs/analysis.md of specreplay.</p>")
     page = (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"

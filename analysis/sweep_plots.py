@@ -59,9 +59,15 @@ def plot_sweep(table: pd.DataFrame, out_dir: str | Path) -> list[Path]:
 
 
 def _scatter(ax, table: pd.DataFrame, x: str, y: str) -> None:
+    """Points with their config names; names in the right part of the plot are written leftwards and
+    the axes get margins, so no name runs off the figure."""
     ax.scatter(table[x], table[y], color="tab:blue")
+    lo, hi = float(table[x].min()), float(table[x].max())
     for _, row in table.iterrows():
-        ax.annotate(str(row["name"]), (row[x], row[y]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        right = hi > lo and (row[x] - lo) / (hi - lo) > 0.6
+        ax.annotate(str(row["name"]), (row[x], row[y]), fontsize=7, xytext=(-4 if right else 4, 4), textcoords="offset points",
+                    ha="right" if right else "left")
+    ax.margins(x=0.08, y=0.12)
 
 
 def _save(fig, path: Path) -> Path:
@@ -69,7 +75,7 @@ def _save(fig, path: Path) -> Path:
 
     fig.tight_layout()
     tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
+    fig.savefig(tmp, dpi=110, bbox_inches="tight")  # annotations outside the axes stay in the picture
     plt.close(fig)
     tmp.replace(path)
     return path

@@ -98,9 +98,10 @@ def plot_tree_hits(shape: Tree, hits: pd.DataFrame, run: str, cfg: TreeConfig) -
     return fig
 
 
-def plot_round_tree(res: RoundResult, decode: Decode | None = None, run: str = "") -> Figure:
+def plot_round_tree(res: RoundResult, decode: Decode | None = None, run: str = "", why: str = "") -> Figure:
     """One round's tree: draft tokens (decoded text when a tokenizer is given), accepted path in green,
-    the target's top-1 under each node that has a target row."""
+    the target's top-1 under each node that has a target row. ``why``: how the round was chosen
+    (analysis.example_round), shown under the title."""
     tree = res.tree
     n = tree.num_nodes + 1
     names = tree.names()
@@ -130,10 +131,11 @@ def plot_round_tree(res: RoundResult, decode: Decode | None = None, run: str = "
     _draw(ax, tree, colors, labels, edge_colors=edge_colors, node_size=1500)
     a = res.acceptance
     bonus = "not in dump" if a.bonus_token is None else tok(a.bonus_token)
+    chosen = f"{why}\n" if why else ""
     ax.set_title(
-        f"{run + ': ' if run else ''}round {res.name} (1 round) — accepted length {a.accepted_length}, bonus {bonus}\n"
-        "green = accepted path, blue = expanded, '→' = the target's top-1 at the node",
-        fontsize=9,
+        f"{run + ': ' if run else ''}round {res.name} (1 round) — accepted length {a.accepted_length}, stop {a.stop}, bonus {bonus}\n"
+        f"{chosen}green = accepted path, blue = expanded, '→' = the target's top-1 at the node",
+        fontsize=9, wrap=True,
     )
     return fig
 

@@ -13,12 +13,14 @@ import numpy as np
 import pandas as pd
 
 from analysis import plots, treeplot
-from analysis.compare import compare_configs, compare_display, strategies_display
+from analysis.compare import compare_configs, compare_display, speed_row, strategies_display
 from analysis.costmodel import CostModel
+from analysis.costsource import run_cost
 from analysis.gamma_strategies import simulate_strategies
 from analysis.metrics import all_metrics, static_shape
 from analysis.runs import load_runs
 from analysis.tables import build_tables
+from analysis.timings import measured_speedup, read_timings
 from replay.config import TreeConfig
 
 DOC_CONFIGS = [
@@ -75,8 +77,8 @@ def main() -> None:
     plots.save_figure(plots.plot_compare_configs(table, synth.label, default.source), img, "compare_configs", ["png"])
     cpu_table, _ = compare_configs(synth.results, synth.config, configs, cpu)
     shown = compare_display(table)
-    shown.insert(len(shown.columns), "speedup (CPU curve)", compare_display(cpu_table)["speedup"])
-    shown = shown.rename(columns={"speedup": "speedup (default)"})
+    shown.insert(len(shown.columns), "modelled speedup (CPU curve)", compare_display(cpu_table)["modelled speedup"])
+    shown = shown.rename(columns={"modelled speedup": "modelled speedup (default)"})
     print("## compare: synthetic_article, 300 rounds\n")
     print(markdown(shown))
     art, _ = compare_configs(article.results, article.config, configs, default)
@@ -94,6 +96,13 @@ def main() -> None:
     print("\n## hit outcome (synthetic)\n")
     print(markdown(m["hit_outcome"].drop(columns=["run"])))
     print(json.dumps(CPU_COST))
+    real = load_runs([f"sample_dumps/qwen2.5-coder/{n}" for n in ("article", "chain4", "wide", "deep")], progress=False)
+    rows = []
+    for run in real:
+        cost = run_cost(run.replay.directory, run.replay.manifest)
+        rows.append(speed_row(run.label, run.results, cost, measured_speedup(read_timings(run.replay.directory, run.replay.manifest))))
+    print("\n## speed: real samples (measured timings)\n")
+    print(markdown(pd.DataFrame(rows)))
 
 
 if __name__ == "__main__":

@@ -40,9 +40,11 @@ def test_stats_text_json_csv(capsys):
     s = {r["run"]: r for r in body["summary"]}
     assert s["article_round"]["mean_accepted_length"] == 3 and s["synthetic_article"]["rounds"] == 300
     assert body["configs"]["article_round"]["topHead"] == [1, 2, 2]
+    assert s["article_round"]["draft_acceptance_rate"] == 0.25 and s["article_round"]["mean_acceptance_length"] == 4  # 3 of 12; 3 + 1
+    assert {d["name"] for d in body["definitions"]} >= {"draft_acceptance_rate", "per_position_acceptance_rate"}
     code, out, _ = run(capsys, "stats", SYNTH, "--table", "depth_acceptance", "--csv", "--no-progress")
     df = pd.read_csv(io.StringIO(out))
-    assert df["depth"].tolist() == [1, 2, 3] and (df["cumulative"] <= df["conditional"] + 1e-12).all()
+    assert df["depth"].tolist() == [1, 2, 3] and (df["per_position_acceptance_rate"] <= df["conditional"] + 1e-12).all()
 
 
 def test_stats_export(capsys, tmp_path):
@@ -112,3 +114,59 @@ def test_directory_without_rounds_is_left_out(capsys, tmp_path):
     assert code == 1 and "left out" in err and "article_round" in out
     code, _, err = run(capsys, "stats", str(tmp_path), "--no-progress")
     assert code == 2 and "no round could be replayed" in err
+
+
+REAL = "sample_dumps/qwen2.5-coder/article"
+
+
+def _hand_measured(path):
+    """Measured speedups by hand from the manifest's totals (decode: prefill excluded; wall: included)."""
+    t = json.loads(open(f"{path}/manifest.json", encoding="utf-8").read())["totals"]
+    b = t["baseline"]
+    decode = ((b["total_s"] - b["prefill_s"]) / b["new_tokens"]) / ((t["total_s"] - t["prefill_s"]) / t["new_tokens"])
+    return decode, (t["new_tokens"] / t["total_s"]) / (b["new_tokens"] / b["total_s"])
+
+
+def test_compare_uses_measured_timings_and_shows_measured_speedup(capsys):
+    decode, wall = _hand_measured(REAL)
+    code, out, err = run(capsys, "compare", REAL, SYNTH, "--configs", "[[1],[1],[1]]", "--json", "--no-progress")
+    body = json.loads(out)
+    assert code == 0 and body["cost_models"]["article"]["source"] == "measured: manifest timings"
+    assert body["cost_models"]["synthetic_article"]["source"] == "modelled: default relative cost"
+    assert body["measured"]["article"]["measured_speedup"] == pytest.approx(decode)
+    assert body["measured"]["synthetic_article"] is None
+    assert len(body["warnings"]) == 1 and "synthetic_article" in body["warnings"][0] and "MODELLED" in err
+    rows = [r for r in body["configs"] if r["run"] == "article"]
+    assert rows[0]["measured_speedup"] == pytest.approx(decode) and rows[0]["measured_speedup_wall"] == pytest.approx(wall)
+    assert rows[1]["config"] == "[1]|[1]|[1]" and rows[1]["measured_speedup"] is None  # never run: modelled only
+    code, out, _ = run(capsys, "compare", REAL, SYNTH, "--configs", "[[1],[1],[1]]", "--no-progress")
+    real, synth = out.split("synthetic_article: ")[:2]
+    assert "cost model: measured: manifest timings" in real and "modelled speedup" in real and "measured speedup" in real
+    assert f"{decode:.3f}" in real and f"{wall:.3f} wall-clock" in real
+    assert "WARNING" in synth and "modelled: default relative cost" in synth and "measured speedup" not in synth.split("definitions")[0]
+    assert "mean_accepted_length = (1/R) Σ_r L_r" in out and "measured_speedup = " in out  # the definitions printed
+
+
+def test_plot_round_option_and_typical_failing_round(capsys, tmp_path):
+    code, _, _ = run(capsys, "plot", ARTICLE, "-o", str(tmp_path), "--round", "124_140", "--format", "png", "--no-progress")
+    assert code == 0 and (tmp_path / "round_article_round.png").is_file()
+    code, _, _ = run(capsys, "plot", ARTICLE, "-o", str(tmp_path), "--show-round", "124_140", "--format", "png", "--no-progress")
+    assert code == 0  # the old spelling still works
+    code, _, err = run(capsys, "plot", ARTICLE, "-o", str(tmp_path), "--round", "1_2", "--no-progress")
+    assert code == 2 and "--round 1_2: no such round" in err
+    # a run without the round keeps its typical failing round, and says so
+    code, _, err = run(capsys, "plot", ARTICLE, SYNTH, "-o", str(tmp_path), "--round", "100_116", "--format", "png", "--no-progress")
+    assert code == 0 and "article_round: no round 100_116; drawing 124_140, no round failed on a mismatch" in err
+    code, _, _ = run(capsys, "report", ARTICLE, "-o", str(tmp_path / "rep"), "--round", "124_140", "--no-tables", "--no-progress")
+    assert code == 0 and "round 124_140: round 124_140, as asked" in (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
+
+
+def test_report_shows_measured_and_modelled_speedup(capsys, tmp_path):
+    decode, wall = _hand_measured(REAL)
+    code, _, _ = run(capsys, "report", REAL, "-o", str(tmp_path), "--no-progress", "--no-tables")
+    page = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert code == 0 and "<h2>Speedup: measured and modelled</h2>" in page
+    speed = page[page.index("<h2>Speedup"):page.index("<h2>Accepted length")]
+    for text in ("modelled speedup", "measured speedup (decode)", "measured: manifest timings", f"{decode:.4g}", f"{wall:.4g}"):
+        assert text in speed, text
+    assert "a typical failing round" in page and "draft_acceptance_rate = Σ_r L_r / Σ_r nodes_r" in page

@@ -95,6 +95,23 @@ def test_summary_hand(hand):
     assert s["engine_block_efficiency"] == pytest.approx(2.0)
     assert s["bonus_known_fraction"] == pytest.approx(1.0)
     assert s["full_depth_fraction"] == pytest.approx(0.25)  # only r1 reached level 2
+    # engine names: vLLM's mean acceptance length counts the target's token, (3+2+1+2)/4;
+    # draft acceptance rate = accepted / drafted tokens = (2+1+0+1) / (4 rounds x 3 nodes)
+    assert s["mean_acceptance_length"] == pytest.approx(2.0)
+    assert s["draft_acceptance_rate"] == pytest.approx(4 / 12)
+
+
+def test_draft_acceptance_rate_is_a_ratio_of_sums():
+    # r1 (3 nodes, L = 2) and an early-stopped round with step 0 only (A1, A2: 2 nodes), where the
+    # target picks A2 = 20, a leaf there: L = 1. Accepted over drafted = (2 + 1) / (3 + 2) = 3/5,
+    # not the mean of the per-round ratios (2/3 + 1/2) / 2.
+    full = replay_round(Round.from_lists(STEPS, VALIDATE["r1"], key=(0, 16), root_token=7, layout="all"), CFG)
+    early = replay_round(Round.from_lists(STEPS[:1], [[20], [11], [22]], key=(1, 17), root_token=7, layout="all"), CFG)
+    assert early.tree.num_nodes == 2 and early.acceptance.accepted_length == 1
+    s = summary(round_table([full, early], "mixed", CFG)).iloc[0]
+    assert s["draft_acceptance_rate"] == pytest.approx(3 / 5)
+    assert s["mean_acceptance_length"] == pytest.approx((3 + 2) / 2)
+    assert s["mean_num_nodes"] == pytest.approx(2.5)
 
 
 def test_accepted_length_distribution_hand(hand):
@@ -103,17 +120,17 @@ def test_accepted_length_distribution_hand(hand):
     assert d["fraction"].tolist() == pytest.approx([0.25, 0.5, 0.25])
 
 
-def test_conditional_and_cumulative_differ_hand(hand):
+def test_conditional_and_per_position_differ_hand(hand):
     d = depth_acceptance(hand[0]).set_index("depth")
     # depth 1: 3 of 4 rounds accepted a level-1 node
-    assert d.loc[1, "cumulative"] == pytest.approx(3 / 4) and d.loc[1, "conditional"] == pytest.approx(3 / 4)
+    assert d.loc[1, "per_position_acceptance_rate"] == pytest.approx(3 / 4) and d.loc[1, "conditional"] == pytest.approx(3 / 4)
     # depth 2: 1 of 4 rounds overall, 1 of the 3 that reached depth 1,
     # 1 of the 2 whose depth-1 node had children (r2 ended on the leaf A2)
-    assert d.loc[2, "cumulative"] == pytest.approx(1 / 4)
+    assert d.loc[2, "per_position_acceptance_rate"] == pytest.approx(1 / 4)
     assert d.loc[2, "conditional"] == pytest.approx(1 / 3)
     assert d.loc[2, "attempts"] == 2 and d.loc[2, "conditional_when_expanded"] == pytest.approx(1 / 2)
     prod = d["conditional"].cumprod()
-    assert prod.tolist() == pytest.approx(d["cumulative"].tolist())
+    assert prod.tolist() == pytest.approx(d["per_position_acceptance_rate"].tolist())
 
 
 def test_rank_of_hit_hand(hand):
@@ -149,7 +166,7 @@ def test_article_metrics(article_tables):
     assert s["mean_accepted_length"] == 3 and s["block_efficiency"] == 3 and s["engine_block_efficiency"] == 4
     assert s["bonus_known_fraction"] == 0  # parents layout: no row for the leaf C111
     d = m["depth_acceptance"]
-    assert d["conditional"].tolist() == [1, 1, 1] and d["cumulative"].tolist() == [1, 1, 1]
+    assert d["conditional"].tolist() == [1, 1, 1] and d["per_position_acceptance_rate"].tolist() == [1, 1, 1]
     r = m["rank_of_hit"]
     assert r["target_rank"].tolist() == [0, 0, 0] and r["target_in"].tolist() == ["kept"] * 3
     hits = m["node_hits"].set_index("name")["frequency"]
@@ -166,7 +183,7 @@ def test_two_runs_side_by_side(hand, article_tables):
     side = runs_side_by_side(rounds)
     assert list(side.columns) == ["hand", "article_round"]
     assert side.loc["mean_accepted_length"].tolist() == pytest.approx([1.0, 3.0])
-    assert side.loc["cumulative_acceptance_depth_2"].tolist() == pytest.approx([0.25, 1.0])
+    assert side.loc["per_position_acceptance_rate_depth_2"].tolist() == pytest.approx([0.25, 1.0])
     assert side.loc["conditional_acceptance_depth_2"].tolist() == pytest.approx([1 / 3, 1.0])
     assert math.isnan(side.loc["conditional_acceptance_depth_3", "hand"])  # hand trees have 2 levels
 

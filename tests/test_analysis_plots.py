@@ -26,6 +26,8 @@ def _texts(fig) -> str:
         parts += [t.get_text() for t in ax.texts]
         if ax.get_legend():
             parts += [t.get_text() for t in ax.get_legend().get_texts()]
+    for leg in fig.legends:
+        parts += [t.get_text() for t in leg.get_texts()]
     if fig._suptitle is not None:
         parts.append(fig._suptitle.get_text())
     return "\n".join(parts)
@@ -93,3 +95,53 @@ def test_tokenizer_text_on_round_picture(data, tmp_path):
     text = _texts(fig)
     assert "hello" in text and "again" in text
     assert treeplot.load_tokenizer(tmp_path)(41760) == "world"  # a directory holding tokenizer.json
+
+
+def test_legends_of_several_runs_sit_under_the_plot_not_on_the_bars(data):
+    _, m = data
+    for fig in (plots.plot_depth_acceptance(m["depth_acceptance"]), plots.plot_accepted_length(m["accepted_length"]),
+                plots.plot_compare_runs(m["summary"], m["depth_acceptance"])):
+        fig.canvas.draw()
+        assert len(fig.legends) == 1 and all(ax.get_legend() is None for ax in fig.axes)
+        legend = fig.legends[0].get_window_extent()
+        for ax in fig.axes:
+            assert not legend.overlaps(ax.get_window_extent()), "the legend covers an axes"
+    text = _texts(plots.plot_depth_acceptance(m["depth_acceptance"]))
+    assert "Per-position acceptance rate (vLLM): P(L ≥ d)" in text and "synthetic_article (300 rounds)" in text
+
+
+def test_compare_plot_marks_the_measured_speedup(data):
+    import pandas as pd
+
+    runs, _ = data
+    synth = runs[0]
+    table, _ = compare_configs(synth.results, synth.config, [synth.config, TreeConfig.from_lists([[1], [1], [1]])])
+    table["measured_speedup"] = [1.5, float("nan")]
+    fig = plots.plot_compare_configs(table, "synthetic_article", "measured: manifest timings")
+    speed_ax = fig.axes[1]
+    marks = [line for line in speed_ax.get_lines() if line.get_marker() == "D"]
+    assert len(marks) == 1 and marks[0].get_ydata()[0] == 1.5 and pd.isna(marks[0].get_ydata()[1])
+    assert "measured speedup" in _texts(fig) and "cost model: measured: manifest timings" in _texts(fig)
+
+
+def test_sweep_scatter_keeps_every_name_inside_the_axes():
+    import pandas as pd
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from analysis.sweep_plots import _scatter
+
+    # the longest name on the rightmost point, the highest point's name at the top edge
+    table = pd.DataFrame({"name": ["1", "3,1,1", "6,2x2,1x1,1x1,1x1,1x1,1x1,1x1,1x1"], "block_efficiency": [1.8, 2.9, 4.3],
+                          "tokens_per_s": [2.0, 3.0, 1.2]})
+    fig = Figure(figsize=(6, 4))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    _scatter(ax, table, "block_efficiency", "tokens_per_s")
+    fig.tight_layout()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)  # names inside the axes: none runs off, none hits the title
+    for t in ax.texts:
+        box = t.get_window_extent(renderer)
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1, t.get_text()

@@ -1,0 +1,140 @@
+"""The notebook API (docs/api.md): a few plain functions over the analysis package.
+
+Thin on purpose: each function calls what the commands call (runs.load_runs, tables.build_tables,
+metrics.all_metrics, compare.compare_configs, costsource.run_cost, ...), so a notebook and
+``specreplay stats | compare | report`` print the same numbers. Plots: ``analysis.plots`` and
+``analysis.treeplot`` take the tables these functions return and give matplotlib Figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Mapping, Sequence, Union
+
+import pandas as pd
+
+from replay.commands import parse_key
+from replay.config import SpecConfig, TreeConfig, load_config, parse_config
+from replay.errors import SpecReplayError
+from replay.replayer import ReplayOptions
+
+from .compare import compare_configs, parse_config_arg, speed_row, with_speed
+from .costmodel import CostModel
+from .costsource import run_cost
+from .definitions import definitions_rows
+from .example_round import ExampleRound
+from .example_round import example_round as _example_round
+from .metrics import all_metrics
+from .runs import Run, load_runs
+from .tables import Tables, build_tables
+from .timings import measured_speedup, read_timings
+
+PathLike = Union[str, Path]
+
+
+def _config(config: PathLike | Mapping | SpecConfig | None) -> SpecConfig | None:
+    if config is None or isinstance(config, SpecConfig):
+        return config
+    if isinstance(config, Mapping):
+        return parse_config(dict(config), "<config given to analysis.api.load>")
+    return load_config(config)
+
+
+def load(
+    paths: PathLike | Sequence[PathLike],
+    labels: Sequence[str] | None = None,
+    *,
+    config: PathLike | Mapping | SpecConfig | None = None,
+    layout: str | None = None,
+    step0_offset: tuple[int, int] | None = None,
+    progress: bool = False,
+) -> list[Run]:
+    """Replay one or more dump directories or packed runs (``specreplay pack``); one Run each.
+
+    Reading options default to each dump's manifest, as on the command line; ``config`` (a JSON
+    file, a dict or a SpecConfig) overrides the recorded tree config. Rounds that cannot be replayed
+    are listed in ``run.replay.skipped`` with their reason, never dropped silently.
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    opts = ReplayOptions(config=_config(config), layout=layout, step0_offset=step0_offset)
+    return load_runs([str(p) for p in paths], opts, labels, progress)
+
+
+def _tables(runs_or_tables: Sequence[Run] | Tables) -> Tables:
+    return runs_or_tables if isinstance(runs_or_tables, Tables) else build_tables(runs_or_tables)
+
+
+def tables(runs: Sequence[Run]) -> Tables:
+    """The round and node tables of ``runs`` (``.rounds``, ``.nodes``; columns in docs/analysis.md)."""
+    return build_tables(runs)
+
+
+def rounds_table(runs: Sequence[Run]) -> pd.DataFrame:
+    """One row per round of every run (column ``run`` tells them apart)."""
+    return build_tables(runs).rounds
+
+
+def nodes_table(runs: Sequence[Run]) -> pd.DataFrame:
+    """One row per tree node of every round, root included."""
+    return build_tables(runs).nodes
+
+
+def metrics(runs_or_tables: Sequence[Run] | Tables) -> dict[str, pd.DataFrame]:
+    """Every metric table by name: summary, accepted_length, depth_acceptance, rank_of_hit,
+    hit_outcome, parent_slot, node_hits (what ``specreplay stats`` prints)."""
+    return all_metrics(_tables(runs_or_tables))
+
+
+def definitions() -> pd.DataFrame:
+    """name, formula, meaning and the engines' name of every metric (docs/vocabulary.md)."""
+    return pd.DataFrame(definitions_rows())
+
+
+def cost_model(run: Run, cost: CostModel | None = None) -> CostModel:
+    """The cost model the run's speedups use: ``cost`` when given, else measured timings beside
+    the dump (cost_curve.json, then the manifest), else the default relative cost; ``.source`` says which."""
+    return run_cost(run.replay.directory, run.replay.manifest, cost)
+
+
+def speed(runs: Sequence[Run], cost: CostModel | None = None) -> pd.DataFrame:
+    """Per run: modelled speedup with its cost source, and the measured speedups (NaN without a baseline)."""
+    rows = []
+    for run in runs:
+        if run.results:
+            measured = measured_speedup(read_timings(run.replay.directory, run.replay.manifest))
+            rows.append(speed_row(run.label, run.results, cost_model(run, cost), measured))
+    return pd.DataFrame(rows)
+
+
+def compare(run: Run, configs: Sequence[str | TreeConfig], cost: CostModel | None = None) -> pd.DataFrame:
+    """Replay other tree configs exactly on the run's rounds (``specreplay compare``): one row per
+    config, the recorded one first. A config is a TreeConfig, a topKSpec list as text
+    (``"[[4],[2,2],[1,1]]"``), a JSON object as text, or a config file."""
+    chosen = [run.config]
+    for c in configs:
+        chosen.extend([c] if isinstance(c, TreeConfig) else parse_config_arg(str(c)))
+    unique = list({(c.short(), c.top_head): c for c in chosen}.values())
+    model = cost_model(run, cost)
+    table, _ = compare_configs(run.results, run.config, unique, model)
+    measured = measured_speedup(read_timings(run.replay.directory, run.replay.manifest))
+    return with_speed(table, run.config, model, measured)
+
+
+def example_round(run: Run, key: str | tuple[int, int] | None = None) -> ExampleRound:
+    """The round ``key`` (``"124_140"`` or a tuple), else the run's typical failing round; ``.result``
+    is the RoundResult (draw it with ``analysis.treeplot.plot_round_tree``), ``.why`` how it was chosen."""
+    if isinstance(key, str):
+        try:
+            key = parse_key(key)
+        except argparse.ArgumentTypeError as exc:
+            raise SpecReplayError(f"example round: {exc}") from None
+    pick = _example_round(run.results, key)
+    if pick is None:
+        raise SpecReplayError(f"{run.label}: no round {key[0]}_{key[1]} in {run.replay.directory}")
+    return pick
+
+
+__all__ = ["load", "tables", "rounds_table", "nodes_table", "metrics", "definitions", "cost_model", "speed", "compare",
+           "example_round", "Run", "Tables"]

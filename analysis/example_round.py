@@ -1,0 +1,58 @@
+"""Which round to draw as a run's example: a typical FAILING round, unless one is asked for.
+
+A round *fails* when its walk stopped on a mismatch: the target's token matched none of the last
+accepted node's children (stop ``mismatch``). A walk that reached a leaf did all the tree allowed,
+and ``no_target_row`` is a gap in the dump, not a verdict.
+
+The *typical* failing round: take the failure length L* = the most common accepted length among
+the failing rounds (ties: the shorter), then, of the failing rounds with L = L*, the middle one in
+dump order (index (n − 1) // 2, the lower median). With no failing round, the middle round of the
+most common accepted length over all rounds is drawn, and the caption says so.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Sequence
+
+from replay.errors import SpecReplayError
+from replay.grouping import Key
+from replay.replayer import RoundResult
+from replay.vocab import STOP_MISMATCH
+
+
+@dataclass(frozen=True, eq=False)
+class ExampleRound:
+    result: RoundResult
+    why: str  # one sentence for the caption: how the round was chosen
+
+
+def _middle_of_mode(results: Sequence[RoundResult]) -> tuple[RoundResult, int, int]:
+    """(the lower-median round of the most common accepted length, that length, its count)."""
+    counts = Counter(r.acceptance.accepted_length for r in results)
+    length = min(counts, key=lambda k: (-counts[k], k))
+    same = [r for r in results if r.acceptance.accepted_length == length]
+    return same[(len(same) - 1) // 2], length, len(same)
+
+
+def typical_failing_round(results: Sequence[RoundResult]) -> ExampleRound:
+    """The typical failing round of one run, as the module docstring defines it."""
+    if not results:
+        raise SpecReplayError("no rounds to pick an example round from")
+    failing = [r for r in results if r.acceptance.stop == STOP_MISMATCH]
+    if failing:
+        pick, length, n = _middle_of_mode(failing)
+        return ExampleRound(pick, f"a typical failing round: {len(failing)} of {len(results)} rounds failed on a mismatch, "
+                                  f"most often after accepting {length} token(s) ({n} rounds); the middle of those in dump order")
+    pick, length, n = _middle_of_mode(results)
+    return ExampleRound(pick, f"no round failed on a mismatch; a typical round: accepted length {length} is the most common "
+                              f"({n} of {len(results)} rounds); the middle of those in dump order")
+
+
+def example_round(results: Sequence[RoundResult], key: Key | None = None) -> ExampleRound | None:
+    """The round with ``key`` when given (None when this run has no such round), else the typical failing one."""
+    if key is None:
+        return typical_failing_round(results)
+    pick = next((r for r in results if tuple(r.key) == tuple(key)), None)
+    return None if pick is None else ExampleRound(pick, f"round {key[0]}_{key[1]}, as asked")
