@@ -536,8 +536,8 @@ def test_manifest_disagreement_identical_in_every_reader(synth4, tmp_path):
 
 
 def test_plot_unknown_show_round_writes_nothing(tmp_path, capsys):
-    code, out, err = call(capsys, ["plot", str(ARTICLE), "-o", str(tmp_path / "p"), "--show-round", "1_2", "--no-progress"])
-    assert_one_line_error(code, err, "--show-round 1_2: no such round")
+    code, out, err = call(capsys, ["plot", str(ARTICLE), "-o", str(tmp_path / "p"), "--round", "1_2", "--no-progress"])
+    assert_one_line_error(code, err, "--round 1_2: no such round")
     assert out == "" and not (tmp_path / "p").exists()
 
 
