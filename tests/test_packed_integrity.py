@@ -37,7 +37,10 @@ def copy_sample(dst: Path, rounds: int = ROUNDS) -> Path:
     keys = sorted({(int(m[1]), int(m[2])) for p in SAMPLE.iterdir() if (m := _NAME.match(p.name)) and p.name.startswith("validate")})
     keep = set(keys[:rounds])
     dst.mkdir(parents=True)
-    shutil.copy(SAMPLE / "manifest.json", dst)
+    manifest = json.loads((SAMPLE / "manifest.json").read_text())
+    # the subset's manifest lists the subset's rounds, as the directory then holds exactly those
+    manifest["rounds"] = [r for r in manifest["rounds"] if tuple(r["key"]) in keep]
+    (dst / "manifest.json").write_text(json.dumps(manifest))
     for p in SAMPLE.iterdir():
         m = _NAME.match(p.name)
         if not m:
