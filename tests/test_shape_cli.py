@@ -73,11 +73,14 @@ def test_live_command_for_shapes_not_contained(sample, capsys):
     assert "live run needed" in out and "contained#1" in out
 
 
-def test_report_section(sample):
-    rec = recommend([sample], 6, bootstrap=20)
+@pytest.mark.parametrize("budget", [6, 12])
+def test_report_section(sample, budget):
+    rec = recommend([sample], budget, bootstrap=20)
     html = recommend_section(rec)
-    assert html.startswith("<section") and "Tree-shape recommendation" in html and "recorded" in html
-    assert "specreplay sweep" in html and "BE#1" in html
+    assert html.startswith("<section") and "Tree-shape recommendation" in html and "recorded" in html and "BE#1" in html
+    # the live-run command is there exactly when some listed shape is not contained in the recording
+    needs_live = any(not is_contained(c.config, sample.tree) for c in rec.comparisons if c.label != "recorded trees")
+    assert ("specreplay sweep" in html) == needs_live
 
 
 def test_report_has_recommendation(tmp_path):
