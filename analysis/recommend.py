@@ -27,7 +27,6 @@ from .shape_dumps import DumpInput, Measured, Progress, dump_from_replay, mean_s
 from .shape_model import DEFAULT_MIN_COUNT, Z95, Bootstrap, ShapeModel, merge_stats, model_from_stats, path_values, wilson
 from .shape_model import bootstrap as bootstrap_model
 from .shape_search import DEFAULT_STATE_LIMIT, Path, SearchResult, Shape, engine_paths, expected_accepted, render_shape, search_shapes
-from .subtree import contained_configs
 
 Measure = Callable[[TreeConfig], "Measured | None"]
 
@@ -186,11 +185,10 @@ def round_paths(res: RoundResult) -> dict[Path, int]:
 
 
 def best_contained(model: ShapeModel, recorded: TreeConfig, budget: int, max_depth: int, count: int = 3) -> list[TreeConfig]:
-    """The ``count`` configs contained in ``recorded`` with the highest modelled block efficiency
-    within the node budget and depth cap: the best shapes the dump itself can check exactly."""
-    fits = [c for c in contained_configs(recorded) if c.num_nodes <= budget and c.gamma <= max_depth and c.max_width <= model.cols]
-    value = {c: expected_accepted(engine_paths(c, model), model) for c in fits}
-    return sorted(fits, key=lambda c: (-round(value[c], 12), c.num_nodes, c.gamma))[:count]
+    """The best config contained in ``recorded`` for each node count within the budget and depth
+    cap, the ``count`` of highest modelled value: the best shapes the dump itself checks exactly."""
+    found = search_shapes(model, budget, max_depth, top=count, within=recorded)
+    return [s.config for s in found.by_block_efficiency]
 
 
 def recorded_trees_check(model: ShapeModel, dump: DumpInput, boots: Bootstrap | None, label: str) -> Comparison:

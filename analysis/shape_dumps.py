@@ -26,7 +26,7 @@ from replay.runs import Run, explain_rejections, open_run
 
 from .shape_stats import DumpStats, StatsBuilder, code_base, dump_stats_from_results
 from .subtree import is_contained, replay_subconfig_all
-from .subtree_batch import replay_contained
+from .subtree_batch import replay_contained_many
 
 KEEP_BYTES = 512 << 20  # batches held in RAM between the two passes (memory-mapped ones are free)
 HOW_EXACT = "exact replay of the contained config (analysis.subtree)"
@@ -214,8 +214,8 @@ def scan_run(path: str, opts: ReplayOptions = ReplayOptions(), progress: Progres
         if todo and builder.rounds:
             for piece in pieces():
                 ok = piece.result.error == 0
-                for k in todo:
-                    out = replay_contained(piece.batch, piece.result, piece.expanded, piece.shape, configs[k], run.tree.gamma)
+                outs = replay_contained_many(piece.batch, piece.result, piece.expanded, piece.shape, [configs[k] for k in todo], run.tree.gamma)
+                for k, out in zip(todo, outs):
                     totals[k].add(out.decided[ok], out.lower[ok], out.upper[ok])
                 done += len(piece.batch)
                 if progress:

@@ -287,11 +287,20 @@ class _Objective:
 
 
 def _branch_and_bound(
-    model: ShapeModel, budget: int, max_depth: int, objectives: Sequence[_Objective], by_nodes: _BestByNodes, state_limit: int
+    model: ShapeModel,
+    budget: int,
+    max_depth: int,
+    objectives: Sequence[_Objective],
+    by_nodes: _BestByNodes,
+    state_limit: int,
+    within: TreeConfig | None = None,
 ) -> tuple[int, bool]:
-    """Visit every config within budget/depth/columns that the bounds cannot exclude; offer each to
-    every objective and to the per-node-count best. Returns (states visited, finished)."""
+    """Visit every config within budget/depth/columns (and ``within``'s heads and widths) that the
+    bounds cannot exclude; offer each to every objective and to the per-node-count best.
+    Returns (states visited, finished)."""
     cols = model.cols
+    heads_max = [10**9] * max_depth if within is None else list(within.top_head)
+    width_max = None if within is None else within.top_k_spec
     bounds = subtree_bounds(model, budget, max_depth)
     inc = [[concave_increments(bounds[d, q]).tolist() for q in range(cols)] for d in range(max_depth + 1)]
     fac = [[[model.factor(d, q, r) for r in range(cols)] for q in range(cols)] for d in range(max_depth)]
@@ -327,10 +336,11 @@ def _branch_and_bound(
             if depth < max_depth and m < budget:
                 ordered = sorted(range(len(kids)), key=lambda i: (-key_of(kids[i][3]), i))  # the engine's order
                 visit(closed, [kids[i] for i in ordered], 0, (), [], m, v)
-        if j < len(level):
+        if j < len(level) and j < heads_max[depth - 1]:
             p_u, d_u, q_u, path = level[j]
             row = fac[d_u][q_u]
-            for w in range(min(cols, rem), 0, -1):
+            w_max = min(cols, rem) if width_max is None else min(cols, rem, width_max[depth - 1][j])
+            for w in range(w_max, 0, -1):
                 new = [(p_u * row[r], d_u + 1, r, path + (r,)) for r in range(w)]
                 visit(spec, level, j + 1, widths + (w,), kids + new, m + w, v + sum(c[0] for c in new))
 
@@ -341,12 +351,28 @@ def _branch_and_bound(
     return states, True
 
 
-def _seed(model: ShapeModel, budget: int, max_depth: int, objectives: Sequence[_Objective], by_nodes: _BestByNodes) -> None:
+def fits_within(cfg: TreeConfig, within: TreeConfig | None) -> bool:
+    """No more steps, heads or per-slot widths than ``within`` (analysis.subtree.is_contained's rule)."""
+    if within is None:
+        return True
+    if cfg.gamma > within.gamma:
+        return False
+    return all(
+        cfg.top_head[i] <= within.top_head[i] and all(w <= within.top_k_spec[i][j] for j, w in enumerate(cfg.top_k_spec[i]))
+        for i in range(cfg.gamma)
+    )
+
+
+def _seed(
+    model: ShapeModel, budget: int, max_depth: int, objectives: Sequence[_Objective], by_nodes: _BestByNodes, within: TreeConfig | None
+) -> None:
     """Offer the configs of the greedy top-n sets first: good thresholds make the bounds bite early."""
     for cap in range(1, max_depth + 1):
         taken = [p for p, _ in best_first(model, budget, cap)]
         for n in range(1, len(taken) + 1):
             cfg = config_from_paths(taken[:n], model)
+            if not fits_within(cfg, within):
+                continue
             built = engine_paths(cfg, model)
             v, m, depth = expected_accepted(built, model), len(built), max(len(p) for p in built)
             by_nodes.offer(v, m, depth, cfg.top_k_spec)
@@ -377,20 +403,24 @@ def search_shapes(
     cost: CostModel | None = None,
     top: int = 5,
     state_limit: int = DEFAULT_STATE_LIMIT,
+    within: TreeConfig | None = None,
 ) -> SearchResult:
     """Over every static config with at most ``budget`` nodes, depth <= ``max_depth`` and widths
     within the recorded columns: the best config for each node count, the ``top`` of them by
     expected block efficiency, and with a cost model the ``top`` configs by modelled speedup.
 
     Exact unless the search visits more than ``state_limit`` states (then the best found so far,
-    ``all_exact`` False, each shape with the relaxation bound for its node count).
+    ``all_exact`` False, each shape with the relaxation bound for its node count). ``within``: only
+    configs contained in that one (the shapes a dump recorded with it can replay).
     """
     if budget < 1 or max_depth < 1:
         raise ValueError(f"budget ({budget}) and max_depth ({max_depth}) must be at least 1")
     objectives = [] if cost is None else [_speed_objective(top, cost, budget, max_depth)]
     by_nodes = _BestByNodes(budget)
-    _seed(model, budget, max_depth, objectives, by_nodes)
-    states, finished = _branch_and_bound(model, budget, max_depth, objectives, by_nodes, state_limit)
+    if within is not None:
+        max_depth = min(max_depth, within.gamma)
+    _seed(model, budget, max_depth, objectives, by_nodes, within)
+    states, finished = _branch_and_bound(model, budget, max_depth, objectives, by_nodes, state_limit, within)
     relaxed = subtree_bounds(model, budget, max_depth)[0, 0]  # [budget + 1] bound for at most n nodes
 
     def shape_of(spec: tuple, ranked: bool) -> Shape:

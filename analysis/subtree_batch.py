@@ -76,31 +76,41 @@ def replay_contained(
     """``sub`` replayed on every round of ``batch`` (all of recorded ``shape``; ``expanded``: per step
     [h_i, R] the recorded selection, replay.batch.expanded_nodes). Rounds with ``res.error != 0``
     get meaningless values."""
+    return replay_contained_many(batch, res, expanded, shape, [sub], recorded_gamma)[0]
+
+
+def replay_contained_many(
+    batch: RoundBatch, res: BatchResult, expanded: list[np.ndarray], shape: TreeShape, subs: list[TreeConfig], recorded_gamma: int
+) -> list[SubOutcomes]:
+    """replay_contained for several configs, reading each chunk of the recording once."""
     r = len(batch)
-    out = SubOutcomes(np.zeros(r, dtype=bool), np.zeros(r, dtype=np.int64), np.zeros(r, dtype=np.int64))
+    outs = [SubOutcomes(np.zeros(r, dtype=bool), np.zeros(r, dtype=np.int64), np.zeros(r, dtype=np.int64)) for _ in subs]
     rules = selection_rules(batch, res, shape)
     steps = shape.num_steps
-    cap = min(sub.gamma, steps) if steps < recorded_gamma else sub.gamma
     for lo in range(0, r, CHUNK_ROUNDS):
         hi = min(r, lo + CHUNK_ROUNDS)
-        rec = _Recorded(batch, res, expanded, shape, lo, hi)
-        d, lower, upper = _simulate(rec, sub, cap, rules[lo:hi])
-        out.decided[lo:hi], out.lower[lo:hi], out.upper[lo:hi] = d, lower, upper
-    return out
+        rec = _Recorded(batch, res, expanded, shape, lo, hi, rules[lo:hi])
+        for sub, out in zip(subs, outs):
+            cap = min(sub.gamma, steps) if steps < recorded_gamma else sub.gamma
+            d, lower, upper = _simulate(rec, sub, cap)
+            out.decided[lo:hi], out.lower[lo:hi], out.upper[lo:hi] = d, lower, upper
+    return outs
 
 
 class _Recorded:
-    """Lookups into a chunk of recorded rounds of one shape."""
+    """Lookups into a chunk of recorded rounds of one shape (contiguous copies, flat gathers)."""
 
-    def __init__(self, batch: RoundBatch, res: BatchResult, expanded: list[np.ndarray], shape: TreeShape, lo: int, hi: int):
+    def __init__(self, batch: RoundBatch, res: BatchResult, expanded: list[np.ndarray], shape: TreeShape, lo: int, hi: int, rules: np.ndarray):
         c = hi - lo
         self.c = c
         self.col = np.arange(c)
         self.shape = shape
         self.steps = shape.num_steps
-        self.ids = [st.ids[:, :, lo:hi] for st in batch.steps]  # [rows, cols, C]
-        self.logp = [None if st.logp is None else st.logp[:, :, lo:hi] for st in batch.steps]
-        self.chosen = [e[:, lo:hi] for e in expanded]  # [h_i, C] level-local recorded nodes
+        self.rules = rules  # [C] int8
+        self.present = {int(x) for x in np.unique(rules)}
+        self.ids = [np.ascontiguousarray(st.ids[:, :, lo:hi], dtype=np.int64) for st in batch.steps]  # [rows, cols, C]
+        self.logp = [None if st.logp is None else np.ascontiguousarray(st.logp[:, :, lo:hi], dtype=np.float64) for st in batch.steps]
+        self.chosen = [np.ascontiguousarray(e[:, lo:hi]) for e in expanded]  # [h_i, C] level-local recorded nodes
         # position among step i's expanded nodes of each recorded level-i node, -1 when not expanded
         self.pos = []
         for i in range(self.steps):
@@ -108,28 +118,28 @@ class _Recorded:
             for j in range(shape.heads[i]):
                 np.put_along_axis(p, self.chosen[i][j : j + 1], j, axis=0)
             self.pos.append(p)
-        val0 = batch.validate.ids[:, 0, lo:hi].astype(np.int64)  # [vrows, C]
+        val0 = np.ascontiguousarray(batch.validate.ids[:, 0, lo:hi], dtype=np.int64)  # [vrows, C]
         is_all = res.layout[lo:hi].astype(bool)
         # target top-1 at each recorded expanded node (step i, position j): [h_i, C]
         self.top1 = []
         for i in range(self.steps):
             node_row = shape.starts[i] + self.chosen[i]
             par_row = shape.head_offsets[i] + np.arange(shape.heads[i])[:, None]
-            row = np.where(is_all, node_row, par_row)
-            self.top1.append(np.take_along_axis(val0, np.clip(row, 0, val0.shape[0] - 1), axis=0))
+            self.top1.append(self.gather(val0, np.where(is_all, node_row, par_row)))
         self.width = [np.asarray(w, dtype=np.int64) for w in shape.widths]  # recorded kept width per position
         self.first_child = [m.child_offset for m in shape.maps]
 
-    def take(self, arrays: list[np.ndarray], depth: int, row: np.ndarray, r: int | np.ndarray, fill) -> np.ndarray:
+    def gather(self, arr: np.ndarray, index: np.ndarray) -> np.ndarray:
+        """arr[index[k, c], c] for a contiguous [L, C] arr; index: [K, C] (clipped into range)."""
+        return np.take(arr.reshape(-1), np.clip(index, 0, arr.shape[0] - 1) * self.c + self.col, mode="clip")
+
+    def take(self, arrays: list[np.ndarray], depth: int, row: np.ndarray, r: np.ndarray, fill) -> np.ndarray:
         """arrays[depth][row, r, c] where row >= 0 and r < cols, else ``fill``; row/r: [K, C]."""
         mat = arrays[depth]
         rows, cols = mat.shape[0], mat.shape[1]
-        r = np.broadcast_to(r, row.shape)
         ok = (row >= 0) & (r < cols)
-        flat = mat.reshape(rows * cols, self.c)
-        idx = np.clip(row, 0, rows - 1) * cols + np.clip(r, 0, cols - 1)
-        got = np.take_along_axis(flat, idx, axis=0)
-        return np.where(ok, got, fill)
+        idx = (np.clip(row, 0, rows - 1) * cols + np.minimum(r, cols - 1)) * self.c + self.col
+        return np.where(ok, np.take(mat.reshape(-1), idx, mode="clip"), fill)
 
 
 def _root(rec: _Recorded) -> _Level:
@@ -142,69 +152,83 @@ def _root(rec: _Recorded) -> _Level:
     return lvl
 
 
-def _children(rec: _Recorded, lvl: _Level, depth: int, widths: tuple[int, ...], rules: np.ndarray) -> tuple[_Level, np.ndarray, int]:
+def _width_tables(widths: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(min, max) [h, h] int64 of widths[a..b]: the kept width of a node whose slot is a..b."""
+    h = len(widths)
+    wl = np.array([[min(widths[a : b + 1]) if b >= a else 0 for b in range(h)] for a in range(h)], dtype=np.int64)
+    wh = np.array([[max(widths[a : b + 1]) if b >= a else 0 for b in range(h)] for a in range(h)], dtype=np.int64)
+    return wl, wh
+
+
+def _children(rec: _Recorded, lvl: _Level, depth: int, widths: tuple[int, ...]) -> tuple[_Level, np.ndarray, int]:
     """Level depth+1 from the selected level ``depth``; also each node's position k among the
     non-OUT nodes ([L, C], -1 when OUT) and W."""
     c = rec.c
     alive = lvl.valid & (lvl.status != OUT)
     k_max = max(1, int(alive.sum(axis=0).max()))
-    order = np.argsort(~alive, axis=0, kind="stable")[:k_max]  # the non-OUT nodes first: [K, C]
+    if alive.shape[0] == 1:
+        order = np.zeros((1, c), dtype=np.int64)
+    else:
+        order = np.argsort(~alive, axis=0, kind="stable")[:k_max]  # the non-OUT nodes first: [K, C]
     kpos = np.full(lvl.valid.shape, -1, dtype=np.int64)
-    np.put_along_axis(kpos, order, np.arange(k_max)[:, None].repeat(c, axis=1), axis=0)
+    np.put_along_axis(kpos, order, np.broadcast_to(np.arange(k_max)[:, None], order.shape), axis=0)
     kpos = np.where(alive, kpos, -1)
-    g = lambda a: np.take_along_axis(a, order, axis=0)  # noqa: E731  parent field per position k
+    g = lambda a: rec.gather(np.ascontiguousarray(a), order)  # noqa: E731  parent field per position k
     p_alive, p_status, p_sure, p_exact = g(alive), g(lvl.status), g(lvl.sure), g(lvl.exact)
     p_lo, p_hi, p_rec, p_row = g(lvl.lo), g(lvl.hi), g(lvl.rec), g(lvl.row)
-    s_lo, s_hi = np.maximum(g(lvl.slot_lo), 0), np.maximum(g(lvl.slot_hi), 0)
     h = len(widths)
-    wl = np.array([[min(widths[a : b + 1]) if b >= a else 0 for b in range(h)] for a in range(h)], dtype=np.int64)
-    wh = np.array([[max(widths[a : b + 1]) if b >= a else 0 for b in range(h)] for a in range(h)], dtype=np.int64)
-    s_lo_c, s_hi_c = np.minimum(s_lo, h - 1), np.minimum(s_hi, h - 1)
-    w_lo, w_hi = wl[s_lo_c, s_hi_c], wh[s_lo_c, s_hi_c]  # [K, C]
+    s_lo, s_hi = np.clip(g(lvl.slot_lo), 0, h - 1), np.clip(g(lvl.slot_hi), 0, h - 1)
+    wl, wh = _width_tables(widths)
+    w_lo, w_hi = wl[s_lo, s_hi], wh[s_lo, s_hi]  # [K, C]
     big_w = max(widths)
-    rk = np.arange(big_w)[None, :, None]  # [1, W, 1]
-    ex = lambda a: np.broadcast_to(a[:, None, :], (k_max, big_w, c)).reshape(k_max * big_w, c)  # noqa: E731
-    r2 = np.broadcast_to(rk, (k_max, big_w, c)).reshape(k_max * big_w, c)
+    n = k_max * big_w
+    ex = lambda a: np.repeat(a, big_w, axis=0)  # noqa: E731  [K, C] → [K * W, C], child k * W + r
+    r2 = np.tile(np.arange(big_w), k_max)[:, None]  # [K * W, 1] rank
     valid = ex(p_alive) & (r2 < ex(w_hi))
     sure = ex((p_status == IN) & p_sure) & (r2 < ex(w_lo))
     ordered = ex(s_lo == s_hi) & valid
     oslot = ex(s_lo)
-    # the recorded node at (parent, rank): parent recorded and expanded, rank within its kept width
     prow = ex(p_row)
-    has_row = prow >= 0
+    r_full = np.broadcast_to(r2, (n, c))
     if depth < rec.steps:
-        kept = rec.width[depth][np.clip(prow, 0, rec.width[depth].shape[0] - 1)]
-        first = rec.first_child[depth][np.clip(prow, 0, rec.first_child[depth].shape[0] - 1)]
-        child_rec = np.where(has_row & (r2 < kept), first + r2, -1)
-        token = rec.take(rec.ids, depth, prow, r2, PAD_TOKEN).astype(np.int64)
-        lp = rec.take(rec.logp, depth, prow, r2, np.nan).astype(np.float64) if rec.logp[depth] is not None else np.full(r2.shape, np.nan)
+        # the recorded child at (parent, rank): parent recorded and expanded, rank within its kept width
+        jj = np.clip(prow, 0, rec.width[depth].shape[0] - 1)
+        child_rec = np.where((prow >= 0) & (r2 < rec.width[depth][jj]), rec.first_child[depth][jj] + r2, -1)
+        token = rec.take(rec.ids, depth, prow, r_full, PAD_TOKEN)
+        lp = rec.take(rec.logp, depth, prow, r_full, np.nan) if rec.logp[depth] is not None else np.full((n, c), np.nan)
     else:
-        child_rec = np.full(r2.shape, -1, dtype=np.int64)
-        token = np.full(r2.shape, PAD_TOKEN, dtype=np.int64)
-        lp = np.full(r2.shape, np.nan)
+        child_rec = np.full((n, c), -1, dtype=np.int64)
+        token = np.full((n, c), PAD_TOKEN, dtype=np.int64)
+        lp = np.full((n, c), np.nan)
     nxt = depth + 1
     if nxt < rec.steps:
-        child_row = np.where(child_rec >= 0, np.take_along_axis(rec.pos[nxt], np.clip(child_rec, 0, rec.pos[nxt].shape[0] - 1), axis=0), -1)
+        child_row = np.where(child_rec >= 0, rec.gather(rec.pos[nxt], child_rec), -1)
     else:
-        child_row = np.full(r2.shape, -1, dtype=np.int64)
-    # selection keys, by the round's rule (analysis.subtree._child)
-    plo, phi, pexact = ex(p_lo), ex(p_hi), ex(p_exact)
-    lp_ok = (token != PAD_TOKEN) & np.isfinite(lp)
-    path_exact = lp_ok & pexact
-    path_lo = np.where(path_exact, plo + np.where(lp_ok, lp, 0.0), -np.inf)
-    path_hi = np.where(path_exact, path_lo, phi)
-    fb_lo = np.where(ordered, -(r2 * _FALLBACK_SCALE + oslot).astype(np.float64), -np.inf)
-    fb_hi = np.where(ordered, fb_lo, np.inf)
-    heads_next = rec.shape.heads[nxt] if nxt < rec.steps else 0
-    ro_exact = child_row >= 0
-    ro_lo = np.where(ro_exact, -child_row.astype(np.float64), -np.inf)
-    ro_hi = np.where(ro_exact, ro_lo, np.where((child_rec >= 0) & (nxt < rec.steps), -float(heads_next), np.inf))
-    rule = rules[None, :]
-    lo = np.select([rule == RULE_PATH, rule == RULE_RECORDED], [path_lo, ro_lo], fb_lo)
-    hi = np.select([rule == RULE_PATH, rule == RULE_RECORDED], [path_hi, ro_hi], fb_hi)
-    exact = np.select([rule == RULE_PATH, rule == RULE_RECORDED], [path_exact, ro_exact], ordered)
-    child = _Level(valid, lo, hi, exact & valid, sure & valid, ordered, oslot, np.tile(np.arange(big_w), k_max)[:, None],
-                   child_rec, child_row, token)
+        child_row = np.full((n, c), -1, dtype=np.int64)
+    # selection keys by each round's rule (analysis.subtree._child); only the rules present are computed
+    lo = np.full((n, c), -np.inf)
+    hi = np.full((n, c), np.inf)
+    exact = np.zeros((n, c), dtype=bool)
+    rules = rec.rules[None, :]
+    if RULE_PATH in rec.present:
+        pexact = ex(p_exact)
+        path_exact = (token != PAD_TOKEN) & np.isfinite(lp) & pexact
+        path_lo = np.where(path_exact, ex(p_lo) + np.where(path_exact, lp, 0.0), -np.inf)
+        path_hi = np.where(path_exact, path_lo, ex(p_hi))
+        mine = rules == RULE_PATH
+        lo, hi, exact = np.where(mine, path_lo, lo), np.where(mine, path_hi, hi), np.where(mine, path_exact, exact)
+    if RULE_FALLBACK in rec.present:
+        fb_lo = np.where(ordered, -(r2 * _FALLBACK_SCALE + oslot).astype(np.float64), -np.inf)
+        mine = rules == RULE_FALLBACK
+        lo, hi, exact = np.where(mine, fb_lo, lo), np.where(mine, np.where(ordered, fb_lo, np.inf), hi), np.where(mine, ordered, exact)
+    if RULE_RECORDED in rec.present:
+        heads_next = rec.shape.heads[nxt] if nxt < rec.steps else 0
+        ro_exact = child_row >= 0
+        ro_lo = np.where(ro_exact, -child_row.astype(np.float64), -np.inf)
+        ro_hi = np.where(ro_exact, ro_lo, np.where((child_rec >= 0) & (nxt < rec.steps), -float(heads_next), np.inf))
+        mine = rules == RULE_RECORDED
+        lo, hi, exact = np.where(mine, ro_lo, lo), np.where(mine, ro_hi, hi), np.where(mine, ro_exact, exact)
+    child = _Level(valid, lo, hi, exact & valid, sure & valid, ordered, oslot, r2, child_rec, child_row, token)
     return child, kpos, big_w
 
 
@@ -218,15 +242,27 @@ def _select(lvl: _Level, heads: int) -> None:
     slot_hi = np.full((L, c), -1, dtype=np.int64)
     cols = np.flatnonzero(fast)
     if cols.shape[0]:
-        rank = np.broadcast_to(lvl.rank, (L, c))[:, cols]
-        key_lo = np.where(v[:, cols], -lvl.lo[:, cols], np.inf)
-        order = np.lexsort((rank, lvl.oslot[:, cols], key_lo, ~v[:, cols]), axis=0)
-        pos = np.empty_like(order)
-        np.put_along_axis(pos, order, np.arange(L)[:, None].repeat(cols.shape[0], axis=1), axis=0)
-        chosen = v[:, cols] & (pos < heads)
-        status[:, cols] = np.where(chosen, IN, OUT)
-        slot_lo[:, cols] = np.where(chosen, pos, -1)
-        slot_hi[:, cols] = slot_lo[:, cols]
+        # successive maxima of the key, ties to the smallest (parent slot, rank): the engine's tree order
+        every = cols.shape[0] == c
+        vf = v if every else v[:, cols]
+        key = np.where(vf, lvl.lo if every else lvl.lo[:, cols], -np.inf)
+        tie = (lvl.oslot if every else lvl.oslot[:, cols]) * (1 << 20) + lvl.rank  # [L, C']
+        slot = np.full(key.shape, -1, dtype=np.int64)
+        left = vf.copy()
+        lanes = np.arange(key.shape[1])
+        for t in range(min(heads, L)):
+            cand = np.where(left, key, -np.inf)
+            best = cand.max(axis=0)
+            pick = np.where(left & (cand == best), tie, np.iinfo(np.int64).max).argmin(axis=0)  # [C']
+            exists = left[pick, lanes]
+            slot[pick[exists], lanes[exists]] = t
+            left[pick[exists], lanes[exists]] = False
+        chosen = slot >= 0
+        st = np.where(chosen, IN, OUT).astype(np.int8)
+        if every:
+            status, slot_lo, slot_hi = st, slot, slot.copy()
+        else:
+            status[:, cols], slot_lo[:, cols], slot_hi[:, cols] = st, slot, slot
     cols = np.flatnonzero(~fast)
     if cols.shape[0]:
         s = lambda a: a[:, cols] if a.shape[1] == c else np.broadcast_to(a, (a.shape[0], c))[:, cols]  # noqa: E731
@@ -245,14 +281,14 @@ def _select(lvl: _Level, heads: int) -> None:
     lvl.status, lvl.slot_lo, lvl.slot_hi = status, slot_lo, slot_hi
 
 
-def _simulate(rec: _Recorded, sub: TreeConfig, cap: int, rules: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _simulate(rec: _Recorded, sub: TreeConfig, cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Build the simulated levels 0..cap and walk greedy acceptance (analysis.subtree._walk)."""
     levels = [_root(rec)]
     kpos, widths = [], []
     for i in range(cap):
         if i:
             _select(levels[i], sub.top_head[i])
-        child, kp, big_w = _children(rec, levels[i], i, sub.top_k_spec[i], rules)
+        child, kp, big_w = _children(rec, levels[i], i, sub.top_k_spec[i])
         levels.append(child)
         kpos.append(kp)
         widths.append(big_w)
@@ -273,38 +309,32 @@ def _simulate(rec: _Recorded, sub: TreeConfig, cap: int, rules: np.ndarray) -> t
         alive = alive & ~mask
 
     for d in range(cap + 1):
-        if not alive.any():
+        if d == cap or not alive.any():
+            finish(alive, d, True)  # a leaf of the simulated tree
             break
         lvl = levels[d]
-        at = lambda a: a[cur, col] if a.shape[1] == c else a[cur, 0]  # noqa: E731
-        if d == cap:
-            finish(alive, d, True)
-            break
-        status = at(lvl.status) if d else np.full(c, IN, dtype=np.int8)
-        finish(status == OUT, d, True)
-        finish(status == MAYBE, d, False)
+        at = lambda a: rec.gather(a, cur[None, :])[0] if a.shape[1] == c else a[cur, 0]  # noqa: E731
+        if d:
+            status = at(lvl.status)
+            finish(status == OUT, d, True)
+            finish(status == MAYBE, d, False)
         row = at(lvl.row)
-        finish(row < 0, d, False)
-        h = rec.shape.heads[d] if d < rec.steps else 1
-        t = rec.top1[d][np.clip(row, 0, h - 1), col] if d < rec.steps else np.full(c, PAD_TOKEN)
-        finish(t == PAD_TOKEN, d, True)
+        finish(row < 0, d, False)  # expanded by the config, not by the recording
+        t = rec.gather(rec.top1[d], row[None, :])[0] if d < rec.steps else np.full(c, PAD_TOKEN)
+        finish(t == PAD_TOKEN, d, True)  # no target row: the walk ends here
         spec = sub.top_k_spec[d]
+        wl, wh = _width_tables(spec)
         s_lo, s_hi = np.clip(at(lvl.slot_lo), 0, len(spec) - 1), np.clip(at(lvl.slot_hi), 0, len(spec) - 1)
-        wl = np.array([[min(spec[a : b + 1]) if b >= a else 0 for b in range(len(spec))] for a in range(len(spec))])
-        wh = np.array([[max(spec[a : b + 1]) if b >= a else 0 for b in range(len(spec))] for a in range(len(spec))])
         w_lo, w_hi = wl[s_lo, s_hi], wh[s_lo, s_hi]
-        k = np.maximum(kpos[d][cur, col], 0)
+        k = np.maximum(rec.gather(kpos[d], cur[None, :])[0], 0)
         kids = levels[d + 1]
         big_w = widths[d]
-        idx = k[None, :] * big_w + np.arange(big_w)[:, None]  # [W, C]
-        tok = np.take_along_axis(kids.token, np.clip(idx, 0, kids.token.shape[0] - 1), axis=0)
+        tok = rec.gather(kids.token, k[None, :] * big_w + np.arange(big_w)[:, None])  # [W, C]
         within = np.arange(big_w)[:, None] < w_hi[None, :]
         hit = within & ((tok == PAD_TOKEN) | (tok == t[None, :]))
-        any_hit = hit.any(axis=0)
         first = np.argmax(hit, axis=0)
-        finish(~any_hit, d, True)  # no child matches: the walk stops here
-        tok_first = tok[first, col]
-        finish(tok_first == PAD_TOKEN, d, False)  # a candidate beyond the recorded columns
+        finish(~hit.any(axis=0), d, True)  # no child matches: the walk stops here
+        finish(tok[first, col] == PAD_TOKEN, d, False)  # a candidate beyond the recorded columns
         finish(first >= w_lo, d, False)  # the kept width depends on an unknown slot
         cur = np.where(alive, k * big_w + first, 0)
     return decided, lower, upper
