@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
@@ -222,6 +223,7 @@ class Recommendation:
     cost: CostModel | None
     notes: tuple[str, ...] = field(default=())
     skipped_items: tuple = field(default=())  # replay.grouping.Skipped of every dump
+    seconds: dict = field(default_factory=dict)  # wall time per phase: statistics, search, exact replay, bootstrap
 
 
 def recommend(
@@ -260,8 +262,10 @@ def recommend_runs(
     """
     if budget < 1:
         raise SpecReplayError(f"--budget must be at least 1, got {budget}")
+    start = time.perf_counter()
     dumps = [scan_run(p, opts, progress(f"statistics {k + 1}/{len(paths)}")) for k, p in enumerate(paths)]
-    return recommend_dumps(dumps, budget, max_depth, cost, top, min_count, bootstrap, seed, extrapolate, progress)
+    rec = recommend_dumps(dumps, budget, max_depth, cost, top, min_count, bootstrap, seed, extrapolate, progress)
+    return replace(rec, seconds={"statistics": time.perf_counter() - start - sum(rec.seconds.values()), **rec.seconds})
 
 
 def recommend_dumps(
@@ -290,6 +294,15 @@ def recommend_dumps(
     depth = merged.max_tree_depth if max_depth is None else max_depth
     if depth < 1:
         raise SpecReplayError(f"--max-depth must be at least 1, got {depth}")
+    clock = {"search": 0.0, "exact replay": 0.0, "bootstrap": 0.0}
+    tick = time.perf_counter()
+
+    def lap(phase: str) -> None:
+        nonlocal tick
+        now = time.perf_counter()
+        clock[phase] += now - tick
+        tick = now
+
     model = model_from_stats(merged, min_count, max(depth, merged.depths))
     notes: list[str] = []
     cap = depth if extrapolate else min(depth, model.supported_depth)
@@ -299,7 +312,9 @@ def recommend_dumps(
             "unknown; the search stops at depth {0} (--extrapolate reuses the deepest estimated depth)".format(cap)
         )
     result = search_shapes(model, budget, cap, cost, top, state_limit)
+    lap("search")
     boots = bootstrap_model(model, bootstrap_count, seed)
+    lap("bootstrap")
     comparisons: list[Comparison] = []
     for dump in usable:
         labels: dict[tuple, tuple[TreeConfig, str]] = {_key(dump.tree): (dump.tree, "recorded")}
@@ -311,11 +326,14 @@ def recommend_dumps(
         labels.update({_key(c): (c, f"contained#{k + 1}") for k, c in enumerate(extra[:CONTAINED_ROWS])})
         labels[_key(dump.tree)] = labels.pop(_key(dump.tree))  # the recorded row last, as a reference
         configs = [c for c, _ in labels.values()]
+        lap("search")
         measured = dump.measure_many(configs, progress("exact replay"))
+        lap("exact replay")
         known = 10**9 if extrapolate else model.supported_depth  # refuse only depths without data
         rows = compare_predictions(model, configs, lambda c: None, boots=boots, measured=measured, depth_cap=known)
         comparisons += [replace(row, label=label) for row, (_, label) in zip(rows, labels.values())]
         comparisons.append(recorded_trees_check(model, dump, boots, "recorded trees"))
+        lap("bootstrap")
     if extrapolate and (depth > model.supported_depth):
         notes.append(f"depths beyond {model.supported_depth - 1} are extrapolated from the deepest estimated depth")
     notes += model_notes(model)
@@ -324,7 +342,7 @@ def recommend_dumps(
     skipped = tuple(s for d in dumps for s in d.skipped)
     return Recommendation(
         tuple(d.directory for d in dumps), model, result, tuple(comparisons), tuple(d.tree for d in usable),
-        merged.num_rounds, len(skipped), cost, tuple(notes), skipped,
+        merged.num_rounds, len(skipped), cost, tuple(notes), skipped, clock,
     )
 
 
@@ -537,6 +555,7 @@ def recommendation_json(rec: Recommendation) -> dict:
         "comparisons": [c.to_json() for c in rec.comparisons],
         "live_command": live_command(rec),
         "notes": list(rec.notes),
+        "seconds": dict(rec.seconds),
     }
 
 
