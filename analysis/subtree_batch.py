@@ -8,8 +8,9 @@ decided). ``gammaThreshold`` is off and recorded early stops are inherited, as r
 Arrays have the round axis last. A level of the simulated tree is a padded ``[L, C]`` set of slots
 (``valid`` marks real nodes); children of level i's non-OUT nodes sit at ``k * W + r`` of level
 i+1, k the parent's position among them and W the widest topKSpec entry of step i. Selection is
-recomputed with a sort where every key of the level is known and ordered (the common case) and
-with the reference's pairwise IN / OUT / MAYBE rule elsewhere.
+recomputed by successive maxima (ties by tree order) in rounds where every key of the level is
+known and ordered (the common case), and with the reference's pairwise IN / OUT / MAYBE rule in
+the others.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from replay.vocab import PAD_TOKEN
 from .subtree import _FALLBACK_SCALE
 
 OUT, IN, MAYBE = 0, 1, 2
-RULE_PATH, RULE_RECORDED, RULE_FALLBACK = 0, 1, 2  # analysis.subtree.selection_rule, as codes
+CODE_PATH, CODE_RECORDED, CODE_FALLBACK = 0, 1, 2  # analysis.subtree.selection_rule's RULE_*, as codes
 CHUNK_ROUNDS = 16384
 
 
@@ -67,7 +68,7 @@ def selection_rules(batch: RoundBatch, res: BatchResult, shape: TreeShape) -> np
             m = shape.maps[i]
             path &= ~np.isnan(st.logp[m.slot_parent, m.slot_rank]).any(axis=0)  # a NaN score: no path key
     parents = (res.selection[: shape.num_steps] == SEL_PARENTS).any(axis=0)
-    return np.where(path, RULE_PATH, np.where(parents, RULE_RECORDED, RULE_FALLBACK)).astype(np.int8)
+    return np.where(path, CODE_PATH, np.where(parents, CODE_RECORDED, CODE_FALLBACK)).astype(np.int8)
 
 
 def replay_contained(
@@ -210,23 +211,23 @@ def _children(rec: _Recorded, lvl: _Level, depth: int, widths: tuple[int, ...]) 
     hi = np.full((n, c), np.inf)
     exact = np.zeros((n, c), dtype=bool)
     rules = rec.rules[None, :]
-    if RULE_PATH in rec.present:
+    if CODE_PATH in rec.present:
         pexact = ex(p_exact)
         path_exact = (token != PAD_TOKEN) & np.isfinite(lp) & pexact
         path_lo = np.where(path_exact, ex(p_lo) + np.where(path_exact, lp, 0.0), -np.inf)
         path_hi = np.where(path_exact, path_lo, ex(p_hi))
-        mine = rules == RULE_PATH
+        mine = rules == CODE_PATH
         lo, hi, exact = np.where(mine, path_lo, lo), np.where(mine, path_hi, hi), np.where(mine, path_exact, exact)
-    if RULE_FALLBACK in rec.present:
+    if CODE_FALLBACK in rec.present:
         fb_lo = np.where(ordered, -(r2 * _FALLBACK_SCALE + oslot).astype(np.float64), -np.inf)
-        mine = rules == RULE_FALLBACK
+        mine = rules == CODE_FALLBACK
         lo, hi, exact = np.where(mine, fb_lo, lo), np.where(mine, np.where(ordered, fb_lo, np.inf), hi), np.where(mine, ordered, exact)
-    if RULE_RECORDED in rec.present:
+    if CODE_RECORDED in rec.present:
         heads_next = rec.shape.heads[nxt] if nxt < rec.steps else 0
         ro_exact = child_row >= 0
         ro_lo = np.where(ro_exact, -child_row.astype(np.float64), -np.inf)
         ro_hi = np.where(ro_exact, ro_lo, np.where((child_rec >= 0) & (nxt < rec.steps), -float(heads_next), np.inf))
-        mine = rules == RULE_RECORDED
+        mine = rules == CODE_RECORDED
         lo, hi, exact = np.where(mine, ro_lo, lo), np.where(mine, ro_hi, hi), np.where(mine, ro_exact, exact)
     child = _Level(valid, lo, hi, exact & valid, sure & valid, ordered, oslot, r2, child_rec, child_row, token)
     return child, kpos, big_w

@@ -11,7 +11,8 @@ CPU. Printed, as markdown tables: wall and CPU seconds per cell (median of the r
 range), the time per phase (statistics pass, search, exact replay of the contained shapes,
 bootstrap), and, on the smaller runs, the same cell with the code of ``--baseline-rev`` (today's
 ``recommend``: the reference replay round by round, loaded from git into a scratch package)
-interleaved with the new code, and their ratio.
+interleaved with the new code, and their ratio: with the default settings, and with
+``--bootstrap 0`` on both (budget 16).
 """
 
 from __future__ import annotations
@@ -88,9 +89,9 @@ def timed(fn) -> tuple[float, float, object]:
     return time.perf_counter() - t0, time.process_time() - c0, out
 
 
-def run_new(path: Path, budget: int):
+def run_new(path: Path, budget: int, bootstrap: int = 200):
     def go():
-        rec = recommend_runs([str(path)], budget=budget)
+        rec = recommend_runs([str(path)], budget=budget, bootstrap=bootstrap)
         render_recommendation(rec)
         return rec
 
@@ -123,24 +124,27 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline-budgets", default="6,16", help="budgets also run with today's code")
     ap.add_argument("--baseline-bootstrap", type=int, default=200, help="today's code: bootstrap resamples (its default 200)")
     ap.add_argument("--baseline-rev", default=BASELINE_REV, help="git revision of today's code")
+    ap.add_argument("--no-bootstrap-rounds", default="10000", help="round counts run by both codes with --bootstrap 0 (budget 16)")
     ap.add_argument("--out", help="scratch directory to keep (default: a temporary one)")
     ap.add_argument("--quick", action="store_true", help="a smoke run in seconds")
     args = ap.parse_args(argv)
     if args.quick:
         args.rounds, args.budgets, args.repeat = "3000", "6,12", 1
         args.baseline_rounds, args.baseline_budgets, args.baseline_bootstrap = "300", "6", 20
+        args.no_bootstrap_rounds = "300"
     sizes = [int(x) for x in args.rounds.split(",") if x]
     budgets = [int(x) for x in args.budgets.split(",") if x]
     base_sizes = [int(x) for x in args.baseline_rounds.split(",") if x]
     base_budgets = [int(x) for x in args.baseline_budgets.split(",") if x]
+    zero_sizes = [int(x) for x in args.no_bootstrap_rounds.split(",") if x]
     scratch = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="recommend_bench_"))
     scratch.mkdir(parents=True, exist_ok=True)
     pinned = pin_one_cpu()
     load0 = os.getloadavg()[0]
     start = time.perf_counter()
     try:
-        old = load_baseline(args.baseline_rev, scratch) if base_sizes else None
-        runs = {n: make_run(scratch, n, seed=k + 1) for k, n in enumerate(sorted(set(sizes) | set(base_sizes)))}
+        old = load_baseline(args.baseline_rev, scratch) if base_sizes or zero_sizes else None
+        runs = {n: make_run(scratch, n, seed=k + 1) for k, n in enumerate(sorted(set(sizes) | set(base_sizes) | set(zero_sizes)))}
         run_new(runs[min(runs)], budgets[0])  # warm-up: imports, caches
         if old is not None:
             run_old(old, runs[min(base_sizes)], base_budgets[0], min(args.baseline_bootstrap, 20))
@@ -158,7 +162,13 @@ def main(argv=None) -> int:
                 for _ in range(max(1, min(args.repeat, 2))):  # interleaved: new, old, new, old
                     new_t.append(run_new(runs[n], b))
                     old_t.append(run_old(old, runs[n], b, args.baseline_bootstrap))
-                duel[(n, b)] = (new_t, old_t)
+                duel[(n, b, args.baseline_bootstrap)] = (new_t, old_t)
+        for n in zero_sizes:  # the issue's second figure: today's code without its bootstrap
+            new_t, old_t = [], []
+            for _ in range(2):
+                new_t.append(run_new(runs[n], 16, 0))
+                old_t.append(run_old(old, runs[n], 16, 0))
+            duel[(n, 16, 0)] = (new_t, old_t)
     finally:
         if not args.out:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -200,15 +210,15 @@ def main(argv=None) -> int:
         print(f"| {n:,} | " + " | ".join(cells) + " |")
     if duel:
         print()
-        print(f"### Against today's code ({args.baseline_rev}, bootstrap {args.baseline_bootstrap}), interleaved, same runs")
+        print(f"### Against today's code ({args.baseline_rev}), interleaved, same runs, same settings")
         print()
-        print("| rounds | budget | today wall s | today CPU s | new wall s | new CPU s | ratio (wall) | ratio (CPU) | same #1 shape |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for (n, b), (new_t, old_t) in duel.items():
+        print("| rounds | budget | bootstrap | today wall s | today CPU s | new wall s | new CPU s | ratio (wall) | ratio (CPU) | same #1 shape |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for (n, b, boot), (new_t, old_t) in duel.items():
             ow, oc = med([w for w, _, _ in old_t]), med([c for _, c, _ in old_t])
             nw, nc = med([w for w, _, _ in new_t]), med([c for _, c, _ in new_t])
             same = old_t[0][2].search.by_block_efficiency[0].config == new_t[0][2].search.by_block_efficiency[0].config
-            print(f"| {n:,} | {b} | {spread([w for w, _, _ in old_t])} | {oc:.2f} | {spread([w for w, _, _ in new_t])} | {nc:.2f} | {ow / nw:,.0f}x | {oc / nc:,.0f}x | {'yes' if same else 'no'} |")
+            print(f"| {n:,} | {b} | {boot} | {spread([w for w, _, _ in old_t])} | {oc:.2f} | {spread([w for w, _, _ in new_t])} | {nc:.2f} | {ow / nw:,.0f}x | {oc / nc:,.0f}x | {'yes' if same else 'no'} |")
     return 0
 
 
