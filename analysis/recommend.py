@@ -27,7 +27,7 @@ from .costmodel import CostModel
 from .shape_dumps import DumpInput, Measured, Progress, dump_from_replay, mean_se, scan_run, subtree_measure  # noqa: F401  (re-exported)
 from .shape_model import DEFAULT_MIN_COUNT, Z95, Bootstrap, ShapeModel, merge_stats, model_from_stats, path_values, wilson
 from .shape_model import bootstrap as bootstrap_model
-from .shape_search import DEFAULT_STATE_LIMIT, Path, SearchResult, Shape, engine_paths, expected_accepted, render_shape, search_shapes
+from .shape_search import DEFAULT_STATE_LIMIT, Path, SearchResult, Shape, best_configs, engine_paths, expected_accepted, render_shape, search_shapes
 
 Measure = Callable[[TreeConfig], "Measured | None"]
 
@@ -186,10 +186,9 @@ def round_paths(res: RoundResult) -> dict[Path, int]:
 
 
 def best_contained(model: ShapeModel, recorded: TreeConfig, budget: int, max_depth: int, count: int = 3) -> list[TreeConfig]:
-    """The best config contained in ``recorded`` for each node count within the budget and depth
-    cap, the ``count`` of highest modelled value: the best shapes the dump itself checks exactly."""
-    found = search_shapes(model, budget, max_depth, top=count, within=recorded)
-    return [s.config for s in found.by_block_efficiency]
+    """The ``count`` configs contained in ``recorded`` with the highest modelled block efficiency
+    within the node budget and depth cap: the best shapes the dump itself checks exactly."""
+    return [cfg for _, cfg in best_configs(model, budget, max_depth, count, within=recorded)]
 
 
 def recorded_trees_check(model: ShapeModel, dump: DumpInput, boots: Bootstrap | None, label: str) -> Comparison:

@@ -291,7 +291,7 @@ def _branch_and_bound(
     budget: int,
     max_depth: int,
     objectives: Sequence[_Objective],
-    by_nodes: _BestByNodes,
+    by_nodes: _BestByNodes | None,
     state_limit: int,
     within: TreeConfig | None = None,
 ) -> tuple[int, bool]:
@@ -326,11 +326,12 @@ def _branch_and_bound(
         rem = budget - m
         items = [(u[0], u[1], u[2]) for u in level[j:]] + [(c[0], c[1], c[2]) for c in kids]
         pre = gains(items, rem)
-        if by_nodes.hopeless(v, pre, m) and all(ob.bound(v, pre, m, depth) < ob.top.threshold - _TIE for ob in objectives):
+        if (by_nodes is None or by_nodes.hopeless(v, pre, m)) and all(ob.bound(v, pre, m, depth) < ob.top.threshold - _TIE for ob in objectives):
             return
         if j >= 1:
             closed = spec + (widths,)
-            by_nodes.offer(v, m, depth, closed)
+            if by_nodes is not None:
+                by_nodes.offer(v, m, depth, closed)
             for ob in objectives:
                 ob.top.offer(ob.value(v, m, depth), m, depth, closed)
             if depth < max_depth and m < budget:
@@ -364,7 +365,7 @@ def fits_within(cfg: TreeConfig, within: TreeConfig | None) -> bool:
 
 
 def _seed(
-    model: ShapeModel, budget: int, max_depth: int, objectives: Sequence[_Objective], by_nodes: _BestByNodes, within: TreeConfig | None
+    model: ShapeModel, budget: int, max_depth: int, objectives: Sequence[_Objective], by_nodes: _BestByNodes | None, within: TreeConfig | None
 ) -> None:
     """Offer the configs of the greedy top-n sets first: good thresholds make the bounds bite early."""
     for cap in range(1, max_depth + 1):
@@ -375,9 +376,25 @@ def _seed(
                 continue
             built = engine_paths(cfg, model)
             v, m, depth = expected_accepted(built, model), len(built), max(len(p) for p in built)
-            by_nodes.offer(v, m, depth, cfg.top_k_spec)
+            if by_nodes is not None:
+                by_nodes.offer(v, m, depth, cfg.top_k_spec)
             for ob in objectives:
                 ob.top.offer(ob.value(v, m, depth), m, depth, cfg.top_k_spec)
+
+
+def best_configs(
+    model: ShapeModel, budget: int, max_depth: int, count: int, within: TreeConfig | None = None, state_limit: int = DEFAULT_STATE_LIMIT
+) -> list[tuple[float, TreeConfig]]:
+    """The ``count`` configs of highest expected accepted length (any node counts), best first, as
+    (value, config); ``within``: only configs contained in that one. The best found when the search
+    stops at ``state_limit``."""
+    if within is not None:
+        max_depth = min(max_depth, within.gamma)
+    ob = _Objective(_TopK(count), lambda v, m, d: v, lambda v, pre, m, d: v + pre[-1])
+    _seed(model, budget, max_depth, [ob], None, within)
+    _branch_and_bound(model, budget, max_depth, [ob], None, state_limit, within)
+    configs = [TreeConfig.from_lists(spec) for _, spec in ob.top.items]
+    return [(expected_accepted(engine_paths(c, model), model), c) for c in configs]
 
 
 def _speed_objective(top: int, cost: CostModel, budget: int, max_depth: int) -> _Objective:

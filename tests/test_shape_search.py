@@ -187,3 +187,18 @@ def test_search_with_draft_order_and_unsorted_rows_equals_brute_force(seed):
     assert [s.speedup for s in result.by_speedup] == pytest.approx(speed[:4], abs=1e-12)
     # the relaxation bounds every config
     assert all(v <= result.bound + 1e-12 for v, _ in values.values())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_best_contained_configs_equal_brute_force(seed):
+    """best_configs(within=...) = the top configs by value among those a recording contains."""
+    from analysis.shape_search import best_configs, fits_within
+    from replay.config import TreeConfig
+
+    model = random_draft_model(500 + seed)
+    recorded = TreeConfig.from_lists([[4], [2, 1, 1], [1, 1]], [1, 3, 2])
+    truth = sorted((draft_value(c, model) for c in enumerate_configs(8, 3, COLS) if fits_within(c, recorded)), reverse=True)
+    found = best_configs(model, 8, 3, 5, within=recorded)
+    assert all(fits_within(c, recorded) for _, c in found)
+    assert [v for v, _ in found] == pytest.approx(truth[:5], abs=1e-12)
+    assert [draft_value(c, model) for _, c in found] == pytest.approx(truth[:5], abs=1e-12)
