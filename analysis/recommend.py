@@ -223,6 +223,14 @@ class Recommendation:
     notes: tuple[str, ...] = field(default=())
     skipped_items: tuple = field(default=())  # replay.grouping.Skipped of every dump
     seconds: dict = field(default_factory=dict)  # wall time per phase: statistics, search, exact replay, bootstrap
+    max_depth: int | None = None  # the depth asked for (the search may stop shallower: refused depths)
+
+    def depth_text(self) -> str:
+        """'max depth D', and where the search stopped when deeper depths were refused."""
+        asked, searched = self.max_depth or self.search.max_depth, self.search.max_depth
+        if searched >= asked:
+            return f"max depth {asked}"
+        return f"max depth {asked} (searched to depth {searched}: deeper depths have too few visits to estimate)"
 
 
 def recommend(
@@ -341,7 +349,7 @@ def recommend_dumps(
     skipped = tuple(s for d in dumps for s in d.skipped)
     return Recommendation(
         tuple(d.directory for d in dumps), model, result, tuple(comparisons), tuple(d.tree for d in usable),
-        merged.num_rounds, len(skipped), cost, tuple(notes), skipped, clock,
+        merged.num_rounds, len(skipped), cost, tuple(notes), skipped, clock, depth,
     )
 
 
@@ -481,8 +489,8 @@ def render_recommendation(rec: Recommendation) -> list[str]:
         f"{rec.model.cols} recorded draft columns, min_count {rec.model.min_count}; engine order from {order}",
         *model_lines(rec.model),
         "",
-        f"top shapes by expected block efficiency (the best shape per node count; budget {s.budget} nodes, max depth "
-        f"{s.max_depth}; search: exact branch and bound over configs, {s.states} states, see docs/shape-search.md):",
+        f"top shapes by expected block efficiency (the best shape per node count; budget {s.budget} nodes, "
+        f"{rec.depth_text()}; search: exact branch and bound over configs, {s.states} states, see docs/shape-search.md):",
     ]
     lines += [shape_line(k + 1, x) for k, x in enumerate(s.by_block_efficiency)]
     if s.by_speedup:
@@ -536,6 +544,7 @@ def recommendation_json(rec: Recommendation) -> dict:
         "skipped": rec.skipped,
         "budget": rec.search.budget,
         "max_depth": rec.search.max_depth,
+        "requested_max_depth": rec.max_depth,
         "model": {
             "p": m.p.tolist(),
             "ci95_low": m.lo.tolist(),
@@ -583,7 +592,7 @@ def recommend_section(rec: Recommendation, title: str = "Tree-shape recommendati
     notes = "".join(f"<li>{esc(n)}</li>" for n in rec.notes)
     return (
         f"<section class='shape-search'><h3>{esc(title)}</h3>"
-        f"<p>{rec.rounds} rounds; budget {s.budget} nodes, max depth {s.max_depth}. Expected block efficiency "
+        f"<p>{rec.rounds} rounds; budget {s.budget} nodes, {esc(rec.depth_text())}. Expected block efficiency "
         "= expected accepted length + 1, from per-depth, per-rank acceptance; the best shape per node count "
         "(docs/shape-search.md)." + cost + "</p>"
         "<table><tr><th>rank</th><th>config</th><th>nodes</th><th>E[block_efficiency]</th><th>speedup</th><th>optimality</th></tr>"
