@@ -54,10 +54,16 @@ def cost_from_args(args: argparse.Namespace) -> CostModel | None:
 
 @contextmanager
 def progress_bars(enabled: bool | None) -> Iterator[Callable[[str], Callable[[int, int], None] | None]]:
-    """stage name → a progress(done, total) bar on stderr (tqdm decides when ``enabled`` is None)."""
+    """stage name → a progress(done, total) bar on stderr (tqdm decides when ``enabled`` is None);
+    a new stage closes the previous stage's bar, so one line shows at a time."""
     closers = []
 
+    def close_all() -> None:
+        while closers:
+            closers.pop()()
+
     def stage(name: str):
+        close_all()
         if enabled is False:
             return None
         update, close = tqdm_progress(f"recommend: {name}", enabled)
@@ -67,8 +73,7 @@ def progress_bars(enabled: bool | None) -> Iterator[Callable[[str], Callable[[in
     try:
         yield stage
     finally:
-        for close in closers:
-            close()
+        close_all()
 
 
 def run_recommend(args: argparse.Namespace) -> int:
