@@ -1,57 +1,38 @@
-"""``specreplay recommend``: tree shapes for a node budget from measured acceptance, with proof.
+"""``recommend``: tree shapes for a node budget from measured acceptance, with proof.
 
-Pipeline: replay the dumps → visits → ShapeModel (analysis.shape_model) → exact shape search
+Pipeline: the statistics pass over each dump (analysis.shape_dumps: batch replay or replayed
+rounds) → count tables → ShapeModel (analysis.shape_model) → exact search over configs
 (analysis.shape_search) → predicted vs measured block efficiency: every shape contained in the
-recorded config is replayed exactly by analysis.subtree; the others need a live run, whose command
-line is printed. ``recommend_section`` renders the result for the analysis report.
+recorded config is replayed exactly (analysis.subtree_batch / analysis.subtree); the others need a
+live run, whose command line is printed. ``recommend_section`` renders the result for the
+analysis report. The CLI is analysis.recommend_cli.
 """
 
 from __future__ import annotations
 
-import argparse
 import html
 import json
 import math
-import sys
+import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
 
-from replay.commands import add_dump_options, options_from_args
-from replay.config import TreeConfig
+from replay.config import TreeConfig, grid_item
 from replay.errors import SpecReplayError
-from replay.pathcheck import input_file
-from replay.live.grid import grid_item
-from replay.replayer import DirectoryReplay, RoundResult, replay_directory
-from replay.sources import require_dump_source
+from replay.replayer import DirectoryReplay, ReplayOptions, RoundResult
 
 from .costmodel import CostModel
-from .shape_model import DEFAULT_MIN_COUNT, Z95, ShapeModel, Visits, bootstrap_models, collect_visits, estimate_model
-from .shape_search import Path, SearchResult, Shape, engine_paths, expected_accepted, render_shape, search_shapes
-from .subtree import contained_configs, is_contained, replay_subconfig_all
+from .shape_dumps import DumpInput, Measured, Progress, dump_from_replay, mean_se, scan_run, subtree_measure  # noqa: F401  (re-exported)
+from .shape_model import DEFAULT_MIN_COUNT, Z95, Bootstrap, ShapeModel, merge_stats, model_from_stats, path_values, wilson
+from .shape_model import bootstrap as bootstrap_model
+from .shape_search import DEFAULT_STATE_LIMIT, Path, SearchResult, Shape, best_configs, engine_paths, expected_accepted, render_shape, search_shapes
 
+Measure = Callable[[TreeConfig], "Measured | None"]
 
-@dataclass(frozen=True)
-class Measured:
-    """A measured accepted length (bonus excluded) of one config on recorded rounds.
-
-    ``mean_accepted`` and its standard error ``se`` are over the ``rounds`` decided rounds. When the
-    dump cannot decide ``undecidable`` further rounds, ``lower`` / ``upper`` are the mean over all
-    rounds with each undecidable round at its lower / upper bound (both equal the mean otherwise).
-    """
-
-    mean_accepted: float
-    se: float
-    rounds: int
-    how: str
-    undecidable: int = 0
-    lower: float | None = None
-    upper: float | None = None
-
-    @property
-    def decided(self) -> bool:
-        return self.undecidable == 0
+CONTAINED_ROWS = 3  # best contained shapes added to the comparison besides the listed ones
+DISAGREE_Z = 3.0  # |z| beyond which the notes say the target prefers a later draft rank
 
 
 @dataclass(frozen=True)
@@ -59,12 +40,15 @@ class Comparison:
     label: str
     config: TreeConfig
     nodes: int
-    predicted_be: float
+    predicted_be: float | None  # None: the model refuses to predict (``refused`` says why)
     predicted_se: float
     measured: Measured | None
+    refused: str | None = None
 
     @property
-    def predicted_ci(self) -> tuple[float, float]:
+    def predicted_ci(self) -> tuple[float, float] | None:
+        if self.predicted_be is None:
+            return None
         return self.predicted_be - Z95 * self.predicted_se, self.predicted_be + Z95 * self.predicted_se
 
     @property
@@ -90,7 +74,9 @@ class Comparison:
     @property
     def error(self) -> float | None:
         """predicted − measured, only when every round is decided."""
-        return None if self.measured is None or not self.measured.decided else self.predicted_be - self.measured_be
+        if self.measured is None or not self.measured.decided or self.predicted_be is None:
+            return None
+        return self.predicted_be - self.measured_be
 
     @property
     def agree(self) -> bool | None:
@@ -99,10 +85,10 @@ class Comparison:
         With undecidable rounds the all-rounds mean is only known to lie between its bounds: the
         shape agrees when both bounds pass (then every value between them does), disagrees when
         both fail on the same side, and is not judged otherwise. The decided-rounds mean alone is
-        never judged: it may be biased.
+        never judged: it may be biased. Not judged either without a prediction.
         """
         m = self.measured
-        if m is None or not m.rounds:
+        if m is None or not m.rounds or self.predicted_be is None:
             return None
         tol = Z95 * math.hypot(self.predicted_se, m.se) + 1e-12
         lo, hi = self.measured_bounds
@@ -115,12 +101,14 @@ class Comparison:
 
     def to_json(self) -> dict:
         m = self.measured
+        ci = self.predicted_ci
         return {
             "label": self.label,
             "config": self.config.to_json(),
             "nodes": self.nodes,
             "predicted_block_efficiency": self.predicted_be,
-            "predicted_ci95": list(self.predicted_ci),
+            "predicted_ci95": None if ci is None else list(ci),
+            "refused": self.refused,
             "measured_block_efficiency": self.measured_be,
             "measured_ci95": None if m is None else list(self.measured_ci),
             "measured_rounds": None if m is None else m.rounds,
@@ -132,26 +120,21 @@ class Comparison:
         }
 
 
-Measure = Callable[[TreeConfig], "Measured | None"]
-
-CONTAINED_ROWS = 3  # best contained shapes added to the comparison besides the listed ones
-
-
-def mean_se(values: Sequence[float]) -> tuple[float, float]:
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.shape[0] == 0:
-        return float("nan"), float("nan")
-    se = float(arr.std(ddof=1) / math.sqrt(arr.shape[0])) if arr.shape[0] > 1 else float("inf")
-    return float(arr.mean()), se
-
-
-def predict_with_se(model: ShapeModel, paths: Sequence[Path], boots: Sequence[ShapeModel]) -> tuple[float, float]:
+def predict_with_se(model: ShapeModel, paths: Sequence[Path], boots: Bootstrap | None) -> tuple[float, float]:
     """Expected accepted length of a fixed node set and its bootstrap standard error (0 without data)."""
     value = expected_accepted(paths, model)
-    if not boots:
+    if boots is None or len(boots) < 2:
         return value, 0.0
-    draws = np.array([expected_accepted(paths, b) for b in boots])
-    return value, float(draws.std(ddof=1))
+    return value, float(boots.path_values(paths).std(ddof=1))
+
+
+def refusal(cfg: TreeConfig, model: ShapeModel, depth_cap: int) -> str | None:
+    """Why the model will not predict ``cfg``, or None (docs/shape-search.md, "Refusals")."""
+    if cfg.gamma > depth_cap:
+        return f"needs depth {cfg.gamma}; the dumps estimate acceptance to depth {depth_cap} (--extrapolate to assume more)"
+    if cfg.max_width > model.cols:
+        return f"keeps {cfg.max_width} children; the dumps record {model.cols} draft columns"
+    return None
 
 
 def compare_predictions(
@@ -160,21 +143,30 @@ def compare_predictions(
     measure: Measure,
     bootstrap: int = 200,
     seed: int = 0,
-    boots: Sequence[ShapeModel] | None = None,
+    boots: Bootstrap | None = None,
+    measured: Sequence[Measured | None] | None = None,
+    depth_cap: int | None = None,
 ) -> list[Comparison]:
-    """Predicted block efficiency (bootstrap over rounds) vs ``measure`` for each shape.
+    """Predicted block efficiency (bootstrap over round groups) vs ``measure`` for each shape.
 
     The prediction for a config is the model's value of the tree the engine builds for it
-    (engine_paths); ``measure`` returns the measured mean accepted length, or None when the dumps
-    cannot decide it (the row is still listed, without a measurement).
+    (engine_paths), or a refusal (``refusal``); ``measure`` returns the measured mean accepted
+    length, or None when the dumps cannot decide it (the row is still listed, without a
+    measurement). ``measured``: measurements already made (then ``measure`` is not called).
     """
-    boots = bootstrap_models(model, bootstrap, seed) if boots is None else boots
+    boots = bootstrap_model(model, bootstrap, seed) if boots is None else boots
+    cap = model.depths if depth_cap is None else depth_cap
     rows = []
     for k, item in enumerate(shapes):
         cfg = item.config if isinstance(item, Shape) else item
         paths = engine_paths(cfg, model)
+        meas = measure(cfg) if measured is None else measured[k]
+        why = refusal(cfg, model, max(cap, 1))
+        if why is not None:
+            rows.append(Comparison(f"#{k + 1}", cfg, len(paths), None, 0.0, meas, why))
+            continue
         value, se = predict_with_se(model, paths, boots)
-        rows.append(Comparison(f"#{k + 1}", cfg, len(paths), value + 1.0, se, measure(cfg)))
+        rows.append(Comparison(f"#{k + 1}", cfg, len(paths), value + 1.0, se, meas))
     return rows
 
 
@@ -193,52 +185,26 @@ def round_paths(res: RoundResult) -> dict[Path, int]:
     return out
 
 
-def subtree_measure(results: Sequence[RoundResult], recorded: TreeConfig) -> Measure:
-    """Exact measurements by analysis.subtree for every config contained in ``recorded``: each round
-    replayed with the config and the recording's own selection rule, recorded early stops inherited
-    (as ``specreplay compare`` does). Not contained (or no rounds): None, a live run is needed.
-    """
-
-    def measure(cfg: TreeConfig) -> Measured | None:
-        if not results or not is_contained(cfg, recorded):
-            return None
-        outs = replay_subconfig_all(results, cfg, 0.0, None, recorded.gamma)
-        mean, se = mean_se([o.lower for o in outs if o.decided])
-        lower = float(np.mean([o.lower for o in outs]))
-        upper = float(np.mean([o.upper for o in outs]))
-        decided = sum(o.decided for o in outs)
-        return Measured(mean, se, decided, "exact replay of the contained config (analysis.subtree)", len(outs) - decided, lower, upper)
-
-    return measure
-
-
 def best_contained(model: ShapeModel, recorded: TreeConfig, budget: int, max_depth: int, count: int = 3) -> list[TreeConfig]:
     """The ``count`` configs contained in ``recorded`` with the highest modelled block efficiency
-    within the node budget and depth cap: the best shapes the dump itself can check exactly."""
-    fits = [c for c in contained_configs(recorded) if c.num_nodes <= budget and c.gamma <= max_depth]
-    value = {c: expected_accepted(engine_paths(c, model), model) for c in fits}
-    return sorted(fits, key=lambda c: (-round(value[c], 12), c.num_nodes, c.gamma))[:count]
+    within the node budget and depth cap: the best shapes the dump itself checks exactly."""
+    return [cfg for _, cfg in best_configs(model, budget, max_depth, count, within=recorded)]
 
 
-def recorded_trees_check(model: ShapeModel, results: Sequence[RoundResult], boots: Sequence[ShapeModel], label: str) -> Comparison:
+def recorded_trees_check(model: ShapeModel, dump: DumpInput, boots: Bootstrap | None, label: str) -> Comparison:
     """Model vs replay on the trees actually recorded (each round's own selection): checks the
     independence model and its estimate without the ordering assumption."""
-    sets = [tuple(p for p in round_paths(r) if p) for r in results]
-
-    def value(m: ShapeModel) -> float:
-        return float(np.mean([expected_accepted(s, m) for s in sets]))
-
-    pred = value(model)
-    se = float(np.std([value(b) for b in boots], ddof=1)) if len(boots) > 1 else 0.0
-    mean, mse = mean_se([r.acceptance.accepted_length for r in results])
-    nodes = int(round(np.mean([len(s) for s in sets])))
-    return Comparison(label, first_round_shape(results), nodes, pred + 1.0, se, Measured(mean, mse, len(results), "replay, recorded per-round trees"))
-
-
-def first_round_shape(results: Sequence[RoundResult]) -> TreeConfig:
-    """The shape of the first round's tree (what the row shows; rounds may stop early)."""
-    heads, widths = results[0].tree.shape()
-    return TreeConfig.from_lists(widths, heads)
+    st = dump.stats
+    freq = st.trees.counts.sum(axis=0) / max(st.rounds, 1)  # [P] share of rounds holding each path
+    pred = float(sum(f * model.path_probability(p) for f, p in zip(freq, st.trees.paths)))
+    se = 0.0
+    if boots is not None and len(boots) > 1:
+        draws = sum(f * path_values(boots.p, [p]) for f, p in zip(freq, st.trees.paths))
+        se = float(np.std(draws, ddof=1))
+    mean, mse = st.mean_se_accepted
+    nodes = int(round(st.nodes_sum / max(st.rounds, 1)))
+    meas = Measured(mean, mse, st.rounds, "replay, recorded per-round trees")
+    return Comparison(label, st.first_shape or dump.tree, nodes, pred + 1.0, se, meas)
 
 
 # -- the whole recommendation -----------------------------------------------------------------
@@ -255,20 +221,16 @@ class Recommendation:
     skipped: int
     cost: CostModel | None
     notes: tuple[str, ...] = field(default=())
+    skipped_items: tuple = field(default=())  # replay.grouping.Skipped of every dump
+    seconds: dict = field(default_factory=dict)  # wall time per phase: statistics, search, exact replay, bootstrap
+    max_depth: int | None = None  # the depth asked for (the search may stop shallower: refused depths)
 
-
-def merge_visits(parts: Sequence[Visits]) -> Visits:
-    offsets = np.cumsum([0] + [v.num_rounds for v in parts[:-1]])
-    cat = lambda name: np.concatenate([getattr(v, name) for v in parts]) if parts else np.zeros(0, np.int64)  # noqa: E731
-    return Visits(
-        np.concatenate([v.round_index + o for v, o in zip(parts, offsets)]) if parts else np.zeros(0, np.int64),
-        cat("depth"),
-        cat("own_rank"),
-        cat("hit_rank"),
-        int(sum(v.num_rounds for v in parts)),
-        max((v.cols for v in parts), default=1),
-        max((v.max_tree_depth for v in parts), default=1),
-    )
+    def depth_text(self) -> str:
+        """'max depth D', and where the search stopped when deeper depths were refused."""
+        asked, searched = self.max_depth or self.search.max_depth, self.search.max_depth
+        if searched >= asked:
+            return f"max depth {asked}"
+        return f"max depth {asked} (searched to depth {searched}: deeper depths have too few visits to estimate)"
 
 
 def recommend(
@@ -280,44 +242,147 @@ def recommend(
     min_count: int = DEFAULT_MIN_COUNT,
     bootstrap: int = 200,
     seed: int = 0,
+    extrapolate: bool = False,
 ) -> Recommendation:
-    """Estimate, search and compare. ``max_depth`` defaults to the deepest recorded tree."""
+    """Estimate, search and compare from replayed directories. ``max_depth`` defaults to the
+    deepest recorded tree."""
+    dumps = [dump_from_replay(r) for r in replays]
+    return recommend_dumps(dumps, budget, max_depth, cost, top, min_count, bootstrap, seed, extrapolate)
+
+
+def recommend_runs(
+    paths: Sequence[str],
+    opts: ReplayOptions = ReplayOptions(),
+    budget: int = 12,
+    max_depth: int | None = None,
+    cost: CostModel | None = None,
+    top: int = 5,
+    min_count: int = DEFAULT_MIN_COUNT,
+    bootstrap: int = 200,
+    seed: int = 0,
+    extrapolate: bool = False,
+    progress: Callable[[str], Progress | None] = lambda stage: None,
+) -> Recommendation:
+    """recommend on dump directories or packed runs, read and replayed in batches (the CLI's path).
+
+    progress(stage) → a ``progress(done, total)`` callback for that stage, or None.
+    """
     if budget < 1:
         raise SpecReplayError(f"--budget must be at least 1, got {budget}")
-    usable = [r for r in replays if r.results]
+    start = time.perf_counter()
+    dumps = [scan_run(p, opts, progress(f"statistics {k + 1}/{len(paths)}")) for k, p in enumerate(paths)]
+    rec = recommend_dumps(dumps, budget, max_depth, cost, top, min_count, bootstrap, seed, extrapolate, progress)
+    return replace(rec, seconds={"statistics": time.perf_counter() - start - sum(rec.seconds.values()), **rec.seconds})
+
+
+def recommend_dumps(
+    dumps: Sequence[DumpInput],
+    budget: int,
+    max_depth: int | None = None,
+    cost: CostModel | None = None,
+    top: int = 5,
+    min_count: int = DEFAULT_MIN_COUNT,
+    bootstrap_count: int = 200,
+    seed: int = 0,
+    extrapolate: bool = False,
+    progress: Callable[[str], Progress | None] = lambda stage: None,
+    state_limit: int = DEFAULT_STATE_LIMIT,
+) -> Recommendation:
+    """Estimate, search and compare. The search's depth is capped at the deepest depth the dumps
+    estimate unless ``extrapolate``."""
+    if budget < 1:
+        raise SpecReplayError(f"--budget must be at least 1, got {budget}")
+    usable = [d for d in dumps if d.stats.rounds]
     if not usable:
         raise SpecReplayError("no round could be replayed: nothing to estimate from")
-    visits = merge_visits([collect_visits(r.results) for r in usable])
-    if visits.depth.shape[0] == 0:
+    merged = merge_stats([d.stats.stats for d in usable])
+    if merged.num_visits == 0:
         raise SpecReplayError("no reached node has both a draft row and a target top-1: cannot estimate acceptance")
-    model = estimate_model(visits, min_count)
-    depth = visits.max_tree_depth if max_depth is None else max_depth
+    depth = merged.max_tree_depth if max_depth is None else max_depth
     if depth < 1:
         raise SpecReplayError(f"--max-depth must be at least 1, got {depth}")
-    result = search_shapes(model, budget, depth, cost, top)
-    boots = bootstrap_models(model, bootstrap, seed)
-    comparisons: list[Comparison] = []
+    clock = {"search": 0.0, "exact replay": 0.0, "bootstrap": 0.0}
+    tick = time.perf_counter()
+
+    def lap(phase: str) -> None:
+        nonlocal tick
+        now = time.perf_counter()
+        clock[phase] += now - tick
+        tick = now
+
+    model = model_from_stats(merged, min_count, max(depth, merged.depths))
     notes: list[str] = []
-    for rep in usable:
-        labels: dict[tuple, tuple[TreeConfig, str]] = {_key(rep.tree): (rep.tree, "recorded")}
+    cap = depth if extrapolate else min(depth, model.supported_depth)
+    if cap < depth:
+        notes.append(
+            f"refused depths beyond {cap}: depth {cap} has fewer than {min_count} visits (or none), so its acceptance is "
+            "unknown; the search stops at depth {0} (--extrapolate reuses the deepest estimated depth)".format(cap)
+        )
+    result = search_shapes(model, budget, cap, cost, top, state_limit)
+    lap("search")
+    boots = bootstrap_model(model, bootstrap_count, seed)
+    lap("bootstrap")
+    comparisons: list[Comparison] = []
+    for dump in usable:
+        labels: dict[tuple, tuple[TreeConfig, str]] = {_key(dump.tree): (dump.tree, "recorded")}
         for prefix, configs in (("BE", [x.config for x in result.by_block_efficiency]), ("speed", [x.config for x in result.by_speedup])):
             for k, cfg in enumerate(configs):
                 labels.setdefault(_key(cfg), (cfg, f"{prefix}#{k + 1}"))
         # the best shapes this dump can check exactly, besides those already listed
-        extra = [c for c in best_contained(model, rep.tree, budget, depth, len(labels) + CONTAINED_ROWS) if _key(c) not in labels]
+        extra = [c for c in best_contained(model, dump.tree, budget, cap, len(labels) + CONTAINED_ROWS) if _key(c) not in labels]
         labels.update({_key(c): (c, f"contained#{k + 1}") for k, c in enumerate(extra[:CONTAINED_ROWS])})
-        labels[_key(rep.tree)] = labels.pop(_key(rep.tree))  # the recorded row last, as a reference
-        rows = compare_predictions(model, [c for c, _ in labels.values()], subtree_measure(rep.results, rep.tree), boots=boots)
+        labels[_key(dump.tree)] = labels.pop(_key(dump.tree))  # the recorded row last, as a reference
+        configs = [c for c, _ in labels.values()]
+        lap("search")
+        measured = dump.measure_many(configs, progress("exact replay"))
+        lap("exact replay")
+        known = 10**9 if extrapolate else model.supported_depth  # refuse only depths without data
+        rows = compare_predictions(model, configs, lambda c: None, boots=boots, measured=measured, depth_cap=known)
         comparisons += [replace(row, label=label) for row, (_, label) in zip(rows, labels.values())]
-        comparisons.append(recorded_trees_check(model, rep.results, boots, "recorded trees"))
-    if depth > model.depths or model.extrapolated.any():
-        notes.append(f"depths beyond {int((~model.extrapolated).sum()) - 1} are extrapolated from the deepest estimated depth")
+        comparisons.append(recorded_trees_check(model, dump, boots, "recorded trees"))
+        lap("bootstrap")
+    if extrapolate and (depth > model.supported_depth):
+        notes.append(f"depths beyond {model.supported_depth - 1} are extrapolated from the deepest estimated depth")
+    notes += model_notes(model)
     if not result.all_exact:
-        notes.append("some shapes are not certified optimal (rank-dependent model): value shown with the relaxation bound")
+        notes.append(f"the search stopped after {result.states} states: shapes are the best found, each with the relaxation bound")
+    skipped = tuple(s for d in dumps for s in d.skipped)
     return Recommendation(
-        tuple(r.directory for r in replays), model, result, tuple(comparisons), tuple(r.tree for r in usable),
-        visits.num_rounds, sum(len(r.skipped) for r in replays), cost, tuple(notes),
+        tuple(d.directory for d in dumps), model, result, tuple(comparisons), tuple(d.tree for d in usable),
+        merged.num_rounds, len(skipped), cost, tuple(notes), skipped, clock, depth,
     )
+
+
+def model_notes(model: ShapeModel) -> list[str]:
+    """What the user should know about the estimate: pooled rows, unknown draft order, and depths
+    where the target prefers a later draft rank (the draft's order disagrees with the target's)."""
+    out = []
+    pooled = int(model.pooled[~model.extrapolated].sum())
+    if pooled:
+        out.append(
+            f"{pooled} (depth, parent rank) rows have fewer than {model.min_count} visits and use their depth's row pooled "
+            "over parent ranks (assumes acceptance there does not depend on the parent's rank); shapes using them are marked [pooled]"
+        )
+    if model.draft_logp is None:
+        out.append("the dumps hold no draft scores: the engine's selection is assumed to rank nodes as the acceptance model does")
+    src = model.source
+    if src is not None:
+        n = src.n.sum(axis=(0, 2)).astype(np.float64)  # [D]
+        k = src.k.sum(axis=(0, 2)).astype(np.float64)  # [D, C]
+        for d in range(min(src.depths, model.depths)):
+            if n[d] < model.min_count:
+                continue
+            p = k[d] / n[d]
+            for r in range(p.shape[0] - 1):
+                var = (p[r] + p[r + 1] - (p[r] - p[r + 1]) ** 2) / n[d]
+                z = (p[r + 1] - p[r]) / math.sqrt(var) if var > 0 else 0.0
+                if z > DISAGREE_Z:
+                    out.append(
+                        f"depth {d}: the target's top-1 is the draft's rank-{r + 1} candidate more often than its rank-{r} "
+                        f"({p[r + 1]:.3f} vs {p[r]:.3f}, z = {z:.1f}): the draft ranks its tokens unlike the target; "
+                        "the search ranks nodes the engine's way (draft order) and values them by acceptance"
+                    )
+    return out
 
 
 def _key(cfg: TreeConfig) -> tuple:
@@ -334,7 +399,7 @@ def config_line(cfg: TreeConfig) -> str:
 def shape_line(k: int, s: Shape) -> str:
     cert = "exact" if s.exact else f"bound {s.upper_bound + 1:.3f}"
     extra = f"  speedup {s.speedup:.3f}x (round {s.round_time_s * 1e3:.1f} ms)" if s.speedup is not None else ""
-    flag = "  [extrapolated depth]" if s.extrapolated else ""
+    flag = ("  [extrapolated depth]" if s.extrapolated else "") + ("  [pooled]" if s.pooled else "")
     return (
         f"{k}. {config_line(s.config)}\n"
         f"   nodes {s.num_nodes}, depth {s.depth}: E[accepted] {s.expected_accepted:.3f}, "
@@ -342,32 +407,30 @@ def shape_line(k: int, s: Shape) -> str:
     )
 
 
+def depth_table(model: ShapeModel) -> tuple[np.ndarray, np.ndarray] | None:
+    """(visits [D] float64, hits [D, C] float64) per depth pooled over parent rank, None without data."""
+    src = model.source
+    if src is None:
+        return None
+    return src.n.sum(axis=(0, 2)).astype(np.float64), src.k.sum(axis=(0, 2)).astype(np.float64)
+
+
 def model_lines(model: ShapeModel, ranks: int = 4) -> list[str]:
     """Per depth: visits and the pooled-over-q acceptance by child rank with Wilson intervals."""
     lines = []
-    src = model.source
+    table = depth_table(model)
     for d in range(model.depths):
-        if src is None:
-            lines.append(f"  depth {d}: p = " + ", ".join(f"{x:.3f}" for x in model.p[d, 0, :ranks]))
+        if table is None or d >= table[0].shape[0]:
+            flag = "  (no estimate: extrapolated)" if table is not None else ""
+            lines.append(f"  depth {d}: p = " + ", ".join(f"{x:.3f}" for x in model.p[d, 0, :ranks]) + flag)
             continue
-        sel = src.depth == d
-        n = int(sel.sum())
-        cells = []
-        for r in range(min(ranks, model.cols)):
-            k = int(np.count_nonzero(src.hit_rank[sel] == r))
-            lo, hi = _wilson1(k, n)
-            cells.append(f"r{r} {k / max(n, 1):.3f} [{lo:.3f},{hi:.3f}]")
-        flag = "  (extrapolated)" if model.extrapolated[d] else ""
+        n, k = table[0][d], table[1][d]
+        lo, hi = wilson(k[:ranks], n)
+        cells = [f"r{r} {k[r] / max(n, 1):.3f} [{lo[r]:.3f},{hi[r]:.3f}]" for r in range(min(ranks, model.cols))]
+        flag = "  (no estimate: extrapolated)" if model.extrapolated[d] else ""
         pooled = int(model.pooled[d].sum())
-        lines.append(f"  depth {d}: {n} visits; " + "; ".join(cells) + f"; {pooled}/{model.cols} q-rows pooled{flag}")
+        lines.append(f"  depth {d}: {int(n)} visits; " + "; ".join(cells) + f"; {pooled}/{model.cols} q-rows pooled{flag}")
     return lines
-
-
-def _wilson1(k: int, n: int) -> tuple[float, float]:
-    from .shape_model import wilson
-
-    lo, hi = wilson(np.array(k), np.array(n))
-    return float(lo), float(hi)
 
 
 def measured_cells(c: Comparison) -> tuple[str, str, str]:
@@ -383,17 +446,27 @@ def measured_cells(c: Comparison) -> tuple[str, str, str]:
         bounds = f"{m.undecidable}/{total} rounds undecidable, all rounds {b_lo:.3f}..{b_hi:.3f}"
         verdict = {True: "yes (both bounds)", False: "NO (both bounds)", None: "not judged"}[c.agree]
         return meas, "", f"{verdict}: {bounds}"
+    if c.predicted_be is None:
+        return meas, "", "not judged (no prediction)"
     return meas, f"{c.error:+.3f}", "yes" if c.agree else "NO"
+
+
+def predicted_cell(c: Comparison) -> str:
+    if c.predicted_be is None:
+        return "refused"
+    lo, hi = c.predicted_ci
+    return f"{c.predicted_be:.3f} [{lo:.3f},{hi:.3f}]"
 
 
 def comparison_lines(rows: Sequence[Comparison]) -> list[str]:
     head = f"  {'shape':<14} {'config':<26} {'nodes':>5}  {'predicted BE [95% CI]':<24} {'measured BE [95% CI]':<24} {'error':>7}  agree"
     out = [head]
     for c in rows:
-        lo, hi = c.predicted_ci
-        pred = f"{c.predicted_be:.3f} [{lo:.3f},{hi:.3f}]"
         meas, err, ok = measured_cells(c)
-        out.append(f"  {c.label:<14} {c.config.short():<26} {c.nodes:>5}  {pred:<24} {meas:<24} {err:>7}  {ok}")
+        out.append(f"  {c.label:<14} {c.config.short():<26} {c.nodes:>5}  {predicted_cell(c):<24} {meas:<24} {err:>7}  {ok}")
+    for c in rows:
+        if c.refused:
+            out.append(f"  {c.label}: no prediction: {c.refused}")
     return out
 
 
@@ -410,13 +483,14 @@ def live_command(rec: Recommendation) -> str | None:
 
 def render_recommendation(rec: Recommendation) -> list[str]:
     s = rec.search
+    order = "the draft's recorded scores" if rec.model.draft_logp is not None else "the acceptance model (no draft scores)"
     lines = [
         f"model: {rec.rounds} rounds from {', '.join(rec.directories)} ({rec.skipped} skipped), "
-        f"{rec.model.cols} recorded draft columns, min_count {rec.model.min_count}",
+        f"{rec.model.cols} recorded draft columns, min_count {rec.model.min_count}; engine order from {order}",
         *model_lines(rec.model),
         "",
-        f"top shapes by expected block efficiency (budget {s.budget} nodes, max depth {s.max_depth}; "
-        "search: exact best-first over rank paths, see docs/shape-search.md):",
+        f"top shapes by expected block efficiency (the best shape per node count; budget {s.budget} nodes, "
+        f"{rec.depth_text()}; search: exact branch and bound over configs, {s.states} states, see docs/shape-search.md):",
     ]
     lines += [shape_line(k + 1, x) for k, x in enumerate(s.by_block_efficiency)]
     if s.by_speedup:
@@ -457,6 +531,7 @@ def recommendation_json(rec: Recommendation) -> dict:
             "exact": x.exact,
             "upper_bound_block_efficiency": x.upper_bound + 1.0,
             "extrapolated": x.extrapolated,
+            "pooled": x.pooled,
             "speedup": x.speedup,
             "round_time_s": x.round_time_s,
             "rank_paths": [list(p) for p in x.paths],
@@ -469,6 +544,7 @@ def recommendation_json(rec: Recommendation) -> dict:
         "skipped": rec.skipped,
         "budget": rec.search.budget,
         "max_depth": rec.search.max_depth,
+        "requested_max_depth": rec.max_depth,
         "model": {
             "p": m.p.tolist(),
             "ci95_low": m.lo.tolist(),
@@ -476,14 +552,18 @@ def recommendation_json(rec: Recommendation) -> dict:
             "visits": m.visits.tolist(),
             "pooled": m.pooled.tolist(),
             "extrapolated": m.extrapolated.tolist(),
+            "supported_depth": m.supported_depth,
+            "draft_logp": None if m.draft_logp is None else np.where(np.isfinite(m.draft_logp), m.draft_logp, np.nan).tolist(),
             "min_count": m.min_count,
         },
+        "search": {"states": rec.search.states, "finished": rec.search.all_exact, "bound_block_efficiency": rec.search.bound + 1.0},
         "cost": None if rec.cost is None else rec.cost.to_json(),
         "by_block_efficiency": [shape(x) for x in rec.search.by_block_efficiency],
         "by_speedup": [shape(x) for x in rec.search.by_speedup],
         "comparisons": [c.to_json() for c in rec.comparisons],
         "live_command": live_command(rec),
         "notes": list(rec.notes),
+        "seconds": dict(rec.seconds),
     }
 
 
@@ -501,7 +581,7 @@ def recommend_section(rec: Recommendation, title: str = "Tree-shape recommendati
     best = s.by_speedup[0] if s.by_speedup else s.by_block_efficiency[0]
     comp = "".join(
         f"<tr><td>{esc(c.label)}</td><td>{esc(c.config.short())}</td><td>{c.nodes}</td>"
-        f"<td>{c.predicted_be:.3f} [{c.predicted_ci[0]:.3f}, {c.predicted_ci[1]:.3f}]</td>"
+        f"<td>{esc(predicted_cell(c))}</td>"
         + "".join(f"<td>{esc(x)}</td>" for x in measured_cells(c))
         + "</tr>"
         for c in rec.comparisons
@@ -512,8 +592,9 @@ def recommend_section(rec: Recommendation, title: str = "Tree-shape recommendati
     notes = "".join(f"<li>{esc(n)}</li>" for n in rec.notes)
     return (
         f"<section class='shape-search'><h3>{esc(title)}</h3>"
-        f"<p>{rec.rounds} rounds; budget {s.budget} nodes, max depth {s.max_depth}. Expected block efficiency "
-        "= expected accepted length + 1, from per-depth, per-rank acceptance (docs/shape-search.md)." + cost + "</p>"
+        f"<p>{rec.rounds} rounds; budget {s.budget} nodes, {esc(rec.depth_text())}. Expected block efficiency "
+        "= expected accepted length + 1, from per-depth, per-rank acceptance; the best shape per node count "
+        "(docs/shape-search.md)." + cost + "</p>"
         "<table><tr><th>rank</th><th>config</th><th>nodes</th><th>E[block_efficiency]</th><th>speedup</th><th>optimality</th></tr>"
         f"{rows}</table><h4>Best shape {esc(best.config.short())}</h4><pre>{esc(chr(10).join(render_shape(best, rec.model)))}</pre>"
         "<h4>Prediction vs exact replay</h4><p>Every shape contained in the recorded config is replayed exactly "
@@ -522,82 +603,3 @@ def recommend_section(rec: Recommendation, title: str = "Tree-shape recommendati
         f"<th>measured BE [95% CI]</th><th>error</th><th>agree</th></tr>{comp}</table>{live}"
         f"{'<ul>' + notes + '</ul>' if notes else ''}</section>"
     )
-
-
-# -- CLI --------------------------------------------------------------------------------------
-
-EPILOG = """\
-examples:
-  specreplay recommend sample_dumps/synthetic_article --budget 12
-  specreplay recommend DUMPS1 DUMPS2 --budget 16 --max-depth 5 --cost cost_curve.json
-  specreplay recommend DUMPS --budget 16 --verify-cost 0.35,0.04 --draft-cost 0.02 --json
-
-Cost curve JSON (the live harness writes it): {"tokens": [1, 2, 4, ...], "verify_s": [...], "draft_step_s": x}.
-Shapes contained in the recorded config are replayed exactly (analysis.subtree); for the others a
-`specreplay sweep` command line is printed. Speedup and cost model: docs/analysis.md.
-Exit status: 0; 1 when rounds were skipped (listed) or a measured shape disagrees with its
-prediction; 2 on errors.
-"""
-
-
-def parse_pair(text: str) -> tuple[float, float]:
-    try:
-        a, b = (float(x) for x in text.split(","))
-        return a, b
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected A,B (seconds), got {text!r}") from None
-
-
-def cost_from_args(args: argparse.Namespace) -> CostModel | None:
-    if args.cost and args.verify_cost:
-        raise SpecReplayError("give either --cost FILE or --verify-cost A,B, not both")
-    if args.cost:
-        curve = CostModel.load(args.cost)
-        return curve if args.draft_cost is None else curve.with_draft_step(args.draft_cost)
-    if args.verify_cost:
-        return CostModel.linear(*args.verify_cost, args.draft_cost or 0.0)
-    if args.draft_cost is not None:
-        raise SpecReplayError("--draft-cost needs --verify-cost A,B or --cost FILE")
-    return None
-
-
-def run_recommend(args: argparse.Namespace) -> int:
-    for d in args.dir:
-        require_dump_source(d)
-    cost = cost_from_args(args)
-    opts = options_from_args(args)
-    replays = [replay_directory(d, opts) for d in args.dir]
-    rec = recommend(replays, args.budget, args.max_depth, cost, args.top, args.min_count, args.bootstrap, args.seed)
-    if args.json:
-        sys.stdout.write(json.dumps(finite_json(recommendation_json(rec)), allow_nan=False) + "\n")
-    else:
-        sys.stdout.write("\n".join(render_recommendation(rec)) + "\n")
-    for rep in replays:
-        for sk in rep.skipped:
-            print(f"specreplay: skipped {sk.what}: {sk.reason}", file=sys.stderr)
-    skipped = any(rep.skipped for rep in replays)
-    return 1 if skipped or any(c.agree is False for c in rec.comparisons) else 0
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "recommend",
-        help="recommend topKSpec/topHead for a node budget from measured acceptance",
-        description="Estimate acceptance by depth and rank from replayed dumps, search the static tree shapes "
-        "within a node budget exactly, and compare predicted with replayed block efficiency.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("dir", nargs="+", help="dump directories (pooled)")
-    p.add_argument("--budget", type=int, required=True, help="draft nodes per tree (root excluded)")
-    p.add_argument("--max-depth", type=int, default=None, help="maximum gamma (default: deepest recorded tree)")
-    p.add_argument("--cost", type=input_file, help="measured cost curve JSON")
-    p.add_argument("--verify-cost", type=parse_pair, help="A,B: t_verify(k) = A + B*k seconds")
-    p.add_argument("--draft-cost", type=float, default=None, help="seconds per draft step")
-    p.add_argument("--top", type=int, default=5, help="shapes to list per objective (default 5)")
-    p.add_argument("--min-count", type=int, default=DEFAULT_MIN_COUNT, help="visits below which a rank row is pooled")
-    p.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples for prediction intervals")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    p.add_argument("--json", action="store_true", help="one JSON object")
-    add_dump_options(p)
-    p.set_defaults(func=run_recommend)

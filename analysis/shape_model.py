@@ -1,11 +1,20 @@
 """Acceptance model for tree-shape search, estimated from replayed dumps.
 
 ``p[d, q, r]`` = P(the target's top-1 at an accepted node u of depth d, whose own draft rank is q
-(the root: q = 0), equals the draft's rank-r candidate at u). It is estimated only from nodes the
-acceptance walk actually reached (the root and the accepted nodes) that have a recorded candidate
-row (expanded nodes) and a known target top-1: a node off the accepted path has a prefix the
-target rejected, so its statistics answer a different question. Ranks at or beyond the recorded
-column count are misses. See docs/shape-search.md.
+(the root: q = 0), equals the draft's rank-r candidate at u). It is estimated only from what the
+engine's selection exposes: nodes the acceptance walk reached (the root and the accepted nodes)
+that were expanded (their full candidate row is recorded) and have a known target top-1. The
+estimate is the raw frequency of each cell: no smoothing across ranks, because a target that
+prefers the draft's rank 1 over its rank 0 is a fact to keep, not noise to flatten.
+
+Beside acceptance, the model keeps the draft's own ordering: ``draft_logp[d, q, r]``, the mean
+recorded draft log-probability of the rank-r candidate at expanded nodes of (d, q). The engine
+expands nodes by *draft* path probability, so the search ranks a level's nodes by the sum of these
+along the rank path, not by acceptance. Assumptions, pooling and refusals: docs/shape-search.md.
+
+Everything is computed from count tables per *round group* (consecutive rounds of one dump):
+``ShapeStats``. The bootstrap resamples groups (a multinomial draw of group weights) and
+re-estimates from the weighted tables, so nothing is re-run per resample.
 """
 
 from __future__ import annotations
@@ -21,11 +30,17 @@ from replay.vocab import PAD_TOKEN
 MISS = -1  # hit_rank of a visit whose target top-1 is not among the recorded candidates
 DEFAULT_MIN_COUNT = 30
 Z95 = 1.959963984540054
+MAX_GROUPS = 1000  # round groups per dump for the bootstrap (one round per group below this)
+ORDER_DECIMALS = 9  # draft path log-probs equal to this many decimals tie (then tree order decides)
+
+
+# --------------------------------------------------------------------------------------------
+# Raw material
 
 
 @dataclass(frozen=True, eq=False)
 class Visits:
-    """One entry per (round, reached expanded node): the raw material of the model."""
+    """One entry per (round, reached expanded node), plus the draft's recorded log-probabilities."""
 
     round_index: np.ndarray  # [V] int64, index into the rounds used
     depth: np.ndarray  # [V] int64, depth of the visited node (root 0)
@@ -34,6 +49,8 @@ class Visits:
     num_rounds: int
     cols: int  # recorded candidate columns (widest row seen)
     max_tree_depth: int  # deepest recorded tree (draft steps)
+    draft_sum: np.ndarray | None = None  # [max_tree_depth, cols, cols] float64, see DraftTotals
+    draft_count: np.ndarray | None = None  # [max_tree_depth, cols, cols] int64
 
     def __post_init__(self) -> None:
         v = self.round_index.shape
@@ -44,8 +61,10 @@ class Visits:
 
 
 def collect_visits(results: Sequence[RoundResult]) -> Visits:
-    """Visits of the root and the accepted nodes that were expanded and have a target top-1."""
+    """Visits of the root and the accepted nodes that were expanded and have a target top-1, and the
+    recorded draft log-probabilities of every expanded node (the reference, round by round)."""
     rounds, depth, own, hit = [], [], [], []
+    rows_d, rows_q, rows_lp = [], [], []
     cols, max_depth = 1, 0
     for k, res in enumerate(results):
         tree = res.tree
@@ -54,6 +73,12 @@ def collect_visits(results: Sequence[RoundResult]) -> Visits:
         cand = res.rebuilt.candidates
         cols = max(cols, int(cand.shape[1]))
         max_depth = max(max_depth, tree.num_steps)
+        lp = res.rebuilt.candidate_logp
+        if lp is not None:
+            for j, u in enumerate(order.tolist()):
+                rows_d.append(int(tree.depths[u]))
+                rows_q.append(0 if u == 0 else int(tree.ranks[u]))
+                rows_lp.append(lp[j])
         for u in (0,) + tuple(res.acceptance.accepted_nodes):
             j = row_of.get(u)
             want = int(res.target_top1[u])
@@ -65,26 +90,166 @@ def collect_visits(results: Sequence[RoundResult]) -> Visits:
             own.append(0 if u == 0 else int(tree.ranks[u]))
             hit.append(int(match[0]) if match.shape[0] else MISS)
     as_int = lambda xs: np.asarray(xs, dtype=np.int64)  # noqa: E731
-    return Visits(as_int(rounds), as_int(depth), as_int(own), as_int(hit), len(results), cols, max_depth)
+    draft_sum = draft_count = None
+    if rows_lp:
+        lp_rows = np.full((len(rows_lp), cols), -np.inf)
+        for i, row in enumerate(rows_lp):
+            lp_rows[i, : row.shape[0]] = row
+        draft_sum, draft_count = draft_totals(as_int(rows_d), as_int(rows_q), lp_rows, max(1, max_depth), cols)
+    return Visits(as_int(rounds), as_int(depth), as_int(own), as_int(hit), len(results), cols, max_depth, draft_sum, draft_count)
+
+
+def draft_totals(depth: np.ndarray, own_rank: np.ndarray, logp: np.ndarray, depths: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sum [depths, cols, cols] float64, count [depths, cols, cols] int64) of the finite recorded
+    draft log-probabilities of the rank-r column at expanded nodes of (d, q).
+
+    depth, own_rank: [E] int64 per expanded node; logp: [E, c] float log-probabilities, c <= cols.
+    """
+    if logp.ndim != 2 or logp.shape[0] != depth.shape[0] or own_rank.shape != depth.shape:
+        raise ValueError(f"draft_totals: expected [E] depth/own_rank and [E, c] logp, got {depth.shape}, {own_rank.shape}, {logp.shape}")
+    c = min(int(logp.shape[1]), cols)
+    keep = (depth < depths) & (own_rank < cols)
+    lp = np.asarray(logp[keep, :c], dtype=np.float64)
+    ok = np.isfinite(lp)
+    cell = (depth[keep] * cols + own_rank[keep])[:, None] * cols + np.arange(c)[None, :]  # [E', c]
+    size = depths * cols * cols
+    total = np.bincount(cell[ok], weights=lp[ok], minlength=size).reshape(depths, cols, cols)
+    count = np.bincount(cell[ok], minlength=size).reshape(depths, cols, cols).astype(np.int64)
+    return total, count
+
+
+# --------------------------------------------------------------------------------------------
+# Sufficient statistics
+
+
+@dataclass(frozen=True, eq=False)
+class ShapeStats:
+    """Count tables of the acceptance model per round group, and the draft's log-probability totals.
+
+    A round group is a run of consecutive rounds of one dump; the bootstrap resamples groups.
+    """
+
+    n: np.ndarray  # [G, depths, cols] int64 visits of (d, q)
+    k: np.ndarray  # [G, depths, cols, cols] int64 visits of (d, q) whose target top-1 is the rank-r candidate
+    group_rounds: np.ndarray  # [G] int64 rounds per group
+    draft_sum: np.ndarray  # [depths, cols, cols] float64 (draft_totals)
+    draft_count: np.ndarray  # [depths, cols, cols] int64
+    num_rounds: int
+    max_tree_depth: int  # deepest recorded tree (draft steps) = depths
+
+    def __post_init__(self) -> None:
+        g, d, c = self.n.shape
+        if self.k.shape != (g, d, c, c):
+            raise ValueError(f"ShapeStats.k: expected {(g, d, c, c)}, got {self.k.shape}")
+        if self.group_rounds.shape != (g,):
+            raise ValueError(f"ShapeStats.group_rounds: expected ({g},), got {self.group_rounds.shape}")
+        for name in ("draft_sum", "draft_count"):
+            if getattr(self, name).shape != (d, c, c):
+                raise ValueError(f"ShapeStats.{name}: expected {(d, c, c)}, got {getattr(self, name).shape}")
+
+    @property
+    def cols(self) -> int:
+        return int(self.n.shape[2])
+
+    @property
+    def depths(self) -> int:
+        return int(self.n.shape[1])
+
+    @property
+    def groups(self) -> int:
+        return int(self.n.shape[0])
+
+    @property
+    def num_visits(self) -> int:
+        return int(self.n.sum())
+
+
+def num_groups(rounds: int) -> int:
+    return max(1, min(rounds, MAX_GROUPS))
+
+
+def group_of(position: np.ndarray, rounds: int) -> np.ndarray:
+    """[N] int64 round group of each round position 0..rounds-1 (consecutive rounds share a group)."""
+    return (np.asarray(position, dtype=np.int64) * num_groups(rounds)) // max(rounds, 1)
+
+
+def count_tables(
+    group: np.ndarray, depth: np.ndarray, own_rank: np.ndarray, hit_rank: np.ndarray, groups: int, depths: int, cols: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(n [groups, depths, cols], k [groups, depths, cols, cols]) int64 from one entry per visit ([V] int64 each)."""
+    keep = (depth < depths) & (own_rank < cols)
+    g, d, q, r = group[keep], depth[keep], own_rank[keep], hit_rank[keep]
+    row = (g * depths + d) * cols + q
+    n = np.bincount(row, minlength=groups * depths * cols).reshape(groups, depths, cols)
+    hit = (r != MISS) & (r < cols)
+    k = np.bincount(row[hit] * cols + r[hit], minlength=groups * depths * cols * cols).reshape(groups, depths, cols, cols)
+    return n.astype(np.int64), k.astype(np.int64)
+
+
+def stats_from_visits(visits: Visits) -> ShapeStats:
+    depths = max(1, visits.max_tree_depth)
+    cols = visits.cols
+    groups = num_groups(visits.num_rounds)
+    g = group_of(visits.round_index, visits.num_rounds)
+    n, k = count_tables(g, visits.depth, visits.own_rank, visits.hit_rank, groups, depths, cols)
+    per_group = np.bincount(group_of(np.arange(visits.num_rounds), visits.num_rounds), minlength=groups).astype(np.int64)
+    if visits.draft_sum is None:
+        dsum, dcount = np.zeros((depths, cols, cols)), np.zeros((depths, cols, cols), dtype=np.int64)
+    else:
+        dsum, dcount = fit(visits.draft_sum, (depths, cols, cols)), fit(visits.draft_count, (depths, cols, cols))
+    return ShapeStats(n, k, per_group, dsum, dcount, visits.num_rounds, depths)
+
+
+def fit(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``arr`` zero-padded (never cropped) to ``shape``: tables of dumps with fewer depths or columns."""
+    if any(a > s for a, s in zip(arr.shape, shape)):
+        raise ValueError(f"cannot fit {arr.shape} into {shape}")
+    out = np.zeros(shape, dtype=arr.dtype)
+    out[tuple(slice(0, a) for a in arr.shape)] = arr
+    return out
+
+
+def merge_stats(parts: Sequence[ShapeStats]) -> ShapeStats:
+    """Several dumps as one: group axes concatenated, tables padded to the widest and deepest."""
+    if not parts:
+        raise ValueError("nothing to merge")
+    d = max(p.depths for p in parts)
+    c = max(p.cols for p in parts)
+    return ShapeStats(
+        np.concatenate([fit(p.n, (p.groups, d, c)) for p in parts]),
+        np.concatenate([fit(p.k, (p.groups, d, c, c)) for p in parts]),
+        np.concatenate([p.group_rounds for p in parts]),
+        sum(fit(p.draft_sum, (d, c, c)) for p in parts),
+        sum(fit(p.draft_count, (d, c, c)) for p in parts),
+        sum(p.num_rounds for p in parts),
+        max(p.max_tree_depth for p in parts),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The model
 
 
 @dataclass(frozen=True, eq=False)
 class ShapeModel:
-    p: np.ndarray  # [depths, cols, cols] float64: p[d, q, r], rows non-increasing in r
-    lo: np.ndarray  # [depths, cols, cols] float64: Wilson 95% lower bound of the raw cell
+    p: np.ndarray  # [depths, cols, cols] float64: p[d, q, r] (raw frequencies; pooled rows where thin)
+    lo: np.ndarray  # [depths, cols, cols] float64: Wilson 95% lower bound of the cell used
     hi: np.ndarray  # [depths, cols, cols] float64: Wilson 95% upper bound
     visits: np.ndarray  # [depths, cols] int64: visits behind row (d, q) (the depth's total when pooled)
     pooled: np.ndarray  # [depths, cols] bool: row (d, q) pooled over q (fewer than min_count visits)
-    extrapolated: np.ndarray  # [depths] bool: depth copied from the deepest estimated depth
+    extrapolated: np.ndarray  # [depths] bool: depth without data, copied from the deepest estimated depth
     num_rounds: int
     min_count: int
-    source: Visits | None = None  # kept for the bootstrap
+    source: ShapeStats | None = None  # kept for the bootstrap and the per-depth summary
+    draft_logp: np.ndarray | None = None  # [depths, cols, cols] float64 mean draft log-prob; None: unknown
 
     def __post_init__(self) -> None:
         if self.p.ndim != 3 or self.p.shape[1] != self.p.shape[2]:
             raise ValueError(f"p: expected [depths, cols, cols], got {self.p.shape}")
         if np.any(self.p < 0) or np.any(self.p > 1):
             raise ValueError("p: probabilities must lie in [0, 1]")
+        if self.draft_logp is not None and self.draft_logp.shape != self.p.shape:
+            raise ValueError(f"draft_logp: expected {self.p.shape}, got {self.draft_logp.shape}")
 
     @property
     def cols(self) -> int:
@@ -94,6 +259,12 @@ class ShapeModel:
     def depths(self) -> int:
         return int(self.p.shape[0])
 
+    @property
+    def supported_depth(self) -> int:
+        """Deepest tree whose every factor is estimated from data (not extrapolated)."""
+        bad = np.flatnonzero(self.extrapolated)
+        return int(bad[0]) if bad.shape[0] else self.depths
+
     def factor(self, depth: int, own_rank: int, rank: int) -> float:
         """p[d, q, r]; depths beyond the table reuse the deepest row, ranks beyond the columns are 0."""
         if rank >= self.cols:
@@ -101,6 +272,14 @@ class ShapeModel:
         d = min(depth, self.depths - 1)
         q = min(own_rank, self.cols - 1)
         return float(self.p[d, q, rank])
+
+    def draft_step(self, depth: int, own_rank: int, rank: int) -> float:
+        """The draft's mean log-probability of the rank-r candidate at a (d, q) node (order key step)."""
+        if self.draft_logp is None:
+            raise ValueError("this model has no draft log-probabilities")
+        if rank >= self.cols:
+            return -np.inf
+        return float(self.draft_logp[min(depth, self.depths - 1), min(own_rank, self.cols - 1), rank])
 
     def is_extrapolated(self, depth: int) -> bool:
         return depth >= self.depths or bool(self.extrapolated[depth])
@@ -113,6 +292,27 @@ class ShapeModel:
             q = r
         return prob
 
+    def order_key(self, path: Sequence[int]) -> float:
+        """How the engine ranks a node among its level (higher first): the draft's path log-probability
+        from ``draft_logp``, rounded so that equal sums tie; without draft data, the acceptance
+        probability (the model's own order, an assumption)."""
+        if self.draft_logp is None:
+            return self.path_probability(path)
+        total, q = 0.0, 0
+        for d, r in enumerate(path):
+            total += self.draft_step(d, q, r)
+            q = r
+        return round(total, ORDER_DECIMALS) if np.isfinite(total) else total
+
+    def uses_pooled(self, path: Sequence[int]) -> bool:
+        """Whether a node's probability uses a row pooled over parent rank."""
+        q = 0
+        for d, r in enumerate(path):
+            if d < self.depths and self.pooled[d, min(q, self.cols - 1)]:
+                return True
+            q = r
+        return False
+
 
 def wilson(k: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """95% Wilson score interval; k, n broadcastable float arrays; (0, 1) where n == 0."""
@@ -123,7 +323,7 @@ def wilson(k: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     z2 = Z95**2
     den = 1 + z2 / safe
     mid = (ph + z2 / (2 * safe)) / den
-    half = Z95 * np.sqrt(ph * (1 - ph) / safe + z2 / (4 * safe**2)) / den
+    half = Z95 * np.sqrt(np.maximum(ph * (1 - ph), 0.0) / safe + z2 / (4 * safe**2)) / den
     lo = np.where(n > 0, np.clip(mid - half, 0, 1), 0.0)
     hi = np.where(n > 0, np.clip(mid + half, 0, 1), 1.0)
     return lo, hi
@@ -132,8 +332,7 @@ def wilson(k: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def pava_nonincreasing(y: np.ndarray) -> np.ndarray:
     """[k] float64 → the closest (least squares, equal weights) non-increasing sequence.
 
-    Equal weights are right here: every rank of one row shares the same visits. Pooling keeps the
-    row's sum, so a row stays a sub-probability vector.
+    Not used by the estimator (a non-monotone row is kept as measured); test models use it.
     """
     if y.ndim != 1:
         raise ValueError(f"pava: expected a 1-D array, got {y.shape}")
@@ -147,78 +346,148 @@ def pava_nonincreasing(y: np.ndarray) -> np.ndarray:
     return np.concatenate([np.full(int(c), s / c) for s, c in blocks])
 
 
-def count_cells(visits: Visits, weights: np.ndarray | None, depths: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
-    """(n [depths, cols] float64 visits per (d, q), k [depths, cols, cols] float64 hits per (d, q, r)).
+def estimate_cells(n: np.ndarray, k: np.ndarray, min_count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The estimator on tables with any leading (bootstrap) axes.
 
-    weights: [num_rounds] float64 multiplicity per round (bootstrap), None for all ones.
+    n: [..., depths, cols] visits; k: [..., depths, cols, cols] hits. Returns (p [..., D, C, C] raw
+    frequencies with thin rows pooled over q, n_used [..., D, C], pooled [..., D, C] bool,
+    source depth [..., D] int64: the depth whose row each depth uses — itself, or the deepest
+    earlier depth with data when it has fewer than ``min_count`` visits in all).
     """
-    w = np.ones(visits.round_index.shape[0]) if weights is None else weights[visits.round_index]
-    keep = (visits.depth < depths) & (visits.own_rank < cols)
-    d, q, r, w = visits.depth[keep], visits.own_rank[keep], visits.hit_rank[keep], w[keep]
-    n = np.zeros((depths, cols))
-    np.add.at(n, (d, q), w)
-    k = np.zeros((depths, cols, cols))
-    hit = (r != MISS) & (r < cols)
-    np.add.at(k, (d[hit], q[hit], r[hit]), w[hit])
-    return n, k
-
-
-def estimate_model(
-    visits: Visits, min_count: int = DEFAULT_MIN_COUNT, weights: np.ndarray | None = None, depths: int | None = None
-) -> ShapeModel:
-    """Frequencies per (d, q, r); rows with fewer than ``min_count`` visits use their depth's pooled
-    row; each row made non-increasing in r (PAVA); depths with fewer than ``min_count`` visits in
-    all (beyond the first) copy the deepest estimated depth and are flagged ``extrapolated``.
-
-    weights: [num_rounds] float64 round multiplicities (bootstrap resampling), None = all ones.
-    """
-    if weights is not None and weights.shape != (visits.num_rounds,):
-        raise ValueError(f"weights: expected shape ({visits.num_rounds},), got {weights.shape}")
-    depths = max(1, visits.max_tree_depth) if depths is None else depths
-    cols = visits.cols
-    n, k = count_cells(visits, weights, depths, cols)
-    n_depth, k_depth = n.sum(axis=1), k.sum(axis=1)  # [depths], [depths, cols]: pooled over q
+    n = np.asarray(n, dtype=np.float64)
+    k = np.asarray(k, dtype=np.float64)
+    n_depth, k_depth = n.sum(axis=-1), k.sum(axis=-2)  # [..., D], [..., D, C]: pooled over q
     pooled = n < min_count
-    n_used = np.where(pooled, n_depth[:, None], n)
-    k_used = np.where(pooled[:, :, None], k_depth[:, None, :], k)
-    raw = k_used / np.maximum(n_used, 1e-300)[:, :, None]
-    lo, hi = wilson(k_used, n_used[:, :, None])
-    extrapolated = np.zeros(depths, dtype=bool)
-    last = 0
-    for d in range(depths):
-        if d > 0 and n_depth[d] < min_count:
-            extrapolated[d] = True
-            raw[d], lo[d], hi[d], n_used[d] = raw[last], lo[last], hi[last], n_used[last]
-        else:
-            last = d
-    p = np.stack([np.stack([pava_nonincreasing(raw[d, q]) for q in range(cols)]) for d in range(depths)])
-    return ShapeModel(
-        np.clip(p, 0.0, 1.0), lo, hi, n_used.astype(np.int64), pooled, extrapolated, visits.num_rounds, min_count, visits
-    )
+    n_used = np.where(pooled, n_depth[..., None], n)
+    k_used = np.where(pooled[..., None], k_depth[..., None, :], k)
+    p = k_used / np.maximum(n_used, 1e-300)[..., None]
+    depths = n.shape[-2]
+    has_data = n_depth >= min_count
+    has_data[..., 0] = True  # depth 0 is estimated from whatever there is (the root is always visited)
+    src = np.where(has_data, np.arange(depths), 0)
+    src = np.maximum.accumulate(src, axis=-1)
+    p = np.take_along_axis(p, src[..., :, None, None], axis=-3)
+    n_used = np.take_along_axis(n_used, src[..., :, None], axis=-2)
+    pooled = np.take_along_axis(pooled, src[..., :, None], axis=-2)
+    return np.clip(p, 0.0, 1.0), n_used, pooled, src
 
 
-def model_from_hits(hit: np.ndarray, cols: int | None = None) -> ShapeModel:
-    """The known model behind replay.synth: hit [depths, cols] float64 → p[d, q, r] = hit[d, r]."""
+def draft_order_table(stats: ShapeStats, min_count: int) -> np.ndarray | None:
+    """[depths, cols, cols] mean draft log-prob per cell; rows with fewer than ``min_count`` recorded
+    rows use their depth's pooled mean, depths without rows the deepest one with; None when the
+    dumps hold no scores at all. Cells never recorded are -inf (the engine could not rank them)."""
+    total, count = stats.draft_sum, stats.draft_count
+    if not count.any():
+        return None
+    rows = count.max(axis=-1)  # [D, C] recorded rows per (d, q) (column 0 is always finite)
+    thin = rows < min_count
+    t = np.where(thin[..., None], total.sum(axis=1)[:, None, :], total)
+    c = np.where(thin[..., None], count.sum(axis=1)[:, None, :], count)
+    mean = np.where(c > 0, t / np.maximum(c, 1), -np.inf)
+    has = count.sum(axis=(1, 2)) > 0
+    src = np.maximum.accumulate(np.where(has, np.arange(stats.depths), 0))
+    return mean[src]
+
+
+def model_from_stats(stats: ShapeStats, min_count: int = DEFAULT_MIN_COUNT, depths: int | None = None) -> ShapeModel:
+    """Frequencies per (d, q, r); rows with fewer than ``min_count`` visits use their depth's pooled
+    row; depths with fewer than ``min_count`` visits in all (beyond the first) copy the deepest
+    estimated depth and are flagged ``extrapolated`` (the search refuses them unless told to
+    extrapolate). ``depths`` pads or crops the table (deeper = extrapolated)."""
+    depths = stats.depths if depths is None else depths
+    d_have = min(depths, stats.depths)
+    n_tab = fit(stats.n.sum(axis=0)[:d_have], (depths, stats.cols))
+    k_tab = fit(stats.k.sum(axis=0)[:d_have], (depths, stats.cols, stats.cols))
+    p, n_used, pooled, src = estimate_cells(n_tab, k_tab, min_count)
+    k_used = p * n_used[..., None]
+    lo, hi = wilson(k_used, n_used[..., None])
+    extrapolated = src != np.arange(depths)
+    order = draft_order_table(stats, min_count)
+    if order is not None:
+        order = order[np.minimum(np.arange(depths), stats.depths - 1)]  # deeper than the dumps: the deepest
+    return ShapeModel(p, lo, hi, n_used.astype(np.int64), pooled, extrapolated, stats.num_rounds, min_count, stats, order)
+
+
+def estimate_model(visits: Visits, min_count: int = DEFAULT_MIN_COUNT, depths: int | None = None) -> ShapeModel:
+    """model_from_stats on the visits of replayed rounds (the reference path)."""
+    return model_from_stats(stats_from_visits(visits), min_count, depths)
+
+
+def model_from_hits(hit: np.ndarray, cols: int | None = None, draft_probs: np.ndarray | None = None) -> ShapeModel:
+    """A known model: hit [depths, cols] float64 → p[d, q, r] = hit[d, r].
+
+    draft_probs: [depths, cols] the draft's fixed probability of each rank per depth (replay.synth),
+    None when the engine is taken to rank nodes as the acceptance model does.
+    """
     hit = np.asarray(hit, dtype=np.float64)
     if hit.ndim != 2:
         raise ValueError(f"hit: expected [depths, cols], got {hit.shape}")
     cols = hit.shape[1] if cols is None else cols
     h = hit[:, :cols]
     p = np.repeat(h[:, None, :], cols, axis=1)
+    order = None
+    if draft_probs is not None:
+        dp = np.log(np.asarray(draft_probs, dtype=np.float64)[:, :cols])
+        order = np.repeat(dp[np.minimum(np.arange(hit.shape[0]), dp.shape[0] - 1)][:, None, :], cols, axis=1)
     z = np.zeros(hit.shape[0], dtype=bool)
     return ShapeModel(
-        p, p.copy(), p.copy(), np.zeros((hit.shape[0], cols), np.int64), np.zeros((hit.shape[0], cols), bool), z, 0, 0
+        p, p.copy(), p.copy(), np.zeros((hit.shape[0], cols), np.int64), np.zeros((hit.shape[0], cols), bool), z, 0, 0, None, order
     )
 
 
-def bootstrap_models(model: ShapeModel, count: int, seed: int = 0) -> list[ShapeModel]:
-    """Re-estimate ``count`` times from rounds resampled with replacement (same settings)."""
-    if model.source is None or model.num_rounds == 0:
-        return []
+# --------------------------------------------------------------------------------------------
+# Bootstrap
+
+
+@dataclass(frozen=True, eq=False)
+class Bootstrap:
+    """Resampled acceptance tables: the model re-estimated under ``count`` group resamples."""
+
+    p: np.ndarray  # [B, depths, cols, cols] float64
+    weights: np.ndarray  # [B, G] float64 group multiplicities of each resample
+
+    def __len__(self) -> int:
+        return int(self.p.shape[0])
+
+    def path_values(self, paths: Sequence[Sequence[int]]) -> np.ndarray:
+        """[B] Σ over ``paths`` of the path probability under each resample."""
+        return path_values(self.p, paths)
+
+
+def bootstrap(model: ShapeModel, count: int, seed: int = 0) -> Bootstrap | None:
+    """``count`` resamples of the round groups (with replacement), the model re-estimated from the
+    weighted count tables with the same settings. None without data or resamples."""
+    src = model.source
+    if src is None or count <= 0 or src.num_rounds == 0:
+        return None
     rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(count):
-        draw = rng.integers(0, model.num_rounds, model.num_rounds)
-        weights = np.bincount(draw, minlength=model.num_rounds).astype(np.float64)
-        out.append(estimate_model(model.source, model.min_count, weights, model.depths))
-    return out
+    g = src.groups
+    weights = rng.multinomial(g, np.full(g, 1.0 / g), size=count).astype(np.float64)  # [B, G]
+    d_have = min(model.depths, src.depths)
+    n = np.zeros((count, model.depths, src.cols))
+    k = np.zeros((count, model.depths, src.cols, src.cols))
+    n[:, :d_have] = (weights @ src.n[:, :d_have].reshape(g, -1)).reshape(count, d_have, src.cols)
+    k[:, :d_have] = (weights @ src.k[:, :d_have].reshape(g, -1)).reshape(count, d_have, src.cols, src.cols)
+    p, _, _, _ = estimate_cells(n, k, model.min_count)
+    return Bootstrap(p, weights)
+
+
+def path_values(p: np.ndarray, paths: Sequence[Sequence[int]]) -> np.ndarray:
+    """Σ over rank paths of Π p[..., d, q, r] along each path; p: [..., D, C, C] → [...].
+
+    Depths beyond the table reuse the deepest row and ranks beyond the columns are 0, as
+    ShapeModel.factor does.
+    """
+    depths, cols = p.shape[-3], p.shape[-1]
+    total = np.zeros(p.shape[:-3])
+    for path in paths:
+        prob = np.ones(p.shape[:-3])
+        q = 0
+        for d, r in enumerate(path):
+            if r >= cols:
+                prob = prob * 0.0
+                break
+            prob = prob * p[..., min(d, depths - 1), min(q, cols - 1), r]
+            q = r
+        total = total + prob
+    return total

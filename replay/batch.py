@@ -974,6 +974,19 @@ def replay_batch(
     return replace(out, selection_notes=notes)
 
 
+def expanded_nodes(batch: RoundBatch, shape: TreeShape, static: bool, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS) -> list[np.ndarray]:
+    """The selection replay_batch makes for rounds of ``shape``: per draft step i, [h_i, R] int64
+    level-local index of the node expanded in each slot, in selection order (analysis needs the
+    recorded trees, not only the accepted paths). Rounds replay_batch rejects hold meaningless values.
+    """
+    out = [np.empty((h, len(batch)), dtype=np.int64) for h in shape.heads]
+    for lo, hi in _chunks(len(batch), chunk_rounds):
+        _, chosen, _, _ = _rebuild_chunk(batch, lo, hi, shape, static, _Checks(), _columns(hi - lo))
+        for i, ch in enumerate(chosen):
+            out[i][:, lo:hi] = ch
+    return out
+
+
 def replay_batches(batches: Iterable[RoundBatch], cfg: TreeConfig, workers: int | None = None, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS) -> BatchResult:
     """Several batches (one run's groups) → one result in run order when ordinals are known."""
     parts = [replay_batch(b, cfg, workers, chunk_rounds) for b in batches]

@@ -25,7 +25,7 @@ COMMAND_MODULES = (
     "replay.commands",
     "replay.scale_commands",
     "analysis.commands",
-    "analysis.recommend",
+    "analysis.recommend_cli",
     "replay.live.commands",
     "replay.live.models_commands",
 )

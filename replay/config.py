@@ -104,6 +104,13 @@ class TreeConfig:
         return "|".join("[" + ",".join(str(w) for w in row) + "]" for row in self.top_k_spec)
 
 
+def grid_item(config: TreeConfig) -> str:
+    """The ``--grid`` text of one static config (``specreplay sweep --grid``; replay.live.grid parses
+    it back), e.g. ``6,2x2,1x1``: steps separated by ',', a step's widths by 'x', '@' threshold."""
+    text = ",".join("x".join(str(w) for w in row) for row in config.top_k_spec)
+    return text + (f"@{config.gamma_threshold:g}" if config.gamma_threshold > 0 else "")
+
+
 @dataclass(frozen=True)
 class SpecConfig:
     """A whole config file: one or more trees plus run-level settings (kept, never dropped)."""

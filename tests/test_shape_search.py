@@ -136,3 +136,69 @@ def test_cost_curve_and_speedup():
     assert s.speedup == pytest.approx(cost.speedup(s.expected_block_efficiency, cost.round_cost(s.depth, s.num_nodes)))
     assert s.speedup == pytest.approx(expect)
     assert all(a.speedup >= b.speedup for a, b in zip(res.by_speedup, res.by_speedup[1:]))
+
+
+def random_draft_model(seed: int) -> ShapeModel:
+    """Acceptance rows in any order (the target may prefer any draft rank), depending on the parent
+    rank; the draft's own log-probabilities decrease with rank (a draft ranks its tokens by them)."""
+    rng = np.random.default_rng(seed)
+    depths = 3
+    p = np.stack([np.stack([rng.dirichlet(np.ones(COLS + 1))[:COLS] for _ in range(COLS)]) for _ in range(depths)])
+    lp = np.log(np.stack([np.stack([np.sort(rng.dirichlet(np.ones(COLS + 1)))[::-1][:COLS] for _ in range(COLS)]) for _ in range(depths)]))
+    z = np.zeros((depths, COLS))
+    return ShapeModel(p, p, p, z.astype(np.int64), z.astype(bool), np.zeros(depths, bool), 0, 0, None, lp)
+
+
+def draft_value(cfg, model: ShapeModel) -> float:
+    """Independent reference: the engine expands the nodes of highest draft path log-probability
+    (ties by tree order); a node's value is the product of acceptance along its rank path."""
+    level = [((), 1.0, 0.0, 0)]  # (path, acceptance prob, draft log-prob, own rank)
+    total = 0.0
+    for i in range(cfg.gamma):
+        order = sorted(range(len(level)), key=lambda j: (-level[j][2], j))[: cfg.top_head[i]]
+        nxt = []
+        for j, width in zip(order, cfg.top_k_spec[i]):
+            path, prob, key, q = level[j]
+            for r in range(width):
+                pr = prob * model.p[i, q, r]
+                nxt.append((path + (r,), pr, key + model.draft_logp[i, q, r], r))
+                total += pr
+        level = nxt
+    return total
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_search_with_draft_order_and_unsorted_rows_equals_brute_force(seed):
+    model = random_draft_model(300 + seed)
+    cost = CostModel.linear(0.3, 0.05, 0.02)
+    values = {}
+    for cfg in enumerate_configs(8, 3, COLS):
+        values[(cfg.top_k_spec, cfg.top_head)] = (draft_value(cfg, model), cfg)
+    result = search_shapes(model, 8, 3, cost=cost, top=4)
+    assert result.all_exact
+    by_n = {}
+    for v, cfg in values.values():
+        by_n[cfg.num_nodes] = max(by_n.get(cfg.num_nodes, -1.0), v)
+    for shape in result.by_block_efficiency:  # the best config of its node count, valued as the engine builds it
+        assert shape.expected_accepted == pytest.approx(draft_value(shape.config, model), abs=1e-12)
+        assert shape.expected_accepted == pytest.approx(by_n[shape.num_nodes], abs=1e-12)
+    assert result.by_block_efficiency[0].expected_accepted == pytest.approx(max(by_n.values()), abs=1e-12)
+    speed = sorted(((v + 1) * cost.t_verify(1) / cost.round_cost(cfg.gamma, cfg.num_nodes) for v, cfg in values.values()), reverse=True)
+    assert [s.speedup for s in result.by_speedup] == pytest.approx(speed[:4], abs=1e-12)
+    # the relaxation bounds every config
+    assert all(v <= result.bound + 1e-12 for v, _ in values.values())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_best_contained_configs_equal_brute_force(seed):
+    """best_configs(within=...) = the top configs by value among those a recording contains."""
+    from analysis.shape_search import best_configs, fits_within
+    from replay.config import TreeConfig
+
+    model = random_draft_model(500 + seed)
+    recorded = TreeConfig.from_lists([[4], [2, 1, 1], [1, 1]], [1, 3, 2])
+    truth = sorted((draft_value(c, model) for c in enumerate_configs(8, 3, COLS) if fits_within(c, recorded)), reverse=True)
+    found = best_configs(model, 8, 3, 5, within=recorded)
+    assert all(fits_within(c, recorded) for _, c in found)
+    assert [v for v, _ in found] == pytest.approx(truth[:5], abs=1e-12)
+    assert [draft_value(c, model) for _, c in found] == pytest.approx(truth[:5], abs=1e-12)

@@ -18,7 +18,7 @@ import itertools
 import json
 from pathlib import Path
 
-from ..config import TreeConfig, parse_config
+from ..config import TreeConfig, grid_item, parse_config  # noqa: F401  grid_item: parse_grid's inverse, kept importable here
 from ..errors import ConfigError
 from .errors import SweepError
 
@@ -83,12 +83,6 @@ def dedupe(configs: list[TreeConfig]) -> list[TreeConfig]:
             seen.add(config_name(c))
             out.append(c)
     return out
-
-
-def grid_item(config: TreeConfig) -> str:
-    """The ``--grid`` text of one static config (``parse_grid`` reads it back), e.g. ``6,2x2,1x1``."""
-    text = ",".join("x".join(str(w) for w in row) for row in config.top_k_spec)
-    return text + (f"@{config.gamma_threshold:g}" if config.gamma_threshold > 0 else "")
 
 
 def config_name(config: TreeConfig) -> str:

@@ -1,0 +1,126 @@
+"""``specreplay recommend``: the CLI over analysis.recommend (reads dumps in batches)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+from replay.commands import add_dump_options, options_from_args
+from replay.errors import SpecReplayError
+from replay.pathcheck import input_file
+from replay.progress import tqdm_progress
+from replay.sources import require_dump_source
+
+from .costmodel import CostModel
+from .shape_model import DEFAULT_MIN_COUNT
+
+EPILOG = """\
+examples:
+  specreplay recommend sample_dumps/synthetic_article --budget 12
+  specreplay recommend DUMPS1 DUMPS2 --budget 16 --max-depth 5 --cost cost_curve.json
+  specreplay recommend PACKED_RUN --budget 16 --verify-cost 0.35,0.04 --draft-cost 0.02 --json
+
+Reads dump directories or packed runs (specreplay pack) in batches. Cost curve JSON (the live
+harness writes it): {"tokens": [1, 2, 4, ...], "verify_s": [...], "draft_step_s": x}.
+Shapes contained in the recorded config are replayed exactly (analysis.subtree); for the others a
+`specreplay sweep` command line is printed. Depths the dumps cannot estimate are refused unless
+--extrapolate. Estimator, search and refusals: docs/shape-search.md; cost model: docs/analysis.md.
+Progress goes to stderr on a terminal (--no-progress to silence it).
+Exit status: 0; 1 when rounds were skipped (listed) or a measured shape disagrees with its
+prediction; 2 on errors.
+"""
+
+
+def parse_pair(text: str) -> tuple[float, float]:
+    try:
+        a, b = (float(x) for x in text.split(","))
+        return a, b
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected A,B (seconds), got {text!r}") from None
+
+
+def cost_from_args(args: argparse.Namespace) -> CostModel | None:
+    if args.cost and args.verify_cost:
+        raise SpecReplayError("give either --cost FILE or --verify-cost A,B, not both")
+    if args.cost:
+        curve = CostModel.load(args.cost)
+        return curve if args.draft_cost is None else curve.with_draft_step(args.draft_cost)
+    if args.verify_cost:
+        return CostModel.linear(*args.verify_cost, args.draft_cost or 0.0)
+    if args.draft_cost is not None:
+        raise SpecReplayError("--draft-cost needs --verify-cost A,B or --cost FILE")
+    return None
+
+
+@contextmanager
+def progress_bars(enabled: bool | None) -> Iterator[Callable[[str], Callable[[int, int], None] | None]]:
+    """stage name → a progress(done, total) bar on stderr (tqdm decides when ``enabled`` is None);
+    a new stage closes the previous stage's bar, so one line shows at a time."""
+    closers = []
+
+    def close_all() -> None:
+        while closers:
+            closers.pop()()
+
+    def stage(name: str):
+        close_all()
+        if enabled is False:
+            return None
+        update, close = tqdm_progress(f"recommend: {name}", enabled)
+        closers.append(close)
+        return update
+
+    try:
+        yield stage
+    finally:
+        close_all()
+
+
+def run_recommend(args: argparse.Namespace) -> int:
+    from .recommend import finite_json, recommend_runs, recommendation_json, render_recommendation
+
+    for d in args.dir:
+        require_dump_source(d)
+    cost = cost_from_args(args)
+    opts = options_from_args(args)
+    with progress_bars(False if args.no_progress else None) as stage:
+        rec = recommend_runs(
+            args.dir, opts, args.budget, args.max_depth, cost, args.top, args.min_count, args.bootstrap, args.seed,
+            args.extrapolate, stage,
+        )
+    if args.json:
+        sys.stdout.write(json.dumps(finite_json(recommendation_json(rec)), allow_nan=False) + "\n")
+    else:
+        sys.stdout.write("\n".join(render_recommendation(rec)) + "\n")
+    for sk in rec.skipped_items:
+        print(f"specreplay: skipped {sk.what}: {sk.reason}", file=sys.stderr)
+    return 1 if rec.skipped_items or any(c.agree is False for c in rec.comparisons) else 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "recommend",
+        help="recommend topKSpec/topHead for a node budget from measured acceptance",
+        description="Estimate acceptance by depth and rank from replayed dumps, search the static tree shapes "
+        "within a node budget exactly, and compare predicted with replayed block efficiency.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("dir", nargs="+", help="dump directories or packed runs (pooled)")
+    p.add_argument("--budget", type=int, required=True, help="draft nodes per tree (root excluded)")
+    p.add_argument("--max-depth", type=int, default=None, help="maximum gamma (default: deepest recorded tree)")
+    p.add_argument("--cost", type=input_file, help="measured cost curve JSON")
+    p.add_argument("--verify-cost", type=parse_pair, help="A,B: t_verify(k) = A + B*k seconds")
+    p.add_argument("--draft-cost", type=float, default=None, help="seconds per draft step")
+    p.add_argument("--top", type=int, default=5, help="shapes to list per objective (default 5)")
+    p.add_argument("--min-count", type=int, default=DEFAULT_MIN_COUNT, help="visits below which a rank row is pooled")
+    p.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples for prediction intervals")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--extrapolate", action="store_true", help="search depths the dumps cannot estimate (reuses the deepest estimated depth)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    add_dump_options(p)
+    p.set_defaults(func=run_recommend)

@@ -1,0 +1,70 @@
+"""`specreplay recommend` on packed runs: progress on stderr, --no-progress, refusals and --extrapolate."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from analysis.recommend import compare_predictions, recommend_runs
+from analysis.recommend_cli import progress_bars
+from replay.batch_synth import synth_run
+from replay.cli import main
+from replay.config import TreeConfig
+from replay.packed import pack_batches
+
+CFG = TreeConfig.from_lists([[4], [2, 2], [1, 1]], [1, 2, 2])
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "run"
+    pack_batches(synth_run(CFG, 2000, seed=2, early_stop_rate=0.05), out, block_rounds=512, manifest={"config": CFG.to_json(), "layout": "all"})
+    return str(out)
+
+
+def test_progress_goes_to_stderr_and_no_progress_silences_it(packed, capsys):
+    with progress_bars(True) as stage:  # as on a terminal
+        recommend_runs([packed], budget=6, bootstrap=10, progress=stage)
+    err = capsys.readouterr().err
+    assert "recommend: statistics 1/1" in err and "recommend: exact replay" in err
+    assert main(["recommend", packed, "--budget", "6", "--bootstrap", "10", "--no-progress"]) in (0, 1)
+    captured = capsys.readouterr()
+    assert "recommend:" not in captured.err and "top shapes by expected block efficiency" in captured.out
+
+
+def test_depths_without_data_are_refused_unless_extrapolating(packed, capsys):
+    # the run records 3 steps: acceptance is estimated at depths 0..2, trees up to depth 3
+    assert main(["recommend", packed, "--budget", "10", "--max-depth", "5", "--bootstrap", "10", "--json", "--no-progress"]) in (0, 1)
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["max_depth"] == 3 and obj["model"]["supported_depth"] == 3
+    assert all(s["depth"] <= 3 and not s["extrapolated"] for s in obj["by_block_efficiency"])
+    assert any("refused depths beyond 3" in n for n in obj["notes"])
+    assert main(["recommend", packed, "--budget", "10", "--max-depth", "5", "--bootstrap", "10", "--json", "--no-progress", "--extrapolate"]) in (0, 1)
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["max_depth"] == 5 and any("extrapolated from the deepest estimated depth" in n for n in obj["notes"])
+
+
+def test_a_deeper_config_is_refused_or_extrapolated(packed):
+    rec = recommend_runs([packed], budget=6, max_depth=5, bootstrap=10, extrapolate=True)
+    model = rec.model
+    chain = TreeConfig.from_lists([[1]] * 5)
+    (refused,) = compare_predictions(model, [chain], lambda c: None, boots=None, depth_cap=model.supported_depth)
+    assert refused.predicted_be is None and "needs depth 5" in refused.refused
+    (extra,) = compare_predictions(model, [chain], lambda c: None, boots=None, depth_cap=10**9)
+    # depths 3 and 4 reuse depth 2's row (the deepest estimated one)
+    chain_p = [model.p[0, 0, 0], model.p[1, 0, 0], model.p[2, 0, 0], model.p[2, 0, 0], model.p[2, 0, 0]]
+    assert extra.predicted_be == pytest.approx(1 + sum(np.cumprod(chain_p)))
+    assert model.extrapolated.tolist() == [False, False, False, True, True]
+
+
+def test_refused_comparison_rows_are_not_judged(packed):
+    # min_count above the depth-2 visits: depth 2 has no estimate, so the recorded 3-step config
+    # cannot be predicted; it is still replayed, and listed as refused
+    rec = recommend_runs([packed], budget=6, bootstrap=10, min_count=10**6)
+    assert rec.model.supported_depth == 1 and rec.search.max_depth == 1
+    (row,) = [c for c in rec.comparisons if c.label == "recorded"]
+    assert row.predicted_be is None and row.refused and "depth 3" in row.refused
+    assert row.measured is not None and row.agree is None
+    assert row.to_json()["predicted_ci95"] is None
