@@ -179,7 +179,8 @@ def scan_run(path: str, opts: ReplayOptions = ReplayOptions(), progress: Progres
     kept: list[_Piece] | None = []
     held = 0
     seen = 0
-    for batches, unreadable in run.chunks(1):
+    for load in run.chunks(1):  # each loader reads (and checks) one piece when called
+        batches, unreadable = load()
         later += unreadable
         for batch in batches:
             pieces, rejected = _pieces(run, batch)
@@ -203,8 +204,8 @@ def scan_run(path: str, opts: ReplayOptions = ReplayOptions(), progress: Progres
         if kept is not None:
             yield from kept
             return
-        for batches, _ in open_run(path, opts).chunks(1):  # too big to keep: read again
-            for batch in batches:
+        for load in open_run(path, opts).chunks(1):  # too big to keep: read again
+            for batch in load()[0]:
                 yield from _pieces(run, batch)[0]
 
     def measure_many(configs: Sequence[TreeConfig], progress: Progress | None = None) -> list[Measured | None]:

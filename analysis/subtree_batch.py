@@ -23,7 +23,7 @@ from replay.batch import SEL_PARENTS, BatchResult, RoundBatch, TreeShape
 from replay.config import TreeConfig
 from replay.vocab import PAD_TOKEN
 
-from .subtree import _FALLBACK_SCALE
+from replay.selection import FALLBACK_RANK_WEIGHT
 
 OUT, IN, MAYBE = 0, 1, 2
 CODE_PATH, CODE_RECORDED, CODE_FALLBACK = 0, 1, 2  # analysis.subtree.selection_rule's RULE_*, as codes
@@ -219,7 +219,7 @@ def _children(rec: _Recorded, lvl: _Level, depth: int, widths: tuple[int, ...]) 
         mine = rules == CODE_PATH
         lo, hi, exact = np.where(mine, path_lo, lo), np.where(mine, path_hi, hi), np.where(mine, path_exact, exact)
     if CODE_FALLBACK in rec.present:
-        fb_lo = np.where(ordered, -(r2 * _FALLBACK_SCALE + oslot).astype(np.float64), -np.inf)
+        fb_lo = np.where(ordered, -(r2 * FALLBACK_RANK_WEIGHT + oslot).astype(np.float64), -np.inf)
         mine = rules == CODE_FALLBACK
         lo, hi, exact = np.where(mine, fb_lo, lo), np.where(mine, np.where(ordered, fb_lo, np.inf), hi), np.where(mine, ordered, exact)
     if CODE_RECORDED in rec.present:

@@ -52,6 +52,6 @@ def test_synthetic_article_every_contained_config():
     """Every contained config of the article tree on the 300 synthetic rounds (scores, path
     probability): undecidable rounds (a selection leaving the recording) included."""
     run = open_run("sample_dumps/synthetic_article")
-    batches = [b for bs, _ in run.chunks(1) for b in bs]
+    batches = [b for load in run.chunks(1) for b in load()[0]]
     subs = contained_configs(run.tree)
     assert check_contained(run.tree, batches, subs) == 300 * len(subs)
