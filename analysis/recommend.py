@@ -18,10 +18,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from replay.cliopts import JSON_OBJECT_HELP, add_dump_input, add_no_progress
 from replay.commands import add_dump_options, options_from_args
 from replay.config import TreeConfig
 from replay.errors import SpecReplayError
 from replay.pathcheck import input_file
+from replay.progress import progress_enabled
 from replay.live.grid import grid_item
 from replay.replayer import DirectoryReplay, RoundResult, replay_directory
 from replay.sources import require_dump_source
@@ -529,8 +531,8 @@ def recommend_section(rec: Recommendation, title: str = "Tree-shape recommendati
 EPILOG = """\
 examples:
   specreplay recommend sample_dumps/synthetic_article --budget 12
-  specreplay recommend DUMPS1 DUMPS2 --budget 16 --max-depth 5 --cost cost_curve.json
-  specreplay recommend DUMPS --budget 16 --verify-cost 0.35,0.04 --draft-cost 0.02 --json
+  specreplay recommend DUMP1 DUMP2 --budget 16 --max-depth 5 --cost cost_curve.json
+  specreplay recommend DUMP --budget 16 --verify-cost 0.35,0.04 --draft-cost 0.02 --json   # one JSON object
 
 Cost curve JSON (the live harness writes it): {"tokens": [1, 2, 4, ...], "verify_s": [...], "draft_step_s": x}.
 Shapes contained in the recorded config are replayed exactly (analysis.subtree); for the others a
@@ -566,7 +568,9 @@ def run_recommend(args: argparse.Namespace) -> int:
         require_dump_source(d)
     cost = cost_from_args(args)
     opts = options_from_args(args)
-    replays = [replay_directory(d, opts) for d in args.dir]
+    from .runs import load_runs
+
+    replays = [run.replay for run in load_runs(args.dir, opts, progress=progress_enabled(args.no_progress))]
     rec = recommend(replays, args.budget, args.max_depth, cost, args.top, args.min_count, args.bootstrap, args.seed)
     if args.json:
         sys.stdout.write(json.dumps(finite_json(recommendation_json(rec)), allow_nan=False) + "\n")
@@ -588,16 +592,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("dir", nargs="+", help="dump directories (pooled)")
+    add_dump_input(p, many=True, help="dump directories or packed runs (pooled)")
     p.add_argument("--budget", type=int, required=True, help="draft nodes per tree (root excluded)")
     p.add_argument("--max-depth", type=int, default=None, help="maximum gamma (default: deepest recorded tree)")
     p.add_argument("--cost", type=input_file, help="measured cost curve JSON")
     p.add_argument("--verify-cost", type=parse_pair, help="A,B: t_verify(k) = A + B*k seconds")
     p.add_argument("--draft-cost", type=float, default=None, help="seconds per draft step")
-    p.add_argument("--top", type=int, default=5, help="shapes to list per objective (default 5)")
+    p.add_argument("--top", type=int, default=5, help="shapes to list per objective")
     p.add_argument("--min-count", type=int, default=DEFAULT_MIN_COUNT, help="visits below which a rank row is pooled")
     p.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples for prediction intervals")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument("--json", action="store_true", help=JSON_OBJECT_HELP)
     add_dump_options(p)
+    add_no_progress(p)
     p.set_defaults(func=run_recommend)
