@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 DUMP = "DUMP"  # the one name of a dump directory or packed run, in every command's usage line
 DUMP_HELP = "dump directory, or a packed run (specreplay pack)"
-JSON_LINES_HELP = "print JSON Lines on stdout, one round per line"
+JSON_LINES_HELP = "print JSON Lines, one round per line"
 JSON_OBJECT_HELP = "print one JSON object on stdout"
 NO_PROGRESS_HELP = "no progress bar on stderr (bars are drawn only when stderr is a terminal)"
 OUTPUT_OPTIONS = ("-o", "--output")
