@@ -198,7 +198,7 @@ def cmd_generate(args) -> int:
 
     if len(spec.trees) > 1:
         print(f"note: {args.config} lists {len(spec.trees)} trees; using the first", file=sys.stderr)
-    # Entering checks --out, before any model loads; the run lands in --out only once it is whole.
+    # Entering checks -o/--output, before any model loads; the run lands there only once it is whole.
     with staged_output_dir(args.out, args.replace) as out:
         draft, target = _load_pair(args)
         prompts = read_prompts(args.prompts, target.tokenizer)
