@@ -131,7 +131,7 @@ def _device_args(p: argparse.ArgumentParser) -> None:
 
 
 def _decode_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-new-tokens", type=int, required=True)
+    p.add_argument("--max-new-tokens", type=int, required=True, help="tokens to generate per prompt")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy; > 0 samples losslessly (default: %(default)s)")
     p.add_argument(
         "--seed",
