@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 
 from replay.atomic import atomic_path
+from replay.cliopts import JSON_OBJECT_HELP, add_dump_input, add_no_progress, add_output
 from replay.commands import add_dump_options, options_from_args
 from replay.errors import SpecReplayError
 from replay.pathcheck import input_file, output_dir, output_file
+from replay.progress import progress_enabled
 from replay.sources import require_dump_source
 
 TABLE_NAMES = ("summary", "accepted_length", "depth_acceptance", "rank_of_hit", "hit_outcome", "parent_slot", "node_hits", "rounds", "nodes")
@@ -23,9 +25,9 @@ STATS_EPILOG = """\
 examples:
   specreplay stats sample_dumps/synthetic_article
   specreplay stats engine_dump/ harness_dump/ --label engine --label harness
-  specreplay stats DUMPS --table depth_acceptance --csv > depth.csv
-  specreplay stats DUMPS --json > metrics.json
-  specreplay stats DUMPS --export tables/          # every table as CSV and Parquet
+  specreplay stats DUMP --table depth_acceptance --csv > depth.csv
+  specreplay stats DUMP --json > metrics.json      # one JSON object: every table
+  specreplay stats DUMP -o tables/                 # also every table as CSV and Parquet
 
 Metrics and their formulas: docs/analysis.md. Exit status 1 when some rounds were skipped.
 """
@@ -45,10 +47,11 @@ length among rounds that stopped on a mismatch; docs/analysis.md) unless --round
 COMPARE_EPILOG = """\
 examples:
   specreplay compare sample_dumps/synthetic_article
-  specreplay compare DUMPS --configs "[[6],[2,2],[1,1]]" "[[4],[1,1],[1]]" other_tree.json
-  specreplay compare DUMPS --grid "root=2,4,6 heads=1,2 width=1,2 gamma=1:3" --cost cost.json
-  specreplay compare DUMPS --contained --top 15 --csv > configs.csv
-  specreplay compare DUMPS --gamma-strategies 0 1 2 3 4 --ema-window 4
+  specreplay compare DUMP --configs "[[6],[2,2],[1,1]]" "[[4],[1,1],[1]]" other_tree.json
+  specreplay compare DUMP --grid "root=2,4,6 heads=1,2 width=1,2 gamma=1:3" --cost cost.json
+  specreplay compare DUMP --contained --top 15 --csv > configs.csv
+  specreplay compare DUMP --gamma-strategies 0 1 2 3 4 --ema-window 4
+  specreplay compare DUMP --plot compare.svg --per-round rounds.csv --json > compare.json
 
 A config is a topKSpec list (topHead = row lengths), a JSON tree object, or a file (single tree or
 specTree list). --grid builds funnels: root width, heads per step, width per head, gamma (a:b =
@@ -66,29 +69,29 @@ REPORT_EPILOG = """\
 examples:
   specreplay report sample_dumps/synthetic_article -o report/
   specreplay report engine_dump/ harness_dump/ -o report/ --label engine --label harness
-  specreplay report DUMPS -o report/ --configs "[[4],[2,2],[1,1]]" --cost cost.json --tokenizer tok.json
-  specreplay report DUMPS -o report/ --budget 16 --max-depth 4    (tree-shape recommendation)
+  specreplay report DUMP -o report/ --configs "[[4],[2,2],[1,1]]" --cost cost.json --tokenizer tok.json
+  specreplay report DUMP -o report/ --budget 16 --max-depth 4    (tree-shape recommendation)
   specreplay report sample_dumps/qwen2.5-coder/* -o report/     (measured and modelled speedup side by side)
 
-Writes OUT/index.html (self-contained: images embedded, no external assets) and every table as
-CSV and Parquet under OUT/tables/.
+Writes OUTPUT/index.html (self-contained: images embedded, no external assets) and every table
+as CSV and Parquet under OUTPUT/tables/.
 """
 
 
 def _add_common(p: argparse.ArgumentParser, many: bool = True) -> None:
-    p.add_argument("dirs", nargs="+" if many else 1, metavar="DIR", help="dump directory (several: side by side)")
+    add_dump_input(p, "dirs", many=True, help="dump directory or packed run (several: side by side)")
     add_dump_options(p)
-    p.add_argument("--label", action="append", help="name of a run, once per DIR in order (default: directory names)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
+    p.add_argument("--label", action="append", help="name of a run, once per DUMP in order (default: directory names)")
+    add_no_progress(p)
 
 
 def _load(args):
-    """Replay every DIR; a run without a single replayable round is reported and left out."""
+    """Replay every DUMP; a run without a single replayable round is reported and left out."""
     from .runs import load_runs
 
     for d in args.dirs:
         require_dump_source(d)
-    runs = load_runs(args.dirs, options_from_args(args), args.label, False if args.no_progress else None)
+    runs = load_runs(args.dirs, options_from_args(args), args.label, progress_enabled(args.no_progress))
     kept = []
     for run in runs:
         if run.results:
@@ -291,7 +294,7 @@ def run_compare(args: argparse.Namespace) -> int:
         cost = costs[run.label] = run_cost(run.replay.directory, run.replay.manifest, given)
         measured[run.label] = measured_speedup(read_timings(run.replay.directory, run.replay.manifest))
         configs = _configs_from_args(args, run.config)
-        update, close = tqdm_progress(f"compare {run.label}", False if args.no_progress else None)
+        update, close = tqdm_progress(f"compare {run.label}", progress_enabled(args.no_progress))
         try:
             table, rounds = compare_configs(run.results, run.config, configs, cost, args.gamma_threshold, update)
         finally:
@@ -377,7 +380,7 @@ def run_report(args: argparse.Namespace) -> int:
     configs = None
     if args.configs or args.grid:
         configs = _configs_from_args(args, runs[0].config)
-    update, close = tqdm_progress("report", False if args.no_progress else None)
+    update, close = tqdm_progress("report", progress_enabled(args.no_progress))
     try:
         opts = ReportOptions(
             configs=configs,
@@ -423,16 +426,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_common(p)
     p.add_argument("--table", choices=TABLE_NAMES, help="print only this table")
     out = p.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="JSON output")
+    out.add_argument("--json", action="store_true", help=JSON_OBJECT_HELP + ": every table by name (with --table: that table's rows, one JSON array)")
     out.add_argument("--csv", action="store_true", help="CSV output (the summary, or --table)")
-    p.add_argument("--export", metavar="DIR", type=output_dir, help="also write every table as CSV and Parquet into DIR")
+    add_output(p, output_dir, "also write every table as CSV and Parquet into DIR", dest="export", metavar="DIR", aliases=["--export"])
     p.set_defaults(func=run_stats)
 
     p = sub.add_parser("plot", help="acceptance plots (PNG and SVG)", description="Draw every acceptance plot.",
                        epilog=PLOT_EPILOG, formatter_class=fmt)
     _add_common(p)
-    p.add_argument("-o", "--output", required=True, type=output_dir, help="output directory")
-    p.add_argument("--format", nargs="+", choices=("png", "svg"), help="image formats (default both)")
+    add_output(p, output_dir, "output directory", dest="output", metavar="DIR", required=True)
+    p.add_argument("--format", nargs="+", choices=("png", "svg"), help="image formats (default: both)")
     p.add_argument("--tokenizer", help="tokenizer.json (or a model directory) for token text on the round picture")
     p.add_argument("--round", "--show-round", dest="show_round", type=_parse_key,
                    help="round to draw, as A_B (default: a typical failing round, docs/analysis.md)")
@@ -449,9 +452,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gamma-strategies", nargs="*", type=int, choices=range(5), metavar="S",
                    help="also simulate dynamic-gamma strategies (0..4; no value = all)")
     p.add_argument("--plot", metavar="FILE.png", type=output_file, help="also draw the comparison (.png, .svg or .pdf)")
-    p.add_argument("--per-round", metavar="FILE.csv", type=output_file, help="write every config's per-round outcome")
+    p.add_argument("--per-round", metavar="FILE.csv", type=output_file, help="also write every config's per-round outcome to this CSV file")
     out = p.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="JSON output")
+    out.add_argument("--json", action="store_true", help=JSON_OBJECT_HELP + " (cost model, configs, gamma strategies)")
     out.add_argument("--csv", action="store_true", help="CSV output")
     p.set_defaults(func=run_compare)
 
@@ -460,7 +463,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "offline config comparison, dynamic-gamma strategies and the tree-shape recommendation.", epilog=REPORT_EPILOG, formatter_class=fmt)
     _add_common(p)
     _add_compare_options(p)
-    p.add_argument("-o", "--output", required=True, type=output_dir, help="output directory (index.html, tables/)")
+    add_output(p, output_dir, "output directory (index.html, tables/)", dest="output", metavar="DIR", required=True)
     p.add_argument("--tokenizer", help="tokenizer.json (or a model directory) for token text on round pictures")
     p.add_argument("--svg", action="store_true", help="inline SVG instead of base64 PNG")
     p.add_argument("--no-tables", action="store_true", help="do not write tables/ beside the page")

@@ -8,10 +8,11 @@ import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+from replay.cliopts import JSON_OBJECT_HELP, add_dump_input, add_no_progress
 from replay.commands import add_dump_options, options_from_args
 from replay.errors import SpecReplayError
 from replay.pathcheck import input_file
-from replay.progress import tqdm_progress
+from replay.progress import progress_enabled, tqdm_progress
 from replay.sources import require_dump_source
 
 from .costmodel import CostModel
@@ -86,7 +87,7 @@ def run_recommend(args: argparse.Namespace) -> int:
         require_dump_source(d)
     cost = cost_from_args(args)
     opts = options_from_args(args)
-    with progress_bars(False if args.no_progress else None) as stage:
+    with progress_bars(progress_enabled(args.no_progress)) as stage:
         rec = recommend_runs(
             args.dir, opts, args.budget, args.max_depth, cost, args.top, args.min_count, args.bootstrap, args.seed,
             args.extrapolate, stage,
@@ -109,18 +110,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("dir", nargs="+", help="dump directories or packed runs (pooled)")
+    add_dump_input(p, many=True, help="dump directories or packed runs (pooled)")
     p.add_argument("--budget", type=int, required=True, help="draft nodes per tree (root excluded)")
     p.add_argument("--max-depth", type=int, default=None, help="maximum gamma (default: deepest recorded tree)")
     p.add_argument("--cost", type=input_file, help="measured cost curve JSON")
     p.add_argument("--verify-cost", type=parse_pair, help="A,B: t_verify(k) = A + B*k seconds")
     p.add_argument("--draft-cost", type=float, default=None, help="seconds per draft step")
-    p.add_argument("--top", type=int, default=5, help="shapes to list per objective (default 5)")
+    p.add_argument("--top", type=int, default=5, help="shapes to list per objective")
     p.add_argument("--min-count", type=int, default=DEFAULT_MIN_COUNT, help="visits below which a rank row is pooled")
     p.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples for prediction intervals")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--extrapolate", action="store_true", help="search depths the dumps cannot estimate (reuses the deepest estimated depth)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
-    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument("--json", action="store_true", help=JSON_OBJECT_HELP)
     add_dump_options(p)
+    add_no_progress(p)
     p.set_defaults(func=run_recommend)

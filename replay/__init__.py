@@ -1,3 +1,9 @@
 """specreplay offline side: read dumps, rebuild trees, replay acceptance. Never imports torch."""
 
-__version__ = "0.1.0"
+
+def __getattr__(name: str):
+    if name == "__version__":  # one source: the package metadata (replay.version)
+        from .version import package_version
+
+        return package_version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,7 +19,9 @@ import sys
 import traceback
 from typing import Sequence
 
+from .cliopts import HelpFormatter
 from .errors import SpecReplayError
+from .version import package_version
 
 COMMAND_MODULES = (
     "replay.commands",
@@ -34,15 +36,30 @@ EXIT_OK, EXIT_SKIPPED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 DEBUG_ENV = "SPECREPLAY_DEBUG"
 
 MAIN_EPILOG = """\
-Start with: specreplay replay sample_dumps/article_round
+examples:
+  specreplay replay sample_dumps/article_round       # start here: one round's tree and accepted path
+  specreplay stats sample_dumps/synthetic_article
+  specreplay COMMAND --help                          # each command's options, defaults and examples
 
+Conventions: DUMP is a dump directory or a packed run; -o/--output names what a command writes;
+--json prints one JSON object or JSON Lines (each command's help says which); --no-progress turns
+off the progress bars, which are drawn only when stderr is a terminal.
 Exit status: 0 all input used, 1 some input skipped (each listed on stderr), 2 error (one line on
 stderr; --debug or SPECREPLAY_DEBUG=1 adds the traceback), 130 interrupted.
 """
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse with usage errors on one line (exit 2): the CLI's error contract holds for them too."""
+    """argparse with usage errors on one line (exit 2): the CLI's error contract holds for them too.
+
+    Every command's help is formatted alike (replay.cliopts.HelpFormatter: epilogs as written,
+    defaults shown), whichever of argparse's two plain formatters a command module names.
+    """
+
+    def __init__(self, *args, **kwargs):
+        if kwargs.get("formatter_class") in (None, argparse.HelpFormatter, argparse.RawDescriptionHelpFormatter):
+            kwargs["formatter_class"] = HelpFormatter
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -53,8 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="specreplay",
         description="Replay, analyse and regenerate tree speculative decoding dumps.",
         epilog=MAIN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action=VersionAction, help="print the version and exit")
     parser.add_argument("--debug", action="store_true", help=f"print the traceback of an error (also: {DEBUG_ENV}=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # subparsers inherit OneLineParser
     for name in COMMAND_MODULES:
@@ -67,6 +84,17 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         module.register(sub)
     return parser
+
+
+class VersionAction(argparse.Action):
+    """``--version``: looked up only when asked (package metadata is a directory scan)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"specreplay {package_version()}")
+        parser.exit(EXIT_OK)
 
 
 def debug_requested(argv: Sequence[str]) -> bool:

@@ -6,11 +6,12 @@ import argparse
 import json
 import sys
 
+from .cliopts import JSON_LINES_HELP, add_dump_input, add_no_progress
 from .config import load_config
 from .errors import SpecReplayError
 from .grouping import parse_offset
 from .matrix_io import RawSpec
-from .progress import tqdm_progress
+from .progress import progress_enabled, tqdm_progress
 from .render import render_round, render_summary
 from .replayer import ReplayOptions, replay_directory
 from .sources import require_dump_source
@@ -18,9 +19,10 @@ from .sources import require_dump_source
 REPLAY_EPILOG = """\
 examples:
   specreplay replay sample_dumps/article_round
-  specreplay replay DUMPS --config tree.json --round 124_140
-  specreplay replay DUMPS --json > rounds.jsonl
-  specreplay replay DUMPS --raw int32:16 --layout parents     # headerless engine buffers
+  specreplay replay DUMP --config tree.json --round 124_140
+  specreplay replay DUMP --json > rounds.jsonl                # JSON Lines, one round per line
+  specreplay replay sample_dumps/synthetic_article --summary  # the summary only, no trees
+  specreplay replay DUMP --raw int32:16 --layout parents      # headerless engine buffers
 
 The config comes from --config, else the directory's manifest.json, else its config.json.
 Step 0 of a round is named one position earlier than the round's other files
@@ -41,7 +43,7 @@ def parse_key(text: str) -> tuple[int, int]:
 def add_dump_options(p: argparse.ArgumentParser) -> None:
     """Options shared by every command that reads a dump directory."""
     p.add_argument("--config", help="tree config JSON (single tree or {specTree: [...]})")
-    p.add_argument("--tree", type=int, default=0, help="which specTree entry to use (default 0)")
+    p.add_argument("--tree", type=int, default=0, help="which specTree entry to use (default: %(default)s)")
     p.add_argument("--layout", choices=("parents", "all"), help="validate layout (default: manifest, else from shapes)")
     p.add_argument(
         "--step0-offset", default=None, help="N or A,B: how many positions step 0's name sits before its round (default 1)"
@@ -68,7 +70,7 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
 
 def run_replay(args: argparse.Namespace) -> int:
     require_dump_source(args.dir)
-    update, close = tqdm_progress("replay")
+    update, close = tqdm_progress("replay", progress_enabled(args.no_progress))
     try:
         rep = replay_directory(args.dir, options_from_args(args), update)
     finally:
@@ -80,8 +82,9 @@ def run_replay(args: argparse.Namespace) -> int:
         for s in rep.skipped:
             print(f"specreplay: skipped {s.what}: {s.reason}", file=sys.stderr)
     else:
-        for res in rep.results:
-            out.write("\n".join(render_round(res)) + "\n\n")
+        if not args.summary:
+            for res in rep.results:
+                out.write("\n".join(render_round(res)) + "\n\n")
         out.write("\n".join(render_summary(rep)) + "\n")
     return 1 if rep.skipped else 0
 
@@ -95,8 +98,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=REPLAY_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("dir", help="dump directory, or a packed run (specreplay pack)")
+    add_dump_input(p)
     add_dump_options(p)
     p.add_argument("--round", type=parse_key, help="only this round, as A_B (the validate file's numbers)")
-    p.add_argument("--json", action="store_true", help="JSON Lines: one object per round")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help=JSON_LINES_HELP)
+    shown.add_argument("--summary", action="store_true", help="print only the summary, not every round's tree")
+    add_no_progress(p)
     p.set_defaults(func=run_replay)

@@ -11,21 +11,23 @@ import numpy as np
 
 from .atomic import atomic_path
 from .batch import BatchResult
+from .cliopts import JSON_LINES_HELP, add_dump_input, add_no_progress, add_output
 from .commands import add_dump_options, options_from_args, parse_key
 from .errors import SpecReplayError
 from .grouping import parse_offset
 from .matrix_io import RawSpec
 from .packed import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
 from .pathcheck import output_dir, output_file
+from .progress import progress_enabled
 from .render import SummaryFigures, summary_lines
 from .runs import RunReplay, replay_run
 from .sources import require_dump_source
 
 PACK_EPILOG = """\
 examples:
-  specreplay pack DUMPS -o RUN                 # every file read once, on every core
-  specreplay replay RUN                        # every command that reads DUMPS reads RUN too
-  specreplay batch RUN --table rounds.parquet  # vectorised replay, one table row per round
+  specreplay pack DUMP -o RUN                  # every file read once, on every core
+  specreplay replay RUN                        # every command that reads a dump directory reads RUN too
+  specreplay batch RUN -o rounds.parquet       # vectorised replay, one table row per round
   specreplay verify-pack RUN                   # re-check every block and file: exit 0 OK, 2 corrupt
 
 Reading options (--step0-offset, --raw, --scores) are applied while packing and recorded in the
@@ -41,6 +43,23 @@ examples:
 
 Checks packed.json's meta_sha256 and fields, every array file's size and .npy header, every
 block's CRC-32 and every file's sha256, and the copied manifest.json/config.json.
+"""
+
+VERIFY_EPILOG = """\
+example:
+  specreplay verify-pack runs/big.run          # after copying a run, or before trusting an old one
+
+Exit status: 0 every array matches packed.json; 1 some do not (each listed on stderr); 2 on errors.
+"""
+
+BATCH_EPILOG = """\
+examples:
+  specreplay batch sample_dumps/synthetic_article      # the summary of `specreplay replay`, vectorised
+  specreplay batch RUN --json > rounds.jsonl           # JSON Lines, one round per line (as replay --json)
+  specreplay batch RUN -o rounds.parquet               # one table row per round (.parquet or .csv)
+  specreplay batch RUN --workers 8 --no-progress
+
+Exit status: 0 when every round replayed; 1 when some were skipped (each listed on stderr); 2 on errors.
 """
 
 
@@ -73,10 +92,10 @@ def render_run_summary(rep: RunReplay) -> list[str]:
 
 def run_batch(args: argparse.Namespace) -> int:
     if args.table and not args.table.endswith((".parquet", ".csv")):
-        raise SpecReplayError(f"--table {args.table}: use a .parquet or .csv file name")
+        raise SpecReplayError(f"-o/--output {args.table}: use a .parquet or .csv file name")
     require_dump_source(args.dir)
     opts = options_from_args(args)
-    rep = replay_run(args.dir, opts, workers=args.workers, progress=not args.no_progress and sys.stderr.isatty())
+    rep = replay_run(args.dir, opts, workers=args.workers, progress=progress_enabled(args.no_progress))
     out = sys.stdout
     if args.table:
         _write_table(rep, args.table)
@@ -114,7 +133,7 @@ def run_pack(args: argparse.Namespace) -> int:
         args.scores,
         args.workers,
         args.block_rounds,
-        progress=not args.no_progress,
+        progress=progress_enabled(args.no_progress),
         force=args.force,
     )
     print(
@@ -154,25 +173,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=PACK_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("dir", help="dump directory")
-    p.add_argument("-o", "--out", required=True, type=output_dir, help="packed run directory to create")
+    add_dump_input(p, help="dump directory")
+    add_output(p, output_dir, "packed run directory to create", dest="out", metavar="RUN", required=True, aliases=["--out"])
     p.add_argument("--step0-offset", default=None, help="N or A,B: how many positions step 0's name sits before its round")
     p.add_argument("--raw", help="read headerless binary: DTYPE:COLS or DTYPE:draft=N,validate=M[:force]")
     p.add_argument("--scores", choices=("auto", "prob", "logprob"), default=None, help="how scores are stored")
     p.add_argument("--workers", type=int, default=None, help="reader processes (default: up to 2 cores)")
-    p.add_argument("--block-rounds", type=int, default=DEFAULT_BLOCK_ROUNDS, help=f"rounds per block (default {DEFAULT_BLOCK_ROUNDS})")
-    p.add_argument("--force", action="store_true", help="replace an existing packed run at --out")
+    p.add_argument("--block-rounds", type=int, default=DEFAULT_BLOCK_ROUNDS, help="rounds per block")
+    p.add_argument("--force", action="store_true", help="replace an existing packed run at -o/--output")
     p.add_argument("--verify", action="store_true", help="re-read and check every checksum after packing")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_no_progress(p)
     p.set_defaults(func=run_pack)
 
     v = sub.add_parser(
         "verify-pack",
         help="check a packed run against its checksums (exit 0 intact, 2 corrupt)",
+        description="Check a packed run: packed.json's own sha256, the structure it describes, every block's "
+        "CRC-32 and every file's sha256; print OK (exit 0) or list each problem (exit 2).",
         epilog=VERIFY_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    v.add_argument("run", help="packed run directory")
+    add_dump_input(v, "run", help="packed run directory (made by specreplay pack)")
     v.set_defaults(func=run_verify)
 
     b = sub.add_parser(
@@ -181,13 +202,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Same rounds, outcomes and skipped list as `specreplay replay`, computed with numpy array "
         "operations (millions of rounds per second); prints the summary, or JSON Lines identical to "
         "`specreplay replay --json`, or a per-round table.",
+        epilog=BATCH_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    b.add_argument("dir", help="dump directory or packed run")
+    add_dump_input(b)
     add_dump_options(b)
     b.add_argument("--round", type=parse_key, help="only this round, as A_B")
-    b.add_argument("--json", action="store_true", help="JSON Lines: one object per round (as replay --json)")
-    b.add_argument("--table", type=output_file, help="write one row per round to FILE.parquet or FILE.csv")
+    b.add_argument("--json", action="store_true", help=JSON_LINES_HELP + " (as replay --json)")
+    add_output(b, output_file, "also write one row per round to FILE.parquet or FILE.csv (format from the suffix)",
+               dest="table", metavar="FILE", aliases=["--table"])
     b.add_argument("--workers", type=int, default=None, help="reader processes and replay threads (default: up to 2)")
-    b.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_no_progress(b)
     b.set_defaults(func=run_batch)

@@ -23,7 +23,7 @@ status=0
 
 for dtype in bfloat16 float32; do
     "$PY" -m replay.cli cost-curve --shape qwen2.5-1.5b --draft-shape qwen2.5-0.5b --device cuda --dtype "$dtype" \
-        --sizes 1,2,4,8,16,32,64,128 --prefix 512 --repeats 5 --out "$OUT/cost_curve_qwen2.5-1.5b_$dtype.json" \
+        --sizes 1,2,4,8,16,32,64,128 --prefix 512 --repeats 5 -o "$OUT/cost_curve_qwen2.5-1.5b_$dtype.json" \
         2>&1 | tee -a "$OUT/gpu_check.txt"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done

@@ -370,11 +370,14 @@ def test_check_output_rules(tmp_path, monkeypatch):
 @pytest.mark.parametrize("argv,option", [
     (["plot", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
     (["report", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
-    (["stats", str(ARTICLE), "--export", "{afile}"], "--export"),
+    (["stats", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
+    (["stats", str(ARTICLE), "--export", "{afile}"], "-o/--output"),  # the old spelling, a hidden alias
     (["compare", str(ARTICLE), "--plot", "{afile}/x.png"], "--plot"),
     (["compare", str(ARTICLE), "--per-round", "{afile}/x.csv"], "--per-round"),
-    (["batch", str(ARTICLE), "--table", "{afile}/x.csv"], "--table"),
-    (["pack", str(ARTICLE), "-o", "{afile}"], "-o/--out"),
+    (["batch", str(ARTICLE), "-o", "{afile}/x.csv"], "-o/--output"),
+    (["batch", str(ARTICLE), "--table", "{afile}/x.csv"], "-o/--output"),  # the old spelling, a hidden alias
+    (["pack", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
+    (["pack", str(ARTICLE), "--out", "{afile}"], "-o/--output"),  # the old spelling, a hidden alias
 ])
 def test_outputs_onto_a_file_fail_before_any_work(argv, option, tmp_path, capsys):
     afile = tmp_path / "afile"

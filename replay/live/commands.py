@@ -12,19 +12,21 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..cliopts import add_no_progress, add_output
 from ..pathcheck import input_file, output_dir, output_file
 from .extras import require_live_packages
+from ..progress import progress_bar, progress_enabled
 
 GENERATE_EXAMPLE = """example:
   specreplay generate --pair qwen2.5-coder --models-dir /work/models --config tree.json \\
-      --prompts prompts.txt --max-new-tokens 48 --out runs/r1 --baseline
+      --prompts prompts.txt --max-new-tokens 48 -o runs/r1 --baseline
   (--pair NAME = --draft NAME-0.5b --target NAME-1.5b; short names resolve in --models-dir,
    else $SPECREPLAY_MODELS, else ~/.cache/specreplay/models: see `specreplay models list`)
   specreplay generate --draft models/qwen2.5-0.5b --target models/qwen2.5-1.5b \\
-      --config tree.json --prompts prompts.txt --max-new-tokens 64 --out runs/r1 --baseline
+      --config tree.json --prompts prompts.txt --max-new-tokens 64 -o runs/r1 --baseline
   (--prompts: text lines, encoded with the target's tokenizer, or JSON Lines of token ids
    {"prompt_ids": [...]} / [...] for models without one; GGUF: --target path/to/model.gguf)
-  (--out must be new or empty; add --replace to swap the finished run in over an old one)
+  (-o/--output must be new or empty; add --replace to swap the finished run in over an old one)
 """
 
 SWEEP_EXAMPLE = """grid syntax: configs separated by ';', steps by ',', the widths of one step's
@@ -33,14 +35,17 @@ gammaThreshold. "6,2x2,1x1" = topKSpec [[6],[2,2],[1,1]], topHead [1,2,2]; "1,1,
 
 example:
   specreplay sweep --draft models/draft --target models/target --prompts prompts.jsonl \\
-      --grid "6,2x2,1x1;4,2x1,1;2|4,1x1;1,1,1,1" --max-new-tokens 64 --out runs/sweep1
+      --grid "6,2x2,1x1;4,2x1,1;2|4,1x1;1,1,1,1" --max-new-tokens 64 -o runs/sweep1
   (rerun the same command after an interruption: finished configs are kept, not redone)
+
+Exit status: 0 every config ran (or was kept from before); 1 some grid combinations were skipped
+(each listed on stderr with the reason); 2 on errors.
 """
 
 COST_EXAMPLE = """example:
   specreplay cost-curve --target models/qwen2.5-1.5b --draft models/qwen2.5-0.5b \\
-      --sizes 1,2,4,8,16,32,64 --out runs/cost_curve.json --device cuda --dtype bfloat16
-  specreplay cost-curve --shape qwen2.5-1.5b --draft-shape qwen2.5-0.5b --device cuda --out cc.json
+      --sizes 1,2,4,8,16,32,64 -o runs/cost_curve.json --device cuda --dtype bfloat16
+  specreplay cost-curve --shape qwen2.5-1.5b --draft-shape qwen2.5-0.5b --device cuda -o cc.json
   (--shape builds a random-weight model of a real architecture: timing only)
 """
 
@@ -48,37 +53,49 @@ COST_EXAMPLE = """example:
 def register(subparsers) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     gen = subparsers.add_parser(
-        "generate", help="run tree speculative decoding live and write a dump", epilog=GENERATE_EXAMPLE, formatter_class=fmt
+        "generate", help="run tree speculative decoding live and write a dump", epilog=GENERATE_EXAMPLE, formatter_class=fmt,
+        description="Decode the prompts with a real draft and target model: the draft builds each round's tree, "
+        "the target verifies it in one forward, and every round is written as a dump (draft_step_*, validate_*, "
+        "manifest.json with outputs and timings) that every offline command reads.",
     )
     _model_args(gen)
     gen.add_argument("--config", required=True, help="tree config JSON (the first tree of a specTree list is used)")
     _decode_args(gen)
-    gen.add_argument(
-        "--out", required=True, type=output_dir,
-        help="dump directory (draft_step_*/validate_* .npz + manifest.json); must be new or empty",
-    )
+    add_output(gen, output_dir, "dump directory (draft_step_*/validate_* .npz + manifest.json); must be new or empty",
+               dest="out", metavar="DIR", required=True, aliases=["--out"])
     gen.add_argument(
         "--replace",
         action="store_true",
-        help="replace a non-empty --out: the new run is written beside it and swapped in when it finishes. "
+        help="replace a non-empty -o/--output: the new run is written beside it and swapped in when it finishes. "
         "There is no --resume: a run's numbers (tokens/s, speedup) are measured in one process; "
         "`specreplay sweep` resumes per config",
     )
     gen.add_argument("--baseline", action="store_true", help="also run target-only decoding: speedup, identical outputs")
+    add_no_progress(gen)
     gen.set_defaults(func=cmd_generate)
 
-    sw = subparsers.add_parser("sweep", help="run many tree configs live: table, plots, resumable", epilog=SWEEP_EXAMPLE, formatter_class=fmt)
+    sw = subparsers.add_parser(
+        "sweep", help="run many tree configs live: table, plots, resumable", epilog=SWEEP_EXAMPLE, formatter_class=fmt,
+        description="Decode the same prompts with each tree config in turn (models loaded once) and write one "
+        "results row per config (accepted length, block efficiency, tokens/s, speedup), the results table, "
+        "Pareto plots and a cost curve; an interrupted sweep resumes where it stopped.",
+    )
     _model_args(sw)
     which = sw.add_mutually_exclusive_group(required=True)
     which.add_argument("--grid", help="tree configs in the grid syntax below")
     which.add_argument("--configs", help="JSON file with a list of tree configs")
     _decode_args(sw)
-    sw.add_argument("--out", required=True, type=output_dir, help="sweep directory (rows/, dumps/, results.csv/.parquet, plots/)")
+    add_output(sw, output_dir, "sweep directory (rows/, dumps/, results.csv/.parquet, plots/)",
+               dest="out", metavar="DIR", required=True, aliases=["--out"])
     sw.add_argument("--no-cost-curve", action="store_true", help="skip measuring cost_curve.json")
+    add_no_progress(sw)
     sw.set_defaults(func=cmd_sweep)
 
     cc = subparsers.add_parser(
-        "cost-curve", help="time one target forward against tokens verified", epilog=COST_EXAMPLE, formatter_class=fmt
+        "cost-curve", help="time one target forward against tokens verified", epilog=COST_EXAMPLE, formatter_class=fmt,
+        description="Time one target forward (and, with a draft, one draft step) against the number of tokens "
+        "verified at once, on a cache of --prefix committed tokens, and write the curve as JSON: the cost model "
+        "of compare, report and recommend (--cost).",
     )
     src = cc.add_mutually_exclusive_group(required=True)
     src.add_argument("--target", help="target model: Hugging Face directory, .gguf file or short name")
@@ -89,10 +106,10 @@ def register(subparsers) -> None:
     dsrc.add_argument("--draft-shape", help="random-weight draft of a real architecture")
     _models_dir_arg(cc)
     _device_args(cc)
-    cc.add_argument("--sizes", default="1,2,4,8,16,32,64", help="tokens per forward, comma separated (default %(default)s)")
-    cc.add_argument("--prefix", type=int, default=64, help="committed tokens in the cache (default %(default)s)")
-    cc.add_argument("--repeats", type=int, default=3, help="timed runs per size, median kept (default %(default)s)")
-    cc.add_argument("--out", required=True, type=output_file, help="where to write cost_curve.json")
+    cc.add_argument("--sizes", default="1,2,4,8,16,32,64", help="tokens per forward, comma separated (default: %(default)s)")
+    cc.add_argument("--prefix", type=int, default=64, help="committed tokens in the cache (default: %(default)s)")
+    cc.add_argument("--repeats", type=int, default=3, help="timed runs per size, median kept (default: %(default)s)")
+    add_output(cc, output_file, "where to write the cost curve JSON", dest="out", metavar="FILE", required=True, aliases=["--out"])
     cc.set_defaults(func=cmd_cost_curve)
 
 
@@ -110,15 +127,15 @@ def _models_dir_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _device_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="cpu", help="cpu or cuda (default %(default)s)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="target dtype")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default: %(default)s)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="target dtype (default: %(default)s)")
     p.add_argument("--draft-dtype", choices=["float32", "bfloat16", "float16"], help="draft dtype (default: --dtype)")
     p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice; 1 is steadiest on small VMs)")
 
 
 def _decode_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-new-tokens", type=int, required=True)
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); > 0 samples losslessly")
+    p.add_argument("--max-new-tokens", type=int, required=True, help="tokens to generate per prompt")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy; > 0 samples losslessly (default: %(default)s)")
     p.add_argument(
         "--seed",
         type=int,
@@ -176,10 +193,8 @@ def _options(args, target):
     return DecodeOptions(args.max_new_tokens, args.temperature, args.seed, args.record_k, eos)
 
 
-def _progress_bar(total: int, desc: str):
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="tok", file=sys.stderr, leave=False)
+def _progress_bar(args, total: int, desc: str):
+    return progress_bar(total, desc, progress_enabled(args.no_progress), unit="tok", leave=False)
 
 
 def cmd_generate(args) -> int:
@@ -194,16 +209,16 @@ def cmd_generate(args) -> int:
 
     if len(spec.trees) > 1:
         print(f"note: {args.config} lists {len(spec.trees)} trees; using the first", file=sys.stderr)
-    # Entering checks --out, before any model loads; the run lands in --out only once it is whole.
+    # Entering checks -o/--output, before any model loads; the run lands there only once it is whole.
     with staged_output_dir(args.out, args.replace) as out:
         draft, target = _load_pair(args, paths)
         prompts = read_prompts(args.prompts, target.tokenizer)
         options = _options(args, target)
-        with _progress_bar(len(prompts) * options.max_new_tokens, "speculative") as bar:
+        with _progress_bar(args, len(prompts) * options.max_new_tokens, "speculative") as bar:
             gens = run_speculative(draft, target, prompts, spec.tree, options, out, bar.update)
         comparison = None
         if args.baseline:
-            with _progress_bar(len(prompts) * options.max_new_tokens, "target-only") as bar:
+            with _progress_bar(args, len(prompts) * options.max_new_tokens, "target-only") as bar:
                 comparison = compare(gens, run_baseline(target, prompts, options, bar.update), options.temperature)
         save_run_manifest(out, spec.tree, draft, target, options, gens, comparison)
     print(format_summary(summarize(gens), comparison))
@@ -214,10 +229,11 @@ def cmd_generate(args) -> int:
 def cmd_sweep(args) -> int:
     from .grid import load_config_list, parse_grid
 
+    skipped: list[str] = []
     if args.grid is not None:  # bad input fails before torch is imported
         configs, skipped = parse_grid(args.grid)
         for s in skipped:
-            print(f"skipped grid combination {s}", file=sys.stderr)
+            print(f"specreplay: skipped grid combination {s}", file=sys.stderr)
     else:
         configs = load_config_list(args.configs)
     paths = _resolve_pair(args)
@@ -229,14 +245,14 @@ def cmd_sweep(args) -> int:
     prompts = read_prompts(args.prompts, target.tokenizer)
     options = _options(args, target)
     out = Path(args.out)
-    with _progress_bar(len(prompts) * options.max_new_tokens * len(configs), "sweep") as bar:
+    with _progress_bar(args, len(prompts) * options.max_new_tokens * len(configs), "sweep") as bar:
         result = run_sweep(draft, target, configs, prompts, options, out, bar.update)
     if not args.no_cost_curve and not (out / "cost_curve.json").is_file():
         write_cost_curve(out / "cost_curve.json", measure_cost_curve(target, draft))
     cols = ["name", "nodes", "mean_accepted_length", "block_efficiency", "tokens_per_s", "speedup"]
     print(result.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"{len(result.computed)} config(s) run, {len(result.skipped)} kept from before; table: {out / 'results.csv'}")
-    return 0
+    return 1 if skipped else 0  # grid combinations left out: listed above, as every command lists skipped input
 
 
 def cmd_cost_curve(args) -> int:

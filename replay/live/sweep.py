@@ -89,7 +89,7 @@ def _claim(out: Path, settings: dict[str, Any]) -> None:
     if path.is_file():
         old = json.loads(path.read_text(encoding="utf-8"))
         if old != json.loads(json.dumps(settings)):
-            raise SweepError(f"{out} holds a sweep with other models, prompts or options; use a new --out")
+            raise SweepError(f"{out} holds a sweep with other models, prompts or options; use a new -o/--output")
         return
     write_json_atomic(path, settings)
 

@@ -1,0 +1,88 @@
+"""The conventions every ``specreplay`` command's options follow, in one place.
+
+- Inputs: a dump directory or packed run is the positional ``DUMP`` (``DUMP ...`` when several).
+- Outputs: ``-o/--output`` names where a command writes. Old spellings (``--out``, ``--table``,
+  ``--export``) stay as hidden aliases of the same option, so existing scripts keep working; they
+  are not shown in ``--help`` and errors name ``-o/--output``.
+- ``--json`` says in its help whether it prints one JSON object or JSON Lines.
+- ``--no-progress`` on every command that can draw a progress bar (bars need a terminal anyway:
+  replay.progress.progress_enabled).
+- ``--help`` shows every non-empty default (HelpFormatter).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Callable, Sequence
+
+DUMP = "DUMP"  # the one name of a dump directory or packed run, in every command's usage line
+DUMP_HELP = "dump directory, or a packed run (specreplay pack)"
+JSON_LINES_HELP = "print JSON Lines, one round per line"
+JSON_OBJECT_HELP = "print one JSON object on stdout"
+NO_PROGRESS_HELP = "no progress bar on stderr (bars are drawn only when stderr is a terminal)"
+OUTPUT_OPTIONS = ("-o", "--output")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Text with line breaks (epilogs: examples) as written, one-paragraph descriptions wrapped to
+    the terminal; ``(default: X)`` after every option whose default is worth saying (not None, not
+    False) unless its help already says it."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text.strip():
+            return super()._fill_text(text, width, indent)
+        return argparse.HelpFormatter._fill_text(self, text, width, indent)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            action.option_strings
+            and default not in (None, False, argparse.SUPPRESS)
+            and "default" not in text
+            and text is not argparse.SUPPRESS
+        ):
+            text += " (default: %(default)s)"
+        return text
+
+
+def add_dump_input(p: argparse.ArgumentParser, dest: str = "dir", many: bool = False, help: str = DUMP_HELP) -> argparse.Action:
+    """The positional input: ``DUMP``, or ``DUMP ...`` with ``many``."""
+    return p.add_argument(dest, nargs="+" if many else None, metavar=DUMP, help=help)
+
+
+def add_output(
+    p: argparse.ArgumentParser,
+    type: Callable[[str], str],
+    help: str,
+    *,
+    dest: str,
+    metavar: str,
+    required: bool = False,
+    aliases: Sequence[str] = (),
+) -> argparse.Action:
+    """``-o/--output`` stored in ``dest``; ``aliases`` are the command's old spellings, hidden."""
+    action = p.add_argument(*OUTPUT_OPTIONS, dest=dest, type=type, metavar=metavar, required=required, help=help)
+    add_hidden_alias(p, action, *aliases)
+    return action
+
+
+def add_hidden_alias(p: argparse.ArgumentParser, action: argparse.Action, *aliases: str) -> None:
+    """Let ``aliases`` set ``action`` too, without listing them in usage, help or error messages.
+
+    A second, help-suppressed action would break ``required=True`` (argparse would count only the
+    visible one as given), so the old spelling is routed to the same action instead.
+    """
+    for alias in aliases:
+        if alias in p._option_string_actions:
+            raise ValueError(f"{p.prog}: alias {alias} is already an option")
+        p._option_string_actions[alias] = action
+
+
+def hidden_aliases(p: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """Option strings that reach an action without being listed in its option_strings."""
+    return {s: a for s, a in p._option_string_actions.items() if s not in a.option_strings}
+
+
+def add_no_progress(p: argparse.ArgumentParser) -> argparse.Action:
+    return p.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)

