@@ -100,15 +100,17 @@ class TreeConfig:
         return out
 
     def short(self) -> str:
-        """Compact one-line form, e.g. ``[6]|[2,2]|[1,1]``."""
-        return "|".join("[" + ",".join(str(w) for w in row) + "]" for row in self.top_k_spec)
+        """The canonical one-line form every command prints, e.g. ``[6]|[2,2]|[1,1]`` (replay.config_grammar)."""
+        from .config_grammar import format_config  # the grammar module builds on this one
+
+        return format_config(self)
 
 
 def grid_item(config: TreeConfig) -> str:
-    """The ``--grid`` text of one static config (``specreplay sweep --grid``; replay.live.grid parses
-    it back), e.g. ``6,2x2,1x1``: steps separated by ',', a step's widths by 'x', '@' threshold."""
-    text = ",".join("x".join(str(w) for w in row) for row in config.top_k_spec)
-    return text + (f"@{config.gamma_threshold:g}" if config.gamma_threshold > 0 else "")
+    """The grid form, e.g. ``6,2x2,1x1`` (replay.config_grammar.grid_item; kept importable here)."""
+    from .config_grammar import grid_item as item
+
+    return item(config)
 
 
 @dataclass(frozen=True)
