@@ -100,7 +100,7 @@ def parse_spec(text: str, option: str = "--config") -> SpecConfig:
         return _from_json(obj, option, text, None)
     path = Path(s)
     if not path.exists():
-        raise ConfigTextError(option, text, f"no such file, and not a config form; expected {EXPECTED}")
+        raise ConfigTextError(option, text, f"{_diagnose(s)}; expected {EXPECTED}")
     try:  # a pipe (--config <(...)) is read too
         obj = parse_json_bytes(read_file_bytes(path, MAX_JSON_BYTES, lambda m: ConfigError(path, "<file>", m), True),
                                lambda m: ConfigError(path, "<json>", m))
@@ -176,6 +176,17 @@ def _compact(s: str, option: str, text: str) -> TreeConfig | None:
         except ConfigError as exc:
             raise ConfigTextError(option, text, str(exc)) from None
     return None
+
+
+def _diagnose(s: str) -> str:
+    """Why ``s`` is neither a file nor a compact form: the first width that is not an integer, when
+    ``s`` looks like a compact form (separators, no path), else that the file does not exist."""
+    if "/" not in s and not s.endswith(".json") and re.search(r"[,|_x]", s):
+        body = re.split(r"@|\+dyn|_t[0-9.]|_dyn", s)[0]
+        bad = next((t for t in re.split(r"[,|_x\[\]\s]+", body) if t and not t.isdigit()), None)
+        if bad is not None:
+            return f"width {bad!r} is not an integer"
+    return "no such file, and not a config form"
 
 
 def _from_json(obj: Any, option: str, text: str, source: str | None) -> SpecConfig:

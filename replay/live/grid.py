@@ -1,95 +1,45 @@
-"""Sweep specifications: the grid text syntax and JSON config lists, turned into tree configs.
+"""Sweep specifications (``sweep --grid`` / ``--configs``), read through the one config grammar.
 
-Grid syntax (``specreplay sweep --grid``)::
+``--grid`` is a list of configs separated by ';', each in any form of replay.config_grammar
+(docs/config-grammar.md)::
 
-    6,2x2,1x1;1,1,1,1        two configs, separated by ';'
-    6,2x2,1x1                steps separated by ',', a step's widths (one per expanded head) by 'x'
-                             = topKSpec [[6],[2,2],[1,1]], topHead [1,2,2]
+    6,2x2,1x1;1,1,1,1        two configs: topKSpec [[6],[2,2],[1,1]] (topHead [1,2,2]) and a chain
+    [6]|[2,2]|[1,1];tree.json the rank form and a file fit in the same list
     4|6,2x2|1,1              '|' lists alternatives for a step; every combination is a config
                              (combinations the tree cannot hold are skipped and reported)
     6,2x2,1x1@0.2            '@' sets gammaThreshold
-
-A chain of depth 4 is ``1,1,1,1``.
+    1,1,1,1,1,1@0|0.3|0.5    '|' after '@' lists thresholds: one config per threshold
 """
 
 from __future__ import annotations
 
-import itertools
-import json
 from pathlib import Path
 
-from ..config import TreeConfig, grid_item, parse_config  # noqa: F401  grid_item: parse_grid's inverse, kept importable here
-from ..errors import ConfigError
+from ..config import TreeConfig, grid_item  # noqa: F401  grid_item: parse_grid's inverse, kept importable here
+from ..config_grammar import ConfigTextError, dedupe, parse_config_list, parse_configs, run_name
 from .errors import SweepError
 
 
 def parse_grid(text: str) -> tuple[list[TreeConfig], list[str]]:
     """Configs in order (duplicates dropped) and the skipped alternative combinations, as text."""
-    configs: list[TreeConfig] = []
-    skipped: list[str] = []
-    for item in (s.strip() for s in text.split(";")):
-        if not item:
-            continue
-        body, threshold = _split_threshold(item)
-        steps = [s.strip().split("|") for s in body.split(",")]
-        combos = list(itertools.product(*steps))
-        for combo in combos:
-            try:
-                spec = [[_width(w, item) for w in step.split("x")] for step in combo]
-                configs.append(TreeConfig.from_lists(spec, gamma_threshold=threshold))
-            except ConfigError as exc:
-                if len(combos) == 1:
-                    raise SweepError(f"grid item {item!r}: {exc}") from None
-                skipped.append(f"{','.join(combo)}: {exc}")
-    return dedupe(configs), skipped
-
-
-def _split_threshold(item: str) -> tuple[str, float]:
-    if "@" not in item:
-        return item, 0.0
-    body, _, thr = item.partition("@")
     try:
-        return body, float(thr)
-    except ValueError:
-        raise SweepError(f"grid item {item!r}: gammaThreshold {thr!r} is not a number") from None
-
-
-def _width(text: str, item: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise SweepError(f"grid item {item!r}: width {text!r} is not an integer") from None
+        return parse_config_list(text, "--grid")
+    except ConfigTextError as exc:
+        raise SweepError(str(exc)) from None
 
 
 def load_config_list(path: str | Path) -> list[TreeConfig]:
-    """A JSON file holding a list of tree configs (or one config, or a ``specTree`` object)."""
-    path = Path(path)
+    """``--configs``: a JSON file holding a list of tree configs (or one config, or a ``specTree``
+    object); any other config form is read too."""
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SweepError(f"{path}: cannot read a JSON config list: {exc}") from None
-    items = obj if isinstance(obj, list) else [obj]
-    configs = [t for i, o in enumerate(items) for t in parse_config(o, f"{path}[{i}]").trees]
-    if not configs:
-        raise SweepError(f"{path}: the config list is empty")
-    return dedupe(configs)
-
-
-def dedupe(configs: list[TreeConfig]) -> list[TreeConfig]:
-    seen: set[str] = set()
-    out = []
-    for c in configs:
-        if config_name(c) not in seen:
-            seen.add(config_name(c))
-            out.append(c)
-    return out
+        return dedupe(parse_configs(str(path), "--configs"))
+    except ConfigTextError as exc:
+        raise SweepError(str(exc)) from None
 
 
 def config_name(config: TreeConfig) -> str:
     """A file-name-safe identity of a tree shape, e.g. ``6_2x2_1x1`` (``_t0.2`` / ``_dyn`` suffixes)."""
-    name = "_".join("x".join(str(w) for w in row) for row in config.top_k_spec)
-    if config.gamma_threshold > 0:
-        name += f"_t{config.gamma_threshold:g}"
-    if config.tree_type != 0:
-        name += "_dyn"
-    return name
+    return run_name(config)
+
+
+__all__ = ["config_name", "dedupe", "grid_item", "load_config_list", "parse_grid"]
