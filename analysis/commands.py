@@ -15,7 +15,7 @@ from replay.atomic import atomic_path
 from replay.cliopts import JSON_OBJECT_HELP, add_dump_input, add_no_progress, add_output
 from replay.commands import add_dump_options, options_from_args
 from replay.errors import SpecReplayError
-from replay.pathcheck import input_file, output_dir, output_file
+from replay.pathcheck import input_file_or_json, output_dir, output_file
 from replay.progress import progress_enabled
 from replay.sources import require_dump_source
 
@@ -125,15 +125,10 @@ def _print_table(df, args, out=None) -> None:
 
 
 def _configs_from_args(args, recorded):
-    from .compare import parse_config_arg, parse_grid
     from .report import default_comparison_configs
     from .subtree import contained_configs
 
-    configs = []
-    for text in args.configs or []:
-        configs.extend(parse_config_arg(text))
-    if args.grid:
-        configs.extend(parse_grid(args.grid))
+    configs = list(_option_configs(args))
     if getattr(args, "contained", False):
         configs.extend(contained_configs(recorded))
     if not configs:
@@ -147,14 +142,35 @@ def _configs_from_args(args, recorded):
     return out
 
 
-def _check_config_args(args) -> None:
-    """Parse --configs and --grid once before the replay, so a typo fails before any work."""
-    from .compare import parse_config_arg, parse_grid
+def _option_configs(args) -> list:
+    """The configs of --configs, --grid and --generate, parsed once (notes printed once)."""
+    if getattr(args, "parsed_configs", None) is None:
+        args.parsed_configs = _parse_config_options(args)
+    return args.parsed_configs
 
+
+def _parse_config_options(args) -> list:
+    from .compare import generate_funnels, is_generator_text, parse_config_arg, parse_config_list_arg
+
+    configs = []
     for text in args.configs or []:
-        parse_config_arg(text)
-    if args.grid:
-        parse_grid(args.grid)
+        configs.extend(parse_config_arg(text, "--configs"))
+    if args.grid and is_generator_text(args.grid):
+        print('specreplay: note: --grid "root=... heads=..." is deprecated; use --generate (--grid is a list of configs)', file=sys.stderr)
+        configs.extend(generate_funnels(args.grid, "--grid"))
+    elif args.grid:
+        listed, skipped = parse_config_list_arg(args.grid, "--grid")
+        for s in skipped:
+            print(f"specreplay: skipped grid combination {s}", file=sys.stderr)
+        configs.extend(listed)
+    if getattr(args, "generate", None):
+        configs.extend(generate_funnels(args.generate, "--generate"))
+    return configs
+
+
+def _check_config_args(args) -> None:
+    """Parse --configs, --grid and --generate once before the replay, so a typo fails before any work."""
+    _option_configs(args)
 
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -378,7 +394,7 @@ def run_report(args: argparse.Namespace) -> int:
     _check_config_args(args)
     runs = _load(args)
     configs = None
-    if args.configs or args.grid:
+    if _option_configs(args):
         configs = _configs_from_args(args, runs[0].config)
     update, close = tqdm_progress("report", progress_enabled(args.no_progress))
     try:
@@ -412,9 +428,11 @@ def _parse_key(text: str):
 
 
 def _add_compare_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--configs", nargs="+", metavar="CONFIG", help="configs to compare: topKSpec lists, JSON objects or files")
-    p.add_argument("--grid", help='funnel grid, e.g. "root=2,4,6 heads=1,2 width=1,2 gamma=1:3"')
-    p.add_argument("--cost", type=input_file, help='cost model JSON {"tokens": [...], "verify_s": [...], "draft_step_s": x}')
+    p.add_argument("--configs", nargs="+", metavar="CONFIG",
+                   help="configs to compare, each in any config form: 6,2x2,1x1, [6]|[2,2]|[1,1], 6_2x2_1x1, [[6],[2,2],[1,1]], a JSON object or file (docs/config-grammar.md)")
+    p.add_argument("--grid", metavar="LIST", help='a list of configs separated by ";", as sweep --grid: "6,2x2,1x1;4|6,1x1;[2]|[1,1]"')
+    p.add_argument("--generate", metavar="FUNNELS", help='generate funnel configs: "root=2,4,6 heads=1,2 width=1,2 gamma=1:3" (a:b = range)')
+    p.add_argument("--cost", type=input_file_or_json, help='cost model: a JSON file or inline JSON {"tokens": [...], "verify_s": [...], "draft_step_s": x}')
     p.add_argument("--gamma-threshold", type=float, default=None, help="simulate this gammaThreshold early stop (docs/analysis.md); default: only the recorded early stops")
     p.add_argument("--ema-window", type=int, default=None, help="emaWindow for the EMA strategies (default: the run's setting, else 1)")
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from replay.errors import SpecReplayError
+from replay.pathcheck import is_inline_json
 
 SOURCE_DEFAULT = "modelled: default relative cost"  # the label every output shows for CostModel.default()
 
@@ -78,6 +79,22 @@ class CostModel:
             raise SpecReplayError(f"cost model {source}: missing key {exc.args[0]!r} (need tokens, verify_s, draft_step_s)") from None
         except (TypeError, ValueError) as exc:
             raise SpecReplayError(f"cost model {source}: {exc}") from None
+
+    @classmethod
+    def parse(cls, text: str, option: str = "--cost") -> "CostModel":
+        """An option's value: inline JSON (it starts with '{') or a JSON file."""
+        if not is_inline_json(text):
+            return cls.load(text)
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecReplayError(
+                f"{option} {text!r}: not valid JSON ({exc.msg} at column {exc.colno}); "
+                'expected a JSON file or {"tokens": [...], "verify_s": [...], "draft_step_s": x}'
+            ) from None
+        if not isinstance(obj, dict):
+            raise SpecReplayError(f"{option} {text!r}: expected a JSON object")
+        return cls.from_json(obj, f"{option} inline JSON")
 
     @classmethod
     def load(cls, path: str | Path) -> "CostModel":

@@ -26,6 +26,7 @@ import numpy as np
 
 from replay.errors import SpecReplayError
 from replay.manifest import Manifest
+from replay.pathcheck import is_inline_json
 
 from .costmodel import SOURCE_DEFAULT, CostModel
 from .timings import SWEEP_DUMPS_DIR, Timings, read_timings
@@ -36,9 +37,10 @@ SOURCE_MANIFEST = "measured: manifest timings"
 GIVEN_PREFIX = "given: "
 
 
-def given_cost(path: str | Path) -> CostModel:
-    """A cost model file named by the user (``--cost``)."""
-    return replace(CostModel.load(path), source=f"{GIVEN_PREFIX}{path}")
+def given_cost(text: str | Path) -> CostModel:
+    """A cost model given by the user (``--cost``): a file, or inline JSON."""
+    text = str(text)
+    return replace(CostModel.parse(text), source=f"{GIVEN_PREFIX}{'inline JSON' if is_inline_json(text) else text}")
 
 
 def find_cost_curve(directory: str | Path) -> Path | None:

@@ -11,7 +11,7 @@ from typing import Callable, Iterator
 from replay.cliopts import JSON_OBJECT_HELP, add_dump_input, add_no_progress
 from replay.commands import add_dump_options, options_from_args
 from replay.errors import SpecReplayError
-from replay.pathcheck import input_file
+from replay.pathcheck import input_file_or_json
 from replay.progress import progress_enabled, tqdm_progress
 from replay.sources import require_dump_source
 
@@ -47,7 +47,7 @@ def cost_from_args(args: argparse.Namespace) -> CostModel | None:
     if args.cost and args.verify_cost:
         raise SpecReplayError("give either --cost FILE or --verify-cost A,B, not both")
     if args.cost:
-        curve = CostModel.load(args.cost)
+        curve = CostModel.parse(args.cost)
         return curve if args.draft_cost is None else curve.with_draft_step(args.draft_cost)
     if args.verify_cost:
         return CostModel.linear(*args.verify_cost, args.draft_cost or 0.0)
@@ -113,7 +113,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dump_input(p, many=True, help="dump directories or packed runs (pooled)")
     p.add_argument("--budget", type=int, required=True, help="draft nodes per tree (root excluded)")
     p.add_argument("--max-depth", type=int, default=None, help="maximum gamma (default: deepest recorded tree)")
-    p.add_argument("--cost", type=input_file, help="measured cost curve JSON")
+    p.add_argument("--cost", type=input_file_or_json, help='measured cost curve: a JSON file or inline JSON {"tokens": [...], "verify_s": [...], "draft_step_s": x}')
     p.add_argument("--verify-cost", type=parse_pair, help="A,B: t_verify(k) = A + B*k seconds")
     p.add_argument("--draft-cost", type=float, default=None, help="seconds per draft step")
     p.add_argument("--top", type=int, default=5, help="shapes to list per objective")

@@ -92,6 +92,16 @@ def input_file(text: str) -> str:
     return text
 
 
+def is_inline_json(text: str) -> bool:
+    """An option value given as a JSON object's text rather than a file name."""
+    return text.lstrip().startswith("{")
+
+
+def input_file_or_json(text: str) -> str:
+    """argparse type of an option that takes a JSON file (which must exist) or inline JSON."""
+    return text if is_inline_json(text) else input_file(text)
+
+
 def _as_argparse(text: str, kind: str) -> str:
     try:
         check_output(text, kind)
