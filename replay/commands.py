@@ -7,7 +7,7 @@ import json
 import sys
 
 from .cliopts import JSON_LINES_HELP, add_dump_input, add_no_progress
-from .config import load_config
+from .config_grammar import parse_spec
 from .errors import SpecReplayError
 from .grouping import parse_offset
 from .matrix_io import RawSpec
@@ -42,7 +42,8 @@ def parse_key(text: str) -> tuple[int, int]:
 
 def add_dump_options(p: argparse.ArgumentParser) -> None:
     """Options shared by every command that reads a dump directory."""
-    p.add_argument("--config", help="tree config JSON (single tree or {specTree: [...]})")
+    p.add_argument("--config", help="tree config in any config form: tree.json (single tree or {specTree: [...]}), "
+                   "6,2x2,1x1, [6]|[2,2]|[1,1], inline JSON (docs/config-grammar.md)")
     p.add_argument("--tree", type=int, default=0, help="which specTree entry to use (default: %(default)s)")
     p.add_argument("--layout", choices=("parents", "all"), help="validate layout (default: manifest, else from shapes)")
     p.add_argument(
@@ -58,7 +59,7 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
     except ValueError as exc:
         raise SpecReplayError(f"--step0-offset: {exc}") from None
     return ReplayOptions(
-        config=load_config(args.config) if args.config else None,
+        config=parse_spec(args.config, "--config") if args.config else None,
         tree_index=args.tree,
         step0_offset=offset,
         layout=args.layout,

@@ -59,7 +59,11 @@ def register(subparsers) -> None:
         "manifest.json with outputs and timings) that every offline command reads.",
     )
     _model_args(gen)
-    gen.add_argument("--config", required=True, help="tree config JSON (the first tree of a specTree list is used)")
+    gen.add_argument(
+        "--config", required=True,
+        help="tree config in any config form: tree.json, 6,2x2,1x1, [6]|[2,2]|[1,1], [[6],[2,2],[1,1]], inline JSON "
+        "(docs/config-grammar.md; the first tree of a specTree list is used)",
+    )
     _decode_args(gen)
     add_output(gen, output_dir, "dump directory (draft_step_*/validate_* .npz + manifest.json); must be new or empty",
                dest="out", metavar="DIR", required=True, aliases=["--out"])
@@ -82,8 +86,9 @@ def register(subparsers) -> None:
     )
     _model_args(sw)
     which = sw.add_mutually_exclusive_group(required=True)
-    which.add_argument("--grid", help="tree configs in the grid syntax below")
-    which.add_argument("--configs", help="JSON file with a list of tree configs")
+    which.add_argument("--grid", help="tree configs separated by ';', each in any config form (docs/config-grammar.md), "
+                       "with the grid syntax below")
+    which.add_argument("--configs", help="a JSON file (or inline JSON) with a list of tree configs")
     _decode_args(sw)
     add_output(sw, output_dir, "sweep directory (rows/, dumps/, results.csv/.parquet, plots/)",
                dest="out", metavar="DIR", required=True, aliases=["--out"])
@@ -197,10 +202,15 @@ def _progress_bar(args, total: int, desc: str):
     return progress_bar(total, desc, progress_enabled(args.no_progress), unit="tok", leave=False)
 
 
-def cmd_generate(args) -> int:
-    from ..config import load_config
+def generate_config(text: str):
+    """``generate --config``'s value as a SpecConfig (replay.config_grammar): parsed before torch loads."""
+    from ..config_grammar import parse_spec
 
-    spec = load_config(args.config)  # bad input fails before torch is imported
+    return parse_spec(text, "--config")
+
+
+def cmd_generate(args) -> int:
+    spec = generate_config(args.config)  # bad input fails before torch is imported
     paths = _resolve_pair(args)
     from .dumps import staged_output_dir
     from .prompts import read_prompts
