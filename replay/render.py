@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -142,7 +143,7 @@ def summary_lines(
 ) -> list[str]:
     """The summary block of ``replay`` and ``batch``; ``extra`` lines go after the histogram."""
     n = int(figs.accepted.shape[0])
-    lines = [title, f"  config ({config_source}): {tree.to_json()}"]
+    lines = [title, f"  config ({config_source}): {tree.short()}  {json.dumps(tree.to_json())}"]  # both paste back into --config
     if config.unknown:
         lines.append(f"  config keys not used by replay (kept): {dict(config.unknown)}")
     if config.settings:
