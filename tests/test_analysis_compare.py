@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from analysis.compare import compare_configs, compare_display, format_bounds, parse_config_arg, parse_grid
+from analysis.compare import compare_configs, compare_display, format_bounds, generate_funnels, parse_config_arg, parse_grid
 from analysis.costmodel import CostModel
 from analysis.gamma_strategies import next_gamma, simulate_strategies, simulate_strategy, outcomes_by_gamma
 from analysis.subtree import truncated
@@ -161,13 +161,15 @@ def test_parse_config_arguments(tmp_path):
         parse_config_arg("no-such-file.json")
 
 
-def test_parse_grid():
-    got = [c.short() for c in parse_grid("root=2,4 heads=1,2 width=1 gamma=2")]
+def test_generate_funnels():
+    got = [c.short() for c in generate_funnels("root=2,4 heads=1,2 width=1 gamma=2")]
     assert got == ["[2]|[1]", "[2]|[1,1]", "[4]|[1]", "[4]|[1,1]"]
-    got = [c.short() for c in parse_grid("root=1 heads=3 width=2 gamma=1:3")]
+    got = [c.short() for c in generate_funnels("root=1 heads=3 width=2 gamma=1:3")]
     assert got == ["[1]", "[1]|[2]", "[1]|[2]|[2,2]"]  # heads capped by the level size
-    with pytest.raises(SpecReplayError, match="grid"):
-        parse_grid("depth=3")
+    with pytest.raises(SpecReplayError, match="--generate"):
+        generate_funnels("depth=3")
+    with pytest.raises(SpecReplayError, match="--grid"):
+        parse_grid("depth=3", "--grid")  # the old name, used for compare --grid's old spelling
 
 
 def test_recorded_config_row_equals_replay_even_with_a_threshold_in_its_config():
