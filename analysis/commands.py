@@ -47,19 +47,22 @@ length among rounds that stopped on a mismatch; docs/analysis.md) unless --round
 COMPARE_EPILOG = """\
 examples:
   specreplay compare sample_dumps/synthetic_article
-  specreplay compare DUMP --configs "[[6],[2,2],[1,1]]" "[[4],[1,1],[1]]" other_tree.json
-  specreplay compare DUMP --grid "root=2,4,6 heads=1,2 width=1,2 gamma=1:3" --cost cost.json
+  specreplay compare DUMP --configs "[6]|[2,2]|[1,1]" 4,1x1,1 "[[3],[1,1]]" other_tree.json
+  specreplay compare DUMP --grid "6,2x2,1x1;4|6,1x1;2_1" --cost '{"tokens": [1, 16], "verify_s": [0.38, 0.95], "draft_step_s": 0.08}'
+  specreplay compare DUMP --generate "root=2,4,6 heads=1,2 width=1,2 gamma=1:3" --cost cost.json
   specreplay compare DUMP --contained --top 15 --csv > configs.csv
   specreplay compare DUMP --gamma-strategies 0 1 2 3 4 --ema-window 4
   specreplay compare DUMP --plot compare.svg --per-round rounds.csv --json > compare.json
 
-A config is a topKSpec list (topHead = row lengths), a JSON tree object, or a file (single tree or
-specTree list). --grid builds funnels: root width, heads per step, width per head, gamma (a:b =
-range). Every config is replayed exactly on each recorded round; rounds the dump cannot decide
+A config is in any form of docs/config-grammar.md: [6]|[2,2]|[1,1] (what the config column
+prints), 6,2x2,1x1 (sweep's grid form), 6_2x2_1x1 (a sweep's run name), a topKSpec list
+[[6],[2,2],[1,1]] (topHead = row lengths), a JSON tree or specTree object, or a file. --grid is a
+list of configs separated by ';', as sweep --grid ('|' alternatives in grid-form items). --generate
+builds funnels: root width, heads per step, width per head, gamma (a:b = range). Every config is replayed exactly on each recorded round; rounds the dump cannot decide
 (the config would expand a node the recording did not) are counted and bound the results:
 x.xxx..y.yyy. Without configs: the recorded one and a few contained ones. The cost model gives the
 modelled speedup  (Σ (L + 1)) · t_verify(1) / Σ (steps · draft_step_s + t_verify(nodes + 1)).
-Its source, printed per run: --cost JSON {"tokens": [...], "verify_s": [...], "draft_step_s": x},
+Its source, printed per run: --cost {"tokens": [...], "verify_s": [...], "draft_step_s": x} (a file or inline),
 else cost_curve.json beside the dump, else the manifest's measured round timings, else the default
 relative cost (a WARNING says the speedup is then only modelled). When the manifest holds a
 target-only baseline, the recorded config's measured speedup is shown next to the modelled one.
@@ -69,7 +72,7 @@ REPORT_EPILOG = """\
 examples:
   specreplay report sample_dumps/synthetic_article -o report/
   specreplay report engine_dump/ harness_dump/ -o report/ --label engine --label harness
-  specreplay report DUMP -o report/ --configs "[[4],[2,2],[1,1]]" --cost cost.json --tokenizer tok.json
+  specreplay report DUMP -o report/ --configs "[4]|[2,2]|[1,1]" --cost cost.json --tokenizer tok.json
   specreplay report DUMP -o report/ --budget 16 --max-depth 4    (tree-shape recommendation)
   specreplay report sample_dumps/qwen2.5-coder/* -o report/     (measured and modelled speedup side by side)
 
