@@ -16,6 +16,7 @@ import pandas as pd
 
 from replay.commands import parse_key
 from replay.config import SpecConfig, TreeConfig, load_config, parse_config
+from replay.config_grammar import parse_spec
 from replay.errors import SpecReplayError
 from replay.replayer import ReplayOptions
 
@@ -38,7 +39,9 @@ def _config(config: PathLike | Mapping | SpecConfig | None) -> SpecConfig | None
         return config
     if isinstance(config, Mapping):
         return parse_config(dict(config), "<config given to analysis.api.load>")
-    return load_config(config)
+    if isinstance(config, Path):
+        return load_config(config)
+    return parse_spec(config, "config")  # any form of docs/config-grammar.md, a file path included
 
 
 def load(
@@ -110,8 +113,8 @@ def speed(runs: Sequence[Run], cost: CostModel | None = None) -> pd.DataFrame:
 
 def compare(run: Run, configs: Sequence[str | TreeConfig], cost: CostModel | None = None) -> pd.DataFrame:
     """Replay other tree configs exactly on the run's rounds (``specreplay compare``): one row per
-    config, the recorded one first. A config is a TreeConfig, a topKSpec list as text
-    (``"[[4],[2,2],[1,1]]"``), a JSON object as text, or a config file."""
+    config, the recorded one first. A config is a TreeConfig or text in any form of
+    docs/config-grammar.md (``"[4]|[2,2]|[1,1]"``, ``"4,2x2,1x1"``, ``"[[4],[2,2],[1,1]]"``, JSON, a file)."""
     chosen = [run.config]
     for c in configs:
         chosen.extend([c] if isinstance(c, TreeConfig) else parse_config_arg(str(c)))
