@@ -37,6 +37,11 @@ example:
   specreplay sweep --draft models/draft --target models/target --prompts prompts.jsonl \\
       --grid "6,2x2,1x1;4,2x1,1;2|4,1x1;1,1,1,1@0|0.4" --max-new-tokens 64 --out runs/sweep1
   (after an interruption add --resume: finished configs are kept, not redone)
+
+  specreplay sweep --pair qwen2.5-coder --prompts prompts.txt --grid "..." --max-new-tokens 64 \\
+      --out /shared/sweep2 --devices cuda:0,cuda:1,cuda:2,cuda:3 --dtype bfloat16
+  (a local Dask cluster, one worker process per GPU; --scheduler tcp://host:8786 uses a running
+   cluster instead: OUT and the models at the same path on every worker)
 """
 
 COST_EXAMPLE = """example:
@@ -70,6 +75,10 @@ def register(subparsers) -> None:
     sw.add_argument("--resume", action="store_true", help="continue the sweep in --out: finished configs are kept, the rest run")
     _repeats_arg(sw)
     sw.add_argument("--no-cost-curve", action="store_true", help="skip measuring cost_curve.json")
+    where = sw.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", help="run on an existing Dask cluster (tcp://host:8786): one task per config, see docs/scale.md")
+    where.add_argument("--workers", type=int, help="start a local Dask cluster of N worker processes (one per device) and run on it")
+    sw.add_argument("--devices", help="one device per local worker, comma separated (cuda:0,cuda:1); starts len(devices) workers")
     sw.set_defaults(func=cmd_sweep)
 
     cc = subparsers.add_parser(
@@ -196,6 +205,8 @@ def cmd_sweep(args) -> int:
 
     configs = _sweep_configs(args)
     out = Path(args.out)
+    if args.scheduler or args.workers is not None or args.devices:
+        return _sweep_on_cluster(args, configs, out)
     draft, target = _load_pair(args)
     prompts = read_prompts(args.prompts, target.tokenizer)
     options = _options(args, target)
@@ -205,6 +216,78 @@ def cmd_sweep(args) -> int:
             draft, target, configs, prompts, options, out, args.repeats, args.resume, bar.update, cost_curve=not args.no_cost_curve
         )
     return _report_sweep(result, out)
+
+
+def _sweep_on_cluster(args, configs, out: Path) -> int:
+    """The client: resolves models and prompts (loads no model), submits one task per config."""
+    from contextlib import ExitStack
+    from types import SimpleNamespace
+
+    from .cluster import PairSpec, run_sweep_on_cluster, start_local_cluster
+    from .errors import SweepError
+    from .names import require_both, resolve_model_args
+    from .prompts import read_prompts
+
+    if args.scheduler and args.devices:
+        raise SweepError("--devices starts local workers; with --scheduler set each worker's device with SPECREPLAY_DEVICE")
+    paths = require_both(resolve_model_args(args.draft, args.target, args.pair, args.models_dir))
+    tokenizer = _TargetTokenizer(paths.target)
+    prompts = read_prompts(args.prompts, tokenizer)
+    options = _options(args, SimpleNamespace(tokenizer=tokenizer))
+    absolute = lambda p: str(Path(p).resolve())  # noqa: E731 - workers may start in another directory
+    pair = PairSpec(absolute(paths.draft), absolute(paths.target), args.device, args.dtype, args.draft_dtype, args.threads)
+    devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else None
+    with ExitStack() as stack:
+        client = stack.enter_context(_dask_client(args.scheduler, lambda: stack.enter_context(start_local_cluster(args.workers, devices))))
+        bar = stack.enter_context(_progress_bar(len(configs), "sweep"))
+        bar.unit = "config"
+        result = run_sweep_on_cluster(
+            client, pair, configs, prompts, options, out, args.repeats, args.resume, not args.no_cost_curve, lambda _: bar.update(1)
+        )
+    return _report_sweep(result, out)
+
+
+def _dask_client(scheduler: str | None, start_cluster):
+    from distributed import Client
+
+    from .errors import SweepError
+
+    if scheduler is None:
+        return Client(start_cluster())
+    try:
+        return Client(scheduler, timeout="20s")
+    except (OSError, TimeoutError) as exc:
+        raise SweepError(f"--scheduler {scheduler}: cannot connect: {exc}") from None
+
+
+class _TargetTokenizer:
+    """The target's tokenizer, loaded on first use: a cluster's client loads no model and needs the
+    tokenizer only for text prompts or --stop-at-eos."""
+
+    _UNSET = object()
+
+    def __init__(self, path: Path):
+        self._path = Path(path)
+        self._tok = self._UNSET
+
+    def _get(self):
+        if self._tok is self._UNSET:
+            from .models import load_tokenizer
+
+            gguf = self._path.suffix == ".gguf"
+            self._tok = load_tokenizer(self._path.parent if gguf else self._path, self._path.name if gguf else None)
+        return self._tok
+
+    def encode(self, text: str) -> list[int]:
+        from .errors import PromptError
+
+        if self._get() is None:
+            raise PromptError(f"text prompts need a tokenizer, and {self._path} has none; give JSON Lines of token ids")
+        return self._get().encode(text)
+
+    @property
+    def eos_token_id(self):
+        return getattr(self._get(), "eos_token_id", None)
 
 
 def _sweep_configs(args):

@@ -26,11 +26,12 @@ from .generate import DecodeOptions
 from .grid import config_name
 from .models import LiveModel
 from .run import Comparison, Progress, TimedRun, run_timed, save_run_manifest
-from .sweepdir import COST_CURVE_FILE, ROW_FILE, SweepResult, claim, dumps_dir, is_finished, new_session, settings, write_table
+from .sweepdir import (
+    COMMITTED, COST_CURVE_FILE, DUPLICATE, KEPT, ROW_FILE, SweepResult, claim, dumps_dir, is_finished, new_session, settings, write_table,
+)
 from .timing import Clock
 
 ConfigHook = Callable[[str], None]  # called with a config's name once its result is committed
-COMMITTED, DUPLICATE = "committed", "duplicate"  # what run_config did
 LOCAL_WORKER = "local"
 
 
@@ -55,10 +56,10 @@ def run_sweep(
     clear_stale(dumps_dir(out))
     session = new_session()
     names = [config_name(c) for c in configs]
-    done: dict[str, list[str]] = {COMMITTED: [], DUPLICATE: [], "skipped": []}
+    done: dict[str, list[str]] = {COMMITTED: [], DUPLICATE: [], KEPT: []}
     for config, name in zip(configs, names):
         if is_finished(out, name):
-            done["skipped"].append(name)
+            done[KEPT].append(name)
             continue
         done[run_config(draft, target, config, prompts, options, out, repeats, session, LOCAL_WORKER, progress, clock)].append(name)
         write_table(out, names)
@@ -66,7 +67,7 @@ def run_sweep(
             after_config(name)
     if cost_curve:
         measure_cost_curve_once(target, draft, out, LOCAL_WORKER, repeats)
-    return SweepResult(write_table(out, names), tuple(done[COMMITTED]), tuple(done["skipped"]), tuple(done[DUPLICATE]))
+    return SweepResult(write_table(out, names), tuple(done[COMMITTED]), tuple(done[KEPT]), tuple(done[DUPLICATE]))
 
 
 def model_ref(model: LiveModel) -> dict[str, str]:
@@ -92,6 +93,7 @@ def run_config(
 ) -> str:
     """One task: time ``config`` against target-only, stage its dump and row, commit them.
     Returns COMMITTED, or DUPLICATE when another run of the same config committed first."""
+    clear_stale(dumps_dir(out))  # e.g. this config's earlier run on a worker that was killed
     with staged(dumps_dir(out), config_name(config)) as stage:
         timed = run_timed(draft, target, prompts, config, options, repeats, True, stage.path, progress, clock)
         comparison = timed.comparison(options.temperature)

@@ -29,6 +29,10 @@ SETTINGS_FILE = "sweep.json"
 DUMPS_DIR = "dumps"
 ROW_FILE = "row.json"
 COST_CURVE_FILE = "cost_curve.json"
+# What one task did with its config.
+COMMITTED = "committed"  # ran it and committed the result
+DUPLICATE = "duplicate"  # ran it, but another run of the same config had committed first
+KEPT = "kept"  # found it committed already and did not run it
 # Row columns that depend on the models, prompts and options only, never on timing or on where a
 # config ran: two sweeps of the same settings agree on them whatever their workers.
 OUTCOME_COLUMNS = (
@@ -47,8 +51,16 @@ class SweepResult:
 
 def settings(draft: dict[str, str], target: dict[str, str], prompts: Sequence[Sequence[int]], options: dict[str, Any]) -> dict[str, Any]:
     """What a sweep's outputs depend on: models {path, dtype}, prompts (token ids), decode options.
-    Not the device: rows record where they ran, and a resume may run on other devices."""
-    return {"layout": LAYOUT, "draft": dict(draft), "target": dict(target), "prompts": [list(p) for p in prompts], "options": dict(options)}
+    Not the device: rows record where they ran, and a resume may run on other devices (or on a
+    cluster). Model paths are made absolute, so a relative path and its absolute form agree."""
+    models = {role: {**ref, "path": _absolute(ref["path"])} for role, ref in (("draft", draft), ("target", target))}
+    return {"layout": LAYOUT, **models, "prompts": [list(p) for p in prompts], "options": dict(options)}
+
+
+def _absolute(path: str) -> str:
+    """An existing path made absolute; a label that is no path (an in-memory model) as it is."""
+    p = Path(path)
+    return str(p.resolve()) if p.exists() else path
 
 
 def claim(out: str | Path, body: dict[str, Any], resume: bool) -> None:
