@@ -148,6 +148,23 @@ def test_timed_run_writes_the_same_dump_as_a_plain_run(live_qwen_pair, tmp_path)
         assert (tmp_path / "plain" / name).read_bytes() == (tmp_path / "timed" / name).read_bytes(), name
 
 
+def test_a_config_finished_twice_is_committed_once(live_qwen_pair, tmp_path):
+    """A second run of a committed config (a retried task) is discarded whole: the first result's
+    files are untouched, nothing of the second remains, the table has one row."""
+    from replay.live.sweep import run_config
+    from replay.live.sweepdir import DUPLICATE
+
+    draft, target = live_qwen_pair
+    config = parse_grid("2,1x1")[0][0]
+    run_sweep(draft, target, [config], PROMPTS, OPTIONS, tmp_path, repeats=1)
+    first = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "dumps" / "2_1x1").iterdir()}
+    assert run_config(draft, target, config, PROMPTS, OPTIONS, tmp_path, 1, "second-session", "w9") == DUPLICATE
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "dumps" / "2_1x1").iterdir()} == first
+    assert [p.name for p in (tmp_path / "dumps").iterdir()] == ["2_1x1"]
+    result = run_sweep(draft, target, [config], PROMPTS, OPTIONS, tmp_path, repeats=1, resume=True)
+    assert result.skipped == ("2_1x1",) and len(result.table) == 1 and result.table["worker"].item() == "local"
+
+
 def test_resume_with_other_settings_is_refused(live_qwen_pair, tmp_path):
     draft, target = live_qwen_pair
     configs = [TreeConfig.from_lists([[2]])]

@@ -103,7 +103,9 @@ def run_sweep_on_cluster(
     """Submit every config not yet committed in ``out_dir`` to ``client``'s cluster (a
     ``distributed.Client``), gather as they finish, keep the table current; ``options`` is a
     ``DecodeOptions``."""
-    from distributed import as_completed
+    from concurrent.futures import CancelledError
+
+    from distributed import KilledWorker, as_completed
 
     out = Path(out_dir).resolve()
     opts = asdict(options)
@@ -129,6 +131,10 @@ def run_sweep_on_cluster(
             write_table(out, names)
             if on_done is not None:
                 on_done(outcome)
+    except (KilledWorker, CancelledError, OSError) as exc:  # scheduler gone, or a task that kills workers
+        raise SweepError(
+            f"the cluster lost the sweep ({type(exc).__name__}: {exc}); every committed config is kept in {out}: rerun with --resume"
+        ) from None
     finally:
         client.cancel([f for f in futures if not f.done()])
     return SweepResult(
