@@ -25,7 +25,8 @@ from pathlib import Path
 
 from replay.live.cluster import PairSpec, run_sweep_on_cluster, start_local_cluster
 from replay.live.generate import DecodeOptions
-from replay.live.grid import parse_grid
+from replay.live.grid import config_name, parse_grid
+from replay.live.sweepdir import OUTCOME_COLUMNS
 from replay.live.tiny import build_model, noisy_copy, save_hf_dir, tiny_config
 from replay.live.timing import time_methods
 
@@ -39,6 +40,14 @@ def tiny_pair(root: Path) -> PairSpec:
     save_hf_dir(target, root / "target")
     save_hf_dir(draft, root / "draft")
     return PairSpec(str(root / "draft"), str(root / "target"), "cpu", threads=1)
+
+
+def same_outcomes(dirs: list[Path], names: list[str]) -> bool:
+    """Every sweep has the same outcome columns (nodes, rounds, acceptance, ...), whatever its workers."""
+    import pandas as pd
+
+    tables = [pd.read_parquet(d / "results.parquet")[list(OUTCOME_COLUMNS)] for d in dirs]
+    return all(t["name"].tolist() == names and t.equals(tables[0]) for t in tables)
 
 
 def dask_overhead(client, n: int = 100) -> dict[str, float]:
@@ -88,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         timing = time_methods({k: sweep(k) for k in clients}, 1, args.repeats)
         overhead = dask_overhead(three)
     wall = {m.name: m.seconds for m in timing.methods}
+    identical = same_outcomes(sorted(work.glob("sweep-*")), [config_name(c) for c in configs])
     ratios = [b / a for a, b in zip(wall["1 worker"], wall["3 workers"])]
     result = {
         "command": "PYTHONPATH=. python bench/sweep_cluster.py " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -95,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(), "wall_s": wall,
         "wall_ratio_3_over_1": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios), "passes": ratios},
         "task_s_median": {k: statistics.median(v) for k, v in task_s.items() if v},
-        "dask_overhead": overhead, "timing": timing.to_json(), "load_before": asdict(timing.load_before),
+        "identical_outcomes": identical, "dask_overhead": overhead, "timing": timing.to_json(), "load_before": asdict(timing.load_before),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
@@ -106,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio 3 workers / 1 worker: median {r['median']:.2f} (min {r['min']:.2f}, max {r['max']:.2f}); ideal 0.33")
     print(f"one config task: median {result['task_s_median']} s; Dask no-op task: round trip "
           f"{overhead['round_trip_s'] * 1e3:.1f} ms, throughput {overhead['throughput_s_per_task'] * 1e3:.1f} ms/task")
+    print(f"same outcome columns in all {len(list(work.glob('sweep-*')))} sweeps (1 and 3 workers): {'yes' if identical else 'NO'}")
     print(f"machine: {os.cpu_count()} CPUs, load {timing.load_before.load_1m:.2f} before, CPUs busy {timing.cpu_busy_percent}%")
     return 0
 
