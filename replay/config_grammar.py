@@ -181,6 +181,10 @@ def _compact(s: str, option: str, text: str) -> TreeConfig | None:
 def _diagnose(s: str) -> str:
     """Why ``s`` is neither a file nor a compact form: the first width that is not an integer, when
     ``s`` looks like a compact form (separators, no path), else that the file does not exist."""
+    if "/" not in s and "@" in s:
+        for thr in s.split("@", 1)[1].removesuffix("+dyn").split("|"):
+            if not re.fullmatch(_NUM, thr):
+                return f"gammaThreshold {thr!r} is not a number"
     if "/" not in s and not s.endswith(".json") and re.search(r"[,|_x]", s):
         body = re.split(r"@|\+dyn|_t[0-9.]|_dyn", s)[0]
         bad = next((t for t in re.split(r"[,|_x\[\]\s]+", body) if t and not t.isdigit()), None)
