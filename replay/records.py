@@ -152,6 +152,8 @@ def _notes(text: str) -> list[str]:
 # pd.read_csv(path, converters=CSV_CONVERTERS, dtype=CSV_DTYPES) reads a per-round CSV back.
 CSV_CONVERTERS = {**{c: _ints for c in INT_LIST_COLUMNS}, "notes": _notes, "bonus_kind": lambda s: s or None}
 CSV_DTYPES = {c: "Int64" for c in NULLABLE_INT_COLUMNS} | {"round": str}
+# pd.read_json(path, lines=True, dtype=JSON_DTYPES) keeps the round key "124_140" a string.
+JSON_DTYPES = {"round": str}
 
 
 def csv_frame(frame):
