@@ -343,7 +343,8 @@ def run_compare(args: argparse.Namespace) -> int:
             body["gamma_strategies"] = json.loads(pd.concat(strategies).to_json(orient="records"))
         sys.stdout.write(json.dumps(body, indent=1) + "\n")
     elif args.csv:
-        table.to_csv(sys.stdout, index=False)
+        # top_head as compact JSON text "[1,2,2]": pd.read_csv(f, converters={"top_head": json.loads})
+        table.assign(top_head=table["top_head"].map(lambda h: json.dumps([int(v) for v in h], separators=(",", ":")))).to_csv(sys.stdout, index=False)
     else:
         for run, grp in table.groupby("run", sort=False):
             shown = compare_display(grp)

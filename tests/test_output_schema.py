@@ -88,3 +88,11 @@ def test_summary_json_one_liners(capsys):
     compare = json.loads(_stdout(["compare", sample, "--configs", "[[4],[1,1]]", "--json", "--no-progress"], capsys))
     table = pd.DataFrame(compare["configs"])  # docs/output-schema.md
     assert len(table) == 2 and {"config", "run"} <= set(table.columns)
+
+
+def test_compare_csv_top_head_round_trips(capsys):
+    text = _stdout(["compare", "sample_dumps/article_round", "--configs", "[[4],[1,1]]", "--csv", "--no-progress"], capsys)
+    table = pd.read_csv(io.StringIO(text), converters={"top_head": json.loads})  # docs/output-schema.md
+    # the recorded config's topHead (sample_dumps/article_round/config.json) and the given one's
+    # (a topKSpec list alone: one head per width listed, [[4],[1,1]] -> [1,2])
+    assert sorted(map(tuple, table["top_head"])) == [(1, 2), (1, 2, 2)]
