@@ -64,7 +64,8 @@ def run_speculative(
     """One speculative generation per prompt; each round's files go to ``dump_dir`` when given."""
     check_prompts(prompts, draft, target)
     check_record_k(config, options, target)
-    return [speculative_generate(draft, target, p, config, options, _hook(dump_dir, s, progress)) for s, p in enumerate(prompts)]
+    record = dump_dir is not None  # without a dump, the target's output layer runs only on the rows acceptance reads
+    return [speculative_generate(draft, target, p, config, options, _hook(dump_dir, s, progress), record=record) for s, p in enumerate(prompts)]
 
 
 def _hook(dump_dir: str | Path | None, sequence_index: int, progress: Progress | None) -> RoundHook | None:
