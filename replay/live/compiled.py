@@ -56,3 +56,10 @@ def _raise_recompile_limit(limit: int) -> None:
     for name in ("recompile_limit", "cache_size_limit"):  # renamed across torch releases
         if hasattr(cfg, name):
             setattr(cfg, name, max(getattr(cfg, name), limit))
+
+
+def cudagraph_skips() -> int:
+    """How many compiled graphs fell back from CUDA graphs to plain launches (dynamo's counter)."""
+    from torch._dynamo.utils import counters
+
+    return int(sum(counters["inductor"].get(k, 0) for k in ("cudagraph_skips",)))
