@@ -19,16 +19,24 @@ GENERATE_EXAMPLE = """example:
       --config tree.json --prompts prompts.txt --max-new-tokens 64 --out runs/r1 --baseline
   (--prompts: text lines, encoded with the target's tokenizer, or JSON Lines of token ids
    {"prompt_ids": [...]} / [...] for models without one; GGUF: --target path/to/model.gguf)
+  (timing: a warm-up, then --repeats passes; with --baseline the two methods are interleaved per
+   prompt in a rotating order; tokens/s and speedup are the median pass, min and max printed)
 """
 
 SWEEP_EXAMPLE = """grid syntax: configs separated by ';', steps by ',', the widths of one step's
 expanded heads by 'x'; '|' lists alternatives for a step (every combination runs), '@T' sets
-gammaThreshold. "6,2x2,1x1" = topKSpec [[6],[2,2],[1,1]], topHead [1,2,2]; "1,1,1,1" = a chain.
+gammaThreshold (dynamic depth: drafting stops when the best path's draft probability falls below T),
+'@T1|T2' runs one config per threshold. "6,2x2,1x1" = topKSpec [[6],[2,2],[1,1]], topHead [1,2,2];
+"1,1,1,1" = a chain; "1,1,1,1,1,1@0|0.3|0.5" = a depth-6 chain without and with two thresholds.
+
+timing: each config runs with target-only decoding on the same prompts, a warm-up first, then
+--repeats passes, the two interleaved per prompt in a rotating order; tokens/s and speedup are the
+median pass (min and max in the table).
 
 example:
   specreplay sweep --draft models/draft --target models/target --prompts prompts.jsonl \\
-      --grid "6,2x2,1x1;4,2x1,1;2|4,1x1;1,1,1,1" --max-new-tokens 64 --out runs/sweep1
-  (rerun the same command after an interruption: finished configs are kept, not redone)
+      --grid "6,2x2,1x1;4,2x1,1;2|4,1x1;1,1,1,1@0|0.4" --max-new-tokens 64 --out runs/sweep1
+  (after an interruption add --resume: finished configs are kept, not redone)
 """
 
 COST_EXAMPLE = """example:
@@ -49,6 +57,7 @@ def register(subparsers) -> None:
     _decode_args(gen)
     gen.add_argument("--out", required=True, help="dump directory (draft_step_*/validate_* .npz + manifest.json)")
     gen.add_argument("--baseline", action="store_true", help="also run target-only decoding: speedup, identical outputs")
+    _repeats_arg(gen)
     gen.set_defaults(func=cmd_generate)
 
     sw = subparsers.add_parser("sweep", help="run many tree configs live: table, plots, resumable", epilog=SWEEP_EXAMPLE, formatter_class=fmt)
@@ -57,7 +66,9 @@ def register(subparsers) -> None:
     which.add_argument("--grid", help="tree configs in the grid syntax below")
     which.add_argument("--configs", help="JSON file with a list of tree configs")
     _decode_args(sw)
-    sw.add_argument("--out", required=True, help="sweep directory (rows/, dumps/, results.csv/.parquet, plots/)")
+    sw.add_argument("--out", required=True, help="sweep directory (dumps/, results.csv/.parquet, plots/)")
+    sw.add_argument("--resume", action="store_true", help="continue the sweep in --out: finished configs are kept, the rest run")
+    _repeats_arg(sw)
     sw.add_argument("--no-cost-curve", action="store_true", help="skip measuring cost_curve.json")
     sw.set_defaults(func=cmd_sweep)
 
@@ -75,7 +86,10 @@ def register(subparsers) -> None:
     _device_args(cc)
     cc.add_argument("--sizes", default="1,2,4,8,16,32,64", help="tokens per forward, comma separated (default %(default)s)")
     cc.add_argument("--prefix", type=int, default=64, help="committed tokens in the cache (default %(default)s)")
-    cc.add_argument("--repeats", type=int, default=3, help="timed runs per size, median kept (default %(default)s)")
+    cc.add_argument(
+        "--repeats", type=int, default=3,
+        help="timed passes after a warm-up, the sizes' order rotated per pass; median, min and max kept (default %(default)s)",
+    )
     cc.add_argument("--out", required=True, help="where to write cost_curve.json")
     cc.set_defaults(func=cmd_cost_curve)
 
@@ -87,6 +101,13 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     _models_dir_arg(p)
     _device_args(p)
     p.add_argument("--prompts", required=True, help="text lines, or JSON Lines of token ids")
+
+
+def _repeats_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--repeats", type=int, default=3,
+        help="timed passes after a warm-up; methods interleaved per prompt, median and range reported (default %(default)s)",
+    )
 
 
 def _models_dir_arg(p: argparse.ArgumentParser) -> None:
@@ -154,7 +175,7 @@ def cmd_generate(args) -> int:
     from ..config import load_config
     from .prompts import read_prompts
     from .report import format_summary
-    from .run import compare, run_baseline, run_speculative, save_run_manifest, summarize
+    from .run import run_timed, save_run_manifest
 
     spec = load_config(args.config)
     if len(spec.trees) > 1:
@@ -162,41 +183,54 @@ def cmd_generate(args) -> int:
     draft, target = _load_pair(args)
     prompts = read_prompts(args.prompts, target.tokenizer)
     options = _options(args, target)
-    with _progress_bar(len(prompts) * options.max_new_tokens, "speculative") as bar:
-        gens = run_speculative(draft, target, prompts, spec.tree, options, args.out, bar.update)
-    comparison = None
-    if args.baseline:
-        with _progress_bar(len(prompts) * options.max_new_tokens, "target-only") as bar:
-            comparison = compare(gens, run_baseline(target, prompts, options, bar.update), options.temperature)
-    path = save_run_manifest(args.out, spec.tree, draft, target, options, gens, comparison)
-    print(format_summary(summarize(gens), comparison))
+    methods = 2 if args.baseline else 1
+    with _progress_bar(len(prompts) * options.max_new_tokens * methods, "first timed pass") as bar:
+        timed = run_timed(draft, target, prompts, spec.tree, options, args.repeats, args.baseline, args.out, bar.update)
+    comparison = timed.comparison(options.temperature)
+    path = save_run_manifest(args.out, spec.tree, draft, target, options, timed.generations, comparison, timed.timing)
+    print(format_summary(timed.summary, comparison, timed.timing))
     print(f"dump:                   {Path(path).parent}")
     return 0
 
 
 def cmd_sweep(args) -> int:
-    from .costs import measure_cost_curve, write_cost_curve
-    from .grid import load_config_list, parse_grid
     from .prompts import read_prompts
     from .sweep import run_sweep
 
-    if args.grid is not None:
-        configs, skipped = parse_grid(args.grid)
-        for s in skipped:
-            print(f"skipped grid combination {s}", file=sys.stderr)
-    else:
-        configs = load_config_list(args.configs)
+    configs = _sweep_configs(args)
+    out = Path(args.out)
     draft, target = _load_pair(args)
     prompts = read_prompts(args.prompts, target.tokenizer)
     options = _options(args, target)
-    out = Path(args.out)
-    with _progress_bar(len(prompts) * options.max_new_tokens * len(configs), "sweep") as bar:
-        result = run_sweep(draft, target, configs, prompts, options, out, bar.update)
-    if not args.no_cost_curve and not (out / "cost_curve.json").is_file():
-        write_cost_curve(out / "cost_curve.json", measure_cost_curve(target, draft))
-    cols = ["name", "nodes", "mean_accepted_length", "block_efficiency", "tokens_per_s", "speedup"]
-    print(result.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print(f"{len(result.computed)} config(s) run, {len(result.skipped)} kept from before; table: {out / 'results.csv'}")
+    total = len(prompts) * options.max_new_tokens * 2 * len(configs)  # first timed pass, both methods
+    with _progress_bar(total, "sweep") as bar:
+        result = run_sweep(
+            draft, target, configs, prompts, options, out, args.repeats, args.resume, bar.update, cost_curve=not args.no_cost_curve
+        )
+    return _report_sweep(result, out)
+
+
+def _sweep_configs(args):
+    from .grid import load_config_list, parse_grid
+
+    if args.grid is None:
+        return load_config_list(args.configs)
+    configs, skipped = parse_grid(args.grid)
+    for s in skipped:
+        print(f"skipped grid combination {s}", file=sys.stderr)
+    return configs
+
+
+def _report_sweep(result, out: Path) -> int:
+    """Plots (the CLI draws them: the harness never imports analysis), the table, one summary line."""
+    from analysis.sweep_plots import plot_sweep
+
+    if len(result.table):
+        plot_sweep(result.table, out / "plots")
+        cols = ["name", "nodes", "mean_accepted_length", "block_efficiency", "tokens_per_s", "speedup", "speedup_min", "speedup_max"]
+        print(result.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    dup = f", {len(result.duplicates)} finished twice (kept the first)" if result.duplicates else ""
+    print(f"{len(result.computed)} config(s) run, {len(result.skipped)} kept from before{dup}; table: {out / 'results.csv'}")
     return 0
 
 
