@@ -160,3 +160,18 @@ def test_compiled_fast_path_equals_the_eager_path(live_qwen_pair):
     fast = speculative_generate(fd, ft, PROMPTS[0], CONFIGS[0], opts)
     assert fast.output_ids == eager.output_ids
     assert [r.accepted_nodes for r in fast.rounds] == [r.accepted_nodes for r in eager.rounds]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.short())
+def test_bfloat16_draft_under_float32_target_is_lossless(live_qwen_pair, config):
+    """The recommended dtypes (docs/live-harness.md): float32 target, bfloat16 draft where bfloat16
+    is fast. The target decides every token, so the output is the float32 target's own."""
+    import copy
+
+    from replay.live.models import wrap_model
+
+    draft, target = live_qwen_pair
+    bf16 = wrap_model(copy.deepcopy(draft.module).to(torch.bfloat16), draft.name + "-bf16")
+    opts = DecodeOptions(max_new_tokens=40)
+    for prompt in PROMPTS:
+        assert speculative_generate(bf16, target, prompt, config, opts, record=False).output_ids == target_generate(target, prompt, opts).output_ids
