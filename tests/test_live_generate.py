@@ -146,6 +146,8 @@ def test_static_cache_path_is_lossless(live_qwen_pair, config):
         base = target_generate(target, prompt, opts).output_ids
         assert target_generate(ft, prompt, opts).output_ids == base
         assert speculative_generate(fd, ft, prompt, config, opts, record=False).output_ids == base
+    # One static cache per model served every generation (the graphs' addresses stay valid).
+    assert ft.cache_pool.held() == 1 and fd.cache_pool.held() == 1
 
 
 def test_compiled_fast_path_equals_the_eager_path(live_qwen_pair):

@@ -4,9 +4,11 @@ run through ``torch.compile``.
 A static cache keeps its tensors at fixed addresses, which is what CUDA graphs need: on a GPU the
 default backend ``cudagraphs`` records each forward shape once and replays it, so a step costs one
 graph launch instead of hundreds of kernel launches, with the same kernels as the eager path (so
-the same numbers). Prefills (long, once per prompt) stay eager. Every distinct token count is its
-own graph: a static tree has a fixed count per draft step and per verification, so a run records
-a handful of them.
+the same numbers). Prefills (the first forward on a cache, and any forward over more than
+``max_tokens``) stay eager. Every distinct token count is its own graph: a static tree has a fixed
+count per draft step and per verification, so a run records a handful of them. Static caches come
+from a pool per model (``kvcache.CachePool``, capacities rounded up to 256) so that later prompts
+reuse the recorded graphs.
 
 Without CUDA the default backend is ``eager``: dynamo traces the forward and runs what it traced
 unchanged, which checks on a CPU that the fast path computes exactly what the eager path does.
@@ -19,6 +21,7 @@ from typing import Any
 
 import torch
 
+from .kvcache import CachePool
 from .models import LiveModel
 
 MAX_COMPILED_TOKENS = 64  # forwards over more tokens (prefills) run eagerly
@@ -28,8 +31,9 @@ GRAPH_LIMIT = 64  # distinct compiled shapes per model before dynamo falls back 
 def fast_path(model: LiveModel, compile: bool = True, backend: str | None = None, max_tokens: int = MAX_COMPILED_TOKENS) -> LiveModel:
     """``model`` on static KV caches; with ``compile``, forwards over at most ``max_tokens`` tokens
     go through ``torch.compile(decoder, backend=...)`` (default: cudagraphs on CUDA, eager elsewhere)."""
+    pool = CachePool()
     if not compile:
-        return replace(model, static_kv=True, runner=None)
+        return replace(model, static_kv=True, runner=None, cache_pool=pool)
     backend = backend or default_backend(model.device)
     _raise_recompile_limit(GRAPH_LIMIT)
     compiled = torch.compile(model.decoder, backend=backend, dynamic=False)
@@ -42,7 +46,7 @@ def fast_path(model: LiveModel, compile: bool = True, backend: str | None = None
     def runner(n: int) -> Any:
         return run_compiled if n <= max_tokens else model.decoder
 
-    return replace(model, static_kv=True, runner=runner)
+    return replace(model, static_kv=True, runner=runner, cache_pool=pool)
 
 
 def default_backend(device: torch.device) -> str:

@@ -75,7 +75,9 @@ def forward_hidden(
     check_shape("visible", visible, (n, cache.length + n), torch.bool)
     if cache.capacity is not None and cache.length + n > cache.capacity:
         raise ValueError(f"static KV cache full: {cache.length} + {n} entries exceed its capacity {cache.capacity}")
-    run = model.runner(n) if model.runner is not None else model.decoder
+    # The first forward on a cache (a prefill) runs eagerly: it also allocates a static cache's
+    # tensors, which must exist before a CUDA graph records their addresses.
+    run = model.runner(n) if model.runner is not None and cache.length > 0 else model.decoder
     out = run(
         input_ids=tokens[None],
         position_ids=positions[None],

@@ -16,6 +16,7 @@ from ..tree import Tree
 from .clock import synchronize, timed_call
 from .draft import DraftedTree, draft_keep_indices, draft_tree
 from .forward import causal_visible, forward_hidden, forward_tokens, keep_cache_entries, new_cache, to_device
+from .kvcache import release_cache, static_capacity
 from .models import LiveModel
 from .sampling import accept_sampled, sample_token, target_probs
 from .scores import greedy_token
@@ -89,16 +90,19 @@ def speculative_generate(
     # Committed tokens can overshoot max_new_tokens by one round; a round adds at most its tree.
     capacity = len(prompt_ids) + options.max_new_tokens + 2 * (config.num_nodes + 1)
     tcache, dcache = _cache(target, capacity), _cache(draft, capacity)
-    prefill_s = _prefill(target, tcache, prompt_ids)
-    tokens = list(prompt_ids)
-    rounds: list[RoundResult] = []
-    hook_s = 0.0  # dump writing is not decoding: keep it out of tokens/s
-    while not _finished(tokens, len(prompt_ids), options):
-        rnd, drafted, ver = _round(draft, target, dcache, tcache, tokens, config, accept, record_k, record)
-        tokens.extend(rnd.committed_tokens)
-        rounds.append(rnd)
-        if on_round is not None:
-            hook_s += timed_call(target.device, lambda: on_round(rnd, drafted, ver))[1]
+    try:
+        prefill_s = _prefill(target, tcache, prompt_ids)
+        tokens = list(prompt_ids)
+        rounds: list[RoundResult] = []
+        hook_s = 0.0  # dump writing is not decoding: keep it out of tokens/s
+        while not _finished(tokens, len(prompt_ids), options):
+            rnd, drafted, ver = _round(draft, target, dcache, tcache, tokens, config, accept, record_k, record)
+            tokens.extend(rnd.committed_tokens)
+            rounds.append(rnd)
+            if on_round is not None:
+                hook_s += timed_call(target.device, lambda: on_round(rnd, drafted, ver))[1]
+    finally:
+        release_cache(tcache), release_cache(dcache)
     output = _cut(tokens[len(prompt_ids) :], options)
     return Generation(tuple(prompt_ids), output, tuple(rounds), len(rounds), prefill_s, _now(target.device) - start - hook_s)
 
@@ -127,16 +131,19 @@ def target_generate(target: LiveModel, prompt_ids: Sequence[int], options: Decod
     rng = np.random.default_rng(options.seed)
     start = _now(target.device)
     cache = _cache(target, len(prompt_ids) + options.max_new_tokens)
-    prefill_s = _prefill(target, cache, prompt_ids)
-    tokens = list(prompt_ids)
-    forwards = 0
-    while not _finished(tokens, len(prompt_ids), options):
-        pos = len(tokens) - 1
-        tok = to_device(np.array([tokens[-1]], dtype=np.int64), target.device)
-        where = to_device(np.array([pos], dtype=np.int64), target.device)
-        logits = forward_tokens(target, cache, tok, where, causal_visible(pos, 1, target.device))[0]
-        tokens.append(_next_token(logits, options.temperature, rng))
-        forwards += 1
+    try:
+        prefill_s = _prefill(target, cache, prompt_ids)
+        tokens = list(prompt_ids)
+        forwards = 0
+        while not _finished(tokens, len(prompt_ids), options):
+            pos = len(tokens) - 1
+            tok = to_device(np.array([tokens[-1]], dtype=np.int64), target.device)
+            where = to_device(np.array([pos], dtype=np.int64), target.device)
+            logits = forward_tokens(target, cache, tok, where, causal_visible(pos, 1, target.device))[0]
+            tokens.append(_next_token(logits, options.temperature, rng))
+            forwards += 1
+    finally:
+        release_cache(cache)
     output = _cut(tokens[len(prompt_ids) :], options)
     return Generation(tuple(prompt_ids), output, (), forwards, prefill_s, _now(target.device) - start)
 
@@ -148,8 +155,8 @@ def _next_token(logits: torch.Tensor, temperature: float, rng: np.random.Generat
 
 
 def _cache(model: LiveModel, capacity: int):
-    """A dynamic cache, or a static one of ``capacity`` entries for a model on the fast path."""
-    return new_cache(model, capacity if model.static_kv else None)
+    """A dynamic cache, or a static one of at least ``capacity`` entries for a model on the fast path."""
+    return new_cache(model, static_capacity(capacity) if model.static_kv else None)
 
 
 def _prefill(model: LiveModel, cache: Any, prompt_ids: Sequence[int]) -> float:

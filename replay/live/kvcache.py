@@ -25,10 +25,11 @@ from .models import LiveModel
 class KVCache:
     """A transformers cache (``hf``) plus its length; ``capacity`` None = dynamic."""
 
-    def __init__(self, hf: Any, capacity: int | None) -> None:
+    def __init__(self, hf: Any, capacity: int | None, pool: "CachePool | None" = None) -> None:
         self.hf = hf
         self.capacity = capacity
         self.length = 0
+        self.pool = pool  # a static cache goes back there when its generation ends
 
     @property
     def static(self) -> bool:
@@ -43,9 +44,39 @@ class KVCache:
         self.length += n
 
 
+class CachePool:
+    """Static caches of one model, reused from generation to generation: a CUDA graph reads its
+    cache at the addresses it was recorded with, so a new cache per prompt would mean recording
+    every graph again. ``acquire`` hands out a free cache of that capacity (emptied) or a new one."""
+
+    def __init__(self) -> None:
+        self._free: dict[int, list[KVCache]] = {}
+
+    def acquire(self, model: LiveModel, capacity: int) -> KVCache:
+        free = self._free.get(capacity)
+        if free:
+            cache = free.pop()
+            crop_cache(cache, 0)
+            return cache
+        return KVCache(_static_cache(model, capacity), capacity, self)
+
+    def release(self, cache: KVCache) -> None:
+        self._free.setdefault(cache.capacity, []).append(cache)
+
+    def held(self) -> int:
+        """Caches waiting for reuse."""
+        return sum(len(v) for v in self._free.values())
+
+
+CAPACITY_STEP = 256  # static capacities are rounded up to this: prompts of similar length share graphs
+
+
 def new_cache(model: LiveModel, capacity: int | None = None) -> KVCache:
-    """An empty cache laid out for ``model`` (full-attention layers only); static when ``capacity``."""
+    """An empty cache laid out for ``model`` (full-attention layers only); static when ``capacity``
+    (from the model's pool on the fast path, see ``release_cache``)."""
     if capacity is not None:
+        if model.cache_pool is not None:
+            return model.cache_pool.acquire(model, capacity)
         return KVCache(_static_cache(model, capacity), capacity)
     from transformers import DynamicCache
 
@@ -80,6 +111,17 @@ def _check_layers(hf: Any, static: bool) -> None:
         # would silently keep the wrong ones.
         if type(layer) is not want:
             raise ValueError(f"unsupported KV cache layer {type(layer).__name__}: only full attention is supported")
+
+
+def release_cache(cache: KVCache) -> None:
+    """Hand a pooled static cache back for the next generation (no-op for other caches)."""
+    if cache.pool is not None:
+        cache.pool.release(cache)
+
+
+def static_capacity(tokens: int) -> int:
+    """``tokens`` rounded up to a multiple of CAPACITY_STEP."""
+    return -(-tokens // CAPACITY_STEP) * CAPACITY_STEP
 
 
 def cache_length(cache: KVCache) -> int:

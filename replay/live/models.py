@@ -33,6 +33,7 @@ class LiveModel:
     # for a forward over n tokens (compiled for the small n of decode, draft and verify steps).
     static_kv: bool = False
     runner: Callable[[int], Any] | None = None
+    cache_pool: Any = None  # kvcache.CachePool: static caches reused across generations
 
     @property
     def decoder(self) -> Any:
