@@ -92,8 +92,9 @@ class Bench:
         self.runs[(run.method, run.prompt, run.repeat)] = run
         return len(run.output_ids)
 
-    def target_only(self, name: str = TARGET_HARNESS) -> Callable[[int, int], int]:
-        return lambda i, rep: self._keep(generation_run(name, i, rep, target_generate(self.target, self.prompts[i], DecodeOptions(self.n))))
+    def target_only(self, name: str = TARGET_HARNESS, target: LiveModel | None = None) -> Callable[[int, int], int]:
+        t = target or self.target
+        return lambda i, rep: self._keep(generation_run(name, i, rep, target_generate(t, self.prompts[i], DecodeOptions(self.n))))
 
     def tree(self, name: str, config: TreeConfig, draft: LiveModel | None = None, target: LiveModel | None = None) -> Callable[[int, int], int]:
         d, t = draft or self.draft, target or self.target
@@ -327,6 +328,7 @@ def run_dtype(args, draft: LiveModel, target: LiveModel, prompts: list[list[int]
         from replay.live.compiled import fast_path
 
         fd, ft = fast_path(draft), fast_path(target)
+        methods["target-only (harness fast path)"] = duel.target_only("target-only (harness fast path)", ft)
         methods[f"harness fast path {best_tree}"] = duel.tree(f"harness fast path {best_tree}", configs[best_tree], fd, ft)
     log(f"  duel: {len(methods)} methods x {len(duel.prompts)} prompts x {args.max_new_tokens} tokens x {args.repeats} passes")
     timing = time_methods(methods, len(duel.prompts), args.repeats, clock)

@@ -2,7 +2,7 @@
 # GPU check of the live harness, unattended, on a fresh CUDA machine that has torch but maybe not
 # our transformers and no network. Run from the repository root:
 #     OUT=/some/dir scripts/gpu_check.sh            (results in $OUT, else ./gpu_check_out)
-# Steps, each under its own time limit (about 7.5 minutes in all, worst case):
+# Steps, each under its own time limit (at most 7.5 minutes in all, plus start-up):
 #   0. wheels in .whl/ (scripts/gpu_wheels.sh fetches them where pip works) are installed into a
 #      scratch folder first on PYTHONPATH, without network or dependencies;
 #   1. the tests marked `cuda` (tests/test_live_cuda.py: tree forward, greedy losslessness with
@@ -10,8 +10,9 @@
 #      path, sampling distribution over 1,200 seeds, synchronised timing);
 #   2. cost curves of a Qwen2.5-1.5B-shaped target and a Qwen2.5-0.5B-shaped draft (random weights:
 #      real weights do not travel), bfloat16 and float32;
-#   3. the speed duel in bfloat16 (bench/duel.py --shapes qwen2.5): target-only vs HF assisted
-#      generation vs the harness, every timing synchronised;
+#   3. the speed duel in bfloat16 (bench/duel.py --shapes qwen2.5 --fast-path): target-only vs HF
+#      assisted generation vs the harness, eager and on the fast path (static caches + CUDA
+#      graphs), every timing synchronised;
 #   4. gpu_check.json: versions, each step's exit status and seconds, the test counts.
 # Files written (at most 8): gpu_check.json, gpu_check.log, cuda_tests.xml,
 # cost_curve_bfloat16.json, cost_curve_float32.json, duel_gpu.json.
@@ -49,13 +50,13 @@ step() {  # step NAME SECONDS COMMAND...: run under a time limit, log it, record
     echo "== $name: exit $rc in $((SECONDS - t0)) s" | tee -a "$LOG"
 }
 
-step cuda_tests 200 "$PY" -m pytest tests/test_live_cuda.py -m cuda -q -s -p no:cacheprovider --junitxml="$OUT/cuda_tests.xml"
+step cuda_tests 180 "$PY" -m pytest tests/test_live_cuda.py -m cuda -q -s -p no:cacheprovider --junitxml="$OUT/cuda_tests.xml"
 for dtype in bfloat16 float32; do
-    step "cost_curve_$dtype" 45 "$PY" -m replay.cli cost-curve --shape qwen2.5-1.5b --draft-shape qwen2.5-0.5b --device cuda \
+    step "cost_curve_$dtype" 40 "$PY" -m replay.cli cost-curve --shape qwen2.5-1.5b --draft-shape qwen2.5-0.5b --device cuda \
         --dtype "$dtype" --draft-dtype "$dtype" --sizes 1,2,4,8,16,32,64,128 --prefix 512 --repeats 5 --out "$OUT/cost_curve_$dtype.json"
 done
-step duel_bfloat16 150 "$PY" bench/duel.py --shapes qwen2.5 --device cuda --dtypes bfloat16 --prompts 3 --max-new-tokens 64 \
-    --repeats 3 --out "$OUT/duel_gpu.json"
+step duel_bfloat16 190 "$PY" bench/duel.py --shapes qwen2.5 --device cuda --dtypes bfloat16 --prompts 3 --max-new-tokens 48 \
+    --repeats 3 --fast-path --out "$OUT/duel_gpu.json"
 
 "$PY" - "$OUT" "${STEPS[@]}" <<'EOF' 2>&1 | tee -a "$LOG"
 import json, sys, xml.etree.ElementTree as ET
