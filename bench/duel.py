@@ -324,12 +324,18 @@ def run_dtype(args, draft: LiveModel, target: LiveModel, prompts: list[list[int]
     methods[f"harness article {config_name(article)}"] = duel.tree(f"harness article {config_name(article)}", article)
     if best_tree != config_name(article):
         methods[f"harness swept best {best_tree}"] = duel.tree(f"harness swept best {best_tree}", configs[best_tree])
+    fast_error = None
     if args.fast_path:
         from replay.live.compiled import fast_path
 
         fd, ft = fast_path(draft), fast_path(target)
-        methods["target-only (harness fast path)"] = duel.target_only("target-only (harness fast path)", ft)
-        methods[f"harness fast path {best_tree}"] = duel.tree(f"harness fast path {best_tree}", configs[best_tree], fd, ft)
+        try:  # a fast path that cannot run is reported, and the duel goes on without it
+            speculative_generate(fd, ft, duel.prompts[0], configs[best_tree], DecodeOptions(4), record=False)
+            methods["target-only (harness fast path)"] = duel.target_only("target-only (harness fast path)", ft)
+            methods[f"harness fast path {best_tree}"] = duel.tree(f"harness fast path {best_tree}", configs[best_tree], fd, ft)
+        except Exception as exc:  # noqa: BLE001 - any failure of the optional path is data, not a crash
+            fast_error = f"{type(exc).__name__}: {exc}"
+            log(f"  fast path failed, left out: {fast_error}")
     log(f"  duel: {len(methods)} methods x {len(duel.prompts)} prompts x {args.max_new_tokens} tokens x {args.repeats} passes")
     timing = time_methods(methods, len(duel.prompts), args.repeats, clock)
     # Warm-up calls are kept under repeat -1 by Bench; the table reads the timed passes.
@@ -345,7 +351,7 @@ def run_dtype(args, draft: LiveModel, target: LiveModel, prompts: list[list[int]
     ]
     return {
         "draft_dtype": draft.dtype_name, "target_dtype": target.dtype_name,
-        "best_tree": best_tree, "best_hf": best_hf, "decode_ms_per_token": decode_ms,
+        "best_tree": best_tree, "best_hf": best_hf, "decode_ms_per_token": decode_ms, "fast_path_error": fast_error,
         "duel": rows, "sweep": sweep_rows, "timing": timing.to_json(), "sweep_timing": sweep_timing.to_json(),
         "runs": [asdict(r) for r in duel.runs.values()],
     }

@@ -85,20 +85,21 @@ def test_cuda_unrecorded_rounds_equal_recorded(cuda_pair):
 
 
 def test_cuda_fast_path_equals_eager(cuda_pair):
-    """Static caches + torch.compile (CUDA graphs by default) give the eager path's rounds."""
-    from replay.live.compiled import cudagraph_skips, fast_path
+    """Static caches, then static caches + CUDA graphs (the default on CUDA), give the eager path's rounds."""
+    from replay.live.compiled import fast_path, recorded_graphs
 
     draft, target = cuda_pair
     opts = DecodeOptions(40)
     config = TreeConfig.from_lists([[6], [2, 2], [1, 1]])
-    for fd, ft in ((fast_path(draft, compile=False), fast_path(target, compile=False)), (fast_path(draft), fast_path(target))):
+    for fd, ft in ((fast_path(draft, "static"), fast_path(target, "static")), (fast_path(draft), fast_path(target))):
         for prompt in ([1, 2, 3, 4], [50, 7]):
             eager = speculative_generate(draft, target, prompt, config, opts, record=False)
             fast = speculative_generate(fd, ft, prompt, config, opts, record=False)
             assert fast.output_ids == eager.output_ids
             assert [r.accepted_nodes for r in fast.rounds] == [r.accepted_nodes for r in eager.rounds]
             assert target_generate(ft, prompt, opts).output_ids == target_generate(target, prompt, opts).output_ids
-    print("cudagraph skips:", cudagraph_skips())
+    print("CUDA graphs recorded: draft", recorded_graphs(fd), "target", recorded_graphs(ft))
+    assert recorded_graphs(ft) > 0
 
 
 def test_cuda_sampling_is_lossless_end_to_end():

@@ -140,13 +140,55 @@ def test_static_cache_path_is_lossless(live_qwen_pair, config):
     from replay.live.compiled import fast_path
 
     draft, target = live_qwen_pair
-    fd, ft = fast_path(draft, compile=False), fast_path(target, compile=False)
+    fd, ft = fast_path(draft, mode="static"), fast_path(target, mode="static")
     opts = DecodeOptions(max_new_tokens=40)
     for prompt in PROMPTS:
         base = target_generate(target, prompt, opts).output_ids
         assert target_generate(ft, prompt, opts).output_ids == base
         assert speculative_generate(fd, ft, prompt, config, opts, record=False).output_ids == base
     # One static cache per model served every generation (the graphs' addresses stay valid).
+    assert ft.cache_pool.held() == 1 and fd.cache_pool.held() == 1
+
+
+class ReplayingGraphs:
+    """Stands in for CUDA graphs on a CPU: recording runs the function once for its output buffer,
+    each replay runs it again into that buffer (reading the graph's input buffers, as a real
+    replay does)."""
+
+    def __init__(self):
+        self.warm_ups = self.records = 0
+
+    def warm_up(self, fn):
+        self.warm_ups += 1
+        fn()
+
+    def record(self, fn):
+        self.records += 1
+        out = fn()
+        return (lambda: out.copy_(fn())), out
+
+
+def test_graph_runner_replays_the_eager_path(live_qwen_pair):
+    """The CUDA-graph runner's bookkeeping (input buffers, the cache's write position around the
+    warm-up and the recording, one graph per shape and cache, pooled caches across prompts) checked
+    on a CPU with replaying stand-ins: every round and token equals the eager path's."""
+    from replay.live.compiled import GraphRunner, with_runner
+
+    draft, target = live_qwen_pair
+    graphs = ReplayingGraphs()
+    td, tt = GraphRunner(draft, graphs), GraphRunner(target, graphs)
+    fd, ft = with_runner(draft, td), with_runner(target, tt)
+    opts = DecodeOptions(max_new_tokens=30)
+    for prompt in PROMPTS:
+        eager = speculative_generate(draft, target, prompt, CONFIGS[0], opts, record=False)
+        fast = speculative_generate(fd, ft, prompt, CONFIGS[0], opts, record=False)
+        assert fast.output_ids == eager.output_ids
+        assert [r.accepted_nodes for r in fast.rounds] == [r.accepted_nodes for r in eager.rounds]
+        assert target_generate(ft, prompt, opts).output_ids == target_generate(target, prompt, opts).output_ids
+    # One recording per (tokens, width, cache): the verification (13 tokens), the one-token decode,
+    # and the draft's catch-up (1 or 2 tokens) and steps (2 heads); the pool kept one cache each.
+    assert graphs.records == graphs.warm_ups == td.recorded + tt.recorded
+    assert tt.recorded <= 3 and td.recorded <= 3
     assert ft.cache_pool.held() == 1 and fd.cache_pool.held() == 1
 
 
