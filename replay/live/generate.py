@@ -90,19 +90,18 @@ def speculative_generate(
     # Committed tokens can overshoot max_new_tokens by one round; a round adds at most its tree.
     capacity = len(prompt_ids) + options.max_new_tokens + 2 * (config.num_nodes + 1)
     tcache, dcache = _cache(target, capacity), _cache(draft, capacity)
-    try:
-        prefill_s = _prefill(target, tcache, prompt_ids)
-        tokens = list(prompt_ids)
-        rounds: list[RoundResult] = []
-        hook_s = 0.0  # dump writing is not decoding: keep it out of tokens/s
-        while not _finished(tokens, len(prompt_ids), options):
-            rnd, drafted, ver = _round(draft, target, dcache, tcache, tokens, config, accept, record_k, record)
-            tokens.extend(rnd.committed_tokens)
-            rounds.append(rnd)
-            if on_round is not None:
-                hook_s += timed_call(target.device, lambda: on_round(rnd, drafted, ver))[1]
-    finally:
-        release_cache(tcache), release_cache(dcache)
+    prefill_s = _prefill(target, tcache, prompt_ids)
+    tokens = list(prompt_ids)
+    rounds: list[RoundResult] = []
+    hook_s = 0.0  # dump writing is not decoding: keep it out of tokens/s
+    while not _finished(tokens, len(prompt_ids), options):
+        rnd, drafted, ver = _round(draft, target, dcache, tcache, tokens, config, accept, record_k, record)
+        tokens.extend(rnd.committed_tokens)
+        rounds.append(rnd)
+        if on_round is not None:
+            hook_s += timed_call(target.device, lambda: on_round(rnd, drafted, ver))[1]
+    release_cache(tcache)  # a pooled static cache serves the next generation
+    release_cache(dcache)
     output = _cut(tokens[len(prompt_ids) :], options)
     return Generation(tuple(prompt_ids), output, tuple(rounds), len(rounds), prefill_s, _now(target.device) - start - hook_s)
 
@@ -131,19 +130,17 @@ def target_generate(target: LiveModel, prompt_ids: Sequence[int], options: Decod
     rng = np.random.default_rng(options.seed)
     start = _now(target.device)
     cache = _cache(target, len(prompt_ids) + options.max_new_tokens)
-    try:
-        prefill_s = _prefill(target, cache, prompt_ids)
-        tokens = list(prompt_ids)
-        forwards = 0
-        while not _finished(tokens, len(prompt_ids), options):
-            pos = len(tokens) - 1
-            tok = to_device(np.array([tokens[-1]], dtype=np.int64), target.device)
-            where = to_device(np.array([pos], dtype=np.int64), target.device)
-            logits = forward_tokens(target, cache, tok, where, causal_visible(pos, 1, target.device))[0]
-            tokens.append(_next_token(logits, options.temperature, rng))
-            forwards += 1
-    finally:
-        release_cache(cache)
+    prefill_s = _prefill(target, cache, prompt_ids)
+    tokens = list(prompt_ids)
+    forwards = 0
+    while not _finished(tokens, len(prompt_ids), options):
+        pos = len(tokens) - 1
+        tok = to_device(np.array([tokens[-1]], dtype=np.int64), target.device)
+        where = to_device(np.array([pos], dtype=np.int64), target.device)
+        logits = forward_tokens(target, cache, tok, where, causal_visible(pos, 1, target.device))[0]
+        tokens.append(_next_token(logits, options.temperature, rng))
+        forwards += 1
+    release_cache(cache)
     output = _cut(tokens[len(prompt_ids) :], options)
     return Generation(tuple(prompt_ids), output, (), forwards, prefill_s, _now(target.device) - start)
 

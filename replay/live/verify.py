@@ -49,14 +49,20 @@ class TargetLogits:
             raise ValueError(f"nodes {nodes}: the tree has nodes 0..{self.num_rows - 1}")
         missing = sorted(set(nodes) - self._rows.keys())
         if missing:
-            idx = slice(missing[0], missing[-1] + 1) if missing == list(range(missing[0], missing[-1] + 1)) else to_device(np.asarray(missing, dtype=np.int64), self._hidden.device)
-            self._rows.update(zip(missing, output_logits(self._model, self._hidden[idx])))
+            self._rows.update(zip(missing, output_logits(self._model, self._hidden[_row_index(missing, self._hidden.device)])))
             self.output_calls += 1
         return torch.stack([self._rows[u] for u in nodes])
 
     def all(self) -> torch.Tensor:
         """[num_nodes + 1, V] float32: every row."""
         return self.rows(range(self.num_rows))
+
+
+def _row_index(rows: list[int], device: torch.device) -> slice | torch.Tensor:
+    """A slice for consecutive rows (no index tensor to copy to the device), else [m] int64."""
+    if rows == list(range(rows[0], rows[-1] + 1)):
+        return slice(rows[0], rows[-1] + 1)
+    return to_device(np.asarray(rows, dtype=np.int64), device)
 
 
 @dataclass(frozen=True, eq=False)
