@@ -84,12 +84,15 @@ def generation_run(method: str, prompt: int, repeat: int, g: Generation) -> Run:
 class Bench:
     """The methods of one dtype's session; every call's Run is kept by (method, prompt, repeat)."""
 
-    def __init__(self, draft: LiveModel, target: LiveModel, prompts: Sequence[Sequence[int]], max_new_tokens: int):
+    def __init__(self, draft: LiveModel, target: LiveModel, prompts: Sequence[Sequence[int]], max_new_tokens: int, log=None):
         self.draft, self.target, self.prompts, self.n = draft, target, [list(p) for p in prompts], max_new_tokens
         self.runs: dict[tuple[str, int, int], Run] = {}
+        self.log = log
 
     def _keep(self, run: Run) -> int:
         self.runs[(run.method, run.prompt, run.repeat)] = run
+        if self.log is not None:
+            self.log(f"    pass {run.repeat} prompt {run.prompt} {run.method}: {len(run.output_ids)} tokens in {run.seconds:.1f} s")
         return len(run.output_ids)
 
     def target_only(self, name: str = TARGET_HARNESS, target: LiveModel | None = None) -> Callable[[int, int], int]:
@@ -296,7 +299,7 @@ def machine() -> dict:
 
 def run_dtype(args, draft: LiveModel, target: LiveModel, prompts: list[list[int]], log) -> dict:
     clock = device_clock(target.device)
-    sweep = Bench(draft, target, [prompts[i] for i in SWEEP_PROMPTS], args.sweep_tokens)
+    sweep = Bench(draft, target, [prompts[i] for i in SWEEP_PROMPTS], args.sweep_tokens, log)
     configs = {config_name(c): c for c in parse_grid(args.grid)[0]}
     hf_settings = {hf_name(s): s for s in (HF_DEFAULT, *HF_GRID)}
     sweep_methods = {f"harness {name}": sweep.tree(name, c) for name, c in configs.items()}
@@ -311,7 +314,7 @@ def run_dtype(args, draft: LiveModel, target: LiveModel, prompts: list[list[int]
     best_hf = best_by_rate(sweep_timing, list(hf_settings))
     log(f"  swept best: harness {best_tree}, {best_hf}")
 
-    duel = Bench(draft, target, [prompts[i] for i in DUEL_PROMPTS[: args.prompts]], args.max_new_tokens)
+    duel = Bench(draft, target, [prompts[i] for i in DUEL_PROMPTS[: args.prompts]], args.max_new_tokens, log)
     article = parse_grid(ARTICLE)[0][0]
     hf_best_name = f"{best_hf} [swept best]" if hf_settings[best_hf] != HF_DEFAULT else best_hf
     methods = {
