@@ -366,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models-dir")
     p.add_argument("--shapes", choices=["qwen2.5", "tiny"], help="random weights: Qwen2.5-1.5B's architecture (or a tiny one for smoke tests)")
     p.add_argument("--draft-layers", type=int, default=4, help="--shapes: the draft is the target's first N layers (default %(default)s)")
-    p.add_argument("--damp", type=float, default=0.1, help="--shapes: scale of the target's later layers' outputs (default %(default)s)")
+    p.add_argument("--damp", type=float, default=0.5, help="--shapes: scale of the target's later layers' outputs (default %(default)s)")
     p.add_argument("--prompt-tokens", type=int, default=64, help="--shapes: random prompt length (default %(default)s)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtypes", default="float32,bfloat16", help="both models in each, in turn (float32 first: one load serves both)")
