@@ -5,13 +5,17 @@ import pytest
 from tests.live_fixtures import live_llama_pair, live_qwen_pair, torch  # noqa: F401
 
 from replay.live.forward import (
+    ALL_ROWS,
+    LAST_ROW,
     attention_bias,
     cache_length,
     causal_visible,
     crop_cache,
+    forward_hidden,
     forward_tokens,
     keep_cache_entries,
     new_cache,
+    output_logits,
     tree_visible,
 )
 from replay.tree import Tree, tree_layout
@@ -28,8 +32,8 @@ def plain_logits(model, ids):
         return model.module(input_ids=torch.tensor([ids])).logits[0].float()
 
 
-def tree_logits(model, prefix, tree):
-    cache = new_cache(model)
+def tree_logits(model, prefix, tree, capacity=None):
+    cache = new_cache(model, capacity)
     n = len(prefix)
     forward_tokens(model, cache, torch.tensor(prefix), torch.arange(n), causal_visible(0, n, model.device))
     mask, depth, _ = tree_layout(tree.parents, tree.depths)
@@ -80,6 +84,9 @@ def test_attention_bias_is_zero_where_visible_and_min_elsewhere():
     bias = attention_bias(vis, torch.float32)
     assert bias.shape == (1, 1, 2, 2)
     assert bias[0, 0, 0, 0] == 0 and bias[0, 0, 0, 1] == torch.finfo(torch.float32).min
+    padded = attention_bias(vis, torch.bfloat16, width=4)  # a static cache's stale tail stays invisible
+    assert padded.shape == (1, 1, 2, 4) and padded.dtype == torch.bfloat16
+    assert padded[0, 0, 1, :2].tolist() == [0, 0] and (padded[0, 0, :, 2:] == torch.finfo(torch.bfloat16).min).all()
 
 
 def test_shapes_are_checked_on_entry(live_qwen_pair):
@@ -93,3 +100,66 @@ def test_shapes_are_checked_on_entry(live_qwen_pair):
         keep_cache_entries(cache, torch.tensor([2, 1]))
     with pytest.raises(ValueError, match="tree_mask"):
         tree_visible(0, np.ones((2, 3), dtype=bool), target.device)
+
+
+def test_output_layer_on_selected_rows_equals_those_rows_of_all(live_qwen_pair):
+    _, target = live_qwen_pair
+    ids = PREFIX + [1, 2, 3]
+    n = len(ids)
+
+    def run(rows):
+        return forward_tokens(target, new_cache(target), torch.tensor(ids), torch.arange(n), causal_visible(0, n, target.device), rows)
+
+    full = run(ALL_ROWS)
+    assert torch.allclose(full, plain_logits(target, ids), atol=1e-5)
+    assert run(LAST_ROW).shape == (1, full.shape[1])
+    assert torch.allclose(run(LAST_ROW), full[-1:], atol=1e-6)
+    assert torch.allclose(run(torch.tensor([0, 4, 7])), full[[0, 4, 7]], atol=1e-6)
+    cache = new_cache(target)
+    hidden = forward_hidden(target, cache, torch.tensor(ids), torch.arange(n), causal_visible(0, n, target.device))
+    assert hidden.shape == (n, target.module.config.hidden_size) and cache_length(cache) == n
+    assert torch.allclose(output_logits(target, hidden[2:4]), full[2:4], atol=1e-6)
+
+
+@pytest.mark.parametrize("capacity", [None, 40], ids=["dynamic", "static"])
+def test_keep_copies_only_entries_after_the_kept_prefix(live_qwen_pair, capacity):
+    _, target = live_qwen_pair
+    cache = new_cache(target, capacity)
+    n = 9
+    forward_tokens(target, cache, torch.arange(n) + 3, torch.arange(n), causal_visible(0, n, target.device))
+    before = [(layer.keys.clone(), layer.values.clone(), layer.keys.data_ptr()) for layer in cache.hf.layers]
+    keep = [0, 1, 2, 5, 7]
+    keep_cache_entries(cache, torch.tensor(keep))
+    assert cache_length(cache) == len(keep)
+    for layer, (keys, values, ptr) in zip(cache.hf.layers, before):
+        got_k, got_v = layer.keys[..., : len(keep), :], layer.values[..., : len(keep), :]
+        assert torch.equal(got_k, keys[..., keep, :]) and torch.equal(got_v, values[..., keep, :])
+        assert layer.keys.data_ptr() == ptr  # compacted in place: the kept prefix was not copied elsewhere
+    with pytest.raises(ValueError, match=r"lie in \[0, 5\)"):
+        keep_cache_entries(cache, torch.tensor([0, 5]))
+
+
+@pytest.mark.parametrize("pair", ["live_qwen_pair", "live_llama_pair"])
+def test_static_cache_gives_the_dynamic_caches_logits(pair, request):
+    """Same tree forward, accepted-path trim and next step on a static cache: stale entries past
+    its length are masked, so the logits match the dynamic cache's and plain transformers'."""
+    _, target = request.getfixturevalue(pair)
+    dyn_logits, dyn = tree_logits(target, PREFIX, TREE)
+    st_logits, st = tree_logits(target, PREFIX, TREE, capacity=32)
+    assert st.static and not dyn.static
+    assert torch.allclose(st_logits, dyn_logits, atol=1e-5)
+    n = len(PREFIX)
+    path = TREE.path_to(5)  # root -> 1 -> 5
+    seq = PREFIX + [int(TREE.tokens[u]) for u in path]
+    for cache in (dyn, st):
+        keep_cache_entries(cache, torch.tensor(list(range(n)) + [n + u for u in path]))
+        nxt = forward_tokens(target, cache, torch.tensor([13, 14]), torch.tensor([len(seq), len(seq) + 1]), causal_visible(len(seq), 2, target.device))
+        assert torch.allclose(nxt, plain_logits(target, seq + [13, 14])[-2:], atol=1e-5)
+
+
+def test_static_cache_refuses_to_overflow(live_qwen_pair):
+    _, target = live_qwen_pair
+    cache = new_cache(target, capacity=4)
+    forward_tokens(target, cache, torch.arange(3), torch.arange(3), causal_visible(0, 3, target.device))
+    with pytest.raises(ValueError, match="capacity 4"):
+        forward_tokens(target, cache, torch.arange(2), torch.arange(3, 5), causal_visible(3, 2, target.device))

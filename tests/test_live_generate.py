@@ -78,3 +78,143 @@ def test_cheaper_truncated_draft_is_lossless():
     spec = speculative_generate(draft, target, PROMPTS[0], CONFIGS[0], opts)
     assert spec.output_ids == target_generate(target, PROMPTS[0], opts).output_ids
     assert sum(r.accepted_length for r in spec.rounds) > 0
+
+
+class HeadRows:
+    """Counts the rows each output-layer call of a model receives."""
+
+    def __init__(self, model):
+        self.calls: list[int] = []
+        self._hook = model.head.register_forward_hook(lambda _m, args, _out: self.calls.append(args[0].shape[0]))
+
+    def remove(self):
+        self._hook.remove()
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.short())
+def test_unrecorded_rounds_compute_only_the_rows_acceptance_reads(live_qwen_pair, config):
+    """Without a dump: no prompt logits, the draft's catch-up on its last row only, and the
+    verification on first_rows(tree) plus at most one leaf; the rounds are the recorded run's."""
+    from replay.live.verify import first_rows
+
+    draft, target = live_qwen_pair
+    prompt = PROMPTS[2]
+    opts = DecodeOptions(max_new_tokens=30)
+    recorded = speculative_generate(draft, target, prompt, config, opts)
+    rounds = []
+    t_rows, d_rows = HeadRows(target), HeadRows(draft)
+    try:
+        lean = speculative_generate(draft, target, prompt, config, opts, on_round=lambda r, d, v: rounds.append((d.tree, v)), record=False)
+    finally:
+        t_rows.remove(), d_rows.remove()
+    assert lean.output_ids == recorded.output_ids == target_generate(target, prompt, opts).output_ids
+    assert [r.accepted_nodes for r in lean.rounds] == [r.accepted_nodes for r in recorded.rounds]
+    assert all(v.validate is None for _, v in rounds)
+    # Target: the prefill computed no logits; each round one call on first_rows, maybe one more row.
+    expected = []
+    for tree, v in rounds:
+        expected.append(len(first_rows(tree)))
+        if v.target.output_calls == 2:
+            expected.append(1)
+    assert t_rows.calls == expected
+    # Draft: step 0 of every round is one row (the root), the later steps one row per expanded head.
+    assert d_rows.calls == [rows for tree, _ in rounds for rows in [1] + [len(e) for e in tree.expanded[1:]]]
+
+
+def test_first_rows_of_the_article_tree():
+    """The article's round (DESIGN.md): nodes with children R, A1, A2, B11, B21 and the deepest
+    leaves C111, C211; the depth-1 leaves A3..A6 and B12, B22 wait for a second call."""
+    from replay.live.verify import first_rows
+    from replay.tree import Tree
+
+    tokens = [43107, 41824, 43744, 44298, 34051, 28380, 37539, 41760, 35740, 45315, 41760, 22870, 22870]
+    parents = [-1, 0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 7, 9]
+    assert first_rows(Tree.from_lists(tokens, parents)).tolist() == [0, 1, 2, 7, 9, 11, 12]
+    chain = Tree.from_lists([5, 6, 7, 8], [-1, 0, 1, 2])
+    assert first_rows(chain).tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("config", CONFIGS[:2], ids=lambda c: c.short())
+def test_static_cache_path_is_lossless(live_qwen_pair, config):
+    from replay.live.compiled import fast_path
+
+    draft, target = live_qwen_pair
+    fd, ft = fast_path(draft, mode="static"), fast_path(target, mode="static")
+    opts = DecodeOptions(max_new_tokens=40)
+    for prompt in PROMPTS:
+        base = target_generate(target, prompt, opts).output_ids
+        assert target_generate(ft, prompt, opts).output_ids == base
+        assert speculative_generate(fd, ft, prompt, config, opts, record=False).output_ids == base
+    # One static cache per model served every generation (the graphs' addresses stay valid).
+    assert ft.cache_pool.held() == 1 and fd.cache_pool.held() == 1
+
+
+class ReplayingGraphs:
+    """Stands in for CUDA graphs on a CPU: recording runs the function once for its output buffer,
+    each replay runs it again into that buffer (reading the graph's input buffers, as a real
+    replay does)."""
+
+    def __init__(self):
+        self.warm_ups = self.records = 0
+
+    def warm_up(self, fn):
+        self.warm_ups += 1
+        fn()
+
+    def record(self, fn):
+        self.records += 1
+        out = fn()
+        return (lambda: out.copy_(fn())), out
+
+
+def test_graph_runner_replays_the_eager_path(live_qwen_pair):
+    """The CUDA-graph runner's bookkeeping (input buffers, the cache's write position around the
+    warm-up and the recording, one graph per shape and cache, pooled caches across prompts) checked
+    on a CPU with replaying stand-ins: every round and token equals the eager path's."""
+    from replay.live.compiled import GraphRunner, with_runner
+
+    draft, target = live_qwen_pair
+    graphs = ReplayingGraphs()
+    td, tt = GraphRunner(draft, graphs), GraphRunner(target, graphs)
+    fd, ft = with_runner(draft, td), with_runner(target, tt)
+    opts = DecodeOptions(max_new_tokens=30)
+    for prompt in PROMPTS:
+        eager = speculative_generate(draft, target, prompt, CONFIGS[0], opts, record=False)
+        fast = speculative_generate(fd, ft, prompt, CONFIGS[0], opts, record=False)
+        assert fast.output_ids == eager.output_ids
+        assert [r.accepted_nodes for r in fast.rounds] == [r.accepted_nodes for r in eager.rounds]
+        assert target_generate(ft, prompt, opts).output_ids == target_generate(target, prompt, opts).output_ids
+    # One recording per (tokens, width, cache): the verification (13 tokens), the one-token decode,
+    # and the draft's catch-up (1 or 2 tokens) and steps (2 heads); the pool kept one cache each.
+    assert graphs.records == graphs.warm_ups == td.recorded + tt.recorded
+    assert tt.recorded <= 3 and td.recorded <= 3
+    assert ft.cache_pool.held() == 1 and fd.cache_pool.held() == 1
+
+
+def test_compiled_fast_path_equals_the_eager_path(live_qwen_pair):
+    """torch.compile over static caches (the eager backend on a CPU: dynamo traces the forwards
+    and runs what it traced) gives the eager path's rounds and output exactly."""
+    from replay.live.compiled import fast_path
+
+    draft, target = live_qwen_pair
+    fd, ft = fast_path(draft), fast_path(target)
+    opts = DecodeOptions(max_new_tokens=24)
+    eager = speculative_generate(draft, target, PROMPTS[0], CONFIGS[0], opts)
+    fast = speculative_generate(fd, ft, PROMPTS[0], CONFIGS[0], opts)
+    assert fast.output_ids == eager.output_ids
+    assert [r.accepted_nodes for r in fast.rounds] == [r.accepted_nodes for r in eager.rounds]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.short())
+def test_bfloat16_draft_under_float32_target_is_lossless(live_qwen_pair, config):
+    """The recommended dtypes (docs/live-harness.md): float32 target, bfloat16 draft where bfloat16
+    is fast. The target decides every token, so the output is the float32 target's own."""
+    import copy
+
+    from replay.live.models import wrap_model
+
+    draft, target = live_qwen_pair
+    bf16 = wrap_model(copy.deepcopy(draft.module).to(torch.bfloat16), draft.name + "-bf16")
+    opts = DecodeOptions(max_new_tokens=40)
+    for prompt in PROMPTS:
+        assert speculative_generate(bf16, target, prompt, config, opts, record=False).output_ids == target_generate(target, prompt, opts).output_ids

@@ -75,3 +75,33 @@ def test_installed_transformers_is_within_the_declared_range():
     assert spec, "pyproject.toml must pin transformers as >=X,<Y in the live extra"
     low, high = _version(spec.group(1)), _version(spec.group(2))
     assert low <= _version(transformers.__version__) < high
+
+
+@pytest.mark.parametrize(
+    "device, flags, dtype, expected",
+    [
+        ("cpu", {"avx512f", "avx512_bf16"}, "float32", "bfloat16"),
+        ("cpu", {"avx2", "amx_bf16"}, "float32", "bfloat16"),
+        ("cpu", {"avx512f", "avx512_vnni"}, "float32", "float32"),  # bf16 would be converted in every matmul
+        ("cuda", set(), "float32", "bfloat16"),
+        ("cpu", {"avx512_bf16"}, "bfloat16", "bfloat16"),
+        ("cuda", set(), "float16", "float16"),  # already a cheap dtype: the draft follows it
+    ],
+)
+def test_default_draft_dtype_is_bfloat16_only_where_it_is_fast(monkeypatch, device, flags, dtype, expected):
+    from replay.live import models
+
+    monkeypatch.setattr(models, "cpu_flags", lambda: flags)
+    assert models.default_draft_dtype(device, dtype) == expected
+
+
+def test_models_whose_logits_are_more_than_the_output_layer_are_refused(live_qwen_pair):
+    import copy
+
+    from replay.live.models import wrap_model
+
+    _, target = live_qwen_pair
+    module = copy.deepcopy(target.module)
+    module.config.final_logit_softcapping = 30.0
+    with pytest.raises(ModelLoadError, match="soft-capped"):
+        wrap_model(module, "capped")

@@ -84,24 +84,35 @@ LOSSLESS_CONFIGS = {
 
 
 def test_greedy_speculation_is_lossless_on_the_real_pair(pair_paths):
+    """In the recommended dtypes (docs/live-harness.md): a float32 target, the draft in the default
+    draft dtype of this machine (bfloat16 where it is fast), then the same draft cast to bfloat16.
+    Dump-recording rounds (every output row) and lean rounds (only the rows acceptance reads) alike."""
+    import torch
+
     from replay.config import TreeConfig
     from replay.live.generate import DecodeOptions, speculative_generate, target_generate
-    from replay.live.models import load_pair
+    from replay.live.models import load_pair, wrap_model
     from replay.live.stdprompts import std_prompts
 
     draft, target = load_pair(*pair_paths)
     try:
         assert draft.tokenizer is target.tokenizer  # loaded once, shared
+        assert target.dtype == torch.float32
         options = DecodeOptions(LOSSLESS_TOKENS)
-        for prompt in std_prompts()[:2]:  # one code, one prose
-            ids = list(target.tokenizer.encode(prompt.text))
-            expected = target_generate(target, ids, options).output_ids
-            assert len(expected) == LOSSLESS_TOKENS
-            for name, (spec, head) in LOSSLESS_CONFIGS.items():
-                config = TreeConfig(gamma=len(head), top_k_spec=tuple(map(tuple, spec)), top_head=tuple(head))
-                got = speculative_generate(draft, target, ids, config, options)
-                assert got.output_ids == expected, f"{prompt.name} / {name}: {got.output_ids} != {expected}"
-                assert got.target_forwards <= LOSSLESS_TOKENS
+        prompts = [list(target.tokenizer.encode(p.text)) for p in std_prompts()[:2]]  # one code, one prose
+        expected = [target_generate(target, ids, options).output_ids for ids in prompts]
+        assert all(len(e) == LOSSLESS_TOKENS for e in expected)
+        drafts = [draft]
+        if draft.dtype != torch.bfloat16:
+            drafts.append(wrap_model(draft.module.to(torch.bfloat16), draft.name, draft.tokenizer))
+        for d in drafts:
+            for ids, want in zip(prompts, expected):
+                for name, (spec, head) in LOSSLESS_CONFIGS.items():
+                    config = TreeConfig(gamma=len(head), top_k_spec=tuple(map(tuple, spec)), top_head=tuple(head))
+                    for record in (True, False):
+                        got = speculative_generate(d, target, ids, config, options, record=record)
+                        assert got.output_ids == want, f"{d.dtype_name} draft / {name} / record={record}: {got.output_ids} != {want}"
+                        assert got.target_forwards <= LOSSLESS_TOKENS
     finally:
         del draft, target
         gc.collect()

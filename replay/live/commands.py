@@ -162,9 +162,12 @@ def _models_dir_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _device_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="cpu", help="cpu or cuda (default: %(default)s)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="target dtype (default: %(default)s)")
-    p.add_argument("--draft-dtype", choices=["float32", "bfloat16", "float16"], help="draft dtype (default: --dtype)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="dtype of both models")
+    p.add_argument(
+        "--draft-dtype", choices=["float32", "bfloat16", "float16"],
+        help="the draft's own dtype (default: bfloat16 under a float32 target where bfloat16 is fast - CUDA, CPUs with avx512_bf16 or AMX - else --dtype)",
+    )
     p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice; 1 is steadiest on small VMs)")
 
 
@@ -393,7 +396,9 @@ def cmd_cost_curve(args) -> int:
     target = _model_or_shape(paths.target, args.shape, args.device, args.dtype)
     draft = None
     if paths.draft is not None or args.draft_shape:
-        draft = _model_or_shape(paths.draft, args.draft_shape, args.device, args.draft_dtype or args.dtype)
+        from .models import default_draft_dtype
+
+        draft = _model_or_shape(paths.draft, args.draft_shape, args.device, args.draft_dtype or default_draft_dtype(args.device, args.dtype))
     curve = measure_cost_curve(target, draft, sizes, args.prefix, args.repeats)
     write_cost_curve(args.out, curve)
     for n, s in zip(curve.tokens, curve.verify_s):

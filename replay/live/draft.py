@@ -26,7 +26,7 @@ from ..selection import select_top
 from ..tree import Tree, tree_layout
 from ..vocab import NO_PARENT, NO_RANK
 from .checks import check_shape
-from .forward import cache_length, causal_visible, forward_tokens
+from .forward import LAST_ROW, cache_length, causal_visible, forward_tokens, to_device
 from .models import LiveModel
 from .scores import log_probs, top_candidates
 
@@ -121,12 +121,13 @@ def _below_threshold(partial: _Partial, depth: int, threshold: float) -> bool:
 
 
 def _catch_up(draft: LiveModel, cache: Any, committed: Sequence[int]) -> torch.Tensor:
-    """Feed the committed tokens the draft cache lacks (root included); [1, V] log-probs at the root."""
+    """Feed the committed tokens the draft cache lacks (root included); [1, V] log-probs at the root
+    (the output layer runs on the root's row only)."""
     past = cache_length(cache)
-    tokens = torch.as_tensor(list(committed[past:]), dtype=torch.int64, device=draft.device)
+    tokens = to_device(np.asarray(committed[past:], dtype=np.int64), draft.device)
     positions = torch.arange(past, len(committed), dtype=torch.int64, device=draft.device)
-    logits = forward_tokens(draft, cache, tokens, positions, causal_visible(past, tokens.shape[0], draft.device))
-    return log_probs(logits[-1:])
+    logits = forward_tokens(draft, cache, tokens, positions, causal_visible(past, tokens.shape[0], draft.device), LAST_ROW)
+    return log_probs(logits)
 
 
 def _expand(draft: LiveModel, cache: Any, partial: _Partial, heads: np.ndarray, cached: list[int], root_pos: int) -> torch.Tensor:
@@ -134,9 +135,9 @@ def _expand(draft: LiveModel, cache: Any, partial: _Partial, heads: np.ndarray, 
     mask, _, _ = tree_layout(partial.parents, partial.depths)
     tree_part = mask[np.ix_(heads, np.array(cached + heads.tolist()))]  # [h, len(cached) + h]
     vis = torch.ones(heads.shape[0], root_pos + tree_part.shape[1], dtype=torch.bool, device=draft.device)
-    vis[:, root_pos:] = torch.from_numpy(tree_part).to(draft.device)
-    tokens = torch.from_numpy(partial.tokens[heads]).to(draft.device)
-    positions = torch.from_numpy(root_pos + partial.depths[heads]).to(draft.device)
+    vis[:, root_pos:] = to_device(tree_part, draft.device)
+    tokens = to_device(partial.tokens[heads], draft.device)
+    positions = to_device(root_pos + partial.depths[heads], draft.device)
     return log_probs(forward_tokens(draft, cache, tokens, positions, vis))
 
 

@@ -42,6 +42,8 @@ def round_writer(out_dir: str | Path, sequence_index: int) -> RoundHook:
     """A hook for ``speculative_generate`` that writes each round's draft_step_* and validate_* files."""
 
     def write(rnd: RoundResult, drafted: DraftedTree, ver: Verification) -> None:
+        if ver.validate is None:
+            raise ValueError("round has no validate matrix: run speculative_generate with record=True to write dumps")
         write_round(out_dir, round_key(rnd.root_pos, sequence_index), drafted.steps, ver.validate, STEP0_OFFSET)
 
     return write

@@ -2,46 +2,22 @@
 
 The same call serves every case: a prefill or catch-up (causal visibility), a draft step over the
 expanded nodes of one level, and the target's verification of ``[root] + nodes`` (tree visibility
-from ``replay.tree.tree_layout``). Caches are transformers ``DynamicCache`` objects; keeping only
-the accepted path is an index-select along the sequence dimension of every layer.
+from ``replay.tree.tree_layout``). The decoder runs to the last hidden states; the output layer
+(151,936 rows on Qwen2.5) runs only on the rows a caller uses: none for a prefill, the last one
+for a catch-up, the needed nodes for a verification.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 import torch
 
 from .checks import check_shape
+from .kvcache import KVCache, cache_length, crop_cache, keep_cache_entries, new_cache  # noqa: F401 - re-exported
 from .models import LiveModel
 
-
-def new_cache(model: LiveModel) -> Any:
-    """An empty DynamicCache laid out for ``model`` (full-attention layers only)."""
-    from transformers import DynamicCache
-
-    try:
-        cache = DynamicCache(config=model.module.config)
-    except TypeError:  # an older 5.x DynamicCache without the config argument
-        cache = DynamicCache()
-    _check_layers(cache)
-    return cache
-
-
-def _check_layers(cache: Any) -> None:
-    from transformers.cache_utils import DynamicLayer
-
-    for layer in getattr(cache, "layers", []):
-        # Sliding-window layers drop old entries themselves; selecting positions by index there
-        # would silently keep the wrong ones.
-        if type(layer) is not DynamicLayer:
-            raise ValueError(f"unsupported KV cache layer {type(layer).__name__}: only full attention is supported")
-
-
-def cache_length(cache: Any) -> int:
-    """Entries (token positions) held by the cache."""
-    return int(cache.get_seq_length())
+ALL_ROWS = slice(None)
+LAST_ROW = slice(-1, None)
 
 
 def causal_visible(past: int, n: int, device: torch.device) -> torch.Tensor:
@@ -51,68 +27,82 @@ def causal_visible(past: int, n: int, device: torch.device) -> torch.Tensor:
     return vis
 
 
-def tree_visible(past: int, tree_mask: np.ndarray, device: torch.device) -> torch.Tensor:
+def tree_visible(past: int, tree_mask: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
     """[n, past + n] bool from a tree mask ([n, n] bool, ancestors-or-self, from tree_layout)."""
-    check_shape("tree_mask", tree_mask, (tree_mask.shape[0], tree_mask.shape[0]), np.dtype(bool))
+    check_shape("tree_mask", tree_mask, (tree_mask.shape[0], tree_mask.shape[0]))
+    if tree_mask.dtype not in (np.dtype(bool), torch.bool):
+        raise ValueError(f"tree_mask: expected dtype bool, got {tree_mask.dtype}")
     n = tree_mask.shape[0]
     vis = torch.ones(n, past + n, dtype=torch.bool, device=device)
-    vis[:, past:] = torch.from_numpy(tree_mask).to(device)
+    vis[:, past:] = to_device(tree_mask, device)
     return vis
 
 
-def attention_bias(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """[1, 1, n, k] additive bias: 0 where visible, the dtype's minimum elsewhere.
+def to_device(array: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host array on ``device`` without making the host wait for queued GPU work."""
+    t = torch.from_numpy(np.ascontiguousarray(array)) if isinstance(array, np.ndarray) else array
+    return t.to(device, non_blocking=True)
 
-    visible: [n, k] bool
+
+def attention_bias(visible: torch.Tensor, dtype: torch.dtype, width: int | None = None) -> torch.Tensor:
+    """[1, 1, n, width] additive bias: 0 where visible, the dtype's minimum elsewhere.
+
+    visible: [n, k] bool; ``width`` >= k pads with invisible keys (a static cache's stale tail).
     A float bias (not a bool mask) so that eager and SDPA attention read it the same way.
     """
     check_shape("visible", visible, (None, None), torch.bool)
-    bias = torch.zeros(visible.shape, dtype=dtype, device=visible.device)
-    bias.masked_fill_(~visible, torch.finfo(dtype).min)
+    width = visible.shape[1] if width is None else width
+    if width < visible.shape[1]:
+        raise ValueError(f"attention width {width} is below the {visible.shape[1]} visible columns")
+    bias = torch.full((visible.shape[0], width), torch.finfo(dtype).min, dtype=dtype, device=visible.device)
+    bias[:, : visible.shape[1]].masked_fill_(visible, 0.0)
     return bias[None, None]
 
 
 @torch.no_grad()
-def forward_tokens(
+def forward_hidden(
     model: LiveModel,
-    cache: Any,
+    cache: KVCache,
     tokens: torch.Tensor,  # [n] int64 on model.device
     positions: torch.Tensor,  # [n] int64 absolute positions (rotary embedding)
     visible: torch.Tensor,  # [n, past + n] bool, past = cache_length(cache)
 ) -> torch.Tensor:
-    """Run the model on ``tokens``, append their KV entries to ``cache``, return [n, V] float32 logits."""
+    """Run the decoder on ``tokens``, append their KV entries to ``cache``; [n, H] last hidden states
+    (final norm applied) in the model's dtype."""
     n = tokens.shape[0]
     check_shape("tokens", tokens, (n,), torch.int64)
     check_shape("positions", positions, (n,), torch.int64)
-    check_shape("visible", visible, (n, cache_length(cache) + n), torch.bool)
-    out = model.module(
+    check_shape("visible", visible, (n, cache.length + n), torch.bool)
+    if cache.capacity is not None and cache.length + n > cache.capacity:
+        raise ValueError(f"static KV cache full: {cache.length} + {n} entries exceed its capacity {cache.capacity}")
+    # The first forward on a cache (a prefill) runs eagerly: it also allocates a static cache's
+    # tensors, which must exist before a CUDA graph records their addresses.
+    run = model.runner(n) if model.runner is not None and cache.length > 0 else model.decoder
+    out = run(
         input_ids=tokens[None],
         position_ids=positions[None],
-        attention_mask=attention_bias(visible, model.dtype),
+        attention_mask=attention_bias(visible, model.dtype, cache.key_width(n)),
         use_cache=True,
-        **{model.cache_kwarg: cache},
+        **{model.cache_kwarg: cache.hf},
     )
-    return out.logits[0].float()
+    cache.appended(n)
+    return out.last_hidden_state[0]
 
 
-def keep_cache_entries(cache: Any, keep: torch.Tensor) -> None:
-    """Keep only the entries at ``keep`` ([m] int64, increasing), in that order, in every layer.
-
-    After verification this drops rejected branches: the committed prefix plus the accepted
-    path's positions remain, contiguous again, so the next round appends after them.
-    """
-    check_shape("keep", keep, (None,), torch.int64)
-    if keep.numel() > 1 and not bool((keep[1:] > keep[:-1]).all()):
-        raise ValueError("keep: indices must be strictly increasing")
-    _check_layers(cache)
-    for layer in cache.layers:
-        if layer.keys is None or layer.keys.numel() == 0:
-            continue
-        idx = keep.to(layer.keys.device)
-        layer.keys = layer.keys.index_select(-2, idx)
-        layer.values = layer.values.index_select(-2, idx)
+@torch.no_grad()
+def output_logits(model: LiveModel, hidden: torch.Tensor) -> torch.Tensor:
+    """The output layer on the given rows: hidden [m, H] -> [m, V] float32 logits."""
+    check_shape("hidden", hidden, (None, None))
+    return model.head(hidden).float()
 
 
-def crop_cache(cache: Any, length: int) -> None:
-    """Drop every entry at or after ``length``."""
-    keep_cache_entries(cache, torch.arange(length, dtype=torch.int64))
+def forward_tokens(
+    model: LiveModel,
+    cache: KVCache,
+    tokens: torch.Tensor,  # [n] int64 on model.device
+    positions: torch.Tensor,  # [n] int64
+    visible: torch.Tensor,  # [n, past + n] bool
+    rows: slice | torch.Tensor = ALL_ROWS,  # which of the n rows get logits (slice, or [m] int64 on the device)
+) -> torch.Tensor:
+    """``forward_hidden`` then the output layer on ``rows``: [m, V] float32 logits."""
+    return output_logits(model, forward_hidden(model, cache, tokens, positions, visible)[rows])

@@ -15,7 +15,8 @@ from ..config import TreeConfig
 from ..tree import Tree
 from .clock import synchronize, timed_call
 from .draft import DraftedTree, draft_keep_indices, draft_tree
-from .forward import causal_visible, forward_tokens, keep_cache_entries, new_cache
+from .forward import causal_visible, forward_hidden, forward_tokens, keep_cache_entries, new_cache, to_device
+from .kvcache import release_cache, static_capacity
 from .models import LiveModel
 from .sampling import accept_sampled, sample_token, target_probs
 from .scores import greedy_token
@@ -77,7 +78,7 @@ def acceptance_rule(temperature: float, rng: np.random.Generator) -> AcceptRule:
     """Greedy from the validate matrix at temperature 0, the lossless sampling walk otherwise."""
     if temperature <= 0:
         return accept_verified_greedy
-    return lambda tree, ver: accept_sampled(tree, ver.logits, temperature, rng)
+    return lambda tree, ver: accept_sampled(tree, ver.target, temperature, rng)
 
 
 def speculative_generate(
@@ -89,33 +90,42 @@ def speculative_generate(
     on_round: RoundHook | None = None,
     accept: AcceptRule | None = None,
     sequence: int = 0,
+    record: bool = True,
 ) -> Generation:
     """Tree speculative decoding of one prompt, the ``sequence``-th of its run (it picks the sampling
-    draws: ``sequence_rng``); ``accept`` overrides the rule (tests only)."""
+    draws: ``sequence_rng``); ``accept`` overrides the rule (tests only).
+
+    ``record``: every round carries the validate matrix (all rows of the target's output layer),
+    as a dump needs; False computes only the rows acceptance reads (``verify.first_rows``).
+    """
     accept = accept or acceptance_rule(options.temperature, sequence_rng(options.seed, sequence))
     record_k = options.record_k or config.max_width
     start = _now(target.device)
-    tcache, dcache = new_cache(target), new_cache(draft)
+    # Committed tokens can overshoot max_new_tokens by one round; a round adds at most its tree.
+    capacity = len(prompt_ids) + options.max_new_tokens + 2 * (config.num_nodes + 1)
+    tcache, dcache = _cache(target, capacity), _cache(draft, capacity)
     prefill_s = _prefill(target, tcache, prompt_ids)
     tokens = list(prompt_ids)
     rounds: list[RoundResult] = []
     hook_s = 0.0  # dump writing is not decoding: keep it out of tokens/s
     while not _finished(tokens, len(prompt_ids), options):
-        rnd, drafted, ver = _round(draft, target, dcache, tcache, tokens, config, accept, record_k)
+        rnd, drafted, ver = _round(draft, target, dcache, tcache, tokens, config, accept, record_k, record)
         tokens.extend(rnd.committed_tokens)
         rounds.append(rnd)
         if on_round is not None:
             hook_s += timed_call(target.device, lambda: on_round(rnd, drafted, ver))[1]
+    release_cache(tcache)  # a pooled static cache serves the next generation
+    release_cache(dcache)
     output = _cut(tokens[len(prompt_ids) :], options)
     return Generation(tuple(prompt_ids), output, tuple(rounds), len(rounds), prefill_s, _now(target.device) - start - hook_s)
 
 
-def _round(draft, target, dcache, tcache, tokens, config, accept, record_k) -> tuple[RoundResult, DraftedTree, Verification]:
+def _round(draft, target, dcache, tcache, tokens, config, accept, record_k, record) -> tuple[RoundResult, DraftedTree, Verification]:
     root_pos = len(tokens) - 1
     drafted, draft_s = timed_call(draft.device, lambda: draft_tree(draft, dcache, tokens, config, record_k))
 
     def verify_and_accept() -> tuple[Verification, Acceptance]:
-        ver = verify_tree(target, tcache, drafted.tree, root_pos, record_k)
+        ver = verify_tree(target, tcache, drafted.tree, root_pos, record_k, record)
         acc = accept(drafted.tree, ver)
         keep_cache_entries(tcache, target_keep_indices(root_pos, acc.accepted_nodes))
         return ver, acc
@@ -134,17 +144,18 @@ def target_generate(target: LiveModel, prompt_ids: Sequence[int], options: Decod
     ``sequence`` picks the sampling draws as in ``speculative_generate``."""
     rng = sequence_rng(options.seed, sequence)
     start = _now(target.device)
-    cache = new_cache(target)
+    cache = _cache(target, len(prompt_ids) + options.max_new_tokens)
     prefill_s = _prefill(target, cache, prompt_ids)
     tokens = list(prompt_ids)
     forwards = 0
     while not _finished(tokens, len(prompt_ids), options):
         pos = len(tokens) - 1
-        tok = torch.tensor([tokens[-1]], dtype=torch.int64, device=target.device)
-        where = torch.tensor([pos], dtype=torch.int64, device=target.device)
+        tok = to_device(np.array([tokens[-1]], dtype=np.int64), target.device)
+        where = to_device(np.array([pos], dtype=np.int64), target.device)
         logits = forward_tokens(target, cache, tok, where, causal_visible(pos, 1, target.device))[0]
         tokens.append(_next_token(logits, options.temperature, rng))
         forwards += 1
+    release_cache(cache)
     output = _cut(tokens[len(prompt_ids) :], options)
     return Generation(tuple(prompt_ids), output, (), forwards, prefill_s, _now(target.device) - start)
 
@@ -155,16 +166,22 @@ def _next_token(logits: torch.Tensor, temperature: float, rng: np.random.Generat
     return sample_token(target_probs(logits[None], temperature)[0], rng)
 
 
+def _cache(model: LiveModel, capacity: int):
+    """A dynamic cache, or a static one of at least ``capacity`` entries for a model on the fast path."""
+    return new_cache(model, static_capacity(capacity) if model.static_kv else None)
+
+
 def _prefill(model: LiveModel, cache: Any, prompt_ids: Sequence[int]) -> float:
-    """Cache every prompt token but the last (the first round's root); returns seconds."""
+    """Cache every prompt token but the last (the first round's root); returns seconds.
+    No logits: nothing reads them (the root's come from the first round's forward)."""
     if len(prompt_ids) < 1:
         raise ValueError("a prompt needs at least one token")
     n = len(prompt_ids) - 1
     if n == 0:
         return 0.0
-    tokens = torch.as_tensor(list(prompt_ids[:-1]), dtype=torch.int64, device=model.device)
+    tokens = to_device(np.asarray(prompt_ids[:-1], dtype=np.int64), model.device)
     positions = torch.arange(n, dtype=torch.int64, device=model.device)
-    _, seconds = timed_call(model.device, lambda: forward_tokens(model, cache, tokens, positions, causal_visible(0, n, model.device)))
+    _, seconds = timed_call(model.device, lambda: forward_hidden(model, cache, tokens, positions, causal_visible(0, n, model.device)))
     return seconds
 
 

@@ -105,7 +105,7 @@ class Measurement:
     load_s: float
     rss_gib: float  # resident after load
     peak_rss_gib: float  # high-water mark of the process (load included)
-    prefill_s: float  # forward of `prefix` tokens, empty cache
+    prefill_s: float  # decoder forward of `prefix` tokens, empty cache (no output layer, as the harness prefills)
     decode_1_s: float  # one token after the prefix, with KV cache (median)
     forward_16_s: float  # 16 tokens at once after the prefix, with KV cache (median)
     # Minima beside the medians: a shared 2-core VM has bursts of slowness several times the
@@ -132,13 +132,14 @@ def time_forward(model, cache, tokens, prefix: int) -> float:
     the cache back to the prefix. The harness's own forward (replay.live.forward)."""
     import torch
 
+    from .clock import timed_call
     from .forward import causal_visible, crop_cache, forward_tokens
 
     n = tokens.shape[0]
-    positions = torch.arange(prefix, prefix + n, dtype=torch.int64)
-    t0 = time.perf_counter()
-    forward_tokens(model, cache, tokens, positions, causal_visible(prefix, n, model.device))
-    elapsed = time.perf_counter() - t0
+    positions = torch.arange(prefix, prefix + n, dtype=torch.int64, device=model.device)
+    tokens = tokens.to(model.device)
+    # timed_call synchronises a GPU on both sides: kernel launches return before the work is done.
+    _, elapsed = timed_call(model.device, lambda: forward_tokens(model, cache, tokens, positions, causal_visible(prefix, n, model.device)))
     crop_cache(cache, prefix)
     return elapsed
 
@@ -148,7 +149,8 @@ def measure_model(
 ) -> Measurement:
     import torch
 
-    from .forward import causal_visible, forward_tokens, new_cache
+    from .clock import timed_call
+    from .forward import causal_visible, forward_hidden, new_cache
 
     t0 = time.perf_counter()
     live = load_gguf_live(path, dtype, cache_dir)
@@ -159,9 +161,10 @@ def measure_model(
         raise ValueError(f"measure text gives {ids.shape[0]} tokens, need {prefix + 16}")
     with torch.inference_mode():
         cache = new_cache(live)
-        t1 = time.perf_counter()
-        forward_tokens(live, cache, ids[:prefix], torch.arange(prefix, dtype=torch.int64), causal_visible(0, prefix, live.device))
-        prefill_s = time.perf_counter() - t1
+        # The harness's prefill: the decoder only, no logits (nothing reads them).
+        _, prefill_s = timed_call(
+            live.device, lambda: forward_hidden(live, cache, ids[:prefix], torch.arange(prefix, dtype=torch.int64), causal_visible(0, prefix, live.device))
+        )
         time_forward(live, cache, ids[prefix : prefix + 1], prefix)  # warm-up
         decode = [time_forward(live, cache, ids[prefix : prefix + 1], prefix) for _ in range(repeats)]
         verify = [time_forward(live, cache, ids[prefix : prefix + 16], prefix) for _ in range(repeats)]

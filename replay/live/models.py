@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -29,11 +29,26 @@ class LiveModel:
     device: torch.device
     tokenizer: Any | None  # transformers tokenizer, None when the checkpoint has none
     cache_kwarg: str  # "cache" (transformers >= 5.2x) or "past_key_values" (older spelling)
+    # Fast path (replay.live.compiled): caches are static, and runner(n) is the decoder callable
+    # for a forward over n tokens (compiled for the small n of decode, draft and verify steps).
+    static_kv: bool = False
+    runner: Callable[[int], Any] | None = None
+    cache_pool: Any = None  # kvcache.CachePool: static caches reused across generations
+
+    @property
+    def decoder(self) -> Any:
+        """The model without its output layer: tokens -> last hidden states (final norm included)."""
+        return self.module.base_model
+
+    @property
+    def head(self) -> Any:
+        """The output layer (lm_head): hidden states -> logits, applied only to the rows a caller uses."""
+        return self.module.get_output_embeddings()
 
     @property
     def vocab_size(self) -> int:
         """Token ids the model can output: rows of its output head."""
-        return int(self.module.get_output_embeddings().weight.shape[0])
+        return int(self.head.weight.shape[0])
 
     @property
     def input_vocab_size(self) -> int:
@@ -55,6 +70,42 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def fast_bfloat16(device: torch.device | str) -> bool:
+    """Whether ``device`` computes bfloat16 matmuls natively: CUDA, or a CPU with avx512_bf16 or AMX.
+
+    Other CPUs (plain AVX-512 or AVX2) convert bfloat16 to float32 inside every matmul: measured on
+    an AVX-512 Xeon without avx512_bf16, a 16-token bf16 matmul took twice the float32 time.
+    torch.backends.cpu.get_cpu_capability() says only "AVX512" for both kinds, so read the flags.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        return True
+    if device.type != "cpu":
+        return False
+    return bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none, e.g. macOS)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def default_draft_dtype(device: torch.device | str, dtype: str) -> str:
+    """The draft's dtype when none is given: bfloat16 under a float32 target where bfloat16 is fast.
+
+    The target decides every committed token, so a cheaper draft never changes the output, only
+    how often its guesses are right.
+    """
+    return "bfloat16" if dtype == "float32" and fast_bfloat16(device) else dtype
+
+
 def cache_kwarg_of(module: Any) -> str:
     """The keyword the model's forward takes its KV cache under; transformers renamed it in 5.x."""
     params = inspect.signature(module.forward).parameters
@@ -64,8 +115,18 @@ def cache_kwarg_of(module: Any) -> str:
 def wrap_model(module: Any, name: str, tokenizer: Any | None = None) -> LiveModel:
     """Put an already built transformers model into eval mode and describe it."""
     module.eval()
+    _check_plain_head(module, name)
     param = next(module.parameters())
-    return LiveModel(module, name, param.dtype, param.device, tokenizer, cache_kwarg_of(module))
+    return LiveModel(module, name, param.dtype, param.device, tokenizer, cache_kwarg_of(module.base_model))
+
+
+def _check_plain_head(module: Any, name: str) -> None:
+    """The harness computes logits as ``head(decoder(...))`` on the rows it needs; refuse models
+    whose forward does more than that between the two (e.g. Gemma 2's logit soft-capping)."""
+    if module.base_model is module or module.get_output_embeddings() is None:
+        raise ModelLoadError(f"{name}: not a causal LM with a separate output layer")
+    if getattr(module.config, "final_logit_softcapping", None):
+        raise ModelLoadError(f"{name}: logits are soft-capped after the output layer; the harness does not support that")
 
 
 _OWN_TOKENIZER = object()  # sentinel: load the checkpoint's own tokenizer
@@ -104,9 +165,10 @@ def load_pair(
 ) -> tuple[LiveModel, LiveModel]:
     """(draft, target), each loaded once, the target first, then checked as a pair (``check_pair``).
     The draft reuses the target's tokenizer (speculation needs one vocabulary anyway); a draft
-    directory's own tokenizer is read for the check, a GGUF draft's is not (~12 s to rebuild)."""
+    directory's own tokenizer is read for the check, a GGUF draft's is not (~12 s to rebuild).
+    ``draft_dtype`` None = ``default_draft_dtype(device, dtype)``."""
     target_model = load_model(target, device, dtype)
-    draft_model = load_model(draft, device, draft_dtype or dtype, tokenizer=target_model.tokenizer)
+    draft_model = load_model(draft, device, draft_dtype or default_draft_dtype(device, dtype), tokenizer=target_model.tokenizer)
     draft_path = Path(draft)
     own = load_tokenizer(draft_path) if draft_path.is_dir() else None
     check_pair(draft_model, target_model, own)

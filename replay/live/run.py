@@ -93,9 +93,11 @@ def run_speculative(
     """One speculative generation per prompt; each round's files go to ``dump_dir`` when given."""
     check_prompts(prompts, draft, target)
     check_record_k(config, options, target)
+    record = dump_dir is not None  # without a dump, the target's output layer runs only on the rows acceptance reads
     return [
         speculative_generate(
-            draft, target, p, config, options, _hook(round_writer(dump_dir, s) if dump_dir is not None else None, progress), sequence=s
+            draft, target, p, config, options, _hook(round_writer(dump_dir, s) if dump_dir is not None else None, progress),
+            sequence=s, record=record,
         )
         for s, p in enumerate(prompts)
     ]
@@ -125,7 +127,9 @@ def run_timed(
     def speculative(i: int, repeat: int) -> int:
         first = repeat == 0
         hook = _hook(rounds.hook(i) if first and dump_dir is not None else None, progress if first else None)
-        return _keep(kept[SPECULATIVE], i, first, speculative_generate(draft, target, prompts[i], config, options, hook))
+        # Every pass computes what the dump needs (all rows) when there is one, so passes cost alike.
+        g = speculative_generate(draft, target, prompts[i], config, options, hook, record=dump_dir is not None)
+        return _keep(kept[SPECULATIVE], i, first, g)
 
     def target_only(i: int, repeat: int) -> int:
         g = target_generate(target, prompts[i], options)

@@ -11,6 +11,8 @@ proposes (the draft only changes how many tokens one target forward yields).
 
 from __future__ import annotations
 
+from typing import Protocol, Sequence
+
 import numpy as np
 import torch
 
@@ -34,18 +36,33 @@ def sample_token(probs: np.ndarray, rng: np.random.Generator) -> int:
     return int(rng.choice(probs.shape[0], p=probs))
 
 
-def accept_sampled(tree: Tree, logits: torch.Tensor, temperature: float, rng: np.random.Generator) -> Acceptance:
+class NodeRows(Protocol):
+    """Target logits per tree node, e.g. ``replay.live.verify.TargetLogits`` (rows made on demand)."""
+
+    num_rows: int
+
+    def rows(self, nodes: Sequence[int]) -> torch.Tensor: ...  # [len(nodes), V] float32
+
+
+def accept_sampled(tree: Tree, logits: torch.Tensor | NodeRows, temperature: float, rng: np.random.Generator) -> Acceptance:
     """Walk the tree drawing from the target at each visited node.
 
-    logits: [num_nodes + 1, V] target logits in tree order (the verification forward's output).
+    logits: [num_nodes + 1, V] target logits in tree order (the verification forward's output),
+    or a NodeRows giving them per node.
     Only visited rows are turned into probabilities: a full [n, V] float64 softmax of a 150k
     vocabulary would cost more than the walk.
     """
-    check_shape("logits", logits, (tree.tokens.shape[0], None))
+    if isinstance(logits, torch.Tensor):
+        check_shape("logits", logits, (tree.tokens.shape[0], None))
+        row = lambda u: logits[u : u + 1]  # noqa: E731
+    else:
+        if logits.num_rows != tree.tokens.shape[0]:
+            raise ValueError(f"logits: expected {tree.tokens.shape[0]} rows, got {logits.num_rows}")
+        row = lambda u: logits.rows([u])  # noqa: E731
     has_children = tree.has_children()
     node, path = 0, []
     while True:
-        draw = sample_token(target_probs(logits[node : node + 1], temperature)[0], rng)
+        draw = sample_token(target_probs(row(node), temperature)[0], rng)
         kids = tree.children(node)
         hit = kids[tree.tokens[kids] == draw]
         if hit.shape[0] == 0:

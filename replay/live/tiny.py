@@ -170,3 +170,14 @@ def truncated_draft(model: LiveModel, layers: int, name: str | None = None) -> L
     if getattr(module.config, "layer_types", None):
         module.config.layer_types = module.config.layer_types[:layers]
     return wrap_model(module, name or f"{model.name}[:{layers} layers]")
+
+
+def damped_pair(
+    config: dict[str, Any], draft_layers: int, factor: float, seed: int = 0, dtype: str = "float32", device: str = "cpu", name: str = "random"
+) -> tuple[LiveModel, LiveModel]:
+    """(draft, target) for timing a real architecture without its weights: a random-weight target
+    whose decoder layers after the first ``draft_layers`` are damped by ``factor``, and as draft its
+    first ``draft_layers`` layers (``truncated_draft``). The draft then agrees with the target often
+    enough for speculation to be timed with real shapes; acceptance is whatever the weights give."""
+    target = damp_late_layers(build_model(config, seed=seed, dtype=dtype, device=device, name=f"{name}-target"), keep=draft_layers, factor=factor)
+    return truncated_draft(target, draft_layers, name=f"{name}-draft[:{draft_layers} layers]"), target

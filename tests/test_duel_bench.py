@@ -1,0 +1,68 @@
+"""bench/duel.py: a smoke run on tiny random models (no timing assertions), and its arithmetic
+on hand-made runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_duel():
+    spec = importlib.util.spec_from_file_location("duel", ROOT / "bench" / "duel.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["duel"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ceilings_follow_from_the_measured_costs():
+    duel = load_duel()
+    # 3 tokens per round; a round costs 100 ms draft + 200 ms verify + 20 ms other; decode 120 ms/token.
+    row = {"committed_per_round": 3.0, "draft_ms_per_round": 100.0, "verify_ms_per_round": 200.0, "other_ms_per_round": 20.0}
+    c = duel.ceilings(row, 120.0)
+    assert c["round_ms"] == pytest.approx(320.0)
+    assert c["modelled_speedup"] == pytest.approx(3 * 120 / 320)
+    assert c["free_draft_ceiling"] == pytest.approx(3 * 120 / 220)
+    assert c["round_ms_for_1_4x"] == pytest.approx(3 * 120 / 1.4)
+
+
+def test_identity_is_judged_against_target_only_greedy_of_the_same_prompt():
+    duel = load_duel()
+    ref = duel.Run(duel.TARGET_HARNESS, 0, 0, (1, 2, 3, 4), 1.0)
+    runs = {
+        (ref.method, 0, 0): ref,
+        ("a", 0, 0): duel.Run("a", 0, 0, (1, 2, 3, 4), 1.0),
+        ("hf", 0, 0): duel.Run("hf", 0, 0, (1, 2), 1.0),  # stopped at EOS: a prefix is fine
+        ("b", 0, 0): duel.Run("b", 0, 0, (1, 2, 4, 3), 1.0),
+        ("c", 0, 0): duel.Run("c", 0, 0, (), 1.0),
+    }
+    assert duel.identical(runs, "a") and duel.identical(runs, "hf")
+    assert not duel.identical(runs, "b") and not duel.identical(runs, "c") and not duel.identical(runs, "missing")
+
+
+def test_tiny_duel_runs_every_method_and_every_output_is_target_greedy(tmp_path):
+    duel = load_duel()
+    out = tmp_path / "duel.json"
+    assert duel.main(["--shapes", "tiny", "--dtypes", "float32", "--prompts", "2", "--max-new-tokens", "8", "--repeats", "2",
+                      "--sweep-tokens", "4", "--threads", "1", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    rows = {r["method"]: r for r in result["dtypes"]["float32"]["duel"]}
+    assert {duel.TARGET_HARNESS, duel.TARGET_HF, duel.hf_name(duel.HF_DEFAULT)} <= rows.keys()
+    assert any(m.startswith("harness article") for m in rows)
+    assert all(r["identical"] for r in rows.values())  # float32: every method decodes target greedy
+    assert rows[duel.TARGET_HARNESS]["speedup_vs_target_only"]["median"] == pytest.approx(1.0)
+    timing = result["dtypes"]["float32"]["timing"]
+    assert timing["repeats"] == 2 and len(timing["methods"]) == len(rows)
+    for r in rows.values():
+        if "ceilings" in r:  # harness rows: the modelled speedup is the measured costs' arithmetic
+            c = r["ceilings"]
+            assert c["modelled_speedup"] == pytest.approx(r["committed_per_round"] * c["decode_ms_per_token"] / c["round_ms"])
