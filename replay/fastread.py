@@ -20,7 +20,7 @@ from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from .batch import MatrixStack, RoundBatch, SourceNames
+from .roundbatch import MatrixStack, RoundBatch, SourceNames
 from .errors import DumpError
 from .grouping import Grouping, Key, RoundFiles, Skipped
 from .matrix_io import SCORE_AUTO, DumpMatrix, RawSpec
