@@ -148,7 +148,7 @@ def test_imports_go_to_the_same_or_a_lower_layer(name):
         if mod is None or mod not in LAYERS or (name, mod) in PENDING:
             continue
         if LAYERS[mod] != layer and LAYERS[mod] not in ALLOWED[layer]:
-            bad.append(f"{mod} ({LAYERS[mod]})")
+            bad.append(f"{mod} ({LAYERS[mod]})") if f"{mod} ({LAYERS[mod]})" not in bad else None
     assert not bad, f"{name} ({layer}) may import only {sorted(ALLOWED[layer] | {layer})}, but imports {bad} (docs/architecture.md)"
 
 
