@@ -38,13 +38,16 @@ def test_generate_with_baseline_text_prompts(tiny_dir, tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0
     for line in ("rounds:", "mean accepted length:", "block efficiency:", "tokens/s:", "draft time per round:",
-                 "verify time per round:", "speedup:", "outputs identical:      yes"):
+                 "verify time per round:", "speedup:", "outputs identical:      yes", "median of 3 passes", "machine load:"):
         assert line in out
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["sequences"][0]["prompt_ids"] == [1, 2, 3, 4]
     assert manifest["tokenizer"] == str(d / "target")
     assert manifest["totals"]["identical_to_baseline"] is True
     assert manifest["models"]["draft"]["path"] == str(d / "draft")
+    timing = manifest["totals"]["timing"]  # 2 warm-up calls, then 3 passes x 2 prompts x 2 methods
+    assert timing["repeats"] == 3 and len(timing["order"]) == 2 + 3 * 2 * 2
+    assert set(timing["methods"]) == {"speculative", "target-only"} and "load_1m" in timing["load_before"]
 
 
 def test_generate_gguf_target_with_id_prompts_and_cheaper_draft(tiny_dir, tmp_path, capsys):
@@ -69,8 +72,12 @@ def test_sweep_and_cost_curve_commands(tiny_dir, tmp_path, capsys):
     assert main(args) == 0
     assert "2 config(s) run, 0 kept" in capsys.readouterr().out
     curve = json.loads((tmp_path / "sw" / "cost_curve.json").read_text())
-    assert len(curve["tokens"]) == len(curve["verify_s"]) and curve["draft_step_s"] > 0
-    assert main(args) == 0
+    assert len(curve["tokens"]) == len(curve["verify_s"]) == len(curve["verify_s_min"]) and curve["draft_step_s"] > 0
+    for png in ("nodes_vs_block_efficiency.png", "nodes_vs_tokens_per_s.png", "pareto.png"):
+        assert (tmp_path / "sw" / "plots" / png).stat().st_size > 0  # drawn by the CLI after the sweep
+    assert main(args) == 2  # an existing sweep is continued only when asked
+    assert "pass --resume" in capsys.readouterr().err
+    assert main(args + ["--resume"]) == 0
     assert "0 config(s) run, 2 kept" in capsys.readouterr().out
     rc = main(["cost-curve", "--target", str(d / "target"), "--sizes", "1,4", "--prefix", "8", "--repeats", "1", "--out", str(tmp_path / "cc.json")])
     assert rc == 0
@@ -129,36 +136,39 @@ def test_record_k_widens_the_recorded_rows(tiny_dir, tmp_path):
 
 
 def test_sweep_killed_by_sigkill_resumes_without_redoing_rows(tiny_dir, tmp_path, capsys):
-    """A real kill (SIGKILL of the CLI process once two rows exist), then the same command again."""
+    """A real kill (SIGKILL of the CLI process once two configs are committed), then --resume."""
     import os
     import signal
     import time
 
     d = tiny_dir
-    grid = "6,2x2,1x1;1,1,1,1;4,2x1,1;2,1x1;3,1;5,1;8;1,1,1,1,1,1"
+    grid = "6,2x2,1x1;1,1,1,1;4,2x1,1;2,1x1;3,1;8"
     args = ["sweep", "--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl"),
-            "--grid", grid, "--max-new-tokens", "40", "--out", str(tmp_path / "sw"), "--no-cost-curve", "--threads", "1"]
+            "--grid", grid, "--max-new-tokens", "12", "--out", str(tmp_path / "sw"), "--no-cost-curve", "--threads", "1",
+            "--repeats", "1"]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen([sys.executable, "-m", "replay.cli", *args], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    rows_dir = tmp_path / "sw" / "rows"
+    dumps = tmp_path / "sw" / "dumps"
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
-        if rows_dir.is_dir() and len(list(rows_dir.glob("*.json"))) >= 2:
+        if len(list(dumps.glob("*/row.json"))) >= 2:
             proc.send_signal(signal.SIGKILL)
             break
         time.sleep(0.02)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, "the sweep finished before it could be killed"
-    done = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in rows_dir.glob("*.json")}
-    assert 2 <= len(done) < 8
-    assert main(args) == 0
-    assert f"{8 - len(done)} config(s) run, {len(done)} kept from before" in capsys.readouterr().out
+    done = {p.parent.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in dumps.glob("*/row.json")}
+    assert 2 <= len(done) < 6
+    assert main(args + ["--resume"]) == 0
+    assert f"{6 - len(done)} config(s) run, {len(done)} kept from before" in capsys.readouterr().out
     for name, before in done.items():
-        assert ((rows_dir / name).read_bytes(), (rows_dir / name).stat().st_mtime_ns) == before
+        row = dumps / name / "row.json"
+        assert (row.read_bytes(), row.stat().st_mtime_ns) == before
+    assert not list(dumps.glob(".staging-*"))  # the killed config's staging area was cleared
     import pandas as pd
 
-    assert len(pd.read_parquet(tmp_path / "sw" / "results.parquet")) == 8
+    assert len(pd.read_parquet(tmp_path / "sw" / "results.parquet")) == 6
 
 
 def test_generate_refuses_a_non_empty_out_before_loading_models(tiny_dir, tmp_path, capsys, monkeypatch):

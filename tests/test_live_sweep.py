@@ -42,6 +42,13 @@ def test_grid_syntax():
     with pytest.raises(SweepError, match="not an integer"):
         parse_grid("6,a")
     assert config_name(configs[0]) == "2_2x1_t0.25"
+    # '@' alternatives: one config per threshold, 0 = off.
+    configs, _ = parse_grid("1,1,1,1@0|0.3|0.5;2,1x1@0.3")
+    assert [(c.top_k_spec, c.gamma_threshold) for c in configs] == [
+        (((1,), (1,), (1,), (1,)), 0.0), (((1,), (1,), (1,), (1,)), 0.3), (((1,), (1,), (1,), (1,)), 0.5), (((2,), (1, 1)), 0.3),
+    ]
+    with pytest.raises(SweepError, match="gammaThreshold 'x' is not a number"):
+        parse_grid("1,1@0|x")
 
 
 def test_config_list_file(tmp_path):
@@ -61,13 +68,13 @@ def test_sweep_is_killed_and_resumed_without_losing_or_redoing_rows(live_qwen_pa
             raise Killed
 
     with pytest.raises(Killed):
-        run_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, after_config=kill_after_three, plots=False)
-    rows = {n: (tmp_path / "rows" / f"{n}.json") for n in names[:3]}
+        run_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1, after_config=kill_after_three)
+    rows = {n: (tmp_path / "dumps" / n / "row.json") for n in names[:3]}
     before = {n: (p.read_text(), p.stat().st_mtime_ns) for n, p in rows.items()}
-    assert sorted(p.name for p in (tmp_path / "rows").iterdir()) == sorted(f"{n}.json" for n in names[:3])
+    assert sorted(p.name for p in (tmp_path / "dumps").iterdir()) == sorted(names[:3])
     assert len(pd.read_csv(tmp_path / "results.csv")) == 3
 
-    # A second kill in the middle of the fourth config leaves a partial dump and no row.
+    # A second kill in the middle of the fourth config: nothing of it is visible, no half dump.
     seen = []
 
     def die_mid_config(n_tokens):
@@ -76,10 +83,10 @@ def test_sweep_is_killed_and_resumed_without_losing_or_redoing_rows(live_qwen_pa
             raise Killed
 
     with pytest.raises(Killed):
-        run_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, progress=die_mid_config, plots=False)
-    assert (tmp_path / "dumps" / names[3]).is_dir() and not (tmp_path / "rows" / f"{names[3]}.json").exists()
+        run_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1, resume=True, progress=die_mid_config)
+    assert sorted(p.name for p in (tmp_path / "dumps").iterdir()) == sorted(names[:3])
 
-    result = run_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path)
+    result = run_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1, resume=True)
     assert result.skipped == tuple(names[:3])
     assert result.computed == tuple(names[3:])
     for n, p in rows.items():
@@ -87,22 +94,85 @@ def test_sweep_is_killed_and_resumed_without_losing_or_redoing_rows(live_qwen_pa
     table = pd.read_parquet(tmp_path / "results.parquet")
     assert table["name"].tolist() == names
     assert pd.read_csv(tmp_path / "results.csv")["name"].tolist() == names
-    for col in ("config", "nodes", "mean_accepted_length", "block_efficiency", "tokens_per_s", "speedup"):
+    for col in ("config", "nodes", "mean_accepted_length", "block_efficiency", "tokens_per_s", "speedup", "speedup_min",
+                "speedup_max", "baseline_tokens_per_s", "worker", "device", "session", "load_1m"):
         assert col in table.columns
     assert table["identical_to_baseline"].all()
     assert table.loc[table["name"] == "1_1_1_1", "nodes"].item() == 4
+    # Every session re-times its baseline beside each config: the two sessions' rows say which.
+    assert table["session"].nunique() == 2
     for n in names:
-        assert (tmp_path / "dumps" / n / "manifest.json").is_file()
-    for png in ("nodes_vs_block_efficiency.png", "nodes_vs_tokens_per_s.png", "pareto.png"):
-        assert (tmp_path / "plots" / png).stat().st_size > 0
+        manifest = json.loads((tmp_path / "dumps" / n / "manifest.json").read_text())
+        assert manifest["sweep"]["session"] == table.loc[table["name"] == n, "session"].item()
+
+
+def test_row_numbers_come_from_the_committed_dump(live_qwen_pair, tmp_path):
+    """Counts in a row are recomputed by hand from its manifest; the speedup is the median of the
+    per-pass ratios recorded in the manifest's timing."""
+    import statistics
+
+    draft, target = live_qwen_pair
+    configs, _ = parse_grid("4,2x1,1;1,1,1@0|0.9")
+    assert [config_name(c) for c in configs] == ["4_2x1_1", "1_1_1", "1_1_1_t0.9"]
+    result = run_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=3)
+    for _, row in result.table.iterrows():
+        m = json.loads((tmp_path / "dumps" / row["name"] / "manifest.json").read_text())
+        rounds = m["rounds"]
+        assert row["rounds"] == len(rounds)
+        assert row["mean_accepted_length"] == pytest.approx(sum(r["accepted_length"] for r in rounds) / len(rounds))
+        assert row["block_efficiency"] == pytest.approx(sum(len(r["committed_tokens"]) for r in rounds) / len(rounds))
+        t = m["totals"]["timing"]["methods"]
+        rate = {k: [tok / sec for tok, sec in zip(v["tokens"], v["seconds"])] for k, v in t.items()}
+        ratios = [a / b for a, b in zip(rate["speculative"], rate["target-only"])]
+        assert row["speedup"] == pytest.approx(statistics.median(ratios))
+        assert (row["speedup_min"], row["speedup_max"]) == pytest.approx((min(ratios), max(ratios)))
+        assert row["baseline_tokens_per_s"] == pytest.approx(statistics.median(rate["target-only"]))
+        assert row["repeats"] == 3 and row["gamma_threshold"] == (0.9 if row["name"].endswith("_t0.9") else 0.0)
+    # The 0.9 threshold stops drafting early in some round (the tiny draft is rarely that sure).
+    steps = [r["draft_steps"] for r in json.loads((tmp_path / "dumps" / "1_1_1_t0.9" / "manifest.json").read_text())["rounds"]]
+    assert min(steps) < 3
+
+
+def test_timed_run_writes_the_same_dump_as_a_plain_run(live_qwen_pair, tmp_path):
+    """The dump is buffered during the first timed pass and written after the timing: same files."""
+    from replay.live.run import run_speculative, run_timed
+
+    draft, target = live_qwen_pair
+    config = parse_grid("4,2x1,1")[0][0]
+    run_speculative(draft, target, PROMPTS, config, OPTIONS, tmp_path / "plain")
+    timed = run_timed(draft, target, PROMPTS, config, OPTIONS, repeats=2, baseline=False, dump_dir=tmp_path / "timed")
+    assert [m.name for m in timed.timing.methods] == ["speculative"] and timed.baseline is None
+    plain = sorted(p.name for p in (tmp_path / "plain").iterdir())
+    assert plain == sorted(p.name for p in (tmp_path / "timed").iterdir()) and plain
+    for name in plain:
+        assert (tmp_path / "plain" / name).read_bytes() == (tmp_path / "timed" / name).read_bytes(), name
+
+
+def test_a_config_finished_twice_is_committed_once(live_qwen_pair, tmp_path):
+    """A second run of a committed config (a retried task) is discarded whole: the first result's
+    files are untouched, nothing of the second remains, the table has one row."""
+    from replay.live.sweep import run_config
+    from replay.live.sweepdir import DUPLICATE
+
+    draft, target = live_qwen_pair
+    config = parse_grid("2,1x1")[0][0]
+    run_sweep(draft, target, [config], PROMPTS, OPTIONS, tmp_path, repeats=1)
+    first = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "dumps" / "2_1x1").iterdir()}
+    assert run_config(draft, target, config, PROMPTS, OPTIONS, tmp_path, 1, "second-session", "w9") == DUPLICATE
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "dumps" / "2_1x1").iterdir()} == first
+    assert [p.name for p in (tmp_path / "dumps").iterdir()] == ["2_1x1"]
+    result = run_sweep(draft, target, [config], PROMPTS, OPTIONS, tmp_path, repeats=1, resume=True)
+    assert result.skipped == ("2_1x1",) and len(result.table) == 1 and result.table["worker"].item() == "local"
 
 
 def test_resume_with_other_settings_is_refused(live_qwen_pair, tmp_path):
     draft, target = live_qwen_pair
     configs = [TreeConfig.from_lists([[2]])]
-    run_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, plots=False)
-    with pytest.raises(SweepError, match="other models, prompts or options"):
-        run_sweep(draft, target, configs, PROMPTS, DecodeOptions(max_new_tokens=8), tmp_path, plots=False)
+    run_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1)
+    with pytest.raises(SweepError, match="pass --resume"):
+        run_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1)
+    with pytest.raises(SweepError, match="other options"):
+        run_sweep(draft, target, configs, PROMPTS, DecodeOptions(max_new_tokens=8), tmp_path, repeats=1, resume=True)
 
 
 def test_pareto_front_keeps_undominated_rows():

@@ -23,3 +23,14 @@ def timed_call(device: torch.device | str, fn: Callable[[], T]) -> tuple[T, floa
     result = fn()
     synchronize(device)
     return result, time.perf_counter() - start
+
+
+def device_clock(*devices: torch.device | str) -> Callable[[], float]:
+    """A clock for ``timing.time_methods`` that waits for every device's queued kernels first."""
+
+    def now() -> float:
+        for d in devices:
+            synchronize(d)
+        return time.perf_counter()
+
+    return now

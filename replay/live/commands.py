@@ -27,16 +27,29 @@ GENERATE_EXAMPLE = """example:
   (--prompts: text lines, encoded with the target's tokenizer, or JSON Lines of token ids
    {"prompt_ids": [...]} / [...] for models without one; GGUF: --target path/to/model.gguf)
   (-o/--output must be new or empty; add --replace to swap the finished run in over an old one)
+  (timing: a warm-up, then --repeats passes; with --baseline the two methods are interleaved per
+   prompt in a rotating order; tokens/s and speedup are the median pass, min and max printed)
 """
 
 SWEEP_EXAMPLE = """grid syntax: configs separated by ';', steps by ',', the widths of one step's
 expanded heads by 'x'; '|' lists alternatives for a step (every combination runs), '@T' sets
-gammaThreshold. "6,2x2,1x1" = topKSpec [[6],[2,2],[1,1]], topHead [1,2,2]; "1,1,1,1" = a chain.
+gammaThreshold (dynamic depth: drafting stops when the best path's draft probability falls below T),
+'@T1|T2' runs one config per threshold. "6,2x2,1x1" = topKSpec [[6],[2,2],[1,1]], topHead [1,2,2];
+"1,1,1,1" = a chain; "1,1,1,1,1,1@0|0.3|0.5" = a depth-6 chain without and with two thresholds.
+
+timing: each config runs with target-only decoding on the same prompts, a warm-up first, then
+--repeats passes, the two interleaved per prompt in a rotating order; tokens/s and speedup are the
+median pass (min and max in the table).
 
 example:
   specreplay sweep --draft models/draft --target models/target --prompts prompts.jsonl \\
-      --grid "6,2x2,1x1;4,2x1,1;2|4,1x1;1,1,1,1" --max-new-tokens 64 -o runs/sweep1
-  (rerun the same command after an interruption: finished configs are kept, not redone)
+      --grid "6,2x2,1x1;4,2x1,1;2|4,1x1;1,1,1,1@0|0.4" --max-new-tokens 64 -o runs/sweep1
+  (after an interruption add --resume: finished configs are kept, not redone)
+
+  specreplay sweep --pair qwen2.5-coder --prompts prompts.txt --grid "..." --max-new-tokens 64 \\
+      -o /shared/sweep2 --devices cuda:0,cuda:1,cuda:2,cuda:3 --dtype bfloat16
+  (a local Dask cluster, one worker process per GPU; --scheduler tcp://host:8786 uses a running
+   cluster instead: the output directory and the models at the same path on every worker)
 
 Exit status: 0 every config ran (or was kept from before); 1 some grid combinations were skipped
 (each listed on stderr with the reason); 2 on errors.
@@ -71,6 +84,7 @@ def register(subparsers) -> None:
         "`specreplay sweep` resumes per config",
     )
     gen.add_argument("--baseline", action="store_true", help="also run target-only decoding: speedup, identical outputs")
+    _repeats_arg(gen)
     add_no_progress(gen)
     gen.set_defaults(func=cmd_generate)
 
@@ -85,9 +99,15 @@ def register(subparsers) -> None:
     which.add_argument("--grid", help="tree configs in the grid syntax below")
     which.add_argument("--configs", help="JSON file with a list of tree configs")
     _decode_args(sw)
-    add_output(sw, output_dir, "sweep directory (rows/, dumps/, results.csv/.parquet, plots/)",
+    add_output(sw, output_dir, "sweep directory (dumps/, results.csv/.parquet, plots/)",
                dest="out", metavar="DIR", required=True, aliases=["--out"])
+    sw.add_argument("--resume", action="store_true", help="continue the sweep in -o/--output: finished configs are kept, the rest run")
+    _repeats_arg(sw)
     sw.add_argument("--no-cost-curve", action="store_true", help="skip measuring cost_curve.json")
+    where = sw.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", help="run on an existing Dask cluster (tcp://host:8786): one task per config, see docs/scale.md")
+    where.add_argument("--workers", type=int, help="start a local Dask cluster of N worker processes (one per device) and run on it")
+    sw.add_argument("--devices", help="one device per local worker, comma separated (cuda:0,cuda:1); starts len(devices) workers")
     add_no_progress(sw)
     sw.set_defaults(func=cmd_sweep)
 
@@ -106,9 +126,12 @@ def register(subparsers) -> None:
     dsrc.add_argument("--draft-shape", help="random-weight draft of a real architecture")
     _models_dir_arg(cc)
     _device_args(cc)
-    cc.add_argument("--sizes", default="1,2,4,8,16,32,64", help="tokens per forward, comma separated (default: %(default)s)")
-    cc.add_argument("--prefix", type=int, default=64, help="committed tokens in the cache (default: %(default)s)")
-    cc.add_argument("--repeats", type=int, default=3, help="timed runs per size, median kept (default: %(default)s)")
+    cc.add_argument("--sizes", default="1,2,4,8,16,32,64", help="tokens per forward, comma separated")
+    cc.add_argument("--prefix", type=int, default=64, help="committed tokens in the cache")
+    cc.add_argument(
+        "--repeats", type=int, default=3,
+        help="timed passes after a warm-up, the sizes' order rotated per pass; median, min and max kept",
+    )
     add_output(cc, output_file, "where to write the cost curve JSON", dest="out", metavar="FILE", required=True, aliases=["--out"])
     cc.set_defaults(func=cmd_cost_curve)
 
@@ -120,6 +143,13 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     _models_dir_arg(p)
     _device_args(p)
     p.add_argument("--prompts", required=True, type=input_file, help="text lines, or JSON Lines of token ids")
+
+
+def _repeats_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--repeats", type=int, default=3,
+        help="timed passes after a warm-up; methods interleaved per prompt, median and range reported (default %(default)s)",
+    )
 
 
 def _models_dir_arg(p: argparse.ArgumentParser) -> None:
@@ -205,7 +235,7 @@ def cmd_generate(args) -> int:
     from .dumps import staged_output_dir
     from .prompts import read_prompts
     from .report import format_summary
-    from .run import compare, run_baseline, run_speculative, save_run_manifest, summarize
+    from .run import run_timed, save_run_manifest
 
     if len(spec.trees) > 1:
         print(f"note: {args.config} lists {len(spec.trees)} trees; using the first", file=sys.stderr)
@@ -214,45 +244,130 @@ def cmd_generate(args) -> int:
         draft, target = _load_pair(args, paths)
         prompts = read_prompts(args.prompts, target.tokenizer)
         options = _options(args, target)
-        with _progress_bar(args, len(prompts) * options.max_new_tokens, "speculative") as bar:
-            gens = run_speculative(draft, target, prompts, spec.tree, options, out, bar.update)
-        comparison = None
-        if args.baseline:
-            with _progress_bar(args, len(prompts) * options.max_new_tokens, "target-only") as bar:
-                comparison = compare(gens, run_baseline(target, prompts, options, bar.update), options.temperature)
-        save_run_manifest(out, spec.tree, draft, target, options, gens, comparison)
-    print(format_summary(summarize(gens), comparison))
+        methods = 2 if args.baseline else 1
+        with _progress_bar(args, len(prompts) * options.max_new_tokens * methods, "first timed pass") as bar:
+            timed = run_timed(draft, target, prompts, spec.tree, options, args.repeats, args.baseline, out, bar.update)
+        comparison = timed.comparison(options.temperature)
+        save_run_manifest(out, spec.tree, draft, target, options, timed.generations, comparison, timed.timing)
+    print(format_summary(timed.summary, comparison, timed.timing))
     print(f"dump:                   {args.out}")
     return 0
 
 
 def cmd_sweep(args) -> int:
-    from .grid import load_config_list, parse_grid
-
-    skipped: list[str] = []
-    if args.grid is not None:  # bad input fails before torch is imported
-        configs, skipped = parse_grid(args.grid)
-        for s in skipped:
-            print(f"specreplay: skipped grid combination {s}", file=sys.stderr)
-    else:
-        configs = load_config_list(args.configs)
+    configs, skipped = _sweep_configs(args)  # bad input fails before torch is imported
+    out = Path(args.out)
+    if args.scheduler or args.workers is not None or args.devices:
+        return _sweep_on_cluster(args, configs, out) or (1 if skipped else 0)
     paths = _resolve_pair(args)
-    from .costs import measure_cost_curve, write_cost_curve
     from .prompts import read_prompts
     from .sweep import run_sweep
 
     draft, target = _load_pair(args, paths)
     prompts = read_prompts(args.prompts, target.tokenizer)
     options = _options(args, target)
-    out = Path(args.out)
-    with _progress_bar(args, len(prompts) * options.max_new_tokens * len(configs), "sweep") as bar:
-        result = run_sweep(draft, target, configs, prompts, options, out, bar.update)
-    if not args.no_cost_curve and not (out / "cost_curve.json").is_file():
-        write_cost_curve(out / "cost_curve.json", measure_cost_curve(target, draft))
-    cols = ["name", "nodes", "mean_accepted_length", "block_efficiency", "tokens_per_s", "speedup"]
-    print(result.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print(f"{len(result.computed)} config(s) run, {len(result.skipped)} kept from before; table: {out / 'results.csv'}")
-    return 1 if skipped else 0  # grid combinations left out: listed above, as every command lists skipped input
+    total = len(prompts) * options.max_new_tokens * 2 * len(configs)  # first timed pass, both methods
+    with _progress_bar(args, total, "sweep") as bar:
+        result = run_sweep(
+            draft, target, configs, prompts, options, out, args.repeats, args.resume, bar.update, cost_curve=not args.no_cost_curve
+        )
+    return _report_sweep(result, out) or (1 if skipped else 0)  # skipped grid combinations were listed
+
+
+def _sweep_on_cluster(args, configs, out: Path) -> int:
+    """The client: resolves models and prompts (loads no model), submits one task per config."""
+    from contextlib import ExitStack
+    from types import SimpleNamespace
+
+    from .cluster import PairSpec, run_sweep_on_cluster, start_local_cluster
+    from .errors import SweepError
+    from .names import require_both, resolve_model_args
+    from .prompts import read_prompts
+
+    if args.scheduler and args.devices:
+        raise SweepError("--devices starts local workers; with --scheduler set each worker's device with SPECREPLAY_DEVICE")
+    paths = require_both(resolve_model_args(args.draft, args.target, args.pair, args.models_dir))
+    tokenizer = _TargetTokenizer(paths.target)
+    prompts = read_prompts(args.prompts, tokenizer)
+    options = _options(args, SimpleNamespace(tokenizer=tokenizer))
+    absolute = lambda p: str(Path(p).resolve())  # noqa: E731 - workers may start in another directory
+    pair = PairSpec(absolute(paths.draft), absolute(paths.target), args.device, args.dtype, args.draft_dtype, args.threads)
+    devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else None
+    with ExitStack() as stack:
+        client = stack.enter_context(_dask_client(args.scheduler, lambda: stack.enter_context(start_local_cluster(args.workers, devices))))
+        bar = stack.enter_context(_progress_bar(args, len(configs), "sweep"))
+        bar.unit = "config"
+        result = run_sweep_on_cluster(
+            client, pair, configs, prompts, options, out, args.repeats, args.resume, not args.no_cost_curve, lambda _: bar.update(1)
+        )
+    return _report_sweep(result, out)
+
+
+def _dask_client(scheduler: str | None, start_cluster):
+    from distributed import Client
+
+    from .errors import SweepError
+
+    if scheduler is None:
+        return Client(start_cluster())
+    try:
+        return Client(scheduler, timeout="20s")
+    except (OSError, TimeoutError) as exc:
+        raise SweepError(f"--scheduler {scheduler}: cannot connect: {exc}") from None
+
+
+class _TargetTokenizer:
+    """The target's tokenizer, loaded on first use: a cluster's client loads no model and needs the
+    tokenizer only for text prompts or --stop-at-eos."""
+
+    _UNSET = object()
+
+    def __init__(self, path: Path):
+        self._path = Path(path)
+        self._tok = self._UNSET
+
+    def _get(self):
+        if self._tok is self._UNSET:
+            from .models import load_tokenizer
+
+            gguf = self._path.suffix == ".gguf"
+            self._tok = load_tokenizer(self._path.parent if gguf else self._path, self._path.name if gguf else None)
+        return self._tok
+
+    def encode(self, text: str) -> list[int]:
+        from .errors import PromptError
+
+        if self._get() is None:
+            raise PromptError(f"text prompts need a tokenizer, and {self._path} has none; give JSON Lines of token ids")
+        return self._get().encode(text)
+
+    @property
+    def eos_token_id(self):
+        return getattr(self._get(), "eos_token_id", None)
+
+
+def _sweep_configs(args):
+    from .grid import load_config_list, parse_grid
+
+    if args.grid is None:
+        return load_config_list(args.configs), []
+    configs, skipped = parse_grid(args.grid)
+    for s in skipped:
+        print(f"specreplay: skipped grid combination {s}", file=sys.stderr)
+    return configs, skipped
+
+
+def _report_sweep(result, out: Path) -> int:
+    """Plots (the CLI draws them: the harness never imports analysis), the table, one summary line."""
+    from analysis.sweep_plots import plot_sweep
+
+    if len(result.table):
+        plot_sweep(result.table, out / "plots")
+        cols = ["name", "nodes", "mean_accepted_length", "block_efficiency", "tokens_per_s", "speedup", "speedup_min", "speedup_max"]
+        print(result.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    dup = f", {len(result.duplicates)} finished twice (kept the first)" if result.duplicates else ""
+    print(f"{len(result.computed)} config(s) run, {len(result.skipped)} kept from before{dup}; table: {out / 'results.csv'}")
+    return 0
 
 
 def cmd_cost_curve(args) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ..config import TreeConfig
-from ..dumpwrite import write_manifest, write_round
+from ..dumpwrite import StepRecord, write_manifest, write_round
 from .draft import DraftedTree
 from .errors import OutputDirError
 from .generate import SEED_RULE, Generation, RoundHook, RoundResult
@@ -45,6 +45,24 @@ def round_writer(out_dir: str | Path, sequence_index: int) -> RoundHook:
         write_round(out_dir, round_key(rnd.root_pos, sequence_index), drafted.steps, ver.validate, STEP0_OFFSET)
 
     return write
+
+
+class RoundBuffer:
+    """Rounds kept in memory (ids and scores, no logits) and written later, so that a timed run
+    pays a list append per round instead of file writes."""
+
+    def __init__(self) -> None:
+        self._rounds: list[tuple[tuple[int, int], tuple[StepRecord, ...], StepRecord]] = []
+
+    def hook(self, sequence_index: int) -> RoundHook:
+        def keep(rnd: RoundResult, drafted: DraftedTree, ver: Verification) -> None:
+            self._rounds.append((round_key(rnd.root_pos, sequence_index), tuple(drafted.steps), ver.validate))
+
+        return keep
+
+    def write(self, out_dir: str | Path) -> None:
+        for key, steps, validate in self._rounds:
+            write_round(out_dir, key, steps, validate, STEP0_OFFSET)
 
 
 def round_entry(rnd: RoundResult, sequence_index: int) -> dict[str, Any]:

@@ -7,7 +7,9 @@ Grid syntax (``specreplay sweep --grid``)::
                              = topKSpec [[6],[2,2],[1,1]], topHead [1,2,2]
     4|6,2x2|1,1              '|' lists alternatives for a step; every combination is a config
                              (combinations the tree cannot hold are skipped and reported)
-    6,2x2,1x1@0.2            '@' sets gammaThreshold
+    6,2x2,1x1@0.2            '@' sets gammaThreshold (drafting stops early when the best path's
+                             draft probability falls below it: dynamic depth)
+    1,1,1,1,1,1@0|0.3|0.5    '|' after '@' lists thresholds: one config per threshold
 
 A chain of depth 4 is ``1,1,1,1``.
 """
@@ -30,28 +32,32 @@ def parse_grid(text: str) -> tuple[list[TreeConfig], list[str]]:
     for item in (s.strip() for s in text.split(";")):
         if not item:
             continue
-        body, threshold = _split_threshold(item)
+        body, thresholds = _split_thresholds(item)
         steps = [s.strip().split("|") for s in body.split(",")]
-        combos = list(itertools.product(*steps))
-        for combo in combos:
+        combos = list(itertools.product(*steps, thresholds))
+        for *combo, threshold in combos:
             try:
                 spec = [[_width(w, item) for w in step.split("x")] for step in combo]
                 configs.append(TreeConfig.from_lists(spec, gamma_threshold=threshold))
             except ConfigError as exc:
                 if len(combos) == 1:
                     raise SweepError(f"grid item {item!r}: {exc}") from None
-                skipped.append(f"{','.join(combo)}: {exc}")
+                skipped.append(f"{','.join(combo)}{f'@{threshold:g}' if threshold else ''}: {exc}")
     return dedupe(configs), skipped
 
 
-def _split_threshold(item: str) -> tuple[str, float]:
+def _split_thresholds(item: str) -> tuple[str, list[float]]:
+    """The item's tree part and its gammaThreshold alternatives ([0.0] without '@')."""
     if "@" not in item:
-        return item, 0.0
-    body, _, thr = item.partition("@")
-    try:
-        return body, float(thr)
-    except ValueError:
-        raise SweepError(f"grid item {item!r}: gammaThreshold {thr!r} is not a number") from None
+        return item, [0.0]
+    body, _, text = item.partition("@")
+    values = []
+    for thr in text.split("|"):
+        try:
+            values.append(float(thr))
+        except ValueError:
+            raise SweepError(f"grid item {item!r}: gammaThreshold {thr!r} is not a number") from None
+    return body, values
 
 
 def _width(text: str, item: str) -> int:

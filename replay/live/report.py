@@ -3,24 +3,37 @@
 from __future__ import annotations
 
 from .run import Comparison, RunSummary
+from .timing import Timing
 
 
-def format_summary(summary: RunSummary, comparison: Comparison | None = None) -> str:
+def format_summary(summary: RunSummary, comparison: Comparison | None = None, timing: Timing | None = None) -> str:
     lines = [
         f"sequences:              {summary.sequences}",
         f"new tokens:             {summary.new_tokens}",
         f"rounds:                 {summary.rounds}",
         f"mean accepted length:   {summary.mean_accepted_length:.3f} (draft tokens per round, bonus excluded)",
         f"block efficiency:       {summary.block_efficiency:.3f} (committed tokens per target forward)",
-        f"tokens/s:               {summary.tokens_per_s:.2f}",
+        f"tokens/s:               {summary.tokens_per_s:.2f}{_range(summary.tokens_per_s_min, summary.tokens_per_s_max, summary.timed_passes, '.2f')}",
         f"draft time per round:   {summary.draft_s_per_round * 1e3:.2f} ms",
         f"verify time per round:  {summary.verify_s_per_round * 1e3:.2f} ms",
     ]
     if comparison is not None:
         same = {True: "yes", False: "NO", None: "n/a (sampling)"}[comparison.identical]
+        base = comparison.baseline
         lines += [
-            f"baseline tokens/s:      {comparison.baseline.tokens_per_s:.2f} (target-only, {comparison.baseline.rounds} forwards)",
-            f"speedup:                {comparison.speedup:.3f}x",
+            f"baseline tokens/s:      {base.tokens_per_s:.2f}{_range(base.tokens_per_s_min, base.tokens_per_s_max, base.timed_passes, '.2f')}"
+            f" (target-only, {base.rounds} forwards)",
+            f"speedup:                {comparison.speedup:.3f}x{_range(comparison.speedup_min, comparison.speedup_max, summary.timed_passes, '.3f')}",
             f"outputs identical:      {same}",
         ]
+    if timing is not None:
+        load = timing.load_before
+        busy = "" if timing.cpu_busy_percent is None else f", CPUs {timing.cpu_busy_percent:.0f}% busy while timing"
+        lines.append(f"machine load:           {load.load_1m:.2f} (1-min average before timing) on {load.usable_cpus} CPUs{busy}")
     return "\n".join(lines)
+
+
+def _range(low: float | None, high: float | None, passes: int, fmt: str) -> str:
+    if low is None or high is None or passes < 1:
+        return ""
+    return f" (median of {passes} passes; min {low:{fmt}}, max {high:{fmt}})"

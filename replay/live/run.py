@@ -1,5 +1,9 @@
 """Run the harness over a list of prompts: speculative (with dumps) and target-only, and the
-numbers a run is judged by. Shared by ``specreplay generate`` and ``specreplay sweep``."""
+numbers a run is judged by. Shared by ``specreplay generate`` and ``specreplay sweep``.
+
+``run_timed`` is how the commands run: both methods timed together by ``timing.time_methods``
+(warm-up, interleaved per prompt with the order rotated, ``repeats`` passes); the dump and the
+per-round numbers are the first timed pass's (every pass decodes the same tokens)."""
 
 from __future__ import annotations
 
@@ -9,12 +13,15 @@ from typing import Callable, Sequence
 
 from ..config import TreeConfig
 from ..errors import ConfigError
-from .dumps import round_writer, run_manifest, write_run_manifest
+from .clock import device_clock
+from .dumps import RoundBuffer, round_writer, run_manifest, write_run_manifest
 from .errors import PromptError
 from .generate import DecodeOptions, Generation, RoundHook, speculative_generate, target_generate
 from .models import LiveModel, check_pair
+from .timing import Clock, Timing, time_methods
 
 Progress = Callable[[int], None]  # called with the number of new tokens just produced
+SPECULATIVE, TARGET_ONLY = "speculative", "target-only"  # method names in a run's timing
 
 
 @dataclass(frozen=True)
@@ -29,13 +36,35 @@ class RunSummary:
     draft_s_per_round: float
     verify_s_per_round: float
     prefill_s: float
+    # With a timing session: total_s and tokens_per_s are the median pass, these its extremes.
+    tokens_per_s_min: float | None = None
+    tokens_per_s_max: float | None = None
+    timed_passes: int = 0  # 0: one run, timed by the generation loop itself
 
 
 @dataclass(frozen=True)
 class Comparison:
     baseline: RunSummary
-    speedup: float  # tokens/s speculative over tokens/s target-only
+    speedup: float  # tokens/s speculative over tokens/s target-only (median of per-pass ratios)
     identical: bool | None  # outputs equal token for token; None when sampling (not comparable)
+    speedup_min: float | None = None  # lowest and highest per-pass ratio (timed runs)
+    speedup_max: float | None = None
+
+
+@dataclass(frozen=True)
+class TimedRun:
+    generations: tuple[Generation, ...]  # speculative, first timed pass (the one the dump holds)
+    baseline: tuple[Generation, ...] | None  # target-only, first timed pass; None without baseline
+    timing: Timing
+
+    @property
+    def summary(self) -> RunSummary:
+        return summarize(self.generations, self.timing, SPECULATIVE)
+
+    def comparison(self, temperature: float) -> Comparison | None:
+        if self.baseline is None:
+            return None
+        return compare(self.generations, self.baseline, temperature, self.timing)
 
 
 def check_prompts(prompts: Sequence[Sequence[int]], draft: LiveModel, target: LiveModel) -> None:
@@ -65,12 +94,60 @@ def run_speculative(
     check_prompts(prompts, draft, target)
     check_record_k(config, options, target)
     return [
-        speculative_generate(draft, target, p, config, options, _hook(dump_dir, s, progress), sequence=s) for s, p in enumerate(prompts)
+        speculative_generate(
+            draft, target, p, config, options, _hook(round_writer(dump_dir, s) if dump_dir is not None else None, progress), sequence=s
+        )
+        for s, p in enumerate(prompts)
     ]
 
 
-def _hook(dump_dir: str | Path | None, sequence_index: int, progress: Progress | None) -> RoundHook | None:
-    writer = round_writer(dump_dir, sequence_index) if dump_dir is not None else None
+def run_timed(
+    draft: LiveModel,
+    target: LiveModel,
+    prompts: Sequence[Sequence[int]],
+    config: TreeConfig,
+    options: DecodeOptions,
+    repeats: int = 3,
+    baseline: bool = True,
+    dump_dir: str | Path | None = None,
+    progress: Progress | None = None,
+    clock: Clock | None = None,
+) -> TimedRun:
+    """Speculative decoding (and target-only with ``baseline``) of every prompt, timed together;
+    the first timed pass's rounds are written to ``dump_dir`` after the timing ends."""
+    check_prompts(prompts, draft, target)
+    check_record_k(config, options, target)
+    if repeats < 1:
+        raise ConfigError(None, "repeats", f"= {repeats}: at least one timed pass is needed")
+    kept: dict[str, dict[int, Generation]] = {SPECULATIVE: {}, TARGET_ONLY: {}}
+    rounds = RoundBuffer()
+
+    def speculative(i: int, repeat: int) -> int:
+        first = repeat == 0
+        hook = _hook(rounds.hook(i) if first and dump_dir is not None else None, progress if first else None)
+        return _keep(kept[SPECULATIVE], i, first, speculative_generate(draft, target, prompts[i], config, options, hook))
+
+    def target_only(i: int, repeat: int) -> int:
+        g = target_generate(target, prompts[i], options)
+        if repeat == 0 and progress is not None:
+            progress(len(g.output_ids))
+        return _keep(kept[TARGET_ONLY], i, repeat == 0, g)
+
+    methods = {SPECULATIVE: speculative, **({TARGET_ONLY: target_only} if baseline else {})}
+    timing = time_methods(methods, len(prompts), repeats, clock or device_clock(draft.device, target.device))
+    if dump_dir is not None:
+        rounds.write(dump_dir)
+    ordered = {m: tuple(kept[m][i] for i in range(len(prompts))) for m in methods}
+    return TimedRun(ordered[SPECULATIVE], ordered.get(TARGET_ONLY), timing)
+
+
+def _keep(store: dict[int, Generation], index: int, first: bool, generation: Generation) -> int:
+    if first:
+        store[index] = generation
+    return len(generation.output_ids)
+
+
+def _hook(writer: RoundHook | None, progress: Progress | None) -> RoundHook | None:
     if writer is None and progress is None:
         return None
 
@@ -93,13 +170,20 @@ def run_baseline(target: LiveModel, prompts: Sequence[Sequence[int]], options: D
     return out
 
 
-def summarize(generations: Sequence[Generation]) -> RunSummary:
+def summarize(generations: Sequence[Generation], timing: Timing | None = None, method: str = SPECULATIVE) -> RunSummary:
+    """Counts and per-round times from ``generations``; with ``timing``, wall time and tokens/s
+    are ``method``'s median pass (and its lowest and highest) instead of the generations' own."""
     rounds = [r for g in generations for r in g.rounds]
     forwards = sum(g.target_forwards for g in generations)
     new_tokens = sum(len(g.output_ids) for g in generations)
     total_s = sum(g.total_s for g in generations)
     n = max(len(rounds), 1)
     committed = sum(len(r.committed_tokens) for r in rounds) if rounds else new_tokens
+    timed = {}
+    if timing is not None:
+        rate = timing.method(method).rate
+        total_s = timing.method(method).time.median
+        timed = {"tokens_per_s_min": rate.min, "tokens_per_s_max": rate.max, "timed_passes": timing.repeats}
     return RunSummary(
         sequences=len(generations),
         rounds=forwards,
@@ -107,16 +191,23 @@ def summarize(generations: Sequence[Generation]) -> RunSummary:
         mean_accepted_length=sum(r.accepted_length for r in rounds) / n,
         block_efficiency=committed / max(forwards, 1),
         total_s=total_s,
-        tokens_per_s=new_tokens / total_s if total_s > 0 else 0.0,
+        tokens_per_s=(timing.method(method).rate.median if timing else new_tokens / total_s) if total_s > 0 else 0.0,
         draft_s_per_round=sum(r.draft_time_s for r in rounds) / n,
         verify_s_per_round=sum(r.verify_time_s for r in rounds) / n,
         prefill_s=sum(g.prefill_s for g in generations),
+        **timed,
     )
 
 
-def compare(speculative: Sequence[Generation], baseline: Sequence[Generation], temperature: float) -> Comparison:
-    spec, base = summarize(speculative), summarize(baseline)
+def compare(
+    speculative: Sequence[Generation], baseline: Sequence[Generation], temperature: float, timing: Timing | None = None
+) -> Comparison:
+    """Speedup and identity; with ``timing`` the speedup is the median of per-pass ratios."""
     identical = None if temperature > 0 else all(a.output_ids == b.output_ids for a, b in zip(speculative, baseline))
+    if timing is not None:
+        ratio = timing.ratio(SPECULATIVE, TARGET_ONLY)
+        return Comparison(summarize(baseline, timing, TARGET_ONLY), ratio.median, identical, ratio.min, ratio.max)
+    spec, base = summarize(speculative), summarize(baseline)
     speedup = spec.tokens_per_s / base.tokens_per_s if base.tokens_per_s > 0 else 0.0
     return Comparison(base, speedup, identical)
 
@@ -129,11 +220,16 @@ def save_run_manifest(
     options: DecodeOptions,
     generations: Sequence[Generation],
     comparison: Comparison | None = None,
+    timing: Timing | None = None,
+    extra: dict | None = None,
 ) -> Path:
-    """Write the manifest of one speculative run (its rounds are already in ``out``)."""
+    """Write the manifest of one speculative run (its rounds are already in ``out``); ``timing``
+    adds the session's passes and machine load, ``extra`` more run fields (e.g. the sweep's worker)."""
     from dataclasses import asdict
 
-    totals = asdict(summarize(generations))
+    totals = asdict(summarize(generations, timing))
+    if timing is not None:
+        totals["timing"] = timing.to_json()
     if comparison is not None:
         totals["baseline"] = asdict(comparison.baseline)
         totals["speedup"] = comparison.speedup
@@ -146,5 +242,6 @@ def save_run_manifest(
         "temperature": options.temperature,
         "seed": options.seed,
         "max_new_tokens": options.max_new_tokens,
+        **(extra or {}),
     }
     return write_run_manifest(out, run_manifest(config, models, run, generations, totals))

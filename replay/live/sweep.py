@@ -1,41 +1,38 @@
 """Run many tree configs on the same prompts and models; one row per config, resumable.
 
-Layout of OUT:
-    sweep.json            what the sweep runs on (models, prompts, options); a resume must match
-    baseline.json         target-only run on the same prompts (once)
-    rows/<name>.json      one finished config (written atomically, last) - the resume marker
-    dumps/<name>/         that config's dump (cleared and redone if its row is missing)
-    results.csv/.parquet  the table assembled from rows/ (rewritten after every config)
-    cost_curve.json       optional verification cost curve
-    plots/                nodes vs block efficiency, nodes vs tokens/s, Pareto front
-A killed sweep rerun with the same arguments skips every config whose row exists.
+One config is one task (``run_config``): the config and target-only decoding timed together on
+every prompt (``run.run_timed``: warm-up, interleaved per prompt with the order rotated,
+``repeats`` passes), so its speedup is measured against a baseline timed in the same minutes on the
+same device. The task writes its dump, manifest and row into a staging directory and commits it
+in one atomic rename (``commit.py``). ``run_sweep`` runs the tasks one after the other in this
+process; ``cluster.py`` runs the same tasks on Dask workers. Directory layout: ``sweepdir.py``.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-from dataclasses import asdict, dataclass
+import socket
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..atomic import atomic_path, write_json_atomic
+import torch
+
+from ..atomic import write_json_atomic
 from ..config import TreeConfig
-from .dumps import run_manifest, write_run_manifest
-from .errors import SweepError
+from .commit import clear_stale, commit, staged
+from .costs import measure_cost_curve, write_cost_curve
 from .generate import DecodeOptions
 from .grid import config_name
 from .models import LiveModel
-from .run import Progress, run_baseline, run_speculative, summarize
+from .run import Comparison, Progress, TimedRun, run_timed, save_run_manifest
+from .sweepdir import (
+    COMMITTED, COST_CURVE_FILE, DUPLICATE, KEPT, ROW_FILE, SweepResult, claim, dumps_dir, is_finished, new_session, settings, write_table,
+)
+from .timing import Clock
 
-ConfigHook = Callable[[str], None]  # called with a config's name once its row is saved
-
-
-@dataclass(frozen=True)
-class SweepResult:
-    table: Any  # pandas DataFrame, one row per config in the order given
-    computed: tuple[str, ...]  # configs run by this call
-    skipped: tuple[str, ...]  # configs whose rows already existed
+ConfigHook = Callable[[str], None]  # called with a config's name once its result is committed
+LOCAL_WORKER = "local"
 
 
 def run_sweep(
@@ -45,109 +42,115 @@ def run_sweep(
     prompts: Sequence[Sequence[int]],
     options: DecodeOptions,
     out_dir: str | Path,
+    repeats: int = 3,
+    resume: bool = False,
     progress: Progress | None = None,
     after_config: ConfigHook | None = None,
-    plots: bool = True,
+    cost_curve: bool = False,
+    clock: Clock | None = None,
 ) -> SweepResult:
-    """Run every config not yet finished in ``out_dir``; ``after_config`` runs after each new row
-    (tests use it to simulate a kill)."""
+    """Run every config not yet finished in ``out_dir``, in this process; ``after_config`` runs
+    after each commit (tests use it to simulate a kill)."""
     out = Path(out_dir)
-    _claim(out, _settings(draft, target, prompts, options))
-    baseline = _baseline(out, target, prompts, options)
-    computed, skipped = [], []
-    for config in configs:
-        name = config_name(config)
-        if (out / "rows" / f"{name}.json").is_file():
-            skipped.append(name)
+    claim(out, sweep_settings(model_ref(draft), model_ref(target), prompts, options), resume)
+    clear_stale(dumps_dir(out))
+    session = new_session()
+    names = [config_name(c) for c in configs]
+    done: dict[str, list[str]] = {COMMITTED: [], DUPLICATE: [], KEPT: []}
+    for config, name in zip(configs, names):
+        if is_finished(out, name):
+            done[KEPT].append(name)
             continue
-        write_json_atomic(out / "rows" / f"{name}.json", _run_config(draft, target, config, prompts, options, out, baseline, progress))
-        computed.append(name)
-        write_table(out, [config_name(c) for c in configs])
+        done[run_config(draft, target, config, prompts, options, out, repeats, session, LOCAL_WORKER, progress, clock)].append(name)
+        write_table(out, names)
         if after_config is not None:
             after_config(name)
-    table = write_table(out, [config_name(c) for c in configs])
-    if plots and len(table):
-        from analysis.sweep_plots import plot_sweep
-
-        plot_sweep(table, out / "plots")
-    return SweepResult(table, tuple(computed), tuple(skipped))
+    if cost_curve:
+        measure_cost_curve_once(target, draft, out, LOCAL_WORKER, repeats)
+    return SweepResult(write_table(out, names), tuple(done[COMMITTED]), tuple(done[KEPT]), tuple(done[DUPLICATE]))
 
 
-def _settings(draft: LiveModel, target: LiveModel, prompts: Sequence[Sequence[int]], options: DecodeOptions) -> dict[str, Any]:
+def model_ref(model: LiveModel) -> dict[str, str]:
+    return {"path": model.name, "dtype": model.dtype_name}
+
+
+def sweep_settings(draft: dict[str, str], target: dict[str, str], prompts: Sequence[Sequence[int]], options: DecodeOptions) -> dict[str, Any]:
+    return settings(draft, target, prompts, asdict(options))
+
+
+def run_config(
+    draft: LiveModel,
+    target: LiveModel,
+    config: TreeConfig,
+    prompts: Sequence[Sequence[int]],
+    options: DecodeOptions,
+    out: str | Path,
+    repeats: int,
+    session: str,
+    worker: str,
+    progress: Progress | None = None,
+    clock: Clock | None = None,
+) -> str:
+    """One task: time ``config`` against target-only, stage its dump and row, commit them.
+    Returns COMMITTED, or DUPLICATE when another run of the same config committed first."""
+    clear_stale(dumps_dir(out))  # e.g. this config's earlier run on a worker that was killed
+    with staged(dumps_dir(out), config_name(config)) as stage:
+        timed = run_timed(draft, target, prompts, config, options, repeats, True, stage.path, progress, clock)
+        comparison = timed.comparison(options.temperature)
+        where = {"worker": worker, "device": device_label(target.device), "host": socket.gethostname(), "session": session}
+        save_run_manifest(stage.path, config, draft, target, options, timed.generations, comparison, timed.timing, {"sweep": where})
+        write_json_atomic(stage.path / ROW_FILE, sweep_row(config, timed, comparison, where))
+        return COMMITTED if commit(stage) else DUPLICATE
+
+
+def sweep_row(config: TreeConfig, timed: TimedRun, comparison: Comparison, where: dict[str, str]) -> dict[str, Any]:
+    """The config's row of the results table (OUTCOME_COLUMNS first, then timing, then where it ran)."""
+    s, base, timing = timed.summary, comparison.baseline, timed.timing
     return {
-        "draft": {"path": draft.name, "dtype": draft.dtype_name},
-        "target": {"path": target.name, "dtype": target.dtype_name},
-        "device": str(target.device),
-        "prompts": [list(p) for p in prompts],
-        "options": asdict(options),
-    }
-
-
-def _claim(out: Path, settings: dict[str, Any]) -> None:
-    """Record the settings, or check that a resumed sweep runs on the same ones."""
-    path = out / "sweep.json"
-    if path.is_file():
-        old = json.loads(path.read_text(encoding="utf-8"))
-        if old != json.loads(json.dumps(settings)):
-            raise SweepError(f"{out} holds a sweep with other models, prompts or options; use a new -o/--output")
-        return
-    write_json_atomic(path, settings)
-
-
-def _baseline(out: Path, target: LiveModel, prompts, options: DecodeOptions) -> dict[str, Any]:
-    path = out / "baseline.json"
-    if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))
-    gens = run_baseline(target, prompts, options)
-    body = {"summary": asdict(summarize(gens)), "outputs": [list(g.output_ids) for g in gens]}
-    write_json_atomic(path, body)
-    return body
-
-
-def _run_config(draft, target, config: TreeConfig, prompts, options, out: Path, baseline: dict, progress) -> dict[str, Any]:
-    name = config_name(config)
-    dump_dir = out / "dumps" / name
-    shutil.rmtree(dump_dir, ignore_errors=True)  # a killed run may have left part of this config
-    gens = run_speculative(draft, target, prompts, config, options, dump_dir, progress)
-    s = summarize(gens)
-    models = {"draft": {"path": draft.name, "dtype": draft.dtype_name}, "target": {"path": target.name, "dtype": target.dtype_name}}
-    run = {"device": str(target.device), "temperature": options.temperature, "seed": options.seed, "dtype": target.dtype_name}
-    write_run_manifest(dump_dir, run_manifest(config, models, run, gens, asdict(s)))
-    base_tps = baseline["summary"]["tokens_per_s"]
-    identical = None if options.temperature > 0 else [list(g.output_ids) for g in gens] == baseline["outputs"]
-    return {
-        "name": name,
+        "name": config_name(config),
         "config": config.short(),
         "config_json": json.dumps(config.to_json()),
         "gamma": config.gamma,
+        "gamma_threshold": config.gamma_threshold,
         "nodes": config.num_nodes,
         "expanded": config.num_expanded,
         "rounds": s.rounds,
         "new_tokens": s.new_tokens,
         "mean_accepted_length": s.mean_accepted_length,
         "block_efficiency": s.block_efficiency,
+        "identical_to_baseline": comparison.identical,
         "tokens_per_s": s.tokens_per_s,
-        "baseline_tokens_per_s": base_tps,
-        "speedup": s.tokens_per_s / base_tps if base_tps > 0 else 0.0,
+        "tokens_per_s_min": s.tokens_per_s_min,
+        "tokens_per_s_max": s.tokens_per_s_max,
+        "baseline_tokens_per_s": base.tokens_per_s,
+        "baseline_tokens_per_s_min": base.tokens_per_s_min,
+        "baseline_tokens_per_s_max": base.tokens_per_s_max,
+        "speedup": comparison.speedup,
+        "speedup_min": comparison.speedup_min,
+        "speedup_max": comparison.speedup_max,
         "draft_s_per_round": s.draft_s_per_round,
         "verify_s_per_round": s.verify_s_per_round,
-        "identical_to_baseline": identical,
+        "repeats": timing.repeats,
+        "load_1m": timing.load_before.load_1m,
+        "usable_cpus": timing.load_before.usable_cpus,
+        "cpu_busy_percent": timing.cpu_busy_percent,
+        **where,
     }
 
 
-def read_rows(out_dir: str | Path, names: Sequence[str]) -> list[dict[str, Any]]:
-    rows_dir = Path(out_dir) / "rows"
-    return [json.loads((rows_dir / f"{n}.json").read_text(encoding="utf-8")) for n in names if (rows_dir / f"{n}.json").is_file()]
+def device_label(device: torch.device) -> str:
+    """``cpu``, or ``cuda:0 (NVIDIA H200)``: which device, and what it is."""
+    if device.type != "cuda":
+        return str(device)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
 
 
-def write_table(out_dir: str | Path, names: Sequence[str]):
-    """Assemble ``results.csv`` and ``results.parquet`` from the finished rows; returns the DataFrame."""
-    import pandas as pd
-
-    out = Path(out_dir)
-    table = pd.DataFrame(read_rows(out, names))
-    with atomic_path(out / "results.csv") as tmp:
-        table.to_csv(tmp, index=False)
-    with atomic_path(out / "results.parquet") as tmp:
-        table.to_parquet(tmp, index=False)
-    return table
+def measure_cost_curve_once(target: LiveModel, draft: LiveModel, out: str | Path, worker: str, repeats: int) -> bool:
+    """Write ``cost_curve.json`` unless it exists; True when measured now."""
+    path = Path(out) / COST_CURVE_FILE
+    if path.is_file():
+        return False
+    curve = measure_cost_curve(target, draft, repeats=repeats)
+    write_cost_curve(path, curve, {"worker": worker, "device": device_label(target.device)})
+    return True
