@@ -31,6 +31,8 @@ ALLOWED = {
     CLI: {CORE, READING, REPLAY, ANALYSIS, LIVE},
 }
 
+# Names of modules still on other branches (config_grammar, records, compiled, kvcache) are listed
+# ahead of their merge; a name with no file is never checked.
 _LAYER_MODULES = {
     CORE: """replay replay.version replay.errors replay.atomic replay.progress replay.pathcheck replay.bounded
         replay.vocab replay.config replay.config_grammar replay.tree replay.selection
@@ -136,21 +138,21 @@ def test_every_module_has_a_layer():
 def test_the_architecture_page_draws_every_module():
     page = (ROOT / "docs" / "architecture.md").read_text()
     words = set(page.replace("/", " ").replace(".py", " ").split())
-    missing = sorted(n for n in KNOWN if "." in n and n.rpartition(".")[2] not in words and n not in ("replay.live",))
+    missing = sorted(n for n in KNOWN if "." in n and n.rpartition(".")[2] not in words)
     assert not missing, f"docs/architecture.md's picture lacks {missing}"
 
 
 @pytest.mark.parametrize("name", sorted(KNOWN & set(LAYERS)))
 def test_imports_go_to_the_same_or_a_lower_layer(name):
     layer = LAYERS[name]
-    bad = []
+    bad = set()
     for target, _ in IMPORTS[name]:
         mod = internal(target, KNOWN)
         if mod is None or mod not in LAYERS:
             continue
         if LAYERS[mod] != layer and LAYERS[mod] not in ALLOWED[layer]:
-            bad.append(f"{mod} ({LAYERS[mod]})") if f"{mod} ({LAYERS[mod]})" not in bad else None
-    assert not bad, f"{name} ({layer}) may import only {sorted(ALLOWED[layer] | {layer})}, but imports {bad} (docs/architecture.md)"
+            bad.add(f"{mod} ({LAYERS[mod]})")
+    assert not bad, f"{name} ({layer}) may import only {sorted(ALLOWED[layer] | {layer})}, but imports {sorted(bad)} (docs/architecture.md)"
 
 
 @pytest.mark.parametrize("name", sorted(n for n in KNOWN if not n.startswith("replay.live")))
