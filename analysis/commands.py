@@ -17,6 +17,7 @@ from replay.commands import add_dump_options, options_from_args
 from replay.errors import SpecReplayError
 from replay.pathcheck import input_file, output_dir, output_file
 from replay.progress import progress_enabled
+from replay.records import csv_frame
 from replay.sources import require_dump_source
 
 TABLE_NAMES = ("summary", "accepted_length", "depth_acceptance", "rank_of_hit", "hit_outcome", "parent_slot", "node_hits", "rounds", "nodes")
@@ -119,7 +120,7 @@ def _print_table(df, args, out=None) -> None:
     if getattr(args, "json", False):
         out.write(df.to_json(orient="records", indent=1) + "\n")
     elif getattr(args, "csv", False):
-        df.to_csv(out, index=False)
+        csv_frame(df).to_csv(out, index=False)  # list columns as text (replay.records)
     else:
         out.write(df.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="–") + "\n")
 
@@ -342,7 +343,8 @@ def run_compare(args: argparse.Namespace) -> int:
             body["gamma_strategies"] = json.loads(pd.concat(strategies).to_json(orient="records"))
         sys.stdout.write(json.dumps(body, indent=1) + "\n")
     elif args.csv:
-        table.to_csv(sys.stdout, index=False)
+        # top_head as compact JSON text "[1,2,2]": pd.read_csv(f, converters={"top_head": json.loads})
+        table.assign(top_head=table["top_head"].map(lambda h: json.dumps([int(v) for v in h], separators=(",", ":")))).to_csv(sys.stdout, index=False)
     else:
         for run, grp in table.groupby("run", sort=False):
             shown = compare_display(grp)

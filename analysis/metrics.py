@@ -37,7 +37,7 @@ def summary(rounds: pd.DataFrame) -> pd.DataFrame:
     bonus_known_fraction    = (1/R) Σ b_r
     full_depth_fraction     = share of rounds whose path reached the tree's last level
     """
-    _require(rounds, ("run", "accepted_length", "committed", "bonus_known", "num_nodes", "num_steps"), "rounds")
+    _require(rounds, ("run", "accepted_length", "num_committed", "bonus_known", "num_nodes", "num_steps"), "rounds")
     g = rounds.groupby("run", sort=False)
     out = pd.DataFrame(
         {
@@ -45,7 +45,7 @@ def summary(rounds: pd.DataFrame) -> pd.DataFrame:
             "mean_accepted_length": g["accepted_length"].mean(),
             "mean_acceptance_length": g["accepted_length"].mean() + 1.0,
             "draft_acceptance_rate": g["accepted_length"].sum() / g["num_nodes"].sum(),
-            "block_efficiency": g["committed"].mean(),
+            "block_efficiency": g["num_committed"].mean(),
             "engine_block_efficiency": g["accepted_length"].mean() + 1.0,
             "bonus_known_fraction": g["bonus_known"].mean(),
             "full_depth_fraction": (rounds["accepted_length"] >= rounds["num_steps"]).groupby(rounds["run"], sort=False).mean(),

@@ -15,6 +15,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from replay.records import COLUMN_MEANINGS as RECORD_COLUMNS
+from replay.records import csv_frame, record_of
 from replay.replayer import RoundResult
 from replay.selection import rank_major_keys, selection_order
 from replay.vocab import PAD_TOKEN, SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB
@@ -27,31 +29,20 @@ IN_UNEXPANDED = "unexpanded"  # the draft never ran on this node: no candidates 
 IN_NO_ROW = "no_row"  # the draft ran here but the dump has no target row for the node
 TARGET_IN = (IN_KEPT, IN_BEYOND, IN_NOWHERE, IN_UNEXPANDED, IN_NO_ROW)
 
-ROUND_COLUMNS = {
+# The per-round record's columns (replay.records, docs/output-schema.md) first, then what the
+# analysis adds; a column of the record keeps its name and meaning here.
+ANALYSIS_COLUMNS = {
     "run": "run label (directory name unless given)",
-    "round": "round key a_b (the validate file's numbers)",
-    "key_a": "first position counter",
-    "key_b": "second position counter",
     "config": "tree config, short form ([6]|[2,2]|[1,1])",
     "tree_type": "0 static, 1 dynamic",
-    "num_steps": "draft steps run this round (fewer than gamma after an early stop)",
-    "num_nodes": "draft nodes in this round's tree, root excluded",
     "num_expanded": "nodes the draft ran on (= target rows in the parents layout)",
-    "layout": "validate layout: parents or all",
-    "selection": f"how expanded nodes were chosen ({SELECT_PATH_PROB}, {SELECT_PARENTS}, {SELECT_FALLBACK})",
-    "accepted_length": "draft tokens accepted (bonus excluded)",
-    "stop": "why the walk stopped: leaf, mismatch, no_target_row",
     "bonus_known": "the dump holds the target's token at the last accepted node",
-    "bonus_kind": "correction or leaf_bonus (empty when unknown)",
-    "bonus_token": "the target's token at the last accepted node (NA when unknown)",
-    "committed": "accepted tokens + 1 when the bonus is known",
     "root_child_rank": "draft rank of the accepted level-1 child (NA when nothing was accepted)",
     "root_target_rank": "rank of the target's top-1 at the root among the root's recorded candidates (NA: nowhere)",
     "root_target_in": "kept / beyond / nowhere: where the target's root choice sat",
-    "accepted_path": "accepted node names, e.g. A1>B11>C111",
-    "accepted_tokens": "accepted token ids separated by spaces",
-    "notes": "replay notes (fallbacks, disagreements), separated by ' | '",
+    "accepted_names": "accepted node names, e.g. A1>B11>C111",
 }
+ROUND_COLUMNS = {**RECORD_COLUMNS, **ANALYSIS_COLUMNS}
 
 NODE_COLUMNS = {
     "run": "run label",
@@ -153,35 +144,21 @@ def _na_int(value: int) -> object:
 
 
 def round_rows(res: RoundResult, run: str, config: str, tree_type: int = 0) -> dict:
-    """One round table row (see ROUND_COLUMNS)."""
+    """One round table row: the round's record, then the analysis columns (see ROUND_COLUMNS)."""
     tree, acc = res.tree, res.acceptance
     facts = node_facts(res)
     names = tree.names()
     first = acc.accepted_nodes[0] if acc.accepted_nodes else -1
-    return {
+    return record_of(res).to_json() | {
         "run": run,
-        "round": res.name,
-        "key_a": int(res.key[0]),
-        "key_b": int(res.key[1]),
         "config": config,
         "tree_type": int(tree_type),
-        "num_steps": tree.num_steps,
-        "num_nodes": tree.num_nodes,
         "num_expanded": int(tree.expanded_order.shape[0]),
-        "layout": res.layout,
-        "selection": res.rebuilt.selection_summary,
-        "accepted_length": acc.accepted_length,
-        "stop": acc.stop,
         "bonus_known": acc.bonus_token is not None,
-        "bonus_kind": acc.bonus_kind or "",
-        "bonus_token": pd.NA if acc.bonus_token is None else int(acc.bonus_token),
-        "committed": len(acc.committed_tokens),
         "root_child_rank": _na_int(int(tree.ranks[first]) if first >= 0 else -1),
         "root_target_rank": _na_int(int(facts.target_rank[0])),
         "root_target_in": facts.target_in[0],
-        "accepted_path": ">".join(names[u] for u in acc.accepted_nodes),
-        "accepted_tokens": " ".join(str(t) for t in acc.accepted_tokens),
-        "notes": " | ".join(res.notes),
+        "accepted_names": ">".join(names[u] for u in acc.accepted_nodes),
     }
 
 
@@ -212,7 +189,7 @@ def node_rows(res: RoundResult, run: str) -> dict[str, list]:
     }
 
 
-_INT_NA = ("bonus_token", "root_child_rank", "root_target_rank", "expanded_slot", "level_rank", "target_token", "target_rank")
+_INT_NA = ("root_token", "bonus_token", "root_child_rank", "root_target_rank", "expanded_slot", "level_rank", "target_token", "target_rank")
 
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
@@ -284,7 +261,7 @@ def export_tables(tables: dict[str, pd.DataFrame], out_dir: str | Path, formats:
     for name, df in tables.items():
         if "csv" in formats:
             path = out_dir / f"{name}.csv"
-            df.to_csv(path, index=False)
+            csv_frame(df).to_csv(path, index=False)  # list columns as text (replay.records)
             written.append(path)
         if "parquet" in formats:
             path = out_dir / f"{name}.parquet"

@@ -27,6 +27,7 @@ import numpy as np
 
 from .config import TREE_DYNAMIC, TreeConfig
 from .matrix_io import DumpMatrix
+from .records import shape_text
 from .rounds import Round
 from .selection import (
     FALLBACK_WARNING,
@@ -259,7 +260,7 @@ class BatchResult:
         return out
 
     def round_json(self, i: int) -> dict:
-        """Round i exactly as RoundResult.to_json() gives it (the round must be ok)."""
+        """Round i as a replay.records.RoundRecord dict, exactly as RoundResult.to_json() (the round must be ok)."""
         if self.error[i] != ERR_OK:
             raise ValueError(f"round {self.keys[:, i].tolist()} was rejected ({ERROR_NAMES[int(self.error[i])]})")
         shape = self.shapes[int(self.shape_index[i])]
@@ -268,18 +269,21 @@ class BatchResult:
         bonus = int(self.bonus_token[i])
         bonus_v = None if bonus == PAD_TOKEN else bonus
         root = int(self.root_tokens[i])
+        key_a, key_b = int(self.keys[0, i]), int(self.keys[1, i])
         return {
-            "key": [int(self.keys[0, i]), int(self.keys[1, i])],
+            "round": f"{key_a}_{key_b}",
+            "key_a": key_a,
+            "key_b": key_b,
             "root_token": None if root == PAD_TOKEN else root,
             "num_steps": shape.num_steps,
             "num_nodes": shape.num_nodes,
-            "shape": shape.to_json(),
+            "shape": shape_text(shape.widths),
             "layout": LAYOUT_NAMES[self.layout[i]],
             "layout_source": "stated" if self.layout_stated[i] else "detected",
             "selection": self.selection_summary(i),
-            "accepted_path": tokens,
-            "accepted_nodes": [int(u) for u in self.accepted_nodes[:n, i]],
             "accepted_length": n,
+            "accepted_tokens": tokens,
+            "accepted_nodes": [int(u) for u in self.accepted_nodes[:n, i]],
             "bonus_token": bonus_v,
             "bonus_kind": BONUS_NAMES[int(self.bonus_kind[i])],
             "stop": STOP_CODES[int(self.stop[i])],

@@ -22,6 +22,7 @@ from .matrix_io import RawSpec
 from .packed import PackedRun
 from .packed_format import looks_packed
 from .rebuild import Rebuilt, rebuild_tree
+from .records import record_of
 from .rounds import Round, load_round
 from .tree import Tree
 from .vocab import PAD_TOKEN
@@ -49,27 +50,8 @@ class RoundResult:
         return f"{self.key[0]}_{self.key[1]}"
 
     def to_json(self) -> dict:
-        a = self.acceptance
-        heads, widths = self.tree.shape()
-        return {
-            "key": [self.key[0], self.key[1]],
-            "root_token": None if self.tree.tokens[0] == PAD_TOKEN else int(self.tree.tokens[0]),
-            "num_steps": self.tree.num_steps,
-            "num_nodes": self.tree.num_nodes,
-            "shape": {"topHead": list(heads), "topKSpec": [list(w) for w in widths]},
-            "layout": self.layout,
-            "layout_source": self.layout_source,
-            "selection": self.rebuilt.selection_summary,
-            "accepted_path": list(a.accepted_tokens),
-            "accepted_nodes": list(a.accepted_nodes),
-            "accepted_length": a.accepted_length,
-            "bonus_token": a.bonus_token,
-            "bonus_kind": a.bonus_kind,
-            "stop": a.stop,
-            "committed_tokens": list(a.committed_tokens),
-            "num_committed": len(a.committed_tokens),
-            "notes": list(self.notes),
-        }
+        """The round's replay.records.RoundRecord as a JSON object (docs/output-schema.md)."""
+        return record_of(self).to_json()
 
 
 def _trailing_pad_rows(ids: np.ndarray) -> int:

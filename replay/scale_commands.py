@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 
@@ -19,6 +18,7 @@ from .matrix_io import RawSpec
 from .packed import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
 from .pathcheck import output_dir, output_file
 from .progress import progress_enabled
+from .records import records_frame, records_of_batch, write_json_lines, write_table
 from .render import SummaryFigures, summary_lines
 from .runs import RunReplay, replay_run
 from .sources import require_dump_source
@@ -100,8 +100,7 @@ def run_batch(args: argparse.Namespace) -> int:
     if args.table:
         _write_table(rep, args.table)
     if args.json:
-        for obj in rep.iter_json():
-            out.write(json.dumps(obj) + "\n")
+        write_json_lines(records_of_batch(rep.result), out)
         for s in rep.skipped:
             print(f"specreplay: skipped {s.what}: {s.reason}", file=sys.stderr)
     else:
@@ -110,12 +109,8 @@ def run_batch(args: argparse.Namespace) -> int:
 
 
 def _write_table(rep: RunReplay, path: str) -> None:
-    frame = rep.result.to_frame()
-    with atomic_path(path) as tmp:
-        if path.endswith(".parquet"):
-            frame.to_parquet(tmp, index=False)
-        else:
-            frame.to_csv(tmp, index=False)
+    frame = records_frame(records_of_batch(rep.result))
+    write_table(frame, path)
     print(f"specreplay: wrote {len(frame)} rows to {path}", file=sys.stderr)
 
 

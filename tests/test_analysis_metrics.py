@@ -66,13 +66,13 @@ def article_tables():
 def test_round_table_hand(hand):
     rounds, _ = hand
     assert rounds["accepted_length"].tolist() == [2, 1, 0, 1]
-    assert rounds["committed"].tolist() == [3, 2, 1, 2]
+    assert rounds["num_committed"].tolist() == [3, 2, 1, 2]
     assert rounds["bonus_token"].tolist() == [5, 22, 30, 12]
     assert rounds["bonus_kind"].tolist() == ["leaf_bonus", "leaf_bonus", "correction", "correction"]
     assert rounds["root_child_rank"].tolist() == [0, 1, pd.NA, 0]
     assert rounds["root_target_rank"].tolist() == [0, 1, 2, 0]
     assert rounds["root_target_in"].tolist() == ["kept", "kept", "beyond", "kept"]
-    assert rounds["accepted_path"].tolist() == ["A1>B11", "A2", "", "A1"]
+    assert rounds["accepted_names"].tolist() == ["A1>B11", "A2", "", "A1"]
     assert rounds["config"].iloc[0] == "[2]|[1]" and rounds["num_nodes"].iloc[0] == 3
 
 

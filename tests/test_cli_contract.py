@@ -335,7 +335,7 @@ def test_closed_pipe_ends_quietly():
     proc.stdout.close()  # 300 JSON lines (> the 64 KiB pipe buffer): the writer hits the closed pipe
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0
-    assert json.loads(first)["key"] and err == ""
+    assert json.loads(first)["round"] and err == ""
 
 
 # --- output paths -------------------------------------------------------------------------------

@@ -356,10 +356,12 @@ def test_sweep_with_skipped_grid_combinations_exits_1(tmp_path, monkeypatch, cap
 
     ran = {}
 
-    def run_sweep(draft, target, configs, prompts, options, out, progress):
+    def run_sweep(draft, target, configs, prompts, options, out, repeats, resume, progress, cost_curve):
+        assert cost_curve is False  # --no-cost-curve
         ran["configs"] = configs
-        row = dict(name="2,2x2", nodes=6, mean_accepted_length=1.0, block_efficiency=2.0, tokens_per_s=1.0, speedup=1.0)
-        return types.SimpleNamespace(table=pd.DataFrame([row]), computed=configs, skipped=[])
+        row = dict(name="2,2x2", nodes=6, mean_accepted_length=1.0, block_efficiency=2.0, tokens_per_s=1.0, speedup=1.0,
+                   speedup_min=1.0, speedup_max=1.0)
+        return types.SimpleNamespace(table=pd.DataFrame([row]), computed=configs, skipped=[], duplicates=[])
 
     def no_cost_curve(*args):
         raise AssertionError("--no-cost-curve")

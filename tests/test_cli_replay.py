@@ -44,8 +44,8 @@ def test_replay_json_lines_fields():
     r = run("replay", ARTICLE, "--json")
     assert r.returncode == 0
     (obj,) = [json.loads(line) for line in r.stdout.splitlines()]
-    assert obj["key"] == [124, 140]
-    assert obj["accepted_path"] == [41824, 41760, 22870]
+    assert (obj["round"], obj["key_a"], obj["key_b"]) == ("124_140", 124, 140)
+    assert obj["accepted_tokens"] == [41824, 41760, 22870]
     assert obj["accepted_nodes"] == [1, 7, 11]
     assert obj["accepted_length"] == 3
     assert obj["bonus_token"] is None
@@ -136,7 +136,7 @@ def test_raw_binary_directory(tmp_path):
         (d / name).write_bytes(np.asarray(m, dtype="<i4").tobytes())
     r = run("replay", d, "--config", ARTICLE / "config.json", "--raw", "int32:draft=8,validate=1:force", "--json")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["accepted_path"] == [41824, 41760, 22870]
+    assert json.loads(r.stdout)["accepted_tokens"] == [41824, 41760, 22870]
     r = run("replay", d, "--config", ARTICLE / "config.json")
     assert r.returncode == 1 and "not UTF-8 text; if this is a raw binary dump, pass --raw" in r.stdout
 

@@ -113,7 +113,7 @@ def test_flipped_bit_in_validate_ids_is_skipped_not_replayed(base, run, capsys):
     assert code == 0 and len(json_lines(out)) == ROUNDS
     good = json_lines(out)
     b = PackedRun.open(base).block(PackedRun.open(base).groups[0], 1)
-    by_key = {tuple(r["key"]): r for r in good}
+    by_key = {(r["key_a"], r["key_b"]): r for r in good}
     i = next(i for i in range(len(b)) if by_key[b.key(i)]["accepted_length"] > 0)
     victim = by_key[b.key(i)]
     flip_bit(run / "g000" / "v_ids.npy", cell_offset(run, "g000", "v_ids", 1, (0, 0, i)))  # the root's top-1
@@ -122,7 +122,7 @@ def test_flipped_bit_in_validate_ids_is_skipped_not_replayed(base, run, capsys):
         assert code == 1, cmd
         lines = json_lines(out)
         assert len(lines) == ROUNDS - BLOCK and all(r in good for r in lines)
-        assert victim["key"] not in [r["key"] for r in lines]
+        assert victim["round"] not in [r["round"] for r in lines]
         assert re.search(r"skipped block 1 of group g000 \(8 rounds\): \S*g000/v_ids\.npy \(block 1\): bytes \d+-\d+ do not match", err), err
 
 
