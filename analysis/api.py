@@ -27,7 +27,7 @@ from .definitions import definitions_rows
 from .example_round import ExampleRound
 from .example_round import example_round as _example_round
 from .metrics import all_metrics
-from .runs import Run, load_runs
+from .runs import LabelledRun, load_runs
 from .tables import Tables, build_tables
 from .timings import measured_speedup, read_timings
 
@@ -52,8 +52,8 @@ def load(
     layout: str | None = None,
     step0_offset: tuple[int, int] | None = None,
     progress: bool = False,
-) -> list[Run]:
-    """Replay one or more dump directories or packed runs (``specreplay pack``); one Run each.
+) -> list[LabelledRun]:
+    """Replay one or more dump directories or packed runs (``specreplay pack``); one LabelledRun each.
 
     Reading options default to each dump's manifest, as on the command line; ``config`` (a JSON
     file, a dict or a SpecConfig) overrides the recorded tree config. Rounds that cannot be replayed
@@ -65,26 +65,26 @@ def load(
     return load_runs([str(p) for p in paths], opts, labels, progress)
 
 
-def _tables(runs_or_tables: Sequence[Run] | Tables) -> Tables:
+def _tables(runs_or_tables: Sequence[LabelledRun] | Tables) -> Tables:
     return runs_or_tables if isinstance(runs_or_tables, Tables) else build_tables(runs_or_tables)
 
 
-def tables(runs: Sequence[Run]) -> Tables:
+def tables(runs: Sequence[LabelledRun]) -> Tables:
     """The round and node tables of ``runs`` (``.rounds``, ``.nodes``; columns in docs/analysis.md)."""
     return build_tables(runs)
 
 
-def rounds_table(runs: Sequence[Run]) -> pd.DataFrame:
+def rounds_table(runs: Sequence[LabelledRun]) -> pd.DataFrame:
     """One row per round of every run (column ``run`` tells them apart)."""
     return build_tables(runs).rounds
 
 
-def nodes_table(runs: Sequence[Run]) -> pd.DataFrame:
+def nodes_table(runs: Sequence[LabelledRun]) -> pd.DataFrame:
     """One row per tree node of every round, root included."""
     return build_tables(runs).nodes
 
 
-def metrics(runs_or_tables: Sequence[Run] | Tables) -> dict[str, pd.DataFrame]:
+def metrics(runs_or_tables: Sequence[LabelledRun] | Tables) -> dict[str, pd.DataFrame]:
     """Every metric table by name: summary, accepted_length, depth_acceptance, rank_of_hit,
     hit_outcome, parent_slot, node_hits (what ``specreplay stats`` prints)."""
     return all_metrics(_tables(runs_or_tables))
@@ -95,13 +95,13 @@ def definitions() -> pd.DataFrame:
     return pd.DataFrame(definitions_rows())
 
 
-def cost_model(run: Run, cost: CostModel | None = None) -> CostModel:
+def cost_model(run: LabelledRun, cost: CostModel | None = None) -> CostModel:
     """The cost model the run's speedups use: ``cost`` when given, else measured timings beside
     the dump (cost_curve.json, then the manifest), else the default relative cost; ``.source`` says which."""
     return run_cost(run.replay.directory, run.replay.manifest, cost)
 
 
-def speed(runs: Sequence[Run], cost: CostModel | None = None) -> pd.DataFrame:
+def speed(runs: Sequence[LabelledRun], cost: CostModel | None = None) -> pd.DataFrame:
     """Per run: modelled speedup with its cost source, and the measured speedups (NaN without a baseline)."""
     rows = []
     for run in runs:
@@ -111,7 +111,7 @@ def speed(runs: Sequence[Run], cost: CostModel | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def compare(run: Run, configs: Sequence[str | TreeConfig], cost: CostModel | None = None) -> pd.DataFrame:
+def compare(run: LabelledRun, configs: Sequence[str | TreeConfig], cost: CostModel | None = None) -> pd.DataFrame:
     """Replay other tree configs exactly on the run's rounds (``specreplay compare``): one row per
     config, the recorded one first. A config is a TreeConfig or text in any form of
     docs/config-grammar.md (``"[4]|[2,2]|[1,1]"``, ``"4,2x2,1x1"``, ``"[[4],[2,2],[1,1]]"``, JSON, a file)."""
@@ -125,7 +125,7 @@ def compare(run: Run, configs: Sequence[str | TreeConfig], cost: CostModel | Non
     return with_speed(table, run.config, model, measured)
 
 
-def example_round(run: Run, key: str | tuple[int, int] | None = None) -> ExampleRound:
+def example_round(run: LabelledRun, key: str | tuple[int, int] | None = None) -> ExampleRound:
     """The round ``key`` (``"124_140"`` or a tuple), else the run's typical failing round; ``.result``
     is the RoundResult (draw it with ``analysis.treeplot.plot_round_tree``), ``.why`` how it was chosen."""
     if isinstance(key, str):
@@ -140,4 +140,4 @@ def example_round(run: Run, key: str | tuple[int, int] | None = None) -> Example
 
 
 __all__ = ["load", "tables", "rounds_table", "nodes_table", "metrics", "definitions", "cost_model", "speed", "compare",
-           "example_round", "Run", "Tables"]
+           "example_round", "LabelledRun", "Tables"]

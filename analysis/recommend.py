@@ -25,9 +25,9 @@ from replay.replayer import DirectoryReplay, ReplayOptions, RoundResult
 
 from .costmodel import CostModel
 from .shape_dumps import DumpInput, Measured, Progress, dump_from_replay, mean_se, scan_run, subtree_measure  # noqa: F401  (re-exported)
-from .shape_model import DEFAULT_MIN_COUNT, Z95, Bootstrap, ShapeModel, merge_stats, model_from_stats, path_values, wilson
+from .shape_model import DEFAULT_MIN_COUNT, Z95, Bootstrap, RankPath, ShapeModel, merge_stats, model_from_stats, path_values, wilson
 from .shape_model import bootstrap as bootstrap_model
-from .shape_search import DEFAULT_STATE_LIMIT, Path, SearchResult, Shape, best_configs, engine_paths, expected_accepted, render_shape, search_shapes
+from .shape_search import DEFAULT_STATE_LIMIT, SearchResult, Shape, best_configs, engine_paths, expected_accepted, render_shape, search_shapes
 
 Measure = Callable[[TreeConfig], "Measured | None"]
 
@@ -36,7 +36,9 @@ DISAGREE_Z = 3.0  # |z| beyond which the notes say the target prefers a later dr
 
 
 @dataclass(frozen=True)
-class Comparison:
+class ShapeCheck:
+    """One tree shape's predicted block efficiency beside what exact replay measures on the dumps."""
+
     label: str
     config: TreeConfig
     nodes: int
@@ -120,7 +122,7 @@ class Comparison:
         }
 
 
-def predict_with_se(model: ShapeModel, paths: Sequence[Path], boots: Bootstrap | None) -> tuple[float, float]:
+def predict_with_se(model: ShapeModel, paths: Sequence[RankPath], boots: Bootstrap | None) -> tuple[float, float]:
     """Expected accepted length of a fixed node set and its bootstrap standard error (0 without data)."""
     value = expected_accepted(paths, model)
     if boots is None or len(boots) < 2:
@@ -146,7 +148,7 @@ def compare_predictions(
     boots: Bootstrap | None = None,
     measured: Sequence[Measured | None] | None = None,
     depth_cap: int | None = None,
-) -> list[Comparison]:
+) -> list[ShapeCheck]:
     """Predicted block efficiency (bootstrap over round groups) vs ``measure`` for each shape.
 
     The prediction for a config is the model's value of the tree the engine builds for it
@@ -163,21 +165,21 @@ def compare_predictions(
         meas = measure(cfg) if measured is None else measured[k]
         why = refusal(cfg, model, max(cap, 1))
         if why is not None:
-            rows.append(Comparison(f"#{k + 1}", cfg, len(paths), None, 0.0, meas, why))
+            rows.append(ShapeCheck(f"#{k + 1}", cfg, len(paths), None, 0.0, meas, why))
             continue
         value, se = predict_with_se(model, paths, boots)
-        rows.append(Comparison(f"#{k + 1}", cfg, len(paths), value + 1.0, se, meas))
+        rows.append(ShapeCheck(f"#{k + 1}", cfg, len(paths), value + 1.0, se, meas))
     return rows
 
 
 # -- measurements a replay can make exactly ---------------------------------------------------
 
 
-def round_paths(res: RoundResult) -> dict[Path, int]:
+def round_paths(res: RoundResult) -> dict[RankPath, int]:
     """Rank path → node id of one replayed round's tree."""
     tree = res.tree
-    out: dict[Path, int] = {(): 0}
-    by_id: list[Path] = [()]
+    out: dict[RankPath, int] = {(): 0}
+    by_id: list[RankPath] = [()]
     for u in range(1, tree.num_nodes + 1):
         path = by_id[int(tree.parents[u])] + (int(tree.ranks[u]),)
         by_id.append(path)
@@ -191,7 +193,7 @@ def best_contained(model: ShapeModel, recorded: TreeConfig, budget: int, max_dep
     return [cfg for _, cfg in best_configs(model, budget, max_depth, count, within=recorded)]
 
 
-def recorded_trees_check(model: ShapeModel, dump: DumpInput, boots: Bootstrap | None, label: str) -> Comparison:
+def recorded_trees_check(model: ShapeModel, dump: DumpInput, boots: Bootstrap | None, label: str) -> ShapeCheck:
     """Model vs replay on the trees actually recorded (each round's own selection): checks the
     independence model and its estimate without the ordering assumption."""
     st = dump.stats
@@ -204,7 +206,7 @@ def recorded_trees_check(model: ShapeModel, dump: DumpInput, boots: Bootstrap | 
     mean, mse = st.mean_se_accepted
     nodes = int(round(st.nodes_sum / max(st.rounds, 1)))
     meas = Measured(mean, mse, st.rounds, "replay, recorded per-round trees")
-    return Comparison(label, st.first_shape or dump.tree, nodes, pred + 1.0, se, meas)
+    return ShapeCheck(label, st.first_shape or dump.tree, nodes, pred + 1.0, se, meas)
 
 
 # -- the whole recommendation -----------------------------------------------------------------
@@ -215,7 +217,7 @@ class Recommendation:
     directories: tuple[str, ...]
     model: ShapeModel
     search: SearchResult
-    comparisons: tuple[Comparison, ...]
+    comparisons: tuple[ShapeCheck, ...]
     recorded: tuple[TreeConfig, ...]
     rounds: int
     skipped: int
@@ -322,7 +324,7 @@ def recommend_dumps(
     lap("search")
     boots = bootstrap_model(model, bootstrap_count, seed)
     lap("bootstrap")
-    comparisons: list[Comparison] = []
+    comparisons: list[ShapeCheck] = []
     for dump in usable:
         labels: dict[tuple, tuple[TreeConfig, str]] = {_key(dump.tree): (dump.tree, "recorded")}
         for prefix, configs in (("BE", [x.config for x in result.by_block_efficiency]), ("speed", [x.config for x in result.by_speedup])):
@@ -433,7 +435,7 @@ def model_lines(model: ShapeModel, ranks: int = 4) -> list[str]:
     return lines
 
 
-def measured_cells(c: Comparison) -> tuple[str, str, str]:
+def measured_cells(c: ShapeCheck) -> tuple[str, str, str]:
     """(measured BE [95% CI], error, verdict) as the text table and the report show them."""
     m = c.measured
     if m is None:
@@ -451,14 +453,14 @@ def measured_cells(c: Comparison) -> tuple[str, str, str]:
     return meas, f"{c.error:+.3f}", "yes" if c.agree else "NO"
 
 
-def predicted_cell(c: Comparison) -> str:
+def predicted_cell(c: ShapeCheck) -> str:
     if c.predicted_be is None:
         return "refused"
     lo, hi = c.predicted_ci
     return f"{c.predicted_be:.3f} [{lo:.3f},{hi:.3f}]"
 
 
-def comparison_lines(rows: Sequence[Comparison]) -> list[str]:
+def comparison_lines(rows: Sequence[ShapeCheck]) -> list[str]:
     head = f"  {'shape':<14} {'config':<26} {'nodes':>5}  {'predicted BE [95% CI]':<24} {'measured BE [95% CI]':<24} {'error':>7}  agree"
     out = [head]
     for c in rows:

@@ -30,7 +30,7 @@ from .example_round import example_round
 from .gamma_strategies import STRATEGY_NAMES, simulate_strategies
 from .metrics import all_metrics, static_shape
 from .recommend import recommend, recommend_section
-from .runs import Run
+from .runs import LabelledRun
 from .tables import Tables, build_tables, export_tables
 from .timings import measured_speedup, read_timings
 
@@ -126,7 +126,7 @@ def _h(text: str) -> str:
     return html.escape(str(text))
 
 
-def build_report(runs: Sequence[Run], opts: ReportOptions = ReportOptions()) -> tuple[str, dict[str, pd.DataFrame]]:
+def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOptions()) -> tuple[str, dict[str, pd.DataFrame]]:
     """(the HTML page, every table by name) for ``runs``."""
     costs = {run.label: run_cost(run.replay.directory, run.replay.manifest, opts.cost) for run in runs}
     measured = {run.label: measured_speedup(read_timings(run.replay.directory, run.replay.manifest)) for run in runs}
@@ -298,7 +298,7 @@ def build_report(runs: Sequence[Run], opts: ReportOptions = ReportOptions()) -> 
     return page, out_tables
 
 
-def write_report(runs: Sequence[Run], out_dir: str | Path, opts: ReportOptions = ReportOptions(), tables: bool = True) -> Path:
+def write_report(runs: Sequence[LabelledRun], out_dir: str | Path, opts: ReportOptions = ReportOptions(), tables: bool = True) -> Path:
     """Write ``out_dir/index.html`` (and the tables as CSV + Parquet under ``out_dir/tables``)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ from replay.replayer import DirectoryReplay, ReplayOptions, replay_directory
 
 
 @dataclass(frozen=True, eq=False)
-class Run:
+class LabelledRun:
     """A replayed dump directory under a short, unique label."""
 
     label: str
@@ -48,7 +48,7 @@ def load_runs(
     opts: ReplayOptions = ReplayOptions(),
     labels: Sequence[str] | None = None,
     progress: bool | None = None,
-) -> list[Run]:
+) -> list[LabelledRun]:
     """Replay every directory (bad rounds are listed in ``run.replay.skipped``, never fatal)."""
     if not dirs:
         raise SpecReplayError("no dump directory given")
@@ -56,7 +56,7 @@ def load_runs(
     for label, d in zip(unique_labels(dirs, labels), dirs):
         update, close = tqdm_progress(f"replay {label}", progress)
         try:
-            out.append(Run(label, replay_directory(d, opts, update)))
+            out.append(LabelledRun(label, replay_directory(d, opts, update)))
         finally:
             close()
     return out

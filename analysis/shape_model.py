@@ -27,6 +27,7 @@ import numpy as np
 from replay.replayer import RoundResult
 from replay.vocab import PAD_TOKEN
 
+RankPath = tuple[int, ...]  # a node by the draft ranks from the root: () is the root, (0, 2) the first child's third
 MISS = -1  # hit_rank of a visit whose target top-1 is not among the recorded candidates
 DEFAULT_MIN_COUNT = 30
 Z95 = 1.959963984540054

@@ -28,9 +28,8 @@ from replay.tree import Tree
 from replay.vocab import PAD_TOKEN
 
 from .costmodel import CostModel
-from .shape_model import ShapeModel
+from .shape_model import RankPath, ShapeModel
 
-Path = tuple[int, ...]
 DEFAULT_STATE_LIMIT = 400_000  # search states before giving up certification (about 10 s in Python)
 _TIE = 1e-12  # values this close are ties (then fewer nodes, then shallower, then the config text)
 
@@ -40,7 +39,7 @@ class Shape:
     """One recommended shape and what the model expects of it."""
 
     config: TreeConfig
-    paths: tuple[Path, ...]  # the engine's tree under the model ordering, tree order
+    paths: tuple[RankPath, ...]  # the engine's tree under the model ordering, tree order
     expected_accepted: float  # sum of path probabilities (bonus excluded)
     exact: bool  # certified: the search over every expressible config finished
     upper_bound: float  # bound on expected accepted length of any config with this many nodes
@@ -65,7 +64,7 @@ class Shape:
         return self.expected_accepted + 1.0
 
 
-def best_first(model: ShapeModel, budget: int, max_depth: int) -> list[tuple[Path, float]]:
+def best_first(model: ShapeModel, budget: int, max_depth: int) -> list[tuple[RankPath, float]]:
     """The ``budget`` rank paths of highest path probability within ``max_depth``, in the order taken.
 
     The taken set is always closed under parent and lower sibling. When rows are non-increasing in
@@ -75,15 +74,15 @@ def best_first(model: ShapeModel, budget: int, max_depth: int) -> list[tuple[Pat
     if budget < 1 or max_depth < 1:
         raise ValueError(f"budget ({budget}) and max_depth ({max_depth}) must be at least 1")
     # entries: (-prob, depth, path, prob, parent's prob); the key makes ties deterministic
-    heap: list[tuple[float, int, Path, float, float]] = []
+    heap: list[tuple[float, int, RankPath, float, float]] = []
 
-    def push(path: Path, parent_prob: float) -> None:
+    def push(path: RankPath, parent_prob: float) -> None:
         q = path[-2] if len(path) > 1 else 0
         prob = parent_prob * model.factor(len(path) - 1, q, path[-1])
         heapq.heappush(heap, (-prob, len(path), path, prob, parent_prob))
 
     push((0,), 1.0)
-    taken: list[tuple[Path, float]] = []
+    taken: list[tuple[RankPath, float]] = []
     while heap and len(taken) < budget:
         _, _, path, prob, parent_prob = heapq.heappop(heap)
         taken.append((path, prob))
@@ -94,15 +93,15 @@ def best_first(model: ShapeModel, budget: int, max_depth: int) -> list[tuple[Pat
     return taken
 
 
-def engine_paths(config: TreeConfig, model: ShapeModel) -> list[Path]:
+def engine_paths(config: TreeConfig, model: ShapeModel) -> list[RankPath]:
     """The tree the engine builds for ``config`` when the draft ranks nodes as ``model.order_key`` says.
 
     Level by level: nodes in tree order (expanded parents in selection order, then child rank);
     the engine expands the topHead[i] nodes that rank first (ties by tree order) and keeps
     topKSpec[i][j] children of the j-th. Returns rank paths in tree order.
     """
-    out: list[Path] = []
-    level: list[Path] = [()]
+    out: list[RankPath] = []
+    level: list[RankPath] = [()]
     for i in range(config.gamma):
         chosen = select_by_probability(level, model, config.top_head[i])
         level = [u + (r,) for u, w in zip(chosen, config.top_k_spec[i]) for r in range(w)]
@@ -110,12 +109,12 @@ def engine_paths(config: TreeConfig, model: ShapeModel) -> list[Path]:
     return out
 
 
-def select_by_probability(level: Sequence[Path], model: ShapeModel, heads: int) -> list[Path]:
+def select_by_probability(level: Sequence[RankPath], model: ShapeModel, heads: int) -> list[RankPath]:
     """The ``heads`` nodes of ``level`` (tree order) of highest draft path probability (replay.selection)."""
     return [level[j] for j in select_top([model.order_key(u) for u in level], heads)]
 
 
-def config_from_paths(paths: Sequence[Path], model: ShapeModel) -> TreeConfig:
+def config_from_paths(paths: Sequence[RankPath], model: ShapeModel) -> TreeConfig:
     """topHead/topKSpec for a node set closed under parent and lower sibling.
 
     Per level, the expanded nodes in the engine's selection order, each with its number of
@@ -125,7 +124,7 @@ def config_from_paths(paths: Sequence[Path], model: ShapeModel) -> TreeConfig:
     present = set(paths)
     depth = max(len(p) for p in paths)
     heads, spec = [], []
-    level: list[Path] = [()]
+    level: list[RankPath] = [()]
     for _ in range(depth):
         width = {u: _children_count(u, present) for u in level}
         expanded = [u for u in select_by_probability(level, model, len(level)) if width[u]]
@@ -135,14 +134,14 @@ def config_from_paths(paths: Sequence[Path], model: ShapeModel) -> TreeConfig:
     return TreeConfig.from_lists(spec, heads)
 
 
-def _children_count(u: Path, present: set[Path]) -> int:
+def _children_count(u: RankPath, present: set[RankPath]) -> int:
     r = 0
     while u + (r,) in present:
         r += 1
     return r
 
 
-def expected_accepted(paths: Sequence[Path], model: ShapeModel) -> float:
+def expected_accepted(paths: Sequence[RankPath], model: ShapeModel) -> float:
     return float(sum(model.path_probability(p) for p in paths))
 
 

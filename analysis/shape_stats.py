@@ -26,16 +26,15 @@ from replay.config import TreeConfig
 from replay.replayer import RoundResult
 from replay.vocab import PAD_TOKEN
 
-from .shape_model import MISS, ShapeStats, collect_visits, count_tables, draft_totals, fit, group_of, num_groups, stats_from_visits
+from .shape_model import MISS, RankPath, ShapeStats, collect_visits, count_tables, draft_totals, fit, group_of, num_groups, stats_from_visits
 
-Path = tuple[int, ...]
 
 
 @dataclass(frozen=True, eq=False)
 class TreeCounts:
     """Recorded trees as rank paths: per round group, how many rounds' trees hold each path."""
 
-    paths: tuple[Path, ...]
+    paths: tuple[RankPath, ...]
     counts: np.ndarray  # [G, P] int64
 
     def __post_init__(self) -> None:
@@ -198,7 +197,7 @@ def code_base(cfg: TreeConfig) -> int:
     return base
 
 
-def decode_path(code: int, base: int) -> Path:
+def decode_path(code: int, base: int) -> RankPath:
     out = []
     while code:
         code, digit = divmod(code, base)
@@ -212,12 +211,12 @@ def dump_stats_from_results(results: Sequence[RoundResult]) -> DumpStats:
     stats = stats_from_visits(visits)
     groups = stats.groups
     group = group_of(np.arange(len(results)), len(results))
-    counts: dict[Path, np.ndarray] = {}
+    counts: dict[RankPath, np.ndarray] = {}
     lengths = np.array([r.acceptance.accepted_length for r in results], dtype=np.float64)
     nodes = 0
     for g, res in zip(group.tolist(), results):
         tree = res.tree
-        by_id: list[Path] = [()]
+        by_id: list[RankPath] = [()]
         for u in range(1, tree.num_nodes + 1):
             path = by_id[int(tree.parents[u])] + (int(tree.ranks[u]),)
             by_id.append(path)

@@ -233,7 +233,7 @@ class Tables:
 
 
 def build_tables(runs: Sequence) -> Tables:
-    """Tables of several runs (analysis.runs.Run), concatenated with their ``run`` label.
+    """Tables of several runs (analysis.runs.LabelledRun), concatenated with their ``run`` label.
 
     Runs without rounds are left out: they have nothing to tabulate.
     """

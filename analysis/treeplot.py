@@ -156,9 +156,8 @@ def _first_line(exc: BaseException) -> str:
 def load_tokenizer(path: str | Path) -> Decode:
     """A token-id → text function from a ``tokenizer.json`` (tokenizers) or a model directory.
 
-    Loaded lazily, only when a picture with token text is asked for; transformers is tried last
-    and only for a directory without tokenizer.json (it may be heavy, and this package never
-    needs torch).
+    Loaded lazily, only when a picture with token text is asked for, with the small ``tokenizers``
+    package: never transformers, which would bring torch into the offline side (tests/test_layers.py).
     """
     path = Path(path)
     file = path / "tokenizer.json" if path.is_dir() else path
@@ -167,25 +166,17 @@ def load_tokenizer(path: str | Path) -> Decode:
         raise SpecReplayError(f"--tokenizer {path}: a GGUF model file, not a tokenizer; pass a tokenizer.json "
                               "or a model directory holding one (transformers writes one: AutoTokenizer.from_pretrained("
                               "DIR, gguf_file=NAME).save_pretrained(OUT))")
-    if file.is_file():
-        try:
-            from tokenizers import Tokenizer
-        except ImportError:
-            Tokenizer = None
-        if Tokenizer is not None:
-            try:
-                tk = Tokenizer.from_file(str(file))
-            except Exception as exc:  # tokenizers raises a bare Exception for any unreadable file
-                raise SpecReplayError(f"--tokenizer {file}: not a tokenizer.json ({_first_line(exc)})") from None
-            return lambda t: tk.decode([int(t)], skip_special_tokens=False)
-    if path.is_dir():
-        try:
-            from transformers import AutoTokenizer
-        except ImportError:
-            raise SpecReplayError(f"--tokenizer {path}: no tokenizer.json and transformers is not installed") from None
-        try:
-            tk = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        except (OSError, ValueError) as exc:
-            raise SpecReplayError(f"--tokenizer {path}: no tokenizer could be loaded from this directory ({_first_line(exc)})") from None
-        return lambda t: tk.decode([int(t)])
-    raise SpecReplayError(f"--tokenizer {path}: not a tokenizer.json file or a directory holding one")
+    if path.is_dir() and not file.is_file():
+        raise SpecReplayError(f"--tokenizer {path}: no tokenizer.json in this directory (transformers writes one: "
+                              "AutoTokenizer.from_pretrained(DIR).save_pretrained(OUT))")
+    if not file.is_file():
+        raise SpecReplayError(f"--tokenizer {path}: not a tokenizer.json file or a directory holding one")
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise SpecReplayError(f"--tokenizer {file}: reading a tokenizer.json needs the tokenizers package (pip install tokenizers)") from None
+    try:
+        tk = Tokenizer.from_file(str(file))
+    except Exception as exc:  # tokenizers raises a bare Exception for any unreadable file
+        raise SpecReplayError(f"--tokenizer {file}: not a tokenizer.json ({_first_line(exc)})") from None
+    return lambda t: tk.decode([int(t)], skip_special_tokens=False)

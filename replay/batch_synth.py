@@ -15,9 +15,7 @@ import numpy as np
 
 from .batch import MatrixStack, RoundBatch
 from .config import TreeConfig
-from .synth import DEFAULT_VOCAB, default_hit_probs
-
-KEY_STRIDE = 8  # as replay.synth: a round commits at most gamma + 1 tokens, keys never collide
+from .synth import DEFAULT_VOCAB, SYNTH_KEY_STRIDE, default_hit_probs
 
 
 @dataclass(frozen=True)
@@ -99,7 +97,7 @@ def synth_batch(spec: SynthSpec, hit: np.ndarray | None = None, ordinals: np.nda
     val = _tokens(rng, (col0.shape[0], spec.target_cols, r), spec.vocab)
     val[:, 0, :] = col0
     keys = np.empty((2, r), dtype=np.int64)
-    keys[0] = spec.first_key + KEY_STRIDE * np.arange(r)
+    keys[0] = spec.first_key + SYNTH_KEY_STRIDE * np.arange(r)
     keys[1] = keys[0] + 16
     roots = _tokens(rng, (r,), spec.vocab).astype(np.int64)
     return RoundBatch(keys, roots, tuple(mats), MatrixStack(val), spec.layout, None, ordinals)
@@ -133,7 +131,7 @@ def synth_run(
         members = np.flatnonzero(steps == s)
         b = synth_batch(SynthSpec(cfg, members.shape[0], int(s), seed + int(s), first_key=first_key, **kwargs), ordinals=members)
         keys = np.empty_like(b.keys)
-        keys[0] = first_key + KEY_STRIDE * members
+        keys[0] = first_key + SYNTH_KEY_STRIDE * members
         keys[1] = keys[0] + 16
         out.append(RoundBatch(keys, b.root_tokens, b.steps, b.validate, b.layout, None, members.astype(np.int64)))
     return out

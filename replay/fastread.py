@@ -20,14 +20,14 @@ from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from .batch import MatrixStack, RoundBatch, SourceNames
+from .roundbatch import MatrixStack, RoundBatch, SourceNames
 from .errors import DumpError
 from .grouping import Grouping, Key, RoundFiles, Skipped
 from .matrix_io import SCORE_AUTO, DumpMatrix, RawSpec
 from .rounds import Round, load_round
 from .vocab import PAD_TOKEN
 
-DEFAULT_CHUNK_ROUNDS = 256  # rounds per worker task: ~1,000 files, a progress tick every few ms
+READ_TASK_ROUNDS = 256  # rounds per worker task: ~1,000 files, a progress tick every few ms
 _INT32 = np.iinfo(np.int32)
 
 
@@ -174,7 +174,7 @@ def iter_read_chunks(
     items: Sequence[tuple[int, RoundFiles, int]],
     opts: ReadOptions,
     workers: int | None = None,
-    chunk_rounds: int = DEFAULT_CHUNK_ROUNDS,
+    chunk_rounds: int = READ_TASK_ROUNDS,
     progress: bool = True,
 ) -> Iterator[ReadChunk]:
     """Read ``items`` in chunks on ``workers`` processes; chunks come back in order.

@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from .atomic import write_json_atomic
-from .batch import MatrixStack, RoundBatch, SourceNames
+from .roundbatch import MatrixStack, RoundBatch, SourceNames
 from .errors import DumpError
 from .grouping import Key, Skipped
 from .matrix_io import SCORE_AUTO, RawSpec

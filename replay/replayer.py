@@ -19,6 +19,7 @@ from .errors import DumpError, RoundError, SpecReplayError
 from .grouping import Grouping, Key, Skipped, group_directory
 from .manifest import Manifest, check_manifest_rounds, read_manifest
 from .matrix_io import RawSpec
+from .packed import PackedRun
 from .packed_format import looks_packed
 from .rebuild import Rebuilt, rebuild_tree
 from .records import record_of
@@ -185,8 +186,6 @@ def replay_directory(
     if not directory.is_dir():
         raise DumpError(directory, "not a directory")
     if looks_packed(directory):
-        from .runs import replay_packed  # late: runs builds on this module
-
         return replay_packed(directory, opts, progress)
     config, tree_cfg, manifest, opts, source = resolve_options(directory, opts)
     grouping = check_manifest_rounds(group_directory(directory, opts.step0_offset or (1, 1)), manifest)
@@ -206,3 +205,61 @@ def replay_directory(
     if len(config.trees) > 1:
         notes.append(f"config has {len(config.trees)} trees; replaying with specTree[{opts.tree_index}] (--tree)")
     return DirectoryReplay(str(directory), config, tree_cfg, manifest, tuple(results), tuple(skipped), source, tuple(notes))
+
+
+# --------------------------------------------------------------------------------------------
+# The reference replay on a packed run (here, not in replay.runs: runs builds on this module)
+
+
+def _check_packed_options(run: PackedRun, opts: ReplayOptions) -> None:
+    """Reading options are baked into a packed run; asking for other ones needs a repack."""
+    wanted = [
+        ("--step0-offset", opts.step0_offset, run.step0_offset),
+        ("--raw", opts.raw, run.raw),
+        ("--scores", opts.score_kind, run.score_kind),
+    ]
+    for name, asked, packed in wanted:
+        if asked is not None and asked != packed and not (name == "--scores" and asked == "auto" and packed == "auto"):
+            raise DumpError(run.path, f"{name} {asked!r} differs from the packed run's {packed!r}; repack the dump directory to change it")
+
+
+def open_packed(path: Path, opts: ReplayOptions) -> tuple[PackedRun, SpecConfig, TreeConfig, Manifest, ReplayOptions, str]:
+    """A packed run with its config resolved as a directory's; its reading options are the pack's."""
+    packed = PackedRun.open(path)
+    _check_packed_options(packed, opts)
+    config, tree, manifest, merged, source = resolve_options(path, opts)
+    merged = ReplayOptions(merged.config, merged.tree_index, packed.step0_offset, merged.layout, packed.raw, packed.score_kind, merged.only_round)
+    return packed, config, tree, manifest, merged, source
+
+
+def config_notes(config: SpecConfig, opts: ReplayOptions) -> tuple[str, ...]:
+    if len(config.trees) > 1:
+        return (f"config has {len(config.trees)} trees; replaying with specTree[{opts.tree_index}] (--tree)",)
+    return ()
+
+
+def replay_packed(path: str | Path, opts: ReplayOptions = ReplayOptions(), progress: Callable[[int, int], None] | None = None) -> DirectoryReplay:
+    """replay_directory for a packed run: the reference, round by round, identical results."""
+    path = Path(path)
+    if not path.is_dir():
+        raise DumpError(path, "not a directory (expected a dump directory or a packed run)")
+    packed, config, tree, manifest, opts, source = open_packed(path, opts)
+    skipped = list(packed.skipped)
+    results: list[RoundResult] = []
+    only = opts.only_round
+    seen = loaded = 0
+    for _, item in packed.iter_rounds(opts.layout, only):
+        seen += 1
+        if isinstance(item, Skipped):
+            skipped.append(item)
+            continue
+        try:
+            results.append(replay_round(item, tree))
+        except SpecReplayError as exc:
+            skipped.append(Skipped(f"round {item.name}", str(exc), (getattr(exc, "path", None) or "",)))
+        loaded += 1
+        if progress:
+            progress(loaded, packed.num_rounds)
+    if only is not None and not seen:
+        raise DumpError(str(path), f"no round {only[0]}_{only[1]} in this directory")
+    return DirectoryReplay(str(path), config, tree, manifest, tuple(results), tuple(skipped), source, config_notes(config, opts))

@@ -4,8 +4,8 @@
 does (CLI options, then the manifest, then config.json) and yields RoundBatches; ``replay_run``
 is the batch counterpart of ``replay_directory``: the same rounds, the same per-round outcomes,
 the same skipped list with the same messages (the reference supplies the message of each round
-the batch kernel rejects), as arrays instead of objects. ``replay_packed`` is the reference
-``replay_directory`` on a packed run (replay_directory dispatches to it).
+the batch kernel rejects), as arrays instead of objects. ``replay_packed`` (in replay.replayer, re-exported
+here) is the reference ``replay_directory`` on a packed run.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .fastread import ReadOptions, iter_read_chunks, plan_items
 from .grouping import Grouping, Key, Skipped, group_directory
 from .manifest import Manifest, check_manifest_rounds
 from .packed import PackedBlockError, PackedRun, is_packed_run
-from .replayer import DirectoryReplay, ReplayOptions, RoundResult, replay_round, resolve_options
+from .replayer import DirectoryReplay, ReplayOptions, RoundResult, config_notes, open_packed, replay_packed, replay_round, resolve_options  # noqa: F401  (replay_packed re-exported)
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,28 +94,13 @@ class Run:
 Chunk = tuple[list[RoundBatch], list[tuple[int, Skipped]]]
 
 
-def _check_packed_options(run: PackedRun, opts: ReplayOptions) -> None:
-    """Reading options are baked into a packed run; asking for other ones needs a repack."""
-    wanted = [
-        ("--step0-offset", opts.step0_offset, run.step0_offset),
-        ("--raw", opts.raw, run.raw),
-        ("--scores", opts.score_kind, run.score_kind),
-    ]
-    for name, asked, packed in wanted:
-        if asked is not None and asked != packed and not (name == "--scores" and asked == "auto" and packed == "auto"):
-            raise DumpError(run.path, f"{name} {asked!r} differs from the packed run's {packed!r}; repack the dump directory to change it")
-
-
 def open_run(path: str | Path, opts: ReplayOptions = ReplayOptions()) -> Run:
     """A dump directory or a packed run (a directory holding packed.json), ready to replay."""
     path = Path(path)
     if not path.is_dir():
         raise DumpError(path, "not a directory (expected a dump directory or a packed run)")
     if is_packed_run(path):
-        packed = PackedRun.open(path)
-        _check_packed_options(packed, opts)
-        config, tree, manifest, merged, source = resolve_options(path, opts)
-        merged = ReplayOptions(merged.config, merged.tree_index, packed.step0_offset, merged.layout, packed.raw, packed.score_kind, merged.only_round)
+        packed, config, tree, manifest, merged, source = open_packed(path, opts)
         return Run(str(path), "packed", config, tree, manifest, merged, source, tuple(packed.skipped), packed.num_rounds, packed=packed)
     config, tree, manifest, merged, source = resolve_options(path, opts)
     grouping = check_manifest_rounds(group_directory(path, merged.step0_offset or (1, 1)), manifest)
@@ -123,42 +108,12 @@ def open_run(path: str | Path, opts: ReplayOptions = ReplayOptions()) -> Run:
 
 
 def _config_notes(run: Run) -> tuple[str, ...]:
-    if len(run.config.trees) > 1:
-        return (f"config has {len(run.config.trees)} trees; replaying with specTree[{run.options.tree_index}] (--tree)",)
-    return ()
+    return config_notes(run.config, run.options)
 
 
 def _missing_round(run: Run) -> DumpError:
     key = run.options.only_round
     return DumpError(run.path, f"no round {key[0]}_{key[1]} in this directory")
-
-
-# --------------------------------------------------------------------------------------------
-# The reference replay on a packed run
-
-
-def replay_packed(path: str | Path, opts: ReplayOptions = ReplayOptions(), progress: Callable[[int, int], None] | None = None) -> DirectoryReplay:
-    """replay_directory for a packed run: the reference, round by round, identical results."""
-    run = open_run(path, opts)
-    skipped = list(run.skipped)
-    results: list[RoundResult] = []
-    only = run.options.only_round
-    seen = loaded = 0
-    for _, item in run.packed.iter_rounds(run.options.layout, only):
-        seen += 1
-        if isinstance(item, Skipped):
-            skipped.append(item)
-            continue
-        try:
-            results.append(replay_round(item, run.tree))
-        except SpecReplayError as exc:
-            skipped.append(Skipped(f"round {item.name}", str(exc), (getattr(exc, "path", None) or "",)))
-        loaded += 1
-        if progress:
-            progress(loaded, run.num_rounds)
-    if only is not None and not seen:
-        raise _missing_round(run)
-    return DirectoryReplay(run.path, run.config, run.tree, run.manifest, tuple(results), tuple(skipped), run.config_source, _config_notes(run))
 
 
 # --------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from .config import TreeConfig
 from .dumpwrite import StepRecord, write_manifest, write_round
 
 DEFAULT_VOCAB = 32000
+SYNTH_KEY_STRIDE = 8  # between rounds' first keys: a round commits at most gamma + 1 tokens, keys never collide
 
 
 def default_hit_probs(depth: int, cols: int, first: float = 0.55, decay: float = 0.45, depth_decay: float = 0.9) -> np.ndarray:
@@ -162,7 +163,7 @@ def write_synthetic_run(
             rnd = SynthRound(rnd.key, rnd.root_token, tuple(StepRecord(s.ids, s.scores) for s in rnd.steps), rnd.validate)
         write_round(out_dir, key, rnd.steps, rnd.validate)
         out.append(rnd)
-        pos += 8  # leave room: a round commits at most gamma + 1 tokens, keys never collide
+        pos += SYNTH_KEY_STRIDE
     extra = {} if fixed is None else {"draft_probs": fixed.tolist()}
     write_manifest(
         out_dir,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from analysis import plots, treeplot
@@ -10,6 +12,7 @@ from analysis.metrics import all_metrics, static_shape
 from analysis.runs import load_runs
 from analysis.tables import build_tables
 from replay.config import TreeConfig
+from replay.errors import SpecReplayError
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +98,14 @@ def test_tokenizer_text_on_round_picture(data, tmp_path):
     text = _texts(fig)
     assert "hello" in text and "again" in text
     assert treeplot.load_tokenizer(tmp_path)(41760) == "world"  # a directory holding tokenizer.json
+
+
+def test_tokenizer_directory_without_tokenizer_json_is_refused_without_transformers(tmp_path, monkeypatch):
+    """The offline side never falls back to transformers (it would import torch): one clear error."""
+    monkeypatch.setitem(sys.modules, "transformers", None)  # any import of it would raise ImportError
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(SpecReplayError, match=r"no tokenizer\.json in this directory"):
+        treeplot.load_tokenizer(tmp_path)
 
 
 def test_legends_of_several_runs_sit_under_the_plot_not_on_the_bars(data):

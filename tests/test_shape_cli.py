@@ -106,14 +106,14 @@ def test_report_has_recommendation(tmp_path):
 
 def test_agreement_with_undecidable_rounds_is_judged_on_both_bounds():
     """pred BE 3.0 (se .05), measured se .05: tolerance 1.96·hypot(.05, .05) = 0.1386."""
-    from analysis.recommend import Comparison, Measured
+    from analysis.recommend import Measured, ShapeCheck
     from replay.config import TreeConfig
 
     cfg = TreeConfig.from_lists([[2]])
 
     def row(lower, upper, undecidable=3):
         m = Measured((lower + upper) / 2, 0.05, 50, "test", undecidable, lower, upper)
-        return Comparison("x", cfg, 2, 3.0, 0.05, m)
+        return ShapeCheck("x", cfg, 2, 3.0, 0.05, m)
 
     assert row(1.95, 2.05).agree is True  # BE 2.95..3.05: both ends within 0.1386 of 3.0
     assert row(1.50, 1.60).agree is False  # BE 2.50..2.60: both ends below 2.8614

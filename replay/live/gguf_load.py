@@ -23,22 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .names import resolve_model
+from .tokenizer_check import MEASURE_TEXT, compare_tokenizers  # noqa: F401  (compare_tokenizers re-exported)
 
 if TYPE_CHECKING:  # torch/transformers load lazily: importing this module stays cheap
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
-# A fixed, code-like text so that measured prefixes are the same from run to run.
-MEASURE_TEXT = (
-    "def fibonacci(n: int) -> int:\n"
-    '    """Return the n-th Fibonacci number."""\n'
-    "    a, b = 0, 1\n"
-    "    for _ in range(n):\n"
-    "        a, b = b, a + b\n"
-    "    return a\n\n\n"
-    "def main() -> None:\n"
-    "    for i in range(20):\n"
-    "        print(i, fibonacci(i))\n"
-) * 4
 
 
 def dtype_label(dtype: Any) -> str:
@@ -71,26 +59,6 @@ def load_gguf_live(path: str | Path, dtype: Any = "float32", cache_dir: str | Pa
     from .models import load_model
 
     return load_model(resolve_model(path, cache_dir), dtype=dtype_label(dtype))
-
-
-def compare_tokenizers(a: PreTrainedTokenizerBase, b: PreTrainedTokenizerBase) -> list[str]:
-    """Differences that would break draft/target speculation (empty list: interchangeable)."""
-    diffs = []
-    if len(a) != len(b):
-        diffs.append(f"length {len(a)} != {len(b)}")
-    vocab_a, vocab_b = a.get_vocab(), b.get_vocab()
-    if vocab_a != vocab_b:
-        only_a = sorted(set(vocab_a.items()) - set(vocab_b.items()))[:5]
-        only_b = sorted(set(vocab_b.items()) - set(vocab_a.items()))[:5]
-        diffs.append(f"vocab differs: first only in a {only_a}, only in b {only_b}")
-    for attr in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id"):
-        if getattr(a, attr, None) != getattr(b, attr, None):
-            diffs.append(f"{attr} {getattr(a, attr, None)} != {getattr(b, attr, None)}")
-    # Same vocabulary but different merges or pre-tokenizer would still split text differently.
-    ids_a, ids_b = a(MEASURE_TEXT).input_ids, b(MEASURE_TEXT).input_ids
-    if ids_a != ids_b:
-        diffs.append(f"encoding of a sample text differs ({len(ids_a)} vs {len(ids_b)} tokens)")
-    return diffs
 
 
 # ----------------------------------------------------------------------------------- measurement

@@ -189,7 +189,7 @@ def check_pair(draft: LiveModel, target: LiveModel, draft_tokenizer: Any | None 
     _check_embeds("target", target, "draft", draft)
     _check_embeds("draft", draft, "target", target)
     if draft_tokenizer is not None and target.tokenizer is not None:
-        from .gguf_load import compare_tokenizers
+        from .tokenizer_check import compare_tokenizers
 
         diffs = compare_tokenizers(draft_tokenizer, target.tokenizer)
         if diffs:
