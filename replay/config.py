@@ -101,16 +101,31 @@ class TreeConfig:
 
     def short(self) -> str:
         """The canonical one-line form every command prints, e.g. ``[6]|[2,2]|[1,1]`` (replay.config_grammar)."""
-        from .config_grammar import format_config  # the grammar module builds on this one
-
         return format_config(self)
 
 
-def grid_item(config: TreeConfig) -> str:
-    """The grid form, e.g. ``6,2x2,1x1`` (replay.config_grammar.grid_item; kept importable here)."""
-    from .config_grammar import grid_item as item
+# Printing: the forms replay.config_grammar parses back (docs/config-grammar.md).
 
-    return item(config)
+
+def _suffix(config: TreeConfig, threshold: str, dynamic: str) -> str:
+    out = f"{threshold}{config.gamma_threshold:g}" if config.gamma_threshold > 0 else ""
+    return out + (dynamic if config.tree_type == TREE_DYNAMIC else "")
+
+
+def format_config(config: TreeConfig) -> str:
+    """The canonical one-line form every command prints, e.g. ``[6]|[2,2]|[1,1]`` (``@0.2``, ``+dyn``)."""
+    body = "|".join("[" + ",".join(str(w) for w in row) + "]" for row in config.top_k_spec)
+    return body + _suffix(config, "@", "+dyn")
+
+
+def grid_item(config: TreeConfig) -> str:
+    """The grid form, e.g. ``6,2x2,1x1``: no brackets or '|', so it needs no shell quoting."""
+    return ",".join("x".join(str(w) for w in row) for row in config.top_k_spec) + _suffix(config, "@", "+dyn")
+
+
+def run_name(config: TreeConfig) -> str:
+    """The file-name-safe form a sweep names a config's directory with, e.g. ``6_2x2_1x1`` (``_t0.2``, ``_dyn``)."""
+    return "_".join("x".join(str(w) for w in row) for row in config.top_k_spec) + _suffix(config, "_t", "_dyn")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .bounded import MAX_JSON_BYTES, parse_json_bytes, read_file_bytes
-from .config import TREE_DYNAMIC, TREE_STATIC, SpecConfig, TreeConfig, parse_config
+from .config import TREE_DYNAMIC, TREE_STATIC, SpecConfig, TreeConfig, format_config, grid_item, parse_config, run_name  # noqa: F401
 from .errors import ConfigError, SpecReplayError, printable
 
 EXPECTED = (
@@ -56,25 +56,8 @@ class ConfigTextError(SpecReplayError):
 # Printing
 
 
-def _suffix(config: TreeConfig, threshold: str, dynamic: str) -> str:
-    out = f"{threshold}{config.gamma_threshold:g}" if config.gamma_threshold > 0 else ""
-    return out + (dynamic if config.tree_type == TREE_DYNAMIC else "")
-
-
-def format_config(config: TreeConfig) -> str:
-    """The canonical one-line form every command prints, e.g. ``[6]|[2,2]|[1,1]`` (``@0.2``, ``+dyn``)."""
-    body = "|".join("[" + ",".join(str(w) for w in row) + "]" for row in config.top_k_spec)
-    return body + _suffix(config, "@", "+dyn")
-
-
-def grid_item(config: TreeConfig) -> str:
-    """The grid form, e.g. ``6,2x2,1x1``: no brackets or '|', so it needs no shell quoting."""
-    return ",".join("x".join(str(w) for w in row) for row in config.top_k_spec) + _suffix(config, "@", "+dyn")
-
-
-def run_name(config: TreeConfig) -> str:
-    """The file-name-safe form a sweep names a config's directory with, e.g. ``6_2x2_1x1`` (``_t0.2``, ``_dyn``)."""
-    return "_".join("x".join(str(w) for w in row) for row in config.top_k_spec) + _suffix(config, "_t", "_dyn")
+# format_config, grid_item and run_name live in replay.config beside TreeConfig (its ``short()``
+# prints with them); they are re-exported here so the grammar reads and writes in one module.
 
 
 # ---------------------------------------------------------------------------------------------
