@@ -61,6 +61,9 @@ from tests.dump_mutations import (
     zip_headers,
 )
 
+# A numpy RuntimeWarning from the reading code is a wart a user sees on stderr: make it fail the case.
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning:replay")
+
 ROOT = Path(__file__).resolve().parent.parent
 CI_EXAMPLES = 250
 LONG_EXAMPLES = int(os.environ.get("SPECREPLAY_FUZZ_EXAMPLES", "3000"))
