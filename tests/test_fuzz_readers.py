@@ -48,6 +48,7 @@ from replay.errors import DumpError
 from replay.matrix_io import read_matrix
 from tests.dump_mutations import (
     ENTRY_KINDS,
+    MB,
     SYNTH,
     ZIP_FIELDS,
     build_corpora,
@@ -250,11 +251,12 @@ def _equivalent(p: Path, variant: int) -> None:
 
 
 def _bomb(p: Path, variant: str) -> None:
+    """Replace ``p`` by a file that claims (refused) or holds (large, within the limits) far more."""
     ext = p.suffix
     if ext == ".npy":
-        p.write_bytes(npy_header((10**6, 10**6)) + bytes(64) if variant == "refused" else npy_header((4096, 256)) + bytes(8 * MB_))
+        p.write_bytes(npy_header((10**6, 10**6)) + bytes(64) if variant == "refused" else npy_header((4096, 256)) + bytes(8 * MB))
     elif ext == ".npz":
-        p.write_bytes(deflate_bomb_npz(40) if variant == "refused" else deflate_bomb_npz(8, (8 * MB_ // 8 // 256, 256)))
+        p.write_bytes(deflate_bomb_npz(40) if variant == "refused" else deflate_bomb_npz(8, (8 * MB // 8 // 256, 256)))
     elif ext == ".pt":
         pkl = b"\x80\x04\x8e" + (1 << 40).to_bytes(8, "little") + b"abc."
         buf = io.BytesIO()
@@ -262,12 +264,9 @@ def _bomb(p: Path, variant: str) -> None:
             z.writestr("archive/data.pkl", pkl)
         p.write_bytes(buf.getvalue())
     elif ext == ".bin":
-        p.write_bytes(bytes(4 * MB_) if variant == "large" else bytes(3))
+        p.write_bytes(bytes(4 * MB) if variant == "large" else bytes(3))
     else:
-        p.write_bytes(b" ".join([b"7"] * (MB_ if variant == "large" else 10)) + b"\n")
-
-
-MB_ = 1 << 20
+        p.write_bytes(b" ".join([b"7"] * (MB if variant == "large" else 10)) + b"\n")
 
 
 def apply(d: Path, m: Mutation) -> None:
@@ -285,7 +284,7 @@ def apply(d: Path, m: Mutation) -> None:
         _equivalent(p, m.params[0])
         return
     if m.kind == "long_line":  # the brief's 10 MB single line
-        p.write_bytes(b" ".join([b"41760"] * (10 * MB_ // 6)) + b"\n")
+        p.write_bytes(b" ".join([b"41760"] * (10 * MB // 6)) + b"\n")
         return
     data = bytearray(p.read_bytes())
     if m.kind == "flip":
