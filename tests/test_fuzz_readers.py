@@ -43,7 +43,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from replay import cli
-from replay.bounded import MAX_MATRIX_CELLS
+from replay.bounded import MAX_MATRIX_CELLS, expansion_allowance
 from replay.errors import DumpError
 from replay.matrix_io import read_matrix
 from tests.dump_mutations import (
@@ -362,16 +362,18 @@ def _apply_json(p: Path, params: tuple) -> None:
 # --- oracles ------------------------------------------------------------------------------------
 
 
-def pt_view_oracle(ids: np.ndarray, offset, size, stride) -> np.ndarray | None:
+def pt_view_oracle(ids: np.ndarray, offset, size, stride, file_bytes: int) -> np.ndarray | None:
     """The values a tensor view selects from ``ids``' storage; None where the reader must refuse.
 
     Refused: a negative offset, size or stride, sizes and strides of different lengths, more than
-    MAX_MATRIX_CELLS values, or any selected element past the storage.
+    MAX_MATRIX_CELLS values or more bytes than the file's expansion allowance, or any selected
+    element past the storage.
     """
     flat = ids.reshape(-1)
     if offset < 0 or any(v < 0 for v in (*size, *stride)) or len(size) != len(stride):
         return None
-    if int(np.prod(size, dtype=object)) > MAX_MATRIX_CELLS:
+    cells = int(np.prod(size, dtype=object))
+    if cells > MAX_MATRIX_CELLS or cells * flat.itemsize > expansion_allowance(file_bytes):
         return None
     at = np.full(size, offset, dtype=np.int64)
     for axis, (n, s) in enumerate(zip(size, stride)):
@@ -392,7 +394,7 @@ def check_direct_read(d: Path, m: Mutation) -> None:
         got = None
     if m.kind == "pt_view":
         offset, size, stride = m.params
-        want = pt_view_oracle(_synth_arrays(p.name[: -len(".pt")])["ids"], offset, size, stride)
+        want = pt_view_oracle(_synth_arrays(p.name[: -len(".pt")])["ids"], offset, size, stride, p.stat().st_size)
         if got is not None:
             assert want is not None and want.ndim == 2 and np.array_equal(got, want), (m, got)
         elif want is not None and want.ndim == 2 and want.size:

@@ -534,3 +534,11 @@ def test_signalling_nan_scores_are_reported_without_a_warning(tmp_path):
         warnings.simplefilter("error")
         with pytest.raises(DumpError, match=r"s.npz \(scores\): NaN among the scores of real tokens"):
             read_matrix(tmp_path / "s.npz", "draft")
+
+
+def test_pt_broadcast_view_cannot_expand_a_small_file_to_a_gigabyte(tmp_path):
+    """Stride 0 is valid torch, but size (2**26, 2) from a 6-element storage copied 1 GiB out of 400 bytes."""
+    p = _write_pt(tmp_path / "wide.pt", _tensor_pickle(0, (2**26, 2), (0, 1)), {"0": IDS.tobytes()})
+    exc, peak = _peak_mb(lambda: read_matrix(p, "draft"))
+    assert isinstance(exc, DumpError) and "wide.pt (tensor): tensor of shape (67108864, 2) (stride (0, 1)) expands to 1,073,741,824 bytes" in str(exc), exc
+    assert peak < 16, peak
