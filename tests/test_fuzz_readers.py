@@ -69,7 +69,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CI_EXAMPLES = 250
 LONG_EXAMPLES = int(os.environ.get("SPECREPLAY_FUZZ_EXAMPLES", "3000"))
 CASE_SECONDS = 30.0  # a case takes ~0.2 s; this only catches a hang or an unbounded read
-HEADROOM = 2 << 30  # address space a case may add
+HEADROOM = 2 << 30  # address space a case may add (glibc reserves 64 MiB per thread arena)
+RSS_GROWTH = 768 << 20  # resident memory the whole run may add over the corpora's baseline
 STATS_EVERY = 8  # stats costs ~0.5 s: run it on one case in this many
 
 
@@ -410,6 +411,11 @@ def check_direct_read(d: Path, m: Mutation) -> None:
 class Baseline:
     path: Path
     stdout: str
+    max_rss: int  # the process's peak resident bytes once the corpora were replayed
+
+
+def _max_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
 @pytest.fixture(scope="module")
@@ -418,7 +424,9 @@ def corpora(tmp_path_factory) -> dict[str, Baseline]:
     for c in build_corpora(tmp_path_factory.mktemp("corpora")):
         rc, stdout, stderr = run_cli(["replay", c.path, "--json"])
         assert rc == 0 and stdout.count("\n") >= 1, stderr
-        out[c.name] = Baseline(c.path, stdout)
+        out[c.name] = Baseline(c.path, stdout, 0)
+    rss = _max_rss()
+    out = {name: Baseline(b.path, b.stdout, rss) for name, b in out.items()}
     return out
 
 
@@ -444,6 +452,7 @@ def run_case(corpora: dict[str, Baseline], data) -> None:
             if m.kind in ("pt_view", "npy_header"):
                 check_direct_read(d, m)
         assert time.monotonic() - started < CASE_SECONDS, m
+        assert _max_rss() < base.max_rss + RSS_GROWTH, (m, "resident memory grew past the bound")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     event(f"exit status: {rc}")
