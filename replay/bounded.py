@@ -43,6 +43,11 @@ _KINDS = (
 )
 
 
+def expansion_allowance(stored_bytes: int) -> int:
+    """Bytes a file of ``stored_bytes`` may expand to (inflated members, broadcast tensor views)."""
+    return min(MAX_MATRIX_FILE_BYTES, max(INFLATE_FREE_BYTES, MAX_INFLATE_RATIO * stored_bytes))
+
+
 def dump_fail(path: str | Path, field: str | None = None) -> Fail:
     return lambda message: DumpError(path, message, field)
 
@@ -221,7 +226,7 @@ class BoundedZip:
         for info in self._zip.infolist():
             self._check_method(info)
             self.open(info.filename).close()
-        self._budget = min(MAX_MATRIX_FILE_BYTES, max(INFLATE_FREE_BYTES, MAX_INFLATE_RATIO * len(data)))
+        self._budget = expansion_allowance(len(data))
 
     def __enter__(self) -> "BoundedZip":
         return self

@@ -254,7 +254,8 @@ def _as_ids(arr: np.ndarray, path: Path, field_name: str = "ids") -> np.ndarray:
 def _as_logp(scores: np.ndarray, ids: np.ndarray, path: Path, kind: str) -> np.ndarray:
     if scores.dtype.kind not in SCORE_KINDS:
         raise DumpError(path, f"expected real numbers, got dtype {scores.dtype}", "scores")
-    scores = np.asarray(scores, dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # a signalling NaN (a flipped bit) widens quietly; found below
+        scores = np.asarray(scores, dtype=np.float64)
     if scores.shape != ids.shape:
         raise DumpError(path, f"shape {scores.shape} differs from the ids' shape {ids.shape}", "scores")
     valid = scores[ids != PAD_TOKEN]

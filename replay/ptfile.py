@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .bounded import MAX_MATRIX_CELLS, MAX_MATRIX_FILE_BYTES, BoundedZip, dump_fail, read_file_bytes
+from .bounded import MAX_MATRIX_CELLS, MAX_MATRIX_FILE_BYTES, BoundedZip, dump_fail, expansion_allowance, read_file_bytes
 from .errors import DumpError
 from .npyfile import MAX_NDIM
 
@@ -121,11 +121,17 @@ class _SafeUnpickler(pickle._Unpickler):
 
 
 class _Storages:
-    """Each storage of the archive read once, after its declared size was checked."""
+    """Each storage of the archive read once, after its declared size was checked.
 
-    def __init__(self, archive: BoundedZip, prefix: str, path: str, byteorder: str):
+    ``views_left``: bytes the tensors may still copy out. A stride-0 (broadcast) view is valid
+    torch but copies more than its storage holds, so views share the file's expansion allowance:
+    a 400-byte file cannot make the reader allocate a gigabyte.
+    """
+
+    def __init__(self, archive: BoundedZip, prefix: str, path: str, byteorder: str, file_bytes: int):
         self._archive, self._prefix, self._path, self._order = archive, prefix, path, byteorder
         self._raw: dict[str, bytes] = {}
+        self.views_left = expansion_allowance(file_bytes)
 
     def flat(self, ref: _StorageRef) -> np.ndarray:
         """[numel] the storage's elements, read-only."""
@@ -163,6 +169,12 @@ def _materialise(ref: _TensorRef, storages: _Storages, path: str, name: str) -> 
     flat = storages.flat(ref.storage)
     if cells == 0:
         return np.empty(size, dtype=flat.dtype)
+    if cells * flat.dtype.itemsize > storages.views_left:
+        raise fail(
+            f"tensor of shape {size} (stride {stride}) expands to {cells * flat.dtype.itemsize:,} bytes, "
+            "more than this file's size allows (see docs/dump-format.md, Limits)"
+        )
+    storages.views_left -= cells * flat.dtype.itemsize
     last = offset + sum((n - 1) * s for n, s in zip(size, stride))
     if last >= flat.shape[0]:
         raise fail(
@@ -207,7 +219,7 @@ def load_pt(path: str | Path) -> np.ndarray | dict[str, np.ndarray]:
         # EOFError, TypeError from a REDUCE on a non-callable, AttributeError from BUILD, ...).
         except Exception as exc:  # noqa: BLE001 - the boundary of an untrusted-input parser
             raise DumpError(path, f"corrupt .pt archive: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}") from None
-        storages = _Storages(archive, prefix, path, _byteorder(archive, prefix, path))
+        storages = _Storages(archive, prefix, path, _byteorder(archive, prefix, path), len(data))
         if isinstance(obj, _TensorRef):
             return _materialise(obj, storages, path, "tensor")
         if isinstance(obj, dict) and obj and all(isinstance(k, str) and isinstance(v, _TensorRef) for k, v in obj.items()):

@@ -43,11 +43,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from replay import cli
-from replay.bounded import MAX_MATRIX_CELLS
+from replay.bounded import MAX_MATRIX_CELLS, expansion_allowance
 from replay.errors import DumpError
 from replay.matrix_io import read_matrix
 from tests.dump_mutations import (
     ENTRY_KINDS,
+    MB,
     SYNTH,
     ZIP_FIELDS,
     build_corpora,
@@ -61,11 +62,15 @@ from tests.dump_mutations import (
     zip_headers,
 )
 
+# A numpy RuntimeWarning from the reading code is a wart a user sees on stderr: make it fail the case.
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning:replay")
+
 ROOT = Path(__file__).resolve().parent.parent
 CI_EXAMPLES = 250
 LONG_EXAMPLES = int(os.environ.get("SPECREPLAY_FUZZ_EXAMPLES", "3000"))
 CASE_SECONDS = 30.0  # a case takes ~0.2 s; this only catches a hang or an unbounded read
-HEADROOM = 2 << 30  # address space a case may add
+HEADROOM = 2 << 30  # address space a case may add (glibc reserves 64 MiB per thread arena)
+RSS_GROWTH = 768 << 20  # resident memory the whole run may add over the corpora's baseline
 STATS_EVERY = 8  # stats costs ~0.5 s: run it on one case in this many
 
 
@@ -247,11 +252,12 @@ def _equivalent(p: Path, variant: int) -> None:
 
 
 def _bomb(p: Path, variant: str) -> None:
+    """Replace ``p`` by a file that claims (refused) or holds (large, within the limits) far more."""
     ext = p.suffix
     if ext == ".npy":
-        p.write_bytes(npy_header((10**6, 10**6)) + bytes(64) if variant == "refused" else npy_header((4096, 256)) + bytes(8 * MB_))
+        p.write_bytes(npy_header((10**6, 10**6)) + bytes(64) if variant == "refused" else npy_header((4096, 256)) + bytes(8 * MB))
     elif ext == ".npz":
-        p.write_bytes(deflate_bomb_npz(40) if variant == "refused" else deflate_bomb_npz(8, (8 * MB_ // 8 // 256, 256)))
+        p.write_bytes(deflate_bomb_npz(40) if variant == "refused" else deflate_bomb_npz(8, (8 * MB // 8 // 256, 256)))
     elif ext == ".pt":
         pkl = b"\x80\x04\x8e" + (1 << 40).to_bytes(8, "little") + b"abc."
         buf = io.BytesIO()
@@ -259,12 +265,9 @@ def _bomb(p: Path, variant: str) -> None:
             z.writestr("archive/data.pkl", pkl)
         p.write_bytes(buf.getvalue())
     elif ext == ".bin":
-        p.write_bytes(bytes(4 * MB_) if variant == "large" else bytes(3))
+        p.write_bytes(bytes(4 * MB) if variant == "large" else bytes(3))
     else:
-        p.write_bytes(b" ".join([b"7"] * (MB_ if variant == "large" else 10)) + b"\n")
-
-
-MB_ = 1 << 20
+        p.write_bytes(b" ".join([b"7"] * (MB if variant == "large" else 10)) + b"\n")
 
 
 def apply(d: Path, m: Mutation) -> None:
@@ -282,7 +285,7 @@ def apply(d: Path, m: Mutation) -> None:
         _equivalent(p, m.params[0])
         return
     if m.kind == "long_line":  # the brief's 10 MB single line
-        p.write_bytes(b" ".join([b"41760"] * (10 * MB_ // 6)) + b"\n")
+        p.write_bytes(b" ".join([b"41760"] * (10 * MB // 6)) + b"\n")
         return
     data = bytearray(p.read_bytes())
     if m.kind == "flip":
@@ -360,16 +363,18 @@ def _apply_json(p: Path, params: tuple) -> None:
 # --- oracles ------------------------------------------------------------------------------------
 
 
-def pt_view_oracle(ids: np.ndarray, offset, size, stride) -> np.ndarray | None:
+def pt_view_oracle(ids: np.ndarray, offset, size, stride, file_bytes: int) -> np.ndarray | None:
     """The values a tensor view selects from ``ids``' storage; None where the reader must refuse.
 
     Refused: a negative offset, size or stride, sizes and strides of different lengths, more than
-    MAX_MATRIX_CELLS values, or any selected element past the storage.
+    MAX_MATRIX_CELLS values or more bytes than the file's expansion allowance, or any selected
+    element past the storage.
     """
     flat = ids.reshape(-1)
     if offset < 0 or any(v < 0 for v in (*size, *stride)) or len(size) != len(stride):
         return None
-    if int(np.prod(size, dtype=object)) > MAX_MATRIX_CELLS:
+    cells = int(np.prod(size, dtype=object))
+    if cells > MAX_MATRIX_CELLS or cells * flat.itemsize > expansion_allowance(file_bytes):
         return None
     at = np.full(size, offset, dtype=np.int64)
     for axis, (n, s) in enumerate(zip(size, stride)):
@@ -390,7 +395,7 @@ def check_direct_read(d: Path, m: Mutation) -> None:
         got = None
     if m.kind == "pt_view":
         offset, size, stride = m.params
-        want = pt_view_oracle(_synth_arrays(p.name[: -len(".pt")])["ids"], offset, size, stride)
+        want = pt_view_oracle(_synth_arrays(p.name[: -len(".pt")])["ids"], offset, size, stride, p.stat().st_size)
         if got is not None:
             assert want is not None and want.ndim == 2 and np.array_equal(got, want), (m, got)
         elif want is not None and want.ndim == 2 and want.size:
@@ -406,6 +411,11 @@ def check_direct_read(d: Path, m: Mutation) -> None:
 class Baseline:
     path: Path
     stdout: str
+    max_rss: int  # the process's peak resident bytes once the corpora were replayed
+
+
+def _max_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
 @pytest.fixture(scope="module")
@@ -414,7 +424,9 @@ def corpora(tmp_path_factory) -> dict[str, Baseline]:
     for c in build_corpora(tmp_path_factory.mktemp("corpora")):
         rc, stdout, stderr = run_cli(["replay", c.path, "--json"])
         assert rc == 0 and stdout.count("\n") >= 1, stderr
-        out[c.name] = Baseline(c.path, stdout)
+        out[c.name] = Baseline(c.path, stdout, 0)
+    rss = _max_rss()
+    out = {name: Baseline(b.path, b.stdout, rss) for name, b in out.items()}
     return out
 
 
@@ -440,6 +452,7 @@ def run_case(corpora: dict[str, Baseline], data) -> None:
             if m.kind in ("pt_view", "npy_header"):
                 check_direct_read(d, m)
         assert time.monotonic() - started < CASE_SECONDS, m
+        assert _max_rss() < base.max_rss + RSS_GROWTH, (m, "resident memory grew past the bound")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     event(f"exit status: {rc}")

@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import tracemalloc
+import warnings
 import zipfile
 import zlib
 from pathlib import Path
@@ -523,3 +524,22 @@ def test_counters_beyond_int64_and_huge_step_numbers(tmp_path, capsys):
     for command in (["replay", d], ["batch", d, "--no-progress"]):
         rc, out, err = _cli(command, capsys)
         assert rc in (1, 2) and "Traceback" not in err
+
+
+def test_signalling_nan_scores_are_reported_without_a_warning(tmp_path):
+    """A flipped bit made a float32 signalling NaN: numpy printed a RuntimeWarning when widening it."""
+    scores = np.full(IDS.shape, 0.25, dtype=np.float32)
+    scores.view(np.uint32)[0, 1] = 0x7FA00000
+    np.savez(tmp_path / "s.npz", ids=IDS, scores=scores)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(DumpError, match=r"s.npz \(scores\): NaN among the scores of real tokens"):
+            read_matrix(tmp_path / "s.npz", "draft")
+
+
+def test_pt_broadcast_view_cannot_expand_a_small_file_to_a_gigabyte(tmp_path):
+    """Stride 0 is valid torch, but size (2**26, 2) from a 6-element storage copied 1 GiB out of 400 bytes."""
+    p = _write_pt(tmp_path / "wide.pt", _tensor_pickle(0, (2**26, 2), (0, 1)), {"0": IDS.tobytes()})
+    exc, peak = _peak_mb(lambda: read_matrix(p, "draft"))
+    assert isinstance(exc, DumpError) and "wide.pt (tensor): tensor of shape (67108864, 2) (stride (0, 1)) expands to 1,073,741,824 bytes" in str(exc), exc
+    assert peak < 16, peak
