@@ -117,8 +117,12 @@ class Bench:
             x = torch.tensor([self.prompts[i]], device=self.target.device)
             kwargs = {}
             if assisted is not None:
-                kwargs = {"assistant_model": draft, "num_assistant_tokens": assisted[0], "assistant_confidence_threshold": assisted[1],
-                          "num_assistant_tokens_schedule": "constant"}
+                # transformers 5.24 reads these from the assistant's own generation config (passing
+                # them to generate() does not reach the candidate generator).
+                cfg = draft.generation_config
+                cfg.num_assistant_tokens, cfg.assistant_confidence_threshold = assisted
+                cfg.num_assistant_tokens_schedule = "constant"
+                kwargs = {"assistant_model": draft}
             calls = {"target": 0, "draft": 0}
             hooks = [count_calls(target, calls, "target")] + ([count_calls(draft, calls, "draft")] if assisted else [])
             synchronize(self.target.device)
@@ -302,7 +306,7 @@ def run_dtype(args, draft: LiveModel, target: LiveModel, prompts: list[list[int]
     sweep = Bench(draft, target, [prompts[i] for i in SWEEP_PROMPTS], args.sweep_tokens, log)
     configs = {config_name(c): c for c in parse_grid(args.grid)[0]}
     hf_settings = {hf_name(s): s for s in (HF_DEFAULT, *HF_GRID)}
-    sweep_methods = {f"harness {name}": sweep.tree(name, c) for name, c in configs.items()}
+    sweep_methods = {f"harness {name}": sweep.tree(f"harness {name}", c) for name, c in configs.items()}
     sweep_methods.update({name: sweep.hf(name, s) for name, s in hf_settings.items()})
     log(f"  sweep: {len(sweep_methods)} methods x {len(SWEEP_PROMPTS)} prompts x {args.sweep_tokens} tokens")
     # One pass, no per-method warm-up (that would double the sweep): one harness and one HF call

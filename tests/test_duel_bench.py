@@ -60,9 +60,28 @@ def test_tiny_duel_runs_every_method_and_every_output_is_target_greedy(tmp_path)
     assert any(m.startswith("harness article") for m in rows)
     assert all(r["identical"] for r in rows.values())  # float32: every method decodes target greedy
     assert rows[duel.TARGET_HARNESS]["speedup_vs_target_only"]["median"] == pytest.approx(1.0)
+    sweep = result["dtypes"]["float32"]["sweep"]
+    assert all(s["mean_accepted_length"] > 0 for s in sweep)  # the tiny draft agrees with its target
     timing = result["dtypes"]["float32"]["timing"]
     assert timing["repeats"] == 2 and len(timing["methods"]) == len(rows)
     for r in rows.values():
         if "ceilings" in r:  # harness rows: the modelled speedup is the measured costs' arithmetic
             c = r["ceilings"]
             assert c["modelled_speedup"] == pytest.approx(r["committed_per_round"] * c["decode_ms_per_token"] / c["round_ms"])
+
+
+def test_hf_assisted_settings_reach_the_assistant():
+    """Assistant tokens per round are the assistant's generation config in transformers 5.x: with
+    2 per round, 12 tokens take at least 4 target forwards; with 20 (the tiny draft agrees with
+    its target), fewer."""
+    from replay.live.tiny import damped_pair, tiny_config
+
+    duel = load_duel()
+    draft, target = damped_pair(tiny_config("qwen2", vocab_size=512, layers=4, hidden=64), 2, 0.1)
+    bench = duel.Bench(draft, target, [[5, 9, 2, 33, 61, 7, 11, 12]], 12)
+    bench.hf("two", (2, 0.0))(0, 0)
+    bench.hf("twenty", (20, 0.0))(0, 0)
+    two, twenty = bench.runs[("two", 0, 0)], bench.runs[("twenty", 0, 0)]
+    assert two.output_ids == twenty.output_ids and len(two.output_ids) == 12
+    assert two.target_forwards >= 4 and all(r.accepted <= 2 * r.rounds for r in (two,))
+    assert twenty.target_forwards < two.target_forwards
