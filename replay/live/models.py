@@ -106,6 +106,15 @@ def default_draft_dtype(device: torch.device | str, dtype: str) -> str:
     return "bfloat16" if dtype == "float32" and fast_bfloat16(device) else dtype
 
 
+def prepare_device(device: str, threads: int | None, what: str, where: str) -> None:
+    """Refuse a missing GPU before any model is built, and apply a CPU thread count; the error
+    names the option (``what``) and the machine (``where``)."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError(f"{what}: CUDA is not available on {where}")
+    if threads is not None:
+        torch.set_num_threads(max(1, threads))
+
+
 def cache_kwarg_of(module: Any) -> str:
     """The keyword the model's forward takes its KV cache under; transformers renamed it in 5.x."""
     params = inspect.signature(module.forward).parameters

@@ -8,15 +8,15 @@ import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from replay.cliopts import JSON_OBJECT_HELP, add_dump_input, add_no_progress
-from replay.commands import add_dump_options, options_from_args
+from .options import JSON_OBJECT_HELP, add_dump_input, add_no_progress
+from .cmd_replay import add_dump_options, options_from_args
 from replay.errors import SpecReplayError
 from replay.pathcheck import input_file_or_json
 from replay.progress import progress_enabled, tqdm_progress
 from replay.sources import require_dump_source
 
-from .costmodel import CostModel
-from .shape_model import DEFAULT_MIN_COUNT
+from analysis.costmodel import CostModel
+from analysis.shape_model import DEFAULT_MIN_COUNT
 
 EPILOG = """\
 examples:
@@ -81,7 +81,7 @@ def progress_bars(enabled: bool | None) -> Iterator[Callable[[str], Callable[[in
 
 
 def run_recommend(args: argparse.Namespace) -> int:
-    from .recommend import finite_json, recommend_runs, recommendation_json, render_recommendation
+    from analysis.recommend import finite_json, recommend_runs, recommendation_json, render_recommendation
 
     for d in args.dir:
         require_dump_source(d)

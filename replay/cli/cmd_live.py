@@ -12,9 +12,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..cliopts import add_no_progress, add_output
+from .options import add_no_progress, add_output
 from ..pathcheck import input_file, output_dir, output_file
-from .extras import require_live_packages
+from ..live.extras import require_live_packages
 from ..progress import progress_bar, progress_enabled
 
 GENERATE_EXAMPLE = """example:
@@ -188,7 +188,7 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
 def _resolve_pair(args):
     """What fails in a second, before torch is imported: the decode options, both model names (a
     missing model names the fetch command to run), then the live packages themselves."""
-    from .names import require_both, resolve_model_args
+    from ..live.names import require_both, resolve_model_args
 
     _check_decode_args(args)
     paths = require_both(resolve_model_args(args.draft, args.target, args.pair, args.models_dir))
@@ -197,7 +197,7 @@ def _resolve_pair(args):
 
 
 def _load_pair(args, paths):
-    from .models import load_pair
+    from ..live.models import load_pair
 
     _check_device(args)
     return load_pair(paths.draft, paths.target, args.device, args.dtype, args.draft_dtype)
@@ -205,18 +205,13 @@ def _load_pair(args, paths):
 
 def _check_device(args) -> None:
     """Refuse a missing GPU up front; apply --threads before any model is built."""
-    import torch
+    from ..live.models import prepare_device
 
-    from .errors import ModelLoadError
-
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ModelLoadError(f"--device {args.device}: CUDA is not available on this machine")
-    if args.threads is not None:
-        torch.set_num_threads(max(1, args.threads))
+    prepare_device(args.device, args.threads, f"--device {args.device}", "this machine")
 
 
 def _check_decode_args(args) -> None:
-    from .errors import PromptError
+    from ..live.errors import PromptError
 
     if args.max_new_tokens < 1:
         raise PromptError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
@@ -225,7 +220,7 @@ def _check_decode_args(args) -> None:
 
 
 def _options(args, target):
-    from .generate import DecodeOptions
+    from ..live.generate import DecodeOptions
 
     eos = getattr(target.tokenizer, "eos_token_id", None) if args.stop_at_eos else None
     return DecodeOptions(args.max_new_tokens, args.temperature, args.seed, args.record_k, eos)
@@ -245,10 +240,10 @@ def generate_config(text: str):
 def cmd_generate(args) -> int:
     spec = generate_config(args.config)  # bad input fails before torch is imported
     paths = _resolve_pair(args)
-    from .dumps import staged_output_dir
-    from .prompts import read_prompts
-    from .report import format_summary
-    from .run import run_timed, save_run_manifest
+    from ..live.dumps import staged_output_dir
+    from ..live.prompts import read_prompts
+    from ..live.report import format_summary
+    from ..live.run import run_timed, save_run_manifest
 
     if len(spec.trees) > 1:
         print(f"note: {args.config} lists {len(spec.trees)} trees; using the first", file=sys.stderr)
@@ -273,8 +268,8 @@ def cmd_sweep(args) -> int:
     if args.scheduler or args.workers is not None or args.devices:
         return _sweep_on_cluster(args, configs, out) or (1 if skipped else 0)
     paths = _resolve_pair(args)
-    from .prompts import read_prompts
-    from .sweep import run_sweep
+    from ..live.prompts import read_prompts
+    from ..live.sweep import run_sweep
 
     draft, target = _load_pair(args, paths)
     prompts = read_prompts(args.prompts, target.tokenizer)
@@ -292,10 +287,10 @@ def _sweep_on_cluster(args, configs, out: Path) -> int:
     from contextlib import ExitStack
     from types import SimpleNamespace
 
-    from .cluster import PairSpec, run_sweep_on_cluster, start_local_cluster
-    from .errors import SweepError
-    from .names import require_both, resolve_model_args
-    from .prompts import read_prompts
+    from ..live.cluster import PairSpec, run_sweep_on_cluster, start_local_cluster
+    from ..live.errors import SweepError
+    from ..live.names import require_both, resolve_model_args
+    from ..live.prompts import read_prompts
 
     if args.scheduler and args.devices:
         raise SweepError("--devices starts local workers; with --scheduler set each worker's device with SPECREPLAY_DEVICE")
@@ -319,7 +314,7 @@ def _sweep_on_cluster(args, configs, out: Path) -> int:
 def _dask_client(scheduler: str | None, start_cluster):
     from distributed import Client
 
-    from .errors import SweepError
+    from ..live.errors import SweepError
 
     if scheduler is None:
         return Client(start_cluster())
@@ -341,14 +336,14 @@ class _TargetTokenizer:
 
     def _get(self):
         if self._tok is self._UNSET:
-            from .models import load_tokenizer
+            from ..live.models import load_tokenizer
 
             gguf = self._path.suffix == ".gguf"
             self._tok = load_tokenizer(self._path.parent if gguf else self._path, self._path.name if gguf else None)
         return self._tok
 
     def encode(self, text: str) -> list[int]:
-        from .errors import PromptError
+        from ..live.errors import PromptError
 
         if self._get() is None:
             raise PromptError(f"text prompts need a tokenizer, and {self._path} has none; give JSON Lines of token ids")
@@ -360,7 +355,7 @@ class _TargetTokenizer:
 
 
 def _sweep_configs(args):
-    from .grid import load_config_list, parse_grid
+    from ..live.grid import load_config_list, parse_grid
 
     if args.grid is None:
         return load_config_list(args.configs), []
@@ -384,19 +379,19 @@ def _report_sweep(result, out: Path) -> int:
 
 
 def cmd_cost_curve(args) -> int:
-    from .names import resolve_model_args
+    from ..live.names import resolve_model_args
 
     paths = resolve_model_args(args.draft, args.target, args.pair, args.models_dir)  # before torch is imported
     sizes = _sizes(args.sizes)
     require_live_packages()
-    from .costs import measure_cost_curve, write_cost_curve
+    from ..live.costs import measure_cost_curve, write_cost_curve
 
     _check_device(args)
     # Timing needs no tokenizer: skip rebuilding one from GGUF metadata (~12 s per model).
     target = _model_or_shape(paths.target, args.shape, args.device, args.dtype)
     draft = None
     if paths.draft is not None or args.draft_shape:
-        from .models import default_draft_dtype
+        from ..live.models import default_draft_dtype
 
         draft = _model_or_shape(paths.draft, args.draft_shape, args.device, args.draft_dtype or default_draft_dtype(args.device, args.dtype))
     curve = measure_cost_curve(target, draft, sizes, args.prefix, args.repeats)
@@ -410,7 +405,7 @@ def cmd_cost_curve(args) -> int:
 
 
 def _sizes(text: str) -> list[int]:
-    from .errors import SweepError
+    from ..live.errors import SweepError
 
     try:
         sizes = [int(s) for s in text.split(",") if s.strip()]
@@ -422,9 +417,9 @@ def _sizes(text: str) -> list[int]:
 
 
 def _model_or_shape(path: str | None, shape: str | None, device: str, dtype: str):
-    from .errors import ModelLoadError
-    from .models import load_model
-    from .tiny import REAL_SHAPES, build_model
+    from ..live.errors import ModelLoadError
+    from ..live.models import load_model
+    from ..live.tiny import REAL_SHAPES, build_model
 
     if path:
         return load_model(path, device, dtype, tokenizer=None)

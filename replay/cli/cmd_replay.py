@@ -5,17 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .cliopts import JSON_LINES_HELP, add_dump_input, add_no_progress
-from .config_grammar import parse_spec
-from .errors import SpecReplayError
-from .grouping import parse_offset
-from .matrix_io import RawSpec
-from .progress import progress_enabled, tqdm_progress
-from .render import render_round, render_summary
-from .records import records_of_batch, write_json_lines
-from .replayer import ReplayOptions, replay_directory
-from .runs import replay_run
-from .sources import require_dump_source
+from .options import JSON_LINES_HELP, add_dump_input, add_no_progress
+from ..config_grammar import parse_spec
+from ..errors import SpecReplayError
+from ..grouping import parse_offset
+from ..matrix_io import RawSpec
+from ..progress import progress_enabled, tqdm_progress
+from ..render import render_round, render_summary
+from ..records import records_of_batch, write_json_lines
+from ..replayer import ReplayOptions, replay_directory
+from ..runs import replay_run
+from ..sources import require_dump_source
 
 REPLAY_EPILOG = """\
 examples:

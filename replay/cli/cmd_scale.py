@@ -8,20 +8,20 @@ from collections import Counter
 
 import numpy as np
 
-from .atomic import atomic_path
-from .batch import BatchResult
-from .cliopts import JSON_LINES_HELP, add_dump_input, add_no_progress, add_output
-from .commands import add_dump_options, options_from_args, parse_key
-from .errors import SpecReplayError
-from .grouping import parse_offset
-from .matrix_io import RawSpec
-from .packed import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
-from .pathcheck import output_dir, output_file
-from .progress import progress_enabled
-from .records import records_frame, records_of_batch, write_json_lines, write_table
-from .render import SummaryFigures, summary_lines
-from .runs import RunReplay, replay_run
-from .sources import require_dump_source
+from ..atomic import atomic_path
+from ..batch import BatchResult
+from .options import JSON_LINES_HELP, add_dump_input, add_no_progress, add_output
+from .cmd_replay import add_dump_options, options_from_args, parse_key
+from ..errors import SpecReplayError
+from ..grouping import parse_offset
+from ..matrix_io import RawSpec
+from ..packed import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
+from ..pathcheck import output_dir, output_file
+from ..progress import progress_enabled
+from ..records import records_frame, records_of_batch, write_json_lines, write_table
+from ..render import SummaryFigures, summary_lines
+from ..runs import RunReplay, replay_run
+from ..sources import require_dump_source
 
 PACK_EPILOG = """\
 examples:

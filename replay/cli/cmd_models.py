@@ -14,14 +14,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from ..cliopts import add_no_progress
+from .options import add_no_progress
 from ..errors import SpecReplayError
 from ..pathcheck import output_dir
 from ..progress import progress_bar, progress_enabled
-from .model_cache import ENV_CACHE_DIR, cache_dir_or_default, is_cached, model_path
-from .model_catalogue import DEFAULT_PAIR, MODELS, PAIRS, ModelSpec, get_pair
-from .model_download import fetch_pair
-from .model_progress import ProgressFactory, format_bytes
+from ..live.model_cache import ENV_CACHE_DIR, cache_dir_or_default, is_cached, model_path
+from ..live.model_catalogue import DEFAULT_PAIR, MODELS, PAIRS, ModelSpec, get_pair
+from ..live.model_download import fetch_pair
+from ..live.model_progress import ProgressFactory, format_bytes
 
 FETCH_EPILOG = """\
 examples:

@@ -19,17 +19,17 @@ import sys
 import traceback
 from typing import Sequence
 
-from .cliopts import HelpFormatter
-from .errors import SpecReplayError
-from .version import package_version
+from .options import HelpFormatter
+from ..errors import SpecReplayError
+from ..version import package_version
 
 COMMAND_MODULES = (
-    "replay.commands",
-    "replay.scale_commands",
-    "analysis.commands",
-    "analysis.recommend_cli",
-    "replay.live.commands",
-    "replay.live.models_commands",
+    "replay.cli.cmd_replay",
+    "replay.cli.cmd_scale",
+    "replay.cli.cmd_analysis",
+    "replay.cli.cmd_recommend",
+    "replay.cli.cmd_live",
+    "replay.cli.cmd_models",
 )
 
 EXIT_OK, EXIT_SKIPPED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -52,7 +52,7 @@ stderr; --debug or SPECREPLAY_DEBUG=1 adds the traceback), 130 interrupted.
 class OneLineParser(argparse.ArgumentParser):
     """argparse with usage errors on one line (exit 2): the CLI's error contract holds for them too.
 
-    Every command's help is formatted alike (replay.cliopts.HelpFormatter: epilogs as written,
+    Every command's help is formatted alike (replay.cli.options.HelpFormatter: epilogs as written,
     defaults shown), whichever of argparse's two plain formatters a command module names.
     """
 
@@ -159,6 +159,3 @@ def _silence_stdout() -> None:
     except OSError:
         pass
 
-
-if __name__ == "__main__":
-    sys.exit(main())

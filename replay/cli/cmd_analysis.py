@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from replay.atomic import atomic_path
-from replay.cliopts import JSON_OBJECT_HELP, add_dump_input, add_no_progress, add_output
-from replay.commands import add_dump_options, options_from_args
+from .options import JSON_OBJECT_HELP, add_dump_input, add_no_progress, add_output
+from .cmd_replay import add_dump_options, options_from_args
 from replay.errors import SpecReplayError
 from replay.pathcheck import input_file_or_json, output_dir, output_file
 from replay.progress import progress_enabled
@@ -91,7 +91,7 @@ def _add_common(p: argparse.ArgumentParser, many: bool = True) -> None:
 
 def _load(args):
     """Replay every DUMP; a run without a single replayable round is reported and left out."""
-    from .runs import load_runs
+    from analysis.runs import load_runs
 
     for d in args.dirs:
         require_dump_source(d)
@@ -129,8 +129,8 @@ def _print_table(df, args, out=None) -> None:
 
 
 def _configs_from_args(args, recorded):
-    from .report import default_comparison_configs
-    from .subtree import contained_configs
+    from analysis.report import default_comparison_configs
+    from analysis.subtree import contained_configs
 
     configs = list(_option_configs(args))
     if getattr(args, "contained", False):
@@ -154,7 +154,7 @@ def _option_configs(args) -> list:
 
 
 def _parse_config_options(args) -> list:
-    from .compare import generate_funnels, is_generator_text, parse_config_arg, parse_config_list_arg
+    from analysis.compare import generate_funnels, is_generator_text, parse_config_arg, parse_config_list_arg
 
     configs = []
     for text in args.configs or []:
@@ -190,7 +190,7 @@ def _plot_format(path: str) -> str:
 
 def _cost(args):
     """The cost model named by --cost, or None: each run then takes its own (analysis.costsource)."""
-    from .costsource import given_cost
+    from analysis.costsource import given_cost
 
     return given_cost(args.cost) if args.cost else None
 
@@ -199,10 +199,10 @@ def _cost(args):
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from .compare import runs_side_by_side
-    from .definitions import DEPTH_NAMES, SUMMARY_NAMES, definitions_rows, definitions_text
-    from .metrics import all_metrics
-    from .tables import build_tables, export_tables
+    from analysis.compare import runs_side_by_side
+    from analysis.definitions import DEPTH_NAMES, SUMMARY_NAMES, definitions_rows, definitions_text
+    from analysis.metrics import all_metrics
+    from analysis.tables import build_tables, export_tables
 
     runs = _load(args)
     tables = build_tables(runs)
@@ -244,10 +244,10 @@ def run_stats(args: argparse.Namespace) -> int:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    from . import plots, treeplot
-    from .example_round import example_round
-    from .metrics import all_metrics, static_shape
-    from .tables import build_tables
+    from analysis import plots, treeplot
+    from analysis.example_round import example_round
+    from analysis.metrics import all_metrics, static_shape
+    from analysis.tables import build_tables
 
     decode = treeplot.load_tokenizer(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
     runs = _load(args)
@@ -280,7 +280,7 @@ def run_plot(args: argparse.Namespace) -> int:
 
 def _round_to_draw(run, key):
     """--round's round, else (or where this run lacks it) the run's typical failing round."""
-    from .example_round import example_round
+    from analysis.example_round import example_round
 
     pick = example_round(run.results, key)
     if pick is None:  # another run has the round: this one shows its typical failing round
@@ -295,12 +295,12 @@ def _round_to_draw(run, key):
 def run_compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from . import plots
-    from .compare import compare_configs, compare_display, strategies_display, with_speed
-    from .costsource import cost_warning, run_cost
-    from .definitions import definitions_text
-    from .gamma_strategies import simulate_strategies
-    from .timings import measured_speedup, read_timings
+    from analysis import plots
+    from analysis.compare import compare_configs, compare_display, strategies_display, with_speed
+    from analysis.costsource import cost_warning, run_cost
+    from analysis.definitions import definitions_text
+    from analysis.gamma_strategies import simulate_strategies
+    from analysis.timings import measured_speedup, read_timings
     from replay.progress import tqdm_progress
 
     plot_format = _plot_format(args.plot) if args.plot else None
@@ -387,9 +387,9 @@ def run_compare(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from .report import ReportOptions, write_report
+    from analysis.report import ReportOptions, write_report
     from replay.progress import tqdm_progress
-    from .treeplot import load_tokenizer
+    from analysis.treeplot import load_tokenizer
 
     for name in ("budget", "max_depth"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -427,7 +427,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def _parse_key(text: str):
-    from replay.commands import parse_key
+    from .cmd_replay import parse_key
 
     return parse_key(text)
 
