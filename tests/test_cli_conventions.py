@@ -1,4 +1,4 @@
-"""The conventions every command's options follow (replay/cliopts.py), checked on every parser.
+"""The conventions every command's options follow (replay/cli/options.py), checked on every parser.
 
 Commands are discovered from ``build_parser()``, so a new command is held to the same rules: a
 description, an example, defaults shown, a README entry, ``DUMP`` for inputs, ``-o/--output`` for
@@ -61,6 +61,14 @@ def options(parser):
 def test_walk_finds_every_command():
     assert {"replay", "pack", "verify-pack", "batch", "stats", "plot", "compare", "report", "recommend",
             "generate", "sweep", "cost-curve", "models fetch", "models list"} <= set(LEAF_IDS)
+
+
+@pytest.mark.parametrize("path,parser", LEAVES, ids=LEAF_IDS)
+def test_handler_is_named_after_its_command(path, parser):
+    """One naming rule: ``specreplay models fetch`` runs replay.cli.cmd_*.run_models_fetch."""
+    func = parser.get_default("func")
+    assert func.__name__ == "run_" + "_".join(path).replace("-", "_")
+    assert func.__module__.startswith("replay.cli.cmd_")
 
 
 # --- help text ------------------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def register(subparsers) -> None:
     gen.add_argument("--baseline", action="store_true", help="also run target-only decoding: speedup, identical outputs")
     _repeats_arg(gen)
     add_no_progress(gen)
-    gen.set_defaults(func=cmd_generate)
+    gen.set_defaults(func=run_generate)
 
     sw = subparsers.add_parser(
         "sweep", help="run many tree configs live: table, plots, resumable", epilog=SWEEP_EXAMPLE, formatter_class=fmt,
@@ -114,7 +114,7 @@ def register(subparsers) -> None:
     where.add_argument("--workers", type=int, help="start a local Dask cluster of N worker processes (one per device) and run on it")
     sw.add_argument("--devices", help="one device per local worker, comma separated (cuda:0,cuda:1); starts len(devices) workers")
     add_no_progress(sw)
-    sw.set_defaults(func=cmd_sweep)
+    sw.set_defaults(func=run_sweep)
 
     cc = subparsers.add_parser(
         "cost-curve", help="time one target forward against tokens verified", epilog=COST_EXAMPLE, formatter_class=fmt,
@@ -138,7 +138,7 @@ def register(subparsers) -> None:
         help="timed passes after a warm-up, the sizes' order rotated per pass; median, min and max kept",
     )
     add_output(cc, output_file, "where to write the cost curve JSON", dest="out", metavar="FILE", required=True, aliases=["--out"])
-    cc.set_defaults(func=cmd_cost_curve)
+    cc.set_defaults(func=run_cost_curve)
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
@@ -237,7 +237,7 @@ def generate_config(text: str):
     return parse_spec(text, "--config")
 
 
-def cmd_generate(args) -> int:
+def run_generate(args) -> int:
     spec = generate_config(args.config)  # bad input fails before torch is imported
     paths = _resolve_pair(args)
     from ..live.dumps import staged_output_dir
@@ -262,21 +262,21 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def cmd_sweep(args) -> int:
+def run_sweep(args) -> int:
     configs, skipped = _sweep_configs(args)  # bad input fails before torch is imported
     out = Path(args.out)
     if args.scheduler or args.workers is not None or args.devices:
         return _sweep_on_cluster(args, configs, out) or (1 if skipped else 0)
     paths = _resolve_pair(args)
     from ..live.prompts import read_prompts
-    from ..live.sweep import run_sweep
+    from ..live.sweep import run_sweep as run_live_sweep
 
     draft, target = _load_pair(args, paths)
     prompts = read_prompts(args.prompts, target.tokenizer)
     options = _options(args, target)
     total = len(prompts) * options.max_new_tokens * 2 * len(configs)  # first timed pass, both methods
     with _progress_bar(args, total, "sweep") as bar:
-        result = run_sweep(
+        result = run_live_sweep(
             draft, target, configs, prompts, options, out, args.repeats, args.resume, bar.update, cost_curve=not args.no_cost_curve
         )
     return _report_sweep(result, out) or (1 if skipped else 0)  # skipped grid combinations were listed
@@ -378,7 +378,7 @@ def _report_sweep(result, out: Path) -> int:
     return 0
 
 
-def cmd_cost_curve(args) -> int:
+def run_cost_curve(args) -> int:
     from ..live.names import resolve_model_args
 
     paths = resolve_model_args(args.draft, args.target, args.pair, args.models_dir)  # before torch is imported

@@ -80,7 +80,7 @@ def add_fetch(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--only", choices=sorted(MODELS), metavar="NAME", help="fetch one model of the pair")
     parser.add_argument("--verify", action="store_true", help="re-hash cached files instead of trusting their .sha256")
     add_no_progress(parser)
-    parser.set_defaults(func=run_fetch)
+    parser.set_defaults(func=run_models_fetch)
 
 
 def add_list(sub: argparse._SubParsersAction) -> None:
@@ -92,7 +92,7 @@ def add_list(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_dir_option(parser, writes=False)
-    parser.set_defaults(func=run_list)
+    parser.set_defaults(func=run_models_list)
 
 
 def print_help(parser: argparse.ArgumentParser) -> int:
@@ -133,7 +133,7 @@ def log_above_bar(message: str) -> None:
     tqdm.write(message, file=sys.stderr)  # a plain print would cut the progress bar in two
 
 
-def run_fetch(args: argparse.Namespace) -> int:
+def run_models_fetch(args: argparse.Namespace) -> int:
     cache = cache_dir_or_default(args.dir)
     pair = get_pair(args.pair)
     with terminate_as_exit():
@@ -154,7 +154,7 @@ def run_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_list(args: argparse.Namespace) -> int:
+def run_models_list(args: argparse.Namespace) -> int:
     cache = cache_dir_or_default(args.dir)
     if cache.exists() and not cache.is_dir():
         raise SpecReplayError(f"--dir {cache}: not a directory")

@@ -8,7 +8,6 @@ from collections import Counter
 
 import numpy as np
 
-from ..atomic import atomic_path
 from ..batch import BatchResult
 from .options import JSON_LINES_HELP, add_dump_input, add_no_progress, add_output
 from .cmd_replay import add_dump_options, options_from_args, parse_key
@@ -43,13 +42,6 @@ examples:
 
 Checks packed.json's meta_sha256 and fields, every array file's size and .npy header, every
 block's CRC-32 and every file's sha256, and the copied manifest.json/config.json.
-"""
-
-VERIFY_EPILOG = """\
-example:
-  specreplay verify-pack runs/big.run          # after copying a run, or before trusting an old one
-
-Exit status: 0 every array matches packed.json; 1 some do not (each listed on stderr); 2 on errors.
 """
 
 BATCH_EPILOG = """\
@@ -154,7 +146,7 @@ def _verify(path: str) -> int:
     return 0
 
 
-def run_verify(args: argparse.Namespace) -> int:
+def run_verify_pack(args: argparse.Namespace) -> int:
     return _verify(args.run)
 
 
@@ -189,7 +181,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_dump_input(v, "run", help="packed run directory (made by specreplay pack)")
-    v.set_defaults(func=run_verify)
+    v.set_defaults(func=run_verify_pack)
 
     b = sub.add_parser(
         "batch",

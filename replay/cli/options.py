@@ -15,6 +15,10 @@ from __future__ import annotations
 import argparse
 from typing import Callable, Sequence
 
+# The exit-status contract of every command (replay.cli.main keeps it).
+EXIT_OK, EXIT_SKIPPED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+DEBUG_ENV = "SPECREPLAY_DEBUG"  # set (not 0) to print an error's traceback, as --debug
+
 DUMP = "DUMP"  # the one name of a dump directory or packed run, in every command's usage line
 DUMP_HELP = "dump directory, or a packed run (specreplay pack)"
 JSON_LINES_HELP = "print JSON Lines, one round per line"

@@ -1,0 +1,90 @@
+"""The ``specreplay`` parser: one subcommand per handler of the command modules, and dispatch.
+
+Each module in COMMAND_MODULES exposes ``register(subparsers)``; a command's parser sets
+``func`` (args -> exit code), named ``run_<command>`` (tests/test_cli_conventions.py). Modules
+that need torch import it inside ``func``, so ``--help`` and the offline commands never load it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ..version import package_version
+from .options import DEBUG_ENV, EXIT_ERROR, EXIT_OK, HelpFormatter
+
+COMMAND_MODULES = (
+    "replay.cli.cmd_replay",
+    "replay.cli.cmd_scale",
+    "replay.cli.cmd_analysis",
+    "replay.cli.cmd_recommend",
+    "replay.cli.cmd_live",
+    "replay.cli.cmd_models",
+)
+
+
+MAIN_EPILOG = """\
+examples:
+  specreplay replay sample_dumps/article_round       # start here: one round's tree and accepted path
+  specreplay stats sample_dumps/synthetic_article
+  specreplay COMMAND --help                          # each command's options, defaults and examples
+
+Conventions: DUMP is a dump directory or a packed run; -o/--output names what a command writes;
+--json prints one JSON object or JSON Lines (each command's help says which); --no-progress turns
+off the progress bars, which are drawn only when stderr is a terminal.
+Exit status: 0 all input used, 1 some input skipped (each listed on stderr), 2 error (one line on
+stderr; --debug or SPECREPLAY_DEBUG=1 adds the traceback), 130 interrupted.
+"""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with usage errors on one line (exit 2): the CLI's error contract holds for them too.
+
+    Every command's help is formatted alike (replay.cli.options.HelpFormatter: epilogs as written,
+    defaults shown), whichever of argparse's two plain formatters a command module names.
+    """
+
+    def __init__(self, *args, **kwargs):
+        if kwargs.get("formatter_class") in (None, argparse.HelpFormatter, argparse.RawDescriptionHelpFormatter):
+            kwargs["formatter_class"] = HelpFormatter
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="specreplay",
+        description="Replay, analyse and regenerate tree speculative decoding dumps.",
+        epilog=MAIN_EPILOG,
+    )
+    parser.add_argument("--version", action=VersionAction, help="print the version and exit")
+    parser.add_argument("--debug", action="store_true", help=f"print the traceback of an error (also: {DEBUG_ENV}=1)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # subparsers inherit OneLineParser
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+class VersionAction(argparse.Action):
+    """``--version``: looked up only when asked (package metadata is a directory scan)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"specreplay {package_version()}")
+        parser.exit(EXIT_OK)
+
+
+def dispatch(argv: list[str]) -> int:
+    """Parse ``argv`` and run its command's handler; its return value is the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        print("specreplay: error: no command given (see the list above)", file=sys.stderr)
+        return EXIT_ERROR
+    return int(args.func(args) or 0)
