@@ -270,5 +270,3 @@ def generate_funnels(text: str, option: str = "--generate") -> list[TreeConfig]:
                         out.append(cfg)
     return out
 
-
-parse_grid = generate_funnels  # the generator's old name (compare --grid's old spelling), kept importable

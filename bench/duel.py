@@ -55,7 +55,7 @@ TARGET_HF = "target-only (HF generate)"
 
 
 @dataclass(frozen=True)
-class Run:
+class DuelRun:
     method: str
     prompt: int
     repeat: int
@@ -72,9 +72,9 @@ class Run:
     draft_forwards: int = 0
 
 
-def generation_run(method: str, prompt: int, repeat: int, g: Generation) -> Run:
+def generation_run(method: str, prompt: int, repeat: int, g: Generation) -> DuelRun:
     r = g.rounds
-    return Run(
+    return DuelRun(
         method, prompt, repeat, g.output_ids, g.total_s, g.prefill_s, len(r), sum(x.accepted_length for x in r),
         sum(x.draft_time_s for x in r), sum(x.verify_time_s for x in r), sum(x.draft_steps for x in r),
         sum(x.num_nodes for x in r), g.target_forwards,
@@ -82,14 +82,14 @@ def generation_run(method: str, prompt: int, repeat: int, g: Generation) -> Run:
 
 
 class Bench:
-    """The methods of one dtype's session; every call's Run is kept by (method, prompt, repeat)."""
+    """The methods of one dtype's session; every call's DuelRun is kept by (method, prompt, repeat)."""
 
     def __init__(self, draft: LiveModel, target: LiveModel, prompts: Sequence[Sequence[int]], max_new_tokens: int, log=None):
         self.draft, self.target, self.prompts, self.n = draft, target, [list(p) for p in prompts], max_new_tokens
-        self.runs: dict[tuple[str, int, int], Run] = {}
+        self.runs: dict[tuple[str, int, int], DuelRun] = {}
         self.log = log
 
-    def _keep(self, run: Run) -> int:
+    def _keep(self, run: DuelRun) -> int:
         self.runs[(run.method, run.prompt, run.repeat)] = run
         if self.log is not None:
             self.log(f"    pass {run.repeat} prompt {run.prompt} {run.method}: {len(run.output_ids)} tokens in {run.seconds:.1f} s")
@@ -138,11 +138,11 @@ class Bench:
                     h.remove()
             output = tuple(out[0, x.shape[1]:].tolist())
             if assisted is None:
-                return self._keep(Run(name, i, rep, output, seconds, target_forwards=calls["target"]))
+                return self._keep(DuelRun(name, i, rep, output, seconds, target_forwards=calls["target"]))
             # Assisted generation has no separate prefill: every target forward verifies one chain
             # and commits accepted + 1 tokens, so accepted = tokens - forwards.
             f = calls["target"]
-            return self._keep(Run(name, i, rep, output, seconds, rounds=f, accepted=len(output) - f, target_forwards=f, draft_forwards=calls["draft"]))
+            return self._keep(DuelRun(name, i, rep, output, seconds, rounds=f, accepted=len(output) - f, target_forwards=f, draft_forwards=calls["draft"]))
 
         return run
 

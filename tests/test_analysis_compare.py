@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from analysis.compare import compare_configs, compare_display, format_bounds, generate_funnels, parse_config_arg, parse_grid
+from analysis.compare import compare_configs, compare_display, format_bounds, generate_funnels, parse_config_arg
 from analysis.costmodel import CostModel
 from analysis.gamma_strategies import next_gamma, simulate_strategies, simulate_strategy, outcomes_by_gamma
 from analysis.subtree import truncated
@@ -169,7 +169,7 @@ def test_generate_funnels():
     with pytest.raises(SpecReplayError, match="--generate"):
         generate_funnels("depth=3")
     with pytest.raises(SpecReplayError, match="--grid"):
-        parse_grid("depth=3", "--grid")  # the old name, used for compare --grid's old spelling
+        generate_funnels("depth=3", "--grid")  # compare --grid's old spelling names its option
 
 
 def test_recorded_config_row_equals_replay_even_with_a_threshold_in_its_config():

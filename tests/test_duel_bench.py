@@ -37,13 +37,13 @@ def test_ceilings_follow_from_the_measured_costs():
 
 def test_identity_is_judged_against_target_only_greedy_of_the_same_prompt():
     duel = load_duel()
-    ref = duel.Run(duel.TARGET_HARNESS, 0, 0, (1, 2, 3, 4), 1.0)
+    ref = duel.DuelRun(duel.TARGET_HARNESS, 0, 0, (1, 2, 3, 4), 1.0)
     runs = {
         (ref.method, 0, 0): ref,
-        ("a", 0, 0): duel.Run("a", 0, 0, (1, 2, 3, 4), 1.0),
-        ("hf", 0, 0): duel.Run("hf", 0, 0, (1, 2), 1.0),  # stopped at EOS: a prefix is fine
-        ("b", 0, 0): duel.Run("b", 0, 0, (1, 2, 4, 3), 1.0),
-        ("c", 0, 0): duel.Run("c", 0, 0, (), 1.0),
+        ("a", 0, 0): duel.DuelRun("a", 0, 0, (1, 2, 3, 4), 1.0),
+        ("hf", 0, 0): duel.DuelRun("hf", 0, 0, (1, 2), 1.0),  # stopped at EOS: a prefix is fine
+        ("b", 0, 0): duel.DuelRun("b", 0, 0, (1, 2, 4, 3), 1.0),
+        ("c", 0, 0): duel.DuelRun("c", 0, 0, (), 1.0),
     }
     assert duel.identical(runs, "a") and duel.identical(runs, "hf")
     assert not duel.identical(runs, "b") and not duel.identical(runs, "c") and not duel.identical(runs, "missing")

@@ -14,7 +14,7 @@ from tests.live_fixtures import live_qwen_pair  # noqa: F401
 
 from replay.acceptance import accept_greedy, target_top1_per_node
 from replay.config import TreeConfig, parse_config
-from replay.live.dumps import KEY_STRIDE, run_manifest, staged_output_dir, write_run_manifest
+from replay.live.dumps import LIVE_KEY_STRIDE, run_manifest, staged_output_dir, write_run_manifest
 from replay.live.errors import OutputDirError
 from replay.live.generate import DecodeOptions
 from replay.live.run import run_speculative, summarize
@@ -116,7 +116,7 @@ def test_rounds_chain_into_the_outputs_and_keys_follow_the_rule(dump):
         assert committed[: len(seq["output_ids"])] == seq["output_ids"]
         pos = len(seq["prompt_ids"]) - 1
         for r in rounds:
-            assert r["key"] == [pos, pos + s * KEY_STRIDE]
+            assert r["key"] == [pos, pos + s * LIVE_KEY_STRIDE]
             pos += len(r["committed_tokens"])
 
 

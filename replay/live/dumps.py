@@ -4,7 +4,7 @@ A run is written into a fresh hidden directory beside ``--out`` and renamed into
 finishes (``staged_output_dir``): ``--out`` never holds two runs, nor half of one.
 
 Round key: ``a`` = position of the root token in its sequence (0-based, prompt included),
-``b = a + sequence_index * KEY_STRIDE``. Step 0 is named one position earlier (step0_offset 1),
+``b = a + sequence_index * LIVE_KEY_STRIDE``. Step 0 is named one position earlier (step0_offset 1),
 like the engine's files. Every file is written atomically.
 """
 
@@ -21,27 +21,27 @@ from ..config import TreeConfig
 from ..dumpwrite import StepRecord, write_manifest, write_round
 from .draft import DraftedTree
 from .errors import OutputDirError
-from .generate import SEED_RULE, Generation, RoundHook, RoundResult
+from .generate import SEED_RULE, Generation, RoundHook, LiveRound
 from .verify import Verification
 
-KEY_STRIDE = 1_000_000
+LIVE_KEY_STRIDE = 1_000_000
 STEP0_OFFSET = 1
 KEY_RULE = (
     "a = position of the round's root token in its sequence (0-based, prompt included); "
-    f"b = a + sequence_index * {KEY_STRIDE}; draft_step_0 is named (a - 1, b - 1)"
+    f"b = a + sequence_index * {LIVE_KEY_STRIDE}; draft_step_0 is named (a - 1, b - 1)"
 )
 
 
 def round_key(root_pos: int, sequence_index: int) -> tuple[int, int]:
     if root_pos < 1:
         raise ValueError("dumps need prompts of at least 2 tokens (step 0's file is named at root position - 1)")
-    return root_pos, root_pos + sequence_index * KEY_STRIDE
+    return root_pos, root_pos + sequence_index * LIVE_KEY_STRIDE
 
 
 def round_writer(out_dir: str | Path, sequence_index: int) -> RoundHook:
     """A hook for ``speculative_generate`` that writes each round's draft_step_* and validate_* files."""
 
-    def write(rnd: RoundResult, drafted: DraftedTree, ver: Verification) -> None:
+    def write(rnd: LiveRound, drafted: DraftedTree, ver: Verification) -> None:
         if ver.validate is None:
             raise ValueError("round has no validate matrix: run speculative_generate with record=True to write dumps")
         write_round(out_dir, round_key(rnd.root_pos, sequence_index), drafted.steps, ver.validate, STEP0_OFFSET)
@@ -57,7 +57,7 @@ class RoundBuffer:
         self._rounds: list[tuple[tuple[int, int], tuple[StepRecord, ...], StepRecord]] = []
 
     def hook(self, sequence_index: int) -> RoundHook:
-        def keep(rnd: RoundResult, drafted: DraftedTree, ver: Verification) -> None:
+        def keep(rnd: LiveRound, drafted: DraftedTree, ver: Verification) -> None:
             self._rounds.append((round_key(rnd.root_pos, sequence_index), tuple(drafted.steps), ver.validate))
 
         return keep
@@ -67,7 +67,7 @@ class RoundBuffer:
             write_round(out_dir, key, steps, validate, STEP0_OFFSET)
 
 
-def round_entry(rnd: RoundResult, sequence_index: int) -> dict[str, Any]:
+def round_entry(rnd: LiveRound, sequence_index: int) -> dict[str, Any]:
     return {
         "key": list(round_key(rnd.root_pos, sequence_index)),
         "sequence": sequence_index,

@@ -23,7 +23,7 @@ from .scores import greedy_token
 from .verify import Verification, accept_verified_greedy, target_keep_indices, verify_tree
 
 AcceptRule = Callable[[Tree, Verification], Acceptance]
-RoundHook = Callable[["RoundResult", DraftedTree, Verification], None]
+RoundHook = Callable[["LiveRound", DraftedTree, Verification], None]
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class DecodeOptions:
 
 
 @dataclass(frozen=True)
-class RoundResult:
+class LiveRound:
     root_pos: int  # position of the root token in its sequence (prompt included)
     root_token: int
     num_nodes: int  # draft nodes verified, root excluded
@@ -56,7 +56,7 @@ class RoundResult:
 class Generation:
     prompt_ids: tuple[int, ...]
     output_ids: tuple[int, ...]  # without the prompt, cut at max_new_tokens / after EOS
-    rounds: tuple[RoundResult, ...]  # empty for target-only decoding
+    rounds: tuple[LiveRound, ...]  # empty for target-only decoding
     target_forwards: int  # decoding forwards (prefill excluded)
     prefill_s: float
     total_s: float  # prefill and decoding; time spent in on_round hooks (dump writing) excluded
@@ -106,7 +106,7 @@ def speculative_generate(
     tcache, dcache = _cache(target, capacity), _cache(draft, capacity)
     prefill_s = _prefill(target, tcache, prompt_ids)
     tokens = list(prompt_ids)
-    rounds: list[RoundResult] = []
+    rounds: list[LiveRound] = []
     hook_s = 0.0  # dump writing is not decoding: keep it out of tokens/s
     while not _finished(tokens, len(prompt_ids), options):
         rnd, drafted, ver = _round(draft, target, dcache, tcache, tokens, config, accept, record_k, record)
@@ -120,7 +120,7 @@ def speculative_generate(
     return Generation(tuple(prompt_ids), output, tuple(rounds), len(rounds), prefill_s, _now(target.device) - start - hook_s)
 
 
-def _round(draft, target, dcache, tcache, tokens, config, accept, record_k, record) -> tuple[RoundResult, DraftedTree, Verification]:
+def _round(draft, target, dcache, tcache, tokens, config, accept, record_k, record) -> tuple[LiveRound, DraftedTree, Verification]:
     root_pos = len(tokens) - 1
     drafted, draft_s = timed_call(draft.device, lambda: draft_tree(draft, dcache, tokens, config, record_k))
 
@@ -132,7 +132,7 @@ def _round(draft, target, dcache, tcache, tokens, config, accept, record_k, reco
 
     (ver, acc), verify_s = timed_call(target.device, verify_and_accept)
     keep_cache_entries(dcache, draft_keep_indices(drafted, root_pos, acc.accepted_nodes))
-    rnd = RoundResult(
+    rnd = LiveRound(
         root_pos, tokens[-1], drafted.tree.num_nodes, len(drafted.steps), acc.accepted_nodes,
         acc.bonus_token, acc.committed_tokens, draft_s, verify_s,
     )

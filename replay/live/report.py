@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .run import Comparison, RunSummary
+from .run import BaselineComparison, RunSummary
 from .timing import Timing
 
 
-def format_summary(summary: RunSummary, comparison: Comparison | None = None, timing: Timing | None = None) -> str:
+def format_summary(summary: RunSummary, comparison: BaselineComparison | None = None, timing: Timing | None = None) -> str:
     lines = [
         f"sequences:              {summary.sequences}",
         f"new tokens:             {summary.new_tokens}",

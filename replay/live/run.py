@@ -43,7 +43,7 @@ class RunSummary:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class BaselineComparison:
     baseline: RunSummary
     speedup: float  # tokens/s speculative over tokens/s target-only (median of per-pass ratios)
     identical: bool | None  # outputs equal token for token; None when sampling (not comparable)
@@ -61,7 +61,7 @@ class TimedRun:
     def summary(self) -> RunSummary:
         return summarize(self.generations, self.timing, SPECULATIVE)
 
-    def comparison(self, temperature: float) -> Comparison | None:
+    def comparison(self, temperature: float) -> BaselineComparison | None:
         if self.baseline is None:
             return None
         return compare(self.generations, self.baseline, temperature, self.timing)
@@ -205,15 +205,15 @@ def summarize(generations: Sequence[Generation], timing: Timing | None = None, m
 
 def compare(
     speculative: Sequence[Generation], baseline: Sequence[Generation], temperature: float, timing: Timing | None = None
-) -> Comparison:
+) -> BaselineComparison:
     """Speedup and identity; with ``timing`` the speedup is the median of per-pass ratios."""
     identical = None if temperature > 0 else all(a.output_ids == b.output_ids for a, b in zip(speculative, baseline))
     if timing is not None:
         ratio = timing.ratio(SPECULATIVE, TARGET_ONLY)
-        return Comparison(summarize(baseline, timing, TARGET_ONLY), ratio.median, identical, ratio.min, ratio.max)
+        return BaselineComparison(summarize(baseline, timing, TARGET_ONLY), ratio.median, identical, ratio.min, ratio.max)
     spec, base = summarize(speculative), summarize(baseline)
     speedup = spec.tokens_per_s / base.tokens_per_s if base.tokens_per_s > 0 else 0.0
-    return Comparison(base, speedup, identical)
+    return BaselineComparison(base, speedup, identical)
 
 
 def save_run_manifest(
@@ -223,7 +223,7 @@ def save_run_manifest(
     target: LiveModel,
     options: DecodeOptions,
     generations: Sequence[Generation],
-    comparison: Comparison | None = None,
+    comparison: BaselineComparison | None = None,
     timing: Timing | None = None,
     extra: dict | None = None,
 ) -> Path:

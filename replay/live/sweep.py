@@ -25,7 +25,7 @@ from .costs import measure_cost_curve, write_cost_curve
 from .generate import DecodeOptions
 from .grid import config_name
 from .models import LiveModel
-from .run import Comparison, Progress, TimedRun, run_timed, save_run_manifest
+from .run import BaselineComparison, Progress, TimedRun, run_timed, save_run_manifest
 from .sweepdir import (
     COMMITTED, COST_CURVE_FILE, DUPLICATE, KEPT, ROW_FILE, SweepResult, claim, dumps_dir, is_finished, new_session, settings, write_table,
 )
@@ -103,7 +103,7 @@ def run_config(
         return COMMITTED if commit(stage) else DUPLICATE
 
 
-def sweep_row(config: TreeConfig, timed: TimedRun, comparison: Comparison, where: dict[str, str]) -> dict[str, Any]:
+def sweep_row(config: TreeConfig, timed: TimedRun, comparison: BaselineComparison, where: dict[str, str]) -> dict[str, Any]:
     """The config's row of the results table (OUTCOME_COLUMNS first, then timing, then where it ran)."""
     s, base, timing = timed.summary, comparison.baseline, timed.timing
     return {
