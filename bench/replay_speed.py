@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from replay.batch import default_workers, replay_batch, replay_batches
+from replay.batch import replay_batch, replay_batches
+from replay.parallel import default_workers
 from replay.batch_synth import SynthSpec, synth_batch, synth_run
 from replay.config import TreeConfig
 from replay.fastread import ReadOptions, read_directory

@@ -17,8 +17,6 @@ ns per round for a max over 6 slots).
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from typing import Callable, Iterable, Mapping, Sequence
@@ -27,6 +25,7 @@ import numpy as np
 
 from .config import TREE_DYNAMIC, TreeConfig
 from .matrix_io import DumpMatrix
+from .parallel import default_workers, ordered_map  # noqa: F401  (default_workers re-exported)
 from .records import shape_text
 from .rounds import Round
 from .selection import (
@@ -679,17 +678,8 @@ def _chunks(n: int, size: int) -> list[tuple[int, int]]:
 
 def _run_chunks(n: int, chunk: int, workers: int, fn: Callable[[int, int], None]) -> None:
     spans = _chunks(n, chunk)
-    if workers <= 1 or len(spans) <= 1:
-        for lo, hi in spans:
-            fn(lo, hi)
-        return
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for fut in [pool.submit(fn, lo, hi) for lo, hi in spans]:
-            fut.result()
-
-
-def default_workers() -> int:
-    return max(1, min(2, os.cpu_count() or 1))
+    for _ in ordered_map(lambda span: fn(*span), spans, min(workers, len(spans))):
+        pass
 
 
 def _replay_fixed(batch: RoundBatch, shape: TreeShape, static: bool, gamma: int, workers: int, chunk: int) -> BatchResult:

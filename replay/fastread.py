@@ -9,11 +9,7 @@ chunk size, not to the directory. A tqdm bar on stderr counts files and rounds.
 
 from __future__ import annotations
 
-import os
 import sys
-from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
@@ -24,6 +20,7 @@ from .roundbatch import MatrixStack, RoundBatch, SourceNames
 from .errors import DumpError
 from .grouping import Grouping, Key, RoundFiles, Skipped
 from .matrix_io import SCORE_AUTO, DumpMatrix, RawSpec
+from .parallel import WorkerDiedError, ordered_map, resolve_workers
 from .rounds import Round, load_round
 from .vocab import PAD_TOKEN
 
@@ -182,7 +179,7 @@ def iter_read_chunks(
     At most ``2 * workers`` chunks are in flight, so a slow consumer (the pack writer) bounds memory.
     """
     directory = str(Path(directory))
-    workers = max(1, min(os.cpu_count() or 1, 2)) if workers is None else max(1, workers)
+    workers = resolve_workers(workers)
     # Small directories still get a few chunks per worker, so both cores share the work.
     chunk_rounds = max(8, min(chunk_rounds, -(-len(items) // (4 * workers))))
     tasks = [(directory, items[i : i + chunk_rounds], opts) for i in range(0, len(items), chunk_rounds)]
@@ -190,12 +187,12 @@ def iter_read_chunks(
     bar = _progress_bar(total_files, progress)
     rounds = 0
     try:
-        for chunk in _ordered_map(_read_task, tasks, workers):
+        for chunk in ordered_map(_read_task, tasks, min(workers, len(tasks)), processes=True):
             rounds += chunk.rounds
             bar.update(chunk.files)
             bar.set_postfix_str(f"{rounds} rounds", refresh=False)
             yield chunk
-    except BrokenProcessPool:
+    except WorkerDiedError:
         raise DumpError(
             directory, "a reader process died (killed, e.g. out of memory) while reading; --workers 1 reads in this process"
         ) from None
@@ -207,26 +204,6 @@ def _progress_bar(total: int, enabled: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, unit="file", desc="reading", file=sys.stderr, disable=not enabled, dynamic_ncols=True, mininterval=0.5)
-
-
-def _ordered_map(fn, tasks: list, workers: int) -> Iterator:
-    """fn over tasks, results in task order, a bounded window of tasks in flight."""
-    if workers <= 1 or len(tasks) <= 1:
-        for t in tasks:
-            yield fn(t)
-        return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        window: deque[Future] = deque()
-        it = iter(tasks)
-        for t in it:
-            window.append(pool.submit(fn, t))
-            if len(window) >= 2 * workers:
-                break
-        for t in it:
-            yield window.popleft().result()
-            window.append(pool.submit(fn, t))
-        while window:
-            yield window.popleft().result()
 
 
 def read_directory(

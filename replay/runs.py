@@ -11,21 +11,20 @@ here) is the reference ``replay_directory`` on a packed run.
 from __future__ import annotations
 
 import time
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
 
-from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, default_workers, empty_result, replay_batch
+from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
 from .config import SpecConfig, TreeConfig
 from .errors import DumpError, SpecReplayError
 from .fastread import ReadOptions, iter_read_chunks, plan_items
 from .grouping import Grouping, Key, Skipped, group_directory
 from .manifest import Manifest, check_manifest_rounds
 from .packed import PackedBlockError, PackedRun, is_packed_run
+from .parallel import ordered_map, resolve_workers
 from .replayer import DirectoryReplay, ReplayOptions, RoundResult, config_notes, open_packed, replay_packed, replay_round, resolve_options  # noqa: F401  (replay_packed re-exported)
 
 
@@ -165,7 +164,7 @@ def iter_run_results(
     aggregates replays a run larger than RAM in the memory of a few blocks (packed runs are
     memory-mapped).
     """
-    workers = default_workers() if workers is None else max(1, workers)
+    workers = resolve_workers(workers)
 
     def work(loader: Callable[[], Chunk]):
         batches, unreadable = loader()
@@ -175,25 +174,10 @@ def iter_run_results(
             done.append((res, explain_rejections(b, res, run.tree)))
         return unreadable, done
 
-    for unreadable, done in _thread_map(work, run.chunks(workers, progress), workers):
+    for unreadable, done in ordered_map(work, run.chunks(workers, progress), workers):
         if unreadable:
             yield empty_result(run.tree.gamma), list(unreadable)
         yield from done
-
-
-def _thread_map(fn, items: Iterator, workers: int) -> Iterator:
-    """fn over items on a thread pool, results in order, at most 2 * workers items in flight."""
-    if workers <= 1:
-        yield from map(fn, items)
-        return
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        window: deque = deque()
-        for item in items:
-            window.append(pool.submit(fn, item))
-            if len(window) >= 2 * workers:
-                yield window.popleft().result()
-        while window:
-            yield window.popleft().result()
 
 
 def _check_unique_ordinals(run: Run, result: BatchResult) -> None:
