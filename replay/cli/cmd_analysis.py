@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from replay.atomic import atomic_path
-from .options import JSON_OBJECT_HELP, add_dump_input, add_no_progress, add_output
+from .options import JSON_OBJECT_HELP, add_command, add_dump_input, add_no_progress, add_output
 from .cmd_replay import add_dump_options, options_from_args
 from replay.errors import SpecReplayError
 from replay.pathcheck import input_file_or_json, output_dir, output_file
@@ -443,31 +443,28 @@ def _add_compare_options(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    fmt = argparse.RawDescriptionHelpFormatter
-    p = sub.add_parser("stats", help="acceptance metrics tables of one or more dump directories",
-                       description="Per-round and per-node tables and the metrics built on them.", epilog=STATS_EPILOG, formatter_class=fmt)
+    p = add_command(sub, "stats", run_stats, help="acceptance metrics tables of one or more dump directories",
+                    description="Per-round and per-node tables and the metrics built on them.", epilog=STATS_EPILOG)
     _add_common(p)
     p.add_argument("--table", choices=TABLE_NAMES, help="print only this table")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help=JSON_OBJECT_HELP + ": every table by name (with --table: that table's rows, one JSON array)")
     out.add_argument("--csv", action="store_true", help="CSV output (the summary, or --table)")
     add_output(p, output_dir, "also write every table as CSV and Parquet into DIR", dest="export", metavar="DIR", aliases=["--export"])
-    p.set_defaults(func=run_stats)
 
-    p = sub.add_parser("plot", help="acceptance plots (PNG and SVG)", description="Draw every acceptance plot.",
-                       epilog=PLOT_EPILOG, formatter_class=fmt)
+    p = add_command(sub, "plot", run_plot, help="acceptance plots (PNG and SVG)", description="Draw every acceptance plot.",
+                    epilog=PLOT_EPILOG)
     _add_common(p)
     add_output(p, output_dir, "output directory", dest="output", metavar="DIR", required=True)
     p.add_argument("--format", nargs="+", choices=("png", "svg"), help="image formats (default: both)")
     p.add_argument("--tokenizer", help="tokenizer.json (or a model directory) for token text on the round picture")
     p.add_argument("--round", "--show-round", dest="show_round", type=_parse_key,
                    help="round to draw, as A_B (default: a typical failing round, docs/analysis.md)")
-    p.set_defaults(func=run_plot)
 
-    p = sub.add_parser("compare", help="compare tree configs offline on recorded dumps",
-                       description="Replay other tree configs exactly on recorded rounds; report nodes, mean accepted "
-                       "length, engine block efficiency and modelled speedup, with bounds where the dump cannot decide.",
-                       epilog=COMPARE_EPILOG, formatter_class=fmt)
+    p = add_command(sub, "compare", run_compare, help="compare tree configs offline on recorded dumps",
+                    description="Replay other tree configs exactly on recorded rounds; report nodes, mean accepted "
+                    "length, engine block efficiency and modelled speedup, with bounds where the dump cannot decide.",
+                    epilog=COMPARE_EPILOG)
     _add_common(p)
     _add_compare_options(p)
     p.add_argument("--contained", action="store_true", help="add every config contained in the recorded one")
@@ -479,11 +476,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help=JSON_OBJECT_HELP + " (cost model, configs, gamma strategies)")
     out.add_argument("--csv", action="store_true", help="CSV output")
-    p.set_defaults(func=run_compare)
 
-    p = sub.add_parser("report", help="self-contained HTML report with every table and plot",
-                       description="Write a self-contained HTML page (images embedded) with configs, metrics, plots, "
-                       "offline config comparison, dynamic-gamma strategies and the tree-shape recommendation.", epilog=REPORT_EPILOG, formatter_class=fmt)
+    p = add_command(sub, "report", run_report, help="self-contained HTML report with every table and plot",
+                    description="Write a self-contained HTML page (images embedded) with configs, metrics, plots, "
+                    "offline config comparison, dynamic-gamma strategies and the tree-shape recommendation.", epilog=REPORT_EPILOG)
     _add_common(p)
     _add_compare_options(p)
     add_output(p, output_dir, "output directory (index.html, tables/)", dest="output", metavar="DIR", required=True)
@@ -495,4 +491,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-depth", type=int, default=None, help="tree-shape recommendation: maximum gamma (default: the recorded gamma)")
     p.add_argument("--round", dest="show_round", type=_parse_key,
                    help="round to draw per run, as A_B (default: a typical failing round, docs/analysis.md)")
-    p.set_defaults(func=run_report)

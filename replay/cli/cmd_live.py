@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .options import add_no_progress, add_output
+from .options import add_command, add_no_progress, add_output
 from ..pathcheck import input_file, output_dir, output_file
 from ..live.extras import require_live_packages
 from ..progress import progress_bar, progress_enabled
@@ -64,9 +64,8 @@ COST_EXAMPLE = """example:
 
 
 def register(subparsers) -> None:
-    fmt = argparse.RawDescriptionHelpFormatter
-    gen = subparsers.add_parser(
-        "generate", help="run tree speculative decoding live and write a dump", epilog=GENERATE_EXAMPLE, formatter_class=fmt,
+    gen = add_command(
+        subparsers, "generate", run_generate, help="run tree speculative decoding live and write a dump", epilog=GENERATE_EXAMPLE,
         description="Decode the prompts with a real draft and target model: the draft builds each round's tree, "
         "the target verifies it in one forward, and every round is written as a dump (draft_step_*, validate_*, "
         "manifest.json with outputs and timings) that every offline command reads.",
@@ -90,10 +89,9 @@ def register(subparsers) -> None:
     gen.add_argument("--baseline", action="store_true", help="also run target-only decoding: speedup, identical outputs")
     _repeats_arg(gen)
     add_no_progress(gen)
-    gen.set_defaults(func=run_generate)
 
-    sw = subparsers.add_parser(
-        "sweep", help="run many tree configs live: table, plots, resumable", epilog=SWEEP_EXAMPLE, formatter_class=fmt,
+    sw = add_command(
+        subparsers, "sweep", run_sweep, help="run many tree configs live: table, plots, resumable", epilog=SWEEP_EXAMPLE,
         description="Decode the same prompts with each tree config in turn (models loaded once) and write one "
         "results row per config (accepted length, block efficiency, tokens/s, speedup), the results table, "
         "Pareto plots and a cost curve; an interrupted sweep resumes where it stopped.",
@@ -114,10 +112,9 @@ def register(subparsers) -> None:
     where.add_argument("--workers", type=int, help="start a local Dask cluster of N worker processes (one per device) and run on it")
     sw.add_argument("--devices", help="one device per local worker, comma separated (cuda:0,cuda:1); starts len(devices) workers")
     add_no_progress(sw)
-    sw.set_defaults(func=run_sweep)
 
-    cc = subparsers.add_parser(
-        "cost-curve", help="time one target forward against tokens verified", epilog=COST_EXAMPLE, formatter_class=fmt,
+    cc = add_command(
+        subparsers, "cost-curve", run_cost_curve, help="time one target forward against tokens verified", epilog=COST_EXAMPLE,
         description="Time one target forward (and, with a draft, one draft step) against the number of tokens "
         "verified at once, on a cache of --prefix committed tokens, and write the curve as JSON: the cost model "
         "of compare, report and recommend (--cost).",
@@ -138,7 +135,6 @@ def register(subparsers) -> None:
         help="timed passes after a warm-up, the sizes' order rotated per pass; median, min and max kept",
     )
     add_output(cc, output_file, "where to write the cost curve JSON", dest="out", metavar="FILE", required=True, aliases=["--out"])
-    cc.set_defaults(func=run_cost_curve)
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:

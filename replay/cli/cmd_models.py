@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .options import add_no_progress
+from .options import add_command, add_no_progress
 from ..errors import SpecReplayError
 from ..pathcheck import output_dir
 from ..progress import progress_bar, progress_enabled
@@ -42,15 +42,13 @@ example:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    models = subparsers.add_parser(
-        "models",
+    models = add_command(
+        subparsers, "models", lambda args: print_help(models),
         help="fetch and list the official draft/target model pair (GGUF)",
         description="Fetch and list the official draft/target model pair (Qwen2.5-Coder GGUF, Apache-2.0).",
         epilog=FETCH_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = models.add_subparsers(dest="models_command", metavar="SUBCOMMAND")
-    models.set_defaults(func=lambda args: print_help(models))
     add_fetch(sub)
     add_list(sub)
 
@@ -66,12 +64,11 @@ def add_dir_option(parser: argparse.ArgumentParser, writes: bool) -> None:
 
 
 def add_fetch(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "fetch",
+    parser = add_command(
+        sub, "fetch", run_models_fetch,
         help="download, assemble and verify the draft/target pair",
         description="Download, assemble and verify the draft/target GGUF pair.",
         epilog=FETCH_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_dir_option(parser, writes=True)
     parser.add_argument(
@@ -80,19 +77,16 @@ def add_fetch(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--only", choices=sorted(MODELS), metavar="NAME", help="fetch one model of the pair")
     parser.add_argument("--verify", action="store_true", help="re-hash cached files instead of trusting their .sha256")
     add_no_progress(parser)
-    parser.set_defaults(func=run_models_fetch)
 
 
 def add_list(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "list",
+    parser = add_command(
+        sub, "list", run_models_list,
         help="show the known models, which are cached, and their sizes",
         description="Show the known models, which are cached (size + recorded sha256), and where.",
         epilog=LIST_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_dir_option(parser, writes=False)
-    parser.set_defaults(func=run_models_list)
 
 
 def print_help(parser: argparse.ArgumentParser) -> int:

@@ -8,7 +8,7 @@ import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from .options import JSON_OBJECT_HELP, add_dump_input, add_no_progress
+from .options import JSON_OBJECT_HELP, add_command, add_dump_input, add_no_progress
 from .cmd_replay import add_dump_options, options_from_args
 from replay.errors import SpecReplayError
 from replay.pathcheck import input_file_or_json
@@ -102,13 +102,12 @@ def run_recommend(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "recommend",
+    p = add_command(
+        sub, "recommend", run_recommend,
         help="recommend topKSpec/topHead for a node budget from measured acceptance",
         description="Estimate acceptance by depth and rank from replayed dumps, search the static tree shapes "
         "within a node budget exactly, and compare predicted with replayed block efficiency.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_dump_input(p, many=True, help="dump directories or packed runs (pooled)")
     p.add_argument("--budget", type=int, required=True, help="draft nodes per tree (root excluded)")
@@ -124,4 +123,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help=JSON_OBJECT_HELP)
     add_dump_options(p)
     add_no_progress(p)
-    p.set_defaults(func=run_recommend)

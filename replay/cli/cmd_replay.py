@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import JSON_LINES_HELP, add_dump_input, add_no_progress
+from .options import JSON_LINES_HELP, add_command, add_dump_input, add_no_progress
 from ..config_grammar import parse_spec
 from ..errors import SpecReplayError
 from ..grouping import parse_offset
@@ -97,13 +97,12 @@ def _replay_json(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "replay",
+    p = add_command(
+        sub, "replay", run_replay,
         help="rebuild every round's tree and replay greedy acceptance",
         description="Rebuild each round's draft tree from draft_step_* files and walk greedy acceptance "
         "against validate_* (one path, plus the bonus token when the dump has it).",
         epilog=REPLAY_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_dump_input(p)
     add_dump_options(p)
@@ -112,4 +111,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     shown.add_argument("--json", action="store_true", help=JSON_LINES_HELP)
     shown.add_argument("--summary", action="store_true", help="print only the summary, not every round's tree")
     add_no_progress(p)
-    p.set_defaults(func=run_replay)

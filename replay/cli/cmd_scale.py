@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 
 from ..batch import BatchResult
-from .options import JSON_LINES_HELP, add_dump_input, add_no_progress, add_output
+from .options import JSON_LINES_HELP, add_command, add_dump_input, add_no_progress, add_output
 from .cmd_replay import add_dump_options, options_from_args, parse_key
 from ..errors import SpecReplayError
 from ..grouping import parse_offset
@@ -151,14 +151,13 @@ def run_verify_pack(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "pack",
+    p = add_command(
+        sub, "pack", run_pack,
         help="pack a dump directory into one compact, checksummed file set",
         description="Read every round of a dump directory (in parallel, each file once) and write it as a packed "
         "run: a few column-major .npy arrays per matrix signature, packed.json with the reading options, "
         "skipped files and sha256 checksums, and copies of manifest.json/config.json.",
         epilog=PACK_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_dump_input(p, help="dump directory")
     add_output(p, output_dir, "packed run directory to create", dest="out", metavar="RUN", required=True, aliases=["--out"])
@@ -170,27 +169,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="replace an existing packed run at -o/--output")
     p.add_argument("--verify", action="store_true", help="re-read and check every checksum after packing")
     add_no_progress(p)
-    p.set_defaults(func=run_pack)
 
-    v = sub.add_parser(
-        "verify-pack",
+    v = add_command(
+        sub, "verify-pack", run_verify_pack,
         help="check a packed run against its checksums (exit 0 intact, 2 corrupt)",
         description="Check a packed run: packed.json's own sha256, the structure it describes, every block's "
         "CRC-32 and every file's sha256; print OK (exit 0) or list each problem (exit 2).",
         epilog=VERIFY_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_dump_input(v, "run", help="packed run directory (made by specreplay pack)")
-    v.set_defaults(func=run_verify_pack)
 
-    b = sub.add_parser(
-        "batch",
+    b = add_command(
+        sub, "batch", run_batch,
         help="replay a dump directory or packed run with the vectorised batch replay",
         description="Same rounds, outcomes and skipped list as `specreplay replay`, computed with numpy array "
         "operations (millions of rounds per second); prints the summary, or JSON Lines identical to "
         "`specreplay replay --json`, or a per-round table.",
         epilog=BATCH_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_dump_input(b)
     add_dump_options(b)
@@ -200,4 +195,3 @@ def register(sub: argparse._SubParsersAction) -> None:
                dest="table", metavar="FILE", aliases=["--table"])
     b.add_argument("--workers", type=int, default=None, help="reader processes and replay threads (default: up to 2)")
     add_no_progress(b)
-    b.set_defaults(func=run_batch)

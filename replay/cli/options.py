@@ -50,6 +50,16 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return text
 
 
+def add_command(
+    sub: argparse._SubParsersAction, name: str, func: Callable[[argparse.Namespace], int], *, help: str, description: str, epilog: str
+) -> argparse.ArgumentParser:
+    """One command: its line in the command list (``help``), its ``--help`` text (description,
+    then the epilog with its examples, as written) and its handler ``run_<name>``."""
+    p = sub.add_parser(name, help=help, description=description, epilog=epilog, formatter_class=HelpFormatter)
+    p.set_defaults(func=func)
+    return p
+
+
 def add_dump_input(p: argparse.ArgumentParser, dest: str = "dir", many: bool = False, help: str = DUMP_HELP) -> argparse.Action:
     """The positional input: ``DUMP``, or ``DUMP ...`` with ``many``."""
     return p.add_argument(dest, nargs="+" if many else None, metavar=DUMP, help=help)
