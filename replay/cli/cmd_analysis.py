@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from replay.atomic import atomic_path
-from .options import JSON_OBJECT_HELP, add_command, add_dump_input, add_no_progress, add_output
+from .options import JSON_OBJECT_HELP, add_command, add_dump_input, add_no_progress, add_output, print_skipped
 from .cmd_replay import add_dump_options, options_from_args
 from replay.errors import SpecReplayError
 from replay.pathcheck import input_file_or_json, output_dir, output_file
@@ -112,8 +112,7 @@ def _load(args):
 def _skipped_status(runs, args=None) -> int:
     """Exit status: 1 when rounds were skipped or runs left out (all listed on stderr), else 0."""
     for run in runs:
-        for s in run.replay.skipped:
-            print(f"specreplay: {run.label}: skipped {s.what}: {s.reason}", file=sys.stderr)
+        print_skipped(run.replay.skipped, run.label)
     left_out = getattr(args, "runs_left_out", 0) if args is not None else 0
     return 1 if left_out or any(run.replay.skipped for run in runs) else 0
 

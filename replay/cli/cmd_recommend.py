@@ -8,7 +8,7 @@ import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from .options import JSON_OBJECT_HELP, add_command, add_dump_input, add_no_progress
+from .options import JSON_OBJECT_HELP, add_command, add_dump_input, add_no_progress, print_skipped
 from .cmd_replay import add_dump_options, options_from_args
 from replay.errors import SpecReplayError
 from replay.pathcheck import input_file_or_json
@@ -96,8 +96,7 @@ def run_recommend(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(finite_json(recommendation_json(rec)), allow_nan=False) + "\n")
     else:
         sys.stdout.write("\n".join(render_recommendation(rec)) + "\n")
-    for sk in rec.skipped_items:
-        print(f"specreplay: skipped {sk.what}: {sk.reason}", file=sys.stderr)
+    print_skipped(rec.skipped_items)
     return 1 if rec.skipped_items or any(c.agree is False for c in rec.comparisons) else 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import JSON_LINES_HELP, add_command, add_dump_input, add_no_progress
+from .options import JSON_LINES_HELP, add_command, add_dump_input, add_no_progress, print_skipped
 from ..config_grammar import parse_spec
 from ..errors import SpecReplayError
 from ..grouping import parse_offset
@@ -91,8 +91,7 @@ def _replay_json(args: argparse.Namespace) -> int:
     """No trees to draw: the batch replay gives the same records (tests/test_batch_samples.py), faster."""
     rep = replay_run(args.dir, options_from_args(args), progress=progress_enabled(args.no_progress))
     write_json_lines(records_of_batch(rep.result), sys.stdout)
-    for s in rep.skipped:
-        print(f"specreplay: skipped {s.what}: {s.reason}", file=sys.stderr)
+    print_skipped(rep.skipped)
     return 1 if rep.skipped else 0
 
 

@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 
 from ..batch import BatchResult
-from .options import JSON_LINES_HELP, add_command, add_dump_input, add_no_progress, add_output
+from .options import JSON_LINES_HELP, add_command, add_dump_input, add_no_progress, add_output, print_skipped
 from .cmd_replay import add_dump_options, options_from_args, parse_key
 from ..errors import SpecReplayError
 from ..grouping import parse_offset
@@ -93,8 +93,7 @@ def run_batch(args: argparse.Namespace) -> int:
         _write_table(rep, args.table)
     if args.json:
         write_json_lines(records_of_batch(rep.result), out)
-        for s in rep.skipped:
-            print(f"specreplay: skipped {s.what}: {s.reason}", file=sys.stderr)
+        print_skipped(rep.skipped)
     else:
         out.write("\n".join(render_run_summary(rep)) + "\n")
     return 1 if rep.skipped else 0

@@ -13,7 +13,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import Callable, Sequence
+import sys
+from typing import Callable, Iterable, Sequence
+
+from ..grouping import Skipped
 
 # The exit-status contract of every command (replay.cli.main keeps it).
 EXIT_OK, EXIT_SKIPPED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -48,6 +51,14 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         ):
             text += " (default: %(default)s)"
         return text
+
+
+def print_skipped(skipped: Iterable[Skipped], label: str | None = None) -> None:
+    """One stderr line per skipped input, the listing that goes with exit status 1; ``label``
+    names the run when there are several."""
+    run = f"{label}: " if label else ""
+    for s in skipped:
+        print(f"specreplay: {run}skipped {s.what}: {s.reason}", file=sys.stderr)
 
 
 def add_command(
