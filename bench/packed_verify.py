@@ -50,6 +50,8 @@ from replay.config import TreeConfig
 from replay.packed import BadBlock, PackedRun, pack_batches
 from replay.runs import iter_run_results, open_run
 
+from benchkit import evict  # bench/benchkit.py
+
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 
 
@@ -87,17 +89,6 @@ READERS = {
     "checked": lambda path: PackedRun.open(path),
 }
 RATIOS = (("checked", "unchecked"), ("checked", "mmap"), ("mmap+crc", "mmap"))
-
-
-def evict(paths) -> None:
-    """Drop these files' pages from the page cache so the next read comes from the disk."""
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def read_all(run: PackedRun) -> int:

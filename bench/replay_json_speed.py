@@ -25,28 +25,18 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from replay.batch_synth import SynthSpec, synth_batch
 from replay.cli import main
 from replay.config import TreeConfig
 
+from benchkit import write_text_dump  # bench/benchkit.py
+
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
-
-
-def _write_text(path: Path, ids: np.ndarray) -> None:
-    """As dumpwrite.write_text_matrix, without its fsync per file (32,000 fsyncs take minutes)."""
-    path.write_text("\n".join(" ".join(str(int(v)) for v in row) for row in ids) + "\n")
 
 
 def build_text_dir(d: Path, rounds: int) -> None:
     batch = synth_batch(SynthSpec(ARTICLE, rounds, seed=1, with_scores=False))
-    for i in range(rounds):
-        rnd = batch.round_at(i)
-        a, b = rnd.key
-        for s, m in enumerate(rnd.steps):
-            _write_text(d / (f"draft_step_{s}_{a - 1}_{b - 1}" if s == 0 else f"draft_step_{s}_{a}_{b}"), m.ids)
-        _write_text(d / f"validate_{a}_{b}", rnd.validate.ids)
+    write_text_dump(d, batch)
     (d / "config.json").write_text(json.dumps(ARTICLE.to_json()))
 
 

@@ -37,6 +37,8 @@ from replay.packed import PackedRun, pack_batches
 from replay.replayer import replay_round
 from replay.runs import iter_run_results, open_run
 
+from benchkit import evict, write_text_dump  # bench/benchkit.py
+
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 DEEP = TreeConfig.from_lists([[8], [3, 2, 1], [2, 2, 1], [1, 1, 1], [1, 1]], [1, 3, 3, 3, 2])
 CONFIGS = {"article": ARTICLE, "deep": DEEP}
@@ -66,17 +68,6 @@ def reference_rate(batch, cfg: TreeConfig, sample: int) -> float:
     for r in rounds:
         replay_round(r, cfg)
     return len(rounds) / (time.perf_counter() - t0)
-
-
-def evict(paths) -> None:
-    """Drop these files' pages from the page cache so the next read comes from the disk."""
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def raw_read_mb_s(paths) -> float:
@@ -164,21 +155,11 @@ def _arrays(b):
             yield st.logp
 
 
-def _write_text(path: Path, ids: np.ndarray) -> None:
-    """As dumpwrite.write_text_matrix, without its fsync per file (20,000 fsyncs take minutes)."""
-    path.write_text("\n".join(" ".join(str(int(v)) for v in row) for row in ids) + "\n")
-
-
 def bench_text(rounds: int, tmp: Path, rows: list) -> None:
     d = tmp / f"text_{rounds}"
     d.mkdir()
     batch = synth_batch(SynthSpec(ARTICLE, rounds, seed=1, with_scores=False))
-    for i in range(rounds):
-        rnd = batch.round_at(i)
-        a, b = rnd.key
-        for s, m in enumerate(rnd.steps):
-            _write_text(d / (f"draft_step_{s}_{a - 1}_{b - 1}" if s == 0 else f"draft_step_{s}_{a}_{b}"), m.ids)
-        _write_text(d / f"validate_{a}_{b}", rnd.validate.ids)
+    write_text_dump(d, batch)
     files = sum(1 for _ in d.iterdir())
     rows_before = len(rows)
     for workers in (1, 2, 1, 2):
