@@ -8,6 +8,13 @@ extras are not installed, so the offline suite runs with the core dependencies a
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="needs torch (the live extras): pip install 'specreplay[live]'")
@@ -38,3 +45,21 @@ def live_qwen_pair():
 def live_llama_pair():
     """(draft, target) tiny Llama models, vocab 64."""
     return make_pair("llama")
+
+
+def kill_sweep_after_rows(args: list[str], dumps: Path, rows: int, timeout_s: float) -> dict[str, tuple[bytes, int]]:
+    """Run ``specreplay ARGS`` (a sweep) in a child process, SIGKILL it once ``rows`` configs are
+    committed under ``dumps`` (DIR/row.json), and return each committed row's (bytes, mtime_ns),
+    to check that a resume leaves them untouched."""
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-m", "replay.cli", *args], cwd=root, env=dict(os.environ, PYTHONPATH=str(root)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout_s
+    while time.time() < deadline and proc.poll() is None:
+        if len(list(dumps.glob("*/row.json"))) >= rows:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the sweep finished before it could be killed"
+    return {p.parent.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in dumps.glob("*/row.json")}

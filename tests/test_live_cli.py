@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.live_fixtures import live_qwen_pair  # noqa: F401
+from tests.live_fixtures import kill_sweep_after_rows, live_qwen_pair  # noqa: F401
 
 from replay.cli import main
 from replay.live.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir
@@ -137,28 +137,13 @@ def test_record_k_widens_the_recorded_rows(tiny_dir, tmp_path):
 
 def test_sweep_killed_by_sigkill_resumes_without_redoing_rows(tiny_dir, tmp_path, capsys):
     """A real kill (SIGKILL of the CLI process once two configs are committed), then --resume."""
-    import os
-    import signal
-    import time
-
     d = tiny_dir
     grid = "6,2x2,1x1;1,1,1,1;4,2x1,1;2,1x1;3,1;8"
     args = ["sweep", "--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl"),
             "--grid", grid, "--max-new-tokens", "12", "--out", str(tmp_path / "sw"), "--no-cost-curve", "--threads", "1",
             "--repeats", "1"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "replay.cli", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     dumps = tmp_path / "sw" / "dumps"
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if len(list(dumps.glob("*/row.json"))) >= 2:
-            proc.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.02)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the sweep finished before it could be killed"
-    done = {p.parent.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in dumps.glob("*/row.json")}
+    done = kill_sweep_after_rows(args, dumps, rows=2, timeout_s=120)
     assert 2 <= len(done) < 6
     assert main(args + ["--resume"]) == 0
     assert f"{6 - len(done)} config(s) run, {len(done)} kept from before" in capsys.readouterr().out

@@ -6,15 +6,13 @@ import importlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from tests.live_fixtures import live_qwen_pair  # noqa: F401
+from tests.live_fixtures import kill_sweep_after_rows, live_qwen_pair  # noqa: F401
 
 distributed = pytest.importorskip("distributed")
 
@@ -146,18 +144,8 @@ def test_a_killed_client_resumes_without_redoing_or_doubling(client, model_dir, 
     args = ["sweep", "--draft", str(model_dir / "draft"), "--target", str(model_dir / "target"),
             "--prompts", str(model_dir / "prompts.jsonl"), "--grid", GRID, "--max-new-tokens", str(OPTIONS.max_new_tokens),
             "--out", str(tmp_path / "sw"), "--repeats", "1", "--threads", "1", "--no-cost-curve", "--scheduler", address]
-    proc = subprocess.Popen([sys.executable, "-m", "replay.cli", *args], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     dumps = tmp_path / "sw" / "dumps"
-    deadline = time.time() + 180
-    while time.time() < deadline and proc.poll() is None:
-        if len(list(dumps.glob("*/row.json"))) >= 2:
-            proc.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.01)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the client finished before it could be killed"
-    before = {p.parent.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in dumps.glob("*/row.json")}
+    before = kill_sweep_after_rows(args, dumps, rows=2, timeout_s=180)
     assert 2 <= len(before) < len(NAMES)
 
     assert main(args + ["--resume"]) == 0
