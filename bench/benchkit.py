@@ -6,12 +6,18 @@ The scripts run as ``python bench/NAME.py``, so this directory is on ``sys.path`
 from __future__ import annotations
 
 import os
+import platform
 from pathlib import Path
 
 import numpy as np
 
 from replay.dumpwrite import step_file_name
 from replay.roundbatch import RoundBatch
+
+
+def machine_line() -> str:
+    """What a result table was measured on: CPU architecture and cores, Python and numpy versions."""
+    return f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}"
 
 
 def evict(paths) -> None:

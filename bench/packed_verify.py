@@ -31,7 +31,6 @@ import dataclasses
 import gc
 import hashlib
 import os
-import platform
 import shutil
 import statistics
 import sys
@@ -50,7 +49,7 @@ from replay.config import TreeConfig
 from replay.packed import BadBlock, PackedRun, pack_batches
 from replay.runs import iter_run_results, open_run
 
-from benchkit import evict  # bench/benchkit.py
+from benchkit import evict, machine_line  # bench/benchkit.py
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 
@@ -195,7 +194,7 @@ def main(argv=None) -> int:
 
     print(f"## Cost of the per-block check ({'quick' if args.quick else 'full'} run)\n")
     print(
-        f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}; "
+        f"{machine_line()}; "
         f"run: {rounds:,} rounds, {mb:,.1f} MB, blocks of {args.block_rounds:,}; {repeat} interleaved repeats after a warm-up; "
         f"load average {load0[0]:.1f} at start, {load1[0]:.1f} at end; total {time.perf_counter() - started:.0f} s\n"
     )

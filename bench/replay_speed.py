@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import platform
 import resource
 import shutil
 import sys
@@ -37,7 +36,7 @@ from replay.packed import PackedRun, pack_batches
 from replay.replayer import replay_round
 from replay.runs import iter_run_results, open_run
 
-from benchkit import evict, write_text_dump  # bench/benchkit.py
+from benchkit import evict, machine_line, write_text_dump  # bench/benchkit.py
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 DEEP = TreeConfig.from_lists([[8], [3, 2, 1], [2, 2, 1], [1, 1, 1], [1, 1]], [1, 3, 3, 3, 2])
@@ -239,7 +238,7 @@ def main(argv=None) -> int:
 
     print(f"## Offline replay speed ({'quick' if args.quick else 'full'} run)\n")
     print(
-        f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}; "
+        f"{machine_line()}; "
         f"batch replay on {args.workers} thread(s); load average {load0[0]:.1f} at start, {load1[0]:.1f} at end; "
         f"total {time.perf_counter() - started:.0f} s\n"
     )
