@@ -8,16 +8,15 @@ metrics.all_metrics, compare.compare_configs, costsource.run_cost, ...), so a no
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Mapping, Sequence, Union
 
 import pandas as pd
 
-from replay.cli.cmd_replay import parse_key
 from replay.config import SpecConfig, TreeConfig, load_config, parse_config
 from replay.config_grammar import parse_spec
 from replay.errors import SpecReplayError
+from replay.grouping import parse_round_key
 from replay.replayer import ReplayOptions
 
 from .compare import compare_configs, parse_config_arg, speed_row, with_speed
@@ -130,8 +129,8 @@ def example_round(run: LabelledRun, key: str | tuple[int, int] | None = None) ->
     is the RoundResult (draw it with ``analysis.treeplot.plot_round_tree``), ``.why`` how it was chosen."""
     if isinstance(key, str):
         try:
-            key = parse_key(key)
-        except argparse.ArgumentTypeError as exc:
+            key = parse_round_key(key)
+        except ValueError as exc:
             raise SpecReplayError(f"example round: {exc}") from None
     pick = _example_round(run.results, key)
     if pick is None:

@@ -76,6 +76,15 @@ def is_dump_file_name(name: str) -> bool:
     return bool(m) and not m.group("companion") and (m.group("ext") or "").lower() in DATA_EXTS
 
 
+def parse_round_key(text: str) -> Key:
+    """``"124_140"`` (or ``"124,140"``) → (124, 140): a round named by its validate file's numbers."""
+    try:
+        a, b = text.replace(",", "_").split("_")
+        return int(a), int(b)
+    except ValueError:
+        raise ValueError(f"expected A_B (e.g. 124_140), got {text!r}") from None
+
+
 def parse_offset(text: str | int | tuple[int, int]) -> tuple[int, int]:
     """``1`` → (1, 1); ``"1,0"`` → (1, 0): how far step 0's (a, b) sit before its round's."""
     if isinstance(text, tuple):

@@ -2,7 +2,9 @@
 
 from pathlib import Path
 
-from replay.grouping import group_paths, parse_offset
+import pytest
+
+from replay.grouping import group_paths, parse_offset, parse_round_key
 
 
 def names(*ns):
@@ -68,3 +70,11 @@ def test_companions_attach_to_their_data_file():
     (r,) = g.rounds
     assert r.steps[0].scores.name == "draft_step_0_1_1.scores.txt"
     assert r.steps[0].parents.name == "draft_step_0_1_1.parents"
+
+
+def test_parse_round_key_reads_the_validate_files_numbers():
+    assert parse_round_key("124_140") == (124, 140)
+    assert parse_round_key("124,140") == (124, 140)
+    for bad in ("124", "124_140_1", "a_b", ""):
+        with pytest.raises(ValueError, match="expected A_B"):
+            parse_round_key(bad)

@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 from replay.atomic import atomic_path
-from .options import JSON_OBJECT_HELP, add_command, add_dump_input, add_no_progress, add_output, print_skipped
-from .cmd_replay import add_dump_options, options_from_args
+from .options import (
+    JSON_OBJECT_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, add_output, options_from_args, parse_key, print_skipped,
+)
 from replay.errors import SpecReplayError
 from replay.pathcheck import input_file_or_json, output_dir, output_file
 from replay.progress import progress_enabled
@@ -425,12 +426,6 @@ def run_report(args: argparse.Namespace) -> int:
 # --- registration ------------------------------------------------------------------------------
 
 
-def _parse_key(text: str):
-    from .cmd_replay import parse_key
-
-    return parse_key(text)
-
-
 def _add_compare_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--configs", nargs="+", metavar="CONFIG",
                    help="configs to compare, each in any config form: 6,2x2,1x1, [6]|[2,2]|[1,1], 6_2x2_1x1, [[6],[2,2],[1,1]], a JSON object or file (docs/config-grammar.md)")
@@ -457,7 +452,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_output(p, output_dir, "output directory", dest="output", metavar="DIR", required=True)
     p.add_argument("--format", nargs="+", choices=("png", "svg"), help="image formats (default: both)")
     p.add_argument("--tokenizer", help="tokenizer.json (or a model directory) for token text on the round picture")
-    p.add_argument("--round", "--show-round", dest="show_round", type=_parse_key,
+    p.add_argument("--round", "--show-round", dest="show_round", type=parse_key,
                    help="round to draw, as A_B (default: a typical failing round, docs/analysis.md)")
 
     p = add_command(sub, "compare", run_compare, help="compare tree configs offline on recorded dumps",
@@ -488,5 +483,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--title", help="page title")
     p.add_argument("--budget", type=int, default=None, help="tree-shape recommendation: draft nodes per tree (default: the recorded config's)")
     p.add_argument("--max-depth", type=int, default=None, help="tree-shape recommendation: maximum gamma (default: the recorded gamma)")
-    p.add_argument("--round", dest="show_round", type=_parse_key,
+    p.add_argument("--round", dest="show_round", type=parse_key,
                    help="round to draw per run, as A_B (default: a typical failing round, docs/analysis.md)")

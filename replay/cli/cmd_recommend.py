@@ -8,8 +8,7 @@ import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from .options import JSON_OBJECT_HELP, add_command, add_dump_input, add_no_progress, print_skipped
-from .cmd_replay import add_dump_options, options_from_args
+from .options import JSON_OBJECT_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, options_from_args, print_skipped
 from replay.errors import SpecReplayError
 from replay.pathcheck import input_file_or_json
 from replay.progress import progress_enabled, tqdm_progress

@@ -5,15 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import JSON_LINES_HELP, add_command, add_dump_input, add_no_progress, print_skipped
-from ..config_grammar import parse_spec
-from ..errors import SpecReplayError
-from ..grouping import parse_offset
-from ..matrix_io import RawSpec
+from .options import JSON_LINES_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, options_from_args, parse_key, print_skipped
 from ..progress import progress_enabled, tqdm_progress
 from ..render import render_round, render_summary
 from ..records import records_of_batch, write_json_lines
-from ..replayer import ReplayOptions, replay_directory
+from ..replayer import replay_directory
 from ..runs import replay_run
 from ..sources import require_dump_source
 
@@ -31,43 +27,6 @@ Step 0 of a round is named one position earlier than the round's other files
 Exit status: 0 when every round replayed; 1 when some were skipped (each listed on stderr), including
 rounds that disagree with the directory's manifest.json; 2 on errors (a path without dump files too).
 """
-
-
-def parse_key(text: str) -> tuple[int, int]:
-    try:
-        a, b = text.replace(",", "_").split("_")
-        return int(a), int(b)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected A_B (e.g. 124_140), got {text!r}") from None
-
-
-def add_dump_options(p: argparse.ArgumentParser) -> None:
-    """Options shared by every command that reads a dump directory."""
-    p.add_argument("--config", help="tree config in any config form: tree.json (single tree or {specTree: [...]}), "
-                   "6,2x2,1x1, [6]|[2,2]|[1,1], inline JSON (docs/config-grammar.md)")
-    p.add_argument("--tree", type=int, default=0, help="which specTree entry to use (default: %(default)s)")
-    p.add_argument("--layout", choices=("parents", "all"), help="validate layout (default: manifest, else from shapes)")
-    p.add_argument(
-        "--step0-offset", default=None, help="N or A,B: how many positions step 0's name sits before its round (default 1)"
-    )
-    p.add_argument("--raw", help="read headerless binary: DTYPE:COLS or DTYPE:draft=N,validate=M[:force]")
-    p.add_argument("--scores", choices=("auto", "prob", "logprob"), default=None, help="how scores are stored")
-
-
-def options_from_args(args: argparse.Namespace) -> ReplayOptions:
-    try:
-        offset = parse_offset(args.step0_offset) if args.step0_offset else None
-    except ValueError as exc:
-        raise SpecReplayError(f"--step0-offset: {exc}") from None
-    return ReplayOptions(
-        config=parse_spec(args.config, "--config") if args.config else None,
-        tree_index=args.tree,
-        step0_offset=offset,
-        layout=args.layout,
-        raw=RawSpec.parse(args.raw) if args.raw else None,
-        score_kind=args.scores,
-        only_round=getattr(args, "round", None),
-    )
 
 
 def run_replay(args: argparse.Namespace) -> int:

@@ -9,10 +9,11 @@ from collections import Counter
 import numpy as np
 
 from ..batch import BatchResult
-from .options import JSON_LINES_HELP, add_command, add_dump_input, add_no_progress, add_output, print_skipped
-from .cmd_replay import add_dump_options, options_from_args, parse_key
+from .options import (
+    JSON_LINES_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, add_output, add_reading_options,
+    options_from_args, parse_key, print_skipped, step0_offset_from_args,
+)
 from ..errors import SpecReplayError
-from ..grouping import parse_offset
 from ..matrix_io import RawSpec
 from ..packed import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
 from ..pathcheck import output_dir, output_file
@@ -107,14 +108,10 @@ def _write_table(rep: RunReplay, path: str) -> None:
 
 def run_pack(args: argparse.Namespace) -> int:
     require_dump_source(args.dir)
-    try:
-        offset = parse_offset(args.step0_offset) if args.step0_offset else None
-    except ValueError as exc:
-        raise SpecReplayError(f"--step0-offset: {exc}") from None
     summary = pack_directory(
         args.dir,
         args.out,
-        offset,
+        step0_offset_from_args(args),
         RawSpec.parse(args.raw) if args.raw else None,
         args.scores,
         args.workers,
@@ -160,9 +157,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_dump_input(p, help="dump directory")
     add_output(p, output_dir, "packed run directory to create", dest="out", metavar="RUN", required=True, aliases=["--out"])
-    p.add_argument("--step0-offset", default=None, help="N or A,B: how many positions step 0's name sits before its round")
-    p.add_argument("--raw", help="read headerless binary: DTYPE:COLS or DTYPE:draft=N,validate=M[:force]")
-    p.add_argument("--scores", choices=("auto", "prob", "logprob"), default=None, help="how scores are stored")
+    add_reading_options(p)
     p.add_argument("--workers", type=int, default=None, help="reader processes (default: up to 2 cores)")
     p.add_argument("--block-rounds", type=int, default=DEFAULT_BLOCK_ROUNDS, help="rounds per block")
     p.add_argument("--force", action="store_true", help="replace an existing packed run at -o/--output")

@@ -16,7 +16,11 @@ import argparse
 import sys
 from typing import Callable, Iterable, Sequence
 
-from ..grouping import Skipped
+from ..config_grammar import parse_spec
+from ..errors import SpecReplayError
+from ..grouping import Skipped, parse_offset, parse_round_key
+from ..matrix_io import RawSpec
+from ..replayer import ReplayOptions
 
 # The exit-status contract of every command (replay.cli.main keeps it).
 EXIT_OK, EXIT_SKIPPED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -111,3 +115,49 @@ def hidden_aliases(p: argparse.ArgumentParser) -> dict[str, argparse.Action]:
 
 def add_no_progress(p: argparse.ArgumentParser) -> argparse.Action:
     return p.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
+
+
+def parse_key(text: str) -> tuple[int, int]:
+    """``--round A_B``: replay.grouping.parse_round_key, as argparse reports a bad value."""
+    try:
+        return parse_round_key(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_dump_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by every command that reads a dump directory."""
+    p.add_argument("--config", help="tree config in any config form: tree.json (single tree or {specTree: [...]}), "
+                   "6,2x2,1x1, [6]|[2,2]|[1,1], inline JSON (docs/config-grammar.md)")
+    p.add_argument("--tree", type=int, default=0, help="which specTree entry to use (default: %(default)s)")
+    p.add_argument("--layout", choices=("parents", "all"), help="validate layout (default: manifest, else from shapes)")
+    add_reading_options(p)
+
+
+def add_reading_options(p: argparse.ArgumentParser) -> None:
+    """How dump files are read (``pack`` records them in the packed run)."""
+    p.add_argument(
+        "--step0-offset", default=None, help="N or A,B: how many positions step 0's name sits before its round (default 1)"
+    )
+    p.add_argument("--raw", help="read headerless binary: DTYPE:COLS or DTYPE:draft=N,validate=M[:force]")
+    p.add_argument("--scores", choices=("auto", "prob", "logprob"), default=None, help="how scores are stored")
+
+
+def step0_offset_from_args(args: argparse.Namespace) -> tuple[int, int] | None:
+    """``--step0-offset N`` or ``A,B``; None when not given (the manifest or the default decides)."""
+    try:
+        return parse_offset(args.step0_offset) if args.step0_offset else None
+    except ValueError as exc:
+        raise SpecReplayError(f"--step0-offset: {exc}") from None
+
+
+def options_from_args(args: argparse.Namespace) -> ReplayOptions:
+    return ReplayOptions(
+        config=parse_spec(args.config, "--config") if args.config else None,
+        tree_index=args.tree,
+        step0_offset=step0_offset_from_args(args),
+        layout=args.layout,
+        raw=RawSpec.parse(args.raw) if args.raw else None,
+        score_kind=args.scores,
+        only_round=getattr(args, "round", None),
+    )
