@@ -2,7 +2,7 @@
 
 The graph comes from ``Tree.to_networkx()``; positions from ``hierarchical_layout`` (top-down,
 leaves evenly spaced, each parent centred over its children), drawn with networkx on a
-pyplot-free Figure. Token text needs a tokenizer (``load_tokenizer``), loaded only when asked for.
+pyplot-free Figure. Token text needs a tokenizer (``load_decoder``), loaded only when asked for.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def load_tokenizer(path: str | Path) -> Decode:
+def load_decoder(path: str | Path) -> Decode:
     """A token-id → text function from a ``tokenizer.json`` (tokenizers) or a model directory.
 
     Loaded lazily, only when a picture with token text is asked for, with the small ``tokenizers``

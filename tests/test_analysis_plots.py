@@ -91,13 +91,13 @@ def test_tokenizer_text_on_round_picture(data, tmp_path):
     tk = tokenizers.Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
     path = tmp_path / "tokenizer.json"
     tk.save(str(path))
-    decode = treeplot.load_tokenizer(path)
+    decode = treeplot.load_decoder(path)
     assert decode(41824) == "hello"
     runs, _ = data
     fig = treeplot.plot_round_tree(runs[1].results[0], decode, "article_round")
     text = _texts(fig)
     assert "hello" in text and "again" in text
-    assert treeplot.load_tokenizer(tmp_path)(41760) == "world"  # a directory holding tokenizer.json
+    assert treeplot.load_decoder(tmp_path)(41760) == "world"  # a directory holding tokenizer.json
 
 
 def test_tokenizer_directory_without_tokenizer_json_is_refused_without_transformers(tmp_path, monkeypatch):
@@ -105,7 +105,7 @@ def test_tokenizer_directory_without_tokenizer_json_is_refused_without_transform
     monkeypatch.setitem(sys.modules, "transformers", None)  # any import of it would raise ImportError
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(SpecReplayError, match=r"no tokenizer\.json in this directory"):
-        treeplot.load_tokenizer(tmp_path)
+        treeplot.load_decoder(tmp_path)
 
 
 def test_legends_of_several_runs_sit_under_the_plot_not_on_the_bars(data):

@@ -249,7 +249,7 @@ def run_plot(args: argparse.Namespace) -> int:
     from analysis.metrics import all_metrics, static_shape
     from analysis.tables import build_tables
 
-    decode = treeplot.load_tokenizer(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
+    decode = treeplot.load_decoder(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
     runs = _load(args)
     if args.show_round and not any(example_round(r.results, args.show_round) for r in runs):  # before writing
         raise SpecReplayError(f"--round {args.show_round[0]}_{args.show_round[1]}: no such round in " + ", ".join(args.dirs))
@@ -389,12 +389,12 @@ def run_compare(args: argparse.Namespace) -> int:
 def run_report(args: argparse.Namespace) -> int:
     from analysis.report import ReportOptions, write_report
     from replay.progress import tqdm_progress
-    from analysis.treeplot import load_tokenizer
+    from analysis.treeplot import load_decoder
 
     for name in ("budget", "max_depth"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise SpecReplayError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
-    decode = load_tokenizer(args.tokenizer) if args.tokenizer else None  # bad inputs fail before any work
+    decode = load_decoder(args.tokenizer) if args.tokenizer else None  # bad inputs fail before any work
     cost = _cost(args)
     _check_config_args(args)
     runs = _load(args)

@@ -40,7 +40,7 @@ from .commit import clear_stale
 from .errors import SweepError
 from .grid import config_name
 from .sweepdir import (
-    COMMITTED, COST_CURVE_FILE, DUPLICATE, KEPT, SweepResult, claim, dumps_dir, is_finished, new_session, settings, write_table,
+    COMMITTED, COST_CURVE_FILE, DUPLICATE, KEPT, SweepResult, claim, dumps_dir, is_finished, new_session, settings, write_results_table,
 )
 
 DEVICE_ENV = "SPECREPLAY_DEVICE"  # a worker's device, overriding the sweep's --device
@@ -128,7 +128,7 @@ def run_sweep_on_cluster(
             if outcome is None:  # the cost curve
                 continue
             done.setdefault(outcome.status, []).append(outcome.name)
-            write_table(out, names)
+            write_results_table(out, names)
             if on_done is not None:
                 on_done(outcome)
     except (KilledWorker, CancelledError, OSError) as exc:  # scheduler gone, or a task that kills workers
@@ -138,7 +138,7 @@ def run_sweep_on_cluster(
     finally:
         client.cancel([f for f in futures if not f.done()])
     return SweepResult(
-        write_table(out, names), tuple(done.get(COMMITTED, [])), tuple(skipped + done.get(KEPT, [])), tuple(done.get(DUPLICATE, []))
+        write_results_table(out, names), tuple(done.get(COMMITTED, [])), tuple(skipped + done.get(KEPT, [])), tuple(done.get(DUPLICATE, []))
     )
 
 

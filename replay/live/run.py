@@ -64,7 +64,7 @@ class TimedRun:
     def comparison(self, temperature: float) -> BaselineComparison | None:
         if self.baseline is None:
             return None
-        return compare(self.generations, self.baseline, temperature, self.timing)
+        return compare_with_baseline(self.generations, self.baseline, temperature, self.timing)
 
 
 def check_prompts(prompts: Sequence[Sequence[int]], draft: LiveModel, target: LiveModel) -> None:
@@ -203,7 +203,7 @@ def summarize(generations: Sequence[Generation], timing: Timing | None = None, m
     )
 
 
-def compare(
+def compare_with_baseline(
     speculative: Sequence[Generation], baseline: Sequence[Generation], temperature: float, timing: Timing | None = None
 ) -> BaselineComparison:
     """Speedup and identity; with ``timing`` the speedup is the median of per-pass ratios."""

@@ -27,7 +27,7 @@ from .grid import config_name
 from .models import LiveModel
 from .run import BaselineComparison, Progress, TimedRun, run_timed, save_run_manifest
 from .sweepdir import (
-    COMMITTED, COST_CURVE_FILE, DUPLICATE, KEPT, ROW_FILE, SweepResult, claim, dumps_dir, is_finished, new_session, settings, write_table,
+    COMMITTED, COST_CURVE_FILE, DUPLICATE, KEPT, ROW_FILE, SweepResult, claim, dumps_dir, is_finished, new_session, settings, write_results_table,
 )
 from .timing import Clock
 
@@ -62,12 +62,12 @@ def run_sweep(
             done[KEPT].append(name)
             continue
         done[run_config(draft, target, config, prompts, options, out, repeats, session, LOCAL_WORKER, progress, clock)].append(name)
-        write_table(out, names)
+        write_results_table(out, names)
         if after_config is not None:
             after_config(name)
     if cost_curve:
         measure_cost_curve_once(target, draft, out, LOCAL_WORKER, repeats)
-    return SweepResult(write_table(out, names), tuple(done[COMMITTED]), tuple(done[KEPT]), tuple(done[DUPLICATE]))
+    return SweepResult(write_results_table(out, names), tuple(done[COMMITTED]), tuple(done[KEPT]), tuple(done[DUPLICATE]))
 
 
 def model_ref(model: LiveModel) -> dict[str, str]:

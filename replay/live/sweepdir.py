@@ -96,7 +96,7 @@ def read_rows(out: str | Path, names: Sequence[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def write_table(out: str | Path, names: Sequence[str]):
+def write_results_table(out: str | Path, names: Sequence[str]):
     """Assemble ``results.csv`` and ``results.parquet`` from the finished rows; returns the DataFrame."""
     import pandas as pd
 
