@@ -365,7 +365,7 @@ def test_sweep_with_skipped_grid_combinations_exits_1(tmp_path, monkeypatch, cap
 
     ran = {}
 
-    def run_sweep(draft, target, configs, prompts, options, out, repeats, resume, progress, cost_curve):
+    def run_local_sweep(draft, target, configs, prompts, options, out, repeats, resume, progress, cost_curve):
         assert cost_curve is False  # --no-cost-curve
         ran["configs"] = configs
         row = dict(name="2,2x2", nodes=6, mean_accepted_length=1.0, block_efficiency=2.0, tokens_per_s=1.0, speedup=1.0,
@@ -381,7 +381,7 @@ def test_sweep_with_skipped_grid_combinations_exits_1(tmp_path, monkeypatch, cap
     # the modules that import torch, stubbed
     monkeypatch.setitem(sys.modules, "replay.live.costs", stub_module("replay.live.costs", measure_cost_curve=no_cost_curve,
                                                                       write_cost_curve=no_cost_curve))
-    monkeypatch.setitem(sys.modules, "replay.live.sweep", stub_module("replay.live.sweep", run_sweep=run_sweep))
+    monkeypatch.setitem(sys.modules, "replay.live.sweep", stub_module("replay.live.sweep", run_local_sweep=run_local_sweep))
     monkeypatch.setattr("replay.live.prompts.read_prompts", lambda path, tok: [[1, 2]])
     prompts = tmp_path / "p.txt"
     prompts.write_text("hello\n")

@@ -23,7 +23,7 @@ from replay.live.commit import staging_owner  # noqa: E402
 from replay.live.generate import DecodeOptions  # noqa: E402
 from replay.live.grid import config_name, parse_grid  # noqa: E402
 from replay.live.models import load_pair  # noqa: E402
-from replay.live.sweep import run_sweep  # noqa: E402
+from replay.live.sweep import run_local_sweep  # noqa: E402
 from replay.live.sweepdir import OUTCOME_COLUMNS  # noqa: E402
 from replay.live.tiny import save_hf_dir  # noqa: E402
 
@@ -57,7 +57,7 @@ def local_reference(client, model_dir, tmp_path_factory):
     after the cluster started, while its workers import torch)."""
     draft, target = load_pair(model_dir / "draft", model_dir / "target")
     out = tmp_path_factory.mktemp("local_sweep")
-    run_sweep(draft, target, CONFIGS, PROMPTS, OPTIONS, out, repeats=1)
+    run_local_sweep(draft, target, CONFIGS, PROMPTS, OPTIONS, out, repeats=1)
     return out
 
 

@@ -11,7 +11,7 @@ from replay.config import TreeConfig
 from replay.live.errors import SweepError
 from replay.live.generate import DecodeOptions
 from replay.live.grid import config_name, load_config_list, parse_grid
-from replay.live.sweep import run_sweep
+from replay.live.sweep import run_local_sweep
 
 GRID = "6,2x2,1x1;1,1,1,1;4,2x1,1;2,1x1;3|5,1;8"
 PROMPTS = [[1, 2, 3, 4], [50, 7, 8]]
@@ -68,7 +68,7 @@ def test_sweep_is_killed_and_resumed_without_losing_or_redoing_rows(live_qwen_pa
             raise Killed
 
     with pytest.raises(Killed):
-        run_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1, after_config=kill_after_three)
+        run_local_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1, after_config=kill_after_three)
     rows = {n: (tmp_path / "dumps" / n / "row.json") for n in names[:3]}
     before = {n: (p.read_text(), p.stat().st_mtime_ns) for n, p in rows.items()}
     assert sorted(p.name for p in (tmp_path / "dumps").iterdir()) == sorted(names[:3])
@@ -83,10 +83,10 @@ def test_sweep_is_killed_and_resumed_without_losing_or_redoing_rows(live_qwen_pa
             raise Killed
 
     with pytest.raises(Killed):
-        run_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1, resume=True, progress=die_mid_config)
+        run_local_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1, resume=True, progress=die_mid_config)
     assert sorted(p.name for p in (tmp_path / "dumps").iterdir()) == sorted(names[:3])
 
-    result = run_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1, resume=True)
+    result = run_local_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1, resume=True)
     assert result.skipped == tuple(names[:3])
     assert result.computed == tuple(names[3:])
     for n, p in rows.items():
@@ -114,7 +114,7 @@ def test_row_numbers_come_from_the_committed_dump(live_qwen_pair, tmp_path):
     draft, target = live_qwen_pair
     configs, _ = parse_grid("4,2x1,1;1,1,1@0|0.9")
     assert [config_name(c) for c in configs] == ["4_2x1_1", "1_1_1", "1_1_1_t0.9"]
-    result = run_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=3)
+    result = run_local_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=3)
     for _, row in result.table.iterrows():
         m = json.loads((tmp_path / "dumps" / row["name"] / "manifest.json").read_text())
         rounds = m["rounds"]
@@ -156,23 +156,23 @@ def test_a_config_finished_twice_is_committed_once(live_qwen_pair, tmp_path):
 
     draft, target = live_qwen_pair
     config = parse_grid("2,1x1")[0][0]
-    run_sweep(draft, target, [config], PROMPTS, OPTIONS, tmp_path, repeats=1)
+    run_local_sweep(draft, target, [config], PROMPTS, OPTIONS, tmp_path, repeats=1)
     first = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "dumps" / "2_1x1").iterdir()}
     assert run_config(draft, target, config, PROMPTS, OPTIONS, tmp_path, 1, "second-session", "w9") == DUPLICATE
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "dumps" / "2_1x1").iterdir()} == first
     assert [p.name for p in (tmp_path / "dumps").iterdir()] == ["2_1x1"]
-    result = run_sweep(draft, target, [config], PROMPTS, OPTIONS, tmp_path, repeats=1, resume=True)
+    result = run_local_sweep(draft, target, [config], PROMPTS, OPTIONS, tmp_path, repeats=1, resume=True)
     assert result.skipped == ("2_1x1",) and len(result.table) == 1 and result.table["worker"].item() == "local"
 
 
 def test_resume_with_other_settings_is_refused(live_qwen_pair, tmp_path):
     draft, target = live_qwen_pair
     configs = [TreeConfig.from_lists([[2]])]
-    run_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1)
+    run_local_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1)
     with pytest.raises(SweepError, match="pass --resume"):
-        run_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1)
+        run_local_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1)
     with pytest.raises(SweepError, match="other options"):
-        run_sweep(draft, target, configs, PROMPTS, DecodeOptions(max_new_tokens=8), tmp_path, repeats=1, resume=True)
+        run_local_sweep(draft, target, configs, PROMPTS, DecodeOptions(max_new_tokens=8), tmp_path, repeats=1, resume=True)
 
 
 def test_pareto_front_keeps_undominated_rows():

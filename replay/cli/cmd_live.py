@@ -265,14 +265,14 @@ def run_sweep(args) -> int:
         return _sweep_on_cluster(args, configs, out) or (1 if skipped else 0)
     paths = _resolve_pair(args)
     from ..live.prompts import read_prompts
-    from ..live.sweep import run_sweep as run_live_sweep
+    from ..live.sweep import run_local_sweep
 
     draft, target = _load_pair(args, paths)
     prompts = read_prompts(args.prompts, target.tokenizer)
     options = _options(args, target)
     total = len(prompts) * options.max_new_tokens * 2 * len(configs)  # first timed pass, both methods
     with _progress_bar(args, total, "sweep") as bar:
-        result = run_live_sweep(
+        result = run_local_sweep(
             draft, target, configs, prompts, options, out, args.repeats, args.resume, bar.update, cost_curve=not args.no_cost_curve
         )
     return _report_sweep(result, out) or (1 if skipped else 0)  # skipped grid combinations were listed

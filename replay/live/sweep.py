@@ -4,7 +4,7 @@ One config is one task (``run_config``): the config and target-only decoding tim
 every prompt (``run.run_timed``: warm-up, interleaved per prompt with the order rotated,
 ``repeats`` passes), so its speedup is measured against a baseline timed in the same minutes on the
 same device. The task writes its dump, manifest and row into a staging directory and commits it
-in one atomic rename (``commit.py``). ``run_sweep`` runs the tasks one after the other in this
+in one atomic rename (``commit.py``). ``run_local_sweep`` runs the tasks one after the other in this
 process; ``cluster.py`` runs the same tasks on Dask workers. Directory layout: ``sweepdir.py``.
 """
 
@@ -35,7 +35,7 @@ ConfigHook = Callable[[str], None]  # called with a config's name once its resul
 LOCAL_WORKER = "local"
 
 
-def run_sweep(
+def run_local_sweep(
     draft: LiveModel,
     target: LiveModel,
     configs: Sequence[TreeConfig],
