@@ -296,7 +296,9 @@ def recommend_dumps(
         raise SpecReplayError(f"--budget must be at least 1, got {budget}")
     usable = [d for d in dumps if d.stats.rounds]
     if not usable:
-        raise SpecReplayError("no round could be replayed: nothing to estimate from")
+        why = "; ".join(f"{d.directory}: {len(d.skipped)} round(s) skipped" + (f" (first: {d.skipped[0].what}: {d.skipped[0].reason})" if d.skipped else ", none found")
+                        for d in dumps)
+        raise SpecReplayError(f"no round could be replayed, nothing to estimate from ({why or 'no dump given'})")
     merged = merge_stats([d.stats.stats for d in usable])
     if merged.num_visits == 0:
         raise SpecReplayError("no reached node has both a draft row and a target top-1: cannot estimate acceptance")
