@@ -38,7 +38,8 @@ _LAYER_MODULES = {
         replay.vocab replay.config replay.config_grammar replay.tree replay.selection
         replay.acceptance replay.records""",
     READING: """replay.npyfile replay.ptfile replay.matrix_io replay.grouping replay.rounds
-        replay.roundbatch replay.manifest replay.dumpwrite replay.packed_format replay.packed
+        replay.roundbatch replay.manifest replay.dumpwrite replay.packed_format replay.packed_meta
+        replay.packed_blocks replay.packed_write replay.packed_read replay.packed
         replay.fastread replay.sources replay.synth""",
     REPLAY: """replay.rebuild replay.replayer replay.batch replay.batch_synth replay.runs
         replay.render""",
