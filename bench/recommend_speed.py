@@ -40,7 +40,8 @@ if __package__ in (None, ""):  # run as a script from a checkout without install
 
 import numpy as np  # noqa: E402
 
-from analysis.recommend import recommend_runs, render_recommendation  # noqa: E402
+from analysis.recommend import recommend_runs  # noqa: E402
+from analysis.recommend_render import render_recommendation  # noqa: E402
 from replay.batch_synth import synth_run  # noqa: E402
 from replay.config import TreeConfig  # noqa: E402
 from replay.packed import pack_batches  # noqa: E402

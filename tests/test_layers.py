@@ -48,6 +48,7 @@ _LAYER_MODULES = {
         analysis.timings analysis.costmodel analysis.costsource analysis.compare
         analysis.gamma_strategies analysis.subtree analysis.subtree_batch analysis.shape_model
         analysis.shape_stats analysis.shape_dumps analysis.shape_search analysis.recommend
+        analysis.recommend_render
         analysis.report analysis.sweep_plots""",
     LIVE: """replay.live replay.live.checks replay.live.clock replay.live.costs replay.live.draft
         replay.live.dumps replay.live.errors replay.live.extras replay.live.forward
