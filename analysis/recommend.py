@@ -23,7 +23,8 @@ from replay.replayer import DirectoryReplay, ReplayOptions, RoundResult
 
 from .costmodel import CostModel
 from .shape_dumps import DumpInput, Measured, Progress, dump_from_replay, mean_se, scan_run, subtree_measure  # noqa: F401  (re-exported)
-from .shape_model import DEFAULT_MIN_COUNT, Z95, Bootstrap, RankPath, ShapeModel, merge_stats, model_from_stats, path_values
+from .shape_counts import merge_stats
+from .shape_model import DEFAULT_MIN_COUNT, Z95, Bootstrap, RankPath, ShapeModel, model_from_stats, path_values
 from .shape_model import bootstrap as bootstrap_model
 from .shape_search import DEFAULT_STATE_LIMIT, SearchResult, Shape, best_configs, engine_paths, expected_accepted, search_shapes
 

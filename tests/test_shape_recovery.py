@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from analysis.recommend import Measured, compare_predictions, mean_se, recommend, subtree_measure
-from analysis.shape_model import collect_visits, estimate_model, model_from_hits
+from analysis.shape_counts import collect_visits
+from analysis.shape_model import estimate_model, model_from_hits
 from analysis.shape_search import engine_paths, search_shapes
 from replay.config import TreeConfig
 from replay.replayer import replay_directory
