@@ -26,7 +26,8 @@ from .shape_dumps import DumpInput, Measured, Progress, dump_from_replay, mean_s
 from .shape_counts import merge_stats
 from .shape_model import DEFAULT_MIN_COUNT, Z95, Bootstrap, RankPath, ShapeModel, model_from_stats, path_values
 from .shape_model import bootstrap as bootstrap_model
-from .shape_search import DEFAULT_STATE_LIMIT, SearchResult, Shape, best_configs, engine_paths, expected_accepted, search_shapes
+from .shape_paths import Shape, engine_paths, expected_accepted
+from .shape_search import DEFAULT_STATE_LIMIT, SearchResult, best_configs, search_shapes
 
 Measure = Callable[[TreeConfig], "Measured | None"]
 

@@ -18,7 +18,7 @@ from replay.config import TreeConfig, grid_item
 
 from .recommend import Recommendation, ShapeCheck, depth_table
 from .shape_model import ShapeModel, wilson
-from .shape_search import Shape, render_shape
+from .shape_paths import Shape, render_shape
 
 
 def config_line(cfg: TreeConfig) -> str:

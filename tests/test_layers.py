@@ -47,7 +47,7 @@ _LAYER_MODULES = {
         analysis.treeplot analysis.example_round analysis.runs analysis.dask_tables
         analysis.timings analysis.costmodel analysis.costsource analysis.compare
         analysis.gamma_strategies analysis.subtree analysis.subtree_batch analysis.shape_counts analysis.shape_model
-        analysis.shape_stats analysis.shape_dumps analysis.shape_search analysis.recommend
+        analysis.shape_stats analysis.shape_dumps analysis.shape_paths analysis.shape_search analysis.recommend
         analysis.recommend_render
         analysis.report analysis.sweep_plots""",
     LIVE: """replay.live replay.live.checks replay.live.clock replay.live.costs replay.live.draft
