@@ -101,7 +101,7 @@ def run_new(path: Path, budget: int, bootstrap: int = 200):
 
 def run_old(old, path: Path, budget: int, bootstrap: int):
     def go():
-        rec = old.recommend([replay_directory(path)], budget, None, None, 5, 30, bootstrap, 0)
+        rec = old.recommend([replay_directory(path)], budget, None, None, top=5, min_count=30, bootstrap=bootstrap, seed=0)
         old.render_recommendation(rec)
         return rec
 
