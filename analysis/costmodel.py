@@ -15,13 +15,13 @@ timings beside the dump, or this module's default) is decided in ``analysis.cost
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from replay.errors import SpecReplayError
+from replay.bounded import parse_json_bytes, read_json_file
+from replay.errors import SpecReplayError, shown
 from replay.pathcheck import is_inline_json
 
 SOURCE_DEFAULT = "modelled: default relative cost"  # the label every output shows for CostModel.default()
@@ -85,25 +85,21 @@ class CostModel:
         """An option's value: inline JSON (it starts with '{') or a JSON file."""
         if not is_inline_json(text):
             return cls.load(text)
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SpecReplayError(
-                f"{option} {text!r}: not valid JSON ({exc.msg} at column {exc.colno}); "
+        def fail(message: str) -> SpecReplayError:
+            return SpecReplayError(
+                f"{option} {shown(text)!r}: {message}; "
                 'expected a JSON file or {"tokens": [...], "verify_s": [...], "draft_step_s": x}'
-            ) from None
+            )
+
+        obj = parse_json_bytes(text.encode("utf-8", "surrogateescape"), fail)
         if not isinstance(obj, dict):
             raise SpecReplayError(f"{option} {text!r}: expected a JSON object")
         return cls.from_json(obj, f"{option} inline JSON")
 
     @classmethod
     def load(cls, path: str | Path) -> "CostModel":
-        try:
-            obj = json.loads(Path(path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise SpecReplayError(f"cost model {path}: cannot read: {exc.strerror}") from None
-        except json.JSONDecodeError as exc:
-            raise SpecReplayError(f"cost model {path}: not valid JSON at line {exc.lineno}: {exc.msg}") from None
+        # bounded: a FIFO, /dev/zero or a huge file is refused instead of read without end
+        obj = read_json_file(path, lambda message: SpecReplayError(f"cost model {path}: {message}"))
         if not isinstance(obj, dict):
             raise SpecReplayError(f"cost model {path}: expected a JSON object")
         return cls.from_json(obj, str(path))

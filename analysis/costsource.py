@@ -18,12 +18,12 @@ than the one before (noisy timings), the curve is held flat beyond it instead of
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from replay.bounded import read_json_file
 from replay.errors import SpecReplayError
 from replay.manifest import Manifest
 from replay.pathcheck import is_inline_json
@@ -79,10 +79,7 @@ def cost_from_timings(t: Timings) -> CostModel:
 
 
 def _curve(path: Path, timings: Timings | None) -> CostModel:
-    try:
-        body = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SpecReplayError(f"cost model {path}: cannot read: {exc}") from None
+    body = read_json_file(path, lambda message: SpecReplayError(f"cost model {path}: {message}"))
     if not isinstance(body, dict):
         raise SpecReplayError(f"cost model {path}: expected a JSON object")
     source = SOURCE_CURVE

@@ -29,7 +29,8 @@ from .definitions import DEFINITIONS, SUMMARY_NAMES, definitions_rows
 from .example_round import example_round
 from .gamma_strategies import STRATEGY_NAMES, simulate_strategies
 from .metrics import all_metrics, static_shape
-from .recommend import recommend, recommend_section
+from .recommend import recommend
+from .recommend_render import recommend_section
 from .runs import LabelledRun
 from .tables import Tables, build_tables, export_tables
 from .timings import measured_speedup, read_timings

@@ -4,7 +4,7 @@ Everything ``recommend`` needs from the rounds, computed batch by batch with arr
 (replay.batch for the acceptance walk and the recorded selection) and reduced at once, so memory
 stays that of a few batches whatever the dump's size:
 
-* ``ShapeStats`` (analysis.shape_model): visits and hits per (round group, d, q, r), the draft's
+* ``ShapeStats`` (analysis.shape_counts): visits and hits per (round group, d, q, r), the draft's
   log-probability totals;
 * ``TreeCounts``: the recorded trees as rank paths, rounds per group holding each path (the
   "recorded trees" check of the model);
@@ -26,7 +26,8 @@ from replay.config import TreeConfig
 from replay.replayer import RoundResult
 from replay.vocab import PAD_TOKEN
 
-from .shape_model import MISS, RankPath, ShapeStats, collect_visits, count_tables, draft_totals, fit, group_of, num_groups, stats_from_visits
+from .shape_counts import MISS, ShapeStats, collect_visits, count_tables, draft_totals, fit, group_of, num_groups, stats_from_visits
+from .shape_model import RankPath
 
 
 

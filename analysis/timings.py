@@ -10,7 +10,6 @@ Measured speedup (analysis.definitions), from totals T total_s, P prefill_s, N n
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from replay.bounded import read_json_file
 from replay.errors import DumpError
 from replay.manifest import Manifest
 
@@ -114,10 +114,7 @@ def _sweep_baseline(directory: Path) -> DecodeTotals | None:
     path = directory.parent.parent / SWEEP_BASELINE
     if not path.is_file():
         return None
-    try:
-        body = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DumpError(path, f"cannot read: {exc}") from None
+    body = read_json_file(path)
     return read_totals(body.get("summary") if isinstance(body, Mapping) else None, str(path), "summary")
 
 

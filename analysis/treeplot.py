@@ -23,6 +23,7 @@ from replay.replayer import RoundResult
 from replay.tree import Tree
 from replay.vocab import PAD_TOKEN
 from replay.errors import SpecReplayError
+from replay.bounded import MAX_JSON_BYTES, parse_json_bytes, read_file_bytes
 
 Decode = Callable[[int], str]
 
@@ -171,12 +172,21 @@ def load_decoder(path: str | Path) -> Decode:
                               "AutoTokenizer.from_pretrained(DIR).save_pretrained(OUT))")
     if not file.is_file():
         raise SpecReplayError(f"--tokenizer {path}: not a tokenizer.json file or a directory holding one")
+    # Bounded and checked before the package is needed, so a wrong file is named as wrong with or
+    # without tokenizers installed, and a huge or hostile file is never handed to the Rust parser.
+    def fail(message: str) -> SpecReplayError:
+        return SpecReplayError(f"--tokenizer {file}: not a tokenizer.json ({message})")
+
+    data = read_file_bytes(file, MAX_JSON_BYTES, fail)
+    body = parse_json_bytes(data, fail)
+    if not isinstance(body, dict) or not isinstance(body.get("model"), dict):
+        raise fail('expected a JSON object with a "model" object, as tokenizers and transformers write it')
     try:
         from tokenizers import Tokenizer
     except ImportError:
         raise SpecReplayError(f"--tokenizer {file}: reading a tokenizer.json needs the tokenizers package (pip install tokenizers)") from None
     try:
-        tk = Tokenizer.from_file(str(file))
+        tk = Tokenizer.from_str(data.decode("utf-8-sig"))
     except Exception as exc:  # tokenizers raises a bare Exception for any unreadable file
         raise SpecReplayError(f"--tokenizer {file}: not a tokenizer.json ({_first_line(exc)})") from None
     return lambda t: tk.decode([int(t)], skip_special_tokens=False)

@@ -40,7 +40,8 @@ if __package__ in (None, ""):  # run as a script from a checkout without install
 
 import numpy as np  # noqa: E402
 
-from analysis.recommend import recommend_runs, render_recommendation  # noqa: E402
+from analysis.recommend import recommend_runs  # noqa: E402
+from analysis.recommend_render import render_recommendation  # noqa: E402
 from replay.batch_synth import synth_run  # noqa: E402
 from replay.config import TreeConfig  # noqa: E402
 from replay.packed import pack_batches  # noqa: E402
@@ -100,7 +101,7 @@ def run_new(path: Path, budget: int, bootstrap: int = 200):
 
 def run_old(old, path: Path, budget: int, bootstrap: int):
     def go():
-        rec = old.recommend([replay_directory(path)], budget, None, None, 5, 30, bootstrap, 0)
+        rec = old.recommend([replay_directory(path)], budget, None, None, top=5, min_count=30, bootstrap=bootstrap, seed=0)
         old.render_recommendation(rec)
         return rec
 

@@ -20,12 +20,24 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        os.chmod(tmp_path, _final_mode(path))
         with open(tmp_path, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def _final_mode(path: Path) -> int:
+    """The mode a plain ``open(path, "w")`` would give: mkstemp makes its file 0600, which would
+    leave dumps and reports unreadable to the rest of a team sharing a results directory."""
+    try:
+        return path.stat().st_mode & 0o7777  # replacing a file keeps its mode
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:

@@ -20,14 +20,13 @@ every combination is a config (those the tree cannot hold are skipped and report
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from .bounded import MAX_JSON_BYTES, parse_json_bytes, read_file_bytes
 from .config import TREE_DYNAMIC, TREE_STATIC, SpecConfig, TreeConfig, format_config, grid_item, parse_config, run_name  # noqa: F401
-from .errors import ConfigError, SpecReplayError, printable
+from .errors import ConfigError, SpecReplayError, shown
 
 EXPECTED = (
     "a JSON file, inline JSON (a tree object, a specTree object or a topKSpec list like [[6],[2,2],[1,1]]), "
@@ -49,7 +48,7 @@ class ConfigTextError(SpecReplayError):
 
     def __init__(self, option: str, text: str, message: str):
         self.option, self.text, self.reason = option, text, message
-        super().__init__(f"{option} {printable(text)!r}: {message}")
+        super().__init__(f"{option} {shown(text)!r}: {message}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -77,9 +76,9 @@ def parse_spec(text: str, option: str = "--config") -> SpecConfig:
         return SpecConfig((compact,))
     if s[0] in "[{":
         try:
-            obj = json.loads(s)
-        except json.JSONDecodeError as exc:
-            raise ConfigTextError(option, text, f"not valid JSON ({exc.msg} at column {exc.colno}); expected {EXPECTED}") from None
+            obj = parse_json_bytes(s.encode("utf-8", "surrogateescape"), lambda m: ConfigTextError(option, text, m))
+        except ConfigTextError as exc:
+            raise ConfigTextError(option, text, f"{exc.reason}; expected {EXPECTED}") from None
         return _from_json(obj, option, text, None)
     path = Path(s)
     if not path.exists():

@@ -14,6 +14,13 @@ def printable(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
+def shown(text: str, limit: int = 80) -> str:
+    """An option's value as an error message quotes it: printable and cut short, so that a pasted
+    100 KB value still gives a one-line error."""
+    text = printable(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class SpecReplayError(Exception):
     """Base of every error the CLI turns into a one-line message and a non-zero exit."""
 

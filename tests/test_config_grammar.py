@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from analysis.compare import generate_funnels
-from analysis.recommend import config_line, live_command
+from analysis.recommend_render import config_line, live_command
 from replay.cli import main
 from replay.config import TREE_DYNAMIC, TreeConfig
 from replay.config_grammar import (

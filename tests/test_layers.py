@@ -38,15 +38,17 @@ _LAYER_MODULES = {
         replay.vocab replay.config replay.config_grammar replay.tree replay.selection
         replay.acceptance replay.records""",
     READING: """replay.npyfile replay.ptfile replay.matrix_io replay.grouping replay.rounds
-        replay.roundbatch replay.manifest replay.dumpwrite replay.packed_format replay.packed
+        replay.roundbatch replay.manifest replay.dumpwrite replay.packed_format replay.packed_meta
+        replay.packed_blocks replay.packed_write replay.packed_read replay.packed
         replay.fastread replay.sources replay.synth""",
     REPLAY: """replay.rebuild replay.replayer replay.batch replay.batch_synth replay.runs
         replay.render""",
     ANALYSIS: """analysis analysis.tables analysis.definitions analysis.metrics analysis.plots
         analysis.treeplot analysis.example_round analysis.runs analysis.dask_tables
         analysis.timings analysis.costmodel analysis.costsource analysis.compare
-        analysis.gamma_strategies analysis.subtree analysis.subtree_batch analysis.shape_model
-        analysis.shape_stats analysis.shape_dumps analysis.shape_search analysis.recommend
+        analysis.gamma_strategies analysis.subtree analysis.subtree_batch analysis.shape_counts analysis.shape_model
+        analysis.shape_stats analysis.shape_dumps analysis.shape_paths analysis.shape_search analysis.recommend
+        analysis.recommend_render
         analysis.report analysis.sweep_plots""",
     LIVE: """replay.live replay.live.checks replay.live.clock replay.live.costs replay.live.draft
         replay.live.dumps replay.live.errors replay.live.extras replay.live.forward

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from analysis.recommend import recommend, recommend_section, subtree_measure
+from analysis.recommend import recommend, subtree_measure
+from analysis.recommend_render import recommend_section
 from analysis.shape_dumps import scan_run
 from analysis.subtree import is_contained, replay_subconfig
 from replay.cli import main

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from analysis.recommend import Measured, compare_predictions, mean_se, recommend, subtree_measure
-from analysis.shape_model import collect_visits, estimate_model, model_from_hits
-from analysis.shape_search import engine_paths, search_shapes
+from analysis.shape_counts import collect_visits
+from analysis.shape_model import estimate_model, model_from_hits
+from analysis.shape_paths import engine_paths
+from analysis.shape_search import search_shapes
 from replay.config import TreeConfig
 from replay.replayer import replay_directory
 from replay.synth import write_synthetic_run

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from analysis.shape_dumps import dump_from_replay, scan_run
-from analysis.shape_model import MISS, ShapeStats, bootstrap, count_tables, estimate_cells, model_from_stats
+from analysis.shape_counts import MISS, ShapeStats, count_tables
+from analysis.shape_model import bootstrap, estimate_cells, model_from_stats
 from replay.batch_synth import synth_run
 from replay.config import TreeConfig
 from replay.packed import pack_batches

@@ -80,7 +80,8 @@ def progress_bars(enabled: bool | None) -> Iterator[Callable[[str], Callable[[in
 
 
 def run_recommend(args: argparse.Namespace) -> int:
-    from analysis.recommend import finite_json, recommend_runs, recommendation_json, render_recommendation
+    from analysis.recommend import recommend_runs
+    from analysis.recommend_render import finite_json, recommendation_json, render_recommendation
 
     for d in args.dir:
         require_dump_source(d)
@@ -88,8 +89,8 @@ def run_recommend(args: argparse.Namespace) -> int:
     opts = options_from_args(args)
     with progress_bars(progress_enabled(args.no_progress)) as stage:
         rec = recommend_runs(
-            args.dir, opts, args.budget, args.max_depth, cost, args.top, args.min_count, args.bootstrap, args.seed,
-            args.extrapolate, stage,
+            args.dir, opts, args.budget, args.max_depth, cost, stage, top=args.top, min_count=args.min_count,
+            bootstrap=args.bootstrap, seed=args.seed, extrapolate=args.extrapolate,
         )
     if args.json:
         sys.stdout.write(json.dumps(finite_json(recommendation_json(rec)), allow_nan=False) + "\n")
