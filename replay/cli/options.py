@@ -8,6 +8,9 @@
 - ``--no-progress`` on every command that can draw a progress bar (bars need a terminal anyway:
   replay.progress.progress_enabled).
 - ``--help`` shows every non-empty default (HelpFormatter).
+- A command is declared with add_command (its help line, description, examples, handler
+  ``run_<command>``); commands that read dumps share add_dump_options / options_from_args.
+- Skipped inputs are listed one per stderr line (print_skipped) and give exit status 1.
 """
 
 from __future__ import annotations
