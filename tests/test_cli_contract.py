@@ -274,7 +274,7 @@ def test_unexpected_exception_is_exit_2_one_line(monkeypatch, capsys):
     assert code == 2 and err.strip() == INTERNAL
 
 
-@pytest.mark.parametrize("how", ["option", "env"])
+@pytest.mark.parametrize("how", ["option", "option after the command", "env"])
 def test_debug_shows_the_traceback(how, monkeypatch, capsys):
     monkeypatch.setattr("replay.cli.cmd_replay.run_replay", _boom)
     if how == "env":
@@ -282,11 +282,27 @@ def test_debug_shows_the_traceback(how, monkeypatch, capsys):
         argv = ["replay", str(ARTICLE)]
     else:
         monkeypatch.delenv("SPECREPLAY_DEBUG", raising=False)
-        argv = ["--debug", "replay", str(ARTICLE)]
+        argv = ["--debug", "replay", str(ARTICLE)] if how == "option" else ["replay", str(ARTICLE), "--debug"]
     code, _, err = call(capsys, argv)
     assert code == 2
     assert err.startswith("Traceback (most recent call last):") and "ValueError: boom" in err
     assert err.strip().splitlines()[-1] == INTERNAL
+
+
+def test_every_command_accepts_debug_after_its_name(monkeypatch):
+    parser = build_parser()
+    commands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)][0].choices
+    for name, sub in commands.items():
+        if sub._subparsers is None or getattr(sub, "_defaults", {}).get("func"):
+            assert any("--debug" in a.option_strings for a in sub._actions), name
+
+
+def test_debug_after_a_double_dash_is_a_value_not_the_option(monkeypatch):
+    from replay.cli import debug_requested
+
+    monkeypatch.delenv("SPECREPLAY_DEBUG", raising=False)
+    assert debug_requested(["replay", "x", "--debug"])
+    assert not debug_requested(["replay", "--", "--debug"])
 
 
 def test_debug_traceback_also_for_user_errors(capsys, tmp_path):

@@ -21,14 +21,15 @@ from .parser import build_parser, dispatch
 __all__ = ["build_parser", "main"]
 
 def debug_requested(argv: Sequence[str]) -> bool:
-    """--debug before the command name, or SPECREPLAY_DEBUG set: known before parsing can fail."""
+    """--debug anywhere before a ``--``, or SPECREPLAY_DEBUG set: known before parsing can fail
+    (every command accepts --debug too, so it may follow the command name)."""
     if os.environ.get(DEBUG_ENV, "").strip() not in ("", "0"):
         return True
     for arg in argv:
+        if arg == "--":
+            return False  # what follows is positional values, even one spelled --debug
         if arg == "--debug":
             return True
-        if not arg.startswith("-"):
-            return False  # the command name: later tokens belong to the command
     return False
 
 

@@ -75,6 +75,9 @@ def add_command(
     then the epilog with its examples, as written) and its handler ``run_<name>``."""
     p = sub.add_parser(name, help=help, description=description, epilog=epilog, formatter_class=HelpFormatter)
     p.set_defaults(func=func)
+    # SUPPRESS: the command's --debug sets the flag but its absence never clears the top-level one
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help=f"print the traceback of an error (also: {DEBUG_ENV}=1)")
     return p
 
 
