@@ -25,6 +25,7 @@ from .errors import DumpError
 from .grouping import Grouping, Key, RoundFiles, Skipped
 from .matrix_io import SCORE_AUTO, DumpMatrix, RawSpec
 from .rounds import Round, load_round
+from .textbatch import read_text_batches
 from .vocab import PAD_TOKEN
 
 READ_TASK_ROUNDS = 256  # rounds per worker task: ~1,000 files, a progress tick every few ms
@@ -115,12 +116,17 @@ def _paths_of(rnd: Round) -> tuple[str, ...]:
 
 
 def read_chunk(directory: str, items: Sequence[tuple[int, RoundFiles, int]], opts: ReadOptions) -> ReadChunk:
-    """Read rounds ``items`` = (ordinal, files, root token); runs inside a worker process."""
+    """Read rounds ``items`` = (ordinal, files, root token); runs inside a worker process.
+
+    Plain-text rounds are parsed together (replay.textbatch); every other round, and any text round
+    that is not in the strict common form, is read by the reference reader, one round at a time.
+    """
+    raw_forced = opts.raw is not None and opts.raw.force
+    fast, rest = read_text_batches(directory, items, opts.step0_offset, opts.layout, raw_forced)
     groups: dict[tuple, list[tuple[int, Round]]] = {}
     unreadable: list[tuple[int, Skipped]] = []
-    files = 0
-    for ordinal, rf, root in items:
-        files += count_files(rf)
+    files = sum(count_files(rf) for _, rf, _ in items)
+    for ordinal, rf, root in rest:
         try:
             rnd = load_round(rf, opts.raw, opts.score_kind, root, opts.layout)
         except DumpError as exc:
@@ -128,7 +134,7 @@ def read_chunk(directory: str, items: Sequence[tuple[int, RoundFiles, int]], opt
             continue
         sig = (tuple(matrix_signature(m) for m in (*rnd.steps, rnd.validate)), _exts(rf))
         groups.setdefault(sig, []).append((ordinal, rnd))
-    batches = []
+    batches = list(fast)
     for (mat_sigs, exts), members in groups.items():
         rounds = [r for _, r in members]
         names = SourceNames(directory, exts, opts.step0_offset)

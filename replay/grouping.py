@@ -95,7 +95,7 @@ def parse_offset(text: str | int | tuple[int, int]) -> tuple[int, int]:
 
 
 def _fits_int64(*values: int) -> bool:
-    return all(_INT64_MIN <= v <= _INT64_MAX for v in values)
+    return min(values) >= _INT64_MIN and max(values) <= _INT64_MAX
 
 
 def is_dump_name(name: str) -> bool:
@@ -104,25 +104,31 @@ def is_dump_name(name: str) -> bool:
     return m is not None and (m.group("ext") or "").lower() in DATA_EXTS
 
 
+def _path_order(path: Path) -> tuple[str, ...]:
+    """Path's own order (PurePosixPath compares its parts), without its slow __lt__."""
+    return path.parts
+
+
 def _logical_files(paths: Iterable[Path]) -> tuple[dict[tuple, FileSet], list[Skipped]]:
     """Map (kind, step, a, b) → FileSet, reporting duplicates and stray files."""
     data: dict[tuple, list[Path]] = defaultdict(list)
     companions: dict[tuple, dict[str, list[Path]]] = defaultdict(lambda: defaultdict(list))
     skipped: list[Skipped] = []
-    for path in sorted(paths):
-        m = _NAME.match(path.name)
-        ext = (m.group("ext") or "").lower() if m else ""
-        if not m or ext not in DATA_EXTS:
-            if path.name not in SIDE_FILES and not path.name.startswith(".") and path.suffix.lower() not in SIDE_EXTS:
-                skipped.append(Skipped(printable(path.name), "name matches neither draft_step_I_A_B nor validate_A_B", (str(path),)))
+    for path in sorted(paths, key=_path_order):
+        name = path.name
+        m = _NAME.match(name)
+        if m:
+            step_text, validate, a, b, companion, ext = m.groups()
+        if not m or (ext or "").lower() not in DATA_EXTS:
+            if name not in SIDE_FILES and not name.startswith(".") and path.suffix.lower() not in SIDE_EXTS:
+                skipped.append(Skipped(printable(name), "name matches neither draft_step_I_A_B nor validate_A_B", (str(path),)))
             continue
-        step = -1 if m.group("validate") else int(m.group("step"))
-        lkey = (step, int(m.group("a")), int(m.group("b")))
+        lkey = (-1 if validate else int(step_text), int(a), int(b))
         if not _fits_int64(*lkey):
-            skipped.append(Skipped(path.name, "step or counters outside the int64 range", (str(path),)))
+            skipped.append(Skipped(name, "step or counters outside the int64 range", (str(path),)))
             continue
-        if m.group("companion"):
-            companions[lkey][m.group("companion")[1:]].append(path)
+        if companion:
+            companions[lkey][companion[1:]].append(path)
         else:
             data[lkey].append(path)
     out: dict[tuple, FileSet] = {}
@@ -132,8 +138,8 @@ def _logical_files(paths: Iterable[Path]) -> tuple[dict[tuple, FileSet], list[Sk
                 Skipped(files[0].stem, f"{len(files)} files hold the same matrix; keep one", tuple(map(str, files)))
             )
             continue
-        comp = companions.pop(lkey, {})
-        extra = [p for ps in comp.values() if len(ps) > 1 for p in ps]
+        comp = companions.pop(lkey, None) or {}
+        extra = comp and [p for ps in comp.values() if len(ps) > 1 for p in ps]
         if extra:
             skipped.append(Skipped(files[0].name, "several companion files of one kind", tuple(map(str, extra))))
             continue
@@ -168,6 +174,9 @@ def group_paths(
     for key in sorted(by_round):
         entries = by_round[key]
         steps = sorted(s for s in entries if s >= 0)
+        if -1 in entries and steps and steps[-1] + 1 == len(steps) and not unreadable:
+            rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))  # the common case
+            continue
         paths = tuple(str(entries[s].data) for s in sorted(entries))
         name = f"round {key[0]}_{key[1]}"
         bad = [p for fs in entries.values() for p in (fs.data, fs.scores, fs.parents) if p is not None and p in unreadable]

@@ -1,0 +1,212 @@
+"""Read many rounds of plain-text id matrices at once: one read per file, a few numpy calls per chunk.
+
+The common text dump (integers separated by spaces, one matrix row per line, no scores or parents
+companions) costs ~100 µs a file through ``matrix_io.read_matrix``, most of it per-file Python
+overhead. Here the bytes of a whole chunk of rounds are classified, checked and converted together,
+and rounds of equal matrix shapes go straight into RoundBatches.
+
+Only a strict subset of the text format is taken: ASCII digits, ``-``, spaces, tabs, commas and LF;
+every non-blank line of a file holds the same number of integers of at most ``MAX_DIGITS``
+characters. Anything else is not an error here: a comment, a CR, a BOM, a ``+``, a float, a long
+number, a ragged or empty file, a file that is not regular or is too large, a companion file, a
+name that does not round-trip. Such a round is handed back, and the caller reads it with the
+reference reader (``rounds.load_round``), so results, errors and skip messages stay exactly the
+reference's (tests/test_textbatch.py compares both on hostile and random inputs).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .bounded import MAX_TEXT_FILE_BYTES, read_regular_or_none
+from .grouping import RoundFiles
+from .matrix_io import TEXT_EXTS
+from .roundbatch import MatrixStack, RoundBatch, SourceNames
+
+Item = tuple[int, RoundFiles, int]  # (ordinal, files, root token), as fastread.plan_items gives
+MAX_DIGITS = 18  # characters of one value, sign included: any such integer fits int64
+_INT32 = np.iinfo(np.int32)
+
+# Byte classes of the fast alphabet; every other byte is OTHER and sends its file to the reference.
+OTHER, DIGIT, MINUS, SEPARATOR, NEWLINE = 0, 1, 2, 3, 4
+_CLASS = np.zeros(256, dtype=np.uint8)
+_CLASS[np.frombuffer(b"0123456789", dtype=np.uint8)] = DIGIT
+_CLASS[ord("-")] = MINUS
+_CLASS[np.frombuffer(b" \t,", dtype=np.uint8)] = SEPARATOR
+_CLASS[ord("\n")] = NEWLINE
+_COMMA_TO_SPACE = bytes.maketrans(b",", b" ")
+
+
+@dataclass(frozen=True, eq=False)
+class ParsedTexts:
+    """The matrices of F text files; a file outside the fast subset has ok False and no values."""
+
+    ok: np.ndarray  # [F] bool
+    rows: np.ndarray  # [F] int64, 0 where not ok
+    cols: np.ndarray  # [F] int64, 0 where not ok
+    start: np.ndarray  # [F] int64, offset of the file's first value in ``values``
+    values: np.ndarray  # [sum(rows * cols)] int64, file after file, row-major
+
+
+def _file_flags(buf: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(ok, rows, cols, token starts) of the files laid end to end in ``buf``.
+
+    buf: [N] uint8, each file followed by one LF; ends: [F] int64 position of each file's final LF.
+    """
+    nfiles = ends.shape[0]
+    cls = _CLASS[buf]
+    bad = np.zeros(nfiles, dtype=bool)
+    bad[np.searchsorted(ends, np.flatnonzero(cls == OTHER))] = True
+    in_token = (cls == DIGIT) | (cls == MINUS)
+    prev_in = np.concatenate(([False], in_token[:-1]))  # a file ends in LF, so tokens never cross files
+    next_in = np.concatenate((in_token[1:], [False]))
+    starts = in_token & ~prev_in
+    # '-' only as a value's first character, followed by a digit ("1-2", "--3", "-" alone are not)
+    minus = np.flatnonzero(cls == MINUS)
+    wrong = prev_in[minus] | (cls[minus + 1] != DIGIT)  # minus + 1 exists: buf ends in LF
+    bad[np.searchsorted(ends, minus[wrong])] = True
+    first, last = np.flatnonzero(starts), np.flatnonzero(in_token & ~next_in)
+    bad[np.searchsorted(ends, first[last - first + 1 > MAX_DIGITS])] = True
+    # values per line: token starts between consecutive LFs
+    newlines = np.flatnonzero(cls == NEWLINE)
+    before = np.cumsum(starts, dtype=np.int64)[newlines]
+    per_line = np.diff(before, prepend=0)
+    line_file = np.searchsorted(ends, newlines)
+    filled = per_line > 0  # blank lines (spaces, commas only) are skipped, as the reference does
+    files, counts = line_file[filled], per_line[filled]
+    rows = np.bincount(files, minlength=nfiles).astype(np.int64)
+    cols = np.zeros(nfiles, dtype=np.int64)
+    head = np.flatnonzero(np.concatenate(([True], files[1:] != files[:-1]))) if files.size else files
+    cols[files[head]] = counts[head]
+    bad[files[counts != cols[files]]] = True  # ragged rows
+    bad |= rows == 0  # empty file
+    return ~bad, rows, cols, starts
+
+
+def parse_id_texts(datas: Sequence[bytes]) -> ParsedTexts:
+    """Parse the files' bytes together; files outside the fast subset come back with ok False."""
+    nfiles = len(datas)
+    empty = np.zeros(nfiles, dtype=np.int64)
+    if not nfiles:
+        return ParsedTexts(np.zeros(0, dtype=bool), empty, empty, empty, empty)
+    lengths = np.fromiter(map(len, datas), dtype=np.int64, count=nfiles)
+    big = b"\n".join(datas) + b"\n"
+    ends = np.cumsum(lengths + 1) - 1
+    ok, rows, cols, starts = _file_flags(np.frombuffer(big, dtype=np.uint8), ends)
+    if not ok.all():  # rare: parse the good files alone, then put them back in place
+        keep = np.flatnonzero(ok)
+        sub = parse_id_texts([datas[i] for i in keep])
+        full_ok = np.zeros(nfiles, dtype=bool)
+        full_ok[keep] = sub.ok
+        out = [np.zeros(nfiles, dtype=np.int64) for _ in range(3)]
+        for arr, part in zip(out, (sub.rows, sub.cols, sub.start)):
+            arr[keep] = part
+        return ParsedTexts(full_ok, out[0], out[1], out[2], sub.values)
+    # Validated above: np.fromstring sees only well-formed integers separated by whitespace.
+    values = np.fromstring(big.translate(_COMMA_TO_SPACE), dtype=np.int64, sep=" ")
+    sizes = rows * cols
+    if values.shape[0] != int(starts.sum()) or values.shape[0] != int(sizes.sum()):
+        return ParsedTexts(np.zeros(nfiles, dtype=bool), empty, empty, empty, empty)  # never seen; the reference decides
+    start = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+    return ParsedTexts(ok, rows, cols, start, values)
+
+
+def _text_paths(rf: RoundFiles, raw_forced: bool) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(data paths, their extensions) when every file is plain text without companions, else None."""
+    paths, exts = [], []
+    for fs in (*rf.steps, rf.validate):
+        if fs.scores is not None or fs.parents is not None:
+            return None
+        p = str(fs.data)
+        ext = os.path.splitext(p)[1]
+        if ext.lower() not in TEXT_EXTS or (ext == "" and raw_forced):
+            return None
+        paths.append(p)
+        exts.append(ext)
+    return tuple(paths), tuple(exts)
+
+
+def _narrow(ids: np.ndarray) -> np.ndarray:
+    """int32 when every id fits (as fastread.narrow_ids): half the bytes for the kernel to scan."""
+    if ids.size == 0 or (ids.min() >= _INT32.min and ids.max() <= _INT32.max):
+        return ids.astype(np.int32)
+    return ids
+
+
+def _stack(parsed: ParsedTexts, files: np.ndarray, rows: int, cols: int) -> MatrixStack:
+    """files: [R] int64 indices into ``parsed``, all of shape (rows, cols)."""
+    index = parsed.start[files][:, None] + np.arange(rows * cols, dtype=np.int64)  # [R, rows * cols]
+    ids = parsed.values[index].reshape(files.shape[0], rows, cols).transpose(1, 2, 0)
+    return MatrixStack(np.ascontiguousarray(_narrow(ids)))
+
+
+def read_text_batches(
+    directory: str, items: Sequence[Item], step0_offset: tuple[int, int], layout: str | None, raw_forced: bool
+) -> tuple[list[RoundBatch], list[Item]]:
+    """(RoundBatches of the rounds read here, the items left for the reference reader, in order).
+
+    directory: as the RoundFiles' paths were built (str(Path(directory))); raw_forced: --raw ...:force,
+    which makes extension-less files raw binary.
+    """
+    rest: list[Item] = []
+    taken: list[tuple[Item, tuple[str, ...]]] = []
+    datas: list[bytes] = []
+    names: dict[tuple[str, ...], SourceNames] = {}
+    for item in items:
+        rf = item[1]
+        found = _text_paths(rf, raw_forced)
+        if found is None:
+            rest.append(item)
+            continue
+        paths, exts = found
+        if exts not in names:
+            names[exts] = SourceNames(directory, exts, step0_offset)
+        if paths != names[exts].paths(rf.key, len(rf.steps)):
+            rest.append(item)  # names that do not round-trip ("007"): the reference keeps them verbatim
+            continue
+        got = [read_regular_or_none(p, MAX_TEXT_FILE_BYTES) for p in paths]
+        if any(g is None for g in got):
+            rest.append(item)
+            continue
+        taken.append((item, exts))
+        datas += got
+    parsed = parse_id_texts(datas)
+    groups: dict[tuple, list[tuple[Item, int]]] = {}
+    first = 0
+    for item, exts in taken:
+        n = len(exts)
+        sl = slice(first, first + n)
+        if parsed.ok[sl].all():
+            sig = (exts, parsed.rows[sl].tobytes(), parsed.cols[sl].tobytes())
+            groups.setdefault(sig, []).append((item, first))
+        else:
+            rest.append(item)
+        first += n
+    rest.sort(key=lambda it: it[0])
+    batches = [_batch(directory, exts, members, parsed, step0_offset, layout) for (exts, _, _), members in groups.items()]
+    return batches, rest
+
+
+def _batch(
+    directory: str, exts: tuple[str, ...], members: list[tuple[Item, int]], parsed: ParsedTexts,
+    step0_offset: tuple[int, int], layout: str | None,
+) -> RoundBatch:
+    """Rounds of one signature; members: (item, index of the round's first file in ``parsed``)."""
+    firsts = np.asarray([f for _, f in members], dtype=np.int64)  # [R]
+    stacks = []
+    for m in range(len(exts)):
+        f0 = int(firsts[0]) + m
+        stacks.append(_stack(parsed, firsts + m, int(parsed.rows[f0]), int(parsed.cols[f0])))
+    return RoundBatch(
+        np.asarray([it[1].key for it, _ in members], dtype=np.int64).reshape(-1, 2).T.copy(),
+        np.asarray([it[2] for it, _ in members], dtype=np.int64),
+        tuple(stacks[:-1]),
+        stacks[-1],
+        layout,
+        SourceNames(directory, exts, step0_offset),
+        np.asarray([it[0] for it, _ in members], dtype=np.int64),
+    )
