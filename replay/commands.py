@@ -12,7 +12,7 @@ from .grouping import parse_offset
 from .matrix_io import RawSpec
 from .progress import progress_enabled, tqdm_progress
 from .render import render_round, render_summary
-from .records import records_of_batch, write_json_lines
+from .records import write_batch_json_lines
 from .replayer import ReplayOptions, replay_directory
 from .runs import replay_run
 from .sources import require_dump_source
@@ -90,7 +90,7 @@ def run_replay(args: argparse.Namespace) -> int:
 def _replay_json(args: argparse.Namespace) -> int:
     """No trees to draw: the batch replay gives the same records (tests/test_batch_samples.py), faster."""
     rep = replay_run(args.dir, options_from_args(args), progress=progress_enabled(args.no_progress))
-    write_json_lines(records_of_batch(rep.result), sys.stdout)
+    write_batch_json_lines(rep.result, sys.stdout)
     for s in rep.skipped:
         print(f"specreplay: skipped {s.what}: {s.reason}", file=sys.stderr)
     return 1 if rep.skipped else 0

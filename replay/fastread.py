@@ -22,10 +22,10 @@ import numpy as np
 
 from .roundbatch import MatrixStack, RoundBatch, SourceNames
 from .errors import DumpError
-from .grouping import Grouping, Key, RoundFiles, Skipped
+from .grouping import FileSet, Grouping, Key, RoundFiles, Skipped
 from .matrix_io import SCORE_AUTO, DumpMatrix, RawSpec
 from .rounds import Round, load_round
-from .textbatch import read_text_batches
+from .textbatch import RoundPaths, read_text_batches
 from .vocab import PAD_TOKEN
 
 READ_TASK_ROUNDS = 256  # rounds per worker task: ~1,000 files, a progress tick every few ms
@@ -115,8 +115,22 @@ def _paths_of(rnd: Round) -> tuple[str, ...]:
     return tuple(m.path for m in (*rnd.steps, rnd.validate))
 
 
-def read_chunk(directory: str, items: Sequence[tuple[int, RoundFiles, int]], opts: ReadOptions) -> ReadChunk:
-    """Read rounds ``items`` = (ordinal, files, root token); runs inside a worker process.
+def round_paths(items: Sequence[tuple[int, RoundFiles, int]]) -> list[RoundPaths]:
+    """plan_items' rounds as plain strings, cheap to send to a reader process."""
+    def one(fs: FileSet) -> tuple[str, str | None, str | None]:
+        return (str(fs.data), None if fs.scores is None else str(fs.scores), None if fs.parents is None else str(fs.parents))
+
+    return [(o, rf.key, tuple(one(fs) for fs in (*rf.steps, rf.validate)), root) for o, rf, root in items]
+
+
+def _round_files(item: RoundPaths) -> tuple[int, RoundFiles, int]:
+    ordinal, key, files, root = item
+    sets = tuple(FileSet(Path(d), None if s is None else Path(s), None if p is None else Path(p)) for d, s, p in files)
+    return ordinal, RoundFiles(key, sets[:-1], sets[-1]), root
+
+
+def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -> ReadChunk:
+    """Read rounds ``items`` (from round_paths); runs inside a worker process.
 
     Plain-text rounds are parsed together (replay.textbatch); every other round, and any text round
     that is not in the strict common form, is read by the reference reader, one round at a time.
@@ -125,8 +139,8 @@ def read_chunk(directory: str, items: Sequence[tuple[int, RoundFiles, int]], opt
     fast, rest = read_text_batches(directory, items, opts.step0_offset, opts.layout, raw_forced)
     groups: dict[tuple, list[tuple[int, Round]]] = {}
     unreadable: list[tuple[int, Skipped]] = []
-    files = sum(count_files(rf) for _, rf, _ in items)
-    for ordinal, rf, root in rest:
+    files = sum(1 + (s is not None) + (p is not None) for _, _, fps, _ in items for _, s, p in fps)
+    for ordinal, rf, root in map(_round_files, rest):
         try:
             rnd = load_round(rf, opts.raw, opts.score_kind, root, opts.layout)
         except DumpError as exc:
@@ -191,7 +205,7 @@ def iter_read_chunks(
     workers = max(1, min(os.cpu_count() or 1, 2)) if workers is None else max(1, workers)
     # Small directories still get a few chunks per worker, so both cores share the work.
     chunk_rounds = max(8, min(chunk_rounds, -(-len(items) // (4 * workers))))
-    tasks = [(directory, items[i : i + chunk_rounds], opts) for i in range(0, len(items), chunk_rounds)]
+    tasks = [(directory, round_paths(items[i : i + chunk_rounds]), opts) for i in range(0, len(items), chunk_rounds)]
     total_files = sum(count_files(rf) for _, rf, _ in items)
     bar = _progress_bar(total_files, progress)
     rounds = 0

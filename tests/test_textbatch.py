@@ -23,7 +23,7 @@ from replay.batch_synth import SynthSpec, synth_batch
 from replay.cli import main
 from replay.config import TreeConfig
 from replay.errors import DumpError
-from replay.fastread import plan_items
+from replay.fastread import plan_items, round_paths
 from replay.grouping import group_directory
 from replay.matrix_io import parse_text_matrix
 from replay.records import record_of
@@ -140,7 +140,7 @@ def cli_output(d: Path, argv: tuple[str, ...] = ()) -> tuple[int, str, str]:
 
 def fast_rounds(d: Path) -> int:
     """Rounds of ``d`` that the bulk reader takes (the rest go to the reference reader)."""
-    items = plan_items(group_directory(d), {})
+    items = round_paths(plan_items(group_directory(d), {}))
     batches, _ = textbatch.read_text_batches(str(d), items, (1, 1), None, False)
     return sum(len(b) for b in batches)
 
