@@ -166,7 +166,7 @@ def group_paths(
     by_round: dict[Key, dict[int, FileSet]] = defaultdict(dict)
     for (step, a, b), fs in files.items():
         key = (a + da, b + db) if step == 0 else (a, b)
-        if not _fits_int64(*key):
+        if step == 0 and not _fits_int64(*key):  # other keys are their names' counters, checked already
             skipped.append(Skipped(fs.data.name, f"step-0 offset {step0_offset} moves its counters outside the int64 range", (str(fs.data),)))
             continue
         by_round[key][step] = fs
@@ -217,7 +217,7 @@ def group_directory(directory: str | Path, step0_offset: tuple[int, int] = (1, 1
     try:
         with os.scandir(directory) as entries:
             for entry in entries:
-                path = Path(entry.path)
+                path = directory / entry.name  # as Path(entry.path), parsing only the name
                 try:
                     is_file = entry.is_file()  # follows symlinks; no open
                 except OSError:

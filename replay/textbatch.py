@@ -175,39 +175,54 @@ def read_text_batches(
             continue
         taken.append((item, exts))
         datas += got
+    if not taken:
+        return [], rest
     parsed = parse_id_texts(datas)
-    groups: dict[tuple, list[tuple[RoundPaths, int]]] = {}
-    first = 0
-    for item, exts in taken:
-        n = len(exts)
-        sl = slice(first, first + n)
-        if parsed.ok[sl].all():
-            sig = (exts, parsed.rows[sl].tobytes(), parsed.cols[sl].tobytes())
-            groups.setdefault(sig, []).append((item, first))
+    counts = np.fromiter((len(exts) for _, exts in taken), dtype=np.int64, count=len(taken))  # [T] files per round
+    firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))  # [T] each round's first file in ``parsed``
+    round_ok = np.logical_and.reduceat(parsed.ok, firsts)
+    by_exts: dict[tuple[str, ...], list[int]] = {}
+    for t, (item, exts) in enumerate(taken):
+        if round_ok[t]:
+            by_exts.setdefault(exts, []).append(t)
         else:
             rest.append(item)
-        first += n
     rest.sort(key=lambda it: it[0])
-    batches = [_batch(directory, exts, members, parsed, step0_offset, layout) for (exts, _, _), members in groups.items()]
+    rounds = _RoundColumns.of([item for item, _ in taken])
+    batches = []
+    for exts, members in by_exts.items():
+        idx = np.asarray(members, dtype=np.int64)
+        files = firsts[idx][:, None] + np.arange(len(exts))  # [R, matrices]
+        shapes = np.concatenate((parsed.rows[files], parsed.cols[files]), axis=1)  # [R, 2 * matrices]
+        _, sig = np.unique(shapes, axis=0, return_inverse=True)
+        for s in range(int(sig.max()) + 1):
+            pick = np.flatnonzero(sig.reshape(-1) == s)
+            batches.append(_batch(names[exts], files[pick], idx[pick], rounds, parsed, layout))
     return batches, rest
 
 
+@dataclass(frozen=True, eq=False)
+class _RoundColumns:
+    """Per-round columns of the rounds read here, for indexing by round."""
+
+    ordinals: np.ndarray  # [T] int64
+    keys: np.ndarray  # [2, T] int64
+    roots: np.ndarray  # [T] int64
+
+    @classmethod
+    def of(cls, items: Sequence[RoundPaths]) -> "_RoundColumns":
+        return cls(
+            np.fromiter((it[0] for it in items), dtype=np.int64, count=len(items)),
+            np.asarray([it[1] for it in items], dtype=np.int64).reshape(-1, 2).T.copy(),
+            np.fromiter((it[3] for it in items), dtype=np.int64, count=len(items)),
+        )
+
+
 def _batch(
-    directory: str, exts: tuple[str, ...], members: list[tuple[RoundPaths, int]], parsed: ParsedTexts,
-    step0_offset: tuple[int, int], layout: str | None,
+    names: SourceNames, files: np.ndarray, rounds: np.ndarray, columns: _RoundColumns, parsed: ParsedTexts, layout: str | None
 ) -> RoundBatch:
-    """Rounds of one signature; members: (item, index of the round's first file in ``parsed``)."""
-    firsts = np.asarray([f for _, f in members], dtype=np.int64)  # [R]
-    stacks = []
-    for m in range(len(exts)):
-        f0 = int(firsts[0]) + m
-        stacks.append(_stack(parsed, firsts + m, int(parsed.rows[f0]), int(parsed.cols[f0])))
+    """Rounds of one signature. files: [R, matrices] int64 indices into ``parsed``; rounds: [R] into ``columns``."""
+    stacks = [_stack(parsed, files[:, m], int(parsed.rows[files[0, m]]), int(parsed.cols[files[0, m]])) for m in range(files.shape[1])]
     return RoundBatch(
-        np.asarray([it[1] for it, _ in members], dtype=np.int64).reshape(-1, 2).T.copy(),
-        np.asarray([it[3] for it, _ in members], dtype=np.int64),
-        tuple(stacks[:-1]),
-        stacks[-1],
-        layout,
-        SourceNames(directory, exts, step0_offset),
-        np.asarray([it[0] for it, _ in members], dtype=np.int64),
+        columns.keys[:, rounds], columns.roots[rounds], tuple(stacks[:-1]), stacks[-1], layout, names, columns.ordinals[rounds]
     )
