@@ -35,6 +35,7 @@ SIDE_EXTS = (".json", ".md", ".txt.md", ".png", ".svg", ".html", ".csv.md")
 
 Key = tuple[int, int]
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1  # keys and steps become int64 arrays when read
+_SAFE_DIGITS = 18  # a counter of at most this many characters (sign included) always fits int64
 _NAMED_GAPS = 5  # missing draft steps named in a round's skip reason
 
 
@@ -114,17 +115,18 @@ def _logical_files(paths: Iterable[Path]) -> tuple[dict[tuple, FileSet], list[Sk
     data: dict[tuple, list[Path]] = defaultdict(list)
     companions: dict[tuple, dict[str, list[Path]]] = defaultdict(lambda: defaultdict(list))
     skipped: list[Skipped] = []
+    match = _NAME.match
     for path in sorted(paths, key=_path_order):
         name = path.name
-        m = _NAME.match(name)
+        m = match(name)
         if m:
             step_text, validate, a, b, companion, ext = m.groups()
-        if not m or (ext or "").lower() not in DATA_EXTS:
+        if not m or (ext is not None and ext.lower() not in DATA_EXTS):
             if name not in SIDE_FILES and not name.startswith(".") and path.suffix.lower() not in SIDE_EXTS:
                 skipped.append(Skipped(printable(name), "name matches neither draft_step_I_A_B nor validate_A_B", (str(path),)))
             continue
         lkey = (-1 if validate else int(step_text), int(a), int(b))
-        if not _fits_int64(*lkey):
+        if (len(a) > _SAFE_DIGITS or len(b) > _SAFE_DIGITS or (step_text and len(step_text) > _SAFE_DIGITS)) and not _fits_int64(*lkey):
             skipped.append(Skipped(name, "step or counters outside the int64 range", (str(path),)))
             continue
         if companion:
