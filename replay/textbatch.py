@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .bounded import MAX_TEXT_FILE_BYTES, read_regular_or_none
+from .bounded import read_regular_or_none
 from .grouping import Key
 from .matrix_io import TEXT_EXTS
 from .roundbatch import MatrixStack, RoundBatch, SourceNames
@@ -31,6 +31,8 @@ FilePaths = tuple[str, "str | None", "str | None"]  # a matrix's data file, scor
 # What crosses to a reader process: strings pickle ~10x faster than the Paths of a RoundFiles.
 RoundPaths = tuple[int, Key, tuple[FilePaths, ...], int]  # (ordinal, key, draft steps then validate, root token)
 MAX_DIGITS = 18  # characters of one value, sign included: any such integer fits int64
+BULK_FILE_BYTES = 1 << 20  # larger text files go to the reference reader (its limit: MAX_TEXT_FILE_BYTES)
+BULK_PARSE_BYTES = 8 << 20  # text parsed per numpy pass (~15 bytes of work arrays per byte)
 _INT32 = np.iinfo(np.int32)
 
 # Byte classes of the fast alphabet; every other byte is OTHER and sends its file to the reference.
@@ -151,11 +153,14 @@ def read_text_batches(
     """(RoundBatches of the rounds read here, the items left for the reference reader, in order).
 
     directory: as the RoundFiles' paths were built (str(Path(directory))); raw_forced: --raw ...:force,
-    which makes extension-less files raw binary.
+    which makes extension-less files raw binary. Files are parsed in pieces of about
+    BULK_PARSE_BYTES, so memory stays ~15 bytes per byte of one piece whatever the chunk holds.
     """
     rest: list[RoundPaths] = []
+    batches: list[RoundBatch] = []
     taken: list[tuple[RoundPaths, tuple[str, ...]]] = []
     datas: list[bytes] = []
+    held = 0
     names: dict[tuple[str, ...], SourceNames] = {}
     for item in items:
         _, key, files, _ = item
@@ -169,14 +174,27 @@ def read_text_batches(
         if paths != names[exts].paths(key, len(files) - 1):
             rest.append(item)  # names that do not round-trip ("007"): the reference keeps them verbatim
             continue
-        got = [read_regular_or_none(p, MAX_TEXT_FILE_BYTES) for p in paths]
+        got = [read_regular_or_none(p, BULK_FILE_BYTES) for p in paths]
         if any(g is None for g in got):
             rest.append(item)
             continue
         taken.append((item, exts))
         datas += got
-    if not taken:
-        return [], rest
+        held += sum(map(len, got))
+        if held >= BULK_PARSE_BYTES:
+            _parse_piece(taken, datas, names, layout, batches, rest)
+            taken, datas, held = [], [], 0
+    if taken:
+        _parse_piece(taken, datas, names, layout, batches, rest)
+    rest.sort(key=lambda it: it[0])
+    return batches, rest
+
+
+def _parse_piece(
+    taken: list[tuple[RoundPaths, tuple[str, ...]]], datas: list[bytes], names: dict[tuple[str, ...], SourceNames],
+    layout: str | None, batches: list[RoundBatch], rest: list[RoundPaths],
+) -> None:
+    """Parse the files of rounds ``taken`` (their bytes ``datas``, in order); batches and rounds refused are appended."""
     parsed = parse_id_texts(datas)
     counts = np.fromiter((len(exts) for _, exts in taken), dtype=np.int64, count=len(taken))  # [T] files per round
     firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))  # [T] each round's first file in ``parsed``
@@ -187,9 +205,7 @@ def read_text_batches(
             by_exts.setdefault(exts, []).append(t)
         else:
             rest.append(item)
-    rest.sort(key=lambda it: it[0])
     rounds = _RoundColumns.of([item for item, _ in taken])
-    batches = []
     for exts, members in by_exts.items():
         idx = np.asarray(members, dtype=np.int64)
         files = firsts[idx][:, None] + np.arange(len(exts))  # [R, matrices]
@@ -198,7 +214,6 @@ def read_text_batches(
         for s in range(int(sig.max()) + 1):
             pick = np.flatnonzero(sig.reshape(-1) == s)
             batches.append(_batch(names[exts], files[pick], idx[pick], rounds, parsed, layout))
-    return batches, rest
 
 
 @dataclass(frozen=True, eq=False)

@@ -264,3 +264,17 @@ def test_fast_path_off_gives_the_same_bytes(tmp_path, monkeypatch):
     without = replay_run(tmp_path, ReplayOptions(), workers=1)
     assert list(with_fast.iter_json()) == list(without.iter_json())
     assert with_fast.skipped == without.skipped
+
+
+def test_parse_pieces_and_large_files(tmp_path, monkeypatch):
+    """Small parse pieces and a low per-file cap (files above it go to the reference reader) change nothing."""
+    write_random_dir(tmp_path, 3)
+    sizes = sorted(p.stat().st_size for p in files_of(tmp_path))
+    monkeypatch.setattr(textbatch, "BULK_PARSE_BYTES", 200)
+    monkeypatch.setattr(textbatch, "BULK_FILE_BYTES", sizes[len(sizes) // 2])
+    total = len(group_directory(tmp_path).rounds)
+    assert 0 < fast_rounds(tmp_path) < total
+    rep = replay_run(tmp_path, ReplayOptions(), workers=1)
+    code, out, err = reference_output(tmp_path)
+    assert "".join(json.dumps(o) + "\n" for o in rep.iter_json()) == out
+    assert "".join(f"specreplay: skipped {s.what}: {s.reason}\n" for s in rep.skipped) == err
