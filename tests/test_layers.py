@@ -39,7 +39,7 @@ _LAYER_MODULES = {
         replay.acceptance replay.records""",
     READING: """replay.npyfile replay.ptfile replay.matrix_io replay.grouping replay.rounds
         replay.roundbatch replay.manifest replay.dumpwrite replay.packed_format replay.packed
-        replay.fastread replay.sources replay.synth""",
+        replay.fastread replay.textbatch replay.sources replay.synth""",
     REPLAY: """replay.rebuild replay.replayer replay.batch replay.batch_synth replay.runs
         replay.render""",
     ANALYSIS: """analysis analysis.tables analysis.definitions analysis.metrics analysis.plots
