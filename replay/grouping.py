@@ -175,7 +175,9 @@ def group_paths(
     rounds: list[RoundFiles] = []
     for key in sorted(by_round):
         entries = by_round[key]
-        steps = sorted(s for s in entries if s >= 0)
+        steps = sorted(entries)  # the validate's step, -1, sorts first
+        if steps[0] == -1:
+            steps = steps[1:]
         if -1 in entries and steps and steps[-1] + 1 == len(steps) and not unreadable:
             rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))  # the common case
             continue
