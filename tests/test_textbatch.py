@@ -278,3 +278,20 @@ def test_parse_pieces_and_large_files(tmp_path, monkeypatch):
     code, out, err = reference_output(tmp_path)
     assert "".join(json.dumps(o) + "\n" for o in rep.iter_json()) == out
     assert "".join(f"specreplay: skipped {s.what}: {s.reason}\n" for s in rep.skipped) == err
+
+
+def test_bulk_file_read_refuses_what_the_bounded_reader_refuses(tmp_path):
+    """read_regular_or_none returns a file's bytes, or None wherever read_file_bytes would raise."""
+    from replay.bounded import read_file_bytes, read_regular_or_none
+
+    (tmp_path / "ok").write_bytes(b"1 2\n")
+    (tmp_path / "big").write_bytes(b"1" * 100)
+    (tmp_path / "dir").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dev").symlink_to("/dev/zero")
+    (tmp_path / "broken").symlink_to(tmp_path / "missing")
+    assert read_regular_or_none(str(tmp_path / "ok"), 99) == b"1 2\n" == bytes(read_file_bytes(tmp_path / "ok", 99))
+    for name in ("big", "dir", "fifo", "dev", "broken", "missing"):
+        assert read_regular_or_none(str(tmp_path / name), 99) is None, name
+        with pytest.raises(DumpError):
+            read_file_bytes(tmp_path / name, 99)
