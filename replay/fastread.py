@@ -1,8 +1,10 @@
-"""Read a dump directory on every core: each file parsed exactly once, rounds stacked column-major.
+"""Read a dump directory on every core: each file read once, rounds stacked column-major.
 
 The directory is grouped by name first (no file is opened for that); then chunks of rounds go to
-a process pool, each worker reads its rounds with the same reader as the reference
-(``replay.rounds.load_round``) and stacks rounds of equal matrix signature into RoundBatches.
+a process pool (as plain strings, ``round_paths``). Each worker reads plain-text rounds in bulk
+(``replay.textbatch``) and every other round with the same reader as the reference
+(``replay.rounds.load_round``; a text round the bulk reader hands back is read again there, so its
+results and messages are the reference's), and stacks rounds of equal matrix signature into RoundBatches.
 Chunks come back in key order, a bounded number in flight, so memory stays proportional to the
 chunk size, not to the directory. A tqdm bar on stderr counts files and rounds.
 """
