@@ -5,8 +5,9 @@
 
 Builds a text directory of the article config ([[6],[2,2],[1,1]]/[1,2,2], no scores: 4 files a
 round) from replay.batch_synth, then, in this process, after one warm-up of each: the plain read
-of every file's bytes (the baseline), ``specreplay replay DIR --json`` and ``specreplay batch DIR
---json`` (``replay.cli.main`` with stdout sent to a null sink), interleaved, ``--repeat`` times.
+of every file's bytes (the baseline), ``specreplay replay DIR --json`` (default reader processes,
+and ``--workers 1``: the one-core figure) and ``specreplay batch DIR --json`` (``replay.cli.main``
+with stdout sent to a null sink), interleaved, ``--repeat`` times.
 Printed: median wall seconds and spread (min-max), rounds/s, the ratio to the plain read, and CPU
 seconds (this process plus its reader processes, os.times()) with rounds per CPU second and the
 CPU ratio to the plain read: on a shared machine the wall clock measures the neighbours, the CPU
@@ -97,6 +98,7 @@ def main_bench() -> None:
         cases = {
             "plain read (baseline)": lambda: plain_read(d),
             "replay --json": cli(["replay", str(d), "--json", "--no-progress"]),
+            "replay --json --workers 1": cli(["replay", str(d), "--json", "--no-progress", "--workers", "1"]),
             "batch --json": cli(["batch", str(d), "--json", "--no-progress"]),
         }
         for fn in cases.values():  # warm-up: page cache, imports

@@ -251,7 +251,7 @@ def test_article_round_is_read_by_the_bulk_reader():
 
 def test_stated_layout_and_offset_options(tmp_path):
     write_random_dir(tmp_path, 5)
-    for argv in (("--layout", "all"), ("--layout", "parents"), ("--step0-offset", "0"), ("--raw", "int32:8:force")):
+    for argv in (("--layout", "all"), ("--layout", "parents"), ("--step0-offset", "0"), ("--raw", "int32:8:force"), ("--workers", "1")):
         assert cli_output(tmp_path, argv) == reference_output(tmp_path, argv), argv
 
 
