@@ -8,8 +8,8 @@ and rounds of equal matrix shapes go straight into RoundBatches.
 Only a strict subset of the text format is taken: ASCII digits, ``-``, spaces, tabs, commas and LF;
 every non-blank line of a file holds the same number of integers of at most ``MAX_DIGITS``
 characters. Anything else is not an error here: a comment, a CR, a BOM, a ``+``, a float, a long
-number, a ragged or empty file, a file that is not regular or is too large, a companion file, a
-name that does not round-trip. Such a round is handed back, and the caller reads it with the
+number, a ragged or empty file, a file that is not regular or is too large, a companion file.
+Such a round is handed back, and the caller reads it with the
 reference reader (``rounds.load_round``), so results, errors and skip messages stay exactly the
 reference's (tests/test_textbatch.py compares both on hostile and random inputs).
 """
@@ -162,6 +162,7 @@ def read_text_batches(
     datas: list[bytes] = []
     held = 0
     names: dict[tuple[str, ...], SourceNames] = {}
+    odd: dict[int, tuple[str, ...]] = {}  # ordinal → paths
     for item in items:
         _, key, files, _ = item
         found = _text_paths(files, raw_forced)
@@ -172,8 +173,7 @@ def read_text_batches(
         if exts not in names:
             names[exts] = SourceNames(directory, exts, step0_offset)
         if paths != names[exts].paths(key, len(files) - 1):
-            rest.append(item)  # names that do not round-trip ("007"): the reference keeps them verbatim
-            continue
+            odd[item[0]] = paths  # names that do not round-trip ("007", "./"): kept verbatim, as the reference does
         got = [read_regular_or_none(p, BULK_FILE_BYTES) for p in paths]
         if any(g is None for g in got):
             rest.append(item)
@@ -182,19 +182,22 @@ def read_text_batches(
         datas += got
         held += sum(map(len, got))
         if held >= BULK_PARSE_BYTES:
-            _parse_piece(taken, datas, names, layout, batches, rest)
+            _parse_piece(taken, datas, names, odd, layout, batches, rest)
             taken, datas, held = [], [], 0
     if taken:
-        _parse_piece(taken, datas, names, layout, batches, rest)
+        _parse_piece(taken, datas, names, odd, layout, batches, rest)
     rest.sort(key=lambda it: it[0])
     return batches, rest
 
 
 def _parse_piece(
     taken: list[tuple[RoundPaths, tuple[str, ...]]], datas: list[bytes], names: dict[tuple[str, ...], SourceNames],
-    layout: str | None, batches: list[RoundBatch], rest: list[RoundPaths],
+    odd: dict[int, tuple[str, ...]], layout: str | None, batches: list[RoundBatch], rest: list[RoundPaths],
 ) -> None:
-    """Parse the files of rounds ``taken`` (their bytes ``datas``, in order); batches and rounds refused are appended."""
+    """Parse the files of rounds ``taken`` (their bytes ``datas``, in order); batches and rounds refused are appended.
+
+    odd: ordinal → paths of the rounds whose names SourceNames does not rebuild.
+    """
     parsed = parse_id_texts(datas)
     counts = np.fromiter((len(exts) for _, exts in taken), dtype=np.int64, count=len(taken))  # [T] files per round
     firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))  # [T] each round's first file in ``parsed``
@@ -213,7 +216,11 @@ def _parse_piece(
         _, sig = np.unique(shapes, axis=0, return_inverse=True)
         for s in range(int(sig.max()) + 1):
             pick = np.flatnonzero(sig.reshape(-1) == s)
-            batches.append(_batch(names[exts], files[pick], idx[pick], rounds, parsed, layout))
+            src = names[exts]
+            overrides = {int(o): odd[int(o)] for o in rounds.ordinals[idx[pick]] if int(o) in odd} if odd else None
+            if overrides:
+                src = SourceNames(src.directory, src.exts, src.step0_offset, overrides)
+            batches.append(_batch(src, files[pick], idx[pick], rounds, parsed, layout))
 
 
 @dataclass(frozen=True, eq=False)

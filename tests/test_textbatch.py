@@ -227,16 +227,28 @@ def test_hostile_text_dir(tmp_path):
 
 
 def test_zero_padded_names_keep_their_paths(tmp_path):
-    """A name that does not round-trip (counters "0124") goes to the reference reader."""
+    """A name that does not round-trip (counters "0124") is kept verbatim for messages."""
     shutil.copytree(ARTICLE_DIR, tmp_path / "d")
     d = tmp_path / "d"
     (d / "validate_124_140").rename(d / "validate_0124_140")
-    assert fast_rounds(d) == 0
+    assert fast_rounds(d) == 1
     assert cli_output(d) == reference_output(d)
+    code, _, err = cli_output(d, ("--layout", "all"))  # the article's validate holds the parents layout only
+    assert code == 1 and "validate_0124_140" in err
+    assert (code, _, err) == reference_output(d, ("--layout", "all"))
     (d / "validate_0124_140").write_text("oops\n")
     code, _, err = cli_output(d)
     assert code == 1 and "validate_0124_140" in err
     assert cli_output(d) == reference_output(d)
+
+
+def test_relative_directory(tmp_path, monkeypatch):
+    """`replay . --json`: paths print as the reference prints them (no "./" prefix)."""
+    write_random_dir(tmp_path, 2)
+    break_files(tmp_path, np.random.default_rng(2), 4)
+    monkeypatch.chdir(tmp_path)
+    assert fast_rounds(Path(".")) > 0
+    assert cli_output(Path(".")) == reference_output(Path("."))
 
 
 @pytest.mark.parametrize("name", ["article_round", "synthetic_article", "qwen2.5-coder/article", "qwen2.5-coder/chain4"])
