@@ -150,7 +150,7 @@ def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -
             continue
         sig = (tuple(matrix_signature(m) for m in (*rnd.steps, rnd.validate)), _exts(rf))
         groups.setdefault(sig, []).append((ordinal, rnd))
-    batches = list(fast)
+    batches = []
     for (mat_sigs, exts), members in groups.items():
         rounds = [r for _, r in members]
         names = SourceNames(directory, exts, opts.step0_offset)
@@ -175,7 +175,23 @@ def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -
                 batch.ordinals,
             )
         batches.append(batch)
+    if fast and batches:  # rare: a signature's rounds from both readers go back in key order, as one reader gives them
+        batches = _merge_in_order(fast + batches)
+    else:
+        batches = fast + batches
     return ReadChunk(tuple(batches), tuple(unreadable), files, len(items))
+
+
+def _merge_in_order(batches: Sequence[RoundBatch]) -> list[RoundBatch]:
+    """One batch per signature, its rounds sorted by ordinal (a packed group's blocks stay in key order)."""
+    parts: dict[tuple, list[RoundBatch]] = {}
+    for b in batches:
+        parts.setdefault(batch_signature(b), []).append(b)
+    out = []
+    for bs in parts.values():
+        merged = concat_batches(bs)
+        out.append(merged if len(bs) == 1 else merged.take(np.argsort(merged.ordinals, kind="stable")))
+    return out
 
 
 def _read_task(args: tuple) -> ReadChunk:

@@ -23,7 +23,7 @@ from replay.batch_synth import SynthSpec, synth_batch
 from replay.cli import main
 from replay.config import TreeConfig
 from replay.errors import DumpError
-from replay.fastread import plan_items, round_paths
+from replay.fastread import ReadOptions, batch_signature, plan_items, read_chunk, round_paths
 from replay.grouping import group_directory
 from replay.matrix_io import parse_text_matrix
 from replay.records import record_of
@@ -307,3 +307,18 @@ def test_bulk_file_read_refuses_what_the_bounded_reader_refuses(tmp_path):
         assert read_regular_or_none(str(tmp_path / name), 99) is None, name
         with pytest.raises(DumpError):
             read_file_bytes(tmp_path / name, 99)
+
+
+def test_chunk_keeps_each_signature_in_key_order(tmp_path):
+    """Rounds of one signature from both readers come back as one batch in key order (packing relies on it)."""
+    write_random_dir(tmp_path, 4)
+    files = files_of(tmp_path)
+    for k in (3, 9):
+        files[k].write_bytes(b"# to the reference reader\n" + files[k].read_bytes())
+    items = round_paths(plan_items(group_directory(tmp_path), {}))
+    chunk = read_chunk(str(tmp_path), items, ReadOptions())
+    signatures = [batch_signature(b) for b in chunk.batches]
+    assert len(signatures) == len(set(signatures))
+    assert sorted(int(o) for b in chunk.batches for o in b.ordinals) == list(range(len(items)))
+    for b in chunk.batches:
+        assert (np.diff(b.ordinals) > 0).all()
