@@ -9,9 +9,9 @@ Only a strict subset of the text format is taken: ASCII digits, ``-``, spaces, t
 every non-blank line of a file holds the same number of integers of at most ``MAX_DIGITS``
 characters. Anything else is not an error here: a comment, a CR, a BOM, a ``+``, a float, a long
 number, a ragged or empty file, a file that is not regular or is too large, a companion file.
-Such a round is handed back, and the caller reads it with the
-reference reader (``rounds.load_round``), so results, errors and skip messages stay exactly the
-reference's (tests/test_textbatch.py compares both on hostile and random inputs).
+Such a round is handed back, and the caller reads it with the reference reader
+(``rounds.load_round``), so results, errors and skip messages stay exactly the reference's
+(tests/test_textbatch.py compares both on hostile and random inputs).
 """
 
 from __future__ import annotations
