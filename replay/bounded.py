@@ -32,6 +32,9 @@ MAX_INFLATE_RATIO = 100  # a compressed member may declare at most this many byt
 INFLATE_FREE_BYTES = 16 * MiB  # ...once it declares more than this (small padding blocks compress ~1000x)
 ZIP_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}  # what numpy and torch write
 
+# open(2) flags for dump files: no fd leak to children, no controlling tty, and no blocking when a
+# FIFO is swapped in between the stat and the open.
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_NONBLOCK", 0)
 Fail = Callable[[str], SpecReplayError]  # message -> the error to raise (it names the file)
 
 _KINDS = (
@@ -125,6 +128,31 @@ def read_file_bytes(path: str | Path, limit: int, fail: Fail | None = None, allo
         if got != st.st_size:
             _raise(fail, f"shrank from {st.st_size:,} to {got:,} bytes while being read")
         return buf
+
+
+def read_regular_or_none(path: str, limit: int) -> bytes | None:
+    """The content of regular file ``path`` when read_file_bytes would return it unchanged, else None.
+
+    For bulk readers (replay.textbatch) that read thousands of small files: the same checks (stat
+    before open, regular file, at most ``limit`` bytes, the size read is the size stated) with no
+    message built; on None the caller asks read_file_bytes, which names the problem.
+    """
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        fd = os.open(path, _READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        data = os.read(fd, st.st_size)
+        return data if len(data) == st.st_size else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _read_stream(fh: io.RawIOBase, limit: int, fail: Fail) -> bytearray:

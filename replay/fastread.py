@@ -1,8 +1,10 @@
-"""Read a dump directory on every core: each file parsed exactly once, rounds stacked column-major.
+"""Read a dump directory on every core: each file read once, rounds stacked column-major.
 
 The directory is grouped by name first (no file is opened for that); then chunks of rounds go to
-a process pool, each worker reads its rounds with the same reader as the reference
-(``replay.rounds.load_round``) and stacks rounds of equal matrix signature into RoundBatches.
+a process pool (as plain strings, ``round_paths``). Each worker reads plain-text rounds in bulk
+(``replay.textbatch``) and every other round with the same reader as the reference
+(``replay.rounds.load_round``; a text round the bulk reader hands back is read again there, so its
+results and messages are the reference's), and stacks rounds of equal matrix signature into RoundBatches.
 Chunks come back in key order, a bounded number in flight, so memory stays proportional to the
 chunk size, not to the directory. A tqdm bar on stderr counts files and rounds.
 """
@@ -18,10 +20,11 @@ import numpy as np
 
 from .roundbatch import MatrixStack, RoundBatch, SourceNames
 from .errors import DumpError
-from .grouping import Grouping, Key, RoundFiles, Skipped
+from .grouping import FileSet, Grouping, Key, RoundFiles, Skipped
 from .matrix_io import SCORE_AUTO, DumpMatrix, RawSpec
 from .parallel import WorkerDiedError, ordered_map, resolve_workers
 from .rounds import Round, load_round
+from .textbatch import RoundPaths, read_text_batches
 from .vocab import PAD_TOKEN
 
 READ_TASK_ROUNDS = 256  # rounds per worker task: ~1,000 files, a progress tick every few ms
@@ -111,13 +114,32 @@ def _paths_of(rnd: Round) -> tuple[str, ...]:
     return tuple(m.path for m in (*rnd.steps, rnd.validate))
 
 
-def read_chunk(directory: str, items: Sequence[tuple[int, RoundFiles, int]], opts: ReadOptions) -> ReadChunk:
-    """Read rounds ``items`` = (ordinal, files, root token); runs inside a worker process."""
+def round_paths(items: Sequence[tuple[int, RoundFiles, int]]) -> list[RoundPaths]:
+    """plan_items' rounds as plain strings, cheap to send to a reader process."""
+    def one(fs: FileSet) -> tuple[str, str | None, str | None]:
+        return (str(fs.data), None if fs.scores is None else str(fs.scores), None if fs.parents is None else str(fs.parents))
+
+    return [(o, rf.key, tuple(one(fs) for fs in (*rf.steps, rf.validate)), root) for o, rf, root in items]
+
+
+def _round_files(item: RoundPaths) -> tuple[int, RoundFiles, int]:
+    ordinal, key, files, root = item
+    sets = tuple(FileSet(Path(d), None if s is None else Path(s), None if p is None else Path(p)) for d, s, p in files)
+    return ordinal, RoundFiles(key, sets[:-1], sets[-1]), root
+
+
+def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -> ReadChunk:
+    """Read rounds ``items`` (from round_paths); runs inside a worker process.
+
+    Plain-text rounds are parsed together (replay.textbatch); every other round, and any text round
+    that is not in the strict common form, is read by the reference reader, one round at a time.
+    """
+    raw_forced = opts.raw is not None and opts.raw.force
+    fast, rest = read_text_batches(directory, items, opts.step0_offset, opts.layout, raw_forced)
     groups: dict[tuple, list[tuple[int, Round]]] = {}
     unreadable: list[tuple[int, Skipped]] = []
-    files = 0
-    for ordinal, rf, root in items:
-        files += count_files(rf)
+    files = sum(1 + (s is not None) + (p is not None) for _, _, fps, _ in items for _, s, p in fps)
+    for ordinal, rf, root in map(_round_files, rest):
         try:
             rnd = load_round(rf, opts.raw, opts.score_kind, root, opts.layout)
         except DumpError as exc:
@@ -150,7 +172,23 @@ def read_chunk(directory: str, items: Sequence[tuple[int, RoundFiles, int]], opt
                 batch.ordinals,
             )
         batches.append(batch)
+    if fast and batches:  # rare: a signature's rounds from both readers go back in key order, as one reader gives them
+        batches = _merge_in_order(fast + batches)
+    else:
+        batches = fast + batches
     return ReadChunk(tuple(batches), tuple(unreadable), files, len(items))
+
+
+def _merge_in_order(batches: Sequence[RoundBatch]) -> list[RoundBatch]:
+    """One batch per signature, its rounds sorted by ordinal (a packed group's blocks stay in key order)."""
+    parts: dict[tuple, list[RoundBatch]] = {}
+    for b in batches:
+        parts.setdefault(batch_signature(b), []).append(b)
+    out = []
+    for bs in parts.values():
+        merged = concat_batches(bs)
+        out.append(merged if len(bs) == 1 else merged.take(np.argsort(merged.ordinals, kind="stable")))
+    return out
 
 
 def _read_task(args: tuple) -> ReadChunk:
@@ -182,7 +220,7 @@ def iter_read_chunks(
     workers = resolve_workers(workers)
     # Small directories still get a few chunks per worker, so both cores share the work.
     chunk_rounds = max(8, min(chunk_rounds, -(-len(items) // (4 * workers))))
-    tasks = [(directory, items[i : i + chunk_rounds], opts) for i in range(0, len(items), chunk_rounds)]
+    tasks = [(directory, round_paths(items[i : i + chunk_rounds]), opts) for i in range(0, len(items), chunk_rounds)]
     total_files = sum(count_files(rf) for _, rf, _ in items)
     bar = _progress_bar(total_files, progress)
     rounds = 0

@@ -35,6 +35,7 @@ SIDE_EXTS = (".json", ".md", ".txt.md", ".png", ".svg", ".html", ".csv.md")
 
 Key = tuple[int, int]
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1  # keys and steps become int64 arrays when read
+_SAFE_DIGITS = 18  # a counter of at most this many characters (sign included) always fits int64
 _NAMED_GAPS = 5  # missing draft steps named in a round's skip reason
 
 
@@ -104,7 +105,7 @@ def parse_offset(text: str | int | tuple[int, int]) -> tuple[int, int]:
 
 
 def _fits_int64(*values: int) -> bool:
-    return all(_INT64_MIN <= v <= _INT64_MAX for v in values)
+    return min(values) >= _INT64_MIN and max(values) <= _INT64_MAX
 
 
 def is_dump_name(name: str) -> bool:
@@ -113,25 +114,32 @@ def is_dump_name(name: str) -> bool:
     return m is not None and (m.group("ext") or "").lower() in DATA_EXTS
 
 
+def _path_order(path: Path) -> tuple[str, ...]:
+    """Path's own order (PurePosixPath compares its parts), without its slow __lt__."""
+    return path.parts
+
+
 def _logical_files(paths: Iterable[Path]) -> tuple[dict[tuple, FileSet], list[Skipped]]:
     """Map (kind, step, a, b) → FileSet, reporting duplicates and stray files."""
     data: dict[tuple, list[Path]] = defaultdict(list)
     companions: dict[tuple, dict[str, list[Path]]] = defaultdict(lambda: defaultdict(list))
     skipped: list[Skipped] = []
-    for path in sorted(paths):
-        m = _NAME.match(path.name)
-        ext = (m.group("ext") or "").lower() if m else ""
-        if not m or ext not in DATA_EXTS:
-            if path.name not in SIDE_FILES and not path.name.startswith(".") and path.suffix.lower() not in SIDE_EXTS:
-                skipped.append(Skipped(printable(path.name), "name matches neither draft_step_I_A_B nor validate_A_B", (str(path),)))
+    match = _NAME.match
+    for path in sorted(paths, key=_path_order):
+        name = path.name
+        m = match(name)
+        if m:
+            step_text, validate, a, b, companion, ext = m.groups()
+        if not m or (ext is not None and ext.lower() not in DATA_EXTS):
+            if name not in SIDE_FILES and not name.startswith(".") and path.suffix.lower() not in SIDE_EXTS:
+                skipped.append(Skipped(printable(name), "name matches neither draft_step_I_A_B nor validate_A_B", (str(path),)))
             continue
-        step = -1 if m.group("validate") else int(m.group("step"))
-        lkey = (step, int(m.group("a")), int(m.group("b")))
-        if not _fits_int64(*lkey):
-            skipped.append(Skipped(path.name, "step or counters outside the int64 range", (str(path),)))
+        lkey = (-1 if validate else int(step_text), int(a), int(b))
+        if (len(a) > _SAFE_DIGITS or len(b) > _SAFE_DIGITS or (step_text and len(step_text) > _SAFE_DIGITS)) and not _fits_int64(*lkey):
+            skipped.append(Skipped(name, "step or counters outside the int64 range", (str(path),)))
             continue
-        if m.group("companion"):
-            companions[lkey][m.group("companion")[1:]].append(path)
+        if companion:
+            companions[lkey][companion[1:]].append(path)
         else:
             data[lkey].append(path)
     out: dict[tuple, FileSet] = {}
@@ -141,8 +149,8 @@ def _logical_files(paths: Iterable[Path]) -> tuple[dict[tuple, FileSet], list[Sk
                 Skipped(files[0].stem, f"{len(files)} files hold the same matrix; keep one", tuple(map(str, files)))
             )
             continue
-        comp = companions.pop(lkey, {})
-        extra = [p for ps in comp.values() if len(ps) > 1 for p in ps]
+        comp = companions.pop(lkey, None) or {}
+        extra = comp and [p for ps in comp.values() if len(ps) > 1 for p in ps]
         if extra:
             skipped.append(Skipped(files[0].name, "several companion files of one kind", tuple(map(str, extra))))
             continue
@@ -169,14 +177,19 @@ def group_paths(
     by_round: dict[Key, dict[int, FileSet]] = defaultdict(dict)
     for (step, a, b), fs in files.items():
         key = (a + da, b + db) if step == 0 else (a, b)
-        if not _fits_int64(*key):
+        if step == 0 and not _fits_int64(*key):  # other keys are their names' counters, checked already
             skipped.append(Skipped(fs.data.name, f"step-0 offset {step0_offset} moves its counters outside the int64 range", (str(fs.data),)))
             continue
         by_round[key][step] = fs
     rounds: list[RoundFiles] = []
     for key in sorted(by_round):
         entries = by_round[key]
-        steps = sorted(s for s in entries if s >= 0)
+        steps = sorted(entries)  # the validate's step, -1, sorts first
+        if steps[0] == -1:
+            steps = steps[1:]
+        if -1 in entries and steps and steps[-1] + 1 == len(steps) and not unreadable:
+            rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))  # the common case
+            continue
         paths = tuple(str(entries[s].data) for s in sorted(entries))
         name = f"round {key[0]}_{key[1]}"
         bad = [p for fs in entries.values() for p in (fs.data, fs.scores, fs.parents) if p is not None and p in unreadable]
@@ -217,7 +230,7 @@ def group_directory(directory: str | Path, step0_offset: tuple[int, int] = (1, 1
     try:
         with os.scandir(directory) as entries:
             for entry in entries:
-                path = Path(entry.path)
+                path = directory / entry.name  # as Path(entry.path), parsing only the name
                 try:
                     is_file = entry.is_file()  # follows symlinks; no open
                 except OSError:

@@ -101,12 +101,40 @@ def records_of_batch(result) -> Iterable[RoundRecord]:
         yield RoundRecord(**{k: tuple(v) if k in LIST_COLUMNS else v for k, v in obj.items()})
 
 
+def json_line(obj: dict) -> str:
+    """One record's JSON Lines line: ``obj`` is RoundRecord.to_json() (its keys in COLUMNS order)."""
+    return json.dumps(obj) + "\n"
+
+
 def write_json_lines(records: Iterable[RoundRecord], out: IO[str]) -> int:
     """JSON Lines, one record per line; returns the count."""
     n = 0
     for rec in records:
-        out.write(json.dumps(rec.to_json()) + "\n")
+        out.write(json_line(rec.to_json()))
         n += 1
+    return n
+
+
+_LINES_PER_WRITE = 1024  # one write call per block of lines, not per line
+
+
+def write_batch_json_lines(result, out: IO[str]) -> int:
+    """write_json_lines(records_of_batch(result), out) without building the records in between.
+
+    result: a replay.batch.BatchResult; its round objects already hold RoundRecord.to_json()'s
+    keys, values and order (checked per round), so each goes straight to json_line.
+    """
+    n = 0
+    block: list[str] = []
+    for obj in result.iter_json():
+        if tuple(obj) != COLUMNS:
+            raise ValueError(f"batch record keys {tuple(obj)} differ from the record's columns {COLUMNS}")
+        block.append(json_line(obj))
+        if len(block) == _LINES_PER_WRITE:
+            out.write("".join(block))
+            block.clear()
+        n += 1
+    out.write("".join(block))
     return n
 
 

@@ -40,7 +40,7 @@ _LAYER_MODULES = {
     READING: """replay.npyfile replay.ptfile replay.matrix_io replay.grouping replay.rounds
         replay.roundbatch replay.manifest replay.dumpwrite replay.packed_format replay.packed_meta
         replay.packed_blocks replay.packed_write replay.packed_read replay.packed
-        replay.fastread replay.sources replay.synth""",
+        replay.fastread replay.textbatch replay.sources replay.synth""",
     REPLAY: """replay.rebuild replay.replayer replay.batch replay.batch_synth replay.runs
         replay.render""",
     ANALYSIS: """analysis analysis.tables analysis.definitions analysis.metrics analysis.plots

@@ -8,7 +8,7 @@ import sys
 from .options import JSON_LINES_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, options_from_args, parse_key, print_skipped
 from ..progress import progress_enabled, tqdm_progress
 from ..render import render_round, render_summary
-from ..records import records_of_batch, write_json_lines
+from ..records import write_batch_json_lines
 from ..replayer import replay_directory
 from ..runs import replay_run
 from ..sources import require_dump_source
@@ -18,6 +18,7 @@ examples:
   specreplay replay sample_dumps/article_round
   specreplay replay DUMP --config tree.json --round 124_140
   specreplay replay DUMP --json > rounds.jsonl                # JSON Lines, one round per line
+  specreplay replay DUMP --json --workers 1 > rounds.jsonl    # the same, one reader process
   specreplay replay sample_dumps/synthetic_article --summary  # the summary only, no trees
   specreplay replay DUMP --raw int32:16 --layout parents      # headerless engine buffers
 
@@ -48,8 +49,8 @@ def run_replay(args: argparse.Namespace) -> int:
 
 def _replay_json(args: argparse.Namespace) -> int:
     """No trees to draw: the batch replay gives the same records (tests/test_batch_samples.py), faster."""
-    rep = replay_run(args.dir, options_from_args(args), progress=progress_enabled(args.no_progress))
-    write_json_lines(records_of_batch(rep.result), sys.stdout)
+    rep = replay_run(args.dir, options_from_args(args), workers=args.workers, progress=progress_enabled(args.no_progress))
+    write_batch_json_lines(rep.result, sys.stdout)
     print_skipped(rep.skipped)
     return 1 if rep.skipped else 0
 
@@ -68,4 +69,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     shown = p.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help=JSON_LINES_HELP)
     shown.add_argument("--summary", action="store_true", help="print only the summary, not every round's tree")
+    p.add_argument("--workers", type=int, default=None, help="with --json: reader processes (default: up to 2 cores)")
     add_no_progress(p)

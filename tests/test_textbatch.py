@@ -1,0 +1,324 @@
+"""The bulk text reader (replay.textbatch) against the reference reader and the scalar replay.
+
+Two oracles: ``matrix_io.parse_text_matrix`` for single files (a file the bulk parser takes must give
+the reference's matrix, and one the reference refuses must never be taken), and the scalar
+``replay_directory`` for whole directories (``replay DIR --json`` prints its records, its skip list
+and its exit status, byte for byte, on clean, hostile and random text directories).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import replay.textbatch as textbatch
+from replay.batch_synth import SynthSpec, synth_batch
+from replay.cli import main
+from replay.config import TreeConfig
+from replay.errors import DumpError
+from replay.fastread import ReadOptions, batch_signature, plan_items, read_chunk, round_paths
+from replay.grouping import group_directory
+from replay.matrix_io import parse_text_matrix
+from replay.records import record_of
+from replay.replayer import ReplayOptions, replay_directory
+from replay.runs import replay_run
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTICLE_DIR = ROOT / "sample_dumps" / "article_round"
+CONFIGS = (
+    TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2]),
+    TreeConfig.from_lists([[3], [2, 1, 1], [1]], [1, 3, 1]),
+    TreeConfig.from_lists([[1], [1], [1], [1]], [1, 1, 1, 1]),
+    TreeConfig.from_lists([[4]], [1]),
+)
+HOSTILE_CELLS = ("+5", "1.5", "1e3", "0x10", "1-2", "--3", "-", "99999999999999999999", "1000000000000000000", "１", "٣", "1_000", "nan")
+
+
+def reference_matrix(data: bytes) -> np.ndarray | None:
+    """What the reference text reader makes of a file's bytes (None: it refuses them)."""
+    try:
+        return parse_text_matrix(data.decode("utf-8-sig"), "f")
+    except (DumpError, UnicodeDecodeError):
+        return None
+
+
+def random_text(rng: np.random.Generator) -> bytes:
+    """A small id matrix as text, formatted in one of the ways engines and editors write it."""
+    rows, cols = int(rng.integers(1, 5)), int(rng.integers(1, 5))
+    pool = np.array([0, 7, 41824, -1, 2**31 - 1, 2**31, -(2**31) - 1, 10**16, -(10**16)], dtype=np.int64)  # <= MAX_DIGITS chars
+    vals = rng.choice(pool, size=(rows, cols)) if rng.random() < 0.5 else rng.integers(-5, 50000, size=(rows, cols))
+    sep = str(rng.choice([" ", "  ", "\t", ",", ", ", " ,", ",,"]))
+    lines = []
+    for row in vals:
+        cells = [("00" if rng.random() < 0.1 and v < 10**15 else "") + str(int(v)) if v >= 0 else str(int(v)) for v in row]
+        lines.append(("  " if rng.random() < 0.2 else "") + sep.join(cells) + (" \t" if rng.random() < 0.2 else ""))
+        if rng.random() < 0.1:
+            lines.append(str(rng.choice(["", "   ", ",", " , "])))
+    text = "\n".join(lines) + ("\n" if rng.random() < 0.8 else "")
+    return text.encode()
+
+
+def damage(rng: np.random.Generator, data: bytes) -> bytes:
+    """One hostile edit: a foreign cell, a stray byte, CR line ends, a BOM, a comment, a short row."""
+    kind = int(rng.integers(0, 8))
+    at = int(rng.integers(0, len(data) + 1))
+    if kind == 0:
+        return data[:at] + b" " + str(rng.choice(HOSTILE_CELLS)).encode() + b" " + data[at:]
+    if kind == 1:
+        return data[:at] + bytes([int(rng.integers(0, 256))]) + data[at:]
+    if kind == 2:
+        return data.replace(b"\n", b"\r\n")
+    if kind == 3:
+        return b"\xef\xbb\xbf" + data
+    if kind == 4:
+        return b"# a comment\n" + data
+    if kind == 5:
+        return data + b"\n1\n"  # a row of one value: ragged unless the matrix has one column
+    if kind == 6:
+        return b""
+    return data.replace(b"\n", b"\r")
+
+
+def test_fast_parse_equals_reference_or_declines():
+    rng = np.random.default_rng(11)
+    clean = [random_text(rng) for _ in range(1500)]
+    hostile = [damage(rng, random_text(rng)) for _ in range(1500)]
+    together = textbatch.parse_id_texts(clean + hostile)  # one call: files must not disturb each other
+    taken_hostile = 0
+    for k, data in enumerate(clean + hostile):
+        alone = textbatch.parse_id_texts([data])
+        assert bool(alone.ok[0]) == bool(together.ok[k]), data
+        if not alone.ok[0]:
+            continue
+        ref = reference_matrix(data)
+        assert ref is not None, data  # taken by the fast path, refused by the reference: never
+        n = int(alone.rows[0] * alone.cols[0])
+        got = alone.values[alone.start[0] : alone.start[0] + n].reshape(int(alone.rows[0]), int(alone.cols[0]))
+        start = int(together.start[k])
+        assert np.array_equal(got, ref) and got.dtype == ref.dtype, data
+        assert np.array_equal(together.values[start : start + n].reshape(got.shape), ref), data
+        taken_hostile += k >= len(clean)
+    assert together.ok[: len(clean)].all()  # the common form is taken, not handed back
+    assert 0 < taken_hostile < len(hostile)  # some edits stay in the subset (a leading blank), most do not
+
+
+@pytest.mark.parametrize("data", [b"", b"\n\n", b" , \n", b"1 2\n3\n", b"1\r\n2\n", b"\xef\xbb\xbf1\n", b"-\n", b"1 -\n", b"12345678901234567890\n", b"1+2\n", b"#1\n"])
+def test_fast_parse_declines_odd_files(data):
+    assert not textbatch.parse_id_texts([b"1 2\n", data, b"3 4\n"]).ok[1]
+
+
+# --- whole directories: the CLI against the scalar reference ---------------------------------------
+
+
+def reference_output(d: Path, argv: tuple[str, ...] = ()) -> tuple[int, str, str]:
+    """(exit, stdout, stderr) that `replay DIR --json` owes: the scalar replay, record by record."""
+    opts = ReplayOptions(step0_offset=None)
+    if argv:
+        from replay.commands import options_from_args
+        from replay.cli import build_parser
+
+        opts = options_from_args(build_parser().parse_args(["replay", str(d), *argv]))
+    rep = replay_directory(d, opts)
+    out = "".join(json.dumps(record_of(r).to_json()) + "\n" for r in rep.results)
+    err = "".join(f"specreplay: skipped {s.what}: {s.reason}\n" for s in rep.skipped)
+    return (1 if rep.skipped else 0), out, err
+
+
+def cli_output(d: Path, argv: tuple[str, ...] = ()) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["replay", str(d), "--json", "--no-progress", *argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+def fast_rounds(d: Path) -> int:
+    """Rounds of ``d`` that the bulk reader takes (the rest go to the reference reader)."""
+    items = round_paths(plan_items(group_directory(d), {}))
+    batches, _ = textbatch.read_text_batches(str(d), items, (1, 1), None, False)
+    return sum(len(b) for b in batches)
+
+
+def write_matrix(path: Path, ids: np.ndarray, rng: np.random.Generator, shift: int = 0) -> None:
+    """shift: added to every real token (not to PAD_TOKEN padding), e.g. 2**32 for ids beyond int32."""
+    ids = np.where(ids == -1, -1, ids.astype(np.int64) + shift)
+    sep = str(rng.choice([" ", "\t", ", "]))
+    path.write_text("\n".join(sep.join(str(int(v)) for v in row) for row in ids) + "\n")
+
+
+def write_random_dir(d: Path, seed: int) -> None:
+    """Rounds of one config, some early-stopped or of another shape, as plain text."""
+    rng = np.random.default_rng(seed)
+    cfg = CONFIGS[seed % len(CONFIGS)]
+    (d / "config.json").write_text(json.dumps(cfg.to_json()))
+    for j in range(3):
+        other = CONFIGS[int(rng.integers(0, len(CONFIGS)))] if j == 2 else cfg  # may not fit cfg: rejected rounds
+        spec = SynthSpec(
+            other, int(rng.integers(2, 7)), steps=int(rng.integers(1, other.gamma + 1)), seed=seed * 10 + j, with_scores=False,
+            layout=str(rng.choice(["all", "parents"])), extra_cols=int(rng.integers(0, 3)), target_cols=int(rng.integers(1, 3)),
+            vocab=int(rng.choice([1000, 50000])), first_key=100 + 1000 * j,
+        )
+        shift = 2**32 if seed % 4 == 1 else 0
+        batch = synth_batch(spec)
+        for i in range(len(batch)):
+            rnd = batch.round_at(i)
+            a, b = rnd.key
+            for s, m in enumerate(rnd.steps):
+                write_matrix(d / (f"draft_step_{s}_{a - 1}_{b - 1}" if s == 0 else f"draft_step_{s}_{a}_{b}"), m.ids, rng, shift)
+            write_matrix(d / f"validate_{a}_{b}", rnd.validate.ids, rng, shift)
+
+
+def files_of(d: Path) -> list[Path]:
+    return sorted(p for p in d.iterdir() if p.name.startswith(("draft_step_", "validate_")))
+
+
+def break_files(d: Path, rng: np.random.Generator, count: int) -> None:
+    """Damage ``count`` files: their bytes, their kind, their name, or their existence."""
+    for path in rng.choice(files_of(d), size=count, replace=False):
+        kind = int(rng.integers(0, 6))
+        if kind <= 2:
+            path.write_bytes(damage(rng, path.read_bytes()))
+        elif kind == 3:
+            path.unlink()
+        elif kind == 4:
+            path.unlink()
+            path.mkdir()
+        else:
+            path.rename(path.with_name(path.name + ".txt"))  # still text, under another extension
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_text_dirs_print_what_the_scalar_replay_prints(tmp_path, seed):
+    write_random_dir(tmp_path, seed)
+    rng = np.random.default_rng(seed)
+    if seed % 3:
+        break_files(tmp_path, rng, int(rng.integers(1, 6)))
+    assert fast_rounds(tmp_path) > 0
+    assert cli_output(tmp_path) == reference_output(tmp_path)
+
+
+def test_hostile_text_dir(tmp_path):
+    """One directory holding each odd case next to clean rounds."""
+    write_random_dir(tmp_path, 0)
+    files = files_of(tmp_path)
+    edits = {
+        0: b"# engine dump\n",  # a comment line: the reference reads it
+        1: b"\xef\xbb\xbf",  # a BOM: allowed
+        2: b"1.5\n",  # a float: an error naming the line
+        3: b"\x00",  # a NUL byte
+    }
+    for k, prefix in edits.items():
+        files[k].write_bytes(prefix + files[k].read_bytes())
+    files[4].write_bytes(b"")  # empty
+    files[5].write_bytes(files[5].read_bytes().replace(b"\n", b"\r\n"))  # CRLF: allowed
+    files[7].unlink()
+    os.mkfifo(files[7])  # a FIFO named like a dump file: listed, never opened
+    (tmp_path / "stray.bin.tmp").write_text("x")
+    assert fast_rounds(tmp_path) > 0
+    code, out, err = cli_output(tmp_path)
+    assert code == 1 and "line 1: '1.5' is not an integer token id" in err and "FIFO" in err
+    assert (code, out, err) == reference_output(tmp_path)
+
+
+def test_zero_padded_names_keep_their_paths(tmp_path):
+    """A name that does not round-trip (counters "0124") is kept verbatim for messages."""
+    shutil.copytree(ARTICLE_DIR, tmp_path / "d")
+    d = tmp_path / "d"
+    (d / "validate_124_140").rename(d / "validate_0124_140")
+    assert fast_rounds(d) == 1
+    assert cli_output(d) == reference_output(d)
+    code, _, err = cli_output(d, ("--layout", "all"))  # the article's validate holds the parents layout only
+    assert code == 1 and "validate_0124_140" in err
+    assert (code, _, err) == reference_output(d, ("--layout", "all"))
+    (d / "validate_0124_140").write_text("oops\n")
+    code, _, err = cli_output(d)
+    assert code == 1 and "validate_0124_140" in err
+    assert cli_output(d) == reference_output(d)
+
+
+def test_relative_directory(tmp_path, monkeypatch):
+    """`replay . --json`: paths print as the reference prints them (no "./" prefix)."""
+    write_random_dir(tmp_path, 2)
+    break_files(tmp_path, np.random.default_rng(2), 4)
+    monkeypatch.chdir(tmp_path)
+    assert fast_rounds(Path(".")) > 0
+    assert cli_output(Path(".")) == reference_output(Path("."))
+
+
+@pytest.mark.parametrize("name", ["article_round", "synthetic_article", "qwen2.5-coder/article", "qwen2.5-coder/chain4"])
+def test_sample_dumps(name):
+    d = ROOT / "sample_dumps" / name
+    assert cli_output(d) == reference_output(d)
+
+
+def test_article_round_is_read_by_the_bulk_reader():
+    assert fast_rounds(ARTICLE_DIR) == 1
+
+
+def test_stated_layout_and_offset_options(tmp_path):
+    write_random_dir(tmp_path, 5)
+    for argv in (("--layout", "all"), ("--layout", "parents"), ("--step0-offset", "0"), ("--raw", "int32:8:force"), ("--workers", "1")):
+        assert cli_output(tmp_path, argv) == reference_output(tmp_path, argv), argv
+
+
+def test_fast_path_off_gives_the_same_bytes(tmp_path, monkeypatch):
+    """The batch path with and without the bulk reader: today's output, byte for byte."""
+    write_random_dir(tmp_path, 7)
+    break_files(tmp_path, np.random.default_rng(7), 3)
+    with_fast = replay_run(tmp_path, ReplayOptions(), workers=1)
+    monkeypatch.setattr("replay.fastread.read_text_batches", lambda directory, items, *a: ([], list(items)))
+    without = replay_run(tmp_path, ReplayOptions(), workers=1)
+    assert list(with_fast.iter_json()) == list(without.iter_json())
+    assert with_fast.skipped == without.skipped
+
+
+def test_parse_pieces_and_large_files(tmp_path, monkeypatch):
+    """Small parse pieces and a low per-file cap (files above it go to the reference reader) change nothing."""
+    write_random_dir(tmp_path, 3)
+    sizes = sorted(p.stat().st_size for p in files_of(tmp_path))
+    monkeypatch.setattr(textbatch, "BULK_PARSE_BYTES", 200)
+    monkeypatch.setattr(textbatch, "BULK_FILE_BYTES", sizes[len(sizes) // 2])
+    total = len(group_directory(tmp_path).rounds)
+    assert 0 < fast_rounds(tmp_path) < total
+    rep = replay_run(tmp_path, ReplayOptions(), workers=1)
+    code, out, err = reference_output(tmp_path)
+    assert "".join(json.dumps(o) + "\n" for o in rep.iter_json()) == out
+    assert "".join(f"specreplay: skipped {s.what}: {s.reason}\n" for s in rep.skipped) == err
+
+
+def test_bulk_file_read_refuses_what_the_bounded_reader_refuses(tmp_path):
+    """read_regular_or_none returns a file's bytes, or None wherever read_file_bytes would raise."""
+    from replay.bounded import read_file_bytes, read_regular_or_none
+
+    (tmp_path / "ok").write_bytes(b"1 2\n")
+    (tmp_path / "big").write_bytes(b"1" * 100)
+    (tmp_path / "dir").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dev").symlink_to("/dev/zero")
+    (tmp_path / "broken").symlink_to(tmp_path / "missing")
+    assert read_regular_or_none(str(tmp_path / "ok"), 99) == b"1 2\n" == bytes(read_file_bytes(tmp_path / "ok", 99))
+    for name in ("big", "dir", "fifo", "dev", "broken", "missing"):
+        assert read_regular_or_none(str(tmp_path / name), 99) is None, name
+        with pytest.raises(DumpError):
+            read_file_bytes(tmp_path / name, 99)
+
+
+def test_chunk_keeps_each_signature_in_key_order(tmp_path):
+    """Rounds of one signature from both readers come back as one batch in key order (packing relies on it)."""
+    write_random_dir(tmp_path, 4)
+    files = files_of(tmp_path)
+    for k in (3, 9):
+        files[k].write_bytes(b"# to the reference reader\n" + files[k].read_bytes())
+    items = round_paths(plan_items(group_directory(tmp_path), {}))
+    chunk = read_chunk(str(tmp_path), items, ReadOptions())
+    signatures = [batch_signature(b) for b in chunk.batches]
+    assert len(signatures) == len(set(signatures))
+    assert sorted(int(o) for b in chunk.batches for o in b.ordinals) == list(range(len(items)))
+    for b in chunk.batches:
+        assert (np.diff(b.ordinals) > 0).all()
