@@ -121,7 +121,7 @@ def reference_output(d: Path, argv: tuple[str, ...] = ()) -> tuple[int, str, str
     """(exit, stdout, stderr) that `replay DIR --json` owes: the scalar replay, record by record."""
     opts = ReplayOptions(step0_offset=None)
     if argv:
-        from replay.commands import options_from_args
+        from replay.cli.options import options_from_args
         from replay.cli import build_parser
 
         opts = options_from_args(build_parser().parse_args(["replay", str(d), *argv]))
