@@ -182,7 +182,8 @@ def parent_slot_usage(nodes: pd.DataFrame, rounds: pd.DataFrame) -> pd.DataFrame
 
 
 def static_shape(cfg: TreeConfig) -> Tree:
-    """The config's full tree with placeholder tokens: the node ids every static round shares.
+    """The config's full tree (a replay.tree.Tree of nodes) with placeholder tokens: the node ids
+    every static round shares. Not replay.batch.config_tree_shape, which gives only heads and widths.
 
     In a static round node u is always "rank r of the j-th expanded parent of step d"; which level
     node was expanded changes per round. The drawing puts the j-th expanded parent where the

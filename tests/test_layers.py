@@ -40,7 +40,8 @@ _LAYER_MODULES = {
     READING: """replay.npyfile replay.ptfile replay.matrix_io replay.grouping replay.rounds
         replay.roundbatch replay.manifest replay.dumpwrite replay.packed_format replay.packed
         replay.fastread replay.sources replay.synth""",
-    REPLAY: """replay.rebuild replay.replayer replay.batch replay.batch_synth replay.runs
+    REPLAY: """replay.rebuild replay.replayer replay.batch replay.batch.codes replay.batch.shapes
+        replay.batch.result replay.batch.kernel replay.batch.driver replay.batch_synth replay.runs
         replay.render""",
     ANALYSIS: """analysis analysis.tables analysis.definitions analysis.metrics analysis.plots
         analysis.treeplot analysis.example_round analysis.runs analysis.dask_tables
