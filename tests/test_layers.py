@@ -41,9 +41,9 @@ _LAYER_MODULES = {
         replay.roundbatch replay.manifest replay.dumpwrite replay.packed_format replay.packed
         replay.fastread replay.sources replay.synth""",
     REPLAY: """replay.rebuild replay.replayer replay.batch replay.batch.codes replay.batch.shapes
-        replay.batch.result replay.batch.kernel replay.batch.driver replay.batch_synth replay.runs
-        replay.render""",
-    ANALYSIS: """analysis analysis.tables analysis.definitions analysis.metrics analysis.plots
+        replay.batch.result replay.batch.frames replay.batch.kernel replay.batch.driver replay.batch_synth
+        replay.runs replay.render""",
+    ANALYSIS: """analysis analysis.tables analysis.batch_tables analysis.definitions analysis.metrics analysis.plots
         analysis.treeplot analysis.example_round analysis.runs analysis.dask_tables
         analysis.timings analysis.costmodel analysis.costsource analysis.compare
         analysis.gamma_strategies analysis.subtree analysis.subtree_batch analysis.shape_model

@@ -33,7 +33,7 @@ from .codes import (
     SELECTION_NAMES,
     STOP_CODES,
 )
-from .driver import default_workers, expanded_nodes, replay_batch, replay_batches
+from .driver import RebuiltLevels, default_workers, expanded_nodes, rebuilt_levels, replay_batch, replay_batches
 from .result import BatchResult, empty_result
 from .shapes import TreeShape, config_tree_shape, dynamic_shapes
 
@@ -42,6 +42,6 @@ __all__ = [
     "ERR_MATRIX_SHAPE", "ERR_NO_ROWS", "ERR_OK", "ERR_PARENTS", "ERR_TOKENS", "ERR_TOO_MANY_STEPS",
     "ERR_VALIDATE_COL0", "ERR_VALIDATE_ROWS", "ERROR_NAMES", "LAYOUT_NAMES", "SEL_FALLBACK", "SEL_NONE",
     "SEL_PARENTS", "SEL_PATH", "SEL_ROOT", "SELECTION_NAMES", "STOP_CODES", "BatchResult", "MatrixStack",
-    "RoundBatch", "SourceNames", "TreeShape", "batch_from_rounds", "config_tree_shape", "default_workers",
-    "dynamic_shapes", "empty_result", "expanded_nodes", "replay_batch", "replay_batches", "signature_of",
+    "RebuiltLevels", "RoundBatch", "SourceNames", "TreeShape", "batch_from_rounds", "config_tree_shape", "default_workers",
+    "dynamic_shapes", "empty_result", "expanded_nodes", "rebuilt_levels", "replay_batch", "replay_batches", "signature_of",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 import numpy as np
@@ -103,6 +103,32 @@ def expanded_nodes(batch: RoundBatch, shape: TreeShape, static: bool, chunk_roun
         for i, ch in enumerate(chosen):
             out[i][:, lo:hi] = ch
     return out
+
+
+@dataclass(frozen=True, eq=False)
+class RebuiltLevels:
+    """The recorded trees of R rounds of one shape, level by level (as replay_batch rebuilds them)."""
+
+    tokens: list[np.ndarray]  # per draft step i: [L_{i+1}, R] int64 draft tokens of level i+1
+    chosen: list[np.ndarray]  # per draft step i: [h_i, R] int64 level-local node expanded in each slot
+    path_logprob: list[np.ndarray]  # per draft step i: [L_{i+1}, R] float64, NaN without scores
+
+
+def rebuilt_levels(batch: RoundBatch, shape: TreeShape, static: bool, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS) -> RebuiltLevels:
+    """Every level of every round of ``batch`` (all of ``shape``). Rejected rounds hold meaningless values."""
+    r = len(batch)
+    tokens = [np.empty((n, r), dtype=np.int64) for n in shape.level_sizes[1:]]
+    chosen = [np.empty((h, r), dtype=np.int64) for h in shape.heads]
+    logp = [np.full((n, r), np.nan) for n in shape.level_sizes[1:]]
+    for lo, hi in _chunks(r, chunk_rounds):
+        lps: list = []
+        tok, ch, _, _ = _rebuild_chunk(batch, lo, hi, shape, static, _Checks(), _columns(hi - lo), lps)
+        for i in range(shape.num_steps):
+            tokens[i][:, lo:hi] = tok[i]
+            chosen[i][:, lo:hi] = ch[i]
+            if lps[i] is not None:
+                logp[i][:, lo:hi] = lps[i]
+    return RebuiltLevels(tokens, chosen, logp)
 
 
 def replay_batches(batches: Iterable[RoundBatch], cfg: TreeConfig, workers: int | None = None, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS) -> BatchResult:

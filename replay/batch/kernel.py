@@ -75,8 +75,13 @@ class _Checks:
         return err
 
 
-def _rebuild_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static: bool, checks: _Checks, col: np.ndarray):
-    """Tree of every round in [lo, hi): (level tokens, expanded nodes, selection codes, notes to check)."""
+def _rebuild_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static: bool, checks: _Checks, col: np.ndarray,
+                   level_lp: list | None = None):
+    """Tree of every round in [lo, hi): (level tokens, expanded nodes, selection codes, notes to check).
+
+    level_lp: when given, receives the path log-probabilities of levels 1..S ([L_{i+1}, C] float64,
+    None once a step has no scores), as the reference sums them.
+    """
     c = hi - lo
     lp: np.ndarray | None = np.zeros((1, c))  # [L_i, C] path log-probs of level i; None once unknown
     tokens: list[np.ndarray] = []  # level i+1 tokens [L_{i+1}, C]
@@ -124,6 +129,8 @@ def _rebuild_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static
             lp = parent_lp + step_lp  # float64 sums in the reference's order (root: 0.0 + x)
         else:
             lp = None
+        if level_lp is not None:
+            level_lp.append(lp)
     return tokens, chosen, selection, mismatch
 
 

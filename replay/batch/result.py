@@ -10,7 +10,7 @@ import numpy as np
 from ..records import shape_text
 from ..roundbatch import LAYOUT_NAMES, MatrixStack, RoundBatch
 from ..selection import FALLBACK_WARNING
-from ..vocab import BONUS_CORRECTION, BONUS_LEAF, PAD_TOKEN, SELECT_ROOT
+from ..vocab import PAD_TOKEN, SELECT_ROOT
 from .codes import BONUS_NAMES, ERR_OK, ERROR_NAMES, SEL_FALLBACK, SEL_NONE, SELECTION_NAMES, STOP_CODES
 from .shapes import TreeShape
 
@@ -183,32 +183,12 @@ class BatchResult:
             selection_notes=notes,
         )
 
-    def to_frame(self, rank_columns: int | None = None):
-        """One row per round (pandas): the columns analysis and Dask summaries work on.
+    def to_frame(self):
+        """One row per replayed round (pandas), the per-round record's columns (replay.records,
+        docs/output-schema.md) in this result's order; rejected rounds are not records."""
+        from .frames import record_frame
 
-        rank_columns: how many ``accepted_rank_d`` columns (default gamma; more are PAD_TOKEN), so
-        that runs of different depths give frames of one schema.
-        """
-        import pandas as pd
-
-        data = {
-            "key_a": self.keys[0],
-            "key_b": self.keys[1],
-            "ok": self.ok,
-            "error": pd.Categorical.from_codes(self.error.astype(np.int64), [ERROR_NAMES[k] for k in range(len(ERROR_NAMES))]),
-            "root_token": self.root_tokens,
-            "num_steps": self.num_steps,
-            "num_nodes": self.num_nodes,
-            "layout": pd.Categorical.from_codes(self.layout.astype(np.int64), list(LAYOUT_NAMES)),
-            "accepted_length": self.accepted_length,
-            "num_committed": self.num_committed,
-            "bonus_token": self.bonus_token,
-            "bonus_kind": pd.Categorical.from_codes(self.bonus_kind.astype(np.int64), ["none", BONUS_CORRECTION, BONUS_LEAF]),
-            "stop": pd.Categorical.from_codes(self.stop.astype(np.int64), list(STOP_CODES)),
-        }
-        for d in range(self.gamma if rank_columns is None else rank_columns):
-            data[f"accepted_rank_{d + 1}"] = self.accepted_ranks[d] if d < self.gamma else np.full(len(self), PAD_TOKEN, dtype=np.int8)
-        return pd.DataFrame(data)
+        return record_frame(self)
 
 
 _ROUND_ARRAYS = (

@@ -1,0 +1,75 @@
+"""A BatchResult as the per-round record frame: replay.records' columns (docs/output-schema.md).
+
+The same frame, dtypes included, as ``records_frame(records_of_batch(result))`` builds record by
+record (tests/test_batch_tables.py compares them), with numpy over the rounds: Python runs per
+round only where a cell is a list (accepted and committed tokens, nodes, notes) or the key text.
+pandas is imported when a frame is asked for, never by the replay itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..records import COLUMNS, records_frame, shape_text
+from ..roundbatch import LAYOUT_NAMES
+from ..vocab import PAD_TOKEN
+from .codes import BONUS_NAMES, STOP_CODES
+
+
+def record_frame(res):
+    """One row per replayed round (``res.ok``) in ``res``'s order, the record's columns."""
+    import pandas as pd
+
+    ok = np.flatnonzero(res.ok)
+    if not ok.shape[0]:
+        return records_frame([])
+    r = res if ok.shape[0] == len(res) else res.take(ok)
+    lengths = r.accepted_length.astype(np.int64)
+    tokens = leading(r.accepted_tokens, lengths)
+    known = r.bonus_token != PAD_TOKEN
+    data = {
+        "round": round_names(r),
+        "key_a": r.keys[0].astype(np.int64),
+        "key_b": r.keys[1].astype(np.int64),
+        "root_token": pad_as_na(r.root_tokens),
+        "num_steps": r.num_steps,
+        "num_nodes": r.num_nodes,
+        "shape": np.asarray([shape_text(s.widths) for s in r.shapes] + [""], dtype=object)[r.shape_index],
+        "layout": np.asarray(LAYOUT_NAMES, dtype=object)[r.layout],
+        "layout_source": np.where(r.layout_stated, "stated", "detected").astype(object),
+        "selection": selection_summaries(r),
+        "accepted_length": lengths,
+        "accepted_tokens": tokens,
+        "accepted_nodes": leading(r.accepted_nodes, lengths),
+        "bonus_token": pad_as_na(r.bonus_token),
+        "bonus_kind": np.asarray([BONUS_NAMES[k] for k in range(len(BONUS_NAMES))], dtype=object)[r.bonus_kind],
+        "stop": np.asarray(STOP_CODES, dtype=object)[r.stop],
+        "committed_tokens": [t + [b] if k else list(t) for t, b, k in zip(tokens, r.bonus_token.tolist(), known.tolist())],
+        "num_committed": r.num_committed.astype(np.int64),
+        "notes": [r.notes(i) for i in range(len(r))],
+    }
+    return pd.DataFrame(data, columns=list(COLUMNS))
+
+
+def round_names(res) -> np.ndarray:
+    """[R] object round keys ``a_b``."""
+    return np.asarray([f"{a}_{b}" for a, b in zip(res.keys[0].tolist(), res.keys[1].tolist())], dtype=object)
+
+
+def pad_as_na(values: np.ndarray):
+    """[R] ids as nullable Int64, NA where PAD_TOKEN (the record's None)."""
+    import pandas as pd
+
+    values = np.asarray(values, dtype=np.int64)
+    return pd.arrays.IntegerArray(values, values == PAD_TOKEN)
+
+
+def leading(a: np.ndarray, lengths: np.ndarray) -> list[list[int]]:
+    """[G, R] → per round its first ``lengths[r]`` entries as a list of ints."""
+    return [row[:k] for row, k in zip(a.T.tolist(), lengths.tolist())]
+
+
+def selection_summaries(res) -> np.ndarray:
+    """[R] object BatchResult.selection_summary of each round, computed once per distinct column."""
+    _, first, inverse = np.unique(res.selection.T, axis=0, return_index=True, return_inverse=True)
+    return np.asarray([res.selection_summary(int(i)) for i in first], dtype=object)[inverse.reshape(-1)]
