@@ -157,3 +157,18 @@ def test_node_hits_vectorised_counts_other_shapes_like_the_loop():
     table = node_hit_frequency(moved, run.tables[0], {"a": ARTICLE})
     assert (table["rounds_other_shape"] == 2).all()
     np.testing.assert_array_equal(table["rounds_present"].to_numpy(), loop[0])
+
+
+def test_example_round_replays_only_the_round_drawn():
+    """plot/report's example round from a batch-loaded run: the reference's choice, one round replayed."""
+    from analysis.example_round import example_round
+
+    path = str(SAMPLES / "synthetic_article")
+    fast, ref = load_run(path, "a", progress=False), load_reference(path, "a", progress=False)
+    got, want = example_round(fast.results), example_round(ref.results)
+    assert got.why == want.why and got.result.to_json() == want.result.to_json()
+    key = tuple(ref.results[17].key)
+    assert example_round(fast.results, key).result.to_json() == ref.results[17].to_json()
+    assert example_round(fast.results, (1, 2)) is None
+    assert "_results" not in vars(fast.results)  # no round-by-round replay of the run
+    assert [r.to_json() for r in fast.results] == [r.to_json() for r in ref.results]  # iterating replays it all
