@@ -10,7 +10,7 @@ from typing import Iterator, Sequence
 import pandas as pd
 
 from replay.errors import SpecReplayError
-from replay.progress import tqdm_progress
+from replay.progress import progress_enabled, tqdm_progress
 from replay.replayer import DirectoryReplay, ReplayOptions, RoundResult, replay_directory
 from replay.runs import RunReplay, replay_run
 
@@ -23,16 +23,18 @@ class LazyResults(Sequence):
     example round) pay for the round-by-round replay.
     """
 
-    def __init__(self, path: str, opts: ReplayOptions, rounds: pd.DataFrame):
+    def __init__(self, path: str, opts: ReplayOptions, rounds: pd.DataFrame, label: str = "run", progress: bool | None = None):
         self._path = path
         self._opts = opts
+        self._label = label
+        self._progress = progress
         self._keys = list(zip(rounds["key_a"].tolist(), rounds["key_b"].tolist()))
         # analysis.example_round's choice needs only these: it then replays just the round drawn
         self.summaries = (rounds["accepted_length"].tolist(), rounds["stop"].tolist(), self._keys)
 
     @cached_property
     def _results(self) -> tuple[RoundResult, ...]:
-        results = replay_directory(self._path, self._opts).results
+        results = load_reference(self._path, self._label, self._opts, self._progress).results
         if len(results) != len(self._keys):
             raise RuntimeError(f"the reference replayed {len(results)} rounds, the batch path {len(self._keys)}: a bug in replay.batch")
         return results
@@ -121,9 +123,10 @@ def load_run(path: str, label: str, opts: ReplayOptions = ReplayOptions(), progr
     """One run by the batch path: outcomes, skipped list and tables as the reference would give."""
     from .batch_tables import batch_table_parts, join_parts
 
-    rep = replay_run(path, opts, progress=bool(progress), per_batch=lambda b, res, tree: batch_table_parts(b, res, tree, label))
+    on = progress_enabled() if progress is None else progress
+    rep = replay_run(path, opts, progress=on, per_batch=lambda b, res, tree: batch_table_parts(b, res, tree, label))
     tables = join_parts(list(rep.per_batch))
-    return LabelledRun(label, BatchReplay(rep, LazyResults(path, opts, tables[0]), opts), tables)
+    return LabelledRun(label, BatchReplay(rep, LazyResults(path, opts, tables[0], label, on), opts), tables)
 
 
 def load_reference(path: str, label: str, opts: ReplayOptions = ReplayOptions(), progress: bool | None = None) -> LabelledRun:
