@@ -17,6 +17,7 @@ import pandas as pd
 from replay.batch import SEL_FALLBACK, BatchResult, RoundBatch, TreeShape, rebuilt_levels
 from replay.batch.frames import round_names
 from replay.config import TREE_DYNAMIC, TreeConfig
+from replay.records import LIST_COLUMNS
 from replay.tree import node_name
 from replay.vocab import NO_PARENT, NO_RANK, PAD_TOKEN
 
@@ -79,16 +80,22 @@ def join_parts(parts: list[TableParts]) -> tuple[pd.DataFrame, pd.DataFrame]:
         return finish_table(_empty(ROUND_COLUMNS), ROUND_COLUMNS), finish_table(_empty(NODE_COLUMNS), NODE_COLUMNS)
     r = pd.concat(rounds, ignore_index=True)
     n = pd.concat(nodes, ignore_index=True)
-    # A stable sort by ordinal keeps each round's nodes in tree order.
-    r = r.iloc[np.argsort(r[ORDINAL].to_numpy(), kind="stable")].drop(columns=ORDINAL).reset_index(drop=True)
-    n = n.iloc[np.argsort(n[ORDINAL].to_numpy(), kind="stable")].drop(columns=ORDINAL).reset_index(drop=True)
+    r, n = _in_run_order(r), _in_run_order(n)
     return finish_table(_infer_text(r), ROUND_COLUMNS), finish_table(_infer_text(n), NODE_COLUMNS)
+
+
+def _in_run_order(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows by ordinal; the sort is stable, so each round's nodes stay in tree order."""
+    ords = df[ORDINAL].to_numpy()
+    if ords.shape[0] > 1 and (ords[1:] < ords[:-1]).any():
+        df = df.iloc[np.argsort(ords, kind="stable")]
+    return df.drop(columns=ORDINAL).reset_index(drop=True)
 
 
 def _infer_text(df: pd.DataFrame) -> pd.DataFrame:
     """Text columns re-inferred over the whole run, as a frame built at once infers them: a part
-    whose cells are all None is ``object``, the whole column may be ``str``."""
-    text = [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
+    whose cells are all None is ``object``, the whole column may be ``str`` (list columns stay)."""
+    text = [c for c in df.columns if df[c].dtype == object and c not in LIST_COLUMNS]
     return df.assign(**{c: pd.DataFrame({c: df[c].to_numpy(dtype=object)}, index=df.index)[c] for c in text})
 
 

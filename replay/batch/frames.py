@@ -13,7 +13,7 @@ import numpy as np
 from ..records import COLUMNS, records_frame, shape_text
 from ..roundbatch import LAYOUT_NAMES
 from ..vocab import PAD_TOKEN
-from .codes import BONUS_NAMES, STOP_CODES
+from .codes import BONUS_NAMES, SEL_FALLBACK, STOP_CODES
 
 
 def record_frame(res):
@@ -46,9 +46,16 @@ def record_frame(res):
         "stop": np.asarray(STOP_CODES, dtype=object)[r.stop],
         "committed_tokens": [t + [b] if k else list(t) for t, b, k in zip(tokens, r.bonus_token.tolist(), known.tolist())],
         "num_committed": r.num_committed.astype(np.int64),
-        "notes": [r.notes(i) for i in range(len(r))],
+        "notes": notes_of(r),
     }
     return pd.DataFrame(data, columns=list(COLUMNS))
+
+
+def notes_of(res) -> list[list[str]]:
+    """BatchResult.notes of every round; asked only of rounds that can have one (most have none)."""
+    may = (res.selection == SEL_FALLBACK).any(axis=0) | (res.validate_extra_rows > 0)
+    may[[k for k in res.selection_notes if k < len(res)]] = True
+    return [res.notes(i) if m else [] for i, m in enumerate(may.tolist())]
 
 
 def round_names(res) -> np.ndarray:
