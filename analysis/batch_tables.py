@@ -15,25 +15,26 @@ import numpy as np
 import pandas as pd
 
 from replay.batch import SEL_FALLBACK, BatchResult, RoundBatch, TreeShape, rebuilt_levels
-from replay.batch.frames import round_names
+from replay.batch.frames import Columns, NullableInts, concat_columns, frame_of, record_columns, round_names, take_rows
 from replay.config import TREE_DYNAMIC, TreeConfig
-from replay.records import LIST_COLUMNS
 from replay.tree import node_name
 from replay.vocab import NO_PARENT, NO_RANK, PAD_TOKEN
 
 from .tables import IN_BEYOND, IN_KEPT, IN_NO_ROW, IN_NOWHERE, IN_UNEXPANDED, NODE_COLUMNS, ROUND_COLUMNS, TARGET_IN, finish_table
 
-ORDINAL = "_ordinal"  # position of the round in its run, to put batches back in run order
 _IN = {name: np.int8(k) for k, name in enumerate(TARGET_IN)}
 _IN_NAMES = np.asarray(TARGET_IN, dtype=object)
 
 
 @dataclass(frozen=True, eq=False)
 class TableParts:
-    """Rows of some rounds of one run, each frame with an ORDINAL column (dropped by join_parts)."""
+    """Rows of some rounds of one run as columns (replay.batch.frames.Columns); frames are built
+    once per run by join_parts, not per batch (a frame costs ~10 ms whatever its size)."""
 
-    rounds: pd.DataFrame
-    nodes: pd.DataFrame
+    rounds: list[Columns]  # one per shape of the batch
+    nodes: list[Columns]
+    round_ordinals: list[np.ndarray]  # [C] int64 position of each round in its run
+    node_ordinals: list[np.ndarray]  # [C * n] int64 the same, per node row
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,49 +59,37 @@ def batch_table_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run:
     if len(res) != len(batch):
         raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
     ordinals = np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
-    rounds, nodes = [], []
+    parts = TableParts([], [], [], [])
     for k, shape in enumerate(res.shapes):
         members = np.flatnonzero(res.ok & (res.shape_index == k))
         if not members.shape[0]:
             continue
         sub, r = batch.take(members), res.take(members)
         facts = _node_facts(sub, r, shape, cfg.tree_type != TREE_DYNAMIC)
-        rounds.append(_round_frame(r, shape, facts, cfg, run).assign(**{ORDINAL: ordinals[members]}))
-        nodes.append(_node_frame(r, shape, facts, run).assign(**{ORDINAL: np.repeat(ordinals[members], facts.parent.shape[0])}))
-    if not rounds:
-        return TableParts(_empty(ROUND_COLUMNS), _empty(NODE_COLUMNS))
-    return TableParts(pd.concat(rounds, ignore_index=True), pd.concat(nodes, ignore_index=True))
+        parts.rounds.append(_round_columns(r, shape, facts, cfg, run))
+        parts.nodes.append(_node_columns(r, shape, facts, run))
+        parts.round_ordinals.append(ordinals[members])
+        parts.node_ordinals.append(np.repeat(ordinals[members], facts.parent.shape[0]))
+    return parts
 
 
 def join_parts(parts: list[TableParts]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(round table, node table) of one run from its parts, rounds in run order."""
-    rounds = [p.rounds for p in parts if len(p.rounds)]
-    nodes = [p.nodes for p in parts if len(p.nodes)]
+    rounds = [c for p in parts for c in p.rounds]
     if not rounds:
-        return finish_table(_empty(ROUND_COLUMNS), ROUND_COLUMNS), finish_table(_empty(NODE_COLUMNS), NODE_COLUMNS)
-    r = pd.concat(rounds, ignore_index=True)
-    n = pd.concat(nodes, ignore_index=True)
-    r, n = _in_run_order(r), _in_run_order(n)
-    return finish_table(_infer_text(r), ROUND_COLUMNS), finish_table(_infer_text(n), NODE_COLUMNS)
+        empty = lambda cols: pd.DataFrame({c: pd.Series(dtype="object") for c in cols})  # noqa: E731
+        return finish_table(empty(ROUND_COLUMNS), ROUND_COLUMNS), finish_table(empty(NODE_COLUMNS), NODE_COLUMNS)
+    r = _in_run_order(concat_columns(rounds), [o for p in parts for o in p.round_ordinals])
+    n = _in_run_order(concat_columns([c for p in parts for c in p.nodes]), [o for p in parts for o in p.node_ordinals])
+    return finish_table(frame_of(r, ROUND_COLUMNS), ROUND_COLUMNS), finish_table(frame_of(n, NODE_COLUMNS), NODE_COLUMNS)
 
 
-def _in_run_order(df: pd.DataFrame) -> pd.DataFrame:
+def _in_run_order(columns: Columns, ordinals: list[np.ndarray]) -> Columns:
     """Rows by ordinal; the sort is stable, so each round's nodes stay in tree order."""
-    ords = df[ORDINAL].to_numpy()
+    ords = np.concatenate(ordinals)
     if ords.shape[0] > 1 and (ords[1:] < ords[:-1]).any():
-        df = df.iloc[np.argsort(ords, kind="stable")]
-    return df.drop(columns=ORDINAL).reset_index(drop=True)
-
-
-def _infer_text(df: pd.DataFrame) -> pd.DataFrame:
-    """Text columns re-inferred over the whole run, as a frame built at once infers them: a part
-    whose cells are all None is ``object``, the whole column may be ``str`` (list columns stay)."""
-    text = [c for c in df.columns if df[c].dtype == object and c not in LIST_COLUMNS]
-    return df.assign(**{c: pd.DataFrame({c: df[c].to_numpy(dtype=object)}, index=df.index)[c] for c in text})
-
-
-def _empty(columns: dict) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype="object") for c in [*columns, ORDINAL]})
+        return take_rows(columns, np.argsort(ords, kind="stable"))
+    return columns
 
 
 # --------------------------------------------------------------------------------------------
@@ -226,17 +215,17 @@ def _names(shape: TreeShape, chosen: list[np.ndarray]) -> np.ndarray:
 # Frames
 
 
-def _int_na(values: np.ndarray) -> pd.arrays.IntegerArray:
-    """Nullable Int64, NA where the value is negative (tables._na_int)."""
+def _int_na(values: np.ndarray) -> NullableInts:
+    """Missing where the value is negative (tables._na_int)."""
     values = np.asarray(values, dtype=np.int64)
-    return pd.arrays.IntegerArray(values, values < 0)
+    return NullableInts(values, values < 0)
 
 
-def _node_frame(res: BatchResult, shape: TreeShape, f: _Nodes, run: str) -> pd.DataFrame:
+def _node_columns(res: BatchResult, shape: TreeShape, f: _Nodes, run: str) -> Columns:
     n, c = f.parent.shape
     depth = np.repeat(np.arange(shape.num_steps + 1, dtype=np.int64), shape.level_sizes)
     rank = np.concatenate([[NO_RANK]] + [m.slot_rank for m in shape.maps]).astype(np.int64)
-    data = {
+    return {
         "run": np.full(n * c, run, dtype=object),
         "round": np.repeat(round_names(res), n),
         "node": np.tile(np.arange(n, dtype=np.int64), c),
@@ -255,7 +244,6 @@ def _node_frame(res: BatchResult, shape: TreeShape, f: _Nodes, run: str) -> pd.D
         "target_rank": _int_na(_rows(f.target_rank)),
         "target_in": _IN_NAMES[_rows(f.target_in)],
     }
-    return pd.DataFrame(data, columns=list(NODE_COLUMNS))
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
@@ -263,21 +251,21 @@ def _rows(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a.T).reshape(-1)
 
 
-def _round_frame(res: BatchResult, shape: TreeShape, f: _Nodes, cfg: TreeConfig, run: str) -> pd.DataFrame:
-    """The record's columns (BatchResult.to_frame), then the analysis columns (tables.ANALYSIS_COLUMNS)."""
+def _round_columns(res: BatchResult, shape: TreeShape, f: _Nodes, cfg: TreeConfig, run: str) -> Columns:
+    """The record's columns (replay.batch.frames), then the analysis columns (tables.ANALYSIS_COLUMNS)."""
     c = len(res)
     lengths = res.accepted_length.astype(np.int64)
     col = np.arange(c)
     at_depth = [f.name[np.clip(res.accepted_nodes[d], 0, None), col] for d in range(res.gamma)]
     names = [">".join(parts[:k]) for parts, k in zip(zip(*at_depth), lengths.tolist())]
-    return res.to_frame().assign(
-        run=np.full(c, run, dtype=object),
-        config=np.full(c, cfg.short(), dtype=object),
-        tree_type=np.full(c, int(cfg.tree_type), dtype=np.int64),
-        num_expanded=np.full(c, shape.num_expanded, dtype=np.int64),
-        bonus_known=res.bonus_token != PAD_TOKEN,
-        root_child_rank=pd.arrays.IntegerArray(res.accepted_ranks[0].astype(np.int64), lengths == 0),
-        root_target_rank=_int_na(f.target_rank[0]),
-        root_target_in=_IN_NAMES[f.target_in[0]],
-        accepted_names=np.asarray(names, dtype=object),
-    )[list(ROUND_COLUMNS)]
+    return record_columns(res) | {
+        "run": np.full(c, run, dtype=object),
+        "config": np.full(c, cfg.short(), dtype=object),
+        "tree_type": np.full(c, int(cfg.tree_type), dtype=np.int64),
+        "num_expanded": np.full(c, shape.num_expanded, dtype=np.int64),
+        "bonus_known": res.bonus_token != PAD_TOKEN,
+        "root_child_rank": NullableInts(res.accepted_ranks[0].astype(np.int64), lengths == 0),
+        "root_target_rank": _int_na(f.target_rank[0]),
+        "root_target_in": _IN_NAMES[f.target_in[0]],
+        "accepted_names": np.asarray(names, dtype=object),
+    }

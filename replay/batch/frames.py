@@ -8,6 +8,9 @@ pandas is imported when a frame is asked for, never by the replay itself.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Sequence
+
 import numpy as np
 
 from ..records import COLUMNS, records_frame, shape_text
@@ -16,18 +19,31 @@ from ..vocab import PAD_TOKEN
 from .codes import BONUS_NAMES, SEL_FALLBACK, STOP_CODES
 
 
+@dataclass(frozen=True, eq=False)
+class NullableInts:
+    """A column of ids with missing cells, until it becomes a pandas ``Int64`` column."""
+
+    values: np.ndarray  # [R] int64
+    missing: np.ndarray  # [R] bool
+
+
+Columns = dict  # column name → [R] numpy array, list of R cells, or NullableInts
+
+
 def record_frame(res):
     """One row per replayed round (``res.ok``) in ``res``'s order, the record's columns."""
-    import pandas as pd
-
     ok = np.flatnonzero(res.ok)
     if not ok.shape[0]:
         return records_frame([])
-    r = res if ok.shape[0] == len(res) else res.take(ok)
+    return frame_of(record_columns(res if ok.shape[0] == len(res) else res.take(ok)), COLUMNS)
+
+
+def record_columns(r) -> Columns:
+    """The record's columns of every round of ``r`` (all replayed: ``r.ok`` everywhere)."""
     lengths = r.accepted_length.astype(np.int64)
     tokens = leading(r.accepted_tokens, lengths)
     known = r.bonus_token != PAD_TOKEN
-    data = {
+    return {
         "round": round_names(r),
         "key_a": r.keys[0].astype(np.int64),
         "key_b": r.keys[1].astype(np.int64),
@@ -48,7 +64,41 @@ def record_frame(res):
         "num_committed": r.num_committed.astype(np.int64),
         "notes": notes_of(r),
     }
-    return pd.DataFrame(data, columns=list(COLUMNS))
+
+
+def concat_columns(parts: Sequence[Columns]) -> Columns:
+    """Columns of several row sets, one after the other (every part has the same columns)."""
+    out = {}
+    for c, first in parts[0].items():
+        cells = [p[c] for p in parts]
+        if isinstance(first, NullableInts):
+            out[c] = NullableInts(np.concatenate([v.values for v in cells]), np.concatenate([v.missing for v in cells]))
+        elif isinstance(first, list):
+            out[c] = [x for v in cells for x in v]
+        else:
+            out[c] = np.concatenate(cells)
+    return out
+
+
+def take_rows(columns: Columns, index: np.ndarray) -> Columns:
+    """Rows ``index`` ([k] int64) of every column."""
+    out = {}
+    for c, v in columns.items():
+        if isinstance(v, NullableInts):
+            out[c] = NullableInts(v.values[index], v.missing[index])
+        elif isinstance(v, list):
+            out[c] = [v[i] for i in index.tolist()]
+        else:
+            out[c] = v[index]
+    return out
+
+
+def frame_of(columns: Columns, names: Sequence[str]):
+    """The pandas frame, built at once (dtypes inferred over all rows, as a frame of records is)."""
+    import pandas as pd
+
+    data = {c: pd.arrays.IntegerArray(v.values, v.missing) if isinstance(v, NullableInts) else v for c, v in columns.items()}
+    return pd.DataFrame(data, columns=list(names))
 
 
 def notes_of(res) -> list[list[str]]:
@@ -63,12 +113,10 @@ def round_names(res) -> np.ndarray:
     return np.asarray([f"{a}_{b}" for a, b in zip(res.keys[0].tolist(), res.keys[1].tolist())], dtype=object)
 
 
-def pad_as_na(values: np.ndarray):
-    """[R] ids as nullable Int64, NA where PAD_TOKEN (the record's None)."""
-    import pandas as pd
-
+def pad_as_na(values: np.ndarray) -> NullableInts:
+    """[R] ids, missing where PAD_TOKEN (the record's None)."""
     values = np.asarray(values, dtype=np.int64)
-    return pd.arrays.IntegerArray(values, values == PAD_TOKEN)
+    return NullableInts(values, values == PAD_TOKEN)
 
 
 def leading(a: np.ndarray, lengths: np.ndarray) -> list[list[int]]:
