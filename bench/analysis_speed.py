@@ -9,7 +9,8 @@ and build the round and node tables. Old path (still the reference): ``analysis.
 ``analysis.runs.load_run`` (replay_run with analysis.batch_tables per batch). Also timed: the
 node-hit counting of ``stats`` (metrics.node_hit_frequency), per-round loop against the array form,
 and ``all_metrics`` on the new tables. Inputs: a packed run of the article's config
-[[6],[2,2],[1,1]]/[1,2,2] (replay.batch_synth, 5% early stops) and the bundled
+[[6],[2,2],[1,1]]/[1,2,2] (replay.batch_synth, 5% early stops), a directory of half as many
+rounds (.npz files, replay.synth.write_synthetic_run) and the bundled
 sample_dumps/synthetic_article directory (300 rounds, .npz files). Both paths run in this
 process, interleaved (old, new, old, new, ...) after one warm-up each; printed: median seconds of
 each path, the range, and the ratio old/new (median, with the range of the per-pair ratios).
@@ -40,6 +41,7 @@ from analysis.tables import build_tables  # noqa: E402
 from replay.batch_synth import synth_run  # noqa: E402
 from replay.config import TreeConfig  # noqa: E402
 from replay.packed import pack_batches  # noqa: E402
+from replay.synth import write_synthetic_run  # noqa: E402
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 
@@ -97,7 +99,12 @@ def main() -> None:
         packed = str(Path(tmp) / "run")
         pack_batches(synth_run(ARTICLE, rounds, seed=3, early_stop_rate=0.05), packed,
                      manifest={"config": ARTICLE.to_json(), "layout": "all"})
-        inputs = {f"packed run, {rounds} rounds": packed, "directory, 300 rounds (synthetic_article)": str(ROOT / "sample_dumps" / "synthetic_article")}
+        directory = Path(tmp) / "dir"
+        dir_rounds = rounds // 2
+        write_synthetic_run(directory, ARTICLE, dir_rounds, seed=4, early_stop_rate=0.05)
+        inputs = {f"packed run, {rounds} rounds": packed,
+                  f"directory, {dir_rounds} rounds (.npz)": str(directory),
+                  "directory, 300 rounds (sample_dumps/synthetic_article)": str(ROOT / "sample_dumps" / "synthetic_article")}
         print("\n| load + round and node tables | old: scalar replay + tables (s) | new: batch path (s) | old/new |\n|---|---|---|---|")
         for name, path in inputs.items():
             a, b = tables_old(path), tables_new(path)
