@@ -41,9 +41,10 @@ _LAYER_MODULES = {
         replay.roundbatch replay.manifest replay.dumpwrite replay.packed_format replay.packed_meta
         replay.packed_blocks replay.packed_write replay.packed_read replay.packed
         replay.fastread replay.textbatch replay.sources replay.synth""",
-    REPLAY: """replay.rebuild replay.replayer replay.batch replay.batch_synth replay.runs
-        replay.render""",
-    ANALYSIS: """analysis analysis.tables analysis.definitions analysis.metrics analysis.plots
+    REPLAY: """replay.rebuild replay.replayer replay.batch replay.batch.codes replay.batch.shapes
+        replay.batch.result replay.batch.frames replay.batch.kernel replay.batch.driver replay.batch_synth
+        replay.runs replay.render""",
+    ANALYSIS: """analysis analysis.tables analysis.batch_tables analysis.definitions analysis.metrics analysis.plots
         analysis.treeplot analysis.example_round analysis.runs analysis.dask_tables
         analysis.timings analysis.costmodel analysis.costsource analysis.compare
         analysis.gamma_strategies analysis.subtree analysis.subtree_batch analysis.shape_counts analysis.shape_model
