@@ -47,7 +47,7 @@ _LAYER_MODULES = {
         analysis.timings analysis.costmodel analysis.costsource analysis.compare
         analysis.gamma_strategies analysis.subtree analysis.subtree_batch analysis.shape_model
         analysis.shape_stats analysis.shape_dumps analysis.shape_search analysis.recommend
-        analysis.report analysis.sweep_plots""",
+        analysis.report analysis.sweep_plots analysis.speedpredict""",
     LIVE: """replay.live replay.live.checks replay.live.clock replay.live.costs replay.live.draft
         replay.live.dumps replay.live.errors replay.live.extras replay.live.forward
         replay.live.generate replay.live.gguf_load replay.live.grid replay.live.model_cache
@@ -60,7 +60,7 @@ _LAYER_MODULES = {
     # Glue: argument parsing, dispatch, printing; the notebook API is a front end like the CLI.
     CLI: """replay.cli replay.cliopts replay.commands replay.scale_commands
         analysis.commands analysis.recommend_cli analysis.api
-        replay.live.commands replay.live.models_commands""",
+        replay.live.commands replay.live.models_commands replay.live.auto_commands""",
 }
 LAYERS = {mod: layer for layer, mods in _LAYER_MODULES.items() for mod in mods.split()}
 
