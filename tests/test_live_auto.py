@@ -128,3 +128,10 @@ def test_sweep_prints_predicted_beside_measured(live_qwen_pair, tmp_path, capsys
     assert f"{predicted:8.3f}x" in line and f"{row['speedup']:8.3f}x" in line
     for shape in ("[1]|[1] ", "[2] "):
         assert any(ln.startswith(shape) and ln.count("x") >= 2 for ln in out.splitlines())
+
+
+def test_auto_refuses_sampling_before_loading_models(tmp_path, capsys):
+    rc = main(["generate", "--draft", str(tmp_path / "no-draft"), "--target", str(tmp_path / "no-target"), "--config", "auto",
+               "--prompts", __file__, "--max-new-tokens", "4", "--temperature", "0.7", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--config auto" in err and "--temperature 0.7" in err and len(err.strip().splitlines()) == 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from analysis.costmodel import CostModel
 from analysis.shape_dumps import scan_run
@@ -28,12 +28,13 @@ from ..atomic import write_json_atomic
 from ..config import TreeConfig, parse_tree
 from ..config_grammar import parse_spec
 from ..errors import SpecReplayError
-from .costs import CostCurve, measure_cost_curve, write_cost_curve
-from .generate import DecodeOptions
-from .models import LiveModel
-from .run import run_speculative, save_run_manifest
 from .sweepdir import dumps_dir
 from .timing import Clock
+
+if TYPE_CHECKING:  # torch: imported by calibrate() only, so the CLI checks options before loading it
+    from .costs import CostCurve
+    from .generate import DecodeOptions
+    from .models import LiveModel
 
 AUTO = "auto"
 # Wide at the root (the draft's rank 2-6 often holds the target's token), two heads below, then a
@@ -62,6 +63,12 @@ class AutoChoice:
 
 def is_auto(text: str) -> bool:
     return text.strip().lower() == AUTO
+
+
+def check_auto_options(temperature: float) -> None:
+    """auto predicts from greedy acceptance replayed on the calibration rounds: refuse sampling."""
+    if temperature > 0:
+        raise SpecReplayError(f"--config auto: predicts greedy acceptance; got --temperature {temperature:g} (use 0, or give a config)")
 
 
 def curve_sizes(nodes: int) -> list[int]:
@@ -94,6 +101,10 @@ def calibrate(
 ) -> AutoChoice:
     """Steps 1-3 of the module docstring; ``cost`` skips measuring the curve (tests, a known curve);
     ``extra`` shapes are predicted and reported too, never chosen."""
+    from .costs import measure_cost_curve, write_cost_curve
+    from .generate import DecodeOptions
+    from .run import run_speculative, save_run_manifest
+
     out = Path(out)
     tree = parse_spec(calibration, "calibration tree").tree
     if cost is None:

@@ -250,9 +250,12 @@ def generate_config(text: str):
 
 
 def cmd_generate(args) -> int:
+    from .auto_commands import calibrate, check_auto_options, choice_lines, measured_line, write_choice
+
     spec = generate_config(args.config)  # bad input fails before torch is imported
+    if spec is None:
+        check_auto_options(args.temperature)
     paths = _resolve_pair(args)
-    from .auto_commands import calibrate, choice_lines, measured_line, write_choice
     from .dumps import staged_output_dir
     from .prompts import read_prompts
     from .report import format_summary
