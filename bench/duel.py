@@ -268,6 +268,36 @@ def auto_summary(auto: dict) -> str:
             f"every drafted token accepted {c['all_accepted_bound']:.2f}x (depth {c['all_accepted_depth']})")
 
 
+def sweep_table(rows: list[dict]) -> str:
+    """The sweep's harness shapes: measured (one pass, against target-only in the same pass) beside predicted."""
+    lines = ["| swept shape | mean accepted length | measured vs target-only (1 pass) | predicted |", "|---|---|---|---|"]
+    for r in rows:
+        if r["method"].startswith("harness "):
+            pred = f"{r['predicted_speedup']:.2f}x" if r.get("predicted_speedup") is not None else "– (not predicted)"
+            lines.append(f"| {r['method'].removeprefix('harness ')} | {r['mean_accepted_length']:.2f} | {r['speedup_vs_target_only']:.2f}x | {pred} |")
+    return "\n".join(lines)
+
+
+def cost_lines(auto: dict) -> str:
+    """The measured cost curve auto used: decode, draft step, verify by tokens, each against one decode."""
+    cost = auto["cost"]
+    t1 = cost["verify_s"][0]
+    verify = ", ".join(f"{k:g}: {v * 1e3:.0f} ms ({v / t1:.2f}x)" for k, v in zip(cost["tokens"], cost["verify_s"]))
+    return (f"cost curve: target forward over 1 token {t1 * 1e3:.0f} ms; draft step {cost['draft_step_s'] * 1e3:.0f} ms "
+            f"({cost['draft_step_s'] / t1:.2f}x); target forward by tokens: {verify}")
+
+
+def render(path: str) -> str:
+    """Markdown of a duel's JSON, per dtype: the duel table, the swept shapes, auto and the ceiling, the costs."""
+    result = json.loads(Path(path).read_text())
+    out = []
+    for dtype, body in result["dtypes"].items():
+        out += [f"### both models in {dtype}", "", markdown_table(body["duel"]), "", sweep_table(body["sweep"]), ""]
+        if "auto" in body:
+            out += [auto_summary(body["auto"]), "", cost_lines(body["auto"]), ""]
+    return "\n".join(out)
+
+
 def fmt_spread(s: dict, unit: str = "") -> str:
     return f"{s['median']:.2f}{unit} [{s['min']:.2f}-{s['max']:.2f}]"
 
@@ -434,7 +464,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fast-path", action="store_true", help="also the harness on static caches + torch.compile (CUDA graphs on a GPU)")
     p.add_argument("--threads", type=int, help="torch CPU threads")
     p.add_argument("--out", default="bench/results/duel_livespeed.json")
+    p.add_argument("--render", metavar="JSON", help="print the markdown tables of a finished duel's JSON and exit")
     args = p.parse_args(argv)
+    if args.render:
+        print(render(args.render))
+        return 0
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     if args.threads:
         torch.set_num_threads(args.threads)

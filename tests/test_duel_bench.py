@@ -49,7 +49,7 @@ def test_identity_is_judged_against_target_only_greedy_of_the_same_prompt():
     assert not duel.identical(runs, "b") and not duel.identical(runs, "c") and not duel.identical(runs, "missing")
 
 
-def test_tiny_duel_runs_every_method_and_every_output_is_target_greedy(tmp_path):
+def test_tiny_duel_runs_every_method_and_every_output_is_target_greedy(tmp_path, capsys):
     duel = load_duel()
     out = tmp_path / "duel.json"
     assert duel.main(["--shapes", "tiny", "--dtypes", "float32", "--prompts", "2", "--max-new-tokens", "8", "--repeats", "2",
@@ -71,6 +71,11 @@ def test_tiny_duel_runs_every_method_and_every_output_is_target_greedy(tmp_path)
     predicted = {p["config"]: p["predicted_speedup"] for p in auto["predictions"] if p["candidate"]}
     assert auto["predicted_speedup"] == max(v for v in predicted.values() if v is not None)
     assert auto["ceiling"]["all_accepted_bound"] >= auto["ceiling"]["best_predicted"]
+    capsys.readouterr()
+    assert duel.main(["--render", str(out)]) == 0
+    md = capsys.readouterr().out
+    assert "### both models in float32" in md and f"auto: {auto['chosen']}" in md
+    assert md.count("| harness ") == sum(m.startswith("harness ") for m in rows) and "| swept shape |" in md
     timing = result["dtypes"]["float32"]["timing"]
     assert timing["repeats"] == 2 and len(timing["methods"]) == len(rows)
     for r in rows.values():
