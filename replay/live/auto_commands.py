@@ -37,9 +37,9 @@ if TYPE_CHECKING:  # torch: imported by calibrate() only, so the CLI checks opti
     from .models import LiveModel
 
 AUTO = "auto"
-# Wide at the root (the draft's rank 2-6 often holds the target's token), two heads below, then a
-# chain to depth 6: it contains every chain up to depth 6 and the narrow trees a CPU can afford, and
-# the article's tree (6,2x2,1x1).
+# Width 6 at the root, two heads below, then a chain to depth 6: the shapes it contains (and can
+# therefore replay exactly) include every chain up to depth 6, the narrow trees a CPU can afford
+# and the article's tree (6,2x2,1x1). A calibration round costs about one 16-token forward.
 CALIBRATION_TREE = "6,2x2,1x1,1,1,1"
 CALIBRATION_PROMPTS = 2  # the first prompts of the run
 CALIBRATION_TOKENS = 24  # new tokens per calibration prompt (fewer when the run asks for fewer)
