@@ -9,7 +9,8 @@ draft step per level and one target forward over the root and every node. So
 
     predicted speedup = (A + 1) * t_verify(1) / (gamma * draft_step_s + t_verify(nodes + 1))
 
-the cost model's speedup (analysis.costmodel) with the calibration rounds' acceptance. It leaves
+the cost model's speedup (analysis.costmodel) with the calibration rounds' acceptance; callers
+that measured the curve themselves fit it non-decreasing first (``nondecreasing``). It leaves
 prefill out: a measured speedup (tokens/s ratio over whole generations, prefill included on both
 sides) lies a little closer to 1 than the prediction.
 
@@ -39,7 +40,7 @@ from replay.config import TreeConfig
 
 from .costmodel import CostModel
 from .shape_dumps import DumpInput, Measured
-from .shape_model import DEFAULT_MIN_COUNT, model_from_stats
+from .shape_model import DEFAULT_MIN_COUNT, model_from_stats, pava_nonincreasing
 from .shape_search import search_shapes
 from .subtree import is_contained
 
@@ -70,6 +71,16 @@ class Ceiling:
     bound: float  # the all-accepted bound, max over depths
     bound_depth: int  # the depth where it is reached
     bound_by_depth: tuple[float, ...]  # [d - 1] = the bound at depth d, d = 1..BOUND_MAX_DEPTH
+
+
+def nondecreasing(cost: CostModel) -> CostModel:
+    """The measured verify times fitted non-decreasing in tokens (least squares, pool adjacent
+    violators): a forward over more tokens never costs less, while a loaded machine's timings dip
+    and jump by tens of percent. The draft step is kept."""
+    fit = -pava_nonincreasing(-cost.verify_s)
+    if np.array_equal(fit, cost.verify_s):
+        return cost
+    return CostModel(cost.tokens, fit, cost.draft_step_s, f"{cost.source} (verify times fitted non-decreasing)")
 
 
 def least_verify_s(cost: CostModel, tokens: int) -> float:

@@ -175,7 +175,8 @@ def auto_choice(args, draft: LiveModel, target: LiveModel, prompts: list[list[in
     if where.exists():
         shutil.rmtree(where)  # a rerun's calibration replaces the last one
     t0 = time.perf_counter()
-    choice = calibrate(draft, target, prompts, DecodeOptions(args.sweep_tokens), where, tokens=args.sweep_tokens, extra=shapes)
+    tokens = args.calibration_tokens
+    choice = calibrate(draft, target, prompts, DecodeOptions(tokens), where, tokens=tokens, extra=shapes)
     for line in choice_lines(choice):
         log(f"  {line}")
     log(f"  auto calibration took {time.perf_counter() - t0:.0f} s")
@@ -461,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--sweep-tokens", type=int, default=24)
     p.add_argument("--grid", default=SWEEP_GRID)
+    p.add_argument("--calibration-tokens", type=int, default=32,
+                   help="auto's calibration run: new tokens per sweep prompt (default %(default)s; ~5 tokens a round)")
     p.add_argument("--fast-path", action="store_true", help="also the harness on static caches + torch.compile (CUDA graphs on a GPU)")
     p.add_argument("--threads", type=int, help="torch CPU threads")
     p.add_argument("--out", default="bench/results/duel_livespeed.json")

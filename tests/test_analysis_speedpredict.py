@@ -10,7 +10,7 @@ import pytest
 from analysis.costmodel import CostModel
 from analysis.shape_dumps import HOW_EXACT, Measured
 from analysis.speedpredict import (
-    all_accepted_speedup, best_prediction, ceiling, chains, least_verify_s, predict, prediction_lines,
+    all_accepted_speedup, best_prediction, ceiling, chains, least_verify_s, nondecreasing, predict, prediction_lines,
 )
 from replay.config import TreeConfig
 from replay.config_grammar import parse_spec
@@ -81,3 +81,12 @@ def test_a_dip_in_a_measured_curve_keeps_the_bound_a_bound():
     assert all_accepted_speedup(noisy, 1) == pytest.approx(2 * 0.5 / (0.1 + 0.7))
     wide = predict(cfg("4"), measured(1.0), noisy, CALIB)  # 1 step, forward over 5 tokens: 2 * 0.5 / 0.8
     assert wide.speedup == pytest.approx(all_accepted_speedup(noisy, 1))
+
+
+def test_a_noisy_curve_is_fitted_non_decreasing_by_pooling_violators():
+    noisy = CostModel(np.array([1.0, 2.0, 3.0, 4.0, 8.0, 16.0]), np.array([0.85, 0.77, 0.75, 1.8, 3.7, 2.7]), 0.3, "noisy")
+    fit = nondecreasing(noisy)
+    # 1-3 pooled to their mean, 8 and 16 pooled to theirs; 4 stays
+    assert fit.verify_s.tolist() == pytest.approx([0.79, 0.79, 0.79, 1.8, 3.2, 3.2])
+    assert fit.draft_step_s == 0.3 and "non-decreasing" in fit.source
+    assert nondecreasing(COST) is COST  # already monotone: unchanged

@@ -53,7 +53,7 @@ def test_tiny_duel_runs_every_method_and_every_output_is_target_greedy(tmp_path,
     duel = load_duel()
     out = tmp_path / "duel.json"
     assert duel.main(["--shapes", "tiny", "--dtypes", "float32", "--prompts", "2", "--max-new-tokens", "8", "--repeats", "2",
-                      "--sweep-tokens", "4", "--threads", "1", "--out", str(out)]) == 0
+                      "--sweep-tokens", "4", "--calibration-tokens", "8", "--threads", "1", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     rows = {r["method"]: r for r in result["dtypes"]["float32"]["duel"]}
     assert {duel.TARGET_HARNESS, duel.TARGET_HF, duel.hf_name(duel.HF_DEFAULT)} <= rows.keys()

@@ -21,7 +21,8 @@ from analysis.costmodel import CostModel
 from analysis.shape_dumps import scan_run
 from analysis.subtree import is_contained
 from analysis.speedpredict import (
-    Ceiling, SpeedPrediction, best_prediction, candidate_configs, ceiling, ceiling_lines, predict_speedups, prediction_lines,
+    Ceiling, SpeedPrediction, best_prediction, candidate_configs, ceiling, ceiling_lines, nondecreasing, predict_speedups,
+    prediction_lines,
 )
 
 from ..atomic import write_json_atomic
@@ -123,7 +124,9 @@ def calibrate(
 
 
 def choose(calibration_dir: str | Path, cost: CostModel, extra: Sequence[TreeConfig] = ()) -> AutoChoice:
-    """Step 3: predict every candidate (and ``extra`` shapes) on the calibration dump, pick the best."""
+    """Step 3: predict every candidate (and ``extra`` shapes) on the calibration dump, pick the best;
+    the curve is fitted non-decreasing first (one noisy size must not pick the shape)."""
+    cost = nondecreasing(cost)
     dump = scan_run(str(calibration_dir))
     candidates = candidate_configs(dump, cost)
     known = {c.short() for c in candidates}
@@ -188,7 +191,7 @@ def sweep_prediction_lines(out: str | Path, table) -> list[str]:
     body = json.loads(curve_path.read_text(encoding="utf-8"))
     if body.get("draft_step_s") is None:
         return []
-    cost = CostModel.from_json(body, f"measured: {curve_path}")
+    cost = nondecreasing(CostModel.from_json(body, f"measured: {curve_path}"))
     configs = [parse_tree(json.loads(s), "results table config_json") for s in table["config_json"]]
     k = max(range(len(configs)), key=lambda i: (sum(is_contained(o, configs[i]) for o in configs), configs[i].num_nodes))
     dump_dir = dumps_dir(out) / str(table["name"].iloc[k])
