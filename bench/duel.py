@@ -271,11 +271,12 @@ def auto_summary(auto: dict) -> str:
 
 def sweep_table(rows: list[dict]) -> str:
     """The sweep's harness shapes: measured (one pass, against target-only in the same pass) beside predicted."""
-    lines = ["| swept shape | mean accepted length | measured vs target-only (1 pass) | predicted |", "|---|---|---|---|"]
+    lines = ["| swept shape | tokens/s | mean accepted length | measured vs target-only (1 pass) | predicted |", "|---|---|---|---|---|"]
     for r in rows:
         if r["method"].startswith("harness "):
             pred = f"{r['predicted_speedup']:.2f}x" if r.get("predicted_speedup") is not None else "– (not predicted)"
-            lines.append(f"| {r['method'].removeprefix('harness ')} | {r['mean_accepted_length']:.2f} | {r['speedup_vs_target_only']:.2f}x | {pred} |")
+            measured = f"{r['speedup_vs_target_only']:.2f}x" if "speedup_vs_target_only" in r else "– (no baseline in this sweep)"
+            lines.append(f"| {r['method'].removeprefix('harness ')} | {r['tokens_per_s']:.2f} | {r['mean_accepted_length']:.2f} | {measured} | {pred} |")
     return "\n".join(lines)
 
 
