@@ -10,12 +10,17 @@ Real architectures with random weights (GPU, run by scripts/gpu_check.sh):
     PYTHONPATH=. python bench/duel.py --shapes qwen2.5 --device cuda --dtypes bfloat16 --out duel_gpu.json
 
 Per dtype:
-1. Short sweeps on prompts the duel does not use (one pass each): the harness's tree shapes
-   (``--grid``) and HF assisted settings (``HF_GRID``: assistant tokens per round, confidence
-   stop); the best tokens/s of each goes into the duel.
-2. The duel on the first ``--prompts`` prompts.
-3. Where the time goes: target decode per token, draft per round and per step, verify per round,
+1. Short sweeps on prompts the duel does not use (one pass, target-only in it): the harness's tree
+   shapes (``--grid``) and HF assisted settings (``HF_GRID``: assistant tokens per round,
+   confidence stop); the best tokens/s of each goes into the duel.
+2. ``generate --config auto``'s calibration on the same prompts (cost curve, a short run of the
+   calibration tree, every shape predicted: replay.live.auto_commands); its pick goes into the duel
+   as ``harness auto`` and every harness row gets its predicted speedup beside the measured one.
+3. The duel on the first ``--prompts`` prompts.
+4. Where the time goes: target decode per token, draft per round and per step, verify per round,
    tokens committed per round, and the ceilings these measured costs allow.
+
+``--render JSON`` prints the markdown tables of a finished run (docs/benchmarks.md).
 """
 
 from __future__ import annotations
