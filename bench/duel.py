@@ -10,12 +10,17 @@ Real architectures with random weights (GPU, run by scripts/gpu_check.sh):
     PYTHONPATH=. python bench/duel.py --shapes qwen2.5 --device cuda --dtypes bfloat16 --out duel_gpu.json
 
 Per dtype:
-1. Short sweeps on prompts the duel does not use (one pass each): the harness's tree shapes
-   (``--grid``) and HF assisted settings (``HF_GRID``: assistant tokens per round, confidence
-   stop); the best tokens/s of each goes into the duel.
-2. The duel on the first ``--prompts`` prompts.
-3. Where the time goes: target decode per token, draft per round and per step, verify per round,
+1. Short sweeps on prompts the duel does not use (one pass, target-only in it): the harness's tree
+   shapes (``--grid``) and HF assisted settings (``HF_GRID``: assistant tokens per round,
+   confidence stop); the best tokens/s of each goes into the duel.
+2. ``generate --config auto``'s calibration on the same prompts (cost curve, a short run of the
+   calibration tree, every shape predicted: replay.cli.live_auto); its pick goes into the duel
+   as ``harness auto`` and every harness row gets its predicted speedup beside the measured one.
+3. The duel on the first ``--prompts`` prompts.
+4. Where the time goes: target decode per token, draft per round and per step, verify per round,
    tokens committed per round, and the ceilings these measured costs allow.
+
+``--render JSON`` prints the markdown tables of a finished run (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import gc
 import json
 import os
 import platform
+import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -38,6 +44,7 @@ from replay.live.clock import device_clock, synchronize
 from replay.live.generate import DecodeOptions, Generation, speculative_generate, target_generate
 from replay.live.grid import config_name, parse_grid
 from replay.live.models import LiveModel, wrap_model
+from replay.cli.live_auto import choice_json
 from replay.live.timing import Timing, machine_load, time_methods
 
 ARTICLE = "6,2x2,1x1"
@@ -164,6 +171,30 @@ def hf_name(setting: tuple[int, float]) -> str:
     return f"HF assisted {setting[0]} tok, stop<{setting[1]:g}" + (" (defaults)" if setting == HF_DEFAULT else "")
 
 
+def auto_choice(args, draft: LiveModel, target: LiveModel, prompts: list[list[int]], shapes: Sequence[TreeConfig], log):
+    """``generate --config auto``'s calibration (cost curve + a short run of the wide calibration
+    tree) on the sweep's prompts; every swept shape and the article's are predicted as well."""
+    from replay.cli.live_auto import calibrate, choice_lines
+
+    where = Path(args.out).with_suffix("") / f"calibration_{target.dtype_name}"
+    if where.exists():
+        shutil.rmtree(where)  # a rerun's calibration replaces the last one
+    t0 = time.perf_counter()
+    tokens = args.calibration_tokens
+    choice = calibrate(draft, target, prompts, DecodeOptions(tokens), where, tokens=tokens, extra=shapes)
+    for line in choice_lines(choice):
+        log(f"  {line}")
+    log(f"  auto calibration took {time.perf_counter() - t0:.0f} s")
+    return choice
+
+
+def harness_shape(method: str) -> str | None:
+    """The config name of a harness duel row ('harness article 6_2x2_1x1' -> '6_2x2_1x1')."""
+    if not method.startswith("harness ") or "fast path" in method:
+        return None
+    return method.split()[-1]
+
+
 def best_by_rate(timing: Timing, names: Sequence[str]) -> str:
     return max(names, key=lambda m: timing.method(m).rate.median)
 
@@ -235,21 +266,61 @@ def ceilings(row: dict, decode_ms: float) -> dict:
     }
 
 
+def auto_summary(auto: dict) -> str:
+    """auto's pick (predicted vs measured) and the ceiling, as the duel prints them."""
+    c = auto["ceiling"]
+    return (f"auto: {auto['chosen']} ({auto['method']}) predicted {auto['predicted_speedup']:.2f}x, measured "
+            f"{auto['measured_speedup']:.2f}x; ceiling: best searched shape {c['best_shape']} {c['best_predicted']:.2f}x, "
+            f"every drafted token accepted {c['all_accepted_bound']:.2f}x (depth {c['all_accepted_depth']})")
+
+
+def sweep_table(rows: list[dict]) -> str:
+    """The sweep's harness shapes: measured (one pass, against target-only in the same pass) beside predicted."""
+    lines = ["| swept shape | tokens/s | mean accepted length | measured vs target-only (1 pass) | predicted |", "|---|---|---|---|---|"]
+    for r in rows:
+        if r["method"].startswith("harness "):
+            pred = f"{r['predicted_speedup']:.2f}x" if r.get("predicted_speedup") is not None else "– (not predicted)"
+            measured = f"{r['speedup_vs_target_only']:.2f}x" if "speedup_vs_target_only" in r else "– (no baseline in this sweep)"
+            lines.append(f"| {r['method'].removeprefix('harness ')} | {r['tokens_per_s']:.2f} | {r['mean_accepted_length']:.2f} | {measured} | {pred} |")
+    return "\n".join(lines)
+
+
+def cost_lines(auto: dict) -> str:
+    """The measured cost curve auto used: decode, draft step, verify by tokens, each against one decode."""
+    cost = auto["cost"]
+    t1 = cost["verify_s"][0]
+    verify = ", ".join(f"{k:g}: {v * 1e3:.0f} ms ({v / t1:.2f}x)" for k, v in zip(cost["tokens"], cost["verify_s"]))
+    return (f"cost curve: target forward over 1 token {t1 * 1e3:.0f} ms; draft step {cost['draft_step_s'] * 1e3:.0f} ms "
+            f"({cost['draft_step_s'] / t1:.2f}x); target forward by tokens: {verify}")
+
+
+def render(path: str) -> str:
+    """Markdown of a duel's JSON, per dtype: the duel table, the swept shapes, auto and the ceiling, the costs."""
+    result = json.loads(Path(path).read_text())
+    out = []
+    for dtype, body in result["dtypes"].items():
+        out += [f"### both models in {dtype}", "", markdown_table(body["duel"]), "", sweep_table(body["sweep"]), ""]
+        if "auto" in body:
+            out += [auto_summary(body["auto"]), "", cost_lines(body["auto"]), ""]
+    return "\n".join(out)
+
+
 def fmt_spread(s: dict, unit: str = "") -> str:
     return f"{s['median']:.2f}{unit} [{s['min']:.2f}-{s['max']:.2f}]"
 
 
 def markdown_table(rows: list[dict]) -> str:
     lines = [
-        "| method | tokens/s | vs target-only | vs HF assisted (best) | target forwards per pass | mean accepted length | draft ms/round (ms/step) | verify ms/round (nodes) | identical to greedy |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| method | tokens/s | vs target-only | predicted | vs HF assisted (best) | target forwards per pass | mean accepted length | draft ms/round (ms/step) | verify ms/round (nodes) | identical to greedy |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         acc = f"{r['mean_accepted_length']:.2f}" if "mean_accepted_length" in r else "–"
         draft = f"{r['draft_ms_per_round']:.0f} ({r['draft_ms_per_step']:.0f})" if "draft_ms_per_round" in r else "–"
         verify = f"{r['verify_ms_per_round']:.0f} ({r['nodes_per_round'] + 1:.0f})" if "verify_ms_per_round" in r else "–"
+        pred = f"{r['predicted_speedup']:.2f}x" if r.get("predicted_speedup") is not None else "–"
         lines.append(
-            f"| {r['method']} | {fmt_spread(r['tokens_per_s'])} | {fmt_spread(r['speedup_vs_target_only'], 'x')} | "
+            f"| {r['method']} | {fmt_spread(r['tokens_per_s'])} | {fmt_spread(r['speedup_vs_target_only'], 'x')} | {pred} | "
             f"{fmt_spread(r['vs_hf_assisted_best'], 'x')} | {r.get('rounds', r['tokens'] / r['passes']):.0f} | {acc} | {draft} | {verify} | {'yes' if r['identical'] else 'NO'} |"
         )
     return "\n".join(lines)
@@ -306,7 +377,8 @@ def run_dtype(args, draft: LiveModel, target: LiveModel, prompts: list[list[int]
     sweep = Bench(draft, target, [prompts[i] for i in SWEEP_PROMPTS], args.sweep_tokens, log)
     configs = {config_name(c): c for c in parse_grid(args.grid)[0]}
     hf_settings = {hf_name(s): s for s in (HF_DEFAULT, *HF_GRID)}
-    sweep_methods = {f"harness {name}": sweep.tree(f"harness {name}", c) for name, c in configs.items()}
+    sweep_methods = {TARGET_HARNESS: sweep.target_only()}  # the baseline of the swept shapes' measured speedups
+    sweep_methods.update({f"harness {name}": sweep.tree(f"harness {name}", c) for name, c in configs.items()})
     sweep_methods.update({name: sweep.hf(name, s) for name, s in hf_settings.items()})
     log(f"  sweep: {len(sweep_methods)} methods x {len(SWEEP_PROMPTS)} prompts x {args.sweep_tokens} tokens")
     # One pass, no per-method warm-up (that would double the sweep): one harness and one HF call
@@ -317,9 +389,11 @@ def run_dtype(args, draft: LiveModel, target: LiveModel, prompts: list[list[int]
     best_tree = best_by_rate(sweep_timing, [f"harness {n}" for n in configs]).removeprefix("harness ")
     best_hf = best_by_rate(sweep_timing, list(hf_settings))
     log(f"  swept best: harness {best_tree}, {best_hf}")
+    article = parse_grid(ARTICLE)[0][0]
+    choice = auto_choice(args, draft, target, [prompts[i] for i in SWEEP_PROMPTS], [*configs.values(), article], log)
+    auto = config_name(choice.config)
 
     duel = Bench(draft, target, [prompts[i] for i in DUEL_PROMPTS[: args.prompts]], args.max_new_tokens, log)
-    article = parse_grid(ARTICLE)[0][0]
     hf_best_name = f"{best_hf} [swept best]" if hf_settings[best_hf] != HF_DEFAULT else best_hf
     methods = {
         TARGET_HARNESS: duel.target_only(),
@@ -331,6 +405,11 @@ def run_dtype(args, draft: LiveModel, target: LiveModel, prompts: list[list[int]
     methods[f"harness article {config_name(article)}"] = duel.tree(f"harness article {config_name(article)}", article)
     if best_tree != config_name(article):
         methods[f"harness swept best {best_tree}"] = duel.tree(f"harness swept best {best_tree}", configs[best_tree])
+    # auto's pick runs as its own method unless it is a shape already in the duel (same calls twice)
+    shapes = {config_name(article): f"harness article {config_name(article)}", best_tree: f"harness swept best {best_tree}"}
+    auto_method = shapes.get(auto, f"harness auto {auto}")
+    if auto not in shapes:
+        methods[auto_method] = duel.tree(auto_method, choice.config)
     fast_error = None
     if args.fast_path:
         from replay.live.compiled import fast_path
@@ -351,14 +430,24 @@ def run_dtype(args, draft: LiveModel, target: LiveModel, prompts: list[list[int]
     for r in rows:
         if "draft_ms_per_round" in r:
             r["ceilings"] = ceilings(r, decode_ms)
+    predicted = {config_name(p.config): p.speedup for p in choice.predictions}
+    for r in rows:
+        shape = harness_shape(r["method"])
+        if shape is not None:
+            r["predicted_speedup"] = predicted.get(shape)
     sweep_rows = [
         {"method": m, "tokens_per_s": sweep_timing.method(m).rate.median,
+         "speedup_vs_target_only": sweep_timing.ratio(m, TARGET_HARNESS).median,
          "mean_accepted_length": (sum(r.accepted for k, r in sweep.runs.items() if k[0] == m) / max(1, sum(r.rounds for k, r in sweep.runs.items() if k[0] == m)))}
         for m in sweep_methods
     ]
+    for r in sweep_rows:
+        if r["method"].startswith("harness "):
+            r["predicted_speedup"] = predicted.get(r["method"].removeprefix("harness "))
     return {
         "draft_dtype": draft.dtype_name, "target_dtype": target.dtype_name,
         "best_tree": best_tree, "best_hf": best_hf, "decode_ms_per_token": decode_ms, "fast_path_error": fast_error,
+        "auto": {**choice_json(choice, timing.ratio(auto_method, TARGET_HARNESS).median), "method": auto_method},
         "duel": rows, "sweep": sweep_rows, "timing": timing.to_json(), "sweep_timing": sweep_timing.to_json(),
         "runs": [asdict(r) for r in duel.runs.values()],
     }
@@ -379,10 +468,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--sweep-tokens", type=int, default=24)
     p.add_argument("--grid", default=SWEEP_GRID)
+    p.add_argument("--calibration-tokens", type=int, default=32,
+                   help="auto's calibration run: new tokens per sweep prompt (default %(default)s; ~5 tokens a round)")
     p.add_argument("--fast-path", action="store_true", help="also the harness on static caches + torch.compile (CUDA graphs on a GPU)")
     p.add_argument("--threads", type=int, help="torch CPU threads")
     p.add_argument("--out", default="bench/results/duel_livespeed.json")
+    p.add_argument("--render", metavar="JSON", help="print the markdown tables of a finished duel's JSON and exit")
     args = p.parse_args(argv)
+    if args.render:
+        print(render(args.render))
+        return 0
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -407,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(json.dumps(result, indent=1))  # after each dtype: a later crash keeps the first
         print(f"\n### both models in {dtype} (decode {result['dtypes'][dtype]['decode_ms_per_token']:.0f} ms/token)\n")
         print(markdown_table(result["dtypes"][dtype]["duel"]))
+        print("\n" + auto_summary(result["dtypes"][dtype]["auto"]))
     result["load_at_end"] = asdict(machine_load())
     Path(args.out).write_text(json.dumps(result, indent=1))
     return 0

@@ -49,11 +49,11 @@ def test_identity_is_judged_against_target_only_greedy_of_the_same_prompt():
     assert not duel.identical(runs, "b") and not duel.identical(runs, "c") and not duel.identical(runs, "missing")
 
 
-def test_tiny_duel_runs_every_method_and_every_output_is_target_greedy(tmp_path):
+def test_tiny_duel_runs_every_method_and_every_output_is_target_greedy(tmp_path, capsys):
     duel = load_duel()
     out = tmp_path / "duel.json"
     assert duel.main(["--shapes", "tiny", "--dtypes", "float32", "--prompts", "2", "--max-new-tokens", "8", "--repeats", "2",
-                      "--sweep-tokens", "4", "--threads", "1", "--out", str(out)]) == 0
+                      "--sweep-tokens", "4", "--calibration-tokens", "8", "--threads", "1", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     rows = {r["method"]: r for r in result["dtypes"]["float32"]["duel"]}
     assert {duel.TARGET_HARNESS, duel.TARGET_HF, duel.hf_name(duel.HF_DEFAULT)} <= rows.keys()
@@ -61,7 +61,21 @@ def test_tiny_duel_runs_every_method_and_every_output_is_target_greedy(tmp_path)
     assert all(r["identical"] for r in rows.values())  # float32: every method decodes target greedy
     assert rows[duel.TARGET_HARNESS]["speedup_vs_target_only"]["median"] == pytest.approx(1.0)
     sweep = result["dtypes"]["float32"]["sweep"]
-    assert all(s["mean_accepted_length"] > 0 for s in sweep)  # the tiny draft agrees with its target
+    assert all(s["mean_accepted_length"] > 0 for s in sweep if s["method"] != duel.TARGET_HARNESS)  # the tiny draft agrees with its target
+    base = next(s for s in sweep if s["method"] == duel.TARGET_HARNESS)
+    for s in sweep:  # one pass: the ratio is the two rates'
+        assert s["speedup_vs_target_only"] == pytest.approx(s["tokens_per_s"] / base["tokens_per_s"])
+    auto = result["dtypes"]["float32"]["auto"]
+    assert auto["method"] in rows and rows[auto["method"]]["identical"]
+    assert auto["measured_speedup"] == pytest.approx(rows[auto["method"]]["speedup_vs_target_only"]["median"])
+    predicted = {p["config"]: p["predicted_speedup"] for p in auto["predictions"] if p["candidate"]}
+    assert auto["predicted_speedup"] == max(v for v in predicted.values() if v is not None)
+    assert auto["ceiling"]["all_accepted_bound"] >= auto["ceiling"]["best_predicted"]
+    capsys.readouterr()
+    assert duel.main(["--render", str(out)]) == 0
+    md = capsys.readouterr().out
+    assert "### both models in float32" in md and f"auto: {auto['chosen']}" in md
+    assert md.count("| harness ") == sum(m.startswith("harness ") for m in rows) and "| swept shape |" in md
     timing = result["dtypes"]["float32"]["timing"]
     assert timing["repeats"] == 2 and len(timing["methods"]) == len(rows)
     for r in rows.values():

@@ -50,7 +50,7 @@ _LAYER_MODULES = {
         analysis.gamma_strategies analysis.subtree analysis.subtree_batch analysis.shape_counts analysis.shape_model
         analysis.shape_stats analysis.shape_dumps analysis.shape_paths analysis.shape_search analysis.recommend
         analysis.recommend_render
-        analysis.report analysis.sweep_plots""",
+        analysis.report analysis.sweep_plots analysis.speedpredict""",
     LIVE: """replay.live replay.live.checks replay.live.clock replay.live.costs replay.live.draft
         replay.live.dumps replay.live.errors replay.live.extras replay.live.forward
         replay.live.generate replay.live.gguf_load replay.live.grid replay.live.model_cache
@@ -63,7 +63,7 @@ _LAYER_MODULES = {
     # Glue: argument parsing, dispatch, printing; the notebook API is a front end like the CLI.
     CLI: """replay.cli replay.cli.__main__ replay.cli.parser replay.cli.options replay.cli.cmd_replay replay.cli.cmd_scale
         replay.cli.cmd_analysis replay.cli.cmd_compare replay.cli.cmd_recommend analysis.api
-        replay.cli.cmd_live replay.cli.cmd_models""",
+        replay.cli.cmd_live replay.cli.cmd_models replay.cli.live_auto""",
 }
 LAYERS = {mod: layer for layer, mods in _LAYER_MODULES.items() for mod in mods.split()}
 

@@ -29,6 +29,9 @@ GENERATE_EXAMPLE = """example:
   (-o/--output must be new or empty; add --replace to swap the finished run in over an old one)
   (timing: a warm-up, then --repeats passes; with --baseline the two methods are interleaved per
    prompt in a rotating order; tokens/s and speedup are the median pass, min and max printed)
+  specreplay generate --pair qwen2.5-coder --config auto --prompts prompts.txt --max-new-tokens 64 -o runs/auto
+  (auto: cost curve + a short calibration run in runs/auto/calibration, the shape with the best
+   predicted speedup runs; auto.json holds every prediction, the ceiling and the measured speedup)
 """
 
 SWEEP_EXAMPLE = """grid syntax: configs separated by ';', steps by ',', the widths of one step's
@@ -74,7 +77,9 @@ def register(subparsers) -> None:
     gen.add_argument(
         "--config", required=True,
         help="tree config in any config form: tree.json, 6,2x2,1x1, [6]|[2,2]|[1,1], [[6],[2,2],[1,1]], inline JSON "
-        "(docs/config-grammar.md; the first tree of a specTree list is used)",
+        "(docs/config-grammar.md; the first tree of a specTree list is used), or auto: measure the cost curve, "
+        "run a short calibration of a wide tree, pick the shape with the best predicted speedup, run it with "
+        "--baseline and print predicted vs measured (docs/live-harness.md)",
     )
     _decode_args(gen)
     add_output(gen, output_dir, "dump directory (draft_step_*/validate_* .npz + manifest.json); must be new or empty",
@@ -227,33 +232,48 @@ def _progress_bar(args, total: int, desc: str):
 
 
 def generate_config(text: str):
-    """``generate --config``'s value as a SpecConfig (replay.config_grammar): parsed before torch loads."""
+    """``generate --config``'s value as a SpecConfig (replay.config_grammar): parsed before torch
+    loads; None for ``auto`` (the shape is chosen after a calibration run: live_auto)."""
     from ..config_grammar import parse_spec
+    from .live_auto import is_auto
 
-    return parse_spec(text, "--config")
+    return None if is_auto(text) else parse_spec(text, "--config")
 
 
 def run_generate(args) -> int:
+    from .live_auto import calibrate, check_auto_options, choice_lines, measured_line, write_choice
+
     spec = generate_config(args.config)  # bad input fails before torch is imported
+    if spec is None:
+        check_auto_options(args.temperature)
     paths = _resolve_pair(args)
     from ..live.dumps import staged_output_dir
     from ..live.prompts import read_prompts
     from ..live.report import format_summary
     from ..live.run import run_timed, save_run_manifest
 
-    if len(spec.trees) > 1:
+    if spec is not None and len(spec.trees) > 1:
         print(f"note: {args.config} lists {len(spec.trees)} trees; using the first", file=sys.stderr)
+    choice = None
     # Entering checks -o/--output, before any model loads; the run lands there only once it is whole.
     with staged_output_dir(args.out, args.replace) as out:
         draft, target = _load_pair(args, paths)
         prompts = read_prompts(args.prompts, target.tokenizer)
         options = _options(args, target)
-        methods = 2 if args.baseline else 1
+        if spec is None:  # auto: its measured speedup needs the baseline
+            choice = calibrate(draft, target, prompts, options, out)
+            print("\n".join(choice_lines(choice)))
+        tree, baseline = (spec.tree, args.baseline) if choice is None else (choice.config, True)
+        methods = 2 if baseline else 1
         with _progress_bar(args, len(prompts) * options.max_new_tokens * methods, "first timed pass") as bar:
-            timed = run_timed(draft, target, prompts, spec.tree, options, args.repeats, args.baseline, out, bar.update)
+            timed = run_timed(draft, target, prompts, tree, options, args.repeats, baseline, out, bar.update)
         comparison = timed.comparison(options.temperature)
-        save_run_manifest(out, spec.tree, draft, target, options, timed.generations, comparison, timed.timing)
+        save_run_manifest(out, tree, draft, target, options, timed.generations, comparison, timed.timing)
+        if choice is not None:
+            write_choice(out, choice, comparison.speedup)
     print(format_summary(timed.summary, comparison, timed.timing))
+    if choice is not None:
+        print(measured_line(choice, comparison.speedup))
     print(f"dump:                   {args.out}")
     return 0
 
@@ -369,6 +389,10 @@ def _report_sweep(result, out: Path) -> int:
         plot_sweep(result.table, out / "plots")
         cols = ["name", "nodes", "mean_accepted_length", "block_efficiency", "tokens_per_s", "speedup", "speedup_min", "speedup_max"]
         print(result.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        from .live_auto import sweep_prediction_lines
+
+        for line in sweep_prediction_lines(out, result.table):
+            print(line)
     dup = f", {len(result.duplicates)} finished twice (kept the first)" if result.duplicates else ""
     print(f"{len(result.computed)} config(s) run, {len(result.skipped)} kept from before{dup}; table: {out / 'results.csv'}")
     return 0
