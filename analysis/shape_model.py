@@ -219,28 +219,6 @@ def estimate_model(visits: Visits, min_count: int = DEFAULT_MIN_COUNT, depths: i
     return model_from_stats(stats_from_visits(visits), min_count, depths)
 
 
-def model_from_hits(hit: np.ndarray, cols: int | None = None, draft_probs: np.ndarray | None = None) -> ShapeModel:
-    """A known model: hit [depths, cols] float64 → p[d, q, r] = hit[d, r].
-
-    draft_probs: [depths, cols] the draft's fixed probability of each rank per depth (replay.synth),
-    None when the engine is taken to rank nodes as the acceptance model does.
-    """
-    hit = np.asarray(hit, dtype=np.float64)
-    if hit.ndim != 2:
-        raise ValueError(f"hit: expected [depths, cols], got {hit.shape}")
-    cols = hit.shape[1] if cols is None else cols
-    h = hit[:, :cols]
-    p = np.repeat(h[:, None, :], cols, axis=1)
-    order = None
-    if draft_probs is not None:
-        dp = np.log(np.asarray(draft_probs, dtype=np.float64)[:, :cols])
-        order = np.repeat(dp[np.minimum(np.arange(hit.shape[0]), dp.shape[0] - 1)][:, None, :], cols, axis=1)
-    z = np.zeros(hit.shape[0], dtype=bool)
-    return ShapeModel(
-        p, p.copy(), p.copy(), np.zeros((hit.shape[0], cols), np.int64), np.zeros((hit.shape[0], cols), bool), z, 0, 0, None, order
-    )
-
-
 # --------------------------------------------------------------------------------------------
 # Bootstrap
 

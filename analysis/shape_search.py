@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -350,36 +350,3 @@ def search_shapes(
     per_n = sorted((shape_of(spec, False) for spec in by_nodes.specs()), key=lambda x: (-round(x.expected_accepted, 12), x.num_nodes, x.depth))
     by_sp = tuple(shape_of(spec, True) for _, spec in objectives[0].top.items) if cost is not None else ()
     return SearchResult(tuple(per_n[:top]), by_sp, budget, max_depth, finished, states, float(relaxed[budget]))
-
-
-def enumerate_configs(budget: int, max_depth: int, max_width: int, limit: int = 200_000) -> Iterator[TreeConfig]:
-    """Every static config with at most ``budget`` nodes, depth <= max_depth, widths <= max_width.
-
-    For brute-force checks; raises ValueError past ``limit`` configs.
-    """
-    count = 0
-
-    def compositions(total: int, parts: int) -> Iterator[tuple[int, ...]]:
-        if parts == 0:
-            if total == 0:
-                yield ()
-            return
-        for first in range(1, min(max_width, total - parts + 1) + 1):
-            for rest in compositions(total - first, parts - 1):
-                yield (first,) + rest
-
-    def grow(heads: list[int], spec: list[tuple[int, ...]], level: int, left: int) -> Iterator[TreeConfig]:
-        nonlocal count
-        if spec:
-            count += 1
-            if count > limit:
-                raise ValueError(f"more than {limit} configs: lower the budget or depth")
-            yield TreeConfig.from_lists(spec, heads)
-        if len(spec) == max_depth:
-            return
-        for h in range(1, level + 1):
-            for used in range(h, left + 1):
-                for widths in compositions(used, h):
-                    yield from grow(heads + [h], spec + [widths], sum(widths), left - used)
-
-    yield from grow([], [], 1, budget)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from analysis.recommend import recommend_runs
-from analysis.shape_search import enumerate_configs
+from tests.shape_builders import enumerate_configs
 from replay.packed import pack_batches
 from tests.shape_oracle import COLS, HIT, RECORDED, synth_batch, true_probability, true_value
 

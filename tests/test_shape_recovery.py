@@ -10,7 +10,8 @@ import pytest
 
 from analysis.recommend import Measured, compare_predictions, mean_se, recommend, subtree_measure
 from analysis.shape_counts import collect_visits
-from analysis.shape_model import estimate_model, model_from_hits
+from analysis.shape_model import estimate_model
+from tests.shape_builders import model_from_hits
 from analysis.shape_paths import engine_paths
 from analysis.shape_search import search_shapes
 from replay.config import TreeConfig

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from analysis.costmodel import CostModel
-from analysis.shape_model import ShapeModel, pava_nonincreasing, model_from_hits
+from analysis.shape_model import ShapeModel, pava_nonincreasing
+from tests.shape_builders import enumerate_configs, model_from_hits
 from analysis.shape_paths import config_from_paths, engine_paths, render_shape
-from analysis.shape_search import best_first, enumerate_configs, search_shapes
+from analysis.shape_search import best_first, search_shapes
 from replay.errors import SpecReplayError
 
 COLS = 4
