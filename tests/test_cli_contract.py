@@ -61,7 +61,7 @@ LEAF_IDS = [" ".join(p) for p, _ in LEAVES]
 
 
 def is_live(parser: argparse.ArgumentParser) -> bool:
-    return parser.get_default("func").__module__ in ("replay.cli.cmd_live", "replay.cli.cmd_models")
+    return parser.get_default("func").__module__ in ("replay.cli.cmd_live", "replay.cli.cmd_sweep", "replay.cli.cmd_models")
 
 
 def required_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:

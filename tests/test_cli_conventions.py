@@ -249,14 +249,14 @@ def test_replay_bar_only_on_a_terminal(stream, extra, drawn, monkeypatch):
     (io.StringIO, [], False),
 ])
 def test_live_token_bar_only_on_a_terminal(stream, extra, drawn, monkeypatch):
-    from replay.cli.cmd_live import _progress_bar
+    from replay.cli.cmd_live import token_progress_bar
 
     parser = dict(LEAVES)[("generate",)]
     args = parser.parse_args(["--pair", "p", "--config", "c.json", "--prompts", ARTICLE + "/config.json",
                               "--max-new-tokens", "4", "-o", "unused", *extra])
     err = stream()
     monkeypatch.setattr(sys, "stderr", err)
-    with _progress_bar(args, 8, "speculative") as bar:
+    with token_progress_bar(args, 8, "speculative") as bar:
         bar.update(5)
     assert ("speculative" in err.getvalue()) is drawn, err.getvalue()
 
@@ -361,7 +361,7 @@ def test_sweep_with_skipped_grid_combinations_exits_1(tmp_path, monkeypatch, cap
     exit status is what is under test (test_live_cli runs real sweeps)."""
     import pandas as pd
 
-    import replay.cli.cmd_live as commands
+    import replay.cli.cmd_sweep as commands
 
     ran = {}
 
@@ -375,9 +375,9 @@ def test_sweep_with_skipped_grid_combinations_exits_1(tmp_path, monkeypatch, cap
     def no_cost_curve(*args):
         raise AssertionError("--no-cost-curve")
 
-    monkeypatch.setattr(commands, "_resolve_pair", lambda args: None)
-    monkeypatch.setattr(commands, "_load_pair", lambda args, paths: (None, types.SimpleNamespace(tokenizer=None)))
-    monkeypatch.setattr(commands, "_options", lambda args, target: types.SimpleNamespace(max_new_tokens=4))
+    monkeypatch.setattr(commands, "resolve_pair", lambda args: None)
+    monkeypatch.setattr(commands, "load_pair", lambda args, paths: (None, types.SimpleNamespace(tokenizer=None)))
+    monkeypatch.setattr(commands, "decode_options", lambda args, target: types.SimpleNamespace(max_new_tokens=4))
     # the modules that import torch, stubbed
     monkeypatch.setitem(sys.modules, "replay.live.costs", stub_module("replay.live.costs", measure_cost_curve=no_cost_curve,
                                                                       write_cost_curve=no_cost_curve))

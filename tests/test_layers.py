@@ -63,7 +63,7 @@ _LAYER_MODULES = {
     # Glue: argument parsing, dispatch, printing; the notebook API is a front end like the CLI.
     CLI: """replay.cli replay.cli.__main__ replay.cli.parser replay.cli.options replay.cli.cmd_replay replay.cli.cmd_scale
         replay.cli.cmd_analysis replay.cli.cmd_compare replay.cli.cmd_recommend analysis.api
-        replay.cli.cmd_live replay.cli.cmd_models replay.cli.live_auto""",
+        replay.cli.cmd_live replay.cli.cmd_sweep replay.cli.cmd_models replay.cli.live_auto""",
 }
 LAYERS = {mod: layer for layer, mods in _LAYER_MODULES.items() for mod in mods.split()}
 

@@ -1,4 +1,5 @@
-"""CLI: ``specreplay generate``, ``specreplay sweep``, ``specreplay cost-curve``.
+"""CLI: ``specreplay generate`` and ``specreplay cost-curve``, and the model and decoding options
+every live command shares (``sweep`` is in cmd_sweep.py).
 
 torch and transformers are imported inside the command functions only, so ``specreplay --help``
 and the offline commands never load them. Each command first checks its options and resolves the
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from .options import add_command, add_no_progress, add_output
 from ..pathcheck import input_file, output_dir, output_file
@@ -34,30 +34,6 @@ GENERATE_EXAMPLE = """example:
    predicted speedup runs; auto.json holds every prediction, the ceiling and the measured speedup)
 """
 
-SWEEP_EXAMPLE = """grid syntax: configs separated by ';', steps by ',', the widths of one step's
-expanded heads by 'x'; '|' lists alternatives for a step (every combination runs), '@T' sets
-gammaThreshold (dynamic depth: drafting stops when the best path's draft probability falls below T),
-'@T1|T2' runs one config per threshold. "6,2x2,1x1" = topKSpec [[6],[2,2],[1,1]], topHead [1,2,2];
-"1,1,1,1" = a chain; "1,1,1,1,1,1@0|0.3|0.5" = a depth-6 chain without and with two thresholds.
-
-timing: each config runs with target-only decoding on the same prompts, a warm-up first, then
---repeats passes, the two interleaved per prompt in a rotating order; tokens/s and speedup are the
-median pass (min and max in the table).
-
-example:
-  specreplay sweep --draft models/draft --target models/target --prompts prompts.jsonl \\
-      --grid "6,2x2,1x1;4,2x1,1;2|4,1x1;1,1,1,1@0|0.4" --max-new-tokens 64 -o runs/sweep1
-  (after an interruption add --resume: finished configs are kept, not redone)
-
-  specreplay sweep --pair qwen2.5-coder --prompts prompts.txt --grid "..." --max-new-tokens 64 \\
-      -o /shared/sweep2 --devices cuda:0,cuda:1,cuda:2,cuda:3 --dtype bfloat16
-  (a local Dask cluster, one worker process per GPU; --scheduler tcp://host:8786 uses a running
-   cluster instead: the output directory and the models at the same path on every worker)
-
-Exit status: 0 every config ran (or was kept from before); 1 some grid combinations were skipped
-(each listed on stderr with the reason); 2 on errors.
-"""
-
 COST_EXAMPLE = """example:
   specreplay cost-curve --target models/qwen2.5-1.5b --draft models/qwen2.5-0.5b \\
       --sizes 1,2,4,8,16,32,64 -o runs/cost_curve.json --device cuda --dtype bfloat16
@@ -73,7 +49,7 @@ def register(subparsers) -> None:
         "the target verifies it in one forward, and every round is written as a dump (draft_step_*, validate_*, "
         "manifest.json with outputs and timings) that every offline command reads.",
     )
-    _model_args(gen)
+    add_model_options(gen)
     gen.add_argument(
         "--config", required=True,
         help="tree config in any config form: tree.json, 6,2x2,1x1, [6]|[2,2]|[1,1], [[6],[2,2],[1,1]], inline JSON "
@@ -81,7 +57,7 @@ def register(subparsers) -> None:
         "run a short calibration of a wide tree, pick the shape with the best predicted speedup, run it with "
         "--baseline and print predicted vs measured (docs/live-harness.md)",
     )
-    _decode_args(gen)
+    add_decode_options(gen)
     add_output(gen, output_dir, "dump directory (draft_step_*/validate_* .npz + manifest.json); must be new or empty",
                dest="out", metavar="DIR", required=True, aliases=["--out"])
     gen.add_argument(
@@ -92,31 +68,8 @@ def register(subparsers) -> None:
         "`specreplay sweep` resumes per config",
     )
     gen.add_argument("--baseline", action="store_true", help="also run target-only decoding: speedup, identical outputs")
-    _repeats_arg(gen)
+    add_repeats_option(gen)
     add_no_progress(gen)
-
-    sw = add_command(
-        subparsers, "sweep", run_sweep, help="run many tree configs live: table, plots, resumable", epilog=SWEEP_EXAMPLE,
-        description="Decode the same prompts with each tree config in turn (models loaded once) and write one "
-        "results row per config (accepted length, block efficiency, tokens/s, speedup), the results table, "
-        "Pareto plots and a cost curve; an interrupted sweep resumes where it stopped.",
-    )
-    _model_args(sw)
-    which = sw.add_mutually_exclusive_group(required=True)
-    which.add_argument("--grid", help="tree configs separated by ';', each in any config form (docs/config-grammar.md), "
-                       "with the grid syntax below")
-    which.add_argument("--configs", help="a JSON file (or inline JSON) with a list of tree configs")
-    _decode_args(sw)
-    add_output(sw, output_dir, "sweep directory (dumps/, results.csv/.parquet, plots/)",
-               dest="out", metavar="DIR", required=True, aliases=["--out"])
-    sw.add_argument("--resume", action="store_true", help="continue the sweep in -o/--output: finished configs are kept, the rest run")
-    _repeats_arg(sw)
-    sw.add_argument("--no-cost-curve", action="store_true", help="skip measuring cost_curve.json")
-    where = sw.add_mutually_exclusive_group()
-    where.add_argument("--scheduler", help="run on an existing Dask cluster (tcp://host:8786): one task per config, see docs/scale.md")
-    where.add_argument("--workers", type=int, help="start a local Dask cluster of N worker processes (one per device) and run on it")
-    sw.add_argument("--devices", help="one device per local worker, comma separated (cuda:0,cuda:1); starts len(devices) workers")
-    add_no_progress(sw)
 
     cc = add_command(
         subparsers, "cost-curve", run_cost_curve, help="time one target forward against tokens verified", epilog=COST_EXAMPLE,
@@ -142,7 +95,7 @@ def register(subparsers) -> None:
     add_output(cc, output_file, "where to write the cost curve JSON", dest="out", metavar="FILE", required=True, aliases=["--out"])
 
 
-def _model_args(p: argparse.ArgumentParser) -> None:
+def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft", help="draft model: Hugging Face directory, .gguf file or short name (qwen2.5-coder-0.5b)")
     p.add_argument("--target", help="target model: Hugging Face directory, .gguf file or short name (qwen2.5-coder-1.5b)")
     p.add_argument("--pair", help="both models by pair name (qwen2.5-coder), instead of --draft/--target")
@@ -151,7 +104,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompts", required=True, type=input_file, help="text lines, or JSON Lines of token ids")
 
 
-def _repeats_arg(p: argparse.ArgumentParser) -> None:
+def add_repeats_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--repeats", type=int, default=3,
         help="timed passes after a warm-up; methods interleaved per prompt, median and range reported (default %(default)s)",
@@ -172,7 +125,7 @@ def _device_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice; 1 is steadiest on small VMs)")
 
 
-def _decode_args(p: argparse.ArgumentParser) -> None:
+def add_decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-new-tokens", type=int, required=True, help="tokens to generate per prompt")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy; > 0 samples losslessly (default: %(default)s)")
     p.add_argument(
@@ -186,7 +139,7 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--record-k", type=int, help="candidate columns recorded per dump row (default: the config's widest topKSpec entry)")
 
 
-def _resolve_pair(args):
+def resolve_pair(args):
     """What fails in a second, before torch is imported: the decode options, both model names (a
     missing model names the fetch command to run), then the live packages themselves."""
     from ..live.names import require_both, resolve_model_args
@@ -197,7 +150,7 @@ def _resolve_pair(args):
     return paths
 
 
-def _load_pair(args, paths):
+def load_pair(args, paths):
     from ..live.models import load_pair
 
     _check_device(args)
@@ -220,14 +173,14 @@ def _check_decode_args(args) -> None:
         raise PromptError(f"--seed must be >= 0 (it seeds numpy SeedSequence), got {args.seed}")
 
 
-def _options(args, target):
+def decode_options(args, target):
     from ..live.generate import DecodeOptions
 
     eos = getattr(target.tokenizer, "eos_token_id", None) if args.stop_at_eos else None
     return DecodeOptions(args.max_new_tokens, args.temperature, args.seed, args.record_k, eos)
 
 
-def _progress_bar(args, total: int, desc: str):
+def token_progress_bar(args, total: int, desc: str):
     return progress_bar(total, desc, progress_enabled(args.no_progress), unit="tok", leave=False)
 
 
@@ -246,7 +199,7 @@ def run_generate(args) -> int:
     spec = generate_config(args.config)  # bad input fails before torch is imported
     if spec is None:
         check_auto_options(args.temperature)
-    paths = _resolve_pair(args)
+    paths = resolve_pair(args)
     from ..live.dumps import staged_output_dir
     from ..live.prompts import read_prompts
     from ..live.report import format_summary
@@ -257,15 +210,15 @@ def run_generate(args) -> int:
     choice = None
     # Entering checks -o/--output, before any model loads; the run lands there only once it is whole.
     with staged_output_dir(args.out, args.replace) as out:
-        draft, target = _load_pair(args, paths)
+        draft, target = load_pair(args, paths)
         prompts = read_prompts(args.prompts, target.tokenizer)
-        options = _options(args, target)
+        options = decode_options(args, target)
         if spec is None:  # auto: its measured speedup needs the baseline
             choice = calibrate(draft, target, prompts, options, out)
             print("\n".join(choice_lines(choice)))
         tree, baseline = (spec.tree, args.baseline) if choice is None else (choice.config, True)
         methods = 2 if baseline else 1
-        with _progress_bar(args, len(prompts) * options.max_new_tokens * methods, "first timed pass") as bar:
+        with token_progress_bar(args, len(prompts) * options.max_new_tokens * methods, "first timed pass") as bar:
             timed = run_timed(draft, target, prompts, tree, options, args.repeats, baseline, out, bar.update)
         comparison = timed.comparison(options.temperature)
         save_run_manifest(out, tree, draft, target, options, timed.generations, comparison, timed.timing)
@@ -275,126 +228,6 @@ def run_generate(args) -> int:
     if choice is not None:
         print(measured_line(choice, comparison.speedup))
     print(f"dump:                   {args.out}")
-    return 0
-
-
-def run_sweep(args) -> int:
-    configs, skipped = _sweep_configs(args)  # bad input fails before torch is imported
-    out = Path(args.out)
-    if args.scheduler or args.workers is not None or args.devices:
-        return _sweep_on_cluster(args, configs, out) or (1 if skipped else 0)
-    paths = _resolve_pair(args)
-    from ..live.prompts import read_prompts
-    from ..live.sweep import run_local_sweep
-
-    draft, target = _load_pair(args, paths)
-    prompts = read_prompts(args.prompts, target.tokenizer)
-    options = _options(args, target)
-    total = len(prompts) * options.max_new_tokens * 2 * len(configs)  # first timed pass, both methods
-    with _progress_bar(args, total, "sweep") as bar:
-        result = run_local_sweep(
-            draft, target, configs, prompts, options, out, args.repeats, args.resume, bar.update, cost_curve=not args.no_cost_curve
-        )
-    return _report_sweep(result, out) or (1 if skipped else 0)  # skipped grid combinations were listed
-
-
-def _sweep_on_cluster(args, configs, out: Path) -> int:
-    """The client: resolves models and prompts (loads no model), submits one task per config."""
-    from contextlib import ExitStack
-    from types import SimpleNamespace
-
-    from ..live.cluster import PairSpec, run_sweep_on_cluster, start_local_cluster
-    from ..live.errors import SweepError
-    from ..live.names import require_both, resolve_model_args
-    from ..live.prompts import read_prompts
-
-    if args.scheduler and args.devices:
-        raise SweepError("--devices starts local workers; with --scheduler set each worker's device with SPECREPLAY_DEVICE")
-    paths = require_both(resolve_model_args(args.draft, args.target, args.pair, args.models_dir))
-    tokenizer = _TargetTokenizer(paths.target)
-    prompts = read_prompts(args.prompts, tokenizer)
-    options = _options(args, SimpleNamespace(tokenizer=tokenizer))
-    absolute = lambda p: str(Path(p).resolve())  # noqa: E731 - workers may start in another directory
-    pair = PairSpec(absolute(paths.draft), absolute(paths.target), args.device, args.dtype, args.draft_dtype, args.threads)
-    devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else None
-    with ExitStack() as stack:
-        client = stack.enter_context(_dask_client(args.scheduler, lambda: stack.enter_context(start_local_cluster(args.workers, devices))))
-        bar = stack.enter_context(_progress_bar(args, len(configs), "sweep"))
-        bar.unit = "config"
-        result = run_sweep_on_cluster(
-            client, pair, configs, prompts, options, out, args.repeats, args.resume, not args.no_cost_curve, lambda _: bar.update(1)
-        )
-    return _report_sweep(result, out)
-
-
-def _dask_client(scheduler: str | None, start_cluster):
-    from distributed import Client
-
-    from ..live.errors import SweepError
-
-    if scheduler is None:
-        return Client(start_cluster())
-    try:
-        return Client(scheduler, timeout="20s")
-    except (OSError, TimeoutError) as exc:
-        raise SweepError(f"--scheduler {scheduler}: cannot connect: {exc}") from None
-
-
-class _TargetTokenizer:
-    """The target's tokenizer, loaded on first use: a cluster's client loads no model and needs the
-    tokenizer only for text prompts or --stop-at-eos."""
-
-    _UNSET = object()
-
-    def __init__(self, path: Path):
-        self._path = Path(path)
-        self._tok = self._UNSET
-
-    def _get(self):
-        if self._tok is self._UNSET:
-            from ..live.models import load_tokenizer
-
-            gguf = self._path.suffix == ".gguf"
-            self._tok = load_tokenizer(self._path.parent if gguf else self._path, self._path.name if gguf else None)
-        return self._tok
-
-    def encode(self, text: str) -> list[int]:
-        from ..live.errors import PromptError
-
-        if self._get() is None:
-            raise PromptError(f"text prompts need a tokenizer, and {self._path} has none; give JSON Lines of token ids")
-        return self._get().encode(text)
-
-    @property
-    def eos_token_id(self):
-        return getattr(self._get(), "eos_token_id", None)
-
-
-def _sweep_configs(args):
-    from ..live.grid import load_config_list, parse_grid
-
-    if args.grid is None:
-        return load_config_list(args.configs), []
-    configs, skipped = parse_grid(args.grid)
-    for s in skipped:
-        print(f"specreplay: skipped grid combination {s}", file=sys.stderr)
-    return configs, skipped
-
-
-def _report_sweep(result, out: Path) -> int:
-    """Plots (the CLI draws them: the harness never imports analysis), the table, one summary line."""
-    from analysis.sweep_plots import plot_sweep
-
-    if len(result.table):
-        plot_sweep(result.table, out / "plots")
-        cols = ["name", "nodes", "mean_accepted_length", "block_efficiency", "tokens_per_s", "speedup", "speedup_min", "speedup_max"]
-        print(result.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        from .live_auto import sweep_prediction_lines
-
-        for line in sweep_prediction_lines(out, result.table):
-            print(line)
-    dup = f", {len(result.duplicates)} finished twice (kept the first)" if result.duplicates else ""
-    print(f"{len(result.computed)} config(s) run, {len(result.skipped)} kept from before{dup}; table: {out / 'results.csv'}")
     return 0
 
 

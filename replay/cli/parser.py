@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "replay.cli.cmd_compare",
     "replay.cli.cmd_recommend",
     "replay.cli.cmd_live",
+    "replay.cli.cmd_sweep",
     "replay.cli.cmd_models",
 )
 
