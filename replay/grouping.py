@@ -17,7 +17,7 @@ import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Iterable, Mapping
 
 from .bounded import not_regular_reason
@@ -41,11 +41,15 @@ _NAMED_GAPS = 5  # missing draft steps named in a round's skip reason
 
 @dataclass(frozen=True)
 class FileSet:
-    """One logical matrix: its data file and optional companions."""
+    """One logical matrix: its data file and optional companions, as path strings.
 
-    data: Path
-    scores: Path | None = None
-    parents: Path | None = None
+    Strings, not Paths: a directory holds tens of thousands of these, and the readers (and the
+    reader processes they are sent to) want strings; ``Path(fs.data)`` where a Path is needed.
+    """
+
+    data: str
+    scores: str | None = None
+    parents: str | None = None
 
 
 @dataclass(frozen=True)
@@ -119,24 +123,30 @@ def _path_order(path: Path) -> tuple[str, ...]:
     return path.parts
 
 
-def _logical_files(paths: Iterable[Path]) -> tuple[dict[tuple, FileSet], list[Skipped]]:
-    """Map (kind, step, a, b) → FileSet, reporting duplicates and stray files."""
-    data: dict[tuple, list[Path]] = defaultdict(list)
-    companions: dict[tuple, dict[str, list[Path]]] = defaultdict(lambda: defaultdict(list))
+def _base_name(path: str) -> str:
+    return path.rpartition(os.sep)[2]
+
+
+def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[tuple, FileSet], list[Skipped]]:
+    """Map (kind, step, a, b) → FileSet, reporting duplicates and stray files.
+
+    entries: (file name, its path) in path order.
+    """
+    data: dict[tuple, list[str]] = defaultdict(list)
+    companions: dict[tuple, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     skipped: list[Skipped] = []
     match = _NAME.match
-    for path in sorted(paths, key=_path_order):
-        name = path.name
+    for name, path in entries:
         m = match(name)
         if m:
             step_text, validate, a, b, companion, ext = m.groups()
         if not m or (ext is not None and ext.lower() not in DATA_EXTS):
-            if name not in SIDE_FILES and not name.startswith(".") and path.suffix.lower() not in SIDE_EXTS:
-                skipped.append(Skipped(printable(name), "name matches neither draft_step_I_A_B nor validate_A_B", (str(path),)))
+            if name not in SIDE_FILES and not name.startswith(".") and PurePosixPath(name).suffix.lower() not in SIDE_EXTS:
+                skipped.append(Skipped(printable(name), "name matches neither draft_step_I_A_B nor validate_A_B", (path,)))
             continue
         lkey = (-1 if validate else int(step_text), int(a), int(b))
         if (len(a) > _SAFE_DIGITS or len(b) > _SAFE_DIGITS or (step_text and len(step_text) > _SAFE_DIGITS)) and not _fits_int64(*lkey):
-            skipped.append(Skipped(name, "step or counters outside the int64 range", (str(path),)))
+            skipped.append(Skipped(name, "step or counters outside the int64 range", (path,)))
             continue
         if companion:
             companions[lkey][companion[1:]].append(path)
@@ -146,19 +156,22 @@ def _logical_files(paths: Iterable[Path]) -> tuple[dict[tuple, FileSet], list[Sk
     for lkey, files in data.items():
         if len(files) > 1:
             skipped.append(
-                Skipped(files[0].stem, f"{len(files)} files hold the same matrix; keep one", tuple(map(str, files)))
+                Skipped(PurePosixPath(_base_name(files[0])).stem, f"{len(files)} files hold the same matrix; keep one", tuple(files))
             )
             continue
-        comp = companions.pop(lkey, None) or {}
-        extra = comp and [p for ps in comp.values() if len(ps) > 1 for p in ps]
+        comp = companions.pop(lkey, None)
+        if comp is None:  # the common case: a data file alone
+            out[lkey] = FileSet(files[0])
+            continue
+        extra = [p for ps in comp.values() if len(ps) > 1 for p in ps]
         if extra:
-            skipped.append(Skipped(files[0].name, "several companion files of one kind", tuple(map(str, extra))))
+            skipped.append(Skipped(_base_name(files[0]), "several companion files of one kind", tuple(extra)))
             continue
         out[lkey] = FileSet(files[0], (comp.get("scores") or [None])[0], (comp.get("parents") or [None])[0])
     for lkey, comp in companions.items():
         for ps in comp.values():
             for p in ps:
-                skipped.append(Skipped(p.name, "companion file without its data file", (str(p),)))
+                skipped.append(Skipped(_base_name(p), "companion file without its data file", (p,)))
     return out, skipped
 
 
@@ -170,15 +183,21 @@ def group_paths(
     unreadable: entries among ``paths`` that are named like dump files but cannot be read as files,
     with why ("is a directory, not a regular file"): each is listed, and so is its round, unread.
     """
-    unreadable = dict(unreadable or {})
-    files, skipped = _logical_files(paths)
-    skipped += [Skipped(p.name, why, (str(p),)) for p, why in sorted(unreadable.items())]
+    entries = [(p.name, str(p)) for p in sorted(map(Path, paths), key=_path_order)]
+    bad = {str(p): why for p, why in sorted((unreadable or {}).items(), key=lambda kv: _path_order(Path(kv[0])))}
+    return _group(entries, step0_offset, bad)
+
+
+def _group(entries: list[tuple[str, str]], step0_offset: tuple[int, int], unreadable: Mapping[str, str]) -> Grouping:
+    """group_paths over (name, path) entries in path order; unreadable: path → why, in path order."""
+    files, skipped = _logical_files(entries)
+    skipped += [Skipped(_base_name(p), why, (p,)) for p, why in unreadable.items()]
     da, db = step0_offset
     by_round: dict[Key, dict[int, FileSet]] = defaultdict(dict)
     for (step, a, b), fs in files.items():
         key = (a + da, b + db) if step == 0 else (a, b)
         if step == 0 and not _fits_int64(*key):  # other keys are their names' counters, checked already
-            skipped.append(Skipped(fs.data.name, f"step-0 offset {step0_offset} moves its counters outside the int64 range", (str(fs.data),)))
+            skipped.append(Skipped(_base_name(fs.data), f"step-0 offset {step0_offset} moves its counters outside the int64 range", (fs.data,)))
             continue
         by_round[key][step] = fs
     rounds: list[RoundFiles] = []
@@ -190,11 +209,11 @@ def group_paths(
         if -1 in entries and steps and steps[-1] + 1 == len(steps) and not unreadable:
             rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))  # the common case
             continue
-        paths = tuple(str(entries[s].data) for s in sorted(entries))
+        paths = tuple(entries[s].data for s in sorted(entries))
         name = f"round {key[0]}_{key[1]}"
         bad = [p for fs in entries.values() for p in (fs.data, fs.scores, fs.parents) if p is not None and p in unreadable]
         if bad:
-            skipped.append(Skipped(name, "; ".join(f"{p.name} {unreadable[p]}" for p in bad), paths))
+            skipped.append(Skipped(name, "; ".join(f"{_base_name(p)} {unreadable[p]}" for p in bad), paths))
             continue
         if -1 not in entries:
             skipped.append(Skipped(name, "draft files without validate_%d_%d" % key, paths))
@@ -225,20 +244,32 @@ def group_directory(directory: str | Path, step0_offset: tuple[int, int] = (1, 1
     listed, with their rounds (see the module docstring). Nothing here opens a file.
     """
     directory = Path(directory)
-    regular: list[Path] = []
-    unreadable: dict[Path, str] = {}
+    prefix = _child_prefix(directory)
+    entries: list[tuple[str, str]] = []
+    unreadable: dict[str, str] = {}
     try:
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                path = directory / entry.name  # as Path(entry.path), parsing only the name
+        with os.scandir(directory) as listing:
+            for entry in listing:
+                name = entry.name
                 try:
                     is_file = entry.is_file()  # follows symlinks; no open
                 except OSError:
                     is_file = False
                 if is_file:
-                    regular.append(path)
-                elif is_dump_name(entry.name):
-                    unreadable[path] = not_regular_reason(path) or "changed while the directory was listed"
+                    entries.append((name, prefix + name))
+                elif is_dump_name(name):
+                    path = prefix + name
+                    entries.append((name, path))
+                    unreadable[path] = not_regular_reason(Path(path)) or "changed while the directory was listed"
     except OSError as exc:
         raise DumpError(directory, f"cannot list the directory: {exc.strerror or exc}") from None
-    return group_paths(regular + list(unreadable), step0_offset, unreadable)
+    entries.sort()  # one directory: name order is the paths' order
+    return _group(entries, step0_offset, {p: unreadable[p] for _, p in entries if p in unreadable})
+
+
+def _child_prefix(directory: Path) -> str:
+    """What str(directory / name) puts before ``name``: "" for ".", "/" for the root, else "dir/"."""
+    text = str(directory)
+    if text == ".":
+        return ""
+    return text if text.endswith(os.sep) else text + os.sep

@@ -16,7 +16,7 @@ def test_step0_is_named_one_position_before_its_round():
     assert g.skipped == ()
     (r,) = g.rounds
     assert r.key == (124, 140)
-    assert [fs.data.name for fs in r.steps] == ["draft_step_0_123_139", "draft_step_1_124_140", "draft_step_2_124_140"]
+    assert [Path(fs.data).name for fs in r.steps] == ["draft_step_0_123_139", "draft_step_1_124_140", "draft_step_2_124_140"]
 
 
 def test_round_committing_one_token_does_not_collide_with_the_next():
@@ -29,7 +29,7 @@ def test_round_committing_one_token_does_not_collide_with_the_next():
         )
     )
     assert g.skipped == ()
-    assert [(r.key, [fs.data.name for fs in r.steps]) for r in g.rounds] == [
+    assert [(r.key, [Path(fs.data).name for fs in r.steps]) for r in g.rounds] == [
         ((124, 140), ["draft_step_0_123_139", "draft_step_1_124_140"]),
         ((125, 141), ["draft_step_0_124_140", "draft_step_1_125_141"]),
     ]
@@ -68,8 +68,8 @@ def test_everything_that_fits_no_round_is_listed():
 def test_companions_attach_to_their_data_file():
     g = group_paths(names("draft_step_0_1_1.txt", "draft_step_0_1_1.scores.txt", "draft_step_0_1_1.parents", "validate_2_2.txt"))
     (r,) = g.rounds
-    assert r.steps[0].scores.name == "draft_step_0_1_1.scores.txt"
-    assert r.steps[0].parents.name == "draft_step_0_1_1.parents"
+    assert Path(r.steps[0].scores).name == "draft_step_0_1_1.scores.txt"
+    assert Path(r.steps[0].parents).name == "draft_step_0_1_1.parents"
 
 
 def test_parse_round_key_reads_the_validate_files_numbers():
