@@ -16,9 +16,12 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
+from itertools import compress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterable, Mapping
+
+import numpy as np
 
 from .bounded import not_regular_reason
 from .errors import DumpError, printable
@@ -28,6 +31,11 @@ _NAME = re.compile(
     r"^(?:draft_step_(?P<step>\d+)|(?P<validate>validate))_(?P<a>-?\d+)_(?P<b>-?\d+)"
     r"(?P<companion>\.scores|\.parents)?(?P<ext>\.[A-Za-z0-9]+)?$",
     re.ASCII,  # counters are ASCII digits (\d alone would take any script's)
+)
+# _NAME over the lines of many names at once; a line that is no dump name comes back whole, last.
+_LINE = re.compile(
+    r"^(?:draft_step_(\d+)|(validate))_(-?\d+)_(-?\d+)(\.scores|\.parents)?(\.[A-Za-z0-9]+)?$|^(.*)$",
+    re.ASCII | re.MULTILINE,
 )
 # Files that belong in a dump directory but are not matrices.
 SIDE_FILES = ("manifest.json", "config.json")
@@ -127,6 +135,13 @@ def _base_name(path: str) -> str:
     return path.rpartition(os.sep)[2]
 
 
+def _stray(name: str, path: str) -> list[Skipped]:
+    """The skip entry of a file that is no dump matrix: none for side files and hidden files."""
+    if name in SIDE_FILES or name.startswith(".") or PurePosixPath(name).suffix.lower() in SIDE_EXTS:
+        return []
+    return [Skipped(printable(name), "name matches neither draft_step_I_A_B nor validate_A_B", (path,))]
+
+
 def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[tuple, FileSet], list[Skipped]]:
     """Map (kind, step, a, b) → FileSet, reporting duplicates and stray files.
 
@@ -141,8 +156,7 @@ def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[tuple, File
         if m:
             step_text, validate, a, b, companion, ext = m.groups()
         if not m or (ext is not None and ext.lower() not in DATA_EXTS):
-            if name not in SIDE_FILES and not name.startswith(".") and PurePosixPath(name).suffix.lower() not in SIDE_EXTS:
-                skipped.append(Skipped(printable(name), "name matches neither draft_step_I_A_B nor validate_A_B", (path,)))
+            skipped += _stray(name, path)
             continue
         lkey = (-1 if validate else int(step_text), int(a), int(b))
         if (len(a) > _SAFE_DIGITS or len(b) > _SAFE_DIGITS or (step_text and len(step_text) > _SAFE_DIGITS)) and not _fits_int64(*lkey):
@@ -190,6 +204,10 @@ def group_paths(
 
 def _group(entries: list[tuple[str, str]], step0_offset: tuple[int, int], unreadable: Mapping[str, str]) -> Grouping:
     """group_paths over (name, path) entries in path order; unreadable: path → why, in path order."""
+    if not unreadable:
+        simple = _group_complete(entries, step0_offset)
+        if simple is not None:
+            return simple
     files, skipped = _logical_files(entries)
     skipped += [Skipped(_base_name(p), why, (p,)) for p, why in unreadable.items()]
     da, db = step0_offset
@@ -237,6 +255,58 @@ def _group(entries: list[tuple[str, str]], step0_offset: tuple[int, int], unread
     return Grouping(tuple(rounds), tuple(skipped), tuple(sorted(by_round)))
 
 
+def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int]) -> Grouping | None:
+    """_group's result when every dump file is a plain data file of a complete round, else None.
+
+    The common directory, grouped with one regex pass and a few array operations instead of
+    Python work per file. Anything else (companions, duplicates, long counters, an incomplete
+    round, a name with a newline) returns None, and _group does the general work.
+    """
+    text = "\n".join(name for name, _ in entries)
+    if text.count("\n") != len(entries) - 1:
+        return None  # a name holds a newline: lines would not be names
+    rows = _LINE.findall(text)  # one tuple of groups per name, in order
+    if len(rows) != len(entries):
+        return None
+    step_text, _, a_text, b_text, companion, ext, other = (list(col) for col in zip(*rows))
+    if any(companion) or not set(map(str.lower, ext)) <= set(DATA_EXTS):
+        return None
+    skipped: list[Skipped] = []
+    if any(other):  # names that are no dump files (config.json, ...): listed unless side files
+        keep = [not o for o in other]
+        for i in np.flatnonzero(~np.asarray(keep, dtype=bool)).tolist():
+            skipped += _stray(*entries[i])
+        step_text, a_text, b_text = (list(compress(col, keep)) for col in (step_text, a_text, b_text))
+        entries = list(compress(entries, keep))
+    if not entries or max(map(len, step_text)) > _SAFE_DIGITS or max(map(len, a_text)) > _SAFE_DIGITS or max(map(len, b_text)) > _SAFE_DIGITS:
+        return None
+    count = len(entries)
+    step = np.asarray([int(t) if t else -1 for t in step_text], dtype=np.int64)  # [F] the validate's step is -1
+    a = np.fromiter(map(int, a_text), dtype=np.int64, count=count)  # [F]
+    b = np.fromiter(map(int, b_text), dtype=np.int64, count=count)  # [F]
+    da, db = step0_offset
+    first = step == 0
+    if first.any() and not (
+        _fits_int64(da, db) and _fits_int64(int(a[first].min()) + da, int(a[first].max()) + da, int(b[first].min()) + db, int(b[first].max()) + db)
+    ):
+        return None  # _group names the files whose keys leave int64
+    ka = np.where(first, a + da, a) if first.any() else a
+    kb = np.where(first, b + db, b) if first.any() else b
+    order = np.lexsort((step, kb, ka))  # by round key, then the validate (-1) and steps 0, 1, ...
+    ka, kb, step = ka[order], kb[order], step[order]
+    new_round = np.concatenate(([True], (ka[1:] != ka[:-1]) | (kb[1:] != kb[:-1])))
+    starts = np.flatnonzero(new_round)  # [rounds]
+    sizes = np.diff(np.append(starts, count))  # [rounds] files per round
+    if not (step == np.arange(count) - np.repeat(starts, sizes) - 1).all() or (sizes < 2).any():
+        return None  # a duplicate, a missing validate or step, or a validate alone
+    paths = [entries[i][1] for i in order.tolist()]
+    rounds = []
+    bounds = np.append(starts, count).tolist()
+    for lo, hi, key_a, key_b in zip(bounds[:-1], bounds[1:], ka[starts].tolist(), kb[starts].tolist()):
+        rounds.append(RoundFiles((key_a, key_b), tuple(map(FileSet, paths[lo + 1 : hi])), FileSet(paths[lo])))
+    return Grouping(tuple(rounds), tuple(skipped), tuple(rf.key for rf in rounds))
+
+
 def group_directory(directory: str | Path, step0_offset: tuple[int, int] = (1, 1)) -> Grouping:
     """Group the files directly inside ``directory`` (not recursive).
 
@@ -245,26 +315,27 @@ def group_directory(directory: str | Path, step0_offset: tuple[int, int] = (1, 1
     """
     directory = Path(directory)
     prefix = _child_prefix(directory)
-    entries: list[tuple[str, str]] = []
+    names: list[str] = []
     unreadable: dict[str, str] = {}
     try:
         with os.scandir(directory) as listing:
             for entry in listing:
-                name = entry.name
                 try:
                     is_file = entry.is_file()  # follows symlinks; no open
                 except OSError:
                     is_file = False
                 if is_file:
-                    entries.append((name, prefix + name))
-                elif is_dump_name(name):
-                    path = prefix + name
-                    entries.append((name, path))
-                    unreadable[path] = not_regular_reason(Path(path)) or "changed while the directory was listed"
+                    names.append(entry.name)
+                elif is_dump_name(entry.name):
+                    names.append(entry.name)
+                    unreadable[prefix + entry.name] = not_regular_reason(Path(prefix + entry.name)) or "changed while the directory was listed"
     except OSError as exc:
         raise DumpError(directory, f"cannot list the directory: {exc.strerror or exc}") from None
-    entries.sort()  # one directory: name order is the paths' order
-    return _group(entries, step0_offset, {p: unreadable[p] for _, p in entries if p in unreadable})
+    names.sort()  # one directory: name order is the paths' order
+    entries = [(name, prefix + name) for name in names]
+    if unreadable:
+        unreadable = {p: unreadable[p] for _, p in entries if p in unreadable}
+    return _group(entries, step0_offset, unreadable)
 
 
 def _child_prefix(directory: Path) -> str:

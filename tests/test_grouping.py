@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from replay.grouping import group_paths, parse_offset, parse_round_key
@@ -78,3 +79,41 @@ def test_parse_round_key_reads_the_validate_files_numbers():
     for bad in ("124", "124_140_1", "a_b", ""):
         with pytest.raises(ValueError, match="expected A_B"):
             parse_round_key(bad)
+
+
+def random_names(rng, clean: bool) -> list[str]:
+    """Names of a few rounds; unless ``clean``, with one odd case of each kind the general path handles."""
+    out = ["config.json", "notes.bin"]
+    for r in range(int(rng.integers(1, 8))):
+        a, b = int(rng.integers(-3, 50)) * 10, int(rng.integers(0, 50)) * 10
+        ext = str(rng.choice(["", ".txt", ".npy"]))
+        steps = int(rng.integers(1, 4))
+        out += [f"draft_step_0_{a - 1}_{b - 1}{ext}"] + [f"draft_step_{s}_{a}_{b}{ext}" for s in range(1, steps)]
+        out.append(f"validate_{a}_{b}{ext}")
+    if not clean:
+        odd = [
+            "draft_step_1_7_7.scores", "validate_7_7", "draft_step_2_5_5", "validate_0010_20", "validate_10_20",
+            "draft_step_0_9_9", "validate_1_1\nx", "draft_step_0_1_1.bak", "validate_" + "9" * 20 + "_1",
+        ]
+        out += list(rng.choice(odd, size=int(rng.integers(1, 4)), replace=False))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_bulk_grouping_equals_the_general_one(seed, monkeypatch):
+    """The one-pass grouping of complete rounds (_group_complete) against the per-file general path."""
+    from replay import grouping
+
+    rng = np.random.default_rng(seed)
+    clean = seed % 2 == 0
+    paths = [Path("/d") / n for n in dict.fromkeys(random_names(rng, clean))]
+    offset = [(1, 1), (0, 0), (2, 1)][seed % 3]
+    entries = [(p.name, str(p)) for p in sorted(paths)]
+    bulk = grouping._group_complete(entries, offset)
+    if clean and offset == (1, 1):
+        assert bulk is not None
+    fast = group_paths(paths, offset)
+    monkeypatch.setattr(grouping, "_group_complete", lambda *a: None)
+    general = group_paths(paths, offset)
+    assert fast == general
+    assert bulk is None or bulk == general
