@@ -1,7 +1,8 @@
 """Many runs at once with Dask: one partition per run (or per block), the pandas API on top.
 
-Each partition is the batch replay of one packed run (or dump directory) as a per-round table
-(``BatchResult.to_frame``); Dask schedules partitions over a cluster's workers, so a fleet's
+Each partition is the batch replay of one packed run (or dump directory) as per-round records
+(``BatchResult.to_frame``: replay.records' columns, docs/output-schema.md; rejected rounds are
+not records, they are a run's skipped list); Dask schedules partitions over a cluster's workers, so a fleet's
 dumps are analysed where they are stored (docs/scale.md). dask is optional: install the
 ``scale`` extra (``pip install specreplay[scale]``); nothing under replay/ imports it.
 
@@ -15,7 +16,7 @@ dumps are analysed where they are stored (docs/scale.md). dask is optional: inst
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import pandas as pd
 
@@ -24,7 +25,8 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("analysis.dask_tables needs dask: pip install 'specreplay[scale]'") from exc
 
-from replay.batch import empty_result, replay_batch
+from replay.batch import replay_batch
+from replay.records import COLUMNS, NULLABLE_INT_COLUMNS
 from replay.replayer import ReplayOptions
 from replay.runs import open_run, replay_run
 
@@ -36,30 +38,31 @@ def _with_run(frame: pd.DataFrame, run: str) -> pd.DataFrame:
     return frame
 
 
-def run_table(path: str | Path, opts: ReplayOptions | None = None, rank_columns: int | None = None) -> pd.DataFrame:
-    """Per-round table of one run (rejected rounds included, ``ok`` False), with a ``run`` column."""
+def run_table(path: str | Path, opts: ReplayOptions | None = None) -> pd.DataFrame:
+    """Per-round records of one run (replayed rounds), with a ``run`` column first."""
     rep = replay_run(path, opts or ReplayOptions(), workers=1)
-    return _with_run(rep.result.to_frame(rank_columns), str(path))
+    return _with_run(rep.result.to_frame(), str(path))
 
 
-def block_table(path: str | Path, group: int, block: int, opts: ReplayOptions | None = None, rank_columns: int | None = None) -> pd.DataFrame:
-    """Per-round table of one block of a packed run: partitions of bounded size for huge runs."""
+def block_table(path: str | Path, group: int, block: int, opts: ReplayOptions | None = None) -> pd.DataFrame:
+    """Per-round records of one block of a packed run: partitions of bounded size for huge runs."""
     run = open_run(path, opts or ReplayOptions())
     if run.packed is None:
         raise ValueError(f"{path}: per-block partitions need a packed run (specreplay pack)")
     g = run.packed.groups[group]
     res = replay_batch(run.packed.block(g, block, run.options.layout), run.tree, workers=1)
-    return _with_run(res.to_frame(rank_columns), str(path))
+    return _with_run(res.to_frame(), str(path))
 
 
-def table_meta(rank_columns: int) -> pd.DataFrame:
+# The record columns' dtypes in a partition (BatchResult.to_frame); anything else is object.
+_INT_COLUMNS = ("key_a", "key_b", "num_steps", "num_nodes", "accepted_length", "num_committed")
+_TEXT_COLUMNS = ("round", "shape", "layout", "layout_source", "selection", "stop")
+META_DTYPES = {**{c: "int64" for c in _INT_COLUMNS}, **{c: "Int64" for c in NULLABLE_INT_COLUMNS}, **{c: "str" for c in _TEXT_COLUMNS}}
+
+
+def table_meta() -> pd.DataFrame:
     """The empty frame with the tables' columns and dtypes (Dask's ``meta``)."""
-    return _with_run(empty_result(rank_columns).to_frame(rank_columns), "")
-
-
-def max_depth(paths: Iterable[str | Path], opts: ReplayOptions | None = None) -> int:
-    """The largest gamma among the runs' configs (read from manifests; nothing is replayed)."""
-    return max(open_run(p, opts or ReplayOptions()).tree.gamma for p in paths)
+    return _with_run(pd.DataFrame({c: pd.Series(dtype=META_DTYPES.get(c, "object")) for c in COLUMNS}), "")
 
 
 def rounds_frame(
@@ -71,10 +74,9 @@ def rounds_frame(
     paths = [str(p) for p in paths]
     if not paths:
         raise ValueError("no runs given")
-    depth = max_depth(paths, opts)
-    meta = table_meta(depth)
+    meta = table_meta()
     if partition == "run":
-        return dd.from_map(run_table, paths, opts=opts, rank_columns=depth, meta=meta, enforce_metadata=False)
+        return dd.from_map(run_table, paths, opts=opts, meta=meta, enforce_metadata=False)
     if partition != "block":
         raise ValueError(f"partition must be 'run' or 'block', got {partition!r}")
     parts = []
@@ -84,7 +86,7 @@ def rounds_frame(
             raise ValueError(f"{p}: per-block partitions need a packed run (specreplay pack)")
         parts += [(p, gi, k) for gi, g in enumerate(packed.groups) for k in range(g.blocks)]
     return dd.from_map(
-        lambda part: block_table(*part, opts=opts, rank_columns=depth), parts, meta=meta, enforce_metadata=False
+        lambda part: block_table(*part, opts=opts), parts, meta=meta, enforce_metadata=False
     )
 
 
@@ -93,9 +95,8 @@ def summarize_runs(rounds: "dd.DataFrame | pd.DataFrame"):
 
     Works on the Dask frame (returns a lazy frame: call ``.compute()``) and on a pandas one.
     """
-    ok = rounds[rounds["ok"]]
-    ok = ok.assign(bonus_known=(ok["bonus_token"] >= 0).astype("int64"))
-    grouped = ok.groupby(RUN_COLUMN)
+    known = rounds.assign(bonus_known=rounds["bonus_token"].notnull().astype("int64"))
+    grouped = known.groupby(RUN_COLUMN)
     out = grouped.agg(
         rounds=("accepted_length", "count"),
         mean_accepted_length=("accepted_length", "mean"),
@@ -107,5 +108,4 @@ def summarize_runs(rounds: "dd.DataFrame | pd.DataFrame"):
 
 def accepted_length_histogram(rounds: "dd.DataFrame | pd.DataFrame"):
     """Rounds per (run, accepted length): the acceptance histogram of every run at once."""
-    ok = rounds[rounds["ok"]]
-    return ok.groupby([RUN_COLUMN, "accepted_length"])["ok"].count()
+    return rounds.groupby([RUN_COLUMN, "accepted_length"])["round"].count()

@@ -182,7 +182,8 @@ def parent_slot_usage(nodes: pd.DataFrame, rounds: pd.DataFrame) -> pd.DataFrame
 
 
 def static_shape(cfg: TreeConfig) -> Tree:
-    """The config's full tree with placeholder tokens: the node ids every static round shares.
+    """The config's full tree (a replay.tree.Tree of nodes) with placeholder tokens: the node ids
+    every static round shares. Not replay.batch.config_tree_shape, which gives only heads and widths.
 
     In a static round node u is always "rank r of the j-th expanded parent of step d"; which level
     node was expanded changes per round. The drawing puts the j-th expanded parent where the
@@ -211,6 +212,56 @@ def _signature(parents: np.ndarray, ranks: np.ndarray, slots: np.ndarray) -> lis
     return [(int(slots[parents[u]]), int(ranks[u])) for u in range(1, parents.shape[0])]
 
 
+def _hits_by_round(grp: pd.DataFrame, canon: list[tuple[int, int]], n_nodes: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """(rounds with node u present [n] int64, with u on the path [n] int64, rounds of another
+    shape): one round at a time, for node rows in any order."""
+    present = np.zeros(n_nodes, dtype=np.int64)
+    hits = np.zeros(n_nodes, dtype=np.int64)
+    other = 0
+    for _, rnd in grp.groupby("round", sort=False):
+        par = rnd["parent"].to_numpy(dtype=np.int64)
+        rk = rnd["rank"].to_numpy(dtype=np.int64)
+        sl = rnd["expanded_slot"].fillna(-1).to_numpy(dtype=np.int64)
+        sig = _signature(par, rk, sl)
+        if len(sig) > len(canon) or sig != canon[: len(sig)]:
+            other += 1
+            continue
+        n = len(sig) + 1
+        present[:n] += 1
+        hits[:n] += rnd["on_path"].to_numpy(dtype=bool)
+    return present, hits, other
+
+
+def _hits_vectorised(grp: pd.DataFrame, canon: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """_hits_by_round for the tables' own layout (each round's rows together, nodes 0, 1, ... in
+    order), as array operations; None when the rows are laid out otherwise."""
+    node = grp["node"].to_numpy(dtype=np.int64)
+    first = np.flatnonzero(node == 0)  # each round's root row
+    if not node.shape[0] or first.shape[0] == 0 or first[0] != 0:
+        return None
+    round_id = np.cumsum(node == 0) - 1  # [rows] which round a row belongs to
+    start = first[round_id]
+    if (node != np.arange(node.shape[0]) - start).any():
+        return None
+    if grp["round"].iloc[first].duplicated().any() or (grp["round"].to_numpy() != grp["round"].to_numpy()[start]).any():
+        return None  # a round split over several runs of rows: the per-round loop decides
+    parent = grp["parent"].to_numpy(dtype=np.int64)
+    rank = grp["rank"].to_numpy(dtype=np.int64)
+    slot = grp["expanded_slot"].fillna(-1).to_numpy(dtype=np.int64)
+    canon_slot = np.asarray([-2] + [p for p, _ in canon], dtype=np.int64)  # indexed by node; the root always matches
+    canon_rank = np.asarray([-2] + [r for _, r in canon], dtype=np.int64)
+    known = node < canon_slot.shape[0]
+    at = np.where(known, node, 0)
+    parent_slot = slot[np.clip(start + parent, 0, node.shape[0] - 1)]
+    differs = (node > 0) & (~known | (parent_slot != canon_slot[at]) | (rank != canon_rank[at]))
+    bad = np.bincount(round_id, weights=differs, minlength=first.shape[0]) > 0
+    keep = ~bad[round_id]
+    n_nodes = canon_slot.shape[0]
+    present = np.bincount(node[keep], minlength=n_nodes).astype(np.int64)
+    hits = np.bincount(node[keep], weights=grp["on_path"].to_numpy(dtype=bool)[keep], minlength=n_nodes).astype(np.int64)
+    return present, hits, int(bad.sum())
+
+
 def node_hit_frequency(nodes: pd.DataFrame, rounds: pd.DataFrame, configs: dict) -> pd.DataFrame:
     """How often each node of the static shape lay on the accepted path, per run.
 
@@ -229,20 +280,8 @@ def node_hit_frequency(nodes: pd.DataFrame, rounds: pd.DataFrame, configs: dict)
             slots[step] = np.arange(step.shape[0])
         canon = _signature(shape.parents, shape.ranks, slots)
         names = shape.names()
-        present = np.zeros(shape.num_nodes + 1, dtype=np.int64)
-        hits = np.zeros(shape.num_nodes + 1, dtype=np.int64)
-        other = 0
-        for _, rnd in grp.groupby("round", sort=False):
-            par = rnd["parent"].to_numpy(dtype=np.int64)
-            rk = rnd["rank"].to_numpy(dtype=np.int64)
-            sl = rnd["expanded_slot"].fillna(-1).to_numpy(dtype=np.int64)
-            sig = _signature(par, rk, sl)
-            if len(sig) > len(canon) or sig != canon[: len(sig)]:
-                other += 1
-                continue
-            n = len(sig) + 1
-            present[:n] += 1
-            hits[:n] += rnd["on_path"].to_numpy(dtype=bool)
+        counted = _hits_vectorised(grp, canon)
+        present, hits, other = counted if counted is not None else _hits_by_round(grp, canon, shape.num_nodes + 1)
         for u in range(shape.num_nodes + 1):
             rows.append(
                 {

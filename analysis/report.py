@@ -29,7 +29,7 @@ from .definitions import DEFINITIONS, SUMMARY_NAMES, definitions_rows
 from .example_round import example_round
 from .gamma_strategies import STRATEGY_NAMES, simulate_strategies
 from .metrics import all_metrics, static_shape
-from .recommend import recommend
+from .recommend import recommend, recommend_runs
 from .recommend_render import recommend_section
 from .runs import LabelledRun
 from .tables import Tables, build_tables, export_tables
@@ -279,7 +279,7 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
             budget = run.config.num_nodes if opts.budget is None else opts.budget
             depth = run.config.gamma if opts.max_depth is None else opts.max_depth
             try:
-                rec = recommend([run.replay], budget, depth, costs[run.label])
+                rec = _recommend(run, budget, depth, costs[run.label])
             except SpecReplayError as exc:
                 add(f"<p class='note'>{_h(run.label)}: no recommendation: {_h(exc)}</p>")
                 continue
@@ -297,6 +297,14 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
         + "</body></html>"
     )
     return page, out_tables
+
+
+def _recommend(run: LabelledRun, budget: int, depth: int, cost):
+    """recommend on the batch path for a run loaded there (same result as from its RoundResults)."""
+    options = getattr(run.replay, "options", None)
+    if options is None:
+        return recommend([run.replay], budget, depth, cost)
+    return recommend_runs([run.replay.directory], options, budget, depth, cost)
 
 
 def write_report(runs: Sequence[LabelledRun], out_dir: str | Path, opts: ReportOptions = ReportOptions(), tables: bool = True) -> Path:

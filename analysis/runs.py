@@ -2,21 +2,84 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
+
+import pandas as pd
 
 from replay.errors import SpecReplayError
-from replay.progress import tqdm_progress
-from replay.replayer import DirectoryReplay, ReplayOptions, replay_directory
+from replay.progress import progress_enabled, tqdm_progress
+from replay.replayer import DirectoryReplay, ReplayOptions, RoundResult, replay_directory
+from replay.runs import RunReplay, replay_run
+
+
+class LazyResults(Sequence):
+    """The scalar RoundResults of a batch-replayed run, replayed (reference path) on first use.
+
+    Its length is known from the batch replay, so counting rounds costs nothing; only commands
+    that need RoundResult objects (compare's counterfactual configs, gamma strategies, the drawn
+    example round) pay for the round-by-round replay.
+    """
+
+    def __init__(self, path: str, opts: ReplayOptions, rounds: pd.DataFrame, label: str = "run", progress: bool | None = None):
+        self._path = path
+        self._opts = opts
+        self._label = label
+        self._progress = progress
+        self._keys = list(zip(rounds["key_a"].tolist(), rounds["key_b"].tolist()))
+        # analysis.example_round's choice needs only these: it then replays just the round drawn
+        self.summaries = (rounds["accepted_length"].tolist(), rounds["stop"].tolist(), self._keys)
+
+    @cached_property
+    def _results(self) -> tuple[RoundResult, ...]:
+        results = load_reference(self._path, self._label, self._opts, self._progress).results
+        if len(results) != len(self._keys):
+            raise RuntimeError(f"the reference replayed {len(results)} rounds, the batch path {len(self._keys)}: a bug in replay.batch")
+        return results
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice) or "_results" in vars(self):
+            return self._results[i]
+        key = self._keys[i]  # one round: replay only it
+        return replay_directory(self._path, replace(self._opts, only_round=key)).results[0]
+
+    def __iter__(self) -> Iterator[RoundResult]:
+        return iter(self._results)
+
+
+@dataclass(frozen=True, eq=False)
+class BatchReplay:
+    """A run replayed by the batch path, with DirectoryReplay's fields (``results`` lazy)."""
+
+    batch: RunReplay
+    results: LazyResults
+    options: ReplayOptions = field(default_factory=ReplayOptions)
+
+    directory = property(lambda self: self.batch.directory)
+    config = property(lambda self: self.batch.config)
+    tree = property(lambda self: self.batch.tree)
+    manifest = property(lambda self: self.batch.manifest)
+    skipped = property(lambda self: self.batch.skipped)
+    config_source = property(lambda self: self.batch.config_source)
+    notes = property(lambda self: self.batch.notes)
 
 
 @dataclass(frozen=True, eq=False)
 class LabelledRun:
-    """A replayed dump directory under a short, unique label."""
+    """A replayed dump directory under a short, unique label.
+
+    ``tables``: the run's (round table, node table) when the batch path built them (load_runs);
+    analysis.tables.build_tables builds them from ``results`` otherwise.
+    """
 
     label: str
-    replay: DirectoryReplay
+    replay: DirectoryReplay | BatchReplay
+    tables: tuple[pd.DataFrame, pd.DataFrame] | None = None
 
     @property
     def results(self):
@@ -49,14 +112,27 @@ def load_runs(
     labels: Sequence[str] | None = None,
     progress: bool | None = None,
 ) -> list[LabelledRun]:
-    """Replay every directory (bad rounds are listed in ``run.replay.skipped``, never fatal)."""
+    """Replay every directory or packed run on the batch path, tables included (bad rounds are
+    listed in ``run.replay.skipped``, never fatal)."""
     if not dirs:
         raise SpecReplayError("no dump directory given")
-    out = []
-    for label, d in zip(unique_labels(dirs, labels), dirs):
-        update, close = tqdm_progress(f"replay {label}", progress)
-        try:
-            out.append(LabelledRun(label, replay_directory(d, opts, update)))
-        finally:
-            close()
-    return out
+    return [load_run(d, label, opts, progress) for label, d in zip(unique_labels(dirs, labels), dirs)]
+
+
+def load_run(path: str, label: str, opts: ReplayOptions = ReplayOptions(), progress: bool | None = None) -> LabelledRun:
+    """One run by the batch path: outcomes, skipped list and tables as the reference would give."""
+    from .batch_tables import batch_table_parts, join_parts
+
+    on = progress_enabled() if progress is None else progress
+    rep = replay_run(path, opts, progress=on, per_batch=lambda b, res, tree: batch_table_parts(b, res, tree, label))
+    tables = join_parts(list(rep.per_batch))
+    return LabelledRun(label, BatchReplay(rep, LazyResults(path, opts, tables[0], label, on), opts), tables)
+
+
+def load_reference(path: str, label: str, opts: ReplayOptions = ReplayOptions(), progress: bool | None = None) -> LabelledRun:
+    """One run by the scalar reference path (every RoundResult in memory; tables built from them)."""
+    update, close = tqdm_progress(f"replay {label}", progress)
+    try:
+        return LabelledRun(label, replay_directory(path, opts, update))
+    finally:
+        close()

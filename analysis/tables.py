@@ -200,6 +200,11 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def finish_table(df: pd.DataFrame, columns: dict) -> pd.DataFrame:
+    """``df`` with ``columns`` in order and the NA-able id/rank columns typed, as every table is."""
+    return _typed(df[list(columns)].copy())
+
+
 def round_table(results: Iterable[RoundResult], run: str = "run", config=None) -> pd.DataFrame:
     """One row per round. ``config``: the TreeConfig the rounds were replayed with (for labels)."""
     short = config.short() if config is not None else ""
@@ -235,11 +240,15 @@ class Tables:
 def build_tables(runs: Sequence) -> Tables:
     """Tables of several runs (analysis.runs.LabelledRun), concatenated with their ``run`` label.
 
+    A run loaded on the batch path brings its tables (analysis.batch_tables); the others are
+    built from their RoundResults here.
+
     Runs without rounds are left out: they have nothing to tabulate.
     """
     runs = [r for r in runs if r.results]
-    rounds = [round_table(r.results, r.label, r.config) for r in runs]
-    nodes = [node_table(r.results, r.label) for r in runs]
+    built = [r.tables or (round_table(r.results, r.label, r.config), node_table(r.results, r.label)) for r in runs]
+    rounds = [t[0] for t in built]
+    nodes = [t[1] for t in built]
     return Tables(
         _typed(pd.concat(rounds, ignore_index=True)) if rounds else round_table([]),
         _typed(pd.concat(nodes, ignore_index=True)) if nodes else node_table([]),

@@ -133,6 +133,7 @@ class RunReplay:
     config_source: str
     notes: tuple[str, ...]
     seconds: float  # wall time of reading and replaying
+    per_batch: tuple = ()  # replay_run's per_batch(batch, result, tree) of every batch, in reading order
 
     def iter_json(self) -> Iterator[dict]:
         """RoundResult.to_json() of every replayed round, in key order."""
@@ -164,6 +165,18 @@ def iter_run_results(
     aggregates replays a run larger than RAM in the memory of a few blocks (packed runs are
     memory-mapped).
     """
+    for res, why, _ in iter_run_parts(run, workers, progress, chunk_rounds):
+        yield res, why
+
+
+PerBatch = Callable[[RoundBatch, BatchResult, TreeConfig], object]  # (batch, its outcomes, the run's config)
+
+
+def iter_run_parts(
+    run: Run, workers: int | None = None, progress: bool = False, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS, per_batch: PerBatch | None = None
+) -> Iterator[tuple[BatchResult, list[tuple[int, Skipped]], object]]:
+    """iter_run_results plus ``per_batch(batch, result, run.tree)`` of each batch (None without it), computed
+    on the replay thread while the batch is in memory (analysis builds its tables there)."""
     workers = resolve_workers(workers)
 
     def work(loader: Callable[[], Chunk]):
@@ -171,12 +184,12 @@ def iter_run_results(
         done = []
         for b in batches:
             res = replay_batch(b, run.tree, 1, chunk_rounds)  # parallel across batches instead
-            done.append((res, explain_rejections(b, res, run.tree)))
+            done.append((res, explain_rejections(b, res, run.tree), None if per_batch is None else per_batch(b, res, run.tree)))
         return unreadable, done
 
     for unreadable, done in ordered_map(work, run.chunks(workers, progress), workers):
         if unreadable:
-            yield empty_result(run.tree.gamma), list(unreadable)
+            yield empty_result(run.tree.gamma), list(unreadable), None
         yield from done
 
 
@@ -195,20 +208,24 @@ def replay_run(
     workers: int | None = None,
     progress: bool = False,
     chunk_rounds: int = DEFAULT_CHUNK_ROUNDS,
+    per_batch: PerBatch | None = None,
 ) -> RunReplay:
     """Batch-replay a dump directory or a packed run (same rounds, outcomes and skips as the reference)."""
     start = time.perf_counter()
     run = open_run(path, opts)
     parts: list[BatchResult] = []
     later: list[tuple[int, Skipped]] = []  # unreadable and rejected rounds, by position
-    for res, why in iter_run_results(run, workers, progress, chunk_rounds):
+    extras = []
+    for res, why, extra in iter_run_parts(run, workers, progress, chunk_rounds, per_batch):
         later += why
         if len(res):
             parts.append(res)
+        if extra is not None:
+            extras.append(extra)
     result = BatchResult.concat(parts).sorted_by_ordinal() if parts else empty_result(run.tree.gamma)
     if run.packed is not None:
         _check_unique_ordinals(run, result)
     if run.options.only_round is not None and not len(result) and not run.has_round(run.options.only_round):
         raise _missing_round(run)
     skipped = run.skipped + tuple(s for _, s in sorted(later, key=lambda t: t[0]))
-    return RunReplay(run.path, run.kind, run.config, run.tree, run.manifest, result, skipped, run.config_source, _config_notes(run), time.perf_counter() - start)
+    return RunReplay(run.path, run.kind, run.config, run.tree, run.manifest, result, skipped, run.config_source, _config_notes(run), time.perf_counter() - start, tuple(extras))

@@ -153,11 +153,7 @@ class Tree:
         """The article's node names: R, A1..A6, B11, B12, ... (letter = depth, digits = 1-based ranks)."""
         out = ["R"]
         for u in range(1, self.tokens.shape[0]):
-            path = self.path_to(u)[1:]
-            ranks = [int(self.ranks[v]) + 1 for v in path]
-            letter = _depth_letter(len(path))
-            sep = "." if any(r > 9 for r in ranks) else ""
-            out.append(letter + sep.join(str(r) for r in ranks))
+            out.append(node_name([int(self.ranks[v]) for v in self.path_to(u)[1:]]))
         return out
 
     def to_networkx(self):
@@ -178,6 +174,16 @@ class Tree:
             if u:
                 g.add_edge(int(self.parents[u]), u)
         return g
+
+
+def node_name(ranks: Sequence[int]) -> str:
+    """The article's name of the node reached by draft ranks ``ranks`` (0-based, root side first):
+    a letter for the depth, then the 1-based ranks, dot-separated when one has two digits."""
+    if not ranks:
+        return "R"
+    ones = [int(r) + 1 for r in ranks]
+    sep = "." if any(r > 9 for r in ones) else ""
+    return _depth_letter(len(ones)) + sep.join(str(r) for r in ones)
 
 
 def _depth_letter(depth: int) -> str:

@@ -41,9 +41,10 @@ _LAYER_MODULES = {
         replay.roundbatch replay.manifest replay.dumpwrite replay.packed_format replay.packed_meta
         replay.packed_blocks replay.packed_write replay.packed_read replay.packed
         replay.fastread replay.textbatch replay.sources replay.synth""",
-    REPLAY: """replay.rebuild replay.replayer replay.batch replay.batch_synth replay.runs
-        replay.render""",
-    ANALYSIS: """analysis analysis.tables analysis.definitions analysis.metrics analysis.plots
+    REPLAY: """replay.rebuild replay.replayer replay.batch replay.batch.codes replay.batch.shapes
+        replay.batch.result replay.batch.frames replay.batch.kernel replay.batch.driver replay.batch_synth
+        replay.runs replay.render""",
+    ANALYSIS: """analysis analysis.tables analysis.batch_tables analysis.definitions analysis.metrics analysis.plots
         analysis.treeplot analysis.example_round analysis.runs analysis.dask_tables
         analysis.timings analysis.costmodel analysis.costsource analysis.compare
         analysis.gamma_strategies analysis.subtree analysis.subtree_batch analysis.shape_counts analysis.shape_model
@@ -61,7 +62,7 @@ _LAYER_MODULES = {
         replay.live.sweepdir replay.live.timing""",
     # Glue: argument parsing, dispatch, printing; the notebook API is a front end like the CLI.
     CLI: """replay.cli replay.cli.__main__ replay.cli.parser replay.cli.options replay.cli.cmd_replay replay.cli.cmd_scale
-        replay.cli.cmd_analysis replay.cli.cmd_recommend analysis.api
+        replay.cli.cmd_analysis replay.cli.cmd_compare replay.cli.cmd_recommend analysis.api
         replay.cli.cmd_live replay.cli.cmd_models""",
 }
 LAYERS = {mod: layer for layer, mods in _LAYER_MODULES.items() for mod in mods.split()}

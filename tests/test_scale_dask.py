@@ -34,7 +34,7 @@ def runs(tmp_path_factory):
 
 
 def test_local_cluster_matches_pandas(runs):
-    expected = pd.concat([run_table(p, rank_columns=DEEP.gamma) for p in runs], ignore_index=True)
+    expected = pd.concat([run_table(p) for p in runs], ignore_index=True)
     with distributed.LocalCluster(n_workers=2, processes=False, threads_per_worker=1, dashboard_address=None) as cluster:
         with distributed.Client(cluster):
             frame = rounds_frame(runs)

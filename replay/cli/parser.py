@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "replay.cli.cmd_replay",
     "replay.cli.cmd_scale",
     "replay.cli.cmd_analysis",
+    "replay.cli.cmd_compare",
     "replay.cli.cmd_recommend",
     "replay.cli.cmd_live",
     "replay.cli.cmd_models",

@@ -1,0 +1,126 @@
+"""Speed of the analysis commands' loading: the batch path against the scalar reference path.
+
+    python bench/analysis_speed.py            # the run recorded in docs/benchmarks.md
+    python bench/analysis_speed.py --quick    # a smoke run in seconds
+
+What ``stats`` / ``plot`` / ``compare`` / ``report`` do before their own work: replay every round
+and build the round and node tables. Old path (still the reference): ``analysis.runs.load_reference``
+(replay_directory, round by round) + ``build_tables`` (tables from RoundResults). New path:
+``analysis.runs.load_run`` (replay_run with analysis.batch_tables per batch). Also timed: the
+node-hit counting of ``stats`` (metrics.node_hit_frequency), per-round loop against the array form,
+and ``all_metrics`` on the new tables. Inputs: a packed run of the article's config
+[[6],[2,2],[1,1]]/[1,2,2] (replay.batch_synth, 5% early stops), a directory of half as many
+rounds (.npz files, replay.synth.write_synthetic_run) and the bundled
+sample_dumps/synthetic_article directory (300 rounds, .npz files). Both paths run in this
+process, interleaved (old, new, old, new, ...) after one warm-up each; printed: median seconds of
+each path, the range, and the ratio old/new (median, with the range of the per-pair ratios).
+Both paths' tables are checked equal before timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):  # run as a script from a checkout without installing
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from analysis.metrics import _hits_by_round, _hits_vectorised, _signature, all_metrics, static_shape  # noqa: E402
+from analysis.runs import load_reference, load_run  # noqa: E402
+from analysis.tables import build_tables  # noqa: E402
+from replay.batch_synth import synth_run  # noqa: E402
+from replay.config import TreeConfig  # noqa: E402
+from replay.packed import pack_batches  # noqa: E402
+from replay.synth import write_synthetic_run  # noqa: E402
+
+ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
+
+
+def timed(fn) -> float:
+    gc.collect()
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def interleaved(old, new, repeats: int) -> tuple[list[float], list[float]]:
+    """Warm-up once each, then ``repeats`` pairs old, new (so drift hits both alike)."""
+    old()
+    new()
+    a, b = [], []
+    for _ in range(repeats):
+        a.append(timed(old))
+        b.append(timed(new))
+    return a, b
+
+
+def row(name: str, old: list[float], new: list[float]) -> str:
+    ratios = [o / n for o, n in zip(old, new)]
+    return (f"| {name} | {statistics.median(old):.3f} ({min(old):.3f}-{max(old):.3f}) "
+            f"| {statistics.median(new):.3f} ({min(new):.3f}-{max(new):.3f}) "
+            f"| {statistics.median(ratios):.1f}x ({min(ratios):.1f}-{max(ratios):.1f}) |")
+
+
+def tables_old(path: str):
+    return build_tables([load_reference(path, "run", progress=False)])
+
+
+def tables_new(path: str):
+    return build_tables([load_run(path, "run", progress=False)])
+
+
+def canon_of(cfg: TreeConfig):
+    shape = static_shape(cfg)
+    slots = np.full(shape.num_nodes + 1, -1, dtype=np.int64)
+    for step in shape.expanded:
+        slots[step] = np.arange(step.shape[0])
+    return _signature(shape.parents, shape.ranks, slots), shape.num_nodes + 1
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=6000, help="rounds of the packed run (default 6000)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="600 rounds, 2 repeats")
+    args = ap.parse_args()
+    rounds, repeats = (600, 2) if args.quick else (args.rounds, args.repeats)
+    print(f"python {platform.python_version()}, numpy {np.__version__}, pandas {pd.__version__}, {platform.machine()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        packed = str(Path(tmp) / "run")
+        pack_batches(synth_run(ARTICLE, rounds, seed=3, early_stop_rate=0.05), packed,
+                     manifest={"config": ARTICLE.to_json(), "layout": "all"})
+        directory = Path(tmp) / "dir"
+        dir_rounds = rounds // 2
+        write_synthetic_run(directory, ARTICLE, dir_rounds, seed=4, early_stop_rate=0.05)
+        inputs = {f"packed run, {rounds} rounds": packed,
+                  f"directory, {dir_rounds} rounds (.npz)": str(directory),
+                  "directory, 300 rounds (sample_dumps/synthetic_article)": str(ROOT / "sample_dumps" / "synthetic_article")}
+        print("\n| load + round and node tables | old: scalar replay + tables (s) | new: batch path (s) | old/new |\n|---|---|---|---|")
+        for name, path in inputs.items():
+            a, b = tables_old(path), tables_new(path)
+            pd.testing.assert_frame_equal(a.rounds, b.rounds, check_exact=True)
+            pd.testing.assert_frame_equal(a.nodes, b.nodes, check_exact=True)
+            print(row(name, *interleaved(lambda: tables_old(path), lambda: tables_new(path), repeats)), flush=True)
+        tables = tables_new(packed)
+        canon, n = canon_of(ARTICLE)
+        old_hits, new_hits = _hits_by_round(tables.nodes, canon, n), _hits_vectorised(tables.nodes, canon)
+        assert all(np.array_equal(x, y) for x, y in zip(old_hits[:2], new_hits[:2])) and old_hits[2] == new_hits[2]
+        print("\n| stats' node-hit counting | per-round loop (s) | arrays (s) | old/new |\n|---|---|---|---|")
+        print(row(f"packed run, {rounds} rounds", *interleaved(lambda: _hits_by_round(tables.nodes, canon, n),
+                                                               lambda: _hits_vectorised(tables.nodes, canon), repeats)))
+        t = [timed(lambda: all_metrics(tables)) for _ in range(repeats)]
+        print(f"\nall_metrics on the new tables ({rounds} rounds): median {statistics.median(t):.3f} s ({min(t):.3f}-{max(t):.3f})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""The analysis tables built on the batch path equal the ones built from the scalar reference.
+
+Reference: analysis.tables.round_table / node_table over replay.replayer's RoundResults (the
+readable path). Batch: analysis.batch_tables over replay.batch's arrays (what stats, plot,
+compare and report use). Same columns, dtypes, values and row order; same skipped lists.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from analysis.batch_tables import batch_table_parts, join_parts
+from analysis.metrics import _hits_by_round, _hits_vectorised, _signature, node_hit_frequency, static_shape
+from analysis.runs import load_reference, load_run
+from analysis.tables import build_tables, node_table, round_table
+from replay.batch import ERR_OK, batch_from_rounds, replay_batch
+from replay.batch_synth import synth_run
+from replay.config import TreeConfig
+from replay.errors import RoundError
+from replay.packed import pack_batches
+from replay.records import COLUMNS, records_frame, records_of_batch
+from replay.replayer import replay_round
+from replay.runs import replay_run
+from tests.test_batch_property import runs
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_dumps"
+SAMPLE_RUNS = ["synthetic_article", "article_round", "qwen2.5-coder/article", "qwen2.5-coder/chain4",
+               "qwen2.5-coder/deep", "qwen2.5-coder/wide"]
+ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
+
+
+def assert_same_tables(batch: tuple[pd.DataFrame, pd.DataFrame], reference: tuple[pd.DataFrame, pd.DataFrame]) -> None:
+    for got, want in zip(batch, reference):
+        assert list(got.columns) == list(want.columns)
+        assert [str(t) for t in got.dtypes] == [str(t) for t in want.dtypes]
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+
+
+def assert_same_run(path: Path, label: str = "run") -> None:
+    ref = load_reference(str(path), label, progress=False)
+    fast = load_run(str(path), label, progress=False)
+    assert fast.tables is not None and len(fast.results) == len(ref.results)
+    assert_same_tables(fast.tables, (round_table(ref.results, label, ref.config), node_table(ref.results, label)))
+    assert fast.replay.skipped == ref.replay.skipped
+
+
+def assert_same_records(res) -> None:
+    """BatchResult.to_frame is the record frame, record by record (replay.records)."""
+    got, want = res.to_frame(), records_frame(records_of_batch(res))
+    assert list(got.columns) == list(COLUMNS)
+    assert [str(t) for t in got.dtypes] == [str(t) for t in want.dtypes]
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+
+
+@pytest.mark.parametrize("name", SAMPLE_RUNS)
+def test_sample_tables_agree(name):
+    assert_same_run(SAMPLES / name, name)
+    assert_same_records(replay_run(SAMPLES / name).result)
+
+
+def test_packed_run_tables_agree(tmp_path):
+    """Several blocks, early stops (two shapes), rounds read back in run order."""
+    run = tmp_path / "run"
+    pack_batches(synth_run(ARTICLE, 700, seed=5, early_stop_rate=0.2), run, block_rounds=128,
+                 manifest={"config": ARTICLE.to_json(), "layout": "all"})
+    assert_same_run(run)
+    assert_same_records(replay_run(run).result)
+
+
+def test_skipped_rounds_agree(tmp_path):
+    """A directory with an unreadable and an inconsistent round: both paths list them alike."""
+    d = tmp_path / "dump"
+    shutil.copytree(SAMPLES / "synthetic_article", d)
+    (d / "validate_1004_1020.npz").write_bytes(b"not an npz file")
+    with np.load(d / "draft_step_1_100_116.npz", allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["ids"] = arrays["ids"][:1]  # one row where topHead[1] = 2 expanded nodes need two
+    np.savez(d / "draft_step_1_100_116.npz", **arrays)
+    ref = load_reference(str(d), "run", progress=False)
+    assert len(ref.replay.skipped) == 2
+    assert_same_run(d)
+
+
+def test_build_tables_uses_the_batch_tables():
+    """stats' tables come from the batch path and equal the scalar ones."""
+    fast = load_run(str(SAMPLES / "synthetic_article"), "a", progress=False)
+    ref = load_reference(str(SAMPLES / "synthetic_article"), "a", progress=False)
+    got, want = build_tables([fast]), build_tables([ref])
+    assert_same_tables((got.rounds, got.nodes), (want.rounds, want.nodes))
+    assert "_results" not in vars(fast.results)  # the tables did not need the scalar replay
+
+
+def reference_results(cfg: TreeConfig, rounds) -> list:
+    out = []
+    for rnd in rounds:
+        try:
+            out.append(replay_round(rnd, cfg))
+        except RoundError:
+            pass
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(runs())
+def test_random_run_tables_agree(case):
+    """Random configs (static and dynamic), scores or not, parents or not, layouts, defects."""
+    cfg, rounds = case
+    parts = []
+    for batch in batch_from_rounds(rounds):
+        res = replay_batch(batch, cfg, workers=1)
+        parts.append(batch_table_parts(batch, res, cfg, "r"))
+        assert sum(len(c["round"]) for c in parts[-1].rounds) == int((res.error == ERR_OK).sum())
+        assert_same_records(res)
+    results = reference_results(cfg, rounds)
+    got = join_parts(parts)
+    if not results:
+        assert len(got[0]) == 0 and len(got[1]) == 0
+        return
+    assert_same_tables(got, (round_table(results, "r", cfg), node_table(results, "r")))
+
+
+def _canon(cfg: TreeConfig):
+    shape = static_shape(cfg)
+    slots = np.full(shape.num_nodes + 1, -1, dtype=np.int64)
+    for step in shape.expanded:
+        slots[step] = np.arange(step.shape[0])
+    return _signature(shape.parents, shape.ranks, slots), shape.num_nodes + 1
+
+
+def test_node_hits_vectorised_counts_other_shapes_like_the_loop():
+    """Rounds whose tree is not a prefix of the static shape are counted apart by both forms."""
+    run = load_run(str(SAMPLES / "synthetic_article"), "a", progress=False)
+    nodes = run.tables[1].copy()
+    rounds = nodes["round"].unique()
+    nodes.loc[(nodes["round"] == rounds[3]) & (nodes["node"] == 2), "rank"] = 5  # another shape
+    r7 = nodes["round"] == rounds[7]
+    first_expanded = int(nodes.loc[r7 & (nodes["depth"] == 1) & (nodes["expanded_slot"] == 0), "node"].iloc[0])
+    nodes.loc[r7 & (nodes["node"] == 9), "parent"] = first_expanded  # node 9 hangs under slot 0, not slot 1
+    canon, n = _canon(ARTICLE)
+    fast, loop = _hits_vectorised(nodes, canon), _hits_by_round(nodes, canon, n)
+    assert fast[2] == loop[2] == 2
+    np.testing.assert_array_equal(fast[0], loop[0])
+    np.testing.assert_array_equal(fast[1], loop[1])
+    assert fast[0][0] == len(rounds) - 2
+    # Rounds in another order: the same counts; rows not grouped by round: the per-round loop decides.
+    order = np.random.default_rng(1).permutation(len(rounds))
+    moved = pd.concat([nodes[nodes["round"] == rounds[k]] for k in order], ignore_index=True)
+    again = _hits_vectorised(moved, canon)
+    assert again[2] == 2 and all(np.array_equal(x, y) for x, y in zip(again[:2], loop[:2]))
+    assert _hits_vectorised(nodes.sort_values("node", kind="stable"), canon) is None
+    table = node_hit_frequency(moved, run.tables[0], {"a": ARTICLE})
+    assert (table["rounds_other_shape"] == 2).all()
+    np.testing.assert_array_equal(table["rounds_present"].to_numpy(), loop[0])
+
+
+def test_example_round_replays_only_the_round_drawn():
+    """plot/report's example round from a batch-loaded run: the reference's choice, one round replayed."""
+    from analysis.example_round import example_round
+
+    path = str(SAMPLES / "synthetic_article")
+    fast, ref = load_run(path, "a", progress=False), load_reference(path, "a", progress=False)
+    got, want = example_round(fast.results), example_round(ref.results)
+    assert got.why == want.why and got.result.to_json() == want.result.to_json()
+    key = tuple(ref.results[17].key)
+    assert example_round(fast.results, key).result.to_json() == ref.results[17].to_json()
+    assert example_round(fast.results, (1, 2)) is None
+    assert "_results" not in vars(fast.results)  # no round-by-round replay of the run
+    assert [r.to_json() for r in fast.results] == [r.to_json() for r in ref.results]  # iterating replays it all
