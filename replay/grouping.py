@@ -198,7 +198,8 @@ def group_paths(
     with why ("is a directory, not a regular file"): each is listed, and so is its round, unread.
     """
     entries = [(p.name, str(p)) for p in sorted(map(Path, paths), key=_path_order)]
-    bad = {str(p): why for p, why in sorted((unreadable or {}).items(), key=lambda kv: _path_order(Path(kv[0])))}
+    given = sorted(((Path(p), why) for p, why in (unreadable or {}).items()), key=lambda kv: _path_order(kv[0]))
+    bad = {str(p): why for p, why in given}
     return _group(entries, step0_offset, bad)
 
 
