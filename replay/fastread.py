@@ -115,16 +115,15 @@ def _paths_of(rnd: Round) -> tuple[str, ...]:
 
 
 def round_paths(items: Sequence[tuple[int, RoundFiles, int]]) -> list[RoundPaths]:
-    """plan_items' rounds as plain strings, cheap to send to a reader process."""
-    def one(fs: FileSet) -> tuple[str, str | None, str | None]:
-        return (str(fs.data), None if fs.scores is None else str(fs.scores), None if fs.parents is None else str(fs.parents))
-
-    return [(o, rf.key, tuple(one(fs) for fs in (*rf.steps, rf.validate)), root) for o, rf, root in items]
+    """plan_items' rounds as plain tuples of strings, cheap to send to a reader process."""
+    return [
+        (o, rf.key, tuple((fs.data, fs.scores, fs.parents) for fs in (*rf.steps, rf.validate)), root) for o, rf, root in items
+    ]
 
 
 def _round_files(item: RoundPaths) -> tuple[int, RoundFiles, int]:
     ordinal, key, files, root = item
-    sets = tuple(FileSet(Path(d), None if s is None else Path(s), None if p is None else Path(p)) for d, s, p in files)
+    sets = tuple(FileSet(d, s, p) for d, s, p in files)
     return ordinal, RoundFiles(key, sets[:-1], sets[-1]), root
 
 

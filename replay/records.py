@@ -116,26 +116,99 @@ def write_json_lines(records: Iterable[RoundRecord], out: IO[str]) -> int:
 
 
 _LINES_PER_WRITE = 1024  # one write call per block of lines, not per line
+# Columns that vary round by round; the others follow from a few small codes (see _batch_templates).
+_ROUND_VALUES = (
+    "round", "key_a", "key_b", "root_token", "accepted_length", "accepted_tokens", "accepted_nodes",
+    "bonus_token", "committed_tokens", "num_committed",
+)
 
 
 def write_batch_json_lines(result, out: IO[str]) -> int:
-    """write_json_lines(records_of_batch(result), out) without building the records in between.
+    """write_json_lines(records_of_batch(result), out), formatted from the result's arrays.
 
-    result: a replay.batch.BatchResult; its round objects already hold RoundRecord.to_json()'s
-    keys, values and order (checked per round), so each goes straight to json_line.
+    result: a replay.batch.BatchResult. Each line is json_line(result.round_json(i)) byte for byte:
+    the columns that depend only on a round's codes (shape, layout, selection, bonus kind, stop)
+    come from round_json of one round per distinct code tuple, the rest are formatted here from the
+    arrays as round_json builds them; the first line of every code tuple is checked against
+    json_line(round_json).
     """
-    n = 0
+    import numpy as np
+
+    ok = np.flatnonzero(result.ok)  # [R'] int64
+    if not ok.size:
+        return 0
+    templates, which, checked = _batch_templates(result, ok)
+    n = result.accepted_length[ok].astype(np.int64).tolist()
+    tokens = result.accepted_tokens[:, ok].T.tolist()
+    nodes = result.accepted_nodes[:, ok].T.tolist()
+    keys_a, keys_b = result.keys[:, ok].tolist()
+    roots = result.root_tokens[ok].tolist()
+    bonuses = result.bonus_token[ok].tolist()
+    own_notes = _own_notes(result, ok).tolist()
     block: list[str] = []
-    for obj in result.iter_json():
-        if tuple(obj) != COLUMNS:
-            raise ValueError(f"batch record keys {tuple(obj)} differ from the record's columns {COLUMNS}")
-        block.append(json_line(obj))
+    for j in range(ok.shape[0]):
+        k = n[j]
+        toks = ", ".join(map(str, tokens[j][:k]))
+        bonus = bonuses[j]
+        known = bonus != PAD_TOKEN
+        root = roots[j]
+        line = templates[which[j]].format(
+            round=f'"{keys_a[j]}_{keys_b[j]}"', key_a=keys_a[j], key_b=keys_b[j],
+            root_token="null" if root == PAD_TOKEN else root, accepted_length=k,
+            accepted_tokens=f"[{toks}]", accepted_nodes="[" + ", ".join(map(str, nodes[j][:k])) + "]",
+            bonus_token=bonus if known else "null",
+            committed_tokens=(f"[{toks}, {bonus}]" if k else f"[{bonus}]") if known else f"[{toks}]",
+            num_committed=k + known,
+            notes=json.dumps(result.notes(int(ok[j]))) if own_notes[j] else "",
+        )
+        if j in checked and line != json_line(result.round_json(int(ok[j]))):
+            raise ValueError(f"round {keys_a[j]}_{keys_b[j]}: the batch line differs from json_line(round_json)")
+        block.append(line)
         if len(block) == _LINES_PER_WRITE:
             out.write("".join(block))
             block.clear()
-        n += 1
     out.write("".join(block))
-    return n
+    return int(ok.shape[0])
+
+
+def _own_notes(result, ok):
+    """[R'] bool: rounds with selection notes of their own; other rounds' notes follow from their codes."""
+    import numpy as np
+
+    return np.isin(ok, np.fromiter(result.selection_notes, dtype=np.int64, count=len(result.selection_notes)))
+
+
+def _batch_templates(result, ok) -> tuple[list[str], list[int], set[int]]:
+    """(one str.format template per distinct code tuple, each ok round's template index, the
+    positions in ``ok`` of each template's first round, whose line the caller checks).
+
+    ok: [R'] int64 the rounds written. A template holds a line with every column but _ROUND_VALUES
+    filled in from round_json of its first round, and is checked on that round. The codes are
+    everything round_json reads besides _ROUND_VALUES' arrays (notes: the selection column, the
+    extra validate rows and the layout; a round with selection notes of its own formats its notes).
+    """
+    import numpy as np
+
+    own = _own_notes(result, ok)
+    codes = np.concatenate((
+        result.shape_index[ok][None], result.layout[ok][None], result.layout_stated[ok][None],
+        result.selection[:, ok], result.bonus_kind[ok][None], result.stop[ok][None],
+        result.validate_extra_rows[ok][None], own[None],
+    )).astype(np.int64)  # [codes, R']
+    _, first, which = np.unique(codes, axis=1, return_index=True, return_inverse=True)
+    templates = []
+    for i, mine in zip(ok[first].tolist(), own[first].tolist()):
+        per_round = _ROUND_VALUES + ("notes",) if mine else _ROUND_VALUES
+        obj = result.round_json(i)
+        if tuple(obj) != COLUMNS:
+            raise ValueError(f"batch record keys {tuple(obj)} differ from the record's columns {COLUMNS}")
+        fixed = ", ".join(
+            f"{json.dumps(c)}: " + ("{" + c + "}" if c in per_round else json.dumps(obj[c]).replace("{", "{{").replace("}", "}}"))
+            for c in COLUMNS
+        )
+        template = "{{" + fixed + "}}\n"
+        templates.append(template)
+    return templates, which.reshape(-1).tolist(), set(first.tolist())
 
 
 def records_frame(records: Iterable[RoundRecord]):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -103,14 +104,19 @@ class SourceNames:
     # ordinal → the round's real paths, for the rare names that do not round-trip ("007")
     overrides: Mapping[int, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)
 
+    @cached_property
+    def _prefix(self) -> str:
+        """os.path.join(directory, name) is this + name for any name not starting with a separator."""
+        return os.path.join(self.directory, "")
+
     def step_path(self, key: tuple[int, int], step: int) -> str:
         a, b = key
         if step == 0:
             a, b = a - self.step0_offset[0], b - self.step0_offset[1]
-        return os.path.join(self.directory, f"draft_step_{step}_{a}_{b}{self.exts[step]}")
+        return f"{self._prefix}draft_step_{step}_{a}_{b}{self.exts[step]}"
 
     def validate_path(self, key: tuple[int, int]) -> str:
-        return os.path.join(self.directory, f"validate_{key[0]}_{key[1]}{self.exts[-1]}")
+        return f"{self._prefix}validate_{key[0]}_{key[1]}{self.exts[-1]}"
 
     def paths(self, key: tuple[int, int], steps: int, ordinal: int | None = None) -> tuple[str, ...]:
         """Every matrix's path, draft steps then validate."""

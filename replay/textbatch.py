@@ -125,7 +125,7 @@ def _text_paths(files: tuple[FilePaths, ...], raw_forced: bool) -> tuple[tuple[s
     for p, scores, parents in files:
         if scores is not None or parents is not None:
             return None
-        ext = os.path.splitext(p)[1]
+        ext = "" if "." not in p[p.rfind(os.sep) + 1 :] else os.path.splitext(p)[1]  # the plain dump's names have none
         if ext.lower() not in TEXT_EXTS or (ext == "" and raw_forced):
             return None
         paths.append(p)

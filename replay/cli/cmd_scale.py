@@ -18,7 +18,7 @@ from ..matrix_io import RawSpec
 from ..packed import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
 from ..pathcheck import output_dir, output_file
 from ..progress import progress_enabled
-from ..records import records_frame, records_of_batch, write_json_lines, write_table
+from ..records import records_frame, records_of_batch, write_batch_json_lines, write_table
 from ..render import SummaryFigures, summary_lines
 from ..runs import RunReplay, replay_run
 from ..sources import require_dump_source
@@ -93,7 +93,7 @@ def run_batch(args: argparse.Namespace) -> int:
     if args.table:
         _write_table(rep, args.table)
     if args.json:
-        write_json_lines(records_of_batch(rep.result), out)
+        write_batch_json_lines(rep.result, out)  # the bytes of write_json_lines(records_of_batch(...))
         print_skipped(rep.skipped)
     else:
         out.write("\n".join(render_run_summary(rep)) + "\n")
