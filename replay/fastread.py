@@ -11,7 +11,6 @@ chunk size, not to the directory. A tqdm bar on stderr counts files and rounds.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
@@ -23,6 +22,7 @@ from .errors import DumpError
 from .grouping import FileSet, Grouping, Key, RoundFiles, Skipped
 from .matrix_io import SCORE_AUTO, DumpMatrix, RawSpec
 from .parallel import WorkerDiedError, ordered_map, resolve_workers
+from .progress import progress_bar
 from .rounds import Round, load_round
 from .textbatch import RoundPaths, read_text_batches
 from .vocab import PAD_TOKEN
@@ -238,9 +238,7 @@ def iter_read_chunks(
 
 
 def _progress_bar(total: int, enabled: bool):
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="file", desc="reading", file=sys.stderr, disable=not enabled, dynamic_ncols=True, mininterval=0.5)
+    return progress_bar(total, "reading", enabled, unit="file", dynamic_ncols=True, mininterval=0.5)
 
 
 def read_directory(
