@@ -194,15 +194,16 @@ def ceiling(predictions: Sequence[SpeedPrediction], cost: CostModel, max_depth: 
 
 
 def prediction_lines(predictions: Sequence[SpeedPrediction], measured: dict[str, float] | None = None) -> list[str]:
-    """A table: shape, nodes, calibration acceptance, round cost, predicted (and measured) speedup.
-    ``measured`` maps ``config.short()`` to a measured speedup."""
-    head = f"{'shape':<24} {'nodes':>5} {'accepted':>8} {'rounds':>6} {'round ms':>8} {'predicted':>9}"
+    """A table: shape, nodes, calibration acceptance, rounds, leaf stops, round cost, predicted (and
+    measured) speedup. ``measured`` maps ``config.short()`` to a measured speedup."""
+    head = f"{'shape':<24} {'nodes':>5} {'accepted':>8} {'rounds':>6} {'leaf':>5} {'round ms':>8} {'predicted':>9}"
     lines = [head + (f" {'measured':>9}" if measured is not None else "")]
     for p in predictions:
         acc = f"{p.accepted:8.2f}" if p.accepted is not None else f"{'-':>8}"
+        leaf = f"{p.leaf_stops:5.2f}" if p.accepted is not None else f"{'-':>5}"
         rnd = f"{p.round_s * 1e3:8.0f}" if p.round_s is not None else f"{'-':>8}"
         pred = f"{p.speedup:8.3f}x" if p.speedup is not None else f"{'-':>9}"
-        line = f"{p.config.short():<24} {p.config.num_nodes:>5} {acc} {p.rounds:>6} {rnd} {pred}"
+        line = f"{p.config.short():<24} {p.config.num_nodes:>5} {acc} {p.rounds:>6} {leaf} {rnd} {pred}"
         if measured is not None:
             m = measured.get(p.config.short())
             line += f" {m:8.3f}x" if m is not None else f" {'-':>9}"
