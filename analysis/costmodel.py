@@ -11,12 +11,25 @@ The target alone makes one token per ``t_verify(1)`` seconds, so
 
 i.e. engine block efficiency × t_verify(1) / mean round cost. Which curve a run uses (measured
 timings beside the dump, or this module's default) is decided in ``analysis.costsource``.
+
+``live_round_cost`` is the same round as the live loop (replay/live/draft.py) runs it, for a
+curve that also times draft forwards by token count (``draft_s``, aligned with ``tokens``, as
+``cost-curve`` writes it): step 0 is the catch-up forward over the committed tokens the draft has
+not seen (the new root, plus the previous round's last accepted node when that node was a leaf
+of its tree, i.e. never ran through the draft), step i >= 1 one forward over its ``topHead[i]``
+expanded nodes. So a round's draft costs
+
+    (1 - f) * t_draft(1) + f * t_draft(2) + Σ_{i=1}^{gamma-1} t_draft(topHead[i])
+
+with f the fraction of rounds whose accepted path ends at a leaf. Without ``draft_s`` every draft
+forward is charged ``draft_step_s`` (the one-token step), which is ``round_cost(gamma, nodes)``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -33,6 +46,7 @@ class CostModel:
     verify_s: np.ndarray  # [k] float64, seconds of that forward
     draft_step_s: float  # seconds of one draft step (one draft forward over the expanded nodes)
     source: str = "default"
+    draft_s: np.ndarray | None = None  # [k] float64 seconds of one draft forward over ``tokens`` tokens; None: unmeasured
 
     def __post_init__(self) -> None:
         tokens = np.asarray(self.tokens, dtype=np.float64)
@@ -51,6 +65,14 @@ class CostModel:
         object.__setattr__(self, "tokens", tokens)
         object.__setattr__(self, "verify_s", verify)
         object.__setattr__(self, "draft_step_s", float(self.draft_step_s))
+        if self.draft_s is not None:
+            draft = np.asarray(self.draft_s, dtype=np.float64)
+            if draft.shape != tokens.shape or np.any(draft <= 0) or not np.all(np.isfinite(draft)):
+                raise SpecReplayError(
+                    f"cost model {self.source}: 'draft_s' must be positive numbers, one per entry of 'tokens' "
+                    f"({tokens.shape[0]}), got {draft.tolist()}"
+                )
+            object.__setattr__(self, "draft_s", draft)
 
     @classmethod
     def default(cls) -> "CostModel":
@@ -67,14 +89,17 @@ class CostModel:
         return cls(np.array([1.0, 2.0]), np.array([a + b, a + 2 * b]), float(draft_step_s), f"linear {a:g} + {b:g}*k s")
 
     def with_draft_step(self, draft_step_s: float, source: str | None = None) -> "CostModel":
-        """The same verify curve with another draft-step cost (``--draft-cost`` over a curve file)."""
+        """The same verify curve with another draft-step cost (``--draft-cost`` over a curve file);
+        a measured draft curve is dropped (the override prices every draft forward the same)."""
         return CostModel(self.tokens, self.verify_s, draft_step_s, source or f"{self.source} (draft step {draft_step_s:g} s)")
 
     @classmethod
     def from_json(cls, obj: dict, source: str = "<json>") -> "CostModel":
+        """``draft_s`` is optional (null or absent: the draft is priced by ``draft_step_s`` alone)."""
         try:
+            draft = obj.get("draft_s")
             return cls(np.asarray(obj["tokens"], dtype=np.float64), np.asarray(obj["verify_s"], dtype=np.float64),
-                       float(obj["draft_step_s"]), source)
+                       float(obj["draft_step_s"]), source, None if draft is None else np.asarray(draft, dtype=np.float64))
         except KeyError as exc:
             raise SpecReplayError(f"cost model {source}: missing key {exc.args[0]!r} (need tokens, verify_s, draft_step_s)") from None
         except (TypeError, ValueError) as exc:
@@ -105,21 +130,33 @@ class CostModel:
         return cls.from_json(obj, str(path))
 
     def to_json(self) -> dict:
-        return {"tokens": self.tokens.tolist(), "verify_s": self.verify_s.tolist(), "draft_step_s": self.draft_step_s}
+        body = {"tokens": self.tokens.tolist(), "verify_s": self.verify_s.tolist(), "draft_step_s": self.draft_step_s}
+        return body if self.draft_s is None else {**body, "draft_s": self.draft_s.tolist()}
 
     def t_verify(self, n_tokens) -> np.ndarray | float:
         """Seconds of one target forward over ``n_tokens`` tokens (scalar or array)."""
-        n = np.asarray(n_tokens, dtype=np.float64)
-        if self.tokens.shape[0] == 1:
-            out = np.full(n.shape, self.verify_s[0])
-        else:
-            out = np.interp(n, self.tokens, self.verify_s)
-            lo_slope = (self.verify_s[1] - self.verify_s[0]) / (self.tokens[1] - self.tokens[0])
-            hi_slope = (self.verify_s[-1] - self.verify_s[-2]) / (self.tokens[-1] - self.tokens[-2])
-            out = np.where(n < self.tokens[0], self.verify_s[0] + (n - self.tokens[0]) * lo_slope, out)
-            out = np.where(n > self.tokens[-1], self.verify_s[-1] + (n - self.tokens[-1]) * hi_slope, out)
-            out = np.maximum(out, 1e-12)  # extrapolating down never makes a forward free
-        return float(out) if out.ndim == 0 else out
+        return _interpolate(self.tokens, self.verify_s, n_tokens)
+
+    def t_draft(self, n_tokens) -> np.ndarray | float:
+        """Seconds of one draft forward over ``n_tokens`` tokens: the measured draft curve read as
+        ``t_verify`` reads its own, or ``draft_step_s`` whatever the count without one."""
+        if self.draft_s is None:
+            n = np.asarray(n_tokens, dtype=np.float64)
+            return self.draft_step_s if n.ndim == 0 else np.full(n.shape, self.draft_step_s)
+        return _interpolate(self.tokens, self.draft_s, n_tokens)
+
+    def live_draft_cost(self, top_head: Sequence[int], leaf_stops: float) -> float:
+        """Seconds of one live round's draft (module docstring): the catch-up forward over one token,
+        or two in the ``leaf_stops`` fraction of rounds that follow a path ending at a leaf, then one
+        forward per expansion step over its ``top_head[i]`` heads (i >= 1)."""
+        if not 0.0 <= leaf_stops <= 1.0:
+            raise ValueError(f"leaf_stops is a fraction of rounds, got {leaf_stops!r}")
+        catch_up = (1.0 - leaf_stops) * float(self.t_draft(1)) + leaf_stops * float(self.t_draft(2))
+        return catch_up + sum(float(self.t_draft(h)) for h in top_head[1:])
+
+    def live_round_cost(self, top_head: Sequence[int], nodes: int, leaf_stops: float) -> float:
+        """``live_draft_cost`` plus the target forward over the root and the ``nodes`` draft nodes."""
+        return self.live_draft_cost(top_head, leaf_stops) + float(self.t_verify(nodes + 1))
 
     def round_cost(self, steps, nodes) -> np.ndarray | float:
         """Seconds of one round: ``steps * draft_step_s + t_verify(nodes + 1)``."""
@@ -130,3 +167,19 @@ class CostModel:
         if cost_s <= 0:
             return float("nan")
         return float(tokens_committed) * float(self.t_verify(1)) / float(cost_s)
+
+
+def _interpolate(tokens: np.ndarray, seconds: np.ndarray, n_tokens) -> np.ndarray | float:
+    """A curve's seconds at ``n_tokens``: linear between points, extrapolated linearly from the two
+    points at either end (tokens, seconds: [k] float64)."""
+    n = np.asarray(n_tokens, dtype=np.float64)
+    if tokens.shape[0] == 1:
+        out = np.full(n.shape, seconds[0])
+    else:
+        out = np.interp(n, tokens, seconds)
+        lo_slope = (seconds[1] - seconds[0]) / (tokens[1] - tokens[0])
+        hi_slope = (seconds[-1] - seconds[-2]) / (tokens[-1] - tokens[-2])
+        out = np.where(n < tokens[0], seconds[0] + (n - tokens[0]) * lo_slope, out)
+        out = np.where(n > tokens[-1], seconds[-1] + (n - tokens[-1]) * hi_slope, out)
+        out = np.maximum(out, 1e-12)  # extrapolating down never makes a forward free
+    return float(out) if out.ndim == 0 else out

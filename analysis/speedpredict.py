@@ -4,27 +4,33 @@ ceiling").
 
 Acceptance: each candidate shape contained in the calibration dump's (wide) tree is replayed
 exactly on the dump's rounds (analysis.shape_dumps ``measure_many``): its mean accepted length A
-over the rounds it decides. Cost: ``CostModel.round_cost(gamma, nodes)`` of a static shape, one
-draft step per level and one target forward over the root and every node. So
+over the rounds it decides, and (analysis.subtree, the scalar reference) the fraction f of those
+rounds whose accepted path ends at a leaf of the shape. Cost: ``CostModel.live_round_cost`` of a
+static shape, the round as the live loop runs it (analysis.costmodel): the draft's catch-up
+forward over 1 token, or 2 after a path that ended at a leaf, one draft forward over the
+``topHead[i]`` heads of each later step, and one target forward over the root and every node. So
 
-    predicted speedup = (A + 1) * t_verify(1) / (gamma * draft_step_s + t_verify(nodes + 1))
+    predicted speedup = (A + 1) * t_verify(1) / (draft(f) + t_verify(nodes + 1))
+    draft(f) = (1 - f) * t_draft(1) + f * t_draft(2) + Σ_{i=1}^{gamma-1} t_draft(topHead[i])
 
-the cost model's speedup (analysis.costmodel) with the calibration rounds' acceptance; callers
-that measured the curve themselves fit it non-decreasing first (``nondecreasing``). It leaves
-prefill out: a measured speedup (tokens/s ratio over whole generations, prefill included on both
-sides) lies a little closer to 1 than the prediction.
+with the calibration rounds' acceptance; a curve without draft times by token count charges every
+draft forward ``draft_step_s`` (draft(f) = gamma * draft_step_s). Callers that measured the curve
+themselves fit it non-decreasing first (``nondecreasing``). It leaves prefill out (the target's
+prompt forward on both sides, the draft's first catch-up over the whole prompt on the speculative
+side): a measured speedup over whole generations lies closer to 1 than the prediction.
 
 The ceiling of a pair on a machine, from the same two measurements:
 
 * ``best``: the best predicted speedup over the searched shapes (every static shape contained in
   the calibration tree that the shape search ranks among its best by modelled speedup, and every
   chain up to the calibration depth), each with its exactly replayed acceptance;
-* ``bound``: max over depths d >= 1 of (d + 1) * t_verify(1) / (d * draft_step_s + t_verify(d + 1)),
+* ``bound``: max over depths d >= 1 of (d + 1) * t_verify(1) / (d * t_draft(1) + t_verify(d + 1)),
   the speedup if every drafted token were accepted. A round that drafts d steps commits at most
-  d + 1 tokens and costs at least d draft steps and one forward over d + 1 tokens (a shape of depth
-  d has at least d nodes), so no shape of any acceptance beats it with these costs. On a measured
-  curve that dips (noise), t_verify(d + 1) is read as the least time of any forward over d + 1 or
-  more tokens. Below 1 at every depth, speculation cannot pay on this machine.
+  d + 1 tokens and costs at least d draft forwards of one token or more and one target forward
+  over d + 1 tokens (a shape of depth d has at least d nodes), so no shape of any acceptance beats
+  it with these costs (on a fitted, non-decreasing curve). On a measured verify curve that dips
+  (noise), t_verify(d + 1) is read as the least time of any forward over d + 1 or more tokens.
+  Below 1 at every depth, speculation cannot pay on this machine.
 
 Shapes with gammaThreshold (dynamic depth) vary their rounds and are not predicted here.
 """
@@ -32,17 +38,21 @@ Shapes with gammaThreshold (dynamic depth) vary their rounds and are not predict
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from replay.config import TreeConfig
+from replay.packed import is_packed_run
+from replay.replayer import replay_directory, replay_packed
+from replay.vocab import STOP_LEAF
 
 from .costmodel import CostModel
 from .shape_dumps import DumpInput, Measured
 from .shape_model import DEFAULT_MIN_COUNT, model_from_stats, pava_nonincreasing
 from .shape_search import search_shapes
-from .subtree import is_contained
+from .subtree import is_contained, replay_subconfig_all
 
 BOUND_MAX_DEPTH = 16  # depths the all-accepted bound looks at; it falls long before on any real curve
 SEARCH_TOP = 8  # shapes the search proposes by modelled speedup besides the chains
@@ -59,6 +69,7 @@ class SpeedPrediction:
     round_s: float | None  # modelled seconds of one round
     speedup: float | None
     refused: str | None = None
+    leaf_stops: float = 0.0  # fraction of the decided rounds whose accepted path ends at a leaf (2-token catch-up next)
 
     @property
     def block_efficiency(self) -> float | None:
@@ -74,13 +85,16 @@ class Ceiling:
 
 
 def nondecreasing(cost: CostModel) -> CostModel:
-    """The measured verify times fitted non-decreasing in tokens (least squares, pool adjacent
-    violators): a forward over more tokens never costs less, while a loaded machine's timings dip
-    and jump by tens of percent. The draft step is kept."""
+    """The measured verify times, and the draft times by token count when the curve has them,
+    fitted non-decreasing in tokens (least squares, pool adjacent violators): a forward over more
+    tokens never costs less, while a loaded machine's timings dip and jump by tens of percent.
+    ``draft_step_s`` is kept as measured."""
     fit = -pava_nonincreasing(-cost.verify_s)
-    if np.array_equal(fit, cost.verify_s):
+    draft = None if cost.draft_s is None else -pava_nonincreasing(-cost.draft_s)
+    if np.array_equal(fit, cost.verify_s) and (draft is None or np.array_equal(draft, cost.draft_s)):
         return cost
-    return CostModel(cost.tokens, fit, cost.draft_step_s, f"{cost.source} (verify times fitted non-decreasing)")
+    what = "verify times" if draft is None else "verify and draft times"
+    return CostModel(cost.tokens, fit, cost.draft_step_s, f"{cost.source} ({what} fitted non-decreasing)", draft)
 
 
 def least_verify_s(cost: CostModel, tokens: int) -> float:
@@ -91,15 +105,19 @@ def least_verify_s(cost: CostModel, tokens: int) -> float:
 
 
 def all_accepted_speedup(cost: CostModel, depth: int) -> float:
-    """(d + 1) * t_verify(1) / (d * draft_step_s + t_verify(d + 1)): every drafted token accepted
+    """(d + 1) * t_verify(1) / (d * t_draft(1) + t_verify(d + 1)): every drafted token accepted
     (t_verify(d + 1) read as ``least_verify_s``)."""
     if depth < 1:
         raise ValueError(f"depth must be at least 1, got {depth}")
-    return cost.speedup(depth + 1, depth * cost.draft_step_s + least_verify_s(cost, depth + 1))
+    return cost.speedup(depth + 1, depth * float(cost.t_draft(1)) + least_verify_s(cost, depth + 1))
 
 
-def predict(config: TreeConfig, measured: Measured | None, cost: CostModel, calibration: TreeConfig) -> SpeedPrediction:
-    """One shape's prediction from its exact replay on the calibration rounds (``measured``)."""
+def predict(
+    config: TreeConfig, measured: Measured | None, cost: CostModel, calibration: TreeConfig, leaf_stops: float = 0.0
+) -> SpeedPrediction:
+    """One shape's prediction from its exact replay on the calibration rounds (``measured``, and
+    ``leaf_stops``: the fraction of them whose accepted path ends at a leaf, ``leaf_stop_fractions``;
+    it prices the next round's catch-up and matters only with draft times by token count)."""
     if config.gamma_threshold > 0:
         return SpeedPrediction(config, None, 0, 0, None, None, "gammaThreshold: rounds vary in depth and size; not predicted")
     if not is_contained(config, calibration):
@@ -107,15 +125,33 @@ def predict(config: TreeConfig, measured: Measured | None, cost: CostModel, cali
     if measured is None or measured.rounds == 0:
         undecided = 0 if measured is None else measured.undecidable
         return SpeedPrediction(config, None, 0, undecided, None, None, "no calibration round decides it")
-    round_s = float(cost.round_cost(config.gamma, config.num_nodes))
+    round_s = cost.live_round_cost(config.top_head, config.num_nodes, leaf_stops)
     speed = cost.speedup(measured.mean_accepted + 1.0, round_s)
-    return SpeedPrediction(config, measured.mean_accepted, measured.rounds, measured.undecidable, round_s, speed)
+    return SpeedPrediction(config, measured.mean_accepted, measured.rounds, measured.undecidable, round_s, speed, None, leaf_stops)
+
+
+def leaf_stop_fractions(dump: DumpInput, configs: Sequence[TreeConfig]) -> list[float]:
+    """Per config, the fraction of the calibration rounds it decides whose accepted path ends at a
+    leaf of its tree (analysis.subtree's STOP_LEAF: the last accepted node was never expanded, so
+    the next round's catch-up feeds it with the new root); 0.0 where none is decided or the config
+    is not contained. The scalar reference replay: calibration dumps are a few dozen rounds."""
+    path = Path(dump.directory)
+    rep = replay_packed(path) if is_packed_run(path) else replay_directory(path)
+    out = []
+    for c in configs:
+        if c.gamma_threshold > 0 or not is_contained(c, dump.tree):
+            out.append(0.0)
+            continue
+        decided = [o for o in replay_subconfig_all(rep.results, c, 0.0, None, dump.tree.gamma) if o.decided]
+        out.append(sum(o.stop == STOP_LEAF for o in decided) / len(decided) if decided else 0.0)
+    return out
 
 
 def predict_speedups(dump: DumpInput, configs: Sequence[TreeConfig], cost: CostModel) -> list[SpeedPrediction]:
     """Every config's prediction from one calibration dump, in the order given."""
     measured = dump.measure_many(list(configs), None)
-    return [predict(c, m, cost, dump.tree) for c, m in zip(configs, measured)]
+    leaves = leaf_stop_fractions(dump, configs)
+    return [predict(c, m, cost, dump.tree, f) for c, m, f in zip(configs, measured, leaves)]
 
 
 def chains(depth: int) -> list[TreeConfig]:
@@ -158,15 +194,16 @@ def ceiling(predictions: Sequence[SpeedPrediction], cost: CostModel, max_depth: 
 
 
 def prediction_lines(predictions: Sequence[SpeedPrediction], measured: dict[str, float] | None = None) -> list[str]:
-    """A table: shape, nodes, calibration acceptance, round cost, predicted (and measured) speedup.
-    ``measured`` maps ``config.short()`` to a measured speedup."""
-    head = f"{'shape':<24} {'nodes':>5} {'accepted':>8} {'rounds':>6} {'round ms':>8} {'predicted':>9}"
+    """A table: shape, nodes, calibration acceptance, rounds, leaf stops, round cost, predicted (and
+    measured) speedup. ``measured`` maps ``config.short()`` to a measured speedup."""
+    head = f"{'shape':<24} {'nodes':>5} {'accepted':>8} {'rounds':>6} {'leaf':>5} {'round ms':>8} {'predicted':>9}"
     lines = [head + (f" {'measured':>9}" if measured is not None else "")]
     for p in predictions:
         acc = f"{p.accepted:8.2f}" if p.accepted is not None else f"{'-':>8}"
+        leaf = f"{p.leaf_stops:5.2f}" if p.accepted is not None else f"{'-':>5}"
         rnd = f"{p.round_s * 1e3:8.0f}" if p.round_s is not None else f"{'-':>8}"
         pred = f"{p.speedup:8.3f}x" if p.speedup is not None else f"{'-':>9}"
-        line = f"{p.config.short():<24} {p.config.num_nodes:>5} {acc} {p.rounds:>6} {rnd} {pred}"
+        line = f"{p.config.short():<24} {p.config.num_nodes:>5} {acc} {p.rounds:>6} {leaf} {rnd} {pred}"
         if measured is not None:
             m = measured.get(p.config.short())
             line += f" {m:8.3f}x" if m is not None else f" {'-':>9}"

@@ -290,8 +290,11 @@ def cost_lines(auto: dict) -> str:
     cost = auto["cost"]
     t1 = cost["verify_s"][0]
     verify = ", ".join(f"{k:g}: {v * 1e3:.0f} ms ({v / t1:.2f}x)" for k, v in zip(cost["tokens"], cost["verify_s"]))
-    return (f"cost curve: target forward over 1 token {t1 * 1e3:.0f} ms; draft step {cost['draft_step_s'] * 1e3:.0f} ms "
+    line = (f"cost curve: target forward over 1 token {t1 * 1e3:.0f} ms; draft step {cost['draft_step_s'] * 1e3:.0f} ms "
             f"({cost['draft_step_s'] / t1:.2f}x); target forward by tokens: {verify}")
+    if cost.get("draft_s"):  # runs since the live round's pricing (analysis.costmodel.live_round_cost)
+        line += "; draft forward by tokens: " + ", ".join(f"{k:g}: {v * 1e3:.0f} ms" for k, v in zip(cost["tokens"], cost["draft_s"]))
+    return line
 
 
 def render(path: str) -> str:

@@ -15,7 +15,10 @@ from analysis.speedpredict import all_accepted_speedup, nondecreasing
 from replay.cli import main
 from replay.cli.live_auto import AUTO_FILE, CALIBRATION_DIR, CURVE_FILE, calibrate, choose, curve_sizes
 from replay.live.generate import DecodeOptions
+from replay.live.sweepdir import dumps_dir
 from replay.live.tiny import build_word_tokenizer, save_hf_dir
+from replay.replayer import replay_directory
+from replay.vocab import STOP_LEAF
 
 PROMPTS = [[1, 2, 3, 4, 5, 6], [50, 7, 9], [11, 12, 13, 14]]
 
@@ -123,7 +126,14 @@ def test_sweep_prints_predicted_beside_measured(live_qwen_pair, tmp_path, capsys
     table = pd.read_csv(sweep / "results.csv")
     curve = nondecreasing(CostModel.load(sweep / CURVE_FILE))  # what predictions read (a tiny model's timings are noisy)
     row = table[table["name"] == "4_1x1"].iloc[0]
-    predicted = (row["mean_accepted_length"] + 1) * curve.t_verify(1) / curve.round_cost(2, 6)
+    # the live round: catch-up over 1 token, or 2 after a round whose path ended at a leaf (the
+    # replayer's own stop on the recorded rounds), then one draft forward over step 1's 2 heads,
+    # then the target over 7 tokens
+    rounds = replay_directory(dumps_dir(sweep) / "4_1x1").results
+    f = sum(r.acceptance.stop == STOP_LEAF for r in rounds) / len(rounds)
+    assert curve.draft_s is not None
+    draft_s = (1 - f) * curve.t_draft(1) + f * curve.t_draft(2) + curve.t_draft(2)
+    predicted = (row["mean_accepted_length"] + 1) * curve.t_verify(1) / (draft_s + curve.t_verify(7))
     line = next(ln for ln in out.splitlines() if ln.startswith("[4]|[1,1] "))
     assert f"{predicted:8.3f}x" in line and f"{row['speedup']:8.3f}x" in line
     for shape in ("[1]|[1] ", "[2] "):

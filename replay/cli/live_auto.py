@@ -80,10 +80,12 @@ def curve_sizes(nodes: int) -> list[int]:
 
 
 def cost_model(curve: CostCurve) -> CostModel:
-    """The analysis cost model of a measured curve with its draft step."""
+    """The analysis cost model of a measured curve with its draft step and draft times by token
+    count (which price the live round's catch-up and expansion forwards)."""
     if curve.draft_step_s is None:
         raise SpecReplayError("cost curve: auto needs the draft step time (measure the curve with the draft)")
-    return CostModel.from_json({"tokens": list(curve.tokens), "verify_s": list(curve.verify_s), "draft_step_s": curve.draft_step_s},
+    return CostModel.from_json({"tokens": list(curve.tokens), "verify_s": list(curve.verify_s), "draft_step_s": curve.draft_step_s,
+                                "draft_s": None if curve.draft_s is None else list(curve.draft_s)},
                                "measured: cost curve of this run")
 
 
@@ -156,7 +158,7 @@ def measured_line(choice: AutoChoice, measured: float | None) -> str:
 def prediction_json(p: SpeedPrediction) -> dict[str, Any]:
     return {"config": p.config.short(), "nodes": p.config.num_nodes, "gamma": p.config.gamma, "accepted": p.accepted,
             "block_efficiency": p.block_efficiency, "rounds": p.rounds, "undecidable": p.undecidable, "round_s": p.round_s,
-            "predicted_speedup": p.speedup, "refused": p.refused}
+            "leaf_stops": p.leaf_stops, "predicted_speedup": p.speedup, "refused": p.refused}
 
 
 def choice_json(choice: AutoChoice, measured: float | None) -> dict[str, Any]:
