@@ -22,7 +22,8 @@ from replay.errors import SpecReplayError
 from replay.grouping import Key
 
 from . import plots, treeplot
-from .compare import compare_configs, compare_display, runs_side_by_side, speed_row, strategies_display, with_speed
+from .compare import compare_display, runs_side_by_side, speed_row, strategies_display, with_speed
+from .compare_batch import compare_run
 from .costmodel import CostModel
 from .costsource import cost_warning, run_cost
 from .definitions import DEFINITIONS, SUMMARY_NAMES, definitions_rows
@@ -243,7 +244,7 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
         configs = default_comparison_configs(run.config)
         if opts.configs:  # the run's own config first: every table starts from what was recorded
             configs = [run.config] + [c for c in opts.configs if (c.short(), c.top_head) != (run.config.short(), run.config.top_head)]
-        table, _ = compare_configs(run.results, run.config, configs, cost, opts.gamma_threshold)
+        table, _ = compare_run(run, configs, cost, opts.gamma_threshold)
         table = with_speed(table, run.config, cost, measured[run.label])
         table.insert(0, "run", run.label)
         comparisons.append(table)

@@ -117,3 +117,31 @@ def test_random_run_compare_agrees(case, rnd, threshold):
         assert not parts and len(got[1]) == 0
         return
     assert_same_compare(got, compare_configs(results, cfg, configs, COST, threshold))
+
+
+def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
+    """``specreplay compare`` on a packed run: no scalar replay of the run happens (the reference
+    loader is made to fail), and its per-round CSV is the reference's frame."""
+    import analysis.runs
+    from analysis.compare import parse_config_arg
+    from replay.cli import main
+
+    run = tmp_path / "run"
+    pack_batches(synth_run(ARTICLE, 300, seed=3, early_stop_rate=0.1), run, block_rounds=64,
+                 manifest={"config": ARTICLE.to_json(), "layout": "all"})
+    texts = ["[3]|[1,1]|[1,1]", "[6]|[2,2]|[1,1]|[2]"]
+    ref = load_reference(str(run), "run", progress=False)
+
+    def no_scalar_replay(*args, **kwargs):
+        raise AssertionError("compare replayed the run round by round")
+
+    per_round = tmp_path / "rounds.csv"
+    monkeypatch.setattr(analysis.runs, "load_reference", no_scalar_replay)
+    assert main(["compare", str(run), "--configs", *texts, "--gamma-threshold", "0.4", "--csv", "--no-progress",
+                 "--per-round", str(per_round)]) == 0
+    monkeypatch.undo()
+    configs = [ref.config] + [c for t in texts for c in parse_config_arg(t)]
+    _, want = compare_configs(ref.results, ref.config, configs, COST, 0.4)
+    got = pd.read_csv(per_round, keep_default_na=False)
+    assert len(got) == 3 * len(ref.results) and (got["run"] == "run").all()
+    pd.testing.assert_frame_equal(got.drop(columns=["run"]), want, check_exact=True)

@@ -63,7 +63,8 @@ def run_compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from analysis import plots
-    from analysis.compare import compare_configs, compare_display, strategies_display, with_speed
+    from analysis.compare import compare_display, strategies_display, with_speed
+    from analysis.compare_batch import compare_run
     from analysis.costsource import cost_warning, run_cost
     from analysis.definitions import definitions_text
     from analysis.gamma_strategies import simulate_strategies
@@ -83,7 +84,7 @@ def run_compare(args: argparse.Namespace) -> int:
         configs = configs_from_args(args, run.config)
         update, close = tqdm_progress(f"compare {run.label}", progress_enabled(args.no_progress))
         try:
-            table, rounds = compare_configs(run.results, run.config, configs, cost, args.gamma_threshold, update)
+            table, rounds = compare_run(run, configs, cost, args.gamma_threshold, update)
         finally:
             close()
         table = with_speed(table, run.config, cost, measured[run.label])
