@@ -25,8 +25,9 @@ from replay.vocab import STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
 
 from .compare import COMPARE_COLUMNS, PER_ROUND_COLUMNS, compare_configs, summarize_arrays
 from .costmodel import CostModel
+from .gamma_strategies import StrategyResult, simulate_strategies, simulate_strategy
 from .runs import BatchReplay, LabelledRun
-from .subtree import RULE_FALLBACK, RULE_PATH, RULE_RECORDED_ORDER, UNDECIDABLE, reason_text
+from .subtree import RULE_FALLBACK, RULE_PATH, RULE_RECORDED_ORDER, UNDECIDABLE, reason_text, truncated
 from .subtree_batch import (
     CODE_FALLBACK, CODE_PATH, CODE_RECORDED, STOP_CODE_LEAF, STOP_CODE_MISMATCH, STOP_CODE_NO_ROW, STOP_CODE_UNDECIDABLE,
     SubOutcomes, replay_contained_many, selection_rules,
@@ -107,15 +108,22 @@ def _reasons(why: np.ndarray, depth: np.ndarray, rank: np.ndarray) -> np.ndarray
     return texts[inverse.reshape(-1)]
 
 
-def compare_run(run: LabelledRun, configs: Sequence[TreeConfig], cost: CostModel | None = None, gamma_threshold: float | None = None,
-                progress: Progress | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """compare_configs for a loaded run: from the batch arrays when the run was loaded by the batch
-    path (analysis.runs.load_run), round by round by the reference otherwise. ``progress(rounds
-    done, rounds)``."""
-    cost = cost or CostModel.default()
-    if not isinstance(run.replay, BatchReplay):
-        return compare_configs(run.results, run.config, configs, cost, gamma_threshold, progress)
-    recorded = run.config
+@dataclass(frozen=True)
+class RoundOutcome:
+    """The fields of analysis.subtree.SubOutcome that gamma strategies read, for one round."""
+
+    decided: bool
+    lower: int
+    upper: int
+    steps_lo: int
+    steps_hi: int
+    nodes_lo: int
+    nodes_hi: int
+
+
+def run_parts(run: LabelledRun, configs: Sequence[TreeConfig], gamma_threshold: float | None = None,
+              progress: Progress | None = None) -> list[ComparePart]:
+    """Every config replayed on a batch-loaded run's rounds: the run read again in batches."""
     threshold = 0.0 if gamma_threshold is None else float(gamma_threshold)
     total = len(run.results)
     lock, done = threading.Lock(), [0]
@@ -133,4 +141,44 @@ def compare_run(run: LabelledRun, configs: Sequence[TreeConfig], cost: CostModel
     got = sum(p.ordinals.shape[0] for p in parts)
     if got != total:
         raise RuntimeError(f"compare replayed {got} rounds of {run.label}, the run has {total}: a bug in the batch path")
-    return join_compare(parts, recorded, configs, cost, gamma_threshold)
+    return parts
+
+
+def compare_run(run: LabelledRun, configs: Sequence[TreeConfig], cost: CostModel | None = None, gamma_threshold: float | None = None,
+                progress: Progress | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """compare_configs for a loaded run: from the batch arrays when the run was loaded by the batch
+    path (analysis.runs.load_run), round by round by the reference otherwise. ``progress(rounds
+    done, rounds)``."""
+    cost = cost or CostModel.default()
+    if not isinstance(run.replay, BatchReplay):
+        return compare_configs(run.results, run.config, configs, cost, gamma_threshold, progress)
+    return join_compare(run_parts(run, configs, gamma_threshold, progress), run.config, configs, cost, gamma_threshold)
+
+
+def outcomes_by_gamma_run(run: LabelledRun, cfg: TreeConfig, gamma_threshold: float | None = None) -> list[dict[int, RoundOutcome]]:
+    """analysis.gamma_strategies.outcomes_by_gamma for a batch-loaded run (recorded early stops of
+    ``run.config`` inherited): every truncation of ``cfg`` replayed on the batch arrays, then one
+    small record per round and gamma (the strategies walk the rounds in order anyway)."""
+    subs = [truncated(cfg, g) for g in range(1, cfg.gamma + 1)]
+    parts = run_parts(run, subs, gamma_threshold)
+    if not parts:
+        return []
+    order = np.argsort(np.concatenate([p.ordinals for p in parts]), kind="stable")
+    columns = []
+    for k, sub in enumerate(subs):
+        o = {f: np.concatenate([getattr(p.outcomes[k], f) for p in parts])[order] for f in ("decided", "lower", "upper", "steps_lo", "steps_hi")}
+        nodes = np.concatenate([[0], np.cumsum([sum(row) for row in sub.top_k_spec])]).astype(np.int64)
+        columns.append(list(zip(o["decided"].tolist(), o["lower"].tolist(), o["upper"].tolist(), o["steps_lo"].tolist(),
+                                o["steps_hi"].tolist(), nodes[o["steps_lo"]].tolist(), nodes[o["steps_hi"]].tolist())))
+    return [{g: RoundOutcome(*columns[g - 1][r]) for g in range(1, cfg.gamma + 1)} for r in range(order.shape[0])]
+
+
+def simulate_run_strategies(run: LabelledRun, cfg: TreeConfig, strategies: Sequence[int], cost: CostModel | None = None, ema_window: int = 1,
+                            gamma_threshold: float | None = None) -> list[StrategyResult]:
+    """analysis.gamma_strategies.simulate_strategies for a loaded run (recorded gamma: ``run.config``'s),
+    its per-gamma outcomes from the batch arrays when the run was loaded by the batch path."""
+    cost = cost or CostModel.default()
+    if not isinstance(run.replay, BatchReplay):
+        return simulate_strategies(run.results, cfg, strategies, cost, ema_window, gamma_threshold, run.config.gamma)
+    outs = outcomes_by_gamma_run(run, cfg, gamma_threshold)
+    return [simulate_strategy(outs, cfg, s, cost, ema_window) for s in strategies]

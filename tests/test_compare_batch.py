@@ -145,3 +145,24 @@ def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
     got = pd.read_csv(per_round, keep_default_na=False)
     assert len(got) == 3 * len(ref.results) and (got["run"] == "run").all()
     pd.testing.assert_frame_equal(got.drop(columns=["run"]), want, check_exact=True)
+
+
+@pytest.mark.parametrize("name", ["synthetic_article", "qwen2.5-coder/deep", "packed"])
+def test_gamma_strategies_from_the_batch_arrays_agree(name, tmp_path):
+    """Every strategy's result (bounds, undecidable rounds, trajectory) equals the reference's."""
+    from analysis.compare_batch import simulate_run_strategies
+    from analysis.gamma_strategies import simulate_strategies
+
+    path = SAMPLES / name
+    if name == "packed":
+        path = tmp_path / "run"
+        pack_batches(synth_run(ARTICLE, 400, seed=7, early_stop_rate=0.2), path, block_rounds=128,
+                     manifest={"config": ARTICLE.to_json(), "layout": "all"})
+    fast = load_run(str(path), "r", progress=False)
+    ref = load_reference(str(path), "r", progress=False)
+    for threshold in (None, 0.5):
+        for window in (1, 4):
+            got = simulate_run_strategies(fast, fast.config, [0, 1, 2, 3, 4], COST, window, threshold)
+            want = simulate_strategies(ref.results, ref.config, [0, 1, 2, 3, 4], COST, window, threshold, ref.config.gamma)
+            assert got == want
+    assert "_results" not in vars(fast.results)
