@@ -11,7 +11,9 @@ node-hit counting of ``stats`` (metrics.node_hit_frequency), per-round loop agai
 and ``all_metrics`` on the new tables. ``compare`` (``--only compare`` runs just this part): the old
 command replayed the run round by round (load_reference) and each config on every RoundResult
 (analysis.compare.compare_configs); the new one re-reads the run in batches and replays every
-config on the arrays (analysis.compare_batch.compare_run); both frames are checked equal. Inputs: a packed run of the article's config
+config on the arrays (analysis.compare_batch.compare_run); both frames are checked equal. Likewise
+the gamma strategies (gamma_strategies.simulate_strategies on RoundResults against
+compare_batch.simulate_run_strategies; equal results checked). Inputs: a packed run of the article's config
 [[6],[2,2],[1,1]]/[1,2,2] (replay.batch_synth, 5% early stops), a directory of half as many
 rounds (.npz files, replay.synth.write_synthetic_run) and the bundled
 sample_dumps/synthetic_article directory (300 rounds, .npz files). Both paths run in this
@@ -39,7 +41,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from analysis.compare import compare_configs  # noqa: E402
-from analysis.compare_batch import compare_run  # noqa: E402
+from analysis.compare_batch import compare_run, simulate_run_strategies  # noqa: E402
+from analysis.gamma_strategies import simulate_strategies  # noqa: E402
 from analysis.costmodel import CostModel  # noqa: E402
 from analysis.metrics import _hits_by_round, _hits_vectorised, _signature, all_metrics, static_shape  # noqa: E402
 from analysis.report import default_comparison_configs  # noqa: E402
@@ -108,6 +111,21 @@ def compare_rows(inputs: dict[str, str], repeats: int) -> None:
         print(row(label, *interleaved(lambda: compare_old(path, configs), lambda: compare_new(run, configs), repeats)), flush=True)
 
 
+def strategies_old(path: str):
+    ref = load_reference(path, "run", progress=False)
+    return simulate_strategies(ref.results, ref.config, [0, 1, 2, 3, 4], CostModel.default(), 1, None, ref.config.gamma)
+
+
+def strategies_new(run):
+    return simulate_run_strategies(run, run.config, [0, 1, 2, 3, 4], CostModel.default(), 1, None)
+
+
+def strategies_row(name: str, path: str, repeats: int) -> None:
+    run = load_run(path, "run", progress=False)
+    assert strategies_old(path) == strategies_new(run)
+    print(row(f"{name}, gamma strategies 0-4", *interleaved(lambda: strategies_old(path), lambda: strategies_new(run), repeats)), flush=True)
+
+
 def canon_of(cfg: TreeConfig):
     shape = static_shape(cfg)
     slots = np.full(shape.num_nodes + 1, -1, dtype=np.int64)
@@ -139,6 +157,7 @@ def main() -> None:
             compare_rows({f"packed run, {rounds} rounds": (packed, "default"),
                           "directory, 300 rounds (sample_dumps/synthetic_article)": (str(ROOT / "sample_dumps" / "synthetic_article"), "contained")},
                          repeats)
+            strategies_row(f"packed run, {rounds} rounds", packed, repeats)
         if args.only == "compare":
             return
         print("\n| load + round and node tables | old: scalar replay + tables (s) | new: batch path (s) | old/new |\n|---|---|---|---|")
