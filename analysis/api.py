@@ -1,7 +1,7 @@
 """The notebook API (docs/api.md): a few plain functions over the analysis package.
 
 Thin on purpose: each function calls what the commands call (runs.load_runs, tables.build_tables,
-metrics.all_metrics, compare.compare_configs, costsource.run_cost, ...), so a notebook and
+metrics.all_metrics, compare_batch.compare_run, costsource.run_cost, ...), so a notebook and
 ``specreplay stats | compare | report`` print the same numbers. Plots: ``analysis.plots`` and
 ``analysis.treeplot`` take the tables these functions return and give matplotlib Figures.
 """
@@ -19,7 +19,8 @@ from replay.errors import SpecReplayError
 from replay.grouping import parse_round_key
 from replay.replayer import ReplayOptions
 
-from .compare import compare_configs, parse_config_arg, speed_row, with_speed
+from .compare import parse_config_arg, speed_row, with_speed
+from .compare_batch import compare_run
 from .costmodel import CostModel
 from .costsource import run_cost
 from .definitions import definitions_rows
@@ -119,7 +120,7 @@ def compare(run: LabelledRun, configs: Sequence[str | TreeConfig], cost: CostMod
         chosen.extend([c] if isinstance(c, TreeConfig) else parse_config_arg(str(c)))
     unique = list({(c.short(), c.top_head): c for c in chosen}.values())
     model = cost_model(run, cost)
-    table, _ = compare_configs(run.results, run.config, unique, model)
+    table, _ = compare_run(run, unique, model)
     measured = measured_speedup(read_timings(run.replay.directory, run.replay.manifest))
     return with_speed(table, run.config, model, measured)
 

@@ -1,7 +1,7 @@
 """Compare tree configs offline on a recorded run, and several runs side by side.
 
-``compare_configs`` replays each config exactly on every recorded round (analysis.subtree) and
-summarises: nodes, mean accepted length, engine block efficiency and modelled speedup, each as
+``compare_configs`` replays each config exactly on every recorded round (analysis.subtree, the
+readable reference; ``analysis.compare_batch`` does the same on the batch arrays) and summarises: nodes, mean accepted length, engine block efficiency and modelled speedup, each as
 a [lo, hi] pair that collapses to one value when every round is decidable. ``with_speed`` adds
 the cost model's source and, on the recorded config's row, the measured speedup; ``speed_row``
 puts a run's measured and modelled speedup side by side (words: analysis.definitions).
@@ -44,19 +44,31 @@ COMPARE_COLUMNS = [
     "speedup_hi",
 ]
 
+PER_ROUND_COLUMNS = ["config", "round", "decided", "lower", "upper", "stop", "steps_lo", "steps_hi", "rule", "reason"]
+
 
 def summarize_outcomes(outcomes: Sequence[SubOutcome], cfg: TreeConfig, recorded: TreeConfig, cost: CostModel) -> dict:
-    """One comparison row (COMPARE_COLUMNS) from a config's per-round outcomes.
+    """One comparison row (COMPARE_COLUMNS) from a config's per-round outcomes (summarize_arrays)."""
+    field = lambda name: np.array([getattr(o, name) for o in outcomes], dtype=np.int64)  # noqa: E731
+    decided = np.array([o.decided for o in outcomes], dtype=bool)
+    return summarize_arrays(cfg, recorded, cost, decided, field("lower"), field("upper"), field("steps_lo"), field("steps_hi"),
+                            field("nodes_lo"), field("nodes_hi"))
+
+
+def summarize_arrays(cfg: TreeConfig, recorded: TreeConfig, cost: CostModel, decided: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                     steps_lo: np.ndarray, steps_hi: np.ndarray, nodes_lo: np.ndarray, nodes_hi: np.ndarray) -> dict:
+    """One comparison row (COMPARE_COLUMNS) from a config's per-round outcomes, in round order
+    (decided: [R] bool; the others [R] int64, as analysis.subtree.SubOutcome's fields).
 
     Undecidable rounds count at their lower bound in *_lo and at their upper bound in *_hi;
     speedup_lo pairs the fewest tokens with the highest cost, speedup_hi the reverse.
     """
-    R = len(outcomes)
-    lo = np.array([o.lower for o in outcomes], dtype=np.float64)
-    hi = np.array([o.upper for o in outcomes], dtype=np.float64)
-    c_lo = np.asarray(cost.round_cost([o.steps_lo for o in outcomes], [o.nodes_lo for o in outcomes]), dtype=np.float64)
-    c_hi = np.asarray(cost.round_cost([o.steps_hi for o in outcomes], [o.nodes_hi for o in outcomes]), dtype=np.float64)
-    decided = sum(o.decided for o in outcomes)
+    R = int(decided.shape[0])
+    lo = lower.astype(np.float64)
+    hi = upper.astype(np.float64)
+    c_lo = np.asarray(cost.round_cost(steps_lo, nodes_lo), dtype=np.float64)
+    c_hi = np.asarray(cost.round_cost(steps_hi, nodes_hi), dtype=np.float64)
+    n_decided = int(decided.sum())
     nan = float("nan")
     return {
         "config": cfg.short(),
@@ -65,8 +77,8 @@ def summarize_outcomes(outcomes: Sequence[SubOutcome], cfg: TreeConfig, recorded
         "nodes": cfg.num_nodes,
         "contained": is_contained(cfg, recorded),
         "rounds": R,
-        "decided": decided,
-        "undecidable": R - decided,
+        "decided": n_decided,
+        "undecidable": R - n_decided,
         "mean_accepted_length_lo": lo.mean() if R else nan,
         "mean_accepted_length_hi": hi.mean() if R else nan,
         "engine_block_efficiency_lo": lo.mean() + 1 if R else nan,
@@ -86,7 +98,8 @@ def compare_configs(
     gamma_threshold: float | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(summary: one row per config, outcomes: one row per config and round).
+    """(summary: one row per config, outcomes: one row per config and round), round by round (the
+    reference; analysis.compare_batch.compare_run gives the same from the batch arrays).
 
     gamma_threshold: simulate this early-stop threshold (our model, analysis.subtree) for every
     config; None inherits the recorded early stops only, so the recorded config's own row

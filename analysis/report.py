@@ -22,12 +22,13 @@ from replay.errors import SpecReplayError
 from replay.grouping import Key
 
 from . import plots, treeplot
-from .compare import compare_configs, compare_display, runs_side_by_side, speed_row, strategies_display, with_speed
+from .compare import compare_display, runs_side_by_side, speed_row, strategies_display, with_speed
+from .compare_batch import compare_run, simulate_run_strategies
 from .costmodel import CostModel
 from .costsource import cost_warning, run_cost
 from .definitions import DEFINITIONS, SUMMARY_NAMES, definitions_rows
 from .example_round import example_round
-from .gamma_strategies import STRATEGY_NAMES, simulate_strategies
+from .gamma_strategies import STRATEGY_NAMES
 from .metrics import all_metrics, static_shape
 from .recommend import recommend, recommend_runs
 from .recommend_render import recommend_section
@@ -243,7 +244,7 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
         configs = default_comparison_configs(run.config)
         if opts.configs:  # the run's own config first: every table starts from what was recorded
             configs = [run.config] + [c for c in opts.configs if (c.short(), c.top_head) != (run.config.short(), run.config.top_head)]
-        table, _ = compare_configs(run.results, run.config, configs, cost, opts.gamma_threshold)
+        table, _ = compare_run(run, configs, cost, opts.gamma_threshold)
         table = with_speed(table, run.config, cost, measured[run.label])
         table.insert(0, "run", run.label)
         comparisons.append(table)
@@ -254,7 +255,7 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
         add(_table_html(compare_display(table.drop(columns=["run"]))))
         add(_figure_html(plots.plot_compare_configs(table, run.label, cost.source), f"{run.label}: offline comparison.", fmt))
         window = opts.ema_window or int(run.replay.config.settings.get("emaWindow", 1) or 1)
-        sims = simulate_strategies(run.results, run.config, opts.strategies, cost, window, opts.gamma_threshold, run.config.gamma)
+        sims = simulate_run_strategies(run, run.config, opts.strategies, cost, window, opts.gamma_threshold)
         st = pd.DataFrame([s.to_row(cost) for s in sims])
         st.insert(0, "run", run.label)
         strategies.append(st)

@@ -19,8 +19,9 @@ class LazyResults(Sequence):
     """The scalar RoundResults of a batch-replayed run, replayed (reference path) on first use.
 
     Its length is known from the batch replay, so counting rounds costs nothing; only commands
-    that need RoundResult objects (compare's counterfactual configs, gamma strategies, the drawn
-    example round) pay for the round-by-round replay.
+    that need RoundResult objects (the drawn example round, a caller of the reference functions) pay
+    for the round-by-round replay; compare's other configs and gamma strategies replay on the batch
+    path (analysis.compare_batch).
     """
 
     def __init__(self, path: str, opts: ReplayOptions, rounds: pd.DataFrame, label: str = "run", progress: bool | None = None):

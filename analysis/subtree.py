@@ -61,6 +61,24 @@ UNDECIDABLE = "undecidable"
 
 IN, OUT, MAYBE = "in", "out", "maybe"
 
+# Why a round is undecidable, as codes (analysis.subtree_batch keeps them in arrays) and as text.
+WHY_NONE, WHY_THRESHOLD, WHY_MAYBE, WHY_UNEXPANDED, WHY_BEYOND, WHY_WIDTH = 0, 1, 2, 3, 4, 5
+_WHY_TEXT = {
+    WHY_NONE: "",
+    WHY_THRESHOLD: "whether draft step {d} runs (gammaThreshold) needs unrecorded draft rows",
+    WHY_MAYBE: "whether {name} is expanded at step {d} depends on unrecorded scores",
+    WHY_UNEXPANDED: "{name} is expanded at step {d} but the recording did not expand it",
+    WHY_BEYOND: "the rank-{rank} candidate at depth {next} is beyond the recorded columns",
+    WHY_WIDTH: "the kept width at {name} depends on its unknown selection slot",
+}
+
+
+def reason_text(why: int, depth: int, rank: int = -1) -> str:
+    """The reason of an undecidable round: the walk stopped at ``depth``; ``rank``: the candidate's
+    draft rank (WHY_BEYOND only)."""
+    name = "the root" if depth == 0 else f"the accepted node at depth {depth}"
+    return _WHY_TEXT[why].format(d=depth, name=name, rank=rank, next=depth + 1)
+
 
 @dataclass(frozen=True)
 class SubOutcome:
@@ -320,7 +338,6 @@ def _walk(res, sub, rec, root, rule, layout, sure_steps, max_steps) -> SubOutcom
 
     while True:
         d = u.depth
-        name = "the root" if d == 0 else f"the accepted node at depth {d}"
         if d >= max_steps or u.status == OUT:
             # A leaf of the simulated tree: a dump recorded with the config holds its bonus only in
             # the all layout; an extra node (never in the recording) has it there but unknown to us.
@@ -331,11 +348,11 @@ def _walk(res, sub, rec, root, rule, layout, sure_steps, max_steps) -> SubOutcom
                 return decided(None, None, STOP_LEAF, u.rec < 0)
             return decided(t, BONUS_LEAF, STOP_LEAF, True)
         if d >= sure_steps:
-            return undecidable(f"whether draft step {d} runs (gammaThreshold) needs unrecorded draft rows")
+            return undecidable(reason_text(WHY_THRESHOLD, d))
         if u.status == MAYBE:
-            return undecidable(f"whether {name} is expanded at step {d} depends on unrecorded scores")
+            return undecidable(reason_text(WHY_MAYBE, d))
         if u.row < 0:
-            return undecidable(f"{name} is expanded at step {d} but the recording did not expand it")
+            return undecidable(reason_text(WHY_UNEXPANDED, d))
         t = int(rec.top1[u.rec])
         if t == PAD_TOKEN:
             return decided(None, None, STOP_NO_ROW, False)
@@ -343,10 +360,10 @@ def _walk(res, sub, rec, root, rule, layout, sure_steps, max_steps) -> SubOutcom
         nxt = None
         for child in u.children[:w_hi]:
             if child.token == PAD_TOKEN:
-                return undecidable(f"the rank-{child.rank} candidate at depth {d + 1} is beyond the recorded columns")
+                return undecidable(reason_text(WHY_BEYOND, d, child.rank))
             if child.token == t:
                 if child.rank >= w_lo:
-                    return undecidable(f"the kept width at {name} depends on its unknown selection slot")
+                    return undecidable(reason_text(WHY_WIDTH, d))
                 nxt = child
                 break
         if nxt is None:

@@ -1,9 +1,11 @@
 """analysis.subtree's exact replay of a contained config, for a whole RoundBatch at once.
 
 The same decisions as ``analysis.subtree.replay_subconfig`` (the readable reference; the property
-test tests/test_subtree_batch.py compares the two on random dumps), reduced to what ``recommend``
-needs: per round, decided or not, and the lower / upper bound of the accepted length (equal when
-decided). ``gammaThreshold`` is off and recorded early stops are inherited, as recommend does.
+tests tests/test_subtree_batch.py and tests/test_compare_batch.py compare the two on random dumps):
+per round, decided or not, the lower / upper bound of the accepted length (equal when decided),
+how the walk stopped, the draft steps run and, for an undecidable round, why (as codes; analysis.
+compare_batch spells them). Recorded early stops are inherited; ``gamma_threshold`` > 0 simulates
+the early stop as the reference does. Any config works, contained in the recording or not.
 
 Arrays have the round axis last. A level of the simulated tree is a padded ``[L, C]`` set of slots
 (``valid`` marks real nodes); children of level i's non-OUT nodes sit at ``k * W + r`` of level
@@ -25,18 +27,42 @@ from replay.vocab import PAD_TOKEN
 
 from replay.selection import FALLBACK_RANK_WEIGHT
 
+from .subtree import WHY_BEYOND, WHY_MAYBE, WHY_NONE, WHY_THRESHOLD, WHY_UNEXPANDED, WHY_WIDTH
+
 OUT, IN, MAYBE = 0, 1, 2
 CODE_PATH, CODE_RECORDED, CODE_FALLBACK = 0, 1, 2  # analysis.subtree.selection_rule's RULE_*, as codes
 CHUNK_ROUNDS = 16384
 
 
+# how the walk ended (analysis.subtree's SubOutcome.stop); why a round is undecidable: subtree.WHY_*
+STOP_CODE_LEAF, STOP_CODE_MISMATCH, STOP_CODE_NO_ROW, STOP_CODE_UNDECIDABLE = 0, 1, 2, 3
+NO_RANK = -1  # why_rank where the reason names no candidate
+
+
 @dataclass(frozen=True, eq=False)
 class SubOutcomes:
-    """Per round: whether the config's accepted length is decided, and its bounds."""
+    """Per round: whether the config's accepted length is decided, its bounds, and the rest of
+    analysis.subtree.SubOutcome that compare shows (bonus fields left out). The reason's depth is
+    ``lower`` (the walk's depth when it stopped)."""
 
     decided: np.ndarray  # [R] bool
     lower: np.ndarray  # [R] int64
     upper: np.ndarray  # [R] int64
+    stop: np.ndarray  # [R] int8 STOP_CODE_*
+    steps_lo: np.ndarray  # [R] int64 draft steps surely run
+    steps_hi: np.ndarray  # [R] int64 draft steps possibly run
+    why: np.ndarray  # [R] int8 WHY_*, WHY_NONE when decided
+    why_rank: np.ndarray  # [R] int64 the candidate's rank for WHY_BEYOND, else NO_RANK
+
+    @staticmethod
+    def empty(r: int) -> "SubOutcomes":
+        i64 = lambda: np.zeros(r, dtype=np.int64)  # noqa: E731
+        return SubOutcomes(np.zeros(r, dtype=bool), i64(), i64(), np.zeros(r, dtype=np.int8), i64(), i64(),
+                           np.zeros(r, dtype=np.int8), i64())
+
+    def put(self, at: slice, other: "SubOutcomes") -> None:
+        for name in self.__dataclass_fields__:
+            getattr(self, name)[at] = getattr(other, name)
 
 
 @dataclass(eq=False)
@@ -72,20 +98,22 @@ def selection_rules(batch: RoundBatch, res: BatchResult, shape: TreeShape) -> np
 
 
 def replay_contained(
-    batch: RoundBatch, res: BatchResult, expanded: list[np.ndarray], shape: TreeShape, sub: TreeConfig, recorded_gamma: int
+    batch: RoundBatch, res: BatchResult, expanded: list[np.ndarray], shape: TreeShape, sub: TreeConfig, recorded_gamma: int,
+    gamma_threshold: float = 0.0,
 ) -> SubOutcomes:
     """``sub`` replayed on every round of ``batch`` (all of recorded ``shape``; ``expanded``: per step
     [h_i, R] the recorded selection, replay.batch.expanded_nodes). Rounds with ``res.error != 0``
     get meaningless values."""
-    return replay_contained_many(batch, res, expanded, shape, [sub], recorded_gamma)[0]
+    return replay_contained_many(batch, res, expanded, shape, [sub], recorded_gamma, gamma_threshold)[0]
 
 
 def replay_contained_many(
-    batch: RoundBatch, res: BatchResult, expanded: list[np.ndarray], shape: TreeShape, subs: list[TreeConfig], recorded_gamma: int
+    batch: RoundBatch, res: BatchResult, expanded: list[np.ndarray], shape: TreeShape, subs: list[TreeConfig], recorded_gamma: int,
+    gamma_threshold: float = 0.0,
 ) -> list[SubOutcomes]:
     """replay_contained for several configs, reading each chunk of the recording once."""
     r = len(batch)
-    outs = [SubOutcomes(np.zeros(r, dtype=bool), np.zeros(r, dtype=np.int64), np.zeros(r, dtype=np.int64)) for _ in subs]
+    outs = [SubOutcomes.empty(r) for _ in subs]
     rules = selection_rules(batch, res, shape)
     steps = shape.num_steps
     for lo in range(0, r, CHUNK_ROUNDS):
@@ -93,8 +121,7 @@ def replay_contained_many(
         rec = _Recorded(batch, res, expanded, shape, lo, hi, rules[lo:hi])
         for sub, out in zip(subs, outs):
             cap = min(sub.gamma, steps) if steps < recorded_gamma else sub.gamma
-            d, lower, upper = _simulate(rec, sub, cap)
-            out.decided[lo:hi], out.lower[lo:hi], out.upper[lo:hi] = d, lower, upper
+            out.put(slice(lo, hi), _simulate(rec, sub, cap, float(gamma_threshold)))
     return outs
 
 
@@ -282,7 +309,44 @@ def _select(lvl: _Level, heads: int) -> None:
     lvl.status, lvl.slot_lo, lvl.slot_hi = status, slot_lo, slot_hi
 
 
-def _simulate(rec: _Recorded, sub: TreeConfig, cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _threshold_verdicts(rec: _Recorded, lvl: _Level, depth: int, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """([C] go, [C] stop) after the step drafting level ``depth`` (analysis.subtree._threshold_stop):
+    go when a surely selected node's top-1 draft probability reaches the threshold, stop when every
+    drafted node's is known and below it, neither when unknown."""
+    drafted = lvl.valid & (lvl.status != OUT)
+    row = np.broadcast_to(lvl.row, drafted.shape)
+    if depth >= rec.steps or rec.logp[depth] is None:  # the recording drafted no such step / no scores
+        lp = np.full(drafted.shape, np.nan)
+    else:
+        lp = rec.take(rec.logp, depth, np.where(drafted, row, -1), np.zeros_like(row), np.nan)
+    known = np.isfinite(lp)
+    conf = np.exp(np.where(known, lp, 0.0))
+    go = (drafted & known & (conf >= threshold) & (lvl.status == IN) & lvl.sure).any(axis=0)
+    stop = (~drafted | (known & (conf < threshold))).all(axis=0)
+    return go, stop & ~go
+
+
+def _steps(rec: _Recorded, levels: list[_Level], cap: int, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """([C] steps surely run, [C] steps possibly run) under the gammaThreshold early stop, as
+    analysis.subtree.replay_subconfig's loop decides them step by step."""
+    sure = np.full(rec.c, cap, dtype=np.int64)
+    most = np.full(rec.c, cap, dtype=np.int64)
+    if threshold <= 0:
+        return sure, most
+    going = np.ones(rec.c, dtype=bool)
+    for i in range(cap - 1):  # a stop after the last step changes nothing
+        go, stop = _threshold_verdicts(rec, levels[i], i, threshold)
+        stopped = going & stop
+        both = stopped & (sure == most)
+        sure = np.where(both, i + 1, sure)
+        most = np.where(stopped, i + 1, most)
+        unknown = going & ~go & ~stop & (sure == most)
+        sure = np.where(unknown, i + 1, sure)
+        going &= ~stopped
+    return sure, most
+
+
+def _simulate(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0) -> SubOutcomes:
     """Build the simulated levels 0..cap and walk greedy acceptance (analysis.subtree._walk)."""
     levels = [_root(rec)]
     kpos, widths = [], []
@@ -293,36 +357,42 @@ def _simulate(rec: _Recorded, sub: TreeConfig, cap: int) -> tuple[np.ndarray, np
         levels.append(child)
         kpos.append(kp)
         widths.append(big_w)
+    sure_steps, max_steps = _steps(rec, levels, cap, threshold)
     c = rec.c
     col = rec.col
-    decided = np.zeros(c, dtype=bool)
-    lower = np.zeros(c, dtype=np.int64)
-    upper = np.zeros(c, dtype=np.int64)
+    out = SubOutcomes.empty(c)
+    out.steps_lo[:], out.steps_hi[:] = sure_steps, max_steps
+    out.why_rank[:] = NO_RANK
     alive = np.ones(c, dtype=bool)
     cur = np.zeros(c, dtype=np.int64)
 
-    def finish(mask: np.ndarray, d: int, ok: bool) -> None:
+    def finish(mask: np.ndarray, d: int, stop: int, why: int = WHY_NONE, rank: np.ndarray | None = None) -> None:
         nonlocal alive
         mask = mask & alive
-        decided[mask] = ok
-        lower[mask] = d
-        upper[mask] = d if ok else cap
+        ok = stop != STOP_CODE_UNDECIDABLE
+        out.decided[mask] = ok
+        out.lower[mask] = d
+        out.upper[mask] = d if ok else max_steps[mask]
+        out.stop[mask] = stop
+        out.why[mask] = why
+        if rank is not None:
+            out.why_rank[mask] = rank[mask]
         alive = alive & ~mask
 
     for d in range(cap + 1):
-        if d == cap or not alive.any():
-            finish(alive, d, True)  # a leaf of the simulated tree
+        finish(d >= max_steps, d, STOP_CODE_LEAF)  # a leaf of the simulated tree
+        if not alive.any():
             break
         lvl = levels[d]
         at = lambda a: rec.gather(a, cur[None, :])[0] if a.shape[1] == c else a[cur, 0]  # noqa: E731
-        if d:
-            status = at(lvl.status)
-            finish(status == OUT, d, True)
-            finish(status == MAYBE, d, False)
+        status = at(lvl.status) if d else np.full(c, IN, dtype=np.int8)
+        finish(status == OUT, d, STOP_CODE_LEAF)
+        finish(d >= sure_steps, d, STOP_CODE_UNDECIDABLE, WHY_THRESHOLD)  # whether step d runs is unknown
+        finish(status == MAYBE, d, STOP_CODE_UNDECIDABLE, WHY_MAYBE)
         row = at(lvl.row)
-        finish(row < 0, d, False)  # expanded by the config, not by the recording
+        finish(row < 0, d, STOP_CODE_UNDECIDABLE, WHY_UNEXPANDED)  # expanded by the config, not by the recording
         t = rec.gather(rec.top1[d], row[None, :])[0] if d < rec.steps else np.full(c, PAD_TOKEN)
-        finish(t == PAD_TOKEN, d, True)  # no target row: the walk ends here
+        finish(t == PAD_TOKEN, d, STOP_CODE_NO_ROW)  # no target row: the walk ends here
         spec = sub.top_k_spec[d]
         wl, wh = _width_tables(spec)
         s_lo, s_hi = np.clip(at(lvl.slot_lo), 0, len(spec) - 1), np.clip(at(lvl.slot_hi), 0, len(spec) - 1)
@@ -334,8 +404,8 @@ def _simulate(rec: _Recorded, sub: TreeConfig, cap: int) -> tuple[np.ndarray, np
         within = np.arange(big_w)[:, None] < w_hi[None, :]
         hit = within & ((tok == PAD_TOKEN) | (tok == t[None, :]))
         first = np.argmax(hit, axis=0)
-        finish(~hit.any(axis=0), d, True)  # no child matches: the walk stops here
-        finish(tok[first, col] == PAD_TOKEN, d, False)  # a candidate beyond the recorded columns
-        finish(first >= w_lo, d, False)  # the kept width depends on an unknown slot
+        finish(~hit.any(axis=0), d, STOP_CODE_MISMATCH)  # no child matches: the walk stops here
+        finish(tok[first, col] == PAD_TOKEN, d, STOP_CODE_UNDECIDABLE, WHY_BEYOND, first)  # a candidate beyond the recorded columns
+        finish(first >= w_lo, d, STOP_CODE_UNDECIDABLE, WHY_WIDTH)  # the kept width depends on an unknown slot
         cur = np.where(alive, k * big_w + first, 0)
-    return decided, lower, upper
+    return out

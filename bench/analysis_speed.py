@@ -8,7 +8,12 @@ and build the round and node tables. Old path (still the reference): ``analysis.
 (replay_directory, round by round) + ``build_tables`` (tables from RoundResults). New path:
 ``analysis.runs.load_run`` (replay_run with analysis.batch_tables per batch). Also timed: the
 node-hit counting of ``stats`` (metrics.node_hit_frequency), per-round loop against the array form,
-and ``all_metrics`` on the new tables. Inputs: a packed run of the article's config
+and ``all_metrics`` on the new tables. ``compare`` (``--only compare`` runs just this part): the old
+command replayed the run round by round (load_reference) and each config on every RoundResult
+(analysis.compare.compare_configs); the new one re-reads the run in batches and replays every
+config on the arrays (analysis.compare_batch.compare_run); both frames are checked equal. Likewise
+the gamma strategies (gamma_strategies.simulate_strategies on RoundResults against
+compare_batch.simulate_run_strategies; equal results checked). Inputs: a packed run of the article's config
 [[6],[2,2],[1,1]]/[1,2,2] (replay.batch_synth, 5% early stops), a directory of half as many
 rounds (.npz files, replay.synth.write_synthetic_run) and the bundled
 sample_dumps/synthetic_article directory (300 rounds, .npz files). Both paths run in this
@@ -35,8 +40,14 @@ if __package__ in (None, ""):  # run as a script from a checkout without install
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from analysis.compare import compare_configs  # noqa: E402
+from analysis.compare_batch import compare_run, simulate_run_strategies  # noqa: E402
+from analysis.gamma_strategies import simulate_strategies  # noqa: E402
+from analysis.costmodel import CostModel  # noqa: E402
 from analysis.metrics import _hits_by_round, _hits_vectorised, _signature, all_metrics, static_shape  # noqa: E402
+from analysis.report import default_comparison_configs  # noqa: E402
 from analysis.runs import load_reference, load_run  # noqa: E402
+from analysis.subtree import contained_configs  # noqa: E402
 from analysis.tables import build_tables  # noqa: E402
 from replay.batch_synth import synth_run  # noqa: E402
 from replay.config import TreeConfig  # noqa: E402
@@ -79,6 +90,42 @@ def tables_new(path: str):
     return build_tables([load_run(path, "run", progress=False)])
 
 
+def compare_old(path: str, configs):
+    """What ``compare`` did: the run's RoundResults by the scalar replay, each config round by round."""
+    ref = load_reference(path, "run", progress=False)
+    return compare_configs(ref.results, ref.config, configs, CostModel.default())
+
+
+def compare_new(run, configs):
+    return compare_run(run, configs, CostModel.default())
+
+
+def compare_rows(inputs: dict[str, str], repeats: int) -> None:
+    print("\n| compare (after load_run) | old: scalar replay + subtree per round (s) | new: batch arrays (s) | old/new |\n|---|---|---|---|")
+    for name, (path, which) in inputs.items():
+        run = load_run(path, "run", progress=False)
+        configs = default_comparison_configs(run.config) if which == "default" else [run.config] + contained_configs(run.config)
+        for a, b in zip(compare_old(path, configs), compare_new(run, configs)):
+            pd.testing.assert_frame_equal(a, b, check_exact=True)
+        label = f"{name}, {len(configs)} configs ({'default' if which == 'default' else '--contained'})"
+        print(row(label, *interleaved(lambda: compare_old(path, configs), lambda: compare_new(run, configs), repeats)), flush=True)
+
+
+def strategies_old(path: str):
+    ref = load_reference(path, "run", progress=False)
+    return simulate_strategies(ref.results, ref.config, [0, 1, 2, 3, 4], CostModel.default(), 1, None, ref.config.gamma)
+
+
+def strategies_new(run):
+    return simulate_run_strategies(run, run.config, [0, 1, 2, 3, 4], CostModel.default(), 1, None)
+
+
+def strategies_row(name: str, path: str, repeats: int) -> None:
+    run = load_run(path, "run", progress=False)
+    assert strategies_old(path) == strategies_new(run)
+    print(row(f"{name}, gamma strategies 0-4", *interleaved(lambda: strategies_old(path), lambda: strategies_new(run), repeats)), flush=True)
+
+
 def canon_of(cfg: TreeConfig):
     shape = static_shape(cfg)
     slots = np.full(shape.num_nodes + 1, -1, dtype=np.int64)
@@ -92,6 +139,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=6000, help="rounds of the packed run (default 6000)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="600 rounds, 2 repeats")
+    ap.add_argument("--only", choices=["tables", "compare"], help="time only the tables (with node hits and metrics) or only compare")
     args = ap.parse_args()
     rounds, repeats = (600, 2) if args.quick else (args.rounds, args.repeats)
     print(f"python {platform.python_version()}, numpy {np.__version__}, pandas {pd.__version__}, {platform.machine()}")
@@ -105,6 +153,13 @@ def main() -> None:
         inputs = {f"packed run, {rounds} rounds": packed,
                   f"directory, {dir_rounds} rounds (.npz)": str(directory),
                   "directory, 300 rounds (sample_dumps/synthetic_article)": str(ROOT / "sample_dumps" / "synthetic_article")}
+        if args.only != "tables":
+            compare_rows({f"packed run, {rounds} rounds": (packed, "default"),
+                          "directory, 300 rounds (sample_dumps/synthetic_article)": (str(ROOT / "sample_dumps" / "synthetic_article"), "contained")},
+                         repeats)
+            strategies_row(f"packed run, {rounds} rounds", packed, repeats)
+        if args.only == "compare":
+            return
         print("\n| load + round and node tables | old: scalar replay + tables (s) | new: batch path (s) | old/new |\n|---|---|---|---|")
         for name, path in inputs.items():
             a, b = tables_old(path), tables_new(path)

@@ -46,7 +46,7 @@ _LAYER_MODULES = {
         replay.runs replay.render""",
     ANALYSIS: """analysis analysis.tables analysis.batch_tables analysis.definitions analysis.metrics analysis.plots
         analysis.treeplot analysis.example_round analysis.runs analysis.dask_tables
-        analysis.timings analysis.costmodel analysis.costsource analysis.compare
+        analysis.timings analysis.costmodel analysis.costsource analysis.compare analysis.compare_batch
         analysis.gamma_strategies analysis.subtree analysis.subtree_batch analysis.shape_counts analysis.shape_model
         analysis.shape_stats analysis.shape_dumps analysis.shape_paths analysis.shape_search analysis.recommend
         analysis.recommend_render

@@ -63,10 +63,10 @@ def run_compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from analysis import plots
-    from analysis.compare import compare_configs, compare_display, strategies_display, with_speed
+    from analysis.compare import compare_display, strategies_display, with_speed
+    from analysis.compare_batch import compare_run, simulate_run_strategies
     from analysis.costsource import cost_warning, run_cost
     from analysis.definitions import definitions_text
-    from analysis.gamma_strategies import simulate_strategies
     from analysis.timings import measured_speedup, read_timings
     from replay.progress import tqdm_progress
 
@@ -83,7 +83,7 @@ def run_compare(args: argparse.Namespace) -> int:
         configs = configs_from_args(args, run.config)
         update, close = tqdm_progress(f"compare {run.label}", progress_enabled(args.no_progress))
         try:
-            table, rounds = compare_configs(run.results, run.config, configs, cost, args.gamma_threshold, update)
+            table, rounds = compare_run(run, configs, cost, args.gamma_threshold, update)
         finally:
             close()
         table = with_speed(table, run.config, cost, measured[run.label])
@@ -93,8 +93,7 @@ def run_compare(args: argparse.Namespace) -> int:
         per_round.append(rounds)
         if args.gamma_strategies is not None:
             window = args.ema_window or int(run.replay.config.settings.get("emaWindow", 1) or 1)
-            sims = simulate_strategies(run.results, run.config, args.gamma_strategies or list(range(5)), cost, window,
-                                       args.gamma_threshold, run.config.gamma)
+            sims = simulate_run_strategies(run, run.config, args.gamma_strategies or list(range(5)), cost, window, args.gamma_threshold)
             st = pd.DataFrame([s.to_row(cost) for s in sims])
             st.insert(0, "run", run.label)
             strategies.append(st)

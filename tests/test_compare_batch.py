@@ -1,0 +1,168 @@
+"""compare's outcomes from the batch arrays (analysis.compare_batch) equal the round-by-round
+reference (analysis.compare.compare_configs over analysis.subtree): the same summary table and the
+same per-round frame (decided, bounds, stop, steps, rule, reason), column for column, on the bundled
+samples, a packed run and random dumps; for the recorded config, contained ones and configs
+reaching past the recording (deeper, wider, more heads), with and without a gammaThreshold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from analysis.compare import compare_configs
+from analysis.compare_batch import compare_parts, compare_run, join_compare
+from analysis.costmodel import CostModel
+from analysis.runs import load_reference, load_run
+from analysis.subtree import contained_configs
+from replay.batch import batch_from_rounds, replay_batch
+from replay.batch_synth import synth_run
+from replay.config import TreeConfig
+from replay.packed import pack_batches
+from tests.test_batch_property import runs
+from tests.test_batch_tables import ARTICLE, SAMPLE_RUNS, SAMPLES, reference_results
+
+COST = CostModel(np.array([1.0, 17.0]), np.array([1.0, 2.6]), 0.1, "test")
+
+
+def beyond(cfg: TreeConfig) -> list[TreeConfig]:
+    """Configs the recording does not contain: one step deeper, every width + 1, one more head."""
+    spec = [list(r) for r in cfg.top_k_spec]
+    heads = list(cfg.top_head)
+    out = [
+        TreeConfig.from_lists(spec + [[2] * min(2, sum(spec[-1]))], heads + [min(2, sum(spec[-1]))]),
+        TreeConfig.from_lists([[w + 1 for w in r] for r in spec], heads),
+        TreeConfig.from_lists([[3], [1, 1], [2]], [1, 2, 1]),
+    ]
+    if len(spec) > 1 and heads[1] < spec[0][0]:
+        out.append(TreeConfig.from_lists([spec[0], spec[1] + [1]] + spec[2:], [1, heads[1] + 1] + heads[2:]))
+    return out
+
+
+def spread(cfg: TreeConfig) -> TreeConfig:
+    """The recorded shape with every slot after a step's first keeping one child: a node whose
+    selection slot is uncertain has an uncertain kept width (an undecidable reason of its own)."""
+    return TreeConfig.from_lists([[r[0]] + [1] * (len(r) - 1) for r in cfg.top_k_spec], cfg.top_head)
+
+
+def assert_same_compare(got: tuple[pd.DataFrame, pd.DataFrame], want: tuple[pd.DataFrame, pd.DataFrame]) -> None:
+    for g, w in zip(got, want):
+        assert list(g.columns) == list(w.columns)
+        assert [str(t) for t in g.dtypes] == [str(t) for t in w.dtypes]
+        pd.testing.assert_frame_equal(g, w, check_exact=True)
+
+
+def assert_same_run(path: Path, configs_of, thresholds=(None, 0.3)) -> pd.DataFrame:
+    fast = load_run(str(path), "r", progress=False)
+    ref = load_reference(str(path), "r", progress=False)
+    configs = configs_of(ref.config)
+    rounds = None
+    for thr in thresholds:
+        got = compare_run(fast, configs, COST, thr)
+        want = compare_configs(ref.results, ref.config, configs, COST, thr)
+        assert_same_compare(got, want)
+        rounds = want[1] if rounds is None else pd.concat([rounds, want[1]])
+    assert "_results" not in vars(fast.results)  # no round-by-round replay of the batch-loaded run
+    return rounds
+
+
+def some_configs(cfg: TreeConfig) -> list[TreeConfig]:
+    subs = contained_configs(cfg, limit=300)
+    return [cfg, spread(cfg)] + subs[:: max(1, len(subs) // 12)] + beyond(cfg)
+
+
+@pytest.mark.parametrize("name", SAMPLE_RUNS)
+def test_sample_compare_agrees(name):
+    rounds = assert_same_run(SAMPLES / name, some_configs)
+    assert len(rounds)
+
+
+def test_synthetic_article_compare_has_undecidable_rounds_and_bounds():
+    """Every contained config of the article tree, with a threshold: undecidable rounds of each
+    reason and ranges of steps occur, and both paths agree on them."""
+    rounds = assert_same_run(SAMPLES / "synthetic_article", lambda cfg: [cfg] + contained_configs(cfg) + beyond(cfg), (None, 0.5))
+    assert (~rounds["decided"]).sum() > 0 and (rounds["steps_lo"] < rounds["steps_hi"]).any()
+    assert rounds["reason"].str.contains("gammaThreshold").any() and rounds["reason"].str.contains("did not expand").any()
+
+
+def test_packed_run_compare_agrees(tmp_path):
+    """Several blocks, early stops (two shapes), rounds read back in run order."""
+    run = tmp_path / "run"
+    pack_batches(synth_run(ARTICLE, 700, seed=5, early_stop_rate=0.2), run, block_rounds=128,
+                 manifest={"config": ARTICLE.to_json(), "layout": "all"})
+    assert_same_run(run, some_configs)
+
+
+def test_reference_loaded_run_uses_the_reference():
+    ref = load_reference(str(SAMPLES / "article_round"), "r", progress=False)
+    assert_same_compare(compare_run(ref, [ref.config], COST), compare_configs(ref.results, ref.config, [ref.config], COST))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(runs(), st.randoms(use_true_random=False), st.sampled_from([None, 0.0, 0.3, 0.6, 1.0]))
+def test_random_run_compare_agrees(case, rnd, threshold):
+    """Random configs (static and dynamic), scores or not, parents or not, layouts, defects."""
+    cfg, rounds = case
+    subs = contained_configs(cfg, limit=400)
+    configs = [cfg, spread(cfg)] + rnd.sample(subs, min(4, len(subs))) + rnd.sample(beyond(cfg), 2)
+    parts = []
+    for batch in batch_from_rounds(rounds):
+        parts += compare_parts(batch, replay_batch(batch, cfg, workers=1), cfg, configs, threshold or 0.0)
+    results = reference_results(cfg, rounds)
+    got = join_compare(parts, cfg, configs, COST, threshold)
+    if not results:
+        assert not parts and len(got[1]) == 0
+        return
+    assert_same_compare(got, compare_configs(results, cfg, configs, COST, threshold))
+
+
+def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
+    """``specreplay compare`` on a packed run: no scalar replay of the run happens (the reference
+    loader is made to fail), and its per-round CSV is the reference's frame."""
+    import analysis.runs
+    from analysis.compare import parse_config_arg
+    from replay.cli import main
+
+    run = tmp_path / "run"
+    pack_batches(synth_run(ARTICLE, 300, seed=3, early_stop_rate=0.1), run, block_rounds=64,
+                 manifest={"config": ARTICLE.to_json(), "layout": "all"})
+    texts = ["[3]|[1,1]|[1,1]", "[6]|[2,2]|[1,1]|[2]"]
+    ref = load_reference(str(run), "run", progress=False)
+
+    def no_scalar_replay(*args, **kwargs):
+        raise AssertionError("compare replayed the run round by round")
+
+    per_round = tmp_path / "rounds.csv"
+    monkeypatch.setattr(analysis.runs, "load_reference", no_scalar_replay)
+    assert main(["compare", str(run), "--configs", *texts, "--gamma-threshold", "0.4", "--csv", "--no-progress",
+                 "--per-round", str(per_round)]) == 0
+    monkeypatch.undo()
+    configs = [ref.config] + [c for t in texts for c in parse_config_arg(t)]
+    _, want = compare_configs(ref.results, ref.config, configs, COST, 0.4)
+    got = pd.read_csv(per_round, keep_default_na=False)
+    assert len(got) == 3 * len(ref.results) and (got["run"] == "run").all()
+    pd.testing.assert_frame_equal(got.drop(columns=["run"]), want, check_exact=True)
+
+
+@pytest.mark.parametrize("name", ["synthetic_article", "qwen2.5-coder/deep", "packed"])
+def test_gamma_strategies_from_the_batch_arrays_agree(name, tmp_path):
+    """Every strategy's result (bounds, undecidable rounds, trajectory) equals the reference's."""
+    from analysis.compare_batch import simulate_run_strategies
+    from analysis.gamma_strategies import simulate_strategies
+
+    path = SAMPLES / name
+    if name == "packed":
+        path = tmp_path / "run"
+        pack_batches(synth_run(ARTICLE, 400, seed=7, early_stop_rate=0.2), path, block_rounds=128,
+                     manifest={"config": ARTICLE.to_json(), "layout": "all"})
+    fast = load_run(str(path), "r", progress=False)
+    ref = load_reference(str(path), "r", progress=False)
+    for threshold in (None, 0.5):
+        for window in (1, 4):
+            got = simulate_run_strategies(fast, fast.config, [0, 1, 2, 3, 4], COST, window, threshold)
+            want = simulate_strategies(ref.results, ref.config, [0, 1, 2, 3, 4], COST, window, threshold, ref.config.gamma)
+            assert got == want
+    assert "_results" not in vars(fast.results)
