@@ -29,7 +29,7 @@ def test_progress_goes_to_stderr_and_no_progress_silences_it(packed, capsys):
         recommend_runs([packed], budget=6, bootstrap=10, progress=stage)
     err = capsys.readouterr().err
     assert "recommend: statistics 1/1" in err and "recommend: exact replay" in err
-    assert main(["recommend", packed, "--budget", "6", "--bootstrap", "10", "--no-progress"]) in (0, 1)
+    assert main(["recommend", packed, "--budget", "6", "--bootstrap", "10", "--no-progress"]) == 0
     captured = capsys.readouterr()
     assert "recommend:" not in captured.err and "top shapes by expected block efficiency" in captured.out
 
@@ -68,3 +68,16 @@ def test_refused_comparison_rows_are_not_judged(packed):
     assert row.predicted_be is None and row.refused and "depth 3" in row.refused
     assert row.measured is not None and row.agree is None
     assert row.to_json()["predicted_ci95"] is None
+
+
+@pytest.mark.parametrize("agree", [False, True])
+def test_a_disagreeing_prediction_is_a_warning_not_exit_1(packed, capsys, monkeypatch, agree):
+    """Exit 1 means skipped input in every command; a prediction the replay disproves is a finding
+    (agree = NO in the table) and a warning line, with exit 0 when no input was skipped."""
+    from analysis.recommend import ShapeCheck
+
+    monkeypatch.setattr(ShapeCheck, "agree", property(lambda self: agree))
+    code = main(["recommend", packed, "--budget", "6", "--bootstrap", "10", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert ("disagree with their prediction" in err) is (not agree)
