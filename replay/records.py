@@ -137,14 +137,15 @@ def write_batch_json_lines(result, out: IO[str]) -> int:
     ok = np.flatnonzero(result.ok)  # [R'] int64
     if not ok.size:
         return 0
-    templates, which, checked = _batch_templates(result, ok)
+    own_notes = _own_notes(result, ok)  # [R'] bool
+    templates, which, checked = _batch_templates(result, ok, own_notes)
     n = result.accepted_length[ok].astype(np.int64).tolist()
     tokens = result.accepted_tokens[:, ok].T.tolist()
     nodes = result.accepted_nodes[:, ok].T.tolist()
     keys_a, keys_b = result.keys[:, ok].tolist()
     roots = result.root_tokens[ok].tolist()
     bonuses = result.bonus_token[ok].tolist()
-    own_notes = _own_notes(result, ok).tolist()
+    own_notes = own_notes.tolist()
     block: list[str] = []
     for j in range(ok.shape[0]):
         k = n[j]
@@ -178,18 +179,17 @@ def _own_notes(result, ok):
     return np.isin(ok, np.fromiter(result.selection_notes, dtype=np.int64, count=len(result.selection_notes)))
 
 
-def _batch_templates(result, ok) -> tuple[list[str], list[int], set[int]]:
+def _batch_templates(result, ok, own) -> tuple[list[str], list[int], set[int]]:
     """(one str.format template per distinct code tuple, each ok round's template index, the
     positions in ``ok`` of each template's first round, whose line the caller checks).
 
-    ok: [R'] int64 the rounds written. A template holds a line with every column but _ROUND_VALUES
+    ok: [R'] int64 the rounds written; own: [R'] bool their _own_notes. A template holds a line with every column but _ROUND_VALUES
     filled in from round_json of its first round, and is checked on that round. The codes are
     everything round_json reads besides _ROUND_VALUES' arrays (notes: the selection column, the
     extra validate rows and the layout; a round with selection notes of its own formats its notes).
     """
     import numpy as np
 
-    own = _own_notes(result, ok)
     codes = np.concatenate((
         result.shape_index[ok][None], result.layout[ok][None], result.layout_stated[ok][None],
         result.selection[:, ok], result.bonus_kind[ok][None], result.stop[ok][None],
