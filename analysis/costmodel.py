@@ -110,6 +110,7 @@ class CostModel:
         """An option's value: inline JSON (it starts with '{') or a JSON file."""
         if not is_inline_json(text):
             return cls.load(text)
+
         def fail(message: str) -> SpecReplayError:
             return SpecReplayError(
                 f"{option} {shown(text)!r}: {message}; "
@@ -118,7 +119,7 @@ class CostModel:
 
         obj = parse_json_bytes(text.encode("utf-8", "surrogateescape"), fail)
         if not isinstance(obj, dict):
-            raise SpecReplayError(f"{option} {text!r}: expected a JSON object")
+            raise SpecReplayError(f"{option} {shown(text)!r}: expected a JSON object")
         return cls.from_json(obj, f"{option} inline JSON")
 
     @classmethod
