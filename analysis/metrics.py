@@ -212,6 +212,15 @@ def _signature(parents: np.ndarray, ranks: np.ndarray, slots: np.ndarray) -> lis
     return [(int(slots[parents[u]]), int(ranks[u])) for u in range(1, parents.shape[0])]
 
 
+def shape_signature(shape) -> list[tuple[int, int]]:
+    """_signature of a static Tree (static_shape): what a round's nodes must match to be counted
+    against that shape's nodes."""
+    slots = np.full(shape.num_nodes + 1, -1, dtype=np.int64)
+    for step in shape.expanded:
+        slots[step] = np.arange(step.shape[0])
+    return _signature(shape.parents, shape.ranks, slots)
+
+
 def _hits_by_round(grp: pd.DataFrame, canon: list[tuple[int, int]], n_nodes: int) -> tuple[np.ndarray, np.ndarray, int]:
     """(rounds with node u present [n] int64, with u on the path [n] int64, rounds of another
     shape): one round at a time, for node rows in any order."""
@@ -275,10 +284,7 @@ def node_hit_frequency(nodes: pd.DataFrame, rounds: pd.DataFrame, configs: dict)
     for run, grp in nodes.groupby("run", sort=False):
         cfg = configs[run]
         shape = static_shape(cfg)
-        slots = np.full(shape.num_nodes + 1, -1, dtype=np.int64)
-        for step in shape.expanded:
-            slots[step] = np.arange(step.shape[0])
-        canon = _signature(shape.parents, shape.ranks, slots)
+        canon = shape_signature(shape)
         names = shape.names()
         counted = _hits_vectorised(grp, canon)
         present, hits, other = counted if counted is not None else _hits_by_round(grp, canon, shape.num_nodes + 1)

@@ -44,7 +44,7 @@ from analysis.compare import compare_configs  # noqa: E402
 from analysis.compare_batch import compare_run, simulate_run_strategies  # noqa: E402
 from analysis.gamma_strategies import simulate_strategies  # noqa: E402
 from analysis.costmodel import CostModel  # noqa: E402
-from analysis.metrics import _hits_by_round, _hits_vectorised, _signature, all_metrics, static_shape  # noqa: E402
+from analysis.metrics import _hits_by_round, _hits_vectorised, shape_signature, all_metrics, static_shape  # noqa: E402
 from analysis.report import default_comparison_configs  # noqa: E402
 from analysis.runs import load_reference, load_run  # noqa: E402
 from analysis.subtree import contained_configs  # noqa: E402
@@ -128,10 +128,7 @@ def strategies_row(name: str, path: str, repeats: int) -> None:
 
 def canon_of(cfg: TreeConfig):
     shape = static_shape(cfg)
-    slots = np.full(shape.num_nodes + 1, -1, dtype=np.int64)
-    for step in shape.expanded:
-        slots[step] = np.arange(step.shape[0])
-    return _signature(shape.parents, shape.ranks, slots), shape.num_nodes + 1
+    return shape_signature(shape), shape.num_nodes + 1
 
 
 def main() -> None:

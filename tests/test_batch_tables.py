@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from analysis.batch_tables import batch_table_parts, join_parts
-from analysis.metrics import _hits_by_round, _hits_vectorised, _signature, node_hit_frequency, static_shape
+from analysis.metrics import _hits_by_round, _hits_vectorised, shape_signature, node_hit_frequency, static_shape
 from analysis.runs import load_reference, load_run
 from analysis.tables import build_tables, node_table, round_table
 from replay.batch import ERR_OK, batch_from_rounds, replay_batch
@@ -127,10 +127,7 @@ def test_random_run_tables_agree(case):
 
 def _canon(cfg: TreeConfig):
     shape = static_shape(cfg)
-    slots = np.full(shape.num_nodes + 1, -1, dtype=np.int64)
-    for step in shape.expanded:
-        slots[step] = np.arange(step.shape[0])
-    return _signature(shape.parents, shape.ranks, slots), shape.num_nodes + 1
+    return shape_signature(shape), shape.num_nodes + 1
 
 
 def test_node_hits_vectorised_counts_other_shapes_like_the_loop():
