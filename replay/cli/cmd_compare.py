@@ -63,7 +63,7 @@ def run_compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from analysis import plots
-    from analysis.compare import compare_display, strategies_display, with_speed
+    from analysis.compare import beyond_recorded_notes, compare_display, strategies_display, with_speed
     from analysis.compare_batch import compare_run, simulate_run_strategies
     from analysis.costsource import cost_warning, run_cost
     from analysis.definitions import definitions_text
@@ -86,6 +86,8 @@ def run_compare(args: argparse.Namespace) -> int:
             table, rounds = compare_run(run, configs, cost, args.gamma_threshold, update)
         finally:
             close()
+        for note in beyond_recorded_notes(table, configs, run.config, run.label):
+            print(f"specreplay: note: {note}", file=sys.stderr)
         table = with_speed(table, run.config, cost, measured[run.label])
         table.insert(0, "run", run.label)
         rounds.insert(0, "run", run.label)
