@@ -16,7 +16,7 @@ from replay.errors import SpecReplayError
 from replay.pathcheck import input_file_or_json, output_dir, output_file
 from replay.progress import progress_enabled
 
-from .cmd_analysis import add_runs_input, check_config_args, configs_from_args, cost_from_args, load_runs_from_args, option_configs, image_format_of, skipped_status
+from .cmd_analysis import add_runs_input, check_config_args, check_round_arg, check_round_replayed, configs_from_args, cost_from_args, load_runs_from_args, option_configs, image_format_of, skipped_status
 from .options import JSON_OBJECT_HELP, add_command, add_output, parse_key
 
 COMPARE_EPILOG = """\
@@ -165,7 +165,9 @@ def run_report(args: argparse.Namespace) -> int:
     decode = load_decoder(args.tokenizer) if args.tokenizer else None  # bad inputs fail before any work
     cost = cost_from_args(args)
     check_config_args(args)
+    check_round_arg(args)
     runs = load_runs_from_args(args)
+    check_round_replayed(runs, args)
     configs = None
     if option_configs(args):
         configs = configs_from_args(args, runs[0].config)
