@@ -103,7 +103,7 @@ def parse_round_key(text: str) -> Key:
 NEAREST_ROUNDS = 5  # rounds named when --round names one the dump does not have
 
 
-def no_such_round(key: Key, keys, where: str, skipped: Iterable["Skipped"] = ()) -> str:
+def no_such_round(key: Key, keys, where: str, skipped: Iterable[Skipped] = ()) -> str:
     """The one message of every command's ``--round KEY`` when ``where`` cannot replay round KEY.
 
     ``keys``: the rounds it can replay, (a, b) pairs or a [2, N] array; ``skipped``: its skip

@@ -120,10 +120,10 @@ def _missing_round(run: Run) -> DumpError:
     return RoundNotFoundError(run.path, run.no_such_round(run.options.only_round))
 
 
-def require_round(paths, key: Key, opts: ReplayOptions = ReplayOptions()) -> None:
+def require_round(paths, key: Key, opts: ReplayOptions | None = None) -> None:
     """RoundNotFoundError unless at least one of ``paths`` holds round ``key`` (plot and report draw
     it, side by side in the runs that have it): checked on the names, before anything is read."""
-    runs = [open_run(p, opts) for p in paths]
+    runs = [open_run(p, opts or ReplayOptions()) for p in paths]
     if not any(run.has_round(key) for run in runs):
         where = ", ".join(str(p) for p in paths)
         raise RoundNotFoundError(runs[0].path, runs[0].no_such_round(key, where))

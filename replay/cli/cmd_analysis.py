@@ -235,7 +235,6 @@ def run_stats(args: argparse.Namespace) -> int:
 
 def run_plot(args: argparse.Namespace) -> int:
     from analysis import plots, treeplot
-    from analysis.example_round import example_round
     from analysis.metrics import all_metrics, static_shape
     from analysis.tables import build_tables
 
