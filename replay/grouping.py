@@ -161,9 +161,15 @@ def _base_name(path: str) -> str:
     return path.rpartition(os.sep)[2]
 
 
+def is_side_file(name: str) -> bool:
+    """A file a dump directory may hold that is no matrix and is not listed (manifest.json,
+    notes, pictures, hidden files); any other name that is no dump file is listed as skipped."""
+    return name in SIDE_FILES or name.startswith(".") or PurePosixPath(name).suffix.lower() in SIDE_EXTS
+
+
 def _stray(name: str, path: str) -> list[Skipped]:
     """The skip entry of a file that is no dump matrix: none for side files and hidden files."""
-    if name in SIDE_FILES or name.startswith(".") or PurePosixPath(name).suffix.lower() in SIDE_EXTS:
+    if is_side_file(name):
         return []
     return [Skipped(printable(name), "name matches neither draft_step_I_A_B nor validate_A_B", (path,))]
 
