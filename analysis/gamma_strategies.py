@@ -39,7 +39,8 @@ STRATEGY_NAMES = {
     3: "force rise / stairway fall",
     4: "force rise / EMA fall",
 }
-_USES_EMA = (1, 4)
+USES_EMA = (1, 4)  # the strategies that read emaWindow
+_USES_EMA = USES_EMA
 
 
 def _round_half_up(x: float) -> int:
