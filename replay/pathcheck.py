@@ -78,29 +78,6 @@ def _try_making(d: Path, target: Path, kind: str) -> None:
         raise OutputPathError(f"{target}: {what}: {d} takes no new {kind} ({exc.strerror or exc})") from None
 
 
-def check_outside_inputs(outputs, dumps) -> None:
-    """Outputs must not turn into input: OutputPathError for an output that IS an input dump
-    directory, or a file written directly in one under a name its next read would list as skipped
-    (``rounds.csv`` in DUMP makes every later command on DUMP exit 1; a picture or .json is a side
-    file, fine). Only files directly in a dump directory are read, so a subdirectory is always safe.
-
-    outputs: (option, value, kind) of every output given; dumps: the DUMP paths of the command.
-    """
-    from .grouping import is_side_file
-
-    homes = {os.path.realpath(d): str(d) for d in dumps if os.path.isdir(d)}
-    for option, value, kind in outputs:
-        real = os.path.realpath(value)
-        if kind == DIRECTORY and real in homes:
-            raise OutputPathError(f"{option} {value}: is the input dump directory {homes[real]}; what is written there would be "
-                                  f"read as part of the dump next time: write into a subdirectory ({Path(homes[real]) / 'out'}) or elsewhere")
-        parent = os.path.dirname(real)
-        if kind == FILE and parent in homes and not is_side_file(os.path.basename(real)) and not writes_in_place(value):
-            raise OutputPathError(f"{option} {value}: is inside the input dump directory {homes[parent]}, whose next read would list "
-                                  f"it as a skipped file (exit 1): write it beside the dump or into a subdirectory "
-                                  f"({Path(homes[parent]) / 'out' / os.path.basename(real)})")
-
-
 def check_input_file(path: str | Path) -> Path:
     """``path`` if it is a readable file, else InputPathError."""
     p = Path(path)

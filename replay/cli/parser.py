@@ -11,8 +11,9 @@ import argparse
 import importlib
 import sys
 
+from ..pathcheck import DIRECTORY, FILE, output_dir, output_file
+from ..sources import check_outside_inputs
 from ..version import package_version
-from ..pathcheck import DIRECTORY, FILE, check_outside_inputs, output_dir, output_file
 from .options import DEBUG_ENV, DUMP, EXIT_ERROR, EXIT_OK, HelpFormatter
 
 COMMAND_MODULES = (
