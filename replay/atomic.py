@@ -3,7 +3,7 @@
 Every error names the path the user gave, never the temporary file beside it: an OSError of the
 temporary (a directory that refuses new files, a full disk) becomes OutputPathError naming the
 path. What is not a file to replace is written in place (``writes_in_place``): /dev/null,
-/dev/stdout, a FIFO. Renaming over them would replace a device node with a regular file.
+/dev/stdout, a FIFO. Renaming over /dev/null would replace the device node with a regular file.
 """
 
 from __future__ import annotations
@@ -18,13 +18,18 @@ from typing import Any, Iterator
 
 from .errors import OutputPathError
 
-IN_PLACE_ROOTS = ("/dev/", "/proc/")  # devices and open files (/dev/stdout, /proc/self/fd/1), never files to replace
+# Open files by another name (/dev/stdout, /dev/fd/1, /proc/self/fd/1): written into, never replaced,
+# even when they lead to a regular file (`> out.txt`): replacing it would cut off the shell's stdout.
+OPEN_FILE_NAMES = ("/dev/stdout", "/dev/stderr")
+OPEN_FILE_ROOTS = ("/dev/fd/", "/proc/")
 
 
 def writes_in_place(path: str | Path) -> bool:
-    """Whether ``path`` is written into rather than replaced: a path under /dev or /proc, or an
-    existing entry that is neither a regular file nor a directory (a device, a FIFO, a socket)."""
-    if os.path.abspath(path).startswith(IN_PLACE_ROOTS):
+    """Whether ``path`` is written into rather than replaced: an open file by another name
+    (OPEN_FILE_NAMES, OPEN_FILE_ROOTS), or an existing entry that is neither a regular file nor a
+    directory (a device such as /dev/null, a FIFO, a socket)."""
+    absolute = os.path.abspath(path)
+    if absolute in OPEN_FILE_NAMES or absolute.startswith(OPEN_FILE_ROOTS):
         return True
     try:
         mode = os.stat(path).st_mode  # follows symlinks: a link to /dev/null is /dev/null
