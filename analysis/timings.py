@@ -124,6 +124,11 @@ class MeasuredSpeedup:
                 f"{b.new_tokens} in {b.decode_s:.2f} s for the target alone; "
                 f"{END_TO_END_LABEL} {self.wall:.3f} ({how}the harness's speedup)")
 
+    def summary_lines(self) -> list[str]:
+        """The two lines ``generate`` prints (the same words as ``compare``)."""
+        spread = f" (median of {len(self.passes)} interleaved passes; min {min(self.passes):.3f}, max {max(self.passes):.3f})" if self.passes else ""
+        return [f"{END_TO_END_LABEL}: {self.wall:.3f}x{spread}", f"{DECODE_LABEL}: {self.decode:.3f}x"]
+
 
 @dataclass(frozen=True)
 class NotComparable:
@@ -144,6 +149,9 @@ class NotComparable:
 
     def describe(self) -> str:
         return f"measured speedup: not comparable: {self.reason}"
+
+    def summary_lines(self) -> list[str]:
+        return [self.describe()]
 
 
 Speedup = MeasuredSpeedup | NotComparable
