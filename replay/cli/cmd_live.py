@@ -67,7 +67,7 @@ def register(subparsers) -> None:
         "There is no --resume: a run's numbers (tokens/s, speedup) are measured in one process; "
         "`specreplay sweep` resumes per config",
     )
-    gen.add_argument("--baseline", action="store_true", help="also run target-only decoding: speedup, identical outputs")
+    gen.add_argument("--baseline", action="store_true", help="also run target-only decoding, interleaved: measured speedup (end to end and decode only), identical outputs")
     add_repeats_option(gen)
     add_no_progress(gen)
 
