@@ -187,8 +187,9 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
         warn = cost_warning(costs[run.label], run.label)
         if warn:
             add(f"<p class='note'>{_h(warn)}</p>")
-        if measured[run.label] is not None:
-            add(f"<p>{_h(run.label)}: {_h(measured[run.label].describe())}.</p>")
+        speedup = measured[run.label]
+        if speedup is not None:
+            add(f"<p>{_h(run.label)}: {_h(speedup.describe())}.</p>")
         for w in suspicious[run.label]:
             add(f"<p class='note'>{_h(w)}</p>")
 

@@ -177,6 +177,7 @@ def manifest_round_warnings(run: LabelledRun) -> list[str]:
     if not differ:
         return []
     more = f"; {len(differ) - ROUNDS_NAMED} more" if len(differ) > ROUNDS_NAMED else ""
-    return [f"WARNING: {run.label}: {len(differ)} of {n} round(s) replay differently from what {manifest.path or 'manifest.json'} "
+    line = (f"WARNING: {run.label}: {len(differ)} of {n} round(s) replay differently from what {manifest.path or 'manifest.json'} "
             f"records ({'; '.join(differ[:ROUNDS_NAMED])}{more}); the numbers from this dump are probably wrong: are the files "
-            "from another run, or is --layout or --step0-offset wrong?"]
+            "from another run, or is --layout or --step0-offset wrong?")
+    return [line]

@@ -125,7 +125,7 @@ def test_an_old_manifest_without_interleaved_timing_is_not_comparable(capsys, tm
     assert code == 0, err
     assert "measured speedup: not comparable: the target-only baseline was not timed together" in out
     assert "totals.timing is null" in out and "generate --baseline" in out
-    recorded = [line for line in out.splitlines() if line.strip().startswith("[6]|[2,2]|[1,1]")][0]
+    recorded = next(line for line in out.splitlines() if line.strip().startswith("[6]|[2,2]|[1,1]"))
     assert recorded.rstrip().endswith("not comparable") and "0.778" not in out  # no number, measured or not
     assert "Traceback" not in err
     code, out, err = run(capsys, "compare", dump, "--json", "--no-progress")
@@ -154,7 +154,7 @@ def test_report_and_api_say_not_comparable_with_the_reason(capsys, tmp_path):
     from analysis import api
 
     old = timed_article(tmp_path / "old", timing=None)
-    code, out, err = run(capsys, "report", old, "-o", tmp_path / "rep", "--no-tables", "--no-progress")
+    code, _, err = run(capsys, "report", old, "-o", tmp_path / "rep", "--no-tables", "--no-progress")
     assert code == 0 and "Traceback" not in err, err
     page = (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
     speed = page[page.index("<h2>Speedup"):page.index("<h2>Accepted length")]
@@ -241,8 +241,8 @@ def test_generate_and_compare_give_the_same_speedups_under_the_same_names(capsys
     assert code == 0, err
     import re
 
-    wall = re.search(r"^measured speedup \(end to end, prefill included\): (\d+\.\d{3})x", out, re.M)
-    decode = re.search(r"^measured speedup \(decode only, prefill excluded\): (\d+\.\d{3})x", out, re.M)
+    wall = re.search(r"^measured speedup \(end to end, prefill included\): (\d+\.\d{3})x", out, re.MULTILINE)
+    decode = re.search(r"^measured speedup \(decode only, prefill excluded\): (\d+\.\d{3})x", out, re.MULTILINE)
     assert wall and decode, out
     assert "\nspeedup:" not in out  # no bare "speedup" that could be either
     totals = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))["totals"]

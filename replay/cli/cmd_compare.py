@@ -71,7 +71,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from analysis.compare_batch import compare_run, simulate_run_strategies
     from analysis.costsource import cost_warning, run_cost
     from analysis.definitions import definitions_text
-    from analysis.timings import read_timings, speedup_warnings, measured_speedup
+    from analysis.timings import measured_speedup, read_timings, speedup_warnings
     from replay.progress import tqdm_progress
 
     plot_format = image_format_of(args.plot) if args.plot else None
@@ -146,8 +146,9 @@ def run_compare(args: argparse.Namespace) -> int:
             print(f"  cost model: {costs[run].source} {json.dumps(costs[run].to_json())}")
             if cost_warning(costs[run], run):
                 print(f"  {cost_warning(costs[run], run)}")
-            if measured[run] is not None:
-                print(f"  {measured[run].describe()}")
+            speed = measured[run]
+            if speed is not None:
+                print(f"  {speed.describe()}")
             print(shown.to_string(index=False) + "\n")
         if strategies:
             st = strategies_display(pd.concat(strategies, ignore_index=True))
