@@ -112,8 +112,8 @@ class StrategyResult:
             "mean_accepted_length_hi": ma[1],
             "engine_block_efficiency_lo": ma[0] + 1,
             "engine_block_efficiency_hi": ma[1] + 1,
-            "speedup_lo": sp[0],
-            "speedup_hi": sp[1],
+            "modelled_speedup_lo": sp[0],
+            "modelled_speedup_hi": sp[1],
         }
 
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from .run import BaselineComparison, RunSummary
 from .timing import Timing
 
 
-def format_summary(summary: RunSummary, comparison: BaselineComparison | None = None, timing: Timing | None = None) -> str:
+def format_summary(summary: RunSummary, comparison: BaselineComparison | None = None, timing: Timing | None = None,
+                   speedup_lines: Sequence[str] | None = None) -> str:
+    """``speedup_lines`` (the CLI passes analysis.timings' lines, the words and numbers ``compare``
+    shows for the same manifest) replace the one end-to-end speedup line."""
     lines = [
         f"sequences:              {summary.sequences}",
         f"new tokens:             {summary.new_tokens}",
@@ -23,7 +28,8 @@ def format_summary(summary: RunSummary, comparison: BaselineComparison | None = 
         lines += [
             f"baseline tokens/s:      {base.tokens_per_s:.2f}{_range(base.tokens_per_s_min, base.tokens_per_s_max, base.timed_passes, '.2f')}"
             f" (target-only, {base.rounds} forwards)",
-            f"speedup:                {comparison.speedup:.3f}x{_range(comparison.speedup_min, comparison.speedup_max, summary.timed_passes, '.3f')}",
+            *(speedup_lines if speedup_lines is not None else
+              [f"speedup (end to end):   {comparison.speedup:.3f}x{_range(comparison.speedup_min, comparison.speedup_max, summary.timed_passes, '.3f')}"]),
             f"outputs identical:      {same}",
         ]
     if timing is not None:
