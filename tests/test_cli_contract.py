@@ -427,22 +427,20 @@ def test_atomic_write_errors_name_the_users_path(tmp_path):
     target = tmp_path / "r.csv"
     for raised in (OSError(28, "No space left on device"),  # a failed write names no file
                    FileNotFoundError(2, "No such file or directory", None)):
-        with pytest.raises(OutputPathError) as info:
-            with atomic_path(target) as tmp:
-                raised.filename = str(tmp) if isinstance(raised, FileNotFoundError) else None
-                raise raised
+        with pytest.raises(OutputPathError) as info, atomic_path(target) as tmp:
+            raised.filename = str(tmp) if isinstance(raised, FileNotFoundError) else None
+            raise raised
         assert str(info.value) == f"{target}: cannot be written: {raised.strerror}"
         assert os.listdir(tmp_path) == []  # no temporary left behind
-    with pytest.raises(OSError) as info:  # an error about another file is not ours to rename
-        with atomic_path(target):
-            open(tmp_path / "missing-input")
+    with pytest.raises(OSError) as info, atomic_path(target):  # an error about another file is not ours to rename
+        (tmp_path / "missing-input").read_text()
     assert not isinstance(info.value, OutputPathError) and info.value.filename == str(tmp_path / "missing-input")
 
 
 def test_a_full_device_is_one_line_naming_it(capsys):
     """/dev/full: every write fails with ENOSPC, as a full disk does. Written in place (renaming a
     temporary over it would replace the device node), and the error names /dev/full."""
-    code, out, err = call(capsys, ["compare", str(ARTICLE), "--per-round", "/dev/full", "--no-progress"])
+    code, _, err = call(capsys, ["compare", str(ARTICLE), "--per-round", "/dev/full", "--no-progress"])
     assert_one_line_error(code, err, "specreplay: error: /dev/full: cannot be written: No space left on device")
     assert os.path.exists("/dev/full") and not os.path.isfile("/dev/full")
 

@@ -396,7 +396,7 @@ def test_a_round_with_a_missing_file_says_what_is_missing(capsys, tmp_path):
     dump = article_by_hand(tmp_path / "mine")
     (dump / "draft_step_1_124_140").unlink()
     code, out, err = run(capsys, "replay", dump, "--round", "124_140")
-    assert code == 2
+    assert code == 2 and out == ""
     assert_told(err, "--round 124_140: that round in", "cannot be replayed", "missing draft_step_1_124_140")
 
 
