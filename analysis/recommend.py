@@ -22,9 +22,10 @@ from replay.errors import SpecReplayError
 from replay.replayer import DirectoryReplay, ReplayOptions, RoundResult
 
 from .costmodel import CostModel
+from .intervals import Z95
 from .shape_dumps import DumpInput, Measured, Progress, dump_from_replay, mean_se, scan_run, subtree_measure  # noqa: F401  (re-exported)
 from .shape_counts import merge_stats
-from .shape_model import DEFAULT_MIN_COUNT, Z95, Bootstrap, RankPath, ShapeModel, model_from_stats, path_values
+from .shape_model import DEFAULT_MIN_COUNT, Bootstrap, RankPath, ShapeModel, model_from_stats, path_values
 from .shape_model import bootstrap as bootstrap_model
 from .shape_paths import Shape, engine_paths, expected_accepted
 from .shape_search import DEFAULT_STATE_LIMIT, SearchResult, best_configs, search_shapes

@@ -16,8 +16,9 @@ import numpy as np
 
 from replay.config import TreeConfig, grid_item
 
+from .intervals import wilson
 from .recommend import Recommendation, ShapeCheck, depth_table
-from .shape_model import ShapeModel, wilson
+from .shape_model import ShapeModel
 from .shape_paths import Shape, render_shape
 
 
