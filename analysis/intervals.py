@@ -25,7 +25,7 @@ def wilson(k, n) -> tuple[np.ndarray, np.ndarray]:
     """
     k = np.asarray(k, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
-    safe = np.maximum(n, 1e-300)
+    safe = np.where(n > 0, n, 1.0)  # n == 0 is answered below; any divisor keeps the arithmetic finite
     ph = k / safe
     z2 = Z95**2
     den = 1 + z2 / safe
