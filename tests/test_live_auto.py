@@ -120,7 +120,7 @@ def test_sweep_prints_predicted_beside_measured(live_qwen_pair, tmp_path, capsys
     assert main(["sweep", "--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl"),
                  "--grid", "1,1;2;4,1x1", "--max-new-tokens", "8", "--repeats", "1", "--out", str(sweep)]) == 0
     out = capsys.readouterr().out
-    assert "predicted vs measured speedup (acceptance: exact replay on 4_1x1's rounds" in out
+    assert "predicted vs measured speedup (acceptance: exact replay on the rounds of [4]|[1,1];" in out
     import pandas as pd
 
     table = pd.read_csv(sweep / "results.csv")
