@@ -44,8 +44,8 @@ def model_lines(model: ShapeModel, extrapolate: bool = False, ranks: int = 4) ->
     Model row d (the parent at level d, docs/shape-search.md's p[d, q, r]) is printed as depth d + 1:
     the draft token it accepts, the numbering of ``stats`` (replay.vocab.DEPTH_RULE)."""
     lines = [f"  acceptance by depth ({DEPTH_RULE}):",
-             "  visits = rounds whose path reached depth d − 1 at an expanded node with a target row; "
-             "r<k> = share of them whose d-th token is the draft's rank-k candidate [95% Wilson interval]"]
+             ("  visits = rounds whose path reached depth d − 1 at an expanded node with a target row; "
+              "r<k> = share of them whose d-th token is the draft's rank-k candidate [95% Wilson interval]")]
     table = depth_table(model)
     for d in range(model.depths):
         why = _no_estimate(model, d, extrapolate) if model.extrapolated[d] else ""

@@ -277,7 +277,11 @@ def read_json(path_or_buffer):
 
     import pandas as pd
 
-    text = path_or_buffer.read() if hasattr(path_or_buffer, "read") else open(path_or_buffer, encoding="utf-8").read()
+    if hasattr(path_or_buffer, "read"):
+        text = path_or_buffer.read()
+    else:
+        with open(path_or_buffer, encoding="utf-8") as f:
+            text = f.read()
     lines = not text.lstrip().startswith("[")
     return normalize_frame(pd.read_json(io.StringIO(text), lines=lines, dtype=JSON_DTYPES))
 

@@ -164,8 +164,8 @@ def test_output_schema_md_names_the_values_the_data_uses(capsys):
             for c in words:
                 if obj[c] is not None:
                     seen[c].update(obj[c].split("+") if c == "selection" else [obj[c]])
-    for c in words:
-        assert seen[c] <= words[c], c
+    for c, named in words.items():
+        assert seen[c] <= named, c
     assert vocab.SELECT_PATH_PROB in seen["selection"]  # a scored sample: the word users filter on
 
 

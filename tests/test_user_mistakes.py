@@ -593,7 +593,7 @@ def test_report_summary_has_no_stray_metric_row(two_run_report):
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     summary = html.split("<h2>Summary</h2>", 1)[1].split("</table>", 1)[0]
     head = summary.split("<thead>", 1)[1].split("</thead>", 1)[0]
-    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", head, re.S)
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", head, re.DOTALL)
     assert len(rows) == 1, head  # one header row: metric, then one column per run
     assert re.findall(r"<th>(.*?)</th>", rows[0]) == ["metric", "first", "second"]
 
@@ -675,8 +675,9 @@ def test_sweep_prints_each_config_in_one_spelling(capsys, tmp_path):
     """The table said 4_1x1 and the prediction lines [4]|[1,1]: one output, two spellings."""
     import re
 
-    from tests.live_fixtures import make_pair  # skips without the live extras
+    pytest.importorskip("torch", reason="needs torch (the live extras): pip install 'specreplay[live]'")
     from replay.live.tiny import build_word_tokenizer, save_hf_dir
+    from tests.live_fixtures import make_pair
 
     draft, target = make_pair("qwen2")
     d = tmp_path / "models"
