@@ -15,8 +15,9 @@ from replay.config import TreeConfig
 from replay.rebuild import rebuild_tree
 from replay.rounds import Round
 from replay.tree import Tree
-from replay.vocab import PAD_TOKEN, STOP_MISMATCH, STOP_NO_ROW
+from replay.vocab import DEPTH_RULE, PAD_TOKEN, STOP_MISMATCH, STOP_NO_ROW
 
+from .intervals import wilson
 from .tables import IN_BEYOND, IN_KEPT, IN_NO_ROW, IN_NOWHERE, IN_UNEXPANDED
 
 
@@ -78,6 +79,10 @@ def depth_acceptance(rounds: pd.DataFrame) -> pd.DataFrame:
     conditional_when_expanded_d = #{r : L_r >= d} / attempts_d, where attempts_d counts rounds
         whose path reached depth d-1 at a node that had children (a leaf at d-1 is no attempt).
     per_position_acceptance_rate_d = Π_{k<=d} conditional_k.
+
+    Depth d is the d-th draft token (1 = the root's children; DESIGN.md's level d). Each rate has
+    its 95% Wilson interval (analysis.intervals) in ``RATE_ci95_lo`` / ``RATE_ci95_hi``; its n is
+    the rate's denominator column (DEPTH_RATE_N): a 0.667 from 3 rounds shows as [0.208, 0.939].
     """
     _require(rounds, ("run", "accepted_length", "stop", "num_steps"), "rounds")
     rows = []
@@ -105,7 +110,31 @@ def depth_acceptance(rounds: pd.DataFrame) -> pd.DataFrame:
             )
     cols = ["run", "depth", "rounds", "reached_prev", "attempts", "reached", "conditional", "per_position_acceptance_rate",
             "conditional_when_expanded"]
-    return pd.DataFrame(rows, columns=cols)
+    out = pd.DataFrame(rows, columns=cols)
+    for rate, n in DEPTH_RATE_N.items():
+        lo, hi = wilson(out["reached"].to_numpy(dtype=np.float64), out[n].to_numpy(dtype=np.float64))
+        nan = out[n].to_numpy() == 0  # no trial: the rate is NaN, so is its interval
+        out.insert(out.columns.get_loc(rate) + 1, f"{rate}_ci95_lo", np.where(nan, np.nan, lo))
+        out.insert(out.columns.get_loc(rate) + 2, f"{rate}_ci95_hi", np.where(nan, np.nan, hi))
+    return out
+
+
+# Each per-depth rate's denominator: the n of its Wilson interval (the numerator is ``reached``).
+DEPTH_RATE_N = {"conditional": "reached_prev", "per_position_acceptance_rate": "rounds", "conditional_when_expanded": "attempts"}
+DEPTH_HEADER = f"{DEPTH_RULE}; each rate [95% Wilson interval] n = its denominator"
+
+
+def depth_display(depth: pd.DataFrame) -> pd.DataFrame:
+    """The depth table as people read it: each rate one cell ``0.667 [0.208,0.939] n=3``.
+
+    For the text of ``stats`` and the report; files and JSON keep the separate columns."""
+    out = depth.drop(columns=[c for c in depth.columns if c.endswith(("_ci95_lo", "_ci95_hi"))])
+    for rate, n in DEPTH_RATE_N.items():
+        out[rate] = [
+            "–" if k == 0 else f"{p:.4f} [{lo:.4f},{hi:.4f}] n={k}"
+            for p, lo, hi, k in zip(depth[rate], depth[f"{rate}_ci95_lo"], depth[f"{rate}_ci95_hi"], depth[n])
+        ]
+    return out
 
 
 def _path_attempts(nodes: pd.DataFrame) -> pd.DataFrame:

@@ -29,7 +29,7 @@ from .costsource import cost_warning, run_cost
 from .definitions import DEFINITIONS, SUMMARY_NAMES, definitions_rows, label
 from .example_round import example_round
 from .gamma_strategies import STRATEGY_NAMES
-from .metrics import all_metrics, static_shape
+from .metrics import DEPTH_HEADER, all_metrics, depth_display, static_shape
 from .recommend import recommend, recommend_runs
 from .recommend_render import recommend_section
 from .runs import LabelledRun
@@ -169,7 +169,7 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
     if len(runs) > 1:
         side = runs_side_by_side(tables.rounds)
         out_tables["runs_side_by_side"] = side.reset_index()
-        add(_table_html(side, index=True))
+        add(_table_html(side.reset_index()))  # the index's name would be a header row of its own, empty but for "metric"
     else:
         add(_table_html(metrics["summary"]))
     add("<details><summary>what the summary rows mean</summary>" + _table_html(pd.DataFrame(definitions_rows(SUMMARY_NAMES))) + "</details>")
@@ -200,8 +200,10 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
 
     add("<h2>Per-depth acceptance</h2>")
     add(_figure_html(plots.plot_depth_acceptance(metrics["depth_acceptance"]),
-                     "Conditional P(L ≥ d | L ≥ d−1) and per-position acceptance rate P(L ≥ d) (vLLM's name) per depth; dashes: conditional when the node had children.", fmt))
-    add(_table_html(metrics["depth_acceptance"]))
+                     "Conditional P(L ≥ d | L ≥ d−1) and per-position acceptance rate P(L ≥ d) (vLLM's name) per depth; "
+                     "whiskers: 95% Wilson interval over n rounds (written above); dashes: conditional when the node had children.", fmt))
+    add(f"<p>{_h(DEPTH_HEADER)}; tables/depth_acceptance.csv holds each bound as a column.</p>")
+    add(_table_html(depth_display(metrics["depth_acceptance"])))
     if len(runs) > 1:
         add(_figure_html(plots.plot_compare_runs(metrics["summary"], metrics["depth_acceptance"]), "Runs side by side.", fmt))
 

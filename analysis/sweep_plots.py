@@ -1,7 +1,8 @@
 """Plots of a tree-config sweep table (``specreplay sweep``'s results): what each tree buys.
 
-Columns used: ``name``, ``nodes``, ``block_efficiency``, ``tokens_per_s`` (and ``speedup`` when
-present). Offline side: matplotlib (Agg) and pandas only.
+Columns used: ``config`` (points are labelled with the canonical spelling the sweep prints; a
+table without it falls back to ``name``), ``nodes``, ``block_efficiency``, ``tokens_per_s`` (and
+``speedup`` when present). Offline side: matplotlib (Agg) and pandas only.
 """
 
 from __future__ import annotations
@@ -63,9 +64,10 @@ def _scatter(ax, table: pd.DataFrame, x: str, y: str) -> None:
     the axes get margins, so no name runs off the figure."""
     ax.scatter(table[x], table[y], color="tab:blue")
     lo, hi = float(table[x].min()), float(table[x].max())
+    label = "config" if "config" in table.columns else "name"
     for _, row in table.iterrows():
         right = hi > lo and (row[x] - lo) / (hi - lo) > 0.6
-        ax.annotate(str(row["name"]), (row[x], row[y]), fontsize=7, xytext=(-4 if right else 4, 4), textcoords="offset points",
+        ax.annotate(str(row[label]), (row[x], row[y]), fontsize=7, xytext=(-4 if right else 4, 4), textcoords="offset points",
                     ha="right" if right else "left")
     ax.margins(x=0.08, y=0.12)
 

@@ -17,7 +17,7 @@ from analysis.compare import compare_configs, compare_display, speed_row, strate
 from analysis.costmodel import CostModel
 from analysis.costsource import run_cost
 from analysis.gamma_strategies import simulate_strategies
-from analysis.metrics import all_metrics, static_shape
+from analysis.metrics import all_metrics, depth_display, static_shape
 from analysis.runs import load_runs
 from analysis.tables import build_tables
 from analysis.timings import run_speedup
@@ -92,7 +92,7 @@ def main() -> None:
     print("\n## summary\n")
     print(markdown(m_both["summary"]))
     print("\n## depth acceptance (synthetic)\n")
-    print(markdown(m["depth_acceptance"].drop(columns=["run"])))
+    print(markdown(depth_display(m["depth_acceptance"]).drop(columns=["run"])))
     print("\n## hit outcome (synthetic)\n")
     print(markdown(m["hit_outcome"].drop(columns=["run"])))
     print(json.dumps(CPU_COST))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -131,6 +132,35 @@ def test_conditional_and_per_position_differ_hand(hand):
     assert d.loc[2, "attempts"] == 2 and d.loc[2, "conditional_when_expanded"] == pytest.approx(1 / 2)
     prod = d["conditional"].cumprod()
     assert prod.tolist() == pytest.approx(d["per_position_acceptance_rate"].tolist())
+
+
+# Wilson 95% bounds worked by hand: z = 1.959964, z² = 3.841459;
+#   k = 2, n = 3: den = 1 + z²/3 = 2.280486, centre = (2/3 + z²/6) / den = 0.573084,
+#                 half = z · sqrt((2/9)/3 + z²/36) / den = 0.365424  ->  [0.207660, 0.938508]
+#   k = 5, n = 10: centre 0.5, half = z · sqrt(0.025 + z²/400) / 1.384146 = 0.263407 -> [0.236593, 0.763407]
+#   k = 0, n = 10: centre = (z²/20) / 1.384146 = 0.138766 = half -> [0, 0.277533]
+#   k = 1, n = 1: centre = (1 + z²/2) / (1 + z²) = 0.603275, half = z · sqrt(z²/4) / (1 + z²) = 0.396725 -> [0.206549, 1]
+WILSON_BY_HAND = [(2, 3, 0.207660, 0.938508), (5, 10, 0.236593, 0.763407), (0, 10, 0.0, 0.277533), (1, 1, 0.206549, 1.0)]
+
+
+def test_wilson_interval_against_hand_computed_values():
+    from analysis.intervals import wilson
+
+    k, n, lo, hi = (np.array(c, dtype=float) for c in zip(*WILSON_BY_HAND))
+    got_lo, got_hi = wilson(k, n)
+    assert got_lo == pytest.approx(lo, abs=1e-6) and got_hi == pytest.approx(hi, abs=1e-6)
+    assert [float(v) for v in wilson(0, 0)] == [0.0, 1.0]  # no trial: nothing known
+
+
+def test_depth_acceptance_carries_wilson_intervals_over_its_denominators(hand):
+    from analysis.intervals import wilson
+
+    d = depth_acceptance(hand[0]).set_index("depth")
+    # depth 2: conditional 1/3 (reached_prev 3), per-position 1/4 (rounds 4), when expanded 1/2 (attempts 2)
+    for rate, n in (("conditional", 3), ("per_position_acceptance_rate", 4), ("conditional_when_expanded", 2)):
+        lo, hi = wilson(1, n)
+        assert d.loc[2, f"{rate}_ci95_lo"] == pytest.approx(float(lo)) and d.loc[2, f"{rate}_ci95_hi"] == pytest.approx(float(hi))
+        assert d.loc[2, f"{rate}_ci95_lo"] < d.loc[2, rate] < d.loc[2, f"{rate}_ci95_hi"]
 
 
 def test_rank_of_hit_hand(hand):

@@ -44,7 +44,7 @@ _LAYER_MODULES = {
     REPLAY: """replay.rebuild replay.replayer replay.batch replay.batch.codes replay.batch.shapes
         replay.batch.result replay.batch.frames replay.batch.kernel replay.batch.driver replay.batch_synth
         replay.runs replay.render""",
-    ANALYSIS: """analysis analysis.tables analysis.batch_tables analysis.definitions analysis.metrics analysis.plots
+    ANALYSIS: """analysis analysis.tables analysis.batch_tables analysis.definitions analysis.intervals analysis.metrics analysis.plots
         analysis.treeplot analysis.example_round analysis.runs analysis.dask_tables
         analysis.timings analysis.costmodel analysis.costsource analysis.compare analysis.compare_batch
         analysis.gamma_strategies analysis.subtree analysis.subtree_batch analysis.shape_counts analysis.shape_model

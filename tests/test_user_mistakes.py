@@ -462,3 +462,234 @@ def test_compare_options_that_contradict(capsys, options, told):
     assert code == 2 and out == ""
     assert_told(err, *told)
     assert len(err.strip().splitlines()) == 1
+# --- mistakes-polish: the smaller things a user noticed (issue 19, finding 12) -------------------
+# A chain [1]|[1] typed in by hand, three rounds: the target takes the draft's top-1 at both depths
+# (L = 2), at depth 1 only (L = 1), and the draft's rank 1 at the root (L = 0). So depth 1 is
+# accepted in 2 rounds of 3: 0.667, whose 95% Wilson interval, worked by hand in
+# tests/test_analysis_metrics.py (WILSON_BY_HAND), is [0.20766, 0.93851].
+
+HAND_067 = (0.6667, 0.2077, 0.9385)  # 2 of 3: rate, Wilson 95% low, high (4 decimals)
+
+
+def chain_by_hand(directory: Path, targets=((10, 20), (10, 99), (11, 5))) -> Path:
+    """A [1]|[1] chain, all layout (a row for R, A1 and B11), one round per (target at R, at A1)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_config(directory / "config.json", [[1], [1]], [1, 1])
+    for i, (at_root, at_a1) in enumerate(targets):
+        a, b = 200 + 8 * i, 216 + 8 * i
+        write_matrix(directory / f"draft_step_0_{a - 1}_{b - 1}", [[10, 11]])  # R's candidates: A1 = 10, (rank 1: 11)
+        write_matrix(directory / f"draft_step_1_{a}_{b}", [[20, 21]])  # A1's candidates: B11 = 20
+        write_matrix(directory / f"validate_{a}_{b}", [[at_root], [at_a1], [30]])
+    return directory
+
+
+def capture_figures(monkeypatch, name: str) -> list:
+    """Every Figure analysis.plots.NAME returns while a command runs (the drawn artists to inspect)."""
+    from analysis import plots
+
+    made, real = [], getattr(plots, name)
+    monkeypatch.setattr(plots, name, lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    return made
+
+
+def whiskers(ax) -> list[tuple[float, float, float]]:
+    """(x, low, high) of every vertical error bar drawn on ``ax``."""
+    from matplotlib.container import ErrorbarContainer
+
+    out = []
+    for c in ax.containers:
+        if isinstance(c, ErrorbarContainer):
+            for coll in c.lines[2]:
+                out += [(float(s[0][0]), float(s[0][1]), float(s[1][1])) for s in coll.get_segments()]
+    return out
+
+
+def test_recommend_numbers_depths_as_stats_does(capsys, tmp_path):
+    dump = chain_by_hand(tmp_path / "chain")
+    code, out, err = run(capsys, "stats", dump, "--json", "--no-progress")
+    assert code == 0 and "Traceback" not in err
+    depth = {row["depth"]: row for row in json.loads(out)["depth_acceptance"]}
+    assert sorted(depth) == [1, 2]  # depth 1 = the first draft token
+    code, out, err = run(capsys, "stats", dump, "--no-progress")
+    assert code == 0 and "== depth_acceptance (depth d = the d-th draft token: 1 = the root's children" in out
+    code, out, err = run(capsys, "recommend", dump, "--budget", "2", "--bootstrap", "5", "--no-progress")
+    assert code == 0, err
+    assert "acceptance by depth (depth d = the d-th draft token: 1 = the root's children" in out
+    assert "  depth 0:" not in out
+    # recommend's visits at depth d are stats's attempts at depth d (every node here has a target row)
+    assert f"  depth 1: {depth[1]['attempts']} visits; r0 0.667 [0.208,0.939]" in out
+    assert f"  depth 2: {depth[2]['attempts']} visits;" in out
+    assert "refused depths beyond 1: depth 2 has fewer than 30 visits" in out
+    code, out, err = run(capsys, "recommend", dump, "--budget", "2", "--bootstrap", "5", "--json", "--no-progress")
+    assert code == 0 and json.loads(out)["model"]["depths"] == [1, 2]
+
+
+def test_recommend_says_why_a_depth_has_no_estimate_and_how_to_get_one(capsys, tmp_path):
+    dump = chain_by_hand(tmp_path / "chain")  # depth 2: 2 visits, fewer than --min-count 30
+    code, out, err = run(capsys, "recommend", dump, "--budget", "2", "--bootstrap", "5", "--no-progress")
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("  depth 2:"))
+    assert "extrapolated" not in line  # --extrapolate was not given: nothing was extrapolated
+    assert "fewer than 30 visits (--min-count): no estimate, so the search stops at depth 1; " \
+           "--extrapolate would reuse depth 1's estimate" in line
+    code, out, err = run(capsys, "recommend", dump, "--budget", "2", "--bootstrap", "5", "--no-progress", "--extrapolate")
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("  depth 2:"))
+    assert "fewer than 30 visits (--min-count): --extrapolate uses depth 1's estimate here" in line
+    code, out, err = run(capsys, "recommend", dump, "--budget", "2", "--bootstrap", "5", "--no-progress", "--min-count", "2")
+    assert code == 0 and "no estimate" not in out and "--extrapolate uses" not in out  # enough visits: estimated
+
+
+def test_per_depth_acceptance_from_three_rounds_shows_its_interval_and_n(capsys, tmp_path, monkeypatch):
+    dump = chain_by_hand(tmp_path / "chain")
+    rate, lo, hi = HAND_067
+    code, out, err = run(capsys, "stats", dump, "--json", "--no-progress")
+    assert code == 0 and "Traceback" not in err
+    d1 = json.loads(out)["depth_acceptance"][0]
+    assert (d1["depth"], d1["rounds"], d1["reached"]) == (1, 3, 2)
+    assert round(d1["per_position_acceptance_rate"], 4) == rate
+    assert (round(d1["per_position_acceptance_rate_ci95_lo"], 4), round(d1["per_position_acceptance_rate_ci95_hi"], 4)) == (lo, hi)
+    code, out, err = run(capsys, "stats", dump, "--table", "depth_acceptance", "--csv", "--no-progress")
+    assert code == 0 and "conditional_ci95_lo,conditional_ci95_hi" in out.splitlines()[0]
+    code, out, err = run(capsys, "stats", dump, "--no-progress")
+    assert code == 0 and f"{rate:.4f} [{lo:.4f},{hi:.4f}] n=3" in out  # what a reader sees: not a bare 0.667
+    figures = capture_figures(monkeypatch, "plot_depth_acceptance")
+    code, out, err = run(capsys, "plot", dump, "-o", tmp_path / "plots", "--format", "png", "--no-progress")
+    assert code == 0 and (tmp_path / "plots" / "depth_acceptance.png").is_file(), err
+    per_position = figures[0].axes[1]
+    bars = {round(x, 6): (round(a, 4), round(b, 4)) for x, a, b in whiskers(per_position)}
+    assert (lo, hi) in bars.values()  # the whisker spans the interval
+    assert "n=3" in [t.get_text() for t in per_position.texts]
+
+
+def test_compare_plot_draws_no_zero_height_whisker(capsys, tmp_path, monkeypatch):
+    # [2]|[1,1] expands A2 too, whose row the recording lacks: the round whose target took 11 at the
+    # root is undecidable there (a range), while the recorded [1]|[1] is decided (one number)
+    dump = chain_by_hand(tmp_path / "chain")
+    figures = capture_figures(monkeypatch, "plot_compare_configs")
+    code, out, err = run(capsys, "compare", dump, "--configs", "[2]|[1,1]", "--plot", tmp_path / "cmp.png", "--no-progress")
+    assert code == 0 and (tmp_path / "cmp.png").is_file(), err
+    assert "1.333..1.667" in out  # the undecidable config's range, as the table prints it
+    for ax in figures[0].axes:
+        drawn = whiskers(ax)
+        assert len(drawn) == 1, drawn  # one range, none for the decided config
+        (x, low, high), = drawn
+        assert x == 1.0 and high > low
+
+
+@pytest.fixture(scope="module")
+def two_run_report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("report")
+    first, second = chain_by_hand(root / "first"), chain_by_hand(root / "second", ((10, 20), (10, 20), (11, 5)))
+    proc = shell("report", first, second, "-o", root / "rep", "--no-progress")
+    html = (root / "rep" / "index.html").read_text(encoding="utf-8") if proc.returncode == 0 else ""
+    return proc, html
+
+
+def test_report_summary_has_no_stray_metric_row(two_run_report):
+    import re
+
+    proc, html = two_run_report
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    summary = html.split("<h2>Summary</h2>", 1)[1].split("</table>", 1)[0]
+    head = summary.split("<thead>", 1)[1].split("</thead>", 1)[0]
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", head, re.DOTALL)
+    assert len(rows) == 1, head  # one header row: metric, then one column per run
+    assert re.findall(r"<th>(.*?)</th>", rows[0]) == ["metric", "first", "second"]
+
+
+def test_report_shows_per_depth_intervals_and_n(two_run_report):
+    proc, html = two_run_report
+    assert proc.returncode == 0, proc.stderr
+    rate, lo, hi = HAND_067
+    section = html.split("<h2>Per-depth acceptance</h2>", 1)[1].split("<h2>", 1)[0]
+    assert f"{rate:.4f} [{lo:.4f},{hi:.4f}] n=3" in section  # the first run's depth 1
+    assert "95% Wilson interval" in section and "depth d = the d-th draft token" in section
+
+
+def test_output_schema_md_names_the_selection_value_users_filter_on(capsys, tmp_path):
+    """docs/output-schema.md said path_prob; the data says path_probability. A user filtering on the
+    documented word found nothing. Every column and selection word the doc names is in the data."""
+    import re
+
+    code, out, err = run(capsys, "replay", SYNTH, "--json")
+    assert code == 0 and "Traceback" not in err
+    lines = [json.loads(ln) for ln in out.splitlines()]
+    doc = (ROOT / "docs" / "output-schema.md").read_text(encoding="utf-8")
+    row = next(ln for ln in doc.splitlines() if ln.startswith("| `selection` |"))
+    named = set(re.findall(r"`([a-z_]+)`", row.split("|")[3]))
+    used = {obj["selection"] for obj in lines}
+    assert used <= named and "path_probability" in used  # the sample has scores
+    table = doc.split("Columns, in this order", 1)[1].split("\n\n", 2)[1]
+    columns = [c for ln in table.splitlines() if ln.startswith("| `") for c in re.findall(r"`([a-z_]+)`", ln.split("|")[1])]
+    assert all(list(obj) == columns for obj in lines)
+
+
+def io_text(text: str):
+    import io
+
+    return io.StringIO(text)
+
+
+def test_an_unknown_root_token_is_null_in_both_tables(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "mine")  # no manifest: the dump does not say the root token
+    code, out, err = run(capsys, "stats", dump, "--table", "rounds", "--json", "--no-progress")
+    assert code == 0 and "Traceback" not in err
+    assert json.loads(out)[0]["root_token"] is None
+    code, out, err = run(capsys, "stats", dump, "--table", "nodes", "--json", "--no-progress")
+    assert code == 0
+    nodes = json.loads(out)
+    assert nodes[0]["name"] == "R" and nodes[0]["token"] is None  # was -1 here, null in the round table
+    assert all(n["token"] is None or n["token"] >= 0 for n in nodes)
+    code, out, err = run(capsys, "stats", dump, "--table", "nodes", "--csv", "--no-progress")
+    header, root = out.splitlines()[:2]
+    assert root.split(",")[header.split(",").index("token")] == ""  # empty, as root_token in rounds.csv
+    with_root = article_by_hand(tmp_path / "known")
+    (with_root / "manifest.json").write_text(json.dumps({"rounds": [{"key": [124, 140], "root_token": 43107}]}))
+    code, out, err = run(capsys, "stats", with_root, "--table", "nodes", "--json", "--no-progress")
+    assert code == 0 and json.loads(out)[0]["token"] == 43107, err
+
+
+def test_an_unknown_bonus_kind_is_none_in_every_output(capsys, tmp_path):
+    import pandas as pd
+
+    from replay import records
+
+    dump = article_by_hand(tmp_path / "mine")  # parents layout, the path ends on a leaf: no bonus row
+    code, out, err = run(capsys, "replay", dump, "--json")
+    assert code == 0 and '"bonus_kind": null' in out
+    loaded = {"replay --json": records.read_json(io_text(out))}
+    for ext in ("parquet", "csv"):
+        code, _, err = run(capsys, "batch", dump, "-o", tmp_path / f"r.{ext}", "--no-progress")
+        assert code == 0, err
+    loaded["batch -o .parquet"] = pd.read_parquet(tmp_path / "r.parquet")  # the documented one-liners
+    loaded["batch -o .csv"] = records.read_csv(tmp_path / "r.csv")
+    code, out, err = run(capsys, "stats", dump, "--table", "rounds", "--json", "--no-progress")
+    loaded["stats --table rounds --json"] = records.read_json(io_text(out))
+    for what, frame in loaded.items():
+        assert frame["bonus_kind"].tolist() == [None], what  # docs: None, never NaN
+        assert frame["bonus_token"].isna().all() and str(frame["root_token"].dtype) == "Int64", what
+
+
+def test_sweep_prints_each_config_in_one_spelling(capsys, tmp_path):
+    """The table said 4_1x1 and the prediction lines [4]|[1,1]: one output, two spellings."""
+    import re
+
+    pytest.importorskip("torch", reason="needs torch (the live extras): pip install 'specreplay[live]'")
+    from replay.live.tiny import build_word_tokenizer, save_hf_dir
+    from tests.live_fixtures import make_pair
+
+    draft, target = make_pair("qwen2")
+    d = tmp_path / "models"
+    save_hf_dir(target, d / "target", build_word_tokenizer(64))
+    save_hf_dir(draft, d / "draft", build_word_tokenizer(64))
+    (d / "prompts.jsonl").write_text('{"prompt_ids": [1, 2, 3, 4]}\n[50, 7]\n')
+    capsys.readouterr()
+    code, out, err = run(capsys, "sweep", "--draft", d / "draft", "--target", d / "target", "--prompts", d / "prompts.jsonl",
+                         "--grid", "1,1;2;4,1x1", "--max-new-tokens", "8", "--repeats", "1", "-o", tmp_path / "sw", "--no-progress")
+    assert code == 0 and "Traceback" not in err, err
+    table = [ln.split()[0] for ln in out.splitlines()[1:4]]
+    assert table == ["[1]|[1]", "[2]", "[4]|[1,1]"]  # the canonical form (replay/config_grammar.py)
+    assert "exact replay on the rounds of [4]|[1,1];" in out
+    for other in ("1_1", "4_1x1", "1,1", "4,1x1"):  # the run-name and grid forms of the same configs
+        assert not re.search(rf"(?<![\w\[,|/]){re.escape(other)}(?![\w\],|])", out.replace(str(tmp_path), "DIR")), other

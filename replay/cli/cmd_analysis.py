@@ -193,8 +193,9 @@ def cost_from_args(args):
 def run_stats(args: argparse.Namespace) -> int:
     from analysis.compare import runs_side_by_side
     from analysis.definitions import DEPTH_NAMES, SUMMARY_NAMES, definitions_rows, definitions_text
-    from analysis.metrics import all_metrics
+    from analysis.metrics import DEPTH_HEADER, all_metrics, depth_display
     from analysis.tables import build_tables, export_tables
+    from replay.vocab import DEPTH_RULE
 
     runs = load_runs_from_args(args)
     tables = build_tables(runs)
@@ -203,7 +204,8 @@ def run_stats(args: argparse.Namespace) -> int:
         for path in export_tables(named, args.export):
             print(f"wrote {path}", file=sys.stderr)
     if args.table:
-        _print_table(named[args.table], args)
+        text = not (args.json or args.csv)  # files and JSON keep the interval columns apart
+        _print_table(depth_display(named[args.table]) if text and args.table == "depth_acceptance" else named[args.table], args)
     elif args.json:
         body = {k: json.loads(v.to_json(orient="records")) for k, v in named.items() if k not in ("rounds", "nodes")}
         body["configs"] = {r.label: r.replay.config.to_json() for r in runs}
@@ -226,8 +228,9 @@ def run_stats(args: argparse.Namespace) -> int:
         else:
             _print_table(named["summary"], args)
         for name in ("accepted_length", "depth_acceptance", "hit_outcome", "parent_slot", "node_hits"):
-            out.write(f"\n== {name} ==\n")
-            _print_table(named[name], args)
+            head = {"accepted_length": "", "depth_acceptance": f" ({DEPTH_HEADER})"}.get(name, f" ({DEPTH_RULE})")
+            out.write(f"\n== {name}{head} ==\n")
+            _print_table(depth_display(named[name]) if name == "depth_acceptance" else named[name], args)
         out.write("\n== definitions (docs/vocabulary.md) ==\n" + definitions_text(SUMMARY_NAMES + DEPTH_NAMES) + "\n")
     return skipped_status(runs, args)
 

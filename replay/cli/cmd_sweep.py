@@ -168,12 +168,14 @@ def _sweep_configs(args):
 
 
 def _report_sweep(result, out: Path) -> int:
-    """Plots (the CLI draws them: the harness never imports analysis), the table, one summary line."""
+    """Plots (the CLI draws them: the harness never imports analysis), the table, one summary line.
+    Configs are printed in one spelling, the canonical one (replay.config_grammar.format_config); the
+    run-name form stays in file names (results.csv's ``name``, DIR/dumps/NAME)."""
     from analysis.sweep_plots import plot_sweep
 
     if len(result.table):
         plot_sweep(result.table, out / "plots")
-        cols = ["name", "nodes", "mean_accepted_length", "block_efficiency", "tokens_per_s", "speedup", "speedup_min", "speedup_max"]
+        cols = ["config", "nodes", "mean_accepted_length", "block_efficiency", "tokens_per_s", "speedup", "speedup_min", "speedup_max"]
         print(result.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         print("speedup: measured end to end (prefill included), the median of the interleaved passes (docs/vocabulary.md)")
         from .live_auto import sweep_prediction_lines

@@ -202,8 +202,8 @@ def sweep_prediction_lines(out: str | Path, table) -> list[str]:
     dump_dir = dumps_dir(out) / str(table["name"].iloc[k])
     predictions = predict_speedups(scan_run(str(dump_dir)), configs, cost)
     measured = {c.short(): float(s) for c, s in zip(configs, table["speedup"])}
-    return [
-        f"predicted vs measured speedup (acceptance: exact replay on {dump_dir.name}'s rounds; cost: {curve_path.name}; "
+    return [  # the config in its canonical spelling, as the table above prints it
+        f"predicted vs measured speedup (acceptance: exact replay on the rounds of {configs[k].short()}; cost: {curve_path.name}; "
         "predicted leaves prefill out, measured is end to end, prefill included)",
         *prediction_lines(predictions, measured),
         *ceiling_lines(ceiling(predictions, cost)),
