@@ -145,12 +145,12 @@ def test_sweep_scatter_keeps_every_name_inside_the_axes():
     from analysis.sweep_plots import _scatter
 
     # the longest name on the rightmost point, the highest point's name at the top edge
-    table = pd.DataFrame({"name": ["1", "3,1,1", "6,2x2,1x1,1x1,1x1,1x1,1x1,1x1,1x1"], "block_efficiency": [1.8, 2.9, 4.3],
+    table = pd.DataFrame({"name": ["1", "3,1,1", "6,2x2,1x1,1x1,1x1,1x1,1x1,1x1,1x1"], "mean_acceptance_length": [1.8, 2.9, 4.3],
                           "tokens_per_s": [2.0, 3.0, 1.2]})
     fig = Figure(figsize=(6, 4))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    _scatter(ax, table, "block_efficiency", "tokens_per_s")
+    _scatter(ax, table, "mean_acceptance_length", "tokens_per_s")
     fig.tight_layout()
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()

@@ -165,7 +165,7 @@ def cost_from_args(args):
 def run_stats(args: argparse.Namespace) -> int:
     from analysis.compare import runs_side_by_side
     from analysis.definitions import DEPTH_NAMES, SUMMARY_NAMES, definitions_rows, definitions_text
-    from analysis.metrics import all_metrics
+    from analysis.metrics import all_metrics, derived_notes
     from analysis.tables import build_tables, export_tables
 
     runs = load_runs_from_args(args)
@@ -197,6 +197,8 @@ def run_stats(args: argparse.Namespace) -> int:
             out.write(runs_side_by_side(tables.rounds).to_string(float_format=lambda v: f"{v:.4f}") + "\n")
         else:
             _print_table(named["summary"], args)
+        for note in derived_notes(named["summary"]):
+            out.write(f"  note: {note}\n")
         for name in ("accepted_length", "depth_acceptance", "hit_outcome", "parent_slot", "slot_hits", "node_hits"):
             out.write(f"\n== {name} ==\n")
             _print_table(named[name], args)
