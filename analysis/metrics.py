@@ -41,7 +41,8 @@ def summary(rounds: pd.DataFrame) -> pd.DataFrame:
     _require(rounds, ("run", "accepted_length", "bonus_known", "num_nodes", "num_steps"), "rounds")
     rows = []
     for run, g in rounds.groupby("run", sort=False):
-        h = headline(g["accepted_length"].to_numpy(), g["num_nodes"].to_numpy(), g["num_steps"].to_numpy(), int(g["bonus_known"].sum()))
+        known = int(g["bonus_known"].sum())
+        h = headline(g["accepted_length"].to_numpy(), g["num_nodes"].to_numpy(), g["num_steps"].to_numpy(), known)
         rows.append(
             {
                 "run": run,
@@ -49,7 +50,7 @@ def summary(rounds: pd.DataFrame) -> pd.DataFrame:
                 "mean_acceptance_length": h.mean_acceptance_length,
                 "draft_acceptance_rate": h.draft_acceptance_rate,
                 "mean_accepted_length": h.mean_accepted_length,
-                "bonus_known_fraction": h.bonus_known / h.rounds,
+                "bonus_known_fraction": known / h.rounds,
                 "full_depth_fraction": float((g["accepted_length"] >= g["num_steps"]).mean()),
                 "mean_num_nodes": float(g["num_nodes"].mean()),
                 "mean_num_steps": float(g["num_steps"].mean()),

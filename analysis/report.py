@@ -29,7 +29,7 @@ from .costsource import cost_warning, run_cost
 from .definitions import DEFINITIONS, SUMMARY_NAMES, definitions_rows
 from .example_round import example_round
 from .gamma_strategies import STRATEGY_NAMES
-from .metrics import all_metrics, static_shape
+from .metrics import all_metrics, derived_notes, static_shape
 from .recommend import recommend, recommend_runs
 from .recommend_render import recommend_section
 from .runs import LabelledRun
@@ -169,6 +169,8 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
         add(_table_html(side, index=True))
     else:
         add(_table_html(metrics["summary"]))
+    for note in derived_notes(metrics["summary"]):  # an acceptance length the dump cannot show is said to be derived
+        add(f"<p class='note'>note: {_h(note)}</p>")
     add("<details><summary>what the summary rows mean</summary>" + _table_html(pd.DataFrame(definitions_rows(SUMMARY_NAMES))) + "</details>")
 
     add("<h2>Speedup: measured and modelled</h2>")

@@ -303,8 +303,9 @@ def test_a_vllm_user_finds_vllms_definitions(capsys, tmp_path):
     assert "block_efficiency" in d["engines"]  # the seed engine's word maps to this number, not to another
 
 
-def test_the_readme_shows_what_replay_prints(capsys):
+def test_the_readme_shows_what_replay_prints(capsys, monkeypatch):
     """The README's shown replay of the article's round (tree, path, summary headline) is the output."""
+    monkeypatch.chdir(ROOT)  # the README runs it from the checkout
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     start = readme.index("The replay of the article's round prints")
     block = readme[readme.index("```\n", start) + 4 : readme.index("```", readme.index("```\n", start) + 4)]
@@ -343,3 +344,15 @@ def test_generate_headline_is_what_its_dump_holds(capsys, tmp_path):
     per_position = "  ".join(f"d{d}: {sum(v >= d for v in L) / len(L):.3f}" for d in (1, 2, 3))
     assert lines[2] == f"per-position acceptance rate P(L >= d): {per_position}"
     assert not any(line.startswith("block efficiency") for line in lines)  # one name for the number
+
+
+def test_the_report_of_a_parents_layout_dump_says_derived(capsys, tmp_path):
+    """The HTML report shows the one acceptance length, says it is derived, and keeps slots and nodes
+    apart (two tables, each saying what it counts)."""
+    dump = article_by_hand(tmp_path / "art")
+    code, out, err = run(capsys, "report", dump, "-o", tmp_path / "rep", "--no-progress", "--no-tables")
+    assert code == 0 and "Traceback" not in err, err
+    page = (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
+    assert "note: art: mean_acceptance_length 4.0000 is derived (accepted + 1): the dump holds the bonus token of 0 of 1 round(s)" in page
+    assert "<th>mean_acceptance_length</th>" in page and "block_efficiency</th>" not in page
+    assert "per-slot hit table (slot_hits)" in page and "per-node hit table (node_hits" in page
