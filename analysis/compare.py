@@ -26,7 +26,7 @@ from replay.replayer import RoundResult
 from .costmodel import CostModel
 from .metrics import depth_acceptance, summary
 from .subtree import SubOutcome, is_contained, replay_subconfig
-from .timings import MeasuredSpeedup
+from .timings import Speedup
 
 COMPARE_COLUMNS = [
     "config",
@@ -47,8 +47,8 @@ COMPARE_COLUMNS = [
     "mean_accepted_length_hi",
     "mean_round_cost_lo",
     "mean_round_cost_hi",
-    "speedup_lo",
-    "speedup_hi",
+    "modelled_speedup_lo",  # modelled (cost model), never measured: named so since issue 19 (was speedup_lo)
+    "modelled_speedup_hi",
 ]
 
 PER_ROUND_COLUMNS = ["config", "round", "decided", "lower", "upper", "stop", "steps_lo", "steps_hi", "rule", "reason"]
@@ -68,8 +68,8 @@ def summarize_arrays(cfg: TreeConfig, recorded: TreeConfig, cost: CostModel, dec
     (decided: [R] bool; the others [R] int64, as analysis.subtree.SubOutcome's fields).
 
     Undecidable rounds count at their lower bound in *_lo and at their upper bound in *_hi;
-    speedup_lo pairs the fewest tokens with the highest cost, speedup_hi the reverse, and
-    draft_acceptance_rate_lo the fewest accepted with the most drafted tokens. The acceptance
+    modelled_speedup_lo pairs the fewest tokens with the highest cost, modelled_speedup_hi the reverse,
+    and draft_acceptance_rate_lo the fewest accepted with the most drafted tokens. The acceptance
     length of a config is always accepted + 1 (derived: no dump holds the target's token of a
     config that was not run).
     """
@@ -102,8 +102,8 @@ def summarize_arrays(cfg: TreeConfig, recorded: TreeConfig, cost: CostModel, dec
         "mean_accepted_length_hi": hi.mean() if R else nan,
         "mean_round_cost_lo": c_lo.mean() if R else nan,
         "mean_round_cost_hi": c_hi.mean() if R else nan,
-        "speedup_lo": cost.speedup(lo.sum() + R, c_hi.sum()) if R else nan,
-        "speedup_hi": cost.speedup(hi.sum() + R, c_lo.sum()) if R else nan,
+        "modelled_speedup_lo": cost.speedup(lo.sum() + R, c_hi.sum()) if R else nan,
+        "modelled_speedup_hi": cost.speedup(hi.sum() + R, c_lo.sum()) if R else nan,
     }
 
 
@@ -148,18 +148,29 @@ def compare_configs(
     return pd.DataFrame(rows, columns=COMPARE_COLUMNS), pd.DataFrame(per_round)
 
 
-SPEED_COLUMNS = ["cost_source", "measured_speedup", "measured_speedup_wall"]
+SPEED_COLUMNS = ["cost_source", "measured_speedup", "measured_speedup_wall", "measured_status"]
+NOT_COMPARABLE = "not comparable"  # what a table shows for a speedup whose two sides were not timed together
 
 
-def with_speed(table: pd.DataFrame, recorded: TreeConfig, cost: CostModel, measured: MeasuredSpeedup | None) -> pd.DataFrame:
+def measured_status(measured: Speedup | None) -> str:
+    """The ``measured_status`` cell: ``measured``, ``not comparable: REASON``, or empty when the
+    dump records no totals (analysis.timings.measured_speedup decides)."""
+    if measured is None:
+        return ""
+    return "measured" if measured.comparable else f"{NOT_COMPARABLE}: {measured.reason}"
+
+
+def with_speed(table: pd.DataFrame, recorded: TreeConfig, cost: CostModel, measured: Speedup | None) -> pd.DataFrame:
     """The comparison table (COMPARE_COLUMNS) with SPEED_COLUMNS: every row's cost source, and the
-    measured speedups on the recorded config's row only (no other config was run; NaN there)."""
+    measured speedups on the recorded config's row only (no other config was run; NaN there, and
+    NaN with ``measured_status`` saying why when the two sides were not timed together)."""
     out = table.copy()
     is_recorded = (out["config"] == recorded.short()) & out["top_head"].map(lambda h: tuple(h) == tuple(recorded.top_head))
     out["cost_source"] = cost.source
     nan = float("nan")
     out["measured_speedup"] = [measured.decode if (r and measured) else nan for r in is_recorded]
     out["measured_speedup_wall"] = [measured.wall if (r and measured) else nan for r in is_recorded]
+    out["measured_status"] = [measured_status(measured) if r else "" for r in is_recorded]
     return out
 
 
@@ -173,9 +184,9 @@ def modelled_speedup(results: Sequence[RoundResult], cost: CostModel) -> float:
     return cost.speedup(tokens, float(np.sum(cost.round_cost(steps, nodes))))
 
 
-def speed_row(label: str, results: Sequence[RoundResult], cost: CostModel, measured: MeasuredSpeedup | None) -> dict:
+def speed_row(label: str, results: Sequence[RoundResult], cost: CostModel, measured: Speedup | None) -> dict:
     """One run's speedups side by side: modelled (with its cost source) and measured (NaN when the
-    dump has no target-only baseline)."""
+    dump has no target-only baseline timed together with the run; ``measured_status`` says why)."""
     nan = float("nan")
     return {
         "run": label,
@@ -184,6 +195,7 @@ def speed_row(label: str, results: Sequence[RoundResult], cost: CostModel, measu
         "cost_source": cost.source,
         "measured_speedup": measured.decode if measured else nan,
         "measured_speedup_wall": measured.wall if measured else nan,
+        "measured_status": measured_status(measured),
     }
 
 
@@ -196,9 +208,13 @@ def format_bounds(lo: float, hi: float, digits: int = 3) -> str:
     return f"{lo:.{digits}f}..{hi:.{digits}f}"
 
 
+MEASURED_HEADER = "measured speedup (decode only)"
+
+
 def compare_display(df: pd.DataFrame) -> pd.DataFrame:
     """The comparison table with each [lo, hi] pair as one readable column; the speedup column is
-    headed "modelled speedup", and "measured speedup" follows it when a row has one."""
+    headed "modelled speedup", and "measured speedup (decode only)" follows it when the recorded row
+    has one ("not comparable" when its two sides were not timed together)."""
     out = df[["config", "top_head", "nodes", "contained", "rounds", "undecidable"]].copy()
     out["top_head"] = out["top_head"].map(lambda h: "[" + ",".join(str(v) for v in h) + "]")
     for name in ("mean_acceptance_length", "draft_acceptance_rate"):
@@ -208,9 +224,10 @@ def compare_display(df: pd.DataFrame) -> pd.DataFrame:
         for lo, hi in zip(df["per_position_acceptance_rate_lo"], df["per_position_acceptance_rate_hi"])
     ]
     out["mean_accepted_length"] = [format_bounds(a, b) for a, b in zip(df["mean_accepted_length_lo"], df["mean_accepted_length_hi"])]
-    out["modelled speedup"] = [format_bounds(a, b) for a, b in zip(df["speedup_lo"], df["speedup_hi"])]
-    if "measured_speedup" in df.columns and df["measured_speedup"].notna().any():
-        out["measured speedup"] = ["" if pd.isna(v) else f"{v:.3f}" for v in df["measured_speedup"]]
+    out["modelled speedup"] = [format_bounds(a, b) for a, b in zip(df["modelled_speedup_lo"], df["modelled_speedup_hi"])]
+    if "measured_status" in df.columns and (df["measured_status"] != "").any():
+        out[MEASURED_HEADER] = [f"{v:.3f}" if s == "measured" else (NOT_COMPARABLE if s else "")
+                                for v, s in zip(df["measured_speedup"], df["measured_status"])]
     return out
 
 
@@ -220,7 +237,7 @@ def strategies_display(df: pd.DataFrame) -> pd.DataFrame:
     out = df[cols].copy()
     for name in ("mean_gamma", "mean_acceptance_length", "mean_accepted_length"):
         out[name] = [format_bounds(a, b) for a, b in zip(df[f"{name}_lo"], df[f"{name}_hi"])]
-    out["modelled speedup"] = [format_bounds(a, b) for a, b in zip(df["speedup_lo"], df["speedup_hi"])]
+    out["modelled speedup"] = [format_bounds(a, b) for a, b in zip(df["modelled_speedup_lo"], df["modelled_speedup_hi"])]
     return out
 
 

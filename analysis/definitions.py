@@ -67,14 +67,17 @@ DEFINITIONS: tuple[Definition, ...] = (
         "relative cost); the only speedup a config that was not run can have", "",
     ),
     Definition(
-        "measured_speedup", "measured speedup (decode, × target alone)",
+        "measured_speedup", "measured speedup (decode only, prefill excluded)",
         "(T_base − P_base) / N_base ÷ (T_spec − P_spec) / N_spec",
         "measured decode seconds per token of the target alone over those of the speculative run, prefill "
-        "excluded (manifest totals: T total_s, P prefill_s, N new_tokens)", "",
+        "excluded (manifest totals: T total_s, P prefill_s, N new_tokens); only when both sides were timed "
+        "in one interleaved session, else 'not comparable'", "",
     ),
     Definition(
-        "measured_speedup_wall", "measured speedup (wall, prefill included)", "(N_spec / T_spec) ÷ (N_base / T_base)",
-        "the harness's own 'speedup': tokens per second over those of the target alone, prefill included", "",
+        "measured_speedup_wall", "measured speedup (end to end, prefill included)",
+        "median over passes p of (N_spec,p / T_spec,p) ÷ (N_base,p / T_base,p)",
+        "the harness's own 'speedup' (generate, sweep): tokens per second over those of the target alone, prefill "
+        "included, pass by pass in one interleaved session (totals.timing), else 'not comparable'", "",
     ),
 )
 

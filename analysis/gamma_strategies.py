@@ -112,8 +112,8 @@ class StrategyResult:
             "mean_acceptance_length_hi": ma[1] + 1,
             "mean_accepted_length_lo": ma[0],
             "mean_accepted_length_hi": ma[1],
-            "speedup_lo": sp[0],
-            "speedup_hi": sp[1],
+            "modelled_speedup_lo": sp[0],
+            "modelled_speedup_hi": sp[1],
         }
 
 

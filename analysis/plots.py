@@ -255,7 +255,7 @@ def plot_compare_configs(table: pd.DataFrame, run: str, cost_source: str = "") -
     x = np.arange(len(table), dtype=float)
     for a, name, ylabel in (
         (ax, "mean_accepted_length", metric_label("mean_accepted_length")),
-        (ax2, "speedup", metric_label("modelled_speedup")),
+        (ax2, "modelled_speedup", metric_label("modelled_speedup")),
     ):
         lo = table[f"{name}_lo"].to_numpy(dtype=float)
         hi = table[f"{name}_hi"].to_numpy(dtype=float)

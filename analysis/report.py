@@ -26,7 +26,7 @@ from .compare import compare_display, runs_side_by_side, speed_row, strategies_d
 from .compare_batch import compare_run, simulate_run_strategies
 from .costmodel import CostModel
 from .costsource import cost_warning, run_cost
-from .definitions import DEFINITIONS, SUMMARY_NAMES, definitions_rows
+from .definitions import DEFINITIONS, SUMMARY_NAMES, definitions_rows, label
 from .example_round import example_round
 from .gamma_strategies import STRATEGY_NAMES
 from .metrics import all_metrics, derived_notes, static_shape
@@ -34,7 +34,7 @@ from .recommend import recommend, recommend_runs
 from .recommend_render import recommend_section
 from .runs import LabelledRun
 from .tables import Tables, build_tables, export_tables
-from .timings import measured_speedup, read_timings
+from .timings import measured_speedup, read_timings, speedup_warnings
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ GLOSSARY_TERMS = [  # words that are not metrics; every metric's definition come
 ]
 
 _SPEED_HEADERS = {"modelled_speedup": "modelled speedup", "cost_source": "cost model",
-                  "measured_speedup": "measured speedup (decode)", "measured_speedup_wall": "measured speedup (wall, prefill incl.)"}
+                  **{n: label(n) for n in ("measured_speedup", "measured_speedup_wall")}, "measured_status": "measured?"}
 
 
 def _figure_html(fig, caption: str, fmt: str) -> str:
@@ -131,7 +131,9 @@ def _h(text: str) -> str:
 def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOptions()) -> tuple[str, dict[str, pd.DataFrame]]:
     """(the HTML page, every table by name) for ``runs``."""
     costs = {run.label: run_cost(run.replay.directory, run.replay.manifest, opts.cost) for run in runs}
-    measured = {run.label: measured_speedup(read_timings(run.replay.directory, run.replay.manifest)) for run in runs}
+    timings = {run.label: read_timings(run.replay.directory, run.replay.manifest) for run in runs}
+    measured = {name: measured_speedup(t) for name, t in timings.items()}
+    suspicious = {name: speedup_warnings(name, timings[name], measured[name]) for name in timings}
     fmt = opts.image_format
     tables: Tables = build_tables(runs)
     metrics = all_metrics(tables)
@@ -176,9 +178,10 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
     add("<h2>Speedup: measured and modelled</h2>")
     add("<p>Modelled: the recorded rounds under the run's cost model (Σ (L<sub>r</sub> + 1) · t_verify(1) / "
         "Σ (steps<sub>r</sub> · t_draft + t_verify(nodes<sub>r</sub> + 1))). Measured: the harness's timed run against "
-        "target-only decoding of the same prompts (manifest totals), when the dump carries them; decode excludes prefill, "
-        "wall includes it. With the run's own timings the two come close: the model counts every committed token, the "
-        "harness keeps those up to max_new_tokens.</p>")
+        "target-only decoding of the same prompts (manifest totals), when the dump carries both timed together in one "
+        "interleaved session (totals.timing); otherwise 'not comparable', with the reason. Decode only excludes prefill, "
+        "end to end includes it. With the run's own timings modelled and decode-only measured come close: the model counts "
+        "every committed token, the harness keeps those up to max_new_tokens.</p>")
     speed = pd.DataFrame([speed_row(run.label, run.results, costs[run.label], measured[run.label]) for run in runs if run.results])
     out_tables["speedup"] = speed
     add(_table_html(speed.rename(columns=_SPEED_HEADERS)))
@@ -186,8 +189,11 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
         warn = cost_warning(costs[run.label], run.label)
         if warn:
             add(f"<p class='note'>{_h(warn)}</p>")
-        if measured[run.label]:
-            add(f"<p>{_h(run.label)}: {_h(measured[run.label].describe())}.</p>")
+        speedup = measured[run.label]
+        if speedup is not None:
+            add(f"<p>{_h(run.label)}: {_h(speedup.describe())}.</p>")
+        for w in suspicious[run.label]:
+            add(f"<p class='note'>{_h(w)}</p>")
 
     add("<h2>Accepted length</h2>")
     add(_figure_html(plots.plot_accepted_length(metrics["accepted_length"]), "Accepted-length histogram (fraction of rounds).", fmt))

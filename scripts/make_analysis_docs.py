@@ -20,7 +20,7 @@ from analysis.gamma_strategies import simulate_strategies
 from analysis.metrics import all_metrics, static_shape
 from analysis.runs import load_runs
 from analysis.tables import build_tables
-from analysis.timings import measured_speedup, read_timings
+from analysis.timings import run_speedup
 from replay.config import TreeConfig
 
 DOC_CONFIGS = [
@@ -100,7 +100,7 @@ def main() -> None:
     rows = []
     for run in real:
         cost = run_cost(run.replay.directory, run.replay.manifest)
-        rows.append(speed_row(run.label, run.results, cost, measured_speedup(read_timings(run.replay.directory, run.replay.manifest))))
+        rows.append(speed_row(run.label, run.results, cost, run_speedup(run.replay.directory, run.replay.manifest)))
     print("\n## speed: real samples (measured timings)\n")
     print(markdown(pd.DataFrame(rows)))
 

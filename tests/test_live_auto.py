@@ -94,10 +94,10 @@ def test_generate_config_auto_end_to_end(live_qwen_pair, tmp_path, capsys):
     auto = json.loads((run / AUTO_FILE).read_text())
     manifest = json.loads((run / "manifest.json").read_text())
     assert f"auto: chose {auto['chosen']}" in out and "outputs identical:      yes" in out
-    assert auto["measured_speedup"] == pytest.approx(manifest["totals"]["speedup"])  # auto runs with the baseline
+    assert auto["measured_speedup_wall"] == pytest.approx(manifest["totals"]["speedup"])  # auto runs with the baseline
     assert manifest["config"]["topKSpec"] == [list(r) for r in _spec(auto["chosen"])]
     assert (run / CALIBRATION_DIR / "manifest.json").is_file() and (run / CURVE_FILE).is_file()
-    assert f"predicted {auto['predicted_speedup']:.3f}x, measured {auto['measured_speedup']:.3f}x" in out
+    assert f"predicted {auto['predicted_speedup']:.3f}x, measured {auto['measured_speedup_wall']:.3f}x end to end" in out
     # the run stays readable by the offline commands, its calibration beside it
     assert main(["replay", str(run)]) == 0
 

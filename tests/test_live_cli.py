@@ -40,7 +40,8 @@ def test_generate_with_baseline_text_prompts(tiny_dir, tmp_path, capsys):
     for line in ("rounds:", "mean acceptance length (bonus included): ", "(counted: a live round always commits the target's token)",
                  "draft acceptance rate: ", "per-position acceptance rate P(L >= d): d1: ", "mean accepted length (bonus excluded): ",
                  "tokens/s:", "draft time per round:",
-                 "verify time per round:", "speedup:", "outputs identical:      yes", "median of 3 passes", "machine load:"):
+                 "verify time per round:", "outputs identical:      yes", "median of 3 passes", "machine load:",
+                 "measured speedup (end to end, prefill included): ", "measured speedup (decode only, prefill excluded): "):
         assert line in out
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["sequences"][0]["prompt_ids"] == [1, 2, 3, 4]

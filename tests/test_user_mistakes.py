@@ -90,6 +90,169 @@ def test_the_hand_made_article_round_replays_like_the_sample(capsys, tmp_path):
     assert "accepted length: 3" in out
 
 
+# --- mistakes-speedup: speedups that cannot be right (findings 9, 11, 12; "probably wrong") ------
+#
+# The hand-made article round with the manifest docs/dump-format.md describes for timed runs. By hand:
+# target-only: 8 tokens, 6.0 s in all, 0.4 s prefill, 8 forwards (0.7 s per decode forward);
+# speculative: 4 tokens, 4.0 s, 0.4 s prefill, one round (12 nodes, 3 steps, verify 0.9 s).
+#   decode only, prefill excluded: ((6.0 − 0.4) / 8) / ((4.0 − 0.4) / 4) = 0.7 / 0.9 = 0.778
+#   end to end, three interleaved passes: (4/4.0)/(8/6.0) = 0.75, (4/4.4)/(8/5.5) = 0.625,
+#   (4/3.6)/(8/6.6) = 0.9167; median 0.750
+
+PASSES = {"speculative": {"seconds": [4.0, 4.4, 3.6], "tokens": [4, 4, 4]},
+          "target-only": {"seconds": [6.0, 5.5, 6.6], "tokens": [8, 8, 8]}}
+ROUND_RECORD = {"key": [124, 140], "root_token": 43107, "num_nodes": 12, "draft_steps": 3, "accepted_length": 3,
+                "draft_time_s": 0.3, "verify_time_s": 0.9}
+
+
+def timed_article(directory: Path, timing: dict | None = None, record: dict | None = None, fast_speculative: bool = False) -> Path:
+    """article_by_hand plus a manifest with round timings and totals, as the harness writes them;
+    ``timing`` is totals.timing (None: an older harness, baseline not interleaved)."""
+    dump = article_by_hand(directory)
+    totals = {"new_tokens": 4, "total_s": 4.0, "prefill_s": 0.4, "rounds": 1, "timing": timing,
+              "baseline": {"new_tokens": 8, "total_s": 6.0, "prefill_s": 0.4, "rounds": 8}}
+    if fast_speculative:  # 4 tokens in 1.0 s: decode only 0.7 / 0.15 = 4.67
+        totals.update(total_s=1.0)
+    body = {"config": {"gamma": 3, "topKSpec": [[6], [2, 2], [1, 1]], "topHead": [1, 2, 2]}, "temperature": 0,
+            "rounds": [record or ROUND_RECORD], "totals": totals}
+    (dump / "manifest.json").write_text(json.dumps(body), encoding="utf-8")
+    return dump
+
+
+def test_an_old_manifest_without_interleaved_timing_is_not_comparable(capsys, tmp_path):
+    dump = timed_article(tmp_path / "old", timing=None)
+    code, out, err = run(capsys, "compare", dump, "--no-progress")
+    assert code == 0, err
+    assert "measured speedup: not comparable: the target-only baseline was not timed together" in out
+    assert "totals.timing is null" in out and "generate --baseline" in out
+    recorded = next(line for line in out.splitlines() if line.strip().startswith("[6]|[2,2]|[1,1]"))
+    assert recorded.rstrip().endswith("not comparable") and "0.778" not in out  # no number, measured or not
+    assert "Traceback" not in err
+    code, out, err = run(capsys, "compare", dump, "--json", "--no-progress")
+    body = json.loads(out)
+    assert code == 0 and body["measured"]["old"]["comparable"] is False and "totals.timing" in body["measured"]["old"]["reason"]
+    row = body["configs"][0]
+    assert row["measured_speedup"] is None and row["measured_status"].startswith("not comparable: ")
+    # the cost model does not take t_verify(1) from that baseline either, and says so
+    assert "target-only baseline not timed together with these rounds" in body["cost_models"]["old"]["source"]
+
+
+def test_a_fair_manifest_gives_both_measured_speedups_by_hand(capsys, tmp_path):
+    dump = timed_article(tmp_path / "fair", timing={"repeats": 3, "methods": PASSES})
+    code, out, err = run(capsys, "compare", dump, "--no-progress")
+    assert code == 0 and "probably wrong" not in err, err
+    assert "measured speedup (decode only, prefill excluded) 0.778" in out
+    assert "measured speedup (end to end, prefill included) 0.750 (median of 3 interleaved pass(es), passes 0.625-0.917" in out
+    assert "not comparable" not in out.split("definitions")[0]
+    code, out, _ = run(capsys, "compare", dump, "--json", "--no-progress")
+    m = json.loads(out)["measured"]["fair"]
+    assert m["comparable"] is True and m["measured_speedup"] == pytest.approx(0.7 / 0.9)
+    assert m["measured_speedup_wall"] == pytest.approx(0.75) and m["passes"] == pytest.approx([0.75, 0.625, 4 / 3.6 / (8 / 6.6)])
+
+
+def test_report_and_api_say_not_comparable_with_the_reason(capsys, tmp_path):
+    from analysis import api
+
+    old = timed_article(tmp_path / "old", timing=None)
+    code, _, err = run(capsys, "report", old, "-o", tmp_path / "rep", "--no-tables", "--no-progress")
+    assert code == 0 and "Traceback" not in err, err
+    page = (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
+    speed = page[page.index("<h2>Speedup"):page.index("<h2>Accepted length")]
+    assert "measured speedup: not comparable: the target-only baseline was not timed together" in speed
+    assert "not comparable: " in speed and "0.778" not in speed
+    table = api.speed(api.load(str(old)))
+    assert table["measured_speedup"].isna().all() and table["measured_status"].iloc[0].startswith("not comparable: ")
+
+
+def test_a_sweeps_separate_baseline_json_is_not_comparable(capsys, tmp_path):
+    dump = timed_article(tmp_path / "sweep" / "dumps" / "6_2x2_1x1", timing=None)
+    body = json.loads((dump / "manifest.json").read_text(encoding="utf-8"))
+    baseline = body["totals"].pop("baseline")
+    (dump / "manifest.json").write_text(json.dumps(body), encoding="utf-8")
+    (tmp_path / "sweep" / "baseline.json").write_text(json.dumps({"summary": baseline}), encoding="utf-8")
+    code, out, err = run(capsys, "compare", dump, "--no-progress")
+    assert code == 0 and "Traceback" not in err
+    assert_told(out, "measured speedup: not comparable", "the sweep's baseline.json, a separate run", "re-run the sweep")
+
+
+def test_modelled_columns_are_named_modelled(capsys, tmp_path):
+    dump = timed_article(tmp_path / "run", timing={"repeats": 3, "methods": PASSES})
+    code, out, err = run(capsys, "compare", dump, "--csv", "--top", "2", "--no-progress")
+    assert code == 0, err
+    header = out.splitlines()[0].split(",")
+    assert {"modelled_speedup_lo", "modelled_speedup_hi", "measured_speedup", "measured_speedup_wall", "measured_status"} <= set(header)
+    assert "speedup_lo" not in header and "speedup_hi" not in header  # a modelled number never reads as measured
+    code, out, _ = run(capsys, "compare", dump, "--gamma-strategies", "0", "--json", "--no-progress")
+    strategy = json.loads(out)["gamma_strategies"][0]
+    assert code == 0 and "modelled_speedup_lo" in strategy and "speedup_lo" not in strategy
+
+
+def test_a_measured_speedup_the_cost_data_contradicts_is_flagged(capsys, tmp_path):
+    # claims 4.67x decode-only while the 13-token verify took 0.3 s against 0.7 s for one baseline decode
+    dump = timed_article(tmp_path / "odd", timing={"repeats": 3, "methods": PASSES}, fast_speculative=True,
+                         record=dict(ROUND_RECORD, verify_time_s=0.3))
+    code, out, err = run(capsys, "compare", dump, "--no-progress")
+    assert code == 0  # a warning, not a skip: the input is used
+    assert_told(err, "WARNING: odd: measured speedup (decode only, prefill excluded) 4.667 is probably wrong",
+                "one verify of 13 tokens took 0.300 s", "less than one target-only decode (0.700 s", "never cheaper")
+    assert "probably wrong" not in out
+    code, out, err = run(capsys, "compare", dump, "--json", "--no-progress")
+    assert code == 0 and any("probably wrong" in w for w in json.loads(out)["warnings"]) and "probably wrong" in err
+
+
+def test_rounds_that_replay_differently_from_the_manifest_are_flagged(capsys, tmp_path):
+    # the harness recorded accepted length 2 and 10 nodes; the files replay to 3 and 12 (greedy, temperature 0)
+    dump = timed_article(tmp_path / "mixed", timing=None, record=dict(ROUND_RECORD, accepted_length=2, num_nodes=10))
+    code, out, err = run(capsys, "stats", dump, "--no-progress")
+    assert code == 0 and "probably wrong" not in out
+    assert_told(err, "WARNING: mixed: 1 of 1 round(s) replay differently from what", "manifest.json records",
+                "round 124_140: draft nodes 12 replayed, 10 recorded (num_nodes)", "accepted length 3 replayed, 2 recorded",
+                "probably wrong", "--step0-offset")
+    # at temperature > 0 the harness sampled: a greedy replay accepts otherwise by design, only shapes are checked
+    body = json.loads((dump / "manifest.json").read_text(encoding="utf-8"))
+    body["temperature"] = 0.7
+    body["rounds"][0]["num_nodes"] = 12
+    (dump / "manifest.json").write_text(json.dumps(body), encoding="utf-8")
+    code, _, err = run(capsys, "stats", dump, "--no-progress")
+    assert code == 0 and "replay differently" not in err
+
+
+def test_a_manifest_stating_more_rounds_than_the_files_hold_exits_1(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "short")
+    (dump / "manifest.json").write_text(json.dumps({"rounds": 3}), encoding="utf-8")
+    code, out, err = run(capsys, "stats", dump, "--no-progress")
+    assert code == 1 and "states 3 round(s)" not in out
+    assert_told(err, "manifest.json", "states 3 round(s); the file names form 1")
+
+
+def test_generate_and_compare_give_the_same_speedups_under_the_same_names(capsys, tmp_path):
+    pytest.importorskip("torch", reason="needs the live extras")
+    from replay.live.tiny import build_word_tokenizer, save_hf_dir
+    from tests.live_fixtures import make_pair
+
+    draft, target = make_pair("qwen2")
+    tok = build_word_tokenizer(64)
+    save_hf_dir(target, tmp_path / "target", tok)
+    save_hf_dir(draft, tmp_path / "draft", tok)
+    (tmp_path / "prompts.jsonl").write_text("[1, 2, 3, 4]\n[50, 7]\n", encoding="utf-8")
+    code, out, err = run(capsys, "generate", "--draft", tmp_path / "draft", "--target", tmp_path / "target", "--config", "1,1",
+                         "--prompts", tmp_path / "prompts.jsonl", "--max-new-tokens", "6", "--repeats", "1", "--baseline",
+                         "-o", tmp_path / "run", "--no-progress")
+    assert code == 0, err
+    import re
+
+    wall = re.search(r"^measured speedup \(end to end, prefill included\): (\d+\.\d{3})x", out, re.MULTILINE)
+    decode = re.search(r"^measured speedup \(decode only, prefill excluded\): (\d+\.\d{3})x", out, re.MULTILINE)
+    assert wall and decode, out
+    assert "\nspeedup:" not in out  # no bare "speedup" that could be either
+    totals = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))["totals"]
+    assert wall.group(1) == f"{totals['speedup']:.3f}"  # the harness's own speedup is the end-to-end one
+    code, out, err = run(capsys, "compare", tmp_path / "run", "--no-progress")
+    assert code == 0, err
+    assert f"measured speedup (decode only, prefill excluded) {decode.group(1)}:" in out
+    assert f"measured speedup (end to end, prefill included) {wall.group(1)} (median of 1 interleaved pass(es)" in out
+
+
 # --- mistakes-vocab: numbers a user misreads (findings 8, 10, 11) -------------------------------
 
 

@@ -56,7 +56,7 @@ def add_runs_input(p: argparse.ArgumentParser, many: bool = True) -> None:
 
 def load_runs_from_args(args):
     """Replay every DUMP; a run without a single replayable round is reported and left out."""
-    from analysis.runs import load_runs
+    from analysis.runs import load_runs, manifest_round_warnings
 
     for d in args.dirs:
         require_dump_source(d)
@@ -65,6 +65,8 @@ def load_runs_from_args(args):
     for run in runs:
         if run.results:
             kept.append(run)
+            for line in manifest_round_warnings(run):  # a number that is probably wrong; the input is used all the same
+                print(f"specreplay: {line}", file=sys.stderr)
             continue
         why = "; ".join(f"{s.what}: {s.reason}" for s in run.replay.skipped[:3]) or "no round files found"
         print(f"specreplay: {run.label}: no round could be replayed ({why}); left out", file=sys.stderr)

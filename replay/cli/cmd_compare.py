@@ -40,7 +40,11 @@ modelled speedup  (Σ (L + 1)) · t_verify(1) / Σ (steps · draft_step_s + t_ve
 Its source, printed per run: --cost {"tokens": [...], "verify_s": [...], "draft_step_s": x} (a file or inline),
 else cost_curve.json beside the dump, else the manifest's measured round timings, else the default
 relative cost (a WARNING says the speedup is then only modelled). When the manifest holds a
-target-only baseline, the recorded config's measured speedup is shown next to the modelled one.
+target-only baseline timed together with the run (one interleaved session: totals.timing), the
+recorded config's measured speedup, decode only (prefill excluded) in the table and end to end
+(prefill included) in the line above it, is shown next to the modelled one; a baseline timed apart
+(an older manifest: totals.timing null) shows "not comparable" with the reason. The columns
+modelled_speedup_lo/_hi (--csv, --json) are modelled, never measured (docs/output-schema.md).
 """
 
 REPORT_EPILOG = """\
@@ -67,19 +71,21 @@ def run_compare(args: argparse.Namespace) -> int:
     from analysis.compare_batch import compare_run, simulate_run_strategies
     from analysis.costsource import cost_warning, run_cost
     from analysis.definitions import HEADLINE_NAMES, definitions_text
-    from analysis.timings import measured_speedup, read_timings
+    from analysis.timings import measured_speedup, read_timings, speedup_warnings
     from replay.progress import tqdm_progress
 
     plot_format = image_format_of(args.plot) if args.plot else None
     given = cost_from_args(args)
     check_config_args(args)
     runs = load_runs_from_args(args)
-    tables, strategies, per_round, costs, measured = [], [], [], {}, {}
+    tables, strategies, per_round, costs, measured, suspicious = [], [], [], {}, {}, []
     for run in runs:
         if not run.results:
             continue
         cost = costs[run.label] = run_cost(run.replay.directory, run.replay.manifest, given)
-        measured[run.label] = measured_speedup(read_timings(run.replay.directory, run.replay.manifest))
+        timings = read_timings(run.replay.directory, run.replay.manifest)
+        measured[run.label] = measured_speedup(timings)
+        suspicious.extend(speedup_warnings(run.label, timings, measured[run.label]))
         configs = configs_from_args(args, run.config)
         update, close = tqdm_progress(f"compare {run.label}", progress_enabled(args.no_progress))
         try:
@@ -102,7 +108,7 @@ def run_compare(args: argparse.Namespace) -> int:
     table = pd.concat(tables, ignore_index=True)
     if args.top:
         table = pd.concat([g.head(1) for _, g in table.groupby("run", sort=False)] +
-                          [g.iloc[1:].sort_values("speedup_lo", ascending=False).head(args.top) for _, g in table.groupby("run", sort=False)],
+                          [g.iloc[1:].sort_values("modelled_speedup_lo", ascending=False).head(args.top) for _, g in table.groupby("run", sort=False)],
                           ignore_index=True).sort_values("run", kind="stable")
     if args.plot:  # after --top: the plot shows the rows the table shows
         for run, grp in table.groupby("run", sort=False):
@@ -113,6 +119,9 @@ def run_compare(args: argparse.Namespace) -> int:
     if args.json or args.csv:  # the text output carries them under each run
         for w in warnings:
             print(f"specreplay: {w}", file=sys.stderr)
+    for w in suspicious:  # a number that is probably wrong: on stderr whatever the output format
+        print(f"specreplay: {w}", file=sys.stderr)
+    warnings += suspicious
     if args.per_round:
         with atomic_path(args.per_round) as tmp:
             pd.concat(per_round, ignore_index=True).to_csv(tmp, index=False)
@@ -139,8 +148,9 @@ def run_compare(args: argparse.Namespace) -> int:
             print(f"  cost model: {costs[run].source} {json.dumps(costs[run].to_json())}")
             if cost_warning(costs[run], run):
                 print(f"  {cost_warning(costs[run], run)}")
-            if measured[run]:
-                print(f"  {measured[run].describe()}")
+            speed = measured[run]
+            if speed is not None:
+                print(f"  {speed.describe()}")
             print("  mean_acceptance_length = mean_accepted_length + 1 (bonus included): derived for every row, as a config "
                   "that was not run has no target token in the dump")
             print(shown.to_string(index=False) + "\n")
@@ -215,7 +225,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_runs_input(p)
     _add_compare_options(p)
     p.add_argument("--contained", action="store_true", help="add every config contained in the recorded one")
-    p.add_argument("--top", type=int, help="show the recorded config and the N best by speedup lower bound")
+    p.add_argument("--top", type=int, help="show the recorded config and the N best by modelled speedup lower bound")
     p.add_argument("--gamma-strategies", nargs="*", type=int, choices=range(5), metavar="S",
                    help="also simulate dynamic-gamma strategies (0..4; no value = all)")
     p.add_argument("--plot", metavar="FILE.png", type=output_file, help="also draw the comparison (.png, .svg or .pdf)")

@@ -19,8 +19,9 @@ gammaThreshold (dynamic depth: drafting stops when the best path's draft probabi
 "1,1,1,1" = a chain; "1,1,1,1,1,1@0|0.3|0.5" = a depth-6 chain without and with two thresholds.
 
 timing: each config runs with target-only decoding on the same prompts, a warm-up first, then
---repeats passes, the two interleaved per prompt in a rotating order; tokens/s and speedup are the
-median pass (min and max in the table).
+--repeats passes, the two interleaved per prompt in a rotating order; tokens/s is the median pass
+and speedup the median per-pass ratio, measured end to end with prefill included (min and max in
+the table).
 
 example:
   specreplay sweep --draft models/draft --target models/target --prompts prompts.jsonl \\
@@ -187,6 +188,7 @@ def _report_sweep(result, out: Path) -> int:
     if len(result.table):
         plot_sweep(result.table, out / "plots")
         print(sweep_display(result.table).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print("speedup: measured end to end (prefill included), the median of the interleaved passes (docs/vocabulary.md)")
         from .live_auto import sweep_prediction_lines
 
         for line in sweep_prediction_lines(out, result.table):

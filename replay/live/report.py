@@ -21,8 +21,10 @@ def generation_headline(generations: Sequence[Generation]) -> Headline | None:
 
 
 def format_summary(summary: RunSummary, comparison: BaselineComparison | None = None, timing: Timing | None = None,
-                   head: Headline | None = None) -> str:
-    """``head`` (generation_headline) leads in vLLM's words; without it the mean accepted length stands alone."""
+                   speedup_lines: Sequence[str] | None = None, head: Headline | None = None) -> str:
+    """``head`` (generation_headline) leads in vLLM's words; without it the mean accepted length stands
+    alone. ``speedup_lines`` (the CLI passes analysis.timings' lines, the words and numbers
+    ``compare`` shows for the same manifest) replace the one end-to-end speedup line."""
     if head is not None:
         lines = headline_lines(head, digits=3)
     else:
@@ -41,7 +43,8 @@ def format_summary(summary: RunSummary, comparison: BaselineComparison | None = 
         lines += [
             f"baseline tokens/s:      {base.tokens_per_s:.2f}{_range(base.tokens_per_s_min, base.tokens_per_s_max, base.timed_passes, '.2f')}"
             f" (target-only, {base.rounds} forwards)",
-            f"speedup:                {comparison.speedup:.3f}x{_range(comparison.speedup_min, comparison.speedup_max, summary.timed_passes, '.3f')}",
+            *(speedup_lines if speedup_lines is not None else
+              [f"speedup (end to end):   {comparison.speedup:.3f}x{_range(comparison.speedup_min, comparison.speedup_max, summary.timed_passes, '.3f')}"]),
             f"outputs identical:      {same}",
         ]
     if timing is not None:
