@@ -25,7 +25,7 @@ from replay.replayer import RoundResult
 
 from .costmodel import CostModel
 from .metrics import depth_acceptance, summary
-from .subtree import SubOutcome, is_contained, replay_subconfig
+from .subtree import SubOutcome, beyond_recorded, is_contained, replay_subconfig
 from .timings import Speedup
 
 COMPARE_COLUMNS = [
@@ -172,6 +172,21 @@ def with_speed(table: pd.DataFrame, recorded: TreeConfig, cost: CostModel, measu
     out["measured_speedup_wall"] = [measured.wall if (r and measured) else nan for r in is_recorded]
     out["measured_status"] = [measured_status(measured) if r else "" for r in is_recorded]
     return out
+
+
+def beyond_recorded_notes(table: pd.DataFrame, configs: Sequence[TreeConfig], recorded: TreeConfig, label: str) -> list[str]:
+    """One line per compared config that is deeper or wider than ``recorded`` and so cannot be
+    replayed on every round: the dump holds no draft rows (or columns) the recording never made.
+    ``table``: compare_run's summary, one row per config in ``configs``' order."""
+    notes = []
+    for cfg, (_, row) in zip(configs, table.iterrows()):
+        why = beyond_recorded(cfg, recorded)
+        if why is None or not int(row["undecidable"]):
+            continue  # contained, or the dump's extra columns decided every round
+        notes.append(f"{label}: {cfg.short()} is deeper or wider than the recorded {recorded.short()} ({why}); the dump holds no "
+                     f"draft rows beyond the recording, so {int(row['undecidable'])} of {int(row['rounds'])} round(s) are "
+                     "undecidable and its figures are lo..hi bounds; to decide them, record a dump with a config that contains it")
+    return notes
 
 
 def modelled_speedup(results: Sequence[RoundResult], cost: CostModel) -> float:

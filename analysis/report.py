@@ -22,7 +22,7 @@ from replay.errors import SpecReplayError
 from replay.grouping import Key
 
 from . import plots, treeplot
-from .compare import compare_display, runs_side_by_side, speed_row, strategies_display, with_speed
+from .compare import beyond_recorded_notes, compare_display, runs_side_by_side, speed_row, strategies_display, with_speed
 from .compare_batch import compare_run, simulate_run_strategies
 from .costmodel import CostModel
 from .costsource import cost_warning, run_cost
@@ -33,6 +33,7 @@ from .metrics import all_metrics, derived_notes, static_shape
 from .recommend import recommend, recommend_runs
 from .recommend_render import recommend_section
 from .runs import LabelledRun
+from .subtree import fit_levels
 from .tables import Tables, build_tables, export_tables
 from .timings import measured_speedup, read_timings, speedup_warnings
 
@@ -62,8 +63,8 @@ def default_comparison_configs(cfg: TreeConfig) -> list[TreeConfig]:
         out.append(TreeConfig.from_lists(cfg.top_k_spec[:g], cfg.top_head[:g], cfg.tree_type, cfg.gamma_threshold))
     root = cfg.top_k_spec[0][0]
     for w in sorted({max(1, root - 2), max(1, (root + 1) // 2)}, reverse=True):
-        if w < root:
-            out.append(TreeConfig.from_lists([[w]] + [list(r) for r in cfg.top_k_spec[1:]], cfg.top_head, cfg.tree_type, cfg.gamma_threshold))
+        if w < root:  # a narrower root feeds fewer parents to step 1: fit_levels drops the heads it no longer has
+            out.append(fit_levels([[w], *cfg.top_k_spec[1:]], cfg.top_head, cfg))
     if any(h > 1 for h in cfg.top_head):
         out.append(TreeConfig.from_lists([[r[0]] for r in cfg.top_k_spec], [1] * cfg.gamma, cfg.tree_type, cfg.gamma_threshold))
     out.append(TreeConfig.from_lists([[1]] * cfg.gamma, [1] * cfg.gamma, cfg.tree_type, cfg.gamma_threshold))
@@ -252,9 +253,10 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
         if not len(run.results):
             continue
         cost = costs[run.label]
-        configs = default_comparison_configs(run.config)
-        if opts.configs:  # the run's own config first: every table starts from what was recorded
+        if opts.configs:  # they replace the default set; the run's own config first: every table starts from what was recorded
             configs = [run.config] + [c for c in opts.configs if (c.short(), c.top_head) != (run.config.short(), run.config.top_head)]
+        else:
+            configs = default_comparison_configs(run.config)
         table, _ = compare_run(run, configs, cost, opts.gamma_threshold)
         table = with_speed(table, run.config, cost, measured[run.label])
         table.insert(0, "run", run.label)
@@ -263,6 +265,8 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
         add(f"<p>Cost model: <strong>{_h(cost.source)}</strong> <code>{_h(json.dumps(cost.to_json()))}</code></p>")
         if cost_warning(cost, run.label):
             add(f"<p class='note'>{_h(cost_warning(cost, run.label))}</p>")
+        for note in beyond_recorded_notes(table, configs, run.config, run.label):
+            add(f"<p class='note'>note: {_h(note)}</p>")
         add(_table_html(compare_display(table.drop(columns=["run"]))))
         add(_figure_html(plots.plot_compare_configs(table, run.label, cost.source), f"{run.label}: offline comparison.", fmt))
         window = opts.ema_window or int(run.replay.config.settings.get("emaWindow", 1) or 1)

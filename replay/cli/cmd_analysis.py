@@ -76,6 +76,33 @@ def load_runs_from_args(args):
     return kept
 
 
+def check_round_arg(args) -> None:
+    """``--round A_B`` of plot and report: a round some DUMP has, checked on the file names before
+    any round is read (replay.runs.require_round; the message lists the nearest rounds)."""
+    from replay.runs import require_round
+
+    if args.show_round is None:
+        return
+    for d in args.dirs:
+        require_dump_source(d)
+    require_round(args.dirs, args.show_round, options_from_args(args))
+
+
+def check_round_replayed(runs, args) -> None:
+    """After the replay: ``--round``'s round must have replayed in some run (its files can be there
+    and still fail to read); else the same message, with the reason it was skipped."""
+    from analysis.example_round import example_round
+    from replay.grouping import no_such_round
+    from replay.errors import RoundNotFoundError
+
+    key = args.show_round
+    if key is None or any(example_round(r.results, key) for r in runs):
+        return
+    first = runs[0]
+    keys = [res.key for res in first.results]
+    raise RoundNotFoundError(first.replay.directory, no_such_round(key, keys, ", ".join(args.dirs), first.replay.skipped))
+
+
 def skipped_status(runs, args=None) -> int:
     """Exit status: 1 when rounds were skipped or runs left out (all listed on stderr), else 0."""
     for run in runs:
@@ -213,14 +240,13 @@ def run_stats(args: argparse.Namespace) -> int:
 
 def run_plot(args: argparse.Namespace) -> int:
     from analysis import plots, treeplot
-    from analysis.example_round import example_round
     from analysis.metrics import all_metrics, static_shape
     from analysis.tables import build_tables
 
     decode = treeplot.load_decoder(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
+    check_round_arg(args)
     runs = load_runs_from_args(args)
-    if args.show_round and not any(example_round(r.results, args.show_round) for r in runs):  # before writing
-        raise SpecReplayError(f"--round {args.show_round[0]}_{args.show_round[1]}: no such round in " + ", ".join(args.dirs))
+    check_round_replayed(runs, args)  # before writing
     picks = {run.label: _round_to_draw(run, args.show_round) for run in runs if run.results}
     tables = build_tables(runs)
     m = all_metrics(tables)

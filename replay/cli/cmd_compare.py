@@ -16,8 +16,8 @@ from replay.errors import SpecReplayError
 from replay.pathcheck import input_file_or_json, output_dir, output_file
 from replay.progress import progress_enabled
 
-from .cmd_analysis import add_runs_input, check_config_args, configs_from_args, cost_from_args, load_runs_from_args, option_configs, image_format_of, skipped_status
-from .options import JSON_OBJECT_HELP, add_command, add_output, parse_key
+from .cmd_analysis import add_runs_input, check_config_args, check_round_arg, check_round_replayed, configs_from_args, cost_from_args, load_runs_from_args, option_configs, image_format_of, skipped_status
+from .options import JSON_OBJECT_HELP, add_command, add_output, at_least_one, parse_key
 
 COMPARE_EPILOG = """\
 examples:
@@ -67,7 +67,7 @@ def run_compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from analysis import plots
-    from analysis.compare import compare_display, strategies_display, with_speed
+    from analysis.compare import beyond_recorded_notes, compare_display, strategies_display, with_speed
     from analysis.compare_batch import compare_run, simulate_run_strategies
     from analysis.costsource import cost_warning, run_cost
     from analysis.definitions import HEADLINE_NAMES, definitions_text
@@ -75,6 +75,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from replay.progress import tqdm_progress
 
     plot_format = image_format_of(args.plot) if args.plot else None
+    check_compare_options(args)
     given = cost_from_args(args)
     check_config_args(args)
     runs = load_runs_from_args(args)
@@ -92,6 +93,8 @@ def run_compare(args: argparse.Namespace) -> int:
             table, rounds = compare_run(run, configs, cost, args.gamma_threshold, update)
         finally:
             close()
+        for note in beyond_recorded_notes(table, configs, run.config, run.label):
+            print(f"specreplay: note: {note}", file=sys.stderr)
         table = with_speed(table, run.config, cost, measured[run.label])
         table.insert(0, "run", run.label)
         rounds.insert(0, "run", run.label)
@@ -163,6 +166,19 @@ def run_compare(args: argparse.Namespace) -> int:
     return skipped_status(runs, args)
 
 
+def check_compare_options(args: argparse.Namespace) -> None:
+    """Options that would be taken and then do nothing: refused before any work, saying which to drop."""
+    if args.csv and args.gamma_strategies is not None:
+        raise SpecReplayError("--gamma-strategies with --csv: the CSV is the configs table alone, the strategies would be "
+                              "simulated and dropped; use --json (it holds both) or the text output, or drop --gamma-strategies")
+    from analysis.gamma_strategies import USES_EMA
+
+    if args.ema_window is not None and (args.gamma_strategies is None or (args.gamma_strategies and not set(args.gamma_strategies) & set(USES_EMA))):
+        given = "without --gamma-strategies" if args.gamma_strategies is None else f"with --gamma-strategies {' '.join(map(str, args.gamma_strategies))}"
+        raise SpecReplayError(f"--ema-window {args.ema_window} {given}: only the EMA strategies {' and '.join(map(str, USES_EMA))} use it; "
+                              f"add them (--gamma-strategies {' '.join(map(str, USES_EMA))}) or drop --ema-window")
+
+
 # --- report ------------------------------------------------------------------------------------
 
 
@@ -177,7 +193,9 @@ def run_report(args: argparse.Namespace) -> int:
     decode = load_decoder(args.tokenizer) if args.tokenizer else None  # bad inputs fail before any work
     cost = cost_from_args(args)
     check_config_args(args)
+    check_round_arg(args)
     runs = load_runs_from_args(args)
+    check_round_replayed(runs, args)
     configs = None
     if option_configs(args):
         configs = configs_from_args(args, runs[0].config)
@@ -213,7 +231,7 @@ def _add_compare_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--generate", metavar="FUNNELS", help='generate funnel configs: "root=2,4,6 heads=1,2 width=1,2 gamma=1:3" (a:b = range)')
     p.add_argument("--cost", type=input_file_or_json, help='cost model: a JSON file or inline JSON {"tokens": [...], "verify_s": [...], "draft_step_s": x}')
     p.add_argument("--gamma-threshold", type=float, default=None, help="simulate this gammaThreshold early stop (docs/analysis.md); default: only the recorded early stops")
-    p.add_argument("--ema-window", type=int, default=None, help="emaWindow for the EMA strategies (default: the run's setting, else 1)")
+    p.add_argument("--ema-window", type=at_least_one, default=None, help="emaWindow for the EMA strategies (default: the run's setting, else 1)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -225,7 +243,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_runs_input(p)
     _add_compare_options(p)
     p.add_argument("--contained", action="store_true", help="add every config contained in the recorded one")
-    p.add_argument("--top", type=int, help="show the recorded config and the N best by modelled speedup lower bound")
+    p.add_argument("--top", type=at_least_one, help="show the recorded config and the N best by modelled speedup lower bound")
     p.add_argument("--gamma-strategies", nargs="*", type=int, choices=range(5), metavar="S",
                    help="also simulate dynamic-gamma strategies (0..4; no value = all)")
     p.add_argument("--plot", metavar="FILE.png", type=output_file, help="also draw the comparison (.png, .svg or .pdf)")
