@@ -86,7 +86,7 @@ def nodes_table(runs: Sequence[LabelledRun]) -> pd.DataFrame:
 
 def metrics(runs_or_tables: Sequence[LabelledRun] | Tables) -> dict[str, pd.DataFrame]:
     """Every metric table by name: summary, accepted_length, depth_acceptance, rank_of_hit,
-    hit_outcome, parent_slot, node_hits (what ``specreplay stats`` prints)."""
+    hit_outcome, parent_slot, slot_hits, node_hits (what ``specreplay stats`` prints)."""
     return all_metrics(_tables(runs_or_tables))
 
 

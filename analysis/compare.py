@@ -1,8 +1,10 @@
 """Compare tree configs offline on a recorded run, and several runs side by side.
 
 ``compare_configs`` replays each config exactly on every recorded round (analysis.subtree, the
-readable reference; ``analysis.compare_batch`` does the same on the batch arrays) and summarises: nodes, mean accepted length, engine block efficiency and modelled speedup, each as
-a [lo, hi] pair that collapses to one value when every round is decidable. ``with_speed`` adds
+readable reference; ``analysis.compare_batch`` does the same on the batch arrays) and summarises: nodes, then
+the headline in vLLM's words (mean acceptance length, draft acceptance rate, per-position acceptance
+rate; replay.headline), mean accepted length and modelled speedup, each as a [lo, hi] pair that
+collapses to one value when every round is decidable. ``with_speed`` adds
 the cost model's source and, on the recorded config's row, the measured speedup; ``speed_row``
 puts a run's measured and modelled speedup side by side (words: analysis.definitions).
 """
@@ -18,6 +20,7 @@ import pandas as pd
 from replay.config import TreeConfig
 from replay.config_grammar import parse_config_list, parse_configs
 from replay.errors import SpecReplayError
+from replay.headline import per_position_rates
 from replay.replayer import RoundResult
 
 from .costmodel import CostModel
@@ -34,10 +37,14 @@ COMPARE_COLUMNS = [
     "rounds",
     "decided",
     "undecidable",
+    "mean_acceptance_length_lo",
+    "mean_acceptance_length_hi",
+    "draft_acceptance_rate_lo",
+    "draft_acceptance_rate_hi",
+    "per_position_acceptance_rate_lo",  # lists: depth 1 .. the config's gamma
+    "per_position_acceptance_rate_hi",
     "mean_accepted_length_lo",
     "mean_accepted_length_hi",
-    "engine_block_efficiency_lo",
-    "engine_block_efficiency_hi",
     "mean_round_cost_lo",
     "mean_round_cost_hi",
     "modelled_speedup_lo",  # modelled (cost model), never measured: named so since issue 19 (was speedup_lo)
@@ -61,7 +68,10 @@ def summarize_arrays(cfg: TreeConfig, recorded: TreeConfig, cost: CostModel, dec
     (decided: [R] bool; the others [R] int64, as analysis.subtree.SubOutcome's fields).
 
     Undecidable rounds count at their lower bound in *_lo and at their upper bound in *_hi;
-    modelled_speedup_lo pairs the fewest tokens with the highest cost, modelled_speedup_hi the reverse.
+    modelled_speedup_lo pairs the fewest tokens with the highest cost, modelled_speedup_hi the reverse,
+    and draft_acceptance_rate_lo the fewest accepted with the most drafted tokens. The acceptance
+    length of a config is always accepted + 1 (derived: no dump holds the target's token of a
+    config that was not run).
     """
     R = int(decided.shape[0])
     lo = lower.astype(np.float64)
@@ -70,6 +80,9 @@ def summarize_arrays(cfg: TreeConfig, recorded: TreeConfig, cost: CostModel, dec
     c_hi = np.asarray(cost.round_cost(steps_hi, nodes_hi), dtype=np.float64)
     n_decided = int(decided.sum())
     nan = float("nan")
+    lo_rates = per_position_rates(lower, cfg.gamma).tolist() if R else []
+    hi_rates = per_position_rates(upper, cfg.gamma).tolist() if R else []
+    drafted_lo, drafted_hi = float(np.sum(nodes_lo)), float(np.sum(nodes_hi))
     return {
         "config": cfg.short(),
         "gamma": cfg.gamma,
@@ -79,10 +92,14 @@ def summarize_arrays(cfg: TreeConfig, recorded: TreeConfig, cost: CostModel, dec
         "rounds": R,
         "decided": n_decided,
         "undecidable": R - n_decided,
+        "mean_acceptance_length_lo": lo.mean() + 1 if R else nan,
+        "mean_acceptance_length_hi": hi.mean() + 1 if R else nan,
+        "draft_acceptance_rate_lo": lo.sum() / drafted_hi if R and drafted_hi else nan,
+        "draft_acceptance_rate_hi": hi.sum() / drafted_lo if R and drafted_lo else nan,
+        "per_position_acceptance_rate_lo": lo_rates,
+        "per_position_acceptance_rate_hi": hi_rates,
         "mean_accepted_length_lo": lo.mean() if R else nan,
         "mean_accepted_length_hi": hi.mean() if R else nan,
-        "engine_block_efficiency_lo": lo.mean() + 1 if R else nan,
-        "engine_block_efficiency_hi": hi.mean() + 1 if R else nan,
         "mean_round_cost_lo": c_lo.mean() if R else nan,
         "mean_round_cost_hi": c_hi.mean() if R else nan,
         "modelled_speedup_lo": cost.speedup(lo.sum() + R, c_hi.sum()) if R else nan,
@@ -215,8 +232,13 @@ def compare_display(df: pd.DataFrame) -> pd.DataFrame:
     has one ("not comparable" when its two sides were not timed together)."""
     out = df[["config", "top_head", "nodes", "contained", "rounds", "undecidable"]].copy()
     out["top_head"] = out["top_head"].map(lambda h: "[" + ",".join(str(v) for v in h) + "]")
-    for name in ("mean_accepted_length", "engine_block_efficiency"):
+    for name in ("mean_acceptance_length", "draft_acceptance_rate"):
         out[name] = [format_bounds(a, b) for a, b in zip(df[f"{name}_lo"], df[f"{name}_hi"])]
+    out["per_position_acceptance_rate"] = [
+        " ".join(format_bounds(a, b, 2) for a, b in zip(lo, hi)) or "n/a"
+        for lo, hi in zip(df["per_position_acceptance_rate_lo"], df["per_position_acceptance_rate_hi"])
+    ]
+    out["mean_accepted_length"] = [format_bounds(a, b) for a, b in zip(df["mean_accepted_length_lo"], df["mean_accepted_length_hi"])]
     out["modelled speedup"] = [format_bounds(a, b) for a, b in zip(df["modelled_speedup_lo"], df["modelled_speedup_hi"])]
     if "measured_status" in df.columns and (df["measured_status"] != "").any():
         out[MEASURED_HEADER] = [f"{v:.3f}" if s == "measured" else (NOT_COMPARABLE if s else "")
@@ -228,7 +250,7 @@ def strategies_display(df: pd.DataFrame) -> pd.DataFrame:
     """Dynamic-gamma strategy rows (StrategyResult.to_row) with each [lo, hi] pair as one column."""
     cols = [c for c in ("run", "strategy", "name", "ema_window", "config", "rounds", "undecidable_rounds") if c in df.columns]
     out = df[cols].copy()
-    for name in ("mean_gamma", "mean_accepted_length", "engine_block_efficiency"):
+    for name in ("mean_gamma", "mean_acceptance_length", "mean_accepted_length"):
         out[name] = [format_bounds(a, b) for a, b in zip(df[f"{name}_lo"], df[f"{name}_hi"])]
     out["modelled speedup"] = [format_bounds(a, b) for a, b in zip(df["modelled_speedup_lo"], df["modelled_speedup_hi"])]
     return out
@@ -239,7 +261,7 @@ def runs_side_by_side(rounds: pd.DataFrame) -> pd.DataFrame:
     s = summary(rounds).set_index("run")
     d = depth_acceptance(rounds)
     parts = [s.T]
-    for col, row in (("conditional", "conditional_acceptance"), ("per_position_acceptance_rate", "per_position_acceptance_rate")):
+    for col, row in (("per_position_acceptance_rate", "per_position_acceptance_rate"), ("conditional", "conditional_acceptance")):
         p = d.pivot(index="depth", columns="run", values=col)
         p.index = [f"{row}_depth_{k}" for k in p.index]
         parts.append(p[s.index])

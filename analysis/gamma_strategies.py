@@ -108,10 +108,10 @@ class StrategyResult:
             "exact": self.exact,
             "mean_gamma_lo": self.gamma[0] / self.rounds,
             "mean_gamma_hi": self.gamma[1] / self.rounds,
+            "mean_acceptance_length_lo": ma[0] + 1,
+            "mean_acceptance_length_hi": ma[1] + 1,
             "mean_accepted_length_lo": ma[0],
             "mean_accepted_length_hi": ma[1],
-            "engine_block_efficiency_lo": ma[0] + 1,
-            "engine_block_efficiency_hi": ma[1] + 1,
             "modelled_speedup_lo": sp[0],
             "modelled_speedup_hi": sp[1],
         }

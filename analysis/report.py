@@ -29,7 +29,7 @@ from .costsource import cost_warning, run_cost
 from .definitions import DEFINITIONS, SUMMARY_NAMES, definitions_rows, label
 from .example_round import example_round
 from .gamma_strategies import STRATEGY_NAMES
-from .metrics import DEPTH_HEADER, all_metrics, depth_display, static_shape
+from .metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes, static_shape
 from .recommend import recommend, recommend_runs
 from .recommend_render import recommend_section
 from .runs import LabelledRun
@@ -172,6 +172,8 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
         add(_table_html(side.reset_index()))  # the index's name would be a header row of its own, empty but for "metric"
     else:
         add(_table_html(metrics["summary"]))
+    for note in derived_notes(metrics["summary"]):  # an acceptance length the dump cannot show is said to be derived
+        add(f"<p class='note'>note: {_h(note)}</p>")
     add("<details><summary>what the summary rows mean</summary>" + _table_html(pd.DataFrame(definitions_rows(SUMMARY_NAMES))) + "</details>")
 
     add("<h2>Speedup: measured and modelled</h2>")
@@ -224,13 +226,14 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
                              f"{run.label}: slot of the expanded parent the accepted path went through, or the level rank of an unexpanded one.", fmt))
     add(_table_html(metrics["parent_slot"]))
 
-    add("<h2>Tree shape and per-node hit frequency</h2>")
-    nh = metrics["node_hits"]
+    add("<h2>Tree shape and per-slot hit frequency</h2>")
+    sh = metrics["slot_hits"]
     for run in runs:
         if not len(run.results):
             continue
-        add(_figure_html(treeplot.plot_tree_hits(static_shape(run.config), nh[nh["run"] == run.label], run.label, run.config),
-                         f"{run.label}: static shape coloured by how often each node lay on the accepted path.", fmt))
+        add(_figure_html(treeplot.plot_tree_hits(static_shape(run.config), sh[sh["run"] == run.label], run.label, run.config),
+                         f"{run.label}: static shape coloured by how often each slot (depth, expanded parent in selection "
+                         "order, child rank) lay on the accepted path.", fmt))
         pick = example_round(run.results, opts.example_round)
         if pick is None:
             pick = example_round(run.results)
@@ -239,7 +242,9 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
             missing = ""
         add(_figure_html(treeplot.plot_round_tree(pick.result, opts.decode, run.label, pick.why),
                          f"{run.label}: round {pick.result.name}: {missing}{pick.why}.", fmt))
-    add("<details><summary>per-node hit table</summary>" + _table_html(nh) + "</details>")
+    add("<details><summary>per-slot hit table (slot_hits)</summary>" + _table_html(sh) + "</details>")
+    add("<details><summary>per-node hit table (node_hits: nodes by their draft ranks from the root, "
+        "B21 = top-1 child of A2)</summary>" + _table_html(metrics["node_hits"]) + "</details>")
 
     add("<h2>Offline comparison of tree configs</h2>")
     add("<p>Each config is replayed exactly on the recorded rounds; ranges are bounds from undecidable rounds. "

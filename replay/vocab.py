@@ -24,7 +24,9 @@ Bonus token
 Committed tokens
     Accepted tokens followed by the bonus token when it is known.
 Block efficiency
-    Mean committed tokens per round (= per target forward), the engine's ``block_efficiency``.
+    The engine's word (``block_efficiency``) for committed tokens per target forward: accepted
+    length + 1, as every round commits one target token. Printed once, as the mean acceptance
+    length (vLLM's word; replay.headline), "derived" when the dump lacks the bonus token.
 Selection
     Which level-i nodes draft step i expands (``topHead[i]`` of them); rule in replay.selection.
 Path probability

@@ -66,7 +66,7 @@ def main() -> None:
     plots.save_figure(plots.plot_depth_acceptance(m["depth_acceptance"]), img, "depth_acceptance", ["png"])
     plots.save_figure(plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], synth.label, synth.config), img, "rank_heatmap", ["png"])
     plots.save_figure(plots.plot_parent_slot(m["parent_slot"], synth.label, len(synth.results)), img, "parent_slot", ["png"])
-    plots.save_figure(treeplot.plot_tree_hits(static_shape(synth.config), m["node_hits"], synth.label, synth.config), img, "tree_hits", ["png"])
+    plots.save_figure(treeplot.plot_tree_hits(static_shape(synth.config), m["slot_hits"], synth.label, synth.config), img, "tree_hits", ["png"])
     plots.save_figure(treeplot.plot_round_tree(article.results[0], run=article.label), img, "article_round_tree", ["png"])
     plots.save_figure(plots.plot_compare_runs(m_both["summary"], m_both["depth_acceptance"]), img, "runs_side_by_side", ["png"])
 

@@ -22,7 +22,7 @@ from replay.config import TreeConfig
 from replay.live.generate import DecodeOptions
 from replay.live.models import load_pair
 from replay.live.names import resolve_model_args
-from replay.live.report import format_summary
+from replay.live.report import format_summary, generation_headline
 from replay.live.run import compare_with_baseline, run_baseline, run_speculative, save_run_manifest, summarize
 from replay.live.stdprompts import prompts_markdown, std_prompts
 
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         gens = run_speculative(draft, target, ids, config, options, dump)
         comparison = compare_with_baseline(gens, baseline, 0.0)
         save_run_manifest(dump, config, draft, target, options, gens, comparison)
-        print(f"== {name} {json.dumps(config.to_json())}\n{format_summary(summarize(gens), comparison)}", flush=True)
+        print(f"== {name} {json.dumps(config.to_json())}\n{format_summary(summarize(gens), comparison, head=generation_headline(gens))}", flush=True)
     return 0
 
 

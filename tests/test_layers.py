@@ -36,7 +36,7 @@ ALLOWED = {
 _LAYER_MODULES = {
     CORE: """replay replay.version replay.errors replay.atomic replay.progress replay.parallel replay.pathcheck replay.bounded
         replay.vocab replay.config replay.config_grammar replay.tree replay.selection
-        replay.acceptance replay.records""",
+        replay.acceptance replay.records replay.headline""",
     READING: """replay.npyfile replay.ptfile replay.matrix_io replay.grouping replay.rounds
         replay.roundbatch replay.manifest replay.dumpwrite replay.packed_format replay.packed_meta
         replay.packed_blocks replay.packed_write replay.packed_read replay.packed

@@ -693,3 +693,271 @@ def test_sweep_prints_each_config_in_one_spelling(capsys, tmp_path):
     assert "exact replay on the rounds of [4]|[1,1];" in out
     for other in ("1_1", "4_1x1", "1,1", "4,1x1"):  # the run-name and grid forms of the same configs
         assert not re.search(rf"(?<![\w\[,|/]){re.escape(other)}(?![\w\],|])", out.replace(str(tmp_path), "DIR")), other
+
+
+# --- mistakes-vocab: numbers a user misreads (findings 8, 10, 11) -------------------------------
+
+
+def _stats_json(capsys, *argv) -> tuple[int, dict, str]:
+    code, out, err = run(capsys, "stats", *argv, "--json", "--no-progress")
+    return code, (json.loads(out) if code == 0 else {}), err
+
+
+def _hits(body: dict) -> tuple[dict, dict]:
+    """node_hits by name and slot_hits by (depth, parent_slot, rank): (rounds_present, on_path)."""
+    nodes = {r["name"]: (r["rounds_present"], r["on_path"]) for r in body["node_hits"]}
+    slots = {(r["depth"], r["parent_slot"], r["rank"]): (r["rounds_present"], r["on_path"]) for r in body["slot_hits"]}
+    return nodes, slots
+
+
+def test_node_hits_of_a_round_that_expanded_A2_and_A3_name_the_nodes_it_reached(capsys, tmp_path):
+    """An engine that expands A2 and A3 at step 1 (explicit parents, docs/dump-format.md): the path
+    A2 → B21 → C211 used to be counted under "B11, parent 1", a node that did not even exist."""
+    dump = tmp_path / "a2a3"
+    dump.mkdir()
+    write_config(dump / "config.json", [[6], [2, 2], [1, 1]], [1, 2, 2])
+    write_matrix(dump / "draft_step_0_123_139", [[41824, 43744, 44298, 34051, 28380, 37539]])
+    write_matrix(dump / "draft_step_1_124_140", [[45315, 41760], [11111, 22222]])  # rows of A2, A3
+    write_matrix(dump / "draft_step_1_124_140.parents", [[2], [3]])
+    write_matrix(dump / "draft_step_2_124_140", [[22870], [33333]])  # rows of B21 (node 7), B31 (node 9)
+    write_matrix(dump / "draft_step_2_124_140.parents", [[7], [9]])
+    write_matrix(dump / "validate_124_140", [[43744], [45315], [5], [22870], [6]])  # R, A2, A3, B21, B31
+    code, body, err = _stats_json(capsys, dump)
+    assert code == 0 and "Traceback" not in err, err
+    nodes, slots = _hits(body)
+    # by node: what the round drew, by hand (R → A2 → B21 → C211); A1's children were never drafted
+    assert {n for n, (_, hit) in nodes.items() if hit} == {"R", "A2", "B21", "C211"}
+    assert "B11" not in nodes and "C111" not in nodes
+    assert {r["name"]: r["parent_name"] for r in body["node_hits"]}["B21"] == "A2"
+    # by slot: the same path is "top-1 child of the 1st expanded parent" at depths 2 and 3, and says so
+    assert slots[(2, 0, 0)] == (1, 1) and slots[(3, 0, 0)] == (1, 1) and slots[(1, 0, 1)] == (1, 1)
+    names = {r["slot_name"] for r in body["slot_hits"] if r["on_path"]}
+    assert names == {"R", "A:p1c2", "B:p1c1", "C:p1c1"}
+    assert all("parent" not in r for r in body["slot_hits"])  # no column that reads as a node id
+
+
+def test_node_hits_when_path_probability_expands_two_children_of_A1(capsys, tmp_path):
+    """Scores make step 2 expand B11 and B12 (both under A1), not the fallback's B11, B21: the path
+    A1 → B12 → C121 is C121 by node and C:p2c1 by slot, never "C211, parent 9"."""
+    dump = tmp_path / "scored"
+    dump.mkdir()
+    write_config(dump / "config.json", [[6], [2, 2], [1, 1]], [1, 2, 2])
+    steps = {
+        "draft_step_0_123_139": ([[41824, 43744, 44298, 34051, 28380, 37539]], [[0.5, 0.2, 0.1, 0.1, 0.05, 0.05]]),
+        "draft_step_1_124_140": ([[41760, 35740], [45315, 41760]], [[0.6, 0.4], [0.5, 0.5]]),  # A1, A2
+        "draft_step_2_124_140": ([[22870], [33333]], [[0.9], [0.8]]),  # B11 (0.30) and B12 (0.20) beat B21, B22 (0.10)
+    }
+    for name, (ids, probs) in steps.items():
+        write_matrix(dump / name, ids)
+        (dump / f"{name}.scores").write_text("".join(" ".join(str(p) for p in row) + "\n" for row in probs))
+    write_matrix(dump / "validate_124_140", [[41824], [35740], [1], [2], [33333]])  # R, A1, A2, B11, B12
+    code, out, err = run(capsys, "replay", dump)
+    assert code == 0 and "selection path_probability" in out and "expanded at step 2: B11, B12" in out, out + err
+    code, body, err = _stats_json(capsys, dump)
+    assert code == 0, err
+    nodes, slots = _hits(body)
+    assert {n for n, (_, hit) in nodes.items() if hit} == {"R", "A1", "B12", "C121"}
+    assert "C211" not in nodes  # B21 was not expanded: no C211 in this round
+    assert slots[(3, 1, 0)] == (1, 1) and slots[(3, 0, 0)] == (1, 0)
+    assert {r["slot_name"]: r["on_path"] for r in body["slot_hits"]}["C:p2c1"] == 1
+
+
+def test_node_and_slot_hits_match_an_oracle_on_random_dumps(capsys, tmp_path):
+    """Random path-probability dumps (tests/analysis_oracle.py, some early stops): node and slot hits
+    as `stats --json` prints them equal counts made from the recorder's own trees and a greedy walk."""
+    from replay.config import TreeConfig
+    from replay.tree import node_name
+    from tests.analysis_oracle import random_oracle, record_round, write_oracle_run
+
+    cfg = TreeConfig.from_lists([[4], [2, 2], [2, 1]], [1, 2, 2])
+    for seed in (3, 11):
+        draft, target = random_oracle(seed, cols=4, flat=2.0)
+        rng = __import__("numpy").random.default_rng(seed)
+        roots = [int(v) for v in rng.integers(0, 5000, size=40)]
+        steps = [3 if v else 2 for v in rng.random(40) > 0.2]
+        dump = tmp_path / f"oracle{seed}"
+        write_oracle_run(dump, cfg, roots, steps, draft, target, rule="path", layout="parents")
+        want_nodes: dict = {}
+        want_slots: dict = {}
+        for root, n in zip(roots, steps):
+            rec = record_round(cfg, root, n, draft, target, "path")
+            paths, ranks, parent, key = [(root,)], [()], [-1], [(0, -1, -1)]
+            for i, step in enumerate(rec.steps):
+                for j, u in enumerate(step.parents.tolist()):
+                    for r in range(cfg.top_k_spec[i][j]):
+                        paths.append(paths[u] + (int(step.ids[j, r]),))
+                        ranks.append(ranks[u] + (r,))
+                        parent.append(u)
+                        key.append((i + 1, j, r))
+            on, u = {0}, 0
+            while True:  # greedy: the target's top-1 at u against u's children, lowest rank first
+                kids = [v for v in range(len(paths)) if parent[v] == u]
+                nxt = [v for v in kids if paths[v][-1] == int(target(paths[u])[0])]
+                if not kids or not nxt:
+                    break
+                u = nxt[0]
+                on.add(u)
+            for v in range(len(paths)):
+                for table, k in ((want_nodes, node_name(list(ranks[v]))), (want_slots, key[v])):
+                    present, hit = table.get(k, (0, 0))
+                    table[k] = (present + 1, hit + (v in on))
+        code, body, err = _stats_json(capsys, dump)
+        assert code == 0, err
+        nodes, slots = _hits(body)
+        assert nodes == want_nodes
+        assert slots == want_slots
+        assert sum(hit for (_, hit) in nodes.values()) > 40 + 40  # paths of several tokens: the check has teeth
+        assert any(name.startswith("B2") and hit for name, (_, hit) in nodes.items())  # a path under A2: slots ≠ nodes
+
+
+def test_parents_layout_dump_shows_one_acceptance_length_labelled_derived(capsys, tmp_path):
+    """Finding 10: the article's round in the parents layout once printed block efficiency 3 beside
+    the engine's 4. The engine committed 4 tokens; the dump holds 3. One number, said to be derived."""
+    dump = article_by_hand(tmp_path / "art")
+    code, out, err = run(capsys, "replay", dump, "--summary")
+    assert code == 0 and err == ""
+    assert ("mean acceptance length (bonus included): 4.0000  (derived: accepted + 1; "
+            "the dump holds the bonus token of 0 of 1 round(s))") in out
+    assert "block efficiency" not in out and "3.0000" in out  # 3 is only the accepted length now
+    assert "mean accepted length (bonus excluded): 3.0000" in out
+    code, out, err = run(capsys, "stats", dump, "--no-progress")
+    assert code == 0
+    assert "note: art: mean_acceptance_length 4.0000 is derived (accepted + 1): the dump holds the bonus token of 0 of 1 round(s)" in out
+    code, body, err = _stats_json(capsys, dump)
+    (row,) = body["summary"]
+    assert "block_efficiency" not in row and "engine_block_efficiency" not in row
+    assert (row["mean_acceptance_length"], row["mean_accepted_length"], row["bonus_known_fraction"]) == (4.0, 3.0, 0.0)
+
+
+def test_a_dump_with_some_bonus_tokens_says_how_many_it_holds(capsys, tmp_path):
+    """Two parents-layout rounds: the article's (leaf: no row, bonus unknown) and one that misses at
+    the root (the root's row is the correction). 1 of 2 known; acceptance length (4 + 1) / 2."""
+    dump = article_by_hand(tmp_path / "two")
+    article_by_hand(dump, step0_key=(131, 147), key=(132, 148))
+    write_matrix(dump / "validate_132_148", [[99999], [41760], [45315], [22870], [22870]])  # R's top-1 matches no child
+    code, out, err = run(capsys, "batch", dump)
+    assert code == 0, err
+    assert "mean acceptance length (bonus included): 2.5000  (derived: accepted + 1; the dump holds the bonus token of 1 of 2 round(s))" in out
+    assert "2.0000" not in out  # the old as-dumped block efficiency, (3 + 1) / 2, is not shown under any name
+    assert "mean accepted length (bonus excluded): 1.5000" in out and "(3 accepted / 24 drafted tokens)" in out
+
+
+def test_the_article_round_headline_checked_by_hand(capsys):
+    """The article's round: 3 accepted of 12 drafted nodes; vLLM's acceptance length counts the
+    target's token: 4 (derived); every depth reached once in one round. replay, stats, compare agree."""
+    code, out, err = run(capsys, "replay", ARTICLE, "--summary")
+    assert code == 0
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if "mean acceptance length" in line)
+    assert lines[first].strip().startswith("mean acceptance length (bonus included): 4.0000  (derived")  # leads the figures
+    assert lines[first + 1].strip() == "draft acceptance rate: 0.2500  (3 accepted / 12 drafted tokens)"  # 3 / 12 by hand
+    assert lines[first + 2].strip() == "per-position acceptance rate P(L >= d): d1: 1.0000  d2: 1.0000  d3: 1.0000"
+    assert lines[first + 3].strip() == "mean accepted length (bonus excluded): 3.0000"
+    code, out, err = run(capsys, "compare", ARTICLE, "--configs", "[6]|[2,2]|[1,1]", "--json", "--no-progress")
+    assert code == 0
+    (row,) = json.loads(out)["configs"]
+    assert (row["mean_acceptance_length_lo"], row["draft_acceptance_rate_lo"], row["per_position_acceptance_rate_lo"]) == (4.0, 0.25, [1.0, 1.0, 1.0])
+    assert "engine_block_efficiency_lo" not in row
+    code, out, err = run(capsys, "compare", ARTICLE, "--configs", "[6]|[2,2]|[1,1]", "--no-progress")
+    header = next(line for line in out.splitlines() if line.split()[:1] == ["config"]).split()
+    assert header[6:10] == ["mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance_rate", "mean_accepted_length"]
+    assert "derived for every row" in out
+
+
+def _chain_dump(directory: Path) -> Path:
+    """A chain [1]|[1]|[1] in the all layout, 4 rounds typed in: L = 3 (leaf), 1, 0, 2."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_config(directory / "config.json", [[1], [1], [1]], [1, 1, 1])
+    targets = [[11, 12, 13, 99], [11, 50, 1, 1], [60, 1, 1, 1], [11, 12, 70, 1]]  # top-1 at R, n1, n2, n3
+    for k, rows in enumerate(targets):
+        a, b = 200 + 8 * k, 216 + 8 * k
+        write_matrix(directory / f"draft_step_0_{a - 1}_{b - 1}", [[11]])
+        write_matrix(directory / f"draft_step_1_{a}_{b}", [[12]])
+        write_matrix(directory / f"draft_step_2_{a}_{b}", [[13]])
+        write_matrix(directory / f"validate_{a}_{b}", [[t] for t in rows])
+    return directory
+
+
+def test_a_vllm_user_finds_vllms_definitions(capsys, tmp_path):
+    """A vLLM user reads 'mean acceptance length' as 1 + accepted / drafts and 'draft acceptance
+    rate' as accepted / draft tokens. On a chain (drafts = rounds, draft tokens = steps) those are
+    computed here from the per-round JSON, the way vLLM's counters add up, and must be what we print."""
+    dump = _chain_dump(tmp_path / "chain")
+    code, out, err = run(capsys, "replay", dump, "--json")
+    assert code == 0, err
+    rounds = [json.loads(line) for line in out.splitlines()]
+    accepted = sum(r["accepted_length"] for r in rounds)
+    drafts, draft_tokens = len(rounds), sum(r["num_nodes"] for r in rounds)
+    assert (accepted, drafts, draft_tokens) == (6, 4, 12)
+    vllm_mean_acceptance_length = 1 + accepted / drafts  # 2.5
+    vllm_draft_acceptance_rate = accepted / draft_tokens  # 0.5
+    for argv in (("replay", dump, "--summary"), ("batch", dump)):
+        code, out, err = run(capsys, *argv)
+        assert code == 0, err
+        assert f"mean acceptance length (bonus included): {vllm_mean_acceptance_length:.4f}  (every round's bonus token is in the dump)" in out
+        assert f"draft acceptance rate: {vllm_draft_acceptance_rate:.4f}  (6 accepted / 12 drafted tokens)" in out
+        # vLLM's per-position rate is over all drafts: 3/4, 2/4, 1/4 (the conditional at d2 would be 2/3)
+        assert "per-position acceptance rate P(L >= d): d1: 0.7500  d2: 0.5000  d3: 0.2500" in out
+    code, body, err = _stats_json(capsys, dump)
+    (row,) = body["summary"]
+    assert row["mean_acceptance_length"] == vllm_mean_acceptance_length and row["draft_acceptance_rate"] == vllm_draft_acceptance_rate
+    depth = {r["depth"]: r for r in body["depth_acceptance"]}
+    assert depth[2]["per_position_acceptance_rate"] == 0.5 and depth[2]["conditional"] == pytest.approx(2 / 3)
+    (d,) = [d for d in body["definitions"] if d["name"] == "mean_acceptance_length"]
+    assert "vLLM 'Mean acceptance length' (1 + accepted / drafts)" in d["engines"] and "SGLang 'accept length'" in d["engines"]
+    assert "block_efficiency" in d["engines"]  # the seed engine's word maps to this number, not to another
+
+
+def test_the_readme_shows_what_replay_prints(capsys, monkeypatch):
+    """The README's shown replay of the article's round (tree, path, summary headline) is the output."""
+    monkeypatch.chdir(ROOT)  # the README runs it from the checkout
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("The replay of the article's round prints")
+    block = readme[readme.index("```\n", start) + 4 : readme.index("```", readme.index("```\n", start) + 4)]
+    shown = [line for line in block.splitlines() if line.strip() != "..."]
+    code, out, err = run(capsys, "replay", "sample_dumps/article_round")
+    assert code == 0
+    lines = out.splitlines()
+    at = [lines.index(line) for line in shown]  # each shown line is printed, in this order
+    assert at == sorted(at), "README lines out of order"
+    assert "mean acceptance length (bonus included): 4.0000" in block
+
+
+def test_generate_headline_is_what_its_dump_holds(capsys, tmp_path):
+    """`generate` leads with vLLM's numbers; a user recomputes them from the dump it wrote
+    (manifest rounds) by hand: 1 + ΣL/R, ΣL/Σnodes, P(L >= d)."""
+    pytest.importorskip("torch", reason="needs torch (the live extras)")
+    pytest.importorskip("transformers", reason="needs transformers (the live extras)")
+    from replay.live.tiny import build_word_tokenizer, save_hf_dir
+    from tests.live_fixtures import make_pair
+
+    draft, target = make_pair("qwen2")
+    tok = build_word_tokenizer(64)
+    save_hf_dir(target, tmp_path / "target", tok)
+    save_hf_dir(draft, tmp_path / "draft", tok)
+    (tmp_path / "prompts.txt").write_text("t1 t2 t3 t4\nt50 t7\n")
+    write_config(tmp_path / "tree.json", [[4], [2, 2], [1, 1]], [1, 2, 2])
+    code, out, err = run(capsys, "generate", "--draft", tmp_path / "draft", "--target", tmp_path / "target", "--config",
+                         tmp_path / "tree.json", "--prompts", tmp_path / "prompts.txt", "--max-new-tokens", "16",
+                         "--repeats", "1", "--out", tmp_path / "run", "--no-progress")
+    assert code == 0, err
+    rounds = json.loads((tmp_path / "run" / "manifest.json").read_text())["rounds"]
+    L = [r["accepted_length"] for r in rounds]
+    lines = out.splitlines()
+    assert lines[0] == f"mean acceptance length (bonus included): {1 + sum(L) / len(L):.3f}  (counted: a live round always commits the target's token)"
+    assert lines[1] == f"draft acceptance rate: {sum(L) / sum(r['num_nodes'] for r in rounds):.3f}  ({sum(L)} accepted / {sum(r['num_nodes'] for r in rounds)} drafted tokens)"
+    per_position = "  ".join(f"d{d}: {sum(v >= d for v in L) / len(L):.3f}" for d in (1, 2, 3))
+    assert lines[2] == f"per-position acceptance rate P(L >= d): {per_position}"
+    assert not any(line.startswith("block efficiency") for line in lines)  # one name for the number
+
+
+def test_the_report_of_a_parents_layout_dump_says_derived(capsys, tmp_path):
+    """The HTML report shows the one acceptance length, says it is derived, and keeps slots and nodes
+    apart (two tables, each saying what it counts)."""
+    dump = article_by_hand(tmp_path / "art")
+    code, out, err = run(capsys, "report", dump, "-o", tmp_path / "rep", "--no-progress", "--no-tables")
+    assert code == 0 and "Traceback" not in err, err
+    page = (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
+    assert "note: art: mean_acceptance_length 4.0000 is derived (accepted + 1): the dump holds the bonus token of 0 of 1 round(s)" in page
+    assert "<th>mean_acceptance_length</th>" in page and "block_efficiency</th>" not in page
+    assert "per-slot hit table (slot_hits)" in page and "per-node hit table (node_hits" in page

@@ -21,7 +21,8 @@ from replay.progress import progress_enabled
 from replay.records import csv_frame
 from replay.sources import require_dump_source
 
-TABLE_NAMES = ("summary", "accepted_length", "depth_acceptance", "rank_of_hit", "hit_outcome", "parent_slot", "node_hits", "rounds", "nodes")
+TABLE_NAMES = ("summary", "accepted_length", "depth_acceptance", "rank_of_hit", "hit_outcome", "parent_slot", "slot_hits", "node_hits",
+               "rounds", "nodes")
 
 STATS_EPILOG = """\
 examples:
@@ -193,7 +194,7 @@ def cost_from_args(args):
 def run_stats(args: argparse.Namespace) -> int:
     from analysis.compare import runs_side_by_side
     from analysis.definitions import DEPTH_NAMES, SUMMARY_NAMES, definitions_rows, definitions_text
-    from analysis.metrics import DEPTH_HEADER, all_metrics, depth_display
+    from analysis.metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes
     from analysis.tables import build_tables, export_tables
     from replay.vocab import DEPTH_RULE
 
@@ -227,7 +228,9 @@ def run_stats(args: argparse.Namespace) -> int:
             out.write(runs_side_by_side(tables.rounds).to_string(float_format=lambda v: f"{v:.4f}") + "\n")
         else:
             _print_table(named["summary"], args)
-        for name in ("accepted_length", "depth_acceptance", "hit_outcome", "parent_slot", "node_hits"):
+        for note in derived_notes(named["summary"]):
+            out.write(f"  note: {note}\n")
+        for name in ("accepted_length", "depth_acceptance", "hit_outcome", "parent_slot", "slot_hits", "node_hits"):
             head = {"accepted_length": "", "depth_acceptance": f" ({DEPTH_HEADER})"}.get(name, f" ({DEPTH_RULE})")
             out.write(f"\n== {name}{head} ==\n")
             _print_table(depth_display(named[name]) if name == "depth_acceptance" else named[name], args)
@@ -263,8 +266,8 @@ def run_plot(args: argparse.Namespace) -> int:
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run.label)
         written += plots.save_figure(plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], run.label, run.config), out, f"rank_heatmap_{safe}", fmts)
         written += plots.save_figure(plots.plot_parent_slot(m["parent_slot"], run.label, len(run.results)), out, f"parent_slot_{safe}", fmts)
-        nh = m["node_hits"]
-        written += plots.save_figure(treeplot.plot_tree_hits(static_shape(run.config), nh[nh["run"] == run.label], run.label, run.config), out, f"tree_hits_{safe}", fmts)
+        sh = m["slot_hits"]
+        written += plots.save_figure(treeplot.plot_tree_hits(static_shape(run.config), sh[sh["run"] == run.label], run.label, run.config), out, f"tree_hits_{safe}", fmts)
         pick = picks[run.label]
         written += plots.save_figure(treeplot.plot_round_tree(pick.result, decode, run.label, pick.why), out, f"round_{safe}", fmts)
     for p in written:

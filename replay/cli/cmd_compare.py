@@ -70,7 +70,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from analysis.compare import beyond_recorded_notes, compare_display, strategies_display, with_speed
     from analysis.compare_batch import compare_run, simulate_run_strategies
     from analysis.costsource import cost_warning, run_cost
-    from analysis.definitions import definitions_text
+    from analysis.definitions import HEADLINE_NAMES, definitions_text
     from analysis.timings import measured_speedup, read_timings, speedup_warnings
     from replay.progress import tqdm_progress
 
@@ -140,8 +140,10 @@ def run_compare(args: argparse.Namespace) -> int:
             body["gamma_strategies"] = json.loads(pd.concat(strategies).to_json(orient="records"))
         sys.stdout.write(json.dumps(body, indent=1) + "\n")
     elif args.csv:
-        # top_head as compact JSON text "[1,2,2]": pd.read_csv(f, converters={"top_head": json.loads})
-        table.assign(top_head=table["top_head"].map(lambda h: json.dumps([int(v) for v in h], separators=(",", ":")))).to_csv(sys.stdout, index=False)
+        # list cells as compact JSON text "[1,2,2]": pd.read_csv(f, converters={"top_head": json.loads, ...})
+        compact = lambda v: json.dumps(list(v), separators=(",", ":"))  # noqa: E731
+        lists = {c: table[c].map(compact) for c in ("top_head", "per_position_acceptance_rate_lo", "per_position_acceptance_rate_hi")}
+        table.assign(top_head=table["top_head"].map(lambda h: [int(v) for v in h])).assign(**lists).to_csv(sys.stdout, index=False)
     else:
         for run, grp in table.groupby("run", sort=False):
             shown = compare_display(grp)
@@ -152,12 +154,14 @@ def run_compare(args: argparse.Namespace) -> int:
             speed = measured[run]
             if speed is not None:
                 print(f"  {speed.describe()}")
+            print("  mean_acceptance_length = mean_accepted_length + 1 (bonus included): derived for every row, as a config "
+                  "that was not run has no target token in the dump")
             print(shown.to_string(index=False) + "\n")
         if strategies:
             st = strategies_display(pd.concat(strategies, ignore_index=True))
             print("dynamic-gamma strategies (docs/analysis.md):")
             print(st.to_string(index=False) + "\n")
-        print("definitions (docs/vocabulary.md):\n" + definitions_text(["mean_accepted_length", "engine_block_efficiency", "modelled_speedup",
+        print("definitions (docs/vocabulary.md):\n" + definitions_text([*HEADLINE_NAMES, "mean_accepted_length", "modelled_speedup",
                                                                           "measured_speedup", "measured_speedup_wall"]))
     return skipped_status(runs, args)
 
@@ -232,8 +236,9 @@ def _add_compare_options(p: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "compare", run_compare, help="compare tree configs offline on recorded dumps",
-                    description="Replay other tree configs exactly on recorded rounds; report nodes, mean accepted "
-                    "length, engine block efficiency and modelled speedup, with bounds where the dump cannot decide.",
+                    description="Replay other tree configs exactly on recorded rounds; report nodes, mean acceptance "
+                    "length (bonus included), draft acceptance rate, per-position acceptance rate, mean accepted length "
+                    "and modelled speedup, with bounds where the dump cannot decide.",
                     epilog=COMPARE_EPILOG)
     add_runs_input(p)
     _add_compare_options(p)

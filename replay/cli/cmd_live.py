@@ -202,7 +202,7 @@ def run_generate(args) -> int:
     paths = resolve_pair(args)
     from ..live.dumps import staged_output_dir
     from ..live.prompts import read_prompts
-    from ..live.report import format_summary
+    from ..live.report import format_summary, generation_headline
     from ..live.run import run_timed, save_run_manifest
 
     if spec is not None and len(spec.trees) > 1:
@@ -225,7 +225,7 @@ def run_generate(args) -> int:
         if choice is not None:
             write_choice(out, choice, comparison.speedup)
         speedups = speedup_lines(out) if comparison is not None else None
-    print(format_summary(timed.summary, comparison, timed.timing, speedups))
+    print(format_summary(timed.summary, comparison, timed.timing, speedups, generation_headline(timed.generations)))
     if choice is not None:
         print(measured_line(choice, comparison.speedup))
     print(f"dump:                   {args.out}")

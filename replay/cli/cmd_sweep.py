@@ -43,7 +43,8 @@ def register(subparsers) -> None:
     sw = add_command(
         subparsers, "sweep", run_sweep, help="run many tree configs live: table, plots, resumable", epilog=SWEEP_EXAMPLE,
         description="Decode the same prompts with each tree config in turn (models loaded once) and write one "
-        "results row per config (accepted length, block efficiency, tokens/s, speedup), the results table, "
+        "results row per config (mean acceptance length, draft and per-position acceptance rates, accepted length, "
+        "tokens/s, speedup), the results table, "
         "Pareto plots and a cost curve; an interrupted sweep resumes where it stopped.",
     )
     add_model_options(sw)
@@ -167,6 +168,20 @@ def _sweep_configs(args):
     return configs, skipped
 
 
+def sweep_display(table):
+    """The printed sweep table: vLLM's headline words first (mean acceptance length, draft and
+    per-position acceptance rate; per-position as one column "d1 d2 ..."), then speed."""
+    label = "config" if "config" in table.columns else "name"  # the canonical spelling; old tables have only the run name
+    shown = table[[label, "nodes", "mean_acceptance_length", "draft_acceptance_rate"]].copy()
+    depth_cols = sorted((c for c in table.columns if c.startswith("per_position_acceptance_rate_")), key=lambda c: int(c.rsplit("_", 1)[1]))
+    shown["per_position_acceptance_rate"] = [
+        " ".join(f"{v:.2f}" for v in row if v == v) or "n/a" for row in table[depth_cols].itertuples(index=False)  # v == v: not NaN
+    ]
+    for c in ("mean_accepted_length", "tokens_per_s", "speedup", "speedup_min", "speedup_max"):
+        shown[c] = table[c]
+    return shown
+
+
 def _report_sweep(result, out: Path) -> int:
     """Plots (the CLI draws them: the harness never imports analysis), the table, one summary line.
     Configs are printed in one spelling, the canonical one (replay.config_grammar.format_config); the
@@ -175,8 +190,7 @@ def _report_sweep(result, out: Path) -> int:
 
     if len(result.table):
         plot_sweep(result.table, out / "plots")
-        cols = ["config", "nodes", "mean_accepted_length", "block_efficiency", "tokens_per_s", "speedup", "speedup_min", "speedup_max"]
-        print(result.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(sweep_display(result.table).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         print("speedup: measured end to end (prefill included), the median of the interleaved passes (docs/vocabulary.md)")
         from .live_auto import sweep_prediction_lines
 
