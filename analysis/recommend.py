@@ -18,7 +18,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from replay.config import TreeConfig
-from replay.errors import SpecReplayError
+from replay.errors import NoRoundsError, SpecReplayError
+from replay.grouping import why_no_rounds
 from replay.replayer import DirectoryReplay, ReplayOptions, RoundResult
 
 from .costmodel import CostModel
@@ -228,6 +229,7 @@ class Recommendation:
     seconds: dict = field(default_factory=dict)  # wall time per phase: statistics, search, exact replay, bootstrap
     max_depth: int | None = None  # the depth asked for (the search may stop shallower: refused depths)
     extrapolate: bool = False  # --extrapolate: depths without data reuse the deepest estimated one
+    warnings: tuple[str, ...] = field(default=())  # lines for stderr about how the dumps were read
 
     def depth_text(self) -> str:
         """'max depth D', and where the search stopped when deeper depths were refused."""
@@ -288,9 +290,10 @@ def recommend_dumps(
     check_budget(budget)
     usable = [d for d in dumps if d.stats.rounds]
     if not usable:
-        why = "; ".join(f"{d.directory}: {len(d.skipped)} round(s) skipped" + (f" (first: {d.skipped[0].what}: {d.skipped[0].reason})" if d.skipped else ", none found")
-                        for d in dumps)
-        raise SpecReplayError(f"no round could be replayed, nothing to estimate from ({why or 'no dump given'})")
+        skipped = tuple(s for d in dumps for s in d.skipped)
+        where = ", ".join(d.directory for d in dumps) or "no dump given"
+        raise NoRoundsError(f"no round could be replayed, nothing to estimate from: {where}{why_no_rounds(skipped)}",
+                            skipped, tuple(w for d in dumps for w in d.warnings))
     merged = merge_stats([d.stats.stats for d in usable])
     if merged.num_visits == 0:
         raise SpecReplayError("no reached node has both a draft row and a target top-1: cannot estimate acceptance")
@@ -345,7 +348,7 @@ def recommend_dumps(
     skipped = tuple(s for d in dumps for s in d.skipped)
     return Recommendation(
         tuple(d.directory for d in dumps), model, result, tuple(comparisons), tuple(d.tree for d in usable),
-        merged.num_rounds, len(skipped), cost, tuple(notes), skipped, clock, depth, extrapolate,
+        merged.num_rounds, len(skipped), cost, tuple(notes), skipped, clock, depth, extrapolate, tuple(w for d in dumps for w in d.warnings),
     )
 
 

@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from replay.config import TreeConfig, grid_item
+from replay.grouping import describe_skipped
 from replay.vocab import DEPTH_RULE
 
 from .intervals import wilson
@@ -121,7 +122,7 @@ def render_recommendation(rec: Recommendation) -> list[str]:
     s = rec.search
     order = "the draft's recorded scores" if rec.model.draft_logp is not None else "the acceptance model (no draft scores)"
     lines = [
-        f"model: {rec.rounds} rounds from {', '.join(rec.directories)} ({rec.skipped} skipped), "
+        f"model: {rec.rounds} rounds from {', '.join(rec.directories)} (skipped: {describe_skipped(rec.skipped_items)}), "
         f"{rec.model.cols} recorded draft columns, min_count {rec.model.min_count}; engine order from {order}",
         *model_lines(rec.model, rec.extrapolate),
         "",

@@ -19,7 +19,7 @@ import pandas as pd
 from replay.config import TreeConfig
 from replay.errors import SpecReplayError
 
-from replay.grouping import Key
+from replay.grouping import Key, describe_skipped
 
 from . import plots, treeplot
 from .compare import beyond_recorded_notes, compare_display, runs_side_by_side, speed_row, strategies_display, with_speed
@@ -148,7 +148,7 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
     for run in runs:
         rep = run.replay
         add(f"<h3>{_h(run.label)}</h3><p>directory <code>{_h(rep.directory)}</code>; config from <code>{_h(rep.config_source)}</code>; "
-            f"{len(rep.results)} rounds replayed, {len(rep.skipped)} skipped.</p>")
+            f"{len(rep.results)} rounds replayed, skipped: {describe_skipped(rep.skipped)}.</p>")
         add(f"<pre>{_h(_compact_json(rep.config.to_json()))}</pre>")
         if rep.config.unknown:
             add(f"<p class='note'>config keys not used by the replay (kept): {_h(dict(rep.config.unknown))}</p>")
@@ -163,7 +163,7 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
         if rep.skipped:
             items = "".join(f"<li>{_h(s.what)}: {_h(s.reason)}</li>" for s in rep.skipped[:50])
             more = f"<li>… {len(rep.skipped) - 50} more</li>" if len(rep.skipped) > 50 else ""
-            add(f"<details><summary>skipped ({len(rep.skipped)})</summary><ul>{items}{more}</ul></details>")
+            add(f"<details><summary>skipped ({describe_skipped(rep.skipped)})</summary><ul>{items}{more}</ul></details>")
 
     add("<h2>Summary</h2>")
     if len(runs) > 1:

@@ -68,6 +68,7 @@ class BatchReplay:
     skipped = property(lambda self: self.batch.skipped)
     config_source = property(lambda self: self.batch.config_source)
     notes = property(lambda self: self.batch.notes)
+    warnings = property(lambda self: self.batch.warnings)
 
 
 @dataclass(frozen=True, eq=False)

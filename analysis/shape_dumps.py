@@ -105,6 +105,7 @@ class DumpInput:
     stats: DumpStats
     skipped: tuple[Skipped, ...]
     measure_many: Callable[[Sequence[TreeConfig], Progress | None], list["Measured | None"]]
+    warnings: tuple[str, ...] = ()  # lines for stderr about how the files were read (DirectoryReplay.warnings)
 
 
 def subtree_measure(results: Sequence[RoundResult], recorded: TreeConfig) -> Callable[[TreeConfig], Measured | None]:
@@ -128,7 +129,8 @@ def dump_from_replay(rep: DirectoryReplay) -> DumpInput:
     """A replayed directory (the reference path)."""
     measure = subtree_measure(rep.results, rep.tree)
     return DumpInput(
-        rep.directory, rep.tree, dump_stats_from_results(rep.results), tuple(rep.skipped), lambda cfgs, progress=None: [measure(c) for c in cfgs]
+        rep.directory, rep.tree, dump_stats_from_results(rep.results), tuple(rep.skipped), lambda cfgs, progress=None: [measure(c) for c in cfgs],
+        rep.warnings,
     )
 
 
@@ -178,7 +180,7 @@ def scan_run(path: str, opts: ReplayOptions = ReplayOptions(), progress: Progres
     later: list[tuple[int, Skipped]] = []
     kept: list[_Piece] | None = []
     held = 0
-    seen = 0
+    seen = replayed = accepted = 0
     for load in run.chunks(1):  # each loader reads (and checks) one piece when called
         batches, unreadable = load()
         later += unreadable
@@ -186,6 +188,9 @@ def scan_run(path: str, opts: ReplayOptions = ReplayOptions(), progress: Progres
             pieces, rejected = _pieces(run, batch)
             later += rejected
             for piece in pieces:
+                ok = piece.result.ok
+                replayed += int(ok.sum())
+                accepted += int(piece.result.accepted_length[ok].astype(np.int64).sum())
                 b = piece.batch
                 positions = b.ordinals if b.ordinals is not None else seen + np.arange(len(b))
                 builder.add_batch(b, piece.result, piece.expanded, piece.shape, positions)
@@ -223,4 +228,5 @@ def scan_run(path: str, opts: ReplayOptions = ReplayOptions(), progress: Progres
                     progress(done, run.num_rounds)
         return [totals[k].measured() if k in totals and builder.rounds else None for k in range(len(configs))]
 
-    return DumpInput(run.path, run.tree, builder.finish(), skipped, measure_many)
+    warnings = run.step0.after_replay(replayed, accepted > 0)
+    return DumpInput(run.path, run.tree, builder.finish(), skipped, measure_many, warnings)

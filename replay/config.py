@@ -204,6 +204,23 @@ def check_tree(tree: TreeConfig, source: str | None = None, prefix: str = "") ->
         raise ConfigError(source, prefix + "gammaThreshold", f"must be a number in [0, 1], got {t!r}")
 
 
+def _flat_spec_message(flat: list[int], heads: Any) -> str:
+    """topKSpec written as one flat list of widths: what it should look like, from topHead when it fits."""
+    text = f"expected one list of widths per draft step, e.g. [[6], [2, 2], [1, 1]], got the flat list {_short_list(flat)}"
+    if isinstance(heads, list) and heads and all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in heads) and sum(heads) == len(flat):
+        rows, at = [], 0
+        for h in heads:
+            rows.append(flat[at : at + h])
+            at += h
+        text += f"; with topHead {heads} that is {rows}"
+    return text
+
+
+def _short_list(values: list) -> str:
+    text = repr(values)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def parse_tree(obj: Mapping[str, Any], source: str | None = None, where: str = "") -> TreeConfig:
     """One tree object (keys ``gamma``, ``topKSpec``, ``topHead``, ``treeType``, ``gammaThreshold``)."""
     if not isinstance(obj, Mapping):
@@ -214,6 +231,8 @@ def parse_tree(obj: Mapping[str, Any], source: str | None = None, where: str = "
     raw_spec = obj["topKSpec"]
     if not isinstance(raw_spec, list) or not raw_spec:
         raise ConfigError(source, p + "topKSpec", f"expected a non-empty list of lists, got {raw_spec!r}")
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in raw_spec):
+        raise ConfigError(source, p + "topKSpec", _flat_spec_message(raw_spec, obj.get("topHead")))
     spec = tuple(_int_list(row, source, f"{p}topKSpec[{i}]") for i, row in enumerate(raw_spec))
     gamma = _int(obj.get("gamma", DEFAULT_GAMMA), source, p + "gamma")
     if "topHead" in obj:

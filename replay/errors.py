@@ -25,6 +25,17 @@ class SpecReplayError(Exception):
     """Base of every error the CLI turns into a one-line message and a non-zero exit."""
 
 
+class NoRoundsError(SpecReplayError):
+    """Not one round could be used: an error (exit 2) in every command. ``skipped`` (replay.grouping.Skipped)
+    says why, and ``notes`` what the reading found; the CLI lists both on stderr before the error line."""
+
+    def __init__(self, message: str, skipped=(), notes: tuple[str, ...] = (), label: str | None = None):
+        super().__init__(message)
+        self.skipped = tuple(skipped)
+        self.notes = tuple(notes)
+        self.label = label
+
+
 class ConfigError(SpecReplayError):
     def __init__(self, source: str | Path | None, field: str, message: str):
         self.source = str(source) if source is not None else None

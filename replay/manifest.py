@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -13,7 +13,7 @@ from .config import SpecConfig, parse_config
 from .dumpwrite import MANIFEST_NAME
 from .bounded import read_json_file
 from .errors import DumpError
-from .grouping import Grouping, Key, Skipped
+from .grouping import Grouping, Key, Skipped, group_directory
 from .matrix_io import ID_KINDS, SCORE_AUTO, SCORE_KINDS, RawSpec, check_raw_columns, raw_dtype
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -156,4 +156,21 @@ def check_manifest_rounds(grouping: Grouping, manifest: Manifest) -> Grouping:
                                  f"{named}{more} (replayed anyway; are two runs in one directory?)", where))
     if not extra:
         return grouping
-    return Grouping(grouping.rounds, grouping.skipped + tuple(extra), grouping.keys)
+    return replace(grouping, skipped=grouping.skipped + tuple(extra))
+
+
+def group_rounds(directory: str | Path, asked: tuple[int, int] | None, manifest: Manifest) -> Grouping:
+    """The rounds of a dump directory, as every reader gets them (replay, batch, analysis, pack).
+
+    The step-0 offset is ``asked`` (--step0-offset), else the manifest's ``step0_offset``, else
+    the default or the offset the names show (replay.grouping.Step0Check); then the files are
+    checked against the manifest's rounds (check_manifest_rounds). ``grouping.step0_offset`` is
+    the offset the readers must use to name the files again.
+    """
+    if asked is not None:
+        grouping = group_directory(directory, asked, "--step0-offset")
+    elif manifest.step0_offset is not None:
+        grouping = group_directory(directory, manifest.step0_offset, f"{MANIFEST_NAME} step0_offset")
+    else:
+        grouping = group_directory(directory)
+    return check_manifest_rounds(grouping, manifest)

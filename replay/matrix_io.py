@@ -167,7 +167,9 @@ def _parse_text_lines(text: str, path: str, as_float: bool) -> np.ndarray:
         bad = bad_char.search(stripped)
         if bad:
             cell = next(c for c in _SEP.split(stripped) if bad.group() in c)
-            raise DumpError(path, f"line {no}: {cell[:40]!r} is not {kind}", field_name)
+            # Words on the first line are most likely column names: say how to keep them.
+            header = "; a header line? Delete it or start it with #" if not rows and any(ch.isalpha() for ch in cell) else ""
+            raise DumpError(path, f"line {no}: {cell[:40]!r} is not {kind}{header}", field_name)
         cells = [c for c in _SEP.split(stripped) if c]
         if not cells:  # only separators: a blank line
             continue
@@ -241,13 +243,34 @@ def to_int64(arr: np.ndarray, path: Path, field_name: str) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
+def shape_words(shape: tuple[int, ...]) -> str:
+    """An array's shape as a message says it: "1 row × 2 columns", "6 values in one dimension (1-D)".
+
+    Never Python's tuple: "(1, 2)" beside token ids reads like two token values.
+    """
+    if len(shape) == 0:
+        return "a single value (0-D)"
+    if len(shape) == 1:
+        return f"{shape[0]} value{'s' * (shape[0] != 1)} in one dimension (1-D)"
+    if len(shape) == 2:
+        r, c = shape
+        return f"{r} row{'s' * (r != 1)} × {c} column{'s' * (c != 1)}"
+    return " × ".join(map(str, shape)) + f" ({len(shape)}-D)"
+
+
 def _as_ids(arr: np.ndarray, path: Path, field_name: str = "ids") -> np.ndarray:
     if not np.issubdtype(arr.dtype, np.integer):
         raise DumpError(path, f"expected integer token ids, got dtype {arr.dtype}", field_name)
     if arr.ndim == 1:
-        raise DumpError(path, f"expected a 2-D [rows, cols] matrix, got 1-D shape {arr.shape}", field_name)
+        n = arr.shape[0]
+        raise DumpError(
+            path,
+            f"expected a 2-D [rows, cols] matrix, got {shape_words(arr.shape)}: is it one row or one column? "
+            f"Save it as [1, {n}] (one row, e.g. draft step 0) or [{n}, 1] (one column)",
+            field_name,
+        )
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise DumpError(path, f"expected a non-empty 2-D [rows, cols] matrix, got shape {arr.shape}", field_name)
+        raise DumpError(path, f"expected a non-empty 2-D [rows, cols] matrix, got {shape_words(arr.shape)}", field_name)
     return to_int64(arr, path, field_name)
 
 
@@ -257,7 +280,7 @@ def _as_logp(scores: np.ndarray, ids: np.ndarray, path: Path, kind: str) -> np.n
     with np.errstate(invalid="ignore"):  # a signalling NaN (a flipped bit) widens quietly; found below
         scores = np.asarray(scores, dtype=np.float64)
     if scores.shape != ids.shape:
-        raise DumpError(path, f"shape {scores.shape} differs from the ids' shape {ids.shape}", "scores")
+        raise DumpError(path, f"the scores are {shape_words(scores.shape)}, the ids {shape_words(ids.shape)}: one score per token id", "scores")
     valid = scores[ids != PAD_TOKEN]
     if np.isnan(valid).any():
         raise DumpError(path, "NaN among the scores of real tokens", "scores")
@@ -277,10 +300,13 @@ def _as_parents(parents: np.ndarray, rows: int, path: Path) -> np.ndarray:
     parents = np.asarray(parents)
     if parents.ndim == 2 and parents.shape[1] == 1:
         parents = parents[:, 0]
-    if parents.ndim != 1 or not np.issubdtype(parents.dtype, np.integer):
-        raise DumpError(path, f"expected one integer node index per row, got {parents.dtype} {parents.shape}", "parents")
+    if not np.issubdtype(parents.dtype, np.integer):
+        raise DumpError(path, f"expected integer node indices, got {parents.dtype} values", "parents")
+    if parents.ndim != 1:
+        raise DumpError(path, f"expected one node index per row of the ids, got {shape_words(parents.shape)}; write one index per line", "parents")
     if parents.shape[0] < rows:
-        raise DumpError(path, f"has {parents.shape[0]} entries but the ids have {rows} rows", "parents")
+        n = parents.shape[0]
+        raise DumpError(path, f"has {n} entr{'y' if n == 1 else 'ies'} but the ids have {rows} row{'s' * (rows != 1)}: one node index per row", "parents")
     return to_int64(parents, path, "parents").copy()
 
 

@@ -72,9 +72,10 @@ def pack_directory(
     Reading options default to the directory's manifest, as for ``replay``; the tree config is not
     needed (it is applied when the run is replayed, from the copied manifest/config or --config).
     """
+    from .errors import NoRoundsError
     from .fastread import ReadOptions, iter_read_chunks, plan_items
-    from .grouping import group_directory
-    from .manifest import check_manifest_rounds, read_manifest
+    from .grouping import why_no_rounds
+    from .manifest import group_rounds, read_manifest
 
     directory = Path(directory)
     if not directory.is_dir():
@@ -82,13 +83,15 @@ def pack_directory(
     if is_packed_run(directory):
         raise DumpError(directory, "is already a packed run")
     manifest = read_manifest(directory)
-    offset = step0_offset or manifest.step0_offset or (1, 1)
     raw = raw or manifest.raw
     kind = score_kind or manifest.score_kind or SCORE_AUTO
-    grouping = check_manifest_rounds(group_directory(directory, offset), manifest)
+    grouping = group_rounds(directory, step0_offset, manifest)
+    offset = grouping.step0_offset
+    if not grouping.rounds:  # before anything is written: a packed run of nothing helps no one
+        raise NoRoundsError(f"{directory}: no round could be packed{why_no_rounds(grouping.skipped)}", grouping.skipped, grouping.step0.notes())
     items = plan_items(grouping, manifest.root_tokens)
     keys = {o: rf.key for o, rf, _ in items}
-    writer = PackWriter(out, str(directory), offset, raw, kind, block_rounds, force)
+    writer = PackWriter(out, str(directory), offset, raw, kind, block_rounds, force, grouping.step0)
     try:
         for chunk in iter_read_chunks(directory, items, ReadOptions(offset, raw, kind, None), workers, progress=progress):
             for b in chunk.batches:

@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .errors import DumpError
-from .grouping import Key, Skipped
+from .grouping import Key, Skipped, Step0Check
 from .matrix_io import RawSpec
 
 PACKED_NAME = "packed.json"
@@ -187,3 +187,4 @@ class PackedMeta:
     copied: tuple[CopiedSpec, ...]
     run_checksum: str
     body: Mapping[str, Any]  # the parsed JSON, as read
+    step0: Step0Check = Step0Check()  # how pack chose step0_offset (read_options.step0_check; absent in older runs)

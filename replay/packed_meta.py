@@ -16,7 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .errors import DumpError
-from .grouping import Key, Skipped
+from .grouping import Key, Skipped, Step0Check
 from .matrix_io import SCORE_AUTO, SCORE_LOGPROB, SCORE_PROB, RawSpec
 from .packed_format import (
     BLOCK_CHECKSUM,
@@ -148,6 +148,7 @@ def _parse_meta(meta_path: Path, top: _Fields, body: dict) -> PackedMeta:
     if score_kind not in (SCORE_AUTO, SCORE_PROB, SCORE_LOGPROB):
         ro.fail("read_options.score_kind", f"expected one of auto, prob, logprob, got {_show(score_kind)}")
     raw = _parse_raw(meta_path, ro.get("raw"))
+    step0_check = _parse_step0_check(meta_path, ro.obj.get("step0_check"), offset)
     rounds = top.int("rounds")
     packed_rounds = top.int("packed_rounds")
     block_rounds = top.int("block_rounds", 1)
@@ -181,7 +182,7 @@ def _parse_meta(meta_path: Path, top: _Fields, body: dict) -> PackedMeta:
         checksum.fail("checksum", f"expected algorithm 'sha256' and block {BLOCK_CHECKSUM!r}")
     return PackedMeta(
         source, offset, raw, score_kind, rounds, packed_rounds, block_rounds, skipped, unreadable,
-        tuple(groups), tuple(copied), checksum.str("run", _SHA256), body,
+        tuple(groups), tuple(copied), checksum.str("run", _SHA256), body, step0_check,
     )
 
 
@@ -201,6 +202,30 @@ def _parse_raw(meta_path: Path, obj: Any) -> RawSpec | None:
     if not isinstance(force, bool):
         f.fail(f.name("force"), f"expected true or false, got {_show(force)}")
     return RawSpec(dtype, columns, score_dtype, force)
+
+
+_MAX_SOURCE = 100  # characters of read_options.step0_check.source (it is quoted in messages)
+
+
+def _parse_step0_check(meta_path: Path, obj: Any, offset: tuple[int, int]) -> Step0Check:
+    """read_options.step0_check: what pack's grouping said about the step-0 offset (optional)."""
+    if obj is None:
+        return Step0Check(offset, "packed run")  # older runs: nothing known, nothing to say
+    f = _Fields(meta_path, obj, "read_options.step0_check")
+
+    def pair(key: str) -> tuple[int, int] | None:
+        if f.get(key) is None:
+            return None
+        a, b = (_int(meta_path, x, f"{f.name(key)}[{j}]", -(2**62)) for j, x in enumerate(f.list(key, 2)))
+        return (a, b)
+
+    if pair("offset") != offset:
+        f.fail(f.name("offset"), f"differs from read_options.step0_offset {list(offset)}")
+    source = f.str("source")
+    if len(source) > _MAX_SOURCE or not source.isprintable():
+        f.fail(f.name("source"), f"expected a short printable string, got {_show(source)}")
+    counts = [f.int(k) for k in ("rounds", "step0_files", "grouped", "other_grouped")]
+    return Step0Check(offset, source, counts[0], counts[1], counts[2], pair("other"), counts[3], pair("example"), packed=True)
 
 
 def _parse_skipped(meta_path: Path, obj: Any, where: str) -> Skipped:

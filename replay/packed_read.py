@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from .errors import DumpError
-from .grouping import Key, Skipped
+from .grouping import Key, Skipped, Step0Check
 from .matrix_io import RawSpec
 from .packed_blocks import check_array_file, read_block, verify_array
 from .packed_format import COPIED_FILES, PACKED_NAME, ArraySpec, GroupSpec, PackedBlockError, PackedMeta, file_sha256, run_checksum
@@ -95,6 +95,11 @@ class PackedRun:
     @property
     def step0_offset(self) -> tuple[int, int]:
         return self.spec.step0_offset
+
+    @property
+    def step0(self) -> Step0Check:
+        """What the grouping said about the step-0 offset when the run was packed."""
+        return self.spec.step0
 
     @property
     def raw(self) -> RawSpec | None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from .atomic import write_json_atomic
 from .errors import DumpError
-from .grouping import Key, Skipped
+from .grouping import Key, Skipped, Step0Check
 from .matrix_io import RawSpec
 from .packed_format import (
     BLOCK_CHECKSUM,
@@ -176,12 +176,17 @@ class PackSummary:
     bytes: int
     checksum: str
     skipped: int  # name-level skips plus unreadable rounds
+    skipped_items: tuple[Skipped, ...] = ()  # those entries, in the order a replay of the run lists them
+    warnings: tuple[str, ...] = ()  # lines for stderr about how the names were grouped (Step0Check.notes)
 
 
 class PackWriter:
     """Streams RoundBatches into a packed run; nothing appears at ``out`` until ``finish``."""
 
-    def __init__(self, out: str | Path, source: str, step0_offset: tuple[int, int], raw: RawSpec | None, score_kind: str, block_rounds: int = DEFAULT_BLOCK_ROUNDS, force: bool = False):
+    def __init__(
+        self, out: str | Path, source: str, step0_offset: tuple[int, int], raw: RawSpec | None, score_kind: str,
+        block_rounds: int = DEFAULT_BLOCK_ROUNDS, force: bool = False, step0_check: Step0Check | None = None,
+    ):
         self.out = Path(out)
         if self.out.exists() and not (force and looks_packed(self.out)):
             why = "a packed run: pass --force to replace it" if looks_packed(self.out) else "and is not a packed run; choose another path"
@@ -193,6 +198,7 @@ class PackWriter:
             shutil.rmtree(self.tmp)
         self.tmp.mkdir(parents=True)
         self.source, self.step0_offset, self.raw, self.score_kind = source, step0_offset, raw, score_kind
+        self.step0_check = step0_check  # the grouping's Step0Check, kept so a replay of the run says what the directory's says
         self.block_rounds = block_rounds
         self.groups: dict[tuple, _GroupWriter] = {}
         self.unreadable: list[tuple[int, Skipped]] = []
@@ -244,7 +250,10 @@ class PackWriter:
             "format": PACKED_FORMAT,
             "version": PACKED_VERSION,
             "source": self.source,
-            "read_options": {"step0_offset": list(self.step0_offset), "raw": _raw_json(self.raw), "score_kind": self.score_kind},
+            "read_options": {
+                "step0_offset": list(self.step0_offset), "raw": _raw_json(self.raw), "score_kind": self.score_kind,
+                **({"step0_check": self.step0_check.to_json()} if self.step0_check is not None else {}),
+            },
             "rounds": rounds,
             "packed_rounds": sum(g["rounds"] for g in groups),
             "block_rounds": self.block_rounds,
@@ -273,4 +282,6 @@ class PackWriter:
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
         total = sum(f["bytes"] for f in files + copied) + (self.out / PACKED_NAME).stat().st_size
-        return PackSummary(str(self.out), rounds, body["packed_rounds"], len(groups), total, body["checksum"]["run"], len(skipped) + len(self.unreadable))
+        items = tuple(skipped) + tuple(s for _, s in sorted(self.unreadable, key=lambda t: t[0]))
+        notes = self.step0_check.notes() if self.step0_check is not None else ()
+        return PackSummary(str(self.out), rounds, body["packed_rounds"], len(groups), total, body["checksum"]["run"], len(items), items, notes)

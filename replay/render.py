@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .config import SpecConfig, TreeConfig
-from .grouping import Skipped
+from .grouping import Skipped, describe_skipped
 from .headline import headline, headline_lines
 from .replayer import DirectoryReplay, RoundResult
 from .vocab import BONUS_CORRECTION, PAD_TOKEN, STOP_NO_ROW
@@ -151,7 +151,8 @@ def summary_lines(
         lines.append(f"  config keys not used by replay (kept): {dict(config.unknown)}")
     if config.settings:
         lines.append(f"  run settings: {dict(config.settings)}")
-    lines.append(f"  rounds replayed: {n}   skipped: {len(skipped)}")
+    listed = " (each listed on stderr)" if skipped else ""  # the reasons are not results: stdout keeps only these
+    lines.append(f"  rounds replayed: {n}   skipped: {describe_skipped(skipped)}{listed}")
     if n:
         lines += [f"  {line}" for line in headline_lines(headline(figs.accepted, figs.drafted, figs.steps, figs.bonus_known))]
         lines.append("  selection: " + ", ".join(f"{k} ×{v}" for k, v in figs.selections.items()))
@@ -160,10 +161,6 @@ def summary_lines(
     lines += [f"  {line}" for line in extra]
     for note in notes:
         lines.append(f"  note: {note}")
-    if skipped:
-        lines.append("  skipped (not analysed):")
-        for s in skipped:
-            lines.append(f"    {s.what}: {s.reason}")
     return lines
 
 

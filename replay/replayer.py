@@ -7,7 +7,7 @@ it to a dump directory, analysing every valid round and listing what it skipped 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -16,8 +16,8 @@ import numpy as np
 from .acceptance import Acceptance, accept_greedy, target_top1_per_node
 from .config import SpecConfig, TreeConfig
 from .errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError
-from .grouping import Grouping, Key, Skipped, group_directory, no_such_round
-from .manifest import Manifest, check_manifest_rounds, read_manifest
+from .grouping import Grouping, Key, Skipped, Step0Check, no_such_round
+from .manifest import Manifest, group_rounds, read_manifest
 from .matrix_io import RawSpec
 from .packed import PackedBlockError, PackedRun
 from .packed_format import looks_packed
@@ -124,6 +124,16 @@ class DirectoryReplay:
     skipped: tuple[Skipped, ...]  # rounds or files that could not be used, with reasons
     config_source: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    warnings: tuple[str, ...] = ()  # lines for stderr about how the files were read (Step0Check.after_replay)
+
+
+def reading_warnings(step0: Step0Check, accepted_lengths) -> tuple[str, ...]:
+    """What the commands print on stderr about the grouping, once the rounds are replayed.
+
+    accepted_lengths: the accepted length of every replayed round (any iterable of ints, or an array).
+    """
+    lengths = np.asarray(list(accepted_lengths) if not isinstance(accepted_lengths, np.ndarray) else accepted_lengths)
+    return step0.after_replay(int(lengths.shape[0]), bool(lengths.shape[0] and lengths.any()))
 
 
 def resolve_options(directory: Path, opts: ReplayOptions) -> tuple[SpecConfig, TreeConfig, Manifest, ReplayOptions, str]:
@@ -144,7 +154,7 @@ def resolve_options(directory: Path, opts: ReplayOptions) -> tuple[SpecConfig, T
     merged = ReplayOptions(
         config,
         opts.tree_index,
-        opts.step0_offset or manifest.step0_offset or (1, 1),
+        opts.step0_offset or manifest.step0_offset,  # None: the names decide (replay.manifest.group_rounds sets it)
         opts.layout or manifest.layout,
         opts.raw or manifest.raw,
         opts.score_kind or manifest.score_kind,
@@ -187,8 +197,10 @@ def replay_directory(
         raise DumpError(directory, "not a directory")
     if looks_packed(directory):
         return replay_packed(directory, opts, progress)
+    asked = opts.step0_offset
     config, tree_cfg, manifest, opts, source = resolve_options(directory, opts)
-    grouping = check_manifest_rounds(group_directory(directory, opts.step0_offset or (1, 1)), manifest)
+    grouping = group_rounds(directory, asked, manifest)
+    opts = replace(opts, step0_offset=grouping.step0_offset)
     skipped = list(grouping.skipped)
     results: list[RoundResult] = []
     total = len(grouping.rounds)
@@ -201,10 +213,8 @@ def replay_directory(
             progress(k + 1, total)
     if opts.only_round is not None and not results and not any(opts.only_round == f.key for f in grouping.rounds):
         raise RoundNotFoundError(directory, no_such_round(opts.only_round, [f.key for f in grouping.rounds], str(directory), grouping.skipped))
-    notes = []
-    if len(config.trees) > 1:
-        notes.append(f"config has {len(config.trees)} trees; replaying with specTree[{opts.tree_index}] (--tree)")
-    return DirectoryReplay(str(directory), config, tree_cfg, manifest, tuple(results), tuple(skipped), source, tuple(notes))
+    warnings = reading_warnings(grouping.step0, [r.acceptance.accepted_length for r in results])
+    return DirectoryReplay(str(directory), config, tree_cfg, manifest, tuple(results), tuple(skipped), source, config_notes(config, opts), warnings)
 
 
 # --------------------------------------------------------------------------------------------
@@ -274,4 +284,5 @@ def replay_packed(path: str | Path, opts: ReplayOptions = ReplayOptions(), progr
             progress(loaded, packed.num_rounds)
     if only is not None and not seen:
         raise RoundNotFoundError(path, no_such_round(only, packed_keys(packed), str(path)))
-    return DirectoryReplay(str(path), config, tree, manifest, tuple(results), tuple(skipped), source, config_notes(config, opts))
+    warnings = reading_warnings(packed.step0, [r.acceptance.accepted_length for r in results])
+    return DirectoryReplay(str(path), config, tree, manifest, tuple(results), tuple(skipped), source, config_notes(config, opts), warnings)

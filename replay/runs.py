@@ -11,7 +11,7 @@ here) is the reference ``replay_directory`` on a packed run.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -21,11 +21,14 @@ from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, 
 from .config import SpecConfig, TreeConfig
 from .errors import DumpError, RoundNotFoundError, SpecReplayError
 from .fastread import ReadOptions, iter_read_chunks, plan_items
-from .grouping import Grouping, Key, Skipped, group_directory, no_such_round
-from .manifest import Manifest, check_manifest_rounds
+from .grouping import Grouping, Key, Skipped, Step0Check, no_such_round
+from .manifest import Manifest, group_rounds
 from .packed import PackedBlockError, PackedRun, is_packed_run
 from .parallel import ordered_map, resolve_workers
-from .replayer import DirectoryReplay, ReplayOptions, RoundResult, config_notes, open_packed, packed_keys, replay_packed, replay_round, resolve_options  # noqa: F401  (replay_packed re-exported)
+from .replayer import (  # noqa: F401  (replay_packed re-exported)
+    DirectoryReplay, ReplayOptions, RoundResult, config_notes, open_packed, packed_keys, reading_warnings, replay_packed, replay_round,
+    resolve_options,
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,6 +46,7 @@ class Run:
     num_rounds: int  # rounds the names group into, readable or not
     packed: PackedRun | None = None
     grouping: Grouping | None = None
+    step0: Step0Check = Step0Check()  # how the step-0 offset was chosen (the grouping's, or the pack's)
 
     def chunks(self, workers: int | None = None, progress: bool = False) -> Iterator[Callable[[], Chunk]]:
         """Loaders of (batches, unreadable rounds as (ordinal, why)) in bounded pieces, ``only_round`` applied.
@@ -56,7 +60,7 @@ class Run:
             return
         opts = self.options
         items = plan_items(self.grouping, self.manifest.root_tokens, only)
-        read = ReadOptions(opts.step0_offset or (1, 1), opts.raw, opts.score_kind or "auto", opts.layout)
+        read = ReadOptions(self.step0.offset, opts.raw, opts.score_kind or "auto", opts.layout)
         for chunk in iter_read_chunks(self.path, items, read, workers, progress=progress):
             yield lambda c=chunk: (list(c.batches), list(c.unreadable))
 
@@ -106,10 +110,11 @@ def open_run(path: str | Path, opts: ReplayOptions = ReplayOptions()) -> Run:
         raise DumpError(path, "not a directory (expected a dump directory or a packed run)")
     if is_packed_run(path):
         packed, config, tree, manifest, merged, source = open_packed(path, opts)
-        return Run(str(path), "packed", config, tree, manifest, merged, source, tuple(packed.skipped), packed.num_rounds, packed=packed)
+        return Run(str(path), "packed", config, tree, manifest, merged, source, tuple(packed.skipped), packed.num_rounds, packed=packed, step0=packed.step0)
     config, tree, manifest, merged, source = resolve_options(path, opts)
-    grouping = check_manifest_rounds(group_directory(path, merged.step0_offset or (1, 1)), manifest)
-    return Run(str(path), "directory", config, tree, manifest, merged, source, tuple(grouping.skipped), len(grouping.rounds), grouping=grouping)
+    grouping = group_rounds(path, opts.step0_offset, manifest)
+    merged = replace(merged, step0_offset=grouping.step0_offset)
+    return Run(str(path), "directory", config, tree, manifest, merged, source, tuple(grouping.skipped), len(grouping.rounds), grouping=grouping, step0=grouping.step0)
 
 
 def _config_notes(run: Run) -> tuple[str, ...]:
@@ -148,6 +153,7 @@ class RunReplay:
     notes: tuple[str, ...]
     seconds: float  # wall time of reading and replaying
     per_batch: tuple = ()  # replay_run's per_batch(batch, result, tree) of every batch, in reading order
+    warnings: tuple[str, ...] = ()  # lines for stderr about how the files were read (as DirectoryReplay.warnings)
 
     def iter_json(self) -> Iterator[dict]:
         """RoundResult.to_json() of every replayed round, in key order."""
@@ -242,4 +248,8 @@ def replay_run(
     if run.options.only_round is not None and not len(result) and not run.has_round(run.options.only_round):
         raise _missing_round(run)
     skipped = run.skipped + tuple(s for _, s in sorted(later, key=lambda t: t[0]))
-    return RunReplay(run.path, run.kind, run.config, run.tree, run.manifest, result, skipped, run.config_source, _config_notes(run), time.perf_counter() - start, tuple(extras))
+    warnings = reading_warnings(run.step0, result.accepted_length[result.ok])
+    return RunReplay(
+        run.path, run.kind, run.config, run.tree, run.manifest, result, skipped, run.config_source, _config_notes(run),
+        time.perf_counter() - start, tuple(extras), warnings,
+    )

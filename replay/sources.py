@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .atomic import writes_in_place
 from .errors import DumpError, OutputPathError
-from .grouping import is_dump_file_name, is_side_file
+from .grouping import is_dump_file_name, is_side_file, near_miss_names_hint
 from .packed import is_packed_run
 from .pathcheck import DIRECTORY, FILE
 
@@ -51,7 +51,11 @@ def require_dump_source(path: str | Path) -> Path:
     if subs:
         shown = ", ".join(subs[:MAX_LISTED]) + (f" and {len(subs) - MAX_LISTED} more" if len(subs) > MAX_LISTED else "")
         raise DumpError(p, f"no dump files directly in this directory; these subdirectories hold dumps: {shown} (pass one of them, e.g. {p / subs[0]})")
-    raise DumpError(p, "no dump files in this directory (expected draft_step_I_A_B and validate_A_B files, or a packed run)")
+    try:
+        hint = near_miss_names_hint(sorted(e.name for e in os.scandir(p) if e.is_file()))
+    except OSError:
+        hint = ""
+    raise DumpError(p, f"no dump files in this directory (expected draft_step_I_A_B and validate_A_B files, or a packed run){hint}")
 
 
 def check_outside_inputs(outputs, dumps) -> None:

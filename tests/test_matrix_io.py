@@ -132,7 +132,7 @@ def test_scores_probability_and_logprob_detection(tmp_path):
     with pytest.raises(DumpError, match=r"\(scores\): log-probabilities must be <= 0"):
         read_matrix(p, "draft")
     np.savez(p, ids=IDS, scores=np.ones((3, 3)))
-    with pytest.raises(DumpError, match=r"\(scores\): shape \(3, 3\) differs"):
+    with pytest.raises(DumpError, match=r"\(scores\): the scores are 3 rows × 3 columns, the ids 2 rows × 3 columns"):
         read_matrix(p, "draft")
 
 

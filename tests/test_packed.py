@@ -14,7 +14,7 @@ from replay.batch_synth import synth_run
 from replay.cli import main
 from replay.config import TreeConfig
 from replay.dumpwrite import StepRecord, write_round, write_text_matrix
-from replay.errors import DumpError
+from replay.errors import DumpError, NoRoundsError
 from replay.packed import PackedRun, is_packed_run, pack_batches, pack_directory
 from replay.replayer import ReplayOptions, replay_directory
 from replay.runs import iter_run_results, open_run, replay_run
@@ -215,12 +215,9 @@ def test_empty_and_junk_directories_pack(tmp_path):
     d.mkdir()
     (d / "config.json").write_text('{"gamma": 1, "topKSpec": [[2]], "topHead": [1]}')
     (d / "readme.dat").write_text("nothing here\n")
-    summary = pack_directory(d, tmp_path / "junk.run")
-    assert summary.rounds == 0 and summary.groups == 0 and summary.skipped == 1
-    direct, via_pack = replay_directory(d), replay_directory(tmp_path / "junk.run")
-    assert via_pack.results == () and via_pack.skipped == direct.skipped
-    rep = replay_run(tmp_path / "junk.run")
-    assert len(rep.result) == 0 and rep.skipped == direct.skipped
+    with pytest.raises(NoRoundsError, match="no round could be packed") as caught:  # a packed run of nothing helps no one
+        pack_directory(d, tmp_path / "junk.run")
+    assert caught.value.skipped == replay_directory(d).skipped and not (tmp_path / "junk.run").exists()
 
 
 def test_batch_table_output(packed, tmp_path, capsys):

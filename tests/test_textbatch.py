@@ -127,7 +127,11 @@ def reference_output(d: Path, argv: tuple[str, ...] = ()) -> tuple[int, str, str
         opts = options_from_args(build_parser().parse_args(["replay", str(d), *argv]))
     rep = replay_directory(d, opts)
     out = "".join(json.dumps(record_of(r).to_json()) + "\n" for r in rep.results)
-    err = "".join(f"specreplay: skipped {s.what}: {s.reason}\n" for s in rep.skipped)
+    err = "".join(f"specreplay: {w}\n" for w in rep.warnings) + "".join(f"specreplay: skipped {s.what}: {s.reason}\n" for s in rep.skipped)
+    if not rep.results:  # nothing replayed: an error, after the reasons (replay.cli.options.no_rounds_error)
+        from replay.cli.options import no_rounds_error
+
+        return 2, out, err + f"specreplay: error: {no_rounds_error(rep.directory, rep.skipped)}\n"
     return (1 if rep.skipped else 0), out, err
 
 
@@ -138,10 +142,10 @@ def cli_output(d: Path, argv: tuple[str, ...] = ()) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def fast_rounds(d: Path) -> int:
+def fast_rounds(d: Path, step0_offset: tuple[int, int] = (1, 1)) -> int:
     """Rounds of ``d`` that the bulk reader takes (the rest go to the reference reader)."""
     items = round_paths(plan_items(group_directory(d), {}))
-    batches, _ = textbatch.read_text_batches(str(d), items, (1, 1), None, False)
+    batches, _ = textbatch.read_text_batches(str(d), items, step0_offset, None, False)
     return sum(len(b) for b in batches)
 
 
@@ -152,8 +156,9 @@ def write_matrix(path: Path, ids: np.ndarray, rng: np.random.Generator, shift: i
     path.write_text("\n".join(sep.join(str(int(v)) for v in row) for row in ids) + "\n")
 
 
-def write_random_dir(d: Path, seed: int) -> None:
-    """Rounds of one config, some early-stopped or of another shape, as plain text."""
+def write_random_dir(d: Path, seed: int, step0_shift: int = 1) -> None:
+    """Rounds of one config, some early-stopped or of another shape, as plain text; step 0 named
+    ``step0_shift`` positions before its round (the article's rule: 1)."""
     rng = np.random.default_rng(seed)
     cfg = CONFIGS[seed % len(CONFIGS)]
     (d / "config.json").write_text(json.dumps(cfg.to_json()))
@@ -170,7 +175,8 @@ def write_random_dir(d: Path, seed: int) -> None:
             rnd = batch.round_at(i)
             a, b = rnd.key
             for s, m in enumerate(rnd.steps):
-                write_matrix(d / (f"draft_step_{s}_{a - 1}_{b - 1}" if s == 0 else f"draft_step_{s}_{a}_{b}"), m.ids, rng, shift)
+                name = f"draft_step_{s}_{a - step0_shift}_{b - step0_shift}" if s == 0 else f"draft_step_{s}_{a}_{b}"
+                write_matrix(d / name, m.ids, rng, shift)
             write_matrix(d / f"validate_{a}_{b}", rnd.validate.ids, rng, shift)
 
 
@@ -226,6 +232,27 @@ def test_hostile_text_dir(tmp_path):
     assert (code, out, err) == reference_output(tmp_path)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_step0_offset_the_names_show_is_used_alike_by_every_reader(tmp_path, seed):
+    """Step 0 named with its round's own key (or 3 earlier): the bulk reader, the reference and a
+    packed run group at the offset the names show, and say so on stderr in the same words."""
+    shift = (0, 3)[seed % 2]
+    d = tmp_path / "d"
+    d.mkdir()
+    write_random_dir(d, seed, step0_shift=shift)
+    if seed >= 4:  # damaged files: whatever the grouping decides, both readers decide it alike
+        break_files(d, np.random.default_rng(seed), 2)
+    code, out, err = cli_output(d)
+    assert (code, out, err) == reference_output(d)
+    if seed < 4:
+        assert code in (0, 1) and f"step-0 offset {shift} detected" in err and f"--step0-offset {shift}" in err
+        assert fast_rounds(d, (shift, shift)) > 0  # the bulk text reader took rounds at that offset
+    from replay.packed import pack_directory
+
+    pack_directory(d, tmp_path / "run", workers=1)
+    assert cli_output(tmp_path / "run")[:2] == (code, out)
+
+
 def test_zero_padded_names_keep_their_paths(tmp_path):
     """A name that does not round-trip (counters "0124") is kept verbatim for messages."""
     shutil.copytree(ARTICLE_DIR, tmp_path / "d")
@@ -234,11 +261,11 @@ def test_zero_padded_names_keep_their_paths(tmp_path):
     assert fast_rounds(d) == 1
     assert cli_output(d) == reference_output(d)
     code, _, err = cli_output(d, ("--layout", "all"))  # the article's validate holds the parents layout only
-    assert code == 1 and "validate_0124_140" in err
+    assert code == 2 and "validate_0124_140" in err  # its one round skipped: nothing replayed
     assert (code, _, err) == reference_output(d, ("--layout", "all"))
     (d / "validate_0124_140").write_text("oops\n")
     code, _, err = cli_output(d)
-    assert code == 1 and "validate_0124_140" in err
+    assert code == 2 and "validate_0124_140" in err
     assert cli_output(d) == reference_output(d)
 
 

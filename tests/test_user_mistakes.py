@@ -462,6 +462,8 @@ def test_compare_options_that_contradict(capsys, options, told):
     assert code == 2 and out == ""
     assert_told(err, *told)
     assert len(err.strip().splitlines()) == 1
+
+
 # --- mistakes-polish: the smaller things a user noticed (issue 19, finding 12) -------------------
 # A chain [1]|[1] typed in by hand, three rounds: the target takes the draft's top-1 at both depths
 # (L = 2), at depth 1 only (L = 1), and the draft's rank 1 at the root (L = 0). So depth 1 is
@@ -961,3 +963,296 @@ def test_the_report_of_a_parents_layout_dump_says_derived(capsys, tmp_path):
     assert "note: art: mean_acceptance_length 4.0000 is derived (accepted + 1): the dump holds the bonus token of 0 of 1 round(s)" in page
     assert "<th>mean_acceptance_length</th>" in page and "block_efficiency</th>" not in page
     assert "per-slot hit table (slot_hits)" in page and "per-node hit table (node_hits" in page
+
+
+# --- mistakes-reading: how a hand-made dump is read (findings 2, 4, 5, 7 and more) ---------------
+
+
+ARTICLE_STEPS = ([[41824, 43744, 44298, 34051, 28380, 37539]], [[41760, 35740], [45315, 41760]], [[22870], [22870]])
+ARTICLE_VALIDATE = [[41824], [41760], [45315], [22870], [22870]]
+
+
+def rounds_by_hand(directory: Path, rounds: int = 6, step0_shift: int = 1, stride: int = 1, first: tuple[int, int] = (10, 20),
+                   validate_name: str = "validate", manifest: dict | None = None) -> list[tuple[int, int]]:
+    """Several rounds of the article's tree, each round's tokens moved by 1000 × its index, so a
+    round given its neighbour's step 0 accepts nothing. step0_shift: how many positions step 0 is
+    named before its round (the article's rule is 1; an engine that names it with the round's own
+    key gives 0). Returns the round keys."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_config(directory / "config.json", [[6], [2, 2], [1, 1]], [1, 2, 2])
+    keys = []
+    for r in range(rounds):
+        a, b = first[0] + r * stride, first[1] + r * stride
+        moved = lambda rows, t=1000 * r: [[v + t for v in row] for row in rows]  # noqa: E731
+        write_matrix(directory / f"draft_step_0_{a - step0_shift}_{b - step0_shift}", moved(ARTICLE_STEPS[0]))
+        write_matrix(directory / f"draft_step_1_{a}_{b}", moved(ARTICLE_STEPS[1]))
+        write_matrix(directory / f"draft_step_2_{a}_{b}", moved(ARTICLE_STEPS[2]))
+        write_matrix(directory / f"{validate_name}_{a}_{b}", moved(ARTICLE_VALIDATE))
+        keys.append((a, b))
+    if manifest is not None:
+        (directory / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return keys
+
+
+def stats_summary(capsys, *argv) -> tuple[int, dict, str]:
+    code, out, err = run(capsys, "stats", *argv, "--json", "--no-progress")
+    return code, (json.loads(out)["summary"][0] if out else {}), err
+
+
+@pytest.mark.parametrize("stride", [1, 8])  # consecutive keys (each round got its neighbour's step 0), or gaps
+def test_step0_files_named_with_their_rounds_own_key_are_grouped_at_offset_0(capsys, tmp_path, stride):
+    """Finding 2: draft_step_0_10_20 with validate_10_20 replayed as all zeros (stride 1) or as no
+    round at all (stride 8), exit 0 or 1, with only a 'missing draft_step_0_9_19' line as a hint."""
+    dump = tmp_path / "engine"
+    rounds_by_hand(dump, step0_shift=0, stride=stride)
+    code, summary, err = stats_summary(capsys, dump)
+    assert code == 0, err
+    assert summary["rounds"] == 6 and summary["mean_accepted_length"] == 3.0 and summary["draft_acceptance_rate"] == 0.25
+    assert_told(err, "step-0 offset 0 detected", "draft_step_0_10_20 with validate_10_20", "--step0-offset 0")
+    assert len(err.strip().splitlines()) == 1  # one line says it
+    code, out, err = run(capsys, "replay", dump, "--summary")
+    assert code == 0 and "rounds replayed: 6   skipped: 0" in out and "histogram" in out
+    assert_told(err, "pin it with --step0-offset 0")
+    assert "step-0" not in out  # stdout keeps the results only
+
+
+def test_step0_offset_detection_holds_in_every_reading_path(capsys, tmp_path):
+    """The scalar reader, the bulk text reader (replay --json / batch), pack and the packed run agree."""
+    dump = tmp_path / "engine"
+    rounds_by_hand(dump, step0_shift=0)
+    code, scalar, err = run(capsys, "replay", dump, "--json", "--workers", "1")
+    assert code == 0 and len(scalar.splitlines()) == 6 and "--step0-offset 0" in err
+    assert all(json.loads(line)["accepted_length"] == 3 for line in scalar.splitlines())
+    code, batch, err = run(capsys, "batch", dump, "--json", "--workers", "1", "--no-progress")
+    assert (code, batch) == (0, scalar) and "--step0-offset 0" in err
+    code, out, err = run(capsys, "pack", dump, "-o", tmp_path / "run", "--workers", "1", "--no-progress")
+    assert code == 0 and "packed 6 of 6 round(s)" in out
+    assert_told(err, "step-0 offset 0 detected", "--step0-offset 0")
+    code, packed, err = run(capsys, "replay", tmp_path / "run", "--json")
+    assert (code, packed) == (0, scalar)
+    assert_told(err, "step-0 offset 0 detected", "packed with it")  # the packed run repeats the note
+
+
+@pytest.mark.parametrize("stated", ["option", "manifest"])
+def test_a_stated_step0_offset_wins_but_a_better_one_is_named(capsys, tmp_path, stated):
+    """--step0-offset 1 (or a manifest saying step0_offset 1) on names that pair at 0: used as
+    stated, never silently: the other offset is named, and so is the all-zero acceptance."""
+    dump = tmp_path / "engine"
+    rounds_by_hand(dump, step0_shift=0, manifest={"step0_offset": 1} if stated == "manifest" else None)
+    argv = ["--step0-offset", "1"] if stated == "option" else []
+    code, summary, err = stats_summary(capsys, dump, *argv)
+    assert code == 1  # the orphans at both ends are skipped
+    assert summary["rounds"] == 5 and summary["mean_accepted_length"] == 0.0  # the stated offset was used
+    source = "--step0-offset 1" if stated == "option" else "manifest.json step0_offset 1"
+    assert_told(err, f"warning: {source} pairs 5 of 6", "offset 0 groups every round", "pass --step0-offset 0")
+    assert_told(err, "WARNING: accepted length 0 in all 5 replayed round(s) is probably wrong", "step-0 names look off", "check --step0-offset")
+    assert_told(err, "skipped round 10_20: missing draft_step_0_9_19", "skipped round 16_26: draft files without validate_16_26")
+    code, summary, err = stats_summary(capsys, dump, "--step0-offset", "0")  # the fix the warning names
+    assert code == 0 and summary["mean_accepted_length"] == 3.0 and err == ""
+
+
+def test_every_round_accepting_nothing_while_names_look_off_is_flagged_without_a_full_fit(capsys, tmp_path):
+    """No offset groups every round (a step-0 file was lost), so nothing is switched; the all-zero
+    result is still called out as probably wrong, naming the option to check."""
+    dump = tmp_path / "engine"
+    rounds_by_hand(dump, step0_shift=0)
+    (dump / "draft_step_0_12_22").unlink()
+    code, out, err = run(capsys, "batch", dump, "--no-progress")
+    assert code == 1 and "mean accepted length (bonus excluded): 0.0000" in out
+    assert_told(err, "is probably wrong", "offset 1 (default)", "offset 0 pairs 5", "check --step0-offset")
+
+
+NEAR_MISSES = [
+    ("validation_{a}_{b}", "validate_{a}_{b}"),
+    ("valid_{a}_{b}", "validate_{a}_{b}"),
+    ("verify_{a}_{b}", "validate_{a}_{b}"),
+    ("Validate_{a}_{b}", "validate_{a}_{b}"),
+    ("dump_validate_{a}_{b}", "validate_{a}_{b}"),
+    ("validate_{a}_{b}_ids.txt", "validate_{a}_{b}.txt"),
+    ("validate-{a}-{b}", "validate_{a}_{b}"),
+]
+
+
+@pytest.mark.parametrize("wrong, right", NEAR_MISSES)
+def test_near_miss_validate_names_are_an_error_with_the_name_to_use(capsys, tmp_path, wrong, right):
+    """Finding 4: validation_* files gave "rounds replayed: 0 skipped: 12" for 6 rounds and exit 1
+    (stats exit 2). Now: exit 2 in every command, each round listed once, and the name to use."""
+    dump = tmp_path / "near"
+    keys = rounds_by_hand(dump)
+    for a, b in keys:
+        (dump / f"validate_{a}_{b}").rename(dump / wrong.format(a=a, b=b))
+    want = right.format(a=10, b=20)
+    every = (["replay", dump], ["replay", dump, "--json"], ["batch", dump], ["stats", dump], ["pack", dump, "-o", tmp_path / "run"],
+             ["plot", dump, "-o", tmp_path / "plots"], ["compare", dump], ["report", dump, "-o", tmp_path / "report"],
+             ["recommend", dump, "--budget", "4"])
+    for argv in every:
+        code, out, err = run(capsys, *argv, "--no-progress")
+        assert code == 2, (argv, err)
+        assert out == "" and not (tmp_path / "run").exists(), argv
+        lines = err.strip().splitlines()
+        assert sum("skipped round" in line for line in lines) == 6 and len(lines) == 7, (argv, err)  # one line per round
+        assert_told(lines[0], "draft files without validate_10_20", f"{wrong.format(a=10, b=20)} is here", f"did you mean {want}?")
+        assert_told(lines[-1], "error:", "no round could be", "6 round(s) skipped", f"did you mean {want}")
+
+
+@pytest.mark.parametrize("wrong, right", [
+    ("Draft_Step_{s}_{a}_{b}", "draft_step_{s}_{a}_{b}"),
+    ("draftstep_{s}_{a}_{b}", "draft_step_{s}_{a}_{b}"),
+    ("draft_steps_{s}_{a}_{b}", "draft_step_{s}_{a}_{b}"),
+    ("rank0_draft_step_{s}_{a}_{b}", "draft_step_{s}_{a}_{b}"),
+])
+def test_near_miss_draft_names_leave_no_dump_file_and_say_what_to_rename(capsys, tmp_path, wrong, right):
+    dump = tmp_path / "near"
+    rounds_by_hand(dump, rounds=2)
+    for path in sorted(dump.glob("draft_step_*")):
+        s, a, b = path.name.split("_")[2:]
+        path.rename(dump / wrong.format(s=s, a=a, b=b))
+    code, out, err = run(capsys, "replay", dump)
+    assert code == 2 and out == ""
+    # validate files alone: each round is listed once, with the draft file it lacks found nearby
+    assert_told(err, "skipped round 10_20: validate file without any draft_step file", "error: ", "did you mean draft_step_")
+    for path in dump.glob("validate_*"):  # now no file at all is named like a dump file
+        path.unlink()
+    code, _, err = run(capsys, "replay", dump)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert_told(err, "no dump files in this directory", f"did you mean {right.format(s=0, a=10, b=20)} (for {wrong.format(s=0, a=10, b=20)}")
+
+
+def test_one_misnamed_file_among_good_rounds_is_counted_once(capsys, tmp_path):
+    """Finding 4: one mistake, one skip, and the summary says what it counts."""
+    dump = tmp_path / "near"
+    rounds_by_hand(dump, rounds=3)
+    (dump / "validate_11_21").rename(dump / "validation_11_21")
+    (dump / "notes.bin").write_bytes(b"x")
+    code, out, err = run(capsys, "replay", dump, "--summary")
+    assert code == 1
+    assert "rounds replayed: 2   skipped: 1 round(s) and 1 file(s) (each listed on stderr)" in out
+    assert err.count("specreplay: skipped") == 2
+    assert_told(err, "skipped round 11_21: draft files without validate_11_21; validation_11_21 is here: did you mean validate_11_21?",
+                "skipped notes.bin: name matches neither")
+    code, out, err = run(capsys, "stats", dump, "--no-progress")
+    assert code == 1 and "(2 rounds replayed, skipped: 1 round(s) and 1 file(s))" in out
+
+
+def test_a_dump_name_with_an_extension_the_readers_do_not_take(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "mine")
+    (dump / "validate_124_140").rename(dump / "validate_124_140.dat")
+    code, out, err = run(capsys, "replay", dump)
+    assert code == 2 and out == ""
+    assert err.count("specreplay: skipped") == 1  # one mistake, one entry: the round's
+    assert_told(err, "skipped round 124_140: draft files without validate_124_140; "
+                "validate_124_140.dat (extension .dat is not read) is here: did you mean validate_124_140?")
+
+
+def broken_and_good(directory: Path) -> Path:
+    """Two rounds; the second's step 1 has a ragged row (one reason to skip it)."""
+    rounds_by_hand(directory, rounds=2)
+    (directory / "draft_step_1_11_21").write_text("1 2\n3\n", encoding="utf-8")
+    return directory
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay", "{d}"], ["replay", "{d}", "--summary"], ["replay", "{d}", "--json"], ["batch", "{d}"], ["batch", "{d}", "--json"],
+    ["stats", "{d}"], ["stats", "{d}", "--json"], ["pack", "{d}", "-o", "{t}/run"],
+])
+def test_skip_reasons_go_to_stderr_and_stdout_keeps_only_results(capsys, tmp_path, argv):
+    """Finding 5: `replay DUMP --config ... 2>/dev/null` exited 1 printing nothing on stderr."""
+    d = broken_and_good(tmp_path / "d")
+    code, out, err = run(capsys, *(a.format(d=d, t=tmp_path) for a in argv), "--no-progress")
+    assert code == 1, err
+    assert_told(err, "skipped round 11_21:", "draft_step_1_11_21 (ids): ragged rows: line 2 has 1 values")
+    assert "ragged" not in out and "draft_step_1_11_21" not in out
+    if "--json" in argv:
+        json.loads(out) if argv[0] == "stats" else [json.loads(line) for line in out.splitlines()]  # parseable
+
+
+@pytest.mark.parametrize("command", ["plot", "compare", "report", "recommend"])
+def test_skip_reasons_go_to_stderr_in_the_analysis_commands(capsys, tmp_path, command):
+    d = broken_and_good(tmp_path / "d")
+    extra = {"plot": ["-o", tmp_path / "p", "--format", "svg"], "report": ["-o", tmp_path / "r"], "recommend": ["--budget", "4", "--bootstrap", "0"]}
+    code, out, err = run(capsys, command, d, *extra.get(command, []), "--no-progress")
+    assert code == 1, err
+    assert_told(err, "skipped round 11_21:", "ragged rows")
+    assert "ragged" not in out
+
+
+def test_the_config_that_fits_no_round_lists_every_reason_on_stderr(capsys):
+    """The finding's own example, on the synthetic sample (most rounds are deeper than gamma 2)."""
+    r = shell("replay", SYNTH, "--config", "[3]|[2,1,1]", "--summary")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.count("specreplay: skipped round ") == 293 and "dump has 3 draft steps but gamma = 2" in r.stderr
+    assert "rounds replayed: 7   skipped: 293 round(s) (each listed on stderr)" in r.stdout and "gamma = 2" not in r.stdout
+
+
+def test_a_parents_companion_on_one_line_says_rows_and_columns(capsys, tmp_path):
+    """Finding 7: 'expected one integer node index per row, got int64 (1, 2)' read like token values."""
+    dump = article_by_hand(tmp_path / "mine")
+    (dump / "draft_step_1_124_140.parents").write_text("1 2\n", encoding="utf-8")
+    code, out, err = run(capsys, "replay", dump)
+    assert code == 2 and out == ""
+    assert_told(err, "draft_step_1_124_140.parents (parents)", "1 row × 2 columns", "write one index per line")
+    assert "(1, 2)" not in err
+    (dump / "draft_step_1_124_140.parents").write_text("1\n2\n", encoding="utf-8")  # the fix the message names
+    code, out, _ = run(capsys, "replay", dump)
+    assert code == 0 and "selection parents" in out
+
+
+def test_scores_of_another_shape_say_both_shapes_in_words(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "mine")
+    (dump / "draft_step_1_124_140.scores").write_text("0.5 0.2 0.1\n0.4 0.3 0.1\n", encoding="utf-8")
+    code, _, err = run(capsys, "replay", dump)
+    assert code == 2
+    assert_told(err, "the scores are 2 rows × 3 columns, the ids 2 rows × 2 columns")
+
+
+def test_an_npy_saved_one_dimensional_says_both_ways_to_save_it(capsys, tmp_path):
+    np = pytest.importorskip("numpy")
+    dump = article_by_hand(tmp_path / "mine")
+    (dump / "draft_step_0_123_139").unlink()
+    np.save(dump / "draft_step_0_123_139.npy", np.array(ARTICLE_STEPS[0][0]))  # np.save(ids[0]) instead of ids
+    code, _, err = run(capsys, "replay", dump)
+    assert code == 2
+    assert_told(err, "draft_step_0_123_139.npy (ids)", "6 values in one dimension (1-D)", "[1, 6] (one row", "[6, 1] (one column)")
+    np.save(dump / "draft_step_0_123_139.npy", np.array(ARTICLE_STEPS[0]))
+    assert run(capsys, "replay", dump)[0] == 0
+
+
+def test_a_header_line_of_column_names_in_a_text_matrix(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "mine")
+    (dump / "draft_step_1_124_140").write_text("tok0 tok1\n41760 35740\n45315 41760\n", encoding="utf-8")
+    code, _, err = run(capsys, "replay", dump)
+    assert code == 2
+    assert_told(err, "line 1: 'tok0' is not an integer token id", "a header line? Delete it or start it with #")
+    (dump / "draft_step_1_124_140").write_text("# tok0 tok1\n41760 35740\n45315 41760\n", encoding="utf-8")
+    assert run(capsys, "replay", dump)[0] == 0
+
+
+def test_windows_line_endings_and_a_txt_extension_on_some_files_only(capsys, tmp_path):
+    """Both are fine: the round is read as typed (nothing to fix, and nothing skipped)."""
+    dump = article_by_hand(tmp_path / "mine")
+    for path in dump.glob("draft_step_*"):
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    (dump / "validate_124_140").rename(dump / "validate_124_140.txt")
+    (dump / "draft_step_2_124_140").rename(dump / "draft_step_2_124_140.txt")
+    for argv in (["replay", dump], ["batch", dump, "--json", "--no-progress"]):
+        code, out, err = run(capsys, *argv)
+        assert (code, err) == (0, ""), argv
+        assert "41824, 41760, 22870" in out or "R → 41824 → 41760 → 22870" in out
+
+
+def test_a_flat_topkspec_list_in_config_json_says_the_nested_form(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "mine")
+    (dump / "config.json").write_text('{"gamma": 3, "topKSpec": [6, 2, 2, 1, 1], "topHead": [1, 2, 2], "treeType": 0}')
+    code, out, err = run(capsys, "replay", dump)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert_told(err, "config.json: config field 'topKSpec'", "one list of widths per draft step",
+                "with topHead [1, 2, 2] that is [[6], [2, 2], [1, 1]]")
+
+
+def test_the_parent_folder_of_several_dumps(capsys, tmp_path):
+    article_by_hand(tmp_path / "runs" / "engine")
+    rounds_by_hand(tmp_path / "runs" / "harness", rounds=2)
+    for command in ("replay", "stats", "batch"):
+        code, out, err = run(capsys, command, tmp_path / "runs")
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, command
+        assert_told(err, "no dump files directly in this directory", "engine, harness", f"e.g. {tmp_path / 'runs' / 'engine'}")

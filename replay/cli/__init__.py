@@ -14,8 +14,8 @@ import sys
 import traceback
 from typing import Sequence
 
-from ..errors import SpecReplayError
-from .options import DEBUG_ENV, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
+from ..errors import NoRoundsError, SpecReplayError
+from .options import DEBUG_ENV, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, print_notes, print_skipped
 from .parser import build_parser, dispatch
 
 __all__ = ["build_parser", "main"]
@@ -38,6 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = debug_requested(argv)
     try:
         return dispatch(argv)
+    except NoRoundsError as exc:  # why nothing could be replayed comes first, then the one error line
+        print_notes(exc.notes, exc.label)
+        print_skipped(exc.skipped, exc.label)
+        return _fail(f"specreplay: error: {exc}", debug)
     except SpecReplayError as exc:
         return _fail(f"specreplay: error: {exc}", debug)
     except KeyboardInterrupt:

@@ -13,9 +13,11 @@ import sys
 from pathlib import Path
 
 from .options import (
-    JSON_OBJECT_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, add_output, options_from_args, parse_key, print_skipped,
+    JSON_OBJECT_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, add_output, no_rounds_error, options_from_args, parse_key,
+    print_reading,
 )
 from replay.errors import SpecReplayError
+from replay.grouping import describe_skipped, why_no_rounds
 from replay.pathcheck import output_dir
 from replay.progress import progress_enabled
 from replay.records import csv_frame
@@ -32,7 +34,8 @@ examples:
   specreplay stats DUMP --json > metrics.json      # one JSON object: every table
   specreplay stats DUMP -o tables/                 # also every table as CSV and Parquet
 
-Metrics and their formulas: docs/analysis.md. Exit status 1 when some rounds were skipped.
+Metrics and their formulas: docs/analysis.md. Exit status 1 when some rounds were skipped (each listed
+on stderr), 2 when not one round of a DUMP could be replayed.
 """
 
 PLOT_EPILOG = """\
@@ -61,17 +64,19 @@ def load_runs_from_args(args):
     for d in args.dirs:
         require_dump_source(d)
     runs = load_runs(args.dirs, options_from_args(args), args.label, progress_enabled(args.no_progress))
-    kept = []
+    kept = [run for run in runs if run.results]
+    if len(runs) == 1 and not kept:
+        (run,) = runs
+        raise no_rounds_error(run.replay.directory, run.replay.skipped, run.replay.warnings, run.label)
     for run in runs:
         if run.results:
-            kept.append(run)
             for line in manifest_round_warnings(run):  # a number that is probably wrong; the input is used all the same
                 print(f"specreplay: {line}", file=sys.stderr)
             continue
-        why = "; ".join(f"{s.what}: {s.reason}" for s in run.replay.skipped[:3]) or "no round files found"
-        print(f"specreplay: {run.label}: no round could be replayed ({why}); left out", file=sys.stderr)
+        print_reading(run.replay, run.label)  # why, before saying the run is left out
+        print(f"specreplay: {run.label}: no round could be replayed{why_no_rounds(run.replay.skipped)}; left out", file=sys.stderr)
     if not kept:
-        raise SpecReplayError("no round could be replayed in " + ", ".join(args.dirs))
+        raise SpecReplayError("no round could be replayed in " + ", ".join(args.dirs) + " (reasons listed above)")
     args.runs_left_out = len(runs) - len(kept)  # the exit status says so (see skipped_status)
     return kept
 
@@ -106,7 +111,7 @@ def check_round_replayed(runs, args) -> None:
 def skipped_status(runs, args=None) -> int:
     """Exit status: 1 when rounds were skipped or runs left out (all listed on stderr), else 0."""
     for run in runs:
-        print_skipped(run.replay.skipped, run.label)
+        print_reading(run.replay, run.label)
     left_out = getattr(args, "runs_left_out", 0) if args is not None else 0
     return 1 if left_out or any(run.replay.skipped for run in runs) else 0
 
@@ -218,7 +223,7 @@ def run_stats(args: argparse.Namespace) -> int:
         out = sys.stdout
         for run in runs:
             out.write(f"{run.label}: {run.replay.directory}  config {run.config.short()} topHead {list(run.config.top_head)} "
-                      f"({len(run.results)} rounds, {len(run.replay.skipped)} skipped)\n")
+                      f"({len(run.results)} rounds replayed, skipped: {describe_skipped(run.replay.skipped)})\n")
             sel = tables.rounds[tables.rounds["run"] == run.label]["selection"].value_counts()
             out.write("  selection: " + ", ".join(f"{k} x{v}" for k, v in sel.items()) + "\n")
             if any("fallback" in k for k in sel.index):

@@ -8,7 +8,7 @@ import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from .options import JSON_OBJECT_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, options_from_args, print_skipped
+from .options import JSON_OBJECT_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, options_from_args, print_notes, print_skipped
 from replay.errors import SpecReplayError
 from replay.pathcheck import input_file_or_json
 from replay.progress import progress_enabled, tqdm_progress
@@ -29,7 +29,7 @@ Shapes contained in the recorded config are replayed exactly (analysis.subtree);
 `specreplay sweep` command line is printed. Depths the dumps cannot estimate are refused unless
 --extrapolate. Estimator, search and refusals: docs/shape-search.md; cost model: docs/analysis.md.
 Progress goes to stderr on a terminal (--no-progress to silence it).
-Exit status: 0; 1 when rounds were skipped (listed); 2 on errors. A measured shape that disagrees
+Exit status: 0; 1 when rounds were skipped (listed on stderr); 2 on errors (no round replayed too). A measured shape that disagrees
 with its prediction is a finding, not an error: agree = NO in the table and a warning on stderr.
 """
 
@@ -96,6 +96,7 @@ def run_recommend(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(finite_json(recommendation_json(rec)), allow_nan=False) + "\n")
     else:
         sys.stdout.write("\n".join(render_recommendation(rec)) + "\n")
+    print_notes(rec.warnings)
     print_skipped(rec.skipped_items)
     disagree = sum(c.agree is False for c in rec.comparisons)
     if disagree:  # a finding about the model, not about the input: exit 1 keeps one meaning (skipped input)

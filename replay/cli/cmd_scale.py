@@ -11,9 +11,10 @@ import numpy as np
 from ..batch import BatchResult
 from .options import (
     JSON_LINES_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, add_output, add_reading_options,
-    options_from_args, parse_key, print_skipped, step0_offset_from_args,
+    options_from_args, parse_key, print_notes, print_reading, print_skipped, require_rounds, step0_offset_from_args,
 )
 from ..errors import SpecReplayError
+from ..grouping import describe_skipped
 from ..matrix_io import RawSpec
 from ..packed import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
 from ..pathcheck import output_dir, output_file
@@ -31,7 +32,7 @@ examples:
   specreplay verify-pack RUN                   # re-check every block and file: exit 0 OK, 2 corrupt
 
 Reading options (--step0-offset, --raw, --scores) are applied while packing and recorded in the
-run; the tree config is not needed to pack (it comes with the copied manifest.json/config.json,
+run (a step-0 offset detected from the names too, with its note); the tree config is not needed to pack (it comes with the copied manifest.json/config.json,
 or --config when replaying). Every read checks packed.json's own sha256 and each block's CRC-32:
 a damaged block's rounds are listed as skipped (exit 1), never replayed. Format:
 docs/packed-format.md.
@@ -52,7 +53,8 @@ examples:
   specreplay batch RUN -o rounds.parquet               # one table row per round (.parquet or .csv)
   specreplay batch RUN --workers 8 --no-progress
 
-Exit status: 0 when every round replayed; 1 when some were skipped (each listed on stderr); 2 on errors.
+Exit status: 0 when every round replayed; 1 when some were skipped (each listed on stderr); 2 on errors
+(not one round replayed too).
 """
 
 
@@ -90,14 +92,15 @@ def run_batch(args: argparse.Namespace) -> int:
     require_dump_source(args.dir)
     opts = options_from_args(args)
     rep = replay_run(args.dir, opts, workers=args.workers, progress=progress_enabled(args.no_progress))
+    require_rounds(rep, int(rep.result.ok.sum()))
     out = sys.stdout
     if args.table:
         _write_table(rep, args.table)
     if args.json:
         write_batch_json_lines(rep.result, out)  # the bytes of write_json_lines(records_of_batch(...))
-        print_skipped(rep.skipped)
     else:
         out.write("\n".join(render_run_summary(rep)) + "\n")
+    print_reading(rep)
     return 1 if rep.skipped else 0
 
 
@@ -125,7 +128,10 @@ def run_pack(args: argparse.Namespace) -> int:
         f"{summary.groups} group(s), {summary.bytes / 1e6:.2f} MB, sha256 {summary.checksum}"
     )
     if summary.skipped:
-        print(f"  {summary.skipped} file(s)/round(s) could not be used; they are listed in packed.json and by `specreplay replay {summary.path}`")
+        print(f"  skipped: {describe_skipped(summary.skipped_items)} (each listed on stderr; kept in packed.json, "
+              f"and `specreplay replay {summary.path}` lists them again)")
+    print_notes(summary.warnings)
+    print_skipped(summary.skipped_items)
     status = 1 if summary.skipped else 0
     if args.verify:
         return _verify(summary.path) or status

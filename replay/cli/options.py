@@ -10,7 +10,10 @@
 - ``--help`` shows every non-empty default (HelpFormatter).
 - A command is declared with add_command (its help line, description, examples, handler
   ``run_<command>``); commands that read dumps share add_dump_options / options_from_args.
-- Skipped inputs are listed one per stderr line (print_skipped) and give exit status 1.
+- Skipped inputs are listed one per stderr line (print_skipped) and give exit status 1; notes and
+  warnings about how the files were read go to stderr too (print_reading). Stdout keeps only results.
+- Not one round replayed is an error (exit 2) in every command (require_rounds): the skip reasons
+  are listed first, then one error line, with a "did you mean validate_..." hint for near-miss names.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ import sys
 from typing import Callable, Iterable, Sequence
 
 from ..config_grammar import parse_spec
-from ..errors import SpecReplayError
-from ..grouping import Skipped, parse_offset, parse_round_key
+from ..errors import NoRoundsError, SpecReplayError
+from ..grouping import Skipped, parse_offset, parse_round_key, why_no_rounds
 from ..matrix_io import RawSpec
 from ..replayer import ReplayOptions
 
@@ -66,6 +69,31 @@ def print_skipped(skipped: Iterable[Skipped], label: str | None = None) -> None:
     run = f"{label}: " if label else ""
     for s in skipped:
         print(f"specreplay: {run}skipped {s.what}: {s.reason}", file=sys.stderr)
+
+
+def print_notes(lines: Iterable[str], label: str | None = None) -> None:
+    """Notes and warnings about how the input was read ("note: ...", "warning: ..."), one per stderr line."""
+    run = f"{label}: " if label else ""
+    for line in lines:
+        print(f"specreplay: {run}{line}", file=sys.stderr)
+
+
+def print_reading(rep, label: str | None = None) -> None:
+    """Everything a replay has to say about its input, on stderr: its warnings, then each skip."""
+    print_notes(getattr(rep, "warnings", ()), label)
+    print_skipped(rep.skipped, label)
+
+
+def no_rounds_error(where: str, skipped: Sequence[Skipped], notes: Sequence[str] = (), label: str | None = None) -> NoRoundsError:
+    """The error of a run without a single replayed round (exit 2 in every command); replay.cli.main
+    lists ``notes`` and ``skipped`` on stderr before its line."""
+    return NoRoundsError(f"{where}: no round could be replayed{why_no_rounds(skipped)}", skipped, tuple(notes), label)
+
+
+def require_rounds(rep, replayed: int) -> None:
+    """Raise no_rounds_error unless ``replayed`` rounds of ``rep`` (a DirectoryReplay or RunReplay) > 0."""
+    if not replayed:
+        raise no_rounds_error(rep.directory, rep.skipped, getattr(rep, "warnings", ()))
 
 
 def add_command(

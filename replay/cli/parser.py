@@ -38,7 +38,9 @@ Conventions: DUMP is a dump directory or a packed run; -o/--output names what a 
 --json prints one JSON object or JSON Lines (each command's help says which); --no-progress turns
 off the progress bars, which are drawn only when stderr is a terminal.
 Exit status: 0 all input used, 1 some input skipped (each listed on stderr), 2 error (one line on
-stderr; --debug or SPECREPLAY_DEBUG=1 adds the traceback), 130 interrupted.
+stderr; --debug or SPECREPLAY_DEBUG=1 adds the traceback; not one round replayed is an error too,
+its skip reasons listed first), 130 interrupted. Stdout holds only results; skip reasons, notes and
+warnings about the input go to stderr.
 """
 
 
