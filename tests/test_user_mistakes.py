@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -109,8 +110,6 @@ def live_pair_on_disk(tmp_path_factory):
     """A tiny float32 draft/target pair saved as Hugging Face directories (and the target as GGUF),
     with the target's exact next-token distribution after SAMPLED_PROMPT at SAMPLING_T, computed
     here from the model's own logits (plain transformers forward, plain softmax)."""
-    from types import SimpleNamespace
-
     pytest.importorskip("torch", reason="needs torch (the live extras)")
     pytest.importorskip("transformers", reason="needs transformers (the live extras)")
     from replay.live.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir
@@ -127,7 +126,12 @@ def live_pair_on_disk(tmp_path_factory):
     probs = torch.softmax(logits / SAMPLING_T, dim=-1).tolist()
     (d / "repeated.jsonl").write_text((json.dumps(SAMPLED_PROMPT) + "\n") * SAMPLED_N, encoding="utf-8")
     (d / "one.jsonl").write_text(json.dumps(SAMPLED_PROMPT) + "\n", encoding="utf-8")
-    return SimpleNamespace(dir=d, draft=d / "draft", target=d / "target", exact=dict(enumerate(probs)))
+    # The same pair with an EOS token in its tokenizer: the target's greedy first token.
+    greedy = max(range(16), key=probs.__getitem__)
+    tok.eos_token = f"t{greedy}"
+    save_hf_dir(target, d / "eos" / "target", tok)
+    save_hf_dir(draft, d / "eos" / "draft", tok)
+    return SimpleNamespace(dir=d, draft=d / "draft", target=d / "target", exact=dict(enumerate(probs)), eos=greedy)
 
 
 def live_args(pair, prompts: Path, out: Path, *extra: str) -> list[str]:
@@ -193,6 +197,49 @@ def test_sweep_at_temperature_samples_each_repeated_prompt_afresh(capsys, tmp_pa
     assert code == 0, err
     assert_follows_target(first_tokens(tmp_path / "sw" / "dumps" / "2" / "manifest.json"), pair.exact)
     assert_follows_target([o[0] for o in baseline_draws[-SAMPLED_N:]], pair.exact)
+
+
+def test_the_same_seed_gives_the_same_samples_through_the_cli(capsys, tmp_path, live_pair_on_disk):
+    """--seed reaches the draws: a rerun with the same seed repeats every sequence, another seed
+    does not, and the three copies of one prompt are three samples."""
+    pair = live_pair_on_disk
+    (tmp_path / "three.jsonl").write_text((json.dumps(SAMPLED_PROMPT) + "\n") * 3)
+
+    def outputs(seed: str, name: str) -> list[tuple[int, ...]]:
+        argv = live_args(pair, tmp_path / "three.jsonl", tmp_path / name, "--temperature", "1", "--seed", seed,
+                         "--repeats", "1", "--no-progress")
+        argv[argv.index("--max-new-tokens") + 1] = "6"
+        code, _, err = run(capsys, *argv)
+        assert code == 0, err
+        return [tuple(s["output_ids"]) for s in json.loads((tmp_path / name / "manifest.json").read_text())["sequences"]]
+
+    first = outputs("5", "a")
+    assert len(set(first)) == 3, first
+    assert outputs("5", "b") == first
+    assert outputs("6", "c") != first
+
+
+def test_stop_at_eos_without_an_eos_token_is_refused(capsys, tmp_path, live_pair_on_disk):
+    """The flag was ignored silently: every sequence ran to --max-new-tokens."""
+    pair = live_pair_on_disk
+    code, out, err = run(capsys, *live_args(pair, pair.dir / "one.jsonl", tmp_path / "run", "--stop-at-eos", "--no-progress"))
+    assert code == 2 and out == ""
+    assert_told(err, "--stop-at-eos", "no tokenizer with an EOS token", str(pair.target))
+    assert not (tmp_path / "run").exists()
+
+
+def test_stop_at_eos_stops_at_the_tokenizers_eos_through_the_cli(capsys, tmp_path, live_pair_on_disk):
+    """With an EOS token the flag works end to end: the greedy first token is EOS, so each output
+    is that one token (without the flag, all 8)."""
+    pair = live_pair_on_disk
+    eos = SimpleNamespace(draft=pair.dir / "eos" / "draft", target=pair.dir / "eos" / "target")
+    for flag, length in ((["--stop-at-eos"], 1), ([], 8)):
+        argv = live_args(eos, pair.dir / "one.jsonl", tmp_path / f"run{length}", "--no-progress", *flag)
+        argv[argv.index("--max-new-tokens") + 1] = "8"
+        code, _, err = run(capsys, *argv)
+        assert code == 0, err
+        outputs = [s["output_ids"] for s in json.loads((tmp_path / f"run{length}" / "manifest.json").read_text())["sequences"]]
+        assert [o[0] for o in outputs] == [pair.eos] and [len(o) for o in outputs] == [length]
 
 
 class _Terminal:

@@ -137,7 +137,7 @@ def add_decode_options(p: argparse.ArgumentParser) -> None:
         help="seed of the sampling draws, >= 0: sequence i draws from numpy default_rng(SeedSequence([seed, i])), "
         "so a repeated prompt gives independent samples and the same seed the same outputs (default %(default)s)",
     )
-    p.add_argument("--stop-at-eos", action="store_true", help="stop a sequence after the tokenizer's EOS token")
+    p.add_argument("--stop-at-eos", action="store_true", help="stop a sequence after the tokenizer's EOS token (refused when the target's tokenizer has none)")
     p.add_argument("--record-k", type=int, help="candidate columns recorded per dump row (default: the config's widest topKSpec entry)")
 
 
@@ -206,9 +206,13 @@ def check_prompts_file(args) -> None:
 
 
 def decode_options(args, target):
+    from ..live.errors import PromptError
     from ..live.generate import DecodeOptions
 
     eos = getattr(target.tokenizer, "eos_token_id", None) if args.stop_at_eos else None
+    if args.stop_at_eos and eos is None:  # it was ignored: every sequence ran to --max-new-tokens
+        what = getattr(target, "name", None) or args.target or args.pair
+        raise PromptError(f"--stop-at-eos: the target {what} has no tokenizer with an EOS token; drop --stop-at-eos")
     return DecodeOptions(args.max_new_tokens, args.temperature, args.seed, args.record_k, eos)
 
 

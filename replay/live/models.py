@@ -275,7 +275,7 @@ def load_tokenizer(source: Path, gguf_file: str | None = None) -> Any | None:
         if _declares_generic_tokenizer(source):
             from transformers import PreTrainedTokenizerFast
 
-            return PreTrainedTokenizerFast(tokenizer_file=str(source / "tokenizer.json"))
+            return PreTrainedTokenizerFast(tokenizer_file=str(source / "tokenizer.json"), **_special_tokens(source))
         return AutoTokenizer.from_pretrained(source, local_files_only=True)
     except Exception:  # a GGUF without tokenizer metadata, or a half tokenizer: run on ids
         return None
@@ -291,3 +291,22 @@ def _declares_generic_tokenizer(source: Path) -> bool:
         return False
     cls = json.loads(cfg_path.read_text(encoding="utf-8")).get("tokenizer_class")
     return cls in ("TokenizersBackend", "PreTrainedTokenizerFast")
+
+
+SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "pad_token")
+
+
+def _special_tokens(source: Path) -> dict[str, str]:
+    """The special tokens ``tokenizer_config.json`` names (eos_token, ...): tokenizer.json alone
+    does not say which token is EOS, and without it ``--stop-at-eos`` has nothing to stop at."""
+    import json
+
+    cfg = json.loads((source / "tokenizer_config.json").read_text(encoding="utf-8"))
+    out = {}
+    for key in SPECIAL_TOKENS:
+        value = cfg.get(key)
+        if isinstance(value, dict):  # {"content": "<|endoftext|>", ...} in some saves
+            value = value.get("content")
+        if isinstance(value, str):
+            out[key] = value
+    return out
