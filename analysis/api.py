@@ -29,7 +29,7 @@ from .example_round import example_round as _example_round
 from .metrics import all_metrics
 from .runs import LabelledRun, load_runs
 from .tables import Tables, build_tables
-from .timings import measured_speedup, read_timings
+from .timings import run_speedup
 
 PathLike = Union[str, Path]
 
@@ -86,7 +86,7 @@ def nodes_table(runs: Sequence[LabelledRun]) -> pd.DataFrame:
 
 def metrics(runs_or_tables: Sequence[LabelledRun] | Tables) -> dict[str, pd.DataFrame]:
     """Every metric table by name: summary, accepted_length, depth_acceptance, rank_of_hit,
-    hit_outcome, parent_slot, node_hits (what ``specreplay stats`` prints)."""
+    hit_outcome, parent_slot, slot_hits, node_hits (what ``specreplay stats`` prints)."""
     return all_metrics(_tables(runs_or_tables))
 
 
@@ -102,11 +102,12 @@ def cost_model(run: LabelledRun, cost: CostModel | None = None) -> CostModel:
 
 
 def speed(runs: Sequence[LabelledRun], cost: CostModel | None = None) -> pd.DataFrame:
-    """Per run: modelled speedup with its cost source, and the measured speedups (NaN without a baseline)."""
+    """Per run: modelled speedup with its cost source, and the measured speedups (NaN without a baseline
+    timed together with the run; ``measured_status`` says ``measured`` or ``not comparable: REASON``)."""
     rows = []
     for run in runs:
         if run.results:
-            measured = measured_speedup(read_timings(run.replay.directory, run.replay.manifest))
+            measured = run_speedup(run.replay.directory, run.replay.manifest)
             rows.append(speed_row(run.label, run.results, cost_model(run, cost), measured))
     return pd.DataFrame(rows)
 
@@ -121,7 +122,7 @@ def compare(run: LabelledRun, configs: Sequence[str | TreeConfig], cost: CostMod
     unique = list({(c.short(), c.top_head): c for c in chosen}.values())
     model = cost_model(run, cost)
     table, _ = compare_run(run, unique, model)
-    measured = measured_speedup(read_timings(run.replay.directory, run.replay.manifest))
+    measured = run_speedup(run.replay.directory, run.replay.manifest)
     return with_speed(table, run.config, model, measured)
 
 

@@ -233,7 +233,7 @@ def _node_columns(res: BatchResult, shape: TreeShape, f: _Nodes, run: str) -> Co
         "depth": np.tile(depth, c),
         "parent": _rows(f.parent),
         "rank": np.tile(rank, c),
-        "token": _rows(f.token),
+        "token": _int_na(_rows(f.token)),  # an unknown root (PAD_TOKEN) is NA, as root_token
         "path_logprob": _rows(f.logp),
         "num_children": _rows(f.num_children),
         "expanded": _rows(f.expanded_slot >= 0),

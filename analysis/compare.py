@@ -1,8 +1,10 @@
 """Compare tree configs offline on a recorded run, and several runs side by side.
 
 ``compare_configs`` replays each config exactly on every recorded round (analysis.subtree, the
-readable reference; ``analysis.compare_batch`` does the same on the batch arrays) and summarises: nodes, mean accepted length, engine block efficiency and modelled speedup, each as
-a [lo, hi] pair that collapses to one value when every round is decidable. ``with_speed`` adds
+readable reference; ``analysis.compare_batch`` does the same on the batch arrays) and summarises: nodes, then
+the headline in vLLM's words (mean acceptance length, draft acceptance rate, per-position acceptance
+rate; replay.headline), mean accepted length and modelled speedup, each as a [lo, hi] pair that
+collapses to one value when every round is decidable. ``with_speed`` adds
 the cost model's source and, on the recorded config's row, the measured speedup; ``speed_row``
 puts a run's measured and modelled speedup side by side (words: analysis.definitions).
 """
@@ -18,12 +20,13 @@ import pandas as pd
 from replay.config import TreeConfig
 from replay.config_grammar import parse_config_list, parse_configs
 from replay.errors import SpecReplayError
+from replay.headline import per_position_rates
 from replay.replayer import RoundResult
 
 from .costmodel import CostModel
 from .metrics import depth_acceptance, summary
-from .subtree import SubOutcome, is_contained, replay_subconfig
-from .timings import MeasuredSpeedup
+from .subtree import SubOutcome, beyond_recorded, is_contained, replay_subconfig
+from .timings import Speedup
 
 COMPARE_COLUMNS = [
     "config",
@@ -34,14 +37,18 @@ COMPARE_COLUMNS = [
     "rounds",
     "decided",
     "undecidable",
+    "mean_acceptance_length_lo",
+    "mean_acceptance_length_hi",
+    "draft_acceptance_rate_lo",
+    "draft_acceptance_rate_hi",
+    "per_position_acceptance_rate_lo",  # lists: depth 1 .. the config's gamma
+    "per_position_acceptance_rate_hi",
     "mean_accepted_length_lo",
     "mean_accepted_length_hi",
-    "engine_block_efficiency_lo",
-    "engine_block_efficiency_hi",
     "mean_round_cost_lo",
     "mean_round_cost_hi",
-    "speedup_lo",
-    "speedup_hi",
+    "modelled_speedup_lo",  # modelled (cost model), never measured: named so since issue 19 (was speedup_lo)
+    "modelled_speedup_hi",
 ]
 
 PER_ROUND_COLUMNS = ["config", "round", "decided", "lower", "upper", "stop", "steps_lo", "steps_hi", "rule", "reason"]
@@ -61,7 +68,10 @@ def summarize_arrays(cfg: TreeConfig, recorded: TreeConfig, cost: CostModel, dec
     (decided: [R] bool; the others [R] int64, as analysis.subtree.SubOutcome's fields).
 
     Undecidable rounds count at their lower bound in *_lo and at their upper bound in *_hi;
-    speedup_lo pairs the fewest tokens with the highest cost, speedup_hi the reverse.
+    modelled_speedup_lo pairs the fewest tokens with the highest cost, modelled_speedup_hi the reverse,
+    and draft_acceptance_rate_lo the fewest accepted with the most drafted tokens. The acceptance
+    length of a config is always accepted + 1 (derived: no dump holds the target's token of a
+    config that was not run).
     """
     R = int(decided.shape[0])
     lo = lower.astype(np.float64)
@@ -70,6 +80,9 @@ def summarize_arrays(cfg: TreeConfig, recorded: TreeConfig, cost: CostModel, dec
     c_hi = np.asarray(cost.round_cost(steps_hi, nodes_hi), dtype=np.float64)
     n_decided = int(decided.sum())
     nan = float("nan")
+    lo_rates = per_position_rates(lower, cfg.gamma).tolist() if R else []
+    hi_rates = per_position_rates(upper, cfg.gamma).tolist() if R else []
+    drafted_lo, drafted_hi = float(np.sum(nodes_lo)), float(np.sum(nodes_hi))
     return {
         "config": cfg.short(),
         "gamma": cfg.gamma,
@@ -79,14 +92,18 @@ def summarize_arrays(cfg: TreeConfig, recorded: TreeConfig, cost: CostModel, dec
         "rounds": R,
         "decided": n_decided,
         "undecidable": R - n_decided,
+        "mean_acceptance_length_lo": lo.mean() + 1 if R else nan,
+        "mean_acceptance_length_hi": hi.mean() + 1 if R else nan,
+        "draft_acceptance_rate_lo": lo.sum() / drafted_hi if R and drafted_hi else nan,
+        "draft_acceptance_rate_hi": hi.sum() / drafted_lo if R and drafted_lo else nan,
+        "per_position_acceptance_rate_lo": lo_rates,
+        "per_position_acceptance_rate_hi": hi_rates,
         "mean_accepted_length_lo": lo.mean() if R else nan,
         "mean_accepted_length_hi": hi.mean() if R else nan,
-        "engine_block_efficiency_lo": lo.mean() + 1 if R else nan,
-        "engine_block_efficiency_hi": hi.mean() + 1 if R else nan,
         "mean_round_cost_lo": c_lo.mean() if R else nan,
         "mean_round_cost_hi": c_hi.mean() if R else nan,
-        "speedup_lo": cost.speedup(lo.sum() + R, c_hi.sum()) if R else nan,
-        "speedup_hi": cost.speedup(hi.sum() + R, c_lo.sum()) if R else nan,
+        "modelled_speedup_lo": cost.speedup(lo.sum() + R, c_hi.sum()) if R else nan,
+        "modelled_speedup_hi": cost.speedup(hi.sum() + R, c_lo.sum()) if R else nan,
     }
 
 
@@ -131,19 +148,45 @@ def compare_configs(
     return pd.DataFrame(rows, columns=COMPARE_COLUMNS), pd.DataFrame(per_round)
 
 
-SPEED_COLUMNS = ["cost_source", "measured_speedup", "measured_speedup_wall"]
+SPEED_COLUMNS = ["cost_source", "measured_speedup", "measured_speedup_wall", "measured_status"]
+NOT_COMPARABLE = "not comparable"  # what a table shows for a speedup whose two sides were not timed together
 
 
-def with_speed(table: pd.DataFrame, recorded: TreeConfig, cost: CostModel, measured: MeasuredSpeedup | None) -> pd.DataFrame:
+def measured_status(measured: Speedup | None) -> str:
+    """The ``measured_status`` cell: ``measured``, ``not comparable: REASON``, or empty when the
+    dump records no totals (analysis.timings.measured_speedup decides)."""
+    if measured is None:
+        return ""
+    return "measured" if measured.comparable else f"{NOT_COMPARABLE}: {measured.reason}"
+
+
+def with_speed(table: pd.DataFrame, recorded: TreeConfig, cost: CostModel, measured: Speedup | None) -> pd.DataFrame:
     """The comparison table (COMPARE_COLUMNS) with SPEED_COLUMNS: every row's cost source, and the
-    measured speedups on the recorded config's row only (no other config was run; NaN there)."""
+    measured speedups on the recorded config's row only (no other config was run; NaN there, and
+    NaN with ``measured_status`` saying why when the two sides were not timed together)."""
     out = table.copy()
     is_recorded = (out["config"] == recorded.short()) & out["top_head"].map(lambda h: tuple(h) == tuple(recorded.top_head))
     out["cost_source"] = cost.source
     nan = float("nan")
     out["measured_speedup"] = [measured.decode if (r and measured) else nan for r in is_recorded]
     out["measured_speedup_wall"] = [measured.wall if (r and measured) else nan for r in is_recorded]
+    out["measured_status"] = [measured_status(measured) if r else "" for r in is_recorded]
     return out
+
+
+def beyond_recorded_notes(table: pd.DataFrame, configs: Sequence[TreeConfig], recorded: TreeConfig, label: str) -> list[str]:
+    """One line per compared config that is deeper or wider than ``recorded`` and so cannot be
+    replayed on every round: the dump holds no draft rows (or columns) the recording never made.
+    ``table``: compare_run's summary, one row per config in ``configs``' order."""
+    notes = []
+    for cfg, (_, row) in zip(configs, table.iterrows()):
+        why = beyond_recorded(cfg, recorded)
+        if why is None or not int(row["undecidable"]):
+            continue  # contained, or the dump's extra columns decided every round
+        notes.append(f"{label}: {cfg.short()} is deeper or wider than the recorded {recorded.short()} ({why}); the dump holds no "
+                     f"draft rows beyond the recording, so {int(row['undecidable'])} of {int(row['rounds'])} round(s) are "
+                     "undecidable and its figures are lo..hi bounds; to decide them, record a dump with a config that contains it")
+    return notes
 
 
 def modelled_speedup(results: Sequence[RoundResult], cost: CostModel) -> float:
@@ -156,9 +199,9 @@ def modelled_speedup(results: Sequence[RoundResult], cost: CostModel) -> float:
     return cost.speedup(tokens, float(np.sum(cost.round_cost(steps, nodes))))
 
 
-def speed_row(label: str, results: Sequence[RoundResult], cost: CostModel, measured: MeasuredSpeedup | None) -> dict:
+def speed_row(label: str, results: Sequence[RoundResult], cost: CostModel, measured: Speedup | None) -> dict:
     """One run's speedups side by side: modelled (with its cost source) and measured (NaN when the
-    dump has no target-only baseline)."""
+    dump has no target-only baseline timed together with the run; ``measured_status`` says why)."""
     nan = float("nan")
     return {
         "run": label,
@@ -167,6 +210,7 @@ def speed_row(label: str, results: Sequence[RoundResult], cost: CostModel, measu
         "cost_source": cost.source,
         "measured_speedup": measured.decode if measured else nan,
         "measured_speedup_wall": measured.wall if measured else nan,
+        "measured_status": measured_status(measured),
     }
 
 
@@ -179,16 +223,26 @@ def format_bounds(lo: float, hi: float, digits: int = 3) -> str:
     return f"{lo:.{digits}f}..{hi:.{digits}f}"
 
 
+MEASURED_HEADER = "measured speedup (decode only)"
+
+
 def compare_display(df: pd.DataFrame) -> pd.DataFrame:
     """The comparison table with each [lo, hi] pair as one readable column; the speedup column is
-    headed "modelled speedup", and "measured speedup" follows it when a row has one."""
+    headed "modelled speedup", and "measured speedup (decode only)" follows it when the recorded row
+    has one ("not comparable" when its two sides were not timed together)."""
     out = df[["config", "top_head", "nodes", "contained", "rounds", "undecidable"]].copy()
     out["top_head"] = out["top_head"].map(lambda h: "[" + ",".join(str(v) for v in h) + "]")
-    for name in ("mean_accepted_length", "engine_block_efficiency"):
+    for name in ("mean_acceptance_length", "draft_acceptance_rate"):
         out[name] = [format_bounds(a, b) for a, b in zip(df[f"{name}_lo"], df[f"{name}_hi"])]
-    out["modelled speedup"] = [format_bounds(a, b) for a, b in zip(df["speedup_lo"], df["speedup_hi"])]
-    if "measured_speedup" in df.columns and df["measured_speedup"].notna().any():
-        out["measured speedup"] = ["" if pd.isna(v) else f"{v:.3f}" for v in df["measured_speedup"]]
+    out["per_position_acceptance_rate"] = [
+        " ".join(format_bounds(a, b, 2) for a, b in zip(lo, hi)) or "n/a"
+        for lo, hi in zip(df["per_position_acceptance_rate_lo"], df["per_position_acceptance_rate_hi"])
+    ]
+    out["mean_accepted_length"] = [format_bounds(a, b) for a, b in zip(df["mean_accepted_length_lo"], df["mean_accepted_length_hi"])]
+    out["modelled speedup"] = [format_bounds(a, b) for a, b in zip(df["modelled_speedup_lo"], df["modelled_speedup_hi"])]
+    if "measured_status" in df.columns and (df["measured_status"] != "").any():
+        out[MEASURED_HEADER] = [f"{v:.3f}" if s == "measured" else (NOT_COMPARABLE if s else "")
+                                for v, s in zip(df["measured_speedup"], df["measured_status"])]
     return out
 
 
@@ -196,9 +250,9 @@ def strategies_display(df: pd.DataFrame) -> pd.DataFrame:
     """Dynamic-gamma strategy rows (StrategyResult.to_row) with each [lo, hi] pair as one column."""
     cols = [c for c in ("run", "strategy", "name", "ema_window", "config", "rounds", "undecidable_rounds") if c in df.columns]
     out = df[cols].copy()
-    for name in ("mean_gamma", "mean_accepted_length", "engine_block_efficiency"):
+    for name in ("mean_gamma", "mean_acceptance_length", "mean_accepted_length"):
         out[name] = [format_bounds(a, b) for a, b in zip(df[f"{name}_lo"], df[f"{name}_hi"])]
-    out["modelled speedup"] = [format_bounds(a, b) for a, b in zip(df["speedup_lo"], df["speedup_hi"])]
+    out["modelled speedup"] = [format_bounds(a, b) for a, b in zip(df["modelled_speedup_lo"], df["modelled_speedup_hi"])]
     return out
 
 
@@ -207,7 +261,7 @@ def runs_side_by_side(rounds: pd.DataFrame) -> pd.DataFrame:
     s = summary(rounds).set_index("run")
     d = depth_acceptance(rounds)
     parts = [s.T]
-    for col, row in (("conditional", "conditional_acceptance"), ("per_position_acceptance_rate", "per_position_acceptance_rate")):
+    for col, row in (("per_position_acceptance_rate", "per_position_acceptance_rate"), ("conditional", "conditional_acceptance")):
         p = d.pivot(index="depth", columns="run", values=col)
         p.index = [f"{row}_depth_{k}" for k in p.index]
         parts.append(p[s.index])

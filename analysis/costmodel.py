@@ -9,7 +9,7 @@ The target alone makes one token per ``t_verify(1)`` seconds, so
 
     speedup = (Σ_r (L_r + 1)) * t_verify(1) / Σ_r (steps_r * draft_step_s + t_verify(nodes_r + 1))
 
-i.e. engine block efficiency × t_verify(1) / mean round cost. Which curve a run uses (measured
+i.e. mean acceptance length × t_verify(1) / mean round cost. Which curve a run uses (measured
 timings beside the dump, or this module's default) is decided in ``analysis.costsource``.
 
 ``live_round_cost`` is the same round as the live loop (replay/live/draft.py) runs it, for a

@@ -11,8 +11,9 @@ costs come from"). In order:
 From manifest timings: draft_step_s = Σ draft_time_s / Σ draft_steps over the recorded rounds;
 t_verify(k) = the mean verify_time_s of the rounds verifying k = nodes + 1 tokens; t_verify(1) =
 the target-only baseline's decode seconds per forward, (total_s − prefill_s) / rounds, when the
-manifest (or the sweep) has a baseline. Without one, t_verify(1) comes from the curve through the
-recorded points (flat with a single point) and the source says so. When the last point is cheaper
+manifest has a baseline timed together with the rounds (analysis.timings.comparable_baseline).
+Without one, t_verify(1) comes from the curve through the recorded points (flat with a single
+point) and the source says so. When the last point is cheaper
 than the one before (noisy timings), the curve is held flat beyond it instead of falling.
 """
 
@@ -29,7 +30,7 @@ from replay.manifest import Manifest
 from replay.pathcheck import is_inline_json
 
 from .costmodel import SOURCE_DEFAULT, CostModel
-from .timings import SWEEP_DUMPS_DIR, Timings, read_timings
+from .timings import SWEEP_DUMPS_DIR, Timings, comparable_baseline, read_timings
 
 CURVE_NAME = "cost_curve.json"
 SOURCE_CURVE = "measured: cost_curve.json"
@@ -63,12 +64,14 @@ def cost_from_timings(t: Timings) -> CostModel:
     ks = np.unique(tokens)
     verify = np.array([t.verify_s[tokens == k].mean() for k in ks], dtype=np.float64)
     source = SOURCE_MANIFEST
-    if t.baseline is not None and ks[0] > 1:
+    baseline = comparable_baseline(t)  # a baseline timed apart from these rounds ran at another speed
+    if baseline is not None and ks[0] > 1:
         ks = np.concatenate([[1], ks])
-        verify = np.concatenate([[t.baseline.decode_s / t.baseline.forwards], verify])
+        verify = np.concatenate([[baseline.decode_s / baseline.forwards], verify])
     elif ks[0] > 1:
         how = "flat at the" if ks.shape[0] == 1 else "extrapolated from the"
-        source += f" (no target-only baseline: t_verify(1) {how} {int(ks[0])}-token time)"
+        why = "no target-only baseline" if t.baseline is None else "target-only baseline not timed together with these rounds"
+        source += f" ({why}: t_verify(1) {how} {int(ks[0])}-token time)"
     if ks.shape[0] >= 2 and verify[-1] < verify[-2]:
         # noisy timings (e.g. a baseline run slower than the speculative one): a forward never gets
         # cheaper with more tokens, so the curve is held flat past its last point, not extrapolated down

@@ -91,7 +91,8 @@ def rounds_frame(
 
 
 def summarize_runs(rounds: "dd.DataFrame | pd.DataFrame"):
-    """Per run: rounds replayed, mean accepted length, block efficiency, bonus-known share.
+    """Per run: rounds replayed, mean acceptance length (bonus included: accepted + 1, derived where
+    bonus_known < 1), mean accepted length, bonus-known share (docs/vocabulary.md).
 
     Works on the Dask frame (returns a lazy frame: call ``.compute()``) and on a pandas one.
     """
@@ -100,10 +101,10 @@ def summarize_runs(rounds: "dd.DataFrame | pd.DataFrame"):
     out = grouped.agg(
         rounds=("accepted_length", "count"),
         mean_accepted_length=("accepted_length", "mean"),
-        block_efficiency=("num_committed", "mean"),
         bonus_known=("bonus_known", "mean"),
     )
-    return out
+    out = out.assign(mean_acceptance_length=out["mean_accepted_length"] + 1.0)
+    return out[["rounds", "mean_acceptance_length", "mean_accepted_length", "bonus_known"]]
 
 
 def accepted_length_histogram(rounds: "dd.DataFrame | pd.DataFrame"):

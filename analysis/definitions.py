@@ -25,14 +25,12 @@ class Definition:
 
 DEFINITIONS: tuple[Definition, ...] = (
     Definition(
-        "mean_accepted_length", "mean accepted length (bonus excluded)", "(1/R) Σ_r L_r",
-        "draft tokens accepted per round; the target's own token (bonus or correction) is not counted",
-        "vLLM's mean acceptance length − 1",
-    ),
-    Definition(
         "mean_acceptance_length", "mean acceptance length (bonus included)", "(1/R) Σ_r (L_r + 1)",
-        "tokens a round yields counting the target's own token, as vLLM counts them; = mean_accepted_length + 1",
-        "vLLM 'Mean acceptance length' (1 + accepted / drafts)",
+        "tokens a round commits, i.e. per target forward: the accepted draft tokens and the one token the target "
+        "adds (correction or leaf bonus); derived as accepted + 1 where the dump does not hold that token "
+        "(bonus_known_fraction < 1; outputs say 'derived'); = mean_accepted_length + 1",
+        "vLLM 'Mean acceptance length' (1 + accepted / drafts), SGLang 'accept length', HiAI block_efficiency "
+        "(committed tokens per target forward)",
     ),
     Definition(
         "draft_acceptance_rate", "draft acceptance rate", "Σ_r L_r / Σ_r nodes_r",
@@ -41,14 +39,9 @@ DEFINITIONS: tuple[Definition, ...] = (
         "vLLM 'Draft acceptance rate' (num_accepted_tokens / num_draft_tokens), llama.cpp 'draft acceptance rate' (accepted / generated)",
     ),
     Definition(
-        "block_efficiency", "block efficiency (as dumped)", "(1/R) Σ_r (L_r + b_r)",
-        "committed tokens per round (= per target forward) as the dump shows them",
-        "HiAI block_efficiency when every bonus is in the dump (all layout)",
-    ),
-    Definition(
-        "engine_block_efficiency", "engine block efficiency", "(1/R) Σ_r (L_r + 1)",
-        "committed tokens per target forward when the engine always commits one target token; = mean_acceptance_length",
-        "HiAI block_efficiency (committed tokens per target forward)",
+        "mean_accepted_length", "mean accepted length (bonus excluded)", "(1/R) Σ_r L_r",
+        "draft tokens accepted per round; the target's own token (bonus or correction) is not counted",
+        "vLLM's mean acceptance length − 1",
     ),
     Definition(
         "per_position_acceptance_rate", "per-position acceptance rate P(L ≥ d)", "#{r : L_r ≥ d} / R",
@@ -74,24 +67,28 @@ DEFINITIONS: tuple[Definition, ...] = (
         "relative cost); the only speedup a config that was not run can have", "",
     ),
     Definition(
-        "measured_speedup", "measured speedup (decode, × target alone)",
+        "measured_speedup", "measured speedup (decode only, prefill excluded)",
         "(T_base − P_base) / N_base ÷ (T_spec − P_spec) / N_spec",
         "measured decode seconds per token of the target alone over those of the speculative run, prefill "
-        "excluded (manifest totals: T total_s, P prefill_s, N new_tokens)", "",
+        "excluded (manifest totals: T total_s, P prefill_s, N new_tokens); only when both sides were timed "
+        "in one interleaved session, else 'not comparable'", "",
     ),
     Definition(
-        "measured_speedup_wall", "measured speedup (wall, prefill included)", "(N_spec / T_spec) ÷ (N_base / T_base)",
-        "the harness's own 'speedup': tokens per second over those of the target alone, prefill included", "",
+        "measured_speedup_wall", "measured speedup (end to end, prefill included)",
+        "median over passes p of (N_spec,p / T_spec,p) ÷ (N_base,p / T_base,p)",
+        "the harness's own 'speedup' (generate, sweep): tokens per second over those of the target alone, prefill "
+        "included, pass by pass in one interleaved session (totals.timing), else 'not comparable'", "",
     ),
 )
 
 BY_NAME: dict[str, Definition] = {d.name: d for d in DEFINITIONS}
 
 SUMMARY_NAMES = (
-    "mean_accepted_length", "mean_acceptance_length", "draft_acceptance_rate", "block_efficiency",
-    "engine_block_efficiency", "bonus_known_fraction", "full_depth_fraction", "mean_num_nodes", "mean_num_steps",
+    "mean_acceptance_length", "draft_acceptance_rate", "mean_accepted_length", "bonus_known_fraction", "full_depth_fraction",
+    "mean_num_nodes", "mean_num_steps",
 )
-DEPTH_NAMES = ("conditional", "per_position_acceptance_rate", "conditional_when_expanded")
+DEPTH_NAMES = ("per_position_acceptance_rate", "conditional", "conditional_when_expanded")
+HEADLINE_NAMES = ("mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance_rate")  # what outputs lead with
 SPEED_NAMES = ("modelled_speedup", "measured_speedup", "measured_speedup_wall")
 
 

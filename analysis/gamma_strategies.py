@@ -39,7 +39,7 @@ STRATEGY_NAMES = {
     3: "force rise / stairway fall",
     4: "force rise / EMA fall",
 }
-_USES_EMA = (1, 4)
+USES_EMA = (1, 4)  # the strategies that read emaWindow
 
 
 def _round_half_up(x: float) -> int:
@@ -65,7 +65,7 @@ def next_gamma(strategy: int, gamma: int, accepted: int, ema: float | None, max_
         g = gamma + 1 if full else gamma - 1
     else:
         g = gamma + 1 if full else _round_half_up(new_ema) + 1
-    return max(1, min(max_gamma, g)), (new_ema if strategy in _USES_EMA else None)
+    return max(1, min(max_gamma, g)), (new_ema if strategy in USES_EMA else None)
 
 
 @dataclass(frozen=True)
@@ -108,12 +108,12 @@ class StrategyResult:
             "exact": self.exact,
             "mean_gamma_lo": self.gamma[0] / self.rounds,
             "mean_gamma_hi": self.gamma[1] / self.rounds,
+            "mean_acceptance_length_lo": ma[0] + 1,
+            "mean_acceptance_length_hi": ma[1] + 1,
             "mean_accepted_length_lo": ma[0],
             "mean_accepted_length_hi": ma[1],
-            "engine_block_efficiency_lo": ma[0] + 1,
-            "engine_block_efficiency_hi": ma[1] + 1,
-            "speedup_lo": sp[0],
-            "speedup_hi": sp[1],
+            "modelled_speedup_lo": sp[0],
+            "modelled_speedup_hi": sp[1],
         }
 
 

@@ -12,11 +12,14 @@ import numpy as np
 import pandas as pd
 
 from replay.config import TreeConfig
+from replay.headline import headline
 from replay.rebuild import rebuild_tree
 from replay.rounds import Round
-from replay.tree import Tree
-from replay.vocab import PAD_TOKEN, STOP_MISMATCH, STOP_NO_ROW
+from replay.tree import Tree, node_name
+from replay.vocab import DEPTH_RULE, PAD_TOKEN, STOP_MISMATCH, STOP_NO_ROW
 
+from .definitions import SUMMARY_NAMES
+from .intervals import wilson
 from .tables import IN_BEYOND, IN_KEPT, IN_NO_ROW, IN_NOWHERE, IN_UNEXPANDED
 
 
@@ -27,34 +30,45 @@ def _require(df: pd.DataFrame, cols: tuple[str, ...], what: str) -> None:
 
 
 def summary(rounds: pd.DataFrame) -> pd.DataFrame:
-    """One row per run.
+    """One row per run, the headline figures first (replay.headline computes them).
 
-    mean_accepted_length    = (1/R) Σ L_r
-    mean_acceptance_length  = (1/R) Σ (L_r + 1)        vLLM's: the target's token counted
+    mean_acceptance_length  = (1/R) Σ (L_r + 1)        the target's token counted (vLLM's); derived
+                                                       where bonus_known_fraction < 1
     draft_acceptance_rate   = Σ L_r / Σ nodes_r        accepted over drafted (verified) draft tokens
-    block_efficiency        = (1/R) Σ (L_r + b_r)      mean committed tokens per round, as dumped
-    engine_block_efficiency = (1/R) Σ (L_r + 1)        the engine always commits one target token
+    mean_accepted_length    = (1/R) Σ L_r
     bonus_known_fraction    = (1/R) Σ b_r
     full_depth_fraction     = share of rounds whose path reached the tree's last level
     """
-    _require(rounds, ("run", "accepted_length", "num_committed", "bonus_known", "num_nodes", "num_steps"), "rounds")
-    g = rounds.groupby("run", sort=False)
-    out = pd.DataFrame(
-        {
-            "rounds": g.size(),
-            "mean_accepted_length": g["accepted_length"].mean(),
-            "mean_acceptance_length": g["accepted_length"].mean() + 1.0,
-            "draft_acceptance_rate": g["accepted_length"].sum() / g["num_nodes"].sum(),
-            "block_efficiency": g["num_committed"].mean(),
-            "engine_block_efficiency": g["accepted_length"].mean() + 1.0,
-            "bonus_known_fraction": g["bonus_known"].mean(),
-            "full_depth_fraction": (rounds["accepted_length"] >= rounds["num_steps"]).groupby(rounds["run"], sort=False).mean(),
-            "mean_num_nodes": g["num_nodes"].mean(),
-            "mean_num_steps": g["num_steps"].mean(),
-        }
-    )
-    out.index.name = "run"
-    return out.reset_index()
+    _require(rounds, ("run", "accepted_length", "bonus_known", "num_nodes", "num_steps"), "rounds")
+    rows = []
+    for run, g in rounds.groupby("run", sort=False):
+        known = int(g["bonus_known"].sum())
+        h = headline(g["accepted_length"].to_numpy(), g["num_nodes"].to_numpy(), g["num_steps"].to_numpy(), known)
+        rows.append(
+            {
+                "run": run,
+                "rounds": h.rounds,
+                "mean_acceptance_length": h.mean_acceptance_length,
+                "draft_acceptance_rate": h.draft_acceptance_rate,
+                "mean_accepted_length": h.mean_accepted_length,
+                "bonus_known_fraction": known / h.rounds,
+                "full_depth_fraction": float((g["accepted_length"] >= g["num_steps"]).mean()),
+                "mean_num_nodes": float(g["num_nodes"].mean()),
+                "mean_num_steps": float(g["num_steps"].mean()),
+            }
+        )
+    return pd.DataFrame(rows, columns=["run", "rounds", *SUMMARY_NAMES])
+
+
+def derived_notes(summary_table: pd.DataFrame) -> list[str]:
+    """One line per run whose mean acceptance length is derived (some bonus token not in the dump)."""
+    out = []
+    for _, row in summary_table.iterrows():
+        if row["bonus_known_fraction"] < 1:
+            known = round(row["bonus_known_fraction"] * row["rounds"])
+            out.append(f"{row['run']}: mean_acceptance_length {row['mean_acceptance_length']:.4f} is derived (accepted + 1): "
+                       f"the dump holds the bonus token of {known} of {int(row['rounds'])} round(s)")
+    return out
 
 
 def accepted_length_distribution(rounds: pd.DataFrame) -> pd.DataFrame:
@@ -78,6 +92,10 @@ def depth_acceptance(rounds: pd.DataFrame) -> pd.DataFrame:
     conditional_when_expanded_d = #{r : L_r >= d} / attempts_d, where attempts_d counts rounds
         whose path reached depth d-1 at a node that had children (a leaf at d-1 is no attempt).
     per_position_acceptance_rate_d = Π_{k<=d} conditional_k.
+
+    Depth d is the d-th draft token (1 = the root's children; DESIGN.md's level d). Each rate has
+    its 95% Wilson interval (analysis.intervals) in ``RATE_ci95_lo`` / ``RATE_ci95_hi``; its n is
+    the rate's denominator column (DEPTH_RATE_N): a 0.667 from 3 rounds shows as [0.208, 0.939].
     """
     _require(rounds, ("run", "accepted_length", "stop", "num_steps"), "rounds")
     rows = []
@@ -105,7 +123,31 @@ def depth_acceptance(rounds: pd.DataFrame) -> pd.DataFrame:
             )
     cols = ["run", "depth", "rounds", "reached_prev", "attempts", "reached", "conditional", "per_position_acceptance_rate",
             "conditional_when_expanded"]
-    return pd.DataFrame(rows, columns=cols)
+    out = pd.DataFrame(rows, columns=cols)
+    for rate, n in DEPTH_RATE_N.items():
+        lo, hi = wilson(out["reached"].to_numpy(dtype=np.float64), out[n].to_numpy(dtype=np.float64))
+        nan = out[n].to_numpy() == 0  # no trial: the rate is NaN, so is its interval
+        out.insert(out.columns.get_loc(rate) + 1, f"{rate}_ci95_lo", np.where(nan, np.nan, lo))
+        out.insert(out.columns.get_loc(rate) + 2, f"{rate}_ci95_hi", np.where(nan, np.nan, hi))
+    return out
+
+
+# Each per-depth rate's denominator: the n of its Wilson interval (the numerator is ``reached``).
+DEPTH_RATE_N = {"conditional": "reached_prev", "per_position_acceptance_rate": "rounds", "conditional_when_expanded": "attempts"}
+DEPTH_HEADER = f"{DEPTH_RULE}; each rate [95% Wilson interval] n = its denominator"
+
+
+def depth_display(depth: pd.DataFrame) -> pd.DataFrame:
+    """The depth table as people read it: each rate one cell ``0.667 [0.208,0.939] n=3``.
+
+    For the text of ``stats`` and the report; files and JSON keep the separate columns."""
+    out = depth.drop(columns=[c for c in depth.columns if c.endswith(("_ci95_lo", "_ci95_hi"))])
+    for rate, n in DEPTH_RATE_N.items():
+        out[rate] = [
+            "–" if k == 0 else f"{p:.4f} [{lo:.4f},{hi:.4f}] n={k}"
+            for p, lo, hi, k in zip(depth[rate], depth[f"{rate}_ci95_lo"], depth[f"{rate}_ci95_hi"], depth[n])
+        ]
+    return out
 
 
 def _path_attempts(nodes: pd.DataFrame) -> pd.DataFrame:
@@ -271,13 +313,28 @@ def _hits_vectorised(grp: pd.DataFrame, canon: list[tuple[int, int]]) -> tuple[n
     return present, hits, int(bad.sum())
 
 
-def node_hit_frequency(nodes: pd.DataFrame, rounds: pd.DataFrame, configs: dict) -> pd.DataFrame:
-    """How often each node of the static shape lay on the accepted path, per run.
+def slot_name(depth: int, parent_slot: int, rank: int) -> str:
+    """A slot's short name: ``R``, then the depth's letter, ``p`` the 1-based position of the
+    expanded parent in its step's selection order and ``c`` the 1-based child rank: ``B:p2c1`` is
+    the draft top-1 child of the second node expanded at step 1, whichever level-1 node that was."""
+    if depth == 0:
+        return "R"
+    letter = node_name([0] * depth).rstrip("1")  # the depth's letter(s): node_name of all-top-1 ranks is e.g. B11
+    return f"{letter}:p{parent_slot + 1}c{rank + 1}"
 
-    frequency_u = #{rounds with u on the path} / #{rounds whose tree has node u}, over rounds whose
-    shape is a prefix of the config's static shape (early-stopped rounds count for their levels);
-    rounds of another shape (dynamic trees) are left out and counted in ``rounds_other_shape``.
-    configs: run label → TreeConfig.
+
+def slot_hit_frequency(nodes: pd.DataFrame, rounds: pd.DataFrame, configs: dict) -> pd.DataFrame:
+    """How often each *slot* of the static shape lay on the accepted path, per run.
+
+    A slot is (depth d, parent_slot j, rank r): the rank-r child of the j-th node expanded at
+    draft step d - 1 (selection order: path probability, parents or the fallback). Which level
+    node fills slot j changes per round, so a slot is not a node: in a round that expanded A2 and
+    A3, slot B:p1c1 holds A2's top-1 child. node_hit_frequency counts the nodes themselves.
+
+    frequency = #{rounds with the slot on the path} / #{rounds whose tree has the slot}, over rounds
+    whose shape is a prefix of the config's static shape (early-stopped rounds count for their
+    levels); rounds of another shape (dynamic trees) are left out and counted in
+    ``rounds_other_shape``. configs: run label → TreeConfig.
     """
     _require(nodes, ("run", "round", "node", "parent", "rank", "expanded_slot", "on_path"), "nodes")
     rows = []
@@ -285,24 +342,81 @@ def node_hit_frequency(nodes: pd.DataFrame, rounds: pd.DataFrame, configs: dict)
         cfg = configs[run]
         shape = static_shape(cfg)
         canon = shape_signature(shape)
-        names = shape.names()
         counted = _hits_vectorised(grp, canon)
         present, hits, other = counted if counted is not None else _hits_by_round(grp, canon, shape.num_nodes + 1)
         for u in range(shape.num_nodes + 1):
+            depth = int(shape.depths[u])
+            parent_slot, rank = (-1, -1) if u == 0 else canon[u - 1]
             rows.append(
                 {
                     "run": run,
-                    "node": u,
-                    "name": names[u],
-                    "depth": int(shape.depths[u]),
-                    "parent": int(shape.parents[u]),
+                    "slot": u,
+                    "slot_name": slot_name(depth, parent_slot, rank),
+                    "depth": depth,
+                    "parent_slot": parent_slot,
+                    "rank": rank,
                     "rounds_present": int(present[u]),
                     "on_path": int(hits[u]),
                     "frequency": hits[u] / present[u] if present[u] else np.nan,
                     "rounds_other_shape": other,
                 }
             )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=SLOT_HIT_COLUMNS)
+
+
+SLOT_HIT_COLUMNS = ["run", "slot", "slot_name", "depth", "parent_slot", "rank", "rounds_present", "on_path", "frequency",
+                    "rounds_other_shape"]
+NODE_HIT_COLUMNS = ["run", "name", "depth", "parent_name", "rank", "rounds_present", "on_path", "frequency"]
+
+
+def node_hit_frequency(nodes: pd.DataFrame) -> pd.DataFrame:
+    """How often each *node* lay on the accepted path, per run; a node is named by the draft ranks
+    of its path from the root (the article's names: B21 is the top-1 child of A2, the level's
+    second node), so it is the same node in every round, whatever the selection expanded.
+
+    frequency = #{rounds with the node on the path} / #{rounds whose tree has the node}; a node
+    is in a round's tree only when its parent was expanded there. Any shape (dynamic trees too).
+    Rows by depth, then rank path (A1, A2, ..., B11, B12, B21, ...).
+    """
+    _require(nodes, ("run", "round", "node", "name", "depth", "parent", "rank", "on_path"), "nodes")
+    g = nodes.groupby(["run", "name"], sort=False)
+    out = pd.DataFrame(
+        {
+            "depth": g["depth"].first(),
+            "rank": g["rank"].first(),
+            "rounds_present": g.size(),
+            "on_path": g["on_path"].sum(),
+        }
+    ).reset_index()
+    path = _rank_paths(nodes, g)  # (run, name) -> draft ranks from the root
+    out["_path"] = [path[(r, n)] for r, n in zip(out["run"], out["name"])]
+    out["parent_name"] = [node_name(list(p[:-1])) if p else "" for p in out["_path"]]
+    order = {run: k for k, run in enumerate(nodes["run"].unique())}
+    out["_run"] = out["run"].map(order)
+    out = out.sort_values(["_run", "depth", "_path"], kind="stable")
+    out["rank"] = out["rank"].astype(np.int64)
+    out["rounds_present"] = out["rounds_present"].astype(np.int64)
+    out["on_path"] = out["on_path"].astype(np.int64)
+    out["frequency"] = out["on_path"] / out["rounds_present"]
+    return out[NODE_HIT_COLUMNS].reset_index(drop=True)
+
+
+def _rank_paths(nodes: pd.DataFrame, groups) -> dict[tuple, tuple[int, ...]]:
+    """(run, name) -> the draft ranks from the root to the node, read from one round holding it
+    (walking its parents there): only the rounds that first hold each name are looked at."""
+    first = groups.head(1)  # one row per (run, name)
+    want = pd.MultiIndex.from_arrays([first["run"], first["round"]]).unique()
+    sub = nodes[pd.MultiIndex.from_arrays([nodes["run"], nodes["round"]]).isin(want)]
+    table = {(r, k, int(u)): (int(p), int(q)) for r, k, u, p, q in zip(sub["run"], sub["round"], sub["node"], sub["parent"], sub["rank"])}
+    out = {}
+    for run, rnd, u, name in zip(first["run"], first["round"], first["node"], first["name"]):
+        ranks, v = [], int(u)
+        while v > 0:
+            parent, rank = table[(run, rnd, v)]
+            ranks.append(rank)
+            v = parent
+        out[(run, name)] = tuple(reversed(ranks))
+    return out
 
 
 def all_metrics(tables) -> dict[str, pd.DataFrame]:
@@ -314,7 +428,8 @@ def all_metrics(tables) -> dict[str, pd.DataFrame]:
         "rank_of_hit": rank_of_hit(tables.nodes),
         "hit_outcome": hit_outcome_by_depth(tables.nodes),
         "parent_slot": parent_slot_usage(tables.nodes, tables.rounds),
-        "node_hits": node_hit_frequency(tables.nodes, tables.rounds, tables.configs),
+        "slot_hits": slot_hit_frequency(tables.nodes, tables.rounds, tables.configs),
+        "node_hits": node_hit_frequency(tables.nodes),
     }
 
 
@@ -326,6 +441,7 @@ __all__ = [
     "hit_outcome_by_depth",
     "parent_slot_usage",
     "static_shape",
+    "slot_hit_frequency",
     "node_hit_frequency",
     "all_metrics",
     "IN_UNEXPANDED",

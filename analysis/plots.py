@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from replay.config import TreeConfig
 
 from .definitions import label as metric_label
+from .metrics import DEPTH_RATE_N
 from .tables import IN_BEYOND, IN_KEPT, IN_NOWHERE
 
 FORMATS = ("png", "svg")
@@ -70,6 +71,27 @@ def _grouped_bars(ax, x: np.ndarray, series: list[tuple[str, np.ndarray]], width
         ax.bar(x - width_total / 2 + w * (i + 0.5), y, width=w, label=label, color=_COLORS[i % len(_COLORS)])
 
 
+def _rate_bars(ax, depth: pd.DataFrame, x: np.ndarray, rate: str) -> None:
+    """Per-depth bars of ``rate`` per run with its 95% Wilson interval as a whisker and its n
+    (the rate's denominator, metrics.DEPTH_RATE_N) written above: a 0.667 from 3 rounds must not
+    look as solid as one from 3,000. A depth with n = 0 has neither bar nor whisker."""
+    groups = list(depth.groupby("run", sort=False))
+    counts = depth.groupby("run", sort=False)["rounds"].first().to_dict()
+    k = max(len(groups), 1)
+    w = 0.8 / k
+    for i, (run, grp) in enumerate(groups):
+        g = grp.set_index("depth").reindex(x)
+        n = g[DEPTH_RATE_N[rate]].fillna(0).to_numpy(dtype=np.int64)
+        y = g[rate].to_numpy(dtype=float)
+        lo, hi = g[f"{rate}_ci95_lo"].to_numpy(dtype=float), g[f"{rate}_ci95_hi"].to_numpy(dtype=float)
+        xs = x - 0.4 + w * (i + 0.5)
+        ax.bar(xs, np.nan_to_num(y), width=w, label=_run_label(run, counts[run]), color=_COLORS[i % len(_COLORS)])
+        has = n > 0
+        ax.errorbar(xs[has], y[has], yerr=[y[has] - lo[has], hi[has] - y[has]], fmt="none", ecolor="black", capsize=3, lw=1)
+        for xv, top, nv in zip(xs[has], hi[has], n[has]):
+            ax.text(xv, top + 0.01, f"n={nv}", ha="center", va="bottom", fontsize=7)
+
+
 def plot_accepted_length(dist: pd.DataFrame) -> Figure:
     """Histogram of accepted length per run (analysis.metrics.accepted_length_distribution)."""
     fig = Figure(figsize=(6.4, 4.0), layout="constrained")
@@ -92,7 +114,8 @@ def plot_accepted_length(dist: pd.DataFrame) -> Figure:
 
 
 def plot_depth_acceptance(depth: pd.DataFrame) -> Figure:
-    """Conditional (left) and per-position (right: vLLM's name for P(L ≥ d)) acceptance per depth, per run."""
+    """Conditional (left) and per-position (right: vLLM's name for P(L ≥ d)) acceptance per depth, per run,
+    each bar with its 95% Wilson interval and n (_rate_bars)."""
     fig = Figure(figsize=(10.0, 4.4), layout="constrained")
     axes = fig.subplots(1, 2, sharey=True)
     counts = depth.groupby("run", sort=False)["rounds"].first().to_dict()
@@ -101,25 +124,21 @@ def plot_depth_acceptance(depth: pd.DataFrame) -> Figure:
         (axes[0], "conditional", "Conditional: P(L ≥ d | L ≥ d−1)"),
         (axes[1], "per_position_acceptance_rate", "Per-position acceptance rate (vLLM): P(L ≥ d)"),
     ):
-        series = []
-        for run, grp in depth.groupby("run", sort=False):
-            y = grp.set_index("depth")[col].reindex(x).to_numpy(dtype=float)
-            series.append((_run_label(run, counts[run]), np.nan_to_num(y)))
-        _grouped_bars(ax, x.astype(float), series)
+        _rate_bars(ax, depth, x, col)
         if col == "conditional":
+            k = depth["run"].nunique()
             for i, (run, grp) in enumerate(depth.groupby("run", sort=False)):
                 y = grp.set_index("depth")["conditional_when_expanded"].reindex(x).to_numpy(dtype=float)
-                k = len(series)
                 off = -0.4 + 0.8 / k * (i + 0.5)
                 ax.plot(x + off, y, "k_", markersize=14, label="when the node had children" if i == 0 else None)
         ax.set_xticks(x)
-        ax.set_xlabel("depth d (draft step)")
+        ax.set_xlabel("depth d (the d-th draft token)")
         ax.set_title(title, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("acceptance rate (fraction)")
-    axes[0].set_ylim(0, 1.05)
+    axes[0].set_ylim(0, 1.12)  # room for the n labels above a whisker at 1
     _legend_below(fig, axes[0])
-    fig.suptitle(f"Per-depth acceptance — {_rounds_text(counts)}")
+    fig.suptitle(f"Per-depth acceptance — {_rounds_text(counts)}; whiskers: 95% Wilson interval over n rounds")
     return fig
 
 
@@ -210,14 +229,15 @@ def plot_parent_slot(parent: pd.DataFrame, run: str, n_rounds: int) -> Figure:
 
 
 def plot_compare_runs(summary: pd.DataFrame, depth: pd.DataFrame) -> Figure:
-    """Side-by-side bars of several runs: mean accepted and acceptance length, block efficiency as
-    dumped, and the per-position acceptance rate P(L ≥ d) per depth."""
+    """Side-by-side bars of several runs: mean acceptance length (bonus included; labelled derived
+    when a run's dump lacks bonus tokens) and mean accepted length, and the per-position acceptance
+    rate P(L ≥ d) per depth."""
     fig = Figure(figsize=(11.0, 4.6), layout="constrained")
     ax, ax2 = fig.subplots(1, 2)
-    # mean_acceptance_length (vLLM) = engine_block_efficiency: one bar, both names
-    metrics = [("mean_accepted_length", metric_label("mean_accepted_length")),
-               ("mean_acceptance_length", metric_label("mean_acceptance_length") + " = engine block efficiency"),
-               ("block_efficiency", metric_label("block_efficiency"))]
+    derived = summary.loc[summary["bonus_known_fraction"] < 1, "run"].tolist()
+    note = f" (derived: accepted + 1 for {', '.join(map(str, derived))})" if derived else ""
+    metrics = [("mean_acceptance_length", metric_label("mean_acceptance_length") + note),
+               ("mean_accepted_length", metric_label("mean_accepted_length"))]
     x = np.arange(len(metrics), dtype=float)
     series = [(_run_label(r["run"], int(r["rounds"])), np.array([r[m] for m, _ in metrics], dtype=float)) for _, r in summary.iterrows()]
     _grouped_bars(ax, x, series)
@@ -228,18 +248,13 @@ def plot_compare_runs(summary: pd.DataFrame, depth: pd.DataFrame) -> Figure:
     ax.grid(axis="y", alpha=0.3)
     ax.set_title("Tokens per round", fontsize=10)
     dx = np.sort(depth["depth"].unique())
-    series = []
-    counts = depth.groupby("run", sort=False)["rounds"].first().to_dict()
-    for run, grp in depth.groupby("run", sort=False):
-        y = grp.set_index("depth")["per_position_acceptance_rate"].reindex(dx).to_numpy(dtype=float)
-        series.append((_run_label(run, counts[run]), np.nan_to_num(y)))
-    _grouped_bars(ax2, dx.astype(float), series)
+    _rate_bars(ax2, depth, dx, "per_position_acceptance_rate")
     ax2.set_xticks(dx)
-    ax2.set_xlabel("depth d")
+    ax2.set_xlabel("depth d (the d-th draft token)")
     ax2.set_ylabel(metric_label("per_position_acceptance_rate"))
-    ax2.set_ylim(0, 1.05)
+    ax2.set_ylim(0, 1.12)
     ax2.grid(axis="y", alpha=0.3)
-    ax2.set_title("Per-position acceptance rate (vLLM) per depth", fontsize=10)
+    ax2.set_title("Per-position acceptance rate (vLLM) per depth; whiskers: 95% Wilson interval over n rounds", fontsize=9)
     fig.suptitle(f"Runs side by side — {_rounds_text({r['run']: int(r['rounds']) for _, r in summary.iterrows()})}")
     return fig
 
@@ -254,13 +269,14 @@ def plot_compare_configs(table: pd.DataFrame, run: str, cost_source: str = "") -
     x = np.arange(len(table), dtype=float)
     for a, name, ylabel in (
         (ax, "mean_accepted_length", metric_label("mean_accepted_length")),
-        (ax2, "speedup", metric_label("modelled_speedup")),
+        (ax2, "modelled_speedup", metric_label("modelled_speedup")),
     ):
         lo = table[f"{name}_lo"].to_numpy(dtype=float)
         hi = table[f"{name}_hi"].to_numpy(dtype=float)
         colors = ["#1f77b4" if u == 0 else "#aec7e8" for u in table["undecidable"]]
         a.bar(x, lo, color=colors)
-        a.errorbar(x, lo, yerr=[np.zeros_like(lo), hi - lo], fmt="none", ecolor="black", capsize=3)
+        wide = hi > lo  # a whisker only where undecidable rounds leave a range: none of zero height
+        a.errorbar(x[wide], lo[wide], yerr=[np.zeros(int(wide.sum())), (hi - lo)[wide]], fmt="none", ecolor="black", capsize=3)
         a.set_xticks(x)
         a.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
         a.set_ylabel(ylabel)

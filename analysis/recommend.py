@@ -22,9 +22,10 @@ from replay.errors import SpecReplayError
 from replay.replayer import DirectoryReplay, ReplayOptions, RoundResult
 
 from .costmodel import CostModel
+from .intervals import Z95
 from .shape_dumps import DumpInput, Measured, Progress, dump_from_replay, mean_se, scan_run, subtree_measure  # noqa: F401  (re-exported)
 from .shape_counts import merge_stats
-from .shape_model import DEFAULT_MIN_COUNT, Z95, Bootstrap, RankPath, ShapeModel, model_from_stats, path_values
+from .shape_model import DEFAULT_MIN_COUNT, Bootstrap, RankPath, ShapeModel, model_from_stats, path_values
 from .shape_model import bootstrap as bootstrap_model
 from .shape_paths import Shape, engine_paths, expected_accepted
 from .shape_search import DEFAULT_STATE_LIMIT, SearchResult, best_configs, search_shapes
@@ -226,6 +227,7 @@ class Recommendation:
     skipped_items: tuple = field(default=())  # replay.grouping.Skipped of every dump
     seconds: dict = field(default_factory=dict)  # wall time per phase: statistics, search, exact replay, bootstrap
     max_depth: int | None = None  # the depth asked for (the search may stop shallower: refused depths)
+    extrapolate: bool = False  # --extrapolate: depths without data reuse the deepest estimated one
 
     def depth_text(self) -> str:
         """'max depth D', and where the search stopped when deeper depths were refused."""
@@ -308,9 +310,9 @@ def recommend_dumps(
     notes: list[str] = []
     cap = depth if extrapolate else min(depth, model.supported_depth)
     if cap < depth:
-        notes.append(
-            f"refused depths beyond {cap}: depth {cap} has fewer than {min_count} visits (or none), so its acceptance is "
-            "unknown; the search stops at depth {0} (--extrapolate reuses the deepest estimated depth)".format(cap)
+        notes.append(  # depths as stats numbers them (replay.vocab.DEPTH_RULE): model row cap accepts depth cap + 1
+            f"refused depths beyond {cap}: depth {cap + 1} has fewer than {min_count} visits (or none), so its acceptance is "
+            f"unknown; the search stops at depth {cap} (--extrapolate reuses depth {cap}'s estimate)"
         )
     result = search_shapes(model, budget, cap, cost, top, state_limit)
     lap("search")
@@ -336,14 +338,14 @@ def recommend_dumps(
         comparisons.append(recorded_trees_check(model, dump, boots, "recorded trees"))
         lap("bootstrap")
     if extrapolate and (depth > model.supported_depth):
-        notes.append(f"depths beyond {model.supported_depth - 1} are extrapolated from the deepest estimated depth")
+        notes.append(f"depths beyond {model.supported_depth} are extrapolated from the deepest estimated depth ({model.supported_depth})")
     notes += model_notes(model)
     if not result.all_exact:
         notes.append(f"the search stopped after {result.states} states: shapes are the best found, each with the relaxation bound")
     skipped = tuple(s for d in dumps for s in d.skipped)
     return Recommendation(
         tuple(d.directory for d in dumps), model, result, tuple(comparisons), tuple(d.tree for d in usable),
-        merged.num_rounds, len(skipped), cost, tuple(notes), skipped, clock, depth,
+        merged.num_rounds, len(skipped), cost, tuple(notes), skipped, clock, depth, extrapolate,
     )
 
 
@@ -371,7 +373,7 @@ def model_notes(model: ShapeModel) -> list[str]:
                 z = (p[r + 1] - p[r]) / math.sqrt(var) if var > 0 else 0.0
                 if z > DISAGREE_Z:
                     out.append(
-                        f"depth {d}: the target's top-1 is the draft's rank-{r + 1} candidate more often than its rank-{r} "
+                        f"depth {d + 1}: the target's top-1 is the draft's rank-{r + 1} candidate more often than its rank-{r} "
                         f"({p[r + 1]:.3f} vs {p[r]:.3f}, z = {z:.1f}): the draft ranks its tokens unlike the target; "
                         "the search ranks nodes the engine's way (draft order) and values them by acceptance"
                     )

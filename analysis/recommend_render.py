@@ -15,9 +15,11 @@ from typing import Sequence
 import numpy as np
 
 from replay.config import TreeConfig, grid_item
+from replay.vocab import DEPTH_RULE
 
+from .intervals import wilson
 from .recommend import Recommendation, ShapeCheck, depth_table
-from .shape_model import ShapeModel, wilson
+from .shape_model import ShapeModel
 from .shape_paths import Shape, render_shape
 
 
@@ -36,22 +38,35 @@ def shape_line(k: int, s: Shape) -> str:
     )
 
 
-def model_lines(model: ShapeModel, ranks: int = 4) -> list[str]:
-    """Per depth: visits and the pooled-over-q acceptance by child rank with Wilson intervals."""
-    lines = []
+def model_lines(model: ShapeModel, extrapolate: bool = False, ranks: int = 4) -> list[str]:
+    """Per depth: visits and the pooled-over-q acceptance by child rank with Wilson intervals.
+
+    Model row d (the parent at level d, docs/shape-search.md's p[d, q, r]) is printed as depth d + 1:
+    the draft token it accepts, the numbering of ``stats`` (replay.vocab.DEPTH_RULE)."""
+    lines = [f"  acceptance by depth ({DEPTH_RULE}):",
+             ("  visits = rounds whose path reached depth d − 1 at an expanded node with a target row; "
+              "r<k> = share of them whose d-th token is the draft's rank-k candidate [95% Wilson interval]")]
     table = depth_table(model)
     for d in range(model.depths):
+        why = _no_estimate(model, d, extrapolate) if model.extrapolated[d] else ""
         if table is None or d >= table[0].shape[0]:
-            flag = "  (no estimate: extrapolated)" if table is not None else ""
-            lines.append(f"  depth {d}: p = " + ", ".join(f"{x:.3f}" for x in model.p[d, 0, :ranks]) + flag)
+            lines.append(f"  depth {d + 1}: no visit; p = " + ", ".join(f"{x:.3f}" for x in model.p[d, 0, :ranks]) + why)
             continue
         n, k = table[0][d], table[1][d]
         lo, hi = wilson(k[:ranks], n)
         cells = [f"r{r} {k[r] / max(n, 1):.3f} [{lo[r]:.3f},{hi[r]:.3f}]" for r in range(min(ranks, model.cols))]
-        flag = "  (no estimate: extrapolated)" if model.extrapolated[d] else ""
         pooled = int(model.pooled[d].sum())
-        lines.append(f"  depth {d}: {int(n)} visits; " + "; ".join(cells) + f"; {pooled}/{model.cols} q-rows pooled{flag}")
+        lines.append(f"  depth {d + 1}: {int(n)} visits; " + "; ".join(cells) + f"; {pooled}/{model.cols} q-rows pooled{why}")
     return lines
+
+
+def _no_estimate(model: ShapeModel, d: int, extrapolate: bool) -> str:
+    """Why model row d is not estimated, and what the search does about it (with or without --extrapolate)."""
+    deepest = model.supported_depth  # visits only shrink with depth: the deepest estimated depth is the one reused
+    few = f"fewer than {model.min_count} visits (--min-count)"
+    if extrapolate:
+        return f"  ({few}: --extrapolate uses depth {deepest}'s estimate here)"
+    return f"  ({few}: no estimate, so the search stops at depth {deepest}; --extrapolate would reuse depth {deepest}'s estimate)"
 
 
 def measured_cells(c: ShapeCheck) -> tuple[str, str, str]:
@@ -108,7 +123,7 @@ def render_recommendation(rec: Recommendation) -> list[str]:
     lines = [
         f"model: {rec.rounds} rounds from {', '.join(rec.directories)} ({rec.skipped} skipped), "
         f"{rec.model.cols} recorded draft columns, min_count {rec.model.min_count}; engine order from {order}",
-        *model_lines(rec.model),
+        *model_lines(rec.model, rec.extrapolate),
         "",
         f"top shapes by expected block efficiency (the best shape per node count; budget {s.budget} nodes, "
         f"{rec.depth_text()}; search: exact branch and bound over configs, {s.states} states, see docs/shape-search.md):",
@@ -167,6 +182,7 @@ def recommendation_json(rec: Recommendation) -> dict:
         "max_depth": rec.search.max_depth,
         "requested_max_depth": rec.max_depth,
         "model": {
+            "depths": list(range(1, m.depths + 1)),  # row i of p, visits, ...: depth i + 1 (replay.vocab.DEPTH_RULE)
             "p": m.p.tolist(),
             "ci95_low": m.lo.tolist(),
             "ci95_high": m.hi.tolist(),

@@ -22,19 +22,20 @@ from replay.errors import SpecReplayError
 from replay.grouping import Key
 
 from . import plots, treeplot
-from .compare import compare_display, runs_side_by_side, speed_row, strategies_display, with_speed
+from .compare import beyond_recorded_notes, compare_display, runs_side_by_side, speed_row, strategies_display, with_speed
 from .compare_batch import compare_run, simulate_run_strategies
 from .costmodel import CostModel
 from .costsource import cost_warning, run_cost
-from .definitions import DEFINITIONS, SUMMARY_NAMES, definitions_rows
+from .definitions import DEFINITIONS, SUMMARY_NAMES, definitions_rows, label
 from .example_round import example_round
 from .gamma_strategies import STRATEGY_NAMES
-from .metrics import all_metrics, static_shape
+from .metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes, static_shape
 from .recommend import recommend, recommend_runs
 from .recommend_render import recommend_section
 from .runs import LabelledRun
+from .subtree import fit_levels
 from .tables import Tables, build_tables, export_tables
-from .timings import measured_speedup, read_timings
+from .timings import measured_speedup, read_timings, speedup_warnings
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,8 @@ def default_comparison_configs(cfg: TreeConfig) -> list[TreeConfig]:
         out.append(TreeConfig.from_lists(cfg.top_k_spec[:g], cfg.top_head[:g], cfg.tree_type, cfg.gamma_threshold))
     root = cfg.top_k_spec[0][0]
     for w in sorted({max(1, root - 2), max(1, (root + 1) // 2)}, reverse=True):
-        if w < root:
-            out.append(TreeConfig.from_lists([[w]] + [list(r) for r in cfg.top_k_spec[1:]], cfg.top_head, cfg.tree_type, cfg.gamma_threshold))
+        if w < root:  # a narrower root feeds fewer parents to step 1: fit_levels drops the heads it no longer has
+            out.append(fit_levels([[w], *cfg.top_k_spec[1:]], cfg.top_head, cfg))
     if any(h > 1 for h in cfg.top_head):
         out.append(TreeConfig.from_lists([[r[0]] for r in cfg.top_k_spec], [1] * cfg.gamma, cfg.tree_type, cfg.gamma_threshold))
     out.append(TreeConfig.from_lists([[1]] * cfg.gamma, [1] * cfg.gamma, cfg.tree_type, cfg.gamma_threshold))
@@ -95,7 +96,7 @@ GLOSSARY_TERMS = [  # words that are not metrics; every metric's definition come
 ]
 
 _SPEED_HEADERS = {"modelled_speedup": "modelled speedup", "cost_source": "cost model",
-                  "measured_speedup": "measured speedup (decode)", "measured_speedup_wall": "measured speedup (wall, prefill incl.)"}
+                  **{n: label(n) for n in ("measured_speedup", "measured_speedup_wall")}, "measured_status": "measured?"}
 
 
 def _figure_html(fig, caption: str, fmt: str) -> str:
@@ -131,7 +132,9 @@ def _h(text: str) -> str:
 def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOptions()) -> tuple[str, dict[str, pd.DataFrame]]:
     """(the HTML page, every table by name) for ``runs``."""
     costs = {run.label: run_cost(run.replay.directory, run.replay.manifest, opts.cost) for run in runs}
-    measured = {run.label: measured_speedup(read_timings(run.replay.directory, run.replay.manifest)) for run in runs}
+    timings = {run.label: read_timings(run.replay.directory, run.replay.manifest) for run in runs}
+    measured = {name: measured_speedup(t) for name, t in timings.items()}
+    suspicious = {name: speedup_warnings(name, timings[name], measured[name]) for name in timings}
     fmt = opts.image_format
     tables: Tables = build_tables(runs)
     metrics = all_metrics(tables)
@@ -166,17 +169,20 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
     if len(runs) > 1:
         side = runs_side_by_side(tables.rounds)
         out_tables["runs_side_by_side"] = side.reset_index()
-        add(_table_html(side, index=True))
+        add(_table_html(side.reset_index()))  # the index's name would be a header row of its own, empty but for "metric"
     else:
         add(_table_html(metrics["summary"]))
+    for note in derived_notes(metrics["summary"]):  # an acceptance length the dump cannot show is said to be derived
+        add(f"<p class='note'>note: {_h(note)}</p>")
     add("<details><summary>what the summary rows mean</summary>" + _table_html(pd.DataFrame(definitions_rows(SUMMARY_NAMES))) + "</details>")
 
     add("<h2>Speedup: measured and modelled</h2>")
     add("<p>Modelled: the recorded rounds under the run's cost model (Σ (L<sub>r</sub> + 1) · t_verify(1) / "
         "Σ (steps<sub>r</sub> · t_draft + t_verify(nodes<sub>r</sub> + 1))). Measured: the harness's timed run against "
-        "target-only decoding of the same prompts (manifest totals), when the dump carries them; decode excludes prefill, "
-        "wall includes it. With the run's own timings the two come close: the model counts every committed token, the "
-        "harness keeps those up to max_new_tokens.</p>")
+        "target-only decoding of the same prompts (manifest totals), when the dump carries both timed together in one "
+        "interleaved session (totals.timing); otherwise 'not comparable', with the reason. Decode only excludes prefill, "
+        "end to end includes it. With the run's own timings modelled and decode-only measured come close: the model counts "
+        "every committed token, the harness keeps those up to max_new_tokens.</p>")
     speed = pd.DataFrame([speed_row(run.label, run.results, costs[run.label], measured[run.label]) for run in runs if run.results])
     out_tables["speedup"] = speed
     add(_table_html(speed.rename(columns=_SPEED_HEADERS)))
@@ -184,8 +190,11 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
         warn = cost_warning(costs[run.label], run.label)
         if warn:
             add(f"<p class='note'>{_h(warn)}</p>")
-        if measured[run.label]:
-            add(f"<p>{_h(run.label)}: {_h(measured[run.label].describe())}.</p>")
+        speedup = measured[run.label]
+        if speedup is not None:
+            add(f"<p>{_h(run.label)}: {_h(speedup.describe())}.</p>")
+        for w in suspicious[run.label]:
+            add(f"<p class='note'>{_h(w)}</p>")
 
     add("<h2>Accepted length</h2>")
     add(_figure_html(plots.plot_accepted_length(metrics["accepted_length"]), "Accepted-length histogram (fraction of rounds).", fmt))
@@ -193,8 +202,10 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
 
     add("<h2>Per-depth acceptance</h2>")
     add(_figure_html(plots.plot_depth_acceptance(metrics["depth_acceptance"]),
-                     "Conditional P(L ≥ d | L ≥ d−1) and per-position acceptance rate P(L ≥ d) (vLLM's name) per depth; dashes: conditional when the node had children.", fmt))
-    add(_table_html(metrics["depth_acceptance"]))
+                     "Conditional P(L ≥ d | L ≥ d−1) and per-position acceptance rate P(L ≥ d) (vLLM's name) per depth; "
+                     "whiskers: 95% Wilson interval over n rounds (written above); dashes: conditional when the node had children.", fmt))
+    add(f"<p>{_h(DEPTH_HEADER)}; tables/depth_acceptance.csv holds each bound as a column.</p>")
+    add(_table_html(depth_display(metrics["depth_acceptance"])))
     if len(runs) > 1:
         add(_figure_html(plots.plot_compare_runs(metrics["summary"], metrics["depth_acceptance"]), "Runs side by side.", fmt))
 
@@ -215,13 +226,14 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
                              f"{run.label}: slot of the expanded parent the accepted path went through, or the level rank of an unexpanded one.", fmt))
     add(_table_html(metrics["parent_slot"]))
 
-    add("<h2>Tree shape and per-node hit frequency</h2>")
-    nh = metrics["node_hits"]
+    add("<h2>Tree shape and per-slot hit frequency</h2>")
+    sh = metrics["slot_hits"]
     for run in runs:
         if not len(run.results):
             continue
-        add(_figure_html(treeplot.plot_tree_hits(static_shape(run.config), nh[nh["run"] == run.label], run.label, run.config),
-                         f"{run.label}: static shape coloured by how often each node lay on the accepted path.", fmt))
+        add(_figure_html(treeplot.plot_tree_hits(static_shape(run.config), sh[sh["run"] == run.label], run.label, run.config),
+                         f"{run.label}: static shape coloured by how often each slot (depth, expanded parent in selection "
+                         "order, child rank) lay on the accepted path.", fmt))
         pick = example_round(run.results, opts.example_round)
         if pick is None:
             pick = example_round(run.results)
@@ -230,7 +242,9 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
             missing = ""
         add(_figure_html(treeplot.plot_round_tree(pick.result, opts.decode, run.label, pick.why),
                          f"{run.label}: round {pick.result.name}: {missing}{pick.why}.", fmt))
-    add("<details><summary>per-node hit table</summary>" + _table_html(nh) + "</details>")
+    add("<details><summary>per-slot hit table (slot_hits)</summary>" + _table_html(sh) + "</details>")
+    add("<details><summary>per-node hit table (node_hits: nodes by their draft ranks from the root, "
+        "B21 = top-1 child of A2)</summary>" + _table_html(metrics["node_hits"]) + "</details>")
 
     add("<h2>Offline comparison of tree configs</h2>")
     add("<p>Each config is replayed exactly on the recorded rounds; ranges are bounds from undecidable rounds. "
@@ -241,9 +255,10 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
         if not len(run.results):
             continue
         cost = costs[run.label]
-        configs = default_comparison_configs(run.config)
-        if opts.configs:  # the run's own config first: every table starts from what was recorded
+        if opts.configs:  # they replace the default set; the run's own config first: every table starts from what was recorded
             configs = [run.config] + [c for c in opts.configs if (c.short(), c.top_head) != (run.config.short(), run.config.top_head)]
+        else:
+            configs = default_comparison_configs(run.config)
         table, _ = compare_run(run, configs, cost, opts.gamma_threshold)
         table = with_speed(table, run.config, cost, measured[run.label])
         table.insert(0, "run", run.label)
@@ -252,6 +267,8 @@ def build_report(runs: Sequence[LabelledRun], opts: ReportOptions = ReportOption
         add(f"<p>Cost model: <strong>{_h(cost.source)}</strong> <code>{_h(json.dumps(cost.to_json()))}</code></p>")
         if cost_warning(cost, run.label):
             add(f"<p class='note'>{_h(cost_warning(cost, run.label))}</p>")
+        for note in beyond_recorded_notes(table, configs, run.config, run.label):
+            add(f"<p class='note'>note: {_h(note)}</p>")
         add(_table_html(compare_display(table.drop(columns=["run"]))))
         add(_figure_html(plots.plot_compare_configs(table, run.label, cost.source), f"{run.label}: offline comparison.", fmt))
         window = opts.ema_window or int(run.replay.config.settings.get("emaWindow", 1) or 1)

@@ -24,11 +24,11 @@ from typing import Sequence
 
 import numpy as np
 
+from .intervals import wilson
 from .shape_counts import ShapeStats, Visits, fit, stats_from_visits
 
 RankPath = tuple[int, ...]  # a node by the draft ranks from the root: () is the root, (0, 2) the first child's third
 DEFAULT_MIN_COUNT = 30
-Z95 = 1.959963984540054
 ORDER_DECIMALS = 9  # draft path log-probs equal to this many decimals tie (then tree order decides)
 
 
@@ -118,21 +118,6 @@ class ShapeModel:
                 return True
             q = r
         return False
-
-
-def wilson(k: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """95% Wilson score interval; k, n broadcastable float arrays; (0, 1) where n == 0."""
-    k = np.asarray(k, dtype=np.float64)
-    n = np.asarray(n, dtype=np.float64)
-    safe = np.maximum(n, 1e-300)
-    ph = k / safe
-    z2 = Z95**2
-    den = 1 + z2 / safe
-    mid = (ph + z2 / (2 * safe)) / den
-    half = Z95 * np.sqrt(np.maximum(ph * (1 - ph), 0.0) / safe + z2 / (4 * safe**2)) / den
-    lo = np.where(n > 0, np.clip(mid - half, 0, 1), 0.0)
-    hi = np.where(n > 0, np.clip(mid + half, 0, 1), 1.0)
-    return lo, hi
 
 
 def pava_nonincreasing(y: np.ndarray) -> np.ndarray:

@@ -388,14 +388,39 @@ def is_contained(sub: TreeConfig, recorded: TreeConfig) -> bool:
     A contained config's outcome is often but not always decidable: its own selection can pick a
     node the recording did not expand (the module docstring explains why and what happens).
     """
+    return beyond_recorded(sub, recorded) is None
+
+
+def beyond_recorded(sub: TreeConfig, recorded: TreeConfig) -> str | None:
+    """The first field where ``sub`` is deeper or wider than ``recorded`` (``"gamma 4 > 3"``,
+    ``"topKSpec[0][0] = 8 > 6"``), None when it is contained: the containment rule, stated once."""
     if sub.gamma > recorded.gamma:
-        return False
+        return f"gamma {sub.gamma} > {recorded.gamma}"
     for i in range(sub.gamma):
         if sub.top_head[i] > recorded.top_head[i]:
-            return False
-        if any(w > recorded.top_k_spec[i][j] for j, w in enumerate(sub.top_k_spec[i])):
-            return False
-    return True
+            return f"topHead[{i}] = {sub.top_head[i]} > {recorded.top_head[i]}"
+        for j, w in enumerate(sub.top_k_spec[i]):
+            if w > recorded.top_k_spec[i][j]:
+                return f"topKSpec[{i}][{j}] = {w} > {recorded.top_k_spec[i][j]}"
+    return None
+
+
+def fit_levels(top_k_spec: Sequence[Sequence[int]], top_head: Sequence[int], like: TreeConfig) -> TreeConfig:
+    """The tree of ``top_k_spec`` / ``top_head`` with every step expanding at most the nodes its
+    level holds (``like``'s tree type and gammaThreshold).
+
+    The one narrowing rule: narrowing a level (a smaller root, a slimmer step) leaves fewer nodes
+    for the next step to expand, so a step whose topHead exceeds them keeps its first, best-ranked
+    slots and drops the rest with their widths. Applied to a prefix of a config's rows and
+    widths, the result is a valid config contained in it (tests/test_user_mistakes.py).
+    """
+    spec, heads, level = [], [], 1
+    for widths, h in zip(top_k_spec, top_head):
+        kept = tuple(widths[: min(h, level)])
+        spec.append(kept)
+        heads.append(len(kept))
+        level = sum(kept)
+    return TreeConfig.from_lists(spec, heads, like.tree_type, like.gamma_threshold)
 
 
 def contained_configs(recorded: TreeConfig, limit: int = 10000) -> list[TreeConfig]:

@@ -1,7 +1,9 @@
 """Plots of a tree-config sweep table (``specreplay sweep``'s results): what each tree buys.
 
-Columns used: ``name``, ``nodes``, ``block_efficiency``, ``tokens_per_s`` (and ``speedup`` when
-present). Offline side: matplotlib (Agg) and pandas only.
+Columns used: ``config`` (points are labelled with the canonical spelling the sweep prints; a
+table without it falls back to ``name``), ``nodes``, ``mean_acceptance_length`` (bonus included: tokens per
+target forward, the engine's block_efficiency), ``tokens_per_s`` (and ``speedup`` when present). Offline side:
+matplotlib (Agg) and pandas only.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 
-def pareto_front(table: pd.DataFrame, x: str = "nodes", y: str = "block_efficiency", x_is_cost: bool = True) -> pd.DataFrame:
+def pareto_front(table: pd.DataFrame, x: str = "nodes", y: str = "mean_acceptance_length", x_is_cost: bool = True) -> pd.DataFrame:
     """Rows that no other row beats on both axes (higher ``y`` is better; lower ``x`` is better when
     ``x_is_cost``, higher otherwise). Sorted along ``x`` from best to worst."""
     rows = table.sort_values([x, y], ascending=[x_is_cost, False])
@@ -25,7 +27,7 @@ def pareto_front(table: pd.DataFrame, x: str = "nodes", y: str = "block_efficien
 
 
 def plot_sweep(table: pd.DataFrame, out_dir: str | Path) -> list[Path]:
-    """Write nodes_vs_block_efficiency.png, nodes_vs_tokens_per_s.png, pareto.png; return the paths."""
+    """Write nodes_vs_mean_acceptance_length.png, nodes_vs_tokens_per_s.png, pareto.png; return the paths."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -35,7 +37,7 @@ def plot_sweep(table: pd.DataFrame, out_dir: str | Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for y, fname, label in (
-        ("block_efficiency", "nodes_vs_block_efficiency.png", "block efficiency (tokens / target forward)"),
+        ("mean_acceptance_length", "nodes_vs_mean_acceptance_length.png", "mean acceptance length (bonus included; tokens / target forward)"),
         ("tokens_per_s", "nodes_vs_tokens_per_s.png", "tokens / s"),
     ):
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -47,10 +49,10 @@ def plot_sweep(table: pd.DataFrame, out_dir: str | Path) -> list[Path]:
         ax.legend(loc="best")
         paths.append(_save(fig, out / fname))
     fig, ax = plt.subplots(figsize=(6, 4))
-    front = pareto_front(table, "block_efficiency", "tokens_per_s", x_is_cost=False).sort_values("block_efficiency")
-    _scatter(ax, table, "block_efficiency", "tokens_per_s")
-    ax.plot(front["block_efficiency"], front["tokens_per_s"], "o-", color="tab:red", label="Pareto front")
-    ax.set_xlabel("block efficiency")
+    front = pareto_front(table, "mean_acceptance_length", "tokens_per_s", x_is_cost=False).sort_values("mean_acceptance_length")
+    _scatter(ax, table, "mean_acceptance_length", "tokens_per_s")
+    ax.plot(front["mean_acceptance_length"], front["tokens_per_s"], "o-", color="tab:red", label="Pareto front")
+    ax.set_xlabel("mean acceptance length (bonus included)")
     ax.set_ylabel("tokens / s")
     ax.set_title("speed against acceptance: the front is where to pick a tree")
     ax.legend(loc="best")
@@ -63,9 +65,10 @@ def _scatter(ax, table: pd.DataFrame, x: str, y: str) -> None:
     the axes get margins, so no name runs off the figure."""
     ax.scatter(table[x], table[y], color="tab:blue")
     lo, hi = float(table[x].min()), float(table[x].max())
+    label = "config" if "config" in table.columns else "name"
     for _, row in table.iterrows():
         right = hi > lo and (row[x] - lo) / (hi - lo) > 0.6
-        ax.annotate(str(row["name"]), (row[x], row[y]), fontsize=7, xytext=(-4 if right else 4, 4), textcoords="offset points",
+        ax.annotate(str(row[label]), (row[x], row[y]), fontsize=7, xytext=(-4 if right else 4, 4), textcoords="offset points",
                     ha="right" if right else "left")
     ax.margins(x=0.08, y=0.12)
 

@@ -52,7 +52,7 @@ NODE_COLUMNS = {
     "depth": "0 for the root",
     "parent": "parent node id (-1 for the root)",
     "rank": "draft rank among the parent's candidates (0 = draft top-1; -1 for the root)",
-    "token": "draft token id (root: last committed token, -1 when unknown)",
+    "token": "draft token id (root: the last committed token; NA when unknown, as the round table's root_token)",
     "path_logprob": "sum of draft log-probabilities from the root (NaN without scores)",
     "num_children": "children kept in the tree (the node's kept width)",
     "expanded": "the draft ran on this node",
@@ -176,7 +176,7 @@ def node_rows(res: RoundResult, run: str) -> dict[str, list]:
         "depth": tree.depths.tolist(),
         "parent": tree.parents.tolist(),
         "rank": tree.ranks.tolist(),
-        "token": tree.tokens.tolist(),
+        "token": [_na_int(int(v)) for v in tree.tokens],  # an unknown root is NA, as root_token (never PAD_TOKEN)
         "path_logprob": tree.logprobs.tolist(),
         "num_children": f.num_children.tolist(),
         "expanded": (f.expanded_slot >= 0).tolist(),
@@ -189,7 +189,8 @@ def node_rows(res: RoundResult, run: str) -> dict[str, list]:
     }
 
 
-_INT_NA = ("root_token", "bonus_token", "root_child_rank", "root_target_rank", "expanded_slot", "level_rank", "target_token", "target_rank")
+_INT_NA = ("root_token", "bonus_token", "root_child_rank", "root_target_rank", "token", "expanded_slot", "level_rank", "target_token",
+           "target_rank")
 
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:

@@ -71,14 +71,16 @@ def _draw(ax, tree: Tree, colors, labels: dict[int, str], edge_colors=None, node
 
 
 def plot_tree_hits(shape: Tree, hits: pd.DataFrame, run: str, cfg: TreeConfig) -> Figure:
-    """The config's static shape, node u coloured by how often it lay on the accepted path.
+    """The config's static shape, slot u coloured by how often it lay on the accepted path.
 
-    hits: rows of analysis.metrics.node_hit_frequency for this run (node, frequency, rounds_present).
+    hits: rows of analysis.metrics.slot_hit_frequency for this run (slot, slot_name, frequency,
+    rounds_present). A slot is (depth, expanded parent in selection order, child rank), not a node:
+    the labels say so (B:p2c1 = top-1 child of the 2nd node expanded at step 1).
     """
-    h = hits.set_index("node")
+    h = hits.set_index("slot")
     freq = h["frequency"].reindex(range(shape.num_nodes + 1)).fillna(0.0).to_numpy(dtype=float)
     present = h["rounds_present"].reindex(range(shape.num_nodes + 1)).fillna(0).astype(int).to_numpy()
-    names = shape.names()
+    names = h["slot_name"].reindex(range(shape.num_nodes + 1)).fillna("?").tolist()
     n = shape.num_nodes + 1
     fig = Figure(figsize=(max(6.0, 0.75 * int(np.count_nonzero(~shape.has_children())) + 2.5), 1.6 + 1.25 * (shape.num_steps + 1)), layout="constrained")
     ax = fig.add_subplot()
@@ -87,13 +89,13 @@ def plot_tree_hits(shape: Tree, hits: pd.DataFrame, run: str, cfg: TreeConfig) -
     labels = {u: f"{names[u]}\n{100 * freq[u]:.0f}%" for u in range(n)}
     _draw(ax, shape, list(freq), labels, cmap=cmap, norm=norm, node_size=1100)
     sm = ScalarMappable(norm=norm, cmap=cmap)
-    fig.colorbar(sm, ax=ax, label="fraction of rounds with the node on the accepted path", shrink=0.8)
+    fig.colorbar(sm, ax=ax, label="fraction of rounds with the slot on the accepted path", shrink=0.8)
     rounds = int(present[0])
     other = int(h["rounds_other_shape"].iloc[0]) if "rounds_other_shape" in h.columns and len(h) else 0
     extra = f"; {other} rounds of another shape left out" if other else ""
     ax.set_title(
-        f"Per-node hit frequency — {run}, {rounds} rounds, config {cfg.short()} topHead {list(cfg.top_head)}{extra}\n"
-        "node = tree-order slot: the j-th parent expanded at a step is drawn where the rank-major order puts it",
+        f"Per-slot hit frequency — {run}, {rounds} rounds, config {cfg.short()} topHead {list(cfg.top_head)}{extra}\n"
+        "slot B:p2c1 = top-1 child of the 2nd node expanded at step 1, whichever node that was (per node: stats' node_hits)",
         fontsize=9,
     )
     return fig

@@ -270,7 +270,7 @@ def auto_summary(auto: dict) -> str:
     """auto's pick (predicted vs measured) and the ceiling, as the duel prints them."""
     c = auto["ceiling"]
     return (f"auto: {auto['chosen']} ({auto['method']}) predicted {auto['predicted_speedup']:.2f}x, measured "
-            f"{auto['measured_speedup']:.2f}x; ceiling: best searched shape {c['best_shape']} {c['best_predicted']:.2f}x, "
+            f"{auto.get('measured_speedup_wall', auto.get('measured_speedup')):.2f}x; ceiling: best searched shape {c['best_shape']} {c['best_predicted']:.2f}x, "
             f"every drafted token accepted {c['all_accepted_bound']:.2f}x (depth {c['all_accepted_depth']})")
 
 

@@ -53,6 +53,15 @@ class RoundError(SpecReplayError):
         super().__init__(f"round {key[0]}_{key[1]}{where}: {message}")
 
 
+class RoundNotFoundError(DumpError):
+    """``--round A_B`` names a round the dump cannot replay (replay.grouping.no_such_round says why)."""
+
+    def __init__(self, path: str | Path, message: str):
+        self.path = str(path)
+        self.field = None
+        SpecReplayError.__init__(self, message)  # the message names the round and the dump itself
+
+
 class OutputPathError(SpecReplayError):
     """An output path that cannot be written as asked (checked before any work starts)."""
 

@@ -95,7 +95,33 @@ def parse_round_key(text: str) -> Key:
         a, b = text.replace(",", "_").split("_")
         return int(a), int(b)
     except ValueError:
-        raise ValueError(f"expected A_B (e.g. 124_140), got {text!r}") from None
+        numbers = re.findall(r"\d+", text, re.ASCII)  # 124-140, 124 140, validate_124_140: the two numbers meant
+        hint = f"; did you mean {numbers[0]}_{numbers[1]}?" if len(numbers) == 2 else ""
+        raise ValueError(f"expected A_B (e.g. 124_140), got {text!r}{hint}") from None
+
+
+NEAREST_ROUNDS = 5  # rounds named when --round names one the dump does not have
+
+
+def no_such_round(key: Key, keys, where: str, skipped: Iterable[Skipped] = ()) -> str:
+    """The one message of every command's ``--round KEY`` when ``where`` cannot replay round KEY.
+
+    ``keys``: the rounds it can replay, (a, b) pairs or a [2, N] array; ``skipped``: its skip
+    entries. A round whose files are there but incomplete is named with the reason; otherwise the
+    rounds nearest to KEY (smallest |Δa| + |Δb|) are listed first, so a typo shows its fix.
+    """
+    name = f"{key[0]}_{key[1]}"
+    for s in skipped:
+        if s.what == f"round {name}":
+            return f"--round {name}: that round in {where} cannot be replayed: {s.reason}"
+    arr = np.asarray(keys, dtype=np.int64)
+    arr = arr.T if arr.ndim == 2 and arr.shape[0] == 2 and arr.shape[1] != 2 else arr.reshape(-1, 2)
+    if not len(arr):
+        return f"--round {name}: no such round in {where}, which has no round to replay"
+    dist = np.abs(arr[:, 0].astype(np.float64) - key[0]) + np.abs(arr[:, 1].astype(np.float64) - key[1])  # float: no int64 overflow
+    nearest = arr[np.lexsort((arr[:, 1], arr[:, 0], dist))[:NEAREST_ROUNDS]]
+    listed = ", ".join(f"{a}_{b}" for a, b in nearest.tolist())
+    return f"--round {name}: no such round in {where}; nearest of its {len(arr)} round(s): {listed} (A_B of validate_A_B)"
 
 
 def parse_offset(text: str | int | tuple[int, int]) -> tuple[int, int]:
@@ -135,9 +161,15 @@ def _base_name(path: str) -> str:
     return path.rpartition(os.sep)[2]
 
 
+def is_side_file(name: str) -> bool:
+    """A file a dump directory may hold that is no matrix and is not listed (manifest.json,
+    notes, pictures, hidden files); any other name that is no dump file is listed as skipped."""
+    return name in SIDE_FILES or name.startswith(".") or PurePosixPath(name).suffix.lower() in SIDE_EXTS
+
+
 def _stray(name: str, path: str) -> list[Skipped]:
     """The skip entry of a file that is no dump matrix: none for side files and hidden files."""
-    if name in SIDE_FILES or name.startswith(".") or PurePosixPath(name).suffix.lower() in SIDE_EXTS:
+    if is_side_file(name):
         return []
     return [Skipped(printable(name), "name matches neither draft_step_I_A_B nor validate_A_B", (path,))]
 

@@ -3,7 +3,10 @@
 One rule for every command that writes: a directory output must be an existing, writable
 directory or creatable (its nearest existing ancestor is a writable directory); a file output must
 not be a directory, and its directory must be writable or creatable (writes are atomic: a temporary
-file beside the target is renamed over it). The commands declare their outputs with the argparse
+file beside the target is renamed over it; devices such as /dev/null are written in place, see
+replay.atomic). "Writable" is tried for real: a temporary file (or directory, where one must be
+created) is made and removed again. Permission bits alone say nothing to root, and /proc or a
+read-only mount refuse entries whatever the bits say. The commands declare their outputs with the argparse
 types ``output_dir`` / ``output_file``, so a bad path fails while parsing, with the option's name,
 before a dump is read or a model loaded. Input files that are read only after a slow step (a
 prompts file after loading two models) are declared with ``input_file`` for the same reason.
@@ -13,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from pathlib import Path
 
+from .atomic import replaced_file, writes_in_place
 from .errors import InputPathError, OutputPathError
 
 DIRECTORY, FILE = "directory", "file"
@@ -34,7 +39,9 @@ def check_output(path: str | Path, kind: str) -> Path:
             raise OutputPathError(f"{p}: is a directory; expected a file name")
         if p.exists() and not os.access(p, os.W_OK):
             raise OutputPathError(f"{p}: the file exists and is not writable")
-        _check_directory(p.parent if str(p.parent) else Path("."), p)
+        if p.exists() and writes_in_place(p):
+            return p  # a device or /dev/stdout: written into, nothing is created beside it
+        _check_directory(replaced_file(p).parent, p)
     return p
 
 
@@ -46,12 +53,29 @@ def _check_directory(d: Path, target: Path) -> None:
             raise OutputPathError(f"{target}: {what}")
         if not os.access(d, os.W_OK | os.X_OK):
             raise OutputPathError(f"{target}: no permission to write in {d}")
+        _try_making(d, target, FILE)  # the command writes files into d
         return
     ancestor = _nearest_existing(d)
     if not ancestor.is_dir():
         raise OutputPathError(f"{target}: cannot be created: {ancestor} is not a directory")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise OutputPathError(f"{target}: cannot be created: no permission to write in {ancestor}")
+    _try_making(ancestor, target, DIRECTORY)
+
+
+def _try_making(d: Path, target: Path, kind: str) -> None:
+    """Make and remove a temporary ``kind`` in ``d``, as the write will; OutputPathError naming
+    ``target`` when ``d`` refuses it."""
+    try:
+        if kind == DIRECTORY:
+            os.rmdir(tempfile.mkdtemp(prefix=".specreplay-check.", dir=d))
+        else:
+            fd, made = tempfile.mkstemp(prefix=".specreplay-check.", dir=d)
+            os.close(fd)
+            os.unlink(made)
+    except OSError as exc:
+        what = "cannot be created" if kind == DIRECTORY else "cannot be written"
+        raise OutputPathError(f"{target}: {what}: {d} takes no new {kind} ({exc.strerror or exc})") from None
 
 
 def check_input_file(path: str | Path) -> Path:

@@ -34,7 +34,7 @@ class RoundRecord:
     shape: str  # widths per step actually present, short form "[6]|[2,2]|[1,1]" (topHead = lengths)
     layout: str  # validate layout: parents or all
     layout_source: str  # stated or detected
-    selection: str  # how expanded nodes were chosen (path_prob, parents, fallback, root)
+    selection: str  # how expanded nodes were chosen (path_probability, parents, rank_major_fallback, root)
     accepted_length: int  # draft tokens accepted, bonus excluded
     accepted_tokens: tuple[int, ...]  # their token ids, root side first
     accepted_nodes: tuple[int, ...]  # their tree-order node ids
@@ -60,7 +60,7 @@ COLUMN_MEANINGS = {
     "shape": "kept widths per draft step actually present, short form [6]|[2,2]|[1,1] (topHead = their lengths)",
     "layout": "validate layout: parents or all",
     "layout_source": "stated (manifest/--layout) or detected (from the validate's row count)",
-    "selection": "how expanded nodes were chosen (path_prob, parents, rank_major_fallback; root for one step)",
+    "selection": "how expanded nodes were chosen (path_probability, parents, rank_major_fallback; root for one step)",
     "accepted_length": "draft tokens accepted (bonus excluded)",
     "accepted_tokens": "accepted token ids, root side first (list; CSV: ids separated by spaces)",
     "accepted_nodes": "tree-order ids of the accepted nodes (list; CSV: separated by spaces)",
@@ -253,8 +253,10 @@ def _notes(text: str) -> list[str]:
 # pd.read_csv(path, converters=CSV_CONVERTERS, dtype=CSV_DTYPES) reads a per-round CSV back.
 CSV_CONVERTERS = {**{c: _ints for c in INT_LIST_COLUMNS}, "notes": _notes, "bonus_kind": lambda s: s or None}
 CSV_DTYPES = {c: "Int64" for c in NULLABLE_INT_COLUMNS} | {"round": str}
-# pd.read_json(path, lines=True, dtype=JSON_DTYPES) keeps the round key "124_140" a string.
-JSON_DTYPES = {"round": str}
+# pd.read_json(path, lines=True, dtype=JSON_DTYPES) keeps the round key "124_140" a string and the
+# nullable ids integers (a null would make them float). A null bonus_kind still reads as NaN there
+# (pandas 3 reads JSON text as its str dtype, whose missing value is NaN): read_json gives None.
+JSON_DTYPES = {"round": str} | {c: "Int64" for c in NULLABLE_INT_COLUMNS}
 
 
 def csv_frame(frame):
@@ -266,6 +268,22 @@ def csv_frame(frame):
     if "notes" in frame.columns:
         frame["notes"] = [NOTE_SEPARATOR.join(v) for v in frame["notes"]]
     return frame
+
+
+def read_json(path_or_buffer):
+    """Per-round JSON (``replay``/``batch --json`` lines, or the array ``stats --table rounds --json``
+    prints) back as records_frame gave it: a null bonus_kind is None, null ids are pandas NA."""
+    import io
+
+    import pandas as pd
+
+    if hasattr(path_or_buffer, "read"):
+        text = path_or_buffer.read()
+    else:
+        with open(path_or_buffer, encoding="utf-8") as f:
+            text = f.read()
+    lines = not text.lstrip().startswith("[")
+    return normalize_frame(pd.read_json(io.StringIO(text), lines=lines, dtype=JSON_DTYPES))
 
 
 def read_csv(path):

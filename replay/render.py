@@ -11,6 +11,7 @@ import numpy as np
 
 from .config import SpecConfig, TreeConfig
 from .grouping import Skipped
+from .headline import headline, headline_lines
 from .replayer import DirectoryReplay, RoundResult
 from .vocab import BONUS_CORRECTION, PAD_TOKEN, STOP_NO_ROW
 
@@ -117,7 +118,8 @@ class SummaryFigures:
     """What a replay summary shows, however the rounds were replayed (one by one or batched)."""
 
     accepted: np.ndarray  # [rounds] int64 accepted length of each replayed round
-    committed: np.ndarray  # [rounds] int64 committed tokens of each replayed round
+    drafted: np.ndarray  # [rounds] int64 draft nodes of each replayed round (root excluded)
+    steps: np.ndarray  # [rounds] int64 draft steps of each replayed round
     bonus_known: int  # rounds whose bonus token is in the dump
     selections: Mapping[str, int]  # selection summary -> rounds, in first-use order
 
@@ -125,7 +127,8 @@ class SummaryFigures:
 def figures_of(results: Sequence[RoundResult]) -> SummaryFigures:
     return SummaryFigures(
         np.array([r.acceptance.accepted_length for r in results], dtype=np.int64),
-        np.array([len(r.acceptance.committed_tokens) for r in results], dtype=np.int64),
+        np.array([r.tree.num_nodes for r in results], dtype=np.int64),
+        np.array([r.tree.num_steps for r in results], dtype=np.int64),
         sum(1 for r in results if r.acceptance.bonus_token is not None),
         dict(Counter(r.rebuilt.selection_summary for r in results)),
     )
@@ -150,9 +153,7 @@ def summary_lines(
         lines.append(f"  run settings: {dict(config.settings)}")
     lines.append(f"  rounds replayed: {n}   skipped: {len(skipped)}")
     if n:
-        lines.append(f"  mean accepted length (bonus excluded): {figs.accepted.mean():.4f}")
-        lines.append(f"  mean committed tokens per round (block efficiency): {figs.committed.mean():.4f}")
-        lines.append(f"  bonus token known in {figs.bonus_known} of {n} round(s)")
+        lines += [f"  {line}" for line in headline_lines(headline(figs.accepted, figs.drafted, figs.steps, figs.bonus_known))]
         lines.append("  selection: " + ", ".join(f"{k} ×{v}" for k, v in figs.selections.items()))
         lines.append("  accepted length histogram:")
         lines += histogram_lines(np.bincount(figs.accepted))

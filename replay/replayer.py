@@ -15,11 +15,11 @@ import numpy as np
 
 from .acceptance import Acceptance, accept_greedy, target_top1_per_node
 from .config import SpecConfig, TreeConfig
-from .errors import DumpError, RoundError, SpecReplayError
-from .grouping import Grouping, Key, Skipped, group_directory
+from .errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError
+from .grouping import Grouping, Key, Skipped, group_directory, no_such_round
 from .manifest import Manifest, check_manifest_rounds, read_manifest
 from .matrix_io import RawSpec
-from .packed import PackedRun
+from .packed import PackedBlockError, PackedRun
 from .packed_format import looks_packed
 from .rebuild import Rebuilt, rebuild_tree
 from .records import record_of
@@ -200,7 +200,7 @@ def replay_directory(
         if progress:
             progress(k + 1, total)
     if opts.only_round is not None and not results and not any(opts.only_round == f.key for f in grouping.rounds):
-        raise DumpError(directory, f"no round {opts.only_round[0]}_{opts.only_round[1]} in this directory")
+        raise RoundNotFoundError(directory, no_such_round(opts.only_round, [f.key for f in grouping.rounds], str(directory), grouping.skipped))
     notes = []
     if len(config.trees) > 1:
         notes.append(f"config has {len(config.trees)} trees; replaying with specTree[{opts.tree_index}] (--tree)")
@@ -232,6 +232,18 @@ def open_packed(path: Path, opts: ReplayOptions) -> tuple[PackedRun, SpecConfig,
     return packed, config, tree, manifest, merged, source
 
 
+def packed_keys(packed: PackedRun) -> np.ndarray:
+    """[2, N] keys of a packed run's readable blocks (a bad block's rounds are listed as skipped anyway)."""
+    parts = []
+    for g in packed.groups:
+        for k, n in enumerate(g.block_sizes()):
+            try:
+                parts.append(packed.read(g, "keys", k)[..., :n])
+            except PackedBlockError:
+                continue
+    return np.concatenate(parts, axis=-1).astype(np.int64) if parts else np.zeros((2, 0), dtype=np.int64)
+
+
 def config_notes(config: SpecConfig, opts: ReplayOptions) -> tuple[str, ...]:
     if len(config.trees) > 1:
         return (f"config has {len(config.trees)} trees; replaying with specTree[{opts.tree_index}] (--tree)",)
@@ -261,5 +273,5 @@ def replay_packed(path: str | Path, opts: ReplayOptions = ReplayOptions(), progr
         if progress:
             progress(loaded, packed.num_rounds)
     if only is not None and not seen:
-        raise DumpError(str(path), f"no round {only[0]}_{only[1]} in this directory")
+        raise RoundNotFoundError(path, no_such_round(only, packed_keys(packed), str(path)))
     return DirectoryReplay(str(path), config, tree, manifest, tuple(results), tuple(skipped), source, config_notes(config, opts))

@@ -19,13 +19,13 @@ import numpy as np
 
 from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
 from .config import SpecConfig, TreeConfig
-from .errors import DumpError, SpecReplayError
+from .errors import DumpError, RoundNotFoundError, SpecReplayError
 from .fastread import ReadOptions, iter_read_chunks, plan_items
-from .grouping import Grouping, Key, Skipped, group_directory
+from .grouping import Grouping, Key, Skipped, group_directory, no_such_round
 from .manifest import Manifest, check_manifest_rounds
 from .packed import PackedBlockError, PackedRun, is_packed_run
 from .parallel import ordered_map, resolve_workers
-from .replayer import DirectoryReplay, ReplayOptions, RoundResult, config_notes, open_packed, replay_packed, replay_round, resolve_options  # noqa: F401  (replay_packed re-exported)
+from .replayer import DirectoryReplay, ReplayOptions, RoundResult, config_notes, open_packed, packed_keys, replay_packed, replay_round, resolve_options  # noqa: F401  (replay_packed re-exported)
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,6 +83,12 @@ class Run:
         for g, k in blocks:
             yield lambda g=g, k=k: load(g, k)
 
+    def no_such_round(self, key: Key, where: str | None = None) -> str:
+        """replay.grouping.no_such_round for this run: the rounds it has, nearest to ``key`` first."""
+        if self.grouping is not None:
+            return no_such_round(key, [f.key for f in self.grouping.rounds], where or self.path, self.grouping.skipped)
+        return no_such_round(key, packed_keys(self.packed), where or self.path)
+
     def has_round(self, key: tuple[int, int]) -> bool:
         if self.grouping is not None:
             return any(f.key == key for f in self.grouping.rounds)
@@ -111,8 +117,16 @@ def _config_notes(run: Run) -> tuple[str, ...]:
 
 
 def _missing_round(run: Run) -> DumpError:
-    key = run.options.only_round
-    return DumpError(run.path, f"no round {key[0]}_{key[1]} in this directory")
+    return RoundNotFoundError(run.path, run.no_such_round(run.options.only_round))
+
+
+def require_round(paths, key: Key, opts: ReplayOptions | None = None) -> None:
+    """RoundNotFoundError unless at least one of ``paths`` holds round ``key`` (plot and report draw
+    it, side by side in the runs that have it): checked on the names, before anything is read."""
+    runs = [open_run(p, opts or ReplayOptions()) for p in paths]
+    if not any(run.has_round(key) for run in runs):
+        where = ", ".join(str(p) for p in paths)
+        raise RoundNotFoundError(runs[0].path, runs[0].no_such_round(key, where))
 
 
 # --------------------------------------------------------------------------------------------

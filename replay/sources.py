@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import DumpError
-from .grouping import is_dump_file_name
+from .atomic import writes_in_place
+from .errors import DumpError, OutputPathError
+from .grouping import is_dump_file_name, is_side_file
 from .packed import is_packed_run
+from .pathcheck import DIRECTORY, FILE
 
 MAX_LISTED = 8  # subdirectories named in the message; the rest are counted
 
@@ -50,3 +52,24 @@ def require_dump_source(path: str | Path) -> Path:
         shown = ", ".join(subs[:MAX_LISTED]) + (f" and {len(subs) - MAX_LISTED} more" if len(subs) > MAX_LISTED else "")
         raise DumpError(p, f"no dump files directly in this directory; these subdirectories hold dumps: {shown} (pass one of them, e.g. {p / subs[0]})")
     raise DumpError(p, "no dump files in this directory (expected draft_step_I_A_B and validate_A_B files, or a packed run)")
+
+
+def check_outside_inputs(outputs, dumps) -> None:
+    """Outputs must not turn into input: OutputPathError for an output that IS an input dump
+    directory, or a file written directly in one under a name its next read would list as skipped
+    (``rounds.csv`` in DUMP makes every later command on DUMP exit 1; a picture or .json is a side
+    file, fine). Only files directly in a dump directory are read, so a subdirectory is always safe.
+
+    outputs: (option, value, kind) of every output given; dumps: the DUMP paths of the command.
+    """
+    homes = {os.path.realpath(d): str(d) for d in dumps if os.path.isdir(d)}
+    for option, value, kind in outputs:
+        real = os.path.realpath(value)
+        if kind == DIRECTORY and real in homes:
+            raise OutputPathError(f"{option} {value}: is the input dump directory {homes[real]}; what is written there would be "
+                                  f"read as part of the dump next time: write into a subdirectory ({Path(homes[real]) / 'out'}) or elsewhere")
+        parent = os.path.dirname(real)
+        if kind == FILE and parent in homes and not is_side_file(os.path.basename(real)) and not writes_in_place(value):
+            raise OutputPathError(f"{option} {value}: is inside the input dump directory {homes[parent]}, whose next read would list "
+                                  f"it as a skipped file (exit 1): write it beside the dump or into a subdirectory "
+                                  f"({Path(homes[parent]) / 'out' / os.path.basename(real)})")

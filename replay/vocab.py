@@ -6,6 +6,10 @@ Round
     ``validate_{a}_{b}`` file.
 Root
     Node 0 of the tree: the last committed token; the draft's step 0 runs there.
+Depth
+    A node's level in the tree: the root is depth 0, draft step 0's children depth 1, and so on;
+    depth d is the d-th draft token of a path. Every command numbers depths this way
+    (``DEPTH_RULE``, the words its headers print).
 Accepted tokens
     The draft tokens on the single root-to-leaf path that greedy acceptance walks. The root is
     not counted.
@@ -20,7 +24,9 @@ Bonus token
 Committed tokens
     Accepted tokens followed by the bonus token when it is known.
 Block efficiency
-    Mean committed tokens per round (= per target forward), the engine's ``block_efficiency``.
+    The engine's word (``block_efficiency``) for committed tokens per target forward: accepted
+    length + 1, as every round commits one target token. Printed once, as the mean acceptance
+    length (vLLM's word; replay.headline), "derived" when the dump lacks the bonus token.
 Selection
     Which level-i nodes draft step i expands (``topHead[i]`` of them); rule in replay.selection.
 Path probability
@@ -54,3 +60,6 @@ SELECT_PARENTS = "parents"  # explicit parents in the dump
 SELECT_PATH_PROB = "path_probability"  # recomputed from the scores
 SELECT_FALLBACK = "rank_major_fallback"  # neither: the rank-major fallback
 SELECT_RECORDED_ORDER = "recorded_order"  # analysis.subtree: parents without scores
+
+# How every command numbers depths, in the words its headers print (DESIGN.md: the root is level 0).
+DEPTH_RULE = "depth d = the d-th draft token: 1 = the root's children, 0 = the root"

@@ -17,10 +17,10 @@ from analysis.compare import compare_configs, compare_display, speed_row, strate
 from analysis.costmodel import CostModel
 from analysis.costsource import run_cost
 from analysis.gamma_strategies import simulate_strategies
-from analysis.metrics import all_metrics, static_shape
+from analysis.metrics import all_metrics, depth_display, static_shape
 from analysis.runs import load_runs
 from analysis.tables import build_tables
-from analysis.timings import measured_speedup, read_timings
+from analysis.timings import run_speedup
 from replay.config import TreeConfig
 
 DOC_CONFIGS = [
@@ -66,7 +66,7 @@ def main() -> None:
     plots.save_figure(plots.plot_depth_acceptance(m["depth_acceptance"]), img, "depth_acceptance", ["png"])
     plots.save_figure(plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], synth.label, synth.config), img, "rank_heatmap", ["png"])
     plots.save_figure(plots.plot_parent_slot(m["parent_slot"], synth.label, len(synth.results)), img, "parent_slot", ["png"])
-    plots.save_figure(treeplot.plot_tree_hits(static_shape(synth.config), m["node_hits"], synth.label, synth.config), img, "tree_hits", ["png"])
+    plots.save_figure(treeplot.plot_tree_hits(static_shape(synth.config), m["slot_hits"], synth.label, synth.config), img, "tree_hits", ["png"])
     plots.save_figure(treeplot.plot_round_tree(article.results[0], run=article.label), img, "article_round_tree", ["png"])
     plots.save_figure(plots.plot_compare_runs(m_both["summary"], m_both["depth_acceptance"]), img, "runs_side_by_side", ["png"])
 
@@ -92,7 +92,7 @@ def main() -> None:
     print("\n## summary\n")
     print(markdown(m_both["summary"]))
     print("\n## depth acceptance (synthetic)\n")
-    print(markdown(m["depth_acceptance"].drop(columns=["run"])))
+    print(markdown(depth_display(m["depth_acceptance"]).drop(columns=["run"])))
     print("\n## hit outcome (synthetic)\n")
     print(markdown(m["hit_outcome"].drop(columns=["run"])))
     print(json.dumps(CPU_COST))
@@ -100,7 +100,7 @@ def main() -> None:
     rows = []
     for run in real:
         cost = run_cost(run.replay.directory, run.replay.manifest)
-        rows.append(speed_row(run.label, run.results, cost, measured_speedup(read_timings(run.replay.directory, run.replay.manifest))))
+        rows.append(speed_row(run.label, run.results, cost, run_speedup(run.replay.directory, run.replay.manifest)))
     print("\n## speed: real samples (measured timings)\n")
     print(markdown(pd.DataFrame(rows)))
 

@@ -29,7 +29,7 @@ from replay.live.dumps import staged_output_dir
 from replay.live.generate import DecodeOptions
 from replay.live.models import load_pair, prepare_device
 from replay.live.names import resolve_model_args
-from replay.live.report import format_summary
+from replay.live.report import format_summary, generation_headline
 from replay.live.run import run_timed, save_run_manifest
 from replay.live.stdprompts import prompts_markdown, std_prompts
 
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             timed = run_timed(draft, target, ids, config, options, args.repeats, True, staged)
             comparison = timed.comparison(options.temperature)
             save_run_manifest(staged, config, draft, target, options, timed.generations, comparison, timed.timing)
-        summary = format_summary(timed.summary, comparison, timed.timing)
+        summary = format_summary(timed.summary, comparison, timed.timing, head=generation_headline(timed.generations))
         print(f"== {name} {json.dumps(config.to_json())} ({time.perf_counter() - started:.0f} s)\n{summary}", flush=True)
     argv_text = "PYTHONPATH=. python scripts/make_real_samples.py " + " ".join(sys.argv[1:] if argv is None else argv)
     write_prompts_doc(out.parent / "real_prompts.md", prompts, args.max_new_tokens, runs_section(out, names, argv_text.strip(), loaded_s))

@@ -136,7 +136,7 @@ def test_compare_configs_article_sample():
     assert table["mean_accepted_length_lo"].tolist() == [3, 2, 3]
     assert (table["undecidable"] == 0).all() and table["contained"].all()
     # speedups by hand: (L + 1) * t(1) / (steps * 0.1 + t(nodes + 1))
-    assert table["speedup_lo"].tolist() == pytest.approx([4 / 2.5, 3 / (0.2 + 2.0), 4 / (0.3 + 1.3)])
+    assert table["modelled_speedup_lo"].tolist() == pytest.approx([4 / 2.5, 3 / (0.2 + 2.0), 4 / (0.3 + 1.3)])
     shown = compare_display(table)
     assert shown["mean_accepted_length"].tolist() == ["3.000", "2.000", "3.000"]
     assert len(per_round) == 3

@@ -2,12 +2,15 @@
 
 Hand manifest: 2 rounds of 3 nodes and 2 draft steps; draft 0.2 s and 0.4 s, verify 0.9 s and 1.1 s.
 Speculative totals: 10 tokens, 7 s in all, 1 s prefill; target-only baseline: 10 tokens in 10 forwards,
-10 s in all, 2 s prefill. By hand:
+10 s in all, 2 s prefill; both timed together in one interleaved session of one pass (totals.timing).
+By hand:
   draft step        = (0.2 + 0.4) / (2 + 2)          = 0.15 s
   t_verify(4)       = (0.9 + 1.1) / 2                = 1.0 s      (3 nodes + the root)
   t_verify(1)       = (10 − 2) / 10 forwards          = 0.8 s      (the baseline's decode per forward)
   measured_speedup  = ((10 − 2) / 10) / ((7 − 1) / 10) = 0.8 / 0.6 = 4/3
-  measured wall     = (10 / 7) / (10 / 10)            = 10/7
+  measured wall     = (10 / 7) / (10 / 10)            = 10/7     (the one pass's ratio)
+Without totals.timing (an older harness: the baseline ran apart) there is no measured speedup, and
+t_verify(1) is not taken from that baseline.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import pytest
 from analysis.compare import modelled_speedup, speed_row, with_speed
 from analysis.costmodel import SOURCE_DEFAULT, CostModel
 from analysis.costsource import SOURCE_CURVE, SOURCE_MANIFEST, cost_warning, given_cost, run_cost
-from analysis.timings import measured_speedup, read_timings
+from analysis.timings import NotComparable, measured_speedup, read_timings
 from replay.errors import DumpError, SpecReplayError
 from replay.manifest import read_manifest
 from tests.test_analysis_metrics import CFG, hand_results
@@ -29,8 +32,10 @@ ROUNDS = [
     {"key": [1, 1], "draft_steps": 2, "num_nodes": 3, "draft_time_s": 0.2, "verify_time_s": 0.9},
     {"key": [2, 2], "draft_steps": 2, "num_nodes": 3, "draft_time_s": 0.4, "verify_time_s": 1.1},
 ]
-TOTALS = {"new_tokens": 10, "total_s": 7.0, "prefill_s": 1.0, "rounds": 2,
+SESSION = {"repeats": 1, "methods": {"speculative": {"seconds": [7.0], "tokens": [10]}, "target-only": {"seconds": [10.0], "tokens": [10]}}}
+TOTALS = {"new_tokens": 10, "total_s": 7.0, "prefill_s": 1.0, "rounds": 2, "timing": SESSION,
           "baseline": {"new_tokens": 10, "total_s": 10.0, "prefill_s": 2.0, "rounds": 10}}
+APART = {k: v for k, v in TOTALS.items() if k != "timing"}  # an older manifest: baseline timed apart
 
 
 def dump(path, rounds=ROUNDS, totals=TOTALS):
@@ -84,7 +89,38 @@ def test_without_a_baseline_no_measured_speedup_and_the_source_says_how_t1_was_g
     cost = cost_of(d)
     assert cost.source.startswith(SOURCE_MANIFEST) and "no target-only baseline" in cost.source
     assert float(cost.t_verify(1)) == pytest.approx(1.0)  # one measured point: flat
-    assert measured_speedup(read_timings(d, read_manifest(d))) is None
+    m = measured_speedup(read_timings(d, read_manifest(d)))
+    assert isinstance(m, NotComparable) and "no target-only baseline" in m.reason and np.isnan(m.decode)
+
+
+def test_a_baseline_timed_apart_is_not_comparable_and_gives_no_t_verify_1(tmp_path):
+    for name, totals in (("null", dict(APART, timing=None)), ("absent", APART)):
+        d = dump(tmp_path / name, totals=totals)
+        m = measured_speedup(read_timings(d, read_manifest(d)))
+        assert isinstance(m, NotComparable) and "totals.timing is null or absent" in m.reason and "generate --baseline" in m.reason
+        assert np.isnan(m.decode) and np.isnan(m.wall) and m.to_json()["measured_speedup"] is None
+        cost = cost_of(d)
+        assert "target-only baseline not timed together with these rounds" in cost.source
+        assert float(cost.t_verify(1)) == pytest.approx(1.0)  # flat at the 4-token time, not the baseline's 0.8
+    only_spec = {"repeats": 1, "methods": {"speculative": SESSION["methods"]["speculative"]}}
+    d = dump(tmp_path / "spec_only", totals=dict(TOTALS, timing=only_spec))
+    m = measured_speedup(read_timings(d, read_manifest(d)))
+    assert isinstance(m, NotComparable) and "did not time 'target-only'" in m.reason
+
+
+def test_a_session_of_several_passes_gives_the_median_ratio(tmp_path):
+    passes = {"speculative": {"seconds": [7.0, 14.0, 8.0], "tokens": [10, 10, 10]},
+              "target-only": {"seconds": [10.0, 10.0, 16.0], "tokens": [10, 10, 10]}}
+    d = dump(tmp_path / "run", totals=dict(TOTALS, timing={"repeats": 3, "methods": passes}))
+    m = measured_speedup(read_timings(d, read_manifest(d)))
+    # per pass (10/7)/(10/10) = 1.4286, (10/14)/(10/10) = 0.7143, (10/8)/(10/16) = 2.0: median 10/7
+    assert m.comparable and m.wall == pytest.approx(10 / 7) and m.passes == pytest.approx((10 / 7, 10 / 14, 2.0))
+    bad = dict(TOTALS, timing={"methods": {**passes, "target-only": {"seconds": [10.0], "tokens": [10]}}})
+    with pytest.raises(DumpError, match=r"totals\.timing\.methods.*3 pass\(es\)"):
+        read_timings(d, read_manifest(dump(tmp_path / "bad", totals=bad)))
+    bad = dict(TOTALS, timing={"methods": {**passes, "speculative": {"seconds": ["x"], "tokens": [10]}}})
+    with pytest.raises(DumpError, match=r"totals\.timing\.methods\.speculative\.seconds\[0\]"):
+        read_timings(d, read_manifest(dump(tmp_path / "bad2", totals=bad)))
 
 
 def test_a_falling_curve_is_held_flat_beyond_its_last_point(tmp_path):
@@ -96,9 +132,10 @@ def test_a_falling_curve_is_held_flat_beyond_its_last_point(tmp_path):
 
 def test_a_sweep_dump_finds_the_sweeps_baseline_and_cost_curve(tmp_path):
     out = tmp_path / "sweep"
-    d = dump(out / "dumps" / "2,1", totals={k: v for k, v in TOTALS.items() if k != "baseline"})
+    d = dump(out / "dumps" / "2,1", totals={k: v for k, v in APART.items() if k != "baseline"})
     (out / "baseline.json").write_text(json.dumps({"summary": TOTALS["baseline"], "outputs": []}))
-    assert measured_speedup(read_timings(d, read_manifest(d))).decode == pytest.approx(4 / 3)
+    m = measured_speedup(read_timings(d, read_manifest(d)))  # an old sweep's one baseline run: timed apart
+    assert isinstance(m, NotComparable) and "baseline.json" in m.reason and "re-run the sweep" in m.reason
     (out / "cost_curve.json").write_text(json.dumps({"tokens": [1, 8], "verify_s": [0.5, 0.9], "draft_s": None, "draft_step_s": None}))
     cost = cost_of(d)
     # the curve beats the manifest; its missing draft step comes from the manifest's timings

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -24,6 +25,7 @@ from analysis.metrics import (
     depth_acceptance,
     hit_outcome_by_depth,
     node_hit_frequency,
+    slot_hit_frequency,
     parent_slot_usage,
     rank_of_hit,
     static_shape,
@@ -91,8 +93,7 @@ def test_summary_hand(hand):
     s = summary(hand[0]).iloc[0]
     assert s["rounds"] == 4
     assert s["mean_accepted_length"] == pytest.approx(1.0)  # (2+1+0+1)/4
-    assert s["block_efficiency"] == pytest.approx(2.0)  # (3+2+1+2)/4
-    assert s["engine_block_efficiency"] == pytest.approx(2.0)
+    assert "block_efficiency" not in s and "engine_block_efficiency" not in s  # one name per number: mean_acceptance_length
     assert s["bonus_known_fraction"] == pytest.approx(1.0)
     assert s["full_depth_fraction"] == pytest.approx(0.25)  # only r1 reached level 2
     # engine names: vLLM's mean acceptance length counts the target's token, (3+2+1+2)/4;
@@ -133,6 +134,35 @@ def test_conditional_and_per_position_differ_hand(hand):
     assert prod.tolist() == pytest.approx(d["per_position_acceptance_rate"].tolist())
 
 
+# Wilson 95% bounds worked by hand: z = 1.959964, z² = 3.841459;
+#   k = 2, n = 3: den = 1 + z²/3 = 2.280486, centre = (2/3 + z²/6) / den = 0.573084,
+#                 half = z · sqrt((2/9)/3 + z²/36) / den = 0.365424  ->  [0.207660, 0.938508]
+#   k = 5, n = 10: centre 0.5, half = z · sqrt(0.025 + z²/400) / 1.384146 = 0.263407 -> [0.236593, 0.763407]
+#   k = 0, n = 10: centre = (z²/20) / 1.384146 = 0.138766 = half -> [0, 0.277533]
+#   k = 1, n = 1: centre = (1 + z²/2) / (1 + z²) = 0.603275, half = z · sqrt(z²/4) / (1 + z²) = 0.396725 -> [0.206549, 1]
+WILSON_BY_HAND = [(2, 3, 0.207660, 0.938508), (5, 10, 0.236593, 0.763407), (0, 10, 0.0, 0.277533), (1, 1, 0.206549, 1.0)]
+
+
+def test_wilson_interval_against_hand_computed_values():
+    from analysis.intervals import wilson
+
+    k, n, lo, hi = (np.array(c, dtype=float) for c in zip(*WILSON_BY_HAND))
+    got_lo, got_hi = wilson(k, n)
+    assert got_lo == pytest.approx(lo, abs=1e-6) and got_hi == pytest.approx(hi, abs=1e-6)
+    assert [float(v) for v in wilson(0, 0)] == [0.0, 1.0]  # no trial: nothing known
+
+
+def test_depth_acceptance_carries_wilson_intervals_over_its_denominators(hand):
+    from analysis.intervals import wilson
+
+    d = depth_acceptance(hand[0]).set_index("depth")
+    # depth 2: conditional 1/3 (reached_prev 3), per-position 1/4 (rounds 4), when expanded 1/2 (attempts 2)
+    for rate, n in (("conditional", 3), ("per_position_acceptance_rate", 4), ("conditional_when_expanded", 2)):
+        lo, hi = wilson(1, n)
+        assert d.loc[2, f"{rate}_ci95_lo"] == pytest.approx(float(lo)) and d.loc[2, f"{rate}_ci95_hi"] == pytest.approx(float(hi))
+        assert d.loc[2, f"{rate}_ci95_lo"] < d.loc[2, rate] < d.loc[2, f"{rate}_ci95_hi"]
+
+
 def test_rank_of_hit_hand(hand):
     r = rank_of_hit(hand[1])
     d1 = r[r["depth"] == 1]
@@ -154,22 +184,28 @@ def test_parent_slot_hand(hand):
     assert p["rounds"].tolist() == [2, 1] and p["fraction"].tolist() == pytest.approx([2 / 3, 1 / 3])
 
 
-def test_node_hit_frequency_hand(hand):
-    f = node_hit_frequency(hand[1], hand[0], {"hand": CFG}).set_index("name")
-    assert f["frequency"].to_dict() == pytest.approx({"R": 1.0, "A1": 0.5, "A2": 0.25, "B11": 0.25})
+def test_slot_and_node_hit_frequency_hand(hand):
+    # rank-major fallback, topHead [1, 1]: slot B:p1c1 is A1's child in every round, so slots and nodes agree here
+    f = slot_hit_frequency(hand[1], hand[0], {"hand": CFG}).set_index("slot_name")
+    assert f["frequency"].to_dict() == pytest.approx({"R": 1.0, "A:p1c1": 0.5, "A:p1c2": 0.25, "B:p1c1": 0.25})
     assert (f["rounds_present"] == 4).all()
+    assert f["parent_slot"].tolist() == [-1, 0, 0, 0] and f["rank"].tolist() == [-1, 0, 1, 0]
+    n = node_hit_frequency(hand[1]).set_index("name")
+    assert n["frequency"].to_dict() == pytest.approx({"R": 1.0, "A1": 0.5, "A2": 0.25, "B11": 0.25})
+    assert n["parent_name"].tolist() == ["", "R", "R", "A1"] and (n["rounds_present"] == 4).all()
 
 
 def test_article_metrics(article_tables):
     m = all_metrics(article_tables)
     s = m["summary"].iloc[0]
-    assert s["mean_accepted_length"] == 3 and s["block_efficiency"] == 3 and s["engine_block_efficiency"] == 4
+    assert s["mean_accepted_length"] == 3 and s["mean_acceptance_length"] == 4  # derived: the leaf bonus is not in the dump
     assert s["bonus_known_fraction"] == 0  # parents layout: no row for the leaf C111
     d = m["depth_acceptance"]
     assert d["conditional"].tolist() == [1, 1, 1] and d["per_position_acceptance_rate"].tolist() == [1, 1, 1]
     r = m["rank_of_hit"]
     assert r["target_rank"].tolist() == [0, 0, 0] and r["target_in"].tolist() == ["kept"] * 3
     hits = m["node_hits"].set_index("name")["frequency"]
+    assert m["slot_hits"].set_index("slot_name")["frequency"][["R", "A:p1c1", "B:p1c1", "C:p1c1"]].tolist() == [1, 1, 1, 1]
     assert hits[["R", "A1", "B11", "C111"]].tolist() == [1, 1, 1, 1]
     assert hits.drop(["R", "A1", "B11", "C111"]).sum() == 0  # A2 → B21 → C211 matched too, but off-path
     p = m["parent_slot"]

@@ -56,7 +56,7 @@ def test_every_plot_is_labelled_and_saved(data, tmp_path):
         "slot": (plots.plot_parent_slot(m["parent_slot"], "synthetic_article", 300), "300 rounds"),
         "runs": (plots.plot_compare_runs(m["summary"], m["depth_acceptance"]), "article_round: 1 rounds"),
         "cmp": (plots.plot_compare_configs(table, "synthetic_article", "default"), "300 rounds"),
-        "tree": (treeplot.plot_tree_hits(static_shape(synth.config), m["node_hits"][m["node_hits"]["run"] == "synthetic_article"],
+        "tree": (treeplot.plot_tree_hits(static_shape(synth.config), m["slot_hits"][m["slot_hits"]["run"] == "synthetic_article"],
                                          "synthetic_article", synth.config), "300 rounds"),
         "round": (treeplot.plot_round_tree(runs[1].results[0], run="article_round"), "1 round"),
     }
@@ -65,10 +65,12 @@ def test_every_plot_is_labelled_and_saved(data, tmp_path):
         paths = plots.save_figure(fig, tmp_path, name)
         assert [p.suffix for p in paths] == [".png", ".svg"]
         assert all(p.stat().st_size > 5000 for p in paths)
-    # the article's round: its path R → A1 → B11 → C111 is every node's only observation
-    art = m["node_hits"][m["node_hits"]["run"] == "article_round"]
+    # the article's round: its path R → A1 → B11 → C111 fills the first slot of every level; the
+    # labels name slots (expanded parent in selection order, child rank), not nodes
+    art = m["slot_hits"][m["slot_hits"]["run"] == "article_round"]
     text = _texts(treeplot.plot_tree_hits(static_shape(runs[1].config), art, "article_round", runs[1].config))
-    assert "A1\n100%" in text and "C111\n100%" in text and "A2\n0%" in text and "C211\n0%" in text
+    assert "A:p1c1\n100%" in text and "C:p1c1\n100%" in text and "A:p1c2\n0%" in text and "C:p2c1\n0%" in text
+    assert "Per-slot hit frequency" in text and "C111" not in text
 
 
 def test_hierarchical_layout_article(data):
@@ -143,12 +145,12 @@ def test_sweep_scatter_keeps_every_name_inside_the_axes():
     from analysis.sweep_plots import _scatter
 
     # the longest name on the rightmost point, the highest point's name at the top edge
-    table = pd.DataFrame({"name": ["1", "3,1,1", "6,2x2,1x1,1x1,1x1,1x1,1x1,1x1,1x1"], "block_efficiency": [1.8, 2.9, 4.3],
+    table = pd.DataFrame({"name": ["1", "3,1,1", "6,2x2,1x1,1x1,1x1,1x1,1x1,1x1,1x1"], "mean_acceptance_length": [1.8, 2.9, 4.3],
                           "tokens_per_s": [2.0, 3.0, 1.2]})
     fig = Figure(figsize=(6, 4))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    _scatter(ax, table, "block_efficiency", "tokens_per_s")
+    _scatter(ax, table, "mean_acceptance_length", "tokens_per_s")
     fig.tight_layout()
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()

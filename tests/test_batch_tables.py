@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from analysis.batch_tables import batch_table_parts, join_parts
-from analysis.metrics import _hits_by_round, _hits_vectorised, shape_signature, node_hit_frequency, static_shape
+from analysis.metrics import _hits_by_round, _hits_vectorised, shape_signature, slot_hit_frequency, static_shape
 from analysis.runs import load_reference, load_run
 from analysis.tables import build_tables, node_table, round_table
 from replay.batch import ERR_OK, batch_from_rounds, replay_batch
@@ -151,7 +151,7 @@ def test_node_hits_vectorised_counts_other_shapes_like_the_loop():
     again = _hits_vectorised(moved, canon)
     assert again[2] == 2 and all(np.array_equal(x, y) for x, y in zip(again[:2], loop[:2]))
     assert _hits_vectorised(nodes.sort_values("node", kind="stable"), canon) is None
-    table = node_hit_frequency(moved, run.tables[0], {"a": ARTICLE})
+    table = slot_hit_frequency(moved, run.tables[0], {"a": ARTICLE})
     assert (table["rounds_other_shape"] == 2).all()
     np.testing.assert_array_equal(table["rounds_present"].to_numpy(), loop[0])
 

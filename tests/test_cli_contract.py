@@ -34,6 +34,8 @@ ARTICLE = ROOT / "sample_dumps" / "article_round"
 SYNTH = ROOT / "sample_dumps" / "synthetic_article"
 SMALL = TreeConfig.from_lists([[2], [1, 1]], [1, 2])
 INTERNAL = "specreplay: internal error: ValueError: boom (run with --debug for the traceback)"
+# Directories that take no new entry, even from root: /proc (ENOENT), /sys (EPERM / EACCES).
+REFUSING_DIRS = [d for d in ("/proc", "/sys") if os.path.isdir(d)]
 # Options that write; each must be declared with an output type (so it is checked before any work).
 OUTPUT_DESTS = {"out", "output", "export", "plot", "per_round", "table"}
 
@@ -178,6 +180,8 @@ def test_bad_output_path_names_the_option(path, parser, tmp_path, capsys):
     for action in outputs:
         bad_values = [afile / "sub" / "x.csv"]  # under a file: cannot be created
         bad_values.append(afile if action.type is output_dir else tmp_path / "adir")  # wrong kind
+        # refused whatever the permission bits say (root may write anywhere they allow): tried for real
+        bad_values += [Path(d) / "x" / "y.csv" for d in REFUSING_DIRS] + [Path(d) / "y.csv" for d in REFUSING_DIRS]
         for bad in bad_values:
             argv = skeleton(parser, tmp_path, valid_inputs=True, skip=action)
             code, _, err = call(capsys, [*path, *argv, action.option_strings[-1], str(bad)])
@@ -401,6 +405,69 @@ def test_outputs_onto_a_file_fail_before_any_work(argv, option, tmp_path, capsys
     code, out, err = call(capsys, [a.replace("{afile}", str(afile)) for a in argv])
     assert_one_line_error(code, err, f"argument {option}: {afile}")
     assert out == "" and sorted(p.name for p in tmp_path.iterdir()) == ["afile"] and afile.read_text() == "x"
+
+
+def test_check_output_tries_for_real(tmp_path):
+    """Permission bits let root write in /proc; the check makes a temporary entry, as the write will."""
+    assert REFUSING_DIRS, "no /proc or /sys on this machine"
+    for d in REFUSING_DIRS:
+        with pytest.raises(OutputPathError, match=f"{d}/r.parquet: cannot be written: {d} takes no new file"):
+            check_output(f"{d}/r.parquet", pathcheck.FILE)
+        with pytest.raises(OutputPathError, match=f"{d}/nope: cannot be created: {d} takes no new directory"):
+            check_output(f"{d}/nope", pathcheck.DIRECTORY)
+    before = sorted(os.listdir(tmp_path))
+    check_output(tmp_path / "x.csv", pathcheck.FILE)
+    check_output(tmp_path / "a" / "b", pathcheck.DIRECTORY)
+    assert sorted(os.listdir(tmp_path)) == before  # the trial entries are gone
+
+
+def test_atomic_write_errors_name_the_users_path(tmp_path):
+    from replay.atomic import atomic_path
+
+    target = tmp_path / "r.csv"
+    for raised in (OSError(28, "No space left on device"),  # a failed write names no file
+                   FileNotFoundError(2, "No such file or directory", None)):
+        with pytest.raises(OutputPathError) as info, atomic_path(target) as tmp:
+            raised.filename = str(tmp) if isinstance(raised, FileNotFoundError) else None
+            raise raised
+        assert str(info.value) == f"{target}: cannot be written: {raised.strerror}"
+        assert os.listdir(tmp_path) == []  # no temporary left behind
+    with pytest.raises(OSError) as info, atomic_path(target):  # an error about another file is not ours to rename
+        (tmp_path / "missing-input").read_text()
+    assert not isinstance(info.value, OutputPathError) and info.value.filename == str(tmp_path / "missing-input")
+
+
+def test_a_full_device_is_one_line_naming_it(capsys):
+    """/dev/full: every write fails with ENOSPC, as a full disk does. Written in place (renaming a
+    temporary over it would replace the device node), and the error names /dev/full."""
+    code, _, err = call(capsys, ["compare", str(ARTICLE), "--per-round", "/dev/full", "--no-progress"])
+    assert_one_line_error(code, err, "specreplay: error: /dev/full: cannot be written: No space left on device")
+    assert os.path.exists("/dev/full") and not os.path.isfile("/dev/full")
+
+
+def test_a_fifo_output_is_written_into_not_replaced(tmp_path, capsys):
+    """A FIFO (as /dev/stdout to a pipe is) keeps being a FIFO, and receives the table."""
+    import stat
+
+    fifo = tmp_path / "rounds.csv"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader is there, so the writer's open does not block
+    try:
+        code, _, err = call(capsys, ["compare", str(ARTICLE), "--per-round", str(fifo), "--no-progress"])
+        assert code == 0, err
+        assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+        assert os.read(reader, 1 << 16).decode().startswith("run,config,round,")
+    finally:
+        os.close(reader)
+
+
+def test_a_symlinked_output_keeps_the_link(tmp_path, capsys):
+    real, link = tmp_path / "real.csv", tmp_path / "latest.csv"
+    real.write_text("old\n")
+    link.symlink_to(real)
+    code, _, err = call(capsys, ["compare", str(ARTICLE), "--per-round", str(link), "--no-progress"])
+    assert code == 0, err
+    assert link.is_symlink() and real.read_text().startswith("run,config,round,")
 
 
 def test_unwritable_output_directory(tmp_path, capsys, monkeypatch):

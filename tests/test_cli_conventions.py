@@ -368,7 +368,8 @@ def test_sweep_with_skipped_grid_combinations_exits_1(tmp_path, monkeypatch, cap
     def run_local_sweep(draft, target, configs, prompts, options, out, repeats, resume, progress, cost_curve):
         assert cost_curve is False  # --no-cost-curve
         ran["configs"] = configs
-        row = dict(name="2,2x2", nodes=6, mean_accepted_length=1.0, block_efficiency=2.0, tokens_per_s=1.0, speedup=1.0,
+        row = dict(name="2,2x2", nodes=6, mean_acceptance_length=2.0, draft_acceptance_rate=1 / 6, mean_accepted_length=1.0,
+                   per_position_acceptance_rate_1=1.0, per_position_acceptance_rate_2=0.0, tokens_per_s=1.0, speedup=1.0,
                    speedup_min=1.0, speedup_max=1.0)
         return types.SimpleNamespace(table=pd.DataFrame([row]), computed=configs, skipped=[], duplicates=[])
 

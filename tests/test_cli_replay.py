@@ -57,7 +57,7 @@ def test_replay_json_lines_fields():
 def test_round_filter_and_missing_round(tmp_path):
     assert run("replay", ARTICLE, "--round", "124_140", "--json").returncode == 0
     r = run("replay", ARTICLE, "--round", "1_2")
-    assert r.returncode == 2 and "no round 1_2" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "--round 1_2: no such round" in r.stderr and "Traceback" not in r.stderr
 
 
 def broken_dir(tmp_path: Path) -> Path:

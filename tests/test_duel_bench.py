@@ -67,7 +67,7 @@ def test_tiny_duel_runs_every_method_and_every_output_is_target_greedy(tmp_path,
         assert s["speedup_vs_target_only"] == pytest.approx(s["tokens_per_s"] / base["tokens_per_s"])
     auto = result["dtypes"]["float32"]["auto"]
     assert auto["method"] in rows and rows[auto["method"]]["identical"]
-    assert auto["measured_speedup"] == pytest.approx(rows[auto["method"]]["speedup_vs_target_only"]["median"])
+    assert auto["measured_speedup_wall"] == pytest.approx(rows[auto["method"]]["speedup_vs_target_only"]["median"])
     predicted = {p["config"]: p["predicted_speedup"] for p in auto["predictions"] if p["candidate"]}
     assert auto["predicted_speedup"] == max(v for v in predicted.values() if v is not None)
     assert auto["ceiling"]["all_accepted_bound"] >= auto["ceiling"]["best_predicted"]

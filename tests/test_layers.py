@@ -36,7 +36,7 @@ ALLOWED = {
 _LAYER_MODULES = {
     CORE: """replay replay.version replay.errors replay.atomic replay.progress replay.parallel replay.pathcheck replay.bounded
         replay.vocab replay.config replay.config_grammar replay.tree replay.selection
-        replay.acceptance replay.records""",
+        replay.acceptance replay.records replay.headline""",
     READING: """replay.npyfile replay.ptfile replay.matrix_io replay.grouping replay.rounds
         replay.roundbatch replay.manifest replay.dumpwrite replay.packed_format replay.packed_meta
         replay.packed_blocks replay.packed_write replay.packed_read replay.packed
@@ -44,7 +44,7 @@ _LAYER_MODULES = {
     REPLAY: """replay.rebuild replay.replayer replay.batch replay.batch.codes replay.batch.shapes
         replay.batch.result replay.batch.frames replay.batch.kernel replay.batch.driver replay.batch_synth
         replay.runs replay.render""",
-    ANALYSIS: """analysis analysis.tables analysis.batch_tables analysis.definitions analysis.metrics analysis.plots
+    ANALYSIS: """analysis analysis.tables analysis.batch_tables analysis.definitions analysis.intervals analysis.metrics analysis.plots
         analysis.treeplot analysis.example_round analysis.runs analysis.dask_tables
         analysis.timings analysis.costmodel analysis.costsource analysis.compare analysis.compare_batch
         analysis.gamma_strategies analysis.subtree analysis.subtree_batch analysis.shape_counts analysis.shape_model

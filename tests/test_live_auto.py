@@ -94,10 +94,10 @@ def test_generate_config_auto_end_to_end(live_qwen_pair, tmp_path, capsys):
     auto = json.loads((run / AUTO_FILE).read_text())
     manifest = json.loads((run / "manifest.json").read_text())
     assert f"auto: chose {auto['chosen']}" in out and "outputs identical:      yes" in out
-    assert auto["measured_speedup"] == pytest.approx(manifest["totals"]["speedup"])  # auto runs with the baseline
+    assert auto["measured_speedup_wall"] == pytest.approx(manifest["totals"]["speedup"])  # auto runs with the baseline
     assert manifest["config"]["topKSpec"] == [list(r) for r in _spec(auto["chosen"])]
     assert (run / CALIBRATION_DIR / "manifest.json").is_file() and (run / CURVE_FILE).is_file()
-    assert f"predicted {auto['predicted_speedup']:.3f}x, measured {auto['measured_speedup']:.3f}x" in out
+    assert f"predicted {auto['predicted_speedup']:.3f}x, measured {auto['measured_speedup_wall']:.3f}x end to end" in out
     # the run stays readable by the offline commands, its calibration beside it
     assert main(["replay", str(run)]) == 0
 
@@ -120,7 +120,7 @@ def test_sweep_prints_predicted_beside_measured(live_qwen_pair, tmp_path, capsys
     assert main(["sweep", "--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl"),
                  "--grid", "1,1;2;4,1x1", "--max-new-tokens", "8", "--repeats", "1", "--out", str(sweep)]) == 0
     out = capsys.readouterr().out
-    assert "predicted vs measured speedup (acceptance: exact replay on 4_1x1's rounds" in out
+    assert "predicted vs measured speedup (acceptance: exact replay on the rounds of [4]|[1,1];" in out
     import pandas as pd
 
     table = pd.read_csv(sweep / "results.csv")
@@ -134,10 +134,11 @@ def test_sweep_prints_predicted_beside_measured(live_qwen_pair, tmp_path, capsys
     assert curve.draft_s is not None
     draft_s = (1 - f) * curve.t_draft(1) + f * curve.t_draft(2) + curve.t_draft(2)
     predicted = (row["mean_accepted_length"] + 1) * curve.t_verify(1) / (draft_s + curve.t_verify(7))
-    line = next(ln for ln in out.splitlines() if ln.startswith("[4]|[1,1] "))
+    lines = out.split("predicted vs measured speedup", 1)[1].splitlines()  # the table above names the configs alike
+    line = next(ln for ln in lines if ln.startswith("[4]|[1,1] "))
     assert f"{predicted:8.3f}x" in line and f"{row['speedup']:8.3f}x" in line
     for shape in ("[1]|[1] ", "[2] "):
-        assert any(ln.startswith(shape) and ln.count("x") >= 2 for ln in out.splitlines())
+        assert any(ln.startswith(shape) and ln.count("x") >= 2 for ln in lines)
 
 
 def test_auto_refuses_sampling_before_loading_models(tmp_path, capsys):

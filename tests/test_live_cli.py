@@ -37,8 +37,11 @@ def test_generate_with_baseline_text_prompts(tiny_dir, tmp_path, capsys):
     ])
     out = capsys.readouterr().out
     assert rc == 0
-    for line in ("rounds:", "mean accepted length:", "block efficiency:", "tokens/s:", "draft time per round:",
-                 "verify time per round:", "speedup:", "outputs identical:      yes", "median of 3 passes", "machine load:"):
+    for line in ("rounds:", "mean acceptance length (bonus included): ", "(counted: a live round always commits the target's token)",
+                 "draft acceptance rate: ", "per-position acceptance rate P(L >= d): d1: ", "mean accepted length (bonus excluded): ",
+                 "tokens/s:", "draft time per round:",
+                 "verify time per round:", "outputs identical:      yes", "median of 3 passes", "machine load:",
+                 "measured speedup (end to end, prefill included): ", "measured speedup (decode only, prefill excluded): "):
         assert line in out
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["sequences"][0]["prompt_ids"] == [1, 2, 3, 4]
@@ -70,10 +73,14 @@ def test_sweep_and_cost_curve_commands(tiny_dir, tmp_path, capsys):
         "--grid", "4,1x1;1,1,1", "--max-new-tokens", "10", "--out", str(tmp_path / "sw"),
     ]
     assert main(args) == 0
-    assert "2 config(s) run, 0 kept" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2 config(s) run, 0 kept" in out
+    header = next(line for line in out.splitlines() if line.split()[:1] == ["name"])  # vLLM's headline words lead the table
+    assert header.split()[:6] == ["name", "nodes", "mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance_rate",
+                                  "mean_accepted_length"]
     curve = json.loads((tmp_path / "sw" / "cost_curve.json").read_text())
     assert len(curve["tokens"]) == len(curve["verify_s"]) == len(curve["verify_s_min"]) and curve["draft_step_s"] > 0
-    for png in ("nodes_vs_block_efficiency.png", "nodes_vs_tokens_per_s.png", "pareto.png"):
+    for png in ("nodes_vs_mean_acceptance_length.png", "nodes_vs_tokens_per_s.png", "pareto.png"):
         assert (tmp_path / "sw" / "plots" / png).stat().st_size > 0  # drawn by the CLI after the sweep
     assert main(args) == 2  # an existing sweep is continued only when asked
     assert "pass --resume" in capsys.readouterr().err

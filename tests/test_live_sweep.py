@@ -94,7 +94,8 @@ def test_sweep_is_killed_and_resumed_without_losing_or_redoing_rows(live_qwen_pa
     table = pd.read_parquet(tmp_path / "results.parquet")
     assert table["name"].tolist() == names
     assert pd.read_csv(tmp_path / "results.csv")["name"].tolist() == names
-    for col in ("config", "nodes", "mean_accepted_length", "block_efficiency", "tokens_per_s", "speedup", "speedup_min",
+    for col in ("config", "nodes", "mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance_rate_1",
+                "mean_accepted_length", "tokens_per_s", "speedup", "speedup_min",
                 "speedup_max", "baseline_tokens_per_s", "worker", "device", "session", "load_1m"):
         assert col in table.columns
     assert table["identical_to_baseline"].all()
@@ -120,7 +121,10 @@ def test_row_numbers_come_from_the_committed_dump(live_qwen_pair, tmp_path):
         rounds = m["rounds"]
         assert row["rounds"] == len(rounds)
         assert row["mean_accepted_length"] == pytest.approx(sum(r["accepted_length"] for r in rounds) / len(rounds))
-        assert row["block_efficiency"] == pytest.approx(sum(len(r["committed_tokens"]) for r in rounds) / len(rounds))
+        # bonus included: a live round commits its accepted tokens and the target's, so the dump's committed tokens count it
+        assert row["mean_acceptance_length"] == pytest.approx(sum(len(r["committed_tokens"]) for r in rounds) / len(rounds))
+        assert row["draft_acceptance_rate"] == pytest.approx(sum(r["accepted_length"] for r in rounds) / sum(r["num_nodes"] for r in rounds))
+        assert row["per_position_acceptance_rate_1"] == pytest.approx(sum(r["accepted_length"] >= 1 for r in rounds) / len(rounds))
         t = m["totals"]["timing"]["methods"]
         rate = {k: [tok / sec for tok, sec in zip(v["tokens"], v["seconds"])] for k, v in t.items()}
         ratios = [a / b for a, b in zip(rate["speculative"], rate["target-only"])]
@@ -178,7 +182,7 @@ def test_resume_with_other_settings_is_refused(live_qwen_pair, tmp_path):
 def test_pareto_front_keeps_undominated_rows():
     from analysis.sweep_plots import pareto_front
 
-    t = pd.DataFrame({"name": list("abcde"), "nodes": [1, 4, 4, 8, 12], "block_efficiency": [1.5, 2.0, 1.8, 2.6, 2.5]})
+    t = pd.DataFrame({"name": list("abcde"), "nodes": [1, 4, 4, 8, 12], "mean_acceptance_length": [1.5, 2.0, 1.8, 2.6, 2.5]})
     assert pareto_front(t)["name"].tolist() == ["a", "b", "d"]
-    both = pareto_front(t.assign(tokens_per_s=[5, 6, 7, 4, 3]), "block_efficiency", "tokens_per_s", x_is_cost=False)
+    both = pareto_front(t.assign(tokens_per_s=[5, 6, 7, 4, 3]), "mean_acceptance_length", "tokens_per_s", x_is_cost=False)
     assert both["name"].tolist() == ["d", "b", "c"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -31,7 +33,8 @@ def _loaded(sample: str, tmp_path, capsys) -> dict[str, pd.DataFrame]:
     got = {}
     for cmd in ("replay", "batch"):
         text = _stdout([cmd, sample, "--json"], capsys)
-        got[f"{cmd} --json"] = records.normalize_frame(pd.read_json(io.StringIO(text), lines=True, dtype=records.JSON_DTYPES))
+        got[f"{cmd} --json"] = records.read_json(io.StringIO(text))  # the documented one-liner
+        got[f"{cmd} --json, plain pandas"] = records.normalize_frame(pd.read_json(io.StringIO(text), lines=True, dtype=records.JSON_DTYPES))
     for ext in ("csv", "parquet"):
         path = tmp_path / f"rounds.{ext}"
         assert main(["batch", sample, "-o", str(path), "--no-progress"]) == 0
@@ -46,6 +49,7 @@ def _loaded(sample: str, tmp_path, capsys) -> dict[str, pd.DataFrame]:
     got["stats export .csv"] = records.read_csv(export / "rounds.csv")
     text = _stdout(["stats", sample, "--table", "rounds", "--csv", "--no-progress"], capsys)
     got["stats --table rounds --csv"] = records.read_csv(io.StringIO(text))
+    got["stats --table rounds --json"] = records.read_json(io.StringIO(_stdout(["stats", sample, "--table", "rounds", "--json", "--no-progress"], capsys)))
     got["api rounds_table"] = records.normalize_frame(api.rounds_table(api.load(sample)))
     return got
 
@@ -96,3 +100,85 @@ def test_compare_csv_top_head_round_trips(capsys):
     # the recorded config's topHead (sample_dumps/article_round/config.json) and the given one's
     # (a topKSpec list alone: one head per width listed, [[4],[1,1]] -> [1,2])
     assert sorted(map(tuple, table["top_head"])) == [(1, 2), (1, 2, 2)]
+
+
+# --- docs/output-schema.md names only what the data holds, and everything it holds ---------------
+
+SCHEMA = Path(__file__).resolve().parent.parent / "docs" / "output-schema.md"
+
+
+def _doc_record_columns() -> list[str]:
+    """The per-round record's columns as the doc's column table lists them, in order."""
+    text = SCHEMA.read_text(encoding="utf-8")
+    table = text.split("Columns, in this order", 1)[1].split("\n\n", 2)[1]
+    rows = [ln for ln in table.splitlines() if ln.startswith("| `")]
+    return [name for row in rows for name in re.findall(r"`([a-z_]+)`", row.split("|")[1])]
+
+
+def _doc_cells(column: str) -> str:
+    row = next(ln for ln in SCHEMA.read_text(encoding="utf-8").splitlines() if ln.startswith(f"| `{column}` |"))
+    return row.split("|")[3]
+
+
+def _doc_analysis_columns() -> list[str]:
+    text = SCHEMA.read_text(encoding="utf-8")
+    sentence = text.split("followed by analysis columns:", 1)[1].split("; meanings", 1)[0]
+    return [c for c in re.findall(r"`([^`]+)`", sentence) if re.fullmatch(r"[a-z_]+", c)]
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_output_schema_md_names_exactly_the_columns_the_data_has(sample, capsys):
+    """Every column the doc names is a real column, in the real order, and every real column is
+    named: a doc that says path_prob for path_probability, or misses a column, fails here."""
+    documented = _doc_record_columns()
+    assert documented == list(records.COLUMNS)
+    assert set(documented) == set(records.COLUMN_MEANINGS)
+    line = _stdout(["replay", sample, "--json"], capsys).splitlines()[0]
+    assert list(json.loads(line)) == documented  # what a user's file holds
+    rounds = json.loads(_stdout(["stats", sample, "--table", "rounds", "--json", "--no-progress"], capsys))
+    from analysis.tables import ANALYSIS_COLUMNS
+
+    assert list(rounds[0]) == documented + _doc_analysis_columns()
+    assert _doc_analysis_columns() == list(ANALYSIS_COLUMNS)
+
+
+def test_output_schema_md_names_the_values_the_data_uses(capsys):
+    """The words the doc gives for selection, stop, bonus_kind and layout are the code's words, and
+    the bundled samples use no other."""
+    from replay import vocab
+
+    words = {
+        "selection": {vocab.SELECT_PATH_PROB, vocab.SELECT_PARENTS, vocab.SELECT_FALLBACK, vocab.SELECT_ROOT},
+        "stop": {vocab.STOP_LEAF, vocab.STOP_MISMATCH, vocab.STOP_NO_ROW},
+        "bonus_kind": {vocab.BONUS_CORRECTION, vocab.BONUS_LEAF},
+        "layout": {"parents", "all"},
+        "layout_source": {"stated", "detected"},
+    }
+    for column, expected in words.items():
+        named = set(re.findall(r"`([a-z_]+)`", _doc_cells(column))) - {column}
+        assert named == expected, column
+    seen = {c: set() for c in words}
+    for sample in [*SAMPLES, "sample_dumps/qwen2.5-coder/article"]:
+        for line in _stdout(["replay", sample, "--json"], capsys).splitlines():
+            obj = json.loads(line)
+            for c in words:
+                if obj[c] is not None:
+                    seen[c].update(obj[c].split("+") if c == "selection" else [obj[c]])
+    for c, named in words.items():
+        assert seen[c] <= named, c
+    assert vocab.SELECT_PATH_PROB in seen["selection"]  # a scored sample: the word users filter on
+
+
+def test_summary_object_keys_are_the_documented_ones(capsys):
+    """The keys docs/output-schema.md lists for stats --json and recommend --json are the keys printed."""
+    text = SCHEMA.read_text(encoding="utf-8")
+
+    def listed(command: str) -> set[str]:
+        row = next(ln for ln in text.splitlines() if ln.startswith(f"| `{command} --json` |"))
+        return set(re.findall(r"`([a-z_]+)`", row.split("|")[2]))
+
+    sample = "sample_dumps/synthetic_article"
+    stats = json.loads(_stdout(["stats", sample, "--json", "--no-progress"], capsys))
+    assert set(stats) == listed("specreplay stats DUMP...") - {"run"}  # "run → tree config" names the configs' keys
+    rec = json.loads(_stdout(["recommend", sample, "--budget", "6", "--bootstrap", "5", "--json", "--no-progress"], capsys))
+    assert listed("specreplay recommend DUMP") <= set(rec)

@@ -110,9 +110,9 @@ def test_only_round_and_missing_round(messy, packed):
         assert len(rep.result) == 1 and not rep.result.ok[0]
         assert [s.what for s in rep.skipped][-1] == "round 908_924"
         assert replay_directory(source, opts).skipped == rep.skipped
-    with pytest.raises(DumpError, match="no round 1_2"):
+    with pytest.raises(DumpError, match="--round 1_2: no such round"):
         replay_run(packed, ReplayOptions(only_round=(1, 2)))
-    with pytest.raises(DumpError, match="no round 1_2"):
+    with pytest.raises(DumpError, match="--round 1_2: no such round"):
         replay_directory(packed, ReplayOptions(only_round=(1, 2)))
 
 

@@ -282,7 +282,7 @@ def test_only_round_in_a_bad_block(base, run, capsys):
     code, _, err = cli(["replay", str(run), "--json", "--round", "1_2"], capsys)
     assert code == 1 and "skipped block 2 of group g000" in err
     code, _, err = cli(["replay", str(base), "--json", "--round", "1_2"], capsys)
-    assert code == 2 and "no round 1_2" in err
+    assert code == 2 and "--round 1_2: no such round" in err
 
 
 def test_reading_without_block_checks_is_possible(base, run):

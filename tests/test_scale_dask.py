@@ -47,7 +47,7 @@ def test_local_cluster_matches_pandas(runs):
     want = summarize_runs(expected).sort_index()
     pd.testing.assert_frame_equal(summary, want, check_dtype=False, check_index_type=False)
     pd.testing.assert_series_equal(hist, accepted_length_histogram(expected).sort_index(), check_dtype=False, check_index_type=False)
-    assert summary.loc[runs[2], "rounds"] == 2000 and summary["block_efficiency"].gt(1).all()
+    assert summary.loc[runs[2], "rounds"] == 2000 and summary["mean_acceptance_length"].gt(1).all()
     assert list(frame.columns) == list(expected.columns)
 
 

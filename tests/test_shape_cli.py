@@ -49,11 +49,11 @@ def test_contained_shapes_are_measured_exactly(sample, capsys):
         assert c.measured is not None and c.measured.decided and c.agree is not None, c.to_json()
         assert c.measured.rounds == 300 and c.measured.lower == c.measured.upper == c.measured.mean_accepted
     assert all(c.measured is None and c.agree is None for c in rows if c not in contained)
-    # the recorded config's measurement is the replay itself: stats' engine block efficiency, exactly
+    # the recorded config's measurement is the replay itself: stats' mean acceptance length (accepted + 1), exactly
     (recorded,) = [c for c in rows if c.label == "recorded"]
     assert main(["stats", SAMPLE, "--json", "--no-progress"]) == 0
     (summary,) = json.loads(capsys.readouterr().out)["summary"]
-    assert recorded.measured_be == summary["engine_block_efficiency"]
+    assert recorded.measured_be == summary["mean_acceptance_length"]
 
 
 def test_undecidable_rounds_give_bounds_and_no_verdict(sample):

@@ -91,6 +91,879 @@ def test_the_hand_made_article_round_replays_like_the_sample(capsys, tmp_path):
     assert "accepted length: 3" in out
 
 
+# --- mistakes-speedup: speedups that cannot be right (findings 9, 11, 12; "probably wrong") ------
+#
+# The hand-made article round with the manifest docs/dump-format.md describes for timed runs. By hand:
+# target-only: 8 tokens, 6.0 s in all, 0.4 s prefill, 8 forwards (0.7 s per decode forward);
+# speculative: 4 tokens, 4.0 s, 0.4 s prefill, one round (12 nodes, 3 steps, verify 0.9 s).
+#   decode only, prefill excluded: ((6.0 − 0.4) / 8) / ((4.0 − 0.4) / 4) = 0.7 / 0.9 = 0.778
+#   end to end, three interleaved passes: (4/4.0)/(8/6.0) = 0.75, (4/4.4)/(8/5.5) = 0.625,
+#   (4/3.6)/(8/6.6) = 0.9167; median 0.750
+
+PASSES = {"speculative": {"seconds": [4.0, 4.4, 3.6], "tokens": [4, 4, 4]},
+          "target-only": {"seconds": [6.0, 5.5, 6.6], "tokens": [8, 8, 8]}}
+ROUND_RECORD = {"key": [124, 140], "root_token": 43107, "num_nodes": 12, "draft_steps": 3, "accepted_length": 3,
+                "draft_time_s": 0.3, "verify_time_s": 0.9}
+
+
+def timed_article(directory: Path, timing: dict | None = None, record: dict | None = None, fast_speculative: bool = False) -> Path:
+    """article_by_hand plus a manifest with round timings and totals, as the harness writes them;
+    ``timing`` is totals.timing (None: an older harness, baseline not interleaved)."""
+    dump = article_by_hand(directory)
+    totals = {"new_tokens": 4, "total_s": 4.0, "prefill_s": 0.4, "rounds": 1, "timing": timing,
+              "baseline": {"new_tokens": 8, "total_s": 6.0, "prefill_s": 0.4, "rounds": 8}}
+    if fast_speculative:  # 4 tokens in 1.0 s: decode only 0.7 / 0.15 = 4.67
+        totals.update(total_s=1.0)
+    body = {"config": {"gamma": 3, "topKSpec": [[6], [2, 2], [1, 1]], "topHead": [1, 2, 2]}, "temperature": 0,
+            "rounds": [record or ROUND_RECORD], "totals": totals}
+    (dump / "manifest.json").write_text(json.dumps(body), encoding="utf-8")
+    return dump
+
+
+def test_an_old_manifest_without_interleaved_timing_is_not_comparable(capsys, tmp_path):
+    dump = timed_article(tmp_path / "old", timing=None)
+    code, out, err = run(capsys, "compare", dump, "--no-progress")
+    assert code == 0, err
+    assert "measured speedup: not comparable: the target-only baseline was not timed together" in out
+    assert "totals.timing is null" in out and "generate --baseline" in out
+    recorded = next(line for line in out.splitlines() if line.strip().startswith("[6]|[2,2]|[1,1]"))
+    assert recorded.rstrip().endswith("not comparable") and "0.778" not in out  # no number, measured or not
+    assert "Traceback" not in err
+    code, out, err = run(capsys, "compare", dump, "--json", "--no-progress")
+    body = json.loads(out)
+    assert code == 0 and body["measured"]["old"]["comparable"] is False and "totals.timing" in body["measured"]["old"]["reason"]
+    row = body["configs"][0]
+    assert row["measured_speedup"] is None and row["measured_status"].startswith("not comparable: ")
+    # the cost model does not take t_verify(1) from that baseline either, and says so
+    assert "target-only baseline not timed together with these rounds" in body["cost_models"]["old"]["source"]
+
+
+def test_a_fair_manifest_gives_both_measured_speedups_by_hand(capsys, tmp_path):
+    dump = timed_article(tmp_path / "fair", timing={"repeats": 3, "methods": PASSES})
+    code, out, err = run(capsys, "compare", dump, "--no-progress")
+    assert code == 0 and "probably wrong" not in err, err
+    assert "measured speedup (decode only, prefill excluded) 0.778" in out
+    assert "measured speedup (end to end, prefill included) 0.750 (median of 3 interleaved pass(es), passes 0.625-0.917" in out
+    assert "not comparable" not in out.split("definitions")[0]
+    code, out, _ = run(capsys, "compare", dump, "--json", "--no-progress")
+    m = json.loads(out)["measured"]["fair"]
+    assert m["comparable"] is True and m["measured_speedup"] == pytest.approx(0.7 / 0.9)
+    assert m["measured_speedup_wall"] == pytest.approx(0.75) and m["passes"] == pytest.approx([0.75, 0.625, 4 / 3.6 / (8 / 6.6)])
+
+
+def test_report_and_api_say_not_comparable_with_the_reason(capsys, tmp_path):
+    from analysis import api
+
+    old = timed_article(tmp_path / "old", timing=None)
+    code, _, err = run(capsys, "report", old, "-o", tmp_path / "rep", "--no-tables", "--no-progress")
+    assert code == 0 and "Traceback" not in err, err
+    page = (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
+    speed = page[page.index("<h2>Speedup"):page.index("<h2>Accepted length")]
+    assert "measured speedup: not comparable: the target-only baseline was not timed together" in speed
+    assert "not comparable: " in speed and "0.778" not in speed
+    table = api.speed(api.load(str(old)))
+    assert table["measured_speedup"].isna().all() and table["measured_status"].iloc[0].startswith("not comparable: ")
+
+
+def test_a_sweeps_separate_baseline_json_is_not_comparable(capsys, tmp_path):
+    dump = timed_article(tmp_path / "sweep" / "dumps" / "6_2x2_1x1", timing=None)
+    body = json.loads((dump / "manifest.json").read_text(encoding="utf-8"))
+    baseline = body["totals"].pop("baseline")
+    (dump / "manifest.json").write_text(json.dumps(body), encoding="utf-8")
+    (tmp_path / "sweep" / "baseline.json").write_text(json.dumps({"summary": baseline}), encoding="utf-8")
+    code, out, err = run(capsys, "compare", dump, "--no-progress")
+    assert code == 0 and "Traceback" not in err
+    assert_told(out, "measured speedup: not comparable", "the sweep's baseline.json, a separate run", "re-run the sweep")
+
+
+def test_modelled_columns_are_named_modelled(capsys, tmp_path):
+    dump = timed_article(tmp_path / "run", timing={"repeats": 3, "methods": PASSES})
+    code, out, err = run(capsys, "compare", dump, "--csv", "--top", "2", "--no-progress")
+    assert code == 0, err
+    header = out.splitlines()[0].split(",")
+    assert {"modelled_speedup_lo", "modelled_speedup_hi", "measured_speedup", "measured_speedup_wall", "measured_status"} <= set(header)
+    assert "speedup_lo" not in header and "speedup_hi" not in header  # a modelled number never reads as measured
+    code, out, _ = run(capsys, "compare", dump, "--gamma-strategies", "0", "--json", "--no-progress")
+    strategy = json.loads(out)["gamma_strategies"][0]
+    assert code == 0 and "modelled_speedup_lo" in strategy and "speedup_lo" not in strategy
+
+
+def test_a_measured_speedup_the_cost_data_contradicts_is_flagged(capsys, tmp_path):
+    # claims 4.67x decode-only while the 13-token verify took 0.3 s against 0.7 s for one baseline decode
+    dump = timed_article(tmp_path / "odd", timing={"repeats": 3, "methods": PASSES}, fast_speculative=True,
+                         record=dict(ROUND_RECORD, verify_time_s=0.3))
+    code, out, err = run(capsys, "compare", dump, "--no-progress")
+    assert code == 0  # a warning, not a skip: the input is used
+    assert_told(err, "WARNING: odd: measured speedup (decode only, prefill excluded) 4.667 is probably wrong",
+                "one verify of 13 tokens took 0.300 s", "less than one target-only decode (0.700 s", "never cheaper")
+    assert "probably wrong" not in out
+    code, out, err = run(capsys, "compare", dump, "--json", "--no-progress")
+    assert code == 0 and any("probably wrong" in w for w in json.loads(out)["warnings"]) and "probably wrong" in err
+
+
+def test_rounds_that_replay_differently_from_the_manifest_are_flagged(capsys, tmp_path):
+    # the harness recorded accepted length 2 and 10 nodes; the files replay to 3 and 12 (greedy, temperature 0)
+    dump = timed_article(tmp_path / "mixed", timing=None, record=dict(ROUND_RECORD, accepted_length=2, num_nodes=10))
+    code, out, err = run(capsys, "stats", dump, "--no-progress")
+    assert code == 0 and "probably wrong" not in out
+    assert_told(err, "WARNING: mixed: 1 of 1 round(s) replay differently from what", "manifest.json records",
+                "round 124_140: draft nodes 12 replayed, 10 recorded (num_nodes)", "accepted length 3 replayed, 2 recorded",
+                "probably wrong", "--step0-offset")
+    # at temperature > 0 the harness sampled: a greedy replay accepts otherwise by design, only shapes are checked
+    body = json.loads((dump / "manifest.json").read_text(encoding="utf-8"))
+    body["temperature"] = 0.7
+    body["rounds"][0]["num_nodes"] = 12
+    (dump / "manifest.json").write_text(json.dumps(body), encoding="utf-8")
+    code, _, err = run(capsys, "stats", dump, "--no-progress")
+    assert code == 0 and "replay differently" not in err
+
+
+def test_a_manifest_stating_more_rounds_than_the_files_hold_exits_1(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "short")
+    (dump / "manifest.json").write_text(json.dumps({"rounds": 3}), encoding="utf-8")
+    code, out, err = run(capsys, "stats", dump, "--no-progress")
+    assert code == 1 and "states 3 round(s)" not in out
+    assert_told(err, "manifest.json", "states 3 round(s); the file names form 1")
+
+
+def test_generate_and_compare_give_the_same_speedups_under_the_same_names(capsys, tmp_path):
+    pytest.importorskip("torch", reason="needs the live extras")
+    from replay.live.tiny import build_word_tokenizer, save_hf_dir
+    from tests.live_fixtures import make_pair
+
+    draft, target = make_pair("qwen2")
+    tok = build_word_tokenizer(64)
+    save_hf_dir(target, tmp_path / "target", tok)
+    save_hf_dir(draft, tmp_path / "draft", tok)
+    (tmp_path / "prompts.jsonl").write_text("[1, 2, 3, 4]\n[50, 7]\n", encoding="utf-8")
+    code, out, err = run(capsys, "generate", "--draft", tmp_path / "draft", "--target", tmp_path / "target", "--config", "1,1",
+                         "--prompts", tmp_path / "prompts.jsonl", "--max-new-tokens", "6", "--repeats", "1", "--baseline",
+                         "-o", tmp_path / "run", "--no-progress")
+    assert code == 0, err
+    import re
+
+    wall = re.search(r"^measured speedup \(end to end, prefill included\): (\d+\.\d{3})x", out, re.MULTILINE)
+    decode = re.search(r"^measured speedup \(decode only, prefill excluded\): (\d+\.\d{3})x", out, re.MULTILINE)
+    assert wall and decode, out
+    assert "\nspeedup:" not in out  # no bare "speedup" that could be either
+    totals = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))["totals"]
+    assert wall.group(1) == f"{totals['speedup']:.3f}"  # the harness's own speedup is the end-to-end one
+    code, out, err = run(capsys, "compare", tmp_path / "run", "--no-progress")
+    assert code == 0, err
+    assert f"measured speedup (decode only, prefill excluded) {decode.group(1)}:" in out
+    assert f"measured speedup (end to end, prefill included) {wall.group(1)} (median of 1 interleaved pass(es)" in out
+
+
+# --- mistakes-options: configs, --round and output paths (findings 1, 3, 6) and other option mistakes ---
+
+
+def small_root_by_hand(directory: Path, root: int = 3, rounds: int = 3) -> Path:
+    """A dump recorded with ``[root]|[2,1]`` (topHead [1, 2]) or, root 2, ``[2]|[1,1]``: a root
+    narrower than the article's, typed in as docs/dump-format.md says (parents layout, no scores).
+    Each round accepts the root's first child and that child's first child."""
+    directory.mkdir(parents=True, exist_ok=True)
+    widths = [2, 1] if root == 3 else [1, 1]
+    write_config(directory / "config.json", [[root], widths], [1, 2])
+    for r in range(1, rounds + 1):
+        a = b = 10 * r
+        first = [100 * r + k for k in range(root)]
+        write_matrix(directory / f"draft_step_0_{a - 1}_{b - 1}", [first])
+        step1 = [[200 * r + 10 * j + k for k in range(max(widths))] for j in range(2)]
+        write_matrix(directory / f"draft_step_1_{a}_{b}", step1)
+        write_matrix(directory / f"validate_{a}_{b}", [[first[0]], [step1[0][0]], [7]])
+    return directory
+
+
+@pytest.mark.parametrize("root,narrowed", [(3, ["[2]|[2,1]", "[1]|[2]"]), (2, ["[1]|[1]"])])
+def test_compare_and_report_take_a_small_root(capsys, tmp_path, root, narrowed):
+    """Finding 1: the default narrowed set narrowed the root to 1 and kept topHead [1, 2]: exit 2."""
+    dump = small_root_by_hand(tmp_path / "small", root)
+    code, out, err = run(capsys, "compare", dump, "--no-progress")
+    assert code == 0, err
+    assert_told(err)  # no traceback, nothing about topHead
+    assert "topHead" not in err
+    shown = {line.split()[0] for line in out.splitlines() if line.strip().startswith("[")}  # the config column
+    assert set(narrowed) <= shown, out  # root 1 feeds one parent: step 1 keeps its first slot
+    if root == 2:
+        return  # the report builds the same default set (analysis.report): once is enough for it
+    code, out, err = run(capsys, "report", dump, "-o", tmp_path / "rep", "--no-tables", "--no-progress")
+    assert code == 0, err
+    assert (tmp_path / "rep" / "index.html").is_file()
+
+
+def test_every_default_narrowed_config_is_valid_and_narrower():
+    """The narrowing rule (analysis.subtree.fit_levels) on random valid configs: each default
+    config validates (TreeConfig checks itself) and is contained in the recorded one."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from analysis.report import default_comparison_configs
+    from analysis.subtree import beyond_recorded
+    from replay.config import TREE_DYNAMIC, TREE_STATIC, check_tree
+    from tests.strategies import tree_configs
+
+    @settings(max_examples=150, deadline=None, derandomize=True)
+    @given(tree_configs(gammas=st.integers(1, 5), tree_types=st.sampled_from([TREE_STATIC, TREE_DYNAMIC])))
+    def check(recorded):
+        configs = default_comparison_configs(recorded)
+        assert configs[0] == recorded
+        for cfg in configs[1:]:
+            check_tree(cfg)
+            assert beyond_recorded(cfg, recorded) is None, (cfg.short(), recorded.short())
+            assert cfg.num_nodes < recorded.num_nodes and cfg.tree_type == recorded.tree_type
+
+    check()
+
+
+def test_configs_replace_the_default_set(capsys, tmp_path, monkeypatch):
+    """--configs replaces the default narrowed set: it is not even built."""
+    import analysis.report
+
+    def refuse(cfg):
+        raise AssertionError("the default set was built")
+
+    monkeypatch.setattr(analysis.report, "default_comparison_configs", refuse)
+    dump = small_root_by_hand(tmp_path / "small")
+    code, out, err = run(capsys, "compare", dump, "--configs", "[2]|[2]", "--no-progress")
+    assert code == 0, err
+    assert "[2]|[2]" in out
+    code, _, err = run(capsys, "report", dump, "-o", tmp_path / "rep", "--configs", "[2]|[2]", "--no-tables", "--no-progress")
+    assert code == 0, err
+    assert "[2]|[2]" in (tmp_path / "rep" / "index.html").read_text()
+
+
+@pytest.mark.parametrize("command", ["compare", "report"])
+@pytest.mark.parametrize("typo,told", [
+    ("6,2x2,1xl", "width 'l' is not an integer"),
+    ("[6]|[2,2]|[1,1", "not valid JSON"),
+    ("[2]|[1,1,1]", "topHead[1]': = 3 parents but level 1 has only 2"),  # the config's own check
+])
+def test_a_configs_typo_fails_before_any_replay(capsys, tmp_path, monkeypatch, command, typo, told):
+    import analysis.runs
+
+    def refuse(*a, **k):
+        raise AssertionError("replayed before the configs were checked")
+
+    monkeypatch.setattr(analysis.runs, "load_runs", refuse)
+    extra = ["-o", tmp_path / "rep"] if command == "report" else []
+    code, out, err = run(capsys, command, SYNTH, *extra, "--configs", typo, "--no-progress")
+    assert code == 2 and out == ""
+    assert_told(err, "--configs", repr(typo), told)
+    assert "internal error" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "rep").exists()
+
+
+def test_compare_says_why_a_wider_config_is_only_bounded(capsys, tmp_path):
+    """A config deeper or wider than the recorded one needs draft rows the dump does not hold."""
+    dump = small_root_by_hand(tmp_path / "small")
+    code, out, err = run(capsys, "compare", dump, "--configs", "[3]|[2,1]|[1]", "[3]|[2,2]", "--no-progress")
+    assert code == 0, err
+    assert_told(err, "note:", "[3]|[2,1]|[1] is deeper or wider than the recorded [3]|[2,1] (gamma 3 > 2)",
+                "3 of 3 round(s) are undecidable", "lo..hi bounds", "record a dump with a config that contains it")
+    assert "2.000..3.000" in out  # the bounds the note explains
+    assert "[3]|[2,2] is deeper" not in err  # decided on every round (the rows hold 2 columns): nothing to explain
+
+
+@pytest.mark.parametrize("argv", [
+    ["replay", SYNTH],
+    ["batch", SYNTH],
+    ["plot", SYNTH, "-o", "{out}"],
+    ["report", SYNTH, "-o", "{out}"],
+])
+def test_a_round_that_does_not_exist_is_exit_2_everywhere(capsys, tmp_path, monkeypatch, argv):
+    """Finding 3: report drew another round and exited 0. Every command: exit 2, the nearest rounds."""
+    if argv[0] in ("plot", "report"):  # checked on the names, before the replay
+        import analysis.runs
+
+        monkeypatch.setattr(analysis.runs, "load_runs", lambda *a, **k: (_ for _ in ()).throw(AssertionError("replayed first")))
+    out_dir = tmp_path / "out"
+    code, out, err = run(capsys, *[str(a).replace("{out}", str(out_dir)) for a in argv], "--round", "124_141", "--no-progress")
+    assert code == 2 and out == ""
+    assert_told(err, "--round 124_141: no such round in", str(SYNTH), "nearest", "124_140")
+    assert err.lower().index("124_140") < err.lower().index("132_148")  # nearest first
+    assert "internal error" not in err and not out_dir.exists()
+
+
+def test_round_written_with_a_dash_suggests_the_underscore(capsys):
+    code, out, err = run(capsys, "replay", ARTICLE, "--round", "124-140")
+    assert code == 2 and out == ""
+    assert_told(err, "--round", "expected A_B", "did you mean 124_140?")
+    code, _, err = run(capsys, "plot", ARTICLE, "-o", "unused", "--round", "validate_124_140")
+    assert code == 2
+    assert_told(err, "did you mean 124_140?")
+
+
+def test_a_round_with_a_missing_file_says_what_is_missing(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "mine")
+    (dump / "draft_step_1_124_140").unlink()
+    code, out, err = run(capsys, "replay", dump, "--round", "124_140")
+    assert code == 2 and out == ""
+    assert_told(err, "--round 124_140: that round in", "cannot be replayed", "missing draft_step_1_124_140")
+
+
+def test_batch_to_proc_fails_at_once_naming_the_path(capsys):
+    """Finding 6: the replay ran, then the error named /proc/.r.parquet.fns0bprz.tmp."""
+    code, out, err = run(capsys, "batch", SYNTH, "-o", "/proc/r.parquet", "--no-progress")
+    assert code == 2 and out == ""
+    assert_told(err, "-o/--output", "/proc/r.parquet: cannot be written: /proc takes no new file")
+    assert ".tmp" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_plot_to_proc_says_what_refused(capsys):
+    code, out, err = run(capsys, "plot", ARTICLE, "-o", "/proc/nope", "--no-progress")
+    assert code == 2 and out == ""
+    assert_told(err, "-o/--output", "/proc/nope: cannot be created: /proc takes no new directory")
+
+
+@pytest.mark.parametrize("argv", [["stats", ARTICLE, "-o"], ["plot", ARTICLE, "-o"], ["report", ARTICLE, "-o"], ["pack", ARTICLE, "-o"]])
+def test_a_file_where_a_directory_output_goes(capsys, tmp_path, argv):
+    existing = tmp_path / "results.csv"
+    existing.write_text("keep me\n")
+    code, out, err = run(capsys, *argv, existing, "--no-progress")
+    assert code == 2 and out == ""
+    assert_told(err, "-o/--output", f"{existing}: exists and is not a directory")
+    assert existing.read_text() == "keep me\n"
+
+
+def test_an_output_in_the_dump_would_be_read_back_so_it_is_refused(capsys, tmp_path):
+    """rounds.csv in DUMP: every later command on DUMP lists it as a skipped file and exits 1."""
+    dump = article_by_hand(tmp_path / "mine")
+    code, _, err = run(capsys, "compare", dump, "--per-round", dump / "rounds.csv", "--no-progress")
+    assert code == 2
+    assert_told(err, "--per-round", "is inside the input dump directory", "would list it as a skipped file",
+                "write it beside the dump or into a subdirectory")
+    assert not (dump / "rounds.csv").exists()
+    code, _, err = run(capsys, "stats", dump, "-o", dump, "--no-progress")
+    assert code == 2
+    assert_told(err, "-o/--output", "is the input dump directory", "write into a subdirectory")
+    # the harm refused: such a file makes the next read exit 1
+    (dump / "rounds.csv").write_text("run,config\n")
+    code, out, err = run(capsys, "replay", dump)
+    assert code == 1 and "rounds.csv" in out + err  # the stream of skip reasons is finding 5's
+    (dump / "rounds.csv").unlink()
+    # a subdirectory or a side file (a picture) is never read as part of the dump
+    code, _, err = run(capsys, "stats", dump, "-o", dump / "tables", "--no-progress")
+    assert code == 0, err
+    code, _, err = run(capsys, "compare", dump, "--plot", dump / "compare.png", "--no-progress")
+    assert code == 0, err
+    code, _, err = run(capsys, "replay", dump)
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("options,told", [
+    (["--csv", "--gamma-strategies"], ["--gamma-strategies with --csv", "use --json"]),
+    (["--ema-window", "4"], ["--ema-window 4 without --gamma-strategies", "--gamma-strategies 1 4"]),
+    (["--gamma-strategies", "2", "--ema-window", "4"], ["--ema-window 4 with --gamma-strategies 2", "drop --ema-window"]),
+    (["--top", "-2"], ["argument --top", "at least 1, got -2"]),
+    (["--json", "--csv"], ["not allowed with argument"]),
+])
+def test_compare_options_that_contradict(capsys, options, told):
+    """Options that would be taken and then do nothing (or the opposite of what was meant)."""
+    code, out, err = run(capsys, "compare", ARTICLE, *options, "--no-progress")
+    assert code == 2 and out == ""
+    assert_told(err, *told)
+    assert len(err.strip().splitlines()) == 1
+# --- mistakes-polish: the smaller things a user noticed (issue 19, finding 12) -------------------
+# A chain [1]|[1] typed in by hand, three rounds: the target takes the draft's top-1 at both depths
+# (L = 2), at depth 1 only (L = 1), and the draft's rank 1 at the root (L = 0). So depth 1 is
+# accepted in 2 rounds of 3: 0.667, whose 95% Wilson interval, worked by hand in
+# tests/test_analysis_metrics.py (WILSON_BY_HAND), is [0.20766, 0.93851].
+
+HAND_067 = (0.6667, 0.2077, 0.9385)  # 2 of 3: rate, Wilson 95% low, high (4 decimals)
+
+
+def chain_by_hand(directory: Path, targets=((10, 20), (10, 99), (11, 5))) -> Path:
+    """A [1]|[1] chain, all layout (a row for R, A1 and B11), one round per (target at R, at A1)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_config(directory / "config.json", [[1], [1]], [1, 1])
+    for i, (at_root, at_a1) in enumerate(targets):
+        a, b = 200 + 8 * i, 216 + 8 * i
+        write_matrix(directory / f"draft_step_0_{a - 1}_{b - 1}", [[10, 11]])  # R's candidates: A1 = 10, (rank 1: 11)
+        write_matrix(directory / f"draft_step_1_{a}_{b}", [[20, 21]])  # A1's candidates: B11 = 20
+        write_matrix(directory / f"validate_{a}_{b}", [[at_root], [at_a1], [30]])
+    return directory
+
+
+def capture_figures(monkeypatch, name: str) -> list:
+    """Every Figure analysis.plots.NAME returns while a command runs (the drawn artists to inspect)."""
+    from analysis import plots
+
+    made, real = [], getattr(plots, name)
+    monkeypatch.setattr(plots, name, lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    return made
+
+
+def whiskers(ax) -> list[tuple[float, float, float]]:
+    """(x, low, high) of every vertical error bar drawn on ``ax``."""
+    from matplotlib.container import ErrorbarContainer
+
+    out = []
+    for c in ax.containers:
+        if isinstance(c, ErrorbarContainer):
+            for coll in c.lines[2]:
+                out += [(float(s[0][0]), float(s[0][1]), float(s[1][1])) for s in coll.get_segments()]
+    return out
+
+
+def test_recommend_numbers_depths_as_stats_does(capsys, tmp_path):
+    dump = chain_by_hand(tmp_path / "chain")
+    code, out, err = run(capsys, "stats", dump, "--json", "--no-progress")
+    assert code == 0 and "Traceback" not in err
+    depth = {row["depth"]: row for row in json.loads(out)["depth_acceptance"]}
+    assert sorted(depth) == [1, 2]  # depth 1 = the first draft token
+    code, out, err = run(capsys, "stats", dump, "--no-progress")
+    assert code == 0 and "== depth_acceptance (depth d = the d-th draft token: 1 = the root's children" in out
+    code, out, err = run(capsys, "recommend", dump, "--budget", "2", "--bootstrap", "5", "--no-progress")
+    assert code == 0, err
+    assert "acceptance by depth (depth d = the d-th draft token: 1 = the root's children" in out
+    assert "  depth 0:" not in out
+    # recommend's visits at depth d are stats's attempts at depth d (every node here has a target row)
+    assert f"  depth 1: {depth[1]['attempts']} visits; r0 0.667 [0.208,0.939]" in out
+    assert f"  depth 2: {depth[2]['attempts']} visits;" in out
+    assert "refused depths beyond 1: depth 2 has fewer than 30 visits" in out
+    code, out, err = run(capsys, "recommend", dump, "--budget", "2", "--bootstrap", "5", "--json", "--no-progress")
+    assert code == 0 and json.loads(out)["model"]["depths"] == [1, 2]
+
+
+def test_recommend_says_why_a_depth_has_no_estimate_and_how_to_get_one(capsys, tmp_path):
+    dump = chain_by_hand(tmp_path / "chain")  # depth 2: 2 visits, fewer than --min-count 30
+    code, out, err = run(capsys, "recommend", dump, "--budget", "2", "--bootstrap", "5", "--no-progress")
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("  depth 2:"))
+    assert "extrapolated" not in line  # --extrapolate was not given: nothing was extrapolated
+    assert "fewer than 30 visits (--min-count): no estimate, so the search stops at depth 1; " \
+           "--extrapolate would reuse depth 1's estimate" in line
+    code, out, err = run(capsys, "recommend", dump, "--budget", "2", "--bootstrap", "5", "--no-progress", "--extrapolate")
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("  depth 2:"))
+    assert "fewer than 30 visits (--min-count): --extrapolate uses depth 1's estimate here" in line
+    code, out, err = run(capsys, "recommend", dump, "--budget", "2", "--bootstrap", "5", "--no-progress", "--min-count", "2")
+    assert code == 0 and "no estimate" not in out and "--extrapolate uses" not in out  # enough visits: estimated
+
+
+def test_per_depth_acceptance_from_three_rounds_shows_its_interval_and_n(capsys, tmp_path, monkeypatch):
+    dump = chain_by_hand(tmp_path / "chain")
+    rate, lo, hi = HAND_067
+    code, out, err = run(capsys, "stats", dump, "--json", "--no-progress")
+    assert code == 0 and "Traceback" not in err
+    d1 = json.loads(out)["depth_acceptance"][0]
+    assert (d1["depth"], d1["rounds"], d1["reached"]) == (1, 3, 2)
+    assert round(d1["per_position_acceptance_rate"], 4) == rate
+    assert (round(d1["per_position_acceptance_rate_ci95_lo"], 4), round(d1["per_position_acceptance_rate_ci95_hi"], 4)) == (lo, hi)
+    code, out, err = run(capsys, "stats", dump, "--table", "depth_acceptance", "--csv", "--no-progress")
+    assert code == 0 and "conditional_ci95_lo,conditional_ci95_hi" in out.splitlines()[0]
+    code, out, err = run(capsys, "stats", dump, "--no-progress")
+    assert code == 0 and f"{rate:.4f} [{lo:.4f},{hi:.4f}] n=3" in out  # what a reader sees: not a bare 0.667
+    figures = capture_figures(monkeypatch, "plot_depth_acceptance")
+    code, out, err = run(capsys, "plot", dump, "-o", tmp_path / "plots", "--format", "png", "--no-progress")
+    assert code == 0 and (tmp_path / "plots" / "depth_acceptance.png").is_file(), err
+    per_position = figures[0].axes[1]
+    bars = {round(x, 6): (round(a, 4), round(b, 4)) for x, a, b in whiskers(per_position)}
+    assert (lo, hi) in bars.values()  # the whisker spans the interval
+    assert "n=3" in [t.get_text() for t in per_position.texts]
+
+
+def test_compare_plot_draws_no_zero_height_whisker(capsys, tmp_path, monkeypatch):
+    # [2]|[1,1] expands A2 too, whose row the recording lacks: the round whose target took 11 at the
+    # root is undecidable there (a range), while the recorded [1]|[1] is decided (one number)
+    dump = chain_by_hand(tmp_path / "chain")
+    figures = capture_figures(monkeypatch, "plot_compare_configs")
+    code, out, err = run(capsys, "compare", dump, "--configs", "[2]|[1,1]", "--plot", tmp_path / "cmp.png", "--no-progress")
+    assert code == 0 and (tmp_path / "cmp.png").is_file(), err
+    assert "1.333..1.667" in out  # the undecidable config's range, as the table prints it
+    for ax in figures[0].axes:
+        drawn = whiskers(ax)
+        assert len(drawn) == 1, drawn  # one range, none for the decided config
+        (x, low, high), = drawn
+        assert x == 1.0 and high > low
+
+
+@pytest.fixture(scope="module")
+def two_run_report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("report")
+    first, second = chain_by_hand(root / "first"), chain_by_hand(root / "second", ((10, 20), (10, 20), (11, 5)))
+    proc = shell("report", first, second, "-o", root / "rep", "--no-progress")
+    html = (root / "rep" / "index.html").read_text(encoding="utf-8") if proc.returncode == 0 else ""
+    return proc, html
+
+
+def test_report_summary_has_no_stray_metric_row(two_run_report):
+    import re
+
+    proc, html = two_run_report
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    summary = html.split("<h2>Summary</h2>", 1)[1].split("</table>", 1)[0]
+    head = summary.split("<thead>", 1)[1].split("</thead>", 1)[0]
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", head, re.DOTALL)
+    assert len(rows) == 1, head  # one header row: metric, then one column per run
+    assert re.findall(r"<th>(.*?)</th>", rows[0]) == ["metric", "first", "second"]
+
+
+def test_report_shows_per_depth_intervals_and_n(two_run_report):
+    proc, html = two_run_report
+    assert proc.returncode == 0, proc.stderr
+    rate, lo, hi = HAND_067
+    section = html.split("<h2>Per-depth acceptance</h2>", 1)[1].split("<h2>", 1)[0]
+    assert f"{rate:.4f} [{lo:.4f},{hi:.4f}] n=3" in section  # the first run's depth 1
+    assert "95% Wilson interval" in section and "depth d = the d-th draft token" in section
+
+
+def test_output_schema_md_names_the_selection_value_users_filter_on(capsys, tmp_path):
+    """docs/output-schema.md said path_prob; the data says path_probability. A user filtering on the
+    documented word found nothing. Every column and selection word the doc names is in the data."""
+    import re
+
+    code, out, err = run(capsys, "replay", SYNTH, "--json")
+    assert code == 0 and "Traceback" not in err
+    lines = [json.loads(ln) for ln in out.splitlines()]
+    doc = (ROOT / "docs" / "output-schema.md").read_text(encoding="utf-8")
+    row = next(ln for ln in doc.splitlines() if ln.startswith("| `selection` |"))
+    named = set(re.findall(r"`([a-z_]+)`", row.split("|")[3]))
+    used = {obj["selection"] for obj in lines}
+    assert used <= named and "path_probability" in used  # the sample has scores
+    table = doc.split("Columns, in this order", 1)[1].split("\n\n", 2)[1]
+    columns = [c for ln in table.splitlines() if ln.startswith("| `") for c in re.findall(r"`([a-z_]+)`", ln.split("|")[1])]
+    assert all(list(obj) == columns for obj in lines)
+
+
+def io_text(text: str):
+    import io
+
+    return io.StringIO(text)
+
+
+def test_an_unknown_root_token_is_null_in_both_tables(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "mine")  # no manifest: the dump does not say the root token
+    code, out, err = run(capsys, "stats", dump, "--table", "rounds", "--json", "--no-progress")
+    assert code == 0 and "Traceback" not in err
+    assert json.loads(out)[0]["root_token"] is None
+    code, out, err = run(capsys, "stats", dump, "--table", "nodes", "--json", "--no-progress")
+    assert code == 0
+    nodes = json.loads(out)
+    assert nodes[0]["name"] == "R" and nodes[0]["token"] is None  # was -1 here, null in the round table
+    assert all(n["token"] is None or n["token"] >= 0 for n in nodes)
+    code, out, err = run(capsys, "stats", dump, "--table", "nodes", "--csv", "--no-progress")
+    header, root = out.splitlines()[:2]
+    assert root.split(",")[header.split(",").index("token")] == ""  # empty, as root_token in rounds.csv
+    with_root = article_by_hand(tmp_path / "known")
+    (with_root / "manifest.json").write_text(json.dumps({"rounds": [{"key": [124, 140], "root_token": 43107}]}))
+    code, out, err = run(capsys, "stats", with_root, "--table", "nodes", "--json", "--no-progress")
+    assert code == 0 and json.loads(out)[0]["token"] == 43107, err
+
+
+def test_an_unknown_bonus_kind_is_none_in_every_output(capsys, tmp_path):
+    import pandas as pd
+
+    from replay import records
+
+    dump = article_by_hand(tmp_path / "mine")  # parents layout, the path ends on a leaf: no bonus row
+    code, out, err = run(capsys, "replay", dump, "--json")
+    assert code == 0 and '"bonus_kind": null' in out
+    loaded = {"replay --json": records.read_json(io_text(out))}
+    for ext in ("parquet", "csv"):
+        code, _, err = run(capsys, "batch", dump, "-o", tmp_path / f"r.{ext}", "--no-progress")
+        assert code == 0, err
+    loaded["batch -o .parquet"] = pd.read_parquet(tmp_path / "r.parquet")  # the documented one-liners
+    loaded["batch -o .csv"] = records.read_csv(tmp_path / "r.csv")
+    code, out, err = run(capsys, "stats", dump, "--table", "rounds", "--json", "--no-progress")
+    loaded["stats --table rounds --json"] = records.read_json(io_text(out))
+    for what, frame in loaded.items():
+        assert frame["bonus_kind"].tolist() == [None], what  # docs: None, never NaN
+        assert frame["bonus_token"].isna().all() and str(frame["root_token"].dtype) == "Int64", what
+
+
+def test_sweep_prints_each_config_in_one_spelling(capsys, tmp_path):
+    """The table said 4_1x1 and the prediction lines [4]|[1,1]: one output, two spellings."""
+    import re
+
+    pytest.importorskip("torch", reason="needs torch (the live extras): pip install 'specreplay[live]'")
+    from replay.live.tiny import build_word_tokenizer, save_hf_dir
+    from tests.live_fixtures import make_pair
+
+    draft, target = make_pair("qwen2")
+    d = tmp_path / "models"
+    save_hf_dir(target, d / "target", build_word_tokenizer(64))
+    save_hf_dir(draft, d / "draft", build_word_tokenizer(64))
+    (d / "prompts.jsonl").write_text('{"prompt_ids": [1, 2, 3, 4]}\n[50, 7]\n')
+    capsys.readouterr()
+    code, out, err = run(capsys, "sweep", "--draft", d / "draft", "--target", d / "target", "--prompts", d / "prompts.jsonl",
+                         "--grid", "1,1;2;4,1x1", "--max-new-tokens", "8", "--repeats", "1", "-o", tmp_path / "sw", "--no-progress")
+    assert code == 0 and "Traceback" not in err, err
+    table = [ln.split()[0] for ln in out.splitlines()[1:4]]
+    assert table == ["[1]|[1]", "[2]", "[4]|[1,1]"]  # the canonical form (replay/config_grammar.py)
+    assert "exact replay on the rounds of [4]|[1,1];" in out
+    for other in ("1_1", "4_1x1", "1,1", "4,1x1"):  # the run-name and grid forms of the same configs
+        assert not re.search(rf"(?<![\w\[,|/]){re.escape(other)}(?![\w\],|])", out.replace(str(tmp_path), "DIR")), other
+
+
+# --- mistakes-vocab: numbers a user misreads (findings 8, 10, 11) -------------------------------
+
+
+def _stats_json(capsys, *argv) -> tuple[int, dict, str]:
+    code, out, err = run(capsys, "stats", *argv, "--json", "--no-progress")
+    return code, (json.loads(out) if code == 0 else {}), err
+
+
+def _hits(body: dict) -> tuple[dict, dict]:
+    """node_hits by name and slot_hits by (depth, parent_slot, rank): (rounds_present, on_path)."""
+    nodes = {r["name"]: (r["rounds_present"], r["on_path"]) for r in body["node_hits"]}
+    slots = {(r["depth"], r["parent_slot"], r["rank"]): (r["rounds_present"], r["on_path"]) for r in body["slot_hits"]}
+    return nodes, slots
+
+
+def test_node_hits_of_a_round_that_expanded_A2_and_A3_name_the_nodes_it_reached(capsys, tmp_path):
+    """An engine that expands A2 and A3 at step 1 (explicit parents, docs/dump-format.md): the path
+    A2 → B21 → C211 used to be counted under "B11, parent 1", a node that did not even exist."""
+    dump = tmp_path / "a2a3"
+    dump.mkdir()
+    write_config(dump / "config.json", [[6], [2, 2], [1, 1]], [1, 2, 2])
+    write_matrix(dump / "draft_step_0_123_139", [[41824, 43744, 44298, 34051, 28380, 37539]])
+    write_matrix(dump / "draft_step_1_124_140", [[45315, 41760], [11111, 22222]])  # rows of A2, A3
+    write_matrix(dump / "draft_step_1_124_140.parents", [[2], [3]])
+    write_matrix(dump / "draft_step_2_124_140", [[22870], [33333]])  # rows of B21 (node 7), B31 (node 9)
+    write_matrix(dump / "draft_step_2_124_140.parents", [[7], [9]])
+    write_matrix(dump / "validate_124_140", [[43744], [45315], [5], [22870], [6]])  # R, A2, A3, B21, B31
+    code, body, err = _stats_json(capsys, dump)
+    assert code == 0 and "Traceback" not in err, err
+    nodes, slots = _hits(body)
+    # by node: what the round drew, by hand (R → A2 → B21 → C211); A1's children were never drafted
+    assert {n for n, (_, hit) in nodes.items() if hit} == {"R", "A2", "B21", "C211"}
+    assert "B11" not in nodes and "C111" not in nodes
+    assert {r["name"]: r["parent_name"] for r in body["node_hits"]}["B21"] == "A2"
+    # by slot: the same path is "top-1 child of the 1st expanded parent" at depths 2 and 3, and says so
+    assert slots[(2, 0, 0)] == (1, 1) and slots[(3, 0, 0)] == (1, 1) and slots[(1, 0, 1)] == (1, 1)
+    names = {r["slot_name"] for r in body["slot_hits"] if r["on_path"]}
+    assert names == {"R", "A:p1c2", "B:p1c1", "C:p1c1"}
+    assert all("parent" not in r for r in body["slot_hits"])  # no column that reads as a node id
+
+
+def test_node_hits_when_path_probability_expands_two_children_of_A1(capsys, tmp_path):
+    """Scores make step 2 expand B11 and B12 (both under A1), not the fallback's B11, B21: the path
+    A1 → B12 → C121 is C121 by node and C:p2c1 by slot, never "C211, parent 9"."""
+    dump = tmp_path / "scored"
+    dump.mkdir()
+    write_config(dump / "config.json", [[6], [2, 2], [1, 1]], [1, 2, 2])
+    steps = {
+        "draft_step_0_123_139": ([[41824, 43744, 44298, 34051, 28380, 37539]], [[0.5, 0.2, 0.1, 0.1, 0.05, 0.05]]),
+        "draft_step_1_124_140": ([[41760, 35740], [45315, 41760]], [[0.6, 0.4], [0.5, 0.5]]),  # A1, A2
+        "draft_step_2_124_140": ([[22870], [33333]], [[0.9], [0.8]]),  # B11 (0.30) and B12 (0.20) beat B21, B22 (0.10)
+    }
+    for name, (ids, probs) in steps.items():
+        write_matrix(dump / name, ids)
+        (dump / f"{name}.scores").write_text("".join(" ".join(str(p) for p in row) + "\n" for row in probs))
+    write_matrix(dump / "validate_124_140", [[41824], [35740], [1], [2], [33333]])  # R, A1, A2, B11, B12
+    code, out, err = run(capsys, "replay", dump)
+    assert code == 0 and "selection path_probability" in out and "expanded at step 2: B11, B12" in out, out + err
+    code, body, err = _stats_json(capsys, dump)
+    assert code == 0, err
+    nodes, slots = _hits(body)
+    assert {n for n, (_, hit) in nodes.items() if hit} == {"R", "A1", "B12", "C121"}
+    assert "C211" not in nodes  # B21 was not expanded: no C211 in this round
+    assert slots[(3, 1, 0)] == (1, 1) and slots[(3, 0, 0)] == (1, 0)
+    assert {r["slot_name"]: r["on_path"] for r in body["slot_hits"]}["C:p2c1"] == 1
+
+
+def test_node_and_slot_hits_match_an_oracle_on_random_dumps(capsys, tmp_path):
+    """Random path-probability dumps (tests/analysis_oracle.py, some early stops): node and slot hits
+    as `stats --json` prints them equal counts made from the recorder's own trees and a greedy walk."""
+    from replay.config import TreeConfig
+    from replay.tree import node_name
+    from tests.analysis_oracle import random_oracle, record_round, write_oracle_run
+
+    cfg = TreeConfig.from_lists([[4], [2, 2], [2, 1]], [1, 2, 2])
+    for seed in (3, 11):
+        draft, target = random_oracle(seed, cols=4, flat=2.0)
+        rng = __import__("numpy").random.default_rng(seed)
+        roots = [int(v) for v in rng.integers(0, 5000, size=40)]
+        steps = [3 if v else 2 for v in rng.random(40) > 0.2]
+        dump = tmp_path / f"oracle{seed}"
+        write_oracle_run(dump, cfg, roots, steps, draft, target, rule="path", layout="parents")
+        want_nodes: dict = {}
+        want_slots: dict = {}
+        for root, n in zip(roots, steps):
+            rec = record_round(cfg, root, n, draft, target, "path")
+            paths, ranks, parent, key = [(root,)], [()], [-1], [(0, -1, -1)]
+            for i, step in enumerate(rec.steps):
+                for j, u in enumerate(step.parents.tolist()):
+                    for r in range(cfg.top_k_spec[i][j]):
+                        paths.append(paths[u] + (int(step.ids[j, r]),))
+                        ranks.append(ranks[u] + (r,))
+                        parent.append(u)
+                        key.append((i + 1, j, r))
+            on, u = {0}, 0
+            while True:  # greedy: the target's top-1 at u against u's children, lowest rank first
+                kids = [v for v in range(len(paths)) if parent[v] == u]
+                nxt = [v for v in kids if paths[v][-1] == int(target(paths[u])[0])]
+                if not kids or not nxt:
+                    break
+                u = nxt[0]
+                on.add(u)
+            for v in range(len(paths)):
+                for table, k in ((want_nodes, node_name(list(ranks[v]))), (want_slots, key[v])):
+                    present, hit = table.get(k, (0, 0))
+                    table[k] = (present + 1, hit + (v in on))
+        code, body, err = _stats_json(capsys, dump)
+        assert code == 0, err
+        nodes, slots = _hits(body)
+        assert nodes == want_nodes
+        assert slots == want_slots
+        assert sum(hit for (_, hit) in nodes.values()) > 40 + 40  # paths of several tokens: the check has teeth
+        assert any(name.startswith("B2") and hit for name, (_, hit) in nodes.items())  # a path under A2: slots ≠ nodes
+
+
+def test_parents_layout_dump_shows_one_acceptance_length_labelled_derived(capsys, tmp_path):
+    """Finding 10: the article's round in the parents layout once printed block efficiency 3 beside
+    the engine's 4. The engine committed 4 tokens; the dump holds 3. One number, said to be derived."""
+    dump = article_by_hand(tmp_path / "art")
+    code, out, err = run(capsys, "replay", dump, "--summary")
+    assert code == 0 and err == ""
+    assert ("mean acceptance length (bonus included): 4.0000  (derived: accepted + 1; "
+            "the dump holds the bonus token of 0 of 1 round(s))") in out
+    assert "block efficiency" not in out and "3.0000" in out  # 3 is only the accepted length now
+    assert "mean accepted length (bonus excluded): 3.0000" in out
+    code, out, err = run(capsys, "stats", dump, "--no-progress")
+    assert code == 0
+    assert "note: art: mean_acceptance_length 4.0000 is derived (accepted + 1): the dump holds the bonus token of 0 of 1 round(s)" in out
+    code, body, err = _stats_json(capsys, dump)
+    (row,) = body["summary"]
+    assert "block_efficiency" not in row and "engine_block_efficiency" not in row
+    assert (row["mean_acceptance_length"], row["mean_accepted_length"], row["bonus_known_fraction"]) == (4.0, 3.0, 0.0)
+
+
+def test_a_dump_with_some_bonus_tokens_says_how_many_it_holds(capsys, tmp_path):
+    """Two parents-layout rounds: the article's (leaf: no row, bonus unknown) and one that misses at
+    the root (the root's row is the correction). 1 of 2 known; acceptance length (4 + 1) / 2."""
+    dump = article_by_hand(tmp_path / "two")
+    article_by_hand(dump, step0_key=(131, 147), key=(132, 148))
+    write_matrix(dump / "validate_132_148", [[99999], [41760], [45315], [22870], [22870]])  # R's top-1 matches no child
+    code, out, err = run(capsys, "batch", dump)
+    assert code == 0, err
+    assert "mean acceptance length (bonus included): 2.5000  (derived: accepted + 1; the dump holds the bonus token of 1 of 2 round(s))" in out
+    assert "2.0000" not in out  # the old as-dumped block efficiency, (3 + 1) / 2, is not shown under any name
+    assert "mean accepted length (bonus excluded): 1.5000" in out and "(3 accepted / 24 drafted tokens)" in out
+
+
+def test_the_article_round_headline_checked_by_hand(capsys):
+    """The article's round: 3 accepted of 12 drafted nodes; vLLM's acceptance length counts the
+    target's token: 4 (derived); every depth reached once in one round. replay, stats, compare agree."""
+    code, out, err = run(capsys, "replay", ARTICLE, "--summary")
+    assert code == 0
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if "mean acceptance length" in line)
+    assert lines[first].strip().startswith("mean acceptance length (bonus included): 4.0000  (derived")  # leads the figures
+    assert lines[first + 1].strip() == "draft acceptance rate: 0.2500  (3 accepted / 12 drafted tokens)"  # 3 / 12 by hand
+    assert lines[first + 2].strip() == "per-position acceptance rate P(L >= d): d1: 1.0000  d2: 1.0000  d3: 1.0000"
+    assert lines[first + 3].strip() == "mean accepted length (bonus excluded): 3.0000"
+    code, out, err = run(capsys, "compare", ARTICLE, "--configs", "[6]|[2,2]|[1,1]", "--json", "--no-progress")
+    assert code == 0
+    (row,) = json.loads(out)["configs"]
+    assert (row["mean_acceptance_length_lo"], row["draft_acceptance_rate_lo"], row["per_position_acceptance_rate_lo"]) == (4.0, 0.25, [1.0, 1.0, 1.0])
+    assert "engine_block_efficiency_lo" not in row
+    code, out, err = run(capsys, "compare", ARTICLE, "--configs", "[6]|[2,2]|[1,1]", "--no-progress")
+    header = next(line for line in out.splitlines() if line.split()[:1] == ["config"]).split()
+    assert header[6:10] == ["mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance_rate", "mean_accepted_length"]
+    assert "derived for every row" in out
+
+
+def _chain_dump(directory: Path) -> Path:
+    """A chain [1]|[1]|[1] in the all layout, 4 rounds typed in: L = 3 (leaf), 1, 0, 2."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_config(directory / "config.json", [[1], [1], [1]], [1, 1, 1])
+    targets = [[11, 12, 13, 99], [11, 50, 1, 1], [60, 1, 1, 1], [11, 12, 70, 1]]  # top-1 at R, n1, n2, n3
+    for k, rows in enumerate(targets):
+        a, b = 200 + 8 * k, 216 + 8 * k
+        write_matrix(directory / f"draft_step_0_{a - 1}_{b - 1}", [[11]])
+        write_matrix(directory / f"draft_step_1_{a}_{b}", [[12]])
+        write_matrix(directory / f"draft_step_2_{a}_{b}", [[13]])
+        write_matrix(directory / f"validate_{a}_{b}", [[t] for t in rows])
+    return directory
+
+
+def test_a_vllm_user_finds_vllms_definitions(capsys, tmp_path):
+    """A vLLM user reads 'mean acceptance length' as 1 + accepted / drafts and 'draft acceptance
+    rate' as accepted / draft tokens. On a chain (drafts = rounds, draft tokens = steps) those are
+    computed here from the per-round JSON, the way vLLM's counters add up, and must be what we print."""
+    dump = _chain_dump(tmp_path / "chain")
+    code, out, err = run(capsys, "replay", dump, "--json")
+    assert code == 0, err
+    rounds = [json.loads(line) for line in out.splitlines()]
+    accepted = sum(r["accepted_length"] for r in rounds)
+    drafts, draft_tokens = len(rounds), sum(r["num_nodes"] for r in rounds)
+    assert (accepted, drafts, draft_tokens) == (6, 4, 12)
+    vllm_mean_acceptance_length = 1 + accepted / drafts  # 2.5
+    vllm_draft_acceptance_rate = accepted / draft_tokens  # 0.5
+    for argv in (("replay", dump, "--summary"), ("batch", dump)):
+        code, out, err = run(capsys, *argv)
+        assert code == 0, err
+        assert f"mean acceptance length (bonus included): {vllm_mean_acceptance_length:.4f}  (every round's bonus token is in the dump)" in out
+        assert f"draft acceptance rate: {vllm_draft_acceptance_rate:.4f}  (6 accepted / 12 drafted tokens)" in out
+        # vLLM's per-position rate is over all drafts: 3/4, 2/4, 1/4 (the conditional at d2 would be 2/3)
+        assert "per-position acceptance rate P(L >= d): d1: 0.7500  d2: 0.5000  d3: 0.2500" in out
+    code, body, err = _stats_json(capsys, dump)
+    (row,) = body["summary"]
+    assert row["mean_acceptance_length"] == vllm_mean_acceptance_length and row["draft_acceptance_rate"] == vllm_draft_acceptance_rate
+    depth = {r["depth"]: r for r in body["depth_acceptance"]}
+    assert depth[2]["per_position_acceptance_rate"] == 0.5 and depth[2]["conditional"] == pytest.approx(2 / 3)
+    (d,) = [d for d in body["definitions"] if d["name"] == "mean_acceptance_length"]
+    assert "vLLM 'Mean acceptance length' (1 + accepted / drafts)" in d["engines"] and "SGLang 'accept length'" in d["engines"]
+    assert "block_efficiency" in d["engines"]  # the seed engine's word maps to this number, not to another
+
+
+def test_the_readme_shows_what_replay_prints(capsys, monkeypatch):
+    """The README's shown replay of the article's round (tree, path, summary headline) is the output."""
+    monkeypatch.chdir(ROOT)  # the README runs it from the checkout
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("The replay of the article's round prints")
+    block = readme[readme.index("```\n", start) + 4 : readme.index("```", readme.index("```\n", start) + 4)]
+    shown = [line for line in block.splitlines() if line.strip() != "..."]
+    code, out, err = run(capsys, "replay", "sample_dumps/article_round")
+    assert code == 0
+    lines = out.splitlines()
+    at = [lines.index(line) for line in shown]  # each shown line is printed, in this order
+    assert at == sorted(at), "README lines out of order"
+    assert "mean acceptance length (bonus included): 4.0000" in block
+
+
+def test_generate_headline_is_what_its_dump_holds(capsys, tmp_path):
+    """`generate` leads with vLLM's numbers; a user recomputes them from the dump it wrote
+    (manifest rounds) by hand: 1 + ΣL/R, ΣL/Σnodes, P(L >= d)."""
+    pytest.importorskip("torch", reason="needs torch (the live extras)")
+    pytest.importorskip("transformers", reason="needs transformers (the live extras)")
+    from replay.live.tiny import build_word_tokenizer, save_hf_dir
+    from tests.live_fixtures import make_pair
+
+    draft, target = make_pair("qwen2")
+    tok = build_word_tokenizer(64)
+    save_hf_dir(target, tmp_path / "target", tok)
+    save_hf_dir(draft, tmp_path / "draft", tok)
+    (tmp_path / "prompts.txt").write_text("t1 t2 t3 t4\nt50 t7\n")
+    write_config(tmp_path / "tree.json", [[4], [2, 2], [1, 1]], [1, 2, 2])
+    code, out, err = run(capsys, "generate", "--draft", tmp_path / "draft", "--target", tmp_path / "target", "--config",
+                         tmp_path / "tree.json", "--prompts", tmp_path / "prompts.txt", "--max-new-tokens", "16",
+                         "--repeats", "1", "--out", tmp_path / "run", "--no-progress")
+    assert code == 0, err
+    rounds = json.loads((tmp_path / "run" / "manifest.json").read_text())["rounds"]
+    L = [r["accepted_length"] for r in rounds]
+    lines = out.splitlines()
+    assert lines[0] == f"mean acceptance length (bonus included): {1 + sum(L) / len(L):.3f}  (counted: a live round always commits the target's token)"
+    assert lines[1] == f"draft acceptance rate: {sum(L) / sum(r['num_nodes'] for r in rounds):.3f}  ({sum(L)} accepted / {sum(r['num_nodes'] for r in rounds)} drafted tokens)"
+    per_position = "  ".join(f"d{d}: {sum(v >= d for v in L) / len(L):.3f}" for d in (1, 2, 3))
+    assert lines[2] == f"per-position acceptance rate P(L >= d): {per_position}"
+    assert not any(line.startswith("block efficiency") for line in lines)  # one name for the number
+
+
+def test_the_report_of_a_parents_layout_dump_says_derived(capsys, tmp_path):
+    """The HTML report shows the one acceptance length, says it is derived, and keeps slots and nodes
+    apart (two tables, each saying what it counts)."""
+    dump = article_by_hand(tmp_path / "art")
+    code, out, err = run(capsys, "report", dump, "-o", tmp_path / "rep", "--no-progress", "--no-tables")
+    assert code == 0 and "Traceback" not in err, err
+    page = (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
+    assert "note: art: mean_acceptance_length 4.0000 is derived (accepted + 1): the dump holds the bonus token of 0 of 1 round(s)" in page
+    assert "<th>mean_acceptance_length</th>" in page and "block_efficiency</th>" not in page
+    assert "per-slot hit table (slot_hits)" in page and "per-node hit table (node_hits" in page
+
+
 # --- mistakes-live: generate, sweep and cost-curve the way users run them ------------------------
 #
 # Two kinds of scenario. Options and files the CLI must refuse before a model loads run on two

@@ -21,7 +21,8 @@ from replay.progress import progress_enabled
 from replay.records import csv_frame
 from replay.sources import require_dump_source
 
-TABLE_NAMES = ("summary", "accepted_length", "depth_acceptance", "rank_of_hit", "hit_outcome", "parent_slot", "node_hits", "rounds", "nodes")
+TABLE_NAMES = ("summary", "accepted_length", "depth_acceptance", "rank_of_hit", "hit_outcome", "parent_slot", "slot_hits", "node_hits",
+               "rounds", "nodes")
 
 STATS_EPILOG = """\
 examples:
@@ -55,7 +56,7 @@ def add_runs_input(p: argparse.ArgumentParser, many: bool = True) -> None:
 
 def load_runs_from_args(args):
     """Replay every DUMP; a run without a single replayable round is reported and left out."""
-    from analysis.runs import load_runs
+    from analysis.runs import load_runs, manifest_round_warnings
 
     for d in args.dirs:
         require_dump_source(d)
@@ -64,6 +65,8 @@ def load_runs_from_args(args):
     for run in runs:
         if run.results:
             kept.append(run)
+            for line in manifest_round_warnings(run):  # a number that is probably wrong; the input is used all the same
+                print(f"specreplay: {line}", file=sys.stderr)
             continue
         why = "; ".join(f"{s.what}: {s.reason}" for s in run.replay.skipped[:3]) or "no round files found"
         print(f"specreplay: {run.label}: no round could be replayed ({why}); left out", file=sys.stderr)
@@ -71,6 +74,33 @@ def load_runs_from_args(args):
         raise SpecReplayError("no round could be replayed in " + ", ".join(args.dirs))
     args.runs_left_out = len(runs) - len(kept)  # the exit status says so (see skipped_status)
     return kept
+
+
+def check_round_arg(args) -> None:
+    """``--round A_B`` of plot and report: a round some DUMP has, checked on the file names before
+    any round is read (replay.runs.require_round; the message lists the nearest rounds)."""
+    from replay.runs import require_round
+
+    if args.show_round is None:
+        return
+    for d in args.dirs:
+        require_dump_source(d)
+    require_round(args.dirs, args.show_round, options_from_args(args))
+
+
+def check_round_replayed(runs, args) -> None:
+    """After the replay: ``--round``'s round must have replayed in some run (its files can be there
+    and still fail to read); else the same message, with the reason it was skipped."""
+    from analysis.example_round import example_round
+    from replay.grouping import no_such_round
+    from replay.errors import RoundNotFoundError
+
+    key = args.show_round
+    if key is None or any(example_round(r.results, key) for r in runs):
+        return
+    first = runs[0]
+    keys = [res.key for res in first.results]
+    raise RoundNotFoundError(first.replay.directory, no_such_round(key, keys, ", ".join(args.dirs), first.replay.skipped))
 
 
 def skipped_status(runs, args=None) -> int:
@@ -164,8 +194,9 @@ def cost_from_args(args):
 def run_stats(args: argparse.Namespace) -> int:
     from analysis.compare import runs_side_by_side
     from analysis.definitions import DEPTH_NAMES, SUMMARY_NAMES, definitions_rows, definitions_text
-    from analysis.metrics import all_metrics
+    from analysis.metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes
     from analysis.tables import build_tables, export_tables
+    from replay.vocab import DEPTH_RULE
 
     runs = load_runs_from_args(args)
     tables = build_tables(runs)
@@ -174,7 +205,8 @@ def run_stats(args: argparse.Namespace) -> int:
         for path in export_tables(named, args.export):
             print(f"wrote {path}", file=sys.stderr)
     if args.table:
-        _print_table(named[args.table], args)
+        text = not (args.json or args.csv)  # files and JSON keep the interval columns apart
+        _print_table(depth_display(named[args.table]) if text and args.table == "depth_acceptance" else named[args.table], args)
     elif args.json:
         body = {k: json.loads(v.to_json(orient="records")) for k, v in named.items() if k not in ("rounds", "nodes")}
         body["configs"] = {r.label: r.replay.config.to_json() for r in runs}
@@ -196,9 +228,12 @@ def run_stats(args: argparse.Namespace) -> int:
             out.write(runs_side_by_side(tables.rounds).to_string(float_format=lambda v: f"{v:.4f}") + "\n")
         else:
             _print_table(named["summary"], args)
-        for name in ("accepted_length", "depth_acceptance", "hit_outcome", "parent_slot", "node_hits"):
-            out.write(f"\n== {name} ==\n")
-            _print_table(named[name], args)
+        for note in derived_notes(named["summary"]):
+            out.write(f"  note: {note}\n")
+        for name in ("accepted_length", "depth_acceptance", "hit_outcome", "parent_slot", "slot_hits", "node_hits"):
+            head = {"accepted_length": "", "depth_acceptance": f" ({DEPTH_HEADER})"}.get(name, f" ({DEPTH_RULE})")
+            out.write(f"\n== {name}{head} ==\n")
+            _print_table(depth_display(named[name]) if name == "depth_acceptance" else named[name], args)
         out.write("\n== definitions (docs/vocabulary.md) ==\n" + definitions_text(SUMMARY_NAMES + DEPTH_NAMES) + "\n")
     return skipped_status(runs, args)
 
@@ -208,14 +243,13 @@ def run_stats(args: argparse.Namespace) -> int:
 
 def run_plot(args: argparse.Namespace) -> int:
     from analysis import plots, treeplot
-    from analysis.example_round import example_round
     from analysis.metrics import all_metrics, static_shape
     from analysis.tables import build_tables
 
     decode = treeplot.load_decoder(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
+    check_round_arg(args)
     runs = load_runs_from_args(args)
-    if args.show_round and not any(example_round(r.results, args.show_round) for r in runs):  # before writing
-        raise SpecReplayError(f"--round {args.show_round[0]}_{args.show_round[1]}: no such round in " + ", ".join(args.dirs))
+    check_round_replayed(runs, args)  # before writing
     picks = {run.label: _round_to_draw(run, args.show_round) for run in runs if run.results}
     tables = build_tables(runs)
     m = all_metrics(tables)
@@ -232,8 +266,8 @@ def run_plot(args: argparse.Namespace) -> int:
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run.label)
         written += plots.save_figure(plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], run.label, run.config), out, f"rank_heatmap_{safe}", fmts)
         written += plots.save_figure(plots.plot_parent_slot(m["parent_slot"], run.label, len(run.results)), out, f"parent_slot_{safe}", fmts)
-        nh = m["node_hits"]
-        written += plots.save_figure(treeplot.plot_tree_hits(static_shape(run.config), nh[nh["run"] == run.label], run.label, run.config), out, f"tree_hits_{safe}", fmts)
+        sh = m["slot_hits"]
+        written += plots.save_figure(treeplot.plot_tree_hits(static_shape(run.config), sh[sh["run"] == run.label], run.label, run.config), out, f"tree_hits_{safe}", fmts)
         pick = picks[run.label]
         written += plots.save_figure(treeplot.plot_round_tree(pick.result, decode, run.label, pick.why), out, f"round_{safe}", fmts)
     for p in written:

@@ -16,8 +16,8 @@ from replay.errors import SpecReplayError
 from replay.pathcheck import input_file_or_json, output_dir, output_file
 from replay.progress import progress_enabled
 
-from .cmd_analysis import add_runs_input, check_config_args, configs_from_args, cost_from_args, load_runs_from_args, option_configs, image_format_of, skipped_status
-from .options import JSON_OBJECT_HELP, add_command, add_output, parse_key
+from .cmd_analysis import add_runs_input, check_config_args, check_round_arg, check_round_replayed, configs_from_args, cost_from_args, load_runs_from_args, option_configs, image_format_of, skipped_status
+from .options import JSON_OBJECT_HELP, add_command, add_output, at_least_one, parse_key
 
 COMPARE_EPILOG = """\
 examples:
@@ -40,7 +40,11 @@ modelled speedup  (Σ (L + 1)) · t_verify(1) / Σ (steps · draft_step_s + t_ve
 Its source, printed per run: --cost {"tokens": [...], "verify_s": [...], "draft_step_s": x} (a file or inline),
 else cost_curve.json beside the dump, else the manifest's measured round timings, else the default
 relative cost (a WARNING says the speedup is then only modelled). When the manifest holds a
-target-only baseline, the recorded config's measured speedup is shown next to the modelled one.
+target-only baseline timed together with the run (one interleaved session: totals.timing), the
+recorded config's measured speedup, decode only (prefill excluded) in the table and end to end
+(prefill included) in the line above it, is shown next to the modelled one; a baseline timed apart
+(an older manifest: totals.timing null) shows "not comparable" with the reason. The columns
+modelled_speedup_lo/_hi (--csv, --json) are modelled, never measured (docs/output-schema.md).
 """
 
 REPORT_EPILOG = """\
@@ -63,29 +67,34 @@ def run_compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from analysis import plots
-    from analysis.compare import compare_display, strategies_display, with_speed
+    from analysis.compare import beyond_recorded_notes, compare_display, strategies_display, with_speed
     from analysis.compare_batch import compare_run, simulate_run_strategies
     from analysis.costsource import cost_warning, run_cost
-    from analysis.definitions import definitions_text
-    from analysis.timings import measured_speedup, read_timings
+    from analysis.definitions import HEADLINE_NAMES, definitions_text
+    from analysis.timings import measured_speedup, read_timings, speedup_warnings
     from replay.progress import tqdm_progress
 
     plot_format = image_format_of(args.plot) if args.plot else None
+    check_compare_options(args)
     given = cost_from_args(args)
     check_config_args(args)
     runs = load_runs_from_args(args)
-    tables, strategies, per_round, costs, measured = [], [], [], {}, {}
+    tables, strategies, per_round, costs, measured, suspicious = [], [], [], {}, {}, []
     for run in runs:
         if not run.results:
             continue
         cost = costs[run.label] = run_cost(run.replay.directory, run.replay.manifest, given)
-        measured[run.label] = measured_speedup(read_timings(run.replay.directory, run.replay.manifest))
+        timings = read_timings(run.replay.directory, run.replay.manifest)
+        measured[run.label] = measured_speedup(timings)
+        suspicious.extend(speedup_warnings(run.label, timings, measured[run.label]))
         configs = configs_from_args(args, run.config)
         update, close = tqdm_progress(f"compare {run.label}", progress_enabled(args.no_progress))
         try:
             table, rounds = compare_run(run, configs, cost, args.gamma_threshold, update)
         finally:
             close()
+        for note in beyond_recorded_notes(table, configs, run.config, run.label):
+            print(f"specreplay: note: {note}", file=sys.stderr)
         table = with_speed(table, run.config, cost, measured[run.label])
         table.insert(0, "run", run.label)
         rounds.insert(0, "run", run.label)
@@ -102,7 +111,7 @@ def run_compare(args: argparse.Namespace) -> int:
     table = pd.concat(tables, ignore_index=True)
     if args.top:
         table = pd.concat([g.head(1) for _, g in table.groupby("run", sort=False)] +
-                          [g.iloc[1:].sort_values("speedup_lo", ascending=False).head(args.top) for _, g in table.groupby("run", sort=False)],
+                          [g.iloc[1:].sort_values("modelled_speedup_lo", ascending=False).head(args.top) for _, g in table.groupby("run", sort=False)],
                           ignore_index=True).sort_values("run", kind="stable")
     if args.plot:  # after --top: the plot shows the rows the table shows
         for run, grp in table.groupby("run", sort=False):
@@ -113,6 +122,9 @@ def run_compare(args: argparse.Namespace) -> int:
     if args.json or args.csv:  # the text output carries them under each run
         for w in warnings:
             print(f"specreplay: {w}", file=sys.stderr)
+    for w in suspicious:  # a number that is probably wrong: on stderr whatever the output format
+        print(f"specreplay: {w}", file=sys.stderr)
+    warnings += suspicious
     if args.per_round:
         with atomic_path(args.per_round) as tmp:
             pd.concat(per_round, ignore_index=True).to_csv(tmp, index=False)
@@ -128,8 +140,10 @@ def run_compare(args: argparse.Namespace) -> int:
             body["gamma_strategies"] = json.loads(pd.concat(strategies).to_json(orient="records"))
         sys.stdout.write(json.dumps(body, indent=1) + "\n")
     elif args.csv:
-        # top_head as compact JSON text "[1,2,2]": pd.read_csv(f, converters={"top_head": json.loads})
-        table.assign(top_head=table["top_head"].map(lambda h: json.dumps([int(v) for v in h], separators=(",", ":")))).to_csv(sys.stdout, index=False)
+        # list cells as compact JSON text "[1,2,2]": pd.read_csv(f, converters={"top_head": json.loads, ...})
+        compact = lambda v: json.dumps(list(v), separators=(",", ":"))  # noqa: E731
+        lists = {c: table[c].map(compact) for c in ("top_head", "per_position_acceptance_rate_lo", "per_position_acceptance_rate_hi")}
+        table.assign(top_head=table["top_head"].map(lambda h: [int(v) for v in h])).assign(**lists).to_csv(sys.stdout, index=False)
     else:
         for run, grp in table.groupby("run", sort=False):
             shown = compare_display(grp)
@@ -137,16 +151,32 @@ def run_compare(args: argparse.Namespace) -> int:
             print(f"  cost model: {costs[run].source} {json.dumps(costs[run].to_json())}")
             if cost_warning(costs[run], run):
                 print(f"  {cost_warning(costs[run], run)}")
-            if measured[run]:
-                print(f"  {measured[run].describe()}")
+            speed = measured[run]
+            if speed is not None:
+                print(f"  {speed.describe()}")
+            print("  mean_acceptance_length = mean_accepted_length + 1 (bonus included): derived for every row, as a config "
+                  "that was not run has no target token in the dump")
             print(shown.to_string(index=False) + "\n")
         if strategies:
             st = strategies_display(pd.concat(strategies, ignore_index=True))
             print("dynamic-gamma strategies (docs/analysis.md):")
             print(st.to_string(index=False) + "\n")
-        print("definitions (docs/vocabulary.md):\n" + definitions_text(["mean_accepted_length", "engine_block_efficiency", "modelled_speedup",
+        print("definitions (docs/vocabulary.md):\n" + definitions_text([*HEADLINE_NAMES, "mean_accepted_length", "modelled_speedup",
                                                                           "measured_speedup", "measured_speedup_wall"]))
     return skipped_status(runs, args)
+
+
+def check_compare_options(args: argparse.Namespace) -> None:
+    """Options that would be taken and then do nothing: refused before any work, saying which to drop."""
+    if args.csv and args.gamma_strategies is not None:
+        raise SpecReplayError("--gamma-strategies with --csv: the CSV is the configs table alone, the strategies would be "
+                              "simulated and dropped; use --json (it holds both) or the text output, or drop --gamma-strategies")
+    from analysis.gamma_strategies import USES_EMA
+
+    if args.ema_window is not None and (args.gamma_strategies is None or (args.gamma_strategies and not set(args.gamma_strategies) & set(USES_EMA))):
+        given = "without --gamma-strategies" if args.gamma_strategies is None else f"with --gamma-strategies {' '.join(map(str, args.gamma_strategies))}"
+        raise SpecReplayError(f"--ema-window {args.ema_window} {given}: only the EMA strategies {' and '.join(map(str, USES_EMA))} use it; "
+                              f"add them (--gamma-strategies {' '.join(map(str, USES_EMA))}) or drop --ema-window")
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -163,7 +193,9 @@ def run_report(args: argparse.Namespace) -> int:
     decode = load_decoder(args.tokenizer) if args.tokenizer else None  # bad inputs fail before any work
     cost = cost_from_args(args)
     check_config_args(args)
+    check_round_arg(args)
     runs = load_runs_from_args(args)
+    check_round_replayed(runs, args)
     configs = None
     if option_configs(args):
         configs = configs_from_args(args, runs[0].config)
@@ -199,18 +231,19 @@ def _add_compare_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--generate", metavar="FUNNELS", help='generate funnel configs: "root=2,4,6 heads=1,2 width=1,2 gamma=1:3" (a:b = range)')
     p.add_argument("--cost", type=input_file_or_json, help='cost model: a JSON file or inline JSON {"tokens": [...], "verify_s": [...], "draft_step_s": x}')
     p.add_argument("--gamma-threshold", type=float, default=None, help="simulate this gammaThreshold early stop (docs/analysis.md); default: only the recorded early stops")
-    p.add_argument("--ema-window", type=int, default=None, help="emaWindow for the EMA strategies (default: the run's setting, else 1)")
+    p.add_argument("--ema-window", type=at_least_one, default=None, help="emaWindow for the EMA strategies (default: the run's setting, else 1)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "compare", run_compare, help="compare tree configs offline on recorded dumps",
-                    description="Replay other tree configs exactly on recorded rounds; report nodes, mean accepted "
-                    "length, engine block efficiency and modelled speedup, with bounds where the dump cannot decide.",
+                    description="Replay other tree configs exactly on recorded rounds; report nodes, mean acceptance "
+                    "length (bonus included), draft acceptance rate, per-position acceptance rate, mean accepted length "
+                    "and modelled speedup, with bounds where the dump cannot decide.",
                     epilog=COMPARE_EPILOG)
     add_runs_input(p)
     _add_compare_options(p)
     p.add_argument("--contained", action="store_true", help="add every config contained in the recorded one")
-    p.add_argument("--top", type=int, help="show the recorded config and the N best by speedup lower bound")
+    p.add_argument("--top", type=at_least_one, help="show the recorded config and the N best by modelled speedup lower bound")
     p.add_argument("--gamma-strategies", nargs="*", type=int, choices=range(5), metavar="S",
                    help="also simulate dynamic-gamma strategies (0..4; no value = all)")
     p.add_argument("--plot", metavar="FILE.png", type=output_file, help="also draw the comparison (.png, .svg or .pdf)")

@@ -68,7 +68,7 @@ def register(subparsers) -> None:
         "There is no --resume: a run's numbers (tokens/s, speedup) are measured in one process; "
         "`specreplay sweep` resumes per config",
     )
-    gen.add_argument("--baseline", action="store_true", help="also run target-only decoding: speedup, identical outputs")
+    gen.add_argument("--baseline", action="store_true", help="also run target-only decoding, interleaved: measured speedup (end to end and decode only), identical outputs")
     add_repeats_option(gen)
     add_no_progress(gen)
 
@@ -238,7 +238,7 @@ def run_generate(args) -> int:
     paths = resolve_pair(args)
     from ..live.dumps import staged_output_dir
     from ..live.prompts import read_prompts
-    from ..live.report import format_summary
+    from ..live.report import format_summary, generation_headline
     from ..live.run import run_timed, save_run_manifest
 
     if spec is not None and len(spec.trees) > 1:
@@ -260,11 +260,23 @@ def run_generate(args) -> int:
         save_run_manifest(out, tree, draft, target, options, timed.generations, comparison, timed.timing)
         if choice is not None:
             write_choice(out, choice, comparison.speedup)
-    print(format_summary(timed.summary, comparison, timed.timing))
+        speedups = speedup_lines(out) if comparison is not None else None
+    print(format_summary(timed.summary, comparison, timed.timing, speedups, generation_headline(timed.generations)))
     if choice is not None:
         print(measured_line(choice, comparison.speedup))
     print(f"dump:                   {args.out}")
     return 0
+
+
+def speedup_lines(run_dir) -> list[str] | None:
+    """The measured speedups of the manifest just written, read back by analysis.timings: the same
+    words and numbers ``compare`` shows for this run (end to end, prefill included: the harness's
+    speedup; decode only, prefill excluded)."""
+    from analysis.timings import run_speedup
+    from ..manifest import read_manifest
+
+    speed = run_speedup(run_dir, read_manifest(run_dir))
+    return None if speed is None else speed.summary_lines()
 
 
 def run_cost_curve(args) -> int:

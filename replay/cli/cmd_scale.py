@@ -73,7 +73,8 @@ def render_run_summary(rep: RunReplay) -> list[str]:
     ok = res.ok
     figs = SummaryFigures(
         res.accepted_length[ok].astype(np.int64),
-        res.num_committed[ok].astype(np.int64),
+        res.num_nodes[ok].astype(np.int64),
+        res.num_steps[ok].astype(np.int64),
         int((res.bonus_token[ok] >= 0).sum()),
         _selection_counts(res),
     )

@@ -22,8 +22,9 @@ gammaThreshold (dynamic depth: drafting stops when the best path's draft probabi
 "1,1,1,1" = a chain; "1,1,1,1,1,1@0|0.3|0.5" = a depth-6 chain without and with two thresholds.
 
 timing: each config runs with target-only decoding on the same prompts, a warm-up first, then
---repeats passes, the two interleaved per prompt in a rotating order; tokens/s and speedup are the
-median pass (min and max in the table).
+--repeats passes, the two interleaved per prompt in a rotating order; tokens/s is the median pass
+and speedup the median per-pass ratio, measured end to end with prefill included (min and max in
+the table).
 
 example:
   specreplay sweep --draft models/draft --target models/target --prompts prompts.jsonl \\
@@ -45,7 +46,8 @@ def register(subparsers) -> None:
     sw = add_command(
         subparsers, "sweep", run_sweep, help="run many tree configs live: table, plots, resumable", epilog=SWEEP_EXAMPLE,
         description="Decode the same prompts with each tree config in turn (models loaded once) and write one "
-        "results row per config (accepted length, block efficiency, tokens/s, speedup), the results table, "
+        "results row per config (mean acceptance length, draft and per-position acceptance rates, accepted length, "
+        "tokens/s, speedup), the results table, "
         "Pareto plots and a cost curve; an interrupted sweep resumes where it stopped.",
     )
     add_model_options(sw)
@@ -174,14 +176,30 @@ def _sweep_configs(args):
     return configs, skipped
 
 
+def sweep_display(table):
+    """The printed sweep table: vLLM's headline words first (mean acceptance length, draft and
+    per-position acceptance rate; per-position as one column "d1 d2 ..."), then speed."""
+    label = "config" if "config" in table.columns else "name"  # the canonical spelling; old tables have only the run name
+    shown = table[[label, "nodes", "mean_acceptance_length", "draft_acceptance_rate"]].copy()
+    depth_cols = sorted((c for c in table.columns if c.startswith("per_position_acceptance_rate_")), key=lambda c: int(c.rsplit("_", 1)[1]))
+    shown["per_position_acceptance_rate"] = [
+        " ".join(f"{v:.2f}" for v in row if v == v) or "n/a" for row in table[depth_cols].itertuples(index=False)  # v == v: not NaN
+    ]
+    for c in ("mean_accepted_length", "tokens_per_s", "speedup", "speedup_min", "speedup_max"):
+        shown[c] = table[c]
+    return shown
+
+
 def _report_sweep(result, out: Path) -> int:
-    """Plots (the CLI draws them: the harness never imports analysis), the table, one summary line."""
+    """Plots (the CLI draws them: the harness never imports analysis), the table, one summary line.
+    Configs are printed in one spelling, the canonical one (replay.config_grammar.format_config); the
+    run-name form stays in file names (results.csv's ``name``, DIR/dumps/NAME)."""
     from analysis.sweep_plots import plot_sweep
 
     if len(result.table):
         plot_sweep(result.table, out / "plots")
-        cols = ["name", "nodes", "mean_accepted_length", "block_efficiency", "tokens_per_s", "speedup", "speedup_min", "speedup_max"]
-        print(result.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(sweep_display(result.table).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print("speedup: measured end to end (prefill included), the median of the interleaved passes (docs/vocabulary.md)")
         from .live_auto import sweep_prediction_lines
 
         for line in sweep_prediction_lines(out, result.table):

@@ -151,8 +151,10 @@ def choice_lines(choice: AutoChoice) -> list[str]:
 
 
 def measured_line(choice: AutoChoice, measured: float | None) -> str:
-    m = "not measured (no baseline)" if measured is None else f"{measured:.3f}x"
-    return f"auto: {choice.config.short()} predicted {choice.prediction.speedup:.3f}x, measured {m} (median of timed passes)"
+    """``measured`` is the run's end-to-end speedup (prefill included), the median of its interleaved passes."""
+    m = "not measured (no baseline)" if measured is None else f"{measured:.3f}x end to end"
+    return (f"auto: {choice.config.short()} predicted {choice.prediction.speedup:.3f}x, measured {m} "
+            "(median of timed passes; measured includes prefill, the prediction leaves it out)")
 
 
 def prediction_json(p: SpeedPrediction) -> dict[str, Any]:
@@ -164,7 +166,8 @@ def prediction_json(p: SpeedPrediction) -> dict[str, Any]:
 def choice_json(choice: AutoChoice, measured: float | None) -> dict[str, Any]:
     c = choice.ceiling
     return {
-        "chosen": choice.config.short(), "predicted_speedup": choice.prediction.speedup, "measured_speedup": measured,
+        # measured_speedup_wall: end to end, prefill included, as compare names it (its measured_speedup is decode only)
+        "chosen": choice.config.short(), "predicted_speedup": choice.prediction.speedup, "measured_speedup_wall": measured,
         "calibration_tree": choice.calibration.short(), "calibration_dir": str(choice.calibration_dir),
         "cost": {**choice.cost.to_json(), "source": choice.cost.source},
         "predictions": [{**prediction_json(p), "candidate": p.config.short() in choice.candidates} for p in choice.predictions],
@@ -199,9 +202,9 @@ def sweep_prediction_lines(out: str | Path, table) -> list[str]:
     dump_dir = dumps_dir(out) / str(table["name"].iloc[k])
     predictions = predict_speedups(scan_run(str(dump_dir)), configs, cost)
     measured = {c.short(): float(s) for c, s in zip(configs, table["speedup"])}
-    return [
-        f"predicted vs measured speedup (acceptance: exact replay on {dump_dir.name}'s rounds; cost: {curve_path.name}; "
-        "predicted leaves prefill out)",
+    return [  # the config in its canonical spelling, as the table above prints it
+        f"predicted vs measured speedup (acceptance: exact replay on the rounds of {configs[k].short()}; cost: {curve_path.name}; "
+        "predicted leaves prefill out, measured is end to end, prefill included)",
         *prediction_lines(predictions, measured),
         *ceiling_lines(ceiling(predictions, cost)),
     ]

@@ -123,6 +123,18 @@ def add_no_progress(p: argparse.ArgumentParser) -> argparse.Action:
     return p.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
 
 
+def at_least_one(text: str) -> int:
+    """argparse type of a count (--top N, --ema-window N): an integer of at least 1. 0 or -2 would
+    otherwise be taken quietly (``--top -2`` showed all configs but two)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer of at least 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer of at least 1, got {value}")
+    return value
+
+
 def parse_key(text: str) -> tuple[int, int]:
     """``--round A_B``: replay.grouping.parse_round_key, as argparse reports a bad value."""
     try:

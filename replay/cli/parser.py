@@ -11,8 +11,10 @@ import argparse
 import importlib
 import sys
 
+from ..pathcheck import DIRECTORY, FILE, output_dir, output_file
+from ..sources import check_outside_inputs
 from ..version import package_version
-from .options import DEBUG_ENV, EXIT_ERROR, EXIT_OK, HelpFormatter
+from .options import DEBUG_ENV, DUMP, EXIT_ERROR, EXIT_OK, HelpFormatter
 
 COMMAND_MODULES = (
     "replay.cli.cmd_replay",
@@ -89,4 +91,30 @@ def dispatch(argv: list[str]) -> int:
         parser.print_help()
         print("specreplay: error: no command given (see the list above)", file=sys.stderr)
         return EXIT_ERROR
+    check_outside_inputs(*_outputs_and_dumps(_chosen(parser, args), args))
     return int(args.func(args) or 0)
+
+
+def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command parser that ``args`` came from (``models fetch`` is two levels down)."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, subs[0].dest, None) if subs else None
+        if name is None:
+            return parser
+        parser = subs[0].choices[name]
+
+
+def _outputs_and_dumps(parser: argparse.ArgumentParser, args: argparse.Namespace):
+    """Every output option given (declared by its type, replay.pathcheck) and every DUMP value."""
+    kinds = {output_dir: DIRECTORY, output_file: FILE}
+    outputs, dumps = [], []
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        if value is None:
+            continue
+        if action.type in kinds:
+            outputs.append(("/".join(action.option_strings), value, kinds[action.type]))
+        elif action.metavar == DUMP and not action.option_strings:
+            dumps.extend(value if isinstance(value, list) else [value])
+    return outputs, dumps

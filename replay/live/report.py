@@ -1,18 +1,38 @@
-"""Human-readable end-of-run lines (the CLI prints them; nothing here computes)."""
+"""Human-readable end-of-run lines (the CLI prints them; the headline figures come from
+replay.headline, as every command's)."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
+from ..headline import Headline, headline, headline_lines
+from .generate import Generation
 from .run import BaselineComparison, RunSummary
 from .timing import Timing
 
 
-def format_summary(summary: RunSummary, comparison: BaselineComparison | None = None, timing: Timing | None = None) -> str:
-    lines = [
+def generation_headline(generations: Sequence[Generation]) -> Headline | None:
+    """The headline of speculative generations (None for target-only ones: no rounds). A live round
+    always knows its target token, so the acceptance length is counted, never derived."""
+    rounds = [r for g in generations for r in g.rounds]
+    if not rounds:
+        return None
+    return headline([r.accepted_length for r in rounds], [r.num_nodes for r in rounds], [r.draft_steps for r in rounds])
+
+
+def format_summary(summary: RunSummary, comparison: BaselineComparison | None = None, timing: Timing | None = None,
+                   speedup_lines: Sequence[str] | None = None, head: Headline | None = None) -> str:
+    """``head`` (generation_headline) leads in vLLM's words; without it the mean accepted length stands
+    alone. ``speedup_lines`` (the CLI passes analysis.timings' lines, the words and numbers
+    ``compare`` shows for the same manifest) replace the one end-to-end speedup line."""
+    if head is not None:
+        lines = headline_lines(head, digits=3)
+    else:
+        lines = [f"mean accepted length (bonus excluded): {summary.mean_accepted_length:.3f}"]
+    lines += [
         f"sequences:              {summary.sequences}",
         f"new tokens:             {summary.new_tokens}",
-        f"rounds:                 {summary.rounds}",
-        f"mean accepted length:   {summary.mean_accepted_length:.3f} (draft tokens per round, bonus excluded)",
-        f"block efficiency:       {summary.block_efficiency:.3f} (committed tokens per target forward)",
+        f"rounds:                 {summary.rounds} (target forwards after prefill)",
         f"tokens/s:               {summary.tokens_per_s:.2f}{_range(summary.tokens_per_s_min, summary.tokens_per_s_max, summary.timed_passes, '.2f')}",
         f"draft time per round:   {summary.draft_s_per_round * 1e3:.2f} ms",
         f"verify time per round:  {summary.verify_s_per_round * 1e3:.2f} ms",
@@ -23,7 +43,8 @@ def format_summary(summary: RunSummary, comparison: BaselineComparison | None = 
         lines += [
             f"baseline tokens/s:      {base.tokens_per_s:.2f}{_range(base.tokens_per_s_min, base.tokens_per_s_max, base.timed_passes, '.2f')}"
             f" (target-only, {base.rounds} forwards)",
-            f"speedup:                {comparison.speedup:.3f}x{_range(comparison.speedup_min, comparison.speedup_max, summary.timed_passes, '.3f')}",
+            *(speedup_lines if speedup_lines is not None else
+              [f"speedup (end to end):   {comparison.speedup:.3f}x{_range(comparison.speedup_min, comparison.speedup_max, summary.timed_passes, '.3f')}"]),
             f"outputs identical:      {same}",
         ]
     if timing is not None:

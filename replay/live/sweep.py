@@ -25,6 +25,7 @@ from .costs import measure_cost_curve, write_cost_curve
 from .generate import DecodeOptions
 from .grid import config_name
 from .models import LiveModel
+from .report import generation_headline
 from .run import BaselineComparison, Progress, TimedRun, run_timed, save_run_manifest
 from .sweepdir import (
     COMMITTED, COST_CURVE_FILE, DUPLICATE, KEPT, ROW_FILE, SweepResult, claim, dumps_dir, is_finished, new_session, settings, write_results_table,
@@ -106,6 +107,9 @@ def run_config(
 def sweep_row(config: TreeConfig, timed: TimedRun, comparison: BaselineComparison, where: dict[str, str]) -> dict[str, Any]:
     """The config's row of the results table (OUTCOME_COLUMNS first, then timing, then where it ran)."""
     s, base, timing = timed.summary, comparison.baseline, timed.timing
+    head = generation_headline(timed.generations)
+    nan = float("nan")
+    per_position = {f"per_position_acceptance_rate_{d}": v for d, v in enumerate(head.per_position if head else (), 1)}
     return {
         "name": config_name(config),
         "config": config.short(),
@@ -116,8 +120,10 @@ def sweep_row(config: TreeConfig, timed: TimedRun, comparison: BaselineCompariso
         "expanded": config.num_expanded,
         "rounds": s.rounds,
         "new_tokens": s.new_tokens,
+        # vLLM's words first (replay.headline); the acceptance length is the engine's block_efficiency
+        "mean_acceptance_length": head.mean_acceptance_length if head else nan,
+        "draft_acceptance_rate": head.draft_acceptance_rate if head else nan,
         "mean_accepted_length": s.mean_accepted_length,
-        "block_efficiency": s.block_efficiency,
         "identical_to_baseline": comparison.identical,
         "tokens_per_s": s.tokens_per_s,
         "tokens_per_s_min": s.tokens_per_s_min,
@@ -134,6 +140,7 @@ def sweep_row(config: TreeConfig, timed: TimedRun, comparison: BaselineCompariso
         "load_1m": timing.load_before.load_1m,
         "usable_cpus": timing.load_before.usable_cpus,
         "cpu_busy_percent": timing.cpu_busy_percent,
+        **per_position,  # depth 1 .. the config's deepest round: P(L >= d)
         **where,
     }
 

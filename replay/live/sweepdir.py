@@ -37,7 +37,7 @@ KEPT = "kept"  # found it committed already and did not run it
 # config ran: two sweeps of the same settings agree on them whatever their workers.
 OUTCOME_COLUMNS = (
     "name", "config", "config_json", "gamma", "gamma_threshold", "nodes", "expanded", "rounds", "new_tokens",
-    "mean_accepted_length", "block_efficiency", "identical_to_baseline",
+    "mean_acceptance_length", "draft_acceptance_rate", "mean_accepted_length", "identical_to_baseline",
 )
 
 
@@ -104,7 +104,10 @@ def read_rows(out: str | Path, names: Sequence[str]) -> list[dict[str, Any]]:
     for n in names:
         path = dumps_dir(out) / n / ROW_FILE
         if path.is_file():
-            rows.append(json.loads(path.read_text(encoding="utf-8")))
+            row = json.loads(path.read_text(encoding="utf-8"))
+            if "block_efficiency" in row and "mean_acceptance_length" not in row:  # a row of a sweep before the rename: the same number
+                row["mean_acceptance_length"] = row.pop("block_efficiency")
+            rows.append(row)
     return rows
 
 
