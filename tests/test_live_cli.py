@@ -75,8 +75,8 @@ def test_sweep_and_cost_curve_commands(tiny_dir, tmp_path, capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "2 config(s) run, 0 kept" in out
-    header = next(line for line in out.splitlines() if line.split()[:1] == ["name"])  # vLLM's headline words lead the table
-    assert header.split()[:6] == ["name", "nodes", "mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance_rate",
+    header = next(line for line in out.splitlines() if line.split()[:1] == ["config"])  # vLLM's headline words lead the table
+    assert header.split()[:6] == ["config", "nodes", "mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance_rate",
                                   "mean_accepted_length"]
     curve = json.loads((tmp_path / "sw" / "cost_curve.json").read_text())
     assert len(curve["tokens"]) == len(curve["verify_s"]) == len(curve["verify_s_min"]) and curve["draft_step_s"] > 0

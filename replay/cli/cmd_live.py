@@ -10,6 +10,7 @@ install when not), and only then imports them.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from .options import add_command, add_no_progress, add_output
@@ -93,6 +94,7 @@ def register(subparsers) -> None:
         help="timed passes after a warm-up, the sizes' order rotated per pass; median, min and max kept",
     )
     add_output(cc, output_file, "where to write the cost curve JSON", dest="out", metavar="FILE", required=True, aliases=["--out"])
+    add_no_progress(cc)  # transformers' model-loading bars
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
@@ -135,17 +137,18 @@ def add_decode_options(p: argparse.ArgumentParser) -> None:
         help="seed of the sampling draws, >= 0: sequence i draws from numpy default_rng(SeedSequence([seed, i])), "
         "so a repeated prompt gives independent samples and the same seed the same outputs (default %(default)s)",
     )
-    p.add_argument("--stop-at-eos", action="store_true", help="stop a sequence after the tokenizer's EOS token")
+    p.add_argument("--stop-at-eos", action="store_true", help="stop a sequence after the tokenizer's EOS token (refused when the target's tokenizer has none)")
     p.add_argument("--record-k", type=int, help="candidate columns recorded per dump row (default: the config's widest topKSpec entry)")
 
 
 def resolve_pair(args):
-    """What fails in a second, before torch is imported: the decode options, both model names (a
-    missing model names the fetch command to run), then the live packages themselves."""
+    """What fails in a second, before torch is imported: the run options, both model names (a
+    missing model names the fetch command to run), the prompts file, then the live packages."""
     from ..live.names import require_both, resolve_model_args
 
-    _check_decode_args(args)
+    check_run_options(args)
     paths = require_both(resolve_model_args(args.draft, args.target, args.pair, args.models_dir))
+    check_prompts_file(args)
     require_live_packages()
     return paths
 
@@ -154,7 +157,7 @@ def load_pair(args, paths):
     from ..live.models import load_pair
 
     _check_device(args)
-    return load_pair(paths.draft, paths.target, args.device, args.dtype, args.draft_dtype)
+    return load_pair(paths.draft, paths.target, args.device, args.dtype, args.draft_dtype, progress_enabled(args.no_progress))
 
 
 def _check_device(args) -> None:
@@ -164,19 +167,52 @@ def _check_device(args) -> None:
     prepare_device(args.device, args.threads, f"--device {args.device}", "this machine")
 
 
-def _check_decode_args(args) -> None:
+def check_run_options(args) -> None:
+    """The numbers of a generate or sweep run, checked before any model loads (a mistake found
+    after a 1.5B model has loaded costs the user that load)."""
     from ..live.errors import PromptError
 
     if args.max_new_tokens < 1:
         raise PromptError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
     if args.seed < 0:
         raise PromptError(f"--seed must be >= 0 (it seeds numpy SeedSequence), got {args.seed}")
+    # A negative temperature was run as greedy and NaN failed mid-run: 0 is the only greedy spelling.
+    if not (math.isfinite(args.temperature) and args.temperature >= 0):
+        raise PromptError(f"--temperature must be a finite number >= 0 (0 = greedy, > 0 samples), got {args.temperature}")
+    check_repeats(args.repeats)
+    check_threads(args.threads)
+
+
+def check_repeats(repeats: int) -> None:
+    from ..live.errors import PromptError
+
+    if repeats < 1:
+        raise PromptError(f"--repeats must be at least 1 (timed passes after the warm-up), got {repeats}")
+
+
+def check_threads(threads: int | None) -> None:
+    from ..live.errors import PromptError
+
+    if threads is not None and threads < 1:
+        raise PromptError(f"--threads must be at least 1, got {threads}")
+
+
+def check_prompts_file(args) -> None:
+    """What the prompts file can show without the target's tokenizer (empty, a bad JSON line, an
+    id prompt too short), before any model loads; the prompts are read again, encoded, after."""
+    from ..live.prompts import read_prompt_lines
+
+    read_prompt_lines(args.prompts)
 
 
 def decode_options(args, target):
+    from ..live.errors import PromptError
     from ..live.generate import DecodeOptions
 
     eos = getattr(target.tokenizer, "eos_token_id", None) if args.stop_at_eos else None
+    if args.stop_at_eos and eos is None:  # it was ignored: every sequence ran to --max-new-tokens
+        what = getattr(target, "name", None) or args.target or args.pair
+        raise PromptError(f"--stop-at-eos: the target {what} has no tokenizer with an EOS token; drop --stop-at-eos")
     return DecodeOptions(args.max_new_tokens, args.temperature, args.seed, args.record_k, eos)
 
 
@@ -248,17 +284,25 @@ def run_cost_curve(args) -> int:
 
     paths = resolve_model_args(args.draft, args.target, args.pair, args.models_dir)  # before torch is imported
     sizes = _sizes(args.sizes)
+    check_repeats(args.repeats)
+    check_threads(args.threads)
+    if args.prefix < 0:
+        from ..live.errors import SweepError
+
+        raise SweepError(f"--prefix must be >= 0 (committed tokens in the cache), got {args.prefix}")
     require_live_packages()
     from ..live.costs import measure_cost_curve, write_cost_curve
 
     _check_device(args)
     # Timing needs no tokenizer: skip rebuilding one from GGUF metadata (~12 s per model).
-    target = _model_or_shape(paths.target, args.shape, args.device, args.dtype)
+    bars = progress_enabled(args.no_progress)
+    target = _model_or_shape(paths.target, args.shape, args.device, args.dtype, bars)
     draft = None
     if paths.draft is not None or args.draft_shape:
         from ..live.models import default_draft_dtype
 
-        draft = _model_or_shape(paths.draft, args.draft_shape, args.device, args.draft_dtype or default_draft_dtype(args.device, args.dtype))
+        draft_dtype = args.draft_dtype or default_draft_dtype(args.device, args.dtype)
+        draft = _model_or_shape(paths.draft, args.draft_shape, args.device, draft_dtype, bars)
     curve = measure_cost_curve(target, draft, sizes, args.prefix, args.repeats)
     write_cost_curve(args.out, curve)
     for n, s in zip(curve.tokens, curve.verify_s):
@@ -281,13 +325,13 @@ def _sizes(text: str) -> list[int]:
     return sizes
 
 
-def _model_or_shape(path: str | None, shape: str | None, device: str, dtype: str):
+def _model_or_shape(path: str | None, shape: str | None, device: str, dtype: str, progress: bool):
     from ..live.errors import ModelLoadError
     from ..live.models import load_model
     from ..live.tiny import REAL_SHAPES, build_model
 
     if path:
-        return load_model(path, device, dtype, tokenizer=None)
+        return load_model(path, device, dtype, tokenizer=None, progress=progress)
     if shape not in REAL_SHAPES:
         raise ModelLoadError(f"--shape {shape!r}: expected one of {', '.join(REAL_SHAPES)}")
     return build_model(REAL_SHAPES[shape], seed=0, dtype=dtype, device=device, name=f"random:{shape}")

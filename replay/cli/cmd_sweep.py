@@ -8,7 +8,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .cmd_live import add_decode_options, add_model_options, add_repeats_option, decode_options, load_pair, resolve_pair, token_progress_bar
+from .cmd_live import (
+    add_decode_options, add_model_options, add_repeats_option, check_prompts_file, check_run_options, decode_options, load_pair, resolve_pair,
+    token_progress_bar,
+)
 from .options import add_command, add_no_progress, add_output
 from ..pathcheck import output_dir
 
@@ -68,6 +71,9 @@ def register(subparsers) -> None:
 def run_sweep(args) -> int:
     configs, skipped = _sweep_configs(args)  # bad input fails before torch is imported
     out = Path(args.out)
+    from ..live.sweepdir import check_out
+
+    check_out(out, args.resume)  # before any model loads, as the options
     if args.scheduler or args.workers is not None or args.devices:
         return _sweep_on_cluster(args, configs, out) or (1 if skipped else 0)
     paths = resolve_pair(args)
@@ -97,7 +103,9 @@ def _sweep_on_cluster(args, configs, out: Path) -> int:
 
     if args.scheduler and args.devices:
         raise SweepError("--devices starts local workers; with --scheduler set each worker's device with SPECREPLAY_DEVICE")
+    check_run_options(args)
     paths = require_both(resolve_model_args(args.draft, args.target, args.pair, args.models_dir))
+    check_prompts_file(args)
     tokenizer = _TargetTokenizer(paths.target)
     prompts = read_prompts(args.prompts, tokenizer)
     options = decode_options(args, SimpleNamespace(tokenizer=tokenizer))

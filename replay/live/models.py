@@ -8,12 +8,14 @@ Llama and Qwen2 are the tested ones.
 from __future__ import annotations
 
 import inspect
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
+from ..progress import progress_enabled
 from .errors import ModelLoadError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -141,12 +143,16 @@ def _check_plain_head(module: Any, name: str) -> None:
 _OWN_TOKENIZER = object()  # sentinel: load the checkpoint's own tokenizer
 
 
-def load_model(path: str | Path, device: str = "cpu", dtype: str = "float32", tokenizer: Any = _OWN_TOKENIZER) -> LiveModel:
+def load_model(
+    path: str | Path, device: str = "cpu", dtype: str = "float32", tokenizer: Any = _OWN_TOKENIZER, progress: bool | None = None
+) -> LiveModel:
     """Load from a Hugging Face directory (``config.json`` + weights) or a ``.gguf`` file, offline.
 
     GGUF weights are dequantized on load (transformers needs the ``gguf`` package). Pass
     ``tokenizer`` (or None) to skip loading the checkpoint's own: a GGUF tokenizer takes ~12 s
     to rebuild from metadata, and a draft shares its target's.
+    ``progress``: draw transformers' loading bars; None = the CLI's rule (replay.progress:
+    only when stderr is a terminal).
     """
     from transformers import AutoModelForCausalLM
 
@@ -160,7 +166,8 @@ def load_model(path: str | Path, device: str = "cpu", dtype: str = "float32", to
     else:
         raise ModelLoadError(f"{path}: not a Hugging Face model directory (no config.json) nor a .gguf file")
     try:
-        module = AutoModelForCausalLM.from_pretrained(source, **kwargs, **extra)
+        with loading_bars(progress_enabled() if progress is None else progress, gguf="gguf_file" in extra):
+            module = AutoModelForCausalLM.from_pretrained(source, **kwargs, **extra)
     except (OSError, ValueError, KeyError) as exc:
         raise ModelLoadError(f"{path}: cannot load model: {exc}") from None
     module.to(torch.device(device))
@@ -169,15 +176,53 @@ def load_model(path: str | Path, device: str = "cpu", dtype: str = "float32", to
     return wrap_model(module, str(path), tokenizer)
 
 
+@contextmanager
+def loading_bars(enabled: bool, gguf: bool = False) -> Iterator[None]:
+    """transformers draws its own bars while it loads ("Loading weights", and for a GGUF file
+    "Converting and de-quantizing"), whatever stderr is: a log got one redraw per update. Off
+    unless ``enabled``; restored afterwards, so a caller's own setting survives."""
+    if enabled:
+        yield
+        return
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # transformers' tqdm wrapper, and huggingface_hub's bars
+    # The GGUF reader calls tqdm.auto directly, past that switch: lend it a disabled one.
+    reader: Any = _gguf_reader() if gguf else None
+    reader_tqdm = getattr(reader, "tqdm", None)
+    if reader_tqdm is not None:
+        import functools
+
+        reader.tqdm = functools.partial(reader_tqdm, disable=True)
+    try:
+        yield
+    finally:
+        if reader_tqdm is not None:
+            reader.tqdm = reader_tqdm
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
+def _gguf_reader() -> Any:
+    try:
+        import transformers.modeling_gguf_pytorch_utils as reader
+    except ImportError:  # the load itself reports what is missing
+        return None
+    return reader
+
+
 def load_pair(
-    draft: str | Path, target: str | Path, device: str = "cpu", dtype: str = "float32", draft_dtype: str | None = None
+    draft: str | Path, target: str | Path, device: str = "cpu", dtype: str = "float32", draft_dtype: str | None = None,
+    progress: bool | None = None,
 ) -> tuple[LiveModel, LiveModel]:
     """(draft, target), each loaded once, the target first, then checked as a pair (``check_pair``).
     The draft reuses the target's tokenizer (speculation needs one vocabulary anyway); a draft
     directory's own tokenizer is read for the check, a GGUF draft's is not (~12 s to rebuild).
-    ``draft_dtype`` None = ``default_draft_dtype(device, dtype)``."""
-    target_model = load_model(target, device, dtype)
-    draft_model = load_model(draft, device, draft_dtype or default_draft_dtype(device, dtype), tokenizer=target_model.tokenizer)
+    ``draft_dtype`` None = ``default_draft_dtype(device, dtype)``; ``progress``: as in load_model."""
+    target_model = load_model(target, device, dtype, progress=progress)
+    draft_dtype = draft_dtype or default_draft_dtype(device, dtype)
+    draft_model = load_model(draft, device, draft_dtype, tokenizer=target_model.tokenizer, progress=progress)
     draft_path = Path(draft)
     own = load_tokenizer(draft_path) if draft_path.is_dir() else None
     check_pair(draft_model, target_model, own)
@@ -230,7 +275,7 @@ def load_tokenizer(source: Path, gguf_file: str | None = None) -> Any | None:
         if _declares_generic_tokenizer(source):
             from transformers import PreTrainedTokenizerFast
 
-            return PreTrainedTokenizerFast(tokenizer_file=str(source / "tokenizer.json"))
+            return PreTrainedTokenizerFast(tokenizer_file=str(source / "tokenizer.json"), **_special_tokens(source))
         return AutoTokenizer.from_pretrained(source, local_files_only=True)
     except Exception:  # a GGUF without tokenizer metadata, or a half tokenizer: run on ids
         return None
@@ -246,3 +291,22 @@ def _declares_generic_tokenizer(source: Path) -> bool:
         return False
     cls = json.loads(cfg_path.read_text(encoding="utf-8")).get("tokenizer_class")
     return cls in ("TokenizersBackend", "PreTrainedTokenizerFast")
+
+
+SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "pad_token")
+
+
+def _special_tokens(source: Path) -> dict[str, str]:
+    """The special tokens ``tokenizer_config.json`` names (eos_token, ...): tokenizer.json alone
+    does not say which token is EOS, and without it ``--stop-at-eos`` has nothing to stop at."""
+    import json
+
+    cfg = json.loads((source / "tokenizer_config.json").read_text(encoding="utf-8"))
+    out = {}
+    for key in SPECIAL_TOKENS:
+        value = cfg.get(key)
+        if isinstance(value, dict):  # {"content": "<|endoftext|>", ...} in some saves
+            value = value.get("content")
+        if isinstance(value, str):
+            out[key] = value
+    return out

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..config import TreeConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, SpecReplayError
 from .clock import device_clock
 from .dumps import RoundBuffer, round_writer, run_manifest, write_run_manifest
 from .errors import PromptError
@@ -78,7 +78,10 @@ def check_prompts(prompts: Sequence[Sequence[int]], draft: LiveModel, target: Li
 def check_record_k(config: TreeConfig, options: DecodeOptions, target: LiveModel) -> None:
     k = options.record_k
     if k is not None and not config.max_width <= k <= target.vocab_size:
-        raise ConfigError(None, "record_k", f"= {k}: must lie between the widest topKSpec entry ({config.max_width}) and the vocabulary size ({target.vocab_size})")
+        raise SpecReplayError(
+            f"--record-k {k}: candidate columns per dump row must lie between the config's widest topKSpec entry "
+            f"({config.max_width}) and the vocabulary size ({target.vocab_size})"
+        )
 
 
 def run_speculative(
@@ -128,11 +131,12 @@ def run_timed(
         first = repeat == 0
         hook = _hook(rounds.hook(i) if first and dump_dir is not None else None, progress if first else None)
         # Every pass computes what the dump needs (all rows) when there is one, so passes cost alike.
-        g = speculative_generate(draft, target, prompts[i], config, options, hook, record=dump_dir is not None)
+        # sequence=i: prompt i draws from its own generator (sequence_rng), the same in every pass.
+        g = speculative_generate(draft, target, prompts[i], config, options, hook, sequence=i, record=dump_dir is not None)
         return _keep(kept[SPECULATIVE], i, first, g)
 
     def target_only(i: int, repeat: int) -> int:
-        g = target_generate(target, prompts[i], options)
+        g = target_generate(target, prompts[i], options, sequence=i)
         if repeat == 0 and progress is not None:
             progress(len(g.output_ids))
         return _keep(kept[TARGET_ONLY], i, repeat == 0, g)

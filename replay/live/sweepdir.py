@@ -63,15 +63,27 @@ def _absolute(path: str) -> str:
     return str(p.resolve()) if p.exists() else path
 
 
+def check_out(out: str | Path, resume: bool) -> None:
+    """Refuse an output directory the sweep must not write into: one holding a sweep without
+    ``resume`` (it would mix two sweeps' rows), or one holding other files (results.csv, plots/
+    and dumps/ there would be overwritten or mixed with the user's). Cheap: the CLI calls it
+    before any model loads."""
+    out = Path(out)
+    if (out / SETTINGS_FILE).is_file():
+        if not resume:
+            raise SweepError(f"{out} already holds a sweep: pass --resume to continue it, or use a new --out")
+    elif out.is_dir() and any(out.iterdir()):
+        raise SweepError(f"{out} is not empty and holds no sweep ({SETTINGS_FILE}): choose a new or empty -o/--output")
+
+
 def claim(out: str | Path, body: dict[str, Any], resume: bool) -> None:
     """Record the settings in a new sweep directory, or check that a resumed one has the same."""
     out = Path(out)
     path = out / SETTINGS_FILE
+    check_out(out, resume)
     if not path.is_file():
         write_json_atomic(path, body)
         return
-    if not resume:
-        raise SweepError(f"{out} already holds a sweep: pass --resume to continue it, or use a new --out")
     old = json.loads(path.read_text(encoding="utf-8"))
     new = json.loads(json.dumps(body))
     differ = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
