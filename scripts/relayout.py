@@ -631,11 +631,16 @@ class Rewriter:
             if isinstance(new, list):
                 line_start = src.rfind("\n", 0, a) + 1
                 indent = src[line_start:a]
+                line_end = src.find("\n", b)
+                trailing = src[b : len(src) if line_end < 0 else line_end]
+                noqa = re.search(r"# noqa\b[^#]*", trailing)
                 if indent.strip():
                     self.warnings.append(f"{where}:{node.lineno}: import not at a line start, left alone")
                     new = None
                 else:
-                    new = ("\n" + indent).join(new)
+                    # a trailing noqa for E402 covered the one statement: it covers each of them
+                    tag = f"  {noqa.group(0).rstrip()}" if noqa else ""
+                    new = ("\n" + indent).join([line + tag for line in new[:-1]] + new[-1:])
             edits.append((a, b, new))
         edits.sort()
         out, pos = [], 0
@@ -668,19 +673,17 @@ def split_module(src: str, split: Split) -> tuple[str, str, list[str]]:
     tree = ast.parse(src)
     lines = src.splitlines(keepends=True)
     notes = []
-    head_end = 0
     body = tree.body
     if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
         body = body[1:]  # the docstring: each part gets its own
     imports, lib, rest = [], [], []
+    prev_end = body[0].lineno - 1 if body else 0
     for node in body:
-        start = node.lineno - 1
-        # comments right above a statement belong to it
-        while start > head_end and lines[start - 1].lstrip().startswith("#"):
-            start -= 1
-        text = "".join(lines[start : node.end_lineno])
+        # what precedes a statement (blank lines, its comments) goes with it
+        text = "".join(lines[prev_end : node.end_lineno])
+        prev_end = node.end_lineno
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            imports.append(text)
+            imports.append(text.lstrip("\n"))
             continue
         names = set()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -694,7 +697,6 @@ def split_module(src: str, split: Split) -> tuple[str, str, list[str]]:
             if names & split.names:
                 notes.append(f"{split.to}: a statement defines {sorted(names)}, only some split off; kept in the rest")
             rest.append(text)
-        head_end = node.end_lineno
     defined = set()
     for text in lib:
         for node in ast.parse(text).body:
@@ -715,7 +717,8 @@ def split_module(src: str, split: Split) -> tuple[str, str, list[str]]:
 
     def module(doc: str, parts: list[str], extra: list[str]) -> str:
         top = '"""' + doc + '"""\n\n' + "".join(future) + ("\n" if future else "")
-        return top + "".join(others) + "".join(extra) + "\n\n" + "\n\n".join(p.rstrip("\n") + "\n" for p in parts)
+        code = "".join(parts).lstrip("\n")
+        return top + "".join(others) + "".join(extra) + "\n\n" + code
 
     lib_src = module(split.docstring, lib, [])
     # the rest imports from the split-off module through its old name: the rewrite maps it
@@ -736,13 +739,15 @@ an old path (tests/test_layers.py checks it); new code imports the new ones.
 """
 '''
 
-OLD_PATHS_CODE = '''
+OLD_PATHS_IMPORTS = """
 import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
+"""
 
+OLD_PATHS_CODE = '''
 
 class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Consulted after the real finders, so only for a name no file answers any more."""
@@ -819,7 +824,7 @@ def after_docstring(src: str, addition: str) -> str:
 def old_paths_source(plan: Plan) -> str:
     moved = {o: n for o, n in sorted(plan.modmap.items()) if o != n and o in plan.modules}
     forward = {p: plan.modmap[p] for p in plan.public if p in plan.packages_new}
-    lines = [OLD_PATHS_DOC, "\nfrom __future__ import annotations\n"]
+    lines = [OLD_PATHS_DOC, "\nfrom __future__ import annotations\n", OLD_PATHS_IMPORTS]
     lines.append("\nMOVED = {\n" + "".join(f"    {o!r}: {n!r},\n" for o, n in moved.items()) + "}\n")
     public = [p for p in plan.public if p not in plan.packages_new]
     lines.append("PUBLIC = frozenset({\n" + "".join(f"    {p!r},\n" for p in public) + "})\n")
@@ -1035,7 +1040,8 @@ def main(argv: list[str] | None = None) -> int:
         texts, rw = rewrite_all(plan)
         apply(plan, texts)
         notes = list(plan.notes) + rw.warnings
-        notes += [f"bare mention: {m}" for m in bare_mentions(plan, texts)]
+        after = {p: (REPO / p).read_text(encoding="utf-8") for p in texts if (REPO / p).is_file()}
+        notes += [f"bare mention: {m}" for m in bare_mentions(plan, after)]
         if args.commit:
             git("add", "-A")
             git(
