@@ -310,6 +310,32 @@ PATCHES = [
         "the README's list of pages names the layers",
     ),
     (
+        "docs/models.md",
+        "code in `replay/live/`: `model_catalogue.py`\nthe known files and their wheels, `model_cache.py` the cache layout "
+        "and sidecars,\n`model_download.py` the steps below, `model_progress.py` the progress/log callbacks,\n",
+        "code in `replay/live/models/`: `catalogue.py`\nthe known files and their wheels, `cache.py` the cache layout "
+        "and sidecars,\n`download.py` the steps below, `progress.py` the progress/log callbacks,\n",
+        "module names without their folder",
+    ),
+    (
+        "replay/live/models/names.py",
+        "(see model_catalogue.MODELS)",
+        "(see replay.live.models.catalogue.MODELS)",
+        "a module name without its folder",
+    ),
+    (
+        "replay/live/models/gguf_load.py",
+        "(see model_catalogue.MODELS)",
+        "(see replay.live.models.catalogue.MODELS)",
+        "a module name without its folder",
+    ),
+    (
+        "replay/live/sweep/runner.py",
+        "Directory layout: ``sweepdir.py``.",
+        "Directory layout: ``directory.py``.",
+        "a module name without its folder",
+    ),
+    (
         "bench/recommend_speed.py",
         '            module, names = line[len("from "):].split(" import ", 1)\n',
         '            module, names = line[len("from "):].split(" import ", 1)\n'
@@ -1040,8 +1066,6 @@ def main(argv: list[str] | None = None) -> int:
         texts, rw = rewrite_all(plan)
         apply(plan, texts)
         notes = list(plan.notes) + rw.warnings
-        after = {p: (REPO / p).read_text(encoding="utf-8") for p in texts if (REPO / p).is_file()}
-        notes += [f"bare mention: {m}" for m in bare_mentions(plan, after)]
         if args.commit:
             git("add", "-A")
             git(
@@ -1062,6 +1086,8 @@ def main(argv: list[str] | None = None) -> int:
                 "ruff format + ruff check --fix over the whole tree (issue 21, item 5)\n\n"
                 "Made by scripts/relayout.py with pyproject.toml's [tool.ruff]; no behaviour changes.",
             )
+        after = {p: (REPO / p).read_text(encoding="utf-8") for p in texts if (REPO / p).is_file()}
+        notes += [f"bare mention: {m}" for m in bare_mentions(plan, after)]
         summary(plan, rw, notes, ruff_ok, ruff_report, time.perf_counter() - t0)
         return 0 if ruff_ok else 1
     except Refused as exc:
