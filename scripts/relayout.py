@@ -796,9 +796,13 @@ class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def install() -> None:
-    """Serve the old paths (replay/__init__.py and analysis/__init__.py call this)."""
-    if not any(isinstance(f, _OldPaths) for f in sys.meta_path):
-        sys.meta_path.append(_OldPaths())
+    """Serve the old paths (replay/__init__.py and analysis/__init__.py call this): right after the
+    finder of files on sys.path, so that the checkout's own files win, and before any other finder
+    (an editable install of another checkout would otherwise serve its old files)."""
+    if any(isinstance(f, _OldPaths) for f in sys.meta_path):
+        return
+    after = [i for i, f in enumerate(sys.meta_path) if f is importlib.machinery.PathFinder]
+    sys.meta_path.insert(after[0] + 1 if after else len(sys.meta_path), _OldPaths())
 
 
 def forward(package: str):
