@@ -1099,6 +1099,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+FILE_PARENTS = re.compile(r"(Path\(__file__\)(?:\.resolve\(\))?)((?:\.parent\b(?!s))+|\.parents\[(\d+)\])")
+
+
+def file_relative(src: str, deeper: int, where: str, plan: Plan) -> str:
+    """``Path(__file__).parent.parent`` names a folder by its distance from the file: a file that
+    moves ``deeper`` levels down needs as many more steps up."""
+    if not deeper:
+        return src
+
+    def one(m: re.Match) -> str:
+        up = int(m.group(3)) + 1 if m.group(3) is not None else m.group(2).count(".parent")
+        new = m.group(1) + ".parent" * (up + deeper) if up + deeper <= 2 else f"{m.group(1)}.parents[{up + deeper - 1}]"
+        plan.notes.append(f"{where}: {m.group(0)} -> {new} (the file is {deeper} folder(s) deeper)")
+        return new
+
+    return FILE_PARENTS.sub(one, src)
+
+
 def rewrite_all(plan: Plan) -> tuple[dict[str, str], Rewriter]:
     """New text of every file in scope, keyed by its path AFTER the move."""
     rw = Rewriter(plan)
@@ -1123,6 +1141,8 @@ def rewrite_all(plan: Plan) -> tuple[dict[str, str], Rewriter]:
                 new = rw.python(rest_src, importer_old, importer_new, path)
             else:
                 new = rw.python(src, importer_old, importer_new, path)
+            if new_path != path:
+                new = file_relative(new, len(Path(new_path).parts) - len(Path(path).parts), path, plan)
         elif path.endswith(".md"):
             new = rw.markdown(src, path)
         else:
