@@ -74,14 +74,13 @@ def commands(sample: str) -> list[tuple[str, list[str]]]:
 
 
 def global_commands(all_samples: list[str]) -> list[tuple[str, list[str]]]:
-    """Help of every command (its text comes from docstrings and option tables), and the samples
+    """Help of every command (its text comes from docstrings and option tables), and every sample
     side by side."""
     names = ["replay", "pack", "verify-pack", "batch", "stats", "plot", "compare", "report", "recommend",
              "generate", "cost-curve", "sweep", "models"]  # fmt: skip
     out = [("--help", ["--help"]), ("--version", ["--version"])]
     out += [(f"{n} --help", [n, "--help"]) for n in names]
     out.append(("stats --json (all samples)", ["stats", *all_samples, "--json"]))
-    out.append(("compare (all samples)", ["compare", *all_samples]))
     return out
 
 
