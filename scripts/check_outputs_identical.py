@@ -43,6 +43,7 @@ TIMINGS = [
     (re.compile(r"in \d+(?:\.\d+)? s \(\d+(?:\.\d+)? rounds/s\)"), "in <T> s (<R> rounds/s)"),
     (re.compile(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b"), "<DATE>"),
     (re.compile(r"\b\d+(?:\.\d+)? ?(?:ms|s) elapsed\b"), "<T> elapsed"),
+    (re.compile(r'("seconds": \{)[^{}]*(\})'), r"\1<T>\2"),  # recommend --json: time per phase
 ]
 
 
@@ -141,24 +142,27 @@ def normalise_text(text: str, out_dir: str) -> str:
     return text
 
 
-def file_digest(path: Path, out_dir: str) -> str:
-    """The content of a written file, as far as it matters."""
+def file_digest(path: Path, out_dir: str) -> tuple[str, str, str | None]:
+    """(digest, digest with module names in their new form, normalised text or None) of a written
+    file's content, as far as it matters."""
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         import pandas as pd
 
         frame = pd.read_parquet(path)
-        return "parquet:" + sha(frame.to_csv(index=False) + "|" + "|".join(map(str, frame.dtypes)))
+        digest = "parquet:" + sha(frame.to_csv(index=False) + "|" + "|".join(map(str, frame.dtypes)))
+        return digest, digest, None
     if suffix == ".png":
         from matplotlib import image
 
         pixels = image.imread(str(path))
-        return "png:" + sha(f"{pixels.shape}|".encode() + pixels.tobytes())
+        digest = "png:" + sha(f"{pixels.shape}|".encode() + pixels.tobytes())
+        return digest, digest, None
     data = path.read_bytes()
     if suffix in (".html", ".json", ".csv", ".txt", ".svg", ".md", ".jsonl"):
         text = normalise_text(data.decode("utf-8", "replace"), out_dir)
-        return f"text:{sha(text)}:{sha(new_module_names(text))}"
-    return "bytes:" + sha(data)
+        return "text:" + sha(text), "text:" + sha(new_module_names(text)), text
+    return "bytes:" + sha(data), "bytes:" + sha(data), None
 
 
 def sha(data: str | bytes) -> str:
@@ -187,29 +191,39 @@ def record(name: str, argv: list[str], scratch: Path, keep: Path | None, results
         for extra in (["verify-pack", str(out_dir / "packed")], ["replay", str(out_dir / "packed"), "--json"]):
             c2, o2, e2 = run(extra)
             code, stdout, stderr = code or c2, stdout + o2, stderr + e2
-    files = {
+    digests = {
         p.relative_to(out_dir).as_posix(): file_digest(p, str(out_dir))
         for p in sorted(out_dir.rglob("*"))
         if p.is_file()
     }
-    text = json.dumps(
-        {
-            "exit": code,
-            "stdout": normalise_text(stdout, str(out_dir)),
-            "stderr": normalise_text(stderr, str(out_dir)),
-            "files": files,
-        },
-        indent=1,
-        sort_keys=True,
-    )
+
+    def body(which: int) -> str:
+        return json.dumps(
+            {
+                "exit": code,
+                "stdout": normalise_text(stdout, str(out_dir)),
+                "stderr": normalise_text(stderr, str(out_dir)),
+                "files": {f: d[which] for f, d in digests.items()},
+            },
+            indent=1,
+            sort_keys=True,
+        )
+
+    text = body(0)
     results[key] = {
-        "sha256": sha(text),
+        "sha256": sha(new_module_names(body(1))),
+        "raw": sha(text),
         "exit": code,
-        "files": len(files),
+        "files": len(digests),
         "seconds": round(time.perf_counter() - t0, 2),
     }
     if keep is not None:
-        (keep / (re.sub(r"\W+", "_", key) + ".json")).write_text(text, encoding="utf-8")
+        name = re.sub(r"\W+", "_", key)
+        (keep / f"{name}.json").write_text(text, encoding="utf-8")
+        for f, (_, _, content) in digests.items():
+            if content is not None:
+                (keep / name / f).parent.mkdir(parents=True, exist_ok=True)
+                (keep / name / f).write_text(content, encoding="utf-8")
 
 
 def snapshot(output: Path, keep: Path | None, only: str | None) -> int:
