@@ -1,6 +1,6 @@
 """Regenerate docs/img/*.png and print the tables quoted in docs/analysis.md (markdown).
 
-    PYTHONPATH=. python scripts/make_analysis_docs.py            # writes docs/img, prints tables
+PYTHONPATH=. python scripts/make_analysis_docs.py            # writes docs/img, prints tables
 """
 
 from __future__ import annotations
@@ -64,11 +64,27 @@ def main() -> None:
     m = all_metrics(build_tables([synth]))
     plots.save_figure(plots.plot_accepted_length(m["accepted_length"]), img, "accepted_length", ["png"])
     plots.save_figure(plots.plot_depth_acceptance(m["depth_acceptance"]), img, "depth_acceptance", ["png"])
-    plots.save_figure(plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], synth.label, synth.config), img, "rank_heatmap", ["png"])
-    plots.save_figure(plots.plot_parent_slot(m["parent_slot"], synth.label, len(synth.results)), img, "parent_slot", ["png"])
-    plots.save_figure(treeplot.plot_tree_hits(static_shape(synth.config), m["node_hits"], synth.label, synth.config), img, "tree_hits", ["png"])
-    plots.save_figure(treeplot.plot_round_tree(article.results[0], run=article.label), img, "article_round_tree", ["png"])
-    plots.save_figure(plots.plot_compare_runs(m_both["summary"], m_both["depth_acceptance"]), img, "runs_side_by_side", ["png"])
+    plots.save_figure(
+        plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], synth.label, synth.config),
+        img,
+        "rank_heatmap",
+        ["png"],
+    )
+    plots.save_figure(
+        plots.plot_parent_slot(m["parent_slot"], synth.label, len(synth.results)), img, "parent_slot", ["png"]
+    )
+    plots.save_figure(
+        treeplot.plot_tree_hits(static_shape(synth.config), m["node_hits"], synth.label, synth.config),
+        img,
+        "tree_hits",
+        ["png"],
+    )
+    plots.save_figure(
+        treeplot.plot_round_tree(article.results[0], run=article.label), img, "article_round_tree", ["png"]
+    )
+    plots.save_figure(
+        plots.plot_compare_runs(m_both["summary"], m_both["depth_acceptance"]), img, "runs_side_by_side", ["png"]
+    )
 
     configs = [TreeConfig.from_lists(s, h) for s, h in DOC_CONFIGS]
     default = CostModel.default()
@@ -100,7 +116,11 @@ def main() -> None:
     rows = []
     for run in real:
         cost = run_cost(run.replay.directory, run.replay.manifest)
-        rows.append(speed_row(run.label, run.results, cost, measured_speedup(read_timings(run.replay.directory, run.replay.manifest))))
+        rows.append(
+            speed_row(
+                run.label, run.results, cost, measured_speedup(read_timings(run.replay.directory, run.replay.manifest))
+            )
+        )
     print("\n## speed: real samples (measured timings)\n")
     print(markdown(pd.DataFrame(rows)))
 

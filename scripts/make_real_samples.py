@@ -71,7 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     options = DecodeOptions(args.max_new_tokens)
     # One baseline for all configs: target-only greedy is the same whatever the tree.
     baseline = run_baseline(target, ids, options)
-    print(f"baseline: {sum(len(g.output_ids) for g in baseline)} tokens in {sum(g.total_s for g in baseline):.1f} s", flush=True)
+    print(
+        f"baseline: {sum(len(g.output_ids) for g in baseline)} tokens in {sum(g.total_s for g in baseline):.1f} s",
+        flush=True,
+    )
     for name in args.configs.split(","):
         dump = out / name
         if (dump / "manifest.json").is_file():

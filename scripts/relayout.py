@@ -1178,8 +1178,8 @@ def apply(plan: Plan, texts: dict[str, str]) -> None:
         full = REPO / path
         if section_sha(plan.originals.get(path, ""), first, end) not in (sha, None):
             plan.notes.append(
-                f"{path}: the section {first!r} changed since relayout_files/{src} was written: "
-                "carry the change over by hand (git diff HEAD -- " + path + ")"
+                f"{path}: the section {first!r} has changed since relayout_files/{src} was written, and was "
+                f"replaced: carry the change over by hand (git log -p -- {path} shows it)"
             )
         text, done = replace_section(
             full.read_text(encoding="utf-8"), first, end, (FILES / src).read_text(encoding="utf-8")
