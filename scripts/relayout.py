@@ -295,12 +295,13 @@ SECTIONS = [
 PATCHES = [
     (
         ".ci/run",
-        '# README, "Run the tests" (command b)\n',
-        "# Formatting and lint (pyproject.toml's [tool.ruff]): fail on any violation, before the tests.\n"
+        "# The real-model tests (marked real_models)",
+        "# Formatting and lint (pyproject.toml's [tool.ruff]): fail on any violation, before the model\n"
+        "# fetch and the tests.\n"
         ".venv/bin/ruff format --check .\n"
         ".venv/bin/ruff check .\n"
         "\n"
-        '# README, "Run the tests" (command b)\n',
+        "# The real-model tests (marked real_models)",
         "CI runs ruff (issue 21, item 5) once the tree is formatted",
     ),
     (
