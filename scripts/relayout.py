@@ -1,30 +1,36 @@
 #!/usr/bin/env python3
 """Issue 21, item 1: move every module into the folder of its layer, in one mechanical step.
 
-    python scripts/relayout.py --dry-run    # the plan: what moves where, what stays, what is new
-    python scripts/relayout.py              # do it on a clean checkout; review, test, commit
-    python scripts/relayout.py --commit     # the same, then two commits: the move, then ruff
+    python scripts/relayout.py --dry-run    # the plan: the tree after the move, what stays, what is new
+    python scripts/relayout.py --commit     # do it on a clean checkout: two commits, the move then ruff
+    python scripts/relayout.py              # the same, uncommitted (review with git status / git diff)
 
 Everything follows from the tables below (MOVES, STAYS, SPLITS, FOLDERS), not from a list of
 places, so a tree with more commits than the one this was written on moves the same way:
 
 1. ``git mv`` every module named in MOVES (a package key moves the whole package, modules added
    since included); SPLITS cuts one module in two by its top-level names. A module in neither
-   MOVES nor STAYS stays where it is and is listed at the end: add it to MOVES and start again.
+   MOVES nor STAYS stays where it is and is listed: add it to MOVES, reset, and run again.
 2. Rewrites every mention of a moved module in the tracked text files (replay/, analysis/, tests/,
    bench/, scripts/, docs/, README.md, pyproject.toml, .ci/): import statements read with ``ast``
    (relative ones resolved from the file's old place, written relative only within one package,
-   absolute otherwise), dotted names anywhere (``replay.x.attr`` in monkeypatch targets, prose,
-   strings), ``from replay import x`` in prose, and paths (``replay/x.py``, ``replay/batch/``).
-3. Writes each new folder's ``__init__.py`` (its docstring says what lives there), installs the
-   files of scripts/relayout_files/ (tests/test_layers.py, the head of docs/architecture.md, the
-   README's Layout section, .ci/run's ruff step, tests/test_old_paths.py), and writes
-   replay/util/old_paths.py: where each module was, and the old import paths that keep working
-   (those docs/api.md named before the move, the notebook API ``analysis.api`` among them).
-4. Runs ``ruff check --fix`` and ``ruff format`` with pyproject.toml's configuration.
-5. Prints a summary: the tree, what stayed, and what to look at by hand.
+   absolute otherwise; names that now live in different modules split into one statement each),
+   dotted names anywhere (``replay.x.attr`` in monkeypatch targets, prose, strings, ``python -m``),
+   ``from replay import x`` in prose, paths (``replay/x.py``, ``replay/batch/``), and
+   ``Path(__file__).parent`` chains of files that move deeper.
+3. Writes each new folder's ``__init__.py`` (its docstring says what lives there), installs
+   scripts/relayout_files/ (tests/test_layers.py: a map from folder to layer; tests/test_old_paths.py;
+   the head of docs/architecture.md and the README's Layout section, which draw the folders),
+   applies PATCHES (.ci/run's ruff step, a few prose fixes), and writes replay/util/old_paths.py:
+   where each module was, and the old import paths users' code has that keep working (the modules
+   docs/api.md named before the move, the notebook API ``analysis.api`` among them).
+4. Runs ``ruff check --fix`` and ``ruff format`` with pyproject.toml's configuration, and checks
+   that both pass.
+5. Prints a summary: what moved, what stayed, and what to look at by hand.
 
-It refuses a dirty tree (commit or stash first) and a tree it has already moved.
+It refuses a dirty tree (commit or stash first) and a tree it has already moved. It takes seconds;
+then run tests/test_layers.py, tests/test_old_paths.py, tests/test_docs_paths.py and the suite, and
+scripts/check_outputs_identical.py before and after (``--diff``).
 """
 
 from __future__ import annotations
@@ -1009,6 +1015,7 @@ def tree_picture(plan: Plan) -> str:
             by_dir.setdefault(split.to.rpartition(".")[0], []).append(split.to.rpartition(".")[2])
     for path in plan.new_inits:
         by_dir.setdefault(module_name(path)[0], [])
+    by_dir.setdefault("replay.util", []).append("old_paths")
     out = []
     for folder in sorted(by_dir):
         out.append(f"  {folder.replace('.', '/')}/: {' '.join(sorted(by_dir[folder])) or '(folders only)'}")
