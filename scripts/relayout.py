@@ -64,6 +64,7 @@ MOVES: dict[str, str] = {
     "replay.version": "replay.util.version",
     # core: the words and rules of the domain
     "replay.vocab": "replay.core.vocab",
+    "replay.headline": "replay.core.headline",
     "replay.tree": "replay.core.tree",
     "replay.selection": "replay.core.selection",
     "replay.acceptance": "replay.core.acceptance",
@@ -121,6 +122,7 @@ MOVES: dict[str, str] = {
     "analysis.dask_tables": "analysis.tables.dask_tables",
     "analysis.definitions": "analysis.tables.definitions",
     "analysis.metrics": "analysis.tables.metrics",
+    "analysis.intervals": "analysis.tables.intervals",
     "analysis.costmodel": "analysis.cost.model",
     "analysis.costsource": "analysis.cost.source",
     "analysis.timings": "analysis.cost.timings",
