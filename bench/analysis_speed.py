@@ -4,18 +4,18 @@
     python bench/analysis_speed.py --quick    # a smoke run in seconds
 
 What ``stats`` / ``plot`` / ``compare`` / ``report`` do before their own work: replay every round
-and build the round and node tables. Old path (still the reference): ``analysis.runs.load_reference``
+and build the round and node tables. Old path (still the reference): ``analysis.tables.runs.load_reference``
 (replay_directory, round by round) + ``build_tables`` (tables from RoundResults). New path:
-``analysis.runs.load_run`` (replay_run with analysis.batch_tables per batch). Also timed: the
+``analysis.tables.runs.load_run`` (replay_run with analysis.tables.batch per batch). Also timed: the
 node-hit counting of ``stats`` (metrics.node_hit_frequency), per-round loop against the array form,
 and ``all_metrics`` on the new tables. ``compare`` (``--only compare`` runs just this part): the old
 command replayed the run round by round (load_reference) and each config on every RoundResult
-(analysis.compare.compare_configs); the new one re-reads the run in batches and replays every
-config on the arrays (analysis.compare_batch.compare_run); both frames are checked equal. Likewise
+(analysis.compare.configs.compare_configs); the new one re-reads the run in batches and replays every
+config on the arrays (analysis.compare.batch.compare_run); both frames are checked equal. Likewise
 the gamma strategies (gamma_strategies.simulate_strategies on RoundResults against
 compare_batch.simulate_run_strategies; equal results checked). Inputs: a packed run of the article's config
-[[6],[2,2],[1,1]]/[1,2,2] (replay.batch_synth, 5% early stops), a directory of half as many
-rounds (.npz files, replay.synth.write_synthetic_run) and the bundled
+[[6],[2,2],[1,1]]/[1,2,2] (replay.testing.batch_synth, 5% early stops), a directory of half as many
+rounds (.npz files, replay.testing.synth.write_synthetic_run) and the bundled
 sample_dumps/synthetic_article directory (300 rounds, .npz files). Both paths run in this
 process, interleaved (old, new, old, new, ...) after one warm-up each; printed: median seconds of
 each path, the range, and the ratio old/new (median, with the range of the per-pair ratios).
@@ -40,19 +40,19 @@ if __package__ in (None, ""):  # run as a script from a checkout without install
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis.compare import compare_configs  # noqa: E402
-from analysis.compare_batch import compare_run, simulate_run_strategies  # noqa: E402
-from analysis.gamma_strategies import simulate_strategies  # noqa: E402
-from analysis.costmodel import CostModel  # noqa: E402
-from analysis.metrics import _hits_by_round, _hits_vectorised, shape_signature, all_metrics, static_shape  # noqa: E402
-from analysis.report import default_comparison_configs  # noqa: E402
-from analysis.runs import load_reference, load_run  # noqa: E402
-from analysis.subtree import contained_configs  # noqa: E402
-from analysis.tables import build_tables  # noqa: E402
-from replay.batch_synth import synth_run  # noqa: E402
-from replay.config import TreeConfig  # noqa: E402
-from replay.packed import pack_batches  # noqa: E402
-from replay.synth import write_synthetic_run  # noqa: E402
+from analysis.compare.configs import compare_configs  # noqa: E402
+from analysis.compare.batch import compare_run, simulate_run_strategies  # noqa: E402
+from analysis.compare.gamma_strategies import simulate_strategies  # noqa: E402
+from analysis.cost.model import CostModel  # noqa: E402
+from analysis.tables.metrics import _hits_by_round, _hits_vectorised, shape_signature, all_metrics, static_shape  # noqa: E402
+from analysis.report.html import default_comparison_configs  # noqa: E402
+from analysis.tables.runs import load_reference, load_run  # noqa: E402
+from analysis.compare.subtree import contained_configs  # noqa: E402
+from analysis.tables.build import build_tables  # noqa: E402
+from replay.testing.batch_synth import synth_run  # noqa: E402
+from replay.core.config import TreeConfig  # noqa: E402
+from replay.io.packed.pack import pack_batches  # noqa: E402
+from replay.testing.synth import write_synthetic_run  # noqa: E402
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 

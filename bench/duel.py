@@ -39,11 +39,11 @@ from typing import Callable, Sequence
 
 import torch
 
-from replay.config import TreeConfig
+from replay.core.config import TreeConfig
 from replay.live.clock import device_clock, synchronize
 from replay.live.generate import DecodeOptions, Generation, speculative_generate, target_generate
-from replay.live.grid import config_name, parse_grid
-from replay.live.models import LiveModel, wrap_model
+from replay.live.sweep.grid import config_name, parse_grid
+from replay.live.models.load import LiveModel, wrap_model
 from replay.cli.live_auto import choice_json
 from replay.live.timing import Timing, machine_load, time_methods
 
@@ -292,7 +292,7 @@ def cost_lines(auto: dict) -> str:
     verify = ", ".join(f"{k:g}: {v * 1e3:.0f} ms ({v / t1:.2f}x)" for k, v in zip(cost["tokens"], cost["verify_s"]))
     line = (f"cost curve: target forward over 1 token {t1 * 1e3:.0f} ms; draft step {cost['draft_step_s'] * 1e3:.0f} ms "
             f"({cost['draft_step_s'] / t1:.2f}x); target forward by tokens: {verify}")
-    if cost.get("draft_s"):  # runs since the live round's pricing (analysis.costmodel.live_round_cost)
+    if cost.get("draft_s"):  # runs since the live round's pricing (analysis.cost.model.live_round_cost)
         line += "; draft forward by tokens: " + ", ".join(f"{k:g}: {v * 1e3:.0f} ms" for k, v in zip(cost["tokens"], cost["draft_s"]))
     return line
 
@@ -335,7 +335,8 @@ def markdown_table(rows: list[dict]) -> str:
 def load_models(args) -> tuple[LiveModel, LiveModel, list[list[int]], list[str]]:
     """(draft, target) in float32 on the device, the prompts as ids and their names."""
     if args.shapes:
-        from replay.live.tiny import QWEN25_15B, damped_pair, tiny_config
+        from replay.live.models.random_weights import QWEN25_15B
+        from replay.testing.tiny import damped_pair, tiny_config
 
         config = tiny_config("qwen2", vocab_size=512, layers=4, hidden=64) if args.shapes == "tiny" else QWEN25_15B
         draft, target = damped_pair(config, args.draft_layers, args.damp, seed=0, device=args.device, name=f"random:{args.shapes}")
@@ -343,8 +344,8 @@ def load_models(args) -> tuple[LiveModel, LiveModel, list[list[int]], list[str]]
         count = max(DUEL_PROMPTS + SWEEP_PROMPTS) + 1
         prompts = [torch.randint(0, config["vocab_size"], (args.prompt_tokens,), generator=gen).tolist() for _ in range(count)]
         return draft, target, prompts, [f"random ids #{i}" for i in range(count)]
-    from replay.live.models import load_pair
-    from replay.live.names import resolve_model_args
+    from replay.live.models.load import load_pair
+    from replay.live.models.names import resolve_model_args
     from replay.live.stdprompts import std_prompts
 
     paths = resolve_model_args(None, None, args.pair, args.models_dir)
@@ -355,7 +356,7 @@ def load_models(args) -> tuple[LiveModel, LiveModel, list[list[int]], list[str]]
 
 def in_dtype(model: LiveModel, dtype: str) -> LiveModel:
     """The model cast in place to ``dtype`` (float32 first, then bfloat16: one load serves both)."""
-    from replay.live.models import parse_dtype
+    from replay.live.models.load import parse_dtype
 
     model.module.to(parse_dtype(dtype))
     return wrap_model(model.module, model.name, model.tokenizer)

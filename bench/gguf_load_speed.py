@@ -21,9 +21,9 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from replay.live.gguf_load import load_gguf_live  # noqa: E402
-from replay.live.names import resolve_model  # noqa: E402
-from replay.live.tokenizer_check import MEASURE_TEXT  # noqa: E402
+from replay.live.models.gguf_load import load_gguf_live  # noqa: E402
+from replay.live.models.names import resolve_model  # noqa: E402
+from replay.live.models.tokenizer_check import MEASURE_TEXT  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ A synthetic run of the article's config ([[6],[2,2],[1,1]]/[1,2,2], 5% early sto
 16,384 rounds) is packed once, then read in two ways:
 
 - read: every block of every array into memory (``PackedRun.iter_blocks``), nothing else;
-- read+replay: the streaming batch replay every command uses (``replay.runs.iter_run_results``),
+- read+replay: the streaming batch replay every command uses (``replay.engine.runs.iter_run_results``),
   on 1 and on 2 threads;
 
 each by four readers: ``mmap`` (the reader before blocks were checked: memory-mapped views, no
@@ -44,10 +44,10 @@ if __package__ in (None, ""):  # run as a script from a checkout without install
 
 import numpy as np
 
-from replay.batch_synth import synth_run
-from replay.config import TreeConfig
-from replay.packed import BadBlock, PackedRun, pack_batches
-from replay.runs import iter_run_results, open_run
+from replay.testing.batch_synth import synth_run
+from replay.core.config import TreeConfig
+from replay.io.packed.pack import BadBlock, PackedRun, pack_batches
+from replay.engine.runs import iter_run_results, open_run
 
 from benchkit import evict, machine_line  # bench/benchkit.py
 

@@ -1,6 +1,6 @@
 """Predicted vs measured speedup of a finished speed duel, recomputed offline (no model, no timing):
 the prediction as the duel made it (every draft forward charged as a one-token step) and with the
-live round's draft as the loop runs it (analysis.costmodel ``live_round_cost``: catch-up over 1 or
+live round's draft as the loop runs it (analysis.cost.model ``live_round_cost``: catch-up over 1 or
 2 tokens, one forward over each later step's heads, priced from the curve's draft times by token
 count), each beside the measured speedup of the same run.
 
@@ -32,11 +32,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):  # run as a script from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
-from analysis.costmodel import CostModel  # noqa: E402
-from analysis.shape_dumps import scan_run  # noqa: E402
-from analysis.speedpredict import SpeedPrediction, nondecreasing, predict_speedups  # noqa: E402
-from replay.config_grammar import parse_spec  # noqa: E402
-from replay.errors import SpecReplayError  # noqa: E402
+from analysis.cost.model import CostModel  # noqa: E402
+from analysis.shapes.dumps import scan_run  # noqa: E402
+from analysis.shapes.speedpredict import SpeedPrediction, nondecreasing, predict_speedups  # noqa: E402
+from replay.core.config_grammar import parse_spec  # noqa: E402
+from replay.util.errors import SpecReplayError  # noqa: E402
 
 TARGET_HARNESS = "target-only (harness loop)"  # bench/duel.py's baseline row
 

@@ -4,7 +4,7 @@
     python bench/recommend_speed.py --quick     # a smoke run in seconds (the test suite runs this)
 
 Input: packed runs of the article's config [[6],[2,2],[1,1]]/[1,2,2] generated as arrays
-(replay.batch_synth: random draft scores, path-probability selection, 5% early stops, 8 recorded
+(replay.testing.batch_synth: random draft scores, path-probability selection, 5% early stops, 8 recorded
 columns), 10^4 to 10^6 rounds. Each cell runs what the CLI runs with its default settings
 (bootstrap 200): ``recommend_runs`` + the text rendering, one thread, the process pinned to one
 CPU. Printed, as markdown tables: wall and CPU seconds per cell (median of the repeats, with the
@@ -40,12 +40,14 @@ if __package__ in (None, ""):  # run as a script from a checkout without install
 
 import numpy as np  # noqa: E402
 
-from analysis.recommend import recommend_runs  # noqa: E402
-from analysis.recommend_render import render_recommendation  # noqa: E402
-from replay.batch_synth import synth_run  # noqa: E402
-from replay.config import TreeConfig  # noqa: E402
-from replay.packed import pack_batches  # noqa: E402
-from replay.replayer import replay_directory  # noqa: E402
+from replay.util.old_paths import MOVED  # noqa: E402
+
+from analysis.shapes.recommend import recommend_runs  # noqa: E402
+from analysis.shapes.recommend_render import render_recommendation  # noqa: E402
+from replay.testing.batch_synth import synth_run  # noqa: E402
+from replay.core.config import TreeConfig  # noqa: E402
+from replay.io.packed.pack import pack_batches  # noqa: E402
+from replay.engine.replayer import replay_directory  # noqa: E402
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 BASELINE_REV = "d2662ec"  # the last commit before issue 15's changes to the shape search
@@ -79,6 +81,8 @@ def tolerate_moved_imports(text: str) -> str:
     for line in text.splitlines():
         if line.startswith("from replay.") and " import " in line and not line.rstrip().endswith("("):
             module, names = line[len("from "):].split(" import ", 1)
+            module = MOVED.get(module, module)  # the baseline predates the folder move (issue 21)
+            line = f"from {module} import {names}"
             try:
                 mod = importlib.import_module(module)
                 missing = [n for n in (x.strip().split(" as ")[0] for x in names.split(",")) if n and not hasattr(mod, n)]

@@ -4,7 +4,7 @@
     python bench/replay_json_speed.py --rounds 500 --repeat 3   # a smoke run
 
 Builds a text directory of the article config ([[6],[2,2],[1,1]]/[1,2,2], no scores: 4 files a
-round) from replay.batch_synth, then, in this process, after one warm-up of each: the plain read
+round) from replay.testing.batch_synth, then, in this process, after one warm-up of each: the plain read
 of every file's bytes (the baseline), ``specreplay replay DIR --json`` (default reader processes,
 and ``--workers 1``: the one-core figure) and ``specreplay batch DIR --json`` (``replay.cli.main``
 with stdout sent to a null sink), interleaved, ``--repeat`` times.
@@ -28,9 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from replay.batch_synth import SynthSpec, synth_batch
+from replay.testing.batch_synth import SynthSpec, synth_batch
 from replay.cli import main
-from replay.config import TreeConfig
+from replay.core.config import TreeConfig
 
 from benchkit import write_text_dump  # bench/benchkit.py
 

@@ -3,7 +3,7 @@
     python bench/replay_speed.py            # the full run recorded in docs/benchmarks.md
     python bench/replay_speed.py --quick    # a smoke run in seconds (the test suite runs this)
 
-Synthetic runs are generated directly as arrays (replay.batch_synth) for the article's config
+Synthetic runs are generated directly as arrays (replay.testing.batch_synth) for the article's config
 [[6],[2,2],[1,1]]/[1,2,2] and a deeper one, from 10^4 to 10^7 rounds. Printed, as markdown tables:
 batch replay rounds/s (in-memory arrays, all cores), the round-by-round reference on a subsample
 (extrapolated) and the ratio; pack and load throughput of packed runs (load measured cold: the
@@ -26,15 +26,15 @@ from pathlib import Path
 
 import numpy as np
 
-from replay.batch import replay_batch, replay_batches
-from replay.parallel import default_workers
-from replay.batch_synth import SynthSpec, synth_batch, synth_run
-from replay.config import TreeConfig
-from replay.fastread import ReadOptions, read_directory
-from replay.grouping import group_directory
-from replay.packed import PackedRun, pack_batches
-from replay.replayer import replay_round
-from replay.runs import iter_run_results, open_run
+from replay.engine.batch import replay_batch, replay_batches
+from replay.util.parallel import default_workers
+from replay.testing.batch_synth import SynthSpec, synth_batch, synth_run
+from replay.core.config import TreeConfig
+from replay.io.fastread import ReadOptions, read_directory
+from replay.io.grouping import group_directory
+from replay.io.packed.pack import PackedRun, pack_batches
+from replay.engine.replayer import replay_round
+from replay.engine.runs import iter_run_results, open_run
 
 from benchkit import evict, machine_line, write_text_dump  # bench/benchkit.py
 

@@ -23,11 +23,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from replay.live.cluster import PairSpec, run_sweep_on_cluster, start_local_cluster
+from replay.live.sweep.cluster import PairSpec, run_sweep_on_cluster, start_local_cluster
 from replay.live.generate import DecodeOptions
-from replay.live.grid import config_name, parse_grid
-from replay.live.sweepdir import OUTCOME_COLUMNS
-from replay.live.tiny import build_model, noisy_copy, save_hf_dir, tiny_config
+from replay.live.sweep.grid import config_name, parse_grid
+from replay.live.sweep.directory import OUTCOME_COLUMNS
+from replay.live.models.random_weights import build_model
+from replay.testing.tiny import noisy_copy, save_hf_dir, tiny_config
 from replay.live.timing import time_methods
 
 GRID = "6,2x2,1x1;1,1,1,1;4,2x1,1;2,1x1;3,1;8;2,2x2;1,1,1@0|0.8"  # 9 configs: 3 rounds of 3 workers

@@ -14,7 +14,7 @@ rounds/s)", the report's date), and files are compared by content, not bytes, wh
 carry what does not matter (Parquet files as their table, PNG files as their pixels). ``--keep
 DIR`` also writes each normalised output there, so that two runs can be diffed when a hash differs.
 
-Output that names a module (``exact replay ... (analysis.subtree)``) names its new home after the
+Output that names a module (``exact replay ... (analysis.compare.subtree)``) names its new home after the
 move. So each output has two hashes: ``raw`` (the normalisations above only) and ``sha256``, which
 also writes every module name of scripts/relayout.py's MOVES in its new form. ``--diff`` reports
 outputs identical byte for byte, those that differ only in module names (listed: check them), and
@@ -69,7 +69,7 @@ MODULE = re.compile(
 
 
 def new_module_names(text: str) -> str:
-    """Every old module name (``analysis.subtree``, ``replay/packed_read.py``) in its new form; names
+    """Every old module name (``analysis.compare.subtree``, ``replay/io/packed/read.py``) in its new form; names
     that already are new stay (the longest known prefix decides)."""
 
     def one(m: re.Match) -> str:

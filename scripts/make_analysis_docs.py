@@ -12,16 +12,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import plots, treeplot
-from analysis.compare import compare_configs, compare_display, speed_row, strategies_display
-from analysis.costmodel import CostModel
-from analysis.costsource import run_cost
-from analysis.gamma_strategies import simulate_strategies
-from analysis.metrics import all_metrics, depth_display, static_shape
-from analysis.runs import load_runs
-from analysis.tables import build_tables
-from analysis.timings import run_speedup
-from replay.config import TreeConfig
+from analysis.report import plots, treeplot
+from analysis.compare.configs import compare_configs, compare_display, speed_row, strategies_display
+from analysis.cost.model import CostModel
+from analysis.cost.source import run_cost
+from analysis.compare.gamma_strategies import simulate_strategies
+from analysis.tables.metrics import all_metrics, depth_display, static_shape
+from analysis.tables.runs import load_runs
+from analysis.tables.build import build_tables
+from analysis.cost.timings import run_speedup
+from replay.core.config import TreeConfig
 
 DOC_CONFIGS = [
     ([[6], [2, 2], [1, 1]], [1, 2, 2]),  # the article's (recorded)

@@ -24,11 +24,11 @@ import sys
 import time
 from pathlib import Path
 
-from replay.config import TreeConfig
+from replay.core.config import TreeConfig
 from replay.live.dumps import staged_output_dir
 from replay.live.generate import DecodeOptions
-from replay.live.models import load_pair, prepare_device
-from replay.live.names import resolve_model_args
+from replay.live.models.load import load_pair, prepare_device
+from replay.live.models.names import resolve_model_args
 from replay.live.report import format_summary, generation_headline
 from replay.live.run import run_timed, save_run_manifest
 from replay.live.stdprompts import prompts_markdown, std_prompts

@@ -18,16 +18,8 @@ import argparse
 import json
 from pathlib import Path
 
-from replay.live.tiny import (
-    build_model,
-    build_word_tokenizer,
-    damp_late_layers,
-    noisy_copy,
-    save_gguf_qwen2,
-    save_hf_dir,
-    tiny_config,
-    truncated_draft,
-)
+from replay.live.models.random_weights import build_model
+from replay.testing.tiny import build_word_tokenizer, damp_late_layers, noisy_copy, save_gguf_qwen2, save_hf_dir, tiny_config, truncated_draft
 
 
 def main() -> None:

@@ -20,7 +20,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs torch (the live extras): pip install 'specreplay[live]'")
 pytest.importorskip("transformers", reason="needs transformers (the live extras): pip install 'specreplay[live]'")
 
-from replay.live.tiny import build_model, noisy_copy, tiny_config  # noqa: E402
+from replay.live.models.random_weights import build_model  # noqa: E402
+from replay.testing.tiny import noisy_copy, tiny_config  # noqa: E402
 
 # Two intra-op threads on a small shared VM spin against each other: tiny forwards go from 0.5 ms
 # to 100+ ms at random. One thread keeps the suite fast and its timings stable.

@@ -7,14 +7,14 @@ from typing import Iterator
 
 import numpy as np
 
-from analysis.shape_model import ShapeModel
-from replay.config import TreeConfig
+from analysis.shapes.model import ShapeModel
+from replay.core.config import TreeConfig
 
 
 def model_from_hits(hit: np.ndarray, cols: int | None = None, draft_probs: np.ndarray | None = None) -> ShapeModel:
     """A known model: hit [depths, cols] float64 → p[d, q, r] = hit[d, r].
 
-    draft_probs: [depths, cols] the draft's fixed probability of each rank per depth (replay.synth),
+    draft_probs: [depths, cols] the draft's fixed probability of each rank per depth (replay.testing.synth),
     None when the engine is taken to rank nodes as the acceptance model does.
     """
     hit = np.asarray(hit, dtype=np.float64)

@@ -1,6 +1,6 @@
 """A known acceptance model whose draft ranks its tokens unlike the target, as dumps and as an oracle.
 
-Written independently of analysis.shape_model / shape_search, so that recommend's answer can be
+Written independently of analysis.shapes.model / shape_search, so that recommend's answer can be
 checked against the truth:
 
 * the draft's probability of its rank-r token at a node of depth d is ``DRAFT[d, r]`` in every
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from replay.batch import MatrixStack, RoundBatch
-from replay.config import TreeConfig
+from replay.engine.batch import MatrixStack, RoundBatch
+from replay.core.config import TreeConfig
 
 COLS = 6
 DRAFT = np.array(

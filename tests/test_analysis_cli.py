@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from replay.cli import main
-from replay.replayer import replay_directory
+from replay.engine.replayer import replay_directory
 
 SYNTH = "sample_dumps/synthetic_article"
 ARTICLE = "sample_dumps/article_round"
@@ -100,7 +100,7 @@ def test_analysis_never_imports_torch(tmp_path):
         f"main(['stats', '{ARTICLE}', '--no-progress'])\n"
         f"main(['compare', '{ARTICLE}', '--gamma-strategies', '--no-progress'])\n"
         f"main(['report', '{ARTICLE}', '-o', r'{tmp_path}', '--no-progress'])\n"
-        "import analysis.treeplot, analysis.gamma_strategies\n"
+        "import analysis.report.treeplot, analysis.compare.gamma_strategies\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -124,7 +124,7 @@ PASSES = {"speculative": (1.0, 1.1, 0.95), "target-only": (1.2, 1.25, 1.0)}
 @pytest.fixture
 def real(tmp_path_factory):
     """The real article sample with its totals timed in one interleaved session (the samples may be
-    from before the harness did that; analysis.timings calls those not comparable)."""
+    from before the harness did that; analysis.cost.timings calls those not comparable)."""
     import shutil
 
     out = tmp_path_factory.mktemp("real") / "article"

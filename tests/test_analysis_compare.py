@@ -7,15 +7,15 @@ import json
 import numpy as np
 import pytest
 
-from analysis.compare import compare_configs, compare_display, format_bounds, generate_funnels, parse_config_arg
-from analysis.costmodel import CostModel
-from analysis.gamma_strategies import next_gamma, simulate_strategies, simulate_strategy, outcomes_by_gamma
-from analysis.subtree import truncated
+from analysis.compare.configs import compare_configs, compare_display, format_bounds, generate_funnels, parse_config_arg
+from analysis.cost.model import CostModel
+from analysis.compare.gamma_strategies import next_gamma, simulate_strategies, simulate_strategy, outcomes_by_gamma
+from analysis.compare.subtree import truncated
 from tests.analysis_oracle import as_round, random_oracle, record_round
-from replay.config import TreeConfig
-from replay.errors import SpecReplayError
-from replay.replayer import replay_directory, replay_round
-from replay.rounds import Round
+from replay.core.config import TreeConfig
+from replay.util.errors import SpecReplayError
+from replay.engine.replayer import replay_directory, replay_round
+from replay.io.rounds import Round
 
 # t_verify(n) = 1 + 0.1 (n - 1) on [1, 17]; a draft step costs 0.1
 COST = CostModel(np.array([1.0, 17.0]), np.array([1.0, 2.6]), 0.1, "test")

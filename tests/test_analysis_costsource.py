@@ -20,12 +20,12 @@ import json
 import numpy as np
 import pytest
 
-from analysis.compare import modelled_speedup, speed_row, with_speed
-from analysis.costmodel import SOURCE_DEFAULT, CostModel
-from analysis.costsource import SOURCE_CURVE, SOURCE_MANIFEST, cost_warning, given_cost, run_cost
-from analysis.timings import NotComparable, measured_speedup, read_timings
-from replay.errors import DumpError, SpecReplayError
-from replay.manifest import read_manifest
+from analysis.compare.configs import modelled_speedup, speed_row, with_speed
+from analysis.cost.model import SOURCE_DEFAULT, CostModel
+from analysis.cost.source import SOURCE_CURVE, SOURCE_MANIFEST, cost_warning, given_cost, run_cost
+from analysis.cost.timings import NotComparable, measured_speedup, read_timings
+from replay.util.errors import DumpError, SpecReplayError
+from replay.io.manifest import read_manifest
 from tests.test_analysis_metrics import CFG, hand_results
 
 ROUNDS = [

@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.compare import runs_side_by_side
-from analysis.metrics import (
+from analysis.compare.configs import runs_side_by_side
+from analysis.tables.metrics import (
     accepted_length_distribution,
     all_metrics,
     depth_acceptance,
@@ -31,11 +31,11 @@ from analysis.metrics import (
     static_shape,
     summary,
 )
-from analysis.runs import load_runs
-from analysis.tables import build_tables, export_tables, node_table, round_table
-from replay.config import TreeConfig
-from replay.replayer import replay_round
-from replay.rounds import Round
+from analysis.tables.runs import load_runs
+from analysis.tables.build import build_tables, export_tables, node_table, round_table
+from replay.core.config import TreeConfig
+from replay.engine.replayer import replay_round
+from replay.io.rounds import Round
 
 CFG = TreeConfig.from_lists([[2], [1]], [1, 1])
 STEPS = [[[10, 20, 30]], [[11, 12]]]
@@ -144,7 +144,7 @@ WILSON_BY_HAND = [(2, 3, 0.207660, 0.938508), (5, 10, 0.236593, 0.763407), (0, 1
 
 
 def test_wilson_interval_against_hand_computed_values():
-    from analysis.intervals import wilson
+    from analysis.tables.intervals import wilson
 
     k, n, lo, hi = (np.array(c, dtype=float) for c in zip(*WILSON_BY_HAND))
     got_lo, got_hi = wilson(k, n)
@@ -153,7 +153,7 @@ def test_wilson_interval_against_hand_computed_values():
 
 
 def test_depth_acceptance_carries_wilson_intervals_over_its_denominators(hand):
-    from analysis.intervals import wilson
+    from analysis.tables.intervals import wilson
 
     d = depth_acceptance(hand[0]).set_index("depth")
     # depth 2: conditional 1/3 (reached_prev 3), per-position 1/4 (rounds 4), when expanded 1/2 (attempts 2)

@@ -6,13 +6,13 @@ import sys
 
 import pytest
 
-from analysis import plots, treeplot
-from analysis.compare import compare_configs
-from analysis.metrics import all_metrics, static_shape
-from analysis.runs import load_runs
-from analysis.tables import build_tables
-from replay.config import TreeConfig
-from replay.errors import SpecReplayError
+from analysis.report import plots, treeplot
+from analysis.compare.configs import compare_configs
+from analysis.tables.metrics import all_metrics, static_shape
+from analysis.tables.runs import load_runs
+from analysis.tables.build import build_tables
+from replay.core.config import TreeConfig
+from replay.util.errors import SpecReplayError
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +142,7 @@ def test_sweep_scatter_keeps_every_name_inside_the_axes():
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from analysis.sweep_plots import _scatter
+    from analysis.report.sweep_plots import _scatter
 
     # the longest name on the rightmost point, the highest point's name at the top edge
     table = pd.DataFrame({"name": ["1", "3,1,1", "6,2x2,1x1,1x1,1x1,1x1,1x1,1x1,1x1"], "mean_acceptance_length": [1.8, 2.9, 4.3],

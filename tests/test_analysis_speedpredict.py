@@ -1,4 +1,4 @@
-"""analysis.speedpredict: predicted speedup from acceptance on calibration rounds and a cost curve,
+"""analysis.shapes.speedpredict: predicted speedup from acceptance on calibration rounds and a cost curve,
 the shape chosen, and the ceiling; every expectation worked out by hand from the formulas in the
 module docstring."""
 
@@ -9,17 +9,17 @@ import pytest
 
 from pathlib import Path
 
-from analysis.costmodel import CostModel
-from analysis.shape_dumps import HOW_EXACT, Measured, scan_run
-from analysis.speedpredict import (
+from analysis.cost.model import CostModel
+from analysis.shapes.dumps import HOW_EXACT, Measured, scan_run
+from analysis.shapes.speedpredict import (
     all_accepted_speedup, best_prediction, ceiling, chains, leaf_stop_fractions, least_verify_s, nondecreasing, predict,
     predict_speedups, prediction_lines,
 )
-from replay.config import TreeConfig
-from replay.config_grammar import parse_spec
-from replay.errors import SpecReplayError
-from replay.replayer import replay_directory
-from replay.vocab import STOP_LEAF
+from replay.core.config import TreeConfig
+from replay.core.config_grammar import parse_spec
+from replay.util.errors import SpecReplayError
+from replay.engine.replayer import replay_directory
+from replay.core.vocab import STOP_LEAF
 
 REAL = Path(__file__).resolve().parent.parent / "sample_dumps" / "qwen2.5-coder"
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis import api
-from analysis.costmodel import SOURCE_DEFAULT
-from analysis.costsource import SOURCE_MANIFEST
-from replay.errors import SpecReplayError
+from replay.cli import api
+from analysis.cost.model import SOURCE_DEFAULT
+from analysis.cost.source import SOURCE_MANIFEST
+from replay.util.errors import SpecReplayError
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "api.md"

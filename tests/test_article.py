@@ -4,11 +4,11 @@ from pathlib import Path
 
 import numpy as np
 
-from replay.config import load_config
-from replay.replayer import replay_directory
-from replay.rounds import Round
-from replay.replayer import replay_round
-from replay.config import TreeConfig
+from replay.core.config import load_config
+from replay.engine.replayer import replay_directory
+from replay.io.rounds import Round
+from replay.engine.replayer import replay_round
+from replay.core.config import TreeConfig
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_dumps" / "article_round"
 

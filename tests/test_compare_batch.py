@@ -1,5 +1,5 @@
-"""compare's outcomes from the batch arrays (analysis.compare_batch) equal the round-by-round
-reference (analysis.compare.compare_configs over analysis.subtree): the same summary table and the
+"""compare's outcomes from the batch arrays (analysis.compare.batch) equal the round-by-round
+reference (analysis.compare.configs.compare_configs over analysis.compare.subtree): the same summary table and the
 same per-round frame (decided, bounds, stop, steps, rule, reason), column for column, on the bundled
 samples, a packed run and random dumps; for the recorded config, contained ones and configs
 reaching past the recording (deeper, wider, more heads), with and without a gammaThreshold."""
@@ -13,16 +13,16 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from analysis.compare import compare_configs
-from analysis.compare_batch import compare_parts, compare_run, join_compare
-from analysis.costmodel import CostModel
-from analysis.runs import load_reference, load_run
-from analysis.subtree import contained_configs
-from replay.batch import batch_from_rounds, replay_batch
-from replay.batch_synth import synth_run
-from replay.errors import ConfigError
-from replay.config import TreeConfig
-from replay.packed import pack_batches
+from analysis.compare.configs import compare_configs
+from analysis.compare.batch import compare_parts, compare_run, join_compare
+from analysis.cost.model import CostModel
+from analysis.tables.runs import load_reference, load_run
+from analysis.compare.subtree import contained_configs
+from replay.engine.batch import batch_from_rounds, replay_batch
+from replay.testing.batch_synth import synth_run
+from replay.util.errors import ConfigError
+from replay.core.config import TreeConfig
+from replay.io.packed.pack import pack_batches
 from tests.test_batch_property import runs
 from tests.test_batch_tables import ARTICLE, SAMPLE_RUNS, SAMPLES, reference_results
 
@@ -126,8 +126,8 @@ def test_random_run_compare_agrees(case, rnd, threshold):
 def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
     """``specreplay compare`` on a packed run: no scalar replay of the run happens (the reference
     loader is made to fail), and its per-round CSV is the reference's frame."""
-    import analysis.runs
-    from analysis.compare import parse_config_arg
+    import analysis.tables.runs
+    from analysis.compare.configs import parse_config_arg
     from replay.cli import main
 
     run = tmp_path / "run"
@@ -140,7 +140,7 @@ def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
         raise AssertionError("compare replayed the run round by round")
 
     per_round = tmp_path / "rounds.csv"
-    monkeypatch.setattr(analysis.runs, "load_reference", no_scalar_replay)
+    monkeypatch.setattr(analysis.tables.runs, "load_reference", no_scalar_replay)
     assert main(["compare", str(run), "--configs", *texts, "--gamma-threshold", "0.4", "--csv", "--no-progress",
                  "--per-round", str(per_round)]) == 0
     monkeypatch.undo()
@@ -154,8 +154,8 @@ def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
 @pytest.mark.parametrize("name", ["synthetic_article", "qwen2.5-coder/deep", "packed"])
 def test_gamma_strategies_from_the_batch_arrays_agree(name, tmp_path):
     """Every strategy's result (bounds, undecidable rounds, trajectory) equals the reference's."""
-    from analysis.compare_batch import simulate_run_strategies
-    from analysis.gamma_strategies import simulate_strategies
+    from analysis.compare.batch import simulate_run_strategies
+    from analysis.compare.gamma_strategies import simulate_strategies
 
     path = SAMPLES / name
     if name == "packed":

@@ -1,4 +1,4 @@
-"""One tree-config grammar (replay.config_grammar): every form the tool prints pastes back into
+"""One tree-config grammar (replay.core.config_grammar): every form the tool prints pastes back into
 every option that takes a config, and each spelling means the tree worked out here by hand."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from analysis.compare import generate_funnels
-from analysis.recommend_render import config_line, live_command
+from analysis.compare.configs import generate_funnels
+from analysis.shapes.recommend_render import config_line, live_command
 from replay.cli import main
-from replay.config import TREE_DYNAMIC, TreeConfig
-from replay.config_grammar import (
+from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.config_grammar import (
     ConfigTextError,
     format_config,
     grid_item,
@@ -25,7 +25,7 @@ from replay.config_grammar import (
     run_name,
 )
 from replay.cli.cmd_live import generate_config
-from replay.live.grid import config_name, load_config_list, parse_grid
+from replay.live.sweep.grid import config_name, load_config_list, parse_grid
 
 SYNTH = "sample_dumps/synthetic_article"  # recorded config [6]|[2,2]|[1,1]
 

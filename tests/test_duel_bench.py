@@ -88,7 +88,7 @@ def test_hf_assisted_settings_reach_the_assistant():
     """Assistant tokens per round are the assistant's generation config in transformers 5.x: with
     2 per round, 12 tokens take at least 4 target forwards; with 20 (the tiny draft agrees with
     its target), fewer."""
-    from replay.live.tiny import damped_pair, tiny_config
+    from replay.testing.tiny import damped_pair, tiny_config
 
     duel = load_duel()
     draft, target = damped_pair(tiny_config("qwen2", vocab_size=512, layers=4, hidden=64), 2, 0.1)

@@ -43,9 +43,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from replay import cli
-from replay.bounded import MAX_MATRIX_CELLS, expansion_allowance
-from replay.errors import DumpError
-from replay.matrix_io import read_matrix
+from replay.util.bounded import MAX_MATRIX_CELLS, expansion_allowance
+from replay.util.errors import DumpError
+from replay.io.formats.matrix_io import read_matrix
 from tests.dump_mutations import (
     ENTRY_KINDS,
     MB,

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replay.grouping import Step0Check, count_skipped, format_offset, group_paths, near_miss, parse_offset, parse_round_key
+from replay.io.grouping import Step0Check, count_skipped, format_offset, group_paths, near_miss, parse_offset, parse_round_key
 
 
 def names(*ns):
@@ -102,7 +102,7 @@ def random_names(rng, clean: bool) -> list[str]:
 @pytest.mark.parametrize("seed", range(30))
 def test_bulk_grouping_equals_the_general_one(seed, monkeypatch):
     """The one-pass grouping of complete rounds (_group_complete) against the per-file general path."""
-    from replay import grouping
+    from replay.io import grouping
 
     rng = np.random.default_rng(seed)
     clean = seed % 2 == 0
@@ -174,7 +174,7 @@ def test_no_switch_without_a_one_to_one_pairing():
 @pytest.mark.parametrize("seed", range(12))
 def test_detection_is_the_same_in_the_bulk_and_the_general_grouping(seed, monkeypatch):
     """Random complete rounds named at a random offset, with extensions and a stray: one answer."""
-    from replay import grouping
+    from replay.io import grouping
 
     rng = np.random.default_rng(100 + seed)
     shift = [(0, 0), (1, 1), (3, 2), (-2, -2)][seed % 4]

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 from tests.live_fixtures import live_qwen_pair  # noqa: F401
 
-from analysis.costmodel import CostModel
-from analysis.speedpredict import all_accepted_speedup, nondecreasing
+from analysis.cost.model import CostModel
+from analysis.shapes.speedpredict import all_accepted_speedup, nondecreasing
 from replay.cli import main
 from replay.cli.live_auto import AUTO_FILE, CALIBRATION_DIR, CURVE_FILE, calibrate, choose, curve_sizes
 from replay.live.generate import DecodeOptions
-from replay.live.sweepdir import dumps_dir
-from replay.live.tiny import build_word_tokenizer, save_hf_dir
-from replay.replayer import replay_directory
-from replay.vocab import STOP_LEAF
+from replay.live.sweep.directory import dumps_dir
+from replay.testing.tiny import build_word_tokenizer, save_hf_dir
+from replay.engine.replayer import replay_directory
+from replay.core.vocab import STOP_LEAF
 
 PROMPTS = [[1, 2, 3, 4, 5, 6], [50, 7, 9], [11, 12, 13, 14]]
 
@@ -103,7 +103,7 @@ def test_generate_config_auto_end_to_end(live_qwen_pair, tmp_path, capsys):
 
 
 def _spec(short: str) -> list[list[int]]:
-    from replay.config_grammar import parse_spec
+    from replay.core.config_grammar import parse_spec
 
     return [list(r) for r in parse_spec(short, "test").tree.top_k_spec]
 

@@ -1,4 +1,4 @@
-"""The draft forwards of the live loop, as analysis.costmodel ``live_round_cost`` prices them: a
+"""The draft forwards of the live loop, as analysis.cost.model ``live_round_cost`` prices them: a
 round's first draft forward (the catch-up) covers the whole prompt in a generation's first round,
 then 1 token, or 2 when the previous round's accepted path ended at a leaf (a node without
 children in that round's tree); each later step is one forward over its topHead[i] heads."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from tests.live_fixtures import live_qwen_pair  # noqa: F401
 
-from replay.config_grammar import parse_spec
+from replay.core.config_grammar import parse_spec
 from replay.live.generate import DecodeOptions, speculative_generate
 
 PROMPTS = ([3, 14, 15, 9, 2, 6], [5, 35, 8, 9, 7, 9, 3, 2, 38, 4, 6, 26])

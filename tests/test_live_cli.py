@@ -10,7 +10,7 @@ import pytest
 from tests.live_fixtures import kill_sweep_after_rows, live_qwen_pair  # noqa: F401
 
 from replay.cli import main
-from replay.live.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir
+from replay.testing.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir
 
 ROOT = Path(__file__).parents[1]
 
@@ -121,7 +121,7 @@ def test_every_command_help_has_an_example(command, capsys):
 
 def test_help_and_offline_side_never_import_torch():
     code = (
-        "import sys, replay.cli, replay.cli.cmd_live, replay.tree, replay.acceptance, replay.dumpwrite, analysis.sweep_plots\n"
+        "import sys, replay.cli, replay.cli.cmd_live, replay.core.tree, replay.core.acceptance, replay.io.dumpwrite, analysis.report.sweep_plots\n"
         "replay.cli.build_parser().format_help()\n"
         "bad = [m for m in ('torch', 'transformers') if m in sys.modules]\n"
         "assert not bad, bad\n"
@@ -177,7 +177,7 @@ def test_generate_refuses_a_non_empty_out_before_loading_models(tiny_dir, tmp_pa
     def no_loading(*a, **k):
         raise AssertionError("models loaded before --out was checked")
 
-    monkeypatch.setattr("replay.live.models.load_pair", no_loading)
+    monkeypatch.setattr("replay.live.models.load.load_pair", no_loading)
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert err.splitlines() == [err] and str(out) in err and "--replace" in err
@@ -185,7 +185,7 @@ def test_generate_refuses_a_non_empty_out_before_loading_models(tiny_dir, tmp_pa
 
 
 def test_generate_replace_leaves_exactly_the_new_run(tiny_dir, tmp_path):
-    from replay.replayer import replay_directory
+    from replay.engine.replayer import replay_directory
 
     d = tiny_dir
     out = tmp_path / "run"

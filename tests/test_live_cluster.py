@@ -16,16 +16,16 @@ from tests.live_fixtures import kill_sweep_after_rows, live_qwen_pair  # noqa: F
 
 distributed = pytest.importorskip("distributed")
 
-from analysis.sweep_plots import pareto_front  # noqa: E402
+from analysis.report.sweep_plots import pareto_front  # noqa: E402
 from replay.cli import main  # noqa: E402
-from replay.live.cluster import PairSpec, run_sweep_on_cluster, start_local_cluster  # noqa: E402
-from replay.live.commit import staging_owner  # noqa: E402
+from replay.live.sweep.cluster import PairSpec, run_sweep_on_cluster, start_local_cluster  # noqa: E402
+from replay.live.sweep.commit import staging_owner  # noqa: E402
 from replay.live.generate import DecodeOptions  # noqa: E402
-from replay.live.grid import config_name, parse_grid  # noqa: E402
-from replay.live.models import load_pair  # noqa: E402
-from replay.live.sweep import run_local_sweep  # noqa: E402
-from replay.live.sweepdir import OUTCOME_COLUMNS  # noqa: E402
-from replay.live.tiny import save_hf_dir  # noqa: E402
+from replay.live.sweep.grid import config_name, parse_grid  # noqa: E402
+from replay.live.models.load import load_pair  # noqa: E402
+from replay.live.sweep.runner import run_local_sweep  # noqa: E402
+from replay.live.sweep.directory import OUTCOME_COLUMNS  # noqa: E402
+from replay.testing.tiny import save_hf_dir  # noqa: E402
 
 ROOT = Path(__file__).parents[1]
 GRID = "6,2x2,1x1;1,1,1,1;4,2x1,1;2,1x1;1,1,1@0|0.8"
@@ -67,7 +67,7 @@ def client():
         c.wait_for_workers(WORKERS)
         # Every worker imports torch and transformers in the background while the test goes on
         # (a function of the installed package: workers cannot import this test module in CI).
-        warm = [c.submit(importlib.import_module, "replay.live.sweep", workers=[w], pure=False) for w in c.scheduler_info()["workers"]]
+        warm = [c.submit(importlib.import_module, "replay.live.sweep.runner", workers=[w], pure=False) for w in c.scheduler_info()["workers"]]
         yield c
         del warm
 

@@ -3,12 +3,13 @@
 import pytest
 from tests.live_fixtures import make_pair, torch
 
-from replay.config import TreeConfig
+from replay.core.config import TreeConfig
 from replay.live.costs import measure_cost_curve
 from replay.live.forward import causal_visible, forward_tokens, new_cache, tree_visible
 from replay.live.generate import DecodeOptions, speculative_generate, target_generate
-from replay.live.tiny import build_model, tiny_config
-from replay.tree import Tree, tree_layout
+from replay.live.models.random_weights import build_model
+from replay.testing.tiny import tiny_config
+from replay.core.tree import Tree, tree_layout
 
 pytestmark = [
     pytest.mark.cuda,
@@ -17,7 +18,7 @@ pytestmark = [
 
 
 def on_cuda(model):
-    from replay.live.models import wrap_model
+    from replay.live.models.load import wrap_model
 
     return wrap_model(model.module.to("cuda"), model.name + "@cuda")
 
@@ -48,7 +49,7 @@ def test_cuda_tree_forward_equals_per_path_forwards(cuda_pair):
 def test_cuda_greedy_lossless(cuda_pair, draft_dtype):
     draft, target = cuda_pair
     if draft_dtype != torch.float32:
-        from replay.live.models import wrap_model
+        from replay.live.models.load import wrap_model
         import copy
 
         draft = wrap_model(copy.deepcopy(draft.module).to(draft_dtype), draft.name + "-bf16")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from tests.live_fixtures import live_qwen_pair, torch  # noqa: F401
 
-from replay.config import TreeConfig
+from replay.core.config import TreeConfig
 from replay.live.draft import draft_keep_indices, draft_tree, select_heads
 from replay.live.forward import cache_length, keep_cache_entries, new_cache
 

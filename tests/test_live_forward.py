@@ -18,7 +18,7 @@ from replay.live.forward import (
     output_logits,
     tree_visible,
 )
-from replay.tree import Tree, tree_layout
+from replay.core.tree import Tree, tree_layout
 
 PREFIX = [3, 17, 42, 8, 5, 29]
 # The article's shape in miniature: root, 3 children, 2 grandchildren under node 1, 1 under node 2,

@@ -3,7 +3,7 @@
 import pytest
 from tests.live_fixtures import live_llama_pair, live_qwen_pair, make_pair, torch  # noqa: F401
 
-from replay.config import TreeConfig
+from replay.core.config import TreeConfig
 from replay.live.generate import DecodeOptions, speculative_generate, target_generate
 
 PROMPTS = [[1, 2, 3, 4], [50, 7], [9, 9, 9, 9, 9, 9, 9, 30]]
@@ -69,7 +69,8 @@ def test_eos_stops_both_loops_at_the_same_place(live_qwen_pair):
 
 def test_cheaper_truncated_draft_is_lossless():
     """A draft with fewer layers than the target (separate cache shapes) changes nothing in the output."""
-    from replay.live.tiny import build_model, damp_late_layers, tiny_config, truncated_draft
+    from replay.live.models.random_weights import build_model
+    from replay.testing.tiny import damp_late_layers, tiny_config, truncated_draft
 
     target = damp_late_layers(build_model(tiny_config("qwen2", 64, layers=4, hidden=64), seed=2), keep=1, factor=0.2)
     draft = truncated_draft(target, layers=1)
@@ -125,7 +126,7 @@ def test_first_rows_of_the_article_tree():
     """The article's round (DESIGN.md): nodes with children R, A1, A2, B11, B21 and the deepest
     leaves C111, C211; the depth-1 leaves A3..A6 and B12, B22 wait for a second call."""
     from replay.live.verify import first_rows
-    from replay.tree import Tree
+    from replay.core.tree import Tree
 
     tokens = [43107, 41824, 43744, 44298, 34051, 28380, 37539, 41760, 35740, 45315, 41760, 22870, 22870]
     parents = [-1, 0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 7, 9]
@@ -211,7 +212,7 @@ def test_bfloat16_draft_under_float32_target_is_lossless(live_qwen_pair, config)
     is fast. The target decides every token, so the output is the float32 target's own."""
     import copy
 
-    from replay.live.models import wrap_model
+    from replay.live.models.load import wrap_model
 
     draft, target = live_qwen_pair
     bf16 = wrap_model(copy.deepcopy(draft.module).to(torch.bfloat16), draft.name + "-bf16")

@@ -9,8 +9,8 @@ from tests.live_fixtures import live_llama_pair, live_qwen_pair, torch  # noqa: 
 
 from replay.live.errors import ModelLoadError
 from replay.live.forward import causal_visible, forward_tokens, new_cache
-from replay.live.models import load_model, parse_dtype
-from replay.live.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir
+from replay.live.models.load import load_model, parse_dtype
+from replay.testing.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir
 
 IDS = [5, 9, 2, 33, 61, 7]
 
@@ -89,7 +89,7 @@ def test_installed_transformers_is_within_the_declared_range():
     ],
 )
 def test_default_draft_dtype_is_bfloat16_only_where_it_is_fast(monkeypatch, device, flags, dtype, expected):
-    from replay.live import models
+    from replay.live.models import load as models
 
     monkeypatch.setattr(models, "cpu_flags", lambda: flags)
     assert models.default_draft_dtype(device, dtype) == expected
@@ -98,7 +98,7 @@ def test_default_draft_dtype_is_bfloat16_only_where_it_is_fast(monkeypatch, devi
 def test_models_whose_logits_are_more_than_the_output_layer_are_refused(live_qwen_pair):
     import copy
 
-    from replay.live.models import wrap_model
+    from replay.live.models.load import wrap_model
 
     _, target = live_qwen_pair
     module = copy.deepcopy(target.module)

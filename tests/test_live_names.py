@@ -9,9 +9,9 @@ import pytest
 
 from replay.cli import main
 from replay.live.errors import FetchError, ModelLoadError, ModelNotFetchedError
-from replay.live.model_cache import ENV_CACHE_DIR, model_path
-from replay.live.model_catalogue import DEFAULT_PAIR
-from replay.live.names import ModelPaths, require_both, resolve_model_args
+from replay.live.models.cache import ENV_CACHE_DIR, model_path
+from replay.live.models.catalogue import DEFAULT_PAIR
+from replay.live.models.names import ModelPaths, require_both, resolve_model_args
 
 PAIR = DEFAULT_PAIR
 

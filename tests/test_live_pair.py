@@ -9,14 +9,15 @@ import pytest
 from tests.live_fixtures import make_pair, torch
 
 from replay.cli import main
-from replay.config import TreeConfig
+from replay.core.config import TreeConfig
 from replay.live.draft import draft_tree
 from replay.live.errors import ModelLoadError
 from replay.live.forward import new_cache
 from replay.live.generate import DecodeOptions
-from replay.live.models import check_pair
+from replay.live.models.load import check_pair
 from replay.live.run import run_speculative
-from replay.live.tiny import build_model, build_word_tokenizer, save_hf_dir, tiny_config
+from replay.live.models.random_weights import build_model
+from replay.testing.tiny import build_word_tokenizer, save_hf_dir, tiny_config
 
 VOCAB = 64
 CONFIG = TreeConfig.from_lists([[6], [2, 2], [1, 1]])

@@ -13,8 +13,8 @@ import pytest
 from tests.live_fixtures import make_pair, torch
 from tests.live_stats import miss_bound, tv_check
 
-from replay.acceptance import Acceptance
-from replay.config import TreeConfig
+from replay.core.acceptance import Acceptance
+from replay.core.config import TreeConfig
 from replay.live import generate, sampling
 from replay.live.draft import draft_tree
 from replay.live.forward import new_cache
@@ -22,7 +22,7 @@ from replay.live.generate import DecodeOptions, _prefill, sequence_rng, speculat
 from replay.live.run import run_baseline, run_speculative
 from replay.live.sampling import accept_sampled
 from replay.live.verify import verify_tree
-from replay.vocab import BONUS_CORRECTION, STOP_MISMATCH
+from replay.core.vocab import BONUS_CORRECTION, STOP_MISMATCH
 
 ALPHA = 1e-4  # a correct sampler fails a check with probability at most this
 MISS = 1e-6  # each wrong distribution below passes a check with probability at most this (proved)

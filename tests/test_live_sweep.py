@@ -7,11 +7,11 @@ import pandas as pd
 import pytest
 from tests.live_fixtures import live_qwen_pair  # noqa: F401
 
-from replay.config import TreeConfig
+from replay.core.config import TreeConfig
 from replay.live.errors import SweepError
 from replay.live.generate import DecodeOptions
-from replay.live.grid import config_name, load_config_list, parse_grid
-from replay.live.sweep import run_local_sweep
+from replay.live.sweep.grid import config_name, load_config_list, parse_grid
+from replay.live.sweep.runner import run_local_sweep
 
 GRID = "6,2x2,1x1;1,1,1,1;4,2x1,1;2,1x1;3|5,1;8"
 PROMPTS = [[1, 2, 3, 4], [50, 7, 8]]
@@ -155,8 +155,8 @@ def test_timed_run_writes_the_same_dump_as_a_plain_run(live_qwen_pair, tmp_path)
 def test_a_config_finished_twice_is_committed_once(live_qwen_pair, tmp_path):
     """A second run of a committed config (a retried task) is discarded whole: the first result's
     files are untouched, nothing of the second remains, the table has one row."""
-    from replay.live.sweep import run_config
-    from replay.live.sweepdir import DUPLICATE
+    from replay.live.sweep.runner import run_config
+    from replay.live.sweep.directory import DUPLICATE
 
     draft, target = live_qwen_pair
     config = parse_grid("2,1x1")[0][0]
@@ -180,7 +180,7 @@ def test_resume_with_other_settings_is_refused(live_qwen_pair, tmp_path):
 
 
 def test_pareto_front_keeps_undominated_rows():
-    from analysis.sweep_plots import pareto_front
+    from analysis.report.sweep_plots import pareto_front
 
     t = pd.DataFrame({"name": list("abcde"), "nodes": [1, 4, 4, 8, 12], "mean_acceptance_length": [1.5, 2.0, 1.8, 2.6, 2.5]})
     assert pareto_front(t)["name"].tolist() == ["a", "b", "d"]

@@ -8,9 +8,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from replay.errors import DumpError
-from replay.matrix_io import RawSpec, read_matrix
-from replay.ptfile import load_pt
+from replay.util.errors import DumpError
+from replay.io.formats.matrix_io import RawSpec, read_matrix
+from replay.io.formats.ptfile import load_pt
 
 IDS = np.array([[41760, 35740, 7], [45315, 41760, 8]], dtype=np.int64)
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from replay.atomic import write_bytes_atomic
-from replay.bounded import MAX_JSON_DEPTH
+from replay.util.atomic import write_bytes_atomic
+from replay.util.bounded import MAX_JSON_DEPTH
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTICLE = ROOT / "sample_dumps" / "article_round"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import api
-from replay import records
+from replay.cli import api
+from replay.core import records
 from replay.cli import main
-from replay.replayer import replay_directory
+from replay.engine.replayer import replay_directory
 
 SAMPLES = ["sample_dumps/article_round", "sample_dumps/synthetic_article"]
 COLS = list(records.COLUMNS)
@@ -136,7 +136,7 @@ def test_output_schema_md_names_exactly_the_columns_the_data_has(sample, capsys)
     line = _stdout(["replay", sample, "--json"], capsys).splitlines()[0]
     assert list(json.loads(line)) == documented  # what a user's file holds
     rounds = json.loads(_stdout(["stats", sample, "--table", "rounds", "--json", "--no-progress"], capsys))
-    from analysis.tables import ANALYSIS_COLUMNS
+    from analysis.tables.build import ANALYSIS_COLUMNS
 
     assert list(rounds[0]) == documented + _doc_analysis_columns()
     assert _doc_analysis_columns() == list(ANALYSIS_COLUMNS)
@@ -145,7 +145,7 @@ def test_output_schema_md_names_exactly_the_columns_the_data_has(sample, capsys)
 def test_output_schema_md_names_the_values_the_data_uses(capsys):
     """The words the doc gives for selection, stop, bonus_kind and layout are the code's words, and
     the bundled samples use no other."""
-    from replay import vocab
+    from replay.core import vocab
 
     words = {
         "selection": {vocab.SELECT_PATH_PROB, vocab.SELECT_PARENTS, vocab.SELECT_FALLBACK, vocab.SELECT_ROOT},

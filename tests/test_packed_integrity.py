@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 from replay.cli import main
-from replay.errors import DumpError
-from replay.packed import PackedRun, pack_directory
-from replay.replayer import replay_directory
-from replay.runs import iter_run_results, open_run, replay_run
+from replay.util.errors import DumpError
+from replay.io.packed.pack import PackedRun, pack_directory
+from replay.engine.replayer import replay_directory
+from replay.engine.runs import iter_run_results, open_run, replay_run
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_dumps" / "synthetic_article"
 ROUNDS = 40

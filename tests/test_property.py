@@ -4,8 +4,8 @@ import math
 
 from hypothesis import given, settings, strategies as st
 
-from replay.replayer import replay_round
-from replay.rounds import Round
+from replay.engine.replayer import replay_round
+from replay.io.rounds import Round
 from tests.simple_replay import simple_replay
 from tests.strategies import tree_configs
 

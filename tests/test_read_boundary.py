@@ -23,13 +23,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay import cli, fastread
-from replay.bounded import MAX_JSON_DEPTH, MAX_TEXT_FILE_BYTES, json_depth
-from replay.config import load_config
-from replay.errors import ConfigError, DumpError
-from replay.grouping import group_directory
-from replay.manifest import read_manifest
-from replay.matrix_io import RawSpec, _parse_text_lines, parse_text_matrix, read_matrix
+from replay import cli
+from replay.io import fastread
+from replay.util.bounded import MAX_JSON_DEPTH, MAX_TEXT_FILE_BYTES, json_depth
+from replay.core.config import load_config
+from replay.util.errors import ConfigError, DumpError
+from replay.io.grouping import group_directory
+from replay.io.manifest import read_manifest
+from replay.io.formats.matrix_io import RawSpec, _parse_text_lines, parse_text_matrix, read_matrix
 from tests.dump_mutations import ENTRY_KINDS, deflate_bomb_npz, npy_header, replace_entry, tensor_pickle, zip_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -228,7 +229,7 @@ def test_pt_negative_stride_is_refused_not_a_segfault(tmp_path):
     """A negative stride made as_strided read before the buffer: exit 139. Checked in a child."""
     p = _write_pt(tmp_path / "neg.pt", _tensor_pickle(0, (2, 3), (-100000, 1)), {"0": IDS.tobytes()})
     code = (
-        "import sys\nfrom replay.errors import DumpError\nfrom replay.matrix_io import read_matrix\n"
+        "import sys\nfrom replay.util.errors import DumpError\nfrom replay.io.formats.matrix_io import read_matrix\n"
         f"try:\n    read_matrix({str(p)!r}, 'draft')\nexcept DumpError as e:\n    print(e)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)

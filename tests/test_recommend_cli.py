@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from analysis.recommend import compare_predictions, recommend_runs
+from analysis.shapes.recommend import compare_predictions, recommend_runs
 from replay.cli.cmd_recommend import progress_bars
-from replay.batch_synth import synth_run
+from replay.testing.batch_synth import synth_run
 from replay.cli import main
-from replay.config import TreeConfig
-from replay.packed import pack_batches
+from replay.core.config import TreeConfig
+from replay.io.packed.pack import pack_batches
 
 CFG = TreeConfig.from_lists([[4], [2, 2], [1, 1]], [1, 2, 2])
 
@@ -74,7 +74,7 @@ def test_refused_comparison_rows_are_not_judged(packed):
 def test_a_disagreeing_prediction_is_a_warning_not_exit_1(packed, capsys, monkeypatch, agree):
     """Exit 1 means skipped input in every command; a prediction the replay disproves is a finding
     (agree = NO in the table) and a warning line, with exit 0 when no input was skipped."""
-    from analysis.recommend import ShapeCheck
+    from analysis.shapes.recommend import ShapeCheck
 
     monkeypatch.setattr(ShapeCheck, "agree", property(lambda self: agree))
     code = main(["recommend", packed, "--budget", "6", "--bootstrap", "10", "--no-progress"])

@@ -8,15 +8,15 @@ import sys
 import pandas as pd
 import pytest
 
-from replay.batch_synth import synth_run
-from replay.config import TreeConfig
-from replay.packed import pack_batches
+from replay.testing.batch_synth import synth_run
+from replay.core.config import TreeConfig
+from replay.io.packed.pack import pack_batches
 
 SCALE_EXTRAS = "needs dask (the scale extras): pip install 'specreplay[scale]'"
 dd = pytest.importorskip("dask.dataframe", reason=SCALE_EXTRAS)
 distributed = pytest.importorskip("distributed", reason=SCALE_EXTRAS)
 
-from analysis.dask_tables import accepted_length_histogram, rounds_frame, run_table, summarize_runs  # noqa: E402
+from analysis.tables.dask_tables import accepted_length_histogram, rounds_frame, run_table, summarize_runs  # noqa: E402
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 DEEP = TreeConfig.from_lists([[8], [3, 2, 1], [2, 2, 1], [1, 1, 1], [1, 1]], [1, 3, 3, 3, 2])
@@ -52,5 +52,5 @@ def test_local_cluster_matches_pandas(runs):
 
 
 def test_replay_never_imports_dask():
-    code = "import sys, replay.cli, replay.runs, replay.cli.cmd_scale; sys.exit('dask' in sys.modules)"
+    code = "import sys, replay.cli, replay.engine.runs, replay.cli.cmd_scale; sys.exit('dask' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

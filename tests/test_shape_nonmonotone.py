@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.recommend import recommend_runs
+from analysis.shapes.recommend import recommend_runs
 from tests.shape_builders import enumerate_configs
-from replay.packed import pack_batches
+from replay.io.packed.pack import pack_batches
 from tests.shape_oracle import COLS, HIT, RECORDED, synth_batch, true_probability, true_value
 
 ROUNDS = 40_000

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.costmodel import CostModel
-from analysis.shape_model import ShapeModel, pava_nonincreasing
+from analysis.cost.model import CostModel
+from analysis.shapes.model import ShapeModel, pava_nonincreasing
 from tests.shape_builders import enumerate_configs, model_from_hits
-from analysis.shape_paths import config_from_paths, engine_paths, render_shape
-from analysis.shape_search import best_first, search_shapes
-from replay.errors import SpecReplayError
+from analysis.shapes.paths import config_from_paths, engine_paths, render_shape
+from analysis.shapes.search import best_first, search_shapes
+from replay.util.errors import SpecReplayError
 
 COLS = 4
 
@@ -187,8 +187,8 @@ def test_search_with_draft_order_and_unsorted_rows_equals_brute_force(seed):
 @pytest.mark.parametrize("seed", range(4))
 def test_best_contained_configs_equal_brute_force(seed):
     """best_configs(within=...) = the top configs by value among those a recording contains."""
-    from analysis.shape_search import best_configs, fits_within
-    from replay.config import TreeConfig
+    from analysis.shapes.search import best_configs, fits_within
+    from replay.core.config import TreeConfig
 
     model = random_draft_model(500 + seed)
     recorded = TreeConfig.from_lists([[4], [2, 1, 1], [1, 1]], [1, 3, 2])

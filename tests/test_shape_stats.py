@@ -1,4 +1,4 @@
-"""The batch statistics pass (analysis.shape_dumps.scan_run) counts exactly what the reference
+"""The batch statistics pass (analysis.shapes.dumps.scan_run) counts exactly what the reference
 (collect_visits over replayed RoundResults) counts, and the estimator and its bootstrap do what
 docs/shape-search.md says, checked on hand-made tables."""
 
@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.shape_dumps import dump_from_replay, scan_run
-from analysis.shape_counts import MISS, ShapeStats, count_tables
-from analysis.shape_model import bootstrap, estimate_cells, model_from_stats
-from replay.batch_synth import synth_run
-from replay.config import TreeConfig
-from replay.packed import pack_batches
-from replay.replayer import replay_directory
+from analysis.shapes.dumps import dump_from_replay, scan_run
+from analysis.shapes.counts import MISS, ShapeStats, count_tables
+from analysis.shapes.model import bootstrap, estimate_cells, model_from_stats
+from replay.testing.batch_synth import synth_run
+from replay.core.config import TreeConfig
+from replay.io.packed.pack import pack_batches
+from replay.engine.replayer import replay_directory
 
 REAL = Path(__file__).resolve().parent.parent / "sample_dumps" / "qwen2.5-coder"
 

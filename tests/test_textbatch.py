@@ -1,4 +1,4 @@
-"""The bulk text reader (replay.textbatch) against the reference reader and the scalar replay.
+"""The bulk text reader (replay.io.formats.textbatch) against the reference reader and the scalar replay.
 
 Two oracles: ``matrix_io.parse_text_matrix`` for single files (a file the bulk parser takes must give
 the reference's matrix, and one the reference refuses must never be taken), and the scalar
@@ -18,17 +18,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import replay.textbatch as textbatch
-from replay.batch_synth import SynthSpec, synth_batch
+import replay.io.formats.textbatch as textbatch
+from replay.testing.batch_synth import SynthSpec, synth_batch
 from replay.cli import main
-from replay.config import TreeConfig
-from replay.errors import DumpError
-from replay.fastread import ReadOptions, batch_signature, plan_items, read_chunk, round_paths
-from replay.grouping import group_directory
-from replay.matrix_io import parse_text_matrix
-from replay.records import record_of
-from replay.replayer import ReplayOptions, replay_directory
-from replay.runs import replay_run
+from replay.core.config import TreeConfig
+from replay.util.errors import DumpError
+from replay.io.fastread import ReadOptions, batch_signature, plan_items, read_chunk, round_paths
+from replay.io.grouping import group_directory
+from replay.io.formats.matrix_io import parse_text_matrix
+from replay.core.records import record_of
+from replay.engine.replayer import ReplayOptions, replay_directory
+from replay.engine.runs import replay_run
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTICLE_DIR = ROOT / "sample_dumps" / "article_round"
@@ -247,7 +247,7 @@ def test_step0_offset_the_names_show_is_used_alike_by_every_reader(tmp_path, see
     if seed < 4:
         assert code in (0, 1) and f"step-0 offset {shift} detected" in err and f"--step0-offset {shift}" in err
         assert fast_rounds(d, (shift, shift)) > 0  # the bulk text reader took rounds at that offset
-    from replay.packed import pack_directory
+    from replay.io.packed.pack import pack_directory
 
     pack_directory(d, tmp_path / "run", workers=1)
     assert cli_output(tmp_path / "run")[:2] == (code, out)
@@ -299,7 +299,7 @@ def test_fast_path_off_gives_the_same_bytes(tmp_path, monkeypatch):
     write_random_dir(tmp_path, 7)
     break_files(tmp_path, np.random.default_rng(7), 3)
     with_fast = replay_run(tmp_path, ReplayOptions(), workers=1)
-    monkeypatch.setattr("replay.fastread.read_text_batches", lambda directory, items, *a: ([], list(items)))
+    monkeypatch.setattr("replay.io.fastread.read_text_batches", lambda directory, items, *a: ([], list(items)))
     without = replay_run(tmp_path, ReplayOptions(), workers=1)
     assert list(with_fast.iter_json()) == list(without.iter_json())
     assert with_fast.skipped == without.skipped
@@ -321,7 +321,7 @@ def test_parse_pieces_and_large_files(tmp_path, monkeypatch):
 
 def test_bulk_file_read_refuses_what_the_bounded_reader_refuses(tmp_path):
     """read_regular_or_none returns a file's bytes, or None wherever read_file_bytes would raise."""
-    from replay.bounded import read_file_bytes, read_regular_or_none
+    from replay.util.bounded import read_file_bytes, read_regular_or_none
 
     (tmp_path / "ok").write_bytes(b"1 2\n")
     (tmp_path / "big").write_bytes(b"1" * 100)

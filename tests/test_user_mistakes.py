@@ -152,7 +152,7 @@ def test_a_fair_manifest_gives_both_measured_speedups_by_hand(capsys, tmp_path):
 
 
 def test_report_and_api_say_not_comparable_with_the_reason(capsys, tmp_path):
-    from analysis import api
+    from replay.cli import api
 
     old = timed_article(tmp_path / "old", timing=None)
     code, _, err = run(capsys, "report", old, "-o", tmp_path / "rep", "--no-tables", "--no-progress")
@@ -228,7 +228,7 @@ def test_a_manifest_stating_more_rounds_than_the_files_hold_exits_1(capsys, tmp_
 
 def test_generate_and_compare_give_the_same_speedups_under_the_same_names(capsys, tmp_path):
     pytest.importorskip("torch", reason="needs the live extras")
-    from replay.live.tiny import build_word_tokenizer, save_hf_dir
+    from replay.testing.tiny import build_word_tokenizer, save_hf_dir
     from tests.live_fixtures import make_pair
 
     draft, target = make_pair("qwen2")
@@ -285,21 +285,21 @@ def test_compare_and_report_take_a_small_root(capsys, tmp_path, root, narrowed):
     shown = {line.split()[0] for line in out.splitlines() if line.strip().startswith("[")}  # the config column
     assert set(narrowed) <= shown, out  # root 1 feeds one parent: step 1 keeps its first slot
     if root == 2:
-        return  # the report builds the same default set (analysis.report): once is enough for it
+        return  # the report builds the same default set (analysis.report.html): once is enough for it
     code, out, err = run(capsys, "report", dump, "-o", tmp_path / "rep", "--no-tables", "--no-progress")
     assert code == 0, err
     assert (tmp_path / "rep" / "index.html").is_file()
 
 
 def test_every_default_narrowed_config_is_valid_and_narrower():
-    """The narrowing rule (analysis.subtree.fit_levels) on random valid configs: each default
+    """The narrowing rule (analysis.compare.subtree.fit_levels) on random valid configs: each default
     config validates (TreeConfig checks itself) and is contained in the recorded one."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from analysis.report import default_comparison_configs
-    from analysis.subtree import beyond_recorded
-    from replay.config import TREE_DYNAMIC, TREE_STATIC, check_tree
+    from analysis.report.html import default_comparison_configs
+    from analysis.compare.subtree import beyond_recorded
+    from replay.core.config import TREE_DYNAMIC, TREE_STATIC, check_tree
     from tests.strategies import tree_configs
 
     @settings(max_examples=150, deadline=None, derandomize=True)
@@ -317,12 +317,12 @@ def test_every_default_narrowed_config_is_valid_and_narrower():
 
 def test_configs_replace_the_default_set(capsys, tmp_path, monkeypatch):
     """--configs replaces the default narrowed set: it is not even built."""
-    import analysis.report
+    import analysis.report.html
 
     def refuse(cfg):
         raise AssertionError("the default set was built")
 
-    monkeypatch.setattr(analysis.report, "default_comparison_configs", refuse)
+    monkeypatch.setattr(analysis.report.html, "default_comparison_configs", refuse)
     dump = small_root_by_hand(tmp_path / "small")
     code, out, err = run(capsys, "compare", dump, "--configs", "[2]|[2]", "--no-progress")
     assert code == 0, err
@@ -339,12 +339,12 @@ def test_configs_replace_the_default_set(capsys, tmp_path, monkeypatch):
     ("[2]|[1,1,1]", "topHead[1]': = 3 parents but level 1 has only 2"),  # the config's own check
 ])
 def test_a_configs_typo_fails_before_any_replay(capsys, tmp_path, monkeypatch, command, typo, told):
-    import analysis.runs
+    import analysis.tables.runs
 
     def refuse(*a, **k):
         raise AssertionError("replayed before the configs were checked")
 
-    monkeypatch.setattr(analysis.runs, "load_runs", refuse)
+    monkeypatch.setattr(analysis.tables.runs, "load_runs", refuse)
     extra = ["-o", tmp_path / "rep"] if command == "report" else []
     code, out, err = run(capsys, command, SYNTH, *extra, "--configs", typo, "--no-progress")
     assert code == 2 and out == ""
@@ -373,9 +373,9 @@ def test_compare_says_why_a_wider_config_is_only_bounded(capsys, tmp_path):
 def test_a_round_that_does_not_exist_is_exit_2_everywhere(capsys, tmp_path, monkeypatch, argv):
     """Finding 3: report drew another round and exited 0. Every command: exit 2, the nearest rounds."""
     if argv[0] in ("plot", "report"):  # checked on the names, before the replay
-        import analysis.runs
+        import analysis.tables.runs
 
-        monkeypatch.setattr(analysis.runs, "load_runs", lambda *a, **k: (_ for _ in ()).throw(AssertionError("replayed first")))
+        monkeypatch.setattr(analysis.tables.runs, "load_runs", lambda *a, **k: (_ for _ in ()).throw(AssertionError("replayed first")))
     out_dir = tmp_path / "out"
     code, out, err = run(capsys, *[str(a).replace("{out}", str(out_dir)) for a in argv], "--round", "124_141", "--no-progress")
     assert code == 2 and out == ""
@@ -487,8 +487,8 @@ def chain_by_hand(directory: Path, targets=((10, 20), (10, 99), (11, 5))) -> Pat
 
 
 def capture_figures(monkeypatch, name: str) -> list:
-    """Every Figure analysis.plots.NAME returns while a command runs (the drawn artists to inspect)."""
-    from analysis import plots
+    """Every Figure analysis.report.plots.NAME returns while a command runs (the drawn artists to inspect)."""
+    from analysis.report import plots
 
     made, real = [], getattr(plots, name)
     monkeypatch.setattr(plots, name, lambda *a, **k: made.append(real(*a, **k)) or made[-1])
@@ -656,7 +656,7 @@ def test_an_unknown_root_token_is_null_in_both_tables(capsys, tmp_path):
 def test_an_unknown_bonus_kind_is_none_in_every_output(capsys, tmp_path):
     import pandas as pd
 
-    from replay import records
+    from replay.core import records
 
     dump = article_by_hand(tmp_path / "mine")  # parents layout, the path ends on a leaf: no bonus row
     code, out, err = run(capsys, "replay", dump, "--json")
@@ -679,7 +679,7 @@ def test_sweep_prints_each_config_in_one_spelling(capsys, tmp_path):
     import re
 
     pytest.importorskip("torch", reason="needs torch (the live extras): pip install 'specreplay[live]'")
-    from replay.live.tiny import build_word_tokenizer, save_hf_dir
+    from replay.testing.tiny import build_word_tokenizer, save_hf_dir
     from tests.live_fixtures import make_pair
 
     draft, target = make_pair("qwen2")
@@ -692,7 +692,7 @@ def test_sweep_prints_each_config_in_one_spelling(capsys, tmp_path):
                          "--grid", "1,1;2;4,1x1", "--max-new-tokens", "8", "--repeats", "1", "-o", tmp_path / "sw", "--no-progress")
     assert code == 0 and "Traceback" not in err, err
     table = [ln.split()[0] for ln in out.splitlines()[1:4]]
-    assert table == ["[1]|[1]", "[2]", "[4]|[1,1]"]  # the canonical form (replay/config_grammar.py)
+    assert table == ["[1]|[1]", "[2]", "[4]|[1,1]"]  # the canonical form (replay/core/config_grammar.py)
     assert "exact replay on the rounds of [4]|[1,1];" in out
     for other in ("1_1", "4_1x1", "1,1", "4,1x1"):  # the run-name and grid forms of the same configs
         assert not re.search(rf"(?<![\w\[,|/]){re.escape(other)}(?![\w\],|])", out.replace(str(tmp_path), "DIR")), other
@@ -768,8 +768,8 @@ def test_node_hits_when_path_probability_expands_two_children_of_A1(capsys, tmp_
 def test_node_and_slot_hits_match_an_oracle_on_random_dumps(capsys, tmp_path):
     """Random path-probability dumps (tests/analysis_oracle.py, some early stops): node and slot hits
     as `stats --json` prints them equal counts made from the recorder's own trees and a greedy walk."""
-    from replay.config import TreeConfig
-    from replay.tree import node_name
+    from replay.core.config import TreeConfig
+    from replay.core.tree import node_name
     from tests.analysis_oracle import random_oracle, record_round, write_oracle_run
 
     cfg = TreeConfig.from_lists([[4], [2, 2], [2, 1]], [1, 2, 2])
@@ -931,7 +931,7 @@ def test_generate_headline_is_what_its_dump_holds(capsys, tmp_path):
     (manifest rounds) by hand: 1 + ΣL/R, ΣL/Σnodes, P(L >= d)."""
     pytest.importorskip("torch", reason="needs torch (the live extras)")
     pytest.importorskip("transformers", reason="needs transformers (the live extras)")
-    from replay.live.tiny import build_word_tokenizer, save_hf_dir
+    from replay.testing.tiny import build_word_tokenizer, save_hf_dir
     from tests.live_fixtures import make_pair
 
     draft, target = make_pair("qwen2")
@@ -1280,7 +1280,7 @@ def live_pair_on_disk(tmp_path_factory):
     here from the model's own logits (plain transformers forward, plain softmax)."""
     pytest.importorskip("torch", reason="needs torch (the live extras)")
     pytest.importorskip("transformers", reason="needs transformers (the live extras)")
-    from replay.live.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir
+    from replay.testing.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir
     from tests.live_fixtures import make_pair, torch
 
     draft, target = make_pair("qwen2", vocab_size=16, seed=3, noise=0.2)

@@ -14,7 +14,7 @@ import sys
 import traceback
 from typing import Sequence
 
-from ..errors import NoRoundsError, SpecReplayError
+from replay.util.errors import NoRoundsError, SpecReplayError
 from .options import DEBUG_ENV, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, print_notes, print_skipped
 from .parser import build_parser, dispatch
 

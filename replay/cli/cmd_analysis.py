@@ -16,12 +16,12 @@ from .options import (
     JSON_OBJECT_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, add_output, no_rounds_error, options_from_args, parse_key,
     print_reading,
 )
-from replay.errors import SpecReplayError
-from replay.grouping import describe_skipped, why_no_rounds
-from replay.pathcheck import output_dir
-from replay.progress import progress_enabled
-from replay.records import csv_frame
-from replay.sources import require_dump_source
+from replay.util.errors import SpecReplayError
+from replay.io.grouping import describe_skipped, why_no_rounds
+from replay.util.pathcheck import output_dir
+from replay.util.progress import progress_enabled
+from replay.core.records import csv_frame
+from replay.io.sources import require_dump_source
 
 TABLE_NAMES = ("summary", "accepted_length", "depth_acceptance", "rank_of_hit", "hit_outcome", "parent_slot", "slot_hits", "node_hits",
                "rounds", "nodes")
@@ -59,7 +59,7 @@ def add_runs_input(p: argparse.ArgumentParser, many: bool = True) -> None:
 
 def load_runs_from_args(args):
     """Replay every DUMP; a run without a single replayable round is reported and left out."""
-    from analysis.runs import load_runs, manifest_round_warnings
+    from analysis.tables.runs import load_runs, manifest_round_warnings
 
     for d in args.dirs:
         require_dump_source(d)
@@ -83,8 +83,8 @@ def load_runs_from_args(args):
 
 def check_round_arg(args) -> None:
     """``--round A_B`` of plot and report: a round some DUMP has, checked on the file names before
-    any round is read (replay.runs.require_round; the message lists the nearest rounds)."""
-    from replay.runs import require_round
+    any round is read (replay.engine.runs.require_round; the message lists the nearest rounds)."""
+    from replay.engine.runs import require_round
 
     if args.show_round is None:
         return
@@ -96,9 +96,9 @@ def check_round_arg(args) -> None:
 def check_round_replayed(runs, args) -> None:
     """After the replay: ``--round``'s round must have replayed in some run (its files can be there
     and still fail to read); else the same message, with the reason it was skipped."""
-    from analysis.example_round import example_round
-    from replay.grouping import no_such_round
-    from replay.errors import RoundNotFoundError
+    from analysis.report.example_round import example_round
+    from replay.io.grouping import no_such_round
+    from replay.util.errors import RoundNotFoundError
 
     key = args.show_round
     if key is None or any(example_round(r.results, key) for r in runs):
@@ -121,14 +121,14 @@ def _print_table(df, args, out=None) -> None:
     if getattr(args, "json", False):
         out.write(df.to_json(orient="records", indent=1) + "\n")
     elif getattr(args, "csv", False):
-        csv_frame(df).to_csv(out, index=False)  # list columns as text (replay.records)
+        csv_frame(df).to_csv(out, index=False)  # list columns as text (replay.core.records)
     else:
         out.write(df.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="–") + "\n")
 
 
 def configs_from_args(args, recorded):
-    from analysis.report import default_comparison_configs
-    from analysis.subtree import contained_configs
+    from analysis.report.html import default_comparison_configs
+    from analysis.compare.subtree import contained_configs
 
     configs = list(option_configs(args))
     if getattr(args, "contained", False):
@@ -152,7 +152,7 @@ def option_configs(args) -> list:
 
 
 def _parse_config_options(args) -> list:
-    from analysis.compare import generate_funnels, is_generator_text, parse_config_arg, parse_config_list_arg
+    from analysis.compare.configs import generate_funnels, is_generator_text, parse_config_arg, parse_config_list_arg
 
     configs = []
     for text in args.configs or []:
@@ -187,8 +187,8 @@ def image_format_of(path: str) -> str:
 
 
 def cost_from_args(args):
-    """The cost model named by --cost, or None: each run then takes its own (analysis.costsource)."""
-    from analysis.costsource import given_cost
+    """The cost model named by --cost, or None: each run then takes its own (analysis.cost.source)."""
+    from analysis.cost.source import given_cost
 
     return given_cost(args.cost) if args.cost else None
 
@@ -197,11 +197,11 @@ def cost_from_args(args):
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from analysis.compare import runs_side_by_side
-    from analysis.definitions import DEPTH_NAMES, SUMMARY_NAMES, definitions_rows, definitions_text
-    from analysis.metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes
-    from analysis.tables import build_tables, export_tables
-    from replay.vocab import DEPTH_RULE
+    from analysis.compare.configs import runs_side_by_side
+    from analysis.tables.definitions import DEPTH_NAMES, SUMMARY_NAMES, definitions_rows, definitions_text
+    from analysis.tables.metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes
+    from analysis.tables.build import build_tables, export_tables
+    from replay.core.vocab import DEPTH_RULE
 
     runs = load_runs_from_args(args)
     tables = build_tables(runs)
@@ -247,9 +247,9 @@ def run_stats(args: argparse.Namespace) -> int:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    from analysis import plots, treeplot
-    from analysis.metrics import all_metrics, static_shape
-    from analysis.tables import build_tables
+    from analysis.report import plots, treeplot
+    from analysis.tables.metrics import all_metrics, static_shape
+    from analysis.tables.build import build_tables
 
     decode = treeplot.load_decoder(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
     check_round_arg(args)
@@ -282,7 +282,7 @@ def run_plot(args: argparse.Namespace) -> int:
 
 def _round_to_draw(run, key):
     """--round's round, else (or where this run lacks it) the run's typical failing round."""
-    from analysis.example_round import example_round
+    from analysis.report.example_round import example_round
 
     pick = example_round(run.results, key)
     if pick is None:  # another run has the round: this one shows its typical failing round

@@ -1,4 +1,4 @@
-"""``specreplay compare | report``: thin CLI layers over analysis.compare and analysis.report.
+"""``specreplay compare | report``: thin CLI layers over analysis.compare.configs and analysis.report.html.
 
 Both take configs (--configs, --grid, --generate) and a cost model (--cost); reading the dumps is
 shared with stats and plot (cmd_analysis.py).
@@ -11,10 +11,10 @@ import json
 import sys
 from pathlib import Path
 
-from replay.atomic import atomic_path
-from replay.errors import SpecReplayError
-from replay.pathcheck import input_file_or_json, output_dir, output_file
-from replay.progress import progress_enabled
+from replay.util.atomic import atomic_path
+from replay.util.errors import SpecReplayError
+from replay.util.pathcheck import input_file_or_json, output_dir, output_file
+from replay.util.progress import progress_enabled
 
 from .cmd_analysis import add_runs_input, check_config_args, check_round_arg, check_round_replayed, configs_from_args, cost_from_args, load_runs_from_args, option_configs, image_format_of, skipped_status
 from .options import JSON_OBJECT_HELP, add_command, add_output, at_least_one, parse_key
@@ -66,13 +66,13 @@ as CSV and Parquet under OUTPUT/tables/.
 def run_compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from analysis import plots
-    from analysis.compare import beyond_recorded_notes, compare_display, strategies_display, with_speed
-    from analysis.compare_batch import compare_run, simulate_run_strategies
-    from analysis.costsource import cost_warning, run_cost
-    from analysis.definitions import HEADLINE_NAMES, definitions_text
-    from analysis.timings import measured_speedup, read_timings, speedup_warnings
-    from replay.progress import tqdm_progress
+    from analysis.report import plots
+    from analysis.compare.configs import beyond_recorded_notes, compare_display, strategies_display, with_speed
+    from analysis.compare.batch import compare_run, simulate_run_strategies
+    from analysis.cost.source import cost_warning, run_cost
+    from analysis.tables.definitions import HEADLINE_NAMES, definitions_text
+    from analysis.cost.timings import measured_speedup, read_timings, speedup_warnings
+    from replay.util.progress import tqdm_progress
 
     plot_format = image_format_of(args.plot) if args.plot else None
     check_compare_options(args)
@@ -171,7 +171,7 @@ def check_compare_options(args: argparse.Namespace) -> None:
     if args.csv and args.gamma_strategies is not None:
         raise SpecReplayError("--gamma-strategies with --csv: the CSV is the configs table alone, the strategies would be "
                               "simulated and dropped; use --json (it holds both) or the text output, or drop --gamma-strategies")
-    from analysis.gamma_strategies import USES_EMA
+    from analysis.compare.gamma_strategies import USES_EMA
 
     if args.ema_window is not None and (args.gamma_strategies is None or (args.gamma_strategies and not set(args.gamma_strategies) & set(USES_EMA))):
         given = "without --gamma-strategies" if args.gamma_strategies is None else f"with --gamma-strategies {' '.join(map(str, args.gamma_strategies))}"
@@ -183,9 +183,9 @@ def check_compare_options(args: argparse.Namespace) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from analysis.report import ReportOptions, write_report
-    from replay.progress import tqdm_progress
-    from analysis.treeplot import load_decoder
+    from analysis.report.html import ReportOptions, write_report
+    from replay.util.progress import tqdm_progress
+    from analysis.report.treeplot import load_decoder
 
     for name in ("budget", "max_depth"):
         if getattr(args, name) is not None and getattr(args, name) < 1:

@@ -14,9 +14,9 @@ import math
 import sys
 
 from .options import add_command, add_no_progress, add_output
-from ..pathcheck import input_file, output_dir, output_file
-from ..live.extras import require_live_packages
-from ..progress import progress_bar, progress_enabled
+from replay.util.pathcheck import input_file, output_dir, output_file
+from replay.live.extras import require_live_packages
+from replay.util.progress import progress_bar, progress_enabled
 
 GENERATE_EXAMPLE = """example:
   specreplay generate --pair qwen2.5-coder --models-dir /work/models --config tree.json \\
@@ -144,7 +144,7 @@ def add_decode_options(p: argparse.ArgumentParser) -> None:
 def resolve_pair(args):
     """What fails in a second, before torch is imported: the run options, both model names (a
     missing model names the fetch command to run), the prompts file, then the live packages."""
-    from ..live.names import require_both, resolve_model_args
+    from replay.live.models.names import require_both, resolve_model_args
 
     check_run_options(args)
     paths = require_both(resolve_model_args(args.draft, args.target, args.pair, args.models_dir))
@@ -154,7 +154,7 @@ def resolve_pair(args):
 
 
 def load_pair(args, paths):
-    from ..live.models import load_pair
+    from replay.live.models.load import load_pair
 
     _check_device(args)
     return load_pair(paths.draft, paths.target, args.device, args.dtype, args.draft_dtype, progress_enabled(args.no_progress))
@@ -162,7 +162,7 @@ def load_pair(args, paths):
 
 def _check_device(args) -> None:
     """Refuse a missing GPU up front; apply --threads before any model is built."""
-    from ..live.models import prepare_device
+    from replay.live.models.load import prepare_device
 
     prepare_device(args.device, args.threads, f"--device {args.device}", "this machine")
 
@@ -170,7 +170,7 @@ def _check_device(args) -> None:
 def check_run_options(args) -> None:
     """The numbers of a generate or sweep run, checked before any model loads (a mistake found
     after a 1.5B model has loaded costs the user that load)."""
-    from ..live.errors import PromptError
+    from replay.live.errors import PromptError
 
     if args.max_new_tokens < 1:
         raise PromptError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
@@ -184,14 +184,14 @@ def check_run_options(args) -> None:
 
 
 def check_repeats(repeats: int) -> None:
-    from ..live.errors import PromptError
+    from replay.live.errors import PromptError
 
     if repeats < 1:
         raise PromptError(f"--repeats must be at least 1 (timed passes after the warm-up), got {repeats}")
 
 
 def check_threads(threads: int | None) -> None:
-    from ..live.errors import PromptError
+    from replay.live.errors import PromptError
 
     if threads is not None and threads < 1:
         raise PromptError(f"--threads must be at least 1, got {threads}")
@@ -200,14 +200,14 @@ def check_threads(threads: int | None) -> None:
 def check_prompts_file(args) -> None:
     """What the prompts file can show without the target's tokenizer (empty, a bad JSON line, an
     id prompt too short), before any model loads; the prompts are read again, encoded, after."""
-    from ..live.prompts import read_prompt_lines
+    from replay.live.prompts import read_prompt_lines
 
     read_prompt_lines(args.prompts)
 
 
 def decode_options(args, target):
-    from ..live.errors import PromptError
-    from ..live.generate import DecodeOptions
+    from replay.live.errors import PromptError
+    from replay.live.generate import DecodeOptions
 
     eos = getattr(target.tokenizer, "eos_token_id", None) if args.stop_at_eos else None
     if args.stop_at_eos and eos is None:  # it was ignored: every sequence ran to --max-new-tokens
@@ -221,9 +221,9 @@ def token_progress_bar(args, total: int, desc: str):
 
 
 def generate_config(text: str):
-    """``generate --config``'s value as a SpecConfig (replay.config_grammar): parsed before torch
+    """``generate --config``'s value as a SpecConfig (replay.core.config_grammar): parsed before torch
     loads; None for ``auto`` (the shape is chosen after a calibration run: live_auto)."""
-    from ..config_grammar import parse_spec
+    from replay.core.config_grammar import parse_spec
     from .live_auto import is_auto
 
     return None if is_auto(text) else parse_spec(text, "--config")
@@ -236,10 +236,10 @@ def run_generate(args) -> int:
     if spec is None:
         check_auto_options(args.temperature)
     paths = resolve_pair(args)
-    from ..live.dumps import staged_output_dir
-    from ..live.prompts import read_prompts
-    from ..live.report import format_summary, generation_headline
-    from ..live.run import run_timed, save_run_manifest
+    from replay.live.dumps import staged_output_dir
+    from replay.live.prompts import read_prompts
+    from replay.live.report import format_summary, generation_headline
+    from replay.live.run import run_timed, save_run_manifest
 
     if spec is not None and len(spec.trees) > 1:
         print(f"note: {args.config} lists {len(spec.trees)} trees; using the first", file=sys.stderr)
@@ -269,29 +269,29 @@ def run_generate(args) -> int:
 
 
 def speedup_lines(run_dir) -> list[str] | None:
-    """The measured speedups of the manifest just written, read back by analysis.timings: the same
+    """The measured speedups of the manifest just written, read back by analysis.cost.timings: the same
     words and numbers ``compare`` shows for this run (end to end, prefill included: the harness's
     speedup; decode only, prefill excluded)."""
-    from analysis.timings import run_speedup
-    from ..manifest import read_manifest
+    from analysis.cost.timings import run_speedup
+    from replay.io.manifest import read_manifest
 
     speed = run_speedup(run_dir, read_manifest(run_dir))
     return None if speed is None else speed.summary_lines()
 
 
 def run_cost_curve(args) -> int:
-    from ..live.names import resolve_model_args
+    from replay.live.models.names import resolve_model_args
 
     paths = resolve_model_args(args.draft, args.target, args.pair, args.models_dir)  # before torch is imported
     sizes = _sizes(args.sizes)
     check_repeats(args.repeats)
     check_threads(args.threads)
     if args.prefix < 0:
-        from ..live.errors import SweepError
+        from replay.live.errors import SweepError
 
         raise SweepError(f"--prefix must be >= 0 (committed tokens in the cache), got {args.prefix}")
     require_live_packages()
-    from ..live.costs import measure_cost_curve, write_cost_curve
+    from replay.live.costs import measure_cost_curve, write_cost_curve
 
     _check_device(args)
     # Timing needs no tokenizer: skip rebuilding one from GGUF metadata (~12 s per model).
@@ -299,7 +299,7 @@ def run_cost_curve(args) -> int:
     target = _model_or_shape(paths.target, args.shape, args.device, args.dtype, bars)
     draft = None
     if paths.draft is not None or args.draft_shape:
-        from ..live.models import default_draft_dtype
+        from replay.live.models.load import default_draft_dtype
 
         draft_dtype = args.draft_dtype or default_draft_dtype(args.device, args.dtype)
         draft = _model_or_shape(paths.draft, args.draft_shape, args.device, draft_dtype, bars)
@@ -314,7 +314,7 @@ def run_cost_curve(args) -> int:
 
 
 def _sizes(text: str) -> list[int]:
-    from ..live.errors import SweepError
+    from replay.live.errors import SweepError
 
     try:
         sizes = [int(s) for s in text.split(",") if s.strip()]
@@ -326,9 +326,9 @@ def _sizes(text: str) -> list[int]:
 
 
 def _model_or_shape(path: str | None, shape: str | None, device: str, dtype: str, progress: bool):
-    from ..live.errors import ModelLoadError
-    from ..live.models import load_model
-    from ..live.tiny import REAL_SHAPES, build_model
+    from replay.live.errors import ModelLoadError
+    from replay.live.models.load import load_model
+    from replay.live.models.random_weights import REAL_SHAPES, build_model
 
     if path:
         return load_model(path, device, dtype, tokenizer=None, progress=progress)

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Iterator
 
 from .options import add_command, add_no_progress
-from ..errors import SpecReplayError
-from ..pathcheck import output_dir
-from ..progress import progress_bar, progress_enabled
-from ..live.model_cache import ENV_CACHE_DIR, cache_dir_or_default, is_cached, model_path
-from ..live.model_catalogue import DEFAULT_PAIR, MODELS, PAIRS, ModelSpec, get_pair
-from ..live.model_download import fetch_pair
-from ..live.model_progress import ProgressFactory, format_bytes
+from replay.util.errors import SpecReplayError
+from replay.util.pathcheck import output_dir
+from replay.util.progress import progress_bar, progress_enabled
+from replay.live.models.cache import ENV_CACHE_DIR, cache_dir_or_default, is_cached, model_path
+from replay.live.models.catalogue import DEFAULT_PAIR, MODELS, PAIRS, ModelSpec, get_pair
+from replay.live.models.download import fetch_pair
+from replay.live.models.progress import ProgressFactory, format_bytes
 
 FETCH_EPILOG = """\
 examples:

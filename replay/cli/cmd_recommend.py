@@ -1,4 +1,4 @@
-"""``specreplay recommend``: the CLI over analysis.recommend (reads dumps in batches)."""
+"""``specreplay recommend``: the CLI over analysis.shapes.recommend (reads dumps in batches)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 from .options import JSON_OBJECT_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, options_from_args, print_notes, print_skipped
-from replay.errors import SpecReplayError
-from replay.pathcheck import input_file_or_json
-from replay.progress import progress_enabled, tqdm_progress
-from replay.sources import require_dump_source
+from replay.util.errors import SpecReplayError
+from replay.util.pathcheck import input_file_or_json
+from replay.util.progress import progress_enabled, tqdm_progress
+from replay.io.sources import require_dump_source
 
-from analysis.costmodel import CostModel
-from analysis.shape_model import DEFAULT_MIN_COUNT
+from analysis.cost.model import CostModel
+from analysis.shapes.model import DEFAULT_MIN_COUNT
 
 EPILOG = """\
 examples:
@@ -25,7 +25,7 @@ examples:
 
 Reads dump directories or packed runs (specreplay pack) in batches. Cost curve JSON (the live
 harness writes it): {"tokens": [1, 2, 4, ...], "verify_s": [...], "draft_step_s": x}.
-Shapes contained in the recorded config are replayed exactly (analysis.subtree); for the others a
+Shapes contained in the recorded config are replayed exactly (analysis.compare.subtree); for the others a
 `specreplay sweep` command line is printed. Depths the dumps cannot estimate are refused unless
 --extrapolate. Estimator, search and refusals: docs/shape-search.md; cost model: docs/analysis.md.
 Progress goes to stderr on a terminal (--no-progress to silence it).
@@ -80,8 +80,8 @@ def progress_bars(enabled: bool | None) -> Iterator[Callable[[str], Callable[[in
 
 
 def run_recommend(args: argparse.Namespace) -> int:
-    from analysis.recommend import recommend_runs
-    from analysis.recommend_render import finite_json, recommendation_json, render_recommendation
+    from analysis.shapes.recommend import recommend_runs
+    from analysis.shapes.recommend_render import finite_json, recommendation_json, render_recommendation
 
     for d in args.dir:
         require_dump_source(d)

@@ -8,12 +8,12 @@ import sys
 from .options import (
     JSON_LINES_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, options_from_args, parse_key, print_reading, require_rounds,
 )
-from ..progress import progress_enabled, tqdm_progress
-from ..render import render_round, render_summary
-from ..records import write_batch_json_lines
-from ..replayer import replay_directory
-from ..runs import replay_run
-from ..sources import require_dump_source
+from replay.util.progress import progress_enabled, tqdm_progress
+from replay.engine.render import render_round, render_summary
+from replay.core.records import write_batch_json_lines
+from replay.engine.replayer import replay_directory
+from replay.engine.runs import replay_run
+from replay.io.sources import require_dump_source
 
 REPLAY_EPILOG = """\
 examples:

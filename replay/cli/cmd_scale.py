@@ -8,21 +8,21 @@ from collections import Counter
 
 import numpy as np
 
-from ..batch import BatchResult
+from replay.engine.batch import BatchResult
 from .options import (
     JSON_LINES_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, add_output, add_reading_options,
     options_from_args, parse_key, print_notes, print_reading, print_skipped, require_rounds, step0_offset_from_args,
 )
-from ..errors import SpecReplayError
-from ..grouping import describe_skipped
-from ..matrix_io import RawSpec
-from ..packed import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
-from ..pathcheck import output_dir, output_file
-from ..progress import progress_enabled
-from ..records import records_frame, records_of_batch, write_batch_json_lines, write_table
-from ..render import SummaryFigures, summary_lines
-from ..runs import RunReplay, replay_run
-from ..sources import require_dump_source
+from replay.util.errors import SpecReplayError
+from replay.io.grouping import describe_skipped
+from replay.io.formats.matrix_io import RawSpec
+from replay.io.packed.pack import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
+from replay.util.pathcheck import output_dir, output_file
+from replay.util.progress import progress_enabled
+from replay.core.records import records_frame, records_of_batch, write_batch_json_lines, write_table
+from replay.engine.render import SummaryFigures, summary_lines
+from replay.engine.runs import RunReplay, replay_run
+from replay.io.sources import require_dump_source
 
 PACK_EPILOG = """\
 examples:

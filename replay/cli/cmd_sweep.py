@@ -13,7 +13,7 @@ from .cmd_live import (
     token_progress_bar,
 )
 from .options import add_command, add_no_progress, add_output
-from ..pathcheck import output_dir
+from replay.util.pathcheck import output_dir
 
 SWEEP_EXAMPLE = """grid syntax: configs separated by ';', steps by ',', the widths of one step's
 expanded heads by 'x'; '|' lists alternatives for a step (every combination runs), '@T' sets
@@ -71,14 +71,14 @@ def register(subparsers) -> None:
 def run_sweep(args) -> int:
     configs, skipped = _sweep_configs(args)  # bad input fails before torch is imported
     out = Path(args.out)
-    from ..live.sweepdir import check_out
+    from replay.live.sweep.directory import check_out
 
     check_out(out, args.resume)  # before any model loads, as the options
     if args.scheduler or args.workers is not None or args.devices:
         return _sweep_on_cluster(args, configs, out) or (1 if skipped else 0)
     paths = resolve_pair(args)
-    from ..live.prompts import read_prompts
-    from ..live.sweep import run_local_sweep
+    from replay.live.prompts import read_prompts
+    from replay.live.sweep.runner import run_local_sweep
 
     draft, target = load_pair(args, paths)
     prompts = read_prompts(args.prompts, target.tokenizer)
@@ -96,10 +96,10 @@ def _sweep_on_cluster(args, configs, out: Path) -> int:
     from contextlib import ExitStack
     from types import SimpleNamespace
 
-    from ..live.cluster import PairSpec, run_sweep_on_cluster, start_local_cluster
-    from ..live.errors import SweepError
-    from ..live.names import require_both, resolve_model_args
-    from ..live.prompts import read_prompts
+    from replay.live.sweep.cluster import PairSpec, run_sweep_on_cluster, start_local_cluster
+    from replay.live.errors import SweepError
+    from replay.live.models.names import require_both, resolve_model_args
+    from replay.live.prompts import read_prompts
 
     if args.scheduler and args.devices:
         raise SweepError("--devices starts local workers; with --scheduler set each worker's device with SPECREPLAY_DEVICE")
@@ -125,7 +125,7 @@ def _sweep_on_cluster(args, configs, out: Path) -> int:
 def _dask_client(scheduler: str | None, start_cluster):
     from distributed import Client
 
-    from ..live.errors import SweepError
+    from replay.live.errors import SweepError
 
     if scheduler is None:
         return Client(start_cluster())
@@ -147,14 +147,14 @@ class _TargetTokenizer:
 
     def _get(self):
         if self._tok is self._UNSET:
-            from ..live.models import load_tokenizer
+            from replay.live.models.load import load_tokenizer
 
             gguf = self._path.suffix == ".gguf"
             self._tok = load_tokenizer(self._path.parent if gguf else self._path, self._path.name if gguf else None)
         return self._tok
 
     def encode(self, text: str) -> list[int]:
-        from ..live.errors import PromptError
+        from replay.live.errors import PromptError
 
         if self._get() is None:
             raise PromptError(f"text prompts need a tokenizer, and {self._path} has none; give JSON Lines of token ids")
@@ -166,7 +166,7 @@ class _TargetTokenizer:
 
 
 def _sweep_configs(args):
-    from ..live.grid import load_config_list, parse_grid
+    from replay.live.sweep.grid import load_config_list, parse_grid
 
     if args.grid is None:
         return load_config_list(args.configs), []
@@ -192,9 +192,9 @@ def sweep_display(table):
 
 def _report_sweep(result, out: Path) -> int:
     """Plots (the CLI draws them: the harness never imports analysis), the table, one summary line.
-    Configs are printed in one spelling, the canonical one (replay.config_grammar.format_config); the
+    Configs are printed in one spelling, the canonical one (replay.core.config_grammar.format_config); the
     run-name form stays in file names (results.csv's ``name``, DIR/dumps/NAME)."""
-    from analysis.sweep_plots import plot_sweep
+    from analysis.report.sweep_plots import plot_sweep
 
     if len(result.table):
         plot_sweep(result.table, out / "plots")

@@ -1,6 +1,6 @@
 """``generate --config auto`` and the predicted-vs-measured lines of ``sweep``: the glue between the
 live harness (cost curve, calibration run) and the analysis that predicts speedups
-(analysis.speedpredict). CLI layer: it imports both sides; neither imports the other.
+(analysis.shapes.speedpredict). CLI layer: it imports both sides; neither imports the other.
 
 auto = (1) the cost curve of this pair on this device, at the token counts the candidate shapes
 verify; (2) a short calibration run of a wide tree (``CALIBRATION_TREE``) on the first prompts,
@@ -17,25 +17,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from analysis.costmodel import CostModel
-from analysis.shape_dumps import scan_run
-from analysis.subtree import is_contained
-from analysis.speedpredict import (
+from analysis.cost.model import CostModel
+from analysis.shapes.dumps import scan_run
+from analysis.compare.subtree import is_contained
+from analysis.shapes.speedpredict import (
     Ceiling, SpeedPrediction, best_prediction, candidate_configs, ceiling, ceiling_lines, nondecreasing, predict_speedups,
     prediction_lines,
 )
 
-from ..atomic import write_json_atomic
-from ..config import TreeConfig, parse_tree
-from ..config_grammar import parse_spec
-from ..errors import SpecReplayError
-from ..live.sweepdir import dumps_dir
-from ..live.timing import Clock
+from replay.util.atomic import write_json_atomic
+from replay.core.config import TreeConfig, parse_tree
+from replay.core.config_grammar import parse_spec
+from replay.util.errors import SpecReplayError
+from replay.live.sweep.directory import dumps_dir
+from replay.live.timing import Clock
 
 if TYPE_CHECKING:  # torch: imported by calibrate() only, so the CLI checks options before loading it
-    from ..live.costs import CostCurve
-    from ..live.generate import DecodeOptions
-    from ..live.models import LiveModel
+    from replay.live.costs import CostCurve
+    from replay.live.generate import DecodeOptions
+    from replay.live.models.load import LiveModel
 
 AUTO = "auto"
 # Width 6 at the root, two heads below, then a chain to depth 6: the shapes it contains (and can
@@ -45,7 +45,7 @@ CALIBRATION_TREE = "6,2x2,1x1,1,1,1"
 CALIBRATION_PROMPTS = 2  # the first prompts of the run
 CALIBRATION_TOKENS = 24  # new tokens per calibration prompt (fewer when the run asks for fewer)
 CALIBRATION_DIR = "calibration"  # inside the run's directory
-CURVE_FILE = "cost_curve.json"  # analysis.costsource finds it beside the run's dump
+CURVE_FILE = "cost_curve.json"  # analysis.cost.source finds it beside the run's dump
 AUTO_FILE = "auto.json"
 CURVE_REPEATS = 2
 
@@ -104,9 +104,9 @@ def calibrate(
 ) -> AutoChoice:
     """Steps 1-3 of the module docstring; ``cost`` skips measuring the curve (tests, a known curve);
     ``extra`` shapes are predicted and reported too, never chosen."""
-    from ..live.costs import measure_cost_curve, write_cost_curve
-    from ..live.generate import DecodeOptions
-    from ..live.run import run_speculative, save_run_manifest
+    from replay.live.costs import measure_cost_curve, write_cost_curve
+    from replay.live.generate import DecodeOptions
+    from replay.live.run import run_speculative, save_run_manifest
 
     out = Path(out)
     tree = parse_spec(calibration, "calibration tree").tree

@@ -6,7 +6,7 @@
   are not shown in ``--help`` and errors name ``-o/--output``.
 - ``--json`` says in its help whether it prints one JSON object or JSON Lines.
 - ``--no-progress`` on every command that can draw a progress bar (bars need a terminal anyway:
-  replay.progress.progress_enabled).
+  replay.util.progress.progress_enabled).
 - ``--help`` shows every non-empty default (HelpFormatter).
 - A command is declared with add_command (its help line, description, examples, handler
   ``run_<command>``); commands that read dumps share add_dump_options / options_from_args.
@@ -22,11 +22,11 @@ import argparse
 import sys
 from typing import Callable, Iterable, Sequence
 
-from ..config_grammar import parse_spec
-from ..errors import NoRoundsError, SpecReplayError
-from ..grouping import Skipped, parse_offset, parse_round_key, why_no_rounds
-from ..matrix_io import RawSpec
-from ..replayer import ReplayOptions
+from replay.core.config_grammar import parse_spec
+from replay.util.errors import NoRoundsError, SpecReplayError
+from replay.io.grouping import Skipped, parse_offset, parse_round_key, why_no_rounds
+from replay.io.formats.matrix_io import RawSpec
+from replay.engine.replayer import ReplayOptions
 
 # The exit-status contract of every command (replay.cli.main keeps it).
 EXIT_OK, EXIT_SKIPPED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -164,7 +164,7 @@ def at_least_one(text: str) -> int:
 
 
 def parse_key(text: str) -> tuple[int, int]:
-    """``--round A_B``: replay.grouping.parse_round_key, as argparse reports a bad value."""
+    """``--round A_B``: replay.io.grouping.parse_round_key, as argparse reports a bad value."""
     try:
         return parse_round_key(text)
     except ValueError as exc:

@@ -11,9 +11,9 @@ import argparse
 import importlib
 import sys
 
-from ..pathcheck import DIRECTORY, FILE, output_dir, output_file
-from ..sources import check_outside_inputs
-from ..version import package_version
+from replay.util.pathcheck import DIRECTORY, FILE, output_dir, output_file
+from replay.io.sources import check_outside_inputs
+from replay.util.version import package_version
 from .options import DEBUG_ENV, DUMP, EXIT_ERROR, EXIT_OK, HelpFormatter
 
 COMMAND_MODULES = (
@@ -108,7 +108,7 @@ def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argpar
 
 
 def _outputs_and_dumps(parser: argparse.ArgumentParser, args: argparse.Namespace):
-    """Every output option given (declared by its type, replay.pathcheck) and every DUMP value."""
+    """Every output option given (declared by its type, replay.util.pathcheck) and every DUMP value."""
     kinds = {output_dir: DIRECTORY, output_file: FILE}
     outputs, dumps = [], []
     for action in parser._actions:

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import torch
 
 from .kvcache import CachePool
-from .models import LiveModel
+from .models.load import LiveModel
 
 MAX_FAST_TOKENS = 64  # forwards over more tokens (prefills) run eagerly
 GRAPH_LIMIT = 64  # distinct compiled shapes per model before dynamo falls back to eager

@@ -14,10 +14,10 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from ..atomic import write_json_atomic
+from replay.util.atomic import write_json_atomic
 from .clock import device_clock
 from .forward import causal_visible, crop_cache, forward_tokens, new_cache
-from .models import LiveModel
+from .models.load import LiveModel
 from .timing import Clock, Method, Timing, time_methods
 
 DEFAULT_SIZES = (1, 2, 4, 8, 16, 32, 64)

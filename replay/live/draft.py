@@ -20,14 +20,14 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from ..config import TreeConfig
-from ..dumpwrite import StepRecord
-from ..selection import select_top
-from ..tree import Tree, tree_layout
-from ..vocab import NO_PARENT, NO_RANK
+from replay.core.config import TreeConfig
+from replay.io.dumpwrite import StepRecord
+from replay.core.selection import select_top
+from replay.core.tree import Tree, tree_layout
+from replay.core.vocab import NO_PARENT, NO_RANK
 from .checks import check_shape
 from .forward import LAST_ROW, cache_length, causal_visible, forward_tokens, to_device
-from .models import LiveModel
+from .models.load import LiveModel
 from .scores import log_probs, top_candidates
 
 
@@ -81,7 +81,7 @@ def select_heads(path_logprobs: np.ndarray, level_nodes: np.ndarray, count: int)
     """The ``count`` most probable nodes of a level, most probable first, ties by tree order.
 
     path_logprobs: [m] float64 over all nodes; level_nodes: [l] int64 node ids (increasing)
-    Returns [count] int64 node ids in selection order. The offline rule (replay.selection) on the
+    Returns [count] int64 node ids in selection order. The offline rule (replay.core.selection) on the
     CPU copy of the path log-probs: a few nodes per step, so the replay recomputes the same order.
     """
     check_shape("path_logprobs", path_logprobs, (None,), np.dtype(np.float64))

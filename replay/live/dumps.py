@@ -1,4 +1,4 @@
-"""Adapter from harness rounds to the dump format (``replay.dumpwrite``): files and manifest.
+"""Adapter from harness rounds to the dump format (``replay.io.dumpwrite``): files and manifest.
 
 A run is written into a fresh hidden directory beside ``--out`` and renamed into place when it
 finishes (``staged_output_dir``): ``--out`` never holds two runs, nor half of one.
@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..config import TreeConfig
-from ..dumpwrite import StepRecord, write_manifest, write_round
+from replay.core.config import TreeConfig
+from replay.io.dumpwrite import StepRecord, write_manifest, write_round
 from .draft import DraftedTree
 from .errors import OutputDirError
 from .generate import SEED_RULE, Generation, RoundHook, LiveRound

@@ -10,14 +10,14 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from ..acceptance import Acceptance
-from ..config import TreeConfig
-from ..tree import Tree
+from replay.core.acceptance import Acceptance
+from replay.core.config import TreeConfig
+from replay.core.tree import Tree
 from .clock import synchronize, timed_call
 from .draft import DraftedTree, draft_keep_indices, draft_tree
 from .forward import causal_visible, forward_hidden, forward_tokens, keep_cache_entries, new_cache, to_device
 from .kvcache import release_cache, static_capacity
-from .models import LiveModel
+from .models.load import LiveModel
 from .sampling import accept_sampled, sample_token, target_probs
 from .scores import greedy_token
 from .verify import Verification, accept_verified_greedy, target_keep_indices, verify_tree

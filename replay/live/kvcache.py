@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from .models import LiveModel
+from .models.load import LiveModel
 
 
 class KVCache:

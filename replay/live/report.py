@@ -1,11 +1,11 @@
 """Human-readable end-of-run lines (the CLI prints them; the headline figures come from
-replay.headline, as every command's)."""
+replay.core.headline, as every command's)."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from ..headline import Headline, headline, headline_lines
+from replay.core.headline import Headline, headline, headline_lines
 from .generate import Generation
 from .run import BaselineComparison, RunSummary
 from .timing import Timing
@@ -23,7 +23,7 @@ def generation_headline(generations: Sequence[Generation]) -> Headline | None:
 def format_summary(summary: RunSummary, comparison: BaselineComparison | None = None, timing: Timing | None = None,
                    speedup_lines: Sequence[str] | None = None, head: Headline | None = None) -> str:
     """``head`` (generation_headline) leads in vLLM's words; without it the mean accepted length stands
-    alone. ``speedup_lines`` (the CLI passes analysis.timings' lines, the words and numbers
+    alone. ``speedup_lines`` (the CLI passes analysis.cost.timings' lines, the words and numbers
     ``compare`` shows for the same manifest) replace the one end-to-end speedup line."""
     if head is not None:
         lines = headline_lines(head, digits=3)

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..config import TreeConfig
-from ..errors import ConfigError, SpecReplayError
+from replay.core.config import TreeConfig
+from replay.util.errors import ConfigError, SpecReplayError
 from .clock import device_clock
 from .dumps import RoundBuffer, round_writer, run_manifest, write_run_manifest
 from .errors import PromptError
 from .generate import DecodeOptions, Generation, RoundHook, speculative_generate, target_generate
-from .models import LiveModel, check_pair
+from .models.load import LiveModel, check_pair
 from .timing import Clock, Timing, time_methods
 
 Progress = Callable[[int], None]  # called with the number of new tokens just produced

@@ -16,9 +16,9 @@ from typing import Protocol, Sequence
 import numpy as np
 import torch
 
-from ..acceptance import Acceptance
-from ..tree import Tree
-from ..vocab import BONUS_CORRECTION, BONUS_LEAF, STOP_LEAF, STOP_MISMATCH
+from replay.core.acceptance import Acceptance
+from replay.core.tree import Tree
+from replay.core.vocab import BONUS_CORRECTION, BONUS_LEAF, STOP_LEAF, STOP_MISMATCH
 from .checks import check_shape
 
 

@@ -1,6 +1,6 @@
 """Verification in one target forward over ``[root] + all tree nodes``, and what survives it.
 
-Mask and positions come from ``replay.tree.tree_layout`` (the offline replay's own function):
+Mask and positions come from ``replay.core.tree.tree_layout`` (the offline replay's own function):
 each node sees the committed context, its ancestors and itself; its position is the root's plus
 its depth. The output at node u verifies u's children.
 
@@ -20,12 +20,12 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from ..acceptance import Acceptance, accept_greedy, target_top1_per_node
-from ..dumpwrite import StepRecord
-from ..tree import Tree, tree_layout
-from ..vocab import PAD_TOKEN
+from replay.core.acceptance import Acceptance, accept_greedy, target_top1_per_node
+from replay.io.dumpwrite import StepRecord
+from replay.core.tree import Tree, tree_layout
+from replay.core.vocab import PAD_TOKEN
 from .forward import cache_length, forward_hidden, output_logits, to_device, tree_visible
-from .models import LiveModel
+from .models.load import LiveModel
 from .scores import log_probs, top_candidates
 
 
