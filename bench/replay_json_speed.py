@@ -28,11 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from replay.testing.batch_synth import SynthSpec, synth_batch
+from benchkit import write_text_dump  # bench/benchkit.py
+
 from replay.cli import main
 from replay.core.config import TreeConfig
-
-from benchkit import write_text_dump  # bench/benchkit.py
+from replay.testing.batch_synth import SynthSpec, synth_batch
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 
@@ -60,6 +60,7 @@ def cli(argv: list[str]):
             code = main(argv)
         if code != 0:
             raise SystemExit(f"{argv}: exit {code}")
+
     return run
 
 
@@ -106,7 +107,9 @@ def main_bench() -> None:
         f"{args.rounds:,} rounds ({4 * args.rounds:,} text files), {args.repeat} repeats, {os.cpu_count()} CPUs, "
         f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
     )
-    print("| case | median wall s | spread (min-max) | rounds/s | × plain read | median CPU s | CPU spread | rounds per CPU s | CPU × plain read |")
+    print(
+        "| case | median wall s | spread (min-max) | rounds/s | × plain read | median CPU s | CPU spread | rounds per CPU s | CPU × plain read |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name in cases:
         w, c = statistics.median(walls[name]), statistics.median(cpus[name])

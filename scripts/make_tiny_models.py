@@ -19,7 +19,15 @@ import json
 from pathlib import Path
 
 from replay.live.models.random_weights import build_model
-from replay.testing.tiny import build_word_tokenizer, damp_late_layers, noisy_copy, save_gguf_qwen2, save_hf_dir, tiny_config, truncated_draft
+from replay.testing.tiny import (
+    build_word_tokenizer,
+    damp_late_layers,
+    noisy_copy,
+    save_gguf_qwen2,
+    save_hf_dir,
+    tiny_config,
+    truncated_draft,
+)
 
 
 def main() -> None:

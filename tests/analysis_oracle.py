@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 import math
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -35,7 +35,9 @@ def _rng(seed: int, tag: int, path: tuple) -> np.random.Generator:
     return np.random.default_rng([seed, tag, h, len(path)])
 
 
-def random_oracle(seed: int, cols: int, hit: float = 0.6, tcols: int = 3, flat: float = 0.7) -> tuple[DraftFn, TargetFn]:
+def random_oracle(
+    seed: int, cols: int, hit: float = 0.6, tcols: int = 3, flat: float = 0.7
+) -> tuple[DraftFn, TargetFn]:
     """Draft rows and target rows drawn from a generator seeded by the path.
 
     The target's top-1 is the draft's rank-r candidate with probability hit * 0.5**r (else a
@@ -44,14 +46,14 @@ def random_oracle(seed: int, cols: int, hit: float = 0.6, tcols: int = 3, flat: 
     different branches compete closely for expansion.
     """
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def draft(path: tuple) -> tuple[np.ndarray, np.ndarray]:
         rng = _rng(seed, 1, path)
         ids = rng.choice(VOCAB, size=cols, replace=False).astype(np.int64)
         probs = np.sort(rng.dirichlet(np.full(cols + 1, flat)))[::-1][:cols]
         return ids, np.log(np.maximum(probs, 1e-9)).astype(np.float32)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def target(path: tuple) -> np.ndarray:
         rng = _rng(seed, 2, path)
         cand, _ = draft(path)
@@ -159,7 +161,9 @@ def write_oracle_run(
     write_manifest(out_dir, manifest)
 
 
-def synth_lookup_oracle(rounds: list[SynthRound], cfg: TreeConfig, fill: tuple[DraftFn, TargetFn]) -> tuple[DraftFn, TargetFn]:
+def synth_lookup_oracle(
+    rounds: list[SynthRound], cfg: TreeConfig, fill: tuple[DraftFn, TargetFn]
+) -> tuple[DraftFn, TargetFn]:
     """An oracle answering from synthetic rounds (replay.testing.synth, recorded with parents) by token path.
 
     Paths the recording never saw are answered by ``fill``: analysis.compare.subtree claims that a decided

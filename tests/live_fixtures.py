@@ -53,8 +53,13 @@ def kill_sweep_after_rows(args: list[str], dumps: Path, rows: int, timeout_s: fl
     committed under ``dumps`` (DIR/row.json), and return each committed row's (bytes, mtime_ns),
     to check that a resume leaves them untouched."""
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.Popen([sys.executable, "-m", "replay.cli", *args], cwd=root, env=dict(os.environ, PYTHONPATH=str(root)),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replay.cli", *args],
+        cwd=root,
+        env=dict(os.environ, PYTHONPATH=str(root)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + timeout_s
     while time.time() < deadline and proc.poll() is None:
         if len(list(dumps.glob("*/row.json"))) >= rows:

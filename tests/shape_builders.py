@@ -3,7 +3,7 @@ within a budget (the brute force the branch and bound is checked against)."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -29,7 +29,16 @@ def model_from_hits(hit: np.ndarray, cols: int | None = None, draft_probs: np.nd
         order = np.repeat(dp[np.minimum(np.arange(hit.shape[0]), dp.shape[0] - 1)][:, None, :], cols, axis=1)
     z = np.zeros(hit.shape[0], dtype=bool)
     return ShapeModel(
-        p, p.copy(), p.copy(), np.zeros((hit.shape[0], cols), np.int64), np.zeros((hit.shape[0], cols), bool), z, 0, 0, None, order
+        p,
+        p.copy(),
+        p.copy(),
+        np.zeros((hit.shape[0], cols), np.int64),
+        np.zeros((hit.shape[0], cols), bool),
+        z,
+        0,
+        0,
+        None,
+        order,
     )
 
 

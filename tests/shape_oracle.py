@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from replay.engine.batch import MatrixStack, RoundBatch
 from replay.core.config import TreeConfig
+from replay.engine.batch import MatrixStack, RoundBatch
 
 COLS = 6
 DRAFT = np.array(
@@ -74,7 +74,7 @@ def synth_batch(rounds: int, seed: int) -> RoundBatch:
     rng = np.random.default_rng(seed)
     cfg = RECORDED
     r_all = np.arange(rounds)
-    steps, top1_rows = [], []
+    steps, _top1_rows = [], []
     level = [()]  # rank paths of the current level, tree order
     n_all = 1 + cfg.num_nodes
     top1 = MISS_BASE + rng.integers(0, 10**6, size=(n_all, rounds))

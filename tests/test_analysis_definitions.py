@@ -18,7 +18,9 @@ def test_vocabulary_md_holds_every_definition_as_the_code_does():
     text = VOCABULARY.read_text(encoding="utf-8")
     for d in DEFINITIONS:
         row = f"| `{d.name}` | `{d.formula}` | {d.meaning} | {d.engines or '–'} |"
-        assert row in text, f"docs/vocabulary.md: no row for {d.name} as analysis/tables/definitions.py states it:\n{row}"
+        assert row in text, (
+            f"docs/vocabulary.md: no row for {d.name} as analysis/tables/definitions.py states it:\n{row}"
+        )
 
 
 def test_every_printed_metric_column_has_a_definition():
@@ -27,7 +29,11 @@ def test_every_printed_metric_column_has_a_definition():
     rounds = round_table(hand_results(), "hand", CFG)
     metric_cols = [c for c in summary(rounds).columns if c not in ("run", "rounds")]
     assert set(metric_cols) == set(SUMMARY_NAMES)
-    rates = [c for c in depth_acceptance(rounds).columns if c in ("conditional", "per_position_acceptance_rate", "conditional_when_expanded")]
+    rates = [
+        c
+        for c in depth_acceptance(rounds).columns
+        if c in ("conditional", "per_position_acceptance_rate", "conditional_when_expanded")
+    ]
     assert set(rates) == set(DEPTH_NAMES)
     assert all(name in BY_NAME for name in metric_cols + rates)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from analysis.report.example_round import example_round, typical_failing_round
-from replay.util.errors import SpecReplayError
 from replay.engine.replayer import replay_round
 from replay.io.rounds import Round
+from replay.util.errors import SpecReplayError
 from tests.test_analysis_metrics import CFG, STEPS
 
 LEAF_2 = [[10], [11], [21], [5]]  # R→10, A1→11: path A1, B11 (leaf), L = 2
@@ -22,7 +22,10 @@ MISS_1_NOWHERE = [[10], [99], [21], [5]]  # as above, the target's token not eve
 
 
 def rounds(*validates):
-    return [replay_round(Round.from_lists(STEPS, v, key=(k, 100 + k), root_token=7, layout="all"), CFG) for k, v in enumerate(validates)]
+    return [
+        replay_round(Round.from_lists(STEPS, v, key=(k, 100 + k), root_token=7, layout="all"), CFG)
+        for k, v in enumerate(validates)
+    ]
 
 
 def test_typical_failing_round_is_the_middle_of_the_commonest_failure_length():

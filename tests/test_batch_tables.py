@@ -16,22 +16,28 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from analysis.tables.batch import batch_table_parts, join_parts
+from analysis.tables.build import build_tables, node_table, round_table
 from analysis.tables.metrics import _hits_by_round, _hits_vectorised, shape_signature, slot_hit_frequency, static_shape
 from analysis.tables.runs import load_reference, load_run
-from analysis.tables.build import build_tables, node_table, round_table
-from replay.engine.batch import ERR_OK, batch_from_rounds, replay_batch
-from replay.testing.batch_synth import synth_run
 from replay.core.config import TreeConfig
-from replay.util.errors import RoundError
-from replay.io.packed.pack import pack_batches
 from replay.core.records import COLUMNS, records_frame, records_of_batch
+from replay.engine.batch import ERR_OK, batch_from_rounds, replay_batch
 from replay.engine.replayer import replay_round
 from replay.engine.runs import replay_run
+from replay.io.packed.pack import pack_batches
+from replay.testing.batch_synth import synth_run
+from replay.util.errors import RoundError
 from tests.test_batch_property import runs
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_dumps"
-SAMPLE_RUNS = ["synthetic_article", "article_round", "qwen2.5-coder/article", "qwen2.5-coder/chain4",
-               "qwen2.5-coder/deep", "qwen2.5-coder/wide"]
+SAMPLE_RUNS = [
+    "synthetic_article",
+    "article_round",
+    "qwen2.5-coder/article",
+    "qwen2.5-coder/chain4",
+    "qwen2.5-coder/deep",
+    "qwen2.5-coder/wide",
+]
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 
 
@@ -67,8 +73,12 @@ def test_sample_tables_agree(name):
 def test_packed_run_tables_agree(tmp_path):
     """Several blocks, early stops (two shapes), rounds read back in run order."""
     run = tmp_path / "run"
-    pack_batches(synth_run(ARTICLE, 700, seed=5, early_stop_rate=0.2), run, block_rounds=128,
-                 manifest={"config": ARTICLE.to_json(), "layout": "all"})
+    pack_batches(
+        synth_run(ARTICLE, 700, seed=5, early_stop_rate=0.2),
+        run,
+        block_rounds=128,
+        manifest={"config": ARTICLE.to_json(), "layout": "all"},
+    )
     assert_same_run(run)
     assert_same_records(replay_run(run).result)
 

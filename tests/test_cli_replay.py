@@ -16,7 +16,9 @@ ARTICLE = ROOT / "sample_dumps" / "article_round"
 
 def run(*args, cwd=ROOT):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "replay.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "replay.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env
+    )
 
 
 def test_replay_article_prints_tree_and_path():
@@ -90,7 +92,10 @@ def test_directory_with_broken_rounds_reports_good_ones_and_lists_the_broken(tmp
     assert "accepted path: R → 41824 → 41760 → 22870" in r.stdout
     assert "skipped" not in r.stdout.replace("skipped: 4 round(s)", "")
     assert "lists 1 round(s) and not 4 found here: 201_301, 211_311, 221_321, 231_331" in r.stderr
-    assert "skipped round 201_301: " in r.stderr and "draft_step_1_201_301 (ids): ragged rows: line 2 has 1 values" in r.stderr
+    assert (
+        "skipped round 201_301: " in r.stderr
+        and "draft_step_1_201_301 (ids): ragged rows: line 2 has 1 values" in r.stderr
+    )
     assert "draft_step_1_211_311 (ids): line 2: 'zz' is not an integer token id" in r.stderr
     assert "skipped round 221_321: missing draft_step_1_221_321" in r.stderr
     assert "draft_step_1 has 1 row(s) but topHead[1] = 2" in r.stderr and "draft_step_1_231_331" in r.stderr
@@ -99,10 +104,15 @@ def test_directory_with_broken_rounds_reports_good_ones_and_lists_the_broken(tmp
 @pytest.mark.parametrize(
     "setup, message",
     [
-        (lambda d: (d / "config.json").write_text('{"gamma": 3, "topKSpec": [[6],[2,2],[1,1]], "topHead": [1,2,9]}'),
-         "config.json: config field 'topHead[2]': = 9 parents but level 2 has only 4 node(s)"),
+        (
+            lambda d: (d / "config.json").write_text('{"gamma": 3, "topKSpec": [[6],[2,2],[1,1]], "topHead": [1,2,9]}'),
+            "config.json: config field 'topHead[2]': = 9 parents but level 2 has only 4 node(s)",
+        ),
         (lambda d: (d / "config.json").write_text("{not json"), "config.json: config field '<json>': not valid JSON"),
-        (lambda d: (d / "manifest.json").write_text('{"layout": "diagonal"}'), "manifest.json (layout): expected one of"),
+        (
+            lambda d: (d / "manifest.json").write_text('{"layout": "diagonal"}'),
+            "manifest.json (layout): expected one of",
+        ),
     ],
 )
 def test_bad_config_or_manifest_is_one_line_error(tmp_path, setup, message):
@@ -150,5 +160,11 @@ def test_help_has_examples():
 
 def test_offline_cli_never_imports_torch():
     code = "import sys, replay.cli as c; c.main(['replay', '%s', '--json']); print('torch' in sys.modules)" % ARTICLE
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert r.stdout.strip().splitlines()[-1] == "False", r.stdout + r.stderr

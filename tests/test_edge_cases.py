@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from replay.core.config import TreeConfig
-from replay.util.errors import RoundError
+from replay.core.tree import Tree, tree_layout
 from replay.engine.replayer import replay_round
 from replay.io.rounds import Round
-from replay.core.tree import Tree, tree_layout
+from replay.util.errors import RoundError
 
 
 def test_gamma_one_chain_root_hit_then_leaf_bonus():

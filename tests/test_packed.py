@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replay.testing.batch_synth import synth_run
 from replay.cli import main
 from replay.core.config import TreeConfig
-from replay.io.dumpwrite import StepRecord, write_round, write_text_matrix
-from replay.util.errors import DumpError, NoRoundsError
-from replay.io.packed.pack import PackedRun, is_packed_run, pack_batches, pack_directory
 from replay.engine.replayer import ReplayOptions, replay_directory
 from replay.engine.runs import iter_run_results, open_run, replay_run
+from replay.io.dumpwrite import StepRecord, write_round, write_text_matrix
+from replay.io.packed.pack import PackedRun, is_packed_run, pack_batches, pack_directory
+from replay.testing.batch_synth import synth_run
 from replay.testing.synth import default_hit_probs, synth_round, write_synthetic_run
+from replay.util.errors import DumpError, NoRoundsError
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_dumps"
@@ -215,7 +215,9 @@ def test_empty_and_junk_directories_pack(tmp_path):
     d.mkdir()
     (d / "config.json").write_text('{"gamma": 1, "topKSpec": [[2]], "topHead": [1]}')
     (d / "readme.dat").write_text("nothing here\n")
-    with pytest.raises(NoRoundsError, match="no round could be packed") as caught:  # a packed run of nothing helps no one
+    with pytest.raises(
+        NoRoundsError, match="no round could be packed"
+    ) as caught:  # a packed run of nothing helps no one
         pack_directory(d, tmp_path / "junk.run")
     assert caught.value.skipped == replay_directory(d).skipped and not (tmp_path / "junk.run").exists()
 

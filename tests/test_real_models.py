@@ -111,7 +111,9 @@ def test_greedy_speculation_is_lossless_on_the_real_pair(pair_paths):
                     config = TreeConfig(gamma=len(head), top_k_spec=tuple(map(tuple, spec)), top_head=tuple(head))
                     for record in (True, False):
                         got = speculative_generate(d, target, ids, config, options, record=record)
-                        assert got.output_ids == want, f"{d.dtype_name} draft / {name} / record={record}: {got.output_ids} != {want}"
+                        assert got.output_ids == want, (
+                            f"{d.dtype_name} draft / {name} / record={record}: {got.output_ids} != {want}"
+                        )
                         assert got.target_forwards <= LOSSLESS_TOKENS
     finally:
         del draft, target

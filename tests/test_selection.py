@@ -9,8 +9,6 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from analysis.tables.build import node_facts
-from replay.engine.replayer import replay_round
-from replay.io.rounds import Round
 from replay.core.selection import (
     first_true,
     invalid_parents_columns,
@@ -23,6 +21,8 @@ from replay.core.selection import (
     top_k_columns,
 )
 from replay.core.vocab import SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT
+from replay.engine.replayer import replay_round
+from replay.io.rounds import Round
 from tests.test_property import random_round
 
 # Few distinct values so that ties are frequent; -0.0 equals 0.0, -inf is a valid key.
@@ -106,7 +106,13 @@ def test_vectorised_top_k_matches_the_scalar_rule(case):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(1, 4).flatmap(lambda h: st.tuples(st.integers(1, 5), st.lists(st.lists(st.integers(-2, 6), min_size=h, max_size=h), min_size=1, max_size=6))))
+@given(
+    st.integers(1, 4).flatmap(
+        lambda h: st.tuples(
+            st.integers(1, 5), st.lists(st.lists(st.integers(-2, 6), min_size=h, max_size=h), min_size=1, max_size=6)
+        )
+    )
+)
 def test_vectorised_parent_check_matches_the_scalar_one(case):
     level, rounds = case
     local = np.array(rounds, dtype=np.int64).T  # [h, C]

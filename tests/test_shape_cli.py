@@ -7,20 +7,33 @@ import json
 import numpy as np
 import pytest
 
+from analysis.compare.subtree import is_contained, replay_subconfig
+from analysis.shapes.dumps import scan_run
 from analysis.shapes.recommend import recommend, subtree_measure
 from analysis.shapes.recommend_render import recommend_section
-from analysis.shapes.dumps import scan_run
-from analysis.compare.subtree import is_contained, replay_subconfig
 from replay.cli import main
 from replay.core.config import TreeConfig, grid_item
-from replay.live.sweep.grid import parse_grid
 from replay.engine.replayer import replay_directory
+from replay.live.sweep.grid import parse_grid
 
 SAMPLE = "sample_dumps/synthetic_article"
 
 
 def test_cli_text(capsys):
-    rc = main(["recommend", SAMPLE, "--budget", "8", "--bootstrap", "30", "--verify-cost", "0.35,0.04", "--draft-cost", "0.02"])
+    rc = main(
+        [
+            "recommend",
+            SAMPLE,
+            "--budget",
+            "8",
+            "--bootstrap",
+            "30",
+            "--verify-cost",
+            "0.35,0.04",
+            "--draft-cost",
+            "0.02",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc in (0, 1)
     assert "top shapes by expected block efficiency" in out and "top shapes by modelled speedup" in out
@@ -72,7 +85,9 @@ def test_undecidable_rounds_give_bounds_and_no_verdict(sample):
     assert m.lower < m.upper
     (batch,) = scan_run(SAMPLE).measure_many([cfg])
     assert (batch.undecidable, batch.rounds) == (m.undecidable, m.rounds)
-    assert (batch.lower, batch.upper, batch.mean_accepted, batch.se) == pytest.approx((m.lower, m.upper, m.mean_accepted, m.se))
+    assert (batch.lower, batch.upper, batch.mean_accepted, batch.se) == pytest.approx(
+        (m.lower, m.upper, m.mean_accepted, m.se)
+    )
 
 
 def test_live_command_for_shapes_not_contained(sample, capsys):

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analysis.compare.subtree import contained_configs, replay_subconfig
 from analysis.compare.subtree_batch import replay_contained
-from replay.engine.batch import ERR_OK, batch_from_rounds, expanded_nodes, replay_batch
 from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.engine.batch import ERR_OK, batch_from_rounds, expanded_nodes, replay_batch
 from replay.engine.replayer import replay_round
 from replay.engine.runs import open_run
 from tests.test_batch_property import runs
@@ -32,9 +32,11 @@ def check_contained(cfg: TreeConfig, batches, subs) -> int:
                 got = replay_contained(b, r, exp, shape, sub, cfg.gamma)
                 for i in range(len(b)):
                     ref = replay_subconfig(replay_round(b.round_at(i), cfg), sub, 0.0, None, cfg.gamma)
-                    assert (bool(got.decided[i]), int(got.lower[i]), int(got.upper[i])) == (ref.decided, ref.lower, ref.upper), (
-                        sub.short(), sub.top_head, i, ref.reason
-                    )
+                    assert (bool(got.decided[i]), int(got.lower[i]), int(got.upper[i])) == (
+                        ref.decided,
+                        ref.lower,
+                        ref.upper,
+                    ), (sub.short(), sub.top_head, i, ref.reason)
                     compared += 1
     return compared
 

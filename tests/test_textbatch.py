@@ -19,16 +19,16 @@ import numpy as np
 import pytest
 
 import replay.io.formats.textbatch as textbatch
-from replay.testing.batch_synth import SynthSpec, synth_batch
 from replay.cli import main
 from replay.core.config import TreeConfig
-from replay.util.errors import DumpError
-from replay.io.fastread import ReadOptions, batch_signature, plan_items, read_chunk, round_paths
-from replay.io.grouping import group_directory
-from replay.io.formats.matrix_io import parse_text_matrix
 from replay.core.records import record_of
 from replay.engine.replayer import ReplayOptions, replay_directory
 from replay.engine.runs import replay_run
+from replay.io.fastread import ReadOptions, batch_signature, plan_items, read_chunk, round_paths
+from replay.io.formats.matrix_io import parse_text_matrix
+from replay.io.grouping import group_directory
+from replay.testing.batch_synth import SynthSpec, synth_batch
+from replay.util.errors import DumpError
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTICLE_DIR = ROOT / "sample_dumps" / "article_round"
@@ -38,7 +38,21 @@ CONFIGS = (
     TreeConfig.from_lists([[1], [1], [1], [1]], [1, 1, 1, 1]),
     TreeConfig.from_lists([[4]], [1]),
 )
-HOSTILE_CELLS = ("+5", "1.5", "1e3", "0x10", "1-2", "--3", "-", "99999999999999999999", "1000000000000000000", "１", "٣", "1_000", "nan")
+HOSTILE_CELLS = (
+    "+5",
+    "1.5",
+    "1e3",
+    "0x10",
+    "1-2",
+    "--3",
+    "-",
+    "99999999999999999999",
+    "1000000000000000000",
+    "１",
+    "٣",
+    "1_000",
+    "nan",
+)
 
 
 def reference_matrix(data: bytes) -> np.ndarray | None:
@@ -52,12 +66,16 @@ def reference_matrix(data: bytes) -> np.ndarray | None:
 def random_text(rng: np.random.Generator) -> bytes:
     """A small id matrix as text, formatted in one of the ways engines and editors write it."""
     rows, cols = int(rng.integers(1, 5)), int(rng.integers(1, 5))
-    pool = np.array([0, 7, 41824, -1, 2**31 - 1, 2**31, -(2**31) - 1, 10**16, -(10**16)], dtype=np.int64)  # <= MAX_DIGITS chars
+    pool = np.array(
+        [0, 7, 41824, -1, 2**31 - 1, 2**31, -(2**31) - 1, 10**16, -(10**16)], dtype=np.int64
+    )  # <= MAX_DIGITS chars
     vals = rng.choice(pool, size=(rows, cols)) if rng.random() < 0.5 else rng.integers(-5, 50000, size=(rows, cols))
     sep = str(rng.choice([" ", "  ", "\t", ",", ", ", " ,", ",,"]))
     lines = []
     for row in vals:
-        cells = [("00" if rng.random() < 0.1 and v < 10**15 else "") + str(int(v)) if v >= 0 else str(int(v)) for v in row]
+        cells = [
+            ("00" if rng.random() < 0.1 and v < 10**15 else "") + str(int(v)) if v >= 0 else str(int(v)) for v in row
+        ]
         lines.append(("  " if rng.random() < 0.2 else "") + sep.join(cells) + (" \t" if rng.random() < 0.2 else ""))
         if rng.random() < 0.1:
             lines.append(str(rng.choice(["", "   ", ",", " , "])))
@@ -109,7 +127,22 @@ def test_fast_parse_equals_reference_or_declines():
     assert 0 < taken_hostile < len(hostile)  # some edits stay in the subset (a leading blank), most do not
 
 
-@pytest.mark.parametrize("data", [b"", b"\n\n", b" , \n", b"1 2\n3\n", b"1\r\n2\n", b"\xef\xbb\xbf1\n", b"-\n", b"1 -\n", b"12345678901234567890\n", b"1+2\n", b"#1\n"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\n\n",
+        b" , \n",
+        b"1 2\n3\n",
+        b"1\r\n2\n",
+        b"\xef\xbb\xbf1\n",
+        b"-\n",
+        b"1 -\n",
+        b"12345678901234567890\n",
+        b"1+2\n",
+        b"#1\n",
+    ],
+)
 def test_fast_parse_declines_odd_files(data):
     assert not textbatch.parse_id_texts([b"1 2\n", data, b"3 4\n"]).ok[1]
 
@@ -121,13 +154,15 @@ def reference_output(d: Path, argv: tuple[str, ...] = ()) -> tuple[int, str, str
     """(exit, stdout, stderr) that `replay DIR --json` owes: the scalar replay, record by record."""
     opts = ReplayOptions(step0_offset=None)
     if argv:
-        from replay.cli.options import options_from_args
         from replay.cli import build_parser
+        from replay.cli.options import options_from_args
 
         opts = options_from_args(build_parser().parse_args(["replay", str(d), *argv]))
     rep = replay_directory(d, opts)
     out = "".join(json.dumps(record_of(r).to_json()) + "\n" for r in rep.results)
-    err = "".join(f"specreplay: {w}\n" for w in rep.warnings) + "".join(f"specreplay: skipped {s.what}: {s.reason}\n" for s in rep.skipped)
+    err = "".join(f"specreplay: {w}\n" for w in rep.warnings) + "".join(
+        f"specreplay: skipped {s.what}: {s.reason}\n" for s in rep.skipped
+    )
     if not rep.results:  # nothing replayed: an error, after the reasons (replay.cli.options.no_rounds_error)
         from replay.cli.options import no_rounds_error
 
@@ -165,9 +200,16 @@ def write_random_dir(d: Path, seed: int, step0_shift: int = 1) -> None:
     for j in range(3):
         other = CONFIGS[int(rng.integers(0, len(CONFIGS)))] if j == 2 else cfg  # may not fit cfg: rejected rounds
         spec = SynthSpec(
-            other, int(rng.integers(2, 7)), steps=int(rng.integers(1, other.gamma + 1)), seed=seed * 10 + j, with_scores=False,
-            layout=str(rng.choice(["all", "parents"])), extra_cols=int(rng.integers(0, 3)), target_cols=int(rng.integers(1, 3)),
-            vocab=int(rng.choice([1000, 50000])), first_key=100 + 1000 * j,
+            other,
+            int(rng.integers(2, 7)),
+            steps=int(rng.integers(1, other.gamma + 1)),
+            seed=seed * 10 + j,
+            with_scores=False,
+            layout=str(rng.choice(["all", "parents"])),
+            extra_cols=int(rng.integers(0, 3)),
+            target_cols=int(rng.integers(1, 3)),
+            vocab=int(rng.choice([1000, 50000])),
+            first_key=100 + 1000 * j,
         )
         shift = 2**32 if seed % 4 == 1 else 0
         batch = synth_batch(spec)
@@ -278,7 +320,9 @@ def test_relative_directory(tmp_path, monkeypatch):
     assert cli_output(Path(".")) == reference_output(Path("."))
 
 
-@pytest.mark.parametrize("name", ["article_round", "synthetic_article", "qwen2.5-coder/article", "qwen2.5-coder/chain4"])
+@pytest.mark.parametrize(
+    "name", ["article_round", "synthetic_article", "qwen2.5-coder/article", "qwen2.5-coder/chain4"]
+)
 def test_sample_dumps(name):
     d = ROOT / "sample_dumps" / name
     assert cli_output(d) == reference_output(d)
@@ -290,7 +334,13 @@ def test_article_round_is_read_by_the_bulk_reader():
 
 def test_stated_layout_and_offset_options(tmp_path):
     write_random_dir(tmp_path, 5)
-    for argv in (("--layout", "all"), ("--layout", "parents"), ("--step0-offset", "0"), ("--raw", "int32:8:force"), ("--workers", "1")):
+    for argv in (
+        ("--layout", "all"),
+        ("--layout", "parents"),
+        ("--step0-offset", "0"),
+        ("--raw", "int32:8:force"),
+        ("--workers", "1"),
+    ):
         assert cli_output(tmp_path, argv) == reference_output(tmp_path, argv), argv
 
 

@@ -12,21 +12,21 @@ puts a run's measured and modelled speedup side by side (words: analysis.tables.
 from __future__ import annotations
 
 import re
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from analysis.cost.model import CostModel
+from analysis.cost.timings import Speedup
+from analysis.tables.metrics import depth_acceptance, summary
 from replay.core.config import TreeConfig
 from replay.core.config_grammar import parse_config_list, parse_configs
-from replay.util.errors import SpecReplayError
 from replay.core.headline import per_position_rates
 from replay.engine.replayer import RoundResult
+from replay.util.errors import SpecReplayError
 
-from analysis.cost.model import CostModel
-from analysis.tables.metrics import depth_acceptance, summary
 from .subtree import SubOutcome, beyond_recorded, is_contained, replay_subconfig
-from analysis.cost.timings import Speedup
 
 COMPARE_COLUMNS = [
     "config",
@@ -58,12 +58,32 @@ def summarize_outcomes(outcomes: Sequence[SubOutcome], cfg: TreeConfig, recorded
     """One comparison row (COMPARE_COLUMNS) from a config's per-round outcomes (summarize_arrays)."""
     field = lambda name: np.array([getattr(o, name) for o in outcomes], dtype=np.int64)  # noqa: E731
     decided = np.array([o.decided for o in outcomes], dtype=bool)
-    return summarize_arrays(cfg, recorded, cost, decided, field("lower"), field("upper"), field("steps_lo"), field("steps_hi"),
-                            field("nodes_lo"), field("nodes_hi"))
+    return summarize_arrays(
+        cfg,
+        recorded,
+        cost,
+        decided,
+        field("lower"),
+        field("upper"),
+        field("steps_lo"),
+        field("steps_hi"),
+        field("nodes_lo"),
+        field("nodes_hi"),
+    )
 
 
-def summarize_arrays(cfg: TreeConfig, recorded: TreeConfig, cost: CostModel, decided: np.ndarray, lower: np.ndarray, upper: np.ndarray,
-                     steps_lo: np.ndarray, steps_hi: np.ndarray, nodes_lo: np.ndarray, nodes_hi: np.ndarray) -> dict:
+def summarize_arrays(
+    cfg: TreeConfig,
+    recorded: TreeConfig,
+    cost: CostModel,
+    decided: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    steps_lo: np.ndarray,
+    steps_hi: np.ndarray,
+    nodes_lo: np.ndarray,
+    nodes_hi: np.ndarray,
+) -> dict:
     """One comparison row (COMPARE_COLUMNS) from a config's per-round outcomes, in round order
     (decided: [R] bool; the others [R] int64, as analysis.compare.subtree.SubOutcome's fields).
 
@@ -165,7 +185,9 @@ def with_speed(table: pd.DataFrame, recorded: TreeConfig, cost: CostModel, measu
     measured speedups on the recorded config's row only (no other config was run; NaN there, and
     NaN with ``measured_status`` saying why when the two sides were not timed together)."""
     out = table.copy()
-    is_recorded = (out["config"] == recorded.short()) & out["top_head"].map(lambda h: tuple(h) == tuple(recorded.top_head))
+    is_recorded = (out["config"] == recorded.short()) & out["top_head"].map(
+        lambda h: tuple(h) == tuple(recorded.top_head)
+    )
     out["cost_source"] = cost.source
     nan = float("nan")
     out["measured_speedup"] = [measured.decode if (r and measured) else nan for r in is_recorded]
@@ -174,7 +196,9 @@ def with_speed(table: pd.DataFrame, recorded: TreeConfig, cost: CostModel, measu
     return out
 
 
-def beyond_recorded_notes(table: pd.DataFrame, configs: Sequence[TreeConfig], recorded: TreeConfig, label: str) -> list[str]:
+def beyond_recorded_notes(
+    table: pd.DataFrame, configs: Sequence[TreeConfig], recorded: TreeConfig, label: str
+) -> list[str]:
     """One line per compared config that is deeper or wider than ``recorded`` and so cannot be
     replayed on every round: the dump holds no draft rows (or columns) the recording never made.
     ``table``: compare_run's summary, one row per config in ``configs``' order."""
@@ -183,9 +207,11 @@ def beyond_recorded_notes(table: pd.DataFrame, configs: Sequence[TreeConfig], re
         why = beyond_recorded(cfg, recorded)
         if why is None or not int(row["undecidable"]):
             continue  # contained, or the dump's extra columns decided every round
-        notes.append(f"{label}: {cfg.short()} is deeper or wider than the recorded {recorded.short()} ({why}); the dump holds no "
-                     f"draft rows beyond the recording, so {int(row['undecidable'])} of {int(row['rounds'])} round(s) are "
-                     "undecidable and its figures are lo..hi bounds; to decide them, record a dump with a config that contains it")
+        notes.append(
+            f"{label}: {cfg.short()} is deeper or wider than the recorded {recorded.short()} ({why}); the dump holds no "
+            f"draft rows beyond the recording, so {int(row['undecidable'])} of {int(row['rounds'])} round(s) are "
+            "undecidable and its figures are lo..hi bounds; to decide them, record a dump with a config that contains it"
+        )
     return notes
 
 
@@ -238,21 +264,33 @@ def compare_display(df: pd.DataFrame) -> pd.DataFrame:
         " ".join(format_bounds(a, b, 2) for a, b in zip(lo, hi)) or "n/a"
         for lo, hi in zip(df["per_position_acceptance_rate_lo"], df["per_position_acceptance_rate_hi"])
     ]
-    out["mean_accepted_length"] = [format_bounds(a, b) for a, b in zip(df["mean_accepted_length_lo"], df["mean_accepted_length_hi"])]
-    out["modelled speedup"] = [format_bounds(a, b) for a, b in zip(df["modelled_speedup_lo"], df["modelled_speedup_hi"])]
+    out["mean_accepted_length"] = [
+        format_bounds(a, b) for a, b in zip(df["mean_accepted_length_lo"], df["mean_accepted_length_hi"])
+    ]
+    out["modelled speedup"] = [
+        format_bounds(a, b) for a, b in zip(df["modelled_speedup_lo"], df["modelled_speedup_hi"])
+    ]
     if "measured_status" in df.columns and (df["measured_status"] != "").any():
-        out[MEASURED_HEADER] = [f"{v:.3f}" if s == "measured" else (NOT_COMPARABLE if s else "")
-                                for v, s in zip(df["measured_speedup"], df["measured_status"])]
+        out[MEASURED_HEADER] = [
+            f"{v:.3f}" if s == "measured" else (NOT_COMPARABLE if s else "")
+            for v, s in zip(df["measured_speedup"], df["measured_status"])
+        ]
     return out
 
 
 def strategies_display(df: pd.DataFrame) -> pd.DataFrame:
     """Dynamic-gamma strategy rows (StrategyResult.to_row) with each [lo, hi] pair as one column."""
-    cols = [c for c in ("run", "strategy", "name", "ema_window", "config", "rounds", "undecidable_rounds") if c in df.columns]
+    cols = [
+        c
+        for c in ("run", "strategy", "name", "ema_window", "config", "rounds", "undecidable_rounds")
+        if c in df.columns
+    ]
     out = df[cols].copy()
     for name in ("mean_gamma", "mean_acceptance_length", "mean_accepted_length"):
         out[name] = [format_bounds(a, b) for a, b in zip(df[f"{name}_lo"], df[f"{name}_hi"])]
-    out["modelled speedup"] = [format_bounds(a, b) for a, b in zip(df["modelled_speedup_lo"], df["modelled_speedup_hi"])]
+    out["modelled speedup"] = [
+        format_bounds(a, b) for a, b in zip(df["modelled_speedup_lo"], df["modelled_speedup_hi"])
+    ]
     return out
 
 
@@ -261,7 +299,10 @@ def runs_side_by_side(rounds: pd.DataFrame) -> pd.DataFrame:
     s = summary(rounds).set_index("run")
     d = depth_acceptance(rounds)
     parts = [s.T]
-    for col, row in (("per_position_acceptance_rate", "per_position_acceptance_rate"), ("conditional", "conditional_acceptance")):
+    for col, row in (
+        ("per_position_acceptance_rate", "per_position_acceptance_rate"),
+        ("conditional", "conditional_acceptance"),
+    ):
         p = d.pivot(index="depth", columns="run", values=col)
         p.index = [f"{row}_depth_{k}" for k in p.index]
         parts.append(p[s.index])
@@ -318,7 +359,9 @@ def generate_funnels(text: str, option: str = "--generate") -> list[TreeConfig]:
     for item in text.replace(";", " ").split():
         m = _GRID_ITEM.match(item)
         if not m or m.group(1) not in _GRID_KEYS:
-            raise SpecReplayError(f"{option}: cannot read {item!r}; expected KEY=VALUES with KEY in {', '.join(_GRID_KEYS)}")
+            raise SpecReplayError(
+                f"{option}: cannot read {item!r}; expected KEY=VALUES with KEY in {', '.join(_GRID_KEYS)}"
+            )
         spec[m.group(1)] = _grid_values(m.group(1), m.group(2), option)
     out, seen = [], set()
     for g in spec["gamma"]:
@@ -336,4 +379,3 @@ def generate_funnels(text: str, option: str = "--generate") -> list[TreeConfig]:
                         seen.add(cfg.short())
                         out.append(cfg)
     return out
-

@@ -23,13 +23,13 @@ extremes over every gamma (still sound, looser, and flagged ``exact = False``).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
+from analysis.cost.model import CostModel
 from replay.core.config import TreeConfig
 from replay.engine.replayer import RoundResult
 
-from analysis.cost.model import CostModel
 from .subtree import SubOutcome, replay_subconfig, truncated
 
 STRATEGY_NAMES = {
@@ -46,7 +46,9 @@ def _round_half_up(x: float) -> int:
     return int(math.floor(x + 0.5))
 
 
-def next_gamma(strategy: int, gamma: int, accepted: int, ema: float | None, max_gamma: int, ema_window: int = 1) -> tuple[int, float | None]:
+def next_gamma(
+    strategy: int, gamma: int, accepted: int, ema: float | None, max_gamma: int, ema_window: int = 1
+) -> tuple[int, float | None]:
     """(next gamma, updated EMA of the accepted length) after a round (module docstring)."""
     if strategy not in STRATEGY_NAMES:
         raise ValueError(f"gammaStrategy must be one of {sorted(STRATEGY_NAMES)}, got {strategy}")
@@ -196,7 +198,8 @@ def simulate_strategy(
         if len(branches) > max_states:
             envelope = True
             merged = _Branch(
-                0, None,
+                0,
+                None,
                 [min(b.acc[0] for b in branches.values()), max(b.acc[1] for b in branches.values())],
                 [min(b.gsum[0] for b in branches.values()), max(b.gsum[1] for b in branches.values())],
                 [min(b.cost[0] for b in branches.values()), max(b.cost[1] for b in branches.values())],

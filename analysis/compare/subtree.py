@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 
 from replay.core.config import TreeConfig
-from replay.engine.replayer import LAYOUT_ALL, LAYOUT_PARENTS, RoundResult
 from replay.core.selection import rank_major_key, selection_order
 from replay.core.vocab import (
     BONUS_CORRECTION,
@@ -52,6 +51,7 @@ from replay.core.vocab import (
     STOP_MISMATCH,
     STOP_NO_ROW,
 )
+from replay.engine.replayer import LAYOUT_ALL, LAYOUT_PARENTS, RoundResult
 
 RULE_PATH = SELECT_PATH_PROB
 RULE_RECORDED_ORDER = SELECT_RECORDED_ORDER
@@ -127,7 +127,7 @@ class _Node:
     slot_lo: int = -1
     slot_hi: int = -1
     row: int = -1  # row of the recorded candidates, -1 when the recording did not expand it
-    children: list["_Node"] = field(default_factory=list)
+    children: list[_Node] = field(default_factory=list)
 
 
 def selection_rule(res: RoundResult) -> str:
@@ -328,13 +328,32 @@ def _walk(res, sub, rec, root, rule, layout, sure_steps, max_steps) -> SubOutcom
 
     def undecidable(why: str) -> SubOutcome:
         tokens = tuple(v.token for v in path)
-        return SubOutcome(decided=False, lower=len(path), upper=max_steps, accepted_tokens=tokens, bonus_token=None,
-                          bonus_kind=None, bonus_exists=False, stop=UNDECIDABLE, reason=why, **base)
+        return SubOutcome(
+            decided=False,
+            lower=len(path),
+            upper=max_steps,
+            accepted_tokens=tokens,
+            bonus_token=None,
+            bonus_kind=None,
+            bonus_exists=False,
+            stop=UNDECIDABLE,
+            reason=why,
+            **base,
+        )
 
     def decided(bonus: int | None, kind: str | None, stop: str, exists: bool) -> SubOutcome:
         tokens = tuple(v.token for v in path)
-        return SubOutcome(decided=True, lower=len(path), upper=len(path), accepted_tokens=tokens, bonus_token=bonus,
-                          bonus_kind=kind, bonus_exists=exists, stop=stop, **base)
+        return SubOutcome(
+            decided=True,
+            lower=len(path),
+            upper=len(path),
+            accepted_tokens=tokens,
+            bonus_token=bonus,
+            bonus_kind=kind,
+            bonus_exists=exists,
+            stop=stop,
+            **base,
+        )
 
     while True:
         d = u.depth

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replay.engine.batch import SEL_PARENTS, BatchResult, RoundBatch, TreeShape
 from replay.core.config import TreeConfig
-from replay.core.vocab import PAD_TOKEN
-
 from replay.core.selection import FALLBACK_RANK_WEIGHT
+from replay.core.vocab import PAD_TOKEN
+from replay.engine.batch import SEL_PARENTS, BatchResult, RoundBatch, TreeShape
 
 from .subtree import WHY_BEYOND, WHY_MAYBE, WHY_NONE, WHY_THRESHOLD, WHY_UNEXPANDED, WHY_WIDTH
 
@@ -55,12 +54,20 @@ class SubOutcomes:
     why_rank: np.ndarray  # [R] int64 the candidate's rank for WHY_BEYOND, else NO_RANK
 
     @staticmethod
-    def empty(r: int) -> "SubOutcomes":
+    def empty(r: int) -> SubOutcomes:
         i64 = lambda: np.zeros(r, dtype=np.int64)  # noqa: E731
-        return SubOutcomes(np.zeros(r, dtype=bool), i64(), i64(), np.zeros(r, dtype=np.int8), i64(), i64(),
-                           np.zeros(r, dtype=np.int8), i64())
+        return SubOutcomes(
+            np.zeros(r, dtype=bool),
+            i64(),
+            i64(),
+            np.zeros(r, dtype=np.int8),
+            i64(),
+            i64(),
+            np.zeros(r, dtype=np.int8),
+            i64(),
+        )
 
-    def put(self, at: slice, other: "SubOutcomes") -> None:
+    def put(self, at: slice, other: SubOutcomes) -> None:
         for name in self.__dataclass_fields__:
             getattr(self, name)[at] = getattr(other, name)
 
@@ -98,7 +105,12 @@ def selection_rules(batch: RoundBatch, res: BatchResult, shape: TreeShape) -> np
 
 
 def replay_contained(
-    batch: RoundBatch, res: BatchResult, expanded: list[np.ndarray], shape: TreeShape, sub: TreeConfig, recorded_gamma: int,
+    batch: RoundBatch,
+    res: BatchResult,
+    expanded: list[np.ndarray],
+    shape: TreeShape,
+    sub: TreeConfig,
+    recorded_gamma: int,
     gamma_threshold: float = 0.0,
 ) -> SubOutcomes:
     """``sub`` replayed on every round of ``batch`` (all of recorded ``shape``; ``expanded``: per step
@@ -108,7 +120,12 @@ def replay_contained(
 
 
 def replay_contained_many(
-    batch: RoundBatch, res: BatchResult, expanded: list[np.ndarray], shape: TreeShape, subs: list[TreeConfig], recorded_gamma: int,
+    batch: RoundBatch,
+    res: BatchResult,
+    expanded: list[np.ndarray],
+    shape: TreeShape,
+    subs: list[TreeConfig],
+    recorded_gamma: int,
     gamma_threshold: float = 0.0,
 ) -> list[SubOutcomes]:
     """replay_contained for several configs, reading each chunk of the recording once."""
@@ -128,7 +145,16 @@ def replay_contained_many(
 class _Recorded:
     """Lookups into a chunk of recorded rounds of one shape (contiguous copies, flat gathers)."""
 
-    def __init__(self, batch: RoundBatch, res: BatchResult, expanded: list[np.ndarray], shape: TreeShape, lo: int, hi: int, rules: np.ndarray):
+    def __init__(
+        self,
+        batch: RoundBatch,
+        res: BatchResult,
+        expanded: list[np.ndarray],
+        shape: TreeShape,
+        lo: int,
+        hi: int,
+        rules: np.ndarray,
+    ):
         c = hi - lo
         self.c = c
         self.col = np.arange(c)
@@ -137,7 +163,10 @@ class _Recorded:
         self.rules = rules  # [C] int8
         self.present = {int(x) for x in np.unique(rules)}
         self.ids = [np.ascontiguousarray(st.ids[:, :, lo:hi], dtype=np.int64) for st in batch.steps]  # [rows, cols, C]
-        self.logp = [None if st.logp is None else np.ascontiguousarray(st.logp[:, :, lo:hi], dtype=np.float64) for st in batch.steps]
+        self.logp = [
+            None if st.logp is None else np.ascontiguousarray(st.logp[:, :, lo:hi], dtype=np.float64)
+            for st in batch.steps
+        ]
         self.chosen = [np.ascontiguousarray(e[:, lo:hi]) for e in expanded]  # [h_i, C] level-local recorded nodes
         # position among step i's expanded nodes of each recorded level-i node, -1 when not expanded
         self.pos = []
@@ -173,8 +202,17 @@ class _Recorded:
 def _root(rec: _Recorded) -> _Level:
     one = lambda v, dt: np.full((1, rec.c), v, dtype=dt)  # noqa: E731
     lvl = _Level(
-        one(True, bool), one(0.0, np.float64), one(0.0, np.float64), one(True, bool), one(True, bool), one(True, bool),
-        one(0, np.int64), np.zeros((1, 1), np.int64), one(0, np.int64), one(0, np.int64), one(PAD_TOKEN, np.int64),
+        one(True, bool),
+        one(0.0, np.float64),
+        one(0.0, np.float64),
+        one(True, bool),
+        one(True, bool),
+        one(True, bool),
+        one(0, np.int64),
+        np.zeros((1, 1), np.int64),
+        one(0, np.int64),
+        one(0, np.int64),
+        one(PAD_TOKEN, np.int64),
     )
     lvl.status, lvl.slot_lo, lvl.slot_hi = one(IN, np.int8), one(0, np.int64), one(0, np.int64)
     return lvl
@@ -203,7 +241,7 @@ def _children(rec: _Recorded, lvl: _Level, depth: int, widths: tuple[int, ...]) 
     kpos = np.where(alive, kpos, -1)
     g = lambda a: rec.gather(np.ascontiguousarray(a), order)  # noqa: E731  parent field per position k
     p_alive, p_status, p_sure, p_exact = g(alive), g(lvl.status), g(lvl.sure), g(lvl.exact)
-    p_lo, p_hi, p_rec, p_row = g(lvl.lo), g(lvl.hi), g(lvl.rec), g(lvl.row)
+    p_lo, p_hi, _p_rec, p_row = g(lvl.lo), g(lvl.hi), g(lvl.rec), g(lvl.row)
     h = len(widths)
     s_lo, s_hi = np.clip(g(lvl.slot_lo), 0, h - 1), np.clip(g(lvl.slot_hi), 0, h - 1)
     wl, wh = _width_tables(widths)
@@ -248,7 +286,11 @@ def _children(rec: _Recorded, lvl: _Level, depth: int, widths: tuple[int, ...]) 
     if CODE_FALLBACK in rec.present:
         fb_lo = np.where(ordered, -(r2 * FALLBACK_RANK_WEIGHT + oslot).astype(np.float64), -np.inf)
         mine = rules == CODE_FALLBACK
-        lo, hi, exact = np.where(mine, fb_lo, lo), np.where(mine, np.where(ordered, fb_lo, np.inf), hi), np.where(mine, ordered, exact)
+        lo, hi, exact = (
+            np.where(mine, fb_lo, lo),
+            np.where(mine, np.where(ordered, fb_lo, np.inf), hi),
+            np.where(mine, ordered, exact),
+        )
     if CODE_RECORDED in rec.present:
         heads_next = rec.shape.heads[nxt] if nxt < rec.steps else 0
         ro_exact = child_row >= 0
@@ -294,7 +336,16 @@ def _select(lvl: _Level, heads: int) -> None:
     cols = np.flatnonzero(~fast)
     if cols.shape[0]:
         s = lambda a: a[:, cols] if a.shape[1] == c else np.broadcast_to(a, (a.shape[0], c))[:, cols]  # noqa: E731
-        vv, lo, hi, ex, sure, od, os_, rk = s(v), s(lvl.lo), s(lvl.hi), s(lvl.exact), s(lvl.sure), s(lvl.ordered), s(lvl.oslot), s(lvl.rank)
+        vv, lo, hi, ex, sure, od, os_, rk = (
+            s(v),
+            s(lvl.lo),
+            s(lvl.hi),
+            s(lvl.exact),
+            s(lvl.sure),
+            s(lvl.ordered),
+            s(lvl.oslot),
+            s(lvl.rank),
+        )
         a_, b_ = (slice(None), None), (None, slice(None))
         before = (os_[a_] < os_[b_]) | ((os_[a_] == os_[b_]) & (rk[a_] < rk[b_]))
         ahead = (lo[a_] > hi[b_]) | (ex[a_] & ex[b_] & (lo[a_] == lo[b_]) & od[a_] & od[b_] & before)  # [a, b, C']
@@ -405,7 +456,9 @@ def _simulate(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0)
         hit = within & ((tok == PAD_TOKEN) | (tok == t[None, :]))
         first = np.argmax(hit, axis=0)
         finish(~hit.any(axis=0), d, STOP_CODE_MISMATCH)  # no child matches: the walk stops here
-        finish(tok[first, col] == PAD_TOKEN, d, STOP_CODE_UNDECIDABLE, WHY_BEYOND, first)  # a candidate beyond the recorded columns
+        finish(
+            tok[first, col] == PAD_TOKEN, d, STOP_CODE_UNDECIDABLE, WHY_BEYOND, first
+        )  # a candidate beyond the recorded columns
         finish(first >= w_lo, d, STOP_CODE_UNDECIDABLE, WHY_WIDTH)  # the kept width depends on an unknown slot
         cur = np.where(alive, k * big_w + first, 0)
     return out

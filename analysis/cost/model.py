@@ -27,9 +27,9 @@ forward is charged ``draft_step_s`` (the one-token step), which is ``round_cost(
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -46,7 +46,9 @@ class CostModel:
     verify_s: np.ndarray  # [k] float64, seconds of that forward
     draft_step_s: float  # seconds of one draft step (one draft forward over the expanded nodes)
     source: str = "default"
-    draft_s: np.ndarray | None = None  # [k] float64 seconds of one draft forward over ``tokens`` tokens; None: unmeasured
+    draft_s: np.ndarray | None = (
+        None  # [k] float64 seconds of one draft forward over ``tokens`` tokens; None: unmeasured
+    )
 
     def __post_init__(self) -> None:
         tokens = np.asarray(self.tokens, dtype=np.float64)
@@ -57,9 +59,13 @@ class CostModel:
                 f"{tokens.shape} and {verify.shape}"
             )
         if np.any(np.diff(tokens) <= 0):
-            raise SpecReplayError(f"cost model {self.source}: 'tokens' must be strictly increasing, got {tokens.tolist()}")
+            raise SpecReplayError(
+                f"cost model {self.source}: 'tokens' must be strictly increasing, got {tokens.tolist()}"
+            )
         if np.any(verify <= 0) or not np.all(np.isfinite(verify)):
-            raise SpecReplayError(f"cost model {self.source}: 'verify_s' must be positive numbers, got {verify.tolist()}")
+            raise SpecReplayError(
+                f"cost model {self.source}: 'verify_s' must be positive numbers, got {verify.tolist()}"
+            )
         if not (np.isfinite(self.draft_step_s) and self.draft_step_s >= 0):
             raise SpecReplayError(f"cost model {self.source}: 'draft_step_s' must be >= 0, got {self.draft_step_s!r}")
         object.__setattr__(self, "tokens", tokens)
@@ -75,38 +81,49 @@ class CostModel:
             object.__setattr__(self, "draft_s", draft)
 
     @classmethod
-    def default(cls) -> "CostModel":
+    def default(cls) -> CostModel:
         """A memory-bound accelerator in relative units: verifying 64 tokens costs 1.3x one token,
         a draft step 0.1x. A placeholder: pass a measured curve for real decisions."""
         return cls(np.array([1.0, 64.0]), np.array([1.0, 1.3]), 0.1, SOURCE_DEFAULT)
 
     @classmethod
-    def linear(cls, a: float, b: float, draft_step_s: float) -> "CostModel":
+    def linear(cls, a: float, b: float, draft_step_s: float) -> CostModel:
         """``t_verify(k) = a + b * k`` (``--verify-cost A,B``), as a two-point curve extrapolated
         linearly on both sides; ``draft_step_s`` per draft step (``--draft-cost S``)."""
         if a + b <= 0 or b < 0:
-            raise SpecReplayError(f"cost model --verify-cost {a},{b}: need a + b > 0 and b >= 0 (t_verify(k) = a + b*k)")
+            raise SpecReplayError(
+                f"cost model --verify-cost {a},{b}: need a + b > 0 and b >= 0 (t_verify(k) = a + b*k)"
+            )
         return cls(np.array([1.0, 2.0]), np.array([a + b, a + 2 * b]), float(draft_step_s), f"linear {a:g} + {b:g}*k s")
 
-    def with_draft_step(self, draft_step_s: float, source: str | None = None) -> "CostModel":
+    def with_draft_step(self, draft_step_s: float, source: str | None = None) -> CostModel:
         """The same verify curve with another draft-step cost (``--draft-cost`` over a curve file);
         a measured draft curve is dropped (the override prices every draft forward the same)."""
-        return CostModel(self.tokens, self.verify_s, draft_step_s, source or f"{self.source} (draft step {draft_step_s:g} s)")
+        return CostModel(
+            self.tokens, self.verify_s, draft_step_s, source or f"{self.source} (draft step {draft_step_s:g} s)"
+        )
 
     @classmethod
-    def from_json(cls, obj: dict, source: str = "<json>") -> "CostModel":
+    def from_json(cls, obj: dict, source: str = "<json>") -> CostModel:
         """``draft_s`` is optional (null or absent: the draft is priced by ``draft_step_s`` alone)."""
         try:
             draft = obj.get("draft_s")
-            return cls(np.asarray(obj["tokens"], dtype=np.float64), np.asarray(obj["verify_s"], dtype=np.float64),
-                       float(obj["draft_step_s"]), source, None if draft is None else np.asarray(draft, dtype=np.float64))
+            return cls(
+                np.asarray(obj["tokens"], dtype=np.float64),
+                np.asarray(obj["verify_s"], dtype=np.float64),
+                float(obj["draft_step_s"]),
+                source,
+                None if draft is None else np.asarray(draft, dtype=np.float64),
+            )
         except KeyError as exc:
-            raise SpecReplayError(f"cost model {source}: missing key {exc.args[0]!r} (need tokens, verify_s, draft_step_s)") from None
+            raise SpecReplayError(
+                f"cost model {source}: missing key {exc.args[0]!r} (need tokens, verify_s, draft_step_s)"
+            ) from None
         except (TypeError, ValueError) as exc:
             raise SpecReplayError(f"cost model {source}: {exc}") from None
 
     @classmethod
-    def parse(cls, text: str, option: str = "--cost") -> "CostModel":
+    def parse(cls, text: str, option: str = "--cost") -> CostModel:
         """An option's value: inline JSON (it starts with '{') or a JSON file."""
         if not is_inline_json(text):
             return cls.load(text)
@@ -123,7 +140,7 @@ class CostModel:
         return cls.from_json(obj, f"{option} inline JSON")
 
     @classmethod
-    def load(cls, path: str | Path) -> "CostModel":
+    def load(cls, path: str | Path) -> CostModel:
         # bounded: a FIFO, /dev/zero or a huge file is refused instead of read without end
         obj = read_json_file(path, lambda message: SpecReplayError(f"cost model {path}: {message}"))
         if not isinstance(obj, dict):
@@ -161,7 +178,9 @@ class CostModel:
 
     def round_cost(self, steps, nodes) -> np.ndarray | float:
         """Seconds of one round: ``steps * draft_step_s + t_verify(nodes + 1)``."""
-        return np.asarray(steps, dtype=np.float64) * self.draft_step_s + self.t_verify(np.asarray(nodes, dtype=np.float64) + 1)
+        return np.asarray(steps, dtype=np.float64) * self.draft_step_s + self.t_verify(
+            np.asarray(nodes, dtype=np.float64) + 1
+        )
 
     def speedup(self, tokens_committed: float, cost_s: float) -> float:
         """Speedup over the target alone for a total of committed tokens and of round seconds."""

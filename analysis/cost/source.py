@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+from replay.io.manifest import Manifest
 from replay.util.bounded import read_json_file
 from replay.util.errors import SpecReplayError
-from replay.io.manifest import Manifest
 from replay.util.pathcheck import is_inline_json
 
 from .model import SOURCE_DEFAULT, CostModel
@@ -70,7 +70,11 @@ def cost_from_timings(t: Timings) -> CostModel:
         verify = np.concatenate([[baseline.decode_s / baseline.forwards], verify])
     elif ks[0] > 1:
         how = "flat at the" if ks.shape[0] == 1 else "extrapolated from the"
-        why = "no target-only baseline" if t.baseline is None else "target-only baseline not timed together with these rounds"
+        why = (
+            "no target-only baseline"
+            if t.baseline is None
+            else "target-only baseline not timed together with these rounds"
+        )
         source += f" ({why}: t_verify(1) {how} {int(ks[0])}-token time)"
     if ks.shape[0] >= 2 and verify[-1] < verify[-2]:
         # noisy timings (e.g. a baseline run slower than the speculative one): a forward never gets
@@ -88,8 +92,10 @@ def _curve(path: Path, timings: Timings | None) -> CostModel:
     source = SOURCE_CURVE
     if body.get("draft_step_s") is None:
         if timings is None:
-            raise SpecReplayError(f"cost model {path}: draft_step_s is null (curve measured without a draft model) and the "
-                                  "dump's manifest has no round timings to take it from; pass --cost FILE with a draft_step_s")
+            raise SpecReplayError(
+                f"cost model {path}: draft_step_s is null (curve measured without a draft model) and the "
+                "dump's manifest has no round timings to take it from; pass --cost FILE with a draft_step_s"
+            )
         body = {**body, "draft_step_s": manifest_draft_step(timings)}
         source += " + manifest draft step"
     return CostModel.from_json(body, source)
@@ -116,6 +122,8 @@ def cost_warning(cost: CostModel, what: str) -> str | None:
     """The warning line printed when ``what``'s speedups rest on the default relative cost."""
     if cost.source != SOURCE_DEFAULT:
         return None
-    return (f"WARNING: {what}: no measured timings (manifest.json round timings or {CURVE_NAME}) beside the dump; "
-            "speedups are MODELLED from the default relative cost (a memory-bound accelerator guess), not measured; "
-            "pass --cost FILE for real costs")
+    return (
+        f"WARNING: {what}: no measured timings (manifest.json round timings or {CURVE_NAME}) beside the dump; "
+        "speedups are MODELLED from the default relative cost (a memory-bound accelerator guess), not measured; "
+        "pass --cost FILE for real costs"
+    )

@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
+from analysis.tables.definitions import label
+from replay.io.manifest import Manifest
 from replay.util.bounded import read_json_file
 from replay.util.errors import DumpError
-from replay.io.manifest import Manifest
-
-from analysis.tables.definitions import label
 
 ROUND_TIMING_FIELDS = ("draft_time_s", "verify_time_s", "draft_steps", "num_nodes")
 SWEEP_DUMPS_DIR = "dumps"  # a sweep writes OUT/dumps/<name>/ and OUT/baseline.json (replay/live/sweep/runner.py)
@@ -113,20 +113,33 @@ class MeasuredSpeedup:
     reason = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"comparable": True, "reason": None, "measured_speedup": self.decode, "measured_speedup_wall": self.wall,
-                "passes": list(self.passes), "speculative": _side(self.speculative), "baseline": _side(self.baseline)}
+        return {
+            "comparable": True,
+            "reason": None,
+            "measured_speedup": self.decode,
+            "measured_speedup_wall": self.wall,
+            "passes": list(self.passes),
+            "speculative": _side(self.speculative),
+            "baseline": _side(self.baseline),
+        }
 
     def describe(self) -> str:
         s, b = self.speculative, self.baseline
         spread = f", passes {min(self.passes):.3f}-{max(self.passes):.3f}" if len(self.passes) > 1 else ""
         how = f"median of {len(self.passes)} interleaved pass(es){spread}; " if self.passes else ""
-        return (f"{DECODE_LABEL} {self.decode:.3f}: {s.new_tokens} tokens in {s.decode_s:.2f} s against "
-                f"{b.new_tokens} in {b.decode_s:.2f} s for the target alone; "
-                f"{END_TO_END_LABEL} {self.wall:.3f} ({how}the harness's speedup)")
+        return (
+            f"{DECODE_LABEL} {self.decode:.3f}: {s.new_tokens} tokens in {s.decode_s:.2f} s against "
+            f"{b.new_tokens} in {b.decode_s:.2f} s for the target alone; "
+            f"{END_TO_END_LABEL} {self.wall:.3f} ({how}the harness's speedup)"
+        )
 
     def summary_lines(self) -> list[str]:
         """The two lines ``generate`` prints (the same words as ``compare``)."""
-        spread = f" (median of {len(self.passes)} interleaved passes; min {min(self.passes):.3f}, max {max(self.passes):.3f})" if self.passes else ""
+        spread = (
+            f" (median of {len(self.passes)} interleaved passes; min {min(self.passes):.3f}, max {max(self.passes):.3f})"
+            if self.passes
+            else ""
+        )
         return [f"{END_TO_END_LABEL}: {self.wall:.3f}x{spread}", f"{DECODE_LABEL}: {self.decode:.3f}x"]
 
 
@@ -144,8 +157,14 @@ class NotComparable:
     wall = math.nan
 
     def to_json(self) -> dict[str, Any]:
-        return {"comparable": False, "reason": self.reason, "measured_speedup": None, "measured_speedup_wall": None,
-                "speculative": _side(self.speculative), "baseline": _side(self.baseline) if self.baseline else None}
+        return {
+            "comparable": False,
+            "reason": self.reason,
+            "measured_speedup": None,
+            "measured_speedup_wall": None,
+            "speculative": _side(self.speculative),
+            "baseline": _side(self.baseline) if self.baseline else None,
+        }
 
     def describe(self) -> str:
         return f"measured speedup: not comparable: {self.reason}"
@@ -217,8 +236,10 @@ def read_timings(directory: str | Path, manifest: Manifest) -> Timings | None:
     if base is None:
         base = _sweep_baseline(Path(directory))
         if base is not None:
-            unpaired = (f"the target-only baseline is the sweep's {SWEEP_BASELINE}, a separate run not timed together with "
-                        "this config's rounds; re-run the sweep with the current harness, which times both together")
+            unpaired = (
+                f"the target-only baseline is the sweep's {SWEEP_BASELINE}, a separate run not timed together with "
+                "this config's rounds; re-run the sweep with the current harness, which times both together"
+            )
     elif isinstance(totals, Mapping):
         session, unpaired = _session(totals.get("timing"), path)
     return Timings(
@@ -241,30 +262,48 @@ def _session(timing: Any, path: str) -> tuple[PassRatios | None, str | None]:
     """(the session's per-pass ratios, None) when ``totals.timing`` timed both methods together,
     else (None, why not). A session that is there but malformed is a DumpError naming the field."""
     if timing is None:
-        return None, ("the target-only baseline was not timed together with the speculative run: manifest totals.timing "
-                      f"is null or absent, so no interleaved timing session; {_RETIME}")
+        return None, (
+            "the target-only baseline was not timed together with the speculative run: manifest totals.timing "
+            f"is null or absent, so no interleaved timing session; {_RETIME}"
+        )
     where = "totals.timing.methods"
     methods = timing.get("methods") if isinstance(timing, Mapping) else None
     if not isinstance(methods, Mapping):
-        raise DumpError(path, f"expected an object of timed methods ({SPECULATIVE!r}, {TARGET_ONLY!r}), got {methods!r:.80}", where)
+        raise DumpError(
+            path, f"expected an object of timed methods ({SPECULATIVE!r}, {TARGET_ONLY!r}), got {methods!r:.80}", where
+        )
     missing = [m for m in (SPECULATIVE, TARGET_ONLY) if m not in methods]
     if missing:
-        return None, (f"the timing session (totals.timing) did not time {' and '.join(repr(m) for m in missing)}, so the "
-                      f"baseline in totals.baseline was timed apart from it; {_RETIME}")
+        return None, (
+            f"the timing session (totals.timing) did not time {' and '.join(repr(m) for m in missing)}, so the "
+            f"baseline in totals.baseline was timed apart from it; {_RETIME}"
+        )
     per: dict[str, tuple[list[float], list[float]]] = {}
     for name in (SPECULATIVE, TARGET_ONLY):
         body = methods[name]
         field = f"{where}.{name}"
-        if not isinstance(body, Mapping) or not isinstance(body.get("seconds"), list) or not isinstance(body.get("tokens"), list):
-            raise DumpError(path, "expected {\"seconds\": [...], \"tokens\": [...]} (one value per pass)", field)
+        if (
+            not isinstance(body, Mapping)
+            or not isinstance(body.get("seconds"), list)
+            or not isinstance(body.get("tokens"), list)
+        ):
+            raise DumpError(path, 'expected {"seconds": [...], "tokens": [...]} (one value per pass)', field)
         seconds = [_number(v, path, f"{field}.seconds[{k}]") for k, v in enumerate(body["seconds"])]
         tokens = [_number(v, path, f"{field}.tokens[{k}]", 1, integer=True) for k, v in enumerate(body["tokens"])]
         if not seconds or len(seconds) != len(tokens) or not all(v > 0 for v in seconds):
-            raise DumpError(path, f"expected one positive seconds and one tokens value per pass, got {len(seconds)} and {len(tokens)}", field)
+            raise DumpError(
+                path,
+                f"expected one positive seconds and one tokens value per pass, got {len(seconds)} and {len(tokens)}",
+                field,
+            )
         per[name] = (seconds, tokens)
     (ss, st), (bs, bt) = per[SPECULATIVE], per[TARGET_ONLY]
     if len(ss) != len(bs):
-        raise DumpError(path, f"{SPECULATIVE!r} has {len(ss)} pass(es), {TARGET_ONLY!r} {len(bs)}: one session times both in every pass", where)
+        raise DumpError(
+            path,
+            f"{SPECULATIVE!r} has {len(ss)} pass(es), {TARGET_ONLY!r} {len(bs)}: one session times both in every pass",
+            where,
+        )
     # As replay/live/timing.py Timing.ratio: tokens/s of each method per pass, their ratio pass by pass.
     return PassRatios(tuple((t1 / s1) / (t2 / s2) for s1, t1, s2, t2 in zip(ss, st, bs, bt))), None
 
@@ -284,10 +323,14 @@ def measured_speedup(timings: Timings | None) -> Speedup | None:
         return None
     s, b = timings.speculative, timings.baseline
     if b is None:
-        return NotComparable("the manifest has no target-only baseline (totals.baseline); run `specreplay generate --baseline`", s, None)
+        return NotComparable(
+            "the manifest has no target-only baseline (totals.baseline); run `specreplay generate --baseline`", s, None
+        )
     if comparable_baseline(timings) is None or timings.session is None:
         return NotComparable(timings.unpaired or "the two sides were not timed together", s, b)
-    return MeasuredSpeedup(b.decode_s_per_token / s.decode_s_per_token, timings.session.median, s, b, timings.session.ratios)
+    return MeasuredSpeedup(
+        b.decode_s_per_token / s.decode_s_per_token, timings.session.median, s, b, timings.session.ratios
+    )
 
 
 def run_speedup(directory: str | Path, manifest: Manifest) -> Speedup | None:
@@ -296,7 +339,7 @@ def run_speedup(directory: str | Path, manifest: Manifest) -> Speedup | None:
 
 
 def speedup_warnings(label: str, timings: Timings | None, measured: Speedup | None) -> list[str]:
-    """"This number is probably wrong" lines for a measured speedup that contradicts the run's own
+    """ "This number is probably wrong" lines for a measured speedup that contradicts the run's own
     cost data: a gain (> 1) while a verify of k ≥ 2 tokens was timed faster than one target-only
     decode (a forward over more tokens never costs less), so the two sides ran at different speeds."""
     if timings is None or not isinstance(measured, MeasuredSpeedup) or not measured.decode > 1.0:
@@ -310,9 +353,11 @@ def speedup_warnings(label: str, timings: Timings | None, measured: Speedup | No
             continue
         mean = float(timings.verify_s[tokens == k].mean())
         if mean < FASTER_VERIFY_TOLERANCE * per_forward:
-            out.append(f"WARNING: {label}: {DECODE_LABEL} {measured.decode:.3f} is probably wrong: one verify of {int(k)} tokens "
-                       f"took {mean:.3f} s (mean over the rounds), less than one target-only decode ({per_forward:.3f} s per "
-                       f"forward in {base.source}), and a forward over more tokens is never cheaper; the two sides ran at "
-                       f"different speeds. {_RETIME[0].upper()}{_RETIME[1:]} on a quiet machine")
+            out.append(
+                f"WARNING: {label}: {DECODE_LABEL} {measured.decode:.3f} is probably wrong: one verify of {int(k)} tokens "
+                f"took {mean:.3f} s (mean over the rounds), less than one target-only decode ({per_forward:.3f} s per "
+                f"forward in {base.source}), and a forward over more tokens is never cheaper; the two sides ran at "
+                f"different speeds. {_RETIME[0].upper()}{_RETIME[1:]} on a quiet machine"
+            )
             break
     return out

@@ -13,13 +13,13 @@ most common accepted length over all rounds is drawn, and the caption says so.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
-from replay.util.errors import SpecReplayError
-from replay.io.grouping import Key
-from replay.engine.replayer import RoundResult
 from replay.core.vocab import STOP_MISMATCH
+from replay.engine.replayer import RoundResult
+from replay.io.grouping import Key
+from replay.util.errors import SpecReplayError
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,7 +37,11 @@ def _summaries(results: Sequence[RoundResult]) -> RoundSummaries:
     known = getattr(results, "summaries", None)
     if known is not None:
         return known
-    return ([r.acceptance.accepted_length for r in results], [r.acceptance.stop for r in results], [tuple(r.key) for r in results])
+    return (
+        [r.acceptance.accepted_length for r in results],
+        [r.acceptance.stop for r in results],
+        [tuple(r.key) for r in results],
+    )
 
 
 def _middle_of_mode(lengths: list[int], members: list[int]) -> tuple[int, int, int]:
@@ -57,11 +61,17 @@ def typical_failing_round(results: Sequence[RoundResult]) -> ExampleRound:
     failing = [i for i, stop in enumerate(stops) if stop == STOP_MISMATCH]
     if failing:
         pick, length, n = _middle_of_mode(lengths, failing)
-        return ExampleRound(results[pick], f"a typical failing round: {len(failing)} of {len(results)} rounds failed on a mismatch, "
-                                           f"most often after accepting {length} token(s) ({n} rounds); the middle of those in dump order")
+        return ExampleRound(
+            results[pick],
+            f"a typical failing round: {len(failing)} of {len(results)} rounds failed on a mismatch, "
+            f"most often after accepting {length} token(s) ({n} rounds); the middle of those in dump order",
+        )
     pick, length, n = _middle_of_mode(lengths, list(range(len(lengths))))
-    return ExampleRound(results[pick], f"no round failed on a mismatch; a typical round: accepted length {length} is the most common "
-                                       f"({n} of {len(results)} rounds); the middle of those in dump order")
+    return ExampleRound(
+        results[pick],
+        f"no round failed on a mismatch; a typical round: accepted length {length} is the most common "
+        f"({n} of {len(results)} rounds); the middle of those in dump order",
+    )
 
 
 def example_round(results: Sequence[RoundResult], key: Key | None = None) -> ExampleRound | None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import matplotlib
 
@@ -20,11 +20,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from replay.core.config import TreeConfig
-
+from analysis.tables.build import IN_BEYOND, IN_KEPT, IN_NOWHERE
 from analysis.tables.definitions import label as metric_label
 from analysis.tables.metrics import DEPTH_RATE_N
-from analysis.tables.build import IN_BEYOND, IN_KEPT, IN_NOWHERE
+from replay.core.config import TreeConfig
 
 FORMATS = ("png", "svg")
 DPI = 110
@@ -60,7 +59,9 @@ def _legend_below(fig: Figure, ax, columns: int = 3) -> None:
     """One figure legend under the axes: with several runs an in-axes legend covers bars."""
     handles, labels = ax.get_legend_handles_labels()
     if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncols=min(columns, len(handles)), fontsize=8, frameon=False)
+        fig.legend(
+            handles, labels, loc="outside lower center", ncols=min(columns, len(handles)), fontsize=8, frameon=False
+        )
 
 
 def _grouped_bars(ax, x: np.ndarray, series: list[tuple[str, np.ndarray]], width_total: float = 0.8) -> None:
@@ -87,7 +88,9 @@ def _rate_bars(ax, depth: pd.DataFrame, x: np.ndarray, rate: str) -> None:
         xs = x - 0.4 + w * (i + 0.5)
         ax.bar(xs, np.nan_to_num(y), width=w, label=_run_label(run, counts[run]), color=_COLORS[i % len(_COLORS)])
         has = n > 0
-        ax.errorbar(xs[has], y[has], yerr=[y[has] - lo[has], hi[has] - y[has]], fmt="none", ecolor="black", capsize=3, lw=1)
+        ax.errorbar(
+            xs[has], y[has], yerr=[y[has] - lo[has], hi[has] - y[has]], fmt="none", ecolor="black", capsize=3, lw=1
+        )
         for xv, top, nv in zip(xs[has], hi[has], n[has]):
             ax.text(xv, top + 0.01, f"n={nv}", ha="center", va="bottom", fontsize=7)
 
@@ -159,8 +162,15 @@ def plot_rank_heatmap(rank: pd.DataFrame, outcome: pd.DataFrame, run: str, cfg: 
     for i in range(grid.shape[0]):
         for j in range(grid.shape[1]):
             if grid[i, j] > 0:
-                ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                        color="white" if grid[i, j] < 0.6 * grid.max() else "black")
+                ax.text(
+                    j,
+                    i,
+                    f"{grid[i, j]:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if grid[i, j] < 0.6 * grid.max() else "black",
+                )
     if cfg is not None:
         for i, d in enumerate(depths):
             if d - 1 < cfg.gamma:
@@ -203,8 +213,14 @@ def plot_parent_slot(parent: pd.DataFrame, run: str, n_rounds: int) -> Figure:
     depths = sorted(p["depth"].unique())
     cats: list[str] = []
     for _, row in p.iterrows():
-        c = f"expanded slot {int(row['expanded_slot'])}" if row["expanded"] else (
-            "not expanded (level rank ?)" if pd.isna(row["level_rank"]) else f"not expanded, level rank {int(row['level_rank'])}"
+        c = (
+            f"expanded slot {int(row['expanded_slot'])}"
+            if row["expanded"]
+            else (
+                "not expanded (level rank ?)"
+                if pd.isna(row["level_rank"])
+                else f"not expanded, level rank {int(row['level_rank'])}"
+            )
         )
         if c not in cats:
             cats.append(c)
@@ -212,8 +228,14 @@ def plot_parent_slot(parent: pd.DataFrame, run: str, n_rounds: int) -> Figure:
     for ci, c in enumerate(cats):
         vals = np.zeros(len(depths))
         for _, row in p.iterrows():
-            rc = f"expanded slot {int(row['expanded_slot'])}" if row["expanded"] else (
-                "not expanded (level rank ?)" if pd.isna(row["level_rank"]) else f"not expanded, level rank {int(row['level_rank'])}"
+            rc = (
+                f"expanded slot {int(row['expanded_slot'])}"
+                if row["expanded"]
+                else (
+                    "not expanded (level rank ?)"
+                    if pd.isna(row["level_rank"])
+                    else f"not expanded, level rank {int(row['level_rank'])}"
+                )
             )
             if rc == c:
                 vals[depths.index(row["depth"])] += row["fraction"]
@@ -236,10 +258,15 @@ def plot_compare_runs(summary: pd.DataFrame, depth: pd.DataFrame) -> Figure:
     ax, ax2 = fig.subplots(1, 2)
     derived = summary.loc[summary["bonus_known_fraction"] < 1, "run"].tolist()
     note = f" (derived: accepted + 1 for {', '.join(map(str, derived))})" if derived else ""
-    metrics = [("mean_acceptance_length", metric_label("mean_acceptance_length") + note),
-               ("mean_accepted_length", metric_label("mean_accepted_length"))]
+    metrics = [
+        ("mean_acceptance_length", metric_label("mean_acceptance_length") + note),
+        ("mean_accepted_length", metric_label("mean_accepted_length")),
+    ]
     x = np.arange(len(metrics), dtype=float)
-    series = [(_run_label(r["run"], int(r["rounds"])), np.array([r[m] for m, _ in metrics], dtype=float)) for _, r in summary.iterrows()]
+    series = [
+        (_run_label(r["run"], int(r["rounds"])), np.array([r[m] for m, _ in metrics], dtype=float))
+        for _, r in summary.iterrows()
+    ]
     _grouped_bars(ax, x, series)
     ax.set_xticks(x)
     ax.set_xticklabels([textwrap.fill(t, 24) for _, t in metrics], fontsize=8)
@@ -254,7 +281,9 @@ def plot_compare_runs(summary: pd.DataFrame, depth: pd.DataFrame) -> Figure:
     ax2.set_ylabel(metric_label("per_position_acceptance_rate"))
     ax2.set_ylim(0, 1.12)
     ax2.grid(axis="y", alpha=0.3)
-    ax2.set_title("Per-position acceptance rate (vLLM) per depth; whiskers: 95% Wilson interval over n rounds", fontsize=9)
+    ax2.set_title(
+        "Per-position acceptance rate (vLLM) per depth; whiskers: 95% Wilson interval over n rounds", fontsize=9
+    )
     fig.suptitle(f"Runs side by side — {_rounds_text({r['run']: int(r['rounds']) for _, r in summary.iterrows()})}")
     return fig
 
@@ -276,7 +305,9 @@ def plot_compare_configs(table: pd.DataFrame, run: str, cost_source: str = "") -
         colors = ["#1f77b4" if u == 0 else "#aec7e8" for u in table["undecidable"]]
         a.bar(x, lo, color=colors)
         wide = hi > lo  # a whisker only where undecidable rounds leave a range: none of zero height
-        a.errorbar(x[wide], lo[wide], yerr=[np.zeros(int(wide.sum())), (hi - lo)[wide]], fmt="none", ecolor="black", capsize=3)
+        a.errorbar(
+            x[wide], lo[wide], yerr=[np.zeros(int(wide.sum())), (hi - lo)[wide]], fmt="none", ecolor="black", capsize=3
+        )
         a.set_xticks(x)
         a.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
         a.set_ylabel(ylabel)

@@ -13,7 +13,9 @@ from pathlib import Path
 import pandas as pd
 
 
-def pareto_front(table: pd.DataFrame, x: str = "nodes", y: str = "mean_acceptance_length", x_is_cost: bool = True) -> pd.DataFrame:
+def pareto_front(
+    table: pd.DataFrame, x: str = "nodes", y: str = "mean_acceptance_length", x_is_cost: bool = True
+) -> pd.DataFrame:
     """Rows that no other row beats on both axes (higher ``y`` is better; lower ``x`` is better when
     ``x_is_cost``, higher otherwise). Sorted along ``x`` from best to worst."""
     rows = table.sort_values([x, y], ascending=[x_is_cost, False])
@@ -37,7 +39,11 @@ def plot_sweep(table: pd.DataFrame, out_dir: str | Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for y, fname, label in (
-        ("mean_acceptance_length", "nodes_vs_mean_acceptance_length.png", "mean acceptance length (bonus included; tokens / target forward)"),
+        (
+            "mean_acceptance_length",
+            "nodes_vs_mean_acceptance_length.png",
+            "mean acceptance length (bonus included; tokens / target forward)",
+        ),
         ("tokens_per_s", "nodes_vs_tokens_per_s.png", "tokens / s"),
     ):
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -49,7 +55,9 @@ def plot_sweep(table: pd.DataFrame, out_dir: str | Path) -> list[Path]:
         ax.legend(loc="best")
         paths.append(_save(fig, out / fname))
     fig, ax = plt.subplots(figsize=(6, 4))
-    front = pareto_front(table, "mean_acceptance_length", "tokens_per_s", x_is_cost=False).sort_values("mean_acceptance_length")
+    front = pareto_front(table, "mean_acceptance_length", "tokens_per_s", x_is_cost=False).sort_values(
+        "mean_acceptance_length"
+    )
     _scatter(ax, table, "mean_acceptance_length", "tokens_per_s")
     ax.plot(front["mean_acceptance_length"], front["tokens_per_s"], "o-", color="tab:red", label="Pareto front")
     ax.set_xlabel("mean acceptance length (bonus included)")
@@ -68,8 +76,14 @@ def _scatter(ax, table: pd.DataFrame, x: str, y: str) -> None:
     label = "config" if "config" in table.columns else "name"
     for _, row in table.iterrows():
         right = hi > lo and (row[x] - lo) / (hi - lo) > 0.6
-        ax.annotate(str(row[label]), (row[x], row[y]), fontsize=7, xytext=(-4 if right else 4, 4), textcoords="offset points",
-                    ha="right" if right else "left")
+        ax.annotate(
+            str(row[label]),
+            (row[x], row[y]),
+            fontsize=7,
+            xytext=(-4 if right else 4, 4),
+            textcoords="offset points",
+            ha="right" if right else "left",
+        )
     ax.margins(x=0.08, y=0.12)
 
 

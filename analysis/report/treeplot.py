@@ -7,8 +7,8 @@ pyplot-free Figure. Token text needs a tokenizer (``load_decoder``), loaded only
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -17,13 +17,14 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
-from . import plots as _plots  # noqa: F401  (selects the headless backend before networkx loads pyplot)
 from replay.core.config import TreeConfig
-from replay.engine.replayer import RoundResult
 from replay.core.tree import Tree
 from replay.core.vocab import PAD_TOKEN
-from replay.util.errors import SpecReplayError
+from replay.engine.replayer import RoundResult
 from replay.util.bounded import MAX_JSON_BYTES, parse_json_bytes, read_file_bytes
+from replay.util.errors import SpecReplayError
+
+from . import plots as _plots  # noqa: F401  (selects the headless backend before networkx loads pyplot)
 
 Decode = Callable[[int], str]
 
@@ -48,19 +49,37 @@ def hierarchical_layout(graph, root: int = 0) -> dict[int, tuple[float, float]]:
     return pos
 
 
-def _draw(ax, tree: Tree, colors, labels: dict[int, str], edge_colors=None, node_size: float = 900, cmap=None, norm=None):
+def _draw(
+    ax, tree: Tree, colors, labels: dict[int, str], edge_colors=None, node_size: float = 900, cmap=None, norm=None
+):
     import networkx as nx
 
     g = tree.to_networkx()
     pos = hierarchical_layout(g)
     edges = list(g.edges())
-    nx.draw_networkx_edges(g, pos, ax=ax, edgelist=edges, edge_color=edge_colors or ["#999999"] * len(edges),
-                           width=[2.5 if c != "#999999" else 1.0 for c in (edge_colors or ["#999999"] * len(edges))],
-                           arrows=False)
+    nx.draw_networkx_edges(
+        g,
+        pos,
+        ax=ax,
+        edgelist=edges,
+        edge_color=edge_colors or ["#999999"] * len(edges),
+        width=[2.5 if c != "#999999" else 1.0 for c in (edge_colors or ["#999999"] * len(edges))],
+        arrows=False,
+    )
     nodes = list(g.nodes())
-    nx.draw_networkx_nodes(g, pos, ax=ax, nodelist=nodes, node_color=colors, node_size=node_size, cmap=cmap,
-                           vmin=None if norm is None else norm.vmin, vmax=None if norm is None else norm.vmax,
-                           edgecolors="black", linewidths=0.6)
+    nx.draw_networkx_nodes(
+        g,
+        pos,
+        ax=ax,
+        nodelist=nodes,
+        node_color=colors,
+        node_size=node_size,
+        cmap=cmap,
+        vmin=None if norm is None else norm.vmin,
+        vmax=None if norm is None else norm.vmax,
+        edgecolors="black",
+        linewidths=0.6,
+    )
     nx.draw_networkx_labels(g, pos, labels=labels, ax=ax, font_size=7)
     ax.set_axis_off()
     xs = [p[0] for p in pos.values()]
@@ -82,7 +101,13 @@ def plot_tree_hits(shape: Tree, hits: pd.DataFrame, run: str, cfg: TreeConfig) -
     present = h["rounds_present"].reindex(range(shape.num_nodes + 1)).fillna(0).astype(int).to_numpy()
     names = h["slot_name"].reindex(range(shape.num_nodes + 1)).fillna("?").tolist()
     n = shape.num_nodes + 1
-    fig = Figure(figsize=(max(6.0, 0.75 * int(np.count_nonzero(~shape.has_children())) + 2.5), 1.6 + 1.25 * (shape.num_steps + 1)), layout="constrained")
+    fig = Figure(
+        figsize=(
+            max(6.0, 0.75 * int(np.count_nonzero(~shape.has_children())) + 2.5),
+            1.6 + 1.25 * (shape.num_steps + 1),
+        ),
+        layout="constrained",
+    )
     ax = fig.add_subplot()
     cmap = colormaps["YlOrRd"]
     norm = Normalize(0.0, 1.0)
@@ -138,7 +163,8 @@ def plot_round_tree(res: RoundResult, decode: Decode | None = None, run: str = "
     ax.set_title(
         f"{run + ': ' if run else ''}round {res.name} (1 round) — accepted length {a.accepted_length}, stop {a.stop}, bonus {bonus}\n"
         f"{chosen}green = accepted path, blue = expanded, '→' = the target's top-1 at the node",
-        fontsize=9, wrap=True,
+        fontsize=9,
+        wrap=True,
     )
     return fig
 
@@ -166,14 +192,19 @@ def load_decoder(path: str | Path) -> Decode:
     file = path / "tokenizer.json" if path.is_dir() else path
     if file.is_file() and _is_gguf(file):
         # Rebuilding a tokenizer from GGUF metadata needs transformers (torch) and ~12 s: refuse it here.
-        raise SpecReplayError(f"--tokenizer {path}: a GGUF model file, not a tokenizer; pass a tokenizer.json "
-                              "or a model directory holding one (transformers writes one: AutoTokenizer.from_pretrained("
-                              "DIR, gguf_file=NAME).save_pretrained(OUT))")
+        raise SpecReplayError(
+            f"--tokenizer {path}: a GGUF model file, not a tokenizer; pass a tokenizer.json "
+            "or a model directory holding one (transformers writes one: AutoTokenizer.from_pretrained("
+            "DIR, gguf_file=NAME).save_pretrained(OUT))"
+        )
     if path.is_dir() and not file.is_file():
-        raise SpecReplayError(f"--tokenizer {path}: no tokenizer.json in this directory (transformers writes one: "
-                              "AutoTokenizer.from_pretrained(DIR).save_pretrained(OUT))")
+        raise SpecReplayError(
+            f"--tokenizer {path}: no tokenizer.json in this directory (transformers writes one: "
+            "AutoTokenizer.from_pretrained(DIR).save_pretrained(OUT))"
+        )
     if not file.is_file():
         raise SpecReplayError(f"--tokenizer {path}: not a tokenizer.json file or a directory holding one")
+
     # Bounded and checked before the package is needed, so a wrong file is named as wrong with or
     # without tokenizers installed, and a huge or hostile file is never handed to the Rust parser.
     def fail(message: str) -> SpecReplayError:
@@ -186,7 +217,9 @@ def load_decoder(path: str | Path) -> Decode:
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        raise SpecReplayError(f"--tokenizer {file}: reading a tokenizer.json needs the tokenizers package (pip install tokenizers)") from None
+        raise SpecReplayError(
+            f"--tokenizer {file}: reading a tokenizer.json needs the tokenizers package (pip install tokenizers)"
+        ) from None
     try:
         tk = Tokenizer.from_str(data.decode("utf-8-sig"))
     except Exception as exc:  # tokenizers raises a bare Exception for any unreadable file

@@ -12,13 +12,13 @@ here from replayed rounds (the reference path).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
-from replay.engine.replayer import RoundResult
 from replay.core.vocab import PAD_TOKEN
+from replay.engine.replayer import RoundResult
 
 MISS = -1  # hit_rank of a visit whose target top-1 is not among the recorded candidates
 MAX_GROUPS = 1000  # round groups per dump for the bootstrap (one round per group below this)
@@ -86,17 +86,23 @@ def collect_visits(results: Sequence[RoundResult]) -> Visits:
         for i, row in enumerate(rows_lp):
             lp_rows[i, : row.shape[0]] = row
         draft_sum, draft_count = draft_totals(as_int(rows_d), as_int(rows_q), lp_rows, max(1, max_depth), cols)
-    return Visits(as_int(rounds), as_int(depth), as_int(own), as_int(hit), len(results), cols, max_depth, draft_sum, draft_count)
+    return Visits(
+        as_int(rounds), as_int(depth), as_int(own), as_int(hit), len(results), cols, max_depth, draft_sum, draft_count
+    )
 
 
-def draft_totals(depth: np.ndarray, own_rank: np.ndarray, logp: np.ndarray, depths: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+def draft_totals(
+    depth: np.ndarray, own_rank: np.ndarray, logp: np.ndarray, depths: int, cols: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(sum [depths, cols, cols] float64, count [depths, cols, cols] int64) of the finite recorded
     draft log-probabilities of the rank-r column at expanded nodes of (d, q).
 
     depth, own_rank: [E] int64 per expanded node; logp: [E, c] float log-probabilities, c <= cols.
     """
     if logp.ndim != 2 or logp.shape[0] != depth.shape[0] or own_rank.shape != depth.shape:
-        raise ValueError(f"draft_totals: expected [E] depth/own_rank and [E, c] logp, got {depth.shape}, {own_rank.shape}, {logp.shape}")
+        raise ValueError(
+            f"draft_totals: expected [E] depth/own_rank and [E, c] logp, got {depth.shape}, {own_rank.shape}, {logp.shape}"
+        )
     c = min(int(logp.shape[1]), cols)
     keep = (depth < depths) & (own_rank < cols)
     lp = np.asarray(logp[keep, :c], dtype=np.float64)
@@ -164,7 +170,13 @@ def group_of(position: np.ndarray, rounds: int) -> np.ndarray:
 
 
 def count_tables(
-    group: np.ndarray, depth: np.ndarray, own_rank: np.ndarray, hit_rank: np.ndarray, groups: int, depths: int, cols: int
+    group: np.ndarray,
+    depth: np.ndarray,
+    own_rank: np.ndarray,
+    hit_rank: np.ndarray,
+    groups: int,
+    depths: int,
+    cols: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(n [groups, depths, cols], k [groups, depths, cols, cols]) int64 from one entry per visit ([V] int64 each)."""
     keep = (depth < depths) & (own_rank < cols)
@@ -172,7 +184,9 @@ def count_tables(
     row = (g * depths + d) * cols + q
     n = np.bincount(row, minlength=groups * depths * cols).reshape(groups, depths, cols)
     hit = (r != MISS) & (r < cols)
-    k = np.bincount(row[hit] * cols + r[hit], minlength=groups * depths * cols * cols).reshape(groups, depths, cols, cols)
+    k = np.bincount(row[hit] * cols + r[hit], minlength=groups * depths * cols * cols).reshape(
+        groups, depths, cols, cols
+    )
     return n.astype(np.int64), k.astype(np.int64)
 
 
@@ -182,7 +196,9 @@ def stats_from_visits(visits: Visits) -> ShapeStats:
     groups = num_groups(visits.num_rounds)
     g = group_of(visits.round_index, visits.num_rounds)
     n, k = count_tables(g, visits.depth, visits.own_rank, visits.hit_rank, groups, depths, cols)
-    per_group = np.bincount(group_of(np.arange(visits.num_rounds), visits.num_rounds), minlength=groups).astype(np.int64)
+    per_group = np.bincount(group_of(np.arange(visits.num_rounds), visits.num_rounds), minlength=groups).astype(
+        np.int64
+    )
     if visits.draft_sum is None:
         dsum, dcount = np.zeros((depths, cols, cols)), np.zeros((depths, cols, cols), dtype=np.int64)
     else:

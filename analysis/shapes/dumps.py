@@ -13,20 +13,20 @@ Two ways in, with the same results:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes, replay_batch
-from replay.core.config import TREE_DYNAMIC, TreeConfig
-from replay.io.grouping import Skipped
-from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult
-from replay.engine.runs import Run, explain_rejections, open_run
-
-from .stats import DumpStats, StatsBuilder, code_base, dump_stats_from_results
 from analysis.compare.subtree import is_contained, replay_subconfig_all
 from analysis.compare.subtree_batch import replay_contained_many
+from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes, replay_batch
+from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult
+from replay.engine.runs import Run, explain_rejections, open_run
+from replay.io.grouping import Skipped
+
+from .stats import DumpStats, StatsBuilder, code_base, dump_stats_from_results
 
 KEEP_BYTES = 512 << 20  # batches held in RAM between the two passes (memory-mapped ones are free)
 HOW_EXACT = "exact replay of the contained config (analysis.compare.subtree)"
@@ -104,7 +104,7 @@ class DumpInput:
     tree: TreeConfig  # the recorded config
     stats: DumpStats
     skipped: tuple[Skipped, ...]
-    measure_many: Callable[[Sequence[TreeConfig], Progress | None], list["Measured | None"]]
+    measure_many: Callable[[Sequence[TreeConfig], Progress | None], list[Measured | None]]
     warnings: tuple[str, ...] = ()  # lines for stderr about how the files were read (DirectoryReplay.warnings)
 
 
@@ -119,7 +119,9 @@ def subtree_measure(results: Sequence[RoundResult], recorded: TreeConfig) -> Cal
             return None
         outs = replay_subconfig_all(results, cfg, 0.0, None, recorded.gamma)
         totals = _Totals()
-        totals.add(np.array([o.decided for o in outs]), np.array([o.lower for o in outs]), np.array([o.upper for o in outs]))
+        totals.add(
+            np.array([o.decided for o in outs]), np.array([o.lower for o in outs]), np.array([o.upper for o in outs])
+        )
         return totals.measured()
 
     return measure
@@ -129,7 +131,11 @@ def dump_from_replay(rep: DirectoryReplay) -> DumpInput:
     """A replayed directory (the reference path)."""
     measure = subtree_measure(rep.results, rep.tree)
     return DumpInput(
-        rep.directory, rep.tree, dump_stats_from_results(rep.results), tuple(rep.skipped), lambda cfgs, progress=None: [measure(c) for c in cfgs],
+        rep.directory,
+        rep.tree,
+        dump_stats_from_results(rep.results),
+        tuple(rep.skipped),
+        lambda cfgs, progress=None: [measure(c) for c in cfgs],
         rep.warnings,
     )
 
@@ -173,7 +179,9 @@ def _in_ram(piece: _Piece) -> int:
     return sum(a.nbytes for a in arrays if not isinstance(a, np.memmap) and not isinstance(a.base, np.memmap))
 
 
-def scan_run(path: str, opts: ReplayOptions = ReplayOptions(), progress: Progress | None = None, keep_bytes: int = KEEP_BYTES) -> DumpInput:
+def scan_run(
+    path: str, opts: ReplayOptions = ReplayOptions(), progress: Progress | None = None, keep_bytes: int = KEEP_BYTES
+) -> DumpInput:
     """The statistics pass over a dump directory or packed run, batch by batch."""
     run = open_run(path, opts)
     builder = StatsBuilder(run.num_rounds, code_base(run.tree))
@@ -220,7 +228,9 @@ def scan_run(path: str, opts: ReplayOptions = ReplayOptions(), progress: Progres
         if todo and builder.rounds:
             for piece in pieces():
                 ok = piece.result.error == 0
-                outs = replay_contained_many(piece.batch, piece.result, piece.expanded, piece.shape, [configs[k] for k in todo], run.tree.gamma)
+                outs = replay_contained_many(
+                    piece.batch, piece.result, piece.expanded, piece.shape, [configs[k] for k in todo], run.tree.gamma
+                )
                 for k, out in zip(todo, outs):
                     totals[k].add(out.decided[ok], out.lower[ok], out.upper[ok])
                 done += len(piece.batch)

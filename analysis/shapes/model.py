@@ -19,12 +19,13 @@ re-estimates from the weighted tables, so nothing is re-run per resample.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from analysis.tables.intervals import wilson
+
 from .counts import ShapeStats, Visits, fit, stats_from_visits
 
 RankPath = tuple[int, ...]  # a node by the draft ranks from the root: () is the root, (0, 2) the first child's third
@@ -137,7 +138,9 @@ def pava_nonincreasing(y: np.ndarray) -> np.ndarray:
     return np.concatenate([np.full(int(c), s / c) for s, c in blocks])
 
 
-def estimate_cells(n: np.ndarray, k: np.ndarray, min_count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def estimate_cells(
+    n: np.ndarray, k: np.ndarray, min_count: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The estimator on tables with any leading (bootstrap) axes.
 
     n: [..., depths, cols] visits; k: [..., depths, cols, cols] hits. Returns (p [..., D, C, C] raw
@@ -196,7 +199,9 @@ def model_from_stats(stats: ShapeStats, min_count: int = DEFAULT_MIN_COUNT, dept
     order = draft_order_table(stats, min_count)
     if order is not None:
         order = order[np.minimum(np.arange(depths), stats.depths - 1)]  # deeper than the dumps: the deepest
-    return ShapeModel(p, lo, hi, n_used.astype(np.int64), pooled, extrapolated, stats.num_rounds, min_count, stats, order)
+    return ShapeModel(
+        p, lo, hi, n_used.astype(np.int64), pooled, extrapolated, stats.num_rounds, min_count, stats, order
+    )
 
 
 def estimate_model(visits: Visits, min_count: int = DEFAULT_MIN_COUNT, depths: int | None = None) -> ShapeModel:

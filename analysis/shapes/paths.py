@@ -13,15 +13,15 @@ The search over configs is analysis.shapes.search; docs/shape-search.md.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
+from analysis.cost.model import CostModel
 from replay.core.config import TreeConfig
 from replay.core.selection import select_top
 from replay.core.tree import Tree
 from replay.core.vocab import PAD_TOKEN
 
-from analysis.cost.model import CostModel
 from .model import RankPath, ShapeModel
 
 
@@ -113,8 +113,17 @@ def with_cost(shape: Shape, cost: CostModel) -> Shape:
     round_s = float(cost.round_cost(shape.depth, shape.num_nodes))
     speed = cost.speedup(shape.expected_block_efficiency, round_s)
     return Shape(
-        shape.config, shape.paths, shape.expected_accepted, shape.exact, shape.upper_bound, shape.depth_cap,
-        shape.extrapolated, speed, round_s, shape.notes, shape.pooled,
+        shape.config,
+        shape.paths,
+        shape.expected_accepted,
+        shape.exact,
+        shape.upper_bound,
+        shape.depth_cap,
+        shape.extrapolated,
+        speed,
+        round_s,
+        shape.notes,
+        shape.pooled,
     )
 
 

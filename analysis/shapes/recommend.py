@@ -12,22 +12,29 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
 
 import numpy as np
 
-from replay.core.config import TreeConfig
-from replay.util.errors import NoRoundsError, SpecReplayError
-from replay.io.grouping import why_no_rounds
-from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult
-
 from analysis.cost.model import CostModel
 from analysis.tables.intervals import Z95
-from .dumps import DumpInput, Measured, Progress, dump_from_replay, mean_se, scan_run, subtree_measure  # noqa: F401  (re-exported)
+from replay.core.config import TreeConfig
+from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult
+from replay.io.grouping import why_no_rounds
+from replay.util.errors import NoRoundsError, SpecReplayError
+
 from .counts import merge_stats
-from .model import DEFAULT_MIN_COUNT, Bootstrap, RankPath, ShapeModel, model_from_stats, path_values
-from .model import bootstrap as bootstrap_model
+from .dumps import DumpInput, Measured, Progress, dump_from_replay, mean_se, scan_run, subtree_measure  # noqa: F401  (re-exported)
+from .model import (
+    DEFAULT_MIN_COUNT,
+    Bootstrap,
+    RankPath,
+    ShapeModel,
+    bootstrap as bootstrap_model,
+    model_from_stats,
+    path_values,
+)
 from .paths import Shape, engine_paths, expected_accepted
 from .search import DEFAULT_STATE_LIMIT, SearchResult, best_configs, search_shapes
 
@@ -189,7 +196,9 @@ def round_paths(res: RoundResult) -> dict[RankPath, int]:
     return out
 
 
-def best_contained(model: ShapeModel, recorded: TreeConfig, budget: int, max_depth: int, count: int = 3) -> list[TreeConfig]:
+def best_contained(
+    model: ShapeModel, recorded: TreeConfig, budget: int, max_depth: int, count: int = 3
+) -> list[TreeConfig]:
     """The ``count`` configs contained in ``recorded`` with the highest modelled block efficiency
     within the node budget and depth cap: the best shapes the dump itself checks exactly."""
     return [cfg for _, cfg in best_configs(model, budget, max_depth, count, within=recorded)]
@@ -239,7 +248,13 @@ class Recommendation:
         return f"max depth {asked} (searched to depth {searched}: deeper depths have too few visits to estimate)"
 
 
-def recommend(replays: Sequence[DirectoryReplay], budget: int, max_depth: int | None = None, cost: CostModel | None = None, **options) -> Recommendation:
+def recommend(
+    replays: Sequence[DirectoryReplay],
+    budget: int,
+    max_depth: int | None = None,
+    cost: CostModel | None = None,
+    **options,
+) -> Recommendation:
     """Estimate, search and compare from replayed directories (the reference path). ``max_depth``
     defaults to the deepest recorded tree; ``options``: recommend_dumps' (top, min_count,
     bootstrap, seed, extrapolate, ...)."""
@@ -292,8 +307,11 @@ def recommend_dumps(
     if not usable:
         skipped = tuple(s for d in dumps for s in d.skipped)
         where = ", ".join(d.directory for d in dumps) or "no dump given"
-        raise NoRoundsError(f"no round could be replayed, nothing to estimate from: {where}{why_no_rounds(skipped)}",
-                            skipped, tuple(w for d in dumps for w in d.warnings))
+        raise NoRoundsError(
+            f"no round could be replayed, nothing to estimate from: {where}{why_no_rounds(skipped)}",
+            skipped,
+            tuple(w for d in dumps for w in d.warnings),
+        )
     merged = merge_stats([d.stats.stats for d in usable])
     if merged.num_visits == 0:
         raise SpecReplayError("no reached node has both a draft row and a target top-1: cannot estimate acceptance")
@@ -324,11 +342,18 @@ def recommend_dumps(
     comparisons: list[ShapeCheck] = []
     for dump in usable:
         labels: dict[tuple, tuple[TreeConfig, str]] = {_key(dump.tree): (dump.tree, "recorded")}
-        for prefix, configs in (("BE", [x.config for x in result.by_block_efficiency]), ("speed", [x.config for x in result.by_speedup])):
+        for prefix, configs in (
+            ("BE", [x.config for x in result.by_block_efficiency]),
+            ("speed", [x.config for x in result.by_speedup]),
+        ):
             for k, cfg in enumerate(configs):
                 labels.setdefault(_key(cfg), (cfg, f"{prefix}#{k + 1}"))
         # the best shapes this dump can check exactly, besides those already listed
-        extra = [c for c in best_contained(model, dump.tree, budget, cap, len(labels) + CONTAINED_ROWS) if _key(c) not in labels]
+        extra = [
+            c
+            for c in best_contained(model, dump.tree, budget, cap, len(labels) + CONTAINED_ROWS)
+            if _key(c) not in labels
+        ]
         labels.update({_key(c): (c, f"contained#{k + 1}") for k, c in enumerate(extra[:CONTAINED_ROWS])})
         labels[_key(dump.tree)] = labels.pop(_key(dump.tree))  # the recorded row last, as a reference
         configs = [c for c, _ in labels.values()]
@@ -341,14 +366,30 @@ def recommend_dumps(
         comparisons.append(recorded_trees_check(model, dump, boots, "recorded trees"))
         lap("bootstrap")
     if extrapolate and (depth > model.supported_depth):
-        notes.append(f"depths beyond {model.supported_depth} are extrapolated from the deepest estimated depth ({model.supported_depth})")
+        notes.append(
+            f"depths beyond {model.supported_depth} are extrapolated from the deepest estimated depth ({model.supported_depth})"
+        )
     notes += model_notes(model)
     if not result.all_exact:
-        notes.append(f"the search stopped after {result.states} states: shapes are the best found, each with the relaxation bound")
+        notes.append(
+            f"the search stopped after {result.states} states: shapes are the best found, each with the relaxation bound"
+        )
     skipped = tuple(s for d in dumps for s in d.skipped)
     return Recommendation(
-        tuple(d.directory for d in dumps), model, result, tuple(comparisons), tuple(d.tree for d in usable),
-        merged.num_rounds, len(skipped), cost, tuple(notes), skipped, clock, depth, extrapolate, tuple(w for d in dumps for w in d.warnings),
+        tuple(d.directory for d in dumps),
+        model,
+        result,
+        tuple(comparisons),
+        tuple(d.tree for d in usable),
+        merged.num_rounds,
+        len(skipped),
+        cost,
+        tuple(notes),
+        skipped,
+        clock,
+        depth,
+        extrapolate,
+        tuple(w for d in dumps for w in d.warnings),
     )
 
 
@@ -363,7 +404,9 @@ def model_notes(model: ShapeModel) -> list[str]:
             "over parent ranks (assumes acceptance there does not depend on the parent's rank); shapes using them are marked [pooled]"
         )
     if model.draft_logp is None:
-        out.append("the dumps hold no draft scores: the engine's selection is assumed to rank nodes as the acceptance model does")
+        out.append(
+            "the dumps hold no draft scores: the engine's selection is assumed to rank nodes as the acceptance model does"
+        )
     table = depth_table(model)
     if table is not None:
         n, k = table

@@ -10,18 +10,18 @@ from __future__ import annotations
 import html
 import json
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from replay.core.config import TreeConfig, grid_item
-from replay.io.grouping import describe_skipped
-from replay.core.vocab import DEPTH_RULE
-
 from analysis.tables.intervals import wilson
-from .recommend import Recommendation, ShapeCheck, depth_table
+from replay.core.config import TreeConfig, grid_item
+from replay.core.vocab import DEPTH_RULE
+from replay.io.grouping import describe_skipped
+
 from .model import ShapeModel
 from .paths import Shape, render_shape
+from .recommend import Recommendation, ShapeCheck, depth_table
 
 
 def config_line(cfg: TreeConfig) -> str:
@@ -44,20 +44,28 @@ def model_lines(model: ShapeModel, extrapolate: bool = False, ranks: int = 4) ->
 
     Model row d (the parent at level d, docs/shape-search.md's p[d, q, r]) is printed as depth d + 1:
     the draft token it accepts, the numbering of ``stats`` (replay.core.vocab.DEPTH_RULE)."""
-    lines = [f"  acceptance by depth ({DEPTH_RULE}):",
-             ("  visits = rounds whose path reached depth d − 1 at an expanded node with a target row; "
-              "r<k> = share of them whose d-th token is the draft's rank-k candidate [95% Wilson interval]")]
+    lines = [
+        f"  acceptance by depth ({DEPTH_RULE}):",
+        (
+            "  visits = rounds whose path reached depth d − 1 at an expanded node with a target row; "
+            "r<k> = share of them whose d-th token is the draft's rank-k candidate [95% Wilson interval]"
+        ),
+    ]
     table = depth_table(model)
     for d in range(model.depths):
         why = _no_estimate(model, d, extrapolate) if model.extrapolated[d] else ""
         if table is None or d >= table[0].shape[0]:
-            lines.append(f"  depth {d + 1}: no visit; p = " + ", ".join(f"{x:.3f}" for x in model.p[d, 0, :ranks]) + why)
+            lines.append(
+                f"  depth {d + 1}: no visit; p = " + ", ".join(f"{x:.3f}" for x in model.p[d, 0, :ranks]) + why
+            )
             continue
         n, k = table[0][d], table[1][d]
         lo, hi = wilson(k[:ranks], n)
         cells = [f"r{r} {k[r] / max(n, 1):.3f} [{lo[r]:.3f},{hi[r]:.3f}]" for r in range(min(ranks, model.cols))]
         pooled = int(model.pooled[d].sum())
-        lines.append(f"  depth {d + 1}: {int(n)} visits; " + "; ".join(cells) + f"; {pooled}/{model.cols} q-rows pooled{why}")
+        lines.append(
+            f"  depth {d + 1}: {int(n)} visits; " + "; ".join(cells) + f"; {pooled}/{model.cols} q-rows pooled{why}"
+        )
     return lines
 
 
@@ -100,7 +108,9 @@ def comparison_lines(rows: Sequence[ShapeCheck]) -> list[str]:
     out = [head]
     for c in rows:
         meas, err, ok = measured_cells(c)
-        out.append(f"  {c.label:<14} {c.config.short():<26} {c.nodes:>5}  {predicted_cell(c):<24} {meas:<24} {err:>7}  {ok}")
+        out.append(
+            f"  {c.label:<14} {c.config.short():<26} {c.nodes:>5}  {predicted_cell(c):<24} {meas:<24} {err:>7}  {ok}"
+        )
     for c in rows:
         if c.refused:
             out.append(f"  {c.label}: no prediction: {c.refused}")
@@ -120,7 +130,9 @@ def live_command(rec: Recommendation) -> str | None:
 
 def render_recommendation(rec: Recommendation) -> list[str]:
     s = rec.search
-    order = "the draft's recorded scores" if rec.model.draft_logp is not None else "the acceptance model (no draft scores)"
+    order = (
+        "the draft's recorded scores" if rec.model.draft_logp is not None else "the acceptance model (no draft scores)"
+    )
     lines = [
         f"model: {rec.rounds} rounds from {', '.join(rec.directories)} (skipped: {describe_skipped(rec.skipped_items)}), "
         f"{rec.model.cols} recorded draft columns, min_count {rec.model.min_count}; engine order from {order}",
@@ -136,12 +148,19 @@ def render_recommendation(rec: Recommendation) -> list[str]:
     best = s.by_speedup[0] if s.by_speedup else s.by_block_efficiency[0]
     lines += ["", f"best shape {best.config.short()} (rank paths; P = modelled acceptance probability):"]
     lines += ["  " + x for x in render_shape(best, rec.model)]
-    lines += ["", "prediction vs exact replay (block efficiency = accepted + 1; measured over decided rounds):",
-              *comparison_lines(rec.comparisons)]
+    lines += [
+        "",
+        "prediction vs exact replay (block efficiency = accepted + 1; measured over decided rounds):",
+        *comparison_lines(rec.comparisons),
+    ]
     cmd = live_command(rec)
     if cmd:
-        lines += ["", "shapes not contained in the recorded config need a live run (DRAFT, TARGET, PROMPTS: yours; "
-                  "results.csv holds each shape's block efficiency):", "  " + cmd]
+        lines += [
+            "",
+            "shapes not contained in the recorded config need a live run (DRAFT, TARGET, PROMPTS: yours; "
+            "results.csv holds each shape's block efficiency):",
+            "  " + cmd,
+        ]
     lines += [f"note: {n}" for n in rec.notes]
     return lines
 
@@ -183,7 +202,9 @@ def recommendation_json(rec: Recommendation) -> dict:
         "max_depth": rec.search.max_depth,
         "requested_max_depth": rec.max_depth,
         "model": {
-            "depths": list(range(1, m.depths + 1)),  # row i of p, visits, ...: depth i + 1 (replay.core.vocab.DEPTH_RULE)
+            "depths": list(
+                range(1, m.depths + 1)
+            ),  # row i of p, visits, ...: depth i + 1 (replay.core.vocab.DEPTH_RULE)
             "p": m.p.tolist(),
             "ci95_low": m.lo.tolist(),
             "ci95_high": m.hi.tolist(),
@@ -191,10 +212,16 @@ def recommendation_json(rec: Recommendation) -> dict:
             "pooled": m.pooled.tolist(),
             "extrapolated": m.extrapolated.tolist(),
             "supported_depth": m.supported_depth,
-            "draft_logp": None if m.draft_logp is None else np.where(np.isfinite(m.draft_logp), m.draft_logp, np.nan).tolist(),
+            "draft_logp": None
+            if m.draft_logp is None
+            else np.where(np.isfinite(m.draft_logp), m.draft_logp, np.nan).tolist(),
             "min_count": m.min_count,
         },
-        "search": {"states": rec.search.states, "finished": rec.search.all_exact, "bound_block_efficiency": rec.search.bound + 1.0},
+        "search": {
+            "states": rec.search.states,
+            "finished": rec.search.all_exact,
+            "bound_block_efficiency": rec.search.bound + 1.0,
+        },
         "cost": None if rec.cost is None else rec.cost.to_json(),
         "by_block_efficiency": [shape(x) for x in rec.search.by_block_efficiency],
         "by_speedup": [shape(x) for x in rec.search.by_speedup],
@@ -209,7 +236,9 @@ def recommend_section(rec: Recommendation, title: str = "Tree-shape recommendati
     """An HTML fragment for the analysis report: top shapes, best tree, prediction vs replay."""
     esc = html.escape
     s = rec.search
-    ranked = [(f"BE#{k + 1}", x) for k, x in enumerate(s.by_block_efficiency)] + [(f"speed#{k + 1}", x) for k, x in enumerate(s.by_speedup)]
+    ranked = [(f"BE#{k + 1}", x) for k, x in enumerate(s.by_block_efficiency)] + [
+        (f"speed#{k + 1}", x) for k, x in enumerate(s.by_speedup)
+    ]
     rows = "".join(
         f"<tr><td>{label}</td><td><code>{esc(config_line(x.config))}</code></td><td>{x.num_nodes}</td>"
         f"<td>{x.expected_block_efficiency:.3f}</td><td>{'' if x.speedup is None else f'{x.speedup:.3f}'}</td>"
@@ -219,9 +248,7 @@ def recommend_section(rec: Recommendation, title: str = "Tree-shape recommendati
     best = s.by_speedup[0] if s.by_speedup else s.by_block_efficiency[0]
     comp = "".join(
         f"<tr><td>{esc(c.label)}</td><td>{esc(c.config.short())}</td><td>{c.nodes}</td>"
-        f"<td>{esc(predicted_cell(c))}</td>"
-        + "".join(f"<td>{esc(x)}</td>" for x in measured_cells(c))
-        + "</tr>"
+        f"<td>{esc(predicted_cell(c))}</td>" + "".join(f"<td>{esc(x)}</td>" for x in measured_cells(c)) + "</tr>"
         for c in rec.comparisons
     )
     cmd = live_command(rec)

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
+from analysis.compare.subtree import is_contained
+from analysis.cost.model import CostModel
 from replay.core.config import TreeConfig
 
-from analysis.cost.model import CostModel
 from .model import RankPath, ShapeModel
 from .paths import Shape, config_from_paths, engine_paths, expected_accepted, with_cost
-from analysis.compare.subtree import is_contained
 
 DEFAULT_STATE_LIMIT = 400_000  # search states before giving up certification (about 10 s in Python)
 _TIE = 1e-12  # values this close are ties (then fewer nodes, then shallower, then the config text)
@@ -87,7 +87,9 @@ def subtree_bounds(model: ShapeModel, budget: int, max_depth: int) -> np.ndarray
         a = np.array([[model.factor(d, q, r) for r in range(cols)] for q in range(cols)])  # [q, r]
         child = out[d + 1]  # [r, k]: F of a child (depth d+1) with own rank r
         # leaves[:, r, k]: children r, r+1, .. taken as leaves, at most k of them
-        csum = np.concatenate([np.cumsum(a[:, ::-1], axis=1)[:, ::-1], np.zeros((cols, 1))], axis=1)  # [q, r]: Σ_{t>=r} a
+        csum = np.concatenate(
+            [np.cumsum(a[:, ::-1], axis=1)[:, ::-1], np.zeros((cols, 1))], axis=1
+        )  # [q, r]: Σ_{t>=r} a
         leaves = np.zeros((cols, cols + 1, k_max + 1))
         for r in range(cols):
             for k in range(k_max + 1):
@@ -226,7 +228,9 @@ def _branch_and_bound(
         rem = budget - m
         items = [(u[0], u[1], u[2]) for u in level[j:]] + [(c[0], c[1], c[2]) for c in kids]
         pre = gains(items, rem)
-        if (by_nodes is None or by_nodes.hopeless(v, pre, m)) and all(ob.bound(v, pre, m, depth) < ob.top.threshold - _TIE for ob in objectives):
+        if (by_nodes is None or by_nodes.hopeless(v, pre, m)) and all(
+            ob.bound(v, pre, m, depth) < ob.top.threshold - _TIE for ob in objectives
+        ):
             return
         if j >= 1:
             closed = spec + (widths,)
@@ -258,7 +262,12 @@ def fits_within(cfg: TreeConfig, within: TreeConfig | None) -> bool:
 
 
 def _seed(
-    model: ShapeModel, budget: int, max_depth: int, objectives: Sequence[_Objective], by_nodes: _BestByNodes | None, within: TreeConfig | None
+    model: ShapeModel,
+    budget: int,
+    max_depth: int,
+    objectives: Sequence[_Objective],
+    by_nodes: _BestByNodes | None,
+    within: TreeConfig | None,
 ) -> None:
     """Offer the configs of the greedy top-n sets first: good thresholds make the bounds bite early."""
     for cap in range(1, max_depth + 1):
@@ -276,7 +285,12 @@ def _seed(
 
 
 def best_configs(
-    model: ShapeModel, budget: int, max_depth: int, count: int, within: TreeConfig | None = None, state_limit: int = DEFAULT_STATE_LIMIT
+    model: ShapeModel,
+    budget: int,
+    max_depth: int,
+    count: int,
+    within: TreeConfig | None = None,
+    state_limit: int = DEFAULT_STATE_LIMIT,
 ) -> list[tuple[float, TreeConfig]]:
     """The ``count`` configs of highest expected accepted length (any node counts), best first, as
     (value, config); ``within``: only configs contained in that one. The best found when the search
@@ -341,12 +355,21 @@ def search_shapes(
         best_n = by_nodes.value[n] if finished else float(relaxed[n])
         exact = finished and (ranked or value >= best_n - _TIE)
         shape = Shape(
-            cfg, tuple(built), value, exact, value if ranked and finished else best_n, max_depth,
-            any(model.is_extrapolated(len(p) - 1) for p in built), pooled=any(model.uses_pooled(p) for p in built),
+            cfg,
+            tuple(built),
+            value,
+            exact,
+            value if ranked and finished else best_n,
+            max_depth,
+            any(model.is_extrapolated(len(p) - 1) for p in built),
+            pooled=any(model.uses_pooled(p) for p in built),
             notes=() if finished else (f"search stopped after {state_limit} states: best found, not certified",),
         )
         return with_cost(shape, cost) if cost is not None else shape
 
-    per_n = sorted((shape_of(spec, False) for spec in by_nodes.specs()), key=lambda x: (-round(x.expected_accepted, 12), x.num_nodes, x.depth))
+    per_n = sorted(
+        (shape_of(spec, False) for spec in by_nodes.specs()),
+        key=lambda x: (-round(x.expected_accepted, 12), x.num_nodes, x.depth),
+    )
     by_sp = tuple(shape_of(spec, True) for _, spec in objectives[0].top.items) if cost is not None else ()
     return SearchResult(tuple(per_n[:top]), by_sp, budget, max_depth, finished, states, float(relaxed[budget]))

@@ -37,22 +37,22 @@ Shapes with gammaThreshold (dynamic depth) vary their rounds and are not predict
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
-from replay.core.config import TreeConfig
-from replay.io.packed.pack import is_packed_run
-from replay.engine.replayer import replay_directory, replay_packed
-from replay.core.vocab import STOP_LEAF
-
+from analysis.compare.subtree import is_contained, replay_subconfig_all
 from analysis.cost.model import CostModel
+from replay.core.config import TreeConfig
+from replay.core.vocab import STOP_LEAF
+from replay.engine.replayer import replay_directory, replay_packed
+from replay.io.packed.pack import is_packed_run
+
 from .dumps import DumpInput, Measured
 from .model import DEFAULT_MIN_COUNT, model_from_stats, pava_nonincreasing
 from .search import search_shapes
-from analysis.compare.subtree import is_contained, replay_subconfig_all
 
 BOUND_MAX_DEPTH = 16  # depths the all-accepted bound looks at; it falls long before on any real curve
 SEARCH_TOP = 8  # shapes the search proposes by modelled speedup besides the chains
@@ -119,15 +119,21 @@ def predict(
     ``leaf_stops``: the fraction of them whose accepted path ends at a leaf, ``leaf_stop_fractions``;
     it prices the next round's catch-up and matters only with draft times by token count)."""
     if config.gamma_threshold > 0:
-        return SpeedPrediction(config, None, 0, 0, None, None, "gammaThreshold: rounds vary in depth and size; not predicted")
+        return SpeedPrediction(
+            config, None, 0, 0, None, None, "gammaThreshold: rounds vary in depth and size; not predicted"
+        )
     if not is_contained(config, calibration):
-        return SpeedPrediction(config, None, 0, 0, None, None, f"not contained in the calibration tree {calibration.short()}")
+        return SpeedPrediction(
+            config, None, 0, 0, None, None, f"not contained in the calibration tree {calibration.short()}"
+        )
     if measured is None or measured.rounds == 0:
         undecided = 0 if measured is None else measured.undecidable
         return SpeedPrediction(config, None, 0, undecided, None, None, "no calibration round decides it")
     round_s = cost.live_round_cost(config.top_head, config.num_nodes, leaf_stops)
     speed = cost.speedup(measured.mean_accepted + 1.0, round_s)
-    return SpeedPrediction(config, measured.mean_accepted, measured.rounds, measured.undecidable, round_s, speed, None, leaf_stops)
+    return SpeedPrediction(
+        config, measured.mean_accepted, measured.rounds, measured.undecidable, round_s, speed, None, leaf_stops
+    )
 
 
 def leaf_stop_fractions(dump: DumpInput, configs: Sequence[TreeConfig]) -> list[float]:

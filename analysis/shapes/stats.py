@@ -16,19 +16,28 @@ used by ``specreplay report`` and the tests); tests/test_shape_stats.py checks t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
-from replay.engine.batch import BatchResult, RoundBatch, TreeShape
 from replay.core.config import TreeConfig
-from replay.engine.replayer import RoundResult
 from replay.core.vocab import PAD_TOKEN
+from replay.engine.batch import BatchResult, RoundBatch, TreeShape
+from replay.engine.replayer import RoundResult
 
-from .counts import MISS, ShapeStats, collect_visits, count_tables, draft_totals, fit, group_of, num_groups, stats_from_visits
+from .counts import (
+    MISS,
+    ShapeStats,
+    collect_visits,
+    count_tables,
+    draft_totals,
+    fit,
+    group_of,
+    num_groups,
+    stats_from_visits,
+)
 from .model import RankPath
-
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,7 +107,9 @@ class StatsBuilder:
         self.draft_count = fit(self.draft_count, (d, c, c))
         self.depths, self.cols = d, c
 
-    def add_batch(self, batch: RoundBatch, res: BatchResult, expanded: list[np.ndarray], shape: TreeShape, positions: np.ndarray) -> None:
+    def add_batch(
+        self, batch: RoundBatch, res: BatchResult, expanded: list[np.ndarray], shape: TreeShape, positions: np.ndarray
+    ) -> None:
         """Rounds of ``batch`` (all of ``shape``; ``res.error == 0`` ones count). positions: [R] int64
         run order; expanded: per step [h_i, R] the recorded selection (replay.engine.batch.expanded_nodes)."""
         ok = np.flatnonzero(res.error == 0)
@@ -138,7 +149,13 @@ class StatsBuilder:
             hit_l.append(hit[keep])
             group_l.append(group[keep])
         n, k = count_tables(
-            np.concatenate(group_l), np.concatenate(depth_l), np.concatenate(own_l), np.concatenate(hit_l), self.groups, self.depths, self.cols
+            np.concatenate(group_l),
+            np.concatenate(depth_l),
+            np.concatenate(own_l),
+            np.concatenate(hit_l),
+            self.groups,
+            self.depths,
+            self.cols,
         )
         self.n += n
         self.k += k
@@ -175,17 +192,25 @@ class StatsBuilder:
             parts.append(code)
         codes = np.concatenate(parts)  # [nodes, R]
         uniq, inv = np.unique(codes, return_inverse=True)
-        per = np.bincount(np.broadcast_to(group, codes.shape).reshape(-1) * uniq.shape[0] + inv.reshape(-1),
-                          minlength=self.groups * uniq.shape[0]).reshape(self.groups, uniq.shape[0])
+        per = np.bincount(
+            np.broadcast_to(group, codes.shape).reshape(-1) * uniq.shape[0] + inv.reshape(-1),
+            minlength=self.groups * uniq.shape[0],
+        ).reshape(self.groups, uniq.shape[0])
         for u, c in zip(uniq.tolist(), per.T):
             acc = self.tree_codes.get(u)
             self.tree_codes[u] = c.astype(np.int64) if acc is None else acc + c
 
     def finish(self) -> DumpStats:
-        stats = ShapeStats(self.n, self.k, self.group_rounds, self.draft_sum, self.draft_count, self.rounds, max(1, self.max_steps))
+        stats = ShapeStats(
+            self.n, self.k, self.group_rounds, self.draft_sum, self.draft_count, self.rounds, max(1, self.max_steps)
+        )
         codes = sorted(self.tree_codes)
         paths = tuple(decode_path(c, self.base) for c in codes)
-        counts = np.stack([self.tree_codes[c] for c in codes], axis=1) if codes else np.zeros((self.groups, 0), dtype=np.int64)
+        counts = (
+            np.stack([self.tree_codes[c] for c in codes], axis=1)
+            if codes
+            else np.zeros((self.groups, 0), dtype=np.int64)
+        )
         first = None if self.first is None else self.first[1]
         return DumpStats(stats, TreeCounts(paths, counts), self.acc_sum, self.acc_sq, self.rounds, self.nodes, first)
 
@@ -193,7 +218,7 @@ class StatsBuilder:
 def code_base(cfg: TreeConfig) -> int:
     """The base of rank-path codes for trees of ``cfg``; raises when a path would not fit in int64."""
     base = cfg.max_width + 1
-    if base ** cfg.gamma >= 2**62:
+    if base**cfg.gamma >= 2**62:
         raise ValueError(f"tree too deep to encode rank paths in 64 bits (width {cfg.max_width}, gamma {cfg.gamma})")
     return base
 
@@ -229,4 +254,6 @@ def dump_stats_from_results(results: Sequence[RoundResult]) -> DumpStats:
     if results:
         heads, widths = results[0].tree.shape()
         first = TreeConfig.from_lists(widths, heads)
-    return DumpStats(stats, TreeCounts(paths, table), float(lengths.sum()), float((lengths**2).sum()), len(results), nodes, first)
+    return DumpStats(
+        stats, TreeCounts(paths, table), float(lengths.sum()), float((lengths**2).sum()), len(results), nodes, first
+    )

@@ -14,13 +14,31 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from replay.engine.batch import SEL_FALLBACK, BatchResult, RoundBatch, TreeShape, rebuilt_levels
-from replay.engine.batch.frames import Columns, NullableInts, concat_columns, frame_of, record_columns, round_names, take_rows
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.tree import node_name
 from replay.core.vocab import NO_PARENT, NO_RANK, PAD_TOKEN
+from replay.engine.batch import SEL_FALLBACK, BatchResult, RoundBatch, TreeShape, rebuilt_levels
+from replay.engine.batch.frames import (
+    Columns,
+    NullableInts,
+    concat_columns,
+    frame_of,
+    record_columns,
+    round_names,
+    take_rows,
+)
 
-from .build import IN_BEYOND, IN_KEPT, IN_NO_ROW, IN_NOWHERE, IN_UNEXPANDED, NODE_COLUMNS, ROUND_COLUMNS, TARGET_IN, finish_table
+from .build import (
+    IN_BEYOND,
+    IN_KEPT,
+    IN_NO_ROW,
+    IN_NOWHERE,
+    IN_UNEXPANDED,
+    NODE_COLUMNS,
+    ROUND_COLUMNS,
+    TARGET_IN,
+    finish_table,
+)
 
 _IN = {name: np.int8(k) for k, name in enumerate(TARGET_IN)}
 _IN_NAMES = np.asarray(TARGET_IN, dtype=object)
@@ -58,7 +76,9 @@ def batch_table_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run:
     """Round and node rows of the rounds ``res`` replayed (``res.ok``), one shape at a time."""
     if len(res) != len(batch):
         raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
-    ordinals = np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
+    ordinals = (
+        np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
+    )
     parts = TableParts([], [], [], [])
     for k, shape in enumerate(res.shapes):
         members = np.flatnonzero(res.ok & (res.shape_index == k))
@@ -81,7 +101,9 @@ def join_parts(parts: list[TableParts]) -> tuple[pd.DataFrame, pd.DataFrame]:
         return finish_table(empty(ROUND_COLUMNS), ROUND_COLUMNS), finish_table(empty(NODE_COLUMNS), NODE_COLUMNS)
     r = _in_run_order(concat_columns(rounds), [o for p in parts for o in p.round_ordinals])
     n = _in_run_order(concat_columns([c for p in parts for c in p.nodes]), [o for p in parts for o in p.node_ordinals])
-    return finish_table(frame_of(r, ROUND_COLUMNS), ROUND_COLUMNS), finish_table(frame_of(n, NODE_COLUMNS), NODE_COLUMNS)
+    return finish_table(frame_of(r, ROUND_COLUMNS), ROUND_COLUMNS), finish_table(
+        frame_of(n, NODE_COLUMNS), NODE_COLUMNS
+    )
 
 
 def _in_run_order(columns: Columns, ordinals: list[np.ndarray]) -> Columns:
@@ -126,9 +148,17 @@ def _node_facts(batch: RoundBatch, res: BatchResult, shape: TreeShape, static: b
     target_token = _target_tokens(batch, res, shape, np.concatenate(expanded_rows, axis=0))
     target_rank, target_in = _target_positions(batch, shape, expanded_rows, target_token)
     return _Nodes(
-        parent, token, logp, num_children, expanded_slot,
+        parent,
+        token,
+        logp,
+        num_children,
+        expanded_slot,
         _level_ranks(shape, levels.path_logprob, expanded_slot, res.selection),
-        on_path, target_token, target_rank, target_in, _names(shape, levels.chosen),
+        on_path,
+        target_token,
+        target_rank,
+        target_in,
+        _names(shape, levels.chosen),
     )
 
 
@@ -169,7 +199,9 @@ def _target_positions(batch: RoundBatch, shape: TreeShape, expanded_rows: list[n
     return rank, where
 
 
-def _level_ranks(shape: TreeShape, level_lp: list[np.ndarray], expanded_slot: np.ndarray, selection: np.ndarray) -> np.ndarray:
+def _level_ranks(
+    shape: TreeShape, level_lp: list[np.ndarray], expanded_slot: np.ndarray, selection: np.ndarray
+) -> np.ndarray:
     """[n, C] tables.level_ranks for every round: by path log-probability where the level has
     scores, else the expanded nodes' slots where the step chose by parents, else the rank-major
     fallback order (a constant of the shape)."""

@@ -8,18 +8,17 @@ more rows with another ``run`` label.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
-from replay.core.records import COLUMN_MEANINGS as RECORD_COLUMNS
-from replay.core.records import csv_frame, record_of
-from replay.engine.replayer import RoundResult
+from replay.core.records import COLUMN_MEANINGS as RECORD_COLUMNS, csv_frame, record_of
 from replay.core.selection import rank_major_keys, selection_order
-from replay.core.vocab import PAD_TOKEN, SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB
+from replay.core.vocab import PAD_TOKEN, SELECT_FALLBACK
+from replay.engine.replayer import RoundResult
 
 # Where the target's top-1 token at a node sits among that node's recorded draft candidates.
 IN_KEPT = "kept"  # one of the children the tree kept (a hit when the node is on the path)
@@ -105,7 +104,9 @@ def node_facts(res: RoundResult) -> NodeFacts:
             continue
         target_rank[u] = int(hits[0])
         target_in.append(IN_KEPT if hits[0] < num_children[u] else IN_BEYOND)
-    return NodeFacts(num_children, expanded_slot, level_ranks(res, expanded_slot), on_path, target_rank, tuple(target_in))
+    return NodeFacts(
+        num_children, expanded_slot, level_ranks(res, expanded_slot), on_path, target_rank, tuple(target_in)
+    )
 
 
 def level_ranks(res: RoundResult, expanded_slot: np.ndarray) -> np.ndarray:
@@ -189,8 +190,17 @@ def node_rows(res: RoundResult, run: str) -> dict[str, list]:
     }
 
 
-_INT_NA = ("root_token", "bonus_token", "root_child_rank", "root_target_rank", "token", "expanded_slot", "level_rank", "target_token",
-           "target_rank")
+_INT_NA = (
+    "root_token",
+    "bonus_token",
+    "root_child_rank",
+    "root_target_rank",
+    "token",
+    "expanded_slot",
+    "level_rank",
+    "target_token",
+    "target_rank",
+)
 
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
@@ -260,7 +270,9 @@ def build_tables(runs: Sequence) -> Tables:
 EXPORT_FORMATS = ("csv", "parquet")
 
 
-def export_tables(tables: dict[str, pd.DataFrame], out_dir: str | Path, formats: Sequence[str] = EXPORT_FORMATS) -> list[Path]:
+def export_tables(
+    tables: dict[str, pd.DataFrame], out_dir: str | Path, formats: Sequence[str] = EXPORT_FORMATS
+) -> list[Path]:
     """Write each table as ``NAME.csv`` and/or ``NAME.parquet`` under ``out_dir``; returns the paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -15,8 +15,8 @@ dumps are analysed where they are stored (docs/scale.md). dask is optional: inst
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 
@@ -25,8 +25,8 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("analysis.tables.dask_tables needs dask: pip install 'specreplay[scale]'") from exc
 
-from replay.engine.batch import replay_batch
 from replay.core.records import COLUMNS, NULLABLE_INT_COLUMNS
+from replay.engine.batch import replay_batch
 from replay.engine.replayer import ReplayOptions
 from replay.engine.runs import open_run, replay_run
 
@@ -57,7 +57,11 @@ def block_table(path: str | Path, group: int, block: int, opts: ReplayOptions | 
 # The record columns' dtypes in a partition (BatchResult.to_frame); anything else is object.
 _INT_COLUMNS = ("key_a", "key_b", "num_steps", "num_nodes", "accepted_length", "num_committed")
 _TEXT_COLUMNS = ("round", "shape", "layout", "layout_source", "selection", "stop")
-META_DTYPES = {**{c: "int64" for c in _INT_COLUMNS}, **{c: "Int64" for c in NULLABLE_INT_COLUMNS}, **{c: "str" for c in _TEXT_COLUMNS}}
+META_DTYPES = {
+    **{c: "int64" for c in _INT_COLUMNS},
+    **{c: "Int64" for c in NULLABLE_INT_COLUMNS},
+    **{c: "str" for c in _TEXT_COLUMNS},
+}
 
 
 def table_meta() -> pd.DataFrame:
@@ -69,7 +73,7 @@ def rounds_frame(
     paths: Sequence[str | Path],
     opts: ReplayOptions | None = None,
     partition: str = "run",
-) -> "dd.DataFrame":
+) -> dd.DataFrame:
     """A Dask DataFrame of every round of every run; ``partition`` "run" (one per run) or "block"."""
     paths = [str(p) for p in paths]
     if not paths:
@@ -85,12 +89,10 @@ def rounds_frame(
         if packed is None:
             raise ValueError(f"{p}: per-block partitions need a packed run (specreplay pack)")
         parts += [(p, gi, k) for gi, g in enumerate(packed.groups) for k in range(g.blocks)]
-    return dd.from_map(
-        lambda part: block_table(*part, opts=opts), parts, meta=meta, enforce_metadata=False
-    )
+    return dd.from_map(lambda part: block_table(*part, opts=opts), parts, meta=meta, enforce_metadata=False)
 
 
-def summarize_runs(rounds: "dd.DataFrame | pd.DataFrame"):
+def summarize_runs(rounds: dd.DataFrame | pd.DataFrame):
     """Per run: rounds replayed, mean acceptance length (bonus included: accepted + 1, derived where
     bonus_known < 1), mean accepted length, bonus-known share (docs/vocabulary.md).
 
@@ -107,6 +109,6 @@ def summarize_runs(rounds: "dd.DataFrame | pd.DataFrame"):
     return out[["rounds", "mean_acceptance_length", "mean_accepted_length", "bonus_known"]]
 
 
-def accepted_length_histogram(rounds: "dd.DataFrame | pd.DataFrame"):
+def accepted_length_histogram(rounds: dd.DataFrame | pd.DataFrame):
     """Rounds per (run, accepted length): the acceptance histogram of every run at once."""
     return rounds.groupby([RUN_COLUMN, "accepted_length"])["round"].count()

@@ -13,14 +13,14 @@ import pandas as pd
 
 from replay.core.config import TreeConfig
 from replay.core.headline import headline
-from replay.engine.rebuild import rebuild_tree
-from replay.io.rounds import Round
 from replay.core.tree import Tree, node_name
 from replay.core.vocab import DEPTH_RULE, PAD_TOKEN, STOP_MISMATCH, STOP_NO_ROW
+from replay.engine.rebuild import rebuild_tree
+from replay.io.rounds import Round
 
+from .build import IN_BEYOND, IN_KEPT, IN_NO_ROW, IN_NOWHERE, IN_UNEXPANDED
 from .definitions import SUMMARY_NAMES
 from .intervals import wilson
-from .build import IN_BEYOND, IN_KEPT, IN_NO_ROW, IN_NOWHERE, IN_UNEXPANDED
 
 
 def _require(df: pd.DataFrame, cols: tuple[str, ...], what: str) -> None:
@@ -66,8 +66,10 @@ def derived_notes(summary_table: pd.DataFrame) -> list[str]:
     for _, row in summary_table.iterrows():
         if row["bonus_known_fraction"] < 1:
             known = round(row["bonus_known_fraction"] * row["rounds"])
-            out.append(f"{row['run']}: mean_acceptance_length {row['mean_acceptance_length']:.4f} is derived (accepted + 1): "
-                       f"the dump holds the bonus token of {known} of {int(row['rounds'])} round(s)")
+            out.append(
+                f"{row['run']}: mean_acceptance_length {row['mean_acceptance_length']:.4f} is derived (accepted + 1): "
+                f"the dump holds the bonus token of {known} of {int(row['rounds'])} round(s)"
+            )
     return out
 
 
@@ -121,8 +123,17 @@ def depth_acceptance(rounds: pd.DataFrame) -> pd.DataFrame:
                     "conditional_when_expanded": reached / attempts if attempts else np.nan,
                 }
             )
-    cols = ["run", "depth", "rounds", "reached_prev", "attempts", "reached", "conditional", "per_position_acceptance_rate",
-            "conditional_when_expanded"]
+    cols = [
+        "run",
+        "depth",
+        "rounds",
+        "reached_prev",
+        "attempts",
+        "reached",
+        "conditional",
+        "per_position_acceptance_rate",
+        "conditional_when_expanded",
+    ]
     out = pd.DataFrame(rows, columns=cols)
     for rate, n in DEPTH_RATE_N.items():
         lo, hi = wilson(out["reached"].to_numpy(dtype=np.float64), out[n].to_numpy(dtype=np.float64))
@@ -133,7 +144,11 @@ def depth_acceptance(rounds: pd.DataFrame) -> pd.DataFrame:
 
 
 # Each per-depth rate's denominator: the n of its Wilson interval (the numerator is ``reached``).
-DEPTH_RATE_N = {"conditional": "reached_prev", "per_position_acceptance_rate": "rounds", "conditional_when_expanded": "attempts"}
+DEPTH_RATE_N = {
+    "conditional": "reached_prev",
+    "per_position_acceptance_rate": "rounds",
+    "conditional_when_expanded": "attempts",
+}
 DEPTH_HEADER = f"{DEPTH_RULE}; each rate [95% Wilson interval] n = its denominator"
 
 
@@ -171,7 +186,12 @@ def rank_of_hit(nodes: pd.DataFrame) -> pd.DataFrame:
     sel = sel[sel["target_in"] != IN_NO_ROW]
     if sel.empty:
         return pd.DataFrame(columns=["run", "depth", "target_in", "target_rank", "count", "fraction"])
-    g = sel.groupby(["run", "depth", "target_in", "target_rank"], sort=True, dropna=False).size().rename("count").reset_index()
+    g = (
+        sel.groupby(["run", "depth", "target_in", "target_rank"], sort=True, dropna=False)
+        .size()
+        .rename("count")
+        .reset_index()
+    )
     totals = sel.groupby(["run", "depth"]).size().rename("attempts")
     g = g.join(totals, on=["run", "depth"])
     g["fraction"] = g["count"] / g["attempts"]
@@ -197,7 +217,9 @@ def hit_outcome_by_depth(nodes: pd.DataFrame) -> pd.DataFrame:
             row[k] = int(counts.get(k, 0))
             row[f"{k}_fraction"] = row[k] / known if known else np.nan
         rows.append(row)
-    cols = ["run", "depth", "attempts", "with_target_row"] + [c for k in (IN_KEPT, IN_BEYOND, IN_NOWHERE) for c in (k, f"{k}_fraction")]
+    cols = ["run", "depth", "attempts", "with_target_row"] + [
+        c for k in (IN_KEPT, IN_BEYOND, IN_NOWHERE) for c in (k, f"{k}_fraction")
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -210,16 +232,25 @@ def parent_slot_usage(nodes: pd.DataFrame, rounds: pd.DataFrame) -> pd.DataFrame
     would have expanded it. fraction = rounds / rounds whose path reached depth d with d < steps.
     """
     _require(rounds, ("run", "round", "num_steps"), "rounds")
-    sel = nodes[nodes["on_path"] & (nodes["depth"] >= 1)].merge(rounds[["run", "round", "num_steps"]], on=["run", "round"])
+    sel = nodes[nodes["on_path"] & (nodes["depth"] >= 1)].merge(
+        rounds[["run", "round", "num_steps"]], on=["run", "round"]
+    )
     sel = sel[sel["depth"] < sel["num_steps"]]
     cols = ["run", "depth", "expanded", "expanded_slot", "level_rank", "rounds", "fraction"]
     if sel.empty:
         return pd.DataFrame(columns=cols)
-    g = sel.groupby(["run", "depth", "expanded", "expanded_slot", "level_rank"], dropna=False, sort=True).size().rename("rounds").reset_index()
+    g = (
+        sel.groupby(["run", "depth", "expanded", "expanded_slot", "level_rank"], dropna=False, sort=True)
+        .size()
+        .rename("rounds")
+        .reset_index()
+    )
     totals = sel.groupby(["run", "depth"]).size().rename("total")
     g = g.join(totals, on=["run", "depth"])
     g["fraction"] = g["rounds"] / g["total"]
-    g = g.sort_values(["run", "depth", "expanded", "expanded_slot", "level_rank"], ascending=[True, True, False, True, True])
+    g = g.sort_values(
+        ["run", "depth", "expanded", "expanded_slot", "level_rank"], ascending=[True, True, False, True, True]
+    )
     return g[cols].reset_index(drop=True)
 
 
@@ -250,7 +281,9 @@ def _signature(parents: np.ndarray, ranks: np.ndarray, slots: np.ndarray) -> lis
     parents, ranks: [n] int64; slots: [n] int64 expanded slot (-1 when not expanded).
     """
     if not (parents.ndim == 1 and parents.shape == ranks.shape == slots.shape):
-        raise ValueError(f"parents {parents.shape}, ranks {ranks.shape}, slots {slots.shape}: expected equal [n] shapes")
+        raise ValueError(
+            f"parents {parents.shape}, ranks {ranks.shape}, slots {slots.shape}: expected equal [n] shapes"
+        )
     return [(int(slots[parents[u]]), int(ranks[u])) for u in range(1, parents.shape[0])]
 
 
@@ -309,7 +342,9 @@ def _hits_vectorised(grp: pd.DataFrame, canon: list[tuple[int, int]]) -> tuple[n
     keep = ~bad[round_id]
     n_nodes = canon_slot.shape[0]
     present = np.bincount(node[keep], minlength=n_nodes).astype(np.int64)
-    hits = np.bincount(node[keep], weights=grp["on_path"].to_numpy(dtype=bool)[keep], minlength=n_nodes).astype(np.int64)
+    hits = np.bincount(node[keep], weights=grp["on_path"].to_numpy(dtype=bool)[keep], minlength=n_nodes).astype(
+        np.int64
+    )
     return present, hits, int(bad.sum())
 
 
@@ -364,8 +399,18 @@ def slot_hit_frequency(nodes: pd.DataFrame, rounds: pd.DataFrame, configs: dict)
     return pd.DataFrame(rows, columns=SLOT_HIT_COLUMNS)
 
 
-SLOT_HIT_COLUMNS = ["run", "slot", "slot_name", "depth", "parent_slot", "rank", "rounds_present", "on_path", "frequency",
-                    "rounds_other_shape"]
+SLOT_HIT_COLUMNS = [
+    "run",
+    "slot",
+    "slot_name",
+    "depth",
+    "parent_slot",
+    "rank",
+    "rounds_present",
+    "on_path",
+    "frequency",
+    "rounds_other_shape",
+]
 NODE_HIT_COLUMNS = ["run", "name", "depth", "parent_name", "rank", "rounds_present", "on_path", "frequency"]
 
 
@@ -407,7 +452,10 @@ def _rank_paths(nodes: pd.DataFrame, groups) -> dict[tuple, tuple[int, ...]]:
     first = groups.head(1)  # one row per (run, name)
     want = pd.MultiIndex.from_arrays([first["run"], first["round"]]).unique()
     sub = nodes[pd.MultiIndex.from_arrays([nodes["run"], nodes["round"]]).isin(want)]
-    table = {(r, k, int(u)): (int(p), int(q)) for r, k, u, p, q in zip(sub["run"], sub["round"], sub["node"], sub["parent"], sub["rank"])}
+    table = {
+        (r, k, int(u)): (int(p), int(q))
+        for r, k, u, p, q in zip(sub["run"], sub["round"], sub["node"], sub["parent"], sub["rank"])
+    }
     out = {}
     for run, rnd, u, name in zip(first["run"], first["round"], first["node"], first["name"]):
         ranks, v = [], int(u)

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import pandas as pd
 
-from replay.util.errors import SpecReplayError
-from replay.util.progress import progress_enabled, tqdm_progress
 from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult, replay_directory
 from replay.engine.runs import RunReplay, replay_run
+from replay.util.errors import SpecReplayError
+from replay.util.progress import progress_enabled, tqdm_progress
 
 
 class LazyResults(Sequence):
@@ -24,7 +24,9 @@ class LazyResults(Sequence):
     path (analysis.compare.batch).
     """
 
-    def __init__(self, path: str, opts: ReplayOptions, rounds: pd.DataFrame, label: str = "run", progress: bool | None = None):
+    def __init__(
+        self, path: str, opts: ReplayOptions, rounds: pd.DataFrame, label: str = "run", progress: bool | None = None
+    ):
         self._path = path
         self._opts = opts
         self._label = label
@@ -37,7 +39,9 @@ class LazyResults(Sequence):
     def _results(self) -> tuple[RoundResult, ...]:
         results = load_reference(self._path, self._label, self._opts, self._progress).results
         if len(results) != len(self._keys):
-            raise RuntimeError(f"the reference replayed {len(results)} rounds, the batch path {len(self._keys)}: a bug in replay.engine.batch")
+            raise RuntimeError(
+                f"the reference replayed {len(results)} rounds, the batch path {len(self._keys)}: a bug in replay.engine.batch"
+            )
         return results
 
     def __len__(self) -> int:
@@ -131,7 +135,9 @@ def load_run(path: str, label: str, opts: ReplayOptions = ReplayOptions(), progr
     return LabelledRun(label, BatchReplay(rep, LazyResults(path, opts, tables[0], label, on), opts), tables)
 
 
-def load_reference(path: str, label: str, opts: ReplayOptions = ReplayOptions(), progress: bool | None = None) -> LabelledRun:
+def load_reference(
+    path: str, label: str, opts: ReplayOptions = ReplayOptions(), progress: bool | None = None
+) -> LabelledRun:
     """One run by the scalar reference path (every RoundResult in memory; tables built from them)."""
     update, close = tqdm_progress(f"replay {label}", progress)
     try:
@@ -142,13 +148,16 @@ def load_reference(path: str, label: str, opts: ReplayOptions = ReplayOptions(),
 
 # What the harness records per round (replay/live/dumps.py round_entry) beside what the replay of the
 # round's files gives: (manifest field, round-table column, words).
-RECORDED_OUTCOMES = (("num_nodes", "num_nodes", "draft nodes"), ("draft_steps", "num_steps", "draft steps"),
-                     ("accepted_length", "accepted_length", "accepted length"))
+RECORDED_OUTCOMES = (
+    ("num_nodes", "num_nodes", "draft nodes"),
+    ("draft_steps", "num_steps", "draft steps"),
+    ("accepted_length", "accepted_length", "accepted length"),
+)
 ROUNDS_NAMED = 3  # disagreeing rounds quoted in the warning; the rest are counted
 
 
 def manifest_round_warnings(run: LabelledRun) -> list[str]:
-    """"This number is probably wrong" lines: rounds whose replay disagrees with what the directory's
+    """ "This number is probably wrong" lines: rounds whose replay disagrees with what the directory's
     manifest.json records for them (shape: nodes and draft steps; and, at temperature 0, the accepted
     length, which the greedy replay must reproduce). Only when the run is replayed with the
     manifest's own config (another --config gives other shapes by design). The file names against
@@ -160,10 +169,19 @@ def manifest_round_warnings(run: LabelledRun) -> list[str]:
     greedy = (manifest.body or {}).get("temperature") == 0
     fields = [f for f in RECORDED_OUTCOMES if greedy or f[0] != "accepted_length"]
     by_key = {tuple(r["key"]): r for r in records if isinstance(r, dict) and isinstance(r.get("key"), list)}
-    rounds = run.tables[0] if run.tables is not None else pd.DataFrame(
-        {"key_a": [r.key[0] for r in run.results], "key_b": [r.key[1] for r in run.results],
-         "num_nodes": [r.tree.num_nodes for r in run.results], "num_steps": [r.tree.num_steps for r in run.results],
-         "accepted_length": [r.acceptance.accepted_length for r in run.results]})
+    rounds = (
+        run.tables[0]
+        if run.tables is not None
+        else pd.DataFrame(
+            {
+                "key_a": [r.key[0] for r in run.results],
+                "key_b": [r.key[1] for r in run.results],
+                "num_nodes": [r.tree.num_nodes for r in run.results],
+                "num_steps": [r.tree.num_steps for r in run.results],
+                "accepted_length": [r.acceptance.accepted_length for r in run.results],
+            }
+        )
+    )
     differ: list[str] = []
     n = 0
     for row in rounds[["key_a", "key_b", *[c for _, c, _ in fields]]].itertuples(index=False):
@@ -171,14 +189,19 @@ def manifest_round_warnings(run: LabelledRun) -> list[str]:
         if rec is None:
             continue
         n += 1
-        bad = [f"{words} {int(value)} replayed, {rec[field]!r} recorded ({field})"
-               for (field, _, words), value in zip(fields, row[2:]) if field in rec and rec[field] != int(value)]
+        bad = [
+            f"{words} {int(value)} replayed, {rec[field]!r} recorded ({field})"
+            for (field, _, words), value in zip(fields, row[2:])
+            if field in rec and rec[field] != int(value)
+        ]
         if bad:
             differ.append(f"round {int(row[0])}_{int(row[1])}: " + ", ".join(bad))
     if not differ:
         return []
     more = f"; {len(differ) - ROUNDS_NAMED} more" if len(differ) > ROUNDS_NAMED else ""
-    line = (f"WARNING: {run.label}: {len(differ)} of {n} round(s) replay differently from what {manifest.path or 'manifest.json'} "
-            f"records ({'; '.join(differ[:ROUNDS_NAMED])}{more}); the numbers from this dump are probably wrong: are the files "
-            "from another run, or is --layout or --step0-offset wrong?")
+    line = (
+        f"WARNING: {run.label}: {len(differ)} of {n} round(s) replay differently from what {manifest.path or 'manifest.json'} "
+        f"records ({'; '.join(differ[:ROUNDS_NAMED])}{more}); the numbers from this dump are probably wrong: are the files "
+        "from another run, or is --layout or --step0-offset wrong?"
+    )
     return [line]

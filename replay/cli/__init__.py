@@ -12,13 +12,15 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import Sequence
+from collections.abc import Sequence
 
 from replay.util.errors import NoRoundsError, SpecReplayError
+
 from .options import DEBUG_ENV, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, print_notes, print_skipped
 from .parser import build_parser, dispatch
 
 __all__ = ["build_parser", "main"]
+
 
 def debug_requested(argv: Sequence[str]) -> bool:
     """--debug anywhere before a ``--``, or SPECREPLAY_DEBUG set: known before parsing can fail
@@ -76,4 +78,3 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.__stdout__.fileno())
     except OSError:
         pass
-

@@ -8,28 +8,27 @@ metrics.all_metrics, compare_batch.compare_run, costsource.run_cost, ...), so a 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence, Union
+from typing import Union
 
 import pandas as pd
 
-from replay.core.config import SpecConfig, TreeConfig, load_config, parse_config
-from replay.core.config_grammar import parse_spec
-from replay.util.errors import SpecReplayError
-from replay.io.grouping import parse_round_key
-from replay.engine.replayer import ReplayOptions
-
-from analysis.compare.configs import parse_config_arg, speed_row, with_speed
 from analysis.compare.batch import compare_run
+from analysis.compare.configs import parse_config_arg, speed_row, with_speed
 from analysis.cost.model import CostModel
 from analysis.cost.source import run_cost
+from analysis.cost.timings import run_speedup
+from analysis.report.example_round import ExampleRound, example_round as _example_round
+from analysis.tables.build import Tables, build_tables
 from analysis.tables.definitions import definitions_rows
-from analysis.report.example_round import ExampleRound
-from analysis.report.example_round import example_round as _example_round
 from analysis.tables.metrics import all_metrics
 from analysis.tables.runs import LabelledRun, load_runs
-from analysis.tables.build import Tables, build_tables
-from analysis.cost.timings import run_speedup
+from replay.core.config import SpecConfig, TreeConfig, load_config, parse_config
+from replay.core.config_grammar import parse_spec
+from replay.engine.replayer import ReplayOptions
+from replay.io.grouping import parse_round_key
+from replay.util.errors import SpecReplayError
 
 PathLike = Union[str, Path]
 
@@ -140,5 +139,17 @@ def example_round(run: LabelledRun, key: str | tuple[int, int] | None = None) ->
     return pick
 
 
-__all__ = ["load", "tables", "rounds_table", "nodes_table", "metrics", "definitions", "cost_model", "speed", "compare",
-           "example_round", "LabelledRun", "Tables"]
+__all__ = [
+    "load",
+    "tables",
+    "rounds_table",
+    "nodes_table",
+    "metrics",
+    "definitions",
+    "cost_model",
+    "speed",
+    "compare",
+    "example_round",
+    "LabelledRun",
+    "Tables",
+]

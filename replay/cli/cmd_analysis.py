@@ -12,19 +12,38 @@ import json
 import sys
 from pathlib import Path
 
-from .options import (
-    JSON_OBJECT_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, add_output, no_rounds_error, options_from_args, parse_key,
-    print_reading,
-)
-from replay.util.errors import SpecReplayError
+from replay.core.records import csv_frame
 from replay.io.grouping import describe_skipped, why_no_rounds
+from replay.io.sources import require_dump_source
+from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import output_dir
 from replay.util.progress import progress_enabled
-from replay.core.records import csv_frame
-from replay.io.sources import require_dump_source
 
-TABLE_NAMES = ("summary", "accepted_length", "depth_acceptance", "rank_of_hit", "hit_outcome", "parent_slot", "slot_hits", "node_hits",
-               "rounds", "nodes")
+from .options import (
+    JSON_OBJECT_HELP,
+    add_command,
+    add_dump_input,
+    add_dump_options,
+    add_no_progress,
+    add_output,
+    no_rounds_error,
+    options_from_args,
+    parse_key,
+    print_reading,
+)
+
+TABLE_NAMES = (
+    "summary",
+    "accepted_length",
+    "depth_acceptance",
+    "rank_of_hit",
+    "hit_outcome",
+    "parent_slot",
+    "slot_hits",
+    "node_hits",
+    "rounds",
+    "nodes",
+)
 
 STATS_EPILOG = """\
 examples:
@@ -50,6 +69,7 @@ round drawn is a typical failing one (the middle round, in dump order, of the mo
 length among rounds that stopped on a mismatch; docs/analysis.md) unless --round names one.
 """
 
+
 def add_runs_input(p: argparse.ArgumentParser, many: bool = True) -> None:
     add_dump_input(p, "dirs", many=True, help="dump directory or packed run (several: side by side)")
     add_dump_options(p)
@@ -74,7 +94,10 @@ def load_runs_from_args(args):
                 print(f"specreplay: {line}", file=sys.stderr)
             continue
         print_reading(run.replay, run.label)  # why, before saying the run is left out
-        print(f"specreplay: {run.label}: no round could be replayed{why_no_rounds(run.replay.skipped)}; left out", file=sys.stderr)
+        print(
+            f"specreplay: {run.label}: no round could be replayed{why_no_rounds(run.replay.skipped)}; left out",
+            file=sys.stderr,
+        )
     if not kept:
         raise SpecReplayError("no round could be replayed in " + ", ".join(args.dirs) + " (reasons listed above)")
     args.runs_left_out = len(runs) - len(kept)  # the exit status says so (see skipped_status)
@@ -105,7 +128,9 @@ def check_round_replayed(runs, args) -> None:
         return
     first = runs[0]
     keys = [res.key for res in first.results]
-    raise RoundNotFoundError(first.replay.directory, no_such_round(key, keys, ", ".join(args.dirs), first.replay.skipped))
+    raise RoundNotFoundError(
+        first.replay.directory, no_such_round(key, keys, ", ".join(args.dirs), first.replay.skipped)
+    )
 
 
 def skipped_status(runs, args=None) -> int:
@@ -127,8 +152,8 @@ def _print_table(df, args, out=None) -> None:
 
 
 def configs_from_args(args, recorded):
-    from analysis.report.html import default_comparison_configs
     from analysis.compare.subtree import contained_configs
+    from analysis.report.html import default_comparison_configs
 
     configs = list(option_configs(args))
     if getattr(args, "contained", False):
@@ -158,7 +183,10 @@ def _parse_config_options(args) -> list:
     for text in args.configs or []:
         configs.extend(parse_config_arg(text, "--configs"))
     if args.grid and is_generator_text(args.grid):
-        print('specreplay: note: --grid "root=... heads=..." is deprecated; use --generate (--grid is a list of configs)', file=sys.stderr)
+        print(
+            'specreplay: note: --grid "root=... heads=..." is deprecated; use --generate (--grid is a list of configs)',
+            file=sys.stderr,
+        )
         configs.extend(generate_funnels(args.grid, "--grid"))
     elif args.grid:
         listed, skipped = parse_config_list_arg(args.grid, "--grid")
@@ -198,9 +226,9 @@ def cost_from_args(args):
 
 def run_stats(args: argparse.Namespace) -> int:
     from analysis.compare.configs import runs_side_by_side
+    from analysis.tables.build import build_tables, export_tables
     from analysis.tables.definitions import DEPTH_NAMES, SUMMARY_NAMES, definitions_rows, definitions_text
     from analysis.tables.metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes
-    from analysis.tables.build import build_tables, export_tables
     from replay.core.vocab import DEPTH_RULE
 
     runs = load_runs_from_args(args)
@@ -211,7 +239,9 @@ def run_stats(args: argparse.Namespace) -> int:
             print(f"wrote {path}", file=sys.stderr)
     if args.table:
         text = not (args.json or args.csv)  # files and JSON keep the interval columns apart
-        _print_table(depth_display(named[args.table]) if text and args.table == "depth_acceptance" else named[args.table], args)
+        _print_table(
+            depth_display(named[args.table]) if text and args.table == "depth_acceptance" else named[args.table], args
+        )
     elif args.json:
         body = {k: json.loads(v.to_json(orient="records")) for k, v in named.items() if k not in ("rounds", "nodes")}
         body["configs"] = {r.label: r.replay.config.to_json() for r in runs}
@@ -222,12 +252,16 @@ def run_stats(args: argparse.Namespace) -> int:
     else:
         out = sys.stdout
         for run in runs:
-            out.write(f"{run.label}: {run.replay.directory}  config {run.config.short()} topHead {list(run.config.top_head)} "
-                      f"({len(run.results)} rounds replayed, skipped: {describe_skipped(run.replay.skipped)})\n")
+            out.write(
+                f"{run.label}: {run.replay.directory}  config {run.config.short()} topHead {list(run.config.top_head)} "
+                f"({len(run.results)} rounds replayed, skipped: {describe_skipped(run.replay.skipped)})\n"
+            )
             sel = tables.rounds[tables.rounds["run"] == run.label]["selection"].value_counts()
             out.write("  selection: " + ", ".join(f"{k} x{v}" for k, v in sel.items()) + "\n")
             if any("fallback" in k for k in sel.index):
-                out.write("  WARNING: rounds without scores or parents: expanded nodes chosen by the rank-major fallback\n")
+                out.write(
+                    "  WARNING: rounds without scores or parents: expanded nodes chosen by the rank-major fallback\n"
+                )
         out.write("\n== summary ==\n")
         if len(runs) > 1:
             out.write(runs_side_by_side(tables.rounds).to_string(float_format=lambda v: f"{v:.4f}") + "\n")
@@ -248,8 +282,8 @@ def run_stats(args: argparse.Namespace) -> int:
 
 def run_plot(args: argparse.Namespace) -> int:
     from analysis.report import plots, treeplot
-    from analysis.tables.metrics import all_metrics, static_shape
     from analysis.tables.build import build_tables
+    from analysis.tables.metrics import all_metrics, static_shape
 
     decode = treeplot.load_decoder(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
     check_round_arg(args)
@@ -264,17 +298,33 @@ def run_plot(args: argparse.Namespace) -> int:
     written += plots.save_figure(plots.plot_accepted_length(m["accepted_length"]), out, "accepted_length", fmts)
     written += plots.save_figure(plots.plot_depth_acceptance(m["depth_acceptance"]), out, "depth_acceptance", fmts)
     if len(runs) > 1:
-        written += plots.save_figure(plots.plot_compare_runs(m["summary"], m["depth_acceptance"]), out, "runs_side_by_side", fmts)
+        written += plots.save_figure(
+            plots.plot_compare_runs(m["summary"], m["depth_acceptance"]), out, "runs_side_by_side", fmts
+        )
     for run in runs:
         if not run.results:
             continue
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run.label)
-        written += plots.save_figure(plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], run.label, run.config), out, f"rank_heatmap_{safe}", fmts)
-        written += plots.save_figure(plots.plot_parent_slot(m["parent_slot"], run.label, len(run.results)), out, f"parent_slot_{safe}", fmts)
+        written += plots.save_figure(
+            plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], run.label, run.config),
+            out,
+            f"rank_heatmap_{safe}",
+            fmts,
+        )
+        written += plots.save_figure(
+            plots.plot_parent_slot(m["parent_slot"], run.label, len(run.results)), out, f"parent_slot_{safe}", fmts
+        )
         sh = m["slot_hits"]
-        written += plots.save_figure(treeplot.plot_tree_hits(static_shape(run.config), sh[sh["run"] == run.label], run.label, run.config), out, f"tree_hits_{safe}", fmts)
+        written += plots.save_figure(
+            treeplot.plot_tree_hits(static_shape(run.config), sh[sh["run"] == run.label], run.label, run.config),
+            out,
+            f"tree_hits_{safe}",
+            fmts,
+        )
         pick = picks[run.label]
-        written += plots.save_figure(treeplot.plot_round_tree(pick.result, decode, run.label, pick.why), out, f"round_{safe}", fmts)
+        written += plots.save_figure(
+            treeplot.plot_round_tree(pick.result, decode, run.label, pick.why), out, f"round_{safe}", fmts
+        )
     for p in written:
         print(p)
     return skipped_status(runs, args)
@@ -287,7 +337,10 @@ def _round_to_draw(run, key):
     pick = example_round(run.results, key)
     if pick is None:  # another run has the round: this one shows its typical failing round
         pick = example_round(run.results)
-        print(f"specreplay: {run.label}: no round {key[0]}_{key[1]}; drawing {pick.result.name}, {pick.why}", file=sys.stderr)
+        print(
+            f"specreplay: {run.label}: no round {key[0]}_{key[1]}; drawing {pick.result.name}, {pick.why}",
+            file=sys.stderr,
+        )
     return pick
 
 
@@ -295,20 +348,48 @@ def _round_to_draw(run, key):
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, "stats", run_stats, help="acceptance metrics tables of one or more dump directories",
-                    description="Per-round and per-node tables and the metrics built on them.", epilog=STATS_EPILOG)
+    p = add_command(
+        sub,
+        "stats",
+        run_stats,
+        help="acceptance metrics tables of one or more dump directories",
+        description="Per-round and per-node tables and the metrics built on them.",
+        epilog=STATS_EPILOG,
+    )
     add_runs_input(p)
     p.add_argument("--table", choices=TABLE_NAMES, help="print only this table")
     out = p.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help=JSON_OBJECT_HELP + ": every table by name (with --table: that table's rows, one JSON array)")
+    out.add_argument(
+        "--json",
+        action="store_true",
+        help=JSON_OBJECT_HELP + ": every table by name (with --table: that table's rows, one JSON array)",
+    )
     out.add_argument("--csv", action="store_true", help="CSV output (the summary, or --table)")
-    add_output(p, output_dir, "also write every table as CSV and Parquet into DIR", dest="export", metavar="DIR", aliases=["--export"])
+    add_output(
+        p,
+        output_dir,
+        "also write every table as CSV and Parquet into DIR",
+        dest="export",
+        metavar="DIR",
+        aliases=["--export"],
+    )
 
-    p = add_command(sub, "plot", run_plot, help="acceptance plots (PNG and SVG)", description="Draw every acceptance plot.",
-                    epilog=PLOT_EPILOG)
+    p = add_command(
+        sub,
+        "plot",
+        run_plot,
+        help="acceptance plots (PNG and SVG)",
+        description="Draw every acceptance plot.",
+        epilog=PLOT_EPILOG,
+    )
     add_runs_input(p)
     add_output(p, output_dir, "output directory", dest="output", metavar="DIR", required=True)
     p.add_argument("--format", nargs="+", choices=("png", "svg"), help="image formats (default: both)")
     p.add_argument("--tokenizer", help="tokenizer.json (or a model directory) for token text on the round picture")
-    p.add_argument("--round", "--show-round", dest="show_round", type=parse_key,
-                   help="round to draw, as A_B (default: a typical failing round, docs/analysis.md)")
+    p.add_argument(
+        "--round",
+        "--show-round",
+        dest="show_round",
+        type=parse_key,
+        help="round to draw, as A_B (default: a typical failing round, docs/analysis.md)",
+    )

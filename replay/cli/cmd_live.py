@@ -13,10 +13,11 @@ import argparse
 import math
 import sys
 
-from .options import add_command, add_no_progress, add_output
-from replay.util.pathcheck import input_file, output_dir, output_file
 from replay.live.extras import require_live_packages
+from replay.util.pathcheck import input_file, output_dir, output_file
 from replay.util.progress import progress_bar, progress_enabled
+
+from .options import add_command, add_no_progress, add_output
 
 GENERATE_EXAMPLE = """example:
   specreplay generate --pair qwen2.5-coder --models-dir /work/models --config tree.json \\
@@ -45,22 +46,34 @@ COST_EXAMPLE = """example:
 
 def register(subparsers) -> None:
     gen = add_command(
-        subparsers, "generate", run_generate, help="run tree speculative decoding live and write a dump", epilog=GENERATE_EXAMPLE,
+        subparsers,
+        "generate",
+        run_generate,
+        help="run tree speculative decoding live and write a dump",
+        epilog=GENERATE_EXAMPLE,
         description="Decode the prompts with a real draft and target model: the draft builds each round's tree, "
         "the target verifies it in one forward, and every round is written as a dump (draft_step_*, validate_*, "
         "manifest.json with outputs and timings) that every offline command reads.",
     )
     add_model_options(gen)
     gen.add_argument(
-        "--config", required=True,
+        "--config",
+        required=True,
         help="tree config in any config form: tree.json, 6,2x2,1x1, [6]|[2,2]|[1,1], [[6],[2,2],[1,1]], inline JSON "
         "(docs/config-grammar.md; the first tree of a specTree list is used), or auto: measure the cost curve, "
         "run a short calibration of a wide tree, pick the shape with the best predicted speedup, run it with "
         "--baseline and print predicted vs measured (docs/live-harness.md)",
     )
     add_decode_options(gen)
-    add_output(gen, output_dir, "dump directory (draft_step_*/validate_* .npz + manifest.json); must be new or empty",
-               dest="out", metavar="DIR", required=True, aliases=["--out"])
+    add_output(
+        gen,
+        output_dir,
+        "dump directory (draft_step_*/validate_* .npz + manifest.json); must be new or empty",
+        dest="out",
+        metavar="DIR",
+        required=True,
+        aliases=["--out"],
+    )
     gen.add_argument(
         "--replace",
         action="store_true",
@@ -68,12 +81,20 @@ def register(subparsers) -> None:
         "There is no --resume: a run's numbers (tokens/s, speedup) are measured in one process; "
         "`specreplay sweep` resumes per config",
     )
-    gen.add_argument("--baseline", action="store_true", help="also run target-only decoding, interleaved: measured speedup (end to end and decode only), identical outputs")
+    gen.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also run target-only decoding, interleaved: measured speedup (end to end and decode only), identical outputs",
+    )
     add_repeats_option(gen)
     add_no_progress(gen)
 
     cc = add_command(
-        subparsers, "cost-curve", run_cost_curve, help="time one target forward against tokens verified", epilog=COST_EXAMPLE,
+        subparsers,
+        "cost-curve",
+        run_cost_curve,
+        help="time one target forward against tokens verified",
+        epilog=COST_EXAMPLE,
         description="Time one target forward (and, with a draft, one draft step) against the number of tokens "
         "verified at once, on a cache of --prefix committed tokens, and write the curve as JSON: the cost model "
         "of compare, report and recommend (--cost).",
@@ -90,16 +111,28 @@ def register(subparsers) -> None:
     cc.add_argument("--sizes", default="1,2,4,8,16,32,64", help="tokens per forward, comma separated")
     cc.add_argument("--prefix", type=int, default=64, help="committed tokens in the cache")
     cc.add_argument(
-        "--repeats", type=int, default=3,
+        "--repeats",
+        type=int,
+        default=3,
         help="timed passes after a warm-up, the sizes' order rotated per pass; median, min and max kept",
     )
-    add_output(cc, output_file, "where to write the cost curve JSON", dest="out", metavar="FILE", required=True, aliases=["--out"])
+    add_output(
+        cc,
+        output_file,
+        "where to write the cost curve JSON",
+        dest="out",
+        metavar="FILE",
+        required=True,
+        aliases=["--out"],
+    )
     add_no_progress(cc)  # transformers' model-loading bars
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft", help="draft model: Hugging Face directory, .gguf file or short name (qwen2.5-coder-0.5b)")
-    p.add_argument("--target", help="target model: Hugging Face directory, .gguf file or short name (qwen2.5-coder-1.5b)")
+    p.add_argument(
+        "--target", help="target model: Hugging Face directory, .gguf file or short name (qwen2.5-coder-1.5b)"
+    )
     p.add_argument("--pair", help="both models by pair name (qwen2.5-coder), instead of --draft/--target")
     _models_dir_arg(p)
     _device_args(p)
@@ -108,28 +141,40 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 
 def add_repeats_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--repeats", type=int, default=3,
+        "--repeats",
+        type=int,
+        default=3,
         help="timed passes after a warm-up; methods interleaved per prompt, median and range reported (default %(default)s)",
     )
 
 
 def _models_dir_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models-dir", help="where short names are looked up (default: $SPECREPLAY_MODELS, else ~/.cache/specreplay/models)")
+    p.add_argument(
+        "--models-dir",
+        help="where short names are looked up (default: $SPECREPLAY_MODELS, else ~/.cache/specreplay/models)",
+    )
 
 
 def _device_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="dtype of both models")
     p.add_argument(
-        "--draft-dtype", choices=["float32", "bfloat16", "float16"],
+        "--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="dtype of both models"
+    )
+    p.add_argument(
+        "--draft-dtype",
+        choices=["float32", "bfloat16", "float16"],
         help="the draft's own dtype (default: bfloat16 under a float32 target where bfloat16 is fast - CUDA, CPUs with avx512_bf16 or AMX - else --dtype)",
     )
-    p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice; 1 is steadiest on small VMs)")
+    p.add_argument(
+        "--threads", type=int, help="CPU threads for torch (default: torch's choice; 1 is steadiest on small VMs)"
+    )
 
 
 def add_decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-new-tokens", type=int, required=True, help="tokens to generate per prompt")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy; > 0 samples losslessly (default: %(default)s)")
+    p.add_argument(
+        "--temperature", type=float, default=0.0, help="0 = greedy; > 0 samples losslessly (default: %(default)s)"
+    )
     p.add_argument(
         "--seed",
         type=int,
@@ -137,8 +182,16 @@ def add_decode_options(p: argparse.ArgumentParser) -> None:
         help="seed of the sampling draws, >= 0: sequence i draws from numpy default_rng(SeedSequence([seed, i])), "
         "so a repeated prompt gives independent samples and the same seed the same outputs (default %(default)s)",
     )
-    p.add_argument("--stop-at-eos", action="store_true", help="stop a sequence after the tokenizer's EOS token (refused when the target's tokenizer has none)")
-    p.add_argument("--record-k", type=int, help="candidate columns recorded per dump row (default: the config's widest topKSpec entry)")
+    p.add_argument(
+        "--stop-at-eos",
+        action="store_true",
+        help="stop a sequence after the tokenizer's EOS token (refused when the target's tokenizer has none)",
+    )
+    p.add_argument(
+        "--record-k",
+        type=int,
+        help="candidate columns recorded per dump row (default: the config's widest topKSpec entry)",
+    )
 
 
 def resolve_pair(args):
@@ -157,7 +210,9 @@ def load_pair(args, paths):
     from replay.live.models.load import load_pair
 
     _check_device(args)
-    return load_pair(paths.draft, paths.target, args.device, args.dtype, args.draft_dtype, progress_enabled(args.no_progress))
+    return load_pair(
+        paths.draft, paths.target, args.device, args.dtype, args.draft_dtype, progress_enabled(args.no_progress)
+    )
 
 
 def _check_device(args) -> None:
@@ -178,7 +233,9 @@ def check_run_options(args) -> None:
         raise PromptError(f"--seed must be >= 0 (it seeds numpy SeedSequence), got {args.seed}")
     # A negative temperature was run as greedy and NaN failed mid-run: 0 is the only greedy spelling.
     if not (math.isfinite(args.temperature) and args.temperature >= 0):
-        raise PromptError(f"--temperature must be a finite number >= 0 (0 = greedy, > 0 samples), got {args.temperature}")
+        raise PromptError(
+            f"--temperature must be a finite number >= 0 (0 = greedy, > 0 samples), got {args.temperature}"
+        )
     check_repeats(args.repeats)
     check_threads(args.threads)
 
@@ -224,6 +281,7 @@ def generate_config(text: str):
     """``generate --config``'s value as a SpecConfig (replay.core.config_grammar): parsed before torch
     loads; None for ``auto`` (the shape is chosen after a calibration run: live_auto)."""
     from replay.core.config_grammar import parse_spec
+
     from .live_auto import is_auto
 
     return None if is_auto(text) else parse_spec(text, "--config")

@@ -5,15 +5,24 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import (
-    JSON_LINES_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, options_from_args, parse_key, print_reading, require_rounds,
-)
-from replay.util.progress import progress_enabled, tqdm_progress
-from replay.engine.render import render_round, render_summary
 from replay.core.records import write_batch_json_lines
+from replay.engine.render import render_round, render_summary
 from replay.engine.replayer import replay_directory
 from replay.engine.runs import replay_run
 from replay.io.sources import require_dump_source
+from replay.util.progress import progress_enabled, tqdm_progress
+
+from .options import (
+    JSON_LINES_HELP,
+    add_command,
+    add_dump_input,
+    add_dump_options,
+    add_no_progress,
+    options_from_args,
+    parse_key,
+    print_reading,
+    require_rounds,
+)
 
 REPLAY_EPILOG = """\
 examples:
@@ -56,7 +65,9 @@ def run_replay(args: argparse.Namespace) -> int:
 
 def _replay_json(args: argparse.Namespace) -> int:
     """No trees to draw: the batch replay gives the same records (tests/test_batch_samples.py), faster."""
-    rep = replay_run(args.dir, options_from_args(args), workers=args.workers, progress=progress_enabled(args.no_progress))
+    rep = replay_run(
+        args.dir, options_from_args(args), workers=args.workers, progress=progress_enabled(args.no_progress)
+    )
     require_rounds(rep, int(rep.result.ok.sum()))
     write_batch_json_lines(rep.result, sys.stdout)
     print_reading(rep)
@@ -65,7 +76,9 @@ def _replay_json(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(
-        sub, "replay", run_replay,
+        sub,
+        "replay",
+        run_replay,
         help="rebuild every round's tree and replay greedy acceptance",
         description="Rebuild each round's draft tree from draft_step_* files and walk greedy acceptance "
         "against validate_* (one path, plus the bonus token when the dump has it).",

@@ -8,21 +8,34 @@ from collections import Counter
 
 import numpy as np
 
-from replay.engine.batch import BatchResult
-from .options import (
-    JSON_LINES_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, add_output, add_reading_options,
-    options_from_args, parse_key, print_notes, print_reading, print_skipped, require_rounds, step0_offset_from_args,
-)
-from replay.util.errors import SpecReplayError
-from replay.io.grouping import describe_skipped
-from replay.io.formats.matrix_io import RawSpec
-from replay.io.packed.pack import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
-from replay.util.pathcheck import output_dir, output_file
-from replay.util.progress import progress_enabled
 from replay.core.records import records_frame, records_of_batch, write_batch_json_lines, write_table
+from replay.engine.batch import BatchResult
 from replay.engine.render import SummaryFigures, summary_lines
 from replay.engine.runs import RunReplay, replay_run
+from replay.io.formats.matrix_io import RawSpec
+from replay.io.grouping import describe_skipped
+from replay.io.packed.pack import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
 from replay.io.sources import require_dump_source
+from replay.util.errors import SpecReplayError
+from replay.util.pathcheck import output_dir, output_file
+from replay.util.progress import progress_enabled
+
+from .options import (
+    JSON_LINES_HELP,
+    add_command,
+    add_dump_input,
+    add_dump_options,
+    add_no_progress,
+    add_output,
+    add_reading_options,
+    options_from_args,
+    parse_key,
+    print_notes,
+    print_reading,
+    print_skipped,
+    require_rounds,
+    step0_offset_from_args,
+)
 
 PACK_EPILOG = """\
 examples:
@@ -128,8 +141,10 @@ def run_pack(args: argparse.Namespace) -> int:
         f"{summary.groups} group(s), {summary.bytes / 1e6:.2f} MB, sha256 {summary.checksum}"
     )
     if summary.skipped:
-        print(f"  skipped: {describe_skipped(summary.skipped_items)} (each listed on stderr; kept in packed.json, "
-              f"and `specreplay replay {summary.path}` lists them again)")
+        print(
+            f"  skipped: {describe_skipped(summary.skipped_items)} (each listed on stderr; kept in packed.json, "
+            f"and `specreplay replay {summary.path}` lists them again)"
+        )
     print_notes(summary.warnings)
     print_skipped(summary.skipped_items)
     status = 1 if summary.skipped else 0
@@ -144,7 +159,9 @@ def _verify(path: str) -> int:
     for p in problems:
         print(f"  {p}")
     if problems:
-        raise SpecReplayError(f"{path}: CORRUPT: {len(problems)} problem(s) listed above; rounds in bad blocks are skipped when read, repack to recover them")
+        raise SpecReplayError(
+            f"{path}: CORRUPT: {len(problems)} problem(s) listed above; rounds in bad blocks are skipped when read, repack to recover them"
+        )
     print(f"{path}: OK")
     return 0
 
@@ -155,7 +172,9 @@ def run_verify_pack(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(
-        sub, "pack", run_pack,
+        sub,
+        "pack",
+        run_pack,
         help="pack a dump directory into one compact, checksummed file set",
         description="Read every round of a dump directory (in parallel, each file once) and write it as a packed "
         "run: a few column-major .npy arrays per matrix signature, packed.json with the reading options, "
@@ -163,7 +182,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=PACK_EPILOG,
     )
     add_dump_input(p, help="dump directory")
-    add_output(p, output_dir, "packed run directory to create", dest="out", metavar="RUN", required=True, aliases=["--out"])
+    add_output(
+        p, output_dir, "packed run directory to create", dest="out", metavar="RUN", required=True, aliases=["--out"]
+    )
     add_reading_options(p)
     p.add_argument("--workers", type=int, default=None, help="reader processes (default: up to 2 cores)")
     p.add_argument("--block-rounds", type=int, default=DEFAULT_BLOCK_ROUNDS, help="rounds per block")
@@ -172,7 +193,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_no_progress(p)
 
     v = add_command(
-        sub, "verify-pack", run_verify_pack,
+        sub,
+        "verify-pack",
+        run_verify_pack,
         help="check a packed run against its checksums (exit 0 intact, 2 corrupt)",
         description="Check a packed run: packed.json's own sha256, the structure it describes, every block's "
         "CRC-32 and every file's sha256; print OK (exit 0) or list each problem (exit 2).",
@@ -181,7 +204,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dump_input(v, "run", help="packed run directory (made by specreplay pack)")
 
     b = add_command(
-        sub, "batch", run_batch,
+        sub,
+        "batch",
+        run_batch,
         help="replay a dump directory or packed run with the vectorised batch replay",
         description="Same rounds, outcomes and skipped list as `specreplay replay`, computed with numpy array "
         "operations (millions of rounds per second); prints the summary, or JSON Lines identical to "
@@ -192,7 +217,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dump_options(b)
     b.add_argument("--round", type=parse_key, help="only this round, as A_B")
     b.add_argument("--json", action="store_true", help=JSON_LINES_HELP + " (as replay --json)")
-    add_output(b, output_file, "also write one row per round to FILE.parquet or FILE.csv (format from the suffix)",
-               dest="table", metavar="FILE", aliases=["--table"])
+    add_output(
+        b,
+        output_file,
+        "also write one row per round to FILE.parquet or FILE.csv (format from the suffix)",
+        dest="table",
+        metavar="FILE",
+        aliases=["--table"],
+    )
     b.add_argument("--workers", type=int, default=None, help="reader processes and replay threads (default: up to 2)")
     add_no_progress(b)

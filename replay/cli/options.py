@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from replay.core.config_grammar import parse_spec
-from replay.util.errors import NoRoundsError, SpecReplayError
-from replay.io.grouping import Skipped, parse_offset, parse_round_key, why_no_rounds
-from replay.io.formats.matrix_io import RawSpec
 from replay.engine.replayer import ReplayOptions
+from replay.io.formats.matrix_io import RawSpec
+from replay.io.grouping import Skipped, parse_offset, parse_round_key, why_no_rounds
+from replay.util.errors import NoRoundsError, SpecReplayError
 
 # The exit-status contract of every command (replay.cli.main keeps it).
 EXIT_OK, EXIT_SKIPPED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -84,7 +84,9 @@ def print_reading(rep, label: str | None = None) -> None:
     print_skipped(rep.skipped, label)
 
 
-def no_rounds_error(where: str, skipped: Sequence[Skipped], notes: Sequence[str] = (), label: str | None = None) -> NoRoundsError:
+def no_rounds_error(
+    where: str, skipped: Sequence[Skipped], notes: Sequence[str] = (), label: str | None = None
+) -> NoRoundsError:
     """The error of a run without a single replayed round (exit 2 in every command); replay.cli.main
     lists ``notes`` and ``skipped`` on stderr before its line."""
     return NoRoundsError(f"{where}: no round could be replayed{why_no_rounds(skipped)}", skipped, tuple(notes), label)
@@ -97,19 +99,31 @@ def require_rounds(rep, replayed: int) -> None:
 
 
 def add_command(
-    sub: argparse._SubParsersAction, name: str, func: Callable[[argparse.Namespace], int], *, help: str, description: str, epilog: str
+    sub: argparse._SubParsersAction,
+    name: str,
+    func: Callable[[argparse.Namespace], int],
+    *,
+    help: str,
+    description: str,
+    epilog: str,
 ) -> argparse.ArgumentParser:
     """One command: its line in the command list (``help``), its ``--help`` text (description,
     then the epilog with its examples, as written) and its handler ``run_<name>``."""
     p = sub.add_parser(name, help=help, description=description, epilog=epilog, formatter_class=HelpFormatter)
     p.set_defaults(func=func)
     # SUPPRESS: the command's --debug sets the flag but its absence never clears the top-level one
-    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                   help=f"print the traceback of an error (also: {DEBUG_ENV}=1)")
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help=f"print the traceback of an error (also: {DEBUG_ENV}=1)",
+    )
     return p
 
 
-def add_dump_input(p: argparse.ArgumentParser, dest: str = "dir", many: bool = False, help: str = DUMP_HELP) -> argparse.Action:
+def add_dump_input(
+    p: argparse.ArgumentParser, dest: str = "dir", many: bool = False, help: str = DUMP_HELP
+) -> argparse.Action:
     """The positional input: ``DUMP``, or ``DUMP ...`` with ``many``."""
     return p.add_argument(dest, nargs="+" if many else None, metavar=DUMP, help=help)
 
@@ -173,8 +187,11 @@ def parse_key(text: str) -> tuple[int, int]:
 
 def add_dump_options(p: argparse.ArgumentParser) -> None:
     """Options shared by every command that reads a dump directory."""
-    p.add_argument("--config", help="tree config in any config form: tree.json (single tree or {specTree: [...]}), "
-                   "6,2x2,1x1, [6]|[2,2]|[1,1], inline JSON (docs/config-grammar.md)")
+    p.add_argument(
+        "--config",
+        help="tree config in any config form: tree.json (single tree or {specTree: [...]}), "
+        "6,2x2,1x1, [6]|[2,2]|[1,1], inline JSON (docs/config-grammar.md)",
+    )
     p.add_argument("--tree", type=int, default=0, help="which specTree entry to use (default: %(default)s)")
     p.add_argument("--layout", choices=("parents", "all"), help="validate layout (default: manifest, else from shapes)")
     add_reading_options(p)
@@ -183,7 +200,9 @@ def add_dump_options(p: argparse.ArgumentParser) -> None:
 def add_reading_options(p: argparse.ArgumentParser) -> None:
     """How dump files are read (``pack`` records them in the packed run)."""
     p.add_argument(
-        "--step0-offset", default=None, help="N or A,B: how many positions step 0's name sits before its round (default 1)"
+        "--step0-offset",
+        default=None,
+        help="N or A,B: how many positions step 0's name sits before its round (default 1)",
     )
     p.add_argument("--raw", help="read headerless binary: DTYPE:COLS or DTYPE:draft=N,validate=M[:force]")
     p.add_argument("--scores", choices=("auto", "prob", "logprob"), default=None, help="how scores are stored")

@@ -11,9 +11,10 @@ import argparse
 import importlib
 import sys
 
-from replay.util.pathcheck import DIRECTORY, FILE, output_dir, output_file
 from replay.io.sources import check_outside_inputs
+from replay.util.pathcheck import DIRECTORY, FILE, output_dir, output_file
 from replay.util.version import package_version
+
 from .options import DEBUG_ENV, DUMP, EXIT_ERROR, EXIT_OK, HelpFormatter
 
 COMMAND_MODULES = (

@@ -7,9 +7,10 @@ the values named.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from replay.util.bounded import MAX_JSON_BYTES, parse_json_bytes, read_file_bytes
 from replay.util.errors import ConfigError
@@ -63,7 +64,7 @@ class TreeConfig:
         top_head: Sequence[int] | None = None,
         tree_type: int = DEFAULT_TREE_TYPE,
         gamma_threshold: float = DEFAULT_GAMMA_THRESHOLD,
-    ) -> "TreeConfig":
+    ) -> TreeConfig:
         """Build from plain lists; ``top_head`` defaults to ``len(top_k_spec[i])`` per step."""
         spec = tuple(tuple(int(w) for w in row) for row in top_k_spec)
         head = tuple(int(h) for h in top_head) if top_head is not None else tuple(len(r) for r in spec)
@@ -172,11 +173,15 @@ def check_tree(tree: TreeConfig, source: str | None = None, prefix: str = "") ->
     if g < 1:
         raise ConfigError(source, prefix + "gamma", f"must be at least 1, got {g}")
     if len(tree.top_head) != g:
-        raise ConfigError(source, prefix + "topHead", f"has {len(tree.top_head)} entries {list(tree.top_head)} but gamma = {g}")
+        raise ConfigError(
+            source, prefix + "topHead", f"has {len(tree.top_head)} entries {list(tree.top_head)} but gamma = {g}"
+        )
     if len(tree.top_k_spec) != g:
         raise ConfigError(source, prefix + "topKSpec", f"has {len(tree.top_k_spec)} rows but gamma = {g}")
     if tree.top_head[0] != 1:
-        raise ConfigError(source, prefix + "topHead[0]", f"must be 1 (only the root is expanded at step 0), got {tree.top_head[0]}")
+        raise ConfigError(
+            source, prefix + "topHead[0]", f"must be 1 (only the root is expanded at step 0), got {tree.top_head[0]}"
+        )
     level = 1  # level 0 holds the root alone
     for i in range(g):
         heads, widths = tree.top_head[i], tree.top_k_spec[i]
@@ -206,8 +211,15 @@ def check_tree(tree: TreeConfig, source: str | None = None, prefix: str = "") ->
 
 def _flat_spec_message(flat: list[int], heads: Any) -> str:
     """topKSpec written as one flat list of widths: what it should look like, from topHead when it fits."""
-    text = f"expected one list of widths per draft step, e.g. [[6], [2, 2], [1, 1]], got the flat list {_short_list(flat)}"
-    if isinstance(heads, list) and heads and all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in heads) and sum(heads) == len(flat):
+    text = (
+        f"expected one list of widths per draft step, e.g. [[6], [2, 2], [1, 1]], got the flat list {_short_list(flat)}"
+    )
+    if (
+        isinstance(heads, list)
+        and heads
+        and all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in heads)
+        and sum(heads) == len(flat)
+    ):
         rows, at = [], 0
         for h in heads:
             rows.append(flat[at : at + h])

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from replay.util.bounded import MAX_JSON_BYTES, parse_json_bytes, read_file_bytes
-from .config import TREE_DYNAMIC, TREE_STATIC, SpecConfig, TreeConfig, format_config, grid_item, parse_config, run_name  # noqa: F401
 from replay.util.errors import ConfigError, SpecReplayError, shown
+
+from .config import TREE_DYNAMIC, TREE_STATIC, SpecConfig, TreeConfig, format_config, grid_item, parse_config, run_name  # noqa: F401
 
 EXPECTED = (
     "a JSON file, inline JSON (a tree object, a specTree object or a topKSpec list like [[6],[2,2],[1,1]]), "
@@ -40,7 +41,9 @@ _RANK = re.compile(rf"^(?P<body>{_RANK_ROW}(?:\s*\|\s*{_RANK_ROW})*)(?:@(?P<thr>
 _GRID = re.compile(rf"^(?P<body>{_STEP}(?:,{_STEP})*)(?:@(?P<thr>{_NUM}))?(?P<dyn>\+dyn)?$")
 _NAME = re.compile(rf"^(?P<body>{_STEP}(?:_{_STEP})*)(?:_t(?P<thr>{_NUM}))?(?P<dyn>_dyn)?$")
 # A grid item with alternatives: steps and thresholds may list several values separated by '|'.
-_GRID_ALTS = re.compile(rf"^(?P<body>{_STEP}(?:\|{_STEP})*(?:,{_STEP}(?:\|{_STEP})*)*)(?:@(?P<thr>{_NUM}(?:\|{_NUM})*))?(?P<dyn>\+dyn)?$")
+_GRID_ALTS = re.compile(
+    rf"^(?P<body>{_STEP}(?:\|{_STEP})*(?:,{_STEP}(?:\|{_STEP})*)*)(?:@(?P<thr>{_NUM}(?:\|{_NUM})*))?(?P<dyn>\+dyn)?$"
+)
 
 
 class ConfigTextError(SpecReplayError):
@@ -84,8 +87,10 @@ def parse_spec(text: str, option: str = "--config") -> SpecConfig:
     if not path.exists():
         raise ConfigTextError(option, text, f"{_diagnose(s)}; expected {EXPECTED}")
     try:  # a pipe (--config <(...)) is read too
-        obj = parse_json_bytes(read_file_bytes(path, MAX_JSON_BYTES, lambda m: ConfigError(path, "<file>", m), True),
-                               lambda m: ConfigError(path, "<json>", m))
+        obj = parse_json_bytes(
+            read_file_bytes(path, MAX_JSON_BYTES, lambda m: ConfigError(path, "<file>", m), True),
+            lambda m: ConfigError(path, "<json>", m),
+        )
     except ConfigError as exc:
         raise ConfigTextError(option, text, str(exc)) from None
     return _from_json(obj, option, text, str(path))
@@ -182,7 +187,10 @@ def _from_json(obj: Any, option: str, text: str, source: str | None) -> SpecConf
         if isinstance(obj, dict):
             return parse_config(obj, source)
         if isinstance(obj, list) and obj and all(isinstance(t, dict) for t in obj):
-            return SpecConfig(tuple(t for i, o in enumerate(obj) for t in parse_config(o, f"{source or ''}[{i}]").trees), source=source)
+            return SpecConfig(
+                tuple(t for i, o in enumerate(obj) for t in parse_config(o, f"{source or ''}[{i}]").trees),
+                source=source,
+            )
     except ConfigError as exc:
         raise ConfigTextError(option, text, str(exc)) from None
     raise ConfigTextError(option, text, f"JSON {type(obj).__name__} is not a config; expected {EXPECTED}")

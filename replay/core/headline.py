@@ -17,8 +17,8 @@ in the dump: the figure is then *derived* (accepted + 1), and every output says 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -63,8 +63,12 @@ def per_position_rates(accepted: np.ndarray, depth: int) -> np.ndarray:
     return reached[1 : depth + 1] / accepted.shape[0]
 
 
-def headline(accepted: Sequence[int] | np.ndarray, drafted: Sequence[int] | np.ndarray, steps: Sequence[int] | np.ndarray,
-             bonus_known: int | None = None) -> Headline:
+def headline(
+    accepted: Sequence[int] | np.ndarray,
+    drafted: Sequence[int] | np.ndarray,
+    steps: Sequence[int] | np.ndarray,
+    bonus_known: int | None = None,
+) -> Headline:
     """The headline of R rounds. accepted, drafted (nodes, root excluded), steps (draft steps): [R]
     integers each; bonus_known: rounds whose bonus token the dump holds (None: every round's)."""
     acc = np.asarray(accepted, dtype=np.int64)

@@ -12,10 +12,12 @@ as pandas ``Int64``, a missing bonus kind as None.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import IO, Iterable, Sequence
+from typing import IO
 
 from replay.util.atomic import atomic_path
+
 from .vocab import PAD_TOKEN
 
 NOTE_SEPARATOR = " | "  # CSV text of the notes list (a note never contains it)
@@ -87,11 +89,25 @@ def record_of(res) -> RoundRecord:
     _, widths = tree.shape()
     root = int(tree.tokens[0])
     return RoundRecord(
-        res.name, int(res.key[0]), int(res.key[1]), None if root == PAD_TOKEN else root,
-        tree.num_steps, tree.num_nodes, shape_text(widths), res.layout, res.layout_source,
-        res.rebuilt.selection_summary, a.accepted_length, tuple(int(t) for t in a.accepted_tokens),
-        tuple(int(u) for u in a.accepted_nodes), a.bonus_token, a.bonus_kind, a.stop,
-        tuple(int(t) for t in a.committed_tokens), len(a.committed_tokens), tuple(res.notes),
+        res.name,
+        int(res.key[0]),
+        int(res.key[1]),
+        None if root == PAD_TOKEN else root,
+        tree.num_steps,
+        tree.num_nodes,
+        shape_text(widths),
+        res.layout,
+        res.layout_source,
+        res.rebuilt.selection_summary,
+        a.accepted_length,
+        tuple(int(t) for t in a.accepted_tokens),
+        tuple(int(u) for u in a.accepted_nodes),
+        a.bonus_token,
+        a.bonus_kind,
+        a.stop,
+        tuple(int(t) for t in a.committed_tokens),
+        len(a.committed_tokens),
+        tuple(res.notes),
     )
 
 
@@ -118,8 +134,16 @@ def write_json_lines(records: Iterable[RoundRecord], out: IO[str]) -> int:
 _LINES_PER_WRITE = 1024  # one write call per block of lines, not per line
 # Columns that vary round by round; the others follow from a few small codes (see _batch_templates).
 _ROUND_VALUES = (
-    "round", "key_a", "key_b", "root_token", "accepted_length", "accepted_tokens", "accepted_nodes",
-    "bonus_token", "committed_tokens", "num_committed",
+    "round",
+    "key_a",
+    "key_b",
+    "root_token",
+    "accepted_length",
+    "accepted_tokens",
+    "accepted_nodes",
+    "bonus_token",
+    "committed_tokens",
+    "num_committed",
 )
 
 
@@ -154,9 +178,13 @@ def write_batch_json_lines(result, out: IO[str]) -> int:
         known = bonus != PAD_TOKEN
         root = roots[j]
         line = templates[which[j]].format(
-            round=f'"{keys_a[j]}_{keys_b[j]}"', key_a=keys_a[j], key_b=keys_b[j],
-            root_token="null" if root == PAD_TOKEN else root, accepted_length=k,
-            accepted_tokens=f"[{toks}]", accepted_nodes="[" + ", ".join(map(str, nodes[j][:k])) + "]",
+            round=f'"{keys_a[j]}_{keys_b[j]}"',
+            key_a=keys_a[j],
+            key_b=keys_b[j],
+            root_token="null" if root == PAD_TOKEN else root,
+            accepted_length=k,
+            accepted_tokens=f"[{toks}]",
+            accepted_nodes="[" + ", ".join(map(str, nodes[j][:k])) + "]",
             bonus_token=bonus if known else "null",
             committed_tokens=(f"[{toks}, {bonus}]" if k else f"[{bonus}]") if known else f"[{toks}]",
             num_committed=k + known,
@@ -190,11 +218,18 @@ def _batch_templates(result, ok, own) -> tuple[list[str], list[int], set[int]]:
     """
     import numpy as np
 
-    codes = np.concatenate((
-        result.shape_index[ok][None], result.layout[ok][None], result.layout_stated[ok][None],
-        result.selection[:, ok], result.bonus_kind[ok][None], result.stop[ok][None],
-        result.validate_extra_rows[ok][None], own[None],
-    )).astype(np.int64)  # [codes, R']
+    codes = np.concatenate(
+        (
+            result.shape_index[ok][None],
+            result.layout[ok][None],
+            result.layout_stated[ok][None],
+            result.selection[:, ok],
+            result.bonus_kind[ok][None],
+            result.stop[ok][None],
+            result.validate_extra_rows[ok][None],
+            own[None],
+        )
+    ).astype(np.int64)  # [codes, R']
     _, first, which = np.unique(codes, axis=1, return_index=True, return_inverse=True)
     templates = []
     for i, mine in zip(ok[first].tolist(), own[first].tolist()):
@@ -203,7 +238,8 @@ def _batch_templates(result, ok, own) -> tuple[list[str], list[int], set[int]]:
         if tuple(obj) != COLUMNS:
             raise ValueError(f"batch record keys {tuple(obj)} differ from the record's columns {COLUMNS}")
         fixed = ", ".join(
-            f"{json.dumps(c)}: " + ("{" + c + "}" if c in per_round else json.dumps(obj[c]).replace("{", "{{").replace("}", "}}"))
+            f"{json.dumps(c)}: "
+            + ("{" + c + "}" if c in per_round else json.dumps(obj[c]).replace("{", "{{").replace("}", "}}"))
             for c in COLUMNS
         )
         template = "{{" + fixed + "}}\n"
@@ -216,7 +252,11 @@ def records_frame(records: Iterable[RoundRecord]):
     import pandas as pd
 
     rows = [rec.to_json() for rec in records]
-    frame = pd.DataFrame(rows, columns=list(COLUMNS)) if rows else pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
+    frame = (
+        pd.DataFrame(rows, columns=list(COLUMNS))
+        if rows
+        else pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
+    )
     return normalize_frame(frame)
 
 
@@ -228,7 +268,6 @@ def _list_cell(v) -> list:
 
 def normalize_frame(frame):
     """Any loaded per-round frame (JSON Lines, CSV read with CSV_CONVERTERS, Parquet) to one form."""
-    import pandas as pd
 
     frame = frame.copy()
     for c in LIST_COLUMNS:

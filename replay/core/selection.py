@@ -30,8 +30,8 @@ Forms of the rule, where each lives and what cross-checks it:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 import numpy as np
 
@@ -41,9 +41,7 @@ from .vocab import SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROO
 # rank * weight stays an exact float64 integer for any rank a dump can hold.
 FALLBACK_RANK_WEIGHT = 1 << 20
 
-FALLBACK_WARNING = (
-    "WARNING: no scores and no parents in the dump: expanded nodes chosen by the rank-major fallback (docs/dump-format.md)"
-)
+FALLBACK_WARNING = "WARNING: no scores and no parents in the dump: expanded nodes chosen by the rank-major fallback (docs/dump-format.md)"
 
 
 def selection_method(step: int, has_parents: bool, has_scores: bool) -> str:
@@ -78,7 +76,9 @@ def select_top(keys: Sequence[float], heads: int, ties: Sequence | None = None) 
 def rank_major_key(rank: int, parent_slot: int) -> float:
     """The fallback's key of a node: higher first, so rank 0 under any parent beats rank 1."""
     if not 0 <= parent_slot < FALLBACK_RANK_WEIGHT or rank < 0:
-        raise ValueError(f"rank_major_key: rank {rank} must be >= 0 and parent slot {parent_slot} in [0, {FALLBACK_RANK_WEIGHT})")
+        raise ValueError(
+            f"rank_major_key: rank {rank} must be >= 0 and parent slot {parent_slot} in [0, {FALLBACK_RANK_WEIGHT})"
+        )
     return -float(rank * FALLBACK_RANK_WEIGHT + parent_slot)
 
 

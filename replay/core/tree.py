@@ -6,8 +6,8 @@ level grouped by expanded parent (in selection order) and child rank.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -68,7 +68,7 @@ class Tree:
         parents: Sequence[int],
         ranks: Sequence[int] | None = None,
         logprobs: Sequence[float] | None = None,
-    ) -> "Tree":
+    ) -> Tree:
         """Build a tree from tokens and parents in tree order (root first, parent -1).
 
         Ranks default to the order of a node among its siblings; ``expanded`` is derived: the

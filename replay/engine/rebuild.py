@@ -16,9 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from replay.core.config import TREE_DYNAMIC, TreeConfig
-from replay.util.errors import RoundError
-from replay.io.formats.matrix_io import DumpMatrix
-from replay.io.rounds import Round
 from replay.core.selection import (
     FALLBACK_WARNING,
     parents_are_valid,
@@ -28,7 +25,18 @@ from replay.core.selection import (
     selection_method,
 )
 from replay.core.tree import Tree
-from replay.core.vocab import NO_PARENT, NO_RANK, PAD_TOKEN, SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT
+from replay.core.vocab import (
+    NO_PARENT,
+    NO_RANK,
+    PAD_TOKEN,
+    SELECT_FALLBACK,
+    SELECT_PARENTS,
+    SELECT_PATH_PROB,
+    SELECT_ROOT,
+)
+from replay.io.formats.matrix_io import DumpMatrix
+from replay.io.rounds import Round
+from replay.util.errors import RoundError
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,12 +79,16 @@ def _step_shape(cfg: TreeConfig, i: int, mat: DumpMatrix, level_size: int, key, 
 
 def _check_step(key, i: int, mat: DumpMatrix, heads: int, widths: list[int], cfg: TreeConfig) -> None:
     if not widths:  # dynamic tree: every row padding (or every parent negative)
-        raise RoundError(key, f"draft_step_{i} has no valid row: every row is padding or has a negative parent", mat.path)
+        raise RoundError(
+            key, f"draft_step_{i} has no valid row: every row is padding or has a negative parent", mat.path
+        )
     if mat.rows < heads:
         raise RoundError(key, f"draft_step_{i} has {mat.rows} row(s) but topHead[{i}] = {heads}", mat.path)
     if mat.cols < max(widths):
         raise RoundError(
-            key, f"draft_step_{i} has {mat.cols} column(s) but topKSpec[{i}] = {list(widths)} needs {max(widths)}", mat.path
+            key,
+            f"draft_step_{i} has {mat.cols} column(s) but topKSpec[{i}] = {list(widths)} needs {max(widths)}",
+            mat.path,
         )
     for j, w in enumerate(widths):
         if np.any(mat.ids[j, :w] == PAD_TOKEN):
@@ -89,7 +101,9 @@ def _select_by_path_prob(level: list[int], logprobs: np.ndarray, heads: int) -> 
     return [level[j] for j in select_top(logprobs[level], heads)]
 
 
-def _select_fallback(level: list[int], ranks: np.ndarray, parent_order: dict[int, int], parents: np.ndarray, heads: int) -> list[int]:
+def _select_fallback(
+    level: list[int], ranks: np.ndarray, parent_order: dict[int, int], parents: np.ndarray, heads: int
+) -> list[int]:
     keys = rank_major_keys(ranks[level], [parent_order[int(parents[u])] for u in level])
     return [level[j] for j in select_top(keys, heads)]
 
@@ -119,7 +133,9 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
         if how == SELECT_ROOT:
             chosen = [0]
             if mat.parents is not None and int(mat.parents[0]) != 0:
-                raise RoundError(key, f"draft_step_0 parents[0] = {int(mat.parents[0])}, expected 0 (the root)", mat.path)
+                raise RoundError(
+                    key, f"draft_step_0 parents[0] = {int(mat.parents[0])}, expected 0 (the root)", mat.path
+                )
         elif how == SELECT_PARENTS:
             chosen = [int(p) for p in mat.parents[:heads]]
             if not parents_are_valid(chosen, level):

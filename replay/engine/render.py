@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
 from replay.core.config import SpecConfig, TreeConfig
-from replay.io.grouping import Skipped, describe_skipped
 from replay.core.headline import headline, headline_lines
-from .replayer import DirectoryReplay, RoundResult
 from replay.core.vocab import BONUS_CORRECTION, PAD_TOKEN, STOP_NO_ROW
+from replay.io.grouping import Skipped, describe_skipped
+
+from .replayer import DirectoryReplay, RoundResult
 
 ACCEPT_MARK = "✓"
 EXPAND_MARK = "▸"  # the draft ran on this node (it has children)
@@ -146,7 +147,10 @@ def summary_lines(
 ) -> list[str]:
     """The summary block of ``replay`` and ``batch``; ``extra`` lines go after the histogram."""
     n = int(figs.accepted.shape[0])
-    lines = [title, f"  config ({config_source}): {tree.short()}  {json.dumps(tree.to_json())}"]  # both paste back into --config
+    lines = [
+        title,
+        f"  config ({config_source}): {tree.short()}  {json.dumps(tree.to_json())}",
+    ]  # both paste back into --config
     if config.unknown:
         lines.append(f"  config keys not used by replay (kept): {dict(config.unknown)}")
     if config.settings:
@@ -154,7 +158,9 @@ def summary_lines(
     listed = " (each listed on stderr)" if skipped else ""  # the reasons are not results: stdout keeps only these
     lines.append(f"  rounds replayed: {n}   skipped: {describe_skipped(skipped)}{listed}")
     if n:
-        lines += [f"  {line}" for line in headline_lines(headline(figs.accepted, figs.drafted, figs.steps, figs.bonus_known))]
+        lines += [
+            f"  {line}" for line in headline_lines(headline(figs.accepted, figs.drafted, figs.steps, figs.bonus_known))
+        ]
         lines.append("  selection: " + ", ".join(f"{k} ×{v}" for k, v in figs.selections.items()))
         lines.append("  accepted length histogram:")
         lines += histogram_lines(np.bincount(figs.accepted))
@@ -166,5 +172,11 @@ def summary_lines(
 
 def render_summary(rep: DirectoryReplay) -> list[str]:
     return summary_lines(
-        f"summary of {rep.directory}", rep.config_source, rep.config, rep.tree, figures_of(rep.results), rep.skipped, rep.notes
+        f"summary of {rep.directory}",
+        rep.config_source,
+        rep.config,
+        rep.tree,
+        figures_of(rep.results),
+        rep.skipped,
+        rep.notes,
     )

@@ -7,25 +7,26 @@ it to a dump directory, analysing every valid round and listing what it skipped 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
 from replay.core.acceptance import Acceptance, accept_greedy, target_top1_per_node
 from replay.core.config import SpecConfig, TreeConfig
-from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError
-from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
-from replay.io.manifest import Manifest, group_rounds, read_manifest
-from replay.io.formats.matrix_io import RawSpec
-from replay.io.packed.pack import PackedBlockError, PackedRun
-from replay.io.packed.format import looks_packed
-from .rebuild import Rebuilt, rebuild_tree
 from replay.core.records import record_of
-from replay.io.rounds import Round, load_round
 from replay.core.tree import Tree
 from replay.core.vocab import PAD_TOKEN
+from replay.io.formats.matrix_io import RawSpec
+from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
+from replay.io.manifest import Manifest, group_rounds, read_manifest
+from replay.io.packed.format import looks_packed
+from replay.io.packed.pack import PackedBlockError, PackedRun
+from replay.io.rounds import Round, load_round
+from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError
+
+from .rebuild import Rebuilt, rebuild_tree
 
 LAYOUT_PARENTS, LAYOUT_ALL = "parents", "all"
 
@@ -63,7 +64,9 @@ def _trailing_pad_rows(ids: np.ndarray) -> int:
     return n
 
 
-def resolve_layout(key: Key, tree: Tree, validate_ids: np.ndarray, stated: str | None, path: str) -> tuple[str, str, int]:
+def resolve_layout(
+    key: Key, tree: Tree, validate_ids: np.ndarray, stated: str | None, path: str
+) -> tuple[str, str, int]:
     """(layout, "stated"|"detected", rows to use). validate_ids: [rows, cols] int64."""
     n_parents = int(tree.expanded_order.shape[0])
     n_all = tree.num_nodes + 1
@@ -97,7 +100,9 @@ def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
     acc = accept_greedy(tree, top1)
     notes = list(rebuilt.notes)
     if rnd.validate.ids.shape[0] > rows:
-        notes.append(f"validate: {rnd.validate.ids.shape[0] - rows} row(s) beyond the {layout} layout ignored as padding")
+        notes.append(
+            f"validate: {rnd.validate.ids.shape[0] - rows} row(s) beyond the {layout} layout ignored as padding"
+        )
     return RoundResult(rnd.key, rebuilt, acc, layout, source, top1, rows, tuple(notes))
 
 
@@ -136,7 +141,9 @@ def reading_warnings(step0: Step0Check, accepted_lengths) -> tuple[str, ...]:
     return step0.after_replay(int(lengths.shape[0]), bool(lengths.shape[0] and lengths.any()))
 
 
-def resolve_options(directory: Path, opts: ReplayOptions) -> tuple[SpecConfig, TreeConfig, Manifest, ReplayOptions, str]:
+def resolve_options(
+    directory: Path, opts: ReplayOptions
+) -> tuple[SpecConfig, TreeConfig, Manifest, ReplayOptions, str]:
     """Merge CLI options with the directory's manifest and config.json (CLI wins)."""
     manifest = read_manifest(directory)
     config, source = opts.config, "--config"
@@ -212,9 +219,22 @@ def replay_directory(
         if progress:
             progress(k + 1, total)
     if opts.only_round is not None and not results and not any(opts.only_round == f.key for f in grouping.rounds):
-        raise RoundNotFoundError(directory, no_such_round(opts.only_round, [f.key for f in grouping.rounds], str(directory), grouping.skipped))
+        raise RoundNotFoundError(
+            directory,
+            no_such_round(opts.only_round, [f.key for f in grouping.rounds], str(directory), grouping.skipped),
+        )
     warnings = reading_warnings(grouping.step0, [r.acceptance.accepted_length for r in results])
-    return DirectoryReplay(str(directory), config, tree_cfg, manifest, tuple(results), tuple(skipped), source, config_notes(config, opts), warnings)
+    return DirectoryReplay(
+        str(directory),
+        config,
+        tree_cfg,
+        manifest,
+        tuple(results),
+        tuple(skipped),
+        source,
+        config_notes(config, opts),
+        warnings,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,15 +250,28 @@ def _check_packed_options(run: PackedRun, opts: ReplayOptions) -> None:
     ]
     for name, asked, packed in wanted:
         if asked is not None and asked != packed and not (name == "--scores" and asked == "auto" and packed == "auto"):
-            raise DumpError(run.path, f"{name} {asked!r} differs from the packed run's {packed!r}; repack the dump directory to change it")
+            raise DumpError(
+                run.path,
+                f"{name} {asked!r} differs from the packed run's {packed!r}; repack the dump directory to change it",
+            )
 
 
-def open_packed(path: Path, opts: ReplayOptions) -> tuple[PackedRun, SpecConfig, TreeConfig, Manifest, ReplayOptions, str]:
+def open_packed(
+    path: Path, opts: ReplayOptions
+) -> tuple[PackedRun, SpecConfig, TreeConfig, Manifest, ReplayOptions, str]:
     """A packed run with its config resolved as a directory's; its reading options are the pack's."""
     packed = PackedRun.open(path)
     _check_packed_options(packed, opts)
     config, tree, manifest, merged, source = resolve_options(path, opts)
-    merged = ReplayOptions(merged.config, merged.tree_index, packed.step0_offset, merged.layout, packed.raw, packed.score_kind, merged.only_round)
+    merged = ReplayOptions(
+        merged.config,
+        merged.tree_index,
+        packed.step0_offset,
+        merged.layout,
+        packed.raw,
+        packed.score_kind,
+        merged.only_round,
+    )
     return packed, config, tree, manifest, merged, source
 
 
@@ -260,7 +293,9 @@ def config_notes(config: SpecConfig, opts: ReplayOptions) -> tuple[str, ...]:
     return ()
 
 
-def replay_packed(path: str | Path, opts: ReplayOptions = ReplayOptions(), progress: Callable[[int, int], None] | None = None) -> DirectoryReplay:
+def replay_packed(
+    path: str | Path, opts: ReplayOptions = ReplayOptions(), progress: Callable[[int, int], None] | None = None
+) -> DirectoryReplay:
     """replay_directory for a packed run: the reference, round by round, identical results."""
     path = Path(path)
     if not path.is_dir():
@@ -285,4 +320,6 @@ def replay_packed(path: str | Path, opts: ReplayOptions = ReplayOptions(), progr
     if only is not None and not seen:
         raise RoundNotFoundError(path, no_such_round(only, packed_keys(packed), str(path)))
     warnings = reading_warnings(packed.step0, [r.acceptance.accepted_length for r in results])
-    return DirectoryReplay(str(path), config, tree, manifest, tuple(results), tuple(skipped), source, config_notes(config, opts), warnings)
+    return DirectoryReplay(
+        str(path), config, tree, manifest, tuple(results), tuple(skipped), source, config_notes(config, opts), warnings
+    )

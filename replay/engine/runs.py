@@ -11,22 +11,31 @@ here) is the reference ``replay_directory`` on a packed run.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
-from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
 from replay.core.config import SpecConfig, TreeConfig
-from replay.util.errors import DumpError, RoundNotFoundError, SpecReplayError
 from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
 from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
 from replay.io.manifest import Manifest, group_rounds
 from replay.io.packed.pack import PackedBlockError, PackedRun, is_packed_run
+from replay.util.errors import DumpError, RoundNotFoundError, SpecReplayError
 from replay.util.parallel import ordered_map, resolve_workers
+
+from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
 from .replayer import (  # noqa: F401  (replay_packed re-exported)
-    DirectoryReplay, ReplayOptions, RoundResult, config_notes, open_packed, packed_keys, reading_warnings, replay_packed, replay_round,
+    DirectoryReplay,
+    ReplayOptions,
+    RoundResult,
+    config_notes,
+    open_packed,
+    packed_keys,
+    reading_warnings,
+    replay_packed,
+    replay_round,
     resolve_options,
 )
 
@@ -110,11 +119,35 @@ def open_run(path: str | Path, opts: ReplayOptions = ReplayOptions()) -> Run:
         raise DumpError(path, "not a directory (expected a dump directory or a packed run)")
     if is_packed_run(path):
         packed, config, tree, manifest, merged, source = open_packed(path, opts)
-        return Run(str(path), "packed", config, tree, manifest, merged, source, tuple(packed.skipped), packed.num_rounds, packed=packed, step0=packed.step0)
+        return Run(
+            str(path),
+            "packed",
+            config,
+            tree,
+            manifest,
+            merged,
+            source,
+            tuple(packed.skipped),
+            packed.num_rounds,
+            packed=packed,
+            step0=packed.step0,
+        )
     config, tree, manifest, merged, source = resolve_options(path, opts)
     grouping = group_rounds(path, opts.step0_offset, manifest)
     merged = replace(merged, step0_offset=grouping.step0_offset)
-    return Run(str(path), "directory", config, tree, manifest, merged, source, tuple(grouping.skipped), len(grouping.rounds), grouping=grouping, step0=grouping.step0)
+    return Run(
+        str(path),
+        "directory",
+        config,
+        tree,
+        manifest,
+        merged,
+        source,
+        tuple(grouping.skipped),
+        len(grouping.rounds),
+        grouping=grouping,
+        step0=grouping.step0,
+    )
 
 
 def _config_notes(run: Run) -> tuple[str, ...]:
@@ -171,7 +204,9 @@ def explain_rejections(batch: RoundBatch, res: BatchResult, tree: TreeConfig) ->
             ordinal = int(batch.ordinals[i]) if batch.ordinals is not None else int(i)
             out.append((ordinal, Skipped(f"round {rnd.name}", str(exc), (getattr(exc, "path", None) or "",))))
             continue
-        raise RuntimeError(f"batch replay rejected round {rnd.name} but the reference replays it: a bug in replay.engine.batch")
+        raise RuntimeError(
+            f"batch replay rejected round {rnd.name} but the reference replays it: a bug in replay.engine.batch"
+        )
     return out
 
 
@@ -193,7 +228,11 @@ PerBatch = Callable[[RoundBatch, BatchResult, TreeConfig], object]  # (batch, it
 
 
 def iter_run_parts(
-    run: Run, workers: int | None = None, progress: bool = False, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS, per_batch: PerBatch | None = None
+    run: Run,
+    workers: int | None = None,
+    progress: bool = False,
+    chunk_rounds: int = DEFAULT_CHUNK_ROUNDS,
+    per_batch: PerBatch | None = None,
 ) -> Iterator[tuple[BatchResult, list[tuple[int, Skipped]], object]]:
     """iter_run_results plus ``per_batch(batch, result, run.tree)`` of each batch (None without it), computed
     on the replay thread while the batch is in memory (analysis builds its tables there)."""
@@ -204,7 +243,9 @@ def iter_run_parts(
         done = []
         for b in batches:
             res = replay_batch(b, run.tree, 1, chunk_rounds)  # parallel across batches instead
-            done.append((res, explain_rejections(b, res, run.tree), None if per_batch is None else per_batch(b, res, run.tree)))
+            done.append(
+                (res, explain_rejections(b, res, run.tree), None if per_batch is None else per_batch(b, res, run.tree))
+            )
         return unreadable, done
 
     for unreadable, done in ordered_map(work, run.chunks(workers, progress), workers):
@@ -219,7 +260,9 @@ def _check_unique_ordinals(run: Run, result: BatchResult) -> None:
     ords = result.ordinals  # [N] int64, sorted
     taken = np.asarray([o for o, _, _ in run.packed.unreadable], dtype=np.int64)
     if ords is not None and ((ords[1:] == ords[:-1]).any() or np.isin(ords, taken).any()):
-        raise DumpError(run.path, "packed rounds repeat an ordinal (ordinal.npy): the run is inconsistent; repack it", "ordinal")
+        raise DumpError(
+            run.path, "packed rounds repeat an ordinal (ordinal.npy): the run is inconsistent; repack it", "ordinal"
+        )
 
 
 def replay_run(
@@ -250,6 +293,16 @@ def replay_run(
     skipped = run.skipped + tuple(s for _, s in sorted(later, key=lambda t: t[0]))
     warnings = reading_warnings(run.step0, result.accepted_length[result.ok])
     return RunReplay(
-        run.path, run.kind, run.config, run.tree, run.manifest, result, skipped, run.config_source, _config_notes(run),
-        time.perf_counter() - start, tuple(extras), warnings,
+        run.path,
+        run.kind,
+        run.config,
+        run.tree,
+        run.manifest,
+        result,
+        skipped,
+        run.config_source,
+        _config_notes(run),
+        time.perf_counter() - start,
+        tuple(extras),
+        warnings,
     )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,9 @@ class StepRecord:
     parents: np.ndarray | None = None  # [rows] int64 tree-order node id each row expands (draft only)
 
 
-def step_file_name(kind: str, key: tuple[int, int], step: int | None = None, step0_offset: int = DEFAULT_STEP0_OFFSET) -> str:
+def step_file_name(
+    kind: str, key: tuple[int, int], step: int | None = None, step0_offset: int = DEFAULT_STEP0_OFFSET
+) -> str:
     """``draft_step_{i}_{a}_{b}`` or ``validate_{a}_{b}`` for a round keyed ``(a, b)``."""
     a, b = key
     if kind == "validate":

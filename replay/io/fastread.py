@@ -11,21 +11,22 @@ chunk size, not to the directory. A tqdm bar on stderr counts files and rounds.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from .roundbatch import MatrixStack, RoundBatch, SourceNames
+from replay.core.vocab import PAD_TOKEN
 from replay.util.errors import DumpError
-from .grouping import FileSet, Grouping, Key, RoundFiles, Skipped
-from .formats.matrix_io import SCORE_AUTO, DumpMatrix, RawSpec
 from replay.util.parallel import WorkerDiedError, ordered_map, resolve_workers
 from replay.util.progress import progress_bar
-from .rounds import Round, load_round
+
+from .formats.matrix_io import SCORE_AUTO, DumpMatrix, RawSpec
 from .formats.textbatch import RoundPaths, read_text_batches
-from replay.core.vocab import PAD_TOKEN
+from .grouping import FileSet, Grouping, Key, RoundFiles, Skipped
+from .roundbatch import MatrixStack, RoundBatch, SourceNames
+from .rounds import Round, load_round
 
 READ_TASK_ROUNDS = 256  # rounds per worker task: ~1,000 files, a progress tick every few ms
 _INT32 = np.iinfo(np.int32)
@@ -117,7 +118,8 @@ def _paths_of(rnd: Round) -> tuple[str, ...]:
 def round_paths(items: Sequence[tuple[int, RoundFiles, int]]) -> list[RoundPaths]:
     """plan_items' rounds as plain tuples of strings, cheap to send to a reader process."""
     return [
-        (o, rf.key, tuple((fs.data, fs.scores, fs.parents) for fs in (*rf.steps, rf.validate)), root) for o, rf, root in items
+        (o, rf.key, tuple((fs.data, fs.scores, fs.parents) for fs in (*rf.steps, rf.validate)), root)
+        for o, rf, root in items
     ]
 
 
@@ -194,12 +196,12 @@ def _read_task(args: tuple) -> ReadChunk:
     return read_chunk(*args)
 
 
-def plan_items(grouping: Grouping, roots: Mapping[Key, int], only: Key | None = None) -> list[tuple[int, RoundFiles, int]]:
+def plan_items(
+    grouping: Grouping, roots: Mapping[Key, int], only: Key | None = None
+) -> list[tuple[int, RoundFiles, int]]:
     """(ordinal, files, root token) for every grouped round, ordinal = position in key order."""
     return [
-        (k, rf, roots.get(rf.key, PAD_TOKEN))
-        for k, rf in enumerate(grouping.rounds)
-        if only is None or rf.key == only
+        (k, rf, roots.get(rf.key, PAD_TOKEN)) for k, rf in enumerate(grouping.rounds) if only is None or rf.key == only
     ]
 
 
@@ -231,7 +233,8 @@ def iter_read_chunks(
             yield chunk
     except WorkerDiedError:
         raise DumpError(
-            directory, "a reader process died (killed, e.g. out of memory) while reading; --workers 1 reads in this process"
+            directory,
+            "a reader process died (killed, e.g. out of memory) while reading; --workers 1 reads in this process",
         ) from None
     finally:
         bar.close()

@@ -24,15 +24,16 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from itertools import compress
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from replay.util.bounded import not_regular_reason
 from replay.util.errors import DumpError, printable
+
 from .formats.matrix_io import DATA_EXTS
 
 _NAME = re.compile(
@@ -110,7 +111,9 @@ class Step0Check:
     rounds: int = 0  # validate files (rounds named)
     step0_files: int = 0  # draft_step_0 files
     grouped: int = 0  # validate files whose step-0 file this offset finds
-    other: tuple[int, int] | None = None  # the offset pairing most step-0 files, when this one leaves some out (detected: the default)
+    other: tuple[int, int] | None = (
+        None  # the offset pairing most step-0 files, when this one leaves some out (detected: the default)
+    )
     other_grouped: int = 0  # validate files whose step-0 file ``other`` finds
     example: Key | None = None  # a round that ``other`` (detected: ``offset``) groups, for the message
     packed: bool = False  # read back from a packed run: the offset is baked in, changing it needs a repack
@@ -137,7 +140,11 @@ class Step0Check:
         """What to tell the user about the grouping itself (before any replay)."""
         x = format_offset(self.offset)
         if self.source == OFFSET_DETECTED and self.other is not None:
-            pin = f"packed with it; to pin it, {self._option(self.offset)}" if self.packed else f"pin it with --step0-offset {x}"
+            pin = (
+                f"packed with it; to pin it, {self._option(self.offset)}"
+                if self.packed
+                else f"pin it with --step0-offset {x}"
+            )
             return (
                 f"note: step-0 offset {x} detected from the file names ({self._pair(self.offset)}): it groups all "
                 f"{self.rounds} round(s), the default {format_offset(self.other)} groups {self.other_grouped}; {pin}",
@@ -168,9 +175,14 @@ class Step0Check:
 
     def to_json(self) -> dict:
         return {
-            "offset": list(self.offset), "source": self.source, "rounds": self.rounds, "step0_files": self.step0_files,
-            "grouped": self.grouped, "other": None if self.other is None else list(self.other),
-            "other_grouped": self.other_grouped, "example": None if self.example is None else list(self.example),
+            "offset": list(self.offset),
+            "source": self.source,
+            "rounds": self.rounds,
+            "step0_files": self.step0_files,
+            "grouped": self.grouped,
+            "other": None if self.other is None else list(self.other),
+            "other_grouped": self.other_grouped,
+            "example": None if self.example is None else list(self.example),
         }
 
 
@@ -198,14 +210,14 @@ def count_skipped(skipped: Iterable[Skipped]) -> tuple[int, int]:
 
 
 def describe_skipped(skipped: Sequence[Skipped]) -> str:
-    """"3 round(s) and 1 file(s)", "0": how many entries of each kind were skipped."""
+    """ "3 round(s) and 1 file(s)", "0": how many entries of each kind were skipped."""
     rounds, files = count_skipped(skipped)
     parts = [f"{rounds} round(s)"] * bool(rounds) + [f"{files} file(s)"] * bool(files)
     return " and ".join(parts) or "0"
 
 
 def why_no_rounds(skipped: Sequence[Skipped]) -> str:
-    """" (6 round(s) skipped, listed above; first: ...); did you mean validate_10_20 (...)?": what the
+    """ " (6 round(s) skipped, listed above; first: ...); did you mean validate_10_20 (...)?": what the
     error of a run without a single replayed round adds after "no round could be replayed"."""
     if not skipped:
         return " (no round files)"
@@ -243,14 +255,16 @@ def near_miss(name: str) -> str | None:
     rest = m.group("rest")
     comp = _COMPANION_IN.search(rest)
     ext = _LAST_EXT.search(rest)
-    tail = (f".{comp.group(1).lower()}" if comp else "") + (ext.group(1) if ext and ext.group(1).lower() in DATA_EXTS else "")
+    tail = (f".{comp.group(1).lower()}" if comp else "") + (
+        ext.group(1) if ext and ext.group(1).lower() in DATA_EXTS else ""
+    )
     head = f"draft_step_{int(m.group('step'))}" if m.group("draft") else "validate"
     guess = f"{head}_{m.group('a')}_{m.group('b')}{tail}"
     return guess if guess != name and is_dump_name(guess) else None
 
 
 def near_miss_hint(skipped: Iterable[Skipped]) -> str:
-    """"; did you mean validate_10_20 (for validation_10_20 and 5 more file(s) named like it)?", or "".
+    """ "; did you mean validate_10_20 (for validation_10_20 and 5 more file(s) named like it)?", or "".
 
     From the names in skipped entries (a packed run keeps them), for the error of a run without a
     single replayable round.
@@ -308,10 +322,14 @@ def no_such_round(key: Key, keys, where: str, skipped: Iterable[Skipped] = ()) -
     arr = arr.T if arr.ndim == 2 and arr.shape[0] == 2 and arr.shape[1] != 2 else arr.reshape(-1, 2)
     if not len(arr):
         return f"--round {name}: no such round in {where}, which has no round to replay"
-    dist = np.abs(arr[:, 0].astype(np.float64) - key[0]) + np.abs(arr[:, 1].astype(np.float64) - key[1])  # float: no int64 overflow
+    dist = np.abs(arr[:, 0].astype(np.float64) - key[0]) + np.abs(
+        arr[:, 1].astype(np.float64) - key[1]
+    )  # float: no int64 overflow
     nearest = arr[np.lexsort((arr[:, 1], arr[:, 0], dist))[:NEAREST_ROUNDS]]
     listed = ", ".join(f"{a}_{b}" for a, b in nearest.tolist())
-    return f"--round {name}: no such round in {where}; nearest of its {len(arr)} round(s): {listed} (A_B of validate_A_B)"
+    return (
+        f"--round {name}: no such round in {where}; nearest of its {len(arr)} round(s): {listed} (A_B of validate_A_B)"
+    )
 
 
 def parse_offset(text: str | int | tuple[int, int]) -> tuple[int, int]:
@@ -388,7 +406,9 @@ def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[tuple, File
             skipped += _stray(name, path)
             continue
         lkey = (-1 if validate else int(step_text), int(a), int(b))
-        if (len(a) > _SAFE_DIGITS or len(b) > _SAFE_DIGITS or (step_text and len(step_text) > _SAFE_DIGITS)) and not _fits_int64(*lkey):
+        if (
+            len(a) > _SAFE_DIGITS or len(b) > _SAFE_DIGITS or (step_text and len(step_text) > _SAFE_DIGITS)
+        ) and not _fits_int64(*lkey):
             skipped.append(Skipped(name, "step or counters outside the int64 range", (path,)))
             continue
         if companion:
@@ -399,7 +419,11 @@ def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[tuple, File
     for lkey, files in data.items():
         if len(files) > 1:
             skipped.append(
-                Skipped(PurePosixPath(_base_name(files[0])).stem, f"{len(files)} files hold the same matrix; keep one", tuple(files))
+                Skipped(
+                    PurePosixPath(_base_name(files[0])).stem,
+                    f"{len(files)} files hold the same matrix; keep one",
+                    tuple(files),
+                )
             )
             continue
         comp = companions.pop(lkey, None)
@@ -444,7 +468,9 @@ def group_paths(
     return _group(entries, *_offset_and_source(step0_offset, source), bad)
 
 
-def _group(entries: list[tuple[str, str]], step0_offset: tuple[int, int], source: str, unreadable: Mapping[str, str]) -> Grouping:
+def _group(
+    entries: list[tuple[str, str]], step0_offset: tuple[int, int], source: str, unreadable: Mapping[str, str]
+) -> Grouping:
     """group_paths over (name, path) entries in path order; unreadable: path → why, in path order."""
     if not unreadable:
         simple = _group_complete(entries, step0_offset, source)
@@ -454,7 +480,16 @@ def _group(entries: list[tuple[str, str]], step0_offset: tuple[int, int], source
     check = _step0_check(files, step0_offset, source)
     if source == OFFSET_DEFAULT and check.other_fits and check.other is not None:
         # The default leaves step-0 files out and the names pair one to one at another offset.
-        check = Step0Check(check.other, OFFSET_DETECTED, check.rounds, check.step0_files, check.rounds, step0_offset, check.grouped, check.example)
+        check = Step0Check(
+            check.other,
+            OFFSET_DETECTED,
+            check.rounds,
+            check.step0_files,
+            check.rounds,
+            step0_offset,
+            check.grouped,
+            check.example,
+        )
     return _assemble(files, skipped, check, unreadable)
 
 
@@ -490,7 +525,9 @@ def _paired(validates: set[Key], firsts: list[Key], offset: tuple[int, int]) -> 
     return sum((a + da, b + db) in validates for a, b in firsts)
 
 
-def _assemble(files: dict[tuple, FileSet], skipped: list[Skipped], check: Step0Check, unreadable: Mapping[str, str]) -> Grouping:
+def _assemble(
+    files: dict[tuple, FileSet], skipped: list[Skipped], check: Step0Check, unreadable: Mapping[str, str]
+) -> Grouping:
     """Rounds from the logical files at ``check.offset``; every round that is not complete is listed."""
     step0_offset = check.offset
     da, db = step0_offset
@@ -500,7 +537,13 @@ def _assemble(files: dict[tuple, FileSet], skipped: list[Skipped], check: Step0C
     for (step, a, b), fs in files.items():
         key = (a + da, b + db) if step == 0 else (a, b)
         if step == 0 and not _fits_int64(*key):  # other keys are their names' counters, checked already
-            skipped.append(Skipped(_base_name(fs.data), f"step-0 offset {step0_offset} moves its counters outside the int64 range", (fs.data,)))
+            skipped.append(
+                Skipped(
+                    _base_name(fs.data),
+                    f"step-0 offset {step0_offset} moves its counters outside the int64 range",
+                    (fs.data,),
+                )
+            )
             continue
         by_round[key][step] = fs
     rounds: list[RoundFiles] = []
@@ -514,7 +557,9 @@ def _assemble(files: dict[tuple, FileSet], skipped: list[Skipped], check: Step0C
             continue
         paths = tuple(entries[s].data for s in sorted(entries))
         name = f"{ROUND_PREFIX}{key[0]}_{key[1]}"
-        bad = [p for fs in entries.values() for p in (fs.data, fs.scores, fs.parents) if p is not None and p in unreadable]
+        bad = [
+            p for fs in entries.values() for p in (fs.data, fs.scores, fs.parents) if p is not None and p in unreadable
+        ]
         if bad:
             skipped.append(Skipped(name, "; ".join(f"{_base_name(p)} {unreadable[p]}" for p in bad), paths))
             told.update(bad)
@@ -539,12 +584,16 @@ def _assemble(files: dict[tuple, FileSet], skipped: list[Skipped], check: Step0C
             continue
         rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))
     # An unreadable entry is named in its round's entry (counted once); one in no round is listed alone.
-    skipped[at_unreadable:at_unreadable] = [Skipped(_base_name(p), why, (p,)) for p, why in unreadable.items() if p not in told]
+    skipped[at_unreadable:at_unreadable] = [
+        Skipped(_base_name(p), why, (p,)) for p, why in unreadable.items() if p not in told
+    ]
     skipped = _fold_near_misses(skipped, files, step0_offset)
     return Grouping(tuple(rounds), tuple(skipped), tuple(sorted(by_round)), check)
 
 
-def _fold_near_misses(skipped: list[Skipped], files: Mapping[tuple, FileSet], step0_offset: tuple[int, int]) -> list[Skipped]:
+def _fold_near_misses(
+    skipped: list[Skipped], files: Mapping[tuple, FileSet], step0_offset: tuple[int, int]
+) -> list[Skipped]:
     """A stray file whose likely name (near_miss) is a matrix missing from a listed round is named in
     that round's entry, not in one of its own: "validation_10_20" and "round 10_20: draft files
     without validate_10_20" are one mistake, counted once."""
@@ -607,7 +656,12 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
             skipped += _stray(*entries[i])
         step_text, a_text, b_text = (list(compress(col, keep)) for col in (step_text, a_text, b_text))
         entries = list(compress(entries, keep))
-    if not entries or max(map(len, step_text)) > _SAFE_DIGITS or max(map(len, a_text)) > _SAFE_DIGITS or max(map(len, b_text)) > _SAFE_DIGITS:
+    if (
+        not entries
+        or max(map(len, step_text)) > _SAFE_DIGITS
+        or max(map(len, a_text)) > _SAFE_DIGITS
+        or max(map(len, b_text)) > _SAFE_DIGITS
+    ):
         return None
     count = len(entries)
     step = np.asarray([int(t) if t else -1 for t in step_text], dtype=np.int64)  # [F] the validate's step is -1
@@ -616,7 +670,10 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
     da, db = step0_offset
     first = step == 0
     if first.any() and not (
-        _fits_int64(da, db) and _fits_int64(int(a[first].min()) + da, int(a[first].max()) + da, int(b[first].min()) + db, int(b[first].max()) + db)
+        _fits_int64(da, db)
+        and _fits_int64(
+            int(a[first].min()) + da, int(a[first].max()) + da, int(b[first].min()) + db, int(b[first].max()) + db
+        )
     ):
         return None  # _group names the files whose keys leave int64
     ka = np.where(first, a + da, a) if first.any() else a
@@ -637,7 +694,9 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
     return Grouping(tuple(rounds), tuple(skipped), tuple(rf.key for rf in rounds), check)
 
 
-def group_directory(directory: str | Path, step0_offset: tuple[int, int] | None = None, source: str | None = None) -> Grouping:
+def group_directory(
+    directory: str | Path, step0_offset: tuple[int, int] | None = None, source: str | None = None
+) -> Grouping:
     """Group the files directly inside ``directory`` (not recursive); step0_offset and source as group_paths.
 
     Entries that are not regular files are ignored unless named like a dump file: then they are
@@ -658,7 +717,9 @@ def group_directory(directory: str | Path, step0_offset: tuple[int, int] | None 
                     names.append(entry.name)
                 elif is_dump_name(entry.name):
                     names.append(entry.name)
-                    unreadable[prefix + entry.name] = not_regular_reason(Path(prefix + entry.name)) or "changed while the directory was listed"
+                    unreadable[prefix + entry.name] = (
+                        not_regular_reason(Path(prefix + entry.name)) or "changed while the directory was listed"
+                    )
     except OSError as exc:
         raise DumpError(directory, f"cannot list the directory: {exc.strerror or exc}") from None
     names.sort()  # one directory: name order is the paths' order

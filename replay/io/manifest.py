@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
-
-import numpy as np
+from typing import Any
 
 from replay.core.config import SpecConfig, parse_config
-from .dumpwrite import MANIFEST_NAME
 from replay.util.bounded import read_json_file
 from replay.util.errors import DumpError
-from .grouping import Grouping, Key, Skipped, group_directory
+
+from .dumpwrite import MANIFEST_NAME
 from .formats.matrix_io import ID_KINDS, SCORE_AUTO, SCORE_KINDS, RawSpec, check_raw_columns, raw_dtype
+from .grouping import Grouping, Key, Skipped, group_directory
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -82,8 +82,14 @@ def _rounds(path: Path, records: Any) -> tuple[dict[Key, int], int | None, tuple
     keys: list[Key] = []
     for k, rec in enumerate(records):
         key = rec.get("key") if isinstance(rec, dict) else None
-        if not (isinstance(key, list) and len(key) == 2 and all(_is_int(v) and _INT64_MIN <= v <= _INT64_MAX for v in key)):
-            raise _field(path, f"rounds[{k}].key", f"expected [a, b] (two integers), got {_short(key if isinstance(rec, dict) else rec)}")
+        if not (
+            isinstance(key, list) and len(key) == 2 and all(_is_int(v) and _INT64_MIN <= v <= _INT64_MAX for v in key)
+        ):
+            raise _field(
+                path,
+                f"rounds[{k}].key",
+                f"expected [a, b] (two integers), got {_short(key if isinstance(rec, dict) else rec)}",
+            )
         keys.append((key[0], key[1]))
         root = rec.get("root_token")
         if root is None:
@@ -143,17 +149,33 @@ def check_manifest_rounds(grouping: Grouping, manifest: Manifest) -> Grouping:
     where = (manifest.path or MANIFEST_NAME,)
     if manifest.round_keys is None:
         if manifest.stated_rounds != len(found):
-            extra.append(Skipped(MANIFEST_NAME, f"states {manifest.stated_rounds} round(s); the file names form {len(found)}", where))
+            extra.append(
+                Skipped(
+                    MANIFEST_NAME, f"states {manifest.stated_rounds} round(s); the file names form {len(found)}", where
+                )
+            )
     else:
         listed = set(manifest.round_keys)
         for key in sorted(listed - found):
-            extra.append(Skipped(f"round {key[0]}_{key[1]}", f"listed in {MANIFEST_NAME} but no file of this round is in the directory", where))
+            extra.append(
+                Skipped(
+                    f"round {key[0]}_{key[1]}",
+                    f"listed in {MANIFEST_NAME} but no file of this round is in the directory",
+                    where,
+                )
+            )
         unlisted = sorted(found - listed)
         if unlisted:
             named = ", ".join(f"{a}_{b}" for a, b in unlisted[:MAX_KEYS_NAMED])
             more = f" and {len(unlisted) - MAX_KEYS_NAMED} more" if len(unlisted) > MAX_KEYS_NAMED else ""
-            extra.append(Skipped(MANIFEST_NAME, f"lists {len(listed)} round(s) and not {len(unlisted)} found here: "
-                                 f"{named}{more} (replayed anyway; are two runs in one directory?)", where))
+            extra.append(
+                Skipped(
+                    MANIFEST_NAME,
+                    f"lists {len(listed)} round(s) and not {len(unlisted)} found here: "
+                    f"{named}{more} (replayed anyway; are two runs in one directory?)",
+                    where,
+                )
+            )
     if not extra:
         return grouping
     return replace(grouping, skipped=grouping.skipped + tuple(extra))

@@ -8,15 +8,14 @@ replays them); it lives below both so that reading never imports the replay kern
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Mapping, Sequence
 
 import numpy as np
 
 from .formats.matrix_io import DumpMatrix
 from .rounds import Round
-from replay.core.vocab import PAD_TOKEN
 
 LAYOUT_NAMES = ("parents", "all")  # layout codes 0, 1
 
@@ -67,7 +66,7 @@ class MatrixStack:
     def rounds(self) -> int:
         return int(self.ids.shape[2])
 
-    def take(self, index: np.ndarray | slice) -> "MatrixStack":
+    def take(self, index: np.ndarray | slice) -> MatrixStack:
         """Rounds ``index`` (a slice gives views, an index array copies)."""
         return MatrixStack(
             self.ids[..., index],
@@ -85,7 +84,7 @@ class MatrixStack:
         )
 
     @classmethod
-    def stack(cls, mats: Sequence[DumpMatrix]) -> "MatrixStack":
+    def stack(cls, mats: Sequence[DumpMatrix]) -> MatrixStack:
         """Column-major stack of equally shaped matrices."""
         return cls(
             np.stack([m.ids for m in mats], axis=-1),
@@ -160,7 +159,7 @@ class RoundBatch:
     def num_steps(self) -> int:
         return len(self.steps)
 
-    def take(self, index: np.ndarray | slice) -> "RoundBatch":
+    def take(self, index: np.ndarray | slice) -> RoundBatch:
         return RoundBatch(
             self.keys[:, index],
             self.root_tokens[index],
@@ -214,4 +213,3 @@ def batch_from_rounds(rounds: Sequence[Round], ordinals: Sequence[int] | None = 
             )
         )
     return out
-

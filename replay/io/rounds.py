@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
-from .grouping import Key, RoundFiles
-from .formats.matrix_io import SCORE_AUTO, DumpMatrix, RawSpec, read_matrix
 from replay.core.vocab import PAD_TOKEN
+
+from .formats.matrix_io import SCORE_AUTO, DumpMatrix, RawSpec, read_matrix
+from .grouping import Key, RoundFiles
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,7 +29,7 @@ class Round:
         step_parents: Sequence[Sequence[int] | None] | None = None,
         root_token: int = PAD_TOKEN,
         layout: str | None = None,
-    ) -> "Round":
+    ) -> Round:
         """Hand-built rounds for tests: ``steps[i]`` is draft_step_i's rows of token ids."""
         mats = []
         for i, rows in enumerate(steps):
@@ -50,8 +51,6 @@ def load_round(
     layout: str | None = None,
 ) -> Round:
     """Read every matrix of a round; raises DumpError naming the first bad file."""
-    steps = tuple(
-        read_matrix(fs.data, "draft", raw, fs.scores, fs.parents, score_kind) for fs in files.steps
-    )
+    steps = tuple(read_matrix(fs.data, "draft", raw, fs.scores, fs.parents, score_kind) for fs in files.steps)
     validate = read_matrix(files.validate.data, "validate", raw, files.validate.scores, None, score_kind)
     return Round(files.key, steps, validate, root_token, layout)

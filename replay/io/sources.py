@@ -13,9 +13,10 @@ from pathlib import Path
 
 from replay.util.atomic import writes_in_place
 from replay.util.errors import DumpError, OutputPathError
+from replay.util.pathcheck import DIRECTORY, FILE
+
 from .grouping import is_dump_file_name, is_side_file, near_miss_names_hint
 from .packed.pack import is_packed_run
-from replay.util.pathcheck import DIRECTORY, FILE
 
 MAX_LISTED = 8  # subdirectories named in the message; the rest are counted
 
@@ -50,12 +51,17 @@ def require_dump_source(path: str | Path) -> Path:
     subs = dump_subdirectories(p)
     if subs:
         shown = ", ".join(subs[:MAX_LISTED]) + (f" and {len(subs) - MAX_LISTED} more" if len(subs) > MAX_LISTED else "")
-        raise DumpError(p, f"no dump files directly in this directory; these subdirectories hold dumps: {shown} (pass one of them, e.g. {p / subs[0]})")
+        raise DumpError(
+            p,
+            f"no dump files directly in this directory; these subdirectories hold dumps: {shown} (pass one of them, e.g. {p / subs[0]})",
+        )
     try:
         hint = near_miss_names_hint(sorted(e.name for e in os.scandir(p) if e.is_file()))
     except OSError:
         hint = ""
-    raise DumpError(p, f"no dump files in this directory (expected draft_step_I_A_B and validate_A_B files, or a packed run){hint}")
+    raise DumpError(
+        p, f"no dump files in this directory (expected draft_step_I_A_B and validate_A_B files, or a packed run){hint}"
+    )
 
 
 def check_outside_inputs(outputs, dumps) -> None:
@@ -70,10 +76,14 @@ def check_outside_inputs(outputs, dumps) -> None:
     for option, value, kind in outputs:
         real = os.path.realpath(value)
         if kind == DIRECTORY and real in homes:
-            raise OutputPathError(f"{option} {value}: is the input dump directory {homes[real]}; what is written there would be "
-                                  f"read as part of the dump next time: write into a subdirectory ({Path(homes[real]) / 'out'}) or elsewhere")
+            raise OutputPathError(
+                f"{option} {value}: is the input dump directory {homes[real]}; what is written there would be "
+                f"read as part of the dump next time: write into a subdirectory ({Path(homes[real]) / 'out'}) or elsewhere"
+            )
         parent = os.path.dirname(real)
         if kind == FILE and parent in homes and not is_side_file(os.path.basename(real)) and not writes_in_place(value):
-            raise OutputPathError(f"{option} {value}: is inside the input dump directory {homes[parent]}, whose next read would list "
-                                  f"it as a skipped file (exit 1): write it beside the dump or into a subdirectory "
-                                  f"({Path(homes[parent]) / 'out' / os.path.basename(real)})")
+            raise OutputPathError(
+                f"{option} {value}: is inside the input dump directory {homes[parent]}, whose next read would list "
+                f"it as a skipped file (exit 1): write it beside the dump or into a subdirectory "
+                f"({Path(homes[parent]) / 'out' / os.path.basename(real)})"
+            )

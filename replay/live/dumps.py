@@ -13,15 +13,17 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from replay.core.config import TreeConfig
 from replay.io.dumpwrite import StepRecord, write_manifest, write_round
+
 from .draft import DraftedTree
 from .errors import OutputDirError
-from .generate import SEED_RULE, Generation, RoundHook, LiveRound
+from .generate import SEED_RULE, Generation, LiveRound, RoundHook
 from .verify import Verification
 
 LIVE_KEY_STRIDE = 1_000_000
@@ -120,7 +122,9 @@ def check_output_dir(out: str | Path, replace: bool = False) -> None:
     if out.exists() and not out.is_dir():
         raise OutputDirError(f"{out}: exists and is not a directory")
     if not replace and out.is_dir() and any(out.iterdir()):
-        raise OutputDirError(f"{out}: output directory is not empty; choose another -o/--output, or pass --replace to replace it")
+        raise OutputDirError(
+            f"{out}: output directory is not empty; choose another -o/--output, or pass --replace to replace it"
+        )
 
 
 @contextmanager

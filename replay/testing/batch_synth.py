@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replay.engine.batch import MatrixStack, RoundBatch
 from replay.core.config import TreeConfig
+from replay.engine.batch import MatrixStack, RoundBatch
+
 from .synth import DEFAULT_VOCAB, SYNTH_KEY_STRIDE, default_hit_probs
 
 
@@ -129,7 +130,9 @@ def synth_run(
     first_key = kwargs.pop("first_key", 100)
     for s in np.unique(steps):
         members = np.flatnonzero(steps == s)
-        b = synth_batch(SynthSpec(cfg, members.shape[0], int(s), seed + int(s), first_key=first_key, **kwargs), ordinals=members)
+        b = synth_batch(
+            SynthSpec(cfg, members.shape[0], int(s), seed + int(s), first_key=first_key, **kwargs), ordinals=members
+        )
         keys = np.empty_like(b.keys)
         keys[0] = first_key + SYNTH_KEY_STRIDE * members
         keys[1] = keys[0] + 16

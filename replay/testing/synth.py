@@ -21,7 +21,9 @@ DEFAULT_VOCAB = 32000
 SYNTH_KEY_STRIDE = 8  # between rounds' first keys: a round commits at most gamma + 1 tokens, keys never collide
 
 
-def default_hit_probs(depth: int, cols: int, first: float = 0.55, decay: float = 0.45, depth_decay: float = 0.9) -> np.ndarray:
+def default_hit_probs(
+    depth: int, cols: int, first: float = 0.55, decay: float = 0.45, depth_decay: float = 0.9
+) -> np.ndarray:
     """[depth, cols] float64: P(target's top-1 = draft rank r | node at depth d)."""
     d = np.arange(depth)[:, None]
     r = np.arange(cols)[None, :]
@@ -125,7 +127,12 @@ def synth_round(
             StepRecord(np.stack(rows_ids), np.stack(rows_lp).astype(np.float32), np.asarray(chosen, dtype=np.int64))
         )
         level = new_level
-    val = np.stack([_target_row(rng, vocab, cand.get(u), hit[min(depth[u], hit.shape[0] - 1)], target_cols) for u in range(len(token))])
+    val = np.stack(
+        [
+            _target_row(rng, vocab, cand.get(u), hit[min(depth[u], hit.shape[0] - 1)], target_cols)
+            for u in range(len(token))
+        ]
+    )
     val_lp = np.log(np.sort(rng.dirichlet(np.ones(target_cols + 1)))[::-1][:target_cols])
     return SynthRound(key, root, tuple(records), StepRecord(val, np.tile(val_lp, (val.shape[0], 1)).astype(np.float32)))
 
@@ -160,7 +167,9 @@ def write_synthetic_run(
         key = (pos, pos + 16)
         rnd = synth_round(rng, cfg, key, hit, cols=cols, steps=steps, draft_probs=fixed)
         if not with_parents:
-            rnd = SynthRound(rnd.key, rnd.root_token, tuple(StepRecord(s.ids, s.scores) for s in rnd.steps), rnd.validate)
+            rnd = SynthRound(
+                rnd.key, rnd.root_token, tuple(StepRecord(s.ids, s.scores) for s in rnd.steps), rnd.validate
+            )
         write_round(out_dir, key, rnd.steps, rnd.validate)
         out.append(rnd)
         pos += SYNTH_KEY_STRIDE

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
 import torch
-from replay.live.models.load import LiveModel, parse_dtype, wrap_model
+
+from replay.live.models.load import LiveModel, wrap_model
 from replay.live.models.random_weights import build_model
 
 
@@ -128,11 +130,21 @@ def truncated_draft(model: LiveModel, layers: int, name: str | None = None) -> L
 
 
 def damped_pair(
-    config: dict[str, Any], draft_layers: int, factor: float, seed: int = 0, dtype: str = "float32", device: str = "cpu", name: str = "random"
+    config: dict[str, Any],
+    draft_layers: int,
+    factor: float,
+    seed: int = 0,
+    dtype: str = "float32",
+    device: str = "cpu",
+    name: str = "random",
 ) -> tuple[LiveModel, LiveModel]:
     """(draft, target) for timing a real architecture without its weights: a random-weight target
     whose decoder layers after the first ``draft_layers`` are damped by ``factor``, and as draft its
     first ``draft_layers`` layers (``truncated_draft``). The draft then agrees with the target often
     enough for speculation to be timed with real shapes; acceptance is whatever the weights give."""
-    target = damp_late_layers(build_model(config, seed=seed, dtype=dtype, device=device, name=f"{name}-target"), keep=draft_layers, factor=factor)
+    target = damp_late_layers(
+        build_model(config, seed=seed, dtype=dtype, device=device, name=f"{name}-target"),
+        keep=draft_layers,
+        factor=factor,
+    )
     return truncated_draft(target, draft_layers, name=f"{name}-draft[:{draft_layers} layers]"), target

@@ -14,8 +14,9 @@ import json
 import os
 import stat
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -256,7 +257,7 @@ class BoundedZip:
             self.open(info.filename).close()
         self._budget = expansion_allowance(len(data))
 
-    def __enter__(self) -> "BoundedZip":
+    def __enter__(self) -> BoundedZip:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -291,7 +292,10 @@ class BoundedZip:
     def _check_method(self, info: zipfile.ZipInfo) -> None:
         fail = dump_fail(self.path, info.filename)
         if info.compress_type not in ZIP_METHODS:
-            _raise(fail, f"compression method {info.compress_type} is not read (only stored or deflated, as numpy and torch write)")
+            _raise(
+                fail,
+                f"compression method {info.compress_type} is not read (only stored or deflated, as numpy and torch write)",
+            )
         if info.flag_bits & 0x1:
             _raise(fail, "encrypted archive member")
 
@@ -322,7 +326,9 @@ class BoundedZip:
         except Exception as exc:  # noqa: BLE001 - see __init__ (bad CRC, zlib.error, EOFError, ...)
             raise DumpError(self.path, f"corrupt or truncated {self.what}: {_describe(exc)}", name) from None
         if got < count:
-            raise DumpError(self.path, f"corrupt or truncated {self.what}: member ends after {got:,} of {count:,} bytes", name)
+            raise DumpError(
+                self.path, f"corrupt or truncated {self.what}: member ends after {got:,} of {count:,} bytes", name
+            )
         return b"".join(parts)
 
 

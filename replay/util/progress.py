@@ -7,7 +7,8 @@ stderr is a file or a pipe (a CI log would otherwise fill with one redraw per up
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 
 def progress_enabled(no_progress: bool = False, stream: TextIO | None = None) -> bool:

@@ -18,7 +18,12 @@ DEFAULT_CHUNK_ROUNDS = 16384  # ~2 MB of temporaries per array for the article c
 
 # Per-step selection codes (BatchResult.selection); -1 = no such step.
 SEL_NONE, SEL_ROOT, SEL_PARENTS, SEL_PATH, SEL_FALLBACK = -1, 0, 1, 2, 3
-SELECTION_NAMES = {SEL_ROOT: SELECT_ROOT, SEL_PARENTS: SELECT_PARENTS, SEL_PATH: SELECT_PATH_PROB, SEL_FALLBACK: SELECT_FALLBACK}
+SELECTION_NAMES = {
+    SEL_ROOT: SELECT_ROOT,
+    SEL_PARENTS: SELECT_PARENTS,
+    SEL_PATH: SELECT_PATH_PROB,
+    SEL_FALLBACK: SELECT_FALLBACK,
+}
 
 STOP_CODES = (STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW)  # stop codes 0, 1, 2
 BONUS_NONE, BONUS_CODE_CORRECTION, BONUS_CODE_LEAF = 0, 1, 2
@@ -44,4 +49,3 @@ ERROR_NAMES = {
     ERR_VALIDATE_COL0: "validate row without a column-0 token",
     ERR_NO_ROWS: "draft step without valid rows",
 }
-

@@ -6,14 +6,15 @@ pool (numpy releases the GIL).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable
 
 import numpy as np
 
 from replay.core.config import TREE_DYNAMIC, TreeConfig
-from replay.util.parallel import default_workers, ordered_map  # noqa: F401  (default_workers re-exported)
 from replay.io.roundbatch import RoundBatch
+from replay.util.parallel import default_workers, ordered_map  # noqa: F401  (default_workers re-exported)
+
 from .codes import DEFAULT_CHUNK_ROUNDS, ERR_MATRIX_SHAPE, ERR_OK, ERR_TOO_MANY_STEPS
 from .kernel import _Checks, _columns, _rebuild_chunk, _replay_chunk
 from .result import _ROUND_ARRAYS, BatchResult, _empty_result
@@ -30,7 +31,9 @@ def _run_chunks(n: int, chunk: int, workers: int, fn: Callable[[int, int], None]
         pass
 
 
-def _replay_fixed(batch: RoundBatch, shape: TreeShape, static: bool, gamma: int, workers: int, chunk: int) -> BatchResult:
+def _replay_fixed(
+    batch: RoundBatch, shape: TreeShape, static: bool, gamma: int, workers: int, chunk: int
+) -> BatchResult:
     """Every round of ``batch`` has ``shape``; structural mismatches reject the whole batch."""
     res = replace(_empty_result(batch, gamma), shapes=(shape,))
     res.shape_index[:] = 0
@@ -41,7 +44,6 @@ def _replay_fixed(batch: RoundBatch, shape: TreeShape, static: bool, gamma: int,
     notes: dict[int, list[str]] = {}
     _run_chunks(len(batch), chunk, workers, lambda lo, hi: _replay_chunk(batch, lo, hi, shape, static, res, notes))
     return replace(res, selection_notes={k: tuple(v) for k, v in notes.items()})
-
 
 
 def replay_batch(
@@ -82,7 +84,9 @@ def replay_batch(
     return replace(out, selection_notes=notes)
 
 
-def expanded_nodes(batch: RoundBatch, shape: TreeShape, static: bool, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS) -> list[np.ndarray]:
+def expanded_nodes(
+    batch: RoundBatch, shape: TreeShape, static: bool, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS
+) -> list[np.ndarray]:
     """The selection replay_batch makes for rounds of ``shape``: per draft step i, [h_i, R] int64
     level-local index of the node expanded in each slot, in selection order (analysis needs the
     recorded trees, not only the accepted paths). Rounds replay_batch rejects hold meaningless values.
@@ -104,7 +108,9 @@ class RebuiltLevels:
     path_logprob: list[np.ndarray]  # per draft step i: [L_{i+1}, R] float64, NaN without scores
 
 
-def rebuilt_levels(batch: RoundBatch, shape: TreeShape, static: bool, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS) -> RebuiltLevels:
+def rebuilt_levels(
+    batch: RoundBatch, shape: TreeShape, static: bool, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS
+) -> RebuiltLevels:
     """Every level of every round of ``batch`` (all of ``shape``). Rejected rounds hold meaningless values."""
     r = len(batch)
     tokens = [np.empty((n, r), dtype=np.int64) for n in shape.level_sizes[1:]]
@@ -121,7 +127,9 @@ def rebuilt_levels(batch: RoundBatch, shape: TreeShape, static: bool, chunk_roun
     return RebuiltLevels(tokens, chosen, logp)
 
 
-def replay_batches(batches: Iterable[RoundBatch], cfg: TreeConfig, workers: int | None = None, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS) -> BatchResult:
+def replay_batches(
+    batches: Iterable[RoundBatch], cfg: TreeConfig, workers: int | None = None, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS
+) -> BatchResult:
     """Several batches (one run's groups) → one result in run order when ordinals are known."""
     parts = [replay_batch(b, cfg, workers, chunk_rounds) for b in batches]
     if not parts:

@@ -8,14 +8,15 @@ pandas is imported when a frame is asked for, never by the replay itself.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from replay.core.records import COLUMNS, records_frame, shape_text
-from replay.io.roundbatch import LAYOUT_NAMES
 from replay.core.vocab import PAD_TOKEN
+from replay.io.roundbatch import LAYOUT_NAMES
+
 from .codes import BONUS_NAMES, SEL_FALLBACK, STOP_CODES
 
 
@@ -60,7 +61,9 @@ def record_columns(r) -> Columns:
         "bonus_token": pad_as_na(r.bonus_token),
         "bonus_kind": np.asarray([BONUS_NAMES[k] for k in range(len(BONUS_NAMES))], dtype=object)[r.bonus_kind],
         "stop": np.asarray(STOP_CODES, dtype=object)[r.stop],
-        "committed_tokens": [t + [b] if k else list(t) for t, b, k in zip(tokens, r.bonus_token.tolist(), known.tolist())],
+        "committed_tokens": [
+            t + [b] if k else list(t) for t, b, k in zip(tokens, r.bonus_token.tolist(), known.tolist())
+        ],
         "num_committed": r.num_committed.astype(np.int64),
         "notes": notes_of(r),
     }
@@ -97,7 +100,9 @@ def frame_of(columns: Columns, names: Sequence[str]):
     """The pandas frame, built at once (dtypes inferred over all rows, as a frame of records is)."""
     import pandas as pd
 
-    data = {c: pd.arrays.IntegerArray(v.values, v.missing) if isinstance(v, NullableInts) else v for c, v in columns.items()}
+    data = {
+        c: pd.arrays.IntegerArray(v.values, v.missing) if isinstance(v, NullableInts) else v for c, v in columns.items()
+    }
     return pd.DataFrame(data, columns=list(names))
 
 

@@ -21,9 +21,16 @@ from functools import lru_cache
 
 import numpy as np
 
-from replay.io.roundbatch import RoundBatch
-from replay.core.selection import first_true, invalid_parents_columns, parents_mismatch_note, selection_method, top_k_columns
+from replay.core.selection import (
+    first_true,
+    invalid_parents_columns,
+    parents_mismatch_note,
+    selection_method,
+    top_k_columns,
+)
 from replay.core.vocab import PAD_TOKEN, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT
+from replay.io.roundbatch import RoundBatch
+
 from .codes import (
     BONUS_NONE,
     ERR_OK,
@@ -75,8 +82,16 @@ class _Checks:
         return err
 
 
-def _rebuild_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static: bool, checks: _Checks, col: np.ndarray,
-                   level_lp: list | None = None):
+def _rebuild_chunk(
+    batch: RoundBatch,
+    lo: int,
+    hi: int,
+    shape: TreeShape,
+    static: bool,
+    checks: _Checks,
+    col: np.ndarray,
+    level_lp: list | None = None,
+):
     """Tree of every round in [lo, hi): (level tokens, expanded nodes, selection codes, notes to check).
 
     level_lp: when given, receives the path log-probabilities of levels 1..S ([L_{i+1}, C] float64,
@@ -164,7 +179,9 @@ def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, check
     return val0, is_all, need
 
 
-def _accept_chunk(shape: TreeShape, tokens, chosen, val0: np.ndarray, is_all: np.ndarray, col: np.ndarray, res: BatchResult, sl: slice) -> None:
+def _accept_chunk(
+    shape: TreeShape, tokens, chosen, val0: np.ndarray, is_all: np.ndarray, col: np.ndarray, res: BatchResult, sl: slice
+) -> None:
     """Greedy acceptance, one depth at a time, every round of the chunk at once; writes ``res[sl]``.
 
     Lanes of rounds that already stopped keep computing on stale indices (cheaper than masking
@@ -254,7 +271,9 @@ def _accept_chunk(shape: TreeShape, tokens, chosen, val0: np.ndarray, is_all: np
     res.stop[sl] = kids * (np.uint8(2) - known)
 
 
-def _replay_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static: bool, res: BatchResult, notes: dict) -> None:
+def _replay_chunk(
+    batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static: bool, res: BatchResult, notes: dict
+) -> None:
     """Replay rounds [lo, hi) of ``batch`` (all of ``shape``) into ``res`` rows [lo, hi)."""
     c = hi - lo
     col = _columns(c)
@@ -276,7 +295,9 @@ def _replay_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static:
             getattr(res, name)[..., bad] = fill
     for i, differs, got, expect in mismatch:
         for k in np.flatnonzero(differs if ok is None else differs & ok):  # rare: parents disagree with scores
-            notes.setdefault(lo + int(k), []).append(parents_mismatch_note(i, got[:, k].tolist(), expect[:, k].tolist()))
+            notes.setdefault(lo + int(k), []).append(
+                parents_mismatch_note(i, got[:, k].tolist(), expect[:, k].tolist())
+            )
 
 
 _OUTCOME_DEFAULTS = (
@@ -291,4 +312,3 @@ _OUTCOME_DEFAULTS = (
     ("bonus_kind", BONUS_NONE),
     ("stop", 0),
 )
-

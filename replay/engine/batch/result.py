@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from replay.core.records import shape_text
-from replay.io.roundbatch import LAYOUT_NAMES, MatrixStack, RoundBatch
 from replay.core.selection import FALLBACK_WARNING
 from replay.core.vocab import PAD_TOKEN, SELECT_ROOT
+from replay.io.roundbatch import LAYOUT_NAMES, MatrixStack, RoundBatch
+
 from .codes import BONUS_NAMES, ERR_OK, ERROR_NAMES, SEL_FALLBACK, SEL_NONE, SELECTION_NAMES, STOP_CODES
 from .shapes import TreeShape
 
@@ -47,7 +48,9 @@ class BatchResult:
             arr = getattr(self, name)
             if arr.shape[-1] != r:
                 raise ValueError(f"{name}: {arr.shape[-1]} rounds in the last axis, keys have {r}")
-        depths = {getattr(self, n).shape[0] for n in ("selection", "accepted_nodes", "accepted_tokens", "accepted_ranks")}
+        depths = {
+            getattr(self, n).shape[0] for n in ("selection", "accepted_nodes", "accepted_tokens", "accepted_ranks")
+        }
         if len(depths) != 1:
             raise ValueError(f"per-depth arrays disagree on gamma: {sorted(depths)}")
 
@@ -132,7 +135,7 @@ class BatchResult:
         for i in np.flatnonzero(self.ok):
             yield self.round_json(int(i))
 
-    def take(self, index: np.ndarray) -> "BatchResult":
+    def take(self, index: np.ndarray) -> BatchResult:
         """Rounds ``index`` (an int array), notes renumbered."""
         index = np.asarray(index, dtype=np.int64)
         pos = {int(old): new for new, old in enumerate(index)}
@@ -144,13 +147,13 @@ class BatchResult:
             selection_notes=notes,
         )
 
-    def sorted_by_ordinal(self) -> "BatchResult":
+    def sorted_by_ordinal(self) -> BatchResult:
         if self.ordinals is None:
             return self
         return self.take(np.argsort(self.ordinals, kind="stable"))
 
     @staticmethod
-    def concat(parts: Sequence["BatchResult"]) -> "BatchResult":
+    def concat(parts: Sequence[BatchResult]) -> BatchResult:
         """One result from several (shapes are merged; ordinals kept when every part has them)."""
         if not parts:
             raise ValueError("nothing to concatenate")
@@ -213,7 +216,12 @@ _ROUND_ARRAYS = (
 def empty_result(gamma: int) -> BatchResult:
     """A result of zero rounds (a run whose rounds were all unreadable)."""
     z = np.zeros((2, 0), dtype=np.int64)
-    empty = RoundBatch(z, z[0].copy(), (MatrixStack(np.zeros((1, 1, 0), dtype=np.int64)),), MatrixStack(np.zeros((1, 1, 0), dtype=np.int64)))
+    empty = RoundBatch(
+        z,
+        z[0].copy(),
+        (MatrixStack(np.zeros((1, 1, 0), dtype=np.int64)),),
+        MatrixStack(np.zeros((1, 1, 0), dtype=np.int64)),
+    )
     return _empty_result(empty, gamma)
 
 
@@ -238,4 +246,3 @@ def _empty_result(batch: RoundBatch, gamma: int) -> BatchResult:
         stop=np.zeros(r, dtype=np.int8),
         ordinals=None if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64),
     )
-

@@ -6,16 +6,17 @@ gives each round its own, read from the dump (``dynamic_shapes``), and rounds ar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Sequence
 
 import numpy as np
 
 from replay.core.config import TreeConfig
-from replay.io.roundbatch import RoundBatch
 from replay.core.selection import rank_major_keys, select_top
 from replay.core.vocab import PAD_TOKEN
+from replay.io.roundbatch import RoundBatch
+
 from .codes import ERR_NO_ROWS, ERR_OK
 
 
@@ -62,7 +63,7 @@ class TreeShape:
         return tuple(int(v) for v in np.concatenate([[0], np.cumsum(self.heads)[:-1]]))
 
     @cached_property
-    def maps(self) -> tuple["_StepMaps", ...]:
+    def maps(self) -> tuple[_StepMaps, ...]:
         return tuple(_StepMaps.build(self, i) for i in range(self.num_steps))
 
     def to_json(self) -> dict:
@@ -80,7 +81,7 @@ class _StepMaps:
     fallback: np.ndarray  # [h_i] int64 level-local nodes chosen by the rank-major fallback
 
     @classmethod
-    def build(cls, shape: TreeShape, i: int) -> "_StepMaps":
+    def build(cls, shape: TreeShape, i: int) -> _StepMaps:
         w = np.asarray(shape.widths[i], dtype=np.int64)
         rs, js = _rank_and_parent(w)
         offs = np.concatenate([[0], np.cumsum(w)[:-1]]).astype(np.int64)
@@ -104,7 +105,6 @@ def _rank_and_parent(widths: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
 def config_tree_shape(cfg: TreeConfig, steps: int) -> TreeShape:
     """The TreeShape of a static config's first ``steps`` draft steps (heads and widths only, no nodes)."""
     return TreeShape(tuple(cfg.top_head[:steps]), tuple(tuple(w) for w in cfg.top_k_spec[:steps]))
-
 
 
 def dynamic_shapes(batch: RoundBatch, cfg: TreeConfig) -> tuple[np.ndarray, list[TreeShape], np.ndarray]:
@@ -150,4 +150,3 @@ def dynamic_shapes(batch: RoundBatch, cfg: TreeConfig) -> tuple[np.ndarray, list
             index_of[u] = len(shapes)
             shapes.append(TreeShape(tuple(heads), tuple(widths)))
     return index_of[inverse], shapes, err
-

@@ -11,17 +11,25 @@ from __future__ import annotations
 import io
 import re
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
-from replay.util.bounded import MAX_MATRIX_CELLS, MAX_MATRIX_FILE_BYTES, MAX_TEXT_FILE_BYTES, Fail, dump_fail, read_file_bytes
+from replay.core.vocab import PAD_TOKEN
+from replay.util.bounded import (
+    MAX_MATRIX_CELLS,
+    MAX_MATRIX_FILE_BYTES,
+    MAX_TEXT_FILE_BYTES,
+    Fail,
+    dump_fail,
+    read_file_bytes,
+)
 from replay.util.errors import DumpError
+
 from .npyfile import read_npy, read_npz
 from .ptfile import load_pt
-from replay.core.vocab import PAD_TOKEN
 
 TEXT_EXTS = ("", ".txt", ".csv")
 RAW_EXTS = (".bin", ".raw")
@@ -55,7 +63,7 @@ class RawSpec:
     force: bool = False  # read extension-less files as raw instead of text
 
     @classmethod
-    def parse(cls, text: str) -> "RawSpec":
+    def parse(cls, text: str) -> RawSpec:
         """``int32:16`` or ``int32:draft=16,validate=1`` (append ``:force`` for extension-less files)."""
         parts = text.split(":")
         if len(parts) < 2:
@@ -112,7 +120,7 @@ class DumpMatrix:
     parents: np.ndarray | None = None  # [rows] int64 tree-order node expanded by each row
 
     @classmethod
-    def from_lists(cls, ids, logp=None, parents=None, path: str = "<memory>") -> "DumpMatrix":
+    def from_lists(cls, ids, logp=None, parents=None, path: str = "<memory>") -> DumpMatrix:
         return cls(
             path,
             np.asarray(ids, dtype=np.int64).reshape(len(ids), -1),
@@ -145,7 +153,9 @@ def parse_text_matrix(text: str, path: str, as_float: bool = False) -> np.ndarra
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "input contained no data": reported below
-            arr = np.loadtxt(io.StringIO(body.replace(",", " ")), dtype=np.float64 if as_float else np.int64, ndmin=2, comments=None)
+            arr = np.loadtxt(
+                io.StringIO(body.replace(",", " ")), dtype=np.float64 if as_float else np.int64, ndmin=2, comments=None
+            )
     except (ValueError, OverflowError):
         return _parse_text_lines(text, path, as_float)
     if arr.size == 0:
@@ -168,13 +178,17 @@ def _parse_text_lines(text: str, path: str, as_float: bool) -> np.ndarray:
         if bad:
             cell = next(c for c in _SEP.split(stripped) if bad.group() in c)
             # Words on the first line are most likely column names: say how to keep them.
-            header = "; a header line? Delete it or start it with #" if not rows and any(ch.isalpha() for ch in cell) else ""
+            header = (
+                "; a header line? Delete it or start it with #" if not rows and any(ch.isalpha() for ch in cell) else ""
+            )
             raise DumpError(path, f"line {no}: {cell[:40]!r} is not {kind}{header}", field_name)
         cells = [c for c in _SEP.split(stripped) if c]
         if not cells:  # only separators: a blank line
             continue
         if rows and len(cells) != len(rows[0]):
-            raise DumpError(path, f"ragged rows: line {no} has {len(cells)} values, line {first} has {len(rows[0])}", field_name)
+            raise DumpError(
+                path, f"ragged rows: line {no} has {len(cells)} values, line {first} has {len(rows[0])}", field_name
+            )
         first = first or no
         for c in cells:
             try:
@@ -213,7 +227,9 @@ def _read_raw(path: Path, dtype: str, columns: int, kinds: str) -> np.ndarray:
     if not data:
         raise DumpError(path, "empty file: no matrix rows")
     if len(data) // dt.itemsize > MAX_MATRIX_CELLS:
-        raise DumpError(path, f"{len(data) // dt.itemsize:,} values; matrices are read up to {MAX_MATRIX_CELLS:,} values")
+        raise DumpError(
+            path, f"{len(data) // dt.itemsize:,} values; matrices are read up to {MAX_MATRIX_CELLS:,} values"
+        )
     return np.frombuffer(data, dtype=dt).reshape(-1, columns)
 
 
@@ -280,7 +296,11 @@ def _as_logp(scores: np.ndarray, ids: np.ndarray, path: Path, kind: str) -> np.n
     with np.errstate(invalid="ignore"):  # a signalling NaN (a flipped bit) widens quietly; found below
         scores = np.asarray(scores, dtype=np.float64)
     if scores.shape != ids.shape:
-        raise DumpError(path, f"the scores are {shape_words(scores.shape)}, the ids {shape_words(ids.shape)}: one score per token id", "scores")
+        raise DumpError(
+            path,
+            f"the scores are {shape_words(scores.shape)}, the ids {shape_words(ids.shape)}: one score per token id",
+            "scores",
+        )
     valid = scores[ids != PAD_TOKEN]
     if np.isnan(valid).any():
         raise DumpError(path, "NaN among the scores of real tokens", "scores")
@@ -303,10 +323,18 @@ def _as_parents(parents: np.ndarray, rows: int, path: Path) -> np.ndarray:
     if not np.issubdtype(parents.dtype, np.integer):
         raise DumpError(path, f"expected integer node indices, got {parents.dtype} values", "parents")
     if parents.ndim != 1:
-        raise DumpError(path, f"expected one node index per row of the ids, got {shape_words(parents.shape)}; write one index per line", "parents")
+        raise DumpError(
+            path,
+            f"expected one node index per row of the ids, got {shape_words(parents.shape)}; write one index per line",
+            "parents",
+        )
     if parents.shape[0] < rows:
         n = parents.shape[0]
-        raise DumpError(path, f"has {n} entr{'y' if n == 1 else 'ies'} but the ids have {rows} row{'s' * (rows != 1)}: one node index per row", "parents")
+        raise DumpError(
+            path,
+            f"has {n} entr{'y' if n == 1 else 'ies'} but the ids have {rows} row{'s' * (rows != 1)}: one node index per row",
+            "parents",
+        )
     return to_int64(parents, path, "parents").copy()
 
 

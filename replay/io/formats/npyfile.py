@@ -12,9 +12,9 @@ import io
 import math
 import struct
 import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 
@@ -65,7 +65,9 @@ def read_npy_header(read: Callable[[int], bytes], path: str | Path, field: str |
         raise fail("truncated numpy file: the header ends early")
     (header_len,) = struct.unpack(len_format, raw_len)
     if header_len > MAX_NPY_HEADER_BYTES:
-        raise fail(f"header of {header_len:,} bytes (numpy writes under 200; refusing more than {MAX_NPY_HEADER_BYTES:,})")
+        raise fail(
+            f"header of {header_len:,} bytes (numpy writes under 200; refusing more than {MAX_NPY_HEADER_BYTES:,})"
+        )
     header = read(header_len)
     if len(header) < header_len:
         raise fail("truncated numpy file: the header ends early")
@@ -77,13 +79,17 @@ def read_npy_header(read: Callable[[int], bytes], path: str | Path, field: str |
     # The header is a Python literal evaluated by ast.literal_eval: a hostile one raises ValueError,
     # SyntaxError, TypeError, MemoryError or RecursionError. All mean an invalid header.
     except Exception as exc:  # noqa: BLE001 - the boundary of an untrusted-input parser
-        raise fail(f"invalid .npy header: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}") from None
+        raise fail(
+            f"invalid .npy header: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        ) from None
     _check_dtype(dtype, fail)
     if len(shape) > MAX_NDIM or any(d < 0 for d in shape):
         raise fail(f"invalid shape {shape} in the .npy header")
     cells = math.prod(shape)
     if cells > MAX_MATRIX_CELLS:
-        raise fail(f"header claims shape {shape} ({cells:,} values); matrices are read up to {MAX_MATRIX_CELLS:,} values")
+        raise fail(
+            f"header claims shape {shape} ({cells:,} values); matrices are read up to {MAX_MATRIX_CELLS:,} values"
+        )
     return NpyHeader(dtype, tuple(shape), bool(fortran_order), len(prefix) + len(raw_len) + header_len)
 
 
@@ -94,7 +100,9 @@ def _check_dtype(dtype: np.dtype, fail) -> None:
         raise fail(f"dtype {dtype.str!r} ({dtype}) is not read: token ids must be integers, scores real numbers")
 
 
-def array_from_buffer(buf: bytearray | bytes, header: NpyHeader, path: str | Path, field: str | None = None) -> np.ndarray:
+def array_from_buffer(
+    buf: bytearray | bytes, header: NpyHeader, path: str | Path, field: str | None = None
+) -> np.ndarray:
     """The array a checked header describes, over ``buf`` (data starting at ``header.offset``)."""
     have = len(buf) - header.offset
     need = header.data_bytes
@@ -160,5 +168,3 @@ def _read_member_array(archive: BoundedZip, member: str, path: str | Path, field
         buf[: len(head)] = head
         buf[len(head) :] = archive.read_exact(stream, size - len(head), member)
     return array_from_buffer(buf, header, path, field)
-
-

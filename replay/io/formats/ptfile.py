@@ -23,8 +23,16 @@ from typing import Any
 
 import numpy as np
 
-from replay.util.bounded import MAX_MATRIX_CELLS, MAX_MATRIX_FILE_BYTES, BoundedZip, dump_fail, expansion_allowance, read_file_bytes
+from replay.util.bounded import (
+    MAX_MATRIX_CELLS,
+    MAX_MATRIX_FILE_BYTES,
+    BoundedZip,
+    dump_fail,
+    expansion_allowance,
+    read_file_bytes,
+)
 from replay.util.errors import DumpError
+
 from .npyfile import MAX_NDIM
 
 _STORAGE_DTYPES = {
@@ -108,7 +116,10 @@ class _SafeUnpickler(pickle._Unpickler):
             return _StorageType(_TORCH_DTYPES[name])
         if module == "collections" and name == "OrderedDict":
             return collections.OrderedDict
-        raise DumpError(self._path, f"refusing to load {str(module)[:100]}.{str(name)[:100]}: only plain tensors are read from .pt files")
+        raise DumpError(
+            self._path,
+            f"refusing to load {str(module)[:100]}.{str(name)[:100]}: only plain tensors are read from .pt files",
+        )
 
     def persistent_load(self, pid):
         # ('storage', storage_type, key, location, numel)
@@ -138,7 +149,9 @@ class _Storages:
         member = f"{self._prefix}data/{ref.key}"
         if ref.key not in self._raw:
             if not self._archive.has(member):
-                raise DumpError(self._path, f"data.pkl names storage {ref.key[:50]!r} but the archive has no {member[:80]!r}")
+                raise DumpError(
+                    self._path, f"data.pkl names storage {ref.key[:50]!r} but the archive has no {member[:80]!r}"
+                )
             self._raw[ref.key] = self._archive.read(member)
         raw = self._raw[ref.key]
         dtype = np.dtype(ref.dtype).newbyteorder(self._order)
@@ -157,7 +170,9 @@ def _materialise(ref: _TensorRef, storages: _Storages, path: str, name: str) -> 
     if not isinstance(ref.storage, _StorageRef):
         raise fail("tensor without a storage")
     size, stride, offset = ref.size, ref.stride, ref.offset
-    if not (isinstance(size, tuple) and isinstance(stride, tuple) and all(map(_is_int, size + stride)) and _is_int(offset)):
+    if not (
+        isinstance(size, tuple) and isinstance(stride, tuple) and all(map(_is_int, size + stride)) and _is_int(offset)
+    ):
         raise fail("tensor size, stride and storage offset must be integers")
     if len(size) != len(stride) or len(size) > MAX_NDIM:
         raise fail(f"tensor has {len(size)} sizes and {len(stride)} strides")
@@ -218,11 +233,17 @@ def load_pt(path: str | Path) -> np.ndarray | dict[str, np.ndarray]:
         # A hostile pickle can make the interpreter raise nearly anything (UnpicklingError,
         # EOFError, TypeError from a REDUCE on a non-callable, AttributeError from BUILD, ...).
         except Exception as exc:  # noqa: BLE001 - the boundary of an untrusted-input parser
-            raise DumpError(path, f"corrupt .pt archive: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}") from None
+            raise DumpError(
+                path, f"corrupt .pt archive: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            ) from None
         storages = _Storages(archive, prefix, path, _byteorder(archive, prefix, path), len(data))
         if isinstance(obj, _TensorRef):
             return _materialise(obj, storages, path, "tensor")
-        if isinstance(obj, dict) and obj and all(isinstance(k, str) and isinstance(v, _TensorRef) for k, v in obj.items()):
+        if (
+            isinstance(obj, dict)
+            and obj
+            and all(isinstance(k, str) and isinstance(v, _TensorRef) for k, v in obj.items())
+        ):
             return {k: _materialise(v, storages, path, k) for k, v in obj.items()}
         raise DumpError(path, f"expected a tensor or a dict of named tensors, got {_describe(obj)}")
 

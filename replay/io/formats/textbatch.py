@@ -17,15 +17,16 @@ Such a round is handed back, and the caller reads it with the reference reader
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
-from replay.util.bounded import read_regular_or_none
 from replay.io.grouping import Key
-from .matrix_io import TEXT_EXTS
 from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
+from replay.util.bounded import read_regular_or_none
+
+from .matrix_io import TEXT_EXTS
 
 FilePaths = tuple[str, "str | None", "str | None"]  # a matrix's data file, scores and parents companions
 # What crosses to a reader process: strings pickle ~10x faster than the Paths of a RoundFiles.
@@ -114,7 +115,9 @@ def parse_id_texts(datas: Sequence[bytes]) -> ParsedTexts:
     values = np.fromstring(big.translate(_COMMA_TO_SPACE), dtype=np.int64, sep=" ")
     sizes = rows * cols
     if values.shape[0] != int(starts.sum()) or values.shape[0] != int(sizes.sum()):
-        return ParsedTexts(np.zeros(nfiles, dtype=bool), empty, empty, empty, empty)  # never seen; the reference decides
+        return ParsedTexts(
+            np.zeros(nfiles, dtype=bool), empty, empty, empty, empty
+        )  # never seen; the reference decides
     start = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
     return ParsedTexts(ok, rows, cols, start, values)
 
@@ -191,8 +194,13 @@ def read_text_batches(
 
 
 def _parse_piece(
-    taken: list[tuple[RoundPaths, tuple[str, ...]]], datas: list[bytes], names: dict[tuple[str, ...], SourceNames],
-    odd: dict[int, tuple[str, ...]], layout: str | None, batches: list[RoundBatch], rest: list[RoundPaths],
+    taken: list[tuple[RoundPaths, tuple[str, ...]]],
+    datas: list[bytes],
+    names: dict[tuple[str, ...], SourceNames],
+    odd: dict[int, tuple[str, ...]],
+    layout: str | None,
+    batches: list[RoundBatch],
+    rest: list[RoundPaths],
 ) -> None:
     """Parse the files of rounds ``taken`` (their bytes ``datas``, in order); batches and rounds refused are appended.
 
@@ -232,7 +240,7 @@ class _RoundColumns:
     roots: np.ndarray  # [T] int64
 
     @classmethod
-    def of(cls, items: Sequence[RoundPaths]) -> "_RoundColumns":
+    def of(cls, items: Sequence[RoundPaths]) -> _RoundColumns:
         return cls(
             np.fromiter((it[0] for it in items), dtype=np.int64, count=len(items)),
             np.asarray([it[1] for it in items], dtype=np.int64).reshape(-1, 2).T.copy(),
@@ -241,10 +249,24 @@ class _RoundColumns:
 
 
 def _batch(
-    names: SourceNames, files: np.ndarray, rounds: np.ndarray, columns: _RoundColumns, parsed: ParsedTexts, layout: str | None
+    names: SourceNames,
+    files: np.ndarray,
+    rounds: np.ndarray,
+    columns: _RoundColumns,
+    parsed: ParsedTexts,
+    layout: str | None,
 ) -> RoundBatch:
     """Rounds of one signature. files: [R, matrices] int64 indices into ``parsed``; rounds: [R] into ``columns``."""
-    stacks = [_stack(parsed, files[:, m], int(parsed.rows[files[0, m]]), int(parsed.cols[files[0, m]])) for m in range(files.shape[1])]
+    stacks = [
+        _stack(parsed, files[:, m], int(parsed.rows[files[0, m]]), int(parsed.cols[files[0, m]]))
+        for m in range(files.shape[1])
+    ]
     return RoundBatch(
-        columns.keys[:, rounds], columns.roots[rounds], tuple(stacks[:-1]), stacks[-1], layout, names, columns.ordinals[rounds]
+        columns.keys[:, rounds],
+        columns.roots[rounds],
+        tuple(stacks[:-1]),
+        stacks[-1],
+        layout,
+        names,
+        columns.ordinals[rounds],
     )

@@ -10,12 +10,13 @@ from __future__ import annotations
 import io
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from replay.util.errors import DumpError
+
 from .format import ArraySpec, PackedBlockError, block_checksum, file_sha256
 
 
@@ -81,7 +82,12 @@ def read_block(root: Path, group: str, spec: ArraySpec, k: int, check: bool = Tr
             while done < len(buf):
                 n = os.preadv(fd, [buf[done:]], start + done)
                 if n <= 0:
-                    raise PackedBlockError(path, group, k, f"file ends at byte {start + done}, inside the block (bytes {start}-{start + len(buf) - 1})")
+                    raise PackedBlockError(
+                        path,
+                        group,
+                        k,
+                        f"file ends at byte {start + done}, inside the block (bytes {start}-{start + len(buf) - 1})",
+                    )
                 done += n
         finally:
             os.close(fd)
@@ -91,7 +97,9 @@ def read_block(root: Path, group: str, spec: ArraySpec, k: int, check: bool = Tr
         raise PackedBlockError(path, group, k, f"cannot read: {exc.strerror or exc}") from None
     if check and block_checksum(out) != spec.block_crc32[k]:
         raise PackedBlockError(
-            path, group, k,
+            path,
+            group,
+            k,
             f"bytes {start}-{start + len(buf) - 1} do not match the block's CRC-32 in packed.json: corrupt or modified",
         )
     return out

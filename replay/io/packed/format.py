@@ -23,15 +23,16 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from replay.util.errors import DumpError
-from replay.io.grouping import Key, Skipped, Step0Check
 from replay.io.formats.matrix_io import RawSpec
+from replay.io.grouping import Key, Skipped, Step0Check
+from replay.util.errors import DumpError
 
 PACKED_NAME = "packed.json"
 PACKED_FORMAT = "specreplay-packed"
@@ -58,7 +59,11 @@ def looks_packed(path: str | Path) -> bool:
     """packed.json is there, or a group's arrays are: a packed run that lost packed.json must not
     read as an empty dump directory."""
     path = Path(path)
-    return (path / PACKED_NAME).is_file() or (path / "g000" / "keys.npy").is_file() or (path / "g000" / "ordinal.npy").is_file()
+    return (
+        (path / PACKED_NAME).is_file()
+        or (path / "g000" / "keys.npy").is_file()
+        or (path / "g000" / "ordinal.npy").is_file()
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
-from replay.util.errors import DumpError
-from replay.io.grouping import Key, Skipped, Step0Check
 from replay.io.formats.matrix_io import SCORE_AUTO, SCORE_LOGPROB, SCORE_PROB, RawSpec
+from replay.io.grouping import Key, Skipped, Step0Check
+from replay.util.errors import DumpError
+
 from .format import (
     BLOCK_CHECKSUM,
     COPIED_FILES,
@@ -81,7 +83,7 @@ class _Fields:
             self.fail(self.name(key), f"expected {want}, got {_show(value)}")
         return value
 
-    def sub(self, key: str) -> "_Fields":
+    def sub(self, key: str) -> _Fields:
         return _Fields(self.meta_path, self.get(key), self.name(key))
 
 
@@ -102,7 +104,11 @@ def _int(meta_path: Path, value: Any, name: str, lo: int = 0, hi: int | None = N
 
 
 def _str_list(meta_path: Path, value: Any, name: str, length: int | None = None) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or (length is not None and len(value) != length):
+    if (
+        not isinstance(value, list)
+        or not all(isinstance(v, str) for v in value)
+        or (length is not None and len(value) != length)
+    ):
         want = "a list of strings" if length is None else f"a list of {length} strings"
         raise DumpError(meta_path, f"expected {want}, got {_show(value)}", name)
     return tuple(value)
@@ -116,7 +122,10 @@ def read_meta(root: Path) -> PackedMeta:
         body = json.loads(text)
     except FileNotFoundError:
         if looks_packed(root):
-            raise DumpError(meta_path, "missing: the directory holds a packed run's arrays (g000/) but not its metadata; repack the dump directory") from None
+            raise DumpError(
+                meta_path,
+                "missing: the directory holds a packed run's arrays (g000/) but not its metadata; repack the dump directory",
+            ) from None
         raise DumpError(root, f"not a packed run (no {PACKED_NAME})") from None
     except OSError as exc:
         raise DumpError(meta_path, f"cannot read: {exc.strerror or exc}") from None
@@ -128,7 +137,11 @@ def read_meta(root: Path) -> PackedMeta:
     if body.get("format") != PACKED_FORMAT:
         top.fail("format", f"is {_show(body.get('format'))}, expected {PACKED_FORMAT!r}")
     if body.get("version") != PACKED_VERSION:
-        hint = "; it has no per-block checksums: repack the dump directory with `specreplay pack`" if body.get("version") == 1 else ""
+        hint = (
+            "; it has no per-block checksums: repack the dump directory with `specreplay pack`"
+            if body.get("version") == 1
+            else ""
+        )
         top.fail("version", f"{_show(body.get('version'))} is not supported (this reader: {PACKED_VERSION}){hint}")
     stored = top.str(META_HASH_FIELD, _SHA256)
     try:
@@ -136,14 +149,20 @@ def read_meta(root: Path) -> PackedMeta:
     except ValueError:  # NaN or Infinity: never written by pack
         actual = ""
     if actual != stored:
-        top.fail(META_HASH_FIELD, "differs from the sha256 of packed.json's content: the file was edited or is corrupt; repack the dump directory")
+        top.fail(
+            META_HASH_FIELD,
+            "differs from the sha256 of packed.json's content: the file was edited or is corrupt; repack the dump directory",
+        )
     return _parse_meta(meta_path, top, body)
 
 
 def _parse_meta(meta_path: Path, top: _Fields, body: dict) -> PackedMeta:
     ro = top.sub("read_options")
     step0 = ro.list("step0_offset", 2)
-    offset = (_int(meta_path, step0[0], "read_options.step0_offset[0]", -(2**62)), _int(meta_path, step0[1], "read_options.step0_offset[1]", -(2**62)))
+    offset = (
+        _int(meta_path, step0[0], "read_options.step0_offset[0]", -(2**62)),
+        _int(meta_path, step0[1], "read_options.step0_offset[1]", -(2**62)),
+    )
     score_kind = ro.get("score_kind")
     if score_kind not in (SCORE_AUTO, SCORE_PROB, SCORE_LOGPROB):
         ro.fail("read_options.score_kind", f"expected one of auto, prob, logprob, got {_show(score_kind)}")
@@ -154,7 +173,9 @@ def _parse_meta(meta_path: Path, top: _Fields, body: dict) -> PackedMeta:
     block_rounds = top.int("block_rounds", 1)
     source = top.str("source")
     skipped = tuple(_parse_skipped(meta_path, s, f"skipped[{i}]") for i, s in enumerate(top.list("skipped")))
-    unreadable = tuple(_parse_unreadable(meta_path, u, f"unreadable[{i}]", rounds) for i, u in enumerate(top.list("unreadable")))
+    unreadable = tuple(
+        _parse_unreadable(meta_path, u, f"unreadable[{i}]", rounds) for i, u in enumerate(top.list("unreadable"))
+    )
     ords = [o for o, _, _ in unreadable]
     if ords != sorted(set(ords)):
         top.fail("unreadable", "ordinals must be unique and in increasing order")
@@ -181,8 +202,20 @@ def _parse_meta(meta_path: Path, top: _Fields, body: dict) -> PackedMeta:
     if checksum.get("algorithm") != "sha256" or checksum.get("block") != BLOCK_CHECKSUM:
         checksum.fail("checksum", f"expected algorithm 'sha256' and block {BLOCK_CHECKSUM!r}")
     return PackedMeta(
-        source, offset, raw, score_kind, rounds, packed_rounds, block_rounds, skipped, unreadable,
-        tuple(groups), tuple(copied), checksum.str("run", _SHA256), body, step0_check,
+        source,
+        offset,
+        raw,
+        score_kind,
+        rounds,
+        packed_rounds,
+        block_rounds,
+        skipped,
+        unreadable,
+        tuple(groups),
+        tuple(copied),
+        checksum.str("run", _SHA256),
+        body,
+        step0_check,
     )
 
 
@@ -225,7 +258,9 @@ def _parse_step0_check(meta_path: Path, obj: Any, offset: tuple[int, int]) -> St
     if len(source) > _MAX_SOURCE or not source.isprintable():
         f.fail(f.name("source"), f"expected a short printable string, got {_show(source)}")
     counts = [f.int(k) for k in ("rounds", "step0_files", "grouped", "other_grouped")]
-    return Step0Check(offset, source, counts[0], counts[1], counts[2], pair("other"), counts[3], pair("example"), packed=True)
+    return Step0Check(
+        offset, source, counts[0], counts[1], counts[2], pair("other"), counts[3], pair("example"), packed=True
+    )
 
 
 def _parse_skipped(meta_path: Path, obj: Any, where: str) -> Skipped:

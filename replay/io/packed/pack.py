@@ -25,17 +25,18 @@ files), replay.io.packed.write (PackWriter) and replay.io.packed.read (PackedRun
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 
-from replay.util.errors import DumpError
 from replay.io.formats.matrix_io import SCORE_AUTO, RawSpec
+from replay.io.roundbatch import RoundBatch
+from replay.util.errors import DumpError
+
 from .format import PackedBlockError, looks_packed
 from .read import BadBlock, PackedGroup, PackedRun
 from .write import DEFAULT_BLOCK_ROUNDS, PackSummary, PackWriter
-from replay.io.roundbatch import RoundBatch
 
 __all__ = [  # the names callers import from here (the parts are implementation modules)
     "DEFAULT_BLOCK_ROUNDS",
@@ -72,10 +73,10 @@ def pack_directory(
     Reading options default to the directory's manifest, as for ``replay``; the tree config is not
     needed (it is applied when the run is replayed, from the copied manifest/config or --config).
     """
-    from replay.util.errors import NoRoundsError
     from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
     from replay.io.grouping import why_no_rounds
     from replay.io.manifest import group_rounds, read_manifest
+    from replay.util.errors import NoRoundsError
 
     directory = Path(directory)
     if not directory.is_dir():
@@ -88,12 +89,18 @@ def pack_directory(
     grouping = group_rounds(directory, step0_offset, manifest)
     offset = grouping.step0_offset
     if not grouping.rounds:  # before anything is written: a packed run of nothing helps no one
-        raise NoRoundsError(f"{directory}: no round could be packed{why_no_rounds(grouping.skipped)}", grouping.skipped, grouping.step0.notes())
+        raise NoRoundsError(
+            f"{directory}: no round could be packed{why_no_rounds(grouping.skipped)}",
+            grouping.skipped,
+            grouping.step0.notes(),
+        )
     items = plan_items(grouping, manifest.root_tokens)
     keys = {o: rf.key for o, rf, _ in items}
     writer = PackWriter(out, str(directory), offset, raw, kind, block_rounds, force, grouping.step0)
     try:
-        for chunk in iter_read_chunks(directory, items, ReadOptions(offset, raw, kind, None), workers, progress=progress):
+        for chunk in iter_read_chunks(
+            directory, items, ReadOptions(offset, raw, kind, None), workers, progress=progress
+        ):
             for b in chunk.batches:
                 writer.add(b)
             writer.add_unreadable(chunk.unreadable)
@@ -119,7 +126,9 @@ def pack_batches(
     try:
         for b in batches:
             if b.ordinals is None:
-                b = RoundBatch(b.keys, b.root_tokens, b.steps, b.validate, b.layout, b.names, np.arange(rounds, rounds + len(b)))
+                b = RoundBatch(
+                    b.keys, b.root_tokens, b.steps, b.validate, b.layout, b.names, np.arange(rounds, rounds + len(b))
+                )
             writer.add(b)
             rounds += len(b)
         return writer.finish(rounds, (), manifest=manifest)

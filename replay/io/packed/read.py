@@ -8,20 +8,31 @@ read. docs/packed-format.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
-from replay.util.errors import DumpError
-from replay.io.grouping import Key, Skipped, Step0Check
 from replay.io.formats.matrix_io import RawSpec
-from .blocks import check_array_file, read_block, verify_array
-from .format import COPIED_FILES, PACKED_NAME, ArraySpec, GroupSpec, PackedBlockError, PackedMeta, file_sha256, run_checksum
-from .meta import read_meta
+from replay.io.grouping import Key, Skipped, Step0Check
 from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
 from replay.io.rounds import Round
+from replay.util.errors import DumpError
+
+from .blocks import check_array_file, read_block, verify_array
+from .format import (
+    COPIED_FILES,
+    PACKED_NAME,
+    ArraySpec,
+    GroupSpec,
+    PackedBlockError,
+    PackedMeta,
+    file_sha256,
+    run_checksum,
+)
+from .meta import read_meta
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,7 +88,7 @@ class PackedRun:
     check_blocks: bool = True
 
     @classmethod
-    def open(cls, path: str | Path, check_blocks: bool = True) -> "PackedRun":
+    def open(cls, path: str | Path, check_blocks: bool = True) -> PackedRun:
         """Read and check packed.json, the copied files and every array file's size and header."""
         path = Path(path)
         spec = read_meta(path)
@@ -134,7 +145,9 @@ class PackedRun:
         # [n] int: the CRC says the bytes are the writer's; this keeps a re-hashed edit from indexing out of range
         if ords.shape[0] and (int(ords.min()) < 0 or int(ords.max()) >= self.num_rounds):
             raise PackedBlockError(
-                self.path / group.arrays["ordinal"].file, group.name, k,
+                self.path / group.arrays["ordinal"].file,
+                group.name,
+                k,
                 f"ordinals in [{int(ords.min())}, {int(ords.max())}], the run has {self.num_rounds} rounds",
             )
 
@@ -174,9 +187,14 @@ class PackedRun:
             except PackedBlockError as e:
                 found[stem] = e
         errors = [e for e in found.values() if isinstance(e, PackedBlockError)] or [exc]
-        ords, keys = (None if isinstance(found[s], PackedBlockError) else found[s].astype(np.int64) for s in ("ordinal", "keys"))
+        ords, keys = (
+            None if isinstance(found[s], PackedBlockError) else found[s].astype(np.int64) for s in ("ordinal", "keys")
+        )
         what = f"block {k} of group {group.name} ({n} round{'s' if n != 1 else ''})"
-        why = "; ".join(str(e) for e in errors) + f"; the rest of the run is read (check it: specreplay verify-pack {self.path})"
+        why = (
+            "; ".join(str(e) for e in errors)
+            + f"; the rest of the run is read (check it: specreplay verify-pack {self.path})"
+        )
         position = self.num_rounds if ords is None else int(ords.min())
         return BadBlock(group.name, k, n, position, keys, Skipped(what, why, tuple(e.path for e in errors)))
 
@@ -242,7 +260,11 @@ class PackedRun:
                     lost.append(self.bad_block(g, k, exc))
                     continue
                 if (gid[ords] != -1).any() or np.unique(ords).shape[0] != size:
-                    raise DumpError(self.path / g.arrays["ordinal"].file, f"block {k} repeats an ordinal of another round", "ordinal")
+                    raise DumpError(
+                        self.path / g.arrays["ordinal"].file,
+                        f"block {k} repeats an ordinal of another round",
+                        "ordinal",
+                    )
                 gid[ords] = gi
                 pos[ords] = k * g.block_rounds + np.arange(size)
         cache: dict[int, tuple[int, RoundBatch | BadBlock]] = {}
@@ -306,7 +328,10 @@ def _check_copied(root: Path, spec: PackedMeta) -> None:
         p = root / name
         if name not in listed:
             if p.exists():
-                raise DumpError(p, "was added after packing (not in packed.json); pass --config to replay with another config, or repack")
+                raise DumpError(
+                    p,
+                    "was added after packing (not in packed.json); pass --config to replay with another config, or repack",
+                )
             continue
         c = listed[name]
         try:
@@ -315,4 +340,7 @@ def _check_copied(root: Path, spec: PackedMeta) -> None:
         except OSError:
             raise DumpError(p, "missing (listed in packed.json)") from None
         if not ok:
-            raise DumpError(p, "differs from the copy packed.json records (edited or corrupt); pass --config to replay with another config, or repack")
+            raise DumpError(
+                p,
+                "differs from the copy packed.json records (edited or corrupt); pass --config to replay with another config, or repack",
+            )

@@ -10,16 +10,19 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
+from replay.io.formats.matrix_io import RawSpec
+from replay.io.grouping import Key, Skipped, Step0Check
+from replay.io.roundbatch import RoundBatch
 from replay.util.atomic import write_json_atomic
 from replay.util.errors import DumpError
-from replay.io.grouping import Key, Skipped, Step0Check
-from replay.io.formats.matrix_io import RawSpec
+
 from .format import (
     BLOCK_CHECKSUM,
     COPIED_FILES,
@@ -33,7 +36,6 @@ from .format import (
     run_checksum,
     seal_meta,
 )
-from replay.io.roundbatch import RoundBatch
 
 DEFAULT_BLOCK_ROUNDS = 16384  # = the batch kernel's chunk: one block is replayed in one go
 
@@ -55,7 +57,11 @@ class _Appender:
 
     def _write_header(self) -> int:
         self.fh.seek(0)
-        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": (self.count, *self.block_shape)}
+        header = {
+            "descr": np.lib.format.dtype_to_descr(self.dtype),
+            "fortran_order": False,
+            "shape": (self.count, *self.block_shape),
+        }
         np.lib.format.write_array_header_1_0(self.fh, header)
         return self.fh.tell()
 
@@ -74,7 +80,15 @@ class _Appender:
         if self._write_header() != self.header_len:
             raise RuntimeError(f"{self.rel}: .npy header changed size on rewrite")
         self.fh.close()
-        return ArraySpec(Path(self.rel).stem, self.rel, self.dtype, (self.count, *self.block_shape), end, self.sha.hexdigest(), tuple(self.crcs)).to_json()
+        return ArraySpec(
+            Path(self.rel).stem,
+            self.rel,
+            self.dtype,
+            (self.count, *self.block_shape),
+            end,
+            self.sha.hexdigest(),
+            tuple(self.crcs),
+        ).to_json()
 
 
 def _pad(arr: np.ndarray, n: int) -> np.ndarray:
@@ -166,7 +180,6 @@ def _skipped_json(s: Skipped) -> dict:
     return {"what": s.what, "reason": s.reason, "paths": list(s.paths)}
 
 
-
 @dataclass(frozen=True)
 class PackSummary:
     path: str
@@ -184,12 +197,23 @@ class PackWriter:
     """Streams RoundBatches into a packed run; nothing appears at ``out`` until ``finish``."""
 
     def __init__(
-        self, out: str | Path, source: str, step0_offset: tuple[int, int], raw: RawSpec | None, score_kind: str,
-        block_rounds: int = DEFAULT_BLOCK_ROUNDS, force: bool = False, step0_check: Step0Check | None = None,
+        self,
+        out: str | Path,
+        source: str,
+        step0_offset: tuple[int, int],
+        raw: RawSpec | None,
+        score_kind: str,
+        block_rounds: int = DEFAULT_BLOCK_ROUNDS,
+        force: bool = False,
+        step0_check: Step0Check | None = None,
     ):
         self.out = Path(out)
         if self.out.exists() and not (force and looks_packed(self.out)):
-            why = "a packed run: pass --force to replace it" if looks_packed(self.out) else "and is not a packed run; choose another path"
+            why = (
+                "a packed run: pass --force to replace it"
+                if looks_packed(self.out)
+                else "and is not a packed run; choose another path"
+            )
             raise DumpError(self.out, f"already exists {why}")
         if block_rounds < 1:
             raise ValueError(f"block_rounds must be positive, got {block_rounds}")
@@ -198,7 +222,9 @@ class PackWriter:
             shutil.rmtree(self.tmp)
         self.tmp.mkdir(parents=True)
         self.source, self.step0_offset, self.raw, self.score_kind = source, step0_offset, raw, score_kind
-        self.step0_check = step0_check  # the grouping's Step0Check, kept so a replay of the run says what the directory's says
+        self.step0_check = (
+            step0_check  # the grouping's Step0Check, kept so a replay of the run says what the directory's says
+        )
         self.block_rounds = block_rounds
         self.groups: dict[tuple, _GroupWriter] = {}
         self.unreadable: list[tuple[int, Skipped]] = []
@@ -251,7 +277,9 @@ class PackWriter:
             "version": PACKED_VERSION,
             "source": self.source,
             "read_options": {
-                "step0_offset": list(self.step0_offset), "raw": _raw_json(self.raw), "score_kind": self.score_kind,
+                "step0_offset": list(self.step0_offset),
+                "raw": _raw_json(self.raw),
+                "score_kind": self.score_kind,
                 **({"step0_check": self.step0_check.to_json()} if self.step0_check is not None else {}),
             },
             "rounds": rounds,
@@ -259,7 +287,8 @@ class PackWriter:
             "block_rounds": self.block_rounds,
             "skipped": [_skipped_json(s) for s in skipped],
             "unreadable": [
-                {"ordinal": o, "key": list(keys[o]) if o in keys else None, **_skipped_json(s)} for o, s in sorted(self.unreadable, key=lambda t: t[0])
+                {"ordinal": o, "key": list(keys[o]) if o in keys else None, **_skipped_json(s)}
+                for o, s in sorted(self.unreadable, key=lambda t: t[0])
             ],
             "groups": groups,
             "copied": copied,
@@ -284,4 +313,14 @@ class PackWriter:
         total = sum(f["bytes"] for f in files + copied) + (self.out / PACKED_NAME).stat().st_size
         items = tuple(skipped) + tuple(s for _, s in sorted(self.unreadable, key=lambda t: t[0]))
         notes = self.step0_check.notes() if self.step0_check is not None else ()
-        return PackSummary(str(self.out), rounds, body["packed_rounds"], len(groups), total, body["checksum"]["run"], len(items), items, notes)
+        return PackSummary(
+            str(self.out),
+            rounds,
+            body["packed_rounds"],
+            len(groups),
+            total,
+            body["checksum"]["run"],
+            len(items),
+            items,
+            notes,
+        )

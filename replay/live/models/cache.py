@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from replay.util.atomic import write_bytes_atomic
+
 from .catalogue import ModelSpec
 from .progress import ProgressFactory, open_progress
 

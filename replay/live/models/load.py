@@ -8,15 +8,16 @@ Llama and Qwen2 are the tested ones.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
-from replay.util.progress import progress_enabled
 from replay.live.errors import ModelLoadError
+from replay.util.progress import progress_enabled
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -137,14 +138,20 @@ def _check_plain_head(module: Any, name: str) -> None:
     if module.base_model is module or module.get_output_embeddings() is None:
         raise ModelLoadError(f"{name}: not a causal LM with a separate output layer")
     if getattr(module.config, "final_logit_softcapping", None):
-        raise ModelLoadError(f"{name}: logits are soft-capped after the output layer; the harness does not support that")
+        raise ModelLoadError(
+            f"{name}: logits are soft-capped after the output layer; the harness does not support that"
+        )
 
 
 _OWN_TOKENIZER = object()  # sentinel: load the checkpoint's own tokenizer
 
 
 def load_model(
-    path: str | Path, device: str = "cpu", dtype: str = "float32", tokenizer: Any = _OWN_TOKENIZER, progress: bool | None = None
+    path: str | Path,
+    device: str = "cpu",
+    dtype: str = "float32",
+    tokenizer: Any = _OWN_TOKENIZER,
+    progress: bool | None = None,
 ) -> LiveModel:
     """Load from a Hugging Face directory (``config.json`` + weights) or a ``.gguf`` file, offline.
 
@@ -213,7 +220,11 @@ def _gguf_reader() -> Any:
 
 
 def load_pair(
-    draft: str | Path, target: str | Path, device: str = "cpu", dtype: str = "float32", draft_dtype: str | None = None,
+    draft: str | Path,
+    target: str | Path,
+    device: str = "cpu",
+    dtype: str = "float32",
+    draft_dtype: str | None = None,
     progress: bool | None = None,
 ) -> tuple[LiveModel, LiveModel]:
     """(draft, target), each loaded once, the target first, then checked as a pair (``check_pair``).

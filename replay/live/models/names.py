@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from replay.live.errors import FetchError, ModelLoadError, ModelNotFetchedError
+
 from .cache import cache_dir_or_default, is_present, model_path
 from .catalogue import DEFAULT_PAIR, MODELS, PAIRS, ModelSpec, get_pair
 
@@ -57,9 +58,7 @@ def resolve_model(name_or_path: str | Path, cache_dir: str | Path | None = None)
     path = Path(key).expanduser()
     if path.exists():
         return path
-    raise ModelNotFetchedError(
-        f"model '{key}': neither a known short name ({', '.join(MODELS)}) nor an existing path"
-    )
+    raise ModelNotFetchedError(f"model '{key}': neither a known short name ({', '.join(MODELS)}) nor an existing path")
 
 
 def resolve_pair(name: str = DEFAULT_PAIR.name, cache_dir: str | Path | None = None) -> tuple[Path, Path]:

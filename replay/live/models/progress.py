@@ -6,8 +6,9 @@ tqdm and a writer that keeps the bar whole, tests pass recorders, library caller
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator, Protocol
+from typing import Protocol
 
 
 class ProgressBar(Protocol):

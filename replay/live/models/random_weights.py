@@ -5,11 +5,11 @@ test models of replay.testing.tiny use.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
-import torch
-from .load import LiveModel, parse_dtype, wrap_model
 
+import torch
+
+from .load import LiveModel, parse_dtype, wrap_model
 
 # Architecture shapes of the public Qwen2.5 configs (config.json), for cost curves on a GPU.
 QWEN25_05B = {
@@ -44,7 +44,9 @@ def _classes(architecture: str):
     return table[architecture]
 
 
-def build_model(config: dict[str, Any], seed: int = 0, dtype: str = "float32", device: str = "cpu", name: str | None = None) -> LiveModel:
+def build_model(
+    config: dict[str, Any], seed: int = 0, dtype: str = "float32", device: str = "cpu", name: str | None = None
+) -> LiveModel:
     """Random-weight model from a config dict (key ``architecture``: qwen2 or llama)."""
     cfg = dict(config)
     config_cls, model_cls = _classes(cfg.pop("architecture"))

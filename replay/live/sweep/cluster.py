@@ -30,18 +30,30 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from replay.core.config import TreeConfig, parse_config
-from replay.util.errors import SpecReplayError
-from .commit import clear_stale
 from replay.live.errors import SweepError
-from .grid import config_name
+from replay.util.errors import SpecReplayError
+
+from .commit import clear_stale
 from .directory import (
-    COMMITTED, COST_CURVE_FILE, DUPLICATE, KEPT, SweepResult, claim, dumps_dir, is_finished, new_session, settings, write_results_table,
+    COMMITTED,
+    COST_CURVE_FILE,
+    DUPLICATE,
+    KEPT,
+    SweepResult,
+    claim,
+    dumps_dir,
+    is_finished,
+    new_session,
+    settings,
+    write_results_table,
 )
+from .grid import config_name
 
 DEVICE_ENV = "SPECREPLAY_DEVICE"  # a worker's device, overriding the sweep's --device
 
@@ -138,13 +150,17 @@ def run_sweep_on_cluster(
     finally:
         client.cancel([f for f in futures if not f.done()])
     return SweepResult(
-        write_results_table(out, names), tuple(done.get(COMMITTED, [])), tuple(skipped + done.get(KEPT, [])), tuple(done.get(DUPLICATE, []))
+        write_results_table(out, names),
+        tuple(done.get(COMMITTED, [])),
+        tuple(skipped + done.get(KEPT, [])),
+        tuple(done.get(DUPLICATE, [])),
     )
 
 
 def config_task(job: SweepJob, config_json: dict[str, Any]) -> TaskOutcome:
     """Run on a worker: one config on all prompts, committed into ``job.out``."""
     from replay.live.generate import DecodeOptions
+
     from .runner import run_config
 
     start = time.perf_counter()
@@ -155,7 +171,17 @@ def config_task(job: SweepJob, config_json: dict[str, Any]) -> TaskOutcome:
             return TaskOutcome(name, KEPT, worker, time.perf_counter() - start)
         try:
             draft, target = worker_pair(job.pair)
-            status = run_config(draft, target, config, job.prompts, DecodeOptions(**job.options), job.out, job.repeats, job.session, worker)
+            status = run_config(
+                draft,
+                target,
+                config,
+                job.prompts,
+                DecodeOptions(**job.options),
+                job.out,
+                job.repeats,
+                job.session,
+                worker,
+            )
         except SpecReplayError as exc:  # re-raised as one-argument errors: they travel pickled
             raise SweepError(f"config {name} on worker {worker}: {exc}") from None
     return TaskOutcome(name, status, worker, time.perf_counter() - start)
@@ -207,9 +233,20 @@ def start_local_cluster(workers: int | None = None, devices: Sequence[str] | Non
     if devices and len(devices) != n:
         raise SweepError(f"--workers {n} but {len(devices)} --devices: give one device per worker")
     level = logging.ERROR if quiet else logging.INFO
-    common = {"nthreads": 1, "host": "127.0.0.1", "memory_limit": 0, "dashboard": False, "dashboard_address": None, "silence_logs": level}
-    spec = {
-        f"w{i}": {"cls": Nanny, "options": {**common, "env": {DEVICE_ENV: devices[i]} if devices else {}}} for i in range(n)
+    common = {
+        "nthreads": 1,
+        "host": "127.0.0.1",
+        "memory_limit": 0,
+        "dashboard": False,
+        "dashboard_address": None,
+        "silence_logs": level,
     }
-    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "port": 0, "dashboard": False, "dashboard_address": None}}
+    spec = {
+        f"w{i}": {"cls": Nanny, "options": {**common, "env": {DEVICE_ENV: devices[i]} if devices else {}}}
+        for i in range(n)
+    }
+    scheduler = {
+        "cls": Scheduler,
+        "options": {"host": "127.0.0.1", "port": 0, "dashboard": False, "dashboard_address": None},
+    }
     return SpecCluster(scheduler=scheduler, workers=spec, silence_logs=level)

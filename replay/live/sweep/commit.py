@@ -21,10 +21,10 @@ import os
 import shutil
 import socket
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 STAGING_PREFIX = ".staging-"
 LOCK_SUFFIX = ".lock"

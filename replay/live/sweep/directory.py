@@ -17,12 +17,13 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from replay.util.atomic import atomic_path, write_json_atomic
 from replay.live.errors import SweepError
+from replay.util.atomic import atomic_path, write_json_atomic
 
 LAYOUT = 2  # 1: rows/<name>.json beside dumps/<name>/ (before results were committed in one rename)
 SETTINGS_FILE = "sweep.json"
@@ -36,8 +37,19 @@ KEPT = "kept"  # found it committed already and did not run it
 # Row columns that depend on the models, prompts and options only, never on timing or on where a
 # config ran: two sweeps of the same settings agree on them whatever their workers.
 OUTCOME_COLUMNS = (
-    "name", "config", "config_json", "gamma", "gamma_threshold", "nodes", "expanded", "rounds", "new_tokens",
-    "mean_acceptance_length", "draft_acceptance_rate", "mean_accepted_length", "identical_to_baseline",
+    "name",
+    "config",
+    "config_json",
+    "gamma",
+    "gamma_threshold",
+    "nodes",
+    "expanded",
+    "rounds",
+    "new_tokens",
+    "mean_acceptance_length",
+    "draft_acceptance_rate",
+    "mean_accepted_length",
+    "identical_to_baseline",
 )
 
 
@@ -49,7 +61,9 @@ class SweepResult:
     duplicates: tuple[str, ...] = ()  # configs run again but committed by another run first
 
 
-def settings(draft: dict[str, str], target: dict[str, str], prompts: Sequence[Sequence[int]], options: dict[str, Any]) -> dict[str, Any]:
+def settings(
+    draft: dict[str, str], target: dict[str, str], prompts: Sequence[Sequence[int]], options: dict[str, Any]
+) -> dict[str, Any]:
     """What a sweep's outputs depend on: models {path, dtype}, prompts (token ids), decode options.
     Not the device: rows record where they ran, and a resume may run on other devices (or on a
     cluster). Model paths are made absolute, so a relative path and its absolute form agree."""
@@ -105,7 +119,9 @@ def read_rows(out: str | Path, names: Sequence[str]) -> list[dict[str, Any]]:
         path = dumps_dir(out) / n / ROW_FILE
         if path.is_file():
             row = json.loads(path.read_text(encoding="utf-8"))
-            if "block_efficiency" in row and "mean_acceptance_length" not in row:  # a row of a sweep before the rename: the same number
+            if (
+                "block_efficiency" in row and "mean_acceptance_length" not in row
+            ):  # a row of a sweep before the rename: the same number
                 row["mean_acceptance_length"] = row.pop("block_efficiency")
             rows.append(row)
     return rows

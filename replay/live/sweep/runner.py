@@ -12,25 +12,38 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
-from replay.util.atomic import write_json_atomic
 from replay.core.config import TreeConfig
-from .commit import clear_stale, commit, staged
 from replay.live.costs import measure_cost_curve, write_cost_curve
 from replay.live.generate import DecodeOptions
-from .grid import config_name
 from replay.live.models.load import LiveModel
 from replay.live.report import generation_headline
 from replay.live.run import BaselineComparison, Progress, TimedRun, run_timed, save_run_manifest
-from .directory import (
-    COMMITTED, COST_CURVE_FILE, DUPLICATE, KEPT, ROW_FILE, SweepResult, claim, dumps_dir, is_finished, new_session, settings, write_results_table,
-)
 from replay.live.timing import Clock
+from replay.util.atomic import write_json_atomic
+
+from .commit import clear_stale, commit, staged
+from .directory import (
+    COMMITTED,
+    COST_CURVE_FILE,
+    DUPLICATE,
+    KEPT,
+    ROW_FILE,
+    SweepResult,
+    claim,
+    dumps_dir,
+    is_finished,
+    new_session,
+    settings,
+    write_results_table,
+)
+from .grid import config_name
 
 ConfigHook = Callable[[str], None]  # called with a config's name once its result is committed
 LOCAL_WORKER = "local"
@@ -62,20 +75,26 @@ def run_local_sweep(
         if is_finished(out, name):
             done[KEPT].append(name)
             continue
-        done[run_config(draft, target, config, prompts, options, out, repeats, session, LOCAL_WORKER, progress, clock)].append(name)
+        done[
+            run_config(draft, target, config, prompts, options, out, repeats, session, LOCAL_WORKER, progress, clock)
+        ].append(name)
         write_results_table(out, names)
         if after_config is not None:
             after_config(name)
     if cost_curve:
         measure_cost_curve_once(target, draft, out, LOCAL_WORKER, repeats)
-    return SweepResult(write_results_table(out, names), tuple(done[COMMITTED]), tuple(done[KEPT]), tuple(done[DUPLICATE]))
+    return SweepResult(
+        write_results_table(out, names), tuple(done[COMMITTED]), tuple(done[KEPT]), tuple(done[DUPLICATE])
+    )
 
 
 def model_ref(model: LiveModel) -> dict[str, str]:
     return {"path": model.name, "dtype": model.dtype_name}
 
 
-def sweep_settings(draft: dict[str, str], target: dict[str, str], prompts: Sequence[Sequence[int]], options: DecodeOptions) -> dict[str, Any]:
+def sweep_settings(
+    draft: dict[str, str], target: dict[str, str], prompts: Sequence[Sequence[int]], options: DecodeOptions
+) -> dict[str, Any]:
     return settings(draft, target, prompts, asdict(options))
 
 
@@ -98,13 +117,22 @@ def run_config(
     with staged(dumps_dir(out), config_name(config)) as stage:
         timed = run_timed(draft, target, prompts, config, options, repeats, True, stage.path, progress, clock)
         comparison = timed.comparison(options.temperature)
-        where = {"worker": worker, "device": device_label(target.device), "host": socket.gethostname(), "session": session}
-        save_run_manifest(stage.path, config, draft, target, options, timed.generations, comparison, timed.timing, {"sweep": where})
+        where = {
+            "worker": worker,
+            "device": device_label(target.device),
+            "host": socket.gethostname(),
+            "session": session,
+        }
+        save_run_manifest(
+            stage.path, config, draft, target, options, timed.generations, comparison, timed.timing, {"sweep": where}
+        )
         write_json_atomic(stage.path / ROW_FILE, sweep_row(config, timed, comparison, where))
         return COMMITTED if commit(stage) else DUPLICATE
 
 
-def sweep_row(config: TreeConfig, timed: TimedRun, comparison: BaselineComparison, where: dict[str, str]) -> dict[str, Any]:
+def sweep_row(
+    config: TreeConfig, timed: TimedRun, comparison: BaselineComparison, where: dict[str, str]
+) -> dict[str, Any]:
     """The config's row of the results table (OUTCOME_COLUMNS first, then timing, then where it ran)."""
     s, base, timing = timed.summary, comparison.baseline, timed.timing
     head = generation_headline(timed.generations)
