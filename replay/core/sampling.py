@@ -163,6 +163,8 @@ def sampling_bounds(
             lmax = np.max(lp, axis=2)  # [R, N+1]; -inf for an empty row
             lmin = np.min(np.where(valid, lp, np.inf), axis=2)
             mass = np.clip(1.0 - np.exp(lp).sum(axis=2), 0.0, 1.0)  # tail mass m at T = 1
+            if vocab_size is not None:  # a row naming every token has no tail: m is rounding
+                mass = np.where(valid.sum(axis=2) >= vocab_size, 0.0, mass)
             logm = np.log(mass)
             # Scaled by exp(-a * lmax) so that small T does not underflow.
             rec = np.exp(a * (lp - lmax[..., None])).sum(axis=2)  # recorded part of Z_T
@@ -187,8 +189,9 @@ def sampling_bounds(
                 else:
                     s_hi = np.full_like(s_lo, np.inf)
                     needs_vocab = True
-            s_lo = np.nan_to_num(s_lo, nan=0.0)
             s_hi = np.nan_to_num(s_hi, nan=0.0, posinf=np.inf)
+            # A row covering the whole vocabulary has no tail: its float residue m is rounding.
+            s_lo = np.minimum(np.nan_to_num(s_lo, nan=0.0), s_hi)
             z_lo = rec + s_lo
             z_hi = rec + s_hi
             num = np.exp(a * (child_lp - lmax[ri, par]))  # [R, N], 0 when not recorded
