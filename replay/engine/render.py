@@ -180,3 +180,54 @@ def render_summary(rep: DirectoryReplay) -> list[str]:
         rep.skipped,
         rep.notes,
     )
+
+
+def _span(lo: float, hi: float, digits: int = 4) -> str:
+    """A value, or its bounds with their width when the dump does not determine it."""
+    if lo == hi:
+        return f"{lo:.{digits}f}"
+    return f"[{lo:.{digits}f}, {hi:.{digits}f}] (width {hi - lo:.{digits}f})"
+
+
+def sampling_lines(smp) -> list[str]:
+    """A round's replay.engine.sampling.RoundSampling, under its tree."""
+    lines = [
+        f"  at T = {smp.temperature:g}: expected accepted length {_span(smp.expected_lo, smp.expected_hi)}"
+        + ("  (exact)" if smp.exact else "  (bounds)")
+    ]
+    ge = ", ".join(
+        f"P(L>={d}) {_span(lo, hi, 3)}" for d, (lo, hi) in enumerate(zip(smp.length_ge_lo, smp.length_ge_hi), 1)
+    )
+    lines.append(f"    {ge}")
+    if smp.variance is not None:
+        lines.append(f"    variance of the accepted length {smp.variance:.4f}")
+    return lines
+
+
+def sampling_summary(samplings) -> list[str]:
+    """Means over the rounds at T: expectations with bounds, and the expected length distribution."""
+    n = len(samplings)
+    t = samplings[0].temperature
+    lo = sum(s.expected_lo for s in samplings) / n
+    hi = sum(s.expected_hi for s in samplings) / n
+    exact = sum(s.exact for s in samplings)
+    depth = max(len(s.length_ge_lo) for s in samplings)
+
+    def ge(s, d, side):
+        vals = s.length_ge_lo if side == 0 else s.length_ge_hi
+        return vals[d - 1] if d <= len(vals) else 0.0
+
+    lines = [
+        f"sampling at T = {t:g} ({n} rounds with scores, {exact} exact):",
+        f"  expected accepted length per round: {_span(lo, hi)}",
+        f"  expected block efficiency:          {_span(lo + 1.0, hi + 1.0)}",
+        "  expected distribution of the accepted length (fraction of rounds):",
+    ]
+    for d in range(depth + 1):
+        # P(L = d) = P(L >= d) - P(L >= d+1); its bounds pair each side with the other's.
+        at_lo = [(1.0 if d == 0 else ge(s, d, 0)) - ge(s, d + 1, 1) for s in samplings]
+        at_hi = [(1.0 if d == 0 else ge(s, d, 1)) - ge(s, d + 1, 0) for s in samplings]
+        lo_d = max(0.0, sum(at_lo) / n)
+        hi_d = min(1.0, sum(at_hi) / n)
+        lines.append(f"    L = {d}: {_span(lo_d, hi_d, 3)}")
+    return lines
