@@ -2,35 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
 from replay.core.config import TreeConfig
 from replay.core.sampling import node_rows
-from replay.engine.batch import MatrixStack, RoundBatch, replay_batch
+from replay.engine.batch import replay_batch
 from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
 from replay.engine.replayer import replay_round
 from replay.engine.sampling import round_sampling
 from replay.testing.batch_synth import SynthSpec, synth_batch
-from replay.testing.sampling_ref import reference_bounds
+from replay.testing.sampling_ref import reference_bounds, with_validate_scores
 
 ARTICLE = TreeConfig(3, ((6,), (2, 2), (1, 1)), (1, 2, 2))
 VOCAB = 30
-
-
-def with_validate_scores(batch: RoundBatch, seed: int) -> RoundBatch:
-    """The synthetic validate rows with distinct ids and descending probabilities (a tail left over)."""
-    rng = np.random.default_rng(seed)
-    ids = batch.validate.ids.astype(np.int64)
-    k = ids.shape[1]
-    for c in range(1, k):
-        ids[:, c] = (ids[:, 0] + 7 * c) % VOCAB
-    probs = rng.dirichlet(np.ones(k + 1) * 0.7, size=ids.shape[0] * ids.shape[2])[:, :k]
-    probs = -np.sort(-probs, axis=1).reshape(ids.shape[0], ids.shape[2], k).transpose(0, 2, 1)
-    stack = MatrixStack(ids, np.log(probs).astype(np.float32))
-    return replace(batch, validate=stack)
 
 
 @pytest.mark.parametrize("layout", ["all", "parents"])
@@ -38,7 +23,7 @@ def with_validate_scores(batch: RoundBatch, seed: int) -> RoundBatch:
 @pytest.mark.parametrize("steps", [3, 2])
 def test_batch_equals_per_round_and_reference(layout, t, steps):
     spec = SynthSpec(ARTICLE, 150, steps=steps, seed=int(t * 10) + steps, layout=layout, target_cols=4, vocab=VOCAB)
-    batch = with_validate_scores(synth_batch(spec), steps)
+    batch = with_validate_scores(synth_batch(spec), steps, VOCAB)
     res = replay_batch(batch, ARTICLE, workers=1)
     smp = batch_sampling(batch, res, ARTICLE, t, vocab_size=VOCAB)
     checked = 0

@@ -6,8 +6,12 @@ One round, one node at a time, math.exp on Python floats: the same bounds, writt
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+
+import numpy as np
 
 from ..core.vocab import PAD_TOKEN
+from ..io.roundbatch import MatrixStack
 
 
 def _p_bounds(row_ids, row_logp, has_row, token, t, vocab_size):
@@ -71,3 +75,17 @@ def reference_bounds(tokens, parents, depths, rows_ids, rows_logp, has_row, t, v
         ge_hi[d] = min(ge_hi[d], ge_hi[d - 1])
     ge_lo = [min(lo, hi) for lo, hi in zip(ge_lo, ge_hi)]
     return sum(ge_lo[1:]), sum(ge_hi[1:]), ge_lo, ge_hi
+
+
+def with_validate_scores(batch, seed: int, vocab: int):
+    """A synthetic RoundBatch with its validate rows given distinct ids and descending probabilities
+    (a tail left over), for tests and bench/sampling_speed.py."""
+    rng = np.random.default_rng(seed)
+    ids = batch.validate.ids.astype(np.int64)
+    k = ids.shape[1]
+    for c in range(1, k):
+        ids[:, c] = (ids[:, 0] + 7 * c) % vocab
+    probs = rng.dirichlet(np.ones(k + 1) * 0.7, size=ids.shape[0] * ids.shape[2])[:, :k]
+    probs = -np.sort(-probs, axis=1).reshape(ids.shape[0], ids.shape[2], k).transpose(0, 2, 1)
+    stack = MatrixStack(ids, np.log(probs).astype(np.float32))
+    return replace(batch, validate=stack)
