@@ -106,3 +106,25 @@ def test_rows_that_sum_above_one_are_skipped_not_numbered(capsys, tmp_path):
     code, out, err = run(capsys, "replay", dump, "--temperature", "0.7")
     assert code == 2 and "expected accepted length" not in out
     assert_told(err, "round 124_140", "sum to more than 1")
+
+
+def _sampling_part(out: str) -> str:
+    return out[out.index("sampling at T") :]
+
+
+@pytest.mark.parametrize("t", ["0", "0.7", "1.3"])
+def test_batch_gives_the_replays_sampling_summary(capsys, t):
+    code, out, err = run(capsys, "replay", SYNTH, "--temperature", t, "--summary", "--no-progress")
+    assert code == 0, err
+    code2, out2, err2 = run(capsys, "batch", SYNTH, "--temperature", t, "--no-progress", "--workers", "1")
+    assert code2 == 0, err2
+    assert _sampling_part(out2) == _sampling_part(out)
+    assert ("--vocab-size" in err2) == (t == "1.3")
+
+
+def test_batch_without_scores_lists_the_skip(capsys, tmp_path):
+    from tests.test_user_mistakes import article_by_hand
+
+    code, out, err = run(capsys, "batch", article_by_hand(tmp_path / "a"), "--temperature", "0.5")
+    assert code == 2 and "sampling at" not in out
+    assert_told(err, "round 124_140", "no scores")
