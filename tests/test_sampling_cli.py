@@ -128,3 +128,22 @@ def test_batch_without_scores_lists_the_skip(capsys, tmp_path):
     code, out, err = run(capsys, "batch", article_by_hand(tmp_path / "a"), "--temperature", "0.5")
     assert code == 2 and "sampling at" not in out
     assert_told(err, "round 124_140", "no scores")
+
+
+def test_api_frame_per_round_and_temperature_is_the_clis(capsys, tmp_path):
+    from replay.cli import api
+    from replay.util.errors import SpecReplayError
+
+    dump = tiny_dump(tmp_path / "d", probs=((0.5, 0.3, 0.1), (0.6, 0.3, 0.1)))
+    frame = api.sampling(dump, [0, 0.5, 1.0])
+    assert list(frame["temperature"]) == [0.0, 0.5, 1.0]
+    for t in ("0", "0.5", "1"):
+        _, rows, _ = sampling_json(capsys, dump, "--temperature", t)
+        row = frame[frame["temperature"] == float(t)].iloc[0]
+        for name in ("expected_accepted_length_lo", "expected_accepted_length_hi", "exact"):
+            assert row[name] == rows[0]["sampling"][name]
+    assert frame["expected_accepted_length"].iloc[2] == pytest.approx(0.5 + 0.3 + 0.5 * 0.6, abs=1e-12)
+    no_scores = api.sampling(ROOT / "sample_dumps" / "article_round", 0.7)
+    assert len(no_scores) == 0 and "no scores" in no_scores.attrs["skipped"][0][2]
+    with pytest.raises(SpecReplayError, match="temperature"):
+        api.sampling(dump, -1)
