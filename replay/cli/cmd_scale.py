@@ -70,6 +70,7 @@ examples:
   specreplay batch RUN --json > rounds.jsonl           # JSON Lines, one round per line (as replay --json)
   specreplay batch RUN -o rounds.parquet               # one table row per round (.parquet or .csv)
   specreplay batch RUN --workers 8 --no-progress
+  specreplay batch sample_dumps/synthetic_article --temperature 0.7   # + expected acceptance at T = 0.7
 
 Exit status: 0 when every round replayed; 1 when some were skipped (each listed on stderr); 2 on errors
 (not one round replayed too).
