@@ -137,13 +137,23 @@ def sampling_bounds(
     expanded = np.zeros((r, n1), dtype=bool)
     rows_idx = np.repeat(np.arange(r), n1 - 1)
     expanded[rows_idx, parents[:, 1:].reshape(-1)] = True
-    problem = _problems(row_logp, expanded & has_row)
+    # Only the expanded nodes' rows are read: keep those (E per round, expanded first), and index
+    # them by each edge's parent position; a leaf's row is neither judged nor used.
+    ri = np.arange(r)[:, None]
+    n_exp = expanded.sum(axis=1)
+    e = max(int(n_exp.max()) if r else 1, 1)
+    order = np.argsort(~expanded, axis=1, kind="stable")[:, :e]  # [R, E] node ids
+    slot_ok = np.arange(e)[None, :] < n_exp[:, None]
+    row_ids, row_logp = row_ids[ri, order], row_logp[ri, order]  # [R, E, K]
+    has_row = has_row[ri, order] & slot_ok
+    pos_of = np.zeros((r, n1), dtype=np.int64)
+    pos_of[ri, order] = np.arange(e)[None, :]
+    problem = _problems(row_logp, has_row)
 
-    valid = row_ids != PAD_TOKEN  # [R, N+1, K]
+    valid = row_ids != PAD_TOKEN  # [R, E, K]
     lp = np.where(valid, row_logp, -np.inf)
     ok_edge = _first_among_siblings(tokens, parents)
-    par = parents[:, 1:]  # [R, N]
-    ri = np.arange(r)[:, None]
+    par = pos_of[ri, parents[:, 1:]]  # [R, N] each edge's parent row
     par_ids = row_ids[ri, par]  # [R, N, K]
     par_lp = lp[ri, par]
     par_has = has_row[ri, par]
