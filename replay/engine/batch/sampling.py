@@ -63,6 +63,7 @@ def _node_rows(batch: RoundBatch, shape: TreeShape, parents: np.ndarray, layout_
     """Each node's validate row, round-major: ids, logp [R, N+1, K] and has_row [R, N+1]."""
     ids = batch.validate.ids  # [rows, K, R]
     logp = batch.validate.logp
+    assert logp is not None  # batch_sampling checks it first
     rows = ids.shape[0]
     r, n1 = parents.shape
     k = ids.shape[1]
