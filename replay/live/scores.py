@@ -40,7 +40,9 @@ def greedy_token(logits: torch.Tensor) -> int:
     return int(ids[0, 0])
 
 
-def node_logprobs(logits: torch.Tensor, parents: np.ndarray, tokens: np.ndarray, temperatures: Sequence[float]) -> np.ndarray:
+def node_logprobs(
+    logits: torch.Tensor, parents: np.ndarray, tokens: np.ndarray, temperatures: Sequence[float]
+) -> np.ndarray:
     """[n, len(temperatures)] float64: each node's log-probability under its parent's row of the
     target, log softmax(logits[parent] / T)[token], per temperature; row 0 (the root) is 0.
 
