@@ -179,3 +179,21 @@ def test_a_harness_whose_sampler_ignores_t_fails_the_live_check(tiny_dir, tmp_pa
     z, n = z_score(live_rounds(tiny_dir, tmp_path / "run", t), t, VOCAB)
     print(f"T ignored (asked {t}): z = {z:.3f} over {n} rounds")
     assert abs(z) >= Z_LIMIT, (z, n)
+
+
+# ---- packed runs
+
+
+def test_pack_knowingly_drops_node_logprobs_and_replays_the_same(tiny_dir, tmp_path, capsys):
+    """A packed run holds what the batch arrays hold (ids, scores, parents): the live dump packs,
+    says on stderr that node_logprobs stay behind, and replays identically."""
+    run = generate_dump(tiny_dir, tmp_path / "run", 0.7, "prompts.jsonl")
+    capsys.readouterr()
+    assert main(["pack", str(run), "-o", str(tmp_path / "run.packed"), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "node_logprobs" in err and "not carried into a packed run" in err and "Traceback" not in err
+    outputs = []
+    for source in (run, tmp_path / "run.packed"):
+        assert main(["replay", str(source), "--json"]) == 0
+        outputs.append([json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()])
+    assert len(outputs[0]) > 1 and outputs[0] == outputs[1]
