@@ -27,7 +27,7 @@ from tests.live_fixtures import make_pair, torch
 VOCAB = 16
 TREE = {"gamma": 3, "topKSpec": [[4], [2, 2], [1, 1]], "topHead": [1, 2, 2]}
 PROMPT = [3, 1, 4, 1, 5]
-SEQUENCES = 16  # the prompt repeated: independent draws per sequence (sequence_rng)
+SEQUENCES = 24  # the prompt repeated: independent draws per sequence (sequence_rng)
 NEW_TOKENS = 16
 SEED = 11
 Z_LIMIT = 4.0  # a correct harness exceeds it with probability ~6e-5 (normal approximation)
