@@ -2093,3 +2093,31 @@ def test_bad_node_logprobs_skip_the_round_naming_the_array(capsys, tmp_path, nod
     assert code == 2 and out == "", (code, err)
     assert "skipped round 124_140" in err
     assert_told(err, "validate_124_140.npz", "node_logprobs", *words)
+
+
+# --- sampling-core: --temperature on dumps that cannot answer it (issue 20) ---------------------
+
+
+def test_temperature_on_a_dump_without_scores_says_what_is_missing(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "mine")  # ids only, as most engine dumps
+    code, out, err = run(capsys, "replay", dump, "--temperature", "0.7")
+    assert code == 2 and out == ""
+    assert_told(err, "round 124_140", "no scores", "log-probs", "dump-format.md")
+
+
+def test_temperature_that_is_not_a_number_is_one_line(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "mine")
+    for bad in ("0,7", "-0.7", "nan"):
+        code, out, err = run(capsys, "replay", dump, "--temperature", bad)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+        assert_told(err, "--temperature", ">= 0", bad)
+
+
+def test_validate_scores_that_are_not_probabilities_skip_the_round(capsys, tmp_path):
+    # A user writes the target's raw counts' shares per row but normalises them wrongly (sum 1.3).
+    dump = article_by_hand(tmp_path / "mine")
+    write_matrix(dump / "validate_124_140", [[41824, 43744], [41760, 1], [45315, 2], [22870, 3], [22870, 4]])
+    (dump / "validate_124_140.scores").write_text("0.9 0.4\n0.5 0.1\n0.5 0.1\n0.5 0.1\n0.5 0.1\n", encoding="utf-8")
+    code, out, err = run(capsys, "replay", dump, "--temperature", "1")
+    assert code == 2 and "expected accepted length" not in out
+    assert_told(err, "round 124_140", "sum to more than 1")

@@ -139,8 +139,53 @@ def example_round(run: LabelledRun, key: str | tuple[int, int] | None = None) ->
     return pick
 
 
+def sampling(
+    path: PathLike,
+    temperatures: float | Sequence[float],
+    *,
+    vocab_size: int | None = None,
+    config: PathLike | Mapping | SpecConfig | None = None,
+    layout: str | None = None,
+) -> pd.DataFrame:
+    """Sampling-mode replay (docs/analysis.md "Sampling-mode replay"): one row per round and temperature,
+    the numbers of ``specreplay replay --temperature T --json``.
+
+    Columns: round, temperature, expected_accepted_length (NaN unless exact), its _lo/_hi, exact,
+    accepted_length_variance (NaN unless exact), expected_block_efficiency_lo/_hi, length_at_least_lo/_hi
+    (lists, d = 1, 2, ...). Rounds that cannot be used (no scores, bad rows) are not rows: they are in
+    ``frame.attrs["skipped"]`` as (round, temperature, reason). A bad temperature raises SpecReplayError.
+    """
+    from replay.core.sampling import check_temperature
+    from replay.engine.replayer import replay_directory
+    from replay.engine.sampling import round_sampling
+
+    temps = [temperatures] if isinstance(temperatures, (int, float)) else list(temperatures)
+    try:
+        temps = [check_temperature(t) for t in temps]
+    except ValueError as exc:
+        raise SpecReplayError(f"sampling: {exc}") from None
+    rep = replay_directory(path, ReplayOptions(config=_config(config), layout=layout))
+    rows, skipped = [], [(s.what, None, s.reason) for s in rep.skipped]
+    for t in temps:
+        for res in rep.results:
+            try:
+                smp = round_sampling(res, t, vocab_size).to_json()
+            except ValueError as exc:
+                skipped.append((res.name, t, str(exc)))
+                continue
+            smp.pop("temperature")
+            rows.append({"round": res.name, "temperature": t, **smp})
+    frame = pd.DataFrame(rows)
+    if len(frame):
+        frame["expected_accepted_length"] = frame["expected_accepted_length"].astype(float)
+        frame["accepted_length_variance"] = frame["accepted_length_variance"].astype(float)
+    frame.attrs["skipped"] = skipped
+    return frame
+
+
 __all__ = [
     "load",
+    "sampling",
     "tables",
     "rounds_table",
     "nodes_table",

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
-from replay.core.records import write_batch_json_lines
-from replay.engine.render import render_round, render_summary
+from replay.core.records import json_line, write_batch_json_lines
+from replay.engine.render import render_round, render_summary, sampling_lines, sampling_summary
 from replay.engine.replayer import replay_directory
 from replay.engine.runs import replay_run
+from replay.engine.sampling import round_sampling
+from replay.io.grouping import Skipped
 from replay.io.sources import require_dump_source
 from replay.util.progress import progress_enabled, tqdm_progress
 
@@ -18,6 +21,7 @@ from .options import (
     add_dump_input,
     add_dump_options,
     add_no_progress,
+    add_sampling_options,
     options_from_args,
     parse_key,
     print_reading,
@@ -32,6 +36,7 @@ examples:
   specreplay replay DUMP --json --workers 1 > rounds.jsonl    # the same, one reader process
   specreplay replay sample_dumps/synthetic_article --summary  # the summary only, no trees
   specreplay replay DUMP --raw int32:16 --layout parents      # headerless engine buffers
+  specreplay replay sample_dumps/synthetic_article --temperature 0.7 --summary  # sampling at T = 0.7
 
 The config comes from --config, else the directory's manifest.json, else its config.json.
 Step 0 of a round is named one position earlier than the round's other files
@@ -46,6 +51,8 @@ not one round replayed, too).
 
 def run_replay(args: argparse.Namespace) -> int:
     require_dump_source(args.dir)
+    if args.temperature is not None:
+        return _replay_sampling(args)
     if args.json:
         return _replay_json(args)
     update, close = tqdm_progress("replay", progress_enabled(args.no_progress))
@@ -74,6 +81,41 @@ def _replay_json(args: argparse.Namespace) -> int:
     return 1 if rep.skipped else 0
 
 
+def _replay_sampling(args: argparse.Namespace) -> int:
+    """--temperature: each replayed round's expected acceptance at T (replay.engine.sampling)."""
+    update, close = tqdm_progress("replay", progress_enabled(args.no_progress))
+    try:
+        rep = replay_directory(args.dir, options_from_args(args), update)
+    finally:
+        close()
+    t, vocab = args.temperature, args.vocab_size
+    used, skipped = [], list(rep.skipped)
+    for res in rep.results:
+        try:
+            used.append((res, round_sampling(res, t, vocab)))
+        except ValueError as exc:
+            skipped.append(Skipped(f"round {res.name}", f"no sampling replay at T = {t:g}: {exc}", ()))
+    rep = replace(rep, skipped=tuple(skipped))
+    require_rounds(rep, len(used))
+    out = sys.stdout
+    if args.json:
+        for res, smp in used:
+            out.write(json_line({**res.to_json(), "sampling": smp.to_json()}))
+    else:
+        if not args.summary:
+            for res, smp in used:
+                out.write("\n".join(render_round(res) + sampling_lines(smp)) + "\n\n")
+        out.write("\n".join(render_summary(rep) + sampling_summary([s for _, s in used])) + "\n")
+    if any(s.needs_vocab for _, s in used):
+        print(
+            f"specreplay replay: note: at T = {t:g} > 1 the lower bounds need the vocabulary size "
+            "(--vocab-size V); they are shown as 0 (refused), the upper bounds stand",
+            file=sys.stderr,
+        )
+    print_reading(rep)
+    return 1 if rep.skipped else 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(
         sub,
@@ -91,4 +133,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     shown.add_argument("--json", action="store_true", help=JSON_LINES_HELP)
     shown.add_argument("--summary", action="store_true", help="print only the summary, not every round's tree")
     p.add_argument("--workers", type=int, default=None, help="with --json: reader processes (default: up to 2 cores)")
+    add_sampling_options(p)
     add_no_progress(p)

@@ -5,15 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 
 from replay.core.records import records_frame, records_of_batch, write_batch_json_lines, write_table
+from replay.core.sampling import PROBLEM_WORDS
 from replay.engine.batch import BatchResult
-from replay.engine.render import SummaryFigures, summary_lines
+from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
+from replay.engine.render import SummaryFigures, sampling_summary_arrays, summary_lines
 from replay.engine.runs import RunReplay, replay_run
+from replay.engine.sampling import NO_SCORES
 from replay.io.formats.matrix_io import RawSpec
-from replay.io.grouping import describe_skipped
+from replay.io.grouping import Skipped, describe_skipped
 from replay.io.packed.pack import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
 from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
@@ -28,6 +32,7 @@ from .options import (
     add_no_progress,
     add_output,
     add_reading_options,
+    add_sampling_options,
     options_from_args,
     parse_key,
     print_notes,
@@ -65,6 +70,7 @@ examples:
   specreplay batch RUN --json > rounds.jsonl           # JSON Lines, one round per line (as replay --json)
   specreplay batch RUN -o rounds.parquet               # one table row per round (.parquet or .csv)
   specreplay batch RUN --workers 8 --no-progress
+  specreplay batch sample_dumps/synthetic_article --temperature 0.7   # + expected acceptance at T = 0.7
 
 Exit status: 0 when every round replayed; 1 when some were skipped (each listed on stderr); 2 on errors
 (not one round replayed too).
@@ -104,6 +110,8 @@ def run_batch(args: argparse.Namespace) -> int:
         raise SpecReplayError(f"-o/--output {args.table}: use a .parquet or .csv file name")
     require_dump_source(args.dir)
     opts = options_from_args(args)
+    if args.temperature is not None:
+        return _batch_sampling(args, opts)
     rep = replay_run(args.dir, opts, workers=args.workers, progress=progress_enabled(args.no_progress))
     require_rounds(rep, int(rep.result.ok.sum()))
     out = sys.stdout
@@ -113,6 +121,55 @@ def run_batch(args: argparse.Namespace) -> int:
         write_batch_json_lines(rep.result, out)  # the bytes of write_json_lines(records_of_batch(...))
     else:
         out.write("\n".join(render_run_summary(rep)) + "\n")
+    print_reading(rep)
+    return 1 if rep.skipped else 0
+
+
+def _batch_sampling(args: argparse.Namespace, opts) -> int:
+    """--temperature: the greedy summary, then the sampling summary (replay.engine.batch.sampling)."""
+    if args.json or args.table:
+        raise SpecReplayError(
+            "batch --temperature prints the summary only; for per-round JSON use replay --temperature --json"
+        )
+    t, vocab = args.temperature, args.vocab_size
+    rep = replay_run(
+        args.dir,
+        opts,
+        workers=args.workers,
+        progress=progress_enabled(args.no_progress),
+        per_batch=lambda b, res, cfg: (b.keys, batch_sampling(b, res, cfg, t, vocab), res.ok),
+    )
+    require_rounds(rep, int(rep.result.ok.sum()))
+    parts = [(keys[:, ok], smp, ok) for keys, smp, ok in rep.per_batch]
+    skipped = list(rep.skipped)
+    for keys, smp, ok in parts:
+        problem = smp.problem[ok]
+        for i in np.flatnonzero(problem != 0):
+            why = NO_SCORES if problem[i] == NO_SCORES_CODE else PROBLEM_WORDS[int(problem[i])]
+            skipped.append(Skipped(f"round {keys[0, i]}_{keys[1, i]}", f"no sampling replay at T = {t:g}: {why}", ()))
+    usable = [(smp, smp.usable) for _, smp, _ in parts]
+    rep = replace(rep, skipped=tuple(skipped))
+    n = sum(int(u.sum()) for _, u in usable)
+    require_rounds(rep, n)
+    depth = max(smp.length_ge_lo.shape[1] for smp, _ in usable)
+
+    def cat(name):
+        arrs = [getattr(smp, name)[u] for smp, u in usable]
+        if arrs[0].ndim == 2:
+            arrs = [np.hstack([a, np.zeros((a.shape[0], depth - a.shape[1]))]) for a in arrs]
+        return np.concatenate(arrs)
+
+    out = sys.stdout
+    lines = render_run_summary(rep) + sampling_summary_arrays(
+        t, cat("expected_lo"), cat("expected_hi"), cat("length_ge_lo"), cat("length_ge_hi"), cat("exact")
+    )
+    out.write("\n".join(lines) + "\n")
+    if any(smp.needs_vocab for smp, _ in usable):
+        print(
+            f"specreplay batch: note: at T = {t:g} > 1 the lower bounds need the vocabulary size "
+            "(--vocab-size V); they are shown as 0 (refused), the upper bounds stand",
+            file=sys.stderr,
+        )
     print_reading(rep)
     return 1 if rep.skipped else 0
 
@@ -226,4 +283,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         aliases=["--table"],
     )
     b.add_argument("--workers", type=int, default=None, help="reader processes and replay threads (default: up to 2)")
+    add_sampling_options(b)
     add_no_progress(b)

@@ -177,6 +177,35 @@ def at_least_one(text: str) -> int:
     return value
 
 
+def temperature_arg(text: str) -> float:
+    """``--temperature T``: replay.core.sampling.check_temperature, as argparse reports a bad value."""
+    from replay.core.sampling import check_temperature
+
+    try:
+        return check_temperature(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0 (0 = greedy), got {text!r}") from None
+
+
+def add_sampling_options(p: argparse.ArgumentParser) -> None:
+    """``--temperature`` / ``--vocab-size``: sampling-mode replay (docs/analysis.md "Sampling-mode replay")."""
+    p.add_argument(
+        "--temperature",
+        type=temperature_arg,
+        default=None,
+        metavar="T",
+        help="expected acceptance when the target samples at temperature T (0 = greedy), with bounds "
+        "where the dump's top-K scores do not determine it; needs scores on the validate rows",
+    )
+    p.add_argument(
+        "--vocab-size",
+        type=at_least_one,
+        default=None,
+        metavar="V",
+        help="the target's vocabulary size: bounds the unrecorded tail (needed for lower bounds at T > 1)",
+    )
+
+
 def parse_key(text: str) -> tuple[int, int]:
     """``--round A_B``: replay.io.grouping.parse_round_key, as argparse reports a bad value."""
     try:

@@ -137,13 +137,23 @@ def sampling_bounds(
     expanded = np.zeros((r, n1), dtype=bool)
     rows_idx = np.repeat(np.arange(r), n1 - 1)
     expanded[rows_idx, parents[:, 1:].reshape(-1)] = True
-    problem = _problems(row_logp, expanded & has_row)
+    # Only the expanded nodes' rows are read: keep those (E per round, expanded first), and index
+    # them by each edge's parent position; a leaf's row is neither judged nor used.
+    ri = np.arange(r)[:, None]
+    n_exp = expanded.sum(axis=1)
+    e = max(int(n_exp.max()) if r else 1, 1)
+    order = np.argsort(~expanded, axis=1, kind="stable")[:, :e]  # [R, E] node ids
+    slot_ok = np.arange(e)[None, :] < n_exp[:, None]
+    row_ids, row_logp = row_ids[ri, order], row_logp[ri, order]  # [R, E, K]
+    has_row = has_row[ri, order] & slot_ok
+    pos_of = np.zeros((r, n1), dtype=np.int64)
+    pos_of[ri, order] = np.arange(e)[None, :]
+    problem = _problems(row_logp, has_row)
 
-    valid = row_ids != PAD_TOKEN  # [R, N+1, K]
+    valid = row_ids != PAD_TOKEN  # [R, E, K]
     lp = np.where(valid, row_logp, -np.inf)
     ok_edge = _first_among_siblings(tokens, parents)
-    par = parents[:, 1:]  # [R, N]
-    ri = np.arange(r)[:, None]
+    par = pos_of[ri, parents[:, 1:]]  # [R, N] each edge's parent row
     par_ids = row_ids[ri, par]  # [R, N, K]
     par_lp = lp[ri, par]
     par_has = has_row[ri, par]
@@ -163,6 +173,8 @@ def sampling_bounds(
             lmax = np.max(lp, axis=2)  # [R, N+1]; -inf for an empty row
             lmin = np.min(np.where(valid, lp, np.inf), axis=2)
             mass = np.clip(1.0 - np.exp(lp).sum(axis=2), 0.0, 1.0)  # tail mass m at T = 1
+            if vocab_size is not None:  # a row naming every token has no tail: m is rounding
+                mass = np.where(valid.sum(axis=2) >= vocab_size, 0.0, mass)
             logm = np.log(mass)
             # Scaled by exp(-a * lmax) so that small T does not underflow.
             rec = np.exp(a * (lp - lmax[..., None])).sum(axis=2)  # recorded part of Z_T
@@ -187,8 +199,9 @@ def sampling_bounds(
                 else:
                     s_hi = np.full_like(s_lo, np.inf)
                     needs_vocab = True
-            s_lo = np.nan_to_num(s_lo, nan=0.0)
             s_hi = np.nan_to_num(s_hi, nan=0.0, posinf=np.inf)
+            # A row covering the whole vocabulary has no tail: its float residue m is rounding.
+            s_lo = np.minimum(np.nan_to_num(s_lo, nan=0.0), s_hi)
             z_lo = rec + s_lo
             z_hi = rec + s_hi
             num = np.exp(a * (child_lp - lmax[ri, par]))  # [R, N], 0 when not recorded

@@ -180,3 +180,66 @@ def render_summary(rep: DirectoryReplay) -> list[str]:
         rep.skipped,
         rep.notes,
     )
+
+
+def _span(lo: float, hi: float, digits: int = 4) -> str:
+    """A value, or its bounds with their width when the dump does not determine it."""
+    if lo == hi:
+        return f"{lo:.{digits}f}"
+    return f"[{lo:.{digits}f}, {hi:.{digits}f}] (width {hi - lo:.{digits}f})"
+
+
+def sampling_lines(smp) -> list[str]:
+    """A round's replay.engine.sampling.RoundSampling, under its tree."""
+    lines = [
+        f"  at T = {smp.temperature:g}: expected accepted length {_span(smp.expected_lo, smp.expected_hi)}"
+        + ("  (exact)" if smp.exact else "  (bounds)")
+    ]
+    ge = ", ".join(
+        f"P(L>={d}) {_span(lo, hi, 3)}" for d, (lo, hi) in enumerate(zip(smp.length_ge_lo, smp.length_ge_hi), 1)
+    )
+    lines.append(f"    {ge}")
+    if smp.variance is not None:
+        lines.append(f"    variance of the accepted length {smp.variance:.4f}")
+    return lines
+
+
+def sampling_summary(samplings) -> list[str]:
+    """Means over replayed rounds (RoundSampling objects) at T; see sampling_summary_arrays."""
+    depth = max(len(s.length_ge_lo) for s in samplings)
+
+    def ge(s, side):
+        vals = (1.0, *(s.length_ge_lo if side == 0 else s.length_ge_hi))
+        return list(vals) + [0.0] * (depth + 1 - len(vals))
+
+    return sampling_summary_arrays(
+        samplings[0].temperature,
+        np.array([s.expected_lo for s in samplings]),
+        np.array([s.expected_hi for s in samplings]),
+        np.array([ge(s, 0) for s in samplings]),
+        np.array([ge(s, 1) for s in samplings]),
+        np.array([s.exact for s in samplings]),
+    )
+
+
+def sampling_summary_arrays(t, exp_lo, exp_hi, ge_lo, ge_hi, exact) -> list[str]:
+    """Means over n rounds at T: expectations with bounds, and the expected length distribution.
+
+    exp_lo, exp_hi, exact: [n]; ge_lo, ge_hi: [n, D+1] P(L >= d) for d = 0..D (column 0 is 1).
+    """
+    n = exp_lo.shape[0]
+    lo, hi = float(exp_lo.mean()), float(exp_hi.mean())
+    lines = [
+        f"sampling at T = {t:g} ({n} rounds with scores, {int(exact.sum())} exact):",
+        f"  expected accepted length per round: {_span(lo, hi)}",
+        f"  expected block efficiency:          {_span(lo + 1.0, hi + 1.0)}",
+        "  expected distribution of the accepted length (fraction of rounds):",
+    ]
+    zero = np.zeros((n, 1))
+    nxt_lo, nxt_hi = np.hstack([ge_lo[:, 1:], zero]), np.hstack([ge_hi[:, 1:], zero])
+    # P(L = d) = P(L >= d) - P(L >= d+1): its bounds pair each side with the other's.
+    at_lo = np.maximum(0.0, (ge_lo - nxt_hi).mean(axis=0))
+    at_hi = np.minimum(1.0, (ge_hi - nxt_lo).mean(axis=0))
+    for d in range(ge_lo.shape[1]):
+        lines.append(f"    L = {d}: {_span(float(at_lo[d]), float(at_hi[d]), 3)}")
+    return lines

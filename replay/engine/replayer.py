@@ -41,6 +41,8 @@ class RoundResult:
     target_top1: np.ndarray  # [num_nodes + 1] int64, PAD_TOKEN where the dump has no row
     validate_rows: int  # rows of the validate matrix used (excess rows are padding)
     notes: tuple[str, ...] = ()
+    validate_ids: np.ndarray | None = None  # [validate_rows, cols] the rows used (sampling mode reads them)
+    validate_logp: np.ndarray | None = None  # [validate_rows, cols] their log-probs, None without scores
 
     @property
     def tree(self) -> Tree:
@@ -103,7 +105,8 @@ def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
         notes.append(
             f"validate: {rnd.validate.ids.shape[0] - rows} row(s) beyond the {layout} layout ignored as padding"
         )
-    return RoundResult(rnd.key, rebuilt, acc, layout, source, top1, rows, tuple(notes))
+    logp = None if rnd.validate.logp is None else rnd.validate.logp[:rows]
+    return RoundResult(rnd.key, rebuilt, acc, layout, source, top1, rows, tuple(notes), rnd.validate.ids[:rows], logp)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,91 @@
+"""A deliberately plain scalar reference for replay.core.sampling (tests compare the two).
+
+One round, one node at a time, math.exp on Python floats: the same bounds, written the obvious way.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from ..core.vocab import PAD_TOKEN
+from ..io.roundbatch import MatrixStack
+
+
+def _p_bounds(row_ids, row_logp, has_row, token, t, vocab_size):
+    """(lo, hi) of p_T(token | node) from the node's recorded row (or None: no row)."""
+    if not has_row:  # T = 0 is the greedy replay, which stops there (STOP_NO_ROW)
+        return (0.0, 0.0) if t == 0.0 else (0.0, 1.0)
+    pairs = [(int(i), float(lp)) for i, lp in zip(row_ids, row_logp) if int(i) != PAD_TOKEN]
+    if t == 0.0:
+        hit = 1.0 if pairs and pairs[0][0] == token else 0.0
+        return hit, hit
+    probs = [math.exp(lp) for _, lp in pairs]
+    m = min(max(1.0 - sum(probs), 0.0), 1.0)
+    if vocab_size is not None and len(pairs) >= vocab_size:
+        m = 0.0
+    qk = min(probs) if probs else 0.0
+    mine = next((math.exp(lp) for i, lp in pairs if i == token), None)
+    a = 1.0 / t
+    rec = sum(q**a for q in probs)
+    k = len(row_ids)
+    if t == 1.0:
+        s_lo = s_hi = m
+    elif t < 1.0:
+        s_hi = m * qk ** (a - 1.0) if qk > 0 else 0.0
+        s_lo = (vocab_size - k) * (m / (vocab_size - k)) ** a if vocab_size and vocab_size > k else 0.0
+    else:
+        s_lo = m * qk ** (a - 1.0) if qk > 0 else 0.0
+        if vocab_size is None:
+            s_hi = math.inf
+        else:
+            s_hi = (vocab_size - k) ** (1.0 - a) * m**a if vocab_size > k else 0.0
+    s_lo = min(s_lo, s_hi)
+    if mine is not None:
+        if t == 1.0:
+            return mine, mine
+        lo = 0.0 if math.isinf(s_hi) else mine**a / (rec + s_hi)
+        return lo, min(mine**a / (rec + s_lo), 1.0)
+    x = min(qk, m) ** a
+    if x == 0.0:
+        return 0.0, 0.0
+    share = 1.0 if math.isinf(s_hi) else s_hi / (rec + s_hi)
+    return 0.0, min(x / (rec + max(x, s_lo)), share, 1.0)
+
+
+def reference_bounds(tokens, parents, depths, rows_ids, rows_logp, has_row, t, vocab_size=None):
+    """(expected_lo, expected_hi, [P(L>=d) lo], [P(L>=d) hi]) for one round; inputs per node."""
+    n1 = len(tokens)
+    reach_lo, reach_hi = [1.0] * n1, [1.0] * n1
+    for u in range(1, n1):
+        par = int(parents[u])
+        earlier = [v for v in range(1, u) if int(parents[v]) == par and int(tokens[v]) == int(tokens[u])]
+        if earlier:
+            lo = hi = 0.0
+        else:
+            lo, hi = _p_bounds(rows_ids[par], rows_logp[par], bool(has_row[par]), int(tokens[u]), t, vocab_size)
+        reach_lo[u] = reach_lo[par] * lo
+        reach_hi[u] = reach_hi[par] * hi
+    dmax = max(int(d) for d in depths)
+    ge_lo = [min(1.0, sum(reach_lo[u] for u in range(n1) if int(depths[u]) == d)) for d in range(dmax + 1)]
+    ge_hi = [min(1.0, sum(reach_hi[u] for u in range(n1) if int(depths[u]) == d)) for d in range(dmax + 1)]
+    for d in range(1, dmax + 1):
+        ge_hi[d] = min(ge_hi[d], ge_hi[d - 1])
+    ge_lo = [min(lo, hi) for lo, hi in zip(ge_lo, ge_hi)]
+    return sum(ge_lo[1:]), sum(ge_hi[1:]), ge_lo, ge_hi
+
+
+def with_validate_scores(batch, seed: int, vocab: int):
+    """A synthetic RoundBatch with its validate rows given distinct ids and descending probabilities
+    (a tail left over), for tests and bench/sampling_speed.py."""
+    rng = np.random.default_rng(seed)
+    ids = batch.validate.ids.astype(np.int64)
+    k = ids.shape[1]
+    for c in range(1, k):
+        ids[:, c] = (ids[:, 0] + 7 * c) % vocab
+    probs = rng.dirichlet(np.ones(k + 1) * 0.7, size=ids.shape[0] * ids.shape[2])[:, :k]
+    probs = -np.sort(-probs, axis=1).reshape(ids.shape[0], ids.shape[2], k).transpose(0, 2, 1)
+    stack = MatrixStack(ids, np.log(probs).astype(np.float32))
+    return replace(batch, validate=stack)

@@ -1,0 +1,217 @@
+"""Sampling-mode replay (issue 20): bounds against the truth, greedy at T = 0, Monte Carlo, hostile rows."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from replay.core.acceptance import accept_greedy, target_top1_per_node
+from replay.core.sampling import (
+    PROBLEM_NAN,
+    PROBLEM_POSITIVE,
+    PROBLEM_SUM,
+    check_temperature,
+    round_bounds,
+    sampling_bounds,
+)
+from replay.core.tree import Tree
+from replay.testing.sampling_ref import reference_bounds
+
+V = 12
+TEMPS = (0.0, 0.3, 0.7, 1.0, 1.3)
+
+
+def random_round(rng, k=None, n=None):
+    """A random tree, a full target distribution (log-probs at T = 1) per node, its top-K rows."""
+    n = int(rng.integers(1, 10)) if n is None else n
+    parents = [-1] + [int(rng.integers(0, u)) for u in range(1, n + 1)]
+    tokens = [0] + [int(rng.integers(0, V)) for _ in range(n)]
+    logits = rng.normal(size=(n + 1, V)) * rng.uniform(0.5, 3.0)
+    full = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    k = int(rng.integers(1, V + 1)) if k is None else k
+    order = np.argsort(-full, axis=1, kind="stable")[:, :k]
+    ids = order.astype(np.int64)
+    lp = np.take_along_axis(full, order, axis=1)
+    return Tree.from_lists(tokens, parents), full, ids, lp
+
+
+def truth(tree, full, t):
+    """E[accepted length] of the walk with the whole distribution known."""
+    n1 = tree.tokens.shape[0]
+    reach = np.ones(n1)
+    for u in range(1, n1):
+        par = int(tree.parents[u])
+        sib = [v for v in range(1, u) if tree.parents[v] == par and tree.tokens[v] == tree.tokens[u]]
+        if sib:
+            p = 0.0
+        elif t == 0:
+            p = float(np.argmax(full[par]) == tree.tokens[u])
+        else:
+            z = full[par] / t
+            z = np.exp(z - z.max())
+            p = z[tree.tokens[u]] / z.sum()
+        reach[u] = reach[par] * p
+    return reach[1:].sum(), (reach[1:] * (2 * tree.depths[1:] - 1)).sum()
+
+
+@pytest.mark.parametrize("t", TEMPS)
+@pytest.mark.parametrize("vocab", [None, V])
+def test_bounds_contain_the_truth(t, vocab):
+    rng = np.random.default_rng(int(t * 10) + (vocab or 0))
+    widths = []
+    for _ in range(300):
+        tree, full, ids, lp = random_round(rng)
+        b = round_bounds(tree, ids, lp, "all", t, vocab)
+        exact, _ = truth(tree, full, t)
+        lo, hi = float(b.expected_lo[0]), float(b.expected_hi[0])
+        assert lo - 1e-9 <= exact <= hi + 1e-9, (t, lo, exact, hi)
+        widths.append(hi - lo)
+        if b.exact[0]:
+            assert abs(lo - exact) < 1e-9 and lo == hi
+    if not (t > 1 and vocab is None):  # there every tail, even a rounding residue, is unbounded
+        assert min(widths) == 0.0  # some rounds are determined by their rows
+
+
+@pytest.mark.parametrize("t", TEMPS)
+def test_exact_when_every_probability_is_recorded(t):
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        tree, full, ids, lp = random_round(rng, k=V)  # the whole vocabulary recorded
+        b = round_bounds(tree, ids, lp, "all", t, vocab_size=V)  # T > 1 needs it to bound Z
+        exact, second = truth(tree, full, t)
+        assert abs(b.expected_lo[0] - exact) < 1e-9 and abs(b.expected_hi[0] - exact) < 1e-9
+        if b.exact[0]:
+            assert abs(b.variance[0] - (second - exact**2)) < 1e-9
+
+
+def test_temperature_one_is_exact_for_recorded_children():
+    rng = np.random.default_rng(3)
+    seen = 0
+    for _ in range(300):
+        tree, full, ids, lp = random_round(rng, k=4)
+        kids_recorded = all(tree.tokens[u] in ids[tree.parents[u]] for u in range(1, tree.tokens.shape[0]))
+        if not kids_recorded:
+            continue
+        b = round_bounds(tree, ids, lp, "all", 1.0)
+        exact, second = truth(tree, full, 1.0)
+        assert b.exact[0] and abs(b.expected_lo[0] - exact) < 1e-9
+        assert abs(b.variance[0] - (second - exact**2)) < 1e-9
+        seen += 1
+    assert seen > 10
+
+
+@pytest.mark.parametrize("layout", ["all", "parents"])
+def test_zero_is_the_greedy_replay(layout):
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        tree, full, ids, lp = random_round(rng, k=3)
+        if layout == "parents":
+            ids, lp = ids[tree.expanded_order], lp[tree.expanded_order]
+        greedy = accept_greedy(tree, target_top1_per_node(tree, ids, layout))
+        b = round_bounds(tree, ids, lp, layout, 0.0)
+        assert b.expected_lo[0] == b.expected_hi[0] == greedy.accepted_length
+        assert b.exact[0]
+        for d in range(1, b.length_ge_lo.shape[1]):
+            assert b.length_ge_lo[0, d] == float(greedy.accepted_length >= d)
+
+
+def test_small_temperature_tends_to_greedy():
+    rng = np.random.default_rng(5)
+    for _ in range(100):
+        tree, full, ids, lp = random_round(rng, k=5)
+        g = round_bounds(tree, ids, lp, "all", 0.0).expected_lo[0]
+        b = round_bounds(tree, ids, lp, "all", 1e-3)
+        assert abs(b.expected_lo[0] - g) < 1e-6 and abs(b.expected_hi[0] - g) < 1e-6
+
+
+def test_monte_carlo_agrees_with_the_expectation():
+    rng = np.random.default_rng(2)
+    t = 0.7
+    for _ in range(5):
+        tree, full, ids, lp = random_round(rng, k=V, n=8)
+        b = round_bounds(tree, ids, lp, "all", t, vocab_size=V)
+        assert b.exact[0]
+        probs = np.exp(full / t)
+        probs /= probs.sum(axis=1, keepdims=True)
+        lengths = []
+        for _ in range(4000):
+            node, length = 0, 0
+            while True:
+                x = rng.choice(V, p=probs[node])
+                kids = [u for u in tree.children(node) if tree.tokens[u] == x]
+                if not kids:
+                    break
+                node, length = int(kids[0]), length + 1
+            lengths.append(length)
+        mean, se = np.mean(lengths), np.std(lengths) / math.sqrt(len(lengths)) + 1e-12
+        assert abs(mean - b.expected_lo[0]) < 4 * se + 1e-9
+        assert abs(np.var(lengths) - b.variance[0]) < 0.1 * b.variance[0] + 0.02
+
+
+def _stack(rounds):
+    """Rounds of one node count as batch arrays (per-node rows, all layout)."""
+    return (
+        np.stack([r[0].tokens for r in rounds]),
+        np.stack([r[0].parents for r in rounds]),
+        np.stack([r[0].depths for r in rounds]),
+        np.stack([r[2] for r in rounds]),
+        np.stack([r[3] for r in rounds]),
+    )
+
+
+@pytest.mark.parametrize("t", TEMPS)
+@pytest.mark.parametrize("vocab", [None, 40])
+def test_batch_equals_the_scalar_reference(t, vocab):
+    rng = np.random.default_rng(100 + int(t * 10))
+    rounds = [random_round(rng, k=4, n=7) for _ in range(200)]
+    tokens, parents, depths, ids, lp = _stack(rounds)
+    has = rng.random(tokens.shape) > 0.1  # some nodes without a row
+    b = sampling_bounds(tokens, parents, depths, ids, lp, has, t, vocab)
+    for i in range(len(rounds)):
+        lo, hi, ge_lo, ge_hi = reference_bounds(tokens[i], parents[i], depths[i], ids[i], lp[i], has[i], t, vocab)
+        assert b.expected_lo[i] == pytest.approx(lo, abs=1e-12)
+        assert b.expected_hi[i] == pytest.approx(hi, abs=1e-12)
+        d = len(ge_lo)  # the batch's columns run to its deepest round; deeper ones are 0 here
+        np.testing.assert_allclose(b.length_ge_lo[i, :d], ge_lo, atol=1e-12)
+        np.testing.assert_allclose(b.length_ge_hi[i, :d], ge_hi, atol=1e-12)
+        assert not b.length_ge_hi[i, d:].any()
+
+
+def test_above_one_without_vocabulary_refuses_the_lower_bound():
+    rng = np.random.default_rng(1)
+    tree, full, ids, lp = random_round(rng, k=3, n=4)
+    b = round_bounds(tree, ids, lp, "all", 1.3)
+    assert b.needs_vocab and b.expected_lo[0] == 0.0
+    assert not round_bounds(tree, ids, lp, "all", 1.3, vocab_size=V).needs_vocab
+
+
+@pytest.mark.parametrize(
+    "bad, code",
+    [(math.nan, PROBLEM_NAN), (math.inf, PROBLEM_POSITIVE), (0.5, PROBLEM_POSITIVE), (math.log(0.9), PROBLEM_SUM)],
+)
+def test_hostile_rows_give_no_number(bad, code):
+    tree = Tree.from_lists([0, 5, 6], [-1, 0, 1])
+    ids = np.array([[5, 7], [6, 7], [1, 2]])
+    lp = np.log(np.array([[0.5, 0.4], [0.5, 0.1], [0.5, 0.5]]))
+    lp[0, 1] = bad  # 0.5 + 0.9 > 1 for the sum case
+    for t in TEMPS:
+        b = round_bounds(tree, ids, lp, "all", t)
+        assert b.problem[0] == code
+        assert math.isnan(b.expected_lo[0]) and math.isnan(b.expected_hi[0]) and not b.exact[0]
+
+
+def test_rows_of_leaves_are_not_judged():
+    tree = Tree.from_lists([0, 5], [-1, 0])
+    ids = np.array([[5, 7], [6, 7]])
+    lp = np.array([[math.log(0.5), math.log(0.4)], [math.nan, 0.0]])
+    b = round_bounds(tree, ids, lp, "all", 0.7)
+    assert b.problem[0] == 0 and b.expected_lo[0] > 0
+
+
+@pytest.mark.parametrize("value", [-0.1, -1e-300, math.nan, math.inf, "warm", None, True])
+def test_bad_temperatures_are_refused(value):
+    with pytest.raises(ValueError, match="temperature"):
+        check_temperature(value)
+    assert check_temperature("0.7") == 0.7 and check_temperature(0) == 0.0

@@ -1,0 +1,58 @@
+"""The batch form of sampling-mode replay equals the per-round replay (and so the scalar rule)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from replay.core.config import TreeConfig
+from replay.core.sampling import node_rows
+from replay.engine.batch import replay_batch
+from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
+from replay.engine.replayer import replay_round
+from replay.engine.sampling import round_sampling
+from replay.testing.batch_synth import SynthSpec, synth_batch
+from replay.testing.sampling_ref import reference_bounds, with_validate_scores
+
+ARTICLE = TreeConfig(3, ((6,), (2, 2), (1, 1)), (1, 2, 2))
+VOCAB = 30
+
+
+@pytest.mark.parametrize("layout", ["all", "parents"])
+@pytest.mark.parametrize("t", [0.0, 0.4, 1.0, 1.3])
+@pytest.mark.parametrize("steps", [3, 2])
+def test_batch_equals_per_round_and_reference(layout, t, steps):
+    spec = SynthSpec(ARTICLE, 150, steps=steps, seed=int(t * 10) + steps, layout=layout, target_cols=4, vocab=VOCAB)
+    batch = with_validate_scores(synth_batch(spec), steps, VOCAB)
+    res = replay_batch(batch, ARTICLE, workers=1)
+    smp = batch_sampling(batch, res, ARTICLE, t, vocab_size=VOCAB)
+    checked = 0
+    for i in range(len(batch)):
+        if res.error[i]:
+            assert not smp.usable[i]
+            continue
+        rr = replay_round(batch.round_at(i), ARTICLE)
+        one = round_sampling(rr, t, VOCAB)
+        assert smp.usable[i]
+        assert smp.expected_lo[i] == pytest.approx(one.expected_lo, abs=1e-12)
+        assert smp.expected_hi[i] == pytest.approx(one.expected_hi, abs=1e-12)
+        assert smp.exact[i] == one.exact
+        tree = rr.tree
+        ids, lp, has = node_rows(
+            tree.tokens.shape[0], rr.validate_ids, rr.validate_logp, rr.layout, tree.expanded_order
+        )
+        lo, hi, ge_lo, ge_hi = reference_bounds(tree.tokens, tree.parents, tree.depths, ids, lp, has, t, VOCAB)
+        assert smp.expected_lo[i] == pytest.approx(lo, abs=1e-12) and smp.expected_hi[i] == pytest.approx(hi, abs=1e-12)
+        np.testing.assert_allclose(smp.length_ge_hi[i, : len(ge_hi)], ge_hi, atol=1e-12)
+        if t == 0.0:
+            assert smp.expected_lo[i] == res.accepted_length[i]
+        checked += 1
+    assert checked > 100
+
+
+def test_without_scores_every_round_says_so():
+    batch = synth_batch(SynthSpec(ARTICLE, 20, with_scores=False))
+    res = replay_batch(batch, ARTICLE, workers=1)
+    smp = batch_sampling(batch, res, ARTICLE, 0.7)
+    assert not smp.usable.any() and (smp.problem[res.error == 0] == NO_SCORES_CODE).all()
+    assert np.isnan(smp.expected_lo).all()

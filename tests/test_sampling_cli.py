@@ -1,0 +1,149 @@
+"""``--temperature`` through the CLI (issue 20): numbers by hand from a hand-made dump with scores."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_user_mistakes import SYNTH, assert_told, run, write_config, write_matrix
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def tiny_dump(directory: Path, probs=((0.5, 0.3, 0.2), (0.6, 0.3, 0.1))) -> Path:
+    """Root children 10, 11 (step 0); node 1 (token 10) expanded with child 12; a vocabulary of 3+.
+
+    validate (parents layout): root row 10 11 13, node 1's row 12 14 15, probabilities ``probs``.
+    By hand at T = 1: E[L] = 0.5 + 0.3 + 0.5 * 0.6 = 1.1, P(L >= 1) = 0.8, P(L >= 2) = 0.3.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    write_config(directory / "config.json", [[2], [1]], [1, 1])
+    write_matrix(directory / "draft_step_0_123_139", [[10, 11]])
+    write_matrix(directory / "draft_step_1_124_140", [[12]])
+    write_matrix(directory / "validate_124_140", [[10, 11, 13], [12, 14, 15]])
+    (directory / "validate_124_140.scores").write_text("".join(" ".join(map(str, r)) + "\n" for r in probs))
+    return directory
+
+
+def sampling_json(capsys, dump, *extra):
+    code, out, err = run(capsys, "replay", dump, "--json", "--no-progress", *extra)
+    return code, [json.loads(line) for line in out.splitlines()], err
+
+
+def test_temperature_one_by_hand(capsys, tmp_path):
+    code, rows, err = sampling_json(capsys, tiny_dump(tmp_path / "d"), "--temperature", "1")
+    assert code == 0, err
+    s = rows[0]["sampling"]
+    assert s["exact"] and s["expected_accepted_length"] == pytest.approx(1.1, abs=1e-12)
+    assert s["expected_accepted_length_lo"] == s["expected_accepted_length_hi"]
+    assert s["length_at_least_lo"] == pytest.approx([0.8, 0.3], abs=1e-12)
+    # E[L^2] = 0.5 + 0.3 + 0.3 * 3 = 1.7
+    assert s["accepted_length_variance"] == pytest.approx(1.7 - 1.21, abs=1e-12)
+
+
+def test_half_temperature_by_hand(capsys, tmp_path):
+    # Rows summing to 1: no tail, so T = 0.5 is exact: probabilities squared, renormalised.
+    code, rows, err = sampling_json(capsys, tiny_dump(tmp_path / "d"), "--temperature", "0.5")
+    assert code == 0, err
+    root, node1 = (0.25 / 0.38, 0.09 / 0.38), 0.36 / 0.46
+    s = rows[0]["sampling"]
+    assert s["exact"] and s["expected_accepted_length"] == pytest.approx(sum(root) + root[0] * node1, abs=1e-12)
+
+
+def test_a_tail_is_bounded_and_the_vocabulary_size_pins_it(capsys, tmp_path):
+    # The root's row misses 0.1 of mass; with 4 tokens it is one token: Z = .25 + .09 + .01 + .01.
+    dump = tiny_dump(tmp_path / "d", probs=((0.5, 0.3, 0.1), (0.6, 0.3, 0.1)))
+    truth = (0.25 + 0.09) / 0.36 + 0.25 / 0.36 * (0.36 / 0.46)
+    code, rows, err = sampling_json(capsys, dump, "--temperature", "0.5", "--vocab-size", "4")
+    assert code == 0, err
+    assert rows[0]["sampling"]["exact"]
+    assert rows[0]["sampling"]["expected_accepted_length"] == pytest.approx(truth, abs=1e-12)
+    code, rows, err = sampling_json(capsys, dump, "--temperature", "0.5")
+    s = rows[0]["sampling"]
+    assert not s["exact"] and s["expected_accepted_length"] is None
+    # The tail at its largest (one token of p_K = m) is the truth here: the lower bound is tight.
+    assert s["expected_accepted_length_lo"] == pytest.approx(truth, abs=1e-12)
+    assert s["expected_accepted_length_hi"] > truth + 0.01
+
+
+def test_zero_is_the_greedy_replay_through_the_cli(capsys):
+    code, rows, err = sampling_json(capsys, SYNTH, "--temperature", "0")
+    assert code == 0, err
+    assert len(rows) == 300
+    for r in rows:
+        assert r["sampling"]["expected_accepted_length"] == r["accepted_length"]
+
+
+def test_text_summary_shows_bounds_and_the_expected_distribution(capsys):
+    code, out, err = run(capsys, "replay", SYNTH, "--temperature", "0.7", "--summary", "--no-progress")
+    assert code == 0, err
+    assert "sampling at T = 0.7 (300 rounds with scores" in out
+    assert "expected accepted length per round: [" in out and "(width " in out
+    assert "    L = 3: [" in out
+
+
+def test_above_one_without_vocabulary_says_so(capsys):
+    code, out, err = run(capsys, "replay", SYNTH, "--temperature", "1.3", "--summary", "--no-progress")
+    assert code == 0
+    assert_told(err, "--vocab-size", "lower bounds")
+
+
+@pytest.mark.parametrize("value", ["-0.5", "nan", "inf", "warm", "-0"])
+def test_bad_temperature_is_one_line_exit_2(capsys, tmp_path, value):
+    code, out, err = run(capsys, "replay", tiny_dump(tmp_path / "d"), f"--temperature={value}")
+    if value == "-0":  # -0.0 is 0: the greedy replay
+        assert code == 0
+        return
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert_told(err, "--temperature", ">= 0")
+
+
+def test_rows_that_sum_above_one_are_skipped_not_numbered(capsys, tmp_path):
+    dump = tiny_dump(tmp_path / "d", probs=((0.5, 0.4, 0.3), (0.6, 0.3, 0.1)))
+    code, out, err = run(capsys, "replay", dump, "--temperature", "0.7")
+    assert code == 2 and "expected accepted length" not in out
+    assert_told(err, "round 124_140", "sum to more than 1")
+
+
+def _sampling_part(out: str) -> str:
+    return out[out.index("sampling at T") :]
+
+
+@pytest.mark.parametrize("t", ["0", "0.7", "1.3"])
+def test_batch_gives_the_replays_sampling_summary(capsys, t):
+    code, out, err = run(capsys, "replay", SYNTH, "--temperature", t, "--summary", "--no-progress")
+    assert code == 0, err
+    code2, out2, err2 = run(capsys, "batch", SYNTH, "--temperature", t, "--no-progress", "--workers", "1")
+    assert code2 == 0, err2
+    assert _sampling_part(out2) == _sampling_part(out)
+    assert ("--vocab-size" in err2) == (t == "1.3")
+
+
+def test_batch_without_scores_lists_the_skip(capsys, tmp_path):
+    from tests.test_user_mistakes import article_by_hand
+
+    code, out, err = run(capsys, "batch", article_by_hand(tmp_path / "a"), "--temperature", "0.5")
+    assert code == 2 and "sampling at" not in out
+    assert_told(err, "round 124_140", "no scores")
+
+
+def test_api_frame_per_round_and_temperature_is_the_clis(capsys, tmp_path):
+    from replay.cli import api
+    from replay.util.errors import SpecReplayError
+
+    dump = tiny_dump(tmp_path / "d", probs=((0.5, 0.3, 0.1), (0.6, 0.3, 0.1)))
+    frame = api.sampling(dump, [0, 0.5, 1.0])
+    assert list(frame["temperature"]) == [0.0, 0.5, 1.0]
+    for t in ("0", "0.5", "1"):
+        _, rows, _ = sampling_json(capsys, dump, "--temperature", t)
+        row = frame[frame["temperature"] == float(t)].iloc[0]
+        for name in ("expected_accepted_length_lo", "expected_accepted_length_hi", "exact"):
+            assert row[name] == rows[0]["sampling"][name]
+    assert frame["expected_accepted_length"].iloc[2] == pytest.approx(0.5 + 0.3 + 0.5 * 0.6, abs=1e-12)
+    no_scores = api.sampling(ROOT / "sample_dumps" / "article_round", 0.7)
+    assert len(no_scores) == 0 and "no scores" in no_scores.attrs["skipped"][0][2]
+    with pytest.raises(SpecReplayError, match="temperature"):
+        api.sampling(dump, -1)
