@@ -1165,6 +1165,7 @@ def test_the_report_of_a_parents_layout_dump_says_derived(capsys, tmp_path):
 
 ARTICLE_STEPS = ([[41824, 43744, 44298, 34051, 28380, 37539]], [[41760, 35740], [45315, 41760]], [[22870], [22870]])
 ARTICLE_VALIDATE = [[41824], [41760], [45315], [22870], [22870]]
+NEG_INF = float("-inf")  # probability 0: what a greedy run's T = 0 column holds off the top-1
 
 
 def rounds_by_hand(
@@ -2043,6 +2044,55 @@ def test_counts_of_zero_are_refused_before_the_models_load(capsys, models_by_nam
     assert code == 2 and out == ""
     assert_told(err, *words)
     assert len(err.strip().splitlines()) == 1
+
+
+# --- sampling-live: a validate .npz with node_logprobs (docs/dump-format.md "Node log-probabilities") ---
+#
+# The hand-made article round with its validate matrix saved as .npz (np.savez), as a user who
+# follows docs/dump-format.md adds the per-node log-probabilities the harness records.
+
+ARTICLE_VALIDATE = [[41824], [41760], [45315], [22870], [22870]]
+NEG_INF = float("-inf")  # probability 0: what a greedy run's T = 0 column holds off the top-1
+
+
+def article_with_node_logprobs(directory: Path, node_logprobs) -> Path:
+    import numpy as np
+
+    dump = article_by_hand(directory)
+    (dump / "validate_124_140").unlink()
+    np.savez(dump / "validate_124_140.npz", ids=np.array(ARTICLE_VALIDATE), node_logprobs=np.asarray(node_logprobs))
+    return dump
+
+
+def test_valid_node_logprobs_are_read_and_change_nothing_in_the_greedy_replay(capsys, tmp_path):
+    dump = article_with_node_logprobs(
+        tmp_path / "ok", [[0.0, 0.0], [-0.1, -0.2], [-1.0, -2.0], [-0.5, -0.7], [-3.0, NEG_INF]]
+    )
+    code, out, err = run(capsys, "replay", dump)
+    assert code == 0, err
+    assert "accepted path: R → 41824 → 41760 → 22870" in out
+
+
+@pytest.mark.parametrize(
+    "node_logprobs,words",
+    [
+        ([[0.0, 0.0], [float("nan"), -0.2], [-1.0, -2.0], [-0.5, -0.7], [-3.0, -1.0]], ["NaN"]),
+        ([[0.0, 0.0], [0.5, -0.2], [-1.0, -2.0], [-0.5, -0.7], [-3.0, -1.0]], ["must be <= 0", "0.5"]),
+        ([[0.0, 0.0], [float("inf"), -0.2], [-1.0, -2.0], [-0.5, -0.7], [-3.0, -1.0]], ["must be <= 0", "inf"]),
+        ([[0.0, 0.0], [-0.1, -0.2], [-1.0, -2.0], [-0.5, -0.7]], ["expected [5 rows (one per row of the ids)"]),
+        ([0.0, -0.1, -1.0, -0.5, -3.0], ["expected [5 rows", "1-D"]),
+        ([["a", "b"]] * 5, ["is not read", "scores real numbers"]),
+    ],
+    ids=["nan", "positive", "plus-inf", "a-row-short", "one-dimensional", "strings"],
+)
+def test_bad_node_logprobs_skip_the_round_naming_the_array(capsys, tmp_path, node_logprobs, words):
+    """Read (and checked) even by a greedy replay, as scores are: never a wrong number later. The
+    dump's only round is skipped, so nothing is left to replay: exit 2."""
+    dump = article_with_node_logprobs(tmp_path / "bad", node_logprobs)
+    code, out, err = run(capsys, "replay", dump)
+    assert code == 2 and out == "", (code, err)
+    assert "skipped round 124_140" in err
+    assert_told(err, "validate_124_140.npz", "node_logprobs", *words)
 
 
 # --- sampling-core: --temperature on dumps that cannot answer it (issue 20) ---------------------

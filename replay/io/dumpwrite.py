@@ -25,6 +25,9 @@ class StepRecord:
     ids: np.ndarray  # [rows, cols] int64 token ids, each row sorted by descending probability
     scores: np.ndarray | None = None  # [rows, cols] float32 log-probabilities (same cells as ids)
     parents: np.ndarray | None = None  # [rows] int64 tree-order node id each row expands (draft only)
+    # [rows, 2] float64 (validate, layout "all" only): row n's node's log-probability under its
+    # parent's row at the manifest's node_logprob_temperatures (root row 0); docs/dump-format.md
+    node_logprobs: np.ndarray | None = None
 
 
 def step_file_name(
@@ -53,6 +56,10 @@ def _npz_bytes(rec: StepRecord) -> bytes:
         if rec.parents.shape != (rec.ids.shape[0],):
             raise ValueError(f"parents: expected [{rec.ids.shape[0]}], got shape {rec.parents.shape}")
         arrays["parents"] = np.asarray(rec.parents, dtype=np.int64)
+    if rec.node_logprobs is not None:
+        if rec.node_logprobs.ndim != 2 or rec.node_logprobs.shape[0] != rec.ids.shape[0]:
+            raise ValueError(f"node_logprobs: expected [{rec.ids.shape[0]}, T], got shape {rec.node_logprobs.shape}")
+        arrays["node_logprobs"] = np.asarray(rec.node_logprobs, dtype=np.float64)
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     return buf.getvalue()
@@ -65,7 +72,7 @@ def write_round(
     validate: StepRecord,
     step0_offset: int = DEFAULT_STEP0_OFFSET,
 ) -> list[Path]:
-    """Write one round as ``.npz`` files (ids, optional scores and parents), each atomically."""
+    """Write one round as ``.npz`` files (ids, optional scores, parents, node_logprobs), each atomically."""
     out_dir = Path(out_dir)
     written = []
     for i, rec in enumerate(steps):

@@ -111,7 +111,9 @@ def speculative_generate(
     rounds: list[LiveRound] = []
     hook_s = 0.0  # dump writing is not decoding: keep it out of tokens/s
     while not _finished(tokens, len(prompt_ids), options):
-        rnd, drafted, ver = _round(draft, target, dcache, tcache, tokens, config, accept, record_k, record)
+        rnd, drafted, ver = _round(
+            draft, target, dcache, tcache, tokens, config, accept, record_k, record, options.temperature
+        )
         tokens.extend(rnd.committed_tokens)
         rounds.append(rnd)
         if on_round is not None:
@@ -125,13 +127,13 @@ def speculative_generate(
 
 
 def _round(
-    draft, target, dcache, tcache, tokens, config, accept, record_k, record
+    draft, target, dcache, tcache, tokens, config, accept, record_k, record, temperature=0.0
 ) -> tuple[LiveRound, DraftedTree, Verification]:
     root_pos = len(tokens) - 1
     drafted, draft_s = timed_call(draft.device, lambda: draft_tree(draft, dcache, tokens, config, record_k))
 
     def verify_and_accept() -> tuple[Verification, Acceptance]:
-        ver = verify_tree(target, tcache, drafted.tree, root_pos, record_k, record)
+        ver = verify_tree(target, tcache, drafted.tree, root_pos, record_k, record, temperature)
         acc = accept(drafted.tree, ver)
         keep_cache_entries(tcache, target_keep_indices(root_pos, acc.accepted_nodes))
         return ver, acc

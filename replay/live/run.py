@@ -20,6 +20,7 @@ from .errors import PromptError
 from .generate import DecodeOptions, Generation, RoundHook, speculative_generate, target_generate
 from .models.load import LiveModel, check_pair
 from .timing import Clock, Timing, time_methods
+from .verify import node_logprob_temperatures
 
 Progress = Callable[[int], None]  # called with the number of new tokens just produced
 SPECULATIVE, TARGET_ONLY = "speculative", "target-only"  # method names in a run's timing
@@ -265,6 +266,9 @@ def save_run_manifest(
         "device": str(target.device),
         "temperature": options.temperature,
         "seed": options.seed,
+        "vocab_size": target.vocab_size,  # the target's softmax width (bounds on Z_T above T = 1 need it)
+        # validate_*.npz's node_logprobs columns (docs/dump-format.md "Node log-probabilities")
+        "node_logprob_temperatures": list(node_logprob_temperatures(options.temperature)),
         "max_new_tokens": options.max_new_tokens,
         **(extra or {}),
     }

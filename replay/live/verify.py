@@ -28,7 +28,7 @@ from replay.io.dumpwrite import StepRecord
 
 from .forward import cache_length, forward_hidden, output_logits, to_device, tree_visible
 from .models.load import LiveModel
-from .scores import log_probs, top_candidates
+from .scores import log_probs, node_logprobs, top_candidates
 
 
 class TargetLogits:
@@ -81,13 +81,21 @@ class Verification:
 
 
 def verify_tree(
-    target: LiveModel, cache: Any, tree: Tree, root_pos: int, record_k: int, record: bool = True
+    target: LiveModel,
+    cache: Any,
+    tree: Tree,
+    root_pos: int,
+    record_k: int,
+    record: bool = True,
+    temperature: float = 0.0,
 ) -> Verification:
     """One target forward over the whole tree; ``cache`` must hold exactly the ``root_pos`` tokens
     before the root. Appends the KV of every node (trim with ``target_keep_indices``).
 
     ``record``: compute every row and the validate matrix (a dump records it). Otherwise only the
-    rows of ``first_rows(tree)`` are computed now, and the validate matrix is None.
+    rows of ``first_rows(tree)`` are computed now, and the validate matrix is None. A recorded
+    matrix carries each node's log-probability under its parent at ``node_logprob_temperatures``
+    (``temperature``, the run's, and 1): what makes a sampling replay of the dump exact there.
     """
     if cache_length(cache) != root_pos:
         raise ValueError(f"target cache holds {cache_length(cache)} entries, expected root position {root_pos}")
@@ -99,8 +107,15 @@ def verify_tree(
     if not record:
         logits.rows(first_rows(tree))
         return Verification(logits, None)
-    ids, scores = top_candidates(log_probs(logits.all()), record_k)
-    return Verification(logits, StepRecord(ids, scores))
+    every = logits.all()
+    ids, scores = top_candidates(log_probs(every), record_k)
+    own = node_logprobs(every, tree.parents, tree.tokens, node_logprob_temperatures(temperature))
+    return Verification(logits, StepRecord(ids, scores, node_logprobs=own))
+
+
+def node_logprob_temperatures(temperature: float) -> tuple[float, float]:
+    """The temperatures of a recorded round's ``node_logprobs`` columns: the run's, then 1."""
+    return (float(temperature), 1.0)
 
 
 def first_rows(tree: Tree) -> np.ndarray:

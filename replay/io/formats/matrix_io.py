@@ -37,7 +37,9 @@ ARRAY_EXTS = (".npy", ".npz", ".pt")
 DATA_EXTS = TEXT_EXTS + RAW_EXTS + ARRAY_EXTS
 
 SCORE_AUTO, SCORE_PROB, SCORE_LOGPROB = "auto", "prob", "logprob"
-ARRAY_NAMES = ("ids", "scores", "parents")  # what an .npz/.pt file may hold; other arrays are not read
+# What an .npz/.pt file may hold; other arrays are not read. node_logprobs: docs/dump-format.md.
+ARRAY_NAMES = ("ids", "scores", "parents", "node_logprobs")
+MAX_NODE_LOGPROB_COLUMNS = 16  # one column per recorded temperature (the harness writes 2)
 ID_KINDS, SCORE_KINDS = "iu", "iuf"  # numpy dtype kinds accepted for token ids / for scores
 _SEP = re.compile(r"[\s,]+")
 # A cell is an ASCII decimal integer (Python's int() would also take '1_000' and other scripts' digits)
@@ -118,6 +120,9 @@ class DumpMatrix:
     ids: np.ndarray  # [rows, cols] int64
     logp: np.ndarray | None = None  # [rows, cols] float64 log-probabilities, None when absent
     parents: np.ndarray | None = None  # [rows] int64 tree-order node expanded by each row
+    # [rows, T] float64: row n's node's log-probability under its parent's row, one column per
+    # temperature of the manifest's node_logprob_temperatures (validate files of a live dump)
+    node_logp: np.ndarray | None = None
 
     @classmethod
     def from_lists(cls, ids, logp=None, parents=None, path: str = "<memory>") -> DumpMatrix:
@@ -386,4 +391,27 @@ def read_matrix(
         parents = read_array_file(Path(parents_path), kind, raw, columns=1)["ids"]
         parents_src = Path(parents_path)
     par = None if parents is None else _as_parents(parents, ids.shape[0], parents_src)
-    return DumpMatrix(str(path), ids, logp, par)
+    own = arrays.get("node_logprobs")
+    node_logp = None if own is None else _as_node_logp(own, ids.shape[0], path)
+    return DumpMatrix(str(path), ids, logp, par, node_logp)
+
+
+def _as_node_logp(arr: np.ndarray, rows: int, path: Path) -> np.ndarray:
+    """[rows, T] log-probabilities: real, no NaN, no +inf, <= 0 (-inf is probability 0, as a
+    greedy run's T = 0 column has it)."""
+    if arr.dtype.kind not in SCORE_KINDS:
+        raise DumpError(path, f"expected real numbers, got dtype {arr.dtype}", "node_logprobs")
+    if arr.ndim != 2 or arr.shape[0] != rows or not 1 <= arr.shape[1] <= MAX_NODE_LOGPROB_COLUMNS:
+        raise DumpError(
+            path,
+            f"expected [{rows} rows (one per row of the ids), 1..{MAX_NODE_LOGPROB_COLUMNS} temperatures], "
+            f"got {shape_words(arr.shape)}",
+            "node_logprobs",
+        )
+    with np.errstate(invalid="ignore"):
+        out = np.asarray(arr, dtype=np.float64)
+    if np.isnan(out).any():
+        raise DumpError(path, "NaN among the node log-probabilities", "node_logprobs")
+    if (out > _PROB_SLACK).any():
+        raise DumpError(path, f"log-probabilities must be <= 0, found {out.max():.6g}", "node_logprobs")
+    return np.minimum(out, 0.0)

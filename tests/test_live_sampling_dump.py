@@ -1,0 +1,199 @@
+"""Sampling-mode dumps from the live harness (issue 20): what a dump records so that its expected
+acceptance is exact at the run's temperature and at T = 1, and the live check of that expectation.
+
+Through the CLI (``generate --temperature T --seed S -o DIR``) on tiny saved models, read back with
+the offline readers. The live check: over a run's rounds, z = sum(A_i - E_i) / sqrt(sum Var_i), A_i
+the accepted length the live walk took (manifest ``rounds``), E_i and Var_i the expectation and
+variance of that round's accepted length computed offline from its recorded rows by
+``replay.core.sampling`` (the rows are full softmax rows here, ``--record-k`` = vocabulary, so they
+are exact at any T). |z| < 4 for a correct harness; a harness whose sampler ignores T must fail it.
+"""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from replay.cli import main
+from replay.core.sampling import round_bounds
+from replay.engine.replayer import ReplayOptions, replay_directory
+from replay.io.formats.matrix_io import read_matrix
+from replay.live import generate, sampling
+from replay.testing.tiny import build_word_tokenizer, save_hf_dir
+from tests.live_fixtures import make_pair, torch
+
+VOCAB = 16
+TREE = {"gamma": 3, "topKSpec": [[4], [2, 2], [1, 1]], "topHead": [1, 2, 2]}
+PROMPT = [3, 1, 4, 1, 5]
+SEQUENCES = 24  # the prompt repeated: independent draws per sequence (sequence_rng)
+NEW_TOKENS = 16
+SEED = 11
+Z_LIMIT = 4.0  # a correct harness exceeds it with probability ~6e-5 (normal approximation)
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    draft, target = make_pair("qwen2", vocab_size=VOCAB, seed=5, noise=0.1)
+    d = tmp_path_factory.mktemp("tiny_sampling")
+    tok = build_word_tokenizer(VOCAB)
+    save_hf_dir(target, d / "target", tok)
+    save_hf_dir(draft, d / "draft", tok)
+    (d / "tree.json").write_text(json.dumps(TREE))
+    (d / "prompts.jsonl").write_text(json.dumps(PROMPT) + "\n")
+    (d / "many.jsonl").write_text((json.dumps(PROMPT) + "\n") * SEQUENCES)
+    return d
+
+
+def generate_dump(d: Path, out: Path, temperature: float, prompts: str = "many.jsonl", *extra: str) -> Path:
+    argv = ["generate", "--draft", str(d / "draft"), "--target", str(d / "target"), "--config", str(d / "tree.json")]
+    argv += ["--prompts", str(d / prompts), "--max-new-tokens", str(NEW_TOKENS), "--temperature", str(temperature)]
+    argv += ["--seed", str(SEED), "--repeats", "1", "--no-progress", "-o", str(out), *extra]
+    assert main(argv) == 0
+    return out
+
+
+def recorded_rounds(run: Path):
+    """(manifest, [(tree, validate DumpMatrix, live accepted length)]): trees rebuilt offline by the
+    replay, validate files read by the offline reader, A_i from the manifest's rounds."""
+    manifest = json.loads((run / "manifest.json").read_text())
+    live = {tuple(r["key"]): r["accepted_length"] for r in manifest["rounds"]}
+    rep = replay_directory(run, ReplayOptions())
+    assert not rep.skipped and len(rep.results) == len(live)
+    out = []
+    for res in rep.results:
+        v = read_matrix(run / f"validate_{res.key[0]}_{res.key[1]}.npz", "validate")
+        out.append((res.tree, v, live[res.key]))
+    return manifest, out
+
+
+def moments_from_node_logprobs(tree, own_logp: np.ndarray) -> tuple[float, float]:
+    """E and Var of the accepted length from the recorded node log-probabilities alone (the test's
+    own tree walk, independent of replay.core.sampling): P(reach n) = prod of p(child | parent)
+    along root -> n; E[L] = sum P(reach n); E[L^2] = sum P(reach n) (2 depth(n) - 1)."""
+    reach = np.ones(tree.tokens.shape[0])
+    for u in range(1, reach.shape[0]):
+        reach[u] = reach[tree.parents[u]] * math.exp(own_logp[u])
+    mean = reach[1:].sum()
+    second = (reach[1:] * (2 * tree.depths[1:] - 1)).sum()
+    return float(mean), float(second - mean * mean)
+
+
+def z_score(rounds, temperature: float, vocab: int) -> tuple[float, int]:
+    """(z, rounds) with E_i and Var_i from replay.core.sampling on each round's recorded rows."""
+    diff = var = 0.0
+    for tree, v, accepted in rounds:
+        b = round_bounds(tree, v.ids, v.logp, "all", temperature, vocab)
+        assert b.problem[0] == 0
+        e = 0.5 * (b.expected_lo[0] + b.expected_hi[0])
+        assert b.expected_hi[0] - b.expected_lo[0] < 1e-6, "full softmax rows: the expectation is determined"
+        # The variance of the walk, E[L^2] - E[L]^2, from the core's reach probabilities (its own
+        # ``variance`` is NaN unless the bounds are bit-exact; here they agree to float32 rounding).
+        second = (b.reach_lo[0, 1:] * (2 * tree.depths[1:] - 1)).sum()
+        diff += accepted - e
+        var += max(second - e * e, 0.0)
+    return diff / math.sqrt(var), len(rounds)
+
+
+# ---- what a live dump records
+
+
+def test_generate_records_node_logprobs_and_the_manifest_says_what_they_are(tiny_dir, tmp_path):
+    t = 0.7
+    manifest, rounds = recorded_rounds(generate_dump(tiny_dir, tmp_path / "run", t, "prompts.jsonl"))
+    assert manifest["vocab_size"] == VOCAB
+    assert manifest["temperature"] == t and manifest["node_logprob_temperatures"] == [t, 1.0]
+    cols = manifest["node_logprob_temperatures"]
+    checked_in_row = 0
+    for tree, v, _ in rounds:
+        own = v.node_logp
+        assert own is not None and own.shape == (tree.tokens.shape[0], 2)
+        assert np.all(own[0] == 0.0) and np.all(own <= 0.0) and np.isfinite(own).all()
+        for u in range(1, tree.tokens.shape[0]):
+            p, tok = tree.parents[u], tree.tokens[u]
+            # T = 1 column: the parent's recorded score of this token, where the top-K row has it.
+            hit = np.flatnonzero(v.ids[p] == tok)
+            if hit.size:
+                assert own[u, 1] == pytest.approx(v.logp[p, hit[0]], abs=1e-5)
+                checked_in_row += 1
+            # Run-T column against T = 1 among siblings: log p_T(a) - log p_T(b) = (log p_1(a) - log p_1(b)) / T.
+            for w in tree.children(p):
+                assert own[u, 0] - own[w, 0] == pytest.approx((own[u, 1] - own[w, 1]) / cols[0], abs=1e-6)
+    assert checked_in_row > 0
+
+
+def test_node_logprobs_equal_the_full_softmax_at_the_run_temperature(tiny_dir, tmp_path):
+    """With every column recorded (--record-k = vocabulary) the run-T column is log softmax(l / T)
+    of the parent's full row, recomputed here from the T = 1 scores."""
+    t = 0.3
+    _, rounds = recorded_rounds(generate_dump(tiny_dir, tmp_path / "run", t, "prompts.jsonl", "--record-k", "16"))
+    for tree, v, _ in rounds:
+        logits = torch.tensor(v.logp, dtype=torch.float64)
+        at_t = torch.log_softmax(logits / t, dim=-1).numpy()
+        for u in range(1, tree.tokens.shape[0]):
+            p = tree.parents[u]
+            col = int(np.flatnonzero(v.ids[p] == tree.tokens[u])[0])
+            assert v.node_logp[u, 0] == pytest.approx(at_t[p, col], abs=1e-4)
+
+
+def test_a_greedy_dump_records_the_t0_limit(tiny_dir, tmp_path):
+    """T = 0: column 0 is log 1 where the node is its parent's top-1 and log 0 elsewhere, so the
+    walk's expectation from it is the accepted length the greedy run took."""
+    manifest, rounds = recorded_rounds(generate_dump(tiny_dir, tmp_path / "run", 0.0, "prompts.jsonl"))
+    assert manifest["node_logprob_temperatures"] == [0.0, 1.0]
+    for tree, v, accepted in rounds:
+        top1 = v.ids[tree.parents[1:], 0] == tree.tokens[1:]
+        assert np.array_equal(v.node_logp[1:, 0] == 0.0, top1) and np.all(v.node_logp[1:, 0][~top1] == -np.inf)
+        assert moments_from_node_logprobs(tree, v.node_logp[:, 0]) == (accepted, 0.0)
+
+
+# ---- the live check
+
+
+def live_rounds(tiny_dir: Path, out: Path, temperature: float):
+    return recorded_rounds(generate_dump(tiny_dir, out, temperature, "many.jsonl", "--record-k", str(VOCAB)))[1]
+
+
+@pytest.mark.parametrize("temperature", [0.3, 0.7, 1.0])
+def test_live_acceptance_matches_the_offline_expectation(tiny_dir, tmp_path, temperature):
+    rounds = live_rounds(tiny_dir, tmp_path / "run", temperature)
+    z, n = z_score(rounds, temperature, VOCAB)
+    print(f"T = {temperature}: z = {z:.3f} over {n} rounds")
+    assert abs(z) < Z_LIMIT, (z, n)
+    # The harness's own record gives the same expectations (column 0 is the run's T).
+    for tree, v, _ in rounds:
+        b = round_bounds(tree, v.ids, v.logp, "all", temperature, VOCAB)
+        assert moments_from_node_logprobs(tree, v.node_logp[:, 0])[0] == pytest.approx(b.expected_lo[0], abs=1e-5)
+
+
+def ignores_temperature(logits, temperature):
+    """WRONG target_probs: T = 1 whatever is asked."""
+    return torch.softmax(logits.double(), dim=-1).cpu().numpy()
+
+
+def test_a_harness_whose_sampler_ignores_t_fails_the_live_check(tiny_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(sampling, "target_probs", ignores_temperature)
+    monkeypatch.setattr(generate, "target_probs", ignores_temperature)
+    t = 0.3
+    z, n = z_score(live_rounds(tiny_dir, tmp_path / "run", t), t, VOCAB)
+    print(f"T ignored (asked {t}): z = {z:.3f} over {n} rounds")
+    assert abs(z) >= Z_LIMIT, (z, n)
+
+
+# ---- packed runs
+
+
+def test_pack_knowingly_drops_node_logprobs_and_replays_the_same(tiny_dir, tmp_path, capsys):
+    """A packed run holds what the batch arrays hold (ids, scores, parents): the live dump packs,
+    says on stderr that node_logprobs stay behind, and replays identically."""
+    run = generate_dump(tiny_dir, tmp_path / "run", 0.7, "prompts.jsonl")
+    capsys.readouterr()
+    assert main(["pack", str(run), "-o", str(tmp_path / "run.packed"), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "node_logprobs" in err and "not carried into a packed run" in err and "Traceback" not in err
+    outputs = []
+    for source in (run, tmp_path / "run.packed"):
+        assert main(["replay", str(source), "--json"]) == 0
+        outputs.append([json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()])
+    assert len(outputs[0]) > 1 and outputs[0] == outputs[1]
