@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from replay.io.dumpwrite import step_file_name
 from replay.io.roundbatch import RoundBatch
+from replay.testing.batch_synth import write_text_rounds
 
 
 def machine_line() -> str:
@@ -32,15 +32,5 @@ def evict(paths) -> None:
 
 
 def write_text_dump(directory: Path, batch: RoundBatch) -> None:
-    """Every round of ``batch`` as plain-text dump files (draft_step_*, validate_*), named by
-    replay.io.dumpwrite.step_file_name."""
-    for i in range(len(batch)):
-        rnd = batch.round_at(i)
-        for s, m in enumerate(rnd.steps):
-            _write_text(directory / step_file_name("draft", rnd.key, s), m.ids)
-        _write_text(directory / step_file_name("validate", rnd.key), rnd.validate.ids)
-
-
-def _write_text(path: Path, ids: np.ndarray) -> None:
-    """As dumpwrite.write_text_matrix, without its fsync per file (tens of thousands of fsyncs take minutes)."""
-    path.write_text("\n".join(" ".join(str(int(v)) for v in row) for row in ids) + "\n")
+    """Every round of ``batch`` as plain-text dump files (replay.testing.batch_synth.write_text_rounds)."""
+    write_text_rounds(directory, [batch])

@@ -1,9 +1,11 @@
 """Batch replay and the round-by-round reference agree on every round of random dumps.
 
 Each example is a small run: one random tree config (static or dynamic), several rounds that share
-matrix shapes (so they stack into batches), with or without scores and parents, a stated or
-detected validate layout, early stops, and deliberate defects (padding in kept columns, bad
-parents, wrong validate row counts, missing column-0 tokens) that the reference rejects.
+matrix shapes or vary them round by round and step by step (recorded columns, padding rows,
+validate columns: batches pad them, replay.io.roundbatch), with or without scores and parents, a
+stated or detected validate layout, early stops, and deliberate defects (padding in kept columns,
+bad parents, wrong validate row counts, missing column-0 tokens, matrices smaller than the tree
+needs) that the reference rejects.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ def runs(draw):
     extra_cols = draw(st.integers(0, 2))
     extra_rows = draw(st.integers(0, 1))  # padding rows beyond topHead in draft matrices
     vcols = draw(st.integers(1, 2))
+    varied = draw(st.booleans())  # matrix sizes drawn anew per round and step (real engines trim buffers)
     defect_rate = draw(st.sampled_from([0.0, 0.0, 0.0, 0.1, 0.3]))
     n_rounds = draw(st.integers(1, 16))
     step_choices = sorted({cfg.gamma, draw(st.integers(1, cfg.gamma))})  # full rounds and one early stop
@@ -48,12 +51,14 @@ def runs(draw):
     rounds = []
     for k in range(n_rounds):
         steps_run = draw(st.sampled_from(step_choices))
+        if varied:
+            extra_cols, vcols = draw(st.integers(0, 3)), draw(st.integers(1, 3))
         ids, logp, parents = [], [], []
         level_start, level_size, num_nodes, num_expanded = 1, 1, 0, 0
         for i in range(steps_run):
             h = cfg.top_head[i]
             cols = max(cfg.top_k_spec[i]) + extra_cols
-            rows = h + extra_rows
+            rows = h + (draw(st.integers(0, 2)) if varied else extra_rows)
             m = [[draw(tok) for _ in range(cols)] for _ in range(rows)]
             for j in range(h, rows):
                 m[j] = [-1] * cols  # padding rows
@@ -82,6 +87,14 @@ def runs(draw):
                 if defect():
                     p[draw(st.integers(0, h - 1))] = draw(st.sampled_from([-1, 0, level_start + level_size, p[0]]))
                 level_start += level_size
+            if varied and defect():  # a matrix smaller than the tree needs: rejected for its shape
+                if h > 1 and draw(st.booleans()):
+                    rows = h - 1
+                    m, logp[-1], p = m[:rows], logp[-1][:rows], p[:rows]
+                elif max(cfg.top_k_spec[i]) > 1:
+                    cols = max(cfg.top_k_spec[i]) - 1
+                    m, logp[-1] = [r[:cols] for r in m], [r[:cols] for r in logp[-1]]
+                ids[-1] = m
             parents.append(p)
             level_size = sum(cfg.top_k_spec[i])
             num_nodes += level_size
@@ -125,6 +138,14 @@ def check_agree(cfg: TreeConfig, rounds: list[Round], chunk_rounds: int = 16384)
         for i in range(len(batch)):
             ordinal = int(batch.ordinals[i])
             assert ordinal not in verdicts, f"round {ordinal} is in two batches"
+            back, orig = batch.round_at(i), rounds[ordinal]  # what rejection messages are built from
+            for a, b in zip((*back.steps, back.validate), (*orig.steps, orig.validate)):
+                np.testing.assert_array_equal(a.ids, b.ids)
+                assert (a.logp is None) == (b.logp is None) and (a.parents is None) == (b.parents is None)
+                if a.logp is not None:
+                    np.testing.assert_array_equal(a.logp, b.logp)
+                if a.parents is not None:
+                    np.testing.assert_array_equal(a.parents, b.parents)
             ref = reference(rounds[ordinal], cfg)
             if ref is None:
                 assert res.error[i] != ERR_OK, f"batch accepted round {i} that the reference rejects"
@@ -142,6 +163,15 @@ def check_agree(cfg: TreeConfig, rounds: list[Round], chunk_rounds: int = 16384)
 def test_batch_matches_reference(case):
     cfg, rounds = case
     check_agree(cfg, rounds)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(runs())
+def test_matrix_sizes_do_not_split_batches(case):
+    """One batch per (draft steps, optional arrays, layout), whatever the matrix sizes."""
+    _, rounds = case
+    groups = {(len(r.steps), r.steps[0].logp is not None, r.steps[0].parents is not None, r.layout) for r in rounds}
+    assert len(batch_from_rounds(rounds)) == len(groups)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

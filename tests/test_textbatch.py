@@ -24,10 +24,11 @@ from replay.core.config import TreeConfig
 from replay.core.records import record_of
 from replay.engine.replayer import ReplayOptions, replay_directory
 from replay.engine.runs import replay_run
-from replay.io.fastread import ReadOptions, batch_signature, plan_items, read_chunk, round_paths
+from replay.io.fastread import ReadOptions, plan_items, read_chunk, round_paths
 from replay.io.formats.matrix_io import parse_text_matrix
 from replay.io.grouping import group_directory
-from replay.testing.batch_synth import SynthSpec, synth_batch
+from replay.io.roundbatch import group_key
+from replay.testing.batch_synth import SynthSpec, synth_batch, varied_run, write_text_rounds
 from replay.util.errors import DumpError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -251,6 +252,26 @@ def test_random_text_dirs_print_what_the_scalar_replay_prints(tmp_path, seed):
     assert cli_output(tmp_path) == reference_output(tmp_path)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_varied_shape_text_dirs_print_what_the_scalar_replay_prints(tmp_path, seed):
+    """Matrix sizes varied round by round (replay.testing.batch_synth.varied_run) form one batch per
+    step count, padded, and print what the scalar replay prints, damaged files included."""
+    cfg = CONFIGS[seed % len(CONFIGS)]
+    (tmp_path / "config.json").write_text(json.dumps(cfg.to_json()))
+    batches = varied_run(
+        cfg, 40, seed=seed, early_stop_rate=0.3, with_scores=False, layout=("all", "parents")[seed % 2]
+    )
+    write_text_rounds(tmp_path, batches)
+    items = round_paths(plan_items(group_directory(tmp_path), {}))
+    chunk = read_chunk(str(tmp_path), items, ReadOptions())
+    assert len(chunk.batches) == len({b.num_steps for b in batches})  # not one per shape
+    assert any(st.padded for b in chunk.batches for st in (*b.steps, b.validate))
+    if seed % 2:
+        break_files(tmp_path, np.random.default_rng(seed), 3)
+    assert cli_output(tmp_path) == reference_output(tmp_path)
+    assert cli_output(tmp_path, ("--workers", "1")) == reference_output(tmp_path)
+
+
 def test_hostile_text_dir(tmp_path):
     """One directory holding each odd case next to clean rounds."""
     write_random_dir(tmp_path, 0)
@@ -387,14 +408,14 @@ def test_bulk_file_read_refuses_what_the_bounded_reader_refuses(tmp_path):
 
 
 def test_chunk_keeps_each_signature_in_key_order(tmp_path):
-    """Rounds of one signature from both readers come back as one batch in key order (packing relies on it)."""
+    """Rounds of one group from both readers come back as one batch in key order (packing relies on it)."""
     write_random_dir(tmp_path, 4)
     files = files_of(tmp_path)
     for k in (3, 9):
         files[k].write_bytes(b"# to the reference reader\n" + files[k].read_bytes())
     items = round_paths(plan_items(group_directory(tmp_path), {}))
     chunk = read_chunk(str(tmp_path), items, ReadOptions())
-    signatures = [batch_signature(b) for b in chunk.batches]
+    signatures = [group_key(b) for b in chunk.batches]
     assert len(signatures) == len(set(signatures))
     assert sorted(int(o) for b in chunk.batches for o in b.ordinals) == list(range(len(items)))
     for b in chunk.batches:

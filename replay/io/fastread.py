@@ -4,7 +4,8 @@ The directory is grouped by name first (no file is opened for that); then chunks
 a process pool (as plain strings, ``round_paths``). Each worker reads plain-text rounds in bulk
 (``replay.io.formats.textbatch``) and every other round with the same reader as the reference
 (``replay.io.rounds.load_round``; a text round the bulk reader hands back is read again there, so its
-results and messages are the reference's), and stacks rounds of equal matrix signature into RoundBatches.
+results and messages are the reference's), and stacks rounds of equal signature into RoundBatches
+(matrix sizes may differ: replay.io.roundbatch pads them, so varied shapes make few batches).
 Chunks come back in key order, a bounded number in flight, so memory stays proportional to the
 chunk size, not to the directory. A tqdm bar on stderr counts files and rounds.
 """
@@ -25,10 +26,12 @@ from replay.util.progress import progress_bar
 from .formats.matrix_io import SCORE_AUTO, DumpMatrix, RawSpec
 from .formats.textbatch import RoundPaths, read_text_batches
 from .grouping import FileSet, Grouping, Key, RoundFiles, Skipped
-from .roundbatch import MatrixStack, RoundBatch, SourceNames
+from .roundbatch import MatrixStack, RoundBatch, SourceNames, group_key, signature_of
 from .rounds import Round, load_round
 
-READ_TASK_ROUNDS = 256  # rounds per worker task: ~1,000 files, a progress tick every few ms
+# Rounds per worker task: ~4,000 files, a progress tick every ~50 ms; each task's rounds form one
+# batch per step count, so this also sets the kernel's fixed cost (~0.5 ms a batch): ~1 % here.
+READ_TASK_ROUNDS = 1024
 _INT32 = np.iinfo(np.int32)
 
 
@@ -78,7 +81,8 @@ def matrix_signature(m: DumpMatrix) -> tuple:
 
 
 def batch_signature(batch: RoundBatch) -> tuple:
-    """The signature of a RoundBatch's rounds (the same tuple matrix_signature builds per round)."""
+    """The exact signature of a RoundBatch's rounds (the same tuple matrix_signature builds per round):
+    a packed group holds one (replay.io.packed.write); replaying groups by group_key instead."""
 
     def one(st: MatrixStack) -> tuple:
         return (
@@ -102,12 +106,16 @@ def _exts(files: RoundFiles) -> tuple[str, ...]:
     return tuple(Path(fs.data).suffix for fs in (*files.steps, files.validate))
 
 
-def _stack(mats: Sequence[DumpMatrix], sig: tuple) -> MatrixStack:
-    _, _, ids_dt, logp_dt, par = sig
+def _stack(mats: Sequence[DumpMatrix]) -> MatrixStack:
+    """Stacked (padded to the widest) and narrowed losslessly, as narrow_ids / narrow_logp decide."""
+    st = MatrixStack.stack(mats)
     return MatrixStack(
-        np.stack([m.ids for m in mats], axis=-1).astype(ids_dt, copy=False),
-        None if logp_dt is None else np.stack([m.logp for m in mats], axis=-1).astype(logp_dt, copy=False),
-        None if par is None else np.stack([m.parents for m in mats], axis=-1).astype(par[1], copy=False),
+        st.ids.astype(narrow_ids(st.ids), copy=False),
+        None if st.logp is None else st.logp.astype(narrow_logp(st.logp), copy=False),
+        None if st.parents is None else st.parents.astype(narrow_ids(st.parents), copy=False),
+        st.rows_of,
+        st.cols_of,
+        st.prows_of,
     )
 
 
@@ -146,17 +154,16 @@ def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -
         except DumpError as exc:
             unreadable.append((ordinal, Skipped(f"round {rf.key[0]}_{rf.key[1]}", str(exc), (exc.path,))))
             continue
-        sig = (tuple(matrix_signature(m) for m in (*rnd.steps, rnd.validate)), _exts(rf))
-        groups.setdefault(sig, []).append((ordinal, rnd))
+        groups.setdefault((signature_of(rnd), _exts(rf)), []).append((ordinal, rnd))
     batches = []
-    for (mat_sigs, exts), members in groups.items():
+    for (_, exts), members in groups.items():
         rounds = [r for _, r in members]
         names = SourceNames(directory, exts, opts.step0_offset)
         batch = RoundBatch(
             np.asarray([r.key for r in rounds], dtype=np.int64).reshape(-1, 2).T.copy(),
             np.asarray([r.root_token for r in rounds], dtype=np.int64),
-            tuple(_stack([r.steps[s] for r in rounds], mat_sigs[s]) for s in range(len(mat_sigs) - 1)),
-            _stack([r.validate for r in rounds], mat_sigs[-1]),
+            tuple(_stack([r.steps[s] for r in rounds]) for s in range(len(rounds[0].steps))),
+            _stack([r.validate for r in rounds]),
             opts.layout,
             names,
             np.asarray([o for o, _ in members], dtype=np.int64),
@@ -173,18 +180,16 @@ def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -
                 batch.ordinals,
             )
         batches.append(batch)
-    if fast and batches:  # rare: a signature's rounds from both readers go back in key order, as one reader gives them
-        batches = _merge_in_order(fast + batches)
-    else:
-        batches = fast + batches
+    # One batch per group: text rounds of any shape, and rounds from both readers, in key order as one reader gives them
+    batches = _merge_in_order(fast + batches)
     return ReadChunk(tuple(batches), tuple(unreadable), files, len(items))
 
 
 def _merge_in_order(batches: Sequence[RoundBatch]) -> list[RoundBatch]:
-    """One batch per signature, its rounds sorted by ordinal (a packed group's blocks stay in key order)."""
+    """One batch per group_key, its rounds sorted by ordinal (a packed group's blocks stay in key order)."""
     parts: dict[tuple, list[RoundBatch]] = {}
     for b in batches:
-        parts.setdefault(batch_signature(b), []).append(b)
+        parts.setdefault(group_key(b), []).append(b)
     out = []
     for bs in parts.values():
         merged = concat_batches(bs)
@@ -252,18 +257,18 @@ def read_directory(
     workers: int | None = None,
     progress: bool = False,
 ) -> tuple[list[RoundBatch], list[tuple[int, Skipped]]]:
-    """Everything in memory: one RoundBatch per signature (rounds in key order) and the unreadable."""
+    """Everything in memory: one RoundBatch per group_key (rounds in key order) and the unreadable."""
     parts: dict[tuple, list[RoundBatch]] = {}
     unreadable: list[tuple[int, Skipped]] = []
     for chunk in iter_read_chunks(directory, plan_items(grouping, roots), opts, workers, progress=progress):
         unreadable += chunk.unreadable
         for b in chunk.batches:
-            parts.setdefault(batch_signature(b), []).append(b)
+            parts.setdefault(group_key(b), []).append(b)
     return [concat_batches(bs) for bs in parts.values()], unreadable
 
 
 def concat_batches(batches: Sequence[RoundBatch]) -> RoundBatch:
-    """Rounds of equal signature from several batches, in the given order (copies)."""
+    """Rounds of equal group_key from several batches, in the given order (copies; sizes padded)."""
     if len(batches) == 1:
         return batches[0]
     first = batches[0]
@@ -274,7 +279,7 @@ def concat_batches(batches: Sequence[RoundBatch]) -> RoundBatch:
 
     def stack(i: int | None) -> MatrixStack:
         pick = (lambda b: b.validate) if i is None else (lambda b: b.steps[i])
-        return MatrixStack(cat(lambda b: pick(b).ids), cat(lambda b: pick(b).logp), cat(lambda b: pick(b).parents))
+        return MatrixStack.concat([pick(b) for b in batches])
 
     overrides: dict[int, tuple[str, ...]] = {}
     for b in batches:

@@ -1,4 +1,10 @@
-"""Many rounds of one matrix signature as column-major arrays: what readers yield and kernels take.
+"""Many rounds as column-major arrays: what readers yield and kernels take.
+
+Rounds whose matrices differ only in size share one RoundBatch (``group_key``): each matrix is
+padded to the group's widest rows and columns with PAD_TOKEN (scores NaN, parents PAD_TOKEN), and
+each round's own sizes are kept (``MatrixStack.rows_of``...), so the kernel and ``round_at`` see
+what the round's files hold. A dump of varied shapes then forms a few large batches instead of one
+per shape (issue 22: ~1.5 ms fixed cost per batch).
 
 A RoundBatch is the reading side's unit (replay.io.fastread and replay.io.packed.pack build them, replay.engine.batch
 replays them); it lives below both so that reading never imports the replay kernels
@@ -13,6 +19,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+
+from replay.core.vocab import PAD_TOKEN
 
 from .formats.matrix_io import DumpMatrix
 from .rounds import Round
@@ -31,16 +39,23 @@ def _check_array(arr: np.ndarray, name: str, ndim: int, kind: str, rounds: int |
 
 @dataclass(frozen=True, eq=False)
 class MatrixStack:
-    """One dump matrix (a draft step or the validate) of R rounds with identical matrix shapes.
+    """One dump matrix (a draft step or the validate) of R rounds, padded to common sizes.
 
     Column-major: the round axis is last, so each cell of the matrix is one contiguous vector over
     rounds. The kernel reads whole cells (a copy at memory speed) instead of gathering them from
     round-major rows (~1 ns per cell and round, a quarter of the kernel's time when measured).
+
+    rows_of / cols_of / prows_of: each round's own matrix sizes where they differ from the stack's
+    (None: every round fills the stack); cells beyond them are padding (PAD_TOKEN ids, NaN scores,
+    PAD_TOKEN parents).
     """
 
     ids: np.ndarray  # [rows, cols, R] int32/int64 token ids, PAD_TOKEN padding
     logp: np.ndarray | None = None  # [rows, cols, R] float32/float64 natural-log probabilities
     parents: np.ndarray | None = None  # [prows, R] int32/int64 tree-order node per row, prows >= rows
+    rows_of: np.ndarray | None = None  # [R] int64 each round's own rows
+    cols_of: np.ndarray | None = None  # [R] int64 each round's own columns
+    prows_of: np.ndarray | None = None  # [R] int64 each round's own parents entries
 
     def __post_init__(self) -> None:
         _check_array(self.ids, "ids", 3, "iu", None)
@@ -53,6 +68,9 @@ class MatrixStack:
             _check_array(self.parents, "parents", 2, "iu", r)
             if self.parents.shape[0] < self.ids.shape[0]:
                 raise ValueError(f"parents: {self.parents.shape[0]} entries per round for {self.ids.shape[0]} rows")
+        for name in ("rows_of", "cols_of", "prows_of"):
+            if getattr(self, name) is not None:
+                _check_array(getattr(self, name), name, 1, "iu", r, 0)
 
     @property
     def rows(self) -> int:
@@ -66,30 +84,118 @@ class MatrixStack:
     def rounds(self) -> int:
         return int(self.ids.shape[2])
 
+    @property
+    def padded(self) -> bool:
+        """Some round's matrix is smaller than the stack."""
+        return self.rows_of is not None or self.cols_of is not None or self.prows_of is not None
+
+    def own_rows(self) -> np.ndarray:
+        """[R] int64 each round's own rows."""
+        return np.full(self.rounds, self.rows, dtype=np.int64) if self.rows_of is None else self.rows_of
+
+    def own_cols(self) -> np.ndarray:
+        """[R] int64 each round's own columns."""
+        return np.full(self.rounds, self.cols, dtype=np.int64) if self.cols_of is None else self.cols_of
+
+    def own_prows(self) -> np.ndarray | None:
+        """[R] int64 each round's own parents entries (None without parents)."""
+        if self.parents is None:
+            return None
+        full = np.full(self.rounds, self.parents.shape[0], dtype=np.int64)
+        return full if self.prows_of is None else self.prows_of
+
     def take(self, index: np.ndarray | slice) -> MatrixStack:
         """Rounds ``index`` (a slice gives views, an index array copies)."""
+
+        def pick(a):
+            return None if a is None else a[..., index]
+
         return MatrixStack(
             self.ids[..., index],
-            None if self.logp is None else self.logp[..., index],
-            None if self.parents is None else self.parents[..., index],
+            pick(self.logp),
+            pick(self.parents),
+            pick(self.rows_of),
+            pick(self.cols_of),
+            pick(self.prows_of),
+        )
+
+    def trimmed(self, rows: int, cols: int, prows: int | None) -> MatrixStack:
+        """The stack cut to sizes every one of its rounds has (exact-shape groups, e.g. for packing)."""
+        return MatrixStack(
+            self.ids[:rows, :cols],
+            None if self.logp is None else self.logp[:rows, :cols],
+            None if self.parents is None else self.parents[:prows],
         )
 
     def matrix(self, i: int, path: str) -> DumpMatrix:
         """Round ``i`` as the DumpMatrix that read_matrix would have returned."""
+        rows = self.rows if self.rows_of is None else int(self.rows_of[i])
+        cols = self.cols if self.cols_of is None else int(self.cols_of[i])
+        prows = None if self.parents is None else self.parents.shape[0]
+        if self.prows_of is not None:
+            prows = int(self.prows_of[i])
         return DumpMatrix(
             path,
-            np.array(self.ids[:, :, i], dtype=np.int64),
-            None if self.logp is None else np.array(self.logp[:, :, i], dtype=np.float64),
-            None if self.parents is None else np.array(self.parents[:, i], dtype=np.int64),
+            np.array(self.ids[:rows, :cols, i], dtype=np.int64),
+            None if self.logp is None else np.array(self.logp[:rows, :cols, i], dtype=np.float64),
+            None if self.parents is None else np.array(self.parents[:prows, i], dtype=np.int64),
         )
 
     @classmethod
     def stack(cls, mats: Sequence[DumpMatrix]) -> MatrixStack:
-        """Column-major stack of equally shaped matrices."""
+        """Column-major stack of matrices (of any sizes: padded to the widest)."""
+        return cls.concat(
+            [
+                cls(
+                    m.ids[:, :, None],
+                    None if m.logp is None else m.logp[:, :, None],
+                    None if m.parents is None else m.parents[:, None],
+                )
+                for m in mats
+            ]
+        )
+
+    @classmethod
+    def concat(cls, stacks: Sequence[MatrixStack]) -> MatrixStack:
+        """Rounds of several stacks (all with scores or all without, parents likewise), padded to the widest."""
+        first = stacks[0]
+        if len(stacks) == 1:
+            return first
+        rows = max(s.rows for s in stacks)
+        cols = max(s.cols for s in stacks)
+        has_par = first.parents is not None
+        prows = max(s.parents.shape[0] for s in stacks) if has_par else None
+        if any((s.logp is None) != (first.logp is None) or (s.parents is None) != (not has_par) for s in stacks):
+            raise ValueError("MatrixStack.concat: every stack must have scores (and parents) or none")
+        same = all(s.rows == rows and s.cols == cols and not s.padded for s in stacks) and (
+            not has_par or all(s.parents.shape[0] == prows for s in stacks)
+        )
+
+        def grow(a: np.ndarray, shape: tuple[int, ...], fill) -> np.ndarray:
+            if a.shape[:-1] == shape:
+                return a
+            out = np.full((*shape, a.shape[-1]), fill, dtype=a.dtype)
+            out[tuple(slice(0, n) for n in a.shape[:-1])] = a
+            return out
+
+        def cat(arrays: list[np.ndarray]) -> np.ndarray:
+            return np.concatenate(arrays, axis=-1)
+
+        ids = cat([grow(s.ids, (rows, cols), PAD_TOKEN) for s in stacks])
+        logp = None if first.logp is None else cat([grow(s.logp, (rows, cols), np.nan) for s in stacks])
+        parents = None if not has_par else cat([grow(s.parents, (prows,), PAD_TOKEN) for s in stacks])
+        if same:
+            return cls(ids, logp, parents)
+        rows_of = cat([s.own_rows() for s in stacks])
+        cols_of = cat([s.own_cols() for s in stacks])
+        prows_of = None if not has_par else cat([s.own_prows() for s in stacks])
         return cls(
-            np.stack([m.ids for m in mats], axis=-1),
-            None if mats[0].logp is None else np.stack([m.logp for m in mats], axis=-1),
-            None if mats[0].parents is None else np.stack([m.parents for m in mats], axis=-1),
+            ids,
+            logp,
+            parents,
+            None if (rows_of == rows).all() else rows_of,
+            None if (cols_of == cols).all() else cols_of,
+            None if prows_of is None or (prows_of == prows).all() else prows_of,
         )
 
 
@@ -126,7 +232,7 @@ class SourceNames:
 
 @dataclass(frozen=True, eq=False)
 class RoundBatch:
-    """R rounds whose matrices have identical shapes (and optional arrays): one packed group."""
+    """R rounds of one ``group_key``: equal draft steps, optional arrays and layout; matrix sizes may differ."""
 
     keys: np.ndarray  # [2, R] int64 (a, b) of each round's validate file
     root_tokens: np.ndarray  # [R] int64, PAD_TOKEN when unknown
@@ -170,6 +276,33 @@ class RoundBatch:
             None if self.ordinals is None else self.ordinals[index],
         )
 
+    def exact_parts(self) -> list[RoundBatch]:
+        """The rounds split by their own matrix sizes, each part cut to them (a packed group per shape)."""
+        mats = (*self.steps, self.validate)
+        if not any(m.padded for m in mats):
+            return [self]
+        sizes = []
+        for m in mats:
+            sizes += [m.own_rows(), m.own_cols()]
+            if m.parents is not None:
+                sizes.append(m.own_prows())
+        uniq, inverse = np.unique(np.stack(sizes, axis=1), axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        out = []
+        for u, row in enumerate(uniq):  # one iteration per distinct shape, not per round
+            part = self.take(np.flatnonzero(inverse == u))
+            cut, pos = [], 0
+            for m in (*part.steps, part.validate):
+                n = 3 if m.parents is not None else 2
+                cut.append(m.trimmed(int(row[pos]), int(row[pos + 1]), int(row[pos + 2]) if n == 3 else None))
+                pos += n
+            out.append(
+                RoundBatch(
+                    part.keys, part.root_tokens, tuple(cut[:-1]), cut[-1], part.layout, part.names, part.ordinals
+                )
+            )
+        return out
+
     def key(self, i: int) -> tuple[int, int]:
         return (int(self.keys[0, i]), int(self.keys[1, i]))
 
@@ -186,11 +319,17 @@ class RoundBatch:
 
 
 def signature_of(rnd: Round) -> tuple:
-    """Rounds with equal signatures stack into one RoundBatch (matrix shapes and optional arrays)."""
-    return tuple(
-        (m.ids.shape, m.logp is not None, None if m.parents is None else m.parents.shape[0])
-        for m in (*rnd.steps, rnd.validate)
-    )
+    """Rounds with equal signatures stack into one RoundBatch: the draft steps and which optional
+    arrays each matrix has. Matrix sizes do not count (MatrixStack pads them), so a dump of varied
+    shapes forms a few large batches."""
+    return tuple((m.logp is not None, m.parents is not None) for m in (*rnd.steps, rnd.validate))
+
+
+def group_key(batch: RoundBatch) -> tuple:
+    """The signature_of a batch's rounds, with their file extensions and layout: batches of equal
+    key concatenate into one (replay.io.fastread.concat_batches)."""
+    sig = tuple((st.logp is not None, st.parents is not None) for st in (*batch.steps, batch.validate))
+    return (sig, batch.names.exts if batch.names else None, batch.layout)
 
 
 def batch_from_rounds(rounds: Sequence[Round], ordinals: Sequence[int] | None = None) -> list[RoundBatch]:

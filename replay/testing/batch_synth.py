@@ -10,11 +10,14 @@ the output checks the replay.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from replay.core.config import TreeConfig
+from replay.core.vocab import PAD_TOKEN
 from replay.engine.batch import MatrixStack, RoundBatch
+from replay.io.dumpwrite import step_file_name
 
 from .synth import DEFAULT_VOCAB, SYNTH_KEY_STRIDE, default_hit_probs
 
@@ -138,3 +141,67 @@ def synth_run(
         keys[1] = keys[0] + 16
         out.append(RoundBatch(keys, b.root_tokens, b.steps, b.validate, b.layout, None, members.astype(np.int64)))
     return out
+
+
+def varied_run(
+    cfg: TreeConfig,
+    rounds: int,
+    seed: int = 0,
+    early_stop_rate: float = 0.1,
+    max_extra_cols: int = 3,
+    max_pad_rows: int = 2,
+    max_target_cols: int = 3,
+    **kwargs,
+) -> list[RoundBatch]:
+    """synth_run with the matrix sizes of real engine dumps varied round by round (issue 22): per
+    round, recorded draft columns = widest topKSpec + 0..max_extra_cols, 0..max_pad_rows padding
+    rows (all PAD_TOKEN) under each draft step, 1..max_target_cols validate columns; early stops.
+
+    The batches come back padded (replay.io.roundbatch: each round's own sizes in rows_of/cols_of),
+    so round_at gives each round's own matrices (write_text_rounds writes them as files).
+    """
+    rng = np.random.default_rng(seed + 7919)
+    out = []
+    base = synth_run(
+        cfg, rounds, seed, early_stop_rate, extra_cols=max_extra_cols, target_cols=max_target_cols, **kwargs
+    )
+    for b in base:
+        r = len(b)
+        cols_of = cfg.max_width + rng.integers(0, max_extra_cols + 1, size=r)
+        steps = []
+        for st in b.steps:
+            rows_of = st.rows + rng.integers(0, max_pad_rows + 1, size=r)
+            outside = np.arange(st.cols)[None, :, None] >= cols_of[None, None, :]  # [1, cols, R]
+            ids = np.full((st.rows + max_pad_rows, st.cols, r), PAD_TOKEN, dtype=st.ids.dtype)
+            ids[: st.rows] = np.where(outside, PAD_TOKEN, st.ids)
+            logp = None
+            if st.logp is not None:
+                logp = np.full(ids.shape, np.nan, dtype=st.logp.dtype)
+                logp[: st.rows] = np.where(outside, np.nan, st.logp)
+            parents = None
+            if st.parents is not None:
+                parents = np.full((ids.shape[0], r), PAD_TOKEN, dtype=st.parents.dtype)
+                parents[: st.rows] = st.parents
+            steps.append(MatrixStack(ids, logp, parents, rows_of, cols_of, None if parents is None else rows_of))
+        vcols_of = rng.integers(1, max_target_cols + 1, size=r)
+        v = b.validate
+        vids = np.where(np.arange(v.cols)[None, :, None] >= vcols_of[None, None, :], PAD_TOKEN, v.ids)
+        validate = MatrixStack(vids, None, None, None, vcols_of, None)
+        out.append(RoundBatch(b.keys, b.root_tokens, tuple(steps), validate, b.layout, None, b.ordinals))
+    return out
+
+
+def write_text_rounds(directory: str | Path, batches: list[RoundBatch]) -> int:
+    """Every round of ``batches`` as plain-text dump files (draft_step_*, validate_*, named by
+    replay.io.dumpwrite.step_file_name); returns the number of files. Without write_text_matrix's
+    fsync per file: tens of thousands of fsyncs take minutes."""
+    directory = Path(directory)
+    files = 0
+    for batch in batches:
+        for i in range(len(batch)):
+            rnd = batch.round_at(i)
+            named = [(step_file_name("draft", rnd.key, s), m.ids) for s, m in enumerate(rnd.steps)]
+            for name, ids in (*named, (step_file_name("validate", rnd.key), rnd.validate.ids)):
+                (directory / name).write_text("\n".join(" ".join(map(str, row)) for row in ids.tolist()) + "\n")
+                files += 1
+    return files

@@ -1,4 +1,4 @@
-"""The batch replay driver: split a RoundBatch by shape and into chunks, run the kernel on threads.
+"""The batch replay driver: split a RoundBatch by tree shape and into chunks, run the kernel on threads.
 
 Rounds are processed in chunks of 16,384 so that every temporary stays in cache, on a small thread
 pool (numpy releases the GIL).
@@ -37,12 +37,16 @@ def _replay_fixed(
     """Every round of ``batch`` has ``shape``; structural mismatches reject the whole batch."""
     res = replace(_empty_result(batch, gamma), shapes=(shape,))
     res.shape_index[:] = 0
+    small = np.zeros(len(batch), dtype=bool)  # the round's own matrix is smaller than the shape needs
     for st, h, w in zip(batch.steps, shape.heads, shape.widths):
         if st.rows < h or st.cols < max(w):
             res.error[:] = ERR_MATRIX_SHAPE  # every round of the batch has these matrix sizes
             return res
+        if st.padded:  # padded rounds (replay.io.roundbatch): each round's own sizes decide
+            small |= (st.own_rows() < h) | (st.own_cols() < max(w))
     notes: dict[int, list[str]] = {}
-    _run_chunks(len(batch), chunk, workers, lambda lo, hi: _replay_chunk(batch, lo, hi, shape, static, res, notes))
+    pre = small if small.any() else None
+    _run_chunks(len(batch), chunk, workers, lambda lo, hi: _replay_chunk(batch, lo, hi, shape, static, res, notes, pre))
     return replace(res, selection_notes={k: tuple(v) for k, v in notes.items()})
 
 

@@ -33,6 +33,7 @@ from replay.io.roundbatch import RoundBatch
 
 from .codes import (
     BONUS_NONE,
+    ERR_MATRIX_SHAPE,
     ERR_OK,
     ERR_PARENTS,
     ERR_TOKENS,
@@ -272,18 +273,32 @@ def _accept_chunk(
 
 
 def _replay_chunk(
-    batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static: bool, res: BatchResult, notes: dict
+    batch: RoundBatch,
+    lo: int,
+    hi: int,
+    shape: TreeShape,
+    static: bool,
+    res: BatchResult,
+    notes: dict,
+    small: np.ndarray | None = None,
 ) -> None:
-    """Replay rounds [lo, hi) of ``batch`` (all of ``shape``) into ``res`` rows [lo, hi)."""
+    """Replay rounds [lo, hi) of ``batch`` (all of ``shape``) into ``res`` rows [lo, hi).
+
+    small: [R] bool, rounds whose own matrices are too small for ``shape`` (padded batches): the
+    reference rejects them before anything else.
+    """
     c = hi - lo
     col = _columns(c)
     sl = slice(lo, hi)
     checks = _Checks()
+    if small is not None:
+        checks.add(small[lo:hi], ERR_MATRIX_SHAPE)
     tokens, chosen, selection, mismatch = _rebuild_chunk(batch, lo, hi, shape, static, checks, col)
     val0, is_all, need = _validate_chunk(batch, lo, hi, shape, checks)
     _accept_chunk(shape, tokens, chosen, val0, is_all, col, res, sl)
     res.layout[sl] = is_all
-    res.validate_extra_rows[sl] = batch.validate.rows - need
+    vrows = batch.validate.rows if batch.validate.rows_of is None else batch.validate.rows_of[lo:hi]
+    res.validate_extra_rows[sl] = vrows - need
     res.selection[: shape.num_steps, sl] = selection
     ok = None
     if checks.conds:  # rejected rounds get the defaults (PAD_TOKEN / 0) in every outcome

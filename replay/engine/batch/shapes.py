@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -102,9 +102,16 @@ def _rank_and_parent(widths: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     return np.arange(js.shape[0]) - offs[js], js
 
 
+@lru_cache(maxsize=4096)
+def tree_shape(heads: tuple[int, ...], widths: tuple[tuple[int, ...], ...]) -> TreeShape:
+    """One TreeShape per (heads, widths), so its index maps are built once per run, not once per
+    batch (they were a quarter of the fixed cost of a batch, measured)."""
+    return TreeShape(heads, widths)
+
+
 def config_tree_shape(cfg: TreeConfig, steps: int) -> TreeShape:
     """The TreeShape of a static config's first ``steps`` draft steps (heads and widths only, no nodes)."""
-    return TreeShape(tuple(cfg.top_head[:steps]), tuple(tuple(w) for w in cfg.top_k_spec[:steps]))
+    return tree_shape(tuple(cfg.top_head[:steps]), tuple(tuple(w) for w in cfg.top_k_spec[:steps]))
 
 
 def dynamic_shapes(batch: RoundBatch, cfg: TreeConfig) -> tuple[np.ndarray, list[TreeShape], np.ndarray]:
@@ -148,5 +155,5 @@ def dynamic_shapes(batch: RoundBatch, cfg: TreeConfig) -> tuple[np.ndarray, list
             pos += 1 + st.rows
         if min(heads) >= 1:
             index_of[u] = len(shapes)
-            shapes.append(TreeShape(tuple(heads), tuple(widths)))
+            shapes.append(tree_shape(tuple(heads), tuple(widths)))
     return index_of[inverse], shapes, err

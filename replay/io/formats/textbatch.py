@@ -3,7 +3,7 @@
 The common text dump (integers separated by spaces, one matrix row per line, no scores or parents
 companions) costs ~100 µs a file through ``matrix_io.read_matrix``, most of it per-file Python
 overhead. Here the bytes of a whole chunk of rounds are classified, checked and converted together,
-and rounds of equal matrix shapes go straight into RoundBatches.
+and rounds of equal step count go straight into RoundBatches (padded to their widest matrices).
 
 Only a strict subset of the text format is taken: ASCII digits, ``-``, spaces, tabs, commas and LF;
 every non-blank line of a file holds the same number of integers of at most ``MAX_DIGITS``
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from replay.core.vocab import PAD_TOKEN
 from replay.io.grouping import Key
 from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
 from replay.util.bounded import read_regular_or_none
@@ -143,11 +144,24 @@ def _narrow(ids: np.ndarray) -> np.ndarray:
     return ids
 
 
-def _stack(parsed: ParsedTexts, files: np.ndarray, rows: int, cols: int) -> MatrixStack:
-    """files: [R] int64 indices into ``parsed``, all of shape (rows, cols)."""
-    index = parsed.start[files][:, None] + np.arange(rows * cols, dtype=np.int64)  # [R, rows * cols]
-    ids = parsed.values[index].reshape(files.shape[0], rows, cols).transpose(1, 2, 0)
-    return MatrixStack(np.ascontiguousarray(_narrow(ids)))
+def _stack(parsed: ParsedTexts, files: np.ndarray) -> MatrixStack:
+    """files: [R] int64 indices into ``parsed``, of any shapes: padded to the widest with PAD_TOKEN
+    (replay.io.roundbatch keeps each round's own sizes)."""
+    rows_of, cols_of = parsed.rows[files], parsed.cols[files]
+    rows, cols = int(rows_of.max()), int(cols_of.max())
+    if (rows_of == rows).all() and (cols_of == cols).all():
+        index = parsed.start[files][:, None] + np.arange(rows * cols, dtype=np.int64)  # [R, rows * cols]
+        ids = parsed.values[index].reshape(files.shape[0], rows, cols).transpose(1, 2, 0)
+        return MatrixStack(np.ascontiguousarray(_narrow(ids)))
+    r_i, c_i = np.arange(rows)[None, :, None], np.arange(cols)[None, None, :]
+    inside = (r_i < rows_of[:, None, None]) & (c_i < cols_of[:, None, None])  # [R, rows, cols]
+    index = parsed.start[files][:, None, None] + r_i * cols_of[:, None, None] + c_i
+    ids = np.where(inside, parsed.values[np.where(inside, index, 0)], PAD_TOKEN).transpose(1, 2, 0)
+    return MatrixStack(
+        np.ascontiguousarray(_narrow(ids)),
+        rows_of=None if (rows_of == rows).all() else rows_of.astype(np.int64),
+        cols_of=None if (cols_of == cols).all() else cols_of.astype(np.int64),
+    )
 
 
 def read_text_batches(
@@ -220,15 +234,12 @@ def _parse_piece(
     for exts, members in by_exts.items():
         idx = np.asarray(members, dtype=np.int64)
         files = firsts[idx][:, None] + np.arange(len(exts))  # [R, matrices]
-        shapes = np.concatenate((parsed.rows[files], parsed.cols[files]), axis=1)  # [R, 2 * matrices]
-        _, sig = np.unique(shapes, axis=0, return_inverse=True)
-        for s in range(int(sig.max()) + 1):
-            pick = np.flatnonzero(sig.reshape(-1) == s)
-            src = names[exts]
-            overrides = {int(o): odd[int(o)] for o in rounds.ordinals[idx[pick]] if int(o) in odd} if odd else None
-            if overrides:
-                src = SourceNames(src.directory, src.exts, src.step0_offset, overrides)
-            batches.append(_batch(src, files[pick], idx[pick], rounds, parsed, layout))
+        # Matrix sizes do not split a batch (replay.io.roundbatch): one batch per step count and extensions.
+        src = names[exts]
+        overrides = {int(o): odd[int(o)] for o in rounds.ordinals[idx] if int(o) in odd} if odd else None
+        if overrides:
+            src = SourceNames(src.directory, src.exts, src.step0_offset, overrides)
+        batches.append(_batch(src, files, idx, rounds, parsed, layout))
 
 
 @dataclass(frozen=True, eq=False)
@@ -257,10 +268,7 @@ def _batch(
     layout: str | None,
 ) -> RoundBatch:
     """Rounds of one signature. files: [R, matrices] int64 indices into ``parsed``; rounds: [R] into ``columns``."""
-    stacks = [
-        _stack(parsed, files[:, m], int(parsed.rows[files[0, m]]), int(parsed.cols[files[0, m]]))
-        for m in range(files.shape[1])
-    ]
+    stacks = [_stack(parsed, files[:, m]) for m in range(files.shape[1])]
     return RoundBatch(
         columns.keys[:, rounds],
         columns.roots[rounds],

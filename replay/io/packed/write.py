@@ -232,6 +232,12 @@ class PackWriter:
     def add(self, batch: RoundBatch, signature: tuple | None = None) -> None:
         from replay.io.fastread import batch_signature
 
+        if signature is None:  # a group on disk holds one matrix shape: split a padded batch
+            parts = batch.exact_parts()
+            if parts[0] is not batch:
+                for part in parts:
+                    self.add(part, batch_signature(part))
+                return
         sig = batch_signature(batch) if signature is None else signature
         if sig not in self.groups:
             self.groups[sig] = _GroupWriter(self.tmp, f"g{len(self.groups):03d}", self.block_rounds)
