@@ -77,10 +77,9 @@ as CSV and Parquet under OUTPUT/tables/.
 def run_compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from analysis.compare.batch import compare_run, simulate_run_strategies
-    from analysis.compare.configs import beyond_recorded_notes, compare_display, strategies_display, with_speed
-    from analysis.cost.source import cost_warning, run_cost
-    from analysis.cost.timings import measured_speedup, read_timings, speedup_warnings
+    from analysis.compare.batch import ema_window_of, priced_comparison, simulate_run_strategies
+    from analysis.compare.configs import beyond_recorded_notes, compare_display, strategies_display
+    from analysis.cost.source import cost_warning, run_pricing
     from analysis.report import plots
     from analysis.tables.definitions import HEADLINE_NAMES, definitions_text
     from replay.util.progress import tqdm_progress
@@ -94,25 +93,24 @@ def run_compare(args: argparse.Namespace) -> int:
     for run in runs:
         if not run.results:
             continue
-        cost = costs[run.label] = run_cost(run.replay.directory, run.replay.manifest, given)
-        timings = read_timings(run.replay.directory, run.replay.manifest)
-        measured[run.label] = measured_speedup(timings)
-        suspicious.extend(speedup_warnings(run.label, timings, measured[run.label]))
+        pricing = run_pricing(run.replay.directory, run.replay.manifest, run.label, given)
+        cost = costs[run.label] = pricing.cost
+        measured[run.label] = pricing.measured
+        suspicious.extend(pricing.suspicious)
         configs = configs_from_args(args, run.config)
         update, close = tqdm_progress(f"compare {run.label}", progress_enabled(args.no_progress))
         try:
-            table, rounds = compare_run(run, configs, cost, args.gamma_threshold, update)
+            table, rounds = priced_comparison(run, configs, pricing, args.gamma_threshold, update)
         finally:
             close()
         for note in beyond_recorded_notes(table, configs, run.config, run.label):
             print(f"specreplay: note: {note}", file=sys.stderr)
-        table = with_speed(table, run.config, cost, measured[run.label])
         table.insert(0, "run", run.label)
         rounds.insert(0, "run", run.label)
         tables.append(table)
         per_round.append(rounds)
         if args.gamma_strategies is not None:
-            window = args.ema_window or int(run.replay.config.settings.get("emaWindow", 1) or 1)
+            window = ema_window_of(run, args.ema_window)
             sims = simulate_run_strategies(
                 run, run.config, args.gamma_strategies or list(range(5)), cost, window, args.gamma_threshold
             )
