@@ -110,8 +110,9 @@ def speculative_generate(
     tokens = list(prompt_ids)
     rounds: list[LiveRound] = []
     hook_s = 0.0  # dump writing is not decoding: keep it out of tokens/s
+    pair = _Pair(draft, target, dcache, tcache, config, accept, record_k, record)
     while not _finished(tokens, len(prompt_ids), options):
-        rnd, drafted, ver = _round(draft, target, dcache, tcache, tokens, config, accept, record_k, record)
+        rnd, drafted, ver = _round(pair, tokens)
         tokens.extend(rnd.committed_tokens)
         rounds.append(rnd)
         if on_round is not None:
@@ -124,9 +125,24 @@ def speculative_generate(
     )
 
 
-def _round(
-    draft, target, dcache, tcache, tokens, config, accept, record_k, record
-) -> tuple[LiveRound, DraftedTree, Verification]:
+@dataclass(frozen=True)
+class _Pair:
+    """What every round of one generation uses: the two models, their caches and the run's settings."""
+
+    draft: LiveModel
+    target: LiveModel
+    dcache: Any  # the draft's KV cache (transformers DynamicCache or a pooled static one)
+    tcache: Any  # the target's
+    config: TreeConfig
+    accept: AcceptRule
+    record_k: int  # candidate columns recorded per row
+    record: bool  # keep the whole validate matrix (a dump needs it), else the rows acceptance reads
+
+
+def _round(pair: _Pair, tokens: list[int]) -> tuple[LiveRound, DraftedTree, Verification]:
+    """One round from the committed ``tokens`` (the last is the root): draft, verify, accept, trim both caches."""
+    draft, target, dcache, tcache = pair.draft, pair.target, pair.dcache, pair.tcache
+    config, accept, record_k, record = pair.config, pair.accept, pair.record_k, pair.record
     root_pos = len(tokens) - 1
     drafted, draft_s = timed_call(draft.device, lambda: draft_tree(draft, dcache, tokens, config, record_k))
 
