@@ -242,11 +242,8 @@ def report_page(
     metrics = all_metrics(tables)
     out_tables: dict[str, pd.DataFrame] = {"rounds": tables.rounds, "nodes": tables.nodes, **metrics}
     if len(runs) > 1:
-        side = runs_side_by_side(tables.rounds)
-        out_tables["runs_side_by_side"] = side.reset_index()
-        summary = _table_html(side.reset_index())  # the index's name would be a header row of its own
-    else:
-        summary = _table_html(metrics["summary"])
+        out_tables["runs_side_by_side"] = runs_side_by_side(tables.rounds).reset_index()  # index: a header row
+    summary = _table_html(out_tables["runs_side_by_side"] if len(runs) > 1 else metrics["summary"])
     speed = pd.DataFrame(
         [speed_row(r.label, r.results, pricing[r.label].cost, pricing[r.label].measured) for r in runs if r.results]
     )

@@ -181,9 +181,9 @@ def target_generate(
     forwards = 0
     while not _finished(tokens, len(prompt_ids), options):
         pos = len(tokens) - 1
-        tok = to_device(np.array([tokens[-1]], dtype=np.int64), target.device)
-        where = to_device(np.array([pos], dtype=np.int64), target.device)
-        logits = forward_tokens(target, cache, tok, where, causal_visible(pos, 1, target.device))[0]
+        tok = to_device(np.array([tokens[-1]], dtype=np.int64), target.device)  # [1] int64
+        where = to_device(np.array([pos], dtype=np.int64), target.device)  # [1] int64
+        logits = forward_tokens(target, cache, tok, where, causal_visible(pos, 1, target.device))[0]  # [V] float32
         tokens.append(_next_token(logits, options.temperature, rng))
         forwards += 1
     release_cache(cache)
@@ -210,8 +210,8 @@ def _prefill(model: LiveModel, cache: Any, prompt_ids: Sequence[int]) -> float:
     n = len(prompt_ids) - 1
     if n == 0:
         return 0.0
-    tokens = to_device(np.asarray(prompt_ids[:-1], dtype=np.int64), model.device)
-    positions = torch.arange(n, dtype=torch.int64, device=model.device)
+    tokens = to_device(np.asarray(prompt_ids[:-1], dtype=np.int64), model.device)  # [n] int64
+    positions = torch.arange(n, dtype=torch.int64, device=model.device)  # [n] int64
     _, seconds = timed_call(
         model.device, lambda: forward_hidden(model, cache, tokens, positions, causal_visible(0, n, model.device))
     )
