@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.cost.model import CostModel
+from analysis.cost.source import RunPricing
 from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.vocab import STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
@@ -25,7 +26,7 @@ from replay.engine.batch import BatchResult, RoundBatch, expanded_nodes
 from replay.engine.batch.frames import round_names
 from replay.engine.runs import replay_run
 
-from .configs import COMPARE_COLUMNS, PER_ROUND_COLUMNS, compare_configs, summarize_arrays
+from .configs import COMPARE_COLUMNS, PER_ROUND_COLUMNS, compare_configs, summarize_arrays, with_speed
 from .gamma_strategies import StrategyResult, simulate_strategies, simulate_strategy
 from .subtree import RULE_FALLBACK, RULE_PATH, RULE_RECORDED_ORDER, UNDECIDABLE, reason_text, truncated
 from .subtree_batch import (
@@ -265,3 +266,21 @@ def simulate_run_strategies(
         return simulate_strategies(run.results, cfg, strategies, cost, ema_window, gamma_threshold, run.config.gamma)
     outs = outcomes_by_gamma_run(run, cfg, gamma_threshold)
     return [simulate_strategy(outs, cfg, s, cost, ema_window) for s in strategies]
+
+
+def priced_comparison(
+    run: LabelledRun,
+    configs: Sequence[TreeConfig],
+    pricing: RunPricing,
+    gamma_threshold: float | None = None,
+    progress: Progress | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The configs with cost and measured speedup, as compare and report show them: compare_run's
+    (summary, per-round) frames, the summary with_speed under ``pricing`` (analysis.cost.source.run_pricing)."""
+    table, rounds = compare_run(run, configs, pricing.cost, gamma_threshold, progress)
+    return with_speed(table, run.config, pricing.cost, pricing.measured), rounds
+
+
+def ema_window_of(run: LabelledRun, given: int | None = None) -> int:
+    """The emaWindow the EMA strategies use: ``given``, else the run's emaWindow setting, else 1."""
+    return given or int(run.replay.config.settings.get("emaWindow", 1) or 1)

@@ -19,7 +19,7 @@ than the one before (noisy timings), the curve is held flat beyond it instead of
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +30,15 @@ from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import is_inline_json
 
 from .model import SOURCE_DEFAULT, CostModel
-from .timings import SWEEP_DUMPS_DIR, Timings, comparable_baseline, read_timings
+from .timings import (
+    SWEEP_DUMPS_DIR,
+    Speedup,
+    Timings,
+    comparable_baseline,
+    measured_speedup,
+    read_timings,
+    speedup_warnings,
+)
 
 CURVE_NAME = "cost_curve.json"
 SOURCE_CURVE = "measured: cost_curve.json"
@@ -127,3 +135,20 @@ def cost_warning(cost: CostModel, what: str) -> str | None:
         "speedups are MODELLED from the default relative cost (a memory-bound accelerator guess), not measured; "
         "pass --cost FILE for real costs"
     )
+
+
+@dataclass(frozen=True)
+class RunPricing:
+    """What every command shows about one run's speed: its cost model, its measured speedup (None
+    without a baseline in the manifest) and the lines that say the measured number is probably wrong."""
+
+    cost: CostModel
+    measured: Speedup | None
+    suspicious: list[str]
+
+
+def run_pricing(directory: str | Path, manifest: Manifest, label: str, given: CostModel | None = None) -> RunPricing:
+    """The cost model (run_cost), measured speedup and its warnings of the run in ``directory``."""
+    timings = read_timings(directory, manifest)
+    measured = measured_speedup(timings)
+    return RunPricing(run_cost(directory, manifest, given), measured, speedup_warnings(label, timings, measured))

@@ -7,33 +7,32 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-import html
 import io
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import jinja2
 import pandas as pd
+from markupsafe import Markup
 
-from analysis.compare.batch import compare_run, simulate_run_strategies
+from analysis.compare.batch import ema_window_of, priced_comparison, simulate_run_strategies
 from analysis.compare.configs import (
     beyond_recorded_notes,
     compare_display,
     runs_side_by_side,
     speed_row,
     strategies_display,
-    with_speed,
 )
 from analysis.compare.gamma_strategies import STRATEGY_NAMES
 from analysis.compare.subtree import fit_levels
 from analysis.cost.model import CostModel
-from analysis.cost.source import cost_warning, run_cost
-from analysis.cost.timings import measured_speedup, read_timings, speedup_warnings
+from analysis.cost.source import RunPricing, cost_warning, run_pricing
 from analysis.shapes.recommend import recommend, recommend_runs
 from analysis.shapes.recommend_render import recommend_section
 from analysis.tables.build import Tables, build_tables, export_tables
-from analysis.tables.definitions import DEFINITIONS, SUMMARY_NAMES, definitions_rows, label
+from analysis.tables.definitions import DEFINITIONS, SUMMARY_NAMES, Definition, definitions_rows, label
 from analysis.tables.metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes, static_shape
 from analysis.tables.runs import LabelledRun
 from replay.core.config import TreeConfig
@@ -87,16 +86,6 @@ def default_comparison_configs(cfg: TreeConfig) -> list[TreeConfig]:
     return unique
 
 
-_CSS = """
-body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1180px;color:#222;line-height:1.4}
-h1{border-bottom:2px solid #444;padding-bottom:4px} h2{margin-top:36px;border-bottom:1px solid #bbb}
-table{border-collapse:collapse;font-size:12px;margin:8px 0 16px} th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
-th{background:#f0f0f0} td:first-child,th:first-child{text-align:left}
-pre{background:#f7f7f7;border:1px solid #ddd;padding:8px;font-size:12px;overflow-x:auto}
-figure{margin:12px 0} figure img,figure svg{max-width:100%;height:auto;border:1px solid #eee}
-figcaption{font-size:12px;color:#555} .note{color:#8a5a00} dt{font-weight:bold;margin-top:6px} dd{margin-left:18px}
-"""
-
 GLOSSARY_TERMS = [  # words that are not metrics; every metric's definition comes from analysis.tables.definitions
     ("accepted length L", "draft tokens on the single accepted root-to-leaf path; the bonus token is not counted"),
     (
@@ -125,23 +114,30 @@ _SPEED_HEADERS = {
 }
 
 
-def _figure_html(fig, caption: str, fmt: str) -> str:
+@dataclass(frozen=True)
+class Figure:
+    """One embedded image: inline SVG markup or base64 PNG data, and its caption."""
+
+    caption: str
+    svg: Markup | None = None  # the <svg> element, prolog and doctype dropped
+    png_base64: str | None = None
+
+
+def _figure(fig, caption: str, fmt: str) -> Figure:
     buf = io.BytesIO()
     if fmt == "svg":
         fig.savefig(buf, format="svg", bbox_inches="tight")
         svg = buf.getvalue().decode("utf-8")
-        svg = svg[svg.find("<svg") :]  # drop the XML prolog and doctype: inline SVG must not carry them
-        body = svg
-    else:
-        fig.savefig(buf, format="png", dpi=plots.DPI, bbox_inches="tight")
-        body = f'<img alt="{html.escape(caption)}" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode("ascii")}">'
-    return f"<figure>{body}<figcaption>{html.escape(caption)}</figcaption></figure>"
+        return Figure(caption, svg=Markup(svg[svg.find("<svg") :]))  # inline SVG must not carry the XML prolog
+    fig.savefig(buf, format="png", dpi=plots.DPI, bbox_inches="tight")
+    return Figure(caption, png_base64=base64.b64encode(buf.getvalue()).decode("ascii"))
 
 
-def _table_html(df: pd.DataFrame, index: bool = False) -> str:
+def _table_html(df: pd.DataFrame, index: bool = False) -> Markup:
+    """pandas' own table markup (cells escaped by pandas), or "(empty)"."""
     if df is None or len(df) == 0:
-        return "<p><em>(empty)</em></p>"
-    return df.to_html(index=index, escape=True, na_rep="–", float_format=lambda v: f"{v:.4g}", border=0)
+        return Markup("<p><em>(empty)</em></p>")
+    return Markup(df.to_html(index=index, escape=True, na_rep="–", float_format=lambda v: f"{v:.4g}", border=0))
 
 
 def _compact_json(obj) -> str:
@@ -151,193 +147,238 @@ def _compact_json(obj) -> str:
     return json.dumps(obj)
 
 
-def _h(text: str) -> str:
-    return html.escape(str(text))
+@dataclass(frozen=True)
+class RunHeader:
+    """A run's block under "Runs and configs"."""
+
+    label: str
+    directory: str
+    config_source: str
+    replayed: int
+    skipped_text: str  # describe_skipped
+    config_json: str
+    unknown: dict | None  # config keys the replay does not use
+    manifest_source: str | None
+    notes: list[str]
+    fallback_rounds: int  # rounds whose expanded nodes came from the rank-major fallback
+    skipped: list[tuple[str, str]]  # (what, reason) of the first 50 skipped inputs
+    more_skipped: int  # how many beyond those
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A run's part of "Offline comparison of tree configs": configs, then dynamic-gamma strategies."""
+
+    label: str
+    recorded: str  # the recorded config, short form
+    cost_source: str
+    cost_json: str
+    cost_warning: str | None
+    notes: list[str]
+    table: Markup
+    figure: Figure
+    ema_window: int
+    gamma_strategy: str  # the engine's gammaStrategy setting
+    strategies: Markup
+
+
+@dataclass(frozen=True)
+class Note:
+    text: str
+    warn: bool = True  # drawn in the note colour
+
+
+@dataclass(frozen=True)
+class ReportPage:
+    """Everything the page shows, in page order; render_page turns it into HTML."""
+
+    title: str
+    num_runs: int
+    num_rounds: int
+    stamp: str
+    runs: list[RunHeader]
+    summary: Markup
+    summary_notes: list[str]
+    summary_definitions: Markup
+    speed: Markup
+    speed_notes: list[Note]
+    accepted_figure: Figure
+    accepted: Markup
+    depth_figure: Figure
+    depth_header: str
+    depth: Markup
+    runs_figure: Figure | None  # only with several runs
+    rank_figures: list[Figure]
+    hit_outcome: Markup
+    rank_of_hit: Markup
+    parent_figures: list[Figure]
+    parent_slot: Markup
+    shape_figures: list[Figure]  # per run: the static shape's hits, then the example round
+    slot_hits: Markup
+    node_hits: Markup
+    comparisons: list[Comparison]
+    recommend: bool
+    recommendations: list[tuple[str, Markup | None, str | None]]  # (run, section, why there is none)
+    definitions: Sequence[Definition] = DEFINITIONS
+    glossary: Sequence[tuple[str, str]] = tuple(GLOSSARY_TERMS)
 
 
 def build_report(
     runs: Sequence[LabelledRun], opts: ReportOptions = ReportOptions()
 ) -> tuple[str, dict[str, pd.DataFrame]]:
     """(the HTML page, every table by name) for ``runs``."""
-    costs = {run.label: run_cost(run.replay.directory, run.replay.manifest, opts.cost) for run in runs}
-    timings = {run.label: read_timings(run.replay.directory, run.replay.manifest) for run in runs}
-    measured = {name: measured_speedup(t) for name, t in timings.items()}
-    suspicious = {name: speedup_warnings(name, timings[name], measured[name]) for name in timings}
+    page, out_tables = report_page(runs, opts)
+    return render_page(page), out_tables
+
+
+def report_page(
+    runs: Sequence[LabelledRun], opts: ReportOptions = ReportOptions()
+) -> tuple[ReportPage, dict[str, pd.DataFrame]]:
+    """(what the page shows, every table by name) for ``runs``: all the computing, no markup but
+    pandas' tables and the figures."""
+    pricing = {run.label: run_pricing(run.replay.directory, run.replay.manifest, run.label, opts.cost) for run in runs}
     fmt = opts.image_format
     tables: Tables = build_tables(runs)
     metrics = all_metrics(tables)
     out_tables: dict[str, pd.DataFrame] = {"rounds": tables.rounds, "nodes": tables.nodes, **metrics}
-    parts: list[str] = []
-    add = parts.append
-    stamp = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
-    add(f"<h1>{_h(opts.title)}</h1><p>{len(runs)} run(s), {len(tables.rounds)} rounds in all; generated {stamp}.</p>")
-
-    add("<h2>Runs and configs</h2>")
-    for run in runs:
-        rep = run.replay
-        add(
-            f"<h3>{_h(run.label)}</h3><p>directory <code>{_h(rep.directory)}</code>; config from <code>{_h(rep.config_source)}</code>; "
-            f"{len(rep.results)} rounds replayed, skipped: {describe_skipped(rep.skipped)}.</p>"
-        )
-        add(f"<pre>{_h(_compact_json(rep.config.to_json()))}</pre>")
-        if rep.config.unknown:
-            add(f"<p class='note'>config keys not used by the replay (kept): {_h(dict(rep.config.unknown))}</p>")
-        src = rep.manifest.body.get("source") if rep.manifest.body else None
-        if src:
-            add(f"<p>manifest source: {_h(src)}</p>")
-        for note in rep.notes:
-            add(f"<p class='note'>note: {_h(note)}</p>")
-        fallback = int((tables.rounds[tables.rounds["run"] == run.label]["selection"].str.contains("fallback")).sum())
-        if fallback:
-            add(
-                f"<p class='note'>WARNING: {fallback} round(s) had no scores and no parents; expanded nodes were chosen by the rank-major fallback.</p>"
-            )
-        if rep.skipped:
-            items = "".join(f"<li>{_h(s.what)}: {_h(s.reason)}</li>" for s in rep.skipped[:50])
-            more = f"<li>… {len(rep.skipped) - 50} more</li>" if len(rep.skipped) > 50 else ""
-            add(
-                f"<details><summary>skipped ({describe_skipped(rep.skipped)})</summary><ul>{items}{more}</ul></details>"
-            )
-
-    add("<h2>Summary</h2>")
     if len(runs) > 1:
-        side = runs_side_by_side(tables.rounds)
-        out_tables["runs_side_by_side"] = side.reset_index()
-        add(
-            _table_html(side.reset_index())
-        )  # the index's name would be a header row of its own, empty but for "metric"
-    else:
-        add(_table_html(metrics["summary"]))
-    for note in derived_notes(metrics["summary"]):  # an acceptance length the dump cannot show is said to be derived
-        add(f"<p class='note'>note: {_h(note)}</p>")
-    add(
-        "<details><summary>what the summary rows mean</summary>"
-        + _table_html(pd.DataFrame(definitions_rows(SUMMARY_NAMES)))
-        + "</details>"
-    )
-
-    add("<h2>Speedup: measured and modelled</h2>")
-    add(
-        "<p>Modelled: the recorded rounds under the run's cost model (Σ (L<sub>r</sub> + 1) · t_verify(1) / "
-        "Σ (steps<sub>r</sub> · t_draft + t_verify(nodes<sub>r</sub> + 1))). Measured: the harness's timed run against "
-        "target-only decoding of the same prompts (manifest totals), when the dump carries both timed together in one "
-        "interleaved session (totals.timing); otherwise 'not comparable', with the reason. Decode only excludes prefill, "
-        "end to end includes it. With the run's own timings modelled and decode-only measured come close: the model counts "
-        "every committed token, the harness keeps those up to max_new_tokens.</p>"
-    )
+        out_tables["runs_side_by_side"] = runs_side_by_side(tables.rounds).reset_index()  # index: a header row
+    summary = _table_html(out_tables["runs_side_by_side"] if len(runs) > 1 else metrics["summary"])
     speed = pd.DataFrame(
-        [speed_row(run.label, run.results, costs[run.label], measured[run.label]) for run in runs if run.results]
+        [speed_row(r.label, r.results, pricing[r.label].cost, pricing[r.label].measured) for r in runs if r.results]
     )
     out_tables["speedup"] = speed
-    add(_table_html(speed.rename(columns=_SPEED_HEADERS)))
-    for run in runs:
-        warn = cost_warning(costs[run.label], run.label)
-        if warn:
-            add(f"<p class='note'>{_h(warn)}</p>")
-        speedup = measured[run.label]
-        if speedup is not None:
-            add(f"<p>{_h(run.label)}: {_h(speedup.describe())}.</p>")
-        for w in suspicious[run.label]:
-            add(f"<p class='note'>{_h(w)}</p>")
-
-    add("<h2>Accepted length</h2>")
-    add(
-        _figure_html(
+    comparisons, compare_tables, strategy_tables = _comparisons(runs, opts, pricing)
+    if comparisons:
+        out_tables["compare"] = pd.concat(compare_tables, ignore_index=True)
+        out_tables["gamma_strategies"] = pd.concat(strategy_tables, ignore_index=True)
+    with_results = [run for run in runs if len(run.results)]
+    sh = metrics["slot_hits"]
+    page = ReportPage(
+        title=opts.title,
+        num_runs=len(runs),
+        num_rounds=len(tables.rounds),
+        stamp=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        runs=[_run_header(run, tables.rounds) for run in runs],
+        summary=summary,
+        summary_notes=derived_notes(metrics["summary"]),  # an acceptance length the dump cannot show is derived
+        summary_definitions=_table_html(pd.DataFrame(definitions_rows(SUMMARY_NAMES))),
+        speed=_table_html(speed.rename(columns=_SPEED_HEADERS)),
+        speed_notes=[note for run in runs for note in _speed_notes(run.label, pricing[run.label])],
+        accepted_figure=_figure(
             plots.plot_accepted_length(metrics["accepted_length"]),
             "Accepted-length histogram (fraction of rounds).",
             fmt,
-        )
-    )
-    add(_table_html(metrics["accepted_length"]))
-
-    add("<h2>Per-depth acceptance</h2>")
-    add(
-        _figure_html(
+        ),
+        accepted=_table_html(metrics["accepted_length"]),
+        depth_figure=_figure(
             plots.plot_depth_acceptance(metrics["depth_acceptance"]),
             "Conditional P(L ≥ d | L ≥ d−1) and per-position acceptance rate P(L ≥ d) (vLLM's name) per depth; "
             "whiskers: 95% Wilson interval over n rounds (written above); dashes: conditional when the node had children.",
             fmt,
+        ),
+        depth_header=DEPTH_HEADER,
+        depth=_table_html(depth_display(metrics["depth_acceptance"])),
+        runs_figure=_figure(
+            plots.plot_compare_runs(metrics["summary"], metrics["depth_acceptance"]), "Runs side by side.", fmt
         )
-    )
-    add(f"<p>{_h(DEPTH_HEADER)}; tables/depth_acceptance.csv holds each bound as a column.</p>")
-    add(_table_html(depth_display(metrics["depth_acceptance"])))
-    if len(runs) > 1:
-        add(
-            _figure_html(
-                plots.plot_compare_runs(metrics["summary"], metrics["depth_acceptance"]), "Runs side by side.", fmt
-            )
-        )
-
-    add("<h2>Rank of hit (topKSpec signal)</h2>")
-    for run in runs:
-        n = len(run.results)
-        if not n:
-            continue
-        add(
-            _figure_html(
+        if len(runs) > 1
+        else None,
+        rank_figures=[
+            _figure(
                 plots.plot_rank_heatmap(metrics["rank_of_hit"], metrics["hit_outcome"], run.label, run.config),
                 f"{run.label}: draft rank of the target's token at each depth (left) and kept / beyond / not recorded (right).",
                 fmt,
             )
-        )
-    add(_table_html(metrics["hit_outcome"]))
-    add("<details><summary>rank-of-hit table</summary>" + _table_html(metrics["rank_of_hit"]) + "</details>")
-
-    add("<h2>Expanded parents (topHead signal)</h2>")
-    for run in runs:
-        if len(run.results):
-            add(
-                _figure_html(
-                    plots.plot_parent_slot(metrics["parent_slot"], run.label, len(run.results)),
-                    f"{run.label}: slot of the expanded parent the accepted path went through, or the level rank of an unexpanded one.",
-                    fmt,
-                )
-            )
-    add(_table_html(metrics["parent_slot"]))
-
-    add("<h2>Tree shape and per-slot hit frequency</h2>")
-    sh = metrics["slot_hits"]
-    for run in runs:
-        if not len(run.results):
-            continue
-        add(
-            _figure_html(
-                treeplot.plot_tree_hits(static_shape(run.config), sh[sh["run"] == run.label], run.label, run.config),
-                f"{run.label}: static shape coloured by how often each slot (depth, expanded parent in selection "
-                "order, child rank) lay on the accepted path.",
+            for run in with_results
+        ],
+        hit_outcome=_table_html(metrics["hit_outcome"]),
+        rank_of_hit=_table_html(metrics["rank_of_hit"]),
+        parent_figures=[
+            _figure(
+                plots.plot_parent_slot(metrics["parent_slot"], run.label, len(run.results)),
+                f"{run.label}: slot of the expanded parent the accepted path went through, or the level rank of an unexpanded one.",
                 fmt,
             )
-        )
-        pick = example_round(run.results, opts.example_round)
-        if pick is None:
-            pick = example_round(run.results)
-            missing = f"no round {opts.example_round[0]}_{opts.example_round[1]} in this run; "
-        else:
-            missing = ""
-        add(
-            _figure_html(
-                treeplot.plot_round_tree(pick.result, opts.decode, run.label, pick.why),
-                f"{run.label}: round {pick.result.name}: {missing}{pick.why}.",
-                fmt,
-            )
-        )
-    add("<details><summary>per-slot hit table (slot_hits)</summary>" + _table_html(sh) + "</details>")
-    add(
-        "<details><summary>per-node hit table (node_hits: nodes by their draft ranks from the root, "
-        "B21 = top-1 child of A2)</summary>" + _table_html(metrics["node_hits"]) + "</details>"
+            for run in with_results
+        ],
+        parent_slot=_table_html(metrics["parent_slot"]),
+        shape_figures=[f for run in with_results for f in _shape_figures(run, sh, opts)],
+        slot_hits=_table_html(sh),
+        node_hits=_table_html(metrics["node_hits"]),
+        comparisons=comparisons,
+        recommend=opts.recommend,
+        recommendations=_recommendations(with_results, opts, pricing) if opts.recommend else [],
+    )
+    return page, out_tables
+
+
+def _run_header(run: LabelledRun, rounds: pd.DataFrame) -> RunHeader:
+    rep = run.replay
+    return RunHeader(
+        label=run.label,
+        directory=str(rep.directory),
+        config_source=str(rep.config_source),
+        replayed=len(rep.results),
+        skipped_text=describe_skipped(rep.skipped),
+        config_json=_compact_json(rep.config.to_json()),
+        unknown=dict(rep.config.unknown) if rep.config.unknown else None,
+        manifest_source=(rep.manifest.body.get("source") if rep.manifest.body else None) or None,
+        notes=list(rep.notes),
+        fallback_rounds=int((rounds[rounds["run"] == run.label]["selection"].str.contains("fallback")).sum()),
+        skipped=[(s.what, s.reason) for s in rep.skipped[:50]],
+        more_skipped=max(0, len(rep.skipped) - 50),
     )
 
-    add("<h2>Offline comparison of tree configs</h2>")
-    add(
-        "<p>Each config is replayed exactly on the recorded rounds; ranges are bounds from undecidable rounds. "
-        "Speedups of configs that were not run can only be modelled; the recorded config's row also shows the measured one "
-        "when the dump carries it.</p>"
+
+def _speed_notes(label: str, pricing: RunPricing) -> list[Note]:
+    """Under the speedup table, per run: the cost model's warning, the measured speedup in words, and
+    the lines that say the measured number is probably wrong."""
+    notes = []
+    warn = cost_warning(pricing.cost, label)
+    if warn:
+        notes.append(Note(warn))
+    if pricing.measured is not None:
+        notes.append(Note(f"{label}: {pricing.measured.describe()}.", warn=False))
+    notes.extend(Note(w) for w in pricing.suspicious)
+    return notes
+
+
+def _shape_figures(run: LabelledRun, slot_hits: pd.DataFrame, opts: ReportOptions) -> list[Figure]:
+    """The static shape coloured by slot hits, and one round drawn (the asked one, else a typical failing one)."""
+    fmt = opts.image_format
+    hits = _figure(
+        treeplot.plot_tree_hits(
+            static_shape(run.config), slot_hits[slot_hits["run"] == run.label], run.label, run.config
+        ),
+        f"{run.label}: static shape coloured by how often each slot (depth, expanded parent in selection "
+        "order, child rank) lay on the accepted path.",
+        fmt,
     )
-    comparisons, strategies = [], []
+    pick = example_round(run.results, opts.example_round)
+    if pick is None:
+        pick = example_round(run.results)
+        missing = f"no round {opts.example_round[0]}_{opts.example_round[1]} in this run; "
+    else:
+        missing = ""
+    drawn = _figure(
+        treeplot.plot_round_tree(pick.result, opts.decode, run.label, pick.why),
+        f"{run.label}: round {pick.result.name}: {missing}{pick.why}.",
+        fmt,
+    )
+    return [hits, drawn]
+
+
+def _comparisons(
+    runs: Sequence[LabelledRun], opts: ReportOptions, pricing: dict[str, RunPricing]
+) -> tuple[list[Comparison], list[pd.DataFrame], list[pd.DataFrame]]:
+    """Per run with rounds: the offline comparison of configs and the dynamic-gamma strategies, and
+    their tables (a "run" column first) for tables/."""
+    comparisons, tables, strategies = [], [], []
     for k, run in enumerate(runs):
         if not len(run.results):
             continue
-        cost = costs[run.label]
+        cost = pricing[run.label].cost
         if (
             opts.configs
         ):  # they replace the default set; the run's own config first: every table starts from what was recorded
@@ -346,73 +387,65 @@ def build_report(
             ]
         else:
             configs = default_comparison_configs(run.config)
-        table, _ = compare_run(run, configs, cost, opts.gamma_threshold)
-        table = with_speed(table, run.config, cost, measured[run.label])
+        table, _ = priced_comparison(run, configs, pricing[run.label], opts.gamma_threshold)
         table.insert(0, "run", run.label)
-        comparisons.append(table)
-        add(f"<h3>{_h(run.label)}: recorded {_h(run.config.short())}</h3>")
-        add(f"<p>Cost model: <strong>{_h(cost.source)}</strong> <code>{_h(json.dumps(cost.to_json()))}</code></p>")
-        if cost_warning(cost, run.label):
-            add(f"<p class='note'>{_h(cost_warning(cost, run.label))}</p>")
-        for note in beyond_recorded_notes(table, configs, run.config, run.label):
-            add(f"<p class='note'>note: {_h(note)}</p>")
-        add(_table_html(compare_display(table.drop(columns=["run"]))))
-        add(
-            _figure_html(
-                plots.plot_compare_configs(table, run.label, cost.source), f"{run.label}: offline comparison.", fmt
-            )
-        )
-        window = opts.ema_window or int(run.replay.config.settings.get("emaWindow", 1) or 1)
+        tables.append(table)
+        window = ema_window_of(run, opts.ema_window)
         sims = simulate_run_strategies(run, run.config, opts.strategies, cost, window, opts.gamma_threshold)
         st = pd.DataFrame([s.to_row(cost) for s in sims])
         st.insert(0, "run", run.label)
         strategies.append(st)
-        add(
-            f"<p>Dynamic-gamma strategies on {_h(run.config.short())} (emaWindow {window}; the engine's gammaStrategy "
-            f"{_h(run.replay.config.settings.get('gammaStrategy', 'not set'))}):</p>"
+        comparisons.append(
+            Comparison(
+                label=run.label,
+                recorded=run.config.short(),
+                cost_source=cost.source,
+                cost_json=json.dumps(cost.to_json()),
+                cost_warning=cost_warning(cost, run.label),
+                notes=beyond_recorded_notes(table, configs, run.config, run.label),
+                table=_table_html(compare_display(table.drop(columns=["run"]))),
+                figure=_figure(
+                    plots.plot_compare_configs(table, run.label, cost.source),
+                    f"{run.label}: offline comparison.",
+                    opts.image_format,
+                ),
+                ema_window=window,
+                gamma_strategy=str(run.replay.config.settings.get("gammaStrategy", "not set")),
+                strategies=_table_html(strategies_display(st).drop(columns=["run", "config"])),
+            )
         )
-        add(_table_html(strategies_display(st).drop(columns=["run", "config"])))
         if opts.progress:
             opts.progress(k + 1, len(runs))
-    if comparisons:
-        out_tables["compare"] = pd.concat(comparisons, ignore_index=True)
-        out_tables["gamma_strategies"] = pd.concat(strategies, ignore_index=True)
+    return comparisons, tables, strategies
 
-    if opts.recommend:
-        add("<h2>Tree-shape recommendation</h2>")
-        add(
-            "<p>Per run: the static shapes with the highest expected block efficiency for a node budget "
-            "(default: the recorded config's nodes) and depth cap (default: the recorded gamma), from the "
-            "acceptance measured by depth and rank; shapes contained in the recorded config are replayed "
-            "exactly to check the prediction (docs/shape-search.md).</p>"
-        )
-        for run in runs:
-            if not len(run.results):
-                continue
-            budget = run.config.num_nodes if opts.budget is None else opts.budget
-            depth = run.config.gamma if opts.max_depth is None else opts.max_depth
-            try:
-                rec = _recommend(run, budget, depth, costs[run.label])
-            except SpecReplayError as exc:
-                add(f"<p class='note'>{_h(run.label)}: no recommendation: {_h(exc)}</p>")
-                continue
-            add(recommend_section(rec, run.label))
 
-    add(
-        "<h2>Definitions</h2><dl>"
-        + "".join(
-            f"<dt>{_h(d.name)} = {_h(d.formula)}</dt><dd>{_h(d.meaning)}{'; engines: ' + _h(d.engines) if d.engines else ''}</dd>"
-            for d in DEFINITIONS
-        )
-        + "".join(f"<dt>{_h(a)}</dt><dd>{_h(b)}</dd>" for a, b in GLOSSARY_TERMS)
-        + "</dl>"
-    )
-    add("<p>Full definitions and formulas: docs/analysis.md of specreplay.</p>")
-    page = (
-        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{_h(opts.title)}</title><style>{_CSS}</style></head><body>" + "\n".join(parts) + "</body></html>"
-    )
-    return page, out_tables
+def _recommendations(
+    runs: Sequence[LabelledRun], opts: ReportOptions, pricing: dict[str, RunPricing]
+) -> list[tuple[str, Markup | None, str | None]]:
+    out: list[tuple[str, Markup | None, str | None]] = []
+    for run in runs:
+        budget = run.config.num_nodes if opts.budget is None else opts.budget
+        depth = run.config.gamma if opts.max_depth is None else opts.max_depth
+        try:
+            rec = _recommend(run, budget, depth, pricing[run.label].cost)
+        except SpecReplayError as exc:
+            out.append((run.label, None, str(exc)))
+            continue
+        out.append((run.label, Markup(recommend_section(rec, run.label)), None))  # escaped by recommend_section
+    return out
+
+
+_TEMPLATES = jinja2.Environment(
+    loader=jinja2.PackageLoader("analysis.report", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    keep_trailing_newline=False,
+)
+
+
+def render_page(page: ReportPage) -> str:
+    """The self-contained HTML page (analysis/report/templates/report.html.j2, autoescaped)."""
+    return _TEMPLATES.get_template("report.html.j2").render(page=page)
 
 
 def _recommend(run: LabelledRun, budget: int, depth: int, cost):

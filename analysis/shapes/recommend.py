@@ -287,6 +287,25 @@ def recommend_runs(
     return replace(rec, seconds={"statistics": time.perf_counter() - start - sum(rec.seconds.values()), **rec.seconds})
 
 
+def _shapes_to_check(model, recorded: TreeConfig, result, budget: int, cap: int) -> dict[tuple, tuple[TreeConfig, str]]:
+    """The shapes a dump replays exactly, by key → (config, row label): the search's best by block
+    efficiency and by speedup, the best contained in ``recorded`` besides those, and the recorded one last."""
+    labels: dict[tuple, tuple[TreeConfig, str]] = {_key(recorded): (recorded, "recorded")}
+    for prefix, configs in (
+        ("BE", [x.config for x in result.by_block_efficiency]),
+        ("speed", [x.config for x in result.by_speedup]),
+    ):
+        for k, cfg in enumerate(configs):
+            labels.setdefault(_key(cfg), (cfg, f"{prefix}#{k + 1}"))
+    # the best shapes this dump can check exactly, besides those already listed
+    extra = [
+        c for c in best_contained(model, recorded, budget, cap, len(labels) + CONTAINED_ROWS) if _key(c) not in labels
+    ]
+    labels.update({_key(c): (c, f"contained#{k + 1}") for k, c in enumerate(extra[:CONTAINED_ROWS])})
+    labels[_key(recorded)] = labels.pop(_key(recorded))  # the recorded row last, as a reference
+    return labels
+
+
 def recommend_dumps(
     dumps: Sequence[DumpInput],
     budget: int,
@@ -341,21 +360,7 @@ def recommend_dumps(
     lap("bootstrap")
     comparisons: list[ShapeCheck] = []
     for dump in usable:
-        labels: dict[tuple, tuple[TreeConfig, str]] = {_key(dump.tree): (dump.tree, "recorded")}
-        for prefix, configs in (
-            ("BE", [x.config for x in result.by_block_efficiency]),
-            ("speed", [x.config for x in result.by_speedup]),
-        ):
-            for k, cfg in enumerate(configs):
-                labels.setdefault(_key(cfg), (cfg, f"{prefix}#{k + 1}"))
-        # the best shapes this dump can check exactly, besides those already listed
-        extra = [
-            c
-            for c in best_contained(model, dump.tree, budget, cap, len(labels) + CONTAINED_ROWS)
-            if _key(c) not in labels
-        ]
-        labels.update({_key(c): (c, f"contained#{k + 1}") for k, c in enumerate(extra[:CONTAINED_ROWS])})
-        labels[_key(dump.tree)] = labels.pop(_key(dump.tree))  # the recorded row last, as a reference
+        labels = _shapes_to_check(model, dump.tree, result, budget, cap)
         configs = [c for c, _ in labels.values()]
         lap("search")
         measured = dump.measure_many(configs, progress("exact replay"))

@@ -1,7 +1,7 @@
 """The notebook API (docs/api.md): a few plain functions over the analysis package.
 
 Thin on purpose: each function calls what the commands call (runs.load_runs, tables.build_tables,
-metrics.all_metrics, compare_batch.compare_run, costsource.run_cost, ...), so a notebook and
+metrics.all_metrics, compare.batch.priced_comparison, cost.source.run_pricing, ...), so a notebook and
 ``specreplay stats | compare | report`` print the same numbers. Plots: ``analysis.report.plots`` and
 ``analysis.report.treeplot`` take the tables these functions return and give matplotlib Figures.
 """
@@ -14,11 +14,10 @@ from typing import Union
 
 import pandas as pd
 
-from analysis.compare.batch import compare_run
-from analysis.compare.configs import parse_config_arg, speed_row, with_speed
+from analysis.compare.batch import priced_comparison
+from analysis.compare.configs import parse_config_arg, speed_row
 from analysis.cost.model import CostModel
-from analysis.cost.source import run_cost
-from analysis.cost.timings import run_speedup
+from analysis.cost.source import run_cost, run_pricing
 from analysis.report.example_round import ExampleRound, example_round as _example_round
 from analysis.tables.build import Tables, build_tables
 from analysis.tables.definitions import definitions_rows
@@ -106,8 +105,8 @@ def speed(runs: Sequence[LabelledRun], cost: CostModel | None = None) -> pd.Data
     rows = []
     for run in runs:
         if run.results:
-            measured = run_speedup(run.replay.directory, run.replay.manifest)
-            rows.append(speed_row(run.label, run.results, cost_model(run, cost), measured))
+            pricing = run_pricing(run.replay.directory, run.replay.manifest, run.label, cost)
+            rows.append(speed_row(run.label, run.results, pricing.cost, pricing.measured))
     return pd.DataFrame(rows)
 
 
@@ -119,10 +118,9 @@ def compare(run: LabelledRun, configs: Sequence[str | TreeConfig], cost: CostMod
     for c in configs:
         chosen.extend([c] if isinstance(c, TreeConfig) else parse_config_arg(str(c)))
     unique = list({(c.short(), c.top_head): c for c in chosen}.values())
-    model = cost_model(run, cost)
-    table, _ = compare_run(run, unique, model)
-    measured = run_speedup(run.replay.directory, run.replay.manifest)
-    return with_speed(table, run.config, model, measured)
+    pricing = run_pricing(run.replay.directory, run.replay.manifest, run.label, cost)
+    table, _ = priced_comparison(run, unique, pricing)
+    return table
 
 
 def example_round(run: LabelledRun, key: str | tuple[int, int] | None = None) -> ExampleRound:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from replay.util.atomic import atomic_path
@@ -77,51 +78,18 @@ as CSV and Parquet under OUTPUT/tables/.
 def run_compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from analysis.compare.batch import compare_run, simulate_run_strategies
-    from analysis.compare.configs import beyond_recorded_notes, compare_display, strategies_display, with_speed
-    from analysis.cost.source import cost_warning, run_cost
-    from analysis.cost.timings import measured_speedup, read_timings, speedup_warnings
+    from analysis.cost.source import cost_warning
     from analysis.report import plots
-    from analysis.tables.definitions import HEADLINE_NAMES, definitions_text
-    from replay.util.progress import tqdm_progress
 
     plot_format = image_format_of(args.plot) if args.plot else None
     check_compare_options(args)
     given = cost_from_args(args)
     check_config_args(args)
     runs = load_runs_from_args(args)
-    tables, strategies, per_round, costs, measured, suspicious = [], [], [], {}, {}, []
-    for run in runs:
-        if not run.results:
-            continue
-        cost = costs[run.label] = run_cost(run.replay.directory, run.replay.manifest, given)
-        timings = read_timings(run.replay.directory, run.replay.manifest)
-        measured[run.label] = measured_speedup(timings)
-        suspicious.extend(speedup_warnings(run.label, timings, measured[run.label]))
-        configs = configs_from_args(args, run.config)
-        update, close = tqdm_progress(f"compare {run.label}", progress_enabled(args.no_progress))
-        try:
-            table, rounds = compare_run(run, configs, cost, args.gamma_threshold, update)
-        finally:
-            close()
-        for note in beyond_recorded_notes(table, configs, run.config, run.label):
-            print(f"specreplay: note: {note}", file=sys.stderr)
-        table = with_speed(table, run.config, cost, measured[run.label])
-        table.insert(0, "run", run.label)
-        rounds.insert(0, "run", run.label)
-        tables.append(table)
-        per_round.append(rounds)
-        if args.gamma_strategies is not None:
-            window = args.ema_window or int(run.replay.config.settings.get("emaWindow", 1) or 1)
-            sims = simulate_run_strategies(
-                run, run.config, args.gamma_strategies or list(range(5)), cost, window, args.gamma_threshold
-            )
-            st = pd.DataFrame([s.to_row(cost) for s in sims])
-            st.insert(0, "run", run.label)
-            strategies.append(st)
-    if not tables:
+    done = _compare_runs(args, runs, given)
+    if not done.tables:
         raise SpecReplayError("no rounds to compare")
-    table = pd.concat(tables, ignore_index=True)
+    table = pd.concat(done.tables, ignore_index=True)
     if args.top:
         table = pd.concat(
             [g.head(1) for _, g in table.groupby("run", sort=False)]
@@ -135,29 +103,29 @@ def run_compare(args: argparse.Namespace) -> int:
         for run, grp in table.groupby("run", sort=False):
             target = Path(args.plot).with_stem(Path(args.plot).stem + (f"_{run}" if len(runs) > 1 else ""))
             with atomic_path(target) as tmp:
-                plots.plot_compare_configs(grp, run, costs[run].source).savefig(
+                plots.plot_compare_configs(grp, run, done.costs[run].source).savefig(
                     tmp, format=plot_format, dpi=plots.DPI, bbox_inches="tight"
                 )
-    warnings = [w for w in (cost_warning(costs[r], r) for r in costs) if w]
+    warnings = [w for w in (cost_warning(done.costs[r], r) for r in done.costs) if w]
     if args.json or args.csv:  # the text output carries them under each run
         for w in warnings:
             print(f"specreplay: {w}", file=sys.stderr)
-    for w in suspicious:  # a number that is probably wrong: on stderr whatever the output format
+    for w in done.suspicious:  # a number that is probably wrong: on stderr whatever the output format
         print(f"specreplay: {w}", file=sys.stderr)
-    warnings += suspicious
+    warnings += done.suspicious
     if args.per_round:
         with atomic_path(args.per_round) as tmp:
-            pd.concat(per_round, ignore_index=True).to_csv(tmp, index=False)
+            pd.concat(done.per_round, ignore_index=True).to_csv(tmp, index=False)
         print(f"wrote {args.per_round}", file=sys.stderr)
     if args.json:
         body = {
-            "cost_models": {r: {"source": c.source, **c.to_json()} for r, c in costs.items()},
-            "measured": {r: (m.to_json() if m else None) for r, m in measured.items()},
+            "cost_models": {r: {"source": c.source, **c.to_json()} for r, c in done.costs.items()},
+            "measured": {r: (m.to_json() if m else None) for r, m in done.measured.items()},
             "warnings": warnings,
             "configs": json.loads(table.to_json(orient="records")),
         }
-        if strategies:
-            body["gamma_strategies"] = json.loads(pd.concat(strategies).to_json(orient="records"))
+        if done.strategies:
+            body["gamma_strategies"] = json.loads(pd.concat(done.strategies).to_json(orient="records"))
         sys.stdout.write(json.dumps(body, indent=1) + "\n")
     elif args.csv:
         # list cells as compact JSON text "[1,2,2]": pd.read_csv(f, converters={"top_head": json.loads, ...})
@@ -170,37 +138,100 @@ def run_compare(args: argparse.Namespace) -> int:
             sys.stdout, index=False
         )
     else:
-        for run, grp in table.groupby("run", sort=False):
-            shown = compare_display(grp)
-            print(f"{run}: {int(grp['rounds'].iloc[0])} rounds, recorded {grp['config'].iloc[0]} (first row)")
-            print(f"  cost model: {costs[run].source} {json.dumps(costs[run].to_json())}")
-            if cost_warning(costs[run], run):
-                print(f"  {cost_warning(costs[run], run)}")
-            speed = measured[run]
-            if speed is not None:
-                print(f"  {speed.describe()}")
-            print(
-                "  mean_acceptance_length = mean_accepted_length + 1 (bonus included): derived for every row, as a config "
-                "that was not run has no target token in the dump"
-            )
-            print(shown.to_string(index=False) + "\n")
-        if strategies:
-            st = strategies_display(pd.concat(strategies, ignore_index=True))
-            print("dynamic-gamma strategies (docs/analysis.md):")
-            print(st.to_string(index=False) + "\n")
-        print(
-            "definitions (docs/vocabulary.md):\n"
-            + definitions_text(
-                [
-                    *HEADLINE_NAMES,
-                    "mean_accepted_length",
-                    "modelled_speedup",
-                    "measured_speedup",
-                    "measured_speedup_wall",
-                ]
-            )
-        )
+        _print_compare_text(table, done)
     return skipped_status(runs, args)
+
+
+@dataclass
+class _Compared:
+    """What compare computed, per run with rounds (label → cost model / measured speedup)."""
+
+    tables: list = field(default_factory=list)  # configs with cost and measured speedup, a "run" column first
+    strategies: list = field(default_factory=list)  # dynamic-gamma strategies (with --gamma-strategies)
+    per_round: list = field(default_factory=list)  # every config's per-round outcome
+    costs: dict = field(default_factory=dict)
+    measured: dict = field(default_factory=dict)
+    suspicious: list = field(default_factory=list)  # "this measured number is probably wrong" lines
+
+
+def _compare_runs(args: argparse.Namespace, runs: list, given) -> _Compared:
+    """Each run with rounds: its pricing, its configs compared (notes on stderr), its strategies simulated."""
+    import pandas as pd
+
+    from analysis.compare.batch import ema_window_of, priced_comparison, simulate_run_strategies
+    from analysis.compare.configs import beyond_recorded_notes
+    from analysis.cost.source import run_pricing
+    from replay.util.progress import tqdm_progress
+
+    done = _Compared()
+    for run in runs:
+        if not run.results:
+            continue
+        pricing = run_pricing(run.replay.directory, run.replay.manifest, run.label, given)
+        cost = done.costs[run.label] = pricing.cost
+        done.measured[run.label] = pricing.measured
+        done.suspicious.extend(pricing.suspicious)
+        configs = configs_from_args(args, run.config)
+        update, close = tqdm_progress(f"compare {run.label}", progress_enabled(args.no_progress))
+        try:
+            table, rounds = priced_comparison(run, configs, pricing, args.gamma_threshold, update)
+        finally:
+            close()
+        for note in beyond_recorded_notes(table, configs, run.config, run.label):
+            print(f"specreplay: note: {note}", file=sys.stderr)
+        table.insert(0, "run", run.label)
+        rounds.insert(0, "run", run.label)
+        done.tables.append(table)
+        done.per_round.append(rounds)
+        if args.gamma_strategies is not None:
+            window = ema_window_of(run, args.ema_window)
+            sims = simulate_run_strategies(
+                run, run.config, args.gamma_strategies or list(range(5)), cost, window, args.gamma_threshold
+            )
+            st = pd.DataFrame([s.to_row(cost) for s in sims])
+            st.insert(0, "run", run.label)
+            done.strategies.append(st)
+    return done
+
+
+def _print_compare_text(table, done: _Compared) -> None:
+    """compare's text output: per run its cost model and configs, then strategies and definitions."""
+    import pandas as pd
+
+    from analysis.compare.configs import compare_display, strategies_display
+    from analysis.cost.source import cost_warning
+    from analysis.tables.definitions import HEADLINE_NAMES, definitions_text
+
+    for run, grp in table.groupby("run", sort=False):
+        shown = compare_display(grp)
+        print(f"{run}: {int(grp['rounds'].iloc[0])} rounds, recorded {grp['config'].iloc[0]} (first row)")
+        print(f"  cost model: {done.costs[run].source} {json.dumps(done.costs[run].to_json())}")
+        if cost_warning(done.costs[run], run):
+            print(f"  {cost_warning(done.costs[run], run)}")
+        speed = done.measured[run]
+        if speed is not None:
+            print(f"  {speed.describe()}")
+        print(
+            "  mean_acceptance_length = mean_accepted_length + 1 (bonus included): derived for every row, as a config "
+            "that was not run has no target token in the dump"
+        )
+        print(shown.to_string(index=False) + "\n")
+    if done.strategies:
+        st = strategies_display(pd.concat(done.strategies, ignore_index=True))
+        print("dynamic-gamma strategies (docs/analysis.md):")
+        print(st.to_string(index=False) + "\n")
+    print(
+        "definitions (docs/vocabulary.md):\n"
+        + definitions_text(
+            [
+                *HEADLINE_NAMES,
+                "mean_accepted_length",
+                "modelled_speedup",
+                "measured_speedup",
+                "measured_speedup_wall",
+            ]
+        )
+    )
 
 
 def check_compare_options(args: argparse.Namespace) -> None:

@@ -44,8 +44,9 @@ class CostCurve:
 def forward_method(model: LiveModel, n: int, prefix_tokens: int, ids: torch.Tensor, cache: Any) -> Method:
     """One forward over ``n`` new tokens after the ``prefix_tokens`` cached in ``cache``, which is
     cropped back afterwards (``ids`` [>= prefix + n] int64 on the model's device)."""
-    pos = torch.arange(prefix_tokens, prefix_tokens + n, device=model.device)
-    vis = causal_visible(prefix_tokens, n, model.device)  # the mask's shape, not its pattern, sets the cost
+    pos = torch.arange(prefix_tokens, prefix_tokens + n, device=model.device)  # [n] int64
+    # [n, prefix + n] bool; the mask's shape, not its pattern, sets the cost
+    vis = causal_visible(prefix_tokens, n, model.device)
 
     def run(_prompt: int, _repeat: int) -> int:
         forward_tokens(model, cache, ids[prefix_tokens : prefix_tokens + n], pos, vis)
@@ -58,10 +59,11 @@ def forward_method(model: LiveModel, n: int, prefix_tokens: int, ids: torch.Tens
 def prefilled(model: LiveModel, prefix_tokens: int, max_new: int, seed: int = 0) -> tuple[torch.Tensor, Any]:
     """Random ids ([prefix + max_new] int64) and a cache holding the first ``prefix_tokens`` of them."""
     rng = np.random.default_rng(seed)
+    # [prefix + max_new] int64
     ids = torch.from_numpy(rng.integers(0, model.vocab_size, prefix_tokens + max_new)).to(model.device)
     cache = new_cache(model)
     if prefix_tokens:
-        pos = torch.arange(prefix_tokens, device=model.device)
+        pos = torch.arange(prefix_tokens, device=model.device)  # [prefix] int64
         forward_tokens(model, cache, ids[:prefix_tokens], pos, causal_visible(0, prefix_tokens, model.device))
     return ids, cache
 

@@ -128,9 +128,9 @@ def _catch_up(draft: LiveModel, cache: Any, committed: Sequence[int]) -> torch.T
     """Feed the committed tokens the draft cache lacks (root included); [1, V] log-probs at the root
     (the output layer runs on the root's row only)."""
     past = cache_length(cache)
-    tokens = to_device(np.asarray(committed[past:], dtype=np.int64), draft.device)
-    positions = torch.arange(past, len(committed), dtype=torch.int64, device=draft.device)
-    logits = forward_tokens(
+    tokens = to_device(np.asarray(committed[past:], dtype=np.int64), draft.device)  # [n] int64, n = len - past
+    positions = torch.arange(past, len(committed), dtype=torch.int64, device=draft.device)  # [n] int64
+    logits = forward_tokens(  # [1, V] float32: the root's row only
         draft, cache, tokens, positions, causal_visible(past, tokens.shape[0], draft.device), LAST_ROW
     )
     return log_probs(logits)
@@ -142,10 +142,11 @@ def _expand(
     """One batched draft forward over ``heads`` ([h] int64); [h, V] log-probs."""
     mask, _, _ = tree_layout(partial.parents, partial.depths)
     tree_part = mask[np.ix_(heads, np.array(cached + heads.tolist()))]  # [h, len(cached) + h]
+    # [h, past + c + h]
     vis = torch.ones(heads.shape[0], root_pos + tree_part.shape[1], dtype=torch.bool, device=draft.device)
-    vis[:, root_pos:] = to_device(tree_part, draft.device)
-    tokens = to_device(partial.tokens[heads], draft.device)
-    positions = to_device(root_pos + partial.depths[heads], draft.device)
+    vis[:, root_pos:] = to_device(tree_part, draft.device)  # [h, len(cached) + h] bool
+    tokens = to_device(partial.tokens[heads], draft.device)  # [h] int64
+    positions = to_device(root_pos + partial.depths[heads], draft.device)  # [h] int64
     return log_probs(forward_tokens(draft, cache, tokens, positions, vis))
 
 
@@ -165,4 +166,4 @@ def draft_keep_indices(drafted: DraftedTree, root_pos: int, accepted_nodes: Sequ
         if node not in slot:
             break
         keep.append(slot[node])
-    return torch.tensor(keep, dtype=torch.int64)
+    return torch.tensor(keep, dtype=torch.int64)  # [m] int64 on the host

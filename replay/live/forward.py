@@ -22,8 +22,8 @@ LAST_ROW = slice(-1, None)
 
 def causal_visible(past: int, n: int, device: torch.device) -> torch.Tensor:
     """[n, past + n] bool: every new token sees the whole past and the new tokens up to itself."""
-    vis = torch.ones(n, past + n, dtype=torch.bool, device=device)
-    vis[:, past:] = torch.ones(n, n, dtype=torch.bool, device=device).tril()
+    vis = torch.ones(n, past + n, dtype=torch.bool, device=device)  # [n, past + n] bool
+    vis[:, past:] = torch.ones(n, n, dtype=torch.bool, device=device).tril()  # [n, n] bool, lower triangle
     return vis
 
 
@@ -33,13 +33,14 @@ def tree_visible(past: int, tree_mask: np.ndarray | torch.Tensor, device: torch.
     if tree_mask.dtype not in (np.dtype(bool), torch.bool):
         raise ValueError(f"tree_mask: expected dtype bool, got {tree_mask.dtype}")
     n = tree_mask.shape[0]
-    vis = torch.ones(n, past + n, dtype=torch.bool, device=device)
-    vis[:, past:] = to_device(tree_mask, device)
+    vis = torch.ones(n, past + n, dtype=torch.bool, device=device)  # [n, past + n] bool
+    vis[:, past:] = to_device(tree_mask, device)  # [n, n] bool
     return vis
 
 
 def to_device(array: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
     """A host array on ``device`` without making the host wait for queued GPU work."""
+    # array's shape, dtype
     t = torch.from_numpy(np.ascontiguousarray(array)) if isinstance(array, np.ndarray) else array
     return t.to(device, non_blocking=True)
 
@@ -54,6 +55,7 @@ def attention_bias(visible: torch.Tensor, dtype: torch.dtype, width: int | None 
     width = visible.shape[1] if width is None else width
     if width < visible.shape[1]:
         raise ValueError(f"attention width {width} is below the {visible.shape[1]} visible columns")
+    # [n, width]
     bias = torch.full((visible.shape[0], width), torch.finfo(dtype).min, dtype=dtype, device=visible.device)
     bias[:, : visible.shape[1]].masked_fill_(visible, 0.0)
     return bias[None, None]
@@ -86,7 +88,7 @@ def forward_hidden(
         **{model.cache_kwarg: cache.hf},
     )
     cache.appended(n)
-    return out.last_hidden_state[0]
+    return out.last_hidden_state[0]  # [n, H] model.dtype
 
 
 @torch.no_grad()

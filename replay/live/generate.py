@@ -110,10 +110,9 @@ def speculative_generate(
     tokens = list(prompt_ids)
     rounds: list[LiveRound] = []
     hook_s = 0.0  # dump writing is not decoding: keep it out of tokens/s
+    pair = _Pair(draft, target, dcache, tcache, config, accept, record_k, record, options.temperature)
     while not _finished(tokens, len(prompt_ids), options):
-        rnd, drafted, ver = _round(
-            draft, target, dcache, tcache, tokens, config, accept, record_k, record, options.temperature
-        )
+        rnd, drafted, ver = _round(pair, tokens)
         tokens.extend(rnd.committed_tokens)
         rounds.append(rnd)
         if on_round is not None:
@@ -126,14 +125,30 @@ def speculative_generate(
     )
 
 
-def _round(
-    draft, target, dcache, tcache, tokens, config, accept, record_k, record, temperature=0.0
-) -> tuple[LiveRound, DraftedTree, Verification]:
+@dataclass(frozen=True)
+class _Pair:
+    """What every round of one generation uses: the two models, their caches and the run's settings."""
+
+    draft: LiveModel
+    target: LiveModel
+    dcache: Any  # the draft's KV cache (transformers DynamicCache or a pooled static one)
+    tcache: Any  # the target's
+    config: TreeConfig
+    accept: AcceptRule
+    record_k: int  # candidate columns recorded per row
+    record: bool  # keep the whole validate matrix (a dump needs it), else the rows acceptance reads
+    temperature: float  # the run's: the verifier records each node's log-prob at it (and at 1)
+
+
+def _round(pair: _Pair, tokens: list[int]) -> tuple[LiveRound, DraftedTree, Verification]:
+    """One round from the committed ``tokens`` (the last is the root): draft, verify, accept, trim both caches."""
+    draft, target, dcache, tcache = pair.draft, pair.target, pair.dcache, pair.tcache
+    config, accept, record_k, record = pair.config, pair.accept, pair.record_k, pair.record
     root_pos = len(tokens) - 1
     drafted, draft_s = timed_call(draft.device, lambda: draft_tree(draft, dcache, tokens, config, record_k))
 
     def verify_and_accept() -> tuple[Verification, Acceptance]:
-        ver = verify_tree(target, tcache, drafted.tree, root_pos, record_k, record, temperature)
+        ver = verify_tree(target, tcache, drafted.tree, root_pos, record_k, record, pair.temperature)
         acc = accept(drafted.tree, ver)
         keep_cache_entries(tcache, target_keep_indices(root_pos, acc.accepted_nodes))
         return ver, acc
@@ -167,9 +182,9 @@ def target_generate(
     forwards = 0
     while not _finished(tokens, len(prompt_ids), options):
         pos = len(tokens) - 1
-        tok = to_device(np.array([tokens[-1]], dtype=np.int64), target.device)
-        where = to_device(np.array([pos], dtype=np.int64), target.device)
-        logits = forward_tokens(target, cache, tok, where, causal_visible(pos, 1, target.device))[0]
+        tok = to_device(np.array([tokens[-1]], dtype=np.int64), target.device)  # [1] int64
+        where = to_device(np.array([pos], dtype=np.int64), target.device)  # [1] int64
+        logits = forward_tokens(target, cache, tok, where, causal_visible(pos, 1, target.device))[0]  # [V] float32
         tokens.append(_next_token(logits, options.temperature, rng))
         forwards += 1
     release_cache(cache)
@@ -196,8 +211,8 @@ def _prefill(model: LiveModel, cache: Any, prompt_ids: Sequence[int]) -> float:
     n = len(prompt_ids) - 1
     if n == 0:
         return 0.0
-    tokens = to_device(np.asarray(prompt_ids[:-1], dtype=np.int64), model.device)
-    positions = torch.arange(n, dtype=torch.int64, device=model.device)
+    tokens = to_device(np.asarray(prompt_ids[:-1], dtype=np.int64), model.device)  # [n] int64
+    positions = torch.arange(n, dtype=torch.int64, device=model.device)  # [n] int64
     _, seconds = timed_call(
         model.device, lambda: forward_hidden(model, cache, tokens, positions, causal_visible(0, n, model.device))
     )

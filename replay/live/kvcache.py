@@ -148,10 +148,10 @@ def keep_cache_entries(cache: KVCache, keep: torch.Tensor | Sequence[int] | np.n
     new_length = keep.shape[0]
     layers = [layer for layer in cache.hf.layers if layer.keys is not None and layer.keys.numel() > 0]
     if moved.shape[0] and layers:
-        idx = torch.from_numpy(moved).to(layers[0].keys.device, non_blocking=True)
+        idx = torch.from_numpy(moved).to(layers[0].keys.device, non_blocking=True)  # [m - start] int64
         for layer in layers:
             for name in ("keys", "values"):
-                t = getattr(layer, name)
+                t = getattr(layer, name)  # [1, kv_heads, entries, head_dim]
                 t.narrow(-2, start, moved.shape[0]).copy_(t.index_select(-2, idx))
     for layer in layers:
         if cache.static:

@@ -29,7 +29,7 @@ def target_probs(logits: torch.Tensor, temperature: float) -> np.ndarray:
     check_shape("logits", logits, (None, None))
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0 for sampling, got {temperature}")
-    return torch.softmax(logits.double() / temperature, dim=-1).cpu().numpy()
+    return torch.softmax(logits.double() / temperature, dim=-1).cpu().numpy()  # logits' shape, float64
 
 
 def sample_token(probs: np.ndarray, rng: np.random.Generator) -> int:

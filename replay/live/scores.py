@@ -29,7 +29,7 @@ def top_candidates(logprobs: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarr
     check_shape("logprobs", logprobs, (None, None), torch.float32)
     if not 1 <= k <= logprobs.shape[1]:
         raise ValueError(f"k = {k}: must be between 1 and the vocabulary size {logprobs.shape[1]}")
-    values, ids = torch.topk(logprobs, k, dim=-1, largest=True, sorted=True)
+    values, ids = torch.topk(logprobs, k, dim=-1, largest=True, sorted=True)  # [m, k] float32, [m, k] int64
     return ids.cpu().numpy().astype(np.int64), values.cpu().numpy().astype(np.float32)
 
 

@@ -55,7 +55,7 @@ class TargetLogits:
                 zip(missing, output_logits(self._model, self._hidden[_row_index(missing, self._hidden.device)]))
             )
             self.output_calls += 1
-        return torch.stack([self._rows[u] for u in nodes])
+        return torch.stack([self._rows[u] for u in nodes])  # [len(nodes), V] float32
 
     def all(self) -> torch.Tensor:
         """[num_nodes + 1, V] float32: every row."""
@@ -66,7 +66,7 @@ def _row_index(rows: list[int], device: torch.device) -> slice | torch.Tensor:
     """A slice for consecutive rows (no index tensor to copy to the device), else [m] int64."""
     if rows == list(range(rows[0], rows[-1] + 1)):
         return slice(rows[0], rows[-1] + 1)
-    return to_device(np.asarray(rows, dtype=np.int64), device)
+    return to_device(np.asarray(rows, dtype=np.int64), device)  # [m] int64
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,8 +100,9 @@ def verify_tree(
     if cache_length(cache) != root_pos:
         raise ValueError(f"target cache holds {cache_length(cache)} entries, expected root position {root_pos}")
     mask, depth, _ = tree_layout(tree.parents, tree.depths)
-    tokens = to_device(tree.tokens, target.device)
-    positions = to_device(root_pos + depth, target.device)
+    tokens = to_device(tree.tokens, target.device)  # [num_nodes + 1] int64, root first
+    positions = to_device(root_pos + depth, target.device)  # [num_nodes + 1] int64 absolute positions
+    # [num_nodes + 1, H]
     hidden = forward_hidden(target, cache, tokens, positions, tree_visible(root_pos, mask, target.device))
     logits = TargetLogits(target, hidden)
     if not record:

@@ -16,7 +16,7 @@ from replay.io.roundbatch import RoundBatch
 from replay.util.parallel import default_workers, ordered_map  # noqa: F401  (default_workers re-exported)
 
 from .codes import DEFAULT_CHUNK_ROUNDS, ERR_MATRIX_SHAPE, ERR_OK, ERR_TOO_MANY_STEPS
-from .kernel import _Checks, _columns, _rebuild_chunk, _replay_chunk
+from .kernel import _columns, _rebuild_chunk, _replay_chunk
 from .result import _ROUND_ARRAYS, BatchResult, _empty_result
 from .shapes import TreeShape, config_tree_shape, dynamic_shapes
 
@@ -97,8 +97,7 @@ def expanded_nodes(
     """
     out = [np.empty((h, len(batch)), dtype=np.int64) for h in shape.heads]
     for lo, hi in _chunks(len(batch), chunk_rounds):
-        _, chosen, _, _ = _rebuild_chunk(batch, lo, hi, shape, static, _Checks(), _columns(hi - lo))
-        for i, ch in enumerate(chosen):
+        for i, ch in enumerate(_rebuild_chunk(batch, lo, hi, shape, static, _columns(hi - lo)).chosen):
             out[i][:, lo:hi] = ch
     return out
 
@@ -121,13 +120,12 @@ def rebuilt_levels(
     chosen = [np.empty((h, r), dtype=np.int64) for h in shape.heads]
     logp = [np.full((n, r), np.nan) for n in shape.level_sizes[1:]]
     for lo, hi in _chunks(r, chunk_rounds):
-        lps: list = []
-        tok, ch, _, _ = _rebuild_chunk(batch, lo, hi, shape, static, _Checks(), _columns(hi - lo), lps)
+        tree = _rebuild_chunk(batch, lo, hi, shape, static, _columns(hi - lo))
         for i in range(shape.num_steps):
-            tokens[i][:, lo:hi] = tok[i]
-            chosen[i][:, lo:hi] = ch[i]
-            if lps[i] is not None:
-                logp[i][:, lo:hi] = lps[i]
+            tokens[i][:, lo:hi] = tree.tokens[i]
+            chosen[i][:, lo:hi] = tree.chosen[i]
+            if tree.level_lp[i] is not None:
+                logp[i][:, lo:hi] = tree.level_lp[i]
     return RebuiltLevels(tokens, chosen, logp)
 
 

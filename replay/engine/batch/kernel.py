@@ -83,22 +83,24 @@ class _Checks:
         return err
 
 
-def _rebuild_chunk(
-    batch: RoundBatch,
-    lo: int,
-    hi: int,
-    shape: TreeShape,
-    static: bool,
-    checks: _Checks,
-    col: np.ndarray,
-    level_lp: list | None = None,
-):
-    """Tree of every round in [lo, hi): (level tokens, expanded nodes, selection codes, notes to check).
+@dataclass
+class _Rebuilt:
+    """The recorded trees of one chunk of C rounds, as ``_rebuild_chunk`` returns them."""
 
-    level_lp: when given, receives the path log-probabilities of levels 1..S ([L_{i+1}, C] float64,
-    None once a step has no scores), as the reference sums them.
-    """
+    tokens: list[np.ndarray]  # per draft step i: [L_{i+1}, C] int64 level i+1 tokens
+    chosen: list[np.ndarray]  # per draft step i: [h_i, C] int64 expanded nodes, level-local
+    selection: np.ndarray  # [S, C] int8 SEL_* code of each step
+    mismatch: list  # (step, differs [C], dump's parents [h, C], path-probability choice [h, C])
+    level_lp: list  # per draft step i: [L_{i+1}, C] float64 path log-probs, None once a step has no scores
+    checks: _Checks  # rejection conditions found while rebuilding
+
+
+def _rebuild_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static: bool, col: np.ndarray) -> _Rebuilt:
+    """Tree of every round in [lo, hi): level tokens, expanded nodes, selection codes, notes to check,
+    and the path log-probabilities of levels 1..S as the reference sums them."""
     c = hi - lo
+    checks = _Checks()
+    level_lp: list[np.ndarray | None] = []
     lp: np.ndarray | None = np.zeros((1, c))  # [L_i, C] path log-probs of level i; None once unknown
     tokens: list[np.ndarray] = []  # level i+1 tokens [L_{i+1}, C]
     chosen: list[np.ndarray] = []  # step i's expanded nodes [h_i, C], level-local
@@ -145,13 +147,14 @@ def _rebuild_chunk(
             lp = parent_lp + step_lp  # float64 sums in the reference's order (root: 0.0 + x)
         else:
             lp = None
-        if level_lp is not None:
-            level_lp.append(lp)
-    return tokens, chosen, selection, mismatch
+        level_lp.append(lp)
+    return _Rebuilt(tokens, chosen, selection, mismatch, level_lp, checks)
 
 
-def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, checks: _Checks):
-    """(column 0 [vrows, C], layout is "all" [C] bool, rows the layout uses [C]) as resolve_layout."""
+def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape):
+    """(column 0 [vrows, C], layout is "all" [C] bool, rows the layout uses [C], rejection conditions)
+    as resolve_layout."""
+    checks = _Checks()
     v = batch.validate.ids[:, :, lo:hi]
     vrows, vcols, c = v.shape
     row_no = np.arange(vrows)[:, None]
@@ -177,13 +180,31 @@ def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, check
         checks.add(val0[: int(need[0])].min(axis=0) < 0, ERR_VALIDATE_COL0)
     else:
         checks.add(((val0 < 0) & (row_no < need)).any(axis=0), ERR_VALIDATE_COL0)
-    return val0, is_all, need
+    return val0, is_all, need, checks
+
+
+@dataclass
+class _Accepted:
+    """The accepted path of each round of one chunk of C rounds (BatchResult's fields, for [lo, hi))."""
+
+    nodes: np.ndarray  # [S, C] int64 accepted node ids per depth, PAD_TOKEN past the end
+    tokens: np.ndarray  # [S, C] int64 accepted tokens per depth, PAD_TOKEN past the end
+    ranks: np.ndarray  # [S, C] int64 sibling rank of each accepted node, PAD_TOKEN past the end
+    length: np.ndarray  # [C] int64 accepted draft tokens
+    bonus_token: np.ndarray  # [C] int64 the target's token where the walk stopped (PAD: no row)
+    bonus_kind: np.ndarray  # [C] uint8 none 0 / correction 1 / leaf bonus 2
+    stop: np.ndarray  # [C] uint8 leaf 0 / mismatch 1 / no row 2
 
 
 def _accept_chunk(
-    shape: TreeShape, tokens, chosen, val0: np.ndarray, is_all: np.ndarray, col: np.ndarray, res: BatchResult, sl: slice
-) -> None:
-    """Greedy acceptance, one depth at a time, every round of the chunk at once; writes ``res[sl]``.
+    shape: TreeShape,
+    tokens: list[np.ndarray],
+    chosen: list[np.ndarray],
+    val0: np.ndarray,
+    is_all: np.ndarray,
+    col: np.ndarray,
+) -> _Accepted:
+    """Greedy acceptance, one depth at a time, every round of the chunk at once.
 
     Lanes of rounds that already stopped keep computing on stale indices (cheaper than masking
     them); only ``alive`` lanes record anything.
@@ -196,6 +217,9 @@ def _accept_chunk(
     alive = np.ones(c, dtype=bool)
     length = np.zeros(c, dtype=np.int64)
     cur = np.zeros(c, dtype=np.int64)  # level-local index of the current node
+    acc_nodes = np.empty((s_count, c), dtype=np.int64)  # [S, C] filled depth by depth below
+    acc_tokens = np.empty((s_count, c), dtype=np.int64)  # [S, C]
+    acc_ranks = np.empty((s_count, c), dtype=np.int64)  # [S, C]
     for d in range(s_count + 1):
         h = shape.heads[d] if d < s_count else 0
         if d == 0:  # the root: expanded at step 0, target row 0 in both layouts
@@ -252,9 +276,9 @@ def _accept_chunk(
             moving = alive & match[0]
             tok = kid_tokens[0]
         new_cur = first + r
-        res.accepted_nodes[d, sl] = np.where(moving, new_cur + shape.starts[d + 1], PAD_TOKEN)
-        res.accepted_tokens[d, sl] = np.where(moving, tok, PAD_TOKEN)
-        res.accepted_ranks[d, sl] = np.where(moving, r, PAD_TOKEN)
+        acc_nodes[d] = np.where(moving, new_cur + shape.starts[d + 1], PAD_TOKEN)
+        acc_tokens[d] = np.where(moving, tok, PAD_TOKEN)
+        acc_ranks[d] = np.where(moving, r, PAD_TOKEN)
         length += moving
         cur = new_cur
         alive = moving
@@ -264,12 +288,11 @@ def _accept_chunk(
     had_kids = np.take(expanded_at.reshape(-1), at)
     known = (bonus != PAD_TOKEN).view(np.uint8)
     kids = had_kids.view(np.uint8)
-    res.accepted_length[sl] = length
-    res.bonus_token[sl] = bonus
     # Codes by arithmetic on 0/1 bytes (two nested wheres cost 4x more):
     # bonus kind: none 0 / correction 1 (had children) / leaf bonus 2; stop: leaf 0 / mismatch 1 / no row 2
-    res.bonus_kind[sl] = known * (np.uint8(2) - kids)
-    res.stop[sl] = kids * (np.uint8(2) - known)
+    bonus_kind = known * (np.uint8(2) - kids)
+    stop = kids * (np.uint8(2) - known)
+    return _Accepted(acc_nodes, acc_tokens, acc_ranks, length, bonus, bonus_kind, stop)
 
 
 def _replay_chunk(
@@ -290,16 +313,26 @@ def _replay_chunk(
     c = hi - lo
     col = _columns(c)
     sl = slice(lo, hi)
+    tree = _rebuild_chunk(batch, lo, hi, shape, static, col)
+    val0, is_all, need, validate_checks = _validate_chunk(batch, lo, hi, shape)
     checks = _Checks()
-    if small is not None:
+    if small is not None:  # a round whose own matrix is too small for the tree: its shape is the first fault
         checks.add(small[lo:hi], ERR_MATRIX_SHAPE)
-    tokens, chosen, selection, mismatch = _rebuild_chunk(batch, lo, hi, shape, static, checks, col)
-    val0, is_all, need = _validate_chunk(batch, lo, hi, shape, checks)
-    _accept_chunk(shape, tokens, chosen, val0, is_all, col, res, sl)
+    checks.conds += tree.checks.conds + validate_checks.conds  # the reference checks the tree first
+    acc = _accept_chunk(shape, tree.tokens, tree.chosen, val0, is_all, col)
+    s_count = shape.num_steps
+    res.accepted_nodes[:s_count, sl] = acc.nodes
+    res.accepted_tokens[:s_count, sl] = acc.tokens
+    res.accepted_ranks[:s_count, sl] = acc.ranks
+    res.accepted_length[sl] = acc.length
+    res.bonus_token[sl] = acc.bonus_token
+    res.bonus_kind[sl] = acc.bonus_kind
+    res.stop[sl] = acc.stop
     res.layout[sl] = is_all
     vrows = batch.validate.rows if batch.validate.rows_of is None else batch.validate.rows_of[lo:hi]
     res.validate_extra_rows[sl] = vrows - need
-    res.selection[: shape.num_steps, sl] = selection
+    res.selection[:s_count, sl] = tree.selection
+    mismatch = tree.mismatch
     ok = None
     if checks.conds:  # rejected rounds get the defaults (PAD_TOKEN / 0) in every outcome
         err = checks.codes(c)
