@@ -10,7 +10,7 @@ import numpy as np
 
 from replay.core.records import write_arrow_table, write_batch_json_lines
 from replay.engine.batch import BatchResult
-from replay.engine.batch.frames import record_arrow
+from replay.engine.batch.frames import distinct_columns, record_arrow
 from replay.engine.render import SummaryFigures, summary_lines
 from replay.engine.runs import RunReplay, replay_run
 from replay.io.formats.matrix_io import RawSpec
@@ -76,24 +76,31 @@ def _selection_counts(res: BatchResult) -> Counter:
     ok = np.flatnonzero(res.ok)
     if not ok.shape[0]:
         return Counter()
-    _, first, counts = np.unique(res.selection[:, ok], axis=1, return_index=True, return_counts=True)
+    first, inverse = distinct_columns(res.selection[:, ok])
+    counts = np.bincount(inverse, minlength=first.shape[0])
     out: Counter = Counter()
     for i, c in sorted(zip(first.tolist(), counts.tolist())):  # first use order, as replay's summary
         out[res.selection_summary(int(ok[i]))] += c
     return out
 
 
-def render_run_summary(rep: RunReplay) -> list[str]:
-    """The same figures as ``specreplay replay``'s summary, from the batch arrays."""
+def run_figures(rep: RunReplay) -> SummaryFigures:
+    """The same figures as ``specreplay replay``'s summary (render.figures_of), from the batch arrays."""
     res = rep.result
     ok = res.ok
-    figs = SummaryFigures(
+    return SummaryFigures(
         res.accepted_length[ok].astype(np.int64),
         res.num_nodes[ok].astype(np.int64),
         res.num_steps[ok].astype(np.int64),
         int((res.bonus_token[ok] >= 0).sum()),
         _selection_counts(res),
     )
+
+
+def render_run_summary(rep: RunReplay) -> list[str]:
+    """``specreplay replay``'s summary with the batch title and the speed line."""
+    figs = run_figures(rep)
+    res = rep.result
     rate = len(res) / rep.seconds if rep.seconds > 0 else float("inf")
     speed = f"read and replayed {len(res)} round(s) in {rep.seconds:.3f} s ({rate:,.0f} rounds/s)"
     title = f"summary of {rep.directory} ({rep.kind}, batch replay)"
