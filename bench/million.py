@@ -128,7 +128,7 @@ def main(argv=None) -> int:
         load = os.getloadavg()[0]
         rows = []
         for name in names:
-            r = measure(name, run, base / "out", args.timeout, args.nice)
+            r = measure(name, run, base / "out" / name, args.timeout, args.nice)  # own folder: runs may overlap
             rows.append((name, r))
             note = "" if r["rc"] in (0, 1) else f"  rc={r['rc']} {r['err'].strip()[-200:]}"
             print(f"  {name}: {r['wall_s']:.1f} s, {r['peak_mb']:.0f} MB{note}", file=sys.stderr)
