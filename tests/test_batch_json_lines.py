@@ -85,6 +85,9 @@ def test_no_replayed_round_writes_nothing():
     assert (count, text) == (0, "")
 
 
-def test_many_lines_cross_write_blocks():
+def test_many_lines_cross_write_blocks(monkeypatch):
+    from replay.core import records
+
+    monkeypatch.setattr(records, "_JSON_ROWS_PER_BLOCK", 1000)  # 2500 lines: three blocks, templates in each
     result = replay_batches([synth_batch(SynthSpec(CFG, 2500, seed=3))], CFG, workers=1)
     assert written(result) == (2500, oracle(result))

@@ -48,3 +48,51 @@ def test_vectorised_generator_runs_agree(spec, layout):
     assert res.ok.all() and 0 < res.accepted_length.mean() < cfg.gamma
     for i in np.linspace(0, 1499, 300).astype(int):
         assert res.round_json(int(i)) == replay_round(batch.round_at(int(i)), cfg).to_json()
+
+
+def _skipping_dump(tmp_path: Path) -> Path:
+    """synthetic_article with one unreadable round and one inconsistent round (exit 1)."""
+    import shutil
+
+    d = tmp_path / "dump"
+    shutil.copytree(SAMPLES / "synthetic_article", d)
+    (d / "validate_1004_1020.npz").write_bytes(b"not an npz file")
+    with np.load(d / "draft_step_1_100_116.npz", allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["ids"] = arrays["ids"][:1]
+    np.savez(d / "draft_step_1_100_116.npz", **arrays)
+    return d
+
+
+@pytest.mark.parametrize("name", ["article_round", "synthetic_article", "qwen2.5-coder/deep", "skipping", "packed"])
+def test_replay_summary_is_the_reference_summary(name, tmp_path, capsys):
+    """`replay --summary` (batch arrays) prints the bytes render_summary prints over the
+    round-by-round replay, on stdout and stderr, with the same exit status."""
+    from replay.cli import main
+    from replay.cli.options import print_reading
+    from replay.engine.render import render_summary
+    from replay.io.packed.pack import pack_batches
+    from replay.testing.batch_synth import synth_run
+
+    if name == "skipping":
+        path = _skipping_dump(tmp_path)
+    elif name == "packed":
+        cfg = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
+        path = tmp_path / "run"
+        pack_batches(
+            synth_run(cfg, 900, seed=3, early_stop_rate=0.2),
+            path,
+            block_rounds=256,
+            manifest={"config": cfg.to_json(), "layout": "all"},
+        )
+    else:
+        path = SAMPLES / name
+    reference = replay_directory(path)
+    print("\n".join(render_summary(reference)))
+    print_reading(reference)
+    want = capsys.readouterr()
+    code = main(["replay", str(path), "--summary", "--no-progress"])
+    got = capsys.readouterr()
+    assert code == (1 if reference.skipped else 0)
+    assert got.out == want.out
+    assert got.err == want.err

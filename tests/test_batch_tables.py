@@ -19,9 +19,18 @@ from analysis.tables.batch import batch_table_parts, join_parts
 from analysis.tables.build import build_tables, node_table, round_table
 from analysis.tables.metrics import _hits_by_round, _hits_vectorised, shape_signature, slot_hit_frequency, static_shape
 from analysis.tables.runs import load_reference, load_run
+from replay.cli import main
 from replay.core.config import TreeConfig
-from replay.core.records import COLUMNS, records_frame, records_of_batch
+from replay.core.records import (
+    COLUMNS,
+    normalize_frame,
+    records_frame,
+    records_of_batch,
+    write_arrow_table,
+    write_table,
+)
 from replay.engine.batch import ERR_OK, batch_from_rounds, replay_batch
+from replay.engine.batch.frames import record_arrow
 from replay.engine.replayer import replay_round
 from replay.engine.runs import replay_run
 from replay.io.packed.pack import pack_batches
@@ -62,12 +71,65 @@ def assert_same_records(res) -> None:
     assert list(got.columns) == list(COLUMNS)
     assert [str(t) for t in got.dtypes] == [str(t) for t in want.dtypes]
     pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert_same_arrow(res, want)
+
+
+def assert_same_arrow(res, want: pd.DataFrame) -> None:
+    """batch -o's Arrow table (built from the arrays) is the record frame's, schema and pandas
+    metadata included; its CSV and Parquet files are what write_table writes of the frame."""
+    import tempfile
+
+    import pyarrow as pa
+
+    table = record_arrow(res)
+    ref = pa.Table.from_pandas(want, preserve_index=False)
+    assert table.schema.equals(ref.schema, check_metadata=True), (table.schema, ref.schema)
+    assert table.equals(ref)
+    with tempfile.TemporaryDirectory() as d:
+        for ext in ("csv", "parquet"):
+            new, old = Path(d) / f"new.{ext}", Path(d) / f"old.{ext}"
+            write_arrow_table(table, new)
+            write_table(want, old)
+            if ext == "csv":
+                assert new.read_bytes() == old.read_bytes()
+            else:
+                pd.testing.assert_frame_equal(pd.read_parquet(new), pd.read_parquet(old), check_exact=True)
 
 
 @pytest.mark.parametrize("name", SAMPLE_RUNS)
 def test_sample_tables_agree(name):
     assert_same_run(SAMPLES / name, name)
     assert_same_records(replay_run(SAMPLES / name).result)
+
+
+@pytest.mark.parametrize("name", ["article_round", "qwen2.5-coder/deep", "packed"])
+def test_batch_table_files_are_the_record_frames(name, tmp_path, capsys, monkeypatch):
+    """`batch -o rounds.csv` writes the bytes, and `-o rounds.parquet` the frame, that
+    write_table writes of the record frame built record by record."""
+    from replay.core import records
+
+    monkeypatch.setattr(records, "_CSV_ROWS_PER_WRITE", 700)  # the packed run's 3,000 rows: several blocks
+    if name == "packed":
+        path = tmp_path / "run"
+        pack_batches(
+            synth_run(ARTICLE, 3000, seed=9, early_stop_rate=0.1),
+            path,
+            block_rounds=512,
+            manifest={"config": ARTICLE.to_json(), "layout": "all"},
+        )
+    else:
+        path = SAMPLES / name
+    want = records_frame(records_of_batch(replay_run(path).result))
+    write_table(want, tmp_path / "want.csv")
+    write_table(want, tmp_path / "want.parquet")
+    for ext in ("csv", "parquet"):
+        assert main(["batch", str(path), "-o", str(tmp_path / f"rounds.{ext}"), "--no-progress"]) == 0
+        assert f"wrote {len(want)} rows to" in capsys.readouterr().err
+    assert (tmp_path / "rounds.csv").read_bytes() == (tmp_path / "want.csv").read_bytes()
+    got, ref = pd.read_parquet(tmp_path / "rounds.parquet"), pd.read_parquet(tmp_path / "want.parquet")
+    assert [str(t) for t in got.dtypes] == [str(t) for t in ref.dtypes]
+    pd.testing.assert_frame_equal(got, ref, check_exact=True)
+    pd.testing.assert_frame_equal(normalize_frame(got), want, check_exact=True)
 
 
 def test_packed_run_tables_agree(tmp_path):

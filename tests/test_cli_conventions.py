@@ -261,8 +261,11 @@ def test_replay_bar_only_on_a_terminal(stream, extra, drawn, monkeypatch):
     err = stream()
     monkeypatch.setattr(sys, "stderr", err)
     monkeypatch.setattr(sys, "stdout", io.StringIO())
-    assert main(["replay", ARTICLE, "--summary", *extra]) == 0
+    assert main(["replay", ARTICLE, *extra]) == 0  # round by round: the "replay" bar
     assert ("replay" in err.getvalue()) is drawn, err.getvalue()
+    err.seek(0), err.truncate()
+    assert main(["replay", ARTICLE, "--summary", *extra]) == 0  # the batch path: its "reading" bar
+    assert ("reading" in err.getvalue()) is drawn, err.getvalue()
 
 
 @pytest.mark.parametrize(

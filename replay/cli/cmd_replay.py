@@ -7,7 +7,7 @@ import sys
 from dataclasses import replace
 
 from replay.core.records import json_line, write_batch_json_lines
-from replay.engine.render import render_round, render_summary, sampling_lines, sampling_summary
+from replay.engine.render import render_round, render_summary, sampling_lines, sampling_summary, summary_lines
 from replay.engine.replayer import replay_directory
 from replay.engine.runs import replay_run
 from replay.engine.sampling import round_sampling
@@ -15,6 +15,7 @@ from replay.io.grouping import Skipped
 from replay.io.sources import require_dump_source
 from replay.util.progress import progress_enabled, tqdm_progress
 
+from .cmd_scale import run_figures
 from .options import (
     JSON_LINES_HELP,
     add_command,
@@ -55,6 +56,8 @@ def run_replay(args: argparse.Namespace) -> int:
         return _replay_sampling(args)
     if args.json:
         return _replay_json(args)
+    if args.summary:
+        return _replay_summary(args)
     update, close = tqdm_progress("replay", progress_enabled(args.no_progress))
     try:
         rep = replay_directory(args.dir, options_from_args(args), update)
@@ -62,10 +65,23 @@ def run_replay(args: argparse.Namespace) -> int:
         close()
     require_rounds(rep, len(rep.results))
     out = sys.stdout
-    if not args.summary:
-        for res in rep.results:
-            out.write("\n".join(render_round(res)) + "\n\n")
+    for res in rep.results:
+        out.write("\n".join(render_round(res)) + "\n\n")
     out.write("\n".join(render_summary(rep)) + "\n")
+    print_reading(rep)
+    return 1 if rep.skipped else 0
+
+
+def _replay_summary(args: argparse.Namespace) -> int:
+    """No trees to draw: the summary's figures from the batch arrays, the bytes of render_summary
+    over the round-by-round replay (tests/test_batch_samples.py)."""
+    rep = replay_run(
+        args.dir, options_from_args(args), workers=args.workers, progress=progress_enabled(args.no_progress)
+    )
+    require_rounds(rep, int(rep.result.ok.sum()))
+    title = f"summary of {rep.directory}"
+    lines = summary_lines(title, rep.config_source, rep.config, rep.tree, run_figures(rep), rep.skipped, rep.notes)
+    sys.stdout.write("\n".join(lines) + "\n")
     print_reading(rep)
     return 1 if rep.skipped else 0
 
@@ -132,6 +148,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     shown = p.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help=JSON_LINES_HELP)
     shown.add_argument("--summary", action="store_true", help="print only the summary, not every round's tree")
-    p.add_argument("--workers", type=int, default=None, help="with --json: reader processes (default: up to 2 cores)")
+    p.add_argument(
+        "--workers", type=int, default=None, help="with --json or --summary: reader processes (default: up to 2 cores)"
+    )
     add_sampling_options(p)
     add_no_progress(p)

@@ -9,9 +9,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from replay.core.records import records_frame, records_of_batch, write_batch_json_lines, write_table
+from replay.core.records import write_arrow_table, write_batch_json_lines
 from replay.core.sampling import PROBLEM_WORDS
 from replay.engine.batch import BatchResult
+from replay.engine.batch.frames import distinct_columns, record_arrow
 from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
 from replay.engine.render import SummaryFigures, sampling_summary_arrays, summary_lines
 from replay.engine.runs import RunReplay, replay_run
@@ -81,24 +82,31 @@ def _selection_counts(res: BatchResult) -> Counter:
     ok = np.flatnonzero(res.ok)
     if not ok.shape[0]:
         return Counter()
-    _, first, counts = np.unique(res.selection[:, ok], axis=1, return_index=True, return_counts=True)
+    first, inverse = distinct_columns(res.selection[:, ok])
+    counts = np.bincount(inverse, minlength=first.shape[0])
     out: Counter = Counter()
     for i, c in sorted(zip(first.tolist(), counts.tolist())):  # first use order, as replay's summary
         out[res.selection_summary(int(ok[i]))] += c
     return out
 
 
-def render_run_summary(rep: RunReplay) -> list[str]:
-    """The same figures as ``specreplay replay``'s summary, from the batch arrays."""
+def run_figures(rep: RunReplay) -> SummaryFigures:
+    """The same figures as ``specreplay replay``'s summary (render.figures_of), from the batch arrays."""
     res = rep.result
     ok = res.ok
-    figs = SummaryFigures(
+    return SummaryFigures(
         res.accepted_length[ok].astype(np.int64),
         res.num_nodes[ok].astype(np.int64),
         res.num_steps[ok].astype(np.int64),
         int((res.bonus_token[ok] >= 0).sum()),
         _selection_counts(res),
     )
+
+
+def render_run_summary(rep: RunReplay) -> list[str]:
+    """``specreplay replay``'s summary with the batch title and the speed line."""
+    figs = run_figures(rep)
+    res = rep.result
     rate = len(res) / rep.seconds if rep.seconds > 0 else float("inf")
     speed = f"read and replayed {len(res)} round(s) in {rep.seconds:.3f} s ({rate:,.0f} rounds/s)"
     title = f"summary of {rep.directory} ({rep.kind}, batch replay)"
@@ -175,9 +183,10 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
 
 
 def _write_table(rep: RunReplay, path: str) -> None:
-    frame = records_frame(records_of_batch(rep.result))
-    write_table(frame, path)
-    print(f"specreplay: wrote {len(frame)} rows to {path}", file=sys.stderr)
+    # Arrow columns from the batch arrays: the rows write_table(records_frame(...)) writes, at 10^6 rounds in seconds
+    table = record_arrow(rep.result)
+    write_arrow_table(table, path)
+    print(f"specreplay: wrote {table.num_rows} rows to {path}", file=sys.stderr)
 
 
 def run_pack(args: argparse.Namespace) -> int:

@@ -131,7 +131,6 @@ def write_json_lines(records: Iterable[RoundRecord], out: IO[str]) -> int:
     return n
 
 
-_LINES_PER_WRITE = 1024  # one write call per block of lines, not per line
 # Columns that vary round by round; the others follow from a few small codes (see _batch_templates).
 _ROUND_VALUES = (
     "round",
@@ -152,8 +151,9 @@ def write_batch_json_lines(result, out: IO[str]) -> int:
 
     result: a replay.engine.batch.BatchResult. Each line is json_line(result.round_json(i)) byte for byte:
     the columns that depend only on a round's codes (shape, layout, selection, bonus kind, stop)
-    come from round_json of one round per distinct code tuple, the rest are formatted here from the
-    arrays as round_json builds them; the first line of every code tuple is checked against
+    come from round_json of one round per distinct code tuple (a template), the rest are
+    formatted column by column in Arrow from the arrays as round_json builds them, and spliced
+    into the templates' literal text; the first line of every code tuple is checked against
     json_line(round_json).
     """
     import numpy as np
@@ -163,41 +163,108 @@ def write_batch_json_lines(result, out: IO[str]) -> int:
         return 0
     own_notes = _own_notes(result, ok)  # [R'] bool
     templates, which, checked = _batch_templates(result, ok, own_notes)
-    n = result.accepted_length[ok].astype(np.int64).tolist()
-    tokens = result.accepted_tokens[:, ok].T.tolist()
-    nodes = result.accepted_nodes[:, ok].T.tolist()
-    keys_a, keys_b = result.keys[:, ok].tolist()
-    roots = result.root_tokens[ok].tolist()
-    bonuses = result.bonus_token[ok].tolist()
-    own_notes = own_notes.tolist()
-    block: list[str] = []
-    for j in range(ok.shape[0]):
-        k = n[j]
-        toks = ", ".join(map(str, tokens[j][:k]))
-        bonus = bonuses[j]
-        known = bonus != PAD_TOKEN
-        root = roots[j]
-        line = templates[which[j]].format(
-            round=f'"{keys_a[j]}_{keys_b[j]}"',
-            key_a=keys_a[j],
-            key_b=keys_b[j],
-            root_token="null" if root == PAD_TOKEN else root,
-            accepted_length=k,
-            accepted_tokens=f"[{toks}]",
-            accepted_nodes="[" + ", ".join(map(str, nodes[j][:k])) + "]",
-            bonus_token=bonus if known else "null",
-            committed_tokens=(f"[{toks}, {bonus}]" if k else f"[{bonus}]") if known else f"[{toks}]",
-            num_committed=k + known,
-            notes=json.dumps(result.notes(int(ok[j]))) if own_notes[j] else "",
-        )
-        if j in checked and line != json_line(result.round_json(int(ok[j]))):
-            raise ValueError(f"round {keys_a[j]}_{keys_b[j]}: the batch line differs from json_line(round_json)")
-        block.append(line)
-        if len(block) == _LINES_PER_WRITE:
-            out.write("".join(block))
-            block.clear()
-    out.write("".join(block))
+    pieces = [_template_pieces(t) for t in templates]
+    which = np.asarray(which, dtype=np.int64)
+    for start in range(0, ok.shape[0], _JSON_ROWS_PER_BLOCK):
+        rows = np.arange(start, min(start + _JSON_ROWS_PER_BLOCK, ok.shape[0]))
+        lines = _json_block(result, ok[rows], own_notes[rows], which[rows], pieces)
+        for j in sorted(k for k in checked if start <= k < start + rows.shape[0]):
+            i = int(ok[j])
+            if lines[j - start].as_py() != json_line(result.round_json(i)):
+                key = "_".join(str(int(v)) for v in result.keys[:, i])
+                raise ValueError(f"round {key}: the batch line differs from json_line(round_json)")
+        out.write(_utf8_text(lines))
     return int(ok.shape[0])
+
+
+_JSON_ROWS_PER_BLOCK = 16_384  # lines formatted at a time: ~7 MB of text, bounded memory at millions of rounds
+
+
+def _template_pieces(template: str) -> list[tuple[str, str | None]]:
+    """A str.format template as (literal text, column name or None) pieces, in order."""
+    import string
+
+    return [(lit, name) for lit, name, _, _ in string.Formatter().parse(template)]
+
+
+def _json_block(result, ok, own_notes, which, pieces):
+    """pyarrow large_string array: the JSON lines of rounds ``ok`` (each line ends with a newline)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pa.large_string()
+    n = ok.shape[0]
+    lengths = result.accepted_length[ok].astype(np.int64)
+    bonus = result.bonus_token[ok].astype(np.int64)
+    known = bonus != PAD_TOKEN
+    keys = result.keys[:, ok].astype(np.int64)
+    roots = result.root_tokens[ok].astype(np.int64)
+
+    def ints(v, missing=None):
+        s = pc.cast(pa.array(v), text)
+        return s if missing is None else pc.if_else(pa.array(missing), pa.scalar("null", text), s)
+
+    def listed(values2d, counts):  # [R, W] row-major, the first counts[r] of each row, as JSON lists
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        flat = values2d[np.arange(values2d.shape[1])[None, :] < counts[:, None]].astype(np.int64)
+        joined = pc.binary_join(pa.LargeListArray.from_arrays(pa.array(offsets), ints(flat)), pa.scalar(", ", text))
+        return pc.binary_join_element_wise(pa.scalar("[", text), joined, pa.scalar("]", text), pa.scalar("", text))
+
+    g = result.accepted_tokens.shape[0]
+    tokens = result.accepted_tokens[:, ok].T.astype(np.int64)
+    committed = np.zeros((n, g + 1), dtype=np.int64)
+    committed[:, :g] = tokens
+    at = np.minimum(lengths, g)
+    committed[np.arange(n), at] = np.where(known, bonus, committed[np.arange(n), at])
+    quote = pa.scalar('"', text)
+    cols = {
+        "round": pc.binary_join_element_wise(
+            quote, ints(keys[0]), pa.scalar("_", text), ints(keys[1]), quote, pa.scalar("", text)
+        ),
+        "key_a": ints(keys[0]),
+        "key_b": ints(keys[1]),
+        "root_token": ints(roots, roots == PAD_TOKEN),
+        "accepted_length": ints(lengths),
+        "accepted_tokens": listed(tokens, lengths),
+        "accepted_nodes": listed(result.accepted_nodes[:, ok].T, lengths),
+        "bonus_token": ints(bonus, ~known),
+        "committed_tokens": listed(committed, lengths + known),
+        "num_committed": ints(lengths + known),
+        "notes": pa.array([json.dumps(result.notes(i)) for i in ok[own_notes].tolist()], type=text),
+    }
+    note_at = np.cumsum(own_notes) - 1  # row -> index into cols["notes"] for rows with own notes
+    parts, order = [], []
+    empty = pa.scalar("", text)
+    for t in np.unique(which).tolist():
+        rows = np.flatnonzero(which == t)
+        take = pa.array(rows)
+        args = []
+        for lit, name in pieces[t]:
+            if lit:
+                args.append(pa.scalar(lit, text))
+            if name == "notes":
+                args.append(cols["notes"].take(pa.array(note_at[rows])))
+            elif name is not None:
+                args.append(cols[name].take(take))
+        parts.append(
+            pc.binary_join_element_wise(*args, empty) if len(args) > 1 else pa.array([lit] * rows.shape[0], text)
+        )
+        order.append(rows)
+    lines = pa.concat_arrays(parts)
+    return lines.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
+
+
+def _utf8_text(lines) -> str:
+    """The concatenated text of a large_string array (its data buffer, without a copy per line)."""
+    import numpy as np
+
+    if not len(lines):
+        return ""
+    _, offsets, data = lines.buffers()
+    ends = np.frombuffer(offsets, dtype=np.int64)[lines.offset : lines.offset + len(lines) + 1]
+    return memoryview(data)[int(ends[0]) : int(ends[-1])].tobytes().decode("utf-8")
 
 
 def _own_notes(result, ok):
@@ -339,3 +406,74 @@ def write_table(frame, path) -> None:
             frame.to_parquet(tmp, index=False)
         else:
             csv_frame(frame).to_csv(tmp, index=False)
+
+
+_CSV_ROWS_PER_WRITE = 65_536  # rows encoded at a time: bounded memory at millions of rounds
+
+
+def write_arrow_table(table, path) -> None:
+    """A per-round pyarrow Table (replay.engine.batch.frames.record_arrow) to ``path``, atomically:
+    the bytes write_table writes for the same rows as a pandas frame (tests/test_batch_tables.py),
+    encoded column by column in Arrow rather than cell by cell."""
+    with atomic_path(path) as tmp:
+        if str(path).endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, tmp)
+            return
+        with open(tmp, "wb") as out:
+            out.write((",".join(_csv_field(c) for c in table.column_names) + "\n").encode())
+            for start in range(0, table.num_rows, _CSV_ROWS_PER_WRITE):
+                out.write(_csv_lines(table.slice(start, _CSV_ROWS_PER_WRITE)))
+
+
+def _csv_field(text: str) -> str:
+    """One CSV cell as pandas' to_csv writes it (csv.QUOTE_MINIMAL; an empty string stays empty)."""
+    if any(ch in text for ch in _CSV_QUOTE_IF):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+_CSV_QUOTE_IF = ',"\r\n'
+
+
+def _csv_lines(table) -> memoryview:
+    """Rows of ``table`` as UTF-8 CSV lines (csv_frame's list encoding; missing cells empty)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pa.large_string()
+    cells = []
+    for name, col in zip(table.column_names, table.columns):
+        col = col.combine_chunks()
+        if name in INT_LIST_COLUMNS:
+            col = pc.binary_join(col.cast(pa.large_list(text)), pa.scalar(" ", text))
+        elif name == "notes":
+            col = pc.binary_join(col.cast(pa.large_list(text)), pa.scalar(NOTE_SEPARATOR, text))
+        else:
+            col = col.cast(text)
+        if name == "notes" or pa.types.is_large_string(table.schema.field(name).type):
+            col = _quoted(col)
+        cells.append(pc.fill_null(col, pa.scalar("", text)))
+    cells[-1] = pc.binary_join_element_wise(cells[-1], pa.scalar("\n", text), pa.scalar("", text))
+    lines = pc.binary_join_element_wise(*cells, pa.scalar(",", text))
+    if not len(lines):
+        return memoryview(b"")
+    _, offsets, data = lines.buffers()
+    ends = np.frombuffer(offsets, dtype=np.int64)[lines.offset : lines.offset + len(lines) + 1]
+    return memoryview(data)[int(ends[0]) : int(ends[-1])]
+
+
+def _quoted(col):
+    """_csv_field of every cell of a string column; only the cells that need quotes are touched."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    needs = pc.fill_null(pc.match_substring_regex(col, "[" + _CSV_QUOTE_IF + "]"), False)
+    if not pc.any(needs).as_py():
+        return col
+    values = pc.unique(col.filter(needs)).to_pylist()
+    fixed = pa.array([_csv_field(v) for v in values], type=pa.large_string())
+    where = pc.index_in(col, value_set=pa.array(values, type=pa.large_string()))
+    return pc.if_else(pc.is_null(where), col, pc.take(fixed, where))

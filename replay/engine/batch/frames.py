@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replay.core.records import COLUMNS, records_frame, shape_text
+from replay.core.records import COLUMNS, records_frame, records_of_batch, shape_text
 from replay.core.vocab import PAD_TOKEN
 from replay.io.roundbatch import LAYOUT_NAMES
 
@@ -131,5 +131,123 @@ def leading(a: np.ndarray, lengths: np.ndarray) -> list[list[int]]:
 
 def selection_summaries(res) -> np.ndarray:
     """[R] object BatchResult.selection_summary of each round, computed once per distinct column."""
-    _, first, inverse = np.unique(res.selection.T, axis=0, return_index=True, return_inverse=True)
-    return np.asarray([res.selection_summary(int(i)) for i in first], dtype=object)[inverse.reshape(-1)]
+    first, inverse = distinct_columns(res.selection)
+    return np.asarray([res.selection_summary(int(i)) for i in first], dtype=object)[inverse]
+
+
+def distinct_columns(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first: [U] the first round of each distinct column of ``codes`` [C, R] (small ints), in
+    the order of their sorted columns; inverse: [R] each round's index into ``first``).
+
+    As np.unique(codes, axis=1, return_index=True, return_inverse=True), whose sort of row
+    records takes seconds at 10^6 rounds: here the rows are folded into one int64 key.
+    """
+    key = np.zeros(codes.shape[1], dtype=np.int64)
+    for row in np.asarray(codes, dtype=np.int64):
+        low = int(row.min()) if row.size else 0
+        base = int(row.max()) - low + 1 if row.size else 1
+        if key.size and int(key.max()) >= (1 << 62) // base:  # renumber the key before it overflows
+            key = np.unique(key, return_inverse=True)[1].reshape(-1)
+        key = key * base + (row - low)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
+
+
+def record_arrow(res):
+    """``record_frame(res)`` as a pyarrow Table, built from the arrays (list columns from offsets):
+    the Parquet and CSV writers of ``batch -o`` at millions of rounds, one Python object per
+    distinct code tuple and per round with notes, not per round.
+
+    The schema (Arrow types and the pandas metadata that ``pd.read_parquet`` reads back) is that
+    of ``records_frame`` on one round per distinct code tuple, so it is what pandas infers over
+    every row: each kind of cell (a missing bonus, a round with notes, ...) is in the sample.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ok = np.flatnonzero(res.ok)
+    if ok.shape[0] != len(res):
+        res = res.take(ok)
+    n = len(res)
+    if not n:
+        return pa.Table.from_pandas(records_frame([]), preserve_index=False)
+    lengths = res.accepted_length.astype(np.int64)
+    known = res.bonus_token != PAD_TOKEN
+    may_note = (res.selection == SEL_FALLBACK).any(axis=0) | (res.validate_extra_rows > 0)
+    may_note[[k for k in res.selection_notes if k < n]] = True
+    codes = np.concatenate(
+        (
+            res.shape_index[None],
+            res.layout[None],
+            res.layout_stated[None],
+            res.selection,
+            res.bonus_kind[None],
+            res.stop[None],
+            may_note[None],
+            known[None],
+            (res.root_tokens == PAD_TOKEN)[None],
+            (lengths == 0)[None],
+        )
+    ).astype(np.int64)  # [codes, R]
+    first, _ = distinct_columns(codes)
+    sample = records_frame(records_of_batch(res.take(np.sort(first))))  # record by record: the reference
+    schema = pa.Schema.from_pandas(sample, preserve_index=False)
+
+    def listed(values2d: np.ndarray, counts: np.ndarray):  # [R, W] row-major, first counts[r] of each row
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(counts, out=offsets[1:])
+        mask = np.arange(values2d.shape[1])[None, :] < counts[:, None]
+        return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values2d[mask].astype(np.int64)))
+
+    def lookup(texts: list, index: np.ndarray):  # a string per code, taken per round
+        return pa.array(texts, type=pa.large_string()).take(pa.array(index.astype(np.int64)))
+
+    g = res.gamma
+    tokens = res.accepted_tokens.T.astype(np.int64)  # [R, G]
+    committed = np.zeros((n, g + 1), dtype=np.int64)
+    committed[:, :g] = tokens
+    bonus_at = np.minimum(lengths, g)
+    committed[np.arange(n), bonus_at] = np.where(known, res.bonus_token, committed[np.arange(n), bonus_at])
+    sel_first, sel_inverse = distinct_columns(res.selection)
+    note_rows = np.flatnonzero(may_note)
+    notes = [res.notes(int(i)) for i in note_rows]
+    note_counts = np.zeros(n, dtype=np.int64)
+    note_counts[note_rows] = [len(v) for v in notes]
+    note_offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(note_counts, out=note_offsets[1:])
+    keys = res.keys.astype(np.int64)
+    columns = {
+        "round": pc.binary_join_element_wise(
+            pc.cast(keys[0], pa.large_string()), pc.cast(keys[1], pa.large_string()), pa.scalar("_", pa.large_string())
+        ),
+        "key_a": keys[0],
+        "key_b": keys[1],
+        "root_token": pa.array(res.root_tokens.astype(np.int64), mask=res.root_tokens == PAD_TOKEN),
+        "num_steps": res.num_steps.astype(np.int64),
+        "num_nodes": res.num_nodes.astype(np.int64),
+        "shape": lookup([shape_text(s.widths) for s in res.shapes] + [""], res.shape_index),
+        "layout": lookup(list(LAYOUT_NAMES), res.layout),
+        "layout_source": lookup(["detected", "stated"], res.layout_stated),
+        "selection": lookup([res.selection_summary(int(i)) for i in sel_first], sel_inverse),
+        "accepted_length": lengths,
+        "accepted_tokens": listed(tokens, lengths),
+        "accepted_nodes": listed(res.accepted_nodes.T, lengths),
+        "bonus_token": pa.array(res.bonus_token.astype(np.int64), mask=~known),
+        "bonus_kind": lookup([BONUS_NAMES[k] for k in range(len(BONUS_NAMES))], res.bonus_kind),
+        "stop": lookup(list(STOP_CODES), res.stop),
+        "committed_tokens": listed(committed, lengths + known),
+        "num_committed": res.num_committed.astype(np.int64),
+        "notes": pa.ListArray.from_arrays(
+            pa.array(note_offsets), pa.array([t for v in notes for t in v], type=pa.large_string())
+        ),
+    }
+    arrays = []
+    for f in schema:
+        col = columns[f.name]
+        col = col if isinstance(col, (pa.Array, pa.ChunkedArray)) else pa.array(col)
+        if f.type == pa.null():
+            col = pa.nulls(n)
+        elif pa.types.is_list(f.type) and f.type.value_type == pa.null():
+            col = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.nulls(0))  # all empty
+        arrays.append(col.cast(f.type))
+    return pa.Table.from_arrays(arrays, schema=schema)

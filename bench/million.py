@@ -1,0 +1,154 @@
+"""Every offline command on one large packed run: wall time and peak resident memory, one at a time.
+
+    python bench/million.py                      # 10^6 rounds in $TMPDIR (about 400 MB), then each command
+    python bench/million.py --rounds 100000      # smaller, for quick iterations
+    python bench/million.py --dir /tmp/m --keep  # reuse (or keep) the generated run
+    python bench/million.py --only batch-parquet,batch-csv
+
+The run (article tree, ``all`` layout with float32 scores, 5 % early stops) is generated as arrays
+by replay.testing.batch_synth and written with ``pack_batches``; it is scratch, never shipped. Each
+command runs as its own ``python -m replay.cli`` child process with ``--no-progress`` where it
+has one; wall time is measured around the child, peak RSS is the child's ``ru_maxrss``
+(``resource.getrusage(RUSAGE_CHILDREN)`` after each child, which only grows: every child is run
+from a fresh measuring process so the numbers do not mix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchkit import machine_line  # bench/benchkit.py
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# name -> argv after ``specreplay`` ({run} is the packed run, {out} a scratch directory)
+COMMANDS: dict[str, list[str]] = {
+    "batch": ["batch", "{run}", "--no-progress"],
+    "batch-json": ["batch", "{run}", "--json", "--no-progress"],
+    "batch-parquet": ["batch", "{run}", "-o", "{out}/rounds.parquet", "--no-progress"],
+    "batch-csv": ["batch", "{run}", "-o", "{out}/rounds.csv", "--no-progress"],
+    "replay-summary": ["replay", "{run}", "--summary", "--no-progress"],
+    "replay-json": ["replay", "{run}", "--json", "--no-progress"],
+    "stats-json": ["stats", "{run}", "--json", "--no-progress"],
+    "compare-3": [
+        "compare",
+        "{run}",
+        "--configs",
+        "[6]|[2,2]|[1,1]",
+        "[4]|[2,2]|[1,1]",
+        "[8]|[2,2]",
+        "--no-progress",
+    ],
+    "recommend-16": ["recommend", "{run}", "--budget", "16", "--no-progress"],
+    "plot": ["plot", "{run}", "-o", "{out}/plots", "--no-progress"],
+    "report": ["report", "{run}", "-o", "{out}/report", "--no-progress"],
+}
+
+
+def generate(run: Path, rounds: int, seed: int = 0) -> float:
+    """Write the packed run; returns seconds taken."""
+    from replay.core.config import TreeConfig
+    from replay.io.packed.pack import pack_batches
+    from replay.testing.batch_synth import synth_run
+
+    cfg = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
+    t0 = time.perf_counter()
+    batches = synth_run(cfg, rounds, seed=seed, early_stop_rate=0.05)
+    pack_batches(batches, run, manifest={"config": cfg.to_json(), "layout": "all"}, force=True)
+    return time.perf_counter() - t0
+
+
+def _measure_child(argv: list[str], timeout: float) -> None:
+    """Run in a fresh process: run ``argv``, print one JSON line {rc, wall_s, peak_mb, bytes}."""
+    import resource
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    t0 = time.perf_counter()
+    try:
+        with tempfile.TemporaryFile() as stdout:  # a file, not a pipe: --json prints hundreds of MB
+            p = subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE, env=env, timeout=timeout)
+            rc, out_bytes, err = p.returncode, stdout.tell(), p.stderr.decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        rc, out_bytes, err = "timeout", 0, ""
+    wall = time.perf_counter() - t0
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    print(
+        json.dumps({"rc": rc, "wall_s": wall, "peak_mb": peak_kb / 1024, "stdout_bytes": out_bytes, "err": err[-300:]})
+    )
+
+
+def measure(name: str, run: Path, out: Path, timeout: float, nice: int) -> dict:
+    argv = [sys.executable, "-m", "replay.cli"] + [a.format(run=run, out=out) for a in COMMANDS[name]]
+    if nice:
+        argv = ["nice", "-n", str(nice)] + argv
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    code = (
+        "import sys, json; sys.path.insert(0, %r); import million; million._measure_child(json.loads(sys.argv[1]), %r)"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code % (str(Path(__file__).parent), timeout), json.dumps(argv)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=1_000_000)
+    ap.add_argument("--dir", help="where the packed run goes (default: a temporary directory)")
+    ap.add_argument("--keep", action="store_true", help="keep the run and outputs afterwards")
+    ap.add_argument("--only", help="comma-separated command names: " + ",".join(COMMANDS))
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per command")
+    ap.add_argument("--nice", type=int, default=0, help="run each command under nice -n N")
+    args = ap.parse_args(argv)
+    names = args.only.split(",") if args.only else list(COMMANDS)
+    unknown = [n for n in names if n not in COMMANDS]
+    if unknown:
+        ap.error(f"--only: unknown command(s) {', '.join(unknown)}; expected some of {', '.join(COMMANDS)}")
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="million_"))
+    run = base / f"run_{args.rounds}"
+    try:
+        if (run / "manifest.json").exists():
+            print(f"reusing {run}", file=sys.stderr)
+        else:
+            s = generate(run, args.rounds)
+            print(f"generated {run} in {s:.1f} s", file=sys.stderr)
+        mb = sum(p.stat().st_size for p in run.rglob("*") if p.is_file()) / 1e6
+        load = os.getloadavg()[0]
+        rows = []
+        for name in names:
+            r = measure(name, run, base / "out" / name, args.timeout, args.nice)  # own folder: runs may overlap
+            rows.append((name, r))
+            note = "" if r["rc"] in (0, 1) else f"  rc={r['rc']} {r['err'].strip()[-200:]}"
+            print(f"  {name}: {r['wall_s']:.1f} s, {r['peak_mb']:.0f} MB{note}", file=sys.stderr)
+        print(f"{machine_line()}; load average {load:.1f} at start, {os.getloadavg()[0]:.1f} at end")
+        print(
+            f"run: {args.rounds:,} rounds, packed, {mb:,.0f} MB (article tree, all layout, scores, 5 % early stops)\n"
+        )
+        print("| command | wall s | peak RSS MB | exit |")
+        print("|---|---|---|---|")
+        for name, r in rows:
+            shown = " ".join(
+                a.replace("{run}", "RUN").replace("{out}/", "") for a in COMMANDS[name] if a != "--no-progress"
+            )
+            shown = shown.replace("|", "\\|")  # a markdown table cell
+            print(f"| `{shown}` | {r['wall_s']:.1f} | {r['peak_mb']:,.0f} | {r['rc']} |")
+        return 0
+    finally:
+        if not args.keep and not args.dir:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
