@@ -2043,3 +2043,46 @@ def test_counts_of_zero_are_refused_before_the_models_load(capsys, models_by_nam
     assert code == 2 and out == ""
     assert_told(err, *words)
     assert len(err.strip().splitlines()) == 1
+
+
+# --- mistakes-round2: a new user's try ---
+#
+# A tiny tree by hand: config [2]|[1], topHead [1, 1]. Step 0 drafts 5, 6 under the root; step 1
+# (no scores: rank-major fallback, expands node 1 = token 5) drafts 7. Tree order: root, 5, 6, 7.
+# All layout (4 rows): root -> 5, node 5 -> 7, node 6 -> 1, node 7 -> 8 (bonus): accepted length 2.
+
+
+def tiny_all(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    write_config(directory / "config.json", [[2], [1]], [1, 1])
+    write_matrix(directory / "draft_step_0_9_19", [[5, 6]])
+    write_matrix(directory / "draft_step_1_10_20", [[7]])
+    write_matrix(directory / "validate_10_20", [[5], [7], [1], [8]])
+    return directory
+
+
+@pytest.mark.parametrize("command", ["replay", "batch", "stats"])
+def test_a_stated_parents_layout_on_an_all_layout_dump_is_refused(capsys, tmp_path, command):
+    """--layout parents on 4 all-layout rows used the first 2 rows silently (exit 0)."""
+    dump = tiny_all(tmp_path / "d")
+    code, out, err = run(capsys, command, dump, "--layout", "parents")
+    assert code == 2, (out, err)
+    assert_told(err, "validate_10_20", "4 row(s)", "the parents layout needs 2", "--layout all")
+    assert "round 10_20: round 10_20" not in err  # the round is named once
+
+
+def test_a_manifest_parents_layout_on_an_all_layout_dump_is_refused(capsys, tmp_path):
+    dump = tiny_all(tmp_path / "d")
+    (dump / "manifest.json").write_text('{"layout": "parents"}')
+    code, out, err = run(capsys, "replay", dump, "--summary")
+    assert code == 2
+    assert_told(err, "parents layout needs 2")
+
+
+def test_a_parents_file_with_more_entries_than_rows_is_refused(capsys, tmp_path):
+    """Three parents for one row were accepted silently; one too few was already an error."""
+    dump = tiny_all(tmp_path / "d")
+    write_matrix(dump / "draft_step_1_10_20.parents", [[1], [2], [3]])
+    code, out, err = run(capsys, "replay", dump, "--summary")
+    assert code == 2
+    assert_told(err, "draft_step_1_10_20.parents", "3 entries", "1 row", "one node index per row")

@@ -24,7 +24,7 @@ from replay.io.manifest import Manifest, group_rounds, read_manifest
 from replay.io.packed.format import looks_packed
 from replay.io.packed.pack import PackedBlockError, PackedRun
 from replay.io.rounds import Round, load_round
-from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError
+from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError, skip_reason
 
 from .rebuild import Rebuilt, rebuild_tree
 
@@ -75,6 +75,16 @@ def resolve_layout(
         need = n_parents if stated == LAYOUT_PARENTS else n_all
         if rows < need:
             raise RoundError(key, f"validate has {rows} row(s); the {stated} layout needs {need}", path)
+        if stated == LAYOUT_PARENTS and rows >= n_all:
+            # A matrix with a row for every node is an all-layout one: reading its first rows as the
+            # expanded nodes' would silently use other nodes' targets. (Fewer rows than that is the
+            # ambiguous case a stated parents layout settles, the rest ignored as padding.)
+            raise RoundError(
+                key,
+                f"validate has {rows} row(s) beyond trailing padding, as the all layout has (at least {n_all}); "
+                f"the parents layout needs {need}: state --layout all, or remove the extra rows",
+                path,
+            )
         return stated, "stated", need
     if rows == n_parents:
         return LAYOUT_PARENTS, "detected", n_parents
@@ -186,7 +196,7 @@ def iter_rounds(
                 opts.layout,
             )
         except DumpError as exc:
-            skipped.append(Skipped(f"round {files.key[0]}_{files.key[1]}", str(exc), (exc.path,)))
+            skipped.append(Skipped(f"round {files.key[0]}_{files.key[1]}", skip_reason(exc), (exc.path,)))
 
 
 def replay_directory(
@@ -215,7 +225,7 @@ def replay_directory(
         try:
             results.append(replay_round(rnd, tree_cfg))
         except SpecReplayError as exc:
-            skipped.append(Skipped(f"round {rnd.name}", str(exc), (getattr(exc, "path", None) or "",)))
+            skipped.append(Skipped(f"round {rnd.name}", skip_reason(exc), (getattr(exc, "path", None) or "",)))
         if progress:
             progress(k + 1, total)
     if opts.only_round is not None and not results and not any(opts.only_round == f.key for f in grouping.rounds):
@@ -313,7 +323,7 @@ def replay_packed(
         try:
             results.append(replay_round(item, tree))
         except SpecReplayError as exc:
-            skipped.append(Skipped(f"round {item.name}", str(exc), (getattr(exc, "path", None) or "",)))
+            skipped.append(Skipped(f"round {item.name}", skip_reason(exc), (getattr(exc, "path", None) or "",)))
         loaded += 1
         if progress:
             progress(loaded, packed.num_rounds)

@@ -22,7 +22,7 @@ from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
 from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
 from replay.io.manifest import Manifest, group_rounds
 from replay.io.packed.pack import PackedBlockError, PackedRun, is_packed_run
-from replay.util.errors import DumpError, RoundNotFoundError, SpecReplayError
+from replay.util.errors import DumpError, RoundNotFoundError, SpecReplayError, skip_reason
 from replay.util.parallel import ordered_map, resolve_workers
 
 from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
@@ -202,7 +202,7 @@ def explain_rejections(batch: RoundBatch, res: BatchResult, tree: TreeConfig) ->
             replay_round(rnd, tree)
         except SpecReplayError as exc:
             ordinal = int(batch.ordinals[i]) if batch.ordinals is not None else int(i)
-            out.append((ordinal, Skipped(f"round {rnd.name}", str(exc), (getattr(exc, "path", None) or "",))))
+            out.append((ordinal, Skipped(f"round {rnd.name}", skip_reason(exc), (getattr(exc, "path", None) or "",))))
             continue
         raise RuntimeError(
             f"batch replay rejected round {rnd.name} but the reference replays it: a bug in replay.engine.batch"

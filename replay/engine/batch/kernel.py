@@ -164,7 +164,9 @@ def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, check
     n_par, n_all = shape.num_expanded, shape.num_nodes + 1
     if batch.layout is not None:
         need_v = n_par if batch.layout == "parents" else n_all
-        checks.add(rows_used < need_v, ERR_VALIDATE_ROWS)
+        # parents: fewer rows than the all layout's (those fit that layout), as resolve_layout
+        bad_rows = (rows_used < need_v) | ((rows_used >= n_all) if batch.layout == "parents" else False)
+        checks.add(bad_rows, ERR_VALIDATE_ROWS)
         is_all = np.full(c, batch.layout == "all")
         need = np.full(c, need_v)
     else:

@@ -328,7 +328,7 @@ def _as_parents(parents: np.ndarray, rows: int, path: Path) -> np.ndarray:
             f"expected one node index per row of the ids, got {shape_words(parents.shape)}; write one index per line",
             "parents",
         )
-    if parents.shape[0] < rows:
+    if parents.shape[0] != rows:  # too many is as wrong as too few: which entries go with which row?
         n = parents.shape[0]
         raise DumpError(
             path,
