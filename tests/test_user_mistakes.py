@@ -2086,3 +2086,13 @@ def test_a_parents_file_with_more_entries_than_rows_is_refused(capsys, tmp_path)
     code, out, err = run(capsys, "replay", dump, "--summary")
     assert code == 2
     assert_told(err, "draft_step_1_10_20.parents", "3 entries", "1 row", "one node index per row")
+
+
+@pytest.mark.parametrize("command", ["replay", "batch", "plot", "report"])
+def test_a_repeated_round_option_is_refused(capsys, tmp_path, command):
+    """--round 10_20 --round 9_19 replayed only the last and exited 0."""
+    dump = tiny_all(tmp_path / "d")
+    code, out, err = run(capsys, command, dump, "--round", "10_20", "--round", "9_19", "-o", tmp_path / "o")
+    assert code == 2 and out == ""
+    assert_told(err, "--round", "more than once")
+    assert len(err.strip().splitlines()) == 1

@@ -21,6 +21,7 @@ from replay.util.progress import progress_enabled
 
 from .options import (
     JSON_OBJECT_HELP,
+    OneRound,
     add_command,
     add_dump_input,
     add_dump_options,
@@ -391,5 +392,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--show-round",
         dest="show_round",
         type=parse_key,
+        action=OneRound,
         help="round to draw, as A_B (default: a typical failing round, docs/analysis.md)",
     )

@@ -28,7 +28,7 @@ from .cmd_analysis import (
     option_configs,
     skipped_status,
 )
-from .options import JSON_OBJECT_HELP, add_command, add_output, at_least_one, parse_key
+from .options import JSON_OBJECT_HELP, OneRound, add_command, add_output, at_least_one, parse_key
 
 COMPARE_EPILOG = """\
 examples:
@@ -375,5 +375,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--round",
         dest="show_round",
         type=parse_key,
+        action=OneRound,
         help="round to draw per run, as A_B (default: a typical failing round, docs/analysis.md)",
     )

@@ -14,6 +14,7 @@ from replay.util.progress import progress_enabled, tqdm_progress
 
 from .options import (
     JSON_LINES_HELP,
+    OneRound,
     add_command,
     add_dump_input,
     add_dump_options,
@@ -86,7 +87,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_dump_input(p)
     add_dump_options(p)
-    p.add_argument("--round", type=parse_key, help="only this round, as A_B (the validate file's numbers)")
+    p.add_argument(
+        "--round", type=parse_key, action=OneRound, help="only this round, as A_B (the validate file's numbers)"
+    )
     shown = p.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help=JSON_LINES_HELP)
     shown.add_argument("--summary", action="store_true", help="print only the summary, not every round's tree")

@@ -22,6 +22,7 @@ from replay.util.progress import progress_enabled
 
 from .options import (
     JSON_LINES_HELP,
+    OneRound,
     add_command,
     add_dump_input,
     add_dump_options,
@@ -215,7 +216,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_dump_input(b)
     add_dump_options(b)
-    b.add_argument("--round", type=parse_key, help="only this round, as A_B")
+    b.add_argument("--round", type=parse_key, action=OneRound, help="only this round, as A_B")
     b.add_argument("--json", action="store_true", help=JSON_LINES_HELP + " (as replay --json)")
     add_output(
         b,
