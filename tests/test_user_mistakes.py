@@ -264,7 +264,7 @@ def test_rounds_that_replay_differently_from_the_manifest_are_flagged(capsys, tm
     assert code == 0 and "probably wrong" not in out
     assert_told(
         err,
-        "WARNING: mixed: 1 of 1 round(s) replay differently from what",
+        "mixed: WARNING: 1 of 1 round(s) replay differently from what",
         "manifest.json records",
         "round 124_140: draft nodes 12 replayed, 10 recorded (num_nodes)",
         "accepted length 3 replayed, 2 recorded",
@@ -2095,4 +2095,33 @@ def test_a_repeated_round_option_is_refused(capsys, tmp_path, command):
     code, out, err = run(capsys, command, dump, "--round", "10_20", "--round", "9_19", "-o", tmp_path / "o")
     assert code == 2 and out == ""
     assert_told(err, "--round", "more than once")
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv", [["replay"], ["replay", "--summary"], ["replay", "--json"], ["batch"]])
+def test_replay_and_batch_check_the_manifest_round_records(capsys, tmp_path, argv):
+    """stats/compare/report warned that rounds replay differently from manifest.json; replay and
+    batch said nothing. The check is one function (replay.io.manifest), on stderr everywhere."""
+    dump = timed_article(tmp_path / "mixed", timing=None, record=dict(ROUND_RECORD, accepted_length=2))
+    code, out, err = run(capsys, *argv, dump, "--no-progress")
+    assert code == 0 and "probably wrong" not in out
+    assert_told(err, "1 of 1 round(s) replay differently", "accepted length 3 replayed, 2 recorded", "probably wrong")
+    assert err.count("replay differently") == 1
+
+
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["replay", "--summary", "--workers", "3"], ["--workers 3 without --json", "drop --workers"]),
+        (["replay", "--workers", "2"], ["--workers 2 without --json"]),
+        (["replay", "--json", "--workers", "-2"], ["--workers", "at least 1", "-2"]),
+        (["batch", "--workers", "0"], ["--workers", "at least 1", "got 0"]),
+    ],
+)
+def test_workers_that_would_do_nothing_or_cannot_be_are_refused(capsys, tmp_path, argv, words):
+    """--workers without --json was taken and did nothing; a negative count was taken as 1."""
+    dump = tiny_all(tmp_path / "d")
+    code, out, err = run(capsys, argv[0], dump, *argv[1:])
+    assert code == 2 and out == ""
+    assert_told(err, *words)
     assert len(err.strip().splitlines()) == 1

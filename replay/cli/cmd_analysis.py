@@ -80,7 +80,7 @@ def add_runs_input(p: argparse.ArgumentParser, many: bool = True) -> None:
 
 def load_runs_from_args(args):
     """Replay every DUMP; a run without a single replayable round is reported and left out."""
-    from analysis.tables.runs import load_runs, manifest_round_warnings
+    from analysis.tables.runs import load_runs
 
     for d in args.dirs:
         require_dump_source(d)
@@ -91,9 +91,7 @@ def load_runs_from_args(args):
         raise no_rounds_error(run.replay.directory, run.replay.skipped, run.replay.warnings, run.label)
     for run in runs:
         if run.results:
-            for line in manifest_round_warnings(run):  # a number that is probably wrong; the input is used all the same
-                print(f"specreplay: {line}", file=sys.stderr)
-            continue
+            continue  # its warnings (a manifest disagreeing with the rounds, too) come with its skips
         print_reading(run.replay, run.label)  # why, before saying the run is left out
         print(
             f"specreplay: {run.label}: no round could be replayed{why_no_rounds(run.replay.skipped)}; left out",

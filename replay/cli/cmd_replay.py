@@ -10,6 +10,7 @@ from replay.engine.render import render_round, render_summary
 from replay.engine.replayer import replay_directory
 from replay.engine.runs import replay_run
 from replay.io.sources import require_dump_source
+from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled, tqdm_progress
 
 from .options import (
@@ -19,6 +20,7 @@ from .options import (
     add_dump_input,
     add_dump_options,
     add_no_progress,
+    at_least_one,
     options_from_args,
     parse_key,
     print_reading,
@@ -46,6 +48,11 @@ not one round replayed, too).
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    if args.workers is not None and not args.json:
+        # the tree text and --summary replay round by round in this process: --workers would do nothing
+        raise SpecReplayError(
+            f"--workers {args.workers} without --json: only --json reads in worker processes; drop --workers"
+        )
     require_dump_source(args.dir)
     if args.json:
         return _replay_json(args)
@@ -93,5 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     shown = p.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help=JSON_LINES_HELP)
     shown.add_argument("--summary", action="store_true", help="print only the summary, not every round's tree")
-    p.add_argument("--workers", type=int, default=None, help="with --json: reader processes (default: up to 2 cores)")
+    p.add_argument(
+        "--workers", type=at_least_one, default=None, help="with --json: reader processes (default: up to 2 cores)"
+    )
     add_no_progress(p)

@@ -29,6 +29,7 @@ from .options import (
     add_no_progress,
     add_output,
     add_reading_options,
+    at_least_one,
     options_from_args,
     parse_key,
     print_notes,
@@ -187,7 +188,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p, output_dir, "packed run directory to create", dest="out", metavar="RUN", required=True, aliases=["--out"]
     )
     add_reading_options(p)
-    p.add_argument("--workers", type=int, default=None, help="reader processes (default: up to 2 cores)")
+    p.add_argument("--workers", type=at_least_one, default=None, help="reader processes (default: up to 2 cores)")
     p.add_argument("--block-rounds", type=int, default=DEFAULT_BLOCK_ROUNDS, help="rounds per block")
     p.add_argument("--force", action="store_true", help="replace an existing packed run at -o/--output")
     p.add_argument("--verify", action="store_true", help="re-read and check every checksum after packing")
@@ -226,5 +227,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         aliases=["--table"],
     )
-    b.add_argument("--workers", type=int, default=None, help="reader processes and replay threads (default: up to 2)")
+    b.add_argument(
+        "--workers", type=at_least_one, default=None, help="reader processes and replay threads (default: up to 2)"
+    )
     add_no_progress(b)

@@ -20,7 +20,7 @@ from replay.core.tree import Tree
 from replay.core.vocab import PAD_TOKEN
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
-from replay.io.manifest import Manifest, group_rounds, read_manifest
+from replay.io.manifest import Manifest, group_rounds, read_manifest, recorded_round_warnings
 from replay.io.packed.format import looks_packed
 from replay.io.packed.pack import PackedBlockError, PackedRun
 from replay.io.rounds import Round, load_round
@@ -234,6 +234,16 @@ def replay_directory(
             no_such_round(opts.only_round, [f.key for f in grouping.rounds], str(directory), grouping.skipped),
         )
     warnings = reading_warnings(grouping.step0, [r.acceptance.accepted_length for r in results])
+    warnings += recorded_round_warnings(
+        manifest,
+        tree_cfg,
+        ([r.key[0] for r in results], [r.key[1] for r in results]),
+        {
+            "num_nodes": [r.tree.num_nodes for r in results],
+            "draft_steps": [r.tree.num_steps for r in results],
+            "accepted_length": [r.acceptance.accepted_length for r in results],
+        },
+    )
     return DirectoryReplay(
         str(directory),
         config,

@@ -20,7 +20,7 @@ import numpy as np
 from replay.core.config import SpecConfig, TreeConfig
 from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
 from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
-from replay.io.manifest import Manifest, group_rounds
+from replay.io.manifest import Manifest, group_rounds, recorded_round_warnings
 from replay.io.packed.pack import PackedBlockError, PackedRun, is_packed_run
 from replay.util.errors import DumpError, RoundNotFoundError, SpecReplayError, skip_reason
 from replay.util.parallel import ordered_map, resolve_workers
@@ -291,7 +291,18 @@ def replay_run(
     if run.options.only_round is not None and not len(result) and not run.has_round(run.options.only_round):
         raise _missing_round(run)
     skipped = run.skipped + tuple(s for _, s in sorted(later, key=lambda t: t[0]))
-    warnings = reading_warnings(run.step0, result.accepted_length[result.ok])
+    ok = result.ok
+    warnings = reading_warnings(run.step0, result.accepted_length[ok])
+    warnings += recorded_round_warnings(
+        run.manifest,
+        run.tree,
+        result.keys[:, ok],
+        {
+            "num_nodes": result.num_nodes[ok],
+            "draft_steps": result.num_steps[ok],
+            "accepted_length": result.accepted_length[ok],
+        },
+    )
     return RunReplay(
         run.path,
         run.kind,
