@@ -2125,3 +2125,42 @@ def test_workers_that_would_do_nothing_or_cannot_be_are_refused(capsys, tmp_path
     assert code == 2 and out == ""
     assert_told(err, *words)
     assert len(err.strip().splitlines()) == 1
+
+
+def tiny_two_rounds(directory: Path) -> Path:
+    """tiny_all plus a second round 11_21 (its step 0 named 10_20), the same files."""
+    tiny_all(directory)
+    write_matrix(directory / "draft_step_0_10_20", [[5, 6]])
+    write_matrix(directory / "draft_step_1_11_21", [[7]])
+    write_matrix(directory / "validate_11_21", [[5], [7], [1], [8]])
+    return directory
+
+
+@pytest.mark.parametrize("command", [["replay", "--summary"], ["replay", "--json"], ["batch"], ["stats"]])
+@pytest.mark.parametrize(
+    "lose,words",
+    [
+        ({"draft_step_1_11_21": None}, ["validate has 4 rows", "2 draft steps", "draft_step_1_11_21 is missing"]),
+        ({"draft_step_1_11_21": "Draft_Step_1_11_21"}, ["missing draft_step_1_11_21", "Draft_Step_1_11_21"]),
+        (
+            {"draft_step_1_11_21": "draft_step_1_11_21.scores"},
+            ["missing draft_step_1_11_21", "companion without its data file"],
+        ),
+    ],
+)
+def test_a_lost_last_draft_step_is_not_an_early_stop(capsys, tmp_path, command, lose, words):
+    """The last step's file deleted, misnamed, or only its .scores left: the round replayed with one
+    step, as if it stopped early (exit 0, or 1 with the round still counted)."""
+    dump = tiny_two_rounds(tmp_path / "d")
+    for name, becomes in lose.items():
+        if becomes is None:
+            (dump / name).unlink()
+        else:
+            (dump / name).rename(dump / becomes)
+    code, out, err = run(capsys, *command, dump, "--no-progress")
+    assert code == 1, err
+    assert_told(err, "skipped round 11_21", *words)
+    if "--json" in command:
+        assert [json.loads(line)["round"] for line in out.splitlines()] == ["10_20"]
+    elif command[0] == "replay":
+        assert "rounds replayed: 1   skipped: 1" in out

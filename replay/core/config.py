@@ -80,6 +80,14 @@ class TreeConfig:
         """Draft nodes in the full tree, root excluded (12 for the article's config)."""
         return sum(self.level_sizes)
 
+    def all_rows_of_deeper_trees(self, steps: int) -> tuple[int, ...]:
+        """Rows of an all-layout validate (root + nodes) for this static tree drafted to more than
+        ``steps`` steps. A round with ``steps`` draft files whose validate has exactly one of these
+        counts lost its last draft step(s): an early stop has no rows for steps it never drafted."""
+        if self.tree_type == TREE_DYNAMIC:
+            return ()  # a dynamic tree's levels vary by round: row counts prove nothing
+        return tuple(1 + sum(self.level_sizes[:s]) for s in range(steps + 1, self.gamma + 1))
+
     @property
     def num_expanded(self) -> int:
         """Nodes the draft runs on (= rows of a ``parents``-layout validate matrix)."""

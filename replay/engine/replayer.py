@@ -98,11 +98,29 @@ def resolve_layout(
     )
 
 
+def _check_no_lost_step(rnd: Round, cfg: TreeConfig, tree: Tree, rows: int) -> None:
+    """An all-layout validate with exactly the rows of a deeper tree proves that draft files are
+    missing: replayed with the steps left, the round would pass as one that stopped early."""
+    steps = tree.num_steps
+    deeper = cfg.all_rows_of_deeper_trees(steps)
+    if rows in deeper:
+        more = deeper.index(rows) + 1
+        raise RoundError(
+            rnd.key,
+            f"validate has {rows} rows, the all layout of {steps + more} draft steps, but the round has "
+            f"{steps}: draft_step_{steps}_{rnd.key[0]}_{rnd.key[1]} is missing (an early stop has no rows "
+            "for the steps it did not draft)",
+            rnd.validate.path,
+        )
+
+
 def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
     """The reference replay of one round; raises RoundError when the dump disagrees with cfg."""
     rebuilt = rebuild_tree(rnd, cfg)
     tree = rebuilt.tree
     layout, source, rows = resolve_layout(rnd.key, tree, rnd.validate.ids, rnd.layout, rnd.validate.path)
+    if layout == LAYOUT_ALL:
+        _check_no_lost_step(rnd, cfg, tree, _trailing_pad_rows(rnd.validate.ids))
     if np.any(rnd.validate.ids[:rows, 0] < 0):
         bad = int(np.flatnonzero(rnd.validate.ids[:rows, 0] < 0)[0])
         raise RoundError(rnd.key, f"validate row {bad} has no token in column 0", rnd.validate.path)

@@ -59,6 +59,7 @@ DEFAULT_STEP0_OFFSET: tuple[int, int] = (1, 1)  # the article's rule: step 0 is 
 OFFSET_DEFAULT, OFFSET_DETECTED, OFFSET_OPTION = "default", "detected", "--step0-offset"
 STRAY_REASON = "name matches neither draft_step_I_A_B nor validate_A_B"
 EXT_REASON = "extension {ext} is not read"
+ORPHAN_REASON = "companion file without its data file"
 ROUND_PREFIX = "round "  # Skipped.what of a round's entry; any other entry names a file
 
 
@@ -438,7 +439,7 @@ def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[tuple, File
     for lkey, comp in companions.items():
         for ps in comp.values():
             for p in ps:
-                skipped.append(Skipped(_base_name(p), "companion file without its data file", (p,)))
+                skipped.append(Skipped(_base_name(p), ORPHAN_REASON, (p,)))
     return out, skipped
 
 
@@ -583,12 +584,65 @@ def _assemble(
             skipped.append(Skipped(name, f"missing {want}{more}", paths))
             continue
         rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))
+    rounds = _lost_last_steps(rounds, skipped, (da, db))
     # An unreadable entry is named in its round's entry (counted once); one in no round is listed alone.
     skipped[at_unreadable:at_unreadable] = [
         Skipped(_base_name(p), why, (p,)) for p, why in unreadable.items() if p not in told
     ]
     skipped = _fold_near_misses(skipped, files, step0_offset)
     return Grouping(tuple(rounds), tuple(skipped), tuple(sorted(by_round)), check)
+
+
+def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped], offset: tuple[int, int]) -> list[RoundFiles]:
+    """Rounds whose next draft step is named by a stray file: a near-miss name (Draft_Step_2_10_20)
+    or an orphan companion (draft_step_2_10_20.scores alone). Such a round lost its last step; replayed
+    with the steps left it would pass as a round that stopped early. It is skipped instead, its entry
+    naming the missing file and the stray (which is not listed again)."""
+    evidence: dict[tuple[int, int, int], list[int]] = defaultdict(list)  # the matrix strays name → their entries
+    for i, s in enumerate(skipped):
+        if len(s.paths) != 1:
+            continue
+        name = _base_name(s.paths[0])
+        if s.reason == ORPHAN_REASON:
+            guess: str | None = name
+        elif s.reason.startswith((STRAY_REASON, EXT_REASON.split("{")[0])):
+            guess = near_miss(name)
+        else:
+            continue
+        m = _NAME.match(guess) if guess is not None else None
+        if m is None or m.group("validate"):
+            continue
+        evidence[(int(m.group("step")), int(m.group("a")), int(m.group("b")))].append(i)
+    if not evidence:
+        return rounds
+    kept, drop = [], set()
+    for r in rounds:
+        n = len(r.steps)  # the step after the last one present (n >= 1: step 0 is never the lost "last")
+        a, b = r.key
+        strays = evidence.get((n, a, b))
+        if not strays:
+            kept.append(r)
+            continue
+        drop.update(strays)
+        found = ", ".join(
+            f"{printable(_base_name(skipped[i].paths[0]))} "
+            + (
+                "(a companion without its data file)"
+                if skipped[i].reason == ORPHAN_REASON
+                else f"(did you mean {near_miss(_base_name(skipped[i].paths[0]))}?)"
+            )
+            for i in strays
+        )
+        skipped.append(
+            Skipped(
+                f"{ROUND_PREFIX}{a}_{b}",
+                f"missing draft_step_{n}_{a}_{b}: found {found}; without its last draft step the round would "
+                "replay as one that stopped early",
+                (*(fs.data for fs in r.steps), r.validate.data, *(skipped[i].paths[0] for i in strays)),
+            )
+        )
+    skipped[:] = [s for i, s in enumerate(skipped) if i not in drop]
+    return kept
 
 
 def _fold_near_misses(
@@ -654,6 +708,8 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
         keep = [not o for o in other]
         for i in np.flatnonzero(~np.asarray(keep, dtype=bool)).tolist():
             skipped += _stray(*entries[i])
+        if skipped:
+            return None  # a stray may be a round's lost step (_lost_last_steps): the general work checks
         step_text, a_text, b_text = (list(compress(col, keep)) for col in (step_text, a_text, b_text))
         entries = list(compress(entries, keep))
     if (

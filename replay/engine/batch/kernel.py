@@ -33,6 +33,7 @@ from replay.io.roundbatch import RoundBatch
 
 from .codes import (
     BONUS_NONE,
+    ERR_LOST_STEP,
     ERR_OK,
     ERR_PARENTS,
     ERR_TOKENS,
@@ -149,7 +150,7 @@ def _rebuild_chunk(
     return tokens, chosen, selection, mismatch
 
 
-def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, checks: _Checks):
+def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, checks: _Checks, deeper: tuple = ()):
     """(column 0 [vrows, C], layout is "all" [C] bool, rows the layout uses [C]) as resolve_layout."""
     v = batch.validate.ids[:, :, lo:hi]
     vrows, vcols, c = v.shape
@@ -174,6 +175,8 @@ def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, check
         is_all = ~is_par & (rows_used >= n_all)
         checks.add(~(is_par | is_all), ERR_VALIDATE_ROWS)
         need = np.where(is_par, n_par, n_all)
+    if deeper:  # as replayer._check_no_lost_step
+        checks.add(is_all & np.isin(rows_used, deeper), ERR_LOST_STEP)
     if (need == need[0]).all():
         checks.add(val0[: int(need[0])].min(axis=0) < 0, ERR_VALIDATE_COL0)
     else:
@@ -274,7 +277,14 @@ def _accept_chunk(
 
 
 def _replay_chunk(
-    batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static: bool, res: BatchResult, notes: dict
+    batch: RoundBatch,
+    lo: int,
+    hi: int,
+    shape: TreeShape,
+    static: bool,
+    res: BatchResult,
+    notes: dict,
+    deeper: tuple = (),
 ) -> None:
     """Replay rounds [lo, hi) of ``batch`` (all of ``shape``) into ``res`` rows [lo, hi)."""
     c = hi - lo
@@ -282,7 +292,7 @@ def _replay_chunk(
     sl = slice(lo, hi)
     checks = _Checks()
     tokens, chosen, selection, mismatch = _rebuild_chunk(batch, lo, hi, shape, static, checks, col)
-    val0, is_all, need = _validate_chunk(batch, lo, hi, shape, checks)
+    val0, is_all, need = _validate_chunk(batch, lo, hi, shape, checks, deeper)
     _accept_chunk(shape, tokens, chosen, val0, is_all, col, res, sl)
     res.layout[sl] = is_all
     res.validate_extra_rows[sl] = batch.validate.rows - need
