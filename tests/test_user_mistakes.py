@@ -1093,6 +1093,13 @@ def test_the_readme_shows_what_replay_prints(capsys, monkeypatch):
     at = [lines.index(line) for line in shown]  # each shown line is printed, in this order
     assert at == sorted(at), "README lines out of order"
     assert "mean acceptance length (bonus included): 4.0000" in block
+    # mistakes-round2: up to its "...", the README leaves no line out (it left out a WARNING note),
+    # and the stderr line it shows next is what replay writes there
+    cut = block.splitlines().index("  ...")
+    assert lines[:cut] == block.splitlines()[:cut]
+    after = readme[readme.index("```", readme.index("```\n", start) + 4) + 3 :]
+    err_block = after[after.index("```\n") + 4 : after.index("```", after.index("```\n") + 4)]
+    assert err_block.splitlines() == err.splitlines()
 
 
 def test_generate_headline_is_what_its_dump_holds(capsys, tmp_path):
@@ -2164,3 +2171,17 @@ def test_a_lost_last_draft_step_is_not_an_early_stop(capsys, tmp_path, command, 
         assert [json.loads(line)["round"] for line in out.splitlines()] == ["10_20"]
     elif command[0] == "replay":
         assert "rounds replayed: 1   skipped: 1" in out
+
+
+@pytest.mark.parametrize("command", [["replay"], ["replay", "--summary"], ["batch"], ["stats"], ["compare"]])
+def test_warnings_about_the_input_go_to_stderr_once(capsys, tmp_path, command):
+    """replay printed the rank-major WARNING as a note on stdout, stats its own WARNING line on stdout,
+    compare its 'no measured timings' WARNING on stdout; batch said nothing at all."""
+    dump = tiny_two_rounds(tmp_path / "d")
+    code, out, err = run(capsys, *command, dump, "--no-progress")
+    assert code == 0, err
+    assert "WARNING" not in out
+    assert_told(err, "2 of 2 round(s) have no scores and no parents", "rank-major fallback")
+    assert err.count("rank-major fallback") == 1
+    if command[0] == "compare":
+        assert_told(err, "no measured timings")

@@ -257,10 +257,6 @@ def run_stats(args: argparse.Namespace) -> int:
             )
             sel = tables.rounds[tables.rounds["run"] == run.label]["selection"].value_counts()
             out.write("  selection: " + ", ".join(f"{k} x{v}" for k, v in sel.items()) + "\n")
-            if any("fallback" in k for k in sel.index):
-                out.write(
-                    "  WARNING: rounds without scores or parents: expanded nodes chosen by the rank-major fallback\n"
-                )
         out.write("\n== summary ==\n")
         if len(runs) > 1:
             out.write(runs_side_by_side(tables.rounds).to_string(float_format=lambda v: f"{v:.4f}") + "\n")

@@ -139,9 +139,8 @@ def run_compare(args: argparse.Namespace) -> int:
                     tmp, format=plot_format, dpi=plots.DPI, bbox_inches="tight"
                 )
     warnings = [w for w in (cost_warning(costs[r], r) for r in costs) if w]
-    if args.json or args.csv:  # the text output carries them under each run
-        for w in warnings:
-            print(f"specreplay: {w}", file=sys.stderr)
+    for w in warnings:  # about the input: on stderr in every format (the JSON lists them too)
+        print(f"specreplay: {w}", file=sys.stderr)
     for w in suspicious:  # a number that is probably wrong: on stderr whatever the output format
         print(f"specreplay: {w}", file=sys.stderr)
     warnings += suspicious
@@ -174,8 +173,6 @@ def run_compare(args: argparse.Namespace) -> int:
             shown = compare_display(grp)
             print(f"{run}: {int(grp['rounds'].iloc[0])} rounds, recorded {grp['config'].iloc[0]} (first row)")
             print(f"  cost model: {costs[run].source} {json.dumps(costs[run].to_json())}")
-            if cost_warning(costs[run], run):
-                print(f"  {cost_warning(costs[run], run)}")
             speed = measured[run]
             if speed is not None:
                 print(f"  {speed.describe()}")

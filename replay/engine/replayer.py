@@ -16,6 +16,7 @@ import numpy as np
 from replay.core.acceptance import Acceptance, accept_greedy, target_top1_per_node
 from replay.core.config import SpecConfig, TreeConfig
 from replay.core.records import record_of
+from replay.core.selection import FALLBACK_WARNING, fallback_run_warning
 from replay.core.tree import Tree
 from replay.core.vocab import PAD_TOKEN
 from replay.io.formats.matrix_io import RawSpec
@@ -252,6 +253,8 @@ def replay_directory(
             no_such_round(opts.only_round, [f.key for f in grouping.rounds], str(directory), grouping.skipped),
         )
     warnings = reading_warnings(grouping.step0, [r.acceptance.accepted_length for r in results])
+    fallback = fallback_run_warning(sum(FALLBACK_WARNING in r.notes for r in results), len(results))
+    warnings += (fallback,) if fallback else ()
     warnings += recorded_round_warnings(
         manifest,
         tree_cfg,

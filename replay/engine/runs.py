@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from replay.core.config import SpecConfig, TreeConfig
+from replay.core.selection import fallback_run_warning
 from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
 from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
 from replay.io.manifest import Manifest, group_rounds, recorded_round_warnings
@@ -25,7 +26,7 @@ from replay.io.packed.pack import PackedBlockError, PackedRun, is_packed_run
 from replay.util.errors import DumpError, RoundNotFoundError, SpecReplayError, skip_reason
 from replay.util.parallel import ordered_map, resolve_workers
 
-from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
+from .batch import DEFAULT_CHUNK_ROUNDS, SEL_FALLBACK, BatchResult, RoundBatch, empty_result, replay_batch
 from .replayer import (  # noqa: F401  (replay_packed re-exported)
     DirectoryReplay,
     ReplayOptions,
@@ -293,6 +294,8 @@ def replay_run(
     skipped = run.skipped + tuple(s for _, s in sorted(later, key=lambda t: t[0]))
     ok = result.ok
     warnings = reading_warnings(run.step0, result.accepted_length[ok])
+    fallback = fallback_run_warning(int((result.selection[:, ok] == SEL_FALLBACK).any(axis=0).sum()), int(ok.sum()))
+    warnings += (fallback,) if fallback else ()
     warnings += recorded_round_warnings(
         run.manifest,
         run.tree,

@@ -708,8 +708,8 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
         keep = [not o for o in other]
         for i in np.flatnonzero(~np.asarray(keep, dtype=bool)).tolist():
             skipped += _stray(*entries[i])
-        if skipped:
-            return None  # a stray may be a round's lost step (_lost_last_steps): the general work checks
+        if any(near_miss(_base_name(p)) is not None for s in skipped for p in s.paths):
+            return None  # a near-miss may be a round's lost step (_lost_last_steps): the general work checks
         step_text, a_text, b_text = (list(compress(col, keep)) for col in (step_text, a_text, b_text))
         entries = list(compress(entries, keep))
     if (
