@@ -631,7 +631,7 @@ def test_recommend_numbers_depths_as_stats_does(capsys, tmp_path):
     # recommend's visits at depth d are stats's attempts at depth d (every node here has a target row)
     assert f"  depth 1: {depth[1]['attempts']} visits; r0 0.667 [0.208,0.939]" in out
     assert f"  depth 2: {depth[2]['attempts']} visits;" in out
-    assert "refused depths beyond 1: depth 2 has fewer than 30 visits" in out
+    assert "refused depths beyond 1: depth 2 has " in out and "fewer than --min-count 30" in out
     code, out, err = run(capsys, "recommend", dump, "--budget", "2", "--bootstrap", "5", "--json", "--no-progress")
     assert code == 0 and json.loads(out)["model"]["depths"] == [1, 2]
 
@@ -2185,3 +2185,14 @@ def test_warnings_about_the_input_go_to_stderr_once(capsys, tmp_path, command):
     assert err.count("rank-major fallback") == 1
     if command[0] == "compare":
         assert_told(err, "no measured timings")
+
+
+def test_recommend_says_why_depth_1_is_estimated_from_fewer_visits_than_depth_2_needs(capsys, tmp_path):
+    """Depth 1 (2 visits) was estimated while depth 2 was refused for "fewer than 30 visits": the
+    note now gives both counts and the rule (depth 1 from any number: every round visits the root)."""
+    dump = tiny_two_rounds(tmp_path / "d")  # 2 rounds: depth 1 has 2 visits, depth 2 has 2 (node 5 accepted)
+    code, out, err = run(capsys, "recommend", dump, "--budget", "2", "--bootstrap", "5", "--no-progress")
+    assert code == 0, err
+    note = next(ln for ln in out.splitlines() if "refused depths beyond 1" in ln)
+    assert "depth 2 has 2 visit(s), fewer than --min-count 30" in note
+    assert "depth 1 is estimated from any number of visits (2 here: every round visits the root)" in note
