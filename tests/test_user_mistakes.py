@@ -2196,3 +2196,27 @@ def test_recommend_says_why_depth_1_is_estimated_from_fewer_visits_than_depth_2_
     note = next(ln for ln in out.splitlines() if "refused depths beyond 1" in ln)
     assert "depth 2 has 2 visit(s), fewer than --min-count 30" in note
     assert "depth 1 is estimated from any number of visits (2 here: every round visits the root)" in note
+
+
+def test_hints_point_the_right_way(capsys, tmp_path):
+    """A config that does not fit was told "state it with --layout"; gamma 2 with 3 topKSpec rows
+    blamed topHead (not written); 1e0 suggested a header line; 5.0 in a .parents file was "not an
+    integer token id"."""
+    dump = tiny_two_rounds(tmp_path / "d")
+    write_matrix(dump / "validate_10_20", [[5], [7], [1]])  # 3 rows: neither 2 (parents) nor 4 (all)
+    code, out, err = run(capsys, "replay", dump, "--summary")
+    assert code == 1
+    assert_told(err, "validate has 3 row(s)", "is the config the dump's (--config)", "draft step missing")
+    (dump / "config.json").write_text('{"gamma": 2, "topKSpec": [[2], [1], [1]]}')
+    code, out, err = run(capsys, "replay", dump, "--summary")
+    assert code == 2
+    assert_told(err, "'topKSpec'", "3 rows but gamma = 2", "number of draft steps")
+    assert "topHead" not in err
+    write_config(dump / "config.json", [[2], [1]], [1, 1])
+    write_matrix(dump / "draft_step_1_10_20", [["7e0"]])
+    write_matrix(dump / "draft_step_1_11_21.parents", [["1.0"]])
+    code, out, err = run(capsys, "replay", dump, "--summary")
+    assert code == 2
+    assert_told(err, "'7e0' is not an integer token id; scientific notation", "write it as one")
+    assert_told(err, "draft_step_1_11_21.parents (parents)", "'1.0' is not an integer node index")
+    assert "header line" not in err

@@ -180,12 +180,17 @@ def check_tree(tree: TreeConfig, source: str | None = None, prefix: str = "") ->
     g = tree.gamma
     if g < 1:
         raise ConfigError(source, prefix + "gamma", f"must be at least 1, got {g}")
+    # topKSpec first: a user always writes it, while topHead may be derived from it (one per width)
+    if len(tree.top_k_spec) != g:
+        raise ConfigError(
+            source,
+            prefix + "topKSpec",
+            f"has {len(tree.top_k_spec)} rows but gamma = {g}: gamma is the number of draft steps, one topKSpec row each",
+        )
     if len(tree.top_head) != g:
         raise ConfigError(
             source, prefix + "topHead", f"has {len(tree.top_head)} entries {list(tree.top_head)} but gamma = {g}"
         )
-    if len(tree.top_k_spec) != g:
-        raise ConfigError(source, prefix + "topKSpec", f"has {len(tree.top_k_spec)} rows but gamma = {g}")
     if tree.top_head[0] != 1:
         raise ConfigError(
             source, prefix + "topHead[0]", f"must be 1 (only the root is expanded at step 0), got {tree.top_head[0]}"

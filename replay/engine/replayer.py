@@ -94,7 +94,8 @@ def resolve_layout(
     raise RoundError(
         key,
         f"validate has {rows} row(s): expected {n_parents} (parents layout: one per expanded node) "
-        f"or {n_all} (all layout: root + {tree.num_nodes} nodes); state it with --layout",
+        f"or {n_all} (all layout: root + {tree.num_nodes} nodes); is the config the dump's (--config), is a "
+        "draft step missing, or is the layout ambiguous (then state it with --layout)?",
         path,
     )
 
