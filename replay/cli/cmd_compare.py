@@ -138,9 +138,8 @@ def run_compare(args: argparse.Namespace) -> int:
                 plots.plot_compare_configs(grp, run, costs[run].source).savefig(
                     tmp, format=plot_format, dpi=plots.DPI, bbox_inches="tight"
                 )
-    warnings = [w for w in (cost_warning(costs[r], r) for r in costs) if w]
-    for w in warnings:  # about the input: on stderr in every format (the JSON lists them too)
-        print(f"specreplay: {w}", file=sys.stderr)
+    cost_warnings = [w for w in (cost_warning(costs[r], r) for r in costs) if w]
+    warnings = list(cost_warnings)
     for w in suspicious:  # a number that is probably wrong: on stderr whatever the output format
         print(f"specreplay: {w}", file=sys.stderr)
     warnings += suspicious
@@ -197,6 +196,8 @@ def run_compare(args: argparse.Namespace) -> int:
                 ]
             )
         )
+    for w in cost_warnings:  # about the input: on stderr in every format, once the output is written (JSON lists them)
+        print(f"specreplay: {w}", file=sys.stderr)
     return skipped_status(runs, args)
 
 
