@@ -2220,3 +2220,12 @@ def test_hints_point_the_right_way(capsys, tmp_path):
     assert_told(err, "'7e0' is not an integer token id; scientific notation", "write it as one")
     assert_told(err, "draft_step_1_11_21.parents (parents)", "'1.0' is not an integer node index")
     assert "header line" not in err
+
+
+def test_a_label_count_that_does_not_fit_is_told_in_plain_words(capsys, tmp_path):
+    """ "--label given 1 time(s) for 2 director(y/ies)"."""
+    a, b = tiny_all(tmp_path / "a"), tiny_all(tmp_path / "b")
+    code, out, err = run(capsys, "stats", a, b, "--label", "mine", "--no-progress")
+    assert code == 2
+    assert_told(err, "--label given once for 2 dumps", "once per DUMP")
+    assert "(s)" not in err and "y/ies" not in err

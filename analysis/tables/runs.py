@@ -100,7 +100,9 @@ def unique_labels(dirs: Sequence[str], labels: Sequence[str] | None = None) -> l
     """Labels for the runs: given ones, else directory names, made unique with ``#2``, ``#3``."""
     if labels:
         if len(labels) != len(dirs):
-            raise SpecReplayError(f"--label given {len(labels)} time(s) for {len(dirs)} director(y/ies)")
+            times = "once" if len(labels) == 1 else f"{len(labels)} times"
+            runs = "1 dump" if len(dirs) == 1 else f"{len(dirs)} dumps"
+            raise SpecReplayError(f"--label given {times} for {runs}: give it once per DUMP, in order")
         base = list(labels)
     else:
         base = [Path(d).resolve().name or str(d) for d in dirs]
