@@ -2229,3 +2229,13 @@ def test_a_label_count_that_does_not_fit_is_told_in_plain_words(capsys, tmp_path
     assert code == 2
     assert_told(err, "--label given once for 2 dumps", "once per DUMP")
     assert "(s)" not in err and "y/ies" not in err
+
+
+def test_a_near_miss_beside_its_right_name_is_called_an_extra_file(capsys, tmp_path):
+    """dump_validate_10_20 beside validate_10_20 got "did you mean validate_10_20?"."""
+    dump = tiny_two_rounds(tmp_path / "d")
+    write_matrix(dump / "dump_validate_10_20", [[5], [7], [1], [8]])
+    code, out, err = run(capsys, "replay", dump, "--summary")
+    assert code == 1
+    assert_told(err, "skipped dump_validate_10_20", "validate_10_20 is here too", "extra file")
+    assert "did you mean validate_10_20" not in err

@@ -645,12 +645,30 @@ def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped], offset: t
     return kept
 
 
+def _extra_file(s: Skipped, files: Mapping[tuple, FileSet]) -> Skipped:
+    """A near-miss stray whose likely name is there too (dump_validate_10_20 beside validate_10_20)
+    is an extra file, not a misnamed one: "did you mean validate_10_20?" would point the wrong way."""
+    if not s.reason.startswith(STRAY_REASON) or len(s.paths) != 1:
+        return s
+    guess = near_miss(_base_name(s.paths[0]))
+    m = _NAME.match(guess) if guess is not None else None
+    if m is None or m.group("companion"):
+        return s
+    step = -1 if m.group("validate") else int(m.group("step"))
+    if (step, int(m.group("a")), int(m.group("b"))) not in files:
+        return s
+    told = f"; did you mean {guess}?"
+    extra = f"; {guess} is here too, so this is an extra file (remove or move it)"
+    return Skipped(s.what, s.reason.replace(told, extra), s.paths)
+
+
 def _fold_near_misses(
     skipped: list[Skipped], files: Mapping[tuple, FileSet], step0_offset: tuple[int, int]
 ) -> list[Skipped]:
     """A stray file whose likely name (near_miss) is a matrix missing from a listed round is named in
     that round's entry, not in one of its own: "validation_10_20" and "round 10_20: draft files
     without validate_10_20" are one mistake, counted once."""
+    skipped = [_extra_file(s, files) for s in skipped]
     at = {s.what: i for i, s in enumerate(skipped) if s.what.startswith(ROUND_PREFIX)}
     if not at:
         return skipped
