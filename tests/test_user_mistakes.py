@@ -81,6 +81,12 @@ def article_by_hand(
     return directory
 
 
+def without_fallback_warning(err: str) -> str:
+    """stderr less the run's one rank-major-fallback WARNING line (a dump without scores or parents
+    always gets it, on stderr: mistakes-round2)."""
+    return "".join(line for line in err.splitlines(keepends=True) if "rank-major fallback" not in line)
+
+
 def assert_told(err: str, *needles: str) -> None:
     """Every needle is in the message (case-insensitive) and nothing is a traceback."""
     assert "Traceback" not in err, err
@@ -957,7 +963,7 @@ def test_parents_layout_dump_shows_one_acceptance_length_labelled_derived(capsys
     the engine's 4. The engine committed 4 tokens; the dump holds 3. One number, said to be derived."""
     dump = article_by_hand(tmp_path / "art")
     code, out, err = run(capsys, "replay", dump, "--summary")
-    assert code == 0 and err == ""
+    assert code == 0 and without_fallback_warning(err) == ""
     assert (
         "mean acceptance length (bonus included): 4.0000  (derived: accepted + 1; "
         "the dump holds the bonus token of 0 of 1 round(s))"
@@ -1220,7 +1226,7 @@ def test_step0_files_named_with_their_rounds_own_key_are_grouped_at_offset_0(cap
         summary["rounds"] == 6 and summary["mean_accepted_length"] == 3.0 and summary["draft_acceptance_rate"] == 0.25
     )
     assert_told(err, "step-0 offset 0 detected", "draft_step_0_10_20 with validate_10_20", "--step0-offset 0")
-    assert len(err.strip().splitlines()) == 1  # one line says it
+    assert len(without_fallback_warning(err).strip().splitlines()) == 1  # one line says it
     code, out, err = run(capsys, "replay", dump, "--summary")
     assert code == 0 and "rounds replayed: 6   skipped: 0" in out and "histogram" in out
     assert_told(err, "pin it with --step0-offset 0")
@@ -1266,7 +1272,7 @@ def test_a_stated_step0_offset_wins_but_a_better_one_is_named(capsys, tmp_path, 
         err, "skipped round 10_20: missing draft_step_0_9_19", "skipped round 16_26: draft files without validate_16_26"
     )
     code, summary, err = stats_summary(capsys, dump, "--step0-offset", "0")  # the fix the warning names
-    assert code == 0 and summary["mean_accepted_length"] == 3.0 and err == ""
+    assert code == 0 and summary["mean_accepted_length"] == 3.0 and without_fallback_warning(err) == ""
 
 
 def test_every_round_accepting_nothing_while_names_look_off_is_flagged_without_a_full_fit(capsys, tmp_path):
@@ -1506,7 +1512,7 @@ def test_windows_line_endings_and_a_txt_extension_on_some_files_only(capsys, tmp
     (dump / "draft_step_2_124_140").rename(dump / "draft_step_2_124_140.txt")
     for argv in (["replay", dump], ["batch", dump, "--json", "--no-progress"]):
         code, out, err = run(capsys, *argv)
-        assert (code, err) == (0, ""), argv
+        assert (code, without_fallback_warning(err)) == (0, ""), argv
         assert "41824, 41760, 22870" in out or "R → 41824 → 41760 → 22870" in out
 
 
@@ -1999,7 +2005,7 @@ def test_an_inconsistent_tree_config_is_refused_before_the_models_load(capsys, m
     bad = write_config(d / "tree.json", [[4], [2, 2]], [1, 2], gamma=3)
     code, out, err = run(capsys, *generate_argv(d, config=str(bad)))
     assert code == 2 and out == ""
-    assert_told(err, str(bad), "topHead", "gamma = 3")
+    assert_told(err, str(bad), "topKSpec", "gamma = 3")
     (d / "configs.json").write_text(
         json.dumps([{"gamma": 1, "topKSpec": [[4]], "topHead": [1]}, json.loads(bad.read_text())])
     )
@@ -2020,7 +2026,7 @@ def test_an_inconsistent_tree_config_is_refused_before_the_models_load(capsys, m
         d / "sw",
     )
     assert code == 2 and out == ""
-    assert_told(err, "topHead", "gamma = 3")
+    assert_told(err, "topKSpec", "gamma = 3")
     assert not (d / "run").exists() and not (d / "sw").exists()
 
 
