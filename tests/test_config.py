@@ -41,7 +41,7 @@ def test_defaults_follow_the_engine():
 @pytest.mark.parametrize(
     "change, field, text",
     [
-        ({"gamma": 2}, "topHead", "has 3 entries [1, 2, 2] but gamma = 2"),
+        ({"gamma": 2}, "topKSpec", "has 3 rows but gamma = 2: gamma is the number of draft steps"),
         ({"topHead": [1, 2, 5]}, "topHead[2]", "= 5 parents but level 2 has only 4 node(s) (topKSpec[1] = [2, 2])"),
         ({"topHead": [2, 2, 2]}, "topHead[0]", "must be 1"),
         ({"topKSpec": [[6], [2, 2], [1]]}, "topKSpec[2]", "has 1 widths [1] but topHead[2] = 2"),

@@ -46,7 +46,7 @@ def save_figure(fig: Figure, out_dir: str | Path, stem: str, formats: Sequence[s
 
 
 def _run_label(run: str, rounds: int) -> str:
-    return f"{run} ({rounds} rounds)"
+    return f"{run} ({rounds} round{'s' * (rounds != 1)})"
 
 
 def _rounds_text(counts: dict[str, int]) -> str:

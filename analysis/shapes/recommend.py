@@ -350,9 +350,19 @@ def recommend_dumps(
     notes: list[str] = []
     cap = depth if extrapolate else min(depth, model.supported_depth)
     if cap < depth:
-        notes.append(  # depths as stats numbers them (replay.core.vocab.DEPTH_RULE): model row cap accepts depth cap + 1
-            f"refused depths beyond {cap}: depth {cap + 1} has fewer than {min_count} visits (or none), so its acceptance is "
-            f"unknown; the search stops at depth {cap} (--extrapolate reuses depth {cap}'s estimate)"
+        # depths as stats numbers them (replay.core.vocab.DEPTH_RULE): model row cap accepts depth cap + 1.
+        # Depth 1 is estimated from whatever visits there are (every round visits the root, model.estimate_cells);
+        # deeper ones need --min-count: say both counts, or depth 1 with fewer visits looks inconsistent.
+        visits = merged.n.sum(axis=(0, 2))
+        seen = int(visits[cap]) if cap < visits.shape[0] else 0
+        first = (
+            f"; depth 1 is estimated from any number of visits ({int(visits[0])} here: every round visits the root)"
+            if int(visits[0]) < min_count
+            else ""
+        )
+        notes.append(
+            f"refused depths beyond {cap}: depth {cap + 1} has {seen} visit(s), fewer than --min-count {min_count}, so its "
+            f"acceptance is unknown; the search stops at depth {cap} (--extrapolate reuses depth {cap}'s estimate){first}"
         )
     result = search_shapes(model, budget, cap, cost, top, state_limit)
     lap("search")

@@ -100,7 +100,9 @@ def unique_labels(dirs: Sequence[str], labels: Sequence[str] | None = None) -> l
     """Labels for the runs: given ones, else directory names, made unique with ``#2``, ``#3``."""
     if labels:
         if len(labels) != len(dirs):
-            raise SpecReplayError(f"--label given {len(labels)} time(s) for {len(dirs)} director(y/ies)")
+            times = "once" if len(labels) == 1 else f"{len(labels)} times"
+            runs = "1 dump" if len(dirs) == 1 else f"{len(dirs)} dumps"
+            raise SpecReplayError(f"--label given {times} for {runs}: give it once per DUMP, in order")
         base = list(labels)
     else:
         base = [Path(d).resolve().name or str(d) for d in dirs]
@@ -144,64 +146,3 @@ def load_reference(
         return LabelledRun(label, replay_directory(path, opts, update))
     finally:
         close()
-
-
-# What the harness records per round (replay/live/dumps.py round_entry) beside what the replay of the
-# round's files gives: (manifest field, round-table column, words).
-RECORDED_OUTCOMES = (
-    ("num_nodes", "num_nodes", "draft nodes"),
-    ("draft_steps", "num_steps", "draft steps"),
-    ("accepted_length", "accepted_length", "accepted length"),
-)
-ROUNDS_NAMED = 3  # disagreeing rounds quoted in the warning; the rest are counted
-
-
-def manifest_round_warnings(run: LabelledRun) -> list[str]:
-    """ "This number is probably wrong" lines: rounds whose replay disagrees with what the directory's
-    manifest.json records for them (shape: nodes and draft steps; and, at temperature 0, the accepted
-    length, which the greedy replay must reproduce). Only when the run is replayed with the
-    manifest's own config (another --config gives other shapes by design). The file names against
-    the manifest's round list are checked when reading (replay.io.manifest.check_manifest_rounds)."""
-    manifest = run.replay.manifest
-    records = (manifest.body or {}).get("rounds")
-    if not isinstance(records, list) or manifest.config is None or manifest.config.tree != run.config:
-        return []
-    greedy = (manifest.body or {}).get("temperature") == 0
-    fields = [f for f in RECORDED_OUTCOMES if greedy or f[0] != "accepted_length"]
-    by_key = {tuple(r["key"]): r for r in records if isinstance(r, dict) and isinstance(r.get("key"), list)}
-    rounds = (
-        run.tables[0]
-        if run.tables is not None
-        else pd.DataFrame(
-            {
-                "key_a": [r.key[0] for r in run.results],
-                "key_b": [r.key[1] for r in run.results],
-                "num_nodes": [r.tree.num_nodes for r in run.results],
-                "num_steps": [r.tree.num_steps for r in run.results],
-                "accepted_length": [r.acceptance.accepted_length for r in run.results],
-            }
-        )
-    )
-    differ: list[str] = []
-    n = 0
-    for row in rounds[["key_a", "key_b", *[c for _, c, _ in fields]]].itertuples(index=False):
-        rec = by_key.get((int(row[0]), int(row[1])))
-        if rec is None:
-            continue
-        n += 1
-        bad = [
-            f"{words} {int(value)} replayed, {rec[field]!r} recorded ({field})"
-            for (field, _, words), value in zip(fields, row[2:])
-            if field in rec and rec[field] != int(value)
-        ]
-        if bad:
-            differ.append(f"round {int(row[0])}_{int(row[1])}: " + ", ".join(bad))
-    if not differ:
-        return []
-    more = f"; {len(differ) - ROUNDS_NAMED} more" if len(differ) > ROUNDS_NAMED else ""
-    line = (
-        f"WARNING: {run.label}: {len(differ)} of {n} round(s) replay differently from what {manifest.path or 'manifest.json'} "
-        f"records ({'; '.join(differ[:ROUNDS_NAMED])}{more}); the numbers from this dump are probably wrong: are the files "
-        "from another run, or is --layout or --step0-offset wrong?"
-    )
-    return [line]

@@ -21,6 +21,7 @@ from replay.util.progress import progress_enabled
 
 from .options import (
     JSON_OBJECT_HELP,
+    OneRound,
     add_command,
     add_dump_input,
     add_dump_options,
@@ -79,7 +80,7 @@ def add_runs_input(p: argparse.ArgumentParser, many: bool = True) -> None:
 
 def load_runs_from_args(args):
     """Replay every DUMP; a run without a single replayable round is reported and left out."""
-    from analysis.tables.runs import load_runs, manifest_round_warnings
+    from analysis.tables.runs import load_runs
 
     for d in args.dirs:
         require_dump_source(d)
@@ -90,9 +91,7 @@ def load_runs_from_args(args):
         raise no_rounds_error(run.replay.directory, run.replay.skipped, run.replay.warnings, run.label)
     for run in runs:
         if run.results:
-            for line in manifest_round_warnings(run):  # a number that is probably wrong; the input is used all the same
-                print(f"specreplay: {line}", file=sys.stderr)
-            continue
+            continue  # its warnings (a manifest disagreeing with the rounds, too) come with its skips
         print_reading(run.replay, run.label)  # why, before saying the run is left out
         print(
             f"specreplay: {run.label}: no round could be replayed{why_no_rounds(run.replay.skipped)}; left out",
@@ -258,10 +257,6 @@ def run_stats(args: argparse.Namespace) -> int:
             )
             sel = tables.rounds[tables.rounds["run"] == run.label]["selection"].value_counts()
             out.write("  selection: " + ", ".join(f"{k} x{v}" for k, v in sel.items()) + "\n")
-            if any("fallback" in k for k in sel.index):
-                out.write(
-                    "  WARNING: rounds without scores or parents: expanded nodes chosen by the rank-major fallback\n"
-                )
         out.write("\n== summary ==\n")
         if len(runs) > 1:
             out.write(runs_side_by_side(tables.rounds).to_string(float_format=lambda v: f"{v:.4f}") + "\n")
@@ -391,5 +386,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--show-round",
         dest="show_round",
         type=parse_key,
+        action=OneRound,
         help="round to draw, as A_B (default: a typical failing round, docs/analysis.md)",
     )

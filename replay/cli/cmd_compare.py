@@ -29,7 +29,7 @@ from .cmd_analysis import (
     option_configs,
     skipped_status,
 )
-from .options import JSON_OBJECT_HELP, add_command, add_output, at_least_one, parse_key
+from .options import JSON_OBJECT_HELP, OneRound, add_command, add_output, at_least_one, parse_key
 
 COMPARE_EPILOG = """\
 examples:
@@ -106,10 +106,8 @@ def run_compare(args: argparse.Namespace) -> int:
                 plots.plot_compare_configs(grp, run, done.costs[run].source).savefig(
                     tmp, format=plot_format, dpi=plots.DPI, bbox_inches="tight"
                 )
-    warnings = [w for w in (cost_warning(done.costs[r], r) for r in done.costs) if w]
-    if args.json or args.csv:  # the text output carries them under each run
-        for w in warnings:
-            print(f"specreplay: {w}", file=sys.stderr)
+    cost_warnings = [w for w in (cost_warning(done.costs[r], r) for r in done.costs) if w]
+    warnings = list(cost_warnings)
     for w in done.suspicious:  # a number that is probably wrong: on stderr whatever the output format
         print(f"specreplay: {w}", file=sys.stderr)
     warnings += done.suspicious
@@ -139,6 +137,8 @@ def run_compare(args: argparse.Namespace) -> int:
         )
     else:
         _print_compare_text(table, done)
+    for w in cost_warnings:  # about the input: on stderr in every format, once the output is written (JSON lists them)
+        print(f"specreplay: {w}", file=sys.stderr)
     return skipped_status(runs, args)
 
 
@@ -199,15 +199,12 @@ def _print_compare_text(table, done: _Compared) -> None:
     import pandas as pd
 
     from analysis.compare.configs import compare_display, strategies_display
-    from analysis.cost.source import cost_warning
     from analysis.tables.definitions import HEADLINE_NAMES, definitions_text
 
     for run, grp in table.groupby("run", sort=False):
         shown = compare_display(grp)
         print(f"{run}: {int(grp['rounds'].iloc[0])} rounds, recorded {grp['config'].iloc[0]} (first row)")
         print(f"  cost model: {done.costs[run].source} {json.dumps(done.costs[run].to_json())}")
-        if cost_warning(done.costs[run], run):
-            print(f"  {cost_warning(done.costs[run], run)}")
         speed = done.measured[run]
         if speed is not None:
             print(f"  {speed.describe()}")
@@ -406,5 +403,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--round",
         dest="show_round",
         type=parse_key,
+        action=OneRound,
         help="round to draw per run, as A_B (default: a typical failing round, docs/analysis.md)",
     )

@@ -13,16 +13,19 @@ from replay.engine.runs import replay_run
 from replay.engine.sampling import round_sampling
 from replay.io.grouping import Skipped
 from replay.io.sources import require_dump_source
+from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled, tqdm_progress
 
 from .cmd_scale import run_figures
 from .options import (
     JSON_LINES_HELP,
+    OneRound,
     add_command,
     add_dump_input,
     add_dump_options,
     add_no_progress,
     add_sampling_options,
+    at_least_one,
     options_from_args,
     parse_key,
     print_reading,
@@ -51,6 +54,11 @@ not one round replayed, too).
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    if args.workers is not None and not (args.json or args.summary):
+        # the tree text replays round by round in this process: --workers would do nothing
+        raise SpecReplayError(
+            f"--workers {args.workers} without --json or --summary: only those read in worker processes; drop --workers"
+        )
     require_dump_source(args.dir)
     if args.temperature is not None:
         return _replay_sampling(args)
@@ -144,12 +152,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_dump_input(p)
     add_dump_options(p)
-    p.add_argument("--round", type=parse_key, help="only this round, as A_B (the validate file's numbers)")
+    p.add_argument(
+        "--round", type=parse_key, action=OneRound, help="only this round, as A_B (the validate file's numbers)"
+    )
     shown = p.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help=JSON_LINES_HELP)
     shown.add_argument("--summary", action="store_true", help="print only the summary, not every round's tree")
     p.add_argument(
-        "--workers", type=int, default=None, help="with --json or --summary: reader processes (default: up to 2 cores)"
+        "--workers",
+        type=at_least_one,
+        default=None,
+        help="with --json or --summary: reader processes (default: up to 2 cores)",
     )
     add_sampling_options(p)
     add_no_progress(p)

@@ -27,6 +27,7 @@ from replay.util.progress import progress_enabled
 
 from .options import (
     JSON_LINES_HELP,
+    OneRound,
     add_command,
     add_dump_input,
     add_dump_options,
@@ -34,6 +35,7 @@ from .options import (
     add_output,
     add_reading_options,
     add_sampling_options,
+    at_least_one,
     options_from_args,
     parse_key,
     print_notes,
@@ -252,7 +254,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p, output_dir, "packed run directory to create", dest="out", metavar="RUN", required=True, aliases=["--out"]
     )
     add_reading_options(p)
-    p.add_argument("--workers", type=int, default=None, help="reader processes (default: up to 2 cores)")
+    p.add_argument("--workers", type=at_least_one, default=None, help="reader processes (default: up to 2 cores)")
     p.add_argument("--block-rounds", type=int, default=DEFAULT_BLOCK_ROUNDS, help="rounds per block")
     p.add_argument("--force", action="store_true", help="replace an existing packed run at -o/--output")
     p.add_argument("--verify", action="store_true", help="re-read and check every checksum after packing")
@@ -281,7 +283,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_dump_input(b)
     add_dump_options(b)
-    b.add_argument("--round", type=parse_key, help="only this round, as A_B")
+    b.add_argument("--round", type=parse_key, action=OneRound, help="only this round, as A_B")
     b.add_argument("--json", action="store_true", help=JSON_LINES_HELP + " (as replay --json)")
     add_output(
         b,
@@ -291,6 +293,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         aliases=["--table"],
     )
-    b.add_argument("--workers", type=int, default=None, help="reader processes and replay threads (default: up to 2)")
+    b.add_argument(
+        "--workers", type=at_least_one, default=None, help="reader processes and replay threads (default: up to 2)"
+    )
     add_sampling_options(b)
     add_no_progress(b)

@@ -214,6 +214,15 @@ def parse_key(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+class OneRound(argparse.Action):
+    """``--round A_B`` taken once: a second one was silently the only one used (argparse keeps the last)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, self.dest, None) is not None:
+            raise argparse.ArgumentError(self, "given more than once: one round per run (leave it out for all rounds)")
+        setattr(namespace, self.dest, values)
+
+
 def add_dump_options(p: argparse.ArgumentParser) -> None:
     """Options shared by every command that reads a dump directory."""
     p.add_argument(

@@ -80,6 +80,14 @@ class TreeConfig:
         """Draft nodes in the full tree, root excluded (12 for the article's config)."""
         return sum(self.level_sizes)
 
+    def all_rows_of_deeper_trees(self, steps: int) -> tuple[int, ...]:
+        """Rows of an all-layout validate (root + nodes) for this static tree drafted to more than
+        ``steps`` steps. A round with ``steps`` draft files whose validate has exactly one of these
+        counts lost its last draft step(s): an early stop has no rows for steps it never drafted."""
+        if self.tree_type == TREE_DYNAMIC:
+            return ()  # a dynamic tree's levels vary by round: row counts prove nothing
+        return tuple(1 + sum(self.level_sizes[:s]) for s in range(steps + 1, self.gamma + 1))
+
     @property
     def num_expanded(self) -> int:
         """Nodes the draft runs on (= rows of a ``parents``-layout validate matrix)."""
@@ -172,12 +180,17 @@ def check_tree(tree: TreeConfig, source: str | None = None, prefix: str = "") ->
     g = tree.gamma
     if g < 1:
         raise ConfigError(source, prefix + "gamma", f"must be at least 1, got {g}")
+    # topKSpec first: a user always writes it, while topHead may be derived from it (one per width)
+    if len(tree.top_k_spec) != g:
+        raise ConfigError(
+            source,
+            prefix + "topKSpec",
+            f"has {len(tree.top_k_spec)} rows but gamma = {g}: gamma is the number of draft steps, one topKSpec row each",
+        )
     if len(tree.top_head) != g:
         raise ConfigError(
             source, prefix + "topHead", f"has {len(tree.top_head)} entries {list(tree.top_head)} but gamma = {g}"
         )
-    if len(tree.top_k_spec) != g:
-        raise ConfigError(source, prefix + "topKSpec", f"has {len(tree.top_k_spec)} rows but gamma = {g}")
     if tree.top_head[0] != 1:
         raise ConfigError(
             source, prefix + "topHead[0]", f"must be 1 (only the root is expanded at step 0), got {tree.top_head[0]}"

@@ -44,6 +44,16 @@ FALLBACK_RANK_WEIGHT = 1 << 20
 FALLBACK_WARNING = "WARNING: no scores and no parents in the dump: expanded nodes chosen by the rank-major fallback (docs/dump-format.md)"
 
 
+def fallback_run_warning(rounds: int, total: int) -> str | None:
+    """The run's one line about FALLBACK_WARNING rounds (on stderr; each round's record keeps its note)."""
+    if not rounds:
+        return None
+    return (
+        f"WARNING: {rounds} of {total} round(s) have no scores and no parents in the dump: expanded nodes "
+        "chosen by the rank-major fallback, a guess about the engine (docs/dump-format.md)"
+    )
+
+
 def selection_method(step: int, has_parents: bool, has_scores: bool) -> str:
     """SELECT_* for draft step ``step``: the root, else the dump's parents, else scores, else the fallback."""
     if step == 0:

@@ -11,6 +11,7 @@ import numpy as np
 
 from replay.core.config import SpecConfig, TreeConfig
 from replay.core.headline import headline, headline_lines
+from replay.core.selection import FALLBACK_WARNING
 from replay.core.vocab import BONUS_CORRECTION, PAD_TOKEN, STOP_NO_ROW
 from replay.io.grouping import Skipped, describe_skipped
 
@@ -61,8 +62,11 @@ def render_levels(res: RoundResult) -> list[str]:
     names = tree.names()
     out = []
     for d, size in enumerate(tree.level_sizes(), start=1):
-        exp = tree.expanded[d] if d < tree.num_steps else np.zeros(0, dtype=np.int64)
-        exp_txt = ", ".join(names[u] for u in exp) if exp.shape[0] else "none (leaves)"
+        if d >= tree.num_steps:  # no draft step d (steps are 0..num_steps-1): its nodes are the leaves
+            out.append(f"  level {d}: {size} node(s); leaves")
+            continue
+        exp = tree.expanded[d]
+        exp_txt = ", ".join(names[u] for u in exp) if exp.shape[0] else "none"
         out.append(f"  level {d}: {size} node(s); expanded at step {d}: {exp_txt}")
     return out
 
@@ -95,7 +99,8 @@ def render_round(res: RoundResult) -> list[str]:
     lines.append(f"  accepted length: {a.accepted_length}   bonus token: {describe_bonus(res)}")
     lines.append(f"  committed tokens: {len(a.committed_tokens)} {list(a.committed_tokens)}")
     for note in res.notes:
-        lines.append(f"  note: {note}")
+        if note != FALLBACK_WARNING:  # said once for the run, on stderr (replay_directory's warnings)
+            lines.append(f"  note: {note}")
     return lines
 
 

@@ -16,15 +16,16 @@ import numpy as np
 from replay.core.acceptance import Acceptance, accept_greedy, target_top1_per_node
 from replay.core.config import SpecConfig, TreeConfig
 from replay.core.records import record_of
+from replay.core.selection import FALLBACK_WARNING, fallback_run_warning
 from replay.core.tree import Tree
 from replay.core.vocab import PAD_TOKEN
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
-from replay.io.manifest import Manifest, group_rounds, read_manifest
+from replay.io.manifest import Manifest, group_rounds, read_manifest, recorded_round_warnings
 from replay.io.packed.format import looks_packed
 from replay.io.packed.pack import PackedBlockError, PackedRun
 from replay.io.rounds import Round, load_round
-from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError
+from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError, skip_reason
 
 from .rebuild import Rebuilt, rebuild_tree
 
@@ -77,6 +78,16 @@ def resolve_layout(
         need = n_parents if stated == LAYOUT_PARENTS else n_all
         if rows < need:
             raise RoundError(key, f"validate has {rows} row(s); the {stated} layout needs {need}", path)
+        if stated == LAYOUT_PARENTS and rows >= n_all:
+            # A matrix with a row for every node is an all-layout one: reading its first rows as the
+            # expanded nodes' would silently use other nodes' targets. (Fewer rows than that is the
+            # ambiguous case a stated parents layout settles, the rest ignored as padding.)
+            raise RoundError(
+                key,
+                f"validate has {rows} row(s) beyond trailing padding, as the all layout has (at least {n_all}); "
+                f"the parents layout needs {need}: state --layout all, or remove the extra rows",
+                path,
+            )
         return stated, "stated", need
     if rows == n_parents:
         return LAYOUT_PARENTS, "detected", n_parents
@@ -85,9 +96,26 @@ def resolve_layout(
     raise RoundError(
         key,
         f"validate has {rows} row(s): expected {n_parents} (parents layout: one per expanded node) "
-        f"or {n_all} (all layout: root + {tree.num_nodes} nodes); state it with --layout",
+        f"or {n_all} (all layout: root + {tree.num_nodes} nodes); is the config the dump's (--config), is a "
+        "draft step missing, or is the layout ambiguous (then state it with --layout)?",
         path,
     )
+
+
+def _check_no_lost_step(rnd: Round, cfg: TreeConfig, tree: Tree, rows: int) -> None:
+    """An all-layout validate with exactly the rows of a deeper tree proves that draft files are
+    missing: replayed with the steps left, the round would pass as one that stopped early."""
+    steps = tree.num_steps
+    deeper = cfg.all_rows_of_deeper_trees(steps)
+    if rows in deeper:
+        more = deeper.index(rows) + 1
+        raise RoundError(
+            rnd.key,
+            f"validate has {rows} rows, the all layout of {steps + more} draft steps, but the round has "
+            f"{steps}: draft_step_{steps}_{rnd.key[0]}_{rnd.key[1]} is missing (an early stop has no rows "
+            "for the steps it did not draft)",
+            rnd.validate.path,
+        )
 
 
 def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
@@ -95,6 +123,8 @@ def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
     rebuilt = rebuild_tree(rnd, cfg)
     tree = rebuilt.tree
     layout, source, rows = resolve_layout(rnd.key, tree, rnd.validate.ids, rnd.layout, rnd.validate.path)
+    if layout == LAYOUT_ALL:
+        _check_no_lost_step(rnd, cfg, tree, _trailing_pad_rows(rnd.validate.ids))
     if np.any(rnd.validate.ids[:rows, 0] < 0):
         bad = int(np.flatnonzero(rnd.validate.ids[:rows, 0] < 0)[0])
         raise RoundError(rnd.key, f"validate row {bad} has no token in column 0", rnd.validate.path)
@@ -189,7 +219,7 @@ def iter_rounds(
                 opts.layout,
             )
         except DumpError as exc:
-            skipped.append(Skipped(f"round {files.key[0]}_{files.key[1]}", str(exc), (exc.path,)))
+            skipped.append(Skipped(f"round {files.key[0]}_{files.key[1]}", skip_reason(exc), (exc.path,)))
 
 
 def replay_directory(
@@ -218,7 +248,7 @@ def replay_directory(
         try:
             results.append(replay_round(rnd, tree_cfg))
         except SpecReplayError as exc:
-            skipped.append(Skipped(f"round {rnd.name}", str(exc), (getattr(exc, "path", None) or "",)))
+            skipped.append(Skipped(f"round {rnd.name}", skip_reason(exc), (getattr(exc, "path", None) or "",)))
         if progress:
             progress(k + 1, total)
     if opts.only_round is not None and not results and not any(opts.only_round == f.key for f in grouping.rounds):
@@ -227,6 +257,18 @@ def replay_directory(
             no_such_round(opts.only_round, [f.key for f in grouping.rounds], str(directory), grouping.skipped),
         )
     warnings = reading_warnings(grouping.step0, [r.acceptance.accepted_length for r in results])
+    fallback = fallback_run_warning(sum(FALLBACK_WARNING in r.notes for r in results), len(results))
+    warnings += (fallback,) if fallback else ()
+    warnings += recorded_round_warnings(
+        manifest,
+        tree_cfg,
+        ([r.key[0] for r in results], [r.key[1] for r in results]),
+        {
+            "num_nodes": [r.tree.num_nodes for r in results],
+            "draft_steps": [r.tree.num_steps for r in results],
+            "accepted_length": [r.acceptance.accepted_length for r in results],
+        },
+    )
     return DirectoryReplay(
         str(directory),
         config,
@@ -316,7 +358,7 @@ def replay_packed(
         try:
             results.append(replay_round(item, tree))
         except SpecReplayError as exc:
-            skipped.append(Skipped(f"round {item.name}", str(exc), (getattr(exc, "path", None) or "",)))
+            skipped.append(Skipped(f"round {item.name}", skip_reason(exc), (getattr(exc, "path", None) or "",)))
         loaded += 1
         if progress:
             progress(loaded, packed.num_rounds)

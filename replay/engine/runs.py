@@ -18,14 +18,15 @@ from pathlib import Path
 import numpy as np
 
 from replay.core.config import SpecConfig, TreeConfig
+from replay.core.selection import fallback_run_warning
 from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
 from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
-from replay.io.manifest import Manifest, group_rounds
+from replay.io.manifest import Manifest, group_rounds, recorded_round_warnings
 from replay.io.packed.pack import PackedBlockError, PackedRun, is_packed_run
-from replay.util.errors import DumpError, RoundNotFoundError, SpecReplayError
+from replay.util.errors import DumpError, RoundNotFoundError, SpecReplayError, skip_reason
 from replay.util.parallel import ordered_map, resolve_workers
 
-from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
+from .batch import DEFAULT_CHUNK_ROUNDS, SEL_FALLBACK, BatchResult, RoundBatch, empty_result, replay_batch
 from .replayer import (  # noqa: F401  (replay_packed re-exported)
     DirectoryReplay,
     ReplayOptions,
@@ -202,7 +203,7 @@ def explain_rejections(batch: RoundBatch, res: BatchResult, tree: TreeConfig) ->
             replay_round(rnd, tree)
         except SpecReplayError as exc:
             ordinal = int(batch.ordinals[i]) if batch.ordinals is not None else int(i)
-            out.append((ordinal, Skipped(f"round {rnd.name}", str(exc), (getattr(exc, "path", None) or "",))))
+            out.append((ordinal, Skipped(f"round {rnd.name}", skip_reason(exc), (getattr(exc, "path", None) or "",))))
             continue
         raise RuntimeError(
             f"batch replay rejected round {rnd.name} but the reference replays it: a bug in replay.engine.batch"
@@ -291,7 +292,20 @@ def replay_run(
     if run.options.only_round is not None and not len(result) and not run.has_round(run.options.only_round):
         raise _missing_round(run)
     skipped = run.skipped + tuple(s for _, s in sorted(later, key=lambda t: t[0]))
-    warnings = reading_warnings(run.step0, result.accepted_length[result.ok])
+    ok = result.ok
+    warnings = reading_warnings(run.step0, result.accepted_length[ok])
+    fallback = fallback_run_warning(int((result.selection[:, ok] == SEL_FALLBACK).any(axis=0).sum()), int(ok.sum()))
+    warnings += (fallback,) if fallback else ()
+    warnings += recorded_round_warnings(
+        run.manifest,
+        run.tree,
+        result.keys[:, ok],
+        {
+            "num_nodes": result.num_nodes[ok],
+            "draft_steps": result.num_steps[ok],
+            "accepted_length": result.accepted_length[ok],
+        },
+    )
     return RunReplay(
         run.path,
         run.kind,

@@ -59,6 +59,7 @@ DEFAULT_STEP0_OFFSET: tuple[int, int] = (1, 1)  # the article's rule: step 0 is 
 OFFSET_DEFAULT, OFFSET_DETECTED, OFFSET_OPTION = "default", "detected", "--step0-offset"
 STRAY_REASON = "name matches neither draft_step_I_A_B nor validate_A_B"
 EXT_REASON = "extension {ext} is not read"
+ORPHAN_REASON = "companion file without its data file"
 ROUND_PREFIX = "round "  # Skipped.what of a round's entry; any other entry names a file
 
 
@@ -438,7 +439,7 @@ def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[tuple, File
     for lkey, comp in companions.items():
         for ps in comp.values():
             for p in ps:
-                skipped.append(Skipped(_base_name(p), "companion file without its data file", (p,)))
+                skipped.append(Skipped(_base_name(p), ORPHAN_REASON, (p,)))
     return out, skipped
 
 
@@ -583,6 +584,7 @@ def _assemble(
             skipped.append(Skipped(name, f"missing {want}{more}", paths))
             continue
         rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))
+    rounds = _lost_last_steps(rounds, skipped, (da, db))
     # An unreadable entry is named in its round's entry (counted once); one in no round is listed alone.
     skipped[at_unreadable:at_unreadable] = [
         Skipped(_base_name(p), why, (p,)) for p, why in unreadable.items() if p not in told
@@ -591,12 +593,82 @@ def _assemble(
     return Grouping(tuple(rounds), tuple(skipped), tuple(sorted(by_round)), check)
 
 
+def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped], offset: tuple[int, int]) -> list[RoundFiles]:
+    """Rounds whose next draft step is named by a stray file: a near-miss name (Draft_Step_2_10_20)
+    or an orphan companion (draft_step_2_10_20.scores alone). Such a round lost its last step; replayed
+    with the steps left it would pass as a round that stopped early. It is skipped instead, its entry
+    naming the missing file and the stray (which is not listed again)."""
+    evidence: dict[tuple[int, int, int], list[int]] = defaultdict(list)  # the matrix strays name → their entries
+    for i, s in enumerate(skipped):
+        if len(s.paths) != 1:
+            continue
+        name = _base_name(s.paths[0])
+        if s.reason == ORPHAN_REASON:
+            guess: str | None = name
+        elif s.reason.startswith((STRAY_REASON, EXT_REASON.split("{")[0])):
+            guess = near_miss(name)
+        else:
+            continue
+        m = _NAME.match(guess) if guess is not None else None
+        if m is None or m.group("validate"):
+            continue
+        evidence[(int(m.group("step")), int(m.group("a")), int(m.group("b")))].append(i)
+    if not evidence:
+        return rounds
+    kept, drop = [], set()
+    for r in rounds:
+        n = len(r.steps)  # the step after the last one present (n >= 1: step 0 is never the lost "last")
+        a, b = r.key
+        strays = evidence.get((n, a, b))
+        if not strays:
+            kept.append(r)
+            continue
+        drop.update(strays)
+        found = ", ".join(
+            f"{printable(_base_name(skipped[i].paths[0]))} "
+            + (
+                "(a companion without its data file)"
+                if skipped[i].reason == ORPHAN_REASON
+                else f"(did you mean {near_miss(_base_name(skipped[i].paths[0]))}?)"
+            )
+            for i in strays
+        )
+        skipped.append(
+            Skipped(
+                f"{ROUND_PREFIX}{a}_{b}",
+                f"missing draft_step_{n}_{a}_{b}: found {found}; without its last draft step the round would "
+                "replay as one that stopped early",
+                (*(fs.data for fs in r.steps), r.validate.data, *(skipped[i].paths[0] for i in strays)),
+            )
+        )
+    skipped[:] = [s for i, s in enumerate(skipped) if i not in drop]
+    return kept
+
+
+def _extra_file(s: Skipped, files: Mapping[tuple, FileSet]) -> Skipped:
+    """A near-miss stray whose likely name is there too (dump_validate_10_20 beside validate_10_20)
+    is an extra file, not a misnamed one: "did you mean validate_10_20?" would point the wrong way."""
+    if not s.reason.startswith(STRAY_REASON) or len(s.paths) != 1:
+        return s
+    guess = near_miss(_base_name(s.paths[0]))
+    m = _NAME.match(guess) if guess is not None else None
+    if m is None or m.group("companion"):
+        return s
+    step = -1 if m.group("validate") else int(m.group("step"))
+    if (step, int(m.group("a")), int(m.group("b"))) not in files:
+        return s
+    told = f"; did you mean {guess}?"
+    extra = f"; {guess} is here too, so this is an extra file (remove or move it)"
+    return Skipped(s.what, s.reason.replace(told, extra), s.paths)
+
+
 def _fold_near_misses(
     skipped: list[Skipped], files: Mapping[tuple, FileSet], step0_offset: tuple[int, int]
 ) -> list[Skipped]:
     """A stray file whose likely name (near_miss) is a matrix missing from a listed round is named in
     that round's entry, not in one of its own: "validation_10_20" and "round 10_20: draft files
     without validate_10_20" are one mistake, counted once."""
+    skipped = [_extra_file(s, files) for s in skipped]
     at = {s.what: i for i, s in enumerate(skipped) if s.what.startswith(ROUND_PREFIX)}
     if not at:
         return skipped
@@ -654,6 +726,8 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
         keep = [not o for o in other]
         for i in np.flatnonzero(~np.asarray(keep, dtype=bool)).tolist():
             skipped += _stray(*entries[i])
+        if any(near_miss(_base_name(p)) is not None for s in skipped for p in s.paths):
+            return None  # a near-miss may be a round's lost step (_lost_last_steps): the general work checks
         step_text, a_text, b_text = (list(compress(col, keep)) for col in (step_text, a_text, b_text))
         entries = list(compress(entries, keep))
     if (

@@ -196,3 +196,55 @@ def group_rounds(directory: str | Path, asked: tuple[int, int] | None, manifest:
     else:
         grouping = group_directory(directory)
     return check_manifest_rounds(grouping, manifest)
+
+
+# What the harness records per round (replay/live/dumps.py round_entry) beside what the replay of the
+# round's files gives: (manifest field, words).
+RECORDED_OUTCOMES = (
+    ("num_nodes", "draft nodes"),
+    ("draft_steps", "draft steps"),
+    ("accepted_length", "accepted length"),
+)
+ROUNDS_NAMED = 3  # disagreeing rounds quoted in the warning; the rest are counted
+
+
+def recorded_round_warnings(manifest: Manifest, tree: Any, keys: Any, outcomes: Mapping[str, Any]) -> tuple[str, ...]:
+    """ "This number is probably wrong" lines: rounds whose replay disagrees with what the directory's
+    manifest.json records for them (shape: nodes and draft steps; and, at temperature 0, the accepted
+    length, which the greedy replay must reproduce). Only when the run is replayed with the
+    manifest's own config (another --config gives other shapes by design). The file names against
+    the manifest's round list are checked when reading (check_manifest_rounds).
+
+    tree: the TreeConfig replayed; keys: [2, R] round keys of the replayed rounds; outcomes: the
+    replayed values per manifest field of RECORDED_OUTCOMES ([R] each). Every command that replays
+    a directory says it (replay.engine: replay_directory, replay_run).
+    """
+    records = (manifest.body or {}).get("rounds")
+    if not isinstance(records, list) or manifest.config is None or manifest.config.tree != tree:
+        return ()
+    greedy = (manifest.body or {}).get("temperature") == 0
+    fields = [f for f in RECORDED_OUTCOMES if greedy or f[0] != "accepted_length"]
+    by_key = {tuple(r["key"]): r for r in records if isinstance(r, dict) and isinstance(r.get("key"), list)}
+    columns = [[int(v) for v in outcomes[name]] for name, _ in fields]
+    differ: list[str] = []
+    n = 0
+    for i, (a, b) in enumerate(zip(*(list(map(int, k)) for k in keys))):
+        rec = by_key.get((a, b))
+        if rec is None:
+            continue
+        n += 1
+        bad = [
+            f"{words} {col[i]} replayed, {rec[name]!r} recorded ({name})"
+            for (name, words), col in zip(fields, columns)
+            if name in rec and rec[name] != col[i]
+        ]
+        if bad:
+            differ.append(f"round {a}_{b}: " + ", ".join(bad))
+    if not differ:
+        return ()
+    more = f"; {len(differ) - ROUNDS_NAMED} more" if len(differ) > ROUNDS_NAMED else ""
+    return (
+        f"WARNING: {len(differ)} of {n} round(s) replay differently from what {manifest.path or 'manifest.json'} "
+        f"records ({'; '.join(differ[:ROUNDS_NAMED])}{more}); the numbers from this dump are probably wrong: are the files "
+        "from another run, or is --layout or --step0-offset wrong?",
+    )

@@ -61,7 +61,14 @@ class RoundError(SpecReplayError):
         self.key = key
         self.path = str(path) if path is not None else None
         where = f" ({printable(self.path)})" if self.path else ""
+        # The reason without the round's name, for listings that already name it ("skipped round A_B: ...").
+        self.reason = f"{printable(self.path)}: {message}" if self.path else message
         super().__init__(f"round {key[0]}_{key[1]}{where}: {message}")
+
+
+def skip_reason(exc: BaseException) -> str:
+    """The reason a round was skipped, for a Skipped entry that names the round itself."""
+    return getattr(exc, "reason", None) or str(exc)
 
 
 class RoundNotFoundError(DumpError):

@@ -39,6 +39,7 @@ ERR_PARENTS = 4  # explicit parents outside the level or repeated
 ERR_VALIDATE_ROWS = 5  # validate row count fits neither layout
 ERR_VALIDATE_COL0 = 6  # a used validate row has no token in column 0
 ERR_NO_ROWS = 7  # dynamic tree: a draft step with no valid row
+ERR_LOST_STEP = 8  # all-layout validate rows of a deeper tree: a draft step's files are missing
 ERROR_NAMES = {
     ERR_OK: "ok",
     ERR_TOO_MANY_STEPS: "more draft steps than gamma",
@@ -48,4 +49,5 @@ ERROR_NAMES = {
     ERR_VALIDATE_ROWS: "validate rows fit no layout",
     ERR_VALIDATE_COL0: "validate row without a column-0 token",
     ERR_NO_ROWS: "draft step without valid rows",
+    ERR_LOST_STEP: "validate rows of a deeper tree: a draft step is missing",
 }

@@ -32,7 +32,7 @@ def _run_chunks(n: int, chunk: int, workers: int, fn: Callable[[int, int], None]
 
 
 def _replay_fixed(
-    batch: RoundBatch, shape: TreeShape, static: bool, gamma: int, workers: int, chunk: int
+    batch: RoundBatch, shape: TreeShape, static: bool, gamma: int, workers: int, chunk: int, deeper: tuple = ()
 ) -> BatchResult:
     """Every round of ``batch`` has ``shape``; structural mismatches reject the whole batch."""
     res = replace(_empty_result(batch, gamma), shapes=(shape,))
@@ -46,7 +46,9 @@ def _replay_fixed(
             small |= (st.own_rows() < h) | (st.own_cols() < max(w))
     notes: dict[int, list[str]] = {}
     pre = small if small.any() else None
-    _run_chunks(len(batch), chunk, workers, lambda lo, hi: _replay_chunk(batch, lo, hi, shape, static, res, notes, pre))
+    _run_chunks(
+        len(batch), chunk, workers, lambda lo, hi: _replay_chunk(batch, lo, hi, shape, static, res, notes, pre, deeper)
+    )
     return replace(res, selection_notes={k: tuple(v) for k, v in notes.items()})
 
 
@@ -67,7 +69,9 @@ def replay_batch(
         res.error[:] = ERR_TOO_MANY_STEPS
         return res
     if cfg.tree_type != TREE_DYNAMIC:
-        return _replay_fixed(batch, config_tree_shape(cfg, batch.num_steps), True, gamma, workers, chunk_rounds)
+        deeper = cfg.all_rows_of_deeper_trees(batch.num_steps)
+        shape = config_tree_shape(cfg, batch.num_steps)
+        return _replay_fixed(batch, shape, True, gamma, workers, chunk_rounds, deeper)
     index, shapes, err = dynamic_shapes(batch, cfg)
     res = _empty_result(batch, gamma)
     res.error[:] = err

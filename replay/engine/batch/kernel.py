@@ -33,6 +33,7 @@ from replay.io.roundbatch import RoundBatch
 
 from .codes import (
     BONUS_NONE,
+    ERR_LOST_STEP,
     ERR_MATRIX_SHAPE,
     ERR_OK,
     ERR_PARENTS,
@@ -151,9 +152,9 @@ def _rebuild_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static
     return _Rebuilt(tokens, chosen, selection, mismatch, level_lp, checks)
 
 
-def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape):
+def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, deeper: tuple = ()):
     """(column 0 [vrows, C], layout is "all" [C] bool, rows the layout uses [C], rejection conditions)
-    as resolve_layout."""
+    as resolve_layout; deeper: the all layout's row counts of deeper trees (a lost last step)."""
     checks = _Checks()
     v = batch.validate.ids[:, :, lo:hi]
     vrows, vcols, c = v.shape
@@ -168,7 +169,9 @@ def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape):
     n_par, n_all = shape.num_expanded, shape.num_nodes + 1
     if batch.layout is not None:
         need_v = n_par if batch.layout == "parents" else n_all
-        checks.add(rows_used < need_v, ERR_VALIDATE_ROWS)
+        # parents: fewer rows than the all layout's (those fit that layout), as resolve_layout
+        bad_rows = (rows_used < need_v) | ((rows_used >= n_all) if batch.layout == "parents" else False)
+        checks.add(bad_rows, ERR_VALIDATE_ROWS)
         is_all = np.full(c, batch.layout == "all")
         need = np.full(c, need_v)
     else:
@@ -176,6 +179,8 @@ def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape):
         is_all = ~is_par & (rows_used >= n_all)
         checks.add(~(is_par | is_all), ERR_VALIDATE_ROWS)
         need = np.where(is_par, n_par, n_all)
+    if deeper:  # as replayer._check_no_lost_step
+        checks.add(is_all & np.isin(rows_used, deeper), ERR_LOST_STEP)
     if (need == need[0]).all():
         checks.add(val0[: int(need[0])].min(axis=0) < 0, ERR_VALIDATE_COL0)
     else:
@@ -304,6 +309,7 @@ def _replay_chunk(
     res: BatchResult,
     notes: dict,
     small: np.ndarray | None = None,
+    deeper: tuple = (),
 ) -> None:
     """Replay rounds [lo, hi) of ``batch`` (all of ``shape``) into ``res`` rows [lo, hi).
 
@@ -314,7 +320,7 @@ def _replay_chunk(
     col = _columns(c)
     sl = slice(lo, hi)
     tree = _rebuild_chunk(batch, lo, hi, shape, static, col)
-    val0, is_all, need, validate_checks = _validate_chunk(batch, lo, hi, shape)
+    val0, is_all, need, validate_checks = _validate_chunk(batch, lo, hi, shape, deeper)
     checks = _Checks()
     if small is not None:  # a round whose own matrix is too small for the tree: its shape is the first fault
         checks.add(small[lo:hi], ERR_MATRIX_SHAPE)

@@ -168,10 +168,15 @@ def parse_text_matrix(text: str, path: str, as_float: bool = False) -> np.ndarra
     return arr
 
 
+_PARENTS_NAME = re.compile(r"\.parents(\.[A-Za-z0-9]+)?$")
+_FLOAT_TEXT = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+(\.\d*)?[eE][+-]?\d+)")
+
+
 def _parse_text_lines(text: str, path: str, as_float: bool) -> np.ndarray:
     """The text format, line by line (the reference; errors name the line)."""
-    kind = "a number" if as_float else "an integer token id"
-    field_name = "scores" if as_float else "ids"
+    parents = _PARENTS_NAME.search(str(path)) is not None  # a .parents companion holds node indices, not tokens
+    kind = "a number" if as_float else ("an integer node index" if parents else "an integer token id")
+    field_name = "scores" if as_float else ("parents" if parents else "ids")
     bad_char = _BAD_FLOAT_CHAR if as_float else _BAD_INT_CHAR
     rows: list[list[str]] = []
     first = 0
@@ -183,9 +188,13 @@ def _parse_text_lines(text: str, path: str, as_float: bool) -> np.ndarray:
         if bad:
             cell = next(c for c in _SEP.split(stripped) if bad.group() in c)
             # Words on the first line are most likely column names: say how to keep them.
-            header = (
-                "; a header line? Delete it or start it with #" if not rows and any(ch.isalpha() for ch in cell) else ""
-            )
+            if not as_float and _FLOAT_TEXT.fullmatch(cell):
+                # 1e0 or 5.0 is a number, but ids and indices are written as integers
+                header = f"; {'scientific notation' if 'e' in cell.lower() else 'a decimal point'} is not an integer: write it as one"
+            elif not rows and any(ch.isalpha() for ch in cell):
+                header = "; a header line? Delete it or start it with #"  # words on the first line: column names
+            else:
+                header = ""
             raise DumpError(path, f"line {no}: {cell[:40]!r} is not {kind}{header}", field_name)
         cells = [c for c in _SEP.split(stripped) if c]
         if not cells:  # only separators: a blank line
@@ -333,7 +342,7 @@ def _as_parents(parents: np.ndarray, rows: int, path: Path) -> np.ndarray:
             f"expected one node index per row of the ids, got {shape_words(parents.shape)}; write one index per line",
             "parents",
         )
-    if parents.shape[0] < rows:
+    if parents.shape[0] != rows:  # too many is as wrong as too few: which entries go with which row?
         n = parents.shape[0]
         raise DumpError(
             path,
