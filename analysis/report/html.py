@@ -37,6 +37,7 @@ from analysis.tables.definitions import DEFINITIONS, SUMMARY_NAMES, definitions_
 from analysis.tables.metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes, static_shape
 from analysis.tables.runs import LabelledRun
 from replay.core.config import TreeConfig
+from replay.core.selection import uses_fallback
 from replay.io.grouping import Key, describe_skipped
 from replay.util.errors import SpecReplayError
 
@@ -187,7 +188,7 @@ def build_report(
             add(f"<p>manifest source: {_h(src)}</p>")
         for note in rep.notes:
             add(f"<p class='note'>note: {_h(note)}</p>")
-        fallback = int((tables.rounds[tables.rounds["run"] == run.label]["selection"].str.contains("fallback")).sum())
+        fallback = int((tables.rounds[tables.rounds["run"] == run.label]["selection"].map(uses_fallback)).sum())
         if fallback:
             add(
                 f"<p class='note'>WARNING: {fallback} round(s) had no scores and no parents; expanded nodes were chosen by the rank-major fallback.</p>"

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from replay.core.records import csv_frame
+from replay.core.selection import uses_fallback
 from replay.io.grouping import describe_skipped, why_no_rounds
 from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
@@ -258,7 +259,7 @@ def run_stats(args: argparse.Namespace) -> int:
             )
             sel = tables.rounds[tables.rounds["run"] == run.label]["selection"].value_counts()
             out.write("  selection: " + ", ".join(f"{k} x{v}" for k, v in sel.items()) + "\n")
-            if any("fallback" in k for k in sel.index):
+            if any(uses_fallback(k) for k in sel.index):
                 out.write(
                     "  WARNING: rounds without scores or parents: expanded nodes chosen by the rank-major fallback\n"
                 )

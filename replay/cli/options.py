@@ -23,6 +23,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 
 from replay.core.config_grammar import parse_spec
+from replay.core.vocab import LAYOUTS
 from replay.engine.replayer import ReplayOptions
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.grouping import Skipped, parse_offset, parse_round_key, why_no_rounds
@@ -193,7 +194,7 @@ def add_dump_options(p: argparse.ArgumentParser) -> None:
         "6,2x2,1x1, [6]|[2,2]|[1,1], inline JSON (docs/config-grammar.md)",
     )
     p.add_argument("--tree", type=int, default=0, help="which specTree entry to use (default: %(default)s)")
-    p.add_argument("--layout", choices=("parents", "all"), help="validate layout (default: manifest, else from shapes)")
+    p.add_argument("--layout", choices=LAYOUTS, help="validate layout (default: manifest, else from shapes)")
     add_reading_options(p)
 
 

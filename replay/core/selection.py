@@ -35,7 +35,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .vocab import SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT
+from .vocab import SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT, SELECTION_JOIN
 
 # Rank weight of the rank-major key: a parent's selection slot (< topHead) never reaches it, and
 # rank * weight stays an exact float64 integer for any rank a dump can hold.
@@ -157,3 +157,13 @@ def invalid_parents_columns(local: np.ndarray, level: int) -> np.ndarray:
         upper = np.triu(np.ones((h, h), dtype=bool), 1)[:, :, None]
         bad |= ((local[:, None, :] == local[None, :, :]) & upper).any(axis=(0, 1))
     return bad
+
+
+def selection_summary(methods: Sequence[str]) -> str:
+    """A round's ``selection`` column: the methods of draft steps 1.. in first-use order (SELECT_ROOT alone)."""
+    return SELECTION_JOIN.join(dict.fromkeys(methods)) if len(methods) else SELECT_ROOT
+
+
+def uses_fallback(summary: str) -> bool:
+    """Whether a ``selection_summary`` names the rank-major fallback."""
+    return SELECT_FALLBACK in summary.split(SELECTION_JOIN)

@@ -17,7 +17,7 @@ from replay.core.acceptance import Acceptance, accept_greedy, target_top1_per_no
 from replay.core.config import SpecConfig, TreeConfig
 from replay.core.records import record_of
 from replay.core.tree import Tree
-from replay.core.vocab import PAD_TOKEN
+from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, PAD_TOKEN
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
 from replay.io.manifest import Manifest, group_rounds, read_manifest
@@ -27,8 +27,6 @@ from replay.io.rounds import Round, load_round
 from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError
 
 from .rebuild import Rebuilt, rebuild_tree
-
-LAYOUT_PARENTS, LAYOUT_ALL = "parents", "all"
 
 
 @dataclass(frozen=True, eq=False)
