@@ -14,11 +14,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import IO
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 from replay.util.atomic import atomic_path
 
 from .vocab import PAD_TOKEN
+
+if TYPE_CHECKING:  # imported where used: reading a record needs neither
+    import numpy as np
+    import pandas as pd
 
 NOTE_SEPARATOR = " | "  # CSV text of the notes list (a note never contains it)
 
@@ -47,7 +52,7 @@ class RoundRecord:
     num_committed: int  # len(committed_tokens) = accepted_length + (bonus known)
     notes: tuple[str, ...]  # replay notes (fallbacks, disagreements)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {name: list(v) if name in LIST_COLUMNS else v for name, v in ((n, getattr(self, n)) for n in COLUMNS)}
 
 
@@ -83,7 +88,7 @@ def shape_text(widths: Sequence[Sequence[int]]) -> str:
     return "|".join("[" + ",".join(str(int(w)) for w in row) + "]" for row in widths)
 
 
-def record_of(res) -> RoundRecord:
+def record_of(res: Any) -> RoundRecord:  # a replay.engine RoundResult (a higher layer)
     """The record of one scalar replay (replay.engine.replayer.RoundResult)."""
     a, tree = res.acceptance, res.tree
     _, widths = tree.shape()
@@ -111,13 +116,14 @@ def record_of(res) -> RoundRecord:
     )
 
 
-def records_of_batch(result) -> Iterable[RoundRecord]:
+def records_of_batch(result: Any) -> Iterable[RoundRecord]:  # a replay.engine BatchResult
     """The records of a batch replay's replayed rounds (replay.engine.batch.BatchResult), in its order."""
     for obj in result.iter_json():
-        yield RoundRecord(**{k: tuple(v) if k in LIST_COLUMNS else v for k, v in obj.items()})
+        kw: dict[str, Any] = {k: tuple(v) if k in LIST_COLUMNS else v for k, v in obj.items()}
+        yield RoundRecord(**kw)
 
 
-def json_line(obj: dict) -> str:
+def json_line(obj: dict[str, Any]) -> str:
     """One record's JSON Lines line: ``obj`` is RoundRecord.to_json() (its keys in COLUMNS order)."""
     return json.dumps(obj) + "\n"
 
@@ -147,7 +153,7 @@ _ROUND_VALUES = (
 )
 
 
-def write_batch_json_lines(result, out: IO[str]) -> int:
+def write_batch_json_lines(result: Any, out: IO[str]) -> int:
     """write_json_lines(records_of_batch(result), out), formatted from the result's arrays.
 
     result: a replay.engine.batch.BatchResult. Each line is json_line(result.round_json(i)) byte for byte:
@@ -200,14 +206,14 @@ def write_batch_json_lines(result, out: IO[str]) -> int:
     return int(ok.shape[0])
 
 
-def _own_notes(result, ok):
+def _own_notes(result: Any, ok: np.ndarray) -> np.ndarray:
     """[R'] bool: rounds with selection notes of their own; other rounds' notes follow from their codes."""
     import numpy as np
 
     return np.isin(ok, np.fromiter(result.selection_notes, dtype=np.int64, count=len(result.selection_notes)))
 
 
-def _batch_templates(result, ok, own) -> tuple[list[str], list[int], set[int]]:
+def _batch_templates(result: Any, ok: np.ndarray, own: np.ndarray) -> tuple[list[str], list[int], set[int]]:
     """(one str.format template per distinct code tuple, each ok round's template index, the
     positions in ``ok`` of each template's first round, whose line the caller checks).
 
@@ -247,7 +253,7 @@ def _batch_templates(result, ok, own) -> tuple[list[str], list[int], set[int]]:
     return templates, which.reshape(-1).tolist(), set(first.tolist())
 
 
-def records_frame(records: Iterable[RoundRecord]):
+def records_frame(records: Iterable[RoundRecord]) -> pd.DataFrame:
     """The records as a pandas DataFrame in COLUMNS order (lists as lists, nullable ids Int64)."""
     import pandas as pd
 
@@ -260,13 +266,13 @@ def records_frame(records: Iterable[RoundRecord]):
     return normalize_frame(frame)
 
 
-def _list_cell(v) -> list:
+def _list_cell(v: Any) -> list[Any]:
     if v is None or (isinstance(v, float) and v != v):
         return []
     return [x.item() if hasattr(x, "item") else x for x in v]
 
 
-def normalize_frame(frame):
+def normalize_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """Any loaded per-round frame (JSON Lines, CSV read with CSV_CONVERTERS, Parquet) to one form."""
 
     frame = frame.copy()
@@ -298,7 +304,7 @@ CSV_DTYPES = {c: "Int64" for c in NULLABLE_INT_COLUMNS} | {"round": str}
 JSON_DTYPES = {"round": str} | {c: "Int64" for c in NULLABLE_INT_COLUMNS}
 
 
-def csv_frame(frame):
+def csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with its list columns as CSV text (ids separated by spaces, notes by `` | ``)."""
     frame = frame.copy()
     for c in INT_LIST_COLUMNS:
@@ -309,7 +315,7 @@ def csv_frame(frame):
     return frame
 
 
-def read_json(path_or_buffer):
+def read_json(path_or_buffer: Any) -> pd.DataFrame:
     """Per-round JSON (``replay``/``batch --json`` lines, or the array ``stats --table rounds --json``
     prints) back as records_frame gave it: a null bonus_kind is None, null ids are pandas NA."""
     import io
@@ -325,14 +331,14 @@ def read_json(path_or_buffer):
     return normalize_frame(pd.read_json(io.StringIO(text), lines=lines, dtype=JSON_DTYPES))
 
 
-def read_csv(path):
+def read_csv(path: str | Path) -> pd.DataFrame:
     """A per-round CSV written by ``write_table`` back as records_frame gave it."""
     import pandas as pd
 
     return normalize_frame(pd.read_csv(path, converters=CSV_CONVERTERS, dtype=CSV_DTYPES))
 
 
-def write_table(frame, path) -> None:
+def write_table(frame: pd.DataFrame, path: str | Path) -> None:
     """A per-round frame to ``path``, atomically (.parquet keeps lists; .csv encodes them, see csv_frame)."""
     with atomic_path(path) as tmp:
         if str(path).endswith(".parquet"):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +54,7 @@ def selection_method(step: int, has_parents: bool, has_scores: bool) -> str:
     return SELECT_PATH_PROB if has_scores else SELECT_FALLBACK
 
 
-def selection_order(keys: Sequence[float], ties: Sequence | None = None) -> list[int]:
+def selection_order(keys: Sequence[float], ties: Sequence[Any] | None = None) -> list[int]:
     """Level-local indices in selection order: highest key first, equal keys in tree order.
 
     keys: [l] one per level node (path log-probability or ``rank_major_key``), no NaN.
@@ -66,7 +67,7 @@ def selection_order(keys: Sequence[float], ties: Sequence | None = None) -> list
     return sorted(range(len(keys)), key=lambda j: (-keys[j], ties[j]))
 
 
-def select_top(keys: Sequence[float], heads: int, ties: Sequence | None = None) -> list[int]:
+def select_top(keys: Sequence[float], heads: int, ties: Sequence[Any] | None = None) -> list[int]:
     """The ``heads`` level-local indices a step expands, in selection order (see selection_order)."""
     if not 0 <= heads <= len(keys):
         raise ValueError(f"cannot pick {heads} heads from a level of {len(keys)} nodes")
@@ -120,8 +121,10 @@ def first_true(mask: np.ndarray) -> np.ndarray:
     """
     k = mask.shape[0]
     if k == 1:
-        return (~mask[0]).astype(np.int64)
-    return k - (mask * _descending(k)).max(axis=0).astype(np.int64)
+        first: np.ndarray = (~mask[0]).astype(np.int64)
+        return first
+    first = k - (mask * _descending(k)).max(axis=0).astype(np.int64)
+    return first
 
 
 def top_k_columns(keys: np.ndarray, k: int, col: np.ndarray) -> np.ndarray:
@@ -152,7 +155,7 @@ def invalid_parents_columns(local: np.ndarray, level: int) -> np.ndarray:
     local: [h, C] int64 each round's parents minus the level's first node id; level: its size.
     """
     h = local.shape[0]
-    bad = ((local < 0) | (local >= level)).any(axis=0)
+    bad: np.ndarray = np.asarray(((local < 0) | (local >= level)).any(axis=0))
     if h > 1:
         upper = np.triu(np.ones((h, h), dtype=bool), 1)[:, :, None]
         bad |= ((local[:, None, :] == local[None, :, :]) & upper).any(axis=(0, 1))
