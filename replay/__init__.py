@@ -6,7 +6,7 @@ from replay.util.old_paths import install as _install_old_paths
 _install_old_paths()
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> str:
     if name == "__version__":  # one source: the package metadata (replay.util.version)
         from .util.version import package_version
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from replay.core.config import TREE_DYNAMIC, TREE_STATIC, TreeConfig
@@ -158,6 +159,7 @@ def check_agree(cfg: TreeConfig, rounds: list[Round], chunk_rounds: int = 16384)
     return [verdicts[k] for k in range(len(rounds))]
 
 
+@pytest.mark.slow
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(runs())
 def test_batch_matches_reference(case):
@@ -174,6 +176,7 @@ def test_matrix_sizes_do_not_split_batches(case):
     assert len(batch_from_rounds(rounds)) == len(groups)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(runs(), st.integers(1, 3))
 def test_chunking_and_threads_do_not_change_results(case, chunk):

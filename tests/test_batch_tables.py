@@ -178,6 +178,7 @@ def reference_results(cfg: TreeConfig, rounds) -> list:
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(runs())
 def test_random_run_tables_agree(case):

@@ -84,6 +84,7 @@ def test_sample_compare_agrees(name):
     assert len(rounds)
 
 
+@pytest.mark.slow
 def test_synthetic_article_compare_has_undecidable_rounds_and_bounds():
     """Every contained config of the article tree, with a threshold: undecidable rounds of each
     reason and ranges of steps occur, and both paths agree on them."""
@@ -115,6 +116,7 @@ def test_reference_loaded_run_uses_the_reference():
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(runs(), st.randoms(use_true_random=False), st.sampled_from([None, 0.0, 0.3, 0.6, 1.0]))
 def test_random_run_compare_agrees(case, rnd, threshold):

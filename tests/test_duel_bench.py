@@ -54,6 +54,7 @@ def test_identity_is_judged_against_target_only_greedy_of_the_same_prompt():
     assert not duel.identical(runs, "b") and not duel.identical(runs, "c") and not duel.identical(runs, "missing")
 
 
+@pytest.mark.slow
 def test_tiny_duel_runs_every_method_and_every_output_is_target_greedy(tmp_path, capsys):
     duel = load_duel()
     out = tmp_path / "duel.json"

@@ -506,6 +506,7 @@ FUZZ_SETTINGS = dict(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=CI_EXAMPLES, derandomize=True, **FUZZ_SETTINGS)
 @given(data=st.data())
 def test_mutated_samples_through_the_commands(corpora, data):

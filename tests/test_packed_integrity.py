@@ -439,6 +439,7 @@ def _mutate(run: Path, files: list[str], data) -> str:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
+@pytest.mark.slow
 @given(data=st.data())
 def test_fuzz_damage_is_visible_or_harmless(base, fuzz_site, data):
     """Random damage: nothing escapes, nothing tracebacks, a printed result is the intact run's.

@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from replay.engine.replayer import replay_round
@@ -42,6 +43,7 @@ def random_round(draw):
     return cfg, steps, validate, (logp if with_logp else None), (parents if with_parents else None), layout
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(random_round())
 def test_replay_matches_simple_implementation(case):

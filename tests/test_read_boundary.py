@@ -114,6 +114,7 @@ def test_npz_bad_crc_and_every_truncation_are_dump_errors(tmp_path):
             read_matrix(src, "draft")
 
 
+@pytest.mark.slow
 def test_npz_deflate_bomb_is_refused_before_inflating(tmp_path):
     """1.2 MB deflating to 1.2 GB: took 1.2 GB and 11 s, then failed with a wrong message."""
     bomb = tmp_path / "bomb.npz"

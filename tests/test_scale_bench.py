@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_benchmark_quick_run_prints_the_tables(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "replay_speed.py"), "--quick", "--out", str(tmp_path / "scratch")],

@@ -6,6 +6,7 @@ every contained config tried. The dumps come from the batch property test's stra
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analysis.compare.subtree import contained_configs, replay_subconfig
@@ -41,6 +42,7 @@ def check_contained(cfg: TreeConfig, batches, subs) -> int:
     return compared
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(runs(), st.randoms(use_true_random=False))
 def test_contained_replay_matches_reference(case, rnd):
@@ -50,6 +52,7 @@ def test_contained_replay_matches_reference(case, rnd):
     check_contained(cfg, batch_from_rounds(rounds), picked)
 
 
+@pytest.mark.slow
 def test_synthetic_article_every_contained_config():
     """Every contained config of the article tree on the 300 synthetic rounds (scores, path
     probability): undecidable rounds (a selection leaving the recording) included."""

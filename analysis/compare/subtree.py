@@ -34,6 +34,7 @@ import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 import numpy as np
 
@@ -42,6 +43,8 @@ from replay.core.selection import rank_major_key, selection_order
 from replay.core.vocab import (
     BONUS_CORRECTION,
     BONUS_LEAF,
+    LAYOUT_ALL,
+    LAYOUT_PARENTS,
     PAD_TOKEN,
     SELECT_FALLBACK,
     SELECT_PARENTS,
@@ -51,7 +54,7 @@ from replay.core.vocab import (
     STOP_MISMATCH,
     STOP_NO_ROW,
 )
-from replay.engine.replayer import LAYOUT_ALL, LAYOUT_PARENTS, RoundResult
+from replay.engine.replayer import RoundResult
 
 RULE_PATH = SELECT_PATH_PROB
 RULE_RECORDED_ORDER = SELECT_RECORDED_ORDER
@@ -59,7 +62,17 @@ RULE_FALLBACK = SELECT_FALLBACK
 
 UNDECIDABLE = "undecidable"
 
-IN, OUT, MAYBE = "in", "out", "maybe"
+
+class NodeStatus(IntEnum):
+    """Whether the sub-config's step expands a node: surely (IN), surely not (OUT), or it depends on
+    unrecorded scores (MAYBE). Ints, so that analysis.compare.subtree_batch keeps them in int8 arrays."""
+
+    OUT = 0
+    IN = 1
+    MAYBE = 2
+
+
+IN, OUT, MAYBE = NodeStatus.IN, NodeStatus.OUT, NodeStatus.MAYBE
 
 # Why a round is undecidable, as codes (analysis.compare.subtree_batch keeps them in arrays) and as text.
 WHY_NONE, WHY_THRESHOLD, WHY_MAYBE, WHY_UNEXPANDED, WHY_BEYOND, WHY_WIDTH = 0, 1, 2, 3, 4, 5
@@ -123,7 +136,7 @@ class _Node:
     exact: bool
     sure: bool  # certainly exists (parent certainly selected with a slot giving it this rank)
     order: tuple[int, int] | None  # (parent's slot, rank): tree order in the level, None if unknown
-    status: str = OUT
+    status: NodeStatus = OUT
     slot_lo: int = -1
     slot_hi: int = -1
     row: int = -1  # row of the recorded candidates, -1 when the recording did not expand it

@@ -23,19 +23,18 @@ import numpy as np
 
 from replay.core.config import TreeConfig
 from replay.core.selection import FALLBACK_RANK_WEIGHT
-from replay.core.vocab import PAD_TOKEN
-from replay.engine.batch import SEL_PARENTS, BatchResult, RoundBatch, TreeShape
+from replay.core.vocab import CHUNK_ROUNDS, PAD_TOKEN
+from replay.engine.batch import SEL_PARENTS, BatchResult, RoundBatch, StopCode, TreeShape
 
-from .subtree import WHY_BEYOND, WHY_MAYBE, WHY_NONE, WHY_THRESHOLD, WHY_UNEXPANDED, WHY_WIDTH
+from .subtree import IN, MAYBE, OUT, WHY_BEYOND, WHY_MAYBE, WHY_NONE, WHY_THRESHOLD, WHY_UNEXPANDED, WHY_WIDTH
 
-OUT, IN, MAYBE = 0, 1, 2
 CODE_PATH, CODE_RECORDED, CODE_FALLBACK = 0, 1, 2  # analysis.compare.subtree.selection_rule's RULE_*, as codes
-CHUNK_ROUNDS = 16384
 
 
 # how the walk ended (analysis.compare.subtree's SubOutcome.stop); why a round is undecidable: subtree.WHY_*
-STOP_CODE_LEAF, STOP_CODE_MISMATCH, STOP_CODE_NO_ROW, STOP_CODE_UNDECIDABLE = 0, 1, 2, 3
-NO_RANK = -1  # why_rank where the reason names no candidate
+STOP_CODE_LEAF, STOP_CODE_MISMATCH, STOP_CODE_NO_ROW = StopCode.LEAF, StopCode.MISMATCH, StopCode.NO_ROW
+STOP_CODE_UNDECIDABLE = max(StopCode) + 1  # the batch replay's stop codes, and one more
+NO_CANDIDATE = -1  # why_rank where the reason names no candidate (not vocab.NO_RANK, the root's rank)
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,7 +50,7 @@ class SubOutcomes:
     steps_lo: np.ndarray  # [R] int64 draft steps surely run
     steps_hi: np.ndarray  # [R] int64 draft steps possibly run
     why: np.ndarray  # [R] int8 WHY_*, WHY_NONE when decided
-    why_rank: np.ndarray  # [R] int64 the candidate's rank for WHY_BEYOND, else NO_RANK
+    why_rank: np.ndarray  # [R] int64 the candidate's rank for WHY_BEYOND, else NO_CANDIDATE
 
     @staticmethod
     def empty(r: int) -> SubOutcomes:
@@ -413,7 +412,7 @@ def _simulate(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0)
     col = rec.col
     out = SubOutcomes.empty(c)
     out.steps_lo[:], out.steps_hi[:] = sure_steps, max_steps
-    out.why_rank[:] = NO_RANK
+    out.why_rank[:] = NO_CANDIDATE
     alive = np.ones(c, dtype=bool)
     cur = np.zeros(c, dtype=np.int64)
 

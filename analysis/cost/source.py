@@ -122,10 +122,6 @@ def run_cost(directory: str | Path, manifest: Manifest, given: CostModel | None 
     return CostModel.default()
 
 
-def is_measured(cost: CostModel) -> bool:
-    return cost.source.startswith("measured:")
-
-
 def cost_warning(cost: CostModel, what: str) -> str | None:
     """The warning line printed when ``what``'s speedups rest on the default relative cost."""
     if cost.source != SOURCE_DEFAULT:

@@ -36,6 +36,7 @@ from analysis.tables.definitions import DEFINITIONS, SUMMARY_NAMES, Definition, 
 from analysis.tables.metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes, static_shape
 from analysis.tables.runs import LabelledRun
 from replay.core.config import TreeConfig
+from replay.core.selection import uses_fallback
 from replay.io.grouping import Key, describe_skipped
 from replay.util.errors import SpecReplayError
 
@@ -325,7 +326,7 @@ def _run_header(run: LabelledRun, rounds: pd.DataFrame) -> RunHeader:
         unknown=dict(rep.config.unknown) if rep.config.unknown else None,
         manifest_source=(rep.manifest.body.get("source") if rep.manifest.body else None) or None,
         notes=list(rep.notes),
-        fallback_rounds=int((rounds[rounds["run"] == run.label]["selection"].str.contains("fallback")).sum()),
+        fallback_rounds=int((rounds[rounds["run"] == run.label]["selection"].map(uses_fallback)).sum()),
         skipped=[(s.what, s.reason) for s in rep.skipped[:50]],
         more_skipped=max(0, len(rep.skipped) - 50),
     )

@@ -134,7 +134,6 @@ HEADLINE_NAMES = (
     "draft_acceptance_rate",
     "per_position_acceptance_rate",
 )  # what outputs lead with
-SPEED_NAMES = ("modelled_speedup", "measured_speedup", "measured_speedup_wall")
 
 
 def definition(name: str) -> Definition:

@@ -23,13 +23,14 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 
 from replay.core.config_grammar import parse_spec
+from replay.core.vocab import LAYOUTS
 from replay.engine.replayer import ReplayOptions
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.grouping import Skipped, parse_offset, parse_round_key, why_no_rounds
 from replay.util.errors import NoRoundsError, SpecReplayError
 
 # The exit-status contract of every command (replay.cli.main keeps it).
-EXIT_OK, EXIT_SKIPPED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_ERROR, EXIT_INTERRUPTED = 0, 2, 130  # 1 (some input skipped): each command's own return
 DEBUG_ENV = "SPECREPLAY_DEBUG"  # set (not 0) to print an error's traceback, as --debug
 
 DUMP = "DUMP"  # the one name of a dump directory or packed run, in every command's usage line
@@ -231,7 +232,7 @@ def add_dump_options(p: argparse.ArgumentParser) -> None:
         "6,2x2,1x1, [6]|[2,2]|[1,1], inline JSON (docs/config-grammar.md)",
     )
     p.add_argument("--tree", type=int, default=0, help="which specTree entry to use (default: %(default)s)")
-    p.add_argument("--layout", choices=("parents", "all"), help="validate layout (default: manifest, else from shapes)")
+    p.add_argument("--layout", choices=LAYOUTS, help="validate layout (default: manifest, else from shapes)")
     add_reading_options(p)
 
 

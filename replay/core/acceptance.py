@@ -7,7 +7,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from .tree import Tree
-from .vocab import BONUS_CORRECTION, BONUS_LEAF, PAD_TOKEN, STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
+from .vocab import (
+    BONUS_CORRECTION,
+    BONUS_LEAF,
+    LAYOUT_ALL,
+    LAYOUT_PARENTS,
+    PAD_TOKEN,
+    STOP_LEAF,
+    STOP_MISMATCH,
+    STOP_NO_ROW,
+)
 
 
 @dataclass(frozen=True)
@@ -42,9 +51,9 @@ def target_top1_per_node(tree: Tree, validate_ids: np.ndarray, layout: str) -> n
     Returns [num_nodes + 1] int64, PAD_TOKEN where the dump holds no row for the node.
     """
     out = np.full(tree.tokens.shape[0], PAD_TOKEN, dtype=np.int64)
-    if layout == "all":
+    if layout == LAYOUT_ALL:
         out[: validate_ids.shape[0]] = validate_ids[: out.shape[0], 0]
-    elif layout == "parents":
+    elif layout == LAYOUT_PARENTS:
         order = tree.expanded_order
         out[order] = validate_ids[: order.shape[0], 0]
     else:

@@ -241,7 +241,7 @@ def _flat_spec_message(flat: list[int], heads: Any) -> str:
     return text
 
 
-def _short_list(values: list) -> str:
+def _short_list(values: list[Any]) -> str:
     text = repr(values)
     return text if len(text) <= 80 else text[:77] + "..."
 

@@ -60,7 +60,8 @@ def per_position_rates(accepted: np.ndarray, depth: int) -> np.ndarray:
         return np.full(depth, np.nan)
     counts = np.bincount(accepted, minlength=depth + 1)  # rounds with L = k
     reached = counts[::-1].cumsum()[::-1]  # rounds with L >= k
-    return reached[1 : depth + 1] / accepted.shape[0]
+    rates: np.ndarray = reached[1 : depth + 1] / accepted.shape[0]
+    return rates
 
 
 def headline(

@@ -14,11 +14,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import IO
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 from replay.util.atomic import atomic_path
 
 from .vocab import PAD_TOKEN
+
+if TYPE_CHECKING:  # imported where used: reading a record needs neither
+    import numpy as np
+    import pandas as pd
 
 NOTE_SEPARATOR = " | "  # CSV text of the notes list (a note never contains it)
 
@@ -47,7 +52,7 @@ class RoundRecord:
     num_committed: int  # len(committed_tokens) = accepted_length + (bonus known)
     notes: tuple[str, ...]  # replay notes (fallbacks, disagreements)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {name: list(v) if name in LIST_COLUMNS else v for name, v in ((n, getattr(self, n)) for n in COLUMNS)}
 
 
@@ -83,7 +88,7 @@ def shape_text(widths: Sequence[Sequence[int]]) -> str:
     return "|".join("[" + ",".join(str(int(w)) for w in row) + "]" for row in widths)
 
 
-def record_of(res) -> RoundRecord:
+def record_of(res: Any) -> RoundRecord:  # a replay.engine RoundResult (a higher layer)
     """The record of one scalar replay (replay.engine.replayer.RoundResult)."""
     a, tree = res.acceptance, res.tree
     _, widths = tree.shape()
@@ -111,13 +116,14 @@ def record_of(res) -> RoundRecord:
     )
 
 
-def records_of_batch(result) -> Iterable[RoundRecord]:
+def records_of_batch(result: Any) -> Iterable[RoundRecord]:  # a replay.engine BatchResult
     """The records of a batch replay's replayed rounds (replay.engine.batch.BatchResult), in its order."""
     for obj in result.iter_json():
-        yield RoundRecord(**{k: tuple(v) if k in LIST_COLUMNS else v for k, v in obj.items()})
+        kw: dict[str, Any] = {k: tuple(v) if k in LIST_COLUMNS else v for k, v in obj.items()}
+        yield RoundRecord(**kw)
 
 
-def json_line(obj: dict) -> str:
+def json_line(obj: dict[str, Any]) -> str:
     """One record's JSON Lines line: ``obj`` is RoundRecord.to_json() (its keys in COLUMNS order)."""
     return json.dumps(obj) + "\n"
 
@@ -146,7 +152,7 @@ _ROUND_VALUES = (
 )
 
 
-def write_batch_json_lines(result, out: IO[str]) -> int:
+def write_batch_json_lines(result: Any, out: IO[str]) -> int:
     """write_json_lines(records_of_batch(result), out), formatted from the result's arrays.
 
     result: a replay.engine.batch.BatchResult. Each line is json_line(result.round_json(i)) byte for byte:
@@ -164,10 +170,10 @@ def write_batch_json_lines(result, out: IO[str]) -> int:
     own_notes = _own_notes(result, ok)  # [R'] bool
     templates, which, checked = _batch_templates(result, ok, own_notes)
     pieces = [_template_pieces(t) for t in templates]
-    which = np.asarray(which, dtype=np.int64)
+    which_rows = np.asarray(which, dtype=np.int64)  # [R'] template of each round
     for start in range(0, ok.shape[0], _JSON_ROWS_PER_BLOCK):
         rows = np.arange(start, min(start + _JSON_ROWS_PER_BLOCK, ok.shape[0]))
-        lines = _json_block(result, ok[rows], own_notes[rows], which[rows], pieces)
+        lines = _json_block(result, ok[rows], own_notes[rows], which_rows[rows], pieces)
         for j in sorted(k for k in checked if start <= k < start + rows.shape[0]):
             i = int(ok[j])
             if lines[j - start].as_py() != json_line(result.round_json(i)):
@@ -187,7 +193,7 @@ def _template_pieces(template: str) -> list[tuple[str, str | None]]:
     return [(lit, name) for lit, name, _, _ in string.Formatter().parse(template)]
 
 
-def _json_block(result, ok, own_notes, which, pieces):
+def _json_block(result: Any, ok: Any, own_notes: Any, which: Any, pieces: list[list[tuple[str, str | None]]]) -> Any:
     """pyarrow large_string array: the JSON lines of rounds ``ok`` (each line ends with a newline)."""
     import numpy as np
     import pyarrow as pa
@@ -201,11 +207,11 @@ def _json_block(result, ok, own_notes, which, pieces):
     keys = result.keys[:, ok].astype(np.int64)
     roots = result.root_tokens[ok].astype(np.int64)
 
-    def ints(v, missing=None):
+    def ints(v: Any, missing: Any = None) -> Any:
         s = pc.cast(pa.array(v), text)
         return s if missing is None else pc.if_else(pa.array(missing), pa.scalar("null", text), s)
 
-    def listed(values2d, counts):  # [R, W] row-major, the first counts[r] of each row, as JSON lists
+    def listed(values2d: Any, counts: Any) -> Any:  # [R, W] row-major, the first counts[r] of each row, as JSON lists
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         flat = values2d[np.arange(values2d.shape[1])[None, :] < counts[:, None]].astype(np.int64)
@@ -256,7 +262,7 @@ def _json_block(result, ok, own_notes, which, pieces):
     return lines.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
 
 
-def _utf8_text(lines) -> str:
+def _utf8_text(lines: Any) -> str:
     """The concatenated text of a large_string array (its data buffer, without a copy per line)."""
     import numpy as np
 
@@ -267,14 +273,14 @@ def _utf8_text(lines) -> str:
     return memoryview(data)[int(ends[0]) : int(ends[-1])].tobytes().decode("utf-8")
 
 
-def _own_notes(result, ok):
+def _own_notes(result: Any, ok: np.ndarray) -> np.ndarray:
     """[R'] bool: rounds with selection notes of their own; other rounds' notes follow from their codes."""
     import numpy as np
 
     return np.isin(ok, np.fromiter(result.selection_notes, dtype=np.int64, count=len(result.selection_notes)))
 
 
-def _batch_templates(result, ok, own) -> tuple[list[str], list[int], set[int]]:
+def _batch_templates(result: Any, ok: np.ndarray, own: np.ndarray) -> tuple[list[str], list[int], set[int]]:
     """(one str.format template per distinct code tuple, each ok round's template index, the
     positions in ``ok`` of each template's first round, whose line the caller checks).
 
@@ -314,7 +320,7 @@ def _batch_templates(result, ok, own) -> tuple[list[str], list[int], set[int]]:
     return templates, which.reshape(-1).tolist(), set(first.tolist())
 
 
-def records_frame(records: Iterable[RoundRecord]):
+def records_frame(records: Iterable[RoundRecord]) -> pd.DataFrame:
     """The records as a pandas DataFrame in COLUMNS order (lists as lists, nullable ids Int64)."""
     import pandas as pd
 
@@ -327,13 +333,13 @@ def records_frame(records: Iterable[RoundRecord]):
     return normalize_frame(frame)
 
 
-def _list_cell(v) -> list:
+def _list_cell(v: Any) -> list[Any]:
     if v is None or (isinstance(v, float) and v != v):
         return []
     return [x.item() if hasattr(x, "item") else x for x in v]
 
 
-def normalize_frame(frame):
+def normalize_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """Any loaded per-round frame (JSON Lines, CSV read with CSV_CONVERTERS, Parquet) to one form."""
 
     frame = frame.copy()
@@ -365,7 +371,7 @@ CSV_DTYPES = {c: "Int64" for c in NULLABLE_INT_COLUMNS} | {"round": str}
 JSON_DTYPES = {"round": str} | {c: "Int64" for c in NULLABLE_INT_COLUMNS}
 
 
-def csv_frame(frame):
+def csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with its list columns as CSV text (ids separated by spaces, notes by `` | ``)."""
     frame = frame.copy()
     for c in INT_LIST_COLUMNS:
@@ -376,7 +382,7 @@ def csv_frame(frame):
     return frame
 
 
-def read_json(path_or_buffer):
+def read_json(path_or_buffer: Any) -> pd.DataFrame:
     """Per-round JSON (``replay``/``batch --json`` lines, or the array ``stats --table rounds --json``
     prints) back as records_frame gave it: a null bonus_kind is None, null ids are pandas NA."""
     import io
@@ -392,14 +398,14 @@ def read_json(path_or_buffer):
     return normalize_frame(pd.read_json(io.StringIO(text), lines=lines, dtype=JSON_DTYPES))
 
 
-def read_csv(path):
+def read_csv(path: str | Path) -> pd.DataFrame:
     """A per-round CSV written by ``write_table`` back as records_frame gave it."""
     import pandas as pd
 
     return normalize_frame(pd.read_csv(path, converters=CSV_CONVERTERS, dtype=CSV_DTYPES))
 
 
-def write_table(frame, path) -> None:
+def write_table(frame: pd.DataFrame, path: str | Path) -> None:
     """A per-round frame to ``path``, atomically (.parquet keeps lists; .csv encodes them, see csv_frame)."""
     with atomic_path(path) as tmp:
         if str(path).endswith(".parquet"):
@@ -411,7 +417,7 @@ def write_table(frame, path) -> None:
 _CSV_ROWS_PER_WRITE = 65_536  # rows encoded at a time: bounded memory at millions of rounds
 
 
-def write_arrow_table(table, path) -> None:
+def write_arrow_table(table: Any, path: Any) -> None:
     """A per-round pyarrow Table (replay.engine.batch.frames.record_arrow) to ``path``, atomically:
     the bytes write_table writes for the same rows as a pandas frame (tests/test_batch_tables.py),
     encoded column by column in Arrow rather than cell by cell."""
@@ -437,7 +443,7 @@ def _csv_field(text: str) -> str:
 _CSV_QUOTE_IF = ',"\r\n'
 
 
-def _csv_lines(table) -> memoryview:
+def _csv_lines(table: Any) -> memoryview:
     """Rows of ``table`` as UTF-8 CSV lines (csv_frame's list encoding; missing cells empty)."""
     import numpy as np
     import pyarrow as pa
@@ -465,7 +471,7 @@ def _csv_lines(table) -> memoryview:
     return memoryview(data)[int(ends[0]) : int(ends[-1])]
 
 
-def _quoted(col):
+def _quoted(col: Any) -> Any:
     """_csv_field of every cell of a string column; only the cells that need quotes are touched."""
     import pyarrow as pa
     import pyarrow.compute as pc

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from .vocab import NO_PARENT, PAD_TOKEN
+from .tree import Tree
+from .vocab import LAYOUT_ALL, LAYOUT_PARENTS, NO_PARENT, PAD_TOKEN
 
 # Recorded probabilities are float32 log-softmax values: a row may sum to 1 + a few ulps.
 ROW_SUM_TOLERANCE = 1e-5
@@ -37,7 +39,7 @@ PROBLEM_WORDS = {
 }
 
 
-def check_temperature(value) -> float:
+def check_temperature(value: Any) -> float:
     """T as a float: finite and >= 0 (0 means greedy). Raises ValueError with the words to show."""
     if isinstance(value, bool):
         raise ValueError(f"temperature: expected a number >= 0, got {value!r}")
@@ -234,7 +236,17 @@ def sampling_bounds(
     return _aggregate(t, reach_lo, reach_hi, p_lo, p_hi, parents, depths, problem, needs_vocab)
 
 
-def _aggregate(t, reach_lo, reach_hi, p_lo, p_hi, parents, depths, problem, needs_vocab) -> SamplingBounds:
+def _aggregate(
+    t: float,
+    reach_lo: np.ndarray,
+    reach_hi: np.ndarray,
+    p_lo: np.ndarray,
+    p_hi: np.ndarray,
+    parents: np.ndarray,
+    depths: np.ndarray,
+    problem: np.ndarray,
+    needs_vocab: bool,
+) -> SamplingBounds:
     r, n1 = reach_lo.shape
     dmax = int(depths.max()) if depths.size else 0
     ge_lo = np.zeros((r, dmax + 1))
@@ -277,10 +289,10 @@ def node_rows(
     ids = np.full((n1, k), PAD_TOKEN, dtype=np.int64)
     logp = np.full((n1, k), -np.inf)
     has = np.zeros(n1, dtype=bool)
-    if layout == "all":
+    if layout == LAYOUT_ALL:
         m = min(n1, validate_ids.shape[0])
         ids[:m], logp[:m], has[:m] = validate_ids[:m], validate_logp[:m], True
-    elif layout == "parents":
+    elif layout == LAYOUT_PARENTS:
         order = np.asarray(expanded_order, dtype=np.int64)[: validate_ids.shape[0]]
         ids[order], logp[order], has[order] = validate_ids[: order.shape[0]], validate_logp[: order.shape[0]], True
     else:
@@ -288,7 +300,14 @@ def node_rows(
     return ids, logp, has
 
 
-def round_bounds(tree, validate_ids, validate_logp, layout: str, temperature: float, vocab_size: int | None = None):
+def round_bounds(
+    tree: Tree,
+    validate_ids: np.ndarray,
+    validate_logp: np.ndarray,
+    layout: str,
+    temperature: float,
+    vocab_size: int | None = None,
+) -> SamplingBounds:
     """One round (a replay.core.tree.Tree and its validate rows with scores): SamplingBounds with R = 1."""
     ids, logp, has = node_rows(tree.tokens.shape[0], validate_ids, validate_logp, layout, tree.expanded_order)
     return sampling_bounds(

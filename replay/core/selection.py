@@ -32,10 +32,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
-from .vocab import SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT
+from .vocab import SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT, SELECTION_JOIN
 
 # Rank weight of the rank-major key: a parent's selection slot (< topHead) never reaches it, and
 # rank * weight stays an exact float64 integer for any rank a dump can hold.
@@ -63,7 +64,7 @@ def selection_method(step: int, has_parents: bool, has_scores: bool) -> str:
     return SELECT_PATH_PROB if has_scores else SELECT_FALLBACK
 
 
-def selection_order(keys: Sequence[float], ties: Sequence | None = None) -> list[int]:
+def selection_order(keys: Sequence[float], ties: Sequence[Any] | None = None) -> list[int]:
     """Level-local indices in selection order: highest key first, equal keys in tree order.
 
     keys: [l] one per level node (path log-probability or ``rank_major_key``), no NaN.
@@ -76,7 +77,7 @@ def selection_order(keys: Sequence[float], ties: Sequence | None = None) -> list
     return sorted(range(len(keys)), key=lambda j: (-keys[j], ties[j]))
 
 
-def select_top(keys: Sequence[float], heads: int, ties: Sequence | None = None) -> list[int]:
+def select_top(keys: Sequence[float], heads: int, ties: Sequence[Any] | None = None) -> list[int]:
     """The ``heads`` level-local indices a step expands, in selection order (see selection_order)."""
     if not 0 <= heads <= len(keys):
         raise ValueError(f"cannot pick {heads} heads from a level of {len(keys)} nodes")
@@ -130,8 +131,10 @@ def first_true(mask: np.ndarray) -> np.ndarray:
     """
     k = mask.shape[0]
     if k == 1:
-        return (~mask[0]).astype(np.int64)
-    return k - (mask * _descending(k)).max(axis=0).astype(np.int64)
+        first: np.ndarray = (~mask[0]).astype(np.int64)
+        return first
+    first = k - (mask * _descending(k)).max(axis=0).astype(np.int64)
+    return first
 
 
 def top_k_columns(keys: np.ndarray, k: int, col: np.ndarray) -> np.ndarray:
@@ -162,8 +165,18 @@ def invalid_parents_columns(local: np.ndarray, level: int) -> np.ndarray:
     local: [h, C] int64 each round's parents minus the level's first node id; level: its size.
     """
     h = local.shape[0]
-    bad = ((local < 0) | (local >= level)).any(axis=0)
+    bad: np.ndarray = np.asarray(((local < 0) | (local >= level)).any(axis=0))
     if h > 1:
         upper = np.triu(np.ones((h, h), dtype=bool), 1)[:, :, None]
         bad |= ((local[:, None, :] == local[None, :, :]) & upper).any(axis=(0, 1))
     return bad
+
+
+def selection_summary(methods: Sequence[str]) -> str:
+    """A round's ``selection`` column: the methods of draft steps 1.. in first-use order (SELECT_ROOT alone)."""
+    return SELECTION_JOIN.join(dict.fromkeys(methods)) if len(methods) else SELECT_ROOT
+
+
+def uses_fallback(summary: str) -> bool:
+    """Whether a ``selection_summary`` names the rank-major fallback."""
+    return SELECT_FALLBACK in summary.split(SELECTION_JOIN)

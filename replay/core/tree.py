@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from .vocab import NO_PARENT, NO_RANK, PAD_TOKEN
 
 
-def _as_int_vector(values, name: str, n: int | None = None) -> np.ndarray:
+def _as_int_vector(values: Any, name: str, n: int | None = None) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != 1:
         raise ValueError(f"{name}: expected a 1-D array, got shape {arr.shape}")
@@ -141,9 +142,10 @@ class Tree:
 
     def level_sizes(self) -> list[int]:
         """Nodes per level 1..max depth."""
-        return np.bincount(self.depths[1:], minlength=self.num_steps + 1)[1:].tolist()
+        sizes: list[int] = np.bincount(self.depths[1:], minlength=self.num_steps + 1)[1:].tolist()
+        return sizes
 
-    def shape(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    def shape(self) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
         """(topHead, topKSpec flattened per step) actually present: what a dynamic round reports."""
         heads = tuple(len(e) for e in self.expanded)
         widths = tuple(tuple(int(np.count_nonzero(self.parents == u)) for u in e) for e in self.expanded)
@@ -156,7 +158,7 @@ class Tree:
             out.append(node_name([int(self.ranks[v]) for v in self.path_to(u)[1:]]))
         return out
 
-    def to_networkx(self):
+    def to_networkx(self) -> Any:
         """A ``networkx.DiGraph`` with edges parent → child and node attributes."""
         import networkx as nx
 

@@ -61,5 +61,16 @@ SELECT_PATH_PROB = "path_probability"  # recomputed from the scores
 SELECT_FALLBACK = "rank_major_fallback"  # neither: the rank-major fallback
 SELECT_RECORDED_ORDER = "recorded_order"  # analysis.compare.subtree: parents without scores
 
+# Layouts of the validate matrix (DESIGN.md): row r = the r-th expanded node, or row r = node r.
+LAYOUT_PARENTS, LAYOUT_ALL = "parents", "all"
+LAYOUTS = (LAYOUT_PARENTS, LAYOUT_ALL)  # in this order: the batch arrays' layout codes 0, 1
+
+# A round's `selection` summary: the methods of its draft steps 1.. in first-use order, joined.
+SELECTION_JOIN = "+"
+
+# Rounds the batch kernel replays in one go (~2 MB of temporaries per array for the article
+# config: cache-sized); a packed block holds as many, so that one block is replayed in one go.
+CHUNK_ROUNDS = 16384
+
 # How every command numbers depths, in the words its headers print (DESIGN.md: the root is level 0).
 DEPTH_RULE = "depth d = the d-th draft token: 1 = the root's children, 0 = the root"

@@ -23,6 +23,7 @@ from replay.core.selection import (
     rank_major_keys,
     select_top,
     selection_method,
+    selection_summary,
 )
 from replay.core.tree import Tree
 from replay.core.vocab import (
@@ -49,10 +50,7 @@ class Rebuilt:
 
     @property
     def selection_summary(self) -> str:
-        used = [s for s in self.selection[1:]]
-        if not used:
-            return SELECT_ROOT
-        return "+".join(dict.fromkeys(used))
+        return selection_summary(self.selection[1:])
 
 
 def _valid_rows(ids: np.ndarray) -> int:

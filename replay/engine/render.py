@@ -12,7 +12,7 @@ import numpy as np
 from replay.core.config import SpecConfig, TreeConfig
 from replay.core.headline import headline, headline_lines
 from replay.core.selection import FALLBACK_WARNING
-from replay.core.vocab import BONUS_CORRECTION, PAD_TOKEN, STOP_NO_ROW
+from replay.core.vocab import BONUS_CORRECTION, LAYOUT_PARENTS, PAD_TOKEN, STOP_NO_ROW
 from replay.io.grouping import Skipped, describe_skipped
 
 from .replayer import DirectoryReplay, RoundResult
@@ -76,7 +76,7 @@ def describe_bonus(res: RoundResult) -> str:
     last = res.tree.names()[a.last_node]
     if a.bonus_token is None:
         why = "no target row for it in this dump" if a.stop != STOP_NO_ROW else "no target row"
-        if res.layout == "parents":
+        if res.layout == LAYOUT_PARENTS:
             why = f"the parents layout has no row for {last}"
         return f"not in dump ({why})"
     kind = "correction" if a.bonus_kind == BONUS_CORRECTION else "leaf bonus"

@@ -18,7 +18,7 @@ from replay.core.config import SpecConfig, TreeConfig
 from replay.core.records import record_of
 from replay.core.selection import FALLBACK_WARNING, fallback_run_warning
 from replay.core.tree import Tree
-from replay.core.vocab import PAD_TOKEN
+from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, PAD_TOKEN
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
 from replay.io.manifest import Manifest, group_rounds, read_manifest, recorded_round_warnings
@@ -28,8 +28,6 @@ from replay.io.rounds import Round, load_round
 from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError, skip_reason
 
 from .rebuild import Rebuilt, rebuild_tree
-
-LAYOUT_PARENTS, LAYOUT_ALL = "parents", "all"
 
 
 @dataclass(frozen=True, eq=False)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from replay.core.config import SpecConfig, parse_config
+from replay.core.vocab import LAYOUTS
 from replay.util.bounded import read_json_file
 from replay.util.errors import DumpError
 
@@ -17,8 +18,6 @@ from .formats.matrix_io import ID_KINDS, SCORE_AUTO, SCORE_KINDS, RawSpec, check
 from .grouping import Grouping, Key, Skipped, group_directory
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-
-LAYOUTS = ("parents", "all")
 
 
 @dataclass(frozen=True)

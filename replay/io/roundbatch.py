@@ -20,12 +20,10 @@ from functools import cached_property
 
 import numpy as np
 
-from replay.core.vocab import PAD_TOKEN
+from replay.core.vocab import LAYOUTS, PAD_TOKEN
 
 from .formats.matrix_io import DumpMatrix
 from .rounds import Round
-
-LAYOUT_NAMES = ("parents", "all")  # layout codes 0, 1
 
 
 def _check_array(arr: np.ndarray, name: str, ndim: int, kind: str, rounds: int | None, axis: int = -1) -> None:
@@ -253,7 +251,7 @@ class RoundBatch:
         for i, st in enumerate((*self.steps, self.validate)):
             if st.rounds != r:
                 raise ValueError(f"matrix {i}: {st.rounds} rounds, keys have {r}")
-        if self.layout not in (None, *LAYOUT_NAMES):
+        if self.layout not in (None, *LAYOUTS):
             raise ValueError(f"layout: expected None, 'parents' or 'all', got {self.layout!r}")
         if self.ordinals is not None:
             _check_array(self.ordinals, "ordinals", 1, "iu", r, 0)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from replay.core.config import TreeConfig
-from replay.core.vocab import PAD_TOKEN
+from replay.core.vocab import LAYOUT_ALL, LAYOUTS, PAD_TOKEN
 from replay.engine.batch import MatrixStack, RoundBatch
 from replay.io.dumpwrite import step_file_name
 
@@ -61,8 +61,8 @@ def synth_batch(spec: SynthSpec, hit: np.ndarray | None = None, ordinals: np.nda
     steps = cfg.gamma if spec.steps is None else spec.steps
     if not 1 <= steps <= cfg.gamma:
         raise ValueError(f"steps must lie in 1..{cfg.gamma}, got {steps}")
-    if spec.layout not in ("all", "parents"):
-        raise ValueError(f"layout must be 'all' or 'parents', got {spec.layout!r}")
+    if spec.layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {spec.layout!r}")
     rng = np.random.default_rng(spec.seed)
     r = spec.rounds
     cols = cfg.max_width + spec.extra_cols
@@ -97,7 +97,7 @@ def synth_batch(spec: SynthSpec, hit: np.ndarray | None = None, ordinals: np.nda
         parents = node_ids.astype(np.int32) if spec.with_parents else None
         mats.append(MatrixStack(ids, lp if spec.with_scores else None, parents))
         start, next_start = next_start, next_start + sum(widths)
-    col0 = top1 if spec.layout == "all" else np.take_along_axis(top1, np.concatenate(expanded_ids), axis=0)
+    col0 = top1 if spec.layout == LAYOUT_ALL else np.take_along_axis(top1, np.concatenate(expanded_ids), axis=0)
     val = _tokens(rng, (col0.shape[0], spec.target_cols, r), spec.vocab)
     val[:, 0, :] = col0
     keys = np.empty((2, r), dtype=np.int64)

@@ -16,7 +16,7 @@ import stat
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import IO, Any, NoReturn
 
 import numpy as np
 
@@ -175,7 +175,7 @@ _DEPTH_CHUNK = 16 * MiB
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
 
 
-def json_depth(data: bytes) -> int | None:
+def json_depth(data: bytes | bytearray) -> int | None:
     """Deepest nesting of arrays/objects outside strings; None when a string is unterminated.
 
     Linear time and no recursion, so a 100,000-deep file is measured, not parsed. Dropping
@@ -200,7 +200,7 @@ def json_depth(data: bytes) -> int | None:
     return deepest
 
 
-def parse_json_bytes(data: bytes, fail: Fail) -> Any:
+def parse_json_bytes(data: bytes | bytearray, fail: Fail) -> Any:
     """A JSON document (UTF-8, a BOM allowed) no deeper than MAX_JSON_DEPTH."""
     try:
         text = data.decode("utf-8-sig")
@@ -260,7 +260,7 @@ class BoundedZip:
     def __enter__(self) -> BoundedZip:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._zip.close()
 
     def names(self) -> list[str]:
@@ -299,7 +299,7 @@ class BoundedZip:
         if info.flag_bits & 0x1:
             _raise(fail, "encrypted archive member")
 
-    def open(self, name: str) -> io.BufferedIOBase:
+    def open(self, name: str) -> IO[bytes]:
         """A stream over member ``name`` (check ``size(name)`` first)."""
         try:
             return self._zip.open(name)
@@ -312,7 +312,7 @@ class BoundedZip:
         with self.open(name) as stream:
             return self.read_exact(stream, size, name)
 
-    def read_exact(self, stream: io.BufferedIOBase, count: int, name: str) -> bytes:
+    def read_exact(self, stream: IO[bytes], count: int, name: str) -> bytes:
         """Exactly ``count`` bytes of member ``name`` from ``stream``, in bounded chunks; fewer is an error."""
         parts: list[bytes] = []
         got = 0

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 
 def printable(text: str) -> str:
@@ -29,7 +31,9 @@ class NoRoundsError(SpecReplayError):
     """Not one round could be used: an error (exit 2) in every command. ``skipped`` (replay.io.grouping.Skipped)
     says why, and ``notes`` what the reading found; the CLI lists both on stderr before the error line."""
 
-    def __init__(self, message: str, skipped=(), notes: tuple[str, ...] = (), label: str | None = None):
+    def __init__(
+        self, message: str, skipped: Sequence[Any] = (), notes: tuple[str, ...] = (), label: str | None = None
+    ):
         super().__init__(message)
         self.skipped = tuple(skipped)
         self.notes = tuple(notes)

@@ -15,6 +15,9 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
 
 MOVED = {
     "analysis.api": "replay.cli.api",
@@ -132,7 +135,9 @@ FORWARD = {
 class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Consulted after the real finders, so only for a name no file answers any more."""
 
-    def find_spec(self, fullname, path=None, target=None):
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         new = MOVED.get(fullname)
         if new is None:
             return None
@@ -142,10 +147,10 @@ class _OldPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             )
         return importlib.machinery.ModuleSpec(fullname, self)
 
-    def create_module(self, spec):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
         return None
 
-    def exec_module(self, module):
+    def exec_module(self, module: types.ModuleType) -> None:
         # The import statement takes what sys.modules holds once this returns: the real module.
         sys.modules[module.__name__] = importlib.import_module(MOVED[module.__name__])
 
@@ -160,12 +165,12 @@ def install() -> None:
     sys.meta_path.insert(after[0] + 1 if after else len(sys.meta_path), _OldPaths())
 
 
-def forward(package: str):
+def forward(package: str) -> Callable[[str], Any]:
     """``__getattr__`` for a package that replaced a module of the same name: that module's public
     names, found in its new home, unless a submodule of the package has the name."""
     home = FORWARD[package]
 
-    def __getattr__(name: str):
+    def __getattr__(name: str) -> Any:
         if not name.startswith("_") and importlib.util.find_spec(f"{package}.{name}") is None:
             module = importlib.import_module(home)
             if hasattr(module, name):

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .errors import SpecReplayError
 
@@ -70,7 +70,7 @@ def _serial(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
 def _pooled(fn: Callable[[T], R], items: Iterable[T], workers: int, processes: bool) -> Iterator[R]:
     pool: Executor = ProcessPoolExecutor(max_workers=workers) if processes else ThreadPoolExecutor(max_workers=workers)
     with pool:
-        window: deque[Future] = deque()
+        window: deque[Future[Any]] = deque()
         try:
             for item in items:
                 window.append(pool.submit(fn, item))

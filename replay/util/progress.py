@@ -22,7 +22,7 @@ def progress_enabled(no_progress: bool = False, stream: TextIO | None = None) ->
         return False
 
 
-def progress_bar(total: int, desc: str, enabled: bool, **tqdm_options: Any):
+def progress_bar(total: int, desc: str, enabled: bool, **tqdm_options: Any) -> Any:
     """A tqdm bar on stderr; a silent one (same methods, draws nothing) when not ``enabled``."""
     from tqdm import tqdm
 

@@ -9,13 +9,10 @@ is importable from ``replay.engine.batch``.
 
 from __future__ import annotations
 
-from replay.io.roundbatch import LAYOUT_NAMES, MatrixStack, RoundBatch, SourceNames, batch_from_rounds, signature_of
+from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames, batch_from_rounds, signature_of
 
 from .codes import (
-    BONUS_CODE_CORRECTION,
-    BONUS_CODE_LEAF,
     BONUS_NAMES,
-    BONUS_NONE,
     DEFAULT_CHUNK_ROUNDS,
     ERR_LOST_STEP,
     ERR_MATRIX_SHAPE,
@@ -34,16 +31,15 @@ from .codes import (
     SEL_ROOT,
     SELECTION_NAMES,
     STOP_CODES,
+    BonusCode,
+    StopCode,
 )
 from .driver import RebuiltLevels, default_workers, expanded_nodes, rebuilt_levels, replay_batch, replay_batches
 from .result import BatchResult, empty_result
 from .shapes import TreeShape, config_tree_shape, dynamic_shapes
 
 __all__ = [
-    "BONUS_CODE_CORRECTION",
-    "BONUS_CODE_LEAF",
     "BONUS_NAMES",
-    "BONUS_NONE",
     "DEFAULT_CHUNK_ROUNDS",
     "ERR_MATRIX_SHAPE",
     "ERR_LOST_STEP",
@@ -55,7 +51,6 @@ __all__ = [
     "ERR_VALIDATE_COL0",
     "ERR_VALIDATE_ROWS",
     "ERROR_NAMES",
-    "LAYOUT_NAMES",
     "SEL_FALLBACK",
     "SEL_NONE",
     "SEL_PARENTS",
@@ -64,6 +59,8 @@ __all__ = [
     "SELECTION_NAMES",
     "STOP_CODES",
     "BatchResult",
+    "BonusCode",
+    "StopCode",
     "MatrixStack",
     "RebuiltLevels",
     "RoundBatch",

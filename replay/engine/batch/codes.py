@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 from replay.core.vocab import (
     BONUS_CORRECTION,
     BONUS_LEAF,
+    CHUNK_ROUNDS,
     SELECT_FALLBACK,
     SELECT_PARENTS,
     SELECT_PATH_PROB,
@@ -14,7 +17,7 @@ from replay.core.vocab import (
     STOP_NO_ROW,
 )
 
-DEFAULT_CHUNK_ROUNDS = 16384  # ~2 MB of temporaries per array for the article config: cache-sized
+DEFAULT_CHUNK_ROUNDS = CHUNK_ROUNDS
 
 # Per-step selection codes (BatchResult.selection); -1 = no such step.
 SEL_NONE, SEL_ROOT, SEL_PARENTS, SEL_PATH, SEL_FALLBACK = -1, 0, 1, 2, 3
@@ -25,9 +28,26 @@ SELECTION_NAMES = {
     SEL_FALLBACK: SELECT_FALLBACK,
 }
 
-STOP_CODES = (STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW)  # stop codes 0, 1, 2
-BONUS_NONE, BONUS_CODE_CORRECTION, BONUS_CODE_LEAF = 0, 1, 2
-BONUS_NAMES = {BONUS_NONE: None, BONUS_CODE_CORRECTION: BONUS_CORRECTION, BONUS_CODE_LEAF: BONUS_LEAF}
+
+class StopCode(IntEnum):
+    """BatchResult.stop: where the acceptance walk stopped (the word: STOP_CODES[code])."""
+
+    LEAF = 0
+    MISMATCH = 1
+    NO_ROW = 2
+
+
+class BonusCode(IntEnum):
+    """BatchResult.bonus_kind: which bonus token the round commits (the word: BONUS_NAMES[code])."""
+
+    NONE = 0
+    CORRECTION = 1
+    LEAF = 2
+
+
+_STOP_WORDS = {StopCode.LEAF: STOP_LEAF, StopCode.MISMATCH: STOP_MISMATCH, StopCode.NO_ROW: STOP_NO_ROW}
+STOP_CODES = tuple(_STOP_WORDS[c] for c in StopCode)  # indexed by StopCode
+BONUS_NAMES = {BonusCode.NONE: None, BonusCode.CORRECTION: BONUS_CORRECTION, BonusCode.LEAF: BONUS_LEAF}
 
 # Why a round was rejected (the first failing check, in the reference's order). The exact message
 # is the reference's own, obtained by replaying just the rejected rounds (replay.engine.runs).

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from replay.core.records import COLUMNS, records_frame, records_of_batch, shape_text
-from replay.core.vocab import PAD_TOKEN
-from replay.io.roundbatch import LAYOUT_NAMES
+from replay.core.vocab import LAYOUTS, PAD_TOKEN
 
 from .codes import BONUS_NAMES, SEL_FALLBACK, STOP_CODES
 
@@ -52,7 +51,7 @@ def record_columns(r) -> Columns:
         "num_steps": r.num_steps,
         "num_nodes": r.num_nodes,
         "shape": np.asarray([shape_text(s.widths) for s in r.shapes] + [""], dtype=object)[r.shape_index],
-        "layout": np.asarray(LAYOUT_NAMES, dtype=object)[r.layout],
+        "layout": np.asarray(LAYOUTS, dtype=object)[r.layout],
         "layout_source": np.where(r.layout_stated, "stated", "detected").astype(object),
         "selection": selection_summaries(r),
         "accepted_length": lengths,
@@ -226,7 +225,7 @@ def record_arrow(res):
         "num_steps": res.num_steps.astype(np.int64),
         "num_nodes": res.num_nodes.astype(np.int64),
         "shape": lookup([shape_text(s.widths) for s in res.shapes] + [""], res.shape_index),
-        "layout": lookup(list(LAYOUT_NAMES), res.layout),
+        "layout": lookup(list(LAYOUTS), res.layout),
         "layout_source": lookup(["detected", "stated"], res.layout_stated),
         "selection": lookup([res.selection_summary(int(i)) for i in sel_first], sel_inverse),
         "accepted_length": lengths,

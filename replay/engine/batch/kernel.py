@@ -28,11 +28,10 @@ from replay.core.selection import (
     selection_method,
     top_k_columns,
 )
-from replay.core.vocab import PAD_TOKEN, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT
+from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, PAD_TOKEN, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT
 from replay.io.roundbatch import RoundBatch
 
 from .codes import (
-    BONUS_NONE,
     ERR_LOST_STEP,
     ERR_MATRIX_SHAPE,
     ERR_OK,
@@ -45,6 +44,8 @@ from .codes import (
     SEL_PARENTS,
     SEL_PATH,
     SEL_ROOT,
+    BonusCode,
+    StopCode,
 )
 from .result import BatchResult
 from .shapes import TreeShape
@@ -168,11 +169,11 @@ def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, deepe
         rows_used = (nonpad * (row_no + 1)).max(axis=0)  # trailing all-PAD rows are padding
     n_par, n_all = shape.num_expanded, shape.num_nodes + 1
     if batch.layout is not None:
-        need_v = n_par if batch.layout == "parents" else n_all
+        need_v = n_par if batch.layout == LAYOUT_PARENTS else n_all
         # parents: fewer rows than the all layout's (those fit that layout), as resolve_layout
-        bad_rows = (rows_used < need_v) | ((rows_used >= n_all) if batch.layout == "parents" else False)
+        bad_rows = (rows_used < need_v) | ((rows_used >= n_all) if batch.layout == LAYOUT_PARENTS else False)
         checks.add(bad_rows, ERR_VALIDATE_ROWS)
-        is_all = np.full(c, batch.layout == "all")
+        is_all = np.full(c, batch.layout == LAYOUT_ALL)
         need = np.full(c, need_v)
     else:
         is_par = rows_used == n_par
@@ -293,11 +294,22 @@ def _accept_chunk(
     had_kids = np.take(expanded_at.reshape(-1), at)
     known = (bonus != PAD_TOKEN).view(np.uint8)
     kids = had_kids.view(np.uint8)
-    # Codes by arithmetic on 0/1 bytes (two nested wheres cost 4x more):
-    # bonus kind: none 0 / correction 1 (had children) / leaf bonus 2; stop: leaf 0 / mismatch 1 / no row 2
-    bonus_kind = known * (np.uint8(2) - kids)
-    stop = kids * (np.uint8(2) - known)
-    return _Accepted(acc_nodes, acc_tokens, acc_ranks, length, bonus, bonus_kind, stop)
+    # Codes looked up by (had children, target row known) on 0/1 bytes (two nested wheres cost 4x more).
+    case = (kids << np.uint8(1)) | known
+    return _Accepted(acc_nodes, acc_tokens, acc_ranks, length, bonus, _BONUS_BY_CASE[case], _STOP_BY_CASE[case])
+
+
+# Indexed by 2 * had_children + target_row_known: a leaf stops the walk whatever the row; at a node
+# with children the target's token is a correction (it matched no child) when the dump has its row.
+_CASES = ((False, False), (False, True), (True, False), (True, True))
+_STOP_BY_CASE = np.array(
+    [StopCode.LEAF if not kids else StopCode.MISMATCH if known else StopCode.NO_ROW for kids, known in _CASES],
+    dtype=np.uint8,
+)
+_BONUS_BY_CASE = np.array(
+    [BonusCode.NONE if not known else BonusCode.CORRECTION if kids else BonusCode.LEAF for kids, known in _CASES],
+    dtype=np.uint8,
+)
 
 
 def _replay_chunk(
@@ -363,6 +375,6 @@ _OUTCOME_DEFAULTS = (
     ("accepted_ranks", PAD_TOKEN),
     ("accepted_length", 0),
     ("bonus_token", PAD_TOKEN),
-    ("bonus_kind", BONUS_NONE),
-    ("stop", 0),
+    ("bonus_kind", BonusCode.NONE),
+    ("stop", StopCode.LEAF),
 )

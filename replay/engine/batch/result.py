@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from replay.core.records import shape_text
-from replay.core.selection import FALLBACK_WARNING
-from replay.core.vocab import PAD_TOKEN, SELECT_ROOT
-from replay.io.roundbatch import LAYOUT_NAMES, MatrixStack, RoundBatch
+from replay.core.selection import FALLBACK_WARNING, selection_summary
+from replay.core.vocab import LAYOUTS, PAD_TOKEN
+from replay.io.roundbatch import MatrixStack, RoundBatch
 
 from .codes import BONUS_NAMES, ERR_OK, ERROR_NAMES, SEL_FALLBACK, SEL_NONE, SELECTION_NAMES, STOP_CODES
 from .shapes import TreeShape
@@ -37,8 +37,8 @@ class BatchResult:
     accepted_ranks: np.ndarray  # [G, R] int8 draft rank of each accepted node, PAD_TOKEN after
     accepted_length: np.ndarray  # [R] int8
     bonus_token: np.ndarray  # [R] int64, PAD_TOKEN when the dump has no target row for it
-    bonus_kind: np.ndarray  # [R] int8 BONUS_NONE / BONUS_CODE_CORRECTION / BONUS_CODE_LEAF
-    stop: np.ndarray  # [R] int8 index into STOP_CODES
+    bonus_kind: np.ndarray  # [R] int8 BonusCode
+    stop: np.ndarray  # [R] int8 StopCode (index into STOP_CODES)
     ordinals: np.ndarray | None = None  # [R] int64 position in the run, when known
     selection_notes: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # round → parents-vs-score notes
 
@@ -86,8 +86,7 @@ class BatchResult:
 
     def selection_summary(self, i: int) -> str:
         """As Rebuilt.selection_summary: the methods of steps 1.. in first-use order."""
-        used = [SELECTION_NAMES[int(c)] for c in self.selection[1:, i] if c != SEL_NONE]
-        return "+".join(dict.fromkeys(used)) if used else SELECT_ROOT
+        return selection_summary([SELECTION_NAMES[int(c)] for c in self.selection[1:, i] if c != SEL_NONE])
 
     def notes(self, i: int) -> list[str]:
         out = list(self.selection_notes.get(i, ()))
@@ -95,7 +94,7 @@ class BatchResult:
             out.append(FALLBACK_WARNING)
         extra = int(self.validate_extra_rows[i])
         if extra > 0:
-            out.append(f"validate: {extra} row(s) beyond the {LAYOUT_NAMES[self.layout[i]]} layout ignored as padding")
+            out.append(f"validate: {extra} row(s) beyond the {LAYOUTS[self.layout[i]]} layout ignored as padding")
         return out
 
     def round_json(self, i: int) -> dict:
@@ -117,7 +116,7 @@ class BatchResult:
             "num_steps": shape.num_steps,
             "num_nodes": shape.num_nodes,
             "shape": shape_text(shape.widths),
-            "layout": LAYOUT_NAMES[self.layout[i]],
+            "layout": LAYOUTS[self.layout[i]],
             "layout_source": "stated" if self.layout_stated[i] else "detected",
             "selection": self.selection_summary(i),
             "accepted_length": n,

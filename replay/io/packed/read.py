@@ -231,11 +231,6 @@ class PackedRun:
                     found.append((g, k))
         return found, unknown
 
-    def all_keys(self) -> np.ndarray:
-        """[2, N] int64 keys of every packed round (any order); PackedBlockError on a bad block."""
-        parts = [self.read(g, "keys", k)[..., :n] for g in self.groups for k, n in enumerate(g.block_sizes())]
-        return np.concatenate(parts, axis=-1).astype(np.int64) if parts else np.zeros((2, 0), dtype=np.int64)
-
     def iter_rounds(self, layout: str | None = None, only: Key | None = None) -> Iterator[tuple[int, Round | Skipped]]:
         """(ordinal, Round, or why it is skipped) in key order, one block per group cached.
 

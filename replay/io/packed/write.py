@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from replay.core.vocab import CHUNK_ROUNDS
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.grouping import Key, Skipped, Step0Check
 from replay.io.roundbatch import RoundBatch
@@ -37,7 +38,7 @@ from .format import (
     seal_meta,
 )
 
-DEFAULT_BLOCK_ROUNDS = 16384  # = the batch kernel's chunk: one block is replayed in one go
+DEFAULT_BLOCK_ROUNDS = CHUNK_ROUNDS  # the batch kernel's chunk: one block is replayed in one go
 
 
 class _Appender:
