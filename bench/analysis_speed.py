@@ -4,18 +4,18 @@
     python bench/analysis_speed.py --quick    # a smoke run in seconds
 
 What ``stats`` / ``plot`` / ``compare`` / ``report`` do before their own work: replay every round
-and build the round and node tables. Old path (still the reference): ``analysis.runs.load_reference``
+and build the round and node tables. Old path (still the reference): ``analysis.tables.runs.load_reference``
 (replay_directory, round by round) + ``build_tables`` (tables from RoundResults). New path:
-``analysis.runs.load_run`` (replay_run with analysis.batch_tables per batch). Also timed: the
+``analysis.tables.runs.load_run`` (replay_run with analysis.tables.batch per batch). Also timed: the
 node-hit counting of ``stats`` (metrics.node_hit_frequency), per-round loop against the array form,
 and ``all_metrics`` on the new tables. ``compare`` (``--only compare`` runs just this part): the old
 command replayed the run round by round (load_reference) and each config on every RoundResult
-(analysis.compare.compare_configs); the new one re-reads the run in batches and replays every
-config on the arrays (analysis.compare_batch.compare_run); both frames are checked equal. Likewise
+(analysis.compare.configs.compare_configs); the new one re-reads the run in batches and replays every
+config on the arrays (analysis.compare.batch.compare_run); both frames are checked equal. Likewise
 the gamma strategies (gamma_strategies.simulate_strategies on RoundResults against
 compare_batch.simulate_run_strategies; equal results checked). Inputs: a packed run of the article's config
-[[6],[2,2],[1,1]]/[1,2,2] (replay.batch_synth, 5% early stops), a directory of half as many
-rounds (.npz files, replay.synth.write_synthetic_run) and the bundled
+[[6],[2,2],[1,1]]/[1,2,2] (replay.testing.batch_synth, 5% early stops), a directory of half as many
+rounds (.npz files, replay.testing.synth.write_synthetic_run) and the bundled
 sample_dumps/synthetic_article directory (300 rounds, .npz files). Both paths run in this
 process, interleaved (old, new, old, new, ...) after one warm-up each; printed: median seconds of
 each path, the range, and the ratio old/new (median, with the range of the per-pair ratios).
@@ -40,19 +40,19 @@ if __package__ in (None, ""):  # run as a script from a checkout without install
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis.compare import compare_configs  # noqa: E402
-from analysis.compare_batch import compare_run, simulate_run_strategies  # noqa: E402
-from analysis.gamma_strategies import simulate_strategies  # noqa: E402
-from analysis.costmodel import CostModel  # noqa: E402
-from analysis.metrics import _hits_by_round, _hits_vectorised, shape_signature, all_metrics, static_shape  # noqa: E402
-from analysis.report import default_comparison_configs  # noqa: E402
-from analysis.runs import load_reference, load_run  # noqa: E402
-from analysis.subtree import contained_configs  # noqa: E402
-from analysis.tables import build_tables  # noqa: E402
-from replay.batch_synth import synth_run  # noqa: E402
-from replay.config import TreeConfig  # noqa: E402
-from replay.packed import pack_batches  # noqa: E402
-from replay.synth import write_synthetic_run  # noqa: E402
+from analysis.compare.batch import compare_run, simulate_run_strategies  # noqa: E402
+from analysis.compare.configs import compare_configs  # noqa: E402
+from analysis.compare.gamma_strategies import simulate_strategies  # noqa: E402
+from analysis.compare.subtree import contained_configs  # noqa: E402
+from analysis.cost.model import CostModel  # noqa: E402
+from analysis.report.html import default_comparison_configs  # noqa: E402
+from analysis.tables.build import build_tables  # noqa: E402
+from analysis.tables.metrics import _hits_by_round, _hits_vectorised, all_metrics, shape_signature, static_shape  # noqa: E402
+from analysis.tables.runs import load_reference, load_run  # noqa: E402
+from replay.core.config import TreeConfig  # noqa: E402
+from replay.io.packed.pack import pack_batches  # noqa: E402
+from replay.testing.batch_synth import synth_run  # noqa: E402
+from replay.testing.synth import write_synthetic_run  # noqa: E402
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 
@@ -77,9 +77,11 @@ def interleaved(old, new, repeats: int) -> tuple[list[float], list[float]]:
 
 def row(name: str, old: list[float], new: list[float]) -> str:
     ratios = [o / n for o, n in zip(old, new)]
-    return (f"| {name} | {statistics.median(old):.3f} ({min(old):.3f}-{max(old):.3f}) "
-            f"| {statistics.median(new):.3f} ({min(new):.3f}-{max(new):.3f}) "
-            f"| {statistics.median(ratios):.1f}x ({min(ratios):.1f}-{max(ratios):.1f}) |")
+    return (
+        f"| {name} | {statistics.median(old):.3f} ({min(old):.3f}-{max(old):.3f}) "
+        f"| {statistics.median(new):.3f} ({min(new):.3f}-{max(new):.3f}) "
+        f"| {statistics.median(ratios):.1f}x ({min(ratios):.1f}-{max(ratios):.1f}) |"
+    )
 
 
 def tables_old(path: str):
@@ -101,14 +103,23 @@ def compare_new(run, configs):
 
 
 def compare_rows(inputs: dict[str, str], repeats: int) -> None:
-    print("\n| compare (after load_run) | old: scalar replay + subtree per round (s) | new: batch arrays (s) | old/new |\n|---|---|---|---|")
+    print(
+        "\n| compare (after load_run) | old: scalar replay + subtree per round (s) | new: batch arrays (s) | old/new |\n|---|---|---|---|"
+    )
     for name, (path, which) in inputs.items():
         run = load_run(path, "run", progress=False)
-        configs = default_comparison_configs(run.config) if which == "default" else [run.config] + contained_configs(run.config)
+        configs = (
+            default_comparison_configs(run.config)
+            if which == "default"
+            else [run.config] + contained_configs(run.config)
+        )
         for a, b in zip(compare_old(path, configs), compare_new(run, configs)):
             pd.testing.assert_frame_equal(a, b, check_exact=True)
         label = f"{name}, {len(configs)} configs ({'default' if which == 'default' else '--contained'})"
-        print(row(label, *interleaved(lambda: compare_old(path, configs), lambda: compare_new(run, configs), repeats)), flush=True)
+        print(
+            row(label, *interleaved(lambda: compare_old(path, configs), lambda: compare_new(run, configs), repeats)),
+            flush=True,
+        )
 
 
 def strategies_old(path: str):
@@ -123,7 +134,13 @@ def strategies_new(run):
 def strategies_row(name: str, path: str, repeats: int) -> None:
     run = load_run(path, "run", progress=False)
     assert strategies_old(path) == strategies_new(run)
-    print(row(f"{name}, gamma strategies 0-4", *interleaved(lambda: strategies_old(path), lambda: strategies_new(run), repeats)), flush=True)
+    print(
+        row(
+            f"{name}, gamma strategies 0-4",
+            *interleaved(lambda: strategies_old(path), lambda: strategies_new(run), repeats),
+        ),
+        flush=True,
+    )
 
 
 def canon_of(cfg: TreeConfig):
@@ -136,28 +153,46 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=6000, help="rounds of the packed run (default 6000)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="600 rounds, 2 repeats")
-    ap.add_argument("--only", choices=["tables", "compare"], help="time only the tables (with node hits and metrics) or only compare")
+    ap.add_argument(
+        "--only",
+        choices=["tables", "compare"],
+        help="time only the tables (with node hits and metrics) or only compare",
+    )
     args = ap.parse_args()
     rounds, repeats = (600, 2) if args.quick else (args.rounds, args.repeats)
     print(f"python {platform.python_version()}, numpy {np.__version__}, pandas {pd.__version__}, {platform.machine()}")
     with tempfile.TemporaryDirectory() as tmp:
         packed = str(Path(tmp) / "run")
-        pack_batches(synth_run(ARTICLE, rounds, seed=3, early_stop_rate=0.05), packed,
-                     manifest={"config": ARTICLE.to_json(), "layout": "all"})
+        pack_batches(
+            synth_run(ARTICLE, rounds, seed=3, early_stop_rate=0.05),
+            packed,
+            manifest={"config": ARTICLE.to_json(), "layout": "all"},
+        )
         directory = Path(tmp) / "dir"
         dir_rounds = rounds // 2
         write_synthetic_run(directory, ARTICLE, dir_rounds, seed=4, early_stop_rate=0.05)
-        inputs = {f"packed run, {rounds} rounds": packed,
-                  f"directory, {dir_rounds} rounds (.npz)": str(directory),
-                  "directory, 300 rounds (sample_dumps/synthetic_article)": str(ROOT / "sample_dumps" / "synthetic_article")}
+        inputs = {
+            f"packed run, {rounds} rounds": packed,
+            f"directory, {dir_rounds} rounds (.npz)": str(directory),
+            "directory, 300 rounds (sample_dumps/synthetic_article)": str(ROOT / "sample_dumps" / "synthetic_article"),
+        }
         if args.only != "tables":
-            compare_rows({f"packed run, {rounds} rounds": (packed, "default"),
-                          "directory, 300 rounds (sample_dumps/synthetic_article)": (str(ROOT / "sample_dumps" / "synthetic_article"), "contained")},
-                         repeats)
+            compare_rows(
+                {
+                    f"packed run, {rounds} rounds": (packed, "default"),
+                    "directory, 300 rounds (sample_dumps/synthetic_article)": (
+                        str(ROOT / "sample_dumps" / "synthetic_article"),
+                        "contained",
+                    ),
+                },
+                repeats,
+            )
             strategies_row(f"packed run, {rounds} rounds", packed, repeats)
         if args.only == "compare":
             return
-        print("\n| load + round and node tables | old: scalar replay + tables (s) | new: batch path (s) | old/new |\n|---|---|---|---|")
+        print(
+            "\n| load + round and node tables | old: scalar replay + tables (s) | new: batch path (s) | old/new |\n|---|---|---|---|"
+        )
         for name, path in inputs.items():
             a, b = tables_old(path), tables_new(path)
             pd.testing.assert_frame_equal(a.rounds, b.rounds, check_exact=True)
@@ -168,10 +203,20 @@ def main() -> None:
         old_hits, new_hits = _hits_by_round(tables.nodes, canon, n), _hits_vectorised(tables.nodes, canon)
         assert all(np.array_equal(x, y) for x, y in zip(old_hits[:2], new_hits[:2])) and old_hits[2] == new_hits[2]
         print("\n| stats' node-hit counting | per-round loop (s) | arrays (s) | old/new |\n|---|---|---|---|")
-        print(row(f"packed run, {rounds} rounds", *interleaved(lambda: _hits_by_round(tables.nodes, canon, n),
-                                                               lambda: _hits_vectorised(tables.nodes, canon), repeats)))
+        print(
+            row(
+                f"packed run, {rounds} rounds",
+                *interleaved(
+                    lambda: _hits_by_round(tables.nodes, canon, n),
+                    lambda: _hits_vectorised(tables.nodes, canon),
+                    repeats,
+                ),
+            )
+        )
         t = [timed(lambda: all_metrics(tables)) for _ in range(repeats)]
-        print(f"\nall_metrics on the new tables ({rounds} rounds): median {statistics.median(t):.3f} s ({min(t):.3f}-{max(t):.3f})")
+        print(
+            f"\nall_metrics on the new tables ({rounds} rounds): median {statistics.median(t):.3f} s ({min(t):.3f}-{max(t):.3f})"
+        )
 
 
 if __name__ == "__main__":

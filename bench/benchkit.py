@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from replay.dumpwrite import step_file_name
-from replay.roundbatch import RoundBatch
+from replay.io.dumpwrite import step_file_name
+from replay.io.roundbatch import RoundBatch
 
 
 def machine_line() -> str:
@@ -33,7 +33,7 @@ def evict(paths) -> None:
 
 def write_text_dump(directory: Path, batch: RoundBatch) -> None:
     """Every round of ``batch`` as plain-text dump files (draft_step_*, validate_*), named by
-    replay.dumpwrite.step_file_name."""
+    replay.io.dumpwrite.step_file_name."""
     for i in range(len(batch)):
         rnd = batch.round_at(i)
         for s, m in enumerate(rnd.steps):

@@ -33,18 +33,18 @@ import platform
 import shutil
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import torch
 
-from replay.config import TreeConfig
+from replay.cli.live_auto import choice_json
+from replay.core.config import TreeConfig
 from replay.live.clock import device_clock, synchronize
 from replay.live.generate import DecodeOptions, Generation, speculative_generate, target_generate
-from replay.live.grid import config_name, parse_grid
-from replay.live.models import LiveModel, wrap_model
-from replay.cli.live_auto import choice_json
+from replay.live.models.load import LiveModel, wrap_model
+from replay.live.sweep.grid import config_name, parse_grid
 from replay.live.timing import Timing, machine_load, time_methods
 
 ARTICLE = "6,2x2,1x1"
@@ -82,16 +82,28 @@ class DuelRun:
 def generation_run(method: str, prompt: int, repeat: int, g: Generation) -> DuelRun:
     r = g.rounds
     return DuelRun(
-        method, prompt, repeat, g.output_ids, g.total_s, g.prefill_s, len(r), sum(x.accepted_length for x in r),
-        sum(x.draft_time_s for x in r), sum(x.verify_time_s for x in r), sum(x.draft_steps for x in r),
-        sum(x.num_nodes for x in r), g.target_forwards,
+        method,
+        prompt,
+        repeat,
+        g.output_ids,
+        g.total_s,
+        g.prefill_s,
+        len(r),
+        sum(x.accepted_length for x in r),
+        sum(x.draft_time_s for x in r),
+        sum(x.verify_time_s for x in r),
+        sum(x.draft_steps for x in r),
+        sum(x.num_nodes for x in r),
+        g.target_forwards,
     )
 
 
 class Bench:
     """The methods of one dtype's session; every call's DuelRun is kept by (method, prompt, repeat)."""
 
-    def __init__(self, draft: LiveModel, target: LiveModel, prompts: Sequence[Sequence[int]], max_new_tokens: int, log=None):
+    def __init__(
+        self, draft: LiveModel, target: LiveModel, prompts: Sequence[Sequence[int]], max_new_tokens: int, log=None
+    ):
         self.draft, self.target, self.prompts, self.n = draft, target, [list(p) for p in prompts], max_new_tokens
         self.runs: dict[tuple[str, int, int], DuelRun] = {}
         self.log = log
@@ -99,14 +111,20 @@ class Bench:
     def _keep(self, run: DuelRun) -> int:
         self.runs[(run.method, run.prompt, run.repeat)] = run
         if self.log is not None:
-            self.log(f"    pass {run.repeat} prompt {run.prompt} {run.method}: {len(run.output_ids)} tokens in {run.seconds:.1f} s")
+            self.log(
+                f"    pass {run.repeat} prompt {run.prompt} {run.method}: {len(run.output_ids)} tokens in {run.seconds:.1f} s"
+            )
         return len(run.output_ids)
 
     def target_only(self, name: str = TARGET_HARNESS, target: LiveModel | None = None) -> Callable[[int, int], int]:
         t = target or self.target
-        return lambda i, rep: self._keep(generation_run(name, i, rep, target_generate(t, self.prompts[i], DecodeOptions(self.n))))
+        return lambda i, rep: self._keep(
+            generation_run(name, i, rep, target_generate(t, self.prompts[i], DecodeOptions(self.n)))
+        )
 
-    def tree(self, name: str, config: TreeConfig, draft: LiveModel | None = None, target: LiveModel | None = None) -> Callable[[int, int], int]:
+    def tree(
+        self, name: str, config: TreeConfig, draft: LiveModel | None = None, target: LiveModel | None = None
+    ) -> Callable[[int, int], int]:
         d, t = draft or self.draft, target or self.target
 
         def run(i: int, rep: int) -> int:
@@ -136,20 +154,38 @@ class Bench:
             t0 = time.perf_counter()
             try:
                 with torch.inference_mode():
-                    out = target.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=self.n, do_sample=False,
-                                          pad_token_id=pad_id(target), **kwargs)
+                    out = target.generate(
+                        x,
+                        attention_mask=torch.ones_like(x),
+                        max_new_tokens=self.n,
+                        do_sample=False,
+                        pad_token_id=pad_id(target),
+                        **kwargs,
+                    )
                 synchronize(self.target.device)
             finally:
                 seconds = time.perf_counter() - t0
                 for h in hooks:
                     h.remove()
-            output = tuple(out[0, x.shape[1]:].tolist())
+            output = tuple(out[0, x.shape[1] :].tolist())
             if assisted is None:
                 return self._keep(DuelRun(name, i, rep, output, seconds, target_forwards=calls["target"]))
             # Assisted generation has no separate prefill: every target forward verifies one chain
             # and commits accepted + 1 tokens, so accepted = tokens - forwards.
             f = calls["target"]
-            return self._keep(DuelRun(name, i, rep, output, seconds, rounds=f, accepted=len(output) - f, target_forwards=f, draft_forwards=calls["draft"]))
+            return self._keep(
+                DuelRun(
+                    name,
+                    i,
+                    rep,
+                    output,
+                    seconds,
+                    rounds=f,
+                    accepted=len(output) - f,
+                    target_forwards=f,
+                    draft_forwards=calls["draft"],
+                )
+            )
 
         return run
 
@@ -269,19 +305,30 @@ def ceilings(row: dict, decode_ms: float) -> dict:
 def auto_summary(auto: dict) -> str:
     """auto's pick (predicted vs measured) and the ceiling, as the duel prints them."""
     c = auto["ceiling"]
-    return (f"auto: {auto['chosen']} ({auto['method']}) predicted {auto['predicted_speedup']:.2f}x, measured "
-            f"{auto.get('measured_speedup_wall', auto.get('measured_speedup')):.2f}x; ceiling: best searched shape {c['best_shape']} {c['best_predicted']:.2f}x, "
-            f"every drafted token accepted {c['all_accepted_bound']:.2f}x (depth {c['all_accepted_depth']})")
+    return (
+        f"auto: {auto['chosen']} ({auto['method']}) predicted {auto['predicted_speedup']:.2f}x, measured "
+        f"{auto.get('measured_speedup_wall', auto.get('measured_speedup')):.2f}x; ceiling: best searched shape {c['best_shape']} {c['best_predicted']:.2f}x, "
+        f"every drafted token accepted {c['all_accepted_bound']:.2f}x (depth {c['all_accepted_depth']})"
+    )
 
 
 def sweep_table(rows: list[dict]) -> str:
     """The sweep's harness shapes: measured (one pass, against target-only in the same pass) beside predicted."""
-    lines = ["| swept shape | tokens/s | mean accepted length | measured vs target-only (1 pass) | predicted |", "|---|---|---|---|---|"]
+    lines = [
+        "| swept shape | tokens/s | mean accepted length | measured vs target-only (1 pass) | predicted |",
+        "|---|---|---|---|---|",
+    ]
     for r in rows:
         if r["method"].startswith("harness "):
             pred = f"{r['predicted_speedup']:.2f}x" if r.get("predicted_speedup") is not None else "– (not predicted)"
-            measured = f"{r['speedup_vs_target_only']:.2f}x" if "speedup_vs_target_only" in r else "– (no baseline in this sweep)"
-            lines.append(f"| {r['method'].removeprefix('harness ')} | {r['tokens_per_s']:.2f} | {r['mean_accepted_length']:.2f} | {measured} | {pred} |")
+            measured = (
+                f"{r['speedup_vs_target_only']:.2f}x"
+                if "speedup_vs_target_only" in r
+                else "– (no baseline in this sweep)"
+            )
+            lines.append(
+                f"| {r['method'].removeprefix('harness ')} | {r['tokens_per_s']:.2f} | {r['mean_accepted_length']:.2f} | {measured} | {pred} |"
+            )
     return "\n".join(lines)
 
 
@@ -290,10 +337,14 @@ def cost_lines(auto: dict) -> str:
     cost = auto["cost"]
     t1 = cost["verify_s"][0]
     verify = ", ".join(f"{k:g}: {v * 1e3:.0f} ms ({v / t1:.2f}x)" for k, v in zip(cost["tokens"], cost["verify_s"]))
-    line = (f"cost curve: target forward over 1 token {t1 * 1e3:.0f} ms; draft step {cost['draft_step_s'] * 1e3:.0f} ms "
-            f"({cost['draft_step_s'] / t1:.2f}x); target forward by tokens: {verify}")
-    if cost.get("draft_s"):  # runs since the live round's pricing (analysis.costmodel.live_round_cost)
-        line += "; draft forward by tokens: " + ", ".join(f"{k:g}: {v * 1e3:.0f} ms" for k, v in zip(cost["tokens"], cost["draft_s"]))
+    line = (
+        f"cost curve: target forward over 1 token {t1 * 1e3:.0f} ms; draft step {cost['draft_step_s'] * 1e3:.0f} ms "
+        f"({cost['draft_step_s'] / t1:.2f}x); target forward by tokens: {verify}"
+    )
+    if cost.get("draft_s"):  # runs since the live round's pricing (analysis.cost.model.live_round_cost)
+        line += "; draft forward by tokens: " + ", ".join(
+            f"{k:g}: {v * 1e3:.0f} ms" for k, v in zip(cost["tokens"], cost["draft_s"])
+        )
     return line
 
 
@@ -320,7 +371,9 @@ def markdown_table(rows: list[dict]) -> str:
     for r in rows:
         acc = f"{r['mean_accepted_length']:.2f}" if "mean_accepted_length" in r else "–"
         draft = f"{r['draft_ms_per_round']:.0f} ({r['draft_ms_per_step']:.0f})" if "draft_ms_per_round" in r else "–"
-        verify = f"{r['verify_ms_per_round']:.0f} ({r['nodes_per_round'] + 1:.0f})" if "verify_ms_per_round" in r else "–"
+        verify = (
+            f"{r['verify_ms_per_round']:.0f} ({r['nodes_per_round'] + 1:.0f})" if "verify_ms_per_round" in r else "–"
+        )
         pred = f"{r['predicted_speedup']:.2f}x" if r.get("predicted_speedup") is not None else "–"
         lines.append(
             f"| {r['method']} | {fmt_spread(r['tokens_per_s'])} | {fmt_spread(r['speedup_vs_target_only'], 'x')} | {pred} | "
@@ -335,16 +388,21 @@ def markdown_table(rows: list[dict]) -> str:
 def load_models(args) -> tuple[LiveModel, LiveModel, list[list[int]], list[str]]:
     """(draft, target) in float32 on the device, the prompts as ids and their names."""
     if args.shapes:
-        from replay.live.tiny import QWEN25_15B, damped_pair, tiny_config
+        from replay.live.models.random_weights import QWEN25_15B
+        from replay.testing.tiny import damped_pair, tiny_config
 
         config = tiny_config("qwen2", vocab_size=512, layers=4, hidden=64) if args.shapes == "tiny" else QWEN25_15B
-        draft, target = damped_pair(config, args.draft_layers, args.damp, seed=0, device=args.device, name=f"random:{args.shapes}")
+        draft, target = damped_pair(
+            config, args.draft_layers, args.damp, seed=0, device=args.device, name=f"random:{args.shapes}"
+        )
         gen = torch.Generator().manual_seed(1)
         count = max(DUEL_PROMPTS + SWEEP_PROMPTS) + 1
-        prompts = [torch.randint(0, config["vocab_size"], (args.prompt_tokens,), generator=gen).tolist() for _ in range(count)]
+        prompts = [
+            torch.randint(0, config["vocab_size"], (args.prompt_tokens,), generator=gen).tolist() for _ in range(count)
+        ]
         return draft, target, prompts, [f"random ids #{i}" for i in range(count)]
-    from replay.live.models import load_pair
-    from replay.live.names import resolve_model_args
+    from replay.live.models.load import load_pair
+    from replay.live.models.names import resolve_model_args
     from replay.live.stdprompts import std_prompts
 
     paths = resolve_model_args(None, None, args.pair, args.models_dir)
@@ -355,18 +413,27 @@ def load_models(args) -> tuple[LiveModel, LiveModel, list[list[int]], list[str]]
 
 def in_dtype(model: LiveModel, dtype: str) -> LiveModel:
     """The model cast in place to ``dtype`` (float32 first, then bfloat16: one load serves both)."""
-    from replay.live.models import parse_dtype
+    from replay.live.models.load import parse_dtype
 
     model.module.to(parse_dtype(dtype))
     return wrap_model(model.module, model.name, model.tokenizer)
 
 
 def machine() -> dict:
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), platform.processor())
+    cpu = next(
+        (ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")),
+        platform.processor(),
+    )
     import transformers
 
-    info = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "python": platform.python_version()}
+    info = {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+    }
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     return info
@@ -409,7 +476,10 @@ def run_dtype(args, draft: LiveModel, target: LiveModel, prompts: list[list[int]
     if best_tree != config_name(article):
         methods[f"harness swept best {best_tree}"] = duel.tree(f"harness swept best {best_tree}", configs[best_tree])
     # auto's pick runs as its own method unless it is a shape already in the duel (same calls twice)
-    shapes = {config_name(article): f"harness article {config_name(article)}", best_tree: f"harness swept best {best_tree}"}
+    shapes = {
+        config_name(article): f"harness article {config_name(article)}",
+        best_tree: f"harness swept best {best_tree}",
+    }
     auto_method = shapes.get(auto, f"harness auto {auto}")
     if auto not in shapes:
         methods[auto_method] = duel.tree(auto_method, choice.config)
@@ -421,11 +491,15 @@ def run_dtype(args, draft: LiveModel, target: LiveModel, prompts: list[list[int]
         try:  # a fast path that cannot run is reported, and the duel goes on without it
             speculative_generate(fd, ft, duel.prompts[0], configs[best_tree], DecodeOptions(4), record=False)
             methods["target-only (harness fast path)"] = duel.target_only("target-only (harness fast path)", ft)
-            methods[f"harness fast path {best_tree}"] = duel.tree(f"harness fast path {best_tree}", configs[best_tree], fd, ft)
+            methods[f"harness fast path {best_tree}"] = duel.tree(
+                f"harness fast path {best_tree}", configs[best_tree], fd, ft
+            )
         except Exception as exc:  # noqa: BLE001 - any failure of the optional path is data, not a crash
             fast_error = f"{type(exc).__name__}: {exc}"
             log(f"  fast path failed, left out: {fast_error}")
-    log(f"  duel: {len(methods)} methods x {len(duel.prompts)} prompts x {args.max_new_tokens} tokens x {args.repeats} passes")
+    log(
+        f"  duel: {len(methods)} methods x {len(duel.prompts)} prompts x {args.max_new_tokens} tokens x {args.repeats} passes"
+    )
     timing = time_methods(methods, len(duel.prompts), args.repeats, clock)
     # Warm-up calls are kept under repeat -1 by Bench; the table reads the timed passes.
     rows = [method_row(timing, duel.runs, m, hf_best_name) for m in methods]
@@ -439,19 +513,32 @@ def run_dtype(args, draft: LiveModel, target: LiveModel, prompts: list[list[int]
         if shape is not None:
             r["predicted_speedup"] = predicted.get(shape)
     sweep_rows = [
-        {"method": m, "tokens_per_s": sweep_timing.method(m).rate.median,
-         "speedup_vs_target_only": sweep_timing.ratio(m, TARGET_HARNESS).median,
-         "mean_accepted_length": (sum(r.accepted for k, r in sweep.runs.items() if k[0] == m) / max(1, sum(r.rounds for k, r in sweep.runs.items() if k[0] == m)))}
+        {
+            "method": m,
+            "tokens_per_s": sweep_timing.method(m).rate.median,
+            "speedup_vs_target_only": sweep_timing.ratio(m, TARGET_HARNESS).median,
+            "mean_accepted_length": (
+                sum(r.accepted for k, r in sweep.runs.items() if k[0] == m)
+                / max(1, sum(r.rounds for k, r in sweep.runs.items() if k[0] == m))
+            ),
+        }
         for m in sweep_methods
     ]
     for r in sweep_rows:
         if r["method"].startswith("harness "):
             r["predicted_speedup"] = predicted.get(r["method"].removeprefix("harness "))
     return {
-        "draft_dtype": draft.dtype_name, "target_dtype": target.dtype_name,
-        "best_tree": best_tree, "best_hf": best_hf, "decode_ms_per_token": decode_ms, "fast_path_error": fast_error,
+        "draft_dtype": draft.dtype_name,
+        "target_dtype": target.dtype_name,
+        "best_tree": best_tree,
+        "best_hf": best_hf,
+        "decode_ms_per_token": decode_ms,
+        "fast_path_error": fast_error,
         "auto": {**choice_json(choice, timing.ratio(auto_method, TARGET_HARNESS).median), "method": auto_method},
-        "duel": rows, "sweep": sweep_rows, "timing": timing.to_json(), "sweep_timing": sweep_timing.to_json(),
+        "duel": rows,
+        "sweep": sweep_rows,
+        "timing": timing.to_json(),
+        "sweep_timing": sweep_timing.to_json(),
         "runs": [asdict(r) for r in duel.runs.values()],
     }
 
@@ -460,20 +547,48 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pair", default="qwen2.5-coder")
     p.add_argument("--models-dir")
-    p.add_argument("--shapes", choices=["qwen2.5", "tiny"], help="random weights: Qwen2.5-1.5B's architecture (or a tiny one for smoke tests)")
-    p.add_argument("--draft-layers", type=int, default=4, help="--shapes: the draft is the target's first N layers (default %(default)s)")
-    p.add_argument("--damp", type=float, default=0.5, help="--shapes: scale of the target's later layers' outputs (default %(default)s)")
+    p.add_argument(
+        "--shapes",
+        choices=["qwen2.5", "tiny"],
+        help="random weights: Qwen2.5-1.5B's architecture (or a tiny one for smoke tests)",
+    )
+    p.add_argument(
+        "--draft-layers",
+        type=int,
+        default=4,
+        help="--shapes: the draft is the target's first N layers (default %(default)s)",
+    )
+    p.add_argument(
+        "--damp",
+        type=float,
+        default=0.5,
+        help="--shapes: scale of the target's later layers' outputs (default %(default)s)",
+    )
     p.add_argument("--prompt-tokens", type=int, default=64, help="--shapes: random prompt length (default %(default)s)")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--dtypes", default="float32,bfloat16", help="both models in each, in turn (float32 first: one load serves both)")
-    p.add_argument("--prompts", type=int, default=3, help=f"duel prompts, at most {len(DUEL_PROMPTS)} (default %(default)s)")
+    p.add_argument(
+        "--dtypes",
+        default="float32,bfloat16",
+        help="both models in each, in turn (float32 first: one load serves both)",
+    )
+    p.add_argument(
+        "--prompts", type=int, default=3, help=f"duel prompts, at most {len(DUEL_PROMPTS)} (default %(default)s)"
+    )
     p.add_argument("--max-new-tokens", type=int, default=32)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--sweep-tokens", type=int, default=24)
     p.add_argument("--grid", default=SWEEP_GRID)
-    p.add_argument("--calibration-tokens", type=int, default=32,
-                   help="auto's calibration run: new tokens per sweep prompt (default %(default)s; ~5 tokens a round)")
-    p.add_argument("--fast-path", action="store_true", help="also the harness on static caches + torch.compile (CUDA graphs on a GPU)")
+    p.add_argument(
+        "--calibration-tokens",
+        type=int,
+        default=32,
+        help="auto's calibration run: new tokens per sweep prompt (default %(default)s; ~5 tokens a round)",
+    )
+    p.add_argument(
+        "--fast-path",
+        action="store_true",
+        help="also the harness on static caches + torch.compile (CUDA graphs on a GPU)",
+    )
     p.add_argument("--threads", type=int, help="torch CPU threads")
     p.add_argument("--out", default="bench/results/duel_livespeed.json")
     p.add_argument("--render", metavar="JSON", help="print the markdown tables of a finished duel's JSON and exit")
@@ -490,10 +605,16 @@ def main(argv: list[str] | None = None) -> int:
     log(f"loaded in {time.perf_counter() - t0:.0f} s")
     result = {
         "command": "PYTHONPATH=. python bench/duel.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "machine": machine(), "load_at_start": asdict(machine_load()), "device": args.device,
-        "models": {"draft": draft.name, "target": target.name}, "max_new_tokens": args.max_new_tokens,
-        "duel_prompts": [names[i] for i in DUEL_PROMPTS[: args.prompts]], "sweep_prompts": [names[i] for i in SWEEP_PROMPTS],
-        "repeats": args.repeats, "sweep_tokens": args.sweep_tokens, "dtypes": {},
+        "machine": machine(),
+        "load_at_start": asdict(machine_load()),
+        "device": args.device,
+        "models": {"draft": draft.name, "target": target.name},
+        "max_new_tokens": args.max_new_tokens,
+        "duel_prompts": [names[i] for i in DUEL_PROMPTS[: args.prompts]],
+        "sweep_prompts": [names[i] for i in SWEEP_PROMPTS],
+        "repeats": args.repeats,
+        "sweep_tokens": args.sweep_tokens,
+        "dtypes": {},
     }
     for dtype in args.dtypes.split(","):
         draft, target = in_dtype(draft, dtype), in_dtype(target, dtype)

@@ -21,9 +21,9 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from replay.live.gguf_load import load_gguf_live  # noqa: E402
-from replay.live.names import resolve_model  # noqa: E402
-from replay.live.tokenizer_check import MEASURE_TEXT  # noqa: E402
+from replay.live.models.gguf_load import load_gguf_live  # noqa: E402
+from replay.live.models.names import resolve_model  # noqa: E402
+from replay.live.models.tokenizer_check import MEASURE_TEXT  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,9 @@ def time_forward(model, cache, tokens, prefix: int) -> float:
     positions = torch.arange(prefix, prefix + n, dtype=torch.int64, device=model.device)
     tokens = tokens.to(model.device)
     # timed_call synchronises a GPU on both sides: kernel launches return before the work is done.
-    _, elapsed = timed_call(model.device, lambda: forward_tokens(model, cache, tokens, positions, causal_visible(prefix, n, model.device)))
+    _, elapsed = timed_call(
+        model.device, lambda: forward_tokens(model, cache, tokens, positions, causal_visible(prefix, n, model.device))
+    )
     crop_cache(cache, prefix)
     return elapsed
 
@@ -93,7 +95,14 @@ def measure_model(
         cache = new_cache(live)
         # The harness's prefill: the decoder only, no logits (nothing reads them).
         _, prefill_s = timed_call(
-            live.device, lambda: forward_hidden(live, cache, ids[:prefix], torch.arange(prefix, dtype=torch.int64), causal_visible(0, prefix, live.device))
+            live.device,
+            lambda: forward_hidden(
+                live,
+                cache,
+                ids[:prefix],
+                torch.arange(prefix, dtype=torch.int64),
+                causal_visible(0, prefix, live.device),
+            ),
         )
         time_forward(live, cache, ids[prefix : prefix + 1], prefix)  # warm-up
         decode = [time_forward(live, cache, ids[prefix : prefix + 1], prefix) for _ in range(repeats)]

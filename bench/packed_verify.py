@@ -7,7 +7,7 @@ A synthetic run of the article's config ([[6],[2,2],[1,1]]/[1,2,2], 5% early sto
 16,384 rounds) is packed once, then read in two ways:
 
 - read: every block of every array into memory (``PackedRun.iter_blocks``), nothing else;
-- read+replay: the streaming batch replay every command uses (``replay.runs.iter_run_results``),
+- read+replay: the streaming batch replay every command uses (``replay.engine.runs.iter_run_results``),
   on 1 and on 2 threads;
 
 each by four readers: ``mmap`` (the reader before blocks were checked: memory-mapped views, no
@@ -43,13 +43,12 @@ if __package__ in (None, ""):  # run as a script from a checkout without install
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
-
-from replay.batch_synth import synth_run
-from replay.config import TreeConfig
-from replay.packed import BadBlock, PackedRun, pack_batches
-from replay.runs import iter_run_results, open_run
-
 from benchkit import evict, machine_line  # bench/benchkit.py
+
+from replay.core.config import TreeConfig
+from replay.engine.runs import iter_run_results, open_run
+from replay.io.packed.pack import BadBlock, PackedRun, pack_batches
+from replay.testing.batch_synth import synth_run
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 
@@ -135,7 +134,7 @@ def compare(name: str, modes: dict, repeat: int, before=None) -> tuple[list[str]
     wall: dict[str, list[float]] = {m: [] for m in names}
     cpu: dict[str, list[float]] = {m: [] for m in names}
     for r in range(repeat):
-        for m in names[r % len(names):] + names[: r % len(names)]:
+        for m in names[r % len(names) :] + names[: r % len(names)]:
             if before:
                 before()
             w, c = _timed(modes[m])
@@ -176,7 +175,9 @@ def main(argv=None) -> int:
         if path.exists():
             shutil.rmtree(path)
         summary = pack_batches(
-            synth_run(ARTICLE, rounds, seed=1, early_stop_rate=0.05), path, block_rounds=args.block_rounds,
+            synth_run(ARTICLE, rounds, seed=1, early_stop_rate=0.05),
+            path,
+            block_rounds=args.block_rounds,
             manifest={"config": ARTICLE.to_json(), "layout": "all"},
         )
         rows.append(compare("read every block", {m: (lambda m=m: read_all(READERS[m](path))) for m in READERS}, repeat))
@@ -203,10 +204,19 @@ def main(argv=None) -> int:
         f"sha256 {hash_rate(lambda v: hashlib.sha256(v).digest()):.2f} GB/s\n"
     )
     header = [
-        "what", "mmap, no check (before)", "mmap + CRC-32", "pread, no check", "pread + CRC-32 (default)",
-        "default / pread", "default / before", "mmap+CRC / mmap",
+        "what",
+        "mmap, no check (before)",
+        "mmap + CRC-32",
+        "pread, no check",
+        "pread + CRC-32 (default)",
+        "default / pread",
+        "default / before",
+        "mmap+CRC / mmap",
     ]
-    for title, k in (("Wall time, ms: median (min-max)", 0), ("CPU time of the process (all threads), ms: median (min-max)", 1)):
+    for title, k in (
+        ("Wall time, ms: median (min-max)", 0),
+        ("CPU time of the process (all threads), ms: median (min-max)", 1),
+    ):
         print(f"{title}\n")
         print("| " + " | ".join(header) + " |")
         print("|" + "|".join("---" for _ in header) + "|")

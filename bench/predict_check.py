@@ -1,6 +1,6 @@
 """Predicted vs measured speedup of a finished speed duel, recomputed offline (no model, no timing):
 the prediction as the duel made it (every draft forward charged as a one-token step) and with the
-live round's draft as the loop runs it (analysis.costmodel ``live_round_cost``: catch-up over 1 or
+live round's draft as the loop runs it (analysis.cost.model ``live_round_cost``: catch-up over 1 or
 2 tokens, one forward over each later step's heads, priced from the curve's draft times by token
 count), each beside the measured speedup of the same run.
 
@@ -32,11 +32,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):  # run as a script from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
-from analysis.costmodel import CostModel  # noqa: E402
-from analysis.shape_dumps import scan_run  # noqa: E402
-from analysis.speedpredict import SpeedPrediction, nondecreasing, predict_speedups  # noqa: E402
-from replay.config_grammar import parse_spec  # noqa: E402
-from replay.errors import SpecReplayError  # noqa: E402
+from analysis.cost.model import CostModel  # noqa: E402
+from analysis.shapes.dumps import scan_run  # noqa: E402
+from analysis.shapes.speedpredict import SpeedPrediction, nondecreasing, predict_speedups  # noqa: E402
+from replay.core.config_grammar import parse_spec  # noqa: E402
+from replay.util.errors import SpecReplayError  # noqa: E402
 
 TARGET_HARNESS = "target-only (harness loop)"  # bench/duel.py's baseline row
 
@@ -48,14 +48,18 @@ def calibration_paths(duel_json: Path, dtype: str, auto: dict[str, Any]) -> tupl
     return dump, dump.parent / "cost_curve.json"
 
 
-def predictions(dump_dir: Path, curve_path: Path, shapes: list[str]) -> tuple[dict[str, list[SpeedPrediction]], CostModel]:
+def predictions(
+    dump_dir: Path, curve_path: Path, shapes: list[str]
+) -> tuple[dict[str, list[SpeedPrediction]], CostModel]:
     """Each shape predicted three ways: ``raw``, the curve as measured without its draft times
     (every draft forward a one-token step, the verify curve unfitted: what the recorded duel's code
     printed); ``steps``, the same fitted non-decreasing (today's rule without draft times); ``live``,
     the fitted curve with its draft times (the live round). Returns them and the ``live`` curve."""
     full = CostModel.load(curve_path)
     if full.draft_s is None:
-        raise SpecReplayError(f"{curve_path}: no 'draft_s' (draft forward times by token count); nothing new to predict")
+        raise SpecReplayError(
+            f"{curve_path}: no 'draft_s' (draft forward times by token count); nothing new to predict"
+        )
     steps_only = CostModel(full.tokens, full.verify_s, full.draft_step_s, f"{full.source} without draft_s")
     dump = scan_run(str(dump_dir))
     configs = [parse_spec(s, "shape").tree for s in shapes]
@@ -84,15 +88,25 @@ def check_rows(body: dict[str, Any], dump_dir: Path, curve_path: Path) -> list[d
     """One record per predicted harness row of the duel and the sweep (shapes with gammaThreshold left out)."""
     rows = [("duel", r, r["speedup_vs_target_only"]["median"]) for r in body["duel"] if shape_of(r["method"])]
     rows += [("sweep", r, r["speedup_vs_target_only"]) for r in body["sweep"] if shape_of(r["method"])]
-    rows = [(where, r, m) for where, r, m in rows if "@" not in shape_of(r["method"]) and "_t" not in shape_of(r["method"])]
+    rows = [
+        (where, r, m) for where, r, m in rows if "@" not in shape_of(r["method"]) and "_t" not in shape_of(r["method"])
+    ]
     shapes = [shape_of(r["method"]) for _, r, _ in rows]
     ways, cost = predictions(dump_dir, curve_path, shapes)
     base = pooled_rates(body["runs"], TARGET_HARNESS)
     out = []
     for (where, r, measured), raw, o, n in zip(rows, ways["raw"], ways["steps"], ways["live"]):
         rec: dict[str, Any] = {
-            "where": where, "shape": shape_of(r["method"]), "method": r["method"], "accepted": n.accepted, "leaf_stops": n.leaf_stops,
-            "recorded": r.get("predicted_speedup"), "raw": raw.speedup, "old": o.speedup, "new": n.speedup, "measured": measured,
+            "where": where,
+            "shape": shape_of(r["method"]),
+            "method": r["method"],
+            "accepted": n.accepted,
+            "leaf_stops": n.leaf_stops,
+            "recorded": r.get("predicted_speedup"),
+            "raw": raw.speedup,
+            "old": o.speedup,
+            "new": n.speedup,
+            "measured": measured,
         }
         rates = pooled_rates(body["runs"], r["method"]) if where == "duel" else None
         if rates is not None and base is not None and n.speedup is not None:
@@ -105,7 +119,9 @@ def check_rows(body: dict[str, Any], dump_dir: Path, curve_path: Path) -> list[d
                 verify_ms_measured=r["verify_ms_per_round"],
                 verify_ms_model=1e3 * float(cost.t_verify(config.num_nodes + 1)),
                 duel_accepted=duel_acc,
-                new_at_duel_acceptance=cost.speedup(duel_acc + 1.0, cost.live_round_cost(config.top_head, config.num_nodes, n.leaf_stops)),
+                new_at_duel_acceptance=cost.speedup(
+                    duel_acc + 1.0, cost.live_round_cost(config.top_head, config.num_nodes, n.leaf_stops)
+                ),
                 pooled_whole=rates[0] / base[0],
                 pooled_decode=rates[1] / base[1],
             )
@@ -152,7 +168,9 @@ def markdown(dtype: str, recs: list[dict[str, Any]], dump_dir: Path, curve_path:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("duel_json", help="a finished duel's JSON (bench/duel.py --out), its calibration directories beside it")
+    p.add_argument(
+        "duel_json", help="a finished duel's JSON (bench/duel.py --out), its calibration directories beside it"
+    )
     p.add_argument("--json", metavar="OUT", help="also write the records as JSON")
     args = p.parse_args(argv)
     path = Path(args.duel_json)

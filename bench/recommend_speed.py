@@ -4,7 +4,7 @@
     python bench/recommend_speed.py --quick     # a smoke run in seconds (the test suite runs this)
 
 Input: packed runs of the article's config [[6],[2,2],[1,1]]/[1,2,2] generated as arrays
-(replay.batch_synth: random draft scores, path-probability selection, 5% early stops, 8 recorded
+(replay.testing.batch_synth: random draft scores, path-probability selection, 5% early stops, 8 recorded
 columns), 10^4 to 10^6 rounds. Each cell runs what the CLI runs with its default settings
 (bootstrap 200): ``recommend_runs`` + the text rendering, one thread, the process pinned to one
 CPU. Printed, as markdown tables: wall and CPU seconds per cell (median of the repeats, with the
@@ -40,12 +40,13 @@ if __package__ in (None, ""):  # run as a script from a checkout without install
 
 import numpy as np  # noqa: E402
 
-from analysis.recommend import recommend_runs  # noqa: E402
-from analysis.recommend_render import render_recommendation  # noqa: E402
-from replay.batch_synth import synth_run  # noqa: E402
-from replay.config import TreeConfig  # noqa: E402
-from replay.packed import pack_batches  # noqa: E402
-from replay.replayer import replay_directory  # noqa: E402
+from analysis.shapes.recommend import recommend_runs  # noqa: E402
+from analysis.shapes.recommend_render import render_recommendation  # noqa: E402
+from replay.core.config import TreeConfig  # noqa: E402
+from replay.engine.replayer import replay_directory  # noqa: E402
+from replay.io.packed.pack import pack_batches  # noqa: E402
+from replay.testing.batch_synth import synth_run  # noqa: E402
+from replay.util.old_paths import MOVED  # noqa: E402
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 BASELINE_REV = "d2662ec"  # the last commit before issue 15's changes to the shape search
@@ -78,10 +79,14 @@ def tolerate_moved_imports(text: str) -> str:
     out = []
     for line in text.splitlines():
         if line.startswith("from replay.") and " import " in line and not line.rstrip().endswith("("):
-            module, names = line[len("from "):].split(" import ", 1)
+            module, names = line[len("from ") :].split(" import ", 1)
+            module = MOVED.get(module, module)  # the baseline predates the folder move (issue 21)
+            line = f"from {module} import {names}"
             try:
                 mod = importlib.import_module(module)
-                missing = [n for n in (x.strip().split(" as ")[0] for x in names.split(",")) if n and not hasattr(mod, n)]
+                missing = [
+                    n for n in (x.strip().split(" as ")[0] for x in names.split(",")) if n and not hasattr(mod, n)
+                ]
             except ImportError:
                 missing = ["*"]
             if missing:
@@ -96,7 +101,9 @@ def load_baseline(rev: str, scratch: Path):
     pkg.mkdir(parents=True, exist_ok=True)
     (pkg / "__init__.py").write_text("", encoding="utf-8")
     for name in BASELINE_MODULES:
-        text = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:analysis/{name}.py"], capture_output=True, text=True, check=True).stdout
+        text = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{rev}:analysis/{name}.py"], capture_output=True, text=True, check=True
+        ).stdout
         (pkg / f"{name}.py").write_text(tolerate_moved_imports(text), encoding="utf-8")
     sys.path.insert(0, str(pkg.parent))
     return importlib.import_module("baseline_analysis.recommend")
@@ -120,7 +127,9 @@ def run_new(path: Path, budget: int, bootstrap: int = 200):
 
 def run_old(old, path: Path, budget: int, bootstrap: int):
     def go():
-        rec = old.recommend([replay_directory(path)], budget, None, None, top=5, min_count=30, bootstrap=bootstrap, seed=0)
+        rec = old.recommend(
+            [replay_directory(path)], budget, None, None, top=5, min_count=30, bootstrap=bootstrap, seed=0
+        )
         old.render_recommendation(rec)
         return rec
 
@@ -142,9 +151,13 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per cell (the largest run: 1)")
     ap.add_argument("--baseline-rounds", default="2000", help="round counts also run with today's code")
     ap.add_argument("--baseline-budgets", default="6,16", help="budgets also run with today's code")
-    ap.add_argument("--baseline-bootstrap", type=int, default=200, help="today's code: bootstrap resamples (its default 200)")
+    ap.add_argument(
+        "--baseline-bootstrap", type=int, default=200, help="today's code: bootstrap resamples (its default 200)"
+    )
     ap.add_argument("--baseline-rev", default=BASELINE_REV, help="git revision of today's code")
-    ap.add_argument("--no-bootstrap-rounds", default="10000", help="round counts run by both codes with --bootstrap 0 (budget 16)")
+    ap.add_argument(
+        "--no-bootstrap-rounds", default="10000", help="round counts run by both codes with --bootstrap 0 (budget 16)"
+    )
     ap.add_argument("--out", help="scratch directory to keep (default: a temporary one)")
     ap.add_argument("--quick", action="store_true", help="a smoke run in seconds")
     args = ap.parse_args(argv)
@@ -164,7 +177,10 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     try:
         old = load_baseline(args.baseline_rev, scratch) if base_sizes or zero_sizes else None
-        runs = {n: make_run(scratch, n, seed=k + 1) for k, n in enumerate(sorted(set(sizes) | set(base_sizes) | set(zero_sizes)))}
+        runs = {
+            n: make_run(scratch, n, seed=k + 1)
+            for k, n in enumerate(sorted(set(sizes) | set(base_sizes) | set(zero_sizes)))
+        }
         run_new(runs[min(runs)], budgets[0])  # warm-up: imports, caches
         if old is not None:
             run_old(old, runs[min(base_sizes)], base_budgets[0], min(args.baseline_bootstrap, 20))
@@ -204,7 +220,9 @@ def main(argv=None) -> int:
     print()
     print("### The grid: default settings (bootstrap 200), packed article runs, one CPU")
     print()
-    print("| rounds | budget | wall s (median [range]) | CPU s | statistics s | search s | exact replay s | bootstrap s | search states | #1 shape |")
+    print(
+        "| rounds | budget | wall s (median [range]) | CPU s | statistics s | search s | exact replay s | bootstrap s | search states | #1 shape |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for (n, b), reps in grid.items():
         walls = [w for w, _, _ in reps]
@@ -213,7 +231,8 @@ def main(argv=None) -> int:
         phase = [med([r[2].seconds.get(p, 0.0) for r in reps]) for p in PHASES]
         best = rec.search.by_block_efficiency[0].config.short().replace("|", "\\|")  # a markdown table cell
         print(
-            f"| {n:,} | {b} | {spread(walls)} | {med(cpus):.2f} | " + " | ".join(f"{x:.2f}" for x in phase)
+            f"| {n:,} | {b} | {spread(walls)} | {med(cpus):.2f} | "
+            + " | ".join(f"{x:.2f}" for x in phase)
             + f" | {rec.search.states} | {best} |"
         )
     print()
@@ -232,13 +251,17 @@ def main(argv=None) -> int:
         print()
         print(f"### Against today's code ({args.baseline_rev}), interleaved, same runs, same settings")
         print()
-        print("| rounds | budget | bootstrap | today wall s | today CPU s | new wall s | new CPU s | ratio (wall) | ratio (CPU) | same #1 shape |")
+        print(
+            "| rounds | budget | bootstrap | today wall s | today CPU s | new wall s | new CPU s | ratio (wall) | ratio (CPU) | same #1 shape |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|")
         for (n, b, boot), (new_t, old_t) in duel.items():
             ow, oc = med([w for w, _, _ in old_t]), med([c for _, c, _ in old_t])
             nw, nc = med([w for w, _, _ in new_t]), med([c for _, c, _ in new_t])
             same = old_t[0][2].search.by_block_efficiency[0].config == new_t[0][2].search.by_block_efficiency[0].config
-            print(f"| {n:,} | {b} | {boot} | {spread([w for w, _, _ in old_t])} | {oc:.2f} | {spread([w for w, _, _ in new_t])} | {nc:.2f} | {ow / nw:,.0f}x | {oc / nc:,.0f}x | {'yes' if same else 'no'} |")
+            print(
+                f"| {n:,} | {b} | {boot} | {spread([w for w, _, _ in old_t])} | {oc:.2f} | {spread([w for w, _, _ in new_t])} | {nc:.2f} | {ow / nw:,.0f}x | {oc / nc:,.0f}x | {'yes' if same else 'no'} |"
+            )
     return 0
 
 

@@ -4,7 +4,7 @@
     python bench/replay_json_speed.py --rounds 500 --repeat 3   # a smoke run
 
 Builds a text directory of the article config ([[6],[2,2],[1,1]]/[1,2,2], no scores: 4 files a
-round) from replay.batch_synth, then, in this process, after one warm-up of each: the plain read
+round) from replay.testing.batch_synth, then, in this process, after one warm-up of each: the plain read
 of every file's bytes (the baseline), ``specreplay replay DIR --json`` (default reader processes,
 and ``--workers 1``: the one-core figure) and ``specreplay batch DIR --json`` (``replay.cli.main``
 with stdout sent to a null sink), interleaved, ``--repeat`` times.
@@ -28,11 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from replay.batch_synth import SynthSpec, synth_batch
-from replay.cli import main
-from replay.config import TreeConfig
-
 from benchkit import write_text_dump  # bench/benchkit.py
+
+from replay.cli import main
+from replay.core.config import TreeConfig
+from replay.testing.batch_synth import SynthSpec, synth_batch
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 
@@ -60,6 +60,7 @@ def cli(argv: list[str]):
             code = main(argv)
         if code != 0:
             raise SystemExit(f"{argv}: exit {code}")
+
     return run
 
 
@@ -106,7 +107,9 @@ def main_bench() -> None:
         f"{args.rounds:,} rounds ({4 * args.rounds:,} text files), {args.repeat} repeats, {os.cpu_count()} CPUs, "
         f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
     )
-    print("| case | median wall s | spread (min-max) | rounds/s | × plain read | median CPU s | CPU spread | rounds per CPU s | CPU × plain read |")
+    print(
+        "| case | median wall s | spread (min-max) | rounds/s | × plain read | median CPU s | CPU spread | rounds per CPU s | CPU × plain read |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name in cases:
         w, c = statistics.median(walls[name]), statistics.median(cpus[name])

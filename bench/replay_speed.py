@@ -3,7 +3,7 @@
     python bench/replay_speed.py            # the full run recorded in docs/benchmarks.md
     python bench/replay_speed.py --quick    # a smoke run in seconds (the test suite runs this)
 
-Synthetic runs are generated directly as arrays (replay.batch_synth) for the article's config
+Synthetic runs are generated directly as arrays (replay.testing.batch_synth) for the article's config
 [[6],[2,2],[1,1]]/[1,2,2] and a deeper one, from 10^4 to 10^7 rounds. Printed, as markdown tables:
 batch replay rounds/s (in-memory arrays, all cores), the round-by-round reference on a subsample
 (extrapolated) and the ratio; pack and load throughput of packed runs (load measured cold: the
@@ -25,18 +25,17 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
-
-from replay.batch import replay_batch, replay_batches
-from replay.parallel import default_workers
-from replay.batch_synth import SynthSpec, synth_batch, synth_run
-from replay.config import TreeConfig
-from replay.fastread import ReadOptions, read_directory
-from replay.grouping import group_directory
-from replay.packed import PackedRun, pack_batches
-from replay.replayer import replay_round
-from replay.runs import iter_run_results, open_run
-
 from benchkit import evict, machine_line, write_text_dump  # bench/benchkit.py
+
+from replay.core.config import TreeConfig
+from replay.engine.batch import replay_batch, replay_batches
+from replay.engine.replayer import replay_round
+from replay.engine.runs import iter_run_results, open_run
+from replay.io.fastread import ReadOptions, read_directory
+from replay.io.grouping import group_directory
+from replay.io.packed.pack import PackedRun, pack_batches
+from replay.testing.batch_synth import SynthSpec, synth_batch, synth_run
+from replay.util.parallel import default_workers
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 DEEP = TreeConfig.from_lists([[8], [3, 2, 1], [2, 2, 1], [1, 1, 1], [1, 1]], [1, 3, 3, 3, 2])
@@ -84,7 +83,9 @@ def batch_bytes(batch) -> int:
     return sum(a.nbytes for a in _arrays(batch) if a is not None)
 
 
-def bench_replay(cfg_name: str, sizes: list[int], sample: int, workers: int, rows: list, mem: list, max_bytes: float) -> None:
+def bench_replay(
+    cfg_name: str, sizes: list[int], sample: int, workers: int, rows: list, mem: list, max_bytes: float
+) -> None:
     """Batch vs reference; a run bigger than ``max_bytes`` is generated and replayed in parts."""
     cfg = CONFIGS[cfg_name]
     per_round = batch_bytes(synth_batch(SynthSpec(cfg, 1000))) / 1000
@@ -105,7 +106,18 @@ def bench_replay(cfg_name: str, sizes: list[int], sample: int, workers: int, row
             del batch
         rate = n / wall
         label = f"{n:,}" + (f" ({parts} parts)" if parts > 1 else "")
-        rows.append([cfg_name, label, f"{n / gen / 1e6:.2f}", f"{rate / 1e6:.2f}", f"{n / wall1 / 1e6:.2f}", f"{n / cpu / 1e6:.2f}", f"{ref:,.0f}", f"{rate / ref:,.0f}x"])
+        rows.append(
+            [
+                cfg_name,
+                label,
+                f"{n / gen / 1e6:.2f}",
+                f"{rate / 1e6:.2f}",
+                f"{n / wall1 / 1e6:.2f}",
+                f"{n / cpu / 1e6:.2f}",
+                f"{ref:,.0f}",
+                f"{rate / ref:,.0f}x",
+            ]
+        )
         mem.append((f"replay {cfg_name} {n:,}", peak_rss_mb()))
         print(f"  replay {cfg_name} {n:,}: {rate / 1e6:.2f} M rounds/s", file=sys.stderr)
 
@@ -115,7 +127,9 @@ def bench_pack(cfg: TreeConfig, sizes: list[int], tmp: Path, rows: list, mem: li
         batches = synth_run(cfg, n, seed=n, early_stop_rate=0.05)
         run = tmp / f"run_{n}"
         t0 = time.perf_counter()
-        summary = pack_batches(batches, run, block_rounds=block_rounds, manifest={"config": cfg.to_json(), "layout": "all"})
+        summary = pack_batches(
+            batches, run, block_rounds=block_rounds, manifest={"config": cfg.to_json(), "layout": "all"}
+        )
         pack_s = time.perf_counter() - t0
         del batches
         gc.collect()
@@ -135,10 +149,19 @@ def bench_pack(cfg: TreeConfig, sizes: list[int], tmp: Path, rows: list, mem: li
         _, traced = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         mb = summary.bytes / 1e6
-        rows.append([
-            f"{n:,}", f"{mb:,.1f}", f"{mb / pack_s:,.0f}", f"{n / pack_s / 1e6:.2f}", f"{disk:,.0f}",
-            f"{loaded / 1e6 / load_s:,.0f}", f"{n / load_s / 1e6:.2f}", f"{rounds / stream_s / 1e6:.2f}", f"{traced / 1e6:.1f}",
-        ])
+        rows.append(
+            [
+                f"{n:,}",
+                f"{mb:,.1f}",
+                f"{mb / pack_s:,.0f}",
+                f"{n / pack_s / 1e6:.2f}",
+                f"{disk:,.0f}",
+                f"{loaded / 1e6 / load_s:,.0f}",
+                f"{n / load_s / 1e6:.2f}",
+                f"{rounds / stream_s / 1e6:.2f}",
+                f"{traced / 1e6:.1f}",
+            ]
+        )
         mem.append((f"pack+load {n:,}", peak_rss_mb()))
         print(f"  pack/load {n:,}: {mb:,.0f} MB", file=sys.stderr)
         shutil.rmtree(run)
@@ -170,7 +193,15 @@ def bench_text(rounds: int, tmp: Path, rows: list) -> None:
         read_s = time.perf_counter() - t0
         cpu = _cpu_all() - before  # this process and its (joined) reader processes
         replay_batches(batches, ARTICLE)
-        row = [f"{files:,}", str(rounds), str(workers), f"{read_s * 1000:,.0f}", f"{files / read_s:,.0f}", f"{cpu * 1000:,.0f}", f"{os.getloadavg()[0]:.1f}"]
+        row = [
+            f"{files:,}",
+            str(rounds),
+            str(workers),
+            f"{read_s * 1000:,.0f}",
+            f"{files / read_s:,.0f}",
+            f"{cpu * 1000:,.0f}",
+            f"{os.getloadavg()[0]:.1f}",
+        ]
         prev = next((r for r in rows[rows_before:] if r[2] == str(workers)), None)
         if prev is None:
             rows.append(row)
@@ -195,7 +226,12 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
     ap.add_argument("--sizes", help="comma-separated round counts for the article config (default 1e4..1e7)")
     ap.add_argument("--deep-sizes", help="round counts for the deeper config (default 1e4..1e7)")
-    ap.add_argument("--max-gb", type=float, default=4.0, help="largest in-memory batch; bigger runs are replayed in parts (default 4)")
+    ap.add_argument(
+        "--max-gb",
+        type=float,
+        default=4.0,
+        help="largest in-memory batch; bigger runs are replayed in parts (default 4)",
+    )
     ap.add_argument("--pack-sizes", help="round counts for pack/load (default 1e5..1e7)")
     ap.add_argument("--text-rounds", help="rounds of the text directories (default 500,5000 = 2,000 and 20,000 files)")
     ap.add_argument("--sample", type=int, help="rounds of the round-by-round reference (default 3,000)")
@@ -210,7 +246,13 @@ def main(argv=None) -> int:
     if args.quick:
         article, deep, pack, text_rounds, sample = [1000, 10_000], [1000], [5000], [40], 100
     else:
-        article, deep, pack, text_rounds, sample = [10**4, 10**5, 10**6, 10**7], [10**4, 10**5, 10**6, 10**7], [10**5, 10**6, 10**7], [500, 5000], 3000
+        article, deep, pack, text_rounds, sample = (
+            [10**4, 10**5, 10**6, 10**7],
+            [10**4, 10**5, 10**6, 10**7],
+            [10**5, 10**6, 10**7],
+            [500, 5000],
+            3000,
+        )
     article = sizes(args.sizes, article)
     deep = sizes(args.deep_sizes, deep)
     pack = sizes(args.pack_sizes, pack)
@@ -243,17 +285,45 @@ def main(argv=None) -> int:
         f"total {time.perf_counter() - started:.0f} s\n"
     )
     print("### Batch replay vs the round-by-round reference (in-memory arrays)\n")
-    print(table(
-        ["config", "rounds", "generate M rounds/s", "batch M rounds/s", "batch 1 thread M rounds/s", "batch M rounds/CPU-s", f"reference rounds/s (sample {sample:,})", "batch / reference"],
-        replay_rows,
-    ))
+    print(
+        table(
+            [
+                "config",
+                "rounds",
+                "generate M rounds/s",
+                "batch M rounds/s",
+                "batch 1 thread M rounds/s",
+                "batch M rounds/CPU-s",
+                f"reference rounds/s (sample {sample:,})",
+                "batch / reference",
+            ],
+            replay_rows,
+        )
+    )
     print("\n### Packed runs: pack, load (cold page cache), stream-replay\n")
-    print(table(
-        ["rounds", "run MB", "pack MB/s", "pack M rounds/s", "plain read MB/s", "load MB/s", "load M rounds/s", "load+replay M rounds/s", "replay traced peak MB"],
-        pack_rows,
-    ))
+    print(
+        table(
+            [
+                "rounds",
+                "run MB",
+                "pack MB/s",
+                "pack M rounds/s",
+                "plain read MB/s",
+                "load MB/s",
+                "load M rounds/s",
+                "load+replay M rounds/s",
+                "replay traced peak MB",
+            ],
+            pack_rows,
+        )
+    )
     print("\n### Text directory parsing (ids only, 4 files per round)\n")
-    print(table(["files", "rounds", "reader processes", "wall ms", "files/s", "CPU ms (all processes)", "load average"], text_rows))
+    print(
+        table(
+            ["files", "rounds", "reader processes", "wall ms", "files/s", "CPU ms (all processes)", "load average"],
+            text_rows,
+        )
+    )
     print("\n### Peak memory (resident set, cumulative)\n")
     print(table(["after", "peak RSS MB"], [[what, f"{mb:,.0f}"] for what, mb in mem]))
     return 0

@@ -23,12 +23,13 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from replay.live.cluster import PairSpec, run_sweep_on_cluster, start_local_cluster
 from replay.live.generate import DecodeOptions
-from replay.live.grid import config_name, parse_grid
-from replay.live.sweepdir import OUTCOME_COLUMNS
-from replay.live.tiny import build_model, noisy_copy, save_hf_dir, tiny_config
+from replay.live.models.random_weights import build_model
+from replay.live.sweep.cluster import PairSpec, run_sweep_on_cluster, start_local_cluster
+from replay.live.sweep.directory import OUTCOME_COLUMNS
+from replay.live.sweep.grid import config_name, parse_grid
 from replay.live.timing import time_methods
+from replay.testing.tiny import noisy_copy, save_hf_dir, tiny_config
 
 GRID = "6,2x2,1x1;1,1,1,1;4,2x1,1;2,1x1;3,1;8;2,2x2;1,1,1@0|0.8"  # 9 configs: 3 rounds of 3 workers
 PROMPTS = [[1, 2, 3, 4], [50, 7, 8], [9, 10, 11, 12, 13]]
@@ -87,8 +88,16 @@ def main(argv: list[str] | None = None) -> int:
         def sweep(label: str):
             def run(_prompt: int, repeat: int) -> int:
                 out = work / f"sweep-{next(count)}-{label.replace(' ', '')}"
-                res = run_sweep_on_cluster(clients[label], pair, configs, PROMPTS, options, out, args.sweep_repeats,
-                                           on_done=lambda o: task_s[label].append(o.seconds) if repeat >= 0 else None)
+                res = run_sweep_on_cluster(
+                    clients[label],
+                    pair,
+                    configs,
+                    PROMPTS,
+                    options,
+                    out,
+                    args.sweep_repeats,
+                    on_done=lambda o: task_s[label].append(o.seconds) if repeat >= 0 else None,
+                )
                 log(f"pass {repeat}: {label}: {len(res.computed)} configs")
                 return len(res.computed)
 
@@ -101,11 +110,23 @@ def main(argv: list[str] | None = None) -> int:
     ratios = [b / a for a, b in zip(wall["1 worker"], wall["3 workers"])]
     result = {
         "command": "PYTHONPATH=. python bench/sweep_cluster.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "configs": len(configs), "prompts": len(PROMPTS), "max_new_tokens": args.max_new_tokens, "sweep_repeats": args.sweep_repeats,
-        "cpus": os.cpu_count(), "wall_s": wall,
-        "wall_ratio_3_over_1": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios), "passes": ratios},
+        "configs": len(configs),
+        "prompts": len(PROMPTS),
+        "max_new_tokens": args.max_new_tokens,
+        "sweep_repeats": args.sweep_repeats,
+        "cpus": os.cpu_count(),
+        "wall_s": wall,
+        "wall_ratio_3_over_1": {
+            "median": statistics.median(ratios),
+            "min": min(ratios),
+            "max": max(ratios),
+            "passes": ratios,
+        },
         "task_s_median": {k: statistics.median(v) for k, v in task_s.items() if v},
-        "identical_outcomes": identical, "dask_overhead": overhead, "timing": timing.to_json(), "load_before": asdict(timing.load_before),
+        "identical_outcomes": identical,
+        "dask_overhead": overhead,
+        "timing": timing.to_json(),
+        "load_before": asdict(timing.load_before),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
@@ -114,10 +135,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {k:9s} median {statistics.median(v):6.2f} s  (passes: {', '.join(f'{s:.2f}' for s in v)})")
     r = result["wall_ratio_3_over_1"]
     print(f"ratio 3 workers / 1 worker: median {r['median']:.2f} (min {r['min']:.2f}, max {r['max']:.2f}); ideal 0.33")
-    print(f"one config task: median {result['task_s_median']} s; Dask no-op task: round trip "
-          f"{overhead['round_trip_s'] * 1e3:.1f} ms, throughput {overhead['throughput_s_per_task'] * 1e3:.1f} ms/task")
-    print(f"same outcome columns in all {len(list(work.glob('sweep-*')))} sweeps (1 and 3 workers): {'yes' if identical else 'NO'}")
-    print(f"machine: {os.cpu_count()} CPUs, load {timing.load_before.load_1m:.2f} before, CPUs busy {timing.cpu_busy_percent}%")
+    print(
+        f"one config task: median {result['task_s_median']} s; Dask no-op task: round trip "
+        f"{overhead['round_trip_s'] * 1e3:.1f} ms, throughput {overhead['throughput_s_per_task'] * 1e3:.1f} ms/task"
+    )
+    print(
+        f"same outcome columns in all {len(list(work.glob('sweep-*')))} sweeps (1 and 3 workers): {'yes' if identical else 'NO'}"
+    )
+    print(
+        f"machine: {os.cpu_count()} CPUs, load {timing.load_before.load_1m:.2f} before, CPUs busy {timing.cpu_busy_percent}%"
+    )
     return 0
 
 

@@ -1,6 +1,6 @@
 """Regenerate docs/img/*.png and print the tables quoted in docs/analysis.md (markdown).
 
-    PYTHONPATH=. python scripts/make_analysis_docs.py            # writes docs/img, prints tables
+PYTHONPATH=. python scripts/make_analysis_docs.py            # writes docs/img, prints tables
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis import plots, treeplot
-from analysis.compare import compare_configs, compare_display, speed_row, strategies_display
-from analysis.costmodel import CostModel
-from analysis.costsource import run_cost
-from analysis.gamma_strategies import simulate_strategies
-from analysis.metrics import all_metrics, depth_display, static_shape
-from analysis.runs import load_runs
-from analysis.tables import build_tables
-from analysis.timings import run_speedup
-from replay.config import TreeConfig
+from analysis.compare.configs import compare_configs, compare_display, speed_row, strategies_display
+from analysis.compare.gamma_strategies import simulate_strategies
+from analysis.cost.model import CostModel
+from analysis.cost.source import run_cost
+from analysis.cost.timings import run_speedup
+from analysis.report import plots, treeplot
+from analysis.tables.build import build_tables
+from analysis.tables.metrics import all_metrics, depth_display, static_shape
+from analysis.tables.runs import load_runs
+from replay.core.config import TreeConfig
 
 DOC_CONFIGS = [
     ([[6], [2, 2], [1, 1]], [1, 2, 2]),  # the article's (recorded)
@@ -64,11 +64,27 @@ def main() -> None:
     m = all_metrics(build_tables([synth]))
     plots.save_figure(plots.plot_accepted_length(m["accepted_length"]), img, "accepted_length", ["png"])
     plots.save_figure(plots.plot_depth_acceptance(m["depth_acceptance"]), img, "depth_acceptance", ["png"])
-    plots.save_figure(plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], synth.label, synth.config), img, "rank_heatmap", ["png"])
-    plots.save_figure(plots.plot_parent_slot(m["parent_slot"], synth.label, len(synth.results)), img, "parent_slot", ["png"])
-    plots.save_figure(treeplot.plot_tree_hits(static_shape(synth.config), m["slot_hits"], synth.label, synth.config), img, "tree_hits", ["png"])
-    plots.save_figure(treeplot.plot_round_tree(article.results[0], run=article.label), img, "article_round_tree", ["png"])
-    plots.save_figure(plots.plot_compare_runs(m_both["summary"], m_both["depth_acceptance"]), img, "runs_side_by_side", ["png"])
+    plots.save_figure(
+        plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], synth.label, synth.config),
+        img,
+        "rank_heatmap",
+        ["png"],
+    )
+    plots.save_figure(
+        plots.plot_parent_slot(m["parent_slot"], synth.label, len(synth.results)), img, "parent_slot", ["png"]
+    )
+    plots.save_figure(
+        treeplot.plot_tree_hits(static_shape(synth.config), m["slot_hits"], synth.label, synth.config),
+        img,
+        "tree_hits",
+        ["png"],
+    )
+    plots.save_figure(
+        treeplot.plot_round_tree(article.results[0], run=article.label), img, "article_round_tree", ["png"]
+    )
+    plots.save_figure(
+        plots.plot_compare_runs(m_both["summary"], m_both["depth_acceptance"]), img, "runs_side_by_side", ["png"]
+    )
 
     configs = [TreeConfig.from_lists(s, h) for s, h in DOC_CONFIGS]
     default = CostModel.default()

@@ -24,11 +24,11 @@ import sys
 import time
 from pathlib import Path
 
-from replay.config import TreeConfig
+from replay.core.config import TreeConfig
 from replay.live.dumps import staged_output_dir
 from replay.live.generate import DecodeOptions
-from replay.live.models import load_pair, prepare_device
-from replay.live.names import resolve_model_args
+from replay.live.models.load import load_pair, prepare_device
+from replay.live.models.names import resolve_model_args
 from replay.live.report import format_summary, generation_headline
 from replay.live.run import run_timed, save_run_manifest
 from replay.live.stdprompts import prompts_markdown, std_prompts
@@ -119,8 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pair", default="qwen2.5-coder")
     parser.add_argument("--models-dir", default=None)
     parser.add_argument("--max-new-tokens", type=int, default=48)
-    parser.add_argument("--repeats", type=int, default=3, help="timed passes per config after the warm-up (as generate)")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is steadiest on a small shared VM)")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed passes per config after the warm-up (as generate)"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch CPU threads (1 is steadiest on a small shared VM)"
+    )
     parser.add_argument("--out", default="sample_dumps/qwen2.5-coder")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated names from CONFIGS")
     args = parser.parse_args(argv)
@@ -150,9 +154,16 @@ def main(argv: list[str] | None = None) -> int:
             comparison = timed.comparison(options.temperature)
             save_run_manifest(staged, config, draft, target, options, timed.generations, comparison, timed.timing)
         summary = format_summary(timed.summary, comparison, timed.timing, head=generation_headline(timed.generations))
-        print(f"== {name} {json.dumps(config.to_json())} ({time.perf_counter() - started:.0f} s)\n{summary}", flush=True)
+        print(
+            f"== {name} {json.dumps(config.to_json())} ({time.perf_counter() - started:.0f} s)\n{summary}", flush=True
+        )
     argv_text = "PYTHONPATH=. python scripts/make_real_samples.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    write_prompts_doc(out.parent / "real_prompts.md", prompts, args.max_new_tokens, runs_section(out, names, argv_text.strip(), loaded_s))
+    write_prompts_doc(
+        out.parent / "real_prompts.md",
+        prompts,
+        args.max_new_tokens,
+        runs_section(out, names, argv_text.strip(), loaded_s),
+    )
     return 0
 
 

@@ -1,6 +1,6 @@
 """Regenerate sample_dumps/synthetic_article: many rounds of the article's config, `all` layout.
 
-Synthetic until real runs exist: draft rows and target choices come from replay.synth's known
+Synthetic until real runs exist: draft rows and target choices come from replay.testing.synth's known
 acceptance model (see the manifest's hit_probs). Deterministic for a given --seed.
 
     python scripts/make_synthetic_sample.py            # rewrites sample_dumps/synthetic_article
@@ -12,8 +12,8 @@ import argparse
 import shutil
 from pathlib import Path
 
-from replay.config import TreeConfig
-from replay.synth import write_synthetic_run
+from replay.core.config import TreeConfig
+from replay.testing.synth import write_synthetic_run
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 

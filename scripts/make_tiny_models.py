@@ -18,8 +18,8 @@ import argparse
 import json
 from pathlib import Path
 
-from replay.live.tiny import (
-    build_model,
+from replay.live.models.random_weights import build_model
+from replay.testing.tiny import (
     build_word_tokenizer,
     damp_late_layers,
     noisy_copy,

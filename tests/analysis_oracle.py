@@ -1,10 +1,10 @@
-"""Record dumps of any tree config from a *path oracle*, independently of analysis.subtree.
+"""Record dumps of any tree config from a *path oracle*, independently of analysis.compare.subtree.
 
 An oracle gives the draft's candidate row and the target's row as deterministic functions of a
 node's token path (root token first), which is what real models do. Recording the same rounds
-with two configs from one oracle gives two genuine dumps; analysis.subtree must reproduce the
+with two configs from one oracle gives two genuine dumps; analysis.compare.subtree must reproduce the
 second from the first wherever it claims to decide. The recorder rebuilds trees its own way
-(token paths, its own sort), never through replay.rebuild or analysis.subtree.
+(token paths, its own sort), never through replay.engine.rebuild or analysis.compare.subtree.
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ from __future__ import annotations
 import functools
 import math
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from replay.config import TreeConfig
-from replay.dumpwrite import StepRecord, write_manifest, write_round
-from replay.rounds import Round
-from replay.synth import SynthRound
+from replay.core.config import TreeConfig
+from replay.io.dumpwrite import StepRecord, write_manifest, write_round
+from replay.io.rounds import Round
+from replay.testing.synth import SynthRound
 
 VOCAB = 5000
 Path_ = tuple  # token path from the root, root token included
@@ -35,7 +35,9 @@ def _rng(seed: int, tag: int, path: tuple) -> np.random.Generator:
     return np.random.default_rng([seed, tag, h, len(path)])
 
 
-def random_oracle(seed: int, cols: int, hit: float = 0.6, tcols: int = 3, flat: float = 0.7) -> tuple[DraftFn, TargetFn]:
+def random_oracle(
+    seed: int, cols: int, hit: float = 0.6, tcols: int = 3, flat: float = 0.7
+) -> tuple[DraftFn, TargetFn]:
     """Draft rows and target rows drawn from a generator seeded by the path.
 
     The target's top-1 is the draft's rank-r candidate with probability hit * 0.5**r (else a
@@ -44,14 +46,14 @@ def random_oracle(seed: int, cols: int, hit: float = 0.6, tcols: int = 3, flat: 
     different branches compete closely for expansion.
     """
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def draft(path: tuple) -> tuple[np.ndarray, np.ndarray]:
         rng = _rng(seed, 1, path)
         ids = rng.choice(VOCAB, size=cols, replace=False).astype(np.int64)
         probs = np.sort(rng.dirichlet(np.full(cols + 1, flat)))[::-1][:cols]
         return ids, np.log(np.maximum(probs, 1e-9)).astype(np.float32)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def target(path: tuple) -> np.ndarray:
         rng = _rng(seed, 2, path)
         cand, _ = draft(path)
@@ -159,10 +161,12 @@ def write_oracle_run(
     write_manifest(out_dir, manifest)
 
 
-def synth_lookup_oracle(rounds: list[SynthRound], cfg: TreeConfig, fill: tuple[DraftFn, TargetFn]) -> tuple[DraftFn, TargetFn]:
-    """An oracle answering from synthetic rounds (replay.synth, recorded with parents) by token path.
+def synth_lookup_oracle(
+    rounds: list[SynthRound], cfg: TreeConfig, fill: tuple[DraftFn, TargetFn]
+) -> tuple[DraftFn, TargetFn]:
+    """An oracle answering from synthetic rounds (replay.testing.synth, recorded with parents) by token path.
 
-    Paths the recording never saw are answered by ``fill``: analysis.subtree claims that a decided
+    Paths the recording never saw are answered by ``fill``: analysis.compare.subtree claims that a decided
     round does not depend on them, so any fill must give the same decided outcome.
     """
     draft_rows: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
@@ -174,7 +178,7 @@ def synth_lookup_oracle(rounds: list[SynthRound], cfg: TreeConfig, fill: tuple[D
         for i, step in enumerate(rnd.steps):
             if step.parents is not None:
                 chosen = step.parents.tolist()
-            else:  # replay.synth's own rule: path probability, ties by tree order
+            else:  # replay.testing.synth's own rule: path probability, ties by tree order
                 chosen = [0] if i == 0 else sorted(level, key=lambda u: (-logp[u], u))[: cfg.top_head[i]]
             new, new_lp = [], []
             for j, u in enumerate(chosen):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from replay.dumpwrite import write_text_matrix
+from replay.io.dumpwrite import write_text_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTICLE = ROOT / "sample_dumps" / "article_round"
@@ -48,10 +48,34 @@ def zip_bytes(entries) -> bytes:
     out, central = bytearray(), bytearray()
     for name, method, data, crc, size, flags in entries:
         offset = len(out)
-        out += struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, flags, method, 0, 0, crc, len(data), size, len(name), 0) + name + data
-        central += struct.pack(
-            "<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, flags, method, 0, 0, crc, len(data), size, len(name), 0, 0, 0, 0, 0, offset
-        ) + name
+        out += (
+            struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, flags, method, 0, 0, crc, len(data), size, len(name), 0)
+            + name
+            + data
+        )
+        central += (
+            struct.pack(
+                "<IHHHHHHIIIHHHHHII",
+                0x02014B50,
+                20,
+                20,
+                flags,
+                method,
+                0,
+                0,
+                crc,
+                len(data),
+                size,
+                len(name),
+                0,
+                0,
+                0,
+                0,
+                0,
+                offset,
+            )
+            + name
+        )
     start = len(out)
     out += central + struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(entries), len(entries), len(central), start, 0)
     return bytes(out)
@@ -151,7 +175,11 @@ def build_corpora(base: Path) -> list[Corpus]:
     shutil.copytree(ARTICLE, corpora[0].path)
     shutil.copytree(ARTICLE, corpora[1].path)
     # The article's parents (docs/dump-format.md): step 1 expands nodes 1, 2; step 2 nodes 7, 9.
-    for name, parents in (("draft_step_0_123_139", "0"), ("draft_step_1_124_140", "1\n2"), ("draft_step_2_124_140", "7\n9")):
+    for name, parents in (
+        ("draft_step_0_123_139", "0"),
+        ("draft_step_1_124_140", "1\n2"),
+        ("draft_step_2_124_140", "7\n9"),
+    ):
         (corpora[1].path / f"{name}.parents").write_text(parents + "\n")
     for kind in ("npz", "npy", "pt", "raw", "text"):
         out = base / kind
@@ -173,7 +201,9 @@ def build_corpora(base: Path) -> list[Corpus]:
                     (out / f"{stem}.scores.bin").write_bytes(scores.astype("<f4").tobytes())
                 else:
                     write_text_matrix(out / stem, ids)
-                    (out / f"{stem}.scores.txt").write_text("\n".join(" ".join(repr(float(v)) for v in row) for row in scores) + "\n")
+                    (out / f"{stem}.scores.txt").write_text(
+                        "\n".join(" ".join(repr(float(v)) for v in row) for row in scores) + "\n"
+                    )
         enc = {"encoding": {"format": "raw", "dtype": "int32", "columns": RAW_COLUMNS}} if kind == "raw" else None
         _synth_manifest(out, enc)
         corpora.append(Corpus(kind, out))

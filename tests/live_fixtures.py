@@ -20,7 +20,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs torch (the live extras): pip install 'specreplay[live]'")
 pytest.importorskip("transformers", reason="needs transformers (the live extras): pip install 'specreplay[live]'")
 
-from replay.live.tiny import build_model, noisy_copy, tiny_config  # noqa: E402
+from replay.live.models.random_weights import build_model  # noqa: E402
+from replay.testing.tiny import noisy_copy, tiny_config  # noqa: E402
 
 # Two intra-op threads on a small shared VM spin against each other: tiny forwards go from 0.5 ms
 # to 100+ ms at random. One thread keeps the suite fast and its timings stable.
@@ -52,8 +53,13 @@ def kill_sweep_after_rows(args: list[str], dumps: Path, rows: int, timeout_s: fl
     committed under ``dumps`` (DIR/row.json), and return each committed row's (bytes, mtime_ns),
     to check that a resume leaves them untouched."""
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.Popen([sys.executable, "-m", "replay.cli", *args], cwd=root, env=dict(os.environ, PYTHONPATH=str(root)),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replay.cli", *args],
+        cwd=root,
+        env=dict(os.environ, PYTHONPATH=str(root)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + timeout_s
     while time.time() < deadline and proc.poll() is None:
         if len(list(dumps.glob("*/row.json"))) >= rows:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Hashable, Mapping
 
 
 @dataclass(frozen=True)

@@ -3,18 +3,18 @@ within a budget (the brute force the branch and bound is checked against)."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
-from analysis.shape_model import ShapeModel
-from replay.config import TreeConfig
+from analysis.shapes.model import ShapeModel
+from replay.core.config import TreeConfig
 
 
 def model_from_hits(hit: np.ndarray, cols: int | None = None, draft_probs: np.ndarray | None = None) -> ShapeModel:
     """A known model: hit [depths, cols] float64 → p[d, q, r] = hit[d, r].
 
-    draft_probs: [depths, cols] the draft's fixed probability of each rank per depth (replay.synth),
+    draft_probs: [depths, cols] the draft's fixed probability of each rank per depth (replay.testing.synth),
     None when the engine is taken to rank nodes as the acceptance model does.
     """
     hit = np.asarray(hit, dtype=np.float64)
@@ -29,7 +29,16 @@ def model_from_hits(hit: np.ndarray, cols: int | None = None, draft_probs: np.nd
         order = np.repeat(dp[np.minimum(np.arange(hit.shape[0]), dp.shape[0] - 1)][:, None, :], cols, axis=1)
     z = np.zeros(hit.shape[0], dtype=bool)
     return ShapeModel(
-        p, p.copy(), p.copy(), np.zeros((hit.shape[0], cols), np.int64), np.zeros((hit.shape[0], cols), bool), z, 0, 0, None, order
+        p,
+        p.copy(),
+        p.copy(),
+        np.zeros((hit.shape[0], cols), np.int64),
+        np.zeros((hit.shape[0], cols), bool),
+        z,
+        0,
+        0,
+        None,
+        order,
     )
 
 

@@ -1,6 +1,6 @@
 """A known acceptance model whose draft ranks its tokens unlike the target, as dumps and as an oracle.
 
-Written independently of analysis.shape_model / shape_search, so that recommend's answer can be
+Written independently of analysis.shapes.model / shape_search, so that recommend's answer can be
 checked against the truth:
 
 * the draft's probability of its rank-r token at a node of depth d is ``DRAFT[d, r]`` in every
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from replay.batch import MatrixStack, RoundBatch
-from replay.config import TreeConfig
+from replay.core.config import TreeConfig
+from replay.engine.batch import MatrixStack, RoundBatch
 
 COLS = 6
 DRAFT = np.array(
@@ -74,7 +74,7 @@ def synth_batch(rounds: int, seed: int) -> RoundBatch:
     rng = np.random.default_rng(seed)
     cfg = RECORDED
     r_all = np.arange(rounds)
-    steps, top1_rows = [], []
+    steps, _top1_rows = [], []
     level = [()]  # rank paths of the current level, tree order
     n_all = 1 + cfg.num_nodes
     top1 = MISS_BASE + rng.integers(0, 10**6, size=(n_all, rounds))

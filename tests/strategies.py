@@ -2,7 +2,7 @@
 
 from hypothesis import strategies as st
 
-from replay.config import TREE_STATIC, TreeConfig
+from replay.core.config import TREE_STATIC, TreeConfig
 
 
 @st.composite

@@ -34,10 +34,24 @@ def test_report_renders_in_chromium(tmp_path):
     shot = tmp_path / "shot.png"
     with tempfile.TemporaryDirectory() as profile:
         res = subprocess.run(
-            [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", f"--screenshot={shot}", "--window-size=1280,2000", page.resolve().as_uri()],
-            capture_output=True, text=True, timeout=180,
+            [
+                _browser(),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={profile}",
+                f"--screenshot={shot}",
+                "--window-size=1280,2000",
+                page.resolve().as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
         )
     assert shot.is_file(), res.stderr[-2000:]
     img = imread(shot)[:, :, :3]  # [2000, 1280, 3] float in [0, 1]

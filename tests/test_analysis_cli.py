@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from replay.cli import main
-from replay.replayer import replay_directory
+from replay.engine.replayer import replay_directory
 
 SYNTH = "sample_dumps/synthetic_article"
 ARTICLE = "sample_dumps/article_round"
@@ -40,7 +40,9 @@ def test_stats_text_json_csv(capsys):
     s = {r["run"]: r for r in body["summary"]}
     assert s["article_round"]["mean_accepted_length"] == 3 and s["synthetic_article"]["rounds"] == 300
     assert body["configs"]["article_round"]["topHead"] == [1, 2, 2]
-    assert s["article_round"]["draft_acceptance_rate"] == 0.25 and s["article_round"]["mean_acceptance_length"] == 4  # 3 of 12; 3 + 1
+    assert (
+        s["article_round"]["draft_acceptance_rate"] == 0.25 and s["article_round"]["mean_acceptance_length"] == 4
+    )  # 3 of 12; 3 + 1
     assert {d["name"] for d in body["definitions"]} >= {"draft_acceptance_rate", "per_position_acceptance_rate"}
     code, out, _ = run(capsys, "stats", SYNTH, "--table", "depth_acceptance", "--csv", "--no-progress")
     df = pd.read_csv(io.StringIO(out))
@@ -54,14 +56,20 @@ def test_stats_export(capsys, tmp_path):
 
 
 def test_compare_configs_and_grid(capsys):
-    code, out, _ = run(capsys, "compare", SYNTH, "--configs", "[[6],[2,2],[1,1]]", "[[4],[1,1],[1]]", "--json", "--no-progress")
+    code, out, _ = run(
+        capsys, "compare", SYNTH, "--configs", "[[6],[2,2],[1,1]]", "[[4],[1,1],[1]]", "--json", "--no-progress"
+    )
     body = json.loads(out)
     rows = {r["config"]: r for r in body["configs"]}
     replayed = replay_directory(SYNTH).results
     own_mean = sum(r.acceptance.accepted_length for r in replayed) / len(replayed)
-    assert rows["[6]|[2,2]|[1,1]"]["mean_accepted_length_lo"] == pytest.approx(own_mean)  # the recorded config = the replay
+    assert rows["[6]|[2,2]|[1,1]"]["mean_accepted_length_lo"] == pytest.approx(
+        own_mean
+    )  # the recorded config = the replay
     assert rows["[4]|[1,1]|[1]"]["undecidable"] == 0 and rows["[4]|[1,1]|[1]"]["nodes"] == 7
-    code, out, _ = run(capsys, "compare", ARTICLE, "--grid", "root=1,2 heads=1 width=1 gamma=1:2", "--csv", "--no-progress")
+    code, out, _ = run(
+        capsys, "compare", ARTICLE, "--grid", "root=1,2 heads=1 width=1 gamma=1:2", "--csv", "--no-progress"
+    )
     df = pd.read_csv(io.StringIO(out))
     assert df["config"].tolist()[0] == "[6]|[2,2]|[1,1]" and set(df["config"]) >= {"[1]", "[2]|[1]"}
     code, out, _ = run(capsys, "compare", SYNTH, "--gamma-strategies", "0", "3", "--no-progress")
@@ -86,7 +94,14 @@ def test_report_is_self_contained(capsys, tmp_path):
     assert code == 0 and out.strip().endswith("index.html")
     assert page.count("data:image/png;base64,") >= 10
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page)  # nothing loaded from outside
-    for text in ("Offline comparison", "topKSpec", "Dynamic-gamma", "Per-depth acceptance", "article_round", "synthetic_article"):
+    for text in (
+        "Offline comparison",
+        "topKSpec",
+        "Dynamic-gamma",
+        "Per-depth acceptance",
+        "article_round",
+        "synthetic_article",
+    ):
         assert text in page
     # the tree-shape recommendation, per run, with the defaults: the recorded config's nodes and gamma
     assert "<h2>Tree-shape recommendation</h2>" in page and page.count("budget 12 nodes, max depth 3") == 2
@@ -100,7 +115,7 @@ def test_analysis_never_imports_torch(tmp_path):
         f"main(['stats', '{ARTICLE}', '--no-progress'])\n"
         f"main(['compare', '{ARTICLE}', '--gamma-strategies', '--no-progress'])\n"
         f"main(['report', '{ARTICLE}', '-o', r'{tmp_path}', '--no-progress'])\n"
-        "import analysis.treeplot, analysis.gamma_strategies\n"
+        "import analysis.report.treeplot, analysis.compare.gamma_strategies\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -124,7 +139,7 @@ PASSES = {"speculative": (1.0, 1.1, 0.95), "target-only": (1.2, 1.25, 1.0)}
 @pytest.fixture
 def real(tmp_path_factory):
     """The real article sample with its totals timed in one interleaved session (the samples may be
-    from before the harness did that; analysis.timings calls those not comparable)."""
+    from before the harness did that; analysis.cost.timings calls those not comparable)."""
     import shutil
 
     out = tmp_path_factory.mktemp("real") / "article"
@@ -132,8 +147,13 @@ def real(tmp_path_factory):
     body = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     t = body["totals"]
     sides = {"speculative": t, "target-only": t["baseline"]}
-    t["timing"] = {"repeats": 3, "methods": {m: {"seconds": [sides[m]["total_s"] * f for f in PASSES[m]],
-                                                 "tokens": [sides[m]["new_tokens"]] * 3} for m in PASSES}}
+    t["timing"] = {
+        "repeats": 3,
+        "methods": {
+            m: {"seconds": [sides[m]["total_s"] * f for f in PASSES[m]], "tokens": [sides[m]["new_tokens"]] * 3}
+            for m in PASSES
+        },
+    }
     (out / "manifest.json").write_text(json.dumps(body), encoding="utf-8")
     return str(out)
 
@@ -145,8 +165,15 @@ def _hand_measured(path):
     b = t["baseline"]
     decode = ((b["total_s"] - b["prefill_s"]) / b["new_tokens"]) / ((t["total_s"] - t["prefill_s"]) / t["new_tokens"])
     m = t["timing"]["methods"]
-    ratios = sorted((ns / ss) / (nb / sb) for ss, ns, sb, nb in zip(m["speculative"]["seconds"], m["speculative"]["tokens"],
-                                                                  m["target-only"]["seconds"], m["target-only"]["tokens"]))
+    ratios = sorted(
+        (ns / ss) / (nb / sb)
+        for ss, ns, sb, nb in zip(
+            m["speculative"]["seconds"],
+            m["speculative"]["tokens"],
+            m["target-only"]["seconds"],
+            m["target-only"]["tokens"],
+        )
+    )
     return decode, ratios[1]
 
 
@@ -160,29 +187,49 @@ def test_compare_uses_measured_timings_and_shows_measured_speedup(capsys, real):
     assert body["measured"]["synthetic_article"] is None
     assert len(body["warnings"]) == 1 and "synthetic_article" in body["warnings"][0] and "MODELLED" in err
     rows = [r for r in body["configs"] if r["run"] == "article"]
-    assert rows[0]["measured_speedup"] == pytest.approx(decode) and rows[0]["measured_speedup_wall"] == pytest.approx(wall)
+    assert rows[0]["measured_speedup"] == pytest.approx(decode) and rows[0]["measured_speedup_wall"] == pytest.approx(
+        wall
+    )
     assert rows[1]["config"] == "[1]|[1]|[1]" and rows[1]["measured_speedup"] is None  # never run: modelled only
     code, out, _ = run(capsys, "compare", real, SYNTH, "--configs", "[[1],[1],[1]]", "--no-progress")
     real, synth = out.split("synthetic_article: ")[:2]
-    assert "cost model: measured: manifest timings" in real and "modelled speedup" in real and "measured speedup (decode only)" in real
+    assert (
+        "cost model: measured: manifest timings" in real
+        and "modelled speedup" in real
+        and "measured speedup (decode only)" in real
+    )
     assert f"measured speedup (decode only, prefill excluded) {decode:.3f}" in real
     assert f"measured speedup (end to end, prefill included) {wall:.3f} (median of 3 interleaved pass(es)" in real
-    assert "WARNING" in synth and "modelled: default relative cost" in synth and "measured speedup" not in synth.split("definitions")[0]
+    assert (
+        "WARNING" in synth
+        and "modelled: default relative cost" in synth
+        and "measured speedup" not in synth.split("definitions")[0]
+    )
     assert "mean_accepted_length = (1/R) Σ_r L_r" in out and "measured_speedup = " in out  # the definitions printed
 
 
 def test_plot_round_option_and_typical_failing_round(capsys, tmp_path):
-    code, _, _ = run(capsys, "plot", ARTICLE, "-o", str(tmp_path), "--round", "124_140", "--format", "png", "--no-progress")
+    code, _, _ = run(
+        capsys, "plot", ARTICLE, "-o", str(tmp_path), "--round", "124_140", "--format", "png", "--no-progress"
+    )
     assert code == 0 and (tmp_path / "round_article_round.png").is_file()
-    code, _, _ = run(capsys, "plot", ARTICLE, "-o", str(tmp_path), "--show-round", "124_140", "--format", "png", "--no-progress")
+    code, _, _ = run(
+        capsys, "plot", ARTICLE, "-o", str(tmp_path), "--show-round", "124_140", "--format", "png", "--no-progress"
+    )
     assert code == 0  # the old spelling still works
     code, _, err = run(capsys, "plot", ARTICLE, "-o", str(tmp_path), "--round", "1_2", "--no-progress")
     assert code == 2 and "--round 1_2: no such round" in err
     # a run without the round keeps its typical failing round, and says so
-    code, _, err = run(capsys, "plot", ARTICLE, SYNTH, "-o", str(tmp_path), "--round", "100_116", "--format", "png", "--no-progress")
+    code, _, err = run(
+        capsys, "plot", ARTICLE, SYNTH, "-o", str(tmp_path), "--round", "100_116", "--format", "png", "--no-progress"
+    )
     assert code == 0 and "article_round: no round 100_116; drawing 124_140, no round failed on a mismatch" in err
-    code, _, _ = run(capsys, "report", ARTICLE, "-o", str(tmp_path / "rep"), "--round", "124_140", "--no-tables", "--no-progress")
-    assert code == 0 and "round 124_140: round 124_140, as asked" in (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
+    code, _, _ = run(
+        capsys, "report", ARTICLE, "-o", str(tmp_path / "rep"), "--round", "124_140", "--no-tables", "--no-progress"
+    )
+    assert code == 0 and "round 124_140: round 124_140, as asked" in (tmp_path / "rep" / "index.html").read_text(
+        encoding="utf-8"
+    )
 
 
 def test_report_shows_measured_and_modelled_speedup(capsys, tmp_path, real):
@@ -190,8 +237,14 @@ def test_report_shows_measured_and_modelled_speedup(capsys, tmp_path, real):
     code, _, _ = run(capsys, "report", real, "-o", str(tmp_path), "--no-progress", "--no-tables")
     page = (tmp_path / "index.html").read_text(encoding="utf-8")
     assert code == 0 and "<h2>Speedup: measured and modelled</h2>" in page
-    speed = page[page.index("<h2>Speedup"):page.index("<h2>Accepted length")]
-    for text in ("modelled speedup", "measured speedup (decode only, prefill excluded)", "measured speedup (end to end, prefill included)",
-                 "measured: manifest timings", f"{decode:.4g}", f"{wall:.4g}"):
+    speed = page[page.index("<h2>Speedup") : page.index("<h2>Accepted length")]
+    for text in (
+        "modelled speedup",
+        "measured speedup (decode only, prefill excluded)",
+        "measured speedup (end to end, prefill included)",
+        "measured: manifest timings",
+        f"{decode:.4g}",
+        f"{wall:.4g}",
+    ):
         assert text in speed, text
     assert "a typical failing round" in page and "draft_acceptance_rate = Σ_r L_r / Σ_r nodes_r" in page

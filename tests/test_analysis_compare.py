@@ -7,15 +7,15 @@ import json
 import numpy as np
 import pytest
 
-from analysis.compare import compare_configs, compare_display, format_bounds, generate_funnels, parse_config_arg
-from analysis.costmodel import CostModel
-from analysis.gamma_strategies import next_gamma, simulate_strategies, simulate_strategy, outcomes_by_gamma
-from analysis.subtree import truncated
+from analysis.compare.configs import compare_configs, compare_display, format_bounds, generate_funnels, parse_config_arg
+from analysis.compare.gamma_strategies import next_gamma, outcomes_by_gamma, simulate_strategies, simulate_strategy
+from analysis.compare.subtree import truncated
+from analysis.cost.model import CostModel
+from replay.core.config import TreeConfig
+from replay.engine.replayer import replay_directory, replay_round
+from replay.io.rounds import Round
+from replay.util.errors import SpecReplayError
 from tests.analysis_oracle import as_round, random_oracle, record_round
-from replay.config import TreeConfig
-from replay.errors import SpecReplayError
-from replay.replayer import replay_directory, replay_round
-from replay.rounds import Round
 
 # t_verify(n) = 1 + 0.1 (n - 1) on [1, 17]; a draft step costs 0.1
 COST = CostModel(np.array([1.0, 17.0]), np.array([1.0, 2.6]), 0.1, "test")
@@ -49,7 +49,8 @@ def chain_rounds(full_lengths):
     steps = [[[1, 91]], [[2, 92]], [[3, 93]]]
     table = {3: [[1], [2], [3], [7]], 0: [[5], [2], [3], [7]], 2: [[1], [2], [6], [7]], 1: [[1], [4], [3], [7]]}
     return [
-        replay_round(Round.from_lists(steps, table[L], key=(k, k), layout="all"), CHAIN) for k, L in enumerate(full_lengths)
+        replay_round(Round.from_lists(steps, table[L], key=(k, k), layout="all"), CHAIN)
+        for k, L in enumerate(full_lengths)
     ]
 
 
@@ -116,7 +117,9 @@ def test_gamma_strategy_bounds_with_undecidable_rounds():
     draft, target = random_oracle(12, cols=6)
     rec_cfg = TreeConfig.from_lists([[4], [1], [1]])
     roots = list(range(20))
-    res = [replay_round(as_round(record_round(rec_cfg, r, 3, draft, target, "path"), (r, r), r), rec_cfg) for r in roots]
+    res = [
+        replay_round(as_round(record_round(rec_cfg, r, 3, draft, target, "path"), (r, r), r), rec_cfg) for r in roots
+    ]
     sub = TreeConfig.from_lists([[4], [1, 1], [1, 1]], [1, 2, 2])
     table, per_round = compare_configs(res, rec_cfg, [sub], COST)
     row = table.iloc[0]
@@ -153,7 +156,16 @@ def test_parse_config_arguments(tmp_path):
     [c] = parse_config_arg('{"topKSpec": [[4], [1]], "topHead": [1, 1], "gamma": 2}')
     assert c.short() == "[4]|[1]"
     f = tmp_path / "t.json"
-    f.write_text(json.dumps({"specTree": [{"gamma": 1, "topKSpec": [[3]], "topHead": [1]}, {"gamma": 2, "topKSpec": [[2], [1]], "topHead": [1, 1]}]}))
+    f.write_text(
+        json.dumps(
+            {
+                "specTree": [
+                    {"gamma": 1, "topKSpec": [[3]], "topHead": [1]},
+                    {"gamma": 2, "topKSpec": [[2], [1]], "topHead": [1, 1]},
+                ]
+            }
+        )
+    )
     assert [c.short() for c in parse_config_arg(str(f))] == ["[3]", "[2]|[1]"]
     with pytest.raises(SpecReplayError, match="topHead"):
         parse_config_arg("[[2],[1,1,1]]")  # three parents at step 1, but level 1 has 2 nodes

@@ -20,21 +20,30 @@ import json
 import numpy as np
 import pytest
 
-from analysis.compare import modelled_speedup, speed_row, with_speed
-from analysis.costmodel import SOURCE_DEFAULT, CostModel
-from analysis.costsource import SOURCE_CURVE, SOURCE_MANIFEST, cost_warning, given_cost, run_cost
-from analysis.timings import NotComparable, measured_speedup, read_timings
-from replay.errors import DumpError, SpecReplayError
-from replay.manifest import read_manifest
+from analysis.compare.configs import modelled_speedup, speed_row, with_speed
+from analysis.cost.model import SOURCE_DEFAULT, CostModel
+from analysis.cost.source import SOURCE_CURVE, SOURCE_MANIFEST, cost_warning, given_cost, run_cost
+from analysis.cost.timings import NotComparable, measured_speedup, read_timings
+from replay.io.manifest import read_manifest
+from replay.util.errors import DumpError, SpecReplayError
 from tests.test_analysis_metrics import CFG, hand_results
 
 ROUNDS = [
     {"key": [1, 1], "draft_steps": 2, "num_nodes": 3, "draft_time_s": 0.2, "verify_time_s": 0.9},
     {"key": [2, 2], "draft_steps": 2, "num_nodes": 3, "draft_time_s": 0.4, "verify_time_s": 1.1},
 ]
-SESSION = {"repeats": 1, "methods": {"speculative": {"seconds": [7.0], "tokens": [10]}, "target-only": {"seconds": [10.0], "tokens": [10]}}}
-TOTALS = {"new_tokens": 10, "total_s": 7.0, "prefill_s": 1.0, "rounds": 2, "timing": SESSION,
-          "baseline": {"new_tokens": 10, "total_s": 10.0, "prefill_s": 2.0, "rounds": 10}}
+SESSION = {
+    "repeats": 1,
+    "methods": {"speculative": {"seconds": [7.0], "tokens": [10]}, "target-only": {"seconds": [10.0], "tokens": [10]}},
+}
+TOTALS = {
+    "new_tokens": 10,
+    "total_s": 7.0,
+    "prefill_s": 1.0,
+    "rounds": 2,
+    "timing": SESSION,
+    "baseline": {"new_tokens": 10, "total_s": 10.0, "prefill_s": 2.0, "rounds": 10},
+}
 APART = {k: v for k, v in TOTALS.items() if k != "timing"}  # an older manifest: baseline timed apart
 
 
@@ -97,7 +106,11 @@ def test_a_baseline_timed_apart_is_not_comparable_and_gives_no_t_verify_1(tmp_pa
     for name, totals in (("null", dict(APART, timing=None)), ("absent", APART)):
         d = dump(tmp_path / name, totals=totals)
         m = measured_speedup(read_timings(d, read_manifest(d)))
-        assert isinstance(m, NotComparable) and "totals.timing is null or absent" in m.reason and "generate --baseline" in m.reason
+        assert (
+            isinstance(m, NotComparable)
+            and "totals.timing is null or absent" in m.reason
+            and "generate --baseline" in m.reason
+        )
         assert np.isnan(m.decode) and np.isnan(m.wall) and m.to_json()["measured_speedup"] is None
         cost = cost_of(d)
         assert "target-only baseline not timed together with these rounds" in cost.source
@@ -109,8 +122,10 @@ def test_a_baseline_timed_apart_is_not_comparable_and_gives_no_t_verify_1(tmp_pa
 
 
 def test_a_session_of_several_passes_gives_the_median_ratio(tmp_path):
-    passes = {"speculative": {"seconds": [7.0, 14.0, 8.0], "tokens": [10, 10, 10]},
-              "target-only": {"seconds": [10.0, 10.0, 16.0], "tokens": [10, 10, 10]}}
+    passes = {
+        "speculative": {"seconds": [7.0, 14.0, 8.0], "tokens": [10, 10, 10]},
+        "target-only": {"seconds": [10.0, 10.0, 16.0], "tokens": [10, 10, 10]},
+    }
     d = dump(tmp_path / "run", totals=dict(TOTALS, timing={"repeats": 3, "methods": passes}))
     m = measured_speedup(read_timings(d, read_manifest(d)))
     # per pass (10/7)/(10/10) = 1.4286, (10/14)/(10/10) = 0.7143, (10/8)/(10/16) = 2.0: median 10/7
@@ -136,7 +151,9 @@ def test_a_sweep_dump_finds_the_sweeps_baseline_and_cost_curve(tmp_path):
     (out / "baseline.json").write_text(json.dumps({"summary": TOTALS["baseline"], "outputs": []}))
     m = measured_speedup(read_timings(d, read_manifest(d)))  # an old sweep's one baseline run: timed apart
     assert isinstance(m, NotComparable) and "baseline.json" in m.reason and "re-run the sweep" in m.reason
-    (out / "cost_curve.json").write_text(json.dumps({"tokens": [1, 8], "verify_s": [0.5, 0.9], "draft_s": None, "draft_step_s": None}))
+    (out / "cost_curve.json").write_text(
+        json.dumps({"tokens": [1, 8], "verify_s": [0.5, 0.9], "draft_s": None, "draft_step_s": None})
+    )
     cost = cost_of(d)
     # the curve beats the manifest; its missing draft step comes from the manifest's timings
     assert cost.source == SOURCE_CURVE + " + manifest draft step" and cost.draft_step_s == pytest.approx(0.15)
@@ -153,7 +170,9 @@ def test_order_given_curve_manifest_default(tmp_path):
     bare = tmp_path / "bare"
     bare.mkdir()
     cost = cost_of(bare)
-    assert cost.source == SOURCE_DEFAULT and np.allclose(cost.to_json()["verify_s"], CostModel.default().to_json()["verify_s"])
+    assert cost.source == SOURCE_DEFAULT and np.allclose(
+        cost.to_json()["verify_s"], CostModel.default().to_json()["verify_s"]
+    )
     assert "MODELLED" in cost_warning(cost, "bare") and "bare" in cost_warning(cost, "bare")
 
 

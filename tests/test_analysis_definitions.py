@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.definitions import BY_NAME, DEFINITIONS, DEPTH_NAMES, SUMMARY_NAMES, definitions_text, label
-from analysis.metrics import depth_acceptance, summary
+from analysis.tables.definitions import BY_NAME, DEFINITIONS, DEPTH_NAMES, SUMMARY_NAMES, definitions_text, label
+from analysis.tables.metrics import depth_acceptance, summary
 from replay.cli import main
 from tests.test_analysis_metrics import CFG, hand_results
 
@@ -18,16 +18,22 @@ def test_vocabulary_md_holds_every_definition_as_the_code_does():
     text = VOCABULARY.read_text(encoding="utf-8")
     for d in DEFINITIONS:
         row = f"| `{d.name}` | `{d.formula}` | {d.meaning} | {d.engines or '–'} |"
-        assert row in text, f"docs/vocabulary.md: no row for {d.name} as analysis/definitions.py states it:\n{row}"
+        assert row in text, (
+            f"docs/vocabulary.md: no row for {d.name} as analysis/tables/definitions.py states it:\n{row}"
+        )
 
 
 def test_every_printed_metric_column_has_a_definition():
-    from analysis.tables import round_table
+    from analysis.tables.build import round_table
 
     rounds = round_table(hand_results(), "hand", CFG)
     metric_cols = [c for c in summary(rounds).columns if c not in ("run", "rounds")]
     assert set(metric_cols) == set(SUMMARY_NAMES)
-    rates = [c for c in depth_acceptance(rounds).columns if c in ("conditional", "per_position_acceptance_rate", "conditional_when_expanded")]
+    rates = [
+        c
+        for c in depth_acceptance(rounds).columns
+        if c in ("conditional", "per_position_acceptance_rate", "conditional_when_expanded")
+    ]
     assert set(rates) == set(DEPTH_NAMES)
     assert all(name in BY_NAME for name in metric_cols + rates)
 

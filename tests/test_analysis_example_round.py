@@ -1,4 +1,4 @@
-"""The example round drawn per run: a typical failing round (analysis.example_round), by hand.
+"""The example round drawn per run: a typical failing round (analysis.report.example_round), by hand.
 
 Hand rounds of tests/test_analysis_metrics.py (config [2]|[1], all layout): root row [10, 20, 30]
 keeps A1 = 10, A2 = 20; A1's row [11, 12] keeps B11 = 11. A round's validate rows are R, A1, A2, B11.
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.example_round import example_round, typical_failing_round
-from replay.errors import SpecReplayError
-from replay.replayer import replay_round
-from replay.rounds import Round
+from analysis.report.example_round import example_round, typical_failing_round
+from replay.engine.replayer import replay_round
+from replay.io.rounds import Round
+from replay.util.errors import SpecReplayError
 from tests.test_analysis_metrics import CFG, STEPS
 
 LEAF_2 = [[10], [11], [21], [5]]  # R→10, A1→11: path A1, B11 (leaf), L = 2
@@ -22,7 +22,10 @@ MISS_1_NOWHERE = [[10], [99], [21], [5]]  # as above, the target's token not eve
 
 
 def rounds(*validates):
-    return [replay_round(Round.from_lists(STEPS, v, key=(k, 100 + k), root_token=7, layout="all"), CFG) for k, v in enumerate(validates)]
+    return [
+        replay_round(Round.from_lists(STEPS, v, key=(k, 100 + k), root_token=7, layout="all"), CFG)
+        for k, v in enumerate(validates)
+    ]
 
 
 def test_typical_failing_round_is_the_middle_of_the_commonest_failure_length():

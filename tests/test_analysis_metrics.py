@@ -18,24 +18,24 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.compare import runs_side_by_side
-from analysis.metrics import (
+from analysis.compare.configs import runs_side_by_side
+from analysis.tables.build import build_tables, export_tables, node_table, round_table
+from analysis.tables.metrics import (
     accepted_length_distribution,
     all_metrics,
     depth_acceptance,
     hit_outcome_by_depth,
     node_hit_frequency,
-    slot_hit_frequency,
     parent_slot_usage,
     rank_of_hit,
+    slot_hit_frequency,
     static_shape,
     summary,
 )
-from analysis.runs import load_runs
-from analysis.tables import build_tables, export_tables, node_table, round_table
-from replay.config import TreeConfig
-from replay.replayer import replay_round
-from replay.rounds import Round
+from analysis.tables.runs import load_runs
+from replay.core.config import TreeConfig
+from replay.engine.replayer import replay_round
+from replay.io.rounds import Round
 
 CFG = TreeConfig.from_lists([[2], [1]], [1, 1])
 STEPS = [[[10, 20, 30]], [[11, 12]]]
@@ -81,7 +81,11 @@ def test_round_table_hand(hand):
 def test_node_table_hand(hand):
     _, nodes = hand
     r4 = nodes[nodes["round"] == "3_19"].set_index("name")
-    assert r4.loc["A1", "target_token"] == 12 and r4.loc["A1", "target_rank"] == 1 and r4.loc["A1", "target_in"] == "beyond"
+    assert (
+        r4.loc["A1", "target_token"] == 12
+        and r4.loc["A1", "target_rank"] == 1
+        and r4.loc["A1", "target_in"] == "beyond"
+    )
     assert r4.loc["R", "target_in"] == "kept" and r4.loc["A2", "target_in"] == "unexpanded"
     assert r4.loc["A2", "level_rank"] == 1 and r4.loc["A1", "expanded_slot"] == 0
     assert r4["on_path"].tolist() == [True, True, False, False]
@@ -93,7 +97,9 @@ def test_summary_hand(hand):
     s = summary(hand[0]).iloc[0]
     assert s["rounds"] == 4
     assert s["mean_accepted_length"] == pytest.approx(1.0)  # (2+1+0+1)/4
-    assert "block_efficiency" not in s and "engine_block_efficiency" not in s  # one name per number: mean_acceptance_length
+    assert (
+        "block_efficiency" not in s and "engine_block_efficiency" not in s
+    )  # one name per number: mean_acceptance_length
     assert s["bonus_known_fraction"] == pytest.approx(1.0)
     assert s["full_depth_fraction"] == pytest.approx(0.25)  # only r1 reached level 2
     # engine names: vLLM's mean acceptance length counts the target's token, (3+2+1+2)/4;
@@ -124,7 +130,9 @@ def test_accepted_length_distribution_hand(hand):
 def test_conditional_and_per_position_differ_hand(hand):
     d = depth_acceptance(hand[0]).set_index("depth")
     # depth 1: 3 of 4 rounds accepted a level-1 node
-    assert d.loc[1, "per_position_acceptance_rate"] == pytest.approx(3 / 4) and d.loc[1, "conditional"] == pytest.approx(3 / 4)
+    assert d.loc[1, "per_position_acceptance_rate"] == pytest.approx(3 / 4) and d.loc[
+        1, "conditional"
+    ] == pytest.approx(3 / 4)
     # depth 2: 1 of 4 rounds overall, 1 of the 3 that reached depth 1,
     # 1 of the 2 whose depth-1 node had children (r2 ended on the leaf A2)
     assert d.loc[2, "per_position_acceptance_rate"] == pytest.approx(1 / 4)
@@ -140,11 +148,16 @@ def test_conditional_and_per_position_differ_hand(hand):
 #   k = 5, n = 10: centre 0.5, half = z · sqrt(0.025 + z²/400) / 1.384146 = 0.263407 -> [0.236593, 0.763407]
 #   k = 0, n = 10: centre = (z²/20) / 1.384146 = 0.138766 = half -> [0, 0.277533]
 #   k = 1, n = 1: centre = (1 + z²/2) / (1 + z²) = 0.603275, half = z · sqrt(z²/4) / (1 + z²) = 0.396725 -> [0.206549, 1]
-WILSON_BY_HAND = [(2, 3, 0.207660, 0.938508), (5, 10, 0.236593, 0.763407), (0, 10, 0.0, 0.277533), (1, 1, 0.206549, 1.0)]
+WILSON_BY_HAND = [
+    (2, 3, 0.207660, 0.938508),
+    (5, 10, 0.236593, 0.763407),
+    (0, 10, 0.0, 0.277533),
+    (1, 1, 0.206549, 1.0),
+]
 
 
 def test_wilson_interval_against_hand_computed_values():
-    from analysis.intervals import wilson
+    from analysis.tables.intervals import wilson
 
     k, n, lo, hi = (np.array(c, dtype=float) for c in zip(*WILSON_BY_HAND))
     got_lo, got_hi = wilson(k, n)
@@ -153,20 +166,26 @@ def test_wilson_interval_against_hand_computed_values():
 
 
 def test_depth_acceptance_carries_wilson_intervals_over_its_denominators(hand):
-    from analysis.intervals import wilson
+    from analysis.tables.intervals import wilson
 
     d = depth_acceptance(hand[0]).set_index("depth")
     # depth 2: conditional 1/3 (reached_prev 3), per-position 1/4 (rounds 4), when expanded 1/2 (attempts 2)
     for rate, n in (("conditional", 3), ("per_position_acceptance_rate", 4), ("conditional_when_expanded", 2)):
         lo, hi = wilson(1, n)
-        assert d.loc[2, f"{rate}_ci95_lo"] == pytest.approx(float(lo)) and d.loc[2, f"{rate}_ci95_hi"] == pytest.approx(float(hi))
+        assert d.loc[2, f"{rate}_ci95_lo"] == pytest.approx(float(lo)) and d.loc[2, f"{rate}_ci95_hi"] == pytest.approx(
+            float(hi)
+        )
         assert d.loc[2, f"{rate}_ci95_lo"] < d.loc[2, rate] < d.loc[2, f"{rate}_ci95_hi"]
 
 
 def test_rank_of_hit_hand(hand):
     r = rank_of_hit(hand[1])
     d1 = r[r["depth"] == 1]
-    assert list(zip(d1["target_in"], d1["target_rank"], d1["count"])) == [("kept", 0, 2), ("kept", 1, 1), ("beyond", 2, 1)]
+    assert list(zip(d1["target_in"], d1["target_rank"], d1["count"])) == [
+        ("kept", 0, 2),
+        ("kept", 1, 1),
+        ("beyond", 2, 1),
+    ]
     d2 = r[r["depth"] == 2]
     assert list(zip(d2["target_in"], d2["target_rank"], d2["count"])) == [("kept", 0, 1), ("beyond", 1, 1)]
     assert d2["fraction"].tolist() == pytest.approx([0.5, 0.5])
@@ -198,14 +217,21 @@ def test_slot_and_node_hit_frequency_hand(hand):
 def test_article_metrics(article_tables):
     m = all_metrics(article_tables)
     s = m["summary"].iloc[0]
-    assert s["mean_accepted_length"] == 3 and s["mean_acceptance_length"] == 4  # derived: the leaf bonus is not in the dump
+    assert (
+        s["mean_accepted_length"] == 3 and s["mean_acceptance_length"] == 4
+    )  # derived: the leaf bonus is not in the dump
     assert s["bonus_known_fraction"] == 0  # parents layout: no row for the leaf C111
     d = m["depth_acceptance"]
     assert d["conditional"].tolist() == [1, 1, 1] and d["per_position_acceptance_rate"].tolist() == [1, 1, 1]
     r = m["rank_of_hit"]
     assert r["target_rank"].tolist() == [0, 0, 0] and r["target_in"].tolist() == ["kept"] * 3
     hits = m["node_hits"].set_index("name")["frequency"]
-    assert m["slot_hits"].set_index("slot_name")["frequency"][["R", "A:p1c1", "B:p1c1", "C:p1c1"]].tolist() == [1, 1, 1, 1]
+    assert m["slot_hits"].set_index("slot_name")["frequency"][["R", "A:p1c1", "B:p1c1", "C:p1c1"]].tolist() == [
+        1,
+        1,
+        1,
+        1,
+    ]
     assert hits[["R", "A1", "B11", "C111"]].tolist() == [1, 1, 1, 1]
     assert hits.drop(["R", "A1", "B11", "C111"]).sum() == 0  # A2 → B21 → C211 matched too, but off-path
     p = m["parent_slot"]
@@ -235,7 +261,10 @@ def test_export_csv_parquet_roundtrip(hand, tmp_path):
     paths = export_tables({"rounds": rounds, "nodes": nodes}, tmp_path)
     assert sorted(p.name for p in paths) == ["nodes.csv", "nodes.parquet", "rounds.csv", "rounds.parquet"]
     back = pd.read_parquet(tmp_path / "nodes.parquet")
-    assert str(back["target_rank"].dtype) == "Int64" and back["target_rank"].isna().sum() == nodes["target_rank"].isna().sum()
+    assert (
+        str(back["target_rank"].dtype) == "Int64"
+        and back["target_rank"].isna().sum() == nodes["target_rank"].isna().sum()
+    )
     csv = pd.read_csv(tmp_path / "rounds.csv")
     assert csv["accepted_length"].tolist() == [2, 1, 0, 1]
 

@@ -6,13 +6,13 @@ import sys
 
 import pytest
 
-from analysis import plots, treeplot
-from analysis.compare import compare_configs
-from analysis.metrics import all_metrics, static_shape
-from analysis.runs import load_runs
-from analysis.tables import build_tables
-from replay.config import TreeConfig
-from replay.errors import SpecReplayError
+from analysis.compare.configs import compare_configs
+from analysis.report import plots, treeplot
+from analysis.tables.build import build_tables
+from analysis.tables.metrics import all_metrics, static_shape
+from analysis.tables.runs import load_runs
+from replay.core.config import TreeConfig
+from replay.util.errors import SpecReplayError
 
 
 @pytest.fixture(scope="module")
@@ -48,16 +48,28 @@ def _labelled(fig, rounds_text: str) -> None:
 def test_every_plot_is_labelled_and_saved(data, tmp_path):
     runs, m = data
     synth = runs[0]
-    table, _ = compare_configs(synth.results, synth.config, [synth.config, TreeConfig.from_lists([[6], [1, 1, 1], [1]])])
+    table, _ = compare_configs(
+        synth.results, synth.config, [synth.config, TreeConfig.from_lists([[6], [1, 1, 1], [1]])]
+    )
     figs = {
         "acc": (plots.plot_accepted_length(m["accepted_length"]), "300, article_round: 1 rounds"),
         "depth": (plots.plot_depth_acceptance(m["depth_acceptance"]), "300"),
-        "rank": (plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], "synthetic_article", synth.config), "300 rounds"),
+        "rank": (
+            plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], "synthetic_article", synth.config),
+            "300 rounds",
+        ),
         "slot": (plots.plot_parent_slot(m["parent_slot"], "synthetic_article", 300), "300 rounds"),
         "runs": (plots.plot_compare_runs(m["summary"], m["depth_acceptance"]), "article_round: 1 rounds"),
         "cmp": (plots.plot_compare_configs(table, "synthetic_article", "default"), "300 rounds"),
-        "tree": (treeplot.plot_tree_hits(static_shape(synth.config), m["slot_hits"][m["slot_hits"]["run"] == "synthetic_article"],
-                                         "synthetic_article", synth.config), "300 rounds"),
+        "tree": (
+            treeplot.plot_tree_hits(
+                static_shape(synth.config),
+                m["slot_hits"][m["slot_hits"]["run"] == "synthetic_article"],
+                "synthetic_article",
+                synth.config,
+            ),
+            "300 rounds",
+        ),
         "round": (treeplot.plot_round_tree(runs[1].results[0], run="article_round"), "1 round"),
     }
     for name, (fig, rounds_text) in figs.items():
@@ -112,8 +124,11 @@ def test_tokenizer_directory_without_tokenizer_json_is_refused_without_transform
 
 def test_legends_of_several_runs_sit_under_the_plot_not_on_the_bars(data):
     _, m = data
-    for fig in (plots.plot_depth_acceptance(m["depth_acceptance"]), plots.plot_accepted_length(m["accepted_length"]),
-                plots.plot_compare_runs(m["summary"], m["depth_acceptance"])):
+    for fig in (
+        plots.plot_depth_acceptance(m["depth_acceptance"]),
+        plots.plot_accepted_length(m["accepted_length"]),
+        plots.plot_compare_runs(m["summary"], m["depth_acceptance"]),
+    ):
         fig.canvas.draw()
         assert len(fig.legends) == 1 and all(ax.get_legend() is None for ax in fig.axes)
         legend = fig.legends[0].get_window_extent()
@@ -142,11 +157,16 @@ def test_sweep_scatter_keeps_every_name_inside_the_axes():
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from analysis.sweep_plots import _scatter
+    from analysis.report.sweep_plots import _scatter
 
     # the longest name on the rightmost point, the highest point's name at the top edge
-    table = pd.DataFrame({"name": ["1", "3,1,1", "6,2x2,1x1,1x1,1x1,1x1,1x1,1x1,1x1"], "mean_acceptance_length": [1.8, 2.9, 4.3],
-                          "tokens_per_s": [2.0, 3.0, 1.2]})
+    table = pd.DataFrame(
+        {
+            "name": ["1", "3,1,1", "6,2x2,1x1,1x1,1x1,1x1,1x1,1x1,1x1"],
+            "mean_acceptance_length": [1.8, 2.9, 4.3],
+            "tokens_per_s": [2.0, 3.0, 1.2],
+        }
+    )
     fig = Figure(figsize=(6, 4))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()

@@ -1,25 +1,33 @@
-"""analysis.speedpredict: predicted speedup from acceptance on calibration rounds and a cost curve,
+"""analysis.shapes.speedpredict: predicted speedup from acceptance on calibration rounds and a cost curve,
 the shape chosen, and the ceiling; every expectation worked out by hand from the formulas in the
 module docstring."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from pathlib import Path
-
-from analysis.costmodel import CostModel
-from analysis.shape_dumps import HOW_EXACT, Measured, scan_run
-from analysis.speedpredict import (
-    all_accepted_speedup, best_prediction, ceiling, chains, leaf_stop_fractions, least_verify_s, nondecreasing, predict,
-    predict_speedups, prediction_lines,
+from analysis.cost.model import CostModel
+from analysis.shapes.dumps import HOW_EXACT, Measured, scan_run
+from analysis.shapes.speedpredict import (
+    all_accepted_speedup,
+    best_prediction,
+    ceiling,
+    chains,
+    leaf_stop_fractions,
+    least_verify_s,
+    nondecreasing,
+    predict,
+    predict_speedups,
+    prediction_lines,
 )
-from replay.config import TreeConfig
-from replay.config_grammar import parse_spec
-from replay.errors import SpecReplayError
-from replay.replayer import replay_directory
-from replay.vocab import STOP_LEAF
+from replay.core.config import TreeConfig
+from replay.core.config_grammar import parse_spec
+from replay.core.vocab import STOP_LEAF
+from replay.engine.replayer import replay_directory
+from replay.util.errors import SpecReplayError
 
 REAL = Path(__file__).resolve().parent.parent / "sample_dumps" / "qwen2.5-coder"
 
@@ -94,7 +102,9 @@ def test_a_dip_in_a_measured_curve_keeps_the_bound_a_bound():
 
 
 def test_a_noisy_curve_is_fitted_non_decreasing_by_pooling_violators():
-    noisy = CostModel(np.array([1.0, 2.0, 3.0, 4.0, 8.0, 16.0]), np.array([0.85, 0.77, 0.75, 1.8, 3.7, 2.7]), 0.3, "noisy")
+    noisy = CostModel(
+        np.array([1.0, 2.0, 3.0, 4.0, 8.0, 16.0]), np.array([0.85, 0.77, 0.75, 1.8, 3.7, 2.7]), 0.3, "noisy"
+    )
     fit = nondecreasing(noisy)
     # 1-3 pooled to their mean, 8 and 16 pooled to theirs; 4 stays
     assert fit.verify_s.tolist() == pytest.approx([0.79, 0.79, 0.79, 1.8, 3.2, 3.2])
@@ -137,9 +147,14 @@ def test_draft_times_are_read_written_and_checked_with_the_curve():
 
 
 def test_the_fit_pools_the_draft_times_too():
-    noisy = CostModel(np.array([1.0, 2.0, 3.0, 4.0]), np.array([0.5, 0.6, 0.7, 0.8]), 0.34, "noisy", np.array([0.34, 0.40, 0.30, 0.6]))
+    noisy = CostModel(
+        np.array([1.0, 2.0, 3.0, 4.0]), np.array([0.5, 0.6, 0.7, 0.8]), 0.34, "noisy", np.array([0.34, 0.40, 0.30, 0.6])
+    )
     fit = nondecreasing(noisy)
-    assert fit.draft_s.tolist() == pytest.approx([0.34, 0.35, 0.35, 0.6]) and fit.verify_s.tolist() == noisy.verify_s.tolist()
+    assert (
+        fit.draft_s.tolist() == pytest.approx([0.34, 0.35, 0.35, 0.6])
+        and fit.verify_s.tolist() == noisy.verify_s.tolist()
+    )
     assert fit.draft_step_s == 0.34 and "verify and draft times" in fit.source
 
 

@@ -1,4 +1,4 @@
-"""Exact offline replay of other tree configs (analysis.subtree).
+"""Exact offline replay of other tree configs (analysis.compare.subtree).
 
 Hand cases first (outcomes worked out on paper from the article's round and tiny rounds), then
 the independent check: a dump recorded with a smaller config must replay exactly as the offline
@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from analysis.subtree import (
+from analysis.compare.subtree import (
     RULE_FALLBACK,
     RULE_PATH,
     RULE_RECORDED_ORDER,
@@ -22,12 +22,12 @@ from analysis.subtree import (
     replay_subconfig,
     truncated,
 )
+from replay.core.config import TreeConfig
+from replay.core.vocab import BONUS_LEAF, STOP_LEAF, STOP_MISMATCH
+from replay.engine.replayer import replay_directory, replay_round
+from replay.io.rounds import Round
+from replay.testing.synth import write_synthetic_run
 from tests.analysis_oracle import as_round, random_oracle, record_round, synth_lookup_oracle, write_oracle_run
-from replay.config import TreeConfig
-from replay.replayer import replay_directory, replay_round
-from replay.rounds import Round
-from replay.synth import write_synthetic_run
-from replay.vocab import BONUS_LEAF, STOP_LEAF, STOP_MISMATCH
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 ARTICLE_DIR = "sample_dumps/article_round"
@@ -204,11 +204,17 @@ def _check(big_res, truth_res, sub, recorded_gamma, threshold=None):
     return o.decided
 
 
-NARROWER = [cfg([[4], [2, 2], [1, 1]], [1, 2, 2]), cfg([[6], [2], [1]]), cfg([[6], [2, 2]]), cfg([[3], [1, 1], [1]], [1, 2, 1]), cfg([[1], [1], [1]])]
+NARROWER = [
+    cfg([[4], [2, 2], [1, 1]], [1, 2, 2]),
+    cfg([[6], [2], [1]]),
+    cfg([[6], [2, 2]]),
+    cfg([[3], [1, 1], [1]], [1, 2, 1]),
+    cfg([[1], [1], [1]]),
+]
 
 
 def test_synth_dump_subconfigs_equal_recordings_on_disk(tmp_path):
-    """replay.synth records the article's config; each narrower config is recorded again from the
+    """replay.testing.synth records the article's config; each narrower config is recorded again from the
     same per-path data (rows the big dump lacks come from a fill oracle) and written to disk."""
     rounds = write_synthetic_run(tmp_path / "big", ARTICLE, 40, seed=1234, early_stop_rate=0.1)
     big = replay_directory(tmp_path / "big")
@@ -236,7 +242,12 @@ def test_synth_subconfig_decisions_do_not_depend_on_unrecorded_rows(fill_seed):
         rounds = write_synthetic_run(tmp, ARTICLE, 16, seed=77 + fill_seed)
         big = replay_directory(tmp)
     draft, target = synth_lookup_oracle(rounds, ARTICLE, random_oracle(fill_seed, cols=8, tcols=4))
-    subs = contained_configs(ARTICLE) + [cfg([[6], [1, 1, 1], [1]]), cfg([[8], [2, 2], [1, 1]], [1, 2, 2]), cfg([[6], [2, 2], [1, 1], [1]], [1, 2, 2, 1]), cfg([[6], [3, 1], [1, 1]], [1, 2, 2])]
+    subs = contained_configs(ARTICLE) + [
+        cfg([[6], [1, 1, 1], [1]]),
+        cfg([[8], [2, 2], [1, 1]], [1, 2, 2]),
+        cfg([[6], [2, 2], [1, 1], [1]], [1, 2, 2, 1]),
+        cfg([[6], [3, 1], [1, 1]], [1, 2, 2]),
+    ]
     undecided = 0
     for sub in subs:
         for res, rnd in zip(big.results, rounds):
@@ -311,7 +322,10 @@ def test_unrecorded_competitors_never_decide_wrongly(big_cfg, rule):
     ]
     scores = rule == "path"
     roots = list(range(300, 360))
-    bigs = [replay_round(as_round(record_round(big_cfg, r, 3, draft, target, rule), (r, r), r, scores=scores), big_cfg) for r in roots]
+    bigs = [
+        replay_round(as_round(record_round(big_cfg, r, 3, draft, target, rule), (r, r), r, scores=scores), big_cfg)
+        for r in roots
+    ]
     decided = total = 0
     for sub in subs:
         for res, r in zip(bigs, roots):

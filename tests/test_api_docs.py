@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis import api
-from analysis.costmodel import SOURCE_DEFAULT
-from analysis.costsource import SOURCE_MANIFEST
-from replay.errors import SpecReplayError
+from analysis.cost.model import SOURCE_DEFAULT
+from analysis.cost.source import SOURCE_MANIFEST
+from replay.cli import api
+from replay.util.errors import SpecReplayError
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "api.md"
@@ -39,16 +39,25 @@ def test_the_pages_example_runs_and_says_true(tmp_path, monkeypatch):
     assert speed.loc["real", "cost_source"].startswith(SOURCE_MANIFEST)
     # measured only when the manifest timed both sides in one interleaved session (the samples
     # bundled before the harness did are not comparable, and say so)
-    interleaved = json.loads((ROOT / ns["runs"][1].replay.manifest.path).read_text())["totals"].get("timing") is not None
+    interleaved = (
+        json.loads((ROOT / ns["runs"][1].replay.manifest.path).read_text())["totals"].get("timing") is not None
+    )
     if interleaved:
         assert speed.loc["real", "measured_status"] == "measured" and speed.loc["real", "measured_speedup"] > 0
     else:
-        assert speed.loc["real", "measured_status"].startswith("not comparable: ") and speed["measured_speedup"].isna()["real"]
+        assert (
+            speed.loc["real", "measured_status"].startswith("not comparable: ")
+            and speed["measured_speedup"].isna()["real"]
+        )
     # a typical failing round stopped on a mismatch
     assert ns["pick"].result.acceptance.stop == "mismatch"
     # the compare table starts with the recorded config, which alone has a measured speedup
     table = ns["table"]
-    assert table["config"].tolist()[0] == "[6]|[2,2]|[1,1]" and (table["measured_status"] != "").tolist() == [True, False, False]
+    assert table["config"].tolist()[0] == "[6]|[2,2]|[1,1]" and (table["measured_status"] != "").tolist() == [
+        True,
+        False,
+        False,
+    ]
     assert table["measured_speedup"].notna().tolist() == [interleaved, False, False]
 
 

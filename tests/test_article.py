@@ -4,11 +4,9 @@ from pathlib import Path
 
 import numpy as np
 
-from replay.config import load_config
-from replay.replayer import replay_directory
-from replay.rounds import Round
-from replay.replayer import replay_round
-from replay.config import TreeConfig
+from replay.core.config import TreeConfig, load_config
+from replay.engine.replayer import replay_directory, replay_round
+from replay.io.rounds import Round
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_dumps" / "article_round"
 

@@ -9,11 +9,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from replay.batch import BatchResult, ERR_OK, ERR_TOKENS, SEL_FALLBACK, replay_batches
-from replay.batch_synth import SynthSpec, synth_batch
-from replay.config import TreeConfig
-from replay.records import json_line, write_batch_json_lines
-from replay.vocab import PAD_TOKEN
+from replay.core.config import TreeConfig
+from replay.core.records import json_line, write_batch_json_lines
+from replay.core.vocab import PAD_TOKEN
+from replay.engine.batch import ERR_OK, ERR_TOKENS, SEL_FALLBACK, BatchResult, replay_batches
+from replay.testing.batch_synth import SynthSpec, synth_batch
 
 CFG = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 
@@ -56,8 +56,14 @@ def edited(result: BatchResult, seed: int) -> BatchResult:
     length[pick(6)] = 0
     notes = {int(i): ("parents and scores disagree at step 1 {x}", 'quote " and \\ and é') for i in pick(6)}
     return replace(
-        result, selection=selection, validate_extra_rows=extra, bonus_token=bonus, root_tokens=roots,
-        error=error, accepted_length=length, selection_notes=notes,
+        result,
+        selection=selection,
+        validate_extra_rows=extra,
+        bonus_token=bonus,
+        root_tokens=roots,
+        error=error,
+        accepted_length=length,
+        selection_notes=notes,
     )
 
 

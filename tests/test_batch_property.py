@@ -13,11 +13,11 @@ import math
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from replay.batch import ERR_OK, batch_from_rounds, replay_batch, replay_batches
-from replay.config import TREE_DYNAMIC, TREE_STATIC, TreeConfig
-from replay.errors import RoundError
-from replay.replayer import replay_round
-from replay.rounds import Round
+from replay.core.config import TREE_DYNAMIC, TREE_STATIC, TreeConfig
+from replay.engine.batch import ERR_OK, batch_from_rounds, replay_batch, replay_batches
+from replay.engine.replayer import replay_round
+from replay.io.rounds import Round
+from replay.util.errors import RoundError
 from tests.strategies import tree_configs
 
 # Few distinct values so that equal path probabilities (ties) happen often; -0.0 and -inf too.
@@ -27,7 +27,9 @@ LOGS = [0.0, -0.0, math.log(0.5), math.log(0.25), math.log(0.125), -math.inf]
 @st.composite
 def runs(draw):
     """(cfg, rounds): up to 16 rounds of one config with shared per-run matrix choices."""
-    cfg = draw(tree_configs(st.sampled_from([1, 2, 3, 3, 4, 4, 5]), st.sampled_from([TREE_STATIC, TREE_STATIC, TREE_DYNAMIC])))
+    cfg = draw(
+        tree_configs(st.sampled_from([1, 2, 3, 3, 4, 4, 5]), st.sampled_from([TREE_STATIC, TREE_STATIC, TREE_DYNAMIC]))
+    )
     vocab = draw(st.integers(2, 5))
     with_logp = draw(st.booleans())
     with_parents = draw(st.booleans())
@@ -161,5 +163,7 @@ def test_dynamic_step_without_valid_rows_is_rejected_by_both():
     assert reference(rnd, cfg) is None
     res = replay_batch(batch_from_rounds([rnd])[0], cfg)
     assert res.error[0] != ERR_OK
-    ok = Round.from_lists([[[5, 6]], [[7, -1]]], [[5], [6], [7], [8]], key=(1, 17), layout="all")  # step 1 keeps one row
+    ok = Round.from_lists(
+        [[[5, 6]], [[7, -1]]], [[5], [6], [7], [8]], key=(1, 17), layout="all"
+    )  # step 1 keeps one row
     assert check_agree(cfg, [rnd, ok]) == ["rejected", "replayed"]

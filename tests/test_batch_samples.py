@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replay.batch import replay_batch
-from replay.batch_synth import SynthSpec, synth_batch
-from replay.config import TreeConfig
-from replay.replayer import replay_directory, replay_round
-from replay.runs import replay_run
+from replay.core.config import TreeConfig
+from replay.engine.batch import replay_batch
+from replay.engine.replayer import replay_directory, replay_round
+from replay.engine.runs import replay_run
+from replay.testing.batch_synth import SynthSpec, synth_batch
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_dumps"
 

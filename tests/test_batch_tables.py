@@ -1,7 +1,7 @@
 """The analysis tables built on the batch path equal the ones built from the scalar reference.
 
-Reference: analysis.tables.round_table / node_table over replay.replayer's RoundResults (the
-readable path). Batch: analysis.batch_tables over replay.batch's arrays (what stats, plot,
+Reference: analysis.tables.build.round_table / node_table over replay.engine.replayer's RoundResults (the
+readable path). Batch: analysis.tables.batch over replay.engine.batch's arrays (what stats, plot,
 compare and report use). Same columns, dtypes, values and row order; same skipped lists.
 """
 
@@ -15,23 +15,29 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from analysis.batch_tables import batch_table_parts, join_parts
-from analysis.metrics import _hits_by_round, _hits_vectorised, shape_signature, slot_hit_frequency, static_shape
-from analysis.runs import load_reference, load_run
-from analysis.tables import build_tables, node_table, round_table
-from replay.batch import ERR_OK, batch_from_rounds, replay_batch
-from replay.batch_synth import synth_run
-from replay.config import TreeConfig
-from replay.errors import RoundError
-from replay.packed import pack_batches
-from replay.records import COLUMNS, records_frame, records_of_batch
-from replay.replayer import replay_round
-from replay.runs import replay_run
+from analysis.tables.batch import batch_table_parts, join_parts
+from analysis.tables.build import build_tables, node_table, round_table
+from analysis.tables.metrics import _hits_by_round, _hits_vectorised, shape_signature, slot_hit_frequency, static_shape
+from analysis.tables.runs import load_reference, load_run
+from replay.core.config import TreeConfig
+from replay.core.records import COLUMNS, records_frame, records_of_batch
+from replay.engine.batch import ERR_OK, batch_from_rounds, replay_batch
+from replay.engine.replayer import replay_round
+from replay.engine.runs import replay_run
+from replay.io.packed.pack import pack_batches
+from replay.testing.batch_synth import synth_run
+from replay.util.errors import RoundError
 from tests.test_batch_property import runs
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_dumps"
-SAMPLE_RUNS = ["synthetic_article", "article_round", "qwen2.5-coder/article", "qwen2.5-coder/chain4",
-               "qwen2.5-coder/deep", "qwen2.5-coder/wide"]
+SAMPLE_RUNS = [
+    "synthetic_article",
+    "article_round",
+    "qwen2.5-coder/article",
+    "qwen2.5-coder/chain4",
+    "qwen2.5-coder/deep",
+    "qwen2.5-coder/wide",
+]
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 
 
@@ -51,7 +57,7 @@ def assert_same_run(path: Path, label: str = "run") -> None:
 
 
 def assert_same_records(res) -> None:
-    """BatchResult.to_frame is the record frame, record by record (replay.records)."""
+    """BatchResult.to_frame is the record frame, record by record (replay.core.records)."""
     got, want = res.to_frame(), records_frame(records_of_batch(res))
     assert list(got.columns) == list(COLUMNS)
     assert [str(t) for t in got.dtypes] == [str(t) for t in want.dtypes]
@@ -67,8 +73,12 @@ def test_sample_tables_agree(name):
 def test_packed_run_tables_agree(tmp_path):
     """Several blocks, early stops (two shapes), rounds read back in run order."""
     run = tmp_path / "run"
-    pack_batches(synth_run(ARTICLE, 700, seed=5, early_stop_rate=0.2), run, block_rounds=128,
-                 manifest={"config": ARTICLE.to_json(), "layout": "all"})
+    pack_batches(
+        synth_run(ARTICLE, 700, seed=5, early_stop_rate=0.2),
+        run,
+        block_rounds=128,
+        manifest={"config": ARTICLE.to_json(), "layout": "all"},
+    )
     assert_same_run(run)
     assert_same_records(replay_run(run).result)
 
@@ -158,7 +168,7 @@ def test_node_hits_vectorised_counts_other_shapes_like_the_loop():
 
 def test_example_round_replays_only_the_round_drawn():
     """plot/report's example round from a batch-loaded run: the reference's choice, one round replayed."""
-    from analysis.example_round import example_round
+    from analysis.report.example_round import example_round
 
     path = str(SAMPLES / "synthetic_article")
     fast, ref = load_run(path, "a", progress=False), load_reference(path, "a", progress=False)

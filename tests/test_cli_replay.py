@@ -16,7 +16,9 @@ ARTICLE = ROOT / "sample_dumps" / "article_round"
 
 def run(*args, cwd=ROOT):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "replay.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "replay.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env
+    )
 
 
 def test_replay_article_prints_tree_and_path():
@@ -85,22 +87,32 @@ def test_directory_with_broken_rounds_reports_good_ones_and_lists_the_broken(tmp
     assert r.returncode == 1
     assert "Traceback" not in r.stderr + r.stdout
     # four broken rounds, and the copied manifest.json lists only the article's round
-    assert "rounds replayed: 1   skipped: 5" in r.stdout
-    assert "lists 1 round(s) and not 4 found here: 201_301, 211_311, 221_321, 231_331" in r.stdout
+    # the summary counts them (4 rounds, and manifest.json's disagreement); each reason is on stderr only
+    assert "rounds replayed: 1   skipped: 4 round(s) and 1 file(s) (each listed on stderr)" in r.stdout
     assert "accepted path: R → 41824 → 41760 → 22870" in r.stdout
-    assert "round 201_301: " in r.stdout and "draft_step_1_201_301 (ids): ragged rows: line 2 has 1 values" in r.stdout
-    assert "draft_step_1_211_311 (ids): line 2: 'zz' is not an integer token id" in r.stdout
-    assert "round 221_321: missing draft_step_1_221_321" in r.stdout
-    assert "draft_step_1 has 1 row(s) but topHead[1] = 2" in r.stdout and "draft_step_1_231_331" in r.stdout
+    assert "skipped" not in r.stdout.replace("skipped: 4 round(s)", "")
+    assert "lists 1 round(s) and not 4 found here: 201_301, 211_311, 221_321, 231_331" in r.stderr
+    assert (
+        "skipped round 201_301: " in r.stderr
+        and "draft_step_1_201_301 (ids): ragged rows: line 2 has 1 values" in r.stderr
+    )
+    assert "draft_step_1_211_311 (ids): line 2: 'zz' is not an integer token id" in r.stderr
+    assert "skipped round 221_321: missing draft_step_1_221_321" in r.stderr
+    assert "draft_step_1 has 1 row(s) but topHead[1] = 2" in r.stderr and "draft_step_1_231_331" in r.stderr
 
 
 @pytest.mark.parametrize(
     "setup, message",
     [
-        (lambda d: (d / "config.json").write_text('{"gamma": 3, "topKSpec": [[6],[2,2],[1,1]], "topHead": [1,2,9]}'),
-         "config.json: config field 'topHead[2]': = 9 parents but level 2 has only 4 node(s)"),
+        (
+            lambda d: (d / "config.json").write_text('{"gamma": 3, "topKSpec": [[6],[2,2],[1,1]], "topHead": [1,2,9]}'),
+            "config.json: config field 'topHead[2]': = 9 parents but level 2 has only 4 node(s)",
+        ),
         (lambda d: (d / "config.json").write_text("{not json"), "config.json: config field '<json>': not valid JSON"),
-        (lambda d: (d / "manifest.json").write_text('{"layout": "diagonal"}'), "manifest.json (layout): expected one of"),
+        (
+            lambda d: (d / "manifest.json").write_text('{"layout": "diagonal"}'),
+            "manifest.json (layout): expected one of",
+        ),
     ],
 )
 def test_bad_config_or_manifest_is_one_line_error(tmp_path, setup, message):
@@ -119,8 +131,8 @@ def test_pickled_and_truncated_files_in_a_directory(tmp_path):
     np.save(d / "validate_124_140.npy", np.array([{"x": 1}], dtype=object), allow_pickle=True)
     (d / "validate_124_140").unlink()
     r = run("replay", d)
-    assert r.returncode == 1
-    assert "validate_124_140.npy: holds pickled objects; refusing to unpickle" in r.stdout
+    assert r.returncode == 2  # its only round skipped: nothing replayed
+    assert "validate_124_140.npy: holds pickled objects; refusing to unpickle" in r.stderr
 
 
 def test_raw_binary_directory(tmp_path):
@@ -138,7 +150,7 @@ def test_raw_binary_directory(tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["accepted_tokens"] == [41824, 41760, 22870]
     r = run("replay", d, "--config", ARTICLE / "config.json")
-    assert r.returncode == 1 and "not UTF-8 text; if this is a raw binary dump, pass --raw" in r.stdout
+    assert r.returncode == 2 and "not UTF-8 text; if this is a raw binary dump, pass --raw" in r.stderr
 
 
 def test_help_has_examples():
@@ -148,5 +160,11 @@ def test_help_has_examples():
 
 def test_offline_cli_never_imports_torch():
     code = "import sys, replay.cli as c; c.main(['replay', '%s', '--json']); print('torch' in sys.modules)" % ARTICLE
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert r.stdout.strip().splitlines()[-1] == "False", r.stdout + r.stderr

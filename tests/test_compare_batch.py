@@ -1,5 +1,5 @@
-"""compare's outcomes from the batch arrays (analysis.compare_batch) equal the round-by-round
-reference (analysis.compare.compare_configs over analysis.subtree): the same summary table and the
+"""compare's outcomes from the batch arrays (analysis.compare.batch) equal the round-by-round
+reference (analysis.compare.configs.compare_configs over analysis.compare.subtree): the same summary table and the
 same per-round frame (decided, bounds, stop, steps, rule, reason), column for column, on the bundled
 samples, a packed run and random dumps; for the recorded config, contained ones and configs
 reaching past the recording (deeper, wider, more heads), with and without a gammaThreshold."""
@@ -13,16 +13,16 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from analysis.compare import compare_configs
-from analysis.compare_batch import compare_parts, compare_run, join_compare
-from analysis.costmodel import CostModel
-from analysis.runs import load_reference, load_run
-from analysis.subtree import contained_configs
-from replay.batch import batch_from_rounds, replay_batch
-from replay.batch_synth import synth_run
-from replay.errors import ConfigError
-from replay.config import TreeConfig
-from replay.packed import pack_batches
+from analysis.compare.batch import compare_parts, compare_run, join_compare
+from analysis.compare.configs import compare_configs
+from analysis.compare.subtree import contained_configs
+from analysis.cost.model import CostModel
+from analysis.tables.runs import load_reference, load_run
+from replay.core.config import TreeConfig
+from replay.engine.batch import batch_from_rounds, replay_batch
+from replay.io.packed.pack import pack_batches
+from replay.testing.batch_synth import synth_run
+from replay.util.errors import ConfigError
 from tests.test_batch_property import runs
 from tests.test_batch_tables import ARTICLE, SAMPLE_RUNS, SAMPLES, reference_results
 
@@ -87,22 +87,32 @@ def test_sample_compare_agrees(name):
 def test_synthetic_article_compare_has_undecidable_rounds_and_bounds():
     """Every contained config of the article tree, with a threshold: undecidable rounds of each
     reason and ranges of steps occur, and both paths agree on them."""
-    rounds = assert_same_run(SAMPLES / "synthetic_article", lambda cfg: [cfg] + contained_configs(cfg) + beyond(cfg), (None, 0.5))
+    rounds = assert_same_run(
+        SAMPLES / "synthetic_article", lambda cfg: [cfg] + contained_configs(cfg) + beyond(cfg), (None, 0.5)
+    )
     assert (~rounds["decided"]).sum() > 0 and (rounds["steps_lo"] < rounds["steps_hi"]).any()
-    assert rounds["reason"].str.contains("gammaThreshold").any() and rounds["reason"].str.contains("did not expand").any()
+    assert (
+        rounds["reason"].str.contains("gammaThreshold").any() and rounds["reason"].str.contains("did not expand").any()
+    )
 
 
 def test_packed_run_compare_agrees(tmp_path):
     """Several blocks, early stops (two shapes), rounds read back in run order."""
     run = tmp_path / "run"
-    pack_batches(synth_run(ARTICLE, 700, seed=5, early_stop_rate=0.2), run, block_rounds=128,
-                 manifest={"config": ARTICLE.to_json(), "layout": "all"})
+    pack_batches(
+        synth_run(ARTICLE, 700, seed=5, early_stop_rate=0.2),
+        run,
+        block_rounds=128,
+        manifest={"config": ARTICLE.to_json(), "layout": "all"},
+    )
     assert_same_run(run, some_configs)
 
 
 def test_reference_loaded_run_uses_the_reference():
     ref = load_reference(str(SAMPLES / "article_round"), "r", progress=False)
-    assert_same_compare(compare_run(ref, [ref.config], COST), compare_configs(ref.results, ref.config, [ref.config], COST))
+    assert_same_compare(
+        compare_run(ref, [ref.config], COST), compare_configs(ref.results, ref.config, [ref.config], COST)
+    )
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -126,13 +136,17 @@ def test_random_run_compare_agrees(case, rnd, threshold):
 def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
     """``specreplay compare`` on a packed run: no scalar replay of the run happens (the reference
     loader is made to fail), and its per-round CSV is the reference's frame."""
-    import analysis.runs
-    from analysis.compare import parse_config_arg
+    import analysis.tables.runs
+    from analysis.compare.configs import parse_config_arg
     from replay.cli import main
 
     run = tmp_path / "run"
-    pack_batches(synth_run(ARTICLE, 300, seed=3, early_stop_rate=0.1), run, block_rounds=64,
-                 manifest={"config": ARTICLE.to_json(), "layout": "all"})
+    pack_batches(
+        synth_run(ARTICLE, 300, seed=3, early_stop_rate=0.1),
+        run,
+        block_rounds=64,
+        manifest={"config": ARTICLE.to_json(), "layout": "all"},
+    )
     texts = ["[3]|[1,1]|[1,1]", "[6]|[2,2]|[1,1]|[2]"]
     ref = load_reference(str(run), "run", progress=False)
 
@@ -140,9 +154,24 @@ def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
         raise AssertionError("compare replayed the run round by round")
 
     per_round = tmp_path / "rounds.csv"
-    monkeypatch.setattr(analysis.runs, "load_reference", no_scalar_replay)
-    assert main(["compare", str(run), "--configs", *texts, "--gamma-threshold", "0.4", "--csv", "--no-progress",
-                 "--per-round", str(per_round)]) == 0
+    monkeypatch.setattr(analysis.tables.runs, "load_reference", no_scalar_replay)
+    assert (
+        main(
+            [
+                "compare",
+                str(run),
+                "--configs",
+                *texts,
+                "--gamma-threshold",
+                "0.4",
+                "--csv",
+                "--no-progress",
+                "--per-round",
+                str(per_round),
+            ]
+        )
+        == 0
+    )
     monkeypatch.undo()
     configs = [ref.config] + [c for t in texts for c in parse_config_arg(t)]
     _, want = compare_configs(ref.results, ref.config, configs, COST, 0.4)
@@ -154,19 +183,25 @@ def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
 @pytest.mark.parametrize("name", ["synthetic_article", "qwen2.5-coder/deep", "packed"])
 def test_gamma_strategies_from_the_batch_arrays_agree(name, tmp_path):
     """Every strategy's result (bounds, undecidable rounds, trajectory) equals the reference's."""
-    from analysis.compare_batch import simulate_run_strategies
-    from analysis.gamma_strategies import simulate_strategies
+    from analysis.compare.batch import simulate_run_strategies
+    from analysis.compare.gamma_strategies import simulate_strategies
 
     path = SAMPLES / name
     if name == "packed":
         path = tmp_path / "run"
-        pack_batches(synth_run(ARTICLE, 400, seed=7, early_stop_rate=0.2), path, block_rounds=128,
-                     manifest={"config": ARTICLE.to_json(), "layout": "all"})
+        pack_batches(
+            synth_run(ARTICLE, 400, seed=7, early_stop_rate=0.2),
+            path,
+            block_rounds=128,
+            manifest={"config": ARTICLE.to_json(), "layout": "all"},
+        )
     fast = load_run(str(path), "r", progress=False)
     ref = load_reference(str(path), "r", progress=False)
     for threshold in (None, 0.5):
         for window in (1, 4):
             got = simulate_run_strategies(fast, fast.config, [0, 1, 2, 3, 4], COST, window, threshold)
-            want = simulate_strategies(ref.results, ref.config, [0, 1, 2, 3, 4], COST, window, threshold, ref.config.gamma)
+            want = simulate_strategies(
+                ref.results, ref.config, [0, 1, 2, 3, 4], COST, window, threshold, ref.config.gamma
+            )
             assert got == want
     assert "_results" not in vars(fast.results)

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from replay.config import TreeConfig, load_config, parse_config
-from replay.errors import ConfigError
+from replay.core.config import TreeConfig, load_config, parse_config
+from replay.util.errors import ConfigError
 
 ARTICLE = {"gamma": 3, "topKSpec": [[6], [2, 2], [1, 1]], "topHead": [1, 2, 2], "treeType": 0, "gammaThreshold": 0}
 

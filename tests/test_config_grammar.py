@@ -1,4 +1,4 @@
-"""One tree-config grammar (replay.config_grammar): every form the tool prints pastes back into
+"""One tree-config grammar (replay.core.config_grammar): every form the tool prints pastes back into
 every option that takes a config, and each spelling means the tree worked out here by hand."""
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from analysis.compare import generate_funnels
-from analysis.recommend_render import config_line, live_command
+from analysis.compare.configs import generate_funnels
+from analysis.shapes.recommend_render import config_line, live_command
 from replay.cli import main
-from replay.config import TREE_DYNAMIC, TreeConfig
-from replay.config_grammar import (
+from replay.cli.cmd_live import generate_config
+from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.config_grammar import (
     ConfigTextError,
     format_config,
     grid_item,
@@ -24,8 +25,7 @@ from replay.config_grammar import (
     parse_spec,
     run_name,
 )
-from replay.cli.cmd_live import generate_config
-from replay.live.grid import config_name, load_config_list, parse_grid
+from replay.live.sweep.grid import config_name, load_config_list, parse_grid
 
 SYNTH = "sample_dumps/synthetic_article"  # recorded config [6]|[2,2]|[1,1]
 
@@ -43,7 +43,9 @@ ARTICLE_FORMS = [
     '{"specTree": [{"topKSpec": [[6], [2, 2], [1, 1]]}], "gammaStrategy": 0}',
 ]
 # A funnel with 3 parents at step 1 and a threshold, dynamic: topHead (1, 3, 1).
-ODD = TreeConfig(gamma=3, top_k_spec=((4,), (3, 1, 2), (1,)), top_head=(1, 3, 1), tree_type=TREE_DYNAMIC, gamma_threshold=0.25)
+ODD = TreeConfig(
+    gamma=3, top_k_spec=((4,), (3, 1, 2), (1,)), top_head=(1, 3, 1), tree_type=TREE_DYNAMIC, gamma_threshold=0.25
+)
 SHAPES = [
     ARTICLE,
     ODD,
@@ -64,7 +66,12 @@ def test_article_file_and_suffixes(tmp_path):
     assert parse_config_text(str(f)) == ARTICLE
     for text in ("6,2x2,1x1@0.2+dyn", "[6]|[2,2]|[1,1]@0.2+dyn", "6_2x2_1x1_t0.2_dyn"):
         c = parse_config_text(text)
-        assert (c.top_k_spec, c.top_head, c.gamma_threshold, c.tree_type) == (ARTICLE.top_k_spec, (1, 2, 2), 0.2, TREE_DYNAMIC)
+        assert (c.top_k_spec, c.top_head, c.gamma_threshold, c.tree_type) == (
+            ARTICLE.top_k_spec,
+            (1, 2, 2),
+            0.2,
+            TREE_DYNAMIC,
+        )
     assert parse_config_text("[3]|[3,1,2]|[1]").top_head == (1, 3, 1)  # topHead = widths per step
 
 
@@ -77,7 +84,15 @@ def test_printed_forms_by_hand():
 
 @pytest.mark.parametrize("cfg", SHAPES, ids=run_name)
 def test_every_printed_form_parses_back(cfg):
-    printed = [cfg.short(), format_config(cfg), grid_item(cfg), run_name(cfg), config_name(cfg), config_line(cfg), json.dumps(cfg.to_json())]
+    printed = [
+        cfg.short(),
+        format_config(cfg),
+        grid_item(cfg),
+        run_name(cfg),
+        config_name(cfg),
+        config_line(cfg),
+        json.dumps(cfg.to_json()),
+    ]
     for text in printed:
         assert parse_config_text(text, "--config") == cfg, text  # == covers all five tree fields
         assert generate_config(text).tree == cfg, text
@@ -100,7 +115,9 @@ def test_sweep_grid_lists_mix_forms_and_expand_alternatives(tmp_path):
 
 def test_recommend_sweep_line_pastes_into_sweep_grid():
     wanted = [ARTICLE, ODD, ARTICLE]  # measured None: live_command lists each once
-    rec = SimpleNamespace(comparisons=[SimpleNamespace(config=c, measured=None) for c in wanted], search=SimpleNamespace(budget=6))
+    rec = SimpleNamespace(
+        comparisons=[SimpleNamespace(config=c, measured=None) for c in wanted], search=SimpleNamespace(budget=6)
+    )
     line = live_command(rec)
     grid = re.search(r'--grid "([^"]+)"', line).group(1)
     assert parse_grid(grid) == ([ARTICLE, ODD], [])
@@ -118,7 +135,9 @@ def compare_csv(capsys, *argv) -> pd.DataFrame:
     return pd.read_csv(io.StringIO(out))
 
 
-@pytest.mark.parametrize("text", ["[6]|[2,2]", "6,2x2", "6_2x2", "[[6],[2,2]]", '{"gamma": 2, "topKSpec": [[6], [2, 2]]}'])
+@pytest.mark.parametrize(
+    "text", ["[6]|[2,2]", "6,2x2", "6_2x2", "[[6],[2,2]]", '{"gamma": 2, "topKSpec": [[6], [2, 2]]}']
+)
 def test_compare_configs_and_grid_take_every_form(capsys, text):
     """The two-step funnel [6]|[2,2] (topHead [1,2]) beside the recorded [6]|[2,2]|[1,1]."""
     for option in ("--configs", "--grid"):
@@ -139,7 +158,9 @@ def test_compare_table_pastes_back(capsys):
 def test_compare_generate_and_old_grid_spelling(capsys):
     gen = compare_csv(capsys, "--generate", "root=1,2 heads=1 width=1 gamma=2")
     assert list(gen["config"]) == ["[6]|[2,2]|[1,1]", "[1]|[1]", "[2]|[1]"]
-    code, out, err = run(capsys, "compare", SYNTH, "--csv", "--no-progress", "--grid", "root=1,2 heads=1 width=1 gamma=2")
+    code, out, err = run(
+        capsys, "compare", SYNTH, "--csv", "--no-progress", "--grid", "root=1,2 heads=1 width=1 gamma=2"
+    )
     assert code == 0 and "deprecated" in err and "--generate" in err
     pd.testing.assert_frame_equal(pd.read_csv(io.StringIO(out)), gen)
     assert [c.short() for c in generate_funnels("root=2 heads=2 width=1 gamma=3")] == ["[2]|[1,1]|[1,1]"]
@@ -151,7 +172,9 @@ def test_cost_inline_json_equals_the_file(capsys, tmp_path):
     f.write_text(json.dumps(cost))
     from_file = compare_csv(capsys, "--cost", str(f))
     inline = compare_csv(capsys, "--cost", json.dumps(cost))
-    assert set(from_file.pop("cost_source")) == {f"given: {f}"} and set(inline.pop("cost_source")) == {"given: inline JSON"}
+    assert set(from_file.pop("cost_source")) == {f"given: {f}"} and set(inline.pop("cost_source")) == {
+        "given: inline JSON"
+    }
     pd.testing.assert_frame_equal(from_file, inline)
 
 
@@ -179,8 +202,23 @@ def test_stats_header_config_pastes_back(capsys):
         (["compare", SYNTH, "--no-progress", "--grid", "6,2x2;[2]|[1,1,1]"], "--grid item", "[2]|[1,1,1]"),
         (["compare", SYNTH, "--no-progress", "--cost", '{"tokens": [1'], "--cost", '{"tokens": [1'),
         (["replay", SYNTH, "--config", "no_such.json"], "--config", "no_such.json"),
-        (["generate", "--pair", "p", "--config", "1,2x2", "--prompts", "README.md", "--max-new-tokens", "2", "-o", "unused"],
-         "--config", "1,2x2"),
+        (
+            [
+                "generate",
+                "--pair",
+                "p",
+                "--config",
+                "1,2x2",
+                "--prompts",
+                "README.md",
+                "--max-new-tokens",
+                "2",
+                "-o",
+                "unused",
+            ],
+            "--config",
+            "1,2x2",
+        ),
     ],
 )
 def test_errors_name_the_option_and_text(capsys, argv, option, text):
@@ -192,7 +230,9 @@ def test_errors_name_the_option_and_text(capsys, argv, option, text):
 def test_generate_parse_stage_takes_every_form(tmp_path):
     for text in ARTICLE_FORMS:
         assert generate_config(text).tree == ARTICLE
-    spec = parse_spec('{"specTree": [{"gamma": 1, "topKSpec": [[2]]}, {"gamma": 2, "topKSpec": [[1], [1]]}], "gammaStrategy": 2}')
+    spec = parse_spec(
+        '{"specTree": [{"gamma": 1, "topKSpec": [[2]]}, {"gamma": 2, "topKSpec": [[1], [1]]}], "gammaStrategy": 2}'
+    )
     assert [t.short() for t in spec.trees] == ["[2]", "[1]|[1]"] and spec.settings == {"gammaStrategy": 2}
     with pytest.raises(ConfigTextError, match="holds 2 trees"):
         parse_config_text('[{"gamma": 1, "topKSpec": [[2]]}, {"gamma": 1, "topKSpec": [[1]]}]')

@@ -27,7 +27,12 @@ def load_duel():
 def test_ceilings_follow_from_the_measured_costs():
     duel = load_duel()
     # 3 tokens per round; a round costs 100 ms draft + 200 ms verify + 20 ms other; decode 120 ms/token.
-    row = {"committed_per_round": 3.0, "draft_ms_per_round": 100.0, "verify_ms_per_round": 200.0, "other_ms_per_round": 20.0}
+    row = {
+        "committed_per_round": 3.0,
+        "draft_ms_per_round": 100.0,
+        "verify_ms_per_round": 200.0,
+        "other_ms_per_round": 20.0,
+    }
     c = duel.ceilings(row, 120.0)
     assert c["round_ms"] == pytest.approx(320.0)
     assert c["modelled_speedup"] == pytest.approx(3 * 120 / 320)
@@ -52,8 +57,31 @@ def test_identity_is_judged_against_target_only_greedy_of_the_same_prompt():
 def test_tiny_duel_runs_every_method_and_every_output_is_target_greedy(tmp_path, capsys):
     duel = load_duel()
     out = tmp_path / "duel.json"
-    assert duel.main(["--shapes", "tiny", "--dtypes", "float32", "--prompts", "2", "--max-new-tokens", "8", "--repeats", "2",
-                      "--sweep-tokens", "4", "--calibration-tokens", "8", "--threads", "1", "--out", str(out)]) == 0
+    assert (
+        duel.main(
+            [
+                "--shapes",
+                "tiny",
+                "--dtypes",
+                "float32",
+                "--prompts",
+                "2",
+                "--max-new-tokens",
+                "8",
+                "--repeats",
+                "2",
+                "--sweep-tokens",
+                "4",
+                "--calibration-tokens",
+                "8",
+                "--threads",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     result = json.loads(out.read_text())
     rows = {r["method"]: r for r in result["dtypes"]["float32"]["duel"]}
     assert {duel.TARGET_HARNESS, duel.TARGET_HF, duel.hf_name(duel.HF_DEFAULT)} <= rows.keys()
@@ -61,7 +89,9 @@ def test_tiny_duel_runs_every_method_and_every_output_is_target_greedy(tmp_path,
     assert all(r["identical"] for r in rows.values())  # float32: every method decodes target greedy
     assert rows[duel.TARGET_HARNESS]["speedup_vs_target_only"]["median"] == pytest.approx(1.0)
     sweep = result["dtypes"]["float32"]["sweep"]
-    assert all(s["mean_accepted_length"] > 0 for s in sweep if s["method"] != duel.TARGET_HARNESS)  # the tiny draft agrees with its target
+    assert all(
+        s["mean_accepted_length"] > 0 for s in sweep if s["method"] != duel.TARGET_HARNESS
+    )  # the tiny draft agrees with its target
     base = next(s for s in sweep if s["method"] == duel.TARGET_HARNESS)
     for s in sweep:  # one pass: the ratio is the two rates'
         assert s["speedup_vs_target_only"] == pytest.approx(s["tokens_per_s"] / base["tokens_per_s"])
@@ -81,14 +111,16 @@ def test_tiny_duel_runs_every_method_and_every_output_is_target_greedy(tmp_path,
     for r in rows.values():
         if "ceilings" in r:  # harness rows: the modelled speedup is the measured costs' arithmetic
             c = r["ceilings"]
-            assert c["modelled_speedup"] == pytest.approx(r["committed_per_round"] * c["decode_ms_per_token"] / c["round_ms"])
+            assert c["modelled_speedup"] == pytest.approx(
+                r["committed_per_round"] * c["decode_ms_per_token"] / c["round_ms"]
+            )
 
 
 def test_hf_assisted_settings_reach_the_assistant():
     """Assistant tokens per round are the assistant's generation config in transformers 5.x: with
     2 per round, 12 tokens take at least 4 target forwards; with 20 (the tiny draft agrees with
     its target), fewer."""
-    from replay.live.tiny import damped_pair, tiny_config
+    from replay.testing.tiny import damped_pair, tiny_config
 
     duel = load_duel()
     draft, target = damped_pair(tiny_config("qwen2", vocab_size=512, layers=4, hidden=64), 2, 0.1)

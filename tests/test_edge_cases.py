@@ -5,11 +5,11 @@ import math
 import numpy as np
 import pytest
 
-from replay.config import TreeConfig
-from replay.errors import RoundError
-from replay.replayer import replay_round
-from replay.rounds import Round
-from replay.tree import Tree, tree_layout
+from replay.core.config import TreeConfig
+from replay.core.tree import Tree, tree_layout
+from replay.engine.replayer import replay_round
+from replay.io.rounds import Round
+from replay.util.errors import RoundError
 
 
 def test_gamma_one_chain_root_hit_then_leaf_bonus():

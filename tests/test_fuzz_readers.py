@@ -39,13 +39,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from replay import cli
-from replay.bounded import MAX_MATRIX_CELLS, expansion_allowance
-from replay.errors import DumpError
-from replay.matrix_io import read_matrix
+from replay.io.formats.matrix_io import read_matrix
+from replay.util.bounded import MAX_MATRIX_CELLS, expansion_allowance
+from replay.util.errors import DumpError
 from tests.dump_mutations import (
     ENTRY_KINDS,
     MB,
@@ -129,12 +128,41 @@ json_values = st.recursive(
     max_leaves=12,
 )
 MANIFEST_FIELDS = (
-    ("layout",), ("score_kind",), ("step0_offset",), ("encoding",), ("encoding", "dtype"), ("encoding", "columns"),
-    ("rounds",), ("rounds", 0), ("rounds", 0, "key"), ("rounds", 0, "root_token"), ("config",), ("config", "gamma"),
-    ("config", "topKSpec"), ("config", "topHead"), ("config", "treeType"), ("config", "gammaThreshold"), ("version",),
+    ("layout",),
+    ("score_kind",),
+    ("step0_offset",),
+    ("encoding",),
+    ("encoding", "dtype"),
+    ("encoding", "columns"),
+    ("rounds",),
+    ("rounds", 0),
+    ("rounds", 0, "key"),
+    ("rounds", 0, "root_token"),
+    ("config",),
+    ("config", "gamma"),
+    ("config", "topKSpec"),
+    ("config", "topHead"),
+    ("config", "treeType"),
+    ("config", "gammaThreshold"),
+    ("version",),
 )
 CONFIG_FIELDS = (("gamma",), ("topKSpec",), ("topHead",), ("treeType",), ("gammaThreshold",), ("specTree",))
-WEIRD_CELLS = ("1_0", "\u0663", str(2**63), str(-(2**63) - 1), "nan", "inf", "-1", "-7", "1e3", "0x1F", "\ufeff", "−1", "", "99999999999")
+WEIRD_CELLS = (
+    "1_0",
+    "\u0663",
+    str(2**63),
+    str(-(2**63) - 1),
+    "nan",
+    "inf",
+    "-1",
+    "-7",
+    "1e3",
+    "0x1F",
+    "\ufeff",
+    "−1",
+    "",
+    "99999999999",
+)
 NPY_DESCRS = ("<i4", ">i8", "<u8", "|i1", "|b1", "<f8", "<f2", "<c8", "|O", "<U3", "|V8")
 
 
@@ -255,7 +283,9 @@ def _bomb(p: Path, variant: str) -> None:
     """Replace ``p`` by a file that claims (refused) or holds (large, within the limits) far more."""
     ext = p.suffix
     if ext == ".npy":
-        p.write_bytes(npy_header((10**6, 10**6)) + bytes(64) if variant == "refused" else npy_header((4096, 256)) + bytes(8 * MB))
+        p.write_bytes(
+            npy_header((10**6, 10**6)) + bytes(64) if variant == "refused" else npy_header((4096, 256)) + bytes(8 * MB)
+        )
     elif ext == ".npz":
         p.write_bytes(deflate_bomb_npz(40) if variant == "refused" else deflate_bomb_npz(8, (8 * MB // 8 // 256, 256)))
     elif ext == ".pt":
@@ -519,7 +549,12 @@ def test_hostile_dumps_in_a_child_with_2_gib(corpora, tmp_path, corpus, target, 
     for command in commands:
         r = subprocess.run(
             [sys.executable, "-m", "replay.cli", *map(str, command)],
-            capture_output=True, text=True, cwd=ROOT, env=env, preexec_fn=_limit_child, timeout=120,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            preexec_fn=_limit_child,
+            timeout=120,
         )
         assert r.returncode in (1, 2), (command, r.returncode, r.stderr[-2000:])
         assert "Traceback" not in r.stderr and "MemoryError" not in r.stderr, r.stderr[-2000:]

@@ -5,7 +5,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replay.grouping import group_paths, parse_offset, parse_round_key
+from replay.io.grouping import (
+    Step0Check,
+    count_skipped,
+    format_offset,
+    group_paths,
+    near_miss,
+    parse_offset,
+    parse_round_key,
+)
 
 
 def names(*ns):
@@ -17,7 +25,11 @@ def test_step0_is_named_one_position_before_its_round():
     assert g.skipped == ()
     (r,) = g.rounds
     assert r.key == (124, 140)
-    assert [Path(fs.data).name for fs in r.steps] == ["draft_step_0_123_139", "draft_step_1_124_140", "draft_step_2_124_140"]
+    assert [Path(fs.data).name for fs in r.steps] == [
+        "draft_step_0_123_139",
+        "draft_step_1_124_140",
+        "draft_step_2_124_140",
+    ]
 
 
 def test_round_committing_one_token_does_not_collide_with_the_next():
@@ -25,8 +37,12 @@ def test_round_committing_one_token_does_not_collide_with_the_next():
     # the same (a, b) as the first round's later steps: grouping must keep them apart.
     g = group_paths(
         names(
-            "draft_step_0_123_139", "draft_step_1_124_140", "validate_124_140",
-            "draft_step_0_124_140", "draft_step_1_125_141", "validate_125_141",
+            "draft_step_0_123_139",
+            "draft_step_1_124_140",
+            "validate_124_140",
+            "draft_step_0_124_140",
+            "draft_step_1_125_141",
+            "validate_125_141",
         )
     )
     assert g.skipped == ()
@@ -46,13 +62,19 @@ def test_configurable_offset_zero_and_pair():
 def test_everything_that_fits_no_round_is_listed():
     g = group_paths(
         names(
-            "draft_step_0_1_1", "validate_2_2",  # complete round (2,2)
-            "draft_step_0_9_9", "draft_step_2_10_10", "validate_10_10",  # step 1 missing
-            "draft_step_1_20_20", "draft_step_0_19_19",  # no validate
+            "draft_step_0_1_1",
+            "validate_2_2",  # complete round (2,2)
+            "draft_step_0_9_9",
+            "draft_step_2_10_10",
+            "validate_10_10",  # step 1 missing
+            "draft_step_1_20_20",
+            "draft_step_0_19_19",  # no validate
             "validate_30_30",  # no draft
-            "notes.bin", "validate_2_2.npy",  # stray + a second copy of validate_2_2
+            "notes.bin",
+            "validate_2_2.npy",  # stray + a second copy of validate_2_2
             "draft_step_1_40_40.scores",  # companion without data
-            "manifest.json", "config.json",  # expected side files: not listed
+            "manifest.json",
+            "config.json",  # expected side files: not listed
         )
     )
     assert [r.key for r in g.rounds] == []  # round (2,2) has two validate files: refused, listed
@@ -67,7 +89,9 @@ def test_everything_that_fits_no_round_is_listed():
 
 
 def test_companions_attach_to_their_data_file():
-    g = group_paths(names("draft_step_0_1_1.txt", "draft_step_0_1_1.scores.txt", "draft_step_0_1_1.parents", "validate_2_2.txt"))
+    g = group_paths(
+        names("draft_step_0_1_1.txt", "draft_step_0_1_1.scores.txt", "draft_step_0_1_1.parents", "validate_2_2.txt")
+    )
     (r,) = g.rounds
     assert Path(r.steps[0].scores).name == "draft_step_0_1_1.scores.txt"
     assert Path(r.steps[0].parents).name == "draft_step_0_1_1.parents"
@@ -92,8 +116,15 @@ def random_names(rng, clean: bool) -> list[str]:
         out.append(f"validate_{a}_{b}{ext}")
     if not clean:
         odd = [
-            "draft_step_1_7_7.scores", "validate_7_7", "draft_step_2_5_5", "validate_0010_20", "validate_10_20",
-            "draft_step_0_9_9", "validate_1_1\nx", "draft_step_0_1_1.bak", "validate_" + "9" * 20 + "_1",
+            "draft_step_1_7_7.scores",
+            "validate_7_7",
+            "draft_step_2_5_5",
+            "validate_0010_20",
+            "validate_10_20",
+            "draft_step_0_9_9",
+            "validate_1_1\nx",
+            "draft_step_0_1_1.bak",
+            "validate_" + "9" * 20 + "_1",
         ]
         out += list(rng.choice(odd, size=int(rng.integers(1, 4)), replace=False))
     return out
@@ -102,14 +133,14 @@ def random_names(rng, clean: bool) -> list[str]:
 @pytest.mark.parametrize("seed", range(30))
 def test_bulk_grouping_equals_the_general_one(seed, monkeypatch):
     """The one-pass grouping of complete rounds (_group_complete) against the per-file general path."""
-    from replay import grouping
+    from replay.io import grouping
 
     rng = np.random.default_rng(seed)
     clean = seed % 2 == 0
     paths = [Path("/d") / n for n in dict.fromkeys(random_names(rng, clean))]
     offset = [(1, 1), (0, 0), (2, 1)][seed % 3]
     entries = [(p.name, str(p)) for p in sorted(paths)]
-    bulk = grouping._group_complete(entries, offset)
+    bulk = grouping._group_complete(entries, offset, grouping.OFFSET_OPTION)
     if clean and offset == (1, 1):
         assert bulk is not None
     fast = group_paths(paths, offset)
@@ -117,3 +148,121 @@ def test_bulk_grouping_equals_the_general_one(seed, monkeypatch):
     general = group_paths(paths, offset)
     assert fast == general
     assert bulk is None or bulk == general
+
+
+# --- the step-0 offset: stated, default, or shown by the names (Step0Check) ----------------------
+
+
+def round_names(keys, shift, ext=""):
+    """Names of complete two-step rounds at ``keys`` whose step 0 is named ``shift`` = (da, db) earlier."""
+    out = []
+    for a, b in keys:
+        out += [
+            f"draft_step_0_{a - shift[0]}_{b - shift[1]}{ext}",
+            f"draft_step_1_{a}_{b}{ext}",
+            f"validate_{a}_{b}{ext}",
+        ]
+    return out
+
+
+@pytest.mark.parametrize("shift", [(0, 0), (2, 1), (-1, -1), (1, 0)])
+@pytest.mark.parametrize("stride", [1, 8])
+def test_names_that_pair_at_another_offset_are_grouped_at_it_and_say_so(shift, stride):
+    keys = [(10 + stride * k, 20 + stride * k) for k in range(5)]
+    g = group_paths(names(*round_names(keys, shift)))
+    assert [r.key for r in g.rounds] == keys and g.skipped == ()
+    assert [Path(r.steps[0].data).name for r in g.rounds] == [
+        f"draft_step_0_{a - shift[0]}_{b - shift[1]}" for a, b in keys
+    ]
+    assert g.step0_offset == shift and g.step0.source == "detected"
+    (note,) = g.step0.notes()
+    assert f"step-0 offset {format_offset(shift)} detected" in note and f"--step0-offset {format_offset(shift)}" in note
+    assert f"draft_step_0_{10 - shift[0]}_{20 - shift[1]} with validate_10_20" in note
+
+
+def test_the_default_is_kept_when_it_fits_and_nothing_is_said():
+    keys = [(10 + k, 20 + k) for k in range(4)]
+    g = group_paths(names(*round_names(keys, (1, 1))))
+    assert (
+        g.step0 == Step0Check((1, 1), "default", 4, 4, 4)
+        and g.step0.notes() == ()
+        and g.step0.after_replay(4, False) == ()
+    )
+
+
+def test_a_stated_offset_is_used_as_stated_and_the_better_one_named():
+    keys = [(10 + k, 20 + k) for k in range(4)]
+    g = group_paths(names(*round_names(keys, (0, 0))), (1, 1), source="manifest.json step0_offset")
+    assert g.step0_offset == (1, 1) and [r.key for r in g.rounds] == keys[1:]  # each with its neighbour's step 0
+    assert {s.what for s in g.skipped} == {"round 10_20", "round 14_24"}
+    (warning,) = g.step0.notes()
+    assert "manifest.json step0_offset 1 pairs 3 of 4" in warning and "pass --step0-offset 0" in warning
+    assert g.step0.after_replay(3, True) == g.step0.notes()  # rounds accepted something: no second warning
+    zero = g.step0.after_replay(3, False)[-1]
+    assert "accepted length 0 in all 3 replayed round(s) is probably wrong" in zero and "check --step0-offset" in zero
+
+
+def test_no_switch_without_a_one_to_one_pairing():
+    """One step-0 file lost: no offset groups every round, so the default stays (and its orphans are listed)."""
+    keys = [(10 + k, 20 + k) for k in range(4)]
+    listed = [n for n in round_names(keys, (0, 0)) if n != "draft_step_0_12_22"]
+    g = group_paths(names(*listed))
+    assert g.step0_offset == (1, 1) and g.step0.source == "default" and g.step0.notes() == ()
+    assert (
+        g.step0.other == (0, 0) and g.step0.other_grouped == 3 and g.step0.grouped == 2
+    )  # 10, 11, 13 named: 11 and 12 found
+    assert "is probably wrong" in g.step0.after_replay(2, False)[0]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_detection_is_the_same_in_the_bulk_and_the_general_grouping(seed, monkeypatch):
+    """Random complete rounds named at a random offset, with extensions and a stray: one answer."""
+    from replay.io import grouping
+
+    rng = np.random.default_rng(100 + seed)
+    shift = [(0, 0), (1, 1), (3, 2), (-2, -2)][seed % 4]
+    keys = sorted({(int(a) * 3, int(b) * 3) for a, b in rng.integers(0, 40, size=(int(rng.integers(1, 9)), 2))})
+    listed = round_names(keys, shift, str(rng.choice(["", ".txt", ".npy"]))) + ["notes.bin"] * (seed % 2)
+    paths = [Path("/d") / n for n in dict.fromkeys(listed)]
+    fast = group_paths(paths)
+    monkeypatch.setattr(grouping, "_group_complete", lambda *a: None)
+    general = group_paths(paths)
+    assert fast == general
+    assert [r.key for r in general.rounds] == keys and general.step0_offset == shift
+    assert general.step0.source == ("default" if shift == (1, 1) else "detected")
+
+
+@pytest.mark.parametrize(
+    "name, guess",
+    [
+        ("validation_10_20", "validate_10_20"),
+        ("valid_10_20.npy", "validate_10_20.npy"),
+        ("verify_10_20", "validate_10_20"),
+        ("Draft_Step_0_9_19", "draft_step_0_9_19"),
+        ("draftstep_1_10_20", "draft_step_1_10_20"),
+        ("draft_steps_2_10_20", "draft_step_2_10_20"),
+        ("dump_validate_10_20", "validate_10_20"),
+        ("validate_10_20_ids.txt", "validate_10_20.txt"),
+        ("VALIDATE_10_20", "validate_10_20"),
+        ("draft_step_1_10_20_scores.txt", "draft_step_1_10_20.scores.txt"),
+        ("validate_10_20", None),
+        ("interval_10_20", None),
+        ("notes.bin", None),
+        ("revalidate_1_2", None),
+    ],
+)
+def test_near_miss_names(name, guess):
+    assert near_miss(name) == guess
+
+
+def test_a_near_miss_completing_a_round_is_counted_in_that_rounds_entry():
+    g = group_paths(names("draft_step_0_9_19", "draft_step_1_10_20", "validation_10_20", "Validate_30_30", "notes.bin"))
+    assert count_skipped(g.skipped) == (1, 2)
+    entries = {s.what: s for s in g.skipped}
+    assert (
+        entries["round 10_20"].reason
+        == "draft files without validate_10_20; validation_10_20 is here: did you mean validate_10_20?"
+    )
+    assert "/d/validation_10_20" in entries["round 10_20"].paths and "validation_10_20" not in entries
+    assert entries["Validate_30_30"].reason.endswith("; did you mean validate_30_30?")  # no round of its own to join
+    assert entries["notes.bin"].reason == "name matches neither draft_step_I_A_B nor validate_A_B"

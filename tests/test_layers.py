@@ -1,11 +1,12 @@
-"""The layers run one way (docs/architecture.md): every import of every module, read with ``ast``.
+"""Each folder is one layer, and the layers run one way (docs/architecture.md draws them).
 
-Each module of replay/ and analysis/ belongs to one layer in LAYERS below (docs/architecture.md
-draws the same table). A module may import its own layer and the layers ALLOWED names for it;
-the imports read include those inside functions (the project imports lazily) and inside
-``if TYPE_CHECKING`` (an annotation is a dependency too); only the cycle check leaves the
-latter out, since they never run. tests/test_analysis_cli.py and tests/test_cli_replay.py check
-the torch rule at run time in a fresh interpreter; this checks every import statement.
+FOLDERS below maps each folder of replay/ and analysis/ to its layer; a module belongs to the layer
+of the folder that holds it. A module may import its own layer and the layers ALLOWED names for
+it. Every import statement is read with ``ast``, those inside functions (the project imports
+lazily) and under ``if TYPE_CHECKING`` (an annotation is a dependency too) included; only the cycle
+check leaves the latter out, since they never run. tests/test_analysis_cli.py and
+tests/test_cli_replay.py check the torch rule at run time in a fresh interpreter; this checks
+every import statement.
 """
 
 from __future__ import annotations
@@ -16,57 +17,44 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
+from replay.util.old_paths import MOVED
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("replay", "analysis")
 
-CORE, READING, REPLAY, ANALYSIS, LIVE, CLI = "core", "reading", "replay", "analysis", "live", "cli"
+UTIL, CORE, READING, REPLAY, ANALYSIS, LIVE, CLI, TESTING = (
+    "util", "core", "reading", "replay", "analysis", "live", "cli", "testing"
+)  # fmt: skip
 
 # Which layers a layer may import besides itself.
 ALLOWED = {
-    CORE: set(),
-    READING: {CORE},
-    REPLAY: {CORE, READING},
-    ANALYSIS: {CORE, READING, REPLAY},
-    LIVE: {CORE, READING},
-    CLI: {CORE, READING, REPLAY, ANALYSIS, LIVE},
+    UTIL: set(),
+    CORE: {UTIL},
+    READING: {UTIL, CORE},
+    REPLAY: {UTIL, CORE, READING},
+    ANALYSIS: {UTIL, CORE, READING, REPLAY},
+    LIVE: {UTIL, CORE, READING},
+    CLI: {UTIL, CORE, READING, REPLAY, ANALYSIS, LIVE},
+    # Generators for tests and benches: they may use any layer but the CLI; no layer imports them.
+    TESTING: {UTIL, CORE, READING, REPLAY, LIVE},
 }
 
-# Names of modules still on other branches (config_grammar, records, compiled, kvcache) are listed
-# ahead of their merge; a name with no file is never checked.
-_LAYER_MODULES = {
-    CORE: """replay replay.version replay.errors replay.atomic replay.progress replay.parallel replay.pathcheck replay.bounded
-        replay.vocab replay.config replay.config_grammar replay.tree replay.selection
-        replay.acceptance replay.records replay.headline""",
-    READING: """replay.npyfile replay.ptfile replay.matrix_io replay.grouping replay.rounds
-        replay.roundbatch replay.manifest replay.dumpwrite replay.packed_format replay.packed_meta
-        replay.packed_blocks replay.packed_write replay.packed_read replay.packed
-        replay.fastread replay.textbatch replay.sources replay.synth""",
-    REPLAY: """replay.rebuild replay.replayer replay.batch replay.batch.codes replay.batch.shapes
-        replay.batch.result replay.batch.frames replay.batch.kernel replay.batch.driver replay.batch_synth
-        replay.runs replay.render""",
-    ANALYSIS: """analysis analysis.tables analysis.batch_tables analysis.definitions analysis.intervals analysis.metrics analysis.plots
-        analysis.treeplot analysis.example_round analysis.runs analysis.dask_tables
-        analysis.timings analysis.costmodel analysis.costsource analysis.compare analysis.compare_batch
-        analysis.gamma_strategies analysis.subtree analysis.subtree_batch analysis.shape_counts analysis.shape_model
-        analysis.shape_stats analysis.shape_dumps analysis.shape_paths analysis.shape_search analysis.recommend
-        analysis.recommend_render
-        analysis.report analysis.sweep_plots analysis.speedpredict""",
-    LIVE: """replay.live replay.live.checks replay.live.clock replay.live.costs replay.live.draft
-        replay.live.dumps replay.live.errors replay.live.extras replay.live.forward
-        replay.live.generate replay.live.gguf_load replay.live.grid replay.live.model_cache
-        replay.live.model_catalogue replay.live.model_download replay.live.model_progress
-        replay.live.models replay.live.names replay.live.prompts replay.live.report
-        replay.live.run replay.live.sampling replay.live.scores replay.live.stdprompts
-        replay.live.sweep replay.live.tiny replay.live.tokenizer_check replay.live.verify
-        replay.live.cluster replay.live.commit replay.live.compiled replay.live.kvcache
-        replay.live.sweepdir replay.live.timing""",
-    # Glue: argument parsing, dispatch, printing; the notebook API is a front end like the CLI.
-    CLI: """replay.cli replay.cli.__main__ replay.cli.parser replay.cli.options replay.cli.cmd_replay replay.cli.cmd_scale
-        replay.cli.cmd_analysis replay.cli.cmd_compare replay.cli.cmd_recommend analysis.api
-        replay.cli.cmd_live replay.cli.cmd_sweep replay.cli.cmd_models replay.cli.live_auto""",
+# The folder -> layer map; a subfolder has its parent's layer (replay/io/packed is reading).
+FOLDERS = {
+    "replay/util": UTIL,
+    "replay/core": CORE,
+    "replay/io": READING,
+    "replay/engine": REPLAY,
+    "analysis": ANALYSIS,
+    "replay/live": LIVE,
+    "replay/cli": CLI,
+    "replay/testing": TESTING,
 }
-LAYERS = {mod: layer for layer, mods in _LAYER_MODULES.items() for mod in mods.split()}
-
+# The package roots hold nothing but their __init__.py and folders: replay's gives __version__.
+ROOTS = {"replay": UTIL, "analysis": ANALYSIS}
+# torch and its family: the live harness, and the test generators of live models (replay/testing/tiny.py;
+# no library module imports replay/testing, so the offline side stays torch-free).
+TORCH_LAYERS = {LIVE, TESTING}
 TORCH_FAMILY = {"torch", "transformers", "safetensors", "gguf", "accelerate"}
 
 
@@ -78,6 +66,15 @@ def module_files() -> dict[str, Path]:
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
             out[name] = path
     return out
+
+
+def layer_of(name: str, path: Path) -> str | None:
+    if name in ROOTS:
+        return ROOTS[name]
+    folder = path.relative_to(ROOT).parent.as_posix()
+    while folder not in FOLDERS and "/" in folder:
+        folder = folder.rpartition("/")[0]
+    return FOLDERS.get(folder)
 
 
 def _type_checking_nodes(tree: ast.AST) -> set[int]:
@@ -128,40 +125,79 @@ def internal(target: str, known: set[str]) -> str | None:
 FILES = module_files()
 KNOWN = set(FILES)
 IMPORTS = {name: imports_of(name, path, KNOWN) for name, path in FILES.items()}
+LAYERS = {name: layer_of(name, path) for name, path in FILES.items()}
 
 
-def test_every_module_has_a_layer():
-    missing = sorted(KNOWN - set(LAYERS))
-    assert not missing, (
-        f"modules without a layer: {missing}; add each to _LAYER_MODULES in tests/test_layers.py "
-        "and to the picture in docs/architecture.md"
+def test_every_module_is_in_the_folder_of_a_layer():
+    stray = sorted(
+        str(path.relative_to(ROOT))
+        for name, path in FILES.items()
+        if LAYERS[name] is None or (path.parent.name in ROOTS and path.parent.parent == ROOT and name not in ROOTS)
+    )
+    assert not stray, (
+        f"modules outside the layer folders: {stray}; replay/ and analysis/ hold only their __init__.py and "
+        "folders: put each into the folder of its layer (FOLDERS in tests/test_layers.py, docs/architecture.md)"
     )
 
 
-def test_the_architecture_page_draws_every_module():
+def test_every_folder_is_a_package_with_a_docstring():
+    """A folder says what lives there (its __init__.py's docstring), and is a package: a folder
+    without __init__.py would be a namespace package that setuptools does not ship."""
+    for root in PACKAGES:
+        for folder in sorted(p for p in (ROOT / root).rglob("*") if p.is_dir() and p.name != "__pycache__"):
+            if not any(folder.glob("*.py")):
+                continue
+            init = folder / "__init__.py"
+            where = folder.relative_to(ROOT)
+            assert init.exists(), f"{where}/ holds modules but no __init__.py"
+            assert ast.get_docstring(ast.parse(init.read_text())), (
+                f"{where}/__init__.py: no docstring saying what lives there"
+            )
+
+
+def test_the_architecture_page_draws_every_folder():
     page = (ROOT / "docs" / "architecture.md").read_text()
-    words = set(page.replace("/", " ").replace(".py", " ").split())
-    missing = sorted(n for n in KNOWN if "." in n and n.rpartition(".")[2] not in words)
-    assert not missing, f"docs/architecture.md's picture lacks {missing}"
+    folders = {
+        f"{p.relative_to(ROOT).parent.as_posix()}/"
+        for root in PACKAGES
+        for p in (ROOT / root).rglob("__init__.py")
+        if p.parent != ROOT / root
+    }
+    missing = sorted(f for f in folders if f not in page)
+    assert not missing, f"docs/architecture.md's picture lacks the folders {missing}"
 
 
-@pytest.mark.parametrize("name", sorted(KNOWN & set(LAYERS)))
+@pytest.mark.parametrize("name", sorted(n for n in KNOWN if LAYERS[n] is not None))
 def test_imports_go_to_the_same_or_a_lower_layer(name):
     layer = LAYERS[name]
     bad = set()
     for target, _ in IMPORTS[name]:
         mod = internal(target, KNOWN)
-        if mod is None or mod not in LAYERS:
+        if mod is None or LAYERS.get(mod) is None:
             continue
         if LAYERS[mod] != layer and LAYERS[mod] not in ALLOWED[layer]:
             bad.add(f"{mod} ({LAYERS[mod]})")
-    assert not bad, f"{name} ({layer}) may import only {sorted(ALLOWED[layer] | {layer})}, but imports {sorted(bad)} (docs/architecture.md)"
+    assert not bad, (
+        f"{name} ({layer}) may import only {sorted(ALLOWED[layer] | {layer})}, but imports {sorted(bad)} "
+        "(docs/architecture.md)"
+    )
 
 
-@pytest.mark.parametrize("name", sorted(n for n in KNOWN if not n.startswith("replay.live")))
+def test_no_library_module_imports_the_test_generators():
+    users = sorted(
+        f"{name} -> {internal(t, KNOWN)}"
+        for name, imports in IMPORTS.items()
+        if LAYERS[name] != TESTING
+        for t, _ in imports
+        if internal(t, KNOWN) is not None and LAYERS.get(internal(t, KNOWN)) == TESTING
+    )
+    assert not users, f"library modules import replay/testing (generators for tests and benches only): {users}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in KNOWN if LAYERS[n] not in TORCH_LAYERS))
 def test_offline_side_never_imports_torch(name):
     heavy = sorted({t for t, _ in IMPORTS[name] if t.split(".")[0] in TORCH_FAMILY})
-    assert not heavy, f"{name} imports {heavy}: only replay/live/ may"
+    assert not heavy, f"{name} imports {heavy}: only replay/live/ (and replay/testing/'s model generators) may"
 
 
 def test_no_import_cycles():
@@ -175,6 +211,27 @@ def test_no_import_cycles():
                 graph.add_edge(name, mod)
     cycles = list(nx.simple_cycles(graph))
     assert not cycles, f"import cycles: {[' -> '.join(c + c[:1]) for c in cycles[:5]]}"
+
+
+def _all_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module or module.name) of every absolute import of the project in a file."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out += [(node.lineno, node.module)] + [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+    return out
+
+
+def test_nothing_here_imports_an_old_path():
+    """The old paths (replay/util/old_paths.py) serve users' code only; this repository uses the new ones."""
+    old = set(MOVED) - KNOWN  # a package that replaced a module of its name is both
+    bad = []
+    for top in ("replay", "analysis", "tests", "bench", "scripts"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            bad += [f"{path.relative_to(ROOT)}:{line}: {name}" for line, name in _all_imports(path) if name in old]
+    assert not bad, f"imports of old paths (use the new ones, MOVED in replay/util/old_paths.py): {bad}"
 
 
 def test_the_checker_sees_lazy_relative_and_typing_imports(tmp_path):

@@ -8,17 +8,17 @@ import json
 
 import numpy as np
 import pytest
-from tests.live_fixtures import live_qwen_pair  # noqa: F401
 
-from analysis.costmodel import CostModel
-from analysis.speedpredict import all_accepted_speedup, nondecreasing
+from analysis.cost.model import CostModel
+from analysis.shapes.speedpredict import all_accepted_speedup, nondecreasing
 from replay.cli import main
 from replay.cli.live_auto import AUTO_FILE, CALIBRATION_DIR, CURVE_FILE, calibrate, choose, curve_sizes
+from replay.core.vocab import STOP_LEAF
+from replay.engine.replayer import replay_directory
 from replay.live.generate import DecodeOptions
-from replay.live.sweepdir import dumps_dir
-from replay.live.tiny import build_word_tokenizer, save_hf_dir
-from replay.replayer import replay_directory
-from replay.vocab import STOP_LEAF
+from replay.live.sweep.directory import dumps_dir
+from replay.testing.tiny import build_word_tokenizer, save_hf_dir
+from tests.live_fixtures import live_qwen_pair  # noqa: F401
 
 PROMPTS = [[1, 2, 3, 4, 5, 6], [50, 7, 9], [11, 12, 13, 14]]
 
@@ -87,8 +87,25 @@ def test_generate_config_auto_end_to_end(live_qwen_pair, tmp_path, capsys):
     save_hf_dir(draft, d / "draft", tok)
     (d / "prompts.jsonl").write_text('{"prompt_ids": [1, 2, 3, 4]}\n[50, 7]\n')
     run = tmp_path / "run"
-    rc = main(["generate", "--draft", str(d / "draft"), "--target", str(d / "target"), "--config", "auto",
-               "--prompts", str(d / "prompts.jsonl"), "--max-new-tokens", "12", "--repeats", "1", "--out", str(run)])
+    rc = main(
+        [
+            "generate",
+            "--draft",
+            str(d / "draft"),
+            "--target",
+            str(d / "target"),
+            "--config",
+            "auto",
+            "--prompts",
+            str(d / "prompts.jsonl"),
+            "--max-new-tokens",
+            "12",
+            "--repeats",
+            "1",
+            "--out",
+            str(run),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     auto = json.loads((run / AUTO_FILE).read_text())
@@ -97,13 +114,15 @@ def test_generate_config_auto_end_to_end(live_qwen_pair, tmp_path, capsys):
     assert auto["measured_speedup_wall"] == pytest.approx(manifest["totals"]["speedup"])  # auto runs with the baseline
     assert manifest["config"]["topKSpec"] == [list(r) for r in _spec(auto["chosen"])]
     assert (run / CALIBRATION_DIR / "manifest.json").is_file() and (run / CURVE_FILE).is_file()
-    assert f"predicted {auto['predicted_speedup']:.3f}x, measured {auto['measured_speedup_wall']:.3f}x end to end" in out
+    assert (
+        f"predicted {auto['predicted_speedup']:.3f}x, measured {auto['measured_speedup_wall']:.3f}x end to end" in out
+    )
     # the run stays readable by the offline commands, its calibration beside it
     assert main(["replay", str(run)]) == 0
 
 
 def _spec(short: str) -> list[list[int]]:
-    from replay.config_grammar import parse_spec
+    from replay.core.config_grammar import parse_spec
 
     return [list(r) for r in parse_spec(short, "test").tree.top_k_spec]
 
@@ -117,14 +136,36 @@ def test_sweep_prints_predicted_beside_measured(live_qwen_pair, tmp_path, capsys
     save_hf_dir(draft, d / "draft", build_word_tokenizer(64))
     (d / "prompts.jsonl").write_text('{"prompt_ids": [1, 2, 3, 4]}\n[50, 7]\n')
     sweep = tmp_path / "sw"
-    assert main(["sweep", "--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl"),
-                 "--grid", "1,1;2;4,1x1", "--max-new-tokens", "8", "--repeats", "1", "--out", str(sweep)]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--draft",
+                str(d / "draft"),
+                "--target",
+                str(d / "target"),
+                "--prompts",
+                str(d / "prompts.jsonl"),
+                "--grid",
+                "1,1;2;4,1x1",
+                "--max-new-tokens",
+                "8",
+                "--repeats",
+                "1",
+                "--out",
+                str(sweep),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "predicted vs measured speedup (acceptance: exact replay on the rounds of [4]|[1,1];" in out
     import pandas as pd
 
     table = pd.read_csv(sweep / "results.csv")
-    curve = nondecreasing(CostModel.load(sweep / CURVE_FILE))  # what predictions read (a tiny model's timings are noisy)
+    curve = nondecreasing(
+        CostModel.load(sweep / CURVE_FILE)
+    )  # what predictions read (a tiny model's timings are noisy)
     row = table[table["name"] == "4_1x1"].iloc[0]
     # the live round: catch-up over 1 token, or 2 after a round whose path ended at a leaf (the
     # replayer's own stop on the recorded rounds), then one draft forward over step 1's 2 heads,
@@ -142,7 +183,24 @@ def test_sweep_prints_predicted_beside_measured(live_qwen_pair, tmp_path, capsys
 
 
 def test_auto_refuses_sampling_before_loading_models(tmp_path, capsys):
-    rc = main(["generate", "--draft", str(tmp_path / "no-draft"), "--target", str(tmp_path / "no-target"), "--config", "auto",
-               "--prompts", __file__, "--max-new-tokens", "4", "--temperature", "0.7", "--out", str(tmp_path / "run")])
+    rc = main(
+        [
+            "generate",
+            "--draft",
+            str(tmp_path / "no-draft"),
+            "--target",
+            str(tmp_path / "no-target"),
+            "--config",
+            "auto",
+            "--prompts",
+            __file__,
+            "--max-new-tokens",
+            "4",
+            "--temperature",
+            "0.7",
+            "--out",
+            str(tmp_path / "run"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "--config auto" in err and "--temperature 0.7" in err and len(err.strip().splitlines()) == 1

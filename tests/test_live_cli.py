@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.live_fixtures import kill_sweep_after_rows, live_qwen_pair  # noqa: F401
 
 from replay.cli import main
-from replay.live.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir
+from replay.testing.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir
+from tests.live_fixtures import kill_sweep_after_rows, live_qwen_pair  # noqa: F401
 
 ROOT = Path(__file__).parents[1]
 
@@ -31,17 +31,42 @@ def tiny_dir(live_qwen_pair, tmp_path_factory):
 
 def test_generate_with_baseline_text_prompts(tiny_dir, tmp_path, capsys):
     d = tiny_dir
-    rc = main([
-        "generate", "--draft", str(d / "draft"), "--target", str(d / "target"), "--config", str(d / "tree.json"),
-        "--prompts", str(d / "prompts.txt"), "--max-new-tokens", "20", "--out", str(tmp_path / "run"), "--baseline",
-    ])
+    rc = main(
+        [
+            "generate",
+            "--draft",
+            str(d / "draft"),
+            "--target",
+            str(d / "target"),
+            "--config",
+            str(d / "tree.json"),
+            "--prompts",
+            str(d / "prompts.txt"),
+            "--max-new-tokens",
+            "20",
+            "--out",
+            str(tmp_path / "run"),
+            "--baseline",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
-    for line in ("rounds:", "mean acceptance length (bonus included): ", "(counted: a live round always commits the target's token)",
-                 "draft acceptance rate: ", "per-position acceptance rate P(L >= d): d1: ", "mean accepted length (bonus excluded): ",
-                 "tokens/s:", "draft time per round:",
-                 "verify time per round:", "outputs identical:      yes", "median of 3 passes", "machine load:",
-                 "measured speedup (end to end, prefill included): ", "measured speedup (decode only, prefill excluded): "):
+    for line in (
+        "rounds:",
+        "mean acceptance length (bonus included): ",
+        "(counted: a live round always commits the target's token)",
+        "draft acceptance rate: ",
+        "per-position acceptance rate P(L >= d): d1: ",
+        "mean accepted length (bonus excluded): ",
+        "tokens/s:",
+        "draft time per round:",
+        "verify time per round:",
+        "outputs identical:      yes",
+        "median of 3 passes",
+        "machine load:",
+        "measured speedup (end to end, prefill included): ",
+        "measured speedup (decode only, prefill excluded): ",
+    ):
         assert line in out
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["sequences"][0]["prompt_ids"] == [1, 2, 3, 4]
@@ -55,11 +80,26 @@ def test_generate_with_baseline_text_prompts(tiny_dir, tmp_path, capsys):
 
 def test_generate_gguf_target_with_id_prompts_and_cheaper_draft(tiny_dir, tmp_path, capsys):
     d = tiny_dir
-    rc = main([
-        "generate", "--draft", str(d / "draft"), "--target", str(d / "target.gguf"), "--config", str(d / "tree.json"),
-        "--prompts", str(d / "prompts.jsonl"), "--max-new-tokens", "12", "--out", str(tmp_path / "run"),
-        "--draft-dtype", "bfloat16", "--baseline",
-    ])
+    rc = main(
+        [
+            "generate",
+            "--draft",
+            str(d / "draft"),
+            "--target",
+            str(d / "target.gguf"),
+            "--config",
+            str(d / "tree.json"),
+            "--prompts",
+            str(d / "prompts.jsonl"),
+            "--max-new-tokens",
+            "12",
+            "--out",
+            str(tmp_path / "run"),
+            "--draft-dtype",
+            "bfloat16",
+            "--baseline",
+        ]
+    )
     assert rc == 0
     assert "outputs identical:      yes" in capsys.readouterr().out  # the target decides every token
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
@@ -69,15 +109,34 @@ def test_generate_gguf_target_with_id_prompts_and_cheaper_draft(tiny_dir, tmp_pa
 def test_sweep_and_cost_curve_commands(tiny_dir, tmp_path, capsys):
     d = tiny_dir
     args = [
-        "sweep", "--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl"),
-        "--grid", "4,1x1;1,1,1", "--max-new-tokens", "10", "--out", str(tmp_path / "sw"),
+        "sweep",
+        "--draft",
+        str(d / "draft"),
+        "--target",
+        str(d / "target"),
+        "--prompts",
+        str(d / "prompts.jsonl"),
+        "--grid",
+        "4,1x1;1,1,1",
+        "--max-new-tokens",
+        "10",
+        "--out",
+        str(tmp_path / "sw"),
     ]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "2 config(s) run, 0 kept" in out
-    header = next(line for line in out.splitlines() if line.split()[:1] == ["name"])  # vLLM's headline words lead the table
-    assert header.split()[:6] == ["name", "nodes", "mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance_rate",
-                                  "mean_accepted_length"]
+    header = next(
+        line for line in out.splitlines() if line.split()[:1] == ["config"]
+    )  # vLLM's headline words lead the table
+    assert header.split()[:6] == [
+        "config",
+        "nodes",
+        "mean_acceptance_length",
+        "draft_acceptance_rate",
+        "per_position_acceptance_rate",
+        "mean_accepted_length",
+    ]
     curve = json.loads((tmp_path / "sw" / "cost_curve.json").read_text())
     assert len(curve["tokens"]) == len(curve["verify_s"]) == len(curve["verify_s_min"]) and curve["draft_step_s"] > 0
     for png in ("nodes_vs_mean_acceptance_length.png", "nodes_vs_tokens_per_s.png", "pareto.png"):
@@ -86,7 +145,21 @@ def test_sweep_and_cost_curve_commands(tiny_dir, tmp_path, capsys):
     assert "pass --resume" in capsys.readouterr().err
     assert main(args + ["--resume"]) == 0
     assert "0 config(s) run, 2 kept" in capsys.readouterr().out
-    rc = main(["cost-curve", "--target", str(d / "target"), "--sizes", "1,4", "--prefix", "8", "--repeats", "1", "--out", str(tmp_path / "cc.json")])
+    rc = main(
+        [
+            "cost-curve",
+            "--target",
+            str(d / "target"),
+            "--sizes",
+            "1,4",
+            "--prefix",
+            "8",
+            "--repeats",
+            "1",
+            "--out",
+            str(tmp_path / "cc.json"),
+        ]
+    )
     assert rc == 0
     curve = json.loads((tmp_path / "cc.json").read_text())
     assert curve["tokens"] == [1, 4] and len(curve["verify_s"]) == 2 and curve["draft_step_s"] is None
@@ -95,16 +168,48 @@ def test_sweep_and_cost_curve_commands(tiny_dir, tmp_path, capsys):
 def test_user_errors_exit_2_with_one_line(tiny_dir, tmp_path, capsys):
     d = tiny_dir
     base = ["generate", "--config", str(d / "tree.json"), "--max-new-tokens", "4", "--out", str(tmp_path / "x")]
-    assert main(base + ["--draft", str(tmp_path), "--target", str(d / "target"), "--prompts", str(d / "prompts.txt")]) == 2
+    assert (
+        main(base + ["--draft", str(tmp_path), "--target", str(d / "target"), "--prompts", str(d / "prompts.txt")]) == 2
+    )
     assert "not a Hugging Face model directory" in capsys.readouterr().err
     (tmp_path / "short.jsonl").write_text("[5]\n")
-    assert main(base + ["--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(tmp_path / "short.jsonl")]) == 2
+    assert (
+        main(
+            base
+            + ["--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(tmp_path / "short.jsonl")]
+        )
+        == 2
+    )
     assert "at least 2" in capsys.readouterr().err
     (tmp_path / "text.txt").write_text("hello world\n")
-    assert main(base + ["--draft", str(d / "draft"), "--target", str(d / "target.gguf"), "--prompts", str(tmp_path / "text.txt")]) == 2
+    assert (
+        main(
+            base
+            + ["--draft", str(d / "draft"), "--target", str(d / "target.gguf"), "--prompts", str(tmp_path / "text.txt")]
+        )
+        == 2
+    )
     assert "need a tokenizer" in capsys.readouterr().err
-    assert main(["sweep", "--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl"),
-                 "--grid", "1,2x2", "--max-new-tokens", "4", "--out", str(tmp_path / "s")]) == 2
+    assert (
+        main(
+            [
+                "sweep",
+                "--draft",
+                str(d / "draft"),
+                "--target",
+                str(d / "target"),
+                "--prompts",
+                str(d / "prompts.jsonl"),
+                "--grid",
+                "1,2x2",
+                "--max-new-tokens",
+                "4",
+                "--out",
+                str(tmp_path / "s"),
+            ]
+        )
+        == 2
+    )
     assert "topHead[1]" in capsys.readouterr().err
     ok = ["--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl")]
     assert main(base + ok + ["--seed", "-1"]) == 2
@@ -121,20 +226,33 @@ def test_every_command_help_has_an_example(command, capsys):
 
 def test_help_and_offline_side_never_import_torch():
     code = (
-        "import sys, replay.cli, replay.cli.cmd_live, replay.tree, replay.acceptance, replay.dumpwrite, analysis.sweep_plots\n"
+        "import sys, replay.cli, replay.cli.cmd_live, replay.core.tree, replay.core.acceptance, replay.io.dumpwrite, analysis.report.sweep_plots\n"
         "replay.cli.build_parser().format_help()\n"
         "bad = [m for m in ('torch', 'transformers') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        [sys.executable, "-c", code], check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    )
 
 
 def test_record_k_widens_the_recorded_rows(tiny_dir, tmp_path):
     import numpy as np
 
     d = tiny_dir
-    base = ["generate", "--draft", str(d / "draft"), "--target", str(d / "target"), "--config", str(d / "tree.json"),
-            "--prompts", str(d / "prompts.jsonl"), "--max-new-tokens", "4"]
+    base = [
+        "generate",
+        "--draft",
+        str(d / "draft"),
+        "--target",
+        str(d / "target"),
+        "--config",
+        str(d / "tree.json"),
+        "--prompts",
+        str(d / "prompts.jsonl"),
+        "--max-new-tokens",
+        "4",
+    ]
     assert main(base + ["--out", str(tmp_path / "r"), "--record-k", "16"]) == 0
     validate = sorted((tmp_path / "r").glob("validate_*.npz"))[0]
     with np.load(validate) as z:
@@ -146,9 +264,26 @@ def test_sweep_killed_by_sigkill_resumes_without_redoing_rows(tiny_dir, tmp_path
     """A real kill (SIGKILL of the CLI process once two configs are committed), then --resume."""
     d = tiny_dir
     grid = "6,2x2,1x1;1,1,1,1;4,2x1,1;2,1x1;3,1;8"
-    args = ["sweep", "--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl"),
-            "--grid", grid, "--max-new-tokens", "12", "--out", str(tmp_path / "sw"), "--no-cost-curve", "--threads", "1",
-            "--repeats", "1"]
+    args = [
+        "sweep",
+        "--draft",
+        str(d / "draft"),
+        "--target",
+        str(d / "target"),
+        "--prompts",
+        str(d / "prompts.jsonl"),
+        "--grid",
+        grid,
+        "--max-new-tokens",
+        "12",
+        "--out",
+        str(tmp_path / "sw"),
+        "--no-cost-curve",
+        "--threads",
+        "1",
+        "--repeats",
+        "1",
+    ]
     dumps = tmp_path / "sw" / "dumps"
     done = kill_sweep_after_rows(args, dumps, rows=2, timeout_s=120)
     assert 2 <= len(done) < 6
@@ -168,8 +303,21 @@ def test_generate_refuses_a_non_empty_out_before_loading_models(tiny_dir, tmp_pa
     both runs' files), so it is refused before any model loads."""
     d = tiny_dir
     out = tmp_path / "run"
-    args = ["generate", "--draft", str(d / "draft"), "--target", str(d / "target"), "--config", str(d / "tree.json"),
-            "--prompts", str(d / "prompts.jsonl"), "--max-new-tokens", "12", "--out", str(out)]
+    args = [
+        "generate",
+        "--draft",
+        str(d / "draft"),
+        "--target",
+        str(d / "target"),
+        "--config",
+        str(d / "tree.json"),
+        "--prompts",
+        str(d / "prompts.jsonl"),
+        "--max-new-tokens",
+        "12",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     capsys.readouterr()
@@ -177,7 +325,7 @@ def test_generate_refuses_a_non_empty_out_before_loading_models(tiny_dir, tmp_pa
     def no_loading(*a, **k):
         raise AssertionError("models loaded before --out was checked")
 
-    monkeypatch.setattr("replay.live.models.load_pair", no_loading)
+    monkeypatch.setattr("replay.live.models.load.load_pair", no_loading)
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert err.splitlines() == [err] and str(out) in err and "--replace" in err
@@ -185,12 +333,21 @@ def test_generate_refuses_a_non_empty_out_before_loading_models(tiny_dir, tmp_pa
 
 
 def test_generate_replace_leaves_exactly_the_new_run(tiny_dir, tmp_path):
-    from replay.replayer import replay_directory
+    from replay.engine.replayer import replay_directory
 
     d = tiny_dir
     out = tmp_path / "run"
-    base = ["generate", "--draft", str(d / "draft"), "--target", str(d / "target"), "--config", str(d / "tree.json"),
-            "--out", str(out)]
+    base = [
+        "generate",
+        "--draft",
+        str(d / "draft"),
+        "--target",
+        str(d / "target"),
+        "--config",
+        str(d / "tree.json"),
+        "--out",
+        str(out),
+    ]
     assert main(base + ["--prompts", str(d / "prompts.jsonl"), "--max-new-tokens", "20"]) == 0
     (tmp_path / "one.jsonl").write_text("[9, 8, 7]\n")
     assert main(base + ["--prompts", str(tmp_path / "one.jsonl"), "--max-new-tokens", "6", "--replace"]) == 0

@@ -12,20 +12,21 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from tests.live_fixtures import kill_sweep_after_rows, live_qwen_pair  # noqa: F401
 
 distributed = pytest.importorskip("distributed")
 
-from analysis.sweep_plots import pareto_front  # noqa: E402
+from analysis.report.sweep_plots import pareto_front  # noqa: E402
 from replay.cli import main  # noqa: E402
-from replay.live.cluster import PairSpec, run_sweep_on_cluster, start_local_cluster  # noqa: E402
-from replay.live.commit import staging_owner  # noqa: E402
 from replay.live.generate import DecodeOptions  # noqa: E402
-from replay.live.grid import config_name, parse_grid  # noqa: E402
-from replay.live.models import load_pair  # noqa: E402
-from replay.live.sweep import run_local_sweep  # noqa: E402
-from replay.live.sweepdir import OUTCOME_COLUMNS  # noqa: E402
-from replay.live.tiny import save_hf_dir  # noqa: E402
+from replay.live.models.load import load_pair  # noqa: E402
+from replay.live.sweep.cluster import PairSpec, run_sweep_on_cluster, start_local_cluster  # noqa: E402
+from replay.live.sweep.commit import staging_owner  # noqa: E402
+from replay.live.sweep.directory import OUTCOME_COLUMNS  # noqa: E402
+from replay.live.sweep.grid import config_name, parse_grid  # noqa: E402
+from replay.live.sweep.runner import run_local_sweep  # noqa: E402
+from replay.testing.tiny import save_hf_dir  # noqa: E402
 
 ROOT = Path(__file__).parents[1]
 GRID = "6,2x2,1x1;1,1,1,1;4,2x1,1;2,1x1;1,1,1@0|0.8"
@@ -67,7 +68,10 @@ def client():
         c.wait_for_workers(WORKERS)
         # Every worker imports torch and transformers in the background while the test goes on
         # (a function of the installed package: workers cannot import this test module in CI).
-        warm = [c.submit(importlib.import_module, "replay.live.sweep", workers=[w], pure=False) for w in c.scheduler_info()["workers"]]
+        warm = [
+            c.submit(importlib.import_module, "replay.live.sweep.runner", workers=[w], pure=False)
+            for w in c.scheduler_info()["workers"]
+        ]
         yield c
         del warm
 
@@ -116,7 +120,11 @@ def test_three_workers_give_the_local_sweep(client, pair, local_reference, tmp_p
 
 def test_a_worker_killed_mid_task_loses_nothing(client, pair, local_reference, tmp_path):
     box = {}
-    runner = threading.Thread(target=lambda: box.update(result=run_sweep_on_cluster(client, pair, CONFIGS, PROMPTS, OPTIONS, tmp_path, repeats=1)))
+    runner = threading.Thread(
+        target=lambda: box.update(
+            result=run_sweep_on_cluster(client, pair, CONFIGS, PROMPTS, OPTIONS, tmp_path, repeats=1)
+        )
+    )
     runner.start()
     victim, deadline = None, time.time() + 120
     while victim is None and time.time() < deadline and runner.is_alive():
@@ -141,9 +149,28 @@ def test_a_worker_killed_mid_task_loses_nothing(client, pair, local_reference, t
 
 def test_a_killed_client_resumes_without_redoing_or_doubling(client, model_dir, local_reference, tmp_path):
     address = client.scheduler.address
-    args = ["sweep", "--draft", str(model_dir / "draft"), "--target", str(model_dir / "target"),
-            "--prompts", str(model_dir / "prompts.jsonl"), "--grid", GRID, "--max-new-tokens", str(OPTIONS.max_new_tokens),
-            "--out", str(tmp_path / "sw"), "--repeats", "1", "--threads", "1", "--no-cost-curve", "--scheduler", address]
+    args = [
+        "sweep",
+        "--draft",
+        str(model_dir / "draft"),
+        "--target",
+        str(model_dir / "target"),
+        "--prompts",
+        str(model_dir / "prompts.jsonl"),
+        "--grid",
+        GRID,
+        "--max-new-tokens",
+        str(OPTIONS.max_new_tokens),
+        "--out",
+        str(tmp_path / "sw"),
+        "--repeats",
+        "1",
+        "--threads",
+        "1",
+        "--no-cost-curve",
+        "--scheduler",
+        address,
+    ]
     dumps = tmp_path / "sw" / "dumps"
     before = kill_sweep_after_rows(args, dumps, rows=2, timeout_s=180)
     assert 2 <= len(before) < len(NAMES)
@@ -158,8 +185,21 @@ def test_a_killed_client_resumes_without_redoing_or_doubling(client, model_dir, 
 
 
 def test_cluster_options_are_checked_before_anything_starts(model_dir, tmp_path, capsys):
-    base = ["sweep", "--draft", str(model_dir / "draft"), "--target", str(model_dir / "target"),
-            "--prompts", str(model_dir / "prompts.jsonl"), "--grid", "2", "--max-new-tokens", "4", "--out", str(tmp_path / "s")]
+    base = [
+        "sweep",
+        "--draft",
+        str(model_dir / "draft"),
+        "--target",
+        str(model_dir / "target"),
+        "--prompts",
+        str(model_dir / "prompts.jsonl"),
+        "--grid",
+        "2",
+        "--max-new-tokens",
+        "4",
+        "--out",
+        str(tmp_path / "s"),
+    ]
     assert main(base + ["--workers", "2", "--devices", "cuda:0"]) == 2
     assert "--workers 2 but 1 --devices" in capsys.readouterr().err
     assert main(base + ["--workers", "0"]) == 2

@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from replay.live.commit import clear_stale, commit, is_committed, staged, staging_owner
+from replay.live.sweep.commit import clear_stale, commit, is_committed, staged, staging_owner
 
 ROOT = Path(__file__).parents[1]
 
@@ -41,14 +41,19 @@ def test_clear_stale_removes_only_dead_owners(tmp_path):
     # A child process stages a result and is SIGKILLed mid-task: its lock dies with it.
     code = textwrap.dedent(f"""
         import time
-        from replay.live.commit import staged
+        from replay.live.sweep.commit import staged
         with staged({str(tmp_path)!r}, "dead") as s:
             (s.path / "half").write_text("x")
             print("ready", flush=True)
             time.sleep(600)
     """)
-    child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert child.stdout.readline().strip() == "ready"
         lock = next(tmp_path.glob(".staging-dead-*.lock"))

@@ -1,14 +1,15 @@
 """The same harness on a CUDA GPU (run by scripts/gpu_check.sh; skipped without CUDA)."""
 
 import pytest
-from tests.live_fixtures import make_pair, torch
 
-from replay.config import TreeConfig
+from replay.core.config import TreeConfig
+from replay.core.tree import Tree, tree_layout
 from replay.live.costs import measure_cost_curve
 from replay.live.forward import causal_visible, forward_tokens, new_cache, tree_visible
 from replay.live.generate import DecodeOptions, speculative_generate, target_generate
-from replay.live.tiny import build_model, tiny_config
-from replay.tree import Tree, tree_layout
+from replay.live.models.random_weights import build_model
+from replay.testing.tiny import tiny_config
+from tests.live_fixtures import make_pair, torch
 
 pytestmark = [
     pytest.mark.cuda,
@@ -17,7 +18,7 @@ pytestmark = [
 
 
 def on_cuda(model):
-    from replay.live.models import wrap_model
+    from replay.live.models.load import wrap_model
 
     return wrap_model(model.module.to("cuda"), model.name + "@cuda")
 
@@ -34,9 +35,17 @@ def test_cuda_tree_forward_equals_per_path_forwards(cuda_pair):
     tree = Tree.from_lists([11, 7, 20, 7, 9], [-1, 0, 0, 1, 1])
     cache = new_cache(target)
     dev = target.device
-    forward_tokens(target, cache, torch.tensor(prefix, device=dev), torch.arange(4, device=dev), causal_visible(0, 4, dev))
+    forward_tokens(
+        target, cache, torch.tensor(prefix, device=dev), torch.arange(4, device=dev), causal_visible(0, 4, dev)
+    )
     mask, depth, _ = tree_layout(tree.parents, tree.depths)
-    logits = forward_tokens(target, cache, torch.from_numpy(tree.tokens).to(dev), torch.from_numpy(4 + depth).to(dev), tree_visible(4, mask, dev))
+    logits = forward_tokens(
+        target,
+        cache,
+        torch.from_numpy(tree.tokens).to(dev),
+        torch.from_numpy(4 + depth).to(dev),
+        tree_visible(4, mask, dev),
+    )
     for u in range(tree.tokens.shape[0]):
         ids = prefix + [int(tree.tokens[v]) for v in tree.path_to(u)]
         with torch.no_grad():
@@ -48,14 +57,18 @@ def test_cuda_tree_forward_equals_per_path_forwards(cuda_pair):
 def test_cuda_greedy_lossless(cuda_pair, draft_dtype):
     draft, target = cuda_pair
     if draft_dtype != torch.float32:
-        from replay.live.models import wrap_model
         import copy
+
+        from replay.live.models.load import wrap_model
 
         draft = wrap_model(copy.deepcopy(draft.module).to(draft_dtype), draft.name + "-bf16")
     opts = DecodeOptions(40)
     for config in (TreeConfig.from_lists([[6], [2, 2], [1, 1]]), TreeConfig.from_lists([[1], [1], [1], [1]])):
         for prompt in ([1, 2, 3, 4], [50, 7]):
-            assert speculative_generate(draft, target, prompt, config, opts).output_ids == target_generate(target, prompt, opts).output_ids
+            assert (
+                speculative_generate(draft, target, prompt, config, opts).output_ids
+                == target_generate(target, prompt, opts).output_ids
+            )
 
 
 def test_cuda_cost_curve_is_measured_with_synchronisation(cuda_pair):
@@ -67,7 +80,13 @@ def test_cuda_cost_curve_is_measured_with_synchronisation(cuda_pair):
 def test_cuda_real_architecture_builds_and_runs():
     cfg = dict(tiny_config("qwen2"), hidden_size=64, num_hidden_layers=2)
     model = build_model(cfg, dtype="bfloat16", device="cuda")
-    logits = forward_tokens(model, new_cache(model), torch.tensor([1, 2], device="cuda"), torch.arange(2, device="cuda"), causal_visible(0, 2, model.device))
+    logits = forward_tokens(
+        model,
+        new_cache(model),
+        torch.tensor([1, 2], device="cuda"),
+        torch.arange(2, device="cuda"),
+        causal_visible(0, 2, model.device),
+    )
     assert logits.shape == (2, cfg["vocab_size"]) and logits.dtype == torch.float32
 
 
@@ -110,11 +129,15 @@ def test_cuda_sampling_is_lossless_end_to_end():
     draft, target = (on_cuda(m) for m in make_pair("qwen2", vocab_size=vocab, seed=3, noise=0.2))
     config = TreeConfig.from_lists([[4], [2, 2], [1, 1]])
     draws = [
-        speculative_generate(draft, target, prompt, config, DecodeOptions(2, temperature=temperature, seed=s), record=False).output_ids
+        speculative_generate(
+            draft, target, prompt, config, DecodeOptions(2, temperature=temperature, seed=s), record=False
+        ).output_ids
         for s in range(1200)
     ]
     with torch.no_grad():
-        p1 = torch.softmax(target.module(input_ids=torch.tensor([prompt], device="cuda")).logits[0, -1].double() / temperature, -1)
+        p1 = torch.softmax(
+            target.module(input_ids=torch.tensor([prompt], device="cuda")).logits[0, -1].double() / temperature, -1
+        )
         seqs = torch.tensor([prompt + [x] for x in range(vocab)], device="cuda")
         p2 = torch.softmax(target.module(input_ids=seqs).logits[:, -1].double() / temperature, -1)
     exact = {(a, b): float(p1[a] * p2[a, b]) for a in range(vocab) for b in range(vocab)}

@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-from tests.live_fixtures import live_qwen_pair, torch  # noqa: F401
 
-from replay.config import TreeConfig
+from replay.core.config import TreeConfig
 from replay.live.draft import draft_keep_indices, draft_tree, select_heads
 from replay.live.forward import cache_length, keep_cache_entries, new_cache
+from tests.live_fixtures import live_qwen_pair, torch  # noqa: F401
 
 COMMITTED = [4, 8, 15, 16, 23, 42]
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]])
@@ -52,7 +52,9 @@ def test_children_are_the_drafts_own_top_k_on_each_path(live_qwen_pair):
             assert np.allclose(rec.scores[row], ref[top].numpy(), atol=1e-5)
             kids = tree.children(int(head))
             assert tree.tokens[kids].tolist() == rec.ids[row, : kids.shape[0]].tolist()
-            assert np.allclose(tree.logprobs[kids], tree.logprobs[head] + rec.scores[row, : kids.shape[0]].astype(np.float64))
+            assert np.allclose(
+                tree.logprobs[kids], tree.logprobs[head] + rec.scores[row, : kids.shape[0]].astype(np.float64)
+            )
 
 
 def test_gamma_threshold_stops_drafting_early(live_qwen_pair):

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.live_fixtures import live_qwen_pair  # noqa: F401
 
-from replay.acceptance import accept_greedy, target_top1_per_node
-from replay.config import TreeConfig, parse_config
+from replay.core.acceptance import accept_greedy, target_top1_per_node
+from replay.core.config import TreeConfig, parse_config
+from replay.core.tree import Tree
+from replay.engine.replayer import replay_directory
 from replay.live.dumps import LIVE_KEY_STRIDE, run_manifest, staged_output_dir, write_run_manifest
 from replay.live.errors import OutputDirError
 from replay.live.generate import DecodeOptions
 from replay.live.run import run_speculative, summarize
-from replay.replayer import replay_directory
-from replay.tree import Tree
+from tests.live_fixtures import live_qwen_pair  # noqa: F401
 
 PROMPTS = [[1, 2, 3, 4], [50, 7], [9, 8, 7, 6, 5]]
 CONFIGS = [
@@ -125,10 +125,32 @@ def test_manifest_describes_the_run(dump):
     assert parse_config(manifest["config"]).tree == config
     for field, value in (("layout", "all"), ("score_kind", "logprob"), ("step0_offset", 1)):
         assert manifest[field] == value
-    for field in ("models", "tokenizer", "dtype", "device", "temperature", "seed", "sequences", "rounds", "totals", "key_rule", "seed_rule"):
+    for field in (
+        "models",
+        "tokenizer",
+        "dtype",
+        "device",
+        "temperature",
+        "seed",
+        "sequences",
+        "rounds",
+        "totals",
+        "key_rule",
+        "seed_rule",
+    ):
         assert field in manifest
     rnd = manifest["rounds"][0]
-    for field in ("key", "sequence", "root_token", "accepted_nodes", "accepted_length", "bonus_token", "committed_tokens", "draft_time_s", "verify_time_s"):
+    for field in (
+        "key",
+        "sequence",
+        "root_token",
+        "accepted_nodes",
+        "accepted_length",
+        "bonus_token",
+        "committed_tokens",
+        "draft_time_s",
+        "verify_time_s",
+    ):
         assert field in rnd
     files = {p.name for p in out.iterdir()}
     assert not any(n.startswith(".") for n in files), "temporary files left behind"

@@ -13,19 +13,25 @@ import pytest
 TREE = '{"gamma": 1, "topKSpec": [[1]], "topHead": [1]}'
 MODELS = ["--draft", "model.gguf", "--target", "model.gguf"]
 COMMANDS = {
-    "generate": ["generate", "--config", "tree.json", "--prompts", "p.txt", "--max-new-tokens", "3", "-o", "out", *MODELS],
+    "generate": [
+        "generate",
+        "--config",
+        "tree.json",
+        "--prompts",
+        "p.txt",
+        "--max-new-tokens",
+        "3",
+        "-o",
+        "out",
+        *MODELS,
+    ],
     "sweep": ["sweep", "--grid", "1", "--prompts", "p.txt", "--max-new-tokens", "3", "-o", "out", *MODELS],
     "cost-curve": ["cost-curve", "--shape", "qwen2.5-0.5b", "-o", "out/cc.json"],
 }
 
 
 def run_without(package: str, argv: list[str], cwd) -> subprocess.CompletedProcess:
-    code = (
-        "import sys\n"
-        f"sys.modules[{package!r}] = None\n"
-        "from replay.cli import main\n"
-        f"sys.exit(main({argv!r}))\n"
-    )
+    code = f"import sys\nsys.modules[{package!r}] = None\nfrom replay.cli import main\nsys.exit(main({argv!r}))\n"
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 

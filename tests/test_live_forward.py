@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from tests.live_fixtures import live_llama_pair, live_qwen_pair, torch  # noqa: F401
 
+from replay.core.tree import Tree, tree_layout
 from replay.live.forward import (
     ALL_ROWS,
     LAST_ROW,
@@ -18,7 +18,7 @@ from replay.live.forward import (
     output_logits,
     tree_visible,
 )
-from replay.tree import Tree, tree_layout
+from tests.live_fixtures import live_llama_pair, live_qwen_pair, torch  # noqa: F401
 
 PREFIX = [3, 17, 42, 8, 5, 29]
 # The article's shape in miniature: root, 3 children, 2 grandchildren under node 1, 1 under node 2,
@@ -37,7 +37,9 @@ def tree_logits(model, prefix, tree, capacity=None):
     n = len(prefix)
     forward_tokens(model, cache, torch.tensor(prefix), torch.arange(n), causal_visible(0, n, model.device))
     mask, depth, _ = tree_layout(tree.parents, tree.depths)
-    logits = forward_tokens(model, cache, torch.from_numpy(tree.tokens), torch.from_numpy(n + depth), tree_visible(n, mask, model.device))
+    logits = forward_tokens(
+        model, cache, torch.from_numpy(tree.tokens), torch.from_numpy(n + depth), tree_visible(n, mask, model.device)
+    )
     return logits, cache
 
 
@@ -59,7 +61,9 @@ def test_causal_forward_with_cache_matches_transformers(pair, request):
     ids = PREFIX + [1, 2, 3]
     cache = new_cache(target)
     a = forward_tokens(target, cache, torch.tensor(ids[:4]), torch.arange(4), causal_visible(0, 4, target.device))
-    b = forward_tokens(target, cache, torch.tensor(ids[4:]), torch.arange(4, len(ids)), causal_visible(4, len(ids) - 4, target.device))
+    b = forward_tokens(
+        target, cache, torch.tensor(ids[4:]), torch.arange(4, len(ids)), causal_visible(4, len(ids) - 4, target.device)
+    )
     ref = plain_logits(target, ids)
     assert torch.allclose(torch.cat([a, b]), ref, atol=1e-5)
     assert cache_length(cache) == len(ids)
@@ -73,7 +77,9 @@ def test_keeping_the_accepted_path_leaves_a_plain_prefix(live_qwen_pair):
     keep_cache_entries(cache, torch.tensor(list(range(n)) + [n + u for u in path]))
     assert cache_length(cache) == n + len(path)
     seq = PREFIX + [int(TREE.tokens[u]) for u in path]
-    nxt = forward_tokens(target, cache, torch.tensor([13]), torch.tensor([len(seq)]), causal_visible(len(seq), 1, target.device))
+    nxt = forward_tokens(
+        target, cache, torch.tensor([13]), torch.tensor([len(seq)]), causal_visible(len(seq), 1, target.device)
+    )
     assert torch.allclose(nxt[0], plain_logits(target, seq + [13])[-1], atol=1e-5)
     crop_cache(cache, 2)
     assert cache_length(cache) == 2
@@ -108,7 +114,9 @@ def test_output_layer_on_selected_rows_equals_those_rows_of_all(live_qwen_pair):
     n = len(ids)
 
     def run(rows):
-        return forward_tokens(target, new_cache(target), torch.tensor(ids), torch.arange(n), causal_visible(0, n, target.device), rows)
+        return forward_tokens(
+            target, new_cache(target), torch.tensor(ids), torch.arange(n), causal_visible(0, n, target.device), rows
+        )
 
     full = run(ALL_ROWS)
     assert torch.allclose(full, plain_logits(target, ids), atol=1e-5)
@@ -153,7 +161,13 @@ def test_static_cache_gives_the_dynamic_caches_logits(pair, request):
     seq = PREFIX + [int(TREE.tokens[u]) for u in path]
     for cache in (dyn, st):
         keep_cache_entries(cache, torch.tensor(list(range(n)) + [n + u for u in path]))
-        nxt = forward_tokens(target, cache, torch.tensor([13, 14]), torch.tensor([len(seq), len(seq) + 1]), causal_visible(len(seq), 2, target.device))
+        nxt = forward_tokens(
+            target,
+            cache,
+            torch.tensor([13, 14]),
+            torch.tensor([len(seq), len(seq) + 1]),
+            causal_visible(len(seq), 2, target.device),
+        )
         assert torch.allclose(nxt, plain_logits(target, seq + [13, 14])[-2:], atol=1e-5)
 
 

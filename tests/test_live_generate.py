@@ -1,10 +1,10 @@
 """Greedy speculative output equals the target's own greedy decoding, token for token."""
 
 import pytest
-from tests.live_fixtures import live_llama_pair, live_qwen_pair, make_pair, torch  # noqa: F401
 
-from replay.config import TreeConfig
+from replay.core.config import TreeConfig
 from replay.live.generate import DecodeOptions, speculative_generate, target_generate
+from tests.live_fixtures import live_llama_pair, live_qwen_pair, make_pair, torch  # noqa: F401
 
 PROMPTS = [[1, 2, 3, 4], [50, 7], [9, 9, 9, 9, 9, 9, 9, 30]]
 CONFIGS = [
@@ -54,7 +54,10 @@ def test_unrelated_draft_is_still_lossless():
     _, target = make_pair("qwen2", seed=0)
     config = TreeConfig.from_lists([[4], [2, 2], [1, 1]])
     opts = DecodeOptions(25)
-    assert speculative_generate(draft, target, PROMPTS[1], config, opts).output_ids == target_generate(target, PROMPTS[1], opts).output_ids
+    assert (
+        speculative_generate(draft, target, PROMPTS[1], config, opts).output_ids
+        == target_generate(target, PROMPTS[1], opts).output_ids
+    )
 
 
 def test_eos_stops_both_loops_at_the_same_place(live_qwen_pair):
@@ -69,7 +72,8 @@ def test_eos_stops_both_loops_at_the_same_place(live_qwen_pair):
 
 def test_cheaper_truncated_draft_is_lossless():
     """A draft with fewer layers than the target (separate cache shapes) changes nothing in the output."""
-    from replay.live.tiny import build_model, damp_late_layers, tiny_config, truncated_draft
+    from replay.live.models.random_weights import build_model
+    from replay.testing.tiny import damp_late_layers, tiny_config, truncated_draft
 
     target = damp_late_layers(build_model(tiny_config("qwen2", 64, layers=4, hidden=64), seed=2), keep=1, factor=0.2)
     draft = truncated_draft(target, layers=1)
@@ -104,7 +108,9 @@ def test_unrecorded_rounds_compute_only_the_rows_acceptance_reads(live_qwen_pair
     rounds = []
     t_rows, d_rows = HeadRows(target), HeadRows(draft)
     try:
-        lean = speculative_generate(draft, target, prompt, config, opts, on_round=lambda r, d, v: rounds.append((d.tree, v)), record=False)
+        lean = speculative_generate(
+            draft, target, prompt, config, opts, on_round=lambda r, d, v: rounds.append((d.tree, v)), record=False
+        )
     finally:
         t_rows.remove(), d_rows.remove()
     assert lean.output_ids == recorded.output_ids == target_generate(target, prompt, opts).output_ids
@@ -124,8 +130,8 @@ def test_unrecorded_rounds_compute_only_the_rows_acceptance_reads(live_qwen_pair
 def test_first_rows_of_the_article_tree():
     """The article's round (DESIGN.md): nodes with children R, A1, A2, B11, B21 and the deepest
     leaves C111, C211; the depth-1 leaves A3..A6 and B12, B22 wait for a second call."""
+    from replay.core.tree import Tree
     from replay.live.verify import first_rows
-    from replay.tree import Tree
 
     tokens = [43107, 41824, 43744, 44298, 34051, 28380, 37539, 41760, 35740, 45315, 41760, 22870, 22870]
     parents = [-1, 0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 7, 9]
@@ -211,10 +217,13 @@ def test_bfloat16_draft_under_float32_target_is_lossless(live_qwen_pair, config)
     is fast. The target decides every token, so the output is the float32 target's own."""
     import copy
 
-    from replay.live.models import wrap_model
+    from replay.live.models.load import wrap_model
 
     draft, target = live_qwen_pair
     bf16 = wrap_model(copy.deepcopy(draft.module).to(torch.bfloat16), draft.name + "-bf16")
     opts = DecodeOptions(max_new_tokens=40)
     for prompt in PROMPTS:
-        assert speculative_generate(bf16, target, prompt, config, opts, record=False).output_ids == target_generate(target, prompt, opts).output_ids
+        assert (
+            speculative_generate(bf16, target, prompt, config, opts, record=False).output_ids
+            == target_generate(target, prompt, opts).output_ids
+        )

@@ -5,12 +5,12 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.live_fixtures import live_llama_pair, live_qwen_pair, torch  # noqa: F401
 
 from replay.live.errors import ModelLoadError
 from replay.live.forward import causal_visible, forward_tokens, new_cache
-from replay.live.models import load_model, parse_dtype
-from replay.live.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir
+from replay.live.models.load import load_model, parse_dtype
+from replay.testing.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir
+from tests.live_fixtures import live_llama_pair, live_qwen_pair, torch  # noqa: F401
 
 IDS = [5, 9, 2, 33, 61, 7]
 
@@ -22,7 +22,9 @@ def plain(model):
 
 def harness(model):
     n = len(IDS)
-    return forward_tokens(model, new_cache(model), torch.tensor(IDS), torch.arange(n), causal_visible(0, n, model.device))
+    return forward_tokens(
+        model, new_cache(model), torch.tensor(IDS), torch.arange(n), causal_visible(0, n, model.device)
+    )
 
 
 @pytest.mark.parametrize("pair", ["live_qwen_pair", "live_llama_pair"])
@@ -89,7 +91,7 @@ def test_installed_transformers_is_within_the_declared_range():
     ],
 )
 def test_default_draft_dtype_is_bfloat16_only_where_it_is_fast(monkeypatch, device, flags, dtype, expected):
-    from replay.live import models
+    from replay.live.models import load as models
 
     monkeypatch.setattr(models, "cpu_flags", lambda: flags)
     assert models.default_draft_dtype(device, dtype) == expected
@@ -98,7 +100,7 @@ def test_default_draft_dtype_is_bfloat16_only_where_it_is_fast(monkeypatch, devi
 def test_models_whose_logits_are_more_than_the_output_layer_are_refused(live_qwen_pair):
     import copy
 
-    from replay.live.models import wrap_model
+    from replay.live.models.load import wrap_model
 
     _, target = live_qwen_pair
     module = copy.deepcopy(target.module)

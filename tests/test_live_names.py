@@ -9,9 +9,9 @@ import pytest
 
 from replay.cli import main
 from replay.live.errors import FetchError, ModelLoadError, ModelNotFetchedError
-from replay.live.model_cache import ENV_CACHE_DIR, model_path
-from replay.live.model_catalogue import DEFAULT_PAIR
-from replay.live.names import ModelPaths, require_both, resolve_model_args
+from replay.live.models.cache import ENV_CACHE_DIR, model_path
+from replay.live.models.catalogue import DEFAULT_PAIR
+from replay.live.models.names import ModelPaths, require_both, resolve_model_args
 
 PAIR = DEFAULT_PAIR
 
@@ -76,7 +76,16 @@ def test_both_models_required():
 )
 def test_cli_not_fetched_is_one_line_exit_2(command, tmp_path, capsys):
     (tmp_path / "p.txt").write_text("hello\n")  # the prompts file is checked first; it must exist
-    argv = command + ["--pair", "qwen2.5-coder", "--models-dir", str(tmp_path), "--prompts", str(tmp_path / "p.txt"), "--max-new-tokens", "4"]
+    argv = command + [
+        "--pair",
+        "qwen2.5-coder",
+        "--models-dir",
+        str(tmp_path),
+        "--prompts",
+        str(tmp_path / "p.txt"),
+        "--max-new-tokens",
+        "4",
+    ]
     if command[0] == "generate":
         (tmp_path / "tree.json").write_text('{"gamma": 1, "topKSpec": [[1]], "topHead": [1]}')
         argv[argv.index("tree.json")] = str(tmp_path / "tree.json")
@@ -86,13 +95,25 @@ def test_cli_not_fetched_is_one_line_exit_2(command, tmp_path, capsys):
 
 
 def test_cli_cost_curve_short_name_not_fetched(tmp_path, capsys):
-    assert main(["cost-curve", "--target", "qwen2.5-coder-1.5b", "--models-dir", str(tmp_path), "--out", "cc.json"]) == 2
+    assert (
+        main(["cost-curve", "--target", "qwen2.5-coder-1.5b", "--models-dir", str(tmp_path), "--out", "cc.json"]) == 2
+    )
     assert "qwen2.5-coder-1.5b' is not fetched" in capsys.readouterr().err
 
 
 def test_cli_without_models_says_what_to_give(tmp_path, capsys):
     (tmp_path / "tree.json").write_text('{"gamma": 1, "topKSpec": [[1]], "topHead": [1]}')
     (tmp_path / "p.txt").write_text("hello\n")
-    argv = ["generate", "--config", str(tmp_path / "tree.json"), "--prompts", str(tmp_path / "p.txt"), "--max-new-tokens", "4", "--out", "o"]
+    argv = [
+        "generate",
+        "--config",
+        str(tmp_path / "tree.json"),
+        "--prompts",
+        str(tmp_path / "p.txt"),
+        "--max-new-tokens",
+        "4",
+        "--out",
+        "o",
+    ]
     assert main(argv) == 2
     assert "give --draft and --target" in capsys.readouterr().err

@@ -6,17 +6,18 @@ line (exit 2) before anything is generated, not with an IndexError mid-run."""
 import json
 
 import pytest
-from tests.live_fixtures import make_pair, torch
 
 from replay.cli import main
-from replay.config import TreeConfig
+from replay.core.config import TreeConfig
 from replay.live.draft import draft_tree
 from replay.live.errors import ModelLoadError
 from replay.live.forward import new_cache
 from replay.live.generate import DecodeOptions
-from replay.live.models import check_pair
+from replay.live.models.load import check_pair
+from replay.live.models.random_weights import build_model
 from replay.live.run import run_speculative
-from replay.live.tiny import build_model, build_word_tokenizer, save_hf_dir, tiny_config
+from replay.testing.tiny import build_word_tokenizer, save_hf_dir, tiny_config
+from tests.live_fixtures import make_pair, torch
 
 VOCAB = 64
 CONFIG = TreeConfig.from_lists([[6], [2, 2], [1, 1]])
@@ -35,7 +36,9 @@ def other_vocab_draft(size):
 def test_smaller_draft_vocabulary_is_refused_before_any_round(pair):
     _, target = pair
     small = other_vocab_draft(48)
-    with pytest.raises(ModelLoadError, match=r"target .* outputs token ids 0\.\.63 but draft .* embeds only ids 0\.\.47"):
+    with pytest.raises(
+        ModelLoadError, match=r"target .* outputs token ids 0\.\.63 but draft .* embeds only ids 0\.\.47"
+    ):
         check_pair(small, target)
     rounds = []
     with pytest.raises(ModelLoadError):  # was: IndexError once the target committed an id >= 48
@@ -50,7 +53,9 @@ def test_larger_draft_vocabulary_is_refused_too(pair):
     large = other_vocab_draft(96)
     drafted = draft_tree(large, new_cache(large), [1, 2, 3, 4, 5, 6, 7, 8], TreeConfig.from_lists([[96]]), record_k=96)
     assert int(drafted.tree.tokens.max()) >= VOCAB  # every id is a child at full width
-    with pytest.raises(ModelLoadError, match=r"draft .* outputs token ids 0\.\.95 but target .* embeds only ids 0\.\.63"):
+    with pytest.raises(
+        ModelLoadError, match=r"draft .* outputs token ids 0\.\.95 but target .* embeds only ids 0\.\.63"
+    ):
         check_pair(large, target)
 
 
@@ -83,11 +88,30 @@ def pair_dirs(pair, tmp_path_factory):
     return d
 
 
-@pytest.mark.parametrize(("draft", "message"), [("small_draft", "embeds only ids 0..47"), ("renamed_draft", "different tokenizers")])
+@pytest.mark.parametrize(
+    ("draft", "message"), [("small_draft", "embeds only ids 0..47"), ("renamed_draft", "different tokenizers")]
+)
 def test_cli_refuses_a_mismatched_pair_with_one_line(pair_dirs, tmp_path, capsys, draft, message):
     d = pair_dirs
-    rc = main(["generate", "--draft", str(d / draft), "--target", str(d / "target"), "--config", str(d / "tree.json"),
-               "--prompts", str(d / "prompts.jsonl"), "--max-new-tokens", "40", "--temperature", "2", "--out", str(tmp_path / "run")])
+    rc = main(
+        [
+            "generate",
+            "--draft",
+            str(d / draft),
+            "--target",
+            str(d / "target"),
+            "--config",
+            str(d / "tree.json"),
+            "--prompts",
+            str(d / "prompts.jsonl"),
+            "--max-new-tokens",
+            "40",
+            "--temperature",
+            "2",
+            "--out",
+            str(tmp_path / "run"),
+        ]
+    )
     err = capsys.readouterr().err  # also holds transformers' "Loading weights" bars
     assert rc == 2 and "Traceback" not in err
     assert [line for line in err.splitlines() if "error" in line] == [err.splitlines()[-1]]

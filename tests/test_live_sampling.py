@@ -10,11 +10,10 @@ visible). The same checks must reject deliberately wrong rules and a wrong ``tar
 
 import numpy as np
 import pytest
-from tests.live_fixtures import make_pair, torch
-from tests.live_stats import miss_bound, tv_check
 
-from replay.acceptance import Acceptance
-from replay.config import TreeConfig
+from replay.core.acceptance import Acceptance
+from replay.core.config import TreeConfig
+from replay.core.vocab import BONUS_CORRECTION, STOP_MISMATCH
 from replay.live import generate, sampling
 from replay.live.draft import draft_tree
 from replay.live.forward import new_cache
@@ -22,7 +21,8 @@ from replay.live.generate import DecodeOptions, _prefill, sequence_rng, speculat
 from replay.live.run import run_baseline, run_speculative
 from replay.live.sampling import accept_sampled
 from replay.live.verify import verify_tree
-from replay.vocab import BONUS_CORRECTION, STOP_MISMATCH
+from tests.live_fixtures import make_pair, torch
+from tests.live_stats import miss_bound, tv_check
 
 ALPHA = 1e-4  # a correct sampler fails a check with probability at most this
 MISS = 1e-6  # each wrong distribution below passes a check with probability at most this (proved)
@@ -125,7 +125,9 @@ def accept_if_in_target_top3(tree, logits, temperature, rng):
         hit = [int(c) for c in tree.children(node) if int(tree.tokens[c]) in top3]
         if not hit:
             bonus = draw(probs[node], rng)
-            return Acceptance(tuple(path), tuple(int(tree.tokens[u]) for u in path), bonus, BONUS_CORRECTION, STOP_MISMATCH)
+            return Acceptance(
+                tuple(path), tuple(int(tree.tokens[u]) for u in path), bonus, BONUS_CORRECTION, STOP_MISMATCH
+            )
         node = hit[0]
         path.append(node)
 
@@ -242,7 +244,9 @@ def test_wrong_rule_fails_end_to_end(small_vocab_pair):
     draft, target = small_vocab_pair
     # Fewer draws suffice: with 2 new tokens this rule always commits the draft's rank-0 pair (a
     # point mass, TV = 1 - P(that pair)), and fewer draws only widen the threshold.
-    check = tv_check(generated_first_two(draft, target, 100, always_rank0), exact_first_two(target, PROMPT, E2E_T), ALPHA)
+    check = tv_check(
+        generated_first_two(draft, target, 100, always_rank0), exact_first_two(target, PROMPT, E2E_T), ALPHA
+    )
     print(check)
     assert not check.passed, check
 
@@ -265,4 +269,3 @@ def test_a_repeated_prompt_gives_independent_samples_reproducibly(small_vocab_pa
     assert run_speculative(draft, target, [[7, 7], PROMPT], CONFIG, options)[1].output_ids == first[1]
     baseline = [g.output_ids for g in run_baseline(target, [PROMPT] * 3, options)]
     assert len(set(baseline)) == 3 and baseline[2] == target_generate(target, PROMPT, options, sequence=2).output_ids
-

@@ -5,13 +5,13 @@ import json
 
 import pandas as pd
 import pytest
-from tests.live_fixtures import live_qwen_pair  # noqa: F401
 
-from replay.config import TreeConfig
+from replay.core.config import TreeConfig
 from replay.live.errors import SweepError
 from replay.live.generate import DecodeOptions
-from replay.live.grid import config_name, load_config_list, parse_grid
-from replay.live.sweep import run_local_sweep
+from replay.live.sweep.grid import config_name, load_config_list, parse_grid
+from replay.live.sweep.runner import run_local_sweep
+from tests.live_fixtures import live_qwen_pair  # noqa: F401
 
 GRID = "6,2x2,1x1;1,1,1,1;4,2x1,1;2,1x1;3|5,1;8"
 PROMPTS = [[1, 2, 3, 4], [50, 7, 8]]
@@ -45,7 +45,10 @@ def test_grid_syntax():
     # '@' alternatives: one config per threshold, 0 = off.
     configs, _ = parse_grid("1,1,1,1@0|0.3|0.5;2,1x1@0.3")
     assert [(c.top_k_spec, c.gamma_threshold) for c in configs] == [
-        (((1,), (1,), (1,), (1,)), 0.0), (((1,), (1,), (1,), (1,)), 0.3), (((1,), (1,), (1,), (1,)), 0.5), (((2,), (1, 1)), 0.3),
+        (((1,), (1,), (1,), (1,)), 0.0),
+        (((1,), (1,), (1,), (1,)), 0.3),
+        (((1,), (1,), (1,), (1,)), 0.5),
+        (((2,), (1, 1)), 0.3),
     ]
     with pytest.raises(SweepError, match="gammaThreshold 'x' is not a number"):
         parse_grid("1,1@0|x")
@@ -53,7 +56,15 @@ def test_grid_syntax():
 
 def test_config_list_file(tmp_path):
     path = tmp_path / "configs.json"
-    path.write_text(json.dumps([{"topKSpec": [[6], [2, 2], [1, 1]]}, {"gamma": 2, "topKSpec": [[1], [1]], "topHead": [1, 1]}, {"topKSpec": [[6], [2, 2], [1, 1]]}]))
+    path.write_text(
+        json.dumps(
+            [
+                {"topKSpec": [[6], [2, 2], [1, 1]]},
+                {"gamma": 2, "topKSpec": [[1], [1]], "topHead": [1, 1]},
+                {"topKSpec": [[6], [2, 2], [1, 1]]},
+            ]
+        )
+    )
     assert [config_name(c) for c in load_config_list(path)] == ["6_2x2_1x1", "1_1"]
 
 
@@ -83,7 +94,9 @@ def test_sweep_is_killed_and_resumed_without_losing_or_redoing_rows(live_qwen_pa
             raise Killed
 
     with pytest.raises(Killed):
-        run_local_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1, resume=True, progress=die_mid_config)
+        run_local_sweep(
+            draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1, resume=True, progress=die_mid_config
+        )
     assert sorted(p.name for p in (tmp_path / "dumps").iterdir()) == sorted(names[:3])
 
     result = run_local_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1, resume=True)
@@ -94,9 +107,23 @@ def test_sweep_is_killed_and_resumed_without_losing_or_redoing_rows(live_qwen_pa
     table = pd.read_parquet(tmp_path / "results.parquet")
     assert table["name"].tolist() == names
     assert pd.read_csv(tmp_path / "results.csv")["name"].tolist() == names
-    for col in ("config", "nodes", "mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance_rate_1",
-                "mean_accepted_length", "tokens_per_s", "speedup", "speedup_min",
-                "speedup_max", "baseline_tokens_per_s", "worker", "device", "session", "load_1m"):
+    for col in (
+        "config",
+        "nodes",
+        "mean_acceptance_length",
+        "draft_acceptance_rate",
+        "per_position_acceptance_rate_1",
+        "mean_accepted_length",
+        "tokens_per_s",
+        "speedup",
+        "speedup_min",
+        "speedup_max",
+        "baseline_tokens_per_s",
+        "worker",
+        "device",
+        "session",
+        "load_1m",
+    ):
         assert col in table.columns
     assert table["identical_to_baseline"].all()
     assert table.loc[table["name"] == "1_1_1_1", "nodes"].item() == 4
@@ -122,9 +149,15 @@ def test_row_numbers_come_from_the_committed_dump(live_qwen_pair, tmp_path):
         assert row["rounds"] == len(rounds)
         assert row["mean_accepted_length"] == pytest.approx(sum(r["accepted_length"] for r in rounds) / len(rounds))
         # bonus included: a live round commits its accepted tokens and the target's, so the dump's committed tokens count it
-        assert row["mean_acceptance_length"] == pytest.approx(sum(len(r["committed_tokens"]) for r in rounds) / len(rounds))
-        assert row["draft_acceptance_rate"] == pytest.approx(sum(r["accepted_length"] for r in rounds) / sum(r["num_nodes"] for r in rounds))
-        assert row["per_position_acceptance_rate_1"] == pytest.approx(sum(r["accepted_length"] >= 1 for r in rounds) / len(rounds))
+        assert row["mean_acceptance_length"] == pytest.approx(
+            sum(len(r["committed_tokens"]) for r in rounds) / len(rounds)
+        )
+        assert row["draft_acceptance_rate"] == pytest.approx(
+            sum(r["accepted_length"] for r in rounds) / sum(r["num_nodes"] for r in rounds)
+        )
+        assert row["per_position_acceptance_rate_1"] == pytest.approx(
+            sum(r["accepted_length"] >= 1 for r in rounds) / len(rounds)
+        )
         t = m["totals"]["timing"]["methods"]
         rate = {k: [tok / sec for tok, sec in zip(v["tokens"], v["seconds"])] for k, v in t.items()}
         ratios = [a / b for a, b in zip(rate["speculative"], rate["target-only"])]
@@ -133,7 +166,10 @@ def test_row_numbers_come_from_the_committed_dump(live_qwen_pair, tmp_path):
         assert row["baseline_tokens_per_s"] == pytest.approx(statistics.median(rate["target-only"]))
         assert row["repeats"] == 3 and row["gamma_threshold"] == (0.9 if row["name"].endswith("_t0.9") else 0.0)
     # The 0.9 threshold stops drafting early in some round (the tiny draft is rarely that sure).
-    steps = [r["draft_steps"] for r in json.loads((tmp_path / "dumps" / "1_1_1_t0.9" / "manifest.json").read_text())["rounds"]]
+    steps = [
+        r["draft_steps"]
+        for r in json.loads((tmp_path / "dumps" / "1_1_1_t0.9" / "manifest.json").read_text())["rounds"]
+    ]
     assert min(steps) < 3
 
 
@@ -155,8 +191,8 @@ def test_timed_run_writes_the_same_dump_as_a_plain_run(live_qwen_pair, tmp_path)
 def test_a_config_finished_twice_is_committed_once(live_qwen_pair, tmp_path):
     """A second run of a committed config (a retried task) is discarded whole: the first result's
     files are untouched, nothing of the second remains, the table has one row."""
-    from replay.live.sweep import run_config
-    from replay.live.sweepdir import DUPLICATE
+    from replay.live.sweep.directory import DUPLICATE
+    from replay.live.sweep.runner import run_config
 
     draft, target = live_qwen_pair
     config = parse_grid("2,1x1")[0][0]
@@ -176,13 +212,19 @@ def test_resume_with_other_settings_is_refused(live_qwen_pair, tmp_path):
     with pytest.raises(SweepError, match="pass --resume"):
         run_local_sweep(draft, target, configs, PROMPTS, OPTIONS, tmp_path, repeats=1)
     with pytest.raises(SweepError, match="other options"):
-        run_local_sweep(draft, target, configs, PROMPTS, DecodeOptions(max_new_tokens=8), tmp_path, repeats=1, resume=True)
+        run_local_sweep(
+            draft, target, configs, PROMPTS, DecodeOptions(max_new_tokens=8), tmp_path, repeats=1, resume=True
+        )
 
 
 def test_pareto_front_keeps_undominated_rows():
-    from analysis.sweep_plots import pareto_front
+    from analysis.report.sweep_plots import pareto_front
 
-    t = pd.DataFrame({"name": list("abcde"), "nodes": [1, 4, 4, 8, 12], "mean_acceptance_length": [1.5, 2.0, 1.8, 2.6, 2.5]})
+    t = pd.DataFrame(
+        {"name": list("abcde"), "nodes": [1, 4, 4, 8, 12], "mean_acceptance_length": [1.5, 2.0, 1.8, 2.6, 2.5]}
+    )
     assert pareto_front(t)["name"].tolist() == ["a", "b", "d"]
-    both = pareto_front(t.assign(tokens_per_s=[5, 6, 7, 4, 3]), "mean_acceptance_length", "tokens_per_s", x_is_cost=False)
+    both = pareto_front(
+        t.assign(tokens_per_s=[5, 6, 7, 4, 3]), "mean_acceptance_length", "tokens_per_s", x_is_cost=False
+    )
     assert both["name"].tolist() == ["d", "b", "c"]

@@ -36,13 +36,27 @@ def test_warm_up_then_every_prompt_runs_every_method_in_a_rotating_order():
     # Written out by hand: warm-up of each method on prompt 0, then step s = pass * 2 + prompt runs
     # the methods rotated left by s.
     want = [
-        ("A", 0, WARMUP), ("B", 0, WARMUP), ("C", 0, WARMUP),
-        ("A", 0, 0), ("B", 0, 0), ("C", 0, 0),  # step 0
-        ("B", 1, 0), ("C", 1, 0), ("A", 1, 0),  # step 1
-        ("C", 0, 1), ("A", 0, 1), ("B", 0, 1),  # step 2
-        ("A", 1, 1), ("B", 1, 1), ("C", 1, 1),  # step 3
-        ("B", 0, 2), ("C", 0, 2), ("A", 0, 2),  # step 4
-        ("C", 1, 2), ("A", 1, 2), ("B", 1, 2),  # step 5
+        ("A", 0, WARMUP),
+        ("B", 0, WARMUP),
+        ("C", 0, WARMUP),
+        ("A", 0, 0),
+        ("B", 0, 0),
+        ("C", 0, 0),  # step 0
+        ("B", 1, 0),
+        ("C", 1, 0),
+        ("A", 1, 0),  # step 1
+        ("C", 0, 1),
+        ("A", 0, 1),
+        ("B", 0, 1),  # step 2
+        ("A", 1, 1),
+        ("B", 1, 1),
+        ("C", 1, 1),  # step 3
+        ("B", 0, 2),
+        ("C", 0, 2),
+        ("A", 0, 2),  # step 4
+        ("C", 1, 2),
+        ("A", 1, 2),
+        ("B", 1, 2),  # step 5
     ]
     assert log == want
     assert [(t.call.method, t.call.prompt, t.call.repeat) for t in timing.trials] == want

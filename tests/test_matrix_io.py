@@ -8,9 +8,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from replay.errors import DumpError
-from replay.matrix_io import RawSpec, read_matrix
-from replay.ptfile import load_pt
+from replay.io.formats.matrix_io import RawSpec, read_matrix
+from replay.io.formats.ptfile import load_pt
+from replay.util.errors import DumpError
 
 IDS = np.array([[41760, 35740, 7], [45315, 41760, 8]], dtype=np.int64)
 
@@ -132,7 +132,7 @@ def test_scores_probability_and_logprob_detection(tmp_path):
     with pytest.raises(DumpError, match=r"\(scores\): log-probabilities must be <= 0"):
         read_matrix(p, "draft")
     np.savez(p, ids=IDS, scores=np.ones((3, 3)))
-    with pytest.raises(DumpError, match=r"\(scores\): shape \(3, 3\) differs"):
+    with pytest.raises(DumpError, match=r"\(scores\): the scores are 3 rows × 3 columns, the ids 2 rows × 3 columns"):
         read_matrix(p, "draft")
 
 
@@ -141,7 +141,11 @@ def test_companion_scores_and_parents_files(tmp_path):
     (tmp_path / "draft_step_1_5_5.scores").write_text("0.6 0.4\n0.7 0.3\n")
     (tmp_path / "draft_step_1_5_5.parents").write_text("2\n1\n")
     m = read_matrix(
-        tmp_path / "draft_step_1_5_5", "draft", None, tmp_path / "draft_step_1_5_5.scores", tmp_path / "draft_step_1_5_5.parents"
+        tmp_path / "draft_step_1_5_5",
+        "draft",
+        None,
+        tmp_path / "draft_step_1_5_5.scores",
+        tmp_path / "draft_step_1_5_5.parents",
     )
     assert m.parents.tolist() == [2, 1]
     assert m.logp[1, 0] == pytest.approx(math.log(0.7))

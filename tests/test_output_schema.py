@@ -11,10 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import api
-from replay import records
-from replay.cli import main
-from replay.replayer import replay_directory
+from replay.cli import api, main
+from replay.core import records
+from replay.engine.replayer import replay_directory
 
 SAMPLES = ["sample_dumps/article_round", "sample_dumps/synthetic_article"]
 COLS = list(records.COLUMNS)
@@ -34,12 +33,16 @@ def _loaded(sample: str, tmp_path, capsys) -> dict[str, pd.DataFrame]:
     for cmd in ("replay", "batch"):
         text = _stdout([cmd, sample, "--json"], capsys)
         got[f"{cmd} --json"] = records.read_json(io.StringIO(text))  # the documented one-liner
-        got[f"{cmd} --json, plain pandas"] = records.normalize_frame(pd.read_json(io.StringIO(text), lines=True, dtype=records.JSON_DTYPES))
+        got[f"{cmd} --json, plain pandas"] = records.normalize_frame(
+            pd.read_json(io.StringIO(text), lines=True, dtype=records.JSON_DTYPES)
+        )
     for ext in ("csv", "parquet"):
         path = tmp_path / f"rounds.{ext}"
         assert main(["batch", sample, "-o", str(path), "--no-progress"]) == 0
         capsys.readouterr()
-        got[f"batch -o .{ext}"] = records.read_csv(path) if ext == "csv" else records.normalize_frame(pd.read_parquet(path))
+        got[f"batch -o .{ext}"] = (
+            records.read_csv(path) if ext == "csv" else records.normalize_frame(pd.read_parquet(path))
+        )
     got["batch -o .csv, plain pandas"] = records.normalize_frame(
         pd.read_csv(tmp_path / "rounds.csv", converters=records.CSV_CONVERTERS, dtype=records.CSV_DTYPES)
     )
@@ -49,7 +52,9 @@ def _loaded(sample: str, tmp_path, capsys) -> dict[str, pd.DataFrame]:
     got["stats export .csv"] = records.read_csv(export / "rounds.csv")
     text = _stdout(["stats", sample, "--table", "rounds", "--csv", "--no-progress"], capsys)
     got["stats --table rounds --csv"] = records.read_csv(io.StringIO(text))
-    got["stats --table rounds --json"] = records.read_json(io.StringIO(_stdout(["stats", sample, "--table", "rounds", "--json", "--no-progress"], capsys)))
+    got["stats --table rounds --json"] = records.read_json(
+        io.StringIO(_stdout(["stats", sample, "--table", "rounds", "--json", "--no-progress"], capsys))
+    )
     got["api rounds_table"] = records.normalize_frame(api.rounds_table(api.load(sample)))
     return got
 
@@ -68,7 +73,9 @@ def test_per_round_outputs_agree(sample, tmp_path, capsys):
         assert frame["accepted_tokens"].tolist() == [list(r.acceptance.accepted_tokens) for r in ref], what
         assert frame["committed_tokens"].tolist() == [list(r.acceptance.committed_tokens) for r in ref], what
         assert frame["num_committed"].tolist() == [len(r.acceptance.committed_tokens) for r in ref], what
-        assert frame["bonus_token"].tolist() == [pd.NA if r.acceptance.bonus_token is None else r.acceptance.bonus_token for r in ref], what
+        assert frame["bonus_token"].tolist() == [
+            pd.NA if r.acceptance.bonus_token is None else r.acceptance.bonus_token for r in ref
+        ], what
         assert frame["bonus_kind"].tolist() == [r.acceptance.bonus_kind for r in ref], what
         assert frame["notes"].tolist() == [list(r.notes) for r in ref], what
         pd.testing.assert_frame_equal(frame, got["replay --json"][COLS], check_dtype=False, obj=what)
@@ -80,7 +87,12 @@ def test_article_round_by_hand(tmp_path, capsys):
     row = frame.iloc[0]
     assert (row["round"], row["key_a"], row["key_b"], row["shape"]) == ("124_140", 124, 140, "[6]|[2,2]|[1,1]")
     assert row["accepted_tokens"] == [41824, 41760, 22870] and row["accepted_nodes"] == [1, 7, 11]
-    assert row["accepted_length"] == 3 and row["num_committed"] == 3 and pd.isna(row["bonus_token"]) and row["bonus_kind"] is None
+    assert (
+        row["accepted_length"] == 3
+        and row["num_committed"] == 3
+        and pd.isna(row["bonus_token"])
+        and row["bonus_kind"] is None
+    )
 
 
 def test_summary_json_one_liners(capsys):
@@ -95,7 +107,9 @@ def test_summary_json_one_liners(capsys):
 
 
 def test_compare_csv_top_head_round_trips(capsys):
-    text = _stdout(["compare", "sample_dumps/article_round", "--configs", "[[4],[1,1]]", "--csv", "--no-progress"], capsys)
+    text = _stdout(
+        ["compare", "sample_dumps/article_round", "--configs", "[[4],[1,1]]", "--csv", "--no-progress"], capsys
+    )
     table = pd.read_csv(io.StringIO(text), converters={"top_head": json.loads})  # docs/output-schema.md
     # the recorded config's topHead (sample_dumps/article_round/config.json) and the given one's
     # (a topKSpec list alone: one head per width listed, [[4],[1,1]] -> [1,2])
@@ -136,7 +150,7 @@ def test_output_schema_md_names_exactly_the_columns_the_data_has(sample, capsys)
     line = _stdout(["replay", sample, "--json"], capsys).splitlines()[0]
     assert list(json.loads(line)) == documented  # what a user's file holds
     rounds = json.loads(_stdout(["stats", sample, "--table", "rounds", "--json", "--no-progress"], capsys))
-    from analysis.tables import ANALYSIS_COLUMNS
+    from analysis.tables.build import ANALYSIS_COLUMNS
 
     assert list(rounds[0]) == documented + _doc_analysis_columns()
     assert _doc_analysis_columns() == list(ANALYSIS_COLUMNS)
@@ -145,7 +159,7 @@ def test_output_schema_md_names_exactly_the_columns_the_data_has(sample, capsys)
 def test_output_schema_md_names_the_values_the_data_uses(capsys):
     """The words the doc gives for selection, stop, bonus_kind and layout are the code's words, and
     the bundled samples use no other."""
-    from replay import vocab
+    from replay.core import vocab
 
     words = {
         "selection": {vocab.SELECT_PATH_PROB, vocab.SELECT_PARENTS, vocab.SELECT_FALLBACK, vocab.SELECT_ROOT},
@@ -180,5 +194,7 @@ def test_summary_object_keys_are_the_documented_ones(capsys):
     sample = "sample_dumps/synthetic_article"
     stats = json.loads(_stdout(["stats", sample, "--json", "--no-progress"], capsys))
     assert set(stats) == listed("specreplay stats DUMP...") - {"run"}  # "run → tree config" names the configs' keys
-    rec = json.loads(_stdout(["recommend", sample, "--budget", "6", "--bootstrap", "5", "--json", "--no-progress"], capsys))
+    rec = json.loads(
+        _stdout(["recommend", sample, "--budget", "6", "--bootstrap", "5", "--json", "--no-progress"], capsys)
+    )
     assert listed("specreplay recommend DUMP") <= set(rec)

@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replay.batch_synth import synth_run
 from replay.cli import main
-from replay.config import TreeConfig
-from replay.dumpwrite import StepRecord, write_round, write_text_matrix
-from replay.errors import DumpError
-from replay.packed import PackedRun, is_packed_run, pack_batches, pack_directory
-from replay.replayer import ReplayOptions, replay_directory
-from replay.runs import iter_run_results, open_run, replay_run
-from replay.synth import default_hit_probs, synth_round, write_synthetic_run
+from replay.core.config import TreeConfig
+from replay.engine.replayer import ReplayOptions, replay_directory
+from replay.engine.runs import iter_run_results, open_run, replay_run
+from replay.io.dumpwrite import StepRecord, write_round, write_text_matrix
+from replay.io.packed.pack import PackedRun, is_packed_run, pack_batches, pack_directory
+from replay.testing.batch_synth import synth_run
+from replay.testing.synth import default_hit_probs, synth_round, write_synthetic_run
+from replay.util.errors import DumpError, NoRoundsError
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_dumps"
@@ -156,7 +156,7 @@ def test_raw_binary_dump_packs_with_its_options(tmp_path):
         for r, row in enumerate(rows):
             mat[r, : len(row)] = [int(v) for v in row]
         (d / (src.name + ".bin")).write_bytes(mat.tobytes())
-    opts = ReplayOptions(raw=__import__("replay.matrix_io", fromlist=["RawSpec"]).RawSpec.parse("int32:8"))
+    opts = ReplayOptions(raw=__import__("replay.io.formats.matrix_io", fromlist=["RawSpec"]).RawSpec.parse("int32:8"))
     direct = replay_directory(d, opts)
     assert len(direct.results) == 1 and direct.results[0].acceptance.accepted_length == 3
     run = tmp_path / "raw.run"
@@ -200,7 +200,7 @@ def test_packed_synthetic_run_matches_reference(tmp_path):
 
 def test_replay_time_options_apply_to_packed_runs(messy, packed):
     """--config (here a dynamic tree) and --layout are replay-time options: same results both ways."""
-    from replay.config import SpecConfig
+    from replay.core.config import SpecConfig
 
     dynamic = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2], tree_type=1)
     for opts in (ReplayOptions(config=SpecConfig((dynamic,))), ReplayOptions(layout="parents")):
@@ -215,12 +215,11 @@ def test_empty_and_junk_directories_pack(tmp_path):
     d.mkdir()
     (d / "config.json").write_text('{"gamma": 1, "topKSpec": [[2]], "topHead": [1]}')
     (d / "readme.dat").write_text("nothing here\n")
-    summary = pack_directory(d, tmp_path / "junk.run")
-    assert summary.rounds == 0 and summary.groups == 0 and summary.skipped == 1
-    direct, via_pack = replay_directory(d), replay_directory(tmp_path / "junk.run")
-    assert via_pack.results == () and via_pack.skipped == direct.skipped
-    rep = replay_run(tmp_path / "junk.run")
-    assert len(rep.result) == 0 and rep.skipped == direct.skipped
+    with pytest.raises(
+        NoRoundsError, match="no round could be packed"
+    ) as caught:  # a packed run of nothing helps no one
+        pack_directory(d, tmp_path / "junk.run")
+    assert caught.value.skipped == replay_directory(d).skipped and not (tmp_path / "junk.run").exists()
 
 
 def test_batch_table_output(packed, tmp_path, capsys):

@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 from replay.cli import main
-from replay.errors import DumpError
-from replay.packed import PackedRun, pack_directory
-from replay.replayer import replay_directory
-from replay.runs import iter_run_results, open_run, replay_run
+from replay.engine.replayer import replay_directory
+from replay.engine.runs import iter_run_results, open_run, replay_run
+from replay.io.packed.pack import PackedRun, pack_directory
+from replay.util.errors import DumpError
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_dumps" / "synthetic_article"
 ROUNDS = 40
@@ -34,7 +34,13 @@ _NAME = re.compile(r"^(?:draft_step_\d+|validate)_(\d+)_(\d+)\.npz$")
 
 def copy_sample(dst: Path, rounds: int = ROUNDS) -> Path:
     """The first ``rounds`` rounds (key order) of the synthetic sample, with its manifest."""
-    keys = sorted({(int(m[1]), int(m[2])) for p in SAMPLE.iterdir() if (m := _NAME.match(p.name)) and p.name.startswith("validate")})
+    keys = sorted(
+        {
+            (int(m[1]), int(m[2]))
+            for p in SAMPLE.iterdir()
+            if (m := _NAME.match(p.name)) and p.name.startswith("validate")
+        }
+    )
     keep = set(keys[:rounds])
     dst.mkdir(parents=True)
     manifest = json.loads((SAMPLE / "manifest.json").read_text())
@@ -123,7 +129,10 @@ def test_flipped_bit_in_validate_ids_is_skipped_not_replayed(base, run, capsys):
         lines = json_lines(out)
         assert len(lines) == ROUNDS - BLOCK and all(r in good for r in lines)
         assert victim["round"] not in [r["round"] for r in lines]
-        assert re.search(r"skipped block 1 of group g000 \(8 rounds\): \S*g000/v_ids\.npy \(block 1\): bytes \d+-\d+ do not match", err), err
+        assert re.search(
+            r"skipped block 1 of group g000 \(8 rounds\): \S*g000/v_ids\.npy \(block 1\): bytes \d+-\d+ do not match",
+            err,
+        ), err
 
 
 def test_packed_json_edit_is_an_error(run, capsys):
@@ -150,8 +159,14 @@ def test_meta_checksum_follows_the_documented_recipe(base, run, capsys):
     [
         (lambda r: (r / "g000" / "s1_ids.npy").unlink(), r"g000/s1_ids\.npy: missing"),
         (lambda r: flip_bit(r / "g000" / "v_logp.npy", 30, 1), r"g000/v_logp\.npy \((header|size)\)"),
-        (lambda r: (r / "g001" / "keys.npy").write_bytes((r / "g001" / "keys.npy").read_bytes()[:-5]), r"g001/keys\.npy \(size\)"),
-        (lambda r: _swap(r / "g000" / "v_ids.npy", r / "g000" / "v_logp.npy"), r"g000/v_ids\.npy \(header\): header says <f4 \[5, 13, 4, 8\].*packed\.json <i4"),
+        (
+            lambda r: (r / "g001" / "keys.npy").write_bytes((r / "g001" / "keys.npy").read_bytes()[:-5]),
+            r"g001/keys\.npy \(size\)",
+        ),
+        (
+            lambda r: _swap(r / "g000" / "v_ids.npy", r / "g000" / "v_logp.npy"),
+            r"g000/v_ids\.npy \(header\): header says <f4 \[5, 13, 4, 8\].*packed\.json <i4",
+        ),
         (lambda r: (r / "manifest.json").write_text("{}"), r"manifest\.json: differs"),
         (lambda r: shutil.copy(r / "manifest.json", r / "config.json"), r"config\.json: was added after packing"),
     ],
@@ -211,13 +226,25 @@ def test_repeated_ordinal_is_an_error(run, capsys):
         (lambda b: b.__setitem__("rounds", -1), "(rounds): expected an integer >= 0, got -1"),
         (lambda b: b.__setitem__("rounds", 10**15), "(rounds): 1000000000000000, expected packed_rounds + unreadable"),
         (lambda b: b["groups"][0].__setitem__("rounds", 10**12), "(groups[0].blocks): 5, but 1000000000000 rounds"),
-        (lambda b: b["groups"][0]["arrays"]["v_ids"].__setitem__("shape", [5, 13, 4, 2**40]), "(groups[0].arrays.v_ids.shape[3]): expected an integer in"),
-        (lambda b: b["groups"][0]["arrays"]["v_ids"].__setitem__("shape", [5, 13, 400000, 8]), "(groups[0].arrays.v_ids.bytes)"),
-        (lambda b: b["groups"][0]["arrays"]["v_ids"].__setitem__("file", "../../etc/passwd"), "(groups[0].arrays.v_ids.file): expected g000/v_ids.npy"),
+        (
+            lambda b: b["groups"][0]["arrays"]["v_ids"].__setitem__("shape", [5, 13, 4, 2**40]),
+            "(groups[0].arrays.v_ids.shape[3]): expected an integer in",
+        ),
+        (
+            lambda b: b["groups"][0]["arrays"]["v_ids"].__setitem__("shape", [5, 13, 400000, 8]),
+            "(groups[0].arrays.v_ids.bytes)",
+        ),
+        (
+            lambda b: b["groups"][0]["arrays"]["v_ids"].__setitem__("file", "../../etc/passwd"),
+            "(groups[0].arrays.v_ids.file): expected g000/v_ids.npy",
+        ),
         (lambda b: b["groups"][0]["arrays"]["v_ids"].__setitem__("dtype", "|O"), "(groups[0].arrays.v_ids.dtype)"),
         (lambda b: b["groups"][0]["arrays"].pop("ordinal"), "(groups[0].arrays): missing ['ordinal']"),
         (lambda b: b["groups"][1].__setitem__("exts", [".npz"]), "(groups[1].exts): expected a list of 3 strings"),
-        (lambda b: b["unreadable"].append({"ordinal": 99, "key": None, "what": "x", "reason": "y", "paths": []}), "(unreadable[0].ordinal)"),
+        (
+            lambda b: b["unreadable"].append({"ordinal": 99, "key": None, "what": "x", "reason": "y", "paths": []}),
+            "(unreadable[0].ordinal)",
+        ),
         (lambda b: b.__setitem__("version", 1), "(version): 1 is not supported"),
     ],
 )
@@ -246,7 +273,9 @@ def test_verify_pack_exit_codes(base, run, capsys):
     flip_bit(run / "g002" / "root.npy", -1)
     code, out, err = cli(["verify-pack", str(run)], capsys)
     assert code == 2 and err.count("\n") == 1 and "2 problem(s)" in err
-    assert re.search(r"g000/s2_logp\.npy \(block 3\): bytes", out) and re.search(r"g002/root\.npy \(block 0\): bytes", out)
+    assert re.search(r"g000/s2_logp\.npy \(block 3\): bytes", out) and re.search(
+        r"g002/root\.npy \(block 0\): bytes", out
+    )
 
 
 def test_streaming_readers_skip_bad_blocks(base, run):
@@ -273,14 +302,14 @@ def test_only_round_in_a_bad_block(base, run, capsys):
     flip_bit(run / "g000" / "v_logp.npy", cell_offset(run, "g000", "v_logp", 2, (3, 1, 5)), 2)
     for cmd in ("replay", "batch"):
         code, out, err = cli([cmd, str(run), "--json", "--round", f"{inside[0]}_{inside[1]}"], capsys)
-        assert code == 1 and out == "" and "skipped block 2 of group g000" in err, cmd
+        assert code == 2 and out == "" and "skipped block 2 of group g000" in err, cmd  # nothing replayed: an error
         assert cli([cmd, str(run), "--json", "--round", f"{outside[0]}_{outside[1]}"], capsys) == cli(
             [cmd, str(base), "--json", "--round", f"{outside[0]}_{outside[1]}"], capsys
         )
     # the keys themselves unreadable: the block may hold any round, so it is listed, not "no round"
     flip_bit(run / "g000" / "keys.npy", cell_offset(run, "g000", "keys", 2, (0, 0)), 0)
     code, _, err = cli(["replay", str(run), "--json", "--round", "1_2"], capsys)
-    assert code == 1 and "skipped block 2 of group g000" in err
+    assert code == 2 and "skipped block 2 of group g000" in err and "no round could be replayed" in err
     code, _, err = cli(["replay", str(base), "--json", "--round", "1_2"], capsys)
     assert code == 2 and "--round 1_2: no such round" in err
 
@@ -340,14 +369,25 @@ def _json_path_and_parent(body, data):
 
 
 JSON_VALUES = st.one_of(
-    st.integers(-(2**70), 2**70), st.integers(-3, 70), st.none(), st.booleans(), st.text(max_size=12),
-    st.floats(allow_nan=False, allow_infinity=False), st.lists(st.integers(-2, 40), max_size=5), st.just({}),
+    st.integers(-(2**70), 2**70),
+    st.integers(-3, 70),
+    st.none(),
+    st.booleans(),
+    st.text(max_size=12),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.lists(st.integers(-2, 40), max_size=5),
+    st.just({}),
 )
 
 
 def _mutate(run: Path, files: list[str], data) -> str:
     """Apply one random kind of damage to ``run``; returns a description for failure reports."""
-    kind = data.draw(st.sampled_from(["flip", "flip", "flip", "truncate", "delete", "append", "swap", "zero", "json", "json", "json"]), label="kind")
+    kind = data.draw(
+        st.sampled_from(
+            ["flip", "flip", "flip", "truncate", "delete", "append", "swap", "zero", "json", "json", "json"]
+        ),
+        label="kind",
+    )
     name = data.draw(st.sampled_from(files), label="file")
     path = run / name
     if not path.exists():
@@ -394,7 +434,11 @@ def _mutate(run: Path, files: list[str], data) -> str:
     return f"{kind} {name} at {pos}"
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 @given(data=st.data())
 def test_fuzz_damage_is_visible_or_harmless(base, fuzz_site, data):
     """Random damage: nothing escapes, nothing tracebacks, a printed result is the intact run's.

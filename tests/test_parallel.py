@@ -1,4 +1,4 @@
-"""replay.parallel.ordered_map: order, bounded look-ahead, errors, worker death, serial fallback."""
+"""replay.util.parallel.ordered_map: order, bounded look-ahead, errors, worker death, serial fallback."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from replay.parallel import WINDOW_PER_WORKER, WorkerDiedError, default_workers, ordered_map, resolve_workers
+from replay.util.parallel import WINDOW_PER_WORKER, WorkerDiedError, default_workers, ordered_map, resolve_workers
 
 
 def _slow_square(x: int) -> int:

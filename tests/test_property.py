@@ -4,8 +4,8 @@ import math
 
 from hypothesis import given, settings, strategies as st
 
-from replay.replayer import replay_round
-from replay.rounds import Round
+from replay.engine.replayer import replay_round
+from replay.io.rounds import Round
 from tests.simple_replay import simple_replay
 from tests.strategies import tree_configs
 
@@ -48,7 +48,9 @@ def test_replay_matches_simple_implementation(case):
     cfg, steps, validate, logp, parents, layout = case
     rnd = Round.from_lists(steps, validate, step_logp=logp, step_parents=parents, layout=layout)
     res = replay_round(rnd, cfg)
-    nodes, tokens, bonus, kind, stop = simple_replay(steps, validate, cfg.top_k_spec, cfg.top_head, logp, parents, layout)
+    nodes, tokens, bonus, kind, stop = simple_replay(
+        steps, validate, cfg.top_k_spec, cfg.top_head, logp, parents, layout
+    )
     assert list(res.acceptance.accepted_nodes) == nodes
     assert list(res.acceptance.accepted_tokens) == tokens
     assert res.acceptance.bonus_token == bonus

@@ -14,9 +14,9 @@ import gc
 import pytest
 
 from replay.live.errors import ModelNotFetchedError
-from replay.live.model_cache import ENV_CACHE_DIR
-from replay.live.model_catalogue import DEFAULT_PAIR
-from replay.live.names import resolve_model, resolve_pair
+from replay.live.models.cache import ENV_CACHE_DIR
+from replay.live.models.catalogue import DEFAULT_PAIR
+from replay.live.models.names import resolve_model, resolve_pair
 
 pytestmark = [pytest.mark.real_models, pytest.mark.slow]
 
@@ -43,7 +43,7 @@ def pair_paths():
 
 
 def test_tokenizers_identical(pair_paths):
-    from replay.live.gguf_load import compare_tokenizers, load_gguf_tokenizer
+    from replay.live.models.gguf_load import compare_tokenizers, load_gguf_tokenizer
 
     draft, target = (load_gguf_tokenizer(path) for path in pair_paths)
     assert compare_tokenizers(draft, target) == []
@@ -54,7 +54,7 @@ def test_tokenizers_identical(pair_paths):
 def test_model_loads_and_runs(pair_paths, name):
     import torch
 
-    from replay.live.gguf_load import load_gguf_model
+    from replay.live.models.gguf_load import load_gguf_model
 
     model, tokenizer = load_gguf_model(resolve_model(name), "float32")
     try:
@@ -89,9 +89,9 @@ def test_greedy_speculation_is_lossless_on_the_real_pair(pair_paths):
     Dump-recording rounds (every output row) and lean rounds (only the rows acceptance reads) alike."""
     import torch
 
-    from replay.config import TreeConfig
+    from replay.core.config import TreeConfig
     from replay.live.generate import DecodeOptions, speculative_generate, target_generate
-    from replay.live.models import load_pair, wrap_model
+    from replay.live.models.load import load_pair, wrap_model
     from replay.live.stdprompts import std_prompts
 
     draft, target = load_pair(*pair_paths)
@@ -111,7 +111,9 @@ def test_greedy_speculation_is_lossless_on_the_real_pair(pair_paths):
                     config = TreeConfig(gamma=len(head), top_k_spec=tuple(map(tuple, spec)), top_head=tuple(head))
                     for record in (True, False):
                         got = speculative_generate(d, target, ids, config, options, record=record)
-                        assert got.output_ids == want, f"{d.dtype_name} draft / {name} / record={record}: {got.output_ids} != {want}"
+                        assert got.output_ids == want, (
+                            f"{d.dtype_name} draft / {name} / record={record}: {got.output_ids} != {want}"
+                        )
                         assert got.target_forwards <= LOSSLESS_TOKENS
     finally:
         del draft, target

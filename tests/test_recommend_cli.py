@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from analysis.recommend import compare_predictions, recommend_runs
-from replay.cli.cmd_recommend import progress_bars
-from replay.batch_synth import synth_run
+from analysis.shapes.recommend import compare_predictions, recommend_runs
 from replay.cli import main
-from replay.config import TreeConfig
-from replay.packed import pack_batches
+from replay.cli.cmd_recommend import progress_bars
+from replay.core.config import TreeConfig
+from replay.io.packed.pack import pack_batches
+from replay.testing.batch_synth import synth_run
 
 CFG = TreeConfig.from_lists([[4], [2, 2], [1, 1]], [1, 2, 2])
 
@@ -20,7 +20,12 @@ CFG = TreeConfig.from_lists([[4], [2, 2], [1, 1]], [1, 2, 2])
 @pytest.fixture(scope="module")
 def packed(tmp_path_factory):
     out = tmp_path_factory.mktemp("cli") / "run"
-    pack_batches(synth_run(CFG, 2000, seed=2, early_stop_rate=0.05), out, block_rounds=512, manifest={"config": CFG.to_json(), "layout": "all"})
+    pack_batches(
+        synth_run(CFG, 2000, seed=2, early_stop_rate=0.05),
+        out,
+        block_rounds=512,
+        manifest={"config": CFG.to_json(), "layout": "all"},
+    )
     return str(out)
 
 
@@ -36,12 +41,28 @@ def test_progress_goes_to_stderr_and_no_progress_silences_it(packed, capsys):
 
 def test_depths_without_data_are_refused_unless_extrapolating(packed, capsys):
     # the run records 3 steps: acceptance is estimated at depths 0..2, trees up to depth 3
-    assert main(["recommend", packed, "--budget", "10", "--max-depth", "5", "--bootstrap", "10", "--json", "--no-progress"]) in (0, 1)
+    assert main(
+        ["recommend", packed, "--budget", "10", "--max-depth", "5", "--bootstrap", "10", "--json", "--no-progress"]
+    ) in (0, 1)
     obj = json.loads(capsys.readouterr().out)
     assert obj["max_depth"] == 3 and obj["model"]["supported_depth"] == 3
     assert all(s["depth"] <= 3 and not s["extrapolated"] for s in obj["by_block_efficiency"])
     assert any("refused depths beyond 3" in n for n in obj["notes"])
-    assert main(["recommend", packed, "--budget", "10", "--max-depth", "5", "--bootstrap", "10", "--json", "--no-progress", "--extrapolate"]) in (0, 1)
+    assert main(
+        [
+            "recommend",
+            packed,
+            "--budget",
+            "10",
+            "--max-depth",
+            "5",
+            "--bootstrap",
+            "10",
+            "--json",
+            "--no-progress",
+            "--extrapolate",
+        ]
+    ) in (0, 1)
     obj = json.loads(capsys.readouterr().out)
     assert obj["max_depth"] == 5 and any("extrapolated from the deepest estimated depth" in n for n in obj["notes"])
 
@@ -74,7 +95,7 @@ def test_refused_comparison_rows_are_not_judged(packed):
 def test_a_disagreeing_prediction_is_a_warning_not_exit_1(packed, capsys, monkeypatch, agree):
     """Exit 1 means skipped input in every command; a prediction the replay disproves is a finding
     (agree = NO in the table) and a warning line, with exit 0 when no input was skipped."""
-    from analysis.recommend import ShapeCheck
+    from analysis.shapes.recommend import ShapeCheck
 
     monkeypatch.setattr(ShapeCheck, "agree", property(lambda self: agree))
     code = main(["recommend", packed, "--budget", "6", "--bootstrap", "10", "--no-progress"])

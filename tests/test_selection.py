@@ -1,4 +1,4 @@
-"""The selection rule (replay.selection): hand-derived orders, and every form against the scalar one."""
+"""The selection rule (replay.core.selection): hand-derived orders, and every form against the scalar one."""
 
 from __future__ import annotations
 
@@ -8,10 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from analysis.tables import node_facts
-from replay.replayer import replay_round
-from replay.rounds import Round
-from replay.selection import (
+from analysis.tables.build import node_facts
+from replay.core.selection import (
     first_true,
     invalid_parents_columns,
     parents_are_valid,
@@ -22,7 +20,9 @@ from replay.selection import (
     selection_order,
     top_k_columns,
 )
-from replay.vocab import SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT
+from replay.core.vocab import SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT
+from replay.engine.replayer import replay_round
+from replay.io.rounds import Round
 from tests.test_property import random_round
 
 # Few distinct values so that ties are frequent; -0.0 equals 0.0, -inf is a valid key.
@@ -106,7 +106,13 @@ def test_vectorised_top_k_matches_the_scalar_rule(case):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(1, 4).flatmap(lambda h: st.tuples(st.integers(1, 5), st.lists(st.lists(st.integers(-2, 6), min_size=h, max_size=h), min_size=1, max_size=6))))
+@given(
+    st.integers(1, 4).flatmap(
+        lambda h: st.tuples(
+            st.integers(1, 5), st.lists(st.lists(st.integers(-2, 6), min_size=h, max_size=h), min_size=1, max_size=6)
+        )
+    )
+)
 def test_vectorised_parent_check_matches_the_scalar_one(case):
     level, rounds = case
     local = np.array(rounds, dtype=np.int64).T  # [h, C]
@@ -126,7 +132,7 @@ def test_first_true_is_the_first_true_row(rows):
 @settings(max_examples=150, deadline=None)
 @given(random_round())
 def test_level_ranks_put_the_expanded_nodes_first_in_selection_order(case):
-    """analysis.tables ranks a level by the same rule that replay.rebuild expanded it with."""
+    """analysis.tables.build ranks a level by the same rule that replay.engine.rebuild expanded it with."""
     cfg, steps, validate, logp, _, layout = case
     res = replay_round(Round.from_lists(steps, validate, step_logp=logp, layout=layout), cfg)
     facts = node_facts(res)

@@ -7,20 +7,33 @@ import json
 import numpy as np
 import pytest
 
-from analysis.recommend import recommend, subtree_measure
-from analysis.recommend_render import recommend_section
-from analysis.shape_dumps import scan_run
-from analysis.subtree import is_contained, replay_subconfig
+from analysis.compare.subtree import is_contained, replay_subconfig
+from analysis.shapes.dumps import scan_run
+from analysis.shapes.recommend import recommend, subtree_measure
+from analysis.shapes.recommend_render import recommend_section
 from replay.cli import main
-from replay.config import TreeConfig, grid_item
-from replay.live.grid import parse_grid
-from replay.replayer import replay_directory
+from replay.core.config import TreeConfig, grid_item
+from replay.engine.replayer import replay_directory
+from replay.live.sweep.grid import parse_grid
 
 SAMPLE = "sample_dumps/synthetic_article"
 
 
 def test_cli_text(capsys):
-    rc = main(["recommend", SAMPLE, "--budget", "8", "--bootstrap", "30", "--verify-cost", "0.35,0.04", "--draft-cost", "0.02"])
+    rc = main(
+        [
+            "recommend",
+            SAMPLE,
+            "--budget",
+            "8",
+            "--bootstrap",
+            "30",
+            "--verify-cost",
+            "0.35,0.04",
+            "--draft-cost",
+            "0.02",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc in (0, 1)
     assert "top shapes by expected block efficiency" in out and "top shapes by modelled speedup" in out
@@ -45,7 +58,7 @@ def test_contained_shapes_are_measured_exactly(sample, capsys):
     rows = [c for c in rec.comparisons if c.label != "recorded trees"]
     contained = [c for c in rows if is_contained(c.config, sample.tree)]
     assert len(contained) >= 4  # the recorded config and the best contained shapes
-    for c in contained:  # every contained shape is replayed by analysis.subtree and decided here
+    for c in contained:  # every contained shape is replayed by analysis.compare.subtree and decided here
         assert c.measured is not None and c.measured.decided and c.agree is not None, c.to_json()
         assert c.measured.rounds == 300 and c.measured.lower == c.measured.upper == c.measured.mean_accepted
     assert all(c.measured is None and c.agree is None for c in rows if c not in contained)
@@ -59,7 +72,7 @@ def test_contained_shapes_are_measured_exactly(sample, capsys):
 def test_undecidable_rounds_give_bounds_and_no_verdict(sample):
     # [6]|[1,1]|[1,1] is contained but its own selection leaves the recording in some rounds
     # (docs/analysis.md); the bounds are compare's lo..hi, aggregated here by hand from the
-    # per-round outcomes of analysis.subtree, and the batch path (analysis.subtree_batch) agrees
+    # per-round outcomes of analysis.compare.subtree, and the batch path (analysis.compare.subtree_batch) agrees
     cfg = TreeConfig.from_lists([[6], [1, 1], [1, 1]], [1, 2, 2])
     outs = [replay_subconfig(r, cfg, 0.0, None, sample.tree.gamma) for r in sample.results]
     undecidable = sum(not o.decided for o in outs)
@@ -72,7 +85,9 @@ def test_undecidable_rounds_give_bounds_and_no_verdict(sample):
     assert m.lower < m.upper
     (batch,) = scan_run(SAMPLE).measure_many([cfg])
     assert (batch.undecidable, batch.rounds) == (m.undecidable, m.rounds)
-    assert (batch.lower, batch.upper, batch.mean_accepted, batch.se) == pytest.approx((m.lower, m.upper, m.mean_accepted, m.se))
+    assert (batch.lower, batch.upper, batch.mean_accepted, batch.se) == pytest.approx(
+        (m.lower, m.upper, m.mean_accepted, m.se)
+    )
 
 
 def test_live_command_for_shapes_not_contained(sample, capsys):
@@ -107,8 +122,8 @@ def test_report_has_recommendation(tmp_path):
 
 def test_agreement_with_undecidable_rounds_is_judged_on_both_bounds():
     """pred BE 3.0 (se .05), measured se .05: tolerance 1.96·hypot(.05, .05) = 0.1386."""
-    from analysis.recommend import Measured, ShapeCheck
-    from replay.config import TreeConfig
+    from analysis.shapes.recommend import Measured, ShapeCheck
+    from replay.core.config import TreeConfig
 
     cfg = TreeConfig.from_lists([[2]])
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.recommend import recommend_runs
+from analysis.shapes.recommend import recommend_runs
+from replay.io.packed.pack import pack_batches
 from tests.shape_builders import enumerate_configs
-from replay.packed import pack_batches
 from tests.shape_oracle import COLS, HIT, RECORDED, synth_batch, true_probability, true_value
 
 ROUNDS = 40_000
@@ -26,7 +26,9 @@ def packed(tmp_path_factory):
 
 def brute_force(budget: int, depth: int):
     """(true value, config) of every expressible config, best first."""
-    return sorted(((true_value(c), c) for c in enumerate_configs(budget, depth, COLS, limit=10**6)), key=lambda t: -t[0])
+    return sorted(
+        ((true_value(c), c) for c in enumerate_configs(budget, depth, COLS, limit=10**6)), key=lambda t: -t[0]
+    )
 
 
 def acceptance_order_optimum(budget: int, depth: int):
@@ -53,7 +55,12 @@ def test_first_shape_matches_the_true_optimum(packed, budget):
     rec = recommend_runs([packed], budget=budget, bootstrap=50)
     first = rec.search.by_block_efficiency[0]
     assert first.exact
-    assert true_value(first.config) >= best_value - 0.01, (first.config.short(), true_value(first.config), ranked[0][1].short(), best_value)
+    assert true_value(first.config) >= best_value - 0.01, (
+        first.config.short(),
+        true_value(first.config),
+        ranked[0][1].short(),
+        best_value,
+    )
     # its prediction is the truth within sampling error
     assert abs(first.expected_accepted - true_value(first.config)) < 0.02
     # the premise: ranking nodes by acceptance instead of the draft's order picks a worse shape here

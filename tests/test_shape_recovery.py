@@ -8,15 +8,15 @@ import os
 import numpy as np
 import pytest
 
-from analysis.recommend import Measured, compare_predictions, mean_se, recommend, subtree_measure
-from analysis.shape_counts import collect_visits
-from analysis.shape_model import estimate_model
+from analysis.shapes.counts import collect_visits
+from analysis.shapes.model import estimate_model
+from analysis.shapes.paths import engine_paths
+from analysis.shapes.recommend import Measured, compare_predictions, mean_se, recommend, subtree_measure
+from analysis.shapes.search import search_shapes
+from replay.core.config import TreeConfig
+from replay.engine.replayer import replay_directory
+from replay.testing.synth import write_synthetic_run
 from tests.shape_builders import model_from_hits
-from analysis.shape_paths import engine_paths
-from analysis.shape_search import search_shapes
-from replay.config import TreeConfig
-from replay.replayer import replay_directory
-from replay.synth import write_synthetic_run
 
 # Non-separable in (depth, rank), so no two nodes of a level tie; draft probabilities equal to the
 # hit rows make the engine's path-probability selection rank nodes as the model does.
@@ -51,7 +51,9 @@ def test_estimate_matches_known_model(wide_replay):
     assert model.num_rounds == 1500
     for d in range(3):
         # 27 cells: an individual 95% interval may miss, so check width and closeness instead
-        assert np.all(model.lo[d, 0, :3] <= model.hi[d, 0, :3]) and np.all(model.hi[d, 0, :3] - model.lo[d, 0, :3] < 0.25)
+        assert np.all(model.lo[d, 0, :3] <= model.hi[d, 0, :3]) and np.all(
+            model.hi[d, 0, :3] - model.lo[d, 0, :3] < 0.25
+        )
         assert np.abs(model.p[d, 0, :3] - HIT[d, :3]).max() < 0.06
 
 
@@ -90,7 +92,7 @@ def test_recommend_end_to_end_recorded_rows_agree(wide_replay):
     rec = recommend([wide_replay], BUDGET, bootstrap=60)
     recorded = [c for c in rec.comparisons if c.label.startswith("recorded")]
     assert len(recorded) == 2 and all(c.agree for c in recorded)
-    # contained shapes are replayed exactly from the wide dump (analysis.subtree)
+    # contained shapes are replayed exactly from the wide dump (analysis.compare.subtree)
     contained = [c for c in rec.comparisons if c.label.startswith("contained#")]
     assert contained and all(c.measured is not None and c.measured.decided and c.agree for c in contained)
     measure = subtree_measure(wide_replay.results, wide_replay.tree)
@@ -99,6 +101,6 @@ def test_recommend_end_to_end_recorded_rows_agree(wide_replay):
 
 
 def _paths(res):
-    from analysis.recommend import round_paths
+    from analysis.shapes.recommend import round_paths
 
     return [p for p in round_paths(res) if p]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.costmodel import CostModel
-from analysis.shape_model import ShapeModel, pava_nonincreasing
+from analysis.cost.model import CostModel
+from analysis.shapes.model import ShapeModel, pava_nonincreasing
+from analysis.shapes.paths import config_from_paths, engine_paths, render_shape
+from analysis.shapes.search import best_first, search_shapes
+from replay.util.errors import SpecReplayError
 from tests.shape_builders import enumerate_configs, model_from_hits
-from analysis.shape_paths import config_from_paths, engine_paths, render_shape
-from analysis.shape_search import best_first, search_shapes
-from replay.errors import SpecReplayError
 
 COLS = 4
 
@@ -120,7 +120,9 @@ def test_cost_curve_and_speedup():
     assert cost.t_verify(10) == pytest.approx(0.75)
     assert cost.t_verify(32) == pytest.approx(1.0 + 16 * 0.5 / 12)
     lin = CostModel.linear(0.1, 0.01, 0.02)
-    assert lin.t_verify(9) == pytest.approx(0.19) and lin.t_verify(1) == pytest.approx(0.11) and lin.draft_step_s == 0.02
+    assert (
+        lin.t_verify(9) == pytest.approx(0.19) and lin.t_verify(1) == pytest.approx(0.11) and lin.draft_step_s == 0.02
+    )
     assert lin.with_draft_step(0.5).draft_step_s == 0.5 and lin.with_draft_step(0.5).t_verify(9) == pytest.approx(0.19)
     with pytest.raises(SpecReplayError):
         CostModel.linear(0.1, -0.01, 0.0)
@@ -139,7 +141,14 @@ def random_draft_model(seed: int) -> ShapeModel:
     rng = np.random.default_rng(seed)
     depths = 3
     p = np.stack([np.stack([rng.dirichlet(np.ones(COLS + 1))[:COLS] for _ in range(COLS)]) for _ in range(depths)])
-    lp = np.log(np.stack([np.stack([np.sort(rng.dirichlet(np.ones(COLS + 1)))[::-1][:COLS] for _ in range(COLS)]) for _ in range(depths)]))
+    lp = np.log(
+        np.stack(
+            [
+                np.stack([np.sort(rng.dirichlet(np.ones(COLS + 1)))[::-1][:COLS] for _ in range(COLS)])
+                for _ in range(depths)
+            ]
+        )
+    )
     z = np.zeros((depths, COLS))
     return ShapeModel(p, p, p, z.astype(np.int64), z.astype(bool), np.zeros(depths, bool), 0, 0, None, lp)
 
@@ -178,7 +187,10 @@ def test_search_with_draft_order_and_unsorted_rows_equals_brute_force(seed):
         assert shape.expected_accepted == pytest.approx(draft_value(shape.config, model), abs=1e-12)
         assert shape.expected_accepted == pytest.approx(by_n[shape.num_nodes], abs=1e-12)
     assert result.by_block_efficiency[0].expected_accepted == pytest.approx(max(by_n.values()), abs=1e-12)
-    speed = sorted(((v + 1) * cost.t_verify(1) / cost.round_cost(cfg.gamma, cfg.num_nodes) for v, cfg in values.values()), reverse=True)
+    speed = sorted(
+        ((v + 1) * cost.t_verify(1) / cost.round_cost(cfg.gamma, cfg.num_nodes) for v, cfg in values.values()),
+        reverse=True,
+    )
     assert [s.speedup for s in result.by_speedup] == pytest.approx(speed[:4], abs=1e-12)
     # the relaxation bounds every config
     assert all(v <= result.bound + 1e-12 for v, _ in values.values())
@@ -187,12 +199,14 @@ def test_search_with_draft_order_and_unsorted_rows_equals_brute_force(seed):
 @pytest.mark.parametrize("seed", range(4))
 def test_best_contained_configs_equal_brute_force(seed):
     """best_configs(within=...) = the top configs by value among those a recording contains."""
-    from analysis.shape_search import best_configs, fits_within
-    from replay.config import TreeConfig
+    from analysis.shapes.search import best_configs, fits_within
+    from replay.core.config import TreeConfig
 
     model = random_draft_model(500 + seed)
     recorded = TreeConfig.from_lists([[4], [2, 1, 1], [1, 1]], [1, 3, 2])
-    truth = sorted((draft_value(c, model) for c in enumerate_configs(8, 3, COLS) if fits_within(c, recorded)), reverse=True)
+    truth = sorted(
+        (draft_value(c, model) for c in enumerate_configs(8, 3, COLS) if fits_within(c, recorded)), reverse=True
+    )
     found = best_configs(model, 8, 3, 5, within=recorded)
     assert all(fits_within(c, recorded) for _, c in found)
     assert [v for v, _ in found] == pytest.approx(truth[:5], abs=1e-12)

@@ -1,4 +1,4 @@
-"""The batch statistics pass (analysis.shape_dumps.scan_run) counts exactly what the reference
+"""The batch statistics pass (analysis.shapes.dumps.scan_run) counts exactly what the reference
 (collect_visits over replayed RoundResults) counts, and the estimator and its bootstrap do what
 docs/shape-search.md says, checked on hand-made tables."""
 
@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.shape_dumps import dump_from_replay, scan_run
-from analysis.shape_counts import MISS, ShapeStats, count_tables
-from analysis.shape_model import bootstrap, estimate_cells, model_from_stats
-from replay.batch_synth import synth_run
-from replay.config import TreeConfig
-from replay.packed import pack_batches
-from replay.replayer import replay_directory
+from analysis.shapes.counts import MISS, ShapeStats, count_tables
+from analysis.shapes.dumps import dump_from_replay, scan_run
+from analysis.shapes.model import bootstrap, estimate_cells, model_from_stats
+from replay.core.config import TreeConfig
+from replay.engine.replayer import replay_directory
+from replay.io.packed.pack import pack_batches
+from replay.testing.batch_synth import synth_run
 
 REAL = Path(__file__).resolve().parent.parent / "sample_dumps" / "qwen2.5-coder"
 
@@ -52,7 +52,11 @@ def assert_same(a: dict, b: dict) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    ["sample_dumps/synthetic_article", "sample_dumps/article_round", *(str(REAL / n) for n in ("article", "wide", "deep", "chain4"))],
+    [
+        "sample_dumps/synthetic_article",
+        "sample_dumps/article_round",
+        *(str(REAL / n) for n in ("article", "wide", "deep", "chain4")),
+    ],
 )
 def test_batch_statistics_equal_the_reference(path):
     assert_same(totals(scan_run(path)), totals(dump_from_replay(replay_directory(path))))
@@ -61,7 +65,12 @@ def test_batch_statistics_equal_the_reference(path):
 def test_batch_statistics_on_a_packed_run_with_early_stops(tmp_path):
     cfg = TreeConfig.from_lists([[4], [2, 2], [1, 1]], [1, 2, 2])
     out = tmp_path / "run"
-    pack_batches(synth_run(cfg, 3000, seed=4, early_stop_rate=0.2), out, block_rounds=1024, manifest={"config": cfg.to_json(), "layout": "all"})
+    pack_batches(
+        synth_run(cfg, 3000, seed=4, early_stop_rate=0.2),
+        out,
+        block_rounds=1024,
+        manifest={"config": cfg.to_json(), "layout": "all"},
+    )
     batch = scan_run(str(out))
     ref = dump_from_replay(replay_directory(out))
     assert batch.stats.rounds == 3000
@@ -82,7 +91,15 @@ def test_estimator_pools_thin_rows_and_copies_empty_depths():
     assert p[1, 0].tolist() == [0.5, 0.2] and not pooled[1, 0]
     assert pooled[1, 1] and p[1, 1].tolist() == pytest.approx([21 / 50, 14 / 50]) and n_used[1, 1] == 50
     assert src.tolist() == [0, 1, 1]  # depth 2 copies depth 1
-    stats = ShapeStats(n[None].astype(np.int64), k[None].astype(np.int64), np.array([100]), np.zeros((3, 2, 2)), np.zeros((3, 2, 2), np.int64), 100, 3)
+    stats = ShapeStats(
+        n[None].astype(np.int64),
+        k[None].astype(np.int64),
+        np.array([100]),
+        np.zeros((3, 2, 2)),
+        np.zeros((3, 2, 2), np.int64),
+        100,
+        3,
+    )
     model = model_from_stats(stats, 30)
     assert model.supported_depth == 2 and model.extrapolated.tolist() == [False, False, True]
     assert model.draft_logp is None  # no scores: the engine order falls back to the acceptance order
@@ -95,7 +112,9 @@ def test_count_tables_by_hand():
     hit = np.array([1, MISS, 0, 3])
     n, k = count_tables(group, depth, own, hit, 2, 2, 3)
     assert n[0, 0, 0] == 1 and n[0, 1, 2] == 1 and n[1, 0, 0] == 1 and n[1, 1, 1] == 1 and n.sum() == 4
-    assert k[0, 0, 0, 1] == 1 and k[1, 0, 0, 0] == 1 and k.sum() == 2  # a miss and a rank beyond 3 columns count nothing
+    assert (
+        k[0, 0, 0, 1] == 1 and k[1, 0, 0, 0] == 1 and k.sum() == 2
+    )  # a miss and a rank beyond 3 columns count nothing
 
 
 def test_bootstrap_resamples_groups():
@@ -103,7 +122,15 @@ def test_bootstrap_resamples_groups():
     the binomial over groups (a resample takes group A j times out of 2)."""
     n = np.array([[[100.0]], [[100.0]]])
     k = np.array([[[[80.0]]], [[[20.0]]]])
-    stats = ShapeStats(n.astype(np.int64), k.astype(np.int64), np.array([50, 50]), np.zeros((1, 1, 1)), np.zeros((1, 1, 1), np.int64), 100, 1)
+    stats = ShapeStats(
+        n.astype(np.int64),
+        k.astype(np.int64),
+        np.array([50, 50]),
+        np.zeros((1, 1, 1)),
+        np.zeros((1, 1, 1), np.int64),
+        100,
+        1,
+    )
     model = model_from_stats(stats, 30)
     assert model.p[0, 0, 0] == pytest.approx(0.5)
     boots = bootstrap(model, 2000, seed=1)

@@ -1,5 +1,5 @@
-"""The vectorised sub-shape replay (analysis.subtree_batch) decides exactly as the reference
-(analysis.subtree.replay_subconfig) on random dumps: same decided flag and bounds, every round,
+"""The vectorised sub-shape replay (analysis.compare.subtree_batch) decides exactly as the reference
+(analysis.compare.subtree.replay_subconfig) on random dumps: same decided flag and bounds, every round,
 every contained config tried. The dumps come from the batch property test's strategy (ties,
 -inf scores, no scores, explicit parents, dynamic trees, early stops, defects)."""
 
@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from analysis.subtree import contained_configs, replay_subconfig
-from analysis.subtree_batch import replay_contained
-from replay.batch import ERR_OK, batch_from_rounds, expanded_nodes, replay_batch
-from replay.config import TREE_DYNAMIC, TreeConfig
-from replay.replayer import replay_round
-from replay.runs import open_run
+from analysis.compare.subtree import contained_configs, replay_subconfig
+from analysis.compare.subtree_batch import replay_contained
+from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.engine.batch import ERR_OK, batch_from_rounds, expanded_nodes, replay_batch
+from replay.engine.replayer import replay_round
+from replay.engine.runs import open_run
 from tests.test_batch_property import runs
 
 
@@ -32,9 +32,11 @@ def check_contained(cfg: TreeConfig, batches, subs) -> int:
                 got = replay_contained(b, r, exp, shape, sub, cfg.gamma)
                 for i in range(len(b)):
                     ref = replay_subconfig(replay_round(b.round_at(i), cfg), sub, 0.0, None, cfg.gamma)
-                    assert (bool(got.decided[i]), int(got.lower[i]), int(got.upper[i])) == (ref.decided, ref.lower, ref.upper), (
-                        sub.short(), sub.top_head, i, ref.reason
-                    )
+                    assert (bool(got.decided[i]), int(got.lower[i]), int(got.upper[i])) == (
+                        ref.decided,
+                        ref.lower,
+                        ref.upper,
+                    ), (sub.short(), sub.top_head, i, ref.reason)
                     compared += 1
     return compared
 

@@ -1,4 +1,4 @@
-"""The bulk text reader (replay.textbatch) against the reference reader and the scalar replay.
+"""The bulk text reader (replay.io.formats.textbatch) against the reference reader and the scalar replay.
 
 Two oracles: ``matrix_io.parse_text_matrix`` for single files (a file the bulk parser takes must give
 the reference's matrix, and one the reference refuses must never be taken), and the scalar
@@ -18,17 +18,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import replay.textbatch as textbatch
-from replay.batch_synth import SynthSpec, synth_batch
+import replay.io.formats.textbatch as textbatch
 from replay.cli import main
-from replay.config import TreeConfig
-from replay.errors import DumpError
-from replay.fastread import ReadOptions, batch_signature, plan_items, read_chunk, round_paths
-from replay.grouping import group_directory
-from replay.matrix_io import parse_text_matrix
-from replay.records import record_of
-from replay.replayer import ReplayOptions, replay_directory
-from replay.runs import replay_run
+from replay.core.config import TreeConfig
+from replay.core.records import record_of
+from replay.engine.replayer import ReplayOptions, replay_directory
+from replay.engine.runs import replay_run
+from replay.io.fastread import ReadOptions, batch_signature, plan_items, read_chunk, round_paths
+from replay.io.formats.matrix_io import parse_text_matrix
+from replay.io.grouping import group_directory
+from replay.testing.batch_synth import SynthSpec, synth_batch
+from replay.util.errors import DumpError
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTICLE_DIR = ROOT / "sample_dumps" / "article_round"
@@ -38,7 +38,21 @@ CONFIGS = (
     TreeConfig.from_lists([[1], [1], [1], [1]], [1, 1, 1, 1]),
     TreeConfig.from_lists([[4]], [1]),
 )
-HOSTILE_CELLS = ("+5", "1.5", "1e3", "0x10", "1-2", "--3", "-", "99999999999999999999", "1000000000000000000", "１", "٣", "1_000", "nan")
+HOSTILE_CELLS = (
+    "+5",
+    "1.5",
+    "1e3",
+    "0x10",
+    "1-2",
+    "--3",
+    "-",
+    "99999999999999999999",
+    "1000000000000000000",
+    "１",
+    "٣",
+    "1_000",
+    "nan",
+)
 
 
 def reference_matrix(data: bytes) -> np.ndarray | None:
@@ -52,12 +66,16 @@ def reference_matrix(data: bytes) -> np.ndarray | None:
 def random_text(rng: np.random.Generator) -> bytes:
     """A small id matrix as text, formatted in one of the ways engines and editors write it."""
     rows, cols = int(rng.integers(1, 5)), int(rng.integers(1, 5))
-    pool = np.array([0, 7, 41824, -1, 2**31 - 1, 2**31, -(2**31) - 1, 10**16, -(10**16)], dtype=np.int64)  # <= MAX_DIGITS chars
+    pool = np.array(
+        [0, 7, 41824, -1, 2**31 - 1, 2**31, -(2**31) - 1, 10**16, -(10**16)], dtype=np.int64
+    )  # <= MAX_DIGITS chars
     vals = rng.choice(pool, size=(rows, cols)) if rng.random() < 0.5 else rng.integers(-5, 50000, size=(rows, cols))
     sep = str(rng.choice([" ", "  ", "\t", ",", ", ", " ,", ",,"]))
     lines = []
     for row in vals:
-        cells = [("00" if rng.random() < 0.1 and v < 10**15 else "") + str(int(v)) if v >= 0 else str(int(v)) for v in row]
+        cells = [
+            ("00" if rng.random() < 0.1 and v < 10**15 else "") + str(int(v)) if v >= 0 else str(int(v)) for v in row
+        ]
         lines.append(("  " if rng.random() < 0.2 else "") + sep.join(cells) + (" \t" if rng.random() < 0.2 else ""))
         if rng.random() < 0.1:
             lines.append(str(rng.choice(["", "   ", ",", " , "])))
@@ -109,7 +127,22 @@ def test_fast_parse_equals_reference_or_declines():
     assert 0 < taken_hostile < len(hostile)  # some edits stay in the subset (a leading blank), most do not
 
 
-@pytest.mark.parametrize("data", [b"", b"\n\n", b" , \n", b"1 2\n3\n", b"1\r\n2\n", b"\xef\xbb\xbf1\n", b"-\n", b"1 -\n", b"12345678901234567890\n", b"1+2\n", b"#1\n"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\n\n",
+        b" , \n",
+        b"1 2\n3\n",
+        b"1\r\n2\n",
+        b"\xef\xbb\xbf1\n",
+        b"-\n",
+        b"1 -\n",
+        b"12345678901234567890\n",
+        b"1+2\n",
+        b"#1\n",
+    ],
+)
 def test_fast_parse_declines_odd_files(data):
     assert not textbatch.parse_id_texts([b"1 2\n", data, b"3 4\n"]).ok[1]
 
@@ -121,13 +154,19 @@ def reference_output(d: Path, argv: tuple[str, ...] = ()) -> tuple[int, str, str
     """(exit, stdout, stderr) that `replay DIR --json` owes: the scalar replay, record by record."""
     opts = ReplayOptions(step0_offset=None)
     if argv:
-        from replay.cli.options import options_from_args
         from replay.cli import build_parser
+        from replay.cli.options import options_from_args
 
         opts = options_from_args(build_parser().parse_args(["replay", str(d), *argv]))
     rep = replay_directory(d, opts)
     out = "".join(json.dumps(record_of(r).to_json()) + "\n" for r in rep.results)
-    err = "".join(f"specreplay: skipped {s.what}: {s.reason}\n" for s in rep.skipped)
+    err = "".join(f"specreplay: {w}\n" for w in rep.warnings) + "".join(
+        f"specreplay: skipped {s.what}: {s.reason}\n" for s in rep.skipped
+    )
+    if not rep.results:  # nothing replayed: an error, after the reasons (replay.cli.options.no_rounds_error)
+        from replay.cli.options import no_rounds_error
+
+        return 2, out, err + f"specreplay: error: {no_rounds_error(rep.directory, rep.skipped)}\n"
     return (1 if rep.skipped else 0), out, err
 
 
@@ -138,10 +177,10 @@ def cli_output(d: Path, argv: tuple[str, ...] = ()) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def fast_rounds(d: Path) -> int:
+def fast_rounds(d: Path, step0_offset: tuple[int, int] = (1, 1)) -> int:
     """Rounds of ``d`` that the bulk reader takes (the rest go to the reference reader)."""
     items = round_paths(plan_items(group_directory(d), {}))
-    batches, _ = textbatch.read_text_batches(str(d), items, (1, 1), None, False)
+    batches, _ = textbatch.read_text_batches(str(d), items, step0_offset, None, False)
     return sum(len(b) for b in batches)
 
 
@@ -152,17 +191,25 @@ def write_matrix(path: Path, ids: np.ndarray, rng: np.random.Generator, shift: i
     path.write_text("\n".join(sep.join(str(int(v)) for v in row) for row in ids) + "\n")
 
 
-def write_random_dir(d: Path, seed: int) -> None:
-    """Rounds of one config, some early-stopped or of another shape, as plain text."""
+def write_random_dir(d: Path, seed: int, step0_shift: int = 1) -> None:
+    """Rounds of one config, some early-stopped or of another shape, as plain text; step 0 named
+    ``step0_shift`` positions before its round (the article's rule: 1)."""
     rng = np.random.default_rng(seed)
     cfg = CONFIGS[seed % len(CONFIGS)]
     (d / "config.json").write_text(json.dumps(cfg.to_json()))
     for j in range(3):
         other = CONFIGS[int(rng.integers(0, len(CONFIGS)))] if j == 2 else cfg  # may not fit cfg: rejected rounds
         spec = SynthSpec(
-            other, int(rng.integers(2, 7)), steps=int(rng.integers(1, other.gamma + 1)), seed=seed * 10 + j, with_scores=False,
-            layout=str(rng.choice(["all", "parents"])), extra_cols=int(rng.integers(0, 3)), target_cols=int(rng.integers(1, 3)),
-            vocab=int(rng.choice([1000, 50000])), first_key=100 + 1000 * j,
+            other,
+            int(rng.integers(2, 7)),
+            steps=int(rng.integers(1, other.gamma + 1)),
+            seed=seed * 10 + j,
+            with_scores=False,
+            layout=str(rng.choice(["all", "parents"])),
+            extra_cols=int(rng.integers(0, 3)),
+            target_cols=int(rng.integers(1, 3)),
+            vocab=int(rng.choice([1000, 50000])),
+            first_key=100 + 1000 * j,
         )
         shift = 2**32 if seed % 4 == 1 else 0
         batch = synth_batch(spec)
@@ -170,7 +217,8 @@ def write_random_dir(d: Path, seed: int) -> None:
             rnd = batch.round_at(i)
             a, b = rnd.key
             for s, m in enumerate(rnd.steps):
-                write_matrix(d / (f"draft_step_{s}_{a - 1}_{b - 1}" if s == 0 else f"draft_step_{s}_{a}_{b}"), m.ids, rng, shift)
+                name = f"draft_step_{s}_{a - step0_shift}_{b - step0_shift}" if s == 0 else f"draft_step_{s}_{a}_{b}"
+                write_matrix(d / name, m.ids, rng, shift)
             write_matrix(d / f"validate_{a}_{b}", rnd.validate.ids, rng, shift)
 
 
@@ -226,6 +274,27 @@ def test_hostile_text_dir(tmp_path):
     assert (code, out, err) == reference_output(tmp_path)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_step0_offset_the_names_show_is_used_alike_by_every_reader(tmp_path, seed):
+    """Step 0 named with its round's own key (or 3 earlier): the bulk reader, the reference and a
+    packed run group at the offset the names show, and say so on stderr in the same words."""
+    shift = (0, 3)[seed % 2]
+    d = tmp_path / "d"
+    d.mkdir()
+    write_random_dir(d, seed, step0_shift=shift)
+    if seed >= 4:  # damaged files: whatever the grouping decides, both readers decide it alike
+        break_files(d, np.random.default_rng(seed), 2)
+    code, out, err = cli_output(d)
+    assert (code, out, err) == reference_output(d)
+    if seed < 4:
+        assert code in (0, 1) and f"step-0 offset {shift} detected" in err and f"--step0-offset {shift}" in err
+        assert fast_rounds(d, (shift, shift)) > 0  # the bulk text reader took rounds at that offset
+    from replay.io.packed.pack import pack_directory
+
+    pack_directory(d, tmp_path / "run", workers=1)
+    assert cli_output(tmp_path / "run")[:2] == (code, out)
+
+
 def test_zero_padded_names_keep_their_paths(tmp_path):
     """A name that does not round-trip (counters "0124") is kept verbatim for messages."""
     shutil.copytree(ARTICLE_DIR, tmp_path / "d")
@@ -234,11 +303,11 @@ def test_zero_padded_names_keep_their_paths(tmp_path):
     assert fast_rounds(d) == 1
     assert cli_output(d) == reference_output(d)
     code, _, err = cli_output(d, ("--layout", "all"))  # the article's validate holds the parents layout only
-    assert code == 1 and "validate_0124_140" in err
+    assert code == 2 and "validate_0124_140" in err  # its one round skipped: nothing replayed
     assert (code, _, err) == reference_output(d, ("--layout", "all"))
     (d / "validate_0124_140").write_text("oops\n")
     code, _, err = cli_output(d)
-    assert code == 1 and "validate_0124_140" in err
+    assert code == 2 and "validate_0124_140" in err
     assert cli_output(d) == reference_output(d)
 
 
@@ -251,7 +320,9 @@ def test_relative_directory(tmp_path, monkeypatch):
     assert cli_output(Path(".")) == reference_output(Path("."))
 
 
-@pytest.mark.parametrize("name", ["article_round", "synthetic_article", "qwen2.5-coder/article", "qwen2.5-coder/chain4"])
+@pytest.mark.parametrize(
+    "name", ["article_round", "synthetic_article", "qwen2.5-coder/article", "qwen2.5-coder/chain4"]
+)
 def test_sample_dumps(name):
     d = ROOT / "sample_dumps" / name
     assert cli_output(d) == reference_output(d)
@@ -263,7 +334,13 @@ def test_article_round_is_read_by_the_bulk_reader():
 
 def test_stated_layout_and_offset_options(tmp_path):
     write_random_dir(tmp_path, 5)
-    for argv in (("--layout", "all"), ("--layout", "parents"), ("--step0-offset", "0"), ("--raw", "int32:8:force"), ("--workers", "1")):
+    for argv in (
+        ("--layout", "all"),
+        ("--layout", "parents"),
+        ("--step0-offset", "0"),
+        ("--raw", "int32:8:force"),
+        ("--workers", "1"),
+    ):
         assert cli_output(tmp_path, argv) == reference_output(tmp_path, argv), argv
 
 
@@ -272,7 +349,7 @@ def test_fast_path_off_gives_the_same_bytes(tmp_path, monkeypatch):
     write_random_dir(tmp_path, 7)
     break_files(tmp_path, np.random.default_rng(7), 3)
     with_fast = replay_run(tmp_path, ReplayOptions(), workers=1)
-    monkeypatch.setattr("replay.fastread.read_text_batches", lambda directory, items, *a: ([], list(items)))
+    monkeypatch.setattr("replay.io.fastread.read_text_batches", lambda directory, items, *a: ([], list(items)))
     without = replay_run(tmp_path, ReplayOptions(), workers=1)
     assert list(with_fast.iter_json()) == list(without.iter_json())
     assert with_fast.skipped == without.skipped
@@ -294,7 +371,7 @@ def test_parse_pieces_and_large_files(tmp_path, monkeypatch):
 
 def test_bulk_file_read_refuses_what_the_bounded_reader_refuses(tmp_path):
     """read_regular_or_none returns a file's bytes, or None wherever read_file_bytes would raise."""
-    from replay.bounded import read_file_bytes, read_regular_or_none
+    from replay.util.bounded import read_file_bytes, read_regular_or_none
 
     (tmp_path / "ok").write_bytes(b"1 2\n")
     (tmp_path / "big").write_bytes(b"1" * 100)

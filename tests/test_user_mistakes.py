@@ -42,7 +42,11 @@ def shell(*argv: str | os.PathLike, cwd: Path | None = None, timeout: float = 30
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run(
         [sys.executable, "-m", "replay.cli", *map(str, argv)],
-        capture_output=True, text=True, cwd=cwd or ROOT, env=env, timeout=timeout,
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        env=env,
+        timeout=timeout,
     )
 
 
@@ -58,14 +62,19 @@ def write_config(path: Path, top_k_spec: list[list[int]], top_head: list[int], *
     return path
 
 
-def article_by_hand(directory: Path, step0_key: tuple[int, int] = (123, 139),
-                    key: tuple[int, int] = (124, 140), validate_name: str = "validate") -> Path:
+def article_by_hand(
+    directory: Path,
+    step0_key: tuple[int, int] = (123, 139),
+    key: tuple[int, int] = (124, 140),
+    validate_name: str = "validate",
+) -> Path:
     """The article's round typed in from the article, in the parents layout (DESIGN.md)."""
     directory.mkdir(parents=True, exist_ok=True)
     write_config(directory / "config.json", [[6], [2, 2], [1, 1]], [1, 2, 2])
     a, b = key
-    write_matrix(directory / f"draft_step_0_{step0_key[0]}_{step0_key[1]}",
-                 [[41824, 43744, 44298, 34051, 28380, 37539]])
+    write_matrix(
+        directory / f"draft_step_0_{step0_key[0]}_{step0_key[1]}", [[41824, 43744, 44298, 34051, 28380, 37539]]
+    )
     write_matrix(directory / f"draft_step_1_{a}_{b}", [[41760, 35740], [45315, 41760]])
     write_matrix(directory / f"draft_step_2_{a}_{b}", [[22870], [22870]])
     write_matrix(directory / f"{validate_name}_{a}_{b}", [[41824], [41760], [45315], [22870], [22870]])
@@ -100,22 +109,43 @@ def test_the_hand_made_article_round_replays_like_the_sample(capsys, tmp_path):
 #   end to end, three interleaved passes: (4/4.0)/(8/6.0) = 0.75, (4/4.4)/(8/5.5) = 0.625,
 #   (4/3.6)/(8/6.6) = 0.9167; median 0.750
 
-PASSES = {"speculative": {"seconds": [4.0, 4.4, 3.6], "tokens": [4, 4, 4]},
-          "target-only": {"seconds": [6.0, 5.5, 6.6], "tokens": [8, 8, 8]}}
-ROUND_RECORD = {"key": [124, 140], "root_token": 43107, "num_nodes": 12, "draft_steps": 3, "accepted_length": 3,
-                "draft_time_s": 0.3, "verify_time_s": 0.9}
+PASSES = {
+    "speculative": {"seconds": [4.0, 4.4, 3.6], "tokens": [4, 4, 4]},
+    "target-only": {"seconds": [6.0, 5.5, 6.6], "tokens": [8, 8, 8]},
+}
+ROUND_RECORD = {
+    "key": [124, 140],
+    "root_token": 43107,
+    "num_nodes": 12,
+    "draft_steps": 3,
+    "accepted_length": 3,
+    "draft_time_s": 0.3,
+    "verify_time_s": 0.9,
+}
 
 
-def timed_article(directory: Path, timing: dict | None = None, record: dict | None = None, fast_speculative: bool = False) -> Path:
+def timed_article(
+    directory: Path, timing: dict | None = None, record: dict | None = None, fast_speculative: bool = False
+) -> Path:
     """article_by_hand plus a manifest with round timings and totals, as the harness writes them;
     ``timing`` is totals.timing (None: an older harness, baseline not interleaved)."""
     dump = article_by_hand(directory)
-    totals = {"new_tokens": 4, "total_s": 4.0, "prefill_s": 0.4, "rounds": 1, "timing": timing,
-              "baseline": {"new_tokens": 8, "total_s": 6.0, "prefill_s": 0.4, "rounds": 8}}
+    totals = {
+        "new_tokens": 4,
+        "total_s": 4.0,
+        "prefill_s": 0.4,
+        "rounds": 1,
+        "timing": timing,
+        "baseline": {"new_tokens": 8, "total_s": 6.0, "prefill_s": 0.4, "rounds": 8},
+    }
     if fast_speculative:  # 4 tokens in 1.0 s: decode only 0.7 / 0.15 = 4.67
         totals.update(total_s=1.0)
-    body = {"config": {"gamma": 3, "topKSpec": [[6], [2, 2], [1, 1]], "topHead": [1, 2, 2]}, "temperature": 0,
-            "rounds": [record or ROUND_RECORD], "totals": totals}
+    body = {
+        "config": {"gamma": 3, "topKSpec": [[6], [2, 2], [1, 1]], "topHead": [1, 2, 2]},
+        "temperature": 0,
+        "rounds": [record or ROUND_RECORD],
+        "totals": totals,
+    }
     (dump / "manifest.json").write_text(json.dumps(body), encoding="utf-8")
     return dump
 
@@ -131,7 +161,11 @@ def test_an_old_manifest_without_interleaved_timing_is_not_comparable(capsys, tm
     assert "Traceback" not in err
     code, out, err = run(capsys, "compare", dump, "--json", "--no-progress")
     body = json.loads(out)
-    assert code == 0 and body["measured"]["old"]["comparable"] is False and "totals.timing" in body["measured"]["old"]["reason"]
+    assert (
+        code == 0
+        and body["measured"]["old"]["comparable"] is False
+        and "totals.timing" in body["measured"]["old"]["reason"]
+    )
     row = body["configs"][0]
     assert row["measured_speedup"] is None and row["measured_status"].startswith("not comparable: ")
     # the cost model does not take t_verify(1) from that baseline either, and says so
@@ -143,22 +177,27 @@ def test_a_fair_manifest_gives_both_measured_speedups_by_hand(capsys, tmp_path):
     code, out, err = run(capsys, "compare", dump, "--no-progress")
     assert code == 0 and "probably wrong" not in err, err
     assert "measured speedup (decode only, prefill excluded) 0.778" in out
-    assert "measured speedup (end to end, prefill included) 0.750 (median of 3 interleaved pass(es), passes 0.625-0.917" in out
+    assert (
+        "measured speedup (end to end, prefill included) 0.750 (median of 3 interleaved pass(es), passes 0.625-0.917"
+        in out
+    )
     assert "not comparable" not in out.split("definitions")[0]
     code, out, _ = run(capsys, "compare", dump, "--json", "--no-progress")
     m = json.loads(out)["measured"]["fair"]
     assert m["comparable"] is True and m["measured_speedup"] == pytest.approx(0.7 / 0.9)
-    assert m["measured_speedup_wall"] == pytest.approx(0.75) and m["passes"] == pytest.approx([0.75, 0.625, 4 / 3.6 / (8 / 6.6)])
+    assert m["measured_speedup_wall"] == pytest.approx(0.75) and m["passes"] == pytest.approx(
+        [0.75, 0.625, 4 / 3.6 / (8 / 6.6)]
+    )
 
 
 def test_report_and_api_say_not_comparable_with_the_reason(capsys, tmp_path):
-    from analysis import api
+    from replay.cli import api
 
     old = timed_article(tmp_path / "old", timing=None)
     code, _, err = run(capsys, "report", old, "-o", tmp_path / "rep", "--no-tables", "--no-progress")
     assert code == 0 and "Traceback" not in err, err
     page = (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
-    speed = page[page.index("<h2>Speedup"):page.index("<h2>Accepted length")]
+    speed = page[page.index("<h2>Speedup") : page.index("<h2>Accepted length")]
     assert "measured speedup: not comparable: the target-only baseline was not timed together" in speed
     assert "not comparable: " in speed and "0.778" not in speed
     table = api.speed(api.load(str(old)))
@@ -173,7 +212,9 @@ def test_a_sweeps_separate_baseline_json_is_not_comparable(capsys, tmp_path):
     (tmp_path / "sweep" / "baseline.json").write_text(json.dumps({"summary": baseline}), encoding="utf-8")
     code, out, err = run(capsys, "compare", dump, "--no-progress")
     assert code == 0 and "Traceback" not in err
-    assert_told(out, "measured speedup: not comparable", "the sweep's baseline.json, a separate run", "re-run the sweep")
+    assert_told(
+        out, "measured speedup: not comparable", "the sweep's baseline.json, a separate run", "re-run the sweep"
+    )
 
 
 def test_modelled_columns_are_named_modelled(capsys, tmp_path):
@@ -181,7 +222,13 @@ def test_modelled_columns_are_named_modelled(capsys, tmp_path):
     code, out, err = run(capsys, "compare", dump, "--csv", "--top", "2", "--no-progress")
     assert code == 0, err
     header = out.splitlines()[0].split(",")
-    assert {"modelled_speedup_lo", "modelled_speedup_hi", "measured_speedup", "measured_speedup_wall", "measured_status"} <= set(header)
+    assert {
+        "modelled_speedup_lo",
+        "modelled_speedup_hi",
+        "measured_speedup",
+        "measured_speedup_wall",
+        "measured_status",
+    } <= set(header)
     assert "speedup_lo" not in header and "speedup_hi" not in header  # a modelled number never reads as measured
     code, out, _ = run(capsys, "compare", dump, "--gamma-strategies", "0", "--json", "--no-progress")
     strategy = json.loads(out)["gamma_strategies"][0]
@@ -190,12 +237,21 @@ def test_modelled_columns_are_named_modelled(capsys, tmp_path):
 
 def test_a_measured_speedup_the_cost_data_contradicts_is_flagged(capsys, tmp_path):
     # claims 4.67x decode-only while the 13-token verify took 0.3 s against 0.7 s for one baseline decode
-    dump = timed_article(tmp_path / "odd", timing={"repeats": 3, "methods": PASSES}, fast_speculative=True,
-                         record=dict(ROUND_RECORD, verify_time_s=0.3))
+    dump = timed_article(
+        tmp_path / "odd",
+        timing={"repeats": 3, "methods": PASSES},
+        fast_speculative=True,
+        record=dict(ROUND_RECORD, verify_time_s=0.3),
+    )
     code, out, err = run(capsys, "compare", dump, "--no-progress")
     assert code == 0  # a warning, not a skip: the input is used
-    assert_told(err, "WARNING: odd: measured speedup (decode only, prefill excluded) 4.667 is probably wrong",
-                "one verify of 13 tokens took 0.300 s", "less than one target-only decode (0.700 s", "never cheaper")
+    assert_told(
+        err,
+        "WARNING: odd: measured speedup (decode only, prefill excluded) 4.667 is probably wrong",
+        "one verify of 13 tokens took 0.300 s",
+        "less than one target-only decode (0.700 s",
+        "never cheaper",
+    )
     assert "probably wrong" not in out
     code, out, err = run(capsys, "compare", dump, "--json", "--no-progress")
     assert code == 0 and any("probably wrong" in w for w in json.loads(out)["warnings"]) and "probably wrong" in err
@@ -206,9 +262,15 @@ def test_rounds_that_replay_differently_from_the_manifest_are_flagged(capsys, tm
     dump = timed_article(tmp_path / "mixed", timing=None, record=dict(ROUND_RECORD, accepted_length=2, num_nodes=10))
     code, out, err = run(capsys, "stats", dump, "--no-progress")
     assert code == 0 and "probably wrong" not in out
-    assert_told(err, "WARNING: mixed: 1 of 1 round(s) replay differently from what", "manifest.json records",
-                "round 124_140: draft nodes 12 replayed, 10 recorded (num_nodes)", "accepted length 3 replayed, 2 recorded",
-                "probably wrong", "--step0-offset")
+    assert_told(
+        err,
+        "WARNING: mixed: 1 of 1 round(s) replay differently from what",
+        "manifest.json records",
+        "round 124_140: draft nodes 12 replayed, 10 recorded (num_nodes)",
+        "accepted length 3 replayed, 2 recorded",
+        "probably wrong",
+        "--step0-offset",
+    )
     # at temperature > 0 the harness sampled: a greedy replay accepts otherwise by design, only shapes are checked
     body = json.loads((dump / "manifest.json").read_text(encoding="utf-8"))
     body["temperature"] = 0.7
@@ -228,7 +290,7 @@ def test_a_manifest_stating_more_rounds_than_the_files_hold_exits_1(capsys, tmp_
 
 def test_generate_and_compare_give_the_same_speedups_under_the_same_names(capsys, tmp_path):
     pytest.importorskip("torch", reason="needs the live extras")
-    from replay.live.tiny import build_word_tokenizer, save_hf_dir
+    from replay.testing.tiny import build_word_tokenizer, save_hf_dir
     from tests.live_fixtures import make_pair
 
     draft, target = make_pair("qwen2")
@@ -236,9 +298,26 @@ def test_generate_and_compare_give_the_same_speedups_under_the_same_names(capsys
     save_hf_dir(target, tmp_path / "target", tok)
     save_hf_dir(draft, tmp_path / "draft", tok)
     (tmp_path / "prompts.jsonl").write_text("[1, 2, 3, 4]\n[50, 7]\n", encoding="utf-8")
-    code, out, err = run(capsys, "generate", "--draft", tmp_path / "draft", "--target", tmp_path / "target", "--config", "1,1",
-                         "--prompts", tmp_path / "prompts.jsonl", "--max-new-tokens", "6", "--repeats", "1", "--baseline",
-                         "-o", tmp_path / "run", "--no-progress")
+    code, out, err = run(
+        capsys,
+        "generate",
+        "--draft",
+        tmp_path / "draft",
+        "--target",
+        tmp_path / "target",
+        "--config",
+        "1,1",
+        "--prompts",
+        tmp_path / "prompts.jsonl",
+        "--max-new-tokens",
+        "6",
+        "--repeats",
+        "1",
+        "--baseline",
+        "-o",
+        tmp_path / "run",
+        "--no-progress",
+    )
     assert code == 0, err
     import re
 
@@ -285,21 +364,20 @@ def test_compare_and_report_take_a_small_root(capsys, tmp_path, root, narrowed):
     shown = {line.split()[0] for line in out.splitlines() if line.strip().startswith("[")}  # the config column
     assert set(narrowed) <= shown, out  # root 1 feeds one parent: step 1 keeps its first slot
     if root == 2:
-        return  # the report builds the same default set (analysis.report): once is enough for it
+        return  # the report builds the same default set (analysis.report.html): once is enough for it
     code, out, err = run(capsys, "report", dump, "-o", tmp_path / "rep", "--no-tables", "--no-progress")
     assert code == 0, err
     assert (tmp_path / "rep" / "index.html").is_file()
 
 
 def test_every_default_narrowed_config_is_valid_and_narrower():
-    """The narrowing rule (analysis.subtree.fit_levels) on random valid configs: each default
+    """The narrowing rule (analysis.compare.subtree.fit_levels) on random valid configs: each default
     config validates (TreeConfig checks itself) and is contained in the recorded one."""
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
+    from hypothesis import given, settings, strategies as st
 
-    from analysis.report import default_comparison_configs
-    from analysis.subtree import beyond_recorded
-    from replay.config import TREE_DYNAMIC, TREE_STATIC, check_tree
+    from analysis.compare.subtree import beyond_recorded
+    from analysis.report.html import default_comparison_configs
+    from replay.core.config import TREE_DYNAMIC, TREE_STATIC, check_tree
     from tests.strategies import tree_configs
 
     @settings(max_examples=150, deadline=None, derandomize=True)
@@ -317,34 +395,39 @@ def test_every_default_narrowed_config_is_valid_and_narrower():
 
 def test_configs_replace_the_default_set(capsys, tmp_path, monkeypatch):
     """--configs replaces the default narrowed set: it is not even built."""
-    import analysis.report
+    import analysis.report.html
 
     def refuse(cfg):
         raise AssertionError("the default set was built")
 
-    monkeypatch.setattr(analysis.report, "default_comparison_configs", refuse)
+    monkeypatch.setattr(analysis.report.html, "default_comparison_configs", refuse)
     dump = small_root_by_hand(tmp_path / "small")
     code, out, err = run(capsys, "compare", dump, "--configs", "[2]|[2]", "--no-progress")
     assert code == 0, err
     assert "[2]|[2]" in out
-    code, _, err = run(capsys, "report", dump, "-o", tmp_path / "rep", "--configs", "[2]|[2]", "--no-tables", "--no-progress")
+    code, _, err = run(
+        capsys, "report", dump, "-o", tmp_path / "rep", "--configs", "[2]|[2]", "--no-tables", "--no-progress"
+    )
     assert code == 0, err
     assert "[2]|[2]" in (tmp_path / "rep" / "index.html").read_text()
 
 
 @pytest.mark.parametrize("command", ["compare", "report"])
-@pytest.mark.parametrize("typo,told", [
-    ("6,2x2,1xl", "width 'l' is not an integer"),
-    ("[6]|[2,2]|[1,1", "not valid JSON"),
-    ("[2]|[1,1,1]", "topHead[1]': = 3 parents but level 1 has only 2"),  # the config's own check
-])
+@pytest.mark.parametrize(
+    "typo,told",
+    [
+        ("6,2x2,1xl", "width 'l' is not an integer"),
+        ("[6]|[2,2]|[1,1", "not valid JSON"),
+        ("[2]|[1,1,1]", "topHead[1]': = 3 parents but level 1 has only 2"),  # the config's own check
+    ],
+)
 def test_a_configs_typo_fails_before_any_replay(capsys, tmp_path, monkeypatch, command, typo, told):
-    import analysis.runs
+    import analysis.tables.runs
 
     def refuse(*a, **k):
         raise AssertionError("replayed before the configs were checked")
 
-    monkeypatch.setattr(analysis.runs, "load_runs", refuse)
+    monkeypatch.setattr(analysis.tables.runs, "load_runs", refuse)
     extra = ["-o", tmp_path / "rep"] if command == "report" else []
     code, out, err = run(capsys, command, SYNTH, *extra, "--configs", typo, "--no-progress")
     assert code == 2 and out == ""
@@ -358,26 +441,39 @@ def test_compare_says_why_a_wider_config_is_only_bounded(capsys, tmp_path):
     dump = small_root_by_hand(tmp_path / "small")
     code, out, err = run(capsys, "compare", dump, "--configs", "[3]|[2,1]|[1]", "[3]|[2,2]", "--no-progress")
     assert code == 0, err
-    assert_told(err, "note:", "[3]|[2,1]|[1] is deeper or wider than the recorded [3]|[2,1] (gamma 3 > 2)",
-                "3 of 3 round(s) are undecidable", "lo..hi bounds", "record a dump with a config that contains it")
+    assert_told(
+        err,
+        "note:",
+        "[3]|[2,1]|[1] is deeper or wider than the recorded [3]|[2,1] (gamma 3 > 2)",
+        "3 of 3 round(s) are undecidable",
+        "lo..hi bounds",
+        "record a dump with a config that contains it",
+    )
     assert "2.000..3.000" in out  # the bounds the note explains
     assert "[3]|[2,2] is deeper" not in err  # decided on every round (the rows hold 2 columns): nothing to explain
 
 
-@pytest.mark.parametrize("argv", [
-    ["replay", SYNTH],
-    ["batch", SYNTH],
-    ["plot", SYNTH, "-o", "{out}"],
-    ["report", SYNTH, "-o", "{out}"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["replay", SYNTH],
+        ["batch", SYNTH],
+        ["plot", SYNTH, "-o", "{out}"],
+        ["report", SYNTH, "-o", "{out}"],
+    ],
+)
 def test_a_round_that_does_not_exist_is_exit_2_everywhere(capsys, tmp_path, monkeypatch, argv):
     """Finding 3: report drew another round and exited 0. Every command: exit 2, the nearest rounds."""
     if argv[0] in ("plot", "report"):  # checked on the names, before the replay
-        import analysis.runs
+        import analysis.tables.runs
 
-        monkeypatch.setattr(analysis.runs, "load_runs", lambda *a, **k: (_ for _ in ()).throw(AssertionError("replayed first")))
+        monkeypatch.setattr(
+            analysis.tables.runs, "load_runs", lambda *a, **k: (_ for _ in ()).throw(AssertionError("replayed first"))
+        )
     out_dir = tmp_path / "out"
-    code, out, err = run(capsys, *[str(a).replace("{out}", str(out_dir)) for a in argv], "--round", "124_141", "--no-progress")
+    code, out, err = run(
+        capsys, *[str(a).replace("{out}", str(out_dir)) for a in argv], "--round", "124_141", "--no-progress"
+    )
     assert code == 2 and out == ""
     assert_told(err, "--round 124_141: no such round in", str(SYNTH), "nearest", "124_140")
     assert err.lower().index("124_140") < err.lower().index("132_148")  # nearest first
@@ -415,7 +511,9 @@ def test_plot_to_proc_says_what_refused(capsys):
     assert_told(err, "-o/--output", "/proc/nope: cannot be created: /proc takes no new directory")
 
 
-@pytest.mark.parametrize("argv", [["stats", ARTICLE, "-o"], ["plot", ARTICLE, "-o"], ["report", ARTICLE, "-o"], ["pack", ARTICLE, "-o"]])
+@pytest.mark.parametrize(
+    "argv", [["stats", ARTICLE, "-o"], ["plot", ARTICLE, "-o"], ["report", ARTICLE, "-o"], ["pack", ARTICLE, "-o"]]
+)
 def test_a_file_where_a_directory_output_goes(capsys, tmp_path, argv):
     existing = tmp_path / "results.csv"
     existing.write_text("keep me\n")
@@ -430,8 +528,13 @@ def test_an_output_in_the_dump_would_be_read_back_so_it_is_refused(capsys, tmp_p
     dump = article_by_hand(tmp_path / "mine")
     code, _, err = run(capsys, "compare", dump, "--per-round", dump / "rounds.csv", "--no-progress")
     assert code == 2
-    assert_told(err, "--per-round", "is inside the input dump directory", "would list it as a skipped file",
-                "write it beside the dump or into a subdirectory")
+    assert_told(
+        err,
+        "--per-round",
+        "is inside the input dump directory",
+        "would list it as a skipped file",
+        "write it beside the dump or into a subdirectory",
+    )
     assert not (dump / "rounds.csv").exists()
     code, _, err = run(capsys, "stats", dump, "-o", dump, "--no-progress")
     assert code == 2
@@ -450,19 +553,27 @@ def test_an_output_in_the_dump_would_be_read_back_so_it_is_refused(capsys, tmp_p
     assert code == 0, err
 
 
-@pytest.mark.parametrize("options,told", [
-    (["--csv", "--gamma-strategies"], ["--gamma-strategies with --csv", "use --json"]),
-    (["--ema-window", "4"], ["--ema-window 4 without --gamma-strategies", "--gamma-strategies 1 4"]),
-    (["--gamma-strategies", "2", "--ema-window", "4"], ["--ema-window 4 with --gamma-strategies 2", "drop --ema-window"]),
-    (["--top", "-2"], ["argument --top", "at least 1, got -2"]),
-    (["--json", "--csv"], ["not allowed with argument"]),
-])
+@pytest.mark.parametrize(
+    "options,told",
+    [
+        (["--csv", "--gamma-strategies"], ["--gamma-strategies with --csv", "use --json"]),
+        (["--ema-window", "4"], ["--ema-window 4 without --gamma-strategies", "--gamma-strategies 1 4"]),
+        (
+            ["--gamma-strategies", "2", "--ema-window", "4"],
+            ["--ema-window 4 with --gamma-strategies 2", "drop --ema-window"],
+        ),
+        (["--top", "-2"], ["argument --top", "at least 1, got -2"]),
+        (["--json", "--csv"], ["not allowed with argument"]),
+    ],
+)
 def test_compare_options_that_contradict(capsys, options, told):
     """Options that would be taken and then do nothing (or the opposite of what was meant)."""
     code, out, err = run(capsys, "compare", ARTICLE, *options, "--no-progress")
     assert code == 2 and out == ""
     assert_told(err, *told)
     assert len(err.strip().splitlines()) == 1
+
+
 # --- mistakes-polish: the smaller things a user noticed (issue 19, finding 12) -------------------
 # A chain [1]|[1] typed in by hand, three rounds: the target takes the draft's top-1 at both depths
 # (L = 2), at depth 1 only (L = 1), and the draft's rank 1 at the root (L = 0). So depth 1 is
@@ -485,8 +596,8 @@ def chain_by_hand(directory: Path, targets=((10, 20), (10, 99), (11, 5))) -> Pat
 
 
 def capture_figures(monkeypatch, name: str) -> list:
-    """Every Figure analysis.plots.NAME returns while a command runs (the drawn artists to inspect)."""
-    from analysis import plots
+    """Every Figure analysis.report.plots.NAME returns while a command runs (the drawn artists to inspect)."""
+    from analysis.report import plots
 
     made, real = [], getattr(plots, name)
     monkeypatch.setattr(plots, name, lambda *a, **k: made.append(real(*a, **k)) or made[-1])
@@ -531,13 +642,19 @@ def test_recommend_says_why_a_depth_has_no_estimate_and_how_to_get_one(capsys, t
     assert code == 0, err
     line = next(ln for ln in out.splitlines() if ln.startswith("  depth 2:"))
     assert "extrapolated" not in line  # --extrapolate was not given: nothing was extrapolated
-    assert "fewer than 30 visits (--min-count): no estimate, so the search stops at depth 1; " \
-           "--extrapolate would reuse depth 1's estimate" in line
-    code, out, err = run(capsys, "recommend", dump, "--budget", "2", "--bootstrap", "5", "--no-progress", "--extrapolate")
+    assert (
+        "fewer than 30 visits (--min-count): no estimate, so the search stops at depth 1; "
+        "--extrapolate would reuse depth 1's estimate" in line
+    )
+    code, out, err = run(
+        capsys, "recommend", dump, "--budget", "2", "--bootstrap", "5", "--no-progress", "--extrapolate"
+    )
     assert code == 0, err
     line = next(ln for ln in out.splitlines() if ln.startswith("  depth 2:"))
     assert "fewer than 30 visits (--min-count): --extrapolate uses depth 1's estimate here" in line
-    code, out, err = run(capsys, "recommend", dump, "--budget", "2", "--bootstrap", "5", "--no-progress", "--min-count", "2")
+    code, out, err = run(
+        capsys, "recommend", dump, "--budget", "2", "--bootstrap", "5", "--no-progress", "--min-count", "2"
+    )
     assert code == 0 and "no estimate" not in out and "--extrapolate uses" not in out  # enough visits: estimated
 
 
@@ -549,7 +666,10 @@ def test_per_depth_acceptance_from_three_rounds_shows_its_interval_and_n(capsys,
     d1 = json.loads(out)["depth_acceptance"][0]
     assert (d1["depth"], d1["rounds"], d1["reached"]) == (1, 3, 2)
     assert round(d1["per_position_acceptance_rate"], 4) == rate
-    assert (round(d1["per_position_acceptance_rate_ci95_lo"], 4), round(d1["per_position_acceptance_rate_ci95_hi"], 4)) == (lo, hi)
+    assert (
+        round(d1["per_position_acceptance_rate_ci95_lo"], 4),
+        round(d1["per_position_acceptance_rate_ci95_hi"], 4),
+    ) == (lo, hi)
     code, out, err = run(capsys, "stats", dump, "--table", "depth_acceptance", "--csv", "--no-progress")
     assert code == 0 and "conditional_ci95_lo,conditional_ci95_hi" in out.splitlines()[0]
     code, out, err = run(capsys, "stats", dump, "--no-progress")
@@ -568,13 +688,15 @@ def test_compare_plot_draws_no_zero_height_whisker(capsys, tmp_path, monkeypatch
     # root is undecidable there (a range), while the recorded [1]|[1] is decided (one number)
     dump = chain_by_hand(tmp_path / "chain")
     figures = capture_figures(monkeypatch, "plot_compare_configs")
-    code, out, err = run(capsys, "compare", dump, "--configs", "[2]|[1,1]", "--plot", tmp_path / "cmp.png", "--no-progress")
+    code, out, err = run(
+        capsys, "compare", dump, "--configs", "[2]|[1,1]", "--plot", tmp_path / "cmp.png", "--no-progress"
+    )
     assert code == 0 and (tmp_path / "cmp.png").is_file(), err
     assert "1.333..1.667" in out  # the undecidable config's range, as the table prints it
     for ax in figures[0].axes:
         drawn = whiskers(ax)
         assert len(drawn) == 1, drawn  # one range, none for the decided config
-        (x, low, high), = drawn
+        ((x, low, high),) = drawn
         assert x == 1.0 and high > low
 
 
@@ -622,7 +744,9 @@ def test_output_schema_md_names_the_selection_value_users_filter_on(capsys, tmp_
     used = {obj["selection"] for obj in lines}
     assert used <= named and "path_probability" in used  # the sample has scores
     table = doc.split("Columns, in this order", 1)[1].split("\n\n", 2)[1]
-    columns = [c for ln in table.splitlines() if ln.startswith("| `") for c in re.findall(r"`([a-z_]+)`", ln.split("|")[1])]
+    columns = [
+        c for ln in table.splitlines() if ln.startswith("| `") for c in re.findall(r"`([a-z_]+)`", ln.split("|")[1])
+    ]
     assert all(list(obj) == columns for obj in lines)
 
 
@@ -654,7 +778,7 @@ def test_an_unknown_root_token_is_null_in_both_tables(capsys, tmp_path):
 def test_an_unknown_bonus_kind_is_none_in_every_output(capsys, tmp_path):
     import pandas as pd
 
-    from replay import records
+    from replay.core import records
 
     dump = article_by_hand(tmp_path / "mine")  # parents layout, the path ends on a leaf: no bonus row
     code, out, err = run(capsys, "replay", dump, "--json")
@@ -677,7 +801,7 @@ def test_sweep_prints_each_config_in_one_spelling(capsys, tmp_path):
     import re
 
     pytest.importorskip("torch", reason="needs torch (the live extras): pip install 'specreplay[live]'")
-    from replay.live.tiny import build_word_tokenizer, save_hf_dir
+    from replay.testing.tiny import build_word_tokenizer, save_hf_dir
     from tests.live_fixtures import make_pair
 
     draft, target = make_pair("qwen2")
@@ -686,11 +810,28 @@ def test_sweep_prints_each_config_in_one_spelling(capsys, tmp_path):
     save_hf_dir(draft, d / "draft", build_word_tokenizer(64))
     (d / "prompts.jsonl").write_text('{"prompt_ids": [1, 2, 3, 4]}\n[50, 7]\n')
     capsys.readouterr()
-    code, out, err = run(capsys, "sweep", "--draft", d / "draft", "--target", d / "target", "--prompts", d / "prompts.jsonl",
-                         "--grid", "1,1;2;4,1x1", "--max-new-tokens", "8", "--repeats", "1", "-o", tmp_path / "sw", "--no-progress")
+    code, out, err = run(
+        capsys,
+        "sweep",
+        "--draft",
+        d / "draft",
+        "--target",
+        d / "target",
+        "--prompts",
+        d / "prompts.jsonl",
+        "--grid",
+        "1,1;2;4,1x1",
+        "--max-new-tokens",
+        "8",
+        "--repeats",
+        "1",
+        "-o",
+        tmp_path / "sw",
+        "--no-progress",
+    )
     assert code == 0 and "Traceback" not in err, err
     table = [ln.split()[0] for ln in out.splitlines()[1:4]]
-    assert table == ["[1]|[1]", "[2]", "[4]|[1,1]"]  # the canonical form (replay/config_grammar.py)
+    assert table == ["[1]|[1]", "[2]", "[4]|[1,1]"]  # the canonical form (replay/core/config_grammar.py)
     assert "exact replay on the rounds of [4]|[1,1];" in out
     for other in ("1_1", "4_1x1", "1,1", "4,1x1"):  # the run-name and grid forms of the same configs
         assert not re.search(rf"(?<![\w\[,|/]){re.escape(other)}(?![\w\],|])", out.replace(str(tmp_path), "DIR")), other
@@ -766,8 +907,8 @@ def test_node_hits_when_path_probability_expands_two_children_of_A1(capsys, tmp_
 def test_node_and_slot_hits_match_an_oracle_on_random_dumps(capsys, tmp_path):
     """Random path-probability dumps (tests/analysis_oracle.py, some early stops): node and slot hits
     as `stats --json` prints them equal counts made from the recorder's own trees and a greedy walk."""
-    from replay.config import TreeConfig
-    from replay.tree import node_name
+    from replay.core.config import TreeConfig
+    from replay.core.tree import node_name
     from tests.analysis_oracle import random_oracle, record_round, write_oracle_run
 
     cfg = TreeConfig.from_lists([[4], [2, 2], [2, 1]], [1, 2, 2])
@@ -817,13 +958,18 @@ def test_parents_layout_dump_shows_one_acceptance_length_labelled_derived(capsys
     dump = article_by_hand(tmp_path / "art")
     code, out, err = run(capsys, "replay", dump, "--summary")
     assert code == 0 and err == ""
-    assert ("mean acceptance length (bonus included): 4.0000  (derived: accepted + 1; "
-            "the dump holds the bonus token of 0 of 1 round(s))") in out
+    assert (
+        "mean acceptance length (bonus included): 4.0000  (derived: accepted + 1; "
+        "the dump holds the bonus token of 0 of 1 round(s))"
+    ) in out
     assert "block efficiency" not in out and "3.0000" in out  # 3 is only the accepted length now
     assert "mean accepted length (bonus excluded): 3.0000" in out
     code, out, err = run(capsys, "stats", dump, "--no-progress")
     assert code == 0
-    assert "note: art: mean_acceptance_length 4.0000 is derived (accepted + 1): the dump holds the bonus token of 0 of 1 round(s)" in out
+    assert (
+        "note: art: mean_acceptance_length 4.0000 is derived (accepted + 1): the dump holds the bonus token of 0 of 1 round(s)"
+        in out
+    )
     code, body, err = _stats_json(capsys, dump)
     (row,) = body["summary"]
     assert "block_efficiency" not in row and "engine_block_efficiency" not in row
@@ -838,7 +984,10 @@ def test_a_dump_with_some_bonus_tokens_says_how_many_it_holds(capsys, tmp_path):
     write_matrix(dump / "validate_132_148", [[99999], [41760], [45315], [22870], [22870]])  # R's top-1 matches no child
     code, out, err = run(capsys, "batch", dump)
     assert code == 0, err
-    assert "mean acceptance length (bonus included): 2.5000  (derived: accepted + 1; the dump holds the bonus token of 1 of 2 round(s))" in out
+    assert (
+        "mean acceptance length (bonus included): 2.5000  (derived: accepted + 1; the dump holds the bonus token of 1 of 2 round(s))"
+        in out
+    )
     assert "2.0000" not in out  # the old as-dumped block efficiency, (3 + 1) / 2, is not shown under any name
     assert "mean accepted length (bonus excluded): 1.5000" in out and "(3 accepted / 24 drafted tokens)" in out
 
@@ -850,18 +999,31 @@ def test_the_article_round_headline_checked_by_hand(capsys):
     assert code == 0
     lines = out.splitlines()
     first = next(i for i, line in enumerate(lines) if "mean acceptance length" in line)
-    assert lines[first].strip().startswith("mean acceptance length (bonus included): 4.0000  (derived")  # leads the figures
-    assert lines[first + 1].strip() == "draft acceptance rate: 0.2500  (3 accepted / 12 drafted tokens)"  # 3 / 12 by hand
+    assert (
+        lines[first].strip().startswith("mean acceptance length (bonus included): 4.0000  (derived")
+    )  # leads the figures
+    assert (
+        lines[first + 1].strip() == "draft acceptance rate: 0.2500  (3 accepted / 12 drafted tokens)"
+    )  # 3 / 12 by hand
     assert lines[first + 2].strip() == "per-position acceptance rate P(L >= d): d1: 1.0000  d2: 1.0000  d3: 1.0000"
     assert lines[first + 3].strip() == "mean accepted length (bonus excluded): 3.0000"
     code, out, err = run(capsys, "compare", ARTICLE, "--configs", "[6]|[2,2]|[1,1]", "--json", "--no-progress")
     assert code == 0
     (row,) = json.loads(out)["configs"]
-    assert (row["mean_acceptance_length_lo"], row["draft_acceptance_rate_lo"], row["per_position_acceptance_rate_lo"]) == (4.0, 0.25, [1.0, 1.0, 1.0])
+    assert (
+        row["mean_acceptance_length_lo"],
+        row["draft_acceptance_rate_lo"],
+        row["per_position_acceptance_rate_lo"],
+    ) == (4.0, 0.25, [1.0, 1.0, 1.0])
     assert "engine_block_efficiency_lo" not in row
     code, out, err = run(capsys, "compare", ARTICLE, "--configs", "[6]|[2,2]|[1,1]", "--no-progress")
     header = next(line for line in out.splitlines() if line.split()[:1] == ["config"]).split()
-    assert header[6:10] == ["mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance_rate", "mean_accepted_length"]
+    assert header[6:10] == [
+        "mean_acceptance_length",
+        "draft_acceptance_rate",
+        "per_position_acceptance_rate",
+        "mean_accepted_length",
+    ]
     assert "derived for every row" in out
 
 
@@ -895,17 +1057,26 @@ def test_a_vllm_user_finds_vllms_definitions(capsys, tmp_path):
     for argv in (("replay", dump, "--summary"), ("batch", dump)):
         code, out, err = run(capsys, *argv)
         assert code == 0, err
-        assert f"mean acceptance length (bonus included): {vllm_mean_acceptance_length:.4f}  (every round's bonus token is in the dump)" in out
+        assert (
+            f"mean acceptance length (bonus included): {vllm_mean_acceptance_length:.4f}  (every round's bonus token is in the dump)"
+            in out
+        )
         assert f"draft acceptance rate: {vllm_draft_acceptance_rate:.4f}  (6 accepted / 12 drafted tokens)" in out
         # vLLM's per-position rate is over all drafts: 3/4, 2/4, 1/4 (the conditional at d2 would be 2/3)
         assert "per-position acceptance rate P(L >= d): d1: 0.7500  d2: 0.5000  d3: 0.2500" in out
     code, body, err = _stats_json(capsys, dump)
     (row,) = body["summary"]
-    assert row["mean_acceptance_length"] == vllm_mean_acceptance_length and row["draft_acceptance_rate"] == vllm_draft_acceptance_rate
+    assert (
+        row["mean_acceptance_length"] == vllm_mean_acceptance_length
+        and row["draft_acceptance_rate"] == vllm_draft_acceptance_rate
+    )
     depth = {r["depth"]: r for r in body["depth_acceptance"]}
     assert depth[2]["per_position_acceptance_rate"] == 0.5 and depth[2]["conditional"] == pytest.approx(2 / 3)
     (d,) = [d for d in body["definitions"] if d["name"] == "mean_acceptance_length"]
-    assert "vLLM 'Mean acceptance length' (1 + accepted / drafts)" in d["engines"] and "SGLang 'accept length'" in d["engines"]
+    assert (
+        "vLLM 'Mean acceptance length' (1 + accepted / drafts)" in d["engines"]
+        and "SGLang 'accept length'" in d["engines"]
+    )
     assert "block_efficiency" in d["engines"]  # the seed engine's word maps to this number, not to another
 
 
@@ -929,7 +1100,7 @@ def test_generate_headline_is_what_its_dump_holds(capsys, tmp_path):
     (manifest rounds) by hand: 1 + ΣL/R, ΣL/Σnodes, P(L >= d)."""
     pytest.importorskip("torch", reason="needs torch (the live extras)")
     pytest.importorskip("transformers", reason="needs transformers (the live extras)")
-    from replay.live.tiny import build_word_tokenizer, save_hf_dir
+    from replay.testing.tiny import build_word_tokenizer, save_hf_dir
     from tests.live_fixtures import make_pair
 
     draft, target = make_pair("qwen2")
@@ -938,15 +1109,37 @@ def test_generate_headline_is_what_its_dump_holds(capsys, tmp_path):
     save_hf_dir(draft, tmp_path / "draft", tok)
     (tmp_path / "prompts.txt").write_text("t1 t2 t3 t4\nt50 t7\n")
     write_config(tmp_path / "tree.json", [[4], [2, 2], [1, 1]], [1, 2, 2])
-    code, out, err = run(capsys, "generate", "--draft", tmp_path / "draft", "--target", tmp_path / "target", "--config",
-                         tmp_path / "tree.json", "--prompts", tmp_path / "prompts.txt", "--max-new-tokens", "16",
-                         "--repeats", "1", "--out", tmp_path / "run", "--no-progress")
+    code, out, err = run(
+        capsys,
+        "generate",
+        "--draft",
+        tmp_path / "draft",
+        "--target",
+        tmp_path / "target",
+        "--config",
+        tmp_path / "tree.json",
+        "--prompts",
+        tmp_path / "prompts.txt",
+        "--max-new-tokens",
+        "16",
+        "--repeats",
+        "1",
+        "--out",
+        tmp_path / "run",
+        "--no-progress",
+    )
     assert code == 0, err
     rounds = json.loads((tmp_path / "run" / "manifest.json").read_text())["rounds"]
     L = [r["accepted_length"] for r in rounds]
     lines = out.splitlines()
-    assert lines[0] == f"mean acceptance length (bonus included): {1 + sum(L) / len(L):.3f}  (counted: a live round always commits the target's token)"
-    assert lines[1] == f"draft acceptance rate: {sum(L) / sum(r['num_nodes'] for r in rounds):.3f}  ({sum(L)} accepted / {sum(r['num_nodes'] for r in rounds)} drafted tokens)"
+    assert (
+        lines[0]
+        == f"mean acceptance length (bonus included): {1 + sum(L) / len(L):.3f}  (counted: a live round always commits the target's token)"
+    )
+    assert (
+        lines[1]
+        == f"draft acceptance rate: {sum(L) / sum(r['num_nodes'] for r in rounds):.3f}  ({sum(L)} accepted / {sum(r['num_nodes'] for r in rounds)} drafted tokens)"
+    )
     per_position = "  ".join(f"d{d}: {sum(v >= d for v in L) / len(L):.3f}" for d in (1, 2, 3))
     assert lines[2] == f"per-position acceptance rate P(L >= d): {per_position}"
     assert not any(line.startswith("block efficiency") for line in lines)  # one name for the number
@@ -959,9 +1152,379 @@ def test_the_report_of_a_parents_layout_dump_says_derived(capsys, tmp_path):
     code, out, err = run(capsys, "report", dump, "-o", tmp_path / "rep", "--no-progress", "--no-tables")
     assert code == 0 and "Traceback" not in err, err
     page = (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
-    assert "note: art: mean_acceptance_length 4.0000 is derived (accepted + 1): the dump holds the bonus token of 0 of 1 round(s)" in page
+    assert (
+        "note: art: mean_acceptance_length 4.0000 is derived (accepted + 1): the dump holds the bonus token of 0 of 1 round(s)"
+        in page
+    )
     assert "<th>mean_acceptance_length</th>" in page and "block_efficiency</th>" not in page
     assert "per-slot hit table (slot_hits)" in page and "per-node hit table (node_hits" in page
+
+
+# --- mistakes-reading: how a hand-made dump is read (findings 2, 4, 5, 7 and more) ---------------
+
+
+ARTICLE_STEPS = ([[41824, 43744, 44298, 34051, 28380, 37539]], [[41760, 35740], [45315, 41760]], [[22870], [22870]])
+ARTICLE_VALIDATE = [[41824], [41760], [45315], [22870], [22870]]
+
+
+def rounds_by_hand(
+    directory: Path,
+    rounds: int = 6,
+    step0_shift: int = 1,
+    stride: int = 1,
+    first: tuple[int, int] = (10, 20),
+    validate_name: str = "validate",
+    manifest: dict | None = None,
+) -> list[tuple[int, int]]:
+    """Several rounds of the article's tree, each round's tokens moved by 1000 × its index, so a
+    round given its neighbour's step 0 accepts nothing. step0_shift: how many positions step 0 is
+    named before its round (the article's rule is 1; an engine that names it with the round's own
+    key gives 0). Returns the round keys."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_config(directory / "config.json", [[6], [2, 2], [1, 1]], [1, 2, 2])
+    keys = []
+    for r in range(rounds):
+        a, b = first[0] + r * stride, first[1] + r * stride
+        moved = lambda rows, t=1000 * r: [[v + t for v in row] for row in rows]  # noqa: E731
+        write_matrix(directory / f"draft_step_0_{a - step0_shift}_{b - step0_shift}", moved(ARTICLE_STEPS[0]))
+        write_matrix(directory / f"draft_step_1_{a}_{b}", moved(ARTICLE_STEPS[1]))
+        write_matrix(directory / f"draft_step_2_{a}_{b}", moved(ARTICLE_STEPS[2]))
+        write_matrix(directory / f"{validate_name}_{a}_{b}", moved(ARTICLE_VALIDATE))
+        keys.append((a, b))
+    if manifest is not None:
+        (directory / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return keys
+
+
+def stats_summary(capsys, *argv) -> tuple[int, dict, str]:
+    code, out, err = run(capsys, "stats", *argv, "--json", "--no-progress")
+    return code, (json.loads(out)["summary"][0] if out else {}), err
+
+
+@pytest.mark.parametrize("stride", [1, 8])  # consecutive keys (each round got its neighbour's step 0), or gaps
+def test_step0_files_named_with_their_rounds_own_key_are_grouped_at_offset_0(capsys, tmp_path, stride):
+    """Finding 2: draft_step_0_10_20 with validate_10_20 replayed as all zeros (stride 1) or as no
+    round at all (stride 8), exit 0 or 1, with only a 'missing draft_step_0_9_19' line as a hint."""
+    dump = tmp_path / "engine"
+    rounds_by_hand(dump, step0_shift=0, stride=stride)
+    code, summary, err = stats_summary(capsys, dump)
+    assert code == 0, err
+    assert (
+        summary["rounds"] == 6 and summary["mean_accepted_length"] == 3.0 and summary["draft_acceptance_rate"] == 0.25
+    )
+    assert_told(err, "step-0 offset 0 detected", "draft_step_0_10_20 with validate_10_20", "--step0-offset 0")
+    assert len(err.strip().splitlines()) == 1  # one line says it
+    code, out, err = run(capsys, "replay", dump, "--summary")
+    assert code == 0 and "rounds replayed: 6   skipped: 0" in out and "histogram" in out
+    assert_told(err, "pin it with --step0-offset 0")
+    assert "step-0" not in out  # stdout keeps the results only
+
+
+def test_step0_offset_detection_holds_in_every_reading_path(capsys, tmp_path):
+    """The scalar reader, the bulk text reader (replay --json / batch), pack and the packed run agree."""
+    dump = tmp_path / "engine"
+    rounds_by_hand(dump, step0_shift=0)
+    code, scalar, err = run(capsys, "replay", dump, "--json", "--workers", "1")
+    assert code == 0 and len(scalar.splitlines()) == 6 and "--step0-offset 0" in err
+    assert all(json.loads(line)["accepted_length"] == 3 for line in scalar.splitlines())
+    code, batch, err = run(capsys, "batch", dump, "--json", "--workers", "1", "--no-progress")
+    assert (code, batch) == (0, scalar) and "--step0-offset 0" in err
+    code, out, err = run(capsys, "pack", dump, "-o", tmp_path / "run", "--workers", "1", "--no-progress")
+    assert code == 0 and "packed 6 of 6 round(s)" in out
+    assert_told(err, "step-0 offset 0 detected", "--step0-offset 0")
+    code, packed, err = run(capsys, "replay", tmp_path / "run", "--json")
+    assert (code, packed) == (0, scalar)
+    assert_told(err, "step-0 offset 0 detected", "packed with it")  # the packed run repeats the note
+
+
+@pytest.mark.parametrize("stated", ["option", "manifest"])
+def test_a_stated_step0_offset_wins_but_a_better_one_is_named(capsys, tmp_path, stated):
+    """--step0-offset 1 (or a manifest saying step0_offset 1) on names that pair at 0: used as
+    stated, never silently: the other offset is named, and so is the all-zero acceptance."""
+    dump = tmp_path / "engine"
+    rounds_by_hand(dump, step0_shift=0, manifest={"step0_offset": 1} if stated == "manifest" else None)
+    argv = ["--step0-offset", "1"] if stated == "option" else []
+    code, summary, err = stats_summary(capsys, dump, *argv)
+    assert code == 1  # the orphans at both ends are skipped
+    assert summary["rounds"] == 5 and summary["mean_accepted_length"] == 0.0  # the stated offset was used
+    source = "--step0-offset 1" if stated == "option" else "manifest.json step0_offset 1"
+    assert_told(err, f"warning: {source} pairs 5 of 6", "offset 0 groups every round", "pass --step0-offset 0")
+    assert_told(
+        err,
+        "WARNING: accepted length 0 in all 5 replayed round(s) is probably wrong",
+        "step-0 names look off",
+        "check --step0-offset",
+    )
+    assert_told(
+        err, "skipped round 10_20: missing draft_step_0_9_19", "skipped round 16_26: draft files without validate_16_26"
+    )
+    code, summary, err = stats_summary(capsys, dump, "--step0-offset", "0")  # the fix the warning names
+    assert code == 0 and summary["mean_accepted_length"] == 3.0 and err == ""
+
+
+def test_every_round_accepting_nothing_while_names_look_off_is_flagged_without_a_full_fit(capsys, tmp_path):
+    """No offset groups every round (a step-0 file was lost), so nothing is switched; the all-zero
+    result is still called out as probably wrong, naming the option to check."""
+    dump = tmp_path / "engine"
+    rounds_by_hand(dump, step0_shift=0)
+    (dump / "draft_step_0_12_22").unlink()
+    code, out, err = run(capsys, "batch", dump, "--no-progress")
+    assert code == 1 and "mean accepted length (bonus excluded): 0.0000" in out
+    assert_told(err, "is probably wrong", "offset 1 (default)", "offset 0 pairs 5", "check --step0-offset")
+
+
+NEAR_MISSES = [
+    ("validation_{a}_{b}", "validate_{a}_{b}"),
+    ("valid_{a}_{b}", "validate_{a}_{b}"),
+    ("verify_{a}_{b}", "validate_{a}_{b}"),
+    ("Validate_{a}_{b}", "validate_{a}_{b}"),
+    ("dump_validate_{a}_{b}", "validate_{a}_{b}"),
+    ("validate_{a}_{b}_ids.txt", "validate_{a}_{b}.txt"),
+    ("validate-{a}-{b}", "validate_{a}_{b}"),
+]
+
+
+@pytest.mark.parametrize("wrong, right", NEAR_MISSES)
+def test_near_miss_validate_names_are_an_error_with_the_name_to_use(capsys, tmp_path, wrong, right):
+    """Finding 4: validation_* files gave "rounds replayed: 0 skipped: 12" for 6 rounds and exit 1
+    (stats exit 2). Now: exit 2 in every command, each round listed once, and the name to use."""
+    dump = tmp_path / "near"
+    keys = rounds_by_hand(dump)
+    for a, b in keys:
+        (dump / f"validate_{a}_{b}").rename(dump / wrong.format(a=a, b=b))
+    want = right.format(a=10, b=20)
+    every = (
+        ["replay", dump],
+        ["replay", dump, "--json"],
+        ["batch", dump],
+        ["stats", dump],
+        ["pack", dump, "-o", tmp_path / "run"],
+        ["plot", dump, "-o", tmp_path / "plots"],
+        ["compare", dump],
+        ["report", dump, "-o", tmp_path / "report"],
+        ["recommend", dump, "--budget", "4"],
+    )
+    for argv in every:
+        code, out, err = run(capsys, *argv, "--no-progress")
+        assert code == 2, (argv, err)
+        assert out == "" and not (tmp_path / "run").exists(), argv
+        lines = err.strip().splitlines()
+        assert sum("skipped round" in line for line in lines) == 6 and len(lines) == 7, (
+            argv,
+            err,
+        )  # one line per round
+        assert_told(
+            lines[0],
+            "draft files without validate_10_20",
+            f"{wrong.format(a=10, b=20)} is here",
+            f"did you mean {want}?",
+        )
+        assert_told(lines[-1], "error:", "no round could be", "6 round(s) skipped", f"did you mean {want}")
+
+
+@pytest.mark.parametrize(
+    "wrong, right",
+    [
+        ("Draft_Step_{s}_{a}_{b}", "draft_step_{s}_{a}_{b}"),
+        ("draftstep_{s}_{a}_{b}", "draft_step_{s}_{a}_{b}"),
+        ("draft_steps_{s}_{a}_{b}", "draft_step_{s}_{a}_{b}"),
+        ("rank0_draft_step_{s}_{a}_{b}", "draft_step_{s}_{a}_{b}"),
+    ],
+)
+def test_near_miss_draft_names_leave_no_dump_file_and_say_what_to_rename(capsys, tmp_path, wrong, right):
+    dump = tmp_path / "near"
+    rounds_by_hand(dump, rounds=2)
+    for path in sorted(dump.glob("draft_step_*")):
+        s, a, b = path.name.split("_")[2:]
+        path.rename(dump / wrong.format(s=s, a=a, b=b))
+    code, out, err = run(capsys, "replay", dump)
+    assert code == 2 and out == ""
+    # validate files alone: each round is listed once, with the draft file it lacks found nearby
+    assert_told(
+        err, "skipped round 10_20: validate file without any draft_step file", "error: ", "did you mean draft_step_"
+    )
+    for path in dump.glob("validate_*"):  # now no file at all is named like a dump file
+        path.unlink()
+    code, _, err = run(capsys, "replay", dump)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert_told(
+        err,
+        "no dump files in this directory",
+        f"did you mean {right.format(s=0, a=10, b=20)} (for {wrong.format(s=0, a=10, b=20)}",
+    )
+
+
+def test_one_misnamed_file_among_good_rounds_is_counted_once(capsys, tmp_path):
+    """Finding 4: one mistake, one skip, and the summary says what it counts."""
+    dump = tmp_path / "near"
+    rounds_by_hand(dump, rounds=3)
+    (dump / "validate_11_21").rename(dump / "validation_11_21")
+    (dump / "notes.bin").write_bytes(b"x")
+    code, out, err = run(capsys, "replay", dump, "--summary")
+    assert code == 1
+    assert "rounds replayed: 2   skipped: 1 round(s) and 1 file(s) (each listed on stderr)" in out
+    assert err.count("specreplay: skipped") == 2
+    assert_told(
+        err,
+        "skipped round 11_21: draft files without validate_11_21; validation_11_21 is here: did you mean validate_11_21?",
+        "skipped notes.bin: name matches neither",
+    )
+    code, out, err = run(capsys, "stats", dump, "--no-progress")
+    assert code == 1 and "(2 rounds replayed, skipped: 1 round(s) and 1 file(s))" in out
+
+
+def test_a_dump_name_with_an_extension_the_readers_do_not_take(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "mine")
+    (dump / "validate_124_140").rename(dump / "validate_124_140.dat")
+    code, out, err = run(capsys, "replay", dump)
+    assert code == 2 and out == ""
+    assert err.count("specreplay: skipped") == 1  # one mistake, one entry: the round's
+    assert_told(
+        err,
+        "skipped round 124_140: draft files without validate_124_140; "
+        "validate_124_140.dat (extension .dat is not read) is here: did you mean validate_124_140?",
+    )
+
+
+def broken_and_good(directory: Path) -> Path:
+    """Two rounds; the second's step 1 has a ragged row (one reason to skip it)."""
+    rounds_by_hand(directory, rounds=2)
+    (directory / "draft_step_1_11_21").write_text("1 2\n3\n", encoding="utf-8")
+    return directory
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["replay", "{d}"],
+        ["replay", "{d}", "--summary"],
+        ["replay", "{d}", "--json"],
+        ["batch", "{d}"],
+        ["batch", "{d}", "--json"],
+        ["stats", "{d}"],
+        ["stats", "{d}", "--json"],
+        ["pack", "{d}", "-o", "{t}/run"],
+    ],
+)
+def test_skip_reasons_go_to_stderr_and_stdout_keeps_only_results(capsys, tmp_path, argv):
+    """Finding 5: `replay DUMP --config ... 2>/dev/null` exited 1 printing nothing on stderr."""
+    d = broken_and_good(tmp_path / "d")
+    code, out, err = run(capsys, *(a.format(d=d, t=tmp_path) for a in argv), "--no-progress")
+    assert code == 1, err
+    assert_told(err, "skipped round 11_21:", "draft_step_1_11_21 (ids): ragged rows: line 2 has 1 values")
+    assert "ragged" not in out and "draft_step_1_11_21" not in out
+    if "--json" in argv:
+        json.loads(out) if argv[0] == "stats" else [json.loads(line) for line in out.splitlines()]  # parseable
+
+
+@pytest.mark.parametrize("command", ["plot", "compare", "report", "recommend"])
+def test_skip_reasons_go_to_stderr_in_the_analysis_commands(capsys, tmp_path, command):
+    d = broken_and_good(tmp_path / "d")
+    extra = {
+        "plot": ["-o", tmp_path / "p", "--format", "svg"],
+        "report": ["-o", tmp_path / "r"],
+        "recommend": ["--budget", "4", "--bootstrap", "0"],
+    }
+    code, out, err = run(capsys, command, d, *extra.get(command, []), "--no-progress")
+    assert code == 1, err
+    assert_told(err, "skipped round 11_21:", "ragged rows")
+    assert "ragged" not in out
+
+
+def test_the_config_that_fits_no_round_lists_every_reason_on_stderr(capsys):
+    """The finding's own example, on the synthetic sample (most rounds are deeper than gamma 2)."""
+    r = shell("replay", SYNTH, "--config", "[3]|[2,1,1]", "--summary")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.count("specreplay: skipped round ") == 293 and "dump has 3 draft steps but gamma = 2" in r.stderr
+    assert (
+        "rounds replayed: 7   skipped: 293 round(s) (each listed on stderr)" in r.stdout and "gamma = 2" not in r.stdout
+    )
+
+
+def test_a_parents_companion_on_one_line_says_rows_and_columns(capsys, tmp_path):
+    """Finding 7: 'expected one integer node index per row, got int64 (1, 2)' read like token values."""
+    dump = article_by_hand(tmp_path / "mine")
+    (dump / "draft_step_1_124_140.parents").write_text("1 2\n", encoding="utf-8")
+    code, out, err = run(capsys, "replay", dump)
+    assert code == 2 and out == ""
+    assert_told(err, "draft_step_1_124_140.parents (parents)", "1 row × 2 columns", "write one index per line")
+    assert "(1, 2)" not in err
+    (dump / "draft_step_1_124_140.parents").write_text("1\n2\n", encoding="utf-8")  # the fix the message names
+    code, out, _ = run(capsys, "replay", dump)
+    assert code == 0 and "selection parents" in out
+
+
+def test_scores_of_another_shape_say_both_shapes_in_words(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "mine")
+    (dump / "draft_step_1_124_140.scores").write_text("0.5 0.2 0.1\n0.4 0.3 0.1\n", encoding="utf-8")
+    code, _, err = run(capsys, "replay", dump)
+    assert code == 2
+    assert_told(err, "the scores are 2 rows × 3 columns, the ids 2 rows × 2 columns")
+
+
+def test_an_npy_saved_one_dimensional_says_both_ways_to_save_it(capsys, tmp_path):
+    np = pytest.importorskip("numpy")
+    dump = article_by_hand(tmp_path / "mine")
+    (dump / "draft_step_0_123_139").unlink()
+    np.save(dump / "draft_step_0_123_139.npy", np.array(ARTICLE_STEPS[0][0]))  # np.save(ids[0]) instead of ids
+    code, _, err = run(capsys, "replay", dump)
+    assert code == 2
+    assert_told(
+        err,
+        "draft_step_0_123_139.npy (ids)",
+        "6 values in one dimension (1-D)",
+        "[1, 6] (one row",
+        "[6, 1] (one column)",
+    )
+    np.save(dump / "draft_step_0_123_139.npy", np.array(ARTICLE_STEPS[0]))
+    assert run(capsys, "replay", dump)[0] == 0
+
+
+def test_a_header_line_of_column_names_in_a_text_matrix(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "mine")
+    (dump / "draft_step_1_124_140").write_text("tok0 tok1\n41760 35740\n45315 41760\n", encoding="utf-8")
+    code, _, err = run(capsys, "replay", dump)
+    assert code == 2
+    assert_told(err, "line 1: 'tok0' is not an integer token id", "a header line? Delete it or start it with #")
+    (dump / "draft_step_1_124_140").write_text("# tok0 tok1\n41760 35740\n45315 41760\n", encoding="utf-8")
+    assert run(capsys, "replay", dump)[0] == 0
+
+
+def test_windows_line_endings_and_a_txt_extension_on_some_files_only(capsys, tmp_path):
+    """Both are fine: the round is read as typed (nothing to fix, and nothing skipped)."""
+    dump = article_by_hand(tmp_path / "mine")
+    for path in dump.glob("draft_step_*"):
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    (dump / "validate_124_140").rename(dump / "validate_124_140.txt")
+    (dump / "draft_step_2_124_140").rename(dump / "draft_step_2_124_140.txt")
+    for argv in (["replay", dump], ["batch", dump, "--json", "--no-progress"]):
+        code, out, err = run(capsys, *argv)
+        assert (code, err) == (0, ""), argv
+        assert "41824, 41760, 22870" in out or "R → 41824 → 41760 → 22870" in out
+
+
+def test_a_flat_topkspec_list_in_config_json_says_the_nested_form(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "mine")
+    (dump / "config.json").write_text('{"gamma": 3, "topKSpec": [6, 2, 2, 1, 1], "topHead": [1, 2, 2], "treeType": 0}')
+    code, out, err = run(capsys, "replay", dump)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert_told(
+        err,
+        "config.json: config field 'topKSpec'",
+        "one list of widths per draft step",
+        "with topHead [1, 2, 2] that is [[6], [2, 2], [1, 1]]",
+    )
+
+
+def test_the_parent_folder_of_several_dumps(capsys, tmp_path):
+    article_by_hand(tmp_path / "runs" / "engine")
+    rounds_by_hand(tmp_path / "runs" / "harness", rounds=2)
+    for command in ("replay", "stats", "batch"):
+        code, out, err = run(capsys, command, tmp_path / "runs")
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, command
+        assert_told(
+            err, "no dump files directly in this directory", "engine, harness", f"e.g. {tmp_path / 'runs' / 'engine'}"
+        )
 
 
 # --- mistakes-live: generate, sweep and cost-curve the way users run them ------------------------
@@ -985,7 +1548,7 @@ def live_pair_on_disk(tmp_path_factory):
     here from the model's own logits (plain transformers forward, plain softmax)."""
     pytest.importorskip("torch", reason="needs torch (the live extras)")
     pytest.importorskip("transformers", reason="needs transformers (the live extras)")
-    from replay.live.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir
+    from replay.testing.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir
     from tests.live_fixtures import make_pair, torch
 
     draft, target = make_pair("qwen2", vocab_size=16, seed=3, noise=0.2)
@@ -1009,8 +1572,24 @@ def live_pair_on_disk(tmp_path_factory):
 
 def live_args(pair, prompts: Path, out: Path, *extra: str) -> list[str]:
     """``specreplay generate`` on the tiny pair: float32 draft (no bf16 speed question), one token."""
-    return ["generate", "--draft", pair.draft, "--target", pair.target, "--config", "2", "--prompts", prompts,
-            "--max-new-tokens", "1", "--draft-dtype", "float32", "-o", out, *extra]
+    return [
+        "generate",
+        "--draft",
+        pair.draft,
+        "--target",
+        pair.target,
+        "--config",
+        "2",
+        "--prompts",
+        prompts,
+        "--max-new-tokens",
+        "1",
+        "--draft-dtype",
+        "float32",
+        "-o",
+        out,
+        *extra,
+    ]
 
 
 def first_tokens(manifest: Path) -> list[int]:
@@ -1047,13 +1626,28 @@ def assert_follows_target(draws: list[int], exact: dict[int, float]) -> None:
 
 
 @pytest.mark.slow
-def test_generate_at_temperature_samples_each_repeated_prompt_afresh(capsys, tmp_path, live_pair_on_disk, baseline_draws):
+def test_generate_at_temperature_samples_each_repeated_prompt_afresh(
+    capsys, tmp_path, live_pair_on_disk, baseline_draws
+):
     """Finding 0: one prompt 150 times, `generate --temperature 0.6 --seed 1234 --baseline`. Every
     sequence drew the same first token (sequence 0's generator); the target gives its most likely
     token only p = 0.46. Both methods' first tokens must follow the target's distribution."""
     pair = live_pair_on_disk
-    code, out, err = run(capsys, *live_args(pair, pair.dir / "repeated.jsonl", tmp_path / "run", "--temperature",
-                                            str(SAMPLING_T), "--seed", "1234", "--baseline", "--repeats", "1"))
+    code, out, err = run(
+        capsys,
+        *live_args(
+            pair,
+            pair.dir / "repeated.jsonl",
+            tmp_path / "run",
+            "--temperature",
+            str(SAMPLING_T),
+            "--seed",
+            "1234",
+            "--baseline",
+            "--repeats",
+            "1",
+        ),
+    )
     assert code == 0, err
     assert "outputs identical:      n/a (sampling)" in out
     assert_follows_target(first_tokens(tmp_path / "run" / "manifest.json"), pair.exact)
@@ -1064,9 +1658,32 @@ def test_generate_at_temperature_samples_each_repeated_prompt_afresh(capsys, tmp
 def test_sweep_at_temperature_samples_each_repeated_prompt_afresh(capsys, tmp_path, live_pair_on_disk, baseline_draws):
     """The same through `specreplay sweep` (its own timed run per config, baseline always on)."""
     pair = live_pair_on_disk
-    code, _, err = run(capsys, "sweep", "--draft", pair.draft, "--target", pair.target, "--grid", "2", "--prompts",
-                         pair.dir / "repeated.jsonl", "--max-new-tokens", "1", "--draft-dtype", "float32", "--temperature",
-                         str(SAMPLING_T), "--seed", "7", "--repeats", "1", "--no-cost-curve", "--no-progress", "-o", tmp_path / "sw")
+    code, _, err = run(
+        capsys,
+        "sweep",
+        "--draft",
+        pair.draft,
+        "--target",
+        pair.target,
+        "--grid",
+        "2",
+        "--prompts",
+        pair.dir / "repeated.jsonl",
+        "--max-new-tokens",
+        "1",
+        "--draft-dtype",
+        "float32",
+        "--temperature",
+        str(SAMPLING_T),
+        "--seed",
+        "7",
+        "--repeats",
+        "1",
+        "--no-cost-curve",
+        "--no-progress",
+        "-o",
+        tmp_path / "sw",
+    )
     assert code == 0, err
     assert_follows_target(first_tokens(tmp_path / "sw" / "dumps" / "2" / "manifest.json"), pair.exact)
     assert_follows_target([o[0] for o in baseline_draws[-SAMPLED_N:]], pair.exact)
@@ -1079,12 +1696,24 @@ def test_the_same_seed_gives_the_same_samples_through_the_cli(capsys, tmp_path, 
     (tmp_path / "three.jsonl").write_text((json.dumps(SAMPLED_PROMPT) + "\n") * 3)
 
     def outputs(seed: str, name: str) -> list[tuple[int, ...]]:
-        argv = live_args(pair, tmp_path / "three.jsonl", tmp_path / name, "--temperature", "1", "--seed", seed,
-                         "--repeats", "1", "--no-progress")
+        argv = live_args(
+            pair,
+            tmp_path / "three.jsonl",
+            tmp_path / name,
+            "--temperature",
+            "1",
+            "--seed",
+            seed,
+            "--repeats",
+            "1",
+            "--no-progress",
+        )
         argv[argv.index("--max-new-tokens") + 1] = "6"
         code, _, err = run(capsys, *argv)
         assert code == 0, err
-        return [tuple(s["output_ids"]) for s in json.loads((tmp_path / name / "manifest.json").read_text())["sequences"]]
+        return [
+            tuple(s["output_ids"]) for s in json.loads((tmp_path / name / "manifest.json").read_text())["sequences"]
+        ]
 
     first = outputs("5", "a")
     assert len(set(first)) == 3, first
@@ -1095,7 +1724,9 @@ def test_the_same_seed_gives_the_same_samples_through_the_cli(capsys, tmp_path, 
 def test_stop_at_eos_without_an_eos_token_is_refused(capsys, tmp_path, live_pair_on_disk):
     """The flag was ignored silently: every sequence ran to --max-new-tokens."""
     pair = live_pair_on_disk
-    code, out, err = run(capsys, *live_args(pair, pair.dir / "one.jsonl", tmp_path / "run", "--stop-at-eos", "--no-progress"))
+    code, out, err = run(
+        capsys, *live_args(pair, pair.dir / "one.jsonl", tmp_path / "run", "--stop-at-eos", "--no-progress")
+    )
     assert code == 2 and out == ""
     assert_told(err, "--stop-at-eos", "no tokenizer with an EOS token", str(pair.target))
     assert not (tmp_path / "run").exists()
@@ -1111,7 +1742,9 @@ def test_stop_at_eos_stops_at_the_tokenizers_eos_through_the_cli(capsys, tmp_pat
         argv[argv.index("--max-new-tokens") + 1] = "8"
         code, _, err = run(capsys, *argv)
         assert code == 0, err
-        outputs = [s["output_ids"] for s in json.loads((tmp_path / f"run{length}" / "manifest.json").read_text())["sequences"]]
+        outputs = [
+            s["output_ids"] for s in json.loads((tmp_path / f"run{length}" / "manifest.json").read_text())["sequences"]
+        ]
         assert [o[0] for o in outputs] == [pair.eos] and [len(o) for o in outputs] == [length]
 
 
@@ -1136,11 +1769,14 @@ class _Terminal:
         return self.buffer.getvalue()
 
 
-@pytest.mark.parametrize("terminal,extra,drawn", [
-    (False, [], False),  # a log file, a pipe, CI: no bars
-    (True, ["--no-progress"], False),
-    (True, [], True),  # a person at a terminal keeps them
-])
+@pytest.mark.parametrize(
+    "terminal,extra,drawn",
+    [
+        (False, [], False),  # a log file, a pipe, CI: no bars
+        (True, ["--no-progress"], False),
+        (True, [], True),  # a person at a terminal keeps them
+    ],
+)
 def test_model_loading_bars_only_on_a_terminal(terminal, extra, drawn, tmp_path, live_pair_on_disk, monkeypatch):
     """Finding 12: transformers' "Loading weights" bars reached stderr when it was not a terminal,
     one redraw per update in every log of `generate`."""
@@ -1150,7 +1786,9 @@ def test_model_loading_bars_only_on_a_terminal(terminal, extra, drawn, tmp_path,
     monkeypatch.setattr(sys, "stderr", err)
     monkeypatch.setattr(sys, "stdout", io.StringIO())
     pair = live_pair_on_disk
-    assert main([str(a) for a in live_args(pair, pair.dir / "one.jsonl", tmp_path / "run", "--repeats", "1", *extra)]) == 0
+    assert (
+        main([str(a) for a in live_args(pair, pair.dir / "one.jsonl", tmp_path / "run", "--repeats", "1", *extra)]) == 0
+    )
     assert ("Loading weights" in err.getvalue()) is drawn, err.getvalue()
 
 
@@ -1162,8 +1800,19 @@ def test_gguf_loading_bars_only_on_a_terminal(terminal, drawn, tmp_path, live_pa
     err = _Terminal() if terminal else io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
     monkeypatch.setattr(sys, "stdout", io.StringIO())
-    argv = ["cost-curve", "--target", str(live_pair_on_disk.dir / "target.gguf"), "--sizes", "1,2", "--prefix", "4",
-            "--repeats", "1", "-o", str(tmp_path / "cc.json")]
+    argv = [
+        "cost-curve",
+        "--target",
+        str(live_pair_on_disk.dir / "target.gguf"),
+        "--sizes",
+        "1,2",
+        "--prefix",
+        "4",
+        "--repeats",
+        "1",
+        "-o",
+        str(tmp_path / "cc.json"),
+    ]
     assert main(argv) == 0
     assert ("de-quantizing" in err.getvalue()) is drawn, err.getvalue()
 
@@ -1171,7 +1820,9 @@ def test_gguf_loading_bars_only_on_a_terminal(terminal, drawn, tmp_path, live_pa
 def test_record_k_outside_the_vocabulary_names_the_option(capsys, tmp_path, live_pair_on_disk):
     """It said "config field 'record_k'" for a command-line option."""
     pair = live_pair_on_disk
-    code, out, err = run(capsys, *live_args(pair, pair.dir / "one.jsonl", tmp_path / "run", "--record-k", "100", "--no-progress"))
+    code, out, err = run(
+        capsys, *live_args(pair, pair.dir / "one.jsonl", tmp_path / "run", "--record-k", "100", "--no-progress")
+    )
     assert code == 2 and out == ""
     assert_told(err, "--record-k 100", "vocabulary size (16)")
     assert not (tmp_path / "run").exists()
@@ -1199,19 +1850,61 @@ def models_by_name(tmp_path, monkeypatch):
 
 
 def generate_argv(d: Path, *extra: str, prompts: Path | None = None, config: str = "4,2x2") -> list:
-    return ["generate", "--draft", d / "draft", "--target", d / "target", "--config", config, "--prompts",
-            prompts or d / "prompts.jsonl", "--max-new-tokens", "8", "-o", d / "run", *extra]
+    return [
+        "generate",
+        "--draft",
+        d / "draft",
+        "--target",
+        d / "target",
+        "--config",
+        config,
+        "--prompts",
+        prompts or d / "prompts.jsonl",
+        "--max-new-tokens",
+        "8",
+        "-o",
+        d / "run",
+        *extra,
+    ]
 
 
 def sweep_argv(d: Path, *extra: str, prompts: Path | None = None) -> list:
-    return ["sweep", "--draft", d / "draft", "--target", d / "target", "--grid", "4,2x2", "--prompts",
-            prompts or d / "prompts.jsonl", "--max-new-tokens", "8", "-o", d / "sw", *extra]
+    return [
+        "sweep",
+        "--draft",
+        d / "draft",
+        "--target",
+        d / "target",
+        "--grid",
+        "4,2x2",
+        "--prompts",
+        prompts or d / "prompts.jsonl",
+        "--max-new-tokens",
+        "8",
+        "-o",
+        d / "sw",
+        *extra,
+    ]
 
 
 def test_a_typo_in_the_model_path_names_the_path(capsys, models_by_name):
     d = models_by_name
-    code, out, err = run(capsys, "generate", "--draft", d / "drfat", "--target", d / "target", "--config", "4",
-                         "--prompts", d / "prompts.jsonl", "--max-new-tokens", "8", "-o", d / "run")
+    code, out, err = run(
+        capsys,
+        "generate",
+        "--draft",
+        d / "drfat",
+        "--target",
+        d / "target",
+        "--config",
+        "4",
+        "--prompts",
+        d / "prompts.jsonl",
+        "--max-new-tokens",
+        "8",
+        "-o",
+        d / "run",
+    )
     assert code == 2 and out == ""
     assert_told(err, str(d / "drfat"), "nor an existing path")
     assert len(err.strip().splitlines()) == 1 and not (d / "run").exists()
@@ -1300,22 +1993,41 @@ def test_an_inconsistent_tree_config_is_refused_before_the_models_load(capsys, m
     code, out, err = run(capsys, *generate_argv(d, config=str(bad)))
     assert code == 2 and out == ""
     assert_told(err, str(bad), "topHead", "gamma = 3")
-    (d / "configs.json").write_text(json.dumps([{"gamma": 1, "topKSpec": [[4]], "topHead": [1]}, json.loads(bad.read_text())]))
-    code, out, err = run(capsys, "sweep", "--draft", d / "draft", "--target", d / "target", "--configs", d / "configs.json",
-                         "--prompts", d / "prompts.jsonl", "--max-new-tokens", "8", "-o", d / "sw")
+    (d / "configs.json").write_text(
+        json.dumps([{"gamma": 1, "topKSpec": [[4]], "topHead": [1]}, json.loads(bad.read_text())])
+    )
+    code, out, err = run(
+        capsys,
+        "sweep",
+        "--draft",
+        d / "draft",
+        "--target",
+        d / "target",
+        "--configs",
+        d / "configs.json",
+        "--prompts",
+        d / "prompts.jsonl",
+        "--max-new-tokens",
+        "8",
+        "-o",
+        d / "sw",
+    )
     assert code == 2 and out == ""
     assert_told(err, "topHead", "gamma = 3")
     assert not (d / "run").exists() and not (d / "sw").exists()
 
 
-@pytest.mark.parametrize("argv,words", [
-    (["generate", "--repeats", "0"], ["--repeats must be at least 1"]),
-    (["sweep", "--repeats", "0"], ["--repeats must be at least 1"]),
-    (["generate", "--threads", "0"], ["--threads must be at least 1"]),
-    (["cost-curve", "--repeats", "0"], ["--repeats must be at least 1"]),
-    (["cost-curve", "--prefix", "-3"], ["--prefix must be >= 0"]),  # was an internal RuntimeError
-    (["cost-curve", "--threads", "0"], ["--threads must be at least 1"]),
-])
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["generate", "--repeats", "0"], ["--repeats must be at least 1"]),
+        (["sweep", "--repeats", "0"], ["--repeats must be at least 1"]),
+        (["generate", "--threads", "0"], ["--threads must be at least 1"]),
+        (["cost-curve", "--repeats", "0"], ["--repeats must be at least 1"]),
+        (["cost-curve", "--prefix", "-3"], ["--prefix must be >= 0"]),  # was an internal RuntimeError
+        (["cost-curve", "--threads", "0"], ["--threads must be at least 1"]),
+    ],
+)
 def test_counts_of_zero_are_refused_before_the_models_load(capsys, models_by_name, argv, words):
     """--repeats 0 was refused only after loading, as "config field 'repeats'"; cost-curve's ended
     in an internal error, and --threads 0 was silently 1."""

@@ -12,13 +12,15 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import Sequence
+from collections.abc import Sequence
 
-from ..errors import SpecReplayError
-from .options import DEBUG_ENV, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
+from replay.util.errors import NoRoundsError, SpecReplayError
+
+from .options import DEBUG_ENV, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, print_notes, print_skipped
 from .parser import build_parser, dispatch
 
 __all__ = ["build_parser", "main"]
+
 
 def debug_requested(argv: Sequence[str]) -> bool:
     """--debug anywhere before a ``--``, or SPECREPLAY_DEBUG set: known before parsing can fail
@@ -38,6 +40,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = debug_requested(argv)
     try:
         return dispatch(argv)
+    except NoRoundsError as exc:  # why nothing could be replayed comes first, then the one error line
+        print_notes(exc.notes, exc.label)
+        print_skipped(exc.skipped, exc.label)
+        return _fail(f"specreplay: error: {exc}", debug)
     except SpecReplayError as exc:
         return _fail(f"specreplay: error: {exc}", debug)
     except KeyboardInterrupt:
@@ -72,4 +78,3 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.__stdout__.fileno())
     except OSError:
         pass
-

@@ -12,17 +12,38 @@ import json
 import sys
 from pathlib import Path
 
-from .options import (
-    JSON_OBJECT_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, add_output, options_from_args, parse_key, print_skipped,
-)
-from replay.errors import SpecReplayError
-from replay.pathcheck import output_dir
-from replay.progress import progress_enabled
-from replay.records import csv_frame
-from replay.sources import require_dump_source
+from replay.core.records import csv_frame
+from replay.io.grouping import describe_skipped, why_no_rounds
+from replay.io.sources import require_dump_source
+from replay.util.errors import SpecReplayError
+from replay.util.pathcheck import output_dir
+from replay.util.progress import progress_enabled
 
-TABLE_NAMES = ("summary", "accepted_length", "depth_acceptance", "rank_of_hit", "hit_outcome", "parent_slot", "slot_hits", "node_hits",
-               "rounds", "nodes")
+from .options import (
+    JSON_OBJECT_HELP,
+    add_command,
+    add_dump_input,
+    add_dump_options,
+    add_no_progress,
+    add_output,
+    no_rounds_error,
+    options_from_args,
+    parse_key,
+    print_reading,
+)
+
+TABLE_NAMES = (
+    "summary",
+    "accepted_length",
+    "depth_acceptance",
+    "rank_of_hit",
+    "hit_outcome",
+    "parent_slot",
+    "slot_hits",
+    "node_hits",
+    "rounds",
+    "nodes",
+)
 
 STATS_EPILOG = """\
 examples:
@@ -32,7 +53,8 @@ examples:
   specreplay stats DUMP --json > metrics.json      # one JSON object: every table
   specreplay stats DUMP -o tables/                 # also every table as CSV and Parquet
 
-Metrics and their formulas: docs/analysis.md. Exit status 1 when some rounds were skipped.
+Metrics and their formulas: docs/analysis.md. Exit status 1 when some rounds were skipped (each listed
+on stderr), 2 when not one round of a DUMP could be replayed.
 """
 
 PLOT_EPILOG = """\
@@ -47,6 +69,7 @@ round drawn is a typical failing one (the middle round, in dump order, of the mo
 length among rounds that stopped on a mismatch; docs/analysis.md) unless --round names one.
 """
 
+
 def add_runs_input(p: argparse.ArgumentParser, many: bool = True) -> None:
     add_dump_input(p, "dirs", many=True, help="dump directory or packed run (several: side by side)")
     add_dump_options(p)
@@ -56,30 +79,35 @@ def add_runs_input(p: argparse.ArgumentParser, many: bool = True) -> None:
 
 def load_runs_from_args(args):
     """Replay every DUMP; a run without a single replayable round is reported and left out."""
-    from analysis.runs import load_runs, manifest_round_warnings
+    from analysis.tables.runs import load_runs, manifest_round_warnings
 
     for d in args.dirs:
         require_dump_source(d)
     runs = load_runs(args.dirs, options_from_args(args), args.label, progress_enabled(args.no_progress))
-    kept = []
+    kept = [run for run in runs if run.results]
+    if len(runs) == 1 and not kept:
+        (run,) = runs
+        raise no_rounds_error(run.replay.directory, run.replay.skipped, run.replay.warnings, run.label)
     for run in runs:
         if run.results:
-            kept.append(run)
             for line in manifest_round_warnings(run):  # a number that is probably wrong; the input is used all the same
                 print(f"specreplay: {line}", file=sys.stderr)
             continue
-        why = "; ".join(f"{s.what}: {s.reason}" for s in run.replay.skipped[:3]) or "no round files found"
-        print(f"specreplay: {run.label}: no round could be replayed ({why}); left out", file=sys.stderr)
+        print_reading(run.replay, run.label)  # why, before saying the run is left out
+        print(
+            f"specreplay: {run.label}: no round could be replayed{why_no_rounds(run.replay.skipped)}; left out",
+            file=sys.stderr,
+        )
     if not kept:
-        raise SpecReplayError("no round could be replayed in " + ", ".join(args.dirs))
+        raise SpecReplayError("no round could be replayed in " + ", ".join(args.dirs) + " (reasons listed above)")
     args.runs_left_out = len(runs) - len(kept)  # the exit status says so (see skipped_status)
     return kept
 
 
 def check_round_arg(args) -> None:
     """``--round A_B`` of plot and report: a round some DUMP has, checked on the file names before
-    any round is read (replay.runs.require_round; the message lists the nearest rounds)."""
-    from replay.runs import require_round
+    any round is read (replay.engine.runs.require_round; the message lists the nearest rounds)."""
+    from replay.engine.runs import require_round
 
     if args.show_round is None:
         return
@@ -91,22 +119,24 @@ def check_round_arg(args) -> None:
 def check_round_replayed(runs, args) -> None:
     """After the replay: ``--round``'s round must have replayed in some run (its files can be there
     and still fail to read); else the same message, with the reason it was skipped."""
-    from analysis.example_round import example_round
-    from replay.grouping import no_such_round
-    from replay.errors import RoundNotFoundError
+    from analysis.report.example_round import example_round
+    from replay.io.grouping import no_such_round
+    from replay.util.errors import RoundNotFoundError
 
     key = args.show_round
     if key is None or any(example_round(r.results, key) for r in runs):
         return
     first = runs[0]
     keys = [res.key for res in first.results]
-    raise RoundNotFoundError(first.replay.directory, no_such_round(key, keys, ", ".join(args.dirs), first.replay.skipped))
+    raise RoundNotFoundError(
+        first.replay.directory, no_such_round(key, keys, ", ".join(args.dirs), first.replay.skipped)
+    )
 
 
 def skipped_status(runs, args=None) -> int:
     """Exit status: 1 when rounds were skipped or runs left out (all listed on stderr), else 0."""
     for run in runs:
-        print_skipped(run.replay.skipped, run.label)
+        print_reading(run.replay, run.label)
     left_out = getattr(args, "runs_left_out", 0) if args is not None else 0
     return 1 if left_out or any(run.replay.skipped for run in runs) else 0
 
@@ -116,14 +146,14 @@ def _print_table(df, args, out=None) -> None:
     if getattr(args, "json", False):
         out.write(df.to_json(orient="records", indent=1) + "\n")
     elif getattr(args, "csv", False):
-        csv_frame(df).to_csv(out, index=False)  # list columns as text (replay.records)
+        csv_frame(df).to_csv(out, index=False)  # list columns as text (replay.core.records)
     else:
         out.write(df.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="–") + "\n")
 
 
 def configs_from_args(args, recorded):
-    from analysis.report import default_comparison_configs
-    from analysis.subtree import contained_configs
+    from analysis.compare.subtree import contained_configs
+    from analysis.report.html import default_comparison_configs
 
     configs = list(option_configs(args))
     if getattr(args, "contained", False):
@@ -147,13 +177,16 @@ def option_configs(args) -> list:
 
 
 def _parse_config_options(args) -> list:
-    from analysis.compare import generate_funnels, is_generator_text, parse_config_arg, parse_config_list_arg
+    from analysis.compare.configs import generate_funnels, is_generator_text, parse_config_arg, parse_config_list_arg
 
     configs = []
     for text in args.configs or []:
         configs.extend(parse_config_arg(text, "--configs"))
     if args.grid and is_generator_text(args.grid):
-        print('specreplay: note: --grid "root=... heads=..." is deprecated; use --generate (--grid is a list of configs)', file=sys.stderr)
+        print(
+            'specreplay: note: --grid "root=... heads=..." is deprecated; use --generate (--grid is a list of configs)',
+            file=sys.stderr,
+        )
         configs.extend(generate_funnels(args.grid, "--grid"))
     elif args.grid:
         listed, skipped = parse_config_list_arg(args.grid, "--grid")
@@ -182,8 +215,8 @@ def image_format_of(path: str) -> str:
 
 
 def cost_from_args(args):
-    """The cost model named by --cost, or None: each run then takes its own (analysis.costsource)."""
-    from analysis.costsource import given_cost
+    """The cost model named by --cost, or None: each run then takes its own (analysis.cost.source)."""
+    from analysis.cost.source import given_cost
 
     return given_cost(args.cost) if args.cost else None
 
@@ -192,11 +225,11 @@ def cost_from_args(args):
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from analysis.compare import runs_side_by_side
-    from analysis.definitions import DEPTH_NAMES, SUMMARY_NAMES, definitions_rows, definitions_text
-    from analysis.metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes
-    from analysis.tables import build_tables, export_tables
-    from replay.vocab import DEPTH_RULE
+    from analysis.compare.configs import runs_side_by_side
+    from analysis.tables.build import build_tables, export_tables
+    from analysis.tables.definitions import DEPTH_NAMES, SUMMARY_NAMES, definitions_rows, definitions_text
+    from analysis.tables.metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes
+    from replay.core.vocab import DEPTH_RULE
 
     runs = load_runs_from_args(args)
     tables = build_tables(runs)
@@ -206,7 +239,9 @@ def run_stats(args: argparse.Namespace) -> int:
             print(f"wrote {path}", file=sys.stderr)
     if args.table:
         text = not (args.json or args.csv)  # files and JSON keep the interval columns apart
-        _print_table(depth_display(named[args.table]) if text and args.table == "depth_acceptance" else named[args.table], args)
+        _print_table(
+            depth_display(named[args.table]) if text and args.table == "depth_acceptance" else named[args.table], args
+        )
     elif args.json:
         body = {k: json.loads(v.to_json(orient="records")) for k, v in named.items() if k not in ("rounds", "nodes")}
         body["configs"] = {r.label: r.replay.config.to_json() for r in runs}
@@ -217,12 +252,16 @@ def run_stats(args: argparse.Namespace) -> int:
     else:
         out = sys.stdout
         for run in runs:
-            out.write(f"{run.label}: {run.replay.directory}  config {run.config.short()} topHead {list(run.config.top_head)} "
-                      f"({len(run.results)} rounds, {len(run.replay.skipped)} skipped)\n")
+            out.write(
+                f"{run.label}: {run.replay.directory}  config {run.config.short()} topHead {list(run.config.top_head)} "
+                f"({len(run.results)} rounds replayed, skipped: {describe_skipped(run.replay.skipped)})\n"
+            )
             sel = tables.rounds[tables.rounds["run"] == run.label]["selection"].value_counts()
             out.write("  selection: " + ", ".join(f"{k} x{v}" for k, v in sel.items()) + "\n")
             if any("fallback" in k for k in sel.index):
-                out.write("  WARNING: rounds without scores or parents: expanded nodes chosen by the rank-major fallback\n")
+                out.write(
+                    "  WARNING: rounds without scores or parents: expanded nodes chosen by the rank-major fallback\n"
+                )
         out.write("\n== summary ==\n")
         if len(runs) > 1:
             out.write(runs_side_by_side(tables.rounds).to_string(float_format=lambda v: f"{v:.4f}") + "\n")
@@ -242,9 +281,9 @@ def run_stats(args: argparse.Namespace) -> int:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    from analysis import plots, treeplot
-    from analysis.metrics import all_metrics, static_shape
-    from analysis.tables import build_tables
+    from analysis.report import plots, treeplot
+    from analysis.tables.build import build_tables
+    from analysis.tables.metrics import all_metrics, static_shape
 
     decode = treeplot.load_decoder(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
     check_round_arg(args)
@@ -259,17 +298,33 @@ def run_plot(args: argparse.Namespace) -> int:
     written += plots.save_figure(plots.plot_accepted_length(m["accepted_length"]), out, "accepted_length", fmts)
     written += plots.save_figure(plots.plot_depth_acceptance(m["depth_acceptance"]), out, "depth_acceptance", fmts)
     if len(runs) > 1:
-        written += plots.save_figure(plots.plot_compare_runs(m["summary"], m["depth_acceptance"]), out, "runs_side_by_side", fmts)
+        written += plots.save_figure(
+            plots.plot_compare_runs(m["summary"], m["depth_acceptance"]), out, "runs_side_by_side", fmts
+        )
     for run in runs:
         if not run.results:
             continue
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run.label)
-        written += plots.save_figure(plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], run.label, run.config), out, f"rank_heatmap_{safe}", fmts)
-        written += plots.save_figure(plots.plot_parent_slot(m["parent_slot"], run.label, len(run.results)), out, f"parent_slot_{safe}", fmts)
+        written += plots.save_figure(
+            plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], run.label, run.config),
+            out,
+            f"rank_heatmap_{safe}",
+            fmts,
+        )
+        written += plots.save_figure(
+            plots.plot_parent_slot(m["parent_slot"], run.label, len(run.results)), out, f"parent_slot_{safe}", fmts
+        )
         sh = m["slot_hits"]
-        written += plots.save_figure(treeplot.plot_tree_hits(static_shape(run.config), sh[sh["run"] == run.label], run.label, run.config), out, f"tree_hits_{safe}", fmts)
+        written += plots.save_figure(
+            treeplot.plot_tree_hits(static_shape(run.config), sh[sh["run"] == run.label], run.label, run.config),
+            out,
+            f"tree_hits_{safe}",
+            fmts,
+        )
         pick = picks[run.label]
-        written += plots.save_figure(treeplot.plot_round_tree(pick.result, decode, run.label, pick.why), out, f"round_{safe}", fmts)
+        written += plots.save_figure(
+            treeplot.plot_round_tree(pick.result, decode, run.label, pick.why), out, f"round_{safe}", fmts
+        )
     for p in written:
         print(p)
     return skipped_status(runs, args)
@@ -277,12 +332,15 @@ def run_plot(args: argparse.Namespace) -> int:
 
 def _round_to_draw(run, key):
     """--round's round, else (or where this run lacks it) the run's typical failing round."""
-    from analysis.example_round import example_round
+    from analysis.report.example_round import example_round
 
     pick = example_round(run.results, key)
     if pick is None:  # another run has the round: this one shows its typical failing round
         pick = example_round(run.results)
-        print(f"specreplay: {run.label}: no round {key[0]}_{key[1]}; drawing {pick.result.name}, {pick.why}", file=sys.stderr)
+        print(
+            f"specreplay: {run.label}: no round {key[0]}_{key[1]}; drawing {pick.result.name}, {pick.why}",
+            file=sys.stderr,
+        )
     return pick
 
 
@@ -290,20 +348,48 @@ def _round_to_draw(run, key):
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, "stats", run_stats, help="acceptance metrics tables of one or more dump directories",
-                    description="Per-round and per-node tables and the metrics built on them.", epilog=STATS_EPILOG)
+    p = add_command(
+        sub,
+        "stats",
+        run_stats,
+        help="acceptance metrics tables of one or more dump directories",
+        description="Per-round and per-node tables and the metrics built on them.",
+        epilog=STATS_EPILOG,
+    )
     add_runs_input(p)
     p.add_argument("--table", choices=TABLE_NAMES, help="print only this table")
     out = p.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help=JSON_OBJECT_HELP + ": every table by name (with --table: that table's rows, one JSON array)")
+    out.add_argument(
+        "--json",
+        action="store_true",
+        help=JSON_OBJECT_HELP + ": every table by name (with --table: that table's rows, one JSON array)",
+    )
     out.add_argument("--csv", action="store_true", help="CSV output (the summary, or --table)")
-    add_output(p, output_dir, "also write every table as CSV and Parquet into DIR", dest="export", metavar="DIR", aliases=["--export"])
+    add_output(
+        p,
+        output_dir,
+        "also write every table as CSV and Parquet into DIR",
+        dest="export",
+        metavar="DIR",
+        aliases=["--export"],
+    )
 
-    p = add_command(sub, "plot", run_plot, help="acceptance plots (PNG and SVG)", description="Draw every acceptance plot.",
-                    epilog=PLOT_EPILOG)
+    p = add_command(
+        sub,
+        "plot",
+        run_plot,
+        help="acceptance plots (PNG and SVG)",
+        description="Draw every acceptance plot.",
+        epilog=PLOT_EPILOG,
+    )
     add_runs_input(p)
     add_output(p, output_dir, "output directory", dest="output", metavar="DIR", required=True)
     p.add_argument("--format", nargs="+", choices=("png", "svg"), help="image formats (default: both)")
     p.add_argument("--tokenizer", help="tokenizer.json (or a model directory) for token text on the round picture")
-    p.add_argument("--round", "--show-round", dest="show_round", type=parse_key,
-                   help="round to draw, as A_B (default: a typical failing round, docs/analysis.md)")
+    p.add_argument(
+        "--round",
+        "--show-round",
+        dest="show_round",
+        type=parse_key,
+        help="round to draw, as A_B (default: a typical failing round, docs/analysis.md)",
+    )

@@ -1,4 +1,4 @@
-"""``specreplay compare | report``: thin CLI layers over analysis.compare and analysis.report.
+"""``specreplay compare | report``: thin CLI layers over analysis.compare.configs and analysis.report.html.
 
 Both take configs (--configs, --grid, --generate) and a cost model (--cost); reading the dumps is
 shared with stats and plot (cmd_analysis.py).
@@ -11,12 +11,23 @@ import json
 import sys
 from pathlib import Path
 
-from replay.atomic import atomic_path
-from replay.errors import SpecReplayError
-from replay.pathcheck import input_file_or_json, output_dir, output_file
-from replay.progress import progress_enabled
+from replay.util.atomic import atomic_path
+from replay.util.errors import SpecReplayError
+from replay.util.pathcheck import input_file_or_json, output_dir, output_file
+from replay.util.progress import progress_enabled
 
-from .cmd_analysis import add_runs_input, check_config_args, check_round_arg, check_round_replayed, configs_from_args, cost_from_args, load_runs_from_args, option_configs, image_format_of, skipped_status
+from .cmd_analysis import (
+    add_runs_input,
+    check_config_args,
+    check_round_arg,
+    check_round_replayed,
+    configs_from_args,
+    cost_from_args,
+    image_format_of,
+    load_runs_from_args,
+    option_configs,
+    skipped_status,
+)
 from .options import JSON_OBJECT_HELP, add_command, add_output, at_least_one, parse_key
 
 COMPARE_EPILOG = """\
@@ -66,13 +77,13 @@ as CSV and Parquet under OUTPUT/tables/.
 def run_compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from analysis import plots
-    from analysis.compare import beyond_recorded_notes, compare_display, strategies_display, with_speed
-    from analysis.compare_batch import compare_run, simulate_run_strategies
-    from analysis.costsource import cost_warning, run_cost
-    from analysis.definitions import HEADLINE_NAMES, definitions_text
-    from analysis.timings import measured_speedup, read_timings, speedup_warnings
-    from replay.progress import tqdm_progress
+    from analysis.compare.batch import compare_run, simulate_run_strategies
+    from analysis.compare.configs import beyond_recorded_notes, compare_display, strategies_display, with_speed
+    from analysis.cost.source import cost_warning, run_cost
+    from analysis.cost.timings import measured_speedup, read_timings, speedup_warnings
+    from analysis.report import plots
+    from analysis.tables.definitions import HEADLINE_NAMES, definitions_text
+    from replay.util.progress import tqdm_progress
 
     plot_format = image_format_of(args.plot) if args.plot else None
     check_compare_options(args)
@@ -102,7 +113,9 @@ def run_compare(args: argparse.Namespace) -> int:
         per_round.append(rounds)
         if args.gamma_strategies is not None:
             window = args.ema_window or int(run.replay.config.settings.get("emaWindow", 1) or 1)
-            sims = simulate_run_strategies(run, run.config, args.gamma_strategies or list(range(5)), cost, window, args.gamma_threshold)
+            sims = simulate_run_strategies(
+                run, run.config, args.gamma_strategies or list(range(5)), cost, window, args.gamma_threshold
+            )
             st = pd.DataFrame([s.to_row(cost) for s in sims])
             st.insert(0, "run", run.label)
             strategies.append(st)
@@ -110,14 +123,21 @@ def run_compare(args: argparse.Namespace) -> int:
         raise SpecReplayError("no rounds to compare")
     table = pd.concat(tables, ignore_index=True)
     if args.top:
-        table = pd.concat([g.head(1) for _, g in table.groupby("run", sort=False)] +
-                          [g.iloc[1:].sort_values("modelled_speedup_lo", ascending=False).head(args.top) for _, g in table.groupby("run", sort=False)],
-                          ignore_index=True).sort_values("run", kind="stable")
+        table = pd.concat(
+            [g.head(1) for _, g in table.groupby("run", sort=False)]
+            + [
+                g.iloc[1:].sort_values("modelled_speedup_lo", ascending=False).head(args.top)
+                for _, g in table.groupby("run", sort=False)
+            ],
+            ignore_index=True,
+        ).sort_values("run", kind="stable")
     if args.plot:  # after --top: the plot shows the rows the table shows
         for run, grp in table.groupby("run", sort=False):
             target = Path(args.plot).with_stem(Path(args.plot).stem + (f"_{run}" if len(runs) > 1 else ""))
             with atomic_path(target) as tmp:
-                plots.plot_compare_configs(grp, run, costs[run].source).savefig(tmp, format=plot_format, dpi=plots.DPI, bbox_inches="tight")
+                plots.plot_compare_configs(grp, run, costs[run].source).savefig(
+                    tmp, format=plot_format, dpi=plots.DPI, bbox_inches="tight"
+                )
     warnings = [w for w in (cost_warning(costs[r], r) for r in costs) if w]
     if args.json or args.csv:  # the text output carries them under each run
         for w in warnings:
@@ -142,8 +162,13 @@ def run_compare(args: argparse.Namespace) -> int:
     elif args.csv:
         # list cells as compact JSON text "[1,2,2]": pd.read_csv(f, converters={"top_head": json.loads, ...})
         compact = lambda v: json.dumps(list(v), separators=(",", ":"))  # noqa: E731
-        lists = {c: table[c].map(compact) for c in ("top_head", "per_position_acceptance_rate_lo", "per_position_acceptance_rate_hi")}
-        table.assign(top_head=table["top_head"].map(lambda h: [int(v) for v in h])).assign(**lists).to_csv(sys.stdout, index=False)
+        lists = {
+            c: table[c].map(compact)
+            for c in ("top_head", "per_position_acceptance_rate_lo", "per_position_acceptance_rate_hi")
+        }
+        table.assign(top_head=table["top_head"].map(lambda h: [int(v) for v in h])).assign(**lists).to_csv(
+            sys.stdout, index=False
+        )
     else:
         for run, grp in table.groupby("run", sort=False):
             shown = compare_display(grp)
@@ -154,38 +179,60 @@ def run_compare(args: argparse.Namespace) -> int:
             speed = measured[run]
             if speed is not None:
                 print(f"  {speed.describe()}")
-            print("  mean_acceptance_length = mean_accepted_length + 1 (bonus included): derived for every row, as a config "
-                  "that was not run has no target token in the dump")
+            print(
+                "  mean_acceptance_length = mean_accepted_length + 1 (bonus included): derived for every row, as a config "
+                "that was not run has no target token in the dump"
+            )
             print(shown.to_string(index=False) + "\n")
         if strategies:
             st = strategies_display(pd.concat(strategies, ignore_index=True))
             print("dynamic-gamma strategies (docs/analysis.md):")
             print(st.to_string(index=False) + "\n")
-        print("definitions (docs/vocabulary.md):\n" + definitions_text([*HEADLINE_NAMES, "mean_accepted_length", "modelled_speedup",
-                                                                          "measured_speedup", "measured_speedup_wall"]))
+        print(
+            "definitions (docs/vocabulary.md):\n"
+            + definitions_text(
+                [
+                    *HEADLINE_NAMES,
+                    "mean_accepted_length",
+                    "modelled_speedup",
+                    "measured_speedup",
+                    "measured_speedup_wall",
+                ]
+            )
+        )
     return skipped_status(runs, args)
 
 
 def check_compare_options(args: argparse.Namespace) -> None:
     """Options that would be taken and then do nothing: refused before any work, saying which to drop."""
     if args.csv and args.gamma_strategies is not None:
-        raise SpecReplayError("--gamma-strategies with --csv: the CSV is the configs table alone, the strategies would be "
-                              "simulated and dropped; use --json (it holds both) or the text output, or drop --gamma-strategies")
-    from analysis.gamma_strategies import USES_EMA
+        raise SpecReplayError(
+            "--gamma-strategies with --csv: the CSV is the configs table alone, the strategies would be "
+            "simulated and dropped; use --json (it holds both) or the text output, or drop --gamma-strategies"
+        )
+    from analysis.compare.gamma_strategies import USES_EMA
 
-    if args.ema_window is not None and (args.gamma_strategies is None or (args.gamma_strategies and not set(args.gamma_strategies) & set(USES_EMA))):
-        given = "without --gamma-strategies" if args.gamma_strategies is None else f"with --gamma-strategies {' '.join(map(str, args.gamma_strategies))}"
-        raise SpecReplayError(f"--ema-window {args.ema_window} {given}: only the EMA strategies {' and '.join(map(str, USES_EMA))} use it; "
-                              f"add them (--gamma-strategies {' '.join(map(str, USES_EMA))}) or drop --ema-window")
+    if args.ema_window is not None and (
+        args.gamma_strategies is None or (args.gamma_strategies and not set(args.gamma_strategies) & set(USES_EMA))
+    ):
+        given = (
+            "without --gamma-strategies"
+            if args.gamma_strategies is None
+            else f"with --gamma-strategies {' '.join(map(str, args.gamma_strategies))}"
+        )
+        raise SpecReplayError(
+            f"--ema-window {args.ema_window} {given}: only the EMA strategies {' and '.join(map(str, USES_EMA))} use it; "
+            f"add them (--gamma-strategies {' '.join(map(str, USES_EMA))}) or drop --ema-window"
+        )
 
 
 # --- report ------------------------------------------------------------------------------------
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from analysis.report import ReportOptions, write_report
-    from replay.progress import tqdm_progress
-    from analysis.treeplot import load_decoder
+    from analysis.report.html import ReportOptions, write_report
+    from analysis.report.treeplot import load_decoder
+    from replay.util.progress import tqdm_progress
 
     for name in ("budget", "max_depth"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -225,36 +272,86 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def _add_compare_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--configs", nargs="+", metavar="CONFIG",
-                   help="configs to compare, each in any config form: 6,2x2,1x1, [6]|[2,2]|[1,1], 6_2x2_1x1, [[6],[2,2],[1,1]], a JSON object or file (docs/config-grammar.md)")
-    p.add_argument("--grid", metavar="LIST", help='a list of configs separated by ";", as sweep --grid: "6,2x2,1x1;4|6,1x1;[2]|[1,1]"')
-    p.add_argument("--generate", metavar="FUNNELS", help='generate funnel configs: "root=2,4,6 heads=1,2 width=1,2 gamma=1:3" (a:b = range)')
-    p.add_argument("--cost", type=input_file_or_json, help='cost model: a JSON file or inline JSON {"tokens": [...], "verify_s": [...], "draft_step_s": x}')
-    p.add_argument("--gamma-threshold", type=float, default=None, help="simulate this gammaThreshold early stop (docs/analysis.md); default: only the recorded early stops")
-    p.add_argument("--ema-window", type=at_least_one, default=None, help="emaWindow for the EMA strategies (default: the run's setting, else 1)")
+    p.add_argument(
+        "--configs",
+        nargs="+",
+        metavar="CONFIG",
+        help="configs to compare, each in any config form: 6,2x2,1x1, [6]|[2,2]|[1,1], 6_2x2_1x1, [[6],[2,2],[1,1]], a JSON object or file (docs/config-grammar.md)",
+    )
+    p.add_argument(
+        "--grid",
+        metavar="LIST",
+        help='a list of configs separated by ";", as sweep --grid: "6,2x2,1x1;4|6,1x1;[2]|[1,1]"',
+    )
+    p.add_argument(
+        "--generate",
+        metavar="FUNNELS",
+        help='generate funnel configs: "root=2,4,6 heads=1,2 width=1,2 gamma=1:3" (a:b = range)',
+    )
+    p.add_argument(
+        "--cost",
+        type=input_file_or_json,
+        help='cost model: a JSON file or inline JSON {"tokens": [...], "verify_s": [...], "draft_step_s": x}',
+    )
+    p.add_argument(
+        "--gamma-threshold",
+        type=float,
+        default=None,
+        help="simulate this gammaThreshold early stop (docs/analysis.md); default: only the recorded early stops",
+    )
+    p.add_argument(
+        "--ema-window",
+        type=at_least_one,
+        default=None,
+        help="emaWindow for the EMA strategies (default: the run's setting, else 1)",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, "compare", run_compare, help="compare tree configs offline on recorded dumps",
-                    description="Replay other tree configs exactly on recorded rounds; report nodes, mean acceptance "
-                    "length (bonus included), draft acceptance rate, per-position acceptance rate, mean accepted length "
-                    "and modelled speedup, with bounds where the dump cannot decide.",
-                    epilog=COMPARE_EPILOG)
+    p = add_command(
+        sub,
+        "compare",
+        run_compare,
+        help="compare tree configs offline on recorded dumps",
+        description="Replay other tree configs exactly on recorded rounds; report nodes, mean acceptance "
+        "length (bonus included), draft acceptance rate, per-position acceptance rate, mean accepted length "
+        "and modelled speedup, with bounds where the dump cannot decide.",
+        epilog=COMPARE_EPILOG,
+    )
     add_runs_input(p)
     _add_compare_options(p)
     p.add_argument("--contained", action="store_true", help="add every config contained in the recorded one")
-    p.add_argument("--top", type=at_least_one, help="show the recorded config and the N best by modelled speedup lower bound")
-    p.add_argument("--gamma-strategies", nargs="*", type=int, choices=range(5), metavar="S",
-                   help="also simulate dynamic-gamma strategies (0..4; no value = all)")
+    p.add_argument(
+        "--top", type=at_least_one, help="show the recorded config and the N best by modelled speedup lower bound"
+    )
+    p.add_argument(
+        "--gamma-strategies",
+        nargs="*",
+        type=int,
+        choices=range(5),
+        metavar="S",
+        help="also simulate dynamic-gamma strategies (0..4; no value = all)",
+    )
     p.add_argument("--plot", metavar="FILE.png", type=output_file, help="also draw the comparison (.png, .svg or .pdf)")
-    p.add_argument("--per-round", metavar="FILE.csv", type=output_file, help="also write every config's per-round outcome to this CSV file")
+    p.add_argument(
+        "--per-round",
+        metavar="FILE.csv",
+        type=output_file,
+        help="also write every config's per-round outcome to this CSV file",
+    )
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help=JSON_OBJECT_HELP + " (cost model, configs, gamma strategies)")
     out.add_argument("--csv", action="store_true", help="CSV output")
 
-    p = add_command(sub, "report", run_report, help="self-contained HTML report with every table and plot",
-                    description="Write a self-contained HTML page (images embedded) with configs, metrics, plots, "
-                    "offline config comparison, dynamic-gamma strategies and the tree-shape recommendation.", epilog=REPORT_EPILOG)
+    p = add_command(
+        sub,
+        "report",
+        run_report,
+        help="self-contained HTML report with every table and plot",
+        description="Write a self-contained HTML page (images embedded) with configs, metrics, plots, "
+        "offline config comparison, dynamic-gamma strategies and the tree-shape recommendation.",
+        epilog=REPORT_EPILOG,
+    )
     add_runs_input(p)
     _add_compare_options(p)
     add_output(p, output_dir, "output directory (index.html, tables/)", dest="output", metavar="DIR", required=True)
@@ -262,7 +359,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--svg", action="store_true", help="inline SVG instead of base64 PNG")
     p.add_argument("--no-tables", action="store_true", help="do not write tables/ beside the page")
     p.add_argument("--title", help="page title")
-    p.add_argument("--budget", type=int, default=None, help="tree-shape recommendation: draft nodes per tree (default: the recorded config's)")
-    p.add_argument("--max-depth", type=int, default=None, help="tree-shape recommendation: maximum gamma (default: the recorded gamma)")
-    p.add_argument("--round", dest="show_round", type=parse_key,
-                   help="round to draw per run, as A_B (default: a typical failing round, docs/analysis.md)")
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help="tree-shape recommendation: draft nodes per tree (default: the recorded config's)",
+    )
+    p.add_argument(
+        "--max-depth",
+        type=int,
+        default=None,
+        help="tree-shape recommendation: maximum gamma (default: the recorded gamma)",
+    )
+    p.add_argument(
+        "--round",
+        dest="show_round",
+        type=parse_key,
+        help="round to draw per run, as A_B (default: a typical failing round, docs/analysis.md)",
+    )

@@ -13,10 +13,11 @@ import argparse
 import math
 import sys
 
+from replay.live.extras import require_live_packages
+from replay.util.pathcheck import input_file, output_dir, output_file
+from replay.util.progress import progress_bar, progress_enabled
+
 from .options import add_command, add_no_progress, add_output
-from ..pathcheck import input_file, output_dir, output_file
-from ..live.extras import require_live_packages
-from ..progress import progress_bar, progress_enabled
 
 GENERATE_EXAMPLE = """example:
   specreplay generate --pair qwen2.5-coder --models-dir /work/models --config tree.json \\
@@ -45,22 +46,34 @@ COST_EXAMPLE = """example:
 
 def register(subparsers) -> None:
     gen = add_command(
-        subparsers, "generate", run_generate, help="run tree speculative decoding live and write a dump", epilog=GENERATE_EXAMPLE,
+        subparsers,
+        "generate",
+        run_generate,
+        help="run tree speculative decoding live and write a dump",
+        epilog=GENERATE_EXAMPLE,
         description="Decode the prompts with a real draft and target model: the draft builds each round's tree, "
         "the target verifies it in one forward, and every round is written as a dump (draft_step_*, validate_*, "
         "manifest.json with outputs and timings) that every offline command reads.",
     )
     add_model_options(gen)
     gen.add_argument(
-        "--config", required=True,
+        "--config",
+        required=True,
         help="tree config in any config form: tree.json, 6,2x2,1x1, [6]|[2,2]|[1,1], [[6],[2,2],[1,1]], inline JSON "
         "(docs/config-grammar.md; the first tree of a specTree list is used), or auto: measure the cost curve, "
         "run a short calibration of a wide tree, pick the shape with the best predicted speedup, run it with "
         "--baseline and print predicted vs measured (docs/live-harness.md)",
     )
     add_decode_options(gen)
-    add_output(gen, output_dir, "dump directory (draft_step_*/validate_* .npz + manifest.json); must be new or empty",
-               dest="out", metavar="DIR", required=True, aliases=["--out"])
+    add_output(
+        gen,
+        output_dir,
+        "dump directory (draft_step_*/validate_* .npz + manifest.json); must be new or empty",
+        dest="out",
+        metavar="DIR",
+        required=True,
+        aliases=["--out"],
+    )
     gen.add_argument(
         "--replace",
         action="store_true",
@@ -68,12 +81,20 @@ def register(subparsers) -> None:
         "There is no --resume: a run's numbers (tokens/s, speedup) are measured in one process; "
         "`specreplay sweep` resumes per config",
     )
-    gen.add_argument("--baseline", action="store_true", help="also run target-only decoding, interleaved: measured speedup (end to end and decode only), identical outputs")
+    gen.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also run target-only decoding, interleaved: measured speedup (end to end and decode only), identical outputs",
+    )
     add_repeats_option(gen)
     add_no_progress(gen)
 
     cc = add_command(
-        subparsers, "cost-curve", run_cost_curve, help="time one target forward against tokens verified", epilog=COST_EXAMPLE,
+        subparsers,
+        "cost-curve",
+        run_cost_curve,
+        help="time one target forward against tokens verified",
+        epilog=COST_EXAMPLE,
         description="Time one target forward (and, with a draft, one draft step) against the number of tokens "
         "verified at once, on a cache of --prefix committed tokens, and write the curve as JSON: the cost model "
         "of compare, report and recommend (--cost).",
@@ -90,16 +111,28 @@ def register(subparsers) -> None:
     cc.add_argument("--sizes", default="1,2,4,8,16,32,64", help="tokens per forward, comma separated")
     cc.add_argument("--prefix", type=int, default=64, help="committed tokens in the cache")
     cc.add_argument(
-        "--repeats", type=int, default=3,
+        "--repeats",
+        type=int,
+        default=3,
         help="timed passes after a warm-up, the sizes' order rotated per pass; median, min and max kept",
     )
-    add_output(cc, output_file, "where to write the cost curve JSON", dest="out", metavar="FILE", required=True, aliases=["--out"])
+    add_output(
+        cc,
+        output_file,
+        "where to write the cost curve JSON",
+        dest="out",
+        metavar="FILE",
+        required=True,
+        aliases=["--out"],
+    )
     add_no_progress(cc)  # transformers' model-loading bars
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft", help="draft model: Hugging Face directory, .gguf file or short name (qwen2.5-coder-0.5b)")
-    p.add_argument("--target", help="target model: Hugging Face directory, .gguf file or short name (qwen2.5-coder-1.5b)")
+    p.add_argument(
+        "--target", help="target model: Hugging Face directory, .gguf file or short name (qwen2.5-coder-1.5b)"
+    )
     p.add_argument("--pair", help="both models by pair name (qwen2.5-coder), instead of --draft/--target")
     _models_dir_arg(p)
     _device_args(p)
@@ -108,28 +141,40 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 
 def add_repeats_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--repeats", type=int, default=3,
+        "--repeats",
+        type=int,
+        default=3,
         help="timed passes after a warm-up; methods interleaved per prompt, median and range reported (default %(default)s)",
     )
 
 
 def _models_dir_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--models-dir", help="where short names are looked up (default: $SPECREPLAY_MODELS, else ~/.cache/specreplay/models)")
+    p.add_argument(
+        "--models-dir",
+        help="where short names are looked up (default: $SPECREPLAY_MODELS, else ~/.cache/specreplay/models)",
+    )
 
 
 def _device_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="dtype of both models")
     p.add_argument(
-        "--draft-dtype", choices=["float32", "bfloat16", "float16"],
+        "--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="dtype of both models"
+    )
+    p.add_argument(
+        "--draft-dtype",
+        choices=["float32", "bfloat16", "float16"],
         help="the draft's own dtype (default: bfloat16 under a float32 target where bfloat16 is fast - CUDA, CPUs with avx512_bf16 or AMX - else --dtype)",
     )
-    p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice; 1 is steadiest on small VMs)")
+    p.add_argument(
+        "--threads", type=int, help="CPU threads for torch (default: torch's choice; 1 is steadiest on small VMs)"
+    )
 
 
 def add_decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-new-tokens", type=int, required=True, help="tokens to generate per prompt")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy; > 0 samples losslessly (default: %(default)s)")
+    p.add_argument(
+        "--temperature", type=float, default=0.0, help="0 = greedy; > 0 samples losslessly (default: %(default)s)"
+    )
     p.add_argument(
         "--seed",
         type=int,
@@ -137,14 +182,22 @@ def add_decode_options(p: argparse.ArgumentParser) -> None:
         help="seed of the sampling draws, >= 0: sequence i draws from numpy default_rng(SeedSequence([seed, i])), "
         "so a repeated prompt gives independent samples and the same seed the same outputs (default %(default)s)",
     )
-    p.add_argument("--stop-at-eos", action="store_true", help="stop a sequence after the tokenizer's EOS token (refused when the target's tokenizer has none)")
-    p.add_argument("--record-k", type=int, help="candidate columns recorded per dump row (default: the config's widest topKSpec entry)")
+    p.add_argument(
+        "--stop-at-eos",
+        action="store_true",
+        help="stop a sequence after the tokenizer's EOS token (refused when the target's tokenizer has none)",
+    )
+    p.add_argument(
+        "--record-k",
+        type=int,
+        help="candidate columns recorded per dump row (default: the config's widest topKSpec entry)",
+    )
 
 
 def resolve_pair(args):
     """What fails in a second, before torch is imported: the run options, both model names (a
     missing model names the fetch command to run), the prompts file, then the live packages."""
-    from ..live.names import require_both, resolve_model_args
+    from replay.live.models.names import require_both, resolve_model_args
 
     check_run_options(args)
     paths = require_both(resolve_model_args(args.draft, args.target, args.pair, args.models_dir))
@@ -154,15 +207,17 @@ def resolve_pair(args):
 
 
 def load_pair(args, paths):
-    from ..live.models import load_pair
+    from replay.live.models.load import load_pair
 
     _check_device(args)
-    return load_pair(paths.draft, paths.target, args.device, args.dtype, args.draft_dtype, progress_enabled(args.no_progress))
+    return load_pair(
+        paths.draft, paths.target, args.device, args.dtype, args.draft_dtype, progress_enabled(args.no_progress)
+    )
 
 
 def _check_device(args) -> None:
     """Refuse a missing GPU up front; apply --threads before any model is built."""
-    from ..live.models import prepare_device
+    from replay.live.models.load import prepare_device
 
     prepare_device(args.device, args.threads, f"--device {args.device}", "this machine")
 
@@ -170,7 +225,7 @@ def _check_device(args) -> None:
 def check_run_options(args) -> None:
     """The numbers of a generate or sweep run, checked before any model loads (a mistake found
     after a 1.5B model has loaded costs the user that load)."""
-    from ..live.errors import PromptError
+    from replay.live.errors import PromptError
 
     if args.max_new_tokens < 1:
         raise PromptError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
@@ -178,20 +233,22 @@ def check_run_options(args) -> None:
         raise PromptError(f"--seed must be >= 0 (it seeds numpy SeedSequence), got {args.seed}")
     # A negative temperature was run as greedy and NaN failed mid-run: 0 is the only greedy spelling.
     if not (math.isfinite(args.temperature) and args.temperature >= 0):
-        raise PromptError(f"--temperature must be a finite number >= 0 (0 = greedy, > 0 samples), got {args.temperature}")
+        raise PromptError(
+            f"--temperature must be a finite number >= 0 (0 = greedy, > 0 samples), got {args.temperature}"
+        )
     check_repeats(args.repeats)
     check_threads(args.threads)
 
 
 def check_repeats(repeats: int) -> None:
-    from ..live.errors import PromptError
+    from replay.live.errors import PromptError
 
     if repeats < 1:
         raise PromptError(f"--repeats must be at least 1 (timed passes after the warm-up), got {repeats}")
 
 
 def check_threads(threads: int | None) -> None:
-    from ..live.errors import PromptError
+    from replay.live.errors import PromptError
 
     if threads is not None and threads < 1:
         raise PromptError(f"--threads must be at least 1, got {threads}")
@@ -200,14 +257,14 @@ def check_threads(threads: int | None) -> None:
 def check_prompts_file(args) -> None:
     """What the prompts file can show without the target's tokenizer (empty, a bad JSON line, an
     id prompt too short), before any model loads; the prompts are read again, encoded, after."""
-    from ..live.prompts import read_prompt_lines
+    from replay.live.prompts import read_prompt_lines
 
     read_prompt_lines(args.prompts)
 
 
 def decode_options(args, target):
-    from ..live.errors import PromptError
-    from ..live.generate import DecodeOptions
+    from replay.live.errors import PromptError
+    from replay.live.generate import DecodeOptions
 
     eos = getattr(target.tokenizer, "eos_token_id", None) if args.stop_at_eos else None
     if args.stop_at_eos and eos is None:  # it was ignored: every sequence ran to --max-new-tokens
@@ -221,9 +278,10 @@ def token_progress_bar(args, total: int, desc: str):
 
 
 def generate_config(text: str):
-    """``generate --config``'s value as a SpecConfig (replay.config_grammar): parsed before torch
+    """``generate --config``'s value as a SpecConfig (replay.core.config_grammar): parsed before torch
     loads; None for ``auto`` (the shape is chosen after a calibration run: live_auto)."""
-    from ..config_grammar import parse_spec
+    from replay.core.config_grammar import parse_spec
+
     from .live_auto import is_auto
 
     return None if is_auto(text) else parse_spec(text, "--config")
@@ -236,10 +294,10 @@ def run_generate(args) -> int:
     if spec is None:
         check_auto_options(args.temperature)
     paths = resolve_pair(args)
-    from ..live.dumps import staged_output_dir
-    from ..live.prompts import read_prompts
-    from ..live.report import format_summary, generation_headline
-    from ..live.run import run_timed, save_run_manifest
+    from replay.live.dumps import staged_output_dir
+    from replay.live.prompts import read_prompts
+    from replay.live.report import format_summary, generation_headline
+    from replay.live.run import run_timed, save_run_manifest
 
     if spec is not None and len(spec.trees) > 1:
         print(f"note: {args.config} lists {len(spec.trees)} trees; using the first", file=sys.stderr)
@@ -269,29 +327,29 @@ def run_generate(args) -> int:
 
 
 def speedup_lines(run_dir) -> list[str] | None:
-    """The measured speedups of the manifest just written, read back by analysis.timings: the same
+    """The measured speedups of the manifest just written, read back by analysis.cost.timings: the same
     words and numbers ``compare`` shows for this run (end to end, prefill included: the harness's
     speedup; decode only, prefill excluded)."""
-    from analysis.timings import run_speedup
-    from ..manifest import read_manifest
+    from analysis.cost.timings import run_speedup
+    from replay.io.manifest import read_manifest
 
     speed = run_speedup(run_dir, read_manifest(run_dir))
     return None if speed is None else speed.summary_lines()
 
 
 def run_cost_curve(args) -> int:
-    from ..live.names import resolve_model_args
+    from replay.live.models.names import resolve_model_args
 
     paths = resolve_model_args(args.draft, args.target, args.pair, args.models_dir)  # before torch is imported
     sizes = _sizes(args.sizes)
     check_repeats(args.repeats)
     check_threads(args.threads)
     if args.prefix < 0:
-        from ..live.errors import SweepError
+        from replay.live.errors import SweepError
 
         raise SweepError(f"--prefix must be >= 0 (committed tokens in the cache), got {args.prefix}")
     require_live_packages()
-    from ..live.costs import measure_cost_curve, write_cost_curve
+    from replay.live.costs import measure_cost_curve, write_cost_curve
 
     _check_device(args)
     # Timing needs no tokenizer: skip rebuilding one from GGUF metadata (~12 s per model).
@@ -299,7 +357,7 @@ def run_cost_curve(args) -> int:
     target = _model_or_shape(paths.target, args.shape, args.device, args.dtype, bars)
     draft = None
     if paths.draft is not None or args.draft_shape:
-        from ..live.models import default_draft_dtype
+        from replay.live.models.load import default_draft_dtype
 
         draft_dtype = args.draft_dtype or default_draft_dtype(args.device, args.dtype)
         draft = _model_or_shape(paths.draft, args.draft_shape, args.device, draft_dtype, bars)
@@ -314,7 +372,7 @@ def run_cost_curve(args) -> int:
 
 
 def _sizes(text: str) -> list[int]:
-    from ..live.errors import SweepError
+    from replay.live.errors import SweepError
 
     try:
         sizes = [int(s) for s in text.split(",") if s.strip()]
@@ -326,9 +384,9 @@ def _sizes(text: str) -> list[int]:
 
 
 def _model_or_shape(path: str | None, shape: str | None, device: str, dtype: str, progress: bool):
-    from ..live.errors import ModelLoadError
-    from ..live.models import load_model
-    from ..live.tiny import REAL_SHAPES, build_model
+    from replay.live.errors import ModelLoadError
+    from replay.live.models.load import load_model
+    from replay.live.models.random_weights import REAL_SHAPES, build_model
 
     if path:
         return load_model(path, device, dtype, tokenizer=None, progress=progress)

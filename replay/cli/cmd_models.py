@@ -10,18 +10,19 @@ import argparse
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+
+from replay.live.models.cache import ENV_CACHE_DIR, cache_dir_or_default, is_cached, model_path
+from replay.live.models.catalogue import DEFAULT_PAIR, MODELS, PAIRS, ModelSpec, get_pair
+from replay.live.models.download import fetch_pair
+from replay.live.models.progress import ProgressFactory, format_bytes
+from replay.util.errors import SpecReplayError
+from replay.util.pathcheck import output_dir
+from replay.util.progress import progress_bar, progress_enabled
 
 from .options import add_command, add_no_progress
-from ..errors import SpecReplayError
-from ..pathcheck import output_dir
-from ..progress import progress_bar, progress_enabled
-from ..live.model_cache import ENV_CACHE_DIR, cache_dir_or_default, is_cached, model_path
-from ..live.model_catalogue import DEFAULT_PAIR, MODELS, PAIRS, ModelSpec, get_pair
-from ..live.model_download import fetch_pair
-from ..live.model_progress import ProgressFactory, format_bytes
 
 FETCH_EPILOG = """\
 examples:
@@ -43,7 +44,9 @@ example:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     models = add_command(
-        subparsers, "models", lambda args: print_help(models),
+        subparsers,
+        "models",
+        lambda args: print_help(models),
         help="fetch and list the official draft/target model pair (GGUF)",
         description="Fetch and list the official draft/target model pair (Qwen2.5-Coder GGUF, Apache-2.0).",
         epilog=FETCH_EPILOG,
@@ -65,7 +68,9 @@ def add_dir_option(parser: argparse.ArgumentParser, writes: bool) -> None:
 
 def add_fetch(sub: argparse._SubParsersAction) -> None:
     parser = add_command(
-        sub, "fetch", run_models_fetch,
+        sub,
+        "fetch",
+        run_models_fetch,
         help="download, assemble and verify the draft/target pair",
         description="Download, assemble and verify the draft/target GGUF pair.",
         epilog=FETCH_EPILOG,
@@ -81,7 +86,9 @@ def add_fetch(sub: argparse._SubParsersAction) -> None:
 
 def add_list(sub: argparse._SubParsersAction) -> None:
     parser = add_command(
-        sub, "list", run_models_list,
+        sub,
+        "list",
+        run_models_list,
         help="show the known models, which are cached, and their sizes",
         description="Show the known models, which are cached (size + recorded sha256), and where.",
         epilog=LIST_EPILOG,

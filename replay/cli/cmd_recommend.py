@@ -1,21 +1,30 @@
-"""``specreplay recommend``: the CLI over analysis.recommend (reads dumps in batches)."""
+"""``specreplay recommend``: the CLI over analysis.shapes.recommend (reads dumps in batches)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
-from .options import JSON_OBJECT_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, options_from_args, print_skipped
-from replay.errors import SpecReplayError
-from replay.pathcheck import input_file_or_json
-from replay.progress import progress_enabled, tqdm_progress
-from replay.sources import require_dump_source
+from analysis.cost.model import CostModel
+from analysis.shapes.model import DEFAULT_MIN_COUNT
+from replay.io.sources import require_dump_source
+from replay.util.errors import SpecReplayError
+from replay.util.pathcheck import input_file_or_json
+from replay.util.progress import progress_enabled, tqdm_progress
 
-from analysis.costmodel import CostModel
-from analysis.shape_model import DEFAULT_MIN_COUNT
+from .options import (
+    JSON_OBJECT_HELP,
+    add_command,
+    add_dump_input,
+    add_dump_options,
+    add_no_progress,
+    options_from_args,
+    print_notes,
+    print_skipped,
+)
 
 EPILOG = """\
 examples:
@@ -25,11 +34,11 @@ examples:
 
 Reads dump directories or packed runs (specreplay pack) in batches. Cost curve JSON (the live
 harness writes it): {"tokens": [1, 2, 4, ...], "verify_s": [...], "draft_step_s": x}.
-Shapes contained in the recorded config are replayed exactly (analysis.subtree); for the others a
+Shapes contained in the recorded config are replayed exactly (analysis.compare.subtree); for the others a
 `specreplay sweep` command line is printed. Depths the dumps cannot estimate are refused unless
 --extrapolate. Estimator, search and refusals: docs/shape-search.md; cost model: docs/analysis.md.
 Progress goes to stderr on a terminal (--no-progress to silence it).
-Exit status: 0; 1 when rounds were skipped (listed); 2 on errors. A measured shape that disagrees
+Exit status: 0; 1 when rounds were skipped (listed on stderr); 2 on errors (no round replayed too). A measured shape that disagrees
 with its prediction is a finding, not an error: agree = NO in the table and a warning on stderr.
 """
 
@@ -80,8 +89,8 @@ def progress_bars(enabled: bool | None) -> Iterator[Callable[[str], Callable[[in
 
 
 def run_recommend(args: argparse.Namespace) -> int:
-    from analysis.recommend import recommend_runs
-    from analysis.recommend_render import finite_json, recommendation_json, render_recommendation
+    from analysis.shapes.recommend import recommend_runs
+    from analysis.shapes.recommend_render import finite_json, recommendation_json, render_recommendation
 
     for d in args.dir:
         require_dump_source(d)
@@ -89,23 +98,38 @@ def run_recommend(args: argparse.Namespace) -> int:
     opts = options_from_args(args)
     with progress_bars(progress_enabled(args.no_progress)) as stage:
         rec = recommend_runs(
-            args.dir, opts, args.budget, args.max_depth, cost, stage, top=args.top, min_count=args.min_count,
-            bootstrap=args.bootstrap, seed=args.seed, extrapolate=args.extrapolate,
+            args.dir,
+            opts,
+            args.budget,
+            args.max_depth,
+            cost,
+            stage,
+            top=args.top,
+            min_count=args.min_count,
+            bootstrap=args.bootstrap,
+            seed=args.seed,
+            extrapolate=args.extrapolate,
         )
     if args.json:
         sys.stdout.write(json.dumps(finite_json(recommendation_json(rec)), allow_nan=False) + "\n")
     else:
         sys.stdout.write("\n".join(render_recommendation(rec)) + "\n")
+    print_notes(rec.warnings)
     print_skipped(rec.skipped_items)
     disagree = sum(c.agree is False for c in rec.comparisons)
     if disagree:  # a finding about the model, not about the input: exit 1 keeps one meaning (skipped input)
-        print(f"specreplay: warning: {disagree} measured shape(s) disagree with their prediction (agree = NO above)", file=sys.stderr)
+        print(
+            f"specreplay: warning: {disagree} measured shape(s) disagree with their prediction (agree = NO above)",
+            file=sys.stderr,
+        )
     return 1 if rec.skipped_items else 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(
-        sub, "recommend", run_recommend,
+        sub,
+        "recommend",
+        run_recommend,
         help="recommend topKSpec/topHead for a node budget from measured acceptance",
         description="Estimate acceptance by depth and rank from replayed dumps, search the static tree shapes "
         "within a node budget exactly, and compare predicted with replayed block efficiency.",
@@ -114,14 +138,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dump_input(p, many=True, help="dump directories or packed runs (pooled)")
     p.add_argument("--budget", type=int, required=True, help="draft nodes per tree (root excluded)")
     p.add_argument("--max-depth", type=int, default=None, help="maximum gamma (default: deepest recorded tree)")
-    p.add_argument("--cost", type=input_file_or_json, help='measured cost curve: a JSON file or inline JSON {"tokens": [...], "verify_s": [...], "draft_step_s": x}')
+    p.add_argument(
+        "--cost",
+        type=input_file_or_json,
+        help='measured cost curve: a JSON file or inline JSON {"tokens": [...], "verify_s": [...], "draft_step_s": x}',
+    )
     p.add_argument("--verify-cost", type=parse_pair, help="A,B: t_verify(k) = A + B*k seconds")
     p.add_argument("--draft-cost", type=float, default=None, help="seconds per draft step")
     p.add_argument("--top", type=int, default=5, help="shapes to list per objective")
     p.add_argument("--min-count", type=int, default=DEFAULT_MIN_COUNT, help="visits below which a rank row is pooled")
     p.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples for prediction intervals")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    p.add_argument("--extrapolate", action="store_true", help="search depths the dumps cannot estimate (reuses the deepest estimated depth)")
+    p.add_argument(
+        "--extrapolate",
+        action="store_true",
+        help="search depths the dumps cannot estimate (reuses the deepest estimated depth)",
+    )
     p.add_argument("--json", action="store_true", help=JSON_OBJECT_HELP)
     add_dump_options(p)
     add_no_progress(p)

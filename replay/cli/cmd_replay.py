@@ -5,13 +5,24 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .options import JSON_LINES_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, options_from_args, parse_key, print_skipped
-from ..progress import progress_enabled, tqdm_progress
-from ..render import render_round, render_summary
-from ..records import write_batch_json_lines
-from ..replayer import replay_directory
-from ..runs import replay_run
-from ..sources import require_dump_source
+from replay.core.records import write_batch_json_lines
+from replay.engine.render import render_round, render_summary
+from replay.engine.replayer import replay_directory
+from replay.engine.runs import replay_run
+from replay.io.sources import require_dump_source
+from replay.util.progress import progress_enabled, tqdm_progress
+
+from .options import (
+    JSON_LINES_HELP,
+    add_command,
+    add_dump_input,
+    add_dump_options,
+    add_no_progress,
+    options_from_args,
+    parse_key,
+    print_reading,
+    require_rounds,
+)
 
 REPLAY_EPILOG = """\
 examples:
@@ -24,9 +35,12 @@ examples:
 
 The config comes from --config, else the directory's manifest.json, else its config.json.
 Step 0 of a round is named one position earlier than the round's other files
-(draft_step_0_123_139 belongs to validate_124_140); change that with --step0-offset.
+(draft_step_0_123_139 belongs to validate_124_140); change that with --step0-offset. Without it
+(and without step0_offset in manifest.json), names that pair one to one at another offset are
+grouped at that offset, and a note on stderr says so.
 Exit status: 0 when every round replayed; 1 when some were skipped (each listed on stderr), including
-rounds that disagree with the directory's manifest.json; 2 on errors (a path without dump files too).
+rounds that disagree with the directory's manifest.json; 2 on errors (a path without dump files, or
+not one round replayed, too).
 """
 
 
@@ -39,25 +53,32 @@ def run_replay(args: argparse.Namespace) -> int:
         rep = replay_directory(args.dir, options_from_args(args), update)
     finally:
         close()
+    require_rounds(rep, len(rep.results))
     out = sys.stdout
     if not args.summary:
         for res in rep.results:
             out.write("\n".join(render_round(res)) + "\n\n")
     out.write("\n".join(render_summary(rep)) + "\n")
+    print_reading(rep)
     return 1 if rep.skipped else 0
 
 
 def _replay_json(args: argparse.Namespace) -> int:
     """No trees to draw: the batch replay gives the same records (tests/test_batch_samples.py), faster."""
-    rep = replay_run(args.dir, options_from_args(args), workers=args.workers, progress=progress_enabled(args.no_progress))
+    rep = replay_run(
+        args.dir, options_from_args(args), workers=args.workers, progress=progress_enabled(args.no_progress)
+    )
+    require_rounds(rep, int(rep.result.ok.sum()))
     write_batch_json_lines(rep.result, sys.stdout)
-    print_skipped(rep.skipped)
+    print_reading(rep)
     return 1 if rep.skipped else 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(
-        sub, "replay", run_replay,
+        sub,
+        "replay",
+        run_replay,
         help="rebuild every round's tree and replay greedy acceptance",
         description="Rebuild each round's draft tree from draft_step_* files and walk greedy acceptance "
         "against validate_* (one path, plus the bonus token when the dump has it).",

@@ -8,20 +8,34 @@ from collections import Counter
 
 import numpy as np
 
-from ..batch import BatchResult
+from replay.core.records import records_frame, records_of_batch, write_batch_json_lines, write_table
+from replay.engine.batch import BatchResult
+from replay.engine.render import SummaryFigures, summary_lines
+from replay.engine.runs import RunReplay, replay_run
+from replay.io.formats.matrix_io import RawSpec
+from replay.io.grouping import describe_skipped
+from replay.io.packed.pack import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
+from replay.io.sources import require_dump_source
+from replay.util.errors import SpecReplayError
+from replay.util.pathcheck import output_dir, output_file
+from replay.util.progress import progress_enabled
+
 from .options import (
-    JSON_LINES_HELP, add_command, add_dump_input, add_dump_options, add_no_progress, add_output, add_reading_options,
-    options_from_args, parse_key, print_skipped, step0_offset_from_args,
+    JSON_LINES_HELP,
+    add_command,
+    add_dump_input,
+    add_dump_options,
+    add_no_progress,
+    add_output,
+    add_reading_options,
+    options_from_args,
+    parse_key,
+    print_notes,
+    print_reading,
+    print_skipped,
+    require_rounds,
+    step0_offset_from_args,
 )
-from ..errors import SpecReplayError
-from ..matrix_io import RawSpec
-from ..packed import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
-from ..pathcheck import output_dir, output_file
-from ..progress import progress_enabled
-from ..records import records_frame, records_of_batch, write_batch_json_lines, write_table
-from ..render import SummaryFigures, summary_lines
-from ..runs import RunReplay, replay_run
-from ..sources import require_dump_source
 
 PACK_EPILOG = """\
 examples:
@@ -31,7 +45,7 @@ examples:
   specreplay verify-pack RUN                   # re-check every block and file: exit 0 OK, 2 corrupt
 
 Reading options (--step0-offset, --raw, --scores) are applied while packing and recorded in the
-run; the tree config is not needed to pack (it comes with the copied manifest.json/config.json,
+run (a step-0 offset detected from the names too, with its note); the tree config is not needed to pack (it comes with the copied manifest.json/config.json,
 or --config when replaying). Every read checks packed.json's own sha256 and each block's CRC-32:
 a damaged block's rounds are listed as skipped (exit 1), never replayed. Format:
 docs/packed-format.md.
@@ -52,7 +66,8 @@ examples:
   specreplay batch RUN -o rounds.parquet               # one table row per round (.parquet or .csv)
   specreplay batch RUN --workers 8 --no-progress
 
-Exit status: 0 when every round replayed; 1 when some were skipped (each listed on stderr); 2 on errors.
+Exit status: 0 when every round replayed; 1 when some were skipped (each listed on stderr); 2 on errors
+(not one round replayed too).
 """
 
 
@@ -90,14 +105,15 @@ def run_batch(args: argparse.Namespace) -> int:
     require_dump_source(args.dir)
     opts = options_from_args(args)
     rep = replay_run(args.dir, opts, workers=args.workers, progress=progress_enabled(args.no_progress))
+    require_rounds(rep, int(rep.result.ok.sum()))
     out = sys.stdout
     if args.table:
         _write_table(rep, args.table)
     if args.json:
         write_batch_json_lines(rep.result, out)  # the bytes of write_json_lines(records_of_batch(...))
-        print_skipped(rep.skipped)
     else:
         out.write("\n".join(render_run_summary(rep)) + "\n")
+    print_reading(rep)
     return 1 if rep.skipped else 0
 
 
@@ -125,7 +141,12 @@ def run_pack(args: argparse.Namespace) -> int:
         f"{summary.groups} group(s), {summary.bytes / 1e6:.2f} MB, sha256 {summary.checksum}"
     )
     if summary.skipped:
-        print(f"  {summary.skipped} file(s)/round(s) could not be used; they are listed in packed.json and by `specreplay replay {summary.path}`")
+        print(
+            f"  skipped: {describe_skipped(summary.skipped_items)} (each listed on stderr; kept in packed.json, "
+            f"and `specreplay replay {summary.path}` lists them again)"
+        )
+    print_notes(summary.warnings)
+    print_skipped(summary.skipped_items)
     status = 1 if summary.skipped else 0
     if args.verify:
         return _verify(summary.path) or status
@@ -138,7 +159,9 @@ def _verify(path: str) -> int:
     for p in problems:
         print(f"  {p}")
     if problems:
-        raise SpecReplayError(f"{path}: CORRUPT: {len(problems)} problem(s) listed above; rounds in bad blocks are skipped when read, repack to recover them")
+        raise SpecReplayError(
+            f"{path}: CORRUPT: {len(problems)} problem(s) listed above; rounds in bad blocks are skipped when read, repack to recover them"
+        )
     print(f"{path}: OK")
     return 0
 
@@ -149,7 +172,9 @@ def run_verify_pack(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(
-        sub, "pack", run_pack,
+        sub,
+        "pack",
+        run_pack,
         help="pack a dump directory into one compact, checksummed file set",
         description="Read every round of a dump directory (in parallel, each file once) and write it as a packed "
         "run: a few column-major .npy arrays per matrix signature, packed.json with the reading options, "
@@ -157,7 +182,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=PACK_EPILOG,
     )
     add_dump_input(p, help="dump directory")
-    add_output(p, output_dir, "packed run directory to create", dest="out", metavar="RUN", required=True, aliases=["--out"])
+    add_output(
+        p, output_dir, "packed run directory to create", dest="out", metavar="RUN", required=True, aliases=["--out"]
+    )
     add_reading_options(p)
     p.add_argument("--workers", type=int, default=None, help="reader processes (default: up to 2 cores)")
     p.add_argument("--block-rounds", type=int, default=DEFAULT_BLOCK_ROUNDS, help="rounds per block")
@@ -166,7 +193,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_no_progress(p)
 
     v = add_command(
-        sub, "verify-pack", run_verify_pack,
+        sub,
+        "verify-pack",
+        run_verify_pack,
         help="check a packed run against its checksums (exit 0 intact, 2 corrupt)",
         description="Check a packed run: packed.json's own sha256, the structure it describes, every block's "
         "CRC-32 and every file's sha256; print OK (exit 0) or list each problem (exit 2).",
@@ -175,7 +204,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dump_input(v, "run", help="packed run directory (made by specreplay pack)")
 
     b = add_command(
-        sub, "batch", run_batch,
+        sub,
+        "batch",
+        run_batch,
         help="replay a dump directory or packed run with the vectorised batch replay",
         description="Same rounds, outcomes and skipped list as `specreplay replay`, computed with numpy array "
         "operations (millions of rounds per second); prints the summary, or JSON Lines identical to "
@@ -186,7 +217,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_dump_options(b)
     b.add_argument("--round", type=parse_key, help="only this round, as A_B")
     b.add_argument("--json", action="store_true", help=JSON_LINES_HELP + " (as replay --json)")
-    add_output(b, output_file, "also write one row per round to FILE.parquet or FILE.csv (format from the suffix)",
-               dest="table", metavar="FILE", aliases=["--table"])
+    add_output(
+        b,
+        output_file,
+        "also write one row per round to FILE.parquet or FILE.csv (format from the suffix)",
+        dest="table",
+        metavar="FILE",
+        aliases=["--table"],
+    )
     b.add_argument("--workers", type=int, default=None, help="reader processes and replay threads (default: up to 2)")
     add_no_progress(b)

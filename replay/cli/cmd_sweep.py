@@ -8,12 +8,20 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from replay.util.pathcheck import output_dir
+
 from .cmd_live import (
-    add_decode_options, add_model_options, add_repeats_option, check_prompts_file, check_run_options, decode_options, load_pair, resolve_pair,
+    add_decode_options,
+    add_model_options,
+    add_repeats_option,
+    check_prompts_file,
+    check_run_options,
+    decode_options,
+    load_pair,
+    resolve_pair,
     token_progress_bar,
 )
 from .options import add_command, add_no_progress, add_output
-from ..pathcheck import output_dir
 
 SWEEP_EXAMPLE = """grid syntax: configs separated by ';', steps by ',', the widths of one step's
 expanded heads by 'x'; '|' lists alternatives for a step (every combination runs), '@T' sets
@@ -41,10 +49,13 @@ Exit status: 0 every config ran (or was kept from before); 1 some grid combinati
 """
 
 
-
 def register(subparsers) -> None:
     sw = add_command(
-        subparsers, "sweep", run_sweep, help="run many tree configs live: table, plots, resumable", epilog=SWEEP_EXAMPLE,
+        subparsers,
+        "sweep",
+        run_sweep,
+        help="run many tree configs live: table, plots, resumable",
+        epilog=SWEEP_EXAMPLE,
         description="Decode the same prompts with each tree config in turn (models loaded once) and write one "
         "results row per config (mean acceptance length, draft and per-position acceptance rates, accepted length, "
         "tokens/s, speedup), the results table, "
@@ -52,33 +63,53 @@ def register(subparsers) -> None:
     )
     add_model_options(sw)
     which = sw.add_mutually_exclusive_group(required=True)
-    which.add_argument("--grid", help="tree configs separated by ';', each in any config form (docs/config-grammar.md), "
-                       "with the grid syntax below")
+    which.add_argument(
+        "--grid",
+        help="tree configs separated by ';', each in any config form (docs/config-grammar.md), "
+        "with the grid syntax below",
+    )
     which.add_argument("--configs", help="a JSON file (or inline JSON) with a list of tree configs")
     add_decode_options(sw)
-    add_output(sw, output_dir, "sweep directory (dumps/, results.csv/.parquet, plots/)",
-               dest="out", metavar="DIR", required=True, aliases=["--out"])
-    sw.add_argument("--resume", action="store_true", help="continue the sweep in -o/--output: finished configs are kept, the rest run")
+    add_output(
+        sw,
+        output_dir,
+        "sweep directory (dumps/, results.csv/.parquet, plots/)",
+        dest="out",
+        metavar="DIR",
+        required=True,
+        aliases=["--out"],
+    )
+    sw.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the sweep in -o/--output: finished configs are kept, the rest run",
+    )
     add_repeats_option(sw)
     sw.add_argument("--no-cost-curve", action="store_true", help="skip measuring cost_curve.json")
     where = sw.add_mutually_exclusive_group()
-    where.add_argument("--scheduler", help="run on an existing Dask cluster (tcp://host:8786): one task per config, see docs/scale.md")
-    where.add_argument("--workers", type=int, help="start a local Dask cluster of N worker processes (one per device) and run on it")
-    sw.add_argument("--devices", help="one device per local worker, comma separated (cuda:0,cuda:1); starts len(devices) workers")
+    where.add_argument(
+        "--scheduler", help="run on an existing Dask cluster (tcp://host:8786): one task per config, see docs/scale.md"
+    )
+    where.add_argument(
+        "--workers", type=int, help="start a local Dask cluster of N worker processes (one per device) and run on it"
+    )
+    sw.add_argument(
+        "--devices", help="one device per local worker, comma separated (cuda:0,cuda:1); starts len(devices) workers"
+    )
     add_no_progress(sw)
 
 
 def run_sweep(args) -> int:
     configs, skipped = _sweep_configs(args)  # bad input fails before torch is imported
     out = Path(args.out)
-    from ..live.sweepdir import check_out
+    from replay.live.sweep.directory import check_out
 
     check_out(out, args.resume)  # before any model loads, as the options
     if args.scheduler or args.workers is not None or args.devices:
         return _sweep_on_cluster(args, configs, out) or (1 if skipped else 0)
     paths = resolve_pair(args)
-    from ..live.prompts import read_prompts
-    from ..live.sweep import run_local_sweep
+    from replay.live.prompts import read_prompts
+    from replay.live.sweep.runner import run_local_sweep
 
     draft, target = load_pair(args, paths)
     prompts = read_prompts(args.prompts, target.tokenizer)
@@ -86,7 +117,16 @@ def run_sweep(args) -> int:
     total = len(prompts) * options.max_new_tokens * 2 * len(configs)  # first timed pass, both methods
     with token_progress_bar(args, total, "sweep") as bar:
         result = run_local_sweep(
-            draft, target, configs, prompts, options, out, args.repeats, args.resume, bar.update, cost_curve=not args.no_cost_curve
+            draft,
+            target,
+            configs,
+            prompts,
+            options,
+            out,
+            args.repeats,
+            args.resume,
+            bar.update,
+            cost_curve=not args.no_cost_curve,
         )
     return _report_sweep(result, out) or (1 if skipped else 0)  # skipped grid combinations were listed
 
@@ -96,13 +136,15 @@ def _sweep_on_cluster(args, configs, out: Path) -> int:
     from contextlib import ExitStack
     from types import SimpleNamespace
 
-    from ..live.cluster import PairSpec, run_sweep_on_cluster, start_local_cluster
-    from ..live.errors import SweepError
-    from ..live.names import require_both, resolve_model_args
-    from ..live.prompts import read_prompts
+    from replay.live.errors import SweepError
+    from replay.live.models.names import require_both, resolve_model_args
+    from replay.live.prompts import read_prompts
+    from replay.live.sweep.cluster import PairSpec, run_sweep_on_cluster, start_local_cluster
 
     if args.scheduler and args.devices:
-        raise SweepError("--devices starts local workers; with --scheduler set each worker's device with SPECREPLAY_DEVICE")
+        raise SweepError(
+            "--devices starts local workers; with --scheduler set each worker's device with SPECREPLAY_DEVICE"
+        )
     check_run_options(args)
     paths = require_both(resolve_model_args(args.draft, args.target, args.pair, args.models_dir))
     check_prompts_file(args)
@@ -110,14 +152,27 @@ def _sweep_on_cluster(args, configs, out: Path) -> int:
     prompts = read_prompts(args.prompts, tokenizer)
     options = decode_options(args, SimpleNamespace(tokenizer=tokenizer))
     absolute = lambda p: str(Path(p).resolve())  # noqa: E731 - workers may start in another directory
-    pair = PairSpec(absolute(paths.draft), absolute(paths.target), args.device, args.dtype, args.draft_dtype, args.threads)
+    pair = PairSpec(
+        absolute(paths.draft), absolute(paths.target), args.device, args.dtype, args.draft_dtype, args.threads
+    )
     devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else None
     with ExitStack() as stack:
-        client = stack.enter_context(_dask_client(args.scheduler, lambda: stack.enter_context(start_local_cluster(args.workers, devices))))
+        client = stack.enter_context(
+            _dask_client(args.scheduler, lambda: stack.enter_context(start_local_cluster(args.workers, devices)))
+        )
         bar = stack.enter_context(token_progress_bar(args, len(configs), "sweep"))
         bar.unit = "config"
         result = run_sweep_on_cluster(
-            client, pair, configs, prompts, options, out, args.repeats, args.resume, not args.no_cost_curve, lambda _: bar.update(1)
+            client,
+            pair,
+            configs,
+            prompts,
+            options,
+            out,
+            args.repeats,
+            args.resume,
+            not args.no_cost_curve,
+            lambda _: bar.update(1),
         )
     return _report_sweep(result, out)
 
@@ -125,7 +180,7 @@ def _sweep_on_cluster(args, configs, out: Path) -> int:
 def _dask_client(scheduler: str | None, start_cluster):
     from distributed import Client
 
-    from ..live.errors import SweepError
+    from replay.live.errors import SweepError
 
     if scheduler is None:
         return Client(start_cluster())
@@ -147,14 +202,14 @@ class _TargetTokenizer:
 
     def _get(self):
         if self._tok is self._UNSET:
-            from ..live.models import load_tokenizer
+            from replay.live.models.load import load_tokenizer
 
             gguf = self._path.suffix == ".gguf"
             self._tok = load_tokenizer(self._path.parent if gguf else self._path, self._path.name if gguf else None)
         return self._tok
 
     def encode(self, text: str) -> list[int]:
-        from ..live.errors import PromptError
+        from replay.live.errors import PromptError
 
         if self._get() is None:
             raise PromptError(f"text prompts need a tokenizer, and {self._path} has none; give JSON Lines of token ids")
@@ -166,7 +221,7 @@ class _TargetTokenizer:
 
 
 def _sweep_configs(args):
-    from ..live.grid import load_config_list, parse_grid
+    from replay.live.sweep.grid import load_config_list, parse_grid
 
     if args.grid is None:
         return load_config_list(args.configs), []
@@ -179,11 +234,17 @@ def _sweep_configs(args):
 def sweep_display(table):
     """The printed sweep table: vLLM's headline words first (mean acceptance length, draft and
     per-position acceptance rate; per-position as one column "d1 d2 ..."), then speed."""
-    label = "config" if "config" in table.columns else "name"  # the canonical spelling; old tables have only the run name
+    label = (
+        "config" if "config" in table.columns else "name"
+    )  # the canonical spelling; old tables have only the run name
     shown = table[[label, "nodes", "mean_acceptance_length", "draft_acceptance_rate"]].copy()
-    depth_cols = sorted((c for c in table.columns if c.startswith("per_position_acceptance_rate_")), key=lambda c: int(c.rsplit("_", 1)[1]))
+    depth_cols = sorted(
+        (c for c in table.columns if c.startswith("per_position_acceptance_rate_")),
+        key=lambda c: int(c.rsplit("_", 1)[1]),
+    )
     shown["per_position_acceptance_rate"] = [
-        " ".join(f"{v:.2f}" for v in row if v == v) or "n/a" for row in table[depth_cols].itertuples(index=False)  # v == v: not NaN
+        " ".join(f"{v:.2f}" for v in row if v == v) or "n/a"
+        for row in table[depth_cols].itertuples(index=False)  # v == v: not NaN
     ]
     for c in ("mean_accepted_length", "tokens_per_s", "speedup", "speedup_min", "speedup_max"):
         shown[c] = table[c]
@@ -192,18 +253,22 @@ def sweep_display(table):
 
 def _report_sweep(result, out: Path) -> int:
     """Plots (the CLI draws them: the harness never imports analysis), the table, one summary line.
-    Configs are printed in one spelling, the canonical one (replay.config_grammar.format_config); the
+    Configs are printed in one spelling, the canonical one (replay.core.config_grammar.format_config); the
     run-name form stays in file names (results.csv's ``name``, DIR/dumps/NAME)."""
-    from analysis.sweep_plots import plot_sweep
+    from analysis.report.sweep_plots import plot_sweep
 
     if len(result.table):
         plot_sweep(result.table, out / "plots")
         print(sweep_display(result.table).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        print("speedup: measured end to end (prefill included), the median of the interleaved passes (docs/vocabulary.md)")
+        print(
+            "speedup: measured end to end (prefill included), the median of the interleaved passes (docs/vocabulary.md)"
+        )
         from .live_auto import sweep_prediction_lines
 
         for line in sweep_prediction_lines(out, result.table):
             print(line)
     dup = f", {len(result.duplicates)} finished twice (kept the first)" if result.duplicates else ""
-    print(f"{len(result.computed)} config(s) run, {len(result.skipped)} kept from before{dup}; table: {out / 'results.csv'}")
+    print(
+        f"{len(result.computed)} config(s) run, {len(result.skipped)} kept from before{dup}; table: {out / 'results.csv'}"
+    )
     return 0

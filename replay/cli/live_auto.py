@@ -1,6 +1,6 @@
 """``generate --config auto`` and the predicted-vs-measured lines of ``sweep``: the glue between the
 live harness (cost curve, calibration run) and the analysis that predicts speedups
-(analysis.speedpredict). CLI layer: it imports both sides; neither imports the other.
+(analysis.shapes.speedpredict). CLI layer: it imports both sides; neither imports the other.
 
 auto = (1) the cost curve of this pair on this device, at the token counts the candidate shapes
 verify; (2) a short calibration run of a wide tree (``CALIBRATION_TREE``) on the first prompts,
@@ -13,29 +13,36 @@ speedup) stay in the run's directory, so every printed number can be recomputed 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
-from analysis.costmodel import CostModel
-from analysis.shape_dumps import scan_run
-from analysis.subtree import is_contained
-from analysis.speedpredict import (
-    Ceiling, SpeedPrediction, best_prediction, candidate_configs, ceiling, ceiling_lines, nondecreasing, predict_speedups,
+from analysis.compare.subtree import is_contained
+from analysis.cost.model import CostModel
+from analysis.shapes.dumps import scan_run
+from analysis.shapes.speedpredict import (
+    Ceiling,
+    SpeedPrediction,
+    best_prediction,
+    candidate_configs,
+    ceiling,
+    ceiling_lines,
+    nondecreasing,
+    predict_speedups,
     prediction_lines,
 )
-
-from ..atomic import write_json_atomic
-from ..config import TreeConfig, parse_tree
-from ..config_grammar import parse_spec
-from ..errors import SpecReplayError
-from ..live.sweepdir import dumps_dir
-from ..live.timing import Clock
+from replay.core.config import TreeConfig, parse_tree
+from replay.core.config_grammar import parse_spec
+from replay.live.sweep.directory import dumps_dir
+from replay.live.timing import Clock
+from replay.util.atomic import write_json_atomic
+from replay.util.errors import SpecReplayError
 
 if TYPE_CHECKING:  # torch: imported by calibrate() only, so the CLI checks options before loading it
-    from ..live.costs import CostCurve
-    from ..live.generate import DecodeOptions
-    from ..live.models import LiveModel
+    from replay.live.costs import CostCurve
+    from replay.live.generate import DecodeOptions
+    from replay.live.models.load import LiveModel
 
 AUTO = "auto"
 # Width 6 at the root, two heads below, then a chain to depth 6: the shapes it contains (and can
@@ -45,7 +52,7 @@ CALIBRATION_TREE = "6,2x2,1x1,1,1,1"
 CALIBRATION_PROMPTS = 2  # the first prompts of the run
 CALIBRATION_TOKENS = 24  # new tokens per calibration prompt (fewer when the run asks for fewer)
 CALIBRATION_DIR = "calibration"  # inside the run's directory
-CURVE_FILE = "cost_curve.json"  # analysis.costsource finds it beside the run's dump
+CURVE_FILE = "cost_curve.json"  # analysis.cost.source finds it beside the run's dump
 AUTO_FILE = "auto.json"
 CURVE_REPEATS = 2
 
@@ -69,7 +76,9 @@ def is_auto(text: str) -> bool:
 def check_auto_options(temperature: float) -> None:
     """auto predicts from greedy acceptance replayed on the calibration rounds: refuse sampling."""
     if temperature > 0:
-        raise SpecReplayError(f"--config auto: predicts greedy acceptance; got --temperature {temperature:g} (use 0, or give a config)")
+        raise SpecReplayError(
+            f"--config auto: predicts greedy acceptance; got --temperature {temperature:g} (use 0, or give a config)"
+        )
 
 
 def curve_sizes(nodes: int) -> list[int]:
@@ -84,9 +93,15 @@ def cost_model(curve: CostCurve) -> CostModel:
     count (which price the live round's catch-up and expansion forwards)."""
     if curve.draft_step_s is None:
         raise SpecReplayError("cost curve: auto needs the draft step time (measure the curve with the draft)")
-    return CostModel.from_json({"tokens": list(curve.tokens), "verify_s": list(curve.verify_s), "draft_step_s": curve.draft_step_s,
-                                "draft_s": None if curve.draft_s is None else list(curve.draft_s)},
-                               "measured: cost curve of this run")
+    return CostModel.from_json(
+        {
+            "tokens": list(curve.tokens),
+            "verify_s": list(curve.verify_s),
+            "draft_step_s": curve.draft_step_s,
+            "draft_s": None if curve.draft_s is None else list(curve.draft_s),
+        },
+        "measured: cost curve of this run",
+    )
 
 
 def calibrate(
@@ -104,9 +119,9 @@ def calibrate(
 ) -> AutoChoice:
     """Steps 1-3 of the module docstring; ``cost`` skips measuring the curve (tests, a known curve);
     ``extra`` shapes are predicted and reported too, never chosen."""
-    from ..live.costs import measure_cost_curve, write_cost_curve
-    from ..live.generate import DecodeOptions
-    from ..live.run import run_speculative, save_run_manifest
+    from replay.live.costs import measure_cost_curve, write_cost_curve
+    from replay.live.generate import DecodeOptions
+    from replay.live.run import run_speculative, save_run_manifest
 
     out = Path(out)
     tree = parse_spec(calibration, "calibration tree").tree
@@ -118,7 +133,9 @@ def calibrate(
         write_json_atomic(out / CURVE_FILE, cost.to_json())
     calib_dir = out / CALIBRATION_DIR
     calib_dir.mkdir(parents=True, exist_ok=True)
-    calib_opts = DecodeOptions(min(tokens, options.max_new_tokens), options.temperature, options.seed, options.record_k, options.eos_token_id)
+    calib_opts = DecodeOptions(
+        min(tokens, options.max_new_tokens), options.temperature, options.seed, options.record_k, options.eos_token_id
+    )
     used = list(prompts[: max(1, prompts_used)])
     generations = run_speculative(draft, target, used, tree, calib_opts, calib_dir)
     save_run_manifest(calib_dir, tree, draft, target, calib_opts, generations, extra={"auto": "calibration run"})
@@ -135,10 +152,20 @@ def choose(calibration_dir: str | Path, cost: CostModel, extra: Sequence[TreeCon
     predictions = predict_speedups(dump, candidates + [c for c in extra if c.short() not in known], cost)
     best = best_prediction(predictions[: len(candidates)])  # the extra shapes are reported, not chosen
     if best is None:
-        raise SpecReplayError(f"auto: no candidate shape could be predicted from the calibration run in {calibration_dir}")
+        raise SpecReplayError(
+            f"auto: no candidate shape could be predicted from the calibration run in {calibration_dir}"
+        )
     ranked = sorted(predictions, key=lambda p: -(p.speedup if p.speedup is not None else float("-inf")))
-    return AutoChoice(best.config, best, tuple(ranked), tuple(c.short() for c in candidates), ceiling(predictions, cost), cost, dump.tree,
-                      Path(calibration_dir))
+    return AutoChoice(
+        best.config,
+        best,
+        tuple(ranked),
+        tuple(c.short() for c in candidates),
+        ceiling(predictions, cost),
+        cost,
+        dump.tree,
+        Path(calibration_dir),
+    )
 
 
 def choice_lines(choice: AutoChoice) -> list[str]:
@@ -153,26 +180,48 @@ def choice_lines(choice: AutoChoice) -> list[str]:
 def measured_line(choice: AutoChoice, measured: float | None) -> str:
     """``measured`` is the run's end-to-end speedup (prefill included), the median of its interleaved passes."""
     m = "not measured (no baseline)" if measured is None else f"{measured:.3f}x end to end"
-    return (f"auto: {choice.config.short()} predicted {choice.prediction.speedup:.3f}x, measured {m} "
-            "(median of timed passes; measured includes prefill, the prediction leaves it out)")
+    return (
+        f"auto: {choice.config.short()} predicted {choice.prediction.speedup:.3f}x, measured {m} "
+        "(median of timed passes; measured includes prefill, the prediction leaves it out)"
+    )
 
 
 def prediction_json(p: SpeedPrediction) -> dict[str, Any]:
-    return {"config": p.config.short(), "nodes": p.config.num_nodes, "gamma": p.config.gamma, "accepted": p.accepted,
-            "block_efficiency": p.block_efficiency, "rounds": p.rounds, "undecidable": p.undecidable, "round_s": p.round_s,
-            "leaf_stops": p.leaf_stops, "predicted_speedup": p.speedup, "refused": p.refused}
+    return {
+        "config": p.config.short(),
+        "nodes": p.config.num_nodes,
+        "gamma": p.config.gamma,
+        "accepted": p.accepted,
+        "block_efficiency": p.block_efficiency,
+        "rounds": p.rounds,
+        "undecidable": p.undecidable,
+        "round_s": p.round_s,
+        "leaf_stops": p.leaf_stops,
+        "predicted_speedup": p.speedup,
+        "refused": p.refused,
+    }
 
 
 def choice_json(choice: AutoChoice, measured: float | None) -> dict[str, Any]:
     c = choice.ceiling
     return {
         # measured_speedup_wall: end to end, prefill included, as compare names it (its measured_speedup is decode only)
-        "chosen": choice.config.short(), "predicted_speedup": choice.prediction.speedup, "measured_speedup_wall": measured,
-        "calibration_tree": choice.calibration.short(), "calibration_dir": str(choice.calibration_dir),
+        "chosen": choice.config.short(),
+        "predicted_speedup": choice.prediction.speedup,
+        "measured_speedup_wall": measured,
+        "calibration_tree": choice.calibration.short(),
+        "calibration_dir": str(choice.calibration_dir),
         "cost": {**choice.cost.to_json(), "source": choice.cost.source},
-        "predictions": [{**prediction_json(p), "candidate": p.config.short() in choice.candidates} for p in choice.predictions],
-        "ceiling": {"best_shape": c.best.config.short() if c.best else None, "best_predicted": c.best.speedup if c.best else None,
-                    "all_accepted_bound": c.bound, "all_accepted_depth": c.bound_depth, "all_accepted_by_depth": list(c.bound_by_depth)},
+        "predictions": [
+            {**prediction_json(p), "candidate": p.config.short() in choice.candidates} for p in choice.predictions
+        ],
+        "ceiling": {
+            "best_shape": c.best.config.short() if c.best else None,
+            "best_predicted": c.best.speedup if c.best else None,
+            "all_accepted_bound": c.bound,
+            "all_accepted_depth": c.bound_depth,
+            "all_accepted_by_depth": list(c.bound_by_depth),
+        },
     }
 
 
@@ -198,7 +247,9 @@ def sweep_prediction_lines(out: str | Path, table) -> list[str]:
         return []
     cost = nondecreasing(CostModel.from_json(body, f"measured: {curve_path}"))
     configs = [parse_tree(json.loads(s), "results table config_json") for s in table["config_json"]]
-    k = max(range(len(configs)), key=lambda i: (sum(is_contained(o, configs[i]) for o in configs), configs[i].num_nodes))
+    k = max(
+        range(len(configs)), key=lambda i: (sum(is_contained(o, configs[i]) for o in configs), configs[i].num_nodes)
+    )
     dump_dir = dumps_dir(out) / str(table["name"].iloc[k])
     predictions = predict_speedups(scan_run(str(dump_dir)), configs, cost)
     measured = {c.short(): float(s) for c, s in zip(configs, table["speedup"])}

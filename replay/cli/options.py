@@ -6,24 +6,27 @@
   are not shown in ``--help`` and errors name ``-o/--output``.
 - ``--json`` says in its help whether it prints one JSON object or JSON Lines.
 - ``--no-progress`` on every command that can draw a progress bar (bars need a terminal anyway:
-  replay.progress.progress_enabled).
+  replay.util.progress.progress_enabled).
 - ``--help`` shows every non-empty default (HelpFormatter).
 - A command is declared with add_command (its help line, description, examples, handler
   ``run_<command>``); commands that read dumps share add_dump_options / options_from_args.
-- Skipped inputs are listed one per stderr line (print_skipped) and give exit status 1.
+- Skipped inputs are listed one per stderr line (print_skipped) and give exit status 1; notes and
+  warnings about how the files were read go to stderr too (print_reading). Stdout keeps only results.
+- Not one round replayed is an error (exit 2) in every command (require_rounds): the skip reasons
+  are listed first, then one error line, with a "did you mean validate_..." hint for near-miss names.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
-from ..config_grammar import parse_spec
-from ..errors import SpecReplayError
-from ..grouping import Skipped, parse_offset, parse_round_key
-from ..matrix_io import RawSpec
-from ..replayer import ReplayOptions
+from replay.core.config_grammar import parse_spec
+from replay.engine.replayer import ReplayOptions
+from replay.io.formats.matrix_io import RawSpec
+from replay.io.grouping import Skipped, parse_offset, parse_round_key, why_no_rounds
+from replay.util.errors import NoRoundsError, SpecReplayError
 
 # The exit-status contract of every command (replay.cli.main keeps it).
 EXIT_OK, EXIT_SKIPPED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -68,20 +71,59 @@ def print_skipped(skipped: Iterable[Skipped], label: str | None = None) -> None:
         print(f"specreplay: {run}skipped {s.what}: {s.reason}", file=sys.stderr)
 
 
+def print_notes(lines: Iterable[str], label: str | None = None) -> None:
+    """Notes and warnings about how the input was read ("note: ...", "warning: ..."), one per stderr line."""
+    run = f"{label}: " if label else ""
+    for line in lines:
+        print(f"specreplay: {run}{line}", file=sys.stderr)
+
+
+def print_reading(rep, label: str | None = None) -> None:
+    """Everything a replay has to say about its input, on stderr: its warnings, then each skip."""
+    print_notes(getattr(rep, "warnings", ()), label)
+    print_skipped(rep.skipped, label)
+
+
+def no_rounds_error(
+    where: str, skipped: Sequence[Skipped], notes: Sequence[str] = (), label: str | None = None
+) -> NoRoundsError:
+    """The error of a run without a single replayed round (exit 2 in every command); replay.cli.main
+    lists ``notes`` and ``skipped`` on stderr before its line."""
+    return NoRoundsError(f"{where}: no round could be replayed{why_no_rounds(skipped)}", skipped, tuple(notes), label)
+
+
+def require_rounds(rep, replayed: int) -> None:
+    """Raise no_rounds_error unless ``replayed`` rounds of ``rep`` (a DirectoryReplay or RunReplay) > 0."""
+    if not replayed:
+        raise no_rounds_error(rep.directory, rep.skipped, getattr(rep, "warnings", ()))
+
+
 def add_command(
-    sub: argparse._SubParsersAction, name: str, func: Callable[[argparse.Namespace], int], *, help: str, description: str, epilog: str
+    sub: argparse._SubParsersAction,
+    name: str,
+    func: Callable[[argparse.Namespace], int],
+    *,
+    help: str,
+    description: str,
+    epilog: str,
 ) -> argparse.ArgumentParser:
     """One command: its line in the command list (``help``), its ``--help`` text (description,
     then the epilog with its examples, as written) and its handler ``run_<name>``."""
     p = sub.add_parser(name, help=help, description=description, epilog=epilog, formatter_class=HelpFormatter)
     p.set_defaults(func=func)
     # SUPPRESS: the command's --debug sets the flag but its absence never clears the top-level one
-    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                   help=f"print the traceback of an error (also: {DEBUG_ENV}=1)")
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help=f"print the traceback of an error (also: {DEBUG_ENV}=1)",
+    )
     return p
 
 
-def add_dump_input(p: argparse.ArgumentParser, dest: str = "dir", many: bool = False, help: str = DUMP_HELP) -> argparse.Action:
+def add_dump_input(
+    p: argparse.ArgumentParser, dest: str = "dir", many: bool = False, help: str = DUMP_HELP
+) -> argparse.Action:
     """The positional input: ``DUMP``, or ``DUMP ...`` with ``many``."""
     return p.add_argument(dest, nargs="+" if many else None, metavar=DUMP, help=help)
 
@@ -136,7 +178,7 @@ def at_least_one(text: str) -> int:
 
 
 def parse_key(text: str) -> tuple[int, int]:
-    """``--round A_B``: replay.grouping.parse_round_key, as argparse reports a bad value."""
+    """``--round A_B``: replay.io.grouping.parse_round_key, as argparse reports a bad value."""
     try:
         return parse_round_key(text)
     except ValueError as exc:
@@ -145,8 +187,11 @@ def parse_key(text: str) -> tuple[int, int]:
 
 def add_dump_options(p: argparse.ArgumentParser) -> None:
     """Options shared by every command that reads a dump directory."""
-    p.add_argument("--config", help="tree config in any config form: tree.json (single tree or {specTree: [...]}), "
-                   "6,2x2,1x1, [6]|[2,2]|[1,1], inline JSON (docs/config-grammar.md)")
+    p.add_argument(
+        "--config",
+        help="tree config in any config form: tree.json (single tree or {specTree: [...]}), "
+        "6,2x2,1x1, [6]|[2,2]|[1,1], inline JSON (docs/config-grammar.md)",
+    )
     p.add_argument("--tree", type=int, default=0, help="which specTree entry to use (default: %(default)s)")
     p.add_argument("--layout", choices=("parents", "all"), help="validate layout (default: manifest, else from shapes)")
     add_reading_options(p)
@@ -155,7 +200,9 @@ def add_dump_options(p: argparse.ArgumentParser) -> None:
 def add_reading_options(p: argparse.ArgumentParser) -> None:
     """How dump files are read (``pack`` records them in the packed run)."""
     p.add_argument(
-        "--step0-offset", default=None, help="N or A,B: how many positions step 0's name sits before its round (default 1)"
+        "--step0-offset",
+        default=None,
+        help="N or A,B: how many positions step 0's name sits before its round (default 1)",
     )
     p.add_argument("--raw", help="read headerless binary: DTYPE:COLS or DTYPE:draft=N,validate=M[:force]")
     p.add_argument("--scores", choices=("auto", "prob", "logprob"), default=None, help="how scores are stored")

@@ -11,9 +11,10 @@ import argparse
 import importlib
 import sys
 
-from ..pathcheck import DIRECTORY, FILE, output_dir, output_file
-from ..sources import check_outside_inputs
-from ..version import package_version
+from replay.io.sources import check_outside_inputs
+from replay.util.pathcheck import DIRECTORY, FILE, output_dir, output_file
+from replay.util.version import package_version
+
 from .options import DEBUG_ENV, DUMP, EXIT_ERROR, EXIT_OK, HelpFormatter
 
 COMMAND_MODULES = (
@@ -38,7 +39,9 @@ Conventions: DUMP is a dump directory or a packed run; -o/--output names what a 
 --json prints one JSON object or JSON Lines (each command's help says which); --no-progress turns
 off the progress bars, which are drawn only when stderr is a terminal.
 Exit status: 0 all input used, 1 some input skipped (each listed on stderr), 2 error (one line on
-stderr; --debug or SPECREPLAY_DEBUG=1 adds the traceback), 130 interrupted.
+stderr; --debug or SPECREPLAY_DEBUG=1 adds the traceback; not one round replayed is an error too,
+its skip reasons listed first), 130 interrupted. Stdout holds only results; skip reasons, notes and
+warnings about the input go to stderr.
 """
 
 
@@ -106,7 +109,7 @@ def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argpar
 
 
 def _outputs_and_dumps(parser: argparse.ArgumentParser, args: argparse.Namespace):
-    """Every output option given (declared by its type, replay.pathcheck) and every DUMP value."""
+    """Every output option given (declared by its type, replay.util.pathcheck) and every DUMP value."""
     kinds = {output_dir: DIRECTORY, output_file: FILE}
     outputs, dumps = [], []
     for action in parser._actions:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 def check_shape(name: str, value: Any, shape: Sequence[int | None], dtype: Any = None) -> None:

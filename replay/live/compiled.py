@@ -23,13 +23,14 @@ rounded up to 256), so later prompts replay the graphs recorded for earlier ones
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from .kvcache import CachePool
-from .models import LiveModel
+from .models.load import LiveModel
 
 MAX_FAST_TOKENS = 64  # forwards over more tokens (prefills) run eagerly
 GRAPH_LIMIT = 64  # distinct compiled shapes per model before dynamo falls back to eager
@@ -37,7 +38,11 @@ MODES = ("graphs", "compile", "static")
 
 
 def fast_path(
-    model: LiveModel, mode: str | None = None, backend: str = "eager", compile_mode: str | None = None, max_tokens: int = MAX_FAST_TOKENS
+    model: LiveModel,
+    mode: str | None = None,
+    backend: str = "eager",
+    compile_mode: str | None = None,
+    max_tokens: int = MAX_FAST_TOKENS,
 ) -> LiveModel:
     """``model`` on pooled static KV caches, its forwards over at most ``max_tokens`` tokens run by
     ``mode`` (default: "graphs" on CUDA, "compile" elsewhere); ``backend``/``compile_mode`` are
@@ -137,7 +142,15 @@ class GraphRunner:
     def recorded(self) -> int:
         return len(self._recorded)
 
-    def __call__(self, *, input_ids: torch.Tensor, position_ids: torch.Tensor, attention_mask: torch.Tensor, use_cache: bool = True, **kw: Any) -> Hidden:
+    def __call__(
+        self,
+        *,
+        input_ids: torch.Tensor,
+        position_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        use_cache: bool = True,
+        **kw: Any,
+    ) -> Hidden:
         hf = kw[self.model.cache_kwarg]
         key = (int(input_ids.shape[1]), int(attention_mask.shape[-1]), id(hf))
         graph = self._recorded.get(key)
@@ -150,12 +163,16 @@ class GraphRunner:
         graph.replay()
         return Hidden(graph.out.clone())
 
-    def _record(self, hf: Any, input_ids: torch.Tensor, position_ids: torch.Tensor, attention_mask: torch.Tensor) -> _Graph:
+    def _record(
+        self, hf: Any, input_ids: torch.Tensor, position_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> _Graph:
         ids, pos, mask = input_ids.clone(), position_ids.clone(), attention_mask.clone()
 
         def forward() -> torch.Tensor:
             kwargs = {self.model.cache_kwarg: hf}
-            return self.model.decoder(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=True, **kwargs).last_hidden_state
+            return self.model.decoder(
+                input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=True, **kwargs
+            ).last_hidden_state
 
         written = [layer.cumulative_length.clone() for layer in hf.layers]
         # The warm-up writes this forward's cache entries (the replay rewrites the same values)
@@ -176,4 +193,3 @@ def recorded_graphs(model: LiveModel) -> int:
     """Graphs recorded so far by a "graphs" fast path (0 otherwise)."""
     fast = model.runner(1) if model.runner is not None else None
     return fast.recorded if isinstance(fast, GraphRunner) else 0
-

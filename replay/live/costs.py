@@ -7,17 +7,19 @@ pass; the curve holds each size's median pass and its lowest and highest."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-from ..atomic import write_json_atomic
+from replay.util.atomic import write_json_atomic
+
 from .clock import device_clock
 from .forward import causal_visible, crop_cache, forward_tokens, new_cache
-from .models import LiveModel
+from .models.load import LiveModel
 from .timing import Clock, Method, Timing, time_methods
 
 DEFAULT_SIZES = (1, 2, 4, 8, 16, 32, 64)
@@ -78,16 +80,26 @@ def measure_cost_curve(
     methods.update({f"target:{n}": forward_method(target, n, prefix_tokens, ids, cache) for n in sizes})
     if draft is not None:
         dids, dcache = prefilled(draft, prefix_tokens, max(sizes))
-        methods.update({f"draft:{n}": forward_method(draft, n, prefix_tokens, dids, dcache) for n in sorted({*sizes, 1})})
+        methods.update(
+            {f"draft:{n}": forward_method(draft, n, prefix_tokens, dids, dcache) for n in sorted({*sizes, 1})}
+        )
     devices = [target.device] + ([draft.device] if draft is not None else [])
     timing = time_methods(methods, 1, repeats, clock or device_clock(*devices))
     verify = [timing.method(f"target:{n}").time for n in sizes]
     drafts = tuple(timing.method(f"draft:{n}").time.median for n in sizes) if draft is not None else None
     return CostCurve(
-        tuple(sizes), tuple(s.median for s in verify), drafts,
+        tuple(sizes),
+        tuple(s.median for s in verify),
+        drafts,
         timing.method("draft:1").time.median if draft is not None else None,
-        prefix_tokens, repeats, str(target.device), target.name, draft.name if draft else None,
-        tuple(s.min for s in verify), tuple(s.max for s in verify), _session(timing),
+        prefix_tokens,
+        repeats,
+        str(target.device),
+        target.name,
+        draft.name if draft else None,
+        tuple(s.min for s in verify),
+        tuple(s.max for s in verify),
+        _session(timing),
     )
 
 

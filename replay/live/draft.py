@@ -14,20 +14,22 @@ level i+1 is below the threshold, drafting stops; level i+1 stays in the tree an
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-from ..config import TreeConfig
-from ..dumpwrite import StepRecord
-from ..selection import select_top
-from ..tree import Tree, tree_layout
-from ..vocab import NO_PARENT, NO_RANK
+from replay.core.config import TreeConfig
+from replay.core.selection import select_top
+from replay.core.tree import Tree, tree_layout
+from replay.core.vocab import NO_PARENT, NO_RANK
+from replay.io.dumpwrite import StepRecord
+
 from .checks import check_shape
 from .forward import LAST_ROW, cache_length, causal_visible, forward_tokens, to_device
-from .models import LiveModel
+from .models.load import LiveModel
 from .scores import log_probs, top_candidates
 
 
@@ -50,11 +52,11 @@ class _Partial:
     logprobs: np.ndarray  # [m] float64 path log-probability
 
     @classmethod
-    def root(cls, token: int) -> "_Partial":
+    def root(cls, token: int) -> _Partial:
         one = lambda v: np.array([v], dtype=np.int64)  # noqa: E731
         return cls(one(token), one(NO_PARENT), one(0), one(NO_RANK), np.zeros(1))
 
-    def grow(self, heads: np.ndarray, ids: np.ndarray, scores: np.ndarray, widths: Sequence[int]) -> "_Partial":
+    def grow(self, heads: np.ndarray, ids: np.ndarray, scores: np.ndarray, widths: Sequence[int]) -> _Partial:
         """Append each head's first ``widths[j]`` candidates as children (heads [h], ids/scores [h, k])."""
         check_shape("heads", heads, (len(widths),), np.dtype(np.int64))
         check_shape("ids", ids, (len(widths), None), np.dtype(np.int64))
@@ -81,7 +83,7 @@ def select_heads(path_logprobs: np.ndarray, level_nodes: np.ndarray, count: int)
     """The ``count`` most probable nodes of a level, most probable first, ties by tree order.
 
     path_logprobs: [m] float64 over all nodes; level_nodes: [l] int64 node ids (increasing)
-    Returns [count] int64 node ids in selection order. The offline rule (replay.selection) on the
+    Returns [count] int64 node ids in selection order. The offline rule (replay.core.selection) on the
     CPU copy of the path log-probs: a few nodes per step, so the replay recomputes the same order.
     """
     check_shape("path_logprobs", path_logprobs, (None,), np.dtype(np.float64))
@@ -90,7 +92,9 @@ def select_heads(path_logprobs: np.ndarray, level_nodes: np.ndarray, count: int)
     return level_nodes[np.asarray(order, dtype=np.int64)]
 
 
-def draft_tree(draft: LiveModel, cache: Any, committed: Sequence[int], config: TreeConfig, record_k: int) -> DraftedTree:
+def draft_tree(
+    draft: LiveModel, cache: Any, committed: Sequence[int], config: TreeConfig, record_k: int
+) -> DraftedTree:
     """Draft one round's tree; the root is ``committed[-1]``. Leaves ``cache`` holding every committed
     token plus the KV of every expanded node (``cached_nodes``), for ``draft_keep_indices``."""
     if record_k < config.max_width:
@@ -126,11 +130,15 @@ def _catch_up(draft: LiveModel, cache: Any, committed: Sequence[int]) -> torch.T
     past = cache_length(cache)
     tokens = to_device(np.asarray(committed[past:], dtype=np.int64), draft.device)
     positions = torch.arange(past, len(committed), dtype=torch.int64, device=draft.device)
-    logits = forward_tokens(draft, cache, tokens, positions, causal_visible(past, tokens.shape[0], draft.device), LAST_ROW)
+    logits = forward_tokens(
+        draft, cache, tokens, positions, causal_visible(past, tokens.shape[0], draft.device), LAST_ROW
+    )
     return log_probs(logits)
 
 
-def _expand(draft: LiveModel, cache: Any, partial: _Partial, heads: np.ndarray, cached: list[int], root_pos: int) -> torch.Tensor:
+def _expand(
+    draft: LiveModel, cache: Any, partial: _Partial, heads: np.ndarray, cached: list[int], root_pos: int
+) -> torch.Tensor:
     """One batched draft forward over ``heads`` ([h] int64); [h, V] log-probs."""
     mask, _, _ = tree_layout(partial.parents, partial.depths)
     tree_part = mask[np.ix_(heads, np.array(cached + heads.tolist()))]  # [h, len(cached) + h]

@@ -1,4 +1,4 @@
-"""Adapter from harness rounds to the dump format (``replay.dumpwrite``): files and manifest.
+"""Adapter from harness rounds to the dump format (``replay.io.dumpwrite``): files and manifest.
 
 A run is written into a fresh hidden directory beside ``--out`` and renamed into place when it
 finishes (``staged_output_dir``): ``--out`` never holds two runs, nor half of one.
@@ -13,15 +13,17 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
-from ..config import TreeConfig
-from ..dumpwrite import StepRecord, write_manifest, write_round
+from replay.core.config import TreeConfig
+from replay.io.dumpwrite import StepRecord, write_manifest, write_round
+
 from .draft import DraftedTree
 from .errors import OutputDirError
-from .generate import SEED_RULE, Generation, RoundHook, LiveRound
+from .generate import SEED_RULE, Generation, LiveRound, RoundHook
 from .verify import Verification
 
 LIVE_KEY_STRIDE = 1_000_000
@@ -120,7 +122,9 @@ def check_output_dir(out: str | Path, replace: bool = False) -> None:
     if out.exists() and not out.is_dir():
         raise OutputDirError(f"{out}: exists and is not a directory")
     if not replace and out.is_dir() and any(out.iterdir()):
-        raise OutputDirError(f"{out}: output directory is not empty; choose another -o/--output, or pass --replace to replace it")
+        raise OutputDirError(
+            f"{out}: output directory is not empty; choose another -o/--output, or pass --replace to replace it"
+        )
 
 
 @contextmanager

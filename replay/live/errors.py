@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import SpecReplayError
+from replay.util.errors import SpecReplayError
 
 
 class ModelLoadError(SpecReplayError):

@@ -2,7 +2,7 @@
 
 The same call serves every case: a prefill or catch-up (causal visibility), a draft step over the
 expanded nodes of one level, and the target's verification of ``[root] + nodes`` (tree visibility
-from ``replay.tree.tree_layout``). The decoder runs to the last hidden states; the output layer
+from ``replay.core.tree.tree_layout``). The decoder runs to the last hidden states; the output layer
 (151,936 rows on Qwen2.5) runs only on the rows a caller uses: none for a prefill, the last one
 for a catch-up, the needed nodes for a verification.
 """
@@ -14,7 +14,7 @@ import torch
 
 from .checks import check_shape
 from .kvcache import KVCache, cache_length, crop_cache, keep_cache_entries, new_cache  # noqa: F401 - re-exported
-from .models import LiveModel
+from .models.load import LiveModel
 
 ALL_ROWS = slice(None)
 LAST_ROW = slice(-1, None)

@@ -4,20 +4,22 @@ the target-only loop it must reproduce. Loading, dumping and printing live elsew
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-from ..acceptance import Acceptance
-from ..config import TreeConfig
-from ..tree import Tree
+from replay.core.acceptance import Acceptance
+from replay.core.config import TreeConfig
+from replay.core.tree import Tree
+
 from .clock import synchronize, timed_call
 from .draft import DraftedTree, draft_keep_indices, draft_tree
 from .forward import causal_visible, forward_hidden, forward_tokens, keep_cache_entries, new_cache, to_device
 from .kvcache import release_cache, static_capacity
-from .models import LiveModel
+from .models.load import LiveModel
 from .sampling import accept_sampled, sample_token, target_probs
 from .scores import greedy_token
 from .verify import Verification, accept_verified_greedy, target_keep_indices, verify_tree
@@ -117,10 +119,14 @@ def speculative_generate(
     release_cache(tcache)  # a pooled static cache serves the next generation
     release_cache(dcache)
     output = _cut(tokens[len(prompt_ids) :], options)
-    return Generation(tuple(prompt_ids), output, tuple(rounds), len(rounds), prefill_s, _now(target.device) - start - hook_s)
+    return Generation(
+        tuple(prompt_ids), output, tuple(rounds), len(rounds), prefill_s, _now(target.device) - start - hook_s
+    )
 
 
-def _round(draft, target, dcache, tcache, tokens, config, accept, record_k, record) -> tuple[LiveRound, DraftedTree, Verification]:
+def _round(
+    draft, target, dcache, tcache, tokens, config, accept, record_k, record
+) -> tuple[LiveRound, DraftedTree, Verification]:
     root_pos = len(tokens) - 1
     drafted, draft_s = timed_call(draft.device, lambda: draft_tree(draft, dcache, tokens, config, record_k))
 
@@ -133,13 +139,22 @@ def _round(draft, target, dcache, tcache, tokens, config, accept, record_k, reco
     (ver, acc), verify_s = timed_call(target.device, verify_and_accept)
     keep_cache_entries(dcache, draft_keep_indices(drafted, root_pos, acc.accepted_nodes))
     rnd = LiveRound(
-        root_pos, tokens[-1], drafted.tree.num_nodes, len(drafted.steps), acc.accepted_nodes,
-        acc.bonus_token, acc.committed_tokens, draft_s, verify_s,
+        root_pos,
+        tokens[-1],
+        drafted.tree.num_nodes,
+        len(drafted.steps),
+        acc.accepted_nodes,
+        acc.bonus_token,
+        acc.committed_tokens,
+        draft_s,
+        verify_s,
     )
     return rnd, drafted, ver
 
 
-def target_generate(target: LiveModel, prompt_ids: Sequence[int], options: DecodeOptions, sequence: int = 0) -> Generation:
+def target_generate(
+    target: LiveModel, prompt_ids: Sequence[int], options: DecodeOptions, sequence: int = 0
+) -> Generation:
     """Target-only decoding, one token per forward: the reference the speculative loop must match.
     ``sequence`` picks the sampling draws as in ``speculative_generate``."""
     rng = sequence_rng(options.seed, sequence)
@@ -181,7 +196,9 @@ def _prefill(model: LiveModel, cache: Any, prompt_ids: Sequence[int]) -> float:
         return 0.0
     tokens = to_device(np.asarray(prompt_ids[:-1], dtype=np.int64), model.device)
     positions = torch.arange(n, dtype=torch.int64, device=model.device)
-    _, seconds = timed_call(model.device, lambda: forward_hidden(model, cache, tokens, positions, causal_visible(0, n, model.device)))
+    _, seconds = timed_call(
+        model.device, lambda: forward_hidden(model, cache, tokens, positions, causal_visible(0, n, model.device))
+    )
     return seconds
 
 

@@ -14,18 +14,19 @@ the entries that move (the accepted nodes after the committed prefix), never the
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-from .models import LiveModel
+from .models.load import LiveModel
 
 
 class KVCache:
     """A transformers cache (``hf``) plus its length; ``capacity`` None = dynamic."""
 
-    def __init__(self, hf: Any, capacity: int | None, pool: "CachePool | None" = None) -> None:
+    def __init__(self, hf: Any, capacity: int | None, pool: CachePool | None = None) -> None:
         self.hf = hf
         self.capacity = capacity
         self.length = 0

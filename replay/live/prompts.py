@@ -17,7 +17,9 @@ def read_prompts(path: str | Path, tokenizer: Any | None) -> list[list[int]]:
     if ids is not None:
         return ids
     if tokenizer is None:
-        raise PromptError(f"{path}: text prompts need a tokenizer, and the target has none; give JSON Lines of token ids")
+        raise PromptError(
+            f"{path}: text prompts need a tokenizer, and the target has none; give JSON Lines of token ids"
+        )
     prompts = [list(tokenizer.encode(ln)) for ln in lines]
     _check_lengths(Path(path), prompts)
     return prompts
@@ -35,7 +37,9 @@ def read_prompt_lines(path: str | Path) -> tuple[list[str], list[list[int]] | No
     except UnicodeDecodeError:
         raise PromptError(f"{path}: not UTF-8 text; expected one prompt per line, or JSON Lines of token ids") from None
     if not lines:
-        raise PromptError(f"{path}: no prompts (the file is empty); write one prompt per line, or JSON Lines of token ids")
+        raise PromptError(
+            f"{path}: no prompts (the file is empty); write one prompt per line, or JSON Lines of token ids"
+        )
     if not _looks_like_ids(lines[0]):
         return lines, None
     ids = [_ids_line(path, i + 1, ln) for i, ln in enumerate(lines)]

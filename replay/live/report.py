@@ -1,11 +1,12 @@
 """Human-readable end-of-run lines (the CLI prints them; the headline figures come from
-replay.headline, as every command's)."""
+replay.core.headline, as every command's)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from ..headline import Headline, headline, headline_lines
+from replay.core.headline import Headline, headline, headline_lines
+
 from .generate import Generation
 from .run import BaselineComparison, RunSummary
 from .timing import Timing
@@ -20,10 +21,15 @@ def generation_headline(generations: Sequence[Generation]) -> Headline | None:
     return headline([r.accepted_length for r in rounds], [r.num_nodes for r in rounds], [r.draft_steps for r in rounds])
 
 
-def format_summary(summary: RunSummary, comparison: BaselineComparison | None = None, timing: Timing | None = None,
-                   speedup_lines: Sequence[str] | None = None, head: Headline | None = None) -> str:
+def format_summary(
+    summary: RunSummary,
+    comparison: BaselineComparison | None = None,
+    timing: Timing | None = None,
+    speedup_lines: Sequence[str] | None = None,
+    head: Headline | None = None,
+) -> str:
     """``head`` (generation_headline) leads in vLLM's words; without it the mean accepted length stands
-    alone. ``speedup_lines`` (the CLI passes analysis.timings' lines, the words and numbers
+    alone. ``speedup_lines`` (the CLI passes analysis.cost.timings' lines, the words and numbers
     ``compare`` shows for the same manifest) replace the one end-to-end speedup line."""
     if head is not None:
         lines = headline_lines(head, digits=3)
@@ -43,14 +49,21 @@ def format_summary(summary: RunSummary, comparison: BaselineComparison | None = 
         lines += [
             f"baseline tokens/s:      {base.tokens_per_s:.2f}{_range(base.tokens_per_s_min, base.tokens_per_s_max, base.timed_passes, '.2f')}"
             f" (target-only, {base.rounds} forwards)",
-            *(speedup_lines if speedup_lines is not None else
-              [f"speedup (end to end):   {comparison.speedup:.3f}x{_range(comparison.speedup_min, comparison.speedup_max, summary.timed_passes, '.3f')}"]),
+            *(
+                speedup_lines
+                if speedup_lines is not None
+                else [
+                    f"speedup (end to end):   {comparison.speedup:.3f}x{_range(comparison.speedup_min, comparison.speedup_max, summary.timed_passes, '.3f')}"
+                ]
+            ),
             f"outputs identical:      {same}",
         ]
     if timing is not None:
         load = timing.load_before
         busy = "" if timing.cpu_busy_percent is None else f", CPUs {timing.cpu_busy_percent:.0f}% busy while timing"
-        lines.append(f"machine load:           {load.load_1m:.2f} (1-min average before timing) on {load.usable_cpus} CPUs{busy}")
+        lines.append(
+            f"machine load:           {load.load_1m:.2f} (1-min average before timing) on {load.usable_cpus} CPUs{busy}"
+        )
     return "\n".join(lines)
 
 

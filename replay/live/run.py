@@ -7,17 +7,18 @@ per-round numbers are the first timed pass's (every pass decodes the same tokens
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
-from ..config import TreeConfig
-from ..errors import ConfigError, SpecReplayError
+from replay.core.config import TreeConfig
+from replay.util.errors import ConfigError, SpecReplayError
+
 from .clock import device_clock
 from .dumps import RoundBuffer, round_writer, run_manifest, write_run_manifest
 from .errors import PromptError
 from .generate import DecodeOptions, Generation, RoundHook, speculative_generate, target_generate
-from .models import LiveModel, check_pair
+from .models.load import LiveModel, check_pair
 from .timing import Clock, Timing, time_methods
 
 Progress = Callable[[int], None]  # called with the number of new tokens just produced
@@ -99,8 +100,14 @@ def run_speculative(
     record = dump_dir is not None  # without a dump, the target's output layer runs only on the rows acceptance reads
     return [
         speculative_generate(
-            draft, target, p, config, options, _hook(round_writer(dump_dir, s) if dump_dir is not None else None, progress),
-            sequence=s, record=record,
+            draft,
+            target,
+            p,
+            config,
+            options,
+            _hook(round_writer(dump_dir, s) if dump_dir is not None else None, progress),
+            sequence=s,
+            record=record,
         )
         for s, p in enumerate(prompts)
     ]
@@ -132,7 +139,9 @@ def run_timed(
         hook = _hook(rounds.hook(i) if first and dump_dir is not None else None, progress if first else None)
         # Every pass computes what the dump needs (all rows) when there is one, so passes cost alike.
         # sequence=i: prompt i draws from its own generator (sequence_rng), the same in every pass.
-        g = speculative_generate(draft, target, prompts[i], config, options, hook, sequence=i, record=dump_dir is not None)
+        g = speculative_generate(
+            draft, target, prompts[i], config, options, hook, sequence=i, record=dump_dir is not None
+        )
         return _keep(kept[SPECULATIVE], i, first, g)
 
     def target_only(i: int, repeat: int) -> int:
@@ -168,7 +177,9 @@ def _hook(writer: RoundHook | None, progress: Progress | None) -> RoundHook | No
     return hook
 
 
-def run_baseline(target: LiveModel, prompts: Sequence[Sequence[int]], options: DecodeOptions, progress: Progress | None = None) -> list[Generation]:
+def run_baseline(
+    target: LiveModel, prompts: Sequence[Sequence[int]], options: DecodeOptions, progress: Progress | None = None
+) -> list[Generation]:
     """Target-only decoding of the same prompts."""
     out = []
     for s, p in enumerate(prompts):
@@ -214,7 +225,9 @@ def compare_with_baseline(
     identical = None if temperature > 0 else all(a.output_ids == b.output_ids for a, b in zip(speculative, baseline))
     if timing is not None:
         ratio = timing.ratio(SPECULATIVE, TARGET_ONLY)
-        return BaselineComparison(summarize(baseline, timing, TARGET_ONLY), ratio.median, identical, ratio.min, ratio.max)
+        return BaselineComparison(
+            summarize(baseline, timing, TARGET_ONLY), ratio.median, identical, ratio.min, ratio.max
+        )
     spec, base = summarize(speculative), summarize(baseline)
     speedup = spec.tokens_per_s / base.tokens_per_s if base.tokens_per_s > 0 else 0.0
     return BaselineComparison(base, speedup, identical)
@@ -242,7 +255,10 @@ def save_run_manifest(
         totals["baseline"] = asdict(comparison.baseline)
         totals["speedup"] = comparison.speedup
         totals["identical_to_baseline"] = comparison.identical
-    models = {"draft": {"path": draft.name, "dtype": draft.dtype_name}, "target": {"path": target.name, "dtype": target.dtype_name}}
+    models = {
+        "draft": {"path": draft.name, "dtype": draft.dtype_name},
+        "target": {"path": target.name, "dtype": target.dtype_name},
+    }
     run = {
         "tokenizer": target.name if target.tokenizer is not None else None,
         "dtype": target.dtype_name,

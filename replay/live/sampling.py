@@ -11,14 +11,16 @@ proposes (the draft only changes how many tokens one target forward yields).
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 import torch
 
-from ..acceptance import Acceptance
-from ..tree import Tree
-from ..vocab import BONUS_CORRECTION, BONUS_LEAF, STOP_LEAF, STOP_MISMATCH
+from replay.core.acceptance import Acceptance
+from replay.core.tree import Tree
+from replay.core.vocab import BONUS_CORRECTION, BONUS_LEAF, STOP_LEAF, STOP_MISMATCH
+
 from .checks import check_shape
 
 
@@ -44,7 +46,9 @@ class NodeRows(Protocol):
     def rows(self, nodes: Sequence[int]) -> torch.Tensor: ...  # [len(nodes), V] float32
 
 
-def accept_sampled(tree: Tree, logits: torch.Tensor | NodeRows, temperature: float, rng: np.random.Generator) -> Acceptance:
+def accept_sampled(
+    tree: Tree, logits: torch.Tensor | NodeRows, temperature: float, rng: np.random.Generator
+) -> Acceptance:
     """Walk the tree drawing from the target at each visited node.
 
     logits: [num_nodes + 1, V] target logits in tree order (the verification forward's output),

@@ -36,7 +36,9 @@ def function_stub(module: str, attr: str) -> StdPrompt:
     func = getattr(importlib.import_module(module), attr)
     doc = first_paragraphs(inspect.getdoc(func) or "").replace("\n", "\n    ")
     text = f'def {attr}{inspect.signature(func)}:\n    """{doc}\n    """\n'
-    source = f"`def {attr}` + `inspect.signature({module}.{attr})` + first paragraph of `inspect.getdoc({module}.{attr})`"
+    source = (
+        f"`def {attr}` + `inspect.signature({module}.{attr})` + first paragraph of `inspect.getdoc({module}.{attr})`"
+    )
     return StdPrompt(f"{module}.{attr}", "code", source, text)
 
 
@@ -48,7 +50,12 @@ def zen_prompt(lines: int = 8) -> StdPrompt:
         import this
 
     zen = codecs.decode(this.s, "rot13").strip().splitlines()
-    return StdPrompt("zen", "prose", f"first {lines} lines of the Zen of Python (`codecs.decode(this.s, 'rot13')`)", "\n".join(zen[:lines]) + "\n")
+    return StdPrompt(
+        "zen",
+        "prose",
+        f"first {lines} lines of the Zen of Python (`codecs.decode(this.s, 'rot13')`)",
+        "\n".join(zen[:lines]) + "\n",
+    )
 
 
 def module_doc_prompt(module: str) -> StdPrompt:
@@ -60,7 +67,9 @@ def license_prompt(dist: str = "numpy", paragraphs: int = 2) -> StdPrompt:
     files = importlib.metadata.distribution(dist).files or []
     lic = next(f for f in files if f.name.upper().startswith("LICENSE"))
     text = first_paragraphs(lic.read_text(encoding="utf-8"), paragraphs)
-    return StdPrompt(f"{dist}-license", "prose", f"first {paragraphs} paragraphs of {dist}'s installed `{lic}`", text + "\n")
+    return StdPrompt(
+        f"{dist}-license", "prose", f"first {paragraphs} paragraphs of {dist}'s installed `{lic}`", text + "\n"
+    )
 
 
 def std_prompts() -> list[StdPrompt]:

@@ -22,8 +22,9 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 Clock = Callable[[], float]  # seconds, monotonic
 # Runs one method on one prompt: (prompt index, pass index or WARMUP) -> output tokens produced.
@@ -54,7 +55,7 @@ class Spread:
     max: float
 
     @classmethod
-    def of(cls, values: Sequence[float]) -> "Spread":
+    def of(cls, values: Sequence[float]) -> Spread:
         if not values:
             raise ValueError("a spread needs at least one value")
         return cls(float(statistics.median(values)), float(min(values)), float(max(values)))
@@ -113,7 +114,8 @@ class Timing:
         return {
             "repeats": self.repeats,
             "methods": {
-                m.name: {"seconds": list(m.seconds), "tokens": list(m.tokens), "tokens_per_s": asdict(m.rate)} for m in self.methods
+                m.name: {"seconds": list(m.seconds), "tokens": list(m.tokens), "tokens_per_s": asdict(m.rate)}
+                for m in self.methods
             },
             "order": [[t.call.method, t.call.prompt, t.call.repeat] for t in self.trials],
             "load_before": asdict(self.load_before),
@@ -132,7 +134,9 @@ def schedule(methods: Sequence[str], prompts: int, repeats: int, warmup: bool = 
     """Every call of a session in run order: the warm-up (each method on prompt 0), then per pass
     and prompt every method, the order rotated by one per (pass, prompt) step."""
     if not methods or prompts < 1 or repeats < 1:
-        raise ValueError(f"a timing session needs methods, prompts and repeats >= 1 (got {len(methods)}, {prompts}, {repeats})")
+        raise ValueError(
+            f"a timing session needs methods, prompts and repeats >= 1 (got {len(methods)}, {prompts}, {repeats})"
+        )
     calls = [Call(m, 0, WARMUP) for m in methods] if warmup else []
     for r in range(repeats):
         for p in range(prompts):

@@ -1,6 +1,6 @@
 """Verification in one target forward over ``[root] + all tree nodes``, and what survives it.
 
-Mask and positions come from ``replay.tree.tree_layout`` (the offline replay's own function):
+Mask and positions come from ``replay.core.tree.tree_layout`` (the offline replay's own function):
 each node sees the committed context, its ancestors and itself; its position is the root's plus
 its depth. The output at node u verifies u's children.
 
@@ -14,18 +14,20 @@ every walk, and a walk that stops at another leaf gets that one row in a second 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-from ..acceptance import Acceptance, accept_greedy, target_top1_per_node
-from ..dumpwrite import StepRecord
-from ..tree import Tree, tree_layout
-from ..vocab import PAD_TOKEN
+from replay.core.acceptance import Acceptance, accept_greedy, target_top1_per_node
+from replay.core.tree import Tree, tree_layout
+from replay.core.vocab import PAD_TOKEN
+from replay.io.dumpwrite import StepRecord
+
 from .forward import cache_length, forward_hidden, output_logits, to_device, tree_visible
-from .models import LiveModel
+from .models.load import LiveModel
 from .scores import log_probs, top_candidates
 
 
@@ -49,7 +51,9 @@ class TargetLogits:
             raise ValueError(f"nodes {nodes}: the tree has nodes 0..{self.num_rows - 1}")
         missing = sorted(set(nodes) - self._rows.keys())
         if missing:
-            self._rows.update(zip(missing, output_logits(self._model, self._hidden[_row_index(missing, self._hidden.device)])))
+            self._rows.update(
+                zip(missing, output_logits(self._model, self._hidden[_row_index(missing, self._hidden.device)]))
+            )
             self.output_calls += 1
         return torch.stack([self._rows[u] for u in nodes])
 
@@ -76,7 +80,9 @@ class Verification:
         return self.target.all()
 
 
-def verify_tree(target: LiveModel, cache: Any, tree: Tree, root_pos: int, record_k: int, record: bool = True) -> Verification:
+def verify_tree(
+    target: LiveModel, cache: Any, tree: Tree, root_pos: int, record_k: int, record: bool = True
+) -> Verification:
     """One target forward over the whole tree; ``cache`` must hold exactly the ``root_pos`` tokens
     before the root. Appends the KV of every node (trim with ``target_keep_indices``).
 

@@ -1,0 +1,267 @@
+"""``compare``'s per-config, per-round outcomes from the batch arrays (replay.engine.batch), vectorised.
+
+The same summary and per-round frames as analysis.compare.configs.compare_configs over the scalar
+RoundResults (the readable reference; tests/test_compare_batch.py compares the two on the bundled
+samples, a packed run and random dumps). The run is read again in batches (replay.engine.runs.replay_run);
+each batch's rounds of one tree shape are replayed with every config at once by
+analysis.compare.subtree_batch (numpy over rounds, loops over levels and configs). Rounds come out in run
+order, so every mean sums in the reference's order.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.cost.model import CostModel
+from analysis.tables.runs import BatchReplay, LabelledRun
+from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.vocab import STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
+from replay.engine.batch import BatchResult, RoundBatch, expanded_nodes
+from replay.engine.batch.frames import round_names
+from replay.engine.runs import replay_run
+
+from .configs import COMPARE_COLUMNS, PER_ROUND_COLUMNS, compare_configs, summarize_arrays
+from .gamma_strategies import StrategyResult, simulate_strategies, simulate_strategy
+from .subtree import RULE_FALLBACK, RULE_PATH, RULE_RECORDED_ORDER, UNDECIDABLE, reason_text, truncated
+from .subtree_batch import (
+    CODE_FALLBACK,
+    CODE_PATH,
+    CODE_RECORDED,
+    STOP_CODE_LEAF,
+    STOP_CODE_MISMATCH,
+    STOP_CODE_NO_ROW,
+    STOP_CODE_UNDECIDABLE,
+    SubOutcomes,
+    replay_contained_many,
+    selection_rules,
+)
+
+_STOPS = np.empty(4, dtype=object)
+_STOPS[[STOP_CODE_LEAF, STOP_CODE_MISMATCH, STOP_CODE_NO_ROW, STOP_CODE_UNDECIDABLE]] = [
+    STOP_LEAF,
+    STOP_MISMATCH,
+    STOP_NO_ROW,
+    UNDECIDABLE,
+]
+_RULES = np.empty(3, dtype=object)
+_RULES[[CODE_PATH, CODE_RECORDED, CODE_FALLBACK]] = [RULE_PATH, RULE_RECORDED_ORDER, RULE_FALLBACK]
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, eq=False)
+class ComparePart:
+    """The replayed rounds of one tree shape of one batch, with every config's outcomes."""
+
+    ordinals: np.ndarray  # [C] int64 position of each round in its run
+    names: np.ndarray  # [C] object round names a_b
+    rules: np.ndarray  # [C] int8 subtree_batch.CODE_* selection rule
+    outcomes: list[SubOutcomes]  # one per config, [C] each
+
+
+def compare_parts(
+    batch: RoundBatch,
+    res: BatchResult,
+    recorded: TreeConfig,
+    configs: Sequence[TreeConfig],
+    gamma_threshold: float = 0.0,
+) -> list[ComparePart]:
+    """Every config replayed on the rounds of ``batch`` that ``res`` replayed (``res.ok``), one shape at a time."""
+    if len(res) != len(batch):
+        raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
+    ordinals = (
+        np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
+    )
+    static = recorded.tree_type != TREE_DYNAMIC
+    parts = []
+    for k, shape in enumerate(res.shapes):
+        members = np.flatnonzero(res.ok & (res.shape_index == k))
+        if not members.shape[0]:
+            continue
+        b, r = batch.take(members), res.take(members)
+        outs = replay_contained_many(
+            b, r, expanded_nodes(b, shape, static), shape, list(configs), recorded.gamma, gamma_threshold
+        )
+        parts.append(ComparePart(ordinals[members], round_names(r), selection_rules(b, r, shape), outs))
+    return parts
+
+
+def join_compare(
+    parts: Sequence[ComparePart],
+    recorded: TreeConfig,
+    configs: Sequence[TreeConfig],
+    cost: CostModel,
+    gamma_threshold: float | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """compare_configs' (summary, per-round) frames from the parts of one run, rounds in run order."""
+    if not parts:
+        return pd.DataFrame([], columns=COMPARE_COLUMNS), pd.DataFrame([])
+    ords = np.concatenate([p.ordinals for p in parts])
+    order = np.argsort(ords, kind="stable")
+    names = np.concatenate([p.names for p in parts])[order]
+    rules = _RULES[np.concatenate([p.rules for p in parts])[order]]
+    rows, frames = [], []
+    for k, cfg in enumerate(configs):
+        o = {
+            f: np.concatenate([getattr(p.outcomes[k], f) for p in parts])[order]
+            for f in SubOutcomes.__dataclass_fields__
+        }
+        nodes = np.concatenate([[0], np.cumsum([sum(row) for row in cfg.top_k_spec])]).astype(
+            np.int64
+        )  # draft nodes of the first s steps
+        rows.append(
+            summarize_arrays(
+                cfg,
+                recorded,
+                cost,
+                o["decided"],
+                o["lower"],
+                o["upper"],
+                o["steps_lo"],
+                o["steps_hi"],
+                nodes[o["steps_lo"]],
+                nodes[o["steps_hi"]],
+            )
+        )
+        frames.append(
+            {
+                "config": np.full(names.shape[0], cfg.short(), dtype=object),
+                "round": names,
+                "decided": o["decided"],
+                "lower": o["lower"],
+                "upper": o["upper"],
+                "stop": _STOPS[o["stop"]],
+                "steps_lo": o["steps_lo"],
+                "steps_hi": o["steps_hi"],
+                "rule": rules,
+                "reason": _reasons(o["why"], o["lower"], o["why_rank"]),
+            }
+        )
+    per_round = (
+        pd.DataFrame({c: np.concatenate([f[c] for f in frames]) for c in PER_ROUND_COLUMNS})
+        if configs
+        else pd.DataFrame([])
+    )
+    return pd.DataFrame(rows, columns=COMPARE_COLUMNS), per_round
+
+
+def _reasons(why: np.ndarray, depth: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """[R] object reason texts; one text per distinct (why, depth, rank), whatever the rounds."""
+    codes = np.stack([why.astype(np.int64), depth, rank], axis=1)
+    uniq, inverse = np.unique(codes, axis=0, return_inverse=True)
+    texts = np.asarray([reason_text(int(w), int(d), int(r)) for w, d, r in uniq.tolist()] or [""], dtype=object)
+    return texts[inverse.reshape(-1)]
+
+
+@dataclass(frozen=True)
+class RoundOutcome:
+    """The fields of analysis.compare.subtree.SubOutcome that gamma strategies read, for one round."""
+
+    decided: bool
+    lower: int
+    upper: int
+    steps_lo: int
+    steps_hi: int
+    nodes_lo: int
+    nodes_hi: int
+
+
+def run_parts(
+    run: LabelledRun,
+    configs: Sequence[TreeConfig],
+    gamma_threshold: float | None = None,
+    progress: Progress | None = None,
+) -> list[ComparePart]:
+    """Every config replayed on a batch-loaded run's rounds: the run read again in batches."""
+    threshold = 0.0 if gamma_threshold is None else float(gamma_threshold)
+    total = len(run.results)
+    lock, done = threading.Lock(), [0]
+
+    def per_batch(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[ComparePart]:
+        parts = compare_parts(batch, res, tree, configs, threshold)
+        if progress:
+            with lock:  # batches are replayed on several threads
+                done[0] += int(res.ok.sum())
+                progress(done[0], total)
+        return parts
+
+    rep = replay_run(run.replay.directory, run.replay.options, per_batch=per_batch)
+    parts = [p for ps in rep.per_batch for p in ps]
+    got = sum(p.ordinals.shape[0] for p in parts)
+    if got != total:
+        raise RuntimeError(
+            f"compare replayed {got} rounds of {run.label}, the run has {total}: a bug in the batch path"
+        )
+    return parts
+
+
+def compare_run(
+    run: LabelledRun,
+    configs: Sequence[TreeConfig],
+    cost: CostModel | None = None,
+    gamma_threshold: float | None = None,
+    progress: Progress | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """compare_configs for a loaded run: from the batch arrays when the run was loaded by the batch
+    path (analysis.tables.runs.load_run), round by round by the reference otherwise. ``progress(rounds
+    done, rounds)``."""
+    cost = cost or CostModel.default()
+    if not isinstance(run.replay, BatchReplay):
+        return compare_configs(run.results, run.config, configs, cost, gamma_threshold, progress)
+    return join_compare(run_parts(run, configs, gamma_threshold, progress), run.config, configs, cost, gamma_threshold)
+
+
+def outcomes_by_gamma_run(
+    run: LabelledRun, cfg: TreeConfig, gamma_threshold: float | None = None
+) -> list[dict[int, RoundOutcome]]:
+    """analysis.compare.gamma_strategies.outcomes_by_gamma for a batch-loaded run (recorded early stops of
+    ``run.config`` inherited): every truncation of ``cfg`` replayed on the batch arrays, then one
+    small record per round and gamma (the strategies walk the rounds in order anyway)."""
+    subs = [truncated(cfg, g) for g in range(1, cfg.gamma + 1)]
+    parts = run_parts(run, subs, gamma_threshold)
+    if not parts:
+        return []
+    order = np.argsort(np.concatenate([p.ordinals for p in parts]), kind="stable")
+    columns = []
+    for k, sub in enumerate(subs):
+        o = {
+            f: np.concatenate([getattr(p.outcomes[k], f) for p in parts])[order]
+            for f in ("decided", "lower", "upper", "steps_lo", "steps_hi")
+        }
+        nodes = np.concatenate([[0], np.cumsum([sum(row) for row in sub.top_k_spec])]).astype(np.int64)
+        columns.append(
+            list(
+                zip(
+                    o["decided"].tolist(),
+                    o["lower"].tolist(),
+                    o["upper"].tolist(),
+                    o["steps_lo"].tolist(),
+                    o["steps_hi"].tolist(),
+                    nodes[o["steps_lo"]].tolist(),
+                    nodes[o["steps_hi"]].tolist(),
+                )
+            )
+        )
+    return [{g: RoundOutcome(*columns[g - 1][r]) for g in range(1, cfg.gamma + 1)} for r in range(order.shape[0])]
+
+
+def simulate_run_strategies(
+    run: LabelledRun,
+    cfg: TreeConfig,
+    strategies: Sequence[int],
+    cost: CostModel | None = None,
+    ema_window: int = 1,
+    gamma_threshold: float | None = None,
+) -> list[StrategyResult]:
+    """analysis.compare.gamma_strategies.simulate_strategies for a loaded run (recorded gamma: ``run.config``'s),
+    its per-gamma outcomes from the batch arrays when the run was loaded by the batch path."""
+    cost = cost or CostModel.default()
+    if not isinstance(run.replay, BatchReplay):
+        return simulate_strategies(run.results, cfg, strategies, cost, ema_window, gamma_threshold, run.config.gamma)
+    outs = outcomes_by_gamma_run(run, cfg, gamma_threshold)
+    return [simulate_strategy(outs, cfg, s, cost, ema_window) for s in strategies]

@@ -1,0 +1,464 @@
+"""analysis.compare.subtree's exact replay of a contained config, for a whole RoundBatch at once.
+
+The same decisions as ``analysis.compare.subtree.replay_subconfig`` (the readable reference; the property
+tests tests/test_subtree_batch.py and tests/test_compare_batch.py compare the two on random dumps):
+per round, decided or not, the lower / upper bound of the accepted length (equal when decided),
+how the walk stopped, the draft steps run and, for an undecidable round, why (as codes; analysis.
+compare_batch spells them). Recorded early stops are inherited; ``gamma_threshold`` > 0 simulates
+the early stop as the reference does. Any config works, contained in the recording or not.
+
+Arrays have the round axis last. A level of the simulated tree is a padded ``[L, C]`` set of slots
+(``valid`` marks real nodes); children of level i's non-OUT nodes sit at ``k * W + r`` of level
+i+1, k the parent's position among them and W the widest topKSpec entry of step i. Selection is
+recomputed by successive maxima (ties by tree order) in rounds where every key of the level is
+known and ordered (the common case), and with the reference's pairwise IN / OUT / MAYBE rule in
+the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from replay.core.config import TreeConfig
+from replay.core.selection import FALLBACK_RANK_WEIGHT
+from replay.core.vocab import PAD_TOKEN
+from replay.engine.batch import SEL_PARENTS, BatchResult, RoundBatch, TreeShape
+
+from .subtree import WHY_BEYOND, WHY_MAYBE, WHY_NONE, WHY_THRESHOLD, WHY_UNEXPANDED, WHY_WIDTH
+
+OUT, IN, MAYBE = 0, 1, 2
+CODE_PATH, CODE_RECORDED, CODE_FALLBACK = 0, 1, 2  # analysis.compare.subtree.selection_rule's RULE_*, as codes
+CHUNK_ROUNDS = 16384
+
+
+# how the walk ended (analysis.compare.subtree's SubOutcome.stop); why a round is undecidable: subtree.WHY_*
+STOP_CODE_LEAF, STOP_CODE_MISMATCH, STOP_CODE_NO_ROW, STOP_CODE_UNDECIDABLE = 0, 1, 2, 3
+NO_RANK = -1  # why_rank where the reason names no candidate
+
+
+@dataclass(frozen=True, eq=False)
+class SubOutcomes:
+    """Per round: whether the config's accepted length is decided, its bounds, and the rest of
+    analysis.compare.subtree.SubOutcome that compare shows (bonus fields left out). The reason's depth is
+    ``lower`` (the walk's depth when it stopped)."""
+
+    decided: np.ndarray  # [R] bool
+    lower: np.ndarray  # [R] int64
+    upper: np.ndarray  # [R] int64
+    stop: np.ndarray  # [R] int8 STOP_CODE_*
+    steps_lo: np.ndarray  # [R] int64 draft steps surely run
+    steps_hi: np.ndarray  # [R] int64 draft steps possibly run
+    why: np.ndarray  # [R] int8 WHY_*, WHY_NONE when decided
+    why_rank: np.ndarray  # [R] int64 the candidate's rank for WHY_BEYOND, else NO_RANK
+
+    @staticmethod
+    def empty(r: int) -> SubOutcomes:
+        i64 = lambda: np.zeros(r, dtype=np.int64)  # noqa: E731
+        return SubOutcomes(
+            np.zeros(r, dtype=bool),
+            i64(),
+            i64(),
+            np.zeros(r, dtype=np.int8),
+            i64(),
+            i64(),
+            np.zeros(r, dtype=np.int8),
+            i64(),
+        )
+
+    def put(self, at: slice, other: SubOutcomes) -> None:
+        for name in self.__dataclass_fields__:
+            getattr(self, name)[at] = getattr(other, name)
+
+
+@dataclass(eq=False)
+class _Level:
+    """Slots of one level of the simulated tree (round axis last)."""
+
+    valid: np.ndarray  # [L, C] bool
+    lo: np.ndarray  # [L, C] float64 selection key interval, higher first
+    hi: np.ndarray  # [L, C] float64
+    exact: np.ndarray  # [L, C] bool
+    sure: np.ndarray  # [L, C] bool: certainly exists
+    ordered: np.ndarray  # [L, C] bool: tree order (parent's slot, rank) known
+    oslot: np.ndarray  # [L, C] int64 parent's slot
+    rank: np.ndarray  # [L, 1] int64 draft rank
+    rec: np.ndarray  # [L, C] int64 recorded level-local node, -1 when not in the recording
+    row: np.ndarray  # [L, C] int64 recorded expanded position (row of draft_step), -1 when not expanded
+    token: np.ndarray  # [L, C] int64, PAD_TOKEN when unknown
+    status: np.ndarray | None = None  # [L, C] int8 OUT / IN / MAYBE
+    slot_lo: np.ndarray | None = None  # [L, C] int64
+    slot_hi: np.ndarray | None = None
+
+
+def selection_rules(batch: RoundBatch, res: BatchResult, shape: TreeShape) -> np.ndarray:
+    """[R] int8 rule per round, as analysis.compare.subtree.selection_rule decides it."""
+    r = len(batch)
+    path = np.full(r, all(st.logp is not None for st in batch.steps))
+    if path.any():
+        for i, st in enumerate(batch.steps):
+            m = shape.maps[i]
+            path &= ~np.isnan(st.logp[m.slot_parent, m.slot_rank]).any(axis=0)  # a NaN score: no path key
+    parents = (res.selection[: shape.num_steps] == SEL_PARENTS).any(axis=0)
+    return np.where(path, CODE_PATH, np.where(parents, CODE_RECORDED, CODE_FALLBACK)).astype(np.int8)
+
+
+def replay_contained(
+    batch: RoundBatch,
+    res: BatchResult,
+    expanded: list[np.ndarray],
+    shape: TreeShape,
+    sub: TreeConfig,
+    recorded_gamma: int,
+    gamma_threshold: float = 0.0,
+) -> SubOutcomes:
+    """``sub`` replayed on every round of ``batch`` (all of recorded ``shape``; ``expanded``: per step
+    [h_i, R] the recorded selection, replay.engine.batch.expanded_nodes). Rounds with ``res.error != 0``
+    get meaningless values."""
+    return replay_contained_many(batch, res, expanded, shape, [sub], recorded_gamma, gamma_threshold)[0]
+
+
+def replay_contained_many(
+    batch: RoundBatch,
+    res: BatchResult,
+    expanded: list[np.ndarray],
+    shape: TreeShape,
+    subs: list[TreeConfig],
+    recorded_gamma: int,
+    gamma_threshold: float = 0.0,
+) -> list[SubOutcomes]:
+    """replay_contained for several configs, reading each chunk of the recording once."""
+    r = len(batch)
+    outs = [SubOutcomes.empty(r) for _ in subs]
+    rules = selection_rules(batch, res, shape)
+    steps = shape.num_steps
+    for lo in range(0, r, CHUNK_ROUNDS):
+        hi = min(r, lo + CHUNK_ROUNDS)
+        rec = _Recorded(batch, res, expanded, shape, lo, hi, rules[lo:hi])
+        for sub, out in zip(subs, outs):
+            cap = min(sub.gamma, steps) if steps < recorded_gamma else sub.gamma
+            out.put(slice(lo, hi), _simulate(rec, sub, cap, float(gamma_threshold)))
+    return outs
+
+
+class _Recorded:
+    """Lookups into a chunk of recorded rounds of one shape (contiguous copies, flat gathers)."""
+
+    def __init__(
+        self,
+        batch: RoundBatch,
+        res: BatchResult,
+        expanded: list[np.ndarray],
+        shape: TreeShape,
+        lo: int,
+        hi: int,
+        rules: np.ndarray,
+    ):
+        c = hi - lo
+        self.c = c
+        self.col = np.arange(c)
+        self.shape = shape
+        self.steps = shape.num_steps
+        self.rules = rules  # [C] int8
+        self.present = {int(x) for x in np.unique(rules)}
+        self.ids = [np.ascontiguousarray(st.ids[:, :, lo:hi], dtype=np.int64) for st in batch.steps]  # [rows, cols, C]
+        self.logp = [
+            None if st.logp is None else np.ascontiguousarray(st.logp[:, :, lo:hi], dtype=np.float64)
+            for st in batch.steps
+        ]
+        self.chosen = [np.ascontiguousarray(e[:, lo:hi]) for e in expanded]  # [h_i, C] level-local recorded nodes
+        # position among step i's expanded nodes of each recorded level-i node, -1 when not expanded
+        self.pos = []
+        for i in range(self.steps):
+            p = np.full((shape.level_sizes[i], c), -1, dtype=np.int64)
+            for j in range(shape.heads[i]):
+                np.put_along_axis(p, self.chosen[i][j : j + 1], j, axis=0)
+            self.pos.append(p)
+        val0 = np.ascontiguousarray(batch.validate.ids[:, 0, lo:hi], dtype=np.int64)  # [vrows, C]
+        is_all = res.layout[lo:hi].astype(bool)
+        # target top-1 at each recorded expanded node (step i, position j): [h_i, C]
+        self.top1 = []
+        for i in range(self.steps):
+            node_row = shape.starts[i] + self.chosen[i]
+            par_row = shape.head_offsets[i] + np.arange(shape.heads[i])[:, None]
+            self.top1.append(self.gather(val0, np.where(is_all, node_row, par_row)))
+        self.width = [np.asarray(w, dtype=np.int64) for w in shape.widths]  # recorded kept width per position
+        self.first_child = [m.child_offset for m in shape.maps]
+
+    def gather(self, arr: np.ndarray, index: np.ndarray) -> np.ndarray:
+        """arr[index[k, c], c] for a contiguous [L, C] arr; index: [K, C] (clipped into range)."""
+        return np.take(arr.reshape(-1), np.clip(index, 0, arr.shape[0] - 1) * self.c + self.col, mode="clip")
+
+    def take(self, arrays: list[np.ndarray], depth: int, row: np.ndarray, r: np.ndarray, fill) -> np.ndarray:
+        """arrays[depth][row, r, c] where row >= 0 and r < cols, else ``fill``; row/r: [K, C]."""
+        mat = arrays[depth]
+        rows, cols = mat.shape[0], mat.shape[1]
+        ok = (row >= 0) & (r < cols)
+        idx = (np.clip(row, 0, rows - 1) * cols + np.minimum(r, cols - 1)) * self.c + self.col
+        return np.where(ok, np.take(mat.reshape(-1), idx, mode="clip"), fill)
+
+
+def _root(rec: _Recorded) -> _Level:
+    one = lambda v, dt: np.full((1, rec.c), v, dtype=dt)  # noqa: E731
+    lvl = _Level(
+        one(True, bool),
+        one(0.0, np.float64),
+        one(0.0, np.float64),
+        one(True, bool),
+        one(True, bool),
+        one(True, bool),
+        one(0, np.int64),
+        np.zeros((1, 1), np.int64),
+        one(0, np.int64),
+        one(0, np.int64),
+        one(PAD_TOKEN, np.int64),
+    )
+    lvl.status, lvl.slot_lo, lvl.slot_hi = one(IN, np.int8), one(0, np.int64), one(0, np.int64)
+    return lvl
+
+
+def _width_tables(widths: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(min, max) [h, h] int64 of widths[a..b]: the kept width of a node whose slot is a..b."""
+    h = len(widths)
+    wl = np.array([[min(widths[a : b + 1]) if b >= a else 0 for b in range(h)] for a in range(h)], dtype=np.int64)
+    wh = np.array([[max(widths[a : b + 1]) if b >= a else 0 for b in range(h)] for a in range(h)], dtype=np.int64)
+    return wl, wh
+
+
+def _children(rec: _Recorded, lvl: _Level, depth: int, widths: tuple[int, ...]) -> tuple[_Level, np.ndarray, int]:
+    """Level depth+1 from the selected level ``depth``; also each node's position k among the
+    non-OUT nodes ([L, C], -1 when OUT) and W."""
+    c = rec.c
+    alive = lvl.valid & (lvl.status != OUT)
+    k_max = max(1, int(alive.sum(axis=0).max()))
+    if alive.shape[0] == 1:
+        order = np.zeros((1, c), dtype=np.int64)
+    else:
+        order = np.argsort(~alive, axis=0, kind="stable")[:k_max]  # the non-OUT nodes first: [K, C]
+    kpos = np.full(lvl.valid.shape, -1, dtype=np.int64)
+    np.put_along_axis(kpos, order, np.broadcast_to(np.arange(k_max)[:, None], order.shape), axis=0)
+    kpos = np.where(alive, kpos, -1)
+    g = lambda a: rec.gather(np.ascontiguousarray(a), order)  # noqa: E731  parent field per position k
+    p_alive, p_status, p_sure, p_exact = g(alive), g(lvl.status), g(lvl.sure), g(lvl.exact)
+    p_lo, p_hi, _p_rec, p_row = g(lvl.lo), g(lvl.hi), g(lvl.rec), g(lvl.row)
+    h = len(widths)
+    s_lo, s_hi = np.clip(g(lvl.slot_lo), 0, h - 1), np.clip(g(lvl.slot_hi), 0, h - 1)
+    wl, wh = _width_tables(widths)
+    w_lo, w_hi = wl[s_lo, s_hi], wh[s_lo, s_hi]  # [K, C]
+    big_w = max(widths)
+    n = k_max * big_w
+    ex = lambda a: np.repeat(a, big_w, axis=0)  # noqa: E731  [K, C] → [K * W, C], child k * W + r
+    r2 = np.tile(np.arange(big_w), k_max)[:, None]  # [K * W, 1] rank
+    valid = ex(p_alive) & (r2 < ex(w_hi))
+    sure = ex((p_status == IN) & p_sure) & (r2 < ex(w_lo))
+    ordered = ex(s_lo == s_hi) & valid
+    oslot = ex(s_lo)
+    prow = ex(p_row)
+    r_full = np.broadcast_to(r2, (n, c))
+    if depth < rec.steps:
+        # the recorded child at (parent, rank): parent recorded and expanded, rank within its kept width
+        jj = np.clip(prow, 0, rec.width[depth].shape[0] - 1)
+        child_rec = np.where((prow >= 0) & (r2 < rec.width[depth][jj]), rec.first_child[depth][jj] + r2, -1)
+        token = rec.take(rec.ids, depth, prow, r_full, PAD_TOKEN)
+        lp = rec.take(rec.logp, depth, prow, r_full, np.nan) if rec.logp[depth] is not None else np.full((n, c), np.nan)
+    else:
+        child_rec = np.full((n, c), -1, dtype=np.int64)
+        token = np.full((n, c), PAD_TOKEN, dtype=np.int64)
+        lp = np.full((n, c), np.nan)
+    nxt = depth + 1
+    if nxt < rec.steps:
+        child_row = np.where(child_rec >= 0, rec.gather(rec.pos[nxt], child_rec), -1)
+    else:
+        child_row = np.full((n, c), -1, dtype=np.int64)
+    # selection keys by each round's rule (analysis.compare.subtree._child); only the rules present are computed
+    lo = np.full((n, c), -np.inf)
+    hi = np.full((n, c), np.inf)
+    exact = np.zeros((n, c), dtype=bool)
+    rules = rec.rules[None, :]
+    if CODE_PATH in rec.present:
+        pexact = ex(p_exact)
+        path_exact = (token != PAD_TOKEN) & np.isfinite(lp) & pexact
+        path_lo = np.where(path_exact, ex(p_lo) + np.where(path_exact, lp, 0.0), -np.inf)
+        path_hi = np.where(path_exact, path_lo, ex(p_hi))
+        mine = rules == CODE_PATH
+        lo, hi, exact = np.where(mine, path_lo, lo), np.where(mine, path_hi, hi), np.where(mine, path_exact, exact)
+    if CODE_FALLBACK in rec.present:
+        fb_lo = np.where(ordered, -(r2 * FALLBACK_RANK_WEIGHT + oslot).astype(np.float64), -np.inf)
+        mine = rules == CODE_FALLBACK
+        lo, hi, exact = (
+            np.where(mine, fb_lo, lo),
+            np.where(mine, np.where(ordered, fb_lo, np.inf), hi),
+            np.where(mine, ordered, exact),
+        )
+    if CODE_RECORDED in rec.present:
+        heads_next = rec.shape.heads[nxt] if nxt < rec.steps else 0
+        ro_exact = child_row >= 0
+        ro_lo = np.where(ro_exact, -child_row.astype(np.float64), -np.inf)
+        ro_hi = np.where(ro_exact, ro_lo, np.where((child_rec >= 0) & (nxt < rec.steps), -float(heads_next), np.inf))
+        mine = rules == CODE_RECORDED
+        lo, hi, exact = np.where(mine, ro_lo, lo), np.where(mine, ro_hi, hi), np.where(mine, ro_exact, exact)
+    child = _Level(valid, lo, hi, exact & valid, sure & valid, ordered, oslot, r2, child_rec, child_row, token)
+    return child, kpos, big_w
+
+
+def _select(lvl: _Level, heads: int) -> None:
+    """IN / OUT / MAYBE and slot ranges of a level choosing its top ``heads`` (analysis.compare.subtree._select)."""
+    L, c = lvl.valid.shape
+    v = lvl.valid
+    fast = (~v | (lvl.exact & lvl.sure & lvl.ordered)).all(axis=0)  # every key known and ordered
+    status = np.zeros((L, c), dtype=np.int8)
+    slot_lo = np.full((L, c), -1, dtype=np.int64)
+    slot_hi = np.full((L, c), -1, dtype=np.int64)
+    cols = np.flatnonzero(fast)
+    if cols.shape[0]:
+        # successive maxima of the key, ties to the smallest (parent slot, rank): the engine's tree order
+        every = cols.shape[0] == c
+        vf = v if every else v[:, cols]
+        key = np.where(vf, lvl.lo if every else lvl.lo[:, cols], -np.inf)
+        tie = (lvl.oslot if every else lvl.oslot[:, cols]) * (1 << 20) + lvl.rank  # [L, C']
+        slot = np.full(key.shape, -1, dtype=np.int64)
+        left = vf.copy()
+        lanes = np.arange(key.shape[1])
+        for t in range(min(heads, L)):
+            cand = np.where(left, key, -np.inf)
+            best = cand.max(axis=0)
+            pick = np.where(left & (cand == best), tie, np.iinfo(np.int64).max).argmin(axis=0)  # [C']
+            exists = left[pick, lanes]
+            slot[pick[exists], lanes[exists]] = t
+            left[pick[exists], lanes[exists]] = False
+        chosen = slot >= 0
+        st = np.where(chosen, IN, OUT).astype(np.int8)
+        if every:
+            status, slot_lo, slot_hi = st, slot, slot.copy()
+        else:
+            status[:, cols], slot_lo[:, cols], slot_hi[:, cols] = st, slot, slot
+    cols = np.flatnonzero(~fast)
+    if cols.shape[0]:
+        s = lambda a: a[:, cols] if a.shape[1] == c else np.broadcast_to(a, (a.shape[0], c))[:, cols]  # noqa: E731
+        vv, lo, hi, ex, sure, od, os_, rk = (
+            s(v),
+            s(lvl.lo),
+            s(lvl.hi),
+            s(lvl.exact),
+            s(lvl.sure),
+            s(lvl.ordered),
+            s(lvl.oslot),
+            s(lvl.rank),
+        )
+        a_, b_ = (slice(None), None), (None, slice(None))
+        before = (os_[a_] < os_[b_]) | ((os_[a_] == os_[b_]) & (rk[a_] < rk[b_]))
+        ahead = (lo[a_] > hi[b_]) | (ex[a_] & ex[b_] & (lo[a_] == lo[b_]) & od[a_] & od[b_] & before)  # [a, b, C']
+        pair = vv[a_] & vv[b_] & ~np.eye(L, dtype=bool)[:, :, None]
+        surely = (pair & sure[a_] & ahead).sum(axis=0)  # v sure and ahead of u, summed over v (axis a)
+        maybe = (pair & ~ahead.transpose(1, 0, 2)).sum(axis=0)  # not (u ahead of v), summed over v
+        st = np.where(surely >= heads, OUT, np.where(sure & (maybe < heads), IN, MAYBE)).astype(np.int8)
+        st = np.where(vv, st, OUT).astype(np.int8)
+        status[:, cols] = st
+        slot_lo[:, cols] = np.where(st != OUT, surely, -1)
+        slot_hi[:, cols] = np.where(st != OUT, np.minimum(maybe, heads - 1), -1)
+    lvl.status, lvl.slot_lo, lvl.slot_hi = status, slot_lo, slot_hi
+
+
+def _threshold_verdicts(rec: _Recorded, lvl: _Level, depth: int, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """([C] go, [C] stop) after the step drafting level ``depth`` (analysis.compare.subtree._threshold_stop):
+    go when a surely selected node's top-1 draft probability reaches the threshold, stop when every
+    drafted node's is known and below it, neither when unknown."""
+    drafted = lvl.valid & (lvl.status != OUT)
+    row = np.broadcast_to(lvl.row, drafted.shape)
+    if depth >= rec.steps or rec.logp[depth] is None:  # the recording drafted no such step / no scores
+        lp = np.full(drafted.shape, np.nan)
+    else:
+        lp = rec.take(rec.logp, depth, np.where(drafted, row, -1), np.zeros_like(row), np.nan)
+    known = np.isfinite(lp)
+    conf = np.exp(np.where(known, lp, 0.0))
+    go = (drafted & known & (conf >= threshold) & (lvl.status == IN) & lvl.sure).any(axis=0)
+    stop = (~drafted | (known & (conf < threshold))).all(axis=0)
+    return go, stop & ~go
+
+
+def _steps(rec: _Recorded, levels: list[_Level], cap: int, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """([C] steps surely run, [C] steps possibly run) under the gammaThreshold early stop, as
+    analysis.compare.subtree.replay_subconfig's loop decides them step by step."""
+    sure = np.full(rec.c, cap, dtype=np.int64)
+    most = np.full(rec.c, cap, dtype=np.int64)
+    if threshold <= 0:
+        return sure, most
+    going = np.ones(rec.c, dtype=bool)
+    for i in range(cap - 1):  # a stop after the last step changes nothing
+        go, stop = _threshold_verdicts(rec, levels[i], i, threshold)
+        stopped = going & stop
+        both = stopped & (sure == most)
+        sure = np.where(both, i + 1, sure)
+        most = np.where(stopped, i + 1, most)
+        unknown = going & ~go & ~stop & (sure == most)
+        sure = np.where(unknown, i + 1, sure)
+        going &= ~stopped
+    return sure, most
+
+
+def _simulate(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0) -> SubOutcomes:
+    """Build the simulated levels 0..cap and walk greedy acceptance (analysis.compare.subtree._walk)."""
+    levels = [_root(rec)]
+    kpos, widths = [], []
+    for i in range(cap):
+        if i:
+            _select(levels[i], sub.top_head[i])
+        child, kp, big_w = _children(rec, levels[i], i, sub.top_k_spec[i])
+        levels.append(child)
+        kpos.append(kp)
+        widths.append(big_w)
+    sure_steps, max_steps = _steps(rec, levels, cap, threshold)
+    c = rec.c
+    col = rec.col
+    out = SubOutcomes.empty(c)
+    out.steps_lo[:], out.steps_hi[:] = sure_steps, max_steps
+    out.why_rank[:] = NO_RANK
+    alive = np.ones(c, dtype=bool)
+    cur = np.zeros(c, dtype=np.int64)
+
+    def finish(mask: np.ndarray, d: int, stop: int, why: int = WHY_NONE, rank: np.ndarray | None = None) -> None:
+        nonlocal alive
+        mask = mask & alive
+        ok = stop != STOP_CODE_UNDECIDABLE
+        out.decided[mask] = ok
+        out.lower[mask] = d
+        out.upper[mask] = d if ok else max_steps[mask]
+        out.stop[mask] = stop
+        out.why[mask] = why
+        if rank is not None:
+            out.why_rank[mask] = rank[mask]
+        alive = alive & ~mask
+
+    for d in range(cap + 1):
+        finish(d >= max_steps, d, STOP_CODE_LEAF)  # a leaf of the simulated tree
+        if not alive.any():
+            break
+        lvl = levels[d]
+        at = lambda a: rec.gather(a, cur[None, :])[0] if a.shape[1] == c else a[cur, 0]  # noqa: E731
+        status = at(lvl.status) if d else np.full(c, IN, dtype=np.int8)
+        finish(status == OUT, d, STOP_CODE_LEAF)
+        finish(d >= sure_steps, d, STOP_CODE_UNDECIDABLE, WHY_THRESHOLD)  # whether step d runs is unknown
+        finish(status == MAYBE, d, STOP_CODE_UNDECIDABLE, WHY_MAYBE)
+        row = at(lvl.row)
+        finish(row < 0, d, STOP_CODE_UNDECIDABLE, WHY_UNEXPANDED)  # expanded by the config, not by the recording
+        t = rec.gather(rec.top1[d], row[None, :])[0] if d < rec.steps else np.full(c, PAD_TOKEN)
+        finish(t == PAD_TOKEN, d, STOP_CODE_NO_ROW)  # no target row: the walk ends here
+        spec = sub.top_k_spec[d]
+        wl, wh = _width_tables(spec)
+        s_lo, s_hi = np.clip(at(lvl.slot_lo), 0, len(spec) - 1), np.clip(at(lvl.slot_hi), 0, len(spec) - 1)
+        w_lo, w_hi = wl[s_lo, s_hi], wh[s_lo, s_hi]
+        k = np.maximum(rec.gather(kpos[d], cur[None, :])[0], 0)
+        kids = levels[d + 1]
+        big_w = widths[d]
+        tok = rec.gather(kids.token, k[None, :] * big_w + np.arange(big_w)[:, None])  # [W, C]
+        within = np.arange(big_w)[:, None] < w_hi[None, :]
+        hit = within & ((tok == PAD_TOKEN) | (tok == t[None, :]))
+        first = np.argmax(hit, axis=0)
+        finish(~hit.any(axis=0), d, STOP_CODE_MISMATCH)  # no child matches: the walk stops here
+        finish(
+            tok[first, col] == PAD_TOKEN, d, STOP_CODE_UNDECIDABLE, WHY_BEYOND, first
+        )  # a candidate beyond the recorded columns
+        finish(first >= w_lo, d, STOP_CODE_UNDECIDABLE, WHY_WIDTH)  # the kept width depends on an unknown slot
+        cur = np.where(alive, k * big_w + first, 0)
+    return out

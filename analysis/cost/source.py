@@ -1,0 +1,129 @@
+"""Which cost model a run's speedups use, and the words that say so (docs/analysis.md, "Where the
+costs come from"). In order:
+
+1. a cost model given by the user (``--cost FILE``): ``given: FILE``;
+2. ``cost_curve.json`` beside the dump (in it, in its parent, or a sweep's OUT/ for
+   OUT/dumps/<name>/): ``measured: cost_curve.json`` — a draft step it lacks is taken from the
+   manifest's round timings;
+3. the manifest's round timings (``draft_time_s``, ``verify_time_s``): ``measured: manifest timings``;
+4. otherwise the default relative cost: ``modelled: default relative cost``, with a warning.
+
+From manifest timings: draft_step_s = Σ draft_time_s / Σ draft_steps over the recorded rounds;
+t_verify(k) = the mean verify_time_s of the rounds verifying k = nodes + 1 tokens; t_verify(1) =
+the target-only baseline's decode seconds per forward, (total_s − prefill_s) / rounds, when the
+manifest has a baseline timed together with the rounds (analysis.cost.timings.comparable_baseline).
+Without one, t_verify(1) comes from the curve through the recorded points (flat with a single
+point) and the source says so. When the last point is cheaper
+than the one before (noisy timings), the curve is held flat beyond it instead of falling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from replay.io.manifest import Manifest
+from replay.util.bounded import read_json_file
+from replay.util.errors import SpecReplayError
+from replay.util.pathcheck import is_inline_json
+
+from .model import SOURCE_DEFAULT, CostModel
+from .timings import SWEEP_DUMPS_DIR, Timings, comparable_baseline, read_timings
+
+CURVE_NAME = "cost_curve.json"
+SOURCE_CURVE = "measured: cost_curve.json"
+SOURCE_MANIFEST = "measured: manifest timings"
+GIVEN_PREFIX = "given: "
+
+
+def given_cost(text: str | Path) -> CostModel:
+    """A cost model given by the user (``--cost``): a file, or inline JSON."""
+    text = str(text)
+    return replace(CostModel.parse(text), source=f"{GIVEN_PREFIX}{'inline JSON' if is_inline_json(text) else text}")
+
+
+def find_cost_curve(directory: str | Path) -> Path | None:
+    """``cost_curve.json`` in the dump directory, its parent, or a sweep's OUT for OUT/dumps/<name>."""
+    d = Path(directory)
+    places = [d / CURVE_NAME, d.parent / CURVE_NAME]
+    if d.parent.name == SWEEP_DUMPS_DIR:
+        places.append(d.parent.parent / CURVE_NAME)
+    return next((p for p in places if p.is_file()), None)
+
+
+def manifest_draft_step(t: Timings) -> float:
+    """Σ draft_time_s / Σ draft_steps: the mean seconds of one draft step in the recorded rounds."""
+    return float(t.draft_s.sum() / t.steps.sum())
+
+
+def cost_from_timings(t: Timings) -> CostModel:
+    """The cost model of a run's own measured times (see the module docstring)."""
+    tokens = t.nodes + 1  # [R] tokens each round's target forward verified
+    ks = np.unique(tokens)
+    verify = np.array([t.verify_s[tokens == k].mean() for k in ks], dtype=np.float64)
+    source = SOURCE_MANIFEST
+    baseline = comparable_baseline(t)  # a baseline timed apart from these rounds ran at another speed
+    if baseline is not None and ks[0] > 1:
+        ks = np.concatenate([[1], ks])
+        verify = np.concatenate([[baseline.decode_s / baseline.forwards], verify])
+    elif ks[0] > 1:
+        how = "flat at the" if ks.shape[0] == 1 else "extrapolated from the"
+        why = (
+            "no target-only baseline"
+            if t.baseline is None
+            else "target-only baseline not timed together with these rounds"
+        )
+        source += f" ({why}: t_verify(1) {how} {int(ks[0])}-token time)"
+    if ks.shape[0] >= 2 and verify[-1] < verify[-2]:
+        # noisy timings (e.g. a baseline run slower than the speculative one): a forward never gets
+        # cheaper with more tokens, so the curve is held flat past its last point, not extrapolated down
+        ks = np.concatenate([ks, [ks[-1] + 1]])
+        verify = np.concatenate([verify, [verify[-1]]])
+        source += f" (verify time falls with tokens here: held flat beyond {int(ks[-2])} tokens)"
+    return CostModel(ks.astype(np.float64), verify, manifest_draft_step(t), source)
+
+
+def _curve(path: Path, timings: Timings | None) -> CostModel:
+    body = read_json_file(path, lambda message: SpecReplayError(f"cost model {path}: {message}"))
+    if not isinstance(body, dict):
+        raise SpecReplayError(f"cost model {path}: expected a JSON object")
+    source = SOURCE_CURVE
+    if body.get("draft_step_s") is None:
+        if timings is None:
+            raise SpecReplayError(
+                f"cost model {path}: draft_step_s is null (curve measured without a draft model) and the "
+                "dump's manifest has no round timings to take it from; pass --cost FILE with a draft_step_s"
+            )
+        body = {**body, "draft_step_s": manifest_draft_step(timings)}
+        source += " + manifest draft step"
+    return CostModel.from_json(body, source)
+
+
+def run_cost(directory: str | Path, manifest: Manifest, given: CostModel | None = None) -> CostModel:
+    """The cost model for one run's speedups, by the order of the module docstring."""
+    if given is not None:
+        return given
+    timings = read_timings(directory, manifest)
+    curve = find_cost_curve(directory)
+    if curve is not None:
+        return _curve(curve, timings)
+    if timings is not None:
+        return cost_from_timings(timings)
+    return CostModel.default()
+
+
+def is_measured(cost: CostModel) -> bool:
+    return cost.source.startswith("measured:")
+
+
+def cost_warning(cost: CostModel, what: str) -> str | None:
+    """The warning line printed when ``what``'s speedups rest on the default relative cost."""
+    if cost.source != SOURCE_DEFAULT:
+        return None
+    return (
+        f"WARNING: {what}: no measured timings (manifest.json round timings or {CURVE_NAME}) beside the dump; "
+        "speedups are MODELLED from the default relative cost (a memory-bound accelerator guess), not measured; "
+        "pass --cost FILE for real costs"
+    )

@@ -1,0 +1,232 @@
+"""The acceptance model's count tables: what the replayed rounds say, before anything is estimated.
+
+A *visit* is a (round, node) pair the acceptance walk reached (the root and the accepted nodes)
+where the node was expanded (its full candidate row is recorded) and the target's top-1 is known:
+the node's depth d, its own draft rank q, and the draft rank r of the target's top-1 among its
+candidates (MISS when absent). ``ShapeStats`` holds the visits and hits per (round group, d, q, r)
+and the draft's recorded log-probability totals per (d, q, r); a round group is a run of
+consecutive rounds of one dump, the unit the bootstrap resamples. analysis.shapes.model estimates
+the model from these tables; analysis.shapes.stats computes them batch by batch, ``collect_visits``
+here from replayed rounds (the reference path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from replay.core.vocab import PAD_TOKEN
+from replay.engine.replayer import RoundResult
+
+MISS = -1  # hit_rank of a visit whose target top-1 is not among the recorded candidates
+MAX_GROUPS = 1000  # round groups per dump for the bootstrap (one round per group below this)
+
+
+# --------------------------------------------------------------------------------------------
+# Raw material
+
+
+@dataclass(frozen=True, eq=False)
+class Visits:
+    """One entry per (round, reached expanded node), plus the draft's recorded log-probabilities."""
+
+    round_index: np.ndarray  # [V] int64, index into the rounds used
+    depth: np.ndarray  # [V] int64, depth of the visited node (root 0)
+    own_rank: np.ndarray  # [V] int64, the node's own draft rank (root 0)
+    hit_rank: np.ndarray  # [V] int64, draft rank of the target's top-1 among the node's candidates, MISS if absent
+    num_rounds: int
+    cols: int  # recorded candidate columns (widest row seen)
+    max_tree_depth: int  # deepest recorded tree (draft steps)
+    draft_sum: np.ndarray | None = None  # [max_tree_depth, cols, cols] float64, see DraftTotals
+    draft_count: np.ndarray | None = None  # [max_tree_depth, cols, cols] int64
+
+    def __post_init__(self) -> None:
+        v = self.round_index.shape
+        for name in ("depth", "own_rank", "hit_rank"):
+            arr = getattr(self, name)
+            if arr.shape != v or arr.ndim != 1:
+                raise ValueError(f"Visits.{name}: expected shape {v}, got {arr.shape}")
+
+
+def collect_visits(results: Sequence[RoundResult]) -> Visits:
+    """Visits of the root and the accepted nodes that were expanded and have a target top-1, and the
+    recorded draft log-probabilities of every expanded node (the reference, round by round)."""
+    rounds, depth, own, hit = [], [], [], []
+    rows_d, rows_q, rows_lp = [], [], []
+    cols, max_depth = 1, 0
+    for k, res in enumerate(results):
+        tree = res.tree
+        order = tree.expanded_order
+        row_of = {int(u): j for j, u in enumerate(order)}  # node id → row of rebuilt.candidates
+        cand = res.rebuilt.candidates
+        cols = max(cols, int(cand.shape[1]))
+        max_depth = max(max_depth, tree.num_steps)
+        lp = res.rebuilt.candidate_logp
+        if lp is not None:
+            for j, u in enumerate(order.tolist()):
+                rows_d.append(int(tree.depths[u]))
+                rows_q.append(0 if u == 0 else int(tree.ranks[u]))
+                rows_lp.append(lp[j])
+        for u in (0,) + tuple(res.acceptance.accepted_nodes):
+            j = row_of.get(u)
+            want = int(res.target_top1[u])
+            if j is None or want == PAD_TOKEN:
+                continue  # no candidate row (a leaf) or no target row: nothing to learn here
+            match = np.flatnonzero(cand[j] == want)
+            rounds.append(k)
+            depth.append(int(tree.depths[u]))
+            own.append(0 if u == 0 else int(tree.ranks[u]))
+            hit.append(int(match[0]) if match.shape[0] else MISS)
+    as_int = lambda xs: np.asarray(xs, dtype=np.int64)  # noqa: E731
+    draft_sum = draft_count = None
+    if rows_lp:
+        lp_rows = np.full((len(rows_lp), cols), -np.inf)
+        for i, row in enumerate(rows_lp):
+            lp_rows[i, : row.shape[0]] = row
+        draft_sum, draft_count = draft_totals(as_int(rows_d), as_int(rows_q), lp_rows, max(1, max_depth), cols)
+    return Visits(
+        as_int(rounds), as_int(depth), as_int(own), as_int(hit), len(results), cols, max_depth, draft_sum, draft_count
+    )
+
+
+def draft_totals(
+    depth: np.ndarray, own_rank: np.ndarray, logp: np.ndarray, depths: int, cols: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(sum [depths, cols, cols] float64, count [depths, cols, cols] int64) of the finite recorded
+    draft log-probabilities of the rank-r column at expanded nodes of (d, q).
+
+    depth, own_rank: [E] int64 per expanded node; logp: [E, c] float log-probabilities, c <= cols.
+    """
+    if logp.ndim != 2 or logp.shape[0] != depth.shape[0] or own_rank.shape != depth.shape:
+        raise ValueError(
+            f"draft_totals: expected [E] depth/own_rank and [E, c] logp, got {depth.shape}, {own_rank.shape}, {logp.shape}"
+        )
+    c = min(int(logp.shape[1]), cols)
+    keep = (depth < depths) & (own_rank < cols)
+    lp = np.asarray(logp[keep, :c], dtype=np.float64)
+    ok = np.isfinite(lp)
+    cell = (depth[keep] * cols + own_rank[keep])[:, None] * cols + np.arange(c)[None, :]  # [E', c]
+    size = depths * cols * cols
+    total = np.bincount(cell[ok], weights=lp[ok], minlength=size).reshape(depths, cols, cols)
+    count = np.bincount(cell[ok], minlength=size).reshape(depths, cols, cols).astype(np.int64)
+    return total, count
+
+
+# --------------------------------------------------------------------------------------------
+# Sufficient statistics
+
+
+@dataclass(frozen=True, eq=False)
+class ShapeStats:
+    """Count tables of the acceptance model per round group, and the draft's log-probability totals.
+
+    A round group is a run of consecutive rounds of one dump; the bootstrap resamples groups.
+    """
+
+    n: np.ndarray  # [G, depths, cols] int64 visits of (d, q)
+    k: np.ndarray  # [G, depths, cols, cols] int64 visits of (d, q) whose target top-1 is the rank-r candidate
+    group_rounds: np.ndarray  # [G] int64 rounds per group
+    draft_sum: np.ndarray  # [depths, cols, cols] float64 (draft_totals)
+    draft_count: np.ndarray  # [depths, cols, cols] int64
+    num_rounds: int
+    max_tree_depth: int  # deepest recorded tree (draft steps) = depths
+
+    def __post_init__(self) -> None:
+        g, d, c = self.n.shape
+        if self.k.shape != (g, d, c, c):
+            raise ValueError(f"ShapeStats.k: expected {(g, d, c, c)}, got {self.k.shape}")
+        if self.group_rounds.shape != (g,):
+            raise ValueError(f"ShapeStats.group_rounds: expected ({g},), got {self.group_rounds.shape}")
+        for name in ("draft_sum", "draft_count"):
+            if getattr(self, name).shape != (d, c, c):
+                raise ValueError(f"ShapeStats.{name}: expected {(d, c, c)}, got {getattr(self, name).shape}")
+
+    @property
+    def cols(self) -> int:
+        return int(self.n.shape[2])
+
+    @property
+    def depths(self) -> int:
+        return int(self.n.shape[1])
+
+    @property
+    def groups(self) -> int:
+        return int(self.n.shape[0])
+
+    @property
+    def num_visits(self) -> int:
+        return int(self.n.sum())
+
+
+def num_groups(rounds: int) -> int:
+    return max(1, min(rounds, MAX_GROUPS))
+
+
+def group_of(position: np.ndarray, rounds: int) -> np.ndarray:
+    """[N] int64 round group of each round position 0..rounds-1 (consecutive rounds share a group)."""
+    return (np.asarray(position, dtype=np.int64) * num_groups(rounds)) // max(rounds, 1)
+
+
+def count_tables(
+    group: np.ndarray,
+    depth: np.ndarray,
+    own_rank: np.ndarray,
+    hit_rank: np.ndarray,
+    groups: int,
+    depths: int,
+    cols: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(n [groups, depths, cols], k [groups, depths, cols, cols]) int64 from one entry per visit ([V] int64 each)."""
+    keep = (depth < depths) & (own_rank < cols)
+    g, d, q, r = group[keep], depth[keep], own_rank[keep], hit_rank[keep]
+    row = (g * depths + d) * cols + q
+    n = np.bincount(row, minlength=groups * depths * cols).reshape(groups, depths, cols)
+    hit = (r != MISS) & (r < cols)
+    k = np.bincount(row[hit] * cols + r[hit], minlength=groups * depths * cols * cols).reshape(
+        groups, depths, cols, cols
+    )
+    return n.astype(np.int64), k.astype(np.int64)
+
+
+def stats_from_visits(visits: Visits) -> ShapeStats:
+    depths = max(1, visits.max_tree_depth)
+    cols = visits.cols
+    groups = num_groups(visits.num_rounds)
+    g = group_of(visits.round_index, visits.num_rounds)
+    n, k = count_tables(g, visits.depth, visits.own_rank, visits.hit_rank, groups, depths, cols)
+    per_group = np.bincount(group_of(np.arange(visits.num_rounds), visits.num_rounds), minlength=groups).astype(
+        np.int64
+    )
+    if visits.draft_sum is None:
+        dsum, dcount = np.zeros((depths, cols, cols)), np.zeros((depths, cols, cols), dtype=np.int64)
+    else:
+        dsum, dcount = fit(visits.draft_sum, (depths, cols, cols)), fit(visits.draft_count, (depths, cols, cols))
+    return ShapeStats(n, k, per_group, dsum, dcount, visits.num_rounds, depths)
+
+
+def fit(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``arr`` zero-padded (never cropped) to ``shape``: tables of dumps with fewer depths or columns."""
+    if any(a > s for a, s in zip(arr.shape, shape)):
+        raise ValueError(f"cannot fit {arr.shape} into {shape}")
+    out = np.zeros(shape, dtype=arr.dtype)
+    out[tuple(slice(0, a) for a in arr.shape)] = arr
+    return out
+
+
+def merge_stats(parts: Sequence[ShapeStats]) -> ShapeStats:
+    """Several dumps as one: group axes concatenated, tables padded to the widest and deepest."""
+    if not parts:
+        raise ValueError("nothing to merge")
+    d = max(p.depths for p in parts)
+    c = max(p.cols for p in parts)
+    return ShapeStats(
+        np.concatenate([fit(p.n, (p.groups, d, c)) for p in parts]),
+        np.concatenate([fit(p.k, (p.groups, d, c, c)) for p in parts]),
+        np.concatenate([p.group_rounds for p in parts]),
+        sum(fit(p.draft_sum, (d, c, c)) for p in parts),
+        sum(fit(p.draft_count, (d, c, c)) for p in parts),
+        sum(p.num_rounds for p in parts),
+        max(p.max_tree_depth for p in parts),
+    )

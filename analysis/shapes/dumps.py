@@ -1,0 +1,242 @@
+"""One dump as ``recommend`` sees it: its statistics and exact measurements of contained configs.
+
+Two ways in, with the same results:
+
+* ``dump_from_replay``: a replayed ``DirectoryReplay`` (RoundResult objects; ``specreplay report``
+  and the tests), measured round by round by ``analysis.compare.subtree.replay_subconfig``;
+* ``scan_run``: a dump directory or packed run read in batches (``replay.engine.runs``), replayed by
+  ``replay.engine.batch``, measured by ``analysis.compare.subtree_batch``. The statistics pass reads the dump
+  once; the measurements need a second pass over the batches, kept in memory when they are small
+  or memory-mapped (packed runs), read again otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.compare.subtree import is_contained, replay_subconfig_all
+from analysis.compare.subtree_batch import replay_contained_many
+from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes, replay_batch
+from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult
+from replay.engine.runs import Run, explain_rejections, open_run
+from replay.io.grouping import Skipped
+
+from .stats import DumpStats, StatsBuilder, code_base, dump_stats_from_results
+
+KEEP_BYTES = 512 << 20  # batches held in RAM between the two passes (memory-mapped ones are free)
+HOW_EXACT = "exact replay of the contained config (analysis.compare.subtree)"
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A measured accepted length (bonus excluded) of one config on recorded rounds.
+
+    ``mean_accepted`` and its standard error ``se`` are over the ``rounds`` decided rounds. When the
+    dump cannot decide ``undecidable`` further rounds, ``lower`` / ``upper`` are the mean over all
+    rounds with each undecidable round at its lower / upper bound (both equal the mean otherwise).
+    """
+
+    mean_accepted: float
+    se: float
+    rounds: int
+    how: str
+    undecidable: int = 0
+    lower: float | None = None
+    upper: float | None = None
+
+    @property
+    def decided(self) -> bool:
+        return self.undecidable == 0
+
+
+def mean_se(values: Sequence[float]) -> tuple[float, float]:
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.shape[0] == 0:
+        return float("nan"), float("nan")
+    se = float(arr.std(ddof=1) / math.sqrt(arr.shape[0])) if arr.shape[0] > 1 else float("inf")
+    return float(arr.mean()), se
+
+
+@dataclass
+class _Totals:
+    """Running sums of one config's per-round outcomes."""
+
+    decided: int = 0
+    total: int = 0
+    sum_dec: float = 0.0
+    sq_dec: float = 0.0
+    sum_lo: float = 0.0
+    sum_hi: float = 0.0
+
+    def add(self, decided: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        lo = lower.astype(np.float64)
+        self.decided += int(decided.sum())
+        self.total += int(decided.shape[0])
+        self.sum_dec += float(lo[decided].sum())
+        self.sq_dec += float((lo[decided] ** 2).sum())
+        self.sum_lo += float(lo.sum())
+        self.sum_hi += float(upper.astype(np.float64).sum())
+
+    def measured(self) -> Measured:
+        n = self.decided
+        mean = self.sum_dec / n if n else float("nan")
+        if n > 1:
+            se = math.sqrt(max(self.sq_dec - n * mean * mean, 0.0) / (n - 1) / n)
+        else:
+            se = float("inf") if n == 1 else float("nan")
+        lo = self.sum_lo / self.total if self.total else float("nan")
+        hi = self.sum_hi / self.total if self.total else float("nan")
+        return Measured(mean, se, n, HOW_EXACT, self.total - n, lo, hi)
+
+
+@dataclass(frozen=True, eq=False)
+class DumpInput:
+    """A dump's statistics and a way to measure contained configs exactly on its rounds."""
+
+    directory: str
+    tree: TreeConfig  # the recorded config
+    stats: DumpStats
+    skipped: tuple[Skipped, ...]
+    measure_many: Callable[[Sequence[TreeConfig], Progress | None], list[Measured | None]]
+    warnings: tuple[str, ...] = ()  # lines for stderr about how the files were read (DirectoryReplay.warnings)
+
+
+def subtree_measure(results: Sequence[RoundResult], recorded: TreeConfig) -> Callable[[TreeConfig], Measured | None]:
+    """Exact measurements by analysis.compare.subtree for every config contained in ``recorded``: each round
+    replayed with the config and the recording's own selection rule, recorded early stops inherited
+    (as ``specreplay compare`` does). Not contained (or no rounds): None, a live run is needed.
+    """
+
+    def measure(cfg: TreeConfig) -> Measured | None:
+        if not results or not is_contained(cfg, recorded):
+            return None
+        outs = replay_subconfig_all(results, cfg, 0.0, None, recorded.gamma)
+        totals = _Totals()
+        totals.add(
+            np.array([o.decided for o in outs]), np.array([o.lower for o in outs]), np.array([o.upper for o in outs])
+        )
+        return totals.measured()
+
+    return measure
+
+
+def dump_from_replay(rep: DirectoryReplay) -> DumpInput:
+    """A replayed directory (the reference path)."""
+    measure = subtree_measure(rep.results, rep.tree)
+    return DumpInput(
+        rep.directory,
+        rep.tree,
+        dump_stats_from_results(rep.results),
+        tuple(rep.skipped),
+        lambda cfgs, progress=None: [measure(c) for c in cfgs],
+        rep.warnings,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The batch path
+
+
+@dataclass(frozen=True, eq=False)
+class _Piece:
+    """Rounds of one shape from one batch, with what the second pass needs."""
+
+    batch: RoundBatch
+    result: BatchResult
+    expanded: list[np.ndarray]
+    shape: TreeShape
+
+
+def _pieces(run: Run, batch: RoundBatch) -> tuple[list[_Piece], list[tuple[int, Skipped]]]:
+    """Replay one batch: its pieces (one per round shape) and its rejected rounds with the reference's message."""
+    res = replay_batch(batch, run.tree, workers=1)
+    rejected = explain_rejections(batch, res, run.tree)
+    static = run.tree.tree_type != TREE_DYNAMIC
+    out = []
+    for k, shape in enumerate(res.shapes):
+        members = np.flatnonzero(res.shape_index == k)
+        if not members.shape[0]:
+            continue
+        whole = members.shape[0] == len(batch)
+        b = batch if whole else batch.take(members)
+        r = res if whole else res.take(members)
+        out.append(_Piece(b, r, expanded_nodes(b, shape, static), shape))
+    return out, rejected
+
+
+def _in_ram(piece: _Piece) -> int:
+    """Bytes of a piece that are not memory-mapped files."""
+    arrays = [piece.batch.keys, piece.batch.root_tokens, *piece.expanded]
+    for st in (*piece.batch.steps, piece.batch.validate):
+        arrays += [a for a in (st.ids, st.logp, st.parents) if a is not None]
+    return sum(a.nbytes for a in arrays if not isinstance(a, np.memmap) and not isinstance(a.base, np.memmap))
+
+
+def scan_run(
+    path: str, opts: ReplayOptions = ReplayOptions(), progress: Progress | None = None, keep_bytes: int = KEEP_BYTES
+) -> DumpInput:
+    """The statistics pass over a dump directory or packed run, batch by batch."""
+    run = open_run(path, opts)
+    builder = StatsBuilder(run.num_rounds, code_base(run.tree))
+    later: list[tuple[int, Skipped]] = []
+    kept: list[_Piece] | None = []
+    held = 0
+    seen = replayed = accepted = 0
+    for load in run.chunks(1):  # each loader reads (and checks) one piece when called
+        batches, unreadable = load()
+        later += unreadable
+        for batch in batches:
+            pieces, rejected = _pieces(run, batch)
+            later += rejected
+            for piece in pieces:
+                ok = piece.result.ok
+                replayed += int(ok.sum())
+                accepted += int(piece.result.accepted_length[ok].astype(np.int64).sum())
+                b = piece.batch
+                positions = b.ordinals if b.ordinals is not None else seen + np.arange(len(b))
+                builder.add_batch(b, piece.result, piece.expanded, piece.shape, positions)
+                if kept is not None:
+                    held += _in_ram(piece)
+                    if held <= keep_bytes:
+                        kept.append(piece)
+                    else:
+                        kept = None
+            seen += len(batch)
+            if progress:
+                progress(seen, run.num_rounds)
+    skipped = run.skipped + tuple(s for _, s in sorted(later, key=lambda t: t[0]))
+
+    def pieces() -> Iterator[_Piece]:
+        if kept is not None:
+            yield from kept
+            return
+        for load in open_run(path, opts).chunks(1):  # too big to keep: read again
+            for batch in load()[0]:
+                yield from _pieces(run, batch)[0]
+
+    def measure_many(configs: Sequence[TreeConfig], progress: Progress | None = None) -> list[Measured | None]:
+        todo = [k for k, c in enumerate(configs) if is_contained(c, run.tree)]
+        totals = {k: _Totals() for k in todo}
+        done = 0
+        if todo and builder.rounds:
+            for piece in pieces():
+                ok = piece.result.error == 0
+                outs = replay_contained_many(
+                    piece.batch, piece.result, piece.expanded, piece.shape, [configs[k] for k in todo], run.tree.gamma
+                )
+                for k, out in zip(todo, outs):
+                    totals[k].add(out.decided[ok], out.lower[ok], out.upper[ok])
+                done += len(piece.batch)
+                if progress:
+                    progress(done, run.num_rounds)
+        return [totals[k].measured() if k in totals and builder.rounds else None for k in range(len(configs))]
+
+    warnings = run.step0.after_replay(replayed, accepted > 0)
+    return DumpInput(run.path, run.tree, builder.finish(), skipped, measure_many, warnings)

@@ -1,0 +1,259 @@
+"""The statistics pass of ``recommend``: one dump (directory or packed run) → count tables, in batches.
+
+Everything ``recommend`` needs from the rounds, computed batch by batch with array operations
+(replay.engine.batch for the acceptance walk and the recorded selection) and reduced at once, so memory
+stays that of a few batches whatever the dump's size:
+
+* ``ShapeStats`` (analysis.shapes.counts): visits and hits per (round group, d, q, r), the draft's
+  log-probability totals;
+* ``TreeCounts``: the recorded trees as rank paths, rounds per group holding each path (the
+  "recorded trees" check of the model);
+* the recorded accepted lengths (sum, sum of squares).
+
+``dump_stats_from_results`` computes the same from replayed ``RoundResult``s (the reference path,
+used by ``specreplay report`` and the tests); tests/test_shape_stats.py checks that both agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from replay.core.config import TreeConfig
+from replay.core.vocab import PAD_TOKEN
+from replay.engine.batch import BatchResult, RoundBatch, TreeShape
+from replay.engine.replayer import RoundResult
+
+from .counts import (
+    MISS,
+    ShapeStats,
+    collect_visits,
+    count_tables,
+    draft_totals,
+    fit,
+    group_of,
+    num_groups,
+    stats_from_visits,
+)
+from .model import RankPath
+
+
+@dataclass(frozen=True, eq=False)
+class TreeCounts:
+    """Recorded trees as rank paths: per round group, how many rounds' trees hold each path."""
+
+    paths: tuple[RankPath, ...]
+    counts: np.ndarray  # [G, P] int64
+
+    def __post_init__(self) -> None:
+        if self.counts.ndim != 2 or self.counts.shape[1] != len(self.paths):
+            raise ValueError(f"TreeCounts.counts: expected [G, {len(self.paths)}], got {self.counts.shape}")
+
+
+@dataclass(frozen=True, eq=False)
+class DumpStats:
+    """What recommend keeps of one dump after the statistics pass."""
+
+    stats: ShapeStats
+    trees: TreeCounts
+    accepted_sum: float  # Σ accepted length over the replayed rounds
+    accepted_sq: float  # Σ accepted length²
+    rounds: int  # replayed rounds
+    nodes_sum: int  # Σ recorded tree size (root excluded)
+    first_shape: TreeConfig | None  # the first replayed round's tree shape (rounds may stop early)
+
+    @property
+    def mean_se_accepted(self) -> tuple[float, float]:
+        """Mean recorded accepted length and its standard error."""
+        n = self.rounds
+        if n == 0:
+            return float("nan"), float("nan")
+        mean = self.accepted_sum / n
+        if n < 2:
+            return mean, float("inf")
+        var = max(self.accepted_sq - n * mean * mean, 0.0) / (n - 1)
+        return mean, float(np.sqrt(var / n))
+
+
+class StatsBuilder:
+    """Accumulates the statistics of one dump batch by batch (rounds numbered 0..num_rounds-1 in
+    run order; consecutive rounds share a round group)."""
+
+    def __init__(self, num_rounds: int, base: int):
+        self.num_rounds = max(num_rounds, 1)
+        self.groups = num_groups(self.num_rounds)
+        self.base = base  # rank-path code base: widest kept width + 1
+        self.depths, self.cols = 1, 1
+        self.n = np.zeros((self.groups, 1, 1), dtype=np.int64)
+        self.k = np.zeros((self.groups, 1, 1, 1), dtype=np.int64)
+        self.group_rounds = np.zeros(self.groups, dtype=np.int64)
+        self.draft_sum = np.zeros((1, 1, 1))
+        self.draft_count = np.zeros((1, 1, 1), dtype=np.int64)
+        self.tree_codes: dict[int, np.ndarray] = {}  # path code → [G] rounds
+        self.acc_sum = self.acc_sq = 0.0
+        self.rounds = self.nodes = 0
+        self.max_steps = 0
+        self.first: tuple[int, TreeConfig] | None = None
+
+    def _grow(self, depths: int, cols: int) -> None:
+        if depths <= self.depths and cols <= self.cols:
+            return
+        d, c = max(depths, self.depths), max(cols, self.cols)
+        self.n = fit(self.n, (self.groups, d, c))
+        self.k = fit(self.k, (self.groups, d, c, c))
+        self.draft_sum = fit(self.draft_sum, (d, c, c))
+        self.draft_count = fit(self.draft_count, (d, c, c))
+        self.depths, self.cols = d, c
+
+    def add_batch(
+        self, batch: RoundBatch, res: BatchResult, expanded: list[np.ndarray], shape: TreeShape, positions: np.ndarray
+    ) -> None:
+        """Rounds of ``batch`` (all of ``shape``; ``res.error == 0`` ones count). positions: [R] int64
+        run order; expanded: per step [h_i, R] the recorded selection (replay.engine.batch.expanded_nodes)."""
+        ok = np.flatnonzero(res.error == 0)
+        if not ok.shape[0]:
+            return
+        steps = shape.num_steps
+        cols = max(st.cols for st in batch.steps)
+        self._grow(steps, cols)
+        self.max_steps = max(self.max_steps, steps)
+        group = group_of(positions[ok], self.num_rounds)
+        val0 = batch.validate.ids[:, 0, :][:, ok].astype(np.int64)  # [vrows, R']
+        is_all = res.layout[ok].astype(bool)
+        chosen = [e[:, ok] for e in expanded]
+        length = res.accepted_length[ok].astype(np.int64)
+        depth_l, own_l, hit_l, group_l = [], [], [], []
+        for d in range(steps):
+            ids = batch.steps[d].ids[:, :, ok]  # [h, cols, R']
+            if d == 0:
+                reached = np.ones(ok.shape[0], dtype=bool)
+                j = np.zeros(ok.shape[0], dtype=np.int64)
+                q = np.zeros(ok.shape[0], dtype=np.int64)
+                want = val0[0]
+            else:
+                node = res.accepted_nodes[d - 1, ok].astype(np.int64) - shape.starts[d]  # level-local
+                eq = chosen[d] == node[None, :]
+                reached = (length >= d) & eq.any(axis=0)  # accepted and expanded
+                j = np.argmax(eq, axis=0)
+                q = res.accepted_ranks[d - 1, ok].astype(np.int64)
+                row = np.where(is_all, shape.starts[d] + node, shape.head_offsets[d] + j)
+                want = np.take_along_axis(val0, np.clip(row, 0, val0.shape[0] - 1)[None, :], axis=0)[0]
+            keep = reached & (want != PAD_TOKEN)
+            cand = np.take_along_axis(ids, j[None, None, :], axis=0)[0]  # [cols, R']
+            match = cand == want[None, :]
+            hit = np.where(match.any(axis=0), np.argmax(match, axis=0), MISS)
+            depth_l.append(np.full(int(keep.sum()), d))
+            own_l.append(q[keep])
+            hit_l.append(hit[keep])
+            group_l.append(group[keep])
+        n, k = count_tables(
+            np.concatenate(group_l),
+            np.concatenate(depth_l),
+            np.concatenate(own_l),
+            np.concatenate(hit_l),
+            self.groups,
+            self.depths,
+            self.cols,
+        )
+        self.n += n
+        self.k += k
+        self.group_rounds += np.bincount(group, minlength=self.groups)
+        self._add_draft(batch, chosen, shape, ok)
+        self._add_trees(chosen, shape, group)
+        self.acc_sum += float(length.sum())
+        self.acc_sq += float((length * length).sum())
+        self.rounds += int(ok.shape[0])
+        self.nodes += int(ok.shape[0]) * shape.num_nodes
+        first = int(positions[ok].min())
+        if self.first is None or first < self.first[0]:
+            self.first = (first, TreeConfig.from_lists(shape.widths, shape.heads))
+
+    def _add_draft(self, batch: RoundBatch, chosen: list[np.ndarray], shape: TreeShape, ok: np.ndarray) -> None:
+        if any(st.logp is None for st in batch.steps):
+            return  # as the reference: a round's scores are used only when every step has them
+        for d, st in enumerate(batch.steps):
+            h = shape.heads[d]
+            q = np.zeros_like(chosen[d]) if d == 0 else shape.maps[d - 1].slot_rank[chosen[d]]  # [h, R'] own rank
+            lp = np.moveaxis(st.logp[:h][:, :, ok], 1, 2).reshape(-1, st.cols)  # [h * R', cols]
+            total, count = draft_totals(np.full(q.size, d), q.reshape(-1), lp, self.depths, self.cols)
+            self.draft_sum += total
+            self.draft_count += count
+
+    def _add_trees(self, chosen: list[np.ndarray], shape: TreeShape, group: np.ndarray) -> None:
+        r = group.shape[0]
+        code = np.zeros((1, r), dtype=np.int64)  # level 0: the root, the empty path
+        parts = []
+        for d in range(shape.num_steps):
+            m = shape.maps[d]
+            parent = np.take_along_axis(code, chosen[d], axis=0)  # [h, R]
+            code = parent[m.slot_parent] * self.base + (m.slot_rank[:, None] + 1)  # [L_{d+1}, R]
+            parts.append(code)
+        codes = np.concatenate(parts)  # [nodes, R]
+        uniq, inv = np.unique(codes, return_inverse=True)
+        per = np.bincount(
+            np.broadcast_to(group, codes.shape).reshape(-1) * uniq.shape[0] + inv.reshape(-1),
+            minlength=self.groups * uniq.shape[0],
+        ).reshape(self.groups, uniq.shape[0])
+        for u, c in zip(uniq.tolist(), per.T):
+            acc = self.tree_codes.get(u)
+            self.tree_codes[u] = c.astype(np.int64) if acc is None else acc + c
+
+    def finish(self) -> DumpStats:
+        stats = ShapeStats(
+            self.n, self.k, self.group_rounds, self.draft_sum, self.draft_count, self.rounds, max(1, self.max_steps)
+        )
+        codes = sorted(self.tree_codes)
+        paths = tuple(decode_path(c, self.base) for c in codes)
+        counts = (
+            np.stack([self.tree_codes[c] for c in codes], axis=1)
+            if codes
+            else np.zeros((self.groups, 0), dtype=np.int64)
+        )
+        first = None if self.first is None else self.first[1]
+        return DumpStats(stats, TreeCounts(paths, counts), self.acc_sum, self.acc_sq, self.rounds, self.nodes, first)
+
+
+def code_base(cfg: TreeConfig) -> int:
+    """The base of rank-path codes for trees of ``cfg``; raises when a path would not fit in int64."""
+    base = cfg.max_width + 1
+    if base**cfg.gamma >= 2**62:
+        raise ValueError(f"tree too deep to encode rank paths in 64 bits (width {cfg.max_width}, gamma {cfg.gamma})")
+    return base
+
+
+def decode_path(code: int, base: int) -> RankPath:
+    out = []
+    while code:
+        code, digit = divmod(code, base)
+        out.append(digit - 1)
+    return tuple(reversed(out))
+
+
+def dump_stats_from_results(results: Sequence[RoundResult]) -> DumpStats:
+    """The same statistics from replayed rounds (the reference path; rounds numbered in list order)."""
+    visits = collect_visits(results)
+    stats = stats_from_visits(visits)
+    groups = stats.groups
+    group = group_of(np.arange(len(results)), len(results))
+    counts: dict[RankPath, np.ndarray] = {}
+    lengths = np.array([r.acceptance.accepted_length for r in results], dtype=np.float64)
+    nodes = 0
+    for g, res in zip(group.tolist(), results):
+        tree = res.tree
+        by_id: list[RankPath] = [()]
+        for u in range(1, tree.num_nodes + 1):
+            path = by_id[int(tree.parents[u])] + (int(tree.ranks[u]),)
+            by_id.append(path)
+            counts.setdefault(path, np.zeros(groups, dtype=np.int64))[g] += 1
+        nodes += tree.num_nodes
+    paths = tuple(sorted(counts, key=lambda p: (len(p), p)))
+    table = np.stack([counts[p] for p in paths], axis=1) if paths else np.zeros((groups, 0), dtype=np.int64)
+    first = None
+    if results:
+        heads, widths = results[0].tree.shape()
+        first = TreeConfig.from_lists(widths, heads)
+    return DumpStats(
+        stats, TreeCounts(paths, table), float(lengths.sum()), float((lengths**2).sum()), len(results), nodes, first
+    )

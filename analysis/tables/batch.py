@@ -1,0 +1,303 @@
+"""The analysis tables of a batch replay (a RoundBatch and its BatchResult), vectorised.
+
+The same rows, columns, dtypes and values as analysis.tables.build' ``round_table`` / ``node_table``
+built from the scalar RoundResults (tests/test_batch_tables.py compares the two on the bundled
+samples, a packed run and random dumps). numpy works on ``[nodes, rounds]`` arrays of the rounds
+of one tree shape; Python loops run over levels, over the few distinct node names and selection
+summaries, and over rounds only where a cell is a list or a joined string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.tree import node_name
+from replay.core.vocab import NO_PARENT, NO_RANK, PAD_TOKEN
+from replay.engine.batch import SEL_FALLBACK, BatchResult, RoundBatch, TreeShape, rebuilt_levels
+from replay.engine.batch.frames import (
+    Columns,
+    NullableInts,
+    concat_columns,
+    frame_of,
+    record_columns,
+    round_names,
+    take_rows,
+)
+
+from .build import (
+    IN_BEYOND,
+    IN_KEPT,
+    IN_NO_ROW,
+    IN_NOWHERE,
+    IN_UNEXPANDED,
+    NODE_COLUMNS,
+    ROUND_COLUMNS,
+    TARGET_IN,
+    finish_table,
+)
+
+_IN = {name: np.int8(k) for k, name in enumerate(TARGET_IN)}
+_IN_NAMES = np.asarray(TARGET_IN, dtype=object)
+
+
+@dataclass(frozen=True, eq=False)
+class TableParts:
+    """Rows of some rounds of one run as columns (replay.engine.batch.frames.Columns); frames are built
+    once per run by join_parts, not per batch (a frame costs ~10 ms whatever its size)."""
+
+    rounds: list[Columns]  # one per shape of the batch
+    nodes: list[Columns]
+    round_ordinals: list[np.ndarray]  # [C] int64 position of each round in its run
+    node_ordinals: list[np.ndarray]  # [C * n] int64 the same, per node row
+
+
+@dataclass(frozen=True, eq=False)
+class _Nodes:
+    """Per-node facts of C rounds of one shape, ``[n, C]`` arrays in tree order (n = nodes + root)."""
+
+    parent: np.ndarray  # [n, C] int64, NO_PARENT for the root
+    token: np.ndarray  # [n, C] int64
+    logp: np.ndarray  # [n, C] float64
+    num_children: np.ndarray  # [n, C] int64
+    expanded_slot: np.ndarray  # [n, C] int64, -1 when not expanded
+    level_rank: np.ndarray  # [n, C] int64, -1 when unknown
+    on_path: np.ndarray  # [n, C] bool
+    target_token: np.ndarray  # [n, C] int64, PAD_TOKEN without a target row
+    target_rank: np.ndarray  # [n, C] int64, -1 when absent
+    target_in: np.ndarray  # [n, C] int8 index into TARGET_IN
+    name: np.ndarray  # [n, C] object node names
+
+
+def batch_table_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> TableParts:
+    """Round and node rows of the rounds ``res`` replayed (``res.ok``), one shape at a time."""
+    if len(res) != len(batch):
+        raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
+    ordinals = (
+        np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
+    )
+    parts = TableParts([], [], [], [])
+    for k, shape in enumerate(res.shapes):
+        members = np.flatnonzero(res.ok & (res.shape_index == k))
+        if not members.shape[0]:
+            continue
+        sub, r = batch.take(members), res.take(members)
+        facts = _node_facts(sub, r, shape, cfg.tree_type != TREE_DYNAMIC)
+        parts.rounds.append(_round_columns(r, shape, facts, cfg, run))
+        parts.nodes.append(_node_columns(r, shape, facts, run))
+        parts.round_ordinals.append(ordinals[members])
+        parts.node_ordinals.append(np.repeat(ordinals[members], facts.parent.shape[0]))
+    return parts
+
+
+def join_parts(parts: list[TableParts]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(round table, node table) of one run from its parts, rounds in run order."""
+    rounds = [c for p in parts for c in p.rounds]
+    if not rounds:
+        empty = lambda cols: pd.DataFrame({c: pd.Series(dtype="object") for c in cols})  # noqa: E731
+        return finish_table(empty(ROUND_COLUMNS), ROUND_COLUMNS), finish_table(empty(NODE_COLUMNS), NODE_COLUMNS)
+    r = _in_run_order(concat_columns(rounds), [o for p in parts for o in p.round_ordinals])
+    n = _in_run_order(concat_columns([c for p in parts for c in p.nodes]), [o for p in parts for o in p.node_ordinals])
+    return finish_table(frame_of(r, ROUND_COLUMNS), ROUND_COLUMNS), finish_table(
+        frame_of(n, NODE_COLUMNS), NODE_COLUMNS
+    )
+
+
+def _in_run_order(columns: Columns, ordinals: list[np.ndarray]) -> Columns:
+    """Rows by ordinal; the sort is stable, so each round's nodes stay in tree order."""
+    ords = np.concatenate(ordinals)
+    if ords.shape[0] > 1 and (ords[1:] < ords[:-1]).any():
+        return take_rows(columns, np.argsort(ords, kind="stable"))
+    return columns
+
+
+# --------------------------------------------------------------------------------------------
+# Per-node facts
+
+
+def _node_facts(batch: RoundBatch, res: BatchResult, shape: TreeShape, static: bool) -> _Nodes:
+    levels = rebuilt_levels(batch, shape, static)
+    c = len(batch)
+    n = shape.num_nodes + 1
+    starts = shape.starts
+    parent = np.full((n, c), NO_PARENT, dtype=np.int64)
+    token = np.empty((n, c), dtype=np.int64)
+    logp = np.zeros((n, c), dtype=np.float64)  # the root's path log-probability is 0
+    token[0] = batch.root_tokens
+    expanded_slot = np.full((n, c), -1, dtype=np.int64)
+    num_children = np.zeros((n, c), dtype=np.int64)
+    expanded_rows = []  # per step i: [h_i, C] tree-order ids of the expanded nodes, in slot order
+    for i in range(shape.num_steps):
+        m = shape.maps[i]
+        lo, hi = starts[i + 1], starts[i + 1] + shape.level_sizes[i + 1]
+        parent[lo:hi] = starts[i] + levels.chosen[i][m.slot_parent]
+        token[lo:hi] = levels.tokens[i]
+        logp[lo:hi] = levels.path_logprob[i]
+        rows = starts[i] + levels.chosen[i]
+        expanded_rows.append(rows)
+        np.put_along_axis(expanded_slot, rows, np.broadcast_to(np.arange(shape.heads[i])[:, None], rows.shape), axis=0)
+        np.put_along_axis(num_children, rows, np.broadcast_to(m.width[:, None], rows.shape), axis=0)
+    on_path = np.zeros((n, c), dtype=bool)
+    on_path[0] = True
+    for d in range(res.gamma):
+        walked = np.flatnonzero(res.accepted_nodes[d] != PAD_TOKEN)
+        on_path[res.accepted_nodes[d, walked], walked] = True
+    target_token = _target_tokens(batch, res, shape, np.concatenate(expanded_rows, axis=0))
+    target_rank, target_in = _target_positions(batch, shape, expanded_rows, target_token)
+    return _Nodes(
+        parent,
+        token,
+        logp,
+        num_children,
+        expanded_slot,
+        _level_ranks(shape, levels.path_logprob, expanded_slot, res.selection),
+        on_path,
+        target_token,
+        target_rank,
+        target_in,
+        _names(shape, levels.chosen),
+    )
+
+
+def _target_tokens(batch: RoundBatch, res: BatchResult, shape: TreeShape, expanded_order: np.ndarray) -> np.ndarray:
+    """[n, C] the target's top-1 at each node (acceptance.target_top1_per_node, per round's layout).
+
+    expanded_order: [num_expanded, C] int64 tree-order ids in validate-row order (parents layout).
+    """
+    n, c = shape.num_nodes + 1, len(batch)
+    val0 = np.asarray(batch.validate.ids[:, 0, :], dtype=np.int64)  # [vrows, C]
+    by_node = np.full((n, c), PAD_TOKEN, dtype=np.int64)  # "all": row u is node u
+    by_node[: min(n, val0.shape[0])] = val0[:n]
+    by_parent = np.full((n, c), PAD_TOKEN, dtype=np.int64)  # "parents": row k is the k-th expanded node
+    k = min(expanded_order.shape[0], val0.shape[0])
+    np.put_along_axis(by_parent, expanded_order[:k], val0[:k], axis=0)
+    return np.where(res.layout.astype(bool)[None, :], by_node, by_parent)
+
+
+def _target_positions(batch: RoundBatch, shape: TreeShape, expanded_rows: list[np.ndarray], target: np.ndarray):
+    """([n, C] rank of the target's token among the node's recorded candidates, -1 when absent;
+    [n, C] int8 where it sits, index into TARGET_IN), as tables.node_facts decides them."""
+    n, c = target.shape
+    rank = np.full((n, c), -1, dtype=np.int64)
+    where = np.full((n, c), _IN[IN_UNEXPANDED], dtype=np.int8)
+    for i, rows in enumerate(expanded_rows):
+        t = np.take_along_axis(target, rows, axis=0)  # [h, C]
+        cand = np.asarray(batch.steps[i].ids[: shape.heads[i]])  # [h, cols, C] the expanded nodes' rows
+        eq = cand == t[:, None, :]
+        hit = eq.any(axis=1)
+        first = eq.argmax(axis=1)
+        width = shape.maps[i].width[:, None]
+        code = np.where(first < width, _IN[IN_KEPT], _IN[IN_BEYOND])
+        code = np.where(hit, code, _IN[IN_NOWHERE])
+        no_row = t == PAD_TOKEN
+        code = np.where(no_row, _IN[IN_NO_ROW], code).astype(np.int8)
+        np.put_along_axis(where, rows, code, axis=0)
+        np.put_along_axis(rank, rows, np.where(hit & ~no_row, first, -1), axis=0)
+    return rank, where
+
+
+def _level_ranks(
+    shape: TreeShape, level_lp: list[np.ndarray], expanded_slot: np.ndarray, selection: np.ndarray
+) -> np.ndarray:
+    """[n, C] tables.level_ranks for every round: by path log-probability where the level has
+    scores, else the expanded nodes' slots where the step chose by parents, else the rank-major
+    fallback order (a constant of the shape)."""
+    n, c = expanded_slot.shape
+    out = np.full((n, c), -1, dtype=np.int64)
+    out[0] = 0
+    for d in range(1, shape.num_steps + 1):
+        lo, hi = shape.starts[d], shape.starts[d] + shape.level_sizes[d]
+        lp = level_lp[d - 1]  # [L, C]
+        have = ~np.isnan(lp).any(axis=0)
+        by_score = np.argsort(np.argsort(-lp, axis=0, kind="stable"), axis=0, kind="stable")
+        m = shape.maps[d - 1]
+        keys = m.slot_rank * (int(m.slot_parent.max()) + 1) + m.slot_parent  # rank major, then parent's slot
+        by_fallback = np.argsort(np.argsort(keys, kind="stable"), kind="stable")[:, None]
+        parents_only = selection[d] != SEL_FALLBACK if d < shape.num_steps else np.zeros(c, dtype=bool)
+        level = np.where(parents_only[None, :], expanded_slot[lo:hi], by_fallback)
+        out[lo:hi] = np.where(have[None, :], by_score, level)
+    return out
+
+
+def _names(shape: TreeShape, chosen: list[np.ndarray]) -> np.ndarray:
+    """[n, C] object: each node's name (replay.core.tree.node_name of its path's draft ranks).
+
+    A level's nodes are numbered by their distinct rank paths; a child's path is its parent's plus
+    its own rank, so each level costs one np.unique over codes, whatever the number of rounds.
+    """
+    c = chosen[0].shape[1]
+    paths: list[tuple[int, ...]] = [()]
+    path_id = np.zeros((1, c), dtype=np.int64)
+    names = [np.full((1, c), "R", dtype=object)]
+    for i in range(shape.num_steps):
+        m = shape.maps[i]
+        parent_id = np.take_along_axis(path_id, chosen[i][m.slot_parent], axis=0)  # [L, C]
+        base = int(m.slot_rank.max()) + 1
+        uniq, inverse = np.unique(parent_id * base + m.slot_rank[:, None], return_inverse=True)
+        paths = [paths[int(u) // base] + (int(u) % base,) for u in uniq]
+        path_id = inverse.reshape(parent_id.shape)
+        names.append(np.asarray([node_name(p) for p in paths], dtype=object)[path_id])
+    return np.concatenate(names, axis=0)
+
+
+# --------------------------------------------------------------------------------------------
+# Frames
+
+
+def _int_na(values: np.ndarray) -> NullableInts:
+    """Missing where the value is negative (tables._na_int)."""
+    values = np.asarray(values, dtype=np.int64)
+    return NullableInts(values, values < 0)
+
+
+def _node_columns(res: BatchResult, shape: TreeShape, f: _Nodes, run: str) -> Columns:
+    n, c = f.parent.shape
+    depth = np.repeat(np.arange(shape.num_steps + 1, dtype=np.int64), shape.level_sizes)
+    rank = np.concatenate([[NO_RANK]] + [m.slot_rank for m in shape.maps]).astype(np.int64)
+    return {
+        "run": np.full(n * c, run, dtype=object),
+        "round": np.repeat(round_names(res), n),
+        "node": np.tile(np.arange(n, dtype=np.int64), c),
+        "name": _rows(f.name),
+        "depth": np.tile(depth, c),
+        "parent": _rows(f.parent),
+        "rank": np.tile(rank, c),
+        "token": _int_na(_rows(f.token)),  # an unknown root (PAD_TOKEN) is NA, as root_token
+        "path_logprob": _rows(f.logp),
+        "num_children": _rows(f.num_children),
+        "expanded": _rows(f.expanded_slot >= 0),
+        "expanded_slot": _int_na(_rows(f.expanded_slot)),
+        "level_rank": _int_na(_rows(f.level_rank)),
+        "on_path": _rows(f.on_path),
+        "target_token": _int_na(_rows(f.target_token)),
+        "target_rank": _int_na(_rows(f.target_rank)),
+        "target_in": _IN_NAMES[_rows(f.target_in)],
+    }
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    """[n, C] → [C * n]: round-major, tree order within a round (the tables' row order)."""
+    return np.ascontiguousarray(a.T).reshape(-1)
+
+
+def _round_columns(res: BatchResult, shape: TreeShape, f: _Nodes, cfg: TreeConfig, run: str) -> Columns:
+    """The record's columns (replay.engine.batch.frames), then the analysis columns (tables.ANALYSIS_COLUMNS)."""
+    c = len(res)
+    lengths = res.accepted_length.astype(np.int64)
+    col = np.arange(c)
+    at_depth = [f.name[np.clip(res.accepted_nodes[d], 0, None), col] for d in range(res.gamma)]
+    names = [">".join(parts[:k]) for parts, k in zip(zip(*at_depth), lengths.tolist())]
+    return record_columns(res) | {
+        "run": np.full(c, run, dtype=object),
+        "config": np.full(c, cfg.short(), dtype=object),
+        "tree_type": np.full(c, int(cfg.tree_type), dtype=np.int64),
+        "num_expanded": np.full(c, shape.num_expanded, dtype=np.int64),
+        "bonus_known": res.bonus_token != PAD_TOKEN,
+        "root_child_rank": NullableInts(res.accepted_ranks[0].astype(np.int64), lengths == 0),
+        "root_target_rank": _int_na(f.target_rank[0]),
+        "root_target_in": _IN_NAMES[f.target_in[0]],
+        "accepted_names": np.asarray(names, dtype=object),
+    }

@@ -1,0 +1,155 @@
+"""The notebook API (docs/api.md): a few plain functions over the analysis package.
+
+Thin on purpose: each function calls what the commands call (runs.load_runs, tables.build_tables,
+metrics.all_metrics, compare_batch.compare_run, costsource.run_cost, ...), so a notebook and
+``specreplay stats | compare | report`` print the same numbers. Plots: ``analysis.report.plots`` and
+``analysis.report.treeplot`` take the tables these functions return and give matplotlib Figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Union
+
+import pandas as pd
+
+from analysis.compare.batch import compare_run
+from analysis.compare.configs import parse_config_arg, speed_row, with_speed
+from analysis.cost.model import CostModel
+from analysis.cost.source import run_cost
+from analysis.cost.timings import run_speedup
+from analysis.report.example_round import ExampleRound, example_round as _example_round
+from analysis.tables.build import Tables, build_tables
+from analysis.tables.definitions import definitions_rows
+from analysis.tables.metrics import all_metrics
+from analysis.tables.runs import LabelledRun, load_runs
+from replay.core.config import SpecConfig, TreeConfig, load_config, parse_config
+from replay.core.config_grammar import parse_spec
+from replay.engine.replayer import ReplayOptions
+from replay.io.grouping import parse_round_key
+from replay.util.errors import SpecReplayError
+
+PathLike = Union[str, Path]
+
+
+def _config(config: PathLike | Mapping | SpecConfig | None) -> SpecConfig | None:
+    if config is None or isinstance(config, SpecConfig):
+        return config
+    if isinstance(config, Mapping):
+        return parse_config(dict(config), "<config given to replay.cli.api.load>")
+    if isinstance(config, Path):
+        return load_config(config)
+    return parse_spec(config, "config")  # any form of docs/config-grammar.md, a file path included
+
+
+def load(
+    paths: PathLike | Sequence[PathLike],
+    labels: Sequence[str] | None = None,
+    *,
+    config: PathLike | Mapping | SpecConfig | None = None,
+    layout: str | None = None,
+    step0_offset: tuple[int, int] | None = None,
+    progress: bool = False,
+) -> list[LabelledRun]:
+    """Replay one or more dump directories or packed runs (``specreplay pack``); one LabelledRun each.
+
+    Reading options default to each dump's manifest, as on the command line; ``config`` (a JSON
+    file, a dict or a SpecConfig) overrides the recorded tree config. Rounds that cannot be replayed
+    are listed in ``run.replay.skipped`` with their reason, never dropped silently.
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    opts = ReplayOptions(config=_config(config), layout=layout, step0_offset=step0_offset)
+    return load_runs([str(p) for p in paths], opts, labels, progress)
+
+
+def _tables(runs_or_tables: Sequence[LabelledRun] | Tables) -> Tables:
+    return runs_or_tables if isinstance(runs_or_tables, Tables) else build_tables(runs_or_tables)
+
+
+def tables(runs: Sequence[LabelledRun]) -> Tables:
+    """The round and node tables of ``runs`` (``.rounds``, ``.nodes``; columns in docs/analysis.md)."""
+    return build_tables(runs)
+
+
+def rounds_table(runs: Sequence[LabelledRun]) -> pd.DataFrame:
+    """One row per round of every run (column ``run`` tells them apart)."""
+    return build_tables(runs).rounds
+
+
+def nodes_table(runs: Sequence[LabelledRun]) -> pd.DataFrame:
+    """One row per tree node of every round, root included."""
+    return build_tables(runs).nodes
+
+
+def metrics(runs_or_tables: Sequence[LabelledRun] | Tables) -> dict[str, pd.DataFrame]:
+    """Every metric table by name: summary, accepted_length, depth_acceptance, rank_of_hit,
+    hit_outcome, parent_slot, slot_hits, node_hits (what ``specreplay stats`` prints)."""
+    return all_metrics(_tables(runs_or_tables))
+
+
+def definitions() -> pd.DataFrame:
+    """name, formula, meaning and the engines' name of every metric (docs/vocabulary.md)."""
+    return pd.DataFrame(definitions_rows())
+
+
+def cost_model(run: LabelledRun, cost: CostModel | None = None) -> CostModel:
+    """The cost model the run's speedups use: ``cost`` when given, else measured timings beside
+    the dump (cost_curve.json, then the manifest), else the default relative cost; ``.source`` says which."""
+    return run_cost(run.replay.directory, run.replay.manifest, cost)
+
+
+def speed(runs: Sequence[LabelledRun], cost: CostModel | None = None) -> pd.DataFrame:
+    """Per run: modelled speedup with its cost source, and the measured speedups (NaN without a baseline
+    timed together with the run; ``measured_status`` says ``measured`` or ``not comparable: REASON``)."""
+    rows = []
+    for run in runs:
+        if run.results:
+            measured = run_speedup(run.replay.directory, run.replay.manifest)
+            rows.append(speed_row(run.label, run.results, cost_model(run, cost), measured))
+    return pd.DataFrame(rows)
+
+
+def compare(run: LabelledRun, configs: Sequence[str | TreeConfig], cost: CostModel | None = None) -> pd.DataFrame:
+    """Replay other tree configs exactly on the run's rounds (``specreplay compare``): one row per
+    config, the recorded one first. A config is a TreeConfig or text in any form of
+    docs/config-grammar.md (``"[4]|[2,2]|[1,1]"``, ``"4,2x2,1x1"``, ``"[[4],[2,2],[1,1]]"``, JSON, a file)."""
+    chosen = [run.config]
+    for c in configs:
+        chosen.extend([c] if isinstance(c, TreeConfig) else parse_config_arg(str(c)))
+    unique = list({(c.short(), c.top_head): c for c in chosen}.values())
+    model = cost_model(run, cost)
+    table, _ = compare_run(run, unique, model)
+    measured = run_speedup(run.replay.directory, run.replay.manifest)
+    return with_speed(table, run.config, model, measured)
+
+
+def example_round(run: LabelledRun, key: str | tuple[int, int] | None = None) -> ExampleRound:
+    """The round ``key`` (``"124_140"`` or a tuple), else the run's typical failing round; ``.result``
+    is the RoundResult (draw it with ``analysis.report.treeplot.plot_round_tree``), ``.why`` how it was chosen."""
+    if isinstance(key, str):
+        try:
+            key = parse_round_key(key)
+        except ValueError as exc:
+            raise SpecReplayError(f"example round: {exc}") from None
+    pick = _example_round(run.results, key)
+    if pick is None:
+        raise SpecReplayError(f"{run.label}: no round {key[0]}_{key[1]} in {run.replay.directory}")
+    return pick
+
+
+__all__ = [
+    "load",
+    "tables",
+    "rounds_table",
+    "nodes_table",
+    "metrics",
+    "definitions",
+    "cost_model",
+    "speed",
+    "compare",
+    "example_round",
+    "LabelledRun",
+    "Tables",
+]

@@ -1,0 +1,196 @@
+"""The one tree-config grammar: every option that takes a config parses it here, and every command
+prints configs with ``format_config`` (what it prints parses back). docs/config-grammar.md.
+
+One config, in any of these spellings (all the same tree)::
+
+    tree.json                      a JSON file: a tree object, a {"specTree": [...]} object, or a list
+    {"topKSpec": [[6],[2,2],[1,1]]}  inline JSON: the same three kinds
+    [[6],[2,2],[1,1]]              a bare topKSpec list
+    [6]|[2,2]|[1,1]                the rank form (canonical: what commands print)
+    6,2x2,1x1                      the grid form (sweep --grid)
+    6_2x2_1x1                      the run-name form (a sweep's dumps/<name>)
+
+topHead is always the number of widths of each step (the tree check demands it), so no form spells
+it. Suffixes: ``@0.2`` (``_t0.2`` in a run name) sets gammaThreshold, ``+dyn`` (``_dyn``) sets
+treeType 1 (dynamic). A list of configs (``--grid``) separates them by ';'; in a grid-form item
+'|' lists alternatives for a step (``4|6,2x2|1,1``) or for the threshold (``1,1,1@0|0.3``) and
+every combination is a config (those the tree cannot hold are skipped and reported).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+from typing import Any
+
+from replay.util.bounded import MAX_JSON_BYTES, parse_json_bytes, read_file_bytes
+from replay.util.errors import ConfigError, SpecReplayError, shown
+
+from .config import TREE_DYNAMIC, TREE_STATIC, SpecConfig, TreeConfig, format_config, grid_item, parse_config, run_name  # noqa: F401
+
+EXPECTED = (
+    "a JSON file, inline JSON (a tree object, a specTree object or a topKSpec list like [[6],[2,2],[1,1]]), "
+    "or a compact form: [6]|[2,2]|[1,1], 6,2x2,1x1 or 6_2x2_1x1 (suffix @0.2 = gammaThreshold, +dyn = dynamic)"
+)
+
+_NUM = r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?"
+_STEP = r"[0-9]+(?:x[0-9]+)*"
+_RANK_ROW = r"\[\s*[0-9]+(?:\s*,\s*[0-9]+)*\s*\]"
+_RANK = re.compile(rf"^(?P<body>{_RANK_ROW}(?:\s*\|\s*{_RANK_ROW})*)(?:@(?P<thr>{_NUM}))?(?P<dyn>\+dyn)?$")
+_GRID = re.compile(rf"^(?P<body>{_STEP}(?:,{_STEP})*)(?:@(?P<thr>{_NUM}))?(?P<dyn>\+dyn)?$")
+_NAME = re.compile(rf"^(?P<body>{_STEP}(?:_{_STEP})*)(?:_t(?P<thr>{_NUM}))?(?P<dyn>_dyn)?$")
+# A grid item with alternatives: steps and thresholds may list several values separated by '|'.
+_GRID_ALTS = re.compile(
+    rf"^(?P<body>{_STEP}(?:\|{_STEP})*(?:,{_STEP}(?:\|{_STEP})*)*)(?:@(?P<thr>{_NUM}(?:\|{_NUM})*))?(?P<dyn>\+dyn)?$"
+)
+
+
+class ConfigTextError(SpecReplayError):
+    """A config option's text that is none of the grammar's forms (names the option and the text)."""
+
+    def __init__(self, option: str, text: str, message: str):
+        self.option, self.text, self.reason = option, text, message
+        super().__init__(f"{option} {shown(text)!r}: {message}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Printing
+
+
+# format_config, grid_item and run_name live in replay.core.config beside TreeConfig (its ``short()``
+# prints with them); they are re-exported here so the grammar reads and writes in one module.
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+
+
+def parse_spec(text: str, option: str = "--config") -> SpecConfig:
+    """One config option's value, in any form (module docstring), as a SpecConfig.
+
+    A JSON list of tree objects gives one tree per item; run-level keys are kept only from an object.
+    """
+    s = text.strip()
+    if not s:
+        raise ConfigTextError(option, text, f"empty; expected {EXPECTED}")
+    compact = _compact(s, option, text)
+    if compact is not None:
+        return SpecConfig((compact,))
+    if s[0] in "[{":
+        try:
+            obj = parse_json_bytes(s.encode("utf-8", "surrogateescape"), lambda m: ConfigTextError(option, text, m))
+        except ConfigTextError as exc:
+            raise ConfigTextError(option, text, f"{exc.reason}; expected {EXPECTED}") from None
+        return _from_json(obj, option, text, None)
+    path = Path(s)
+    if not path.exists():
+        raise ConfigTextError(option, text, f"{_diagnose(s)}; expected {EXPECTED}")
+    try:  # a pipe (--config <(...)) is read too
+        obj = parse_json_bytes(
+            read_file_bytes(path, MAX_JSON_BYTES, lambda m: ConfigError(path, "<file>", m), True),
+            lambda m: ConfigError(path, "<json>", m),
+        )
+    except ConfigError as exc:
+        raise ConfigTextError(option, text, str(exc)) from None
+    return _from_json(obj, option, text, str(path))
+
+
+def parse_configs(text: str, option: str = "--configs") -> list[TreeConfig]:
+    """The trees of one config value (a specTree file or a JSON list gives several)."""
+    return list(parse_spec(text, option).trees)
+
+
+def parse_config_text(text: str, option: str = "--config") -> TreeConfig:
+    """Exactly one tree (a value that holds several is refused)."""
+    trees = parse_configs(text, option)
+    if len(trees) != 1:
+        raise ConfigTextError(option, text, f"holds {len(trees)} trees; expected one config")
+    return trees[0]
+
+
+def parse_config_list(text: str, option: str = "--grid") -> tuple[list[TreeConfig], list[str]]:
+    """``A;B;C``: configs in order (duplicates dropped) and the skipped alternative combinations.
+
+    Each item is any one-config form; a grid-form item may list alternatives with '|'.
+    """
+    configs: list[TreeConfig] = []
+    skipped: list[str] = []
+    for item in (s.strip() for s in text.split(";")):
+        if not item:
+            continue
+        m = _GRID_ALTS.match(item)
+        if m is None or "|" not in item:
+            configs.extend(parse_configs(item, f"{option} item"))
+            continue
+        steps = [step.split("|") for step in m.group("body").split(",")]
+        thresholds = m.group("thr").split("|") if m.group("thr") else ["0"]
+        dyn = "+dyn" if m.group("dyn") else ""
+        combos = list(itertools.product(*steps, thresholds))
+        for *combo, thr in combos:
+            one = ",".join(combo) + (f"@{thr}" if float(thr) > 0 else "") + dyn
+            try:
+                configs.append(parse_config_text(one, f"{option} item"))
+            except ConfigTextError as exc:
+                if len(combos) == 1:
+                    raise
+                skipped.append(f"{one}: {exc.reason}")
+    if not configs and not skipped:
+        raise ConfigTextError(option, text, f"no configs; expected configs separated by ';', each {EXPECTED}")
+    return dedupe(configs), skipped
+
+
+def dedupe(configs: list[TreeConfig]) -> list[TreeConfig]:
+    """Configs in order, each shape once (two configs are the same when their run names are)."""
+    seen: dict[str, TreeConfig] = {}
+    for c in configs:
+        seen.setdefault(run_name(c), c)
+    return list(seen.values())
+
+
+def _compact(s: str, option: str, text: str) -> TreeConfig | None:
+    """The rank, grid or run-name form, or None when ``s`` is none of them."""
+    for pattern, row_sep, width_sep in ((_RANK, "|", ","), (_GRID, ",", "x"), (_NAME, "_", "x")):
+        m = pattern.match(s)
+        if m is None:
+            continue
+        rows = [r.strip().strip("[]").split(width_sep) for r in m.group("body").split(row_sep)]
+        spec = [[int(w) for w in row] for row in rows]
+        thr = float(m.group("thr")) if m.group("thr") else 0.0
+        tree_type = TREE_DYNAMIC if m.group("dyn") else TREE_STATIC
+        try:
+            return TreeConfig.from_lists(spec, tree_type=tree_type, gamma_threshold=thr)
+        except ConfigError as exc:
+            raise ConfigTextError(option, text, str(exc)) from None
+    return None
+
+
+def _diagnose(s: str) -> str:
+    """Why ``s`` is neither a file nor a compact form: the first width that is not an integer, when
+    ``s`` looks like a compact form (separators, no path), else that the file does not exist."""
+    if "/" not in s and "@" in s:
+        for thr in s.split("@", 1)[1].removesuffix("+dyn").split("|"):
+            if not re.fullmatch(_NUM, thr):
+                return f"gammaThreshold {thr!r} is not a number"
+    if "/" not in s and not s.endswith(".json") and re.search(r"[,|_x]", s):
+        body = re.split(r"@|\+dyn|_t[0-9.]|_dyn", s)[0]
+        bad = next((t for t in re.split(r"[,|_x\[\]\s]+", body) if t and not t.isdigit()), None)
+        if bad is not None:
+            return f"width {bad!r} is not an integer"
+    return "no such file, and not a config form"
+
+
+def _from_json(obj: Any, option: str, text: str, source: str | None) -> SpecConfig:
+    if isinstance(obj, list) and obj and all(isinstance(r, list) for r in obj):
+        obj = {"gamma": len(obj), "topKSpec": obj}  # a bare topKSpec list
+    try:
+        if isinstance(obj, dict):
+            return parse_config(obj, source)
+        if isinstance(obj, list) and obj and all(isinstance(t, dict) for t in obj):
+            return SpecConfig(
+                tuple(t for i, o in enumerate(obj) for t in parse_config(o, f"{source or ''}[{i}]").trees),
+                source=source,
+            )
+    except ConfigError as exc:
+        raise ConfigTextError(option, text, str(exc)) from None
+    raise ConfigTextError(option, text, f"JSON {type(obj).__name__} is not a config; expected {EXPECTED}")

@@ -1,0 +1,159 @@
+"""Which nodes of a level a draft step expands: the selection rule, written once.
+
+The rule (DESIGN.md, "The tree configuration"): draft step i >= 1 expands the ``topHead[i]``
+nodes of level i with the highest *key*, equal keys in tree order. Step 0 expands the root.
+Which key, per step (the words are in replay.core.vocab; ``selection_method`` decides):
+
+* ``SELECT_PARENTS``: the dump names the expanded nodes; the rule is not applied, only checked
+  (a static tree with scores: ``parents_mismatch_note`` when the dump differs from path probability);
+* ``SELECT_PATH_PROB``: the key is the node's path log-probability (or probability: same order);
+* ``SELECT_FALLBACK``: no scores, no parents: the key is ``rank_major_key`` (draft rank first, then
+  the parent's selection slot: every rank-0 child before any rank-1 child, the article's A1, A2,
+  then B11, B21). Every round that uses it carries ``FALLBACK_WARNING``.
+
+Forms of the rule, where each lives and what cross-checks it:
+
+* scalar, ``selection_order`` / ``select_top`` (here): replay.engine.rebuild (the reference),
+  replay.live.draft (on the CPU copy of the path log-probs: a few nodes per step),
+  analysis.tables.build (level ranks), analysis.shapes.search (model probabilities) and analysis.compare.subtree
+  (when every key is exact). tests/test_selection.py checks it against hand-derived orders.
+* vectorised, ``top_k_columns`` / ``invalid_parents_columns`` (here, numpy, round axis last):
+  replay.engine.batch. tests/test_selection.py checks them against the scalar forms on random levels;
+  tests/test_batch_property.py checks batch against rebuild on random dumps.
+* interval (undecidable), ``analysis.compare.subtree._select``: keys known only up to an interval (unknown
+  scores) give IN / OUT / MAYBE; with exact keys it is the scalar form. tests/test_analysis_subtree.py
+  checks it against replaying dumps recorded with the sub-config.
+* independent copies kept on purpose as oracles (they must not import this module):
+  tests/simple_replay.py, tests/analysis_oracle.py, replay/testing/synth.py, replay/testing/batch_synth.py
+  (tests/test_property.py and the batch/analysis tests replay their output and compare).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from .vocab import SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT
+
+# Rank weight of the rank-major key: a parent's selection slot (< topHead) never reaches it, and
+# rank * weight stays an exact float64 integer for any rank a dump can hold.
+FALLBACK_RANK_WEIGHT = 1 << 20
+
+FALLBACK_WARNING = "WARNING: no scores and no parents in the dump: expanded nodes chosen by the rank-major fallback (docs/dump-format.md)"
+
+
+def selection_method(step: int, has_parents: bool, has_scores: bool) -> str:
+    """SELECT_* for draft step ``step``: the root, else the dump's parents, else scores, else the fallback."""
+    if step == 0:
+        return SELECT_ROOT
+    if has_parents:
+        return SELECT_PARENTS
+    return SELECT_PATH_PROB if has_scores else SELECT_FALLBACK
+
+
+def selection_order(keys: Sequence[float], ties: Sequence | None = None) -> list[int]:
+    """Level-local indices in selection order: highest key first, equal keys in tree order.
+
+    keys: [l] one per level node (path log-probability or ``rank_major_key``), no NaN.
+    ties: [l] comparable tree-order positions; default the index (the level is in tree order).
+    """
+    if ties is None:
+        return sorted(range(len(keys)), key=lambda j: (-keys[j], j))
+    if len(ties) != len(keys):
+        raise ValueError(f"ties: expected {len(keys)} entries, got {len(ties)}")
+    return sorted(range(len(keys)), key=lambda j: (-keys[j], ties[j]))
+
+
+def select_top(keys: Sequence[float], heads: int, ties: Sequence | None = None) -> list[int]:
+    """The ``heads`` level-local indices a step expands, in selection order (see selection_order)."""
+    if not 0 <= heads <= len(keys):
+        raise ValueError(f"cannot pick {heads} heads from a level of {len(keys)} nodes")
+    return selection_order(keys, ties)[:heads]
+
+
+def rank_major_key(rank: int, parent_slot: int) -> float:
+    """The fallback's key of a node: higher first, so rank 0 under any parent beats rank 1."""
+    if not 0 <= parent_slot < FALLBACK_RANK_WEIGHT or rank < 0:
+        raise ValueError(
+            f"rank_major_key: rank {rank} must be >= 0 and parent slot {parent_slot} in [0, {FALLBACK_RANK_WEIGHT})"
+        )
+    return -float(rank * FALLBACK_RANK_WEIGHT + parent_slot)
+
+
+def rank_major_keys(ranks: Sequence[int], parent_slots: Sequence[int]) -> list[float]:
+    """[l] rank_major_key of each level node (ranks, parent_slots: [l] ints)."""
+    if len(ranks) != len(parent_slots):
+        raise ValueError(f"ranks ({len(ranks)}) and parent_slots ({len(parent_slots)}) must have equal lengths")
+    return [rank_major_key(int(r), int(s)) for r, s in zip(ranks, parent_slots)]
+
+
+def parents_are_valid(chosen: Sequence[int], level: Sequence[int]) -> bool:
+    """Explicit parents must be distinct nodes of the level they expand."""
+    members = set(level)
+    return all(p in members for p in chosen) and len(set(chosen)) == len(chosen)
+
+
+def parents_mismatch_note(step: int, recorded: Sequence[int], expected: Sequence[int]) -> str:
+    """The note for a static round whose explicit parents differ from path probability."""
+    return f"step {step}: dump's parents {list(recorded)} differ from path-probability selection {list(expected)}"
+
+
+# --------------------------------------------------------------------------------------------
+# Vectorised forms (replay.engine.batch): one level of C rounds as [slots, C], the round axis last.
+
+
+@lru_cache(maxsize=64)
+def _descending(k: int) -> np.ndarray:
+    """[K, 1] int8 K, K-1, .., 1: weights that make a max-reduce find the first True."""
+    out = np.arange(k, 0, -1, dtype=np.int8)[:, None]
+    out.flags.writeable = False
+    return out
+
+
+def first_true(mask: np.ndarray) -> np.ndarray:
+    """[C] index of the first True along axis 0 of [K, C] bool (K when none); K < 128.
+
+    The first of equals is tree order's tie-break. A weighted max-reduce over the short leading
+    axis: argmax or accumulate along it run a per-column inner loop and cost ~10x more.
+    """
+    k = mask.shape[0]
+    if k == 1:
+        return (~mask[0]).astype(np.int64)
+    return k - (mask * _descending(k)).max(axis=0).astype(np.int64)
+
+
+def top_k_columns(keys: np.ndarray, k: int, col: np.ndarray) -> np.ndarray:
+    """[k, C] int64: select_top(keys[:, c], k) for every column c.
+
+    keys: [L, C] float64 slot-major, a level of C rounds in tree order. Columns holding NaN give
+    garbage (their rounds use the fallback). col: [C] int64 0..C-1.
+    Successive maxima rather than argsort: a sort per round costs ~100 ns, one pass ~15 ns.
+    """
+    n, c = keys.shape
+    if not 0 <= k <= n or col.shape != (c,):
+        raise ValueError(f"top_k_columns: k = {k} of {n} slots, col {col.shape} for {c} columns")
+    out = np.empty((k, c), dtype=np.int64)
+    work = keys.copy() if k > 1 else keys
+    flat = work.reshape(-1)
+    for t in range(k):  # k = heads of one step: a constant of the shape
+        best = np.fmax.reduce(work, axis=0)  # fmax skips the NaN that marks already-taken slots
+        idx = np.minimum(first_true(work == best), n - 1)  # the first maximum: ties by tree order
+        out[t] = idx
+        if t + 1 < k:
+            flat[idx * c + col] = np.nan
+    return out
+
+
+def invalid_parents_columns(local: np.ndarray, level: int) -> np.ndarray:
+    """[C] bool: parents_are_valid fails, for explicit parents given level-locally.
+
+    local: [h, C] int64 each round's parents minus the level's first node id; level: its size.
+    """
+    h = local.shape[0]
+    bad = ((local < 0) | (local >= level)).any(axis=0)
+    if h > 1:
+        upper = np.triu(np.ones((h, h), dtype=bool), 1)[:, :, None]
+        bad |= ((local[:, None, :] == local[None, :, :]) & upper).any(axis=(0, 1))
+    return bad

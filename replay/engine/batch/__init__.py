@@ -1,0 +1,80 @@
+"""Batch replay: many rounds of one tree shape at once, as numpy array operations.
+
+One concern per module: ``codes`` (the per-round codes), ``shapes`` (tree shapes and their index
+maps), ``result`` (BatchResult and its JSON / pandas output), ``kernel`` (one chunk of rounds of
+one shape), ``driver`` (shapes, chunks, threads: ``replay_batch``). The input stacks
+(RoundBatch, MatrixStack) live in replay.io.roundbatch, the reading side's unit. Every public name
+is importable from ``replay.engine.batch``.
+"""
+
+from __future__ import annotations
+
+from replay.io.roundbatch import LAYOUT_NAMES, MatrixStack, RoundBatch, SourceNames, batch_from_rounds, signature_of
+
+from .codes import (
+    BONUS_CODE_CORRECTION,
+    BONUS_CODE_LEAF,
+    BONUS_NAMES,
+    BONUS_NONE,
+    DEFAULT_CHUNK_ROUNDS,
+    ERR_MATRIX_SHAPE,
+    ERR_NO_ROWS,
+    ERR_OK,
+    ERR_PARENTS,
+    ERR_TOKENS,
+    ERR_TOO_MANY_STEPS,
+    ERR_VALIDATE_COL0,
+    ERR_VALIDATE_ROWS,
+    ERROR_NAMES,
+    SEL_FALLBACK,
+    SEL_NONE,
+    SEL_PARENTS,
+    SEL_PATH,
+    SEL_ROOT,
+    SELECTION_NAMES,
+    STOP_CODES,
+)
+from .driver import RebuiltLevels, default_workers, expanded_nodes, rebuilt_levels, replay_batch, replay_batches
+from .result import BatchResult, empty_result
+from .shapes import TreeShape, config_tree_shape, dynamic_shapes
+
+__all__ = [
+    "BONUS_CODE_CORRECTION",
+    "BONUS_CODE_LEAF",
+    "BONUS_NAMES",
+    "BONUS_NONE",
+    "DEFAULT_CHUNK_ROUNDS",
+    "ERR_MATRIX_SHAPE",
+    "ERR_NO_ROWS",
+    "ERR_OK",
+    "ERR_PARENTS",
+    "ERR_TOKENS",
+    "ERR_TOO_MANY_STEPS",
+    "ERR_VALIDATE_COL0",
+    "ERR_VALIDATE_ROWS",
+    "ERROR_NAMES",
+    "LAYOUT_NAMES",
+    "SEL_FALLBACK",
+    "SEL_NONE",
+    "SEL_PARENTS",
+    "SEL_PATH",
+    "SEL_ROOT",
+    "SELECTION_NAMES",
+    "STOP_CODES",
+    "BatchResult",
+    "MatrixStack",
+    "RebuiltLevels",
+    "RoundBatch",
+    "SourceNames",
+    "TreeShape",
+    "batch_from_rounds",
+    "config_tree_shape",
+    "default_workers",
+    "dynamic_shapes",
+    "empty_result",
+    "expanded_nodes",
+    "rebuilt_levels",
+    "replay_batch",
+    "replay_batches",
+    "signature_of",
+]

@@ -1,0 +1,248 @@
+"""BatchResult: per-round replay outcomes as arrays, and their JSON / pandas output."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from replay.core.records import shape_text
+from replay.core.selection import FALLBACK_WARNING
+from replay.core.vocab import PAD_TOKEN, SELECT_ROOT
+from replay.io.roundbatch import LAYOUT_NAMES, MatrixStack, RoundBatch
+
+from .codes import BONUS_NAMES, ERR_OK, ERROR_NAMES, SEL_FALLBACK, SEL_NONE, SELECTION_NAMES, STOP_CODES
+from .shapes import TreeShape
+
+
+@dataclass(frozen=True, eq=False)
+class BatchResult:
+    """Per-round replay outcomes as arrays (R rounds, G = the config's gamma), round axis last.
+
+    Rejected rounds (``error != 0``) hold PAD_TOKEN/0 in every outcome field.
+    """
+
+    keys: np.ndarray  # [2, R] int64
+    root_tokens: np.ndarray  # [R] int64
+    error: np.ndarray  # [R] int8 ERR_* code, 0 = replayed
+    shape_index: np.ndarray  # [R] int16 into ``shapes``; -1 when no shape could be derived
+    shapes: tuple[TreeShape, ...]
+    layout: np.ndarray  # [R] int8: 0 parents, 1 all
+    layout_stated: np.ndarray  # [R] bool
+    validate_extra_rows: np.ndarray  # [R] int32 rows beyond the layout (ignored as padding)
+    selection: np.ndarray  # [G, R] int8 SEL_* per draft step
+    accepted_nodes: np.ndarray  # [G, R] int32 tree-order ids, PAD_TOKEN after the path
+    accepted_tokens: np.ndarray  # [G, R] int64, PAD_TOKEN after the path
+    accepted_ranks: np.ndarray  # [G, R] int8 draft rank of each accepted node, PAD_TOKEN after
+    accepted_length: np.ndarray  # [R] int8
+    bonus_token: np.ndarray  # [R] int64, PAD_TOKEN when the dump has no target row for it
+    bonus_kind: np.ndarray  # [R] int8 BONUS_NONE / BONUS_CODE_CORRECTION / BONUS_CODE_LEAF
+    stop: np.ndarray  # [R] int8 index into STOP_CODES
+    ordinals: np.ndarray | None = None  # [R] int64 position in the run, when known
+    selection_notes: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # round → parents-vs-score notes
+
+    def __post_init__(self) -> None:
+        r = self.keys.shape[-1]
+        for name in _ROUND_ARRAYS:
+            arr = getattr(self, name)
+            if arr.shape[-1] != r:
+                raise ValueError(f"{name}: {arr.shape[-1]} rounds in the last axis, keys have {r}")
+        depths = {
+            getattr(self, n).shape[0] for n in ("selection", "accepted_nodes", "accepted_tokens", "accepted_ranks")
+        }
+        if len(depths) != 1:
+            raise ValueError(f"per-depth arrays disagree on gamma: {sorted(depths)}")
+
+    def __len__(self) -> int:
+        return int(self.keys.shape[1])
+
+    @property
+    def gamma(self) -> int:
+        return int(self.selection.shape[0])
+
+    @property
+    def ok(self) -> np.ndarray:
+        """[R] bool: rounds the reference replays too (the others it skips)."""
+        return self.error == ERR_OK
+
+    @property
+    def num_committed(self) -> np.ndarray:
+        """[R] int8 accepted tokens plus the bonus token when known."""
+        return (self.accepted_length + (self.bonus_token != PAD_TOKEN)).astype(np.int8)
+
+    def _shape_table(self, attr: Callable[[TreeShape], int]) -> np.ndarray:
+        table = np.asarray([attr(s) for s in self.shapes] + [0], dtype=np.int64)
+        return table[self.shape_index]  # -1 picks the trailing 0
+
+    @property
+    def num_steps(self) -> np.ndarray:
+        """[R] int64 draft steps of each round (0 when rejected before a shape was known)."""
+        return self._shape_table(lambda s: s.num_steps)
+
+    @property
+    def num_nodes(self) -> np.ndarray:
+        return self._shape_table(lambda s: s.num_nodes)
+
+    def selection_summary(self, i: int) -> str:
+        """As Rebuilt.selection_summary: the methods of steps 1.. in first-use order."""
+        used = [SELECTION_NAMES[int(c)] for c in self.selection[1:, i] if c != SEL_NONE]
+        return "+".join(dict.fromkeys(used)) if used else SELECT_ROOT
+
+    def notes(self, i: int) -> list[str]:
+        out = list(self.selection_notes.get(i, ()))
+        if SEL_FALLBACK in self.selection[:, i]:
+            out.append(FALLBACK_WARNING)
+        extra = int(self.validate_extra_rows[i])
+        if extra > 0:
+            out.append(f"validate: {extra} row(s) beyond the {LAYOUT_NAMES[self.layout[i]]} layout ignored as padding")
+        return out
+
+    def round_json(self, i: int) -> dict:
+        """Round i as a replay.core.records.RoundRecord dict, exactly as RoundResult.to_json() (the round must be ok)."""
+        if self.error[i] != ERR_OK:
+            raise ValueError(f"round {self.keys[:, i].tolist()} was rejected ({ERROR_NAMES[int(self.error[i])]})")
+        shape = self.shapes[int(self.shape_index[i])]
+        n = int(self.accepted_length[i])
+        tokens = [int(t) for t in self.accepted_tokens[:n, i]]
+        bonus = int(self.bonus_token[i])
+        bonus_v = None if bonus == PAD_TOKEN else bonus
+        root = int(self.root_tokens[i])
+        key_a, key_b = int(self.keys[0, i]), int(self.keys[1, i])
+        return {
+            "round": f"{key_a}_{key_b}",
+            "key_a": key_a,
+            "key_b": key_b,
+            "root_token": None if root == PAD_TOKEN else root,
+            "num_steps": shape.num_steps,
+            "num_nodes": shape.num_nodes,
+            "shape": shape_text(shape.widths),
+            "layout": LAYOUT_NAMES[self.layout[i]],
+            "layout_source": "stated" if self.layout_stated[i] else "detected",
+            "selection": self.selection_summary(i),
+            "accepted_length": n,
+            "accepted_tokens": tokens,
+            "accepted_nodes": [int(u) for u in self.accepted_nodes[:n, i]],
+            "bonus_token": bonus_v,
+            "bonus_kind": BONUS_NAMES[int(self.bonus_kind[i])],
+            "stop": STOP_CODES[int(self.stop[i])],
+            "committed_tokens": tokens + ([] if bonus_v is None else [bonus_v]),
+            "num_committed": n + (bonus_v is not None),
+            "notes": self.notes(i),
+        }
+
+    def iter_json(self) -> Iterable[dict]:
+        for i in np.flatnonzero(self.ok):
+            yield self.round_json(int(i))
+
+    def take(self, index: np.ndarray) -> BatchResult:
+        """Rounds ``index`` (an int array), notes renumbered."""
+        index = np.asarray(index, dtype=np.int64)
+        pos = {int(old): new for new, old in enumerate(index)}
+        notes = {pos[k]: v for k, v in self.selection_notes.items() if k in pos}
+        return BatchResult(
+            **{name: getattr(self, name)[..., index] for name in _ROUND_ARRAYS},
+            shapes=self.shapes,
+            ordinals=None if self.ordinals is None else self.ordinals[index],
+            selection_notes=notes,
+        )
+
+    def sorted_by_ordinal(self) -> BatchResult:
+        if self.ordinals is None:
+            return self
+        return self.take(np.argsort(self.ordinals, kind="stable"))
+
+    @staticmethod
+    def concat(parts: Sequence[BatchResult]) -> BatchResult:
+        """One result from several (shapes are merged; ordinals kept when every part has them)."""
+        if not parts:
+            raise ValueError("nothing to concatenate")
+        gammas = {p.gamma for p in parts}
+        if len(gammas) != 1:
+            raise ValueError(f"results of different gamma {sorted(gammas)}")
+        shapes: list[TreeShape] = []
+        where: dict[TreeShape, int] = {}
+        arrays: dict[str, list[np.ndarray]] = {name: [] for name in _ROUND_ARRAYS}
+        notes: dict[int, tuple[str, ...]] = {}
+        base = 0
+        for p in parts:
+            remap = np.empty(len(p.shapes) + 1, dtype=np.int16)
+            remap[-1] = -1
+            for k, s in enumerate(p.shapes):
+                if s not in where:
+                    where[s] = len(shapes)
+                    shapes.append(s)
+                remap[k] = where[s]
+            for name in _ROUND_ARRAYS:
+                arr = getattr(p, name)
+                arrays[name].append(remap[arr] if name == "shape_index" else arr)
+            notes.update({base + k: v for k, v in p.selection_notes.items()})
+            base += len(p)
+        ords = None if any(p.ordinals is None for p in parts) else np.concatenate([p.ordinals for p in parts])
+        return BatchResult(
+            **{name: np.concatenate(v, axis=-1) for name, v in arrays.items()},
+            shapes=tuple(shapes),
+            ordinals=ords,
+            selection_notes=notes,
+        )
+
+    def to_frame(self):
+        """One row per replayed round (pandas), the per-round record's columns (replay.core.records,
+        docs/output-schema.md) in this result's order; rejected rounds are not records."""
+        from .frames import record_frame
+
+        return record_frame(self)
+
+
+_ROUND_ARRAYS = (
+    "keys",
+    "root_tokens",
+    "error",
+    "shape_index",
+    "layout",
+    "layout_stated",
+    "validate_extra_rows",
+    "selection",
+    "accepted_nodes",
+    "accepted_tokens",
+    "accepted_ranks",
+    "accepted_length",
+    "bonus_token",
+    "bonus_kind",
+    "stop",
+)
+
+
+def empty_result(gamma: int) -> BatchResult:
+    """A result of zero rounds (a run whose rounds were all unreadable)."""
+    z = np.zeros((2, 0), dtype=np.int64)
+    empty = RoundBatch(
+        z,
+        z[0].copy(),
+        (MatrixStack(np.zeros((1, 1, 0), dtype=np.int64)),),
+        MatrixStack(np.zeros((1, 1, 0), dtype=np.int64)),
+    )
+    return _empty_result(empty, gamma)
+
+
+def _empty_result(batch: RoundBatch, gamma: int) -> BatchResult:
+    r = len(batch)
+    return BatchResult(
+        keys=np.asarray(batch.keys, dtype=np.int64),
+        root_tokens=np.asarray(batch.root_tokens, dtype=np.int64),
+        error=np.zeros(r, dtype=np.int8),
+        shape_index=np.full(r, -1, dtype=np.int16),
+        shapes=(),
+        layout=np.zeros(r, dtype=np.int8),
+        layout_stated=np.full(r, batch.layout is not None),
+        validate_extra_rows=np.zeros(r, dtype=np.int32),
+        selection=np.full((gamma, r), SEL_NONE, dtype=np.int8),
+        accepted_nodes=np.full((gamma, r), PAD_TOKEN, dtype=np.int32),
+        accepted_tokens=np.full((gamma, r), PAD_TOKEN, dtype=np.int64),
+        accepted_ranks=np.full((gamma, r), PAD_TOKEN, dtype=np.int8),
+        accepted_length=np.zeros(r, dtype=np.int8),
+        bonus_token=np.full(r, PAD_TOKEN, dtype=np.int64),
+        bonus_kind=np.zeros(r, dtype=np.int8),
+        stop=np.zeros(r, dtype=np.int8),
+        ordinals=None if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64),
+    )

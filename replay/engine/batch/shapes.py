@@ -1,0 +1,152 @@
+"""Tree shapes of the batch replay: one shape per group of rounds, and the index maps it implies.
+
+A static tree has one shape per number of draft steps (``config_tree_shape``); a dynamic tree
+gives each round its own, read from the dump (``dynamic_shapes``), and rounds are grouped by it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from replay.core.config import TreeConfig
+from replay.core.selection import rank_major_keys, select_top
+from replay.core.vocab import PAD_TOKEN
+from replay.io.roundbatch import RoundBatch
+
+from .codes import ERR_NO_ROWS, ERR_OK
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """One round shape: heads and widths per draft step actually run (early stop = fewer steps)."""
+
+    heads: tuple[int, ...]
+    widths: tuple[tuple[int, ...], ...]
+
+    def __post_init__(self) -> None:
+        if len(self.heads) != len(self.widths) or not self.heads or self.heads[0] != 1:
+            raise ValueError(f"bad shape heads={self.heads} widths={self.widths}")
+        for h, w in zip(self.heads, self.widths):
+            if len(w) != h or min(w) < 1:
+                raise ValueError(f"bad shape heads={self.heads} widths={self.widths}")
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.heads)
+
+    @cached_property
+    def level_sizes(self) -> tuple[int, ...]:
+        """Nodes per level 0..S (level 0 = the root)."""
+        return (1,) + tuple(sum(w) for w in self.widths)
+
+    @cached_property
+    def starts(self) -> tuple[int, ...]:
+        """Tree-order id of each level's first node."""
+        return tuple(int(v) for v in np.concatenate([[0], np.cumsum(self.level_sizes)[:-1]]))
+
+    @property
+    def num_nodes(self) -> int:
+        """Draft nodes, root excluded."""
+        return sum(self.level_sizes) - 1
+
+    @property
+    def num_expanded(self) -> int:
+        return sum(self.heads)
+
+    @cached_property
+    def head_offsets(self) -> tuple[int, ...]:
+        """Row of step i's first expanded node in a parents-layout validate."""
+        return tuple(int(v) for v in np.concatenate([[0], np.cumsum(self.heads)[:-1]]))
+
+    @cached_property
+    def maps(self) -> tuple[_StepMaps, ...]:
+        return tuple(_StepMaps.build(self, i) for i in range(self.num_steps))
+
+    def to_json(self) -> dict:
+        return {"topHead": list(self.heads), "topKSpec": [list(w) for w in self.widths]}
+
+
+@dataclass(frozen=True, eq=False)
+class _StepMaps:
+    """Index maps of draft step i, the same for every round of a shape."""
+
+    slot_parent: np.ndarray  # [L_{i+1}] int64: which expanded position j each new slot hangs under
+    slot_rank: np.ndarray  # [L_{i+1}] int64: the slot's draft rank r
+    child_offset: np.ndarray  # [h_i] int64: level-local index of the j-th expanded node's first child
+    width: np.ndarray  # [h_i] int64
+    fallback: np.ndarray  # [h_i] int64 level-local nodes chosen by the rank-major fallback
+
+    @classmethod
+    def build(cls, shape: TreeShape, i: int) -> _StepMaps:
+        w = np.asarray(shape.widths[i], dtype=np.int64)
+        rs, js = _rank_and_parent(w)
+        offs = np.concatenate([[0], np.cumsum(w)[:-1]]).astype(np.int64)
+        if i == 0:
+            fallback = np.zeros(1, dtype=np.int64)
+        else:
+            # The same for every round of the shape: the scalar rule, once per shape.
+            ranks, parent_pos = _rank_and_parent(shape.widths[i - 1])
+            fallback = np.asarray(select_top(rank_major_keys(ranks, parent_pos), shape.heads[i]))
+        return cls(js, rs, offs, w, fallback.astype(np.int64))
+
+
+def _rank_and_parent(widths: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """([L] draft rank, [L] expanded position j) of the L slots that widths create."""
+    w = np.asarray(widths, dtype=np.int64)
+    js = np.repeat(np.arange(w.shape[0]), w)
+    offs = np.concatenate([[0], np.cumsum(w)[:-1]])
+    return np.arange(js.shape[0]) - offs[js], js
+
+
+def config_tree_shape(cfg: TreeConfig, steps: int) -> TreeShape:
+    """The TreeShape of a static config's first ``steps`` draft steps (heads and widths only, no nodes)."""
+    return TreeShape(tuple(cfg.top_head[:steps]), tuple(tuple(w) for w in cfg.top_k_spec[:steps]))
+
+
+def dynamic_shapes(batch: RoundBatch, cfg: TreeConfig) -> tuple[np.ndarray, list[TreeShape], np.ndarray]:
+    """Each round's own shape when the tree is dynamic (as rebuild._step_shape reads it).
+
+    Returns (shape index [R] int64, -1 when rejected; shapes; error [R] int8).
+    """
+    r = len(batch)
+    level = np.ones(r, dtype=np.int64)
+    err = np.zeros(r, dtype=np.int8)
+    parts = []
+    for i, st in enumerate(batch.steps):
+        pad = np.moveaxis(np.asarray(st.ids), -1, 0) == PAD_TOKEN  # [R, rows, cols]
+        row_pad = pad.all(axis=2)
+        valid_rows = np.where(row_pad.any(axis=1), row_pad.argmax(axis=1), st.rows)
+        if st.parents is not None:
+            in_valid = np.arange(st.rows)[None, :] < valid_rows[:, None]
+            heads = ((np.asarray(st.parents)[: st.rows].T >= 0) & in_valid).sum(axis=1)
+        else:
+            heads = valid_rows
+        heads = np.ones(r, dtype=np.int64) if i == 0 else np.minimum(heads, level)
+        if i:
+            err[(err == ERR_OK) & (heads == 0)] = ERR_NO_ROWS
+        cfg_w = list(cfg.top_k_spec[i])
+        want = np.asarray([cfg_w[j] if j < len(cfg_w) else cfg_w[-1] for j in range(st.rows)], dtype=np.int64)
+        first_pad = np.where(pad.any(axis=2), pad.argmax(axis=2), st.cols)  # [R, rows]
+        widths = np.maximum(1, np.minimum(want[None, :], first_pad))
+        widths = np.where(np.arange(st.rows)[None, :] < heads[:, None], widths, 0)
+        level = widths.sum(axis=1)
+        parts += [heads[:, None], widths]
+    code = np.concatenate(parts, axis=1)
+    uniq, inverse = np.unique(code, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    shapes, index_of = [], np.full(uniq.shape[0], -1, dtype=np.int64)
+    for u, row in enumerate(uniq):  # one iteration per distinct shape, not per round
+        heads, widths, pos = [], [], 0
+        for st in batch.steps:
+            h = int(row[pos])
+            heads.append(h)
+            widths.append(tuple(int(x) for x in row[pos + 1 : pos + 1 + h]))
+            pos += 1 + st.rows
+        if min(heads) >= 1:
+            index_of[u] = len(shapes)
+            shapes.append(TreeShape(tuple(heads), tuple(widths)))
+    return index_of[inverse], shapes, err

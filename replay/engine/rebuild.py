@@ -1,0 +1,194 @@
+"""Rebuild a round's draft tree from its draft_step matrices and the tree config.
+
+Which level-i nodes the draft expanded at step i (row j of draft_step_i = the j-th selected):
+1. explicit parents in the dump, when present (and, for a static tree with scores, checked
+   against the path-probability selection);
+2. otherwise path probability recomputed from the scores (highest first, ties by tree order);
+3. otherwise the documented fallback: nodes ordered by (child rank, parent order) — all rank-0
+   children first — which reproduces the article (A1, A2, then B11, B21). Reported loudly.
+The rule itself lives in replay.core.selection; this is its scalar reference use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.selection import (
+    FALLBACK_WARNING,
+    parents_are_valid,
+    parents_mismatch_note,
+    rank_major_keys,
+    select_top,
+    selection_method,
+)
+from replay.core.tree import Tree
+from replay.core.vocab import (
+    NO_PARENT,
+    NO_RANK,
+    PAD_TOKEN,
+    SELECT_FALLBACK,
+    SELECT_PARENTS,
+    SELECT_PATH_PROB,
+    SELECT_ROOT,
+)
+from replay.io.formats.matrix_io import DumpMatrix
+from replay.io.rounds import Round
+from replay.util.errors import RoundError
+
+
+@dataclass(frozen=True, eq=False)
+class Rebuilt:
+    tree: Tree
+    candidates: np.ndarray  # [num_expanded, cols] int64: each expanded node's recorded draft row, PAD-padded
+    candidate_logp: np.ndarray | None  # [num_expanded, cols] float64 or None
+    selection: tuple[str, ...]  # per draft step: SELECT_* used
+    notes: tuple[str, ...]  # disagreements and fallbacks worth showing the user
+
+    @property
+    def selection_summary(self) -> str:
+        used = [s for s in self.selection[1:]]
+        if not used:
+            return SELECT_ROOT
+        return "+".join(dict.fromkeys(used))
+
+
+def _valid_rows(ids: np.ndarray) -> int:
+    """Leading rows that are not entirely PAD_TOKEN."""
+    pad = np.all(ids == PAD_TOKEN, axis=1)
+    return int(np.argmax(pad)) if pad.any() else int(ids.shape[0])
+
+
+def _step_shape(cfg: TreeConfig, i: int, mat: DumpMatrix, level_size: int, key, heads_given: int | None):
+    """(heads, widths) to read from draft_step_i: the config's for static trees, the dump's for dynamic."""
+    if cfg.tree_type != TREE_DYNAMIC:
+        return cfg.top_head[i], list(cfg.top_k_spec[i])
+    heads = heads_given if heads_given is not None else _valid_rows(mat.ids)
+    heads = min(heads, level_size) if i else 1
+    cfg_widths = list(cfg.top_k_spec[i]) if i < cfg.gamma else []
+    widths = []
+    for j in range(heads):
+        w = cfg_widths[j] if j < len(cfg_widths) else (cfg_widths[-1] if cfg_widths else mat.cols)
+        row = mat.ids[j]
+        nonpad = int(np.argmax(row == PAD_TOKEN)) if (row == PAD_TOKEN).any() else mat.cols
+        widths.append(max(1, min(w, nonpad)))
+    return heads, widths
+
+
+def _check_step(key, i: int, mat: DumpMatrix, heads: int, widths: list[int], cfg: TreeConfig) -> None:
+    if not widths:  # dynamic tree: every row padding (or every parent negative)
+        raise RoundError(
+            key, f"draft_step_{i} has no valid row: every row is padding or has a negative parent", mat.path
+        )
+    if mat.rows < heads:
+        raise RoundError(key, f"draft_step_{i} has {mat.rows} row(s) but topHead[{i}] = {heads}", mat.path)
+    if mat.cols < max(widths):
+        raise RoundError(
+            key,
+            f"draft_step_{i} has {mat.cols} column(s) but topKSpec[{i}] = {list(widths)} needs {max(widths)}",
+            mat.path,
+        )
+    for j, w in enumerate(widths):
+        if np.any(mat.ids[j, :w] == PAD_TOKEN):
+            raise RoundError(key, f"draft_step_{i} row {j} has padding inside its {w} kept column(s)", mat.path)
+        if np.any(mat.ids[j, :w] < 0):
+            raise RoundError(key, f"draft_step_{i} row {j} has negative token ids", mat.path)
+
+
+def _select_by_path_prob(level: list[int], logprobs: np.ndarray, heads: int) -> list[int]:
+    return [level[j] for j in select_top(logprobs[level], heads)]
+
+
+def _select_fallback(
+    level: list[int], ranks: np.ndarray, parent_order: dict[int, int], parents: np.ndarray, heads: int
+) -> list[int]:
+    keys = rank_major_keys(ranks[level], [parent_order[int(parents[u])] for u in level])
+    return [level[j] for j in select_top(keys, heads)]
+
+
+def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
+    """Nodes in tree order from the round's draft steps; raises RoundError on disagreement."""
+    key = rnd.key
+    if len(rnd.steps) > cfg.gamma:
+        raise RoundError(key, f"dump has {len(rnd.steps)} draft steps but gamma = {cfg.gamma}", rnd.steps[-1].path)
+    tokens, parents, depths, ranks, logps = [rnd.root_token], [NO_PARENT], [0], [NO_RANK], [0.0]
+    expanded: list[list[int]] = []
+    selection: list[str] = []
+    notes: list[str] = []
+    level = [0]
+    parent_order = {0: 0}  # node → its position among the previous step's expanded nodes
+    cand_rows: list[np.ndarray] = []
+    cand_logp: list[np.ndarray | None] = []
+    for i, mat in enumerate(rnd.steps):
+        heads_given = None
+        if mat.parents is not None and cfg.tree_type == TREE_DYNAMIC:
+            heads_given = int(np.count_nonzero(mat.parents[: _valid_rows(mat.ids)] >= 0))
+        heads, widths = _step_shape(cfg, i, mat, len(level), key, heads_given)
+        _check_step(key, i, mat, heads, widths, cfg)
+        lp_arr = np.asarray(logps)
+        have_scores = not np.isnan(lp_arr[level]).any()
+        how = selection_method(i, mat.parents is not None, have_scores)
+        if how == SELECT_ROOT:
+            chosen = [0]
+            if mat.parents is not None and int(mat.parents[0]) != 0:
+                raise RoundError(
+                    key, f"draft_step_0 parents[0] = {int(mat.parents[0])}, expected 0 (the root)", mat.path
+                )
+        elif how == SELECT_PARENTS:
+            chosen = [int(p) for p in mat.parents[:heads]]
+            if not parents_are_valid(chosen, level):
+                raise RoundError(
+                    key,
+                    f"draft_step_{i} parents {chosen} must be distinct nodes of level {i} (nodes {level[0]}..{level[-1]})",
+                    mat.path,
+                )
+            if have_scores and cfg.tree_type != TREE_DYNAMIC:
+                expect = _select_by_path_prob(level, lp_arr, heads)
+                if expect != chosen:
+                    notes.append(parents_mismatch_note(i, chosen, expect))
+        elif how == SELECT_PATH_PROB:
+            chosen = _select_by_path_prob(level, lp_arr, heads)
+        else:
+            chosen = _select_fallback(level, np.asarray(ranks), parent_order, np.asarray(parents), heads)
+        expanded.append(chosen)
+        selection.append(how)
+        new_level: list[int] = []
+        for j, u in enumerate(chosen):
+            cand_rows.append(mat.ids[j])
+            cand_logp.append(None if mat.logp is None else mat.logp[j])
+            for r in range(widths[j]):
+                tokens.append(int(mat.ids[j, r]))
+                parents.append(u)
+                depths.append(i + 1)
+                ranks.append(r)
+                logps.append(logps[u] + float(mat.logp[j, r]) if mat.logp is not None else float("nan"))
+                new_level.append(len(tokens) - 1)
+        parent_order = {u: j for j, u in enumerate(chosen)}
+        level = new_level
+    if SELECT_FALLBACK in selection:
+        notes.append(FALLBACK_WARNING)
+    tree = Tree(
+        np.asarray(tokens, dtype=np.int64),
+        np.asarray(parents, dtype=np.int64),
+        np.asarray(depths, dtype=np.int64),
+        np.asarray(ranks, dtype=np.int64),
+        np.asarray(logps, dtype=np.float64),
+        tuple(np.asarray(e, dtype=np.int64) for e in expanded),
+    )
+    return Rebuilt(tree, _stack(cand_rows, PAD_TOKEN, np.int64), _stack_opt(cand_logp), tuple(selection), tuple(notes))
+
+
+def _stack(rows: list[np.ndarray], fill, dtype) -> np.ndarray:
+    width = max((r.shape[0] for r in rows), default=0)
+    out = np.full((len(rows), width), fill, dtype=dtype)
+    for k, r in enumerate(rows):
+        out[k, : r.shape[0]] = r
+    return out
+
+
+def _stack_opt(rows: list[np.ndarray | None]) -> np.ndarray | None:
+    if not rows or any(r is None for r in rows):
+        return None
+    return _stack(rows, -np.inf, np.float64)  # type: ignore[arg-type]

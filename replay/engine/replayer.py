@@ -1,0 +1,325 @@
+"""Replay rounds: rebuild the tree, read the target's choices, walk greedy acceptance.
+
+``replay_round`` is the readable reference (one round at a time); ``replay_directory`` applies
+it to a dump directory, analysing every valid round and listing what it skipped and why.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from replay.core.acceptance import Acceptance, accept_greedy, target_top1_per_node
+from replay.core.config import SpecConfig, TreeConfig
+from replay.core.records import record_of
+from replay.core.tree import Tree
+from replay.core.vocab import PAD_TOKEN
+from replay.io.formats.matrix_io import RawSpec
+from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
+from replay.io.manifest import Manifest, group_rounds, read_manifest
+from replay.io.packed.format import looks_packed
+from replay.io.packed.pack import PackedBlockError, PackedRun
+from replay.io.rounds import Round, load_round
+from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError
+
+from .rebuild import Rebuilt, rebuild_tree
+
+LAYOUT_PARENTS, LAYOUT_ALL = "parents", "all"
+
+
+@dataclass(frozen=True, eq=False)
+class RoundResult:
+    key: Key
+    rebuilt: Rebuilt
+    acceptance: Acceptance
+    layout: str  # "parents" or "all"
+    layout_source: str  # "stated" or "detected"
+    target_top1: np.ndarray  # [num_nodes + 1] int64, PAD_TOKEN where the dump has no row
+    validate_rows: int  # rows of the validate matrix used (excess rows are padding)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def tree(self) -> Tree:
+        return self.rebuilt.tree
+
+    @property
+    def name(self) -> str:
+        return f"{self.key[0]}_{self.key[1]}"
+
+    def to_json(self) -> dict:
+        """The round's replay.core.records.RoundRecord as a JSON object (docs/output-schema.md)."""
+        return record_of(self).to_json()
+
+
+def _trailing_pad_rows(ids: np.ndarray) -> int:
+    """Rows left after dropping trailing rows made only of PAD_TOKEN."""
+    pad = np.all(ids == PAD_TOKEN, axis=1)
+    n = ids.shape[0]
+    while n and pad[n - 1]:
+        n -= 1
+    return n
+
+
+def resolve_layout(
+    key: Key, tree: Tree, validate_ids: np.ndarray, stated: str | None, path: str
+) -> tuple[str, str, int]:
+    """(layout, "stated"|"detected", rows to use). validate_ids: [rows, cols] int64."""
+    n_parents = int(tree.expanded_order.shape[0])
+    n_all = tree.num_nodes + 1
+    rows = _trailing_pad_rows(validate_ids)
+    if stated is not None:
+        need = n_parents if stated == LAYOUT_PARENTS else n_all
+        if rows < need:
+            raise RoundError(key, f"validate has {rows} row(s); the {stated} layout needs {need}", path)
+        return stated, "stated", need
+    if rows == n_parents:
+        return LAYOUT_PARENTS, "detected", n_parents
+    if rows >= n_all:
+        return LAYOUT_ALL, "detected", n_all
+    raise RoundError(
+        key,
+        f"validate has {rows} row(s): expected {n_parents} (parents layout: one per expanded node) "
+        f"or {n_all} (all layout: root + {tree.num_nodes} nodes); state it with --layout",
+        path,
+    )
+
+
+def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
+    """The reference replay of one round; raises RoundError when the dump disagrees with cfg."""
+    rebuilt = rebuild_tree(rnd, cfg)
+    tree = rebuilt.tree
+    layout, source, rows = resolve_layout(rnd.key, tree, rnd.validate.ids, rnd.layout, rnd.validate.path)
+    if np.any(rnd.validate.ids[:rows, 0] < 0):
+        bad = int(np.flatnonzero(rnd.validate.ids[:rows, 0] < 0)[0])
+        raise RoundError(rnd.key, f"validate row {bad} has no token in column 0", rnd.validate.path)
+    top1 = target_top1_per_node(tree, rnd.validate.ids[:rows], layout)
+    acc = accept_greedy(tree, top1)
+    notes = list(rebuilt.notes)
+    if rnd.validate.ids.shape[0] > rows:
+        notes.append(
+            f"validate: {rnd.validate.ids.shape[0] - rows} row(s) beyond the {layout} layout ignored as padding"
+        )
+    return RoundResult(rnd.key, rebuilt, acc, layout, source, top1, rows, tuple(notes))
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """How to read a dump directory; every field can also come from its manifest."""
+
+    config: SpecConfig | None = None
+    tree_index: int = 0
+    step0_offset: tuple[int, int] | None = None
+    layout: str | None = None
+    raw: RawSpec | None = None
+    score_kind: str | None = None
+    only_round: Key | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class DirectoryReplay:
+    directory: str
+    config: SpecConfig
+    tree: TreeConfig
+    manifest: Manifest
+    results: tuple[RoundResult, ...]
+    skipped: tuple[Skipped, ...]  # rounds or files that could not be used, with reasons
+    config_source: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    warnings: tuple[str, ...] = ()  # lines for stderr about how the files were read (Step0Check.after_replay)
+
+
+def reading_warnings(step0: Step0Check, accepted_lengths) -> tuple[str, ...]:
+    """What the commands print on stderr about the grouping, once the rounds are replayed.
+
+    accepted_lengths: the accepted length of every replayed round (any iterable of ints, or an array).
+    """
+    lengths = np.asarray(list(accepted_lengths) if not isinstance(accepted_lengths, np.ndarray) else accepted_lengths)
+    return step0.after_replay(int(lengths.shape[0]), bool(lengths.shape[0] and lengths.any()))
+
+
+def resolve_options(
+    directory: Path, opts: ReplayOptions
+) -> tuple[SpecConfig, TreeConfig, Manifest, ReplayOptions, str]:
+    """Merge CLI options with the directory's manifest and config.json (CLI wins)."""
+    manifest = read_manifest(directory)
+    config, source = opts.config, "--config"
+    if config is None and manifest.config is not None:
+        config, source = manifest.config, manifest.path or "manifest.json"
+    beside = directory / "config.json"
+    if config is None and os.path.lexists(beside):  # a directory or FIFO there is an error, never read or ignored
+        from replay.core.config import load_config
+
+        config, source = load_config(beside, allow_stream=False), str(beside)
+    if config is None:
+        raise DumpError(directory, "no tree config: pass --config FILE or put config.json beside the dumps")
+    if not 0 <= opts.tree_index < len(config.trees):
+        raise DumpError(source, f"--tree {opts.tree_index} but the config has {len(config.trees)} tree(s)", "specTree")
+    merged = ReplayOptions(
+        config,
+        opts.tree_index,
+        opts.step0_offset or manifest.step0_offset,  # None: the names decide (replay.io.manifest.group_rounds sets it)
+        opts.layout or manifest.layout,
+        opts.raw or manifest.raw,
+        opts.score_kind or manifest.score_kind,
+        opts.only_round,
+    )
+    return config, config.trees[opts.tree_index], manifest, merged, source
+
+
+def iter_rounds(
+    directory: Path, grouping: Grouping, opts: ReplayOptions, manifest: Manifest, skipped: list[Skipped]
+) -> Iterator[Round]:
+    """Load rounds one by one; a round whose files cannot be read is recorded in ``skipped``."""
+    for files in grouping.rounds:
+        if opts.only_round is not None and files.key != opts.only_round:
+            continue
+        try:
+            yield load_round(
+                files,
+                opts.raw,
+                opts.score_kind or "auto",
+                manifest.root_tokens.get(files.key, PAD_TOKEN),
+                opts.layout,
+            )
+        except DumpError as exc:
+            skipped.append(Skipped(f"round {files.key[0]}_{files.key[1]}", str(exc), (exc.path,)))
+
+
+def replay_directory(
+    directory: str | Path,
+    opts: ReplayOptions = ReplayOptions(),
+    progress: Callable[[int, int], None] | None = None,
+) -> DirectoryReplay:
+    """Replay every round of a dump directory; bad rounds are listed in ``skipped``, never fatal.
+
+    A packed run (a directory holding packed.json, see ``specreplay pack``) replays identically;
+    one that lost packed.json is an error, never an empty dump directory.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise DumpError(directory, "not a directory")
+    if looks_packed(directory):
+        return replay_packed(directory, opts, progress)
+    asked = opts.step0_offset
+    config, tree_cfg, manifest, opts, source = resolve_options(directory, opts)
+    grouping = group_rounds(directory, asked, manifest)
+    opts = replace(opts, step0_offset=grouping.step0_offset)
+    skipped = list(grouping.skipped)
+    results: list[RoundResult] = []
+    total = len(grouping.rounds)
+    for k, rnd in enumerate(iter_rounds(directory, grouping, opts, manifest, skipped)):
+        try:
+            results.append(replay_round(rnd, tree_cfg))
+        except SpecReplayError as exc:
+            skipped.append(Skipped(f"round {rnd.name}", str(exc), (getattr(exc, "path", None) or "",)))
+        if progress:
+            progress(k + 1, total)
+    if opts.only_round is not None and not results and not any(opts.only_round == f.key for f in grouping.rounds):
+        raise RoundNotFoundError(
+            directory,
+            no_such_round(opts.only_round, [f.key for f in grouping.rounds], str(directory), grouping.skipped),
+        )
+    warnings = reading_warnings(grouping.step0, [r.acceptance.accepted_length for r in results])
+    return DirectoryReplay(
+        str(directory),
+        config,
+        tree_cfg,
+        manifest,
+        tuple(results),
+        tuple(skipped),
+        source,
+        config_notes(config, opts),
+        warnings,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The reference replay on a packed run (here, not in replay.engine.runs: runs builds on this module)
+
+
+def _check_packed_options(run: PackedRun, opts: ReplayOptions) -> None:
+    """Reading options are baked into a packed run; asking for other ones needs a repack."""
+    wanted = [
+        ("--step0-offset", opts.step0_offset, run.step0_offset),
+        ("--raw", opts.raw, run.raw),
+        ("--scores", opts.score_kind, run.score_kind),
+    ]
+    for name, asked, packed in wanted:
+        if asked is not None and asked != packed and not (name == "--scores" and asked == "auto" and packed == "auto"):
+            raise DumpError(
+                run.path,
+                f"{name} {asked!r} differs from the packed run's {packed!r}; repack the dump directory to change it",
+            )
+
+
+def open_packed(
+    path: Path, opts: ReplayOptions
+) -> tuple[PackedRun, SpecConfig, TreeConfig, Manifest, ReplayOptions, str]:
+    """A packed run with its config resolved as a directory's; its reading options are the pack's."""
+    packed = PackedRun.open(path)
+    _check_packed_options(packed, opts)
+    config, tree, manifest, merged, source = resolve_options(path, opts)
+    merged = ReplayOptions(
+        merged.config,
+        merged.tree_index,
+        packed.step0_offset,
+        merged.layout,
+        packed.raw,
+        packed.score_kind,
+        merged.only_round,
+    )
+    return packed, config, tree, manifest, merged, source
+
+
+def packed_keys(packed: PackedRun) -> np.ndarray:
+    """[2, N] keys of a packed run's readable blocks (a bad block's rounds are listed as skipped anyway)."""
+    parts = []
+    for g in packed.groups:
+        for k, n in enumerate(g.block_sizes()):
+            try:
+                parts.append(packed.read(g, "keys", k)[..., :n])
+            except PackedBlockError:
+                continue
+    return np.concatenate(parts, axis=-1).astype(np.int64) if parts else np.zeros((2, 0), dtype=np.int64)
+
+
+def config_notes(config: SpecConfig, opts: ReplayOptions) -> tuple[str, ...]:
+    if len(config.trees) > 1:
+        return (f"config has {len(config.trees)} trees; replaying with specTree[{opts.tree_index}] (--tree)",)
+    return ()
+
+
+def replay_packed(
+    path: str | Path, opts: ReplayOptions = ReplayOptions(), progress: Callable[[int, int], None] | None = None
+) -> DirectoryReplay:
+    """replay_directory for a packed run: the reference, round by round, identical results."""
+    path = Path(path)
+    if not path.is_dir():
+        raise DumpError(path, "not a directory (expected a dump directory or a packed run)")
+    packed, config, tree, manifest, opts, source = open_packed(path, opts)
+    skipped = list(packed.skipped)
+    results: list[RoundResult] = []
+    only = opts.only_round
+    seen = loaded = 0
+    for _, item in packed.iter_rounds(opts.layout, only):
+        seen += 1
+        if isinstance(item, Skipped):
+            skipped.append(item)
+            continue
+        try:
+            results.append(replay_round(item, tree))
+        except SpecReplayError as exc:
+            skipped.append(Skipped(f"round {item.name}", str(exc), (getattr(exc, "path", None) or "",)))
+        loaded += 1
+        if progress:
+            progress(loaded, packed.num_rounds)
+    if only is not None and not seen:
+        raise RoundNotFoundError(path, no_such_round(only, packed_keys(packed), str(path)))
+    warnings = reading_warnings(packed.step0, [r.acceptance.accepted_length for r in results])
+    return DirectoryReplay(
+        str(path), config, tree, manifest, tuple(results), tuple(skipped), source, config_notes(config, opts), warnings
+    )

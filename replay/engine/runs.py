@@ -1,0 +1,308 @@
+"""One way in for every source of rounds: a dump directory or a packed run, replayed in batches.
+
+``open_run(path, opts)`` resolves the config and reading options exactly as ``replay_directory``
+does (CLI options, then the manifest, then config.json) and yields RoundBatches; ``replay_run``
+is the batch counterpart of ``replay_directory``: the same rounds, the same per-round outcomes,
+the same skipped list with the same messages (the reference supplies the message of each round
+the batch kernel rejects), as arrays instead of objects. ``replay_packed`` (in replay.engine.replayer, re-exported
+here) is the reference ``replay_directory`` on a packed run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from replay.core.config import SpecConfig, TreeConfig
+from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
+from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
+from replay.io.manifest import Manifest, group_rounds
+from replay.io.packed.pack import PackedBlockError, PackedRun, is_packed_run
+from replay.util.errors import DumpError, RoundNotFoundError, SpecReplayError
+from replay.util.parallel import ordered_map, resolve_workers
+
+from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
+from .replayer import (  # noqa: F401  (replay_packed re-exported)
+    DirectoryReplay,
+    ReplayOptions,
+    RoundResult,
+    config_notes,
+    open_packed,
+    packed_keys,
+    reading_warnings,
+    replay_packed,
+    replay_round,
+    resolve_options,
+)
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """A dump directory or a packed run with its resolved config and options."""
+
+    path: str
+    kind: str  # "directory" or "packed"
+    config: SpecConfig
+    tree: TreeConfig
+    manifest: Manifest
+    options: ReplayOptions  # merged: CLI over manifest
+    config_source: str
+    skipped: tuple[Skipped, ...]  # files the names could not place in a round
+    num_rounds: int  # rounds the names group into, readable or not
+    packed: PackedRun | None = None
+    grouping: Grouping | None = None
+    step0: Step0Check = Step0Check()  # how the step-0 offset was chosen (the grouping's, or the pack's)
+
+    def chunks(self, workers: int | None = None, progress: bool = False) -> Iterator[Callable[[], Chunk]]:
+        """Loaders of (batches, unreadable rounds as (ordinal, why)) in bounded pieces, ``only_round`` applied.
+
+        A packed run's loader reads and checks one block when called (on a replay thread, so
+        checking overlaps replaying); a block that fails its check comes back as skipped rounds.
+        """
+        only = self.options.only_round
+        if self.packed is not None:
+            yield from self._packed_chunks(only)
+            return
+        opts = self.options
+        items = plan_items(self.grouping, self.manifest.root_tokens, only)
+        read = ReadOptions(self.step0.offset, opts.raw, opts.score_kind or "auto", opts.layout)
+        for chunk in iter_read_chunks(self.path, items, read, workers, progress=progress):
+            yield lambda c=chunk: (list(c.batches), list(c.unreadable))
+
+    def _packed_chunks(self, only: Key | None) -> Iterator[Callable[[], Chunk]]:
+        run, layout = self.packed, self.options.layout
+        unreadable = [(o, s) for o, key, s in run.unreadable if only is None or key == only]
+        if only is None:
+            blocks = [(g, k) for g in run.groups for k in range(g.blocks)]
+        else:
+            blocks, unknown = run.locate(only)
+            unreadable += [(bad.position, bad.skipped) for bad in unknown]
+        yield lambda: ([], unreadable)
+
+        def load(g, k) -> Chunk:
+            try:
+                b = run.block(g, k, layout)
+            except PackedBlockError as exc:
+                bad = run.bad_block(g, k, exc)
+                return [], [(bad.position, bad.skipped)]
+            if only is not None:
+                b = b.take(np.flatnonzero((b.keys[0] == only[0]) & (b.keys[1] == only[1])))
+            return [b], []
+
+        for g, k in blocks:
+            yield lambda g=g, k=k: load(g, k)
+
+    def no_such_round(self, key: Key, where: str | None = None) -> str:
+        """replay.io.grouping.no_such_round for this run: the rounds it has, nearest to ``key`` first."""
+        if self.grouping is not None:
+            return no_such_round(key, [f.key for f in self.grouping.rounds], where or self.path, self.grouping.skipped)
+        return no_such_round(key, packed_keys(self.packed), where or self.path)
+
+    def has_round(self, key: tuple[int, int]) -> bool:
+        if self.grouping is not None:
+            return any(f.key == key for f in self.grouping.rounds)
+        found, unknown = self.packed.locate(key)
+        return bool(found or unknown) or any(k == key for _, k, _ in self.packed.unreadable)
+
+
+Chunk = tuple[list[RoundBatch], list[tuple[int, Skipped]]]
+
+
+def open_run(path: str | Path, opts: ReplayOptions = ReplayOptions()) -> Run:
+    """A dump directory or a packed run (a directory holding packed.json), ready to replay."""
+    path = Path(path)
+    if not path.is_dir():
+        raise DumpError(path, "not a directory (expected a dump directory or a packed run)")
+    if is_packed_run(path):
+        packed, config, tree, manifest, merged, source = open_packed(path, opts)
+        return Run(
+            str(path),
+            "packed",
+            config,
+            tree,
+            manifest,
+            merged,
+            source,
+            tuple(packed.skipped),
+            packed.num_rounds,
+            packed=packed,
+            step0=packed.step0,
+        )
+    config, tree, manifest, merged, source = resolve_options(path, opts)
+    grouping = group_rounds(path, opts.step0_offset, manifest)
+    merged = replace(merged, step0_offset=grouping.step0_offset)
+    return Run(
+        str(path),
+        "directory",
+        config,
+        tree,
+        manifest,
+        merged,
+        source,
+        tuple(grouping.skipped),
+        len(grouping.rounds),
+        grouping=grouping,
+        step0=grouping.step0,
+    )
+
+
+def _config_notes(run: Run) -> tuple[str, ...]:
+    return config_notes(run.config, run.options)
+
+
+def _missing_round(run: Run) -> DumpError:
+    return RoundNotFoundError(run.path, run.no_such_round(run.options.only_round))
+
+
+def require_round(paths, key: Key, opts: ReplayOptions | None = None) -> None:
+    """RoundNotFoundError unless at least one of ``paths`` holds round ``key`` (plot and report draw
+    it, side by side in the runs that have it): checked on the names, before anything is read."""
+    runs = [open_run(p, opts or ReplayOptions()) for p in paths]
+    if not any(run.has_round(key) for run in runs):
+        where = ", ".join(str(p) for p in paths)
+        raise RoundNotFoundError(runs[0].path, runs[0].no_such_round(key, where))
+
+
+# --------------------------------------------------------------------------------------------
+# The batch replay of a run
+
+
+@dataclass(frozen=True, eq=False)
+class RunReplay:
+    """The batch counterpart of DirectoryReplay: outcomes as arrays, rounds in key order."""
+
+    directory: str
+    kind: str
+    config: SpecConfig
+    tree: TreeConfig
+    manifest: Manifest
+    result: BatchResult  # every readable round, rejected ones with error != 0
+    skipped: tuple[Skipped, ...]  # exactly replay_directory's list: names, unreadable, rejected
+    config_source: str
+    notes: tuple[str, ...]
+    seconds: float  # wall time of reading and replaying
+    per_batch: tuple = ()  # replay_run's per_batch(batch, result, tree) of every batch, in reading order
+    warnings: tuple[str, ...] = ()  # lines for stderr about how the files were read (as DirectoryReplay.warnings)
+
+    def iter_json(self) -> Iterator[dict]:
+        """RoundResult.to_json() of every replayed round, in key order."""
+        return self.result.iter_json()
+
+
+def explain_rejections(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[tuple[int, Skipped]]:
+    """The reference's message for every round the batch kernel rejected (they are rare)."""
+    out = []
+    for i in np.flatnonzero(~res.ok):
+        rnd = batch.round_at(int(i))
+        try:
+            replay_round(rnd, tree)
+        except SpecReplayError as exc:
+            ordinal = int(batch.ordinals[i]) if batch.ordinals is not None else int(i)
+            out.append((ordinal, Skipped(f"round {rnd.name}", str(exc), (getattr(exc, "path", None) or "",))))
+            continue
+        raise RuntimeError(
+            f"batch replay rejected round {rnd.name} but the reference replays it: a bug in replay.engine.batch"
+        )
+    return out
+
+
+def iter_run_results(
+    run: Run, workers: int | None = None, progress: bool = False, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS
+) -> Iterator[tuple[BatchResult, list[tuple[int, Skipped]]]]:
+    """(outcomes of one batch, unreadable and rejected rounds as (ordinal, why)), batch by batch.
+
+    Batches (a packed run's blocks, a directory's chunks) are replayed on ``workers`` threads, a
+    bounded window ahead, results in order. Nothing accumulates here: a consumer that keeps only
+    aggregates replays a run larger than RAM in the memory of a few blocks (packed runs are
+    memory-mapped).
+    """
+    for res, why, _ in iter_run_parts(run, workers, progress, chunk_rounds):
+        yield res, why
+
+
+PerBatch = Callable[[RoundBatch, BatchResult, TreeConfig], object]  # (batch, its outcomes, the run's config)
+
+
+def iter_run_parts(
+    run: Run,
+    workers: int | None = None,
+    progress: bool = False,
+    chunk_rounds: int = DEFAULT_CHUNK_ROUNDS,
+    per_batch: PerBatch | None = None,
+) -> Iterator[tuple[BatchResult, list[tuple[int, Skipped]], object]]:
+    """iter_run_results plus ``per_batch(batch, result, run.tree)`` of each batch (None without it), computed
+    on the replay thread while the batch is in memory (analysis builds its tables there)."""
+    workers = resolve_workers(workers)
+
+    def work(loader: Callable[[], Chunk]):
+        batches, unreadable = loader()
+        done = []
+        for b in batches:
+            res = replay_batch(b, run.tree, 1, chunk_rounds)  # parallel across batches instead
+            done.append(
+                (res, explain_rejections(b, res, run.tree), None if per_batch is None else per_batch(b, res, run.tree))
+            )
+        return unreadable, done
+
+    for unreadable, done in ordered_map(work, run.chunks(workers, progress), workers):
+        if unreadable:
+            yield empty_result(run.tree.gamma), list(unreadable), None
+        yield from done
+
+
+def _check_unique_ordinals(run: Run, result: BatchResult) -> None:
+    """No round twice (PackedRun.iter_rounds checks the same): checksums pass for what the writer
+    wrote, but a re-hashed edit could repeat an ordinal."""
+    ords = result.ordinals  # [N] int64, sorted
+    taken = np.asarray([o for o, _, _ in run.packed.unreadable], dtype=np.int64)
+    if ords is not None and ((ords[1:] == ords[:-1]).any() or np.isin(ords, taken).any()):
+        raise DumpError(
+            run.path, "packed rounds repeat an ordinal (ordinal.npy): the run is inconsistent; repack it", "ordinal"
+        )
+
+
+def replay_run(
+    path: str | Path,
+    opts: ReplayOptions = ReplayOptions(),
+    workers: int | None = None,
+    progress: bool = False,
+    chunk_rounds: int = DEFAULT_CHUNK_ROUNDS,
+    per_batch: PerBatch | None = None,
+) -> RunReplay:
+    """Batch-replay a dump directory or a packed run (same rounds, outcomes and skips as the reference)."""
+    start = time.perf_counter()
+    run = open_run(path, opts)
+    parts: list[BatchResult] = []
+    later: list[tuple[int, Skipped]] = []  # unreadable and rejected rounds, by position
+    extras = []
+    for res, why, extra in iter_run_parts(run, workers, progress, chunk_rounds, per_batch):
+        later += why
+        if len(res):
+            parts.append(res)
+        if extra is not None:
+            extras.append(extra)
+    result = BatchResult.concat(parts).sorted_by_ordinal() if parts else empty_result(run.tree.gamma)
+    if run.packed is not None:
+        _check_unique_ordinals(run, result)
+    if run.options.only_round is not None and not len(result) and not run.has_round(run.options.only_round):
+        raise _missing_round(run)
+    skipped = run.skipped + tuple(s for _, s in sorted(later, key=lambda t: t[0]))
+    warnings = reading_warnings(run.step0, result.accepted_length[result.ok])
+    return RunReplay(
+        run.path,
+        run.kind,
+        run.config,
+        run.tree,
+        run.manifest,
+        result,
+        skipped,
+        run.config_source,
+        _config_notes(run),
+        time.perf_counter() - start,
+        tuple(extras),
+        warnings,
+    )

@@ -1,0 +1,96 @@
+"""Write rounds in the dump format that the readers accept (docs/dump-format.md)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from replay.util.atomic import write_bytes_atomic, write_json_atomic
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_FORMAT = "specreplay-dump"
+MANIFEST_VERSION = 1
+DEFAULT_STEP0_OFFSET = 1  # step 0 is named one position before the rest of its round
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """What one draft step (or the verification) produced, ready to be written."""
+
+    ids: np.ndarray  # [rows, cols] int64 token ids, each row sorted by descending probability
+    scores: np.ndarray | None = None  # [rows, cols] float32 log-probabilities (same cells as ids)
+    parents: np.ndarray | None = None  # [rows] int64 tree-order node id each row expands (draft only)
+
+
+def step_file_name(
+    kind: str, key: tuple[int, int], step: int | None = None, step0_offset: int = DEFAULT_STEP0_OFFSET
+) -> str:
+    """``draft_step_{i}_{a}_{b}`` or ``validate_{a}_{b}`` for a round keyed ``(a, b)``."""
+    a, b = key
+    if kind == "validate":
+        return f"validate_{a}_{b}"
+    if step is None:
+        raise ValueError("a draft file needs its step index")
+    if step == 0:
+        a, b = a - step0_offset, b - step0_offset
+    return f"draft_step_{step}_{a}_{b}"
+
+
+def _npz_bytes(rec: StepRecord) -> bytes:
+    arrays: dict[str, np.ndarray] = {"ids": np.asarray(rec.ids, dtype=np.int64)}
+    if rec.ids.ndim != 2:
+        raise ValueError(f"ids: expected [rows, cols], got shape {rec.ids.shape}")
+    if rec.scores is not None:
+        if rec.scores.shape != rec.ids.shape:
+            raise ValueError(f"scores shape {rec.scores.shape} differs from ids shape {rec.ids.shape}")
+        arrays["scores"] = np.asarray(rec.scores, dtype=np.float32)
+    if rec.parents is not None:
+        if rec.parents.shape != (rec.ids.shape[0],):
+            raise ValueError(f"parents: expected [{rec.ids.shape[0]}], got shape {rec.parents.shape}")
+        arrays["parents"] = np.asarray(rec.parents, dtype=np.int64)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def write_round(
+    out_dir: str | Path,
+    key: tuple[int, int],
+    steps: Sequence[StepRecord],
+    validate: StepRecord,
+    step0_offset: int = DEFAULT_STEP0_OFFSET,
+) -> list[Path]:
+    """Write one round as ``.npz`` files (ids, optional scores and parents), each atomically."""
+    out_dir = Path(out_dir)
+    written = []
+    for i, rec in enumerate(steps):
+        path = out_dir / (step_file_name("draft", key, i, step0_offset) + ".npz")
+        write_bytes_atomic(path, _npz_bytes(rec))
+        written.append(path)
+    path = out_dir / (step_file_name("validate", key) + ".npz")
+    write_bytes_atomic(path, _npz_bytes(validate))
+    written.append(path)
+    return written
+
+
+def write_text_matrix(path: str | Path, ids: np.ndarray) -> None:
+    """[rows, cols] int matrix as whitespace-separated text (the article's plain form)."""
+    ids = np.asarray(ids)
+    if ids.ndim != 2:
+        raise ValueError(f"expected [rows, cols], got shape {ids.shape}")
+    lines = [" ".join(str(int(v)) for v in row) for row in ids]
+    write_bytes_atomic(path, ("\n".join(lines) + "\n").encode())
+
+
+def write_manifest(out_dir: str | Path, manifest: dict[str, Any]) -> Path:
+    """Write ``manifest.json`` atomically, stamping format and version."""
+    body = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION}
+    body.update(manifest)
+    path = Path(out_dir) / MANIFEST_NAME
+    write_json_atomic(path, body)
+    return path

@@ -1,0 +1,295 @@
+"""Read a dump directory on every core: each file read once, rounds stacked column-major.
+
+The directory is grouped by name first (no file is opened for that); then chunks of rounds go to
+a process pool (as plain strings, ``round_paths``). Each worker reads plain-text rounds in bulk
+(``replay.io.formats.textbatch``) and every other round with the same reader as the reference
+(``replay.io.rounds.load_round``; a text round the bulk reader hands back is read again there, so its
+results and messages are the reference's), and stacks rounds of equal matrix signature into RoundBatches.
+Chunks come back in key order, a bounded number in flight, so memory stays proportional to the
+chunk size, not to the directory. A tqdm bar on stderr counts files and rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from replay.core.vocab import PAD_TOKEN
+from replay.util.errors import DumpError
+from replay.util.parallel import WorkerDiedError, ordered_map, resolve_workers
+from replay.util.progress import progress_bar
+
+from .formats.matrix_io import SCORE_AUTO, DumpMatrix, RawSpec
+from .formats.textbatch import RoundPaths, read_text_batches
+from .grouping import FileSet, Grouping, Key, RoundFiles, Skipped
+from .roundbatch import MatrixStack, RoundBatch, SourceNames
+from .rounds import Round, load_round
+
+READ_TASK_ROUNDS = 256  # rounds per worker task: ~1,000 files, a progress tick every few ms
+_INT32 = np.iinfo(np.int32)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What reading needs (the tree config is not among it)."""
+
+    step0_offset: tuple[int, int] = (1, 1)
+    raw: RawSpec | None = None
+    score_kind: str = SCORE_AUTO
+    layout: str | None = None  # stated validate layout, carried into every Round
+
+
+@dataclass(frozen=True, eq=False)
+class ReadChunk:
+    """One task's output: the rounds it read, stacked by signature, and those it could not read."""
+
+    batches: tuple[RoundBatch, ...]
+    unreadable: tuple[tuple[int, Skipped], ...]  # (ordinal, why), as replay_directory lists them
+    files: int
+    rounds: int
+
+
+def narrow_ids(ids: np.ndarray) -> np.dtype:
+    """int32 when every id fits (all real vocabularies do): half the bytes to store and to scan."""
+    if ids.size == 0 or (ids.min() >= _INT32.min and ids.max() <= _INT32.max):
+        return np.dtype(np.int32)
+    return np.dtype(np.int64)
+
+
+def narrow_logp(logp: np.ndarray) -> np.dtype:
+    """float32 when it holds every value exactly (float32 scores do), else float64: lossless."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        back = logp.astype(np.float32).astype(np.float64)
+    return np.dtype(np.float32) if np.array_equal(back, logp, equal_nan=True) else np.dtype(np.float64)
+
+
+def matrix_signature(m: DumpMatrix) -> tuple:
+    """(rows, cols, ids dtype, logp dtype or None, parents length or None): what must match to stack."""
+    return (
+        m.rows,
+        m.cols,
+        narrow_ids(m.ids).str,
+        None if m.logp is None else narrow_logp(m.logp).str,
+        None if m.parents is None else (int(m.parents.shape[0]), narrow_ids(m.parents).str),
+    )
+
+
+def batch_signature(batch: RoundBatch) -> tuple:
+    """The signature of a RoundBatch's rounds (the same tuple matrix_signature builds per round)."""
+
+    def one(st: MatrixStack) -> tuple:
+        return (
+            st.rows,
+            st.cols,
+            st.ids.dtype.str,
+            None if st.logp is None else st.logp.dtype.str,
+            None if st.parents is None else (st.parents.shape[0], st.parents.dtype.str),
+        )
+
+    exts = batch.names.exts if batch.names else None
+    return (tuple(one(s) for s in (*batch.steps, batch.validate)), exts, batch.layout)
+
+
+def count_files(files: RoundFiles) -> int:
+    """Files a round is read from: its matrices and their .scores/.parents companions."""
+    return sum(1 + (fs.scores is not None) + (fs.parents is not None) for fs in (*files.steps, files.validate))
+
+
+def _exts(files: RoundFiles) -> tuple[str, ...]:
+    return tuple(Path(fs.data).suffix for fs in (*files.steps, files.validate))
+
+
+def _stack(mats: Sequence[DumpMatrix], sig: tuple) -> MatrixStack:
+    _, _, ids_dt, logp_dt, par = sig
+    return MatrixStack(
+        np.stack([m.ids for m in mats], axis=-1).astype(ids_dt, copy=False),
+        None if logp_dt is None else np.stack([m.logp for m in mats], axis=-1).astype(logp_dt, copy=False),
+        None if par is None else np.stack([m.parents for m in mats], axis=-1).astype(par[1], copy=False),
+    )
+
+
+def _paths_of(rnd: Round) -> tuple[str, ...]:
+    return tuple(m.path for m in (*rnd.steps, rnd.validate))
+
+
+def round_paths(items: Sequence[tuple[int, RoundFiles, int]]) -> list[RoundPaths]:
+    """plan_items' rounds as plain tuples of strings, cheap to send to a reader process."""
+    return [
+        (o, rf.key, tuple((fs.data, fs.scores, fs.parents) for fs in (*rf.steps, rf.validate)), root)
+        for o, rf, root in items
+    ]
+
+
+def _round_files(item: RoundPaths) -> tuple[int, RoundFiles, int]:
+    ordinal, key, files, root = item
+    sets = tuple(FileSet(d, s, p) for d, s, p in files)
+    return ordinal, RoundFiles(key, sets[:-1], sets[-1]), root
+
+
+def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -> ReadChunk:
+    """Read rounds ``items`` (from round_paths); runs inside a worker process.
+
+    Plain-text rounds are parsed together (replay.io.formats.textbatch); every other round, and any text round
+    that is not in the strict common form, is read by the reference reader, one round at a time.
+    """
+    raw_forced = opts.raw is not None and opts.raw.force
+    fast, rest = read_text_batches(directory, items, opts.step0_offset, opts.layout, raw_forced)
+    groups: dict[tuple, list[tuple[int, Round]]] = {}
+    unreadable: list[tuple[int, Skipped]] = []
+    files = sum(1 + (s is not None) + (p is not None) for _, _, fps, _ in items for _, s, p in fps)
+    for ordinal, rf, root in map(_round_files, rest):
+        try:
+            rnd = load_round(rf, opts.raw, opts.score_kind, root, opts.layout)
+        except DumpError as exc:
+            unreadable.append((ordinal, Skipped(f"round {rf.key[0]}_{rf.key[1]}", str(exc), (exc.path,))))
+            continue
+        sig = (tuple(matrix_signature(m) for m in (*rnd.steps, rnd.validate)), _exts(rf))
+        groups.setdefault(sig, []).append((ordinal, rnd))
+    batches = []
+    for (mat_sigs, exts), members in groups.items():
+        rounds = [r for _, r in members]
+        names = SourceNames(directory, exts, opts.step0_offset)
+        batch = RoundBatch(
+            np.asarray([r.key for r in rounds], dtype=np.int64).reshape(-1, 2).T.copy(),
+            np.asarray([r.root_token for r in rounds], dtype=np.int64),
+            tuple(_stack([r.steps[s] for r in rounds], mat_sigs[s]) for s in range(len(mat_sigs) - 1)),
+            _stack([r.validate for r in rounds], mat_sigs[-1]),
+            opts.layout,
+            names,
+            np.asarray([o for o, _ in members], dtype=np.int64),
+        )
+        odd = {o: _paths_of(r) for o, r in members if _paths_of(r) != names.paths(r.key, len(r.steps))}
+        if odd:  # names that do not round-trip (e.g. zero-padded counters): keep them verbatim
+            batch = RoundBatch(
+                batch.keys,
+                batch.root_tokens,
+                batch.steps,
+                batch.validate,
+                batch.layout,
+                SourceNames(directory, exts, opts.step0_offset, odd),
+                batch.ordinals,
+            )
+        batches.append(batch)
+    if fast and batches:  # rare: a signature's rounds from both readers go back in key order, as one reader gives them
+        batches = _merge_in_order(fast + batches)
+    else:
+        batches = fast + batches
+    return ReadChunk(tuple(batches), tuple(unreadable), files, len(items))
+
+
+def _merge_in_order(batches: Sequence[RoundBatch]) -> list[RoundBatch]:
+    """One batch per signature, its rounds sorted by ordinal (a packed group's blocks stay in key order)."""
+    parts: dict[tuple, list[RoundBatch]] = {}
+    for b in batches:
+        parts.setdefault(batch_signature(b), []).append(b)
+    out = []
+    for bs in parts.values():
+        merged = concat_batches(bs)
+        out.append(merged if len(bs) == 1 else merged.take(np.argsort(merged.ordinals, kind="stable")))
+    return out
+
+
+def _read_task(args: tuple) -> ReadChunk:
+    return read_chunk(*args)
+
+
+def plan_items(
+    grouping: Grouping, roots: Mapping[Key, int], only: Key | None = None
+) -> list[tuple[int, RoundFiles, int]]:
+    """(ordinal, files, root token) for every grouped round, ordinal = position in key order."""
+    return [
+        (k, rf, roots.get(rf.key, PAD_TOKEN)) for k, rf in enumerate(grouping.rounds) if only is None or rf.key == only
+    ]
+
+
+def iter_read_chunks(
+    directory: str | Path,
+    items: Sequence[tuple[int, RoundFiles, int]],
+    opts: ReadOptions,
+    workers: int | None = None,
+    chunk_rounds: int = READ_TASK_ROUNDS,
+    progress: bool = True,
+) -> Iterator[ReadChunk]:
+    """Read ``items`` in chunks on ``workers`` processes; chunks come back in order.
+
+    At most ``2 * workers`` chunks are in flight, so a slow consumer (the pack writer) bounds memory.
+    """
+    directory = str(Path(directory))
+    workers = resolve_workers(workers)
+    # Small directories still get a few chunks per worker, so both cores share the work.
+    chunk_rounds = max(8, min(chunk_rounds, -(-len(items) // (4 * workers))))
+    tasks = [(directory, round_paths(items[i : i + chunk_rounds]), opts) for i in range(0, len(items), chunk_rounds)]
+    total_files = sum(count_files(rf) for _, rf, _ in items)
+    bar = _progress_bar(total_files, progress)
+    rounds = 0
+    try:
+        for chunk in ordered_map(_read_task, tasks, min(workers, len(tasks)), processes=True):
+            rounds += chunk.rounds
+            bar.update(chunk.files)
+            bar.set_postfix_str(f"{rounds} rounds", refresh=False)
+            yield chunk
+    except WorkerDiedError:
+        raise DumpError(
+            directory,
+            "a reader process died (killed, e.g. out of memory) while reading; --workers 1 reads in this process",
+        ) from None
+    finally:
+        bar.close()
+
+
+def _progress_bar(total: int, enabled: bool):
+    return progress_bar(total, "reading", enabled, unit="file", dynamic_ncols=True, mininterval=0.5)
+
+
+def read_directory(
+    directory: str | Path,
+    grouping: Grouping,
+    roots: Mapping[Key, int],
+    opts: ReadOptions,
+    workers: int | None = None,
+    progress: bool = False,
+) -> tuple[list[RoundBatch], list[tuple[int, Skipped]]]:
+    """Everything in memory: one RoundBatch per signature (rounds in key order) and the unreadable."""
+    parts: dict[tuple, list[RoundBatch]] = {}
+    unreadable: list[tuple[int, Skipped]] = []
+    for chunk in iter_read_chunks(directory, plan_items(grouping, roots), opts, workers, progress=progress):
+        unreadable += chunk.unreadable
+        for b in chunk.batches:
+            parts.setdefault(batch_signature(b), []).append(b)
+    return [concat_batches(bs) for bs in parts.values()], unreadable
+
+
+def concat_batches(batches: Sequence[RoundBatch]) -> RoundBatch:
+    """Rounds of equal signature from several batches, in the given order (copies)."""
+    if len(batches) == 1:
+        return batches[0]
+    first = batches[0]
+
+    def cat(get) -> np.ndarray | None:
+        arrays = [get(b) for b in batches]
+        return None if arrays[0] is None else np.concatenate(arrays, axis=-1)
+
+    def stack(i: int | None) -> MatrixStack:
+        pick = (lambda b: b.validate) if i is None else (lambda b: b.steps[i])
+        return MatrixStack(cat(lambda b: pick(b).ids), cat(lambda b: pick(b).logp), cat(lambda b: pick(b).parents))
+
+    overrides: dict[int, tuple[str, ...]] = {}
+    for b in batches:
+        if b.names is not None:
+            overrides.update(b.names.overrides)
+    names = None
+    if first.names is not None:
+        names = SourceNames(first.names.directory, first.names.exts, first.names.step0_offset, overrides)
+    ords = None if any(b.ordinals is None for b in batches) else cat(lambda b: b.ordinals)
+    return RoundBatch(
+        cat(lambda b: b.keys),
+        cat(lambda b: b.root_tokens),
+        tuple(stack(i) for i in range(first.num_steps)),
+        stack(None),
+        first.layout,
+        names,
+        ords,
+    )

@@ -1,0 +1,389 @@
+"""Read one dump matrix (token ids, optional scores, optional parent indices) from any encoding.
+
+Encodings (docs/dump-format.md): plain text (no extension, ``.txt``, ``.csv``; whitespace- or
+comma-separated), ``.npy``, ``.npz`` (arrays ``ids``, ``scores``, ``parents``), ``.pt`` (a tensor or
+a dict of those tensors; read without torch, never unpickled) and raw headerless binary with a
+stated dtype and column count (``.bin``/``.raw``, or every data file when raw is forced).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from replay.core.vocab import PAD_TOKEN
+from replay.util.bounded import (
+    MAX_MATRIX_CELLS,
+    MAX_MATRIX_FILE_BYTES,
+    MAX_TEXT_FILE_BYTES,
+    Fail,
+    dump_fail,
+    read_file_bytes,
+)
+from replay.util.errors import DumpError
+
+from .npyfile import read_npy, read_npz
+from .ptfile import load_pt
+
+TEXT_EXTS = ("", ".txt", ".csv")
+RAW_EXTS = (".bin", ".raw")
+ARRAY_EXTS = (".npy", ".npz", ".pt")
+DATA_EXTS = TEXT_EXTS + RAW_EXTS + ARRAY_EXTS
+
+SCORE_AUTO, SCORE_PROB, SCORE_LOGPROB = "auto", "prob", "logprob"
+ARRAY_NAMES = ("ids", "scores", "parents")  # what an .npz/.pt file may hold; other arrays are not read
+ID_KINDS, SCORE_KINDS = "iu", "iuf"  # numpy dtype kinds accepted for token ids / for scores
+_SEP = re.compile(r"[\s,]+")
+# A cell is an ASCII decimal integer (Python's int() would also take '1_000' and other scripts' digits)
+# or, for scores, a float literal; checked per line before numpy converts.
+_BAD_INT_CHAR = re.compile(r"[^0-9+\-\s,]")
+_BAD_FLOAT_CHAR = re.compile(r"[^0-9+\-.eE\s,naifNAIFtyTY]")
+# The fast path's alphabet (ASCII only) and what it needs of lines: LF ends a line, nothing else does.
+_FAST_INT = re.compile(r"[^0-9+\- \t\n,]")
+_FAST_FLOAT = re.compile(r"[^0-9+\-.eE \t\n,naifNAIFtyTY]")
+_ODD_LINE_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines splits here too
+_COMMENT_LINES = re.compile(r"^[ \t]*#.*$", re.MULTILINE)
+_INT64 = np.iinfo(np.int64)
+_PROB_SLACK = 1e-5  # float32 softmax outputs can exceed 1 by a few ulps
+
+
+@dataclass(frozen=True)
+class RawSpec:
+    """How to read headerless binary: dtype and columns (rows follow from the file size)."""
+
+    dtype: str = "int32"  # numpy dtype string, little-endian unless stated ('>i4')
+    columns: Mapping[str, int] = field(default_factory=dict)  # per kind: "draft", "validate"
+    score_dtype: str = "float32"
+    force: bool = False  # read extension-less files as raw instead of text
+
+    @classmethod
+    def parse(cls, text: str) -> RawSpec:
+        """``int32:16`` or ``int32:draft=16,validate=1`` (append ``:force`` for extension-less files)."""
+        parts = text.split(":")
+        if len(parts) < 2:
+            raise DumpError("--raw", f"expected DTYPE:COLUMNS (e.g. int32:16), got {text!r}")
+        raw_dtype(parts[0], ID_KINDS, dump_fail("--raw"))
+        cols: dict[str, int] = {}
+        try:
+            if "=" in parts[1]:
+                for item in parts[1].split(","):
+                    kind, value = item.split("=")
+                    if kind not in ("draft", "validate"):
+                        raise ValueError(kind)
+                    cols[kind] = int(value)
+            else:
+                cols = {"draft": int(parts[1]), "validate": int(parts[1])}
+        except ValueError:
+            raise DumpError("--raw", f"columns must be N or draft=N,validate=M, got {parts[1]!r}") from None
+        check_raw_columns(cols, dump_fail("--raw"))
+        return cls(parts[0], cols, force=len(parts) > 2 and parts[2] == "force")
+
+
+def raw_dtype(name: object, kinds: str, fail: Fail) -> np.dtype:
+    """The numpy dtype called ``name`` (little-endian unless it says '>'), of one of ``kinds``."""
+    try:
+        dt = np.dtype(name) if isinstance(name, str) else None
+    except (TypeError, ValueError, SyntaxError):
+        dt = None
+    if dt is None:
+        raise fail(f"expected a numpy dtype name (int32, float32, ...), got unknown dtype {name!r}")
+    if dt.kind not in kinds or dt.fields is not None or dt.subdtype is not None:
+        want = "an integer dtype (int32, <i8, ...)" if kinds == ID_KINDS else "a numeric dtype (float32, ...)"
+        raise fail(f"dtype {name!r} is not {want}")
+    return dt.newbyteorder("<") if dt.byteorder == "=" else dt
+
+
+def check_raw_columns(columns: object, fail: Fail) -> None:
+    """Column counts per kind: {"draft": N, "validate": M}, each a positive integer."""
+    if not isinstance(columns, Mapping) or not columns:
+        raise fail(f"expected columns as {{draft: N, validate: M}}, got {columns!r}")
+    for kind, value in columns.items():
+        if kind not in ("draft", "validate"):
+            raise fail(f"expected column counts for 'draft' and 'validate', got {kind!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise fail(f"expected the {kind} column count as a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class DumpMatrix:
+    """One file's content. ``scores`` are always converted to natural-log probabilities."""
+
+    path: str
+    ids: np.ndarray  # [rows, cols] int64
+    logp: np.ndarray | None = None  # [rows, cols] float64 log-probabilities, None when absent
+    parents: np.ndarray | None = None  # [rows] int64 tree-order node expanded by each row
+
+    @classmethod
+    def from_lists(cls, ids, logp=None, parents=None, path: str = "<memory>") -> DumpMatrix:
+        return cls(
+            path,
+            np.asarray(ids, dtype=np.int64).reshape(len(ids), -1),
+            None if logp is None else np.asarray(logp, dtype=np.float64).reshape(len(ids), -1),
+            None if parents is None else np.asarray(parents, dtype=np.int64),
+        )
+
+    @property
+    def rows(self) -> int:
+        return int(self.ids.shape[0])
+
+    @property
+    def cols(self) -> int:
+        return int(self.ids.shape[1])
+
+
+def parse_text_matrix(text: str, path: str, as_float: bool = False) -> np.ndarray:
+    """[rows, cols] from whitespace/comma-separated text; '#' lines and blank lines are skipped.
+
+    ``_parse_text_lines`` defines the format; numpy's C parser (np.loadtxt) reads the common case
+    (ASCII numbers, no line breaks but LF/CRLF) with the same result in a fraction of the time and
+    memory, and any text it does not take goes to the reference parser, which names the line.
+    """
+    text = text.replace("\r\n", "\n")
+    if _ODD_LINE_BREAKS.search(text):
+        return _parse_text_lines(text, path, as_float)
+    body = _COMMENT_LINES.sub("", text)
+    if (_FAST_FLOAT if as_float else _FAST_INT).search(body):
+        return _parse_text_lines(text, path, as_float)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "input contained no data": reported below
+            arr = np.loadtxt(
+                io.StringIO(body.replace(",", " ")), dtype=np.float64 if as_float else np.int64, ndmin=2, comments=None
+            )
+    except (ValueError, OverflowError):
+        return _parse_text_lines(text, path, as_float)
+    if arr.size == 0:
+        raise DumpError(path, "empty file: no matrix rows")
+    return arr
+
+
+def _parse_text_lines(text: str, path: str, as_float: bool) -> np.ndarray:
+    """The text format, line by line (the reference; errors name the line)."""
+    kind = "a number" if as_float else "an integer token id"
+    field_name = "scores" if as_float else "ids"
+    bad_char = _BAD_FLOAT_CHAR if as_float else _BAD_INT_CHAR
+    rows: list[list[str]] = []
+    first = 0
+    for no, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        bad = bad_char.search(stripped)
+        if bad:
+            cell = next(c for c in _SEP.split(stripped) if bad.group() in c)
+            # Words on the first line are most likely column names: say how to keep them.
+            header = (
+                "; a header line? Delete it or start it with #" if not rows and any(ch.isalpha() for ch in cell) else ""
+            )
+            raise DumpError(path, f"line {no}: {cell[:40]!r} is not {kind}{header}", field_name)
+        cells = [c for c in _SEP.split(stripped) if c]
+        if not cells:  # only separators: a blank line
+            continue
+        if rows and len(cells) != len(rows[0]):
+            raise DumpError(
+                path, f"ragged rows: line {no} has {len(cells)} values, line {first} has {len(rows[0])}", field_name
+            )
+        first = first or no
+        for c in cells:
+            try:
+                value = float(c) if as_float else int(c)
+            except ValueError:
+                raise DumpError(path, f"line {no}: {c[:40]!r} is not {kind}", field_name) from None
+            if not as_float and not _INT64.min <= value <= _INT64.max:
+                raise DumpError(path, f"line {no}: token id {c[:40]} is outside the int64 range", field_name)
+        rows.append(cells)
+    if not rows:
+        raise DumpError(path, "empty file: no matrix rows")
+    return np.array(rows, dtype=np.float64 if as_float else np.int64)
+
+
+def _read_text(path: Path, as_float: bool) -> np.ndarray:
+    data = read_file_bytes(path, MAX_TEXT_FILE_BYTES)
+    try:
+        text = data.decode("utf-8-sig")  # a BOM is allowed
+    except UnicodeDecodeError:
+        raise DumpError(path, "not UTF-8 text; if this is a raw binary dump, pass --raw DTYPE:COLUMNS") from None
+    return parse_text_matrix(text, str(path), as_float)
+
+
+def _read_raw(path: Path, dtype: str, columns: int, kinds: str) -> np.ndarray:
+    dt = raw_dtype(dtype, kinds, dump_fail(path, "--raw"))
+    if isinstance(columns, bool) or not isinstance(columns, int) or columns < 1:
+        raise DumpError(path, f"column count must be a positive integer, got {columns!r}", "--raw")
+    data = read_file_bytes(path, MAX_MATRIX_FILE_BYTES)
+    row_bytes = dt.itemsize * columns
+    if len(data) % row_bytes:
+        raise DumpError(
+            path,
+            f"size {len(data)} bytes is not a whole number of rows of {columns} x {dt.name} ({row_bytes} bytes); "
+            "truncated file or wrong --raw",
+        )
+    if not data:
+        raise DumpError(path, "empty file: no matrix rows")
+    if len(data) // dt.itemsize > MAX_MATRIX_CELLS:
+        raise DumpError(
+            path, f"{len(data) // dt.itemsize:,} values; matrices are read up to {MAX_MATRIX_CELLS:,} values"
+        )
+    return np.frombuffer(data, dtype=dt).reshape(-1, columns)
+
+
+def _load_arrays(path: Path) -> dict[str, np.ndarray]:
+    """The arrays named in ARRAY_NAMES that the file holds; 'ids' must be among them."""
+    ext = path.suffix.lower()
+    if ext == ".npy":
+        return {"ids": read_npy(path)}
+    if ext == ".npz":
+        arrays, found = read_npz(path, ARRAY_NAMES)
+    else:
+        obj = load_pt(path)
+        if isinstance(obj, np.ndarray):
+            return {"ids": obj}
+        arrays, found = {k: v for k, v in obj.items() if k in ARRAY_NAMES}, tuple(obj)
+    if "ids" not in arrays:
+        raise DumpError(path, f"no 'ids' array (found {sorted(found)[:10]})", "ids")
+    return arrays
+
+
+def to_int64(arr: np.ndarray, path: Path, field_name: str) -> np.ndarray:
+    """Integer values as int64; refused when they are not integers or do not fit int64 (no silent wrap)."""
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise DumpError(path, f"expected integers, got dtype {arr.dtype}", field_name)
+    if arr.dtype.kind == "u" and arr.dtype.itemsize >= 8 and arr.size and arr.max() > _INT64.max:
+        raise DumpError(path, f"value {int(arr.max())} is outside the int64 range", field_name)
+    return arr.astype(np.int64, copy=False)
+
+
+def shape_words(shape: tuple[int, ...]) -> str:
+    """An array's shape as a message says it: "1 row × 2 columns", "6 values in one dimension (1-D)".
+
+    Never Python's tuple: "(1, 2)" beside token ids reads like two token values.
+    """
+    if len(shape) == 0:
+        return "a single value (0-D)"
+    if len(shape) == 1:
+        return f"{shape[0]} value{'s' * (shape[0] != 1)} in one dimension (1-D)"
+    if len(shape) == 2:
+        r, c = shape
+        return f"{r} row{'s' * (r != 1)} × {c} column{'s' * (c != 1)}"
+    return " × ".join(map(str, shape)) + f" ({len(shape)}-D)"
+
+
+def _as_ids(arr: np.ndarray, path: Path, field_name: str = "ids") -> np.ndarray:
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise DumpError(path, f"expected integer token ids, got dtype {arr.dtype}", field_name)
+    if arr.ndim == 1:
+        n = arr.shape[0]
+        raise DumpError(
+            path,
+            f"expected a 2-D [rows, cols] matrix, got {shape_words(arr.shape)}: is it one row or one column? "
+            f"Save it as [1, {n}] (one row, e.g. draft step 0) or [{n}, 1] (one column)",
+            field_name,
+        )
+    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise DumpError(path, f"expected a non-empty 2-D [rows, cols] matrix, got {shape_words(arr.shape)}", field_name)
+    return to_int64(arr, path, field_name)
+
+
+def _as_logp(scores: np.ndarray, ids: np.ndarray, path: Path, kind: str) -> np.ndarray:
+    if scores.dtype.kind not in SCORE_KINDS:
+        raise DumpError(path, f"expected real numbers, got dtype {scores.dtype}", "scores")
+    with np.errstate(invalid="ignore"):  # a signalling NaN (a flipped bit) widens quietly; found below
+        scores = np.asarray(scores, dtype=np.float64)
+    if scores.shape != ids.shape:
+        raise DumpError(
+            path,
+            f"the scores are {shape_words(scores.shape)}, the ids {shape_words(ids.shape)}: one score per token id",
+            "scores",
+        )
+    valid = scores[ids != PAD_TOKEN]
+    if np.isnan(valid).any():
+        raise DumpError(path, "NaN among the scores of real tokens", "scores")
+    if kind == SCORE_AUTO:
+        kind = SCORE_LOGPROB if (valid < 0).any() else SCORE_PROB
+    if kind == SCORE_LOGPROB:
+        if (valid > _PROB_SLACK).any():
+            raise DumpError(path, f"log-probabilities must be <= 0, found {valid.max():.6g}", "scores")
+        return np.minimum(scores, 0.0)
+    if ((valid < 0) | (valid > 1 + _PROB_SLACK)).any():
+        raise DumpError(path, f"probabilities must lie in [0, 1], found {valid.min():.6g}..{valid.max():.6g}", "scores")
+    with np.errstate(divide="ignore"):
+        return np.log(np.clip(scores, 0.0, 1.0))
+
+
+def _as_parents(parents: np.ndarray, rows: int, path: Path) -> np.ndarray:
+    parents = np.asarray(parents)
+    if parents.ndim == 2 and parents.shape[1] == 1:
+        parents = parents[:, 0]
+    if not np.issubdtype(parents.dtype, np.integer):
+        raise DumpError(path, f"expected integer node indices, got {parents.dtype} values", "parents")
+    if parents.ndim != 1:
+        raise DumpError(
+            path,
+            f"expected one node index per row of the ids, got {shape_words(parents.shape)}; write one index per line",
+            "parents",
+        )
+    if parents.shape[0] < rows:
+        n = parents.shape[0]
+        raise DumpError(
+            path,
+            f"has {n} entr{'y' if n == 1 else 'ies'} but the ids have {rows} row{'s' * (rows != 1)}: one node index per row",
+            "parents",
+        )
+    return to_int64(parents, path, "parents").copy()
+
+
+def read_array_file(
+    path: Path, kind: str, raw: RawSpec | None, as_float: bool = False, columns: int | None = None
+) -> dict[str, np.ndarray]:
+    """The named arrays of one file: ``ids`` (or a companion's single matrix) and friends.
+
+    columns: raw column count overriding the kind's (1 for a parents companion).
+    """
+    ext = path.suffix.lower() if path.suffix.lower() in DATA_EXTS else ""
+    if ext in ARRAY_EXTS:
+        return _load_arrays(path)
+    if ext in RAW_EXTS or (ext == "" and raw is not None and raw.force):
+        if raw is None or (columns is None and kind not in raw.columns):
+            raise DumpError(path, "raw binary needs a stated dtype and column count: pass --raw DTYPE:COLUMNS")
+        cols = columns if columns is not None else raw.columns[kind]
+        dtype, kinds = (raw.score_dtype, SCORE_KINDS) if as_float else (raw.dtype, ID_KINDS)
+        return {"ids": _read_raw(path, dtype, cols, kinds)}
+    return {"ids": _read_text(path, as_float)}
+
+
+def read_matrix(
+    path: str | Path,
+    kind: str,
+    raw: RawSpec | None = None,
+    scores_path: str | Path | None = None,
+    parents_path: str | Path | None = None,
+    score_kind: str = SCORE_AUTO,
+) -> DumpMatrix:
+    """Read ids plus optional scores and parents (inside the file, or from companion files).
+
+    kind: "draft" or "validate" (chooses the raw column count). Every failure is a DumpError
+    naming the file (and the array): see replay.util.bounded for the limits.
+    """
+    path = Path(path)
+    arrays = read_array_file(path, kind, raw)
+    ids = _as_ids(arrays["ids"], path)
+    scores = arrays.get("scores")
+    if scores_path is not None:
+        scores = read_array_file(Path(scores_path), kind, raw, as_float=True)["ids"]
+        path_for_scores = Path(scores_path)
+    else:
+        path_for_scores = path
+    logp = None if scores is None else _as_logp(scores, ids, path_for_scores, score_kind)
+    parents = arrays.get("parents")
+    parents_src = path
+    if parents_path is not None:
+        parents = read_array_file(Path(parents_path), kind, raw, columns=1)["ids"]
+        parents_src = Path(parents_path)
+    par = None if parents is None else _as_parents(parents, ids.shape[0], parents_src)
+    return DumpMatrix(str(path), ids, logp, par)

@@ -1,0 +1,737 @@
+"""Group a dump directory's files into rounds by name; list every file that fits no round.
+
+Names: ``draft_step_{i}_{a}_{b}`` and ``validate_{a}_{b}``, optionally with a data extension and
+with ``.scores`` / ``.parents`` companions (``draft_step_1_124_140.scores.txt``). A round is keyed by
+its validate file's ``(a, b)``. Draft steps ``i >= 1`` carry the round's key; step 0 is named
+``step0_offset`` positions earlier (the engine names it before advancing its counters), so
+``draft_step_0_123_139`` belongs to round ``(124, 140)`` by default. Which offset is used is decided
+here, for every reader (Step0Check): a stated one (--step0-offset, the manifest) as stated; else
+the default, unless the names show another offset that pairs every step-0 file with its round's
+validate file while the default does not; then that one, and the commands say so on stderr.
+
+A file named nearly like a dump file (``validation_10_20``, ``Draft_Step_0_9_19``,
+``dump_validate_10_20``) is listed with the name it was probably meant to have (near_miss); when
+that name would complete a listed round, the file is named in that round's entry instead of in
+an entry of its own, so one mistake counts once.
+
+Only regular files (or symlinks to them) are dump files. An entry named like one that is not (a
+directory, a FIFO, a device, a broken symlink) is listed with the reason, and the round it belongs
+to is skipped: it must not replay as if complete without that file. Such entries are never opened.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import compress
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+
+from replay.util.bounded import not_regular_reason
+from replay.util.errors import DumpError, printable
+
+from .formats.matrix_io import DATA_EXTS
+
+_NAME = re.compile(
+    r"^(?:draft_step_(?P<step>\d+)|(?P<validate>validate))_(?P<a>-?\d+)_(?P<b>-?\d+)"
+    r"(?P<companion>\.scores|\.parents)?(?P<ext>\.[A-Za-z0-9]+)?$",
+    re.ASCII,  # counters are ASCII digits (\d alone would take any script's)
+)
+# _NAME over the lines of many names at once; a line that is no dump name comes back whole, last.
+_LINE = re.compile(
+    r"^(?:draft_step_(\d+)|(validate))_(-?\d+)_(-?\d+)(\.scores|\.parents)?(\.[A-Za-z0-9]+)?$|^(.*)$",
+    re.ASCII | re.MULTILINE,
+)
+# Files that belong in a dump directory but are not matrices.
+SIDE_FILES = ("manifest.json", "config.json")
+SIDE_EXTS = (".json", ".md", ".txt.md", ".png", ".svg", ".html", ".csv.md")
+
+Key = tuple[int, int]
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1  # keys and steps become int64 arrays when read
+_SAFE_DIGITS = 18  # a counter of at most this many characters (sign included) always fits int64
+_NAMED_GAPS = 5  # missing draft steps named in a round's skip reason
+
+DEFAULT_STEP0_OFFSET: tuple[int, int] = (1, 1)  # the article's rule: step 0 is named one position earlier
+OFFSET_DEFAULT, OFFSET_DETECTED, OFFSET_OPTION = "default", "detected", "--step0-offset"
+STRAY_REASON = "name matches neither draft_step_I_A_B nor validate_A_B"
+EXT_REASON = "extension {ext} is not read"
+ROUND_PREFIX = "round "  # Skipped.what of a round's entry; any other entry names a file
+
+
+@dataclass(frozen=True)
+class FileSet:
+    """One logical matrix: its data file and optional companions, as path strings.
+
+    Strings, not Paths: a directory holds tens of thousands of these, and the readers (and the
+    reader processes they are sent to) want strings; ``Path(fs.data)`` where a Path is needed.
+    """
+
+    data: str
+    scores: str | None = None
+    parents: str | None = None
+
+
+@dataclass(frozen=True)
+class RoundFiles:
+    key: Key
+    steps: tuple[FileSet, ...]  # draft steps 0..k-1, contiguous
+    validate: FileSet
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Something the grouping could not use, with the files involved and why."""
+
+    what: str  # "round a_b" or a file name
+    reason: str
+    paths: tuple[str, ...] = ()
+
+
+def format_offset(offset: tuple[int, int]) -> str:
+    """(1, 1) → "1", (1, 0) → "1,0": the spelling --step0-offset takes."""
+    return str(offset[0]) if offset[0] == offset[1] else f"{offset[0]},{offset[1]}"
+
+
+@dataclass(frozen=True)
+class Step0Check:
+    """The step-0 offset the names were grouped with, who chose it, and how well the names fit it.
+
+    ``notes()`` and ``after_replay()`` are the lines every command prints on stderr about it: an
+    offset detected from the names (with how to pin it), a stated offset that leaves step-0 files
+    out while another would group every round, and rounds that all accept nothing while the names
+    look off by one. A wrong guess never passes silently.
+    """
+
+    offset: tuple[int, int] = DEFAULT_STEP0_OFFSET
+    source: str = OFFSET_DEFAULT  # "default", "detected", "--step0-offset", "manifest.json step0_offset"
+    rounds: int = 0  # validate files (rounds named)
+    step0_files: int = 0  # draft_step_0 files
+    grouped: int = 0  # validate files whose step-0 file this offset finds
+    other: tuple[int, int] | None = (
+        None  # the offset pairing most step-0 files, when this one leaves some out (detected: the default)
+    )
+    other_grouped: int = 0  # validate files whose step-0 file ``other`` finds
+    example: Key | None = None  # a round that ``other`` (detected: ``offset``) groups, for the message
+    packed: bool = False  # read back from a packed run: the offset is baked in, changing it needs a repack
+
+    @property
+    def fits(self) -> bool:
+        """Every step-0 file pairs with a validate file, and every validate file with a step-0 file."""
+        return self.grouped == self.rounds == self.step0_files
+
+    @property
+    def other_fits(self) -> bool:
+        return self.other is not None and self.other_grouped == self.rounds == self.step0_files
+
+    def _pair(self, offset: tuple[int, int]) -> str:
+        a, b = self.example if self.example is not None else (0, 0)
+        return f"draft_step_0_{a - offset[0]}_{b - offset[1]} with validate_{a}_{b}"
+
+    def _option(self, offset: tuple[int, int]) -> str:
+        """How the user states ``offset``: the option, or for a packed run, packing again with it."""
+        option = f"--step0-offset {format_offset(offset)}"
+        return f"pack the dump directory again with {option}" if self.packed else f"pass {option}"
+
+    def notes(self) -> tuple[str, ...]:
+        """What to tell the user about the grouping itself (before any replay)."""
+        x = format_offset(self.offset)
+        if self.source == OFFSET_DETECTED and self.other is not None:
+            pin = (
+                f"packed with it; to pin it, {self._option(self.offset)}"
+                if self.packed
+                else f"pin it with --step0-offset {x}"
+            )
+            return (
+                f"note: step-0 offset {x} detected from the file names ({self._pair(self.offset)}): it groups all "
+                f"{self.rounds} round(s), the default {format_offset(self.other)} groups {self.other_grouped}; {pin}",
+            )
+        if not self.fits and self.other_fits and self.other is not None:
+            return (
+                f"WARNING: {self.source} {x} pairs {self.grouped} of {self.rounds} validate file(s) with a step-0 file and "
+                f"leaves {self.step0_files - self.grouped} draft_step_0 file(s) in no round; offset {format_offset(self.other)} "
+                f"groups every round ({self._pair(self.other)}): {self._option(self.other)}",
+            )
+        return ()
+
+    def looks_off(self) -> bool:
+        """The names fit another offset at least as well as the one used (and it leaves files out)."""
+        return not self.fits and self.other is not None and self.other_grouped >= max(1, self.grouped)
+
+    def after_replay(self, replayed: int, accepted_any: bool) -> tuple[str, ...]:
+        """notes(), plus a warning when every replayed round accepted nothing and the names look off."""
+        lines = self.notes()
+        if replayed and not accepted_any and self.looks_off() and self.other is not None:
+            lines += (
+                f"WARNING: accepted length 0 in all {replayed} replayed round(s) is probably wrong: the step-0 names look off: "
+                f"offset {format_offset(self.offset)} ({self.source}) pairs {self.grouped} of {self.rounds} validate file(s) "
+                f"with a step-0 file, offset {format_offset(self.other)} pairs {self.other_grouped}; check --step0-offset"
+                + (" (and pack again)" if self.packed else ""),
+            )
+        return lines
+
+    def to_json(self) -> dict:
+        return {
+            "offset": list(self.offset),
+            "source": self.source,
+            "rounds": self.rounds,
+            "step0_files": self.step0_files,
+            "grouped": self.grouped,
+            "other": None if self.other is None else list(self.other),
+            "other_grouped": self.other_grouped,
+            "example": None if self.example is None else list(self.example),
+        }
+
+
+@dataclass(frozen=True)
+class Grouping:
+    rounds: tuple[RoundFiles, ...]  # sorted by key
+    skipped: tuple[Skipped, ...]
+    keys: tuple[Key, ...] = ()  # every round key the names form, complete or not, sorted
+    step0: Step0Check = Step0Check()  # the offset used and what the names say about it
+
+    @property
+    def step0_offset(self) -> tuple[int, int]:
+        return self.step0.offset
+
+
+def count_skipped(skipped: Iterable[Skipped]) -> tuple[int, int]:
+    """(rounds, files) among skipped entries: a round's entry names its files, so nothing counts twice."""
+    rounds = files = 0
+    for s in skipped:
+        if s.what.startswith(ROUND_PREFIX):
+            rounds += 1
+        else:
+            files += 1
+    return rounds, files
+
+
+def describe_skipped(skipped: Sequence[Skipped]) -> str:
+    """ "3 round(s) and 1 file(s)", "0": how many entries of each kind were skipped."""
+    rounds, files = count_skipped(skipped)
+    parts = [f"{rounds} round(s)"] * bool(rounds) + [f"{files} file(s)"] * bool(files)
+    return " and ".join(parts) or "0"
+
+
+def why_no_rounds(skipped: Sequence[Skipped]) -> str:
+    """ " (6 round(s) skipped, listed above; first: ...); did you mean validate_10_20 (...)?": what the
+    error of a run without a single replayed round adds after "no round could be replayed"."""
+    if not skipped:
+        return " (no round files)"
+    hint = near_miss_hint(skipped)
+    if hint:  # the likely fix says more than the first reason
+        return f" ({describe_skipped(skipped)} skipped, listed above){hint}"
+    first = printable(f"{skipped[0].what}: {skipped[0].reason}")
+    first = first if len(first) <= 200 else first[:197] + "..."
+    return f" ({describe_skipped(skipped)} skipped, listed above; first: {first})"
+
+
+# A name nearly like a dump file's: another word for the kind, other case, a prefix, a suffix.
+_NEAR = re.compile(
+    r"^(?P<prefix>(?:.*[_\-. ])?)"
+    r"(?:(?P<draft>draft(?:[_\-. ]?steps?)?)[_\-. ]?(?P<step>\d+)"
+    r"|(?P<validate>validat(?:e|es|ed|ion|ions)|valid|verif(?:y|ied|ication)?|val))"
+    r"[_\-. ](?P<a>-?\d+)[_\-., ](?P<b>-?\d+)(?P<rest>.*)$",
+    re.IGNORECASE | re.ASCII | re.DOTALL,
+)
+_COMPANION_IN = re.compile(r"[._-](scores|parents)(?![A-Za-z])", re.IGNORECASE)
+_LAST_EXT = re.compile(r"(\.[A-Za-z0-9]+)$")
+
+
+def near_miss(name: str) -> str | None:
+    """The dump file name ``name`` was probably meant to be, or None (a dump name, or nothing like one).
+
+    ``validation_10_20`` → ``validate_10_20``; ``Draft_Step_0_9_19.txt`` → ``draft_step_0_9_19.txt``;
+    ``dump_validate_10_20`` → ``validate_10_20``; ``validate_10_20_ids.npy`` → ``validate_10_20.npy``.
+    """
+    if is_dump_name(name):
+        return None
+    m = _NEAR.match(name)
+    if m is None:
+        return None
+    rest = m.group("rest")
+    comp = _COMPANION_IN.search(rest)
+    ext = _LAST_EXT.search(rest)
+    tail = (f".{comp.group(1).lower()}" if comp else "") + (
+        ext.group(1) if ext and ext.group(1).lower() in DATA_EXTS else ""
+    )
+    head = f"draft_step_{int(m.group('step'))}" if m.group("draft") else "validate"
+    guess = f"{head}_{m.group('a')}_{m.group('b')}{tail}"
+    return guess if guess != name and is_dump_name(guess) else None
+
+
+def near_miss_hint(skipped: Iterable[Skipped]) -> str:
+    """ "; did you mean validate_10_20 (for validation_10_20 and 5 more file(s) named like it)?", or "".
+
+    From the names in skipped entries (a packed run keeps them), for the error of a run without a
+    single replayable round.
+    """
+    names = (name for s in skipped for name in dict.fromkeys([s.what, *(_base_name(p) for p in s.paths if p)]))
+    return near_miss_names_hint(names)
+
+
+def near_miss_names_hint(names: Iterable[str]) -> str:
+    """near_miss_hint over file names (a directory's listing)."""
+    found: list[tuple[str, str]] = []
+    for name in names:
+        guess = near_miss(name)
+        if guess is not None:
+            found.append((name, guess))
+    if not found:
+        return ""
+    name, guess = found[0]
+    more = f" and {len(found) - 1} more file(s) named like it" if len(found) > 1 else ""
+    return f"; did you mean {guess} (for {printable(name)}{more})?"
+
+
+def is_dump_file_name(name: str) -> bool:
+    """A draft_step_I_A_B / validate_A_B data file name (not a companion, not a side file)."""
+    m = _NAME.match(name)
+    return bool(m) and not m.group("companion") and (m.group("ext") or "").lower() in DATA_EXTS
+
+
+def parse_round_key(text: str) -> Key:
+    """``"124_140"`` (or ``"124,140"``) → (124, 140): a round named by its validate file's numbers."""
+    try:
+        a, b = text.replace(",", "_").split("_")
+        return int(a), int(b)
+    except ValueError:
+        numbers = re.findall(r"\d+", text, re.ASCII)  # 124-140, 124 140, validate_124_140: the two numbers meant
+        hint = f"; did you mean {numbers[0]}_{numbers[1]}?" if len(numbers) == 2 else ""
+        raise ValueError(f"expected A_B (e.g. 124_140), got {text!r}{hint}") from None
+
+
+NEAREST_ROUNDS = 5  # rounds named when --round names one the dump does not have
+
+
+def no_such_round(key: Key, keys, where: str, skipped: Iterable[Skipped] = ()) -> str:
+    """The one message of every command's ``--round KEY`` when ``where`` cannot replay round KEY.
+
+    ``keys``: the rounds it can replay, (a, b) pairs or a [2, N] array; ``skipped``: its skip
+    entries. A round whose files are there but incomplete is named with the reason; otherwise the
+    rounds nearest to KEY (smallest |Δa| + |Δb|) are listed first, so a typo shows its fix.
+    """
+    name = f"{key[0]}_{key[1]}"
+    for s in skipped:
+        if s.what == f"round {name}":
+            return f"--round {name}: that round in {where} cannot be replayed: {s.reason}"
+    arr = np.asarray(keys, dtype=np.int64)
+    arr = arr.T if arr.ndim == 2 and arr.shape[0] == 2 and arr.shape[1] != 2 else arr.reshape(-1, 2)
+    if not len(arr):
+        return f"--round {name}: no such round in {where}, which has no round to replay"
+    dist = np.abs(arr[:, 0].astype(np.float64) - key[0]) + np.abs(
+        arr[:, 1].astype(np.float64) - key[1]
+    )  # float: no int64 overflow
+    nearest = arr[np.lexsort((arr[:, 1], arr[:, 0], dist))[:NEAREST_ROUNDS]]
+    listed = ", ".join(f"{a}_{b}" for a, b in nearest.tolist())
+    return (
+        f"--round {name}: no such round in {where}; nearest of its {len(arr)} round(s): {listed} (A_B of validate_A_B)"
+    )
+
+
+def parse_offset(text: str | int | tuple[int, int]) -> tuple[int, int]:
+    """``1`` → (1, 1); ``"1,0"`` → (1, 0): how far step 0's (a, b) sit before its round's."""
+    if isinstance(text, tuple):
+        return text
+    if isinstance(text, int):
+        return (text, text)
+    parts = [p for p in str(text).split(",") if p.strip()]
+    try:
+        vals = [int(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"step-0 offset must be N or A,B (integers), got {text!r}") from None
+    if len(vals) == 1:
+        return (vals[0], vals[0])
+    if len(vals) == 2:
+        return (vals[0], vals[1])
+    raise ValueError(f"step-0 offset must be N or A,B, got {text!r}")
+
+
+def _fits_int64(*values: int) -> bool:
+    return min(values) >= _INT64_MIN and max(values) <= _INT64_MAX
+
+
+def is_dump_name(name: str) -> bool:
+    """Whether ``name`` is a matrix or companion file name (draft_step_I_A_B / validate_A_B)."""
+    m = _NAME.match(name)
+    return m is not None and (m.group("ext") or "").lower() in DATA_EXTS
+
+
+def _path_order(path: Path) -> tuple[str, ...]:
+    """Path's own order (PurePosixPath compares its parts), without its slow __lt__."""
+    return path.parts
+
+
+def _base_name(path: str) -> str:
+    return path.rpartition(os.sep)[2]
+
+
+def is_side_file(name: str) -> bool:
+    """A file a dump directory may hold that is no matrix and is not listed (manifest.json,
+    notes, pictures, hidden files); any other name that is no dump file is listed as skipped."""
+    return name in SIDE_FILES or name.startswith(".") or PurePosixPath(name).suffix.lower() in SIDE_EXTS
+
+
+def _stray(name: str, path: str) -> list[Skipped]:
+    """The skip entry of a file that is no dump matrix: none for side files and hidden files."""
+    if is_side_file(name):
+        return []
+    m = _NAME.match(name)
+    if m is not None and m.group("ext"):  # the name is right, the extension is not one the readers take
+        exts = ", ".join(e for e in DATA_EXTS if e)
+        why = EXT_REASON.format(ext=printable(m.group("ext")))
+        return [Skipped(printable(name), f"{why} (dump files have none, or {exts})", (path,))]
+    guess = near_miss(name)
+    hint = f"; did you mean {guess}?" if guess is not None else ""
+    return [Skipped(printable(name), STRAY_REASON + hint, (path,))]
+
+
+def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[tuple, FileSet], list[Skipped]]:
+    """Map (kind, step, a, b) → FileSet, reporting duplicates and stray files.
+
+    entries: (file name, its path) in path order.
+    """
+    data: dict[tuple, list[str]] = defaultdict(list)
+    companions: dict[tuple, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    skipped: list[Skipped] = []
+    match = _NAME.match
+    for name, path in entries:
+        m = match(name)
+        if m:
+            step_text, validate, a, b, companion, ext = m.groups()
+        if not m or (ext is not None and ext.lower() not in DATA_EXTS):
+            skipped += _stray(name, path)
+            continue
+        lkey = (-1 if validate else int(step_text), int(a), int(b))
+        if (
+            len(a) > _SAFE_DIGITS or len(b) > _SAFE_DIGITS or (step_text and len(step_text) > _SAFE_DIGITS)
+        ) and not _fits_int64(*lkey):
+            skipped.append(Skipped(name, "step or counters outside the int64 range", (path,)))
+            continue
+        if companion:
+            companions[lkey][companion[1:]].append(path)
+        else:
+            data[lkey].append(path)
+    out: dict[tuple, FileSet] = {}
+    for lkey, files in data.items():
+        if len(files) > 1:
+            skipped.append(
+                Skipped(
+                    PurePosixPath(_base_name(files[0])).stem,
+                    f"{len(files)} files hold the same matrix; keep one",
+                    tuple(files),
+                )
+            )
+            continue
+        comp = companions.pop(lkey, None)
+        if comp is None:  # the common case: a data file alone
+            out[lkey] = FileSet(files[0])
+            continue
+        extra = [p for ps in comp.values() if len(ps) > 1 for p in ps]
+        if extra:
+            skipped.append(Skipped(_base_name(files[0]), "several companion files of one kind", tuple(extra)))
+            continue
+        out[lkey] = FileSet(files[0], (comp.get("scores") or [None])[0], (comp.get("parents") or [None])[0])
+    for lkey, comp in companions.items():
+        for ps in comp.values():
+            for p in ps:
+                skipped.append(Skipped(_base_name(p), "companion file without its data file", (p,)))
+    return out, skipped
+
+
+def _offset_and_source(step0_offset: tuple[int, int] | None, source: str | None) -> tuple[tuple[int, int], str]:
+    """A stated offset keeps its source ("--step0-offset" unless told); none stated: the default's."""
+    if step0_offset is None:
+        return DEFAULT_STEP0_OFFSET, OFFSET_DEFAULT
+    return tuple(step0_offset), source or OFFSET_OPTION  # type: ignore[return-value]
+
+
+def group_paths(
+    paths: Iterable[Path],
+    step0_offset: tuple[int, int] | None = None,
+    unreadable: Mapping[Path, str] | None = None,
+    source: str | None = None,
+) -> Grouping:
+    """Group file paths into rounds by name.
+
+    step0_offset: None lets the names decide between the default and the offset they show
+    (Step0Check); a stated offset is used as stated, ``source`` naming who stated it.
+    unreadable: entries among ``paths`` that are named like dump files but cannot be read as files,
+    with why ("is a directory, not a regular file"): each is listed, and so is its round, unread.
+    """
+    entries = [(p.name, str(p)) for p in sorted(map(Path, paths), key=_path_order)]
+    given = sorted(((Path(p), why) for p, why in (unreadable or {}).items()), key=lambda kv: _path_order(kv[0]))
+    bad = {str(p): why for p, why in given}
+    return _group(entries, *_offset_and_source(step0_offset, source), bad)
+
+
+def _group(
+    entries: list[tuple[str, str]], step0_offset: tuple[int, int], source: str, unreadable: Mapping[str, str]
+) -> Grouping:
+    """group_paths over (name, path) entries in path order; unreadable: path → why, in path order."""
+    if not unreadable:
+        simple = _group_complete(entries, step0_offset, source)
+        if simple is not None:
+            return simple
+    files, skipped = _logical_files(entries)
+    check = _step0_check(files, step0_offset, source)
+    if source == OFFSET_DEFAULT and check.other_fits and check.other is not None:
+        # The default leaves step-0 files out and the names pair one to one at another offset.
+        check = Step0Check(
+            check.other,
+            OFFSET_DETECTED,
+            check.rounds,
+            check.step0_files,
+            check.rounds,
+            step0_offset,
+            check.grouped,
+            check.example,
+        )
+    return _assemble(files, skipped, check, unreadable)
+
+
+def _step0_check(files: Mapping[tuple, FileSet], offset: tuple[int, int], source: str) -> Step0Check:
+    """How well ``offset`` pairs step-0 files with validate files, and the best other offset if it does not."""
+    validates = {(a, b) for step, a, b in files if step == -1}
+    firsts = [(a, b) for step, a, b in files if step == 0]
+    grouped = _paired(validates, firsts, offset)
+    check = Step0Check(offset, source, len(validates), len(firsts), grouped)
+    if check.fits or not validates or not firsts:
+        return check
+    # Candidates: the one offset that could pair them one to one (a shift keeps the order of keys,
+    # so it maps the smallest step-0 key to the smallest validate key), off by one either way, 0, 1.
+    (va, vb), (sa, sb) = min(validates), min(firsts)
+    da, db = offset
+    candidates = dict.fromkeys([(va - sa, vb - sb), (0, 0), DEFAULT_STEP0_OFFSET, (da - 1, db - 1), (da + 1, db + 1)])
+    candidates.pop((da, db), None)
+    best, best_grouped = None, 0
+    for cand in candidates:
+        n = _paired(validates, firsts, cand)
+        if n > best_grouped:
+            best, best_grouped = cand, n
+    if best is None:
+        return check
+    at = set(firsts)
+    example = min(k for k in validates if (k[0] - best[0], k[1] - best[1]) in at)
+    return Step0Check(offset, source, len(validates), len(firsts), grouped, best, best_grouped, example)
+
+
+def _paired(validates: set[Key], firsts: list[Key], offset: tuple[int, int]) -> int:
+    """Step-0 files whose round key at ``offset`` names a validate file."""
+    da, db = offset
+    return sum((a + da, b + db) in validates for a, b in firsts)
+
+
+def _assemble(
+    files: dict[tuple, FileSet], skipped: list[Skipped], check: Step0Check, unreadable: Mapping[str, str]
+) -> Grouping:
+    """Rounds from the logical files at ``check.offset``; every round that is not complete is listed."""
+    step0_offset = check.offset
+    da, db = step0_offset
+    at_unreadable = len(skipped)  # unreadable entries that no round's entry names are listed here
+    told: set[str] = set()
+    by_round: dict[Key, dict[int, FileSet]] = defaultdict(dict)
+    for (step, a, b), fs in files.items():
+        key = (a + da, b + db) if step == 0 else (a, b)
+        if step == 0 and not _fits_int64(*key):  # other keys are their names' counters, checked already
+            skipped.append(
+                Skipped(
+                    _base_name(fs.data),
+                    f"step-0 offset {step0_offset} moves its counters outside the int64 range",
+                    (fs.data,),
+                )
+            )
+            continue
+        by_round[key][step] = fs
+    rounds: list[RoundFiles] = []
+    for key in sorted(by_round):
+        entries = by_round[key]
+        steps = sorted(entries)  # the validate's step, -1, sorts first
+        if steps[0] == -1:
+            steps = steps[1:]
+        if -1 in entries and steps and steps[-1] + 1 == len(steps) and not unreadable:
+            rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))  # the common case
+            continue
+        paths = tuple(entries[s].data for s in sorted(entries))
+        name = f"{ROUND_PREFIX}{key[0]}_{key[1]}"
+        bad = [
+            p for fs in entries.values() for p in (fs.data, fs.scores, fs.parents) if p is not None and p in unreadable
+        ]
+        if bad:
+            skipped.append(Skipped(name, "; ".join(f"{_base_name(p)} {unreadable[p]}" for p in bad), paths))
+            told.update(bad)
+            continue
+        if -1 not in entries:
+            skipped.append(Skipped(name, "draft files without validate_%d_%d" % key, paths))
+            continue
+        if not steps:
+            skipped.append(Skipped(name, "validate file without any draft_step file", paths))
+            continue
+        gaps = steps[-1] + 1 - len(steps)  # steps are distinct, so this counts the missing ones
+        if gaps:
+            # Name the first few only: a file called draft_step_1000000000_... must not make a
+            # billion-entry list.
+            missing = [s for s in range(min(steps[-1], len(steps) + _NAMED_GAPS)) if s not in entries][:_NAMED_GAPS]
+            want = ", ".join(
+                f"draft_step_{s}_{key[0] - da}_{key[1] - db}" if s == 0 else f"draft_step_{s}_{key[0]}_{key[1]}"
+                for s in missing
+            )
+            more = f" and {gaps - len(missing)} more" if gaps > len(missing) else ""
+            skipped.append(Skipped(name, f"missing {want}{more}", paths))
+            continue
+        rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))
+    # An unreadable entry is named in its round's entry (counted once); one in no round is listed alone.
+    skipped[at_unreadable:at_unreadable] = [
+        Skipped(_base_name(p), why, (p,)) for p, why in unreadable.items() if p not in told
+    ]
+    skipped = _fold_near_misses(skipped, files, step0_offset)
+    return Grouping(tuple(rounds), tuple(skipped), tuple(sorted(by_round)), check)
+
+
+def _fold_near_misses(
+    skipped: list[Skipped], files: Mapping[tuple, FileSet], step0_offset: tuple[int, int]
+) -> list[Skipped]:
+    """A stray file whose likely name (near_miss) is a matrix missing from a listed round is named in
+    that round's entry, not in one of its own: "validation_10_20" and "round 10_20: draft files
+    without validate_10_20" are one mistake, counted once."""
+    at = {s.what: i for i, s in enumerate(skipped) if s.what.startswith(ROUND_PREFIX)}
+    if not at:
+        return skipped
+    folded: dict[int, list[tuple[str, str, str]]] = defaultdict(list)  # round entry → (name, guess, path)
+    drop = set()
+    for i, s in enumerate(skipped):
+        if not s.reason.startswith((STRAY_REASON, EXT_REASON.split("{")[0])) or len(s.paths) != 1:
+            continue
+        name = _base_name(s.paths[0])
+        guess = near_miss(name)
+        m = _NAME.match(guess) if guess is not None else None
+        if guess is None or m is None or m.group("companion"):
+            continue
+        step = -1 if m.group("validate") else int(m.group("step"))
+        a, b = int(m.group("a")), int(m.group("b"))
+        if (step, a, b) in files:
+            continue  # that matrix is there: the stray is something else
+        key = (a + step0_offset[0], b + step0_offset[1]) if step == 0 else (a, b)
+        j = at.get(f"{ROUND_PREFIX}{key[0]}_{key[1]}")
+        if j is None:
+            continue
+        ext = PurePosixPath(name).suffix if not s.reason.startswith(STRAY_REASON) else ""
+        shown = printable(name) + (f" ({EXT_REASON.format(ext=printable(ext))})" if ext else "")
+        folded[j].append((shown, guess, s.paths[0]))
+        drop.add(i)
+    out = []
+    for i, s in enumerate(skipped):
+        if i in drop:
+            continue
+        if i in folded:
+            told = "; ".join(f"{name} is here: did you mean {guess}?" for name, guess, _ in folded[i])
+            s = Skipped(s.what, f"{s.reason}; {told}", s.paths + tuple(p for _, _, p in folded[i]))
+        out.append(s)
+    return out
+
+
+def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int], source: str) -> Grouping | None:
+    """_group's result when every dump file is a plain data file of a complete round, else None.
+
+    The common directory, grouped with one regex pass and a few array operations instead of
+    Python work per file. Anything else (companions, duplicates, long counters, an incomplete
+    round, a name with a newline) returns None, and _group does the general work.
+    """
+    text = "\n".join(name for name, _ in entries)
+    if text.count("\n") != len(entries) - 1:
+        return None  # a name holds a newline: lines would not be names
+    rows = _LINE.findall(text)  # one tuple of groups per name, in order
+    if len(rows) != len(entries):
+        return None
+    step_text, _, a_text, b_text, companion, ext, other = (list(col) for col in zip(*rows))
+    if any(companion) or not set(map(str.lower, ext)) <= set(DATA_EXTS):
+        return None
+    skipped: list[Skipped] = []
+    if any(other):  # names that are no dump files (config.json, ...): listed unless side files
+        keep = [not o for o in other]
+        for i in np.flatnonzero(~np.asarray(keep, dtype=bool)).tolist():
+            skipped += _stray(*entries[i])
+        step_text, a_text, b_text = (list(compress(col, keep)) for col in (step_text, a_text, b_text))
+        entries = list(compress(entries, keep))
+    if (
+        not entries
+        or max(map(len, step_text)) > _SAFE_DIGITS
+        or max(map(len, a_text)) > _SAFE_DIGITS
+        or max(map(len, b_text)) > _SAFE_DIGITS
+    ):
+        return None
+    count = len(entries)
+    step = np.asarray([int(t) if t else -1 for t in step_text], dtype=np.int64)  # [F] the validate's step is -1
+    a = np.fromiter(map(int, a_text), dtype=np.int64, count=count)  # [F]
+    b = np.fromiter(map(int, b_text), dtype=np.int64, count=count)  # [F]
+    da, db = step0_offset
+    first = step == 0
+    if first.any() and not (
+        _fits_int64(da, db)
+        and _fits_int64(
+            int(a[first].min()) + da, int(a[first].max()) + da, int(b[first].min()) + db, int(b[first].max()) + db
+        )
+    ):
+        return None  # _group names the files whose keys leave int64
+    ka = np.where(first, a + da, a) if first.any() else a
+    kb = np.where(first, b + db, b) if first.any() else b
+    order = np.lexsort((step, kb, ka))  # by round key, then the validate (-1) and steps 0, 1, ...
+    ka, kb, step = ka[order], kb[order], step[order]
+    new_round = np.concatenate(([True], (ka[1:] != ka[:-1]) | (kb[1:] != kb[:-1])))
+    starts = np.flatnonzero(new_round)  # [rounds]
+    sizes = np.diff(np.append(starts, count))  # [rounds] files per round
+    if not (step == np.arange(count) - np.repeat(starts, sizes) - 1).all() or (sizes < 2).any():
+        return None  # a duplicate, a missing validate or step, or a validate alone
+    paths = [entries[i][1] for i in order.tolist()]
+    rounds = []
+    bounds = np.append(starts, count).tolist()
+    for lo, hi, key_a, key_b in zip(bounds[:-1], bounds[1:], ka[starts].tolist(), kb[starts].tolist()):
+        rounds.append(RoundFiles((key_a, key_b), tuple(map(FileSet, paths[lo + 1 : hi])), FileSet(paths[lo])))
+    check = Step0Check(step0_offset, source, len(rounds), len(rounds), len(rounds))  # every round has its step 0
+    return Grouping(tuple(rounds), tuple(skipped), tuple(rf.key for rf in rounds), check)
+
+
+def group_directory(
+    directory: str | Path, step0_offset: tuple[int, int] | None = None, source: str | None = None
+) -> Grouping:
+    """Group the files directly inside ``directory`` (not recursive); step0_offset and source as group_paths.
+
+    Entries that are not regular files are ignored unless named like a dump file: then they are
+    listed, with their rounds (see the module docstring). Nothing here opens a file.
+    """
+    directory = Path(directory)
+    prefix = _child_prefix(directory)
+    names: list[str] = []
+    unreadable: dict[str, str] = {}
+    try:
+        with os.scandir(directory) as listing:
+            for entry in listing:
+                try:
+                    is_file = entry.is_file()  # follows symlinks; no open
+                except OSError:
+                    is_file = False
+                if is_file:
+                    names.append(entry.name)
+                elif is_dump_name(entry.name):
+                    names.append(entry.name)
+                    unreadable[prefix + entry.name] = (
+                        not_regular_reason(Path(prefix + entry.name)) or "changed while the directory was listed"
+                    )
+    except OSError as exc:
+        raise DumpError(directory, f"cannot list the directory: {exc.strerror or exc}") from None
+    names.sort()  # one directory: name order is the paths' order
+    entries = [(name, prefix + name) for name in names]
+    if unreadable:
+        unreadable = {p: unreadable[p] for _, p in entries if p in unreadable}
+    return _group(entries, *_offset_and_source(step0_offset, source), unreadable)
+
+
+def _child_prefix(directory: Path) -> str:
+    """What str(directory / name) puts before ``name``: "" for ".", "/" for the root, else "dir/"."""
+    text = str(directory)
+    if text == ".":
+        return ""
+    return text if text.endswith(os.sep) else text + os.sep

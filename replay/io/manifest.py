@@ -1,0 +1,198 @@
+"""Read the optional ``manifest.json`` of a dump directory (our harness always writes one)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from replay.core.config import SpecConfig, parse_config
+from replay.util.bounded import read_json_file
+from replay.util.errors import DumpError
+
+from .dumpwrite import MANIFEST_NAME
+from .formats.matrix_io import ID_KINDS, SCORE_AUTO, SCORE_KINDS, RawSpec, check_raw_columns, raw_dtype
+from .grouping import Grouping, Key, Skipped, group_directory
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+LAYOUTS = ("parents", "all")
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: str | None = None
+    config: SpecConfig | None = None
+    layout: str | None = None
+    score_kind: str = SCORE_AUTO
+    step0_offset: tuple[int, int] | None = None
+    raw: RawSpec | None = None
+    root_tokens: Mapping[Key, int] = field(default_factory=dict)
+    body: Mapping[str, Any] = field(default_factory=dict)  # everything, for reports
+    stated_rounds: int | None = None  # how many rounds the manifest says the directory holds
+    round_keys: tuple[Key, ...] | None = None  # which ones, when it lists them (our harness does)
+
+
+def _field(path: Path, name: str, message: str) -> DumpError:
+    return DumpError(path, message, name)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _offset(path: Path, value: Any) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    if _is_int(value):
+        return (value, value)
+    if isinstance(value, list) and len(value) == 2 and all(_is_int(v) for v in value):
+        return (value[0], value[1])
+    raise _field(path, "step0_offset", f"expected an integer or [a, b], got {_short(value)}")
+
+
+def _raw_encoding(path: Path, enc: Any) -> RawSpec | None:
+    if not isinstance(enc, dict) or enc.get("format") != "raw":
+        return None
+    cols = enc.get("columns")
+    if _is_int(cols):
+        cols = {"draft": cols, "validate": cols}
+    check_raw_columns(cols, lambda m: _field(path, "encoding.columns", m))
+    dtype = enc.get("dtype", "int32")
+    score_dtype = enc.get("score_dtype", "float32")
+    raw_dtype(dtype, ID_KINDS, lambda m: _field(path, "encoding.dtype", m))
+    raw_dtype(score_dtype, SCORE_KINDS, lambda m: _field(path, "encoding.score_dtype", m))
+    return RawSpec(dtype, dict(cols), score_dtype, bool(enc.get("force", True)))
+
+
+def _rounds(path: Path, records: Any) -> tuple[dict[Key, int], int | None, tuple[Key, ...] | None]:
+    """(root tokens, stated round count, listed keys) of the manifest's ``rounds`` field.
+
+    ``rounds`` is a list of round records (our harness) or just a count.
+    """
+    if records is None:
+        return {}, None, None
+    if _is_int(records) and records >= 0:
+        return {}, records, None
+    if not isinstance(records, list):
+        raise _field(path, "rounds", f"expected a list of round records or a round count, got {_short(records)}")
+    roots: dict[Key, int] = {}
+    keys: list[Key] = []
+    for k, rec in enumerate(records):
+        key = rec.get("key") if isinstance(rec, dict) else None
+        if not (
+            isinstance(key, list) and len(key) == 2 and all(_is_int(v) and _INT64_MIN <= v <= _INT64_MAX for v in key)
+        ):
+            raise _field(
+                path,
+                f"rounds[{k}].key",
+                f"expected [a, b] (two integers), got {_short(key if isinstance(rec, dict) else rec)}",
+            )
+        keys.append((key[0], key[1]))
+        root = rec.get("root_token")
+        if root is None:
+            continue
+        if not (_is_int(root) and _INT64_MIN <= root <= _INT64_MAX):
+            raise _field(path, f"rounds[{k}].root_token", f"expected an integer token id, got {_short(root)}")
+        roots[(key[0], key[1])] = root
+    return roots, len(keys), tuple(keys)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def read_manifest(directory: str | Path) -> Manifest:
+    """The manifest of ``directory``, or an empty Manifest when there is none.
+
+    An entry called manifest.json that is not a regular file (a directory, a FIFO) is an error,
+    never opened and never ignored. Size and nesting are bounded (replay.util.bounded).
+    """
+    path = Path(directory) / MANIFEST_NAME
+    if not os.path.lexists(path):
+        return Manifest()
+    body = read_json_file(path)
+    if not isinstance(body, dict):
+        raise _field(path, "<top level>", "expected a JSON object")
+    config = parse_config(body["config"], f"{path}#config") if "config" in body else None
+    layout = body.get("layout")
+    if layout is not None and layout not in LAYOUTS:
+        raise _field(path, "layout", f"expected one of {LAYOUTS}, got {_short(layout)}")
+    score_kind = body.get("score_kind", SCORE_AUTO)
+    if score_kind not in (SCORE_AUTO, "prob", "logprob"):
+        raise _field(path, "score_kind", f"expected 'prob' or 'logprob', got {_short(score_kind)}")
+    offset = _offset(path, body.get("step0_offset"))
+    raw = _raw_encoding(path, body.get("encoding"))
+    roots, stated, keys = _rounds(path, body.get("rounds"))
+    return Manifest(str(path), config, layout, score_kind, offset, raw, roots, body, stated, keys)
+
+
+MAX_KEYS_NAMED = 5  # round keys quoted in one message; the rest are counted
+
+
+def check_manifest_rounds(grouping: Grouping, manifest: Manifest) -> Grouping:
+    """``grouping`` with every disagreement between the files and the manifest's rounds skipped.
+
+    A round the manifest lists without any file is skipped by name; rounds whose files are there
+    but which the manifest does not list (two runs in one directory?) are replayed and reported in
+    one entry, as is a stated round count that the file names do not reach. Either way the
+    directory is not the run its manifest describes, so the commands exit 1 and say why.
+    """
+    if manifest.stated_rounds is None:
+        return grouping
+    found = set(grouping.keys)
+    extra: list[Skipped] = []
+    # Messages name the file, not its directory: a packed run keeps them and must print the same.
+    where = (manifest.path or MANIFEST_NAME,)
+    if manifest.round_keys is None:
+        if manifest.stated_rounds != len(found):
+            extra.append(
+                Skipped(
+                    MANIFEST_NAME, f"states {manifest.stated_rounds} round(s); the file names form {len(found)}", where
+                )
+            )
+    else:
+        listed = set(manifest.round_keys)
+        for key in sorted(listed - found):
+            extra.append(
+                Skipped(
+                    f"round {key[0]}_{key[1]}",
+                    f"listed in {MANIFEST_NAME} but no file of this round is in the directory",
+                    where,
+                )
+            )
+        unlisted = sorted(found - listed)
+        if unlisted:
+            named = ", ".join(f"{a}_{b}" for a, b in unlisted[:MAX_KEYS_NAMED])
+            more = f" and {len(unlisted) - MAX_KEYS_NAMED} more" if len(unlisted) > MAX_KEYS_NAMED else ""
+            extra.append(
+                Skipped(
+                    MANIFEST_NAME,
+                    f"lists {len(listed)} round(s) and not {len(unlisted)} found here: "
+                    f"{named}{more} (replayed anyway; are two runs in one directory?)",
+                    where,
+                )
+            )
+    if not extra:
+        return grouping
+    return replace(grouping, skipped=grouping.skipped + tuple(extra))
+
+
+def group_rounds(directory: str | Path, asked: tuple[int, int] | None, manifest: Manifest) -> Grouping:
+    """The rounds of a dump directory, as every reader gets them (replay, batch, analysis, pack).
+
+    The step-0 offset is ``asked`` (--step0-offset), else the manifest's ``step0_offset``, else
+    the default or the offset the names show (replay.io.grouping.Step0Check); then the files are
+    checked against the manifest's rounds (check_manifest_rounds). ``grouping.step0_offset`` is
+    the offset the readers must use to name the files again.
+    """
+    if asked is not None:
+        grouping = group_directory(directory, asked, "--step0-offset")
+    elif manifest.step0_offset is not None:
+        grouping = group_directory(directory, manifest.step0_offset, f"{MANIFEST_NAME} step0_offset")
+    else:
+        grouping = group_directory(directory)
+    return check_manifest_rounds(grouping, manifest)

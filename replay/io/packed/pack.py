@@ -1,0 +1,137 @@
+"""Packed runs: a whole dump directory as a few column-major arrays per matrix signature.
+
+A day of traffic is millions of rounds in millions of small files; a packed run holds the same
+content (every matrix, score and parent index the readers return, losslessly) in one directory of
+``.npy`` files that load at disk speed and stream block by block. Layout (docs/packed-format.md):
+
+    RUN/packed.json             format, version, read options, groups, skipped files, checksums
+    RUN/manifest.json           verbatim copy of the dump's manifest (config, layout, ...), if any
+    RUN/config.json             verbatim copy, if any
+    RUN/g000/keys.npy           [blocks, 2, B] int64     (a, b) of each round's validate file
+    RUN/g000/root.npy           [blocks, B] int64        root token (PAD_TOKEN when unknown)
+    RUN/g000/ordinal.npy        [blocks, B] int64        position of the round in key order
+    RUN/g000/s0_ids.npy         [blocks, rows, cols, B]  int32 (int64 when an id needs it)
+    RUN/g000/s0_logp.npy        [blocks, rows, cols, B]  float32 (float64 when float32 would round)
+    RUN/g000/s0_parents.npy     [blocks, prows, B]
+    RUN/g000/s1_... v_ids.npy v_logp.npy v_parents.npy
+
+A group holds the rounds of one signature (matrix shapes, dtypes, optional arrays, file
+extensions); B rounds per block (the last block of a group is padded). This module is the entry
+point: packing a dump directory or in-memory batches, and the names callers use. The parts:
+replay.io.packed.format (layout constants, checksums, the records packed.json describes),
+replay.io.packed.meta (packed.json checked on open), replay.io.packed.blocks (checked reads of array
+files), replay.io.packed.write (PackWriter) and replay.io.packed.read (PackedRun).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from replay.io.formats.matrix_io import SCORE_AUTO, RawSpec
+from replay.io.roundbatch import RoundBatch
+from replay.util.errors import DumpError
+
+from .format import PackedBlockError, looks_packed
+from .read import BadBlock, PackedGroup, PackedRun
+from .write import DEFAULT_BLOCK_ROUNDS, PackSummary, PackWriter
+
+__all__ = [  # the names callers import from here (the parts are implementation modules)
+    "DEFAULT_BLOCK_ROUNDS",
+    "BadBlock",
+    "PackSummary",
+    "PackWriter",
+    "PackedBlockError",
+    "PackedGroup",
+    "PackedRun",
+    "is_packed_run",
+    "pack_batches",
+    "pack_directory",
+]
+
+
+def is_packed_run(path: str | Path) -> bool:
+    """A directory holding packed.json, or a packed run's arrays without it (reading that fails loudly)."""
+    return looks_packed(path)
+
+
+def pack_directory(
+    directory: str | Path,
+    out: str | Path,
+    step0_offset: tuple[int, int] | None = None,
+    raw: RawSpec | None = None,
+    score_kind: str | None = None,
+    workers: int | None = None,
+    block_rounds: int = DEFAULT_BLOCK_ROUNDS,
+    progress: bool = False,
+    force: bool = False,
+) -> PackSummary:
+    """Read ``directory`` (in parallel, each file once) and write it as a packed run at ``out``.
+
+    Reading options default to the directory's manifest, as for ``replay``; the tree config is not
+    needed (it is applied when the run is replayed, from the copied manifest/config or --config).
+    """
+    from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
+    from replay.io.grouping import why_no_rounds
+    from replay.io.manifest import group_rounds, read_manifest
+    from replay.util.errors import NoRoundsError
+
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise DumpError(directory, "not a directory")
+    if is_packed_run(directory):
+        raise DumpError(directory, "is already a packed run")
+    manifest = read_manifest(directory)
+    raw = raw or manifest.raw
+    kind = score_kind or manifest.score_kind or SCORE_AUTO
+    grouping = group_rounds(directory, step0_offset, manifest)
+    offset = grouping.step0_offset
+    if not grouping.rounds:  # before anything is written: a packed run of nothing helps no one
+        raise NoRoundsError(
+            f"{directory}: no round could be packed{why_no_rounds(grouping.skipped)}",
+            grouping.skipped,
+            grouping.step0.notes(),
+        )
+    items = plan_items(grouping, manifest.root_tokens)
+    keys = {o: rf.key for o, rf, _ in items}
+    writer = PackWriter(out, str(directory), offset, raw, kind, block_rounds, force, grouping.step0)
+    try:
+        for chunk in iter_read_chunks(
+            directory, items, ReadOptions(offset, raw, kind, None), workers, progress=progress
+        ):
+            for b in chunk.batches:
+                writer.add(b)
+            writer.add_unreadable(chunk.unreadable)
+        return writer.finish(len(grouping.rounds), grouping.skipped, directory, keys)
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def pack_batches(
+    batches: Sequence[RoundBatch] | Iterator[RoundBatch],
+    out: str | Path,
+    block_rounds: int = DEFAULT_BLOCK_ROUNDS,
+    force: bool = False,
+    manifest: dict | None = None,
+) -> PackSummary:
+    """Pack in-memory RoundBatches (synthetic runs, benchmarks); ``manifest`` becomes manifest.json.
+
+    Batches without ordinals are numbered in the order given.
+    """
+    writer = PackWriter(out, "<memory>", (1, 1), None, SCORE_AUTO, block_rounds, force)
+    rounds = 0
+    try:
+        for b in batches:
+            if b.ordinals is None:
+                b = RoundBatch(
+                    b.keys, b.root_tokens, b.steps, b.validate, b.layout, b.names, np.arange(rounds, rounds + len(b))
+                )
+            writer.add(b)
+            rounds += len(b)
+        return writer.finish(rounds, (), manifest=manifest)
+    except BaseException:
+        writer.abort()
+        raise

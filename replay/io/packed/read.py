@@ -1,0 +1,346 @@
+"""Reading packed runs: ``PackedRun`` opens a run, checks it, and streams it block by block.
+
+packed.json is checked on open (replay.io.packed.meta), as are every array file's size and header
+and the copied manifest/config; every block is checked as it is read (replay.io.packed.blocks). A
+block that fails its check becomes a ``BadBlock``: its rounds are skipped, the rest of the run is
+read. docs/packed-format.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from replay.io.formats.matrix_io import RawSpec
+from replay.io.grouping import Key, Skipped, Step0Check
+from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
+from replay.io.rounds import Round
+from replay.util.errors import DumpError
+
+from .blocks import check_array_file, read_block, verify_array
+from .format import (
+    COPIED_FILES,
+    PACKED_NAME,
+    ArraySpec,
+    GroupSpec,
+    PackedBlockError,
+    PackedMeta,
+    file_sha256,
+    run_checksum,
+)
+from .meta import read_meta
+
+
+@dataclass(frozen=True, eq=False)
+class PackedGroup:
+    name: str
+    rounds: int
+    block_rounds: int
+    blocks: int
+    steps: int
+    names: SourceNames | None
+    arrays: dict[str, ArraySpec]  # stem → file, dtype, shape, bytes, sha256, block_crc32
+
+    def block_size(self, k: int) -> int:
+        """Rounds in block ``k`` (the last block of a group is padded to ``block_rounds``)."""
+        return min(self.block_rounds, self.rounds - k * self.block_rounds)
+
+    def block_sizes(self) -> list[int]:
+        return [self.block_size(k) for k in range(self.blocks)]
+
+
+def _group(spec: GroupSpec, meta: PackedMeta) -> PackedGroup:
+    names = None
+    if spec.exts is not None:
+        names = SourceNames(meta.source, spec.exts, meta.step0_offset, dict(spec.path_overrides))
+    return PackedGroup(spec.name, spec.rounds, spec.block_rounds, spec.blocks, spec.steps, names, dict(spec.arrays))
+
+
+@dataclass(frozen=True, eq=False)
+class BadBlock:
+    """A block whose rounds are skipped: which, how many, where it sits in key order, and why."""
+
+    group: str
+    block: int
+    rounds: int
+    position: int  # where it is listed among skipped rounds: its first ordinal, or the run's
+    # round count (last) when its own ordinals are unreadable
+    keys: np.ndarray | None  # [2, rounds] int64 when the keys are readable
+    skipped: Skipped
+
+
+@dataclass(frozen=True, eq=False)
+class PackedRun:
+    """An opened packed run: packed.json checked on open, every block checked as it is read.
+
+    ``check_blocks=False`` skips the per-block CRC-32 (benchmarks measure its cost); the structure
+    (sizes, headers, ordinal ranges) is checked either way.
+    """
+
+    path: Path
+    meta: dict[str, Any]  # packed.json as read (its checksum verified)
+    groups: tuple[PackedGroup, ...]
+    spec: PackedMeta = field(repr=False)
+    check_blocks: bool = True
+
+    @classmethod
+    def open(cls, path: str | Path, check_blocks: bool = True) -> PackedRun:
+        """Read and check packed.json, the copied files and every array file's size and header."""
+        path = Path(path)
+        spec = read_meta(path)
+        for g in spec.groups:
+            for a in g.arrays.values():
+                check_array_file(path, a)
+        _check_copied(path, spec)
+        return cls(path, dict(spec.body), tuple(_group(g, spec) for g in spec.groups), spec, check_blocks)
+
+    @property
+    def num_rounds(self) -> int:
+        """Rounds the source's names grouped into, readable or not (replay_directory's total)."""
+        return self.spec.rounds
+
+    @property
+    def step0_offset(self) -> tuple[int, int]:
+        return self.spec.step0_offset
+
+    @property
+    def step0(self) -> Step0Check:
+        """What the grouping said about the step-0 offset when the run was packed."""
+        return self.spec.step0
+
+    @property
+    def raw(self) -> RawSpec | None:
+        return self.spec.raw
+
+    @property
+    def score_kind(self) -> str:
+        return self.spec.score_kind
+
+    @property
+    def skipped(self) -> list[Skipped]:
+        """Files the source's names could not place in a round (grouping), in order."""
+        return list(self.spec.skipped)
+
+    @property
+    def unreadable(self) -> list[tuple[int, Key | None, Skipped]]:
+        """(ordinal, key, why) of rounds whose files could not be read when packing."""
+        return list(self.spec.unreadable)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.bytes for g in self.groups for a in g.arrays.values())
+
+    def read(self, group: PackedGroup, stem: str, k: int) -> np.ndarray:
+        """Block ``k`` of one array, ``[..., B]``, checked (PackedBlockError when it does not match)."""
+        arr = read_block(self.path, group.name, group.arrays[stem], k, self.check_blocks)
+        if stem == "ordinal":
+            self._check_ordinals(group, k, arr[: group.block_size(k)])
+        return arr
+
+    def _check_ordinals(self, group: PackedGroup, k: int, ords: np.ndarray) -> None:
+        # [n] int: the CRC says the bytes are the writer's; this keeps a re-hashed edit from indexing out of range
+        if ords.shape[0] and (int(ords.min()) < 0 or int(ords.max()) >= self.num_rounds):
+            raise PackedBlockError(
+                self.path / group.arrays["ordinal"].file,
+                group.name,
+                k,
+                f"ordinals in [{int(ords.min())}, {int(ords.max())}], the run has {self.num_rounds} rounds",
+            )
+
+    def block(self, group: PackedGroup, k: int, layout: str | None = None, load: bool = True) -> RoundBatch:
+        """Block ``k`` of ``group`` as a RoundBatch, read into memory and checked.
+
+        Raises PackedBlockError when any of its arrays does not match packed.json (``load`` is
+        kept for callers of the memory-mapped reader: blocks are always read, to check them).
+        """
+        n = group.block_size(k)
+
+        def get(stem: str) -> np.ndarray | None:
+            if stem not in group.arrays:
+                return None
+            return self.read(group, stem, k)[..., :n]
+
+        def stack(prefix: str) -> MatrixStack:
+            return MatrixStack(get(f"{prefix}_ids"), get(f"{prefix}_logp"), get(f"{prefix}_parents"))
+
+        return RoundBatch(
+            get("keys"),
+            get("root"),
+            tuple(stack(f"s{i}") for i in range(group.steps)),
+            stack("v"),
+            layout,
+            group.names,
+            get("ordinal"),
+        )
+
+    def bad_block(self, group: PackedGroup, k: int, exc: PackedBlockError) -> BadBlock:
+        """What to report for a block that failed its check: every damaged array, readable keys/ordinals."""
+        n = group.block_size(k)
+        found: dict[str, np.ndarray | PackedBlockError] = {}
+        for stem in group.arrays:  # all of them, in packed.json's order: the same report whoever read first
+            try:
+                found[stem] = self.read(group, stem, k)[..., :n]
+            except PackedBlockError as e:
+                found[stem] = e
+        errors = [e for e in found.values() if isinstance(e, PackedBlockError)] or [exc]
+        ords, keys = (
+            None if isinstance(found[s], PackedBlockError) else found[s].astype(np.int64) for s in ("ordinal", "keys")
+        )
+        what = f"block {k} of group {group.name} ({n} round{'s' if n != 1 else ''})"
+        why = (
+            "; ".join(str(e) for e in errors)
+            + f"; the rest of the run is read (check it: specreplay verify-pack {self.path})"
+        )
+        position = self.num_rounds if ords is None else int(ords.min())
+        return BadBlock(group.name, k, n, position, keys, Skipped(what, why, tuple(e.path for e in errors)))
+
+    def iter_blocks(self, layout: str | None = None) -> Iterator[RoundBatch | BadBlock]:
+        """Every block of every group, a RoundBatch or, when it fails its check, a BadBlock."""
+        for g in self.groups:
+            for k in range(g.blocks):
+                try:
+                    yield self.block(g, k, layout)
+                except PackedBlockError as exc:
+                    yield self.bad_block(g, k, exc)
+
+    def iter_batches(self, layout: str | None = None, load: bool = True) -> Iterator[RoundBatch]:
+        """Every block of every group; memory stays one block whatever the run's size.
+
+        Raises PackedBlockError at the first block that fails its check (iter_blocks reports
+        bad blocks and goes on).
+        """
+        for g in self.groups:
+            for k in range(g.blocks):
+                yield self.block(g, k, layout)
+
+    def locate(self, key: Key) -> tuple[list[tuple[PackedGroup, int]], list[BadBlock]]:
+        """Blocks whose keys hold round ``key``, and bad blocks whose keys cannot be read (may hold it)."""
+        found, unknown = [], []
+        for g in self.groups:
+            for k, n in enumerate(g.block_sizes()):
+                try:
+                    keys = self.read(g, "keys", k)[..., :n]
+                except PackedBlockError as exc:
+                    unknown.append(self.bad_block(g, k, exc))
+                    continue
+                if ((keys[0] == key[0]) & (keys[1] == key[1])).any():
+                    found.append((g, k))
+        return found, unknown
+
+    def all_keys(self) -> np.ndarray:
+        """[2, N] int64 keys of every packed round (any order); PackedBlockError on a bad block."""
+        parts = [self.read(g, "keys", k)[..., :n] for g in self.groups for k, n in enumerate(g.block_sizes())]
+        return np.concatenate(parts, axis=-1).astype(np.int64) if parts else np.zeros((2, 0), dtype=np.int64)
+
+    def iter_rounds(self, layout: str | None = None, only: Key | None = None) -> Iterator[tuple[int, Round | Skipped]]:
+        """(ordinal, Round, or why it is skipped) in key order, one block per group cached.
+
+        A bad block is one Skipped, at its first round's place (at the end when its ordinals are
+        unreadable). ``only``: just the rounds with that key (and bad blocks that may hold it).
+        """
+        if only is not None:
+            yield from self._iter_only(layout, only)
+            return
+        n = self.num_rounds
+        gid = np.full(n, -1, dtype=np.int32)  # n <= the keys files' size: checked on open
+        pos = np.full(n, -1, dtype=np.int64)
+        unreadable = {o: s for o, _, s in self.unreadable}
+        for o in unreadable:
+            gid[o] = -2
+        lost: list[BadBlock] = []
+        for gi, g in enumerate(self.groups):
+            for k, size in enumerate(g.block_sizes()):
+                try:
+                    ords = self.read(g, "ordinal", k)[:size]
+                except PackedBlockError as exc:
+                    lost.append(self.bad_block(g, k, exc))
+                    continue
+                if (gid[ords] != -1).any() or np.unique(ords).shape[0] != size:
+                    raise DumpError(
+                        self.path / g.arrays["ordinal"].file,
+                        f"block {k} repeats an ordinal of another round",
+                        "ordinal",
+                    )
+                gid[ords] = gi
+                pos[ords] = k * g.block_rounds + np.arange(size)
+        cache: dict[int, tuple[int, RoundBatch | BadBlock]] = {}
+        for o in range(n):
+            gi = int(gid[o])
+            if gi < 0:
+                if o in unreadable:
+                    yield o, unreadable[o]
+                continue
+            g = self.groups[gi]
+            k, i = divmod(int(pos[o]), g.block_rounds)
+            if gi not in cache or cache[gi][0] != k:
+                try:
+                    cache[gi] = (k, self.block(g, k, layout))
+                except PackedBlockError as exc:
+                    cache[gi] = (k, self.bad_block(g, k, exc))
+                    yield o, cache[gi][1].skipped
+            item = cache[gi][1]
+            if isinstance(item, RoundBatch):
+                yield o, item.round_at(i)
+        for bad in lost:
+            yield bad.position, bad.skipped
+
+    def _iter_only(self, layout: str | None, key: Key) -> Iterator[tuple[int, Round | Skipped]]:
+        found, unknown = self.locate(key)
+        out: list[tuple[int, Round | Skipped]] = [(o, s) for o, k, s in self.unreadable if k == key]
+        for g, k in found:
+            try:
+                b = self.block(g, k, layout)
+            except PackedBlockError as exc:
+                bad = self.bad_block(g, k, exc)
+                out.append((bad.position, bad.skipped))
+                continue
+            for i in np.flatnonzero((b.keys[0] == key[0]) & (b.keys[1] == key[1])):
+                out.append((int(b.ordinals[i]), b.round_at(int(i))))
+        out += [(bad.position, bad.skipped) for bad in unknown]
+        yield from sorted(out, key=lambda t: t[0])
+
+    def verify(self, progress: Callable[[int], None] | None = None) -> list[str]:
+        """Problems found (empty when intact): each file's structure, every block's CRC-32, sha256."""
+        problems = []
+        files = []
+        for g in self.groups:
+            for a in g.arrays.values():
+                files.append(a.to_json())
+                problems += verify_array(self.path, g.name, a, progress)
+        for c in self.spec.copied:
+            files.append({"file": c.file, "sha256": c.sha256})
+            p = self.path / c.file
+            if not p.is_file() or file_sha256(p) != c.sha256:
+                problems.append(f"{p}: missing or sha256 differs from packed.json")
+        if run_checksum(files) != self.spec.run_checksum:
+            problems.append(f"{self.path / PACKED_NAME}: run checksum differs (files added, removed or renamed)")
+        return problems
+
+
+def _check_copied(root: Path, spec: PackedMeta) -> None:
+    """manifest.json/config.json as packed (they decide the config and layout), none added since."""
+    listed = {c.file: c for c in spec.copied}
+    for name in COPIED_FILES:
+        p = root / name
+        if name not in listed:
+            if p.exists():
+                raise DumpError(
+                    p,
+                    "was added after packing (not in packed.json); pass --config to replay with another config, or repack",
+                )
+            continue
+        c = listed[name]
+        try:
+            size = p.stat().st_size
+            ok = size == c.bytes and file_sha256(p) == c.sha256
+        except OSError:
+            raise DumpError(p, "missing (listed in packed.json)") from None
+        if not ok:
+            raise DumpError(
+                p,
+                "differs from the copy packed.json records (edited or corrupt); pass --config to replay with another config, or repack",
+            )

@@ -1,0 +1,326 @@
+"""Writing packed runs: RoundBatches streamed into growing ``.npy`` files, one group per signature.
+
+Files grow block by block while packing, so packing streams; nothing appears at the output path
+until ``PackWriter.finish`` moves the finished run into place in one rename. The layout and the
+checksums written are replay.io.packed.format; docs/packed-format.md describes both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from replay.io.formats.matrix_io import RawSpec
+from replay.io.grouping import Key, Skipped, Step0Check
+from replay.io.roundbatch import RoundBatch
+from replay.util.atomic import write_json_atomic
+from replay.util.errors import DumpError
+
+from .format import (
+    BLOCK_CHECKSUM,
+    COPIED_FILES,
+    PACKED_FORMAT,
+    PACKED_NAME,
+    PACKED_VERSION,
+    ArraySpec,
+    block_checksum,
+    file_sha256,
+    looks_packed,
+    run_checksum,
+    seal_meta,
+)
+
+DEFAULT_BLOCK_ROUNDS = 16384  # = the batch kernel's chunk: one block is replayed in one go
+
+
+class _Appender:
+    """A ``.npy`` file whose first axis grows one block at a time; sha256 of its data, CRC-32 per block.
+
+    numpy pads every header so that the first axis can grow (``GROWTH_AXIS_MAX_DIGITS``); the
+    header is rewritten in place with the final count when the file is closed.
+    """
+
+    def __init__(self, root: Path, rel: str, dtype: np.dtype, block_shape: tuple[int, ...]):
+        self.rel, self.dtype, self.block_shape = rel, np.dtype(dtype), tuple(block_shape)
+        self.fh = open(root / rel, "wb")
+        self.count = 0
+        self.sha = hashlib.sha256()
+        self.crcs: list[int] = []
+        self.header_len = self._write_header()
+
+    def _write_header(self) -> int:
+        self.fh.seek(0)
+        header = {
+            "descr": np.lib.format.dtype_to_descr(self.dtype),
+            "fortran_order": False,
+            "shape": (self.count, *self.block_shape),
+        }
+        np.lib.format.write_array_header_1_0(self.fh, header)
+        return self.fh.tell()
+
+    def append(self, block: np.ndarray) -> None:
+        block = np.ascontiguousarray(block, dtype=self.dtype)
+        if block.shape != self.block_shape:
+            raise ValueError(f"{self.rel}: block of shape {block.shape}, expected {self.block_shape}")
+        data = memoryview(block).cast("B")
+        self.fh.write(data)
+        self.sha.update(data)
+        self.crcs.append(block_checksum(block))
+        self.count += 1
+
+    def close(self) -> dict[str, Any]:
+        end = self.fh.tell()
+        if self._write_header() != self.header_len:
+            raise RuntimeError(f"{self.rel}: .npy header changed size on rewrite")
+        self.fh.close()
+        return ArraySpec(
+            Path(self.rel).stem,
+            self.rel,
+            self.dtype,
+            (self.count, *self.block_shape),
+            end,
+            self.sha.hexdigest(),
+            tuple(self.crcs),
+        ).to_json()
+
+
+def _pad(arr: np.ndarray, n: int) -> np.ndarray:
+    """Pad the round axis (last) to ``n`` with zeros: the last block of a group."""
+    if arr.shape[-1] == n:
+        return arr
+    out = np.zeros(arr.shape[:-1] + (n,), dtype=arr.dtype)
+    out[..., : arr.shape[-1]] = arr
+    return out
+
+
+def _block_arrays(batch: RoundBatch) -> dict[str, np.ndarray]:
+    """Every array of a RoundBatch under its file stem (round axis last)."""
+    out = {"keys": batch.keys, "root": batch.root_tokens, "ordinal": batch.ordinals}
+    for prefix, st in [(f"s{i}", s) for i, s in enumerate(batch.steps)] + [("v", batch.validate)]:
+        out[f"{prefix}_ids"] = st.ids
+        if st.logp is not None:
+            out[f"{prefix}_logp"] = st.logp
+        if st.parents is not None:
+            out[f"{prefix}_parents"] = st.parents
+    return out
+
+
+class _GroupWriter:
+    """Buffers one signature's rounds and writes them a block at a time."""
+
+    def __init__(self, root: Path, name: str, block_rounds: int):
+        self.root, self.name, self.block_rounds = root, name, block_rounds
+        self.pending: list[RoundBatch] = []
+        self.pending_n = 0
+        self.rounds = 0
+        self.block: int | None = None  # rounds per block, fixed by the first block written
+        self.appenders: dict[str, _Appender] = {}
+        self.sample: RoundBatch | None = None
+        self.overrides: dict[int, tuple[str, ...]] = {}
+
+    def add(self, batch: RoundBatch) -> None:
+        if batch.ordinals is None:
+            raise ValueError("packing needs each round's ordinal (its position in key order)")
+        self.sample = self.sample or batch
+        if batch.names is not None:
+            self.overrides.update(batch.names.overrides)
+        self.pending.append(batch)
+        self.pending_n += len(batch)
+        while self.pending_n >= self.block_rounds:
+            self._flush(self.block_rounds)
+
+    def _flush(self, n: int) -> None:
+        from replay.io.fastread import concat_batches
+
+        merged = concat_batches(self.pending)
+        head, rest = merged.take(slice(0, n)), merged.take(slice(n, None))
+        if self.block is None:
+            self.block = n
+            (self.root / self.name).mkdir()
+        for stem, arr in _block_arrays(head).items():
+            arr = _pad(np.asarray(arr), self.block)
+            if stem not in self.appenders:
+                self.appenders[stem] = _Appender(self.root, f"{self.name}/{stem}.npy", arr.dtype, arr.shape)
+            self.appenders[stem].append(arr)
+        self.rounds += n
+        self.pending = [rest] if len(rest) else []
+        self.pending_n = len(rest)
+
+    def close(self) -> dict[str, Any]:
+        if self.pending_n:
+            self._flush(self.pending_n)
+        s = self.sample
+        names = s.names
+        return {
+            "name": self.name,
+            "rounds": self.rounds,
+            "block_rounds": self.block,
+            "blocks": -(-self.rounds // self.block),
+            "steps": s.num_steps,
+            "exts": list(names.exts) if names else None,
+            "path_overrides": {str(k): list(v) for k, v in sorted(self.overrides.items())},
+            "arrays": {stem: a.close() for stem, a in self.appenders.items()},
+        }
+
+
+def _raw_json(raw: RawSpec | None) -> dict | None:
+    if raw is None:
+        return None
+    return {"dtype": raw.dtype, "columns": dict(raw.columns), "score_dtype": raw.score_dtype, "force": raw.force}
+
+
+def _skipped_json(s: Skipped) -> dict:
+    return {"what": s.what, "reason": s.reason, "paths": list(s.paths)}
+
+
+@dataclass(frozen=True)
+class PackSummary:
+    path: str
+    rounds: int  # rounds the dump's names group into (readable or not)
+    packed_rounds: int
+    groups: int
+    bytes: int
+    checksum: str
+    skipped: int  # name-level skips plus unreadable rounds
+    skipped_items: tuple[Skipped, ...] = ()  # those entries, in the order a replay of the run lists them
+    warnings: tuple[str, ...] = ()  # lines for stderr about how the names were grouped (Step0Check.notes)
+
+
+class PackWriter:
+    """Streams RoundBatches into a packed run; nothing appears at ``out`` until ``finish``."""
+
+    def __init__(
+        self,
+        out: str | Path,
+        source: str,
+        step0_offset: tuple[int, int],
+        raw: RawSpec | None,
+        score_kind: str,
+        block_rounds: int = DEFAULT_BLOCK_ROUNDS,
+        force: bool = False,
+        step0_check: Step0Check | None = None,
+    ):
+        self.out = Path(out)
+        if self.out.exists() and not (force and looks_packed(self.out)):
+            why = (
+                "a packed run: pass --force to replace it"
+                if looks_packed(self.out)
+                else "and is not a packed run; choose another path"
+            )
+            raise DumpError(self.out, f"already exists {why}")
+        if block_rounds < 1:
+            raise ValueError(f"block_rounds must be positive, got {block_rounds}")
+        self.tmp = self.out.parent / f".{self.out.name}.packing-{os.getpid()}"
+        if self.tmp.exists():
+            shutil.rmtree(self.tmp)
+        self.tmp.mkdir(parents=True)
+        self.source, self.step0_offset, self.raw, self.score_kind = source, step0_offset, raw, score_kind
+        self.step0_check = (
+            step0_check  # the grouping's Step0Check, kept so a replay of the run says what the directory's says
+        )
+        self.block_rounds = block_rounds
+        self.groups: dict[tuple, _GroupWriter] = {}
+        self.unreadable: list[tuple[int, Skipped]] = []
+
+    def add(self, batch: RoundBatch, signature: tuple | None = None) -> None:
+        from replay.io.fastread import batch_signature
+
+        sig = batch_signature(batch) if signature is None else signature
+        if sig not in self.groups:
+            self.groups[sig] = _GroupWriter(self.tmp, f"g{len(self.groups):03d}", self.block_rounds)
+        self.groups[sig].add(batch)
+
+    def add_unreadable(self, items: Sequence[tuple[int, Skipped]]) -> None:
+        self.unreadable.extend(items)
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def finish(
+        self,
+        rounds: int,
+        skipped: Sequence[Skipped],
+        copy_from: str | Path | None = None,
+        keys_of_unreadable: dict[int, Key] | None = None,
+        manifest: dict | None = None,
+    ) -> PackSummary:
+        """Close every file, write packed.json, then move the run into place in one rename.
+
+        copy_from: the dump directory whose manifest.json/config.json are copied verbatim;
+        manifest: a manifest body to write instead (in-memory runs).
+        """
+        groups = [g.close() for g in self.groups.values()]
+        files = [a for g in groups for a in g["arrays"].values()]
+        if manifest is not None:
+            from replay.io.dumpwrite import write_manifest
+
+            write_manifest(self.tmp, manifest)
+        elif copy_from is not None:
+            for name in COPIED_FILES:
+                if (Path(copy_from) / name).is_file():
+                    shutil.copyfile(Path(copy_from) / name, self.tmp / name)
+        copied = [
+            {"file": name, "sha256": file_sha256(self.tmp / name), "bytes": (self.tmp / name).stat().st_size}
+            for name in COPIED_FILES
+            if (self.tmp / name).is_file()
+        ]
+        keys = keys_of_unreadable or {}
+        body = {
+            "format": PACKED_FORMAT,
+            "version": PACKED_VERSION,
+            "source": self.source,
+            "read_options": {
+                "step0_offset": list(self.step0_offset),
+                "raw": _raw_json(self.raw),
+                "score_kind": self.score_kind,
+                **({"step0_check": self.step0_check.to_json()} if self.step0_check is not None else {}),
+            },
+            "rounds": rounds,
+            "packed_rounds": sum(g["rounds"] for g in groups),
+            "block_rounds": self.block_rounds,
+            "skipped": [_skipped_json(s) for s in skipped],
+            "unreadable": [
+                {"ordinal": o, "key": list(keys[o]) if o in keys else None, **_skipped_json(s)}
+                for o, s in sorted(self.unreadable, key=lambda t: t[0])
+            ],
+            "groups": groups,
+            "copied": copied,
+            "checksum": {
+                "algorithm": "sha256",
+                "covers": "each array file's data bytes after its .npy header; copied files whole",
+                "block": BLOCK_CHECKSUM,
+                "block_covers": "each block's bytes in each array file (block_crc32[k] = block k)",
+                "run": run_checksum(files + copied),
+                "meta": "meta_sha256 = sha256 of this object without meta_sha256 as JSON with sorted keys, separators (',', ':'), ASCII",
+            },
+        }
+        write_json_atomic(self.tmp / PACKED_NAME, seal_meta(body))
+        os.chmod(self.tmp / PACKED_NAME, 0o644)  # mkstemp made it private; the run is plain data
+        old = None
+        if self.out.exists():  # --force on a previous packed run: swap, then delete the old one
+            old = self.out.parent / f".{self.out.name}.old-{os.getpid()}"
+            os.replace(self.out, old)
+        os.replace(self.tmp, self.out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        total = sum(f["bytes"] for f in files + copied) + (self.out / PACKED_NAME).stat().st_size
+        items = tuple(skipped) + tuple(s for _, s in sorted(self.unreadable, key=lambda t: t[0]))
+        notes = self.step0_check.notes() if self.step0_check is not None else ()
+        return PackSummary(
+            str(self.out),
+            rounds,
+            body["packed_rounds"],
+            len(groups),
+            total,
+            body["checksum"]["run"],
+            len(items),
+            items,
+            notes,
+        )

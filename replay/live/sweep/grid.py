@@ -1,0 +1,45 @@
+"""Sweep specifications (``sweep --grid`` / ``--configs``), read through the one config grammar.
+
+``--grid`` is a list of configs separated by ';', each in any form of replay.core.config_grammar
+(docs/config-grammar.md)::
+
+    6,2x2,1x1;1,1,1,1        two configs: topKSpec [[6],[2,2],[1,1]] (topHead [1,2,2]) and a chain
+    [6]|[2,2]|[1,1];tree.json the rank form and a file fit in the same list
+    4|6,2x2|1,1              '|' lists alternatives for a step; every combination is a config
+                             (combinations the tree cannot hold are skipped and reported)
+    6,2x2,1x1@0.2            '@' sets gammaThreshold
+    1,1,1,1,1,1@0|0.3|0.5    '|' after '@' lists thresholds: one config per threshold
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from replay.core.config import TreeConfig, grid_item  # noqa: F401  grid_item: parse_grid's inverse, kept importable here
+from replay.core.config_grammar import ConfigTextError, dedupe, parse_config_list, parse_configs, run_name
+from replay.live.errors import SweepError
+
+
+def parse_grid(text: str) -> tuple[list[TreeConfig], list[str]]:
+    """Configs in order (duplicates dropped) and the skipped alternative combinations, as text."""
+    try:
+        return parse_config_list(text, "--grid")
+    except ConfigTextError as exc:
+        raise SweepError(str(exc)) from None
+
+
+def load_config_list(path: str | Path) -> list[TreeConfig]:
+    """``--configs``: a JSON file holding a list of tree configs (or one config, or a ``specTree``
+    object); any other config form is read too."""
+    try:
+        return dedupe(parse_configs(str(path), "--configs"))
+    except ConfigTextError as exc:
+        raise SweepError(str(exc)) from None
+
+
+def config_name(config: TreeConfig) -> str:
+    """A file-name-safe identity of a tree shape, e.g. ``6_2x2_1x1`` (``_t0.2`` / ``_dyn`` suffixes)."""
+    return run_name(config)
+
+
+__all__ = ["config_name", "dedupe", "grid_item", "load_config_list", "parse_grid"]

@@ -1,0 +1,4 @@
+"""Generators that tests and benches use: synthetic dumps from a known acceptance model (synth),
+the same as arrays (batch_synth), tiny random-weight models (tiny). No library module imports
+this package (tests/test_layers.py).
+"""

@@ -1,0 +1,120 @@
+"""Atomic file writes: a reader (or a resumed sweep) never sees half a file.
+
+Every error names the path the user gave, never the temporary file beside it: an OSError of the
+temporary (a directory that refuses new files, a full disk) becomes OutputPathError naming the
+path. What is not a file to replace is written in place (``writes_in_place``): /dev/null,
+/dev/stdout, a FIFO. Renaming over /dev/null would replace the device node with a regular file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .errors import OutputPathError
+
+# Open files by another name (/dev/stdout, /dev/fd/1, /proc/self/fd/1): written into, never replaced,
+# even when they lead to a regular file (`> out.txt`): replacing it would cut off the shell's stdout.
+OPEN_FILE_NAMES = ("/dev/stdout", "/dev/stderr")
+OPEN_FILE_ROOTS = ("/dev/fd/", "/proc/")
+
+
+def writes_in_place(path: str | Path) -> bool:
+    """Whether ``path`` is written into rather than replaced: an open file by another name
+    (OPEN_FILE_NAMES, OPEN_FILE_ROOTS), or an existing entry that is neither a regular file nor a
+    directory (a device such as /dev/null, a FIFO, a socket)."""
+    absolute = os.path.abspath(path)
+    if absolute in OPEN_FILE_NAMES or absolute.startswith(OPEN_FILE_ROOTS):
+        return True
+    try:
+        mode = os.stat(path).st_mode  # follows symlinks: a link to /dev/null is /dev/null
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def replaced_file(path: str | Path) -> Path:
+    """The file an atomic write of ``path`` replaces: ``path``, or a symlink's target (the link is
+    kept, as a plain ``open(path, "w")`` would keep it)."""
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it over ``path`` only if the block succeeds.
+
+    In-place targets (writes_in_place) are yielded as they are. An OSError about the temporary
+    file, or one without a file name (ENOSPC from a write), is raised as OutputPathError naming
+    ``path``; other errors pass unchanged.
+    """
+    given = Path(path)
+    if writes_in_place(given):
+        try:
+            yield given
+        except OSError as exc:
+            if _about(exc, given):
+                raise _write_error(given, exc, given) from exc
+            raise
+        return
+    target = replaced_file(given)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise _write_error(given, exc, None) from exc
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        try:
+            yield tmp_path
+            os.chmod(tmp_path, _final_mode(target))
+            with open(tmp_path, "rb") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp_path, target)
+        except OSError as exc:
+            if _about(exc, tmp_path):
+                raise _write_error(given, exc, tmp_path) from exc
+            raise
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def _about(exc: OSError, tmp: Path) -> bool:
+    """Is ``exc`` about the file being written (named, or unnamed as a failed write is)?"""
+    names = {str(n) for n in (exc.filename, exc.filename2) if n is not None}
+    return not names or str(tmp) in names or str(tmp) in str(exc)
+
+
+def _write_error(given: Path, exc: OSError, tmp: Path | None) -> OutputPathError:
+    reason = exc.strerror or str(exc)
+    if tmp is not None:
+        reason = reason.replace(str(tmp), str(given))
+    return OutputPathError(f"{given}: cannot be written: {reason}")
+
+
+def _final_mode(path: Path) -> int:
+    """The mode a plain ``open(path, "w")`` would give: mkstemp makes its file 0600, which would
+    leave dumps and reports unreadable to the rest of a team sharing a results directory."""
+    try:
+        return path.stat().st_mode & 0o7777  # replacing a file keeps its mode
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    write_bytes_atomic(path, (json.dumps(obj, indent=1, sort_keys=False) + "\n").encode("utf-8"))

@@ -1,0 +1,81 @@
+"""Errors that carry enough to tell the user what to fix: the file, the field, what was expected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def printable(text: str) -> str:
+    """``text`` with undecodable file-name bytes (surrogate escapes) shown as ``\\xff``.
+
+    File names are bytes; Python keeps the ones that are not UTF-8 as lone surrogates, which a
+    strict UTF-8 stdout refuses to print. Messages carry this form instead.
+    """
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def shown(text: str, limit: int = 80) -> str:
+    """An option's value as an error message quotes it: printable and cut short, so that a pasted
+    100 KB value still gives a one-line error."""
+    text = printable(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class SpecReplayError(Exception):
+    """Base of every error the CLI turns into a one-line message and a non-zero exit."""
+
+
+class NoRoundsError(SpecReplayError):
+    """Not one round could be used: an error (exit 2) in every command. ``skipped`` (replay.io.grouping.Skipped)
+    says why, and ``notes`` what the reading found; the CLI lists both on stderr before the error line."""
+
+    def __init__(self, message: str, skipped=(), notes: tuple[str, ...] = (), label: str | None = None):
+        super().__init__(message)
+        self.skipped = tuple(skipped)
+        self.notes = tuple(notes)
+        self.label = label
+
+
+class ConfigError(SpecReplayError):
+    def __init__(self, source: str | Path | None, field: str, message: str):
+        self.source = str(source) if source is not None else None
+        self.field = field
+        where = f"{printable(self.source)}: " if self.source else ""
+        super().__init__(f"{where}config field '{field}': {message}")
+
+
+class DumpError(SpecReplayError):
+    """A dump file that cannot be read as what it should be."""
+
+    def __init__(self, path: str | Path, message: str, field: str | None = None):
+        self.path = str(path)
+        self.field = field
+        what = f" ({field})" if field else ""
+        super().__init__(f"{printable(self.path)}{what}: {message}")
+
+
+class RoundError(SpecReplayError):
+    """A round whose files were read but disagree with the config or with each other."""
+
+    def __init__(self, key: tuple[int, int], message: str, path: str | Path | None = None):
+        self.key = key
+        self.path = str(path) if path is not None else None
+        where = f" ({printable(self.path)})" if self.path else ""
+        super().__init__(f"round {key[0]}_{key[1]}{where}: {message}")
+
+
+class RoundNotFoundError(DumpError):
+    """``--round A_B`` names a round the dump cannot replay (replay.io.grouping.no_such_round says why)."""
+
+    def __init__(self, path: str | Path, message: str):
+        self.path = str(path)
+        self.field = None
+        SpecReplayError.__init__(self, message)  # the message names the round and the dump itself
+
+
+class OutputPathError(SpecReplayError):
+    """An output path that cannot be written as asked (checked before any work starts)."""
+
+
+class InputPathError(SpecReplayError):
+    """An input file that is missing or unreadable (checked before any slow step)."""

@@ -1,0 +1,83 @@
+"""The one parallel map: work items on a bounded pool of threads or processes, results in order.
+
+Readers (replay.io.fastread, processes: parsing text holds the GIL) and the batch replay
+(replay.engine.batch and replay.engine.runs, threads: numpy releases the GIL) all go through ``ordered_map``,
+so they share one rule for the worker count, one bound on memory (WINDOW_PER_WORKER items in
+flight per worker, so a slow consumer stalls the producers instead of piling up results) and one
+error for a worker process that dies.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import TypeVar
+
+from .errors import SpecReplayError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+MAX_DEFAULT_WORKERS = 2  # the default stays small: shared machines, and two cores already halve the wall time
+WINDOW_PER_WORKER = 2  # items in flight per worker: one running, one queued, so no worker waits for the consumer
+
+
+class WorkerDiedError(SpecReplayError):
+    """A worker process ended without a result (killed: out of memory, a signal)."""
+
+
+def default_workers() -> int:
+    """Workers when the user names none: the machine's cores, at most MAX_DEFAULT_WORKERS."""
+    return max(1, min(MAX_DEFAULT_WORKERS, os.cpu_count() or 1))
+
+
+def resolve_workers(workers: int | None) -> int:
+    """``--workers``: None is default_workers(), anything below 1 is 1 (this process only)."""
+    return default_workers() if workers is None else max(1, workers)
+
+
+def ordered_map(
+    fn: Callable[[T], R],
+    items: Iterable[T],
+    workers: int,
+    *,
+    processes: bool = False,
+) -> Iterator[R]:
+    """``fn`` over ``items``, results yielded in item order, at most ``WINDOW_PER_WORKER * workers``
+    items submitted ahead of the consumer; ``items`` is read lazily.
+
+    ``workers <= 1`` runs in the calling thread. ``processes`` uses a process pool (``fn`` and the
+    items must pickle); a worker process that dies raises WorkerDiedError. An exception raised by
+    ``fn`` reaches the caller unchanged. Progress is the consumer's: it sees each result in order.
+    """
+    results = _serial(fn, items) if workers <= 1 else _pooled(fn, items, workers, processes)
+    try:
+        yield from results
+    except BrokenProcessPool:
+        raise WorkerDiedError(
+            "a worker process died (killed, e.g. out of memory) before returning its result; --workers 1 runs in this process"
+        ) from None
+
+
+def _serial(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+    for item in items:
+        yield fn(item)
+
+
+def _pooled(fn: Callable[[T], R], items: Iterable[T], workers: int, processes: bool) -> Iterator[R]:
+    pool: Executor = ProcessPoolExecutor(max_workers=workers) if processes else ThreadPoolExecutor(max_workers=workers)
+    with pool:
+        window: deque[Future] = deque()
+        try:
+            for item in items:
+                window.append(pool.submit(fn, item))
+                if len(window) >= WINDOW_PER_WORKER * workers:
+                    yield window.popleft().result()
+            while window:
+                yield window.popleft().result()
+        finally:
+            for fut in window:  # the consumer stopped early or an item failed: drop what has not started
+                fut.cancel()

@@ -1,0 +1,137 @@
+"""Check a command's output (and input file) paths before any work starts.
+
+One rule for every command that writes: a directory output must be an existing, writable
+directory or creatable (its nearest existing ancestor is a writable directory); a file output must
+not be a directory, and its directory must be writable or creatable (writes are atomic: a temporary
+file beside the target is renamed over it; devices such as /dev/null are written in place, see
+replay.util.atomic). "Writable" is tried for real: a temporary file (or directory, where one must be
+created) is made and removed again. Permission bits alone say nothing to root, and /proc or a
+read-only mount refuse entries whatever the bits say. The commands declare their outputs with the argparse
+types ``output_dir`` / ``output_file``, so a bad path fails while parsing, with the option's name,
+before a dump is read or a model loaded. Input files that are read only after a slow step (a
+prompts file after loading two models) are declared with ``input_file`` for the same reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+from .atomic import replaced_file, writes_in_place
+from .errors import InputPathError, OutputPathError
+
+DIRECTORY, FILE = "directory", "file"
+
+
+def check_output(path: str | Path, kind: str) -> Path:
+    """``path`` if it can be written as a ``kind`` (DIRECTORY or FILE), else OutputPathError."""
+    if kind not in (DIRECTORY, FILE):
+        raise ValueError(f"kind must be {DIRECTORY!r} or {FILE!r}, got {kind!r}")
+    if not str(path).strip():
+        raise OutputPathError("empty path")
+    p = Path(path)
+    if kind == DIRECTORY:
+        _check_directory(p, p)
+    else:
+        if p.is_dir():
+            raise OutputPathError(f"{p}: is a directory; expected a file name")
+        if p.exists() and not os.access(p, os.W_OK):
+            raise OutputPathError(f"{p}: the file exists and is not writable")
+        if p.exists() and writes_in_place(p):
+            return p  # a device or /dev/stdout: written into, nothing is created beside it
+        _check_directory(replaced_file(p).parent, p)
+    return p
+
+
+def _check_directory(d: Path, target: Path) -> None:
+    """``d`` is, or can become, a directory we may write into; messages name ``target``."""
+    if d.exists():
+        if not d.is_dir():
+            what = "exists and is not a directory" if d == target else f"{d} is not a directory"
+            raise OutputPathError(f"{target}: {what}")
+        if not os.access(d, os.W_OK | os.X_OK):
+            raise OutputPathError(f"{target}: no permission to write in {d}")
+        _try_making(d, target, FILE)  # the command writes files into d
+        return
+    ancestor = _nearest_existing(d)
+    if not ancestor.is_dir():
+        raise OutputPathError(f"{target}: cannot be created: {ancestor} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise OutputPathError(f"{target}: cannot be created: no permission to write in {ancestor}")
+    _try_making(ancestor, target, DIRECTORY)
+
+
+def _try_making(d: Path, target: Path, kind: str) -> None:
+    """Make and remove a temporary ``kind`` in ``d``, as the write will; OutputPathError naming
+    ``target`` when ``d`` refuses it."""
+    try:
+        if kind == DIRECTORY:
+            os.rmdir(tempfile.mkdtemp(prefix=".specreplay-check.", dir=d))
+        else:
+            fd, made = tempfile.mkstemp(prefix=".specreplay-check.", dir=d)
+            os.close(fd)
+            os.unlink(made)
+    except OSError as exc:
+        what = "cannot be created" if kind == DIRECTORY else "cannot be written"
+        raise OutputPathError(f"{target}: {what}: {d} takes no new {kind} ({exc.strerror or exc})") from None
+
+
+def check_input_file(path: str | Path) -> Path:
+    """``path`` if it is a readable file, else InputPathError."""
+    p = Path(path)
+    if not p.exists():
+        raise InputPathError(f"{p}: no such file")
+    if p.is_dir():
+        raise InputPathError(f"{p}: is a directory; expected a file")
+    if not os.access(p, os.R_OK):
+        raise InputPathError(f"{p}: no permission to read it")
+    return p
+
+
+def _nearest_existing(d: Path) -> Path:
+    d = Path(os.path.abspath(d))
+    while not d.exists() and d != d.parent:
+        d = d.parent
+    return d
+
+
+def output_dir(text: str) -> str:
+    """argparse type of an output directory option (the value stays a string)."""
+    return _as_argparse(text, DIRECTORY)
+
+
+def output_file(text: str) -> str:
+    """argparse type of an output file option (the value stays a string)."""
+    return _as_argparse(text, FILE)
+
+
+def input_file(text: str) -> str:
+    """argparse type of an input file option that must exist before the command starts."""
+    try:
+        check_input_file(text)
+    except InputPathError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def is_inline_json(text: str) -> bool:
+    """An option value given as a JSON object's text rather than a file name."""
+    return text.lstrip().startswith("{")
+
+
+def input_file_or_json(text: str) -> str:
+    """argparse type of an option that takes a JSON file (which must exist) or inline JSON."""
+    return text if is_inline_json(text) else input_file(text)
+
+
+def _as_argparse(text: str, kind: str) -> str:
+    try:
+        check_output(text, kind)
+    except OutputPathError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+OUTPUT_TYPES = (output_dir, output_file)  # how tests find every declared output

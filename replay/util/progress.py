@@ -1,0 +1,50 @@
+"""Progress bars on stderr (tqdm), and the one rule for when a command draws them.
+
+A bar is drawn only for a person watching a terminal: never with ``--no-progress``, never when
+stderr is a file or a pipe (a CI log would otherwise fill with one redraw per update).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+
+def progress_enabled(no_progress: bool = False, stream: TextIO | None = None) -> bool:
+    """True when a command may draw a bar: not switched off, and ``stream`` (stderr) is a terminal."""
+    if no_progress:
+        return False
+    stream = sys.stderr if stream is None else stream
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
+        return False
+
+
+def progress_bar(total: int, desc: str, enabled: bool, **tqdm_options: Any):
+    """A tqdm bar on stderr; a silent one (same methods, draws nothing) when not ``enabled``."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, file=sys.stderr, disable=not enabled, **tqdm_options)
+
+
+def tqdm_progress(desc: str, enabled: bool | None = None) -> tuple[Callable[[int, int], None], Callable[[], None]]:
+    """A ``progress(done, total)`` callback drawing a bar on stderr, and its closer.
+
+    ``enabled=None`` applies progress_enabled(); False never draws.
+    """
+    on = progress_enabled() if enabled is None else enabled
+    bar = None
+
+    def update(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = progress_bar(total, desc, on, leave=False)
+        bar.update(done - bar.n)
+
+    def close() -> None:
+        if bar is not None:
+            bar.close()
+
+    return update, close

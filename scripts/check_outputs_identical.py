@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""One hash per (command, sample): what every offline command prints and writes, to compare a tree
+before and after a change that must not change behaviour (issue 21's folder move).
+
+    python scripts/check_outputs_identical.py -o before.json      # on the tree before
+    python scripts/check_outputs_identical.py -o after.json       # ... and after
+    python scripts/check_outputs_identical.py --diff before.json after.json
+
+Each command runs in this process (``replay.cli.main``, as the ``specreplay`` command does) from
+the repository root, on every sample of sample_dumps/, with its output under a scratch directory.
+The hash covers the exit status, stdout, stderr and every file written. What legitimately differs
+between two runs is normalised first: the scratch and checkout paths, times ("in 0.43 s (191
+rounds/s)", the report's date), and files are compared by content, not bytes, where their bytes
+carry what does not matter (Parquet files as their table, PNG files as their pixels). ``--keep
+DIR`` also writes each normalised output there, so that two runs can be diffed when a hash differs.
+
+Output that names a module (``exact replay ... (analysis.compare.subtree)``) names its new home after the
+move. So each output has two hashes: ``raw`` (the normalisations above only) and ``sha256``, which
+also writes every module name of scripts/relayout.py's MOVES in its new form. ``--diff`` reports
+outputs identical byte for byte, those that differ only in module names (listed: check them), and
+those that differ (exit status 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import io
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES_DIR = "sample_dumps"
+
+# Normalisations of text output: (pattern, replacement). Order matters.
+TIMINGS = [
+    (re.compile(r"in \d+(?:\.\d+)? s \(\d+(?:\.\d+)? rounds/s\)"), "in <T> s (<R> rounds/s)"),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b"), "<DATE>"),
+    (re.compile(r"\b\d+(?:\.\d+)? ?(?:ms|s) elapsed\b"), "<T> elapsed"),
+    (re.compile(r'("seconds": \{)[^{}]*(\})'), r"\1<T>\2"),  # recommend --json: time per phase
+]
+
+
+def _moves() -> dict[str, str]:
+    """MOVES of scripts/relayout.py (old dotted module -> new), or nothing without it."""
+    import importlib.util
+
+    path = Path(__file__).with_name("relayout.py")
+    if not path.exists():
+        return {}
+    spec = importlib.util.spec_from_file_location("_relayout_moves", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return dict(module.MOVES)
+
+
+MOVES = _moves()
+NEW = {n for new in MOVES.values() for n in [".".join(new.split(".")[: k + 1]) for k in range(new.count(".") + 1)]}
+MODULE = re.compile(
+    r"(?<![\w.])(?:replay|analysis)(?:\.[A-Za-z_]\w*)+|(?<![\w./-])(?:replay|analysis)(?:/\w+)+(?:\.py)?"
+)
+
+
+def new_module_names(text: str) -> str:
+    """Every old module name (``analysis.compare.subtree``, ``replay/io/packed/read.py``) in its new form; names
+    that already are new stay (the longest known prefix decides)."""
+
+    def one(m: re.Match) -> str:
+        word = m.group(0)
+        is_path = "/" in word
+        dotted = word.removesuffix(".py").replace("/", ".") if is_path else word
+        parts = dotted.split(".")
+        for k in range(len(parts), 0, -1):
+            head = ".".join(parts[:k])
+            if head in NEW and head not in MOVES:
+                return word
+            if head in MOVES:
+                if head in NEW and k < len(parts) and ".".join(parts[: k + 1]) in NEW:
+                    return word  # a new package that replaced an old module of its name
+                new = ".".join([MOVES[head], *parts[k:]])
+                return new.replace(".", "/") + (".py" if word.endswith(".py") else "") if is_path else new
+        return word
+
+    return MODULE.sub(one, text)
+
+
+def samples() -> list[str]:
+    """Every dump directory of sample_dumps/ (relative to the root, as a user types them)."""
+    out = []
+    for manifest in sorted((ROOT / SAMPLES_DIR).rglob("*")):
+        if manifest.is_dir() and any(manifest.glob("validate_*")):
+            out.append(manifest.relative_to(ROOT).as_posix())
+    return out
+
+
+def commands(sample: str) -> list[tuple[str, list[str]]]:
+    """(name, argv) of every command on one sample; ``{out}`` is the command's scratch directory."""
+    return [
+        ("replay", ["replay", sample]),
+        ("replay --summary", ["replay", sample, "--summary"]),
+        ("replay --json", ["replay", sample, "--json", "--workers", "1"]),
+        ("batch", ["batch", sample, "--workers", "1"]),
+        ("batch --json", ["batch", sample, "--json", "--workers", "1"]),
+        ("batch -o parquet", ["batch", sample, "-o", "{out}/rounds.parquet", "--workers", "1"]),
+        ("batch -o csv", ["batch", sample, "-o", "{out}/rounds.csv", "--workers", "1"]),
+        ("stats", ["stats", sample]),
+        ("stats --json", ["stats", sample, "--json"]),
+        ("stats --csv", ["stats", sample, "--csv"]),
+        ("stats -o", ["stats", sample, "-o", "{out}/tables"]),
+        ("compare", ["compare", sample]),
+        ("compare --json", ["compare", sample, "--json"]),
+        ("recommend", ["recommend", sample, "--budget", "8", "--bootstrap", "50"]),
+        ("recommend --json", ["recommend", sample, "--budget", "8", "--bootstrap", "50", "--json"]),
+        ("plot", ["plot", sample, "-o", "{out}/plots", "--format", "png"]),
+        ("report", ["report", sample, "-o", "{out}/report"]),
+        ("pack + verify-pack", ["pack", sample, "-o", "{out}/packed"]),
+    ]
+
+
+def global_commands(all_samples: list[str]) -> list[tuple[str, list[str]]]:
+    """Help of every command (its text comes from docstrings and option tables), and every sample
+    side by side."""
+    names = ["replay", "pack", "verify-pack", "batch", "stats", "plot", "compare", "report", "recommend",
+             "generate", "cost-curve", "sweep", "models"]  # fmt: skip
+    out = [("--help", ["--help"]), ("--version", ["--version"])]
+    out += [(f"{n} --help", [n, "--help"]) for n in names]
+    out.append(("stats --json (all samples)", ["stats", *all_samples, "--json"]))
+    return out
+
+
+def normalise_text(text: str, out_dir: str) -> str:
+    text = text.replace(out_dir, "<OUT>").replace(str(ROOT), "<ROOT>")
+    for pattern, repl in TIMINGS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def file_digest(path: Path, out_dir: str) -> tuple[str, str, str | None]:
+    """(digest, digest with module names in their new form, normalised text or None) of a written
+    file's content, as far as it matters."""
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pandas as pd
+
+        frame = pd.read_parquet(path)
+        digest = "parquet:" + sha(frame.to_csv(index=False) + "|" + "|".join(map(str, frame.dtypes)))
+        return digest, digest, None
+    if suffix == ".png":
+        from matplotlib import image
+
+        pixels = image.imread(str(path))
+        digest = "png:" + sha(f"{pixels.shape}|".encode() + pixels.tobytes())
+        return digest, digest, None
+    data = path.read_bytes()
+    if suffix in (".html", ".json", ".csv", ".txt", ".svg", ".md", ".jsonl"):
+        text = normalise_text(data.decode("utf-8", "replace"), out_dir)
+        return "text:" + sha(text), "text:" + sha(new_module_names(text)), text
+    return "bytes:" + sha(data), "bytes:" + sha(data), None
+
+
+def sha(data: str | bytes) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def run(argv: list[str]) -> tuple[int, str, str]:
+    from replay.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # --help and --version exit through argparse
+            code = exc.code if isinstance(exc.code, int) else 0
+    return int(code or 0), out.getvalue(), err.getvalue()
+
+
+def record(name: str, argv: list[str], scratch: Path, keep: Path | None, results: dict, key: str) -> None:
+    out_dir = scratch / re.sub(r"\W+", "_", key)
+    out_dir.mkdir(parents=True)
+    argv = [a.replace("{out}", str(out_dir)) for a in argv]
+    t0 = time.perf_counter()
+    code, stdout, stderr = run(argv)
+    if name == "pack + verify-pack" and code == 0:  # the packed run, checked and replayed
+        for extra in (["verify-pack", str(out_dir / "packed")], ["replay", str(out_dir / "packed"), "--json"]):
+            c2, o2, e2 = run(extra)
+            code, stdout, stderr = code or c2, stdout + o2, stderr + e2
+    digests = {
+        p.relative_to(out_dir).as_posix(): file_digest(p, str(out_dir))
+        for p in sorted(out_dir.rglob("*"))
+        if p.is_file()
+    }
+
+    def body(which: int) -> str:
+        return json.dumps(
+            {
+                "exit": code,
+                "stdout": normalise_text(stdout, str(out_dir)),
+                "stderr": normalise_text(stderr, str(out_dir)),
+                "files": {f: d[which] for f, d in digests.items()},
+            },
+            indent=1,
+            sort_keys=True,
+        )
+
+    text = body(0)
+    results[key] = {
+        "sha256": sha(new_module_names(body(1))),
+        "raw": sha(text),
+        "exit": code,
+        "files": len(digests),
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+    if keep is not None:
+        name = re.sub(r"\W+", "_", key)
+        (keep / f"{name}.json").write_text(text, encoding="utf-8")
+        for f, (_, _, content) in digests.items():
+            if content is not None:
+                (keep / name / f).parent.mkdir(parents=True, exist_ok=True)
+                (keep / name / f).write_text(content, encoding="utf-8")
+
+
+def snapshot(output: Path, keep: Path | None, only: str | None) -> int:
+    os.chdir(ROOT)  # the samples are named as a user in the checkout types them
+    os.environ["COLUMNS"] = "100"  # argparse wraps help to the terminal's width
+    os.environ.pop("SPECREPLAY_DEBUG", None)
+    sys.path.insert(0, str(ROOT))
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    results: dict[str, dict] = {}
+    all_samples = samples()
+    jobs = [(name, argv, f"{name} | {s}") for s in all_samples for name, argv in commands(s)]
+    jobs += [(name, argv, name) for name, argv in global_commands(all_samples)]
+    if only:
+        jobs = [j for j in jobs if re.search(only, j[2])]
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="outputs-identical-") as tmp:
+        for i, (name, argv, key) in enumerate(jobs, 1):
+            record(name, argv, Path(tmp), keep, results, key)
+            r = results[key]
+            print(f"[{i}/{len(jobs)}] {key}: exit {r['exit']}, {r['files']} file(s), {r['seconds']} s", file=sys.stderr)
+    body = {"root": str(ROOT), "seconds": round(time.perf_counter() - t0, 1), "outputs": results}
+    output.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"{len(results)} outputs in {body['seconds']} s: {output}", file=sys.stderr)
+    return 0
+
+
+def diff(a: Path, b: Path) -> int:
+    left, right = (json.loads(p.read_text(encoding="utf-8"))["outputs"] for p in (a, b))
+    both = sorted(left.keys() & right.keys())
+    differ = [k for k in both if left[k]["sha256"] != right[k]["sha256"]]
+    renamed = [k for k in both if left[k]["sha256"] == right[k]["sha256"] and left[k]["raw"] != right[k]["raw"]]
+    only = sorted(left.keys() ^ right.keys())
+    for k in renamed:
+        print(f"same but for module names: {k}")
+    for k in differ:
+        print(f"differs: {k} (exit {left[k]['exit']} -> {right[k]['exit']})")
+    for k in only:
+        print(f"only in {'the first' if k in left else 'the second'}: {k}")
+    same = len(both) - len(differ) - len(renamed)
+    print(
+        f"{same} identical byte for byte, {len(renamed)} identical but for module names, {len(differ)} different, "
+        f"{len(only)} in one file only"
+    )
+    return 1 if differ or only else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-o", "--output", type=Path, help="write the hashes to this JSON file")
+    ap.add_argument("--keep", type=Path, help="also write each normalised output into this directory")
+    ap.add_argument("--only", help="only the outputs whose key matches this regular expression")
+    ap.add_argument("--diff", nargs=2, type=Path, metavar=("BEFORE", "AFTER"), help="compare two hash files")
+    args = ap.parse_args(argv)
+    if args.diff:
+        return diff(*args.diff)
+    if not args.output:
+        ap.error("give -o FILE (or --diff BEFORE AFTER)")
+    return snapshot(args.output, args.keep, args.only)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
