@@ -2203,14 +2203,15 @@ def test_replay_and_batch_check_the_manifest_round_records(capsys, tmp_path, arg
 @pytest.mark.parametrize(
     "argv,words",
     [
-        (["replay", "--summary", "--workers", "3"], ["--workers 3 without --json", "drop --workers"]),
-        (["replay", "--workers", "2"], ["--workers 2 without --json"]),
+        (["replay", "--workers", "3"], ["--workers 3 without --json or --summary", "drop --workers"]),
+        (["replay", "--workers", "2"], ["--workers 2 without --json or --summary"]),
         (["replay", "--json", "--workers", "-2"], ["--workers", "at least 1", "-2"]),
         (["batch", "--workers", "0"], ["--workers", "at least 1", "got 0"]),
     ],
 )
 def test_workers_that_would_do_nothing_or_cannot_be_are_refused(capsys, tmp_path, argv, words):
-    """--workers without --json was taken and did nothing; a negative count was taken as 1."""
+    """--workers with the tree text was taken and did nothing (only --json and --summary read in worker
+    processes); a negative count was taken as 1."""
     dump = tiny_all(tmp_path / "d")
     code, out, err = run(capsys, argv[0], dump, *argv[1:])
     assert code == 2 and out == ""
