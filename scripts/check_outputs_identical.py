@@ -16,7 +16,7 @@ DIR`` also writes each normalised output there, so that two runs can be diffed w
 
 Output that names a module (``exact replay ... (analysis.compare.subtree)``) names its new home after the
 move. So each output has two hashes: ``raw`` (the normalisations above only) and ``sha256``, which
-also writes every module name of scripts/relayout.py's MOVES in its new form. ``--diff`` reports
+also writes every module name of replay/util/old_paths.py's MOVED table in its new form. ``--diff`` reports
 outputs identical byte for byte, those that differ only in module names (listed: check them), and
 those that differ (exit status 1).
 """
@@ -48,17 +48,10 @@ TIMINGS = [
 
 
 def _moves() -> dict[str, str]:
-    """MOVES of scripts/relayout.py (old dotted module -> new), or nothing without it."""
-    import importlib.util
+    """Where each module went in the folder move (old dotted module -> new): replay/util/old_paths.py's table."""
+    from replay.util.old_paths import MOVED
 
-    path = Path(__file__).with_name("relayout.py")
-    if not path.exists():
-        return {}
-    spec = importlib.util.spec_from_file_location("_relayout_moves", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return dict(module.MOVES)
+    return dict(MOVED)
 
 
 MOVES = _moves()
