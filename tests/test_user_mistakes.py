@@ -2324,3 +2324,48 @@ def test_a_near_miss_beside_its_right_name_is_called_an_extra_file(capsys, tmp_p
     assert code == 1
     assert_told(err, "skipped dump_validate_10_20", "validate_10_20 is here too", "extra file")
     assert "did you mean validate_10_20" not in err
+
+
+# --- lead: a second new user's try (after the merges) -------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["replay", "--summary"], ["batch"]])
+def test_temperature_zero_is_greedy_even_without_scores(capsys, tmp_path, command):
+    """--help says "0 = greedy", and greedy needs only the top-1 column: a script passing
+    --temperature "$T" with T = 0 must not fail on a dump without scores (it exited 2)."""
+    dump = article_by_hand(tmp_path / "art")
+    code, out, err = run(capsys, command[0], dump, *command[1:], "--temperature", "0", "--no-progress")
+    assert code == 0, err
+    assert "L = 3: 1.000" in out  # the article's round accepts 3 (DESIGN.md), with probability 1 at T = 0
+    code, out, err = run(capsys, command[0], dump, *command[1:], "--temperature", "0.5", "--no-progress")
+    assert code == 2 and "no scores" in err  # any other T still needs the target's log-probs
+
+
+def test_sampling_on_rounds_with_fewer_validate_columns_agrees_in_batch_and_replay(capsys, tmp_path):
+    """Rounds whose validate files record fewer candidates are padded together in one batch; the
+    padding (NaN scores under PAD_TOKEN ids) must not read as a hostile NaN log-prob."""
+    import numpy as np
+
+    src = SYNTH
+    keys = sorted(p.name[len("validate_") : -len(".npz")] for p in src.glob("validate_*.npz"))[:6]
+    dump = tmp_path / "d"
+    dump.mkdir()
+    manifest = json.loads((src / "manifest.json").read_text())
+    manifest.pop("rounds")
+    (dump / "manifest.json").write_text(json.dumps(manifest))
+    for key in keys:
+        a, b = (int(v) for v in key.split("_"))
+        for f in [*src.glob(f"*_{key}.npz"), src / f"draft_step_0_{a - 1}_{b - 1}.npz"]:
+            (dump / f.name).write_bytes(f.read_bytes())
+    first = dump / f"validate_{keys[0]}.npz"
+    arrays = dict(np.load(first))
+    np.savez(first, **{k: v[:, :2] for k, v in arrays.items()})  # 2 candidates recorded instead of 4
+    code, out, err = run(capsys, "replay", dump, "--temperature", "0.7", "--json", "--no-progress")
+    assert code == 0, err
+    rows = [json.loads(line)["sampling"] for line in out.splitlines()]
+    lo = sum(r["expected_accepted_length_lo"] for r in rows) / len(rows)
+    hi = sum(r["expected_accepted_length_hi"] for r in rows) / len(rows)
+    code, out, err = run(capsys, "batch", dump, "--temperature", "0.7", "--no-progress")
+    assert code == 0 and "skipped" not in err, err
+    assert f"({len(rows)} rounds with scores" in out
+    assert f"expected accepted length per round: [{lo:.4f}, {hi:.4f}]" in out

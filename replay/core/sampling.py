@@ -77,6 +77,18 @@ class SamplingBounds:
         return self.expected_hi + 1.0
 
 
+def greedy_logp(ids: np.ndarray) -> np.ndarray:
+    """Log-probs for validate rows without scores, good for T = 0 only: all mass on column 0.
+
+    ids: [..., K] int token ids (any layout of rows). At T = 0 the walk reads only each row's
+    first column (the target's top-1), so a dump without scores still answers the greedy question;
+    every other T needs the recorded scores.
+    """
+    lp = np.full(ids.shape, -np.inf)
+    lp[..., 0] = 0.0
+    return lp
+
+
 def _problems(row_logp: np.ndarray, used: np.ndarray) -> np.ndarray:
     """[R] problem code from the rows the walk reads (used: [R, N+1] bool)."""
     r = row_logp.shape[0]
@@ -150,10 +162,10 @@ def sampling_bounds(
     has_row = has_row[ri, order] & slot_ok
     pos_of = np.zeros((r, n1), dtype=np.int64)
     pos_of[ri, order] = np.arange(e)[None, :]
-    problem = _problems(row_logp, has_row)
 
     valid = row_ids != PAD_TOKEN  # [R, E, K]
     lp = np.where(valid, row_logp, -np.inf)
+    problem = _problems(lp, has_row)  # PAD_TOKEN cells are ignored: a padded batch fills them with NaN
     ok_edge = _first_among_siblings(tokens, parents)
     par = pos_of[ri, parents[:, 1:]]  # [R, N] each edge's parent row
     par_ids = row_ids[ri, par]  # [R, N, K]

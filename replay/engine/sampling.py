@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from replay.core.sampling import PROBLEM_WORDS, round_bounds
+from replay.core.sampling import PROBLEM_WORDS, check_temperature, greedy_logp, round_bounds
 
 NO_SCORES = "its validate rows have no scores (sampling mode needs the target's log-probs; docs/dump-format.md)"
 
@@ -43,9 +43,12 @@ class RoundSampling:
 
 def round_sampling(res, temperature: float, vocab_size: int | None = None) -> RoundSampling:
     """Bounds for a replay.engine.replayer.RoundResult; ValueError (the reason) when it cannot be used."""
-    if res.validate_logp is None:
-        raise ValueError(NO_SCORES)
-    b = round_bounds(res.tree, res.validate_ids, res.validate_logp, res.layout, temperature, vocab_size)
+    logp = res.validate_logp
+    if logp is None:
+        if check_temperature(temperature) != 0.0:
+            raise ValueError(NO_SCORES)
+        logp = greedy_logp(res.validate_ids)  # T = 0 reads only the top-1 column
+    b = round_bounds(res.tree, res.validate_ids, logp, res.layout, temperature, vocab_size)
     if b.problem[0]:
         raise ValueError(PROBLEM_WORDS[int(b.problem[0])])
     exact = bool(b.exact[0])

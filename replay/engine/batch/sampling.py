@@ -7,12 +7,12 @@ and scatters the bounds back to the run's rounds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from replay.core.config import TREE_DYNAMIC, TreeConfig
-from replay.core.sampling import PROBLEM_NONE, check_temperature, sampling_bounds
+from replay.core.sampling import PROBLEM_NONE, check_temperature, greedy_logp, sampling_bounds
 from replay.core.vocab import NO_PARENT
 from replay.io.roundbatch import RoundBatch
 
@@ -112,8 +112,13 @@ def batch_sampling(
     ok = result.error == ERR_OK
     needs_vocab = False
     if batch.validate.logp is None:
-        problem[ok] = NO_SCORES_CODE
-        ok = np.zeros(r, dtype=bool)
+        if t == 0.0:  # the greedy walk reads only the top-1 column: no scores needed
+            ids = batch.validate.ids  # [rows, K, R]
+            lp = greedy_logp(np.moveaxis(ids, 1, -1))  # [rows, R, K]
+            batch = replace(batch, validate=replace(batch.validate, logp=np.moveaxis(lp, -1, 1)))
+        else:
+            problem[ok] = NO_SCORES_CODE
+            ok = np.zeros(r, dtype=bool)
     static = cfg.tree_type != TREE_DYNAMIC
     for k, shape in enumerate(result.shapes):
         members = np.flatnonzero(ok & (result.shape_index == k))
