@@ -46,6 +46,8 @@ from .subtree import (
     simulate_subconfig,
 )
 
+REACHED = "a node the walk can reach"  # the reasons' words for a node (analysis.compare.subtree.reason_text)
+
 SAMPLING_COLUMNS = [
     "config",
     "top_head",
@@ -213,7 +215,7 @@ def _at_t(tr: SubTreeRound, b, j: int, t: float) -> SubRoundAtT:
         return SubRoundAtT(False, nan, nan, (), (), False, tr.steps_hi, problem=PROBLEM_WORDS[int(b.problem[j])])
     for dt in tr.doubts:
         if _doubt_reach(dt, t, b.reach_lo[j], b.reach_hi[j]) > 0.0:
-            why = reason_text(dt.why, dt.depth, dt.rank)
+            why = reason_text(dt.why, dt.depth, dt.rank, REACHED)
             return SubRoundAtT(False, nan, nan, (), (), False, tr.steps_hi, reason=why, needs_vocab=b.needs_vocab)
     return SubRoundAtT(
         True,
@@ -324,3 +326,29 @@ def compare_sampling(
 def undetermined_reasons(per_round: pd.DataFrame) -> Counter:
     """How often each reason made a round undetermined (per config and T in ``per_round``'s rows)."""
     return Counter(per_round.loc[~per_round["determined"].astype(bool), "reason"])
+
+
+def sampling_display(df: pd.DataFrame) -> pd.DataFrame:
+    """The SAMPLING_COLUMNS table with each [lo, hi] pair as one readable column (x.xxx..y.yyy)."""
+    from .configs import format_bounds
+
+    out = df[["config", "top_head", "nodes", "contained", "determined", "undetermined", "exact"]].copy()
+    out["top_head"] = out["top_head"].map(lambda h: "[" + ",".join(str(v) for v in h) + "]")
+    for name in ("expected_accepted_length", "expected_block_efficiency", "all_rounds_block_efficiency"):
+        out[name] = [format_bounds(a, b) for a, b in zip(df[f"{name}_lo"], df[f"{name}_hi"])]
+    out["P(L >= d)"] = [
+        " ".join(format_bounds(a, b, 2) for a, b in zip(lo, hi)) or "n/a"
+        for lo, hi in zip(df["length_at_least_lo"], df["length_at_least_hi"])
+    ]
+    return out
+
+
+def reason_lines(per_round: pd.DataFrame) -> list[str]:
+    """Per config with undetermined rounds: how many, and the most common reason."""
+    lines = []
+    for cfg, g in per_round.groupby("config", sort=False):
+        why = undetermined_reasons(g)
+        if why:
+            text, k = why.most_common(1)[0]
+            lines.append(f"{cfg}: {sum(why.values())} undetermined, most often ({k}): {text}")
+    return lines

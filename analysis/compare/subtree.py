@@ -86,10 +86,11 @@ _WHY_TEXT = {
 }
 
 
-def reason_text(why: int, depth: int, rank: int = -1) -> str:
+def reason_text(why: int, depth: int, rank: int = -1, node: str = "the accepted node") -> str:
     """The reason of an undecidable round: the walk stopped at ``depth``; ``rank``: the candidate's
-    draft rank (WHY_BEYOND only)."""
-    name = "the root" if depth == 0 else f"the accepted node at depth {depth}"
+    draft rank (WHY_BEYOND only); ``node``: how the node at ``depth`` is named (the sampling walk
+    has no single accepted path: analysis.compare.sampling names it "a node the walk can reach")."""
+    name = "the root" if depth == 0 else f"{node} at depth {depth}"
     return _WHY_TEXT[why].format(d=depth, name=name, rank=rank, next=depth + 1)
 
 

@@ -29,7 +29,15 @@ from .cmd_analysis import (
     option_configs,
     skipped_status,
 )
-from .options import JSON_OBJECT_HELP, OneRound, add_command, add_output, at_least_one, parse_key
+from .options import (
+    JSON_OBJECT_HELP,
+    OneRound,
+    add_command,
+    add_output,
+    add_sampling_options,
+    at_least_one,
+    parse_key,
+)
 
 COMPARE_EPILOG = """\
 examples:
@@ -40,6 +48,7 @@ examples:
   specreplay compare DUMP --contained --top 15 --csv > configs.csv
   specreplay compare DUMP --gamma-strategies 0 1 2 3 4 --ema-window 4
   specreplay compare DUMP --plot compare.svg --per-round rounds.csv --json > compare.json
+  specreplay compare sample_dumps/synthetic_article --contained --top 5 --temperature 0.7   (configs at T = 0.7)
 
 A config is in any form of docs/config-grammar.md: [6]|[2,2]|[1,1] (what the config column
 prints), 6,2x2,1x1 (sweep's grid form), 6_2x2_1x1 (a sweep's run name), a topKSpec list
@@ -57,6 +66,11 @@ recorded config's measured speedup, decode only (prefill excluded) in the table 
 (prefill included) in the line above it, is shown next to the modelled one; a baseline timed apart
 (an older manifest: totals.timing null) shows "not comparable" with the reason. The columns
 modelled_speedup_lo/_hi (--csv, --json) are modelled, never measured (docs/output-schema.md).
+--temperature T: each config's expected accepted length and block efficiency when the target
+samples at T (the sampling walk on the config's sub-tree; needs scores on the validate rows), over
+the rounds where the recording determines the reachable sub-tree; the others are counted as
+undetermined, with why (docs/analysis.md "Other configs at T"). --top then ranks by the
+all-rounds block efficiency lower bound.
 """
 
 REPORT_EPILOG = """\
@@ -81,6 +95,10 @@ def run_compare(args: argparse.Namespace) -> int:
     from analysis.cost.source import cost_warning
     from analysis.report import plots
 
+    if args.temperature is not None:
+        from .cmd_compare_sampling import run_compare_sampling
+
+        return run_compare_sampling(args)
     plot_format = image_format_of(args.plot) if args.plot else None
     check_compare_options(args)
     given = cost_from_args(args)
@@ -370,6 +388,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help=JSON_OBJECT_HELP + " (cost model, configs, gamma strategies)")
     out.add_argument("--csv", action="store_true", help="CSV output")
+    add_sampling_options(p)
 
     p = add_command(
         sub,
