@@ -190,3 +190,32 @@ def test_bad_temperature_is_one_line_exit_2(capsys):
     code, out, err = run(capsys, "compare", SYNTH, "--temperature", "-1")
     assert code == 2 and out == ""
     assert_told(err, "--temperature", ">= 0")
+
+
+# --- recommend --temperature: the same function, every contained shape within the budget ---
+
+
+def test_recommend_ranks_every_contained_shape_by_the_lower_bound(capsys, tmp_path):
+    dump = fan_dump(tmp_path / "d")
+    code, out, err = run(capsys, "recommend", dump, "--budget", "3", "--temperature", "0.5", "--json", "--no-progress")
+    assert code == 0, err
+    (d,) = json.loads(out)["dumps"]
+    shapes = {s["config"]: s for s in d["shapes"]}
+    # contained in [3]|[1] with at most 3 nodes: [1], [2], [3], [1]|[1], [2]|[1]; --top 5 shows them all
+    assert set(shapes) == {"[1]", "[2]", "[3]", "[1]|[1]", "[2]|[1]"} and d["candidates"] == 5
+    for config in ("[3]", "[1]|[1]", "[2]|[1]"):
+        lo, hi = reference(config, 0.5)
+        assert shapes[config]["all_rounds_block_efficiency_lo"] == pytest.approx(lo + 1, abs=1e-12)
+        assert shapes[config]["expected_accepted_length_hi"] == pytest.approx(hi, abs=1e-12)
+    los = [s["all_rounds_block_efficiency_lo"] for s in d["shapes"]]
+    assert los == sorted(los, reverse=True) and [s["rank"] for s in d["shapes"]] == [1, 2, 3, 4, 5]
+    assert d["recorded"]["config"] == "[3]|[1]" and d["recorded"]["rank"] is None  # 4 nodes: outside the budget
+    code, out, err = run(capsys, "recommend", dump, "--budget", "3", "--temperature", "0.5", "--no-progress")
+    assert code == 0 and "ranked by the LOWER bound" in out and "1 [2]|[1]" in " ".join(out.split())
+
+
+def test_recommend_refuses_the_greedy_models_options_at_t(capsys, tmp_path):
+    dump = fan_dump(tmp_path / "d")
+    code, out, err = run(capsys, "recommend", dump, "--budget", "3", "--temperature", "0.5", "--verify-cost", "1,0.1")
+    assert code == 2 and out == ""
+    assert_told(err, "--verify-cost", "--temperature")
