@@ -219,3 +219,36 @@ def test_recommend_refuses_the_greedy_models_options_at_t(capsys, tmp_path):
     code, out, err = run(capsys, "recommend", dump, "--budget", "3", "--temperature", "0.5", "--verify-cost", "1,0.1")
     assert code == 2 and out == ""
     assert_told(err, "--verify-cost", "--temperature")
+
+
+# --- report: the temperature curve, from the same function ---
+
+
+def test_report_curve_is_compare_at_each_t(capsys, tmp_path):
+    out = tmp_path / "r"
+    code, _, err = run(capsys, "report", SYNTH, "-o", out, "--configs", "[6]|[2]|[1]", "--no-progress")
+    assert code == 0, err
+    page = (out / "index.html").read_text(encoding="utf-8")
+    section = page[page.index("<h2>Sampling at temperature T</h2>") : page.index("<h2>Tree-shape recommendation</h2>")]
+    assert section.count("<figure>") == 1 and 'src="http' not in section
+    curve = read_csv(out / "tables/sampling_curve.csv")
+    assert sorted({float(r["temperature"]) for r in curve}) == [round(0.1 * k, 1) for k in range(16)]
+    assert {r["config"] for r in curve} == {"[6]|[2,2]|[1,1]", "[6]|[2]|[1]"}
+    code, body, err = compare_json(capsys, SYNTH, "--temperature", "0.7", "--configs", "[6]|[2]|[1]")
+    for want in body["configs"]:
+        (got,) = [r for r in curve if r["config"] == want["config"] and float(r["temperature"]) == 0.7]
+        for name in ("determined", "undetermined"):
+            assert int(got[name]) == want[name]
+        for name in ("all_rounds_block_efficiency_lo", "all_rounds_block_efficiency_hi"):
+            assert float(got[name]) == pytest.approx(want[name], abs=1e-12)
+    (greedy,) = [r for r in curve if r["config"] == "[6]|[2,2]|[1,1]" and float(r["temperature"]) == 0.0]
+    assert float(greedy["expected_block_efficiency_lo"]) == pytest.approx(2.66, abs=1e-12)  # the replay's mean
+
+
+def test_report_without_scores_says_why_there_is_no_curve(capsys, tmp_path):
+    out = tmp_path / "r"
+    code, _, err = run(capsys, "report", ARTICLE, "-o", out, "--no-progress")
+    assert code == 0, err
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "Sampling at temperature T" in page and "no scores: no temperature curve" in page
+    assert not (out / "tables/sampling_curve.csv").exists()

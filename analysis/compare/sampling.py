@@ -286,16 +286,20 @@ def compare_sampling(
     for every config at that T; gamma_threshold as analysis.compare.configs.compare_configs."""
     threshold = 0.0 if gamma_threshold is None else gamma_threshold
     skipped: list[tuple[str, float, str]] = []
-    usable = {}
+    usable: dict[float, list[int]] = {}
+    refused: dict[bool, dict[int, str]] = {}  # whether a round is refused depends only on T = 0 or T > 0
     for t in temperatures:
-        ok = []
-        for k, res in enumerate(results):
-            try:
-                round_sampling(res, t, vocab_size)
-                ok.append(k)
-            except ValueError as exc:
-                skipped.append((res.name, t, str(exc)))
-        usable[t] = ok
+        positive = t > 0.0
+        if positive not in refused:
+            refused[positive] = {}
+            for k, res in enumerate(results):
+                try:
+                    round_sampling(res, t, vocab_size)
+                except ValueError as exc:
+                    refused[positive][k] = str(exc)
+        why = refused[positive]
+        usable[t] = [k for k in range(len(results)) if k not in why]
+        skipped.extend((results[k].name, t, text) for k, text in why.items())
     rows, per_round, needs_vocab = [], [], False
     for c, cfg in enumerate(configs):
         trees = {}
@@ -352,3 +356,11 @@ def reason_lines(per_round: pd.DataFrame) -> list[str]:
             text, k = why.most_common(1)[0]
             lines.append(f"{cfg}: {sum(why.values())} undetermined, most often ({k}): {text}")
     return lines
+
+
+TEMPERATURE_GRID = tuple(round(0.1 * k, 1) for k in range(16))  # 0, 0.1, ..., 1.5: the report's curve
+
+
+def has_scores(results: Sequence[RoundResult]) -> bool:
+    """Whether some round's validate rows carry the target's scores (what any T > 0 needs)."""
+    return any(res.validate_logp is not None for res in results)

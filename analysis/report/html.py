@@ -26,6 +26,7 @@ from analysis.compare.configs import (
     strategies_display,
 )
 from analysis.compare.gamma_strategies import STRATEGY_NAMES
+from analysis.compare.sampling import TEMPERATURE_GRID, compare_sampling, has_scores, sampling_display
 from analysis.compare.subtree import fit_levels
 from analysis.cost.model import CostModel
 from analysis.cost.source import RunPricing, cost_warning, run_pricing
@@ -60,6 +61,9 @@ class ReportOptions:
     example_round: Key | None = (
         None  # round to draw per run; None: a typical failing round (analysis.report.example_round)
     )
+    sampling: bool = True  # the temperature curve, for every run whose validate rows carry scores
+    temperatures: Sequence[float] = TEMPERATURE_GRID  # its grid
+    vocab_size: int | None = None  # the target's vocabulary size: lower bounds at T > 1
     progress: Callable[[int, int], None] | None = field(default=None, compare=False)
 
 
@@ -184,6 +188,16 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class SamplingCurve:
+    """A run's part of "Sampling at temperature T": the curve of every compared config, or why none."""
+
+    label: str
+    figure: Figure | None  # None: the run has no scores on its validate rows
+    table: Markup
+    notes: list[str]
+
+
+@dataclass(frozen=True)
 class Note:
     text: str
     warn: bool = True  # drawn in the note colour
@@ -222,6 +236,9 @@ class ReportPage:
     recommendations: list[tuple[str, Markup | None, str | None]]  # (run, section, why there is none)
     definitions: Sequence[Definition] = DEFINITIONS
     glossary: Sequence[tuple[str, str]] = tuple(GLOSSARY_TERMS)
+    sampling: list[SamplingCurve] = field(
+        default_factory=list
+    )  # empty: the section is left out (ReportOptions.sampling)
 
 
 def build_report(
@@ -253,6 +270,9 @@ def report_page(
     if comparisons:
         out_tables["compare"] = pd.concat(compare_tables, ignore_index=True)
         out_tables["gamma_strategies"] = pd.concat(strategy_tables, ignore_index=True)
+    curves, curve_tables = _sampling_curves(runs, opts) if opts.sampling else ([], [])
+    if curve_tables:
+        out_tables["sampling_curve"] = pd.concat(curve_tables, ignore_index=True)
     with_results = [run for run in runs if len(run.results)]
     sh = metrics["slot_hits"]
     page = ReportPage(
@@ -310,6 +330,7 @@ def report_page(
         comparisons=comparisons,
         recommend=opts.recommend,
         recommendations=_recommendations(with_results, opts, pricing) if opts.recommend else [],
+        sampling=curves,
     )
     return page, out_tables
 
@@ -380,14 +401,7 @@ def _comparisons(
         if not len(run.results):
             continue
         cost = pricing[run.label].cost
-        if (
-            opts.configs
-        ):  # they replace the default set; the run's own config first: every table starts from what was recorded
-            configs = [run.config] + [
-                c for c in opts.configs if (c.short(), c.top_head) != (run.config.short(), run.config.top_head)
-            ]
-        else:
-            configs = default_comparison_configs(run.config)
+        configs = _run_configs(run, opts)
         table, _ = priced_comparison(run, configs, pricing[run.label], opts.gamma_threshold)
         table.insert(0, "run", run.label)
         tables.append(table)
@@ -418,6 +432,63 @@ def _comparisons(
         if opts.progress:
             opts.progress(k + 1, len(runs))
     return comparisons, tables, strategies
+
+
+def _run_configs(run: LabelledRun, opts: ReportOptions) -> list[TreeConfig]:
+    """The configs a run's comparison (and temperature curve) shows: ``opts.configs`` replace the
+    default set; the run's own config first, as every table starts from what was recorded."""
+    if not opts.configs:
+        return default_comparison_configs(run.config)
+    key = (run.config.short(), run.config.top_head)
+    return [run.config] + [c for c in opts.configs if (c.short(), c.top_head) != key]
+
+
+SHOWN_TEMPERATURES = (0.0, 0.5, 1.0, 1.5)  # the curve's grid points the page's table lists (tables/ has all)
+
+
+def _sampling_curves(
+    runs: Sequence[LabelledRun], opts: ReportOptions
+) -> tuple[list[SamplingCurve], list[pd.DataFrame]]:
+    """Per run with rounds: expected block efficiency of each compared config over the temperature
+    grid (analysis.compare.sampling.compare_sampling), or why there is none (no scores)."""
+    curves, tables = [], []
+    for run in runs:
+        if not len(run.results):
+            continue
+        results = list(run.results)
+        if not has_scores(results):
+            why = "its validate rows have no scores: no temperature curve (sampling needs the target's log-probs; docs/dump-format.md)"
+            curves.append(SamplingCurve(run.label, None, Markup(""), [f"{run.label}: {why}"]))
+            continue
+        done = compare_sampling(
+            results, run.config, _run_configs(run, opts), opts.temperatures, opts.vocab_size, opts.gamma_threshold
+        )
+        table = done.table
+        tables.append(table.assign(run=run.label)[["run", *table.columns]])
+        shown = table[table["temperature"].isin(SHOWN_TEMPERATURES)]
+        display = sampling_display(shown)
+        display.insert(0, "T", shown["temperature"].to_list())
+        notes = []
+        if done.skipped:
+            temps = sorted({t for _, t, _ in done.skipped})
+            notes.append(
+                f"{run.label}: {len({n for n, _, _ in done.skipped})} round(s) without a sampling replay at some T "
+                f"({', '.join(f'{t:g}' for t in temps[:4])}{', …' if len(temps) > 4 else ''}), left out there: "
+                + done.skipped[0][2]
+            )
+        if done.needs_vocab:
+            notes.append(
+                f"{run.label}: at T > 1 the lower bounds need the vocabulary size (report --vocab-size V); "
+                "without it they are refused (E[L] = 0, block efficiency 1), the upper bounds stand"
+            )
+        fig = _figure(
+            plots.plot_temperature_curve(table, run.label, run.config.short(), done.needs_vocab),
+            f"{run.label}: expected block efficiency against the target's sampling temperature, per config "
+            "(band: all-rounds bounds).",
+            opts.image_format,
+        )
+        curves.append(SamplingCurve(run.label, fig, _table_html(display), notes))
+    return curves, tables
 
 
 def _recommendations(

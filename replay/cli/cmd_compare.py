@@ -80,9 +80,12 @@ examples:
   specreplay report DUMP -o report/ --configs "[4]|[2,2]|[1,1]" --cost cost.json --tokenizer tok.json
   specreplay report DUMP -o report/ --budget 16 --max-depth 4    (tree-shape recommendation)
   specreplay report sample_dumps/qwen2.5-coder/* -o report/     (measured and modelled speedup side by side)
+  specreplay report sample_dumps/synthetic_article -o report/ --vocab-size 151936   (temperature curve to T = 1.5)
 
 Writes OUTPUT/index.html (self-contained: images embedded, no external assets) and every table
-as CSV and Parquet under OUTPUT/tables/.
+as CSV and Parquet under OUTPUT/tables/. A run whose validate rows carry scores gets a temperature
+curve (expected block efficiency at T = 0, 0.1, ..., 1.5 for each compared config, with bounds);
+--vocab-size V gives its lower bounds above T = 1.
 """
 
 
@@ -305,6 +308,7 @@ def run_report(args: argparse.Namespace) -> int:
             budget=args.budget,
             max_depth=args.max_depth,
             example_round=args.show_round,
+            vocab_size=args.vocab_size,
             progress=update,
         )
         path = write_report(runs, args.output, opts, tables=not args.no_tables)
@@ -406,6 +410,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--svg", action="store_true", help="inline SVG instead of base64 PNG")
     p.add_argument("--no-tables", action="store_true", help="do not write tables/ beside the page")
     p.add_argument("--title", help="page title")
+    p.add_argument(
+        "--vocab-size",
+        type=at_least_one,
+        default=None,
+        metavar="V",
+        help="the target's vocabulary size: the temperature curve's lower bounds at T > 1 (docs/analysis.md)",
+    )
     p.add_argument(
         "--budget",
         type=int,
