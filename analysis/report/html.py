@@ -262,17 +262,13 @@ def report_page(
     if len(runs) > 1:
         out_tables["runs_side_by_side"] = runs_side_by_side(tables.rounds).reset_index()  # index: a header row
     summary = _table_html(out_tables["runs_side_by_side"] if len(runs) > 1 else metrics["summary"])
-    speed = pd.DataFrame(
+    out_tables["speedup"] = speed = pd.DataFrame(
         [speed_row(r.label, r.results, pricing[r.label].cost, pricing[r.label].measured) for r in runs if r.results]
     )
-    out_tables["speedup"] = speed
     comparisons, compare_tables, strategy_tables = _comparisons(runs, opts, pricing)
     if comparisons:
         out_tables["compare"] = pd.concat(compare_tables, ignore_index=True)
         out_tables["gamma_strategies"] = pd.concat(strategy_tables, ignore_index=True)
-    curves, curve_tables = _sampling_curves(runs, opts) if opts.sampling else ([], [])
-    if curve_tables:
-        out_tables["sampling_curve"] = pd.concat(curve_tables, ignore_index=True)
     with_results = [run for run in runs if len(run.results)]
     sh = metrics["slot_hits"]
     page = ReportPage(
@@ -330,7 +326,7 @@ def report_page(
         comparisons=comparisons,
         recommend=opts.recommend,
         recommendations=_recommendations(with_results, opts, pricing) if opts.recommend else [],
-        sampling=curves,
+        sampling=_sampling_curves(runs, opts, out_tables) if opts.sampling else [],
     )
     return page, out_tables
 
@@ -447,10 +443,11 @@ SHOWN_TEMPERATURES = (0.0, 0.5, 1.0, 1.5)  # the curve's grid points the page's 
 
 
 def _sampling_curves(
-    runs: Sequence[LabelledRun], opts: ReportOptions
-) -> tuple[list[SamplingCurve], list[pd.DataFrame]]:
+    runs: Sequence[LabelledRun], opts: ReportOptions, out_tables: dict[str, pd.DataFrame]
+) -> list[SamplingCurve]:
     """Per run with rounds: expected block efficiency of each compared config over the temperature
-    grid (analysis.compare.sampling.compare_sampling), or why there is none (no scores)."""
+    grid (analysis.compare.sampling.compare_sampling), or why there is none (no scores); the curves'
+    rows go to ``out_tables["sampling_curve"]``."""
     curves, tables = [], []
     for run in runs:
         if not len(run.results):
@@ -488,7 +485,9 @@ def _sampling_curves(
             opts.image_format,
         )
         curves.append(SamplingCurve(run.label, fig, _table_html(display), notes))
-    return curves, tables
+    if tables:
+        out_tables["sampling_curve"] = pd.concat(tables, ignore_index=True)
+    return curves
 
 
 def _recommendations(
