@@ -80,7 +80,7 @@ examples:
   specreplay report DUMP -o report/ --configs "[4]|[2,2]|[1,1]" --cost cost.json --tokenizer tok.json
   specreplay report DUMP -o report/ --budget 16 --max-depth 4    (tree-shape recommendation)
   specreplay report sample_dumps/qwen2.5-coder/* -o report/     (measured and modelled speedup side by side)
-  specreplay report sample_dumps/synthetic_article -o report/ --vocab-size 151936   (temperature curve to T = 1.5)
+  specreplay report sample_dumps/qwen2.5-coder/article -o report/ --vocab-size 151936   (temperature curve, bounds to T = 1.5)
 
 Writes OUTPUT/index.html (self-contained: images embedded, no external assets) and every table
 as CSV and Parquet under OUTPUT/tables/. A run whose validate rows carry scores gets a temperature
