@@ -252,3 +252,49 @@ def test_report_without_scores_says_why_there_is_no_curve(capsys, tmp_path):
     page = (out / "index.html").read_text(encoding="utf-8")
     assert "Sampling at temperature T" in page and "no scores: no temperature curve" in page
     assert not (out / "tables/sampling_curve.csv").exists()
+
+
+def cut_dump(directory: Path, top_k_spec, top_head, steps: int, rows: int) -> Path:
+    """synthetic_article as a dump recorded with a config whose tree is the recording's first
+    ``steps`` levels (every node of them, so the selection is the recording's): draft steps beyond
+    dropped, validate rows (all layout: row n is node n) cut to the first ``rows``."""
+    import numpy as np
+
+    directory.mkdir()
+    manifest = json.loads((SYNTH / "manifest.json").read_text())
+    manifest.pop("rounds")
+    manifest["config"] = {"gamma": steps, "topKSpec": top_k_spec, "topHead": top_head, "treeType": 0}
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    for f in SYNTH.glob("*.npz"):
+        if f.name.startswith("draft_step_") and int(f.name.split("_")[2]) >= steps:
+            continue
+        if f.name.startswith("validate_"):
+            np.savez(directory / f.name, **{k: v[:rows] for k, v in np.load(f).items()})
+        else:
+            (directory / f.name).write_bytes(f.read_bytes())
+    return directory
+
+
+@pytest.mark.parametrize(("spec", "heads", "steps", "rows"), [([[6]], [1], 1, 7), ([[6], [2, 2]], [1, 2], 2, 11)])
+def test_a_config_at_t_is_the_replay_of_the_dump_it_would_record(capsys, tmp_path, spec, heads, steps, rows):
+    """The first levels of the recording, cut out as their own dump and replayed at T, give the
+    numbers compare --temperature gives that config on the whole dump."""
+    name = "|".join("[" + ",".join(map(str, r)) + "]" for r in spec)
+    code, body, err = compare_json(capsys, SYNTH, "--temperature", "0.7", "--configs", name)
+    assert code == 0, err
+    (row,) = [r for r in body["configs"] if r["config"] == name]
+    code, out, err = run(
+        capsys,
+        "replay",
+        cut_dump(tmp_path / "cut", spec, heads, steps, rows),
+        "--json",
+        "--no-progress",
+        "--temperature",
+        "0.7",
+    )
+    assert code == 0, err
+    smp = [json.loads(line)["sampling"] for line in out.splitlines()]
+    assert row["determined"] == len(smp) == 300
+    for side in ("lo", "hi"):
+        mean = sum(s[f"expected_accepted_length_{side}"] for s in smp) / len(smp)
+        assert row[f"expected_accepted_length_{side}"] == pytest.approx(mean, abs=1e-12)
