@@ -106,6 +106,10 @@ GLOSSARY_TERMS = [  # words that are not metrics; every metric's definition come
         "the offline replay of a config would need a draft row or score the dump does not hold; counted at the lower bound in *_lo and the upper bound in *_hi",
     ),
     (
+        "determined round (at T)",
+        "in the temperature curve and compare --temperature: a round whose config tree the walk at T cannot leave for a part the recording does not determine; the others are undetermined, counted anywhere in [0, their draft steps]",
+    ),
+    (
         "typical failing round",
         "the round drawn per run: among rounds that stopped on a mismatch, the middle one (dump order) of the most common accepted length",
     ),
