@@ -89,9 +89,7 @@ def random_case(seed: int):
 
 
 def round_path(cfg, batches, configs, temps, vocab, threshold):
-    rounds = sorted(
-        ((int(b.ordinals[i]), b.round_at(i)) for b in batches for i in range(len(b))), key=lambda x: x[0]
-    )
+    rounds = sorted(((int(b.ordinals[i]), b.round_at(i)) for b in batches for i in range(len(b))), key=lambda x: x[0])
     results = reference_results(cfg, [r for _, r in rounds])
     return compare_sampling(results, cfg, configs, temps, vocab, threshold)
 

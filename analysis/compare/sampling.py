@@ -31,7 +31,7 @@ from replay.core.config import TreeConfig
 from replay.core.sampling import PROBLEM_WORDS, greedy_logp, node_rows, sampling_bounds
 from replay.core.vocab import NO_PARENT, PAD_TOKEN
 from replay.engine.replayer import RoundResult
-from replay.engine.sampling import round_sampling
+from replay.engine.sampling import NO_SCORES, round_sampling
 
 from .subtree import (
     MAYBE,
@@ -393,3 +393,14 @@ TEMPERATURE_GRID = tuple(round(0.1 * k, 1) for k in range(16))  # 0, 0.1, ..., 1
 def has_scores(results: Sequence[RoundResult]) -> bool:
     """Whether some round's validate rows carry the target's scores (what any T > 0 needs)."""
     return any(res.validate_logp is not None for res in results)
+
+
+def without_scores(done: SamplingComparison) -> bool:
+    """Whether no round of a comparison had scores: every round at every T > 0 refused for that
+    (has_scores for a comparison made on the batch arrays, where the rounds are not at hand)."""
+    positive = done.table["temperature"] > 0.0
+    return (
+        bool(positive.any())
+        and not done.table.loc[positive, "rounds"].any()
+        and all(why == NO_SCORES for _, t, why in done.skipped if t > 0.0)
+    )
