@@ -146,3 +146,72 @@ def test_packed_run_uses_the_batch_arrays_and_equals_the_round_path(tmp_path):
     assert_same(got, compare_sampling(list(ref.results), ref.config, configs, TEMPERATURES, VOCAB))
     # a run loaded round by round goes through the round path
     assert_same(compare_sampling_run(ref, configs, TEMPERATURES, VOCAB), got)
+
+
+def no_round_by_round(monkeypatch):
+    """Make the reference loader fail: a command that replays the run round by round raises."""
+    import analysis.tables.runs
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the run was replayed round by round")
+
+    monkeypatch.setattr(analysis.tables.runs, "load_reference", refuse)
+
+
+def test_compare_recommend_and_report_at_t_read_the_batch_arrays(capsys, tmp_path, monkeypatch):
+    """On a packed run, compare --temperature (its --per-round CSV and --json), recommend --temperature
+    and report's temperature curve never replay round by round, and print the round path's numbers."""
+    import json
+
+    from analysis.compare.configs import parse_config_arg
+    from analysis.shapes.sampling_recommend import candidate_shapes
+    from tests.test_user_mistakes import run as cli
+
+    path = packed(tmp_path, rounds=200, seed=9)
+    ref = load_reference(str(path), "r", progress=False)
+    texts = ["[6]|[2]|[1]", "[4]|[2,1]|[1,1]"]
+    configs = [ref.config] + [c for t in texts for c in parse_config_arg(t)]
+    want = compare_sampling(list(ref.results), ref.config, configs, [0.7], VOCAB)
+    no_round_by_round(monkeypatch)
+    csv_path = tmp_path / "rounds.csv"
+    code, out, err = cli(
+        capsys, "compare", path, "--temperature", "0.7", "--vocab-size", str(VOCAB), "--configs", *texts,
+        "--json", "--no-progress", "--per-round", csv_path,
+    )  # fmt: skip
+    assert code == 1, err  # the rounds with a bad row are listed as skipped
+    assert f"{len({n for n, _, _ in want.skipped})} " in err or want.skipped[0][0] in err
+    got = pd.read_csv(csv_path, keep_default_na=False, na_values=[""])
+    pd.testing.assert_frame_equal(
+        got.drop(columns=["run"]), want.per_round.assign(reason=want.per_round["reason"].replace("", np.nan)),
+        check_exact=True, check_dtype=False,
+    )  # fmt: skip
+    body = json.loads(out)["configs"]
+    for row, (_, w) in zip(body, want.table.iterrows()):
+        assert row["config"] == w["config"] and row["determined"] == w["determined"]
+        assert row["all_rounds_block_efficiency_lo"] == pytest.approx(w["all_rounds_block_efficiency_lo"], abs=1e-13)
+    code, out, err = cli(capsys, "recommend", path, "--temperature", "0.7", "--budget", "8", "--json", "--no-progress")
+    assert code == 1, err
+    shapes = candidate_shapes(ref.config, 8, ref.config.gamma)
+    assert shapes and str(len(shapes)) in out
+    monkeypatch.undo()
+    # the report's other sections still read the rounds (its speed table): only the curve's own
+    # round path is made to fail here
+    import analysis.compare.sampling
+
+    def no_round_path(*args, **kwargs):
+        raise AssertionError("the curve was computed round by round")
+
+    monkeypatch.setattr(analysis.compare.sampling, "sub_tree_round", no_round_path)
+    out_dir = tmp_path / "report"
+    code, _, err = cli(capsys, "report", path, "-o", out_dir, "--configs", texts[0], "--no-progress")
+    assert code in (0, 1), err
+    curve = pd.read_csv(out_dir / "tables" / "sampling_curve.csv")
+    monkeypatch.undo()
+    grid = sorted(set(curve["temperature"]))
+    assert len(grid) == 16
+    full = compare_sampling(list(ref.results), ref.config, configs[:2], grid)
+    for name in ("determined", "undetermined", "rounds"):
+        assert curve[name].tolist() == full.table[name].tolist()
+    np.testing.assert_allclose(
+        curve["all_rounds_block_efficiency_hi"], full.table["all_rounds_block_efficiency_hi"], rtol=0, atol=1e-12
+    )
