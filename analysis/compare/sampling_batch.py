@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -94,6 +94,7 @@ class SubTrees:
     kpos: list[np.ndarray]
     steps_hi: np.ndarray  # [C]
     gamma: int
+    cache: dict = field(default_factory=dict)  # what every T reads: the groups per mask, the doubts
 
 
 def _rows(batch: RoundBatch, res: BatchResult, shape: TreeShape, lo: int, hi: int):
@@ -220,20 +221,8 @@ def at_temperature(st: SubTrees, use: np.ndarray, t: float, vocab_size: int | No
     ge_lo, ge_hi = np.zeros((c, st.gamma)), np.zeros((c, st.gamma))
     exact = np.zeros(c, dtype=bool)
     needs_vocab = False
-    key = st.n * (int(st.k.max(initial=0)) + 1) + st.k
-    for kv in np.unique(key[use]):
-        m = np.flatnonzero(use & (key == kv))
-        nn, kk = int(st.n[m[0]]), int(st.k[m[0]])
-        b = sampling_bounds(
-            st.tokens[m, :nn],
-            st.parents[m, :nn],
-            st.depths[m, :nn],
-            st.ids[m, :nn, :kk],
-            st.logp[m, :nn, :kk],
-            st.has[m, :nn],
-            t,
-            vocab_size,
-        )
+    for m, nn, arrays in _groups(st, use):
+        b = sampling_bounds(*arrays, t, vocab_size)
         if b.problem.any():  # the sub-tree reads the recorded tree's rows: its check comes first
             word = PROBLEM_WORDS[int(b.problem[b.problem != 0][0])]
             raise RuntimeError(f"a sub-tree round: {word}, yet its recorded replay passed")
@@ -242,51 +231,101 @@ def at_temperature(st: SubTrees, use: np.ndarray, t: float, vocab_size: int | No
         lo[m], hi[m], exact[m] = b.expected_lo, b.expected_hi, b.exact
         g = min(st.gamma, b.length_ge_lo.shape[1] - 1)
         ge_lo[m, :g], ge_hi[m, :g] = b.length_ge_lo[:, 1 : 1 + g], b.length_ge_hi[:, 1 : 1 + g]
-    why, depth, rank = _first_doubt(st, t, reach_lo, reach_hi)
+    why, depth, rank = _first_doubt(_doubts(st), t, reach_lo, reach_hi)
     det = use & (why == 0)
     lo, hi = np.where(det, lo, np.nan), np.where(det, hi, np.nan)
     ge_lo, ge_hi = np.where(det[:, None], ge_lo, 0.0), np.where(det[:, None], ge_hi, 0.0)
     return AtT(det, lo, hi, ge_lo, ge_hi, exact & det, st.steps_hi, why, depth, rank, needs_vocab)
 
 
-def _first_doubt(st: SubTrees, t: float, reach_lo: np.ndarray, reach_hi: np.ndarray):
-    """([C] why, depth, rank) of each round's first doubt the walk can reach (why 0: none), in the
-    round path's order; a doubt is reached when the upper bound of its reach is > 0
-    (analysis.compare.sampling._doubt_reach)."""
-    c = reach_lo.shape[0]
+def _groups(st: SubTrees, use: np.ndarray) -> list:
+    """[(rounds, n, sampling_bounds' array arguments)] per (sub-tree size, validate width) of the
+    rounds ``use``: cut once per mask (a mask depends only on T > 0), read at every T."""
+    cache_key = use.tobytes()
+    if cache_key not in st.cache:
+        key = st.n * (int(st.k.max(initial=0)) + 1) + st.k
+        out = []
+        for kv in np.unique(key[use]):
+            m = np.flatnonzero(use & (key == kv))
+            nn, kk = int(st.n[m[0]]), int(st.k[m[0]])
+            arrays = (st.tokens[m, :nn], st.parents[m, :nn], st.depths[m, :nn])
+            arrays += (st.ids[m, :nn, :kk], st.logp[m, :nn, :kk], st.has[m, :nn])
+            out.append((m, nn, arrays))
+        st.cache[cache_key] = out
+    return st.cache[cache_key]
+
+
+@dataclass(frozen=True, eq=False)
+class _Doubts:
+    """Every doubt of every round, sorted by (round, the round path's order): T-independent."""
+
+    round: np.ndarray  # [E] its round
+    node: np.ndarray  # [E] the sub-tree node whose reach_hi bounds it (a beyond candidate's parent)
+    kids: np.ndarray  # [E, W] a beyond candidate's earlier known siblings (-1 past them)
+    beyond: np.ndarray  # [E] bool: a candidate of unknown token
+    no_row: np.ndarray  # [E] bool: its parent has no validate row (T = 0: never reached)
+    why: np.ndarray  # [E] int8
+    depth: np.ndarray  # [E] int64
+    rank: np.ndarray  # [E] int64
+
+
+def _doubts(st: SubTrees) -> _Doubts:
+    """The sparse list of st.doubts (cached): per level, per slot: width, own expansion, children by rank."""
+    if "doubts" in st.cache:
+        return st.cache["doubts"]
+    c = st.tokens.shape[0]
     col = np.arange(c)[None, :]
-    hits, whys, depths, ranks = [], [], [], []
+    big = max([kind.shape[1] - 2 for kind, _, _ in st.doubts] + [1])
+    cols: list[list[np.ndarray]] = [[] for _ in range(9)]
     for d, (kind, why, has) in enumerate(st.doubts):
+        L, width = kind.shape[0], kind.shape[1] - 2
         idx = st.idx[d]
-        rh = np.where(idx >= 0, reach_hi[col, np.maximum(idx, 0)], 0.0)  # [L, C]
-        big_w = kind.shape[1] - 2
-        value = np.empty(kind.shape)
-        value[:, 0], value[:, 1] = rh, rh
-        if big_w:
-            nxt = st.idx[d + 1]
-            slot = np.maximum(st.kpos[d], 0)[:, None, :] * big_w + np.arange(big_w)[None, :, None]  # [L, W, C]
-            kid = np.take(np.ascontiguousarray(nxt).reshape(-1), slot * c + col[None], mode="clip")
-            kid = np.where((st.kpos[d] >= 0)[:, None, :], kid, -1)
-            kid_lo = np.where(kid >= 0, reach_lo[col[None], np.maximum(kid, 0)], 0.0)
-            # the earlier known siblings' reach, summed in rank order (distinct tokens: disjoint draws)
-            before = np.zeros_like(kid_lo)
-            before[:, 1:] = np.cumsum(kid_lo, axis=1)[:, :-1]
-            beyond = rh[:, None, :] - before
-            if t == 0.0:  # no row at the parent: the greedy walk stops there
-                beyond = np.where(has[:, None, :], beyond, 0.0)
-            value[:, 2:] = beyond
-        hits.append((kind & (value > 0.0)).reshape(-1, c))
-        whys.append(why.reshape(-1, c))
-        per = np.array([d - 1, d] + [d] * big_w, dtype=np.int64)
-        depths.append(np.broadcast_to(per[None, :], kind.shape[:2]).reshape(-1))
-        per_rank = np.array([-1, -1] + list(range(big_w)), dtype=np.int64)
-        ranks.append(np.broadcast_to(per_rank[None, :], kind.shape[:2]).reshape(-1))
-    hit = np.concatenate(hits)
-    first = np.argmax(hit, axis=0)
-    found = hit[first, np.arange(c)]
-    why = np.where(found, np.concatenate(whys)[first, np.arange(c)], 0).astype(np.int8)
-    depth = np.where(found, np.concatenate(depths)[first], 0)
-    rank = np.where(found, np.concatenate(ranks)[first], -1)
+        kid = np.full((L, big, c), -1, dtype=np.int64)
+        if width:
+            slot = np.maximum(st.kpos[d], 0)[:, None, :] * width + np.arange(width)[None, :, None]  # [L, W, C]
+            k = np.take(np.ascontiguousarray(st.idx[d + 1]).reshape(-1), slot * c + col[None], mode="clip")
+            kid[:, :width] = np.where((st.kpos[d] >= 0)[:, None, :], k, -1)
+        jj, pos, cc = np.nonzero(kind)
+        r = pos - 2
+        order = (jj * (2 + width) + pos).astype(np.int64)  # the round path's order within the level
+        earlier = np.where(np.arange(big)[None, :] < r[:, None], kid[jj, :, cc], -1)  # [E_d, big]
+        per_depth = np.where(pos == 0, d - 1, d)
+        key = d * (1 << 40) + order  # level first, then the order within it
+        fields = (cc, key, idx[jj, cc], earlier, pos >= 2, ~has[jj, cc], why[jj, pos, cc], per_depth, r)
+        for out, v in zip(cols, fields):
+            out.append(v)
+    cc, key, node, kids, beyond, no_row, why, depth, r = (np.concatenate(v) for v in cols)
+    srt = np.lexsort((key, cc))
+    out = _Doubts(
+        cc[srt], node[srt], kids[srt], beyond[srt], no_row[srt], why[srt].astype(np.int8), depth[srt],
+        np.where(beyond[srt], r[srt], -1),
+    )  # fmt: skip
+    st.cache["doubts"] = out
+    return out
+
+
+def _first_doubt(dt: _Doubts, t: float, reach_lo: np.ndarray, reach_hi: np.ndarray):
+    """([C] why, depth, rank) of each round's first doubt the walk can reach (why 0: none); a doubt
+    is reached when the upper bound of its reach is > 0 (analysis.compare.sampling._doubt_reach)."""
+    c = reach_lo.shape[0]
+    why = np.zeros(c, dtype=np.int8)
+    depth = np.zeros(c, dtype=np.int64)
+    rank = np.full(c, -1, dtype=np.int64)
+    if not dt.round.shape[0]:
+        return why, depth, rank
+    value = reach_hi[dt.round, dt.node]
+    # the earlier known siblings' reach, summed in rank order as the round path sums it
+    before = np.zeros(value.shape)
+    for w in range(dt.kids.shape[1]):
+        k = dt.kids[:, w]
+        before = before + np.where(k >= 0, reach_lo[dt.round, np.maximum(k, 0)], 0.0)
+    value = np.where(dt.beyond, value - before, value)
+    if t == 0.0:  # no row at the parent: the greedy walk stops there
+        value = np.where(dt.beyond & dt.no_row, 0.0, value)
+    hit = np.flatnonzero(value > 0.0)
+    rounds, first = np.unique(dt.round[hit], return_index=True)
+    sel = hit[first]
+    why[rounds], depth[rounds], rank[rounds] = dt.why[sel], dt.depth[sel], dt.rank[sel]
     return why, depth, rank
 
 
