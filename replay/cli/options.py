@@ -207,6 +207,30 @@ def add_sampling_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def sampling_vocab(args: argparse.Namespace, manifest) -> int | None:
+    """--vocab-size, else the manifest's vocab_size (replay.engine.sampling.vocab_size_of); exit 2 when they differ."""
+    from replay.engine.sampling import vocab_size_of
+
+    try:
+        return vocab_size_of(args.vocab_size, manifest.vocab_size, manifest.path)
+    except ValueError as exc:
+        raise SpecReplayError(str(exc)) from None
+
+
+def sampling_skip(name: str, temperature: float, why: str) -> Skipped:
+    """The skipped-input entry of a round that sampling mode cannot use at T (every command says it so)."""
+    return Skipped(f"round {name}", f"no sampling replay at T = {temperature:g}: {why}", ())
+
+
+def print_needs_vocab(command: str, temperature: float) -> None:
+    """The note of a run above T = 1 without a vocabulary size (its lower bounds are refused)."""
+    print(
+        f"specreplay {command}: note: at T = {temperature:g} > 1 the lower bounds need the vocabulary size "
+        "(--vocab-size V, or vocab_size in manifest.json); they are shown as 0 (refused), the upper bounds stand",
+        file=sys.stderr,
+    )
+
+
 def parse_key(text: str) -> tuple[int, int]:
     """``--round A_B``: replay.io.grouping.parse_round_key, as argparse reports a bad value."""
     try:

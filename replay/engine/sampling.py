@@ -6,9 +6,11 @@ use it (their validate rows carry scores) and turns one round's bounds into plai
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from replay.core.sampling import PROBLEM_WORDS, check_temperature, greedy_logp, round_bounds
+from replay.core.sampling_recorded import recorded_bounds, recorded_column
 
 NO_SCORES = "its validate rows have no scores (sampling mode needs the target's log-probs; docs/dump-format.md)"
 
@@ -25,6 +27,7 @@ class RoundSampling:
     exact: bool
     variance: float | None  # Var[accepted length] when exact
     needs_vocab: bool
+    from_node_logprobs: bool = False  # the dump's node_logprobs at T decided it (exact)
 
     def to_json(self) -> dict:
         return {
@@ -38,19 +41,56 @@ class RoundSampling:
             "length_at_least_hi": list(self.length_ge_hi),
             "exact": self.exact,
             "accepted_length_variance": self.variance,
+            "from_node_logprobs": self.from_node_logprobs,
         }
 
 
-def round_sampling(res, temperature: float, vocab_size: int | None = None) -> RoundSampling:
-    """Bounds for a replay.engine.replayer.RoundResult; ValueError (the reason) when it cannot be used."""
+def vocab_size_of(explicit: int | None, recorded: int | None, manifest_path: str | None) -> int | None:
+    """The vocabulary size sampling mode uses: --vocab-size, else the manifest's ``vocab_size``.
+
+    Both given and different: ValueError, since the bounds above T = 1 are valid only with the
+    target's true size and one of the two is wrong.
+    """
+    if explicit is not None and recorded is not None and explicit != recorded:
+        raise ValueError(
+            f"--vocab-size {explicit} disagrees with {manifest_path or 'manifest.json'} vocab_size {recorded} "
+            "(the target's vocabulary size, recorded by the harness): drop --vocab-size, or fix the manifest"
+        )
+    return explicit if explicit is not None else recorded
+
+
+def round_sampling(
+    res, temperature: float, vocab_size: int | None = None, node_temperatures: Sequence[float] | None = None
+) -> RoundSampling:
+    """Bounds for a replay.engine.replayer.RoundResult; ValueError (the reason) when it cannot be used.
+
+    node_temperatures: the manifest's node_logprob_temperatures; at one of them a round that carries
+    node_logprobs (``res.node_logp``) is exact from those (replay.core.sampling_recorded).
+    """
+    col = recorded_column(temperature, node_temperatures)
+    own = res.node_logp
+    if col is not None and own is not None:
+        assert node_temperatures is not None
+        if own.shape[1] != len(node_temperatures):
+            raise ValueError(
+                f"its validate node_logprobs has {own.shape[1]} column(s) but manifest.json "
+                f"node_logprob_temperatures lists {len(node_temperatures)}"
+            )
+        tree = res.tree
+        b = recorded_bounds(tree.tokens[None], tree.parents[None], tree.depths[None], own[None, :, col], temperature)
+        return _one(b, True)
     logp = res.validate_logp
     if logp is None:
         if check_temperature(temperature) != 0.0:
             raise ValueError(NO_SCORES)
         logp = greedy_logp(res.validate_ids)  # T = 0 reads only the top-1 column
-    b = round_bounds(res.tree, res.validate_ids, logp, res.layout, temperature, vocab_size)
+    return _one(round_bounds(res.tree, res.validate_ids, logp, res.layout, temperature, vocab_size), False)
+
+
+def _one(b, from_node_logprobs: bool) -> RoundSampling:
     if b.problem[0]:
-        raise ValueError(PROBLEM_WORDS[int(b.problem[0])])
+        why = PROBLEM_WORDS[int(b.problem[0])]
+        raise ValueError(f"{why} (validate node_logprobs)" if from_node_logprobs else why)
     exact = bool(b.exact[0])
     return RoundSampling(
         b.temperature,
@@ -61,4 +101,5 @@ def round_sampling(res, temperature: float, vocab_size: int | None = None) -> Ro
         exact,
         float(b.variance[0]) if exact else None,
         b.needs_vocab,
+        from_node_logprobs,
     )
