@@ -10,7 +10,7 @@ from replay.core.records import json_line, write_batch_json_lines
 from replay.engine.render import render_round, render_summary, sampling_lines, sampling_summary, summary_lines
 from replay.engine.replayer import replay_directory
 from replay.engine.runs import replay_run
-from replay.engine.sampling import round_sampling
+from replay.engine.sampling import round_sampling, sampling_skip
 from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled, tqdm_progress
@@ -30,7 +30,6 @@ from .options import (
     print_needs_vocab,
     print_reading,
     require_rounds,
-    sampling_skip,
     sampling_vocab,
 )
 

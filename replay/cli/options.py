@@ -217,11 +217,6 @@ def sampling_vocab(args: argparse.Namespace, manifest) -> int | None:
         raise SpecReplayError(str(exc)) from None
 
 
-def sampling_skip(name: str, temperature: float, why: str) -> Skipped:
-    """The skipped-input entry of a round that sampling mode cannot use at T (every command says it so)."""
-    return Skipped(f"round {name}", f"no sampling replay at T = {temperature:g}: {why}", ())
-
-
 def print_needs_vocab(command: str, temperature: float) -> None:
     """The note of a run above T = 1 without a vocabulary size (its lower bounds are refused)."""
     print(

@@ -16,6 +16,7 @@ from replay.core.vocab import BONUS_CORRECTION, LAYOUT_PARENTS, PAD_TOKEN, STOP_
 from replay.io.grouping import Skipped, describe_skipped
 
 from .replayer import DirectoryReplay, RoundResult
+from .sampling import length_at_bounds
 
 ACCEPT_MARK = "✓"
 EXPAND_MARK = "▸"  # the draft ran on this node (it has children)
@@ -240,11 +241,7 @@ def sampling_summary_arrays(t, exp_lo, exp_hi, ge_lo, ge_hi, exact) -> list[str]
         f"  expected block efficiency:          {_span(lo + 1.0, hi + 1.0)}",
         "  expected distribution of the accepted length (fraction of rounds):",
     ]
-    zero = np.zeros((n, 1))
-    nxt_lo, nxt_hi = np.hstack([ge_lo[:, 1:], zero]), np.hstack([ge_hi[:, 1:], zero])
-    # P(L = d) = P(L >= d) - P(L >= d+1): its bounds pair each side with the other's.
-    at_lo = np.maximum(0.0, (ge_lo - nxt_hi).mean(axis=0))
-    at_hi = np.minimum(1.0, (ge_hi - nxt_lo).mean(axis=0))
+    at_lo, at_hi = (a.mean(axis=0) for a in length_at_bounds(ge_lo, ge_hi))  # P(L = d), d = 0..D
     for d in range(ge_lo.shape[1]):
         lines.append(f"    L = {d}: {_span(float(at_lo[d]), float(at_hi[d]), 3)}")
     return lines

@@ -9,8 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from replay.core.sampling import PROBLEM_WORDS, check_temperature, greedy_logp, round_bounds
 from replay.core.sampling_recorded import recorded_bounds, recorded_column
+from replay.io.grouping import Skipped
 
 NO_SCORES = "its validate rows have no scores (sampling mode needs the target's log-probs; docs/dump-format.md)"
 
@@ -43,6 +46,23 @@ class RoundSampling:
             "accepted_length_variance": self.variance,
             "from_node_logprobs": self.from_node_logprobs,
         }
+
+
+def length_at_bounds(ge_lo: np.ndarray, ge_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per round, bounds on P(L = d) = P(L >= d) - P(L >= d + 1), d = 0..D.
+
+    ge_lo, ge_hi: [R, D+1] bounds on P(L >= d), d = 0..D (column 0 is 1; beyond D it is 0). Each side
+    pairs with the other's next column, clipped to [0, 1] round by round (valid, and summed over
+    rounds still valid: every metric of a distribution is a mean of these).
+    """
+    zero = np.zeros((ge_lo.shape[0], 1))
+    nxt_lo, nxt_hi = np.hstack([ge_lo[:, 1:], zero]), np.hstack([ge_hi[:, 1:], zero])
+    return np.clip(ge_lo - nxt_hi, 0.0, 1.0), np.clip(ge_hi - nxt_lo, 0.0, 1.0)
+
+
+def sampling_skip(name: str, temperature: float, why: str) -> Skipped:
+    """The skipped-input entry of a round that sampling mode cannot use at T (every command says it so)."""
+    return Skipped(f"round {name}", f"no sampling replay at T = {temperature:g}: {why}", ())
 
 
 def vocab_size_of(explicit: int | None, recorded: int | None, manifest_path: str | None) -> int | None:
