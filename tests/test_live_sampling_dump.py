@@ -286,3 +286,14 @@ def test_hostile_node_logprobs_and_manifest_fields_never_give_a_number(run_07, t
         code = main(["replay", str(bad), "--temperature", str(RUN_T), "--no-progress"])
         err = capsys.readouterr().err
         assert code == 2 and "node_logprob_temperatures" in err and "Traceback" not in err, (value, err)
+
+
+def test_stats_at_the_run_temperature_is_exact_from_the_node_logprobs(run_07, capsys):
+    """stats --temperature 0.7 on the live dump: every metric one number (lo == hi), the mean of the
+    hand walks over the recorded node log-probabilities."""
+    _, rounds = recorded_rounds(run_07)
+    assert main(["stats", str(run_07), "--temperature", str(RUN_T), "--json", "--no-progress"]) == 0
+    (s,) = json.loads(capsys.readouterr().out)["summary"]
+    assert s["exact_rounds"] == s["rounds"] == len(rounds)
+    mean = np.mean([moments_from_node_logprobs(tree, v.node_logp[:, 0])[0] for tree, v, _ in rounds])
+    assert s["mean_accepted_length_lo"] == s["mean_accepted_length_hi"] == pytest.approx(mean, abs=1e-12)

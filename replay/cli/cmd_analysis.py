@@ -307,7 +307,9 @@ def _stats_sampling(args: argparse.Namespace, runs) -> int:
     if args.table:
         _print_table(named[args.table] if args.json or args.csv else bounds_display(named[args.table]), args)
     elif args.json:
-        body = {"temperature": t, **{k: json.loads(v.to_json(orient="records")) for k, v in named.items()}}
+        # 15 decimals (pandas' most; its default 10 would round what the bounds are meant to show)
+        tables = {k: json.loads(v.to_json(orient="records", double_precision=15)) for k, v in named.items()}
+        body = {"temperature": t, **tables}
         body["skipped"] = [{"run": p.label, "what": s.what, "reason": s.reason} for p in parts for s in p.skipped]
         sys.stdout.write(json.dumps(body, indent=1) + "\n")
     elif args.csv:
