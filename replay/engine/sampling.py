@@ -33,19 +33,43 @@ class RoundSampling:
     from_node_logprobs: bool = False  # the dump's node_logprobs at T decided it (exact)
 
     def to_json(self) -> dict:
-        return {
-            "temperature": self.temperature,
-            "expected_accepted_length": self.expected_lo if self.exact else None,
-            "expected_accepted_length_lo": self.expected_lo,
-            "expected_accepted_length_hi": self.expected_hi,
-            "expected_block_efficiency_lo": self.expected_lo + 1.0,
-            "expected_block_efficiency_hi": self.expected_hi + 1.0,
-            "length_at_least_lo": list(self.length_ge_lo),
-            "length_at_least_hi": list(self.length_ge_hi),
-            "exact": self.exact,
-            "accepted_length_variance": self.variance,
-            "from_node_logprobs": self.from_node_logprobs,
-        }
+        values = (
+            self.temperature,
+            self.expected_lo if self.exact else None,
+            self.expected_lo,
+            self.expected_hi,
+            self.expected_lo + 1.0,
+            self.expected_hi + 1.0,
+            list(self.length_ge_lo),
+            list(self.length_ge_hi),
+            self.exact,
+            self.variance,
+            self.from_node_logprobs,
+        )
+        return dict(zip(SAMPLING_KEYS, values))
+
+
+# The keys of a round's ``sampling`` object (replay --temperature --json, docs/output-schema.md), in
+# order; batch --temperature's JSON and tables and the API use the same names (one place).
+SAMPLING_KEYS = (
+    "temperature",
+    "expected_accepted_length",  # null unless exact
+    "expected_accepted_length_lo",
+    "expected_accepted_length_hi",
+    "expected_block_efficiency_lo",
+    "expected_block_efficiency_hi",
+    "length_at_least_lo",  # lists: P(accepted length >= d), d = 1 .. depth of the tree
+    "length_at_least_hi",
+    "exact",
+    "accepted_length_variance",  # null unless exact
+    "from_node_logprobs",
+)
+LENGTH_AT_LEAST_KEYS = ("length_at_least_lo", "length_at_least_hi")
+
+
+def length_at_least_column(key: str, d: int) -> str:
+    """A table's flat column for depth d of a length_at_least list (CSV has no lists): ``length_at_least_lo_2``."""
+    return f"{key}_{d}"
 
 
 def length_at_bounds(ge_lo: np.ndarray, ge_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
