@@ -297,3 +297,16 @@ def test_stats_at_the_run_temperature_is_exact_from_the_node_logprobs(run_07, ca
     assert s["exact_rounds"] == s["rounds"] == len(rounds)
     mean = np.mean([moments_from_node_logprobs(tree, v.node_logp[:, 0])[0] for tree, v, _ in rounds])
     assert s["mean_accepted_length_lo"] == s["mean_accepted_length_hi"] == pytest.approx(mean, abs=1e-12)
+
+
+def test_api_sampling_frame_is_exact_at_the_recorded_temperatures(run_07):
+    """api.sampling: one row per (round, T); at 0.7 and 1 from node_logprobs (exact), at 0.3 from the rows."""
+    from replay.cli import api
+
+    frame = api.sampling(run_07, [0.3, RUN_T, 1.0])
+    at = {t: g for t, g in frame.groupby("temperature")}
+    assert len(at[RUN_T]) == len(at[1.0]) == len(at[0.3]) > 1
+    for t in (RUN_T, 1.0):
+        assert at[t]["from_node_logprobs"].all() and at[t]["exact"].all()
+        assert (at[t]["expected_accepted_length_lo"] == at[t]["expected_accepted_length_hi"]).all()
+    assert not at[0.3]["from_node_logprobs"].any()
