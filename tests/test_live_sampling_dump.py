@@ -310,3 +310,17 @@ def test_api_sampling_frame_is_exact_at_the_recorded_temperatures(run_07):
         assert at[t]["from_node_logprobs"].all() and at[t]["exact"].all()
         assert (at[t]["expected_accepted_length_lo"] == at[t]["expected_accepted_length_hi"]).all()
     assert not at[0.3]["from_node_logprobs"].any()
+
+
+def test_where_node_logprobs_are_not_read_the_output_says_so(run_07, tmp_path, capsys):
+    """A packed copy (node_logprobs not carried) and the batch replay (its arrays neither) give the
+    top-K bounds at the recorded T, and a note on stderr says that the dump directory is exact there."""
+    assert main(["pack", str(run_07), "-o", str(tmp_path / "p"), "--no-progress"]) == 0
+    capsys.readouterr()
+    code, records, err = replay_sampling_json(capsys, tmp_path / "p", "--temperature", str(RUN_T))
+    assert code == 0 and not any(r["sampling"]["from_node_logprobs"] for r in records)
+    assert "records node_logprobs at T = 0.7" in err and f"{len(records)} round(s) here carry none" in err
+    assert main(["batch", str(run_07), "--temperature", str(RUN_T), "--json", "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    assert "node_logprobs at T = 0.7" in err and "on the dump directory is exact" in err
+    assert not any(json.loads(line)["sampling"]["from_node_logprobs"] for line in out.splitlines())

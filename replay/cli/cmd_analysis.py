@@ -31,6 +31,7 @@ from .options import (
     no_rounds_error,
     options_from_args,
     parse_key,
+    print_missing_node_logprobs,
     print_needs_vocab,
     print_reading,
     print_skipped,
@@ -328,6 +329,9 @@ def _stats_sampling(args: argparse.Namespace, runs) -> int:
             _print_table(bounds_display(named[name]), args)
     if any(p.needs_vocab for p in parts):
         print_needs_vocab("stats", t)
+    for run, part in zip(runs, parts):
+        missing = int((~part.from_node_logprobs).sum())
+        print_missing_node_logprobs("stats", t, run.replay.manifest, missing)
     status = skipped_status(runs, args)
     return 1 if status or any(p.skipped for p in parts) else 0
 

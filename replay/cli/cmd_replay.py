@@ -27,6 +27,7 @@ from .options import (
     at_least_one,
     options_from_args,
     parse_key,
+    print_missing_node_logprobs,
     print_needs_vocab,
     print_reading,
     require_rounds,
@@ -134,6 +135,7 @@ def _replay_sampling(args: argparse.Namespace) -> int:
         out.write("\n".join(render_summary(rep) + sampling_summary([s for _, s in used])) + "\n")
     if any(s.needs_vocab for _, s in used):
         print_needs_vocab("replay", t)
+    print_missing_node_logprobs("replay", t, rep.manifest, sum(not s.from_node_logprobs for _, s in used))
     print_reading(rep)
     return 1 if rep.skipped else 0
 

@@ -184,7 +184,7 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
     if recorded_column(t, manifest.node_logprob_temperatures) is not None:
         print(
             f"specreplay batch: note: this dump records node_logprobs at T = {t:g}; the batch replay reads only the "
-            f"top-K rows (bounds): replay --temperature {t:g} is exact from them (docs/dump-format.md)",
+            f"top-K rows (bounds): replay --temperature {t:g} on the dump directory is exact from them (docs/dump-format.md)",
             file=sys.stderr,
         )
     print_reading(rep)

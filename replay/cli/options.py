@@ -196,14 +196,16 @@ def add_sampling_options(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="T",
         help="expected acceptance when the target samples at temperature T (0 = greedy), with bounds "
-        "where the dump's top-K scores do not determine it; needs scores on the validate rows",
+        "where the dump's top-K scores do not determine it; needs scores on the validate rows, or "
+        "node_logprobs recorded at T (exact; docs/dump-format.md)",
     )
     p.add_argument(
         "--vocab-size",
         type=at_least_one,
         default=None,
         metavar="V",
-        help="the target's vocabulary size: bounds the unrecorded tail (needed for lower bounds at T > 1)",
+        help="the target's vocabulary size: bounds the unrecorded tail (needed for lower bounds at T > 1); "
+        "default: manifest.json's vocab_size, and a different value is an error",
     )
 
 
@@ -215,6 +217,19 @@ def sampling_vocab(args: argparse.Namespace, manifest) -> int | None:
         return vocab_size_of(args.vocab_size, manifest.vocab_size, manifest.path)
     except ValueError as exc:
         raise SpecReplayError(str(exc)) from None
+
+
+def print_missing_node_logprobs(command: str, temperature: float, manifest, missing: int) -> None:
+    """The note of rounds that fell back to the top-K bounds at a T whose node_logprobs the manifest
+    lists (a packed run does not carry them; a round in the parents layout has none)."""
+    from replay.core.sampling_recorded import recorded_column
+
+    if missing and recorded_column(temperature, manifest.node_logprob_temperatures) is not None:
+        print(
+            f"specreplay {command}: note: manifest.json records node_logprobs at T = {temperature:g}, but "
+            f"{missing} round(s) here carry none (a packed run does not): their numbers are the top-K bounds",
+            file=sys.stderr,
+        )
 
 
 def print_needs_vocab(command: str, temperature: float) -> None:

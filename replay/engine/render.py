@@ -199,7 +199,7 @@ def sampling_lines(smp) -> list[str]:
     """A round's replay.engine.sampling.RoundSampling, under its tree."""
     lines = [
         f"  at T = {smp.temperature:g}: expected accepted length {_span(smp.expected_lo, smp.expected_hi)}"
-        + ("  (exact)" if smp.exact else "  (bounds)")
+        + ("  (exact, from node_logprobs)" if smp.from_node_logprobs else "  (exact)" if smp.exact else "  (bounds)")
     ]
     ge = ", ".join(
         f"P(L>={d}) {_span(lo, hi, 3)}" for d, (lo, hi) in enumerate(zip(smp.length_ge_lo, smp.length_ge_hi), 1)
@@ -218,7 +218,7 @@ def sampling_summary(samplings) -> list[str]:
         vals = (1.0, *(s.length_ge_lo if side == 0 else s.length_ge_hi))
         return list(vals) + [0.0] * (depth + 1 - len(vals))
 
-    return sampling_summary_arrays(
+    lines = sampling_summary_arrays(
         samplings[0].temperature,
         np.array([s.expected_lo for s in samplings]),
         np.array([s.expected_hi for s in samplings]),
@@ -226,6 +226,10 @@ def sampling_summary(samplings) -> list[str]:
         np.array([ge(s, 1) for s in samplings]),
         np.array([s.exact for s in samplings]),
     )
+    own = sum(s.from_node_logprobs for s in samplings)
+    if own:  # say where the exact numbers came from (the top-K rows alone bound them at most T)
+        lines.insert(1, f"  exact from the dump's node_logprobs at T: {own} round(s)")
+    return lines
 
 
 def sampling_summary_arrays(t, exp_lo, exp_hi, ge_lo, ge_hi, exact) -> list[str]:
