@@ -238,6 +238,10 @@ def test_replay_at_a_recorded_temperature_is_exact_from_the_node_logprobs(run_07
             reach[u] = reach[tree.parents[u]] * math.exp(v.node_logp[u, column])
         by_depth = [reach[tree.depths == d].sum() for d in range(1, int(tree.depths.max()) + 1)]
         assert smp["length_at_least_lo"] == pytest.approx(by_depth, abs=1e-12)
+        # the top-K rows' own bounds (the path without node_logprobs) hold the exact value, up to
+        # the rows' float32 rounding (node_logprobs are float64)
+        b = round_bounds(tree, v.ids, v.logp, "all", temperature, VOCAB)
+        assert b.expected_lo[0] - 1e-6 <= mean <= b.expected_hi[0] + 1e-6
 
 
 def test_replay_at_an_unrecorded_temperature_uses_the_rows_and_the_manifest_vocab_size(run_07, capsys):
