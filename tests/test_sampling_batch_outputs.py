@@ -106,3 +106,19 @@ def test_batch_at_t_takes_the_manifest_vocab_size_and_refuses_a_different_one(ca
 def test_batch_at_a_bad_temperature_is_one_line(capsys, tmp_path, bad):
     code, out, err = run(capsys, "batch", SYNTH, f"--temperature={bad}", "--json", "--no-progress")
     assert code == 2 and out == "" and "--temperature" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [["compare"], ["recommend", "--budget", "3"]])
+def test_compare_and_recommend_at_t_take_the_manifest_vocab_size_too(capsys, tmp_path, command):
+    """The same default and the same refusal in every command at T (replay.cli.options.sampling_vocab)."""
+    d = tiny_dump(tmp_path / "d")
+    (d / "manifest.json").write_text(json.dumps({"vocab_size": 8}))
+    code, out, err = run(capsys, command[0], d, *command[1:], "--temperature", "1.5", "--json", "--no-progress")
+    assert code == 0 and "refused" not in err, err
+    body = json.loads(out)
+    assert body["vocab_size"] == 8
+    code, stated, _ = run(capsys, command[0], d, *command[1:], "--temperature", "1.5", "--json", "--vocab-size", "8")
+    assert json.loads(stated) == body
+    code, out, err = run(capsys, command[0], d, *command[1:], "--temperature", "1.5", "--vocab-size", "9")
+    assert code == 2 and out == ""
+    assert_told(err, "--vocab-size 9", "vocab_size 8")

@@ -219,6 +219,12 @@ def sampling_vocab(args: argparse.Namespace, manifest) -> int | None:
         raise SpecReplayError(str(exc)) from None
 
 
+def vocab_sizes_json(used: dict[str, int | None]) -> int | None | dict[str, int | None]:
+    """The vocab_size a --json body reports: the one every run used, else run label -> its own."""
+    values = set(used.values())
+    return next(iter(values)) if len(values) <= 1 and used else (dict(used) if used else None)
+
+
 def print_missing_node_logprobs(command: str, temperature: float, manifest, missing: int) -> None:
     """The note of rounds that fell back to the top-K bounds at a T whose node_logprobs the manifest
     lists (a packed run does not carry them; a round in the parents layout has none)."""
