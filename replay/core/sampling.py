@@ -12,8 +12,11 @@ The dump records, per expanded node, the target's top-K ids and log-probabilitie
 known (T = 1: Z = 1), and bounded otherwise; docs/analysis.md "Sampling-mode replay" derives the
 bounds. T = 0 is the greedy replay (the row's first column), exactly.
 
-The rule is written once, here, on arrays of R rounds (one round is R = 1); the per-round replay,
-the batch replay and the API call ``sampling_bounds``.
+The rule is written once, here: ``column_bounds`` on column-major arrays of rounds that share one
+tree layout (the round axis last, as in the greedy batch kernel, so every operation runs on
+contiguous vectors over rounds; the batch replay calls it on its own arrays), and
+``sampling_bounds`` on round-major arrays of R rounds (one round is R = 1), which groups the rounds
+by tree and calls ``column_bounds``; the per-round replay and the API go through it.
 """
 
 from __future__ import annotations
@@ -109,9 +112,10 @@ _NO_TOKEN = np.iinfo(np.int64).min
 class TreeLayout:
     """The structure shared by rounds of one tree shape, as the column-major kernel reads it.
 
-    Rows are the expanded nodes' validate rows, E of them, ordered so that every row's node is the
-    child of an earlier row (tree order of the expanded nodes, or the batch's step-by-step slots);
-    the kernel then visits rows in order and every parent's reach is known when it is needed.
+    Rows are the expanded nodes' validate rows, E of them: row 0 is the root's, and every other
+    row's node is a child of an earlier row (tree order of the expanded nodes, or the batch's
+    step-by-step slots), so the kernel visits the rows in order and knows each one's reach by then.
+    Only expanded nodes have rows here: Z_T is computed for them alone (5 of the article tree's 13).
     """
 
     edge_row: np.ndarray  # [N] int64: the row holding the distribution at node u's parent, u = 1..N
