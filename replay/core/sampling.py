@@ -216,7 +216,7 @@ def _row_terms(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, t: float, vocab
     """
     k = ids.shape[1]
     # One pass tells most chunks they have no PAD cell (PAD_TOKEN is the only negative id).
-    pad = ids == PAD_TOKEN if ids.min() < 0 else np.zeros((1, 1, 1), dtype=bool)
+    pad = ids == PAD_TOKEN if ids.min(initial=0) < 0 else np.zeros((1, 1, 1), dtype=bool)
     any_pad = bool(pad.any())
     if any_pad:  # a padded batch fills PAD cells with NaN: they are not cells of the row
         lp = np.where(pad, -np.inf, lp)
