@@ -300,6 +300,17 @@ def _edge_bounds(rt: _RowTerms, e: int, ids: np.ndarray, tok: np.ndarray) -> tup
     return p_lo, p_hi
 
 
+def _as_ids_type(tokens: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The tokens in the rows' integer type when they fit: comparing int32 with int32 runs about a
+    third faster than int64 with int32 (measured), and an int32 dump's rows are int32."""
+    if ids.dtype == tokens.dtype or ids.dtype.kind not in "iu" or not tokens.size:
+        return tokens
+    info = np.iinfo(ids.dtype)
+    if tokens.min() < info.min or tokens.max() > info.max:  # would wrap: compare in int64
+        return tokens
+    return tokens.astype(ids.dtype)
+
+
 def _reach_of(reach: np.ndarray, node: RowNode) -> np.ndarray:
     """[C] reach of one node per round (node: one id for all rounds, or [C] ids)."""
     if isinstance(node, (int, np.integer)):
@@ -375,7 +386,8 @@ def column_bounds(
         nodes = [v if isinstance(v, (int, np.integer)) else v[lo:hi] for v in row_node]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
             rt = _row_terms(ids, lp, has, t, vocab_size)
-            reach_lo, reach_hi, ex = _walk_chunk(tree, ids, rt, tokens[:, lo:hi], nodes)
+            tok = _as_ids_type(tokens[:, lo:hi], ids)
+            reach_lo, reach_hi, ex = _walk_chunk(tree, ids, rt, tok, nodes)
             parts = _aggregate_chunk(tree, reach_lo, reach_hi, ex)
         bad = rt.problem != PROBLEM_NONE  # rounds with a problem hold NaN everywhere
         ge_lo[:, lo:hi], ge_hi[:, lo:hi], exp_lo[lo:hi], exp_hi[lo:hi], variance[lo:hi] = parts
