@@ -12,6 +12,7 @@ from replay.core.sampling import (
     PROBLEM_NAN,
     PROBLEM_POSITIVE,
     PROBLEM_SUM,
+    ROUNDS_PER_TREE,
     check_temperature,
     round_bounds,
     sampling_bounds,
@@ -229,13 +230,18 @@ def _hostile_cells(rng, ids, lp, pad_rate):
 
 @pytest.mark.parametrize("t", TEMPS)
 @pytest.mark.parametrize("vocab", [None, 40])
-def test_pad_cells_missing_children_and_duplicates_equal_the_reference(t, vocab):
+@pytest.mark.parametrize("trees", ["many", "two"])
+def test_pad_cells_missing_children_and_duplicates_equal_the_reference(t, vocab, trees):
     # The column-major kernel's other paths: PAD/NaN cells and empty rows, children missing from
-    # their parent's row, rows without a row (has False), a token twice in one row (the first
-    # cell counts), siblings with one token, and trees shared by several rounds (one group).
+    # their parent's row, nodes without a row (has False), a token twice in one row (the first
+    # cell counts), siblings with one token; "many" trees go through one call that gathers each
+    # parent's row per round (TreeColumns), "two" through one call per tree (TreeLayout).
     rng = np.random.default_rng(300 + int(t * 10))
-    shared = [random_round(rng, k=5, n=8) for _ in range(3)]
-    rounds = [shared[i % 3] if i % 2 else random_round(rng, k=5, n=8) for i in range(150)]
+    shared = [random_round(rng, k=5, n=8) for _ in range(2)]
+    if trees == "two":
+        rounds = [shared[i % 2] for i in range(2 * ROUNDS_PER_TREE + 10)]
+    else:
+        rounds = [shared[i % 2] if i % 3 == 0 else random_round(rng, k=5, n=8) for i in range(150)]
     tokens, parents, depths, ids, lp = _stack(rounds)
     tokens = tokens.copy()
     tokens[:, 1:] = rng.integers(0, 6, size=tokens[:, 1:].shape)  # small alphabet: sibling repeats

@@ -22,9 +22,9 @@ by tree and calls ``column_bounds``; the per-round replay and the API go through
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -99,6 +99,10 @@ def greedy_logp(ids: np.ndarray) -> np.ndarray:
 # per-call cost dominates (about 300 calls per chunk).
 CHUNK_ROUNDS = 4096
 
+# Below this many rounds (one round of the per-round replay) numpy's per-call cost dominates:
+# the child lookup then takes one [g, K, C] comparison instead of one call per column.
+SMALL_CHUNK = 64
+
 # One row's node id: the same for every round (an int), or per round ([R] int).
 RowNode = int | np.ndarray
 # rows(lo, hi) -> (ids [E, K, C], logp [E, K, C], has [E, C]) of rounds lo..hi: column_bounds' row reader.
@@ -138,6 +142,19 @@ class TreeLayout:
     @cached_property
     def at_depth(self) -> tuple[np.ndarray, ...]:
         return tuple(np.flatnonzero(self.depths == d) for d in range(int(self.depths.max()) + 1))
+
+
+@dataclass(frozen=True, eq=False)
+class TreeColumns:
+    """Trees that differ from round to round, for the kernel: every node has a row (row u is node u;
+    has False where a node is not expanded), and each edge's parent row is gathered per round."""
+
+    parents: np.ndarray  # [N+1, R] int64 (parents[0] = NO_PARENT, parents[u] < u)
+    depths: np.ndarray  # [N+1, R] int64
+
+    @cached_property
+    def num_depths(self) -> int:
+        return int(self.depths.max()) + 1 if self.depths.size else 1
 
 
 @dataclass(frozen=True, eq=False)
@@ -271,6 +288,11 @@ def _first_weights(ids: np.ndarray, w: np.ndarray, tok: np.ndarray) -> np.ndarra
     One comparison per (column, child) on vectors over rounds; walking the columns from the last
     to the first leaves the first match (the scalar reference's rule for a row naming a token twice).
     """
+    if tok.shape[1] < SMALL_CHUNK:  # few rounds: one broadcast comparison, fewer numpy calls
+        hit = tok[:, None, :] == ids[None]  # [g, K, C]
+        first = np.argmax(hit, axis=1)[:, None, :]  # the first True, 0 when none
+        cell = np.take_along_axis(np.broadcast_to(w[None], hit.shape), first, axis=1)[:, 0]
+        return np.where(hit.any(axis=1), cell, 0.0)
     num = np.zeros(tok.shape)
     hit = np.empty(tok.shape, dtype=bool)
     for c in range(ids.shape[0] - 1, -1, -1):
@@ -279,25 +301,31 @@ def _first_weights(ids: np.ndarray, w: np.ndarray, tok: np.ndarray) -> np.ndarra
     return num
 
 
-def _edge_bounds(rt: _RowTerms, e: int, ids: np.ndarray, tok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(p_lo, p_hi) [g, C] of the edges from row e to its children (tokens tok [g, C], tree order).
+def _edge_bounds(
+    rt: _RowTerms, row: int | tuple[np.ndarray, ...], ids: np.ndarray, tok: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(p_lo, p_hi) [g, C] of the edges from one row to children with tokens tok [g, C].
 
-    A recorded child has weight > 0 or is recorded with q^a = 0; in the second case x_max <= its
-    weight is 0 as well, so taking it for missing gives the same [0, 0]: "weight > 0" is the test.
+    row: the row's index e (every round), or per round the index arrays of its cells ([K, C] each,
+    from _row_cells). A recorded child has weight > 0 or is recorded with q^a = 0; in the second
+    case x_max <= its weight is 0 as well, so taking it for missing gives the same [0, 0]: "weight
+    > 0" is the test.
     """
+    at = row if isinstance(row, int) else (row[0][0], row[2][0])  # the row's [C] terms
     if rt.w is None:  # T = 0: the child carrying the row's top-1
-        p_lo = (tok == rt.top1[e]).astype(np.float64)
-        p_hi = p_lo
-    else:
-        num = _first_weights(ids[e], rt.w[e], tok)
-        p_lo = np.minimum(num * rt.inv_zhi[e], 1.0)
-        p_hi = np.where(num > 0.0, np.minimum(num * rt.inv_zlo[e], 1.0), rt.miss_hi[e])
-    for s in range(1, tok.shape[0]):  # a later sibling with an earlier one's token is never reached
-        dup = (tok[:s] == tok[s]).any(axis=0)
-        if dup.any():
-            p_lo, p_hi = p_lo.copy(), p_hi.copy()
-            p_lo[s, dup] = p_hi[s, dup] = 0.0
+        p_lo = (tok == rt.top1[at]).astype(np.float64)
+        return p_lo, p_lo
+    num = _first_weights(ids[row], rt.w[row], tok)
+    p_lo = np.minimum(num * rt.inv_zhi[at], 1.0)
+    p_hi = np.where(num > 0.0, np.minimum(num * rt.inv_zlo[at], 1.0), rt.miss_hi[at])
     return p_lo, p_hi
+
+
+def _without_repeats(p_lo: np.ndarray, p_hi: np.ndarray, repeat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A child with an earlier sibling's token is never reached (the walk moves to the first): p = 0."""
+    if not repeat.any():
+        return p_lo, p_hi
+    return np.where(repeat, 0.0, p_lo), np.where(repeat, 0.0, p_hi)
 
 
 def _as_ids_type(tokens: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -328,7 +356,12 @@ def _walk_chunk(
     reach_lo, reach_hi = np.ones((n1, c)), np.ones((n1, c))
     inexact = np.zeros(c, dtype=bool)
     for e, kids in enumerate(tree.children):
-        p_lo, p_hi = _edge_bounds(rt, e, ids, tokens[kids])
+        tok = tokens[kids]
+        p_lo, p_hi = _edge_bounds(rt, e, ids, tok)
+        repeat = np.zeros(tok.shape, dtype=bool)
+        for j in range(1, tok.shape[0]):
+            repeat[j] = (tok[:j] == tok[j]).any(axis=0)
+        p_lo, p_hi = _without_repeats(p_lo, p_hi, repeat)
         par_lo, par_hi = _reach_of(reach_lo, row_node[e]), _reach_of(reach_hi, row_node[e])
         reach_lo[kids] = par_lo * p_lo
         reach_hi[kids] = par_hi * p_hi
@@ -337,12 +370,38 @@ def _walk_chunk(
     return reach_lo, reach_hi, ~inexact
 
 
-def _aggregate_chunk(
-    tree: TreeLayout, reach_lo: np.ndarray, reach_hi: np.ndarray, exact: np.ndarray
-) -> tuple[np.ndarray, ...]:
-    """(ge_lo, ge_hi [D+1, C], E lo, E hi, variance [C]) from the reach bounds: P(L >= d) = sum at depth d."""
-    ge_lo = np.stack([reach_lo[idx].sum(axis=0) for idx in tree.at_depth])
-    ge_hi = np.stack([reach_hi[idx].sum(axis=0) for idx in tree.at_depth])
+def _walk_trees(
+    tree: TreeColumns, lo: int, hi: int, ids: np.ndarray, rt: _RowTerms, tokens: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """_walk_chunk for trees that differ per round: node by node, each edge's parent row gathered."""
+    parents = tree.parents[:, lo:hi]
+    n1, c = parents.shape
+    k = ids.shape[1]
+    reach_lo, reach_hi = np.ones((n1, c)), np.ones((n1, c))
+    inexact = np.zeros(c, dtype=bool)
+    cell, col = np.arange(k)[:, None], np.arange(c)[None, :]
+    for u in range(1, n1):
+        par = parents[u]
+        row = (np.broadcast_to(par[None, :], (k, c)), np.broadcast_to(cell, (k, c)), np.broadcast_to(col, (k, c)))
+        p_lo, p_hi = _edge_bounds(rt, row, ids, tokens[u : u + 1])
+        repeat = ((parents[1:u] == par) & (tokens[1:u] == tokens[u])).any(axis=0)
+        p_lo, p_hi = _without_repeats(p_lo[0], p_hi[0], repeat)
+        par_lo, par_hi = _reach_of(reach_lo, par), _reach_of(reach_hi, par)
+        reach_lo[u], reach_hi[u] = par_lo * p_lo, par_hi * p_hi
+        inexact |= (p_hi > p_lo) & (par_hi > 0)
+    return reach_lo, reach_hi, ~inexact
+
+
+def _depth_sums(tree: TreeLayout | TreeColumns, lo: int, hi: int, reach: np.ndarray) -> np.ndarray:
+    """[D+1, C] sum of the reach bounds at each depth: P(L >= d) before the tightening."""
+    if isinstance(tree, TreeLayout):
+        return np.stack([reach[idx].sum(axis=0) for idx in tree.at_depth])
+    depths = tree.depths[:, lo:hi]
+    return np.stack([np.where(depths == d, reach, 0.0).sum(axis=0) for d in range(tree.num_depths)])
+
+
+def _aggregate_chunk(ge_lo: np.ndarray, ge_hi: np.ndarray, exact: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(ge_lo, ge_hi [D+1, C], E lo, E hi, variance [C]) from the per-depth sums of the reach bounds."""
     weights = 2.0 * np.arange(ge_lo.shape[0]) - 1.0  # E[L^2] = sum_n P(reach n) (2 depth(n) - 1)
     second = (ge_lo[1:] * weights[1:, None]).sum(axis=0)
     # Valid tightening: a probability is <= 1 and P(L >= d) does not grow with d.
@@ -355,7 +414,7 @@ def _aggregate_chunk(
 
 
 def column_bounds(
-    tree: TreeLayout,
+    tree: TreeLayout | TreeColumns,
     rows: RowReader,
     tokens: np.ndarray,
     row_node: list[RowNode],
@@ -372,7 +431,7 @@ def column_bounds(
     """
     t = check_temperature(temperature)
     n1, r = tokens.shape
-    dplus = len(tree.at_depth)
+    dplus = len(tree.at_depth) if isinstance(tree, TreeLayout) else tree.num_depths
     out = {name: np.empty((n1, r)) for name in ("reach_lo", "reach_hi")} if keep_reach else {}
     ge_lo, ge_hi = np.empty((dplus, r)), np.empty((dplus, r))
     exp_lo, exp_hi, variance = np.empty(r), np.empty(r), np.empty(r)
@@ -387,8 +446,12 @@ def column_bounds(
         with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
             rt = _row_terms(ids, lp, has, t, vocab_size)
             tok = _as_ids_type(tokens[:, lo:hi], ids)
-            reach_lo, reach_hi, ex = _walk_chunk(tree, ids, rt, tok, nodes)
-            parts = _aggregate_chunk(tree, reach_lo, reach_hi, ex)
+            if isinstance(tree, TreeLayout):
+                reach_lo, reach_hi, ex = _walk_chunk(tree, ids, rt, tok, nodes)
+            else:
+                reach_lo, reach_hi, ex = _walk_trees(tree, lo, hi, ids, rt, tok)
+            sums = _depth_sums(tree, lo, hi, reach_lo), _depth_sums(tree, lo, hi, reach_hi)
+            parts = _aggregate_chunk(*sums, ex)
         bad = rt.problem != PROBLEM_NONE  # rounds with a problem hold NaN everywhere
         ge_lo[:, lo:hi], ge_hi[:, lo:hi], exp_lo[lo:hi], exp_hi[lo:hi], variance[lo:hi] = parts
         exact[lo:hi], problem[lo:hi] = ex & ~bad, rt.problem
@@ -421,8 +484,9 @@ def sampling_bounds(
     temperature: >= 0 (check_temperature); 0 is the greedy replay
     vocab_size: the target's vocabulary size; needed for the lower bounds at T > 1
 
-    Round-major in, round-major out: rounds are grouped by tree (parents), and each group goes
-    through column_bounds, which the batch replay calls directly on its column-major arrays.
+    Round-major in, round-major out, through column_bounds (which the batch replay calls directly
+    on its column-major arrays): rounds of one tree together, or all rounds in one call that
+    gathers each parent's row per round when the trees are many (_tree_groups).
     """
     t = check_temperature(temperature)
     tokens = np.asarray(tokens, dtype=np.int64)
@@ -435,38 +499,84 @@ def sampling_bounds(
     if vocab_size is not None and int(vocab_size) < k:
         raise ValueError(f"vocab size {vocab_size}: smaller than the {k} recorded candidates per row")
     dplus = int(depths.max()) + 1 if depths.size else 1
-    reach_lo, reach_hi = np.empty((r, n1)), np.empty((r, n1))
-    ge_lo, ge_hi = np.zeros((r, dplus)), np.zeros((r, dplus))  # deeper than a round's tree: 0
-    exp_lo, exp_hi, variance = np.empty(r), np.empty(r), np.empty(r)
-    exact, problem = np.empty(r, dtype=bool), np.empty(r, dtype=np.int8)
-    trees, which = np.unique(parents, axis=0, return_inverse=True)
-    for g, par in enumerate(trees):
-        members = np.flatnonzero(which.reshape(-1) == g)
-        expanded = np.unique(par[1:])  # tree order; each one's parent is expanded and earlier
-        pos = np.zeros(n1, dtype=np.int64)
-        pos[expanded] = np.arange(expanded.shape[0])
-        tree = TreeLayout(pos[par[1:]], depths[members[0]])
-        ids = np.ascontiguousarray(np.transpose(row_ids[members][:, expanded], (1, 2, 0)))
-        lp = np.ascontiguousarray(np.transpose(row_logp[members][:, expanded], (1, 2, 0)))
-        has = np.ascontiguousarray(has_row[members][:, expanded].T)
+    out = SamplingBounds(
+        t,
+        np.empty((r, n1)),
+        np.empty((r, n1)),
+        np.empty(r),
+        np.empty(r),
+        np.zeros((r, dplus)),  # deeper than a round's tree: 0
+        np.zeros((r, dplus)),
+        np.empty(r, dtype=bool),
+        np.empty(r),
+        np.empty(r, dtype=np.int8),
+        t > 1.0 and vocab_size is None,
+    )
+    for members, tree, ids, lp, has, row_node in _tree_groups(parents, depths, row_ids, row_logp, has_row):
         cb = column_bounds(
             tree,
             lambda lo, hi: (ids[..., lo:hi], lp[..., lo:hi], has[:, lo:hi]),
             np.ascontiguousarray(tokens[members].T),
-            [int(v) for v in expanded],
+            row_node,
             t,
             vocab_size,
             keep_reach=True,
         )
         assert cb.reach_lo is not None and cb.reach_hi is not None
-        reach_lo[members], reach_hi[members] = cb.reach_lo.T, cb.reach_hi.T
+        out.reach_lo[members], out.reach_hi[members] = cb.reach_lo.T, cb.reach_hi.T
         d = cb.length_ge_lo.shape[0]
-        ge_lo[members, :d], ge_hi[members, :d] = cb.length_ge_lo.T, cb.length_ge_hi.T
-        exp_lo[members], exp_hi[members], variance[members] = cb.expected_lo, cb.expected_hi, cb.variance
-        exact[members], problem[members] = cb.exact, cb.problem
-    ge_lo[problem != PROBLEM_NONE] = ge_hi[problem != PROBLEM_NONE] = np.nan
-    needs_vocab = t > 1.0 and vocab_size is None
-    return SamplingBounds(t, reach_lo, reach_hi, exp_lo, exp_hi, ge_lo, ge_hi, exact, variance, problem, needs_vocab)
+        out.length_ge_lo[members, :d], out.length_ge_hi[members, :d] = cb.length_ge_lo.T, cb.length_ge_hi.T
+        out.expected_lo[members], out.expected_hi[members] = cb.expected_lo, cb.expected_hi
+        out.exact[members], out.variance[members], out.problem[members] = cb.exact, cb.variance, cb.problem
+    bad = out.problem != PROBLEM_NONE
+    out.length_ge_lo[bad] = out.length_ge_hi[bad] = np.nan
+    return out
+
+
+# sampling_bounds runs rounds of one tree together while a tree has this many rounds on average;
+# with more distinct trees (sub-trees of a run, random trees) the fixed cost of a kernel call per
+# tree would dominate, and every round goes through one call that gathers each parent's row.
+ROUNDS_PER_TREE = 256
+
+
+def _tree_groups(
+    parents: np.ndarray, depths: np.ndarray, row_ids: np.ndarray, row_logp: np.ndarray, has_row: np.ndarray
+) -> Iterator[tuple[np.ndarray, TreeLayout | TreeColumns, np.ndarray, np.ndarray, np.ndarray, list[RowNode]]]:
+    """(members, layout, ids [E, K, M], logp, has [E, M], row nodes) per group of rounds, column-major."""
+    r, n1 = parents.shape
+    if not r or (parents == parents[0]).all():  # one tree (one round, or a batch of one shape)
+        trees, which = parents[:1], np.zeros(r, dtype=np.int64)
+    else:
+        trees, which = np.unique(parents, axis=0, return_inverse=True)
+        which = which.reshape(-1)
+    if trees.shape[0] > 1 and trees.shape[0] * ROUNDS_PER_TREE > r:
+        expanded = np.zeros((r, n1), dtype=bool)  # only the expanded nodes' rows are judged and read
+        expanded[np.repeat(np.arange(r), n1 - 1), parents[:, 1:].reshape(-1)] = True
+        cols = TreeColumns(np.ascontiguousarray(parents.T), np.ascontiguousarray(depths.T))
+        ids, lp = (
+            np.ascontiguousarray(np.transpose(row_ids, (1, 2, 0))),
+            np.ascontiguousarray(np.transpose(row_logp, (1, 2, 0))),
+        )
+        yield np.arange(r), cols, ids, lp, np.ascontiguousarray((has_row & expanded).T), []
+        return
+    for g, par in enumerate(trees):
+        members = np.arange(r) if trees.shape[0] == 1 else np.flatnonzero(which == g)
+        layout, expanded = _layout_of(tuple(int(v) for v in par), tuple(int(v) for v in depths[members[0]]))
+        ids = np.ascontiguousarray(np.transpose(row_ids[members][:, expanded], (1, 2, 0)))
+        lp = np.ascontiguousarray(np.transpose(row_logp[members][:, expanded], (1, 2, 0)))
+        has = np.ascontiguousarray(has_row[members][:, expanded].T)
+        yield members, layout, ids, lp, has, [int(v) for v in expanded]
+
+
+@lru_cache(maxsize=4096)
+def _layout_of(parents: tuple[int, ...], depths: tuple[int, ...]) -> tuple[TreeLayout, np.ndarray]:
+    """The TreeLayout of one tree and its expanded nodes (its rows), once per tree: the per-round
+    replay asks for the same few trees round after round."""
+    par = np.asarray(parents, dtype=np.int64)
+    expanded = np.unique(par[1:])  # tree order; each one's parent is expanded and earlier
+    pos = np.zeros(par.shape[0], dtype=np.int64)
+    pos[expanded] = np.arange(expanded.shape[0])
+    return TreeLayout(pos[par[1:]], np.asarray(depths, dtype=np.int64)), expanded
 
 
 def node_rows(
