@@ -307,7 +307,7 @@ def _edge_bounds(
     """(p_lo, p_hi) [g, C] of the edges from one row to children with tokens tok [g, C].
 
     row: the row's index e (every round), or per round the index arrays of its cells ([K, C] each,
-    from _row_cells). A recorded child has weight > 0 or is recorded with q^a = 0; in the second
+    built by _walk_trees). A recorded child has weight > 0 or is recorded with q^a = 0; in the second
     case x_max <= its weight is 0 as well, so taking it for missing gives the same [0, 0]: "weight
     > 0" is the test.
     """
