@@ -5,29 +5,32 @@
 
 One synthetic article run ([[6],[2,2],[1,1]]/[1,2,2], all layout, 16 validate columns with
 scores; replay.testing.batch_synth + replay.testing.sampling_ref.with_validate_scores), one thread.
-Timed in the same process, warmed up, interleaved, repeated: the greedy ``replay_batch``; the
-whole ``batch_sampling`` (it rebuilds the trees and lays out every node's row, then the rule); and
-the rule alone (``replay.core.sampling.sampling_bounds`` on prepared per-node arrays). Printed:
-median rounds/s, the min..max spread, and each ratio to the greedy replay.
+Timed in the same process, warmed up, interleaved, repeated: the greedy ``replay_batch`` (the
+yardstick: the machine is shared, read the ratios); the whole ``batch_sampling`` (it rebuilds the
+trees, reads each expanded slot's validate row, then the rule); and the rule alone
+(``replay.core.sampling.column_bounds`` on prepared column-major rows, [E, K, R]), at T and at
+T = 1 (the recording temperature: no rescaling). Printed: median rounds/s, the min..max spread,
+and each median time over the greedy replay's.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
-import numpy as np
 from benchkit import machine_line  # bench/benchkit.py
 
 from replay.core.config import TreeConfig
-from replay.core.sampling import sampling_bounds
-from replay.engine.batch import rebuilt_levels, replay_batch
-from replay.engine.batch.sampling import _node_rows, batch_sampling, shape_arrays
+from replay.core.sampling import column_bounds
+from replay.engine.batch import replay_batch
+from replay.engine.batch.sampling import batch_sampling, shape_inputs, shape_layout
 from replay.testing.batch_synth import SynthSpec, synth_batch
 from replay.testing.sampling_ref import with_validate_scores
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
+VOCAB = 150_000  # the target's vocabulary size handed to batch_sampling (the T > 1 bounds need one)
 
 
 def main() -> None:
@@ -41,19 +44,22 @@ def main() -> None:
     batch = with_validate_scores(synth_batch(SynthSpec(ARTICLE, rounds, target_cols=16, vocab=50_000)), 0, 50_000)
     res = replay_batch(batch, ARTICLE, workers=1)
     shape = res.shapes[0]
-    levels = rebuilt_levels(batch, shape, True)
-    parents, depths = shape_arrays(shape, levels.chosen)
-    tokens = np.zeros(parents.shape, dtype=np.int64)
-    for i, tok in enumerate(levels.tokens):
-        tokens[:, shape.starts[i + 1] : shape.starts[i + 1] + tok.shape[0]] = tok.T
-    ids, lp, has = _node_rows(batch, shape, parents, res.layout == 1)
+    assert (res.error == 0).all() and len(res.shapes) == 1, "the synthetic run is one shape, every round replayed"
+    inputs = shape_inputs(batch, shape, True, res.layout == 1)
+    ids, lp, has = inputs.rows(0, rounds)  # every expanded slot's row, laid out once
+
+    def rule(t: float):
+        rows = lambda lo, hi: (ids[..., lo:hi], lp[..., lo:hi], has[:, lo:hi])  # noqa: E731
+        return column_bounds(shape_layout(shape), rows, inputs.tokens, inputs.row_node, t, VOCAB)
+
     t = args.temperature
     jobs = {
         "greedy replay_batch": lambda: replay_batch(batch, ARTICLE, workers=1),
-        f"batch_sampling T={t:g}": lambda: batch_sampling(batch, res, ARTICLE, t, 150_000),
-        f"sampling_bounds T={t:g} (rule only)": lambda: sampling_bounds(tokens, parents, depths[None], ids, lp, has, t),
-        "sampling_bounds T=1 (rule only)": lambda: sampling_bounds(tokens, parents, depths[None], ids, lp, has, 1.0),
+        f"batch_sampling T={t:g}": lambda: batch_sampling(batch, res, ARTICLE, t, VOCAB),
+        f"column_bounds T={t:g} (rule only)": lambda: rule(t),
+        "column_bounds T=1 (rule only)": lambda: rule(1.0),
     }
+    load_start = os.getloadavg()[0]
     for fn in jobs.values():  # warm-up
         fn()
     times: dict[str, list[float]] = {k: [] for k in jobs}
@@ -63,6 +69,7 @@ def main() -> None:
             fn()
             times[name].append(time.perf_counter() - start)
     print(machine_line())
+    print(f"load average {load_start:.1f} at start, {os.getloadavg()[0]:.1f} at end")
     print(f"{rounds} article rounds, 16 validate columns, one thread, {repeats} interleaved repeats\n")
     print("| what | M rounds/s (median) | spread (min..max) | time / greedy |")
     print("|---|---|---|---|")

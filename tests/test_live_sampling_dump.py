@@ -197,3 +197,134 @@ def test_pack_knowingly_drops_node_logprobs_and_replays_the_same(tiny_dir, tmp_p
         assert main(["replay", str(source), "--json"]) == 0
         outputs.append([json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()])
     assert len(outputs[0]) > 1 and outputs[0] == outputs[1]
+
+
+# ---- offline replay of the recorded node log-probabilities (exact at the recorded temperatures)
+
+RUN_T = 0.7
+
+
+@pytest.fixture(scope="module")
+def run_07(tiny_dir, tmp_path_factory):
+    """One live dump at T = 0.7 (node_logprobs at [0.7, 1.0], vocab_size in the manifest)."""
+    return generate_dump(tiny_dir, tmp_path_factory.mktemp("run07") / "run", RUN_T, "prompts.jsonl")
+
+
+def replay_sampling_json(capsys, run: Path, *argv: str) -> tuple[int, list[dict], str]:
+    code = main(["replay", str(run), "--json", "--no-progress", *argv])
+    out, err = capsys.readouterr()
+    return code, [json.loads(line) for line in out.splitlines() if line.strip()], err
+
+
+@pytest.mark.parametrize("temperature,column", [(RUN_T, 0), (1.0, 1)])
+def test_replay_at_a_recorded_temperature_is_exact_from_the_node_logprobs(run_07, capsys, temperature, column):
+    """At the run's T and at T = 1, lo == hi in every round (the top-K rows alone bound it at 0.7),
+    and the value is the walk computed by hand from the recorded node log-probabilities."""
+    _, rounds = recorded_rounds(run_07)
+    code, records, err = replay_sampling_json(capsys, run_07, "--temperature", str(temperature))
+    assert code == 0, err
+    assert len(records) == len(rounds) > 1
+    for (tree, v, _), rec in zip(rounds, records):
+        assert v.path.endswith(f"validate_{rec['round']}.npz")  # the same round
+        smp = rec["sampling"]
+        mean, var = moments_from_node_logprobs(tree, v.node_logp[:, column])
+        assert smp["exact"] and smp["from_node_logprobs"]
+        assert smp["expected_accepted_length_lo"] == smp["expected_accepted_length_hi"]
+        assert smp["expected_accepted_length"] == pytest.approx(mean, abs=1e-12)
+        assert smp["accepted_length_variance"] == pytest.approx(var, abs=1e-12)
+        # P(L >= d) by hand: the recorded reach probabilities summed over depth d
+        reach = np.ones(tree.tokens.shape[0])
+        for u in range(1, reach.shape[0]):
+            reach[u] = reach[tree.parents[u]] * math.exp(v.node_logp[u, column])
+        by_depth = [reach[tree.depths == d].sum() for d in range(1, int(tree.depths.max()) + 1)]
+        assert smp["length_at_least_lo"] == pytest.approx(by_depth, abs=1e-12)
+        # the top-K rows' own bounds (the path without node_logprobs) hold the exact value, up to
+        # the rows' float32 rounding (node_logprobs are float64)
+        b = round_bounds(tree, v.ids, v.logp, "all", temperature, VOCAB)
+        assert b.expected_lo[0] - 1e-6 <= mean <= b.expected_hi[0] + 1e-6
+
+
+def test_replay_at_an_unrecorded_temperature_uses_the_rows_and_the_manifest_vocab_size(run_07, capsys):
+    """T = 0.3 is not recorded: the top-K bounds, as before. T = 1.5 > 1: the manifest's vocab_size
+    gives the lower bounds without --vocab-size (no 'refused' note), the same as stating it."""
+    code, records, err = replay_sampling_json(capsys, run_07, "--temperature", "0.3")
+    assert code == 0 and not any(r["sampling"]["from_node_logprobs"] for r in records)
+    code, records, err = replay_sampling_json(capsys, run_07, "--temperature", "1.5")
+    assert code == 0 and "refused" not in err, err
+    assert any(r["sampling"]["expected_accepted_length_lo"] > 0 for r in records)
+    code, stated, _ = replay_sampling_json(capsys, run_07, "--temperature", "1.5", "--vocab-size", str(VOCAB))
+    assert code == 0 and stated == records
+
+
+def test_a_vocab_size_that_disagrees_with_the_manifest_is_refused(run_07, capsys):
+    code = main(["replay", str(run_07), "--temperature", "1.5", "--vocab-size", "99", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "--vocab-size 99" in err and f"vocab_size {VOCAB}" in err and "manifest.json" in err
+
+
+def test_hostile_node_logprobs_and_manifest_fields_never_give_a_number(run_07, tmp_path, capsys):
+    """Children whose recorded probabilities sum to more than 1 skip their round; a column count the
+    manifest does not list skips it too; a bad node_logprob_temperatures is exit 2 naming the field."""
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(run_07, bad)
+    first = sorted(bad.glob("validate_*.npz"))[0]
+    arrays = dict(np.load(first))
+    arrays["node_logprobs"] = np.zeros_like(arrays["node_logprobs"])  # every child p = 1: rows sum > 1
+    np.savez(first, **arrays)
+    code, records, err = replay_sampling_json(capsys, bad, "--temperature", str(RUN_T))
+    name = first.name[len("validate_") : -len(".npz")]
+    assert code == 1 and "Traceback" not in err
+    assert f"round {name}" in err and "sum to more than 1" in err and "node_logprobs" in err
+    assert records and name not in {r["round"] for r in records}
+    arrays["node_logprobs"] = np.zeros((arrays["ids"].shape[0], 3))
+    np.savez(first, **arrays)
+    code, _, err = replay_sampling_json(capsys, bad, "--temperature", str(RUN_T))
+    assert code == 1 and "3 column(s)" in err and "node_logprob_temperatures lists 2" in err
+    manifest = json.loads((bad / "manifest.json").read_text())
+    for value in (["x"], [float("nan")], [-0.5], []):
+        manifest["node_logprob_temperatures"] = value
+        (bad / "manifest.json").write_text(json.dumps(manifest))
+        code = main(["replay", str(bad), "--temperature", str(RUN_T), "--no-progress"])
+        err = capsys.readouterr().err
+        assert code == 2 and "node_logprob_temperatures" in err and "Traceback" not in err, (value, err)
+
+
+def test_stats_at_the_run_temperature_is_exact_from_the_node_logprobs(run_07, capsys):
+    """stats --temperature 0.7 on the live dump: every metric one number (lo == hi), the mean of the
+    hand walks over the recorded node log-probabilities."""
+    _, rounds = recorded_rounds(run_07)
+    assert main(["stats", str(run_07), "--temperature", str(RUN_T), "--json", "--no-progress"]) == 0
+    (s,) = json.loads(capsys.readouterr().out)["summary"]
+    assert s["exact_rounds"] == s["rounds"] == len(rounds)
+    mean = np.mean([moments_from_node_logprobs(tree, v.node_logp[:, 0])[0] for tree, v, _ in rounds])
+    assert s["mean_accepted_length_lo"] == s["mean_accepted_length_hi"] == pytest.approx(mean, abs=1e-12)
+
+
+def test_api_sampling_frame_is_exact_at_the_recorded_temperatures(run_07):
+    """api.sampling: one row per (round, T); at 0.7 and 1 from node_logprobs (exact), at 0.3 from the rows."""
+    from replay.cli import api
+
+    frame = api.sampling(run_07, [0.3, RUN_T, 1.0])
+    at = {t: g for t, g in frame.groupby("temperature")}
+    assert len(at[RUN_T]) == len(at[1.0]) == len(at[0.3]) > 1
+    for t in (RUN_T, 1.0):
+        assert at[t]["from_node_logprobs"].all() and at[t]["exact"].all()
+        assert (at[t]["expected_accepted_length_lo"] == at[t]["expected_accepted_length_hi"]).all()
+    assert not at[0.3]["from_node_logprobs"].any()
+
+
+def test_where_node_logprobs_are_not_read_the_output_says_so(run_07, tmp_path, capsys):
+    """A packed copy (node_logprobs not carried) and the batch replay (its arrays neither) give the
+    top-K bounds at the recorded T, and a note on stderr says that the dump directory is exact there."""
+    assert main(["pack", str(run_07), "-o", str(tmp_path / "p"), "--no-progress"]) == 0
+    capsys.readouterr()
+    code, records, err = replay_sampling_json(capsys, tmp_path / "p", "--temperature", str(RUN_T))
+    assert code == 0 and not any(r["sampling"]["from_node_logprobs"] for r in records)
+    assert "records node_logprobs at T = 0.7" in err and f"{len(records)} round(s) here carry none" in err
+    assert main(["batch", str(run_07), "--temperature", str(RUN_T), "--json", "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    assert "node_logprobs at T = 0.7" in err and "on the dump directory is exact" in err
+    assert not any(json.loads(line)["sampling"]["from_node_logprobs"] for line in out.splitlines())

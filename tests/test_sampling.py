@@ -12,11 +12,13 @@ from replay.core.sampling import (
     PROBLEM_NAN,
     PROBLEM_POSITIVE,
     PROBLEM_SUM,
+    ROUNDS_PER_TREE,
     check_temperature,
     round_bounds,
     sampling_bounds,
 )
 from replay.core.tree import Tree
+from replay.core.vocab import PAD_TOKEN
 from replay.testing.sampling_ref import reference_bounds
 
 V = 12
@@ -215,3 +217,63 @@ def test_bad_temperatures_are_refused(value):
     with pytest.raises(ValueError, match="temperature"):
         check_temperature(value)
     assert check_temperature("0.7") == 0.7 and check_temperature(0) == 0.0
+
+
+def _hostile_cells(rng, ids, lp, pad_rate):
+    """PAD cells (id PAD_TOKEN, NaN score: how a padded batch fills them) and whole empty rows."""
+    pad = rng.random(ids.shape) < pad_rate
+    pad[rng.random(ids.shape[:2]) < 0.05] = True  # an empty row: every cell PAD
+    ids, lp = ids.copy(), lp.copy()
+    ids[pad], lp[pad] = PAD_TOKEN, np.nan
+    return ids, lp
+
+
+@pytest.mark.parametrize("t", TEMPS)
+@pytest.mark.parametrize("vocab", [None, 40])
+@pytest.mark.parametrize("trees", ["many", "two"])
+def test_pad_cells_missing_children_and_duplicates_equal_the_reference(t, vocab, trees):
+    # The column-major kernel's other paths: PAD/NaN cells and empty rows, children missing from
+    # their parent's row, nodes without a row (has False), a token twice in one row (the first
+    # cell counts), siblings with one token; "many" trees go through one call that gathers each
+    # parent's row per round (TreeColumns), "two" through one call per tree (TreeLayout).
+    rng = np.random.default_rng(300 + int(t * 10))
+    shared = [random_round(rng, k=5, n=8) for _ in range(2)]
+    if trees == "two":
+        rounds = [shared[i % 2] for i in range(2 * ROUNDS_PER_TREE + 10)]
+    else:
+        rounds = [shared[i % 2] if i % 3 == 0 else random_round(rng, k=5, n=8) for i in range(150)]
+    tokens, parents, depths, ids, lp = _stack(rounds)
+    tokens = tokens.copy()
+    tokens[:, 1:] = rng.integers(0, 6, size=tokens[:, 1:].shape)  # small alphabet: sibling repeats
+    order = np.argsort(rng.random(ids.shape), axis=2)  # rows in any order: the format does not sort them
+    ids, lp = np.take_along_axis(ids, order, axis=2), np.take_along_axis(lp, order, axis=2)
+    twice = rng.random(ids.shape[:2]) < 0.1
+    ids[twice, 1] = ids[twice, 0]  # a row naming one token twice (its first cell counts)
+    ids, lp = _hostile_cells(rng, ids, lp, 0.2)
+    has = rng.random(tokens.shape) > 0.1
+    b = sampling_bounds(tokens, parents, depths, ids, lp, has, t, vocab)
+    assert (b.problem == 0).all()  # PAD cells are not judged, NaN there included
+    kinds = set()
+    for i in range(len(rounds)):
+        lo, hi, ge_lo, ge_hi = reference_bounds(tokens[i], parents[i], depths[i], ids[i], lp[i], has[i], t, vocab)
+        assert b.expected_lo[i] == pytest.approx(lo, abs=1e-12) and b.expected_hi[i] == pytest.approx(hi, abs=1e-12)
+        np.testing.assert_allclose(b.length_ge_lo[i, : len(ge_lo)], ge_lo, atol=1e-12)
+        np.testing.assert_allclose(b.length_ge_hi[i, : len(ge_hi)], ge_hi, atol=1e-12)
+        for u in range(1, tokens.shape[1]):
+            par = parents[i, u]
+            row = ids[i, par][ids[i, par] != PAD_TOKEN]
+            kinds.add("no row" if not has[i, par] else "empty" if not row.size else tokens[i, u] in row)
+    assert kinds == {"no row", "empty", True, False}  # every kind of edge was met
+
+
+def test_a_zero_probability_cell_is_recorded_and_exact():
+    # A child recorded with q = 0 (log-prob -inf): p = 0 exactly (the kernel finds it through its
+    # weight 0, the same [0, 0] as a missing child bounded by a q_K of 0).
+    tree = Tree.from_lists([0, 5, 6], [-1, 0, 0])
+    ids = np.array([[5, 7, 6], [1, 2, 3], [1, 2, 3]])
+    lp = np.log(np.array([[0.5, 0.4, 0.1], [0.5, 0.4, 0.1], [0.5, 0.4, 0.1]]))
+    lp[0, 2] = -np.inf
+    for t in (0.5, 1.0, 1.3):
+        b = round_bounds(tree, ids, lp, "all", t, vocab_size=V)
+        assert b.reach_lo[0, 2] == b.reach_hi[0, 2] == 0.0
+        assert b.reach_hi[0, 1] > 0

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from replay.core.config import TreeConfig
 from replay.core.sampling import node_rows
+from replay.core.vocab import PAD_TOKEN
 from replay.engine.batch import replay_batch
 from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
 from replay.engine.replayer import replay_round
 from replay.engine.sampling import round_sampling
+from replay.io.roundbatch import MatrixStack
 from replay.testing.batch_synth import SynthSpec, synth_batch
 from replay.testing.sampling_ref import reference_bounds, with_validate_scores
 
@@ -56,3 +60,38 @@ def test_without_scores_every_round_says_so():
     smp = batch_sampling(batch, res, ARTICLE, 0.7)
     assert not smp.usable.any() and (smp.problem[res.error == 0] == NO_SCORES_CODE).all()
     assert np.isnan(smp.expected_lo).all()
+
+
+def _padded(batch, seed):
+    """The batch with PAD cells (NaN scores) past column 0 in some rows, and its scores strided
+    (a view, not contiguous): the row reader's gather on strided stacks and the kernel's PAD path."""
+    rng = np.random.default_rng(seed)
+    ids = batch.validate.ids.copy()
+    lp = batch.validate.logp.astype(np.float32).copy()
+    pad = rng.random(ids.shape) < 0.3
+    pad[:, 0] = False  # column 0 is the greedy top-1: PAD there rejects the round
+    ids[pad], lp[pad] = PAD_TOKEN, np.nan
+    strided = np.empty(lp.shape[:2] + (2 * lp.shape[2],), dtype=np.float32)[..., ::2]
+    strided[...] = lp
+    return replace(batch, validate=MatrixStack(ids, strided))
+
+
+@pytest.mark.parametrize("layout", ["all", "parents"])
+@pytest.mark.parametrize("t", [0.0, 0.6, 1.0, 1.5])
+def test_padded_strided_rows_equal_the_reference(layout, t):
+    spec = SynthSpec(ARTICLE, 120, seed=7, layout=layout, target_cols=5, vocab=VOCAB)
+    batch = _padded(with_validate_scores(synth_batch(spec), 7, VOCAB), 8)
+    assert not batch.validate.logp.flags.c_contiguous
+    res = replay_batch(batch, ARTICLE, workers=1)
+    smp = batch_sampling(batch, res, ARTICLE, t, vocab_size=VOCAB)
+    assert smp.usable[res.error == 0].all() and (res.error == 0).sum() > 100
+    for i in np.flatnonzero(res.error == 0):
+        rr = replay_round(batch.round_at(i), ARTICLE)
+        tree = rr.tree
+        ids, lp, has = node_rows(
+            tree.tokens.shape[0], rr.validate_ids, rr.validate_logp, rr.layout, tree.expanded_order
+        )
+        lo, hi, ge_lo, ge_hi = reference_bounds(tree.tokens, tree.parents, tree.depths, ids, lp, has, t, VOCAB)
+        assert smp.expected_lo[i] == pytest.approx(lo, abs=1e-12) and smp.expected_hi[i] == pytest.approx(hi, abs=1e-12)
+        np.testing.assert_allclose(smp.length_ge_lo[i, : len(ge_lo)], ge_lo, atol=1e-12)
+        np.testing.assert_allclose(smp.length_ge_hi[i, : len(ge_hi)], ge_hi, atol=1e-12)

@@ -2394,3 +2394,69 @@ def test_compare_above_one_without_vocabulary_says_which_option_gives_lower_boun
     )
     assert code == 0 and json.loads(out)["configs"][0]["expected_accepted_length_lo"] == 0.0
     assert_told(err, "--vocab-size", "lower bounds")
+
+
+# --- sampling-cmds: node_logprobs and vocab_size written by hand (docs/dump-format.md), stats at T ---
+
+
+def node_logprob_dump(directory: Path, own: tuple[float, float, float], temps=(0.5,), vocab=None) -> Path:
+    """Root children 10, 11; node 1 (token 10) expanded with child 12; validate in the all layout
+    (.npz: ids and node_logprobs, one row per node), manifest listing the column's temperature."""
+    import math
+
+    import numpy as np
+
+    directory.mkdir(parents=True, exist_ok=True)
+    write_config(directory / "config.json", [[2], [1]], [1, 1])
+    write_matrix(directory / "draft_step_0_123_139", [[10, 11]])
+    write_matrix(directory / "draft_step_1_124_140", [[12]])
+    ids = np.array([[10, 11], [12, 13], [14, 15], [16, 17]], dtype=np.int64)
+    lp = np.array([[0.0], *([math.log(p)] for p in own)])
+    np.savez(directory / "validate_124_140.npz", ids=ids, node_logprobs=lp)
+    body = {"layout": "all", "node_logprob_temperatures": list(temps)}
+    if vocab is not None:
+        body["vocab_size"] = vocab
+    (directory / "manifest.json").write_text(json.dumps(body))
+    return directory
+
+
+def test_hand_written_node_logprobs_replay_exact_at_their_temperature(capsys, tmp_path):
+    """p(10) = 0.6, p(11) = 0.3, p(12 | 10) = 0.5 at T = 0.5: E[L] = 0.6 + 0.3 + 0.6 * 0.5 = 1.2, exact;
+    no scores needed at that T, while T = 0.7 (not recorded) has no scores to read and is skipped."""
+    d = node_logprob_dump(tmp_path / "d", (0.6, 0.3, 0.5))
+    code, out, err = run(capsys, "replay", d, "--temperature", "0.5", "--json", "--no-progress")
+    assert code == 0, err
+    s = json.loads(out)["sampling"]
+    assert s["exact"] and s["from_node_logprobs"] and abs(s["expected_accepted_length"] - 1.2) < 1e-12
+    code, out, err = run(capsys, "stats", d, "--temperature", "0.7", "--no-progress")
+    assert code == 2
+    assert_told(err, "round 124_140", "no scores")
+
+
+def test_hand_written_node_logprobs_that_sum_above_one_are_skipped(capsys, tmp_path):
+    d = node_logprob_dump(tmp_path / "d", (0.7, 0.6, 0.5))  # the root's children: 1.3
+    code, out, err = run(capsys, "replay", d, "--temperature", "0.5", "--no-progress")
+    assert code == 2 and out == ""
+    assert_told(err, "round 124_140", "sum to more than 1", "node_logprobs")
+
+
+@pytest.mark.parametrize(
+    "temps,vocab,field",
+    [
+        (["0.5"], None, "node_logprob_temperatures"),
+        ([0.5, -1], None, "node_logprob_temperatures"),
+        ([0.5], 0, "vocab_size"),
+    ],
+)
+def test_hand_written_manifest_sampling_fields_are_checked(capsys, tmp_path, temps, vocab, field):
+    d = node_logprob_dump(tmp_path / "d", (0.6, 0.3, 0.5), temps, vocab)
+    code, out, err = run(capsys, "stats", d, "--temperature", "0.5", "--no-progress")
+    assert code == 2 and out == ""
+    assert_told(err, "manifest.json", field)
+
+
+def test_stats_at_t_with_a_top1_table_says_to_drop_the_temperature(capsys, tmp_path):
+    d = node_logprob_dump(tmp_path / "d", (0.6, 0.3, 0.5))
+    code, out, err = run(capsys, "stats", d, "--temperature", "0.5", "--table", "node_hits", "--no-progress")
+    assert code == 2 and out == ""
+    assert_told(err, "--table node_hits", "drop --temperature")

@@ -148,14 +148,17 @@ def sampling(
     """Sampling-mode replay (docs/analysis.md "Sampling-mode replay"): one row per round and temperature,
     the numbers of ``specreplay replay --temperature T --json``.
 
-    Columns: round, temperature, expected_accepted_length (NaN unless exact), its _lo/_hi, exact,
-    accepted_length_variance (NaN unless exact), expected_block_efficiency_lo/_hi, length_at_least_lo/_hi
-    (lists, d = 1, 2, ...). Rounds that cannot be used (no scores, bad rows) are not rows: they are in
-    ``frame.attrs["skipped"]`` as (round, temperature, reason). A bad temperature raises SpecReplayError.
+    Columns: round, then replay.engine.sampling.SAMPLING_KEYS: temperature, expected_accepted_length
+    (NaN unless exact), its _lo/_hi, expected_block_efficiency_lo/_hi, length_at_least_lo/_hi (lists,
+    d = 1, 2, ...), exact, accepted_length_variance (NaN unless exact), from_node_logprobs (exact from
+    the dump's node_logprobs at a recorded T). ``vocab_size`` defaults to the manifest's. Rounds that
+    cannot be used (no scores, bad rows) are not rows: they are in ``frame.attrs["skipped"]`` as
+    (round, temperature, reason). A bad temperature, or a vocab_size that the manifest contradicts,
+    raises SpecReplayError.
     """
     from replay.core.sampling import check_temperature
     from replay.engine.replayer import replay_directory
-    from replay.engine.sampling import round_sampling
+    from replay.engine.sampling import SAMPLING_KEYS, round_sampling, vocab_size_of
 
     temps = [temperatures] if isinstance(temperatures, (int, float)) else list(temperatures)
     try:
@@ -163,20 +166,23 @@ def sampling(
     except ValueError as exc:
         raise SpecReplayError(f"sampling: {exc}") from None
     rep = replay_directory(path, ReplayOptions(config=_config(config), layout=layout))
+    try:
+        vocab = vocab_size_of(vocab_size, rep.manifest.vocab_size, rep.manifest.path)
+    except ValueError as exc:
+        raise SpecReplayError(f"sampling: {exc}".replace("--vocab-size", "vocab_size")) from None
+    recorded = rep.manifest.node_logprob_temperatures
     rows, skipped = [], [(s.what, None, s.reason) for s in rep.skipped]
     for t in temps:
         for res in rep.results:
             try:
-                smp = round_sampling(res, t, vocab_size).to_json()
+                smp = round_sampling(res, t, vocab, recorded).to_json()
             except ValueError as exc:
                 skipped.append((res.name, t, str(exc)))
                 continue
-            smp.pop("temperature")
-            rows.append({"round": res.name, "temperature": t, **smp})
-    frame = pd.DataFrame(rows)
-    if len(frame):
-        frame["expected_accepted_length"] = frame["expected_accepted_length"].astype(float)
-        frame["accepted_length_variance"] = frame["accepted_length_variance"].astype(float)
+            rows.append({"round": res.name, **smp})
+    frame = pd.DataFrame(rows, columns=["round", *SAMPLING_KEYS])
+    for c in ("expected_accepted_length", "accepted_length_variance"):
+        frame[c] = frame[c].astype(float)  # None (not exact) as NaN
     frame.attrs["skipped"] = skipped
     return frame
 

@@ -27,10 +27,15 @@ from .options import (
     add_dump_options,
     add_no_progress,
     add_output,
+    add_sampling_options,
     no_rounds_error,
     options_from_args,
     parse_key,
+    print_missing_node_logprobs,
+    print_needs_vocab,
     print_reading,
+    print_skipped,
+    sampling_vocab,
 )
 
 TABLE_NAMES = (
@@ -53,6 +58,7 @@ examples:
   specreplay stats DUMP --table depth_acceptance --csv > depth.csv
   specreplay stats DUMP --json > metrics.json      # one JSON object: every table
   specreplay stats DUMP -o tables/                 # also every table as CSV and Parquet
+  specreplay stats sample_dumps/synthetic_article --temperature 0.7   # expectations at T = 0.7, lo..hi
 
 Metrics and their formulas: docs/analysis.md. Exit status 1 when some rounds were skipped (each listed
 on stderr), 2 when not one round of a DUMP could be replayed.
@@ -231,6 +237,8 @@ def run_stats(args: argparse.Namespace) -> int:
     from replay.core.vocab import DEPTH_RULE
 
     runs = load_runs_from_args(args)
+    if args.temperature is not None:
+        return _stats_sampling(args, runs)
     tables = build_tables(runs)
     named = {**all_metrics(tables), "rounds": tables.rounds, "nodes": tables.nodes}
     if args.export:
@@ -270,6 +278,62 @@ def run_stats(args: argparse.Namespace) -> int:
             _print_table(depth_display(named[name]) if name == "depth_acceptance" else named[name], args)
         out.write("\n== definitions (docs/vocabulary.md) ==\n" + definitions_text(SUMMARY_NAMES + DEPTH_NAMES) + "\n")
     return skipped_status(runs, args)
+
+
+def _stats_sampling(args: argparse.Namespace, runs) -> int:
+    """--temperature: the summary, histogram and per-depth rates as expectations at T (analysis.tables.sampling)."""
+    from analysis.tables.build import export_tables
+    from analysis.tables.sampling import SAMPLING_TABLES, bounds_display, run_sampling, sampling_tables
+
+    if args.table is not None and args.table not in SAMPLING_TABLES:
+        raise SpecReplayError(
+            f"--table {args.table} with --temperature: at T only {', '.join(SAMPLING_TABLES)} have an expectation "
+            "(the others read the target's top-1 at each node: drop --temperature for them)"
+        )
+    t = args.temperature
+    parts = [
+        run_sampling(r, t, sampling_vocab(args, r.replay.manifest), r.replay.manifest.node_logprob_temperatures)
+        for r in runs
+    ]
+    for run, part in zip(runs, parts):
+        print_skipped(part.skipped, run.label if len(runs) > 1 else None)
+    if not any(p.expected_lo.shape[0] for p in parts):
+        raise SpecReplayError(
+            f"no round could be replayed at T = {t:g} in {', '.join(args.dirs)} (reasons listed above)"
+        )
+    named = sampling_tables(parts)
+    if args.export:
+        for path in export_tables({f"{k}_sampling": v for k, v in named.items()}, args.export):
+            print(f"wrote {path}", file=sys.stderr)
+    if args.table:
+        _print_table(named[args.table] if args.json or args.csv else bounds_display(named[args.table]), args)
+    elif args.json:
+        # 15 decimals (pandas' most; its default 10 would round what the bounds are meant to show)
+        tables = {k: json.loads(v.to_json(orient="records", double_precision=15)) for k, v in named.items()}
+        body = {"temperature": t, **tables}
+        body["skipped"] = [{"run": p.label, "what": s.what, "reason": s.reason} for p in parts for s in p.skipped]
+        sys.stdout.write(json.dumps(body, indent=1) + "\n")
+    elif args.csv:
+        _print_table(named["summary"], args)
+    else:
+        out = sys.stdout
+        for run, part in zip(runs, parts):
+            n, exact, own = part.expected_lo.shape[0], int(part.exact.sum()), int(part.from_node_logprobs.sum())
+            out.write(
+                f"{run.label}: {run.replay.directory}  config {run.config.short()} at T = {t:g}: {n} of "
+                f"{len(run.results)} replayed rounds usable, {exact} exact ({own} from node_logprobs), "
+                f"skipped: {len(part.skipped)}\n"
+            )
+        for name in SAMPLING_TABLES:
+            out.write(f"\n== {name} at T = {t:g} (expected; lo..hi where the dump bounds it) ==\n")
+            _print_table(bounds_display(named[name]), args)
+    if any(p.needs_vocab for p in parts):
+        print_needs_vocab("stats", t)
+    for run, part in zip(runs, parts):
+        missing = int((~part.from_node_logprobs).sum())
+        print_missing_node_logprobs("stats", t, run.replay.manifest, missing)
+    status = skipped_status(runs, args)
+    return 1 if status or any(p.skipped for p in parts) else 0
 
 
 # --- plot --------------------------------------------------------------------------------------
@@ -360,6 +424,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=JSON_OBJECT_HELP + ": every table by name (with --table: that table's rows, one JSON array)",
     )
     out.add_argument("--csv", action="store_true", help="CSV output (the summary, or --table)")
+    add_sampling_options(p)
     add_output(
         p,
         output_dir,

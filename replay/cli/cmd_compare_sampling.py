@@ -12,13 +12,13 @@ import argparse
 import json
 import sys
 
-from replay.io.grouping import Skipped
+from replay.engine.sampling import sampling_skip
 from replay.util.atomic import atomic_path
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled
 
 from .cmd_analysis import check_config_args, configs_from_args, load_runs_from_args, skipped_status
-from .options import no_rounds_error, print_skipped
+from .options import no_rounds_error, print_needs_vocab, print_skipped, sampling_vocab, vocab_sizes_json
 
 # compare's options that price or plot the greedy comparison: taken with --temperature they would do nothing.
 _GREEDY_ONLY = {
@@ -55,18 +55,19 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
     check_sampling_options(args)
     check_config_args(args)
     runs = load_runs_from_args(args)
-    t, vocab = args.temperature, args.vocab_size
+    t = args.temperature
     tables, per_round, skipped, needs_vocab = [], [], {}, False
+    args.vocab_used = {}  # per run, what _print's JSON reports
     for run in runs:
+        vocab = sampling_vocab(args, run.replay.manifest)  # --vocab-size, else the manifest's
+        args.vocab_used[run.label] = vocab
         configs = configs_from_args(args, run.config)
         update, close = tqdm_progress(f"compare {run.label} at T = {t:g}", progress_enabled(args.no_progress))
         try:
             done = compare_sampling_run(run, configs, [t], vocab, args.gamma_threshold, update)
         finally:
             close()
-        skipped[run.label] = [
-            Skipped(f"round {name}", f"no sampling replay at T = {t:g}: {why}") for name, _, why in done.skipped
-        ]
+        skipped[run.label] = [sampling_skip(name, t, why) for name, _, why in done.skipped]
         if not int(done.table["rounds"].max()):
             if len(runs) == 1:
                 raise no_rounds_error(run.replay.directory, [*run.replay.skipped, *skipped[run.label]], (), None)
@@ -89,11 +90,7 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
         print(f"wrote {args.per_round}", file=sys.stderr)
     _print(table, pd.concat(per_round, ignore_index=True), args)
     if needs_vocab:
-        print(
-            f"specreplay compare: note: at T = {t:g} > 1 the lower bounds need the vocabulary size "
-            "(--vocab-size V); they are shown as 0 (refused), the upper bounds stand",
-            file=sys.stderr,
-        )
+        print_needs_vocab("compare", t)
     status = skipped_status(runs, args)
     for run in runs:
         print_skipped(skipped[run.label], run.label if len(runs) > 1 else None)
@@ -114,7 +111,7 @@ def _print(table, per_round, args: argparse.Namespace) -> None:
     from analysis.compare.sampling import reason_lines, sampling_display
 
     if args.json:
-        body = {"temperature": args.temperature, "vocab_size": args.vocab_size, "note": SAMPLING_NOTE}
+        body = {"temperature": args.temperature, "vocab_size": vocab_sizes_json(args.vocab_used), "note": SAMPLING_NOTE}
         body["configs"] = json.loads(table.to_json(orient="records", double_precision=15))
         sys.stdout.write(json.dumps(body, indent=1) + "\n")
         return

@@ -11,11 +11,11 @@ import json
 import sys
 
 from analysis.shapes.model import DEFAULT_MIN_COUNT
-from replay.io.grouping import Skipped
+from replay.engine.sampling import sampling_skip
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled, tqdm_progress
 
-from .options import no_rounds_error, print_skipped
+from .options import no_rounds_error, print_skipped, sampling_vocab, vocab_sizes_json
 
 RANKING_NOTE = (
     "shapes contained in the recorded config, each measured on the recorded rounds by the sampling walk on its "
@@ -62,7 +62,10 @@ def run_recommend_sampling(args: argparse.Namespace) -> int:
     runs = load_runs_from_args(args)
     t = args.temperature
     found, skipped = [], {}
+    args.vocab_used = {}
     for run in runs:
+        vocab = sampling_vocab(args, run.replay.manifest)  # --vocab-size, else the manifest's
+        args.vocab_used[run.label] = vocab
         update, close = tqdm_progress(f"recommend {run.label} at T = {t:g}", progress_enabled(args.no_progress))
         try:
             res = shapes_at_temperature(
@@ -70,13 +73,13 @@ def run_recommend_sampling(args: argparse.Namespace) -> int:
                 args.budget,
                 args.max_depth,
                 t,
-                args.vocab_size,
+                vocab,
                 args.top,
                 update,
             )
         finally:
             close()
-        why = [Skipped(f"round {n}", f"no sampling replay at T = {t:g}: {w}") for n, _, w in res.comparison.skipped]
+        why = [sampling_skip(n, t, w) for n, _, w in res.comparison.skipped]
         skipped[run.label] = why
         if not int(res.recorded["rounds"].iloc[0]):
             if len(runs) == 1:
@@ -101,7 +104,7 @@ def _print(found, args: argparse.Namespace) -> None:
         records = lambda df: json.loads(df.to_json(orient="records", double_precision=15))  # noqa: E731
         body = {
             "temperature": args.temperature,
-            "vocab_size": args.vocab_size,
+            "vocab_size": vocab_sizes_json(args.vocab_used),
             "budget": args.budget,
             "max_depth": args.max_depth,
             "ranked_by": "all_rounds_block_efficiency_lo",

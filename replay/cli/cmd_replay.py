@@ -10,8 +10,7 @@ from replay.core.records import json_line, write_batch_json_lines
 from replay.engine.render import render_round, render_summary, sampling_lines, sampling_summary, summary_lines
 from replay.engine.replayer import replay_directory
 from replay.engine.runs import replay_run
-from replay.engine.sampling import round_sampling
-from replay.io.grouping import Skipped
+from replay.engine.sampling import round_sampling, sampling_skip
 from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled, tqdm_progress
@@ -28,8 +27,11 @@ from .options import (
     at_least_one,
     options_from_args,
     parse_key,
+    print_missing_node_logprobs,
+    print_needs_vocab,
     print_reading,
     require_rounds,
+    sampling_vocab,
 )
 
 REPLAY_EPILOG = """\
@@ -112,13 +114,14 @@ def _replay_sampling(args: argparse.Namespace) -> int:
         rep = replay_directory(args.dir, options_from_args(args), update)
     finally:
         close()
-    t, vocab = args.temperature, args.vocab_size
+    t = args.temperature
+    vocab, recorded = sampling_vocab(args, rep.manifest), rep.manifest.node_logprob_temperatures
     used, skipped = [], list(rep.skipped)
     for res in rep.results:
         try:
-            used.append((res, round_sampling(res, t, vocab)))
+            used.append((res, round_sampling(res, t, vocab, recorded)))
         except ValueError as exc:
-            skipped.append(Skipped(f"round {res.name}", f"no sampling replay at T = {t:g}: {exc}", ()))
+            skipped.append(sampling_skip(res.name, t, str(exc)))
     rep = replace(rep, skipped=tuple(skipped))
     require_rounds(rep, len(used))
     out = sys.stdout
@@ -131,11 +134,8 @@ def _replay_sampling(args: argparse.Namespace) -> int:
                 out.write("\n".join(render_round(res) + sampling_lines(smp)) + "\n\n")
         out.write("\n".join(render_summary(rep) + sampling_summary([s for _, s in used])) + "\n")
     if any(s.needs_vocab for _, s in used):
-        print(
-            f"specreplay replay: note: at T = {t:g} > 1 the lower bounds need the vocabulary size "
-            "(--vocab-size V); they are shown as 0 (refused), the upper bounds stand",
-            file=sys.stderr,
-        )
+        print_needs_vocab("replay", t)
+    print_missing_node_logprobs("replay", t, rep.manifest, sum(not s.from_node_logprobs for _, s in used))
     print_reading(rep)
     return 1 if rep.skipped else 0
 

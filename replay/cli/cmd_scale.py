@@ -11,14 +11,17 @@ import numpy as np
 
 from replay.core.records import write_arrow_table, write_batch_json_lines
 from replay.core.sampling import PROBLEM_WORDS
+from replay.core.sampling_recorded import recorded_column
 from replay.engine.batch import BatchResult
 from replay.engine.batch.frames import distinct_columns, record_arrow
 from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
+from replay.engine.batch.sampling_frames import concat_sampling, sampling_arrow, write_sampling_json_lines
 from replay.engine.render import SummaryFigures, sampling_summary_arrays, summary_lines
 from replay.engine.runs import RunReplay, replay_run
-from replay.engine.sampling import NO_SCORES
+from replay.engine.sampling import NO_SCORES, sampling_skip
 from replay.io.formats.matrix_io import RawSpec
-from replay.io.grouping import Skipped, describe_skipped
+from replay.io.grouping import describe_skipped
+from replay.io.manifest import read_manifest
 from replay.io.packed.pack import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
 from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
@@ -38,10 +41,12 @@ from .options import (
     at_least_one,
     options_from_args,
     parse_key,
+    print_needs_vocab,
     print_notes,
     print_reading,
     print_skipped,
     require_rounds,
+    sampling_vocab,
     step0_offset_from_args,
 )
 
@@ -74,6 +79,7 @@ examples:
   specreplay batch RUN -o rounds.parquet               # one table row per round (.parquet or .csv)
   specreplay batch RUN --workers 8 --no-progress
   specreplay batch sample_dumps/synthetic_article --temperature 0.7   # + expected acceptance at T = 0.7
+  specreplay batch RUN --temperature 0.7 -o rounds.parquet   # + per round expected_accepted_length_lo/_hi, ...
 
 Exit status: 0 when every round replayed; 1 when some were skipped (each listed on stderr); 2 on errors
 (not one round replayed too).
@@ -136,48 +142,49 @@ def run_batch(args: argparse.Namespace) -> int:
 
 
 def _batch_sampling(args: argparse.Namespace, opts) -> int:
-    """--temperature: the greedy summary, then the sampling summary (replay.engine.batch.sampling)."""
-    if args.json or args.table:
-        raise SpecReplayError(
-            "batch --temperature prints the summary only; for per-round JSON use replay --temperature --json"
-        )
-    t, vocab = args.temperature, args.vocab_size
+    """--temperature: the greedy summary and the sampling summary, or per round (--json, -o) the
+    columns of replay --temperature --json (replay.engine.batch.sampling_frames)."""
+    t = args.temperature
+    manifest = read_manifest(args.dir)  # a packed run holds the dump's manifest.json too
+    vocab = sampling_vocab(args, manifest)
     rep = replay_run(
         args.dir,
         opts,
         workers=args.workers,
         progress=progress_enabled(args.no_progress),
-        per_batch=lambda b, res, cfg: (b.keys, batch_sampling(b, res, cfg, t, vocab), res.ok),
+        per_batch=lambda b, res, cfg: (res.ordinals, batch_sampling(b, res, cfg, t, vocab)),
     )
     require_rounds(rep, int(rep.result.ok.sum()))
-    parts = [(keys[:, ok], smp, ok) for keys, smp, ok in rep.per_batch]
+    res = rep.result
+    smp = concat_sampling(list(rep.per_batch)) if rep.per_batch else None
     skipped = list(rep.skipped)
-    for keys, smp, ok in parts:
-        problem = smp.problem[ok]
-        for i in np.flatnonzero(problem != 0):
-            why = NO_SCORES if problem[i] == NO_SCORES_CODE else PROBLEM_WORDS[int(problem[i])]
-            skipped.append(Skipped(f"round {keys[0, i]}_{keys[1, i]}", f"no sampling replay at T = {t:g}: {why}", ()))
-    usable = [(smp, smp.usable) for _, smp, _ in parts]
+    if smp is not None:
+        for i in np.flatnonzero(res.ok & ~smp.usable):
+            why = NO_SCORES if smp.problem[i] == NO_SCORES_CODE else PROBLEM_WORDS[int(smp.problem[i])]
+            skipped.append(sampling_skip(f"{res.keys[0, i]}_{res.keys[1, i]}", t, why))
     rep = replace(rep, skipped=tuple(skipped))
-    n = sum(int(u.sum()) for _, u in usable)
-    require_rounds(rep, n)
-    depth = max(smp.length_ge_lo.shape[1] for smp, _ in usable)
-
-    def cat(name):
-        arrs = [getattr(smp, name)[u] for smp, u in usable]
-        if arrs[0].ndim == 2:
-            arrs = [np.hstack([a, np.zeros((a.shape[0], depth - a.shape[1]))]) for a in arrs]
-        return np.concatenate(arrs)
-
+    rows = np.flatnonzero(res.ok & smp.usable) if smp is not None else np.zeros(0, dtype=np.int64)
+    require_rounds(rep, rows.shape[0])
+    assert smp is not None
     out = sys.stdout
-    lines = render_run_summary(rep) + sampling_summary_arrays(
-        t, cat("expected_lo"), cat("expected_hi"), cat("length_ge_lo"), cat("length_ge_hi"), cat("exact")
-    )
-    out.write("\n".join(lines) + "\n")
-    if any(smp.needs_vocab for smp, _ in usable):
+    if args.table:
+        table = sampling_arrow(res, smp, rows)
+        write_arrow_table(table, args.table)
+        print(f"specreplay: wrote {table.num_rows} rows to {args.table}", file=sys.stderr)
+    if args.json:
+        write_sampling_json_lines(res, smp, rows, out)
+    else:
+        u = rows
+        lines = render_run_summary(rep) + sampling_summary_arrays(
+            t, smp.expected_lo[u], smp.expected_hi[u], smp.length_ge_lo[u], smp.length_ge_hi[u], smp.exact[u]
+        )
+        out.write("\n".join(lines) + "\n")
+    if smp.needs_vocab:
+        print_needs_vocab("batch", t)
+    if recorded_column(t, manifest.node_logprob_temperatures) is not None:
         print(
-            f"specreplay batch: note: at T = {t:g} > 1 the lower bounds need the vocabulary size "
-            "(--vocab-size V); they are shown as 0 (refused), the upper bounds stand",
+            f"specreplay batch: note: this dump records node_logprobs at T = {t:g}; the batch replay reads only the "
+            f"top-K rows (bounds): replay --temperature {t:g} on the dump directory is exact from them (docs/dump-format.md)",
             file=sys.stderr,
         )
     print_reading(rep)

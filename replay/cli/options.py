@@ -196,14 +196,54 @@ def add_sampling_options(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="T",
         help="expected acceptance when the target samples at temperature T (0 = greedy), with bounds "
-        "where the dump's top-K scores do not determine it; needs scores on the validate rows",
+        "where the dump's top-K scores do not determine it; needs scores on the validate rows, or "
+        "node_logprobs recorded at T (exact; docs/dump-format.md)",
     )
     p.add_argument(
         "--vocab-size",
         type=at_least_one,
         default=None,
         metavar="V",
-        help="the target's vocabulary size: bounds the unrecorded tail (needed for lower bounds at T > 1)",
+        help="the target's vocabulary size: bounds the unrecorded tail (needed for lower bounds at T > 1); "
+        "default: manifest.json's vocab_size, and a different value is an error",
+    )
+
+
+def sampling_vocab(args: argparse.Namespace, manifest) -> int | None:
+    """--vocab-size, else the manifest's vocab_size (replay.engine.sampling.vocab_size_of); exit 2 when they differ."""
+    from replay.engine.sampling import vocab_size_of
+
+    try:
+        return vocab_size_of(args.vocab_size, manifest.vocab_size, manifest.path)
+    except ValueError as exc:
+        raise SpecReplayError(str(exc)) from None
+
+
+def vocab_sizes_json(used: dict[str, int | None]) -> int | None | dict[str, int | None]:
+    """The vocab_size a --json body reports: the one every run used, else run label -> its own."""
+    values = set(used.values())
+    return next(iter(values)) if len(values) <= 1 and used else (dict(used) if used else None)
+
+
+def print_missing_node_logprobs(command: str, temperature: float, manifest, missing: int) -> None:
+    """The note of rounds that fell back to the top-K bounds at a T whose node_logprobs the manifest
+    lists (a packed run does not carry them; a round in the parents layout has none)."""
+    from replay.core.sampling_recorded import recorded_column
+
+    if missing and recorded_column(temperature, manifest.node_logprob_temperatures) is not None:
+        print(
+            f"specreplay {command}: note: manifest.json records node_logprobs at T = {temperature:g}, but "
+            f"{missing} round(s) here carry none (a packed run does not): their numbers are the top-K bounds",
+            file=sys.stderr,
+        )
+
+
+def print_needs_vocab(command: str, temperature: float) -> None:
+    """The note of a run above T = 1 without a vocabulary size (its lower bounds are refused)."""
+    print(
+        f"specreplay {command}: note: at T = {temperature:g} > 1 the lower bounds need the vocabulary size "
+        "(--vocab-size V, or vocab_size in manifest.json); they are shown as 0 (refused), the upper bounds stand",
+        file=sys.stderr,
     )
 
 

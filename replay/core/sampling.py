@@ -12,14 +12,19 @@ The dump records, per expanded node, the target's top-K ids and log-probabilitie
 known (T = 1: Z = 1), and bounded otherwise; docs/analysis.md "Sampling-mode replay" derives the
 bounds. T = 0 is the greedy replay (the row's first column), exactly.
 
-The rule is written once, here, on arrays of R rounds (one round is R = 1); the per-round replay,
-the batch replay and the API call ``sampling_bounds``.
+The rule is written once, here: ``column_bounds`` on column-major arrays of rounds that share one
+tree layout (the round axis last, as in the greedy batch kernel, so every operation runs on
+contiguous vectors over rounds; the batch replay calls it on its own arrays), and
+``sampling_bounds`` on round-major arrays of R rounds (one round is R = 1), which groups the rounds
+by tree and calls ``column_bounds``; the per-round replay and the API go through it.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -89,30 +94,375 @@ def greedy_logp(ids: np.ndarray) -> np.ndarray:
     return lp
 
 
-def _problems(row_logp: np.ndarray, used: np.ndarray) -> np.ndarray:
-    """[R] problem code from the rows the walk reads (used: [R, N+1] bool)."""
-    r = row_logp.shape[0]
-    out = np.zeros(r, dtype=np.int8)
-    lp = np.where(used[..., None], row_logp, -np.inf)
-    with np.errstate(invalid="ignore"):
-        total = np.exp(lp).sum(axis=2)  # NaN propagates; +inf gives inf
-    nan = np.isnan(lp).any(axis=(1, 2))
-    pos = (np.nan_to_num(lp, nan=-np.inf) > 0).any(axis=(1, 2))
-    over = (np.nan_to_num(total, nan=0.0) > 1.0 + ROW_SUM_TOLERANCE).any(axis=1)
-    out[over] = PROBLEM_SUM
+# Rounds per chunk of the kernel: one chunk's rows ([E, K, C] float64: 5 x 16 x 4096 x 8 B = 2.6 MB
+# for the article tree) stay in cache across the kernel's passes; far fewer rounds and numpy's
+# per-call cost dominates (about 300 calls per chunk).
+CHUNK_ROUNDS = 4096
+
+# Below this many rounds (one round of the per-round replay) numpy's per-call cost dominates:
+# the child lookup then takes one [g, K, C] comparison instead of one call per column.
+SMALL_CHUNK = 64
+
+# One row's node id: the same for every round (an int), or per round ([R] int).
+RowNode = int | np.ndarray
+# rows(lo, hi) -> (ids [E, K, C], logp [E, K, C], has [E, C]) of rounds lo..hi: column_bounds' row reader.
+RowReader = Callable[[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+# A row's top-1 where the row cannot be read (no row, PAD): no token equals it.
+_NO_TOKEN = np.iinfo(np.int64).min
+
+
+@dataclass(frozen=True, eq=False)
+class TreeLayout:
+    """The structure shared by rounds of one tree shape, as the column-major kernel reads it.
+
+    Rows are the expanded nodes' validate rows, E of them: row 0 is the root's, and every other
+    row's node is a child of an earlier row (tree order of the expanded nodes, or the batch's
+    step-by-step slots), so the kernel visits the rows in order and knows each one's reach by then.
+    Only expanded nodes have rows here: Z_T is computed for them alone (5 of the article tree's 13).
+    """
+
+    edge_row: np.ndarray  # [N] int64: the row holding the distribution at node u's parent, u = 1..N
+    depths: np.ndarray  # [N+1] int64
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.edge_row.max()) + 1 if self.edge_row.shape[0] else 0
+
+    @cached_property
+    def children(self) -> tuple[np.ndarray | slice, ...]:
+        """Per row, its children's node ids in tree order (a slice where they are contiguous, as in a batch)."""
+        out: list[np.ndarray | slice] = []
+        for e in range(self.num_rows):
+            kids = np.flatnonzero(self.edge_row == e) + 1
+            contiguous = kids.shape[0] and kids[-1] - kids[0] + 1 == kids.shape[0]
+            out.append(slice(int(kids[0]), int(kids[-1]) + 1) if contiguous else kids)
+        return tuple(out)
+
+    @cached_property
+    def at_depth(self) -> tuple[np.ndarray, ...]:
+        return tuple(np.flatnonzero(self.depths == d) for d in range(int(self.depths.max()) + 1))
+
+
+@dataclass(frozen=True, eq=False)
+class TreeColumns:
+    """Trees that differ from round to round, for the kernel: every node has a row (row u is node u;
+    has False where a node is not expanded), and each edge's parent row is gathered per round."""
+
+    parents: np.ndarray  # [N+1, R] int64 (parents[0] = NO_PARENT, parents[u] < u)
+    depths: np.ndarray  # [N+1, R] int64
+
+    @cached_property
+    def num_depths(self) -> int:
+        return int(self.depths.max()) + 1 if self.depths.size else 1
+
+
+@dataclass(frozen=True, eq=False)
+class ColumnBounds:
+    """SamplingBounds' numbers with the round axis last ([..., R]), as the kernel writes them."""
+
+    reach_lo: np.ndarray | None  # [N+1, R], only when asked for (keep_reach)
+    reach_hi: np.ndarray | None
+    length_ge_lo: np.ndarray  # [D+1, R]
+    length_ge_hi: np.ndarray
+    expected_lo: np.ndarray  # [R]
+    expected_hi: np.ndarray
+    exact: np.ndarray  # [R] bool
+    variance: np.ndarray  # [R]
+    problem: np.ndarray  # [R] int8
+    needs_vocab: bool
+
+
+@dataclass(frozen=True, eq=False)
+class _RowTerms:
+    """What an edge needs from its parent's row, per row and round ([E, C]; w is [E, K, C])."""
+
+    w: np.ndarray | None  # each cell's q^a scaled by the row's e^(-a * shift), 0 at PAD and without a row
+    inv_zlo: np.ndarray  # a recorded child's p_hi = w * inv_zlo (1 / (R + S_lo))
+    inv_zhi: np.ndarray  # its p_lo = w * inv_zhi (1 / (R + S_hi); 0 when S_hi is unbounded)
+    miss_hi: np.ndarray  # p_hi of a child missing from the row; 1 without a row, 0 for an empty row
+    top1: np.ndarray  # the row's first column (T = 0); _NO_TOKEN without a row or for PAD
+    problem: np.ndarray  # [C] int8 PROBLEM_* of the round, from its rows that are there
+    needs_vocab: bool
+
+
+def _row_problem(total: np.ndarray, lmax: np.ndarray, has: np.ndarray) -> np.ndarray:
+    """[C] problem code from each row's sum of q and largest log-prob (PAD cells already -inf).
+
+    A NaN cell makes the sum NaN (exp(NaN) is NaN; no cell adds -inf), a positive (or +inf) cell
+    makes the maximum > 0, and the order NaN, positive, sum is _problems' order of precedence.
+    """
+    nan = (np.isnan(total) & has).any(axis=0)
+    pos = ((lmax > 0) & has).any(axis=0)
+    over = ((total > 1.0 + ROW_SUM_TOLERANCE) & has).any(axis=0)
+    out: np.ndarray = np.where(over, np.int8(PROBLEM_SUM), np.int8(PROBLEM_NONE))
     out[pos] = PROBLEM_POSITIVE
     out[nan] = PROBLEM_NAN
     return out
 
 
-def _first_among_siblings(tokens: np.ndarray, parents: np.ndarray) -> np.ndarray:
-    """[R, N+1] bool: no earlier sibling carries the same token (the walk moves to the first one)."""
-    n1 = tokens.shape[1]
-    first = np.ones(tokens.shape, dtype=bool)
-    for u in range(2, n1):
-        same = (parents[:, :u] == parents[:, u : u + 1]) & (tokens[:, :u] == tokens[:, u : u + 1])
-        first[:, u] = ~same.any(axis=1)
-    return first
+def _tail_bounds(
+    t: float, k: int, vocab_size: int | None, logm: np.ndarray, lmin: np.ndarray, shift: np.ndarray | float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(S_lo, S_hi): the unrecorded tokens' part of Z_T, scaled by e^(-a * shift) like the row's cells.
+
+    docs/analysis.md "What a row gives": the tail holds mass m, each of its tokens q <= q_K.
+    """
+    a = 1.0 / t
+    if t == 1.0:
+        s = np.exp(logm - shift)
+        return s, s
+    # m * q_K^(a-1): an upper bound for T < 1 (q^a convex), a lower one for T > 1 (concave). A row
+    # with a -inf cell has q_K = 0: its tail is empty (the scalar reference's `if qk > 0`).
+    edge = np.where(lmin == -np.inf, 0.0, np.exp(logm + (a - 1.0) * lmin - a * shift))
+    rest = None if vocab_size is None else float(vocab_size - k)
+    if t < 1.0:
+        # at least the tail spread evenly over the V-K unrecorded tokens (Jensen), else 0
+        s_lo = np.exp(math.log(rest) + a * (logm - math.log(rest)) - a * shift) if rest else np.zeros_like(edge)
+        return s_lo, edge
+    if rest is None:  # T > 1 without V: the tail could be spread over any number of tokens
+        return edge, np.full_like(edge, np.inf)
+    s_hi = np.exp((1.0 - a) * math.log(rest) + a * logm - a * shift) if rest > 0 else np.zeros_like(edge)
+    return edge, s_hi  # at most the power mean over V-K tokens
+
+
+def _row_terms(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, t: float, vocab_size: int | None) -> _RowTerms:
+    """Per-row statistics, once per row and round: the edges then need one lookup each.
+
+    ids, lp: [E, K, C] (lp float32 or float64; every sum and exp in float64); has: [E, C].
+    """
+    k = ids.shape[1]
+    # One pass tells most chunks they have no PAD cell (PAD_TOKEN is the only negative id).
+    pad = ids == PAD_TOKEN if ids.min(initial=0) < 0 else np.zeros((1, 1, 1), dtype=bool)
+    any_pad = bool(pad.any())
+    if any_pad:  # a padded batch fills PAD cells with NaN: they are not cells of the row
+        lp = np.where(pad, -np.inf, lp)
+    lmax = lp.max(axis=1).astype(np.float64)  # max/min are exact in float32: convert after
+    q = np.exp(lp, dtype=np.float64)
+    total = q.sum(axis=1)
+    problem = _row_problem(total, lmax, has)
+    top1 = np.where(has & (ids[:, 0] != PAD_TOKEN), ids[:, 0].astype(np.int64), _NO_TOKEN)
+    if t == 0.0:  # the greedy walk reads only each row's top-1
+        ones = np.ones_like(total)
+        return _RowTerms(None, ones, ones, ones, top1, problem, False)
+    a = 1.0 / t
+    lmin = (np.where(pad, np.inf, lp) if any_pad else lp).min(axis=1).astype(np.float64)
+    mass = np.maximum(1.0 - total, 0.0)  # tail mass m at T = 1 (total >= 0: m <= 1)
+    if vocab_size is not None and k >= vocab_size:  # a row naming every token has no tail: m is rounding
+        cells = (~pad).sum(axis=1) if any_pad else k
+        mass = np.where(cells >= vocab_size, 0.0, mass)
+    logm = np.log(mass)
+    if t == 1.0:  # q itself: Z = 1, nothing to rescale
+        w, shift, rec = q, 0.0, total
+    else:  # q^a / q_max^a: small T does not underflow the top cells
+        w = np.subtract(lp, lmax[:, None, :], dtype=np.float64)
+        w *= a
+        np.exp(w, out=w)
+        shift, rec = lmax, w.sum(axis=1)
+    s_lo, s_hi = _tail_bounds(t, k, vocab_size, logm, lmin, shift)
+    s_hi = np.fmax(s_hi, 0.0)  # NaN (0 * inf in a degenerate row) -> 0; fmax keeps +inf
+    s_lo = np.minimum(np.fmax(s_lo, 0.0), s_hi)
+    if t == 1.0:  # a recorded child's probability is its q exactly
+        inv_zlo = inv_zhi = np.ones_like(rec)
+    else:
+        inv_zlo, inv_zhi = 1.0 / (rec + s_lo), 1.0 / (rec + s_hi)  # 1/inf = 0: no lower bound
+    # A missing child: its q <= min(q_K, m) and its q^a is part of S, so p <= x/(R + max(x, S_lo));
+    # and p <= the tail's share S_hi / (R + S_hi).
+    x = np.exp(a * (np.minimum(lmin, logm) - shift))
+    share = np.where(np.isinf(s_hi), 1.0, s_hi / (rec + s_hi))
+    miss = np.fmax(np.minimum(x / (rec + np.maximum(x, s_lo)), share), 0.0)  # NaN -> 0
+    # An empty row (every cell PAD or -inf) gives p = 0 (the reference's q_K = 0); no row, p in [0, 1].
+    # Neither records anything: weights and 1/Z (NaN there: no scale) are set to 0.
+    empty = lmax == -np.inf
+    miss = np.where(has, np.where(empty, 0.0, miss), 1.0)
+    dead = empty | ~has
+    if dead.any():
+        w = np.where(dead[:, None, :], 0.0, w)
+        inv_zlo, inv_zhi = np.where(dead, 0.0, inv_zlo), np.where(dead, 0.0, inv_zhi)
+    return _RowTerms(w, inv_zlo, inv_zhi, miss, top1, problem, t > 1.0 and vocab_size is None)
+
+
+def _first_weights(ids: np.ndarray, w: np.ndarray, tok: np.ndarray) -> np.ndarray:
+    """[g, C] the weight of the first cell of a row ([K, C]) carrying each child's token, else 0.
+
+    One comparison per (column, child) on vectors over rounds; walking the columns from the last
+    to the first leaves the first match (the scalar reference's rule for a row naming a token twice).
+    """
+    if tok.shape[1] < SMALL_CHUNK:  # few rounds: one broadcast comparison, fewer numpy calls
+        hit = tok[:, None, :] == ids[None]  # [g, K, C]
+        first = np.argmax(hit, axis=1)[:, None, :]  # the first True, 0 when none
+        cell = np.take_along_axis(np.broadcast_to(w[None], hit.shape), first, axis=1)[:, 0]
+        return np.where(hit.any(axis=1), cell, 0.0)
+    num = np.zeros(tok.shape)
+    hit = np.empty(tok.shape, dtype=bool)
+    for c in range(ids.shape[0] - 1, -1, -1):
+        np.equal(tok, ids[c], out=hit)
+        np.copyto(num, w[c], where=hit)
+    return num
+
+
+def _edge_bounds(
+    rt: _RowTerms, row: int | tuple[np.ndarray, ...], ids: np.ndarray, tok: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(p_lo, p_hi) [g, C] of the edges from one row to children with tokens tok [g, C].
+
+    row: the row's index e (every round), or per round the index arrays of its cells ([K, C] each,
+    built by _walk_trees). A recorded child has weight > 0 or is recorded with q^a = 0; in the second
+    case x_max <= its weight is 0 as well, so taking it for missing gives the same [0, 0]: "weight
+    > 0" is the test.
+    """
+    at = row if isinstance(row, int) else (row[0][0], row[2][0])  # the row's [C] terms
+    if rt.w is None:  # T = 0: the child carrying the row's top-1
+        p_lo = (tok == rt.top1[at]).astype(np.float64)
+        return p_lo, p_lo
+    num = _first_weights(ids[row], rt.w[row], tok)
+    p_lo = np.minimum(num * rt.inv_zhi[at], 1.0)
+    p_hi = np.where(num > 0.0, np.minimum(num * rt.inv_zlo[at], 1.0), rt.miss_hi[at])
+    return p_lo, p_hi
+
+
+def _without_repeats(p_lo: np.ndarray, p_hi: np.ndarray, repeat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A child with an earlier sibling's token is never reached (the walk moves to the first): p = 0."""
+    if not repeat.any():
+        return p_lo, p_hi
+    return np.where(repeat, 0.0, p_lo), np.where(repeat, 0.0, p_hi)
+
+
+def _as_ids_type(tokens: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The tokens in the rows' integer type when they fit: comparing int32 with int32 runs about a
+    third faster than int64 with int32 (measured), and an int32 dump's rows are int32."""
+    if ids.dtype == tokens.dtype or ids.dtype.kind not in "iu" or not tokens.size:
+        return tokens
+    info = np.iinfo(ids.dtype)
+    if tokens.min() < info.min or tokens.max() > info.max:  # would wrap: compare in int64
+        return tokens
+    return tokens.astype(ids.dtype)
+
+
+def _reach_of(reach: np.ndarray, node: RowNode) -> np.ndarray:
+    """[C] reach of one node per round (node: one id for all rounds, or [C] ids)."""
+    if isinstance(node, (int, np.integer)):
+        one: np.ndarray = reach[int(node)]
+        return one
+    c = reach.shape[1]
+    return np.asarray(np.take(reach.reshape(-1), node * c + np.arange(c)))
+
+
+def _walk_chunk(
+    tree: TreeLayout, ids: np.ndarray, rt: _RowTerms, tokens: np.ndarray, row_node: list[RowNode]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(reach_lo, reach_hi [N+1, C], exact [C]) of one chunk: rows in order, each row's children at once."""
+    n1, c = tree.depths.shape[0], tokens.shape[1]
+    reach_lo, reach_hi = np.ones((n1, c)), np.ones((n1, c))
+    inexact = np.zeros(c, dtype=bool)
+    for e, kids in enumerate(tree.children):
+        tok = tokens[kids]
+        p_lo, p_hi = _edge_bounds(rt, e, ids, tok)
+        repeat = np.zeros(tok.shape, dtype=bool)
+        for j in range(1, tok.shape[0]):
+            repeat[j] = (tok[:j] == tok[j]).any(axis=0)
+        p_lo, p_hi = _without_repeats(p_lo, p_hi, repeat)
+        par_lo, par_hi = _reach_of(reach_lo, row_node[e]), _reach_of(reach_hi, row_node[e])
+        reach_lo[kids] = par_lo * p_lo
+        reach_hi[kids] = par_hi * p_hi
+        # exact when every edge out of a node the walk can reach has lo == hi
+        inexact |= ((p_hi > p_lo) & (par_hi > 0)).any(axis=0)
+    return reach_lo, reach_hi, ~inexact
+
+
+def _walk_trees(
+    tree: TreeColumns, lo: int, hi: int, ids: np.ndarray, rt: _RowTerms, tokens: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """_walk_chunk for trees that differ per round: node by node, each edge's parent row gathered."""
+    parents = tree.parents[:, lo:hi]
+    n1, c = parents.shape
+    k = ids.shape[1]
+    reach_lo, reach_hi = np.ones((n1, c)), np.ones((n1, c))
+    inexact = np.zeros(c, dtype=bool)
+    cell, col = np.arange(k)[:, None], np.arange(c)[None, :]
+    for u in range(1, n1):
+        par = parents[u]
+        row = (np.broadcast_to(par[None, :], (k, c)), np.broadcast_to(cell, (k, c)), np.broadcast_to(col, (k, c)))
+        p_lo, p_hi = _edge_bounds(rt, row, ids, tokens[u : u + 1])
+        repeat = ((parents[1:u] == par) & (tokens[1:u] == tokens[u])).any(axis=0)
+        p_lo, p_hi = _without_repeats(p_lo[0], p_hi[0], repeat)
+        par_lo, par_hi = _reach_of(reach_lo, par), _reach_of(reach_hi, par)
+        reach_lo[u], reach_hi[u] = par_lo * p_lo, par_hi * p_hi
+        inexact |= (p_hi > p_lo) & (par_hi > 0)
+    return reach_lo, reach_hi, ~inexact
+
+
+def _depth_sums(tree: TreeLayout | TreeColumns, lo: int, hi: int, reach: np.ndarray) -> np.ndarray:
+    """[D+1, C] sum of the reach bounds at each depth: P(L >= d) before the tightening."""
+    if isinstance(tree, TreeLayout):
+        return np.stack([reach[idx].sum(axis=0) for idx in tree.at_depth])
+    depths = tree.depths[:, lo:hi]
+    return np.stack([np.where(depths == d, reach, 0.0).sum(axis=0) for d in range(tree.num_depths)])
+
+
+def _aggregate_chunk(ge_lo: np.ndarray, ge_hi: np.ndarray, exact: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(ge_lo, ge_hi [D+1, C], E lo, E hi, variance [C]) from the per-depth sums of the reach bounds."""
+    weights = 2.0 * np.arange(ge_lo.shape[0]) - 1.0  # E[L^2] = sum_n P(reach n) (2 depth(n) - 1)
+    second = (ge_lo[1:] * weights[1:, None]).sum(axis=0)
+    # Valid tightening: a probability is <= 1 and P(L >= d) does not grow with d.
+    ge_lo = np.minimum(ge_lo, 1.0)
+    ge_hi = np.minimum.accumulate(np.minimum(ge_hi, 1.0), axis=0)
+    ge_lo = np.minimum(ge_lo, ge_hi)
+    exp_lo, exp_hi = ge_lo[1:].sum(axis=0), ge_hi[1:].sum(axis=0)
+    variance = np.where(exact, np.maximum(second - exp_lo**2, 0.0), np.nan)
+    return ge_lo, ge_hi, exp_lo, exp_hi, variance
+
+
+def column_bounds(
+    tree: TreeLayout | TreeColumns,
+    rows: RowReader,
+    tokens: np.ndarray,
+    row_node: list[RowNode],
+    temperature: float,
+    vocab_size: int | None = None,
+    keep_reach: bool = False,
+    chunk_rounds: int = CHUNK_ROUNDS,
+) -> ColumnBounds:
+    """The rule on column-major arrays of R rounds of one tree layout, chunk by chunk.
+
+    rows(lo, hi) -> (ids [E, K, C], logp [E, K, C], has [E, C]): the expanded nodes' validate rows
+      of rounds lo..hi, in the layout's row order (natural-log probabilities at T = 1)
+    tokens: [N+1, R] int node tokens; row_node: per row, its node id (an int, or [R] per round)
+    """
+    t = check_temperature(temperature)
+    n1, r = tokens.shape
+    dplus = len(tree.at_depth) if isinstance(tree, TreeLayout) else tree.num_depths
+    out = {name: np.empty((n1, r)) for name in ("reach_lo", "reach_hi")} if keep_reach else {}
+    ge_lo, ge_hi = np.empty((dplus, r)), np.empty((dplus, r))
+    exp_lo, exp_hi, variance = np.empty(r), np.empty(r), np.empty(r)
+    exact, problem = np.empty(r, dtype=bool), np.empty(r, dtype=np.int8)
+    needs_vocab = t > 1.0 and vocab_size is None
+    for lo in range(0, r, chunk_rounds):
+        hi = min(lo + chunk_rounds, r)
+        ids, lp, has = rows(lo, hi)
+        if vocab_size is not None and int(vocab_size) < ids.shape[1]:
+            raise ValueError(f"vocab size {vocab_size}: smaller than the {ids.shape[1]} recorded candidates per row")
+        nodes = [v if isinstance(v, (int, np.integer)) else v[lo:hi] for v in row_node]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+            rt = _row_terms(ids, lp, has, t, vocab_size)
+            tok = _as_ids_type(tokens[:, lo:hi], ids)
+            if isinstance(tree, TreeLayout):
+                reach_lo, reach_hi, ex = _walk_chunk(tree, ids, rt, tok, nodes)
+            else:
+                reach_lo, reach_hi, ex = _walk_trees(tree, lo, hi, ids, rt, tok)
+            sums = _depth_sums(tree, lo, hi, reach_lo), _depth_sums(tree, lo, hi, reach_hi)
+            parts = _aggregate_chunk(*sums, ex)
+        bad = rt.problem != PROBLEM_NONE  # rounds with a problem hold NaN everywhere
+        ge_lo[:, lo:hi], ge_hi[:, lo:hi], exp_lo[lo:hi], exp_hi[lo:hi], variance[lo:hi] = parts
+        exact[lo:hi], problem[lo:hi] = ex & ~bad, rt.problem
+        if keep_reach:
+            out["reach_lo"][:, lo:hi], out["reach_hi"][:, lo:hi] = reach_lo, reach_hi
+        if bad.any():
+            for arr in (ge_lo, ge_hi, exp_lo, exp_hi, variance, *out.values()):
+                arr[..., lo:hi][..., bad] = np.nan
+    return ColumnBounds(
+        out.get("reach_lo"), out.get("reach_hi"), ge_lo, ge_hi, exp_lo, exp_hi, exact, variance, problem, needs_vocab
+    )
 
 
 def sampling_bounds(
@@ -133,160 +483,100 @@ def sampling_bounds(
     has_row: [R, N+1] bool, the dump holds the node's validate row (with scores)
     temperature: >= 0 (check_temperature); 0 is the greedy replay
     vocab_size: the target's vocabulary size; needed for the lower bounds at T > 1
+
+    Round-major in, round-major out, through column_bounds (which the batch replay calls directly
+    on its column-major arrays): rounds of one tree together, or all rounds in one call that
+    gathers each parent's row per round when the trees are many (_tree_groups).
     """
     t = check_temperature(temperature)
     tokens = np.asarray(tokens, dtype=np.int64)
-    parents = np.asarray(parents, dtype=np.int64)
-    depths = np.asarray(depths, dtype=np.int64)
-    row_ids = np.asarray(row_ids, dtype=np.int64)
-    row_logp = np.asarray(row_logp, dtype=np.float64)
-    has_row = np.asarray(has_row, dtype=bool)
     r, n1 = tokens.shape
-    parents = np.broadcast_to(parents, (r, n1))
-    depths = np.broadcast_to(depths, (r, n1))
+    parents = np.broadcast_to(np.asarray(parents, dtype=np.int64), (r, n1))
+    depths = np.broadcast_to(np.asarray(depths, dtype=np.int64), (r, n1))
+    row_ids, row_logp = np.asarray(row_ids), np.asarray(row_logp, dtype=np.float64)
+    has_row = np.asarray(has_row, dtype=bool)
     k = row_ids.shape[2]
     if vocab_size is not None and int(vocab_size) < k:
         raise ValueError(f"vocab size {vocab_size}: smaller than the {k} recorded candidates per row")
+    dplus = int(depths.max()) + 1 if depths.size else 1
+    out = SamplingBounds(
+        t,
+        np.empty((r, n1)),
+        np.empty((r, n1)),
+        np.empty(r),
+        np.empty(r),
+        np.zeros((r, dplus)),  # deeper than a round's tree: 0
+        np.zeros((r, dplus)),
+        np.empty(r, dtype=bool),
+        np.empty(r),
+        np.empty(r, dtype=np.int8),
+        t > 1.0 and vocab_size is None,
+    )
+    for members, tree, ids, lp, has, row_node in _tree_groups(parents, depths, row_ids, row_logp, has_row):
+        cb = column_bounds(
+            tree,
+            lambda lo, hi: (ids[..., lo:hi], lp[..., lo:hi], has[:, lo:hi]),
+            np.ascontiguousarray(tokens[members].T),
+            row_node,
+            t,
+            vocab_size,
+            keep_reach=True,
+        )
+        assert cb.reach_lo is not None and cb.reach_hi is not None
+        out.reach_lo[members], out.reach_hi[members] = cb.reach_lo.T, cb.reach_hi.T
+        d = cb.length_ge_lo.shape[0]
+        out.length_ge_lo[members, :d], out.length_ge_hi[members, :d] = cb.length_ge_lo.T, cb.length_ge_hi.T
+        out.expected_lo[members], out.expected_hi[members] = cb.expected_lo, cb.expected_hi
+        out.exact[members], out.variance[members], out.problem[members] = cb.exact, cb.variance, cb.problem
+    bad = out.problem != PROBLEM_NONE
+    out.length_ge_lo[bad] = out.length_ge_hi[bad] = np.nan
+    return out
 
-    expanded = np.zeros((r, n1), dtype=bool)
-    rows_idx = np.repeat(np.arange(r), n1 - 1)
-    expanded[rows_idx, parents[:, 1:].reshape(-1)] = True
-    # Only the expanded nodes' rows are read: keep those (E per round, expanded first), and index
-    # them by each edge's parent position; a leaf's row is neither judged nor used.
-    ri = np.arange(r)[:, None]
-    n_exp = expanded.sum(axis=1)
-    e = max(int(n_exp.max()) if r else 1, 1)
-    order = np.argsort(~expanded, axis=1, kind="stable")[:, :e]  # [R, E] node ids
-    slot_ok = np.arange(e)[None, :] < n_exp[:, None]
-    row_ids, row_logp = row_ids[ri, order], row_logp[ri, order]  # [R, E, K]
-    has_row = has_row[ri, order] & slot_ok
-    pos_of = np.zeros((r, n1), dtype=np.int64)
-    pos_of[ri, order] = np.arange(e)[None, :]
 
-    valid = row_ids != PAD_TOKEN  # [R, E, K]
-    lp = np.where(valid, row_logp, -np.inf)
-    problem = _problems(lp, has_row)  # PAD_TOKEN cells are ignored: a padded batch fills them with NaN
-    ok_edge = _first_among_siblings(tokens, parents)
-    par = pos_of[ri, parents[:, 1:]]  # [R, N] each edge's parent row
-    par_ids = row_ids[ri, par]  # [R, N, K]
-    par_lp = lp[ri, par]
-    par_has = has_row[ri, par]
-    match = (par_ids == tokens[:, 1:, None]) & valid[ri, par]
-    recorded = match.any(axis=2) & par_has
-    child_lp = np.where(recorded, np.max(np.where(match, par_lp, -np.inf), axis=2), -np.inf)
+# sampling_bounds runs rounds of one tree together while a tree has this many rounds on average;
+# with more distinct trees (sub-trees of a run, random trees) the fixed cost of a kernel call per
+# tree would dominate, and every round goes through one call that gathers each parent's row.
+ROUNDS_PER_TREE = 256
 
-    needs_vocab = False
-    if t == 0.0:
-        # Greedy: the child whose token is the row's first column (docs/analysis.md: T -> 0).
-        top1 = np.where(par_has, par_ids[:, :, 0], PAD_TOKEN)
-        p = ((top1 == tokens[:, 1:]) & (top1 != PAD_TOKEN)).astype(np.float64)
-        p_lo = p_hi = p
+
+def _tree_groups(
+    parents: np.ndarray, depths: np.ndarray, row_ids: np.ndarray, row_logp: np.ndarray, has_row: np.ndarray
+) -> Iterator[tuple[np.ndarray, TreeLayout | TreeColumns, np.ndarray, np.ndarray, np.ndarray, list[RowNode]]]:
+    """(members, layout, ids [E, K, M], logp, has [E, M], row nodes) per group of rounds, column-major."""
+    r, n1 = parents.shape
+    if not r or (parents == parents[0]).all():  # one tree (one round, or a batch of one shape)
+        trees, which = parents[:1], np.zeros(r, dtype=np.int64)
     else:
-        a = 1.0 / t
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            lmax = np.max(lp, axis=2)  # [R, N+1]; -inf for an empty row
-            lmin = np.min(np.where(valid, lp, np.inf), axis=2)
-            mass = np.clip(1.0 - np.exp(lp).sum(axis=2), 0.0, 1.0)  # tail mass m at T = 1
-            if vocab_size is not None:  # a row naming every token has no tail: m is rounding
-                mass = np.where(valid.sum(axis=2) >= vocab_size, 0.0, mass)
-            logm = np.log(mass)
-            # Scaled by exp(-a * lmax) so that small T does not underflow.
-            rec = np.exp(a * (lp - lmax[..., None])).sum(axis=2)  # recorded part of Z_T
-            cap_lq = np.minimum(lmin, logm)  # a missing token's T=1 prob <= min(p_K, m)
-            x_max = np.exp(a * (cap_lq - lmax))  # its scaled q^a
-            if t == 1.0:
-                s_lo = s_hi = np.exp(logm - lmax)
-            elif t < 1.0:
-                # q^a convex: sum over the tail of q^a <= m * p_K^(a-1); >= spread over V-K tokens.
-                s_hi = np.exp(logm + (a - 1.0) * lmin - a * lmax)
-                if vocab_size is not None and vocab_size > k:
-                    rest = float(vocab_size - k)
-                    s_lo = np.exp(math.log(rest) + a * (logm - math.log(rest)) - a * lmax)
-                else:
-                    s_lo = np.zeros_like(s_hi)
-            else:
-                # q^a concave (a < 1): sum >= m * p_K^(a-1) (each q <= p_K); <= spread over V-K.
-                s_lo = np.exp(logm + (a - 1.0) * lmin - a * lmax)
-                if vocab_size is not None:
-                    rest = float(vocab_size - k)
-                    s_hi = np.exp((1.0 - a) * math.log(rest) + a * logm - a * lmax) if rest > 0 else np.zeros_like(s_lo)
-                else:
-                    s_hi = np.full_like(s_lo, np.inf)
-                    needs_vocab = True
-            s_hi = np.nan_to_num(s_hi, nan=0.0, posinf=np.inf)
-            # A row covering the whole vocabulary has no tail: its float residue m is rounding.
-            s_lo = np.minimum(np.nan_to_num(s_lo, nan=0.0), s_hi)
-            z_lo = rec + s_lo
-            z_hi = rec + s_hi
-            num = np.exp(a * (child_lp - lmax[ri, par]))  # [R, N], 0 when not recorded
-            if t == 1.0:
-                exact_p = np.exp(child_lp)  # Z = 1: the recorded probability itself
-                rec_lo = rec_hi = exact_p
-            else:
-                rec_hi = num / z_lo[ri, par]
-                rec_lo = np.where(np.isinf(z_hi[ri, par]), 0.0, num / z_hi[ri, par])
-            # A missing child: p <= x/(R + max(x, S_lo)) and <= the tail's share S_hi/(R + S_hi).
-            xm = x_max[ri, par]
-            zr = rec[ri, par]
-            share = np.where(np.isinf(s_hi[ri, par]), 1.0, s_hi[ri, par] / (zr + s_hi[ri, par]))
-            miss_hi = np.minimum(xm / (zr + np.maximum(xm, s_lo[ri, par])), share)
-            miss_hi = np.nan_to_num(miss_hi, nan=0.0)
-        p_lo = np.where(recorded, rec_lo, 0.0)
-        p_hi = np.where(recorded, rec_hi, np.where(par_has, miss_hi, 1.0))  # no row: anything in [0, 1]
-        p_lo = np.clip(np.nan_to_num(p_lo, nan=0.0), 0.0, 1.0)
-        p_hi = np.clip(np.nan_to_num(p_hi, nan=1.0), 0.0, 1.0)
-    dup = ~ok_edge[:, 1:]
-    p_lo = np.where(dup, 0.0, p_lo)
-    p_hi = np.where(dup, 0.0, p_hi)
-
-    reach_lo = np.ones((r, n1))
-    reach_hi = np.ones((r, n1))
-    for u in range(1, n1):
-        pu = parents[:, u]
-        reach_lo[:, u] = reach_lo[np.arange(r), pu] * p_lo[:, u - 1]
-        reach_hi[:, u] = reach_hi[np.arange(r), pu] * p_hi[:, u - 1]
-    return _aggregate(t, reach_lo, reach_hi, p_lo, p_hi, parents, depths, problem, needs_vocab)
+        trees, which = np.unique(parents, axis=0, return_inverse=True)
+        which = which.reshape(-1)
+    if trees.shape[0] > 1 and trees.shape[0] * ROUNDS_PER_TREE > r:
+        expanded = np.zeros((r, n1), dtype=bool)  # only the expanded nodes' rows are judged and read
+        expanded[np.repeat(np.arange(r), n1 - 1), parents[:, 1:].reshape(-1)] = True
+        cols = TreeColumns(np.ascontiguousarray(parents.T), np.ascontiguousarray(depths.T))
+        ids, lp = (
+            np.ascontiguousarray(np.transpose(row_ids, (1, 2, 0))),
+            np.ascontiguousarray(np.transpose(row_logp, (1, 2, 0))),
+        )
+        yield np.arange(r), cols, ids, lp, np.ascontiguousarray((has_row & expanded).T), []
+        return
+    for g, par in enumerate(trees):
+        members = np.arange(r) if trees.shape[0] == 1 else np.flatnonzero(which == g)
+        layout, expanded = _layout_of(tuple(int(v) for v in par), tuple(int(v) for v in depths[members[0]]))
+        ids = np.ascontiguousarray(np.transpose(row_ids[members][:, expanded], (1, 2, 0)))
+        lp = np.ascontiguousarray(np.transpose(row_logp[members][:, expanded], (1, 2, 0)))
+        has = np.ascontiguousarray(has_row[members][:, expanded].T)
+        yield members, layout, ids, lp, has, [int(v) for v in expanded]
 
 
-def _aggregate(
-    t: float,
-    reach_lo: np.ndarray,
-    reach_hi: np.ndarray,
-    p_lo: np.ndarray,
-    p_hi: np.ndarray,
-    parents: np.ndarray,
-    depths: np.ndarray,
-    problem: np.ndarray,
-    needs_vocab: bool,
-) -> SamplingBounds:
-    r, n1 = reach_lo.shape
-    dmax = int(depths.max()) if depths.size else 0
-    ge_lo = np.zeros((r, dmax + 1))
-    ge_hi = np.zeros((r, dmax + 1))
-    for d in range(dmax + 1):
-        at = depths == d
-        ge_lo[:, d] = np.where(at, reach_lo, 0.0).sum(axis=1)
-        ge_hi[:, d] = np.where(at, reach_hi, 0.0).sum(axis=1)
-    # Valid tightening: a probability is <= 1 and P(L >= d) does not grow with d.
-    ge_lo = np.minimum(ge_lo, 1.0)
-    ge_hi = np.minimum.accumulate(np.minimum(ge_hi, 1.0), axis=1)
-    ge_lo = np.minimum(ge_lo, ge_hi)
-    exp_lo = ge_lo[:, 1:].sum(axis=1)
-    exp_hi = ge_hi[:, 1:].sum(axis=1)
-    # Exact when every edge out of a node the walk can reach has lo == hi.
-    reach_par_hi = reach_hi[np.arange(r)[:, None], parents[:, 1:]]
-    exact = ~((p_hi > p_lo) & (reach_par_hi > 0)).any(axis=1)
-    second = (reach_lo[:, 1:] * (2.0 * depths[:, 1:] - 1.0)).sum(axis=1)
-    variance = np.where(exact, np.maximum(second - exp_lo**2, 0.0), np.nan)
-    bad = problem != PROBLEM_NONE
-    if bad.any():
-        for arr in (reach_lo, reach_hi, ge_lo, ge_hi):
-            arr[bad] = np.nan
-        exp_lo = np.where(bad, np.nan, exp_lo)
-        exp_hi = np.where(bad, np.nan, exp_hi)
-        exact = exact & ~bad
-        variance = np.where(bad, np.nan, variance)
-    return SamplingBounds(t, reach_lo, reach_hi, exp_lo, exp_hi, ge_lo, ge_hi, exact, variance, problem, needs_vocab)
+@lru_cache(maxsize=4096)
+def _layout_of(parents: tuple[int, ...], depths: tuple[int, ...]) -> tuple[TreeLayout, np.ndarray]:
+    """The TreeLayout of one tree and its expanded nodes (its rows), once per tree: the per-round
+    replay asks for the same few trees round after round."""
+    par = np.asarray(parents, dtype=np.int64)
+    expanded = np.unique(par[1:])  # tree order; each one's parent is expanded and earlier
+    pos = np.zeros(par.shape[0], dtype=np.int64)
+    pos[expanded] = np.arange(expanded.shape[0])
+    return TreeLayout(pos[par[1:]], np.asarray(depths, dtype=np.int64)), expanded
 
 
 def node_rows(

@@ -16,6 +16,7 @@ from replay.core.vocab import BONUS_CORRECTION, LAYOUT_PARENTS, PAD_TOKEN, STOP_
 from replay.io.grouping import Skipped, describe_skipped
 
 from .replayer import DirectoryReplay, RoundResult
+from .sampling import length_at_bounds
 
 ACCEPT_MARK = "✓"
 EXPAND_MARK = "▸"  # the draft ran on this node (it has children)
@@ -198,7 +199,7 @@ def sampling_lines(smp) -> list[str]:
     """A round's replay.engine.sampling.RoundSampling, under its tree."""
     lines = [
         f"  at T = {smp.temperature:g}: expected accepted length {_span(smp.expected_lo, smp.expected_hi)}"
-        + ("  (exact)" if smp.exact else "  (bounds)")
+        + ("  (exact, from node_logprobs)" if smp.from_node_logprobs else "  (exact)" if smp.exact else "  (bounds)")
     ]
     ge = ", ".join(
         f"P(L>={d}) {_span(lo, hi, 3)}" for d, (lo, hi) in enumerate(zip(smp.length_ge_lo, smp.length_ge_hi), 1)
@@ -217,7 +218,7 @@ def sampling_summary(samplings) -> list[str]:
         vals = (1.0, *(s.length_ge_lo if side == 0 else s.length_ge_hi))
         return list(vals) + [0.0] * (depth + 1 - len(vals))
 
-    return sampling_summary_arrays(
+    lines = sampling_summary_arrays(
         samplings[0].temperature,
         np.array([s.expected_lo for s in samplings]),
         np.array([s.expected_hi for s in samplings]),
@@ -225,6 +226,10 @@ def sampling_summary(samplings) -> list[str]:
         np.array([ge(s, 1) for s in samplings]),
         np.array([s.exact for s in samplings]),
     )
+    own = sum(s.from_node_logprobs for s in samplings)
+    if own:  # say where the exact numbers came from (the top-K rows alone bound them at most T)
+        lines.insert(1, f"  exact from the dump's node_logprobs at T: {own} round(s)")
+    return lines
 
 
 def sampling_summary_arrays(t, exp_lo, exp_hi, ge_lo, ge_hi, exact) -> list[str]:
@@ -240,11 +245,7 @@ def sampling_summary_arrays(t, exp_lo, exp_hi, ge_lo, ge_hi, exact) -> list[str]
         f"  expected block efficiency:          {_span(lo + 1.0, hi + 1.0)}",
         "  expected distribution of the accepted length (fraction of rounds):",
     ]
-    zero = np.zeros((n, 1))
-    nxt_lo, nxt_hi = np.hstack([ge_lo[:, 1:], zero]), np.hstack([ge_hi[:, 1:], zero])
-    # P(L = d) = P(L >= d) - P(L >= d+1): its bounds pair each side with the other's.
-    at_lo = np.maximum(0.0, (ge_lo - nxt_hi).mean(axis=0))
-    at_hi = np.minimum(1.0, (ge_hi - nxt_lo).mean(axis=0))
+    at_lo, at_hi = (a.mean(axis=0) for a in length_at_bounds(ge_lo, ge_hi))  # P(L = d), d = 0..D
     for d in range(ge_lo.shape[1]):
         lines.append(f"    L = {d}: {_span(float(at_lo[d]), float(at_hi[d]), 3)}")
     return lines

@@ -42,6 +42,8 @@ class RoundResult:
     notes: tuple[str, ...] = ()
     validate_ids: np.ndarray | None = None  # [validate_rows, cols] the rows used (sampling mode reads them)
     validate_logp: np.ndarray | None = None  # [validate_rows, cols] their log-probs, None without scores
+    # [num_nodes + 1, T] each node's log-prob under its parent (validate node_logprobs, layout all only)
+    node_logp: np.ndarray | None = None
 
     @property
     def tree(self) -> Tree:
@@ -134,7 +136,11 @@ def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
             f"validate: {rnd.validate.ids.shape[0] - rows} row(s) beyond the {layout} layout ignored as padding"
         )
     logp = None if rnd.validate.logp is None else rnd.validate.logp[:rows]
-    return RoundResult(rnd.key, rebuilt, acc, layout, source, top1, rows, tuple(notes), rnd.validate.ids[:rows], logp)
+    own = rnd.validate.node_logp
+    own = own[:rows] if own is not None and layout == LAYOUT_ALL else None  # row u is node u only in layout all
+    return RoundResult(
+        rnd.key, rebuilt, acc, layout, source, top1, rows, tuple(notes), rnd.validate.ids[:rows], logp, own
+    )
 
 
 @dataclass(frozen=True)

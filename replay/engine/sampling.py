@@ -6,9 +6,14 @@ use it (their validate rows carry scores) and turns one round's bounds into plai
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from replay.core.sampling import PROBLEM_WORDS, check_temperature, greedy_logp, round_bounds
+from replay.core.sampling_recorded import recorded_bounds, recorded_column
+from replay.io.grouping import Skipped
 
 NO_SCORES = "its validate rows have no scores (sampling mode needs the target's log-probs; docs/dump-format.md)"
 
@@ -25,32 +30,111 @@ class RoundSampling:
     exact: bool
     variance: float | None  # Var[accepted length] when exact
     needs_vocab: bool
+    from_node_logprobs: bool = False  # the dump's node_logprobs at T decided it (exact)
 
     def to_json(self) -> dict:
-        return {
-            "temperature": self.temperature,
-            "expected_accepted_length": self.expected_lo if self.exact else None,
-            "expected_accepted_length_lo": self.expected_lo,
-            "expected_accepted_length_hi": self.expected_hi,
-            "expected_block_efficiency_lo": self.expected_lo + 1.0,
-            "expected_block_efficiency_hi": self.expected_hi + 1.0,
-            "length_at_least_lo": list(self.length_ge_lo),
-            "length_at_least_hi": list(self.length_ge_hi),
-            "exact": self.exact,
-            "accepted_length_variance": self.variance,
-        }
+        values = (
+            self.temperature,
+            self.expected_lo if self.exact else None,
+            self.expected_lo,
+            self.expected_hi,
+            self.expected_lo + 1.0,
+            self.expected_hi + 1.0,
+            list(self.length_ge_lo),
+            list(self.length_ge_hi),
+            self.exact,
+            self.variance,
+            self.from_node_logprobs,
+        )
+        return dict(zip(SAMPLING_KEYS, values))
 
 
-def round_sampling(res, temperature: float, vocab_size: int | None = None) -> RoundSampling:
-    """Bounds for a replay.engine.replayer.RoundResult; ValueError (the reason) when it cannot be used."""
+# The keys of a round's ``sampling`` object (replay --temperature --json, docs/output-schema.md), in
+# order; batch --temperature's JSON and tables and the API use the same names (one place).
+SAMPLING_KEYS = (
+    "temperature",
+    "expected_accepted_length",  # null unless exact
+    "expected_accepted_length_lo",
+    "expected_accepted_length_hi",
+    "expected_block_efficiency_lo",
+    "expected_block_efficiency_hi",
+    "length_at_least_lo",  # lists: P(accepted length >= d), d = 1 .. depth of the tree
+    "length_at_least_hi",
+    "exact",
+    "accepted_length_variance",  # null unless exact
+    "from_node_logprobs",
+)
+LENGTH_AT_LEAST_KEYS = ("length_at_least_lo", "length_at_least_hi")
+
+
+def length_at_least_column(key: str, d: int) -> str:
+    """A table's flat column for depth d of a length_at_least list (CSV has no lists): ``length_at_least_lo_2``."""
+    return f"{key}_{d}"
+
+
+def length_at_bounds(ge_lo: np.ndarray, ge_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per round, bounds on P(L = d) = P(L >= d) - P(L >= d + 1), d = 0..D.
+
+    ge_lo, ge_hi: [R, D+1] bounds on P(L >= d), d = 0..D (column 0 is 1; beyond D it is 0). Each side
+    pairs with the other's next column, clipped to [0, 1] round by round (valid, and summed over
+    rounds still valid: every metric of a distribution is a mean of these).
+    """
+    zero = np.zeros((ge_lo.shape[0], 1))
+    nxt_lo, nxt_hi = np.hstack([ge_lo[:, 1:], zero]), np.hstack([ge_hi[:, 1:], zero])
+    return np.clip(ge_lo - nxt_hi, 0.0, 1.0), np.clip(ge_hi - nxt_lo, 0.0, 1.0)
+
+
+def sampling_skip(name: str, temperature: float, why: str) -> Skipped:
+    """The skipped-input entry of a round that sampling mode cannot use at T (every command says it so)."""
+    return Skipped(f"round {name}", f"no sampling replay at T = {temperature:g}: {why}", ())
+
+
+def vocab_size_of(explicit: int | None, recorded: int | None, manifest_path: str | None) -> int | None:
+    """The vocabulary size sampling mode uses: --vocab-size, else the manifest's ``vocab_size``.
+
+    Both given and different: ValueError, since the bounds above T = 1 are valid only with the
+    target's true size and one of the two is wrong.
+    """
+    if explicit is not None and recorded is not None and explicit != recorded:
+        raise ValueError(
+            f"--vocab-size {explicit} disagrees with {manifest_path or 'manifest.json'} vocab_size {recorded} "
+            "(the target's vocabulary size, recorded by the harness): drop --vocab-size, or fix the manifest"
+        )
+    return explicit if explicit is not None else recorded
+
+
+def round_sampling(
+    res, temperature: float, vocab_size: int | None = None, node_temperatures: Sequence[float] | None = None
+) -> RoundSampling:
+    """Bounds for a replay.engine.replayer.RoundResult; ValueError (the reason) when it cannot be used.
+
+    node_temperatures: the manifest's node_logprob_temperatures; at one of them a round that carries
+    node_logprobs (``res.node_logp``) is exact from those (replay.core.sampling_recorded).
+    """
+    col = recorded_column(temperature, node_temperatures)
+    own = res.node_logp
+    if col is not None and own is not None:
+        assert node_temperatures is not None
+        if own.shape[1] != len(node_temperatures):
+            raise ValueError(
+                f"its validate node_logprobs has {own.shape[1]} column(s) but manifest.json "
+                f"node_logprob_temperatures lists {len(node_temperatures)}"
+            )
+        tree = res.tree
+        b = recorded_bounds(tree.tokens[None], tree.parents[None], tree.depths[None], own[None, :, col], temperature)
+        return _one(b, True)
     logp = res.validate_logp
     if logp is None:
         if check_temperature(temperature) != 0.0:
             raise ValueError(NO_SCORES)
         logp = greedy_logp(res.validate_ids)  # T = 0 reads only the top-1 column
-    b = round_bounds(res.tree, res.validate_ids, logp, res.layout, temperature, vocab_size)
+    return _one(round_bounds(res.tree, res.validate_ids, logp, res.layout, temperature, vocab_size), False)
+
+
+def _one(b, from_node_logprobs: bool) -> RoundSampling:
     if b.problem[0]:
-        raise ValueError(PROBLEM_WORDS[int(b.problem[0])])
+        why = PROBLEM_WORDS[int(b.problem[0])]
+        raise ValueError(f"{why} (validate node_logprobs)" if from_node_logprobs else why)
     exact = bool(b.exact[0])
     return RoundSampling(
         b.temperature,
@@ -61,4 +145,5 @@ def round_sampling(res, temperature: float, vocab_size: int | None = None) -> Ro
         exact,
         float(b.variance[0]) if exact else None,
         b.needs_vocab,
+        from_node_logprobs,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -14,7 +15,15 @@ from replay.util.bounded import read_json_file
 from replay.util.errors import DumpError
 
 from .dumpwrite import MANIFEST_NAME
-from .formats.matrix_io import ID_KINDS, SCORE_AUTO, SCORE_KINDS, RawSpec, check_raw_columns, raw_dtype
+from .formats.matrix_io import (
+    ID_KINDS,
+    MAX_NODE_LOGPROB_COLUMNS,
+    SCORE_AUTO,
+    SCORE_KINDS,
+    RawSpec,
+    check_raw_columns,
+    raw_dtype,
+)
 from .grouping import Grouping, Key, Skipped, group_directory
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -32,6 +41,10 @@ class Manifest:
     body: Mapping[str, Any] = field(default_factory=dict)  # everything, for reports
     stated_rounds: int | None = None  # how many rounds the manifest says the directory holds
     round_keys: tuple[Key, ...] | None = None  # which ones, when it lists them (our harness does)
+    # The target's vocabulary size (sampling-mode bounds need it above T = 1) and the temperatures of
+    # the validate files' node_logprobs columns (docs/dump-format.md "Node log-probabilities").
+    vocab_size: int | None = None
+    node_logprob_temperatures: tuple[float, ...] | None = None
 
 
 def _field(path: Path, name: str, message: str) -> DumpError:
@@ -58,12 +71,12 @@ def _raw_encoding(path: Path, enc: Any) -> RawSpec | None:
     cols = enc.get("columns")
     if _is_int(cols):
         cols = {"draft": cols, "validate": cols}
-    check_raw_columns(cols, lambda m: _field(path, "encoding.columns", m))
+    columns = check_raw_columns(cols, lambda m: _field(path, "encoding.columns", m))
     dtype = enc.get("dtype", "int32")
     score_dtype = enc.get("score_dtype", "float32")
     raw_dtype(dtype, ID_KINDS, lambda m: _field(path, "encoding.dtype", m))
     raw_dtype(score_dtype, SCORE_KINDS, lambda m: _field(path, "encoding.score_dtype", m))
-    return RawSpec(dtype, dict(cols), score_dtype, bool(enc.get("force", True)))
+    return RawSpec(dtype, columns, score_dtype, bool(enc.get("force", True)))
 
 
 def _rounds(path: Path, records: Any) -> tuple[dict[Key, int], int | None, tuple[Key, ...] | None]:
@@ -99,6 +112,33 @@ def _rounds(path: Path, records: Any) -> tuple[dict[Key, int], int | None, tuple
     return roots, len(keys), tuple(keys)
 
 
+def _vocab_size(path: Path, value: Any) -> int | None:
+    if value is None:
+        return None
+    if not (_is_int(value) and value >= 1):
+        raise _field(
+            path, "vocab_size", f"expected a positive integer (the target's vocabulary size), got {_short(value)}"
+        )
+    return int(value)
+
+
+def _node_temperatures(path: Path, value: Any) -> tuple[float, ...] | None:
+    if value is None:
+        return None
+    ok = isinstance(value, list) and 1 <= len(value) <= MAX_NODE_LOGPROB_COLUMNS
+    ok = ok and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 for v in value
+    )
+    if not ok:
+        raise _field(
+            path,
+            "node_logprob_temperatures",
+            f"expected a list of 1..{MAX_NODE_LOGPROB_COLUMNS} finite numbers >= 0 (one per node_logprobs column), "
+            f"got {_short(value)}",
+        )
+    return tuple(float(v) for v in value)
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -126,7 +166,9 @@ def read_manifest(directory: str | Path) -> Manifest:
     offset = _offset(path, body.get("step0_offset"))
     raw = _raw_encoding(path, body.get("encoding"))
     roots, stated, keys = _rounds(path, body.get("rounds"))
-    return Manifest(str(path), config, layout, score_kind, offset, raw, roots, body, stated, keys)
+    vocab = _vocab_size(path, body.get("vocab_size"))
+    temps = _node_temperatures(path, body.get("node_logprob_temperatures"))
+    return Manifest(str(path), config, layout, score_kind, offset, raw, roots, body, stated, keys, vocab, temps)
 
 
 MAX_KEYS_NAMED = 5  # round keys quoted in one message; the rest are counted

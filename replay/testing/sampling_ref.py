@@ -19,8 +19,8 @@ def _p_bounds(row_ids, row_logp, has_row, token, t, vocab_size):
     if not has_row:  # T = 0 is the greedy replay, which stops there (STOP_NO_ROW)
         return (0.0, 0.0) if t == 0.0 else (0.0, 1.0)
     pairs = [(int(i), float(lp)) for i, lp in zip(row_ids, row_logp) if int(i) != PAD_TOKEN]
-    if t == 0.0:
-        hit = 1.0 if pairs and pairs[0][0] == token else 0.0
+    if t == 0.0:  # the greedy replay reads column 0, the target's top-1; PAD there: no top-1
+        hit = 1.0 if int(row_ids[0]) != PAD_TOKEN and int(row_ids[0]) == token else 0.0
         return hit, hit
     probs = [math.exp(lp) for _, lp in pairs]
     m = min(max(1.0 - sum(probs), 0.0), 1.0)
@@ -87,5 +87,7 @@ def with_validate_scores(batch, seed: int, vocab: int):
         ids[:, c] = (ids[:, 0] + 7 * c) % vocab
     probs = rng.dirichlet(np.ones(k + 1) * 0.7, size=ids.shape[0] * ids.shape[2])[:, :k]
     probs = -np.sort(-probs, axis=1).reshape(ids.shape[0], ids.shape[2], k).transpose(0, 2, 1)
-    stack = MatrixStack(ids, np.log(probs).astype(np.float32))
+    # Contiguous [rows, K, R] stacks in the dump's own id type, as the readers give them.
+    logp = np.ascontiguousarray(np.log(probs).astype(np.float32))
+    stack = MatrixStack(ids.astype(batch.validate.ids.dtype), logp)
     return replace(batch, validate=stack)

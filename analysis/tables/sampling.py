@@ -1,0 +1,233 @@
+"""``stats --temperature T``: the summary metrics, the accepted-length histogram and the per-depth
+rates as expectations at temperature T, each with its bounds (docs/analysis.md "Sampling-mode
+replay"; docs/vocabulary.md for the metrics).
+
+Each round gives bounds on P(L >= d) (replay.engine.sampling, lo == hi where exact). Every metric
+here is a sum of those over rounds (a mean, or a sum over a sum of fixed node counts), so summing
+the per-round lower (upper) bounds bounds it below (above), and it is exact when every round is:
+
+    mean_accepted_length   = (1/R) sum_r E[L_r]               mean_acceptance_length = that + 1
+    draft_acceptance_rate  = sum_r E[L_r] / sum_r nodes_r     full_depth_fraction = (1/R) sum_r P(L_r >= steps_r)
+    P(L = d)               = (1/R) sum_r (P(L_r >= d) - P(L_r >= d + 1))
+    per_position_acceptance_rate_d = (1/R) sum_r P(L_r >= d)
+    conditional_d          = sum_r P(L_r >= d) / sum_r P(L_r >= d - 1)   (the ratio of expected counts)
+
+P(L = d) per round lies in [max(0, lo_d - hi_{d+1}), min(1, hi_d - lo_{d+1})] (replay.engine.sampling
+.length_at_bounds); the conditional rate
+in [sum lo_d / sum hi_{d-1}, min(1, sum hi_d / sum lo_{d-1})]. Greedy-only tables (hit outcome,
+parent slot, slot and node hits, conditional_when_expanded) read the target's top-1 at each node and
+have no counterpart here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from replay.engine.sampling import length_at_bounds, round_sampling, sampling_skip
+from replay.io.grouping import Skipped
+
+from .runs import LabelledRun
+
+# The metrics of the summary that become expectations at T (each as NAME_lo, NAME_hi).
+EXPECTED_SUMMARY = ("mean_acceptance_length", "draft_acceptance_rate", "mean_accepted_length", "full_depth_fraction")
+SAMPLING_TABLES = ("summary", "accepted_length", "depth_acceptance")
+
+
+@dataclass(frozen=True, eq=False)
+class RunSampling:
+    """One run's replayed rounds at temperature T, as arrays over its usable rounds."""
+
+    label: str
+    temperature: float
+    expected_lo: np.ndarray  # [R] E[accepted length]
+    expected_hi: np.ndarray
+    ge_lo: np.ndarray  # [R, D+2] P(L >= d), d = 0..D+1 (column 0 is 1, the last 0)
+    ge_hi: np.ndarray
+    exact: np.ndarray  # [R] bool
+    from_node_logprobs: np.ndarray  # [R] bool
+    num_nodes: np.ndarray  # [R] int64
+    num_steps: np.ndarray  # [R] int64
+    skipped: tuple[Skipped, ...]  # rounds sampling mode cannot use at T, with the reason
+    needs_vocab: bool
+
+
+def run_sampling(
+    run: LabelledRun, temperature: float, vocab_size: int | None, node_temperatures: Sequence[float] | None
+) -> RunSampling:
+    """Every replayed round of ``run`` at T (replay.engine.sampling.round_sampling)."""
+    lo, hi, ge_lo, ge_hi, exact, own, nodes, steps, skipped = [], [], [], [], [], [], [], [], []
+    needs_vocab = False
+    for res in run.results:
+        try:
+            smp = round_sampling(res, temperature, vocab_size, node_temperatures)
+        except ValueError as exc:
+            skipped.append(sampling_skip(res.name, temperature, str(exc)))
+            continue
+        lo.append(smp.expected_lo)
+        hi.append(smp.expected_hi)
+        ge_lo.append(smp.length_ge_lo)
+        ge_hi.append(smp.length_ge_hi)
+        exact.append(smp.exact)
+        own.append(smp.from_node_logprobs)
+        nodes.append(res.tree.num_nodes)
+        steps.append(res.tree.num_steps)
+        needs_vocab |= smp.needs_vocab
+    depth = max((len(g) for g in ge_lo), default=0)
+
+    def table(rows: list[tuple[float, ...]]) -> np.ndarray:
+        out = np.zeros((len(rows), depth + 2))
+        out[:, 0] = 1.0
+        for i, row in enumerate(rows):
+            out[i, 1 : 1 + len(row)] = row
+        return out
+
+    return RunSampling(
+        run.label,
+        float(temperature),
+        np.asarray(lo, dtype=np.float64),
+        np.asarray(hi, dtype=np.float64),
+        table(ge_lo),
+        table(ge_hi),
+        np.asarray(exact, dtype=bool),
+        np.asarray(own, dtype=bool),
+        np.asarray(nodes, dtype=np.int64),
+        np.asarray(steps, dtype=np.int64),
+        tuple(skipped),
+        needs_vocab,
+    )
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den > 0 else np.nan
+
+
+def sampling_summary(runs: Sequence[RunSampling]) -> pd.DataFrame:
+    """One row per run: rounds, exact rounds, each EXPECTED_SUMMARY metric as _lo/_hi, node and step means."""
+    rows = []
+    for s in runs:
+        r = s.expected_lo.shape[0]
+        if not r:
+            continue
+        lanes = np.arange(r)
+        full = np.minimum(s.num_steps, s.ge_lo.shape[1] - 1)
+        row = {"run": s.label, "temperature": s.temperature, "rounds": r, "exact_rounds": int(s.exact.sum())}
+        for side, e, ge in (("lo", s.expected_lo, s.ge_lo), ("hi", s.expected_hi, s.ge_hi)):
+            row[f"mean_accepted_length_{side}"] = float(e.mean())
+            row[f"mean_acceptance_length_{side}"] = float(e.mean()) + 1.0  # one target-drawn token per round
+            row[f"draft_acceptance_rate_{side}"] = _ratio(float(e.sum()), float(s.num_nodes.sum()))
+            row[f"full_depth_fraction_{side}"] = float(ge[lanes, full].mean())
+        row["mean_num_nodes"] = float(s.num_nodes.mean())
+        row["mean_num_steps"] = float(s.num_steps.mean())
+        rows.append(row)
+    cols = ["run", "temperature", "rounds", "exact_rounds"]
+    cols += [f"{m}_{side}" for m in EXPECTED_SUMMARY for side in ("lo", "hi")]
+    return pd.DataFrame(rows, columns=[*cols, "mean_num_nodes", "mean_num_steps"])
+
+
+def expected_length_distribution(runs: Sequence[RunSampling]) -> pd.DataFrame:
+    """P(L = d) per run for d = 0..the deepest tree, as fraction_lo/_hi and expected rounds_lo/_hi."""
+    top = max((s.ge_lo.shape[1] - 2 for s in runs if s.expected_lo.shape[0]), default=0)
+    rows = []
+    for s in runs:
+        r = s.expected_lo.shape[0]
+        if not r:
+            continue
+        lo, hi = length_at_bounds(s.ge_lo, s.ge_hi)  # [R, D+2] d = 0..D+1
+        for d in range(top + 1):
+            lo_d = float(lo[:, d].sum()) if d < lo.shape[1] else 0.0
+            hi_d = float(hi[:, d].sum()) if d < hi.shape[1] else 0.0
+            rows.append(
+                {
+                    "run": s.label,
+                    "accepted_length": d,
+                    "expected_rounds_lo": lo_d,
+                    "expected_rounds_hi": hi_d,
+                    "fraction_lo": lo_d / r,
+                    "fraction_hi": hi_d / r,
+                }
+            )
+    cols = ["run", "accepted_length", "expected_rounds_lo", "expected_rounds_hi", "fraction_lo", "fraction_hi"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def expected_depth_acceptance(runs: Sequence[RunSampling]) -> pd.DataFrame:
+    """Per run and depth d = 1..its deepest round: expected rounds reaching d, the per-position rate
+    P(L >= d) and the conditional rate, each _lo/_hi."""
+    rows = []
+    for s in runs:
+        r = s.expected_lo.shape[0]
+        if not r:
+            continue
+        lo, hi = s.ge_lo.sum(axis=0), s.ge_hi.sum(axis=0)  # expected rounds with L >= d
+        for d in range(1, int(s.num_steps.max()) + 1):
+            rows.append(
+                {
+                    "run": s.label,
+                    "depth": d,
+                    "rounds": r,
+                    "expected_reached_lo": float(lo[d]),
+                    "expected_reached_hi": float(hi[d]),
+                    "per_position_acceptance_rate_lo": float(lo[d]) / r,
+                    "per_position_acceptance_rate_hi": float(hi[d]) / r,
+                    "conditional_lo": _ratio(float(lo[d]), float(hi[d - 1])),
+                    "conditional_hi": _conditional_hi(float(hi[d]), float(lo[d - 1]), float(hi[d - 1])),
+                }
+            )
+    cols = ["run", "depth", "rounds", "expected_reached_lo", "expected_reached_hi"]
+    cols += ["per_position_acceptance_rate_lo", "per_position_acceptance_rate_hi", "conditional_lo", "conditional_hi"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _conditional_hi(hi_d: float, lo_prev: float, hi_prev: float) -> float:
+    """sum hi_d / sum lo_{d-1}, at most 1; 1 when the denominator's lower bound is 0 but it may not be."""
+    if lo_prev > 0:
+        return min(1.0, hi_d / lo_prev)
+    return 1.0 if hi_prev > 0 else np.nan
+
+
+def sampling_tables(runs: Sequence[RunSampling]) -> dict[str, pd.DataFrame]:
+    """The SAMPLING_TABLES by name."""
+    return {
+        "summary": sampling_summary(runs),
+        "accepted_length": expected_length_distribution(runs),
+        "depth_acceptance": expected_depth_acceptance(runs),
+    }
+
+
+def bounds_display(table: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
+    """Each NAME_lo / NAME_hi pair as one text column NAME: "lo..hi", or one number when they are equal (exact)."""
+    out = {}
+    cols = list(table.columns)
+    for c in cols:
+        if c.endswith("_hi") and c[:-3] + "_lo" in table.columns:
+            continue
+        if c.endswith("_lo") and c[:-3] + "_hi" in table.columns:
+            name = c[:-3]
+            out[name] = [_bounds_text(a, b, digits) for a, b in zip(table[c], table[name + "_hi"])]
+        else:
+            out[c] = table[c]
+    return pd.DataFrame(out)
+
+
+def _bounds_text(lo: float, hi: float, digits: int) -> str:
+    if np.isnan(lo) or np.isnan(hi):
+        return "–"
+    a = f"{lo:.{digits}f}"
+    return a if lo == hi else f"{a}..{hi:.{digits}f}"  # one number only when exact, not when they round alike
+
+
+__all__ = [
+    "EXPECTED_SUMMARY",
+    "SAMPLING_TABLES",
+    "RunSampling",
+    "bounds_display",
+    "expected_depth_acceptance",
+    "expected_length_distribution",
+    "run_sampling",
+    "sampling_summary",
+    "sampling_tables",
+]
