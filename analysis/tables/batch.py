@@ -9,6 +9,7 @@ summaries, and over rounds only where a cell is a list or a joined string.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +25,7 @@ from replay.engine.batch.frames import (
     concat_columns,
     frame_of,
     record_columns,
+    record_key_columns,
     round_names,
     take_rows,
 )
@@ -104,6 +106,69 @@ def join_parts(parts: list[TableParts]) -> tuple[pd.DataFrame, pd.DataFrame]:
     return finish_table(frame_of(r, ROUND_COLUMNS), ROUND_COLUMNS), finish_table(
         frame_of(n, NODE_COLUMNS), NODE_COLUMNS
     )
+
+
+# What a run keeps of its round table when its node metrics are counted block by block
+# (analysis.tables.metrics.node_metric_counts): the columns the round metrics read (summary,
+# accepted_length_distribution, depth_acceptance), stats' selection counts and LazyResults' keys.
+SLIM_ROUND_COLUMNS = (
+    "run",
+    "key_a",
+    "key_b",
+    "num_steps",
+    "num_nodes",
+    "selection",
+    "accepted_length",
+    "stop",
+    "bonus_known",
+)
+# What compare keeps (it reads no table: LazyResults' keys and the example round's choice only).
+KEY_ROUND_COLUMNS = ("run", "key_a", "key_b", "accepted_length", "stop")
+
+
+@dataclass(frozen=True, eq=False)
+class SlimParts:
+    """Some rounds of one run: a few round columns, and the counts of the node metrics of those
+    rounds (None when not asked for, or no round replayed) instead of their node rows."""
+
+    rounds: list[Columns]
+    round_ordinals: list[np.ndarray]
+    node_counts: dict | None = None
+
+
+def batch_metric_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> SlimParts:
+    """SLIM_ROUND_COLUMNS of the rounds ``res`` replayed and their node metrics' counts; the node
+    rows are built for this batch only (a block of a packed run), so memory does not grow with the run."""
+    from .metrics import node_metric_counts
+
+    parts = batch_table_parts(batch, res, cfg, run)
+    if not parts.rounds:
+        return SlimParts([], [])
+    rounds, nodes = join_parts([parts])
+    slim = [{c: cols[c] for c in SLIM_ROUND_COLUMNS} for cols in parts.rounds]
+    return SlimParts(slim, parts.round_ordinals, node_metric_counts(nodes, rounds, {run: cfg}))
+
+
+def batch_key_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> SlimParts:
+    """KEY_ROUND_COLUMNS of the rounds ``res`` replayed (no node facts are derived)."""
+    if len(res) != len(batch):
+        raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
+    ok = np.flatnonzero(res.ok)
+    if not ok.shape[0]:
+        return SlimParts([], [])
+    ordinals = ok if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)[ok]
+    cols = record_key_columns(res.take(ok)) | {"run": np.full(ok.shape[0], run, dtype=object)}
+    return SlimParts([{c: cols[c] for c in KEY_ROUND_COLUMNS}], [ordinals.astype(np.int64)])
+
+
+def join_slim(parts: list[SlimParts], names: Sequence[str]) -> pd.DataFrame:
+    """The round table of one run, only the columns ``names``, rounds in run order."""
+    columns = {c: ROUND_COLUMNS[c] for c in names}
+    rounds = [c for p in parts for c in p.rounds]
+    if not rounds:
+        return finish_table(pd.DataFrame({c: pd.Series(dtype="object") for c in columns}), columns)
+    r = _in_run_order(concat_columns(rounds), [o for p in parts for o in p.round_ordinals])
+    return finish_table(frame_of(r, columns), columns)
 
 
 def _in_run_order(columns: Columns, ordinals: list[np.ndarray]) -> Columns:

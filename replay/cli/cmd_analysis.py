@@ -78,13 +78,18 @@ def add_runs_input(p: argparse.ArgumentParser, many: bool = True) -> None:
     add_no_progress(p)
 
 
-def load_runs_from_args(args):
-    """Replay every DUMP; a run without a single replayable round is reported and left out."""
-    from analysis.tables.runs import load_runs
+def load_runs_from_args(args, tables: str | None = None):
+    """Replay every DUMP; a run without a single replayable round is reported and left out.
+
+    ``tables``: what the command reads besides the replay (analysis.tables.runs.TABLES_FULL, the
+    default, TABLES_METRICS or TABLES_KEYS)."""
+    from analysis.tables.runs import TABLES_FULL, load_runs
 
     for d in args.dirs:
         require_dump_source(d)
-    runs = load_runs(args.dirs, options_from_args(args), args.label, progress_enabled(args.no_progress))
+    runs = load_runs(
+        args.dirs, options_from_args(args), args.label, progress_enabled(args.no_progress), tables or TABLES_FULL
+    )
     kept = [run for run in runs if run.results]
     if len(runs) == 1 and not kept:
         (run,) = runs
@@ -228,9 +233,11 @@ def run_stats(args: argparse.Namespace) -> int:
     from analysis.tables.build import build_tables, export_tables
     from analysis.tables.definitions import DEPTH_NAMES, SUMMARY_NAMES, definitions_rows, definitions_text
     from analysis.tables.metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes
+    from analysis.tables.runs import TABLES_FULL, TABLES_METRICS
     from replay.core.vocab import DEPTH_RULE
 
-    runs = load_runs_from_args(args)
+    whole = args.export or args.table in ("rounds", "nodes")  # only these show the tables themselves
+    runs = load_runs_from_args(args, TABLES_FULL if whole else TABLES_METRICS)
     tables = build_tables(runs)
     named = {**all_metrics(tables), "rounds": tables.rounds, "nodes": tables.nodes}
     if args.export:
@@ -279,10 +286,11 @@ def run_plot(args: argparse.Namespace) -> int:
     from analysis.report import plots, treeplot
     from analysis.tables.build import build_tables
     from analysis.tables.metrics import all_metrics, static_shape
+    from analysis.tables.runs import TABLES_METRICS
 
     decode = treeplot.load_decoder(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
     check_round_arg(args)
-    runs = load_runs_from_args(args)
+    runs = load_runs_from_args(args, TABLES_METRICS)
     check_round_replayed(runs, args)  # before writing
     picks = {run.label: _round_to_draw(run, args.show_round) for run in runs if run.results}
     tables = build_tables(runs)

@@ -85,7 +85,9 @@ def run_compare(args: argparse.Namespace) -> int:
     check_compare_options(args)
     given = cost_from_args(args)
     check_config_args(args)
-    runs = load_runs_from_args(args)
+    from analysis.tables.runs import TABLES_KEYS
+
+    runs = load_runs_from_args(args, TABLES_KEYS)  # compare replays the configs itself: it reads no table
     done = _compare_runs(args, runs, given)
     if not done.tables:
         raise SpecReplayError("no rounds to compare")
