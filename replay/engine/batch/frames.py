@@ -8,8 +8,9 @@ pandas is imported when a frame is asked for, never by the replay itself.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -38,42 +39,36 @@ def record_frame(res):
     return frame_of(record_columns(res if ok.shape[0] == len(res) else res.take(ok)), COLUMNS)
 
 
-def record_key_columns(r) -> Columns:
-    """The record's key_a, key_b, accepted_length and stop of every round of ``r``: what a round is
-    found and chosen by (analysis.tables.runs.LazyResults), without the other columns' cost."""
-    return {
-        "key_a": r.keys[0].astype(np.int64),
-        "key_b": r.keys[1].astype(np.int64),
-        "accepted_length": r.accepted_length.astype(np.int64),
-        "stop": np.asarray(STOP_CODES, dtype=object)[r.stop],
-    }
-
-
-def record_columns(r) -> Columns:
-    """The record's columns of every round of ``r`` (all replayed: ``r.ok`` everywhere)."""
-    keys = record_key_columns(r)
-    lengths = keys["accepted_length"]
-    tokens = leading(r.accepted_tokens, lengths)
+def record_columns(r, names: Collection[str] | None = None) -> Columns:
+    """The record's columns of every round of ``r`` (all replayed: ``r.ok`` everywhere); only those
+    of ``names`` when given (the others, list columns above all, cost time at a million rounds)."""
+    lengths = r.accepted_length.astype(np.int64)
     known = r.bonus_token != PAD_TOKEN
-    return keys | {
-        "round": round_names(r),
-        "root_token": pad_as_na(r.root_tokens),
-        "num_steps": r.num_steps,
-        "num_nodes": r.num_nodes,
-        "shape": np.asarray([shape_text(s.widths) for s in r.shapes] + [""], dtype=object)[r.shape_index],
-        "layout": np.asarray(LAYOUTS, dtype=object)[r.layout],
-        "layout_source": np.where(r.layout_stated, "stated", "detected").astype(object),
-        "selection": selection_summaries(r),
+    tokens = cache(lambda: leading(r.accepted_tokens, lengths))
+    makers = {
+        "round": lambda: round_names(r),
+        "key_a": lambda: r.keys[0].astype(np.int64),
+        "key_b": lambda: r.keys[1].astype(np.int64),
+        "root_token": lambda: pad_as_na(r.root_tokens),
+        "num_steps": lambda: r.num_steps,
+        "num_nodes": lambda: r.num_nodes,
+        "shape": lambda: np.asarray([shape_text(s.widths) for s in r.shapes] + [""], dtype=object)[r.shape_index],
+        "layout": lambda: np.asarray(LAYOUTS, dtype=object)[r.layout],
+        "layout_source": lambda: np.where(r.layout_stated, "stated", "detected").astype(object),
+        "selection": lambda: selection_summaries(r),
+        "accepted_length": lambda: lengths,
         "accepted_tokens": tokens,
-        "accepted_nodes": leading(r.accepted_nodes, lengths),
-        "bonus_token": pad_as_na(r.bonus_token),
-        "bonus_kind": np.asarray([BONUS_NAMES[k] for k in range(len(BONUS_NAMES))], dtype=object)[r.bonus_kind],
-        "committed_tokens": [
-            t + [b] if k else list(t) for t, b, k in zip(tokens, r.bonus_token.tolist(), known.tolist())
+        "accepted_nodes": lambda: leading(r.accepted_nodes, lengths),
+        "bonus_token": lambda: pad_as_na(r.bonus_token),
+        "bonus_kind": lambda: np.asarray([BONUS_NAMES[k] for k in range(len(BONUS_NAMES))], dtype=object)[r.bonus_kind],
+        "stop": lambda: np.asarray(STOP_CODES, dtype=object)[r.stop],
+        "committed_tokens": lambda: [
+            t + [b] if k else list(t) for t, b, k in zip(tokens(), r.bonus_token.tolist(), known.tolist())
         ],
-        "num_committed": r.num_committed.astype(np.int64),
-        "notes": notes_of(r),
+        "num_committed": lambda: r.num_committed.astype(np.int64),
+        "notes": lambda: notes_of(r),
     }
+    return {c: make() for c, make in makers.items() if names is None or c in names}
 
 
 def concat_columns(parts: Sequence[Columns]) -> Columns:
