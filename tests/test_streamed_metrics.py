@@ -102,3 +102,35 @@ def test_keys_only_tables_refuse_to_tabulate(tmp_path):
     assert run.tables[1] is None and len(run.results) == len(run.tables[0])
     with pytest.raises(ValueError, match="TABLES_FULL"):
         build_tables([run])
+
+
+def test_speed_row_needs_no_round_by_round_replay():
+    """report's speedup row (analysis.compare.configs.speed_row) of a batch-loaded run comes from its
+    arrays, the same figure as from the reference RoundResults, without replaying them."""
+    from analysis.compare.configs import speed_row
+    from analysis.cost.model import CostModel
+    from analysis.tables.runs import load_reference
+
+    path = str(SAMPLES / "qwen2.5-coder/deep")
+    cost = CostModel.default()
+    for mode in (TABLES_KEYS, TABLES_METRICS, "full"):
+        run = load_run(path, "a", progress=False, tables=mode)
+        got = speed_row("a", run.results, cost, None)
+        assert "_results" not in vars(run.results)  # nothing replayed round by round
+        want = speed_row("a", load_reference(path, "a", progress=False).results, cost, None)
+        assert got["modelled_speedup"] == want["modelled_speedup"] and got["rounds"] == want["rounds"]
+
+
+def test_report_without_tables_is_the_same_page(tmp_path, capsys):
+    """`report --no-tables` counts the metrics by block: the page is the one `report` writes with tables/."""
+    import re
+
+    run = packed(tmp_path, "run", synth_run(ARTICLE, 400, seed=8, early_stop_rate=0.1))
+    pages = []
+    for extra in ([], ["--no-tables"]):
+        out = tmp_path / ("report" + "".join(extra))
+        assert main(["report", run, "-o", str(out), "--no-progress", *extra]) == 0
+        page = (out / "index.html").read_text()
+        pages.append(re.sub(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", "<DATE>", page))
+    assert (tmp_path / "report" / "tables").is_dir() and not (tmp_path / "report--no-tables" / "tables").exists()
+    assert pages[0] == pages[1]

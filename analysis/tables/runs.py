@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult, replay_directory
@@ -25,8 +26,16 @@ class LazyResults(Sequence):
     """
 
     def __init__(
-        self, path: str, opts: ReplayOptions, rounds: pd.DataFrame, label: str = "run", progress: bool | None = None
+        self,
+        path: str,
+        opts: ReplayOptions,
+        rounds: pd.DataFrame,
+        label: str = "run",
+        progress: bool | None = None,
+        sizes: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     ):
+        # analysis.compare.configs.round_sizes: (accepted length, steps, nodes) per round, in order
+        self.sizes = sizes
         self._path = path
         self._opts = opts
         self._label = label
@@ -168,7 +177,10 @@ def load_run(
         names = SLIM_ROUND_COLUMNS if tables == TABLES_METRICS else KEY_ROUND_COLUMNS
         frames = (join_slim(parts, names), None)
         counts = [p.node_counts for p in parts if p.node_counts is not None] if tables == TABLES_METRICS else None
-    results = LazyResults(path, opts, frames[0], label, on)
+    res = rep.result
+    ok = res.ok
+    sizes = tuple(np.asarray(a[ok], dtype=np.int64) for a in (res.accepted_length, res.num_steps, res.num_nodes))
+    results = LazyResults(path, opts, frames[0], label, on, sizes)
     return LabelledRun(label, BatchReplay(rep, results, opts), frames, counts)
 
 

@@ -271,7 +271,10 @@ def run_report(args: argparse.Namespace) -> int:
     cost = cost_from_args(args)
     check_config_args(args)
     check_round_arg(args)
-    runs = load_runs_from_args(args)
+    from analysis.tables.runs import TABLES_FULL, TABLES_METRICS
+
+    # tables/ holds the round and node tables themselves; without it the metrics are counted by block
+    runs = load_runs_from_args(args, TABLES_METRICS if args.no_tables else TABLES_FULL)
     check_round_replayed(runs, args)
     configs = None
     if option_configs(args):
