@@ -134,3 +134,21 @@ def test_report_without_tables_is_the_same_page(tmp_path, capsys):
         pages.append(re.sub(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", "<DATE>", page))
     assert (tmp_path / "report" / "tables").is_dir() and not (tmp_path / "report--no-tables" / "tables").exists()
     assert pages[0] == pages[1]
+
+
+@pytest.mark.parametrize(
+    "terminal,extra,drawn", [(True, [], True), (True, ["--no-progress"], False), (False, [], False)]
+)
+def test_plot_bar_only_on_a_terminal(terminal, extra, drawn, tmp_path, monkeypatch):
+    """plot draws a "plot" bar over its figures (after the reading bar), on a terminal only."""
+    import io
+    import sys
+
+    from tests.test_cli_conventions import Terminal
+
+    err = Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    assert main(["plot", str(SAMPLES / "synthetic_article"), "-o", str(tmp_path / "p"), "--format", "png", *extra]) == 0
+    assert ("plot:" in err.getvalue()) is drawn, err.getvalue()
+    assert len(list((tmp_path / "p").glob("*.png"))) == 6

@@ -17,7 +17,7 @@ from replay.io.grouping import describe_skipped, why_no_rounds
 from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import output_dir
-from replay.util.progress import progress_enabled
+from replay.util.progress import progress_enabled, tqdm_progress
 
 from .options import (
     JSON_OBJECT_HELP,
@@ -297,37 +297,36 @@ def run_plot(args: argparse.Namespace) -> int:
     m = all_metrics(tables)
     fmts = args.format or list(plots.FORMATS)
     out = Path(args.output)
-    written = []
-    written += plots.save_figure(plots.plot_accepted_length(m["accepted_length"]), out, "accepted_length", fmts)
-    written += plots.save_figure(plots.plot_depth_acceptance(m["depth_acceptance"]), out, "depth_acceptance", fmts)
-    if len(runs) > 1:
-        written += plots.save_figure(
-            plots.plot_compare_runs(m["summary"], m["depth_acceptance"]), out, "runs_side_by_side", fmts
-        )
-    for run in runs:
-        if not run.results:
-            continue
-        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run.label)
-        written += plots.save_figure(
-            plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], run.label, run.config),
-            out,
-            f"rank_heatmap_{safe}",
-            fmts,
-        )
-        written += plots.save_figure(
-            plots.plot_parent_slot(m["parent_slot"], run.label, len(run.results)), out, f"parent_slot_{safe}", fmts
-        )
-        sh = m["slot_hits"]
-        written += plots.save_figure(
-            treeplot.plot_tree_hits(static_shape(run.config), sh[sh["run"] == run.label], run.label, run.config),
-            out,
-            f"tree_hits_{safe}",
-            fmts,
-        )
-        pick = picks[run.label]
-        written += plots.save_figure(
-            treeplot.plot_round_tree(pick.result, decode, run.label, pick.why), out, f"round_{safe}", fmts
-        )
+    written: list = []
+    with_rounds = [run for run in runs if run.results]
+    figures = 2 + (len(runs) > 1) + 4 * len(with_rounds)
+    update, close = tqdm_progress("plot", progress_enabled(args.no_progress))
+
+    def save(fig, name: str) -> None:  # one figure written: one step of the bar
+        written.extend(plots.save_figure(fig, out, name, fmts))
+        update(len(written) // len(fmts), figures)
+
+    try:
+        save(plots.plot_accepted_length(m["accepted_length"]), "accepted_length")
+        save(plots.plot_depth_acceptance(m["depth_acceptance"]), "depth_acceptance")
+        if len(runs) > 1:
+            save(plots.plot_compare_runs(m["summary"], m["depth_acceptance"]), "runs_side_by_side")
+        for run in with_rounds:
+            safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run.label)
+            save(
+                plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], run.label, run.config),
+                f"rank_heatmap_{safe}",
+            )
+            save(plots.plot_parent_slot(m["parent_slot"], run.label, len(run.results)), f"parent_slot_{safe}")
+            sh = m["slot_hits"]
+            save(
+                treeplot.plot_tree_hits(static_shape(run.config), sh[sh["run"] == run.label], run.label, run.config),
+                f"tree_hits_{safe}",
+            )
+            pick = picks[run.label]
+            save(treeplot.plot_round_tree(pick.result, decode, run.label, pick.why), f"round_{safe}")
+    finally:
+        close()
     for p in written:
         print(p)
     return skipped_status(runs, args)
