@@ -152,3 +152,23 @@ def test_plot_bar_only_on_a_terminal(terminal, extra, drawn, tmp_path, monkeypat
     assert main(["plot", str(SAMPLES / "synthetic_article"), "-o", str(tmp_path / "p"), "--format", "png", *extra]) == 0
     assert ("plot:" in err.getvalue()) is drawn, err.getvalue()
     assert len(list((tmp_path / "p").glob("*.png"))) == 6
+
+
+def test_compare_builds_the_per_round_frame_only_when_asked(tmp_path, capsys):
+    """priced_comparison(per_round=False) (compare without --per-round, report, the API): the same
+    summary, no per-round frame; `compare --per-round FILE` still writes every round and config."""
+    from analysis.compare.batch import priced_comparison
+    from analysis.cost.source import run_pricing
+    from analysis.report.html import default_comparison_configs
+
+    path = packed(tmp_path, "run", synth_run(ARTICLE, 300, seed=2, early_stop_rate=0.1))
+    run = load_run(path, "a", progress=False, tables=TABLES_KEYS)
+    pricing = run_pricing(run.replay.directory, run.replay.manifest, run.label, None)
+    configs = default_comparison_configs(run.config)
+    table, rounds = priced_comparison(run, configs, pricing)
+    lean, none = priced_comparison(run, configs, pricing, per_round=False)
+    pd.testing.assert_frame_equal(lean, table, check_exact=True)
+    assert len(rounds) == 300 * len(configs) and none.empty
+    out = tmp_path / "per_round.csv"
+    assert main(["compare", path, "--no-progress", "--per-round", str(out)]) == 0
+    assert len(pd.read_csv(out)) == 300 * len(configs)

@@ -388,7 +388,7 @@ def _comparisons(
             ]
         else:
             configs = default_comparison_configs(run.config)
-        table, _ = priced_comparison(run, configs, pricing[run.label], opts.gamma_threshold)
+        table, _ = priced_comparison(run, configs, pricing[run.label], opts.gamma_threshold, per_round=False)
         table.insert(0, "run", run.label)
         tables.append(table)
         window = ema_window_of(run, opts.ema_window)

@@ -176,7 +176,9 @@ def _compare_runs(args: argparse.Namespace, runs: list, given) -> _Compared:
         configs = configs_from_args(args, run.config)
         update, close = tqdm_progress(f"compare {run.label}", progress_enabled(args.no_progress))
         try:
-            table, rounds = priced_comparison(run, configs, pricing, args.gamma_threshold, update)
+            table, rounds = priced_comparison(
+                run, configs, pricing, args.gamma_threshold, update, per_round=bool(args.per_round)
+            )
         finally:
             close()
         for note in beyond_recorded_notes(table, configs, run.config, run.label):
