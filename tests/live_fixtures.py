@@ -69,3 +69,30 @@ def kill_sweep_after_rows(args: list[str], dumps: Path, rows: int, timeout_s: fl
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, "the sweep finished before it could be killed"
     return {p.parent.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in dumps.glob("*/row.json")}
+
+
+def save_tiny_pair(pair, d: Path) -> Path:
+    """``pair`` (draft, target) saved under ``d`` as Hugging Face directories draft/ and target/
+    with one word tokenizer of 64 words (the vocab of live_qwen_pair), and two id prompts in
+    prompts.jsonl (an object line and a list line); returns ``d``."""
+    from replay.testing.tiny import build_word_tokenizer, save_hf_dir
+
+    draft, target = pair
+    tok = build_word_tokenizer(64)
+    save_hf_dir(target, d / "target", tok)
+    save_hf_dir(draft, d / "draft", tok)
+    (d / "prompts.jsonl").write_text('{"prompt_ids": [1, 2, 3, 4]}\n[50, 7]\n')
+    return d
+
+
+def cli_args(command: str, models: Path | None = None, **options: object) -> list[str]:
+    """argv of ``specreplay COMMAND``, as a user types it: ``--draft``/``--target`` of the pair
+    saved under ``models`` (save_tiny_pair) when given, then each option ``name=value`` as
+    ``--name value`` (``_`` written ``-``) and ``name=True`` as the bare flag ``--name``."""
+    if models is not None:
+        options = {"draft": models / "draft", "target": models / "target", **options}
+    argv = [command]
+    for name, value in options.items():
+        flag = "--" + name.replace("_", "-")
+        argv += [flag] if value is True else [flag, str(value)]
+    return argv

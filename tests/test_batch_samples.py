@@ -71,20 +71,13 @@ def test_replay_summary_is_the_reference_summary(name, tmp_path, capsys):
     from replay.cli import main
     from replay.cli.options import print_reading
     from replay.engine.render import render_summary
-    from replay.io.packed.pack import pack_batches
-    from replay.testing.batch_synth import synth_run
+    from tests.packed_runs import packed_synth_run
 
     if name == "skipping":
         path = _skipping_dump(tmp_path)
     elif name == "packed":
         cfg = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
-        path = tmp_path / "run"
-        pack_batches(
-            synth_run(cfg, 900, seed=3, early_stop_rate=0.2),
-            path,
-            block_rounds=256,
-            manifest={"config": cfg.to_json(), "layout": "all"},
-        )
+        path = packed_synth_run(tmp_path / "run", cfg, 900, seed=3, early_stop_rate=0.2, block_rounds=256)
     else:
         path = SAMPLES / name
     reference = replay_directory(path)

@@ -33,9 +33,8 @@ from replay.engine.batch import ERR_OK, batch_from_rounds, replay_batch
 from replay.engine.batch.frames import record_arrow
 from replay.engine.replayer import replay_round
 from replay.engine.runs import replay_run
-from replay.io.packed.pack import pack_batches
-from replay.testing.batch_synth import synth_run
 from replay.util.errors import RoundError
+from tests.packed_runs import assert_same_frames, packed_synth_run
 from tests.test_batch_property import runs
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_dumps"
@@ -50,18 +49,11 @@ SAMPLE_RUNS = [
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 
 
-def assert_same_tables(batch: tuple[pd.DataFrame, pd.DataFrame], reference: tuple[pd.DataFrame, pd.DataFrame]) -> None:
-    for got, want in zip(batch, reference):
-        assert list(got.columns) == list(want.columns)
-        assert [str(t) for t in got.dtypes] == [str(t) for t in want.dtypes]
-        pd.testing.assert_frame_equal(got, want, check_exact=True)
-
-
 def assert_same_run(path: Path, label: str = "run") -> None:
     ref = load_reference(str(path), label, progress=False)
     fast = load_run(str(path), label, progress=False)
     assert fast.tables is not None and len(fast.results) == len(ref.results)
-    assert_same_tables(fast.tables, (round_table(ref.results, label, ref.config), node_table(ref.results, label)))
+    assert_same_frames(fast.tables, (round_table(ref.results, label, ref.config), node_table(ref.results, label)))
     assert fast.replay.skipped == ref.replay.skipped
 
 
@@ -110,13 +102,7 @@ def test_batch_table_files_are_the_record_frames(name, tmp_path, capsys, monkeyp
 
     monkeypatch.setattr(records, "_CSV_ROWS_PER_WRITE", 700)  # the packed run's 3,000 rows: several blocks
     if name == "packed":
-        path = tmp_path / "run"
-        pack_batches(
-            synth_run(ARTICLE, 3000, seed=9, early_stop_rate=0.1),
-            path,
-            block_rounds=512,
-            manifest={"config": ARTICLE.to_json(), "layout": "all"},
-        )
+        path = packed_synth_run(tmp_path / "run", ARTICLE, 3000, seed=9, early_stop_rate=0.1, block_rounds=512)
     else:
         path = SAMPLES / name
     want = records_frame(records_of_batch(replay_run(path).result))
@@ -134,13 +120,7 @@ def test_batch_table_files_are_the_record_frames(name, tmp_path, capsys, monkeyp
 
 def test_packed_run_tables_agree(tmp_path):
     """Several blocks, early stops (two shapes), rounds read back in run order."""
-    run = tmp_path / "run"
-    pack_batches(
-        synth_run(ARTICLE, 700, seed=5, early_stop_rate=0.2),
-        run,
-        block_rounds=128,
-        manifest={"config": ARTICLE.to_json(), "layout": "all"},
-    )
+    run = packed_synth_run(tmp_path / "run", ARTICLE, 700, seed=5, early_stop_rate=0.2, block_rounds=128)
     assert_same_run(run)
     assert_same_records(replay_run(run).result)
 
@@ -164,7 +144,7 @@ def test_build_tables_uses_the_batch_tables():
     fast = load_run(str(SAMPLES / "synthetic_article"), "a", progress=False)
     ref = load_reference(str(SAMPLES / "synthetic_article"), "a", progress=False)
     got, want = build_tables([fast]), build_tables([ref])
-    assert_same_tables((got.rounds, got.nodes), (want.rounds, want.nodes))
+    assert_same_frames((got.rounds, got.nodes), (want.rounds, want.nodes))
     assert "_results" not in vars(fast.results)  # the tables did not need the scalar replay
 
 
@@ -195,7 +175,7 @@ def test_random_run_tables_agree(case):
     if not results:
         assert len(got[0]) == 0 and len(got[1]) == 0
         return
-    assert_same_tables(got, (round_table(results, "r", cfg), node_table(results, "r")))
+    assert_same_frames(got, (round_table(results, "r", cfg), node_table(results, "r")))
 
 
 def _canon(cfg: TreeConfig):

@@ -20,9 +20,8 @@ from analysis.cost.model import CostModel
 from analysis.tables.runs import load_reference, load_run
 from replay.core.config import TreeConfig
 from replay.engine.batch import batch_from_rounds, replay_batch
-from replay.io.packed.pack import pack_batches
-from replay.testing.batch_synth import synth_run
 from replay.util.errors import ConfigError
+from tests.packed_runs import assert_same_frames, packed_synth_run
 from tests.test_batch_property import runs
 from tests.test_batch_tables import ARTICLE, SAMPLE_RUNS, SAMPLES, reference_results
 
@@ -52,13 +51,6 @@ def spread(cfg: TreeConfig) -> TreeConfig:
         return cfg
 
 
-def assert_same_compare(got: tuple[pd.DataFrame, pd.DataFrame], want: tuple[pd.DataFrame, pd.DataFrame]) -> None:
-    for g, w in zip(got, want):
-        assert list(g.columns) == list(w.columns)
-        assert [str(t) for t in g.dtypes] == [str(t) for t in w.dtypes]
-        pd.testing.assert_frame_equal(g, w, check_exact=True)
-
-
 def assert_same_run(path: Path, configs_of, thresholds=(None, 0.3)) -> pd.DataFrame:
     fast = load_run(str(path), "r", progress=False)
     ref = load_reference(str(path), "r", progress=False)
@@ -67,7 +59,7 @@ def assert_same_run(path: Path, configs_of, thresholds=(None, 0.3)) -> pd.DataFr
     for thr in thresholds:
         got = compare_run(fast, configs, COST, thr)
         want = compare_configs(ref.results, ref.config, configs, COST, thr)
-        assert_same_compare(got, want)
+        assert_same_frames(got, want)
         rounds = want[1] if rounds is None else pd.concat([rounds, want[1]])
     assert "_results" not in vars(fast.results)  # no round-by-round replay of the batch-loaded run
     return rounds
@@ -99,19 +91,13 @@ def test_synthetic_article_compare_has_undecidable_rounds_and_bounds():
 
 def test_packed_run_compare_agrees(tmp_path):
     """Several blocks, early stops (two shapes), rounds read back in run order."""
-    run = tmp_path / "run"
-    pack_batches(
-        synth_run(ARTICLE, 700, seed=5, early_stop_rate=0.2),
-        run,
-        block_rounds=128,
-        manifest={"config": ARTICLE.to_json(), "layout": "all"},
-    )
+    run = packed_synth_run(tmp_path / "run", ARTICLE, 700, seed=5, early_stop_rate=0.2, block_rounds=128)
     assert_same_run(run, some_configs)
 
 
 def test_reference_loaded_run_uses_the_reference():
     ref = load_reference(str(SAMPLES / "article_round"), "r", progress=False)
-    assert_same_compare(
+    assert_same_frames(
         compare_run(ref, [ref.config], COST), compare_configs(ref.results, ref.config, [ref.config], COST)
     )
 
@@ -132,7 +118,7 @@ def test_random_run_compare_agrees(case, rnd, threshold):
     if not results:
         assert not parts and len(got[1]) == 0
         return
-    assert_same_compare(got, compare_configs(results, cfg, configs, COST, threshold))
+    assert_same_frames(got, compare_configs(results, cfg, configs, COST, threshold))
 
 
 def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
@@ -142,13 +128,7 @@ def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
     from analysis.compare.configs import parse_config_arg
     from replay.cli import main
 
-    run = tmp_path / "run"
-    pack_batches(
-        synth_run(ARTICLE, 300, seed=3, early_stop_rate=0.1),
-        run,
-        block_rounds=64,
-        manifest={"config": ARTICLE.to_json(), "layout": "all"},
-    )
+    run = packed_synth_run(tmp_path / "run", ARTICLE, 300, seed=3, early_stop_rate=0.1, block_rounds=64)
     texts = ["[3]|[1,1]|[1,1]", "[6]|[2,2]|[1,1]|[2]"]
     ref = load_reference(str(run), "run", progress=False)
 
@@ -190,13 +170,7 @@ def test_gamma_strategies_from_the_batch_arrays_agree(name, tmp_path):
 
     path = SAMPLES / name
     if name == "packed":
-        path = tmp_path / "run"
-        pack_batches(
-            synth_run(ARTICLE, 400, seed=7, early_stop_rate=0.2),
-            path,
-            block_rounds=128,
-            manifest={"config": ARTICLE.to_json(), "layout": "all"},
-        )
+        path = packed_synth_run(tmp_path / "run", ARTICLE, 400, seed=7, early_stop_rate=0.2, block_rounds=128)
     fast = load_run(str(path), "r", progress=False)
     ref = load_reference(str(path), "r", progress=False)
     for threshold in (None, 0.5):

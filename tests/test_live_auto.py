@@ -17,8 +17,7 @@ from replay.core.vocab import STOP_LEAF
 from replay.engine.replayer import replay_directory
 from replay.live.generate import DecodeOptions
 from replay.live.sweep.directory import dumps_dir
-from replay.testing.tiny import build_word_tokenizer, save_hf_dir
-from tests.live_fixtures import live_qwen_pair  # noqa: F401
+from tests.live_fixtures import cli_args, live_qwen_pair, save_tiny_pair  # noqa: F401
 
 PROMPTS = [[1, 2, 3, 4, 5, 6], [50, 7, 9], [11, 12, 13, 14]]
 
@@ -80,31 +79,10 @@ def test_files_left_for_checking(calibrated):
 
 
 def test_generate_config_auto_end_to_end(live_qwen_pair, tmp_path, capsys):
-    draft, target = live_qwen_pair
-    d = tmp_path / "models"
-    tok = build_word_tokenizer(64)
-    save_hf_dir(target, d / "target", tok)
-    save_hf_dir(draft, d / "draft", tok)
-    (d / "prompts.jsonl").write_text('{"prompt_ids": [1, 2, 3, 4]}\n[50, 7]\n')
+    d = save_tiny_pair(live_qwen_pair, tmp_path / "models")
     run = tmp_path / "run"
     rc = main(
-        [
-            "generate",
-            "--draft",
-            str(d / "draft"),
-            "--target",
-            str(d / "target"),
-            "--config",
-            "auto",
-            "--prompts",
-            str(d / "prompts.jsonl"),
-            "--max-new-tokens",
-            "12",
-            "--repeats",
-            "1",
-            "--out",
-            str(run),
-        ]
+        cli_args("generate", d, config="auto", prompts=d / "prompts.jsonl", max_new_tokens=12, repeats=1, out=run)
     )
     out = capsys.readouterr().out
     assert rc == 0
@@ -130,34 +108,10 @@ def _spec(short: str) -> list[list[int]]:
 def test_sweep_prints_predicted_beside_measured(live_qwen_pair, tmp_path, capsys):
     """The sweep's widest tree (4,1x1 contains 1,1 and 2) calibrates the others; on its own rounds
     the prediction uses exactly the accepted length its row measured."""
-    draft, target = live_qwen_pair
-    d = tmp_path / "models"
-    save_hf_dir(target, d / "target", build_word_tokenizer(64))
-    save_hf_dir(draft, d / "draft", build_word_tokenizer(64))
-    (d / "prompts.jsonl").write_text('{"prompt_ids": [1, 2, 3, 4]}\n[50, 7]\n')
+    d = save_tiny_pair(live_qwen_pair, tmp_path / "models")
     sweep = tmp_path / "sw"
-    assert (
-        main(
-            [
-                "sweep",
-                "--draft",
-                str(d / "draft"),
-                "--target",
-                str(d / "target"),
-                "--prompts",
-                str(d / "prompts.jsonl"),
-                "--grid",
-                "1,1;2;4,1x1",
-                "--max-new-tokens",
-                "8",
-                "--repeats",
-                "1",
-                "--out",
-                str(sweep),
-            ]
-        )
-        == 0
-    )
+    args = cli_args("sweep", d, prompts=d / "prompts.jsonl", grid="1,1;2;4,1x1", max_new_tokens=8, repeats=1, out=sweep)
+    assert main(args) == 0
     out = capsys.readouterr().out
     assert "predicted vs measured speedup (acceptance: exact replay on the rounds of [4]|[1,1];" in out
     import pandas as pd
@@ -184,23 +138,16 @@ def test_sweep_prints_predicted_beside_measured(live_qwen_pair, tmp_path, capsys
 
 def test_auto_refuses_sampling_before_loading_models(tmp_path, capsys):
     rc = main(
-        [
+        cli_args(
             "generate",
-            "--draft",
-            str(tmp_path / "no-draft"),
-            "--target",
-            str(tmp_path / "no-target"),
-            "--config",
-            "auto",
-            "--prompts",
-            __file__,
-            "--max-new-tokens",
-            "4",
-            "--temperature",
-            "0.7",
-            "--out",
-            str(tmp_path / "run"),
-        ]
+            draft=tmp_path / "no-draft",
+            target=tmp_path / "no-target",
+            config="auto",
+            prompts=__file__,
+            max_new_tokens=4,
+            temperature=0.7,
+            out=tmp_path / "run",
+        )
     )
     err = capsys.readouterr().err
     assert rc == 2 and "--config auto" in err and "--temperature 0.7" in err and len(err.strip().splitlines()) == 1

@@ -9,46 +9,33 @@ from pathlib import Path
 import pytest
 
 from replay.cli import main
-from replay.testing.tiny import build_word_tokenizer, save_gguf_qwen2, save_hf_dir
-from tests.live_fixtures import kill_sweep_after_rows, live_qwen_pair  # noqa: F401
+from replay.testing.tiny import save_gguf_qwen2
+from tests.live_fixtures import cli_args, kill_sweep_after_rows, live_qwen_pair, save_tiny_pair  # noqa: F401
 
 ROOT = Path(__file__).parents[1]
 
 
 @pytest.fixture(scope="module")
 def tiny_dir(live_qwen_pair, tmp_path_factory):
-    draft, target = live_qwen_pair
-    d = tmp_path_factory.mktemp("tiny")
-    tok = build_word_tokenizer(64)
-    save_hf_dir(target, d / "target", tok)
-    save_hf_dir(draft, d / "draft", tok)
-    save_gguf_qwen2(target, d / "target.gguf")
+    d = save_tiny_pair(live_qwen_pair, tmp_path_factory.mktemp("tiny"))
+    save_gguf_qwen2(live_qwen_pair[1], d / "target.gguf")
     (d / "prompts.txt").write_text("t1 t2 t3 t4\nt50 t7\n")
-    (d / "prompts.jsonl").write_text('{"prompt_ids": [1, 2, 3, 4]}\n[50, 7]\n')
     (d / "tree.json").write_text(json.dumps({"gamma": 3, "topKSpec": [[6], [2, 2], [1, 1]], "topHead": [1, 2, 2]}))
     return d
 
 
 def test_generate_with_baseline_text_prompts(tiny_dir, tmp_path, capsys):
     d = tiny_dir
-    rc = main(
-        [
-            "generate",
-            "--draft",
-            str(d / "draft"),
-            "--target",
-            str(d / "target"),
-            "--config",
-            str(d / "tree.json"),
-            "--prompts",
-            str(d / "prompts.txt"),
-            "--max-new-tokens",
-            "20",
-            "--out",
-            str(tmp_path / "run"),
-            "--baseline",
-        ]
+    args = cli_args(
+        "generate",
+        d,
+        config=d / "tree.json",
+        prompts=d / "prompts.txt",
+        max_new_tokens=20,
+        out=tmp_path / "run",
+        baseline=True,
     )
+    rc = main(args)
     out = capsys.readouterr().out
     assert rc == 0
     for line in (
@@ -81,24 +68,17 @@ def test_generate_with_baseline_text_prompts(tiny_dir, tmp_path, capsys):
 def test_generate_gguf_target_with_id_prompts_and_cheaper_draft(tiny_dir, tmp_path, capsys):
     d = tiny_dir
     rc = main(
-        [
+        cli_args(
             "generate",
-            "--draft",
-            str(d / "draft"),
-            "--target",
-            str(d / "target.gguf"),
-            "--config",
-            str(d / "tree.json"),
-            "--prompts",
-            str(d / "prompts.jsonl"),
-            "--max-new-tokens",
-            "12",
-            "--out",
-            str(tmp_path / "run"),
-            "--draft-dtype",
-            "bfloat16",
-            "--baseline",
-        ]
+            d,
+            target=d / "target.gguf",
+            config=d / "tree.json",
+            prompts=d / "prompts.jsonl",
+            max_new_tokens=12,
+            out=tmp_path / "run",
+            draft_dtype="bfloat16",
+            baseline=True,
+        )
     )
     assert rc == 0
     assert "outputs identical:      yes" in capsys.readouterr().out  # the target decides every token
@@ -108,21 +88,7 @@ def test_generate_gguf_target_with_id_prompts_and_cheaper_draft(tiny_dir, tmp_pa
 
 def test_sweep_and_cost_curve_commands(tiny_dir, tmp_path, capsys):
     d = tiny_dir
-    args = [
-        "sweep",
-        "--draft",
-        str(d / "draft"),
-        "--target",
-        str(d / "target"),
-        "--prompts",
-        str(d / "prompts.jsonl"),
-        "--grid",
-        "4,1x1;1,1,1",
-        "--max-new-tokens",
-        "10",
-        "--out",
-        str(tmp_path / "sw"),
-    ]
+    args = cli_args("sweep", d, prompts=d / "prompts.jsonl", grid="4,1x1;1,1,1", max_new_tokens=10, out=tmp_path / "sw")
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "2 config(s) run, 0 kept" in out
@@ -145,21 +111,7 @@ def test_sweep_and_cost_curve_commands(tiny_dir, tmp_path, capsys):
     assert "pass --resume" in capsys.readouterr().err
     assert main(args + ["--resume"]) == 0
     assert "0 config(s) run, 2 kept" in capsys.readouterr().out
-    rc = main(
-        [
-            "cost-curve",
-            "--target",
-            str(d / "target"),
-            "--sizes",
-            "1,4",
-            "--prefix",
-            "8",
-            "--repeats",
-            "1",
-            "--out",
-            str(tmp_path / "cc.json"),
-        ]
-    )
+    rc = main(cli_args("cost-curve", target=d / "target", sizes="1,4", prefix=8, repeats=1, out=tmp_path / "cc.json"))
     assert rc == 0
     curve = json.loads((tmp_path / "cc.json").read_text())
     assert curve["tokens"] == [1, 4] and len(curve["verify_s"]) == 2 and curve["draft_step_s"] is None
@@ -167,52 +119,22 @@ def test_sweep_and_cost_curve_commands(tiny_dir, tmp_path, capsys):
 
 def test_user_errors_exit_2_with_one_line(tiny_dir, tmp_path, capsys):
     d = tiny_dir
-    base = ["generate", "--config", str(d / "tree.json"), "--max-new-tokens", "4", "--out", str(tmp_path / "x")]
-    assert (
-        main(base + ["--draft", str(tmp_path), "--target", str(d / "target"), "--prompts", str(d / "prompts.txt")]) == 2
-    )
+
+    def generate(**options: object) -> int:
+        return main(cli_args("generate", config=d / "tree.json", max_new_tokens=4, out=tmp_path / "x", **options))
+
+    assert generate(draft=tmp_path, target=d / "target", prompts=d / "prompts.txt") == 2
     assert "not a Hugging Face model directory" in capsys.readouterr().err
     (tmp_path / "short.jsonl").write_text("[5]\n")
-    assert (
-        main(
-            base
-            + ["--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(tmp_path / "short.jsonl")]
-        )
-        == 2
-    )
+    assert generate(draft=d / "draft", target=d / "target", prompts=tmp_path / "short.jsonl") == 2
     assert "at least 2" in capsys.readouterr().err
     (tmp_path / "text.txt").write_text("hello world\n")
-    assert (
-        main(
-            base
-            + ["--draft", str(d / "draft"), "--target", str(d / "target.gguf"), "--prompts", str(tmp_path / "text.txt")]
-        )
-        == 2
-    )
+    assert generate(draft=d / "draft", target=d / "target.gguf", prompts=tmp_path / "text.txt") == 2
     assert "need a tokenizer" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "sweep",
-                "--draft",
-                str(d / "draft"),
-                "--target",
-                str(d / "target"),
-                "--prompts",
-                str(d / "prompts.jsonl"),
-                "--grid",
-                "1,2x2",
-                "--max-new-tokens",
-                "4",
-                "--out",
-                str(tmp_path / "s"),
-            ]
-        )
-        == 2
-    )
+    sweep = cli_args("sweep", d, prompts=d / "prompts.jsonl", grid="1,2x2", max_new_tokens=4, out=tmp_path / "s")
+    assert main(sweep) == 2
     assert "topHead[1]" in capsys.readouterr().err
-    ok = ["--draft", str(d / "draft"), "--target", str(d / "target"), "--prompts", str(d / "prompts.jsonl")]
-    assert main(base + ok + ["--seed", "-1"]) == 2
+    assert generate(draft=d / "draft", target=d / "target", prompts=d / "prompts.jsonl", seed=-1) == 2
     assert "--seed must be >= 0" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
@@ -240,19 +162,7 @@ def test_record_k_widens_the_recorded_rows(tiny_dir, tmp_path):
     import numpy as np
 
     d = tiny_dir
-    base = [
-        "generate",
-        "--draft",
-        str(d / "draft"),
-        "--target",
-        str(d / "target"),
-        "--config",
-        str(d / "tree.json"),
-        "--prompts",
-        str(d / "prompts.jsonl"),
-        "--max-new-tokens",
-        "4",
-    ]
+    base = cli_args("generate", d, config=d / "tree.json", prompts=d / "prompts.jsonl", max_new_tokens=4)
     assert main(base + ["--out", str(tmp_path / "r"), "--record-k", "16"]) == 0
     validate = sorted((tmp_path / "r").glob("validate_*.npz"))[0]
     with np.load(validate) as z:
@@ -264,26 +174,17 @@ def test_sweep_killed_by_sigkill_resumes_without_redoing_rows(tiny_dir, tmp_path
     """A real kill (SIGKILL of the CLI process once two configs are committed), then --resume."""
     d = tiny_dir
     grid = "6,2x2,1x1;1,1,1,1;4,2x1,1;2,1x1;3,1;8"
-    args = [
+    args = cli_args(
         "sweep",
-        "--draft",
-        str(d / "draft"),
-        "--target",
-        str(d / "target"),
-        "--prompts",
-        str(d / "prompts.jsonl"),
-        "--grid",
-        grid,
-        "--max-new-tokens",
-        "12",
-        "--out",
-        str(tmp_path / "sw"),
-        "--no-cost-curve",
-        "--threads",
-        "1",
-        "--repeats",
-        "1",
-    ]
+        d,
+        prompts=d / "prompts.jsonl",
+        grid=grid,
+        max_new_tokens=12,
+        out=tmp_path / "sw",
+        no_cost_curve=True,
+        threads=1,
+        repeats=1,
+    )
     dumps = tmp_path / "sw" / "dumps"
     done = kill_sweep_after_rows(args, dumps, rows=2, timeout_s=120)
     assert 2 <= len(done) < 6
@@ -303,21 +204,7 @@ def test_generate_refuses_a_non_empty_out_before_loading_models(tiny_dir, tmp_pa
     both runs' files), so it is refused before any model loads."""
     d = tiny_dir
     out = tmp_path / "run"
-    args = [
-        "generate",
-        "--draft",
-        str(d / "draft"),
-        "--target",
-        str(d / "target"),
-        "--config",
-        str(d / "tree.json"),
-        "--prompts",
-        str(d / "prompts.jsonl"),
-        "--max-new-tokens",
-        "12",
-        "--out",
-        str(out),
-    ]
+    args = cli_args("generate", d, config=d / "tree.json", prompts=d / "prompts.jsonl", max_new_tokens=12, out=out)
     assert main(args) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     capsys.readouterr()
@@ -337,17 +224,7 @@ def test_generate_replace_leaves_exactly_the_new_run(tiny_dir, tmp_path):
 
     d = tiny_dir
     out = tmp_path / "run"
-    base = [
-        "generate",
-        "--draft",
-        str(d / "draft"),
-        "--target",
-        str(d / "target"),
-        "--config",
-        str(d / "tree.json"),
-        "--out",
-        str(out),
-    ]
+    base = cli_args("generate", d, config=d / "tree.json", out=out)
     assert main(base + ["--prompts", str(d / "prompts.jsonl"), "--max-new-tokens", "20"]) == 0
     (tmp_path / "one.jsonl").write_text("[9, 8, 7]\n")
     assert main(base + ["--prompts", str(tmp_path / "one.jsonl"), "--max-new-tokens", "6", "--replace"]) == 0

@@ -35,29 +35,8 @@ def test_warm_up_then_every_prompt_runs_every_method_in_a_rotating_order():
     timing = time_methods(fake_methods(clock, lambda *_: 1.0, log), prompts=2, repeats=3, clock=clock)
     # Written out by hand: warm-up of each method on prompt 0, then step s = pass * 2 + prompt runs
     # the methods rotated left by s.
-    want = [
-        ("A", 0, WARMUP),
-        ("B", 0, WARMUP),
-        ("C", 0, WARMUP),
-        ("A", 0, 0),
-        ("B", 0, 0),
-        ("C", 0, 0),  # step 0
-        ("B", 1, 0),
-        ("C", 1, 0),
-        ("A", 1, 0),  # step 1
-        ("C", 0, 1),
-        ("A", 0, 1),
-        ("B", 0, 1),  # step 2
-        ("A", 1, 1),
-        ("B", 1, 1),
-        ("C", 1, 1),  # step 3
-        ("B", 0, 2),
-        ("C", 0, 2),
-        ("A", 0, 2),  # step 4
-        ("C", 1, 2),
-        ("A", 1, 2),
-        ("B", 1, 2),  # step 5
-    ]
+    orders = ["ABC", "BCA", "CAB", "ABC", "BCA", "CAB"]  # steps 0..5
+    want = [(m, 0, WARMUP) for m in "ABC"] + [(m, s % 2, s // 2) for s, order in enumerate(orders) for m in order]
     assert log == want
     assert [(t.call.method, t.call.prompt, t.call.repeat) for t in timing.trials] == want
     assert schedule(["A", "B", "C"], 2, 3) == [Call(*w) for w in want]

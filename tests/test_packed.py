@@ -231,3 +231,23 @@ def test_batch_table_output(packed, tmp_path, capsys):
     assert (frame["num_committed"] == frame["accepted_length"] + 1).all()
     assert "rounds replayed: 43" in capsys.readouterr().out
     assert main(["batch", str(packed), "--table", str(tmp_path / "rounds.txt")]) == 2
+
+
+def test_stacks_with_and_without_parents_do_not_concatenate():
+    """MatrixStack.concat (how readers pad rounds into one batch) names its rule whichever stack
+    comes first, instead of failing inside the padding."""
+    from replay.io.roundbatch import MatrixStack
+
+    ids = np.zeros((1, 2, 1), dtype=np.int64)
+    with_parents, without = MatrixStack(ids, None, np.zeros((1, 1), dtype=np.int64)), MatrixStack(ids)
+    for stacks in ([with_parents, without], [without, with_parents]):
+        with pytest.raises(ValueError, match="every stack must have scores \\(and parents\\) or none"):
+            MatrixStack.concat(stacks)
+
+
+def test_packing_a_batch_of_no_rounds_is_refused_and_leaves_nothing(tmp_path):
+    cfg = TreeConfig.from_lists([[2], [1, 1]], [1, 2])
+    empty = synth_run(cfg, 4)[0].take(slice(0, 0))
+    with pytest.raises(ValueError, match="a packed group needs at least one round"):
+        pack_batches([empty], tmp_path / "run")
+    assert list(tmp_path.iterdir()) == []

@@ -14,8 +14,7 @@ from analysis.shapes.dumps import dump_from_replay, scan_run
 from analysis.shapes.model import bootstrap, estimate_cells, model_from_stats
 from replay.core.config import TreeConfig
 from replay.engine.replayer import replay_directory
-from replay.io.packed.pack import pack_batches
-from replay.testing.batch_synth import synth_run
+from tests.packed_runs import packed_synth_run
 
 REAL = Path(__file__).resolve().parent.parent / "sample_dumps" / "qwen2.5-coder"
 
@@ -64,13 +63,7 @@ def test_batch_statistics_equal_the_reference(path):
 
 def test_batch_statistics_on_a_packed_run_with_early_stops(tmp_path):
     cfg = TreeConfig.from_lists([[4], [2, 2], [1, 1]], [1, 2, 2])
-    out = tmp_path / "run"
-    pack_batches(
-        synth_run(cfg, 3000, seed=4, early_stop_rate=0.2),
-        out,
-        block_rounds=1024,
-        manifest={"config": cfg.to_json(), "layout": "all"},
-    )
+    out = packed_synth_run(tmp_path / "run", cfg, 3000, seed=4, early_stop_rate=0.2, block_rounds=1024)
     batch = scan_run(str(out))
     ref = dump_from_replay(replay_directory(out))
     assert batch.stats.rounds == 3000

@@ -2369,3 +2369,28 @@ def test_sampling_on_rounds_with_fewer_validate_columns_agrees_in_batch_and_repl
     assert code == 0 and "skipped" not in err, err
     assert f"({len(rows)} rounds with scores" in out
     assert f"expected accepted length per round: [{lo:.4f}, {hi:.4f}]" in out
+
+
+# --- sampling-compare: compare / recommend / report at temperature T (issue 20) -----------------
+
+
+def test_compare_at_t_with_a_plot_is_refused_naming_the_option(capsys):
+    """A user adds --plot to compare --temperature: the plot draws the greedy table, so it is refused."""
+    code, out, err = run(capsys, "compare", SYNTH, "--temperature", "0.7", "--plot", "c.png")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert_told(err, "--plot", "--temperature", "drop")
+
+
+def test_recommend_at_t_on_a_dump_without_scores_says_why(capsys, tmp_path):
+    """The article typed in by hand has no scores: recommend at T has nothing to walk, exit 2 with the round."""
+    code, out, err = run(capsys, "recommend", article_by_hand(tmp_path / "a"), "--budget", "6", "--temperature", "0.7")
+    assert code == 2 and out == ""
+    assert_told(err, "round 124_140", "no scores", "no round could be replayed")
+
+
+def test_compare_above_one_without_vocabulary_says_which_option_gives_lower_bounds(capsys):
+    code, out, err = run(
+        capsys, "compare", SYNTH, "--temperature", "1.3", "--configs", "[6]|[2,2]", "--no-progress", "--json"
+    )
+    assert code == 0 and json.loads(out)["configs"][0]["expected_accepted_length_lo"] == 0.0
+    assert_told(err, "--vocab-size", "lower bounds")

@@ -86,10 +86,11 @@ _WHY_TEXT = {
 }
 
 
-def reason_text(why: int, depth: int, rank: int = -1) -> str:
+def reason_text(why: int, depth: int, rank: int = -1, node: str = "the accepted node") -> str:
     """The reason of an undecidable round: the walk stopped at ``depth``; ``rank``: the candidate's
-    draft rank (WHY_BEYOND only)."""
-    name = "the root" if depth == 0 else f"the accepted node at depth {depth}"
+    draft rank (WHY_BEYOND only); ``node``: how the node at ``depth`` is named (the sampling walk
+    has no single accepted path: analysis.compare.sampling names it "a node the walk can reach")."""
+    name = "the root" if depth == 0 else f"{node} at depth {depth}"
     return _WHY_TEXT[why].format(d=depth, name=name, rank=rank, next=depth + 1)
 
 
@@ -278,11 +279,35 @@ def replay_subconfig(
     stop is inherited: ``sub`` runs at most that many steps too (the dump cannot show more).
     Without it every round is taken as complete, so levels below the recording stay unknown.
     """
-    rec = _Recording(res)
-    rule = selection_rule(res)
     layout = layout or res.layout
     if layout not in (LAYOUT_ALL, LAYOUT_PARENTS):
         raise ValueError(f"layout must be {LAYOUT_ALL!r} or {LAYOUT_PARENTS!r}, got {layout!r}")
+    t = simulate_subconfig(res, sub, gamma_threshold, recorded_gamma)
+    return _walk(res, sub, t.rec, t.root, t.rule, layout, t.sure_steps, t.max_steps)
+
+
+@dataclass(eq=False)
+class SimulatedTree:
+    """``sub``'s tree rebuilt on a recorded round, before any walk: levels of nodes (level 0 is the
+    root; a node's ``children`` are the rank-ordered nodes of the next level it may have), each node
+    with its selection status, whether it surely exists, its recorded node (``rec``, -1: not in the
+    recording) and its token (PAD_TOKEN: unknown). The greedy walk (replay_subconfig) and the
+    sampling walk (analysis.compare.sampling) both read it."""
+
+    rec: _Recording
+    root: _Node
+    rule: str
+    levels: list[list[_Node]]
+    sure_steps: int  # draft steps surely run (gammaThreshold)
+    max_steps: int  # draft steps possibly run
+
+
+def simulate_subconfig(
+    res: RoundResult, sub: TreeConfig, gamma_threshold: float | None = None, recorded_gamma: int | None = None
+) -> SimulatedTree:
+    """``sub``'s tree on the recorded round ``res`` (replay_subconfig's arguments of the same names)."""
+    rec = _Recording(res)
+    rule = selection_rule(res)
     threshold = sub.gamma_threshold if gamma_threshold is None else float(gamma_threshold)
     rec_steps = rec.tree.num_steps
     stopped_early = recorded_gamma is not None and rec_steps < recorded_gamma
@@ -319,7 +344,7 @@ def replay_subconfig(
                 break
             if verdict == "unknown" and sure_steps == max_steps:
                 sure_steps = i + 1
-    return _walk(res, sub, rec, root, rule, layout, sure_steps, max_steps)
+    return SimulatedTree(rec, root, rule, levels, sure_steps, max_steps)
 
 
 def _nodes(sub: TreeConfig, steps: int) -> int:

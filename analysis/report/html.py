@@ -26,6 +26,7 @@ from analysis.compare.configs import (
     strategies_display,
 )
 from analysis.compare.gamma_strategies import STRATEGY_NAMES
+from analysis.compare.sampling import TEMPERATURE_GRID, compare_sampling, has_scores, sampling_display
 from analysis.compare.subtree import fit_levels
 from analysis.cost.model import CostModel
 from analysis.cost.source import RunPricing, cost_warning, run_pricing
@@ -60,6 +61,9 @@ class ReportOptions:
     example_round: Key | None = (
         None  # round to draw per run; None: a typical failing round (analysis.report.example_round)
     )
+    sampling: bool = True  # the temperature curve, for every run whose validate rows carry scores
+    temperatures: Sequence[float] = TEMPERATURE_GRID  # its grid
+    vocab_size: int | None = None  # the target's vocabulary size: lower bounds at T > 1
     progress: Callable[[int, int], None] | None = field(default=None, compare=False)
 
 
@@ -100,6 +104,10 @@ GLOSSARY_TERMS = [  # words that are not metrics; every metric's definition come
     (
         "undecidable round",
         "the offline replay of a config would need a draft row or score the dump does not hold; counted at the lower bound in *_lo and the upper bound in *_hi",
+    ),
+    (
+        "determined round (at T)",
+        "in the temperature curve and compare --temperature: a round whose config tree the walk at T cannot leave for a part the recording does not determine; the others are undetermined, counted anywhere in [0, their draft steps]",
     ),
     (
         "typical failing round",
@@ -184,6 +192,16 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class SamplingCurve:
+    """A run's part of "Sampling at temperature T": the curve of every compared config, or why none."""
+
+    label: str
+    figure: Figure | None  # None: the run has no scores on its validate rows
+    table: Markup
+    notes: list[str]
+
+
+@dataclass(frozen=True)
 class Note:
     text: str
     warn: bool = True  # drawn in the note colour
@@ -222,6 +240,9 @@ class ReportPage:
     recommendations: list[tuple[str, Markup | None, str | None]]  # (run, section, why there is none)
     definitions: Sequence[Definition] = DEFINITIONS
     glossary: Sequence[tuple[str, str]] = tuple(GLOSSARY_TERMS)
+    sampling: list[SamplingCurve] = field(
+        default_factory=list
+    )  # empty: the section is left out (ReportOptions.sampling)
 
 
 def build_report(
@@ -245,10 +266,9 @@ def report_page(
     if len(runs) > 1:
         out_tables["runs_side_by_side"] = runs_side_by_side(tables.rounds).reset_index()  # index: a header row
     summary = _table_html(out_tables["runs_side_by_side"] if len(runs) > 1 else metrics["summary"])
-    speed = pd.DataFrame(
+    out_tables["speedup"] = speed = pd.DataFrame(
         [speed_row(r.label, r.results, pricing[r.label].cost, pricing[r.label].measured) for r in runs if r.results]
     )
-    out_tables["speedup"] = speed
     comparisons, compare_tables, strategy_tables = _comparisons(runs, opts, pricing)
     if comparisons:
         out_tables["compare"] = pd.concat(compare_tables, ignore_index=True)
@@ -310,6 +330,7 @@ def report_page(
         comparisons=comparisons,
         recommend=opts.recommend,
         recommendations=_recommendations(with_results, opts, pricing) if opts.recommend else [],
+        sampling=_sampling_curves(runs, opts, out_tables) if opts.sampling else [],
     )
     return page, out_tables
 
@@ -380,14 +401,7 @@ def _comparisons(
         if not len(run.results):
             continue
         cost = pricing[run.label].cost
-        if (
-            opts.configs
-        ):  # they replace the default set; the run's own config first: every table starts from what was recorded
-            configs = [run.config] + [
-                c for c in opts.configs if (c.short(), c.top_head) != (run.config.short(), run.config.top_head)
-            ]
-        else:
-            configs = default_comparison_configs(run.config)
+        configs = _run_configs(run, opts)
         table, _ = priced_comparison(run, configs, pricing[run.label], opts.gamma_threshold, per_round=False)
         table.insert(0, "run", run.label)
         tables.append(table)
@@ -418,6 +432,66 @@ def _comparisons(
         if opts.progress:
             opts.progress(k + 1, len(runs))
     return comparisons, tables, strategies
+
+
+def _run_configs(run: LabelledRun, opts: ReportOptions) -> list[TreeConfig]:
+    """The configs a run's comparison (and temperature curve) shows: ``opts.configs`` replace the
+    default set; the run's own config first, as every table starts from what was recorded."""
+    if not opts.configs:
+        return default_comparison_configs(run.config)
+    key = (run.config.short(), run.config.top_head)
+    return [run.config] + [c for c in opts.configs if (c.short(), c.top_head) != key]
+
+
+SHOWN_TEMPERATURES = (0.0, 0.5, 1.0, 1.5)  # the curve's grid points the page's table lists (tables/ has all)
+
+
+def _sampling_curves(
+    runs: Sequence[LabelledRun], opts: ReportOptions, out_tables: dict[str, pd.DataFrame]
+) -> list[SamplingCurve]:
+    """Per run with rounds: expected block efficiency of each compared config over the temperature
+    grid (analysis.compare.sampling.compare_sampling), or why there is none (no scores); the curves'
+    rows go to ``out_tables["sampling_curve"]``."""
+    curves, tables = [], []
+    for run in runs:
+        if not len(run.results):
+            continue
+        results = list(run.results)
+        if not has_scores(results):
+            why = "its validate rows have no scores: no temperature curve (sampling needs the target's log-probs; docs/dump-format.md)"
+            curves.append(SamplingCurve(run.label, None, Markup(""), [f"{run.label}: {why}"]))
+            continue
+        done = compare_sampling(
+            results, run.config, _run_configs(run, opts), opts.temperatures, opts.vocab_size, opts.gamma_threshold
+        )
+        table = done.table
+        tables.append(table.assign(run=run.label)[["run", *table.columns]])
+        shown = table[table["temperature"].isin(SHOWN_TEMPERATURES)]
+        display = sampling_display(shown)
+        display.insert(0, "T", shown["temperature"].to_list())
+        notes = []
+        if done.skipped:
+            temps = sorted({t for _, t, _ in done.skipped})
+            notes.append(
+                f"{run.label}: {len({n for n, _, _ in done.skipped})} round(s) without a sampling replay at some T "
+                f"({', '.join(f'{t:g}' for t in temps[:4])}{', …' if len(temps) > 4 else ''}), left out there: "
+                + done.skipped[0][2]
+            )
+        if done.needs_vocab:
+            notes.append(
+                f"{run.label}: at T > 1 the lower bounds need the vocabulary size (report --vocab-size V); "
+                "without it they are refused (E[L] = 0, block efficiency 1), the upper bounds stand"
+            )
+        fig = _figure(
+            plots.plot_temperature_curve(table, run.label, run.config.short(), done.needs_vocab),
+            f"{run.label}: expected block efficiency against the target's sampling temperature, per config "
+            "(band: all-rounds bounds).",
+            opts.image_format,
+        )
+        curves.append(SamplingCurve(run.label, fig, _table_html(display), notes))
+    if tables:
+        out_tables["sampling_curve"] = pd.concat(tables, ignore_index=True)
+    return curves
 
 
 def _recommendations(

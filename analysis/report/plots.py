@@ -322,3 +322,43 @@ def plot_compare_configs(table: pd.DataFrame, run: str, cost_source: str = "") -
     ax2.set_title(f"cost model: {cost_source}", fontsize=8, wrap=True)
     fig.suptitle(f"Offline config comparison — {run}, {n} rounds")
     return fig
+
+
+def plot_temperature_curve(
+    curve: pd.DataFrame, run: str, recorded: str, lower_refused_above_one: bool = False
+) -> Figure:
+    """Expected block efficiency E[L] + 1 against the temperature, one band per config (fill between
+    the all-rounds lower and upper bound: the tail the top-K scores leave open, and undetermined
+    rounds anywhere in [0, their steps]); the recorded config drawn first and thicker.
+    ``curve``: analysis.compare.sampling.SAMPLING_COLUMNS rows of one run over a grid of T.
+    ``lower_refused_above_one``: without the vocabulary size the lower bounds at T > 1 are refused
+    (replay.core.sampling): they are not drawn there, and the title says so."""
+    fig = Figure(figsize=(8.0, 4.8), layout="constrained")
+    ax = fig.subplots()
+    for k, (cfg, g) in enumerate(curve.groupby("config", sort=False)):
+        g = g.sort_values("temperature")
+        t = g["temperature"].to_numpy(dtype=float)
+        lo = g["all_rounds_block_efficiency_lo"].to_numpy(dtype=float)
+        hi = g["all_rounds_block_efficiency_hi"].to_numpy(dtype=float)
+        if lower_refused_above_one:
+            lo = np.where(t > 1.0, np.nan, lo)
+        color = _COLORS[k % len(_COLORS)]
+        undetermined = int(g["undetermined"].max())
+        name = f"{cfg} ({int(g['nodes'].iloc[0])} nodes)" + (" recorded" if cfg == recorded else "")
+        if undetermined:
+            name += f", up to {undetermined} rounds undetermined"
+        ax.fill_between(t, lo, hi, color=color, alpha=0.22, lw=0)
+        width = 2.2 if cfg == recorded else 1.2
+        ax.plot(t, lo, color=color, lw=width, label=name)
+        ax.plot(t, hi, color=color, lw=width, ls="--")
+    ax.set_xlabel("target sampling temperature T (0 = greedy)")
+    ax.set_ylabel("expected block efficiency E[L] + 1 (tokens per target forward)")
+    ax.grid(alpha=0.3)
+    n = int(curve["rounds"].max()) if len(curve) else 0
+    title = "solid: lower bound, dashed: upper bound, band: the values the dump allows"
+    if lower_refused_above_one:
+        title += "\nabove T = 1 only the upper bound: the lower one needs the vocabulary size (--vocab-size)"
+    ax.set_title(title, fontsize=8)
+    fig.suptitle(f"Sampling at temperature T — {run}, {n} rounds with scores")
+    _legend_below(fig, ax, columns=2)
+    return fig

@@ -29,7 +29,15 @@ from .cmd_analysis import (
     option_configs,
     skipped_status,
 )
-from .options import JSON_OBJECT_HELP, OneRound, add_command, add_output, at_least_one, parse_key
+from .options import (
+    JSON_OBJECT_HELP,
+    OneRound,
+    add_command,
+    add_output,
+    add_sampling_options,
+    at_least_one,
+    parse_key,
+)
 
 COMPARE_EPILOG = """\
 examples:
@@ -40,6 +48,7 @@ examples:
   specreplay compare DUMP --contained --top 15 --csv > configs.csv
   specreplay compare DUMP --gamma-strategies 0 1 2 3 4 --ema-window 4
   specreplay compare DUMP --plot compare.svg --per-round rounds.csv --json > compare.json
+  specreplay compare sample_dumps/synthetic_article --contained --top 5 --temperature 0.7   (configs at T = 0.7)
 
 A config is in any form of docs/config-grammar.md: [6]|[2,2]|[1,1] (what the config column
 prints), 6,2x2,1x1 (sweep's grid form), 6_2x2_1x1 (a sweep's run name), a topKSpec list
@@ -57,6 +66,11 @@ recorded config's measured speedup, decode only (prefill excluded) in the table 
 (prefill included) in the line above it, is shown next to the modelled one; a baseline timed apart
 (an older manifest: totals.timing null) shows "not comparable" with the reason. The columns
 modelled_speedup_lo/_hi (--csv, --json) are modelled, never measured (docs/output-schema.md).
+--temperature T: each config's expected accepted length and block efficiency when the target
+samples at T (the sampling walk on the config's sub-tree; needs scores on the validate rows), over
+the rounds where the recording determines the reachable sub-tree; the others are counted as
+undetermined, with why (docs/analysis.md "Other configs at T"). --top then ranks by the
+all-rounds block efficiency lower bound.
 """
 
 REPORT_EPILOG = """\
@@ -66,9 +80,12 @@ examples:
   specreplay report DUMP -o report/ --configs "[4]|[2,2]|[1,1]" --cost cost.json --tokenizer tok.json
   specreplay report DUMP -o report/ --budget 16 --max-depth 4    (tree-shape recommendation)
   specreplay report sample_dumps/qwen2.5-coder/* -o report/     (measured and modelled speedup side by side)
+  specreplay report sample_dumps/qwen2.5-coder/article -o report/ --vocab-size 151936   (temperature curve, bounds to T = 1.5)
 
 Writes OUTPUT/index.html (self-contained: images embedded, no external assets) and every table
-as CSV and Parquet under OUTPUT/tables/.
+as CSV and Parquet under OUTPUT/tables/. A run whose validate rows carry scores gets a temperature
+curve (expected block efficiency at T = 0, 0.1, ..., 1.5 for each compared config, with bounds);
+--vocab-size V gives its lower bounds above T = 1.
 """
 
 
@@ -81,6 +98,10 @@ def run_compare(args: argparse.Namespace) -> int:
     from analysis.cost.source import cost_warning
     from analysis.report import plots
 
+    if args.temperature is not None:
+        from .cmd_compare_sampling import run_compare_sampling
+
+        return run_compare_sampling(args)
     plot_format = image_format_of(args.plot) if args.plot else None
     check_compare_options(args)
     given = cost_from_args(args)
@@ -294,6 +315,7 @@ def run_report(args: argparse.Namespace) -> int:
             budget=args.budget,
             max_depth=args.max_depth,
             example_round=args.show_round,
+            vocab_size=args.vocab_size,
             progress=update,
         )
         path = write_report(runs, args.output, opts, tables=not args.no_tables)
@@ -377,6 +399,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help=JSON_OBJECT_HELP + " (cost model, configs, gamma strategies)")
     out.add_argument("--csv", action="store_true", help="CSV output")
+    add_sampling_options(p)
 
     p = add_command(
         sub,
@@ -394,6 +417,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--svg", action="store_true", help="inline SVG instead of base64 PNG")
     p.add_argument("--no-tables", action="store_true", help="do not write tables/ beside the page")
     p.add_argument("--title", help="page title")
+    p.add_argument(
+        "--vocab-size",
+        type=at_least_one,
+        default=None,
+        metavar="V",
+        help="the target's vocabulary size: the temperature curve's lower bounds at T > 1 (docs/analysis.md)",
+    )
     p.add_argument(
         "--budget",
         type=int,

@@ -21,6 +21,7 @@ from .options import (
     add_dump_input,
     add_dump_options,
     add_no_progress,
+    add_sampling_options,
     options_from_args,
     print_notes,
     print_skipped,
@@ -31,6 +32,7 @@ examples:
   specreplay recommend sample_dumps/synthetic_article --budget 12
   specreplay recommend DUMPS1 DUMPS2 --budget 16 --max-depth 5 --cost cost_curve.json
   specreplay recommend PACKED_RUN --budget 16 --verify-cost 0.35,0.04 --draft-cost 0.02 --json
+  specreplay recommend sample_dumps/synthetic_article --budget 8 --temperature 0.7   (shapes at T = 0.7)
 
 Reads dump directories or packed runs (specreplay pack) in batches. Cost curve JSON (the live
 harness writes it): {"tokens": [1, 2, 4, ...], "verify_s": [...], "draft_step_s": x}.
@@ -40,6 +42,9 @@ Shapes contained in the recorded config are replayed exactly (analysis.compare.s
 Progress goes to stderr on a terminal (--no-progress to silence it).
 Exit status: 0; 1 when rounds were skipped (listed on stderr); 2 on errors (no round replayed too). A measured shape that disagrees
 with its prediction is a finding, not an error: agree = NO in the table and a warning on stderr.
+--temperature T: every shape contained in the recorded config within the budget and depth, measured
+at T by the sampling walk on its sub-tree (as compare --temperature) and ranked by the lower bound
+of its expected block efficiency over all rounds (docs/shape-search.md "Shapes at temperature T").
 """
 
 
@@ -94,6 +99,10 @@ def run_recommend(args: argparse.Namespace) -> int:
 
     for d in args.dir:
         require_dump_source(d)
+    if args.temperature is not None:
+        from .cmd_recommend_sampling import run_recommend_sampling
+
+        return run_recommend_sampling(args)
     cost = cost_from_args(args)
     opts = options_from_args(args)
     with progress_bars(progress_enabled(args.no_progress)) as stage:
@@ -156,4 +165,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help=JSON_OBJECT_HELP)
     add_dump_options(p)
+    add_sampling_options(p)
     add_no_progress(p)

@@ -23,9 +23,11 @@ Forms of the rule, where each lives and what cross-checks it:
 * interval (undecidable), ``analysis.compare.subtree._select``: keys known only up to an interval (unknown
   scores) give IN / OUT / MAYBE; with exact keys it is the scalar form. tests/test_analysis_subtree.py
   checks it against replaying dumps recorded with the sub-config.
+* the generators replay/testing/synth.py (select_top) and replay/testing/batch_synth.py
+  (top_k_columns, rank_major_keys) choose the nodes they expand with the forms above, and build
+  their trees themselves; the batch/analysis tests replay their output and compare.
 * independent copies kept on purpose as oracles (they must not import this module):
-  tests/simple_replay.py, tests/analysis_oracle.py, replay/testing/synth.py, replay/testing/batch_synth.py
-  (tests/test_property.py and the batch/analysis tests replay their output and compare).
+  tests/simple_replay.py, tests/analysis_oracle.py (tests/test_property.py replays and compares).
 """
 
 from __future__ import annotations

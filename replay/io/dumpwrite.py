@@ -61,7 +61,9 @@ def _npz_bytes(rec: StepRecord) -> bytes:
             raise ValueError(f"node_logprobs: expected [{rec.ids.shape[0]}, T], got shape {rec.node_logprobs.shape}")
         arrays["node_logprobs"] = np.asarray(rec.node_logprobs, dtype=np.float64)
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    # numpy's stub types **kwds against its keyword allow_pickle (a bool) too; the names here are
+    # ids, scores, parents and node_logprobs, never allow_pickle.
+    np.savez(buf, **arrays)  # type: ignore[arg-type]
     return buf.getvalue()
 
 

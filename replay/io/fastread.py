@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from replay.util.progress import progress_bar
 from .formats.matrix_io import SCORE_AUTO, DumpMatrix, RawSpec
 from .formats.textbatch import RoundPaths, read_text_batches
 from .grouping import FileSet, Grouping, Key, RoundFiles, Skipped
-from .roundbatch import MatrixStack, RoundBatch, SourceNames, group_key, signature_of
+from .roundbatch import GroupKey, MatrixStack, RoundBatch, Signature, SourceNames, group_key, signature_of
 from .rounds import Round, load_round
 
 # Rounds per worker task: ~4,000 files, a progress tick every ~50 ms; each task's rounds form one
@@ -69,7 +70,13 @@ def narrow_logp(logp: np.ndarray) -> np.dtype:
     return np.dtype(np.float32) if np.array_equal(back, logp, equal_nan=True) else np.dtype(np.float64)
 
 
-def matrix_signature(m: DumpMatrix) -> tuple:
+# (rows, cols, ids dtype, logp dtype or None, (parents length, dtype) or None): one matrix's exact shape.
+MatrixShape = tuple[int, int, str, str | None, tuple[int, str] | None]
+# Every matrix's MatrixShape (draft steps, then validate), the file extensions, the layout: a packed group's.
+BatchSignature = tuple[tuple[MatrixShape, ...], tuple[str, ...] | None, str | None]
+
+
+def matrix_signature(m: DumpMatrix) -> MatrixShape:
     """(rows, cols, ids dtype, logp dtype or None, parents length or None): what must match to stack."""
     return (
         m.rows,
@@ -80,11 +87,11 @@ def matrix_signature(m: DumpMatrix) -> tuple:
     )
 
 
-def batch_signature(batch: RoundBatch) -> tuple:
+def batch_signature(batch: RoundBatch) -> BatchSignature:
     """The exact signature of a RoundBatch's rounds (the same tuple matrix_signature builds per round):
     a packed group holds one (replay.io.packed.write); replaying groups by group_key instead."""
 
-    def one(st: MatrixStack) -> tuple:
+    def one(st: MatrixStack) -> MatrixShape:
         return (
             st.rows,
             st.cols,
@@ -145,7 +152,7 @@ def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -
     """
     raw_forced = opts.raw is not None and opts.raw.force
     fast, rest = read_text_batches(directory, items, opts.step0_offset, opts.layout, raw_forced)
-    groups: dict[tuple, list[tuple[int, Round]]] = {}
+    groups: dict[tuple[Signature, tuple[str, ...]], list[tuple[int, Round]]] = {}
     unreadable: list[tuple[int, Skipped]] = []
     files = sum(1 + (s is not None) + (p is not None) for _, _, fps, _ in items for _, s, p in fps)
     for ordinal, rf, root in map(_round_files, rest):
@@ -187,17 +194,21 @@ def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -
 
 def _merge_in_order(batches: Sequence[RoundBatch]) -> list[RoundBatch]:
     """One batch per group_key, its rounds sorted by ordinal (a packed group's blocks stay in key order)."""
-    parts: dict[tuple, list[RoundBatch]] = {}
+    parts: dict[GroupKey, list[RoundBatch]] = {}
     for b in batches:
         parts.setdefault(group_key(b), []).append(b)
     out = []
     for bs in parts.values():
         merged = concat_batches(bs)
-        out.append(merged if len(bs) == 1 else merged.take(np.argsort(merged.ordinals, kind="stable")))
+        if len(bs) > 1:
+            if merged.ordinals is None:  # read_chunk numbers every round it reads
+                raise ValueError("_merge_in_order: batches without ordinals")
+            merged = merged.take(np.argsort(merged.ordinals, kind="stable"))
+        out.append(merged)
     return out
 
 
-def _read_task(args: tuple) -> ReadChunk:
+def _read_task(args: tuple[str, Sequence[RoundPaths], ReadOptions]) -> ReadChunk:
     return read_chunk(*args)
 
 
@@ -245,7 +256,7 @@ def iter_read_chunks(
         bar.close()
 
 
-def _progress_bar(total: int, enabled: bool):
+def _progress_bar(total: int, enabled: bool) -> Any:  # a tqdm bar (tqdm has no type stubs here)
     return progress_bar(total, "reading", enabled, unit="file", dynamic_ncols=True, mininterval=0.5)
 
 
@@ -258,7 +269,7 @@ def read_directory(
     progress: bool = False,
 ) -> tuple[list[RoundBatch], list[tuple[int, Skipped]]]:
     """Everything in memory: one RoundBatch per group_key (rounds in key order) and the unreadable."""
-    parts: dict[tuple, list[RoundBatch]] = {}
+    parts: dict[GroupKey, list[RoundBatch]] = {}
     unreadable: list[tuple[int, Skipped]] = []
     for chunk in iter_read_chunks(directory, plan_items(grouping, roots), opts, workers, progress=progress):
         unreadable += chunk.unreadable
@@ -273,13 +284,12 @@ def concat_batches(batches: Sequence[RoundBatch]) -> RoundBatch:
         return batches[0]
     first = batches[0]
 
-    def cat(get) -> np.ndarray | None:
-        arrays = [get(b) for b in batches]
-        return None if arrays[0] is None else np.concatenate(arrays, axis=-1)
+    def cat(arrays: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(arrays, axis=-1)
 
     def stack(i: int | None) -> MatrixStack:
-        pick = (lambda b: b.validate) if i is None else (lambda b: b.steps[i])
-        return MatrixStack.concat([pick(b) for b in batches])
+        """Draft step ``i`` of every batch (the validate for None), concatenated."""
+        return MatrixStack.concat([b.validate if i is None else b.steps[i] for b in batches])
 
     overrides: dict[int, tuple[str, ...]] = {}
     for b in batches:
@@ -288,10 +298,11 @@ def concat_batches(batches: Sequence[RoundBatch]) -> RoundBatch:
     names = None
     if first.names is not None:
         names = SourceNames(first.names.directory, first.names.exts, first.names.step0_offset, overrides)
-    ords = None if any(b.ordinals is None for b in batches) else cat(lambda b: b.ordinals)
+    ordinals = [b.ordinals for b in batches if b.ordinals is not None]
+    ords = cat(ordinals) if len(ordinals) == len(batches) else None
     return RoundBatch(
-        cat(lambda b: b.keys),
-        cat(lambda b: b.root_tokens),
+        cat([b.keys for b in batches]),
+        cat([b.root_tokens for b in batches]),
         tuple(stack(i) for i in range(first.num_steps)),
         stack(None),
         first.layout,

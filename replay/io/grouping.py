@@ -51,6 +51,8 @@ SIDE_FILES = ("manifest.json", "config.json")
 SIDE_EXTS = (".json", ".md", ".txt.md", ".png", ".svg", ".html", ".csv.md")
 
 Key = tuple[int, int]
+# One logical matrix's name: (step, a, b), step -1 for the validate file.
+MatrixKey = tuple[int, int, int]
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1  # keys and steps become int64 arrays when read
 _SAFE_DIGITS = 18  # a counter of at most this many characters (sign included) always fits int64
 _NAMED_GAPS = 5  # missing draft steps named in a round's skip reason
@@ -174,7 +176,7 @@ class Step0Check:
             )
         return lines
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         return {
             "offset": list(self.offset),
             "source": self.source,
@@ -291,7 +293,7 @@ def near_miss_names_hint(names: Iterable[str]) -> str:
 def is_dump_file_name(name: str) -> bool:
     """A draft_step_I_A_B / validate_A_B data file name (not a companion, not a side file)."""
     m = _NAME.match(name)
-    return bool(m) and not m.group("companion") and (m.group("ext") or "").lower() in DATA_EXTS
+    return m is not None and not m.group("companion") and (m.group("ext") or "").lower() in DATA_EXTS
 
 
 def parse_round_key(text: str) -> Key:
@@ -308,7 +310,7 @@ def parse_round_key(text: str) -> Key:
 NEAREST_ROUNDS = 5  # rounds named when --round names one the dump does not have
 
 
-def no_such_round(key: Key, keys, where: str, skipped: Iterable[Skipped] = ()) -> str:
+def no_such_round(key: Key, keys: Sequence[Key] | np.ndarray, where: str, skipped: Iterable[Skipped] = ()) -> str:
     """The one message of every command's ``--round KEY`` when ``where`` cannot replay round KEY.
 
     ``keys``: the rounds it can replay, (a, b) pairs or a [2, N] array; ``skipped``: its skip
@@ -390,13 +392,13 @@ def _stray(name: str, path: str) -> list[Skipped]:
     return [Skipped(printable(name), STRAY_REASON + hint, (path,))]
 
 
-def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[tuple, FileSet], list[Skipped]]:
+def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[MatrixKey, FileSet], list[Skipped]]:
     """Map (kind, step, a, b) → FileSet, reporting duplicates and stray files.
 
     entries: (file name, its path) in path order.
     """
-    data: dict[tuple, list[str]] = defaultdict(list)
-    companions: dict[tuple, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    data: dict[MatrixKey, list[str]] = defaultdict(list)
+    companions: dict[MatrixKey, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     skipped: list[Skipped] = []
     match = _NAME.match
     for name, path in entries:
@@ -416,7 +418,7 @@ def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[tuple, File
             companions[lkey][companion[1:]].append(path)
         else:
             data[lkey].append(path)
-    out: dict[tuple, FileSet] = {}
+    out: dict[MatrixKey, FileSet] = {}
     for lkey, files in data.items():
         if len(files) > 1:
             skipped.append(
@@ -435,7 +437,10 @@ def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[tuple, File
         if extra:
             skipped.append(Skipped(_base_name(files[0]), "several companion files of one kind", tuple(extra)))
             continue
-        out[lkey] = FileSet(files[0], (comp.get("scores") or [None])[0], (comp.get("parents") or [None])[0])
+        # Each companion kind has one path here (more were skipped above), or is absent.
+        out[lkey] = FileSet(
+            files[0], next(iter(comp.get("scores", ())), None), next(iter(comp.get("parents", ())), None)
+        )
     for lkey, comp in companions.items():
         for ps in comp.values():
             for p in ps:
@@ -494,7 +499,7 @@ def _group(
     return _assemble(files, skipped, check, unreadable)
 
 
-def _step0_check(files: Mapping[tuple, FileSet], offset: tuple[int, int], source: str) -> Step0Check:
+def _step0_check(files: Mapping[MatrixKey, FileSet], offset: tuple[int, int], source: str) -> Step0Check:
     """How well ``offset`` pairs step-0 files with validate files, and the best other offset if it does not."""
     validates = {(a, b) for step, a, b in files if step == -1}
     firsts = [(a, b) for step, a, b in files if step == 0]
@@ -527,7 +532,7 @@ def _paired(validates: set[Key], firsts: list[Key], offset: tuple[int, int]) -> 
 
 
 def _assemble(
-    files: dict[tuple, FileSet], skipped: list[Skipped], check: Step0Check, unreadable: Mapping[str, str]
+    files: dict[MatrixKey, FileSet], skipped: list[Skipped], check: Step0Check, unreadable: Mapping[str, str]
 ) -> Grouping:
     """Rounds from the logical files at ``check.offset``; every round that is not complete is listed."""
     step0_offset = check.offset
@@ -645,7 +650,7 @@ def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped], offset: t
     return kept
 
 
-def _extra_file(s: Skipped, files: Mapping[tuple, FileSet]) -> Skipped:
+def _extra_file(s: Skipped, files: Mapping[MatrixKey, FileSet]) -> Skipped:
     """A near-miss stray whose likely name is there too (dump_validate_10_20 beside validate_10_20)
     is an extra file, not a misnamed one: "did you mean validate_10_20?" would point the wrong way."""
     if not s.reason.startswith(STRAY_REASON) or len(s.paths) != 1:
@@ -663,7 +668,7 @@ def _extra_file(s: Skipped, files: Mapping[tuple, FileSet]) -> Skipped:
 
 
 def _fold_near_misses(
-    skipped: list[Skipped], files: Mapping[tuple, FileSet], step0_offset: tuple[int, int]
+    skipped: list[Skipped], files: Mapping[MatrixKey, FileSet], step0_offset: tuple[int, int]
 ) -> list[Skipped]:
     """A stray file whose likely name (near_miss) is a matrix missing from a listed round is named in
     that round's entry, not in one of its own: "validation_10_20" and "round 10_20: draft files

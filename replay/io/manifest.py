@@ -58,12 +58,12 @@ def _raw_encoding(path: Path, enc: Any) -> RawSpec | None:
     cols = enc.get("columns")
     if _is_int(cols):
         cols = {"draft": cols, "validate": cols}
-    check_raw_columns(cols, lambda m: _field(path, "encoding.columns", m))
+    columns = check_raw_columns(cols, lambda m: _field(path, "encoding.columns", m))
     dtype = enc.get("dtype", "int32")
     score_dtype = enc.get("score_dtype", "float32")
     raw_dtype(dtype, ID_KINDS, lambda m: _field(path, "encoding.dtype", m))
     raw_dtype(score_dtype, SCORE_KINDS, lambda m: _field(path, "encoding.score_dtype", m))
-    return RawSpec(dtype, dict(cols), score_dtype, bool(enc.get("force", True)))
+    return RawSpec(dtype, columns, score_dtype, bool(enc.get("force", True)))
 
 
 def _rounds(path: Path, records: Any) -> tuple[dict[Key, int], int | None, tuple[Key, ...] | None]:

@@ -105,7 +105,7 @@ class MatrixStack:
     def take(self, index: np.ndarray | slice) -> MatrixStack:
         """Rounds ``index`` (a slice gives views, an index array copies)."""
 
-        def pick(a):
+        def pick(a: np.ndarray | None) -> np.ndarray | None:
             return None if a is None else a[..., index]
 
         return MatrixStack(
@@ -159,17 +159,21 @@ class MatrixStack:
         first = stacks[0]
         if len(stacks) == 1:
             return first
+        if any(
+            (s.logp is None) != (first.logp is None) or (s.parents is None) != (first.parents is None) for s in stacks
+        ):
+            raise ValueError("MatrixStack.concat: every stack must have scores (and parents) or none")
+        # As just checked, each of these holds every stack's array or is empty.
+        logps = [s.logp for s in stacks if s.logp is not None]
+        pars = [s.parents for s in stacks if s.parents is not None]
         rows = max(s.rows for s in stacks)
         cols = max(s.cols for s in stacks)
-        has_par = first.parents is not None
-        prows = max(s.parents.shape[0] for s in stacks) if has_par else None
-        if any((s.logp is None) != (first.logp is None) or (s.parents is None) != (not has_par) for s in stacks):
-            raise ValueError("MatrixStack.concat: every stack must have scores (and parents) or none")
-        same = all(s.rows == rows and s.cols == cols and not s.padded for s in stacks) and (
-            not has_par or all(s.parents.shape[0] == prows for s in stacks)
+        prows = max(p.shape[0] for p in pars) if pars else None
+        same = all(s.rows == rows and s.cols == cols and not s.padded for s in stacks) and all(
+            p.shape[0] == prows for p in pars
         )
 
-        def grow(a: np.ndarray, shape: tuple[int, ...], fill) -> np.ndarray:
+        def grow(a: np.ndarray, shape: tuple[int, ...], fill: float) -> np.ndarray:
             if a.shape[:-1] == shape:
                 return a
             out = np.full((*shape, a.shape[-1]), fill, dtype=a.dtype)
@@ -180,13 +184,13 @@ class MatrixStack:
             return np.concatenate(arrays, axis=-1)
 
         ids = cat([grow(s.ids, (rows, cols), PAD_TOKEN) for s in stacks])
-        logp = None if first.logp is None else cat([grow(s.logp, (rows, cols), np.nan) for s in stacks])
-        parents = None if not has_par else cat([grow(s.parents, (prows,), PAD_TOKEN) for s in stacks])
+        logp = cat([grow(a, (rows, cols), np.nan) for a in logps]) if logps else None
+        parents = None if prows is None else cat([grow(p, (prows,), PAD_TOKEN) for p in pars])
         if same:
             return cls(ids, logp, parents)
         rows_of = cat([s.own_rows() for s in stacks])
         cols_of = cat([s.own_cols() for s in stacks])
-        prows_of = None if not has_par else cat([s.own_prows() for s in stacks])
+        prows_of = None if prows is None else cat([p for s in stacks if (p := s.own_prows()) is not None])
         return cls(
             ids,
             logp,
@@ -282,8 +286,9 @@ class RoundBatch:
         sizes = []
         for m in mats:
             sizes += [m.own_rows(), m.own_cols()]
-            if m.parents is not None:
-                sizes.append(m.own_prows())
+            prows = m.own_prows()  # None without parents
+            if prows is not None:
+                sizes.append(prows)
         uniq, inverse = np.unique(np.stack(sizes, axis=1), axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
         out = []
@@ -316,14 +321,20 @@ class RoundBatch:
         return Round(key, steps, self.validate.matrix(i, paths[-1]), int(self.root_tokens[i]), self.layout)
 
 
-def signature_of(rnd: Round) -> tuple:
+# Per matrix (draft steps, then validate): whether it has scores, whether it has parents.
+Signature = tuple[tuple[bool, bool], ...]
+# A Signature, the matrices' file extensions (None: rounds not read from files), the layout.
+GroupKey = tuple[Signature, tuple[str, ...] | None, str | None]
+
+
+def signature_of(rnd: Round) -> Signature:
     """Rounds with equal signatures stack into one RoundBatch: the draft steps and which optional
     arrays each matrix has. Matrix sizes do not count (MatrixStack pads them), so a dump of varied
     shapes forms a few large batches."""
     return tuple((m.logp is not None, m.parents is not None) for m in (*rnd.steps, rnd.validate))
 
 
-def group_key(batch: RoundBatch) -> tuple:
+def group_key(batch: RoundBatch) -> GroupKey:
     """The signature_of a batch's rounds, with their file extensions and layout: batches of equal
     key concatenate into one (replay.io.fastread.concat_batches)."""
     sig = tuple((st.logp is not None, st.parents is not None) for st in (*batch.steps, batch.validate))
@@ -332,7 +343,7 @@ def group_key(batch: RoundBatch) -> tuple:
 
 def batch_from_rounds(rounds: Sequence[Round], ordinals: Sequence[int] | None = None) -> list[RoundBatch]:
     """Group in-memory rounds by signature (tests, small runs); fast paths build arrays directly."""
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[tuple[Signature, str | None], list[int]] = {}
     for k, rnd in enumerate(rounds):
         groups.setdefault((signature_of(rnd), rnd.layout), []).append(k)
     out = []

@@ -9,6 +9,7 @@ and the parent of several dump directories lists them instead of complaining abo
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from replay.util.atomic import writes_in_place
@@ -64,7 +65,7 @@ def require_dump_source(path: str | Path) -> Path:
     )
 
 
-def check_outside_inputs(outputs, dumps) -> None:
+def check_outside_inputs(outputs: Iterable[tuple[str, str, str]], dumps: Iterable[str | Path]) -> None:
     """Outputs must not turn into input: OutputPathError for an output that IS an input dump
     directory, or a file written directly in one under a name its next read would list as skipped
     (``rounds.csv`` in DUMP makes every later command on DUMP exit 1; a picture or .json is a side

@@ -2,9 +2,10 @@
 
 Same acceptance model as replay.testing.synth (the target's top-1 at a node of depth d is the draft's
 rank-r child with probability ``hit[d, r]``, another token otherwise), but vectorised over rounds
-and without writing per-round files. Expanded nodes are chosen by path probability with a stable
-argsort (ties by tree order), written independently of replay.engine.batch's selection so that replaying
-the output checks the replay.
+and without writing per-round files. Expanded nodes are chosen by replay.core.selection's rule
+(path probability, ties by tree order; the rank-major fallback without scores or parents); the
+trees are built here, independently of replay.engine.batch, so that replaying the output checks
+the replay.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from replay.core.config import TreeConfig
+from replay.core.selection import rank_major_keys, select_top, top_k_columns
 from replay.core.vocab import LAYOUT_ALL, LAYOUTS, PAD_TOKEN
 from replay.engine.batch import MatrixStack, RoundBatch
 from replay.io.dumpwrite import step_file_name
@@ -81,7 +83,7 @@ def synth_batch(spec: SynthSpec, hit: np.ndarray | None = None, ordinals: np.nda
         if i == 0:
             chosen = np.zeros((1, r), dtype=np.int64)
         elif spec.with_scores or spec.with_parents:
-            chosen = np.argsort(-level_lp, axis=0, kind="stable")[:h]  # path probability, ties by tree order
+            chosen = top_k_columns(level_lp, h, lanes)  # path probability, ties by tree order
         else:
             chosen = np.broadcast_to(_rank_major(cfg.top_k_spec[i - 1], h)[:, None], (h, r))
         node_ids = start + chosen  # [h, R]
@@ -110,9 +112,9 @@ def synth_batch(spec: SynthSpec, hit: np.ndarray | None = None, ordinals: np.nda
 def _rank_major(prev_widths, heads: int) -> np.ndarray:
     """[heads] the fallback selection (all rank-0 children first), the same for every round."""
     w = np.asarray(prev_widths)
-    js = np.repeat(np.arange(w.shape[0]), w)
+    js = np.repeat(np.arange(w.shape[0]), w)  # each level node's parent slot
     ranks = np.arange(js.shape[0]) - np.concatenate([[0], np.cumsum(w)[:-1]])[js]
-    return np.lexsort((np.arange(js.shape[0]), js, ranks))[:heads]
+    return np.asarray(select_top(rank_major_keys(ranks.tolist(), js.tolist()), heads), dtype=np.int64)
 
 
 def synth_run(

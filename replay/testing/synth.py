@@ -2,9 +2,10 @@
 
 Each round: the draft proposes, at every expanded node, a row of distinct random tokens with
 descending probabilities; expanded nodes are chosen by path probability (the engine's static
-rule). The target's top-1 at a node of depth d equals the draft's rank-r candidate there with
-probability ``hit[d, r]``, and is a token outside the row otherwise. This module is written
-independently of replay.engine.rebuild so that replaying its output checks the replay.
+rule, replay.core.selection's select_top). The target's top-1 at a node of depth d equals the
+draft's rank-r candidate there with probability ``hit[d, r]``, and is a token outside the row
+otherwise. The tree is built here, independently of replay.engine.rebuild, so that replaying
+its output checks the replay.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from replay.core.config import TreeConfig
+from replay.core.selection import select_top
 from replay.io.dumpwrite import StepRecord, write_manifest, write_round
 
 DEFAULT_VOCAB = 32000
@@ -108,7 +110,7 @@ def synth_round(
         if i == 0:
             chosen = [0]
         else:
-            chosen = sorted(level, key=lambda u: (-logp[u], u))[: cfg.top_head[i]]
+            chosen = [level[j] for j in select_top([logp[u] for u in level], cfg.top_head[i])]
         rows_ids, rows_lp = [], []
         new_level = []
         for j, u in enumerate(chosen):

@@ -237,7 +237,7 @@ class BoundedZip:
     zipfile itself never yields more than a member declares, and checks its CRC at the end.
     """
 
-    def __init__(self, data: bytes, path: str | Path, what: str):
+    def __init__(self, data: bytes | bytearray, path: str | Path, what: str):
         """what: how to name the file in errors ("numpy file (.npz)", ".pt file")."""
         self.path, self.what = path, what
         # Each central-directory entry starts with this signature: an upper bound on the entries,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,8 +101,8 @@ def raw_dtype(name: object, kinds: str, fail: Fail) -> np.dtype:
     return dt.newbyteorder("<") if dt.byteorder == "=" else dt
 
 
-def check_raw_columns(columns: object, fail: Fail) -> None:
-    """Column counts per kind: {"draft": N, "validate": M}, each a positive integer."""
+def check_raw_columns(columns: object, fail: Fail) -> dict[str, int]:
+    """Column counts per kind: {"draft": N, "validate": M}, each a positive integer; a copy once checked."""
     if not isinstance(columns, Mapping) or not columns:
         raise fail(f"expected columns as {{draft: N, validate: M}}, got {columns!r}")
     for kind, value in columns.items():
@@ -110,6 +110,7 @@ def check_raw_columns(columns: object, fail: Fail) -> None:
             raise fail(f"expected column counts for 'draft' and 'validate', got {kind!r}")
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise fail(f"expected the {kind} column count as a positive integer, got {value!r}")
+    return dict(columns)
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,7 +126,13 @@ class DumpMatrix:
     node_logp: np.ndarray | None = None
 
     @classmethod
-    def from_lists(cls, ids, logp=None, parents=None, path: str = "<memory>") -> DumpMatrix:
+    def from_lists(
+        cls,
+        ids: Sequence[Sequence[int]],
+        logp: Sequence[Sequence[float]] | None = None,
+        parents: Sequence[int] | None = None,
+        path: str = "<memory>",
+    ) -> DumpMatrix:
         return cls(
             path,
             np.asarray(ids, dtype=np.int64).reshape(len(ids), -1),
@@ -323,11 +330,13 @@ def _as_logp(scores: np.ndarray, ids: np.ndarray, path: Path, kind: str) -> np.n
     if kind == SCORE_LOGPROB:
         if (valid > _PROB_SLACK).any():
             raise DumpError(path, f"log-probabilities must be <= 0, found {valid.max():.6g}", "scores")
-        return np.minimum(scores, 0.0)
+        logp: np.ndarray = np.minimum(scores, 0.0)
+        return logp
     if ((valid < 0) | (valid > 1 + _PROB_SLACK)).any():
         raise DumpError(path, f"probabilities must lie in [0, 1], found {valid.min():.6g}..{valid.max():.6g}", "scores")
     with np.errstate(divide="ignore"):
-        return np.log(np.clip(scores, 0.0, 1.0))
+        logp = np.log(np.clip(scores, 0.0, 1.0))
+    return logp
 
 
 def _as_parents(parents: np.ndarray, rows: int, path: Path) -> np.ndarray:
@@ -349,7 +358,8 @@ def _as_parents(parents: np.ndarray, rows: int, path: Path) -> np.ndarray:
             f"has {n} entr{'y' if n == 1 else 'ies'} but the ids have {rows} row{'s' * (rows != 1)}: one node index per row",
             "parents",
         )
-    return to_int64(parents, path, "parents").copy()
+    own: np.ndarray = to_int64(parents, path, "parents").copy()
+    return own
 
 
 def read_array_file(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from replay.util.bounded import MAX_MATRIX_CELLS, MAX_MATRIX_FILE_BYTES, BoundedZip, dump_fail, read_file_bytes
+from replay.util.bounded import MAX_MATRIX_CELLS, MAX_MATRIX_FILE_BYTES, BoundedZip, Fail, dump_fail, read_file_bytes
 from replay.util.errors import DumpError
 
 NPY_MAGIC = b"\x93NUMPY"
@@ -93,7 +93,7 @@ def read_npy_header(read: Callable[[int], bytes], path: str | Path, field: str |
     return NpyHeader(dtype, tuple(shape), bool(fortran_order), len(prefix) + len(raw_len) + header_len)
 
 
-def _check_dtype(dtype: np.dtype, fail) -> None:
+def _check_dtype(dtype: np.dtype, fail: Fail) -> None:
     if dtype.hasobject:
         raise fail("holds pickled objects; refusing to unpickle (save plain numeric arrays)")
     if dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in NUMBER_KINDS or dtype.itemsize < 1:

@@ -70,7 +70,7 @@ MAX_BYTEORDER_BYTES = 16  # the archive's "byteorder" record: "little" or "big"
 class _Inert:
     """A stand-in the pickle may name but not alter: BUILD would otherwise rewrite its __dict__."""
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: object) -> None:
         raise pickle.UnpicklingError(f"BUILD on {type(self).__name__[1:]}")
 
 
@@ -95,7 +95,9 @@ class _TensorRef(_Inert):
     stride: Any
 
 
-def _rebuild_tensor(storage=None, offset=None, size=None, stride=None, *_ignored):
+def _rebuild_tensor(
+    storage: object = None, offset: object = None, size: object = None, stride: object = None, *_ignored: object
+) -> _TensorRef:
     return _TensorRef(storage, offset, size, stride)
 
 
@@ -103,11 +105,11 @@ def _rebuild_tensor(storage=None, offset=None, size=None, stride=None, *_ignored
 # the (already bounded) pickle holds, where the C unpickler first allocates whatever count the
 # pickle claims. A .pt file's pickle is a few hundred bytes, so speed does not matter.
 class _SafeUnpickler(pickle._Unpickler):
-    def __init__(self, fh, path: str):
+    def __init__(self, fh: io.BytesIO, path: str):
         super().__init__(fh)
         self._path = path
 
-    def find_class(self, module: str, name: str):
+    def find_class(self, module: str, name: str) -> Any:
         if module == "torch._utils" and name in ("_rebuild_tensor_v2", "_rebuild_tensor"):
             return _rebuild_tensor
         if module == "torch" and name in _STORAGE_DTYPES:
@@ -121,7 +123,7 @@ class _SafeUnpickler(pickle._Unpickler):
             f"refusing to load {str(module)[:100]}.{str(name)[:100]}: only plain tensors are read from .pt files",
         )
 
-    def persistent_load(self, pid):
+    def persistent_load(self, pid: Any) -> _StorageRef:
         # ('storage', storage_type, key, location, numel)
         if not (isinstance(pid, tuple) and len(pid) >= 3 and pid[0] == "storage"):
             raise DumpError(self._path, "unexpected persistent id in data.pkl (expected ('storage', type, key, ...))")

@@ -105,7 +105,7 @@ def parse_id_texts(datas: Sequence[bytes]) -> ParsedTexts:
     ok, rows, cols, starts = _file_flags(np.frombuffer(big, dtype=np.uint8), ends)
     if not ok.all():  # rare: parse the good files alone, then put them back in place
         keep = np.flatnonzero(ok)
-        sub = parse_id_texts([datas[i] for i in keep])
+        sub = parse_id_texts([datas[i] for i in keep.tolist()])
         full_ok = np.zeros(nfiles, dtype=bool)
         full_ok[keep] = sub.ok
         out = [np.zeros(nfiles, dtype=np.int64) for _ in range(3)]
@@ -191,8 +191,9 @@ def read_text_batches(
             names[exts] = SourceNames(directory, exts, step0_offset)
         if paths != names[exts].paths(key, len(files) - 1):
             odd[item[0]] = paths  # names that do not round-trip ("007", "./"): kept verbatim, as the reference does
-        got = [read_regular_or_none(p, BULK_FILE_BYTES) for p in paths]
-        if any(g is None for g in got):
+        read = [read_regular_or_none(p, BULK_FILE_BYTES) for p in paths]
+        got = [g for g in read if g is not None]
+        if len(got) < len(read):  # a file the bulk reader does not take: the reference reads the round
             rest.append(item)
             continue
         taken.append((item, exts))

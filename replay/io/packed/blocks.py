@@ -73,7 +73,7 @@ def read_block(root: Path, group: str, spec: ArraySpec, k: int, check: bool = Tr
     """
     path = root / spec.file
     out = np.empty(spec.block_shape, dtype=spec.dtype)
-    buf = memoryview(out).cast("B") if out.nbytes else memoryview(b"")
+    buf = out.data.cast("B") if out.nbytes else memoryview(b"")
     start = spec.header_len + k * spec.block_bytes
     try:
         fd = os.open(path, os.O_RDONLY)

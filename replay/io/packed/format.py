@@ -90,7 +90,7 @@ def seal_meta(body: dict[str, Any]) -> dict[str, Any]:
 def block_checksum(block: np.ndarray) -> int:
     """CRC-32 of a block's bytes (C order), as stored in ``block_crc32``."""
     data = np.ascontiguousarray(block)
-    return zlib.crc32(memoryview(data).cast("B")) if data.nbytes else 0  # a view with a 0 in its shape cannot be cast
+    return zlib.crc32(data.data.cast("B")) if data.nbytes else 0  # a view with a 0 in its shape cannot be cast
 
 
 def file_sha256(path: Path, start: int = 0, progress: Callable[[int], None] | None = None) -> str:

@@ -8,11 +8,12 @@ checksum rules are replay.io.packed.format.
 
 from __future__ import annotations
 
+import builtins
 import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -55,7 +56,7 @@ class _Fields:
             self.fail(where, f"expected an object, got {_kind(obj)}")
         self.obj = obj
 
-    def fail(self, name: str, message: str):
+    def fail(self, name: str, message: str) -> NoReturn:
         raise DumpError(self.meta_path, message, name)
 
     def name(self, key: str) -> str:
@@ -69,21 +70,22 @@ class _Fields:
     def int(self, key: str, lo: int = 0, hi: int | None = None) -> int:
         return _int(self.meta_path, self.get(key), self.name(key), lo, hi)
 
-    def str(self, key: str, pattern: re.Pattern | None = None) -> str:
+    # The methods int, str and list shadow the builtins in this class's annotations, hence builtins.*.
+    def str(self, key: builtins.str, pattern: re.Pattern[builtins.str] | None = None) -> builtins.str:
         value = self.get(key)
         if not isinstance(value, str) or (pattern is not None and not pattern.match(value)):
             want = f"a string matching {pattern.pattern}" if pattern else "a string"
             self.fail(self.name(key), f"expected {want}, got {_show(value)}")
         return value
 
-    def list(self, key: str, length: int | None = None) -> list:
+    def list(self, key: builtins.str, length: builtins.int | None = None) -> builtins.list[Any]:
         value = self.get(key)
         if not isinstance(value, list) or (length is not None and len(value) != length):
             want = f"a list of {length}" if length is not None else "a list"
             self.fail(self.name(key), f"expected {want}, got {_show(value)}")
         return value
 
-    def sub(self, key: str) -> _Fields:
+    def sub(self, key: builtins.str) -> _Fields:
         return _Fields(self.meta_path, self.get(key), self.name(key))
 
 
@@ -156,7 +158,7 @@ def read_meta(root: Path) -> PackedMeta:
     return _parse_meta(meta_path, top, body)
 
 
-def _parse_meta(meta_path: Path, top: _Fields, body: dict) -> PackedMeta:
+def _parse_meta(meta_path: Path, top: _Fields, body: dict[str, Any]) -> PackedMeta:
     ro = top.sub("read_options")
     step0 = ro.list("step0_offset", 2)
     offset = (
@@ -304,7 +306,11 @@ def _parse_group(meta_path: Path, f: _Fields, step0: tuple[int, int]) -> GroupSp
 
 def _parse_array(meta_path: Path, f: _Fields, stem: str, group: str, blocks: int, block_rounds: int) -> ArraySpec:
     m = _MATRIX_STEM.match(stem)
-    if stem not in _ROUND_ARRAYS and not m:
+    if stem in _ROUND_ARRAYS:
+        ndim = _ROUND_ARRAYS[stem]
+    elif m:
+        ndim = 3 if m.group(3) == "parents" else 4
+    else:
         f.fail(f.where, "unknown array (expected keys, root, ordinal, s<i>_ids/logp/parents, v_ids/logp/parents)")
     file = f.str("file")
     if file != f"{group}/{stem}.npy":  # never a path outside the run
@@ -313,7 +319,6 @@ def _parse_array(meta_path: Path, f: _Fields, stem: str, group: str, blocks: int
     allowed = _FLOAT_DTYPES if stem.endswith("_logp") else _INT_DTYPES
     if dtype_s not in allowed:
         f.fail(f.name("dtype"), f"expected one of {', '.join(sorted(allowed))}, got {_show(dtype_s)}")
-    ndim = _ROUND_ARRAYS.get(stem) or (3 if m.group(3) == "parents" else 4)
     raw_shape = f.list("shape", ndim)
     shape = tuple(_int(meta_path, v, f"{f.name('shape')}[{j}]", 0, _MAX_DIM) for j, v in enumerate(raw_shape))
     if shape[0] != blocks or shape[-1] != block_rounds or (stem == "keys" and shape[1] != 2):

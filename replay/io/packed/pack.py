@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -128,7 +129,7 @@ def pack_batches(
     out: str | Path,
     block_rounds: int = DEFAULT_BLOCK_ROUNDS,
     force: bool = False,
-    manifest: dict | None = None,
+    manifest: dict[str, Any] | None = None,
 ) -> PackSummary:
     """Pack in-memory RoundBatches (synthetic runs, benchmarks); ``manifest`` becomes manifest.json.
 

@@ -159,22 +159,23 @@ class PackedRun:
         """
         n = group.block_size(k)
 
-        def get(stem: str) -> np.ndarray | None:
-            if stem not in group.arrays:
-                return None
+        def need(stem: str) -> np.ndarray:  # keys, root, ordinal and *_ids: packed.json must list them (meta.py)
             return self.read(group, stem, k)[..., :n]
 
+        def get(stem: str) -> np.ndarray | None:
+            return need(stem) if stem in group.arrays else None
+
         def stack(prefix: str) -> MatrixStack:
-            return MatrixStack(get(f"{prefix}_ids"), get(f"{prefix}_logp"), get(f"{prefix}_parents"))
+            return MatrixStack(need(f"{prefix}_ids"), get(f"{prefix}_logp"), get(f"{prefix}_parents"))
 
         return RoundBatch(
-            get("keys"),
-            get("root"),
+            need("keys"),
+            need("root"),
             tuple(stack(f"s{i}") for i in range(group.steps)),
             stack("v"),
             layout,
             group.names,
-            get("ordinal"),
+            need("ordinal"),
         )
 
     def bad_block(self, group: PackedGroup, k: int, exc: PackedBlockError) -> BadBlock:
@@ -187,9 +188,12 @@ class PackedRun:
             except PackedBlockError as e:
                 found[stem] = e
         errors = [e for e in found.values() if isinstance(e, PackedBlockError)] or [exc]
-        ords, keys = (
-            None if isinstance(found[s], PackedBlockError) else found[s].astype(np.int64) for s in ("ordinal", "keys")
-        )
+
+        def readable(stem: str) -> np.ndarray | None:
+            arr = found[stem]
+            return None if isinstance(arr, PackedBlockError) else arr.astype(np.int64)
+
+        ords, keys = readable("ordinal"), readable("keys")
         what = f"block {k} of group {group.name} ({n} round{'s' if n != 1 else ''})"
         why = (
             "; ".join(str(e) for e in errors)
@@ -275,8 +279,9 @@ class PackedRun:
                 try:
                     cache[gi] = (k, self.block(g, k, layout))
                 except PackedBlockError as exc:
-                    cache[gi] = (k, self.bad_block(g, k, exc))
-                    yield o, cache[gi][1].skipped
+                    bad = self.bad_block(g, k, exc)
+                    cache[gi] = (k, bad)
+                    yield o, bad.skipped
             item = cache[gi][1]
             if isinstance(item, RoundBatch):
                 yield o, item.round_at(i)
@@ -293,8 +298,11 @@ class PackedRun:
                 bad = self.bad_block(g, k, exc)
                 out.append((bad.position, bad.skipped))
                 continue
+            ords = b.ordinals
+            if ords is None:  # never: block() reads the ordinal array packed.json must list
+                raise ValueError(f"{self.path}: block {k} of group {g.name} without ordinals")
             for i in np.flatnonzero((b.keys[0] == key[0]) & (b.keys[1] == key[1])):
-                out.append((int(b.ordinals[i]), b.round_at(int(i))))
+                out.append((int(ords[i]), b.round_at(int(i))))
         out += [(bad.position, bad.skipped) for bad in unknown]
         yield from sorted(out, key=lambda t: t[0])
 

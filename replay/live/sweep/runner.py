@@ -36,11 +36,12 @@ from .directory import (
     KEPT,
     ROW_FILE,
     SweepResult,
-    claim,
     dumps_dir,
     is_finished,
     new_session,
+    open_sweep,
     settings,
+    sweep_result,
     write_results_table,
 )
 from .grid import config_name
@@ -66,10 +67,8 @@ def run_local_sweep(
     """Run every config not yet finished in ``out_dir``, in this process; ``after_config`` runs
     after each commit (tests use it to simulate a kill)."""
     out = Path(out_dir)
-    claim(out, sweep_settings(model_ref(draft), model_ref(target), prompts, options), resume)
-    clear_stale(dumps_dir(out))
+    names = open_sweep(out, sweep_settings(model_ref(draft), model_ref(target), prompts, options), resume, configs)
     session = new_session()
-    names = [config_name(c) for c in configs]
     done: dict[str, list[str]] = {COMMITTED: [], DUPLICATE: [], KEPT: []}
     for config, name in zip(configs, names):
         if is_finished(out, name):
@@ -83,9 +82,7 @@ def run_local_sweep(
             after_config(name)
     if cost_curve:
         measure_cost_curve_once(target, draft, out, LOCAL_WORKER, repeats)
-    return SweepResult(
-        write_results_table(out, names), tuple(done[COMMITTED]), tuple(done[KEPT]), tuple(done[DUPLICATE])
-    )
+    return sweep_result(out, names, done)
 
 
 def model_ref(model: LiveModel) -> dict[str, str]:

@@ -1,0 +1,366 @@
+"""Other tree configs at temperature T on recorded rounds: the sampling walk on each config's sub-tree.
+
+The greedy counterfactual (analysis.compare.subtree) rebuilds a config's tree on a recorded round,
+node for node by (parent, draft rank), with the recording's selection rule. At temperature T the
+walk can take any edge, not one path, so the sampling counterfactual needs every part of that tree
+the walk can reach (docs/analysis.md "Sampling-mode replay", "Other configs at T"):
+
+* the sub-tree's edges are recorded edges, so P(reach n) = product of p_T over its edges, bounded
+  by replay.core.sampling exactly as for the recorded tree (the same rows, the same rule);
+* a node whose existence, expansion or children the recording does not determine (MAYBE selection,
+  a kept width that depends on an unknown slot, an early stop that depends on unrecorded rows, a
+  node expanded by the config but not by the recording, a candidate beyond the recorded columns) is
+  *doubtful*. The round is *determined* at T when the walk reaches no doubtful node: the upper
+  bound of its reach probability is 0. Otherwise it is *undetermined*: counted, with the reason, and
+  never given a number of its own (the all-rounds bounds count it anywhere in [0, the steps run]).
+
+At T = 0 only the greedy path has a positive reach, so the determined rounds are exactly the rounds
+the greedy counterfactual decides, with the same accepted length (tests/test_compare_sampling.py).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from replay.core.config import TreeConfig
+from replay.core.sampling import PROBLEM_WORDS, greedy_logp, node_rows, sampling_bounds
+from replay.core.vocab import NO_PARENT, PAD_TOKEN
+from replay.engine.replayer import RoundResult
+from replay.engine.sampling import round_sampling
+
+from .subtree import (
+    MAYBE,
+    OUT,
+    WHY_BEYOND,
+    WHY_MAYBE,
+    WHY_THRESHOLD,
+    WHY_UNEXPANDED,
+    WHY_WIDTH,
+    is_contained,
+    reason_text,
+    simulate_subconfig,
+)
+
+REACHED = "a node the walk can reach"  # the reasons' words for a node (analysis.compare.subtree.reason_text)
+
+SAMPLING_COLUMNS = [
+    "config",
+    "top_head",
+    "nodes",
+    "contained",
+    "temperature",
+    "rounds",  # rounds with a sampling replay at T (the others are skipped, with the reason)
+    "determined",
+    "undetermined",
+    "exact",  # determined rounds whose expectation is exact (lo == hi)
+    "expected_accepted_length_lo",  # mean over the determined rounds
+    "expected_accepted_length_hi",
+    "expected_block_efficiency_lo",  # the same + 1
+    "expected_block_efficiency_hi",
+    "length_at_least_lo",  # lists: mean P(L >= d) over the determined rounds, d = 1 .. gamma
+    "length_at_least_hi",
+    "all_rounds_block_efficiency_lo",  # every round: an undetermined one counts at E[L] in [0, steps run]
+    "all_rounds_block_efficiency_hi",
+]
+
+SAMPLING_PER_ROUND_COLUMNS = [
+    "config",
+    "temperature",
+    "round",
+    "determined",
+    "expected_accepted_length_lo",
+    "expected_accepted_length_hi",
+    "exact",
+    "reason",
+]
+
+
+@dataclass(frozen=True)
+class _Doubt:
+    """A part of the sub-tree the recording does not determine, and what bounds its reach.
+
+    node: its own possible-tree index (reach_hi[node] bounds it), or for a candidate of unknown
+    token its parent's; siblings: then the parent's earlier children of known token, whose reach_lo
+    is subtracted (distinct tokens are disjoint draws). no_row: that parent has no validate row, so
+    at T = 0 the walk stops there (the greedy ``no_row`` stop)."""
+
+    why: int
+    depth: int
+    node: int
+    siblings: tuple[int, ...] = ()
+    rank: int = -1
+    unknown_token: bool = False
+    no_row: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class SubTreeRound:
+    """One config's possible sub-tree on one recorded round, in tree order (T-independent): every
+    node the config may have whose token is known, with its recorded node's validate row."""
+
+    name: str
+    tokens: np.ndarray  # [n] int64
+    parents: np.ndarray  # [n] int64 (NO_PARENT at the root)
+    depths: np.ndarray  # [n] int64
+    ids: np.ndarray  # [n, K] the recorded node's validate row (PAD_TOKEN when none)
+    logp: np.ndarray  # [n, K]
+    has_row: np.ndarray  # [n] bool
+    doubts: tuple[_Doubt, ...]
+    steps_hi: int  # draft steps the config possibly runs: E[L] <= steps_hi
+
+
+def sub_tree_round(
+    res: RoundResult, sub: TreeConfig, gamma_threshold: float | None = None, recorded_gamma: int | None = None
+) -> SubTreeRound:
+    """``sub``'s possible sub-tree on ``res`` (analysis.compare.subtree.simulate_subconfig), its doubts listed."""
+    sim = simulate_subconfig(res, sub, gamma_threshold, recorded_gamma)
+    logp = res.validate_logp if res.validate_logp is not None else greedy_logp(res.validate_ids)
+    rec_ids, rec_lp, rec_has = node_rows(
+        res.tree.tokens.shape[0], res.validate_ids, logp, res.layout, res.tree.expanded_order
+    )
+    index = {id(sim.root): 0}
+    nodes = [(int(sim.root.token), NO_PARENT, 0, 0)]  # (token, parent, depth, recorded node)
+    doubts: list[_Doubt] = []
+    for level in sim.levels:
+        for u in level:
+            i = index.get(id(u))
+            if i is None:
+                continue  # below a candidate of unknown token: never in the possible tree
+            d = u.depth
+            if not u.sure:
+                doubts.append(_Doubt(WHY_WIDTH, d - 1, i))
+            if d >= sim.max_steps or u.status == OUT:
+                continue  # a leaf of the simulated tree
+            why = WHY_THRESHOLD if d >= sim.sure_steps else WHY_MAYBE if u.status == MAYBE else None
+            if why is None and u.row < 0:
+                why = WHY_UNEXPANDED
+            if why is not None:
+                doubts.append(_Doubt(why, d, i))
+                continue
+            known: list[int] = []
+            no_row = not bool(rec_has[u.rec])
+            for child in u.children:
+                if child.token == PAD_TOKEN:
+                    doubts.append(_Doubt(WHY_BEYOND, d, i, tuple(known), child.rank, True, no_row))
+                    continue
+                index[id(child)] = len(nodes)
+                known.append(len(nodes))
+                nodes.append((int(child.token), i, d + 1, child.rec))
+    tokens, parents, depths, recs = (np.array(col, dtype=np.int64) for col in zip(*nodes))
+    where = np.maximum(recs, 0)
+    has = rec_has[where] & (recs >= 0)
+    ids = np.where(has[:, None], rec_ids[where], PAD_TOKEN)
+    lp = np.where(has[:, None], rec_lp[where], -np.inf)
+    return SubTreeRound(res.name, tokens, parents, depths, ids, lp, has, tuple(doubts), int(sim.max_steps))
+
+
+@dataclass(frozen=True)
+class SubRoundAtT:
+    """One round of one config at T: the bounds when determined, else the reason."""
+
+    determined: bool
+    expected_lo: float  # NaN when undetermined
+    expected_hi: float
+    length_ge_lo: tuple[float, ...]  # P(L >= d), d = 1 .. depth of the sub-tree (empty when undetermined)
+    length_ge_hi: tuple[float, ...]
+    exact: bool
+    steps_hi: int
+    reason: str = ""
+    problem: str = ""  # a bad validate row (the round is then skipped, never given a number)
+    needs_vocab: bool = False
+
+
+def _doubt_reach(dt: _Doubt, t: float, reach_lo: np.ndarray, reach_hi: np.ndarray) -> float:
+    """An upper bound on the probability that the walk reaches the doubtful part."""
+    if not dt.unknown_token:
+        return float(reach_hi[dt.node])
+    if t == 0.0 and dt.no_row:
+        return 0.0
+    return float(reach_hi[dt.node] - sum(reach_lo[s] for s in dt.siblings))
+
+
+def subtree_sampling(
+    trees: Sequence[SubTreeRound], temperature: float, vocab_size: int | None = None
+) -> list[SubRoundAtT]:
+    """Every sub-tree at T: replay.core.sampling.sampling_bounds on trees of one size at a time."""
+    out: list[SubRoundAtT | None] = [None] * len(trees)
+    groups: dict[tuple[int, int], list[int]] = {}
+    for k, tr in enumerate(trees):
+        groups.setdefault((tr.tokens.shape[0], tr.ids.shape[1]), []).append(k)
+    for members in groups.values():
+        stack = lambda f: np.stack([getattr(trees[k], f) for k in members])  # noqa: E731
+        b = sampling_bounds(
+            stack("tokens"),
+            stack("parents"),
+            stack("depths"),
+            stack("ids"),
+            stack("logp"),
+            stack("has_row"),
+            temperature,
+            vocab_size,
+        )
+        for j, k in enumerate(members):
+            out[k] = _at_t(trees[k], b, j, temperature)
+    return [o for o in out if o is not None]
+
+
+def _at_t(tr: SubTreeRound, b, j: int, t: float) -> SubRoundAtT:
+    nan = float("nan")
+    if b.problem[j]:
+        return SubRoundAtT(False, nan, nan, (), (), False, tr.steps_hi, problem=PROBLEM_WORDS[int(b.problem[j])])
+    for dt in tr.doubts:
+        if _doubt_reach(dt, t, b.reach_lo[j], b.reach_hi[j]) > 0.0:
+            why = reason_text(dt.why, dt.depth, dt.rank, REACHED)
+            return SubRoundAtT(False, nan, nan, (), (), False, tr.steps_hi, reason=why, needs_vocab=b.needs_vocab)
+    return SubRoundAtT(
+        True,
+        float(b.expected_lo[j]),
+        float(b.expected_hi[j]),
+        tuple(float(x) for x in b.length_ge_lo[j, 1:]),
+        tuple(float(x) for x in b.length_ge_hi[j, 1:]),
+        bool(b.exact[j]),
+        tr.steps_hi,
+        needs_vocab=b.needs_vocab,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class SamplingComparison:
+    """compare --temperature's results for one run: a row per (config, T), a row per (config, T, round)."""
+
+    table: pd.DataFrame  # SAMPLING_COLUMNS
+    per_round: pd.DataFrame  # SAMPLING_PER_ROUND_COLUMNS
+    skipped: list[tuple[str, float, str]]  # (round, T, reason): no sampling replay of the recorded round
+    needs_vocab: bool  # some T > 1 without a vocabulary size: the lower bounds are 0 (refused)
+
+
+def summarize_sampling(cfg: TreeConfig, recorded: TreeConfig, t: float, rounds: Sequence[SubRoundAtT]) -> dict:
+    """One SAMPLING_COLUMNS row from a config's rounds at T (undetermined ones counted, not averaged)."""
+    det = [r for r in rounds if r.determined]
+    n, nd = len(rounds), len(det)
+    nan = float("nan")
+    lo = np.array([r.expected_lo for r in det])
+    hi = np.array([r.expected_hi for r in det])
+    ge = np.zeros((2, nd, cfg.gamma))
+    for i, r in enumerate(det):
+        ge[0, i, : len(r.length_ge_lo)] = r.length_ge_lo[: cfg.gamma]
+        ge[1, i, : len(r.length_ge_hi)] = r.length_ge_hi[: cfg.gamma]
+    undet_hi = float(sum(r.steps_hi for r in rounds if not r.determined))
+    return {
+        "config": cfg.short(),
+        "top_head": list(cfg.top_head),
+        "nodes": cfg.num_nodes,
+        "contained": is_contained(cfg, recorded),
+        "temperature": t,
+        "rounds": n,
+        "determined": nd,
+        "undetermined": n - nd,
+        "exact": sum(1 for r in det if r.exact),
+        "expected_accepted_length_lo": float(lo.mean()) if nd else nan,
+        "expected_accepted_length_hi": float(hi.mean()) if nd else nan,
+        "expected_block_efficiency_lo": float(lo.mean()) + 1.0 if nd else nan,
+        "expected_block_efficiency_hi": float(hi.mean()) + 1.0 if nd else nan,
+        "length_at_least_lo": ge[0].mean(axis=0).tolist() if nd else [],
+        "length_at_least_hi": ge[1].mean(axis=0).tolist() if nd else [],
+        "all_rounds_block_efficiency_lo": float(lo.sum()) / n + 1.0 if n else nan,
+        "all_rounds_block_efficiency_hi": (float(hi.sum()) + undet_hi) / n + 1.0 if n else nan,
+    }
+
+
+def compare_sampling(
+    results: Sequence[RoundResult],
+    recorded: TreeConfig,
+    configs: Sequence[TreeConfig],
+    temperatures: Sequence[float],
+    vocab_size: int | None = None,
+    gamma_threshold: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SamplingComparison:
+    """Each config at each T on the recorded rounds (module docstring). A round whose recorded
+    replay at T is refused (no scores, a bad row: replay.engine.sampling.round_sampling) is skipped
+    for every config at that T; gamma_threshold as analysis.compare.configs.compare_configs."""
+    threshold = 0.0 if gamma_threshold is None else gamma_threshold
+    skipped: list[tuple[str, float, str]] = []
+    usable: dict[float, list[int]] = {}
+    refused: dict[bool, dict[int, str]] = {}  # whether a round is refused depends only on T = 0 or T > 0
+    for t in temperatures:
+        positive = t > 0.0
+        if positive not in refused:
+            refused[positive] = {}
+            for k, res in enumerate(results):
+                try:
+                    round_sampling(res, t, vocab_size)
+                except ValueError as exc:
+                    refused[positive][k] = str(exc)
+        why = refused[positive]
+        usable[t] = [k for k in range(len(results)) if k not in why]
+        skipped.extend((results[k].name, t, text) for k, text in why.items())
+    rows, per_round, needs_vocab = [], [], False
+    for c, cfg in enumerate(configs):
+        trees = {}
+        for t in temperatures:
+            todo = [k for k in usable[t] if k not in trees]
+            for k in todo:
+                trees[k] = sub_tree_round(results[k], cfg, threshold, recorded.gamma)
+            at = subtree_sampling([trees[k] for k in usable[t]], t, vocab_size)
+            for k, r in zip(usable[t], at):
+                if r.problem:  # the sub-tree reads the recorded tree's rows: its check comes first
+                    raise RuntimeError(f"round {results[k].name}: {r.problem}, yet its recorded replay passed")
+            needs_vocab |= any(r.needs_vocab for r in at)
+            rows.append(summarize_sampling(cfg, recorded, t, at))
+            per_round.extend(
+                (cfg.short(), t, results[k].name, r.determined, r.expected_lo, r.expected_hi, r.exact, r.reason)
+                for k, r in zip(usable[t], at)
+            )
+        if progress:
+            progress(c + 1, len(configs))
+    return SamplingComparison(
+        pd.DataFrame(rows, columns=SAMPLING_COLUMNS),
+        pd.DataFrame(per_round, columns=SAMPLING_PER_ROUND_COLUMNS),
+        skipped,
+        needs_vocab,
+    )
+
+
+def undetermined_reasons(per_round: pd.DataFrame) -> Counter:
+    """How often each reason made a round undetermined (per config and T in ``per_round``'s rows)."""
+    return Counter(per_round.loc[~per_round["determined"].astype(bool), "reason"])
+
+
+def sampling_display(df: pd.DataFrame) -> pd.DataFrame:
+    """The SAMPLING_COLUMNS table with each [lo, hi] pair as one readable column (x.xxx..y.yyy)."""
+    from .configs import format_bounds
+
+    out = df[["config", "top_head", "nodes", "contained", "determined", "undetermined", "exact"]].copy()
+    out["top_head"] = out["top_head"].map(lambda h: "[" + ",".join(str(v) for v in h) + "]")
+    for name in ("expected_accepted_length", "expected_block_efficiency", "all_rounds_block_efficiency"):
+        out[name] = [format_bounds(a, b) for a, b in zip(df[f"{name}_lo"], df[f"{name}_hi"])]
+    out["P(L >= d)"] = [
+        " ".join(format_bounds(a, b, 2) for a, b in zip(lo, hi)) or "n/a"
+        for lo, hi in zip(df["length_at_least_lo"], df["length_at_least_hi"])
+    ]
+    return out
+
+
+def reason_lines(per_round: pd.DataFrame) -> list[str]:
+    """Per config with undetermined rounds: how many, and the most common reason."""
+    lines = []
+    for cfg, g in per_round.groupby("config", sort=False):
+        why = undetermined_reasons(g)
+        if why:
+            text, k = why.most_common(1)[0]
+            lines.append(f"{cfg}: {sum(why.values())} undetermined, most often ({k}): {text}")
+    return lines
+
+
+TEMPERATURE_GRID = tuple(round(0.1 * k, 1) for k in range(16))  # 0, 0.1, ..., 1.5: the report's curve
+
+
+def has_scores(results: Sequence[RoundResult]) -> bool:
+    """Whether some round's validate rows carry the target's scores (what any T > 0 needs)."""
+    return any(res.validate_logp is not None for res in results)

@@ -1,0 +1,136 @@
+"""``specreplay compare --temperature T``: other configs at temperature T (analysis.compare.sampling).
+
+Glue only: the options compare --temperature cannot use are refused, each run's configs are compared
+at T, the table is printed (text, --csv, --json), the per-round outcomes written with --per-round,
+and the rounds without a sampling replay at T listed as skipped (exit 1; exit 2 when none is left).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from replay.io.grouping import Skipped
+from replay.util.atomic import atomic_path
+from replay.util.errors import SpecReplayError
+from replay.util.progress import progress_enabled
+
+from .cmd_analysis import check_config_args, configs_from_args, load_runs_from_args, skipped_status
+from .options import no_rounds_error, print_skipped
+
+# compare's options that price or plot the greedy comparison: taken with --temperature they would do nothing.
+_GREEDY_ONLY = {
+    "cost": "--cost",
+    "gamma_strategies": "--gamma-strategies",
+    "ema_window": "--ema-window",
+    "plot": "--plot",
+}
+
+SAMPLING_NOTE = (
+    "a round is determined at T when the walk cannot reach a part of the config's tree that the recording "
+    "does not determine; expected values are means over the determined rounds (lo..hi: bounds where the "
+    "top-K scores leave the tail open), all_rounds also counts each undetermined round anywhere in "
+    "[0, its draft steps] (docs/analysis.md, Other configs at T)"
+)
+
+
+def check_sampling_options(args: argparse.Namespace) -> None:
+    """Refuse the options --temperature does not use, naming them (before any work)."""
+    given = [flag for name, flag in _GREEDY_ONLY.items() if getattr(args, name, None) is not None]
+    if given:
+        raise SpecReplayError(
+            f"{' and '.join(given)} with --temperature: compare at T reports expected acceptance only "
+            "(no cost, strategies or plot); drop " + " and ".join(given) + " or --temperature"
+        )
+
+
+def run_compare_sampling(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from analysis.compare.sampling import compare_sampling
+    from replay.util.progress import tqdm_progress
+
+    check_sampling_options(args)
+    check_config_args(args)
+    runs = load_runs_from_args(args)
+    t, vocab = args.temperature, args.vocab_size
+    tables, per_round, skipped, needs_vocab = [], [], {}, False
+    for run in runs:
+        configs = configs_from_args(args, run.config)
+        update, close = tqdm_progress(f"compare {run.label} at T = {t:g}", progress_enabled(args.no_progress))
+        try:
+            done = compare_sampling(list(run.results), run.config, configs, [t], vocab, args.gamma_threshold, update)
+        finally:
+            close()
+        skipped[run.label] = [
+            Skipped(f"round {name}", f"no sampling replay at T = {t:g}: {why}") for name, _, why in done.skipped
+        ]
+        if not int(done.table["rounds"].max()):
+            if len(runs) == 1:
+                raise no_rounds_error(run.replay.directory, [*run.replay.skipped, *skipped[run.label]], (), None)
+            continue
+        needs_vocab |= done.needs_vocab
+        tables.append(done.table.assign(run=run.label))
+        per_round.append(done.per_round.assign(run=run.label))
+    if not tables:
+        for run in runs:
+            print_skipped(skipped[run.label], run.label)
+        raise SpecReplayError(f"no round has a sampling replay at T = {t:g} (reasons listed above)")
+    table = pd.concat(tables, ignore_index=True)
+    table = table[["run", *[c for c in table.columns if c != "run"]]]
+    if args.top:
+        table = _top(table, args.top)
+    if args.per_round:
+        rounds = pd.concat(per_round, ignore_index=True)
+        with atomic_path(args.per_round) as tmp:
+            rounds[["run", *[c for c in rounds.columns if c != "run"]]].to_csv(tmp, index=False)
+        print(f"wrote {args.per_round}", file=sys.stderr)
+    _print(table, pd.concat(per_round, ignore_index=True), args)
+    if needs_vocab:
+        print(
+            f"specreplay compare: note: at T = {t:g} > 1 the lower bounds need the vocabulary size "
+            "(--vocab-size V); they are shown as 0 (refused), the upper bounds stand",
+            file=sys.stderr,
+        )
+    status = skipped_status(runs, args)
+    for run in runs:
+        print_skipped(skipped[run.label], run.label if len(runs) > 1 else None)
+    return 1 if status or any(skipped.values()) else 0
+
+
+def _top(table, n: int):
+    """Per run, the recorded config (first row) and the n best by the all-rounds block efficiency lower bound."""
+    import pandas as pd
+
+    parts = []
+    for _, g in table.groupby("run", sort=False):
+        parts += [g.head(1), g.iloc[1:].sort_values("all_rounds_block_efficiency_lo", ascending=False).head(n)]
+    return pd.concat(parts, ignore_index=True)
+
+
+def _print(table, per_round, args: argparse.Namespace) -> None:
+    from analysis.compare.sampling import reason_lines, sampling_display
+
+    if args.json:
+        body = {"temperature": args.temperature, "vocab_size": args.vocab_size, "note": SAMPLING_NOTE}
+        body["configs"] = json.loads(table.to_json(orient="records", double_precision=15))
+        sys.stdout.write(json.dumps(body, indent=1) + "\n")
+        return
+    if args.csv:
+        compact = lambda v: json.dumps(list(v), separators=(",", ":"))  # noqa: E731  lists as JSON text
+        lists = {c: table[c].map(compact) for c in ("top_head", "length_at_least_lo", "length_at_least_hi")}
+        table.assign(**lists).to_csv(sys.stdout, index=False)
+        return
+    for run, grp in table.groupby("run", sort=False):
+        first = grp.iloc[0]
+        print(
+            f"{run}: {int(first['rounds'])} rounds with scores at T = {args.temperature:g}, "
+            f"recorded {first['config']} (first row)"
+        )
+        print(sampling_display(grp).to_string(index=False))
+        shown = per_round[(per_round["run"] == run) & per_round["config"].isin(set(grp["config"]))]
+        for line in reason_lines(shown):
+            print("  " + line)
+        print()
+    print("note: " + SAMPLING_NOTE)
