@@ -31,12 +31,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # name -> argv after ``specreplay`` ({run} is the packed run, {out} a scratch directory)
 COMMANDS: dict[str, list[str]] = {
-    "batch": ["batch", "{run}", "--no-progress"],
-    "batch-json": ["batch", "{run}", "--json", "--no-progress"],
-    "batch-parquet": ["batch", "{run}", "-o", "{out}/rounds.parquet", "--no-progress"],
-    "batch-csv": ["batch", "{run}", "-o", "{out}/rounds.csv", "--no-progress"],
-    "replay-summary": ["replay", "{run}", "--summary", "--no-progress"],
-    "replay-json": ["replay", "{run}", "--json", "--no-progress"],
+    "batch": ["batch", "{run}", "--workers", "1", "--no-progress"],
+    "batch-json": ["batch", "{run}", "--json", "--workers", "1", "--no-progress"],
+    "batch-parquet": ["batch", "{run}", "-o", "{out}/rounds.parquet", "--workers", "1", "--no-progress"],
+    "batch-csv": ["batch", "{run}", "-o", "{out}/rounds.csv", "--workers", "1", "--no-progress"],
+    "replay-summary": ["replay", "{run}", "--summary", "--workers", "1", "--no-progress"],
+    "replay-json": ["replay", "{run}", "--json", "--workers", "1", "--no-progress"],
     "stats-json": ["stats", "{run}", "--json", "--no-progress"],
     "compare-3": [
         "compare",
@@ -79,10 +79,10 @@ def _measure_child(argv: list[str], timeout: float) -> None:
     except subprocess.TimeoutExpired:
         rc, out_bytes, err = "timeout", 0, ""
     wall = time.perf_counter() - t0
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    print(
-        json.dumps({"rc": rc, "wall_s": wall, "peak_mb": peak_kb / 1024, "stdout_bytes": out_bytes, "err": err[-300:]})
-    )
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # nice (if any) execs the command: its own usage
+    cpu = usage.ru_utime + usage.ru_stime
+    row = {"rc": rc, "wall_s": wall, "cpu_s": cpu, "peak_mb": usage.ru_maxrss / 1024, "stdout_bytes": out_bytes}
+    print(json.dumps(dict(row, err=err[-300:])))
 
 
 def measure(name: str, run: Path, out: Path, timeout: float, nice: int) -> dict:
@@ -131,19 +131,22 @@ def main(argv=None) -> int:
             r = measure(name, run, base / "out" / name, args.timeout, args.nice)  # own folder: runs may overlap
             rows.append((name, r))
             note = "" if r["rc"] in (0, 1) else f"  rc={r['rc']} {r['err'].strip()[-200:]}"
-            print(f"  {name}: {r['wall_s']:.1f} s, {r['peak_mb']:.0f} MB{note}", file=sys.stderr)
+            print(
+                f"  {name}: {r['wall_s']:.1f} s, {r['cpu_s']:.1f} CPU s, {r['peak_mb']:.0f} MB{note}", file=sys.stderr
+            )
         print(f"{machine_line()}; load average {load:.1f} at start, {os.getloadavg()[0]:.1f} at end")
         print(
             f"run: {args.rounds:,} rounds, packed, {mb:,.0f} MB (article tree, all layout, scores, 5 % early stops)\n"
         )
-        print("| command | wall s | peak RSS MB | exit |")
-        print("|---|---|---|---|")
+        print("| command | wall s | CPU s | peak RSS MB | exit |")
+        print("|---|---|---|---|---|")
         for name, r in rows:
             shown = " ".join(
                 a.replace("{run}", "RUN").replace("{out}/", "") for a in COMMANDS[name] if a != "--no-progress"
             )
             shown = shown.replace("|", "\\|")  # a markdown table cell
-            print(f"| `{shown}` | {r['wall_s']:.1f} | {r['peak_mb']:,.0f} | {r['rc']} |")
+            wall = f"> {args.timeout:.0f} (cut)" if r["rc"] == "timeout" else f"{r['wall_s']:.1f}"
+            print(f"| `{shown}` | {wall} | {r['cpu_s']:.1f} | {r['peak_mb']:,.0f} | {r['rc']} |")
         return 0
     finally:
         if not args.keep and not args.dir:

@@ -98,8 +98,11 @@ def join_compare(
     configs: Sequence[TreeConfig],
     cost: CostModel,
     gamma_threshold: float | None = None,
+    per_round: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """compare_configs' (summary, per-round) frames from the parts of one run, rounds in run order."""
+    """compare_configs' (summary, per-round) frames from the parts of one run, rounds in run order.
+    ``per_round=False``: the per-round frame is left empty (one row per round and config, it is most
+    of compare's memory at a million rounds, and only ``--per-round`` writes it)."""
     if not parts:
         return pd.DataFrame([], columns=COMPARE_COLUMNS), pd.DataFrame([])
     ords = np.concatenate([p.ordinals for p in parts])
@@ -129,6 +132,8 @@ def join_compare(
                 nodes[o["steps_hi"]],
             )
         )
+        if not per_round:
+            continue
         frames.append(
             {
                 "config": np.full(names.shape[0], cfg.short(), dtype=object),
@@ -145,7 +150,7 @@ def join_compare(
         )
     per_round = (
         pd.DataFrame({c: np.concatenate([f[c] for f in frames]) for c in PER_ROUND_COLUMNS})
-        if configs
+        if configs and per_round
         else pd.DataFrame([])
     )
     return pd.DataFrame(rows, columns=COMPARE_COLUMNS), per_round
@@ -207,14 +212,17 @@ def compare_run(
     cost: CostModel | None = None,
     gamma_threshold: float | None = None,
     progress: Progress | None = None,
+    per_round: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """compare_configs for a loaded run: from the batch arrays when the run was loaded by the batch
     path (analysis.tables.runs.load_run), round by round by the reference otherwise. ``progress(rounds
-    done, rounds)``."""
+    done, rounds)``; ``per_round=False`` leaves the per-round frame empty (join_compare)."""
     cost = cost or CostModel.default()
     if not isinstance(run.replay, BatchReplay):
-        return compare_configs(run.results, run.config, configs, cost, gamma_threshold, progress)
-    return join_compare(run_parts(run, configs, gamma_threshold, progress), run.config, configs, cost, gamma_threshold)
+        table, rounds = compare_configs(run.results, run.config, configs, cost, gamma_threshold, progress)
+        return table, rounds if per_round else pd.DataFrame([])
+    parts = run_parts(run, configs, gamma_threshold, progress)
+    return join_compare(parts, run.config, configs, cost, gamma_threshold, per_round)
 
 
 def outcomes_by_gamma_run(
@@ -274,10 +282,11 @@ def priced_comparison(
     pricing: RunPricing,
     gamma_threshold: float | None = None,
     progress: Progress | None = None,
+    per_round: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The configs with cost and measured speedup, as compare and report show them: compare_run's
     (summary, per-round) frames, the summary with_speed under ``pricing`` (analysis.cost.source.run_pricing)."""
-    table, rounds = compare_run(run, configs, pricing.cost, gamma_threshold, progress)
+    table, rounds = compare_run(run, configs, pricing.cost, gamma_threshold, progress, per_round)
     return with_speed(table, run.config, pricing.cost, pricing.measured), rounds
 
 

@@ -219,10 +219,23 @@ def modelled_speedup(results: Sequence[RoundResult], cost: CostModel) -> float:
     """The recorded rounds' modelled speedup: Σ (L_r + 1) · t_verify(1) / Σ (steps_r · t_draft + t_verify(nodes_r + 1))."""
     if not results:
         return float("nan")
-    tokens = sum(r.acceptance.accepted_length + 1 for r in results)
-    steps = [r.tree.num_steps for r in results]
-    nodes = [r.tree.num_nodes for r in results]
+    lengths, steps, nodes = round_sizes(results)
+    tokens = int(lengths.sum()) + int(lengths.shape[0])
     return cost.speedup(tokens, float(np.sum(cost.round_cost(steps, nodes))))
+
+
+def round_sizes(results: Sequence[RoundResult]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """([R] accepted length, [R] draft steps, [R] draft nodes) int64 of the rounds, in order. A run
+    loaded on the batch path (analysis.tables.runs.LazyResults) has them as arrays: asking its
+    RoundResults would replay every round again, one at a time."""
+    sizes = getattr(results, "sizes", None)
+    if sizes is not None:
+        return sizes
+    return (
+        np.asarray([r.acceptance.accepted_length for r in results], dtype=np.int64),
+        np.asarray([r.tree.num_steps for r in results], dtype=np.int64),
+        np.asarray([r.tree.num_nodes for r in results], dtype=np.int64),
+    )
 
 
 def speed_row(label: str, results: Sequence[RoundResult], cost: CostModel, measured: Speedup | None) -> dict:

@@ -403,7 +403,7 @@ def _comparisons(
             continue
         cost = pricing[run.label].cost
         configs = _run_configs(run, opts)
-        table, _ = priced_comparison(run, configs, pricing[run.label], opts.gamma_threshold)
+        table, _ = priced_comparison(run, configs, pricing[run.label], opts.gamma_threshold, per_round=False)
         table.insert(0, "run", run.label)
         tables.append(table)
         window = ema_window_of(run, opts.ema_window)

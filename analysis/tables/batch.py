@@ -9,6 +9,7 @@ summaries, and over rounds only where a cell is a list or a joined string.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,13 +73,26 @@ class _Nodes:
     name: np.ndarray  # [n, C] object node names
 
 
-def batch_table_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> TableParts:
-    """Round and node rows of the rounds ``res`` replayed (``res.ok``), one shape at a time."""
+def batch_table_parts(
+    batch: RoundBatch,
+    res: BatchResult,
+    cfg: TreeConfig,
+    run: str,
+    round_columns: Collection[str] | None = None,
+    node_columns: Collection[str] | None = None,
+    round_ids: bool = False,
+) -> TableParts:
+    """Round and node rows of the rounds ``res`` replayed (``res.ok``), one shape at a time; only
+    the columns named when given. ``round_ids``: the ``round`` column of both is the round's
+    position in its run (int64), not its text: what the metrics compare rounds by."""
     if len(res) != len(batch):
         raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
     ordinals = (
         np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
     )
+    if round_ids:  # the text is not built
+        round_columns = [c for c in (ROUND_COLUMNS if round_columns is None else round_columns) if c != "round"]
+        node_columns = [c for c in (NODE_COLUMNS if node_columns is None else node_columns) if c != "round"]
     parts = TableParts([], [], [], [])
     for k, shape in enumerate(res.shapes):
         members = np.flatnonzero(res.ok & (res.shape_index == k))
@@ -86,10 +100,13 @@ def batch_table_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run:
             continue
         sub, r = batch.take(members), res.take(members)
         facts = _node_facts(sub, r, shape, cfg.tree_type != TREE_DYNAMIC)
-        parts.rounds.append(_round_columns(r, shape, facts, cfg, run))
-        parts.nodes.append(_node_columns(r, shape, facts, run))
-        parts.round_ordinals.append(ordinals[members])
-        parts.node_ordinals.append(np.repeat(ordinals[members], facts.parent.shape[0]))
+        rounds, nodes = ordinals[members], np.repeat(ordinals[members], facts.parent.shape[0])
+        parts.rounds.append(_round_columns(r, shape, facts, cfg, run, round_columns))
+        parts.nodes.append(_node_columns(r, shape, facts, run, node_columns))
+        if round_ids:
+            parts.rounds[-1]["round"], parts.nodes[-1]["round"] = rounds, nodes
+        parts.round_ordinals.append(rounds)
+        parts.node_ordinals.append(nodes)
     return parts
 
 
@@ -104,6 +121,92 @@ def join_parts(parts: list[TableParts]) -> tuple[pd.DataFrame, pd.DataFrame]:
     return finish_table(frame_of(r, ROUND_COLUMNS), ROUND_COLUMNS), finish_table(
         frame_of(n, NODE_COLUMNS), NODE_COLUMNS
     )
+
+
+# What a run keeps of its round table when its node metrics are counted block by block
+# (analysis.tables.metrics.node_metric_counts): the columns the round metrics read (summary,
+# accepted_length_distribution, depth_acceptance), stats' selection counts and LazyResults' keys.
+SLIM_ROUND_COLUMNS = (
+    "run",
+    "key_a",
+    "key_b",
+    "num_steps",
+    "num_nodes",
+    "selection",
+    "accepted_length",
+    "stop",
+    "bonus_known",
+)
+# What compare keeps (it reads no table: LazyResults' keys and the example round's choice only).
+KEY_ROUND_COLUMNS = ("run", "key_a", "key_b", "accepted_length", "stop")
+
+
+@dataclass(frozen=True, eq=False)
+class SlimParts:
+    """Some rounds of one run: a few round columns, and the counts of the node metrics of those
+    rounds (None when not asked for, or no round replayed) instead of their node rows."""
+
+    rounds: list[Columns]
+    round_ordinals: list[np.ndarray]
+    node_counts: dict | None = None
+
+
+# The node table's columns the node metrics read (analysis.tables.metrics.node_metric_counts).
+METRIC_NODE_COLUMNS = (
+    "run",
+    "round",
+    "node",
+    "name",
+    "depth",
+    "parent",
+    "rank",
+    "expanded",
+    "expanded_slot",
+    "level_rank",
+    "on_path",
+    "target_rank",
+    "target_in",
+)
+
+
+def batch_metric_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> SlimParts:
+    """SLIM_ROUND_COLUMNS of the rounds ``res`` replayed and their node metrics' counts; the node
+    rows are built for this batch only (a block of a packed run), so memory does not grow with the run."""
+    from .metrics import node_metric_counts
+
+    parts = batch_table_parts(batch, res, cfg, run, SLIM_ROUND_COLUMNS, METRIC_NODE_COLUMNS, round_ids=True)
+    if not parts.rounds:
+        return SlimParts([], [])
+    rounds = _frame(parts.rounds, parts.round_ordinals, {"round": "", **{c: "" for c in SLIM_ROUND_COLUMNS}})
+    nodes = _frame(parts.nodes, parts.node_ordinals, {c: NODE_COLUMNS[c] for c in METRIC_NODE_COLUMNS})
+    slim = [{c: cols[c] for c in SLIM_ROUND_COLUMNS} for cols in parts.rounds]
+    return SlimParts(slim, parts.round_ordinals, node_metric_counts(nodes, rounds, {run: cfg}))
+
+
+def _frame(columns: list[Columns], ordinals: list[np.ndarray], names: dict) -> pd.DataFrame:
+    """One table of ``columns`` (those of ``names``), rows in run order, typed as the tables are."""
+    return finish_table(frame_of(_in_run_order(concat_columns(columns), ordinals), names), names)
+
+
+def batch_key_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> SlimParts:
+    """KEY_ROUND_COLUMNS of the rounds ``res`` replayed (no node facts are derived)."""
+    if len(res) != len(batch):
+        raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
+    ok = np.flatnonzero(res.ok)
+    if not ok.shape[0]:
+        return SlimParts([], [])
+    ordinals = ok if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)[ok]
+    cols = record_columns(res.take(ok), KEY_ROUND_COLUMNS) | {"run": np.full(ok.shape[0], run, dtype=object)}
+    return SlimParts([cols], [ordinals.astype(np.int64)])
+
+
+def join_slim(parts: list[SlimParts], names: Sequence[str]) -> pd.DataFrame:
+    """The round table of one run, only the columns ``names``, rounds in run order."""
+    columns = {c: ROUND_COLUMNS[c] for c in names}
+    rounds = [c for p in parts for c in p.rounds]
+    if not rounds:
+        return finish_table(pd.DataFrame({c: pd.Series(dtype="object") for c in columns}), columns)
+    return _frame(rounds, [o for p in parts for o in p.round_ordinals], columns)
 
 
 def _in_run_order(columns: Columns, ordinals: list[np.ndarray]) -> Columns:
@@ -253,29 +356,33 @@ def _int_na(values: np.ndarray) -> NullableInts:
     return NullableInts(values, values < 0)
 
 
-def _node_columns(res: BatchResult, shape: TreeShape, f: _Nodes, run: str) -> Columns:
+def _node_columns(
+    res: BatchResult, shape: TreeShape, f: _Nodes, run: str, names: Collection[str] | None = None
+) -> Columns:
+    """The node table's columns (those of ``names`` when given)."""
     n, c = f.parent.shape
     depth = np.repeat(np.arange(shape.num_steps + 1, dtype=np.int64), shape.level_sizes)
     rank = np.concatenate([[NO_RANK]] + [m.slot_rank for m in shape.maps]).astype(np.int64)
-    return {
-        "run": np.full(n * c, run, dtype=object),
-        "round": np.repeat(round_names(res), n),
-        "node": np.tile(np.arange(n, dtype=np.int64), c),
-        "name": _rows(f.name),
-        "depth": np.tile(depth, c),
-        "parent": _rows(f.parent),
-        "rank": np.tile(rank, c),
-        "token": _int_na(_rows(f.token)),  # an unknown root (PAD_TOKEN) is NA, as root_token
-        "path_logprob": _rows(f.logp),
-        "num_children": _rows(f.num_children),
-        "expanded": _rows(f.expanded_slot >= 0),
-        "expanded_slot": _int_na(_rows(f.expanded_slot)),
-        "level_rank": _int_na(_rows(f.level_rank)),
-        "on_path": _rows(f.on_path),
-        "target_token": _int_na(_rows(f.target_token)),
-        "target_rank": _int_na(_rows(f.target_rank)),
-        "target_in": _IN_NAMES[_rows(f.target_in)],
+    makers = {
+        "run": lambda: np.full(n * c, run, dtype=object),
+        "round": lambda: np.repeat(round_names(res), n),
+        "node": lambda: np.tile(np.arange(n, dtype=np.int64), c),
+        "name": lambda: _rows(f.name),
+        "depth": lambda: np.tile(depth, c),
+        "parent": lambda: _rows(f.parent),
+        "rank": lambda: np.tile(rank, c),
+        "token": lambda: _int_na(_rows(f.token)),  # an unknown root (PAD_TOKEN) is NA, as root_token
+        "path_logprob": lambda: _rows(f.logp),
+        "num_children": lambda: _rows(f.num_children),
+        "expanded": lambda: _rows(f.expanded_slot >= 0),
+        "expanded_slot": lambda: _int_na(_rows(f.expanded_slot)),
+        "level_rank": lambda: _int_na(_rows(f.level_rank)),
+        "on_path": lambda: _rows(f.on_path),
+        "target_token": lambda: _int_na(_rows(f.target_token)),
+        "target_rank": lambda: _int_na(_rows(f.target_rank)),
+        "target_in": lambda: _IN_NAMES[_rows(f.target_in)],
     }
+    return {k: make() for k, make in makers.items() if names is None or k in names}
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
@@ -283,21 +390,29 @@ def _rows(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a.T).reshape(-1)
 
 
-def _round_columns(res: BatchResult, shape: TreeShape, f: _Nodes, cfg: TreeConfig, run: str) -> Columns:
-    """The record's columns (replay.engine.batch.frames), then the analysis columns (tables.ANALYSIS_COLUMNS)."""
+def _round_columns(
+    res: BatchResult, shape: TreeShape, f: _Nodes, cfg: TreeConfig, run: str, names: Collection[str] | None = None
+) -> Columns:
+    """The record's columns (replay.engine.batch.frames), then the analysis columns
+    (tables.ANALYSIS_COLUMNS); those of ``names`` when given."""
     c = len(res)
     lengths = res.accepted_length.astype(np.int64)
-    col = np.arange(c)
-    at_depth = [f.name[np.clip(res.accepted_nodes[d], 0, None), col] for d in range(res.gamma)]
-    names = [">".join(parts[:k]) for parts, k in zip(zip(*at_depth), lengths.tolist())]
-    return record_columns(res) | {
-        "run": np.full(c, run, dtype=object),
-        "config": np.full(c, cfg.short(), dtype=object),
-        "tree_type": np.full(c, int(cfg.tree_type), dtype=np.int64),
-        "num_expanded": np.full(c, shape.num_expanded, dtype=np.int64),
-        "bonus_known": res.bonus_token != PAD_TOKEN,
-        "root_child_rank": NullableInts(res.accepted_ranks[0].astype(np.int64), lengths == 0),
-        "root_target_rank": _int_na(f.target_rank[0]),
-        "root_target_in": _IN_NAMES[f.target_in[0]],
-        "accepted_names": np.asarray(names, dtype=object),
+
+    def accepted_names():
+        col = np.arange(c)
+        at_depth = [f.name[np.clip(res.accepted_nodes[d], 0, None), col] for d in range(res.gamma)]
+        return np.asarray([">".join(parts[:k]) for parts, k in zip(zip(*at_depth), lengths.tolist())], dtype=object)
+
+    makers = {
+        "run": lambda: np.full(c, run, dtype=object),
+        "config": lambda: np.full(c, cfg.short(), dtype=object),
+        "tree_type": lambda: np.full(c, int(cfg.tree_type), dtype=np.int64),
+        "num_expanded": lambda: np.full(c, shape.num_expanded, dtype=np.int64),
+        "bonus_known": lambda: res.bonus_token != PAD_TOKEN,
+        "root_child_rank": lambda: NullableInts(res.accepted_ranks[0].astype(np.int64), lengths == 0),
+        "root_target_rank": lambda: _int_na(f.target_rank[0]),
+        "root_target_in": lambda: _IN_NAMES[f.target_in[0]],
+        "accepted_names": accepted_names,
     }
+    extra = {k: make() for k, make in makers.items() if names is None or k in names}
+    return record_columns(res, names) | extra

@@ -237,11 +237,16 @@ def node_table(results: Iterable[RoundResult], run: str = "run") -> pd.DataFrame
 
 @dataclass(frozen=True, eq=False)
 class Tables:
-    """The two tables of one or more runs; ``configs`` maps run label → TreeConfig."""
+    """The two tables of one or more runs; ``configs`` maps run label → TreeConfig.
+
+    ``nodes`` is None when the runs were loaded with their node metrics counted block by block
+    (analysis.tables.runs.load_run, ``tables=TABLES_METRICS``): ``node_counts`` holds those counts
+    (analysis.tables.metrics.node_metric_counts) and ``rounds`` only the columns the metrics read."""
 
     rounds: pd.DataFrame
-    nodes: pd.DataFrame
+    nodes: pd.DataFrame | None
     configs: dict
+    node_counts: list | None = None
 
     @property
     def runs(self) -> list[str]:
@@ -257,6 +262,16 @@ def build_tables(runs: Sequence) -> Tables:
     Runs without rounds are left out: they have nothing to tabulate.
     """
     runs = [r for r in runs if r.results]
+    slim = [r.node_counts is not None for r in runs]
+    if runs and all(slim):
+        return Tables(
+            _typed(pd.concat([r.tables[0] for r in runs], ignore_index=True)),
+            None,
+            {r.label: r.config for r in runs},
+            [c for r in runs for c in r.node_counts],
+        )
+    if any(slim) or any(r.tables is not None and r.tables[1] is None for r in runs):
+        raise ValueError("build_tables: runs loaded without their node table; load them with tables=TABLES_FULL")
     built = [r.tables or (round_table(r.results, r.label, r.config), node_table(r.results, r.label)) for r in runs]
     rounds = [t[0] for t in built]
     nodes = [t[1] for t in built]

@@ -182,17 +182,25 @@ def rank_of_hit(nodes: pd.DataFrame) -> pd.DataFrame:
     past the kept width: the signal for widening topKSpec) or nowhere.
     fraction = count / attempts with a target row at that depth.
     """
+    return _rank_of_hit_finish(_rank_of_hit_counts(nodes))
+
+
+_RANK_KEYS = ["run", "depth", "target_in", "target_rank"]
+
+
+def _rank_of_hit_counts(nodes: pd.DataFrame) -> pd.DataFrame | None:
+    """rank_of_hit's counts: one row per (run, depth, target_in, target_rank) with ``count``; None without attempts."""
     sel = _path_attempts(nodes)
     sel = sel[sel["target_in"] != IN_NO_ROW]
     if sel.empty:
+        return None
+    return sel.groupby(_RANK_KEYS, sort=True, dropna=False).size().rename("count").reset_index()
+
+
+def _rank_of_hit_finish(g: pd.DataFrame | None) -> pd.DataFrame:
+    if g is None:
         return pd.DataFrame(columns=["run", "depth", "target_in", "target_rank", "count", "fraction"])
-    g = (
-        sel.groupby(["run", "depth", "target_in", "target_rank"], sort=True, dropna=False)
-        .size()
-        .rename("count")
-        .reset_index()
-    )
-    totals = sel.groupby(["run", "depth"]).size().rename("attempts")
+    totals = g.groupby(["run", "depth"])["count"].sum().rename("attempts")
     g = g.join(totals, on=["run", "depth"])
     g["fraction"] = g["count"] / g["attempts"]
     order = {IN_KEPT: 0, IN_BEYOND: 1, IN_NOWHERE: 2}
@@ -207,19 +215,35 @@ def hit_outcome_by_depth(nodes: pd.DataFrame) -> pd.DataFrame:
     beyond_fraction_d = #{near misses at d} / #{attempts at d with a target row}: the accepted
     length a wider topKSpec at step d-1 could have added is bounded by it.
     """
+    return _hit_outcome_finish(_hit_outcome_counts(nodes))
+
+
+_OUTCOMES = (IN_KEPT, IN_BEYOND, IN_NOWHERE)
+
+
+def _hit_outcome_counts(nodes: pd.DataFrame) -> list[dict]:
+    """hit_outcome_by_depth's counts: one dict per (run, depth), without the fractions."""
     sel = _path_attempts(nodes)
     rows = []
     for (run, depth), grp in sel.groupby(["run", "depth"], sort=True):
         counts = grp["target_in"].value_counts()
         known = int(len(grp) - counts.get(IN_NO_ROW, 0))
         row = {"run": run, "depth": int(depth), "attempts": int(len(grp)), "with_target_row": known}
-        for k in (IN_KEPT, IN_BEYOND, IN_NOWHERE):
-            row[k] = int(counts.get(k, 0))
-            row[f"{k}_fraction"] = row[k] / known if known else np.nan
+        rows.append(row | {k: int(counts.get(k, 0)) for k in _OUTCOMES})
+    return rows
+
+
+def _hit_outcome_finish(counts: list[dict]) -> pd.DataFrame:
+    """The table from counts sorted by (run, depth): each share over the attempts with a target row."""
+    rows = []
+    for c in counts:
+        row = {k: c[k] for k in ("run", "depth", "attempts", "with_target_row")}
+        known = c["with_target_row"]
+        for k in _OUTCOMES:
+            row[k] = c[k]
+            row[f"{k}_fraction"] = c[k] / known if known else np.nan
         rows.append(row)
-    cols = ["run", "depth", "attempts", "with_target_row"] + [
-        c for k in (IN_KEPT, IN_BEYOND, IN_NOWHERE) for c in (k, f"{k}_fraction")
-    ]
+    cols = ["run", "depth", "attempts", "with_target_row"] + [c for k in _OUTCOMES for c in (k, f"{k}_fraction")]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -231,21 +255,30 @@ def parent_slot_usage(nodes: pd.DataFrame, rounds: pd.DataFrame) -> pd.DataFrame
     (position in selection order)? When it was not, ``level_rank`` k says topHead[d] >= k+1
     would have expanded it. fraction = rounds / rounds whose path reached depth d with d < steps.
     """
+    return _parent_slot_finish(_parent_slot_counts(nodes, rounds))
+
+
+_SLOT_KEYS = ["run", "depth", "expanded", "expanded_slot", "level_rank"]
+
+
+def _parent_slot_counts(nodes: pd.DataFrame, rounds: pd.DataFrame) -> pd.DataFrame | None:
+    """parent_slot_usage's counts: one row per (run, depth, expanded, expanded_slot, level_rank)
+    with ``rounds``; None when no round qualifies."""
     _require(rounds, ("run", "round", "num_steps"), "rounds")
     sel = nodes[nodes["on_path"] & (nodes["depth"] >= 1)].merge(
         rounds[["run", "round", "num_steps"]], on=["run", "round"]
     )
     sel = sel[sel["depth"] < sel["num_steps"]]
-    cols = ["run", "depth", "expanded", "expanded_slot", "level_rank", "rounds", "fraction"]
     if sel.empty:
+        return None
+    return sel.groupby(_SLOT_KEYS, dropna=False, sort=True).size().rename("rounds").reset_index()
+
+
+def _parent_slot_finish(g: pd.DataFrame | None) -> pd.DataFrame:
+    cols = ["run", "depth", "expanded", "expanded_slot", "level_rank", "rounds", "fraction"]
+    if g is None:
         return pd.DataFrame(columns=cols)
-    g = (
-        sel.groupby(["run", "depth", "expanded", "expanded_slot", "level_rank"], dropna=False, sort=True)
-        .size()
-        .rename("rounds")
-        .reset_index()
-    )
-    totals = sel.groupby(["run", "depth"]).size().rename("total")
+    totals = g.groupby(["run", "depth"])["rounds"].sum().rename("total")
     g = g.join(totals, on=["run", "depth"])
     g["fraction"] = g["rounds"] / g["total"]
     g = g.sort_values(
@@ -371,14 +404,27 @@ def slot_hit_frequency(nodes: pd.DataFrame, rounds: pd.DataFrame, configs: dict)
     levels); rounds of another shape (dynamic trees) are left out and counted in
     ``rounds_other_shape``. configs: run label → TreeConfig.
     """
+    return _slot_hits_finish(_slot_hits_counts(nodes, configs), configs)
+
+
+def _slot_hits_counts(nodes: pd.DataFrame, configs: dict) -> dict[str, tuple[np.ndarray, np.ndarray, int]]:
+    """slot_hit_frequency's counts: run → (rounds with slot u present [n], with u on the path [n],
+    rounds of another shape), runs in the order they first appear."""
     _require(nodes, ("run", "round", "node", "parent", "rank", "expanded_slot", "on_path"), "nodes")
-    rows = []
+    out = {}
     for run, grp in nodes.groupby("run", sort=False):
-        cfg = configs[run]
-        shape = static_shape(cfg)
+        shape = static_shape(configs[run])
         canon = shape_signature(shape)
         counted = _hits_vectorised(grp, canon)
-        present, hits, other = counted if counted is not None else _hits_by_round(grp, canon, shape.num_nodes + 1)
+        out[run] = counted if counted is not None else _hits_by_round(grp, canon, shape.num_nodes + 1)
+    return out
+
+
+def _slot_hits_finish(counts: dict[str, tuple[np.ndarray, np.ndarray, int]], configs: dict) -> pd.DataFrame:
+    rows = []
+    for run, (present, hits, other) in counts.items():
+        shape = static_shape(configs[run])
+        canon = shape_signature(shape)
         for u in range(shape.num_nodes + 1):
             depth = int(shape.depths[u])
             parent_slot, rank = (-1, -1) if u == 0 else canon[u - 1]
@@ -423,6 +469,12 @@ def node_hit_frequency(nodes: pd.DataFrame) -> pd.DataFrame:
     is in a round's tree only when its parent was expanded there. Any shape (dynamic trees too).
     Rows by depth, then rank path (A1, A2, ..., B11, B12, B21, ...).
     """
+    return _node_hits_finish(_node_hits_counts(nodes))
+
+
+def _node_hits_counts(nodes: pd.DataFrame) -> pd.DataFrame:
+    """node_hit_frequency's counts: one row per (run, name), runs and names in the order they first
+    appear, with depth, rank, rounds_present, on_path and ``_path`` (the draft ranks from the root)."""
     _require(nodes, ("run", "round", "node", "name", "depth", "parent", "rank", "on_path"), "nodes")
     g = nodes.groupby(["run", "name"], sort=False)
     out = pd.DataFrame(
@@ -435,8 +487,13 @@ def node_hit_frequency(nodes: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()
     path = _rank_paths(nodes, g)  # (run, name) -> draft ranks from the root
     out["_path"] = [path[(r, n)] for r, n in zip(out["run"], out["name"])]
+    return out
+
+
+def _node_hits_finish(out: pd.DataFrame) -> pd.DataFrame:
+    out = out.copy()
     out["parent_name"] = [node_name(list(p[:-1])) if p else "" for p in out["_path"]]
-    order = {run: k for k, run in enumerate(nodes["run"].unique())}
+    order = {run: k for k, run in enumerate(out["run"].unique())}
     out["_run"] = out["run"].map(order)
     out = out.sort_values(["_run", "depth", "_path"], kind="stable")
     out["rank"] = out["rank"].astype(np.int64)
@@ -468,16 +525,88 @@ def _rank_paths(nodes: pd.DataFrame, groups) -> dict[tuple, tuple[int, ...]]:
 
 
 def all_metrics(tables) -> dict[str, pd.DataFrame]:
-    """Every metric table of analysis.tables.build.Tables, by name (what stats/report print and export)."""
+    """Every metric table of analysis.tables.build.Tables, by name (what stats/report print and export).
+
+    Tables without a node table (``nodes`` None: the runs were loaded with their node metrics
+    counted block by block, analysis.tables.runs.load_run) bring those counts instead."""
+    nodes = tables.nodes
     return {
         "summary": summary(tables.rounds),
         "accepted_length": accepted_length_distribution(tables.rounds),
         "depth_acceptance": depth_acceptance(tables.rounds),
-        "rank_of_hit": rank_of_hit(tables.nodes),
-        "hit_outcome": hit_outcome_by_depth(tables.nodes),
-        "parent_slot": parent_slot_usage(tables.nodes, tables.rounds),
-        "slot_hits": slot_hit_frequency(tables.nodes, tables.rounds, tables.configs),
-        "node_hits": node_hit_frequency(tables.nodes),
+        **(
+            combine_node_counts(tables.node_counts, tables.configs)
+            if nodes is None
+            else {
+                "rank_of_hit": rank_of_hit(nodes),
+                "hit_outcome": hit_outcome_by_depth(nodes),
+                "parent_slot": parent_slot_usage(nodes, tables.rounds),
+                "slot_hits": slot_hit_frequency(nodes, tables.rounds, tables.configs),
+                "node_hits": node_hit_frequency(nodes),
+            }
+        ),
+    }
+
+
+def node_metric_counts(nodes: pd.DataFrame, rounds: pd.DataFrame, configs: dict) -> dict:
+    """What the node metrics (rank_of_hit ... node_hit_frequency) are finished from, for the rounds of
+    these tables. Every count is a sum over rounds, so the counts of disjoint sets of rounds (the
+    blocks of a run, whole runs) add up (combine_node_counts) to the counts of all of them: a run's
+    metrics need only one block's node rows at a time."""
+    return {
+        "rank_of_hit": _rank_of_hit_counts(nodes),
+        "hit_outcome": _hit_outcome_counts(nodes),
+        "parent_slot": _parent_slot_counts(nodes, rounds),
+        "slot_hits": _slot_hits_counts(nodes, configs),
+        "node_hits": _node_hits_counts(nodes),
+    }
+
+
+def combine_node_counts(parts: list[dict], configs: dict) -> dict[str, pd.DataFrame]:
+    """The node metrics of all the rounds of ``parts`` (node_metric_counts of disjoint sets of rounds,
+    in run order): the same tables as the metric functions give on those rounds' node table."""
+
+    def added(name: str, keys: list[str], total: str) -> pd.DataFrame | None:
+        got = [p[name] for p in parts if p[name] is not None]
+        if not got:
+            return None
+        return pd.concat(got, ignore_index=True).groupby(keys, sort=True, dropna=False)[total].sum().reset_index()
+
+    outcomes: dict[tuple, dict] = {}
+    for p in parts:
+        for row in p["hit_outcome"]:
+            key = (row["run"], row["depth"])
+            if key in outcomes:
+                kept = outcomes[key]
+                outcomes[key] = {k: v if k in ("run", "depth") else v + row[k] for k, v in kept.items()}
+            else:
+                outcomes[key] = dict(row)
+    slots: dict[str, tuple] = {}
+    for p in parts:
+        for run, counts in p["slot_hits"].items():
+            slots[run] = counts if run not in slots else tuple(a + b for a, b in zip(slots[run], counts))
+    named = pd.concat([p["node_hits"] for p in parts], ignore_index=True) if parts else None
+    if named is None or named.empty:
+        from .build import node_table
+
+        named = _node_hits_counts(node_table([]))
+    else:
+        g = named.groupby(["run", "name"], sort=False)
+        named = pd.DataFrame(
+            {
+                "depth": g["depth"].first(),
+                "rank": g["rank"].first(),
+                "rounds_present": g["rounds_present"].sum(),
+                "on_path": g["on_path"].sum(),
+                "_path": g["_path"].first(),
+            }
+        ).reset_index()
+    return {
+        "rank_of_hit": _rank_of_hit_finish(added("rank_of_hit", _RANK_KEYS, "count")),
+        "hit_outcome": _hit_outcome_finish([outcomes[k] for k in sorted(outcomes)]),
+        "parent_slot": _parent_slot_finish(added("parent_slot", _SLOT_KEYS, "rounds")),
+        "slot_hits": _slot_hits_finish(slots, configs),
+        "node_hits": _node_hits_finish(named),
     }
 
 
@@ -492,5 +621,7 @@ __all__ = [
     "slot_hit_frequency",
     "node_hit_frequency",
     "all_metrics",
+    "node_metric_counts",
+    "combine_node_counts",
     "IN_UNEXPANDED",
 ]

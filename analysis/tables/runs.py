@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult, replay_directory
@@ -25,8 +26,16 @@ class LazyResults(Sequence):
     """
 
     def __init__(
-        self, path: str, opts: ReplayOptions, rounds: pd.DataFrame, label: str = "run", progress: bool | None = None
+        self,
+        path: str,
+        opts: ReplayOptions,
+        rounds: pd.DataFrame,
+        label: str = "run",
+        progress: bool | None = None,
+        sizes: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     ):
+        # analysis.compare.configs.round_sizes: (accepted length, steps, nodes) per round, in order
+        self.sizes = sizes
         self._path = path
         self._opts = opts
         self._label = label
@@ -85,7 +94,8 @@ class LabelledRun:
 
     label: str
     replay: DirectoryReplay | BatchReplay
-    tables: tuple[pd.DataFrame, pd.DataFrame] | None = None
+    tables: tuple[pd.DataFrame, pd.DataFrame | None] | None = None
+    node_counts: list | None = None  # with tables=TABLES_METRICS: the node metrics' counts, one per block
 
     @property
     def results(self):
@@ -114,27 +124,64 @@ def unique_labels(dirs: Sequence[str], labels: Sequence[str] | None = None) -> l
     return out
 
 
+# What load_run builds besides the replay: the round and node tables (stats --table/-o, report's
+# tables/); the node metrics counted block by block and the round columns the metrics read (stats,
+# plot: memory does not grow with a run's node rows); or the round keys only (compare).
+TABLES_FULL, TABLES_METRICS, TABLES_KEYS = "full", "metrics", "keys"
+
+
 def load_runs(
     dirs: Sequence[str],
     opts: ReplayOptions = ReplayOptions(),
     labels: Sequence[str] | None = None,
     progress: bool | None = None,
+    tables: str = TABLES_FULL,
 ) -> list[LabelledRun]:
     """Replay every directory or packed run on the batch path, tables included (bad rounds are
     listed in ``run.replay.skipped``, never fatal)."""
     if not dirs:
         raise SpecReplayError("no dump directory given")
-    return [load_run(d, label, opts, progress) for label, d in zip(unique_labels(dirs, labels), dirs)]
+    return [load_run(d, label, opts, progress, tables) for label, d in zip(unique_labels(dirs, labels), dirs)]
 
 
-def load_run(path: str, label: str, opts: ReplayOptions = ReplayOptions(), progress: bool | None = None) -> LabelledRun:
-    """One run by the batch path: outcomes, skipped list and tables as the reference would give."""
-    from .batch import batch_table_parts, join_parts
+def load_run(
+    path: str,
+    label: str,
+    opts: ReplayOptions = ReplayOptions(),
+    progress: bool | None = None,
+    tables: str = TABLES_FULL,
+) -> LabelledRun:
+    """One run by the batch path: outcomes, skipped list and tables as the reference would give
+    (``tables``: TABLES_FULL, TABLES_METRICS or TABLES_KEYS, see there)."""
+    from .batch import (
+        KEY_ROUND_COLUMNS,
+        SLIM_ROUND_COLUMNS,
+        batch_key_parts,
+        batch_metric_parts,
+        batch_table_parts,
+        join_parts,
+        join_slim,
+    )
 
     on = progress_enabled() if progress is None else progress
-    rep = replay_run(path, opts, progress=on, per_batch=lambda b, res, tree: batch_table_parts(b, res, tree, label))
-    tables = join_parts(list(rep.per_batch))
-    return LabelledRun(label, BatchReplay(rep, LazyResults(path, opts, tables[0], label, on), opts), tables)
+    build = {TABLES_FULL: batch_table_parts, TABLES_METRICS: batch_metric_parts, TABLES_KEYS: batch_key_parts}
+    if tables not in build:
+        raise ValueError(f"tables={tables!r}: expected one of {', '.join(build)}")
+    part = build[tables]
+    rep = replay_run(path, opts, progress=on, per_batch=lambda b, res, tree: part(b, res, tree, label))
+    parts = list(rep.per_batch)
+    counts = None
+    if tables == TABLES_FULL:
+        frames = join_parts(parts)
+    else:
+        names = SLIM_ROUND_COLUMNS if tables == TABLES_METRICS else KEY_ROUND_COLUMNS
+        frames = (join_slim(parts, names), None)
+        counts = [p.node_counts for p in parts if p.node_counts is not None] if tables == TABLES_METRICS else None
+    res = rep.result
+    ok = res.ok
+    sizes = tuple(np.asarray(a[ok], dtype=np.int64) for a in (res.accepted_length, res.num_steps, res.num_nodes))
+    results = LazyResults(path, opts, frames[0], label, on, sizes)
+    return LabelledRun(label, BatchReplay(rep, results, opts), frames, counts)
 
 
 def load_reference(

@@ -119,7 +119,7 @@ def compare(run: LabelledRun, configs: Sequence[str | TreeConfig], cost: CostMod
         chosen.extend([c] if isinstance(c, TreeConfig) else parse_config_arg(str(c)))
     unique = list({(c.short(), c.top_head): c for c in chosen}.values())
     pricing = run_pricing(run.replay.directory, run.replay.manifest, run.label, cost)
-    table, _ = priced_comparison(run, unique, pricing)
+    table, _ = priced_comparison(run, unique, pricing, per_round=False)
     return table
 
 

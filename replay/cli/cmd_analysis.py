@@ -17,7 +17,7 @@ from replay.io.grouping import describe_skipped, why_no_rounds
 from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import output_dir
-from replay.util.progress import progress_enabled
+from replay.util.progress import progress_enabled, tqdm_progress
 
 from .options import (
     JSON_OBJECT_HELP,
@@ -84,13 +84,18 @@ def add_runs_input(p: argparse.ArgumentParser, many: bool = True) -> None:
     add_no_progress(p)
 
 
-def load_runs_from_args(args):
-    """Replay every DUMP; a run without a single replayable round is reported and left out."""
-    from analysis.tables.runs import load_runs
+def load_runs_from_args(args, tables: str | None = None):
+    """Replay every DUMP; a run without a single replayable round is reported and left out.
+
+    ``tables``: what the command reads besides the replay (analysis.tables.runs.TABLES_FULL, the
+    default, TABLES_METRICS or TABLES_KEYS)."""
+    from analysis.tables.runs import TABLES_FULL, load_runs
 
     for d in args.dirs:
         require_dump_source(d)
-    runs = load_runs(args.dirs, options_from_args(args), args.label, progress_enabled(args.no_progress))
+    runs = load_runs(
+        args.dirs, options_from_args(args), args.label, progress_enabled(args.no_progress), tables or TABLES_FULL
+    )
     kept = [run for run in runs if run.results]
     if len(runs) == 1 and not kept:
         (run,) = runs
@@ -234,11 +239,13 @@ def run_stats(args: argparse.Namespace) -> int:
     from analysis.tables.build import build_tables, export_tables
     from analysis.tables.definitions import DEPTH_NAMES, SUMMARY_NAMES, definitions_rows, definitions_text
     from analysis.tables.metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes
+    from analysis.tables.runs import TABLES_FULL, TABLES_KEYS, TABLES_METRICS
     from replay.core.vocab import DEPTH_RULE
 
-    runs = load_runs_from_args(args)
-    if args.temperature is not None:
-        return _stats_sampling(args, runs)
+    if args.temperature is not None:  # the expectations at T read the rounds' replay, not the tables
+        return _stats_sampling(args, load_runs_from_args(args, TABLES_KEYS))
+    whole = args.export or args.table in ("rounds", "nodes")  # only these show the tables themselves
+    runs = load_runs_from_args(args, TABLES_FULL if whole else TABLES_METRICS)
     tables = build_tables(runs)
     named = {**all_metrics(tables), "rounds": tables.rounds, "nodes": tables.nodes}
     if args.export:
@@ -343,47 +350,47 @@ def run_plot(args: argparse.Namespace) -> int:
     from analysis.report import plots, treeplot
     from analysis.tables.build import build_tables
     from analysis.tables.metrics import all_metrics, static_shape
+    from analysis.tables.runs import TABLES_METRICS
 
     decode = treeplot.load_decoder(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
     check_round_arg(args)
-    runs = load_runs_from_args(args)
+    runs = load_runs_from_args(args, TABLES_METRICS)
     check_round_replayed(runs, args)  # before writing
     picks = {run.label: _round_to_draw(run, args.show_round) for run in runs if run.results}
     tables = build_tables(runs)
     m = all_metrics(tables)
     fmts = args.format or list(plots.FORMATS)
     out = Path(args.output)
-    written = []
-    written += plots.save_figure(plots.plot_accepted_length(m["accepted_length"]), out, "accepted_length", fmts)
-    written += plots.save_figure(plots.plot_depth_acceptance(m["depth_acceptance"]), out, "depth_acceptance", fmts)
-    if len(runs) > 1:
-        written += plots.save_figure(
-            plots.plot_compare_runs(m["summary"], m["depth_acceptance"]), out, "runs_side_by_side", fmts
-        )
-    for run in runs:
-        if not run.results:
-            continue
-        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run.label)
-        written += plots.save_figure(
-            plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], run.label, run.config),
-            out,
-            f"rank_heatmap_{safe}",
-            fmts,
-        )
-        written += plots.save_figure(
-            plots.plot_parent_slot(m["parent_slot"], run.label, len(run.results)), out, f"parent_slot_{safe}", fmts
-        )
-        sh = m["slot_hits"]
-        written += plots.save_figure(
-            treeplot.plot_tree_hits(static_shape(run.config), sh[sh["run"] == run.label], run.label, run.config),
-            out,
-            f"tree_hits_{safe}",
-            fmts,
-        )
-        pick = picks[run.label]
-        written += plots.save_figure(
-            treeplot.plot_round_tree(pick.result, decode, run.label, pick.why), out, f"round_{safe}", fmts
-        )
+    written: list = []
+    with_rounds = [run for run in runs if run.results]
+    figures = 2 + (len(runs) > 1) + 4 * len(with_rounds)
+    update, close = tqdm_progress("plot", progress_enabled(args.no_progress))
+
+    def save(fig, name: str) -> None:  # one figure written: one step of the bar
+        written.extend(plots.save_figure(fig, out, name, fmts))
+        update(len(written) // len(fmts), figures)
+
+    try:
+        save(plots.plot_accepted_length(m["accepted_length"]), "accepted_length")
+        save(plots.plot_depth_acceptance(m["depth_acceptance"]), "depth_acceptance")
+        if len(runs) > 1:
+            save(plots.plot_compare_runs(m["summary"], m["depth_acceptance"]), "runs_side_by_side")
+        for run in with_rounds:
+            safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run.label)
+            save(
+                plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], run.label, run.config),
+                f"rank_heatmap_{safe}",
+            )
+            save(plots.plot_parent_slot(m["parent_slot"], run.label, len(run.results)), f"parent_slot_{safe}")
+            sh = m["slot_hits"]
+            save(
+                treeplot.plot_tree_hits(static_shape(run.config), sh[sh["run"] == run.label], run.label, run.config),
+                f"tree_hits_{safe}",
+            )
+            pick = picks[run.label]
+            save(treeplot.plot_round_tree(pick.result, decode, run.label, pick.why), f"round_{safe}")
+    finally:
+        close()
     for p in written:
         print(p)
     return skipped_status(runs, args)

@@ -106,7 +106,9 @@ def run_compare(args: argparse.Namespace) -> int:
     check_compare_options(args)
     given = cost_from_args(args)
     check_config_args(args)
-    runs = load_runs_from_args(args)
+    from analysis.tables.runs import TABLES_KEYS
+
+    runs = load_runs_from_args(args, TABLES_KEYS)  # compare replays the configs itself: it reads no table
     done = _compare_runs(args, runs, given)
     if not done.tables:
         raise SpecReplayError("no rounds to compare")
@@ -195,7 +197,9 @@ def _compare_runs(args: argparse.Namespace, runs: list, given) -> _Compared:
         configs = configs_from_args(args, run.config)
         update, close = tqdm_progress(f"compare {run.label}", progress_enabled(args.no_progress))
         try:
-            table, rounds = priced_comparison(run, configs, pricing, args.gamma_threshold, update)
+            table, rounds = priced_comparison(
+                run, configs, pricing, args.gamma_threshold, update, per_round=bool(args.per_round)
+            )
         finally:
             close()
         for note in beyond_recorded_notes(table, configs, run.config, run.label):
@@ -290,7 +294,10 @@ def run_report(args: argparse.Namespace) -> int:
     cost = cost_from_args(args)
     check_config_args(args)
     check_round_arg(args)
-    runs = load_runs_from_args(args)
+    from analysis.tables.runs import TABLES_FULL, TABLES_METRICS
+
+    # tables/ holds the round and node tables themselves; without it the metrics are counted by block
+    runs = load_runs_from_args(args, TABLES_METRICS if args.no_tables else TABLES_FULL)
     check_round_replayed(runs, args)
     configs = None
     if option_configs(args):

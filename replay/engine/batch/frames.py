@@ -8,8 +8,9 @@ pandas is imported when a frame is asked for, never by the replay itself.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -38,34 +39,36 @@ def record_frame(res):
     return frame_of(record_columns(res if ok.shape[0] == len(res) else res.take(ok)), COLUMNS)
 
 
-def record_columns(r) -> Columns:
-    """The record's columns of every round of ``r`` (all replayed: ``r.ok`` everywhere)."""
+def record_columns(r, names: Collection[str] | None = None) -> Columns:
+    """The record's columns of every round of ``r`` (all replayed: ``r.ok`` everywhere); only those
+    of ``names`` when given (the others, list columns above all, cost time at a million rounds)."""
     lengths = r.accepted_length.astype(np.int64)
-    tokens = leading(r.accepted_tokens, lengths)
     known = r.bonus_token != PAD_TOKEN
-    return {
-        "round": round_names(r),
-        "key_a": r.keys[0].astype(np.int64),
-        "key_b": r.keys[1].astype(np.int64),
-        "root_token": pad_as_na(r.root_tokens),
-        "num_steps": r.num_steps,
-        "num_nodes": r.num_nodes,
-        "shape": np.asarray([shape_text(s.widths) for s in r.shapes] + [""], dtype=object)[r.shape_index],
-        "layout": np.asarray(LAYOUTS, dtype=object)[r.layout],
-        "layout_source": np.where(r.layout_stated, "stated", "detected").astype(object),
-        "selection": selection_summaries(r),
-        "accepted_length": lengths,
+    tokens = cache(lambda: leading(r.accepted_tokens, lengths))
+    makers = {
+        "round": lambda: round_names(r),
+        "key_a": lambda: r.keys[0].astype(np.int64),
+        "key_b": lambda: r.keys[1].astype(np.int64),
+        "root_token": lambda: pad_as_na(r.root_tokens),
+        "num_steps": lambda: r.num_steps,
+        "num_nodes": lambda: r.num_nodes,
+        "shape": lambda: np.asarray([shape_text(s.widths) for s in r.shapes] + [""], dtype=object)[r.shape_index],
+        "layout": lambda: np.asarray(LAYOUTS, dtype=object)[r.layout],
+        "layout_source": lambda: np.where(r.layout_stated, "stated", "detected").astype(object),
+        "selection": lambda: selection_summaries(r),
+        "accepted_length": lambda: lengths,
         "accepted_tokens": tokens,
-        "accepted_nodes": leading(r.accepted_nodes, lengths),
-        "bonus_token": pad_as_na(r.bonus_token),
-        "bonus_kind": np.asarray([BONUS_NAMES[k] for k in range(len(BONUS_NAMES))], dtype=object)[r.bonus_kind],
-        "stop": np.asarray(STOP_CODES, dtype=object)[r.stop],
-        "committed_tokens": [
-            t + [b] if k else list(t) for t, b, k in zip(tokens, r.bonus_token.tolist(), known.tolist())
+        "accepted_nodes": lambda: leading(r.accepted_nodes, lengths),
+        "bonus_token": lambda: pad_as_na(r.bonus_token),
+        "bonus_kind": lambda: np.asarray([BONUS_NAMES[k] for k in range(len(BONUS_NAMES))], dtype=object)[r.bonus_kind],
+        "stop": lambda: np.asarray(STOP_CODES, dtype=object)[r.stop],
+        "committed_tokens": lambda: [
+            t + [b] if k else list(t) for t, b, k in zip(tokens(), r.bonus_token.tolist(), known.tolist())
         ],
-        "num_committed": r.num_committed.astype(np.int64),
-        "notes": notes_of(r),
+        "num_committed": lambda: r.num_committed.astype(np.int64),
+        "notes": lambda: notes_of(r),
     }
+    return {c: make() for c, make in makers.items() if names is None or c in names}
 
 
 def concat_columns(parts: Sequence[Columns]) -> Columns:
@@ -174,6 +177,45 @@ def record_arrow(res):
     known = res.bonus_token != PAD_TOKEN
     may_note = (res.selection == SEL_FALLBACK).any(axis=0) | (res.validate_extra_rows > 0)
     may_note[[k for k in res.selection_notes if k < n]] = True
+    schema = _record_schema(res, lengths, known, may_note)
+    sel_first, sel_inverse = distinct_columns(res.selection)
+    keys = res.keys.astype(np.int64)
+    columns = {
+        "round": pc.binary_join_element_wise(
+            pc.cast(keys[0], pa.large_string()), pc.cast(keys[1], pa.large_string()), pa.scalar("_", pa.large_string())
+        ),
+        "key_a": keys[0],
+        "key_b": keys[1],
+        "root_token": pa.array(res.root_tokens.astype(np.int64), mask=res.root_tokens == PAD_TOKEN),
+        "num_steps": res.num_steps.astype(np.int64),
+        "num_nodes": res.num_nodes.astype(np.int64),
+        "shape": _lookup([shape_text(s.widths) for s in res.shapes] + [""], res.shape_index),
+        "layout": _lookup(list(LAYOUTS), res.layout),
+        "layout_source": _lookup(["detected", "stated"], res.layout_stated),
+        "selection": _lookup([res.selection_summary(int(i)) for i in sel_first], sel_inverse),
+        "accepted_length": lengths,
+        "bonus_token": pa.array(res.bonus_token.astype(np.int64), mask=~known),
+        "bonus_kind": _lookup([BONUS_NAMES[k] for k in range(len(BONUS_NAMES))], res.bonus_kind),
+        "stop": _lookup(list(STOP_CODES), res.stop),
+        "num_committed": res.num_committed.astype(np.int64),
+    } | _record_list_columns(res, lengths, known, may_note)
+    arrays = []
+    for f in schema:
+        col = columns[f.name]
+        col = col if isinstance(col, (pa.Array, pa.ChunkedArray)) else pa.array(col)
+        if f.type == pa.null():
+            col = pa.nulls(n)
+        elif pa.types.is_list(f.type) and f.type.value_type == pa.null():
+            col = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.nulls(0))  # all empty
+        arrays.append(col.cast(f.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _record_schema(res, lengths: np.ndarray, known: np.ndarray, may_note: np.ndarray):
+    """record_arrow's schema: records_frame's on one round per distinct tuple of the codes that
+    decide a cell's kind (shape, layout, selection, bonus, stop, notes, missing values)."""
+    import pyarrow as pa
+
     codes = np.concatenate(
         (
             res.shape_index[None],
@@ -190,63 +232,51 @@ def record_arrow(res):
     ).astype(np.int64)  # [codes, R]
     first, _ = distinct_columns(codes)
     sample = records_frame(records_of_batch(res.take(np.sort(first))))  # record by record: the reference
-    schema = pa.Schema.from_pandas(sample, preserve_index=False)
+    return pa.Schema.from_pandas(sample, preserve_index=False)
 
-    def listed(values2d: np.ndarray, counts: np.ndarray):  # [R, W] row-major, first counts[r] of each row
-        offsets = np.zeros(n + 1, dtype=np.int32)
-        np.cumsum(counts, out=offsets[1:])
-        mask = np.arange(values2d.shape[1])[None, :] < counts[:, None]
-        return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values2d[mask].astype(np.int64)))
 
-    def lookup(texts: list, index: np.ndarray):  # a string per code, taken per round
-        return pa.array(texts, type=pa.large_string()).take(pa.array(index.astype(np.int64)))
+def _record_list_columns(res, lengths: np.ndarray, known: np.ndarray, may_note: np.ndarray) -> dict:
+    """record_arrow's list columns, Arrow list arrays from offsets: accepted tokens and nodes,
+    committed tokens (the accepted ones, then the bonus where known) and notes."""
+    import pyarrow as pa
 
-    g = res.gamma
+    n, g = len(res), res.gamma
     tokens = res.accepted_tokens.T.astype(np.int64)  # [R, G]
     committed = np.zeros((n, g + 1), dtype=np.int64)
     committed[:, :g] = tokens
     bonus_at = np.minimum(lengths, g)
     committed[np.arange(n), bonus_at] = np.where(known, res.bonus_token, committed[np.arange(n), bonus_at])
-    sel_first, sel_inverse = distinct_columns(res.selection)
     note_rows = np.flatnonzero(may_note)
     notes = [res.notes(int(i)) for i in note_rows]
     note_counts = np.zeros(n, dtype=np.int64)
     note_counts[note_rows] = [len(v) for v in notes]
-    note_offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(note_counts, out=note_offsets[1:])
-    keys = res.keys.astype(np.int64)
-    columns = {
-        "round": pc.binary_join_element_wise(
-            pc.cast(keys[0], pa.large_string()), pc.cast(keys[1], pa.large_string()), pa.scalar("_", pa.large_string())
-        ),
-        "key_a": keys[0],
-        "key_b": keys[1],
-        "root_token": pa.array(res.root_tokens.astype(np.int64), mask=res.root_tokens == PAD_TOKEN),
-        "num_steps": res.num_steps.astype(np.int64),
-        "num_nodes": res.num_nodes.astype(np.int64),
-        "shape": lookup([shape_text(s.widths) for s in res.shapes] + [""], res.shape_index),
-        "layout": lookup(list(LAYOUTS), res.layout),
-        "layout_source": lookup(["detected", "stated"], res.layout_stated),
-        "selection": lookup([res.selection_summary(int(i)) for i in sel_first], sel_inverse),
-        "accepted_length": lengths,
-        "accepted_tokens": listed(tokens, lengths),
-        "accepted_nodes": listed(res.accepted_nodes.T, lengths),
-        "bonus_token": pa.array(res.bonus_token.astype(np.int64), mask=~known),
-        "bonus_kind": lookup([BONUS_NAMES[k] for k in range(len(BONUS_NAMES))], res.bonus_kind),
-        "stop": lookup(list(STOP_CODES), res.stop),
-        "committed_tokens": listed(committed, lengths + known),
-        "num_committed": res.num_committed.astype(np.int64),
+    return {
+        "accepted_tokens": _listed(tokens, lengths),
+        "accepted_nodes": _listed(res.accepted_nodes.T, lengths),
+        "committed_tokens": _listed(committed, lengths + known),
         "notes": pa.ListArray.from_arrays(
-            pa.array(note_offsets), pa.array([t for v in notes for t in v], type=pa.large_string())
+            pa.array(_offsets(note_counts)), pa.array([t for v in notes for t in v], type=pa.large_string())
         ),
     }
-    arrays = []
-    for f in schema:
-        col = columns[f.name]
-        col = col if isinstance(col, (pa.Array, pa.ChunkedArray)) else pa.array(col)
-        if f.type == pa.null():
-            col = pa.nulls(n)
-        elif pa.types.is_list(f.type) and f.type.value_type == pa.null():
-            col = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.nulls(0))  # all empty
-        arrays.append(col.cast(f.type))
-    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    """[R + 1] int32 Arrow list offsets of rows of ``counts`` items."""
+    offsets = np.zeros(counts.shape[0] + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets
+
+
+def _listed(values2d: np.ndarray, counts: np.ndarray):
+    """An Arrow list per row of ``values2d`` ([R, W] row-major): its first counts[r] values."""
+    import pyarrow as pa
+
+    mask = np.arange(values2d.shape[1])[None, :] < counts[:, None]
+    return pa.ListArray.from_arrays(pa.array(_offsets(counts)), pa.array(values2d[mask].astype(np.int64)))
+
+
+def _lookup(texts: list, index: np.ndarray):
+    """A string per code (``texts``), taken per round."""
+    import pyarrow as pa
+
+    return pa.array(texts, type=pa.large_string()).take(pa.array(index.astype(np.int64)))
