@@ -31,7 +31,7 @@ from replay.core.config import TreeConfig
 from replay.core.sampling import PROBLEM_WORDS, greedy_logp, node_rows, sampling_bounds
 from replay.core.vocab import NO_PARENT, PAD_TOKEN
 from replay.engine.replayer import RoundResult
-from replay.engine.sampling import round_sampling
+from replay.engine.sampling import NO_SCORES, round_sampling
 
 from .subtree import (
     MAYBE,
@@ -241,16 +241,45 @@ class SamplingComparison:
 
 def summarize_sampling(cfg: TreeConfig, recorded: TreeConfig, t: float, rounds: Sequence[SubRoundAtT]) -> dict:
     """One SAMPLING_COLUMNS row from a config's rounds at T (undetermined ones counted, not averaged)."""
-    det = [r for r in rounds if r.determined]
-    n, nd = len(rounds), len(det)
-    nan = float("nan")
-    lo = np.array([r.expected_lo for r in det])
-    hi = np.array([r.expected_hi for r in det])
-    ge = np.zeros((2, nd, cfg.gamma))
-    for i, r in enumerate(det):
+    n = len(rounds)
+    ge = np.zeros((2, n, cfg.gamma))
+    for i, r in enumerate(rounds):
         ge[0, i, : len(r.length_ge_lo)] = r.length_ge_lo[: cfg.gamma]
         ge[1, i, : len(r.length_ge_hi)] = r.length_ge_hi[: cfg.gamma]
-    undet_hi = float(sum(r.steps_hi for r in rounds if not r.determined))
+    return summarize_sampling_arrays(
+        cfg,
+        recorded,
+        t,
+        np.array([r.determined for r in rounds], dtype=bool),
+        np.array([r.expected_lo for r in rounds], dtype=np.float64),
+        np.array([r.expected_hi for r in rounds], dtype=np.float64),
+        ge[0],
+        ge[1],
+        np.array([r.exact for r in rounds], dtype=bool),
+        np.array([r.steps_hi for r in rounds], dtype=np.int64),
+    )
+
+
+def summarize_sampling_arrays(
+    cfg: TreeConfig,
+    recorded: TreeConfig,
+    t: float,
+    determined: np.ndarray,
+    lo_all: np.ndarray,
+    hi_all: np.ndarray,
+    ge_lo: np.ndarray,
+    ge_hi: np.ndarray,
+    exact: np.ndarray,
+    steps_hi: np.ndarray,
+) -> dict:
+    """summarize_sampling from per-round arrays in run order ([n]; ge_*: [n, gamma], zeros past a
+    round's sub-tree): the one summary rule, for the round path and analysis.compare.sampling_batch."""
+    n, nd = int(determined.shape[0]), int(determined.sum())
+    nan = float("nan")
+    lo = np.ascontiguousarray(lo_all[determined], dtype=np.float64)
+    hi = np.ascontiguousarray(hi_all[determined], dtype=np.float64)
+    ge = np.stack([ge_lo[determined], ge_hi[determined]]).reshape(2, nd, cfg.gamma)
+    undet_hi = float(steps_hi[~determined].sum())
     return {
         "config": cfg.short(),
         "top_head": list(cfg.top_head),
@@ -260,7 +289,7 @@ def summarize_sampling(cfg: TreeConfig, recorded: TreeConfig, t: float, rounds: 
         "rounds": n,
         "determined": nd,
         "undetermined": n - nd,
-        "exact": sum(1 for r in det if r.exact),
+        "exact": int(exact[determined].sum()),
         "expected_accepted_length_lo": float(lo.mean()) if nd else nan,
         "expected_accepted_length_hi": float(hi.mean()) if nd else nan,
         "expected_block_efficiency_lo": float(lo.mean()) + 1.0 if nd else nan,
@@ -364,3 +393,14 @@ TEMPERATURE_GRID = tuple(round(0.1 * k, 1) for k in range(16))  # 0, 0.1, ..., 1
 def has_scores(results: Sequence[RoundResult]) -> bool:
     """Whether some round's validate rows carry the target's scores (what any T > 0 needs)."""
     return any(res.validate_logp is not None for res in results)
+
+
+def without_scores(done: SamplingComparison) -> bool:
+    """Whether no round of a comparison had scores: every round at every T > 0 refused for that
+    (has_scores for a comparison made on the batch arrays, where the rounds are not at hand)."""
+    positive = done.table["temperature"] > 0.0
+    return (
+        bool(positive.any())
+        and not done.table.loc[positive, "rounds"].any()
+        and all(why == NO_SCORES for _, t, why in done.skipped if t > 0.0)
+    )

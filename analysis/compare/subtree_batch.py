@@ -396,8 +396,23 @@ def _steps(rec: _Recorded, levels: list[_Level], cap: int, threshold: float) -> 
     return sure, most
 
 
-def _simulate(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0) -> SubOutcomes:
-    """Build the simulated levels 0..cap and walk greedy acceptance (analysis.compare.subtree._walk)."""
+@dataclass(eq=False)
+class SimulatedLevels:
+    """``sub``'s simulated levels 0..cap on a chunk of recorded rounds, before any walk (the batch
+    form of analysis.compare.subtree.SimulatedTree): the greedy walk (_simulate) and the sampling
+    walk (analysis.compare.sampling_batch) both read it. kpos[d]: [L_d, C] each level-d node's
+    position among its level's non-OUT nodes (-1 when OUT); its rank-r child is slot
+    kpos * widths[d] + r of level d+1."""
+
+    levels: list[_Level]
+    kpos: list[np.ndarray]
+    widths: list[int]
+    sure_steps: np.ndarray  # [C] draft steps surely run (gammaThreshold)
+    max_steps: np.ndarray  # [C] draft steps possibly run
+
+
+def simulate_levels(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0) -> SimulatedLevels:
+    """Build the simulated levels 0..cap of ``sub`` (each level but the last selected)."""
     levels = [_root(rec)]
     kpos, widths = [], []
     for i in range(cap):
@@ -408,6 +423,13 @@ def _simulate(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0)
         kpos.append(kp)
         widths.append(big_w)
     sure_steps, max_steps = _steps(rec, levels, cap, threshold)
+    return SimulatedLevels(levels, kpos, widths, sure_steps, max_steps)
+
+
+def _simulate(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0) -> SubOutcomes:
+    """Build the simulated levels 0..cap and walk greedy acceptance (analysis.compare.subtree._walk)."""
+    sim = simulate_levels(rec, sub, cap, threshold)
+    levels, kpos, widths, sure_steps, max_steps = sim.levels, sim.kpos, sim.widths, sim.sure_steps, sim.max_steps
     c = rec.c
     col = rec.col
     out = SubOutcomes.empty(c)

@@ -26,7 +26,8 @@ from analysis.compare.configs import (
     strategies_display,
 )
 from analysis.compare.gamma_strategies import STRATEGY_NAMES
-from analysis.compare.sampling import TEMPERATURE_GRID, compare_sampling, has_scores, sampling_display
+from analysis.compare.sampling import TEMPERATURE_GRID, has_scores, sampling_display, without_scores
+from analysis.compare.sampling_batch import compare_sampling_run
 from analysis.compare.subtree import fit_levels
 from analysis.cost.model import CostModel
 from analysis.cost.source import RunPricing, cost_warning, run_pricing
@@ -35,7 +36,7 @@ from analysis.shapes.recommend_render import recommend_section
 from analysis.tables.build import Tables, build_tables, export_tables
 from analysis.tables.definitions import DEFINITIONS, SUMMARY_NAMES, Definition, definitions_rows, label
 from analysis.tables.metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes, static_shape
-from analysis.tables.runs import LabelledRun
+from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TreeConfig
 from replay.core.selection import uses_fallback
 from replay.io.grouping import Key, describe_skipped
@@ -450,20 +451,23 @@ def _sampling_curves(
     runs: Sequence[LabelledRun], opts: ReportOptions, out_tables: dict[str, pd.DataFrame]
 ) -> list[SamplingCurve]:
     """Per run with rounds: expected block efficiency of each compared config over the temperature
-    grid (analysis.compare.sampling.compare_sampling), or why there is none (no scores); the curves'
+    grid (analysis.compare.sampling_batch.compare_sampling_run), or why there is none (no scores); the curves'
     rows go to ``out_tables["sampling_curve"]``."""
     curves, tables = [], []
     for run in runs:
         if not len(run.results):
             continue
-        results = list(run.results)
-        if not has_scores(results):
+        # a run loaded in batches is compared on its batch arrays (analysis.compare.sampling_batch):
+        # whether it has scores is known from that comparison, without a round-by-round replay
+        done = None
+        if isinstance(run.replay, BatchReplay) or has_scores(run.results):
+            done = compare_sampling_run(
+                run, _run_configs(run, opts), opts.temperatures, opts.vocab_size, opts.gamma_threshold, per_round=False
+            )
+        if done is None or without_scores(done):
             why = "its validate rows have no scores: no temperature curve (sampling needs the target's log-probs; docs/dump-format.md)"
             curves.append(SamplingCurve(run.label, None, Markup(""), [f"{run.label}: {why}"]))
             continue
-        done = compare_sampling(
-            results, run.config, _run_configs(run, opts), opts.temperatures, opts.vocab_size, opts.gamma_threshold
-        )
         table = done.table
         tables.append(table.assign(run=run.label)[["run", *table.columns]])
         shown = table[table["temperature"].isin(SHOWN_TEMPERATURES)]

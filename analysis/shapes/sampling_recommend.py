@@ -5,7 +5,7 @@ The greedy recommendation models acceptance by (depth, rank) and searches every 
 walk takes any edge, and the dump determines a shape's sub-tree only where the recording holds it.
 So the search at T is exact and exhaustive over the shapes the dump can check: every static config
 contained in the recorded one (analysis.compare.subtree.contained_configs) within the budget and
-the depth cap, measured by analysis.compare.sampling.compare_sampling, the same function as
+the depth cap, measured by analysis.compare.sampling_batch.compare_sampling_run, the same function as
 ``compare --temperature``. Shapes are ranked by the all-rounds lower bound of the expected block
 efficiency (an undetermined round counts at E[L] = 0, a round's tail bound at its low end): the
 ranking never credits what the dump does not show. Ties keep the smaller tree first.
@@ -13,15 +13,16 @@ ranking never credits what the dump does not show. Ties keep the smaller tree fi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
 
-from analysis.compare.sampling import SamplingComparison, compare_sampling
+from analysis.compare.sampling import SamplingComparison
+from analysis.compare.sampling_batch import compare_sampling_run
 from analysis.compare.subtree import contained_configs
+from analysis.tables.runs import LabelledRun
 from replay.core.config import TreeConfig
-from replay.engine.replayer import RoundResult
 
 RANK_BY = "all_rounds_block_efficiency_lo"
 
@@ -44,9 +45,7 @@ def candidate_shapes(recorded: TreeConfig, budget: int, max_depth: int) -> list[
 
 
 def shapes_at_temperature(
-    label: str,
-    results: Sequence[RoundResult],
-    recorded: TreeConfig,
+    run: LabelledRun,
     budget: int,
     max_depth: int | None,
     temperature: float,
@@ -54,10 +53,12 @@ def shapes_at_temperature(
     top: int = 5,
     progress: Callable[[int, int], None] | None = None,
 ) -> ShapesAtT:
-    """Rank the candidate shapes of one dump at T (module docstring); ``max_depth`` defaults to the recorded gamma."""
+    """Rank the candidate shapes of one dump at T (module docstring); ``max_depth`` defaults to the recorded gamma.
+    A run loaded in batches is measured on its batch arrays (analysis.compare.sampling_batch)."""
+    label, recorded = run.label, run.config
     shapes = candidate_shapes(recorded, budget, recorded.gamma if max_depth is None else max_depth)
     configs = [recorded, *[c for c in shapes if c.short() != recorded.short() or c.top_head != recorded.top_head]]
-    done = compare_sampling(results, recorded, configs, [temperature], vocab_size, None, progress)
+    done = compare_sampling_run(run, configs, [temperature], vocab_size, None, progress)
     table = done.table.copy()
     # the recorded config is always shown, as a reference; it is ranked only when within the budget
     table["candidate"] = [configs[0] in shapes] + [True] * (len(configs) - 1)

@@ -1,4 +1,5 @@
-"""``specreplay compare --temperature T``: other configs at temperature T (analysis.compare.sampling).
+"""``specreplay compare --temperature T``: other configs at temperature T (analysis.compare.sampling; on
+the batch arrays for a run loaded in batches, analysis.compare.sampling_batch).
 
 Glue only: the options compare --temperature cannot use are refused, each run's configs are compared
 at T, the table is printed (text, --csv, --json), the per-round outcomes written with --per-round,
@@ -48,7 +49,7 @@ def check_sampling_options(args: argparse.Namespace) -> None:
 def run_compare_sampling(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from analysis.compare.sampling import compare_sampling
+    from analysis.compare.sampling_batch import compare_sampling_run
     from replay.util.progress import tqdm_progress
 
     check_sampling_options(args)
@@ -63,7 +64,7 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
         configs = configs_from_args(args, run.config)
         update, close = tqdm_progress(f"compare {run.label} at T = {t:g}", progress_enabled(args.no_progress))
         try:
-            done = compare_sampling(list(run.results), run.config, configs, [t], vocab, args.gamma_threshold, update)
+            done = compare_sampling_run(run, configs, [t], vocab, args.gamma_threshold, update)
         finally:
             close()
         skipped[run.label] = [sampling_skip(name, t, why) for name, _, why in done.skipped]

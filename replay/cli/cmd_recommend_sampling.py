@@ -69,9 +69,7 @@ def run_recommend_sampling(args: argparse.Namespace) -> int:
         update, close = tqdm_progress(f"recommend {run.label} at T = {t:g}", progress_enabled(args.no_progress))
         try:
             res = shapes_at_temperature(
-                run.label,
-                list(run.results),
-                run.config,
+                run,
                 args.budget,
                 args.max_depth,
                 t,

@@ -1,0 +1,217 @@
+"""compare at temperature T from the batch arrays (analysis.compare.sampling_batch) equals the round
+path (analysis.compare.sampling.compare_sampling over the RoundResults): the same per-round frame
+(determined, bounds, exactness, reason) and the same table, value for value, on random dumps with
+scores (replay/testing/batch_synth, replay/testing/sampling_ref.with_validate_scores): varied matrix
+shapes, early stops, both layouts, the three selection rules, bad rows; at T = 0, < 1, 1 and > 1,
+with and without the vocabulary size; for the recorded config, contained ones and configs reaching
+past the recording. And compare / recommend / report at T on a packed run go through it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.compare.sampling import compare_sampling
+from analysis.compare.sampling_batch import compare_sampling_run, join_sampling, sampling_parts
+from analysis.compare.subtree import contained_configs
+from analysis.tables.runs import load_reference, load_run
+from replay.core.config import TreeConfig
+from replay.core.vocab import PAD_TOKEN
+from replay.engine.batch import replay_batch
+from replay.io.packed.pack import pack_batches
+from replay.io.roundbatch import MatrixStack
+from replay.testing.batch_synth import synth_run, varied_run
+from replay.testing.sampling_ref import with_validate_scores
+from tests.test_batch_tables import ARTICLE, reference_results
+from tests.test_compare_batch import beyond, spread
+
+VOCAB = 40
+TEMPERATURES = (0.0, 0.4, 1.0, 1.3)
+SHAPES = (
+    ARTICLE,
+    TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2]),
+    TreeConfig.from_lists([[3], [2, 1, 1], [1]], [1, 3, 1]),
+    TreeConfig.from_lists([[1], [1], [1], [1]], [1, 1, 1, 1]),
+    TreeConfig.from_lists([[4]], [1]),
+)
+
+
+def scored(batch, seed: int, bad_rate: float = 0.0):
+    """``batch`` with scores on its validate rows, each round's own validate width kept (PAD and NaN
+    past it, as a padded batch holds them); ``bad_rate`` of the rounds get a NaN in a row (refused)."""
+    s = with_validate_scores(batch, seed, VOCAB).validate
+    v = batch.validate
+    ids, lp = s.ids, s.logp.astype(np.float64)
+    if v.cols_of is not None:
+        outside = np.arange(ids.shape[1])[None, :, None] >= v.cols_of[None, None, :]
+        ids, lp = np.where(outside, PAD_TOKEN, ids), np.where(outside, np.nan, lp)
+    rng = np.random.default_rng(seed + 1)
+    bad = np.flatnonzero(rng.random(len(batch)) < bad_rate)
+    lp[rng.integers(0, min(2, lp.shape[0]), size=bad.shape[0]), 0, bad] = np.nan
+    return replace(batch, validate=MatrixStack(ids, lp, None, v.rows_of, v.cols_of, None))
+
+
+def configs_for(cfg: TreeConfig, rng: np.random.Generator) -> list[TreeConfig]:
+    subs = contained_configs(cfg, limit=300)
+    pick = rng.choice(len(subs), size=min(5, len(subs)), replace=False)
+    return [cfg, spread(cfg)] + [subs[int(i)] for i in pick] + beyond(cfg)[:2]
+
+
+def assert_same(got, want) -> None:
+    for g, w in ((got.per_round, want.per_round), (got.table, want.table)):
+        assert list(g.columns) == list(w.columns)
+        assert [str(t) for t in g.dtypes] == [str(t) for t in w.dtypes]
+        pd.testing.assert_frame_equal(g, w, check_exact=True)
+    assert got.skipped == want.skipped
+    assert got.needs_vocab == want.needs_vocab
+
+
+def random_case(seed: int):
+    """(cfg, batches): one of SHAPES, random layout / draft scores / parents / shapes varied or not."""
+    rng = np.random.default_rng(seed)
+    cfg = SHAPES[seed % len(SHAPES)]
+    kw = dict(
+        layout=("all", "parents")[int(rng.integers(2))],
+        with_scores=bool(rng.integers(2)) or seed % 3 == 0,  # draft scores: the path-probability rule
+        with_parents=bool(rng.integers(2)),  # the recorded-order rule when without draft scores
+        vocab=VOCAB,
+    )
+    rounds, stop = int(rng.integers(20, 90)), float(rng.choice([0.0, 0.2, 0.5]))
+    if seed % 2:
+        batches = varied_run(cfg, rounds, seed=seed, early_stop_rate=stop, **kw)
+    else:
+        batches = synth_run(cfg, rounds, seed=seed, early_stop_rate=stop, target_cols=int(rng.integers(1, 5)), **kw)
+    bad = float(rng.choice([0.0, 0.0, 0.1]))
+    return cfg, [scored(b, seed * 31 + k, bad) for k, b in enumerate(batches)]
+
+
+def round_path(cfg, batches, configs, temps, vocab, threshold):
+    rounds = sorted(((int(b.ordinals[i]), b.round_at(i)) for b in batches for i in range(len(b))), key=lambda x: x[0])
+    results = reference_results(cfg, [r for _, r in rounds])
+    return compare_sampling(results, cfg, configs, temps, vocab, threshold)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_dumps_batch_equals_round_path(seed):
+    cfg, batches = random_case(seed)
+    configs = configs_for(cfg, np.random.default_rng(seed + 99))
+    for vocab in (None, VOCAB):
+        for threshold in (None, 0.3) if seed % 4 == 0 else (None,):
+            parts = []
+            for b in batches:
+                res = replay_batch(b, cfg, workers=1)
+                parts += sampling_parts(b, res, cfg, configs, TEMPERATURES, vocab, threshold or 0.0)
+            got = join_sampling(parts, cfg, configs, TEMPERATURES)
+            want = round_path(cfg, batches, configs, TEMPERATURES, vocab, threshold)
+            assert_same(got, want)
+    # the cases reach what they are meant to: determined and undetermined rounds, exact and bounded ones
+    if seed < 4:
+        assert want.per_round["determined"].any() and not want.per_round["determined"].all()
+
+
+def test_every_reason_and_refusal_is_reached_across_the_cases():
+    """The random cases above are not vacuous: together they hold every kind of undetermined round,
+    inexact determined rounds, refused rounds, and T > 1 without a vocabulary size."""
+    reasons, inexact, skipped, needs_vocab = set(), 0, 0, False
+    for seed in range(0, 16, 3):
+        cfg, batches = random_case(seed)
+        configs = configs_for(cfg, np.random.default_rng(seed + 99))
+        done = round_path(cfg, batches, configs, TEMPERATURES, None, 0.3 if seed % 2 else None)
+        pr = done.per_round
+        reasons |= {r.split(" ")[-1] for r in pr.loc[~pr["determined"], "reason"]}
+        inexact += int((pr["determined"] & ~pr["exact"]).sum())
+        skipped += len(done.skipped)
+        needs_vocab |= done.needs_vocab
+    assert inexact and skipped and needs_vocab
+    assert len(reasons) >= 3, reasons
+
+
+def packed(tmp_path, rounds=300, seed=5):
+    run = tmp_path / "run"
+    batches = [scored(b, k, 0.02) for k, b in enumerate(synth_run(ARTICLE, rounds, seed=seed, early_stop_rate=0.2))]
+    pack_batches(batches, run, block_rounds=128, manifest={"config": ARTICLE.to_json(), "layout": "all"})
+    return run
+
+
+def test_packed_run_uses_the_batch_arrays_and_equals_the_round_path(tmp_path):
+    run = packed(tmp_path)
+    fast = load_run(str(run), "r", progress=False)
+    ref = load_reference(str(run), "r", progress=False)
+    configs = configs_for(ref.config, np.random.default_rng(1))
+    got = compare_sampling_run(fast, configs, TEMPERATURES, VOCAB)
+    assert "_results" not in vars(fast.results)  # no round-by-round replay of the batch-loaded run
+    assert_same(got, compare_sampling(list(ref.results), ref.config, configs, TEMPERATURES, VOCAB))
+    # a run loaded round by round goes through the round path
+    assert_same(compare_sampling_run(ref, configs, TEMPERATURES, VOCAB), got)
+
+
+def no_round_by_round(monkeypatch):
+    """Make the reference loader fail: a command that replays the run round by round raises."""
+    import analysis.tables.runs
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the run was replayed round by round")
+
+    monkeypatch.setattr(analysis.tables.runs, "load_reference", refuse)
+
+
+def test_compare_recommend_and_report_at_t_read_the_batch_arrays(capsys, tmp_path, monkeypatch):
+    """On a packed run, compare --temperature (its --per-round CSV and --json), recommend --temperature
+    and report's temperature curve never replay round by round, and print the round path's numbers."""
+    import json
+
+    from analysis.compare.configs import parse_config_arg
+    from analysis.shapes.sampling_recommend import candidate_shapes
+    from tests.test_user_mistakes import run as cli
+
+    path = packed(tmp_path, rounds=200, seed=9)
+    ref = load_reference(str(path), "r", progress=False)
+    texts = ["[6]|[2]|[1]", "[4]|[2,1]|[1,1]"]
+    configs = [ref.config] + [c for t in texts for c in parse_config_arg(t)]
+    want = compare_sampling(list(ref.results), ref.config, configs, [0.7], VOCAB)
+    no_round_by_round(monkeypatch)
+    csv_path = tmp_path / "rounds.csv"
+    code, out, err = cli(
+        capsys, "compare", path, "--temperature", "0.7", "--vocab-size", str(VOCAB), "--configs", *texts,
+        "--json", "--no-progress", "--per-round", csv_path,
+    )  # fmt: skip
+    assert code == 1, err  # the rounds with a bad row are listed as skipped
+    assert f"{len({n for n, _, _ in want.skipped})} " in err or want.skipped[0][0] in err
+    got = pd.read_csv(csv_path, keep_default_na=False, na_values=[""])
+    pd.testing.assert_frame_equal(
+        got.drop(columns=["run"]), want.per_round.assign(reason=want.per_round["reason"].replace("", np.nan)),
+        check_exact=True, check_dtype=False,
+    )  # fmt: skip
+    body = json.loads(out)["configs"]
+    for row, (_, w) in zip(body, want.table.iterrows()):
+        assert row["config"] == w["config"] and row["determined"] == w["determined"]
+        assert row["all_rounds_block_efficiency_lo"] == pytest.approx(w["all_rounds_block_efficiency_lo"], abs=1e-13)
+    code, out, err = cli(capsys, "recommend", path, "--temperature", "0.7", "--budget", "8", "--json", "--no-progress")
+    assert code == 1, err
+    shapes = candidate_shapes(ref.config, 8, ref.config.gamma)
+    assert shapes and str(len(shapes)) in out
+    monkeypatch.undo()
+    # the report's other sections still read the rounds (its speed table): only the curve's own
+    # round path is made to fail here
+    import analysis.compare.sampling
+
+    def no_round_path(*args, **kwargs):
+        raise AssertionError("the curve was computed round by round")
+
+    monkeypatch.setattr(analysis.compare.sampling, "sub_tree_round", no_round_path)
+    out_dir = tmp_path / "report"
+    code, _, err = cli(capsys, "report", path, "-o", out_dir, "--configs", texts[0], "--no-progress")
+    assert code in (0, 1), err
+    curve = pd.read_csv(out_dir / "tables" / "sampling_curve.csv")
+    monkeypatch.undo()
+    grid = sorted(set(curve["temperature"]))
+    assert len(grid) == 16
+    full = compare_sampling(list(ref.results), ref.config, configs[:2], grid)
+    for name in ("determined", "undetermined", "rounds"):
+        assert curve[name].tolist() == full.table[name].tolist()
+    np.testing.assert_allclose(
+        curve["all_rounds_block_efficiency_hi"], full.table["all_rounds_block_efficiency_hi"], rtol=0, atol=1e-12
+    )
