@@ -63,8 +63,12 @@ def main() -> None:
         fast_small = curve_seconds(little)
         slow_small = reference_seconds(little)
         fast_big = curve_seconds(big)
-    print(f"curve: 16 T x 2 configs; round path {small} rounds: {slow_small:.2f} s ({small / slow_small:,.0f} rounds/s)")
-    print(f"batch path {small} rounds: {fast_small:.2f} s ({small / fast_small:,.0f} rounds/s), {slow_small / fast_small:.1f}x")
+    print(
+        f"curve: 16 T x 2 configs; round path {small} rounds: {slow_small:.2f} s ({small / slow_small:,.0f} rounds/s)"
+    )
+    print(
+        f"batch path {small} rounds: {fast_small:.2f} s ({small / fast_small:,.0f} rounds/s), {slow_small / fast_small:.1f}x"
+    )
     print(f"batch path {rounds} rounds: {fast_big:.2f} s ({rounds / fast_big:,.0f} rounds/s)")
 
 
