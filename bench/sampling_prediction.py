@@ -42,6 +42,7 @@ if __package__ in (None, ""):  # run as a script from a checkout without install
     sys.path.insert(0, str(ROOT))
 
 from replay.core.config_grammar import parse_spec  # noqa: E402
+from replay.core.sampling import round_bounds  # noqa: E402
 from replay.core.tree import Tree  # noqa: E402
 from replay.engine.replayer import ReplayOptions, replay_directory  # noqa: E402
 from replay.io.formats.matrix_io import read_matrix  # noqa: E402
@@ -144,31 +145,38 @@ def recorded(run: Path):
     return manifest, rounds
 
 
-def mean_ci(values, clusters=None) -> tuple[float, float]:
-    """(mean, half-width of the 95 % normal interval). With ``clusters`` (the sequence of each
-    round) the interval treats sequences, not rounds, as the independent units: the rounds of one
-    sequence share its text, so their acceptances are correlated (cluster-robust variance of a mean,
-    G / (G - 1) * sum over sequences of (sum of x - n_g * mean)^2 / n^2)."""
+def mean_ci(values, clusters=None, weights=None) -> tuple[float, float]:
+    """(mean, half-width of the 95 % normal interval), weighted by ``weights`` if given. With
+    ``clusters`` (the sequence of each round) the interval treats sequences, not rounds, as the
+    independent units: the rounds of one sequence share its text, so their acceptances are
+    correlated (cluster-robust variance of a weighted mean m: G / (G - 1) * sum over sequences of
+    (sum of w (x - m))^2 / (sum of w)^2; unweighted and one round per cluster, the usual s^2 / n)."""
     x = np.asarray(values, dtype=np.float64)
+    w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=np.float64)
     if x.shape[0] < 2:
         return float(x.mean()) if x.shape[0] else math.nan, math.inf
-    if clusters is None:
-        return float(x.mean()), float(1.96 * x.std(ddof=1) / math.sqrt(x.shape[0]))
-    g = np.unique(np.asarray(clusters), return_inverse=True)[1]
-    if g.max() < 1:
-        return float(x.mean()), math.inf
-    resid = np.bincount(g, weights=x - x.mean())
-    var = (g.max() + 1) / g.max() * float((resid * resid).sum()) / x.shape[0] ** 2
-    return float(x.mean()), float(1.96 * math.sqrt(var))
+    m = float((w * x).sum() / w.sum())
+    g = np.arange(x.shape[0]) if clusters is None else np.unique(np.asarray(clusters), return_inverse=True)[1]
+    groups = int(g.max()) + 1
+    if groups < 2:
+        return m, math.inf
+    resid = np.bincount(g, weights=w * (x - m))
+    var = groups / (groups - 1) * float((resid * resid).sum()) / float(w.sum()) ** 2
+    return m, float(1.96 * math.sqrt(var))
 
 
-def own_check(rounds, col: int) -> dict:
+def own_check(rounds, col: int, temperature: float, vocab_size: int | None) -> dict:
     """A run against its own dump: measured mean accepted length (95 % CI, by rounds and by
     sequences), the walk's expectation from the recorded node log-probs, and
     z = sum(A_i - E_i) / sqrt(sum Var_i) (|z| < 4 for a correct harness and recording)."""
-    e, var, a, seq = [], [], [], []
+    e, var, a, seq, inside, width = [], [], [], [], 0, []
     for tree, v, accepted, sequence in rounds:
         m, s2 = walk_moments(tree.parents, tree.depths, v.node_logp[:, col])
+        # The top-K rows alone bound the expectation (replay.core.sampling): the exact value from
+        # node_logprobs must lie inside (float32 scores: 1e-5).
+        b = round_bounds(tree, v.ids, v.logp, "all", temperature, vocab_size)
+        inside += int(b.expected_lo[0] - 1e-5 <= m <= b.expected_hi[0] + 1e-5)
+        width.append(float(b.expected_hi[0] - b.expected_lo[0]))
         e.append(m)
         var.append(s2)
         a.append(accepted)
@@ -180,26 +188,39 @@ def own_check(rounds, col: int) -> dict:
         "measured_by_sequence": mean_ci(a, seq),
         "expected": float(np.mean(e)),
         "z": (sum(a) - sum(e)) / math.sqrt(sum(var)),
+        "top_k_bounds_contain_expected": [inside, len(rounds)],
+        "top_k_bounds_mean_width": float(np.mean(width)),
         "expected_per_round": e,
     }
 
 
 def predict(rounds, narrow, col: int) -> dict:
-    """The narrow tree's expected accepted length on each wide round that determines it."""
-    pred, seq, left_out = [], [], 0
+    """The narrow tree's expected accepted length E_n on each wide round that determines it.
+
+    The plain prediction averages E_n over the wide run's rounds; the live narrow run averages over
+    its own rounds, which fall on the text at another density: a tree whose round commits
+    1 + L tokens on average visits a stretch of text once per 1 + E[L] tokens. The renewal-weighted
+    prediction weights each wide round by (1 + E_w) / (1 + E_n) (E_w: the wide tree's expectation
+    there) to stand for the narrow run's rounds instead (a diagnostic, exact only if the text's
+    difficulty changes slowly against a round's length)."""
+    pred, weight, seq, left_out = [], [], [], 0
     for tree, v, _, sequence in rounds:
         sub = narrow_nodes(tree, narrow.top_k_spec)
         if sub is None:
             left_out += 1
             continue
         ids, parents = sub
-        pred.append(walk_moments(parents, tree.depths[ids], v.node_logp[ids, col])[0])
+        e_n = walk_moments(parents, tree.depths[ids], v.node_logp[ids, col])[0]
+        e_w = walk_moments(tree.parents, tree.depths, v.node_logp[:, col])[0]
+        pred.append(e_n)
+        weight.append((1 + e_w) / (1 + e_n))
         seq.append(sequence)
     return {
         "rounds": len(pred),
         "rounds_left_out": left_out,
         "predicted": mean_ci(pred),
         "predicted_by_sequence": mean_ci(pred, seq),
+        "predicted_renewal_weighted_by_sequence": mean_ci(pred, seq, weight),
         "predicted_per_round": pred,
     }
 
@@ -254,17 +275,21 @@ def main(argv: list[str] | None = None) -> int:
         "max_new_tokens": args.max_new_tokens,
         "models": manifest["models"],
         "wall_s": wall,
-        "wide_run": own_check(wide_rounds, col),
+        "wide_run": own_check(wide_rounds, col, args.temperature, manifest.get("vocab_size")),
     }
     ok = abs(result["wide_run"]["z"]) < 4
     if not args.wide_only:
         result["narrow_from_wide"] = predict(wide_rounds, narrow, col)
         narrow_manifest, narrow_rounds = recorded(out / "narrow")
-        result["narrow_run"] = own_check(
-            narrow_rounds, narrow_manifest["node_logprob_temperatures"].index(args.temperature)
-        )
+        col_n = narrow_manifest["node_logprob_temperatures"].index(args.temperature)
+        result["narrow_run"] = own_check(narrow_rounds, col_n, args.temperature, narrow_manifest.get("vocab_size"))
         (pm, pci), (mm, mci) = result["narrow_from_wide"]["predicted"], result["narrow_run"]["measured"]
         result["agree_within_ci"] = abs(pm - mm) <= math.hypot(pci, mci)
+        (pm, pci), (mm, mci) = (
+            result["narrow_from_wide"]["predicted_by_sequence"],
+            result["narrow_run"]["measured_by_sequence"],
+        )
+        result["agree_within_ci_by_sequence"] = abs(pm - mm) <= math.hypot(pci, mci)
         ok = ok and result["agree_within_ci"] and abs(result["narrow_run"]["z"]) < 4
     (out / "result.json").write_text(json.dumps(result, indent=1))
     print_table(result)
@@ -287,6 +312,10 @@ def print_table(r: dict) -> None:
         o = r[name]
         row(f"{label}, measured live", o["rounds"], o["sequences"], o["measured"], o["measured_by_sequence"])
         print(f"| {t} | {label}, expected from its own dump: z = {o['z']:.2f} | {o['rounds']} | {o['expected']:.3f} |")
+        inside, n = o["top_k_bounds_contain_expected"]
+        print(
+            f"  ({label}: top-K-only bounds contain it in {inside}/{n} rounds, mean width {o['top_k_bounds_mean_width']:.3f})"
+        )
     if "narrow_from_wide" in r:
         p = r["narrow_from_wide"]
         row(
@@ -296,8 +325,11 @@ def print_table(r: dict) -> None:
             p["predicted"],
             p["predicted_by_sequence"],
         )
+        (m, ci) = p["predicted_renewal_weighted_by_sequence"]
+        print(f"| {t} | narrow, predicted, renewal-weighted (diagnostic) | {p['rounds']} | {m:.3f} (± {ci:.3f}) |")
         print(
-            f"agree within CIs: {'yes' if r['agree_within_ci'] else 'NO'}; wide rounds left out "
+            f"agree within CIs: by rounds {'yes' if r['agree_within_ci'] else 'NO'}, by sequences "
+            f"{'yes' if r['agree_within_ci_by_sequence'] else 'NO'}; wide rounds left out "
             f"(narrow nodes not expanded): {p['rounds_left_out']}"
         )
 
