@@ -1,28 +1,36 @@
 """Prediction across shapes at temperature T (issue 20, check 3), on the real pair.
 
-1. Record a WIDE tree live: ``specreplay generate --config WIDE --temperature T --seed S`` on the
-   standard prompts (replay/live/stdprompts.py), each repeated ``--repeat`` times (independent
-   draws per sequence).
+1. Record a WIDE tree live at T with seed S on the standard prompts (replay/live/stdprompts.py,
+   each flattened to one line, since a prompts file holds one prompt per line), the list repeated
+   ``--repeat`` times (sequence s draws from generate.sequence_rng(S, s): independent draws).
 2. Predict offline, from that dump alone, the mean accepted length of a NARROW tree at T: each
    recorded round's narrow tree is the wide tree's nodes of the same (parent, draft rank), and its
    expected accepted length is the sampling walk on them, P(reach n) = prod of p_T(child | parent),
    E[L] = sum P(reach n), with p_T read from the dump's ``node_logprobs`` column at the run's
    temperature: exact, whatever the recorded top-K (docs/dump-format.md, "Node log-probabilities").
 3. Run NARROW live on the same prompts, seed and T, and measure its mean accepted length.
-4. Compare: prediction (mean of E_i over the wide rounds, CI from their spread) against
-   measurement (mean of A_i over the narrow rounds, CI from their spread), and, as a check of the
-   recording, the wide run's own measured mean against the same walk on the whole wide tree
-   (z = sum(A_i - E_i) / sqrt(sum Var_i), |z| < 4 expected).
+4. Compare: prediction (mean of E_i over the wide rounds) against measurement (mean of A_i over
+   the narrow rounds), each with a 95 % interval from the rounds' spread and one treating
+   sequences as the independent units; and, as checks of the recording, each run against its own
+   dump: z = sum(A_i - E_i) / sqrt(sum Var_i), |z| < 4 expected (issue 20, check 2), and the
+   top-K-only bounds of replay.core.sampling must contain the exact E_i.
+
+Both trees run in ONE process (the pair loads once: minutes on a loaded CPU), interleaved per
+sequence, through the functions ``specreplay generate`` runs (speculative_generate, round_writer,
+save_run_manifest; no warm-up pass, since no tokens/s is reported), so ``--stop-after-s`` cuts
+both runs at the same sequence. Exit 0 when the CIs agree (by rounds) and both |z| < 4.
 
 NARROW must expand every node of each of its levels (topHead = the level's node count, so no
 selection rule decides which): then its tree is determined by the wide round wherever the wide
 round expanded those nodes. A round where it did not is counted and left out, never guessed.
 
     nice -n 10 env PYTHONPATH=. python bench/sampling_prediction.py --out /tmp/sp \\
-        --wide '[4]|[2,2]|[1,1]' --narrow '[2]|[1,1]' --temperature 0.7 --max-new-tokens 48 --repeat 4
+        --wide '[4]|[2,2]|[1,1]' --narrow '[2]|[1,1]' --temperature 0.7 --max-new-tokens 16 --repeat 4
 
-Models: ``--pair qwen2.5-coder`` in ``--models-dir`` (default ~/.cache/specreplay/models). Writes
-OUT/wide, OUT/narrow (the two dumps) and OUT/result.json; prints a markdown table.
+Models: ``--pair qwen2.5-coder`` in ``--models-dir`` (default ~/.cache/specreplay/models), the
+harness's default dtypes (float32 target; ``--draft-dtype`` to choose the draft's). Writes OUT/wide,
+OUT/narrow (two dumps every offline command reads) and OUT/result.json; prints a markdown table.
+``--wide-only`` runs the z check alone; ``--reuse`` re-analyses the dumps in OUT.
 """
 
 from __future__ import annotations
