@@ -118,7 +118,6 @@ def run_live(args, configs: dict, out: Path, prompts: Path, log=print) -> dict:
     draft, target = load_pair(paths.draft, paths.target, "cpu", "float32", args.draft_dtype, False)
     log(f"loaded in {time.perf_counter() - start:.0f} s: draft {draft.dtype_name}, target {target.dtype_name}")
     prompts = read_prompts(prompts, target.tokenizer)
-    options = DecodeOptions(args.max_new_tokens, args.temperature, args.seed, None, None)
     generations: dict = {name: [] for name in configs}
     wall = dict.fromkeys(configs, 0.0)
     for name in configs:
@@ -128,7 +127,8 @@ def run_live(args, configs: dict, out: Path, prompts: Path, log=print) -> dict:
         if args.stop_after_s is not None and time.perf_counter() - start > args.stop_after_s:
             log(f"--stop-after-s {args.stop_after_s}: stopping after {s} of {len(prompts)} sequences")
             break
-        for name, tree in configs.items():
+        for name, (tree, temperature) in configs.items():
+            options = DecodeOptions(args.max_new_tokens, temperature, args.seed, None, None)
             t0 = time.perf_counter()
             hook = round_writer(out / name, s)
             g = speculative_generate(draft, target, prompt, tree, options, hook, sequence=s, record=True)
@@ -233,6 +233,27 @@ def predict(rounds, narrow, col: int) -> dict:
     }
 
 
+def z_runs(args, wide, out: Path, prompts: Path) -> int:
+    """Check 2 alone at several temperatures: the wide tree at each T, interleaved per sequence
+    in one process, each run against its own dump (z, top-K bounds). Exit 0 when every |z| < 4."""
+    configs = {f"wide_T{t:g}": (wide, t) for t in args.z_temperatures}
+    log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    wall = None if args.reuse else run_live(args, configs, out, prompts, log)
+    result = {"wide": args.wide, "seed": args.seed, "max_new_tokens": args.max_new_tokens, "wall_s": wall}
+    print("| T | rounds (sequences) | measured mean accepted length ± 95 % CI | expected | z | top-K bounds contain |")
+    print("|---|---|---|---|---|---|")
+    for name, (_, t) in configs.items():
+        manifest, rounds = recorded(out / name)
+        col = manifest["node_logprob_temperatures"].index(t)
+        o = result[name] = own_check(rounds, col, t, manifest.get("vocab_size"))
+        (m, ci), inside = o["measured"], o["top_k_bounds_contain_expected"]
+        print(
+            f"| {t} | {o['rounds']} ({o['sequences']}) | {m:.3f} ± {ci:.3f} | {o['expected']:.3f} | {o['z']:.2f} | {inside[0]}/{inside[1]} |"
+        )
+    (out / "result_z.json").write_text(json.dumps(result, indent=1))
+    return 0 if all(abs(result[n]["z"]) < 4 for n in configs) else 1
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="directory for the two dumps and result.json")
@@ -252,6 +273,12 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--wide-only", action="store_true", help="only the wide run and its own z check (no narrow run)")
     p.add_argument("--stop-after-s", type=float, help="start no new sequence after this many seconds")
+    p.add_argument(
+        "--z-temperatures",
+        type=float,
+        nargs="+",
+        help="only check 2: the wide tree live at each T, each against its own dump",
+    )
     p.add_argument("--reuse", action="store_true", help="analyse the dumps already in --out instead of generating")
     return p.parse_args(argv)
 
@@ -268,8 +295,11 @@ def main(argv: list[str] | None = None) -> int:
     # generate --prompts reads one prompt per text line: each prompt's whitespace runs become one space.
     if not args.reuse:
         prompts.write_text("".join(" ".join(q.split()) + "\n" for q in lines) * args.repeat)
-    configs = {"wide": parse_spec(args.wide, "--wide").tree}
-    configs.update({} if args.wide_only else {"narrow": narrow})
+    wide = parse_spec(args.wide, "--wide").tree
+    if args.z_temperatures:
+        return z_runs(args, wide, out, prompts)
+    configs = {"wide": (wide, args.temperature)}
+    configs.update({} if args.wide_only else {"narrow": (narrow, args.temperature)})
     wall = (
         None if args.reuse else run_live(args, configs, out, prompts, lambda m: print(m, file=sys.stderr, flush=True))
     )
