@@ -177,13 +177,16 @@ def own_check(rounds, col: int, temperature: float, vocab_size: int | None) -> d
     """A run against its own dump: measured mean accepted length (95 % CI, by rounds and by
     sequences), the walk's expectation from the recorded node log-probs, and
     z = sum(A_i - E_i) / sqrt(sum Var_i) (|z| < 4 for a correct harness and recording)."""
-    e, var, a, seq, inside, width = [], [], [], [], 0, []
+    e, var, a, seq, inside, width, outside = [], [], [], [], 0, [], 0.0
     for tree, v, accepted, sequence in rounds:
         m, s2 = walk_moments(tree.parents, tree.depths, v.node_logp[:, col])
         # The top-K rows alone bound the expectation (replay.core.sampling): the exact value from
-        # node_logprobs must lie inside (float32 scores: 1e-5).
+        # node_logprobs must lie inside, up to the rounding of the float32 scores (an exact bound
+        # at T = 1 was measured 1e-4 off the float64 node_logprobs on the real pair: tolerance 5e-4).
         b = round_bounds(tree, v.ids, v.logp, "all", temperature, vocab_size)
-        inside += int(b.expected_lo[0] - 1e-5 <= m <= b.expected_hi[0] + 1e-5)
+        off = max(float(b.expected_lo[0]) - m, m - float(b.expected_hi[0]), 0.0)
+        outside = max(outside, off)
+        inside += int(off <= 5e-4)
         width.append(float(b.expected_hi[0] - b.expected_lo[0]))
         e.append(m)
         var.append(s2)
@@ -198,6 +201,7 @@ def own_check(rounds, col: int, temperature: float, vocab_size: int | None) -> d
         "z": (sum(a) - sum(e)) / math.sqrt(sum(var)),
         "top_k_bounds_contain_expected": [inside, len(rounds)],
         "top_k_bounds_mean_width": float(np.mean(width)),
+        "top_k_bounds_max_outside": outside,
         "expected_per_round": e,
     }
 
