@@ -200,6 +200,9 @@ def test_hostile_rows_give_no_number(bad, code):
     lp[0, 1] = bad  # 0.5 + 0.9 > 1 for the sum case
     for t in TEMPS:
         b = round_bounds(tree, ids, lp, "all", t)
+        if t == 0.0:  # the greedy replay reads only the top-1 column: the scores are not judged (README)
+            assert b.problem[0] == 0 and b.expected_lo[0] == b.expected_hi[0] == 2.0
+            continue
         assert b.problem[0] == code
         assert math.isnan(b.expected_lo[0]) and math.isnan(b.expected_hi[0]) and not b.exact[0]
 
@@ -229,7 +232,10 @@ def _hostile_cells(rng, ids, lp, pad_rate):
 
 
 @pytest.mark.parametrize("t", TEMPS)
-@pytest.mark.parametrize("vocab", [None, 40])
+# A PAD cell taken out of a top-K row moves its mass to the tail: with a small V the V - n unnamed
+# tokens (each <= the row's smallest p) could not hold it, a row that contradicts V (PROBLEM_VOCAB,
+# tested on its own below); a large V keeps these rows consistent, so the two sides compare bounds.
+@pytest.mark.parametrize("vocab", [None, 10**4])
 @pytest.mark.parametrize("trees", ["many", "two"])
 def test_pad_cells_missing_children_and_duplicates_equal_the_reference(t, vocab, trees):
     # The column-major kernel's other paths: PAD/NaN cells and empty rows, children missing from

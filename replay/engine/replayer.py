@@ -44,6 +44,7 @@ class RoundResult:
     validate_logp: np.ndarray | None = None  # [validate_rows, cols] their log-probs, None without scores
     # [num_nodes + 1, T] each node's log-prob under its parent (validate node_logprobs, layout all only)
     node_logp: np.ndarray | None = None
+    scores_path: str = ""  # the validate scores' file (messages about a row name it)
 
     @property
     def tree(self) -> Tree:
@@ -139,7 +140,18 @@ def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
     own = rnd.validate.node_logp
     own = own[:rows] if own is not None and layout == LAYOUT_ALL else None  # row u is node u only in layout all
     return RoundResult(
-        rnd.key, rebuilt, acc, layout, source, top1, rows, tuple(notes), rnd.validate.ids[:rows], logp, own
+        rnd.key,
+        rebuilt,
+        acc,
+        layout,
+        source,
+        top1,
+        rows,
+        tuple(notes),
+        rnd.validate.ids[:rows],
+        logp,
+        own,
+        rnd.validate.scores_path or rnd.validate.path,
     )
 
 
