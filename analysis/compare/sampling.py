@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from replay.core.config import TreeConfig
-from replay.core.sampling import greedy_logp, problem_words, node_rows, sampling_bounds
+from replay.core.sampling import greedy_logp, node_rows, problem_words, sampling_bounds
 from replay.core.vocab import NO_PARENT, PAD_TOKEN
 from replay.engine.replayer import RoundResult
 from replay.engine.sampling import round_sampling

@@ -255,9 +255,16 @@ def _tail_bounds(
     if t == 1.0:
         s = np.exp(logm - shift)
         return s, s
-    # m * q_K^(a-1): an upper bound for T < 1 (q^a convex), a lower one for T > 1 (concave). A row
-    # with a -inf cell has q_K = 0: its tail is empty (the scalar reference's `if qk > 0`).
-    edge = np.where(lmin == -np.inf, 0.0, np.exp(logm + (a - 1.0) * lmin - a * shift))
+    # The tail packed into as few tokens as it can: j = floor(m / q_K) tokens at q_K and one at the
+    # rest r. sum q^a over {0 <= q <= q_K, sum q = m} is convex for T < 1 (a maximum, at a vertex:
+    # this one) and concave for T > 1 (a minimum, there too); it is at most m * q_K^(a-1) for T < 1
+    # and equals m^a for a tail of one token (V - n = 1: Z known). A row with a -inf cell has
+    # q_K = 0: its tail is empty (the scalar reference's `if qk > 0`).
+    qk, m = np.exp(lmin), np.exp(logm)
+    j = np.floor(m / qk)
+    r = np.clip(m - j * qk, 0.0, qk)
+    packed = j * np.exp(a * (lmin - shift)) + np.exp(a * (np.log(r) - shift))
+    edge = np.where(lmin == -np.inf, 0.0, np.where(m > 0, packed, 0.0))
     if t < 1.0:
         if rest is None:
             return np.zeros_like(edge), edge

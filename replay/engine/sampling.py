@@ -19,8 +19,8 @@ from replay.core.sampling import (
     round_bounds,
     row_problems,
 )
-from replay.core.vocab import LAYOUT_ALL
 from replay.core.sampling_recorded import recorded_bounds, recorded_column
+from replay.core.vocab import LAYOUT_ALL
 from replay.io.grouping import Skipped
 
 NO_SCORES = "its validate rows have no scores (sampling mode needs the target's log-probs; docs/dump-format.md)"

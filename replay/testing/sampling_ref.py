@@ -31,13 +31,16 @@ def _p_bounds(row_ids, row_logp, has_row, token, t, vocab_size):
     a = 1.0 / t
     rec = sum(q**a for q in probs)
     k = len(pairs)  # the tokens the row names: V - k are left for its tail
+    # the tail packed into floor(m / q_K) tokens at q_K and one at the rest: the extreme of sum q^a
+    j = math.floor(m / qk) if qk > 0 else 0
+    packed = j * qk**a + min(max(m - j * qk, 0.0), qk) ** a if qk > 0 and m > 0 else 0.0
     if t == 1.0:
         s_lo = s_hi = m
     elif t < 1.0:
-        s_hi = m * qk ** (a - 1.0) if qk > 0 else 0.0
+        s_hi = packed
         s_lo = (vocab_size - k) * (m / (vocab_size - k)) ** a if vocab_size and vocab_size > k else 0.0
     else:
-        s_lo = m * qk ** (a - 1.0) if qk > 0 and (vocab_size is None or vocab_size > k) else 0.0
+        s_lo = packed if vocab_size is None or vocab_size > k else 0.0
         if vocab_size is None:
             s_hi = math.inf
         else:
