@@ -2541,3 +2541,21 @@ def test_vocab_size_without_temperature_is_refused(capsys, tmp_path, command):
     assert code == 2 and not out
     assert_told(err, "--vocab-size 3 without --temperature")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_temperature_zero_says_nothing_about_scores_and_counts_one_round(capsys, tmp_path):
+    d = small_scored_by_hand(tmp_path / "nos")
+    (d / "validate_10_20.scores").unlink()  # no scores: T = 0 is still the greedy replay
+    for argv in (["replay", "--summary"], ["compare"], ["recommend", "--budget", "3"]):
+        code, out, err = run(capsys, argv[0], d, "--temperature", "0", *argv[1:])
+        assert code == 0, err
+        assert "1 round" in out and "1 rounds" not in out and "with scores" not in out, out
+    code, out, _ = run(capsys, "replay", small_scored_by_hand(tmp_path / "my"), "--temperature", "0.7", "--summary")
+    assert code == 0 and "(1 round with scores, " in out
+
+
+def test_recommend_on_one_round_shows_no_infinite_interval(capsys, tmp_path):
+    # Before: "measured BE 2.000 [-inf,inf]" and "yes": one round has no spread to build a CI from.
+    code, out, err = run(capsys, "recommend", small_scored_by_hand(tmp_path / "my"), "--budget", "3")
+    assert code == 0, err
+    assert "inf" not in out and "[CI n/a: 1 round]" in out and "not judged (no interval from one round)" in out
