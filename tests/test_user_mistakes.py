@@ -2559,3 +2559,15 @@ def test_recommend_on_one_round_shows_no_infinite_interval(capsys, tmp_path):
     code, out, err = run(capsys, "recommend", small_scored_by_hand(tmp_path / "my"), "--budget", "3")
     assert code == 0, err
     assert "inf" not in out and "[CI n/a: 1 round]" in out and "not judged (no interval from one round)" in out
+
+
+def test_report_temperature_table_shows_refused_lower_bounds_as_a_dash(capsys, tmp_path):
+    d = small_scored_by_hand(tmp_path / "my")
+    code, _, err = run(capsys, "report", d, "-o", tmp_path / "rep")
+    assert code == 0, err
+    page = (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
+    section = page.split("Sampling at temperature T</h2>")[1]
+    rows = [r for r in section.split("<tr>") if "<td>1.5</td>" in r]
+    assert rows and all("0.000.." not in r and "1.000.." not in r and "—.." in r for r in rows)
+    assert "Z = 1 is known there" in section and "<div class='wide'>" in section
+    assert "shown as —" in section
