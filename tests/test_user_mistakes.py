@@ -2571,3 +2571,14 @@ def test_report_temperature_table_shows_refused_lower_bounds_as_a_dash(capsys, t
     assert rows and all("0.000.." not in r and "1.000.." not in r and "—.." in r for r in rows)
     assert "Z = 1 is known there" in section and "<div class='wide'>" in section
     assert "shown as —" in section
+
+
+def test_validate_scores_that_rise_along_the_row_are_warned_about(capsys, tmp_path):
+    # docs/dump-format.md: a row in descending probability. A rising row is read as it is (column 0
+    # the top-1), so the numbers do not change; one WARNING line names the file and the first row.
+    d = small_scored_by_hand(tmp_path / "asc", first_row=[0.1, 0.3, 0.5])
+    code, out, err = run(capsys, "replay", d)
+    assert code == 0 and "accepted length: 2" in out
+    assert_told(err, "WARNING: 1 validate row(s) have scores that rise", "validate_10_20.scores, row 0")
+    code, out, err = run(capsys, "replay", small_scored_by_hand(tmp_path / "my"))
+    assert code == 0 and "rise" not in err
