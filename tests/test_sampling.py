@@ -12,6 +12,7 @@ from replay.core.sampling import (
     PROBLEM_NAN,
     PROBLEM_POSITIVE,
     PROBLEM_SUM,
+    PROBLEM_VOCAB,
     ROUNDS_PER_TREE,
     check_temperature,
     round_bounds,
@@ -200,6 +201,9 @@ def test_hostile_rows_give_no_number(bad, code):
     lp[0, 1] = bad  # 0.5 + 0.9 > 1 for the sum case
     for t in TEMPS:
         b = round_bounds(tree, ids, lp, "all", t)
+        if t == 0.0:  # the greedy replay reads only the top-1 column: the scores are not judged (README)
+            assert b.problem[0] == 0 and b.expected_lo[0] == b.expected_hi[0] == 2.0
+            continue
         assert b.problem[0] == code
         assert math.isnan(b.expected_lo[0]) and math.isnan(b.expected_hi[0]) and not b.exact[0]
 
@@ -229,7 +233,10 @@ def _hostile_cells(rng, ids, lp, pad_rate):
 
 
 @pytest.mark.parametrize("t", TEMPS)
-@pytest.mark.parametrize("vocab", [None, 40])
+# A PAD cell taken out of a top-K row moves its mass to the tail: with a small V the V - n unnamed
+# tokens (each <= the row's smallest p) could not hold it, a row that contradicts V (PROBLEM_VOCAB,
+# tested on its own below); a large V keeps these rows consistent, so the two sides compare bounds.
+@pytest.mark.parametrize("vocab", [None, 10**4])
 @pytest.mark.parametrize("trees", ["many", "two"])
 def test_pad_cells_missing_children_and_duplicates_equal_the_reference(t, vocab, trees):
     # The column-major kernel's other paths: PAD/NaN cells and empty rows, children missing from
@@ -277,3 +284,39 @@ def test_a_zero_probability_cell_is_recorded_and_exact():
         b = round_bounds(tree, ids, lp, "all", t, vocab_size=V)
         assert b.reach_lo[0, 2] == b.reach_hi[0, 2] == 0.0
         assert b.reach_hi[0, 1] > 0
+
+
+@pytest.mark.parametrize("t", TEMPS[1:])
+def test_bounds_contain_the_truth_for_every_vocabulary_at_least_the_row(t):
+    # The tail's V - n tokens bound Z_T: V equal to the recorded count (no tail), one more (the
+    # tail is one token: Z known), a few more; the truth over V tokens is also one over any larger
+    # vocabulary (the extra tokens have p = 0), so every V' >= V must keep it inside [lo, hi].
+    rng = np.random.default_rng(900 + int(t * 10))
+    for _ in range(200):
+        k = int(rng.integers(V - 2, V + 1))
+        tree, full, ids, lp = random_round(rng, k=k)
+        exact, _ = truth(tree, full, t)
+        for vocab in (V, V + 1, V + 7):
+            b = round_bounds(tree, ids, lp, "all", t, vocab)
+            assert b.problem[0] == 0, (k, vocab)
+            lo, hi = float(b.expected_lo[0]), float(b.expected_hi[0])
+            assert lo - 1e-9 <= exact <= hi + 1e-9, (t, k, vocab, lo, exact, hi)
+            if k == V == vocab:  # every token named: nothing left to bound
+                assert b.exact[0] and abs(lo - exact) < 1e-9
+
+
+@pytest.mark.parametrize("t", TEMPS[1:])
+def test_a_row_naming_every_token_below_mass_one_contradicts_the_vocabulary(t):
+    # The user's dump: 3 columns, --vocab-size 3, each row summing to 0.9. No distribution over 3
+    # tokens has these rows; before the fix the tail was dropped and a number came out "exact".
+    tree = Tree.from_lists([0, 5, 6], [-1, 0, 1])
+    ids = np.array([[5, 7, 8], [6, 7, 8], [1, 2, 3]])
+    lp = np.log(np.array([[0.5, 0.3, 0.1]] * 3))
+    b = round_bounds(tree, ids, lp, "all", t, vocab_size=3)
+    assert b.problem[0] == PROBLEM_VOCAB and math.isnan(b.expected_lo[0]) and not b.exact[0]
+    # V = 4: the one unnamed token holds m = 0.1 <= the smallest p: consistent; V = 4 with m = 0.3 is not
+    assert round_bounds(tree, ids, lp, "all", t, vocab_size=4).problem[0] == 0
+    lp2 = np.log(np.array([[0.4, 0.2, 0.1]] * 3))
+    assert round_bounds(tree, ids, lp2, "all", t, vocab_size=4).problem[0] == PROBLEM_VOCAB
+    assert round_bounds(tree, ids, lp2, "all", t, vocab_size=5).problem[0] == PROBLEM_VOCAB  # 2 x 0.1 < 0.3
+    assert round_bounds(tree, ids, lp2, "all", t, vocab_size=7).problem[0] == 0  # 4 x 0.1 >= 0.3

@@ -52,3 +52,17 @@ def test_api_sampling_takes_the_manifest_vocab_size_and_refuses_a_contradiction(
         api.sampling(d, 1.5, vocab_size=9)
     with pytest.raises(SpecReplayError, match="temperature"):
         api.sampling(d, ["x"])
+
+
+def test_api_sampling_notes_the_refused_lower_bound_above_one(tmp_path):
+    # A user saw lo 0.0 at T = 1.3 with attrs {'skipped': []}: the refusal must be said.
+    from tests.test_user_mistakes import small_scored_by_hand
+
+    d = small_scored_by_hand(tmp_path / "my")
+    frame = api.sampling(d, [0.7, 1.3])
+    assert frame.attrs["skipped"] == []
+    assert len(frame.attrs["notes"]) == 1 and "T = 1.3 > 1" in frame.attrs["notes"][0]
+    assert "vocab_size" in frame.attrs["notes"][0]
+    assert api.sampling(d, [1.3], vocab_size=4).attrs["notes"] == []
+    skipped = api.sampling(d, [0.7], vocab_size=3).attrs["skipped"]
+    assert len(skipped) == 1 and "from vocab_size=" in skipped[0][2] and "validate_10_20.scores" in skipped[0][2]

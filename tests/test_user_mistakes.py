@@ -12,6 +12,7 @@ twice belongs here.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -2460,3 +2461,124 @@ def test_stats_at_t_with_a_top1_table_says_to_drop_the_temperature(capsys, tmp_p
     code, out, err = run(capsys, "stats", d, "--temperature", "0.5", "--table", "node_hits", "--no-progress")
     assert code == 2 and out == ""
     assert_told(err, "--table node_hits", "drop --temperature")
+
+
+# --- sampling-fixes: a new user's sampling mistakes (issue 20's review) ---------------------------
+
+
+def small_scored_by_hand(directory: Path, first_row: list[float] | None = None) -> Path:
+    """The user's dump (docs/dump-format.md, layout all): two steps, 3 recorded candidates per row,
+    every row summing to 0.9 (a tail of 0.1 left over), scores as natural-log probabilities."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_config(directory / "config.json", [[2], [1, 1]], [1, 2])
+    write_matrix(directory / "draft_step_0_9_19", [[10, 20]])
+    write_matrix(directory / "draft_step_0_9_19.parents", [[0]])
+    write_matrix(directory / "draft_step_1_10_20", [[30], [40]])
+    write_matrix(directory / "draft_step_1_10_20.parents", [[1], [2]])
+    write_matrix(directory / "validate_10_20", [[10, 20, 99], [30, 31, 5], [41, 40, 5], [1, 2, 5], [1, 2, 5]])
+    probs = [[0.5, 0.3, 0.1], [0.6, 0.2, 0.1], [0.5, 0.3, 0.1], [0.5, 0.3, 0.1], [0.5, 0.3, 0.1]]
+    if first_row is not None:
+        probs[0] = first_row
+    lines = "".join(" ".join(repr(math.log(p)) for p in row) + "\n" for row in probs)
+    (directory / "validate_10_20.scores").write_text(lines, encoding="utf-8")
+    return directory
+
+
+@pytest.mark.parametrize("t", ["0.7", "1.3"])
+@pytest.mark.parametrize("command", ["replay", "stats", "batch", "compare"])
+def test_a_vocab_size_equal_to_the_recorded_columns_with_mass_below_one_gives_no_number(capsys, tmp_path, t, command):
+    # Before: "1 exact, 1.2989" at T = 1.3, above the upper bound the tool gives without V (1.0877).
+    d = small_scored_by_hand(tmp_path / "my")
+    code, out, err = run(capsys, command, d, "--temperature", t, "--vocab-size", "3")
+    assert code == 2 and "exact" not in out and "1.2989" not in out and "1.5537" not in out
+    assert_told(err, "round 10_20", "contradicts the vocabulary size", "vocab size 3 (from --vocab-size)")
+    if command in ("replay", "stats", "compare"):  # the per-round readers name the scores file and row
+        assert_told(err, "validate_10_20.scores (scores), row 0")
+    # one more token than recorded: the tail of 0.1 fits (<= the smallest p, 0.1), and the bounds are
+    # the truth's (one unnamed token holds exactly m)
+    code, out, err = run(capsys, command, d, "--temperature", t, "--vocab-size", "4")
+    assert code == 0, err
+
+
+def test_the_manifest_vocab_size_is_named_when_the_rows_contradict_it(capsys, tmp_path):
+    d = small_scored_by_hand(tmp_path / "my")
+    (d / "manifest.json").write_text(json.dumps({"vocab_size": 3}), encoding="utf-8")
+    code, _, err = run(capsys, "replay", d, "--temperature", "0.7")
+    assert code == 2
+    assert_told(err, "vocab size 3 (from", "manifest.json, field vocab_size")
+    (d / "manifest.json").write_text(json.dumps({"vocab_size": 2}), encoding="utf-8")
+    code, _, err = run(capsys, "replay", d, "--temperature", "0.7")
+    assert code == 2
+    assert_told(err, "vocab size 2 (from", "manifest.json, field vocab_size", "smaller than the 3 recorded")
+
+
+@pytest.mark.parametrize("command", ["replay", "stats", "batch"])
+def test_temperature_zero_does_not_judge_the_scores(capsys, tmp_path, command):
+    # A first row summing to more than 1: the greedy replay reads only the top-1 column, and T = 0 is
+    # the greedy replay (README): the same numbers and the same exit code as without --temperature.
+    d = small_scored_by_hand(tmp_path / "sum", first_row=[0.9, 0.6, 0.1])
+    code, out, err = run(capsys, command, d, "--temperature", "0")
+    greedy_code, greedy_out, _ = run(capsys, command, d)
+    assert code == greedy_code == 0, err
+    assert "sum to more than 1" not in err
+    if command == "replay":
+        assert "expected accepted length 2.0000  (exact)" in out and greedy_out.splitlines()[0] in out
+
+
+@pytest.mark.parametrize("command", ["replay", "stats"])
+def test_a_row_summing_above_one_names_the_scores_file_and_row(capsys, tmp_path, command):
+    d = small_scored_by_hand(tmp_path / "sum", first_row=[0.9, 0.6, 0.1])
+    code, _, err = run(capsys, command, d, "--temperature", "0.7")
+    assert code == 2
+    assert_told(err, "round 10_20", "validate_10_20.scores (scores), row 0", "sum to more than 1")
+
+
+@pytest.mark.parametrize("command", ["replay", "batch", "stats", "compare", "recommend"])
+def test_vocab_size_without_temperature_is_refused(capsys, tmp_path, command):
+    d = small_scored_by_hand(tmp_path / "my")
+    extra = ["--budget", "3"] if command == "recommend" else []
+    code, out, err = run(capsys, command, d, "--vocab-size", "3", *extra)
+    assert code == 2 and not out
+    assert_told(err, "--vocab-size 3 without --temperature")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_temperature_zero_says_nothing_about_scores_and_counts_one_round(capsys, tmp_path):
+    d = small_scored_by_hand(tmp_path / "nos")
+    (d / "validate_10_20.scores").unlink()  # no scores: T = 0 is still the greedy replay
+    for argv in (["replay", "--summary"], ["compare"], ["recommend", "--budget", "3"]):
+        code, out, err = run(capsys, argv[0], d, "--temperature", "0", *argv[1:])
+        assert code == 0, err
+        assert "1 round" in out and "1 rounds" not in out and "with scores" not in out, out
+    code, out, _ = run(capsys, "replay", small_scored_by_hand(tmp_path / "my"), "--temperature", "0.7", "--summary")
+    assert code == 0 and "(1 round with scores, " in out
+
+
+def test_recommend_on_one_round_shows_no_infinite_interval(capsys, tmp_path):
+    # Before: "measured BE 2.000 [-inf,inf]" and "yes": one round has no spread to build a CI from.
+    code, out, err = run(capsys, "recommend", small_scored_by_hand(tmp_path / "my"), "--budget", "3")
+    assert code == 0, err
+    assert "inf" not in out and "[CI n/a: 1 round]" in out and "not judged (no interval from one round)" in out
+
+
+def test_report_temperature_table_shows_refused_lower_bounds_as_a_dash(capsys, tmp_path):
+    d = small_scored_by_hand(tmp_path / "my")
+    code, _, err = run(capsys, "report", d, "-o", tmp_path / "rep")
+    assert code == 0, err
+    page = (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
+    section = page.split("Sampling at temperature T</h2>")[1]
+    rows = [r for r in section.split("<tr>") if "<td>1.5</td>" in r]
+    assert rows and all("0.000.." not in r and "1.000.." not in r and "—.." in r for r in rows)
+    assert "Z = 1 is known there" in section and "<div class='wide'>" in section
+    assert "shown as —" in section
+
+
+def test_validate_scores_that_rise_along_the_row_are_warned_about(capsys, tmp_path):
+    # docs/dump-format.md: a row in descending probability. A rising row is read as it is (column 0
+    # the top-1), so the numbers do not change; one WARNING line names the file and the first row.
+    d = small_scored_by_hand(tmp_path / "asc", first_row=[0.1, 0.3, 0.5])
+    code, out, err = run(capsys, "replay", d)
+    assert code == 0 and "accepted length: 2" in out
+    assert_told(err, "WARNING: 1 validate row(s) have scores that rise", "validate_10_20.scores, row 0")
+    code, out, err = run(capsys, "replay", small_scored_by_hand(tmp_path / "my"))
+    assert code == 0 and "rise" not in err

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from replay.core.config import TreeConfig
-from replay.core.sampling import PROBLEM_WORDS, greedy_logp, node_rows, sampling_bounds
+from replay.core.sampling import greedy_logp, node_rows, problem_words, sampling_bounds
 from replay.core.vocab import NO_PARENT, PAD_TOKEN
 from replay.engine.replayer import RoundResult
 from replay.engine.sampling import NO_SCORES, round_sampling
@@ -205,14 +205,16 @@ def subtree_sampling(
             vocab_size,
         )
         for j, k in enumerate(members):
-            out[k] = _at_t(trees[k], b, j, temperature)
+            out[k] = _at_t(trees[k], b, j, temperature, vocab_size)
     return [o for o in out if o is not None]
 
 
-def _at_t(tr: SubTreeRound, b, j: int, t: float) -> SubRoundAtT:
+def _at_t(tr: SubTreeRound, b, j: int, t: float, vocab_size: int | None = None) -> SubRoundAtT:
     nan = float("nan")
     if b.problem[j]:
-        return SubRoundAtT(False, nan, nan, (), (), False, tr.steps_hi, problem=PROBLEM_WORDS[int(b.problem[j])])
+        return SubRoundAtT(
+            False, nan, nan, (), (), False, tr.steps_hi, problem=problem_words(int(b.problem[j]), vocab_size)
+        )
     for dt in tr.doubts:
         if _doubt_reach(dt, t, b.reach_lo[j], b.reach_hi[j]) > 0.0:
             why = reason_text(dt.why, dt.depth, dt.rank, REACHED)

@@ -143,6 +143,11 @@ def _figure(fig, caption: str, fmt: str) -> Figure:
     return Figure(caption, png_base64=base64.b64encode(buf.getvalue()).decode("ascii"))
 
 
+def _refused_lower(cell: str) -> str:
+    """A display cell (``lo..hi``, several for P(L >= d)) with its refused lower bounds as "—"."""
+    return " ".join("—.." + tok.split("..", 1)[1] if ".." in tok else tok for tok in str(cell).split(" "))
+
+
 def _table_html(df: pd.DataFrame, index: bool = False) -> Markup:
     """pandas' own table markup (cells escaped by pandas), or "(empty)"."""
     if df is None or len(df) == 0:
@@ -482,14 +487,24 @@ def _sampling_curves(
                 + done.skipped[0][2]
             )
         if done.needs_vocab:
+            above = (shown["temperature"] > 1.0).to_numpy()
+            for col in (
+                "expected_accepted_length",
+                "expected_block_efficiency",
+                "all_rounds_block_efficiency",
+                "P(L >= d)",
+            ):
+                display.loc[above, col] = display.loc[above, col].map(_refused_lower)
             notes.append(
                 f"{run.label}: at T > 1 the lower bounds need the vocabulary size (report --vocab-size V); "
-                "without it they are refused (E[L] = 0, block efficiency 1), the upper bounds stand"
+                "without it they are refused (shown as —), the upper bounds stand"
             )
         fig = _figure(
             plots.plot_temperature_curve(table, run.label, run.config.short(), done.needs_vocab),
             f"{run.label}: expected block efficiency against the target's sampling temperature, per config "
-            "(band: all-rounds bounds).",
+            "(band: all-rounds bounds). At T = 1 the band narrows, and closes where every child's token is in its "
+            "parent's row: the scores are the target's probabilities at T = 1 (Z = 1 is known there), so a "
+            "recorded child's probability is exact; at any other T, Z depends on the unrecorded tail.",
             opts.image_format,
         )
         curves.append(SamplingCurve(run.label, fig, _table_html(display), notes))

@@ -24,6 +24,7 @@ from analysis.tables.build import IN_BEYOND, IN_KEPT, IN_NOWHERE
 from analysis.tables.definitions import label as metric_label
 from analysis.tables.metrics import DEPTH_RATE_N
 from replay.core.config import TreeConfig
+from replay.engine.render import rounds_with_scores
 
 FORMATS = ("png", "svg")
 DPI = 110
@@ -346,7 +347,7 @@ def plot_temperature_curve(
         undetermined = int(g["undetermined"].max())
         name = f"{cfg} ({int(g['nodes'].iloc[0])} nodes)" + (" recorded" if cfg == recorded else "")
         if undetermined:
-            name += f", up to {undetermined} rounds undetermined"
+            name += f", up to {undetermined} round{'' if undetermined == 1 else 's'} undetermined"
         ax.fill_between(t, lo, hi, color=color, alpha=0.22, lw=0)
         width = 2.2 if cfg == recorded else 1.2
         ax.plot(t, lo, color=color, lw=width, label=name)
@@ -359,6 +360,6 @@ def plot_temperature_curve(
     if lower_refused_above_one:
         title += "\nabove T = 1 only the upper bound: the lower one needs the vocabulary size (--vocab-size)"
     ax.set_title(title, fontsize=8)
-    fig.suptitle(f"Sampling at temperature T — {run}, {n} rounds with scores")
+    fig.suptitle(f"Sampling at temperature T — {run}, {rounds_with_scores(n, 1.0)}")
     _legend_below(fig, ax, columns=2)
     return fig

@@ -85,6 +85,10 @@ def measured_cells(c: ShapeCheck) -> tuple[str, str, str]:
         return "not contained", "", "live run needed (command below)"
     lo, hi = c.measured_ci
     meas = f"{c.measured_be:.3f} [{lo:.3f},{hi:.3f}]" if m.rounds else "no decided round"
+    if m.rounds and not (math.isfinite(lo) and math.isfinite(hi)):  # one round: no spread to build a CI from
+        meas = f"{c.measured_be:.3f} [CI n/a: {m.rounds} round{'' if m.rounds == 1 else 's'}]"
+        if m.decided and c.predicted_be is not None:
+            return meas, f"{c.error:+.3f}", "not judged (no interval from one round)"
     if not m.decided:
         b_lo, b_hi = c.measured_bounds
         total = m.rounds + m.undecidable

@@ -153,8 +153,9 @@ def sampling(
     d = 1, 2, ...), exact, accepted_length_variance (NaN unless exact), from_node_logprobs (exact from
     the dump's node_logprobs at a recorded T). ``vocab_size`` defaults to the manifest's. Rounds that
     cannot be used (no scores, bad rows) are not rows: they are in ``frame.attrs["skipped"]`` as
-    (round, temperature, reason). A bad temperature, or a vocab_size that the manifest contradicts,
-    raises SpecReplayError.
+    (round, temperature, reason). ``frame.attrs["notes"]`` lists what the numbers need said (above
+    T = 1 without a vocabulary size, the lower bounds are refused: 0). A bad temperature, or a
+    vocab_size that the manifest contradicts, raises SpecReplayError.
     """
     from replay.core.sampling import check_temperature
     from replay.engine.replayer import replay_directory
@@ -172,18 +173,27 @@ def sampling(
         raise SpecReplayError(f"sampling: {exc}".replace("--vocab-size", "vocab_size")) from None
     recorded = rep.manifest.node_logprob_temperatures
     rows, skipped = [], [(s.what, None, s.reason) for s in rep.skipped]
+    notes: list[str] = []
     for t in temps:
+        refused = False
         for res in rep.results:
             try:
-                smp = round_sampling(res, t, vocab, recorded).to_json()
+                one = round_sampling(res, t, vocab, recorded)
             except ValueError as exc:
-                skipped.append((res.name, t, str(exc)))
+                skipped.append((res.name, t, str(exc).replace("from --vocab-size", "from vocab_size=")))
                 continue
-            rows.append({"round": res.name, **smp})
+            refused |= one.needs_vocab
+            rows.append({"round": res.name, **one.to_json()})
+        if refused:  # the CLI's print_needs_vocab, for a frame: a lower bound of 0 is no measurement
+            notes.append(
+                f"at T = {t:g} > 1 the lower bounds need the vocabulary size (vocab_size=V, or vocab_size in "
+                "manifest.json): the _lo columns are 0 (refused), the upper bounds stand"
+            )
     frame = pd.DataFrame(rows, columns=["round", *SAMPLING_KEYS])
     for c in ("expected_accepted_length", "accepted_length_variance"):
         frame[c] = frame[c].astype(float)  # None (not exact) as NaN
     frame.attrs["skipped"] = skipped
+    frame.attrs["notes"] = notes
     return frame
 
 

@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 
+from replay.engine.render import rounds_with_scores
 from replay.engine.sampling import sampling_skip
 from replay.util.atomic import atomic_path
 from replay.util.errors import SpecReplayError
@@ -123,7 +124,7 @@ def _print(table, per_round, args: argparse.Namespace) -> None:
     for run, grp in table.groupby("run", sort=False):
         first = grp.iloc[0]
         print(
-            f"{run}: {int(first['rounds'])} rounds with scores at T = {args.temperature:g}, "
+            f"{run}: {rounds_with_scores(int(first['rounds']), args.temperature)} at T = {args.temperature:g}, "
             f"recorded {first['config']} (first row)"
         )
         print(sampling_display(grp).to_string(index=False))

@@ -11,6 +11,7 @@ import json
 import sys
 
 from analysis.shapes.model import DEFAULT_MIN_COUNT
+from replay.engine.render import rounds_with_scores
 from replay.engine.sampling import sampling_skip
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled, tqdm_progress
@@ -126,7 +127,7 @@ def _print(found, args: argparse.Namespace) -> None:
         depth = f"{f.recorded_config.gamma} (the recorded gamma)" if args.max_depth is None else str(args.max_depth)
         rounds = int(f.recorded["rounds"].iloc[0])
         print(
-            f"{f.label}: {rounds} rounds with scores at T = {args.temperature:g}; {f.candidates} shapes contained in "
+            f"{f.label}: {rounds_with_scores(rounds, args.temperature)} at T = {args.temperature:g}; {f.candidates} shapes contained in "
             f"the recorded {f.recorded_config.short()} within {args.budget} nodes and depth {depth}, best first:"
         )
         shown = sampling_display(f.ranked)

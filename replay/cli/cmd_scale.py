@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from replay.core.records import write_arrow_table, write_batch_json_lines
-from replay.core.sampling import PROBLEM_WORDS
+from replay.core.sampling import problem_words
 from replay.core.sampling_recorded import recorded_column
 from replay.engine.batch import BatchResult
 from replay.engine.batch.frames import distinct_columns, record_arrow
@@ -160,7 +160,7 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
     skipped = list(rep.skipped)
     if smp is not None:
         for i in np.flatnonzero(res.ok & ~smp.usable):
-            why = NO_SCORES if smp.problem[i] == NO_SCORES_CODE else PROBLEM_WORDS[int(smp.problem[i])]
+            why = NO_SCORES if smp.problem[i] == NO_SCORES_CODE else problem_words(int(smp.problem[i]), vocab)
             skipped.append(sampling_skip(f"{res.keys[0, i]}_{res.keys[1, i]}", t, why))
     rep = replace(rep, skipped=tuple(skipped))
     rows = np.flatnonzero(res.ok & smp.usable) if smp is not None else np.zeros(0, dtype=np.int64)

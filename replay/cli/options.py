@@ -205,8 +205,19 @@ def add_sampling_options(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="V",
         help="the target's vocabulary size: bounds the unrecorded tail (needed for lower bounds at T > 1); "
-        "default: manifest.json's vocab_size, and a different value is an error",
+        "default: manifest.json's vocab_size, and a different value is an error; only with --temperature",
     )
+    p.set_defaults(vocab_needs_temperature=True)  # check_vocab_size_use: --vocab-size alone does nothing
+
+
+def check_vocab_size_use(args: argparse.Namespace) -> None:
+    """Refuse --vocab-size without --temperature on a command whose only use of it is the sampling
+    replay (add_sampling_options): the greedy replay never reads it (README, options that do nothing)."""
+    if getattr(args, "vocab_needs_temperature", False) and args.vocab_size is not None and args.temperature is None:
+        raise SpecReplayError(
+            f"--vocab-size {args.vocab_size} without --temperature: the vocabulary size only bounds the sampling "
+            "replay's tail; add --temperature T, or drop --vocab-size"
+        )
 
 
 def sampling_vocab(args: argparse.Namespace, manifest) -> int | None:

@@ -15,7 +15,7 @@ from replay.io.sources import check_outside_inputs
 from replay.util.pathcheck import DIRECTORY, FILE, output_dir, output_file
 from replay.util.version import package_version
 
-from .options import DEBUG_ENV, DUMP, EXIT_ERROR, EXIT_OK, HelpFormatter
+from .options import DEBUG_ENV, DUMP, EXIT_ERROR, EXIT_OK, HelpFormatter, check_vocab_size_use
 
 COMMAND_MODULES = (
     "replay.cli.cmd_replay",
@@ -95,6 +95,7 @@ def dispatch(argv: list[str]) -> int:
         print("specreplay: error: no command given (see the list above)", file=sys.stderr)
         return EXIT_ERROR
     check_outside_inputs(*_outputs_and_dumps(_chosen(parser, args), args))
+    check_vocab_size_use(args)
     return int(args.func(args) or 0)
 
 

@@ -36,12 +36,39 @@ from .vocab import LAYOUT_ALL, LAYOUT_PARENTS, NO_PARENT, PAD_TOKEN
 ROW_SUM_TOLERANCE = 1e-5
 
 # Per-round problem codes (0 = usable); callers skip such rounds with PROBLEM_WORDS[code].
-PROBLEM_NONE, PROBLEM_NAN, PROBLEM_POSITIVE, PROBLEM_SUM = 0, 1, 2, 3
+PROBLEM_NONE, PROBLEM_NAN, PROBLEM_POSITIVE, PROBLEM_SUM, PROBLEM_VOCAB = 0, 1, 2, 3, 4
 PROBLEM_WORDS = {
     PROBLEM_NAN: "a validate row used by the walk holds a NaN log-probability",
     PROBLEM_POSITIVE: "a validate row used by the walk holds a log-probability > 0 (or +inf)",
     PROBLEM_SUM: f"a validate row's probabilities sum to more than 1 (+{ROW_SUM_TOLERANCE:g})",
+    # m > (V - n) * q_min: the V - n unnamed tokens, each at most the row's smallest p, cannot hold m
+    PROBLEM_VOCAB: "a validate row contradicts the vocabulary size: its unrecorded mass 1 - sum(p) is more than "
+    "the V - n tokens it does not name can hold (each at most its smallest p; a row naming all V tokens must sum to 1)",
 }
+
+
+class VocabSize(int):
+    """A vocabulary size that remembers where it came from ("--vocab-size", "manifest.json vocab_size"):
+    a message about a row that contradicts it names the source (the user fixes that one)."""
+
+    source: str
+
+    def __new__(cls, value: int, source: str) -> VocabSize:
+        out = super().__new__(cls, value)
+        out.source = source
+        return out
+
+
+def vocab_words(vocab_size: int | None) -> str:
+    """``vocab size V (from SOURCE)``, the source when the number carries one (VocabSize)."""
+    source = getattr(vocab_size, "source", None)
+    return f"vocab size {vocab_size}" + (f" (from {source})" if source else "")
+
+
+def problem_words(code: int, vocab_size: int | None = None) -> str:
+    """PROBLEM_WORDS[code], with the vocabulary size and its source for PROBLEM_VOCAB."""
+    why = PROBLEM_WORDS[code]
+    return f"{why}; {vocab_words(vocab_size)}" if code == PROBLEM_VOCAB else why
 
 
 def check_temperature(value: Any) -> float:
@@ -186,44 +213,68 @@ class _RowTerms:
     needs_vocab: bool
 
 
-def _row_problem(total: np.ndarray, lmax: np.ndarray, has: np.ndarray) -> np.ndarray:
+def _row_problem(total: np.ndarray, lmax: np.ndarray, has: np.ndarray, room: np.ndarray | None = None) -> np.ndarray:
     """[C] problem code from each row's sum of q and largest log-prob (PAD cells already -inf).
 
     A NaN cell makes the sum NaN (exp(NaN) is NaN; no cell adds -inf), a positive (or +inf) cell
-    makes the maximum > 0, and the order NaN, positive, sum is _problems' order of precedence.
+    makes the maximum > 0, and the order NaN, positive, sum, vocabulary is the order of precedence.
+    room: with a vocabulary size V, the most mass the V - n unnamed tokens can hold, (V - n) * q_min;
+    a row whose tail mass 1 - total exceeds it (a row naming all V tokens summing below 1) has no
+    distribution behind it, and no bound drawn from it would mean anything.
     """
     nan = (np.isnan(total) & has).any(axis=0)
     pos = ((lmax > 0) & has).any(axis=0)
     over = ((total > 1.0 + ROW_SUM_TOLERANCE) & has).any(axis=0)
     out: np.ndarray = np.where(over, np.int8(PROBLEM_SUM), np.int8(PROBLEM_NONE))
+    if room is not None:
+        short = ((1.0 - total > room + ROW_SUM_TOLERANCE) & has).any(axis=0)
+        out[short & ~over] = PROBLEM_VOCAB
     out[pos] = PROBLEM_POSITIVE
     out[nan] = PROBLEM_NAN
     return out
 
 
+def row_problems(ids: np.ndarray, logp: np.ndarray, vocab_size: int | None = None) -> np.ndarray:
+    """[M] PROBLEM_* code of each of M validate rows (ids, logp [M, K]) at a temperature > 0: the
+    kernel's judgement (_row_terms) row by row, so that a message can name the row it found."""
+    ids, logp = np.asarray(ids), np.asarray(logp, dtype=np.float64)
+    has = np.ones((1, ids.shape[0]), dtype=bool)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        return _row_terms(ids.T[None], logp.T[None], has, 1.0, vocab_size).problem
+
+
 def _tail_bounds(
-    t: float, k: int, vocab_size: int | None, logm: np.ndarray, lmin: np.ndarray, shift: np.ndarray | float
+    t: float, rest: np.ndarray | None, logm: np.ndarray, lmin: np.ndarray, shift: np.ndarray | float
 ) -> tuple[np.ndarray, np.ndarray]:
     """(S_lo, S_hi): the unrecorded tokens' part of Z_T, scaled by e^(-a * shift) like the row's cells.
 
     docs/analysis.md "What a row gives": the tail holds mass m, each of its tokens q <= q_K.
+    rest: per row, V - n, the number of tokens the row does not name (None without V).
     """
     a = 1.0 / t
     if t == 1.0:
         s = np.exp(logm - shift)
         return s, s
-    # m * q_K^(a-1): an upper bound for T < 1 (q^a convex), a lower one for T > 1 (concave). A row
-    # with a -inf cell has q_K = 0: its tail is empty (the scalar reference's `if qk > 0`).
-    edge = np.where(lmin == -np.inf, 0.0, np.exp(logm + (a - 1.0) * lmin - a * shift))
-    rest = None if vocab_size is None else float(vocab_size - k)
+    # The tail packed into as few tokens as it can: j = floor(m / q_K) tokens at q_K and one at the
+    # rest r. sum q^a over {0 <= q <= q_K, sum q = m} is convex for T < 1 (a maximum, at a vertex:
+    # this one) and concave for T > 1 (a minimum, there too); it is at most m * q_K^(a-1) for T < 1
+    # and equals m^a for a tail of one token (V - n = 1: Z known). A row with a -inf cell has
+    # q_K = 0: its tail is empty (the scalar reference's `if qk > 0`).
+    qk, m = np.exp(lmin), np.exp(logm)
+    j = np.floor(m / qk)
+    r = np.clip(m - j * qk, 0.0, qk)
+    packed = j * np.exp(a * (lmin - shift)) + np.exp(a * (np.log(r) - shift))
+    edge = np.where(lmin == -np.inf, 0.0, np.where(m > 0, packed, 0.0))
     if t < 1.0:
-        # at least the tail spread evenly over the V-K unrecorded tokens (Jensen), else 0
-        s_lo = np.exp(math.log(rest) + a * (logm - math.log(rest)) - a * shift) if rest else np.zeros_like(edge)
-        return s_lo, edge
+        if rest is None:
+            return np.zeros_like(edge), edge
+        # at least the tail spread evenly over the V-n unrecorded tokens (Jensen), else 0
+        lr = np.log(rest)
+        return np.where(rest > 0, np.exp(lr + a * (logm - lr) - a * shift), 0.0), edge
     if rest is None:  # T > 1 without V: the tail could be spread over any number of tokens
         return edge, np.full_like(edge, np.inf)
-    s_hi = np.exp((1.0 - a) * math.log(rest) + a * logm - a * shift) if rest > 0 else np.zeros_like(edge)
-    return edge, s_hi  # at most the power mean over V-K tokens
+    s_hi = np.where(rest > 0, np.exp((1.0 - a) * np.log(rest) + a * logm - a * shift), 0.0)
+    return np.where(rest > 0, edge, 0.0), s_hi  # at most the power mean over V-n tokens
 
 
 def _row_terms(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, t: float, vocab_size: int | None) -> _RowTerms:
@@ -237,20 +288,25 @@ def _row_terms(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, t: float, vocab
     any_pad = bool(pad.any())
     if any_pad:  # a padded batch fills PAD cells with NaN: they are not cells of the row
         lp = np.where(pad, -np.inf, lp)
+    top1 = np.where(has & (ids[:, 0] != PAD_TOKEN), ids[:, 0].astype(np.int64), _NO_TOKEN)
+    if t == 0.0:  # the greedy walk reads only each row's top-1: the scores are not judged (README)
+        ones = np.ones(top1.shape)
+        return _RowTerms(None, ones, ones, ones, top1, np.zeros(top1.shape[1], dtype=np.int8), False)
     lmax = lp.max(axis=1).astype(np.float64)  # max/min are exact in float32: convert after
     q = np.exp(lp, dtype=np.float64)
     total = q.sum(axis=1)
-    problem = _row_problem(total, lmax, has)
-    top1 = np.where(has & (ids[:, 0] != PAD_TOKEN), ids[:, 0].astype(np.int64), _NO_TOKEN)
-    if t == 0.0:  # the greedy walk reads only each row's top-1
-        ones = np.ones_like(total)
-        return _RowTerms(None, ones, ones, ones, top1, problem, False)
     a = 1.0 / t
     lmin = (np.where(pad, np.inf, lp) if any_pad else lp).min(axis=1).astype(np.float64)
+    rest = None  # per row, the V - n tokens it does not name (n: its non-PAD cells)
+    if vocab_size is not None:
+        rest = (float(vocab_size) - ((~pad).sum(axis=1) if any_pad else k)) * np.ones_like(total)
+    room = None  # the most mass the unnamed tokens can hold; a zero cell means an empty tail (below), not judged
+    if rest is not None:
+        room = np.where(rest > 0, np.where(lmin == -np.inf, np.inf, rest * np.exp(lmin)), 0.0)
+    problem = _row_problem(total, lmax, has, room)
     mass = np.maximum(1.0 - total, 0.0)  # tail mass m at T = 1 (total >= 0: m <= 1)
-    if vocab_size is not None and k >= vocab_size:  # a row naming every token has no tail: m is rounding
-        cells = (~pad).sum(axis=1) if any_pad else k
-        mass = np.where(cells >= vocab_size, 0.0, mass)
+    if rest is not None:  # a row naming every token has no tail: its m (within tolerance) is rounding
+        mass = np.where(rest > 0, mass, 0.0)
     logm = np.log(mass)
     if t == 1.0:  # q itself: Z = 1, nothing to rescale
         w, shift, rec = q, 0.0, total
@@ -259,7 +315,7 @@ def _row_terms(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, t: float, vocab
         w *= a
         np.exp(w, out=w)
         shift, rec = lmax, w.sum(axis=1)
-    s_lo, s_hi = _tail_bounds(t, k, vocab_size, logm, lmin, shift)
+    s_lo, s_hi = _tail_bounds(t, rest, logm, lmin, shift)
     s_hi = np.fmax(s_hi, 0.0)  # NaN (0 * inf in a degenerate row) -> 0; fmax keeps +inf
     s_lo = np.minimum(np.fmax(s_lo, 0.0), s_hi)
     if t == 1.0:  # a recorded child's probability is its q exactly
@@ -440,8 +496,8 @@ def column_bounds(
     for lo in range(0, r, chunk_rounds):
         hi = min(lo + chunk_rounds, r)
         ids, lp, has = rows(lo, hi)
-        if vocab_size is not None and int(vocab_size) < ids.shape[1]:
-            raise ValueError(f"vocab size {vocab_size}: smaller than the {ids.shape[1]} recorded candidates per row")
+        if t > 0.0 and vocab_size is not None and int(vocab_size) < ids.shape[1]:
+            raise ValueError(f"{vocab_words(vocab_size)}: smaller than the {ids.shape[1]} recorded candidates per row")
         nodes = [v if isinstance(v, (int, np.integer)) else v[lo:hi] for v in row_node]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
             rt = _row_terms(ids, lp, has, t, vocab_size)
@@ -496,8 +552,8 @@ def sampling_bounds(
     row_ids, row_logp = np.asarray(row_ids), np.asarray(row_logp, dtype=np.float64)
     has_row = np.asarray(has_row, dtype=bool)
     k = row_ids.shape[2]
-    if vocab_size is not None and int(vocab_size) < k:
-        raise ValueError(f"vocab size {vocab_size}: smaller than the {k} recorded candidates per row")
+    if t > 0.0 and vocab_size is not None and int(vocab_size) < k:
+        raise ValueError(f"{vocab_words(vocab_size)}: smaller than the {k} recorded candidates per row")
     dplus = int(depths.max()) + 1 if depths.size else 1
     out = SamplingBounds(
         t,
@@ -628,8 +684,12 @@ __all__ = [
     "NO_PARENT",
     "PROBLEM_WORDS",
     "SamplingBounds",
+    "VocabSize",
     "check_temperature",
     "node_rows",
+    "problem_words",
     "round_bounds",
+    "row_problems",
     "sampling_bounds",
+    "vocab_words",
 ]

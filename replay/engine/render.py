@@ -232,6 +232,11 @@ def sampling_summary(samplings) -> list[str]:
     return lines
 
 
+def rounds_with_scores(n: int, t: float) -> str:
+    """ "1 round" / "n rounds", "with scores" added above T = 0 (T = 0 is the greedy replay: it reads no score)."""
+    return f"{n} round{'' if n == 1 else 's'}" + (" with scores" if t > 0 else "")
+
+
 def sampling_summary_arrays(t, exp_lo, exp_hi, ge_lo, ge_hi, exact) -> list[str]:
     """Means over n rounds at T: expectations with bounds, and the expected length distribution.
 
@@ -240,7 +245,7 @@ def sampling_summary_arrays(t, exp_lo, exp_hi, ge_lo, ge_hi, exact) -> list[str]
     n = exp_lo.shape[0]
     lo, hi = float(exp_lo.mean()), float(exp_hi.mean())
     lines = [
-        f"sampling at T = {t:g} ({n} rounds with scores, {int(exact.sum())} exact):",
+        f"sampling at T = {t:g} ({rounds_with_scores(n, t)}, {int(exact.sum())} exact):",
         f"  expected accepted length per round: {_span(lo, hi)}",
         f"  expected block efficiency:          {_span(lo + 1.0, hi + 1.0)}",
         "  expected distribution of the accepted length (fraction of rounds):",

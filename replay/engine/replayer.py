@@ -44,6 +44,7 @@ class RoundResult:
     validate_logp: np.ndarray | None = None  # [validate_rows, cols] their log-probs, None without scores
     # [num_nodes + 1, T] each node's log-prob under its parent (validate node_logprobs, layout all only)
     node_logp: np.ndarray | None = None
+    scores_path: str = ""  # the validate scores' file (messages about a row name it)
 
     @property
     def tree(self) -> Tree:
@@ -118,6 +119,30 @@ def _check_no_lost_step(rnd: Round, cfg: TreeConfig, tree: Tree, rows: int) -> N
         )
 
 
+def _rising_rows_warning(results: list[RoundResult]) -> str | None:
+    """The run's one line about validate rows whose scores rise along the row (docs/dump-format.md
+    writes them in descending probability). Numbers stay as they are: the greedy replay reads column
+    0 as the top-1 (as the format says), the sampling bounds each row's smallest p (any order)."""
+    count, first = 0, None
+    for r in results:
+        lp = r.validate_logp
+        if lp is None or lp.shape[1] < 2:
+            continue
+        real = r.validate_ids != PAD_TOKEN
+        up = (np.diff(lp, axis=1) > 0) & real[:, 1:] & real[:, :-1]
+        rows = np.flatnonzero(up.any(axis=1))
+        if rows.shape[0] and first is None:
+            first = f"{r.scores_path}, row {int(rows[0])}"
+        count += int(rows.shape[0])
+    if not count:
+        return None
+    return (
+        f"WARNING: {count} validate row(s) have scores that rise along the row (first: {first}); "
+        "docs/dump-format.md writes a row in descending probability: the greedy replay takes column 0 as "
+        "the target's top-1 all the same (the sampling bounds read each row's smallest p, valid in any order)"
+    )
+
+
 def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
     """The reference replay of one round; raises RoundError when the dump disagrees with cfg."""
     rebuilt = rebuild_tree(rnd, cfg)
@@ -139,7 +164,18 @@ def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
     own = rnd.validate.node_logp
     own = own[:rows] if own is not None and layout == LAYOUT_ALL else None  # row u is node u only in layout all
     return RoundResult(
-        rnd.key, rebuilt, acc, layout, source, top1, rows, tuple(notes), rnd.validate.ids[:rows], logp, own
+        rnd.key,
+        rebuilt,
+        acc,
+        layout,
+        source,
+        top1,
+        rows,
+        tuple(notes),
+        rnd.validate.ids[:rows],
+        logp,
+        own,
+        rnd.validate.scores_path or rnd.validate.path,
     )
 
 
@@ -263,6 +299,8 @@ def replay_directory(
     warnings = reading_warnings(grouping.step0, [r.acceptance.accepted_length for r in results])
     fallback = fallback_run_warning(sum(FALLBACK_WARNING in r.notes for r in results), len(results))
     warnings += (fallback,) if fallback else ()
+    rising = _rising_rows_warning(results)
+    warnings += (rising,) if rising else ()
     warnings += recorded_round_warnings(
         manifest,
         tree_cfg,

@@ -11,8 +11,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replay.core.sampling import PROBLEM_WORDS, check_temperature, greedy_logp, round_bounds
+from replay.core.sampling import (
+    VocabSize,
+    check_temperature,
+    greedy_logp,
+    problem_words,
+    round_bounds,
+    row_problems,
+)
 from replay.core.sampling_recorded import recorded_bounds, recorded_column
+from replay.core.vocab import LAYOUT_ALL
 from replay.io.grouping import Skipped
 
 NO_SCORES = "its validate rows have no scores (sampling mode needs the target's log-probs; docs/dump-format.md)"
@@ -100,7 +108,9 @@ def vocab_size_of(explicit: int | None, recorded: int | None, manifest_path: str
             f"--vocab-size {explicit} disagrees with {manifest_path or 'manifest.json'} vocab_size {recorded} "
             "(the target's vocabulary size, recorded by the harness): drop --vocab-size, or fix the manifest"
         )
-    return explicit if explicit is not None else recorded
+    if explicit is not None:
+        return VocabSize(explicit, "--vocab-size")
+    return None if recorded is None else VocabSize(recorded, f"{manifest_path or 'manifest.json'}, field vocab_size")
 
 
 def round_sampling(
@@ -122,19 +132,31 @@ def round_sampling(
             )
         tree = res.tree
         b = recorded_bounds(tree.tokens[None], tree.parents[None], tree.depths[None], own[None, :, col], temperature)
+        if b.problem[0]:
+            raise ValueError(f"{problem_words(int(b.problem[0]))} (validate node_logprobs)")
         return _one(b, True)
     logp = res.validate_logp
     if logp is None:
         if check_temperature(temperature) != 0.0:
             raise ValueError(NO_SCORES)
         logp = greedy_logp(res.validate_ids)  # T = 0 reads only the top-1 column
-    return _one(round_bounds(res.tree, res.validate_ids, logp, res.layout, temperature, vocab_size), False)
+    b = round_bounds(res.tree, res.validate_ids, logp, res.layout, temperature, vocab_size)
+    if b.problem[0]:
+        raise ValueError(_row_problem_words(res, int(b.problem[0]), vocab_size))
+    return _one(b, False)
+
+
+def _row_problem_words(res, code: int, vocab_size: int | None) -> str:
+    """The problem of a round's rows, naming the scores file and the first row the walk reads that has it."""
+    rows = res.tree.expanded_order if res.layout == LAYOUT_ALL else np.arange(res.tree.expanded_order.shape[0])
+    rows = rows[rows < res.validate_ids.shape[0]]
+    codes = row_problems(res.validate_ids[rows], res.validate_logp[rows], vocab_size)
+    hit = rows[codes == code]
+    where = f"{res.scores_path} (scores)" + (f", row {int(hit[0])}" if hit.shape[0] else "")
+    return f"{where}: {problem_words(code, vocab_size)}"
 
 
 def _one(b, from_node_logprobs: bool) -> RoundSampling:
-    if b.problem[0]:
-        why = PROBLEM_WORDS[int(b.problem[0])]
-        raise ValueError(f"{why} (validate node_logprobs)" if from_node_logprobs else why)
     exact = bool(b.exact[0])
     return RoundSampling(
         b.temperature,

@@ -30,14 +30,17 @@ def _p_bounds(row_ids, row_logp, has_row, token, t, vocab_size):
     mine = next((math.exp(lp) for i, lp in pairs if i == token), None)
     a = 1.0 / t
     rec = sum(q**a for q in probs)
-    k = len(row_ids)
+    k = len(pairs)  # the tokens the row names: V - k are left for its tail
+    # the tail packed into floor(m / q_K) tokens at q_K and one at the rest: the extreme of sum q^a
+    j = math.floor(m / qk) if qk > 0 else 0
+    packed = j * qk**a + min(max(m - j * qk, 0.0), qk) ** a if qk > 0 and m > 0 else 0.0
     if t == 1.0:
         s_lo = s_hi = m
     elif t < 1.0:
-        s_hi = m * qk ** (a - 1.0) if qk > 0 else 0.0
+        s_hi = packed
         s_lo = (vocab_size - k) * (m / (vocab_size - k)) ** a if vocab_size and vocab_size > k else 0.0
     else:
-        s_lo = m * qk ** (a - 1.0) if qk > 0 else 0.0
+        s_lo = packed if vocab_size is None or vocab_size > k else 0.0
         if vocab_size is None:
             s_hi = math.inf
         else:
@@ -85,8 +88,10 @@ def with_validate_scores(batch, seed: int, vocab: int):
     k = ids.shape[1]
     for c in range(1, k):
         ids[:, c] = (ids[:, 0] + 7 * c) % vocab
-    probs = rng.dirichlet(np.ones(k + 1) * 0.7, size=ids.shape[0] * ids.shape[2])[:, :k]
-    probs = -np.sort(-probs, axis=1).reshape(ids.shape[0], ids.shape[2], k).transpose(0, 2, 1)
+    # the K largest of K + 1: the tail (one more token's mass) is <= the smallest recorded p, so the
+    # row is a true top-K row for every vocabulary size above K (replay.core.sampling PROBLEM_VOCAB)
+    probs = -np.sort(-rng.dirichlet(np.ones(k + 1) * 0.7, size=ids.shape[0] * ids.shape[2]), axis=1)[:, :k]
+    probs = probs.reshape(ids.shape[0], ids.shape[2], k).transpose(0, 2, 1)
     # Contiguous [rows, K, R] stacks in the dump's own id type, as the readers give them.
     logp = np.ascontiguousarray(np.log(probs).astype(np.float32))
     stack = MatrixStack(ids.astype(batch.validate.ids.dtype), logp)

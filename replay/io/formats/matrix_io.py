@@ -124,6 +124,7 @@ class DumpMatrix:
     # [rows, T] float64: row n's node's log-probability under its parent's row, one column per
     # temperature of the manifest's node_logprob_temperatures (validate files of a live dump)
     node_logp: np.ndarray | None = None
+    scores_path: str = ""  # the file the scores came from (path itself, or a .scores companion)
 
     @classmethod
     def from_lists(
@@ -412,7 +413,7 @@ def read_matrix(
     par = None if parents is None else _as_parents(parents, ids.shape[0], parents_src)
     own = arrays.get("node_logprobs")
     node_logp = None if own is None else _as_node_logp(own, ids.shape[0], path)
-    return DumpMatrix(str(path), ids, logp, par, node_logp)
+    return DumpMatrix(str(path), ids, logp, par, node_logp, str(path_for_scores) if logp is not None else "")
 
 
 def _as_node_logp(arr: np.ndarray, rows: int, path: Path) -> np.ndarray:
