@@ -24,6 +24,7 @@ def _browser() -> str | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 @pytest.mark.skipif(_browser() is None, reason="needs headless Chromium: apt-get update && apt-get install -y chromium")
 def test_report_renders_in_chromium(tmp_path):

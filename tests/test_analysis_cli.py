@@ -32,6 +32,7 @@ def test_help_has_examples(command, capsys):
     assert "examples:" in out and f"specreplay {command} " in out
 
 
+@pytest.mark.slow
 def test_stats_text_json_csv(capsys):
     code, out, err = run(capsys, "stats", ARTICLE, "--no-progress")
     # the rank-major WARNING is about the input: on stderr, once (issue 19 round 2)
@@ -56,6 +57,7 @@ def test_stats_export(capsys, tmp_path):
     assert len(pd.read_parquet(tmp_path / "nodes.parquet")) == 13
 
 
+@pytest.mark.slow
 def test_compare_configs_and_grid(capsys):
     code, out, _ = run(
         capsys, "compare", SYNTH, "--configs", "[[6],[2,2],[1,1]]", "[[4],[1,1],[1]]", "--json", "--no-progress"
@@ -82,6 +84,7 @@ def test_compare_bad_grid_is_a_user_error(capsys):
     assert code == 2 and "--grid" in err
 
 
+@pytest.mark.slow
 def test_plot_writes_png_and_svg(capsys, tmp_path):
     code, out, _ = run(capsys, "plot", ARTICLE, "-o", str(tmp_path), "--no-progress")
     names = sorted(p.name for p in tmp_path.iterdir())
@@ -89,6 +92,7 @@ def test_plot_writes_png_and_svg(capsys, tmp_path):
     assert len(names) == 12  # 6 pictures x (png, svg)
 
 
+@pytest.mark.slow
 def test_report_is_self_contained(capsys, tmp_path):
     code, out, _ = run(capsys, "report", ARTICLE, SYNTH, "-o", str(tmp_path), "--no-progress")
     page = (tmp_path / "index.html").read_text(encoding="utf-8")
@@ -109,6 +113,7 @@ def test_report_is_self_contained(capsys, tmp_path):
     assert (tmp_path / "tables" / "compare.csv").is_file()
 
 
+@pytest.mark.slow
 def test_analysis_never_imports_torch(tmp_path):
     code = (
         "import sys\n"
@@ -178,6 +183,7 @@ def _hand_measured(path):
     return decode, ratios[1]
 
 
+@pytest.mark.slow
 def test_compare_uses_measured_timings_and_shows_measured_speedup(capsys, real):
     decode, wall = _hand_measured(real)
     code, out, err = run(capsys, "compare", real, SYNTH, "--configs", "[[1],[1],[1]]", "--json", "--no-progress")
@@ -210,6 +216,7 @@ def test_compare_uses_measured_timings_and_shows_measured_speedup(capsys, real):
     assert "mean_accepted_length = (1/R) Σ_r L_r" in out and "measured_speedup = " in out  # the definitions printed
 
 
+@pytest.mark.slow
 def test_plot_round_option_and_typical_failing_round(capsys, tmp_path):
     code, _, _ = run(
         capsys, "plot", ARTICLE, "-o", str(tmp_path), "--round", "124_140", "--format", "png", "--no-progress"
@@ -234,6 +241,7 @@ def test_plot_round_option_and_typical_failing_round(capsys, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_report_shows_measured_and_modelled_speedup(capsys, tmp_path, real):
     decode, wall = _hand_measured(real)
     code, _, _ = run(capsys, "report", real, "-o", str(tmp_path), "--no-progress", "--no-tables")

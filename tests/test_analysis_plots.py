@@ -45,6 +45,7 @@ def _labelled(fig, rounds_text: str) -> None:
         assert ax.get_xlabel() or ax.get_ylabel(), f"unlabelled axes in {text[:80]}"
 
 
+@pytest.mark.slow
 def test_every_plot_is_labelled_and_saved(data, tmp_path):
     runs, m = data
     synth = runs[0]

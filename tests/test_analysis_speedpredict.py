@@ -158,6 +158,7 @@ def test_the_fit_pools_the_draft_times_too():
     assert fit.draft_step_s == 0.34 and "verify and draft times" in fit.source
 
 
+@pytest.mark.slow
 def test_leaf_stops_are_the_rounds_whose_path_ends_at_a_leaf():
     path = str(REAL / "chain4")
     rounds = replay_directory(path).results
@@ -174,6 +175,7 @@ def test_leaf_stops_are_the_rounds_whose_path_ends_at_a_leaf():
     assert leaf_stop_fractions(scan_run(art), [cfg("6,2x2,1x1")]) == pytest.approx([sum(stops) / len(stops)])
 
 
+@pytest.mark.slow
 def test_predictions_from_a_dump_price_each_shape_with_its_own_leaf_stops():
     path = str(REAL / "chain4")
     lengths = [r.acceptance.accepted_length for r in replay_directory(path).results]

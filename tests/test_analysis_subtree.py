@@ -213,6 +213,7 @@ NARROWER = [
 ]
 
 
+@pytest.mark.slow
 def test_synth_dump_subconfigs_equal_recordings_on_disk(tmp_path):
     """replay.testing.synth records the article's config; each narrower config is recorded again from the
     same per-path data (rows the big dump lacks come from a fill oracle) and written to disk."""

@@ -22,6 +22,7 @@ def _python_blocks(text: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
+@pytest.mark.slow
 def test_the_pages_example_runs_and_says_true(tmp_path, monkeypatch):
     blocks = _python_blocks(PAGE.read_text(encoding="utf-8"))
     assert len(blocks) == 1

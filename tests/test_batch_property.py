@@ -167,6 +167,7 @@ def test_batch_matches_reference(case):
     check_agree(cfg, rounds)
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(runs())
 def test_matrix_sizes_do_not_split_batches(case):

@@ -64,6 +64,7 @@ def _skipping_dump(tmp_path: Path) -> Path:
     return d
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["article_round", "synthetic_article", "qwen2.5-coder/deep", "skipping", "packed"])
 def test_replay_summary_is_the_reference_summary(name, tmp_path, capsys):
     """`replay --summary` (batch arrays) prints the bytes render_summary prints over the

@@ -88,6 +88,7 @@ def assert_same_arrow(res, want: pd.DataFrame) -> None:
                 pd.testing.assert_frame_equal(pd.read_parquet(new), pd.read_parquet(old), check_exact=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SAMPLE_RUNS)
 def test_sample_tables_agree(name):
     assert_same_run(SAMPLES / name, name)
@@ -118,6 +119,7 @@ def test_batch_table_files_are_the_record_frames(name, tmp_path, capsys, monkeyp
     pd.testing.assert_frame_equal(normalize_frame(got), want, check_exact=True)
 
 
+@pytest.mark.slow
 def test_packed_run_tables_agree(tmp_path):
     """Several blocks, early stops (two shapes), rounds read back in run order."""
     run = packed_synth_run(tmp_path / "run", ARTICLE, 700, seed=5, early_stop_rate=0.2, block_rounds=128)
@@ -125,6 +127,7 @@ def test_packed_run_tables_agree(tmp_path):
     assert_same_records(replay_run(run).result)
 
 
+@pytest.mark.slow
 def test_skipped_rounds_agree(tmp_path):
     """A directory with an unreadable and an inconsistent round: both paths list them alike."""
     d = tmp_path / "dump"
@@ -139,6 +142,7 @@ def test_skipped_rounds_agree(tmp_path):
     assert_same_run(d)
 
 
+@pytest.mark.slow
 def test_build_tables_uses_the_batch_tables():
     """stats' tables come from the batch path and equal the scalar ones."""
     fast = load_run(str(SAMPLES / "synthetic_article"), "a", progress=False)
@@ -183,6 +187,7 @@ def _canon(cfg: TreeConfig):
     return shape_signature(shape), shape.num_nodes + 1
 
 
+@pytest.mark.slow
 def test_node_hits_vectorised_counts_other_shapes_like_the_loop():
     """Rounds whose tree is not a prefix of the static shape are counted apart by both forms."""
     run = load_run(str(SAMPLES / "synthetic_article"), "a", progress=False)
@@ -209,6 +214,7 @@ def test_node_hits_vectorised_counts_other_shapes_like_the_loop():
     np.testing.assert_array_equal(table["rounds_present"].to_numpy(), loop[0])
 
 
+@pytest.mark.slow
 def test_example_round_replays_only_the_round_drawn():
     """plot/report's example round from a batch-loaded run: the reference's choice, one round replayed."""
     from analysis.report.example_round import example_round

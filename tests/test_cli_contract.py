@@ -248,6 +248,7 @@ def test_invalid_value_is_one_line_exit_2(path, parser, tmp_path, capsys):
 LIVE = [(p, parser) for p, parser in LEAVES if is_live(parser)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path,parser", LIVE, ids=[" ".join(p) for p, _ in LIVE])
 def test_live_commands_fail_before_importing_torch(path, parser, tmp_path):
     """In a fresh interpreter: bad paths and options end with exit 2 before torch is imported."""
@@ -398,6 +399,7 @@ def test_os_error_is_one_line_naming_the_file(monkeypatch, capsys):
     assert code == 2 and err.strip() == "specreplay: error: /data/out.csv: No space left on device"
 
 
+@pytest.mark.slow
 def test_closed_pipe_ends_quietly():
     """`specreplay replay DIR --json | head -1`: the reader leaves early; no traceback, no noise."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -547,6 +549,7 @@ def test_compare_plot_checks_its_format_before_work(tmp_path, capsys):
     assert out == "" and not any(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_compare_plot_and_per_round_written(tmp_path, capsys):
     code, out, err = call(
         capsys,

@@ -381,6 +381,7 @@ def test_pyproject_version_of_a_broken_file(tmp_path):
     assert pyproject_version(tmp_path / "p.toml") == "unknown"
 
 
+@pytest.mark.slow
 def test_replay_summary_is_the_end_of_the_full_output(capsys):
     assert main(["replay", SYNTH, "--no-progress"]) == 0
     full = capsys.readouterr().out
@@ -402,6 +403,7 @@ def stub_module(name: str, **attrs) -> types.ModuleType:
     return module
 
 
+@pytest.mark.slow
 def test_sweep_with_skipped_grid_combinations_exits_1(tmp_path, monkeypatch, capsys):
     """ "1|2,2x2": 1,2x2 cannot be built (one root child, two heads), so it is skipped and listed;
     the sweep runs the other and exits 1. Models, prompts and the sweep itself are stubbed: the

@@ -21,6 +21,7 @@ def run(*args, cwd=ROOT):
     )
 
 
+@pytest.mark.slow
 def test_replay_article_prints_tree_and_path():
     r = run("replay", ARTICLE)
     assert r.returncode == 0, r.stderr
@@ -42,6 +43,7 @@ def test_replay_article_prints_tree_and_path():
         assert line in out, line
 
 
+@pytest.mark.slow
 def test_replay_json_lines_fields():
     r = run("replay", ARTICLE, "--json")
     assert r.returncode == 0
@@ -56,6 +58,7 @@ def test_replay_json_lines_fields():
     assert obj["selection"] == "rank_major_fallback"
 
 
+@pytest.mark.slow
 def test_round_filter_and_missing_round(tmp_path):
     assert run("replay", ARTICLE, "--round", "124_140", "--json").returncode == 0
     r = run("replay", ARTICLE, "--round", "1_2")
@@ -82,6 +85,7 @@ def broken_dir(tmp_path: Path) -> Path:
     return d
 
 
+@pytest.mark.slow
 def test_directory_with_broken_rounds_reports_good_ones_and_lists_the_broken(tmp_path):
     r = run("replay", broken_dir(tmp_path))
     assert r.returncode == 1
@@ -135,6 +139,7 @@ def test_pickled_and_truncated_files_in_a_directory(tmp_path):
     assert "validate_124_140.npy: holds pickled objects; refusing to unpickle" in r.stderr
 
 
+@pytest.mark.slow
 def test_raw_binary_directory(tmp_path):
     d = tmp_path / "raw"
     d.mkdir()
@@ -158,6 +163,7 @@ def test_help_has_examples():
     assert r.returncode == 0 and "specreplay replay sample_dumps/article_round" in r.stdout
 
 
+@pytest.mark.slow
 def test_offline_cli_never_imports_torch():
     code = "import sys, replay.cli as c; c.main(['replay', '%s', '--json']); print('torch' in sys.modules)" % ARTICLE
     r = subprocess.run(

@@ -70,6 +70,7 @@ def some_configs(cfg: TreeConfig) -> list[TreeConfig]:
     return [cfg, spread(cfg)] + subs[:: max(1, len(subs) // 12)] + beyond(cfg)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SAMPLE_RUNS)
 def test_sample_compare_agrees(name):
     rounds = assert_same_run(SAMPLES / name, some_configs)
@@ -89,6 +90,7 @@ def test_synthetic_article_compare_has_undecidable_rounds_and_bounds():
     )
 
 
+@pytest.mark.slow
 def test_packed_run_compare_agrees(tmp_path):
     """Several blocks, early stops (two shapes), rounds read back in run order."""
     run = packed_synth_run(tmp_path / "run", ARTICLE, 700, seed=5, early_stop_rate=0.2, block_rounds=128)
@@ -162,6 +164,7 @@ def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(got.drop(columns=["run"]), want, check_exact=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["synthetic_article", "qwen2.5-coder/deep", "packed"])
 def test_gamma_strategies_from_the_batch_arrays_agree(name, tmp_path):
     """Every strategy's result (bounds, undecidable rounds, trajectory) equals the reference's."""

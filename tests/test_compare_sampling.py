@@ -85,6 +85,7 @@ def test_narrower_configs_equal_the_reference_walk_on_the_tree_by_hand(capsys, t
     assert ("--vocab-size" in err) == (t > 1 and vocab is None)
 
 
+@pytest.mark.slow
 def test_the_recorded_config_is_the_replay_at_t(capsys):
     code, body, err = compare_json(capsys, SYNTH, "--temperature", "0.7", "--configs", "[6]|[2,2]|[1,1]")
     assert code == 0, err
@@ -105,6 +106,7 @@ def read_csv(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_zero_is_the_greedy_counterfactual_round_by_round(capsys, tmp_path):
     greedy, smp = tmp_path / "greedy.csv", tmp_path / "t0.csv"
     code, _, err = run(capsys, "compare", SYNTH, "--no-progress", "--configs", *MAYBE_CONFIGS, "--per-round", greedy)
@@ -143,6 +145,7 @@ def test_a_tree_below_the_recording_is_undetermined_at_t_but_not_where_greedy_st
     assert body["configs"][1]["determined"] == 1 and body["configs"][1]["expected_accepted_length_lo"] == 1.0
 
 
+@pytest.mark.slow
 def test_text_output_names_the_undetermined_and_why(capsys):
     code, out, err = run(
         capsys, "compare", SYNTH, "--no-progress", "--temperature", "0.7", "--configs", "[6]|[1,1]|[1,1]"
@@ -153,6 +156,7 @@ def test_text_output_names_the_undetermined_and_why(capsys):
     assert "[6]|[1,1]|[1,1]: 146 undetermined, most often" in out
 
 
+@pytest.mark.slow
 def test_top_ranks_by_the_all_rounds_lower_bound(capsys):
     code, body, err = compare_json(capsys, SYNTH, "--temperature", "0.7", "--configs", *MAYBE_CONFIGS, "--top", "2")
     assert code == 0, err
@@ -224,6 +228,7 @@ def test_recommend_refuses_the_greedy_models_options_at_t(capsys, tmp_path):
 # --- report: the temperature curve, from the same function ---
 
 
+@pytest.mark.slow
 def test_report_curve_is_compare_at_each_t(capsys, tmp_path):
     out = tmp_path / "r"
     code, _, err = run(capsys, "report", SYNTH, "-o", out, "--configs", "[6]|[2]|[1]", "--no-progress")
@@ -245,6 +250,7 @@ def test_report_curve_is_compare_at_each_t(capsys, tmp_path):
     assert float(greedy["expected_block_efficiency_lo"]) == pytest.approx(2.66, abs=1e-12)  # the replay's mean
 
 
+@pytest.mark.slow
 def test_report_without_scores_says_why_there_is_no_curve(capsys, tmp_path):
     out = tmp_path / "r"
     code, _, err = run(capsys, "report", ARTICLE, "-o", out, "--no-progress")
@@ -275,6 +281,7 @@ def cut_dump(directory: Path, top_k_spec, top_head, steps: int, rows: int) -> Pa
     return directory
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("spec", "heads", "steps", "rows"), [([[6]], [1], 1, 7), ([[6], [2, 2]], [1, 2], 2, 11)])
 def test_a_config_at_t_is_the_replay_of_the_dump_it_would_record(capsys, tmp_path, spec, heads, steps, rows):
     """The first levels of the recording, cut out as their own dump and replayed at T, give the

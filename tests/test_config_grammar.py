@@ -135,6 +135,7 @@ def compare_csv(capsys, *argv) -> pd.DataFrame:
     return pd.read_csv(io.StringIO(out))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "text", ["[6]|[2,2]", "6,2x2", "6_2x2", "[[6],[2,2]]", '{"gamma": 2, "topKSpec": [[6], [2, 2]]}']
 )
@@ -146,6 +147,7 @@ def test_compare_configs_and_grid_take_every_form(capsys, text):
         assert list(df["nodes"]) == [12, 10]  # 6+4+2 and 6+4
 
 
+@pytest.mark.slow
 def test_compare_table_pastes_back(capsys):
     first = compare_csv(capsys, "--grid", "[3]|[1,1];2,1;1_1_1")
     assert list(first["config"]) == ["[6]|[2,2]|[1,1]", "[3]|[1,1]", "[2]|[1]", "[1]|[1]|[1]"]
@@ -155,6 +157,7 @@ def test_compare_table_pastes_back(capsys):
     pd.testing.assert_frame_equal(first, joined)
 
 
+@pytest.mark.slow
 def test_compare_generate_and_old_grid_spelling(capsys):
     gen = compare_csv(capsys, "--generate", "root=1,2 heads=1 width=1 gamma=2")
     assert list(gen["config"]) == ["[6]|[2,2]|[1,1]", "[1]|[1]", "[2]|[1]"]
@@ -166,6 +169,7 @@ def test_compare_generate_and_old_grid_spelling(capsys):
     assert [c.short() for c in generate_funnels("root=2 heads=2 width=1 gamma=3")] == ["[2]|[1,1]|[1,1]"]
 
 
+@pytest.mark.slow
 def test_cost_inline_json_equals_the_file(capsys, tmp_path):
     cost = {"tokens": [1, 16], "verify_s": [0.1, 0.2], "draft_step_s": 0.01}
     f = tmp_path / "cost.json"
@@ -178,6 +182,7 @@ def test_cost_inline_json_equals_the_file(capsys, tmp_path):
     pd.testing.assert_frame_equal(from_file, inline)
 
 
+@pytest.mark.slow
 def test_replay_summary_config_pastes_back(capsys):
     code, out, _ = run(capsys, "replay", SYNTH, "--summary")
     assert code == 0
@@ -188,6 +193,7 @@ def test_replay_summary_config_pastes_back(capsys):
     assert code == 0 and "rounds replayed: 300" in out2
 
 
+@pytest.mark.slow
 def test_stats_header_config_pastes_back(capsys):
     code, out, _ = run(capsys, "stats", SYNTH)
     assert code == 0

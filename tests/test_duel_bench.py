@@ -117,6 +117,7 @@ def test_tiny_duel_runs_every_method_and_every_output_is_target_greedy(tmp_path,
             )
 
 
+@pytest.mark.slow
 def test_hf_assisted_settings_reach_the_assistant():
     """Assistant tokens per round are the assistant's generation config in transformers 5.x: with
     2 per round, 12 tokens take at least 4 target forwards; with 20 (the tiny draft agrees with

@@ -539,6 +539,7 @@ def _limit_child():
     resource.setrlimit(resource.RLIMIT_AS, (HEADROOM, HEADROOM))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("corpus, target, kind, params", CHILD_CASES)
 def test_hostile_dumps_in_a_child_with_2_gib(corpora, tmp_path, corpus, target, kind, params):
     """The worst cases once more as a user runs them: a process of its own, 2 GiB address space."""

@@ -224,6 +224,7 @@ def _all_imports(path: Path) -> list[tuple[int, str]]:
     return out
 
 
+@pytest.mark.slow
 def test_nothing_here_imports_an_old_path():
     """The old paths (replay/util/old_paths.py) serve users' code only; this repository uses the new ones."""
     old = set(MOVED) - KNOWN  # a package that replaced a module of its name is both

@@ -35,6 +35,7 @@ def calibrated(live_qwen_pair, tmp_path_factory):
     return draft, target, out, choice
 
 
+@pytest.mark.slow
 def test_calibration_acceptance_is_the_live_runs_own(calibrated):
     """The calibration tree replayed on its own rounds gives back the accepted length the live run
     recorded (manifest totals), and the calibration prompts are the run's first ones."""
@@ -60,6 +61,7 @@ def test_the_choice_is_the_best_predicted_candidate(calibrated):
     assert choice.ceiling.bound >= p.speedup
 
 
+@pytest.mark.slow
 def test_the_cost_curve_steers_the_choice(calibrated):
     """Same calibration rounds, different machines: a dear draft step makes auto draft fewer steps
     than a free one; verify cost growing steeply with tokens makes it verify fewer nodes."""
@@ -78,6 +80,7 @@ def test_files_left_for_checking(calibrated):
     assert curve_sizes(15) == [1, 2, 3, 4, 5, 6, 8, 12, 16] and curve_sizes(2) == [1, 2, 3]
 
 
+@pytest.mark.slow
 def test_generate_config_auto_end_to_end(live_qwen_pair, tmp_path, capsys):
     d = save_tiny_pair(live_qwen_pair, tmp_path / "models")
     run = tmp_path / "run"
@@ -105,6 +108,7 @@ def _spec(short: str) -> list[list[int]]:
     return [list(r) for r in parse_spec(short, "test").tree.top_k_spec]
 
 
+@pytest.mark.slow
 def test_sweep_prints_predicted_beside_measured(live_qwen_pair, tmp_path, capsys):
     """The sweep's widest tree (4,1x1 contains 1,1 and 2) calibrates the others; on its own rounds
     the prediction uses exactly the accepted length its row measured."""

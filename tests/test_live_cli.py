@@ -24,6 +24,7 @@ def tiny_dir(live_qwen_pair, tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 def test_generate_with_baseline_text_prompts(tiny_dir, tmp_path, capsys):
     d = tiny_dir
     args = cli_args(
@@ -65,6 +66,7 @@ def test_generate_with_baseline_text_prompts(tiny_dir, tmp_path, capsys):
     assert set(timing["methods"]) == {"speculative", "target-only"} and "load_1m" in timing["load_before"]
 
 
+@pytest.mark.slow
 def test_generate_gguf_target_with_id_prompts_and_cheaper_draft(tiny_dir, tmp_path, capsys):
     d = tiny_dir
     rc = main(
@@ -86,6 +88,7 @@ def test_generate_gguf_target_with_id_prompts_and_cheaper_draft(tiny_dir, tmp_pa
     assert manifest["models"]["draft"]["dtype"] == "bfloat16" and manifest["models"]["target"]["dtype"] == "float32"
 
 
+@pytest.mark.slow
 def test_sweep_and_cost_curve_commands(tiny_dir, tmp_path, capsys):
     d = tiny_dir
     args = cli_args("sweep", d, prompts=d / "prompts.jsonl", grid="4,1x1;1,1,1", max_new_tokens=10, out=tmp_path / "sw")
@@ -146,6 +149,7 @@ def test_every_command_help_has_an_example(command, capsys):
     assert "example:" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_help_and_offline_side_never_import_torch():
     code = (
         "import sys, replay.cli, replay.cli.cmd_live, replay.core.tree, replay.core.acceptance, replay.io.dumpwrite, analysis.report.sweep_plots\n"
@@ -170,6 +174,7 @@ def test_record_k_widens_the_recorded_rows(tiny_dir, tmp_path):
     assert main(base + ["--out", str(tmp_path / "r2"), "--record-k", "3"]) == 2
 
 
+@pytest.mark.slow
 def test_sweep_killed_by_sigkill_resumes_without_redoing_rows(tiny_dir, tmp_path, capsys):
     """A real kill (SIGKILL of the CLI process once two configs are committed), then --resume."""
     d = tiny_dir
@@ -199,6 +204,7 @@ def test_sweep_killed_by_sigkill_resumes_without_redoing_rows(tiny_dir, tmp_path
     assert len(pd.read_parquet(tmp_path / "sw" / "results.parquet")) == 6
 
 
+@pytest.mark.slow
 def test_generate_refuses_a_non_empty_out_before_loading_models(tiny_dir, tmp_path, capsys, monkeypatch):
     """A second run into the same --out would mix the runs (manifest: one run's rounds, replay:
     both runs' files), so it is refused before any model loads."""

@@ -101,6 +101,7 @@ def assert_same_sweep(out: Path, reference: Path) -> None:
         assert strip(ma["rounds"]) == strip(mb["rounds"])
 
 
+@pytest.mark.slow
 def test_three_workers_give_the_local_sweep(client, pair, local_reference, tmp_path):
     seen = []
     result = run_sweep_on_cluster(client, pair, CONFIGS, PROMPTS, OPTIONS, tmp_path, repeats=1, on_done=seen.append)
@@ -118,6 +119,7 @@ def test_three_workers_give_the_local_sweep(client, pair, local_reference, tmp_p
         assert row["speedup"] == pytest.approx(rate["speculative"] / rate["target-only"])
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_task_loses_nothing(client, pair, local_reference, tmp_path):
     box = {}
     runner = threading.Thread(
@@ -147,6 +149,7 @@ def test_a_worker_killed_mid_task_loses_nothing(client, pair, local_reference, t
     client.wait_for_workers(WORKERS, timeout=120)  # the nanny restarted the killed worker
 
 
+@pytest.mark.slow
 def test_a_killed_client_resumes_without_redoing_or_doubling(client, model_dir, local_reference, tmp_path):
     address = client.scheduler.address
     args = [
@@ -184,6 +187,7 @@ def test_a_killed_client_resumes_without_redoing_or_doubling(client, model_dir, 
     assert_same_sweep(tmp_path / "sw", local_reference)
 
 
+@pytest.mark.slow
 def test_cluster_options_are_checked_before_anything_starts(model_dir, tmp_path, capsys):
     base = [
         "sweep",

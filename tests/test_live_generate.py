@@ -173,6 +173,7 @@ class ReplayingGraphs:
         return (lambda: out.copy_(fn())), out
 
 
+@pytest.mark.slow
 def test_graph_runner_replays_the_eager_path(live_qwen_pair):
     """The CUDA-graph runner's bookkeeping (input buffers, the cache's write position around the
     warm-up and the recording, one graph per shape and cache, pooled caches across prompts) checked
@@ -197,6 +198,7 @@ def test_graph_runner_replays_the_eager_path(live_qwen_pair):
     assert ft.cache_pool.held() == 1 and fd.cache_pool.held() == 1
 
 
+@pytest.mark.slow
 def test_compiled_fast_path_equals_the_eager_path(live_qwen_pair):
     """torch.compile over static caches (the eager backend on a CPU: dynamo traces the forwards
     and runs what it traced) gives the eager path's rounds and output exactly."""
@@ -211,6 +213,7 @@ def test_compiled_fast_path_equals_the_eager_path(live_qwen_pair):
     assert [r.accepted_nodes for r in fast.rounds] == [r.accepted_nodes for r in eager.rounds]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.short())
 def test_bfloat16_draft_under_float32_target_is_lossless(live_qwen_pair, config):
     """The recommended dtypes (docs/live-harness.md): float32 target, bfloat16 draft where bfloat16

@@ -223,6 +223,7 @@ def generated_first_two(draft, target, n, accept=None):
     return out
 
 
+@pytest.mark.slow
 def test_generated_tokens_follow_the_target_distribution_end_to_end(small_vocab_pair):
     """The whole loop (drafting, one-forward verification, cache trimming across rounds)."""
     draft, target = small_vocab_pair
@@ -231,6 +232,7 @@ def test_generated_tokens_follow_the_target_distribution_end_to_end(small_vocab_
     assert check.passed, check
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wrong_probs", list(WRONG_PROBS), ids=lambda f: f.__name__)
 def test_wrong_target_probs_fail_end_to_end(small_vocab_pair, patch_target_probs, wrong_probs):
     draft, target = small_vocab_pair

@@ -155,6 +155,7 @@ def live_rounds(tiny_dir: Path, out: Path, temperature: float):
     return recorded_rounds(generate_dump(tiny_dir, out, temperature, "many.jsonl", "--record-k", str(VOCAB)))[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("temperature", [0.3, 0.7, 1.0])
 def test_live_acceptance_matches_the_offline_expectation(tiny_dir, tmp_path, temperature):
     rounds = live_rounds(tiny_dir, tmp_path / "run", temperature)
@@ -172,6 +173,7 @@ def ignores_temperature(logits, temperature):
     return torch.softmax(logits.double(), dim=-1).cpu().numpy()
 
 
+@pytest.mark.slow
 def test_a_harness_whose_sampler_ignores_t_fails_the_live_check(tiny_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(sampling, "target_probs", ignores_temperature)
     monkeypatch.setattr(generate, "target_probs", ignores_temperature)

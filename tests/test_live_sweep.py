@@ -68,6 +68,7 @@ def test_config_list_file(tmp_path):
     assert [config_name(c) for c in load_config_list(path)] == ["6_2x2_1x1", "1_1"]
 
 
+@pytest.mark.slow
 def test_sweep_is_killed_and_resumed_without_losing_or_redoing_rows(live_qwen_pair, tmp_path):
     draft, target = live_qwen_pair
     configs, _ = parse_grid(GRID)

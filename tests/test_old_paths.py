@@ -43,6 +43,7 @@ def test_a_package_that_replaced_a_module_answers_its_names(package):
         pkg.no_such_name  # noqa: B018
 
 
+@pytest.mark.slow
 def test_the_notebook_spelling_from_before_the_move_runs():
     """What docs/api.md's example said before the move, in a fresh interpreter."""
     code = (

@@ -45,6 +45,7 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> N
     assert len(lines[0]) < 1000  # a pasted 100 KB value is quoted cut short
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", ["--configs", "--cost"])
 def test_inline_json_nested_past_the_limit_is_refused_by_depth(option: str) -> None:
     text = nested(50_000) if option == "--configs" else '{"tokens": ' + nested(MAX_JSON_DEPTH + 5) + "}"
@@ -52,6 +53,7 @@ def test_inline_json_nested_past_the_limit_is_refused_by_depth(option: str) -> N
     assert_one_line_error(proc, option, "levels deep", f"at most {MAX_JSON_DEPTH}")
 
 
+@pytest.mark.slow
 def test_inline_json_at_the_limit_is_parsed_not_refused() -> None:
     # One level under the limit parses; the cost model then refuses its *content*, naming the field.
     text = '{"tokens": ' + nested(MAX_JSON_DEPTH - 1) + "}"
@@ -61,11 +63,13 @@ def test_inline_json_at_the_limit_is_parsed_not_refused() -> None:
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_cost_file_that_is_a_device_is_refused_without_reading() -> None:
     proc = run_cli("compare", str(ARTICLE), "--cost", "/dev/zero", timeout=60)
     assert_one_line_error(proc, "/dev/zero", "not a regular file")
 
 
+@pytest.mark.slow
 def test_cost_file_that_is_a_fifo_is_refused_without_opening(tmp_path: Path) -> None:
     fifo = tmp_path / "cost.json"
     os.mkfifo(fifo)
@@ -73,6 +77,7 @@ def test_cost_file_that_is_a_fifo_is_refused_without_opening(tmp_path: Path) -> 
     assert_one_line_error(proc, str(fifo), "FIFO")
 
 
+@pytest.mark.slow
 def test_cost_file_nested_too_deep_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "deep.json"
     path.write_text(nested(100_000))
@@ -80,11 +85,13 @@ def test_cost_file_nested_too_deep_names_the_file(tmp_path: Path) -> None:
     assert_one_line_error(proc, str(path), "levels deep")
 
 
+@pytest.mark.slow
 def test_unterminated_inline_json_says_where() -> None:
     proc = run_cli("compare", str(ARTICLE), "--configs", '{"specTree": [[6]')
     assert_one_line_error(proc, "--configs", "not valid JSON", "column")
 
 
+@pytest.mark.slow
 def test_recommend_with_every_round_skipped_names_the_directory_and_a_reason(tmp_path: Path) -> None:
     bad = tmp_path / "bad"
     bad.mkdir()

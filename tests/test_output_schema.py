@@ -59,6 +59,7 @@ def _loaded(sample: str, tmp_path, capsys) -> dict[str, pd.DataFrame]:
     return got
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_per_round_outputs_agree(sample, tmp_path, capsys):
     got = _loaded(sample, tmp_path, capsys)
@@ -95,6 +96,7 @@ def test_article_round_by_hand(tmp_path, capsys):
     )
 
 
+@pytest.mark.slow
 def test_summary_json_one_liners(capsys):
     sample = "sample_dumps/synthetic_article"
     stats = json.loads(_stdout(["stats", sample, "--json", "--no-progress"], capsys))
@@ -140,6 +142,7 @@ def _doc_analysis_columns() -> list[str]:
     return [c for c in re.findall(r"`([^`]+)`", sentence) if re.fullmatch(r"[a-z_]+", c)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_output_schema_md_names_exactly_the_columns_the_data_has(sample, capsys):
     """Every column the doc names is a real column, in the real order, and every real column is
@@ -156,6 +159,7 @@ def test_output_schema_md_names_exactly_the_columns_the_data_has(sample, capsys)
     assert _doc_analysis_columns() == list(ANALYSIS_COLUMNS)
 
 
+@pytest.mark.slow
 def test_output_schema_md_names_the_values_the_data_uses(capsys):
     """The words the doc gives for selection, stop, bonus_kind and layout are the code's words, and
     the bundled samples use no other."""
@@ -183,6 +187,7 @@ def test_output_schema_md_names_the_values_the_data_uses(capsys):
     assert vocab.SELECT_PATH_PROB in seen["selection"]  # a scored sample: the word users filter on
 
 
+@pytest.mark.slow
 def test_summary_object_keys_are_the_documented_ones(capsys):
     """The keys docs/output-schema.md lists for stats --json and recommend --json are the keys printed."""
     text = SCHEMA.read_text(encoding="utf-8")

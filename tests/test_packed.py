@@ -166,6 +166,7 @@ def test_raw_binary_dump_packs_with_its_options(tmp_path):
     assert PackedRun.open(run).raw == opts.raw
 
 
+@pytest.mark.slow
 def test_reading_streams_in_bounded_memory(tmp_path):
     """Replaying a packed run holds one block, not the run: traced peak far below the run's size."""
     batches = synth_run(ARTICLE, 200_000, seed=1, early_stop_rate=0.05)
@@ -187,6 +188,7 @@ def test_reading_streams_in_bounded_memory(tmp_path):
     assert peak < summary.bytes / 8, f"peak {peak / 1e6:.1f} MB for a {summary.bytes / 1e6:.1f} MB run"
 
 
+@pytest.mark.slow
 def test_packed_synthetic_run_matches_reference(tmp_path):
     batches = synth_run(ARTICLE, 3000, seed=2, early_stop_rate=0.2, layout="parents", with_parents=True)
     run = tmp_path / "synth.run"

@@ -125,6 +125,7 @@ def test_npz_deflate_bomb_is_refused_before_inflating(tmp_path):
     assert peak < 16, peak
 
 
+@pytest.mark.slow
 def test_npz_member_inflating_past_its_declared_size_stops_there(tmp_path):
     """The zip headers declare a 64-byte array; the deflate stream holds 256 MB of zeros."""
     body = npy_header((1, 8))

@@ -28,6 +28,7 @@ def test_template_ships_as_package_data():
     assert "jinja2>=3.1" in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
 
 
+@pytest.mark.slow
 def test_report_escapes_and_matches_compare(tmp_path, capsys):
     """The page escapes text (autoescape), and its comparison table holds the numbers compare prints."""
     title = "<b>mine</b> & 'yours'"
@@ -50,6 +51,7 @@ def test_report_escapes_and_matches_compare(tmp_path, capsys):
     assert from_compare["measured_status"].iloc[0] == "measured" and from_compare["measured_speedup"].iloc[0] > 0
 
 
+@pytest.mark.slow
 def test_long_functions_are_documented():
     """Every function over 80 lines outside tests is named in docs/architecture.md's list of those that remain."""
     sys.path.insert(0, str(ROOT / "scripts"))

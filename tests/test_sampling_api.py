@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "api.md"
 
 
+@pytest.mark.slow
 def test_the_sampling_example_runs_and_says_true(capsys, monkeypatch):
     section = PAGE.read_text(encoding="utf-8").split("## Sampling mode")[1].split("\n## ")[0]
     (block,) = re.findall(r"```py\n(.*?)```", section, flags=re.S)

@@ -30,6 +30,7 @@ def assert_same_records(batch: list[dict], scalar: list[dict]) -> None:
             assert bs[k] == pytest.approx(ss[k], abs=1e-12), (b["round"], k)
 
 
+@pytest.mark.slow
 def test_batch_json_at_t_is_the_replay_json(capsys):
     code, scalar, err = sampling_json(capsys, SYNTH, "--temperature", T)
     assert code == 0, err
@@ -38,6 +39,7 @@ def test_batch_json_at_t_is_the_replay_json(capsys):
     assert_same_records(lines(out), scalar)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".parquet", ".csv"])
 def test_batch_table_at_t_has_the_replay_numbers(capsys, tmp_path, suffix):
     """One row per round: the greedy columns, then the sampling keys; each length_at_least list as

@@ -116,6 +116,7 @@ def test_stats_at_t_refuses_a_greedy_only_table(capsys):
     assert code == 0 and out.splitlines()[0].startswith("run,depth,rounds,expected_reached_lo")
 
 
+@pytest.mark.slow
 def test_stats_at_t0_is_the_greedy_stats(capsys):
     """T = 0: every expectation equals the greedy metric (exact), the histogram too."""
     code, greedy, _ = stats_json(capsys, SYNTH)

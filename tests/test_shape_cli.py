@@ -53,6 +53,7 @@ def sample():
     return replay_directory(SAMPLE)
 
 
+@pytest.mark.slow
 def test_contained_shapes_are_measured_exactly(sample, capsys):
     rec = recommend([sample], 12, bootstrap=30)
     rows = [c for c in rec.comparisons if c.label != "recorded trees"]
@@ -111,6 +112,7 @@ def test_report_section(sample, budget):
     assert ("specreplay sweep" in html) == needs_live
 
 
+@pytest.mark.slow
 def test_report_has_recommendation(tmp_path):
     out = tmp_path / "rep"
     args = ["report", SAMPLE, "-o", str(out), "--no-progress", "--no-tables", "--budget", "6", "--max-depth", "2"]

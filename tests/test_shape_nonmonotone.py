@@ -48,6 +48,7 @@ def acceptance_order_optimum(budget: int, depth: int):
     return max(enumerate_configs(budget, depth, COLS, limit=10**6), key=value_if_acceptance_order)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", [6, 8, 12])
 def test_first_shape_matches_the_true_optimum(packed, budget):
     ranked = brute_force(budget, 3)

@@ -46,6 +46,7 @@ def wide_replay(tmp_path_factory, no_fsync):
     return replay_directory(out)
 
 
+@pytest.mark.slow
 def test_estimate_matches_known_model(wide_replay):
     model = estimate_model(collect_visits(wide_replay.results))
     assert model.num_rounds == 1500
@@ -67,6 +68,7 @@ def test_search_recovers_true_optimum(wide_replay):
     assert set(found.paths) == set(truth[0].paths)
 
 
+@pytest.mark.slow
 def test_prediction_agrees_with_fresh_replay(wide_replay, tmp_path):
     model = estimate_model(collect_visits(wide_replay.results))
     best = search_shapes(model, BUDGET, 3).by_block_efficiency[0]
@@ -88,6 +90,7 @@ def test_prediction_agrees_with_fresh_replay(wide_replay, tmp_path):
     assert abs(row.error) < 0.1
 
 
+@pytest.mark.slow
 def test_recommend_end_to_end_recorded_rows_agree(wide_replay):
     rec = recommend([wide_replay], BUDGET, bootstrap=60)
     recorded = [c for c in rec.comparisons if c.label.startswith("recorded")]

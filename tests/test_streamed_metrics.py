@@ -51,6 +51,7 @@ def test_samples(name):
     assert_same_metrics(*streamed_and_whole([str(SAMPLES / name)]))
 
 
+@pytest.mark.slow
 def test_packed_runs_of_many_blocks_side_by_side(tmp_path):
     """Blocks of 128 rounds, early stops, varied matrix shapes, a dynamic tree, three runs at once."""
     dynamic = TreeConfig.from_lists([[3], [2, 1], [1, 1]], [1, 2, 2], tree_type=TREE_DYNAMIC)
@@ -65,6 +66,7 @@ def test_packed_runs_of_many_blocks_side_by_side(tmp_path):
     assert_same_metrics(*streamed_and_whole(paths))
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(runs())
 def test_random_runs(case):
@@ -121,6 +123,7 @@ def test_speed_row_needs_no_round_by_round_replay():
         assert got["modelled_speedup"] == want["modelled_speedup"] and got["rounds"] == want["rounds"]
 
 
+@pytest.mark.slow
 def test_report_without_tables_is_the_same_page(tmp_path, capsys):
     """`report --no-tables` counts the metrics by block: the page is the one `report` writes with tables/."""
     import re
@@ -136,6 +139,7 @@ def test_report_without_tables_is_the_same_page(tmp_path, capsys):
     assert pages[0] == pages[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "terminal,extra,drawn", [(True, [], True), (True, ["--no-progress"], False), (False, [], False)]
 )

@@ -105,6 +105,7 @@ def damage(rng: np.random.Generator, data: bytes) -> bytes:
     return data.replace(b"\n", b"\r")
 
 
+@pytest.mark.slow
 def test_fast_parse_equals_reference_or_declines():
     rng = np.random.default_rng(11)
     clean = [random_text(rng) for _ in range(1500)]

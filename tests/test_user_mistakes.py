@@ -197,6 +197,7 @@ def test_a_fair_manifest_gives_both_measured_speedups_by_hand(capsys, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_report_and_api_say_not_comparable_with_the_reason(capsys, tmp_path):
     from replay.cli import api
 
@@ -295,6 +296,7 @@ def test_a_manifest_stating_more_rounds_than_the_files_hold_exits_1(capsys, tmp_
     assert_told(err, "manifest.json", "states 3 round(s); the file names form 1")
 
 
+@pytest.mark.slow
 def test_generate_and_compare_give_the_same_speedups_under_the_same_names(capsys, tmp_path):
     pytest.importorskip("torch", reason="needs the live extras")
     from replay.testing.tiny import build_word_tokenizer, save_hf_dir
@@ -360,6 +362,7 @@ def small_root_by_hand(directory: Path, root: int = 3, rounds: int = 3) -> Path:
     return directory
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("root,narrowed", [(3, ["[2]|[2,1]", "[1]|[2]"]), (2, ["[1]|[1]"])])
 def test_compare_and_report_take_a_small_root(capsys, tmp_path, root, narrowed):
     """Finding 1: the default narrowed set narrowed the root to 1 and kept topHead [1, 2]: exit 2."""
@@ -400,6 +403,7 @@ def test_every_default_narrowed_config_is_valid_and_narrower():
     check()
 
 
+@pytest.mark.slow
 def test_configs_replace_the_default_set(capsys, tmp_path, monkeypatch):
     """--configs replaces the default narrowed set: it is not even built."""
     import analysis.report.html
@@ -665,6 +669,7 @@ def test_recommend_says_why_a_depth_has_no_estimate_and_how_to_get_one(capsys, t
     assert code == 0 and "no estimate" not in out and "--extrapolate uses" not in out  # enough visits: estimated
 
 
+@pytest.mark.slow
 def test_per_depth_acceptance_from_three_rounds_shows_its_interval_and_n(capsys, tmp_path, monkeypatch):
     dump = chain_by_hand(tmp_path / "chain")
     rate, lo, hi = HAND_067
@@ -716,6 +721,7 @@ def two_run_report(tmp_path_factory):
     return proc, html
 
 
+@pytest.mark.slow
 def test_report_summary_has_no_stray_metric_row(two_run_report):
     import re
 
@@ -728,6 +734,7 @@ def test_report_summary_has_no_stray_metric_row(two_run_report):
     assert re.findall(r"<th>(.*?)</th>", rows[0]) == ["metric", "first", "second"]
 
 
+@pytest.mark.slow
 def test_report_shows_per_depth_intervals_and_n(two_run_report):
     proc, html = two_run_report
     assert proc.returncode == 0, proc.stderr
@@ -803,6 +810,7 @@ def test_an_unknown_bonus_kind_is_none_in_every_output(capsys, tmp_path):
         assert frame["bonus_token"].isna().all() and str(frame["root_token"].dtype) == "Int64", what
 
 
+@pytest.mark.slow
 def test_sweep_prints_each_config_in_one_spelling(capsys, tmp_path):
     """The table said 4_1x1 and the prediction lines [4]|[1,1]: one output, two spellings."""
     import re
@@ -911,6 +919,7 @@ def test_node_hits_when_path_probability_expands_two_children_of_A1(capsys, tmp_
     assert {r["slot_name"]: r["on_path"] for r in body["slot_hits"]}["C:p2c1"] == 1
 
 
+@pytest.mark.slow
 def test_node_and_slot_hits_match_an_oracle_on_random_dumps(capsys, tmp_path):
     """Random path-probability dumps (tests/analysis_oracle.py, some early stops): node and slot hits
     as `stats --json` prints them equal counts made from the recorder's own trees and a greedy walk."""
@@ -1159,6 +1168,7 @@ def test_generate_headline_is_what_its_dump_holds(capsys, tmp_path):
     assert not any(line.startswith("block efficiency") for line in lines)  # one name for the number
 
 
+@pytest.mark.slow
 def test_the_report_of_a_parents_layout_dump_says_derived(capsys, tmp_path):
     """The HTML report shows the one acceptance length, says it is derived, and keeps slots and nodes
     apart (two tables, each saying what it counts)."""
@@ -2389,6 +2399,7 @@ def test_recommend_at_t_on_a_dump_without_scores_says_why(capsys, tmp_path):
     assert_told(err, "round 124_140", "no scores", "no round could be replayed")
 
 
+@pytest.mark.slow
 def test_compare_above_one_without_vocabulary_says_which_option_gives_lower_bounds(capsys):
     code, out, err = run(
         capsys, "compare", SYNTH, "--temperature", "1.3", "--configs", "[6]|[2,2]", "--no-progress", "--json"
