@@ -29,6 +29,7 @@ import pandas as pd
 
 from replay.core.config import TreeConfig
 from replay.core.sampling import greedy_logp, node_rows, problem_words, sampling_bounds
+from replay.core.sampling_recorded import recorded_bounds, recorded_column
 from replay.core.vocab import NO_PARENT, PAD_TOKEN
 from replay.engine.replayer import RoundResult
 from replay.engine.sampling import NO_SCORES, round_sampling
@@ -112,6 +113,7 @@ class SubTreeRound:
     has_row: np.ndarray  # [n] bool
     doubts: tuple[_Doubt, ...]
     steps_hi: int  # draft steps the config possibly runs: E[L] <= steps_hi
+    recs: np.ndarray  # [n] each node's recorded node (-1: an extra node, not in the recording)
 
 
 def sub_tree_round(
@@ -156,7 +158,22 @@ def sub_tree_round(
     has = rec_has[where] & (recs >= 0)
     ids = np.where(has[:, None], rec_ids[where], PAD_TOKEN)
     lp = np.where(has[:, None], rec_lp[where], -np.inf)
-    return SubTreeRound(res.name, tokens, parents, depths, ids, lp, has, tuple(doubts), int(sim.max_steps))
+    return SubTreeRound(res.name, tokens, parents, depths, ids, lp, has, tuple(doubts), int(sim.max_steps), recs)
+
+
+def recorded_edges(tr: SubTreeRound, node_logp: np.ndarray | None, column: int | None) -> np.ndarray | None:
+    """[n] each sub-tree node's log-prob under its parent from the recording's node_logprobs column
+    ``column`` (replay.core.sampling_recorded.recorded_column), or None when the round has none or the
+    sub-tree holds an extra node (a candidate the recording never kept: no recorded value; the round
+    then takes the top-K rows). Every other edge of the sub-tree joins two recorded nodes, so it is a
+    recorded edge and its value is the recording's."""
+    if column is None or node_logp is None or bool((tr.recs[1:] < 0).any()):
+        return None
+    if int(tr.recs.max()) >= node_logp.shape[0]:
+        return None  # rows cut short: those nodes have no recorded value
+    edge = np.asarray(node_logp[:, column], dtype=np.float64)[tr.recs]
+    edge[0] = 0.0  # the root: no edge
+    return edge
 
 
 @dataclass(frozen=True)
@@ -185,25 +202,36 @@ def _doubt_reach(dt: _Doubt, t: float, reach_lo: np.ndarray, reach_hi: np.ndarra
 
 
 def subtree_sampling(
-    trees: Sequence[SubTreeRound], temperature: float, vocab_size: int | None = None
+    trees: Sequence[SubTreeRound],
+    temperature: float,
+    vocab_size: int | None = None,
+    edges: Sequence[np.ndarray | None] | None = None,
 ) -> list[SubRoundAtT]:
-    """Every sub-tree at T: replay.core.sampling.sampling_bounds on trees of one size at a time."""
+    """Every sub-tree at T: replay.core.sampling.sampling_bounds on trees of one size at a time.
+    ``edges`` (recorded_edges per tree): where given, the tree's walk takes its edge probabilities
+    from the recorded node_logprobs at T (replay.core.sampling_recorded.recorded_bounds, exact),
+    as replay --temperature does for the recorded tree; elsewhere from the top-K rows."""
     out: list[SubRoundAtT | None] = [None] * len(trees)
-    groups: dict[tuple[int, int], list[int]] = {}
+    own = list(edges) if edges is not None else [None] * len(trees)
+    groups: dict[tuple[int, int, bool], list[int]] = {}
     for k, tr in enumerate(trees):
-        groups.setdefault((tr.tokens.shape[0], tr.ids.shape[1]), []).append(k)
-    for members in groups.values():
+        groups.setdefault((tr.tokens.shape[0], tr.ids.shape[1], own[k] is not None), []).append(k)
+    for (_, _, from_nodes), members in groups.items():
         stack = lambda f: np.stack([getattr(trees[k], f) for k in members])  # noqa: E731
-        b = sampling_bounds(
-            stack("tokens"),
-            stack("parents"),
-            stack("depths"),
-            stack("ids"),
-            stack("logp"),
-            stack("has_row"),
-            temperature,
-            vocab_size,
-        )
+        if from_nodes:
+            lp = np.stack([own[k] for k in members])  # type: ignore[misc]
+            b = recorded_bounds(stack("tokens"), stack("parents"), stack("depths"), lp, temperature)
+        else:
+            b = sampling_bounds(
+                stack("tokens"),
+                stack("parents"),
+                stack("depths"),
+                stack("ids"),
+                stack("logp"),
+                stack("has_row"),
+                temperature,
+                vocab_size,
+            )
         for j, k in enumerate(members):
             out[k] = _at_t(trees[k], b, j, temperature, vocab_size)
     return [o for o in out if o is not None]
@@ -311,24 +339,29 @@ def compare_sampling(
     vocab_size: int | None = None,
     gamma_threshold: float | None = None,
     progress: Callable[[int, int], None] | None = None,
+    node_temperatures: Sequence[float] | None = None,
 ) -> SamplingComparison:
     """Each config at each T on the recorded rounds (module docstring). A round whose recorded
     replay at T is refused (no scores, a bad row: replay.engine.sampling.round_sampling) is skipped
-    for every config at that T; gamma_threshold as analysis.compare.configs.compare_configs."""
+    for every config at that T; gamma_threshold as analysis.compare.configs.compare_configs.
+    node_temperatures: the manifest's node_logprob_temperatures; at one of them a round carrying
+    node_logprobs is walked from those on every config's sub-tree (recorded_edges), exact."""
     threshold = 0.0 if gamma_threshold is None else gamma_threshold
     skipped: list[tuple[str, float, str]] = []
     usable: dict[float, list[int]] = {}
-    refused: dict[bool, dict[int, str]] = {}  # whether a round is refused depends only on T = 0 or T > 0
+    column = {t: recorded_column(t, node_temperatures) for t in temperatures}
+    # whether a round is refused depends only on T > 0 and on which node_logprobs column T reads
+    refused: dict[tuple[bool, int | None], dict[int, str]] = {}
     for t in temperatures:
-        positive = t > 0.0
-        if positive not in refused:
-            refused[positive] = {}
+        key = (t > 0.0, column[t])
+        if key not in refused:
+            refused[key] = {}
             for k, res in enumerate(results):
                 try:
-                    round_sampling(res, t, vocab_size)
+                    round_sampling(res, t, vocab_size, node_temperatures)
                 except ValueError as exc:
-                    refused[positive][k] = str(exc)
-        why = refused[positive]
+                    refused[key][k] = str(exc)
+        why = refused[key]
         usable[t] = [k for k in range(len(results)) if k not in why]
         skipped.extend((results[k].name, t, text) for k, text in why.items())
     rows, per_round, needs_vocab = [], [], False
@@ -338,7 +371,9 @@ def compare_sampling(
             todo = [k for k in usable[t] if k not in trees]
             for k in todo:
                 trees[k] = sub_tree_round(results[k], cfg, threshold, recorded.gamma)
-            at = subtree_sampling([trees[k] for k in usable[t]], t, vocab_size)
+            col = column[t]
+            edges = [recorded_edges(trees[k], results[k].node_logp, col) for k in usable[t]]
+            at = subtree_sampling([trees[k] for k in usable[t]], t, vocab_size, edges)
             for k, r in zip(usable[t], at):
                 if r.problem:  # the sub-tree reads the recorded tree's rows: its check comes first
                     raise RuntimeError(f"round {results[k].name}: {r.problem}, yet its recorded replay passed")

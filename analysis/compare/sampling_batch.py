@@ -28,12 +28,14 @@ import pandas as pd
 from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.sampling import PROBLEM_WORDS, greedy_logp, sampling_bounds
+from replay.core.sampling_recorded import recorded_column
 from replay.core.vocab import CHUNK_ROUNDS, NO_PARENT, PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
 from replay.engine.batch.frames import round_names
 from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
 from replay.engine.runs import replay_run
 from replay.engine.sampling import NO_SCORES
+from replay.io.packed.pack import is_packed_run
 
 from .sampling import (
     REACHED,
@@ -472,11 +474,55 @@ def compare_sampling_run(
 ) -> SamplingComparison:
     """compare_sampling for a loaded run: from the batch arrays when the run was loaded by the batch
     path (analysis.tables.runs.load_run), round by round by the reference otherwise. ``progress(rounds
-    done, rounds)`` (the reference's: configs done, configs)."""
+    done, rounds)`` (the reference's: configs done, configs).
+
+    At a temperature whose node_logprobs the manifest lists, a dump directory is compared round by
+    round (the reference reads each round's node_logprobs: exact, analysis.compare.sampling.recorded_edges);
+    the batch arrays do not carry them. A packed run has none, so it stays on the batch arrays (the
+    top-K bounds; the caller prints the note)."""
+    nodes = run.replay.manifest.node_logprob_temperatures
     if not isinstance(run.replay, BatchReplay):
         return compare_sampling(
-            list(run.results), run.config, configs, temperatures, vocab_size, gamma_threshold, progress
+            list(run.results), run.config, configs, temperatures, vocab_size, gamma_threshold, progress, nodes
         )
+    exact_at = [t for t in temperatures if recorded_column(t, nodes) is not None]
+    if exact_at and not is_packed_run(run.replay.directory):
+        rest = [t for t in temperatures if t not in exact_at]
+        tick = None if rest else progress  # the reference's progress counts configs, not rounds
+        own = compare_sampling(
+            list(run.results), run.config, configs, exact_at, vocab_size, gamma_threshold, tick, nodes
+        )
+        if not rest:
+            return own
+        top_k = _batch_sampling_run(run, configs, rest, vocab_size, gamma_threshold, progress, per_round)
+        return merge_temperatures(temperatures, [(exact_at, own), (rest, top_k)])
+    return _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold, progress, per_round)
+
+
+def merge_temperatures(
+    temperatures: Sequence[float], parts: Sequence[tuple[Sequence[float], SamplingComparison]]
+) -> SamplingComparison:
+    """One SamplingComparison of ``temperatures`` from comparisons of disjoint subsets of them, in
+    compare_sampling's order: per config, per T (a table row, then that row's ``rounds`` per-round rows)."""
+    order = {t: i for i, t in enumerate(temperatures)}
+    rows: list[tuple[int, int, pd.DataFrame, pd.DataFrame]] = []
+    for temps, done in parts:
+        start = 0
+        for i in range(len(done.table)):
+            c, t = divmod(i, len(temps))
+            n = int(done.table["rounds"].iloc[i]) if len(done.per_round) else 0
+            block = done.per_round.iloc[start : start + n]
+            start += n
+            rows.append((c, order[temps[t]], done.table.iloc[[i]], block))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    table = pd.concat([r[2] for r in rows], ignore_index=True)
+    per_round = pd.concat([r[3] for r in rows], ignore_index=True)
+    skipped = sorted((s for _, d in parts for s in d.skipped), key=lambda s: order[s[1]])
+    return SamplingComparison(table, per_round, skipped, any(d.needs_vocab for _, d in parts))
+
+
+def _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold, progress, per_round):
+    """compare_sampling_run on the batch arrays (the top-K rows)."""
     threshold = 0.0 if gamma_threshold is None else float(gamma_threshold)
     total = len(run.results)
     lock, done = threading.Lock(), [0]

@@ -14,12 +14,20 @@ import sys
 
 from replay.engine.render import rounds_with_scores
 from replay.engine.sampling import sampling_skip
+from replay.io.packed.pack import is_packed_run
 from replay.util.atomic import atomic_path
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled
 
 from .cmd_analysis import check_config_args, configs_from_args, load_runs_from_args, skipped_status
-from .options import no_rounds_error, print_needs_vocab, print_skipped, sampling_vocab, vocab_sizes_json
+from .options import (
+    no_rounds_error,
+    print_missing_node_logprobs,
+    print_needs_vocab,
+    print_skipped,
+    sampling_vocab,
+    vocab_sizes_json,
+)
 
 # compare's options that price or plot the greedy comparison: taken with --temperature they would do nothing.
 _GREEDY_ONLY = {
@@ -69,6 +77,8 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
         finally:
             close()
         skipped[run.label] = [sampling_skip(name, t, why) for name, _, why in done.skipped]
+        if is_packed_run(run.replay.directory):  # no node_logprobs there: the top-K bounds (compare_sampling_run)
+            print_missing_node_logprobs("compare", t, run.replay.manifest, int(done.table["rounds"].max()))
         if not int(done.table["rounds"].max()):
             if len(runs) == 1:
                 raise no_rounds_error(run.replay.directory, [*run.replay.skipped, *skipped[run.label]], (), None)
