@@ -306,6 +306,38 @@ def _shapes_to_check(model, recorded: TreeConfig, result, budget: int, cap: int)
     return labels
 
 
+def _usable_dumps(dumps: Sequence[DumpInput]) -> list[DumpInput]:
+    """The dumps with a replayed round; none at all is an error that lists what was skipped."""
+    usable = [d for d in dumps if d.stats.rounds]
+    if not usable:
+        skipped = tuple(s for d in dumps for s in d.skipped)
+        where = ", ".join(d.directory for d in dumps) or "no dump given"
+        raise NoRoundsError(
+            f"no round could be replayed, nothing to estimate from: {where}{why_no_rounds(skipped)}",
+            skipped,
+            tuple(w for d in dumps for w in d.warnings),
+        )
+    return usable
+
+
+def _refused_depth_note(merged, cap: int, min_count: int) -> str:
+    """Why the search stops at depth ``cap``: too few visits one depth deeper."""
+    # depths as stats numbers them (replay.core.vocab.DEPTH_RULE): model row cap accepts depth cap + 1.
+    # Depth 1 is estimated from whatever visits there are (every round visits the root, model.estimate_cells);
+    # deeper ones need --min-count: say both counts, or depth 1 with fewer visits looks inconsistent.
+    visits = merged.n.sum(axis=(0, 2))
+    seen = int(visits[cap]) if cap < visits.shape[0] else 0
+    first = (
+        f"; depth 1 is estimated from any number of visits ({int(visits[0])} here: every round visits the root)"
+        if int(visits[0]) < min_count
+        else ""
+    )
+    return (
+        f"refused depths beyond {cap}: depth {cap + 1} has {seen} visit(s), fewer than --min-count {min_count}, so its "
+        f"acceptance is unknown; the search stops at depth {cap} (--extrapolate reuses depth {cap}'s estimate){first}"
+    )
+
+
 def recommend_dumps(
     dumps: Sequence[DumpInput],
     budget: int,
@@ -322,15 +354,7 @@ def recommend_dumps(
     """Estimate, search and compare. The search's depth is capped at the deepest depth the dumps
     estimate unless ``extrapolate``; ``bootstrap`` resamples give the prediction intervals."""
     check_budget(budget)
-    usable = [d for d in dumps if d.stats.rounds]
-    if not usable:
-        skipped = tuple(s for d in dumps for s in d.skipped)
-        where = ", ".join(d.directory for d in dumps) or "no dump given"
-        raise NoRoundsError(
-            f"no round could be replayed, nothing to estimate from: {where}{why_no_rounds(skipped)}",
-            skipped,
-            tuple(w for d in dumps for w in d.warnings),
-        )
+    usable = _usable_dumps(dumps)
     merged = merge_stats([d.stats.stats for d in usable])
     if merged.num_visits == 0:
         raise SpecReplayError("no reached node has both a draft row and a target top-1: cannot estimate acceptance")
@@ -350,20 +374,7 @@ def recommend_dumps(
     notes: list[str] = []
     cap = depth if extrapolate else min(depth, model.supported_depth)
     if cap < depth:
-        # depths as stats numbers them (replay.core.vocab.DEPTH_RULE): model row cap accepts depth cap + 1.
-        # Depth 1 is estimated from whatever visits there are (every round visits the root, model.estimate_cells);
-        # deeper ones need --min-count: say both counts, or depth 1 with fewer visits looks inconsistent.
-        visits = merged.n.sum(axis=(0, 2))
-        seen = int(visits[cap]) if cap < visits.shape[0] else 0
-        first = (
-            f"; depth 1 is estimated from any number of visits ({int(visits[0])} here: every round visits the root)"
-            if int(visits[0]) < min_count
-            else ""
-        )
-        notes.append(
-            f"refused depths beyond {cap}: depth {cap + 1} has {seen} visit(s), fewer than --min-count {min_count}, so its "
-            f"acceptance is unknown; the search stops at depth {cap} (--extrapolate reuses depth {cap}'s estimate){first}"
-        )
+        notes.append(_refused_depth_note(merged, cap, min_count))
     result = search_shapes(model, budget, cap, cost, top, state_limit)
     lap("search")
     boots = bootstrap_model(model, bootstrap, seed)
