@@ -20,21 +20,21 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TREE_DYNAMIC, TreeConfig
-from replay.core.sampling import PROBLEM_WORDS, greedy_logp, sampling_bounds
+from replay.core.sampling import PROBLEM_WORDS, greedy_logp, problem_words, sampling_bounds
 from replay.core.sampling_recorded import recorded_column
 from replay.core.vocab import CHUNK_ROUNDS, NO_PARENT, PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
 from replay.engine.batch.frames import round_names
 from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
 from replay.engine.runs import replay_run
-from replay.engine.sampling import NO_SCORES
+from replay.engine.sampling import NO_SCORES, round_sampling
 from replay.io.packed.pack import is_packed_run
 
 from .sampling import (
@@ -392,9 +392,10 @@ def _part_outcomes(b, r, shape, static, recorded, configs, temperatures, vocab_s
     return {key: AtT.concat(v) for key, v in chunks.items()}
 
 
-def refusal_text(code: int) -> str:
-    """The words of replay.engine.sampling.round_sampling's ValueError for a refusal code."""
-    return NO_SCORES if code == NO_SCORES_CODE else PROBLEM_WORDS[code]
+def refusal_text(code: int, vocab_size: int | None = None) -> str:
+    """The words of replay.engine.sampling.round_sampling's ValueError for a refusal code (a
+    vocabulary contradiction names the size and where it came from, as the round path does)."""
+    return NO_SCORES if code == NO_SCORES_CODE else problem_words(code, vocab_size)
 
 
 def join_sampling(
@@ -403,6 +404,7 @@ def join_sampling(
     configs: Sequence[TreeConfig],
     temperatures: Sequence[float],
     per_round: bool = True,
+    vocab_size: int | None = None,
 ) -> SamplingComparison:
     """compare_sampling's SamplingComparison from the parts of one run, rounds in run order.
     ``per_round`` False leaves the per-round frame empty (the report reads only the table)."""
@@ -414,7 +416,9 @@ def join_sampling(
     skipped = []
     for t in temperatures:
         codes = refused[t > 0.0] if parts else np.zeros(0, np.int8)
-        skipped.extend((str(names[i]), t, refusal_text(int(codes[i]))) for i in np.flatnonzero(codes != NOT_REFUSED))
+        skipped.extend(
+            (str(names[i]), t, refusal_text(int(codes[i]), vocab_size)) for i in np.flatnonzero(codes != NOT_REFUSED)
+        )
     rows, frames, needs_vocab = [], [], False
     for c, cfg in enumerate(configs):
         for t in temperatures:
@@ -496,7 +500,25 @@ def compare_sampling_run(
             return own
         top_k = _batch_sampling_run(run, configs, rest, vocab_size, gamma_threshold, progress, per_round)
         return merge_temperatures(temperatures, [(exact_at, own), (rest, top_k)])
-    return _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold, progress, per_round)
+    done = _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold, progress, per_round)
+    return done if is_packed_run(run.replay.directory) else _name_the_rows(run, done, vocab_size, nodes)
+
+
+def _name_the_rows(run: LabelledRun, done: SamplingComparison, vocab_size, nodes) -> SamplingComparison:
+    """The batch arrays know no file: each round of a dump directory refused for a bad row gets the
+    round path's reason, which names the scores file and the row (replaying that round alone)."""
+    if all(why == NO_SCORES for _, _, why in done.skipped):
+        return done
+    index = {f"{a}_{b}": i for i, (a, b) in enumerate(run.results.summaries[2])}
+    skipped = []
+    for name, t, why in done.skipped:
+        if why != NO_SCORES and name in index:
+            try:
+                round_sampling(run.results[index[name]], t, vocab_size, nodes)
+            except ValueError as exc:
+                why = str(exc)
+        skipped.append((name, t, why))
+    return replace(done, skipped=skipped)
 
 
 def merge_temperatures(
@@ -542,4 +564,4 @@ def _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold,
         raise RuntimeError(
             f"compare replayed {got} rounds of {run.label}, the run has {total}: a bug in the batch path"
         )
-    return join_sampling(parts, run.config, configs, temperatures, per_round)
+    return join_sampling(parts, run.config, configs, temperatures, per_round, vocab_size)
