@@ -177,19 +177,16 @@ class RoundOutcome:
     nodes_hi: int
 
 
-def run_parts(
-    run: LabelledRun,
-    configs: Sequence[TreeConfig],
-    gamma_threshold: float | None = None,
-    progress: Progress | None = None,
-) -> list[ComparePart]:
-    """Every config replayed on a batch-loaded run's rounds: the run read again in batches."""
-    threshold = 0.0 if gamma_threshold is None else float(gamma_threshold)
+def per_batch_parts(
+    run: LabelledRun, parts_of: Callable[[RoundBatch, BatchResult, TreeConfig], list], progress: Progress | None
+):
+    """``parts_of(batch, result, recorded tree)`` on every batch of a batch-loaded run, the run read again in
+    batches (on several threads), with progress in rounds; every round must come back once."""
     total = len(run.results)
     lock, done = threading.Lock(), [0]
 
-    def per_batch(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[ComparePart]:
-        parts = compare_parts(batch, res, tree, configs, threshold)
+    def per_batch(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list:
+        parts = parts_of(batch, res, tree)
         if progress:
             with lock:  # batches are replayed on several threads
                 done[0] += int(res.ok.sum())
@@ -204,6 +201,17 @@ def run_parts(
             f"compare replayed {got} rounds of {run.label}, the run has {total}: a bug in the batch path"
         )
     return parts
+
+
+def run_parts(
+    run: LabelledRun,
+    configs: Sequence[TreeConfig],
+    gamma_threshold: float | None = None,
+    progress: Progress | None = None,
+) -> list[ComparePart]:
+    """Every config replayed on a batch-loaded run's rounds: the run read again in batches."""
+    threshold = 0.0 if gamma_threshold is None else float(gamma_threshold)
+    return per_batch_parts(run, lambda batch, res, tree: compare_parts(batch, res, tree, configs, threshold), progress)
 
 
 def compare_run(

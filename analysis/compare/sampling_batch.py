@@ -18,7 +18,6 @@ recorded columns, by rank); a round is undetermined by the first one the walk ca
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -33,10 +32,10 @@ from replay.core.vocab import CHUNK_ROUNDS, NO_PARENT, PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
 from replay.engine.batch.frames import round_names
 from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
-from replay.engine.runs import replay_run
 from replay.engine.sampling import NO_SCORES, round_sampling
 from replay.io.packed.pack import is_packed_run
 
+from .batch import per_batch_parts
 from .sampling import (
     REACHED,
     SAMPLING_COLUMNS,
@@ -546,22 +545,9 @@ def merge_temperatures(
 def _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold, progress, per_round):
     """compare_sampling_run on the batch arrays (the top-K rows)."""
     threshold = 0.0 if gamma_threshold is None else float(gamma_threshold)
-    total = len(run.results)
-    lock, done = threading.Lock(), [0]
 
-    def per_batch(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[SamplingPart]:
-        parts = sampling_parts(batch, res, run.config, configs, temperatures, vocab_size, threshold)
-        if progress:
-            with lock:  # batches are replayed on several threads
-                done[0] += int(res.ok.sum())
-                progress(done[0], total)
-        return parts
+    def parts_of(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[SamplingPart]:
+        return sampling_parts(batch, res, run.config, configs, temperatures, vocab_size, threshold)
 
-    rep = replay_run(run.replay.directory, run.replay.options, per_batch=per_batch)
-    parts = [p for ps in rep.per_batch for p in ps]
-    got = sum(p.ordinals.shape[0] for p in parts)
-    if got != total:
-        raise RuntimeError(
-            f"compare replayed {got} rounds of {run.label}, the run has {total}: a bug in the batch path"
-        )
+    parts = per_batch_parts(run, parts_of, progress)
     return join_sampling(parts, run.config, configs, temperatures, per_round, vocab_size)
