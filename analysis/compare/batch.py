@@ -11,7 +11,7 @@ order, so every mean sums in the reference's order.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +22,7 @@ from analysis.cost.source import RunPricing
 from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.vocab import STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
-from replay.engine.batch import BatchResult, RoundBatch, expanded_nodes
+from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
 from replay.engine.batch.frames import round_names
 from replay.engine.runs import replay_run
 
@@ -65,6 +65,16 @@ class ComparePart:
     outcomes: list[SubOutcomes]  # one per config, [C] each
 
 
+def replayed_by_shape(
+    batch: RoundBatch, res: BatchResult
+) -> Iterator[tuple[TreeShape, np.ndarray, RoundBatch, BatchResult]]:
+    """(shape, member indices, their rounds, their results) of each tree shape ``res`` replayed."""
+    for k, shape in enumerate(res.shapes):
+        members = np.flatnonzero(res.ok & (res.shape_index == k))
+        if members.shape[0]:
+            yield shape, members, batch.take(members), res.take(members)
+
+
 def compare_parts(
     batch: RoundBatch,
     res: BatchResult,
@@ -80,11 +90,7 @@ def compare_parts(
     )
     static = recorded.tree_type != TREE_DYNAMIC
     parts = []
-    for k, shape in enumerate(res.shapes):
-        members = np.flatnonzero(res.ok & (res.shape_index == k))
-        if not members.shape[0]:
-            continue
-        b, r = batch.take(members), res.take(members)
+    for shape, members, b, r in replayed_by_shape(batch, res):
         outs = replay_contained_many(
             b, r, expanded_nodes(b, shape, static), shape, list(configs), recorded.gamma, gamma_threshold
         )

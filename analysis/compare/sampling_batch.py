@@ -35,7 +35,7 @@ from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
 from replay.engine.sampling import NO_SCORES, round_sampling
 from replay.io.packed.pack import is_packed_run
 
-from .batch import per_batch_parts
+from .batch import per_batch_parts, replayed_by_shape
 from .sampling import (
     REACHED,
     SAMPLING_COLUMNS,
@@ -355,11 +355,7 @@ def sampling_parts(
     ordinals = np.arange(len(batch)) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
     static = recorded.tree_type != TREE_DYNAMIC
     parts = []
-    for k, shape in enumerate(res.shapes):
-        members = np.flatnonzero(res.ok & (res.shape_index == k))
-        if not members.shape[0]:
-            continue
-        b, r = batch.take(members), res.take(members)
+    for shape, members, b, r in replayed_by_shape(batch, res):
         refused: dict[bool, np.ndarray] = {}
         for t in temperatures:
             if (t > 0.0) not in refused:
