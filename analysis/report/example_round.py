@@ -20,6 +20,7 @@ from replay.core.vocab import STOP_MISMATCH
 from replay.engine.replayer import RoundResult
 from replay.io.grouping import Key
 from replay.util.errors import SpecReplayError
+from replay.util.words import counted
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,14 +64,14 @@ def typical_failing_round(results: Sequence[RoundResult]) -> ExampleRound:
         pick, length, n = _middle_of_mode(lengths, failing)
         return ExampleRound(
             results[pick],
-            f"a typical failing round: {len(failing)} of {len(results)} rounds failed on a mismatch, "
+            f"a typical failing round: {len(failing)} of {counted(len(results), 'round')} failed on a mismatch, "
             f"most often after accepting {length} token(s) ({n} rounds); the middle of those in dump order",
         )
     pick, length, n = _middle_of_mode(lengths, list(range(len(lengths))))
     return ExampleRound(
         results[pick],
         f"no round failed on a mismatch; a typical round: accepted length {length} is the most common "
-        f"({n} of {len(results)} rounds); the middle of those in dump order",
+        f"({n} of {counted(len(results), 'round')}); the middle of those in dump order",
     )
 
 

@@ -41,6 +41,7 @@ from replay.core.config import TreeConfig
 from replay.core.selection import uses_fallback
 from replay.io.grouping import Key, describe_skipped
 from replay.util.errors import SpecReplayError
+from replay.util.words import counted
 
 from . import plots, treeplot
 from .example_round import example_round
@@ -535,6 +536,7 @@ _TEMPLATES = jinja2.Environment(
     undefined=jinja2.StrictUndefined,
     keep_trailing_newline=False,
 )
+_TEMPLATES.filters["counted"] = counted  # {{ n | counted("round") }}: "1 round", "3 rounds"
 
 
 def render_page(page: ReportPage) -> str:

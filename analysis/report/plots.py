@@ -25,6 +25,7 @@ from analysis.tables.definitions import label as metric_label
 from analysis.tables.metrics import DEPTH_RATE_N
 from replay.core.config import TreeConfig
 from replay.engine.render import rounds_with_scores
+from replay.util.words import counted
 
 FORMATS = ("png", "svg")
 DPI = 110
@@ -202,7 +203,7 @@ def plot_rank_heatmap(rank: pd.DataFrame, outcome: pd.DataFrame, run: str, cfg: 
     ax2.set_title("hit / near miss / miss", fontsize=9)
     ax2.legend(fontsize=7, loc="lower right")
     n = int(o["attempts"].iloc[0]) if len(o) else 0
-    fig.suptitle(f"Rank of hit — {run}, {n} rounds", fontsize=11)
+    fig.suptitle(f"Rank of hit — {run}, {counted(n, 'round')}", fontsize=11)
     return fig
 
 
@@ -246,7 +247,7 @@ def plot_parent_slot(parent: pd.DataFrame, run: str, n_rounds: int) -> Figure:
     ax.set_xlabel("depth d of the path's node (expanded at draft step d, if at all)")
     ax.set_ylabel("fraction of rounds reaching depth d")
     ax.set_ylim(0, 1.05)
-    ax.set_title(f"topHead signal — {run}, {n_rounds} rounds", fontsize=10)
+    ax.set_title(f"topHead signal — {run}, {counted(n_rounds, 'round')}", fontsize=10)
     ax.legend(fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
     return fig
 
@@ -321,7 +322,7 @@ def plot_compare_configs(table: pd.DataFrame, run: str, cost_source: str = "") -
     n = int(table["rounds"].iloc[0]) if len(table) else 0
     ax.set_title("light bars: some rounds undecidable (whisker = upper bound)", fontsize=8)
     ax2.set_title(f"cost model: {cost_source}", fontsize=8, wrap=True)
-    fig.suptitle(f"Offline config comparison — {run}, {n} rounds")
+    fig.suptitle(f"Offline config comparison — {run}, {counted(n, 'round')}")
     return fig
 
 

@@ -14,6 +14,7 @@ from replay.core.headline import headline, headline_lines
 from replay.core.selection import FALLBACK_WARNING
 from replay.core.vocab import BONUS_CORRECTION, LAYOUT_PARENTS, PAD_TOKEN, STOP_NO_ROW
 from replay.io.grouping import Skipped, describe_skipped
+from replay.util.words import counted
 
 from .replayer import DirectoryReplay, RoundResult
 from .sampling import length_at_bounds
@@ -234,7 +235,7 @@ def sampling_summary(samplings) -> list[str]:
 
 def rounds_with_scores(n: int, t: float) -> str:
     """ "1 round" / "n rounds", "with scores" added above T = 0 (T = 0 is the greedy replay: it reads no score)."""
-    return f"{n} round{'' if n == 1 else 's'}" + (" with scores" if t > 0 else "")
+    return counted(n, "round") + (" with scores" if t > 0 else "")
 
 
 def sampling_summary_arrays(t, exp_lo, exp_hi, ge_lo, ge_hi, exact) -> list[str]:
