@@ -95,3 +95,22 @@ def test_batch_and_round_paths_agree_on_a_grid_of_recorded_and_other_temperature
     assert got.skipped == want.skipped
     exact = got.table.set_index(["config", "temperature"])["exact"]
     assert exact[(NARROW, RUN_T)] == exact[(NARROW, 1.0)] == got.table["rounds"].max()
+
+
+def test_report_takes_the_manifest_vocab_size_for_its_curve(run_07, tmp_path, capsys):
+    """The curve's lower bounds above T = 1 need V: a live dump records it (manifest vocab_size), so
+    report draws them without --vocab-size, as replay/stats/compare do; a --vocab-size that
+    disagrees with the manifest is one line and exit 2."""
+    out = tmp_path / "rep"
+    code = main(["report", str(run_07), "-o", str(out), "--no-progress"])
+    _, err = capsys.readouterr()
+    assert code == 0, err
+    curve = pd.read_csv(out / "tables" / "sampling_curve.csv")
+    above = curve[curve["temperature"] > 1.0]
+    assert len(above) and above["expected_block_efficiency_lo"].notna().all()
+    recorded = json.loads((run_07 / "manifest.json").read_text())["vocab_size"]
+    code = main(
+        ["report", str(run_07), "-o", str(tmp_path / "rep2"), "--vocab-size", str(recorded + 1), "--no-progress"]
+    )
+    _, err = capsys.readouterr()
+    assert code == 2 and "disagrees with" in err and "vocab_size" in err and "Traceback" not in err

@@ -39,6 +39,7 @@ from analysis.tables.metrics import DEPTH_HEADER, all_metrics, depth_display, de
 from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TreeConfig
 from replay.core.selection import uses_fallback
+from replay.engine.sampling import vocab_size_of
 from replay.io.grouping import Key, describe_skipped
 from replay.util.errors import SpecReplayError
 from replay.util.words import counted
@@ -453,6 +454,15 @@ def _run_configs(run: LabelledRun, opts: ReportOptions) -> list[TreeConfig]:
 SHOWN_TEMPERATURES = (0.0, 0.5, 1.0, 1.5)  # the curve's grid points the page's table lists (tables/ has all)
 
 
+def _vocab_size(explicit: int | None, run: LabelledRun) -> int | None:
+    """--vocab-size, else the run's manifest vocab_size, as every sampling command takes it."""
+    manifest = run.replay.manifest
+    try:
+        return vocab_size_of(explicit, manifest.vocab_size, manifest.path)
+    except ValueError as exc:
+        raise SpecReplayError(str(exc)) from None
+
+
 def _sampling_curves(
     runs: Sequence[LabelledRun], opts: ReportOptions, out_tables: dict[str, pd.DataFrame]
 ) -> list[SamplingCurve]:
@@ -467,8 +477,9 @@ def _sampling_curves(
         # whether it has scores is known from that comparison, without a round-by-round replay
         done = None
         if isinstance(run.replay, BatchReplay) or has_scores(run.results):
+            vocab = _vocab_size(opts.vocab_size, run)
             done = compare_sampling_run(
-                run, _run_configs(run, opts), opts.temperatures, opts.vocab_size, opts.gamma_threshold, per_round=False
+                run, _run_configs(run, opts), opts.temperatures, vocab, opts.gamma_threshold, per_round=False
             )
         if done is None or without_scores(done):
             why = "its validate rows have no scores: no temperature curve (sampling needs the target's log-probs; docs/dump-format.md)"

@@ -422,7 +422,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=at_least_one,
         default=None,
         metavar="V",
-        help="the target's vocabulary size: the temperature curve's lower bounds at T > 1 (docs/analysis.md)",
+        help="the target's vocabulary size: the temperature curve's lower bounds at T > 1 (default: each dump's manifest vocab_size; docs/analysis.md)",
     )
     p.add_argument(
         "--budget",
