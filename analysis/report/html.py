@@ -454,15 +454,6 @@ def _run_configs(run: LabelledRun, opts: ReportOptions) -> list[TreeConfig]:
 SHOWN_TEMPERATURES = (0.0, 0.5, 1.0, 1.5)  # the curve's grid points the page's table lists (tables/ has all)
 
 
-def _vocab_size(explicit: int | None, run: LabelledRun) -> int | None:
-    """--vocab-size, else the run's manifest vocab_size, as every sampling command takes it."""
-    manifest = run.replay.manifest
-    try:
-        return vocab_size_of(explicit, manifest.vocab_size, manifest.path)
-    except ValueError as exc:
-        raise SpecReplayError(str(exc)) from None
-
-
 def _sampling_curves(
     runs: Sequence[LabelledRun], opts: ReportOptions, out_tables: dict[str, pd.DataFrame]
 ) -> list[SamplingCurve]:
@@ -477,7 +468,8 @@ def _sampling_curves(
         # whether it has scores is known from that comparison, without a round-by-round replay
         done = None
         if isinstance(run.replay, BatchReplay) or has_scores(run.results):
-            vocab = _vocab_size(opts.vocab_size, run)
+            manifest = run.replay.manifest
+            vocab = vocab_size_of(opts.vocab_size, manifest.vocab_size, manifest.path)
             done = compare_sampling_run(
                 run, _run_configs(run, opts), opts.temperatures, vocab, opts.gamma_threshold, per_round=False
             )

@@ -224,10 +224,7 @@ def sampling_vocab(args: argparse.Namespace, manifest) -> int | None:
     """--vocab-size, else the manifest's vocab_size (replay.engine.sampling.vocab_size_of); exit 2 when they differ."""
     from replay.engine.sampling import vocab_size_of
 
-    try:
-        return vocab_size_of(args.vocab_size, manifest.vocab_size, manifest.path)
-    except ValueError as exc:
-        raise SpecReplayError(str(exc)) from None
+    return vocab_size_of(args.vocab_size, manifest.vocab_size, manifest.path)
 
 
 def vocab_sizes_json(used: dict[str, int | None]) -> int | None | dict[str, int | None]:

@@ -22,6 +22,7 @@ from replay.core.sampling import (
 from replay.core.sampling_recorded import recorded_bounds, recorded_column
 from replay.core.vocab import LAYOUT_ALL
 from replay.io.grouping import Skipped
+from replay.util.errors import SpecReplayError
 
 NO_SCORES = "its validate rows have no scores (sampling mode needs the target's log-probs; docs/dump-format.md)"
 
@@ -97,14 +98,19 @@ def sampling_skip(name: str, temperature: float, why: str) -> Skipped:
     return Skipped(f"round {name}", f"no sampling replay at T = {temperature:g}: {why}", ())
 
 
+class VocabSizeConflict(SpecReplayError, ValueError):
+    """--vocab-size and the manifest's vocab_size disagree: a ValueError to API callers, one line and
+    exit 2 to the CLI (every command and the report, without a wrapper of their own)."""
+
+
 def vocab_size_of(explicit: int | None, recorded: int | None, manifest_path: str | None) -> int | None:
     """The vocabulary size sampling mode uses: --vocab-size, else the manifest's ``vocab_size``.
 
-    Both given and different: ValueError, since the bounds above T = 1 are valid only with the
+    Both given and different: VocabSizeConflict, since the bounds above T = 1 are valid only with the
     target's true size and one of the two is wrong.
     """
     if explicit is not None and recorded is not None and explicit != recorded:
-        raise ValueError(
+        raise VocabSizeConflict(
             f"--vocab-size {explicit} disagrees with {manifest_path or 'manifest.json'} vocab_size {recorded} "
             "(the target's vocabulary size, recorded by the harness): drop --vocab-size, or fix the manifest"
         )
