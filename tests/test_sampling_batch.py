@@ -22,6 +22,13 @@ ARTICLE = TreeConfig(3, ((6,), (2, 2), (1, 1)), (1, 2, 2))
 VOCAB = 30
 
 
+def _reference(rr, t: float, vocab: int):
+    """The scalar reference's (lo, hi, P(L >= d) lo, hi) of one replayed round."""
+    tree = rr.tree
+    ids, lp, has = node_rows(tree.tokens.shape[0], rr.validate_ids, rr.validate_logp, rr.layout, tree.expanded_order)
+    return reference_bounds(tree.tokens, tree.parents, tree.depths, ids, lp, has, t, vocab)
+
+
 @pytest.mark.parametrize("layout", ["all", "parents"])
 @pytest.mark.parametrize("t", [0.0, 0.4, 1.0, 1.3])
 @pytest.mark.parametrize("steps", [3, 2])
@@ -41,11 +48,7 @@ def test_batch_equals_per_round_and_reference(layout, t, steps):
         assert smp.expected_lo[i] == pytest.approx(one.expected_lo, abs=1e-12)
         assert smp.expected_hi[i] == pytest.approx(one.expected_hi, abs=1e-12)
         assert smp.exact[i] == one.exact
-        tree = rr.tree
-        ids, lp, has = node_rows(
-            tree.tokens.shape[0], rr.validate_ids, rr.validate_logp, rr.layout, tree.expanded_order
-        )
-        lo, hi, ge_lo, ge_hi = reference_bounds(tree.tokens, tree.parents, tree.depths, ids, lp, has, t, VOCAB)
+        lo, hi, ge_lo, ge_hi = _reference(rr, t, VOCAB)
         assert smp.expected_lo[i] == pytest.approx(lo, abs=1e-12) and smp.expected_hi[i] == pytest.approx(hi, abs=1e-12)
         np.testing.assert_allclose(smp.length_ge_hi[i, : len(ge_hi)], ge_hi, atol=1e-12)
         if t == 0.0:
@@ -88,12 +91,7 @@ def test_padded_strided_rows_equal_the_reference(layout, t):
     smp = batch_sampling(batch, res, ARTICLE, t, vocab_size=vocab)
     assert smp.usable[res.error == 0].all() and (res.error == 0).sum() > 100
     for i in np.flatnonzero(res.error == 0):
-        rr = replay_round(batch.round_at(i), ARTICLE)
-        tree = rr.tree
-        ids, lp, has = node_rows(
-            tree.tokens.shape[0], rr.validate_ids, rr.validate_logp, rr.layout, tree.expanded_order
-        )
-        lo, hi, ge_lo, ge_hi = reference_bounds(tree.tokens, tree.parents, tree.depths, ids, lp, has, t, vocab)
+        lo, hi, ge_lo, ge_hi = _reference(replay_round(batch.round_at(i), ARTICLE), t, vocab)
         assert smp.expected_lo[i] == pytest.approx(lo, abs=1e-12) and smp.expected_hi[i] == pytest.approx(hi, abs=1e-12)
         np.testing.assert_allclose(smp.length_ge_lo[i, : len(ge_lo)], ge_lo, atol=1e-12)
         np.testing.assert_allclose(smp.length_ge_hi[i, : len(ge_hi)], ge_hi, atol=1e-12)
