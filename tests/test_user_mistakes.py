@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -2593,3 +2594,21 @@ def test_validate_scores_that_rise_along_the_row_are_warned_about(capsys, tmp_pa
     assert_told(err, "WARNING: 1 validate row(s) have scores that rise", "validate_10_20.scores, row 0")
     code, out, err = run(capsys, "replay", small_scored_by_hand(tmp_path / "my"))
     assert code == 0 and "rise" not in err
+
+
+def test_many_refused_rounds_each_name_their_scores_file_through_compare(capsys, tmp_path):
+    # compare at T reads a dump directory on the batch arrays, which know no file; its refused rounds
+    # get the round path's words. More than a few are replayed in one pass of the run (not one scan
+    # of the directory per round): each still names its own file and row.
+    d = small_scored_by_hand(tmp_path / "my")
+    keys = [f"{10 + 2 * k}_{20 + 2 * k}" for k in range(1, 21)]
+    for key in keys:  # the step-0 files sit one key earlier (docs/dump-format.md), here at odd keys
+        a, b = map(int, key.split("_"))
+        for f in sorted(d.glob("*_10_20*")):
+            shutil.copy(f, d / f.name.replace("10_20", key))
+        for f in sorted(d.glob("draft_step_0_9_19*")):
+            shutil.copy(f, d / f.name.replace("9_19", f"{a - 1}_{b - 1}"))
+    code, out, err = run(capsys, "compare", d, "--temperature", "0.7", "--vocab-size", "3")
+    assert code == 2 and "exact" not in out
+    for key in ["10_20", *keys]:
+        assert_told(err, f"round {key}", f"validate_{key}.scores (scores), row 0")

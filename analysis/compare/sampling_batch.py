@@ -499,17 +499,24 @@ def compare_sampling_run(
     return done if is_packed_run(run.replay.directory) else _name_the_rows(run, done, vocab_size, nodes)
 
 
+ALONE_LIMIT = 16  # refused rounds replayed one by one; more: the whole run once (_name_the_rows)
+
+
 def _name_the_rows(run: LabelledRun, done: SamplingComparison, vocab_size, nodes) -> SamplingComparison:
     """The batch arrays know no file: each round of a dump directory refused for a bad row gets the
-    round path's reason, which names the scores file and the row (replaying that round alone)."""
-    if all(why == NO_SCORES for _, _, why in done.skipped):
+    round path's reason, which names the scores file and the row. A few such rounds are replayed
+    alone (each read of one round scans the directory); more, and the run is replayed once."""
+    bad = {name for name, _, why in done.skipped if why != NO_SCORES}
+    if not bad:
         return done
     index = {f"{a}_{b}": i for i, (a, b) in enumerate(run.results.summaries[2])}
+    results = run.results[:] if len(bad) > ALONE_LIMIT else run.results
+    replayed = {name: results[index[name]] for name in bad if name in index}
     skipped = []
     for name, t, why in done.skipped:
-        if why != NO_SCORES and name in index:
+        if name in replayed and why != NO_SCORES:
             try:
-                round_sampling(run.results[index[name]], t, vocab_size, nodes)
+                round_sampling(replayed[name], t, vocab_size, nodes)
             except ValueError as exc:
                 why = str(exc)
         skipped.append((name, t, why))
