@@ -244,14 +244,14 @@ def print_missing_node_logprobs(
     if not missing or recorded_column(temperature, manifest.node_logprob_temperatures) is None:
         return
     why = ""
-    if gaps is not None:
+    if gaps is not None and any(gaps):
         parents, without = gaps
         parts = [f"{len(parents)} in the parents layout, where validate row n is not tree node n ({_some(parents)})"]
         parts += [f"{len(without)} without node_logprobs in their validate file or packed run ({_some(without)})"]
-        why = " (" + "; ".join(p for p, names in zip(parts, gaps) if names) + ")"
+        why = ": " + "; ".join(p for p, names in zip(parts, gaps) if names)
     print(
         f"specreplay {command}: note: manifest.json records node_logprobs at T = {temperature:g}, but "
-        f"{missing} round(s) here carry none{why}: their numbers are the top-K bounds",
+        f"{missing} round(s) here carry none, so their numbers are the top-K bounds{why}",
         file=sys.stderr,
     )
 

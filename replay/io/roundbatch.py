@@ -179,7 +179,9 @@ class MatrixStack:
             or _node_columns(s) != _node_columns(first)
             for s in stacks
         ):
-            raise ValueError("MatrixStack.concat: every stack must have scores (and parents, node log-probs) or none")
+            raise ValueError(
+                "MatrixStack.concat: every stack must have scores (and parents) or none, node log-probs with equal columns or none"
+            )
         # As just checked, each of these holds every stack's array or is empty.
         logps = [s.logp for s in stacks if s.logp is not None]
         pars = [s.parents for s in stacks if s.parents is not None]
