@@ -195,9 +195,9 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
         out.write("\n".join(lines) + "\n")
     if smp.needs_vocab:
         print_needs_vocab("batch", t)
-    usable = {f"{a}_{b}" for a, b in res.keys[:, rows].T.tolist()}
-    parents = [n for p in rep.per_batch for n in p[2][0] if n in usable]
-    without = [n for p in rep.per_batch for n in p[2][1] if n in usable]
+    order = {f"{a}_{b}": i for i, (a, b) in enumerate(res.keys[:, rows].T.tolist())}  # the used rounds, in run order
+    parents = sorted((n for p in rep.per_batch for n in p[2][0] if n in order), key=order.__getitem__)
+    without = sorted((n for p in rep.per_batch for n in p[2][1] if n in order), key=order.__getitem__)
     print_missing_node_logprobs("batch", t, manifest, len(parents) + len(without), (parents, without))
     print_reading(rep)
     return 1 if rep.skipped else 0
