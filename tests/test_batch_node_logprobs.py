@@ -160,3 +160,24 @@ def test_the_hand_written_round_is_exact_through_batch(capsys, tmp_path):
     assert s["accepted_length_variance"] == pytest.approx(0.6 * 1 + 0.3 * 4 - 1.2**2, abs=1e-12)
     assert s["length_at_least_lo"] == pytest.approx([0.9, 0.3], abs=1e-12)
     assert math.isclose(s["expected_block_efficiency_lo"], 2.2)
+
+
+def test_packed_json_checks_the_node_logprobs_shape(dumps, capsys, tmp_path):
+    """v_node_logp's shape is checked on open like every array's (a re-sealed edit included): one
+    line naming packed.json and the field, exit 2."""
+    from replay.io.packed.format import seal_meta
+
+    run = tmp_path / "run"
+    assert cli(capsys, "pack", dumps["every"][0], "-o", run, "--no-progress")[0] == 0
+    meta = run / "packed.json"
+    body = json.loads(meta.read_text())
+    spec = next(g for g in body["groups"] if "v_node_logp" in g["arrays"])["arrays"]["v_node_logp"]
+    size = int(np.dtype(spec["dtype"]).itemsize)
+    header = spec["bytes"] - math.prod(spec["shape"]) * size
+    spec["shape"][2] = 17  # more temperatures than a validate file may hold (bytes to match: its own check)
+    spec["bytes"] = header + math.prod(spec["shape"]) * size
+    meta.write_text(json.dumps(seal_meta(body)))
+    code, out, err = cli(capsys, "batch", run, "--temperature", "0.7", "--no-progress")
+    assert code == 2 and out == ""
+    assert "packed.json" in err and "v_node_logp.shape" in err and "1..16 temperatures" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
