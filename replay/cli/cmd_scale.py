@@ -10,12 +10,11 @@ from dataclasses import replace
 import numpy as np
 
 from replay.core.records import write_arrow_table, write_batch_json_lines
-from replay.core.sampling import problem_words
 from replay.core.sampling_recorded import recorded_column
 from replay.engine.batch import BatchResult
 from replay.engine.batch.codes import ERR_OK
 from replay.engine.batch.frames import distinct_columns, record_arrow
-from replay.engine.batch.recorded import node_rounds, refusal_reasons, sampling_at
+from replay.engine.batch.recorded import node_rounds, refusal_reasons, refusal_words, sampling_at
 from replay.engine.batch.sampling import NO_SCORES_CODE
 from replay.engine.batch.sampling_frames import (
     concat_sampling,
@@ -25,7 +24,7 @@ from replay.engine.batch.sampling_frames import (
 )
 from replay.engine.render import SummaryFigures, sampling_summary_arrays, summary_lines
 from replay.engine.runs import RunReplay, replay_run
-from replay.engine.sampling import NO_SCORES, sampling_skip
+from replay.engine.sampling import sampling_skip
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.grouping import describe_skipped
 from replay.io.manifest import read_manifest
@@ -224,13 +223,10 @@ def _refusals(directory: str, opts, res: BatchResult, smp, t: float, vocab, node
     named = refusal_reasons(
         directory, opts, [k for k, i in zip(keys, bad) if smp.problem[i] != NO_SCORES_CODE], t, vocab, nodes
     )
-    out = []
-    for k, i in zip(keys, bad):
-        why = (
-            NO_SCORES if smp.problem[i] == NO_SCORES_CODE else named.get(k) or problem_words(int(smp.problem[i]), vocab)
-        )
-        out.append(sampling_skip(f"{k[0]}_{k[1]}", t, why))
-    return out
+    return [
+        sampling_skip(f"{k[0]}_{k[1]}", t, named.get(k) or refusal_words(int(smp.problem[i]), vocab))
+        for k, i in zip(keys, bad)
+    ]
 
 
 def _write_table(rep: RunReplay, path: str) -> None:

@@ -20,14 +20,16 @@ from dataclasses import replace
 import numpy as np
 
 from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.sampling import problem_words
 from replay.core.sampling_recorded import recorded_bounds, recorded_column
 from replay.core.vocab import LAYOUT_ALL, LAYOUTS
 from replay.io.roundbatch import RoundBatch
 
+from ..sampling import NO_SCORES
 from .codes import ERR_OK
 from .driver import rebuilt_levels
 from .result import BatchResult
-from .sampling import BatchSampling, batch_sampling, shape_arrays
+from .sampling import NO_SCORES_CODE, BatchSampling, batch_sampling, shape_arrays
 
 NODE_COLUMNS_CODE = -2  # BatchSampling.problem: node_logprobs columns differ from the manifest's count
 _ALL = LAYOUTS.index(LAYOUT_ALL)  # BatchResult.layout's code of the all layout
@@ -97,13 +99,13 @@ def refusal_reasons(directory: str, opts, keys: Iterable[tuple[int, int]], tempe
     from ..replayer import replay_directory
     from ..sampling import round_sampling
 
-    wanted = sorted(set(keys))
+    wanted = set(keys)
     if not wanted:
         return {}
     if len(wanted) > ALONE_LIMIT:
         results = list(replay_directory(directory, opts).results)
     else:
-        results = [r for k in wanted for r in replay_directory(directory, replace(opts, only_round=k)).results]
+        results = [r for k in sorted(wanted) for r in replay_directory(directory, replace(opts, only_round=k)).results]
     out = {}
     for res in results:
         if res.key in wanted:
@@ -114,4 +116,13 @@ def refusal_reasons(directory: str, opts, keys: Iterable[tuple[int, int]], tempe
     return out
 
 
-__all__ = ["ALONE_LIMIT", "NODE_COLUMNS_CODE", "node_rounds", "refusal_reasons", "sampling_at"]
+def refusal_words(code: int, vocab_size=None) -> str:
+    """The arrays' own words for a BatchSampling.problem (no file: refusal_reasons' are preferred)."""
+    if code == NO_SCORES_CODE:
+        return NO_SCORES
+    if code == NODE_COLUMNS_CODE:
+        return "its validate node_logprobs has another number of columns than manifest.json node_logprob_temperatures lists"
+    return problem_words(code, vocab_size)
+
+
+__all__ = ["ALONE_LIMIT", "NODE_COLUMNS_CODE", "node_rounds", "refusal_reasons", "refusal_words", "sampling_at"]
