@@ -101,11 +101,7 @@ def batch_table_parts(
         round_columns = [c for c in (ROUND_COLUMNS if round_columns is None else round_columns) if c != "round"]
         node_columns = [c for c in (NODE_COLUMNS if node_columns is None else node_columns) if c != "round"]
     parts = TableParts([], [], [], [])
-    for k, shape in enumerate(res.shapes):
-        members = np.flatnonzero(res.ok & (res.shape_index == k))
-        if not members.shape[0]:
-            continue
-        sub, r = batch.take(members), res.take(members)
+    for shape, members, sub, r in _by_shape(batch, res):
         facts = _node_facts(sub, r, shape, cfg.tree_type != TREE_DYNAMIC)
         rounds, nodes = ordinals[members], np.repeat(ordinals[members], facts.parent.shape[0])
         parts.rounds.append(_round_columns(r, shape, facts, cfg, run, round_columns))
@@ -115,6 +111,17 @@ def batch_table_parts(
         parts.round_ordinals.append(rounds)
         parts.node_ordinals.append(nodes)
     return parts
+
+
+def _by_shape(batch: RoundBatch, res: BatchResult):
+    """(shape, [C] int64 positions in the batch, those rounds' batch, their result) per shape of the
+    rounds ``res`` replayed; a batch of one shape, all replayed (most blocks of a packed run), is not copied."""
+    for k, shape in enumerate(res.shapes):
+        members = np.flatnonzero(res.ok & (res.shape_index == k))
+        if members.shape[0] == len(batch):
+            yield shape, members, batch, res
+        elif members.shape[0]:
+            yield shape, members, batch.take(members), res.take(members)
 
 
 def join_parts(parts: list[TableParts]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -188,11 +195,7 @@ def batch_metric_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run
         np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
     )
     rounds, round_ordinals, shapes = [], [], []
-    for k, shape in enumerate(res.shapes):
-        members = np.flatnonzero(res.ok & (res.shape_index == k))
-        if not members.shape[0]:
-            continue
-        sub, r = batch.take(members), res.take(members)
+    for shape, members, sub, r in _by_shape(batch, res):
         shapes.append((_node_facts(sub, r, shape, cfg.tree_type != TREE_DYNAMIC), shape, r))
         rounds.append(_round_columns(r, shape, shapes[-1][0], cfg, run, SLIM_ROUND_COLUMNS))
         round_ordinals.append(ordinals[members])

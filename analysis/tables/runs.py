@@ -40,21 +40,29 @@ class LazyResults(Sequence):
         self._opts = opts
         self._label = label
         self._progress = progress
-        self._keys = list(zip(rounds["key_a"].tolist(), rounds["key_b"].tolist()))
-        # analysis.report.example_round's choice needs only these: it then replays just the round drawn
-        self.summaries = (rounds["accepted_length"].tolist(), rounds["stop"].tolist(), self._keys)
+        self._rounds = rounds  # the run's round table: its columns become lists only when asked (below)
+        self._n = len(rounds)
+
+    @cached_property
+    def _keys(self) -> list[tuple[int, int]]:
+        return list(zip(self._rounds["key_a"].tolist(), self._rounds["key_b"].tolist()))
+
+    @cached_property
+    def summaries(self) -> tuple[list[int], list[str], list[tuple[int, int]]]:
+        """analysis.report.example_round's choice needs only these: it then replays just the round drawn."""
+        return (self._rounds["accepted_length"].tolist(), self._rounds["stop"].tolist(), self._keys)
 
     @cached_property
     def _results(self) -> tuple[RoundResult, ...]:
         results = load_reference(self._path, self._label, self._opts, self._progress).results
-        if len(results) != len(self._keys):
+        if len(results) != self._n:
             raise RuntimeError(
-                f"the reference replayed {len(results)} rounds, the batch path {len(self._keys)}: a bug in replay.engine.batch"
+                f"the reference replayed {len(results)} rounds, the batch path {self._n}: a bug in replay.engine.batch"
             )
         return results
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return self._n
 
     def __getitem__(self, i):
         if isinstance(i, slice) or "_results" in vars(self):
