@@ -350,7 +350,7 @@ def _level_ranks(
         lo, hi = shape.starts[d], shape.starts[d] + shape.level_sizes[d]
         lp = level_lp[d - 1]  # [L, C]
         have = ~np.isnan(lp).any(axis=0)
-        by_score = np.argsort(np.argsort(-lp, axis=0, kind="stable"), axis=0, kind="stable")
+        by_score = _descending_positions(lp)
         m = shape.maps[d - 1]
         keys = m.slot_rank * (int(m.slot_parent.max()) + 1) + m.slot_parent  # rank major, then parent's slot
         by_fallback = np.argsort(np.argsort(keys, kind="stable"), kind="stable")[:, None]
@@ -360,11 +360,30 @@ def _level_ranks(
     return out
 
 
+def _descending_positions(lp: np.ndarray) -> np.ndarray:
+    """[L, C] int64: each row's position when its column is sorted by descending value, ties in row
+    order: ``np.argsort(np.argsort(-lp, axis=0, kind="stable"), axis=0)`` (columns with NaN: any value).
+
+    A level has few nodes and a block many rounds: for small L the position is counted (rows
+    above, plus equal rows before), L² comparisons per round instead of two sorts of strided columns."""
+    n = lp.shape[0]
+    if n > 16:
+        order = np.argsort(-lp, axis=0, kind="stable")
+        out = np.empty(lp.shape, dtype=np.int64)
+        np.put_along_axis(out, order, np.broadcast_to(np.arange(n)[:, None], lp.shape), axis=0)
+        return out
+    out = np.zeros(lp.shape, dtype=np.int64)
+    for j in range(n):
+        out += lp[j] > lp  # row j is above
+        out[j + 1 :] += lp[j] == lp[j + 1 :]  # row j ties and comes first
+    return out
+
+
 def _rank_paths(shape: TreeShape, chosen: list[np.ndarray]) -> tuple[list[tuple[int, ...]], np.ndarray]:
     """(the distinct rank paths from the root, [n, C] int64 each node's path as an index into them).
 
-    A level's nodes are numbered by their distinct rank paths; a child's path is its parent's plus
-    its own rank, so each level costs one np.unique over codes, whatever the number of rounds.
+    A level's nodes are numbered by their distinct rank paths, in code order; a child's path is its
+    parent's plus its own rank, so each level costs one bincount over codes, whatever the number of rounds.
     """
     c = chosen[0].shape[1]
     paths: list[tuple[int, ...]] = [()]
@@ -375,9 +394,12 @@ def _rank_paths(shape: TreeShape, chosen: list[np.ndarray]) -> tuple[list[tuple[
         m = shape.maps[i]
         parent_id = np.take_along_axis(path_id, chosen[i][m.slot_parent], axis=0)  # [L, C]
         base = int(m.slot_rank.max()) + 1
-        uniq, inverse = np.unique(parent_id * base + m.slot_rank[:, None], return_inverse=True)
+        code = parent_id * base + m.slot_rank[:, None]  # [L, C] in [0, paths of the level above × base)
+        uniq = np.flatnonzero(np.bincount(code.ravel(), minlength=len(level_paths) * base))
+        number = np.zeros(len(level_paths) * base, dtype=np.int64)
+        number[uniq] = np.arange(uniq.shape[0])
         level_paths = [level_paths[int(u) // base] + (int(u) % base,) for u in uniq]
-        path_id = inverse.reshape(parent_id.shape)
+        path_id = number[code]
         index.append(path_id + len(paths))
         paths += level_paths
     return paths, np.concatenate(index, axis=0)

@@ -49,24 +49,25 @@ class NodeCounts:
 
     def add(self, f, shape: TreeShape, res: BatchResult) -> None:
         """Count the rounds of ``res`` (all of one shape, all replayed) from their facts ``f``."""
-        depth = np.repeat(np.arange(shape.num_steps + 1, dtype=np.int64), shape.level_sizes)[:, None]  # [n, 1]
-        expanded = f.expanded_slot >= 0
-        path = f.on_path & expanded  # the path's expanded nodes: they verify their children at depth + 1
-        d, tin, rank = np.broadcast_to(depth + 1, path.shape)[path], f.target_in[path], f.target_rank[path]
-        _count(self.hit_outcome, d, tin)
+        depth = np.repeat(np.arange(shape.num_steps + 1, dtype=np.int64), shape.level_sizes)
+        node, col = np.nonzero(f.on_path)  # the path's nodes (a few per round), each (node, round)
+        d, slot = depth[node], f.expanded_slot[node, col]
+        path = slot >= 0  # the path's expanded nodes: they verify their children at depth + 1
+        tin, rank = f.target_in[node[path], col[path]], f.target_rank[node[path], col[path]]
+        _count(self.hit_outcome, d[path] + 1, tin)
         row = tin != _NO_ROW
-        _count(self.rank_of_hit, d[row], tin[row], rank[row])
-        steps = np.asarray(res.num_steps, dtype=np.int64)[None, :]
-        on = f.on_path & (depth >= 1) & (depth < steps)  # a draft step ran at the path's node's depth
-        _count(self.parent_slot, np.broadcast_to(depth, on.shape)[on], f.expanded_slot[on], f.level_rank[on])
+        _count(self.rank_of_hit, d[path][row] + 1, tin[row], rank[row])
+        steps = np.asarray(res.num_steps, dtype=np.int64)[col]
+        on = (d >= 1) & (d < steps)  # a draft step ran at the path's node's depth
+        _count(self.parent_slot, d[on], slot[on], f.level_rank[node[on], col[on]])
         self._add_slots(f, shape)
         present = np.bincount(f.path_index.ravel(), minlength=len(f.paths))
-        hit = np.bincount(f.path_index.ravel(), weights=f.on_path.ravel(), minlength=len(f.paths))
+        hit = np.bincount(f.path_index[node, col], minlength=len(f.paths))
         for p, k, h in zip(f.paths, present.tolist(), hit.tolist()):
             if k:
                 got = self.named.setdefault(p, [0, 0])
                 got[0] += k
-                got[1] += int(h)
+                got[1] += h
 
     def _add_slots(self, f, shape: TreeShape) -> None:
         """slot_hit_frequency's counts: rounds whose (parent's slot, rank) per node is a prefix of the static shape's."""
@@ -81,7 +82,7 @@ class NodeCounts:
         same = (parent_slot == canon_slot[:, None]).all(axis=0) & bool((rank[1:] == canon_rank).all())
         self.other_shape += int(c - same.sum())
         self.present[:n] += int(same.sum())
-        self.hits[:n] += f.on_path[:, same].sum(axis=1)
+        self.hits[:n] += (f.on_path if same.all() else f.on_path[:, same]).sum(axis=1)
 
     def tables(self) -> dict:
         """The counts as node_metric_counts gives them for these rounds' node table."""
@@ -149,7 +150,7 @@ def block_counts(parts: list[tuple], cfg: TreeConfig, run: str) -> dict:
 
 def _count(counter: Counter, *columns: np.ndarray) -> None:
     """Add the rows of ``columns`` (equal-length int arrays of small values) to ``counter``, keyed by
-    their tuple: one np.unique over a mixed-radix code of the row."""
+    their tuple: one bincount (or np.unique, for a large code space) over a mixed-radix code of the row."""
     if not columns[0].shape[0]:
         return
     cols = [np.asarray(c, dtype=np.int64) for c in columns]
@@ -158,7 +159,13 @@ def _count(counter: Counter, *columns: np.ndarray) -> None:
     code = np.zeros(cols[0].shape[0], dtype=np.int64)
     for c, lo, base in zip(cols, lows, bases):
         code = code * base + (c - lo)
-    uniq, n = np.unique(code, return_counts=True)
+    size = int(np.prod(bases, dtype=np.float64))
+    if size <= 1 << 20:  # the usual case: a small code space, counted without sorting
+        n = np.bincount(code, minlength=size)
+        uniq = np.flatnonzero(n)
+        n = n[uniq]
+    else:
+        uniq, n = np.unique(code, return_counts=True)
     for u, k in zip(uniq.tolist(), n.tolist()):
         key = []
         for lo, base in zip(reversed(lows), reversed(bases)):
