@@ -225,3 +225,23 @@ def test_array_counts_of_a_batch_of_several_shapes():
         shapes.append(len(res.shapes))
         assert_same_block(batch, res, cfg)
     assert max(shapes) > 1
+
+
+@pytest.mark.parametrize("top", [7, 2**40, 2**62])
+def test_count_of_rows_whatever_their_range(top):
+    """node_counts._count keys each row by its tuple: by a bincount over a small code space, np.unique
+    over a large one, and the rows themselves where the code would overflow int64."""
+    from collections import Counter
+
+    from analysis.tables.node_counts import _count
+
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(-1, 5, 300), rng.integers(0, 3, 300)
+    c = rng.integers(-1, top, 300)
+    c[:3], c[3:6] = top, -1
+    got: Counter = Counter()
+    _count(got, a, b, c)
+    _count(got, a[:10], b[:10], c[:10])
+    assert got == Counter(zip(a.tolist(), b.tolist(), c.tolist())) + Counter(
+        zip(a[:10].tolist(), b[:10].tolist(), c[:10].tolist())
+    )

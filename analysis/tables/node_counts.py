@@ -156,6 +156,11 @@ def _count(counter: Counter, *columns: np.ndarray) -> None:
     cols = [np.asarray(c, dtype=np.int64) for c in columns]
     lows = [int(c.min()) for c in cols]
     bases = [int(c.max()) - lo + 1 for c, lo in zip(cols, lows)]
+    if float(np.prod(bases, dtype=np.float64)) >= 2.0**62:  # the code would overflow int64: rows as they are
+        rows, n = np.unique(np.stack(cols), axis=1, return_counts=True)
+        for key, k in zip(rows.T.tolist(), n.tolist()):
+            counter[tuple(key)] += k
+        return
     code = np.zeros(cols[0].shape[0], dtype=np.int64)
     for c, lo, base in zip(cols, lows, bases):
         code = code * base + (c - lo)
