@@ -2674,3 +2674,25 @@ def test_a_parents_layout_round_with_node_logprobs_says_it_uses_the_bounds(capsy
     assert_told(err, "records node_logprobs at T = 0.5", "1 in the parents layout", "round 124_140", "top-K bounds")
     assert err.count("note: manifest.json records node_logprobs") == 1
     assert "packed run does not" not in err
+
+
+# --- lead: a long skip listing is folded by reason (new-user try 3: 100,001 identical lines) ---
+
+
+def test_many_rounds_skipped_for_one_reason_are_folded_into_a_count(capsys, tmp_path):
+    d = small_root_by_hand(tmp_path / "noscores", root=2, rounds=25)  # no scores: nothing to sample from
+    code, out, err = run(capsys, "replay", d, "--temperature", "0.7", "--summary", "--no-progress")
+    assert code == 2
+    skips = [line for line in err.splitlines() if line.startswith("specreplay: skipped")]
+    assert len(skips) == 4, err
+    assert all("no scores" in line for line in skips), err
+    assert skips[0].startswith("specreplay: skipped round 10_10: ")
+    assert_told(skips[3], "skipped 22 more for the same reason (round 40_40 … round 250_250)")
+
+
+def test_a_short_skip_listing_keeps_one_line_per_round(capsys, tmp_path):
+    d = small_root_by_hand(tmp_path / "noscores", root=2, rounds=5)
+    code, out, err = run(capsys, "replay", d, "--temperature", "0.7", "--summary", "--no-progress")
+    assert code == 2
+    skips = [line for line in err.splitlines() if line.startswith("specreplay: skipped")]
+    assert [s.split(":")[1].strip() for s in skips] == [f"skipped round {10 * r}_{10 * r}" for r in range(1, 6)], err

@@ -10,7 +10,8 @@
 - ``--help`` shows every non-empty default (HelpFormatter).
 - A command is declared with add_command (its help line, description, examples, handler
   ``run_<command>``); commands that read dumps share add_dump_options / options_from_args.
-- Skipped inputs are listed one per stderr line (print_skipped) and give exit status 1; notes and
+- Skipped inputs are listed one per stderr line (print_skipped; a long listing is folded by reason) and
+  give exit status 1; notes and
   warnings about how the files were read go to stderr too (print_reading). Stdout keeps only results.
 - Not one round replayed is an error (exit 2) in every command (require_rounds): the skip reasons
   are listed first, then one error line, with a "did you mean validate_..." hint for near-miss names.
@@ -64,12 +65,38 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return text
 
 
-def print_skipped(skipped: Iterable[Skipped], label: str | None = None) -> None:
-    """One stderr line per skipped input, the listing that goes with exit status 1; ``label``
-    names the run when there are several."""
-    run = f"{label}: " if label else ""
+# A listing longer than this is folded by reason: a run of 10^5 rounds without validate scores once
+# printed 100,001 identical lines (17 MB of stderr) and hid the one line that mattered.
+SKIP_LINES_LIMIT = 20
+SKIP_LINES_PER_REASON = 3  # shown in full before a folded reason's count
+
+
+def skipped_lines(skipped: Sequence[Skipped]) -> list[str]:
+    """The listing of skipped inputs: one line each up to SKIP_LINES_LIMIT; beyond, each reason's
+    first SKIP_LINES_PER_REASON inputs in full, then one line counting the rest with their first
+    and last names, reasons in the order they first occur."""
+    if len(skipped) <= SKIP_LINES_LIMIT:
+        return [f"skipped {s.what}: {s.reason}" for s in skipped]
+    by_reason: dict[str, list[str]] = {}
     for s in skipped:
-        print(f"specreplay: {run}skipped {s.what}: {s.reason}", file=sys.stderr)
+        by_reason.setdefault(s.reason, []).append(s.what)
+    lines = []
+    for reason, whats in by_reason.items():
+        lines += [f"skipped {what}: {reason}" for what in whats[:SKIP_LINES_PER_REASON]]
+        rest = whats[SKIP_LINES_PER_REASON:]
+        if len(rest) == 1:
+            lines.append(f"skipped {rest[0]}: {reason}")
+        elif rest:
+            lines.append(f"skipped {len(rest):,} more for the same reason ({rest[0]} … {rest[-1]}): {reason}")
+    return lines
+
+
+def print_skipped(skipped: Iterable[Skipped], label: str | None = None) -> None:
+    """The listing that goes with exit status 1 (skipped_lines), on stderr; ``label`` names the run
+    when there are several."""
+    run = f"{label}: " if label else ""
+    for line in skipped_lines(list(skipped)):
+        print(f"specreplay: {run}{line}", file=sys.stderr)
 
 
 def print_notes(lines: Iterable[str], label: str | None = None) -> None:
