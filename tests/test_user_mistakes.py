@@ -2696,3 +2696,14 @@ def test_a_short_skip_listing_keeps_one_line_per_round(capsys, tmp_path):
     assert code == 2
     skips = [line for line in err.splitlines() if line.startswith("specreplay: skipped")]
     assert [s.split(":")[1].strip() for s in skips] == [f"skipped round {10 * r}_{10 * r}" for r in range(1, 6)], err
+
+
+def test_a_mistyped_option_is_told_by_its_command_with_the_nearest_option(capsys):
+    code, out, err = run(capsys, "replay", "sample_dumps/article_round", "--temprature", "0.7")
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        "specreplay replay: error: unrecognized arguments: --temprature 0.7; --temprature: did you mean "
+        "--temperature? (see specreplay replay --help)"
+    )
+    code, out, err = run(capsys, "stats", "sample_dumps/article_round", "--zzz")
+    assert code == 2 and "did you mean" not in err and "(see specreplay stats --help)" in err
