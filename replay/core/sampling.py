@@ -372,16 +372,17 @@ def _row_scale(rs: _RowStats, t: float, cells: np.ndarray | None) -> tuple[np.nd
 
 
 def _first_cells(ids: np.ndarray, d: np.ndarray, tok: np.ndarray) -> np.ndarray:
-    """[g, C] the value d of the first cell of a row (ids, d [K, C]) carrying each child's token, else 1.0
-    (no cell has d > 0: the caller tells the missing children by it).
+    """[g, C] the value d of the first cell of a row (ids, d [K, C], or [g, K, C]: one row per child)
+    carrying each child's token, else 1.0 (no cell has d > 0: the caller tells the missing ones by it).
 
     One comparison per (column, child) on vectors over rounds; walking the columns from the last
     to the first leaves the first match (the scalar reference's rule for a row naming a token twice).
     """
-    if tok.shape[1] < SMALL_CHUNK:  # few rounds: one broadcast comparison, fewer numpy calls
-        hit = tok[:, None, :] == ids[None]  # [g, K, C]
+    if ids.ndim == 3 or tok.shape[1] < SMALL_CHUNK:  # few rounds: one broadcast comparison, fewer numpy calls
+        ids, d = (ids, d) if ids.ndim == 3 else (ids[None], d[None])  # [g, K, C]: each child's own row
+        hit = tok[:, None, :] == ids
         first = np.argmax(hit, axis=1)[:, None, :]  # the first True, 0 when none
-        cell = np.take_along_axis(np.broadcast_to(d[None], hit.shape), first, axis=1)[:, 0]
+        cell = np.take_along_axis(np.broadcast_to(d, hit.shape), first, axis=1)[:, 0]
         return np.where(hit.any(axis=1), cell, 1.0)
     out = np.ones(tok.shape)
     hit = np.empty(tok.shape, dtype=bool)
@@ -450,7 +451,11 @@ class _Chunk:
         """
         rs, tok = self.stats, self.tok
         out = np.ones(tok.shape)
-        if isinstance(self.tree, TreeLayout):
+        if isinstance(self.tree, TreeLayout) and tok.shape[1] < SMALL_CHUNK:  # every edge at once
+            nr = self.tree.node_row
+            out = _first_cells(self.ids[nr], rs.d[nr], tok)
+            out[0] = 1.0
+        elif isinstance(self.tree, TreeLayout):
             for e, kids in enumerate(self.tree.children):
                 out[kids] = _first_cells(self.ids[e], rs.d[e], tok[kids])
         else:  # the parent's row gathered per round, [K, C]
@@ -511,73 +516,58 @@ def _edge_weights(ch: _Chunk, t: float) -> np.ndarray:
     return out
 
 
-def _edge_p(num: np.ndarray, terms: _Terms, row: int | np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
-    """(p_lo, p_hi) of edges with weights ``num`` [g, C] out of one row, or per edge (row: [g, C] offsets).
+def _edge_probs(ch: _Chunk, t: float, terms: _Terms | None) -> tuple[np.ndarray, np.ndarray]:
+    """(p_lo, p_hi) [N+1, C] of every edge into node u (row 0: unused) at T, all edges at once, each
+    with its parent row's 1/Z and missing-child bound.
 
     A recorded child has weight > 0 or is recorded with q^a = 0; in the second case x_max <= its
     weight is 0 as well, so taking it for missing gives the same [0, 0]: "weight > 0" is the test.
     """
-    inv_zlo, inv_zhi, miss = (x[row] if isinstance(row, int) else np.take(x, row) for x in terms)
-    if t == 1.0:  # 1/Z = 1 (0 in a dead row, where every weight is 0)
-        p_lo = np.minimum(num, 1.0)
-        return p_lo, p_lo + (num <= 0.0) * miss
-    p_lo = num * inv_zhi
-    np.minimum(p_lo, 1.0, out=p_lo)
-    p_hi = num * inv_zlo
-    np.minimum(p_hi, 1.0, out=p_hi)
-    # p_hi is 0 where num is (1/Z_lo <= 1: a row's top cell has q^a / q_max^a = 1): add the missing
-    # child's bound there (arithmetic: np.where on a mask without pattern costs several times more)
-    p_hi += (num <= 0.0) * miss
+    if terms is None:  # T = 0: the child carrying the row's top-1
+        p_lo = p_hi = (ch.tok == ch.per_edge(ch.top1())).astype(np.float64)
+    else:
+        num = _edge_weights(ch, t)
+        missing = (num <= 0.0) * ch.per_edge(terms[2])
+        if t == 1.0:  # 1/Z = 1 (0 in a dead row, where every weight is 0)
+            p_lo = np.minimum(num, 1.0)
+            p_hi = p_lo + missing
+        else:
+            p_lo = num * ch.per_edge(terms[1])
+            np.minimum(p_lo, 1.0, out=p_lo)
+            p_hi = num * ch.per_edge(terms[0])
+            np.minimum(p_hi, 1.0, out=p_hi)
+            # p_hi is 0 where num is (1/Z_lo <= 1: a row's top cell has q^a / q_max^a = 1): add the missing
+            # child's bound there (arithmetic: np.where on a mask without pattern costs several times more)
+            p_hi += missing
+    if ch.repeat is not None:
+        p_lo, p_hi = p_lo * ch.repeat, p_hi * ch.repeat
     return p_lo, p_hi
 
 
-def _walk_layout(ch: _Chunk, t: float, terms: _Terms | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(reach_lo, reach_hi [N+1, C], exact [C]) of a chunk of one tree: rows in order, each row's
-    children at once, its 1/Z and missing-child bound broadcast over them."""
-    tree, tok = ch.tree, ch.tok
-    assert isinstance(tree, TreeLayout)
-    reach_lo, reach_hi = np.empty(tok.shape), np.empty(tok.shape)
+def _walk(ch: _Chunk, p_lo: np.ndarray, p_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(reach_lo, reach_hi [N+1, C], exact [C]) of one chunk: rows in order (a TreeLayout: each row's
+    children at once) or nodes in order (TreeColumns: each node's parent reach gathered per round)."""
+    n1, c = p_lo.shape
+    reach_lo, reach_hi = np.empty((n1, c)), np.empty((n1, c))
     reach_lo[0] = reach_hi[0] = 1.0
-    gap = np.zeros(tok.shape[1], dtype=bool)  # a reachable edge with p_lo < p_hi
-    top1 = ch.top1() if terms is None else None
-    num = None if terms is None else _edge_weights(ch, t)
-    for e, kids in enumerate(tree.children):
-        if terms is None or num is None:  # T = 0: the child carrying the row's top-1
-            assert top1 is not None
-            p_lo = p_hi = (tok[kids] == top1[e]).astype(np.float64)
-        else:
-            p_lo, p_hi = _edge_p(num[kids], terms, e, t)
-        if ch.repeat is not None:
-            p_lo, p_hi = p_lo * ch.repeat[kids], p_hi * ch.repeat[kids]
-        at = ch.reach_index[e]
-        lo, hi = (reach_lo[at], reach_hi[at]) if isinstance(at, int) else (np.take(reach_lo, at), np.take(reach_hi, at))
-        reach_lo[kids] = p_lo * lo
-        reach_hi[kids] = p_hi * hi
-        if terms is not None:  # exact when every edge out of a node the walk can reach has lo == hi
-            gap |= (p_hi > p_lo).any(axis=0) & (hi > 0)
-    return reach_lo, reach_hi, ~gap
-
-
-def _walk_columns(ch: _Chunk, t: float, terms: _Terms | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """_walk_layout for trees that differ per round (TreeColumns): every edge's p at once, its
-    parent row's terms gathered per round, then node by node."""
-    tok = ch.tok
-    n1, c = tok.shape
-    if terms is None:  # T = 0
-        p_lo = p_hi = (tok == ch.per_edge(ch.top1())).astype(np.float64)
-    else:
-        p_lo, p_hi = _edge_p(_edge_weights(ch, t), terms, ch.pidx, t)
-    if ch.repeat is not None:
-        p_lo, p_hi = p_lo * ch.repeat, p_hi * ch.repeat
-    reach_lo, reach_hi = np.ones((n1, c)), np.ones((n1, c))
     par_hi = np.empty((n1, c))  # each edge's parent's reach upper bound
-    for u in range(1, n1):
-        hi = np.take(reach_hi, ch.pidx[u])
-        reach_lo[u] = np.take(reach_lo, ch.pidx[u]) * p_lo[u]
-        reach_hi[u] = hi * p_hi[u]
-        par_hi[u] = hi
+    if isinstance(ch.tree, TreeLayout):
+        for e, kids in enumerate(ch.tree.children):
+            at = ch.reach_index[e]
+            lo, hi = (
+                (reach_lo[at], reach_hi[at]) if isinstance(at, int) else (np.take(reach_lo, at), np.take(reach_hi, at))
+            )
+            reach_lo[kids] = p_lo[kids] * lo
+            reach_hi[kids] = p_hi[kids] * hi
+            par_hi[kids] = hi
+    else:
+        for u in range(1, n1):
+            hi = np.take(reach_hi, ch.pidx[u])
+            reach_lo[u] = np.take(reach_lo, ch.pidx[u]) * p_lo[u]
+            reach_hi[u] = hi * p_hi[u]
+            par_hi[u] = hi
     # exact when every edge out of a node the walk can reach has lo == hi
-    gap = ((p_hi[1:] > p_lo[1:]) & (par_hi[1:] > 0)).any(axis=0)
+    gap: np.ndarray = ((p_hi[1:] > p_lo[1:]) & (par_hi[1:] > 0)).any(axis=0)
     return reach_lo, reach_hi, ~gap
 
 
@@ -644,8 +634,7 @@ def _bounds_of(
             cells = np.empty((k, hi - lo))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
             terms = None if t == 0.0 else _row_scale(ch.stats, t, None if cells is None else cells[:, : hi - lo])
-            walk = _walk_layout if isinstance(tree, TreeLayout) else _walk_columns
-            reach_lo, reach_hi, ex = walk(ch, t, terms)
+            reach_lo, reach_hi, ex = _walk(ch, *_edge_probs(ch, t, terms))
             sums = _depth_sums(tree, lo, hi, reach_lo), _depth_sums(tree, lo, hi, reach_hi)
             parts = _aggregate_chunk(*sums, ex)
         code = ch.stats.problem if t > 0.0 else np.zeros(hi - lo, dtype=np.int8)  # T = 0: scores not judged (README)
