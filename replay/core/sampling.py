@@ -567,7 +567,7 @@ def _walk(ch: _Chunk, p_lo: np.ndarray, p_hi: np.ndarray) -> tuple[np.ndarray, n
             reach_hi[u] = hi * p_hi[u]
             par_hi[u] = hi
     # exact when every edge out of a node the walk can reach has lo == hi
-    gap: np.ndarray = ((p_hi[1:] > p_lo[1:]) & (par_hi[1:] > 0)).any(axis=0)
+    gap = np.any((p_hi[1:] > p_lo[1:]) & (par_hi[1:] > 0), axis=0)
     return reach_lo, reach_hi, ~gap
 
 
