@@ -229,7 +229,8 @@ class _RowStats:
     # for an empty tail), log min(q_K, m) - lmax (the largest q a missing child can have) and, with
     # V, log(m / (V - n)) - lmax (0 where V - n = 0: the tail spread evenly over the unnamed tokens)
     base: np.ndarray
-    rest: np.ndarray | None  # V - n, the tokens a row does not name (0 where none); None without V
+    rest: np.ndarray | float | None  # V - n, the tokens a row does not name (0 where none; one number
+    # when every row has K cells); None without V
     dead: np.ndarray | None  # [E, C] bool: no row, or an empty row (every cell PAD or -inf); None if none
     has: np.ndarray  # [E, C] bool
     problem: np.ndarray  # [C] int8 PROBLEM_* of the round, from its rows that are there
@@ -276,39 +277,56 @@ def _row_stats(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, vocab_size: int
     else:
         pad = None
     lmax = lp.max(axis=1).astype(np.float64)  # max/min are exact in float32: convert after
-    d = lp.astype(np.float64)  # l, then l - lmax (below): one conversion, every sum and exp in float64
-    total = np.exp(d).sum(axis=1)
     lmin = (np.where(pad, np.inf, lp) if pad is not None else lp).min(axis=1).astype(np.float64)
-    rest = None  # per row, the V - n tokens it does not name (n: its non-PAD cells)
+    d = lp.astype(np.float64)  # l, then l - lmax (below): one conversion, every sum and exp in float64
+    total, cells = np.empty(lmax.shape), np.empty(d.shape[1:])
+    for e in range(d.shape[0]):  # row by row: a [K, C] block stays in cache
+        np.exp(d[e], out=cells)
+        np.sum(cells, axis=0, out=total[e])
+    # per row, the V - n tokens it does not name (n: its non-PAD cells); one number without PAD
+    rest: np.ndarray | float | None = None
     if vocab_size is not None:
-        rest = (float(vocab_size) - ((~pad).sum(axis=1) if pad is not None else k)) * np.ones_like(total)
+        rest = float(vocab_size) - k if pad is None else float(vocab_size) - (~pad).sum(axis=1)
     qk = np.exp(lmin)
-    room = None  # the most mass the unnamed tokens can hold; a zero cell means an empty tail (below), not judged
+    no_tail = lmin == -np.inf  # a row with a -inf cell has q_K = 0: its tail is empty (the reference's `if qk > 0`)
+    any_no_tail = bool(no_tail.any())
+    room = None  # the most mass the unnamed tokens can hold; a zero cell means an empty tail, not judged
     if rest is not None:
-        room = np.where(rest > 0, np.where(lmin == -np.inf, np.inf, rest * qk), 0.0)
+        room = rest * qk
+        if any_no_tail:
+            room[no_tail] = np.inf
+        room = np.where(rest > 0, room, 0.0) if isinstance(rest, np.ndarray) else room if rest > 0 else 0.0 * room
     problem = _row_problem(total, lmax, has, room)
-    mass = np.maximum(1.0 - total, 0.0)  # tail mass m at T = 1 (total >= 0: m <= 1)
-    if rest is not None:  # a row naming every token has no tail: its m (within tolerance) is rounding
-        mass = np.where(rest > 0, mass, 0.0)
-    logm = np.log(mass)
-    m = np.exp(logm)
+    m = np.maximum(1.0 - total, 0.0)  # tail mass m at T = 1 (total >= 0: m <= 1)
+    if isinstance(rest, np.ndarray):  # a row naming every token has no tail: its m (within tolerance) is rounding
+        m = np.where(rest > 0, m, 0.0)
+    elif rest is not None and rest <= 0:
+        m = 0.0 * m
+    logm = np.log(m)
     dead = (lmax == -np.inf) | ~has
     if not dead.any():
         dead_or_none = None
     else:  # a dead row's cells are never read (its children get weight 0, its 1/Z is 0): no inf - inf
         dead_or_none, lmax = dead, np.where(dead, 0.0, lmax)
     # The tail packed into as few tokens as it can (docs/analysis.md "What a row gives"): j = floor(m / q_K)
-    # tokens at q_K and one at the rest r. A row with a -inf cell has q_K = 0: its tail is empty (the
-    # scalar reference's `if qk > 0`), as is a tail of mass 0.
+    # tokens at q_K and one at the rest r; a tail of mass 0 or of a row with q_K = 0 is empty.
     j = np.floor(m / qk)
-    r = np.clip(m - j * qk, 0.0, qk)
-    tail = (lmin != -np.inf) & (m > 0)
-    base = [lmin - lmax, np.where(tail, np.log(r) - lmax, -np.inf), np.minimum(lmin, logm) - lmax]
-    if rest is not None:
-        base.append(np.where(rest > 0, logm - np.log(rest) - lmax, 0.0))
-        rest = np.where(rest > 0, rest, 0.0)
+    r = np.minimum(np.maximum(m - j * qk, 0.0), qk)
+    logr = np.log(r)
+    logr -= lmax
+    tail = ~no_tail & (m > 0)
+    if not tail.all():
+        j, logr = np.where(tail, j, 0.0), np.where(tail, logr, -np.inf)
+    base = [lmin - lmax, logr, np.minimum(lmin, logm) - lmax]
+    if rest is not None:  # the tail spread evenly over the V - n unnamed tokens, per token
+        spread = logm - np.log(rest)
+        spread -= lmax
+        base.append(
+            np.where(rest > 0, spread, 0.0) if isinstance(rest, np.ndarray) else spread if rest > 0 else 0.0 * m
+        )
+        rest = np.maximum(rest, 0.0) if isinstance(rest, np.ndarray) else max(rest, 0.0)
     d -= lmax[:, None, :]
-    return _RowStats(d, lmax, total, m, qk, np.where(tail, j, 0.0), np.stack(base), rest, dead_or_none, has, problem)
+    return _RowStats(d, lmax, total, m, qk, j, np.stack(base), rest, dead_or_none, has, problem)
 
 
 def _row_scale(rs: _RowStats, t: float, cells: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
