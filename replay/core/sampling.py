@@ -575,8 +575,11 @@ def _walk(ch: _Chunk, p_lo: np.ndarray, p_hi: np.ndarray) -> tuple[np.ndarray, n
             lo, hi = (
                 (reach_lo[at], reach_hi[at]) if isinstance(at, int) else (np.take(reach_lo, at), np.take(reach_hi, at))
             )
-            reach_lo[kids] = p_lo[kids] * lo
-            reach_hi[kids] = p_hi[kids] * hi
+            if isinstance(kids, slice):  # views: no temporaries
+                np.multiply(p_lo[kids], lo, out=reach_lo[kids])
+                np.multiply(p_hi[kids], hi, out=reach_hi[kids])
+            else:
+                reach_lo[kids], reach_hi[kids] = p_lo[kids] * lo, p_hi[kids] * hi
             par_hi[kids] = hi
     else:
         for u in range(1, n1):
@@ -597,18 +600,22 @@ def _depth_sums(tree: TreeLayout | TreeColumns, lo: int, hi: int, reach: np.ndar
     return np.stack([(reach * (depths == d)).sum(axis=0) for d in range(tree.num_depths)])
 
 
-def _aggregate_chunk(ge_lo: np.ndarray, ge_hi: np.ndarray, exact: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(ge_lo, ge_hi [D+1, C], E lo, E hi, variance [C]) from the per-depth sums of the reach bounds."""
-    weights = 2.0 * np.arange(ge_lo.shape[0]) - 1.0  # E[L^2] = sum_n P(reach n) (2 depth(n) - 1)
-    second = (ge_lo[1:] * weights[1:, None]).sum(axis=0)
+def _aggregate_chunk(sums_lo: np.ndarray, sums_hi: np.ndarray, exact: np.ndarray, out: tuple[np.ndarray, ...]) -> None:
+    """Into out = (ge_lo, ge_hi [D+1, C], E lo, E hi, variance [C]), the chunk's columns of the
+    outputs, from the per-depth sums of the reach bounds."""
+    ge_lo, ge_hi, exp_lo, exp_hi, variance = out
+    weights = 2.0 * np.arange(sums_lo.shape[0]) - 1.0  # E[L^2] = sum_n P(reach n) (2 depth(n) - 1)
+    second = (sums_lo[1:] * weights[1:, None]).sum(axis=0)
     # Valid tightening: a probability is <= 1 and P(L >= d) does not grow with d.
-    ge_lo = np.minimum(ge_lo, 1.0)
-    ge_hi = np.minimum.accumulate(np.minimum(ge_hi, 1.0), axis=0)
-    ge_lo = np.minimum(ge_lo, ge_hi)
-    exp_lo, exp_hi = ge_lo[1:].sum(axis=0), ge_hi[1:].sum(axis=0)
-    variance = np.maximum(second - exp_lo**2, 0.0)
+    np.minimum(sums_hi, 1.0, out=sums_hi)
+    np.minimum.accumulate(sums_hi, axis=0, out=ge_hi)
+    np.minimum(sums_lo, 1.0, out=sums_lo)
+    np.minimum(sums_lo, ge_hi, out=ge_lo)
+    np.sum(ge_lo[1:], axis=0, out=exp_lo)
+    np.sum(ge_hi[1:], axis=0, out=exp_hi)
+    second -= exp_lo**2
+    np.maximum(second, 0.0, out=variance)
     variance += _NAN_UNLESS.take(exact.view(np.uint8))  # NaN where not exact, without a branch per round
-    return ge_lo, ge_hi, exp_lo, exp_hi, variance
 
 
 def _chunks(
@@ -654,10 +661,11 @@ def _bounds_of(
             terms = None if t == 0.0 else _row_scale(ch.stats, t, None if cells is None else cells[:, : hi - lo])
             reach_lo, reach_hi, ex = _walk(ch, *_edge_probs(ch, t, terms))
             sums = _depth_sums(tree, lo, hi, reach_lo), _depth_sums(tree, lo, hi, reach_hi)
-            parts = _aggregate_chunk(*sums, ex)
+            _aggregate_chunk(
+                *sums, ex, (ge_lo[:, lo:hi], ge_hi[:, lo:hi], exp_lo[lo:hi], exp_hi[lo:hi], variance[lo:hi])
+            )
         code = ch.stats.problem if t > 0.0 else np.zeros(hi - lo, dtype=np.int8)  # T = 0: scores not judged (README)
         bad = code != PROBLEM_NONE  # rounds with a problem hold NaN everywhere
-        ge_lo[:, lo:hi], ge_hi[:, lo:hi], exp_lo[lo:hi], exp_hi[lo:hi], variance[lo:hi] = parts
         exact[lo:hi], problem[lo:hi] = ex & ~bad, code
         if keep_reach:
             out["reach_lo"][:, lo:hi], out["reach_hi"][:, lo:hi] = reach_lo, reach_hi
