@@ -681,7 +681,8 @@ def _bounds_of(
 class PreparedColumns:
     """R rounds of one tree layout read and prepared for ``bounds(T)`` at any number of T: the rows,
     chunk by chunk, with their T-independent statistics and each child's cell, found at the first T
-    that needs them and kept (about 1.5 KB a round for the article tree; column_bounds keeps nothing)."""
+    that needs them and kept (about 2 KB a round for the article tree, the rows read included;
+    column_bounds keeps nothing)."""
 
     tree: TreeLayout | TreeColumns
     shape: tuple[int, int]  # (N+1, R)
