@@ -921,10 +921,12 @@ def round_bounds(
 __all__ = [
     "NO_PARENT",
     "PROBLEM_WORDS",
+    "PreparedSampling",
     "SamplingBounds",
     "VocabSize",
     "check_temperature",
     "node_rows",
+    "prepare_sampling",
     "problem_words",
     "round_bounds",
     "row_problems",
