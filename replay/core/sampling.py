@@ -222,18 +222,21 @@ class _RowStats:
     row's largest log-prob lmax (the shifted form), so that the rule at T scales them by a = 1/T and
     takes one exponential each: q^a / q_max^a, which small T does not underflow at the top cells."""
 
-    d: np.ndarray  # [E, K, C] l - lmax per cell (-inf at PAD)
+    lp: np.ndarray  # [E, K, C] the log-probs as given (float32 or float64), -inf at PAD
+    d: np.ndarray  # [E, K, C] l - lmax per cell in float64
     lmax: np.ndarray  # 0 in a dead row (below), whose cells are never read
     total: np.ndarray  # sum q: Z's recorded part at T = 1
     mass: np.ndarray  # the tail mass m (0 for a row naming every token)
+    logm: np.ndarray  # log m
+    x1: np.ndarray  # min(q_K, m): at T = 1 the largest q a missing child can have
     qk: np.ndarray  # q_K, the smallest recorded q
     j: np.ndarray  # the tail packed into few tokens: floor(m / q_K) at q_K (0 for an empty tail), one at r
-    # [3 or 4, E, C] what the rule raises to the power a, shifted: log q_K - lmax, log r - lmax (-inf
-    # for an empty tail), log min(q_K, m) - lmax (the largest q a missing child can have) and, with
-    # V, log(m / (V - n)) - lmax (0 where V - n = 0: the tail spread evenly over the unnamed tokens)
+    # [3, E, C] what the rule raises to the power a, shifted: log q_K - lmax, log r - lmax (-inf
+    # for an empty tail), log min(q_K, m) - lmax (the largest q a missing child can have)
     base: np.ndarray
-    rest: np.ndarray | float | None  # V - n, the tokens a row does not name (0 where none; one number
-    # when every row has K cells); None without V
+    rest: np.ndarray | float | None  # V - n, the tokens a row does not name (one number when every
+    # row has K cells); None without V
+    log_rest: np.ndarray | float | None  # log(V - n)
     dead: np.ndarray | None  # [E, C] bool: no row, or an empty row (every cell PAD or -inf); None if none
     has: np.ndarray  # [E, C] bool
     problem: np.ndarray  # [C] int8 PROBLEM_* of the round, from its rows that are there
@@ -282,6 +285,7 @@ def _row_stats(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, vocab_size: int
     lmax = lp.max(axis=1).astype(np.float64)  # max/min are exact in float32: convert after
     lmin = (np.where(pad, np.inf, lp) if pad is not None else lp).min(axis=1).astype(np.float64)
     d = lp.astype(np.float64)  # l, then l - lmax (below): one conversion, every sum and exp in float64
+    lp_clean = lp
     total, cells = np.empty(lmax.shape), np.empty(d.shape[1:])
     for e in range(d.shape[0]):  # row by row: a [K, C] block stays in cache
         np.exp(d[e], out=cells)
@@ -306,6 +310,7 @@ def _row_stats(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, vocab_size: int
     elif rest is not None and rest <= 0:
         m = 0.0 * m
     logm = np.log(m)
+    m = np.exp(logm)  # as the scalar reference's code computes it, to the last bit
     dead = (lmax == -np.inf) | ~has
     if not dead.any():
         dead_or_none = None
@@ -320,16 +325,23 @@ def _row_stats(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, vocab_size: int
     tail = ~no_tail & (m > 0)
     if not tail.all():
         j, logr = np.where(tail, j, 0.0), np.where(tail, logr, -np.inf)
-    base = [lmin - lmax, logr, np.minimum(lmin, logm) - lmax]
-    if rest is not None:  # the tail spread evenly over the V - n unnamed tokens, per token
-        spread = logm - np.log(rest)
-        spread -= lmax
-        base.append(
-            np.where(rest > 0, spread, 0.0) if isinstance(rest, np.ndarray) else spread if rest > 0 else 0.0 * m
-        )
-        rest = np.maximum(rest, 0.0) if isinstance(rest, np.ndarray) else max(rest, 0.0)
+    lmm = np.minimum(lmin, logm)
+    base = np.stack([lmin - lmax, logr, lmm - lmax])
+    log_rest = None if rest is None else np.log(np.broadcast_to(rest, total.shape))  # element by element
     d -= lmax[:, None, :]
-    return _RowStats(d, lmax, total, m, qk, j, np.stack(base), rest, dead_or_none, has, problem)
+    x1 = np.exp(lmm)
+    return _RowStats(lp_clean, d, lmax, total, m, logm, x1, qk, j, base, rest, log_rest, dead_or_none, has, problem)
+
+
+def _spread_tail(rs: _RowStats, a: float) -> np.ndarray:
+    """The tail spread evenly over the V - n unnamed tokens: (V - n) (m / (V - n))^a, scaled by
+    e^(-a lmax); 0 for a row naming every token (written as the scalar reference's code writes it)."""
+    assert rs.rest is not None and rs.log_rest is not None
+    lr, al = rs.log_rest, a * rs.lmax
+    out = np.exp(lr + a * (rs.logm - lr) - al) if a > 1.0 else np.exp((1.0 - a) * lr + a * rs.logm - al)
+    if isinstance(rs.rest, np.ndarray):
+        return np.where(rs.rest > 0, out, 0.0)
+    return out if rs.rest > 0 else np.zeros_like(out)
 
 
 def _row_scale(rs: _RowStats, t: float, cells: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -342,7 +354,7 @@ def _row_scale(rs: _RowStats, t: float, cells: np.ndarray | None) -> tuple[np.nd
     the tail spread evenly over the V - n unnamed tokens is the other end (Jensen).
     """
     if t == 1.0:  # q itself: Z = 1 + rounding, nothing to rescale
-        rec, x = rs.total, np.minimum(rs.qk, rs.mass)
+        rec, x = rs.total, rs.x1
         s_lo = s_hi = np.fmax(rs.mass, 0.0)
     else:
         a = 1.0 / t
@@ -358,7 +370,7 @@ def _row_scale(rs: _RowStats, t: float, cells: np.ndarray | None) -> tuple[np.nd
         packed, x = e[0], e[2]
         packed *= rs.j
         packed += e[1]
-        spread = None if rs.rest is None else np.multiply(e[3], rs.rest, out=e[3])
+        spread = None if rs.rest is None else _spread_tail(rs, a)
         if t < 1.0:
             s_lo, s_hi = (np.zeros_like(packed) if spread is None else spread), packed
         else:  # without V, the tail could be spread over any number of tokens: no upper bound
@@ -394,7 +406,7 @@ def _row_scale(rs: _RowStats, t: float, cells: np.ndarray | None) -> tuple[np.nd
 
 def _first_cells(ids: np.ndarray, d: np.ndarray, tok: np.ndarray) -> np.ndarray:
     """[g, C] the value d of the first cell of a row (ids, d [K, C], or [g, K, C]: one row per child)
-    carrying each child's token, else 1.0 (no cell has d > 0: the caller tells the missing ones by it).
+    carrying each child's token, else 1.0 (no sound cell has a log-prob > 0: the caller tells the missing ones by it).
 
     One comparison per (column, child) on vectors over rounds; walking the columns from the last
     to the first leaves the first match (the scalar reference's rule for a row naming a token twice).
@@ -463,8 +475,9 @@ class _Chunk:
             return _row_stats(self.ids, self.lp, self.has, self.vocab_size)
 
     @cached_property
-    def child_cells(self) -> tuple[np.ndarray, np.ndarray]:
-        """([N+1, C] each node's l - lmax in its parent's row, [N+1, C] 1.0 where it is there, else 0.0).
+    def child_cells(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """[N+1, C] each node's log-prob in its parent's row minus the row's lmax, the log-prob itself
+        (T = 1), and 1.0 where the child is there, else 0.0.
 
         A child missing from the row, in a dead row, or at a cell of log-prob -inf (weight 0: the
         same [0, 0] or missing-child bound) is "not there" with value 0: the rule multiplies exp(a
@@ -474,23 +487,25 @@ class _Chunk:
         out = np.ones(tok.shape)
         if isinstance(self.tree, TreeLayout) and tok.shape[1] < SMALL_CHUNK:  # every edge at once
             nr = self.tree.node_row
-            out = _first_cells(self.ids[nr], rs.d[nr], tok)
+            out = _first_cells(self.ids[nr], rs.lp[nr], tok)
             out[0] = 1.0
         elif isinstance(self.tree, TreeLayout):
             for e, kids in enumerate(self.tree.children):
-                out[kids] = _first_cells(self.ids[e], rs.d[e], tok[kids])
+                out[kids] = _first_cells(self.ids[e], rs.lp[e], tok[kids])
         else:  # the parent's row gathered per round, [K, C]
             k, c = self.ids.shape[1], tok.shape[1]
-            ids, d = np.ascontiguousarray(self.ids).reshape(-1), rs.d.reshape(-1)
+            ids, lp = np.ascontiguousarray(self.ids).reshape(-1), np.ascontiguousarray(rs.lp).reshape(-1)
             for u in range(1, tok.shape[0]):
                 cells = (self.pidx[u] // c * k)[None, :] * c + np.arange(k)[:, None] * c + np.arange(c)[None, :]
-                out[u] = _first_cells(np.take(ids, cells), np.take(d, cells), tok[u : u + 1])[0]
+                out[u] = _first_cells(np.take(ids, cells), np.take(lp, cells), tok[u : u + 1])[0]
         if rs.dead is not None:
             out[self.per_edge(rs.dead)] = 1.0
         np.maximum(out, -1e300, out=out)  # -inf -> finite, so that 0 * it is 0
+        d = out - self.per_edge(rs.lmax)  # the cell's l - lmax, to the bit (the same subtraction)
         there = (out <= 0.0) & (out > -1e300)
+        d *= there
         out *= there
-        return out, there.astype(np.float64)
+        return d, out, there.astype(np.float64)
 
     @cached_property
     def repeat(self) -> np.ndarray | None:
@@ -526,11 +541,8 @@ _Terms = tuple[np.ndarray, np.ndarray, np.ndarray]  # _row_scale's (1 / Z_lo, 1 
 
 def _edge_weights(ch: _Chunk, t: float) -> np.ndarray:
     """[N+1, C] each child's q^a in its parent's row, scaled like the row's cells (0 where missing)."""
-    cells, there = ch.child_cells
-    if t == 1.0:
-        num = cells + ch.per_edge(ch.stats.lmax)
-    else:
-        num = np.multiply(cells, 1.0 / t)
+    cells, logp, there = ch.child_cells
+    num = logp.copy() if t == 1.0 else np.multiply(cells, 1.0 / t)
     np.exp(num, out=num)
     num *= there
     out: np.ndarray = num
