@@ -416,7 +416,8 @@ def _first_cells(ids: np.ndarray, d: np.ndarray, tok: np.ndarray) -> np.ndarray:
         hit = tok[:, None, :] == ids
         first = np.argmax(hit, axis=1)[:, None, :]  # the first True, 0 when none
         cell = np.take_along_axis(np.broadcast_to(d, hit.shape), first, axis=1)[:, 0]
-        return np.where(hit.any(axis=1), cell, 1.0)
+        # float64 whatever d's dtype: a float32 result would take its exponential in float32 at T = 1
+        return np.where(hit.any(axis=1), cell.astype(np.float64), 1.0)
     out = np.ones(tok.shape)
     hit = np.empty(tok.shape, dtype=bool)
     for c in range(ids.shape[0] - 1, -1, -1):
