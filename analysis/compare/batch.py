@@ -23,7 +23,7 @@ from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.vocab import STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
-from replay.engine.batch.frames import round_names
+from replay.engine.batch.frames import key_names
 from replay.engine.runs import replay_run
 
 from .configs import COMPARE_COLUMNS, PER_ROUND_COLUMNS, compare_configs, summarize_arrays, with_speed
@@ -60,7 +60,7 @@ class ComparePart:
     """The replayed rounds of one tree shape of one batch, with every config's outcomes."""
 
     ordinals: np.ndarray  # [C] int64 position of each round in its run
-    names: np.ndarray  # [C] object round names a_b
+    keys: np.ndarray  # [2, C] int64 round keys (named a_b only for the per-round frame: a string per round)
     rules: np.ndarray  # [C] int8 subtree_batch.CODE_* selection rule
     outcomes: list[SubOutcomes]  # one per config, [C] each
 
@@ -94,7 +94,7 @@ def compare_parts(
         outs = replay_contained_many(
             b, r, expanded_nodes(b, shape, static), shape, list(configs), recorded.gamma, gamma_threshold
         )
-        parts.append(ComparePart(ordinals[members], round_names(r), selection_rules(b, r, shape), outs))
+        parts.append(ComparePart(ordinals[members], r.keys, selection_rules(b, r, shape), outs))
     return parts
 
 
@@ -113,14 +113,13 @@ def join_compare(
         return pd.DataFrame([], columns=COMPARE_COLUMNS), pd.DataFrame([])
     ords = np.concatenate([p.ordinals for p in parts])
     order = np.argsort(ords, kind="stable")
-    names = np.concatenate([p.names for p in parts])[order]
-    rules = _RULES[np.concatenate([p.rules for p in parts])[order]]
+    if per_round:
+        names = key_names(np.concatenate([p.keys for p in parts], axis=1)[:, order])
+        rules = _RULES[np.concatenate([p.rules for p in parts])[order]]
+    fields = SubOutcomes.__dataclass_fields__ if per_round else ("decided", "lower", "upper", "steps_lo", "steps_hi")
     rows, frames = [], []
     for k, cfg in enumerate(configs):
-        o = {
-            f: np.concatenate([getattr(p.outcomes[k], f) for p in parts])[order]
-            for f in SubOutcomes.__dataclass_fields__
-        }
+        o = {f: np.concatenate([getattr(p.outcomes[k], f) for p in parts])[order] for f in fields}
         nodes = np.concatenate([[0], np.cumsum([sum(row) for row in cfg.top_k_spec])]).astype(
             np.int64
         )  # draft nodes of the first s steps

@@ -137,8 +137,12 @@ class BatchResult:
     def take(self, index: np.ndarray) -> BatchResult:
         """Rounds ``index`` (an int array), notes renumbered."""
         index = np.asarray(index, dtype=np.int64)
-        pos = {int(old): new for new, old in enumerate(index)}
-        notes = {pos[k]: v for k, v in self.selection_notes.items() if k in pos}
+        notes: dict[int, tuple[str, ...]] = {}
+        if self.selection_notes:  # new position of each old round, the last where index repeats it (-1: not taken)
+            pos = np.full(len(self), -1, dtype=np.int64)  # an array, not a dict of every round: 10^6 rounds
+            taken = index >= 0
+            np.maximum.at(pos, index[taken], np.flatnonzero(taken))
+            notes = {int(pos[k]): v for k, v in self.selection_notes.items() if 0 <= k < len(pos) and pos[k] >= 0}
         return BatchResult(
             **{name: getattr(self, name)[..., index] for name in _ROUND_ARRAYS},
             shapes=self.shapes,
