@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from replay.core.config import TreeConfig
-from replay.core.selection import FALLBACK_RANK_WEIGHT
+from replay.core.selection import FALLBACK_RANK_WEIGHT, first_true
 from replay.core.vocab import PAD_TOKEN
 from replay.engine.batch import SEL_PARENTS, BatchResult, RoundBatch, StopCode, TreeShape
 
@@ -35,6 +35,7 @@ CODE_PATH, CODE_RECORDED, CODE_FALLBACK = 0, 1, 2  # analysis.compare.subtree.se
 STOP_CODE_LEAF, STOP_CODE_MISMATCH, STOP_CODE_NO_ROW = StopCode.LEAF, StopCode.MISMATCH, StopCode.NO_ROW
 STOP_CODE_UNDECIDABLE = max(StopCode) + 1  # the batch replay's stop codes, and one more
 NO_CANDIDATE = -1  # why_rank where the reason names no candidate (not vocab.NO_RANK, the root's rank)
+FIRST_TRUE_MAX = 128  # replay.core.selection.first_true's axis must be shorter
 # Rounds simulated at once. Each level op makes a [slots, rounds] temporary; at 4,096 rounds they stay in
 # the CPU's cache and under malloc's mmap threshold. At vocab.CHUNK_ROUNDS (16,384) each was a fresh
 # mmap whose pages fault in again: 2 million page faults, 5 s of system time, for recommend at 10^6
@@ -251,11 +252,9 @@ def _children(rec: _Recorded, lvl: _Level, depth: int, widths: tuple[int, ...]) 
     c = rec.c
     alive = lvl.valid & (lvl.status != OUT)
     k_max = max(1, int(alive.sum(axis=0).max()))
-    if alive.shape[0] == 1:
-        order = np.zeros((1, c), dtype=np.int64)
-    else:
-        order = np.argsort(~alive, axis=0, kind="stable")[:k_max]  # the non-OUT nodes first: [K, C]
-    kpos = np.where(alive, np.cumsum(alive, axis=0) - 1, -1)  # a non-OUT node's k: the non-OUT nodes before it
+    before = np.cumsum(alive, axis=0)  # [L, C] non-OUT nodes up to each node
+    kpos = np.where(alive, before - 1, -1)  # a non-OUT node's k: the non-OUT nodes before it
+    order = _non_out_first(alive, before, k_max)  # [K, C] the nodes at k = 0 .. K-1
     flat = order * c + rec.col  # one flat index for every parent field (order is in range)
     g = lambda a: np.take(np.ascontiguousarray(a).reshape(-1), flat)  # noqa: E731  parent field per position k
     p_alive, p_status, p_sure, p_row = g(alive), g(lvl.status), g(lvl.sure), g(lvl.row)
@@ -309,6 +308,35 @@ def _children(rec: _Recorded, lvl: _Level, depth: int, widths: tuple[int, ...]) 
     return child, kpos, big_w
 
 
+def _non_out_first(alive: np.ndarray, before: np.ndarray, k_max: int) -> np.ndarray:
+    """[K, C] the first ``k_max`` nodes of each column when the non-OUT nodes come first, each group in
+    tree order: np.argsort(~alive, axis=0, kind="stable")[:k_max]. Node i's place is before[i] - 1 if
+    it is non-OUT, else the non-OUT count plus the OUT nodes before it; the node at place k is the one
+    place == k (replay.core.selection.first_true: a sort along the short axis costs ~10x more)."""
+    levels = alive.shape[0]
+    if levels == 1:
+        return np.zeros((1, alive.shape[1]), dtype=np.int64)
+    if levels >= FIRST_TRUE_MAX:
+        return np.argsort(~alive, axis=0, kind="stable")[:k_max]
+    place = np.where(alive, before - 1, before[-1][None, :] + np.arange(levels)[:, None] - before)
+    return np.stack([first_true(place == k) for k in range(k_max)])
+
+
+def _first_min(a: np.ndarray) -> np.ndarray:
+    """[C] int64 a.argmin(axis=0) of [L, C] ints: the first of the minima (first_true of the min-reduce)."""
+    if a.shape[0] >= FIRST_TRUE_MAX:
+        return a.argmin(axis=0)
+    return first_true(a == a.min(axis=0))
+
+
+def _first_hit(hit: np.ndarray) -> np.ndarray:
+    """[C] int64 np.argmax(hit, axis=0) of [L, C] bool: the first True, 0 where none."""
+    if hit.shape[0] >= FIRST_TRUE_MAX:
+        return hit.argmax(axis=0)
+    first = first_true(hit)
+    return np.where(first < hit.shape[0], first, 0)
+
+
 def _by_rule(rules: np.ndarray, keys: dict, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(lo, hi, exact) [K * W, C]: each round's keys by its rule (``keys``: rule code → its keys, the
     rules present); a chunk of one rule takes that rule's keys as they are."""
@@ -342,7 +370,7 @@ def _select(lvl: _Level, heads: int) -> None:
         for t in range(min(heads, L)):
             cand = np.where(left, key, -np.inf)
             best = cand.max(axis=0)
-            pick = np.where(left & (cand == best), tie, np.iinfo(np.int64).max).argmin(axis=0)  # [C']
+            pick = _first_min(np.where(left & (cand == best), tie, np.iinfo(np.int64).max))  # [C']
             exists = left[pick, lanes]
             slot[pick[exists], lanes[exists]] = t
             left[pick[exists], lanes[exists]] = False
@@ -497,7 +525,7 @@ def _simulate(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0)
         tok = rec.gather(kids.token, k[None, :] * big_w + np.arange(big_w)[:, None])  # [W, C]
         within = np.arange(big_w)[:, None] < w_hi[None, :]
         hit = within & ((tok == PAD_TOKEN) | (tok == t[None, :]))
-        first = np.argmax(hit, axis=0)
+        first = _first_hit(hit)
         finish(~hit.any(axis=0), d, STOP_CODE_MISMATCH)  # no child matches: the walk stops here
         finish(
             tok[first, col] == PAD_TOKEN, d, STOP_CODE_UNDECIDABLE, WHY_BEYOND, first
