@@ -24,7 +24,7 @@ from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.vocab import STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
 from replay.engine.batch.frames import key_names
-from replay.engine.runs import replay_run
+from replay.engine.runs import PerBatch, replay_run
 
 from .configs import COMPARE_COLUMNS, PER_ROUND_COLUMNS, compare_configs, summarize_arrays, with_speed
 from .gamma_strategies import StrategyResult, simulate_strategies, simulate_strategy
@@ -199,13 +199,43 @@ def per_batch_parts(
         return parts
 
     rep = replay_run(run.replay.directory, run.replay.options, per_batch=per_batch)
-    parts = [p for ps in rep.per_batch for p in ps]
-    got = sum(p.ordinals.shape[0] for p in parts)
+    return _every_round([p for ps in rep.per_batch for p in ps], run)
+
+
+def _every_round(parts: list, run: LabelledRun) -> list:
+    got, total = sum(p.ordinals.shape[0] for p in parts), len(run.results)
     if got != total:
         raise RuntimeError(
             f"compare replayed {got} rounds of {run.label}, the run has {total}: a bug in the batch path"
         )
     return parts
+
+
+@dataclass(frozen=True, eq=False)
+class ReadAlong:
+    """compare_parts of one batch, computed while load_run read it (compare_along)."""
+
+    configs: tuple[TreeConfig, ...]
+    gamma_threshold: float
+    parts: list[ComparePart]
+
+
+def compare_along(
+    configs_of: Callable[[TreeConfig], Sequence[TreeConfig]], gamma_threshold: float | None = None
+) -> PerBatch:
+    """analysis.tables.runs.load_run's ``per_batch`` for compare: the configs ``configs_of(the run's
+    tree)`` replayed on each batch as it is read, so that compare reads and replays the run once
+    (run_parts takes them from ``run.read_along``)."""
+    threshold = 0.0 if gamma_threshold is None else float(gamma_threshold)
+    lock, memo = threading.Lock(), {}
+
+    def per_batch(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> ReadAlong:
+        with lock:  # batches are replayed on several threads; the configs are found once per tree
+            if tree not in memo:
+                memo[tree] = tuple(configs_of(tree))
+        return ReadAlong(memo[tree], threshold, compare_parts(batch, res, tree, memo[tree], threshold))
+
+    return per_batch
 
 
 def run_parts(
@@ -214,8 +244,14 @@ def run_parts(
     gamma_threshold: float | None = None,
     progress: Progress | None = None,
 ) -> list[ComparePart]:
-    """Every config replayed on a batch-loaded run's rounds: the run read again in batches."""
+    """Every config replayed on a batch-loaded run's rounds: those load_run computed as it read the run
+    (compare_along) when they are of these configs, else the run read again in batches."""
     threshold = 0.0 if gamma_threshold is None else float(gamma_threshold)
+    along = run.read_along
+    if along and all(
+        isinstance(a, ReadAlong) and a.configs == tuple(configs) and a.gamma_threshold == threshold for a in along
+    ):
+        return _every_round([p for a in along for p in a.parts], run)
     return per_batch_parts(run, lambda batch, res, tree: compare_parts(batch, res, tree, configs, threshold), progress)
 
 
