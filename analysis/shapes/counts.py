@@ -103,11 +103,19 @@ def draft_totals(
         raise ValueError(
             f"draft_totals: expected [E] depth/own_rank and [E, c] logp, got {depth.shape}, {own_rank.shape}, {logp.shape}"
         )
-    c = min(int(logp.shape[1]), cols)
+    return draft_column_totals(depth, own_rank, np.asarray(logp).T, depths, cols)
+
+
+def draft_column_totals(
+    depth: np.ndarray, own_rank: np.ndarray, columns: np.ndarray, depths: int, cols: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """draft_totals of ``columns`` = logp.T ([c, E]: column r of every expanded node), as the batch
+    statistics hold them."""
+    c = min(int(columns.shape[0]), cols)
     keep = (depth < depths) & (own_rank < cols)
     every = bool(keep.all())
     row = depth * cols + own_rank if every else (depth * cols + own_rank)[keep]  # [E'] the (d, q) cell row
-    lp = np.ascontiguousarray((logp[:, :c] if every else logp[keep, :c]).T, dtype=np.float64)  # [c, E']
+    lp = np.ascontiguousarray(columns[:c] if every else columns[:c, keep], dtype=np.float64)  # [c, E']
     size = depths * cols
     total = np.zeros((size, cols))
     count = np.zeros((size, cols), dtype=np.int64)
