@@ -166,7 +166,7 @@ class _Recorded:
         self.shape = shape
         self.steps = shape.num_steps
         self.rules = rules  # [C] int8
-        self.present = {int(x) for x in np.unique(rules)}
+        self.present = set(np.flatnonzero(np.bincount(rules, minlength=3)).tolist())  # the CODE_* in the chunk
         self.ids = [np.ascontiguousarray(st.ids[:, :, lo:hi], dtype=np.int64) for st in batch.steps]  # [rows, cols, C]
         self.logp = [
             None if st.logp is None else np.ascontiguousarray(st.logp[:, :, lo:hi], dtype=np.float64)
