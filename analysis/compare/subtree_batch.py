@@ -17,7 +17,7 @@ the others.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -141,9 +141,10 @@ def replay_contained_many(
     for lo in range(0, r, SIM_CHUNK_ROUNDS):
         hi = min(r, lo + SIM_CHUNK_ROUNDS)
         rec = _Recorded(batch, res, expanded, shape, lo, hi, rules[lo:hi])
+        shared: dict = {}  # the chunk's levels by prefix (simulate_levels)
         for sub, out in zip(subs, outs):
             cap = min(sub.gamma, steps) if steps < recorded_gamma else sub.gamma
-            out.put(slice(lo, hi), _simulate(rec, sub, cap, float(gamma_threshold)))
+            out.put(slice(lo, hi), _simulate(rec, sub, cap, float(gamma_threshold), shared))
     return outs
 
 
@@ -459,14 +460,25 @@ class SimulatedLevels:
     max_steps: np.ndarray  # [C] draft steps possibly run
 
 
-def simulate_levels(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0) -> SimulatedLevels:
-    """Build the simulated levels 0..cap of ``sub`` (each level but the last selected)."""
+def simulate_levels(
+    rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0, shared: dict | None = None
+) -> SimulatedLevels:
+    """Build the simulated levels 0..cap of ``sub`` (each level but the last selected). ``shared``:
+    the unselected levels already built on this chunk for other configs, by the prefix they depend on
+    (topKSpec rows 0..i, topHead 1..i): configs of one prefix build it once."""
     levels = [_root(rec)]
     kpos, widths = [], []
     for i in range(cap):
         if i:
+            levels[i] = replace(levels[i])  # a shared level stays unselected: _select sets new arrays on a copy
             _select(levels[i], sub.top_head[i])
-        child, kp, big_w = _children(rec, levels[i], i, sub.top_k_spec[i])
+        key = (sub.top_k_spec[: i + 1], sub.top_head[1 : i + 1])
+        built = shared.get(key) if shared is not None else None
+        if built is None:
+            built = _children(rec, levels[i], i, sub.top_k_spec[i])
+            if shared is not None:
+                shared[key] = built
+        child, kp, big_w = built
         levels.append(child)
         kpos.append(kp)
         widths.append(big_w)
@@ -474,9 +486,11 @@ def simulate_levels(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float 
     return SimulatedLevels(levels, kpos, widths, sure_steps, max_steps)
 
 
-def _simulate(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0) -> SubOutcomes:
+def _simulate(
+    rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0, shared: dict | None = None
+) -> SubOutcomes:
     """Build the simulated levels 0..cap and walk greedy acceptance (analysis.compare.subtree._walk)."""
-    sim = simulate_levels(rec, sub, cap, threshold)
+    sim = simulate_levels(rec, sub, cap, threshold, shared)
     levels, kpos, widths, sure_steps, max_steps = sim.levels, sim.kpos, sim.widths, sim.sure_steps, sim.max_steps
     c = rec.c
     col = rec.col
