@@ -40,9 +40,17 @@ class LazyResults(Sequence):
         self._opts = opts
         self._label = label
         self._progress = progress
-        self._keys = list(zip(rounds["key_a"].tolist(), rounds["key_b"].tolist()))
-        # analysis.report.example_round's choice needs only these: it then replays just the round drawn
-        self.summaries = (rounds["accepted_length"].tolist(), rounds["stop"].tolist(), self._keys)
+        self._rounds = rounds  # its key, length and stop columns become lists only when asked (10^6 rounds)
+        self._count = len(rounds)
+
+    @cached_property
+    def _keys(self) -> list[tuple[int, int]]:
+        return list(zip(self._rounds["key_a"].tolist(), self._rounds["key_b"].tolist()))
+
+    @cached_property
+    def summaries(self) -> tuple[list, list, list[tuple[int, int]]]:
+        """analysis.report.example_round's choice needs only these: it then replays just the round drawn."""
+        return (self._rounds["accepted_length"].tolist(), self._rounds["stop"].tolist(), self._keys)
 
     @cached_property
     def _results(self) -> tuple[RoundResult, ...]:
@@ -54,7 +62,7 @@ class LazyResults(Sequence):
         return results
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return self._count
 
     def __getitem__(self, i):
         if isinstance(i, slice) or "_results" in vars(self):
