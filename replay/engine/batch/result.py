@@ -138,8 +138,8 @@ class BatchResult:
         """Rounds ``index`` (an int array), notes renumbered."""
         index = np.asarray(index, dtype=np.int64)
         notes: dict[int, tuple[str, ...]] = {}
-        if self.selection_notes:  # new position of each old round, the last where index repeats it (-1: not taken)
-            pos = np.full(len(self), -1, dtype=np.int64)  # an array, not a dict of every round: 10^6 rounds
+        if self.selection_notes:  # most runs have none; else each old round's new position, the last where
+            pos = np.full(len(self), -1, dtype=np.int64)  # index repeats it (-1: not taken): an array, not a dict
             taken = index >= 0
             np.maximum.at(pos, index[taken], np.flatnonzero(taken))
             notes = {int(pos[k]): v for k, v in self.selection_notes.items() if 0 <= k < len(pos) and pos[k] >= 0}
