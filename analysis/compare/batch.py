@@ -23,8 +23,8 @@ from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.vocab import STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
-from replay.engine.batch.frames import round_names
-from replay.engine.runs import replay_run
+from replay.engine.batch.frames import key_names
+from replay.engine.runs import PerBatch, replay_run
 
 from .configs import COMPARE_COLUMNS, PER_ROUND_COLUMNS, compare_configs, summarize_arrays, with_speed
 from .gamma_strategies import StrategyResult, simulate_strategies, simulate_strategy
@@ -60,7 +60,7 @@ class ComparePart:
     """The replayed rounds of one tree shape of one batch, with every config's outcomes."""
 
     ordinals: np.ndarray  # [C] int64 position of each round in its run
-    names: np.ndarray  # [C] object round names a_b
+    keys: np.ndarray  # [2, C] int64 round keys (named a_b only for the per-round frame: a string per round)
     rules: np.ndarray  # [C] int8 subtree_batch.CODE_* selection rule
     outcomes: list[SubOutcomes]  # one per config, [C] each
 
@@ -94,7 +94,7 @@ def compare_parts(
         outs = replay_contained_many(
             b, r, expanded_nodes(b, shape, static), shape, list(configs), recorded.gamma, gamma_threshold
         )
-        parts.append(ComparePart(ordinals[members], round_names(r), selection_rules(b, r, shape), outs))
+        parts.append(ComparePart(ordinals[members], r.keys, selection_rules(b, r, shape), outs))
     return parts
 
 
@@ -113,14 +113,13 @@ def join_compare(
         return pd.DataFrame([], columns=COMPARE_COLUMNS), pd.DataFrame([])
     ords = np.concatenate([p.ordinals for p in parts])
     order = np.argsort(ords, kind="stable")
-    names = np.concatenate([p.names for p in parts])[order]
-    rules = _RULES[np.concatenate([p.rules for p in parts])[order]]
+    if per_round:
+        names = key_names(np.concatenate([p.keys for p in parts], axis=1)[:, order])
+        rules = _RULES[np.concatenate([p.rules for p in parts])[order]]
+    fields = SubOutcomes.__dataclass_fields__ if per_round else ("decided", "lower", "upper", "steps_lo", "steps_hi")
     rows, frames = [], []
     for k, cfg in enumerate(configs):
-        o = {
-            f: np.concatenate([getattr(p.outcomes[k], f) for p in parts])[order]
-            for f in SubOutcomes.__dataclass_fields__
-        }
+        o = {f: np.concatenate([getattr(p.outcomes[k], f) for p in parts])[order] for f in fields}
         nodes = np.concatenate([[0], np.cumsum([sum(row) for row in cfg.top_k_spec])]).astype(
             np.int64
         )  # draft nodes of the first s steps
@@ -200,13 +199,43 @@ def per_batch_parts(
         return parts
 
     rep = replay_run(run.replay.directory, run.replay.options, per_batch=per_batch)
-    parts = [p for ps in rep.per_batch for p in ps]
-    got = sum(p.ordinals.shape[0] for p in parts)
+    return _every_round([p for ps in rep.per_batch for p in ps], run)
+
+
+def _every_round(parts: list, run: LabelledRun) -> list:
+    got, total = sum(p.ordinals.shape[0] for p in parts), len(run.results)
     if got != total:
         raise RuntimeError(
             f"compare replayed {got} rounds of {run.label}, the run has {total}: a bug in the batch path"
         )
     return parts
+
+
+@dataclass(frozen=True, eq=False)
+class ReadAlong:
+    """compare_parts of one batch, computed while load_run read it (compare_along)."""
+
+    configs: tuple[TreeConfig, ...]
+    gamma_threshold: float
+    parts: list[ComparePart]
+
+
+def compare_along(
+    configs_of: Callable[[TreeConfig], Sequence[TreeConfig]], gamma_threshold: float | None = None
+) -> PerBatch:
+    """analysis.tables.runs.load_run's ``per_batch`` for compare: the configs ``configs_of(the run's
+    tree)`` replayed on each batch as it is read, so that compare reads and replays the run once
+    (run_parts takes them from ``run.read_along``)."""
+    threshold = 0.0 if gamma_threshold is None else float(gamma_threshold)
+    lock, memo = threading.Lock(), {}
+
+    def per_batch(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> ReadAlong:
+        with lock:  # batches are replayed on several threads; the configs are found once per tree
+            if tree not in memo:
+                memo[tree] = tuple(configs_of(tree))
+        return ReadAlong(memo[tree], threshold, compare_parts(batch, res, tree, memo[tree], threshold))
+
+    return per_batch
 
 
 def run_parts(
@@ -215,8 +244,14 @@ def run_parts(
     gamma_threshold: float | None = None,
     progress: Progress | None = None,
 ) -> list[ComparePart]:
-    """Every config replayed on a batch-loaded run's rounds: the run read again in batches."""
+    """Every config replayed on a batch-loaded run's rounds: those load_run computed as it read the run
+    (compare_along) when they are of these configs, else the run read again in batches."""
     threshold = 0.0 if gamma_threshold is None else float(gamma_threshold)
+    along = run.read_along
+    if along and all(
+        isinstance(a, ReadAlong) and a.configs == tuple(configs) and a.gamma_threshold == threshold for a in along
+    ):
+        return _every_round([p for a in along for p in a.parts], run)
     return per_batch_parts(run, lambda batch, res, tree: compare_parts(batch, res, tree, configs, threshold), progress)
 
 

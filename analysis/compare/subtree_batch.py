@@ -17,13 +17,13 @@ the others.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from replay.core.config import TreeConfig
-from replay.core.selection import FALLBACK_RANK_WEIGHT
-from replay.core.vocab import CHUNK_ROUNDS, PAD_TOKEN
+from replay.core.selection import FALLBACK_RANK_WEIGHT, first_true
+from replay.core.vocab import PAD_TOKEN
 from replay.engine.batch import SEL_PARENTS, BatchResult, RoundBatch, StopCode, TreeShape
 
 from .subtree import IN, MAYBE, OUT, WHY_BEYOND, WHY_MAYBE, WHY_NONE, WHY_THRESHOLD, WHY_UNEXPANDED, WHY_WIDTH
@@ -35,6 +35,12 @@ CODE_PATH, CODE_RECORDED, CODE_FALLBACK = 0, 1, 2  # analysis.compare.subtree.se
 STOP_CODE_LEAF, STOP_CODE_MISMATCH, STOP_CODE_NO_ROW = StopCode.LEAF, StopCode.MISMATCH, StopCode.NO_ROW
 STOP_CODE_UNDECIDABLE = max(StopCode) + 1  # the batch replay's stop codes, and one more
 NO_CANDIDATE = -1  # why_rank where the reason names no candidate (not vocab.NO_RANK, the root's rank)
+FIRST_TRUE_MAX = 128  # replay.core.selection.first_true's axis must be shorter
+# Rounds simulated at once. Each level op makes a [slots, rounds] temporary; at 4,096 rounds they stay in
+# the CPU's cache and under malloc's mmap threshold. At vocab.CHUNK_ROUNDS (16,384) each was a fresh
+# mmap whose pages fault in again: 2 million page faults, 5 s of system time, for recommend at 10^6
+# rounds (docs/benchmarks.md, "compare and recommend at a million rounds"). Results do not depend on it.
+SIM_CHUNK_ROUNDS = 4096
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,12 +138,13 @@ def replay_contained_many(
     outs = [SubOutcomes.empty(r) for _ in subs]
     rules = selection_rules(batch, res, shape)
     steps = shape.num_steps
-    for lo in range(0, r, CHUNK_ROUNDS):
-        hi = min(r, lo + CHUNK_ROUNDS)
+    for lo in range(0, r, SIM_CHUNK_ROUNDS):
+        hi = min(r, lo + SIM_CHUNK_ROUNDS)
         rec = _Recorded(batch, res, expanded, shape, lo, hi, rules[lo:hi])
+        shared: dict = {}  # the chunk's levels by prefix (simulate_levels)
         for sub, out in zip(subs, outs):
             cap = min(sub.gamma, steps) if steps < recorded_gamma else sub.gamma
-            out.put(slice(lo, hi), _simulate(rec, sub, cap, float(gamma_threshold)))
+            out.put(slice(lo, hi), _simulate(rec, sub, cap, float(gamma_threshold), shared))
     return outs
 
 
@@ -160,7 +167,7 @@ class _Recorded:
         self.shape = shape
         self.steps = shape.num_steps
         self.rules = rules  # [C] int8
-        self.present = {int(x) for x in np.unique(rules)}
+        self.present = set(np.flatnonzero(np.bincount(rules, minlength=3)).tolist())  # the CODE_* in the chunk
         self.ids = [np.ascontiguousarray(st.ids[:, :, lo:hi], dtype=np.int64) for st in batch.steps]  # [rows, cols, C]
         self.logp = [
             None if st.logp is None else np.ascontiguousarray(st.logp[:, :, lo:hi], dtype=np.float64)
@@ -188,6 +195,20 @@ class _Recorded:
     def gather(self, arr: np.ndarray, index: np.ndarray) -> np.ndarray:
         """arr[index[k, c], c] for a contiguous [L, C] arr; index: [K, C] (clipped into range)."""
         return np.take(arr.reshape(-1), np.clip(index, 0, arr.shape[0] - 1) * self.c + self.col, mode="clip")
+
+    def recorded_children(self, depth: int, p_row: np.ndarray, rr: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """(token, log-prob) [K, W, C] of step ``depth``'s recorded draft at (parent row p_row [K, C],
+        rank rr [1, W, 1]): PAD_TOKEN / NaN where p_row < 0 or the rank is past the recorded
+        columns; log-prob None without scores. One flat index serves both (RoundBatch checks that a
+        step's logp has its ids' shape)."""
+        ids, logp = self.ids[depth], self.logp[depth]
+        rows, cols = ids.shape[0], ids.shape[1]
+        ok = (p_row >= 0)[:, None, :] & (rr < cols)
+        idx = ((np.clip(p_row, 0, rows - 1) * cols)[:, None, :] + np.minimum(rr, cols - 1)) * self.c + self.col
+        token = np.where(ok, np.take(ids.reshape(-1), idx, mode="clip"), PAD_TOKEN)
+        if logp is None:
+            return token, None
+        return token, np.where(ok, np.take(logp.reshape(-1), idx, mode="clip"), np.nan)
 
     def take(self, arrays: list[np.ndarray], depth: int, row: np.ndarray, r: np.ndarray, fill) -> np.ndarray:
         """arrays[depth][row, r, c] where row >= 0 and r < cols, else ``fill``; row/r: [K, C]."""
@@ -227,40 +248,38 @@ def _width_tables(widths: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
 
 def _children(rec: _Recorded, lvl: _Level, depth: int, widths: tuple[int, ...]) -> tuple[_Level, np.ndarray, int]:
     """Level depth+1 from the selected level ``depth``; also each node's position k among the
-    non-OUT nodes ([L, C], -1 when OUT) and W."""
+    non-OUT nodes ([L, C], -1 when OUT) and W. Child k * W + r is computed as [K, W, C] (parent
+    fields broadcast over the ranks, not repeated) and kept as [K * W, C]."""
     c = rec.c
     alive = lvl.valid & (lvl.status != OUT)
     k_max = max(1, int(alive.sum(axis=0).max()))
-    if alive.shape[0] == 1:
-        order = np.zeros((1, c), dtype=np.int64)
-    else:
-        order = np.argsort(~alive, axis=0, kind="stable")[:k_max]  # the non-OUT nodes first: [K, C]
-    kpos = np.full(lvl.valid.shape, -1, dtype=np.int64)
-    np.put_along_axis(kpos, order, np.broadcast_to(np.arange(k_max)[:, None], order.shape), axis=0)
-    kpos = np.where(alive, kpos, -1)
-    g = lambda a: rec.gather(np.ascontiguousarray(a), order)  # noqa: E731  parent field per position k
-    p_alive, p_status, p_sure, p_exact = g(alive), g(lvl.status), g(lvl.sure), g(lvl.exact)
-    p_lo, p_hi, _p_rec, p_row = g(lvl.lo), g(lvl.hi), g(lvl.rec), g(lvl.row)
+    before = np.cumsum(alive, axis=0)  # [L, C] non-OUT nodes up to each node
+    kpos = np.where(alive, before - 1, -1)  # a non-OUT node's k: the non-OUT nodes before it
+    order = _non_out_first(alive, before, k_max)  # [K, C] the nodes at k = 0 .. K-1
+    flat = order * c + rec.col  # one flat index for every parent field (order is in range)
+    g = lambda a: np.take(np.ascontiguousarray(a).reshape(-1), flat)  # noqa: E731  parent field per position k
+    p_alive, p_status, p_sure, p_row = g(alive), g(lvl.status), g(lvl.sure), g(lvl.row)
     h = len(widths)
     s_lo, s_hi = np.clip(g(lvl.slot_lo), 0, h - 1), np.clip(g(lvl.slot_hi), 0, h - 1)
     wl, wh = _width_tables(widths)
     w_lo, w_hi = wl[s_lo, s_hi], wh[s_lo, s_hi]  # [K, C]
     big_w = max(widths)
     n = k_max * big_w
-    ex = lambda a: np.repeat(a, big_w, axis=0)  # noqa: E731  [K, C] → [K * W, C], child k * W + r
+    b = lambda a: a[:, None, :]  # noqa: E731  [K, C] → [K, 1, C], broadcast over the ranks
+    rr = np.arange(big_w)[None, :, None]  # [1, W, 1] rank
     r2 = np.tile(np.arange(big_w), k_max)[:, None]  # [K * W, 1] rank
-    valid = ex(p_alive) & (r2 < ex(w_hi))
-    sure = ex((p_status == IN) & p_sure) & (r2 < ex(w_lo))
-    ordered = ex(s_lo == s_hi) & valid
-    oslot = ex(s_lo)
-    prow = ex(p_row)
-    r_full = np.broadcast_to(r2, (n, c))
+    kw = lambda a: np.ascontiguousarray(np.broadcast_to(a, (k_max, big_w, c))).reshape(n, c)  # noqa: E731
+    valid = kw(b(p_alive) & (rr < b(w_hi)))
+    sure = kw(b((p_status == IN) & p_sure) & (rr < b(w_lo)))
+    ordered = kw(b(s_lo == s_hi)) & valid
+    oslot = kw(b(s_lo))
     if depth < rec.steps:
         # the recorded child at (parent, rank): parent recorded and expanded, rank within its kept width
-        jj = np.clip(prow, 0, rec.width[depth].shape[0] - 1)
-        child_rec = np.where((prow >= 0) & (r2 < rec.width[depth][jj]), rec.first_child[depth][jj] + r2, -1)
-        token = rec.take(rec.ids, depth, prow, r_full, PAD_TOKEN)
-        lp = rec.take(rec.logp, depth, prow, r_full, np.nan) if rec.logp[depth] is not None else np.full((n, c), np.nan)
+        jj = np.clip(p_row, 0, rec.width[depth].shape[0] - 1)
+        child_rec = kw(np.where(b(p_row >= 0) & (rr < b(rec.width[depth][jj])), b(rec.first_child[depth][jj]) + rr, -1))
+        token, lp = (
+            kw(a) if a is not None else np.full((n, c), np.nan) for a in rec.recorded_children(depth, p_row, rr)
+        )
     else:
         child_rec = np.full((n, c), -1, dtype=np.int64)
         token = np.full((n, c), PAD_TOKEN, dtype=np.int64)
@@ -271,34 +290,64 @@ def _children(rec: _Recorded, lvl: _Level, depth: int, widths: tuple[int, ...]) 
     else:
         child_row = np.full((n, c), -1, dtype=np.int64)
     # selection keys by each round's rule (analysis.compare.subtree._child); only the rules present are computed
-    lo = np.full((n, c), -np.inf)
-    hi = np.full((n, c), np.inf)
-    exact = np.zeros((n, c), dtype=bool)
-    rules = rec.rules[None, :]
+    keys = {}
     if CODE_PATH in rec.present:
-        pexact = ex(p_exact)
-        path_exact = (token != PAD_TOKEN) & np.isfinite(lp) & pexact
-        path_lo = np.where(path_exact, ex(p_lo) + np.where(path_exact, lp, 0.0), -np.inf)
-        path_hi = np.where(path_exact, path_lo, ex(p_hi))
-        mine = rules == CODE_PATH
-        lo, hi, exact = np.where(mine, path_lo, lo), np.where(mine, path_hi, hi), np.where(mine, path_exact, exact)
+        path_exact = (token != PAD_TOKEN) & np.isfinite(lp) & kw(b(g(lvl.exact)))
+        path_lo = np.where(path_exact, kw(b(g(lvl.lo))) + np.where(path_exact, lp, 0.0), -np.inf)
+        keys[CODE_PATH] = (path_lo, np.where(path_exact, path_lo, kw(b(g(lvl.hi)))), path_exact)
     if CODE_FALLBACK in rec.present:
         fb_lo = np.where(ordered, -(r2 * FALLBACK_RANK_WEIGHT + oslot).astype(np.float64), -np.inf)
-        mine = rules == CODE_FALLBACK
-        lo, hi, exact = (
-            np.where(mine, fb_lo, lo),
-            np.where(mine, np.where(ordered, fb_lo, np.inf), hi),
-            np.where(mine, ordered, exact),
-        )
+        keys[CODE_FALLBACK] = (fb_lo, np.where(ordered, fb_lo, np.inf), ordered)
     if CODE_RECORDED in rec.present:
         heads_next = rec.shape.heads[nxt] if nxt < rec.steps else 0
         ro_exact = child_row >= 0
         ro_lo = np.where(ro_exact, -child_row.astype(np.float64), -np.inf)
         ro_hi = np.where(ro_exact, ro_lo, np.where((child_rec >= 0) & (nxt < rec.steps), -float(heads_next), np.inf))
-        mine = rules == CODE_RECORDED
-        lo, hi, exact = np.where(mine, ro_lo, lo), np.where(mine, ro_hi, hi), np.where(mine, ro_exact, exact)
+        keys[CODE_RECORDED] = (ro_lo, ro_hi, ro_exact)
+    lo, hi, exact = _by_rule(rec.rules, keys, (n, c))
     child = _Level(valid, lo, hi, exact & valid, sure & valid, ordered, oslot, r2, child_rec, child_row, token)
     return child, kpos, big_w
+
+
+def _non_out_first(alive: np.ndarray, before: np.ndarray, k_max: int) -> np.ndarray:
+    """[K, C] the first ``k_max`` nodes of each column when the non-OUT nodes come first, each group in
+    tree order: np.argsort(~alive, axis=0, kind="stable")[:k_max]. Node i's place is before[i] - 1 if
+    it is non-OUT, else the non-OUT count plus the OUT nodes before it; the node at place k is the one
+    place == k (replay.core.selection.first_true: a sort along the short axis costs ~10x more)."""
+    levels = alive.shape[0]
+    if levels == 1:
+        return np.zeros((1, alive.shape[1]), dtype=np.int64)
+    if levels >= FIRST_TRUE_MAX:
+        return np.argsort(~alive, axis=0, kind="stable")[:k_max]
+    place = np.where(alive, before - 1, before[-1][None, :] + np.arange(levels)[:, None] - before)
+    return np.stack([first_true(place == k) for k in range(k_max)])
+
+
+def _first_min(a: np.ndarray) -> np.ndarray:
+    """[C] int64 a.argmin(axis=0) of [L, C] ints: the first of the minima (first_true of the min-reduce)."""
+    if a.shape[0] >= FIRST_TRUE_MAX:
+        return a.argmin(axis=0)
+    return first_true(a == a.min(axis=0))
+
+
+def _first_hit(hit: np.ndarray) -> np.ndarray:
+    """[C] int64 np.argmax(hit, axis=0) of [L, C] bool: the first True, 0 where none."""
+    if hit.shape[0] >= FIRST_TRUE_MAX:
+        return hit.argmax(axis=0)
+    first = first_true(hit)
+    return np.where(first < hit.shape[0], first, 0)
+
+
+def _by_rule(rules: np.ndarray, keys: dict, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lo, hi, exact) [K * W, C]: each round's keys by its rule (``keys``: rule code → its keys, the
+    rules present); a chunk of one rule takes that rule's keys as they are."""
+    if len(keys) == 1:
+        return next(iter(keys.values()))
+    lo, hi, exact = np.full(shape, -np.inf), np.full(shape, np.inf), np.zeros(shape, dtype=bool)
+    for code, (k_lo, k_hi, k_exact) in keys.items():
+        mine = rules[None, :] == code
+        lo, hi, exact = np.where(mine, k_lo, lo), np.where(mine, k_hi, hi), np.where(mine, k_exact, exact)
+    return lo, hi, exact
 
 
 def _select(lvl: _Level, heads: int) -> None:
@@ -322,7 +371,7 @@ def _select(lvl: _Level, heads: int) -> None:
         for t in range(min(heads, L)):
             cand = np.where(left, key, -np.inf)
             best = cand.max(axis=0)
-            pick = np.where(left & (cand == best), tie, np.iinfo(np.int64).max).argmin(axis=0)  # [C']
+            pick = _first_min(np.where(left & (cand == best), tie, np.iinfo(np.int64).max))  # [C']
             exists = left[pick, lanes]
             slot[pick[exists], lanes[exists]] = t
             left[pick[exists], lanes[exists]] = False
@@ -411,14 +460,25 @@ class SimulatedLevels:
     max_steps: np.ndarray  # [C] draft steps possibly run
 
 
-def simulate_levels(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0) -> SimulatedLevels:
-    """Build the simulated levels 0..cap of ``sub`` (each level but the last selected)."""
+def simulate_levels(
+    rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0, shared: dict | None = None
+) -> SimulatedLevels:
+    """Build the simulated levels 0..cap of ``sub`` (each level but the last selected). ``shared``:
+    the unselected levels already built on this chunk for other configs, by the prefix they depend on
+    (topKSpec rows 0..i, topHead 1..i): configs of one prefix build it once."""
     levels = [_root(rec)]
     kpos, widths = [], []
     for i in range(cap):
         if i:
+            levels[i] = replace(levels[i])  # a shared level stays unselected: _select sets new arrays on a copy
             _select(levels[i], sub.top_head[i])
-        child, kp, big_w = _children(rec, levels[i], i, sub.top_k_spec[i])
+        key = (sub.top_k_spec[: i + 1], sub.top_head[1 : i + 1])
+        built = shared.get(key) if shared is not None else None
+        if built is None:
+            built = _children(rec, levels[i], i, sub.top_k_spec[i])
+            if shared is not None:
+                shared[key] = built
+        child, kp, big_w = built
         levels.append(child)
         kpos.append(kp)
         widths.append(big_w)
@@ -426,9 +486,11 @@ def simulate_levels(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float 
     return SimulatedLevels(levels, kpos, widths, sure_steps, max_steps)
 
 
-def _simulate(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0) -> SubOutcomes:
+def _simulate(
+    rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0, shared: dict | None = None
+) -> SubOutcomes:
     """Build the simulated levels 0..cap and walk greedy acceptance (analysis.compare.subtree._walk)."""
-    sim = simulate_levels(rec, sub, cap, threshold)
+    sim = simulate_levels(rec, sub, cap, threshold, shared)
     levels, kpos, widths, sure_steps, max_steps = sim.levels, sim.kpos, sim.widths, sim.sure_steps, sim.max_steps
     c = rec.c
     col = rec.col
@@ -442,13 +504,14 @@ def _simulate(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0)
         nonlocal alive
         mask = mask & alive
         ok = stop != STOP_CODE_UNDECIDABLE
-        out.decided[mask] = ok
-        out.lower[mask] = d
-        out.upper[mask] = d if ok else max_steps[mask]
-        out.stop[mask] = stop
-        out.why[mask] = why
+        # copyto(where=): the masked writes without the index arrays of out[mask] = ...
+        np.copyto(out.decided, ok, where=mask)
+        np.copyto(out.lower, d, where=mask)
+        np.copyto(out.upper, d if ok else max_steps, where=mask)
+        np.copyto(out.stop, stop, where=mask)
+        np.copyto(out.why, why, where=mask)
         if rank is not None:
-            out.why_rank[mask] = rank[mask]
+            np.copyto(out.why_rank, rank, where=mask)
         alive = alive & ~mask
 
     for d in range(cap + 1):
@@ -456,7 +519,8 @@ def _simulate(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0)
         if not alive.any():
             break
         lvl = levels[d]
-        at = lambda a: rec.gather(a, cur[None, :])[0] if a.shape[1] == c else a[cur, 0]  # noqa: E731
+        here = np.clip(cur, 0, lvl.valid.shape[0] - 1) * c + col  # the walk's node in level d, as rec.gather finds it
+        at = lambda a: np.take(a.reshape(-1), here) if a.shape[1] == c else a[cur, 0]  # noqa: E731
         status = at(lvl.status) if d else np.full(c, IN, dtype=np.int8)
         finish(status == OUT, d, STOP_CODE_LEAF)
         finish(d >= sure_steps, d, STOP_CODE_UNDECIDABLE, WHY_THRESHOLD)  # whether step d runs is unknown
@@ -469,13 +533,13 @@ def _simulate(rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0)
         wl, wh = _width_tables(spec)
         s_lo, s_hi = np.clip(at(lvl.slot_lo), 0, len(spec) - 1), np.clip(at(lvl.slot_hi), 0, len(spec) - 1)
         w_lo, w_hi = wl[s_lo, s_hi], wh[s_lo, s_hi]
-        k = np.maximum(rec.gather(kpos[d], cur[None, :])[0], 0)
+        k = np.maximum(at(kpos[d]), 0)
         kids = levels[d + 1]
         big_w = widths[d]
         tok = rec.gather(kids.token, k[None, :] * big_w + np.arange(big_w)[:, None])  # [W, C]
         within = np.arange(big_w)[:, None] < w_hi[None, :]
         hit = within & ((tok == PAD_TOKEN) | (tok == t[None, :]))
-        first = np.argmax(hit, axis=0)
+        first = _first_hit(hit)
         finish(~hit.any(axis=0), d, STOP_CODE_MISMATCH)  # no child matches: the walk stops here
         finish(
             tok[first, col] == PAD_TOKEN, d, STOP_CODE_UNDECIDABLE, WHY_BEYOND, first

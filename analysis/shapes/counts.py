@@ -103,15 +103,30 @@ def draft_totals(
         raise ValueError(
             f"draft_totals: expected [E] depth/own_rank and [E, c] logp, got {depth.shape}, {own_rank.shape}, {logp.shape}"
         )
-    c = min(int(logp.shape[1]), cols)
+    return draft_column_totals(depth, own_rank, np.asarray(logp).T, depths, cols)
+
+
+def draft_column_totals(
+    depth: np.ndarray, own_rank: np.ndarray, columns: np.ndarray, depths: int, cols: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """draft_totals of ``columns`` = logp.T ([c, E]: column r of every expanded node), as the batch
+    statistics hold them."""
+    c = min(int(columns.shape[0]), cols)
     keep = (depth < depths) & (own_rank < cols)
-    lp = np.asarray(logp[keep, :c], dtype=np.float64)
-    ok = np.isfinite(lp)
-    cell = (depth[keep] * cols + own_rank[keep])[:, None] * cols + np.arange(c)[None, :]  # [E', c]
-    size = depths * cols * cols
-    total = np.bincount(cell[ok], weights=lp[ok], minlength=size).reshape(depths, cols, cols)
-    count = np.bincount(cell[ok], minlength=size).reshape(depths, cols, cols).astype(np.int64)
-    return total, count
+    every = bool(keep.all())
+    row = depth * cols + own_rank if every else (depth * cols + own_rank)[keep]  # [E'] the (d, q) cell row
+    lp = np.ascontiguousarray(columns[:c] if every else columns[:c, keep], dtype=np.float64)  # [c, E']
+    size = depths * cols
+    total = np.zeros((size, cols))
+    count = np.zeros((size, cols), dtype=np.int64)
+    # one column r at a time: [E'] temporaries, no [E', c] cell index (each cell still sums its values in
+    # node order, so the totals are the same bits as one bincount over every (node, r))
+    for r in range(c):
+        ok = np.isfinite(lp[r])
+        at = row[ok]
+        total[:, r] = np.bincount(at, weights=lp[r][ok], minlength=size)
+        count[:, r] = np.bincount(at, minlength=size)
+    return total.reshape(depths, cols, cols), count.reshape(depths, cols, cols)
 
 
 # --------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from .counts import (
     ShapeStats,
     collect_visits,
     count_tables,
-    draft_totals,
+    draft_column_totals,
     fit,
     group_of,
     num_groups,
@@ -176,8 +176,9 @@ class StatsBuilder:
         for d, st in enumerate(batch.steps):
             h = shape.heads[d]
             q = np.zeros_like(chosen[d]) if d == 0 else shape.maps[d - 1].slot_rank[chosen[d]]  # [h, R'] own rank
-            lp = np.moveaxis(st.logp[:h][:, :, ok], 1, 2).reshape(-1, st.cols)  # [h * R', cols]
-            total, count = draft_totals(np.full(q.size, d), q.reshape(-1), lp, self.depths, self.cols)
+            # [cols, h * R']: column r of every expanded node, nodes in (position, round) order
+            lp = np.moveaxis(st.logp[:h][:, :, ok], 1, 0).reshape(st.cols, -1)
+            total, count = draft_column_totals(np.full(q.size, d), q.reshape(-1), lp, self.depths, self.cols)
             self.draft_sum += total
             self.draft_count += count
 
@@ -191,7 +192,7 @@ class StatsBuilder:
             code = parent[m.slot_parent] * self.base + (m.slot_rank[:, None] + 1)  # [L_{d+1}, R]
             parts.append(code)
         codes = np.concatenate(parts)  # [nodes, R]
-        uniq, inv = np.unique(codes, return_inverse=True)
+        uniq, inv = _distinct(codes, self.base**shape.num_steps)  # a level-d code is below base**d
         per = np.bincount(
             np.broadcast_to(group, codes.shape).reshape(-1) * uniq.shape[0] + inv.reshape(-1),
             minlength=self.groups * uniq.shape[0],
@@ -213,6 +214,19 @@ class StatsBuilder:
         )
         first = None if self.first is None else self.first[1]
         return DumpStats(stats, TreeCounts(paths, counts), self.acc_sum, self.acc_sq, self.rounds, self.nodes, first)
+
+
+SMALL_CODES = 1 << 16  # rank-path codes below this are told apart by a table, not a sort
+
+
+def _distinct(codes: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(codes, return_inverse=True) of non-negative codes below ``bound``: a presence table
+    and its running count when the codes are few (a sort of every node of every round costs ~10x)."""
+    if bound > SMALL_CODES:
+        return np.unique(codes, return_inverse=True)
+    present = np.bincount(codes.reshape(-1), minlength=bound) > 0
+    index = np.cumsum(present) - 1  # code → its position among the distinct codes
+    return np.flatnonzero(present), index[codes]
 
 
 def code_base(cfg: TreeConfig) -> int:

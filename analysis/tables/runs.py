@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult, replay_directory
-from replay.engine.runs import RunReplay, replay_run
+from replay.engine.runs import PerBatch, RunReplay, replay_run
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled, tqdm_progress
 
@@ -123,6 +123,7 @@ class LabelledRun:
     replay: DirectoryReplay | BatchReplay
     tables: tuple[pd.DataFrame, pd.DataFrame | None] | None = None
     node_counts: list | None = None  # with tables=TABLES_METRICS: the node metrics' counts, one per block
+    read_along: tuple | None = None  # load_run's per_batch: its value for each batch, in the order read
 
     @property
     def results(self):
@@ -163,12 +164,15 @@ def load_runs(
     labels: Sequence[str] | None = None,
     progress: bool | None = None,
     tables: str = TABLES_FULL,
+    per_batch: PerBatch | None = None,
 ) -> list[LabelledRun]:
     """Replay every directory or packed run on the batch path, tables included (bad rounds are
-    listed in ``run.replay.skipped``, never fatal)."""
+    listed in ``run.replay.skipped``, never fatal); ``per_batch``: see load_run."""
     if not dirs:
         raise SpecReplayError("no dump directory given")
-    return [load_run(d, label, opts, progress, tables) for label, d in zip(unique_labels(dirs, labels), dirs)]
+    return [
+        load_run(d, label, opts, progress, tables, per_batch) for label, d in zip(unique_labels(dirs, labels), dirs)
+    ]
 
 
 def load_run(
@@ -177,9 +181,12 @@ def load_run(
     opts: ReplayOptions = ReplayOptions(),
     progress: bool | None = None,
     tables: str = TABLES_FULL,
+    per_batch: PerBatch | None = None,
 ) -> LabelledRun:
     """One run by the batch path: outcomes, skipped list and tables as the reference would give
-    (``tables``: TABLES_FULL, TABLES_METRICS or TABLES_KEYS, see there)."""
+    (``tables``: TABLES_FULL, TABLES_METRICS or TABLES_KEYS, see there). ``per_batch(batch, result,
+    run's tree)`` is computed on each batch while it is read (``run.read_along``): a command that
+    needs more of the batch arrays (compare's configs) does not read and replay the run again."""
     from .batch import (
         KEY_ROUND_COLUMNS,
         SLIM_ROUND_COLUMNS,
@@ -195,8 +202,10 @@ def load_run(
     if tables not in build:
         raise ValueError(f"tables={tables!r}: expected one of {', '.join(build)}")
     part = build[tables]
-    rep = replay_run(path, opts, progress=on, per_batch=lambda b, res, tree: part(b, res, tree, label))
-    parts = list(rep.per_batch)
+    both = lambda b, res, tree: (part(b, res, tree, label), per_batch(b, res, tree) if per_batch else None)  # noqa: E731
+    rep = replay_run(path, opts, progress=on, per_batch=both)
+    parts = [p for p, _ in rep.per_batch]
+    along = tuple(x for _, x in rep.per_batch) if per_batch else None
     counts = None
     if tables == TABLES_FULL:
         frames = join_parts(parts)
@@ -208,7 +217,7 @@ def load_run(
     ok = res.ok
     sizes = tuple(np.asarray(a[ok], dtype=np.int64) for a in (res.accepted_length, res.num_steps, res.num_nodes))
     results = LazyResults(path, opts, frames[0], label, on, sizes)
-    return LabelledRun(label, BatchReplay(rep, results, opts), frames, counts)
+    return LabelledRun(label, BatchReplay(rep, results, opts), frames, counts, along)
 
 
 def load_reference(

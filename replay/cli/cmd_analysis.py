@@ -84,17 +84,23 @@ def add_runs_input(p: argparse.ArgumentParser, many: bool = True) -> None:
     add_no_progress(p)
 
 
-def load_runs_from_args(args, tables: str | None = None):
+def load_runs_from_args(args, tables: str | None = None, per_batch=None):
     """Replay every DUMP; a run without a single replayable round is reported and left out.
 
     ``tables``: what the command reads besides the replay (analysis.tables.runs.TABLES_FULL, the
-    default, TABLES_METRICS or TABLES_KEYS)."""
+    default, TABLES_METRICS or TABLES_KEYS); ``per_batch``: computed on each batch as it is read
+    (analysis.tables.runs.load_run)."""
     from analysis.tables.runs import TABLES_FULL, load_runs
 
     for d in args.dirs:
         require_dump_source(d)
     runs = load_runs(
-        args.dirs, options_from_args(args), args.label, progress_enabled(args.no_progress), tables or TABLES_FULL
+        args.dirs,
+        options_from_args(args),
+        args.label,
+        progress_enabled(args.no_progress),
+        tables or TABLES_FULL,
+        per_batch,
     )
     kept = [run for run in runs if run.results]
     if len(runs) == 1 and not kept:
@@ -163,12 +169,13 @@ def _print_table(df, args, out=None) -> None:
 
 def configs_from_args(args, recorded):
     from analysis.compare.subtree import contained_configs
-    from analysis.report.html import default_comparison_configs
 
     configs = list(option_configs(args))
     if getattr(args, "contained", False):
         configs.extend(contained_configs(recorded))
     if not configs:
+        from analysis.report.html import default_comparison_configs  # the report and matplotlib: only here
+
         return default_comparison_configs(recorded)
     seen, out = set(), []
     for c in [recorded] + configs:

@@ -96,7 +96,6 @@ def run_compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from analysis.cost.source import cost_warning
-    from analysis.report import plots
 
     if args.temperature is not None:
         from .cmd_compare_sampling import run_compare_sampling
@@ -106,9 +105,12 @@ def run_compare(args: argparse.Namespace) -> int:
     check_compare_options(args)
     given = cost_from_args(args)
     check_config_args(args)
+    from analysis.compare.batch import compare_along
     from analysis.tables.runs import TABLES_KEYS
 
-    runs = load_runs_from_args(args, TABLES_KEYS)  # compare replays the configs itself: it reads no table
+    # compare replays the configs itself, on each batch as it is read: it reads no table
+    along = compare_along(lambda tree: configs_from_args(args, tree), args.gamma_threshold)
+    runs = load_runs_from_args(args, TABLES_KEYS, along)
     done = _compare_runs(args, runs, given)
     if not done.tables:
         raise SpecReplayError("no rounds to compare")
@@ -123,6 +125,8 @@ def run_compare(args: argparse.Namespace) -> int:
             ignore_index=True,
         ).sort_values("run", kind="stable")
     if args.plot:  # after --top: the plot shows the rows the table shows
+        from analysis.report import plots  # matplotlib: ~0.5 s to import, only for --plot
+
         for run, grp in table.groupby("run", sort=False):
             target = Path(args.plot).with_stem(Path(args.plot).stem + (f"_{run}" if len(runs) > 1 else ""))
             with atomic_path(target) as tmp:

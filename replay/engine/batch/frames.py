@@ -117,7 +117,12 @@ def notes_of(res) -> list[list[str]]:
 
 def round_names(res) -> np.ndarray:
     """[R] object round keys ``a_b``."""
-    return np.asarray([f"{a}_{b}" for a, b in zip(res.keys[0].tolist(), res.keys[1].tolist())], dtype=object)
+    return key_names(res.keys)
+
+
+def key_names(keys: np.ndarray) -> np.ndarray:
+    """[R] object round names ``a_b`` of [2, R] round keys."""
+    return np.asarray([f"{a}_{b}" for a, b in zip(keys[0].tolist(), keys[1].tolist())], dtype=object)
 
 
 def pad_as_na(values: np.ndarray) -> NullableInts:

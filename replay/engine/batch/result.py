@@ -137,10 +137,12 @@ class BatchResult:
     def take(self, index: np.ndarray) -> BatchResult:
         """Rounds ``index`` (an int array), notes renumbered."""
         index = np.asarray(index, dtype=np.int64)
-        notes = {}
-        if self.selection_notes:  # most runs have none: no position table of a million rounds
-            pos = {int(old): new for new, old in enumerate(index)}
-            notes = {pos[k]: v for k, v in self.selection_notes.items() if k in pos}
+        notes: dict[int, tuple[str, ...]] = {}
+        if self.selection_notes:  # most runs have none; else each old round's new position, the last where
+            pos = np.full(len(self), -1, dtype=np.int64)  # index repeats it (-1: not taken): an array, not a dict
+            taken = index >= 0
+            np.maximum.at(pos, index[taken], np.flatnonzero(taken))
+            notes = {int(pos[k]): v for k, v in self.selection_notes.items() if 0 <= k < len(pos) and pos[k] >= 0}
         return BatchResult(
             **{name: getattr(self, name)[..., index] for name in _ROUND_ARRAYS},
             shapes=self.shapes,
