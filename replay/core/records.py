@@ -12,7 +12,7 @@ as pandas ``Int64``, a missing bonus kind as None.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -152,8 +152,9 @@ _ROUND_VALUES = (
 )
 
 
-def write_batch_json_lines(result: Any, out: IO[str]) -> int:
-    """write_json_lines(records_of_batch(result), out), formatted from the result's arrays.
+def write_batch_json_lines(result: Any, out: IO[str], progress: Callable[[int, int], None] | None = None) -> int:
+    """write_json_lines(records_of_batch(result), out), formatted from the result's arrays;
+    ``progress(lines written, lines)`` after each block.
 
     result: a replay.engine.batch.BatchResult. Each line is json_line(result.round_json(i)) byte for byte:
     the columns that depend only on a round's codes (shape, layout, selection, bonus kind, stop)
@@ -180,6 +181,8 @@ def write_batch_json_lines(result: Any, out: IO[str]) -> int:
                 key = "_".join(str(int(v)) for v in result.keys[:, i])
                 raise ValueError(f"round {key}: the batch line differs from json_line(round_json)")
         out.write(_utf8_text(lines))
+        if progress:
+            progress(start + rows.shape[0], ok.shape[0])
     return int(ok.shape[0])
 
 
@@ -417,20 +420,27 @@ def write_table(frame: pd.DataFrame, path: str | Path) -> None:
 _CSV_ROWS_PER_WRITE = 65_536  # rows encoded at a time: bounded memory at millions of rounds
 
 
-def write_arrow_table(table: Any, path: Any) -> None:
+def write_arrow_table(table: Any, path: Any, progress: Callable[[int, int], None] | None = None) -> None:
     """A per-round pyarrow Table (replay.engine.batch.frames.record_arrow) to ``path``, atomically:
     the bytes write_table writes for the same rows as a pandas frame (tests/test_batch_tables.py),
-    encoded column by column in Arrow rather than cell by cell."""
+    encoded column by column in Arrow rather than cell by cell. ``progress(rows written, rows)``:
+    after each block of a CSV, at the start and the end of a Parquet file (pyarrow writes it at once)."""
     with atomic_path(path) as tmp:
+        if progress:
+            progress(0, table.num_rows)
         if str(path).endswith(".parquet"):
             import pyarrow.parquet as pq
 
             pq.write_table(table, tmp)
-            return
-        with open(tmp, "wb") as out:
-            out.write((",".join(_csv_field(c) for c in table.column_names) + "\n").encode())
-            for start in range(0, table.num_rows, _CSV_ROWS_PER_WRITE):
-                out.write(_csv_lines(table.slice(start, _CSV_ROWS_PER_WRITE)))
+        else:
+            with open(tmp, "wb") as out:
+                out.write((",".join(_csv_field(c) for c in table.column_names) + "\n").encode())
+                for start in range(0, table.num_rows, _CSV_ROWS_PER_WRITE):
+                    out.write(_csv_lines(table.slice(start, _CSV_ROWS_PER_WRITE)))
+                    if progress:
+                        progress(min(start + _CSV_ROWS_PER_WRITE, table.num_rows), table.num_rows)
+        if progress:
+            progress(table.num_rows, table.num_rows)
 
 
 def _csv_field(text: str) -> str:
