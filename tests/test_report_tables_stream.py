@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import analysis.tables.stream as stream
@@ -150,3 +151,35 @@ def test_writing_bar_only_on_a_terminal(argv, tmp_path, monkeypatch):
         shown = stdout.getvalue() if "--json" in argv else ""  # the summary of -o says how long it took
         outputs.append((shown, [f.read_bytes() for f in files]))
     assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_frame_csv_lines_are_pandas_text(tmp_path):
+    """frame_csv_lines (Arrow) writes what csv_frame(df).to_csv writes: floats of every size and
+    sign (numpy's text, -0.0, inf, whole numbers, NaN empty), bools, missing ids, quoted strings."""
+    from replay.core.records import csv_header, frame_csv_lines
+
+    rng = np.random.default_rng(4)
+    n = 20_000
+    special = np.asarray(
+        [0.0, -0.0, 1.0, -2.0, 1e-5, 1e-4, 9.99e-5, 1e9, 1e15, 1e16, 2.5e-300, np.inf, -np.inf, np.nan]
+    )
+    values = np.concatenate(
+        [
+            special,
+            rng.uniform(1, 10, n) * 10.0 ** rng.uniform(-8, 18, n),
+            -rng.exponential(3, n),
+            np.round(rng.standard_normal(n), 2),
+        ]
+    )
+    m = values.shape[0]
+    df = pd.DataFrame(
+        {
+            "x": values,
+            "flag": rng.random(m) < 0.5,
+            "id": pd.arrays.IntegerArray(rng.integers(-5, 9, m), rng.random(m) < 0.3),
+            "word": rng.choice(np.asarray(["a", "b,c", 'say "x"', ""], dtype=object), m),
+        }
+    )
+    df.to_csv(tmp_path / "want.csv", index=False)
+    got = csv_header(list(df.columns)) + bytes(frame_csv_lines(pa.Table.from_pandas(df, preserve_index=False)))
+    assert got == (tmp_path / "want.csv").read_bytes()

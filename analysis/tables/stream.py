@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from replay.core.records import csv_frame
+from replay.core.records import csv_header, frame_csv_lines
 from replay.engine.batch.frames import take_rows
 from replay.engine.runs import iter_run_chunks, open_run
 
@@ -53,15 +53,19 @@ class TableWriter:
         self._pending: list = []  # pyarrow Tables not written yet
 
     def append(self, df: pd.DataFrame) -> None:
+        import pyarrow as pa
+
         if not len(df):
             return
-        if self.csv is not None:  # pandas formats each cell alone: parts append to the whole table's text
-            csv_frame(df).to_csv(self.csv, index=False, header=not self.rows, mode="a" if self.rows else "w")
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        if self.csv is not None:  # each cell is formatted alone: parts append to the whole table's text
+            with open(self.csv, "ab" if self.rows else "wb") as out:
+                if not self.rows:
+                    out.write(csv_header(list(df.columns)))
+                out.write(frame_csv_lines(table))
         self.rows += len(df)
         if self.parquet is not None:
-            import pyarrow as pa
-
-            self._pending.append(pa.Table.from_pandas(df, preserve_index=False))
+            self._pending.append(table)
             self._write_groups(final=False)
 
     def close(self, empty: pd.DataFrame | None = None) -> list[Path]:
@@ -96,16 +100,38 @@ class TableWriter:
             # pandas' metadata (column dtypes) of a block whose conversion gave those types
             typed = [t for t in self._pending if t.schema.equals(table.schema)] or self._pending
             schema = table.schema.with_metadata(typed[0].schema.metadata)
+            del table, typed  # no block kept alive past its copy below
             self._writer = pq.ParquetWriter(self.parquet, schema, compression="snappy")
         schema = self._writer.schema
-        table = pa.concat_tables([t if t.schema.equals(schema) else t.cast(schema) for t in self._pending])
-        start = 0
-        while table.num_rows - start >= PARQUET_ROW_GROUP or (final and start < table.num_rows):
-            size = min(PARQUET_ROW_GROUP, table.num_rows - start)
-            # the writer pages each column by its own sizes: the blocks' chunks make the same pages as one array
-            self._writer.write_table(table.slice(start, size), row_group_size=PARQUET_ROW_GROUP)
-            start += size
-        self._pending = [table.slice(start)] if start < table.num_rows else []
+        pending, self._pending = self._pending, []
+        table = pa.concat_tables([t if t.schema.equals(schema) else t.cast(schema) for t in pending])
+        del pending
+        while table.num_rows >= PARQUET_ROW_GROUP or (final and table.num_rows):
+            holder, table = [table], None
+            group, table = _cut(holder, min(PARQUET_ROW_GROUP, holder[0].num_rows))
+            self._writer.write_table(group, row_group_size=PARQUET_ROW_GROUP)
+            del group
+        if table.num_rows:
+            self._pending = [table]
+
+
+def _cut(holder: list, size: int) -> tuple:
+    """(the first ``size`` rows of the table ``holder[0]`` with one chunk per column, as a whole
+    frame's conversion gives them: the writer's pages depend on the chunks; the other rows, as they
+    are). The holder is emptied and each column's blocks dropped once copied, so that the copy
+    does not double the memory of a row group."""
+    import pyarrow as pa
+
+    table = holder.pop()
+    schema = table.schema
+    first, rest = [], []
+    while table.num_columns:
+        column = table.column(0)
+        first.append(column.slice(0, size).combine_chunks())
+        rest.append(column.slice(size))
+        del column
+        table = table.remove_column(0)
+    return pa.Table.from_arrays(first, schema=schema), pa.Table.from_arrays(rest, schema=schema)
 
 
 def _has_null(t) -> bool:
@@ -140,16 +166,31 @@ def run_table_blocks(run: LabelledRun, progress: Callable[[int], None] | None = 
             continue
         first = min(int(o.min()) for p in parts for o in p.round_ordinals)  # no later chunk holds a round before
         ready, pending = _split(pending, first)
-        if ready:
-            yield join_parts(ready)
+        yield from _frames(ready)
+        del ready
         pending += parts
         done += sum(o.shape[0] for p in parts for o in p.round_ordinals)
         if progress:
             progress(done)
-    if pending:
-        yield join_parts(pending)
+    yield from _frames(pending)
     if done != len(run.results):
         raise RuntimeError(f"tables: read {done} rounds of {label} again, the run has {len(run.results)}")
+
+
+ROUNDS_PER_FRAME = 4096  # rounds made into frames (and Arrow, and CSV text) at a time: a block's copies stay small
+
+
+def _frames(parts: list[TableParts]) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
+    """join_parts of ``parts`` (rows of one run), ROUNDS_PER_FRAME rounds at a time, in run order."""
+    if not parts:
+        return
+    ords = np.sort(np.concatenate([o for p in parts for o in p.round_ordinals]))
+    rest = parts
+    for cut in ords[ROUNDS_PER_FRAME::ROUNDS_PER_FRAME].tolist():
+        now, rest = _split(rest, cut)
+        yield join_parts(now)
+        del now
+    yield join_parts(rest)
 
 
 def _split(parts: list[TableParts], before: int) -> tuple[list[TableParts], list[TableParts]]:
