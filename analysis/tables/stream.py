@@ -51,6 +51,13 @@ class TableWriter:
         self.rows = 0
         self._writer = None  # pyarrow.parquet.ParquetWriter, opened once the first row group's types are known
         self._pending: list = []  # pyarrow Tables not written yet
+        # per part (a run) appended, the text columns that held a value: pandas concatenates a run's
+        # column of text with another run's all-missing one as object, which pyarrow writes as string
+        self._parts: list[set[str]] = [set()]
+
+    def new_part(self) -> None:
+        """The frames appended from now on are another run's (build_tables concatenates the runs)."""
+        self._parts.append(set())
 
     def append(self, df: pd.DataFrame) -> None:
         import pyarrow as pa
@@ -65,6 +72,11 @@ class TableWriter:
                 out.write(frame_csv_lines(table))
         self.rows += len(df)
         if self.parquet is not None:
+            for f in table.schema:
+                if (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)) and table[f.name].null_count < len(
+                    df
+                ):
+                    self._parts[-1].add(f.name)
             self._pending.append(table)
             self._write_groups(final=False)
 
@@ -99,7 +111,7 @@ class TableWriter:
                 return
             # pandas' metadata (column dtypes) of a block whose conversion gave those types
             typed = [t for t in self._pending if t.schema.equals(table.schema)] or self._pending
-            schema = table.schema.with_metadata(typed[0].schema.metadata)
+            schema = self._as_concatenated(table.schema.with_metadata(typed[0].schema.metadata))
             del table, typed  # no block kept alive past its copy below
             self._writer = pq.ParquetWriter(self.parquet, schema, compression="snappy")
         schema = self._writer.schema
@@ -113,6 +125,23 @@ class TableWriter:
             del group
         if table.num_rows:
             self._pending = [table]
+
+    def _as_concatenated(self, schema):
+        """``schema`` with each text column that is all missing in some parts but not in others
+        typed as pandas' concatenation of those parts gives it: an object column, pyarrow's string."""
+        import json
+
+        import pyarrow as pa
+
+        meta = json.loads(schema.metadata[b"pandas"])
+        for i, f in enumerate(schema):
+            have = [f.name in part for part in self._parts]
+            if pa.types.is_large_string(f.type) and any(have) and not all(have):
+                schema = schema.set(i, pa.field(f.name, pa.string()))
+                for col in meta["columns"]:
+                    if col["name"] == f.name:
+                        col.update(pandas_type="unicode", numpy_type="object")
+        return schema.with_metadata({**schema.metadata, b"pandas": json.dumps(meta).encode()})
 
 
 def _cut(holder: list, size: int) -> tuple:
@@ -220,7 +249,10 @@ def write_run_tables(
     total = sum(len(r.results) for r in runs)
     writers = {name: TableWriter(out_dir, name, formats) for name in ("rounds", "nodes")}
     before = 0
-    for run in runs:
+    for k, run in enumerate(runs):
+        if k:
+            for w in writers.values():
+                w.new_part()
         tick = (lambda n, b=before: progress(b + n, total)) if progress else None
         for rounds, nodes in run_table_blocks(run, tick):
             writers["rounds"].append(rounds)
