@@ -6,11 +6,14 @@
 One synthetic article run ([[6],[2,2],[1,1]]/[1,2,2], all layout, 16 validate columns with
 scores; replay.testing.batch_synth + replay.testing.sampling_ref.with_validate_scores), one thread.
 Timed in the same process, warmed up, interleaved, repeated: the greedy ``replay_batch`` (the
-yardstick: the machine is shared, read the ratios); the whole ``batch_sampling`` (it rebuilds the
-trees, reads each expanded slot's validate row, then the rule); and the rule alone
-(``replay.core.sampling.column_bounds`` on prepared column-major rows, [E, K, R]), at T and at
-T = 1 (the recording temperature: no rescaling). Printed: median rounds/s, the min..max spread,
-and each median time over the greedy replay's.
+yardstick: the machine is shared, read the ratios); the whole ``batch_sampling`` at T (it rebuilds
+the trees, reads each expanded slot's validate row, finds the rows' T-independent statistics, then
+the rule); ``column_bounds`` at T on rows already laid out column-major ([E, K, R]: the statistics
+found and the rule, chunk by chunk); the rule alone at T and at T = 1 (the recording temperature:
+no rescaling), ``PreparedColumns.bounds`` on rows prepared once (``prepare_columns``, its
+statistics found by the warm-up call); and the report's curve on these rounds: prepare once, then
+the rule at the 16 T of analysis.compare.sampling.TEMPERATURE_GRID (counted per round and T).
+Printed: median rounds/s, the min..max spread, and each median time over the greedy replay's.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ import time
 
 from benchkit import machine_line  # bench/benchkit.py
 
+from analysis.compare.sampling import TEMPERATURE_GRID
 from replay.core.config import TreeConfig
-from replay.core.sampling import column_bounds
+from replay.core.sampling import column_bounds, prepare_columns
 from replay.engine.batch import replay_batch
 from replay.engine.batch.sampling import batch_sampling, shape_inputs, shape_layout
 from replay.testing.batch_synth import SynthSpec, synth_batch
@@ -48,17 +52,27 @@ def main() -> None:
     inputs = shape_inputs(batch, shape, True, res.layout == 1)
     ids, lp, has = inputs.rows(0, rounds)  # every expanded slot's row, laid out once
 
-    def rule(t: float):
-        rows = lambda lo, hi: (ids[..., lo:hi], lp[..., lo:hi], has[:, lo:hi])  # noqa: E731
-        return column_bounds(shape_layout(shape), rows, inputs.tokens, inputs.row_node, t, VOCAB)
+    rows = lambda lo, hi: (ids[..., lo:hi], lp[..., lo:hi], has[:, lo:hi])  # noqa: E731
+    tree = shape_layout(shape)
+    prepared = prepare_columns(tree, rows, inputs.tokens, inputs.row_node, VOCAB)
+
+    def curve():
+        again = prepare_columns(tree, rows, inputs.tokens, inputs.row_node, VOCAB)
+        return [again.bounds(t) for t in TEMPERATURE_GRID]
 
     t = args.temperature
+    curve_name = f"prepare once + {len(TEMPERATURE_GRID)} T (per round and T)"
     jobs = {
         "greedy replay_batch": lambda: replay_batch(batch, ARTICLE, workers=1),
-        f"batch_sampling T={t:g}": lambda: batch_sampling(batch, res, ARTICLE, t, VOCAB),
-        f"column_bounds T={t:g} (rule only)": lambda: rule(t),
-        "column_bounds T=1 (rule only)": lambda: rule(1.0),
+        f"batch_sampling T={t:g} (whole)": lambda: batch_sampling(batch, res, ARTICLE, t, VOCAB),
+        f"column_bounds T={t:g} (statistics + rule)": lambda: column_bounds(
+            tree, rows, inputs.tokens, inputs.row_node, t, VOCAB
+        ),
+        f"rule T={t:g}, rows prepared": lambda: prepared.bounds(t),
+        "rule T=1, rows prepared": lambda: prepared.bounds(1.0),
+        curve_name: curve,
     }
+    per_call = {name: rounds * (len(TEMPERATURE_GRID) if name == curve_name else 1) for name in jobs}
     load_start = os.getloadavg()[0]
     for fn in jobs.values():  # warm-up
         fn()
@@ -75,10 +89,9 @@ def main() -> None:
     print("|---|---|---|---|")
     greedy = statistics.median(times["greedy replay_batch"])
     for name, ts in times.items():
-        med = statistics.median(ts)
+        med, n = statistics.median(ts), per_call[name]
         print(
-            f"| {name} | {rounds / med / 1e6:.3f} | {rounds / max(ts) / 1e6:.3f}..{rounds / min(ts) / 1e6:.3f} "
-            f"| {med / greedy:.2f} |"
+            f"| {name} | {n / med / 1e6:.3f} | {n / max(ts) / 1e6:.3f}..{n / min(ts) / 1e6:.3f} | {med / greedy:.2f} |"
         )
 
 

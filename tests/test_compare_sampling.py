@@ -236,6 +236,8 @@ def test_report_curve_is_compare_at_each_t(capsys, tmp_path):
     page = (out / "index.html").read_text(encoding="utf-8")
     section = page[page.index("<h2>Sampling at temperature T</h2>") : page.index("<h2>Tree-shape recommendation</h2>")]
     assert section.count("<figure>") == 1 and 'src="http' not in section
+    # the page's table names code's and chat's temperatures, not only the grid's round numbers
+    assert all(f"<td>{t}</td>" in section for t in (0.2, 0.5, 0.7, 1.5)), section
     curve = read_csv(out / "tables/sampling_curve.csv")
     assert sorted({float(r["temperature"]) for r in curve}) == [round(0.1 * k, 1) for k in range(16)]
     assert {r["config"] for r in curve} == {"[6]|[2,2]|[1,1]", "[6]|[2]|[1]"}

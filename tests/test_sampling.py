@@ -14,7 +14,10 @@ from replay.core.sampling import (
     PROBLEM_SUM,
     PROBLEM_VOCAB,
     ROUNDS_PER_TREE,
+    _layout_of,
     check_temperature,
+    prepare_columns,
+    prepare_sampling,
     round_bounds,
     sampling_bounds,
 )
@@ -320,3 +323,58 @@ def test_a_row_naming_every_token_below_mass_one_contradicts_the_vocabulary(t):
     assert round_bounds(tree, ids, lp2, "all", t, vocab_size=4).problem[0] == PROBLEM_VOCAB
     assert round_bounds(tree, ids, lp2, "all", t, vocab_size=5).problem[0] == PROBLEM_VOCAB  # 2 x 0.1 < 0.3
     assert round_bounds(tree, ids, lp2, "all", t, vocab_size=7).problem[0] == 0  # 4 x 0.1 >= 0.3
+
+
+@pytest.mark.parametrize("trees", ["many", "two"])
+def test_rows_prepared_once_give_the_reference_at_every_temperature(trees):
+    # The report's curve prepares the rows once (their T-independent statistics, each child's cell)
+    # and asks the rule at many T; the caches fill at the first T that needs them, in any order
+    # (T = 0 reads only the top-1 column, T = 1 no rescaling). Every T must equal the scalar
+    # reference as if asked alone, with PAD cells, empty rows, rows not there and repeats.
+    rng = np.random.default_rng(77)
+    shared = [random_round(rng, k=5, n=8) for _ in range(2)]
+    count = 2 * ROUNDS_PER_TREE + 10 if trees == "two" else 150
+    rounds = [shared[i % 2] if trees == "two" or i % 3 == 0 else random_round(rng, k=5, n=8) for i in range(count)]
+    tokens, parents, depths, ids, lp = _stack(rounds)
+    tokens = tokens.copy()
+    tokens[:, 1:] = rng.integers(0, 6, size=tokens[:, 1:].shape)  # small alphabet: sibling repeats
+    ids, lp = _hostile_cells(rng, ids, lp, 0.2)
+    has = rng.random(tokens.shape) > 0.1
+    prepared = prepare_sampling(tokens, parents, depths, ids, lp, has, 10**4)
+    for t in (0.0, 0.7, 1.0, 0.3, 0.0, 1.3, 0.7):
+        b = prepared.bounds(t)
+        alone = sampling_bounds(tokens, parents, depths, ids, lp, has, t, 10**4)
+        np.testing.assert_array_equal(b.expected_lo, alone.expected_lo)
+        np.testing.assert_array_equal(b.expected_hi, alone.expected_hi)
+        for i in range(0, len(rounds), 7):
+            lo, hi, ge_lo, ge_hi = reference_bounds(tokens[i], parents[i], depths[i], ids[i], lp[i], has[i], t, 10**4)
+            assert b.expected_lo[i] == pytest.approx(lo, abs=1e-12) and b.expected_hi[i] == pytest.approx(hi, abs=1e-12)
+            np.testing.assert_allclose(b.length_ge_hi[i, : len(ge_hi)], ge_hi, atol=1e-12)
+    with pytest.raises(ValueError, match="smaller than the 5 recorded candidates"):
+        prepare_sampling(tokens, parents, depths, ids, lp, has, 4).bounds(0.7)
+    assert prepare_sampling(tokens, parents, depths, ids, lp, has, 4).bounds(0.0).problem.max() == 0  # T = 0: no V
+
+
+def test_prepared_columns_in_chunks_equal_one_chunk():
+    # The rule runs chunk by chunk; the prepared chunks keep their statistics. A chunk boundary
+    # anywhere (here every 7 rounds, and one round) must not move a number.
+    rng = np.random.default_rng(5)
+    tree, full, ids, lp = random_round(rng, k=4, n=9)
+    r = 50
+    tokens = np.repeat(tree.tokens[:, None], r, axis=1)
+    tokens[1:] = rng.integers(0, V, size=tokens[1:].shape)
+    expanded = np.unique(tree.parents[1:])
+    layout, rows_of = _layout_of(tuple(int(v) for v in tree.parents), tuple(int(v) for v in tree.depths))
+    row_ids = np.repeat(ids[rows_of][:, :, None], r, axis=2)
+    row_lp = np.repeat(lp[rows_of][:, :, None], r, axis=2) - rng.random((len(expanded), 1, r))
+    has = np.ones((len(expanded), r), dtype=bool)
+    rows = lambda lo, hi: (row_ids[..., lo:hi], row_lp[..., lo:hi], has[:, lo:hi])  # noqa: E731
+    nodes = [int(v) for v in expanded]
+    whole = prepare_columns(layout, rows, tokens, nodes, V, chunk_rounds=r)
+    for chunk in (7, 1):
+        cut = prepare_columns(layout, rows, tokens, nodes, V, chunk_rounds=chunk)
+        for t in (0.0, 0.4, 1.0, 1.3):
+            a, b = whole.bounds(t, keep_reach=True), cut.bounds(t, keep_reach=True)
+            np.testing.assert_allclose(a.reach_hi, b.reach_hi, rtol=1e-14)
+            np.testing.assert_allclose(a.expected_lo, b.expected_lo, rtol=1e-14)
+            np.testing.assert_array_equal(a.exact, b.exact)

@@ -9,9 +9,9 @@ The possible sub-tree comes from analysis.compare.subtree_batch.simulate_levels,
 simulate_subconfig: a level is a padded ``[L, C]`` set of slots, and a node is in the possible
 tree ("indexed") when it is the root or a child, of known token, of an indexed node that the walk
 can leave by a recorded edge (no doubt on it). Its nodes are numbered level by level, slot by
-slot: the round path's tree order. The bounds are replay.core.sampling.sampling_bounds on those
-arrays, called on rounds of one sub-tree size and validate width at a time (as the round path
-stacks them: the same sums in the same order). The doubts are the round path's, in its order
+slot: the round path's tree order. The bounds are replay.core.sampling.sampling_bounds' rule on
+those arrays, on rounds of one sub-tree size and validate width at a time (as the round path
+stacks them: the same sums in the same order), prepared once (prepare_sampling) for every T. The doubts are the round path's, in its order
 (level, slot; per slot: its kept width, then its own expansion or its children beyond the
 recorded columns, by rank); a round is undetermined by the first one the walk can reach.
 """
@@ -26,11 +26,12 @@ import pandas as pd
 
 from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TREE_DYNAMIC, TreeConfig
-from replay.core.sampling import PROBLEM_WORDS, greedy_logp, problem_words, sampling_bounds
+from replay.core.sampling import PROBLEM_WORDS, greedy_logp, prepare_sampling, problem_words
 from replay.core.sampling_recorded import recorded_column
 from replay.core.vocab import CHUNK_ROUNDS, NO_PARENT, PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
 from replay.engine.batch.frames import round_names
+from replay.engine.batch.recorded import ALONE_LIMIT  # refused rounds replayed one by one; more: the run once
 from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
 from replay.engine.sampling import NO_SCORES, round_sampling
 from replay.io.packed.pack import is_packed_run
@@ -95,7 +96,7 @@ class SubTrees:
     kpos: list[np.ndarray]
     steps_hi: np.ndarray  # [C]
     gamma: int
-    cache: dict = field(default_factory=dict)  # what every T reads: the groups per mask, the doubts
+    cache: dict = field(default_factory=dict)  # what every T reads: the prepared groups per mask, the doubts
 
 
 def _rows(batch: RoundBatch, res: BatchResult, shape: TreeShape, lo: int, hi: int):
@@ -215,15 +216,15 @@ def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols)
 
 def at_temperature(st: SubTrees, use: np.ndarray, t: float, vocab_size: int | None = None) -> AtT:
     """The sub-trees ``st`` at T on the rounds ``use`` ([C] bool; the others: undetermined, unread):
-    sampling_bounds on rounds of one (size, validate width) at a time, then the first reachable doubt."""
+    the rule on rounds of one (size, validate width) at a time, then the first reachable doubt."""
     c, big_n = st.tokens.shape
     reach_lo, reach_hi = np.zeros((c, big_n)), np.zeros((c, big_n))
     lo, hi = np.full(c, np.nan), np.full(c, np.nan)
     ge_lo, ge_hi = np.zeros((c, st.gamma)), np.zeros((c, st.gamma))
     exact = np.zeros(c, dtype=bool)
     needs_vocab = False
-    for m, nn, arrays in _groups(st, use):
-        b = sampling_bounds(*arrays, t, vocab_size)
+    for m, nn, prepared in _groups(st, use, vocab_size):
+        b = prepared.bounds(t)
         if b.problem.any():  # the sub-tree reads the recorded tree's rows: its check comes first
             word = PROBLEM_WORDS[int(b.problem[b.problem != 0][0])]
             raise RuntimeError(f"a sub-tree round: {word}, yet its recorded replay passed")
@@ -239,10 +240,10 @@ def at_temperature(st: SubTrees, use: np.ndarray, t: float, vocab_size: int | No
     return AtT(det, lo, hi, ge_lo, ge_hi, exact & det, st.steps_hi, why, depth, rank, needs_vocab)
 
 
-def _groups(st: SubTrees, use: np.ndarray) -> list:
-    """[(rounds, n, sampling_bounds' array arguments)] per (sub-tree size, validate width) of the
-    rounds ``use``: cut once per mask (a mask depends only on T > 0), read at every T."""
-    cache_key = use.tobytes()
+def _groups(st: SubTrees, use: np.ndarray, vocab_size: int | None) -> list:
+    """[(rounds, n, their PreparedSampling)] per (sub-tree size, validate width) of the rounds ``use``:
+    cut, grouped by tree and prepared once per mask (a mask depends only on T > 0), read at every T."""
+    cache_key = (use.tobytes(), vocab_size)
     if cache_key not in st.cache:
         key = st.n * (int(st.k.max(initial=0)) + 1) + st.k
         out = []
@@ -251,7 +252,7 @@ def _groups(st: SubTrees, use: np.ndarray) -> list:
             nn, kk = int(st.n[m[0]]), int(st.k[m[0]])
             arrays = (st.tokens[m, :nn], st.parents[m, :nn], st.depths[m, :nn])
             arrays += (st.ids[m, :nn, :kk], st.logp[m, :nn, :kk], st.has[m, :nn])
-            out.append((m, nn, arrays))
+            out.append((m, nn, prepare_sampling(*arrays, vocab_size)))
         st.cache[cache_key] = out
     return st.cache[cache_key]
 
@@ -477,15 +478,15 @@ def compare_sampling_run(
 
     At a temperature whose node_logprobs the manifest lists, a dump directory is compared round by
     round (the reference reads each round's node_logprobs: exact, analysis.compare.sampling.recorded_edges);
-    the batch arrays do not carry them. A packed run has none, so it stays on the batch arrays (the
-    top-K bounds; the caller prints the note)."""
+    the batch arrays of the comparison do not read them. A packed run carries them too (its rounds
+    read back with their node_logprobs), so it is compared the same way."""
     nodes = run.replay.manifest.node_logprob_temperatures
     if not isinstance(run.replay, BatchReplay):
         return compare_sampling(
             list(run.results), run.config, configs, temperatures, vocab_size, gamma_threshold, progress, nodes
         )
     exact_at = [t for t in temperatures if recorded_column(t, nodes) is not None]
-    if exact_at and not is_packed_run(run.replay.directory):
+    if exact_at:
         rest = [t for t in temperatures if t not in exact_at]
         tick = None if rest else progress  # the reference's progress counts configs, not rounds
         own = compare_sampling(
@@ -497,9 +498,6 @@ def compare_sampling_run(
         return merge_temperatures(temperatures, [(exact_at, own), (rest, top_k)])
     done = _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold, progress, per_round)
     return done if is_packed_run(run.replay.directory) else _name_the_rows(run, done, vocab_size, nodes)
-
-
-ALONE_LIMIT = 16  # refused rounds replayed one by one; more: the whole run once (_name_the_rows)
 
 
 def _name_the_rows(run: LabelledRun, done: SamplingComparison, vocab_size, nodes) -> SamplingComparison:

@@ -10,7 +10,8 @@
 - ``--help`` shows every non-empty default (HelpFormatter).
 - A command is declared with add_command (its help line, description, examples, handler
   ``run_<command>``); commands that read dumps share add_dump_options / options_from_args.
-- Skipped inputs are listed one per stderr line (print_skipped) and give exit status 1; notes and
+- Skipped inputs are listed one per stderr line (print_skipped; a long listing is folded by reason) and
+  give exit status 1; notes and
   warnings about how the files were read go to stderr too (print_reading). Stdout keeps only results.
 - Not one round replayed is an error (exit 2) in every command (require_rounds): the skip reasons
   are listed first, then one error line, with a "did you mean validate_..." hint for near-miss names.
@@ -64,12 +65,38 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return text
 
 
-def print_skipped(skipped: Iterable[Skipped], label: str | None = None) -> None:
-    """One stderr line per skipped input, the listing that goes with exit status 1; ``label``
-    names the run when there are several."""
-    run = f"{label}: " if label else ""
+# A listing longer than this is folded by reason: a run of 10^5 rounds without validate scores once
+# printed 100,001 identical lines (17 MB of stderr) and hid the one line that mattered.
+SKIP_LINES_LIMIT = 20
+SKIP_LINES_PER_REASON = 3  # shown in full before a folded reason's count
+
+
+def skipped_lines(skipped: Sequence[Skipped]) -> list[str]:
+    """The listing of skipped inputs: one line each up to SKIP_LINES_LIMIT; beyond, each reason's
+    first SKIP_LINES_PER_REASON inputs in full, then one line counting the rest with their first
+    and last names, reasons in the order they first occur."""
+    if len(skipped) <= SKIP_LINES_LIMIT:
+        return [f"skipped {s.what}: {s.reason}" for s in skipped]
+    by_reason: dict[str, list[str]] = {}
     for s in skipped:
-        print(f"specreplay: {run}skipped {s.what}: {s.reason}", file=sys.stderr)
+        by_reason.setdefault(s.reason, []).append(s.what)
+    lines = []
+    for reason, whats in by_reason.items():
+        lines += [f"skipped {what}: {reason}" for what in whats[:SKIP_LINES_PER_REASON]]
+        rest = whats[SKIP_LINES_PER_REASON:]
+        if len(rest) == 1:
+            lines.append(f"skipped {rest[0]}: {reason}")
+        elif rest:
+            lines.append(f"skipped {len(rest):,} more for the same reason ({rest[0]} … {rest[-1]}): {reason}")
+    return lines
+
+
+def print_skipped(skipped: Iterable[Skipped], label: str | None = None) -> None:
+    """The listing that goes with exit status 1 (skipped_lines), on stderr; ``label`` names the run
+    when there are several."""
+    run = f"{label}: " if label else ""
+    for line in skipped_lines(list(skipped)):
+        print(f"specreplay: {run}{line}", file=sys.stderr)
 
 
 def print_notes(lines: Iterable[str], label: str | None = None) -> None:
@@ -241,17 +268,33 @@ def vocab_sizes_json(used: dict[str, int | None]) -> int | None | dict[str, int 
     return next(iter(values)) if len(values) <= 1 and used else (dict(used) if used else None)
 
 
-def print_missing_node_logprobs(command: str, temperature: float, manifest, missing: int) -> None:
+def print_missing_node_logprobs(
+    command: str, temperature: float, manifest, missing: int, gaps: tuple[Sequence[str], Sequence[str]] | None = None
+) -> None:
     """The note of rounds that fell back to the top-K bounds at a T whose node_logprobs the manifest
-    lists (a packed run does not carry them; a round in the parents layout has none)."""
+    lists. ``gaps``: the names of those rounds, (in the parents layout, whose rows are not tree
+    nodes; without node_logprobs in their validate file or packed block), to say which and why."""
     from replay.core.sampling_recorded import recorded_column
 
-    if missing and recorded_column(temperature, manifest.node_logprob_temperatures) is not None:
-        print(
-            f"specreplay {command}: note: manifest.json records node_logprobs at T = {temperature:g}, but "
-            f"{missing} round(s) here carry none (a packed run does not): their numbers are the top-K bounds",
-            file=sys.stderr,
-        )
+    if not missing or recorded_column(temperature, manifest.node_logprob_temperatures) is None:
+        return
+    why = ""
+    if gaps is not None and any(gaps):
+        parents, without = gaps
+        parts = [f"{len(parents)} in the parents layout, where validate row n is not tree node n ({_some(parents)})"]
+        parts += [f"{len(without)} without node_logprobs in their validate file or packed run ({_some(without)})"]
+        why = ": " + "; ".join(p for p, names in zip(parts, gaps) if names)
+    print(
+        f"specreplay {command}: note: manifest.json records node_logprobs at T = {temperature:g}, but "
+        f"{missing} round(s) here carry none, so their numbers are the top-K bounds{why}",
+        file=sys.stderr,
+    )
+
+
+def _some(names: Sequence[str], shown: int = 3) -> str:
+    """The first rounds of a list, and how many more: "round 1_2, round 3_4, and 5 more"."""
+    head = ", ".join(f"round {n}" for n in names[:shown])
+    return head + (f", and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def print_needs_vocab(command: str, temperature: float) -> None:

@@ -8,6 +8,7 @@ that need torch import it inside ``func``, so ``--help`` and the offline command
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 
@@ -89,7 +90,10 @@ class VersionAction(argparse.Action):
 def dispatch(argv: list[str]) -> int:
     """Parse ``argv`` and run its command's handler; its return value is the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # told by the command that was typed, with its option nearest to each typo
+        chosen = _chosen(parser, args)
+        chosen.error(f"unrecognized arguments: {' '.join(extras)}{_nearest_options(chosen, extras)}")
     if not getattr(args, "func", None):
         parser.print_help()
         print("specreplay: error: no command given (see the list above)", file=sys.stderr)
@@ -97,6 +101,17 @@ def dispatch(argv: list[str]) -> int:
     check_outside_inputs(*_outputs_and_dumps(_chosen(parser, args), args))
     check_vocab_size_use(args)
     return int(args.func(args) or 0)
+
+
+def _nearest_options(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """'; --temprature: did you mean --temperature?' for each unknown option that is close to one of the command's."""
+    known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    hints = []
+    for word in extras:
+        if word.startswith("--"):
+            near = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.75)
+            hints += [f"{word.split('=', 1)[0]}: did you mean {near[0]}?"] if near else []
+    return "".join(f"; {h}" for h in hints)
 
 
 def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:

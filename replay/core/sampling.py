@@ -16,13 +16,16 @@ The rule is written once, here: ``column_bounds`` on column-major arrays of roun
 tree layout (the round axis last, as in the greedy batch kernel, so every operation runs on
 contiguous vectors over rounds; the batch replay calls it on its own arrays), and
 ``sampling_bounds`` on round-major arrays of R rounds (one round is R = 1), which groups the rounds
-by tree and calls ``column_bounds``; the per-round replay and the API go through it.
+by tree and calls ``column_bounds``; the per-round replay and the API go through it. What a row
+gives that does not depend on T (its statistics, each child's cell in it) is found once per chunk
+of rounds; ``prepare_columns`` / ``prepare_sampling`` keep it for many T (the report's curve), so
+that the rule at T takes one exponential per recorded cell and no lookup.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
@@ -135,6 +138,8 @@ RowNode = int | np.ndarray
 # rows(lo, hi) -> (ids [E, K, C], logp [E, K, C], has [E, C]) of rounds lo..hi: column_bounds' row reader.
 RowReader = Callable[[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
+_NAN_UNLESS = np.array([np.nan, 0.0])  # indexed by a bool: NaN for False, 0 for True
+
 # A row's top-1 where the row cannot be read (no row, PAD): no token equals it.
 _NO_TOKEN = np.iinfo(np.int64).min
 
@@ -167,8 +172,18 @@ class TreeLayout:
         return tuple(out)
 
     @cached_property
+    def node_row(self) -> np.ndarray:
+        """[N+1] each node's parent row (node 0: row 0, unused): the per-row terms gathered per edge."""
+        return np.concatenate([np.zeros(1, dtype=np.int64), self.edge_row])
+
+    @cached_property
     def at_depth(self) -> tuple[np.ndarray, ...]:
         return tuple(np.flatnonzero(self.depths == d) for d in range(int(self.depths.max()) + 1))
+
+    @cached_property
+    def depth_slices(self) -> tuple[np.ndarray | slice, ...]:
+        """at_depth, as slices where the nodes are contiguous (tree order: a view, no copy)."""
+        return tuple(slice(int(i[0]), int(i[-1]) + 1) if i[-1] - i[0] + 1 == i.shape[0] else i for i in self.at_depth)
 
 
 @dataclass(frozen=True, eq=False)
@@ -201,16 +216,30 @@ class ColumnBounds:
 
 
 @dataclass(frozen=True, eq=False)
-class _RowTerms:
-    """What an edge needs from its parent's row, per row and round ([E, C]; w is [E, K, C])."""
+class _RowStats:
+    """What the rule reads from one chunk's rows at any T > 0 ([E, C] float64 unless said), found
+    once: the report's temperature curve asks 16 T of the same rows. Log values are kept minus the
+    row's largest log-prob lmax (the shifted form), so that the rule at T scales them by a = 1/T and
+    takes one exponential each: q^a / q_max^a, which small T does not underflow at the top cells."""
 
-    w: np.ndarray | None  # each cell's q^a scaled by the row's e^(-a * shift), 0 at PAD and without a row
-    inv_zlo: np.ndarray  # a recorded child's p_hi = w * inv_zlo (1 / (R + S_lo))
-    inv_zhi: np.ndarray  # its p_lo = w * inv_zhi (1 / (R + S_hi); 0 when S_hi is unbounded)
-    miss_hi: np.ndarray  # p_hi of a child missing from the row; 1 without a row, 0 for an empty row
-    top1: np.ndarray  # the row's first column (T = 0); _NO_TOKEN without a row or for PAD
+    lp: np.ndarray  # [E, K, C] the log-probs as given (float32 or float64), -inf at PAD
+    d: np.ndarray  # [E, K, C] l - lmax per cell in float64
+    lmax: np.ndarray  # 0 in a dead row (below), whose cells are never read
+    total: np.ndarray  # sum q: Z's recorded part at T = 1
+    mass: np.ndarray  # the tail mass m (0 for a row naming every token)
+    logm: np.ndarray  # log m
+    x1: np.ndarray  # min(q_K, m): at T = 1 the largest q a missing child can have
+    qk: np.ndarray  # q_K, the smallest recorded q
+    j: np.ndarray  # the tail packed into few tokens: floor(m / q_K) at q_K (0 for an empty tail), one at r
+    # [3, E, C] what the rule raises to the power a, shifted: log q_K - lmax, log r - lmax (-inf
+    # for an empty tail), log min(q_K, m) - lmax (the largest q a missing child can have)
+    base: np.ndarray
+    rest: np.ndarray | float | None  # V - n, the tokens a row does not name (one number when every
+    # row has K cells); None without V
+    log_rest: np.ndarray | float | None  # log(V - n)
+    dead: np.ndarray | None  # [E, C] bool: no row, or an empty row (every cell PAD or -inf); None if none
+    has: np.ndarray  # [E, C] bool
     problem: np.ndarray  # [C] int8 PROBLEM_* of the round, from its rows that are there
-    needs_vocab: bool
 
 
 def _row_problem(total: np.ndarray, lmax: np.ndarray, has: np.ndarray, room: np.ndarray | None = None) -> np.ndarray:
@@ -236,152 +265,164 @@ def _row_problem(total: np.ndarray, lmax: np.ndarray, has: np.ndarray, room: np.
 
 def row_problems(ids: np.ndarray, logp: np.ndarray, vocab_size: int | None = None) -> np.ndarray:
     """[M] PROBLEM_* code of each of M validate rows (ids, logp [M, K]) at a temperature > 0: the
-    kernel's judgement (_row_terms) row by row, so that a message can name the row it found."""
+    kernel's judgement (_row_stats) row by row, so that a message can name the row it found."""
     ids, logp = np.asarray(ids), np.asarray(logp, dtype=np.float64)
     has = np.ones((1, ids.shape[0]), dtype=bool)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-        return _row_terms(ids.T[None], logp.T[None], has, 1.0, vocab_size).problem
+        return _row_stats(ids.T[None], logp.T[None], has, vocab_size).problem
 
 
-def _tail_bounds(
-    t: float, rest: np.ndarray | None, logm: np.ndarray, lmin: np.ndarray, shift: np.ndarray | float
-) -> tuple[np.ndarray, np.ndarray]:
-    """(S_lo, S_hi): the unrecorded tokens' part of Z_T, scaled by e^(-a * shift) like the row's cells.
-
-    docs/analysis.md "What a row gives": the tail holds mass m, each of its tokens q <= q_K.
-    rest: per row, V - n, the number of tokens the row does not name (None without V).
-    """
-    a = 1.0 / t
-    if t == 1.0:
-        s = np.exp(logm - shift)
-        return s, s
-    # The tail packed into as few tokens as it can: j = floor(m / q_K) tokens at q_K and one at the
-    # rest r. sum q^a over {0 <= q <= q_K, sum q = m} is convex for T < 1 (a maximum, at a vertex:
-    # this one) and concave for T > 1 (a minimum, there too); it is at most m * q_K^(a-1) for T < 1
-    # and equals m^a for a tail of one token (V - n = 1: Z known). A row with a -inf cell has
-    # q_K = 0: its tail is empty (the scalar reference's `if qk > 0`).
-    qk, m = np.exp(lmin), np.exp(logm)
-    j = np.floor(m / qk)
-    r = np.clip(m - j * qk, 0.0, qk)
-    packed = j * np.exp(a * (lmin - shift)) + np.exp(a * (np.log(r) - shift))
-    edge = np.where(lmin == -np.inf, 0.0, np.where(m > 0, packed, 0.0))
-    if t < 1.0:
-        if rest is None:
-            return np.zeros_like(edge), edge
-        # at least the tail spread evenly over the V-n unrecorded tokens (Jensen), else 0
-        lr = np.log(rest)
-        return np.where(rest > 0, np.exp(lr + a * (logm - lr) - a * shift), 0.0), edge
-    if rest is None:  # T > 1 without V: the tail could be spread over any number of tokens
-        return edge, np.full_like(edge, np.inf)
-    s_hi = np.where(rest > 0, np.exp((1.0 - a) * np.log(rest) + a * logm - a * shift), 0.0)
-    return np.where(rest > 0, edge, 0.0), s_hi  # at most the power mean over V-n tokens
-
-
-def _row_terms(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, t: float, vocab_size: int | None) -> _RowTerms:
-    """Per-row statistics, once per row and round: the edges then need one lookup each.
-
-    ids, lp: [E, K, C] (lp float32 or float64; every sum and exp in float64); has: [E, C].
-    """
+def _row_stats(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, vocab_size: int | None) -> _RowStats:
+    """The T-independent statistics of rows ids, lp [E, K, C] (lp float32 or float64; every sum and
+    exp in float64) and has [E, C]: the one exponential per cell of the tail mass m = 1 - sum q."""
     k = ids.shape[1]
     # One pass tells most chunks they have no PAD cell (PAD_TOKEN is the only negative id).
-    pad = ids == PAD_TOKEN if ids.min(initial=0) < 0 else np.zeros((1, 1, 1), dtype=bool)
-    any_pad = bool(pad.any())
-    if any_pad:  # a padded batch fills PAD cells with NaN: they are not cells of the row
+    pad = ids == PAD_TOKEN if ids.min(initial=0) < 0 else None
+    if pad is not None and pad.any():  # a padded batch fills PAD cells with NaN: they are not cells of the row
         lp = np.where(pad, -np.inf, lp)
-    top1 = np.where(has & (ids[:, 0] != PAD_TOKEN), ids[:, 0].astype(np.int64), _NO_TOKEN)
-    if t == 0.0:  # the greedy walk reads only each row's top-1: the scores are not judged (README)
-        ones = np.ones(top1.shape)
-        return _RowTerms(None, ones, ones, ones, top1, np.zeros(top1.shape[1], dtype=np.int8), False)
-    lmax = lp.max(axis=1).astype(np.float64)  # max/min are exact in float32: convert after
-    q = np.exp(lp, dtype=np.float64)
-    total = q.sum(axis=1)
-    a = 1.0 / t
-    lmin = (np.where(pad, np.inf, lp) if any_pad else lp).min(axis=1).astype(np.float64)
-    rest = None  # per row, the V - n tokens it does not name (n: its non-PAD cells)
-    if vocab_size is not None:
-        rest = (float(vocab_size) - ((~pad).sum(axis=1) if any_pad else k)) * np.ones_like(total)
-    room = None  # the most mass the unnamed tokens can hold; a zero cell means an empty tail (below), not judged
-    if rest is not None:
-        room = np.where(rest > 0, np.where(lmin == -np.inf, np.inf, rest * np.exp(lmin)), 0.0)
-    problem = _row_problem(total, lmax, has, room)
-    mass = np.maximum(1.0 - total, 0.0)  # tail mass m at T = 1 (total >= 0: m <= 1)
-    if rest is not None:  # a row naming every token has no tail: its m (within tolerance) is rounding
-        mass = np.where(rest > 0, mass, 0.0)
-    logm = np.log(mass)
-    if t == 1.0:  # q itself: Z = 1, nothing to rescale
-        w, shift, rec = q, 0.0, total
-    else:  # q^a / q_max^a: small T does not underflow the top cells
-        w = np.subtract(lp, lmax[:, None, :], dtype=np.float64)
-        w *= a
-        np.exp(w, out=w)
-        shift, rec = lmax, w.sum(axis=1)
-    s_lo, s_hi = _tail_bounds(t, rest, logm, lmin, shift)
-    s_hi = np.fmax(s_hi, 0.0)  # NaN (0 * inf in a degenerate row) -> 0; fmax keeps +inf
-    s_lo = np.minimum(np.fmax(s_lo, 0.0), s_hi)
-    if t == 1.0:  # a recorded child's probability is its q exactly
-        inv_zlo = inv_zhi = np.ones_like(rec)
     else:
-        inv_zlo, inv_zhi = 1.0 / (rec + s_lo), 1.0 / (rec + s_hi)  # 1/inf = 0: no lower bound
+        pad = None
+    lmax = lp.max(axis=1).astype(np.float64)  # max/min are exact in float32: convert after
+    lmin = (np.where(pad, np.inf, lp) if pad is not None else lp).min(axis=1).astype(np.float64)
+    d = lp.astype(np.float64)  # l, then l - lmax (below): one conversion, every sum and exp in float64
+    lp_clean = lp
+    total, cells = np.empty(lmax.shape), np.empty(d.shape[1:])
+    for e in range(d.shape[0]):  # row by row: a [K, C] block stays in cache
+        np.exp(d[e], out=cells)
+        np.sum(cells, axis=0, out=total[e])
+    # per row, the V - n tokens it does not name (n: its non-PAD cells); one number without PAD
+    rest: np.ndarray | float | None = None
+    if vocab_size is not None:
+        rest = float(vocab_size) - k if pad is None else float(vocab_size) - (~pad).sum(axis=1)
+    qk = np.exp(lmin)
+    no_tail = lmin == -np.inf  # a row with a -inf cell has q_K = 0: its tail is empty (the reference's `if qk > 0`)
+    any_no_tail = bool(no_tail.any())
+    room = None  # the most mass the unnamed tokens can hold; a zero cell means an empty tail, not judged
+    if rest is not None:
+        room = rest * qk
+        if any_no_tail:
+            room[no_tail] = np.inf
+        room = np.where(rest > 0, room, 0.0) if isinstance(rest, np.ndarray) else room if rest > 0 else 0.0 * room
+    problem = _row_problem(total, lmax, has, room)
+    m = np.maximum(1.0 - total, 0.0)  # tail mass m at T = 1 (total >= 0: m <= 1)
+    if isinstance(rest, np.ndarray):  # a row naming every token has no tail: its m (within tolerance) is rounding
+        m = np.where(rest > 0, m, 0.0)
+    elif rest is not None and rest <= 0:
+        m = 0.0 * m
+    logm = np.log(m)
+    m = np.exp(logm)  # as the scalar reference's code computes it, to the last bit
+    dead = (lmax == -np.inf) | ~has
+    if not dead.any():
+        dead_or_none = None
+    else:  # a dead row's cells are never read (its children get weight 0, its 1/Z is 0): no inf - inf
+        dead_or_none, lmax = dead, np.where(dead, 0.0, lmax)
+    # The tail packed into as few tokens as it can (docs/analysis.md "What a row gives"): j = floor(m / q_K)
+    # tokens at q_K and one at the rest r; a tail of mass 0 or of a row with q_K = 0 is empty.
+    j = np.floor(m / qk)
+    r = np.minimum(np.maximum(m - j * qk, 0.0), qk)
+    logr = np.log(r)
+    logr -= lmax
+    tail = ~no_tail & (m > 0)
+    if not tail.all():
+        j, logr = np.where(tail, j, 0.0), np.where(tail, logr, -np.inf)
+    lmm = np.minimum(lmin, logm)
+    base = np.stack([lmin - lmax, logr, lmm - lmax])
+    log_rest = None if rest is None else np.log(np.broadcast_to(rest, total.shape))  # element by element
+    d -= lmax[:, None, :]
+    x1 = np.exp(lmm)
+    return _RowStats(lp_clean, d, lmax, total, m, logm, x1, qk, j, base, rest, log_rest, dead_or_none, has, problem)
+
+
+def _spread_tail(rs: _RowStats, a: float) -> np.ndarray:
+    """The tail spread evenly over the V - n unnamed tokens: (V - n) (m / (V - n))^a, scaled by
+    e^(-a lmax); 0 for a row naming every token (written as the scalar reference's code writes it)."""
+    assert rs.rest is not None and rs.log_rest is not None
+    lr, al = rs.log_rest, a * rs.lmax
+    out = np.exp(lr + a * (rs.logm - lr) - al) if a > 1.0 else np.exp((1.0 - a) * lr + a * rs.logm - al)
+    if isinstance(rs.rest, np.ndarray):
+        return np.where(rs.rest > 0, out, 0.0)
+    return out if rs.rest > 0 else np.zeros_like(out)
+
+
+def _row_scale(rs: _RowStats, t: float, cells: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(1 / Z_lo, 1 / Z_hi, a missing child's p_hi) per row at T > 0, every q^a scaled by e^(-a lmax).
+
+    Z_T = R + S: R = sum of the recorded cells' q^a, the only sum over cells at T (one exponential
+    each, into ``cells`` [K, C], reused); S, the tail's part, bounded from m and q_K
+    (docs/analysis.md "What a row gives"): sum q^a over {0 <= q <= q_K, sum q = m} is convex for
+    T < 1 (a maximum at a vertex: the packed tail) and concave for T > 1 (a minimum there); with V,
+    the tail spread evenly over the V - n unnamed tokens is the other end (Jensen).
+    """
+    if t == 1.0:  # q itself: Z = 1 + rounding, nothing to rescale
+        rec, x = rs.total, rs.x1
+        s_lo = s_hi = np.fmax(rs.mass, 0.0)
+    else:
+        a = 1.0 / t
+        assert cells is not None
+        n_rows = rs.d.shape[0]
+        rec = np.empty(rs.lmax.shape)
+        for e in range(n_rows):  # row by row: a [K, C] block stays in cache for its three passes
+            np.multiply(rs.d[e], a, out=cells)
+            np.exp(cells, out=cells)
+            np.sum(cells, axis=0, out=rec[e])
+        e = np.multiply(rs.base, a)
+        np.exp(e, out=e)
+        packed, x = e[0], e[2]
+        packed *= rs.j
+        packed += e[1]
+        spread = None if rs.rest is None else _spread_tail(rs, a)
+        if t < 1.0:
+            s_lo, s_hi = (np.zeros_like(packed) if spread is None else spread), packed
+        else:  # without V, the tail could be spread over any number of tokens: no upper bound
+            s_lo, s_hi = packed, (np.full_like(packed, np.inf) if spread is None else spread)
+        np.fmax(s_hi, 0.0, out=s_hi)  # NaN (0 * inf in a degenerate row) -> 0; fmax keeps +inf
+        np.fmax(s_lo, 0.0, out=s_lo)
+        np.minimum(s_lo, s_hi, out=s_lo)
+    z_hi = rec + s_hi
+    share = s_hi / z_hi
+    if t > 1.0:
+        np.copyto(share, 1.0, where=np.isinf(s_hi))
     # A missing child: its q <= min(q_K, m) and its q^a is part of S, so p <= x/(R + max(x, S_lo));
     # and p <= the tail's share S_hi / (R + S_hi).
-    x = np.exp(a * (np.minimum(lmin, logm) - shift))
-    share = np.where(np.isinf(s_hi), 1.0, s_hi / (rec + s_hi))
-    miss = np.fmax(np.minimum(x / (rec + np.maximum(x, s_lo)), share), 0.0)  # NaN -> 0
-    # An empty row (every cell PAD or -inf) gives p = 0 (the reference's q_K = 0); no row, p in [0, 1].
-    # Neither records anything: weights and 1/Z (NaN there: no scale) are set to 0.
-    empty = lmax == -np.inf
-    miss = np.where(has, np.where(empty, 0.0, miss), 1.0)
-    dead = empty | ~has
-    if dead.any():
-        w = np.where(dead[:, None, :], 0.0, w)
-        inv_zlo, inv_zhi = np.where(dead, 0.0, inv_zlo), np.where(dead, 0.0, inv_zhi)
-    return _RowTerms(w, inv_zlo, inv_zhi, miss, top1, problem, t > 1.0 and vocab_size is None)
+    miss = np.maximum(x, s_lo)
+    miss += rec
+    np.divide(x, miss, out=miss)
+    np.minimum(miss, share, out=miss)
+    np.fmax(miss, 0.0, out=miss)  # NaN -> 0
+    if t == 1.0:  # a recorded child's probability is its q exactly
+        inv_zlo, inv_zhi = np.ones_like(rec), np.ones_like(rec)
+    else:  # 1/inf = 0: no lower bound
+        inv_zlo = rec + s_lo
+        np.divide(1.0, inv_zlo, out=inv_zlo)
+        inv_zhi = np.divide(1.0, z_hi, out=z_hi)
+    if rs.dead is not None:
+        # An empty row (every cell PAD or -inf) gives p = 0 (the reference's q_K = 0); no row, p in [0, 1].
+        # Neither records anything: 1/Z (NaN there: no scale) is set to 0.
+        np.copyto(miss, ~rs.has, where=rs.dead)
+        np.copyto(inv_zlo, 0.0, where=rs.dead)
+        np.copyto(inv_zhi, 0.0, where=rs.dead)
+    return inv_zlo, inv_zhi, miss
 
 
-def _first_weights(ids: np.ndarray, w: np.ndarray, tok: np.ndarray) -> np.ndarray:
-    """[g, C] the weight of the first cell of a row ([K, C]) carrying each child's token, else 0.
+def _first_cells(ids: np.ndarray, d: np.ndarray, tok: np.ndarray) -> np.ndarray:
+    """[g, C] the value d of the first cell of a row (ids, d [K, C], or [g, K, C]: one row per child)
+    carrying each child's token, else 1.0 (no sound cell has a log-prob > 0: the caller tells the missing ones by it).
 
     One comparison per (column, child) on vectors over rounds; walking the columns from the last
     to the first leaves the first match (the scalar reference's rule for a row naming a token twice).
     """
-    if tok.shape[1] < SMALL_CHUNK:  # few rounds: one broadcast comparison, fewer numpy calls
-        hit = tok[:, None, :] == ids[None]  # [g, K, C]
+    if ids.ndim == 3 or tok.shape[1] < SMALL_CHUNK:  # few rounds: one broadcast comparison, fewer numpy calls
+        ids, d = (ids, d) if ids.ndim == 3 else (ids[None], d[None])  # [g, K, C]: each child's own row
+        hit = tok[:, None, :] == ids
         first = np.argmax(hit, axis=1)[:, None, :]  # the first True, 0 when none
-        cell = np.take_along_axis(np.broadcast_to(w[None], hit.shape), first, axis=1)[:, 0]
-        return np.where(hit.any(axis=1), cell, 0.0)
-    num = np.zeros(tok.shape)
+        cell = np.take_along_axis(np.broadcast_to(d, hit.shape), first, axis=1)[:, 0]
+        return np.where(hit.any(axis=1), cell, 1.0)
+    out = np.ones(tok.shape)
     hit = np.empty(tok.shape, dtype=bool)
     for c in range(ids.shape[0] - 1, -1, -1):
         np.equal(tok, ids[c], out=hit)
-        np.copyto(num, w[c], where=hit)
-    return num
-
-
-def _edge_bounds(
-    rt: _RowTerms, row: int | tuple[np.ndarray, ...], ids: np.ndarray, tok: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(p_lo, p_hi) [g, C] of the edges from one row to children with tokens tok [g, C].
-
-    row: the row's index e (every round), or per round the index arrays of its cells ([K, C] each,
-    built by _walk_trees). A recorded child has weight > 0 or is recorded with q^a = 0; in the second
-    case x_max <= its weight is 0 as well, so taking it for missing gives the same [0, 0]: "weight
-    > 0" is the test.
-    """
-    at = row if isinstance(row, int) else (row[0][0], row[2][0])  # the row's [C] terms
-    if rt.w is None:  # T = 0: the child carrying the row's top-1
-        p_lo = (tok == rt.top1[at]).astype(np.float64)
-        return p_lo, p_lo
-    num = _first_weights(ids[row], rt.w[row], tok)
-    p_lo = np.minimum(num * rt.inv_zhi[at], 1.0)
-    p_hi = np.where(num > 0.0, np.minimum(num * rt.inv_zlo[at], 1.0), rt.miss_hi[at])
-    return p_lo, p_hi
-
-
-def _without_repeats(p_lo: np.ndarray, p_hi: np.ndarray, repeat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A child with an earlier sibling's token is never reached (the walk moves to the first): p = 0."""
-    if not repeat.any():
-        return p_lo, p_hi
-    return np.where(repeat, 0.0, p_lo), np.where(repeat, 0.0, p_hi)
+        np.copyto(out, d[c], where=hit)
+    return out
 
 
 def _as_ids_type(tokens: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -395,78 +436,290 @@ def _as_ids_type(tokens: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return tokens.astype(ids.dtype)
 
 
-def _reach_of(reach: np.ndarray, node: RowNode) -> np.ndarray:
-    """[C] reach of one node per round (node: one id for all rounds, or [C] ids)."""
-    if isinstance(node, (int, np.integer)):
-        one: np.ndarray = reach[int(node)]
-        return one
-    c = reach.shape[1]
-    return np.asarray(np.take(reach.reshape(-1), node * c + np.arange(c)))
+class _Chunk:
+    """One chunk of rounds of one tree layout: its rows and node tokens, and what the rule needs from
+    them at any T, found on first use and kept (the temperature curve reads the same rows at 16 T;
+    T = 0 reads only each row's top-1): the rows' statistics and each child's cell in its parent's row."""
+
+    def __init__(
+        self,
+        tree: TreeLayout | TreeColumns,
+        lo: int,
+        hi: int,
+        rows: tuple[np.ndarray, np.ndarray, np.ndarray],
+        tokens: np.ndarray,
+        nodes: list[RowNode],
+        vocab: int | None,
+    ) -> None:
+        self.tree, self.lo, self.hi = tree, lo, hi
+        self.ids, self.lp, self.has = rows
+        self.tok = _as_ids_type(np.ascontiguousarray(tokens[:, lo:hi]), self.ids)
+        self.nodes: list[RowNode] = [int(v) if isinstance(v, (int, np.integer)) else v[lo:hi] for v in nodes]
+        self.vocab_size = vocab
+        if isinstance(tree, TreeColumns):  # each node's parent row, per round: offsets into [E, C] arrays
+            c = hi - lo
+            self.parents = tree.parents[:, lo:hi]
+            self.pidx = np.maximum(self.parents, 0) * c + np.arange(c)
+
+    def per_edge(self, x: np.ndarray) -> np.ndarray:
+        """[N+1, C] a per-row array ([E, C]) at each node's parent row (node 0: row 0, unused)."""
+        if isinstance(self.tree, TreeLayout):
+            out: np.ndarray = np.take(x, self.tree.node_row, axis=0)
+        else:
+            out = np.take(np.ascontiguousarray(x).reshape(-1), self.pidx)
+        return out
+
+    @cached_property
+    def stats(self) -> _RowStats:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+            return _row_stats(self.ids, self.lp, self.has, self.vocab_size)
+
+    @cached_property
+    def child_cells(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """[N+1, C] each node's log-prob in its parent's row minus the row's lmax, the log-prob itself
+        (T = 1), and 1.0 where the child is there, else 0.0.
+
+        A child missing from the row, in a dead row, or at a cell of log-prob -inf (weight 0: the
+        same [0, 0] or missing-child bound) is "not there" with value 0: the rule multiplies exp(a
+        * value) by the mask, as numpy's exp of -inf runs several times slower than of a finite value.
+        """
+        rs, tok = self.stats, self.tok
+        out = np.ones(tok.shape)
+        if isinstance(self.tree, TreeLayout) and tok.shape[1] < SMALL_CHUNK:  # every edge at once
+            nr = self.tree.node_row
+            out = _first_cells(self.ids[nr], rs.lp[nr], tok)
+            out[0] = 1.0
+        elif isinstance(self.tree, TreeLayout):
+            for e, kids in enumerate(self.tree.children):
+                out[kids] = _first_cells(self.ids[e], rs.lp[e], tok[kids])
+        else:  # the parent's row gathered per round, [K, C]
+            k, c = self.ids.shape[1], tok.shape[1]
+            ids, lp = np.ascontiguousarray(self.ids).reshape(-1), np.ascontiguousarray(rs.lp).reshape(-1)
+            for u in range(1, tok.shape[0]):
+                cells = (self.pidx[u] // c * k)[None, :] * c + np.arange(k)[:, None] * c + np.arange(c)[None, :]
+                out[u] = _first_cells(np.take(ids, cells), np.take(lp, cells), tok[u : u + 1])[0]
+        if rs.dead is not None:
+            out[self.per_edge(rs.dead)] = 1.0
+        np.maximum(out, -1e300, out=out)  # -inf -> finite, so that 0 * it is 0
+        d = out - self.per_edge(rs.lmax)  # the cell's l - lmax, to the bit (the same subtraction)
+        there = (out <= 0.0) & (out > -1e300)
+        d *= there
+        out *= there
+        return d, out, there.astype(np.float64)
+
+    @cached_property
+    def repeat(self) -> np.ndarray | None:
+        """[N+1, C] 0.0 for a child with an earlier sibling's token, never reached (the walk moves to
+        the first), 1.0 elsewhere: the edges' p are multiplied by it; None where no child repeats."""
+        tok = self.tok
+        out = np.zeros(tok.shape, dtype=bool)
+        if isinstance(self.tree, TreeLayout):
+            for kids in self.tree.children:
+                idx = np.arange(kids.start, kids.stop) if isinstance(kids, slice) else kids
+                for j in range(1, idx.shape[0]):
+                    out[idx[j]] = (tok[idx[:j]] == tok[idx[j]]).any(axis=0)
+        else:
+            par = self.parents
+            for u in range(1, tok.shape[0]):
+                out[u] = ((par[1:u] == par[u]) & (tok[1:u] == tok[u])).any(axis=0)
+        return (~out).astype(np.float64) if out.any() else None
+
+    @cached_property
+    def reach_index(self) -> list[int | np.ndarray]:
+        """Per row of a TreeLayout, its node: an id, or [C] offsets into the chunk's [N+1, C] reach."""
+        c = self.tok.shape[1]
+        return [int(v) if isinstance(v, (int, np.integer)) else v * c + np.arange(c) for v in self.nodes]
+
+    def top1(self) -> np.ndarray:
+        """[E, C] each row's first column (T = 0); _NO_TOKEN without a row or for PAD."""
+        first = self.ids[:, 0]
+        return np.where(self.has & (first != PAD_TOKEN), first.astype(np.int64), _NO_TOKEN)
 
 
-def _walk_chunk(
-    tree: TreeLayout, ids: np.ndarray, rt: _RowTerms, tokens: np.ndarray, row_node: list[RowNode]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(reach_lo, reach_hi [N+1, C], exact [C]) of one chunk: rows in order, each row's children at once."""
-    n1, c = tree.depths.shape[0], tokens.shape[1]
-    reach_lo, reach_hi = np.ones((n1, c)), np.ones((n1, c))
-    inexact = np.zeros(c, dtype=bool)
-    for e, kids in enumerate(tree.children):
-        tok = tokens[kids]
-        p_lo, p_hi = _edge_bounds(rt, e, ids, tok)
-        repeat = np.zeros(tok.shape, dtype=bool)
-        for j in range(1, tok.shape[0]):
-            repeat[j] = (tok[:j] == tok[j]).any(axis=0)
-        p_lo, p_hi = _without_repeats(p_lo, p_hi, repeat)
-        par_lo, par_hi = _reach_of(reach_lo, row_node[e]), _reach_of(reach_hi, row_node[e])
-        reach_lo[kids] = par_lo * p_lo
-        reach_hi[kids] = par_hi * p_hi
-        # exact when every edge out of a node the walk can reach has lo == hi
-        inexact |= ((p_hi > p_lo) & (par_hi > 0)).any(axis=0)
-    return reach_lo, reach_hi, ~inexact
+_Terms = tuple[np.ndarray, np.ndarray, np.ndarray]  # _row_scale's (1 / Z_lo, 1 / Z_hi, missing p_hi) [E, C]
 
 
-def _walk_trees(
-    tree: TreeColumns, lo: int, hi: int, ids: np.ndarray, rt: _RowTerms, tokens: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """_walk_chunk for trees that differ per round: node by node, each edge's parent row gathered."""
-    parents = tree.parents[:, lo:hi]
-    n1, c = parents.shape
-    k = ids.shape[1]
-    reach_lo, reach_hi = np.ones((n1, c)), np.ones((n1, c))
-    inexact = np.zeros(c, dtype=bool)
-    cell, col = np.arange(k)[:, None], np.arange(c)[None, :]
-    for u in range(1, n1):
-        par = parents[u]
-        row = (np.broadcast_to(par[None, :], (k, c)), np.broadcast_to(cell, (k, c)), np.broadcast_to(col, (k, c)))
-        p_lo, p_hi = _edge_bounds(rt, row, ids, tokens[u : u + 1])
-        repeat = ((parents[1:u] == par) & (tokens[1:u] == tokens[u])).any(axis=0)
-        p_lo, p_hi = _without_repeats(p_lo[0], p_hi[0], repeat)
-        par_lo, par_hi = _reach_of(reach_lo, par), _reach_of(reach_hi, par)
-        reach_lo[u], reach_hi[u] = par_lo * p_lo, par_hi * p_hi
-        inexact |= (p_hi > p_lo) & (par_hi > 0)
-    return reach_lo, reach_hi, ~inexact
+def _edge_weights(ch: _Chunk, t: float) -> np.ndarray:
+    """[N+1, C] each child's q^a in its parent's row, scaled like the row's cells (0 where missing)."""
+    cells, logp, there = ch.child_cells
+    num = logp.copy() if t == 1.0 else np.multiply(cells, 1.0 / t)
+    np.exp(num, out=num)
+    num *= there
+    out: np.ndarray = num
+    return out
+
+
+def _edge_probs(ch: _Chunk, t: float, terms: _Terms | None) -> tuple[np.ndarray, np.ndarray]:
+    """(p_lo, p_hi) [N+1, C] of every edge into node u (row 0: unused) at T, all edges at once, each
+    with its parent row's 1/Z and missing-child bound.
+
+    A recorded child has weight > 0 or is recorded with q^a = 0; in the second case x_max <= its
+    weight is 0 as well, so taking it for missing gives the same [0, 0]: "weight > 0" is the test.
+    """
+    if terms is None:  # T = 0: the child carrying the row's top-1
+        p_lo = p_hi = (ch.tok == ch.per_edge(ch.top1())).astype(np.float64)
+    else:
+        num = _edge_weights(ch, t)
+        missing = (num <= 0.0) * ch.per_edge(terms[2])
+        if t == 1.0:  # 1/Z = 1 (0 in a dead row, where every weight is 0)
+            p_lo = np.minimum(num, 1.0)
+            p_hi = p_lo + missing
+        else:
+            p_lo = num * ch.per_edge(terms[1])
+            np.minimum(p_lo, 1.0, out=p_lo)
+            p_hi = num * ch.per_edge(terms[0])
+            np.minimum(p_hi, 1.0, out=p_hi)
+            # p_hi is 0 where num is (1/Z_lo <= 1: a row's top cell has q^a / q_max^a = 1): add the missing
+            # child's bound there (arithmetic: np.where on a mask without pattern costs several times more)
+            p_hi += missing
+    if ch.repeat is not None:
+        p_lo, p_hi = p_lo * ch.repeat, p_hi * ch.repeat
+    return p_lo, p_hi
+
+
+def _walk(ch: _Chunk, p_lo: np.ndarray, p_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(reach_lo, reach_hi [N+1, C], exact [C]) of one chunk: rows in order (a TreeLayout: each row's
+    children at once) or nodes in order (TreeColumns: each node's parent reach gathered per round)."""
+    n1, c = p_lo.shape
+    reach_lo, reach_hi = np.empty((n1, c)), np.empty((n1, c))
+    reach_lo[0] = reach_hi[0] = 1.0
+    par_hi = np.empty((n1, c))  # each edge's parent's reach upper bound
+    if isinstance(ch.tree, TreeLayout):
+        for e, kids in enumerate(ch.tree.children):
+            at = ch.reach_index[e]
+            lo, hi = (
+                (reach_lo[at], reach_hi[at]) if isinstance(at, int) else (np.take(reach_lo, at), np.take(reach_hi, at))
+            )
+            if isinstance(kids, slice):  # views: no temporaries
+                np.multiply(p_lo[kids], lo, out=reach_lo[kids])
+                np.multiply(p_hi[kids], hi, out=reach_hi[kids])
+            else:
+                reach_lo[kids], reach_hi[kids] = p_lo[kids] * lo, p_hi[kids] * hi
+            par_hi[kids] = hi
+    else:
+        for u in range(1, n1):
+            hi = np.take(reach_hi, ch.pidx[u])
+            reach_lo[u] = np.take(reach_lo, ch.pidx[u]) * p_lo[u]
+            reach_hi[u] = hi * p_hi[u]
+            par_hi[u] = hi
+    # exact when every edge out of a node the walk can reach has lo == hi
+    gap = np.any((p_hi[1:] > p_lo[1:]) & (par_hi[1:] > 0), axis=0)
+    return reach_lo, reach_hi, ~gap
 
 
 def _depth_sums(tree: TreeLayout | TreeColumns, lo: int, hi: int, reach: np.ndarray) -> np.ndarray:
     """[D+1, C] sum of the reach bounds at each depth: P(L >= d) before the tightening."""
     if isinstance(tree, TreeLayout):
-        return np.stack([reach[idx].sum(axis=0) for idx in tree.at_depth])
+        return np.stack([reach[idx].sum(axis=0) for idx in tree.depth_slices])
     depths = tree.depths[:, lo:hi]
-    return np.stack([np.where(depths == d, reach, 0.0).sum(axis=0) for d in range(tree.num_depths)])
+    return np.stack([(reach * (depths == d)).sum(axis=0) for d in range(tree.num_depths)])
 
 
-def _aggregate_chunk(ge_lo: np.ndarray, ge_hi: np.ndarray, exact: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(ge_lo, ge_hi [D+1, C], E lo, E hi, variance [C]) from the per-depth sums of the reach bounds."""
-    weights = 2.0 * np.arange(ge_lo.shape[0]) - 1.0  # E[L^2] = sum_n P(reach n) (2 depth(n) - 1)
-    second = (ge_lo[1:] * weights[1:, None]).sum(axis=0)
+def _aggregate_chunk(sums_lo: np.ndarray, sums_hi: np.ndarray, exact: np.ndarray, out: tuple[np.ndarray, ...]) -> None:
+    """Into out = (ge_lo, ge_hi [D+1, C], E lo, E hi, variance [C]), the chunk's columns of the
+    outputs, from the per-depth sums of the reach bounds."""
+    ge_lo, ge_hi, exp_lo, exp_hi, variance = out
+    weights = 2.0 * np.arange(sums_lo.shape[0]) - 1.0  # E[L^2] = sum_n P(reach n) (2 depth(n) - 1)
+    second = (sums_lo[1:] * weights[1:, None]).sum(axis=0)
     # Valid tightening: a probability is <= 1 and P(L >= d) does not grow with d.
-    ge_lo = np.minimum(ge_lo, 1.0)
-    ge_hi = np.minimum.accumulate(np.minimum(ge_hi, 1.0), axis=0)
-    ge_lo = np.minimum(ge_lo, ge_hi)
-    exp_lo, exp_hi = ge_lo[1:].sum(axis=0), ge_hi[1:].sum(axis=0)
-    variance = np.where(exact, np.maximum(second - exp_lo**2, 0.0), np.nan)
-    return ge_lo, ge_hi, exp_lo, exp_hi, variance
+    np.minimum(sums_hi, 1.0, out=sums_hi)
+    np.minimum.accumulate(sums_hi, axis=0, out=ge_hi)
+    np.minimum(sums_lo, 1.0, out=sums_lo)
+    np.minimum(sums_lo, ge_hi, out=ge_lo)
+    np.sum(ge_lo[1:], axis=0, out=exp_lo)
+    np.sum(ge_hi[1:], axis=0, out=exp_hi)
+    second -= exp_lo**2
+    np.maximum(second, 0.0, out=variance)
+    variance += _NAN_UNLESS.take(exact.view(np.uint8))  # NaN where not exact, without a branch per round
+
+
+def _chunks(
+    tree: TreeLayout | TreeColumns,
+    rows: RowReader,
+    tokens: np.ndarray,
+    row_node: list[RowNode],
+    vocab_size: int | None,
+    chunk_rounds: int,
+) -> Iterator[_Chunk]:
+    for lo in range(0, tokens.shape[1], chunk_rounds):
+        hi = min(lo + chunk_rounds, tokens.shape[1])
+        yield _Chunk(tree, lo, hi, rows(lo, hi), tokens, row_node, vocab_size)
+
+
+def _bounds_of(
+    tree: TreeLayout | TreeColumns,
+    chunks: Iterable[_Chunk],
+    shape: tuple[int, int],
+    t: float,
+    vocab_size: int | None,
+    keep_reach: bool,
+) -> ColumnBounds:
+    """ColumnBounds of R rounds at T from their chunks (prepared, or read one at a time)."""
+    n1, r = shape
+    dplus = len(tree.at_depth) if isinstance(tree, TreeLayout) else tree.num_depths
+    out = {name: np.empty((n1, r)) for name in ("reach_lo", "reach_hi")} if keep_reach else {}
+    ge_lo, ge_hi = np.empty((dplus, r)), np.empty((dplus, r))
+    exp_lo, exp_hi, variance = np.empty(r), np.empty(r), np.empty(r)
+    exact, problem = np.empty(r, dtype=bool), np.empty(r, dtype=np.int8)
+    needs_vocab = t > 1.0 and vocab_size is None
+    cells = None  # q^a of every cell of the chunk: one buffer for all chunks
+    for ch in chunks:
+        lo, hi = ch.lo, ch.hi
+        if t > 0.0 and vocab_size is not None and int(vocab_size) < ch.ids.shape[1]:
+            raise ValueError(
+                f"{vocab_words(vocab_size)}: smaller than the {ch.ids.shape[1]} recorded candidates per row"
+            )
+        k = ch.ids.shape[1]
+        if t not in (0.0, 1.0) and (cells is None or cells.size < k * (hi - lo)):
+            cells = np.empty((k, hi - lo))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+            terms = None if t == 0.0 else _row_scale(ch.stats, t, None if cells is None else cells[:, : hi - lo])
+            reach_lo, reach_hi, ex = _walk(ch, *_edge_probs(ch, t, terms))
+            sums = _depth_sums(tree, lo, hi, reach_lo), _depth_sums(tree, lo, hi, reach_hi)
+            _aggregate_chunk(
+                *sums, ex, (ge_lo[:, lo:hi], ge_hi[:, lo:hi], exp_lo[lo:hi], exp_hi[lo:hi], variance[lo:hi])
+            )
+        code = ch.stats.problem if t > 0.0 else np.zeros(hi - lo, dtype=np.int8)  # T = 0: scores not judged (README)
+        bad = code != PROBLEM_NONE  # rounds with a problem hold NaN everywhere
+        exact[lo:hi], problem[lo:hi] = ex & ~bad, code
+        if keep_reach:
+            out["reach_lo"][:, lo:hi], out["reach_hi"][:, lo:hi] = reach_lo, reach_hi
+        if bad.any():
+            for arr in (ge_lo, ge_hi, exp_lo, exp_hi, variance, *out.values()):
+                arr[..., lo:hi][..., bad] = np.nan
+    return ColumnBounds(
+        out.get("reach_lo"), out.get("reach_hi"), ge_lo, ge_hi, exp_lo, exp_hi, exact, variance, problem, needs_vocab
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedColumns:
+    """R rounds of one tree layout read and prepared for ``bounds(T)`` at any number of T: the rows,
+    chunk by chunk, with their T-independent statistics and each child's cell, found at the first T
+    that needs them and kept (about 2 KB a round for the article tree, the rows read included;
+    column_bounds keeps nothing)."""
+
+    tree: TreeLayout | TreeColumns
+    shape: tuple[int, int]  # (N+1, R)
+    chunks: tuple[_Chunk, ...]
+    vocab_size: int | None
+
+    def bounds(self, temperature: float, keep_reach: bool = False) -> ColumnBounds:
+        t = check_temperature(temperature)
+        return _bounds_of(self.tree, self.chunks, self.shape, t, self.vocab_size, keep_reach)
+
+
+def prepare_columns(
+    tree: TreeLayout | TreeColumns,
+    rows: RowReader,
+    tokens: np.ndarray,
+    row_node: list[RowNode],
+    vocab_size: int | None = None,
+    chunk_rounds: int = CHUNK_ROUNDS,
+) -> PreparedColumns:
+    """column_bounds' rounds, read once for many temperatures (column_bounds' arguments)."""
+    chunks = tuple(_chunks(tree, rows, tokens, row_node, vocab_size, chunk_rounds))
+    return PreparedColumns(tree, (tokens.shape[0], tokens.shape[1]), chunks, vocab_size)
 
 
 def column_bounds(
@@ -479,46 +732,83 @@ def column_bounds(
     keep_reach: bool = False,
     chunk_rounds: int = CHUNK_ROUNDS,
 ) -> ColumnBounds:
-    """The rule on column-major arrays of R rounds of one tree layout, chunk by chunk.
+    """The rule on column-major arrays of R rounds of one tree layout at one T, chunk by chunk (a
+    chunk is read, used and dropped; prepare_columns keeps them for many T).
 
     rows(lo, hi) -> (ids [E, K, C], logp [E, K, C], has [E, C]): the expanded nodes' validate rows
       of rounds lo..hi, in the layout's row order (natural-log probabilities at T = 1)
     tokens: [N+1, R] int node tokens; row_node: per row, its node id (an int, or [R] per round)
     """
     t = check_temperature(temperature)
-    n1, r = tokens.shape
-    dplus = len(tree.at_depth) if isinstance(tree, TreeLayout) else tree.num_depths
-    out = {name: np.empty((n1, r)) for name in ("reach_lo", "reach_hi")} if keep_reach else {}
-    ge_lo, ge_hi = np.empty((dplus, r)), np.empty((dplus, r))
-    exp_lo, exp_hi, variance = np.empty(r), np.empty(r), np.empty(r)
-    exact, problem = np.empty(r, dtype=bool), np.empty(r, dtype=np.int8)
-    needs_vocab = t > 1.0 and vocab_size is None
-    for lo in range(0, r, chunk_rounds):
-        hi = min(lo + chunk_rounds, r)
-        ids, lp, has = rows(lo, hi)
-        if t > 0.0 and vocab_size is not None and int(vocab_size) < ids.shape[1]:
-            raise ValueError(f"{vocab_words(vocab_size)}: smaller than the {ids.shape[1]} recorded candidates per row")
-        nodes = [v if isinstance(v, (int, np.integer)) else v[lo:hi] for v in row_node]
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-            rt = _row_terms(ids, lp, has, t, vocab_size)
-            tok = _as_ids_type(tokens[:, lo:hi], ids)
-            if isinstance(tree, TreeLayout):
-                reach_lo, reach_hi, ex = _walk_chunk(tree, ids, rt, tok, nodes)
-            else:
-                reach_lo, reach_hi, ex = _walk_trees(tree, lo, hi, ids, rt, tok)
-            sums = _depth_sums(tree, lo, hi, reach_lo), _depth_sums(tree, lo, hi, reach_hi)
-            parts = _aggregate_chunk(*sums, ex)
-        bad = rt.problem != PROBLEM_NONE  # rounds with a problem hold NaN everywhere
-        ge_lo[:, lo:hi], ge_hi[:, lo:hi], exp_lo[lo:hi], exp_hi[lo:hi], variance[lo:hi] = parts
-        exact[lo:hi], problem[lo:hi] = ex & ~bad, rt.problem
-        if keep_reach:
-            out["reach_lo"][:, lo:hi], out["reach_hi"][:, lo:hi] = reach_lo, reach_hi
-        if bad.any():
-            for arr in (ge_lo, ge_hi, exp_lo, exp_hi, variance, *out.values()):
-                arr[..., lo:hi][..., bad] = np.nan
-    return ColumnBounds(
-        out.get("reach_lo"), out.get("reach_hi"), ge_lo, ge_hi, exp_lo, exp_hi, exact, variance, problem, needs_vocab
-    )
+    chunks = _chunks(tree, rows, tokens, row_node, vocab_size, chunk_rounds)
+    return _bounds_of(tree, chunks, (tokens.shape[0], tokens.shape[1]), t, vocab_size, keep_reach)
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedSampling:
+    """sampling_bounds' R rounds grouped by tree and prepared once: ``bounds(T)`` at any number of T."""
+
+    rounds: int
+    n1: int
+    dplus: int
+    k: int
+    vocab_size: int | None
+    groups: tuple[tuple[np.ndarray, PreparedColumns], ...]  # (members, their prepared columns)
+
+    def bounds(self, temperature: float) -> SamplingBounds:
+        t = check_temperature(temperature)
+        if t > 0.0 and self.vocab_size is not None and int(self.vocab_size) < self.k:
+            raise ValueError(f"{vocab_words(self.vocab_size)}: smaller than the {self.k} recorded candidates per row")
+        r, n1, dplus = self.rounds, self.n1, self.dplus
+        out = SamplingBounds(
+            t,
+            np.empty((r, n1)),
+            np.empty((r, n1)),
+            np.empty(r),
+            np.empty(r),
+            np.zeros((r, dplus)),  # deeper than a round's tree: 0
+            np.zeros((r, dplus)),
+            np.empty(r, dtype=bool),
+            np.empty(r),
+            np.empty(r, dtype=np.int8),
+            t > 1.0 and self.vocab_size is None,
+        )
+        for members, prepared in self.groups:
+            cb = prepared.bounds(t, keep_reach=True)
+            assert cb.reach_lo is not None and cb.reach_hi is not None
+            out.reach_lo[members], out.reach_hi[members] = cb.reach_lo.T, cb.reach_hi.T
+            d = cb.length_ge_lo.shape[0]
+            out.length_ge_lo[members, :d], out.length_ge_hi[members, :d] = cb.length_ge_lo.T, cb.length_ge_hi.T
+            out.expected_lo[members], out.expected_hi[members] = cb.expected_lo, cb.expected_hi
+            out.exact[members], out.variance[members], out.problem[members] = cb.exact, cb.variance, cb.problem
+        bad = out.problem != PROBLEM_NONE
+        out.length_ge_lo[bad] = out.length_ge_hi[bad] = np.nan
+        return out
+
+
+def prepare_sampling(
+    tokens: np.ndarray,
+    parents: np.ndarray,
+    depths: np.ndarray,
+    row_ids: np.ndarray,
+    row_logp: np.ndarray,
+    has_row: np.ndarray,
+    vocab_size: int | None = None,
+) -> PreparedSampling:
+    """sampling_bounds' rounds (its arguments but T), grouped and laid out once for many T."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    r, n1 = tokens.shape
+    parents = np.broadcast_to(np.asarray(parents, dtype=np.int64), (r, n1))
+    depths = np.broadcast_to(np.asarray(depths, dtype=np.int64), (r, n1))
+    row_ids, row_logp = np.asarray(row_ids), np.asarray(row_logp, dtype=np.float64)
+    has_row = np.asarray(has_row, dtype=bool)
+    dplus = int(depths.max()) + 1 if depths.size else 1
+    groups = []
+    for members, tree, ids, lp, has, row_node in _tree_groups(parents, depths, row_ids, row_logp, has_row):
+        rows = lambda lo, hi, ids=ids, lp=lp, has=has: (ids[..., lo:hi], lp[..., lo:hi], has[:, lo:hi])  # noqa: E731
+        tok = np.ascontiguousarray(tokens[members].T)
+        groups.append((members, prepare_columns(tree, rows, tok, row_node, vocab_size)))
+    return PreparedSampling(r, n1, dplus, row_ids.shape[2], vocab_size, tuple(groups))
 
 
 def sampling_bounds(
@@ -540,53 +830,13 @@ def sampling_bounds(
     temperature: >= 0 (check_temperature); 0 is the greedy replay
     vocab_size: the target's vocabulary size; needed for the lower bounds at T > 1
 
-    Round-major in, round-major out, through column_bounds (which the batch replay calls directly
-    on its column-major arrays): rounds of one tree together, or all rounds in one call that
-    gathers each parent's row per round when the trees are many (_tree_groups).
+    Round-major in, round-major out, through column_bounds' rule (which the batch replay calls
+    directly on its column-major arrays): rounds of one tree together, or all rounds in one call
+    that gathers each parent's row per round when the trees are many (_tree_groups). Many T of the
+    same rounds: prepare_sampling once, then its bounds(T).
     """
     t = check_temperature(temperature)
-    tokens = np.asarray(tokens, dtype=np.int64)
-    r, n1 = tokens.shape
-    parents = np.broadcast_to(np.asarray(parents, dtype=np.int64), (r, n1))
-    depths = np.broadcast_to(np.asarray(depths, dtype=np.int64), (r, n1))
-    row_ids, row_logp = np.asarray(row_ids), np.asarray(row_logp, dtype=np.float64)
-    has_row = np.asarray(has_row, dtype=bool)
-    k = row_ids.shape[2]
-    if t > 0.0 and vocab_size is not None and int(vocab_size) < k:
-        raise ValueError(f"{vocab_words(vocab_size)}: smaller than the {k} recorded candidates per row")
-    dplus = int(depths.max()) + 1 if depths.size else 1
-    out = SamplingBounds(
-        t,
-        np.empty((r, n1)),
-        np.empty((r, n1)),
-        np.empty(r),
-        np.empty(r),
-        np.zeros((r, dplus)),  # deeper than a round's tree: 0
-        np.zeros((r, dplus)),
-        np.empty(r, dtype=bool),
-        np.empty(r),
-        np.empty(r, dtype=np.int8),
-        t > 1.0 and vocab_size is None,
-    )
-    for members, tree, ids, lp, has, row_node in _tree_groups(parents, depths, row_ids, row_logp, has_row):
-        cb = column_bounds(
-            tree,
-            lambda lo, hi: (ids[..., lo:hi], lp[..., lo:hi], has[:, lo:hi]),
-            np.ascontiguousarray(tokens[members].T),
-            row_node,
-            t,
-            vocab_size,
-            keep_reach=True,
-        )
-        assert cb.reach_lo is not None and cb.reach_hi is not None
-        out.reach_lo[members], out.reach_hi[members] = cb.reach_lo.T, cb.reach_hi.T
-        d = cb.length_ge_lo.shape[0]
-        out.length_ge_lo[members, :d], out.length_ge_hi[members, :d] = cb.length_ge_lo.T, cb.length_ge_hi.T
-        out.expected_lo[members], out.expected_hi[members] = cb.expected_lo, cb.expected_hi
-        out.exact[members], out.variance[members], out.problem[members] = cb.exact, cb.variance, cb.problem
-    bad = out.problem != PROBLEM_NONE
-    out.length_ge_lo[bad] = out.length_ge_hi[bad] = np.nan
-    return out
+    return prepare_sampling(tokens, parents, depths, row_ids, row_logp, has_row, vocab_size).bounds(t)
 
 
 # sampling_bounds runs rounds of one tree together while a tree has this many rounds on average;
@@ -683,10 +933,12 @@ def round_bounds(
 __all__ = [
     "NO_PARENT",
     "PROBLEM_WORDS",
+    "PreparedSampling",
     "SamplingBounds",
     "VocabSize",
     "check_temperature",
     "node_rows",
+    "prepare_sampling",
     "problem_words",
     "round_bounds",
     "row_problems",

@@ -166,7 +166,12 @@ class PackedRun:
             return need(stem) if stem in group.arrays else None
 
         def stack(prefix: str) -> MatrixStack:
-            return MatrixStack(need(f"{prefix}_ids"), get(f"{prefix}_logp"), get(f"{prefix}_parents"))
+            return MatrixStack(
+                need(f"{prefix}_ids"),
+                get(f"{prefix}_logp"),
+                get(f"{prefix}_parents"),
+                node_logp=get(f"{prefix}_node_logp"),
+            )
 
         return RoundBatch(
             need("keys"),

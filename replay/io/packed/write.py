@@ -115,6 +115,8 @@ def _block_arrays(batch: RoundBatch) -> dict[str, np.ndarray]:
             out[f"{prefix}_logp"] = st.logp
         if st.parents is not None:
             out[f"{prefix}_parents"] = st.parents
+        if st.node_logp is not None:  # validate only: a live dump's node_logprobs (docs/packed-format.md)
+            out[f"{prefix}_node_logp"] = st.node_logp
     return out
 
 
