@@ -27,7 +27,13 @@ from replay.engine.batch.frames import key_names
 from replay.engine.runs import PerBatch, replay_run
 
 from .configs import COMPARE_COLUMNS, PER_ROUND_COLUMNS, compare_configs, summarize_arrays, with_speed
-from .gamma_strategies import StrategyResult, simulate_strategies, simulate_strategy
+from .gamma_strategies import (
+    GAMMA_FIELDS,
+    GammaOutcomes,
+    StrategyResult,
+    simulate_strategies,
+    simulate_strategy_arrays,
+)
 from .subtree import RULE_FALLBACK, RULE_PATH, RULE_RECORDED_ORDER, UNDECIDABLE, reason_text, truncated
 from .subtree_batch import (
     CODE_FALLBACK,
@@ -169,19 +175,6 @@ def _reasons(why: np.ndarray, depth: np.ndarray, rank: np.ndarray) -> np.ndarray
     return texts[inverse.reshape(-1)]
 
 
-@dataclass(frozen=True)
-class RoundOutcome:
-    """The fields of analysis.compare.subtree.SubOutcome that gamma strategies read, for one round."""
-
-    decided: bool
-    lower: int
-    upper: int
-    steps_lo: int
-    steps_hi: int
-    nodes_lo: int
-    nodes_hi: int
-
-
 def per_batch_parts(
     run: LabelledRun, parts_of: Callable[[RoundBatch, BatchResult, TreeConfig], list], progress: Progress | None
 ):
@@ -274,38 +267,23 @@ def compare_run(
     return join_compare(parts, run.config, configs, cost, gamma_threshold, per_round)
 
 
-def outcomes_by_gamma_run(
-    run: LabelledRun, cfg: TreeConfig, gamma_threshold: float | None = None
-) -> list[dict[int, RoundOutcome]]:
+def outcomes_by_gamma_run(run: LabelledRun, cfg: TreeConfig, gamma_threshold: float | None = None) -> GammaOutcomes:
     """analysis.compare.gamma_strategies.outcomes_by_gamma for a batch-loaded run (recorded early stops of
-    ``run.config`` inherited): every truncation of ``cfg`` replayed on the batch arrays, then one
-    small record per round and gamma (the strategies walk the rounds in order anyway)."""
+    ``run.config`` inherited), as arrays: every truncation of ``cfg`` replayed on the batch arrays."""
     subs = [truncated(cfg, g) for g in range(1, cfg.gamma + 1)]
     parts = run_parts(run, subs, gamma_threshold)
-    if not parts:
-        return []
-    order = np.argsort(np.concatenate([p.ordinals for p in parts]), kind="stable")
-    columns = []
+    order = np.argsort(np.concatenate([p.ordinals for p in parts] or [np.zeros(0, dtype=np.int64)]), kind="stable")
+    fields: dict[str, list[np.ndarray]] = {f: [] for f in GAMMA_FIELDS}
     for k, sub in enumerate(subs):
         o = {
-            f: np.concatenate([getattr(p.outcomes[k], f) for p in parts])[order]
+            f: np.concatenate([getattr(p.outcomes[k], f) for p in parts] or [np.zeros(0, dtype=np.int64)])[order]
             for f in ("decided", "lower", "upper", "steps_lo", "steps_hi")
         }
         nodes = np.concatenate([[0], np.cumsum([sum(row) for row in sub.top_k_spec])]).astype(np.int64)
-        columns.append(
-            list(
-                zip(
-                    o["decided"].tolist(),
-                    o["lower"].tolist(),
-                    o["upper"].tolist(),
-                    o["steps_lo"].tolist(),
-                    o["steps_hi"].tolist(),
-                    nodes[o["steps_lo"]].tolist(),
-                    nodes[o["steps_hi"]].tolist(),
-                )
-            )
-        )
-    return [{g: RoundOutcome(*columns[g - 1][r]) for g in range(1, cfg.gamma + 1)} for r in range(order.shape[0])]
+        o["nodes_lo"], o["nodes_hi"] = nodes[o["steps_lo"]], nodes[o["steps_hi"]]
+        for f in GAMMA_FIELDS:
+            fields[f].append(np.asarray(o[f], dtype=bool if f == "decided" else np.int64))
+    return GammaOutcomes(**{f: np.stack(v) for f, v in fields.items()})
 
 
 def simulate_run_strategies(
@@ -322,7 +300,7 @@ def simulate_run_strategies(
     if not isinstance(run.replay, BatchReplay):
         return simulate_strategies(run.results, cfg, strategies, cost, ema_window, gamma_threshold, run.config.gamma)
     outs = outcomes_by_gamma_run(run, cfg, gamma_threshold)
-    return [simulate_strategy(outs, cfg, s, cost, ema_window) for s in strategies]
+    return [simulate_strategy_arrays(outs, cfg, s, cost, ema_window) for s in strategies]
 
 
 def priced_comparison(

@@ -23,8 +23,10 @@ extremes over every gamma (still sound, looser, and flagged ``exact = False``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from analysis.cost.model import CostModel
 from replay.core.config import TreeConfig
@@ -147,38 +149,129 @@ def outcomes_by_gamma(
     ]
 
 
+@dataclass(frozen=True)
+class RoundOutcome:
+    """The fields of analysis.compare.subtree.SubOutcome that the strategies read, for one round and gamma."""
+
+    decided: bool
+    lower: int
+    upper: int
+    steps_lo: int
+    steps_hi: int
+    nodes_lo: int
+    nodes_hi: int
+
+
+GAMMA_FIELDS = ("decided", "lower", "upper", "steps_lo", "steps_hi", "nodes_lo", "nodes_hi")
+
+
+@dataclass(frozen=True, eq=False)
+class GammaOutcomes:
+    """outcomes_by_gamma as arrays: row g - 1 is the truncation to gamma g, column r round r (run order)."""
+
+    decided: np.ndarray  # [G, R] bool
+    lower: np.ndarray  # [G, R] int64
+    upper: np.ndarray  # [G, R] int64
+    steps_lo: np.ndarray  # [G, R] int64
+    steps_hi: np.ndarray  # [G, R] int64
+    nodes_lo: np.ndarray  # [G, R] int64
+    nodes_hi: np.ndarray  # [G, R] int64
+
+    def __len__(self) -> int:
+        return int(self.lower.shape[1])
+
+    @classmethod
+    def of(cls, outcomes: Sequence[dict[int, SubOutcome] | dict[int, RoundOutcome]], gamma: int) -> GammaOutcomes:
+        """The arrays of outcomes_by_gamma's list (one dict gamma -> outcome per round)."""
+        cols = {f: [[getattr(per_g[g], f) for per_g in outcomes] for g in range(1, gamma + 1)] for f in GAMMA_FIELDS}
+        dtype = {f: bool if f == "decided" else np.int64 for f in GAMMA_FIELDS}
+        return cls(**{f: np.asarray(v, dtype=dtype[f]).reshape(gamma, len(outcomes)) for f, v in cols.items()})
+
+    def rounds(self, start: int = 0) -> Iterator[dict[int, RoundOutcome]]:
+        """outcomes_by_gamma's dicts of rounds ``start``, ``start + 1``, ... (the walk's input)."""
+        gammas = range(1, self.lower.shape[0] + 1)
+        rows = [list(zip(*(getattr(self, f)[g - 1, start:].tolist() for f in GAMMA_FIELDS))) for g in gammas]
+        for per_round in zip(*rows):
+            yield {g: RoundOutcome(*o) for g, o in zip(gammas, per_round)}
+
+
 def simulate_strategy(
-    outcomes: Sequence[dict[int, SubOutcome]],
+    outcomes: Sequence[dict[int, SubOutcome]] | Sequence[dict[int, RoundOutcome]],
     cfg: TreeConfig,
     strategy: int,
     cost: CostModel,
     ema_window: int = 1,
     max_states: int = 4096,
 ) -> StrategyResult:
-    """Run one strategy over precomputed per-gamma outcomes (``outcomes_by_gamma``)."""
+    """Run one strategy over precomputed per-gamma outcomes (``outcomes_by_gamma``), round by round
+    (the reference simulate_strategy_arrays is checked against)."""
     G = cfg.gamma
-    branches = {(G, None): _Branch(G, None, [0, 0], [0, 0], [0.0, 0.0], [])}
-    undecidable = 0
-    envelope = False
-    for per_g in outcomes:
-        if envelope:
-            los = [o.lower for o in per_g.values()]
-            his = [o.upper for o in per_g.values()]
-            cl = [float(cost.round_cost(o.steps_lo, o.nodes_lo)) for o in per_g.values()]
-            ch = [float(cost.round_cost(o.steps_hi, o.nodes_hi)) for o in per_g.values()]
-            b = branches[None]
-            b.acc = [b.acc[0] + min(los), b.acc[1] + max(his)]
-            b.gsum = [b.gsum[0] + 1, b.gsum[1] + G]
-            b.cost = [b.cost[0] + min(cl), b.cost[1] + max(ch)]
-            undecidable += any(not o.decided for o in per_g.values())
-            continue
+    walk = _Walk({(G, None): _Branch(G, None, [0, 0], [0, 0], [0.0, 0.0], [])})
+    walk.run(outcomes, G, strategy, cost, ema_window, max_states)
+    return walk.result(strategy, ema_window, cfg, len(outcomes))
+
+
+@dataclass
+class _Walk:
+    """The strategy's branches after some rounds (module docstring), and what it counted."""
+
+    branches: dict
+    undecidable: int = 0
+    envelope: bool = False
+
+    def run(
+        self, outcomes: Iterable[dict], G: int, strategy: int, cost: CostModel, ema_window: int, max_states: int
+    ) -> None:
+        """Walk ``outcomes`` (one dict gamma -> outcome per round), round by round."""
+        costs: dict[tuple[int, int], float] = {}  # round_cost of each (steps, nodes): a few distinct pairs
+
+        def round_cost(steps: int, nodes: int) -> float:
+            if (steps, nodes) not in costs:
+                costs[steps, nodes] = float(cost.round_cost(steps, nodes))
+            return costs[steps, nodes]
+
+        for per_g in outcomes:
+            if self.envelope:
+                self._bound(per_g, G, round_cost)
+                continue
+            self._step(per_g, strategy, G, ema_window, round_cost)
+            if len(self.branches) > max_states:
+                self.envelope = True
+                bs = self.branches.values()
+                merged = _Branch(
+                    0,
+                    None,
+                    [min(b.acc[0] for b in bs), max(b.acc[1] for b in bs)],
+                    [min(b.gsum[0] for b in bs), max(b.gsum[1] for b in bs)],
+                    [min(b.cost[0] for b in bs), max(b.cost[1] for b in bs)],
+                    [],
+                )
+                self.branches = {None: merged}
+
+    def _bound(self, per_g: dict, G: int, round_cost: Callable[[int, int], float]) -> None:
+        """A round past max_states: the extremes over every gamma."""
+        los = [o.lower for o in per_g.values()]
+        his = [o.upper for o in per_g.values()]
+        cl = [round_cost(o.steps_lo, o.nodes_lo) for o in per_g.values()]
+        ch = [round_cost(o.steps_hi, o.nodes_hi) for o in per_g.values()]
+        b = self.branches[None]
+        b.acc = [b.acc[0] + min(los), b.acc[1] + max(his)]
+        b.gsum = [b.gsum[0] + 1, b.gsum[1] + G]
+        b.cost = [b.cost[0] + min(cl), b.cost[1] + max(ch)]
+        self.undecidable += any(not o.decided for o in per_g.values())
+
+    def _step(self, per_g: dict, strategy: int, G: int, ema_window: int, round_cost) -> None:
+        """One round: every branch, for every accepted length its outcome allows."""
         new: dict = {}
         any_undecided = False
-        for b in branches.values():
+        single = len(self.branches) == 1
+        for b in self.branches.values():
             o = per_g[b.gamma]
             any_undecided |= not o.decided
-            c_lo = float(cost.round_cost(o.steps_lo, o.nodes_lo))
-            c_hi = float(cost.round_cost(o.steps_hi, o.nodes_hi))
+            c_lo = round_cost(o.steps_lo, o.nodes_lo)
+            c_hi = round_cost(o.steps_hi, o.nodes_hi)
+            if single:  # the path of the one branch, extended in place (its children share it)
+                b.path.append(b.gamma)
             for L in range(o.lower, o.upper + 1):
                 g2, e2 = next_gamma(strategy, b.gamma, L, b.ema, G, ema_window)
                 key = (g2, None if e2 is None else round(e2, 12))
@@ -192,35 +285,130 @@ def simulate_strategy(
                     m.cost = [min(m.cost[0], cs[0]), max(m.cost[1], cs[1])]
                     m.path = []
                 else:
-                    new[key] = _Branch(g2, e2, acc, gs, cs, b.path + [b.gamma] if len(branches) == 1 else [])
-        undecidable += any_undecided
-        branches = new
-        if len(branches) > max_states:
-            envelope = True
-            merged = _Branch(
-                0,
-                None,
-                [min(b.acc[0] for b in branches.values()), max(b.acc[1] for b in branches.values())],
-                [min(b.gsum[0] for b in branches.values()), max(b.gsum[1] for b in branches.values())],
-                [min(b.cost[0] for b in branches.values()), max(b.cost[1] for b in branches.values())],
-                [],
-            )
-            branches = {None: merged}
-    bs = list(branches.values())
-    exact = not envelope and undecidable == 0
-    traj = tuple(bs[0].path) if exact and len(bs) == 1 else None
-    return StrategyResult(
-        strategy,
-        ema_window,
-        cfg.short(),
-        len(outcomes),
-        undecidable,
-        exact,
-        (min(b.acc[0] for b in bs), max(b.acc[1] for b in bs)),
-        (min(b.gsum[0] for b in bs), max(b.gsum[1] for b in bs)),
-        (min(b.cost[0] for b in bs), max(b.cost[1] for b in bs)),
-        traj,
+                    new[key] = _Branch(g2, e2, acc, gs, cs, b.path if single else [])
+        self.undecidable += any_undecided
+        self.branches = new
+
+    def result(self, strategy: int, ema_window: int, cfg: TreeConfig, rounds: int) -> StrategyResult:
+        bs = list(self.branches.values())
+        exact = not self.envelope and self.undecidable == 0
+        traj = tuple(bs[0].path) if exact and len(bs) == 1 else None
+        return StrategyResult(
+            strategy,
+            ema_window,
+            cfg.short(),
+            rounds,
+            self.undecidable,
+            exact,
+            (min(b.acc[0] for b in bs), max(b.acc[1] for b in bs)),
+            (min(b.gsum[0] for b in bs), max(b.gsum[1] for b in bs)),
+            (min(b.cost[0] for b in bs), max(b.cost[1] for b in bs)),
+            traj,
+        )
+
+
+def simulate_strategy_arrays(
+    outs: GammaOutcomes,
+    cfg: TreeConfig,
+    strategy: int,
+    cost: CostModel,
+    ema_window: int = 1,
+    max_states: int = 4096,
+) -> StrategyResult:
+    """simulate_strategy on outcomes as arrays, the same result: while the strategy follows one
+    trajectory (every round it reaches has one accepted length) the gammas are found with numpy
+    (_trajectory) and the sums taken over the arrays, in the walk's order; from the first round
+    with a range of lengths on, the walk goes on round by round."""
+    G, R = cfg.gamma, len(outs)
+    traj, stop, g_stop, ema = _trajectory(outs, G, strategy, ema_window)
+    cols = np.arange(stop)
+    rows = traj - 1
+    c_lo = _round_costs(cost, outs.steps_lo[rows, cols], outs.nodes_lo[rows, cols])
+    c_hi = _round_costs(cost, outs.steps_hi[rows, cols], outs.nodes_hi[rows, cols])
+    acc = int(outs.lower[rows, cols].sum())
+    gsum = int(traj.sum())
+    # np.cumsum adds left to right, as the walk does (np.sum would add pairwise: other last bits)
+    lo = float(np.cumsum(c_lo)[-1]) if stop else 0.0
+    hi = float(np.cumsum(c_hi)[-1]) if stop else 0.0
+    walk = _Walk(
+        {(g_stop, ema): _Branch(g_stop, ema, [acc, acc], [gsum, gsum], [lo, hi], traj.tolist())},
+        int((~outs.decided[rows, cols]).sum()),
     )
+    if stop < R:
+        walk.run(outs.rounds(stop), G, strategy, cost, ema_window, max_states)
+    return walk.result(strategy, ema_window, cfg, R)
+
+
+def _trajectory(
+    outs: GammaOutcomes, G: int, strategy: int, ema_window: int
+) -> tuple[np.ndarray, int, int, float | None]:
+    """([stop] int64 the gamma of rounds 0 .. stop - 1, stop, the gamma and the EMA at round stop):
+    the strategy's one trajectory up to the first round whose outcome at its gamma is a range of
+    lengths (stop = R when there is none)."""
+    R = len(outs)
+    single = outs.lower == outs.upper  # [G, R]
+    if strategy in USES_EMA and ema_window > 1:  # the EMA is a real number: no finite table
+        lower, ok = outs.lower.tolist(), single.tolist()
+        g, ema, gammas = G, None, []
+        for r in range(R):
+            if not ok[g - 1][r]:
+                break
+            gammas.append(g)
+            g, ema = next_gamma(strategy, g, lower[g - 1][r], ema, G, ema_window)
+        return np.asarray(gammas, dtype=np.int64), len(gammas), g, ema
+    # gamma' = table[gamma, L] (next_gamma's; with window 1 the EMA is L itself, whatever came before)
+    table = np.zeros((G + 1, G + 1), dtype=np.int64)
+    for g in range(1, G + 1):
+        for L in range(G + 1):
+            table[g, L] = next_gamma(strategy, g, L, None, G, ema_window)[0]
+    step = table[np.arange(1, G + 1)[:, None], np.clip(outs.lower, 0, G)]  # [G, R] round r's gamma' from each gamma
+    full = _walk_table(step, G)  # [R + 1]
+    broken = np.flatnonzero(~single[full[:R] - 1, np.arange(R)])
+    stop = int(broken[0]) if broken.shape[0] else R
+    ema = None
+    if stop:  # after round stop - 1 (window 1: L itself, what came before multiplied by 0)
+        last = int(full[stop - 1])
+        ema = next_gamma(strategy, last, int(outs.lower[last - 1, stop - 1]), None, G, ema_window)[1]
+    return full[:stop], stop, int(full[stop]), ema
+
+
+def _walk_table(step: np.ndarray, start: int) -> np.ndarray:
+    """[R + 1] g_0 = start, g_{r+1} = step[g_r - 1, r] (step: [G, R] int64 in 1..G).
+
+    The rounds are cut into C chunks of B; walking every chunk from every gamma at once (B numpy
+    steps on [C, G]) gives each chunk's map of gammas, chained over the chunks in Python (C
+    steps), then every chunk is walked from its own gamma (B steps on [C]): ~2 sqrt(R) numpy steps
+    in all instead of R Python ones."""
+    G, R = step.shape
+    if not R:
+        return np.asarray([start], dtype=np.int64)
+    B = math.isqrt(R)
+    C = -(-R // B)
+    pad = np.tile(np.arange(1, G + 1, dtype=np.int64)[:, None], (1, C * B - R))  # identity past the end
+    chunks = np.concatenate([step, pad], axis=1).reshape(G, C, B)
+    chunk = np.arange(C)[:, None]
+    ends = np.tile(np.arange(1, G + 1, dtype=np.int64), (C, 1))  # [C, G]: where each start gamma ends
+    for i in range(B):
+        ends = chunks[ends - 1, chunk, i]
+    starts = np.empty(C, dtype=np.int64)
+    starts[0] = start
+    for c in range(C - 1):
+        starts[c + 1] = ends[c, starts[c] - 1]
+    out = np.empty((C, B), dtype=np.int64)
+    g = starts
+    for i in range(B):
+        out[:, i] = g
+        g = chunks[g - 1, chunk[:, 0], i]
+    return np.append(out.reshape(-1)[:R], g[-1])  # the padding past R keeps the last gamma
+
+
+def _round_costs(cost: CostModel, steps: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """[k] float64 cost.round_cost of each (steps, nodes), called once per distinct pair as the walk calls it."""
+    if not steps.shape[0]:
+        return np.zeros(0)
+    pairs, inverse = np.unique(np.stack([steps, nodes]), axis=1, return_inverse=True)
+    values = np.asarray([float(cost.round_cost(int(s), int(n))) for s, n in pairs.T.tolist()])
+    return values[inverse.reshape(-1)]
 
 
 def simulate_strategies(

@@ -37,6 +37,7 @@ from analysis.tables.build import Tables, build_tables, export_tables
 from analysis.tables.definitions import DEFINITIONS, SUMMARY_NAMES, Definition, definitions_rows, label
 from analysis.tables.metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes, static_shape
 from analysis.tables.runs import BatchReplay, LabelledRun
+from analysis.tables.stream import write_run_tables
 from replay.core.config import TreeConfig
 from replay.core.selection import uses_fallback
 from replay.engine.sampling import vocab_size_of
@@ -558,14 +559,24 @@ def _recommend(run: LabelledRun, budget: int, depth: int, cost):
 
 
 def write_report(
-    runs: Sequence[LabelledRun], out_dir: str | Path, opts: ReportOptions = ReportOptions(), tables: bool = True
+    runs: Sequence[LabelledRun],
+    out_dir: str | Path,
+    opts: ReportOptions = ReportOptions(),
+    tables: bool = True,
+    tables_progress: Callable[[int, int], None] | None = None,
 ) -> Path:
-    """Write ``out_dir/index.html`` (and the tables as CSV + Parquet under ``out_dir/tables``)."""
+    """Write ``out_dir/index.html`` (and the tables as CSV + Parquet under ``out_dir/tables``).
+
+    The round and node tables are written block by block (analysis.tables.stream: a run loaded by the
+    batch path is read again), so the runs may be loaded without them (``tables=TABLES_METRICS``);
+    ``tables_progress(rounds written, rounds)``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     page, all_tables = build_report(runs, opts)
     path = out_dir / "index.html"
     path.write_text(page, encoding="utf-8")
     if tables:
-        export_tables({k: v for k, v in all_tables.items() if k != "runs_side_by_side"}, out_dir / "tables")
+        skip = ("rounds", "nodes", "runs_side_by_side")
+        export_tables({k: v for k, v in all_tables.items() if k not in skip}, out_dir / "tables")
+        write_run_tables(runs, out_dir / "tables", progress=tables_progress)
     return path

@@ -298,10 +298,11 @@ def run_report(args: argparse.Namespace) -> int:
     cost = cost_from_args(args)
     check_config_args(args)
     check_round_arg(args)
-    from analysis.tables.runs import TABLES_FULL, TABLES_METRICS
+    from analysis.tables.runs import TABLES_METRICS
 
-    # tables/ holds the round and node tables themselves; without it the metrics are counted by block
-    runs = load_runs_from_args(args, TABLES_METRICS if args.no_tables else TABLES_FULL)
+    # the metrics are counted by block; tables/ (the round and node tables themselves) is written
+    # block by block after the page, the runs read again (analysis.tables.stream)
+    runs = load_runs_from_args(args, TABLES_METRICS)
     check_round_replayed(runs, args)
     configs = None
     if option_configs(args):
@@ -322,7 +323,11 @@ def run_report(args: argparse.Namespace) -> int:
             vocab_size=args.vocab_size,
             progress=update,
         )
-        path = write_report(runs, args.output, opts, tables=not args.no_tables)
+        tables_update, tables_close = tqdm_progress("tables", progress_enabled(args.no_progress))
+        try:
+            path = write_report(runs, args.output, opts, tables=not args.no_tables, tables_progress=tables_update)
+        finally:
+            tables_close()
     finally:
         close()
     print(path)

@@ -32,6 +32,7 @@ from .options import (
     print_reading,
     require_rounds,
     sampling_vocab,
+    writing_bar,
 )
 
 REPLAY_EPILOG = """\
@@ -102,7 +103,8 @@ def _replay_json(args: argparse.Namespace) -> int:
         args.dir, options_from_args(args), workers=args.workers, progress=progress_enabled(args.no_progress)
     )
     require_rounds(rep, int(rep.result.ok.sum()))
-    write_batch_json_lines(rep.result, sys.stdout)
+    with writing_bar(args, "JSON lines") as progress:
+        write_batch_json_lines(rep.result, sys.stdout, progress)
     print_reading(rep)
     return 1 if rep.skipped else 0
 

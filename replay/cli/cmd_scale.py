@@ -55,6 +55,7 @@ from .options import (
     require_rounds,
     sampling_vocab,
     step0_offset_from_args,
+    writing_bar,
 )
 
 PACK_EPILOG = """\
@@ -139,9 +140,11 @@ def run_batch(args: argparse.Namespace) -> int:
     require_rounds(rep, int(rep.result.ok.sum()))
     out = sys.stdout
     if args.table:
-        _write_table(rep, args.table)
+        with writing_bar(args, args.table) as progress:
+            _write_table(rep, args.table, progress)
     if args.json:
-        write_batch_json_lines(rep.result, out)  # the bytes of write_json_lines(records_of_batch(...))
+        with writing_bar(args, "JSON lines") as progress:  # the bytes of write_json_lines(records_of_batch(...))
+            write_batch_json_lines(rep.result, out, progress)
     else:
         out.write("\n".join(render_run_summary(rep)) + "\n")
     print_reading(rep)
@@ -229,10 +232,12 @@ def _refusals(directory: str, opts, res: BatchResult, smp, t: float, vocab, node
     ]
 
 
-def _write_table(rep: RunReplay, path: str) -> None:
+def _write_table(rep: RunReplay, path: str, progress=None) -> None:
     # Arrow columns from the batch arrays: the rows write_table(records_frame(...)) writes, at 10^6 rounds in seconds
+    if progress:
+        progress(0, int(rep.result.ok.sum()))  # the bar shows while the columns are built
     table = record_arrow(rep.result)
-    write_arrow_table(table, path)
+    write_arrow_table(table, path, progress)
     print(f"specreplay: wrote {table.num_rows} rows to {path}", file=sys.stderr)
 
 

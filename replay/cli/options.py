@@ -189,6 +189,14 @@ def hidden_aliases(p: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     return {s: a for s, a in p._option_string_actions.items() if s not in a.option_strings}
 
 
+def writing_bar(args: argparse.Namespace, what: str):
+    """The "writing WHAT" bar of a command's output phase (replay.util.progress.progress_while): on a
+    terminal's stderr only, never with --no-progress."""
+    from replay.util.progress import progress_enabled, progress_while
+
+    return progress_while(f"writing {what}", progress_enabled(args.no_progress))
+
+
 def add_no_progress(p: argparse.ArgumentParser) -> argparse.Action:
     return p.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
 

@@ -12,7 +12,7 @@ as pandas ``Int64``, a missing bonus kind as None.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -152,8 +152,9 @@ _ROUND_VALUES = (
 )
 
 
-def write_batch_json_lines(result: Any, out: IO[str]) -> int:
-    """write_json_lines(records_of_batch(result), out), formatted from the result's arrays.
+def write_batch_json_lines(result: Any, out: IO[str], progress: Callable[[int, int], None] | None = None) -> int:
+    """write_json_lines(records_of_batch(result), out), formatted from the result's arrays;
+    ``progress(lines written, lines)`` after each block.
 
     result: a replay.engine.batch.BatchResult. Each line is json_line(result.round_json(i)) byte for byte:
     the columns that depend only on a round's codes (shape, layout, selection, bonus kind, stop)
@@ -180,6 +181,8 @@ def write_batch_json_lines(result: Any, out: IO[str]) -> int:
                 key = "_".join(str(int(v)) for v in result.keys[:, i])
                 raise ValueError(f"round {key}: the batch line differs from json_line(round_json)")
         out.write(_utf8_text(lines))
+        if progress:
+            progress(start + rows.shape[0], ok.shape[0])
     return int(ok.shape[0])
 
 
@@ -417,20 +420,27 @@ def write_table(frame: pd.DataFrame, path: str | Path) -> None:
 _CSV_ROWS_PER_WRITE = 65_536  # rows encoded at a time: bounded memory at millions of rounds
 
 
-def write_arrow_table(table: Any, path: Any) -> None:
+def write_arrow_table(table: Any, path: Any, progress: Callable[[int, int], None] | None = None) -> None:
     """A per-round pyarrow Table (replay.engine.batch.frames.record_arrow) to ``path``, atomically:
     the bytes write_table writes for the same rows as a pandas frame (tests/test_batch_tables.py),
-    encoded column by column in Arrow rather than cell by cell."""
+    encoded column by column in Arrow rather than cell by cell. ``progress(rows written, rows)``:
+    after each block of a CSV, at the start and the end of a Parquet file (pyarrow writes it at once)."""
     with atomic_path(path) as tmp:
+        if progress:
+            progress(0, table.num_rows)
         if str(path).endswith(".parquet"):
             import pyarrow.parquet as pq
 
             pq.write_table(table, tmp)
-            return
-        with open(tmp, "wb") as out:
-            out.write((",".join(_csv_field(c) for c in table.column_names) + "\n").encode())
-            for start in range(0, table.num_rows, _CSV_ROWS_PER_WRITE):
-                out.write(_csv_lines(table.slice(start, _CSV_ROWS_PER_WRITE)))
+        else:
+            with open(tmp, "wb") as out:
+                out.write((",".join(_csv_field(c) for c in table.column_names) + "\n").encode())
+                for start in range(0, table.num_rows, _CSV_ROWS_PER_WRITE):
+                    out.write(_csv_lines(table.slice(start, _CSV_ROWS_PER_WRITE)))
+                    if progress:
+                        progress(min(start + _CSV_ROWS_PER_WRITE, table.num_rows), table.num_rows)
+        if progress:
+            progress(table.num_rows, table.num_rows)
 
 
 def _csv_field(text: str) -> str:
@@ -443,8 +453,22 @@ def _csv_field(text: str) -> str:
 _CSV_QUOTE_IF = ',"\r\n'
 
 
-def _csv_lines(table: Any) -> memoryview:
-    """Rows of ``table`` as UTF-8 CSV lines (csv_frame's list encoding; missing cells empty)."""
+def csv_header(names: Sequence[str]) -> bytes:
+    """The header line pandas' to_csv writes for these column names."""
+    return (",".join(_csv_field(c) for c in names) + "\n").encode()
+
+
+def frame_csv_lines(table: Any) -> memoryview:
+    """Rows of a pyarrow Table converted from a pandas frame (``Table.from_pandas``) as the frame's
+    ``csv_frame(df).to_csv(index=False, header=False)`` writes them, column by column in Arrow:
+    bools as True/False, floats as numpy prints them (pandas' text; NaN empty), strings quoted
+    where they need it."""
+    return _csv_lines(table, frame_cells=True)
+
+
+def _csv_lines(table: Any, frame_cells: bool = False) -> memoryview:
+    """Rows of ``table`` as UTF-8 CSV lines (csv_frame's list encoding; missing cells empty).
+    ``frame_cells``: frame_csv_lines' bools, floats and strings."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -453,13 +477,18 @@ def _csv_lines(table: Any) -> memoryview:
     cells = []
     for name, col in zip(table.column_names, table.columns):
         col = col.combine_chunks()
+        kind = col.type
         if name in INT_LIST_COLUMNS:
             col = pc.binary_join(col.cast(pa.large_list(text)), pa.scalar(" ", text))
         elif name == "notes":
             col = pc.binary_join(col.cast(pa.large_list(text)), pa.scalar(NOTE_SEPARATOR, text))
+        elif frame_cells and pa.types.is_boolean(kind):
+            col = pc.if_else(col, pa.scalar("True", text), pa.scalar("False", text))
+        elif frame_cells and pa.types.is_floating(kind):
+            col = _float_text(col)
         else:
             col = col.cast(text)
-        if name == "notes" or pa.types.is_large_string(table.schema.field(name).type):
+        if name == "notes" or pa.types.is_large_string(kind) or (frame_cells and pa.types.is_string(kind)):
             col = _quoted(col)
         cells.append(pc.fill_null(col, pa.scalar("", text)))
     cells[-1] = pc.binary_join_element_wise(cells[-1], pa.scalar("\n", text), pa.scalar("", text))
@@ -469,6 +498,34 @@ def _csv_lines(table: Any) -> memoryview:
     _, offsets, data = lines.buffers()
     ends = np.frombuffer(offsets, dtype=np.int64)[lines.offset : lines.offset + len(lines) + 1]
     return memoryview(data)[int(ends[0]) : int(ends[-1])]
+
+
+# |x| in [1e-4, 1e9), not a whole number: Arrow's shortest text of a float64 is numpy's (checked on
+# millions of values; outside it Arrow writes 1e-05 as 0.00001, 1.0 as 1 and large values in
+# scientific form sooner)
+_FLOAT_AS_ARROW = (1e-4, 1e9)
+
+
+def _float_text(col: Any) -> Any:
+    """[k] float cells as pandas' to_csv writes them (numpy's str of each value, NaN empty):
+    Arrow's cast where it gives the same text, numpy's for the other values (once per distinct value)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pa.large_string()
+    v = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)  # nulls as NaN: both are empty
+    lo, hi = _FLOAT_AS_ARROW
+    with np.errstate(invalid="ignore"):
+        size = np.abs(v)
+        other = ~((size >= lo) & (size < hi) & (v != np.trunc(v))) & ~np.isnan(v)
+    out = pa.array(v).cast(text)
+    if other.any():
+        bits, where = np.unique(v[other].view(np.int64), return_inverse=True)  # by bits: -0.0 is not 0.0
+        own = pa.array(bits.view(np.float64).astype(str).astype(object)[where.reshape(-1)], type=text)
+        index = np.cumsum(other) - 1
+        out = pc.if_else(pa.array(other), pc.take(own, pa.array(np.where(other, index, 0))), out)
+    return pc.if_else(pa.array(np.isnan(v)), pa.scalar(None, text), out)
 
 
 def _quoted(col: Any) -> Any:

@@ -58,15 +58,21 @@ class Run:
     grouping: Grouping | None = None
     step0: Step0Check = Step0Check()  # how the step-0 offset was chosen (the grouping's, or the pack's)
 
-    def chunks(self, workers: int | None = None, progress: bool = False) -> Iterator[Callable[[], Chunk]]:
+    def chunks(
+        self, workers: int | None = None, progress: bool = False, in_run_order: bool = False
+    ) -> Iterator[Callable[[], Chunk]]:
         """Loaders of (batches, unreadable rounds as (ordinal, why)) in bounded pieces, ``only_round`` applied.
 
         A packed run's loader reads and checks one block when called (on a replay thread, so
         checking overlaps replaying); a block that fails its check comes back as skipped rounds.
+        A packed run's blocks come group by group; ``in_run_order`` orders them by their first
+        round instead, so that no round of a later chunk comes before the first round of an earlier
+        one (a directory's chunks are in that order anyway): what a writer of rows in run order
+        needs to hold only a few blocks (analysis.tables.stream).
         """
         only = self.options.only_round
         if self.packed is not None:
-            yield from self._packed_chunks(only)
+            yield from self._packed_chunks(only, in_run_order)
             return
         opts = self.options
         items = plan_items(self.grouping, self.manifest.root_tokens, only)
@@ -74,11 +80,13 @@ class Run:
         for chunk in iter_read_chunks(self.path, items, read, workers, progress=progress):
             yield lambda c=chunk: (list(c.batches), list(c.unreadable))
 
-    def _packed_chunks(self, only: Key | None) -> Iterator[Callable[[], Chunk]]:
+    def _packed_chunks(self, only: Key | None, in_run_order: bool = False) -> Iterator[Callable[[], Chunk]]:
         run, layout = self.packed, self.options.layout
         unreadable = [(o, s) for o, key, s in run.unreadable if only is None or key == only]
         if only is None:
             blocks = [(g, k) for g in run.groups for k in range(g.blocks)]
+            if in_run_order:
+                blocks.sort(key=lambda b: _first_ordinal(run, *b))
         else:
             blocks, unknown = run.locate(only)
             unreadable += [(bad.position, bad.skipped) for bad in unknown]
@@ -111,6 +119,15 @@ class Run:
 
 
 Chunk = tuple[list[RoundBatch], list[tuple[int, Skipped]]]
+
+
+def _first_ordinal(run: PackedRun, group, k: int) -> int:
+    """The first round of a packed block in its run (a bad block sorts last: it has no rows)."""
+    try:
+        ords = run.read(group, "ordinal", k)[: group.block_size(k)]
+    except PackedBlockError:
+        return run.num_rounds
+    return int(ords.min()) if ords.shape[0] else run.num_rounds
 
 
 def open_run(path: str | Path, opts: ReplayOptions = ReplayOptions()) -> Run:
@@ -237,6 +254,22 @@ def iter_run_parts(
 ) -> Iterator[tuple[BatchResult, list[tuple[int, Skipped]], object]]:
     """iter_run_results plus ``per_batch(batch, result, run.tree)`` of each batch (None without it), computed
     on the replay thread while the batch is in memory (analysis builds its tables there)."""
+    for unreadable, done in iter_run_chunks(run, workers, progress, chunk_rounds, per_batch):
+        if unreadable:
+            yield empty_result(run.tree.gamma), list(unreadable), None
+        yield from done
+
+
+def iter_run_chunks(
+    run: Run,
+    workers: int | None = None,
+    progress: bool = False,
+    chunk_rounds: int = DEFAULT_CHUNK_ROUNDS,
+    per_batch: PerBatch | None = None,
+    in_run_order: bool = False,
+) -> Iterator[tuple[list[tuple[int, Skipped]], list[tuple[BatchResult, list[tuple[int, Skipped]], object]]]]:
+    """iter_run_parts one chunk at a time (Run.chunks: a packed block, a directory's read chunk):
+    (its unreadable rounds, (result, rejected rounds, per_batch's value) of each of its batches)."""
     workers = resolve_workers(workers)
 
     def work(loader: Callable[[], Chunk]):
@@ -249,10 +282,7 @@ def iter_run_parts(
             )
         return unreadable, done
 
-    for unreadable, done in ordered_map(work, run.chunks(workers, progress), workers):
-        if unreadable:
-            yield empty_result(run.tree.gamma), list(unreadable), None
-        yield from done
+    yield from ordered_map(work, run.chunks(workers, progress, in_run_order), workers)
 
 
 def _check_unique_ordinals(run: Run, result: BatchResult) -> None:

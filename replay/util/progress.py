@@ -7,7 +7,8 @@ stderr is a file or a pipe (a CI log would otherwise fill with one redraw per up
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 
@@ -48,3 +49,13 @@ def tqdm_progress(desc: str, enabled: bool | None = None) -> tuple[Callable[[int
             bar.close()
 
     return update, close
+
+
+@contextmanager
+def progress_while(desc: str, enabled: bool | None = None) -> Iterator[Callable[[int, int], None]]:
+    """tqdm_progress's ``progress(done, total)`` for the block, the bar closed after it."""
+    update, close = tqdm_progress(desc, enabled)
+    try:
+        yield update
+    finally:
+        close()

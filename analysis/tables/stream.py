@@ -1,0 +1,266 @@
+"""The round and node tables written block by block (report's tables/), never held whole.
+
+``write_run_tables`` writes ``rounds`` and ``nodes`` as analysis.tables.build.export_tables writes
+the whole tables (the same bytes: CSV appended frame by frame, Parquet in the row groups pandas'
+``to_parquet`` writes), from a run read again in batches: a 10^6-round run has 13 million node
+rows, which as one pandas frame take gigabytes.
+
+Rows come out in run order. A packed run's rounds are stored one group per exact shape, whose
+ordinals interleave, so its blocks are read by their first round (``Run.chunks(in_run_order=True)``)
+and the rows of a chunk wait until the next chunk's first round is known: no later chunk holds a
+round before it, so every pending row before it is final. What waits is at most about one block per
+group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from replay.core.records import csv_header, frame_csv_lines
+from replay.engine.batch.frames import take_rows
+from replay.engine.runs import iter_run_chunks, open_run
+
+from .batch import TableParts, batch_table_parts, join_parts
+from .build import EXPORT_FORMATS, node_table, round_table
+from .runs import BatchReplay, LabelledRun
+
+# pyarrow's default row group size (pyarrow.parquet.write_table, which pandas' to_parquet calls):
+# groups of exactly this many rows, the last one shorter, make the file pandas writes for the whole table
+PARQUET_ROW_GROUP = 1024 * 1024
+
+Progress = Callable[[int, int], None]
+
+
+class TableWriter:
+    """One table as ``NAME.csv`` and/or ``NAME.parquet``, appended frame by frame; closed, the files
+    are those export_tables writes for the frames' concatenation (every frame has the same columns
+    and dtypes, as the tables' blocks do)."""
+
+    def __init__(self, out_dir: str | Path, name: str, formats: Sequence[str] = EXPORT_FORMATS):
+        for fmt in formats:
+            if fmt not in EXPORT_FORMATS:
+                raise ValueError(f"unknown table format {fmt!r}: expected one of {EXPORT_FORMATS}")
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.csv = out_dir / f"{name}.csv" if "csv" in formats else None
+        self.parquet = out_dir / f"{name}.parquet" if "parquet" in formats else None
+        self.rows = 0
+        self._writer = None  # pyarrow.parquet.ParquetWriter, opened once the first row group's types are known
+        self._pending: list = []  # pyarrow Tables not written yet
+        # per part (a run) appended, the text columns that held a value: pandas concatenates a run's
+        # column of text with another run's all-missing one as object, which pyarrow writes as string
+        self._parts: list[set[str]] = [set()]
+
+    def new_part(self) -> None:
+        """The frames appended from now on are another run's (build_tables concatenates the runs)."""
+        self._parts.append(set())
+
+    def append(self, df: pd.DataFrame) -> None:
+        import pyarrow as pa
+
+        if not len(df):
+            return
+        table = pa.Table.from_pandas(df, preserve_index=False)
+        if self.csv is not None:  # each cell is formatted alone: parts append to the whole table's text
+            with open(self.csv, "ab" if self.rows else "wb") as out:
+                if not self.rows:
+                    out.write(csv_header(list(df.columns)))
+                out.write(frame_csv_lines(table))
+        self.rows += len(df)
+        if self.parquet is not None:
+            for f in table.schema:
+                if (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)) and table[f.name].null_count < len(
+                    df
+                ):
+                    self._parts[-1].add(f.name)
+            self._pending.append(table)
+            self._write_groups(final=False)
+
+    def close(self, empty: pd.DataFrame | None = None) -> list[Path]:
+        """Write what is left; ``empty`` (the table without rows) when nothing was appended."""
+        if not self.rows and (self._writer is None and not self._pending):
+            if empty is None:
+                raise ValueError("TableWriter.close: nothing appended and no empty table given")
+            from .build import export_tables
+
+            name = (self.csv or self.parquet).stem
+            formats = [f for f, p in (("csv", self.csv), ("parquet", self.parquet)) if p is not None]
+            return export_tables({name: empty}, (self.csv or self.parquet).parent, formats)
+        if self.parquet is not None:
+            self._write_groups(final=True)
+            self._writer.close()
+        return [p for p in (self.csv, self.parquet) if p is not None]
+
+    def _write_groups(self, final: bool) -> None:
+        """Whole row groups of what is pending (all of it when ``final``)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        rows = sum(t.num_rows for t in self._pending)
+        if rows < PARQUET_ROW_GROUP and not final:
+            return
+        if self._writer is None:
+            # the types of the whole table's conversion: a column that is all empty lists or all None
+            # in one block is typed by the others (null promoted); wait for a block that types it
+            table = pa.concat_tables(self._pending, promote_options="default")
+            if not final and any(_has_null(f.type) for f in table.schema):
+                return
+            # pandas' metadata (column dtypes) of a block whose conversion gave those types
+            typed = [t for t in self._pending if t.schema.equals(table.schema)] or self._pending
+            schema = self._as_concatenated(table.schema.with_metadata(typed[0].schema.metadata))
+            del table, typed  # no block kept alive past its copy below
+            self._writer = pq.ParquetWriter(self.parquet, schema, compression="snappy")
+        schema = self._writer.schema
+        pending, self._pending = self._pending, []
+        table = pa.concat_tables([t if t.schema.equals(schema) else t.cast(schema) for t in pending])
+        del pending
+        while table.num_rows >= PARQUET_ROW_GROUP or (final and table.num_rows):
+            holder, table = [table], None
+            group, table = _cut(holder, min(PARQUET_ROW_GROUP, holder[0].num_rows))
+            self._writer.write_table(group, row_group_size=PARQUET_ROW_GROUP)
+            del group
+        if table.num_rows:
+            self._pending = [table]
+
+    def _as_concatenated(self, schema):
+        """``schema`` with each text column that is all missing in some parts but not in others
+        typed as pandas' concatenation of those parts gives it: an object column, pyarrow's string."""
+        import json
+
+        import pyarrow as pa
+
+        meta = json.loads(schema.metadata[b"pandas"])
+        for i, f in enumerate(schema):
+            have = [f.name in part for part in self._parts]
+            if pa.types.is_large_string(f.type) and any(have) and not all(have):
+                schema = schema.set(i, pa.field(f.name, pa.string()))
+                for col in meta["columns"]:
+                    if col["name"] == f.name:
+                        col.update(pandas_type="unicode", numpy_type="object")
+        return schema.with_metadata({**schema.metadata, b"pandas": json.dumps(meta).encode()})
+
+
+def _cut(holder: list, size: int) -> tuple:
+    """(the first ``size`` rows of the table ``holder[0]`` with one chunk per column, as a whole
+    frame's conversion gives them: the writer's pages depend on the chunks; the other rows, as they
+    are). The holder is emptied and each column's blocks dropped once copied, so that the copy
+    does not double the memory of a row group."""
+    import pyarrow as pa
+
+    table = holder.pop()
+    schema = table.schema
+    first, rest = [], []
+    while table.num_columns:
+        column = table.column(0)
+        first.append(column.slice(0, size).combine_chunks())
+        rest.append(column.slice(size))
+        del column
+        table = table.remove_column(0)
+        pa.default_memory_pool().release_unused()  # the column's blocks back to the system: no doubled peak
+    return pa.Table.from_arrays(first, schema=schema), pa.Table.from_arrays(rest, schema=schema)
+
+
+def _has_null(t) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_null(t) or (pa.types.is_list(t) or pa.types.is_large_list(t)) and _has_null(t.value_type)
+
+
+def run_table_blocks(run: LabelledRun, progress: Callable[[int], None] | None = None) -> Iterator[tuple]:
+    """(round rows, node rows) of ``run`` as frames, block by block in run order (together: the
+    tables build_tables makes). A run loaded by the batch path is read again in batches
+    (``progress(rounds)`` after each); a run with its tables, or only its RoundResults, gives them whole."""
+    if run.tables is not None and run.tables[1] is not None:
+        yield run.tables
+        return
+    if not isinstance(run.replay, BatchReplay):
+        yield round_table(run.results, run.label, run.config), node_table(run.results, run.label)
+        return
+    rep = run.replay
+    label = run.label
+    opened = open_run(rep.directory, rep.options)
+    pending: list[TableParts] = []
+    done = 0
+    # one block at a time (workers=1): the writing, not the replay, takes the time, and each block in
+    # flight holds its rows
+    chunks = iter_run_chunks(
+        opened, 1, per_batch=lambda b, res, tree: batch_table_parts(b, res, tree, label), in_run_order=True
+    )
+    for _, batches in chunks:
+        parts = [p for _, _, p in batches if p is not None and p.rounds]
+        if not parts:
+            continue
+        first = min(int(o.min()) for p in parts for o in p.round_ordinals)  # no later chunk holds a round before
+        ready, pending = _split(pending, first)
+        yield from _frames(ready)
+        del ready
+        pending += parts
+        done += sum(o.shape[0] for p in parts for o in p.round_ordinals)
+        if progress:
+            progress(done)
+    yield from _frames(pending)
+    if done != len(run.results):
+        raise RuntimeError(f"tables: read {done} rounds of {label} again, the run has {len(run.results)}")
+
+
+ROUNDS_PER_FRAME = 4096  # rounds made into frames (and Arrow, and CSV text) at a time: a block's copies stay small
+
+
+def _frames(parts: list[TableParts]) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
+    """join_parts of ``parts`` (rows of one run), ROUNDS_PER_FRAME rounds at a time, in run order."""
+    if not parts:
+        return
+    ords = np.sort(np.concatenate([o for p in parts for o in p.round_ordinals]))
+    rest = parts
+    for cut in ords[ROUNDS_PER_FRAME::ROUNDS_PER_FRAME].tolist():
+        now, rest = _split(rest, cut)
+        yield join_parts(now)
+        del now
+    yield join_parts(rest)
+
+
+def _split(parts: list[TableParts], before: int) -> tuple[list[TableParts], list[TableParts]]:
+    """(the rows of rounds before ordinal ``before``, the others), each as TableParts."""
+    ready, later = [], []
+    for p in parts:
+        for rounds, nodes, ro, no in zip(p.rounds, p.nodes, p.round_ordinals, p.node_ordinals):
+            for out, keep, node_keep in ((ready, ro < before, no < before), (later, ro >= before, no >= before)):
+                if keep.all():
+                    out.append(TableParts([rounds], [nodes], [ro], [no]))
+                elif keep.any():
+                    r, n = np.flatnonzero(keep), np.flatnonzero(node_keep)
+                    out.append(TableParts([take_rows(rounds, r)], [take_rows(nodes, n)], [ro[r]], [no[n]]))
+    return ready, later
+
+
+def write_run_tables(
+    runs: Sequence[LabelledRun],
+    out_dir: str | Path,
+    formats: Sequence[str] = EXPORT_FORMATS,
+    progress: Progress | None = None,
+) -> list[Path]:
+    """``rounds`` and ``nodes`` of ``runs`` (those with rounds, one after the other) under ``out_dir``,
+    block by block: the files export_tables writes for build_tables' two tables. ``progress(rounds
+    written, rounds)``."""
+    runs = [r for r in runs if r.results]
+    total = sum(len(r.results) for r in runs)
+    writers = {name: TableWriter(out_dir, name, formats) for name in ("rounds", "nodes")}
+    before = 0
+    for k, run in enumerate(runs):
+        if k:
+            for w in writers.values():
+                w.new_part()
+        tick = (lambda n, b=before: progress(b + n, total)) if progress else None
+        for rounds, nodes in run_table_blocks(run, tick):
+            writers["rounds"].append(rounds)
+            writers["nodes"].append(nodes)
+        before += len(run.results)
+    if progress:
+        progress(total, total)
+    # the node table's last rows first: the round table's one row group is the larger copy
+    nodes = writers["nodes"].close(node_table([]))
+    return writers["rounds"].close(round_table([])) + nodes  # the empty tables as build_tables makes them

@@ -1,0 +1,60 @@
+"""``specreplay report`` with the CPU seconds and peak resident memory at each phase's start and end.
+
+    nice -n 10 /usr/bin/time -v python bench/report_phases.py RUN -o OUT     # then report's own options
+
+Each phase of analysis.report.html (the page's tables, the config comparison and gamma strategies,
+the drawn rounds, the recommendation, the temperature curve, the page, tables/) is wrapped to print
+``[phase] NAME start|end: cpu S s, peak MB`` on stderr (getrusage of this process: the peak only
+grows, so a phase's own peak is its end's when it rose there). ``--no-progress`` is added.
+"""
+
+from __future__ import annotations
+
+import functools
+import resource
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import analysis.report.html as html  # noqa: E402
+from replay.cli import main  # noqa: E402
+
+PHASES = (
+    "report_page",
+    "all_metrics",
+    "_comparisons",
+    "_shape_figures",
+    "_recommendations",
+    "_sampling_curves",
+    "render_page",
+    "write_run_tables",
+)
+
+
+def mark(what: str) -> None:
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"[phase] {what}: cpu {u.ru_utime + u.ru_stime:.1f} s, peak {u.ru_maxrss / 1024:.0f} MB", file=sys.stderr)
+
+
+def wrapped(name: str):
+    f = getattr(html, name)
+
+    @functools.wraps(f)
+    def phase(*args, **kwargs):
+        mark(f"{name} start")
+        try:
+            return f(*args, **kwargs)
+        finally:
+            mark(f"{name} end")
+
+    return phase
+
+
+if __name__ == "__main__":
+    for name in PHASES:
+        setattr(html, name, wrapped(name))
+    mark("start")
+    code = main(["report", *sys.argv[1:], "--no-progress"])
+    mark("end")
+    sys.exit(code)

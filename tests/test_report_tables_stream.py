@@ -1,0 +1,198 @@
+"""report's tables/ written block by block (analysis.tables.stream): the round and node tables are
+the files export_tables writes for the whole tables (byte for byte), in run order, whatever the
+order a packed run stores its rounds in; and the output phases' progress bars (issue 22)."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import analysis.tables.stream as stream
+from analysis.tables.build import build_tables, export_tables
+from analysis.tables.runs import TABLES_FULL, TABLES_METRICS, load_run, load_runs
+from analysis.tables.stream import TableWriter, write_run_tables
+from replay.cli import main
+from replay.core.config import TreeConfig
+from replay.engine.runs import open_run
+from replay.io.packed.pack import pack_batches
+from replay.testing.batch_synth import synth_run, varied_run
+from tests.test_cli_conventions import Terminal
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_dumps"
+ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
+
+
+def packed(tmp_path: Path, name: str, batches, block_rounds: int = 64) -> str:
+    path = tmp_path / name
+    pack_batches(batches, path, block_rounds=block_rounds, manifest={"config": ARTICLE.to_json(), "layout": "all"})
+    return str(path)
+
+
+def whole_tables(paths: list[str], out: Path) -> Path:
+    """What report wrote before: build_tables' two tables of the fully loaded runs, by export_tables."""
+    t = build_tables(load_runs(paths, progress=False, tables=TABLES_FULL))
+    export_tables({"rounds": t.rounds, "nodes": t.nodes}, out)
+    return out
+
+
+def assert_same_files(got: Path, want: Path, names=("rounds", "nodes")) -> None:
+    for name in names:
+        for ext in ("csv", "parquet"):
+            assert (got / f"{name}.{ext}").read_bytes() == (want / f"{name}.{ext}").read_bytes(), f"{name}.{ext}"
+
+
+def test_packed_blocks_in_run_order(tmp_path):
+    """Run.chunks(in_run_order=True): a packed run's blocks by their first round (they are stored one
+    group per shape, whose rounds interleave), so no later block starts before an earlier one."""
+    run = open_run(packed(tmp_path, "run", synth_run(ARTICLE, 900, seed=3, early_stop_rate=0.3), block_rounds=50))
+    firsts = []
+    for load in run.chunks(1, in_run_order=True):
+        batches, _ = load()
+        firsts += [int(b.ordinals.min()) for b in batches]
+    assert firsts == sorted(firsts) and len(firsts) > 3
+    stored = [int(b.ordinals.min()) for load in run.chunks(1) for b in load()[0]]
+    assert stored != sorted(stored)  # the groups' blocks do interleave: the test means something
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda tmp: packed(tmp, "synth", synth_run(ARTICLE, 700, seed=5, early_stop_rate=0.3)),
+        lambda tmp: packed(tmp, "varied", varied_run(ARTICLE, 500, seed=6)),
+        lambda tmp: str(SAMPLES / "synthetic_article"),
+        lambda tmp: str(SAMPLES / "qwen2.5-coder/deep"),
+    ],
+    ids=["packed", "packed-varied", "text", "qwen-deep"],
+)
+def test_streamed_tables_are_the_whole_tables(make, tmp_path):
+    path = make(tmp_path)
+    run = load_run(path, Path(path).name, progress=False, tables=TABLES_METRICS)
+    seen = []
+    write_run_tables([run], tmp_path / "got", progress=lambda done, total: seen.append((done, total)))
+    assert_same_files(tmp_path / "got", whole_tables([path], tmp_path / "want"))
+    assert seen[-1] == (len(run.results), len(run.results)) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def test_row_groups_across_blocks(tmp_path, monkeypatch):
+    """Row groups of PARQUET_ROW_GROUP rows cut across the blocks, a block's column all empty lists
+    or all missing typed by a later block: the file to_parquet writes with that row group size."""
+    monkeypatch.setattr(stream, "PARQUET_ROW_GROUP", 100)
+    rng = np.random.default_rng(0)
+    n = 730
+    df = pd.DataFrame(
+        {
+            "name": rng.choice(np.asarray(["R", "A1", "B11"], dtype=object), n),
+            "tok": pd.arrays.IntegerArray(rng.integers(0, 9, n), rng.random(n) < 0.2),
+            "lp": rng.standard_normal(n),
+            "ids": [[] if i < 250 else [int(i), 1] for i in range(n)],  # empty lists until row 250
+            "kind": [None if i < 250 else "draft" for i in range(n)],
+        }
+    )
+    df.to_parquet(tmp_path / "want.parquet", index=False, row_group_size=100)
+    w = TableWriter(tmp_path, "got", ["parquet"])
+    for start in range(0, n, 70):
+        w.append(df.iloc[start : start + 70])
+    w.close()
+    assert (tmp_path / "got.parquet").read_bytes() == (tmp_path / "want.parquet").read_bytes()
+
+
+@pytest.mark.slow
+def test_report_tables_through_the_cli(tmp_path, monkeypatch):
+    """`report A B -o DIR` (two runs, one packed with interleaved groups): tables/rounds and
+    tables/nodes are the whole tables' files; the "tables" bar shows on a terminal, never with
+    --no-progress, and the tables are the same either way."""
+    a = packed(tmp_path, "a", synth_run(ARTICLE, 300, seed=9, early_stop_rate=0.3))
+    b = str(SAMPLES / "synthetic_article")
+    want = whole_tables([a, b], tmp_path / "want")
+    for extra, drawn in (([], True), (["--no-progress"], False)):
+        err = Terminal()
+        monkeypatch.setattr(sys, "stderr", err)
+        monkeypatch.setattr(sys, "stdout", io.StringIO())
+        out = tmp_path / f"report{len(extra)}"
+        assert main(["report", a, b, "-o", str(out), *extra]) == 0
+        assert ("tables:" in err.getvalue()) is drawn, err.getvalue()
+        assert_same_files(out / "tables", want)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["batch", "{run}", "--json"],
+        ["batch", "{run}", "-o", "{out}/r.parquet"],
+        ["batch", "{run}", "-o", "{out}/r.csv"],
+        ["replay", "{run}", "--json"],
+    ],
+    ids=["batch-json", "batch-parquet", "batch-csv", "replay-json"],
+)
+def test_writing_bar_only_on_a_terminal(argv, tmp_path, monkeypatch):
+    """The output phase of batch --json / -o and replay --json draws a "writing" bar after the
+    reading bar: on a terminal only, never with --no-progress; what is written is the same."""
+    run = packed(tmp_path, "run", synth_run(ARTICLE, 200, seed=2, early_stop_rate=0.2))
+    outputs = []
+    for stream_kind, extra, drawn in (
+        (Terminal, [], True),
+        (Terminal, ["--no-progress"], False),
+        (io.StringIO, [], False),
+    ):
+        out = tmp_path / f"out{len(outputs)}"
+        out.mkdir()
+        err, stdout = stream_kind(), io.StringIO()
+        monkeypatch.setattr(sys, "stderr", err)
+        monkeypatch.setattr(sys, "stdout", stdout)
+        assert main([a.format(run=run, out=out) for a in argv] + extra) == 0
+        assert ("writing " in err.getvalue()) is drawn, err.getvalue()  # the bar: "writing WHAT: ..."
+        files = sorted(out.iterdir())
+        shown = stdout.getvalue() if "--json" in argv else ""  # the summary of -o says how long it took
+        outputs.append((shown, [f.read_bytes() for f in files]))
+    assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_frame_csv_lines_are_pandas_text(tmp_path):
+    """frame_csv_lines (Arrow) writes what csv_frame(df).to_csv writes: floats of every size and
+    sign (numpy's text, -0.0, inf, whole numbers, NaN empty), bools, missing ids, quoted strings."""
+    from replay.core.records import csv_header, frame_csv_lines
+
+    rng = np.random.default_rng(4)
+    n = 20_000
+    special = np.asarray(
+        [0.0, -0.0, 1.0, -2.0, 1e-5, 1e-4, 9.99e-5, 1e9, 1e15, 1e16, 2.5e-300, np.inf, -np.inf, np.nan]
+    )
+    values = np.concatenate(
+        [
+            special,
+            rng.uniform(1, 10, n) * 10.0 ** rng.uniform(-8, 18, n),
+            -rng.exponential(3, n),
+            np.round(rng.standard_normal(n), 2),
+        ]
+    )
+    m = values.shape[0]
+    df = pd.DataFrame(
+        {
+            "x": values,
+            "flag": rng.random(m) < 0.5,
+            "id": pd.arrays.IntegerArray(rng.integers(-5, 9, m), rng.random(m) < 0.3),
+            "word": rng.choice(np.asarray(["a", "b,c", 'say "x"', ""], dtype=object), m),
+        }
+    )
+    df.to_csv(tmp_path / "want.csv", index=False)
+    got = csv_header(list(df.columns)) + bytes(frame_csv_lines(pa.Table.from_pandas(df, preserve_index=False)))
+    assert got == (tmp_path / "want.csv").read_bytes()
+
+
+def test_reference_runs_write_their_tables_too(tmp_path):
+    """A run replayed by the reference (the API's load_reference: RoundResults, no batch arrays)
+    writes the tables build_tables makes from its results, next to a batch-loaded run."""
+    from analysis.tables.runs import load_reference
+
+    a = load_reference(str(SAMPLES / "article_round"), "a", progress=False)
+    b = load_run(str(SAMPLES / "synthetic_article"), "b", progress=False, tables=TABLES_METRICS)
+    write_run_tables([a, b], tmp_path / "got")
+    full = build_tables([a, load_run(str(SAMPLES / "synthetic_article"), "b", progress=False, tables=TABLES_FULL)])
+    export_tables({"rounds": full.rounds, "nodes": full.nodes}, tmp_path / "want")
+    assert_same_files(tmp_path / "got", tmp_path / "want")
