@@ -118,7 +118,7 @@ class MatrixStack:
         )
 
     def trimmed(self, rows: int, cols: int, prows: int | None) -> MatrixStack:
-        """The stack cut to sizes every one of its rounds has (exact-shape groups, e.g. for packing)."""
+        """The stack cut to sizes every one of its rounds has (exact-shape parts: exact_parts)."""
         return MatrixStack(
             self.ids[:rows, :cols],
             None if self.logp is None else self.logp[:rows, :cols],
@@ -295,7 +295,8 @@ class RoundBatch:
         )
 
     def exact_parts(self) -> list[RoundBatch]:
-        """The rounds split by their own matrix sizes, each part cut to them (a packed group per shape)."""
+        """The rounds split by their own matrix sizes, each part cut to them: the per-shape batches that
+        readers and packed runs formed before they padded (bench/varied_shapes_speed.py compares)."""
         mats = (*self.steps, self.validate)
         if not any(m.padded for m in mats):
             return [self]
