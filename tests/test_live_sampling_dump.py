@@ -186,19 +186,21 @@ def test_a_harness_whose_sampler_ignores_t_fails_the_live_check(tiny_dir, tmp_pa
 # ---- packed runs
 
 
-def test_pack_knowingly_drops_node_logprobs_and_replays_the_same(tiny_dir, tmp_path, capsys):
-    """A packed run holds what the batch arrays hold (ids, scores, parents): the live dump packs,
-    says on stderr that node_logprobs stay behind, and replays identically."""
+def test_pack_carries_node_logprobs_and_replays_the_same(tiny_dir, tmp_path, capsys):
+    """A packed run holds the validate node_logprobs too (v_node_logp): the live dump packs without a
+    note and replays identically, greedy and at the run's temperature (exact from them)."""
     run = generate_dump(tiny_dir, tmp_path / "run", 0.7, "prompts.jsonl")
     capsys.readouterr()
     assert main(["pack", str(run), "-o", str(tmp_path / "run.packed"), "--no-progress"]) == 0
     err = capsys.readouterr().err
-    assert "node_logprobs" in err and "not carried into a packed run" in err and "Traceback" not in err
-    outputs = []
-    for source in (run, tmp_path / "run.packed"):
-        assert main(["replay", str(source), "--json"]) == 0
-        outputs.append([json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()])
-    assert len(outputs[0]) > 1 and outputs[0] == outputs[1]
+    assert "node_logprobs" not in err and "Traceback" not in err
+    for argv in ([], ["--temperature", "0.7"]):
+        outputs = []
+        for source in (run, tmp_path / "run.packed"):
+            assert main(["replay", str(source), "--json", "--no-progress", *argv]) == 0
+            outputs.append([json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()])
+        assert len(outputs[0]) > 1 and outputs[0] == outputs[1]
+    assert all(r["sampling"]["from_node_logprobs"] for r in outputs[1])
 
 
 # ---- offline replay of the recorded node log-probabilities (exact at the recorded temperatures)
@@ -318,15 +320,15 @@ def test_api_sampling_frame_is_exact_at_the_recorded_temperatures(run_07):
     assert not at[0.3]["from_node_logprobs"].any()
 
 
-def test_where_node_logprobs_are_not_read_the_output_says_so(run_07, tmp_path, capsys):
-    """A packed copy (node_logprobs not carried) and the batch replay (its arrays neither) give the
-    top-K bounds at the recorded T, and a note on stderr says that the dump directory is exact there."""
+def test_batch_on_the_dump_and_on_a_packed_copy_is_exact_at_the_recorded_t(run_07, tmp_path, capsys):
+    """batch --temperature reads the node_logprobs too (the batch arrays carry them, and so does a
+    packed run): at the run's T its lines are replay --temperature's, exact, and no note is printed."""
+    code, records, err = replay_sampling_json(capsys, run_07, "--temperature", str(RUN_T))
+    assert code == 0 and len(records) > 1 and all(r["sampling"]["from_node_logprobs"] for r in records)
     assert main(["pack", str(run_07), "-o", str(tmp_path / "p"), "--no-progress"]) == 0
     capsys.readouterr()
-    code, records, err = replay_sampling_json(capsys, tmp_path / "p", "--temperature", str(RUN_T))
-    assert code == 0 and not any(r["sampling"]["from_node_logprobs"] for r in records)
-    assert "records node_logprobs at T = 0.7" in err and f"{len(records)} round(s) here carry none" in err
-    assert main(["batch", str(run_07), "--temperature", str(RUN_T), "--json", "--no-progress"]) == 0
-    out, err = capsys.readouterr()
-    assert "node_logprobs at T = 0.7" in err and "on the dump directory is exact" in err
-    assert not any(json.loads(line)["sampling"]["from_node_logprobs"] for line in out.splitlines())
+    for source in (run_07, tmp_path / "p"):
+        assert main(["batch", str(source), "--temperature", str(RUN_T), "--json", "--no-progress"]) == 0
+        out, err = capsys.readouterr()
+        assert [json.loads(line) for line in out.splitlines()] == records
+        assert "node_logprobs" not in err

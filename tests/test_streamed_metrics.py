@@ -6,16 +6,25 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from analysis.tables.batch import SLIM_ROUND_COLUMNS, batch_metric_parts, batch_table_parts, join_parts, join_slim
+from analysis.tables.batch import (
+    SLIM_ROUND_COLUMNS,
+    batch_metric_parts,
+    batch_table_parts,
+    join_parts,
+    join_slim,
+    metric_parts_by_frame,
+)
 from analysis.tables.build import Tables, build_tables
-from analysis.tables.metrics import all_metrics
+from analysis.tables.metrics import all_metrics, combine_node_counts
 from analysis.tables.runs import TABLES_KEYS, TABLES_METRICS, load_run
 from replay.cli import main
 from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.vocab import PAD_TOKEN
 from replay.engine.batch import batch_from_rounds, replay_batch
 from replay.io.packed.pack import pack_batches
 from replay.testing.batch_synth import synth_run, varied_run
@@ -176,3 +185,63 @@ def test_compare_builds_the_per_round_frame_only_when_asked(tmp_path, capsys):
     out = tmp_path / "per_round.csv"
     assert main(["compare", path, "--no-progress", "--per-round", str(out)]) == 0
     assert len(pd.read_csv(out)) == 300 * len(configs)
+
+
+# --- the counts from the per-node arrays (analysis.tables.node_counts) against the block's node table ---
+
+
+def assert_same_block(batch, res, cfg) -> None:
+    """One batch's node metric counts from its arrays finish to the tables its node frame's counts
+    finish to (metric_parts_by_frame: the reference), and its round columns are the same."""
+    arrays, frame = batch_metric_parts(batch, res, cfg, "r"), metric_parts_by_frame(batch, res, cfg, "r")
+    if frame.node_counts is None:
+        assert arrays.node_counts is None and not arrays.rounds
+        return
+    pd.testing.assert_frame_equal(join_slim([arrays], SLIM_ROUND_COLUMNS), join_slim([frame], SLIM_ROUND_COLUMNS))
+    configs = {"r": cfg}
+    assert_same_metrics(
+        combine_node_counts([arrays.node_counts], configs), combine_node_counts([frame.node_counts], configs)
+    )
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(runs())
+def test_array_counts_are_the_frame_counts_of_each_batch(case):
+    """Random configs (static and dynamic), scores or not, layouts, rejected rounds, varied shapes."""
+    cfg, rounds = case
+    for batch in batch_from_rounds(rounds):
+        assert_same_block(batch, replay_batch(batch, cfg, workers=1), cfg)
+
+
+def test_array_counts_of_a_batch_of_several_shapes():
+    """A dynamic tree's batch holds rounds of several shapes (here: a step-1 row left empty in every
+    third round, so that step expands one node there): the counts of its shapes add up."""
+    cfg = TreeConfig.from_lists([[3], [2, 1], [1, 1]], [1, 2, 2], tree_type=TREE_DYNAMIC)
+    shapes = []
+    for batch in synth_run(cfg, 200, seed=5, early_stop_rate=0.1):
+        if len(batch.steps) > 1:
+            np.asarray(batch.steps[1].ids)[1, :, ::3] = PAD_TOKEN
+        res = replay_batch(batch, cfg, workers=1)
+        shapes.append(len(res.shapes))
+        assert_same_block(batch, res, cfg)
+    assert max(shapes) > 1
+
+
+@pytest.mark.parametrize("top", [7, 2**40, 2**62])
+def test_count_of_rows_whatever_their_range(top):
+    """node_counts._count keys each row by its tuple: by a bincount over a small code space, np.unique
+    over a large one, and the rows themselves where the code would overflow int64."""
+    from collections import Counter
+
+    from analysis.tables.node_counts import _count
+
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(-1, 5, 300), rng.integers(0, 3, 300)
+    c = rng.integers(-1, top, 300)
+    c[:3], c[3:6] = top, -1
+    got: Counter = Counter()
+    _count(got, a, b, c)
+    _count(got, a[:10], b[:10], c[:10])
+    assert got == Counter(zip(a.tolist(), b.tolist(), c.tolist())) + Counter(
+        zip(a[:10].tolist(), b[:10].tolist(), c[:10].tolist())
+    )

@@ -2612,3 +2612,65 @@ def test_many_refused_rounds_each_name_their_scores_file_through_compare(capsys,
     assert code == 2 and "exact" not in out
     for key in ["10_20", *keys]:
         assert_told(err, f"round {key}", f"validate_{key}.scores (scores), row 0")
+
+
+# --- sampling-gaps: batch --temperature's messages name the file; where node_logprobs go unread ---
+
+
+@pytest.mark.parametrize("command", ["replay", "batch"])
+def test_batch_names_the_scores_file_and_row_of_a_row_summing_above_one(capsys, tmp_path, command):
+    # Before: batch said "round 10_20: ... a validate row's probabilities sum to more than 1" and no
+    # file; now the words of replay: the scores file, the field, the row.
+    d = small_scored_by_hand(tmp_path / "my", first_row=[0.7, 0.5, 0.1])
+    code, out, err = run(capsys, command, d, "--temperature", "0.7")
+    assert code == 2 and "exact" not in out
+    assert_told(err, "round 10_20", "validate_10_20.scores (scores), row 0", "sum to more than 1")
+
+
+@pytest.mark.parametrize("command", ["replay", "batch"])
+def test_node_logprobs_summing_above_one_name_the_file_and_field(capsys, tmp_path, command):
+    d = node_logprob_dump(tmp_path / "d", (0.7, 0.6, 0.5))  # the root's children: 1.3
+    code, out, err = run(capsys, command, d, "--temperature", "0.5", "--no-progress")
+    assert code == 2 and "exact" not in out
+    assert_told(err, "round 124_140", "validate_124_140.npz (node_logprobs)", "sum to more than 1")
+
+
+@pytest.mark.parametrize("command", ["replay", "batch"])
+def test_node_logprobs_with_fewer_columns_than_the_manifest_lists_are_named(capsys, tmp_path, command):
+    d = node_logprob_dump(tmp_path / "d", (0.6, 0.3, 0.5), temps=(0.5, 1.0))  # one column written, two listed
+    code, out, err = run(capsys, command, d, "--temperature", "0.5", "--no-progress")
+    assert code == 2 and "exact" not in out
+    assert_told(
+        err, "validate_124_140.npz (node_logprobs)", "1 column(s)", "manifest.json node_logprob_temperatures lists 2"
+    )
+
+
+def parents_layout_node_logprob_dump(directory: Path) -> Path:
+    """node_logprob_dump's round with its validate in the parents layout (one row per expanded node:
+    the root, node 1), scored, node_logprobs written one per row as a live dump would."""
+    import numpy as np
+
+    directory.mkdir(parents=True, exist_ok=True)
+    write_config(directory / "config.json", [[2], [1]], [1, 1])
+    write_matrix(directory / "draft_step_0_123_139", [[10, 11]])
+    write_matrix(directory / "draft_step_1_124_140", [[12]])
+    ids = np.array([[10, 11, 5], [12, 13, 5]], dtype=np.int64)
+    scores = np.log(np.array([[0.6, 0.3, 0.05], [0.5, 0.2, 0.1]]))
+    own = np.log(np.array([[1.0], [0.6]]))
+    np.savez(directory / "validate_124_140.npz", ids=ids, scores=scores, node_logprobs=own)
+    (directory / "manifest.json").write_text(json.dumps({"layout": "parents", "node_logprob_temperatures": [0.5]}))
+    return directory
+
+
+@pytest.mark.parametrize("command", ["replay", "batch", "stats", "compare"])
+def test_a_parents_layout_round_with_node_logprobs_says_it_uses_the_bounds(capsys, tmp_path, command):
+    # In the parents layout validate row n is the n-th expanded node, not tree node n: its
+    # node_logprobs cannot be read as the nodes' own, so the round falls back to the top-K rows.
+    # Before, replay said "(a packed run does not)" and compare said nothing; now each says which
+    # round, why, and that the numbers are bounds, once.
+    d = parents_layout_node_logprob_dump(tmp_path / "p")
+    code, out, err = run(capsys, command, d, "--temperature", "0.5", "--no-progress")
+    assert code == 0, err
+    assert_told(err, "records node_logprobs at T = 0.5", "1 in the parents layout", "round 124_140", "top-K bounds")
+    assert err.count("note: manifest.json records node_logprobs") == 1
+    assert "packed run does not" not in err

@@ -31,6 +31,7 @@ from replay.core.sampling_recorded import recorded_column
 from replay.core.vocab import CHUNK_ROUNDS, NO_PARENT, PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
 from replay.engine.batch.frames import round_names
+from replay.engine.batch.recorded import ALONE_LIMIT  # refused rounds replayed one by one; more: the run once
 from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
 from replay.engine.sampling import NO_SCORES, round_sampling
 from replay.io.packed.pack import is_packed_run
@@ -477,15 +478,15 @@ def compare_sampling_run(
 
     At a temperature whose node_logprobs the manifest lists, a dump directory is compared round by
     round (the reference reads each round's node_logprobs: exact, analysis.compare.sampling.recorded_edges);
-    the batch arrays do not carry them. A packed run has none, so it stays on the batch arrays (the
-    top-K bounds; the caller prints the note)."""
+    the batch arrays of the comparison do not read them. A packed run carries them too (its rounds
+    read back with their node_logprobs), so it is compared the same way."""
     nodes = run.replay.manifest.node_logprob_temperatures
     if not isinstance(run.replay, BatchReplay):
         return compare_sampling(
             list(run.results), run.config, configs, temperatures, vocab_size, gamma_threshold, progress, nodes
         )
     exact_at = [t for t in temperatures if recorded_column(t, nodes) is not None]
-    if exact_at and not is_packed_run(run.replay.directory):
+    if exact_at:
         rest = [t for t in temperatures if t not in exact_at]
         tick = None if rest else progress  # the reference's progress counts configs, not rounds
         own = compare_sampling(
@@ -497,9 +498,6 @@ def compare_sampling_run(
         return merge_temperatures(temperatures, [(exact_at, own), (rest, top_k)])
     done = _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold, progress, per_round)
     return done if is_packed_run(run.replay.directory) else _name_the_rows(run, done, vocab_size, nodes)
-
-
-ALONE_LIMIT = 16  # refused rounds replayed one by one; more: the whole run once (_name_the_rows)
 
 
 def _name_the_rows(run: LabelledRun, done: SamplingComparison, vocab_size, nodes) -> SamplingComparison:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -70,7 +71,13 @@ class _Nodes:
     target_token: np.ndarray  # [n, C] int64, PAD_TOKEN without a target row
     target_rank: np.ndarray  # [n, C] int64, -1 when absent
     target_in: np.ndarray  # [n, C] int8 index into TARGET_IN
-    name: np.ndarray  # [n, C] object node names
+    paths: list[tuple[int, ...]]  # the distinct rank paths from the root (the root's is ())
+    path_index: np.ndarray  # [n, C] int64 each node's rank path, index into ``paths``
+
+    @cached_property
+    def name(self) -> np.ndarray:
+        """[n, C] object node names (replay.core.tree.node_name of each rank path), built once per path."""
+        return np.asarray([node_name(p) for p in self.paths], dtype=object)[self.path_index]
 
 
 def batch_table_parts(
@@ -94,11 +101,7 @@ def batch_table_parts(
         round_columns = [c for c in (ROUND_COLUMNS if round_columns is None else round_columns) if c != "round"]
         node_columns = [c for c in (NODE_COLUMNS if node_columns is None else node_columns) if c != "round"]
     parts = TableParts([], [], [], [])
-    for k, shape in enumerate(res.shapes):
-        members = np.flatnonzero(res.ok & (res.shape_index == k))
-        if not members.shape[0]:
-            continue
-        sub, r = batch.take(members), res.take(members)
+    for shape, members, sub, r in _by_shape(batch, res):
         facts = _node_facts(sub, r, shape, cfg.tree_type != TREE_DYNAMIC)
         rounds, nodes = ordinals[members], np.repeat(ordinals[members], facts.parent.shape[0])
         parts.rounds.append(_round_columns(r, shape, facts, cfg, run, round_columns))
@@ -108,6 +111,17 @@ def batch_table_parts(
         parts.round_ordinals.append(rounds)
         parts.node_ordinals.append(nodes)
     return parts
+
+
+def _by_shape(batch: RoundBatch, res: BatchResult):
+    """(shape, [C] int64 positions in the batch, those rounds' batch, their result) per shape of the
+    rounds ``res`` replayed; a batch of one shape, all replayed (most blocks of a packed run), is not copied."""
+    for k, shape in enumerate(res.shapes):
+        members = np.flatnonzero(res.ok & (res.shape_index == k))
+        if members.shape[0] == len(batch):
+            yield shape, members, batch, res
+        elif members.shape[0]:
+            yield shape, members, batch.take(members), res.take(members)
 
 
 def join_parts(parts: list[TableParts]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -170,8 +184,29 @@ METRIC_NODE_COLUMNS = (
 
 
 def batch_metric_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> SlimParts:
-    """SLIM_ROUND_COLUMNS of the rounds ``res`` replayed and their node metrics' counts; the node
-    rows are built for this batch only (a block of a packed run), so memory does not grow with the run."""
+    """SLIM_ROUND_COLUMNS of the rounds ``res`` replayed and their node metrics' counts, counted from
+    the per-node arrays of this batch only (analysis.tables.node_counts: no node rows are built), so
+    memory does not grow with the run."""
+    from .node_counts import block_counts
+
+    if len(res) != len(batch):
+        raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
+    ordinals = (
+        np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
+    )
+    rounds, round_ordinals, shapes = [], [], []
+    for shape, members, sub, r in _by_shape(batch, res):
+        shapes.append((_node_facts(sub, r, shape, cfg.tree_type != TREE_DYNAMIC), shape, r))
+        rounds.append(_round_columns(r, shape, shapes[-1][0], cfg, run, SLIM_ROUND_COLUMNS))
+        round_ordinals.append(ordinals[members])
+    if not rounds:
+        return SlimParts([], [])
+    return SlimParts(rounds, round_ordinals, block_counts(shapes, cfg, run))
+
+
+def metric_parts_by_frame(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> SlimParts:
+    """batch_metric_parts by way of the block's node table (analysis.tables.metrics.node_metric_counts):
+    the reference its counts are checked against (tests/test_streamed_metrics.py)."""
     from .metrics import node_metric_counts
 
     parts = batch_table_parts(batch, res, cfg, run, SLIM_ROUND_COLUMNS, METRIC_NODE_COLUMNS, round_ids=True)
@@ -261,7 +296,7 @@ def _node_facts(batch: RoundBatch, res: BatchResult, shape: TreeShape, static: b
         target_token,
         target_rank,
         target_in,
-        _names(shape, levels.chosen),
+        *_rank_paths(shape, levels.chosen),
     )
 
 
@@ -315,7 +350,7 @@ def _level_ranks(
         lo, hi = shape.starts[d], shape.starts[d] + shape.level_sizes[d]
         lp = level_lp[d - 1]  # [L, C]
         have = ~np.isnan(lp).any(axis=0)
-        by_score = np.argsort(np.argsort(-lp, axis=0, kind="stable"), axis=0, kind="stable")
+        by_score = _descending_positions(lp)
         m = shape.maps[d - 1]
         keys = m.slot_rank * (int(m.slot_parent.max()) + 1) + m.slot_parent  # rank major, then parent's slot
         by_fallback = np.argsort(np.argsort(keys, kind="stable"), kind="stable")[:, None]
@@ -325,25 +360,49 @@ def _level_ranks(
     return out
 
 
-def _names(shape: TreeShape, chosen: list[np.ndarray]) -> np.ndarray:
-    """[n, C] object: each node's name (replay.core.tree.node_name of its path's draft ranks).
+def _descending_positions(lp: np.ndarray) -> np.ndarray:
+    """[L, C] int64: each row's position when its column is sorted by descending value, ties in row
+    order: ``np.argsort(np.argsort(-lp, axis=0, kind="stable"), axis=0)`` (columns with NaN: any value).
 
-    A level's nodes are numbered by their distinct rank paths; a child's path is its parent's plus
-    its own rank, so each level costs one np.unique over codes, whatever the number of rounds.
+    A level has few nodes and a block many rounds: for small L the position is counted (rows
+    above, plus equal rows before), L² comparisons per round instead of two sorts of strided columns."""
+    n = lp.shape[0]
+    if n > 16:
+        order = np.argsort(-lp, axis=0, kind="stable")
+        out = np.empty(lp.shape, dtype=np.int64)
+        np.put_along_axis(out, order, np.broadcast_to(np.arange(n)[:, None], lp.shape), axis=0)
+        return out
+    out = np.zeros(lp.shape, dtype=np.int64)
+    for j in range(n):
+        out += lp[j] > lp  # row j is above
+        out[j + 1 :] += lp[j] == lp[j + 1 :]  # row j ties and comes first
+    return out
+
+
+def _rank_paths(shape: TreeShape, chosen: list[np.ndarray]) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """(the distinct rank paths from the root, [n, C] int64 each node's path as an index into them).
+
+    A level's nodes are numbered by their distinct rank paths, in code order; a child's path is its
+    parent's plus its own rank, so each level costs one bincount over codes, whatever the number of rounds.
     """
     c = chosen[0].shape[1]
     paths: list[tuple[int, ...]] = [()]
-    path_id = np.zeros((1, c), dtype=np.int64)
-    names = [np.full((1, c), "R", dtype=object)]
+    level_paths: list[tuple[int, ...]] = [()]
+    path_id = np.zeros((1, c), dtype=np.int64)  # index into level_paths
+    index = [path_id]  # per level, index into paths
     for i in range(shape.num_steps):
         m = shape.maps[i]
         parent_id = np.take_along_axis(path_id, chosen[i][m.slot_parent], axis=0)  # [L, C]
         base = int(m.slot_rank.max()) + 1
-        uniq, inverse = np.unique(parent_id * base + m.slot_rank[:, None], return_inverse=True)
-        paths = [paths[int(u) // base] + (int(u) % base,) for u in uniq]
-        path_id = inverse.reshape(parent_id.shape)
-        names.append(np.asarray([node_name(p) for p in paths], dtype=object)[path_id])
-    return np.concatenate(names, axis=0)
+        code = parent_id * base + m.slot_rank[:, None]  # [L, C] in [0, paths of the level above × base)
+        uniq = np.flatnonzero(np.bincount(code.ravel(), minlength=len(level_paths) * base))
+        number = np.zeros(len(level_paths) * base, dtype=np.int64)
+        number[uniq] = np.arange(uniq.shape[0])
+        level_paths = [level_paths[int(u) // base] + (int(u) % base,) for u in uniq]
+        path_id = number[code]
+        index.append(path_id + len(paths))
+        paths += level_paths
+    return paths, np.concatenate(index, axis=0)
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,6 +16,25 @@ from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled, tqdm_progress
 
 
+class RoundKeys(Sequence):
+    """Each round's key (a, b) as a tuple of ints, made when asked: a million tuples cost a fifth of a
+    second that plot's choice of its example round (which needs only lengths and stops) need not pay."""
+
+    def __init__(self, a: np.ndarray, b: np.ndarray):
+        self._a, self._b = a, b
+
+    def __len__(self) -> int:
+        return int(self._a.shape[0])
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return list(zip(self._a[i].tolist(), self._b[i].tolist()))
+        return (int(self._a[i]), int(self._b[i]))
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return zip(self._a.tolist(), self._b.tolist())
+
+
 class LazyResults(Sequence):
     """The scalar RoundResults of a batch-replayed run, replayed (reference path) on first use.
 
@@ -40,21 +59,29 @@ class LazyResults(Sequence):
         self._opts = opts
         self._label = label
         self._progress = progress
-        self._keys = list(zip(rounds["key_a"].tolist(), rounds["key_b"].tolist()))
-        # analysis.report.example_round's choice needs only these: it then replays just the round drawn
-        self.summaries = (rounds["accepted_length"].tolist(), rounds["stop"].tolist(), self._keys)
+        self._rounds = rounds  # the run's round table: its columns become lists only when asked (below)
+        self._n = len(rounds)
+
+    @cached_property
+    def _keys(self) -> RoundKeys:
+        return RoundKeys(self._rounds["key_a"].to_numpy(), self._rounds["key_b"].to_numpy())
+
+    @cached_property
+    def summaries(self) -> tuple[list[int], list[str], RoundKeys]:
+        """analysis.report.example_round's choice needs only these: it then replays just the round drawn."""
+        return (self._rounds["accepted_length"].tolist(), self._rounds["stop"].tolist(), self._keys)
 
     @cached_property
     def _results(self) -> tuple[RoundResult, ...]:
         results = load_reference(self._path, self._label, self._opts, self._progress).results
-        if len(results) != len(self._keys):
+        if len(results) != self._n:
             raise RuntimeError(
-                f"the reference replayed {len(results)} rounds, the batch path {len(self._keys)}: a bug in replay.engine.batch"
+                f"the reference replayed {len(results)} rounds, the batch path {self._n}: a bug in replay.engine.batch"
             )
         return results
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return self._n
 
     def __getitem__(self, i):
         if isinstance(i, slice) or "_results" in vars(self):

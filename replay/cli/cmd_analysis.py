@@ -291,6 +291,8 @@ def _stats_sampling(args: argparse.Namespace, runs) -> int:
     """--temperature: the summary, histogram and per-depth rates as expectations at T (analysis.tables.sampling)."""
     from analysis.tables.build import export_tables
     from analysis.tables.sampling import SAMPLING_TABLES, bounds_display, run_sampling, sampling_tables
+    from replay.core.sampling_recorded import recorded_column
+    from replay.engine.sampling import node_logprob_gaps
 
     if args.table is not None and args.table not in SAMPLING_TABLES:
         raise SpecReplayError(
@@ -338,7 +340,10 @@ def _stats_sampling(args: argparse.Namespace, runs) -> int:
         print_needs_vocab("stats", t)
     for run, part in zip(runs, parts):
         missing = int((~part.from_node_logprobs).sum())
-        print_missing_node_logprobs("stats", t, run.replay.manifest, missing)
+        if missing and recorded_column(t, run.replay.manifest.node_logprob_temperatures) is not None:
+            refused = {s.what for s in part.skipped}  # the rest were replayed at T: which fell back, and why
+            gaps = node_logprob_gaps([r for r in run.results if f"round {r.name}" not in refused])
+            print_missing_node_logprobs("stats", t, run.replay.manifest, missing, gaps)
     status = skipped_status(runs, args)
     return 1 if status or any(p.skipped for p in parts) else 0
 

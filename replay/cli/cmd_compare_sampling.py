@@ -14,7 +14,6 @@ import sys
 
 from replay.engine.render import rounds_with_scores
 from replay.engine.sampling import sampling_skip
-from replay.io.packed.pack import is_packed_run
 from replay.util.atomic import atomic_path
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled
@@ -77,8 +76,7 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
         finally:
             close()
         skipped[run.label] = [sampling_skip(name, t, why) for name, _, why in done.skipped]
-        if is_packed_run(run.replay.directory):  # no node_logprobs there: the top-K bounds (compare_sampling_run)
-            print_missing_node_logprobs("compare", t, run.replay.manifest, int(done.table["rounds"].max()))
+        _note_missing_node_logprobs(run, t, {name for name, _, _ in done.skipped})
         if not int(done.table["rounds"].max()):
             if len(runs) == 1:
                 raise no_rounds_error(run.replay.directory, [*run.replay.skipped, *skipped[run.label]], (), None)
@@ -106,6 +104,18 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
     for run in runs:
         print_skipped(skipped[run.label], run.label if len(runs) > 1 else None)
     return 1 if status or any(skipped.values()) else 0
+
+
+def _note_missing_node_logprobs(run, t: float, refused: set[str]) -> None:
+    """At a T the manifest records node_logprobs for, every round was compared round by round
+    (compare_sampling_run): say which replayed rounds had none to read, and why."""
+    from replay.core.sampling_recorded import recorded_column
+    from replay.engine.sampling import node_logprob_gaps
+
+    if recorded_column(t, run.replay.manifest.node_logprob_temperatures) is None:
+        return
+    gaps = node_logprob_gaps([r for r in run.results if r.name not in refused])
+    print_missing_node_logprobs("compare", t, run.replay.manifest, len(gaps[0]) + len(gaps[1]), gaps)
 
 
 def _top(table, n: int):

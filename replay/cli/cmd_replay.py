@@ -10,7 +10,7 @@ from replay.core.records import json_line, write_batch_json_lines
 from replay.engine.render import render_round, render_summary, sampling_lines, sampling_summary, summary_lines
 from replay.engine.replayer import replay_directory
 from replay.engine.runs import replay_run
-from replay.engine.sampling import round_sampling, sampling_skip
+from replay.engine.sampling import node_logprob_gaps, round_sampling, sampling_skip
 from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled, tqdm_progress
@@ -135,7 +135,8 @@ def _replay_sampling(args: argparse.Namespace) -> int:
         out.write("\n".join(render_summary(rep) + sampling_summary([s for _, s in used])) + "\n")
     if any(s.needs_vocab for _, s in used):
         print_needs_vocab("replay", t)
-    print_missing_node_logprobs("replay", t, rep.manifest, sum(not s.from_node_logprobs for _, s in used))
+    fell_back = [res for res, s in used if not s.from_node_logprobs]
+    print_missing_node_logprobs("replay", t, rep.manifest, len(fell_back), node_logprob_gaps(fell_back))
     print_reading(rep)
     return 1 if rep.skipped else 0
 

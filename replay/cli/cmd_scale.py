@@ -10,15 +10,21 @@ from dataclasses import replace
 import numpy as np
 
 from replay.core.records import write_arrow_table, write_batch_json_lines
-from replay.core.sampling import problem_words
 from replay.core.sampling_recorded import recorded_column
 from replay.engine.batch import BatchResult
+from replay.engine.batch.codes import ERR_OK
 from replay.engine.batch.frames import distinct_columns, record_arrow
-from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
-from replay.engine.batch.sampling_frames import concat_sampling, sampling_arrow, write_sampling_json_lines
+from replay.engine.batch.recorded import node_rounds, refusal_reasons, refusal_words, sampling_at
+from replay.engine.batch.sampling import NO_SCORES_CODE
+from replay.engine.batch.sampling_frames import (
+    concat_sampling,
+    from_node_logprobs,
+    sampling_arrow,
+    write_sampling_json_lines,
+)
 from replay.engine.render import SummaryFigures, sampling_summary_arrays, summary_lines
 from replay.engine.runs import RunReplay, replay_run
-from replay.engine.sampling import NO_SCORES, sampling_skip
+from replay.engine.sampling import sampling_skip
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.grouping import describe_skipped
 from replay.io.manifest import read_manifest
@@ -41,6 +47,7 @@ from .options import (
     at_least_one,
     options_from_args,
     parse_key,
+    print_missing_node_logprobs,
     print_needs_vocab,
     print_notes,
     print_reading,
@@ -143,26 +150,26 @@ def run_batch(args: argparse.Namespace) -> int:
 
 def _batch_sampling(args: argparse.Namespace, opts) -> int:
     """--temperature: the greedy summary and the sampling summary, or per round (--json, -o) the
-    columns of replay --temperature --json (replay.engine.batch.sampling_frames)."""
+    columns of replay --temperature --json (replay.engine.batch.sampling_frames); exact from the
+    dump's node_logprobs where it records them at T (replay.engine.batch.recorded)."""
     t = args.temperature
     manifest = read_manifest(args.dir)  # a packed run holds the dump's manifest.json too
-    vocab = sampling_vocab(args, manifest)
+    vocab, nodes = sampling_vocab(args, manifest), manifest.node_logprob_temperatures
     rep = replay_run(
         args.dir,
         opts,
         workers=args.workers,
         progress=progress_enabled(args.no_progress),
-        per_batch=lambda b, res, cfg: (res.ordinals, batch_sampling(b, res, cfg, t, vocab)),
+        per_batch=lambda b, res, cfg: (
+            res.ordinals,
+            sampling_at(b, res, cfg, t, vocab, nodes),
+            _gaps(b, res, t, nodes),
+        ),
     )
     require_rounds(rep, int(rep.result.ok.sum()))
     res = rep.result
-    smp = concat_sampling(list(rep.per_batch)) if rep.per_batch else None
-    skipped = list(rep.skipped)
-    if smp is not None:
-        for i in np.flatnonzero(res.ok & ~smp.usable):
-            why = NO_SCORES if smp.problem[i] == NO_SCORES_CODE else problem_words(int(smp.problem[i]), vocab)
-            skipped.append(sampling_skip(f"{res.keys[0, i]}_{res.keys[1, i]}", t, why))
-    rep = replace(rep, skipped=tuple(skipped))
+    smp = concat_sampling([p[:2] for p in rep.per_batch]) if rep.per_batch else None
+    rep = replace(rep, skipped=(*rep.skipped, *_refusals(args.dir, opts, res, smp, t, vocab, nodes)))
     rows = np.flatnonzero(res.ok & smp.usable) if smp is not None else np.zeros(0, dtype=np.int64)
     require_rounds(rep, rows.shape[0])
     assert smp is not None
@@ -174,21 +181,52 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
     if args.json:
         write_sampling_json_lines(res, smp, rows, out)
     else:
-        u = rows
+        u, own = rows, from_node_logprobs(smp)
         lines = render_run_summary(rep) + sampling_summary_arrays(
-            t, smp.expected_lo[u], smp.expected_hi[u], smp.length_ge_lo[u], smp.length_ge_hi[u], smp.exact[u]
+            t,
+            smp.expected_lo[u],
+            smp.expected_hi[u],
+            smp.length_ge_lo[u],
+            smp.length_ge_hi[u],
+            smp.exact[u],
+            int(own[u].sum()),
         )
         out.write("\n".join(lines) + "\n")
     if smp.needs_vocab:
         print_needs_vocab("batch", t)
-    if recorded_column(t, manifest.node_logprob_temperatures) is not None:
-        print(
-            f"specreplay batch: note: this dump records node_logprobs at T = {t:g}; the batch replay reads only the "
-            f"top-K rows (bounds): replay --temperature {t:g} on the dump directory is exact from them (docs/dump-format.md)",
-            file=sys.stderr,
-        )
+    order = {f"{a}_{b}": i for i, (a, b) in enumerate(res.keys[:, rows].T.tolist())}  # the used rounds, in run order
+    parents = sorted((n for p in rep.per_batch for n in p[2][0] if n in order), key=order.__getitem__)
+    without = sorted((n for p in rep.per_batch for n in p[2][1] if n in order), key=order.__getitem__)
+    print_missing_node_logprobs("batch", t, manifest, len(parents) + len(without), (parents, without))
     print_reading(rep)
     return 1 if rep.skipped else 0
+
+
+def _gaps(batch, res: BatchResult, t: float, nodes) -> tuple[list[str], list[str]]:
+    """node_logprob_gaps on the batch arrays: the replayed rounds of ``batch`` whose walk at a recorded
+    T cannot read node_logprobs (in the parents layout; without the array), by name."""
+    if recorded_column(t, nodes) is None:
+        return [], []
+    ok, names = res.error == ERR_OK, [f"{a}_{b}" for a, b in res.keys.T.tolist()]
+    if batch.validate.node_logp is None:
+        return [], [n for n, good in zip(names, ok.tolist()) if good]
+    return [n for n, good in zip(names, (ok & ~node_rounds(batch, res, t, nodes)).tolist()) if good], []
+
+
+def _refusals(directory: str, opts, res: BatchResult, smp, t: float, vocab, nodes) -> list:
+    """The skipped entries of replayed rounds without a sampling replay at T, in round order; a bad
+    row's or node log-prob's reason is the round path's, which names the file and the field."""
+    if smp is None:
+        return []
+    bad = np.flatnonzero(res.ok & ~smp.usable)
+    keys = [(int(res.keys[0, i]), int(res.keys[1, i])) for i in bad]
+    named = refusal_reasons(
+        directory, opts, [k for k, i in zip(keys, bad) if smp.problem[i] != NO_SCORES_CODE], t, vocab, nodes
+    )
+    return [
+        sampling_skip(f"{k[0]}_{k[1]}", t, named.get(k) or refusal_words(int(smp.problem[i]), vocab))
+        for k, i in zip(keys, bad)
+    ]
 
 
 def _write_table(rep: RunReplay, path: str) -> None:

@@ -233,17 +233,33 @@ def vocab_sizes_json(used: dict[str, int | None]) -> int | None | dict[str, int 
     return next(iter(values)) if len(values) <= 1 and used else (dict(used) if used else None)
 
 
-def print_missing_node_logprobs(command: str, temperature: float, manifest, missing: int) -> None:
+def print_missing_node_logprobs(
+    command: str, temperature: float, manifest, missing: int, gaps: tuple[Sequence[str], Sequence[str]] | None = None
+) -> None:
     """The note of rounds that fell back to the top-K bounds at a T whose node_logprobs the manifest
-    lists (a packed run does not carry them; a round in the parents layout has none)."""
+    lists. ``gaps``: the names of those rounds, (in the parents layout, whose rows are not tree
+    nodes; without node_logprobs in their validate file or packed block), to say which and why."""
     from replay.core.sampling_recorded import recorded_column
 
-    if missing and recorded_column(temperature, manifest.node_logprob_temperatures) is not None:
-        print(
-            f"specreplay {command}: note: manifest.json records node_logprobs at T = {temperature:g}, but "
-            f"{missing} round(s) here carry none (a packed run does not): their numbers are the top-K bounds",
-            file=sys.stderr,
-        )
+    if not missing or recorded_column(temperature, manifest.node_logprob_temperatures) is None:
+        return
+    why = ""
+    if gaps is not None and any(gaps):
+        parents, without = gaps
+        parts = [f"{len(parents)} in the parents layout, where validate row n is not tree node n ({_some(parents)})"]
+        parts += [f"{len(without)} without node_logprobs in their validate file or packed run ({_some(without)})"]
+        why = ": " + "; ".join(p for p, names in zip(parts, gaps) if names)
+    print(
+        f"specreplay {command}: note: manifest.json records node_logprobs at T = {temperature:g}, but "
+        f"{missing} round(s) here carry none, so their numbers are the top-K bounds{why}",
+        file=sys.stderr,
+    )
+
+
+def _some(names: Sequence[str], shown: int = 3) -> str:
+    """The first rounds of a list, and how many more: "round 1_2, round 3_4, and 5 more"."""
+    head = ", ".join(f"round {n}" for n in names[:shown])
+    return head + (f", and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def print_needs_vocab(command: str, temperature: float) -> None:

@@ -219,18 +219,15 @@ def sampling_summary(samplings) -> list[str]:
         vals = (1.0, *(s.length_ge_lo if side == 0 else s.length_ge_hi))
         return list(vals) + [0.0] * (depth + 1 - len(vals))
 
-    lines = sampling_summary_arrays(
+    return sampling_summary_arrays(
         samplings[0].temperature,
         np.array([s.expected_lo for s in samplings]),
         np.array([s.expected_hi for s in samplings]),
         np.array([ge(s, 0) for s in samplings]),
         np.array([ge(s, 1) for s in samplings]),
         np.array([s.exact for s in samplings]),
+        sum(s.from_node_logprobs for s in samplings),
     )
-    own = sum(s.from_node_logprobs for s in samplings)
-    if own:  # say where the exact numbers came from (the top-K rows alone bound them at most T)
-        lines.insert(1, f"  exact from the dump's node_logprobs at T: {own} round(s)")
-    return lines
 
 
 def rounds_with_scores(n: int, t: float) -> str:
@@ -238,10 +235,11 @@ def rounds_with_scores(n: int, t: float) -> str:
     return counted(n, "round") + (" with scores" if t > 0 else "")
 
 
-def sampling_summary_arrays(t, exp_lo, exp_hi, ge_lo, ge_hi, exact) -> list[str]:
+def sampling_summary_arrays(t, exp_lo, exp_hi, ge_lo, ge_hi, exact, own: int = 0) -> list[str]:
     """Means over n rounds at T: expectations with bounds, and the expected length distribution.
 
-    exp_lo, exp_hi, exact: [n]; ge_lo, ge_hi: [n, D+1] P(L >= d) for d = 0..D (column 0 is 1).
+    exp_lo, exp_hi, exact: [n]; ge_lo, ge_hi: [n, D+1] P(L >= d) for d = 0..D (column 0 is 1); own:
+    how many of the rounds the dump's node_logprobs decided.
     """
     n = exp_lo.shape[0]
     lo, hi = float(exp_lo.mean()), float(exp_hi.mean())
@@ -254,4 +252,6 @@ def sampling_summary_arrays(t, exp_lo, exp_hi, ge_lo, ge_hi, exact) -> list[str]
     at_lo, at_hi = (a.mean(axis=0) for a in length_at_bounds(ge_lo, ge_hi))  # P(L = d), d = 0..D
     for d in range(ge_lo.shape[1]):
         lines.append(f"    L = {d}: {_span(float(at_lo[d]), float(at_hi[d]), 3)}")
+    if own:  # say where the exact numbers came from (the top-K rows alone bound them at most T)
+        lines.insert(1, f"  exact from the dump's node_logprobs at T: {own} round(s)")
     return lines

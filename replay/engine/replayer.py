@@ -45,6 +45,9 @@ class RoundResult:
     # [num_nodes + 1, T] each node's log-prob under its parent (validate node_logprobs, layout all only)
     node_logp: np.ndarray | None = None
     scores_path: str = ""  # the validate scores' file (messages about a row name it)
+    validate_path: str = ""  # the validate file (messages about its node_logprobs name it)
+    # the validate file has node_logprobs, unused: in the parents layout row n is not tree node n
+    node_logp_unused: bool = False
 
     @property
     def tree(self) -> Tree:
@@ -162,7 +165,8 @@ def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
         )
     logp = None if rnd.validate.logp is None else rnd.validate.logp[:rows]
     own = rnd.validate.node_logp
-    own = own[:rows] if own is not None and layout == LAYOUT_ALL else None  # row u is node u only in layout all
+    unused = own is not None and layout != LAYOUT_ALL
+    own = None if unused or own is None else own[:rows]  # row u is node u only in layout all
     return RoundResult(
         rnd.key,
         rebuilt,
@@ -176,6 +180,8 @@ def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
         logp,
         own,
         rnd.validate.scores_path or rnd.validate.path,
+        rnd.validate.path,
+        unused,
     )
 
 

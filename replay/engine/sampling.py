@@ -133,13 +133,13 @@ def round_sampling(
         assert node_temperatures is not None
         if own.shape[1] != len(node_temperatures):
             raise ValueError(
-                f"its validate node_logprobs has {own.shape[1]} column(s) but manifest.json "
+                f"{res.validate_path} (node_logprobs): {own.shape[1]} column(s) but manifest.json "
                 f"node_logprob_temperatures lists {len(node_temperatures)}"
             )
         tree = res.tree
         b = recorded_bounds(tree.tokens[None], tree.parents[None], tree.depths[None], own[None, :, col], temperature)
         if b.problem[0]:
-            raise ValueError(f"{problem_words(int(b.problem[0]))} (validate node_logprobs)")
+            raise ValueError(f"{res.validate_path} (node_logprobs): {problem_words(int(b.problem[0]))}")
         return _one(b, True)
     logp = res.validate_logp
     if logp is None:
@@ -150,6 +150,13 @@ def round_sampling(
     if b.problem[0]:
         raise ValueError(_row_problem_words(res, int(b.problem[0]), vocab_size))
     return _one(b, False)
+
+
+def node_logprob_gaps(results: Sequence) -> tuple[list[str], list[str]]:
+    """Names of replayed rounds (RoundResults) whose walk cannot read node_logprobs at a recorded T:
+    (those in the parents layout, whose validate rows are not tree nodes; those without the array)."""
+    parents = [r.name for r in results if r.node_logp_unused]
+    return parents, [r.name for r in results if r.node_logp is None and not r.node_logp_unused]
 
 
 def _row_problem_words(res, code: int, vocab_size: int | None) -> str:

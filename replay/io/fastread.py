@@ -89,6 +89,7 @@ def _stack(mats: Sequence[DumpMatrix]) -> MatrixStack:
         st.rows_of,
         st.cols_of,
         st.prows_of,
+        None if st.node_logp is None else st.node_logp.astype(narrow_logp(st.node_logp), copy=False),
     )
 
 

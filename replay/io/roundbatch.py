@@ -45,7 +45,11 @@ class MatrixStack:
 
     rows_of / cols_of / prows_of: each round's own matrix sizes where they differ from the stack's
     (None: every round fills the stack); cells beyond them are padding (PAD_TOKEN ids, NaN scores,
-    PAD_TOKEN parents).
+    PAD_TOKEN parents, NaN node log-probs).
+
+    node_logp: a validate file's ``node_logprobs`` (docs/dump-format.md), row by row like ids, one
+    column per recorded temperature; every round of a stack has the same number of columns
+    (signature_of counts them), so a batch at a recorded T reads one column for all its rounds.
     """
 
     ids: np.ndarray  # [rows, cols, R] int32/int64 token ids, PAD_TOKEN padding
@@ -54,6 +58,7 @@ class MatrixStack:
     rows_of: np.ndarray | None = None  # [R] int64 each round's own rows
     cols_of: np.ndarray | None = None  # [R] int64 each round's own columns
     prows_of: np.ndarray | None = None  # [R] int64 each round's own parents entries
+    node_logp: np.ndarray | None = None  # [rows, T, R] float32/float64 each row's node under its parent
 
     def __post_init__(self) -> None:
         _check_array(self.ids, "ids", 3, "iu", None)
@@ -66,6 +71,10 @@ class MatrixStack:
             _check_array(self.parents, "parents", 2, "iu", r)
             if self.parents.shape[0] < self.ids.shape[0]:
                 raise ValueError(f"parents: {self.parents.shape[0]} entries per round for {self.ids.shape[0]} rows")
+        if self.node_logp is not None:
+            _check_array(self.node_logp, "node_logp", 3, "f", r)
+            if self.node_logp.shape[0] != self.ids.shape[0]:
+                raise ValueError(f"node_logp: {self.node_logp.shape[0]} rows for {self.ids.shape[0]} rows of ids")
         for name in ("rows_of", "cols_of", "prows_of"):
             if getattr(self, name) is not None:
                 _check_array(getattr(self, name), name, 1, "iu", r, 0)
@@ -115,6 +124,7 @@ class MatrixStack:
             pick(self.rows_of),
             pick(self.cols_of),
             pick(self.prows_of),
+            pick(self.node_logp),
         )
 
     def trimmed(self, rows: int, cols: int, prows: int | None) -> MatrixStack:
@@ -123,6 +133,7 @@ class MatrixStack:
             self.ids[:rows, :cols],
             None if self.logp is None else self.logp[:rows, :cols],
             None if self.parents is None else self.parents[:prows],
+            node_logp=None if self.node_logp is None else self.node_logp[:rows],
         )
 
     def matrix(self, i: int, path: str) -> DumpMatrix:
@@ -137,6 +148,7 @@ class MatrixStack:
             np.array(self.ids[:rows, :cols, i], dtype=np.int64),
             None if self.logp is None else np.array(self.logp[:rows, :cols, i], dtype=np.float64),
             None if self.parents is None else np.array(self.parents[:prows, i], dtype=np.int64),
+            None if self.node_logp is None else np.array(self.node_logp[:rows, :, i], dtype=np.float64),
         )
 
     @classmethod
@@ -148,6 +160,7 @@ class MatrixStack:
                     m.ids[:, :, None],
                     None if m.logp is None else m.logp[:, :, None],
                     None if m.parents is None else m.parents[:, None],
+                    node_logp=None if m.node_logp is None else m.node_logp[:, :, None],
                 )
                 for m in mats
             ]
@@ -155,8 +168,9 @@ class MatrixStack:
 
     def padded_to(self, rows: int, cols: int, prows: int | None) -> MatrixStack:
         """The stack grown to ``rows`` x ``cols`` (parents to ``prows`` entries) with the padding values
-        (PAD_TOKEN ids and parents, NaN scores); each round keeps its own sizes. The one padding rule:
-        concat (the readers' batches) and the packed writer (a group's block shape) both pad with it."""
+        (PAD_TOKEN ids and parents, NaN scores and node log-probs); each round keeps its own sizes. The
+        one padding rule: concat (the readers' batches) and the packed writer (a group's block shape)
+        both pad with it."""
         have = None if self.parents is None else int(self.parents.shape[0])
         if rows < self.rows or cols < self.cols or (have is None) != (prows is None) or (prows or 0) < (have or 0):
             raise ValueError(f"MatrixStack.padded_to: ({rows}, {cols}, {prows}) does not hold the stack's sizes")
@@ -181,18 +195,25 @@ class MatrixStack:
             own(self.rows_of, self.rows, rows),
             own(self.cols_of, self.cols, cols),
             None if have is None else own(self.prows_of, have, prows),
+            None if self.node_logp is None else grow(self.node_logp, (rows, self.node_logp.shape[1]), np.nan),
         )
 
     @classmethod
     def concat(cls, stacks: Sequence[MatrixStack]) -> MatrixStack:
-        """Rounds of several stacks (all with scores or all without, parents likewise), padded to the widest."""
+        """Rounds of several stacks (all with scores or all without, parents and node log-probs likewise,
+        the latter with equal columns), padded to the widest."""
         first = stacks[0]
         if len(stacks) == 1:
             return first
         if any(
-            (s.logp is None) != (first.logp is None) or (s.parents is None) != (first.parents is None) for s in stacks
+            (s.logp is None) != (first.logp is None)
+            or (s.parents is None) != (first.parents is None)
+            or _node_columns(s) != _node_columns(first)
+            for s in stacks
         ):
-            raise ValueError("MatrixStack.concat: every stack must have scores (and parents) or none")
+            raise ValueError(
+                "MatrixStack.concat: every stack must have scores (and parents) or none, node log-probs with equal columns or none"
+            )
         rows = max(s.rows for s in stacks)
         cols = max(s.cols for s in stacks)
         prows = None if first.parents is None else max(s.parents.shape[0] for s in stacks if s.parents is not None)
@@ -214,7 +235,13 @@ class MatrixStack:
             sizes("rows_of", MatrixStack.own_rows, rows),
             sizes("cols_of", MatrixStack.own_cols, cols),
             sizes("prows_of", MatrixStack.own_prows, prows),
+            None if first.node_logp is None else cat([g.node_logp for g in grown if g.node_logp is not None]),
         )
+
+
+def _node_columns(st: MatrixStack) -> int:
+    """A stack's node_logprobs columns (0: none): rounds of one batch have the same number."""
+    return 0 if st.node_logp is None else int(st.node_logp.shape[1])
 
 
 @dataclass(frozen=True)
@@ -338,8 +365,9 @@ class RoundBatch:
         return Round(key, steps, self.validate.matrix(i, paths[-1]), int(self.root_tokens[i]), self.layout)
 
 
-# Per matrix (draft steps, then validate): whether it has scores, whether it has parents.
-Signature = tuple[tuple[bool, bool], ...]
+# Per matrix (draft steps, then validate): whether it has scores, whether it has parents, its
+# node_logprobs columns (0: none; only validate files have them).
+Signature = tuple[tuple[bool, bool, int], ...]
 # A Signature, the matrices' file extensions (None: rounds not read from files), the layout.
 GroupKey = tuple[Signature, tuple[str, ...] | None, str | None]
 
@@ -348,13 +376,18 @@ def signature_of(rnd: Round) -> Signature:
     """Rounds with equal signatures stack into one RoundBatch: the draft steps and which optional
     arrays each matrix has. Matrix sizes do not count (MatrixStack pads them), so a dump of varied
     shapes forms a few large batches."""
-    return tuple((m.logp is not None, m.parents is not None) for m in (*rnd.steps, rnd.validate))
+    return tuple(
+        (m.logp is not None, m.parents is not None, 0 if m.node_logp is None else int(m.node_logp.shape[1]))
+        for m in (*rnd.steps, rnd.validate)
+    )
 
 
 def group_key(batch: RoundBatch) -> GroupKey:
     """The signature_of a batch's rounds, with their file extensions and layout: batches of equal
     key concatenate into one (replay.io.fastread.concat_batches)."""
-    sig = tuple((st.logp is not None, st.parents is not None) for st in (*batch.steps, batch.validate))
+    sig = tuple(
+        (st.logp is not None, st.parents is not None, _node_columns(st)) for st in (*batch.steps, batch.validate)
+    )
     return (sig, batch.names.exts if batch.names else None, batch.layout)
 
 

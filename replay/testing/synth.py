@@ -190,3 +190,45 @@ def write_synthetic_run(
         },
     )
     return out
+
+
+def add_node_logprobs(
+    directory: str | Path, temperatures: tuple[float, ...] = (0.7, 1.0), seed: int = 0, skip_every: int = 0
+) -> list[str]:
+    """Give the validate .npz files of a dump in the ``all`` layout (write_synthetic_run's) a
+    ``node_logprobs`` array (docs/dump-format.md) and list ``temperatures`` in manifest.json.
+
+    The values are made up but sound: per node, its children's probabilities are a Dirichlet
+    share of 1 with some mass left over, scaled by 1/(j+1) in column j (so the columns differ).
+    ``skip_every``: every k-th round keeps no array (a dump of mixed rounds). Returns the names
+    ("A_B") of the rounds given one.
+    """
+    import json
+
+    from replay.engine.replayer import replay_directory
+
+    directory = Path(directory)
+    rng = np.random.default_rng(seed)
+    given = []
+    for k, res in enumerate(replay_directory(directory).results):
+        if skip_every and k % skip_every == skip_every - 1:
+            continue
+        path = directory / f"validate_{res.name}.npz"
+        with np.load(path) as z:
+            arrays = dict(z)
+        parents = res.tree.parents
+        own = np.zeros((arrays["ids"].shape[0], len(temperatures)))
+        for p in range(parents.shape[0]):
+            kids = np.flatnonzero(parents == p)
+            kids = kids[kids > 0]
+            share = rng.dirichlet(np.ones(kids.shape[0] + 1))[: kids.shape[0]]
+            for j in range(len(temperatures)):
+                own[kids, j] = np.log(share / (j + 1))
+        arrays["node_logprobs"] = own
+        np.savez(path, **arrays)
+        given.append(res.name)
+    manifest = directory / "manifest.json"
+    body = json.loads(manifest.read_text()) if manifest.exists() else {}
+    body["node_logprob_temperatures"] = [float(t) for t in temperatures]
+    write_manifest(directory, body)
+    return given

@@ -137,8 +137,10 @@ class BatchResult:
     def take(self, index: np.ndarray) -> BatchResult:
         """Rounds ``index`` (an int array), notes renumbered."""
         index = np.asarray(index, dtype=np.int64)
-        pos = {int(old): new for new, old in enumerate(index)}
-        notes = {pos[k]: v for k, v in self.selection_notes.items() if k in pos}
+        notes = {}
+        if self.selection_notes:  # most runs have none: no position table of a million rounds
+            pos = {int(old): new for new, old in enumerate(index)}
+            notes = {pos[k]: v for k, v in self.selection_notes.items() if k in pos}
         return BatchResult(
             **{name: getattr(self, name)[..., index] for name in _ROUND_ARRAYS},
             shapes=self.shapes,

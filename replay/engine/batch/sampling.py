@@ -50,6 +50,8 @@ class BatchSampling:
     exact: np.ndarray  # [R] bool
     variance: np.ndarray  # [R] NaN unless exact
     needs_vocab: bool
+    # [R] bool: the dump's node_logprobs at T decided it (replay.engine.batch.recorded); None: no round
+    from_node_logprobs: np.ndarray | None = None
 
 
 def shape_arrays(shape: TreeShape, chosen: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -34,11 +34,18 @@ def concat_sampling(parts: Sequence[tuple[np.ndarray | None, BatchSampling]]) ->
 
     fields = ("usable", "problem", "expected_lo", "expected_hi", "length_ge_lo", "length_ge_hi", "exact", "variance")
     out = {f: cat(f) for f in fields}
+    out["from_node_logprobs"] = np.concatenate([from_node_logprobs(s) for s in smps])
     ords = [o for o, _ in parts]
     if all(o is not None for o in ords):
         order = np.argsort(np.concatenate(ords), kind="stable")  # as BatchResult.sorted_by_ordinal
         out = {f: a[order] for f, a in out.items()}
     return BatchSampling(smps[0].temperature, needs_vocab=any(s.needs_vocab for s in smps), **out)
+
+
+def from_node_logprobs(smp: BatchSampling) -> np.ndarray:
+    """[R] bool: which rounds the dump's node_logprobs decided (none when the field is unset)."""
+    own = smp.from_node_logprobs
+    return np.zeros(smp.usable.shape[0], dtype=bool) if own is None else own
 
 
 def _depths(result: BatchResult, rows: np.ndarray) -> np.ndarray:
@@ -51,6 +58,7 @@ def sampling_objects(smp: BatchSampling, result: BatchResult, rows: np.ndarray) 
     depth = _depths(result, rows)
     lo, hi = smp.expected_lo[rows].tolist(), smp.expected_hi[rows].tolist()
     exact, var = smp.exact[rows].tolist(), smp.variance[rows].tolist()
+    own = from_node_logprobs(smp)[rows].tolist()
     ge_lo, ge_hi = smp.length_ge_lo[rows].tolist(), smp.length_ge_hi[rows].tolist()
     t = smp.temperature
     out = []
@@ -67,7 +75,7 @@ def sampling_objects(smp: BatchSampling, result: BatchResult, rows: np.ndarray) 
             ge_hi[i][1 : d + 1],
             exact[i],
             var[i] if exact[i] else None,
-            False,  # the batch arrays carry no node_logprobs (docs/dump-format.md)
+            own[i],
         )
         out.append(dict(zip(SAMPLING_KEYS, values)))
     return out
@@ -110,7 +118,7 @@ def sampling_arrow(result: BatchResult, smp: BatchSampling, rows: np.ndarray):
         "expected_block_efficiency_hi": hi + 1.0,
         "exact": exact,
         "accepted_length_variance": np.where(exact, smp.variance[rows], np.nan),
-        "from_node_logprobs": np.zeros(rows.shape[0], dtype=bool),
+        "from_node_logprobs": from_node_logprobs(smp)[rows],
     }
     g = smp.length_ge_lo.shape[1] - 1
     for key, arr in zip(LENGTH_AT_LEAST_KEYS, (smp.length_ge_lo, smp.length_ge_hi)):
@@ -123,4 +131,4 @@ def sampling_arrow(result: BatchResult, smp: BatchSampling, rows: np.ndarray):
     return table
 
 
-__all__ = ["concat_sampling", "sampling_arrow", "sampling_objects", "write_sampling_json_lines"]
+__all__ = ["concat_sampling", "from_node_logprobs", "sampling_arrow", "sampling_objects", "write_sampling_json_lines"]

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from replay.io.formats.matrix_io import SCORE_AUTO, SCORE_LOGPROB, SCORE_PROB, RawSpec
+from replay.io.formats.matrix_io import MAX_NODE_LOGPROB_COLUMNS, SCORE_AUTO, SCORE_LOGPROB, SCORE_PROB, RawSpec
 from replay.io.grouping import Key, Skipped, Step0Check
 from replay.util.errors import DumpError
 
@@ -41,8 +41,14 @@ from .format import (
 _INT_DTYPES = frozenset({"<i4", "<i8", ">i4", ">i8"})
 _FLOAT_DTYPES = frozenset({"<f4", "<f8", ">f4", ">f8"})
 _ROUND_ARRAYS = {"keys": 3, "root": 2, "ordinal": 2}  # keys [blocks, 2, B], the others [blocks, B]
-_MATRIX_STEM = re.compile(r"^(s(0|[1-9][0-9]*)|v)_(ids|logp|parents|rows|cols|prows)$")
-_MATRIX_NDIM = {"ids": 4, "logp": 4, "parents": 3, **{size: 2 for size in SIZE_STEMS}}  # [blocks, ..., B]
+_MATRIX_STEM = re.compile(r"^(s(0|[1-9][0-9]*)|v)_(ids|logp|parents|node_logp|rows|cols|prows)$")
+_MATRIX_NDIM = {
+    "ids": 4,
+    "logp": 4,
+    "parents": 3,
+    "node_logp": 4,
+    **{size: 2 for size in SIZE_STEMS},
+}  # [blocks, ..., B]
 _GROUP_NAME = re.compile(r"^g[0-9]{3,}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _MAX_DIM = 2**31 - 1  # far above any real matrix; keeps products of dimensions sane
@@ -315,7 +321,8 @@ def _parse_array(meta_path: Path, f: _Fields, stem: str, group: str, blocks: int
     else:
         f.fail(
             f.where,
-            "unknown array (expected keys, root, ordinal, s<i>_ids/logp/parents/rows/cols/prows, v_ids/logp/parents/rows/cols/prows)",
+            "unknown array (expected keys, root, ordinal, s<i>_ids/logp/parents/rows/cols/prows, "
+            "v_ids/logp/parents/node_logp/rows/cols/prows)",
         )
     file = f.str("file")
     if file != f"{group}/{stem}.npy":  # never a path outside the run
@@ -341,7 +348,7 @@ def _check_group_arrays(meta_path: Path, f: _Fields, arrays: Mapping[str, ArrayS
     """Every array a RoundBatch of ``steps`` draft steps needs, and no other, with matching shapes."""
     prefixes = [f"s{i}" for i in range(steps)] + ["v"]
     needed = {"keys", "root", "ordinal", *(f"{p}_ids" for p in prefixes)}
-    allowed = needed | {f"{p}_{x}" for p in prefixes for x in ("logp", "parents", *SIZE_STEMS)}
+    allowed = needed | {f"{p}_{x}" for p in prefixes for x in ("logp", "parents", *SIZE_STEMS)} | {"v_node_logp"}
     missing, extra = sorted(needed - set(arrays)), sorted(set(arrays) - allowed)
     if missing or extra:
         f.fail(f.name("arrays"), f"missing {missing}, unexpected {extra} for {steps} draft step(s)")
@@ -353,3 +360,12 @@ def _check_group_arrays(meta_path: Path, f: _Fields, arrays: Mapping[str, ArrayS
             f.fail(f.name(f"arrays.{p}_parents.shape"), f"{parents.shape[1]} entries per round for {ids.shape[1]} rows")
         if parents is None and f"{p}_prows" in arrays:
             f.fail(f.name(f"arrays.{p}_prows"), f"own parents entries without {p}_parents")
+    own = arrays.get("v_node_logp")  # [blocks, rows, T, B]: one row per validate row, 1..16 temperatures
+    if own is not None and (
+        own.shape[1] != arrays["v_ids"].shape[1] or not 1 <= own.shape[2] <= MAX_NODE_LOGPROB_COLUMNS
+    ):
+        f.fail(
+            f.name("arrays.v_node_logp.shape"),
+            f"{list(own.shape)}: expected [blocks, {arrays['v_ids'].shape[1]} rows (as v_ids), "
+            f"1..{MAX_NODE_LOGPROB_COLUMNS} temperatures, B]",
+        )

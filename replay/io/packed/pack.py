@@ -28,7 +28,6 @@ files), replay.io.packed.write (PackWriter) and replay.io.packed.read (PackedRun
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -112,18 +111,7 @@ def pack_directory(
     except BaseException:
         writer.abort()
         raise
-    if "node_logprob_temperatures" in manifest.body:
-        summary = replace(summary, warnings=(*summary.warnings, NODE_LOGPROBS_DROPPED))
     return summary
-
-
-# A packed run holds the matrices the batch arrays hold (ids, scores, parents); a live dump's
-# per-node log-probabilities (docs/dump-format.md) are not among them, knowingly: say so.
-NODE_LOGPROBS_DROPPED = (
-    "note: the validate files' node_logprobs (each node's log-probability under its parent at the run's "
-    "temperature and at T = 1) are not carried into a packed run; replay the dump directory itself where "
-    "expectations must be exact at those temperatures"
-)
 
 
 def pack_batches(

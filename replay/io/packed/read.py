@@ -160,7 +160,7 @@ class PackedRun:
         ids: np.ndarray,
         parents: np.ndarray | None,
         get: Callable[[str], np.ndarray | None],
-    ) -> tuple[np.ndarray | None, ...]:
+    ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
         """Each round's own rows, columns and parents entries of one matrix (None: every round fills
         the stored shape), from the group's *_rows/*_cols/*_prows arrays (replay.io.packed.write),
         checked like the ordinals: a re-hashed edit must not make a round larger than its arrays."""
@@ -182,7 +182,7 @@ class PackedRun:
                     + (" (and at least each round's rows)" if size == "prows" else ""),
                 )
             out.append(None if (arr == n).all() else arr)
-        return tuple(out)
+        return out[0], out[1], out[2]
 
     def block(self, group: PackedGroup, k: int, layout: str | None = None, load: bool = True) -> RoundBatch:
         """Block ``k`` of ``group`` as a RoundBatch, read into memory and checked.
@@ -200,8 +200,9 @@ class PackedRun:
 
         def stack(prefix: str) -> MatrixStack:
             ids, parents = need(f"{prefix}_ids"), get(f"{prefix}_parents")
+            rows_of, cols_of, prows_of = self._own_sizes(group, k, prefix, ids, parents, get)
             return MatrixStack(
-                ids, get(f"{prefix}_logp"), parents, *self._own_sizes(group, k, prefix, ids, parents, get)
+                ids, get(f"{prefix}_logp"), parents, rows_of, cols_of, prows_of, get(f"{prefix}_node_logp")
             )
 
         return RoundBatch(

@@ -114,6 +114,8 @@ def _block_arrays(batch: RoundBatch, sized: tuple[Sized, ...]) -> dict[str, np.n
             out[f"{prefix}_logp"] = st.logp
         if st.parents is not None:
             out[f"{prefix}_parents"] = st.parents
+        if st.node_logp is not None:  # validate only: a live dump's node_logprobs (docs/packed-format.md)
+            out[f"{prefix}_node_logp"] = st.node_logp
         for size, recorded, sizes in zip(SIZE_STEMS, own, (st.own_rows(), st.own_cols(), st.own_prows())):
             if recorded and sizes is not None:
                 out[f"{prefix}_{size}"] = sizes.astype(np.int32)
@@ -236,18 +238,21 @@ def _padded_to(batch: RoundBatch, shape: tuple[Shape, ...]) -> RoundBatch:
 
 
 # What rounds of one packed group share whatever their matrix sizes: per matrix the ids, scores
-# and parents dtypes (None where absent), then the files' extensions and the layout.
-GroupKind = tuple[tuple[tuple[str, str | None, str | None], ...], tuple[str, ...] | None, str | None]
+# and parents dtypes (None where absent) and the node log-probs' (columns, dtype), then the files'
+# extensions and the layout.
+MatrixKind = tuple[str, str | None, str | None, tuple[int, str] | None]
+GroupKind = tuple[tuple[MatrixKind, ...], tuple[str, ...] | None, str | None]
 
 
 def group_kind(batch: RoundBatch) -> GroupKind:
-    """A packed group's kind: replay.io.roundbatch.group_key (steps, optional arrays, extensions,
-    layout) with the dtypes the arrays are stored in."""
+    """A packed group's kind: replay.io.roundbatch.group_key (steps, optional arrays, node_logprobs
+    columns, extensions, layout) with the dtypes the arrays are stored in."""
     dtypes = tuple(
         (
             st.ids.dtype.str,
             None if st.logp is None else st.logp.dtype.str,
             None if st.parents is None else st.parents.dtype.str,
+            None if st.node_logp is None else (int(st.node_logp.shape[1]), st.node_logp.dtype.str),
         )
         for _, st in _prefixed(batch)
     )
