@@ -295,7 +295,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         run_pack,
         help="pack a dump directory into one compact, checksummed file set",
         description="Read every round of a dump directory (in parallel, each file once) and write it as a packed "
-        "run: a few column-major .npy arrays per matrix signature, packed.json with the reading options, "
+        "run: a few column-major .npy arrays per kind of round (matrix sizes padded), packed.json with the reading options, "
         "skipped files and sha256 checksums, and copies of manifest.json/config.json.",
         epilog=PACK_EPILOG,
     )

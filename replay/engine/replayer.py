@@ -302,7 +302,26 @@ def replay_directory(
             directory,
             no_such_round(opts.only_round, [f.key for f in grouping.rounds], str(directory), grouping.skipped),
         )
-    warnings = reading_warnings(grouping.step0, [r.acceptance.accepted_length for r in results])
+    warnings = _run_warnings(grouping.step0, manifest, tree_cfg, results)
+    return DirectoryReplay(
+        str(directory),
+        config,
+        tree_cfg,
+        manifest,
+        tuple(results),
+        tuple(skipped),
+        source,
+        config_notes(config, opts),
+        warnings,
+    )
+
+
+def _run_warnings(
+    step0: Step0Check, manifest: Manifest, tree_cfg: TreeConfig, results: list[RoundResult]
+) -> tuple[str, ...]:
+    """The stderr lines of a reference replay, from a directory or a packed run alike: how the
+    files were read, the rank-major fallback, rising scores, the manifest's recorded figures."""
+    warnings = reading_warnings(step0, [r.acceptance.accepted_length for r in results])
     fallback = fallback_run_warning(sum(FALLBACK_WARNING in r.notes for r in results), len(results))
     warnings += (fallback,) if fallback else ()
     rising = _rising_rows_warning(results)
@@ -317,17 +336,7 @@ def replay_directory(
             "accepted_length": [r.acceptance.accepted_length for r in results],
         },
     )
-    return DirectoryReplay(
-        str(directory),
-        config,
-        tree_cfg,
-        manifest,
-        tuple(results),
-        tuple(skipped),
-        source,
-        config_notes(config, opts),
-        warnings,
-    )
+    return warnings
 
 
 # --------------------------------------------------------------------------------------------
@@ -412,7 +421,7 @@ def replay_packed(
             progress(loaded, packed.num_rounds)
     if only is not None and not seen:
         raise RoundNotFoundError(path, no_such_round(only, packed_keys(packed), str(path)))
-    warnings = reading_warnings(packed.step0, [r.acceptance.accepted_length for r in results])
+    warnings = _run_warnings(packed.step0, manifest, tree, results)
     return DirectoryReplay(
         str(path), config, tree, manifest, tuple(results), tuple(skipped), source, config_notes(config, opts), warnings
     )

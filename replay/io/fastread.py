@@ -70,44 +70,6 @@ def narrow_logp(logp: np.ndarray) -> np.dtype:
     return np.dtype(np.float32) if np.array_equal(back, logp, equal_nan=True) else np.dtype(np.float64)
 
 
-# (rows, cols, ids dtype, logp dtype or None, (parents length, dtype) or None, (node_logprobs
-# columns, dtype) or None): one matrix's exact shape.
-MatrixShape = tuple[int, int, str, str | None, tuple[int, str] | None, tuple[int, str] | None]
-# Every matrix's MatrixShape (draft steps, then validate), the file extensions, the layout: a packed group's.
-BatchSignature = tuple[tuple[MatrixShape, ...], tuple[str, ...] | None, str | None]
-
-
-def matrix_signature(m: DumpMatrix) -> MatrixShape:
-    """(rows, cols, ids dtype, logp dtype or None, parents length or None, node_logprobs columns or
-    None): what must match to stack."""
-    return (
-        m.rows,
-        m.cols,
-        narrow_ids(m.ids).str,
-        None if m.logp is None else narrow_logp(m.logp).str,
-        None if m.parents is None else (int(m.parents.shape[0]), narrow_ids(m.parents).str),
-        None if m.node_logp is None else (int(m.node_logp.shape[1]), narrow_logp(m.node_logp).str),
-    )
-
-
-def batch_signature(batch: RoundBatch) -> BatchSignature:
-    """The exact signature of a RoundBatch's rounds (the same tuple matrix_signature builds per round):
-    a packed group holds one (replay.io.packed.write); replaying groups by group_key instead."""
-
-    def one(st: MatrixStack) -> MatrixShape:
-        return (
-            st.rows,
-            st.cols,
-            st.ids.dtype.str,
-            None if st.logp is None else st.logp.dtype.str,
-            None if st.parents is None else (st.parents.shape[0], st.parents.dtype.str),
-            None if st.node_logp is None else (st.node_logp.shape[1], st.node_logp.dtype.str),
-        )
-
-    exts = batch.names.exts if batch.names else None
-    return (tuple(one(s) for s in (*batch.steps, batch.validate)), exts, batch.layout)
-
-
 def count_files(files: RoundFiles) -> int:
     """Files a round is read from: its matrices and their .scores/.parents companions."""
     return sum(1 + (fs.scores is not None) + (fs.parents is not None) for fs in (*files.steps, files.validate))

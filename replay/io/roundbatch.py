@@ -14,7 +14,7 @@ replays them); it lives below both so that reading never imports the replay kern
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -128,7 +128,7 @@ class MatrixStack:
         )
 
     def trimmed(self, rows: int, cols: int, prows: int | None) -> MatrixStack:
-        """The stack cut to sizes every one of its rounds has (exact-shape groups, e.g. for packing)."""
+        """The stack cut to sizes every one of its rounds has (exact-shape parts: exact_parts)."""
         return MatrixStack(
             self.ids[:rows, :cols],
             None if self.logp is None else self.logp[:rows, :cols],
@@ -166,6 +166,38 @@ class MatrixStack:
             ]
         )
 
+    def padded_to(self, rows: int, cols: int, prows: int | None) -> MatrixStack:
+        """The stack grown to ``rows`` x ``cols`` (parents to ``prows`` entries) with the padding values
+        (PAD_TOKEN ids and parents, NaN scores and node log-probs); each round keeps its own sizes. The
+        one padding rule: concat (the readers' batches) and the packed writer (a group's block shape)
+        both pad with it."""
+        have = None if self.parents is None else int(self.parents.shape[0])
+        if rows < self.rows or cols < self.cols or (have is None) != (prows is None) or (prows or 0) < (have or 0):
+            raise ValueError(f"MatrixStack.padded_to: ({rows}, {cols}, {prows}) does not hold the stack's sizes")
+        if rows == self.rows and cols == self.cols and prows == have:
+            return self
+
+        def grow(a: np.ndarray, shape: tuple[int, ...], fill: float) -> np.ndarray:
+            if a.shape[:-1] == shape:
+                return a
+            out = np.full((*shape, a.shape[-1]), fill, dtype=a.dtype)
+            out[tuple(slice(0, n) for n in a.shape[:-1])] = a
+            return out
+
+        def own(sizes: np.ndarray | None, n: int, grown: int | None) -> np.ndarray | None:
+            """Each round's own size: n for a round that filled the stack, now smaller than grown."""
+            return sizes if sizes is not None or n == grown else np.full(self.rounds, n, dtype=np.int64)
+
+        return MatrixStack(
+            grow(self.ids, (rows, cols), PAD_TOKEN),
+            None if self.logp is None else grow(self.logp, (rows, cols), np.nan),
+            None if self.parents is None or prows is None else grow(self.parents, (prows,), PAD_TOKEN),
+            own(self.rows_of, self.rows, rows),
+            own(self.cols_of, self.cols, cols),
+            None if have is None else own(self.prows_of, have, prows),
+            None if self.node_logp is None else grow(self.node_logp, (rows, self.node_logp.shape[1]), np.nan),
+        )
+
     @classmethod
     def concat(cls, stacks: Sequence[MatrixStack]) -> MatrixStack:
         """Rounds of several stacks (all with scores or all without, parents and node log-probs likewise,
@@ -182,44 +214,28 @@ class MatrixStack:
             raise ValueError(
                 "MatrixStack.concat: every stack must have scores (and parents) or none, node log-probs with equal columns or none"
             )
-        # As just checked, each of these holds every stack's array or is empty.
-        logps = [s.logp for s in stacks if s.logp is not None]
-        pars = [s.parents for s in stacks if s.parents is not None]
         rows = max(s.rows for s in stacks)
         cols = max(s.cols for s in stacks)
-        prows = max(p.shape[0] for p in pars) if pars else None
-        same = all(s.rows == rows and s.cols == cols and not s.padded for s in stacks) and all(
-            p.shape[0] == prows for p in pars
-        )
-
-        def grow(a: np.ndarray, shape: tuple[int, ...], fill: float) -> np.ndarray:
-            if a.shape[:-1] == shape:
-                return a
-            out = np.full((*shape, a.shape[-1]), fill, dtype=a.dtype)
-            out[tuple(slice(0, n) for n in a.shape[:-1])] = a
-            return out
+        prows = None if first.parents is None else max(s.parents.shape[0] for s in stacks if s.parents is not None)
+        grown = [s.padded_to(rows, cols, prows) for s in stacks]
 
         def cat(arrays: list[np.ndarray]) -> np.ndarray:
             return np.concatenate(arrays, axis=-1)
 
-        ids = cat([grow(s.ids, (rows, cols), PAD_TOKEN) for s in stacks])
-        logp = cat([grow(a, (rows, cols), np.nan) for a in logps]) if logps else None
-        parents = None if prows is None else cat([grow(p, (prows,), PAD_TOKEN) for p in pars])
-        nodes = [s.node_logp for s in stacks if s.node_logp is not None]
-        node_logp = cat([grow(a, (rows, a.shape[1]), np.nan) for a in nodes]) if nodes else None
-        if same:
-            return cls(ids, logp, parents, node_logp=node_logp)
-        rows_of = cat([s.own_rows() for s in stacks])
-        cols_of = cat([s.own_cols() for s in stacks])
-        prows_of = None if prows is None else cat([p for s in stacks if (p := s.own_prows()) is not None])
+        def sizes(name: str, own: Callable[[MatrixStack], np.ndarray | None], n: int | None) -> np.ndarray | None:
+            if n is None or all(getattr(g, name) is None for g in grown):
+                return None  # every round fills the stack
+            out = cat([a for g in grown if (a := own(g)) is not None])
+            return None if (out == n).all() else out
+
         return cls(
-            ids,
-            logp,
-            parents,
-            None if (rows_of == rows).all() else rows_of,
-            None if (cols_of == cols).all() else cols_of,
-            None if prows_of is None or (prows_of == prows).all() else prows_of,
-            node_logp,
+            cat([g.ids for g in grown]),
+            None if first.logp is None else cat([g.logp for g in grown if g.logp is not None]),
+            None if prows is None else cat([g.parents for g in grown if g.parents is not None]),
+            sizes("rows_of", MatrixStack.own_rows, rows),
+            sizes("cols_of", MatrixStack.own_cols, cols),
+            sizes("prows_of", MatrixStack.own_prows, prows),
+            None if first.node_logp is None else cat([g.node_logp for g in grown if g.node_logp is not None]),
         )
 
 
@@ -306,7 +322,8 @@ class RoundBatch:
         )
 
     def exact_parts(self) -> list[RoundBatch]:
-        """The rounds split by their own matrix sizes, each part cut to them (a packed group per shape)."""
+        """The rounds split by their own matrix sizes, each part cut to them: the per-shape batches that
+        readers and packed runs formed before they padded (bench/varied_shapes_speed.py compares)."""
         mats = (*self.steps, self.validate)
         if not any(m.padded for m in mats):
             return [self]

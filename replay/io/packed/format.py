@@ -41,6 +41,9 @@ META_HASH_FIELD = "meta_sha256"
 BLOCK_CHECKSUM = "crc32"  # zlib.crc32 of each block's bytes: ~3.7 GB/s, sha256 ~1.3 GB/s here
 COPIED_FILES = ("manifest.json", "config.json")
 HASH_CHUNK = 1 << 20  # one reused buffer: hashing a file allocates 1 MB, whatever its size
+# A group's rounds may be smaller than its stored matrices (padded, replay.io.roundbatch): then
+# <matrix>_rows, _cols, _prows [blocks, B] hold each round's own rows, columns, parents entries.
+SIZE_STEMS = ("rows", "cols", "prows")
 
 
 class PackedBlockError(DumpError):

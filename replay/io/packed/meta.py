@@ -28,6 +28,7 @@ from .format import (
     PACKED_FORMAT,
     PACKED_NAME,
     PACKED_VERSION,
+    SIZE_STEMS,
     ArraySpec,
     CopiedSpec,
     GroupSpec,
@@ -40,7 +41,14 @@ from .format import (
 _INT_DTYPES = frozenset({"<i4", "<i8", ">i4", ">i8"})
 _FLOAT_DTYPES = frozenset({"<f4", "<f8", ">f4", ">f8"})
 _ROUND_ARRAYS = {"keys": 3, "root": 2, "ordinal": 2}  # keys [blocks, 2, B], the others [blocks, B]
-_MATRIX_STEM = re.compile(r"^(s(0|[1-9][0-9]*)|v)_(ids|logp|parents|node_logp)$")
+_MATRIX_STEM = re.compile(r"^(s(0|[1-9][0-9]*)|v)_(ids|logp|parents|node_logp|rows|cols|prows)$")
+_MATRIX_NDIM = {
+    "ids": 4,
+    "logp": 4,
+    "parents": 3,
+    "node_logp": 4,
+    **{size: 2 for size in SIZE_STEMS},
+}  # [blocks, ..., B]
 _GROUP_NAME = re.compile(r"^g[0-9]{3,}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _MAX_DIM = 2**31 - 1  # far above any real matrix; keeps products of dimensions sane
@@ -309,10 +317,12 @@ def _parse_array(meta_path: Path, f: _Fields, stem: str, group: str, blocks: int
     if stem in _ROUND_ARRAYS:
         ndim = _ROUND_ARRAYS[stem]
     elif m:
-        ndim = 3 if m.group(3) == "parents" else 4
+        ndim = _MATRIX_NDIM[m.group(3)]
     else:
         f.fail(
-            f.where, "unknown array (expected keys, root, ordinal, s<i>_ids/logp/parents, v_ids/logp/parents/node_logp)"
+            f.where,
+            "unknown array (expected keys, root, ordinal, s<i>_ids/logp/parents/rows/cols/prows, "
+            "v_ids/logp/parents/node_logp/rows/cols/prows)",
         )
     file = f.str("file")
     if file != f"{group}/{stem}.npy":  # never a path outside the run
@@ -338,7 +348,7 @@ def _check_group_arrays(meta_path: Path, f: _Fields, arrays: Mapping[str, ArrayS
     """Every array a RoundBatch of ``steps`` draft steps needs, and no other, with matching shapes."""
     prefixes = [f"s{i}" for i in range(steps)] + ["v"]
     needed = {"keys", "root", "ordinal", *(f"{p}_ids" for p in prefixes)}
-    allowed = needed | {f"{p}_{x}" for p in prefixes for x in ("logp", "parents")} | {"v_node_logp"}
+    allowed = needed | {f"{p}_{x}" for p in prefixes for x in ("logp", "parents", *SIZE_STEMS)} | {"v_node_logp"}
     missing, extra = sorted(needed - set(arrays)), sorted(set(arrays) - allowed)
     if missing or extra:
         f.fail(f.name("arrays"), f"missing {missing}, unexpected {extra} for {steps} draft step(s)")
@@ -348,6 +358,8 @@ def _check_group_arrays(meta_path: Path, f: _Fields, arrays: Mapping[str, ArrayS
             f.fail(f.name(f"arrays.{p}_logp.shape"), f"{list(logp.shape)} differs from {p}_ids {list(ids.shape)}")
         if parents is not None and parents.shape[1] < ids.shape[1]:
             f.fail(f.name(f"arrays.{p}_parents.shape"), f"{parents.shape[1]} entries per round for {ids.shape[1]} rows")
+        if parents is None and f"{p}_prows" in arrays:
+            f.fail(f.name(f"arrays.{p}_prows"), f"own parents entries without {p}_parents")
     own = arrays.get("v_node_logp")  # [blocks, rows, T, B]: one row per validate row, 1..16 temperatures
     if own is not None and (
         own.shape[1] != arrays["v_ids"].shape[1] or not 1 <= own.shape[2] <= MAX_NODE_LOGPROB_COLUMNS

@@ -25,6 +25,7 @@ from .blocks import check_array_file, read_block, verify_array
 from .format import (
     COPIED_FILES,
     PACKED_NAME,
+    SIZE_STEMS,
     ArraySpec,
     GroupSpec,
     PackedBlockError,
@@ -151,6 +152,38 @@ class PackedRun:
                 f"ordinals in [{int(ords.min())}, {int(ords.max())}], the run has {self.num_rounds} rounds",
             )
 
+    def _own_sizes(
+        self,
+        group: PackedGroup,
+        k: int,
+        prefix: str,
+        ids: np.ndarray,
+        parents: np.ndarray | None,
+        get: Callable[[str], np.ndarray | None],
+    ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+        """Each round's own rows, columns and parents entries of one matrix (None: every round fills
+        the stored shape), from the group's *_rows/*_cols/*_prows arrays (replay.io.packed.write),
+        checked like the ordinals: a re-hashed edit must not make a round larger than its arrays."""
+        stored = (ids.shape[0], ids.shape[1], None if parents is None else parents.shape[0])
+        out: list[np.ndarray | None] = []
+        for size, n in zip(SIZE_STEMS, stored):
+            arr = get(f"{prefix}_{size}")
+            if arr is None or n is None:
+                out.append(None)
+                continue
+            arr = arr.astype(np.int64)
+            lo = 0 if size != "prows" else (out[0] if out[0] is not None else ids.shape[0])
+            if arr.shape[0] and ((arr < lo).any() or int(arr.max()) > n):
+                raise PackedBlockError(
+                    self.path / group.arrays[f"{prefix}_{size}"].file,
+                    group.name,
+                    k,
+                    f"own sizes in [{int(arr.min())}, {int(arr.max())}], the stored matrices have {n}"
+                    + (" (and at least each round's rows)" if size == "prows" else ""),
+                )
+            out.append(None if (arr == n).all() else arr)
+        return out[0], out[1], out[2]
+
     def block(self, group: PackedGroup, k: int, layout: str | None = None, load: bool = True) -> RoundBatch:
         """Block ``k`` of ``group`` as a RoundBatch, read into memory and checked.
 
@@ -166,11 +199,10 @@ class PackedRun:
             return need(stem) if stem in group.arrays else None
 
         def stack(prefix: str) -> MatrixStack:
+            ids, parents = need(f"{prefix}_ids"), get(f"{prefix}_parents")
+            rows_of, cols_of, prows_of = self._own_sizes(group, k, prefix, ids, parents, get)
             return MatrixStack(
-                need(f"{prefix}_ids"),
-                get(f"{prefix}_logp"),
-                get(f"{prefix}_parents"),
-                node_logp=get(f"{prefix}_node_logp"),
+                ids, get(f"{prefix}_logp"), parents, rows_of, cols_of, prows_of, get(f"{prefix}_node_logp")
             )
 
         return RoundBatch(

@@ -1,4 +1,4 @@
-"""Writing packed runs: RoundBatches streamed into growing ``.npy`` files, one group per signature.
+"""Writing packed runs: RoundBatches streamed into growing ``.npy`` files, a few groups per kind.
 
 Files grow block by block while packing, so packing streams; nothing appears at the output path
 until ``PackWriter.finish`` moves the finished run into place in one rename. The layout and the
@@ -13,19 +13,16 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from replay.core.vocab import CHUNK_ROUNDS
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.grouping import Key, Skipped, Step0Check
-from replay.io.roundbatch import RoundBatch
+from replay.io.roundbatch import MatrixStack, RoundBatch
 from replay.util.atomic import write_json_atomic
 from replay.util.errors import DumpError
-
-if TYPE_CHECKING:  # fastread is imported where it is used, when a run is packed
-    from replay.io.fastread import BatchSignature
 
 from .format import (
     BLOCK_CHECKSUM,
@@ -33,6 +30,7 @@ from .format import (
     PACKED_FORMAT,
     PACKED_NAME,
     PACKED_VERSION,
+    SIZE_STEMS,
     ArraySpec,
     block_checksum,
     file_sha256,
@@ -104,12 +102,13 @@ def _pad(arr: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def _block_arrays(batch: RoundBatch) -> dict[str, np.ndarray]:
-    """Every array of a RoundBatch under its file stem (round axis last)."""
+def _block_arrays(batch: RoundBatch, sized: tuple[Sized, ...]) -> dict[str, np.ndarray]:
+    """Every array of a RoundBatch under its file stem (round axis last); each round's own matrix
+    sizes where ``sized`` says the group records them (int32: far above any matrix)."""
     out = {"keys": batch.keys, "root": batch.root_tokens}
     if batch.ordinals is not None:  # always: _GroupWriter.add refuses a batch without them
         out["ordinal"] = batch.ordinals
-    for prefix, st in [(f"s{i}", s) for i, s in enumerate(batch.steps)] + [("v", batch.validate)]:
+    for (prefix, st), own in zip(_prefixed(batch), sized):
         out[f"{prefix}_ids"] = st.ids
         if st.logp is not None:
             out[f"{prefix}_logp"] = st.logp
@@ -117,11 +116,42 @@ def _block_arrays(batch: RoundBatch) -> dict[str, np.ndarray]:
             out[f"{prefix}_parents"] = st.parents
         if st.node_logp is not None:  # validate only: a live dump's node_logprobs (docs/packed-format.md)
             out[f"{prefix}_node_logp"] = st.node_logp
+        for size, recorded, sizes in zip(SIZE_STEMS, own, (st.own_rows(), st.own_cols(), st.own_prows())):
+            if recorded and sizes is not None:
+                out[f"{prefix}_{size}"] = sizes.astype(np.int32)
     return out
 
 
+def _prefixed(batch: RoundBatch) -> list[tuple[str, MatrixStack]]:
+    """(file stem prefix, matrix): s0, s1, ... then v."""
+    return [(f"s{i}", s) for i, s in enumerate(batch.steps)] + [("v", batch.validate)]
+
+
+# Per matrix: its stored rows, columns and parents entries (None without parents): a group's block shape.
+Shape = tuple[int, int, int | None]
+# Per matrix: whether the group records each round's own rows, columns, parents entries (*_rows,
+# *_cols, *_prows arrays, format.SIZE_STEMS in this order): where its rounds' matrices are smaller than the stored shape.
+Sized = tuple[bool, bool, bool]
+
+
+def _shape(st: MatrixStack) -> Shape:
+    return (st.rows, st.cols, None if st.parents is None else int(st.parents.shape[0]))
+
+
+def _sized(st: MatrixStack) -> Sized:
+    return (st.rows_of is not None, st.cols_of is not None, st.prows_of is not None)
+
+
 class _GroupWriter:
-    """Buffers one signature's rounds and writes them a block at a time."""
+    """Buffers one kind's rounds (GroupKind) and writes them a block at a time.
+
+    Rounds whose matrices differ only in size share a group, padded to the widest with the
+    padding values (MatrixStack.padded_to), each round's own sizes kept where they vary (the
+    *_rows/*_cols/*_prows arrays): a packed run of varied shapes is a few large groups that replay
+    as a few large batches (issue 22). The first block written fixes the group's shape (the widest
+    of the rounds buffered until then) and which sizes it records; a batch that does not fit them
+    later starts another group of the same kind (``fits``).
+    """
 
     def __init__(self, root: Path, name: str, block_rounds: int):
         self.root, self.name, self.block_rounds = root, name, block_rounds
@@ -129,9 +159,25 @@ class _GroupWriter:
         self.pending_n = 0
         self.rounds = 0
         self.block: int | None = None  # rounds per block, fixed by the first block written
+        self.shape: tuple[Shape, ...] | None = None  # per matrix, fixed by the first block written
+        self.sized: tuple[Sized, ...] = ()  # per matrix, fixed with the shape
         self.appenders: dict[str, _Appender] = {}
         self.sample: RoundBatch | None = None
         self.overrides: dict[int, tuple[str, ...]] = {}
+
+    def fits(self, batch: RoundBatch) -> bool:
+        """The batch can be padded to the group's shape without sizes the group does not record."""
+        if self.shape is None:
+            return True  # nothing written yet: the first block takes the widest
+        for (_, st), shape, sized in zip(_prefixed(batch), self.shape, self.sized):
+            for have, want, varies, recorded in zip(_shape(st), shape, _sized(st), sized):
+                if (
+                    have is not None
+                    and want is not None
+                    and (have > want or (not recorded and (varies or have < want)))
+                ):
+                    return False
+        return True
 
     def add(self, batch: RoundBatch) -> None:
         if batch.ordinals is None:
@@ -148,11 +194,15 @@ class _GroupWriter:
         from replay.io.fastread import concat_batches
 
         merged = concat_batches(self.pending)
+        if self.shape is None:
+            self.shape = tuple(_shape(st) for _, st in _prefixed(merged))
+            self.sized = tuple(_sized(st) for _, st in _prefixed(merged))
+        merged = _padded_to(merged, self.shape)
         head, rest = merged.take(slice(0, n)), merged.take(slice(n, None))
         if self.block is None:
             self.block = n
             (self.root / self.name).mkdir()
-        for stem, arr in _block_arrays(head).items():
+        for stem, arr in _block_arrays(head, self.sized).items():
             arr = _pad(np.asarray(arr), self.block)
             if stem not in self.appenders:
                 self.appenders[stem] = _Appender(self.root, f"{self.name}/{stem}.npy", arr.dtype, arr.shape)
@@ -178,6 +228,35 @@ class _GroupWriter:
             "path_overrides": {str(k): list(v) for k, v in sorted(self.overrides.items())},
             "arrays": {stem: a.close() for stem, a in self.appenders.items()},
         }
+
+
+def _padded_to(batch: RoundBatch, shape: tuple[Shape, ...]) -> RoundBatch:
+    """Every matrix of ``batch`` padded to a group's shape (the batch fits it: _GroupWriter.fits)."""
+    mats = [st.padded_to(*sh) for (_, st), sh in zip(_prefixed(batch), shape)]
+    b = batch
+    return RoundBatch(b.keys, b.root_tokens, tuple(mats[:-1]), mats[-1], b.layout, b.names, b.ordinals)
+
+
+# What rounds of one packed group share whatever their matrix sizes: per matrix the ids, scores
+# and parents dtypes (None where absent) and the node log-probs' (columns, dtype), then the files'
+# extensions and the layout.
+MatrixKind = tuple[str, str | None, str | None, tuple[int, str] | None]
+GroupKind = tuple[tuple[MatrixKind, ...], tuple[str, ...] | None, str | None]
+
+
+def group_kind(batch: RoundBatch) -> GroupKind:
+    """A packed group's kind: replay.io.roundbatch.group_key (steps, optional arrays, node_logprobs
+    columns, extensions, layout) with the dtypes the arrays are stored in."""
+    dtypes = tuple(
+        (
+            st.ids.dtype.str,
+            None if st.logp is None else st.logp.dtype.str,
+            None if st.parents is None else st.parents.dtype.str,
+            None if st.node_logp is None else (int(st.node_logp.shape[1]), st.node_logp.dtype.str),
+        )
+        for _, st in _prefixed(batch)
+    )
+    return (dtypes, batch.names.exts if batch.names else None, batch.layout)
 
 
 def _raw_json(raw: RawSpec | None) -> dict[str, object] | None:
@@ -236,22 +315,19 @@ class PackWriter:
             step0_check  # the grouping's Step0Check, kept so a replay of the run says what the directory's says
         )
         self.block_rounds = block_rounds
-        self.groups: dict[BatchSignature, _GroupWriter] = {}
+        self.groups: list[_GroupWriter] = []  # in the order they were opened (g000, g001, ...)
+        self.kinds: dict[GroupKind, list[_GroupWriter]] = {}  # the same, by kind
         self.unreadable: list[tuple[int, Skipped]] = []
 
-    def add(self, batch: RoundBatch, signature: BatchSignature | None = None) -> None:
-        from replay.io.fastread import batch_signature
-
-        if signature is None:  # a group on disk holds one matrix shape: split a padded batch
-            parts = batch.exact_parts()
-            if parts[0] is not batch:
-                for part in parts:
-                    self.add(part, batch_signature(part))
-                return
-        sig = batch_signature(batch) if signature is None else signature
-        if sig not in self.groups:
-            self.groups[sig] = _GroupWriter(self.tmp, f"g{len(self.groups):03d}", self.block_rounds)
-        self.groups[sig].add(batch)
+    def add(self, batch: RoundBatch) -> None:
+        """Rounds of one group_key (matrix sizes may differ), into the first group of their kind they fit."""
+        same = self.kinds.setdefault(group_kind(batch), [])
+        group = next((g for g in same if g.fits(batch)), None)
+        if group is None:
+            group = _GroupWriter(self.tmp, f"g{len(self.groups):03d}", self.block_rounds)
+            self.groups.append(group)
+            same.append(group)
+        group.add(batch)
 
     def add_unreadable(self, items: Sequence[tuple[int, Skipped]]) -> None:
         self.unreadable.extend(items)
@@ -272,7 +348,7 @@ class PackWriter:
         copy_from: the dump directory whose manifest.json/config.json are copied verbatim;
         manifest: a manifest body to write instead (in-memory runs).
         """
-        groups = [g.close() for g in self.groups.values()]
+        groups = [g.close() for g in self.groups]
         files = [a for g in groups for a in g["arrays"].values()]
         if manifest is not None:
             from replay.io.dumpwrite import write_manifest
