@@ -2145,7 +2145,7 @@ def test_validate_scores_that_are_not_probabilities_skip_the_round(capsys, tmp_p
     (dump / "validate_124_140.scores").write_text("0.9 0.4\n0.5 0.1\n0.5 0.1\n0.5 0.1\n0.5 0.1\n", encoding="utf-8")
     code, out, err = run(capsys, "replay", dump, "--temperature", "1")
     assert code == 2 and "expected accepted length" not in out
-    assert_told(err, "round 124_140", "sum to more than 1")
+    assert_told(err, "round 124_140", "sum to more than 1", "row 0", "it sums to 1.3")  # 0.9 + 0.4
 
 
 # --- mistakes-round2: a new user's try ---

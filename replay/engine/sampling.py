@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from replay.core.sampling import (
+    PROBLEM_SUM,
     VocabSize,
     check_temperature,
     greedy_logp,
@@ -20,7 +21,7 @@ from replay.core.sampling import (
     row_problems,
 )
 from replay.core.sampling_recorded import recorded_bounds, recorded_column
-from replay.core.vocab import LAYOUT_ALL
+from replay.core.vocab import LAYOUT_ALL, PAD_TOKEN
 from replay.io.grouping import Skipped
 from replay.util.errors import SpecReplayError
 
@@ -166,7 +167,12 @@ def _row_problem_words(res, code: int, vocab_size: int | None) -> str:
     codes = row_problems(res.validate_ids[rows], res.validate_logp[rows], vocab_size)
     hit = rows[codes == code]
     where = f"{res.scores_path} (scores)" + (f", row {int(hit[0])}" if hit.shape[0] else "")
-    return f"{where}: {problem_words(code, vocab_size)}"
+    words = problem_words(code, vocab_size)
+    if code == PROBLEM_SUM and hit.shape[0]:  # the sum itself tells a user which scores are wrong
+        row = int(hit[0])
+        real = res.validate_ids[row] != PAD_TOKEN
+        words += f": it sums to {float(np.exp(np.asarray(res.validate_logp[row], dtype=np.float64)[real]).sum()):.6g}"
+    return f"{where}: {words}"
 
 
 def _one(b, from_node_logprobs: bool) -> RoundSampling:
