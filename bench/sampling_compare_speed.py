@@ -13,7 +13,7 @@ the ratio holds on a loaded machine. ``curve_seconds(path)`` is the function a b
 
 from __future__ import annotations
 
-import sys
+import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -55,8 +55,11 @@ def reference_seconds(path: str | Path, configs=(ARTICLE, NARROWER), temperature
 
 
 def main() -> None:
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
-    small = int(sys.argv[2]) if len(sys.argv) > 2 else 2_000
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("rounds", nargs="?", type=int, default=100_000, help="rounds of the batch path's run")
+    ap.add_argument("reference_rounds", nargs="?", type=int, default=2_000, help="rounds of the round path's run")
+    args = ap.parse_args()
+    rounds, small = args.rounds, args.reference_rounds
     with tempfile.TemporaryDirectory() as tmp:
         big = make_run(Path(tmp) / "big", rounds)
         little = make_run(Path(tmp) / "small", small)
