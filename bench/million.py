@@ -4,6 +4,7 @@
     python bench/million.py --rounds 100000      # smaller, for quick iterations
     python bench/million.py --dir /tmp/m --keep  # reuse (or keep) the generated run
     python bench/million.py --only batch-parquet,batch-csv
+    python bench/million.py --rounds 100000 --scores --only stats-T,compare-T   # at T = 0.7 (validate scores)
 
 The run (article tree, ``all`` layout with float32 scores, 5 % early stops) is generated as arrays
 by replay.testing.batch_synth and written with ``pack_batches``; it is scratch, never shipped. Each
@@ -51,18 +52,43 @@ COMMANDS: dict[str, list[str]] = {
     "plot": ["plot", "{run}", "-o", "{out}/plots", "--no-progress"],
     "report": ["report", "{run}", "-o", "{out}/report", "--no-progress"],
 }
+# at the serving temperature: measured only on a run generated with --scores (scores on the validate rows)
+SAMPLING_COMMANDS: dict[str, list[str]] = {
+    "batch-T": ["batch", "{run}", "--temperature", "0.7", "--workers", "1", "--no-progress"],
+    "stats-T": ["stats", "{run}", "--temperature", "0.7", "--json", "--no-progress"],
+    "compare-T": [
+        "compare",
+        "{run}",
+        "--temperature",
+        "0.7",
+        "--configs",
+        "[4]|[2,2]|[1,1]",
+        "[8]|[2,2]",
+        "--no-progress",
+    ],
+    "recommend-T": ["recommend", "{run}", "--temperature", "0.7", "--budget", "16", "--no-progress"],
+}
+SCORED_VOCAB = 50_000  # the --scores run's vocabulary (its manifest's vocab_size)
 
 
-def generate(run: Path, rounds: int, seed: int = 0) -> float:
-    """Write the packed run; returns seconds taken."""
+def generate(run: Path, rounds: int, seed: int = 0, scores: bool = False) -> float:
+    """Write the packed run; returns seconds taken. ``scores``: 8 validate columns with the target's
+    log-probs (replay.testing.sampling_ref.with_validate_scores), which --temperature needs."""
     from replay.core.config import TreeConfig
     from replay.io.packed.pack import pack_batches
     from replay.testing.batch_synth import synth_run
+    from replay.testing.sampling_ref import with_validate_scores
 
     cfg = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
     t0 = time.perf_counter()
-    batches = synth_run(cfg, rounds, seed=seed, early_stop_rate=0.05)
-    pack_batches(batches, run, manifest={"config": cfg.to_json(), "layout": "all"}, force=True)
+    manifest = {"config": cfg.to_json(), "layout": "all"}
+    if scores:
+        batches = synth_run(cfg, rounds, seed=seed, early_stop_rate=0.05, target_cols=8, vocab=SCORED_VOCAB)
+        batches = [with_validate_scores(b, seed + k, SCORED_VOCAB) for k, b in enumerate(batches)]
+        manifest["vocab_size"] = SCORED_VOCAB
+    else:
+        batches = synth_run(cfg, rounds, seed=seed, early_stop_rate=0.05)
+    pack_batches(batches, run, manifest=manifest, force=True)
     return time.perf_counter() - t0
 
 
@@ -85,8 +111,9 @@ def _measure_child(argv: list[str], timeout: float) -> None:
     print(json.dumps(dict(row, err=err[-300:])))
 
 
-def measure(name: str, run: Path, out: Path, timeout: float, nice: int) -> dict:
-    argv = [sys.executable, "-m", "replay.cli"] + [a.format(run=run, out=out) for a in COMMANDS[name]]
+def measure(command: list[str], run: Path, out: Path, timeout: float, nice: int) -> dict:
+    """``command``: a COMMANDS (or SAMPLING_COMMANDS) value, run on ``run`` with outputs in ``out``."""
+    argv = [sys.executable, "-m", "replay.cli"] + [a.format(run=run, out=out) for a in command]
     if nice:
         argv = ["nice", "-n", str(nice)] + argv
     shutil.rmtree(out, ignore_errors=True)
@@ -111,24 +138,31 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="comma-separated command names: " + ",".join(COMMANDS))
     ap.add_argument("--timeout", type=float, default=600, help="seconds per command")
     ap.add_argument("--nice", type=int, default=0, help="run each command under nice -n N")
+    ap.add_argument(
+        "--scores",
+        action="store_true",
+        help="a run with scores on the validate rows (its own folder run_N_scored), and the commands at "
+        "T = 0.7 too: " + ",".join(SAMPLING_COMMANDS),
+    )
     args = ap.parse_args(argv)
-    names = args.only.split(",") if args.only else list(COMMANDS)
-    unknown = [n for n in names if n not in COMMANDS]
+    known = {**COMMANDS, **SAMPLING_COMMANDS} if args.scores else COMMANDS
+    names = args.only.split(",") if args.only else list(known)
+    unknown = [n for n in names if n not in known]
     if unknown:
-        ap.error(f"--only: unknown command(s) {', '.join(unknown)}; expected some of {', '.join(COMMANDS)}")
+        ap.error(f"--only: unknown command(s) {', '.join(unknown)}; expected some of {', '.join(known)}")
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="million_"))
-    run = base / f"run_{args.rounds}"
+    run = base / (f"run_{args.rounds}_scored" if args.scores else f"run_{args.rounds}")
     try:
         if (run / "manifest.json").exists():
             print(f"reusing {run}", file=sys.stderr)
         else:
-            s = generate(run, args.rounds)
+            s = generate(run, args.rounds, scores=args.scores)
             print(f"generated {run} in {s:.1f} s", file=sys.stderr)
         mb = sum(p.stat().st_size for p in run.rglob("*") if p.is_file()) / 1e6
         load = os.getloadavg()[0]
         rows = []
         for name in names:
-            r = measure(name, run, base / "out" / name, args.timeout, args.nice)  # own folder: runs may overlap
+            r = measure(known[name], run, base / "out" / name, args.timeout, args.nice)  # own folder: runs may overlap
             rows.append((name, r))
             note = "" if r["rc"] in (0, 1) else f"  rc={r['rc']} {r['err'].strip()[-200:]}"
             print(
@@ -142,7 +176,7 @@ def main(argv=None) -> int:
         print("|---|---|---|---|---|")
         for name, r in rows:
             shown = " ".join(
-                a.replace("{run}", "RUN").replace("{out}/", "") for a in COMMANDS[name] if a != "--no-progress"
+                a.replace("{run}", "RUN").replace("{out}/", "") for a in known[name] if a != "--no-progress"
             )
             shown = shown.replace("|", "\\|")  # a markdown table cell
             wall = f"> {args.timeout:.0f} (cut)" if r["rc"] == "timeout" else f"{r['wall_s']:.1f}"
