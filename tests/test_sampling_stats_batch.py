@@ -21,7 +21,7 @@ from replay.core.config_grammar import parse_config_text
 from replay.engine.sampling import node_logprob_gaps
 from replay.io.packed.pack import pack_batches
 from replay.testing.synth import add_node_logprobs, write_synthetic_run
-from tests.test_compare_sampling_batch import VOCAB, no_round_by_round, random_case
+from tests.test_compare_sampling_batch import VOCAB, _words, no_round_by_round, random_case
 
 TEMPERATURES = (0.0, 0.4, 0.7, 1.0, 1.3)
 ARRAYS = ("expected_lo", "expected_hi", "ge_lo", "ge_hi", "exact", "from_node_logprobs", "num_nodes", "num_steps")
@@ -132,3 +132,28 @@ def test_stats_cli_at_t_reads_the_batch_arrays(capsys, tmp_path, node_dumps, mon
         code = main(["stats", path, "--temperature", t, "--no-progress"])
         out, err = capsys.readouterr()
         assert f"{w.expected_lo.shape[0]} of" in out and code == (1 if w.skipped else 0)
+
+
+@pytest.mark.parametrize("seed", [0, 3, 5, 6])
+def test_recommend_at_t_two_passes_equal_the_round_path(tmp_path, seed):
+    """recommend --temperature's search on a batch-loaded run (two passes: ranking numbers, then the
+    shown shapes) gives the round path's ranked rows, ranks, recorded row and skipped list."""
+    from analysis.shapes.sampling_recommend import shapes_at_temperature
+
+    run = packed_case(tmp_path, seed)
+    fast, ref = load_run(str(run), "r", progress=False), load_reference(str(run), "r", progress=False)
+    for t in (0.0, 0.7, 1.3):
+        for vocab, budget, top in ((None, 8, 5), (VOCAB, 5, 2)):
+            got = shapes_at_temperature(fast, budget, None, t, vocab, top)
+            want = shapes_at_temperature(ref, budget, None, t, vocab, top)
+            assert got.candidates == want.candidates
+            # compare's batch path on a packed run words a bad row without its file (as compare --temperature)
+            assert [(k, x, _words(r)) for k, x, r in got.comparison.skipped] == [
+                (k, x, _words(r)) for k, x, r in want.comparison.skipped
+            ]
+            for g, w in ((got.ranked, want.ranked), (got.recorded, want.recorded)):
+                assert list(g.columns) == list(w.columns)
+                pd.testing.assert_frame_equal(
+                    g.reset_index(drop=True), w.reset_index(drop=True), check_exact=False, rtol=0, atol=1e-9
+                )
+    assert "_results" not in vars(fast.results)

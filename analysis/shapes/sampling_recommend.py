@@ -120,7 +120,7 @@ def _rank_numbers(run, configs, t: float, vocab_size, progress) -> np.ndarray:
         for p in sampling_parts(batch, res, run.config, configs, [t], vocab_size, 0.0):
             use = p.refused[t > 0.0] == NOT_REFUSED
             at = [p.outcomes[(c, t)] for c in range(len(configs))]
-            out.append((p.ordinals, use, np.stack([a.determined for a in at]), np.stack([a.lo for a in at])))
+            out.append((p.ordinals, use, np.stack([a.determined[use] for a in at]), np.stack([a.lo[use] for a in at])))
         return out
 
     parts = per_batch_parts(run, lambda b, res, tree: [_Slim(*x) for x in slim(b, res, tree)], progress)
