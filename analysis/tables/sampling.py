@@ -67,7 +67,7 @@ def run_sampling(
     if isinstance(run.replay, BatchReplay):
         from .sampling_batch import batch_run_sampling
 
-        return batch_run_sampling(run, temperature, vocab_size, node_temperatures)
+        return RunSampling(*batch_run_sampling(run, temperature, vocab_size, node_temperatures))
     lo, hi, ge_lo, ge_hi, exact, own, nodes, steps, skipped = [], [], [], [], [], [], [], [], []
     needs_vocab = False
     for res in run.results:

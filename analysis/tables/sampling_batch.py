@@ -23,7 +23,6 @@ from replay.engine.runs import replay_run
 from replay.engine.sampling import sampling_skip
 
 from .runs import LabelledRun
-from .sampling import RunSampling
 
 
 def _batch_part(batch, res, cfg, t: float, vocab_size, nodes) -> dict:
@@ -53,8 +52,9 @@ def _batch_part(batch, res, cfg, t: float, vocab_size, nodes) -> dict:
 
 def batch_run_sampling(
     run: LabelledRun, temperature: float, vocab_size: int | None, node_temperatures: Sequence[float] | None
-) -> RunSampling:
-    """analysis.tables.sampling.run_sampling of a batch-loaded run (module docstring)."""
+) -> tuple:
+    """The fields of analysis.tables.sampling.run_sampling's RunSampling for a batch-loaded run, in
+    order (module docstring; that module builds it: no import back)."""
     t = float(temperature)
     rep = replay_run(
         run.replay.directory,
@@ -66,7 +66,7 @@ def batch_run_sampling(
     steps = _cat(parts, "steps", np.int64)[order]
     depth = int(steps.max(initial=0))  # the round path's widest row: P(L >= d) for d = 1..a round's depth
     gaps = tuple([n for _, n in sorted(g for p in parts for g in p["gaps"][i])] for i in (0, 1))
-    return RunSampling(
+    return (
         run.label,
         t,
         _cat(parts, "expected_lo", np.float64)[order],
