@@ -26,7 +26,7 @@ import pandas as pd
 
 from analysis.compare.batch import per_batch_parts
 from analysis.compare.sampling import SamplingComparison
-from analysis.compare.sampling_batch import NOT_REFUSED, compare_sampling_run, sampling_parts
+from analysis.compare.sampling_batch import NOT_REFUSED, AtT, compare_sampling_run, sampling_parts
 from analysis.compare.subtree import contained_configs
 from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TreeConfig
@@ -117,7 +117,7 @@ def _rank_numbers(run, configs, t: float, vocab_size, progress) -> np.ndarray:
 
     def slim(batch, res, tree) -> list:
         out = []
-        for p in sampling_parts(batch, res, run.config, configs, [t], vocab_size, 0.0):
+        for p in sampling_parts(batch, res, run.config, configs, [t], vocab_size, 0.0, _flags_and_lo):
             use = p.refused[t > 0.0] == NOT_REFUSED
             at = [p.outcomes[(c, t)] for c in range(len(configs))]
             out.append((p.ordinals, use, np.stack([a.determined[use] for a in at]), np.stack([a.lo[use] for a in at])))
@@ -131,6 +131,13 @@ def _rank_numbers(run, configs, t: float, vocab_size, progress) -> np.ndarray:
     det = np.concatenate([p.determined for p in parts], axis=1)[:, order]
     lo = np.concatenate([p.lo for p in parts], axis=1)[:, order]
     return np.asarray([float(np.ascontiguousarray(lo[c][det[c]]).sum()) / n + 1.0 for c in range(len(configs))])
+
+
+def _flags_and_lo(at: AtT) -> AtT:
+    """What the ranking reads of a chunk's AtT: the determined flags and E[L] lower bounds (the rest emptied)."""
+    f, i = np.zeros(0), np.zeros(0, dtype=np.int64)
+    g, b, w = np.zeros((0, 0)), np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int8)
+    return AtT(at.determined, at.lo, f, g, g, b, i, w, i, i, at.needs_vocab)
 
 
 @dataclass(frozen=True, eq=False)
