@@ -349,10 +349,12 @@ def sampling_parts(
     temperatures: Sequence[float],
     vocab_size: int | None = None,
     gamma_threshold: float = 0.0,
+    keep: Callable[[AtT], AtT] | None = None,
 ) -> list[SamplingPart]:
     """Every config at every T on the rounds of ``batch`` that ``res`` replayed, one shape at a time.
     Whether a round is refused (no scores, a bad row) is the recorded replay at T's verdict
-    (replay.engine.batch.sampling.batch_sampling), which depends only on T > 0."""
+    (replay.engine.batch.sampling.batch_sampling), which depends only on T > 0. ``keep``: applied to
+    each chunk's AtT as it is made (what a caller keeps of it: recommend at T keeps two arrays)."""
     ordinals = np.arange(len(batch)) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
     static = recorded.tree_type != TREE_DYNAMIC
     parts = []
@@ -363,13 +365,13 @@ def sampling_parts(
                 bs = batch_sampling(b, r, recorded, t, vocab_size)
                 refused[t > 0.0] = np.where(bs.usable, NOT_REFUSED, bs.problem).astype(np.int8)
         outcomes = _part_outcomes(
-            b, r, shape, static, recorded, configs, temperatures, vocab_size, gamma_threshold, refused
+            b, r, shape, static, recorded, configs, temperatures, vocab_size, gamma_threshold, refused, keep
         )
         parts.append(SamplingPart(ordinals[members], round_names(r), refused, outcomes))
     return parts
 
 
-def _part_outcomes(b, r, shape, static, recorded, configs, temperatures, vocab_size, threshold, refused):
+def _part_outcomes(b, r, shape, static, recorded, configs, temperatures, vocab_size, threshold, refused, keep=None):
     """{(config, T): AtT} on rounds of one shape, chunk by chunk (analysis.compare.subtree_batch's chunks)."""
     expanded = expanded_nodes(b, shape, static)
     rules = selection_rules(b, r, shape)
@@ -384,7 +386,8 @@ def _part_outcomes(b, r, shape, static, recorded, configs, temperatures, vocab_s
             st = sub_trees(rec, rows, b.root_tokens[lo:hi], sub, cap, float(threshold))
             for t in temperatures:
                 use = refused[t > 0.0][lo:hi] == NOT_REFUSED
-                chunks.setdefault((c, t), []).append(at_temperature(st, use, t, vocab_size))
+                at = at_temperature(st, use, t, vocab_size)
+                chunks.setdefault((c, t), []).append(at if keep is None else keep(at))
     return {key: AtT.concat(v) for key, v in chunks.items()}
 
 

@@ -30,7 +30,7 @@ import pandas as pd
 from replay.engine.sampling import length_at_bounds, round_sampling, sampling_skip
 from replay.io.grouping import Skipped
 
-from .runs import LabelledRun
+from .runs import BatchReplay, LabelledRun
 
 # The metrics of the summary that become expectations at T (each as NAME_lo, NAME_hi).
 EXPECTED_SUMMARY = ("mean_acceptance_length", "draft_acceptance_rate", "mean_accepted_length", "full_depth_fraction")
@@ -53,12 +53,21 @@ class RunSampling:
     num_steps: np.ndarray  # [R] int64
     skipped: tuple[Skipped, ...]  # rounds sampling mode cannot use at T, with the reason
     needs_vocab: bool
+    # the usable rounds whose walk at a recorded T cannot read node_logprobs (parents layout; without
+    # the array), by name (replay.engine.sampling.node_logprob_gaps); None: not counted (the round path)
+    gaps: tuple[list[str], list[str]] | None = None
 
 
 def run_sampling(
     run: LabelledRun, temperature: float, vocab_size: int | None, node_temperatures: Sequence[float] | None
 ) -> RunSampling:
-    """Every replayed round of ``run`` at T (replay.engine.sampling.round_sampling)."""
+    """Every replayed round of ``run`` at T: from the batch arrays when the run was loaded by the
+    batch path (analysis.tables.sampling_batch), round by round (replay.engine.sampling.round_sampling,
+    the reference) otherwise."""
+    if isinstance(run.replay, BatchReplay):
+        from .sampling_batch import batch_run_sampling
+
+        return RunSampling(*batch_run_sampling(run, temperature, vocab_size, node_temperatures))
     lo, hi, ge_lo, ge_hi, exact, own, nodes, steps, skipped = [], [], [], [], [], [], [], [], []
     needs_vocab = False
     for res in run.results:

@@ -348,8 +348,10 @@ def _stats_sampling(args: argparse.Namespace, runs) -> int:
     for run, part in zip(runs, parts):
         missing = int((~part.from_node_logprobs).sum())
         if missing and recorded_column(t, run.replay.manifest.node_logprob_temperatures) is not None:
-            refused = {s.what for s in part.skipped}  # the rest were replayed at T: which fell back, and why
-            gaps = node_logprob_gaps([r for r in run.results if f"round {r.name}" not in refused])
+            gaps = part.gaps  # the batch arrays count them; the round path's RoundResults say it each
+            if gaps is None:
+                refused = {s.what for s in part.skipped}  # the rest were replayed at T: which fell back, and why
+                gaps = node_logprob_gaps([r for r in run.results if f"round {r.name}" not in refused])
             print_missing_node_logprobs("stats", t, run.replay.manifest, missing, gaps)
     status = skipped_status(runs, args)
     return 1 if status or any(p.skipped for p in parts) else 0

@@ -10,11 +10,9 @@ from dataclasses import replace
 import numpy as np
 
 from replay.core.records import write_arrow_table, write_batch_json_lines
-from replay.core.sampling_recorded import recorded_column
 from replay.engine.batch import BatchResult
-from replay.engine.batch.codes import ERR_OK
 from replay.engine.batch.frames import distinct_columns, record_arrow
-from replay.engine.batch.recorded import node_rounds, refusal_reasons, refusal_words, sampling_at
+from replay.engine.batch.recorded import node_logprob_gaps_batch, refusal_reasons, refusal_words, sampling_at
 from replay.engine.batch.sampling import NO_SCORES_CODE
 from replay.engine.batch.sampling_frames import (
     concat_sampling,
@@ -166,7 +164,7 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
         per_batch=lambda b, res, cfg: (
             res.ordinals,
             sampling_at(b, res, cfg, t, vocab, nodes),
-            _gaps(b, res, t, nodes),
+            node_logprob_gaps_batch(b, res, t, nodes),
         ),
     )
     require_rounds(rep, int(rep.result.ok.sum()))
@@ -203,17 +201,6 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
     print_missing_node_logprobs("batch", t, manifest, len(parents) + len(without), (parents, without))
     print_reading(rep)
     return 1 if rep.skipped else 0
-
-
-def _gaps(batch, res: BatchResult, t: float, nodes) -> tuple[list[str], list[str]]:
-    """node_logprob_gaps on the batch arrays: the replayed rounds of ``batch`` whose walk at a recorded
-    T cannot read node_logprobs (in the parents layout; without the array), by name."""
-    if recorded_column(t, nodes) is None:
-        return [], []
-    ok, names = res.error == ERR_OK, [f"{a}_{b}" for a, b in res.keys.T.tolist()]
-    if batch.validate.node_logp is None:
-        return [], [n for n, good in zip(names, ok.tolist()) if good]
-    return [n for n, good in zip(names, (ok & ~node_rounds(batch, res, t, nodes)).tolist()) if good], []
 
 
 def _refusals(directory: str, opts, res: BatchResult, smp, t: float, vocab, nodes) -> list:

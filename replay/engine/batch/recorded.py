@@ -88,6 +88,17 @@ def sampling_at(
     return replace(rest, usable=usable, length_ge_lo=ge_lo, length_ge_hi=ge_hi, from_node_logprobs=use, **out)
 
 
+def node_logprob_gaps_batch(batch, res: BatchResult, t: float, nodes) -> tuple[list[str], list[str]]:
+    """replay.engine.sampling.node_logprob_gaps on the batch arrays: the replayed rounds of ``batch``
+    whose walk at a recorded T cannot read node_logprobs (in the parents layout; without the array), by name."""
+    if recorded_column(t, nodes) is None:
+        return [], []
+    ok, names = res.error == ERR_OK, [f"{a}_{b}" for a, b in res.keys.T.tolist()]
+    if batch.validate.node_logp is None:
+        return [], [n for n, good in zip(names, ok.tolist()) if good]
+    return [n for n, good in zip(names, (ok & ~node_rounds(batch, res, t, nodes)).tolist()) if good], []
+
+
 ALONE_LIMIT = 16  # refused rounds replayed one by one (each read of one round scans the directory); more: the run once
 
 
@@ -125,4 +136,12 @@ def refusal_words(code: int, vocab_size=None) -> str:
     return problem_words(code, vocab_size)
 
 
-__all__ = ["ALONE_LIMIT", "NODE_COLUMNS_CODE", "node_rounds", "refusal_reasons", "refusal_words", "sampling_at"]
+__all__ = [
+    "ALONE_LIMIT",
+    "NODE_COLUMNS_CODE",
+    "node_logprob_gaps_batch",
+    "node_rounds",
+    "refusal_reasons",
+    "refusal_words",
+    "sampling_at",
+]

@@ -1,0 +1,122 @@
+"""``stats --temperature T`` on the batch arrays: analysis.tables.sampling's RunSampling of a run
+loaded by the batch path, without a RoundResult per round.
+
+The run is read again in batches; each batch's rounds at T come from
+replay.engine.batch.recorded.sampling_at (batch --temperature's rule: the top-K rows, or the dump's
+node_logprobs where it records them at T), and each batch keeps only its usable rounds' numbers
+(E[L] bounds, P(L >= d) bounds, exactness, nodes, steps) and its refused rounds' keys. Joined in run
+order, they are the arrays the round path (analysis.tables.sampling.run_sampling over RoundResults)
+builds: the same values in the same order, so the same sums. A refused round's reason is the round
+path's (replay.engine.batch.recorded.refusal_reasons names the file, the field and the row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from replay.engine.batch.recorded import node_logprob_gaps_batch, refusal_reasons, refusal_words, sampling_at
+from replay.engine.batch.sampling import NO_SCORES_CODE
+from replay.engine.batch.sampling_frames import from_node_logprobs
+from replay.engine.runs import replay_run
+from replay.engine.sampling import sampling_skip
+
+from .runs import LabelledRun
+
+
+def _batch_part(batch, res, cfg, t: float, vocab_size, nodes) -> dict:
+    """One batch's replayed rounds at T: the usable ones' numbers, the refused ones' keys and codes."""
+    smp = sampling_at(batch, res, cfg, t, vocab_size, nodes)
+    ordinals = np.arange(len(res)) if res.ordinals is None else np.asarray(res.ordinals, dtype=np.int64)
+    use, bad = res.ok & smp.usable, res.ok & ~smp.usable
+    at = {f"{a}_{b}": int(o) for a, b, o in zip(*res.keys[:, use].tolist(), ordinals[use].tolist())}
+    gaps = tuple([(at[n], n) for n in names if n in at] for names in node_logprob_gaps_batch(batch, res, t, nodes))
+    return {
+        "ordinal": ordinals[use],
+        "expected_lo": smp.expected_lo[use],
+        "expected_hi": smp.expected_hi[use],
+        "ge_lo": smp.length_ge_lo[use],
+        "ge_hi": smp.length_ge_hi[use],
+        "exact": smp.exact[use],
+        "own": from_node_logprobs(smp)[use],
+        "nodes": res.num_nodes[use],
+        "steps": res.num_steps[use],
+        "bad_ordinal": ordinals[bad],
+        "bad_keys": res.keys[:, bad],
+        "bad_code": smp.problem[bad],
+        "needs_vocab": bool(smp.needs_vocab and use.any()),
+        "gaps": gaps,
+    }
+
+
+def batch_run_sampling(
+    run: LabelledRun, temperature: float, vocab_size: int | None, node_temperatures: Sequence[float] | None
+) -> tuple:
+    """The fields of analysis.tables.sampling.run_sampling's RunSampling for a batch-loaded run, in
+    order (module docstring; that module builds it: no import back)."""
+    t = float(temperature)
+    rep = replay_run(
+        run.replay.directory,
+        run.replay.options,
+        per_batch=lambda b, res, cfg: _batch_part(b, res, cfg, t, vocab_size, node_temperatures),
+    )
+    parts = list(rep.per_batch)
+    order = np.argsort(_cat(parts, "ordinal", np.int64), kind="stable")
+    steps = _cat(parts, "steps", np.int64)[order]
+    depth = int(steps.max(initial=0))  # the round path's widest row: P(L >= d) for d = 1..a round's depth
+    gaps = tuple([n for _, n in sorted(g for p in parts for g in p["gaps"][i])] for i in (0, 1))
+    return (
+        run.label,
+        t,
+        _cat(parts, "expected_lo", np.float64)[order],
+        _cat(parts, "expected_hi", np.float64)[order],
+        _table(parts, "ge_lo", depth, order),
+        _table(parts, "ge_hi", depth, order),
+        _cat(parts, "exact", bool)[order],
+        _cat(parts, "own", bool)[order],
+        _cat(parts, "nodes", np.int64)[order],
+        steps,
+        tuple(_refused(run, parts, t, vocab_size, node_temperatures)),
+        any(p["needs_vocab"] for p in parts),
+        (gaps[0], gaps[1]),
+    )
+
+
+def _cat(parts: list[dict], name: str, dtype) -> np.ndarray:
+    return np.concatenate([np.asarray(p[name], dtype=dtype) for p in parts] or [np.zeros(0, dtype=dtype)])
+
+
+def _table(parts: list[dict], name: str, depth: int, order: np.ndarray) -> np.ndarray:
+    """[R, depth + 2] P(L >= d), d = 0..depth + 1, in run order: the round path's table (zeros past
+    a round's tree; a batch's arrays are as wide as its deepest tree)."""
+    out = np.zeros((order.shape[0], depth + 2))
+    start = 0
+    for p in parts:
+        a = p[name]
+        w = min(a.shape[1], depth + 2)
+        out[start : start + a.shape[0], :w] = a[:, :w]
+        start += a.shape[0]
+    out[:, 0] = 1.0
+    return out[order]
+
+
+def _refused(run: LabelledRun, parts: list[dict], t: float, vocab_size, nodes) -> list:
+    """The refused rounds' skipped entries in run order, in the round path's words (a bad row's or
+    node log-prob's reason names the file: the round path's, replay.engine.batch.recorded.refusal_reasons)."""
+    order = np.argsort(_cat(parts, "bad_ordinal", np.int64), kind="stable")
+    keys = np.concatenate([p["bad_keys"] for p in parts] or [np.zeros((2, 0), np.int64)], axis=1)[:, order]
+    codes = _cat(parts, "bad_code", np.int64)[order]
+    pairs = [(int(a), int(b)) for a, b in keys.T.tolist()]
+    named = refusal_reasons(
+        run.replay.directory,
+        run.replay.options,
+        [k for k, c in zip(pairs, codes.tolist()) if c != NO_SCORES_CODE],
+        t,
+        vocab_size,
+        nodes,
+    )
+    return [
+        sampling_skip(f"{a}_{b}", t, named.get((a, b)) or refusal_words(c, vocab_size))
+        for (a, b), c in zip(pairs, codes.tolist())
+    ]
