@@ -222,3 +222,29 @@ def test_compare_recommend_and_report_at_t_read_the_batch_arrays(capsys, tmp_pat
     np.testing.assert_allclose(
         curve["all_rounds_block_efficiency_hi"], full.table["all_rounds_block_efficiency_hi"], rtol=0, atol=1e-12
     )
+
+
+@pytest.mark.parametrize("varied", [False, True])
+def test_the_curve_block_by_block_equals_one_block_and_the_round_path(tmp_path, varied):
+    """Without per-round rows (report's curve) the table is summed block by block in run order
+    (sampling_batch._curve_sums): a run packed in many blocks of interleaving groups gives the bytes
+    of the same run in one block, of the per-round join and of the round path; gamma 1 included."""
+    make = varied_run if varied else synth_run
+    batches = [scored(b, k, 0.03) for k, b in enumerate(make(ARTICLE, 700, seed=11, early_stop_rate=0.2, vocab=VOCAB))]
+    configs = configs_for(ARTICLE, np.random.default_rng(3)) + [TreeConfig.from_lists([[2]], [1])]
+    tables = []
+    for name, block in (("many", 64), ("one", 100_000)):
+        pack_batches(
+            batches, tmp_path / name, block_rounds=block, manifest={"config": ARTICLE.to_json(), "layout": "all"}
+        )
+        run = load_run(str(tmp_path / name), "r", progress=False)
+        curve = compare_sampling_run(run, configs, TEMPERATURES, VOCAB, per_round=False)
+        whole = compare_sampling_run(run, configs, TEMPERATURES, VOCAB)
+        assert curve.per_round.empty and curve.skipped == whole.skipped and curve.needs_vocab == whole.needs_vocab
+        pd.testing.assert_frame_equal(curve.table, whole.table, check_exact=True)
+        tables.append(curve.table)
+    pd.testing.assert_frame_equal(tables[0], tables[1], check_exact=True)
+    ref = load_reference(str(tmp_path / "many"), "r", progress=False)
+    want = compare_sampling(list(ref.results), ref.config, configs, TEMPERATURES, VOCAB)
+    pd.testing.assert_frame_equal(tables[0], want.table, check_exact=True)
+    assert (want.table["undetermined"] > 0).any() and want.skipped

@@ -305,11 +305,32 @@ def summarize_sampling_arrays(
     """summarize_sampling from per-round arrays in run order ([n]; ge_*: [n, gamma], zeros past a
     round's sub-tree): the one summary rule, for the round path and analysis.compare.sampling_batch."""
     n, nd = int(determined.shape[0]), int(determined.sum())
-    nan = float("nan")
     lo = np.ascontiguousarray(lo_all[determined], dtype=np.float64)
     hi = np.ascontiguousarray(hi_all[determined], dtype=np.float64)
     ge = np.stack([ge_lo[determined], ge_hi[determined]]).reshape(2, nd, cfg.gamma)
-    undet_hi = float(steps_hi[~determined].sum())
+    ge_sums = np.stack([ge[0].sum(axis=0), ge[1].sum(axis=0)])  # [2, gamma], as ge[i].mean(axis=0) sums
+    exact_n = int(exact[determined].sum())
+    return summarize_sampling_sums(cfg, recorded, t, n, exact_n, lo, hi, ge_sums, float(steps_hi[~determined].sum()))
+
+
+def summarize_sampling_sums(
+    cfg: TreeConfig,
+    recorded: TreeConfig,
+    t: float,
+    n: int,
+    exact: int,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    ge_sums: np.ndarray,
+    undet_hi: float,
+) -> dict:
+    """summarize_sampling_arrays' row from n rounds' sums: ``lo``/``hi`` [nd] of the determined rounds
+    in run order (their means are numpy's sums of these arrays), ``ge_sums`` [2, gamma] their P(L >= d)
+    bounds summed, ``exact`` / ``undet_hi`` the determined exact rounds and the undetermined ones' steps.
+    analysis.compare.sampling_batch's curve calls it with sums kept block by block."""
+    nd = int(lo.shape[0])
+    nan = float("nan")
+    ge = ge_sums / nd if nd else ge_sums
     return {
         "config": cfg.short(),
         "top_head": list(cfg.top_head),
@@ -319,13 +340,13 @@ def summarize_sampling_arrays(
         "rounds": n,
         "determined": nd,
         "undetermined": n - nd,
-        "exact": int(exact[determined].sum()),
+        "exact": exact,
         "expected_accepted_length_lo": float(lo.mean()) if nd else nan,
         "expected_accepted_length_hi": float(hi.mean()) if nd else nan,
         "expected_block_efficiency_lo": float(lo.mean()) + 1.0 if nd else nan,
         "expected_block_efficiency_hi": float(hi.mean()) + 1.0 if nd else nan,
-        "length_at_least_lo": ge[0].mean(axis=0).tolist() if nd else [],
-        "length_at_least_hi": ge[1].mean(axis=0).tolist() if nd else [],
+        "length_at_least_lo": ge[0].tolist() if nd else [],
+        "length_at_least_hi": ge[1].tolist() if nd else [],
         "all_rounds_block_efficiency_lo": float(lo.sum()) / n + 1.0 if n else nan,
         "all_rounds_block_efficiency_hi": (float(hi.sum()) + undet_hi) / n + 1.0 if n else nan,
     }

@@ -33,6 +33,7 @@ from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nod
 from replay.engine.batch.frames import round_names
 from replay.engine.batch.recorded import ALONE_LIMIT  # refused rounds replayed one by one; more: the run once
 from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
+from replay.engine.runs import iter_run_chunks, open_run
 from replay.engine.sampling import NO_SCORES, round_sampling
 from replay.io.packed.pack import is_packed_run
 
@@ -44,6 +45,7 @@ from .sampling import (
     SamplingComparison,
     compare_sampling,
     summarize_sampling_arrays,
+    summarize_sampling_sums,
 )
 from .subtree import IN, MAYBE, OUT, WHY_BEYOND, WHY_MAYBE, WHY_THRESHOLD, WHY_UNEXPANDED, WHY_WIDTH, reason_text
 from .subtree_batch import _Recorded, selection_rules, simulate_levels
@@ -547,11 +549,131 @@ def merge_temperatures(
 
 
 def _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold, progress, per_round):
-    """compare_sampling_run on the batch arrays (the top-K rows)."""
+    """compare_sampling_run on the batch arrays (the top-K rows); without ``per_round``, block by block
+    (_curve_sums): the table only."""
     threshold = 0.0 if gamma_threshold is None else float(gamma_threshold)
+    if not per_round:
+        return _curve_sums(run, configs, temperatures, vocab_size, threshold, progress)
 
     def parts_of(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[SamplingPart]:
         return sampling_parts(batch, res, run.config, configs, temperatures, vocab_size, threshold)
 
     parts = per_batch_parts(run, parts_of, progress)
     return join_sampling(parts, run.config, configs, temperatures, per_round, vocab_size)
+
+
+def _curve_sums(run, configs, temperatures, vocab_size, threshold, progress) -> SamplingComparison:
+    """join_sampling's table without its per-round arrays: the run read again block by block in run
+    order (as analysis.tables.stream reads it), every config at every T on a block, the block's rounds
+    folded into _Sums once no later block can hold a round before them, then dropped. What waits is
+    at most about one block per tree group; what stays per round is the determined rounds' bounds
+    (their means are numpy's pairwise sums, which need the whole array)."""
+    opened = open_run(run.replay.directory, run.replay.options)
+    sums = _Sums(configs, temperatures)
+    pending: list[SamplingPart] = []
+    done, total = 0, len(run.results)
+
+    def parts_of(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[SamplingPart]:
+        return sampling_parts(batch, res, run.config, configs, temperatures, vocab_size, threshold)
+
+    for _, batches in iter_run_chunks(opened, None, per_batch=parts_of, in_run_order=True):
+        parts = [p for _, _, ps in batches for p in ps or ()]
+        if not parts:
+            continue
+        first = min(int(p.ordinals.min()) for p in parts)  # no later chunk holds a round before it
+        ready = [_take_part(p, p.ordinals < first) for p in pending]
+        pending = [_take_part(p, p.ordinals >= first) for p in pending] + parts
+        sums.add([p for p in ready if p.ordinals.shape[0]])
+        done += sum(p.ordinals.shape[0] for p in parts)
+        if progress:
+            progress(done, total)
+    sums.add(pending)
+    if done != total:
+        raise RuntimeError(
+            f"compare replayed {done} rounds of {run.label}, the run has {total}: a bug in the batch path"
+        )
+    return sums.comparison(run.config, vocab_size)
+
+
+def _take_part(p: SamplingPart, mask: np.ndarray) -> SamplingPart:
+    outcomes = {key: at.take(mask) for key, at in p.outcomes.items()}
+    return SamplingPart(p.ordinals[mask], p.names[mask], {k: v[mask] for k, v in p.refused.items()}, outcomes)
+
+
+class _Sums:
+    """Per (config, T) what summarize_sampling_sums reads, from rounds added in run order: counts, the
+    determined rounds' lo / hi (kept), their P(L >= d) bounds summed row after row (numpy's sum over
+    axis 0 of a [rounds, gamma >= 2] array; a [rounds, 1] one is summed pairwise, so kept too)."""
+
+    def __init__(self, configs: Sequence[TreeConfig], temperatures: Sequence[float]) -> None:
+        self.configs, self.temperatures = list(configs), list(temperatures)
+        self.acc = {(c, t): _Acc() for c in range(len(configs)) for t in temperatures}
+        self.refused: list[tuple[int, str, bool, int]] = []  # (ordinal, name, T > 0, code)
+        self.needs_vocab = False
+
+    def add(self, parts: Sequence[SamplingPart]) -> None:
+        """The rounds of ``parts``, every one after those added before (join_sampling's order)."""
+        if not parts:
+            return
+        ords = np.concatenate([p.ordinals for p in parts])
+        order = np.argsort(ords, kind="stable")
+        names = np.concatenate([p.names for p in parts])[order]
+        refused = {pos: np.concatenate([p.refused[pos] for p in parts])[order] for pos in parts[0].refused}
+        for pos, codes in refused.items():
+            bad = np.flatnonzero(codes != NOT_REFUSED)
+            self.refused.extend((int(ords[order[i]]), str(names[i]), pos, int(codes[i])) for i in bad)
+        for (c, t), acc in self.acc.items():
+            use = refused[t > 0.0] == NOT_REFUSED
+            at = AtT.concat([p.outcomes[(c, t)] for p in parts]).take(order[use])
+            self.needs_vocab |= at.needs_vocab
+            acc.add(at, self.configs[c].gamma)
+
+    def comparison(self, recorded: TreeConfig, vocab_size: int | None) -> SamplingComparison:
+        self.refused.sort(key=lambda r: r[0])
+        skipped = [
+            (name, t, refusal_text(code, vocab_size))
+            for t in self.temperatures
+            for _, name, pos, code in self.refused
+            if pos == (t > 0.0)
+        ]
+        rows = [self.acc[(c, t)].row(cfg, recorded, t) for c, cfg in enumerate(self.configs) for t in self.temperatures]
+        table = pd.DataFrame(rows, columns=SAMPLING_COLUMNS)
+        return SamplingComparison(
+            table, pd.DataFrame([], columns=SAMPLING_PER_ROUND_COLUMNS), skipped, self.needs_vocab
+        )
+
+
+class _Acc:
+    """One (config, T)'s sums (_Sums)."""
+
+    def __init__(self) -> None:
+        self.n = self.exact = self.undet_hi = 0
+        self.lo: list[np.ndarray] = []
+        self.hi: list[np.ndarray] = []
+        self.ge: list[np.ndarray] = []  # gamma 1: the [2, rounds, 1] bounds; else one [2, gamma] running sum
+
+    def add(self, at: AtT, gamma: int) -> None:
+        det = at.determined
+        self.n += int(det.shape[0])
+        self.exact += int(at.exact[det].sum())
+        self.undet_hi += int(at.steps_hi[~det].sum())
+        self.lo.append(np.ascontiguousarray(at.lo[det], dtype=np.float64))
+        self.hi.append(np.ascontiguousarray(at.hi[det], dtype=np.float64))
+        rows = np.stack([at.ge_lo[det], at.ge_hi[det]])  # [2, nd, gamma]
+        if gamma == 1:
+            self.ge.append(rows)
+        elif rows.shape[1]:
+            # ((s + r0) + r1) + ...: numpy's sum over axis 0, the running sum s its first row (none yet: r0 starts)
+            self.ge = [np.stack([self._fold(i, rows[i]) for i in (0, 1)])]
+
+    def _fold(self, i: int, rows: np.ndarray) -> np.ndarray:
+        return np.concatenate([self.ge[0][i][None], rows]).sum(axis=0) if self.ge else rows.sum(axis=0)
+
+    def row(self, cfg: TreeConfig, recorded: TreeConfig, t: float) -> dict:
+        lo, hi = np.concatenate(self.lo or [np.zeros(0)]), np.concatenate(self.hi or [np.zeros(0)])
+        if cfg.gamma == 1:
+            ge = np.concatenate(self.ge, axis=1) if self.ge else np.zeros((2, 0, 1))
+            ge_sums = np.stack([np.ascontiguousarray(ge[0]).sum(axis=0), np.ascontiguousarray(ge[1]).sum(axis=0)])
+        else:
+            ge_sums = self.ge[0] if self.ge else np.zeros((2, cfg.gamma))
+        return summarize_sampling_sums(cfg, recorded, t, self.n, self.exact, lo, hi, ge_sums, float(self.undet_hi))
