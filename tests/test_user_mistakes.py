@@ -2707,3 +2707,21 @@ def test_a_mistyped_option_is_told_by_its_command_with_the_nearest_option(capsys
     )
     code, out, err = run(capsys, "stats", "sample_dumps/article_round", "--zzz")
     assert code == 2 and "did you mean" not in err and "(see specreplay stats --help)" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("batch",), ("stats",), ("compare",), ("recommend", "--budget", "4")],
+    ids=["batch", "stats", "compare", "recommend"],
+)
+def test_a_vocab_size_below_the_recorded_candidates_is_one_line_on_the_batch_path(capsys, argv):
+    # new-user try 4: these four stopped with "internal error: ValueError" (replay skips each round)
+    command, *rest = argv
+    code, out, err = run(
+        capsys, command, "sample_dumps/synthetic_article", *rest, "--temperature", "0.7", "--vocab-size", "2"
+    )
+    assert code == 2 and out == ""
+    assert err.strip().splitlines()[-1] == (
+        "specreplay: error: vocab size 2 (from --vocab-size): smaller than the 4 recorded candidates per row"
+    )
+    assert "internal error" not in err and "Traceback" not in err

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from replay.util.errors import SpecReplayError
+
 from .tree import Tree
 from .vocab import LAYOUT_ALL, LAYOUT_PARENTS, NO_PARENT, PAD_TOKEN
 
@@ -60,6 +62,16 @@ class VocabSize(int):
         out = super().__new__(cls, value)
         out.source = source
         return out
+
+
+class VocabTooSmall(SpecReplayError, ValueError):
+    """A vocabulary size below a row's recorded candidates: the option (or manifest) is wrong for the
+    dump. A round-by-round replay skips such rounds (a ValueError); a batch path stops with one line
+    and exit 2 (a SpecReplayError) instead of an internal error."""
+
+
+def vocab_too_small(vocab_size: int | None, k: int) -> VocabTooSmall:
+    return VocabTooSmall(f"{vocab_words(vocab_size)}: smaller than the {k} recorded candidates per row")
 
 
 def vocab_words(vocab_size: int | None) -> str:
@@ -667,9 +679,7 @@ def _bounds_of(
     for ch in chunks:
         lo, hi = ch.lo, ch.hi
         if t > 0.0 and vocab_size is not None and int(vocab_size) < ch.ids.shape[1]:
-            raise ValueError(
-                f"{vocab_words(vocab_size)}: smaller than the {ch.ids.shape[1]} recorded candidates per row"
-            )
+            raise vocab_too_small(vocab_size, ch.ids.shape[1])
         k = ch.ids.shape[1]
         if t not in (0.0, 1.0) and (cells is None or cells.size < k * (hi - lo)):
             cells = np.empty((k, hi - lo))
@@ -759,7 +769,7 @@ class PreparedSampling:
     def bounds(self, temperature: float) -> SamplingBounds:
         t = check_temperature(temperature)
         if t > 0.0 and self.vocab_size is not None and int(self.vocab_size) < self.k:
-            raise ValueError(f"{vocab_words(self.vocab_size)}: smaller than the {self.k} recorded candidates per row")
+            raise vocab_too_small(self.vocab_size, self.k)
         r, n1, dplus = self.rounds, self.n1, self.dplus
         out = SamplingBounds(
             t,
