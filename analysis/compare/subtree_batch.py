@@ -17,7 +17,8 @@ the others.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import copy
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -41,6 +42,9 @@ FIRST_TRUE_MAX = 128  # replay.core.selection.first_true's axis must be shorter
 # mmap whose pages fault in again: 2 million page faults, 5 s of system time, for recommend at 10^6
 # rounds (docs/benchmarks.md, "compare and recommend at a million rounds"). Results do not depend on it.
 SIM_CHUNK_ROUNDS = 4096
+# A level is built (and selected) only on the rounds still walking (_OnTheWalk); the columns of the
+# others are dropped from it when they are more than this share of it. Results do not depend on it.
+COMPACT_SHARE = 0.85
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,6 +99,12 @@ class _Level:
     status: np.ndarray | None = None  # [L, C] int8 OUT / IN / MAYBE
     slot_lo: np.ndarray | None = None  # [L, C] int64
     slot_hi: np.ndarray | None = None
+
+    def on(self, cols: np.ndarray) -> _Level:
+        """The level on its columns ``cols`` only (a [L, 1] field stays as it is)."""
+        c = self.valid.shape[1]
+        pick = lambda a: a if a is None or a.shape[1] != c else np.take(a, cols, axis=1)  # noqa: E731  2x a[:, cols]
+        return _Level(**{f.name: pick(getattr(self, f.name)) for f in fields(self)})
 
 
 def selection_rules(batch: RoundBatch, res: BatchResult, shape: TreeShape) -> np.ndarray:
@@ -162,8 +172,9 @@ class _Recorded:
         rules: np.ndarray,
     ):
         c = hi - lo
-        self.c = c
-        self.col = np.arange(c)
+        self.c = c  # columns simulated: a level is [L, c]
+        self.stride = c  # columns of the recorded arrays below (the chunk)
+        self.col = np.arange(c)  # each simulated column's column in the recorded arrays
         self.shape = shape
         self.steps = shape.num_steps
         self.rules = rules  # [C] int8
@@ -192,9 +203,17 @@ class _Recorded:
         self.width = [np.asarray(w, dtype=np.int64) for w in shape.widths]  # recorded kept width per position
         self.first_child = [m.child_offset for m in shape.maps]
 
+    def on(self, cols: np.ndarray) -> _Recorded:
+        """The chunk's columns ``cols`` (of this one's) only, as the simulated columns: the recorded
+        arrays are shared, not copied (their lookups go through ``col``)."""
+        view = copy.copy(self)
+        view.c, view.col, view.rules = cols.shape[0], self.col[cols], self.rules[cols]
+        view.present = set(np.flatnonzero(np.bincount(view.rules, minlength=3)).tolist())
+        return view
+
     def gather(self, arr: np.ndarray, index: np.ndarray) -> np.ndarray:
-        """arr[index[k, c], c] for a contiguous [L, C] arr; index: [K, C] (clipped into range)."""
-        return np.take(arr.reshape(-1), np.clip(index, 0, arr.shape[0] - 1) * self.c + self.col, mode="clip")
+        """arr[index[k, c], c] for a contiguous recorded [L, chunk] arr; index: [K, C] (clipped into range)."""
+        return _gather(arr, index, self.col)
 
     def recorded_children(self, depth: int, p_row: np.ndarray, rr: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """(token, log-prob) [K, W, C] of step ``depth``'s recorded draft at (parent row p_row [K, C],
@@ -204,7 +223,7 @@ class _Recorded:
         ids, logp = self.ids[depth], self.logp[depth]
         rows, cols = ids.shape[0], ids.shape[1]
         ok = (p_row >= 0)[:, None, :] & (rr < cols)
-        idx = ((np.clip(p_row, 0, rows - 1) * cols)[:, None, :] + np.minimum(rr, cols - 1)) * self.c + self.col
+        idx = ((np.clip(p_row, 0, rows - 1) * cols)[:, None, :] + np.minimum(rr, cols - 1)) * self.stride + self.col
         token = np.where(ok, np.take(ids.reshape(-1), idx, mode="clip"), PAD_TOKEN)
         if logp is None:
             return token, None
@@ -215,8 +234,13 @@ class _Recorded:
         mat = arrays[depth]
         rows, cols = mat.shape[0], mat.shape[1]
         ok = (row >= 0) & (r < cols)
-        idx = (np.clip(row, 0, rows - 1) * cols + np.minimum(r, cols - 1)) * self.c + self.col
+        idx = (np.clip(row, 0, rows - 1) * cols + np.minimum(r, cols - 1)) * self.stride + self.col
         return np.where(ok, np.take(mat.reshape(-1), idx, mode="clip"), fill)
+
+
+def _gather(arr: np.ndarray, index: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """arr[index[k, j], cols[j]] for a contiguous [L, C] arr; index: [K, J] (clipped into range)."""
+    return np.take(arr.reshape(-1), np.clip(index, 0, arr.shape[0] - 1) * arr.shape[1] + cols, mode="clip")
 
 
 def _root(rec: _Recorded) -> _Level:
@@ -256,7 +280,7 @@ def _children(rec: _Recorded, lvl: _Level, depth: int, widths: tuple[int, ...]) 
     before = np.cumsum(alive, axis=0)  # [L, C] non-OUT nodes up to each node
     kpos = np.where(alive, before - 1, -1)  # a non-OUT node's k: the non-OUT nodes before it
     order = _non_out_first(alive, before, k_max)  # [K, C] the nodes at k = 0 .. K-1
-    flat = order * c + rec.col  # one flat index for every parent field (order is in range)
+    flat = order * c + np.arange(c)  # one flat index for every parent field (order is in range)
     g = lambda a: np.take(np.ascontiguousarray(a).reshape(-1), flat)  # noqa: E731  parent field per position k
     p_alive, p_status, p_sure, p_row = g(alive), g(lvl.status), g(lvl.sure), g(lvl.row)
     h = len(widths)
@@ -486,64 +510,152 @@ def simulate_levels(
     return SimulatedLevels(levels, kpos, widths, sure_steps, max_steps)
 
 
+class _Built:
+    """The levels of ``simulate_levels`` (every level on every round of the chunk) as the walk reads them."""
+
+    def __init__(self, sim: SimulatedLevels):
+        self.sim = sim
+
+    def selected(self, d: int, cols: np.ndarray) -> tuple[_Level, np.ndarray]:
+        """(level d selected, where ``cols`` of the chunk are among its columns)."""
+        return self.sim.levels[d], cols
+
+    def children(self, d: int, cols: np.ndarray) -> tuple[_Level, _Level, np.ndarray, int, np.ndarray]:
+        """(level d selected, level d+1, kpos of level d, W, where ``cols`` are among their columns)."""
+        sim = self.sim
+        return sim.levels[d], sim.levels[d + 1], sim.kpos[d], sim.widths[d], cols
+
+
+class _OnTheWalk:
+    """``sub``'s levels built during the walk, each only on the rounds still walking when it is read:
+    level d is selected on the rounds that reach depth d, and level d+1 is built on those whose walk
+    is at an expanded node with a target row at depth d (most rounds stop at a shallow depth). Each
+    round is simulated alone, so a level on fewer rounds decides the same for those rounds. ``shared``:
+    the levels already built on this chunk for configs of the same prefix, and on which rounds (the
+    walk up to a level depends on that prefix only, so they are the same rounds)."""
+
+    def __init__(self, rec: _Recorded, sub: TreeConfig, shared: dict | None):
+        self.rec, self.sub, self.shared = rec, sub, shared
+        self.level, self.cols = _root(rec), np.arange(rec.c)  # level d (unselected but the root), on chunk columns
+
+    def _cached(self, key: tuple, cols: np.ndarray, make):
+        hit = self.shared.get(key) if self.shared is not None else None
+        if hit is not None and np.array_equal(hit[0], cols):
+            return hit[1]
+        value = make()
+        if self.shared is not None:
+            self.shared[key] = (cols, value)
+        return value
+
+    def _narrow(self, cols: np.ndarray) -> np.ndarray:
+        """Where ``cols`` (chunk columns) are among the current level's, after dropping the other
+        columns from it when they are many (a copy of the level costs about a sixth of building one)."""
+        if cols.shape[0] == self.cols.shape[0]:
+            return np.arange(cols.shape[0])
+        pos = np.searchsorted(self.cols, cols)
+        if cols.shape[0] >= COMPACT_SHARE * self.cols.shape[0]:
+            return pos
+        self.level, self.cols = self.level.on(pos), cols
+        return np.arange(cols.shape[0])
+
+    def selected(self, d: int, cols: np.ndarray) -> tuple[_Level, np.ndarray]:
+        sub = self.sub
+        pos = self._narrow(cols)
+        if d:
+
+            def select() -> _Level:
+                lvl = replace(self.level)  # a shared level stays unselected: _select sets new arrays on a copy
+                _select(lvl, sub.top_head[d])
+                return lvl
+
+            self.level = self._cached(("selected", sub.top_k_spec[:d], sub.top_head[1 : d + 1]), self.cols, select)
+        return self.level, pos
+
+    def children(self, d: int, cols: np.ndarray) -> tuple[_Level, _Level, np.ndarray, int, np.ndarray]:
+        pos = self._narrow(cols)
+        lvl, spec, on = self.level, self.sub.top_k_spec, self.cols
+        key = ("children", spec[: d + 1], self.sub.top_head[1 : d + 1])
+        kids, kp, big_w = self._cached(key, on, lambda: _children(self.rec.on(on), lvl, d, spec[d]))
+        self.level = kids
+        return lvl, kids, kp, big_w, pos
+
+
 def _simulate(
     rec: _Recorded, sub: TreeConfig, cap: int, threshold: float = 0.0, shared: dict | None = None
 ) -> SubOutcomes:
-    """Build the simulated levels 0..cap and walk greedy acceptance (analysis.compare.subtree._walk)."""
-    sim = simulate_levels(rec, sub, cap, threshold, shared)
-    levels, kpos, widths, sure_steps, max_steps = sim.levels, sim.kpos, sim.widths, sim.sure_steps, sim.max_steps
-    c = rec.c
-    col = rec.col
-    out = SubOutcomes.empty(c)
+    """Walk greedy acceptance (analysis.compare.subtree._walk) on the simulated levels 0..cap: built
+    during the walk for the rounds still walking (_OnTheWalk), or all first under the gammaThreshold
+    early stop (whether a step runs reads every level of every round)."""
+    if threshold > 0:
+        sim = simulate_levels(rec, sub, cap, threshold, shared)
+        return _walk(rec, sub, cap, _Built(sim), sim.sure_steps, sim.max_steps)
+    steps = np.full(rec.c, cap, dtype=np.int64)
+    return _walk(rec, sub, cap, _OnTheWalk(rec, sub, shared), steps, steps)
+
+
+def _walk(rec: _Recorded, sub: TreeConfig, cap: int, src, sure_steps: np.ndarray, max_steps: np.ndarray) -> SubOutcomes:
+    """The greedy walk depth by depth on the rounds still walking (``idx``, chunk columns), the
+    levels read from ``src`` (_Built or _OnTheWalk)."""
+    out = SubOutcomes.empty(rec.c)
     out.steps_lo[:], out.steps_hi[:] = sure_steps, max_steps
     out.why_rank[:] = NO_CANDIDATE
-    alive = np.ones(c, dtype=bool)
-    cur = np.zeros(c, dtype=np.int64)
+    idx = np.arange(rec.c)  # the rounds still walking
+    cur = np.zeros(rec.c, dtype=np.int64)  # each one's node in level d
+    sure, most = sure_steps, max_steps
+    alive = np.ones(rec.c, dtype=bool)
 
     def finish(mask: np.ndarray, d: int, stop: int, why: int = WHY_NONE, rank: np.ndarray | None = None) -> None:
         nonlocal alive
         mask = mask & alive
-        ok = stop != STOP_CODE_UNDECIDABLE
-        # copyto(where=): the masked writes without the index arrays of out[mask] = ...
-        np.copyto(out.decided, ok, where=mask)
-        np.copyto(out.lower, d, where=mask)
-        np.copyto(out.upper, d if ok else max_steps, where=mask)
-        np.copyto(out.stop, stop, where=mask)
-        np.copyto(out.why, why, where=mask)
+        if not mask.any():
+            return
+        at, ok = idx[mask], stop != STOP_CODE_UNDECIDABLE
+        out.decided[at], out.lower[at], out.stop[at], out.why[at] = ok, d, stop, why
+        out.upper[at] = d if ok else most[mask]
         if rank is not None:
-            np.copyto(out.why_rank, rank, where=mask)
+            out.why_rank[at] = rank[mask]
         alive = alive & ~mask
 
+    def compact(*arrays: np.ndarray) -> list[np.ndarray]:
+        nonlocal idx, cur, sure, most, alive
+        if alive.all():
+            return list(arrays)
+        idx, cur, sure, most, *rest = (a[alive] for a in (idx, cur, sure, most, *arrays))
+        alive = np.ones(idx.shape[0], dtype=bool)
+        return rest
+
     for d in range(cap + 1):
-        finish(d >= max_steps, d, STOP_CODE_LEAF)  # a leaf of the simulated tree
+        finish(d >= most, d, STOP_CODE_LEAF)  # a leaf of the simulated tree
         if not alive.any():
             break
-        lvl = levels[d]
-        here = np.clip(cur, 0, lvl.valid.shape[0] - 1) * c + col  # the walk's node in level d, as rec.gather finds it
-        at = lambda a: np.take(a.reshape(-1), here) if a.shape[1] == c else a[cur, 0]  # noqa: E731
-        status = at(lvl.status) if d else np.full(c, IN, dtype=np.int8)
+        compact()
+        lvl, pos = src.selected(d, idx)
+        at = lambda a, p: _gather(a, cur, p)  # noqa: E731  the walk's node's field: a[cur, p] of a level's [L, C] a
+        status = at(lvl.status, pos) if d else np.full(idx.shape[0], IN, dtype=np.int8)
         finish(status == OUT, d, STOP_CODE_LEAF)
-        finish(d >= sure_steps, d, STOP_CODE_UNDECIDABLE, WHY_THRESHOLD)  # whether step d runs is unknown
+        finish(d >= sure, d, STOP_CODE_UNDECIDABLE, WHY_THRESHOLD)  # whether step d runs is unknown
         finish(status == MAYBE, d, STOP_CODE_UNDECIDABLE, WHY_MAYBE)
-        row = at(lvl.row)
+        row = at(lvl.row, pos)
         finish(row < 0, d, STOP_CODE_UNDECIDABLE, WHY_UNEXPANDED)  # expanded by the config, not by the recording
-        t = rec.gather(rec.top1[d], row[None, :])[0] if d < rec.steps else np.full(c, PAD_TOKEN)
+        t = _gather(rec.top1[d], row[None, :], rec.col[idx])[0] if d < rec.steps else np.full(idx.shape[0], PAD_TOKEN)
         finish(t == PAD_TOKEN, d, STOP_CODE_NO_ROW)  # no target row: the walk ends here
+        if not alive.any():
+            break
+        (t,) = compact(t)
+        lvl, kids, kpos, big_w, pos = src.children(d, idx)
         spec = sub.top_k_spec[d]
         wl, wh = _width_tables(spec)
-        s_lo, s_hi = np.clip(at(lvl.slot_lo), 0, len(spec) - 1), np.clip(at(lvl.slot_hi), 0, len(spec) - 1)
+        s_lo, s_hi = np.clip(at(lvl.slot_lo, pos), 0, len(spec) - 1), np.clip(at(lvl.slot_hi, pos), 0, len(spec) - 1)
         w_lo, w_hi = wl[s_lo, s_hi], wh[s_lo, s_hi]
-        k = np.maximum(at(kpos[d]), 0)
-        kids = levels[d + 1]
-        big_w = widths[d]
-        tok = rec.gather(kids.token, k[None, :] * big_w + np.arange(big_w)[:, None])  # [W, C]
+        k = np.maximum(at(kpos, pos), 0)
+        tok = _gather(kids.token, k[None, :] * big_w + np.arange(big_w)[:, None], pos)  # [W, A]
         within = np.arange(big_w)[:, None] < w_hi[None, :]
         hit = within & ((tok == PAD_TOKEN) | (tok == t[None, :]))
         first = _first_hit(hit)
         finish(~hit.any(axis=0), d, STOP_CODE_MISMATCH)  # no child matches: the walk stops here
         finish(
-            tok[first, col] == PAD_TOKEN, d, STOP_CODE_UNDECIDABLE, WHY_BEYOND, first
+            tok[first, np.arange(idx.shape[0])] == PAD_TOKEN, d, STOP_CODE_UNDECIDABLE, WHY_BEYOND, first
         )  # a candidate beyond the recorded columns
         finish(first >= w_lo, d, STOP_CODE_UNDECIDABLE, WHY_WIDTH)  # the kept width depends on an unknown slot
-        cur = np.where(alive, k * big_w + first, 0)
+        cur = k * big_w + first
     return out
