@@ -77,7 +77,9 @@ def replayed_by_shape(
     """(shape, member indices, their rounds, their results) of each tree shape ``res`` replayed."""
     for k, shape in enumerate(res.shapes):
         members = np.flatnonzero(res.ok & (res.shape_index == k))
-        if members.shape[0]:
+        if members.shape[0] == len(batch):  # the common batch: every round, one shape (no copy of its arrays)
+            yield shape, members, batch, res
+        elif members.shape[0]:
             yield shape, members, batch.take(members), res.take(members)
 
 

@@ -552,7 +552,9 @@ class _OnTheWalk:
         columns from it when they are many (a copy of the level costs about a sixth of building one)."""
         if cols.shape[0] == self.cols.shape[0]:
             return np.arange(cols.shape[0])
-        pos = np.searchsorted(self.cols, cols)
+        place = np.empty(self.rec.c, dtype=np.int64)
+        place[self.cols] = np.arange(self.cols.shape[0])
+        pos = place[cols]  # cols are among self.cols (np.searchsorted, ~5x slower)
         if cols.shape[0] >= COMPACT_SHARE * self.cols.shape[0]:
             return pos
         self.level, self.cols = self.level.on(pos), cols
@@ -630,12 +632,13 @@ def _walk(rec: _Recorded, sub: TreeConfig, cap: int, src, sure_steps: np.ndarray
             break
         compact()
         lvl, pos = src.selected(d, idx)
-        at = lambda a, p: _gather(a, cur, p)  # noqa: E731  the walk's node's field: a[cur, p] of a level's [L, C] a
-        status = at(lvl.status, pos) if d else np.full(idx.shape[0], IN, dtype=np.int8)
+        here = np.clip(cur, 0, lvl.valid.shape[0] - 1) * lvl.valid.shape[1] + pos  # the walk's node, flat
+        at = lambda a: np.take(a.reshape(-1), here)  # noqa: E731  its field in a level's [L, C] a
+        status = at(lvl.status) if d else np.full(idx.shape[0], IN, dtype=np.int8)
         finish(status == OUT, d, STOP_CODE_LEAF)
         finish(d >= sure, d, STOP_CODE_UNDECIDABLE, WHY_THRESHOLD)  # whether step d runs is unknown
         finish(status == MAYBE, d, STOP_CODE_UNDECIDABLE, WHY_MAYBE)
-        row = at(lvl.row, pos)
+        row = at(lvl.row)
         finish(row < 0, d, STOP_CODE_UNDECIDABLE, WHY_UNEXPANDED)  # expanded by the config, not by the recording
         t = _gather(rec.top1[d], row[None, :], rec.col[idx])[0] if d < rec.steps else np.full(idx.shape[0], PAD_TOKEN)
         finish(t == PAD_TOKEN, d, STOP_CODE_NO_ROW)  # no target row: the walk ends here
@@ -645,9 +648,10 @@ def _walk(rec: _Recorded, sub: TreeConfig, cap: int, src, sure_steps: np.ndarray
         lvl, kids, kpos, big_w, pos = src.children(d, idx)
         spec = sub.top_k_spec[d]
         wl, wh = _width_tables(spec)
-        s_lo, s_hi = np.clip(at(lvl.slot_lo, pos), 0, len(spec) - 1), np.clip(at(lvl.slot_hi, pos), 0, len(spec) - 1)
+        here = np.clip(cur, 0, lvl.valid.shape[0] - 1) * lvl.valid.shape[1] + pos  # lvl may have fewer columns now
+        s_lo, s_hi = np.clip(at(lvl.slot_lo), 0, len(spec) - 1), np.clip(at(lvl.slot_hi), 0, len(spec) - 1)
         w_lo, w_hi = wl[s_lo, s_hi], wh[s_lo, s_hi]
-        k = np.maximum(at(kpos, pos), 0)
+        k = np.maximum(at(kpos), 0)
         tok = _gather(kids.token, k[None, :] * big_w + np.arange(big_w)[:, None], pos)  # [W, A]
         within = np.arange(big_w)[:, None] < w_hi[None, :]
         hit = within & ((tok == PAD_TOKEN) | (tok == t[None, :]))
