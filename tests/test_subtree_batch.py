@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from analysis.compare import subtree_batch
 from analysis.compare.subtree import contained_configs, replay_subconfig
-from analysis.compare.subtree_batch import replay_contained
+from analysis.compare.subtree_batch import replay_contained, replay_contained_many
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.engine.batch import ERR_OK, batch_from_rounds, expanded_nodes, replay_batch
 from replay.engine.replayer import replay_round
@@ -60,3 +61,66 @@ def test_synthetic_article_every_contained_config():
     batches = [b for load in run.chunks(1) for b in load()[0]]
     subs = contained_configs(run.tree)
     assert check_contained(run.tree, batches, subs) == 300 * len(subs)
+
+
+# Levels are built only on the rounds still walking (subtree_batch._OnTheWalk); a level drops the columns
+# of stopped rounds when they are more than COMPACT_SHARE of it. Never, the default, and always: the
+# same outcomes, every field, configs replayed together (sharing the levels of a prefix) or one by one.
+SHARES = (0.0, subtree_batch.COMPACT_SHARE, 1.01)
+
+
+def check_many(cfg: TreeConfig, batches, subs, threshold: float = 0.0) -> np.ndarray:
+    """replay_contained_many of ``subs`` at once under each share equals each config alone and the
+    reference; returns every compared round's lower bound (depth where the walk stopped)."""
+    lowers = []
+    for batch in batches:
+        res = replay_batch(batch, cfg, workers=1)
+        for k, shape in enumerate(res.shapes):
+            members = np.flatnonzero((res.shape_index == k) & (res.error == ERR_OK))
+            if not members.shape[0]:
+                continue
+            b, r = batch.take(members), res.take(members)
+            exp = expanded_nodes(b, shape, cfg.tree_type != TREE_DYNAMIC)
+            alone = [replay_contained(b, r, exp, shape, sub, cfg.gamma, threshold) for sub in subs]
+            for share in SHARES:
+                before, subtree_batch.COMPACT_SHARE = subtree_batch.COMPACT_SHARE, share
+                try:
+                    together = replay_contained_many(b, r, exp, shape, subs, cfg.gamma, threshold)
+                finally:
+                    subtree_batch.COMPACT_SHARE = before
+                for sub, one, many in zip(subs, alone, together):
+                    for name in one.__dataclass_fields__:
+                        assert np.array_equal(getattr(one, name), getattr(many, name)), (sub.short(), share, name)
+            for sub, got in zip(subs, alone):
+                for i in range(len(b)):
+                    ref = replay_subconfig(replay_round(b.round_at(i), cfg), sub, threshold, None, cfg.gamma)
+                    assert (bool(got.decided[i]), int(got.lower[i]), int(got.upper[i])) == (
+                        ref.decided,
+                        ref.lower,
+                        ref.upper,
+                    ), (sub.short(), sub.top_head, i, ref.reason)
+                lowers.append(got.lower)
+    return np.concatenate(lowers) if lowers else np.zeros(0, dtype=np.int64)
+
+
+@pytest.mark.slow
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(runs(), st.randoms(use_true_random=False))
+def test_configs_together_match_alone_and_reference(case, rnd):
+    """Random dumps (few token values: walks stop at every depth; early-stopped rounds: shapes of
+    fewer steps), configs of shared prefixes replayed together."""
+    cfg, rounds = case
+    subs = contained_configs(cfg, limit=400)
+    check_many(cfg, batch_from_rounds(rounds), [cfg] + rnd.sample(subs, min(8, len(subs))))
+
+
+@pytest.mark.slow
+def test_synthetic_article_configs_together_most_rounds_stop_early():
+    """Every contained config of the article tree at once on the 300 synthetic rounds: most walks
+    stop by depth 1, so the deeper levels are built on a few rounds (and on none for some chunks)."""
+    run = open_run("sample_dumps/synthetic_article")
+    batches = [b for load in run.chunks(1) for b in load()[0]]
+    subs = contained_configs(run.tree)
+    lowers = check_many(run.tree, batches, subs)
+    assert lowers.shape[0] == 300 * len(subs)
+    assert (lowers <= 1).mean() > 0.5
