@@ -12,7 +12,9 @@ Arrays have the round axis last. A level of the simulated tree is a padded ``[L,
 i+1, k the parent's position among them and W the widest topKSpec entry of step i. Selection is
 recomputed by successive maxima (ties by tree order) in rounds where every key of the level is
 known and ordered (the common case), and with the reference's pairwise IN / OUT / MAYBE rule in
-the others.
+the others. The greedy walk builds and selects each level only on the rounds still walking at its
+depth (most walks stop by depth 1 or 2); under the gammaThreshold early stop every level is built on
+every round first (simulate_levels, which the sampling walk reads too).
 """
 
 from __future__ import annotations
