@@ -346,7 +346,13 @@ def _row_stats(
         j, logr = np.where(tail, j, 0.0), np.where(tail, logr, -np.inf)
     lmm = np.minimum(lmin, logm)
     base = np.stack([lmin - lmax, logr, lmm - lmax])
-    log_rest = None if rest is None else np.log(np.broadcast_to(rest, total.shape))  # element by element
+    log_rest = (
+        None
+        if rest is None
+        else _log_of(rest, total.shape)
+        if isinstance(rest, float)
+        else np.log(np.broadcast_to(rest, total.shape))  # element by element
+    )
     if d is not None:
         d -= lmax[:, None, :]
     x1 = np.exp(lmm)
@@ -588,9 +594,11 @@ class _Chunk:
         out = np.zeros(tok.shape, dtype=bool)
         if isinstance(self.tree, TreeLayout):
             for kids in self.tree.children:
-                idx = np.arange(kids.start, kids.stop) if isinstance(kids, slice) else kids
-                for j in range(1, idx.shape[0]):
-                    out[idx[j]] = (tok[idx[:j]] == tok[idx[j]]).any(axis=0)
+                kt = tok[kids]
+                if kt.shape[0] > 1:  # every pair of siblings at once; child j repeats one of 0..j-1
+                    same = kt[:, None, :] == kt[None, :, :]
+                    same &= _earlier(kt.shape[0])
+                    out[kids] = same.any(axis=0)
         else:
             par = self.parents
             for u in range(1, tok.shape[0]):
@@ -607,6 +615,23 @@ class _Chunk:
         """[E, C] each row's first column (T = 0); _NO_TOKEN without a row or for PAD."""
         first = self.ids[:, 0]
         return np.where(self.has & (first != PAD_TOKEN), first.astype(np.int64), _NO_TOKEN)
+
+
+@lru_cache(maxsize=64)
+def _earlier(n: int) -> np.ndarray:
+    """[n, n, 1] bool: sibling i comes before sibling j."""
+    out = np.triu(np.ones((n, n), dtype=bool), 1)[:, :, None]
+    out.flags.writeable = False
+    return out
+
+
+@lru_cache(maxsize=64)
+def _log_of(value: float, shape: tuple[int, ...]) -> np.ndarray:
+    """np.log of an array of ``value`` (element by element, as the rows' own logs), once per
+    chunk shape: every chunk of a run without PAD has the same V - n."""
+    out: np.ndarray = np.log(np.broadcast_to(value, shape))  # the same call as for a row's own V - n
+    out.flags.writeable = False
+    return out
 
 
 _Terms = tuple[np.ndarray, np.ndarray, np.ndarray]  # _row_scale's (1 / Z_lo, 1 / Z_hi, missing p_hi) [E, C]
@@ -696,7 +721,9 @@ def _aggregate_chunk(sums_lo: np.ndarray, sums_hi: np.ndarray, exact: np.ndarray
     second = (sums_lo[1:] * weights[1:, None]).sum(axis=0)
     # Valid tightening: a probability is <= 1 and P(L >= d) does not grow with d.
     np.minimum(sums_hi, 1.0, out=sums_hi)
-    np.minimum.accumulate(sums_hi, axis=0, out=ge_hi)
+    ge_hi[0] = sums_hi[0]  # a running minimum over the few depths (minimum.accumulate on axis 0 runs slower)
+    for d in range(1, sums_hi.shape[0]):
+        np.minimum(ge_hi[d - 1], sums_hi[d], out=ge_hi[d])
     np.minimum(sums_lo, 1.0, out=sums_lo)
     np.minimum(sums_lo, ge_hi, out=ge_lo)
     np.sum(ge_lo[1:], axis=0, out=exp_lo)

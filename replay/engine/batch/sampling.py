@@ -210,10 +210,11 @@ def batch_sampling(
         b = chunk_bounds(shape_layout(shape), chunks, shape.num_nodes + 1, members.shape[0], t, vocab_size)
         needs_vocab |= b.needs_vocab
         d = b.length_ge_lo.shape[0]
-        exp_lo[members], exp_hi[members] = b.expected_lo, b.expected_hi
-        ge_lo[members] = 0.0
-        ge_hi[members] = 0.0
-        ge_lo[members, :d], ge_hi[members, :d] = b.length_ge_lo.T, b.length_ge_hi.T
-        exact[members], variance[members], problem[members] = b.exact, b.variance, b.problem
+        at: np.ndarray | slice = slice(None) if members.shape[0] == r else members  # every round: no gather
+        exp_lo[at], exp_hi[at] = b.expected_lo, b.expected_hi
+        ge_lo[at, d:] = 0.0
+        ge_hi[at, d:] = 0.0
+        ge_lo[at, :d], ge_hi[at, :d] = b.length_ge_lo.T, b.length_ge_hi.T
+        exact[at], variance[at], problem[at] = b.exact, b.variance, b.problem
     usable = ok & (problem == PROBLEM_NONE)
     return BatchSampling(t, usable, problem, exp_lo, exp_hi, ge_lo, ge_hi, exact, variance, needs_vocab)
