@@ -6,14 +6,17 @@
 One synthetic article run ([[6],[2,2],[1,1]]/[1,2,2], all layout, 16 validate columns with
 scores; replay.testing.batch_synth + replay.testing.sampling_ref.with_validate_scores), one thread.
 Timed in the same process, warmed up, interleaved, repeated: the greedy ``replay_batch`` (the
-yardstick: the machine is shared, read the ratios); the whole ``batch_sampling`` at T (it rebuilds
-the trees, reads each expanded slot's validate row, finds the rows' T-independent statistics, then
-the rule); ``column_bounds`` at T on rows already laid out column-major ([E, K, R]: the statistics
+yardstick: the machine is shared, read the ratios); the whole ``batch_sampling`` at T (chunk by
+chunk it rebuilds the trees, reads each expanded slot's validate row, finds the rows'
+T-independent statistics, then the rule); ``column_bounds`` at T on rows already laid out column-major ([E, K, R]: the statistics
 found and the rule, chunk by chunk); the rule alone at T and at T = 1 (the recording temperature:
 no rescaling), ``PreparedColumns.bounds`` on rows prepared once (``prepare_columns``, its
 statistics found by the warm-up call); and the report's curve on these rounds: prepare once, then
 the rule at the 16 T of analysis.compare.sampling.TEMPERATURE_GRID (counted per round and T).
 Printed: median rounds/s, the min..max spread, and each median time over the greedy replay's.
+Timed by default in this process's CPU time (``--clock cpu``, time.process_time: one thread, so the
+seconds a core spent on it), which a loaded machine's waits for a core do not inflate; ``--clock
+wall`` for time.perf_counter.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=200_000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--temperature", type=float, default=0.7)
+    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     args = ap.parse_args()
     rounds, repeats = (5_000, 2) if args.quick else (args.rounds, args.repeats)
     batch = with_validate_scores(synth_batch(SynthSpec(ARTICLE, rounds, target_cols=16, vocab=50_000)), 0, 50_000)
@@ -73,18 +77,21 @@ def main() -> None:
         curve_name: curve,
     }
     per_call = {name: rounds * (len(TEMPERATURE_GRID) if name == curve_name else 1) for name in jobs}
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     load_start = os.getloadavg()[0]
     for fn in jobs.values():  # warm-up
         fn()
     times: dict[str, list[float]] = {k: [] for k in jobs}
     for _ in range(repeats):  # interleaved
         for name, fn in jobs.items():
-            start = time.perf_counter()
+            start = clock()
             fn()
-            times[name].append(time.perf_counter() - start)
+            times[name].append(clock() - start)
     print(machine_line())
     print(f"load average {load_start:.1f} at start, {os.getloadavg()[0]:.1f} at end")
-    print(f"{rounds} article rounds, 16 validate columns, one thread, {repeats} interleaved repeats\n")
+    print(
+        f"{rounds} article rounds, 16 validate columns, one thread, {repeats} interleaved repeats, {args.clock} time\n"
+    )
     print("| what | M rounds/s (median) | spread (min..max) | time / greedy |")
     print("|---|---|---|---|")
     greedy = statistics.median(times["greedy replay_batch"])

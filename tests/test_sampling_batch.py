@@ -95,3 +95,40 @@ def test_padded_strided_rows_equal_the_reference(layout, t):
         assert smp.expected_lo[i] == pytest.approx(lo, abs=1e-12) and smp.expected_hi[i] == pytest.approx(hi, abs=1e-12)
         np.testing.assert_allclose(smp.length_ge_lo[i, : len(ge_lo)], ge_lo, atol=1e-12)
         np.testing.assert_allclose(smp.length_ge_hi[i, : len(ge_hi)], ge_hi, atol=1e-12)
+
+
+def _twice(batch, seed):
+    """The batch with a token named twice in some validate rows (the first cell counts) and
+    log-probs -inf in some cells past column 0 (weight 0): kinds of cell the child lookup meets."""
+    rng = np.random.default_rng(seed)
+    ids, lp = batch.validate.ids.copy(), batch.validate.logp.copy()
+    twice = rng.random(ids.shape[::2]) < 0.2  # [rows, R]
+    ids[:, 2][twice] = ids[:, 1][twice]
+    zero = rng.random(ids.shape) < 0.05
+    zero[:, 0] = False
+    lp[zero] = -np.inf
+    return replace(batch, validate=MatrixStack(ids, lp))
+
+
+@pytest.mark.parametrize("layout", ["all", "parents"])
+@pytest.mark.parametrize("t", [0.0, 0.7, 1.0, 1.3])
+@pytest.mark.parametrize("hostile", ["twice", "padded"])
+def test_batch_is_the_round_path_bit_for_bit(layout, t, hostile):
+    # The batch runs chunk by chunk on rows it gathers (the child lookup coded in one byte per
+    # edge, no float64 copy of the cells kept); the round path, one round at a time, looks each
+    # child up column by column on rows it keeps: the same float operations, so zero tolerance.
+    spec = SynthSpec(ARTICLE, 300, seed=11, layout=layout, target_cols=6, vocab=VOCAB)
+    batch = with_validate_scores(synth_batch(spec), 11, VOCAB)
+    batch = _twice(batch, 12) if hostile == "twice" else _padded(batch, 13)
+    res = replay_batch(batch, ARTICLE, workers=1)
+    vocab = 10**4
+    smp = batch_sampling(batch, res, ARTICLE, t, vocab_size=vocab)
+    replayed = np.flatnonzero(res.error == 0)
+    assert replayed.shape[0] > 250 and smp.usable[replayed].all()
+    for i in replayed:
+        one = round_sampling(replay_round(batch.round_at(i), ARTICLE), t, vocab)
+        assert (smp.expected_lo[i], smp.expected_hi[i], smp.exact[i]) == (one.expected_lo, one.expected_hi, one.exact)
+        d = len(one.length_ge_lo)  # the round path's P(L >= d) from d = 1
+        np.testing.assert_array_equal(smp.length_ge_lo[i, 1 : d + 1], one.length_ge_lo)
+        np.testing.assert_array_equal(smp.length_ge_hi[i, 1 : d + 1], one.length_ge_hi)
+        assert smp.variance[i] == one.variance if one.exact else np.isnan(smp.variance[i])

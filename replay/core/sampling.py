@@ -235,7 +235,9 @@ class _RowStats:
     takes one exponential each: q^a / q_max^a, which small T does not underflow at the top cells."""
 
     lp: np.ndarray  # [E, K, C] the log-probs as given (float32 or float64), -inf at PAD
-    d: np.ndarray  # [E, K, C] l - lmax per cell in float64
+    # [E, K, C] l - lmax per cell in float64, kept for many T (prepare_columns); None for one T
+    # (column_bounds): _row_scale then finds each row's l - lmax as it needs it, the same subtraction
+    d: np.ndarray | None
     lmax: np.ndarray  # 0 in a dead row (below), whose cells are never read
     total: np.ndarray  # sum q: Z's recorded part at T = 1
     mass: np.ndarray  # the tail mass m (0 for a row naming every token)
@@ -284,9 +286,13 @@ def row_problems(ids: np.ndarray, logp: np.ndarray, vocab_size: int | None = Non
         return _row_stats(ids.T[None], logp.T[None], has, vocab_size).problem
 
 
-def _row_stats(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, vocab_size: int | None) -> _RowStats:
+def _row_stats(
+    ids: np.ndarray, lp: np.ndarray, has: np.ndarray, vocab_size: int | None, keep_d: bool = True
+) -> _RowStats:
     """The T-independent statistics of rows ids, lp [E, K, C] (lp float32 or float64; every sum and
-    exp in float64) and has [E, C]: the one exponential per cell of the tail mass m = 1 - sum q."""
+    exp in float64) and has [E, C]: the one exponential per cell of the tail mass m = 1 - sum q.
+    keep_d: keep l - lmax of every cell in float64 (for many T); without it no [E, K, C] float64
+    array is made (the exponential reads l as float64 through the ufunc's cast, exact)."""
     k = ids.shape[1]
     # One pass tells most chunks they have no PAD cell (PAD_TOKEN is the only negative id).
     pad = ids == PAD_TOKEN if ids.min(initial=0) < 0 else None
@@ -296,11 +302,12 @@ def _row_stats(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, vocab_size: int
         pad = None
     lmax = lp.max(axis=1).astype(np.float64)  # max/min are exact in float32: convert after
     lmin = (np.where(pad, np.inf, lp) if pad is not None else lp).min(axis=1).astype(np.float64)
-    d = lp.astype(np.float64)  # l, then l - lmax (below): one conversion, every sum and exp in float64
+    # l, then l - lmax (below): one conversion, every sum and exp in float64
+    d = lp.astype(np.float64) if keep_d else None
     lp_clean = lp
-    total, cells = np.empty(lmax.shape), np.empty(d.shape[1:])
-    for e in range(d.shape[0]):  # row by row: a [K, C] block stays in cache
-        np.exp(d[e], out=cells)
+    total, cells = np.empty(lmax.shape), np.empty(lp.shape[1:])
+    for e in range(lp.shape[0]):  # row by row: a [K, C] block stays in cache
+        np.exp(lp[e] if d is None else d[e], out=cells, dtype=np.float64)
         np.sum(cells, axis=0, out=total[e])
     # per row, the V - n tokens it does not name (n: its non-PAD cells); one number without PAD
     rest: np.ndarray | float | None = None
@@ -339,8 +346,15 @@ def _row_stats(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, vocab_size: int
         j, logr = np.where(tail, j, 0.0), np.where(tail, logr, -np.inf)
     lmm = np.minimum(lmin, logm)
     base = np.stack([lmin - lmax, logr, lmm - lmax])
-    log_rest = None if rest is None else np.log(np.broadcast_to(rest, total.shape))  # element by element
-    d -= lmax[:, None, :]
+    log_rest = (
+        None
+        if rest is None
+        else _log_of(rest, total.shape)
+        if isinstance(rest, float)
+        else np.log(np.broadcast_to(rest, total.shape))  # element by element
+    )
+    if d is not None:
+        d -= lmax[:, None, :]
     x1 = np.exp(lmm)
     return _RowStats(lp_clean, d, lmax, total, m, logm, x1, qk, j, base, rest, log_rest, dead_or_none, has, problem)
 
@@ -371,10 +385,14 @@ def _row_scale(rs: _RowStats, t: float, cells: np.ndarray | None) -> tuple[np.nd
     else:
         a = 1.0 / t
         assert cells is not None
-        n_rows = rs.d.shape[0]
+        n_rows = rs.lmax.shape[0]
         rec = np.empty(rs.lmax.shape)
         for e in range(n_rows):  # row by row: a [K, C] block stays in cache for its three passes
-            np.multiply(rs.d[e], a, out=cells)
+            if rs.d is None:  # l - lmax in float64, as _row_stats computes it when it keeps it
+                np.subtract(rs.lp[e], rs.lmax[e], out=cells, dtype=np.float64)
+                cells *= a
+            else:
+                np.multiply(rs.d[e], a, out=cells)
             np.exp(cells, out=cells)
             np.sum(cells, axis=0, out=rec[e])
         e = np.multiply(rs.base, a)
@@ -463,12 +481,15 @@ class _Chunk:
         tokens: np.ndarray,
         nodes: list[RowNode],
         vocab: int | None,
+        keep_d: bool = True,
     ) -> None:
+        """tokens [N+1, C] and nodes (an int, or [C] per round): the chunk's own, rounds lo..hi."""
         self.tree, self.lo, self.hi = tree, lo, hi
         self.ids, self.lp, self.has = rows
-        self.tok = _as_ids_type(np.ascontiguousarray(tokens[:, lo:hi]), self.ids)
-        self.nodes: list[RowNode] = [int(v) if isinstance(v, (int, np.integer)) else v[lo:hi] for v in nodes]
+        self.tok = _as_ids_type(np.ascontiguousarray(tokens), self.ids)
+        self.nodes: list[RowNode] = [int(v) if isinstance(v, (int, np.integer)) else v for v in nodes]
         self.vocab_size = vocab
+        self.keep_d = keep_d  # many T will read the chunk (prepare_columns): keep l - lmax per cell
         if isinstance(tree, TreeColumns):  # each node's parent row, per round: offsets into [E, C] arrays
             c = hi - lo
             self.parents = tree.parents[:, lo:hi]
@@ -485,7 +506,7 @@ class _Chunk:
     @cached_property
     def stats(self) -> _RowStats:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-            return _row_stats(self.ids, self.lp, self.has, self.vocab_size)
+            return _row_stats(self.ids, self.lp, self.has, self.vocab_size, self.keep_d)
 
     @cached_property
     def child_cells(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -497,6 +518,9 @@ class _Chunk:
         * value) by the mask, as numpy's exp of -inf runs several times slower than of a finite value.
         """
         rs, tok = self.stats, self.tok
+        coded = self._coded_child_cells(rs)
+        if coded is not None:
+            return coded
         out = np.ones(tok.shape)
         if isinstance(self.tree, TreeLayout) and tok.shape[1] < SMALL_CHUNK:  # every edge at once
             nr = self.tree.node_row
@@ -520,6 +544,48 @@ class _Chunk:
         out *= there
         return d, out, there.astype(np.float64)
 
+    def _coded_child_cells(self, rs: _RowStats) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """child_cells for a TreeLayout on a chunk's rows laid out contiguously ([E, K, C], as the
+        batch reads them), in few numpy calls: None elsewhere (the per-column lookup below).
+
+        Each child's first cell in its parent's row, coded in one byte: the comparisons [kids, K, C]
+        times the weights K..1 (cell i weighs K - i), their maximum over the cells (0: no cell), so
+        the first match weighs most; then one gather of every edge's cell. The values are the same
+        as child_cells' below, bit for bit: a lane that is not there (no match, a garbage cell read
+        for it, a dead row) gets a finite value and weight 0, without a select on a mask that has
+        no pattern (about 10 ns an element).
+        """
+        ids, lp, tok, tree = self.ids, rs.lp, self.tok, self.tree
+        n1, c = tok.shape
+        k = ids.shape[1]
+        if not isinstance(tree, TreeLayout) or c < SMALL_CHUNK or k > 255:
+            return None
+        if not (ids.flags.c_contiguous and lp.flags.c_contiguous and ids.shape[2] == c):
+            return None
+        code = np.zeros((n1, c), dtype=np.uint8)
+        weights = np.arange(k, 0, -1, dtype=np.uint8)[:, None]
+        for e, kids in enumerate(tree.children):
+            hit = np.equal(tok[kids][:, None, :], ids[e][None]).view(np.uint8)  # [kids, K, C]
+            hit *= weights
+            code[kids] = hit.max(axis=1)
+        # the cell (row, K - code) of the flat [E, K, C] rows; code 0 reads some cell (clipped), unused
+        at = code.astype(np.intp)
+        at *= -c
+        at += ((tree.node_row + 1) * (k * c))[:, None] + np.arange(c)
+        v = np.take(lp.reshape(-1), at, mode="clip").astype(np.float64, copy=False)
+        there = code > 0
+        there &= v <= 0.0
+        there &= v > -1e300  # -inf (weight 0) is not there, as child_cells' -1e300 floor
+        there[0] = False
+        if rs.dead is not None:
+            there &= ~self.per_edge(rs.dead)
+        np.fmin(v, 0.0, out=v)  # finite everywhere (NaN too): 0 * it is 0
+        np.fmax(v, -1e300, out=v)
+        d = v - self.per_edge(rs.lmax)
+        d *= there
+        v *= there
+        return d, v, there.astype(np.float64)
+
     @cached_property
     def repeat(self) -> np.ndarray | None:
         """[N+1, C] 0.0 for a child with an earlier sibling's token, never reached (the walk moves to
@@ -528,9 +594,11 @@ class _Chunk:
         out = np.zeros(tok.shape, dtype=bool)
         if isinstance(self.tree, TreeLayout):
             for kids in self.tree.children:
-                idx = np.arange(kids.start, kids.stop) if isinstance(kids, slice) else kids
-                for j in range(1, idx.shape[0]):
-                    out[idx[j]] = (tok[idx[:j]] == tok[idx[j]]).any(axis=0)
+                kt = tok[kids]
+                if kt.shape[0] > 1:  # every pair of siblings at once; child j repeats one of 0..j-1
+                    same = kt[:, None, :] == kt[None, :, :]
+                    same &= _earlier(kt.shape[0])
+                    out[kids] = same.any(axis=0)
         else:
             par = self.parents
             for u in range(1, tok.shape[0]):
@@ -547,6 +615,23 @@ class _Chunk:
         """[E, C] each row's first column (T = 0); _NO_TOKEN without a row or for PAD."""
         first = self.ids[:, 0]
         return np.where(self.has & (first != PAD_TOKEN), first.astype(np.int64), _NO_TOKEN)
+
+
+@lru_cache(maxsize=64)
+def _earlier(n: int) -> np.ndarray:
+    """[n, n, 1] bool: sibling i comes before sibling j."""
+    out = np.triu(np.ones((n, n), dtype=bool), 1)[:, :, None]
+    out.flags.writeable = False
+    return out
+
+
+@lru_cache(maxsize=64)
+def _log_of(value: float, shape: tuple[int, ...]) -> np.ndarray:
+    """np.log of an array of ``value`` (element by element, as the rows' own logs), once per
+    chunk shape: every chunk of a run without PAD has the same V - n."""
+    out: np.ndarray = np.log(np.broadcast_to(value, shape))  # the same call as for a row's own V - n
+    out.flags.writeable = False
+    return out
 
 
 _Terms = tuple[np.ndarray, np.ndarray, np.ndarray]  # _row_scale's (1 / Z_lo, 1 / Z_hi, missing p_hi) [E, C]
@@ -636,7 +721,9 @@ def _aggregate_chunk(sums_lo: np.ndarray, sums_hi: np.ndarray, exact: np.ndarray
     second = (sums_lo[1:] * weights[1:, None]).sum(axis=0)
     # Valid tightening: a probability is <= 1 and P(L >= d) does not grow with d.
     np.minimum(sums_hi, 1.0, out=sums_hi)
-    np.minimum.accumulate(sums_hi, axis=0, out=ge_hi)
+    ge_hi[0] = sums_hi[0]  # a running minimum over the few depths (minimum.accumulate on axis 0 runs slower)
+    for d in range(1, sums_hi.shape[0]):
+        np.minimum(ge_hi[d - 1], sums_hi[d], out=ge_hi[d])
     np.minimum(sums_lo, 1.0, out=sums_lo)
     np.minimum(sums_lo, ge_hi, out=ge_lo)
     np.sum(ge_lo[1:], axis=0, out=exp_lo)
@@ -653,10 +740,12 @@ def _chunks(
     row_node: list[RowNode],
     vocab_size: int | None,
     chunk_rounds: int,
+    keep_d: bool,
 ) -> Iterator[_Chunk]:
     for lo in range(0, tokens.shape[1], chunk_rounds):
         hi = min(lo + chunk_rounds, tokens.shape[1])
-        yield _Chunk(tree, lo, hi, rows(lo, hi), tokens, row_node, vocab_size)
+        nodes = [v if isinstance(v, (int, np.integer)) else v[lo:hi] for v in row_node]
+        yield _Chunk(tree, lo, hi, rows(lo, hi), tokens[:, lo:hi], nodes, vocab_size, keep_d)
 
 
 def _bounds_of(
@@ -729,7 +818,7 @@ def prepare_columns(
     chunk_rounds: int = CHUNK_ROUNDS,
 ) -> PreparedColumns:
     """column_bounds' rounds, read once for many temperatures (column_bounds' arguments)."""
-    chunks = tuple(_chunks(tree, rows, tokens, row_node, vocab_size, chunk_rounds))
+    chunks = tuple(_chunks(tree, rows, tokens, row_node, vocab_size, chunk_rounds, True))
     return PreparedColumns(tree, (tokens.shape[0], tokens.shape[1]), chunks, vocab_size)
 
 
@@ -751,8 +840,29 @@ def column_bounds(
     tokens: [N+1, R] int node tokens; row_node: per row, its node id (an int, or [R] per round)
     """
     t = check_temperature(temperature)
-    chunks = _chunks(tree, rows, tokens, row_node, vocab_size, chunk_rounds)
+    chunks = _chunks(tree, rows, tokens, row_node, vocab_size, chunk_rounds, False)
     return _bounds_of(tree, chunks, (tokens.shape[0], tokens.shape[1]), t, vocab_size, keep_reach)
+
+
+# One chunk of rounds lo..hi of one tree layout, as its maker has it: (lo, hi, (ids [E, K, C], logp
+# [E, K, C], has [E, C]), tokens [N+1, C], per row its node: an int, or [C]).
+ChunkInput = tuple[int, int, tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray, list[RowNode]]
+
+
+def chunk_bounds(
+    tree: TreeLayout,
+    chunks: Iterable[ChunkInput],
+    n1: int,
+    rounds: int,
+    temperature: float,
+    vocab_size: int | None = None,
+) -> ColumnBounds:
+    """column_bounds on chunks its caller makes one at a time (the batch replay rebuilds each
+    chunk's trees and reads its rows just before the rule needs them, in cache); chunks cover rounds
+    0..rounds in order. Each chunk is used and dropped, as in column_bounds."""
+    t = check_temperature(temperature)
+    made = (_Chunk(tree, lo, hi, rows, tok, nodes, vocab_size, False) for lo, hi, rows, tok, nodes in chunks)
+    return _bounds_of(tree, made, (n1, rounds), t, vocab_size, False)
 
 
 @dataclass(frozen=True, eq=False)

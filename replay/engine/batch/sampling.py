@@ -1,8 +1,9 @@
 """Sampling-mode replay on the batch arrays: replay.core.sampling over a RoundBatch and its BatchResult.
 
-The rule is replay.core.sampling.column_bounds; this module only hands it the batch's own
-column-major arrays, shape by shape: the level tokens the greedy rebuild gives, each expanded
-slot's node, and each slot's validate row (chunk by chunk, so the rows are read once, in cache).
+The rule is replay.core.sampling's (chunk_bounds); this module only hands it the batch's own
+column-major arrays, shape by shape and chunk by chunk: the level tokens the greedy rebuild gives,
+each expanded slot's node, and each slot's validate row (rebuilt and read just before the rule
+uses them, so both are in cache).
 Expanded slots are the rows of the rule's TreeLayout, the same for every round of a shape: slot
 (i, j), step i's j-th expanded node, holds the distribution every child of that slot is drawn
 from, whichever node the round expanded there.
@@ -10,6 +11,7 @@ from, whichever node the round expanded there.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -17,12 +19,14 @@ import numpy as np
 
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.sampling import (
+    CHUNK_ROUNDS,
     PROBLEM_NONE,
+    ChunkInput,
     RowNode,
     RowReader,
     TreeLayout,
     check_temperature,
-    column_bounds,
+    chunk_bounds,
     greedy_logp,
 )
 from replay.core.vocab import NO_PARENT
@@ -30,6 +34,7 @@ from replay.io.roundbatch import RoundBatch
 
 from .codes import ERR_OK
 from .driver import rebuilt_levels
+from .kernel import _columns, _rebuild_chunk
 from .result import BatchResult
 from .shapes import TreeShape
 
@@ -104,40 +109,73 @@ def shape_inputs(part: RoundBatch, shape: TreeShape, static: bool, layout_all: n
 
 
 def _row_reader(part: RoundBatch, row_node: list[RowNode], layout_all: np.ndarray) -> RowReader:
-    """rows(lo, hi) for column_bounds: slot e reads validate row e (parents layout) or its node's
-    row (all layout); has is False where that row is past the stack's rows."""
+    """rows(lo, hi) for column_bounds: _chunk_rows of rounds lo..hi."""
+
+    def rows(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        nodes = [node if isinstance(node, int) else node[lo:hi] for node in row_node]
+        return _chunk_rows(part, nodes, layout_all[lo:hi], lo, hi)
+
+    return rows
+
+
+def _chunk_rows(
+    part: RoundBatch, nodes: list[RowNode], layout_all: np.ndarray, lo: int, hi: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids [E, K, C], logp [E, K, C], has [E, C]) of rounds lo..hi: slot e reads validate row e
+    (parents layout) or its node's row (all layout; nodes[e]: an int, or [C] per round of the
+    chunk); has is False where that row is past the stack's rows."""
     v = part.validate
     assert v.logp is not None  # batch_sampling checks it first
     vrows, k, r = v.ids.shape
-    n_slots = len(row_node)
-    if not layout_all.any() and n_slots <= vrows:  # parents layout throughout: views, no copy
-        return lambda lo, hi: (v.ids[:n_slots, :, lo:hi], v.logp[:n_slots, :, lo:hi], np.ones((n_slots, hi - lo), bool))
+    n_slots, c = len(nodes), hi - lo
+    every, none = bool(layout_all.all()), not layout_all.any()
+    if none and n_slots <= vrows:  # parents layout throughout: views, no copy
+        return v.ids[:n_slots, :, lo:hi], v.logp[:n_slots, :, lo:hi], np.ones((n_slots, c), bool)
     logp = v.logp
     flat = v.ids.flags.c_contiguous and logp.flags.c_contiguous  # as the readers give them
+    cols = np.arange(lo, hi)
+    cells = np.arange(k)[:, None] * r + cols[None, :]  # [K, C] offsets within one row
+    ids = np.empty((n_slots, k, c), dtype=v.ids.dtype)
+    lp = np.empty((n_slots, k, c), dtype=logp.dtype)
+    has = np.empty((n_slots, c), dtype=bool)
+    for e, node in enumerate(nodes):
+        row = node if every else e if none else np.where(layout_all, node, e)
+        if isinstance(row, int) or (row == row[0]).all():  # one row for every round of the chunk (the root): a copy
+            one = int(row if isinstance(row, int) else row[0])
+            has[e] = one < vrows
+            one = min(one, vrows - 1)
+            ids[e], lp[e] = v.ids[one, :, lo:hi], logp[one, :, lo:hi]
+            continue
+        has[e] = row < vrows
+        row = np.minimum(row, vrows - 1)
+        if flat:  # a gather: K cells per round from the row each round expanded (in bounds: clip costs less)
+            idx = cells + row[None, :] * (k * r)
+            np.take(v.ids.reshape(-1), idx, out=ids[e], mode="clip")
+            np.take(logp.reshape(-1), idx, out=lp[e], mode="clip")
+        else:  # the same gather on strided stacks, without copying them whole
+            ids[e] = v.ids[row[None, :], np.arange(k)[:, None], cols[None, :]]
+            lp[e] = logp[row[None, :], np.arange(k)[:, None], cols[None, :]]
+    return ids, lp, has
 
-    def rows(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        c = hi - lo
-        cols = np.arange(lo, hi)
-        cells = np.arange(k)[:, None] * r + cols[None, :]  # [K, C] offsets within one row
-        ids = np.empty((n_slots, k, c), dtype=v.ids.dtype)
-        lp = np.empty((n_slots, k, c), dtype=logp.dtype)
-        has = np.empty((n_slots, c), dtype=bool)
-        for e, node in enumerate(row_node):
-            row = np.where(layout_all[lo:hi], node if isinstance(node, int) else node[lo:hi], e)
-            has[e] = row < vrows
-            row = np.minimum(row, vrows - 1)
-            if (row == row[0]).all():  # one row for every round of the chunk (the root): a copy
-                ids[e], lp[e] = v.ids[row[0], :, lo:hi], logp[row[0], :, lo:hi]
-            elif flat:  # a gather: K cells per round from the row each round expanded
-                idx = cells + row[None, :] * (k * r)
-                np.take(v.ids.reshape(-1), idx, out=ids[e])
-                np.take(logp.reshape(-1), idx, out=lp[e])
-            else:  # the same gather on strided stacks, without copying them whole
-                ids[e] = v.ids[row[None, :], np.arange(k)[:, None], cols[None, :]]
-                lp[e] = logp[row[None, :], np.arange(k)[:, None], cols[None, :]]
-        return ids, lp, has
 
-    return rows
+def _shape_chunks(
+    part: RoundBatch, shape: TreeShape, static: bool, layout_all: np.ndarray, chunk_rounds: int = CHUNK_ROUNDS
+) -> Iterator[ChunkInput]:
+    """chunk_bounds' chunks of ``part`` (every round of ``shape``, replayed), one at a time: each
+    chunk's trees rebuilt as replay_batch rebuilds them (its kernel's _rebuild_chunk), then its rows
+    read, so that the rule finds both in cache; nothing is kept for the whole part."""
+    r, n1 = len(part), shape.num_nodes + 1
+    for lo in range(0, r, chunk_rounds):
+        hi = min(lo + chunk_rounds, r)
+        tree = _rebuild_chunk(part, lo, hi, shape, static, _columns(hi - lo))
+        tok = np.empty((n1, hi - lo), dtype=np.result_type(*tree.tokens))
+        tok[0] = 0  # the root's entry, unused
+        for i, level in enumerate(tree.tokens):
+            tok[shape.starts[i + 1] : shape.starts[i + 1] + level.shape[0]] = level
+        nodes: list[RowNode] = [0]
+        for i in range(1, shape.num_steps):
+            nodes.extend(shape.starts[i] + tree.chosen[i][j] for j in range(shape.heads[i]))
+        yield lo, hi, _chunk_rows(part, nodes, layout_all[lo:hi], lo, hi), tok, nodes
 
 
 def batch_sampling(
@@ -168,14 +206,15 @@ def batch_sampling(
         if not members.shape[0]:
             continue
         part = batch if members.shape[0] == r else batch.take(members)  # every round: no copy
-        inputs = shape_inputs(part, shape, static, result.layout[members] == 1)
-        b = column_bounds(shape_layout(shape), inputs.rows, inputs.tokens, inputs.row_node, t, vocab_size)
+        chunks = _shape_chunks(part, shape, static, result.layout[members] == 1)
+        b = chunk_bounds(shape_layout(shape), chunks, shape.num_nodes + 1, members.shape[0], t, vocab_size)
         needs_vocab |= b.needs_vocab
         d = b.length_ge_lo.shape[0]
-        exp_lo[members], exp_hi[members] = b.expected_lo, b.expected_hi
-        ge_lo[members] = 0.0
-        ge_hi[members] = 0.0
-        ge_lo[members, :d], ge_hi[members, :d] = b.length_ge_lo.T, b.length_ge_hi.T
-        exact[members], variance[members], problem[members] = b.exact, b.variance, b.problem
+        at: np.ndarray | slice = slice(None) if members.shape[0] == r else members  # every round: no gather
+        exp_lo[at], exp_hi[at] = b.expected_lo, b.expected_hi
+        ge_lo[at, d:] = 0.0
+        ge_hi[at, d:] = 0.0
+        ge_lo[at, :d], ge_hi[at, :d] = b.length_ge_lo.T, b.length_ge_hi.T
+        exact[at], variance[at], problem[at] = b.exact, b.variance, b.problem
     usable = ok & (problem == PROBLEM_NONE)
     return BatchSampling(t, usable, problem, exp_lo, exp_hi, ge_lo, ge_hi, exact, variance, needs_vocab)
