@@ -2722,6 +2722,28 @@ def test_a_vocab_size_below_the_recorded_candidates_is_one_line_on_the_batch_pat
     )
     assert code == 2 and out == ""
     assert err.strip().splitlines()[-1] == (
-        "specreplay: error: vocab size 2 (from --vocab-size): smaller than the 4 recorded candidates per row"
+        "specreplay: error: vocab size 2 (from --vocab-size): smaller than the 4 recorded candidates per row; "
+        "it must be at least 4 (the target's vocabulary size)"
     )
     assert "internal error" not in err and "Traceback" not in err
+
+
+# --- sampling-minor: issue 20's small items from the new-user tries (one line, the file, 0-based rows) ---
+
+
+def test_replay_tells_a_vocab_size_below_the_recorded_candidates_once(capsys):
+    # new-user try 4: replay skipped every round with the same line (300 rounds, folded) and exit 2;
+    # the option is wrong for the whole dump: one line, naming the option, its value, the file and the size
+    code, out, err = run(
+        capsys, "replay", "sample_dumps/synthetic_article", "--temperature", "0.7", "--vocab-size", "2", "--summary"
+    )
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        "specreplay: error: sample_dumps/synthetic_article/validate_100_116.npz (scores): vocab size 2 (from "
+        "--vocab-size): smaller than the 4 recorded candidates per row; it must be at least 4 (the target's "
+        "vocabulary size)"
+    ), err
+    code, out, err = run(
+        capsys, "replay", "sample_dumps/synthetic_article", "--temperature", "0.7", "--vocab-size", "4", "--summary"
+    )
+    assert "recorded candidates" not in err  # the size it names passes this check (the rows are then judged by it)

@@ -14,6 +14,7 @@ import numpy as np
 from replay.core.sampling import (
     PROBLEM_SUM,
     VocabSize,
+    VocabTooSmall,
     check_temperature,
     greedy_logp,
     problem_words,
@@ -99,6 +100,12 @@ def sampling_skip(name: str, temperature: float, why: str) -> Skipped:
     return Skipped(f"round {name}", f"no sampling replay at T = {temperature:g}: {why}", ())
 
 
+class VocabBelowCandidates(SpecReplayError):
+    """round_sampling's VocabTooSmall, naming the round's scores file. No ValueError on purpose: the
+    round-by-round callers skip a round on a ValueError, but a vocabulary size below the recorded
+    candidates is a wrong option (or manifest), told once with exit 2, as the batch paths tell it."""
+
+
 class VocabSizeConflict(SpecReplayError, ValueError):
     """--vocab-size and the manifest's vocab_size disagree: a ValueError to API callers, one line and
     exit 2 to the CLI (every command and the report, without a wrapper of their own)."""
@@ -123,7 +130,8 @@ def vocab_size_of(explicit: int | None, recorded: int | None, manifest_path: str
 def round_sampling(
     res, temperature: float, vocab_size: int | None = None, node_temperatures: Sequence[float] | None = None
 ) -> RoundSampling:
-    """Bounds for a replay.engine.replayer.RoundResult; ValueError (the reason) when it cannot be used.
+    """Bounds for a replay.engine.replayer.RoundResult; ValueError (the reason) when it cannot be used,
+    VocabBelowCandidates when ``vocab_size`` is below its recorded candidates (wrong for the dump).
 
     node_temperatures: the manifest's node_logprob_temperatures; at one of them a round that carries
     node_logprobs (``res.node_logp``) is exact from those (replay.core.sampling_recorded).
@@ -147,7 +155,10 @@ def round_sampling(
         if check_temperature(temperature) != 0.0:
             raise ValueError(NO_SCORES)
         logp = greedy_logp(res.validate_ids)  # T = 0 reads only the top-1 column
-    b = round_bounds(res.tree, res.validate_ids, logp, res.layout, temperature, vocab_size)
+    try:
+        b = round_bounds(res.tree, res.validate_ids, logp, res.layout, temperature, vocab_size)
+    except VocabTooSmall as exc:
+        raise VocabBelowCandidates(f"{res.scores_path} (scores): {exc}") from None
     if b.problem[0]:
         raise ValueError(_row_problem_words(res, int(b.problem[0]), vocab_size))
     return _one(b, False)
