@@ -2747,3 +2747,19 @@ def test_replay_tells_a_vocab_size_below_the_recorded_candidates_once(capsys):
         capsys, "replay", "sample_dumps/synthetic_article", "--temperature", "0.7", "--vocab-size", "4", "--summary"
     )
     assert "recorded candidates" not in err  # the size it names passes this check (the rows are then judged by it)
+
+
+def test_a_row_number_in_a_message_says_it_counts_from_zero(capsys, tmp_path):
+    # new-user try 4: "row 1" was read as the file's first row; rows count from 0 (docs/dump-format.md)
+    d = small_scored_by_hand(tmp_path / "sum")
+    lines = (d / "validate_10_20.scores").read_text(encoding="utf-8").splitlines()
+    lines[1] = " ".join(repr(math.log(p)) for p in (0.9, 0.6, 0.1))  # the second line: row 1
+    (d / "validate_10_20.scores").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, _, err = run(capsys, "replay", d, "--temperature", "0.7", "--summary")
+    assert code == 2
+    assert_told(err, "validate_10_20.scores (scores), row 1 (0-based): a validate row's probabilities sum")
+    d = small_scored_by_hand(tmp_path / "neg")
+    write_matrix(d / "draft_step_1_10_20", [[30], [-40]])  # the second row of step 1
+    code, _, err = run(capsys, "replay", d)
+    assert code == 2
+    assert_told(err, "draft_step_1 row 1 (0-based) has negative token ids")

@@ -25,6 +25,7 @@ from replay.core.sampling_recorded import recorded_bounds, recorded_column
 from replay.core.vocab import LAYOUT_ALL, PAD_TOKEN
 from replay.io.grouping import Skipped
 from replay.util.errors import SpecReplayError
+from replay.util.words import row_words
 
 NO_SCORES = "its validate rows have no scores (sampling mode needs the target's log-probs; docs/dump-format.md)"
 
@@ -177,7 +178,7 @@ def _row_problem_words(res, code: int, vocab_size: int | None) -> str:
     rows = rows[rows < res.validate_ids.shape[0]]
     codes = row_problems(res.validate_ids[rows], res.validate_logp[rows], vocab_size)
     hit = rows[codes == code]
-    where = f"{res.scores_path} (scores)" + (f", row {int(hit[0])}" if hit.shape[0] else "")
+    where = f"{res.scores_path} (scores)" + (f", {row_words(int(hit[0]))}" if hit.shape[0] else "")
     words = problem_words(code, vocab_size)
     if code == PROBLEM_SUM and hit.shape[0]:  # the sum itself tells a user which scores are wrong
         row = int(hit[0])
