@@ -2763,3 +2763,34 @@ def test_a_row_number_in_a_message_says_it_counts_from_zero(capsys, tmp_path):
     code, _, err = run(capsys, "replay", d)
     assert code == 2
     assert_told(err, "draft_step_1 row 1 (0-based) has negative token ids")
+
+
+def test_a_bad_row_of_a_run_packed_from_memory_names_the_packed_file(capsys, tmp_path):
+    # new-user try 4, on bench/million.py's run: "validate (scores), row 0" named no file; the message
+    # now names the packed array and the round's place in it, which the user can open with numpy
+    import numpy as np
+
+    from replay.core.config import TreeConfig
+    from replay.io.packed.pack import pack_batches
+    from replay.testing.batch_synth import synth_run
+    from replay.testing.sampling_ref import with_validate_scores
+
+    cfg = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
+    batches = synth_run(cfg, 40, seed=3, early_stop_rate=0.0, target_cols=4, vocab=1000)
+    batches = [with_validate_scores(b, k, 1000) for k, b in enumerate(batches)]
+    lp = batches[0].validate.logp  # [rows, cols, rounds]
+    lp[0, :, 1] = np.log(0.6)  # the root row of the second round sums to 2.4
+    run_dir = tmp_path / "run"
+    pack_batches(batches, run_dir, manifest={"config": cfg.to_json(), "layout": "all", "vocab_size": 1000})
+    for argv in (("replay", "--summary"), ("batch",), ("compare",)):
+        code, _, err = run(capsys, argv[0], run_dir, *argv[1:], "--temperature", "0.7")
+        assert code == 1, err
+        (line,) = [x for x in err.splitlines() if "sum to more than 1" in x]
+        assert " validate (scores)" not in line
+        where = line.split("no sampling replay at T = 0.7: ")[1].split(" (scores), row 0 (0-based)")[0]
+        file, _, index = where.partition("[")
+        assert Path(file).parent.parent == run_dir and Path(file).name == "v_logp.npy", line
+        block, rows, cols, i = (p.strip() for p in index.rstrip("]").split(","))
+        assert (rows, cols) == (":", ":")
+        row = np.load(file)[int(block), 0, :, int(i)]  # the row the message names: the one we wrote
+        assert np.exp(row).sum() == pytest.approx(2.4, rel=1e-6)
