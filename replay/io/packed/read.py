@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from replay.io.formats.matrix_io import RawSpec
+from replay.io.formats.matrix_io import DumpMatrix, RawSpec
 from replay.io.grouping import Key, Skipped, Step0Check
 from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
 from replay.io.rounds import Round
@@ -352,7 +352,7 @@ class PackedRun:
             return rnd  # packed from a directory: the original files' names (docs/packed-format.md)
         where = f"[{k}, :, :, {i}]"
 
-        def named(prefix: str, m):
+        def named(prefix: str, m: DumpMatrix) -> DumpMatrix:
             logp = group.arrays.get(f"{prefix}_logp")
             scores = "" if logp is None else f"{self.path / logp.file}{where}"
             return replace(m, path=f"{self.path / group.arrays[f'{prefix}_ids'].file}{where}", scores_path=scores)
