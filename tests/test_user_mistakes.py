@@ -2794,3 +2794,42 @@ def test_a_bad_row_of_a_run_packed_from_memory_names_the_packed_file(capsys, tmp
         assert (rows, cols) == (":", ":")
         row = np.load(file)[int(block), 0, :, int(i)]  # the row the message names: the one we wrote
         assert np.exp(row).sum() == pytest.approx(2.4, rel=1e-6)
+
+
+def two_scored_rounds_one_bad(directory: Path) -> Path:
+    """small_scored_by_hand's round 10_20, and the same round again as 20_30 with a first row that
+    sums to 1.6 (refused at T > 0)."""
+    small_scored_by_hand(directory)
+    for name in ("draft_step_0_9_19", "draft_step_0_9_19.parents", "draft_step_1_10_20", "draft_step_1_10_20.parents"):
+        new = name.replace("9_19", "19_29").replace("10_20", "20_30")
+        shutil.copy(directory / name, directory / new)
+    shutil.copy(directory / "validate_10_20", directory / "validate_20_30")
+    lines = (directory / "validate_10_20.scores").read_text(encoding="utf-8").splitlines()
+    lines[0] = " ".join(repr(math.log(p)) for p in (0.9, 0.6, 0.1))
+    (directory / "validate_20_30.scores").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return directory
+
+
+@pytest.mark.parametrize(
+    "argv, head",
+    [
+        (
+            ("replay", "--summary"),
+            "sampling at T = 0.7 (2 rounds with scores, 1 of them skipped (listed on stderr), 0 exact of the 1 used):",
+        ),
+        (
+            ("batch",),
+            "sampling at T = 0.7 (2 rounds with scores, 1 of them skipped (listed on stderr), 0 exact of the 1 used):",
+        ),
+        (("compare",), "my: 2 rounds with scores, 1 of them skipped (listed on stderr) at T = 0.7, recorded"),
+        (("recommend", "--budget", "3"), "my: 2 rounds with scores, 1 of them skipped (listed on stderr) at T = 0.7;"),
+    ],
+    ids=["replay", "batch", "compare", "recommend"],
+)
+def test_the_count_of_rounds_with_scores_includes_those_skipped_for_a_bad_row(capsys, tmp_path, argv, head):
+    # new-user try 4: "1 rounds with scores" for a dump whose two rounds both have scores (one refused)
+    d = two_scored_rounds_one_bad(tmp_path / "my")
+    code, out, err = run(capsys, argv[0], d, *argv[1:], "--temperature", "0.7")
+    assert code == 1, err
+    assert head in out, out
+    assert_told(err, "skipped round 20_30", "sum to more than 1")

@@ -13,7 +13,7 @@ import json
 import sys
 
 from replay.engine.render import rounds_with_scores
-from replay.engine.sampling import sampling_skip
+from replay.engine.sampling import refused_with_scores, sampling_skip
 from replay.util.atomic import atomic_path
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled
@@ -66,6 +66,7 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
     t = args.temperature
     tables, per_round, skipped, needs_vocab = [], [], {}, False
     args.vocab_used = {}  # per run, what _print's JSON reports
+    args.refused_with_scores = {}  # per run, rounds with scores refused at T (a bad row): _print's count
     for run in runs:
         vocab = sampling_vocab(args, run.replay.manifest)  # --vocab-size, else the manifest's
         args.vocab_used[run.label] = vocab
@@ -76,6 +77,7 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
         finally:
             close()
         skipped[run.label] = [sampling_skip(name, t, why) for name, _, why in done.skipped]
+        args.refused_with_scores[run.label] = refused_with_scores(why for _, _, why in done.skipped)
         _note_missing_node_logprobs(run, t, {name for name, _, _ in done.skipped})
         if not int(done.table["rounds"].max()):
             if len(runs) == 1:
@@ -144,7 +146,8 @@ def _print(table, per_round, args: argparse.Namespace) -> None:
     for run, grp in table.groupby("run", sort=False):
         first = grp.iloc[0]
         print(
-            f"{run}: {rounds_with_scores(int(first['rounds']), args.temperature)} at T = {args.temperature:g}, "
+            f"{run}: {rounds_with_scores(int(first['rounds']), args.temperature, args.refused_with_scores[run])} "
+            f"at T = {args.temperature:g}, "
             f"recorded {first['config']} (first row)"
         )
         print(sampling_display(grp).to_string(index=False))

@@ -6,7 +6,7 @@ use it (their validate rows carry scores) and turns one round's bounds into plai
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,6 +94,12 @@ def length_at_bounds(ge_lo: np.ndarray, ge_hi: np.ndarray) -> tuple[np.ndarray, 
     zero = np.zeros((ge_lo.shape[0], 1))
     nxt_lo, nxt_hi = np.hstack([ge_lo[:, 1:], zero]), np.hstack([ge_hi[:, 1:], zero])
     return np.clip(ge_lo - nxt_hi, 0.0, 1.0), np.clip(ge_hi - nxt_lo, 0.0, 1.0)
+
+
+def refused_with_scores(reasons: Iterable[str]) -> int:
+    """How many of round_sampling's refusals (their reasons) are of rounds with scores (a bad row):
+    every one but NO_SCORES. The summaries count those among the rounds with scores."""
+    return sum(why != NO_SCORES for why in reasons)
 
 
 def sampling_skip(name: str, temperature: float, why: str) -> Skipped:
