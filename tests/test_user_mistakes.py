@@ -2833,3 +2833,25 @@ def test_the_count_of_rounds_with_scores_includes_those_skipped_for_a_bad_row(ca
     assert code == 1, err
     assert head in out, out
     assert_told(err, "skipped round 20_30", "sum to more than 1")
+
+
+def test_no_usable_round_at_t_is_one_wording_in_every_command(capsys):
+    # new-user try 4: stats said "no round could be replayed at T = 0.7 in DUMP (reasons listed above)",
+    # replay "DUMP: no round could be replayed (1 round(s) skipped, ...)", compare with two runs a third
+    dump = "sample_dumps/article_round"  # no scores: nothing to sample from
+    lines = {}
+    for argv in (("replay",), ("batch",), ("stats",), ("compare",), ("recommend", "--budget", "4")):
+        code, out, err = run(capsys, argv[0], dump, *argv[1:], "--temperature", "0.7")
+        assert code == 2 and out == ""
+        lines[argv[0]] = err.strip().splitlines()[-1]
+        assert err.count("skipped round 124_140") == 1, err  # the reason once, before the error
+    assert len(set(lines.values())) == 1, lines
+    assert lines["stats"].startswith(f"specreplay: error: {dump}: no round could be replayed (1 round(s) skipped")
+    several = {}
+    for argv in (("stats",), ("compare",), ("recommend", "--budget", "4")):
+        code, out, err = run(capsys, argv[0], dump, dump, *argv[1:], "--temperature", "0.7")
+        assert code == 2
+        several[argv[0]] = err.strip().splitlines()[-1]
+    assert set(several.values()) == {
+        f"specreplay: error: no round could be replayed at T = 0.7 in {dump}, {dump} (reasons listed above)"
+    }, several

@@ -21,6 +21,7 @@ from replay.util.progress import progress_enabled
 from .cmd_analysis import check_config_args, configs_from_args, load_runs_from_args, skipped_status
 from .options import (
     no_rounds_error,
+    no_rounds_in_runs,
     print_missing_node_logprobs,
     print_needs_vocab,
     print_skipped,
@@ -89,7 +90,7 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
     if not tables:
         for run in runs:
             print_skipped(skipped[run.label], run.label)
-        raise SpecReplayError(f"no round has a sampling replay at T = {t:g} (reasons listed above)")
+        raise no_rounds_in_runs([run.replay.directory for run in runs], t)
     table = pd.concat(tables, ignore_index=True)
     table = table[["run", *[c for c in table.columns if c != "run"]]]
     if args.top:

@@ -16,7 +16,7 @@ from replay.engine.sampling import refused_with_scores, sampling_skip
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled, tqdm_progress
 
-from .options import no_rounds_error, print_skipped, sampling_vocab, vocab_sizes_json
+from .options import no_rounds_error, no_rounds_in_runs, print_skipped, sampling_vocab, vocab_sizes_json
 
 RANKING_NOTE = (
     "shapes contained in the recorded config, each measured on the recorded rounds by the sampling walk on its "
@@ -90,7 +90,7 @@ def run_recommend_sampling(args: argparse.Namespace) -> int:
     if not found:
         for run in runs:
             print_skipped(skipped[run.label], run.label)
-        raise SpecReplayError(f"no round has a sampling replay at T = {t:g} (reasons listed above)")
+        raise no_rounds_in_runs([run.replay.directory for run in runs], t)
     _print(found, args)
     status = skipped_status(runs, args)
     for run in runs:
