@@ -2855,3 +2855,13 @@ def test_no_usable_round_at_t_is_one_wording_in_every_command(capsys):
     assert set(several.values()) == {
         f"specreplay: error: no round could be replayed at T = 0.7 in {dump}, {dump} (reasons listed above)"
     }, several
+
+
+@pytest.mark.parametrize("extra", [(), ("--temperature", "0.7")], ids=["greedy", "at-T"])
+def test_the_stats_header_names_a_run_once(capsys, tmp_path, extra):
+    # new-user try 4: "synthetic_article: sample_dumps/synthetic_article  config ..." said the name twice
+    dump = "sample_dumps/synthetic_article"
+    code, out, _ = run(capsys, "stats", dump, *extra)
+    assert code == 0 and out.splitlines()[0].startswith(f"{dump}  config [6]|[2,2]|[1,1] "), out
+    code, out, _ = run(capsys, "stats", dump, "--label", "mine", *extra)  # a label of its own is shown
+    assert code == 0 and out.splitlines()[0].startswith(f"mine: {dump}  config "), out

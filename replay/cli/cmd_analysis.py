@@ -121,6 +121,13 @@ def load_runs_from_args(args, tables: str | None = None, per_batch=None):
     return kept
 
 
+def run_heading(run) -> str:
+    """A run's name in stats' header line: its directory, and its label before it only when the label
+    is not the directory's own name (--label, or a #2 for a second run of that name): "a: a" said nothing."""
+    directory = str(run.replay.directory)
+    return directory if run.label == (Path(directory).resolve().name or directory) else f"{run.label}: {directory}"
+
+
 def check_round_arg(args) -> None:
     """``--round A_B`` of plot and report: a round some DUMP has, checked on the file names before
     any round is read (replay.engine.runs.require_round; the message lists the nearest rounds)."""
@@ -275,7 +282,7 @@ def run_stats(args: argparse.Namespace) -> int:
         out = sys.stdout
         for run in runs:
             out.write(
-                f"{run.label}: {run.replay.directory}  config {run.config.short()} topHead {list(run.config.top_head)} "
+                f"{run_heading(run)}  config {run.config.short()} topHead {list(run.config.top_head)} "
                 f"({len(run.results)} rounds replayed, skipped: {describe_skipped(run.replay.skipped)})\n"
             )
             sel = tables.rounds[tables.rounds["run"] == run.label]["selection"].value_counts()
@@ -338,7 +345,7 @@ def _stats_sampling(args: argparse.Namespace, runs) -> int:
         for run, part in zip(runs, parts):
             n, exact, own = part.expected_lo.shape[0], int(part.exact.sum()), int(part.from_node_logprobs.sum())
             out.write(
-                f"{run.label}: {run.replay.directory}  config {run.config.short()} at T = {t:g}: {n} of "
+                f"{run_heading(run)}  config {run.config.short()} at T = {t:g}: {n} of "
                 f"{len(run.results)} replayed rounds usable, {exact} exact ({own} from node_logprobs), "
                 f"skipped: {len(part.skipped)}\n"
             )
