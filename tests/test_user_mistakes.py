@@ -2865,3 +2865,17 @@ def test_the_stats_header_names_a_run_once(capsys, tmp_path, extra):
     assert code == 0 and out.splitlines()[0].startswith(f"{dump}  config [6]|[2,2]|[1,1] "), out
     code, out, _ = run(capsys, "stats", dump, "--label", "mine", *extra)  # a label of its own is shown
     assert code == 0 and out.splitlines()[0].startswith(f"mine: {dump}  config "), out
+
+
+def test_report_says_its_no_measured_timings_warning_on_stderr_too(capsys, tmp_path):
+    # new-user try 4: the warning was only in the HTML; compare says it on stderr, report now does too
+    code, out, err = run(capsys, "report", "sample_dumps/synthetic_article", "-o", tmp_path / "r", "--no-tables")
+    assert code == 0 and out.strip() == str(tmp_path / "r" / "index.html")
+    told = [line for line in err.splitlines() if "no measured timings" in line]
+    assert len(told) == 1 and told[0].startswith("specreplay: WARNING: synthetic_article: no measured timings"), err
+    assert told[0].split("specreplay: ")[1] in (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
+    cost = '{"tokens": [1, 16], "verify_s": [0.01, 0.012], "draft_step_s": 0.002}'
+    code, _, err = run(
+        capsys, "report", "sample_dumps/synthetic_article", "-o", tmp_path / "c", "--no-tables", "--cost", cost
+    )
+    assert code == 0 and "no measured timings" not in err  # a given cost: nothing to warn about
