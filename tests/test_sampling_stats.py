@@ -99,7 +99,7 @@ def test_stats_lists_rounds_without_scores_as_skipped(capsys, tmp_path):
     assert body["skipped"] and body["skipped"][0]["what"] == "round 125_141"
     code, out, err = run(capsys, "stats", SYNTH.parent / "article_round", "--temperature", "0.7", "--no-progress")
     assert code == 2 and out == ""
-    assert_told(err, "no scores", "no round could be replayed at T = 0.7")
+    assert_told(err, "no scores", "article_round: no round could be replayed (1 round(s) skipped", "at T = 0.7")
 
 
 @pytest.mark.parametrize("bad", ["-0.5", "nan", "inf", "abc"])

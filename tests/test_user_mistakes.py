@@ -2722,6 +2722,160 @@ def test_a_vocab_size_below_the_recorded_candidates_is_one_line_on_the_batch_pat
     )
     assert code == 2 and out == ""
     assert err.strip().splitlines()[-1] == (
-        "specreplay: error: vocab size 2 (from --vocab-size): smaller than the 4 recorded candidates per row"
+        "specreplay: error: vocab size 2 (from --vocab-size): smaller than the 4 recorded candidates per row; "
+        "it must be at least 4 (the target's vocabulary size)"
     )
     assert "internal error" not in err and "Traceback" not in err
+
+
+# --- sampling-minor: issue 20's small items from the new-user tries (one line, the file, 0-based rows) ---
+
+
+def test_replay_tells_a_vocab_size_below_the_recorded_candidates_once(capsys):
+    # new-user try 4: replay skipped every round with the same line (300 rounds, folded) and exit 2;
+    # the option is wrong for the whole dump: one line, naming the option, its value, the file and the size
+    code, out, err = run(
+        capsys, "replay", "sample_dumps/synthetic_article", "--temperature", "0.7", "--vocab-size", "2", "--summary"
+    )
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        "specreplay: error: sample_dumps/synthetic_article/validate_100_116.npz (scores): vocab size 2 (from "
+        "--vocab-size): smaller than the 4 recorded candidates per row; it must be at least 4 (the target's "
+        "vocabulary size)"
+    ), err
+    code, out, err = run(
+        capsys, "replay", "sample_dumps/synthetic_article", "--temperature", "0.7", "--vocab-size", "4", "--summary"
+    )
+    assert "recorded candidates" not in err  # the size it names passes this check (the rows are then judged by it)
+
+
+def test_a_row_number_in_a_message_says_it_counts_from_zero(capsys, tmp_path):
+    # new-user try 4: "row 1" was read as the file's first row; rows count from 0 (docs/dump-format.md)
+    d = small_scored_by_hand(tmp_path / "sum")
+    lines = (d / "validate_10_20.scores").read_text(encoding="utf-8").splitlines()
+    lines[1] = " ".join(repr(math.log(p)) for p in (0.9, 0.6, 0.1))  # the second line: row 1
+    (d / "validate_10_20.scores").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, _, err = run(capsys, "replay", d, "--temperature", "0.7", "--summary")
+    assert code == 2
+    assert_told(err, "validate_10_20.scores (scores), row 1 (0-based): a validate row's probabilities sum")
+    d = small_scored_by_hand(tmp_path / "neg")
+    write_matrix(d / "draft_step_1_10_20", [[30], [-40]])  # the second row of step 1
+    code, _, err = run(capsys, "replay", d)
+    assert code == 2
+    assert_told(err, "draft_step_1 row 1 (0-based) has negative token ids")
+
+
+def test_a_bad_row_of_a_run_packed_from_memory_names_the_packed_file(capsys, tmp_path):
+    # new-user try 4, on bench/million.py's run: "validate (scores), row 0" named no file; the message
+    # now names the packed array and the round's place in it, which the user can open with numpy
+    import numpy as np
+
+    from replay.core.config import TreeConfig
+    from replay.io.packed.pack import pack_batches
+    from replay.testing.batch_synth import synth_run
+    from replay.testing.sampling_ref import with_validate_scores
+
+    cfg = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
+    batches = synth_run(cfg, 40, seed=3, early_stop_rate=0.0, target_cols=4, vocab=1000)
+    batches = [with_validate_scores(b, k, 1000) for k, b in enumerate(batches)]
+    lp = batches[0].validate.logp  # [rows, cols, rounds]
+    lp[0, :, 1] = np.log(0.6)  # the root row of the second round sums to 2.4
+    run_dir = tmp_path / "run"
+    pack_batches(batches, run_dir, manifest={"config": cfg.to_json(), "layout": "all", "vocab_size": 1000})
+    for argv in (("replay", "--summary"), ("batch",), ("compare",)):
+        code, _, err = run(capsys, argv[0], run_dir, *argv[1:], "--temperature", "0.7")
+        assert code == 1, err
+        (line,) = [x for x in err.splitlines() if "sum to more than 1" in x]
+        assert " validate (scores)" not in line
+        where = line.split("no sampling replay at T = 0.7: ")[1].split(" (scores), row 0 (0-based)")[0]
+        file, _, index = where.partition("[")
+        assert Path(file).parent.parent == run_dir and Path(file).name == "v_logp.npy", line
+        block, rows, cols, i = (p.strip() for p in index.rstrip("]").split(","))
+        assert (rows, cols) == (":", ":")
+        row = np.load(file)[int(block), 0, :, int(i)]  # the row the message names: the one we wrote
+        assert np.exp(row).sum() == pytest.approx(2.4, rel=1e-6)
+
+
+def two_scored_rounds_one_bad(directory: Path) -> Path:
+    """small_scored_by_hand's round 10_20, and the same round again as 20_30 with a first row that
+    sums to 1.6 (refused at T > 0)."""
+    small_scored_by_hand(directory)
+    for name in ("draft_step_0_9_19", "draft_step_0_9_19.parents", "draft_step_1_10_20", "draft_step_1_10_20.parents"):
+        new = name.replace("9_19", "19_29").replace("10_20", "20_30")
+        shutil.copy(directory / name, directory / new)
+    shutil.copy(directory / "validate_10_20", directory / "validate_20_30")
+    lines = (directory / "validate_10_20.scores").read_text(encoding="utf-8").splitlines()
+    lines[0] = " ".join(repr(math.log(p)) for p in (0.9, 0.6, 0.1))
+    (directory / "validate_20_30.scores").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return directory
+
+
+@pytest.mark.parametrize(
+    "argv, head",
+    [
+        (
+            ("replay", "--summary"),
+            "sampling at T = 0.7 (2 rounds with scores, 1 of them skipped (listed on stderr), 0 exact of the 1 used):",
+        ),
+        (
+            ("batch",),
+            "sampling at T = 0.7 (2 rounds with scores, 1 of them skipped (listed on stderr), 0 exact of the 1 used):",
+        ),
+        (("compare",), "my: 2 rounds with scores, 1 of them skipped (listed on stderr) at T = 0.7, recorded"),
+        (("recommend", "--budget", "3"), "my: 2 rounds with scores, 1 of them skipped (listed on stderr) at T = 0.7;"),
+    ],
+    ids=["replay", "batch", "compare", "recommend"],
+)
+def test_the_count_of_rounds_with_scores_includes_those_skipped_for_a_bad_row(capsys, tmp_path, argv, head):
+    # new-user try 4: "1 rounds with scores" for a dump whose two rounds both have scores (one refused)
+    d = two_scored_rounds_one_bad(tmp_path / "my")
+    code, out, err = run(capsys, argv[0], d, *argv[1:], "--temperature", "0.7")
+    assert code == 1, err
+    assert head in out, out
+    assert_told(err, "skipped round 20_30", "sum to more than 1")
+
+
+def test_no_usable_round_at_t_is_one_wording_in_every_command(capsys):
+    # new-user try 4: stats said "no round could be replayed at T = 0.7 in DUMP (reasons listed above)",
+    # replay "DUMP: no round could be replayed (1 round(s) skipped, ...)", compare with two runs a third
+    dump = "sample_dumps/article_round"  # no scores: nothing to sample from
+    lines = {}
+    for argv in (("replay",), ("batch",), ("stats",), ("compare",), ("recommend", "--budget", "4")):
+        code, out, err = run(capsys, argv[0], dump, *argv[1:], "--temperature", "0.7")
+        assert code == 2 and out == ""
+        lines[argv[0]] = err.strip().splitlines()[-1]
+        assert err.count("skipped round 124_140") == 1, err  # the reason once, before the error
+    assert len(set(lines.values())) == 1, lines
+    assert lines["stats"].startswith(f"specreplay: error: {dump}: no round could be replayed (1 round(s) skipped")
+    several = {}
+    for argv in (("stats",), ("compare",), ("recommend", "--budget", "4")):
+        code, out, err = run(capsys, argv[0], dump, dump, *argv[1:], "--temperature", "0.7")
+        assert code == 2
+        several[argv[0]] = err.strip().splitlines()[-1]
+    assert set(several.values()) == {
+        f"specreplay: error: no round could be replayed at T = 0.7 in {dump}, {dump} (reasons listed above)"
+    }, several
+
+
+@pytest.mark.parametrize("extra", [(), ("--temperature", "0.7")], ids=["greedy", "at-T"])
+def test_the_stats_header_names_a_run_once(capsys, tmp_path, extra):
+    # new-user try 4: "synthetic_article: sample_dumps/synthetic_article  config ..." said the name twice
+    dump = "sample_dumps/synthetic_article"
+    code, out, _ = run(capsys, "stats", dump, *extra)
+    assert code == 0 and out.splitlines()[0].startswith(f"{dump}  config [6]|[2,2]|[1,1] "), out
+    code, out, _ = run(capsys, "stats", dump, "--label", "mine", *extra)  # a label of its own is shown
+    assert code == 0 and out.splitlines()[0].startswith(f"mine: {dump}  config "), out
+
+
+def test_report_says_its_no_measured_timings_warning_on_stderr_too(capsys, tmp_path):
+    # new-user try 4: the warning was only in the HTML; compare says it on stderr, report now does too
+    code, out, err = run(capsys, "report", "sample_dumps/synthetic_article", "-o", tmp_path / "r", "--no-tables")
+    assert code == 0 and out.strip() == str(tmp_path / "r" / "index.html")
+    told = [line for line in err.splitlines() if "no measured timings" in line]
+    assert len(told) == 1 and told[0].startswith("specreplay: WARNING: synthetic_article: no measured timings"), err
+    assert told[0].split("specreplay: ")[1] in (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
+    cost = '{"tokens": [1, 16], "verify_s": [0.01, 0.012], "draft_step_s": 0.002}'
+    code, _, err = run(
+        capsys, "report", "sample_dumps/synthetic_article", "-o", tmp_path / "c", "--no-tables", "--cost", cost
+    )
+    assert code == 0 and "no measured timings" not in err  # a given cost: nothing to warn about

@@ -35,7 +35,6 @@ from replay.engine.batch.recorded import ALONE_LIMIT  # refused rounds replayed 
 from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
 from replay.engine.runs import iter_run_chunks, open_run
 from replay.engine.sampling import NO_SCORES, round_sampling
-from replay.io.packed.pack import is_packed_run
 
 from .batch import per_batch_parts, replayed_by_shape
 from .sampling import (
@@ -502,12 +501,12 @@ def compare_sampling_run(
         top_k = _batch_sampling_run(run, configs, rest, vocab_size, gamma_threshold, progress, per_round)
         return merge_temperatures(temperatures, [(exact_at, own), (rest, top_k)])
     done = _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold, progress, per_round)
-    return done if is_packed_run(run.replay.directory) else _name_the_rows(run, done, vocab_size, nodes)
+    return _name_the_rows(run, done, vocab_size, nodes)
 
 
 def _name_the_rows(run: LabelledRun, done: SamplingComparison, vocab_size, nodes) -> SamplingComparison:
-    """The batch arrays know no file: each round of a dump directory refused for a bad row gets the
-    round path's reason, which names the scores file and the row. A few such rounds are replayed
+    """The batch arrays know no file: each round of a dump directory or packed run refused for a bad
+    row gets the round path's reason, which names the scores file and the row. A few are replayed
     alone (each read of one round scans the directory); more, and the run is replayed once."""
     bad = {name for name, _, why in done.skipped if why != NO_SCORES}
     if not bad:

@@ -154,12 +154,13 @@ def sampling(
     the dump's node_logprobs at a recorded T). ``vocab_size`` defaults to the manifest's. Rounds that
     cannot be used (no scores, bad rows) are not rows: they are in ``frame.attrs["skipped"]`` as
     (round, temperature, reason). ``frame.attrs["notes"]`` lists what the numbers need said (above
-    T = 1 without a vocabulary size, the lower bounds are refused: 0). A bad temperature, or a
-    vocab_size that the manifest contradicts, raises SpecReplayError.
+    T = 1 without a vocabulary size, the lower bounds are refused: 0). A bad temperature, a
+    vocab_size that the manifest contradicts, or one below the recorded candidates per row, raises
+    SpecReplayError.
     """
     from replay.core.sampling import check_temperature
     from replay.engine.replayer import replay_directory
-    from replay.engine.sampling import SAMPLING_KEYS, round_sampling, vocab_size_of
+    from replay.engine.sampling import SAMPLING_KEYS, VocabBelowCandidates, round_sampling, vocab_size_of
 
     temps = [temperatures] if isinstance(temperatures, (int, float)) else list(temperatures)
     try:
@@ -179,6 +180,8 @@ def sampling(
         for res in rep.results:
             try:
                 one = round_sampling(res, t, vocab, recorded)
+            except VocabBelowCandidates as exc:  # wrong for the whole dump: raised, not a skipped round
+                raise SpecReplayError(f"sampling: {exc}".replace("from --vocab-size", "from vocab_size=")) from None
             except ValueError as exc:
                 skipped.append((res.name, t, str(exc).replace("from --vocab-size", "from vocab_size=")))
                 continue

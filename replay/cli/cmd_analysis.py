@@ -29,6 +29,7 @@ from .options import (
     add_output,
     add_sampling_options,
     no_rounds_error,
+    no_rounds_in_runs,
     options_from_args,
     parse_key,
     print_missing_node_logprobs,
@@ -115,9 +116,16 @@ def load_runs_from_args(args, tables: str | None = None, per_batch=None):
             file=sys.stderr,
         )
     if not kept:
-        raise SpecReplayError("no round could be replayed in " + ", ".join(args.dirs) + " (reasons listed above)")
+        raise no_rounds_in_runs(args.dirs)
     args.runs_left_out = len(runs) - len(kept)  # the exit status says so (see skipped_status)
     return kept
+
+
+def run_heading(run) -> str:
+    """A run's name in stats' header line: its directory, and its label before it only when the label
+    is not the directory's own name (--label, or a #2 for a second run of that name): "a: a" said nothing."""
+    directory = str(run.replay.directory)
+    return directory if run.label == (Path(directory).resolve().name or directory) else f"{run.label}: {directory}"
 
 
 def check_round_arg(args) -> None:
@@ -274,7 +282,7 @@ def run_stats(args: argparse.Namespace) -> int:
         out = sys.stdout
         for run in runs:
             out.write(
-                f"{run.label}: {run.replay.directory}  config {run.config.short()} topHead {list(run.config.top_head)} "
+                f"{run_heading(run)}  config {run.config.short()} topHead {list(run.config.top_head)} "
                 f"({len(run.results)} rounds replayed, skipped: {describe_skipped(run.replay.skipped)})\n"
             )
             sel = tables.rounds[tables.rounds["run"] == run.label]["selection"].value_counts()
@@ -311,12 +319,13 @@ def _stats_sampling(args: argparse.Namespace, runs) -> int:
         run_sampling(r, t, sampling_vocab(args, r.replay.manifest), r.replay.manifest.node_logprob_temperatures)
         for r in runs
     ]
+    if len(runs) == 1 and not parts[0].expected_lo.shape[0]:  # replay's words: the reasons come with the error
+        (run,) = runs
+        raise no_rounds_error(run.replay.directory, [*run.replay.skipped, *parts[0].skipped], run.replay.warnings)
     for run, part in zip(runs, parts):
         print_skipped(part.skipped, run.label if len(runs) > 1 else None)
     if not any(p.expected_lo.shape[0] for p in parts):
-        raise SpecReplayError(
-            f"no round could be replayed at T = {t:g} in {', '.join(args.dirs)} (reasons listed above)"
-        )
+        raise no_rounds_in_runs(args.dirs, t)
     named = sampling_tables(parts)
     if args.export:
         for path in export_tables({f"{k}_sampling": v for k, v in named.items()}, args.export):
@@ -336,7 +345,7 @@ def _stats_sampling(args: argparse.Namespace, runs) -> int:
         for run, part in zip(runs, parts):
             n, exact, own = part.expected_lo.shape[0], int(part.exact.sum()), int(part.from_node_logprobs.sum())
             out.write(
-                f"{run.label}: {run.replay.directory}  config {run.config.short()} at T = {t:g}: {n} of "
+                f"{run_heading(run)}  config {run.config.short()} at T = {t:g}: {n} of "
                 f"{len(run.results)} replayed rounds usable, {exact} exact ({own} from node_logprobs), "
                 f"skipped: {len(part.skipped)}\n"
             )

@@ -331,6 +331,12 @@ def run_report(args: argparse.Namespace) -> int:
     finally:
         close()
     print(path)
+    from analysis.cost.source import cost_warning, run_cost
+
+    for run in runs:  # the page's warning under its speedups, on stderr too (as compare says it), once written
+        warn = cost_warning(run_cost(run.replay.directory, run.replay.manifest, cost), run.label)
+        if warn:
+            print(f"specreplay: {warn}", file=sys.stderr)
     return skipped_status(runs, args)
 
 

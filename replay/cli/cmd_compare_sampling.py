@@ -13,7 +13,7 @@ import json
 import sys
 
 from replay.engine.render import rounds_with_scores
-from replay.engine.sampling import sampling_skip
+from replay.engine.sampling import refused_with_scores, sampling_skip
 from replay.util.atomic import atomic_path
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled
@@ -21,6 +21,7 @@ from replay.util.progress import progress_enabled
 from .cmd_analysis import check_config_args, configs_from_args, load_runs_from_args, skipped_status
 from .options import (
     no_rounds_error,
+    no_rounds_in_runs,
     print_missing_node_logprobs,
     print_needs_vocab,
     print_skipped,
@@ -66,6 +67,7 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
     t = args.temperature
     tables, per_round, skipped, needs_vocab = [], [], {}, False
     args.vocab_used = {}  # per run, what _print's JSON reports
+    args.refused_with_scores = {}  # per run, rounds with scores refused at T (a bad row): _print's count
     for run in runs:
         vocab = sampling_vocab(args, run.replay.manifest)  # --vocab-size, else the manifest's
         args.vocab_used[run.label] = vocab
@@ -76,6 +78,7 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
         finally:
             close()
         skipped[run.label] = [sampling_skip(name, t, why) for name, _, why in done.skipped]
+        args.refused_with_scores[run.label] = refused_with_scores(why for _, _, why in done.skipped)
         _note_missing_node_logprobs(run, t, {name for name, _, _ in done.skipped})
         if not int(done.table["rounds"].max()):
             if len(runs) == 1:
@@ -87,7 +90,7 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
     if not tables:
         for run in runs:
             print_skipped(skipped[run.label], run.label)
-        raise SpecReplayError(f"no round has a sampling replay at T = {t:g} (reasons listed above)")
+        raise no_rounds_in_runs([run.replay.directory for run in runs], t)
     table = pd.concat(tables, ignore_index=True)
     table = table[["run", *[c for c in table.columns if c != "run"]]]
     if args.top:
@@ -144,7 +147,8 @@ def _print(table, per_round, args: argparse.Namespace) -> None:
     for run, grp in table.groupby("run", sort=False):
         first = grp.iloc[0]
         print(
-            f"{run}: {rounds_with_scores(int(first['rounds']), args.temperature)} at T = {args.temperature:g}, "
+            f"{run}: {rounds_with_scores(int(first['rounds']), args.temperature, args.refused_with_scores[run])} "
+            f"at T = {args.temperature:g}, "
             f"recorded {first['config']} (first row)"
         )
         print(sampling_display(grp).to_string(index=False))

@@ -12,11 +12,11 @@ import sys
 
 from analysis.shapes.model import DEFAULT_MIN_COUNT
 from replay.engine.render import rounds_with_scores
-from replay.engine.sampling import sampling_skip
+from replay.engine.sampling import refused_with_scores, sampling_skip
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled, tqdm_progress
 
-from .options import no_rounds_error, print_skipped, sampling_vocab, vocab_sizes_json
+from .options import no_rounds_error, no_rounds_in_runs, print_skipped, sampling_vocab, vocab_sizes_json
 
 RANKING_NOTE = (
     "shapes contained in the recorded config, each measured on the recorded rounds by the sampling walk on its "
@@ -90,7 +90,7 @@ def run_recommend_sampling(args: argparse.Namespace) -> int:
     if not found:
         for run in runs:
             print_skipped(skipped[run.label], run.label)
-        raise SpecReplayError(f"no round has a sampling replay at T = {t:g} (reasons listed above)")
+        raise no_rounds_in_runs([run.replay.directory for run in runs], t)
     _print(found, args)
     status = skipped_status(runs, args)
     for run in runs:
@@ -126,8 +126,10 @@ def _print(found, args: argparse.Namespace) -> None:
     for f in found:
         depth = f"{f.recorded_config.gamma} (the recorded gamma)" if args.max_depth is None else str(args.max_depth)
         rounds = int(f.recorded["rounds"].iloc[0])
+        refused = refused_with_scores(why for _, _, why in f.comparison.skipped)
         print(
-            f"{f.label}: {rounds_with_scores(rounds, args.temperature)} at T = {args.temperature:g}; {f.candidates} shapes contained in "
+            f"{f.label}: {rounds_with_scores(rounds, args.temperature, refused)} at T = {args.temperature:g}; "
+            f"{f.candidates} shapes contained in "
             f"the recorded {f.recorded_config.short()} within {args.budget} nodes and depth {depth}, best first:"
         )
         shown = sampling_display(f.ranked)

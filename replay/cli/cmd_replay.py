@@ -10,7 +10,7 @@ from replay.core.records import json_line, write_batch_json_lines
 from replay.engine.render import render_round, render_summary, sampling_lines, sampling_summary, summary_lines
 from replay.engine.replayer import replay_directory
 from replay.engine.runs import replay_run
-from replay.engine.sampling import node_logprob_gaps, round_sampling, sampling_skip
+from replay.engine.sampling import node_logprob_gaps, refused_with_scores, round_sampling, sampling_skip
 from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled, tqdm_progress
@@ -118,12 +118,13 @@ def _replay_sampling(args: argparse.Namespace) -> int:
         close()
     t = args.temperature
     vocab, recorded = sampling_vocab(args, rep.manifest), rep.manifest.node_logprob_temperatures
-    used, skipped = [], list(rep.skipped)
+    used, skipped, refused = [], list(rep.skipped), []
     for res in rep.results:
         try:
             used.append((res, round_sampling(res, t, vocab, recorded)))
         except ValueError as exc:
             skipped.append(sampling_skip(res.name, t, str(exc)))
+            refused.append(str(exc))
     rep = replace(rep, skipped=tuple(skipped))
     require_rounds(rep, len(used))
     out = sys.stdout
@@ -134,7 +135,9 @@ def _replay_sampling(args: argparse.Namespace) -> int:
         if not args.summary:
             for res, smp in used:
                 out.write("\n".join(render_round(res) + sampling_lines(smp)) + "\n\n")
-        out.write("\n".join(render_summary(rep) + sampling_summary([s for _, s in used])) + "\n")
+        out.write(
+            "\n".join(render_summary(rep) + sampling_summary([s for _, s in used], refused_with_scores(refused))) + "\n"
+        )
     if any(s.needs_vocab for _, s in used):
         print_needs_vocab("replay", t)
     fell_back = [res for res, s in used if not s.from_node_logprobs]

@@ -191,6 +191,7 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
             smp.length_ge_hi[u],
             smp.exact[u],
             int(own[u].sum()),
+            int((res.ok & ~smp.usable & (smp.problem != NO_SCORES_CODE)).sum()),  # with scores, refused
         )
         out.write("\n".join(lines) + "\n")
     if smp.needs_vocab:

@@ -120,6 +120,13 @@ def no_rounds_error(
     return NoRoundsError(f"{where}: no round could be replayed{why_no_rounds(skipped)}", skipped, tuple(notes), label)
 
 
+def no_rounds_in_runs(dirs: Sequence[str], temperature: float | None = None) -> SpecReplayError:
+    """The error when none of several runs has a round to use (each run's reasons listed on stderr
+    before it; one run: no_rounds_error), in every command: "no round could be replayed [at T = 0.7] in A, B"."""
+    at = "" if temperature is None else f" at T = {temperature:g}"
+    return SpecReplayError(f"no round could be replayed{at} in {', '.join(dirs)} (reasons listed above)")
+
+
 def require_rounds(rep, replayed: int) -> None:
     """Raise no_rounds_error unless ``replayed`` rounds of ``rep`` (a DirectoryReplay or RunReplay) > 0."""
     if not replayed:

@@ -66,12 +66,15 @@ class VocabSize(int):
 
 class VocabTooSmall(SpecReplayError, ValueError):
     """A vocabulary size below a row's recorded candidates: the option (or manifest) is wrong for the
-    dump. A round-by-round replay skips such rounds (a ValueError); a batch path stops with one line
-    and exit 2 (a SpecReplayError) instead of an internal error."""
+    dump, not one round. A batch path stops with one line and exit 2 (a SpecReplayError); the round
+    path stops too, naming the scores file (replay.engine.sampling.VocabBelowCandidates)."""
 
 
 def vocab_too_small(vocab_size: int | None, k: int) -> VocabTooSmall:
-    return VocabTooSmall(f"{vocab_words(vocab_size)}: smaller than the {k} recorded candidates per row")
+    return VocabTooSmall(
+        f"{vocab_words(vocab_size)}: smaller than the {k} recorded candidates per row; "
+        f"it must be at least {k} (the target's vocabulary size)"
+    )
 
 
 def vocab_words(vocab_size: int | None) -> str:

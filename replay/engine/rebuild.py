@@ -38,6 +38,7 @@ from replay.core.vocab import (
 from replay.io.formats.matrix_io import DumpMatrix
 from replay.io.rounds import Round
 from replay.util.errors import RoundError
+from replay.util.words import row_words
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,9 +91,9 @@ def _check_step(key, i: int, mat: DumpMatrix, heads: int, widths: list[int], cfg
         )
     for j, w in enumerate(widths):
         if np.any(mat.ids[j, :w] == PAD_TOKEN):
-            raise RoundError(key, f"draft_step_{i} row {j} has padding inside its {w} kept column(s)", mat.path)
+            raise RoundError(key, f"draft_step_{i} {row_words(j)} has padding inside its {w} kept column(s)", mat.path)
         if np.any(mat.ids[j, :w] < 0):
-            raise RoundError(key, f"draft_step_{i} row {j} has negative token ids", mat.path)
+            raise RoundError(key, f"draft_step_{i} {row_words(j)} has negative token ids", mat.path)
 
 
 def _select_by_path_prob(level: list[int], logprobs: np.ndarray, heads: int) -> list[int]:

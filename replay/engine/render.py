@@ -211,7 +211,7 @@ def sampling_lines(smp) -> list[str]:
     return lines
 
 
-def sampling_summary(samplings) -> list[str]:
+def sampling_summary(samplings, skipped: int = 0) -> list[str]:
     """Means over replayed rounds (RoundSampling objects) at T; see sampling_summary_arrays."""
     depth = max(len(s.length_ge_lo) for s in samplings)
 
@@ -227,24 +227,30 @@ def sampling_summary(samplings) -> list[str]:
         np.array([ge(s, 1) for s in samplings]),
         np.array([s.exact for s in samplings]),
         sum(s.from_node_logprobs for s in samplings),
+        skipped,
     )
 
 
-def rounds_with_scores(n: int, t: float) -> str:
-    """ "1 round" / "n rounds", "with scores" added above T = 0 (T = 0 is the greedy replay: it reads no score)."""
-    return counted(n, "round") + (" with scores" if t > 0 else "")
+def rounds_with_scores(n: int, t: float, skipped: int = 0) -> str:
+    """ "1 round" / "n rounds", "with scores" added above T = 0 (T = 0 is the greedy replay: it reads no score).
+
+    n: the rounds used; skipped: rounds with scores refused at T all the same (a bad row, listed on
+    stderr), counted among those with scores and said: "300 rounds with scores, 1 of them skipped"."""
+    words = counted(n + skipped, "round") + (" with scores" if t > 0 else "")
+    return words + (f", {skipped} of them skipped (listed on stderr)" if skipped else "")
 
 
-def sampling_summary_arrays(t, exp_lo, exp_hi, ge_lo, ge_hi, exact, own: int = 0) -> list[str]:
+def sampling_summary_arrays(t, exp_lo, exp_hi, ge_lo, ge_hi, exact, own: int = 0, skipped: int = 0) -> list[str]:
     """Means over n rounds at T: expectations with bounds, and the expected length distribution.
 
     exp_lo, exp_hi, exact: [n]; ge_lo, ge_hi: [n, D+1] P(L >= d) for d = 0..D (column 0 is 1); own:
-    how many of the rounds the dump's node_logprobs decided.
+    how many of the rounds the dump's node_logprobs decided; skipped: as rounds_with_scores.
     """
     n = exp_lo.shape[0]
     lo, hi = float(exp_lo.mean()), float(exp_hi.mean())
+    used = f" of the {n} used" if skipped else ""
     lines = [
-        f"sampling at T = {t:g} ({rounds_with_scores(n, t)}, {int(exact.sum())} exact):",
+        f"sampling at T = {t:g} ({rounds_with_scores(n, t, skipped)}, {int(exact.sum())} exact{used}):",
         f"  expected accepted length per round: {_span(lo, hi)}",
         f"  expected block efficiency:          {_span(lo + 1.0, hi + 1.0)}",
         "  expected distribution of the accepted length (fraction of rounds):",

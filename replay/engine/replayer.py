@@ -26,6 +26,7 @@ from replay.io.packed.format import looks_packed
 from replay.io.packed.pack import PackedBlockError, PackedRun
 from replay.io.rounds import Round, load_round
 from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError, skip_reason
+from replay.util.words import row_words
 
 from .rebuild import Rebuilt, rebuild_tree
 
@@ -135,7 +136,7 @@ def _rising_rows_warning(results: list[RoundResult]) -> str | None:
         up = (np.diff(lp, axis=1) > 0) & real[:, 1:] & real[:, :-1]
         rows = np.flatnonzero(up.any(axis=1))
         if rows.shape[0] and first is None:
-            first = f"{r.scores_path}, row {int(rows[0])}"
+            first = f"{r.scores_path}, {row_words(int(rows[0]))}"
         count += int(rows.shape[0])
     if not count:
         return None
@@ -155,7 +156,7 @@ def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
         _check_no_lost_step(rnd, cfg, tree, _trailing_pad_rows(rnd.validate.ids))
     if np.any(rnd.validate.ids[:rows, 0] < 0):
         bad = int(np.flatnonzero(rnd.validate.ids[:rows, 0] < 0)[0])
-        raise RoundError(rnd.key, f"validate row {bad} has no token in column 0", rnd.validate.path)
+        raise RoundError(rnd.key, f"validate {row_words(bad)} has no token in column 0", rnd.validate.path)
     top1 = target_top1_per_node(tree, rnd.validate.ids[:rows], layout)
     acc = accept_greedy(tree, top1)
     notes = list(rebuilt.notes)

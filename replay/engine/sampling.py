@@ -6,7 +6,7 @@ use it (their validate rows carry scores) and turns one round's bounds into plai
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +14,7 @@ import numpy as np
 from replay.core.sampling import (
     PROBLEM_SUM,
     VocabSize,
+    VocabTooSmall,
     check_temperature,
     greedy_logp,
     problem_words,
@@ -24,6 +25,7 @@ from replay.core.sampling_recorded import recorded_bounds, recorded_column
 from replay.core.vocab import LAYOUT_ALL, PAD_TOKEN
 from replay.io.grouping import Skipped
 from replay.util.errors import SpecReplayError
+from replay.util.words import row_words
 
 NO_SCORES = "its validate rows have no scores (sampling mode needs the target's log-probs; docs/dump-format.md)"
 
@@ -94,9 +96,21 @@ def length_at_bounds(ge_lo: np.ndarray, ge_hi: np.ndarray) -> tuple[np.ndarray, 
     return np.clip(ge_lo - nxt_hi, 0.0, 1.0), np.clip(ge_hi - nxt_lo, 0.0, 1.0)
 
 
+def refused_with_scores(reasons: Iterable[str]) -> int:
+    """How many of round_sampling's refusals (their reasons) are of rounds with scores (a bad row):
+    every one but NO_SCORES. The summaries count those among the rounds with scores."""
+    return sum(why != NO_SCORES for why in reasons)
+
+
 def sampling_skip(name: str, temperature: float, why: str) -> Skipped:
     """The skipped-input entry of a round that sampling mode cannot use at T (every command says it so)."""
     return Skipped(f"round {name}", f"no sampling replay at T = {temperature:g}: {why}", ())
+
+
+class VocabBelowCandidates(SpecReplayError):
+    """round_sampling's VocabTooSmall, naming the round's scores file. No ValueError on purpose: the
+    round-by-round callers skip a round on a ValueError, but a vocabulary size below the recorded
+    candidates is a wrong option (or manifest), told once with exit 2, as the batch paths tell it."""
 
 
 class VocabSizeConflict(SpecReplayError, ValueError):
@@ -123,7 +137,8 @@ def vocab_size_of(explicit: int | None, recorded: int | None, manifest_path: str
 def round_sampling(
     res, temperature: float, vocab_size: int | None = None, node_temperatures: Sequence[float] | None = None
 ) -> RoundSampling:
-    """Bounds for a replay.engine.replayer.RoundResult; ValueError (the reason) when it cannot be used.
+    """Bounds for a replay.engine.replayer.RoundResult; ValueError (the reason) when it cannot be used,
+    VocabBelowCandidates when ``vocab_size`` is below its recorded candidates (wrong for the dump).
 
     node_temperatures: the manifest's node_logprob_temperatures; at one of them a round that carries
     node_logprobs (``res.node_logp``) is exact from those (replay.core.sampling_recorded).
@@ -147,7 +162,10 @@ def round_sampling(
         if check_temperature(temperature) != 0.0:
             raise ValueError(NO_SCORES)
         logp = greedy_logp(res.validate_ids)  # T = 0 reads only the top-1 column
-    b = round_bounds(res.tree, res.validate_ids, logp, res.layout, temperature, vocab_size)
+    try:
+        b = round_bounds(res.tree, res.validate_ids, logp, res.layout, temperature, vocab_size)
+    except VocabTooSmall as exc:
+        raise VocabBelowCandidates(f"{res.scores_path} (scores): {exc}") from None
     if b.problem[0]:
         raise ValueError(_row_problem_words(res, int(b.problem[0]), vocab_size))
     return _one(b, False)
@@ -166,7 +184,7 @@ def _row_problem_words(res, code: int, vocab_size: int | None) -> str:
     rows = rows[rows < res.validate_ids.shape[0]]
     codes = row_problems(res.validate_ids[rows], res.validate_logp[rows], vocab_size)
     hit = rows[codes == code]
-    where = f"{res.scores_path} (scores)" + (f", row {int(hit[0])}" if hit.shape[0] else "")
+    where = f"{res.scores_path} (scores)" + (f", {row_words(int(hit[0]))}" if hit.shape[0] else "")
     words = problem_words(code, vocab_size)
     if code == PROBLEM_SUM and hit.shape[0]:  # the sum itself tells a user which scores are wrong
         row = int(hit[0])

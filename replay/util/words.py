@@ -6,3 +6,10 @@ from __future__ import annotations
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """``n`` and ``noun``, plural (``plural`` or noun + "s") unless n is 1."""
     return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def row_words(row: int) -> str:
+    """``row 1 (0-based)``: a matrix row as every message names it. Rows count from 0, as numpy and
+    docs/dump-format.md do (row 0 is the root's validate row): a user counting lines from 1 would
+    otherwise look one row too far."""
+    return f"row {row} (0-based)"

@@ -9,13 +9,13 @@ read. docs/packed-format.md.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from replay.io.formats.matrix_io import RawSpec
+from replay.io.formats.matrix_io import DumpMatrix, RawSpec
 from replay.io.grouping import Key, Skipped, Step0Check
 from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
 from replay.io.rounds import Round
@@ -321,7 +321,7 @@ class PackedRun:
                     yield o, bad.skipped
             item = cache[gi][1]
             if isinstance(item, RoundBatch):
-                yield o, item.round_at(i)
+                yield o, self._round_at(g, k, item, i)
         for bad in lost:
             yield bad.position, bad.skipped
 
@@ -339,9 +339,26 @@ class PackedRun:
             if ords is None:  # never: block() reads the ordinal array packed.json must list
                 raise ValueError(f"{self.path}: block {k} of group {g.name} without ordinals")
             for i in np.flatnonzero((b.keys[0] == key[0]) & (b.keys[1] == key[1])):
-                out.append((int(ords[i]), b.round_at(int(i))))
+                out.append((int(ords[i]), self._round_at(g, k, b, int(i))))
         out += [(bad.position, bad.skipped) for bad in unknown]
         yield from sorted(out, key=lambda t: t[0])
+
+    def _round_at(self, group: PackedGroup, k: int, batch: RoundBatch, i: int) -> Round:
+        """Round ``i`` of block ``k``. A run packed from memory (no source names, so no original
+        files) names each matrix by its packed array and the round's place in it, e.g.
+        ``RUN/g000/v_logp.npy[0, :, :, 5]``: a message about a row names what a user can open."""
+        rnd = batch.round_at(i)
+        if group.names is not None:
+            return rnd  # packed from a directory: the original files' names (docs/packed-format.md)
+        where = f"[{k}, :, :, {i}]"
+
+        def named(prefix: str, m: DumpMatrix) -> DumpMatrix:
+            logp = group.arrays.get(f"{prefix}_logp")
+            scores = "" if logp is None else f"{self.path / logp.file}{where}"
+            return replace(m, path=f"{self.path / group.arrays[f'{prefix}_ids'].file}{where}", scores_path=scores)
+
+        steps = tuple(named(f"s{s}", m) for s, m in enumerate(rnd.steps))
+        return replace(rnd, steps=steps, validate=named("v", rnd.validate))
 
     def verify(self, progress: Callable[[int], None] | None = None) -> list[str]:
         """Problems found (empty when intact): each file's structure, every block's CRC-32, sha256."""
