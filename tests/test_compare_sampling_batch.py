@@ -248,3 +248,36 @@ def test_the_curve_block_by_block_equals_one_block_and_the_round_path(tmp_path, 
     want = compare_sampling(list(ref.results), ref.config, configs, TEMPERATURES, VOCAB)
     pd.testing.assert_frame_equal(tables[0], want.table, check_exact=True)
     assert (want.table["undetermined"] > 0).any() and want.skipped
+
+
+@pytest.mark.parametrize("with_scores", [True, False])
+def test_the_curve_spilled_to_disk_and_without_scores_gives_the_same_bytes(tmp_path, monkeypatch, with_scores):
+    """The curve's kept bounds spilled to a temporary file past _Kept.LIMIT (here at every block) read
+    back to the same sums; a run without scores (every round refused at every T > 0, its chunks not
+    computed there) gives the per-round join's and the round path's table and skipped list."""
+    import analysis.compare.sampling_batch as sb
+
+    batches = list(synth_run(ARTICLE, 500, seed=5, early_stop_rate=0.2, vocab=VOCAB))
+    if with_scores:
+        batches = [scored(b, k, 0.03) for k, b in enumerate(batches)]
+    configs = configs_for(ARTICLE, np.random.default_rng(4)) + [TreeConfig.from_lists([[2]], [1])]
+    pack_batches(batches, tmp_path / "r", block_rounds=64, manifest={"config": ARTICLE.to_json(), "layout": "all"})
+    run = load_run(str(tmp_path / "r"), "r", progress=False)
+    whole = compare_sampling_run(run, configs, TEMPERATURES, VOCAB)
+    spills = []
+    real = sb._Kept._spill
+    monkeypatch.setattr(sb._Kept, "LIMIT", 0)
+    monkeypatch.setattr(sb._Kept, "_spill", lambda self: (spills.append(1), real(self)))
+    curve = compare_sampling_run(run, configs, TEMPERATURES, VOCAB, per_round=False)
+    assert len(spills) > 10
+    pd.testing.assert_frame_equal(curve.table, whole.table, check_exact=True)
+    assert list(curve.skipped) == whole.skipped and len(curve.skipped) == len(whole.skipped)
+    assert curve.skipped[-1] == whole.skipped[-1] and curve.skipped[:3] == whole.skipped[:3]
+    ref = load_reference(str(tmp_path / "r"), "r", progress=False)
+    want = compare_sampling(list(ref.results), ref.config, configs, TEMPERATURES, VOCAB)
+    pd.testing.assert_frame_equal(curve.table, want.table, check_exact=True)
+    # the round path's reasons name the scores file's row (a packed run's batch arrays know none)
+    assert [s[:2] for s in curve.skipped] == [s[:2] for s in want.skipped]
+    positive = want.table["temperature"] > 0
+    assert (want.table.loc[positive, "determined"] > 0).all() == with_scores
+    assert (want.table.loc[~positive, "determined"] > 0).all()

@@ -18,6 +18,8 @@ recorded columns, by rank); a round is undetermined by the first one the walk ca
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -381,16 +383,32 @@ def _part_outcomes(b, r, shape, static, recorded, configs, temperatures, vocab_s
     chunks: dict[tuple[int, float], list[AtT]] = {}
     for lo in range(0, len(b), CHUNK_ROUNDS):
         hi = min(len(b), lo + CHUNK_ROUNDS)
+        uses = {pos: codes[lo:hi] == NOT_REFUSED for pos, codes in refused.items()}
+        if not any(u.any() for u in uses.values()):  # every T refuses every round (no scores, T > 0 only)
+            for c, sub in enumerate(configs):
+                for t in temperatures:
+                    at = _refused_at(hi - lo, sub.gamma)
+                    chunks.setdefault((c, t), []).append(at if keep is None else keep(at))
+            continue
         rec = _Recorded(b, r, expanded, shape, lo, hi, rules[lo:hi])
         rows = _rows(b, r, shape, lo, hi)
         for c, sub in enumerate(configs):
             cap = min(sub.gamma, steps) if steps < recorded.gamma else sub.gamma
             st = sub_trees(rec, rows, b.root_tokens[lo:hi], sub, cap, float(threshold))
             for t in temperatures:
-                use = refused[t > 0.0][lo:hi] == NOT_REFUSED
-                at = at_temperature(st, use, t, vocab_size)
+                use = uses[t > 0.0]
+                # a refused round's outcome is never read (every reader takes the usable rounds)
+                at = at_temperature(st, use, t, vocab_size) if use.any() else _refused_at(hi - lo, sub.gamma)
                 chunks.setdefault((c, t), []).append(at if keep is None else keep(at))
     return {key: AtT.concat(v) for key, v in chunks.items()}
+
+
+def _refused_at(c: int, gamma: int) -> AtT:
+    """at_temperature's AtT on C rounds none of which is used (each refused at this T), not computed:
+    undetermined, as at_temperature leaves the rounds it does not read (why 0: never read)."""
+    f, z = np.full(c, np.nan), np.zeros(c, dtype=np.int64)
+    no = np.zeros(c, dtype=bool)
+    return AtT(no, f, f, np.zeros((c, gamma)), np.zeros((c, gamma)), no, z, np.zeros(c, np.int8), z, z - 1, False)
 
 
 def refusal_text(code: int, vocab_size: int | None = None) -> str:
@@ -574,7 +592,7 @@ def _curve_sums(run, configs, temperatures, vocab_size, threshold, progress) -> 
     done, total = 0, len(run.results)
 
     def parts_of(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[SamplingPart]:
-        return sampling_parts(batch, res, run.config, configs, temperatures, vocab_size, threshold)
+        return sampling_parts(batch, res, run.config, configs, temperatures, vocab_size, threshold, _for_sums)
 
     for _, batches in iter_run_chunks(opened, None, per_batch=parts_of, in_run_order=True):
         parts = [p for _, _, ps in batches for p in ps or ()]
@@ -595,6 +613,12 @@ def _curve_sums(run, configs, temperatures, vocab_size, threshold, progress) -> 
     return sums.comparison(run.config, vocab_size)
 
 
+def _for_sums(at: AtT) -> AtT:
+    """What _Acc reads of a chunk's AtT while its block waits: not the doubts' why / depth / rank."""
+    z = np.zeros(at.determined.shape[0], dtype=np.int8)
+    return replace(at, why=z, depth=z, rank=z)
+
+
 def _take_part(p: SamplingPart, mask: np.ndarray) -> SamplingPart:
     outcomes = {key: at.take(mask) for key, at in p.outcomes.items()}
     return SamplingPart(p.ordinals[mask], p.names[mask], {k: v[mask] for k, v in p.refused.items()}, outcomes)
@@ -607,8 +631,10 @@ class _Sums:
 
     def __init__(self, configs: Sequence[TreeConfig], temperatures: Sequence[float]) -> None:
         self.configs, self.temperatures = list(configs), list(temperatures)
-        self.acc = {(c, t): _Acc() for c in range(len(configs)) for t in temperatures}
-        self.refused: list[tuple[int, str, bool, int]] = []  # (ordinal, name, T > 0, code)
+        self.kept = _Kept()
+        self.acc = {(c, t): _Acc(self.kept, (c, t)) for c in range(len(configs)) for t in temperatures}
+        # per T > 0 or not: the refused rounds' (ordinals, names, codes) of each add, kept as arrays
+        self.refused: dict[bool, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         self.needs_vocab = False
 
     def add(self, parts: Sequence[SamplingPart]) -> None:
@@ -621,7 +647,7 @@ class _Sums:
         refused = {pos: np.concatenate([p.refused[pos] for p in parts])[order] for pos in parts[0].refused}
         for pos, codes in refused.items():
             bad = np.flatnonzero(codes != NOT_REFUSED)
-            self.refused.extend((int(ords[order[i]]), str(names[i]), pos, int(codes[i])) for i in bad)
+            self.refused.setdefault(pos, []).append((ords[order[bad]], names[bad], codes[bad]))
         for (c, t), acc in self.acc.items():
             use = refused[t > 0.0] == NOT_REFUSED
             at = AtT.concat([p.outcomes[(c, t)] for p in parts]).take(order[use])
@@ -629,40 +655,138 @@ class _Sums:
             acc.add(at, self.configs[c].gamma)
 
     def comparison(self, recorded: TreeConfig, vocab_size: int | None) -> SamplingComparison:
-        self.refused.sort(key=lambda r: r[0])
-        skipped = [
-            (name, t, refusal_text(code, vocab_size))
-            for t in self.temperatures
-            for _, name, pos, code in self.refused
-            if pos == (t > 0.0)
-        ]
-        rows = [self.acc[(c, t)].row(cfg, recorded, t) for c, cfg in enumerate(self.configs) for t in self.temperatures]
+        by_pos = {}
+        for pos, adds in self.refused.items():
+            ords = np.concatenate([a[0] for a in adds])
+            order = np.argsort(ords, kind="stable")
+            by_pos[pos] = (np.concatenate([a[1] for a in adds])[order], np.concatenate([a[2] for a in adds])[order])
+        skipped = SkippedRounds(self.temperatures, by_pos, vocab_size)
+        with self.kept:
+            rows = [
+                self.acc[(c, t)].row(cfg, recorded, t) for c, cfg in enumerate(self.configs) for t in self.temperatures
+            ]
         table = pd.DataFrame(rows, columns=SAMPLING_COLUMNS)
         return SamplingComparison(
             table, pd.DataFrame([], columns=SAMPLING_PER_ROUND_COLUMNS), skipped, self.needs_vocab
         )
 
 
-class _Acc:
-    """One (config, T)'s sums (_Sums)."""
+class SkippedRounds(Sequence):
+    """SamplingComparison.skipped, the (round, T, reason) of every refused round at every T (T by T,
+    rounds in run order), made as read from the refused rounds' arrays: a run without scores is
+    refused at every T > 0, 15 tuples a round on the default grid (1.5 GB at 10^6 rounds as a list)."""
+
+    def __init__(self, temperatures: Sequence[float], by_pos: dict[bool, tuple[np.ndarray, np.ndarray]], vocab_size):
+        self.temperatures, self.by_pos, self.vocab_size = list(temperatures), by_pos, vocab_size
+        self.sizes = [len(by_pos[t > 0.0][0]) if (t > 0.0) in by_pos else 0 for t in self.temperatures]
+        self.texts: dict[int, str] = {}  # one string per refusal code
+
+    def _text(self, code: int) -> str:
+        if code not in self.texts:
+            self.texts[code] = refusal_text(code, self.vocab_size)
+        return self.texts[code]
+
+    def __len__(self) -> int:
+        return sum(self.sizes)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = i + len(self) if i < 0 else i
+        for t, size in zip(self.temperatures, self.sizes):
+            if 0 <= i < size:
+                names, codes = self.by_pos[t > 0.0]
+                return (str(names[i]), t, self._text(int(codes[i])))
+            i -= size
+        raise IndexError("skipped round index out of range")
+
+    def __iter__(self):
+        for t, size in zip(self.temperatures, self.sizes):
+            if size:
+                names, codes = self.by_pos[t > 0.0]
+                for name, code in zip(names.tolist(), codes.tolist()):
+                    yield (str(name), t, self._text(code))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _Kept:
+    """The determined rounds' bounds that _Acc keeps for numpy's pairwise sums (which need the whole
+    array in run order): in memory up to LIMIT bytes, beyond it appended to one unnamed temporary
+    file (tempfile.TemporaryFile, removed when closed) and read back one array at a time for its
+    sum; the same values in the same order, so the same sums, at a few MB resident instead of 16
+    bytes per (config, T, determined round) (1.8 GB at 10^6 rounds x 112 pairs)."""
+
+    LIMIT = 64 << 20
 
     def __init__(self) -> None:
+        self.parts: dict[object, list] = {}  # key -> its pieces in order: arrays, or (offset, count) in the file
+        self.held = 0  # bytes of the arrays still in memory
+        self.file = None
+
+    def add(self, key: object, values: np.ndarray) -> None:
+        self.parts.setdefault(key, []).append(values)
+        self.held += values.nbytes
+        if self.held > self.LIMIT:
+            self._spill()
+
+    def _spill(self) -> None:
+        if self.file is None:
+            self.file = tempfile.TemporaryFile(prefix="specreplay-curve-")
+        f = self.file
+        f.seek(0, os.SEEK_END)
+        for pieces in self.parts.values():
+            for i, p in enumerate(pieces):
+                if isinstance(p, np.ndarray):
+                    pieces[i] = (f.tell(), p.shape[0])
+                    f.write(np.ascontiguousarray(p, dtype=np.float64).tobytes())
+        self.held = 0
+
+    def get(self, key: object) -> np.ndarray:
+        """Every value added under ``key``, in order (float64, contiguous)."""
+        out = []
+        for p in self.parts.get(key, []):
+            if isinstance(p, np.ndarray):
+                out.append(p)
+            else:
+                self.file.seek(p[0])
+                out.append(np.frombuffer(self.file.read(p[1] * 8), dtype=np.float64))
+        return np.concatenate(out) if out else np.zeros(0)
+
+    def __enter__(self) -> _Kept:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
+class _Acc:
+    """One (config, T)'s sums (_Sums); the determined rounds' lo / hi (and a gamma-1 config's P(L >= 1)
+    bounds) are kept in ``kept`` under (key, what)."""
+
+    def __init__(self, kept: _Kept, key: object) -> None:
+        self.kept, self.key = kept, key
         self.n = self.exact = self.undet_hi = 0
-        self.lo: list[np.ndarray] = []
-        self.hi: list[np.ndarray] = []
-        self.ge: list[np.ndarray] = []  # gamma 1: the [2, rounds, 1] bounds; else one [2, gamma] running sum
+        self.ge: list[np.ndarray] = []  # gamma >= 2: one [2, gamma] running sum
 
     def add(self, at: AtT, gamma: int) -> None:
         det = at.determined
         self.n += int(det.shape[0])
         self.exact += int(at.exact[det].sum())
         self.undet_hi += int(at.steps_hi[~det].sum())
-        self.lo.append(np.ascontiguousarray(at.lo[det], dtype=np.float64))
-        self.hi.append(np.ascontiguousarray(at.hi[det], dtype=np.float64))
-        rows = np.stack([at.ge_lo[det], at.ge_hi[det]])  # [2, nd, gamma]
+        self.kept.add((self.key, "lo"), np.ascontiguousarray(at.lo[det], dtype=np.float64))
+        self.kept.add((self.key, "hi"), np.ascontiguousarray(at.hi[det], dtype=np.float64))
         if gamma == 1:
-            self.ge.append(rows)
-        elif rows.shape[1]:
+            self.kept.add((self.key, "ge_lo"), np.ascontiguousarray(at.ge_lo[det, 0], dtype=np.float64))
+            self.kept.add((self.key, "ge_hi"), np.ascontiguousarray(at.ge_hi[det, 0], dtype=np.float64))
+            return
+        rows = np.stack([at.ge_lo[det], at.ge_hi[det]])  # [2, nd, gamma]
+        if rows.shape[1]:
             # ((s + r0) + r1) + ...: numpy's sum over axis 0, the running sum s its first row (none yet: r0 starts)
             self.ge = [np.stack([self._fold(i, rows[i]) for i in (0, 1)])]
 
@@ -670,10 +794,11 @@ class _Acc:
         return np.concatenate([self.ge[0][i][None], rows]).sum(axis=0) if self.ge else rows.sum(axis=0)
 
     def row(self, cfg: TreeConfig, recorded: TreeConfig, t: float) -> dict:
-        lo, hi = np.concatenate(self.lo or [np.zeros(0)]), np.concatenate(self.hi or [np.zeros(0)])
+        lo, hi = self.kept.get((self.key, "lo")), self.kept.get((self.key, "hi"))
         if cfg.gamma == 1:
-            ge = np.concatenate(self.ge, axis=1) if self.ge else np.zeros((2, 0, 1))
-            ge_sums = np.stack([np.ascontiguousarray(ge[0]).sum(axis=0), np.ascontiguousarray(ge[1]).sum(axis=0)])
+            # a [rounds, 1] array summed over axis 0 (summarize_sampling_arrays' sum): pairwise, as 1-D
+            ge = [self.kept.get((self.key, w)).reshape(-1, 1) for w in ("ge_lo", "ge_hi")]
+            ge_sums = np.stack([ge[0].sum(axis=0), ge[1].sum(axis=0)])
         else:
             ge_sums = self.ge[0] if self.ge else np.zeros((2, cfg.gamma))
         return summarize_sampling_sums(cfg, recorded, t, self.n, self.exact, lo, hi, ge_sums, float(self.undet_hi))
