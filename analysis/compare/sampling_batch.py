@@ -18,8 +18,6 @@ recorded columns, by rank); a round is undetermined by the first one the walk ca
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -44,6 +42,7 @@ from .sampling import (
     REACHED,
     SAMPLING_COLUMNS,
     SAMPLING_PER_ROUND_COLUMNS,
+    ExactSum,
     SamplingComparison,
     compare_sampling,
     summarize_sampling_arrays,
@@ -581,14 +580,12 @@ def _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold,
 
 
 def _curve_sums(run, configs, temperatures, vocab_size, threshold, progress) -> SamplingComparison:
-    """join_sampling's table without its per-round arrays: the run read again block by block in run
-    order (as analysis.tables.stream reads it), every config at every T on a block, the block's rounds
-    folded into _Sums once no later block can hold a round before them, then dropped. What waits is
-    at most about one block per tree group; what stays per round is the determined rounds' bounds
-    (their means are numpy's pairwise sums, which need the whole array)."""
+    """join_sampling's table without its per-round arrays: the run read again block by block (as
+    analysis.tables.stream reads it), every config at every T on a block, the block's rounds folded
+    into _Sums as it comes (the sums are exactly rounded: order-independent), then dropped. What
+    stays per round is the refused rounds' ordinal, name and code (the skipped list)."""
     opened = open_run(run.replay.directory, run.replay.options)
     sums = _Sums(configs, temperatures)
-    pending: list[SamplingPart] = []
     done, total = 0, len(run.results)
 
     def parts_of(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[SamplingPart]:
@@ -596,16 +593,12 @@ def _curve_sums(run, configs, temperatures, vocab_size, threshold, progress) -> 
 
     for _, batches in iter_run_chunks(opened, None, per_batch=parts_of, in_run_order=True):
         parts = [p for _, _, ps in batches for p in ps or ()]
-        if not parts:
-            continue
-        first = min(int(p.ordinals.min()) for p in parts)  # no later chunk holds a round before it
-        ready = [_take_part(p, p.ordinals < first) for p in pending]
-        pending = [_take_part(p, p.ordinals >= first) for p in pending] + parts
-        sums.add([p for p in ready if p.ordinals.shape[0]])
+        del batches
+        sums.add(parts)
         done += sum(p.ordinals.shape[0] for p in parts)
+        del parts
         if progress:
             progress(done, total)
-    sums.add(pending)
     if done != total:
         raise RuntimeError(
             f"compare replayed {done} rounds of {run.label}, the run has {total}: a bug in the batch path"
@@ -619,26 +612,20 @@ def _for_sums(at: AtT) -> AtT:
     return replace(at, why=z, depth=z, rank=z)
 
 
-def _take_part(p: SamplingPart, mask: np.ndarray) -> SamplingPart:
-    outcomes = {key: at.take(mask) for key, at in p.outcomes.items()}
-    return SamplingPart(p.ordinals[mask], p.names[mask], {k: v[mask] for k, v in p.refused.items()}, outcomes)
-
-
 class _Sums:
-    """Per (config, T) what summarize_sampling_sums reads, from rounds added in run order: counts, the
-    determined rounds' lo / hi (kept), their P(L >= d) bounds summed row after row (numpy's sum over
-    axis 0 of a [rounds, gamma >= 2] array; a [rounds, 1] one is summed pairwise, so kept too)."""
+    """Per (config, T) what summarize_sampling_sums reads, from rounds added in any order: counts and
+    the determined rounds' bounds' exactly rounded sums (ExactSum); the refused rounds, put in run
+    order at the end (the skipped list)."""
 
     def __init__(self, configs: Sequence[TreeConfig], temperatures: Sequence[float]) -> None:
         self.configs, self.temperatures = list(configs), list(temperatures)
-        self.kept = _Kept()
-        self.acc = {(c, t): _Acc(self.kept, (c, t)) for c in range(len(configs)) for t in temperatures}
+        self.acc = {(c, t): _Acc(configs[c].gamma) for c in range(len(configs)) for t in temperatures}
         # per T > 0 or not: the refused rounds' (ordinals, names, codes) of each add, kept as arrays
         self.refused: dict[bool, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         self.needs_vocab = False
 
     def add(self, parts: Sequence[SamplingPart]) -> None:
-        """The rounds of ``parts``, every one after those added before (join_sampling's order)."""
+        """The rounds of ``parts`` (any rounds of the run not added before)."""
         if not parts:
             return
         ords = np.concatenate([p.ordinals for p in parts])
@@ -652,7 +639,7 @@ class _Sums:
             use = refused[t > 0.0] == NOT_REFUSED
             at = AtT.concat([p.outcomes[(c, t)] for p in parts]).take(order[use])
             self.needs_vocab |= at.needs_vocab
-            acc.add(at, self.configs[c].gamma)
+            acc.add(at)
 
     def comparison(self, recorded: TreeConfig, vocab_size: int | None) -> SamplingComparison:
         by_pos = {}
@@ -661,10 +648,7 @@ class _Sums:
             order = np.argsort(ords, kind="stable")
             by_pos[pos] = (np.concatenate([a[1] for a in adds])[order], np.concatenate([a[2] for a in adds])[order])
         skipped = SkippedRounds(self.temperatures, by_pos, vocab_size)
-        with self.kept:
-            rows = [
-                self.acc[(c, t)].row(cfg, recorded, t) for c, cfg in enumerate(self.configs) for t in self.temperatures
-            ]
+        rows = [self.acc[(c, t)].row(cfg, recorded, t) for c, cfg in enumerate(self.configs) for t in self.temperatures]
         table = pd.DataFrame(rows, columns=SAMPLING_COLUMNS)
         return SamplingComparison(
             table, pd.DataFrame([], columns=SAMPLING_PER_ROUND_COLUMNS), skipped, self.needs_vocab
@@ -713,92 +697,28 @@ class SkippedRounds(Sequence):
     __hash__ = None  # type: ignore[assignment]
 
 
-class _Kept:
-    """The determined rounds' bounds that _Acc keeps for numpy's pairwise sums (which need the whole
-    array in run order): in memory up to LIMIT bytes, beyond it appended to one unnamed temporary
-    file (tempfile.TemporaryFile, removed when closed) and read back one array at a time for its
-    sum; the same values in the same order, so the same sums, at a few MB resident instead of 16
-    bytes per (config, T, determined round) (1.8 GB at 10^6 rounds x 112 pairs)."""
-
-    LIMIT = 64 << 20
-
-    def __init__(self) -> None:
-        self.parts: dict[object, list] = {}  # key -> its pieces in order: arrays, or (offset, count) in the file
-        self.held = 0  # bytes of the arrays still in memory
-        self.file = None
-
-    def add(self, key: object, values: np.ndarray) -> None:
-        self.parts.setdefault(key, []).append(values)
-        self.held += values.nbytes
-        if self.held > self.LIMIT:
-            self._spill()
-
-    def _spill(self) -> None:
-        if self.file is None:
-            self.file = tempfile.TemporaryFile(prefix="specreplay-curve-")
-        f = self.file
-        f.seek(0, os.SEEK_END)
-        for pieces in self.parts.values():
-            for i, p in enumerate(pieces):
-                if isinstance(p, np.ndarray):
-                    pieces[i] = (f.tell(), p.shape[0])
-                    f.write(np.ascontiguousarray(p, dtype=np.float64).tobytes())
-        self.held = 0
-
-    def get(self, key: object) -> np.ndarray:
-        """Every value added under ``key``, in order (float64, contiguous)."""
-        out = []
-        for p in self.parts.get(key, []):
-            if isinstance(p, np.ndarray):
-                out.append(p)
-            else:
-                self.file.seek(p[0])
-                out.append(np.frombuffer(self.file.read(p[1] * 8), dtype=np.float64))
-        return np.concatenate(out) if out else np.zeros(0)
-
-    def __enter__(self) -> _Kept:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-
-
 class _Acc:
-    """One (config, T)'s sums (_Sums); the determined rounds' lo / hi (and a gamma-1 config's P(L >= 1)
-    bounds) are kept in ``kept`` under (key, what)."""
+    """One (config, T)'s sums (_Sums): counts, and one ExactSum of [lo, hi, P(L >= d) lo.., hi..]."""
 
-    def __init__(self, kept: _Kept, key: object) -> None:
-        self.kept, self.key = kept, key
-        self.n = self.exact = self.undet_hi = 0
-        self.ge: list[np.ndarray] = []  # gamma >= 2: one [2, gamma] running sum
+    def __init__(self, gamma: int) -> None:
+        self.gamma = gamma
+        self.n = self.nd = self.exact = self.undet_hi = 0
+        self.sums = ExactSum(2 + 2 * gamma)
 
-    def add(self, at: AtT, gamma: int) -> None:
+    def add(self, at: AtT) -> None:
         det = at.determined
         self.n += int(det.shape[0])
+        self.nd += int(det.sum())
         self.exact += int(at.exact[det].sum())
         self.undet_hi += int(at.steps_hi[~det].sum())
-        self.kept.add((self.key, "lo"), np.ascontiguousarray(at.lo[det], dtype=np.float64))
-        self.kept.add((self.key, "hi"), np.ascontiguousarray(at.hi[det], dtype=np.float64))
-        if gamma == 1:
-            self.kept.add((self.key, "ge_lo"), np.ascontiguousarray(at.ge_lo[det, 0], dtype=np.float64))
-            self.kept.add((self.key, "ge_hi"), np.ascontiguousarray(at.ge_hi[det, 0], dtype=np.float64))
-            return
-        rows = np.stack([at.ge_lo[det], at.ge_hi[det]])  # [2, nd, gamma]
-        if rows.shape[1]:
-            # ((s + r0) + r1) + ...: numpy's sum over axis 0, the running sum s its first row (none yet: r0 starts)
-            self.ge = [np.stack([self._fold(i, rows[i]) for i in (0, 1)])]
-
-    def _fold(self, i: int, rows: np.ndarray) -> np.ndarray:
-        return np.concatenate([self.ge[0][i][None], rows]).sum(axis=0) if self.ge else rows.sum(axis=0)
+        g = self.gamma
+        self.sums.add(
+            np.concatenate([at.lo[det, None], at.hi[det, None], at.ge_lo[det, :g], at.ge_hi[det, :g]], axis=1)
+        )
 
     def row(self, cfg: TreeConfig, recorded: TreeConfig, t: float) -> dict:
-        lo, hi = self.kept.get((self.key, "lo")), self.kept.get((self.key, "hi"))
-        if cfg.gamma == 1:
-            # a [rounds, 1] array summed over axis 0 (summarize_sampling_arrays' sum): pairwise, as 1-D
-            ge = [self.kept.get((self.key, w)).reshape(-1, 1) for w in ("ge_lo", "ge_hi")]
-            ge_sums = np.stack([ge[0].sum(axis=0), ge[1].sum(axis=0)])
-        else:
-            ge_sums = self.ge[0] if self.ge else np.zeros((2, cfg.gamma))
-        return summarize_sampling_sums(cfg, recorded, t, self.n, self.exact, lo, hi, ge_sums, float(self.undet_hi))
+        s = self.sums.sums()
+        ge_sums = s[2:].reshape(2, cfg.gamma)
+        return summarize_sampling_sums(
+            cfg, recorded, t, self.n, self.nd, self.exact, s[0], s[1], ge_sums, float(self.undet_hi)
+        )
