@@ -18,6 +18,7 @@ recorded columns, by rank); a round is undetermined by the first one the walk ca
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -353,11 +354,14 @@ def sampling_parts(
     vocab_size: int | None = None,
     gamma_threshold: float = 0.0,
     keep: Callable[[AtT], AtT] | None = None,
+    fold: Callable[[int, float, AtT], None] | None = None,
 ) -> list[SamplingPart]:
     """Every config at every T on the rounds of ``batch`` that ``res`` replayed, one shape at a time.
     Whether a round is refused (no scores, a bad row) is the recorded replay at T's verdict
     (replay.engine.batch.sampling.batch_sampling), which depends only on T > 0. ``keep``: applied to
-    each chunk's AtT as it is made (what a caller keeps of it: recommend at T keeps two arrays)."""
+    each chunk's AtT as it is made (what a caller keeps of it: recommend at T keeps two arrays).
+    ``fold(config position, T, AtT of the chunk's usable rounds)``: called instead, the parts' outcomes
+    left empty (report's curve sums each chunk as it is made: nothing per round waits)."""
     ordinals = np.arange(len(batch)) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
     static = recorded.tree_type != TREE_DYNAMIC
     parts = []
@@ -368,13 +372,15 @@ def sampling_parts(
                 bs = batch_sampling(b, r, recorded, t, vocab_size)
                 refused[t > 0.0] = np.where(bs.usable, NOT_REFUSED, bs.problem).astype(np.int8)
         outcomes = _part_outcomes(
-            b, r, shape, static, recorded, configs, temperatures, vocab_size, gamma_threshold, refused, keep
+            b, r, shape, static, recorded, configs, temperatures, vocab_size, gamma_threshold, refused, keep, fold
         )
         parts.append(SamplingPart(ordinals[members], round_names(r), refused, outcomes))
     return parts
 
 
-def _part_outcomes(b, r, shape, static, recorded, configs, temperatures, vocab_size, threshold, refused, keep=None):
+def _part_outcomes(
+    b, r, shape, static, recorded, configs, temperatures, vocab_size, threshold, refused, keep=None, fold=None
+):
     """{(config, T): AtT} on rounds of one shape, chunk by chunk (analysis.compare.subtree_batch's chunks)."""
     expanded = expanded_nodes(b, shape, static)
     rules = selection_rules(b, r, shape)
@@ -385,6 +391,8 @@ def _part_outcomes(b, r, shape, static, recorded, configs, temperatures, vocab_s
         uses = {pos: codes[lo:hi] == NOT_REFUSED for pos, codes in refused.items()}
         if not any(u.any() for u in uses.values()):  # every T refuses every round (no scores, T > 0 only)
             for c, sub in enumerate(configs):
+                if fold is not None:
+                    continue  # no usable round to fold
                 for t in temperatures:
                     at = _refused_at(hi - lo, sub.gamma)
                     chunks.setdefault((c, t), []).append(at if keep is None else keep(at))
@@ -397,6 +405,10 @@ def _part_outcomes(b, r, shape, static, recorded, configs, temperatures, vocab_s
             for t in temperatures:
                 use = uses[t > 0.0]
                 # a refused round's outcome is never read (every reader takes the usable rounds)
+                if fold is not None:
+                    if use.any():
+                        fold(c, t, at_temperature(st, use, t, vocab_size).take(np.flatnonzero(use)))
+                    continue
                 at = at_temperature(st, use, t, vocab_size) if use.any() else _refused_at(hi - lo, sub.gamma)
                 chunks.setdefault((c, t), []).append(at if keep is None else keep(at))
     return {key: AtT.concat(v) for key, v in chunks.items()}
@@ -589,7 +601,7 @@ def _curve_sums(run, configs, temperatures, vocab_size, threshold, progress) -> 
     done, total = 0, len(run.results)
 
     def parts_of(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[SamplingPart]:
-        return sampling_parts(batch, res, run.config, configs, temperatures, vocab_size, threshold, _for_sums)
+        return sampling_parts(batch, res, run.config, configs, temperatures, vocab_size, threshold, fold=sums.fold)
 
     for _, batches in iter_run_chunks(opened, None, per_batch=parts_of, in_run_order=True):
         parts = [p for _, _, ps in batches for p in ps or ()]
@@ -606,12 +618,6 @@ def _curve_sums(run, configs, temperatures, vocab_size, threshold, progress) -> 
     return sums.comparison(run.config, vocab_size)
 
 
-def _for_sums(at: AtT) -> AtT:
-    """What _Acc reads of a chunk's AtT while its block waits: not the doubts' why / depth / rank."""
-    z = np.zeros(at.determined.shape[0], dtype=np.int8)
-    return replace(at, why=z, depth=z, rank=z)
-
-
 class _Sums:
     """Per (config, T) what summarize_sampling_sums reads, from rounds added in any order: counts and
     the determined rounds' bounds' exactly rounded sums (ExactSum); the refused rounds, put in run
@@ -623,9 +629,10 @@ class _Sums:
         # per T > 0 or not: the refused rounds' (ordinals, names, codes) of each add, kept as arrays
         self.refused: dict[bool, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         self.needs_vocab = False
+        self.lock = threading.Lock()
 
     def add(self, parts: Sequence[SamplingPart]) -> None:
-        """The rounds of ``parts`` (any rounds of the run not added before)."""
+        """The refused rounds of ``parts`` (their outcomes were folded as they were made)."""
         if not parts:
             return
         ords = np.concatenate([p.ordinals for p in parts])
@@ -635,11 +642,12 @@ class _Sums:
         for pos, codes in refused.items():
             bad = np.flatnonzero(codes != NOT_REFUSED)
             self.refused.setdefault(pos, []).append((ords[order[bad]], names[bad], codes[bad]))
-        for (c, t), acc in self.acc.items():
-            use = refused[t > 0.0] == NOT_REFUSED
-            at = AtT.concat([p.outcomes[(c, t)] for p in parts]).take(order[use])
+
+    def fold(self, c: int, t: float, at: AtT) -> None:
+        """Config ``c`` at ``t`` on some usable rounds (sampling_parts' fold; from the replay's threads)."""
+        with self.lock:
             self.needs_vocab |= at.needs_vocab
-            acc.add(at)
+            self.acc[(c, t)].add(at)
 
     def comparison(self, recorded: TreeConfig, vocab_size: int | None) -> SamplingComparison:
         by_pos = {}
