@@ -4,7 +4,7 @@
 
 Each phase of analysis.report.html (the page's tables, the config comparison and gamma strategies,
 the drawn rounds, the recommendation, the temperature curve, the page, tables/) is wrapped to print
-``[phase] NAME start|end: cpu S s, peak MB`` on stderr (getrusage of this process: the peak only
+``[phase] NAME start|end: cpu S s, peak MB, now MB`` on stderr (getrusage of this process: the peak only
 grows, so a phase's own peak is its end's when it rose there). ``--no-progress`` is added.
 """
 
@@ -34,7 +34,15 @@ PHASES = (
 
 def mark(what: str) -> None:
     u = resource.getrusage(resource.RUSAGE_SELF)
-    print(f"[phase] {what}: cpu {u.ru_utime + u.ru_stime:.1f} s, peak {u.ru_maxrss / 1024:.0f} MB", file=sys.stderr)
+    now = ""
+    try:  # the resident memory now (Linux): what a phase leaves held, beside the peak that only grows
+        with open("/proc/self/statm") as f:
+            now = f", now {int(f.read().split()[1]) * resource.getpagesize() / 2**20:.0f} MB"
+    except OSError:
+        pass
+    print(
+        f"[phase] {what}: cpu {u.ru_utime + u.ru_stime:.1f} s, peak {u.ru_maxrss / 1024:.0f} MB{now}", file=sys.stderr
+    )
 
 
 def wrapped(name: str):

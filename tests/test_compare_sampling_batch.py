@@ -248,3 +248,69 @@ def test_the_curve_block_by_block_equals_one_block_and_the_round_path(tmp_path, 
     want = compare_sampling(list(ref.results), ref.config, configs, TEMPERATURES, VOCAB)
     pd.testing.assert_frame_equal(tables[0], want.table, check_exact=True)
     assert (want.table["undetermined"] > 0).any() and want.skipped
+
+
+def test_exact_sums_are_fsum_in_any_order_and_pieces():
+    """ExactSum (the temperature table's sums): math.fsum of each column, whatever the order and the
+    pieces the values come in; cancellation, subnormals, values of every magnitude, non-finite."""
+    import math
+
+    from analysis.compare.sampling import ExactSum
+
+    rng = np.random.default_rng(8)
+    v = np.concatenate(
+        [
+            rng.random((3000, 3)),
+            rng.standard_normal((500, 3)) * 1e16,
+            -rng.standard_normal((500, 3)) * 1e-300,
+            np.full((4, 3), 5e-324),
+            np.array([[1e308, 1.0, 0.1], [-1e308, -1.0, 0.2], [2.0**-60, 3.0, 0.3]]),
+        ]
+    )
+    want = [math.fsum(v[:, c]) for c in range(3)]
+    for order in (np.arange(len(v)), rng.permutation(len(v))):
+        acc = ExactSum(3)
+        for piece in np.array_split(v[order], 7):
+            acc.add(piece)
+        assert acc.sums().tolist() == want
+    assert want != v.sum(axis=0).tolist()  # the plain sum differs: the check can fail
+    odd = ExactSum(2)
+    odd.add(np.array([[1.0, np.inf], [np.nan, 2.0]]))
+    got = odd.sums()
+    assert np.isnan(got[0]) and got[1] == np.inf
+
+
+@pytest.mark.parametrize("with_scores", [True, False])
+def test_the_curve_without_scores_gives_the_same_table_and_skipped(tmp_path, with_scores):
+    """The curve folded block by block as blocks come gives the per-round join's and the round path's
+    table and skipped list; a run without scores too (every round refused at every T > 0: its chunks
+    are not computed there, its skipped list made as read)."""
+    batches = list(synth_run(ARTICLE, 500, seed=5, early_stop_rate=0.2, vocab=VOCAB))
+    if with_scores:
+        batches = [scored(b, k, 0.03) for k, b in enumerate(batches)]
+    configs = configs_for(ARTICLE, np.random.default_rng(4)) + [TreeConfig.from_lists([[2]], [1])]
+    pack_batches(batches, tmp_path / "r", block_rounds=64, manifest={"config": ARTICLE.to_json(), "layout": "all"})
+    run = load_run(str(tmp_path / "r"), "r", progress=False)
+    whole = compare_sampling_run(run, configs, TEMPERATURES, VOCAB)
+    curve = compare_sampling_run(run, configs, TEMPERATURES, VOCAB, per_round=False)
+    pd.testing.assert_frame_equal(curve.table, whole.table, check_exact=True)
+    assert list(curve.skipped) == whole.skipped and len(curve.skipped) == len(whole.skipped)
+    assert curve.skipped[-1] == whole.skipped[-1] and curve.skipped[:3] == whole.skipped[:3]
+    ref = load_reference(str(tmp_path / "r"), "r", progress=False)
+    want = compare_sampling(list(ref.results), ref.config, configs, TEMPERATURES, VOCAB)
+    pd.testing.assert_frame_equal(curve.table, want.table, check_exact=True)
+    # the round path's reasons name the scores file's row (a packed run's batch arrays know none)
+    assert [s[:2] for s in curve.skipped] == [s[:2] for s in want.skipped]
+    positive = want.table["temperature"] > 0
+    assert (want.table.loc[positive, "determined"] > 0).all() == with_scores
+    assert (want.table.loc[~positive, "determined"] > 0).all()
+    # by hand: a mean is math.fsum of the determined rounds' bounds (compare --per-round's rows) / their count
+    import math
+
+    rounds = whole.per_round
+    for _, row in whole.table.iterrows():
+        mine = rounds[(rounds["config"] == row["config"]) & (rounds["temperature"] == row["temperature"])]
+        lo = mine.loc[mine["determined"], "expected_accepted_length_lo"].to_numpy()
+        if len(lo):
+            assert row["expected_accepted_length_lo"] == math.fsum(lo) / len(lo)
+            assert row["all_rounds_block_efficiency_lo"] == math.fsum(lo) / row["rounds"] + 1.0

@@ -290,6 +290,67 @@ def summarize_sampling(cfg: TreeConfig, recorded: TreeConfig, t: float, rounds: 
     )
 
 
+class ExactSum:
+    """Exactly rounded sums of float64 values per column, added in any order and in any pieces: the
+    order-independent sums of the temperature table's means (math.fsum's result, column by column),
+    so that the batch path can fold each block as it comes and keep nothing per round.
+
+    Each finite x is m * 2**e (np.frexp), m * 2**53 an integer split into two parts of < 2**27
+    summed per (column, e) in int64 (np.bincount's float64 sums of such parts are exact for pieces
+    of up to 2**25 rows); the total is one Python integer, divided once (correctly rounded).
+    Non-finite values give numpy's sum of them (NaN, +-inf)."""
+
+    OFFSET, BINS, PIECE = 1100, 2200, 1 << 25  # frexp's exponents of float64 lie in [-1073, 1024]
+
+    def __init__(self, k: int = 1) -> None:
+        self.k = k
+        self.parts = np.zeros((2, k * self.BINS), dtype=np.int64)
+        self.special = np.zeros(k)  # the sum of the non-finite values (0 when none)
+
+    def add(self, values: np.ndarray) -> None:
+        """Add ``values`` ([n] for k = 1, or [n, k]) to the columns' sums."""
+        v = np.asarray(values, dtype=np.float64).reshape(-1, self.k)
+        for start in range(0, v.shape[0], self.PIECE):
+            self._add(v[start : start + self.PIECE])
+
+    def _add(self, v: np.ndarray) -> None:
+        if not v.size:
+            return
+        finite = np.isfinite(v)
+        if not finite.all():
+            self.special += np.where(finite, 0.0, v).sum(axis=0)
+            v = np.where(finite, v, 0.0)
+        m, e = np.frexp(v)
+        mi = (m * 2.0**53).astype(np.int64)  # exact: m has 53 bits
+        high = mi >> 27
+        at = ((e + self.OFFSET) + np.arange(self.k) * self.BINS).reshape(-1)
+        n = self.k * self.BINS
+        self.parts[0] += np.bincount(at, weights=high.reshape(-1), minlength=n).astype(np.int64)
+        self.parts[1] += np.bincount(at, weights=(mi - (high << 27)).reshape(-1), minlength=n).astype(np.int64)
+
+    def sums(self) -> np.ndarray:
+        """[k] each column's sum, correctly rounded."""
+        out = np.zeros(self.k)
+        scale = 53 + self.OFFSET + 200  # every bin's power of two made >= 0
+        for c in range(self.k):
+            high, low = self.parts[:, c * self.BINS : (c + 1) * self.BINS]
+            total = 0
+            for b in np.flatnonzero((high != 0) | (low != 0)).tolist():
+                total += ((int(high[b]) << 27) + int(low[b])) << (b + 200)
+            try:
+                out[c] = total / (1 << scale) if total else 0.0
+            except OverflowError:
+                out[c] = np.inf if total > 0 else -np.inf
+        return out + self.special
+
+
+def exact_sums(values: np.ndarray) -> np.ndarray:
+    """ExactSum of ``values`` [n, k] at once: [k] sums."""
+    acc = ExactSum(values.shape[1])
+    acc.add(values)
+    return acc.sums()
+
+
 def summarize_sampling_arrays(
     cfg: TreeConfig,
     recorded: TreeConfig,
@@ -305,12 +366,13 @@ def summarize_sampling_arrays(
     """summarize_sampling from per-round arrays in run order ([n]; ge_*: [n, gamma], zeros past a
     round's sub-tree): the one summary rule, for the round path and analysis.compare.sampling_batch."""
     n, nd = int(determined.shape[0]), int(determined.sum())
-    lo = np.ascontiguousarray(lo_all[determined], dtype=np.float64)
-    hi = np.ascontiguousarray(hi_all[determined], dtype=np.float64)
-    ge = np.stack([ge_lo[determined], ge_hi[determined]]).reshape(2, nd, cfg.gamma)
-    ge_sums = np.stack([ge[0].sum(axis=0), ge[1].sum(axis=0)])  # [2, gamma], as ge[i].mean(axis=0) sums
+    lo_hi = np.stack([lo_all[determined], hi_all[determined]], axis=1).astype(np.float64)
+    ge = np.concatenate([ge_lo[determined], ge_hi[determined]], axis=1).reshape(nd, 2 * cfg.gamma)
+    sums = exact_sums(np.concatenate([lo_hi, ge], axis=1))
     exact_n = int(exact[determined].sum())
-    return summarize_sampling_sums(cfg, recorded, t, n, exact_n, lo, hi, ge_sums, float(steps_hi[~determined].sum()))
+    ge_sums = sums[2:].reshape(2, cfg.gamma)
+    undet = float(steps_hi[~determined].sum())
+    return summarize_sampling_sums(cfg, recorded, t, n, nd, exact_n, sums[0], sums[1], ge_sums, undet)
 
 
 def summarize_sampling_sums(
@@ -318,18 +380,20 @@ def summarize_sampling_sums(
     recorded: TreeConfig,
     t: float,
     n: int,
+    nd: int,
     exact: int,
-    lo: np.ndarray,
-    hi: np.ndarray,
+    lo_sum: float,
+    hi_sum: float,
     ge_sums: np.ndarray,
     undet_hi: float,
 ) -> dict:
-    """summarize_sampling_arrays' row from n rounds' sums: ``lo``/``hi`` [nd] of the determined rounds
-    in run order (their means are numpy's sums of these arrays), ``ge_sums`` [2, gamma] their P(L >= d)
-    bounds summed, ``exact`` / ``undet_hi`` the determined exact rounds and the undetermined ones' steps.
+    """summarize_sampling_arrays' row from n rounds' sums: ``nd`` determined, ``lo_sum`` / ``hi_sum``
+    their expected accepted length bounds summed and ``ge_sums`` [2, gamma] their P(L >= d) bounds,
+    every sum exactly rounded (ExactSum: math.fsum of the values, in any order); ``exact`` /
+    ``undet_hi`` the determined exact rounds and the undetermined ones' steps. A mean is its sum / nd.
     analysis.compare.sampling_batch's curve calls it with sums kept block by block."""
-    nd = int(lo.shape[0])
     nan = float("nan")
+    lo_sum, hi_sum = float(lo_sum), float(hi_sum)
     ge = ge_sums / nd if nd else ge_sums
     return {
         "config": cfg.short(),
@@ -341,14 +405,14 @@ def summarize_sampling_sums(
         "determined": nd,
         "undetermined": n - nd,
         "exact": exact,
-        "expected_accepted_length_lo": float(lo.mean()) if nd else nan,
-        "expected_accepted_length_hi": float(hi.mean()) if nd else nan,
-        "expected_block_efficiency_lo": float(lo.mean()) + 1.0 if nd else nan,
-        "expected_block_efficiency_hi": float(hi.mean()) + 1.0 if nd else nan,
+        "expected_accepted_length_lo": lo_sum / nd if nd else nan,
+        "expected_accepted_length_hi": hi_sum / nd if nd else nan,
+        "expected_block_efficiency_lo": lo_sum / nd + 1.0 if nd else nan,
+        "expected_block_efficiency_hi": hi_sum / nd + 1.0 if nd else nan,
         "length_at_least_lo": ge[0].tolist() if nd else [],
         "length_at_least_hi": ge[1].tolist() if nd else [],
-        "all_rounds_block_efficiency_lo": float(lo.sum()) / n + 1.0 if n else nan,
-        "all_rounds_block_efficiency_hi": (float(hi.sum()) + undet_hi) / n + 1.0 if n else nan,
+        "all_rounds_block_efficiency_lo": lo_sum / n + 1.0 if n else nan,
+        "all_rounds_block_efficiency_hi": (hi_sum + undet_hi) / n + 1.0 if n else nan,
     }
 
 

@@ -18,6 +18,7 @@ recorded columns, by rank); a round is undetermined by the first one the walk ca
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -41,6 +42,7 @@ from .sampling import (
     REACHED,
     SAMPLING_COLUMNS,
     SAMPLING_PER_ROUND_COLUMNS,
+    ExactSum,
     SamplingComparison,
     compare_sampling,
     summarize_sampling_arrays,
@@ -351,11 +353,14 @@ def sampling_parts(
     vocab_size: int | None = None,
     gamma_threshold: float = 0.0,
     keep: Callable[[AtT], AtT] | None = None,
+    fold: Callable[[int, float, AtT], None] | None = None,
 ) -> list[SamplingPart]:
     """Every config at every T on the rounds of ``batch`` that ``res`` replayed, one shape at a time.
     Whether a round is refused (no scores, a bad row) is the recorded replay at T's verdict
     (replay.engine.batch.sampling.batch_sampling), which depends only on T > 0. ``keep``: applied to
-    each chunk's AtT as it is made (what a caller keeps of it: recommend at T keeps two arrays)."""
+    each chunk's AtT as it is made (what a caller keeps of it: recommend at T keeps two arrays).
+    ``fold(config position, T, AtT of the chunk's usable rounds)``: called instead, the parts' outcomes
+    left empty (report's curve sums each chunk as it is made: nothing per round waits)."""
     ordinals = np.arange(len(batch)) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
     static = recorded.tree_type != TREE_DYNAMIC
     parts = []
@@ -366,13 +371,15 @@ def sampling_parts(
                 bs = batch_sampling(b, r, recorded, t, vocab_size)
                 refused[t > 0.0] = np.where(bs.usable, NOT_REFUSED, bs.problem).astype(np.int8)
         outcomes = _part_outcomes(
-            b, r, shape, static, recorded, configs, temperatures, vocab_size, gamma_threshold, refused, keep
+            b, r, shape, static, recorded, configs, temperatures, vocab_size, gamma_threshold, refused, keep, fold
         )
         parts.append(SamplingPart(ordinals[members], round_names(r), refused, outcomes))
     return parts
 
 
-def _part_outcomes(b, r, shape, static, recorded, configs, temperatures, vocab_size, threshold, refused, keep=None):
+def _part_outcomes(
+    b, r, shape, static, recorded, configs, temperatures, vocab_size, threshold, refused, keep=None, fold=None
+):
     """{(config, T): AtT} on rounds of one shape, chunk by chunk (analysis.compare.subtree_batch's chunks)."""
     expanded = expanded_nodes(b, shape, static)
     rules = selection_rules(b, r, shape)
@@ -380,16 +387,38 @@ def _part_outcomes(b, r, shape, static, recorded, configs, temperatures, vocab_s
     chunks: dict[tuple[int, float], list[AtT]] = {}
     for lo in range(0, len(b), CHUNK_ROUNDS):
         hi = min(len(b), lo + CHUNK_ROUNDS)
+        uses = {pos: codes[lo:hi] == NOT_REFUSED for pos, codes in refused.items()}
+        if not any(u.any() for u in uses.values()):  # every T refuses every round (no scores, T > 0 only)
+            for c, sub in enumerate(configs):
+                if fold is not None:
+                    continue  # no usable round to fold
+                for t in temperatures:
+                    at = _refused_at(hi - lo, sub.gamma)
+                    chunks.setdefault((c, t), []).append(at if keep is None else keep(at))
+            continue
         rec = _Recorded(b, r, expanded, shape, lo, hi, rules[lo:hi])
         rows = _rows(b, r, shape, lo, hi)
         for c, sub in enumerate(configs):
             cap = min(sub.gamma, steps) if steps < recorded.gamma else sub.gamma
             st = sub_trees(rec, rows, b.root_tokens[lo:hi], sub, cap, float(threshold))
             for t in temperatures:
-                use = refused[t > 0.0][lo:hi] == NOT_REFUSED
-                at = at_temperature(st, use, t, vocab_size)
+                use = uses[t > 0.0]
+                # a refused round's outcome is never read (every reader takes the usable rounds)
+                if fold is not None:
+                    if use.any():
+                        fold(c, t, at_temperature(st, use, t, vocab_size).take(np.flatnonzero(use)))
+                    continue
+                at = at_temperature(st, use, t, vocab_size) if use.any() else _refused_at(hi - lo, sub.gamma)
                 chunks.setdefault((c, t), []).append(at if keep is None else keep(at))
     return {key: AtT.concat(v) for key, v in chunks.items()}
+
+
+def _refused_at(c: int, gamma: int) -> AtT:
+    """at_temperature's AtT on C rounds none of which is used (each refused at this T), not computed:
+    undetermined, as at_temperature leaves the rounds it does not read (why 0: never read)."""
+    f, z = np.full(c, np.nan), np.zeros(c, dtype=np.int64)
+    no = np.zeros(c, dtype=bool)
+    return AtT(no, f, f, np.zeros((c, gamma)), np.zeros((c, gamma)), no, z, np.zeros(c, np.int8), z, z - 1, False)
 
 
 def refusal_text(code: int, vocab_size: int | None = None) -> str:
@@ -562,31 +591,25 @@ def _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold,
 
 
 def _curve_sums(run, configs, temperatures, vocab_size, threshold, progress) -> SamplingComparison:
-    """join_sampling's table without its per-round arrays: the run read again block by block in run
-    order (as analysis.tables.stream reads it), every config at every T on a block, the block's rounds
-    folded into _Sums once no later block can hold a round before them, then dropped. What waits is
-    at most about one block per tree group; what stays per round is the determined rounds' bounds
-    (their means are numpy's pairwise sums, which need the whole array)."""
+    """join_sampling's table without its per-round arrays: the run read again block by block (as
+    analysis.tables.stream reads it), every config at every T on a block, the block's rounds folded
+    into _Sums as it comes (the sums are exactly rounded: order-independent), then dropped. What
+    stays per round is the refused rounds' ordinal, name and code (the skipped list)."""
     opened = open_run(run.replay.directory, run.replay.options)
     sums = _Sums(configs, temperatures)
-    pending: list[SamplingPart] = []
     done, total = 0, len(run.results)
 
     def parts_of(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[SamplingPart]:
-        return sampling_parts(batch, res, run.config, configs, temperatures, vocab_size, threshold)
+        return sampling_parts(batch, res, run.config, configs, temperatures, vocab_size, threshold, fold=sums.fold)
 
     for _, batches in iter_run_chunks(opened, None, per_batch=parts_of, in_run_order=True):
         parts = [p for _, _, ps in batches for p in ps or ()]
-        if not parts:
-            continue
-        first = min(int(p.ordinals.min()) for p in parts)  # no later chunk holds a round before it
-        ready = [_take_part(p, p.ordinals < first) for p in pending]
-        pending = [_take_part(p, p.ordinals >= first) for p in pending] + parts
-        sums.add([p for p in ready if p.ordinals.shape[0]])
+        del batches
+        sums.add(parts)
         done += sum(p.ordinals.shape[0] for p in parts)
+        del parts
         if progress:
             progress(done, total)
-    sums.add(pending)
     if done != total:
         raise RuntimeError(
             f"compare replayed {done} rounds of {run.label}, the run has {total}: a bug in the batch path"
@@ -594,24 +617,21 @@ def _curve_sums(run, configs, temperatures, vocab_size, threshold, progress) -> 
     return sums.comparison(run.config, vocab_size)
 
 
-def _take_part(p: SamplingPart, mask: np.ndarray) -> SamplingPart:
-    outcomes = {key: at.take(mask) for key, at in p.outcomes.items()}
-    return SamplingPart(p.ordinals[mask], p.names[mask], {k: v[mask] for k, v in p.refused.items()}, outcomes)
-
-
 class _Sums:
-    """Per (config, T) what summarize_sampling_sums reads, from rounds added in run order: counts, the
-    determined rounds' lo / hi (kept), their P(L >= d) bounds summed row after row (numpy's sum over
-    axis 0 of a [rounds, gamma >= 2] array; a [rounds, 1] one is summed pairwise, so kept too)."""
+    """Per (config, T) what summarize_sampling_sums reads, from rounds added in any order: counts and
+    the determined rounds' bounds' exactly rounded sums (ExactSum); the refused rounds, put in run
+    order at the end (the skipped list)."""
 
     def __init__(self, configs: Sequence[TreeConfig], temperatures: Sequence[float]) -> None:
         self.configs, self.temperatures = list(configs), list(temperatures)
-        self.acc = {(c, t): _Acc() for c in range(len(configs)) for t in temperatures}
-        self.refused: list[tuple[int, str, bool, int]] = []  # (ordinal, name, T > 0, code)
+        self.acc = {(c, t): _Acc(configs[c].gamma) for c in range(len(configs)) for t in temperatures}
+        # per T > 0 or not: the refused rounds' (ordinals, names, codes) of each add, kept as arrays
+        self.refused: dict[bool, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         self.needs_vocab = False
+        self.lock = threading.Lock()
 
     def add(self, parts: Sequence[SamplingPart]) -> None:
-        """The rounds of ``parts``, every one after those added before (join_sampling's order)."""
+        """The refused rounds of ``parts`` (their outcomes were folded as they were made)."""
         if not parts:
             return
         ords = np.concatenate([p.ordinals for p in parts])
@@ -620,21 +640,21 @@ class _Sums:
         refused = {pos: np.concatenate([p.refused[pos] for p in parts])[order] for pos in parts[0].refused}
         for pos, codes in refused.items():
             bad = np.flatnonzero(codes != NOT_REFUSED)
-            self.refused.extend((int(ords[order[i]]), str(names[i]), pos, int(codes[i])) for i in bad)
-        for (c, t), acc in self.acc.items():
-            use = refused[t > 0.0] == NOT_REFUSED
-            at = AtT.concat([p.outcomes[(c, t)] for p in parts]).take(order[use])
+            self.refused.setdefault(pos, []).append((ords[order[bad]], names[bad], codes[bad]))
+
+    def fold(self, c: int, t: float, at: AtT) -> None:
+        """Config ``c`` at ``t`` on some usable rounds (sampling_parts' fold; from the replay's threads)."""
+        with self.lock:
             self.needs_vocab |= at.needs_vocab
-            acc.add(at, self.configs[c].gamma)
+            self.acc[(c, t)].add(at)
 
     def comparison(self, recorded: TreeConfig, vocab_size: int | None) -> SamplingComparison:
-        self.refused.sort(key=lambda r: r[0])
-        skipped = [
-            (name, t, refusal_text(code, vocab_size))
-            for t in self.temperatures
-            for _, name, pos, code in self.refused
-            if pos == (t > 0.0)
-        ]
+        by_pos = {}
+        for pos, adds in self.refused.items():
+            ords = np.concatenate([a[0] for a in adds])
+            order = np.argsort(ords, kind="stable")
+            by_pos[pos] = (np.concatenate([a[1] for a in adds])[order], np.concatenate([a[2] for a in adds])[order])
+        skipped = SkippedRounds(self.temperatures, by_pos, vocab_size)
         rows = [self.acc[(c, t)].row(cfg, recorded, t) for c, cfg in enumerate(self.configs) for t in self.temperatures]
         table = pd.DataFrame(rows, columns=SAMPLING_COLUMNS)
         return SamplingComparison(
@@ -642,37 +662,70 @@ class _Sums:
         )
 
 
+class SkippedRounds(Sequence):
+    """SamplingComparison.skipped, the (round, T, reason) of every refused round at every T (T by T,
+    rounds in run order), made as read from the refused rounds' arrays: a run without scores is
+    refused at every T > 0, 15 tuples a round on the default grid (1.5 GB at 10^6 rounds as a list)."""
+
+    def __init__(self, temperatures: Sequence[float], by_pos: dict[bool, tuple[np.ndarray, np.ndarray]], vocab_size):
+        self.temperatures, self.by_pos, self.vocab_size = list(temperatures), by_pos, vocab_size
+        self.sizes = [len(by_pos[t > 0.0][0]) if (t > 0.0) in by_pos else 0 for t in self.temperatures]
+        self.texts: dict[int, str] = {}  # one string per refusal code
+
+    def _text(self, code: int) -> str:
+        if code not in self.texts:
+            self.texts[code] = refusal_text(code, self.vocab_size)
+        return self.texts[code]
+
+    def __len__(self) -> int:
+        return sum(self.sizes)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = i + len(self) if i < 0 else i
+        for t, size in zip(self.temperatures, self.sizes):
+            if 0 <= i < size:
+                names, codes = self.by_pos[t > 0.0]
+                return (str(names[i]), t, self._text(int(codes[i])))
+            i -= size
+        raise IndexError("skipped round index out of range")
+
+    def __iter__(self):
+        for t, size in zip(self.temperatures, self.sizes):
+            if size:
+                names, codes = self.by_pos[t > 0.0]
+                for name, code in zip(names.tolist(), codes.tolist()):
+                    yield (str(name), t, self._text(code))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class _Acc:
-    """One (config, T)'s sums (_Sums)."""
+    """One (config, T)'s sums (_Sums): counts, and one ExactSum of [lo, hi, P(L >= d) lo.., hi..]."""
 
-    def __init__(self) -> None:
-        self.n = self.exact = self.undet_hi = 0
-        self.lo: list[np.ndarray] = []
-        self.hi: list[np.ndarray] = []
-        self.ge: list[np.ndarray] = []  # gamma 1: the [2, rounds, 1] bounds; else one [2, gamma] running sum
+    def __init__(self, gamma: int) -> None:
+        self.gamma = gamma
+        self.n = self.nd = self.exact = self.undet_hi = 0
+        self.sums = ExactSum(2 + 2 * gamma)
 
-    def add(self, at: AtT, gamma: int) -> None:
+    def add(self, at: AtT) -> None:
         det = at.determined
         self.n += int(det.shape[0])
+        self.nd += int(det.sum())
         self.exact += int(at.exact[det].sum())
         self.undet_hi += int(at.steps_hi[~det].sum())
-        self.lo.append(np.ascontiguousarray(at.lo[det], dtype=np.float64))
-        self.hi.append(np.ascontiguousarray(at.hi[det], dtype=np.float64))
-        rows = np.stack([at.ge_lo[det], at.ge_hi[det]])  # [2, nd, gamma]
-        if gamma == 1:
-            self.ge.append(rows)
-        elif rows.shape[1]:
-            # ((s + r0) + r1) + ...: numpy's sum over axis 0, the running sum s its first row (none yet: r0 starts)
-            self.ge = [np.stack([self._fold(i, rows[i]) for i in (0, 1)])]
-
-    def _fold(self, i: int, rows: np.ndarray) -> np.ndarray:
-        return np.concatenate([self.ge[0][i][None], rows]).sum(axis=0) if self.ge else rows.sum(axis=0)
+        g = self.gamma
+        self.sums.add(
+            np.concatenate([at.lo[det, None], at.hi[det, None], at.ge_lo[det, :g], at.ge_hi[det, :g]], axis=1)
+        )
 
     def row(self, cfg: TreeConfig, recorded: TreeConfig, t: float) -> dict:
-        lo, hi = np.concatenate(self.lo or [np.zeros(0)]), np.concatenate(self.hi or [np.zeros(0)])
-        if cfg.gamma == 1:
-            ge = np.concatenate(self.ge, axis=1) if self.ge else np.zeros((2, 0, 1))
-            ge_sums = np.stack([np.ascontiguousarray(ge[0]).sum(axis=0), np.ascontiguousarray(ge[1]).sum(axis=0)])
-        else:
-            ge_sums = self.ge[0] if self.ge else np.zeros((2, cfg.gamma))
-        return summarize_sampling_sums(cfg, recorded, t, self.n, self.exact, lo, hi, ge_sums, float(self.undet_hi))
+        s = self.sums.sums()
+        ge_sums = s[2:].reshape(2, cfg.gamma)
+        return summarize_sampling_sums(
+            cfg, recorded, t, self.n, self.nd, self.exact, s[0], s[1], ge_sums, float(self.undet_hi)
+        )

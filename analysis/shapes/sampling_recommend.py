@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.compare.batch import per_batch_parts
-from analysis.compare.sampling import SamplingComparison
+from analysis.compare.sampling import SamplingComparison, exact_sums
 from analysis.compare.sampling_batch import NOT_REFUSED, AtT, compare_sampling_run, sampling_parts
 from analysis.compare.subtree import contained_configs
 from analysis.tables.runs import BatchReplay, LabelledRun
@@ -113,7 +113,7 @@ def _two_passes(run, configs, shapes, t, vocab_size, top, progress) -> ShapesAtT
 
 def _rank_numbers(run, configs, t: float, vocab_size, progress) -> np.ndarray:
     """Each config's RANK_BY on a batch-loaded run: per batch, each config's determined flags and E[L]
-    lower bounds only; then summarize_sampling_arrays' sum, over the same array in run order."""
+    lower bounds only; then summarize_sampling_arrays' sum (exactly rounded) of the lower bounds."""
 
     def slim(batch, res, tree) -> list:
         out = []
@@ -130,7 +130,7 @@ def _rank_numbers(run, configs, t: float, vocab_size, progress) -> np.ndarray:
         return np.full(len(configs), np.nan)
     det = np.concatenate([p.determined for p in parts], axis=1)[:, order]
     lo = np.concatenate([p.lo for p in parts], axis=1)[:, order]
-    return np.asarray([float(np.ascontiguousarray(lo[c][det[c]]).sum()) / n + 1.0 for c in range(len(configs))])
+    return np.asarray([float(exact_sums(lo[c][det[c], None])[0]) / n + 1.0 for c in range(len(configs))])
 
 
 def _flags_and_lo(at: AtT) -> AtT:
