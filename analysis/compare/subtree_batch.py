@@ -391,16 +391,10 @@ def _select(lvl: _Level, heads: int) -> None:
         vf = v if every else v[:, cols]
         key = np.where(vf, lvl.lo if every else lvl.lo[:, cols], -np.inf)
         tie = (lvl.oslot if every else lvl.oslot[:, cols]) * (1 << 20) + lvl.rank  # [L, C']
-        slot = np.full(key.shape, -1, dtype=np.int64)
-        left = vf.copy()
-        lanes = np.arange(key.shape[1])
-        for t in range(min(heads, L)):
-            cand = np.where(left, key, -np.inf)
-            best = cand.max(axis=0)
-            pick = _first_min(np.where(left & (cand == best), tie, np.iinfo(np.int64).max))  # [C']
-            exists = left[pick, lanes]
-            slot[pick[exists], lanes[exists]] = t
-            left[pick[exists], lanes[exists]] = False
+        slot = _slots_in_order(key, tie, vf, heads)
+        loop = np.flatnonzero((slot == _UNORDERED).any(axis=0))
+        if loop.shape[0]:
+            slot[:, loop] = _successive_maxima(key[:, loop], tie[:, loop], vf[:, loop], heads)
         chosen = slot >= 0
         st = np.where(chosen, IN, OUT).astype(np.int8)
         if every:
@@ -432,6 +426,46 @@ def _select(lvl: _Level, heads: int) -> None:
         slot_lo[:, cols] = np.where(st != OUT, surely, -1)
         slot_hi[:, cols] = np.where(st != OUT, np.minimum(maybe, heads - 1), -1)
     lvl.status, lvl.slot_lo, lvl.slot_hi = status, slot_lo, slot_hi
+
+
+_UNORDERED = -2  # a column _slots_in_order leaves to _successive_maxima
+
+
+def _slots_in_order(key: np.ndarray, tie: np.ndarray, valid: np.ndarray, heads: int) -> np.ndarray:
+    """[L, C] the slot of each node (-1 when not chosen) in the columns whose valid nodes are already in
+    selection order (each key <= the previous valid node's, equal keys with tie >= the previous one's):
+    there the successive maxima take the valid nodes in row order, so a node's slot is the count of
+    valid nodes before it, kept below ``heads``. Other columns are ``_UNORDERED`` throughout."""
+    L, c = key.shape
+    slot = np.cumsum(valid, axis=0) - 1
+    slot = np.where(valid & (slot < heads), slot, -1)
+    if L == 1:
+        return slot
+    rows = np.arange(L)[:, None]
+    last = np.maximum.accumulate(np.where(valid, rows, -1), axis=0)  # the last valid node up to each row
+    prev = last[:-1]  # the valid node before rows 1 .. L-1 (-1: none)
+    flat = np.clip(prev, 0, None) * c + np.arange(c)
+    p_key, p_tie = np.take(key.reshape(-1), flat), np.take(tie.reshape(-1), flat)
+    k1, t1 = key[1:], tie[1:]
+    ok = ~valid[1:] | (prev < 0) | (p_key > k1) | ((p_key == k1) & (p_tie <= t1))
+    return np.where(ok.all(axis=0)[None, :], slot, _UNORDERED)
+
+
+def _successive_maxima(key: np.ndarray, tie: np.ndarray, valid: np.ndarray, heads: int) -> np.ndarray:
+    """[L, C] the slot of each node (-1 when not chosen): the valid node of the largest key takes slot
+    0, ties to the smallest tie (the first in row order among equal ties), then the next, ``heads`` times."""
+    L = key.shape[0]
+    slot = np.full(key.shape, -1, dtype=np.int64)
+    left = valid.copy()
+    lanes = np.arange(key.shape[1])
+    for t in range(min(heads, L)):
+        cand = np.where(left, key, -np.inf)
+        best = cand.max(axis=0)
+        pick = _first_min(np.where(left & (cand == best), tie, np.iinfo(np.int64).max))  # [C']
+        exists = left[pick, lanes]
+        slot[pick[exists], lanes[exists]] = t
+        left[pick[exists], lanes[exists]] = False
+    return slot
 
 
 def _threshold_verdicts(rec: _Recorded, lvl: _Level, depth: int, threshold: float) -> tuple[np.ndarray, np.ndarray]:
