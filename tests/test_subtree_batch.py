@@ -133,14 +133,19 @@ def _level_of(valid, key, oslot, rank):
     return subtree_batch._Level(valid, key, key, true, true, true, oslot, rank, none, none, none)
 
 
+def _keys(rng, shape):
+    """Few key values, so that keys tie, -inf among them (a valid node's -inf ties an invalid one's)."""
+    return np.array([-np.inf, -2.0, -1.0, 0.0])[rng.integers(0, 4, shape)]
+
+
 def _sorted_column(rng, valid, rank):
     """(key, oslot) of one column whose valid nodes are in selection order: keys non-increasing,
     (oslot, rank) non-decreasing within equal keys, equal ties included."""
     L = valid.shape[0]
-    key = rng.integers(-3, 1, L).astype(np.float64)
+    key = _keys(rng, L)
     oslot = rng.integers(0, 4, L)
     rows = np.flatnonzero(valid)
-    key[rows] = np.sort(rng.integers(-3, 1, rows.shape[0]))[::-1]
+    key[rows] = np.sort(_keys(rng, rows.shape[0]))[::-1]
     for a, b in zip(rows[:-1], rows[1:]):
         if key[b] == key[a]:
             oslot[b] = oslot[a] + (rng.integers(0, 2) if rank[b] >= rank[a] else 1)
@@ -148,9 +153,9 @@ def _sorted_column(rng, valid, rank):
 
 
 def test_select_in_order_columns_match_successive_maxima():
-    """_select's slots on random levels with tied keys and tied (parent slot, rank): columns already in
-    selection order (taken without the loop), the same with one pair of equal keys out of tie order,
-    and random columns (the loop) all match a successive maxima by hand: the valid nodes sorted by
+    """_select's slots on random levels with tied keys and tied (parent slot, rank): columns whose valid
+    nodes come first in selection order (taken without the loop), the same with one pair of equal
+    keys out of tie order or with invalid nodes between valid ones, and random columns (the loop) match a successive maxima by hand: the valid nodes sorted by
     (-key, parent slot, rank, row), the first ``heads`` taking slots 0, 1, ..."""
     rng = np.random.default_rng(22)
     kinds = np.zeros(3, dtype=np.int64)
@@ -158,10 +163,12 @@ def test_select_in_order_columns_match_successive_maxima():
         L, c, heads = int(rng.integers(1, 13)), 30, int(rng.integers(1, 9))
         valid = rng.random((L, c)) < 0.7
         rank = rng.integers(0, 3, (L, 1))
-        key = rng.integers(-3, 1, (L, c)).astype(np.float64)
+        key = _keys(rng, (L, c))
         oslot = rng.integers(0, 4, (L, c))
         for j in range(c):
-            kind = j % 3  # 0: random, 1: in order, 2: in order but one tie run broken
+            kind = j % 4  # 0: random; 1: in order; 2: in order, one tie broken; 3: in order, a gap in valid
+            if kind in (1, 2):
+                valid[:, j] = np.arange(L) < rng.integers(0, L + 1)  # the valid nodes first
             if kind:
                 key[:, j], oslot[:, j] = _sorted_column(rng, valid[:, j], rank[:, 0])
             rows = np.flatnonzero(valid[:, j])
@@ -171,7 +178,7 @@ def test_select_in_order_columns_match_successive_maxima():
                 oslot[a, j] = oslot[b, j] + 1  # a's tie now above b's: the order check must fail
         lvl = _level_of(valid, key, oslot, rank)
         tie = oslot * (1 << 20) + rank
-        ordered = (subtree_batch._slots_in_order(np.where(valid, key, -np.inf), tie, valid, heads) >= -1).all(axis=0)
+        ordered = subtree_batch._slots_in_order(np.where(valid, key, -np.inf), tie, valid, heads)[1]
         kinds += [ordered.all() == False, ordered.any(), 1]  # noqa: E712
         subtree_batch._select(lvl, heads)
         for j in range(c):

@@ -391,8 +391,8 @@ def _select(lvl: _Level, heads: int) -> None:
         vf = v if every else v[:, cols]
         key = np.where(vf, lvl.lo if every else lvl.lo[:, cols], -np.inf)
         tie = (lvl.oslot if every else lvl.oslot[:, cols]) * (1 << 20) + lvl.rank  # [L, C']
-        slot = _slots_in_order(key, tie, vf, heads)
-        loop = np.flatnonzero((slot == _UNORDERED).any(axis=0))
+        slot, in_order = _slots_in_order(key, tie, vf, heads)
+        loop = np.flatnonzero(~in_order)
         if loop.shape[0]:
             slot[:, loop] = _successive_maxima(key[:, loop], tie[:, loop], vf[:, loop], heads)
         chosen = slot >= 0
@@ -428,27 +428,19 @@ def _select(lvl: _Level, heads: int) -> None:
     lvl.status, lvl.slot_lo, lvl.slot_hi = status, slot_lo, slot_hi
 
 
-_UNORDERED = -2  # a column _slots_in_order leaves to _successive_maxima
-
-
-def _slots_in_order(key: np.ndarray, tie: np.ndarray, valid: np.ndarray, heads: int) -> np.ndarray:
-    """[L, C] the slot of each node (-1 when not chosen) in the columns whose valid nodes are already in
-    selection order (each key <= the previous valid node's, equal keys with tie >= the previous one's):
-    there the successive maxima take the valid nodes in row order, so a node's slot is the count of
-    valid nodes before it, kept below ``heads``. Other columns are ``_UNORDERED`` throughout."""
-    L, c = key.shape
-    slot = np.cumsum(valid, axis=0) - 1
-    slot = np.where(valid & (slot < heads), slot, -1)
-    if L == 1:
-        return slot
-    rows = np.arange(L)[:, None]
-    last = np.maximum.accumulate(np.where(valid, rows, -1), axis=0)  # the last valid node up to each row
-    prev = last[:-1]  # the valid node before rows 1 .. L-1 (-1: none)
-    flat = np.clip(prev, 0, None) * c + np.arange(c)
-    p_key, p_tie = np.take(key.reshape(-1), flat), np.take(tie.reshape(-1), flat)
-    k1, t1 = key[1:], tie[1:]
-    ok = ~valid[1:] | (prev < 0) | (p_key > k1) | ((p_key == k1) & (p_tie <= t1))
-    return np.where(ok.all(axis=0)[None, :], slot, _UNORDERED)
+def _slots_in_order(key: np.ndarray, tie: np.ndarray, valid: np.ndarray, heads: int) -> tuple[np.ndarray, np.ndarray]:
+    """([L, C] slot of each node, -1 when not chosen; [C] bool: that slot is right) without the
+    successive maxima, for the columns whose valid nodes come first and are already in selection
+    order (each key <= the one before, equal keys with tie >= the one before: level 1's ranks of
+    the root, mostly): there the maxima take the valid nodes in row order, so a node's slot is its
+    row, kept below ``heads``. A check of adjacent rows only; other columns are left to the loop."""
+    rows = np.arange(key.shape[0])[:, None]
+    slot = np.where(valid & (rows < heads), rows, -1)
+    if key.shape[0] == 1:
+        return slot, np.ones(key.shape[1], dtype=bool)
+    v1, k0, k1 = valid[1:], key[:-1], key[1:]
+    ok = (v1 <= valid[:-1]) & (~v1 | (k0 > k1) | ((k0 == k1) & (tie[:-1] <= tie[1:])))
+    return slot, ok.all(axis=0)
 
 
 def _successive_maxima(key: np.ndarray, tie: np.ndarray, valid: np.ndarray, heads: int) -> np.ndarray:
