@@ -38,6 +38,7 @@ CODE_PATH, CODE_RECORDED, CODE_FALLBACK = 0, 1, 2  # analysis.compare.subtree.se
 STOP_CODE_LEAF, STOP_CODE_MISMATCH, STOP_CODE_NO_ROW = StopCode.LEAF, StopCode.MISMATCH, StopCode.NO_ROW
 STOP_CODE_UNDECIDABLE = max(StopCode) + 1  # the batch replay's stop codes, and one more
 NO_CANDIDATE = -1  # why_rank where the reason names no candidate (not vocab.NO_RANK, the root's rank)
+ROOT_WIDEST = "root widest"  # shared's key: the widest root width of the configs replayed together
 FIRST_TRUE_MAX = 128  # replay.core.selection.first_true's axis must be shorter
 # Rounds simulated at once. Each level op makes a [slots, rounds] temporary; at 4,096 rounds they stay in
 # the CPU's cache and under malloc's mmap threshold. At vocab.CHUNK_ROUNDS (16,384) each was a fresh
@@ -154,6 +155,9 @@ def replay_contained_many(
         hi = min(r, lo + SIM_CHUNK_ROUNDS)
         rec = _Recorded(batch, res, expanded, shape, lo, hi, rules[lo:hi])
         shared: dict = {}  # the chunk's levels by prefix (simulate_levels)
+        roots = [s.top_k_spec[0][0] for s in subs if s.top_k_spec and len(s.top_k_spec[0]) == 1]
+        if len(roots) > 1:
+            shared[ROOT_WIDEST] = max(roots)
         for sub, out in zip(subs, outs):
             cap = min(sub.gamma, steps) if steps < recorded_gamma else sub.gamma
             out.put(slice(lo, hi), _simulate(rec, sub, cap, float(gamma_threshold), shared))
@@ -617,10 +621,25 @@ class _OnTheWalk:
     def children(self, d: int, cols: np.ndarray) -> tuple[_Level, _Level, np.ndarray, int, np.ndarray]:
         pos = self._narrow(cols)
         lvl, spec, on = self.level, self.sub.top_k_spec, self.cols
-        key = ("children", spec[: d + 1], self.sub.top_head[1 : d + 1])
-        kids, kp, big_w = self._cached(key, on, lambda: _children(self.rec.on(on), lvl, d, spec[d]))
+        widest = self.shared.get(ROOT_WIDEST) if self.shared is not None and d == 0 else None
+        if widest is not None and len(spec[0]) == 1 and spec[0][0] <= widest:
+            # the root's children of width W are the first W of any wider: rank r's fields do not
+            # depend on W (one parent, every rank below the width), so the configs share the widest
+            w = spec[0][0]
+            wide, kp, _ = self._cached(
+                ("children", ((widest,),), ()), on, lambda: _children(self.rec.on(on), lvl, 0, (widest,))
+            )
+            kids, big_w = _Level(**{f.name: _rows(getattr(wide, f.name), w) for f in fields(_Level)}), w
+        else:
+            key = ("children", spec[: d + 1], self.sub.top_head[1 : d + 1])
+            kids, kp, big_w = self._cached(key, on, lambda: _children(self.rec.on(on), lvl, d, spec[d]))
         self.level = kids
         return lvl, kids, kp, big_w, pos
+
+
+def _rows(a: np.ndarray | None, n: int) -> np.ndarray | None:
+    """A level field's first ``n`` rows (a view: contiguous like the field)."""
+    return None if a is None else a[:n]
 
 
 def _simulate(
