@@ -11,8 +11,9 @@ Arrays have the round axis last. A level of the simulated tree is a padded ``[L,
 (``valid`` marks real nodes); children of level i's non-OUT nodes sit at ``k * W + r`` of level
 i+1, k the parent's position among them and W the widest topKSpec entry of step i. Selection is
 recomputed by successive maxima (ties by tree order) in rounds where every key of the level is
-known and ordered (the common case), and with the reference's pairwise IN / OUT / MAYBE rule in
-the others. The greedy walk builds and selects each level only on the rounds still walking at its
+known and ordered (the common case; taken as they come where the valid nodes already are in that
+order), and with the reference's pairwise IN / OUT / MAYBE rule in the others. Configs replayed
+together share the levels of a common prefix, and the root's children (built at the widest root width). The greedy walk builds and selects each level only on the rounds still walking at its
 depth (most walks stop by depth 1 or 2); under the gammaThreshold early stop every level is built on
 every round first (simulate_levels, which the sampling walk reads too).
 """
