@@ -124,3 +124,67 @@ def test_synthetic_article_configs_together_most_rounds_stop_early():
     lowers = check_many(run.tree, batches, subs)
     assert lowers.shape[0] == 300 * len(subs)
     assert (lowers <= 1).mean() > 0.5
+
+
+def _level_of(valid, key, oslot, rank):
+    """A level whose keys are all known and ordered (_select's successive-maxima branch)."""
+    true = np.ones(valid.shape, dtype=bool)
+    none = np.full(valid.shape, -1, dtype=np.int64)
+    return subtree_batch._Level(valid, key, key, true, true, true, oslot, rank, none, none, none)
+
+
+def _keys(rng, shape):
+    """Few key values, so that keys tie, -inf among them (a valid node's -inf ties an invalid one's)."""
+    return np.array([-np.inf, -2.0, -1.0, 0.0])[rng.integers(0, 4, shape)]
+
+
+def _sorted_column(rng, valid, rank):
+    """(key, oslot) of one column whose valid nodes are in selection order: keys non-increasing,
+    (oslot, rank) non-decreasing within equal keys, equal ties included."""
+    L = valid.shape[0]
+    key = _keys(rng, L)
+    oslot = rng.integers(0, 4, L)
+    rows = np.flatnonzero(valid)
+    key[rows] = np.sort(_keys(rng, rows.shape[0]))[::-1]
+    for a, b in zip(rows[:-1], rows[1:]):
+        if key[b] == key[a]:
+            oslot[b] = oslot[a] + (rng.integers(0, 2) if rank[b] >= rank[a] else 1)
+    return key, oslot
+
+
+def test_select_in_order_columns_match_successive_maxima():
+    """_select's slots on random levels with tied keys and tied (parent slot, rank): columns whose valid
+    nodes come first in selection order (taken without the loop), the same with one pair of equal
+    keys out of tie order or with invalid nodes between valid ones, and random columns (the loop) match a successive maxima by hand: the valid nodes sorted by
+    (-key, parent slot, rank, row), the first ``heads`` taking slots 0, 1, ..."""
+    rng = np.random.default_rng(22)
+    kinds = np.zeros(3, dtype=np.int64)
+    for _ in range(300):
+        L, c, heads = int(rng.integers(1, 13)), 30, int(rng.integers(1, 9))
+        valid = rng.random((L, c)) < 0.7
+        rank = rng.integers(0, 3, (L, 1))
+        key = _keys(rng, (L, c))
+        oslot = rng.integers(0, 4, (L, c))
+        for j in range(c):
+            kind = j % 4  # 0: random; 1: in order; 2: in order, one tie broken; 3: in order, a gap in valid
+            if kind in (1, 2):
+                valid[:, j] = np.arange(L) < rng.integers(0, L + 1)  # the valid nodes first
+            if kind:
+                key[:, j], oslot[:, j] = _sorted_column(rng, valid[:, j], rank[:, 0])
+            rows = np.flatnonzero(valid[:, j])
+            runs_ = [(a, b) for a, b in zip(rows[:-1], rows[1:]) if key[a, j] == key[b, j]]
+            if kind == 2 and runs_:
+                a, b = runs_[rng.integers(len(runs_))]
+                oslot[a, j] = oslot[b, j] + 1  # a's tie now above b's: the order check must fail
+        lvl = _level_of(valid, key, oslot, rank)
+        tie = oslot * (1 << 20) + rank
+        ordered = subtree_batch._slots_in_order(np.where(valid, key, -np.inf), tie, valid, heads)[1]
+        kinds += [ordered.all() == False, ordered.any(), 1]  # noqa: E712
+        subtree_batch._select(lvl, heads)
+        for j in range(c):
+            rows = sorted(np.flatnonzero(valid[:, j]), key=lambda i: (-key[i, j], oslot[i, j], rank[i, 0], i))
+            want = np.full(L, -1)
+            want[rows[:heads]] = np.arange(min(heads, len(rows)))
+            assert (lvl.slot_lo[:, j] == want).all() and (lvl.slot_hi[:, j] == want).all(), (L, heads, j)
+            assert (lvl.status[:, j] == np.where(want >= 0, subtree_batch.IN, subtree_batch.OUT)).all()
+    assert kinds[0] > 100 and kinds[1] > 100  # both paths ran in most levels

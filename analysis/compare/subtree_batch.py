@@ -11,8 +11,9 @@ Arrays have the round axis last. A level of the simulated tree is a padded ``[L,
 (``valid`` marks real nodes); children of level i's non-OUT nodes sit at ``k * W + r`` of level
 i+1, k the parent's position among them and W the widest topKSpec entry of step i. Selection is
 recomputed by successive maxima (ties by tree order) in rounds where every key of the level is
-known and ordered (the common case), and with the reference's pairwise IN / OUT / MAYBE rule in
-the others. The greedy walk builds and selects each level only on the rounds still walking at its
+known and ordered (the common case; taken as they come where the valid nodes already are in that
+order), and with the reference's pairwise IN / OUT / MAYBE rule in the others. Configs replayed
+together share the levels of a common prefix, and the root's children (built at the widest root width). The greedy walk builds and selects each level only on the rounds still walking at its
 depth (most walks stop by depth 1 or 2); under the gammaThreshold early stop every level is built on
 every round first (simulate_levels, which the sampling walk reads too).
 """
@@ -38,6 +39,7 @@ CODE_PATH, CODE_RECORDED, CODE_FALLBACK = 0, 1, 2  # analysis.compare.subtree.se
 STOP_CODE_LEAF, STOP_CODE_MISMATCH, STOP_CODE_NO_ROW = StopCode.LEAF, StopCode.MISMATCH, StopCode.NO_ROW
 STOP_CODE_UNDECIDABLE = max(StopCode) + 1  # the batch replay's stop codes, and one more
 NO_CANDIDATE = -1  # why_rank where the reason names no candidate (not vocab.NO_RANK, the root's rank)
+ROOT_WIDEST = "root widest"  # shared's key: the widest root width of the configs replayed together
 FIRST_TRUE_MAX = 128  # replay.core.selection.first_true's axis must be shorter
 # Rounds simulated at once. Each level op makes a [slots, rounds] temporary; at 4,096 rounds they stay in
 # the CPU's cache and under malloc's mmap threshold. At vocab.CHUNK_ROUNDS (16,384) each was a fresh
@@ -154,6 +156,9 @@ def replay_contained_many(
         hi = min(r, lo + SIM_CHUNK_ROUNDS)
         rec = _Recorded(batch, res, expanded, shape, lo, hi, rules[lo:hi])
         shared: dict = {}  # the chunk's levels by prefix (simulate_levels)
+        roots = [s.top_k_spec[0][0] for s in subs if s.top_k_spec and len(s.top_k_spec[0]) == 1]
+        if len(roots) > 1:
+            shared[ROOT_WIDEST] = max(roots)
         for sub, out in zip(subs, outs):
             cap = min(sub.gamma, steps) if steps < recorded_gamma else sub.gamma
             out.put(slice(lo, hi), _simulate(rec, sub, cap, float(gamma_threshold), shared))
@@ -279,11 +284,14 @@ def _children(rec: _Recorded, lvl: _Level, depth: int, widths: tuple[int, ...]) 
     c = rec.c
     alive = lvl.valid & (lvl.status != OUT)
     k_max = max(1, int(alive.sum(axis=0).max()))
-    before = np.cumsum(alive, axis=0)  # [L, C] non-OUT nodes up to each node
+    before = _count_down(alive)  # [L, C] non-OUT nodes up to each node
     kpos = np.where(alive, before - 1, -1)  # a non-OUT node's k: the non-OUT nodes before it
-    order = _non_out_first(alive, before, k_max)  # [K, C] the nodes at k = 0 .. K-1
-    flat = order * c + np.arange(c)  # one flat index for every parent field (order is in range)
-    g = lambda a: np.take(np.ascontiguousarray(a).reshape(-1), flat)  # noqa: E731  parent field per position k
+    if lvl.valid.shape[0] == 1:  # the root (k_max is 1): position k = 0 is row 0, no gather
+        g = lambda a: a  # noqa: E731
+    else:
+        order = _non_out_first(alive, before, k_max)  # [K, C] the nodes at k = 0 .. K-1
+        flat = order * c + np.arange(c)  # one flat index for every parent field (order is in range)
+        g = lambda a: np.take(np.ascontiguousarray(a).reshape(-1), flat)  # noqa: E731  parent field per position k
     p_alive, p_status, p_sure, p_row = g(alive), g(lvl.status), g(lvl.sure), g(lvl.row)
     h = len(widths)
     s_lo, s_hi = np.clip(g(lvl.slot_lo), 0, h - 1), np.clip(g(lvl.slot_hi), 0, h - 1)
@@ -333,6 +341,16 @@ def _children(rec: _Recorded, lvl: _Level, depth: int, widths: tuple[int, ...]) 
     lo, hi, exact = _by_rule(rec.rules, keys, (n, c))
     child = _Level(valid, lo, hi, exact & valid, sure & valid, ordered, oslot, r2, child_rec, child_row, token)
     return child, kpos, big_w
+
+
+def _count_down(mask: np.ndarray) -> np.ndarray:
+    """[L, C] int64 np.cumsum(mask, axis=0) of [L, C] bool, one row added at a time: numpy's
+    accumulate along the short leading axis (a cast and a per-column inner loop) costs 3-10x more."""
+    out = np.empty(mask.shape, dtype=np.int64)
+    out[0] = mask[0]
+    for i in range(1, mask.shape[0]):
+        np.add(out[i - 1], mask[i], out=out[i])
+    return out
 
 
 def _non_out_first(alive: np.ndarray, before: np.ndarray, k_max: int) -> np.ndarray:
@@ -391,16 +409,10 @@ def _select(lvl: _Level, heads: int) -> None:
         vf = v if every else v[:, cols]
         key = np.where(vf, lvl.lo if every else lvl.lo[:, cols], -np.inf)
         tie = (lvl.oslot if every else lvl.oslot[:, cols]) * (1 << 20) + lvl.rank  # [L, C']
-        slot = np.full(key.shape, -1, dtype=np.int64)
-        left = vf.copy()
-        lanes = np.arange(key.shape[1])
-        for t in range(min(heads, L)):
-            cand = np.where(left, key, -np.inf)
-            best = cand.max(axis=0)
-            pick = _first_min(np.where(left & (cand == best), tie, np.iinfo(np.int64).max))  # [C']
-            exists = left[pick, lanes]
-            slot[pick[exists], lanes[exists]] = t
-            left[pick[exists], lanes[exists]] = False
+        slot, in_order = _slots_in_order(key, tie, vf, heads)
+        loop = np.flatnonzero(~in_order)
+        if loop.shape[0]:
+            slot[:, loop] = _successive_maxima(key[:, loop], tie[:, loop], vf[:, loop], heads)
         chosen = slot >= 0
         st = np.where(chosen, IN, OUT).astype(np.int8)
         if every:
@@ -432,6 +444,38 @@ def _select(lvl: _Level, heads: int) -> None:
         slot_lo[:, cols] = np.where(st != OUT, surely, -1)
         slot_hi[:, cols] = np.where(st != OUT, np.minimum(maybe, heads - 1), -1)
     lvl.status, lvl.slot_lo, lvl.slot_hi = status, slot_lo, slot_hi
+
+
+def _slots_in_order(key: np.ndarray, tie: np.ndarray, valid: np.ndarray, heads: int) -> tuple[np.ndarray, np.ndarray]:
+    """([L, C] slot of each node, -1 when not chosen; [C] bool: that slot is right) without the
+    successive maxima, for the columns whose valid nodes come first and are already in selection
+    order (each key <= the one before, equal keys with tie >= the one before: level 1's ranks of
+    the root, mostly): there the maxima take the valid nodes in row order, so a node's slot is its
+    row, kept below ``heads``. A check of adjacent rows only; other columns are left to the loop."""
+    rows = np.arange(key.shape[0])[:, None]
+    slot = np.where(valid & (rows < heads), rows, -1)
+    if key.shape[0] == 1:
+        return slot, np.ones(key.shape[1], dtype=bool)
+    v1, k0, k1 = valid[1:], key[:-1], key[1:]
+    ok = (v1 <= valid[:-1]) & (~v1 | (k0 > k1) | ((k0 == k1) & (tie[:-1] <= tie[1:])))
+    return slot, ok.all(axis=0)
+
+
+def _successive_maxima(key: np.ndarray, tie: np.ndarray, valid: np.ndarray, heads: int) -> np.ndarray:
+    """[L, C] the slot of each node (-1 when not chosen): the valid node of the largest key takes slot
+    0, ties to the smallest tie (the first in row order among equal ties), then the next, ``heads`` times."""
+    L = key.shape[0]
+    slot = np.full(key.shape, -1, dtype=np.int64)
+    left = valid.copy()
+    lanes = np.arange(key.shape[1])
+    for t in range(min(heads, L)):
+        cand = np.where(left, key, -np.inf)
+        best = cand.max(axis=0)
+        pick = _first_min(np.where(left & (cand == best), tie, np.iinfo(np.int64).max))  # [C']
+        exists = left[pick, lanes]
+        slot[pick[exists], lanes[exists]] = t
+        left[pick[exists], lanes[exists]] = False
+    return slot
 
 
 def _threshold_verdicts(rec: _Recorded, lvl: _Level, depth: int, threshold: float) -> tuple[np.ndarray, np.ndarray]:
@@ -578,10 +622,25 @@ class _OnTheWalk:
     def children(self, d: int, cols: np.ndarray) -> tuple[_Level, _Level, np.ndarray, int, np.ndarray]:
         pos = self._narrow(cols)
         lvl, spec, on = self.level, self.sub.top_k_spec, self.cols
-        key = ("children", spec[: d + 1], self.sub.top_head[1 : d + 1])
-        kids, kp, big_w = self._cached(key, on, lambda: _children(self.rec.on(on), lvl, d, spec[d]))
+        widest = self.shared.get(ROOT_WIDEST) if self.shared is not None and d == 0 else None
+        if widest is not None and len(spec[0]) == 1 and spec[0][0] <= widest:
+            # the root's children of width W are the first W of any wider: rank r's fields do not
+            # depend on W (one parent, every rank below the width), so the configs share the widest
+            w = spec[0][0]
+            wide, kp, _ = self._cached(
+                ("children", ((widest,),), ()), on, lambda: _children(self.rec.on(on), lvl, 0, (widest,))
+            )
+            kids, big_w = _Level(**{f.name: _rows(getattr(wide, f.name), w) for f in fields(_Level)}), w
+        else:
+            key = ("children", spec[: d + 1], self.sub.top_head[1 : d + 1])
+            kids, kp, big_w = self._cached(key, on, lambda: _children(self.rec.on(on), lvl, d, spec[d]))
         self.level = kids
         return lvl, kids, kp, big_w, pos
+
+
+def _rows(a: np.ndarray | None, n: int) -> np.ndarray | None:
+    """A level field's first ``n`` rows (a view: contiguous like the field)."""
+    return None if a is None else a[:n]
 
 
 def _simulate(
