@@ -196,3 +196,18 @@ def test_reference_runs_write_their_tables_too(tmp_path):
     full = build_tables([a, load_run(str(SAMPLES / "synthetic_article"), "b", progress=False, tables=TABLES_FULL)])
     export_tables({"rounds": full.rounds, "nodes": full.nodes}, tmp_path / "want")
     assert_same_files(tmp_path / "got", tmp_path / "want")
+
+
+def test_report_names_each_phase_on_a_terminal(tmp_path, monkeypatch):
+    """On one large run each of report's phases takes long, so a bar counting runs would stand still:
+    on a terminal each phase draws its own bar named by phase and run (the comparison, the
+    recommendation, the temperature curve of a scored run, tables/); none with --no-progress."""
+    run = str(SAMPLES / "synthetic_article")
+    for extra, drawn in (([], True), (["--no-progress"], False)):
+        err = Terminal()
+        monkeypatch.setattr(sys, "stderr", err)
+        monkeypatch.setattr(sys, "stdout", io.StringIO())
+        assert main(["report", run, "-o", str(tmp_path / f"r{len(extra)}"), *extra]) == 0
+        for phase in ("compare synthetic_article:", "recommend synthetic_article:", "tables:"):
+            assert (phase in err.getvalue()) is drawn, (phase, err.getvalue())
+        assert ("temperature curve synthetic_article:" in err.getvalue()) is drawn, err.getvalue()

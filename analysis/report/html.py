@@ -68,7 +68,9 @@ class ReportOptions:
     sampling: bool = True  # the temperature curve, for every run whose validate rows carry scores
     temperatures: Sequence[float] = TEMPERATURE_GRID  # its grid
     vocab_size: int | None = None  # the target's vocabulary size: lower bounds at T > 1
-    progress: Callable[[int, int], None] | None = field(default=None, compare=False)
+    # progress(phase name) -> that phase's progress(done, total): a bar per run and phase
+    # (replay.util.progress.phase_progress), as one phase can take a minute on a large run
+    progress: Callable[[str], Callable[[int, int], None]] | None = field(default=None, compare=False)
 
 
 def default_comparison_configs(cfg: TreeConfig) -> list[TreeConfig]:
@@ -406,12 +408,13 @@ def _comparisons(
     """Per run with rounds: the offline comparison of configs and the dynamic-gamma strategies, and
     their tables (a "run" column first) for tables/."""
     comparisons, tables, strategies = [], [], []
-    for k, run in enumerate(runs):
+    for run in runs:
         if not len(run.results):
             continue
         cost = pricing[run.label].cost
         configs = _run_configs(run, opts)
-        table, _ = priced_comparison(run, configs, pricing[run.label], opts.gamma_threshold, per_round=False)
+        tick = opts.progress(f"compare {run.label}") if opts.progress else None
+        table, _ = priced_comparison(run, configs, pricing[run.label], opts.gamma_threshold, tick, per_round=False)
         table.insert(0, "run", run.label)
         tables.append(table)
         window = ema_window_of(run, opts.ema_window)
@@ -438,8 +441,6 @@ def _comparisons(
                 strategies=_table_html(strategies_display(st).drop(columns=["run", "config"])),
             )
         )
-        if opts.progress:
-            opts.progress(k + 1, len(runs))
     return comparisons, tables, strategies
 
 
@@ -473,8 +474,9 @@ def _sampling_curves(
         if isinstance(run.replay, BatchReplay) or has_scores(run.results):
             manifest = run.replay.manifest
             vocab = vocab_size_of(opts.vocab_size, manifest.vocab_size, manifest.path)
+            tick = opts.progress(f"temperature curve {run.label}") if opts.progress else None
             done = compare_sampling_run(
-                run, _run_configs(run, opts), opts.temperatures, vocab, opts.gamma_threshold, per_round=False
+                run, _run_configs(run, opts), opts.temperatures, vocab, opts.gamma_threshold, tick, per_round=False
             )
         if done is None or without_scores(done):
             why = "its validate rows have no scores: no temperature curve (sampling needs the target's log-probs; docs/dump-format.md)"
@@ -527,6 +529,9 @@ def _recommendations(
     for run in runs:
         budget = run.config.num_nodes if opts.budget is None else opts.budget
         depth = run.config.gamma if opts.max_depth is None else opts.max_depth
+        tick = opts.progress(f"recommend {run.label}") if opts.progress else None
+        if tick:
+            tick(0, 1)  # the search reports no steps: the bar names the phase while it runs
         try:
             rec = _recommend(run, budget, depth, pricing[run.label].cost)
         except SpecReplayError as exc:
@@ -563,13 +568,12 @@ def write_report(
     out_dir: str | Path,
     opts: ReportOptions = ReportOptions(),
     tables: bool = True,
-    tables_progress: Callable[[int, int], None] | None = None,
 ) -> Path:
     """Write ``out_dir/index.html`` (and the tables as CSV + Parquet under ``out_dir/tables``).
 
     The round and node tables are written block by block (analysis.tables.stream: a run loaded by the
     batch path is read again), so the runs may be loaded without them (``tables=TABLES_METRICS``);
-    ``tables_progress(rounds written, rounds)``."""
+    their progress is ``opts.progress``'s phase "tables" (rounds written, rounds)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     page, all_tables = build_report(runs, opts)
@@ -580,7 +584,7 @@ def write_report(
         export_tables({k: v for k, v in all_tables.items() if k not in skip}, out_dir / "tables")
         del page, all_tables
         _return_freed_memory()
-        write_run_tables(runs, out_dir / "tables", progress=tables_progress)
+        write_run_tables(runs, out_dir / "tables", progress=opts.progress("tables") if opts.progress else None)
     return path
 
 

@@ -289,7 +289,7 @@ def check_compare_options(args: argparse.Namespace) -> None:
 def run_report(args: argparse.Namespace) -> int:
     from analysis.report.html import ReportOptions, write_report
     from analysis.report.treeplot import load_decoder
-    from replay.util.progress import tqdm_progress
+    from replay.util.progress import phase_progress
 
     for name in ("budget", "max_depth"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -307,7 +307,7 @@ def run_report(args: argparse.Namespace) -> int:
     configs = None
     if option_configs(args):
         configs = configs_from_args(args, runs[0].config)
-    update, close = tqdm_progress("report", progress_enabled(args.no_progress))
+    start_phase, close = phase_progress(progress_enabled(args.no_progress))
     try:
         opts = ReportOptions(
             configs=configs,
@@ -321,13 +321,9 @@ def run_report(args: argparse.Namespace) -> int:
             max_depth=args.max_depth,
             example_round=args.show_round,
             vocab_size=args.vocab_size,
-            progress=update,
+            progress=start_phase,
         )
-        tables_update, tables_close = tqdm_progress("tables", progress_enabled(args.no_progress))
-        try:
-            path = write_report(runs, args.output, opts, tables=not args.no_tables, tables_progress=tables_update)
-        finally:
-            tables_close()
+        path = write_report(runs, args.output, opts, tables=not args.no_tables)
     finally:
         close()
     print(path)

@@ -59,3 +59,25 @@ def progress_while(desc: str, enabled: bool | None = None) -> Iterator[Callable[
         yield update
     finally:
         close()
+
+
+def phase_progress(
+    enabled: bool | None = None,
+) -> tuple[Callable[[str], Callable[[int, int], None]], Callable[[], None]]:
+    """``start(name)`` closes the running phase's bar and returns the next phase's ``progress(done,
+    total)``; and the closer of the last. For a command whose phases each take long on one run
+    (report: comparison, recommendation, temperature curve), so that a bar counting runs does not
+    stand still for minutes."""
+    current: list[Callable[[], None]] = []
+
+    def start(name: str) -> Callable[[int, int], None]:
+        close()
+        update, closer = tqdm_progress(name, enabled)
+        current.append(closer)
+        return update
+
+    def close() -> None:
+        while current:
+            current.pop()()
+
+    return start, close
