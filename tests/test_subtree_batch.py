@@ -19,27 +19,31 @@ from replay.engine.runs import open_run
 from tests.test_batch_property import runs
 
 
-def check_contained(cfg: TreeConfig, batches, subs) -> int:
-    """Compare on every replayed round; returns how many (round, config) pairs were compared."""
-    compared = 0
+def replayed_shapes(cfg: TreeConfig, batches):
+    """(rounds, their greedy results, expanded nodes, tree shape) per batch and shape of replayed rounds."""
     for batch in batches:
         res = replay_batch(batch, cfg, workers=1)
         for k, shape in enumerate(res.shapes):
             members = np.flatnonzero((res.shape_index == k) & (res.error == ERR_OK))
-            if not members.shape[0]:
-                continue
-            b, r = batch.take(members), res.take(members)
-            exp = expanded_nodes(b, shape, cfg.tree_type != TREE_DYNAMIC)
-            for sub in subs:
-                got = replay_contained(b, r, exp, shape, sub, cfg.gamma)
-                for i in range(len(b)):
-                    ref = replay_subconfig(replay_round(b.round_at(i), cfg), sub, 0.0, None, cfg.gamma)
-                    assert (bool(got.decided[i]), int(got.lower[i]), int(got.upper[i])) == (
-                        ref.decided,
-                        ref.lower,
-                        ref.upper,
-                    ), (sub.short(), sub.top_head, i, ref.reason)
-                    compared += 1
+            if members.shape[0]:
+                b = batch.take(members)
+                yield b, res.take(members), expanded_nodes(b, shape, cfg.tree_type != TREE_DYNAMIC), shape
+
+
+def check_contained(cfg: TreeConfig, batches, subs) -> int:
+    """Compare on every replayed round; returns how many (round, config) pairs were compared."""
+    compared = 0
+    for b, r, exp, shape in replayed_shapes(cfg, batches):
+        for sub in subs:
+            got = replay_contained(b, r, exp, shape, sub, cfg.gamma)
+            for i in range(len(b)):
+                ref = replay_subconfig(replay_round(b.round_at(i), cfg), sub, 0.0, None, cfg.gamma)
+                assert (bool(got.decided[i]), int(got.lower[i]), int(got.upper[i])) == (
+                    ref.decided,
+                    ref.lower,
+                    ref.upper,
+                ), (sub.short(), sub.top_head, i, ref.reason)
+                compared += 1
     return compared
 
 
@@ -73,33 +77,26 @@ def check_many(cfg: TreeConfig, batches, subs, threshold: float = 0.0) -> np.nda
     """replay_contained_many of ``subs`` at once under each share equals each config alone and the
     reference; returns every compared round's lower bound (depth where the walk stopped)."""
     lowers = []
-    for batch in batches:
-        res = replay_batch(batch, cfg, workers=1)
-        for k, shape in enumerate(res.shapes):
-            members = np.flatnonzero((res.shape_index == k) & (res.error == ERR_OK))
-            if not members.shape[0]:
-                continue
-            b, r = batch.take(members), res.take(members)
-            exp = expanded_nodes(b, shape, cfg.tree_type != TREE_DYNAMIC)
-            alone = [replay_contained(b, r, exp, shape, sub, cfg.gamma, threshold) for sub in subs]
-            for share in SHARES:
-                before, subtree_batch.COMPACT_SHARE = subtree_batch.COMPACT_SHARE, share
-                try:
-                    together = replay_contained_many(b, r, exp, shape, subs, cfg.gamma, threshold)
-                finally:
-                    subtree_batch.COMPACT_SHARE = before
-                for sub, one, many in zip(subs, alone, together):
-                    for name in one.__dataclass_fields__:
-                        assert np.array_equal(getattr(one, name), getattr(many, name)), (sub.short(), share, name)
-            for sub, got in zip(subs, alone):
-                for i in range(len(b)):
-                    ref = replay_subconfig(replay_round(b.round_at(i), cfg), sub, threshold, None, cfg.gamma)
-                    assert (bool(got.decided[i]), int(got.lower[i]), int(got.upper[i])) == (
-                        ref.decided,
-                        ref.lower,
-                        ref.upper,
-                    ), (sub.short(), sub.top_head, i, ref.reason)
-                lowers.append(got.lower)
+    for b, r, exp, shape in replayed_shapes(cfg, batches):
+        alone = [replay_contained(b, r, exp, shape, sub, cfg.gamma, threshold) for sub in subs]
+        for share in SHARES:
+            before, subtree_batch.COMPACT_SHARE = subtree_batch.COMPACT_SHARE, share
+            try:
+                together = replay_contained_many(b, r, exp, shape, subs, cfg.gamma, threshold)
+            finally:
+                subtree_batch.COMPACT_SHARE = before
+            for sub, one, many in zip(subs, alone, together):
+                for name in one.__dataclass_fields__:
+                    assert np.array_equal(getattr(one, name), getattr(many, name)), (sub.short(), share, name)
+        for sub, got in zip(subs, alone):
+            for i in range(len(b)):
+                ref = replay_subconfig(replay_round(b.round_at(i), cfg), sub, threshold, None, cfg.gamma)
+                assert (bool(got.decided[i]), int(got.lower[i]), int(got.upper[i])) == (
+                    ref.decided,
+                    ref.lower,
+                    ref.upper,
+                ), (sub.short(), sub.top_head, i, ref.reason)
+            lowers.append(got.lower)
     return np.concatenate(lowers) if lowers else np.zeros(0, dtype=np.int64)
 
 
