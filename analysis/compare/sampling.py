@@ -265,7 +265,9 @@ class SamplingComparison:
 
     table: pd.DataFrame  # SAMPLING_COLUMNS
     per_round: pd.DataFrame  # SAMPLING_PER_ROUND_COLUMNS
-    skipped: list[tuple[str, float, str]]  # (round, T, reason): no sampling replay of the recorded round
+    skipped: Sequence[
+        tuple[str, float, str]
+    ]  # (round, T, reason): no sampling replay of the recorded round (a list, or the batch path's SkippedRounds made as read)
     needs_vocab: bool  # some T > 1 without a vocabulary size: the lower bounds are 0 (refused)
 
 
