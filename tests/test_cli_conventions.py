@@ -469,3 +469,34 @@ def test_sweep_with_skipped_grid_combinations_exits_1(tmp_path, monkeypatch, cap
     assert re.search(r"specreplay: skipped grid combination 1,2x2: .*topHead", err), err
     # A new -o: the stub wrote plots/ but no sweep.json, a folder a real sweep refuses.
     assert main(argv + ["--grid", "2,2x2", "-o", str(tmp_path / "sw2")]) == 0  # nothing skipped
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal (pty)")
+@pytest.mark.parametrize("size", [(0, 0), (30, 100)], ids=["no-size", "100-columns"])
+def test_a_bar_draws_on_a_terminal_that_reports_no_size(size, monkeypatch):
+    """A pty opened without a size (`script` with no terminal behind it, a container console)
+    reports 0 columns and 0 lines, at which tqdm draws nothing at all: a user watching it saw no
+    bar in a 45 s command (new-user try 5). The bar falls back to 80 columns there."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    from replay.util.progress import progress_bar, progress_enabled
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
+    stream = os.fdopen(slave, "w", encoding="utf-8")
+    try:
+        monkeypatch.setattr(sys, "stderr", stream)
+        assert progress_enabled()
+        bar = progress_bar(10, "reading", True)
+        bar.update(4)
+        bar.close()
+        stream.flush()
+        drawn = os.read(master, 65536).decode("utf-8", "replace")
+    finally:
+        stream.close()
+        os.close(master)
+    assert "reading:" in drawn and "4/10" in drawn, repr(drawn)

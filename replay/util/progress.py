@@ -6,6 +6,7 @@ stderr is a file or a pipe (a CI log would otherwise fill with one redraw per up
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,11 +24,26 @@ def progress_enabled(no_progress: bool = False, stream: TextIO | None = None) ->
         return False
 
 
+# a terminal that reports no width (a pty opened without a size: `script` without a terminal, a
+# container's console, an editor's run pane) would get tqdm's bar at width 0, that is nothing at all
+FALLBACK_COLUMNS, FALLBACK_LINES = 80, 24  # tqdm also hides a bar below a screen of 0 lines
+
+
 def progress_bar(total: int, desc: str, enabled: bool, **tqdm_options: Any) -> Any:
     """A tqdm bar on stderr; a silent one (same methods, draws nothing) when not ``enabled``."""
     from tqdm import tqdm
 
+    if enabled and not _terminal_columns(sys.stderr):
+        tqdm_options.update(ncols=FALLBACK_COLUMNS, nrows=FALLBACK_LINES, dynamic_ncols=False)
     return tqdm(total=total, desc=desc, file=sys.stderr, disable=not enabled, **tqdm_options)
+
+
+def _terminal_columns(stream: TextIO) -> int:
+    """The width the terminal behind ``stream`` reports; 0 when it reports none or is no terminal."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 0
 
 
 def tqdm_progress(desc: str, enabled: bool | None = None) -> tuple[Callable[[int, int], None], Callable[[], None]]:
