@@ -3,22 +3,35 @@
 numpy's own public parser reads the header; its shape and dtype are then checked against the
 bytes actually present before any array is made, so a 192-byte file that claims 10**12 cells is
 refused, not allocated, and an ``.npz`` member is inflated only after its header agreed with the
-member's declared size (which ``replay.util.bounded`` checked first).
+member's declared size (which ``replay.util.bounded`` checked first). An archive in np.savez's own
+plain form (stored members, CRCs matching) is read straight from its bytes, and a header in
+np.save's own form is matched rather than compiled (docs/benchmarks.md, "``.npz`` directories");
+anything else takes the zipfile path, which words every error.
 """
 
 from __future__ import annotations
 
 import io
 import math
+import re
 import struct
 import warnings
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from replay.util.bounded import MAX_MATRIX_CELLS, MAX_MATRIX_FILE_BYTES, BoundedZip, Fail, dump_fail, read_file_bytes
+from replay.util.bounded import (
+    MAX_MATRIX_CELLS,
+    MAX_MATRIX_FILE_BYTES,
+    MAX_ZIP_MEMBERS,
+    BoundedZip,
+    Fail,
+    dump_fail,
+    read_file_bytes,
+)
 from replay.util.errors import DumpError
 
 NPY_MAGIC = b"\x93NUMPY"
@@ -26,6 +39,22 @@ MAX_NPY_HEADER_BYTES = 10_000  # numpy's own safety limit for the header's Pytho
 MAX_NDIM = 32
 NUMBER_KINDS = "biuf"  # bool, signed, unsigned, float: everything else is refused before reading data
 PICKLE_PROTO = b"\x80"  # first byte of a binary pickle (numpy's object arrays, a bare pickle.dump)
+
+# The header dict exactly as np.save writes it (keys in this order, shape as repr(tuple) with no
+# leading zeros, space padding, one newline). ast.literal_eval reads every string this matches to
+# the same (descr, fortran_order, shape), so matching it skips compile() (~60 us a header); any
+# other form still goes through numpy's own parser.
+_NUM = rb"(?:0|[1-9][0-9]{0,17})"
+_NPY_HEADER = re.compile(
+    rb"\{'descr': '([<>|=][biuf][0-9]{1,2})', 'fortran_order': (False|True), 'shape': \((|"
+    + _NUM
+    + rb",|"
+    + _NUM
+    + rb"(?:, "
+    + _NUM
+    + rb")+)\), \} *\n"
+)
+_DESCR_DTYPES: dict[bytes, np.dtype | None] = {}  # bounded: _NPY_HEADER admits a few thousand descrs
 
 
 @dataclass(frozen=True)
@@ -71,17 +100,11 @@ def read_npy_header(read: Callable[[int], bytes], path: str | Path, field: str |
     header = read(header_len)
     if len(header) < header_len:
         raise fail("truncated numpy file: the header ends early")
-    parse = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # numpy warns about Python 2 headers it can still read
-            shape, fortran_order, dtype = parse(io.BytesIO(raw_len + header), max_header_size=MAX_NPY_HEADER_BYTES)
-    # The header is a Python literal evaluated by ast.literal_eval: a hostile one raises ValueError,
-    # SyntaxError, TypeError, MemoryError or RecursionError. All mean an invalid header.
-    except Exception as exc:  # noqa: BLE001 - the boundary of an untrusted-input parser
-        raise fail(
-            f"invalid .npy header: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-        ) from None
+    common = _common_header(header) if major == 1 else None
+    if common is not None:
+        shape, fortran_order, dtype = common
+    else:
+        shape, fortran_order, dtype = _numpy_parse(major, raw_len + header, fail)
     _check_dtype(dtype, fail)
     if len(shape) > MAX_NDIM or any(d < 0 for d in shape):
         raise fail(f"invalid shape {shape} in the .npy header")
@@ -91,6 +114,38 @@ def read_npy_header(read: Callable[[int], bytes], path: str | Path, field: str |
             f"header claims shape {shape} ({cells:,} values); matrices are read up to {MAX_MATRIX_CELLS:,} values"
         )
     return NpyHeader(dtype, tuple(shape), bool(fortran_order), len(prefix) + len(raw_len) + header_len)
+
+
+def _common_header(header: bytes) -> tuple[tuple[int, ...], bool, np.dtype] | None:
+    """(shape, fortran_order, dtype) of a header in np.save's own form, else None (parse it fully)."""
+    m = _NPY_HEADER.fullmatch(header)
+    if m is None:
+        return None
+    descr = m[1]
+    if descr not in _DESCR_DTYPES:
+        try:  # what numpy's descr_to_dtype does with a string
+            _DESCR_DTYPES[descr] = np.dtype(descr.decode("ascii"))
+        except Exception:  # noqa: BLE001 - numpy's parser words the error
+            _DESCR_DTYPES[descr] = None
+    dtype = _DESCR_DTYPES[descr]
+    if dtype is None:
+        return None
+    return tuple(int(d) for d in m[3].split(b",") if d), m[2] == b"True", dtype
+
+
+def _numpy_parse(major: int, raw: bytes, fail: Fail) -> tuple[tuple[int, ...], bool, np.dtype]:
+    parse = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # numpy warns about Python 2 headers it can still read
+            shape, fortran_order, dtype = parse(io.BytesIO(raw), max_header_size=MAX_NPY_HEADER_BYTES)
+    # The header is a Python literal evaluated by ast.literal_eval: a hostile one raises ValueError,
+    # SyntaxError, TypeError, MemoryError or RecursionError. All mean an invalid header.
+    except Exception as exc:  # noqa: BLE001 - the boundary of an untrusted-input parser
+        raise fail(
+            f"invalid .npy header: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        ) from None
+    return shape, fortran_order, dtype
 
 
 def _check_dtype(dtype: np.dtype, fail: Fail) -> None:
@@ -135,6 +190,9 @@ def read_npz(path: str | Path, names: Iterable[str]) -> tuple[dict[str, np.ndarr
             raise DumpError(path, "a .npy file named .npz; rename it to .npy")
         if data.startswith(PICKLE_PROTO):
             raise DumpError(path, "holds pickled objects; refusing to unpickle (save plain numeric arrays)")
+    fast = _read_stored_npz(data, path, names)
+    if fast is not None:
+        return fast
     with BoundedZip(data, path, "numpy file (.npz)") as archive:
         members = [n for n in archive.names() if n.endswith(".npy")]
         found = tuple(n[: -len(".npy")] for n in members)
@@ -168,3 +226,88 @@ def _read_member_array(archive: BoundedZip, member: str, path: str | Path, field
         buf[: len(head)] = head
         buf[len(head) :] = archive.read_exact(stream, size - len(head), member)
     return array_from_buffer(buf, header, path, field)
+
+
+# Zip records as np.savez writes them (uncompressed "stored" members, no comment, no zip64 in the
+# central directory): end record, central-directory entry, local header (APPNOTE.TXT 4.3).
+_EOCD = struct.Struct("<4s4H2LH")
+_CDIR = struct.Struct("<4s6H3L5H2L")
+_LOCAL = struct.Struct("<4s5H3L2H")
+_FAST_MAX_MEMBERS = 16  # a dump file holds 1-4 arrays; more goes through zipfile
+_ZIP_MAX_VERSION = 63  # zipfile refuses archives needing a later version (NotImplementedError)
+
+
+def _read_stored_npz(
+    data: bytearray, path: str | Path, names: Iterable[str]
+) -> tuple[dict[str, np.ndarray], tuple[str, ...]] | None:
+    """read_npz's answer, from the bytes directly, for an archive as np.savez writes it; else None.
+
+    None means "not the common form" (compressed, commented, zip64, flags, bad CRC, any header
+    that is not np.save's, ...): read_npz then reads it through BoundedZip and zipfile, which
+    decide and word every error. So this accepts only archives that path would read, with the
+    same arrays: every member's central entry and local header agree (name, offset, size), each
+    read member's CRC matches and its .npy header passes read_npy_header and fills it exactly.
+    """
+    members = _stored_members(data)
+    if members is None:
+        return None
+    found = tuple(n[: -len(".npy")] for n in members if n.endswith(".npy"))
+    if len(set(found)) != len(found):
+        return None
+    out: dict[str, np.ndarray] = {}
+    for name in names:
+        if name not in found:
+            continue
+        start, size, crc = members[name + ".npy"]
+        member = data[start : start + size]  # a copy: the array owns aligned memory, as zipfile's read gives
+        if zlib.crc32(member) != crc:
+            return None
+        try:
+            header = read_npy_header(io.BytesIO(member).read, path, name)
+        except DumpError:
+            return None
+        if header.offset + header.data_bytes != size:
+            return None
+        out[name] = array_from_buffer(member, header, path, name)
+    return out, found
+
+
+def _stored_members(data: bytearray) -> dict[str, tuple[int, int, int]] | None:
+    """{name: (data offset, size, CRC)} of a plain stored archive (see _read_stored_npz), else None."""
+    end = len(data) - _EOCD.size
+    if end < 0 or data.count(b"PK\x01\x02") > MAX_ZIP_MEMBERS:
+        return None
+    sig, disk, cd_disk, n_disk, n_total, cd_size, cd_offset, comment = _EOCD.unpack_from(data, end)
+    if sig != b"PK\x05\x06" or comment or disk or cd_disk or n_disk != n_total or n_total > _FAST_MAX_MEMBERS:
+        return None
+    if cd_offset + cd_size != end or (end >= 20 and data[end - 20 : end - 16] == b"PK\x06\x07"):
+        return None  # data before the archive, or a zip64 end locator: zipfile's general reading
+    members: dict[str, tuple[int, int, int]] = {}
+    pos = cd_offset
+    while pos < end:
+        if pos + _CDIR.size > end:
+            return None
+        entry = _CDIR.unpack_from(data, pos)
+        sig, _, need, flags, method, _, _, crc, packed, size, n_name, n_extra, n_comment, vol, _, _, local = entry
+        raw = bytes(data[pos + _CDIR.size : pos + _CDIR.size + n_name])
+        pos += _CDIR.size + n_name + n_extra + n_comment
+        if sig != b"PK\x01\x02" or need > _ZIP_MAX_VERSION or flags or method != 0 or n_extra or n_comment:
+            return None
+        if vol or packed != size or pos > end or not raw.isascii() or b"\x00" in raw:
+            return None
+        start = _local_data_start(data, local, raw, cd_offset - size)
+        if start is None or raw.decode("ascii") in members:
+            return None
+        members[raw.decode("ascii")] = (start, size, crc)
+    return members if pos == end and len(members) == n_total else None
+
+
+def _local_data_start(data: bytearray, offset: int, name: bytes, last: int) -> int | None:
+    """Where the data of the member whose local header is at ``offset`` starts (at most ``last``)."""
+    if offset + _LOCAL.size > last:
+        return None
+    sig, _, flags, method, _, _, _, _, _, n_name, n_extra = _LOCAL.unpack_from(data, offset)
+    start = offset + _LOCAL.size + n_name + n_extra
+    if sig != b"PK\x03\x04" or flags or method != 0 or start > last:
+        return None
+    return start if data[offset + _LOCAL.size : offset + _LOCAL.size + n_name] == name else None
