@@ -87,6 +87,8 @@ def value_for(action: argparse.Action, tmp: Path, valid_inputs: bool, valid_file
         return "1"
     if action.type is float:
         return "0.5"
+    if action.type in (output_dir, output_file):
+        (tmp / "out").mkdir(exist_ok=True)  # an output's parent must exist (replay.util.pathcheck)
     if action.type is output_dir:
         return str(tmp / "out" / action.dest)
     if action.type is output_file:
@@ -423,10 +425,12 @@ def test_closed_pipe_ends_quietly():
 def test_check_output_rules(tmp_path, monkeypatch):
     afile = tmp_path / "afile"
     afile.write_text("x")
-    assert check_output(tmp_path / "new" / "deeper", pathcheck.DIRECTORY) == tmp_path / "new" / "deeper"
+    assert check_output(tmp_path / "new", pathcheck.DIRECTORY) == tmp_path / "new"
     assert check_output(tmp_path, pathcheck.DIRECTORY) == tmp_path
     assert check_output(afile, pathcheck.FILE) == afile  # overwriting a file is fine
-    assert check_output(tmp_path / "new" / "x.csv", pathcheck.FILE) == tmp_path / "new" / "x.csv"
+    assert check_output(tmp_path / "x.csv", pathcheck.FILE) == tmp_path / "x.csv"
+    (tmp_path / "made.json").mkdir()
+    assert check_output(tmp_path / "made.json", pathcheck.DIRECTORY) == tmp_path / "made.json"  # exists: used
     for path, kind, message in [
         (afile, pathcheck.DIRECTORY, "exists and is not a directory"),
         (afile / "x", pathcheck.DIRECTORY, f"cannot be created: {afile} is not a directory"),
@@ -434,6 +438,10 @@ def test_check_output_rules(tmp_path, monkeypatch):
         (afile / "x.csv", pathcheck.FILE, f"{afile} is not a directory"),
         (afile / "a" / "x.csv", pathcheck.FILE, f"cannot be created: {afile} is not a directory"),
         ("", pathcheck.FILE, "empty path"),
+        # nothing but the output's own directory is made (a typo'd parent once appeared at /)
+        (tmp_path / "new" / "x.csv", pathcheck.FILE, f"directory {tmp_path}/new does not exist \\(create it first\\)"),
+        (tmp_path / "new" / "deeper", pathcheck.DIRECTORY, f"directory {tmp_path}/new does not exist"),
+        (tmp_path / "tables.json", pathcheck.DIRECTORY, "ends in .json like a file: this option takes a directory"),
     ]:
         with pytest.raises(OutputPathError, match=message):
             check_output(path, kind)
@@ -479,7 +487,7 @@ def test_check_output_tries_for_real(tmp_path):
             check_output(f"{d}/nope", pathcheck.DIRECTORY)
     before = sorted(os.listdir(tmp_path))
     check_output(tmp_path / "x.csv", pathcheck.FILE)
-    check_output(tmp_path / "a" / "b", pathcheck.DIRECTORY)
+    check_output(tmp_path / "a", pathcheck.DIRECTORY)
     assert sorted(os.listdir(tmp_path)) == before  # the trial entries are gone
 
 
@@ -551,6 +559,7 @@ def test_compare_plot_checks_its_format_before_work(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_compare_plot_and_per_round_written(tmp_path, capsys):
+    (tmp_path / "p").mkdir(), (tmp_path / "q").mkdir()  # a file output's directory must exist
     code, out, err = call(
         capsys,
         [

@@ -146,7 +146,7 @@ def test_npz_header_disagreeing_with_member_size_is_refused_before_inflating(tmp
     p.write_bytes(zip_bytes([(b"ids.npy", 0, body, crc, len(body), 0)]))
     with pytest.raises(
         DumpError,
-        match=r"h.npz \(ids\): header shape \(100000, 1000\) x int64 needs .* but the archive member declares",
+        match=r"h.npz \(ids\): the header says 100000 rows × 1000 columns of int64, which needs .* but the archive",
     ):
         read_matrix(p, "draft")
 

@@ -2879,3 +2879,87 @@ def test_report_says_its_no_measured_timings_warning_on_stderr_too(capsys, tmp_p
         capsys, "report", "sample_dumps/synthetic_article", "-o", tmp_path / "c", "--no-tables", "--cost", cost
     )
     assert code == 0 and "no measured timings" not in err  # a given cost: nothing to warn about
+
+
+# --- out-paths: output paths never made beyond the one directory named; shapes in words; one entry per mistake ---
+
+
+@pytest.mark.parametrize(
+    "argv,target",
+    [
+        (["batch", SYNTH, "-o"], "typo/rounds.parquet"),
+        (["compare", ARTICLE, "--per-round"], "typo/rounds.csv"),
+        (["stats", ARTICLE, "-o"], "typo/tables"),
+        (["plot", ARTICLE, "-o"], "typo/plots"),
+        (["report", ARTICLE, "-o"], "typo/report"),
+        (["pack", ARTICLE, "-o"], "typo/run"),
+    ],
+)
+def test_an_output_under_a_missing_directory_is_refused_not_made(capsys, tmp_path, argv, target):
+    """Try 5, finding 1: `batch DUMP -o /nonexistent/dir/rounds.parquet` wrote its rows, exit 0, and
+    made /nonexistent/dir at the filesystem root: a typo'd parent is now an error, and nothing is made."""
+    code, out, err = run(capsys, *argv, tmp_path / target, "--no-progress")
+    assert code == 2 and out == ""
+    assert_told(err, f"{tmp_path / target}: directory {tmp_path / 'typo'} does not exist (create it first)")
+    assert len(err.strip().splitlines()) == 1 and list(tmp_path.iterdir()) == []
+    (tmp_path / "typo").mkdir()  # the fix the message names
+    code, _, err = run(capsys, *argv, tmp_path / target, "--no-progress")
+    assert code == 0 and (tmp_path / target).exists(), err
+
+
+def test_stats_json_to_a_json_name_is_refused_with_the_redirect_hint(capsys, tmp_path):
+    """Try 5, finding 1: `stats DUMP --json -o x.json` made a DIRECTORY named x.json (-o of stats is
+    where every table goes as CSV and Parquet); the JSON itself is printed on stdout."""
+    code, out, err = run(capsys, "stats", ARTICLE, "--json", "-o", tmp_path / "x.json", "--no-progress")
+    assert code == 2 and out == ""
+    assert_told(err, "-o/--output", f"{tmp_path / 'x.json'}: names a new directory but ends in .json", "> x.json")
+    assert list(tmp_path.iterdir()) == []
+    code, out, err = run(capsys, "stats", ARTICLE, "--json", "-o", tmp_path / "x", "--no-progress")
+    assert code == 0 and json.loads(out) and (tmp_path / "x").is_dir(), err
+
+
+def test_a_truncated_npy_gives_its_shape_in_words(capsys, tmp_path):
+    """Try 5, finding 2: "header shape (7, 4) x int64 needs 224 data bytes" gave a Python tuple;
+    docs/dump-format.md says messages give shapes in words."""
+    np = pytest.importorskip("numpy")
+    dump = article_by_hand(tmp_path / "mine")
+    (dump / "validate_124_140").unlink()
+    np.save(dump / "validate_124_140.npy", np.zeros((7, 4), dtype=np.int64))
+    path = dump / "validate_124_140.npy"
+    path.write_bytes(path.read_bytes()[:-20])
+    code, out, err = run(capsys, "replay", dump, "--no-progress")
+    assert code == 2 and out == ""
+    assert_told(err, "validate_124_140.npy", "truncated", "7 rows × 4 columns of int64", "224 data bytes", "204")
+    assert "(7, 4)" not in err
+
+
+def test_two_files_of_one_matrix_are_named_in_one_entry(capsys, tmp_path):
+    """Try 5, finding 3: validate_10_20 and validate_10_20.txt gave "skipped validate_10_20: 2 files
+    hold the same matrix" (which two?), then "validate_10_20.scores: companion file without its data
+    file" and "round 10_20: draft files without validate_10_20", though it is there twice."""
+    dump = article_by_hand(tmp_path / "mine")
+    article_by_hand(dump, step0_key=(9, 19), key=(10, 20))
+    shutil.copy(dump / "validate_10_20", dump / "validate_10_20.txt")
+    write_matrix(dump / "validate_10_20.scores", [[0]] * 5)
+    code, out, err = run(capsys, "replay", dump, "--no-progress")
+    assert code == 1 and "124_140" in out
+    skips = [line for line in err.splitlines() if "skipped" in line]
+    assert len(skips) == 1, err
+    assert_told(skips[0], "round 10_20", "validate_10_20 and validate_10_20.txt", "validate_10_20.scores", "keep one")
+    assert "without" not in err
+    (dump / "validate_10_20.txt").unlink()  # the fix the message names
+    code, _, err = run(capsys, "replay", dump, "--no-progress")
+    assert code == 0 and "skipped" not in err, err
+
+
+def test_a_misnamed_validate_and_its_scores_are_one_entry(capsys, tmp_path):
+    """Try 5, finding 3: validation_12_22 was named in its round's entry, but its .scores was listed
+    again on its own line: one mistake, listed once."""
+    dump = article_by_hand(tmp_path / "mine")
+    article_by_hand(dump, step0_key=(11, 21), key=(12, 22), validate_name="validation")
+    write_matrix(dump / "validation_12_22.scores", [[0]] * 5)
+    code, out, err = run(capsys, "replay", dump, "--no-progress")
+    assert code == 1 and "124_140" in out
+    skips = [line for line in err.splitlines() if "skipped" in line]
+    assert len(skips) == 1, err
+    assert_told(skips[0], "round 12_22", "did you mean validate_12_22?", "did you mean validate_12_22.scores?")

@@ -458,7 +458,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_output(
         p,
         output_dir,
-        "also write every table as CSV and Parquet into DIR",
+        "also write every table as CSV and Parquet into directory DIR (made if new; its parent must exist)",
         dest="export",
         metavar="DIR",
         aliases=["--export"],

@@ -62,6 +62,8 @@ OFFSET_DEFAULT, OFFSET_DETECTED, OFFSET_OPTION = "default", "detected", "--step0
 STRAY_REASON = "name matches neither draft_step_I_A_B nor validate_A_B"
 EXT_REASON = "extension {ext} is not read"
 ORPHAN_REASON = "companion file without its data file"
+DUPLICATE_REASON = " files hold the same matrix; keep one"  # after the count
+NO_DRAFTS_REASON = "validate file without any draft_step file"
 ROUND_PREFIX = "round "  # Skipped.what of a round's entry; any other entry names a file
 
 
@@ -272,7 +274,8 @@ def near_miss_hint(skipped: Iterable[Skipped]) -> str:
     From the names in skipped entries (a packed run keeps them), for the error of a run without a
     single replayable round.
     """
-    names = (name for s in skipped for name in dict.fromkeys([s.what, *(_base_name(p) for p in s.paths if p)]))
+    # An entry's files, or its what when it has none: a what may list several names ("a and b").
+    names = (name for s in skipped for name in dict.fromkeys([_base_name(p) for p in s.paths if p] or [s.what]))
     return near_miss_names_hint(names)
 
 
@@ -392,6 +395,44 @@ def _stray(name: str, path: str) -> list[Skipped]:
     return [Skipped(printable(name), STRAY_REASON + hint, (path,))]
 
 
+def _duplicates(files: Sequence[str], companions: Mapping[str, list[str]]) -> Skipped:
+    """One entry for data files that hold the same matrix, naming each (the user keeps one) and
+    their companions, which are not listed again as companions "without their data file": each
+    mistake is listed once. The names go in ``what``, not the reason, so that a long listing still
+    folds by reason (print_skipped)."""
+    names = [_base_name(p) for p in files]
+    what = ", ".join(names[:-1]) + f" and {names[-1]}"
+    comp = [p for ps in companions.values() for p in ps]
+    if comp:
+        what += f" (with {', '.join(_base_name(p) for p in comp)})"
+    return Skipped(printable(what), f"{len(files)}{DUPLICATE_REASON}", (*files, *comp))
+
+
+def _fold_duplicates(skipped: list[Skipped], offset: tuple[int, int]) -> list[Skipped]:
+    """Duplicates of a matrix (_duplicates) are named in the entry of the round that lacks it, not in
+    one of their own: "round 10_20: draft files without validate_10_20" beside "validate_10_20 and
+    validate_10_20.txt: 2 files hold the same matrix" was one mistake listed twice, and the first
+    said a file that is there twice was missing."""
+    at = {s.what: i for i, s in enumerate(skipped) if s.what.startswith(ROUND_PREFIX)}
+    drop: set[int] = set()
+    for i, s in enumerate(list(skipped)):  # a snapshot: round entries are rewritten below
+        dup = s.reason.endswith(DUPLICATE_REASON) and s.paths and not s.what.startswith(ROUND_PREFIX)
+        m = _NAME.match(_base_name(s.paths[0])) if dup else None
+        if m is None:
+            continue
+        step, a, b = (-1 if m.group("validate") else int(m.group("step"))), int(m.group("a")), int(m.group("b"))
+        j = at.get(f"{ROUND_PREFIX}{a + offset[0]}_{b + offset[1]}" if step == 0 else f"{ROUND_PREFIX}{a}_{b}")
+        if j is None:
+            continue
+        matrix = f"validate_{a}_{b}" if step == -1 else f"draft_step_{step}_{a}_{b}"
+        rnd = skipped[j]
+        caused = matrix in rnd.reason or (step == 0 and rnd.reason.startswith(NO_DRAFTS_REASON))
+        told = f"{s.what}: {s.reason}" + ("" if caused else f"; {rnd.reason}")
+        skipped[j] = Skipped(rnd.what, told, rnd.paths + s.paths)
+        drop.add(i)
+    return [s for i, s in enumerate(skipped) if i not in drop]
+
+
 def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[MatrixKey, FileSet], list[Skipped]]:
     """Map (kind, step, a, b) → FileSet, reporting duplicates and stray files.
 
@@ -421,13 +462,7 @@ def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[MatrixKey, 
     out: dict[MatrixKey, FileSet] = {}
     for lkey, files in data.items():
         if len(files) > 1:
-            skipped.append(
-                Skipped(
-                    PurePosixPath(_base_name(files[0])).stem,
-                    f"{len(files)} files hold the same matrix; keep one",
-                    tuple(files),
-                )
-            )
+            skipped.append(_duplicates(files, companions.pop(lkey, {})))
             continue
         comp = companions.pop(lkey, None)
         if comp is None:  # the common case: a data file alone
@@ -574,7 +609,7 @@ def _assemble(
             skipped.append(Skipped(name, "draft files without validate_%d_%d" % key, paths))
             continue
         if not steps:
-            skipped.append(Skipped(name, "validate file without any draft_step file", paths))
+            skipped.append(Skipped(name, NO_DRAFTS_REASON, paths))
             continue
         gaps = steps[-1] + 1 - len(steps)  # steps are distinct, so this counts the missing ones
         if gaps:
@@ -594,7 +629,7 @@ def _assemble(
     skipped[at_unreadable:at_unreadable] = [
         Skipped(_base_name(p), why, (p,)) for p, why in unreadable.items() if p not in told
     ]
-    skipped = _fold_near_misses(skipped, files, step0_offset)
+    skipped = _fold_near_misses(_fold_duplicates(skipped, step0_offset), files, step0_offset)
     return Grouping(tuple(rounds), tuple(skipped), tuple(sorted(by_round)), check)
 
 
@@ -685,8 +720,8 @@ def _fold_near_misses(
         name = _base_name(s.paths[0])
         guess = near_miss(name)
         m = _NAME.match(guess) if guess is not None else None
-        if guess is None or m is None or m.group("companion"):
-            continue
+        if guess is None or m is None:
+            continue  # a companion (validation_10_20.scores) folds too: it goes with its data file's mistake
         step = -1 if m.group("validate") else int(m.group("step"))
         a, b = int(m.group("a")), int(m.group("b"))
         if (step, a, b) in files:

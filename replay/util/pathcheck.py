@@ -1,10 +1,14 @@
 """Check a command's output (and input file) paths before any work starts.
 
 One rule for every command that writes: a directory output must be an existing, writable
-directory or creatable (its nearest existing ancestor is a writable directory); a file output must
-not be a directory, and its directory must be writable or creatable (writes are atomic: a temporary
-file beside the target is renamed over it; devices such as /dev/null are written in place, see
-replay.util.atomic). "Writable" is tried for real: a temporary file (or directory, where one must be
+directory, or one that can be made in an existing, writable parent; a file output must not be a
+directory, and its directory must exist and be writable (writes are atomic: a temporary file beside
+the target is renamed over it; devices such as /dev/null are written in place, see
+replay.util.atomic). Nothing is created beyond the one directory an output names: a typo in a
+parent (``-o /nonexistent/dir/rounds.parquet``) once made ``/nonexistent/dir`` at the filesystem
+root and reported success, so a missing parent is an error that says to create it first. A new
+directory output named like a file (``stats -o x.json``) is refused too: it once made a directory
+``x.json``. "Writable" is tried for real: a temporary file (or directory, where one must be
 created) is made and removed again. Permission bits alone say nothing to root, and /proc or a
 read-only mount refuse entries whatever the bits say. The commands declare their outputs with the argparse
 types ``output_dir`` / ``output_file``, so a bad path fails while parsing, with the option's name,
@@ -23,6 +27,10 @@ from .atomic import replaced_file, writes_in_place
 from .errors import InputPathError, OutputPathError
 
 DIRECTORY, FILE = "directory", "file"
+# Suffixes of the files the commands write or read: a new directory output so named is a mistake.
+FILE_SUFFIXES = frozenset(
+    {".json", ".jsonl", ".csv", ".parquet", ".html", ".png", ".svg", ".pdf", ".txt", ".npz", ".npy"}
+)
 
 
 def check_output(path: str | Path, kind: str) -> Path:
@@ -33,6 +41,12 @@ def check_output(path: str | Path, kind: str) -> Path:
         raise OutputPathError("empty path")
     p = Path(path)
     if kind == DIRECTORY:
+        if not p.exists() and p.suffix.lower() in FILE_SUFFIXES:
+            raise OutputPathError(
+                f"{p}: names a new directory but ends in {p.suffix} like a file: this option takes a directory"
+                f" (give a name such as {p.with_suffix('')}/); to keep printed output in a file, redirect"
+                f" stdout (> {p.name})"
+            )
         _check_directory(p, p)
     else:
         if p.is_dir():
@@ -58,6 +72,10 @@ def _check_directory(d: Path, target: Path) -> None:
     ancestor = _nearest_existing(d)
     if not ancestor.is_dir():
         raise OutputPathError(f"{target}: cannot be created: {ancestor} is not a directory")
+    # Only a directory output's own directory is made, never a parent, nor a file output's directory.
+    missing = d if d != target else d.parent
+    if d != target or ancestor != Path(os.path.abspath(missing)):
+        raise OutputPathError(f"{target}: directory {missing} does not exist (create it first)")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise OutputPathError(f"{target}: cannot be created: no permission to write in {ancestor}")
     _try_making(ancestor, target, DIRECTORY)

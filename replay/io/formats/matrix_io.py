@@ -28,7 +28,7 @@ from replay.util.bounded import (
 )
 from replay.util.errors import DumpError
 
-from .npyfile import read_npy, read_npz
+from .npyfile import read_npy, read_npz, shape_words
 from .ptfile import load_pt
 
 TEXT_EXTS = ("", ".txt", ".csv")
@@ -279,21 +279,6 @@ def to_int64(arr: np.ndarray, path: Path, field_name: str) -> np.ndarray:
     if arr.dtype.kind == "u" and arr.dtype.itemsize >= 8 and arr.size and arr.max() > _INT64.max:
         raise DumpError(path, f"value {int(arr.max())} is outside the int64 range", field_name)
     return arr.astype(np.int64, copy=False)
-
-
-def shape_words(shape: tuple[int, ...]) -> str:
-    """An array's shape as a message says it: "1 row × 2 columns", "6 values in one dimension (1-D)".
-
-    Never Python's tuple: "(1, 2)" beside token ids reads like two token values.
-    """
-    if len(shape) == 0:
-        return "a single value (0-D)"
-    if len(shape) == 1:
-        return f"{shape[0]} value{'s' * (shape[0] != 1)} in one dimension (1-D)"
-    if len(shape) == 2:
-        r, c = shape
-        return f"{r} row{'s' * (r != 1)} × {c} column{'s' * (c != 1)}"
-    return " × ".join(map(str, shape)) + f" ({len(shape)}-D)"
 
 
 def _as_ids(arr: np.ndarray, path: Path, field_name: str = "ids") -> np.ndarray:

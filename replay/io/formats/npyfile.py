@@ -148,6 +148,21 @@ def _numpy_parse(major: int, raw: bytes, fail: Fail) -> tuple[tuple[int, ...], b
     return shape, fortran_order, dtype
 
 
+def shape_words(shape: tuple[int, ...]) -> str:
+    """An array's shape as every message says it (here and in matrix_io): "1 row × 2 columns", "6 values in one dimension (1-D)".
+
+    Never Python's tuple: "(1, 2)" beside token ids reads like two token values.
+    """
+    if len(shape) == 0:
+        return "a single value (0-D)"
+    if len(shape) == 1:
+        return f"{shape[0]} value{'s' * (shape[0] != 1)} in one dimension (1-D)"
+    if len(shape) == 2:
+        r, c = shape
+        return f"{r} row{'s' * (r != 1)} × {c} column{'s' * (c != 1)}"
+    return " × ".join(map(str, shape)) + f" ({len(shape)}-D)"
+
+
 def _check_dtype(dtype: np.dtype, fail: Fail) -> None:
     if dtype.hasobject:
         raise fail("holds pickled objects; refusing to unpickle (save plain numeric arrays)")
@@ -164,7 +179,8 @@ def array_from_buffer(
     if have != need:
         what = "truncated" if have < need else "trailing bytes after the data"
         raise dump_fail(path, field)(
-            f"{what}: header shape {header.shape} x {header.dtype} needs {need:,} data bytes, the file has {have:,}"
+            f"{what}: the header says {shape_words(header.shape)} of {header.dtype}, which needs {need:,} data bytes;"
+            f" the file has {have:,}"
         )
     flat = np.frombuffer(buf, dtype=header.dtype, count=math.prod(header.shape), offset=header.offset)
     return flat.reshape(header.shape, order="F" if header.fortran_order else "C")
@@ -219,7 +235,8 @@ def _read_member_array(archive: BoundedZip, member: str, path: str | Path, field
         header = read_npy_header(read, path, field)
         if header.offset + header.data_bytes != size:
             raise dump_fail(path, field)(
-                f"header shape {header.shape} x {header.dtype} needs {header.offset + header.data_bytes:,} bytes "
+                f"the header says {shape_words(header.shape)} of {header.dtype}, which needs"
+                f" {header.offset + header.data_bytes:,} bytes, "
                 f"but the archive member declares {size:,} (corrupt archive)"
             )
         buf = bytearray(size)
