@@ -2879,3 +2879,44 @@ def test_report_says_its_no_measured_timings_warning_on_stderr_too(capsys, tmp_p
         capsys, "report", "sample_dumps/synthetic_article", "-o", tmp_path / "c", "--no-tables", "--cost", cost
     )
     assert code == 0 and "no measured timings" not in err  # a given cost: nothing to warn about
+
+
+# --- report-skips: report lists its curve's skipped rounds; recommend's exit; mixed layouts (new-user try 5) ---
+
+
+def scaled_scores_row(dump: Path, round_name: str = "100_116", row: int = 1, total: float = 1.1) -> Path:
+    """synthetic_article with one validate row's probabilities scaled to sum to ``total`` (its scores
+    are log-probabilities: each stays below 0, the row's sum is what is wrong)."""
+    import numpy as np
+
+    shutil.copytree(SYNTH, dump)
+    path = dump / f"validate_{round_name}.npz"
+    arrays = dict(np.load(path))
+    scores = arrays["scores"].astype(np.float64)
+    p = np.exp(scores[row])
+    scores[row] = np.log(p * (total / p.sum()))
+    arrays["scores"] = scores.astype(np.float32)
+    np.savez(path, **arrays)
+    return dump
+
+
+@pytest.mark.slow
+def test_report_lists_the_temperature_curves_skipped_rounds_and_exits_1(capsys, tmp_path):
+    # new-user try 5: replay/stats/compare --temperature said "skipped round ..." and exited 1; report
+    # exited 0 and said it only inside index.html
+    dump = scaled_scores_row(tmp_path / "dump")
+    row_reason = f"{dump}/validate_100_116.npz (scores), row 1 (0-based): a validate row's probabilities sum"
+    code, _, err = run(capsys, "compare", dump, "--temperature", "0.7", "--no-progress")
+    assert code == 1 and f"specreplay: skipped round 100_116: no sampling replay at T = 0.7: {row_reason}" in err
+    code, out, err = run(capsys, "report", dump, "-o", tmp_path / "r", "--no-tables", "--no-progress")
+    assert code == 1 and out.strip() == str(tmp_path / "r" / "index.html"), err
+    told = [line for line in err.splitlines() if "skipped" in line]
+    assert told == [
+        "specreplay: dump: skipped round 100_116: no sampling replay at T = 0.1, 0.2, 0.3, 0.4, … "
+        f"(15 of the curve's 16): {row_reason} to more than 1 (+1e-05): it sums to 1.1"
+    ], err  # once for the round, not once per T; greedy (T = 0) needs no scores
+    page = (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
+    assert "1 round(s) without a sampling replay at some T" in page  # the page keeps its note
+    # a dump without any scores is one note (no curve), not a skip per round: exit 0 as before
+    code, _, err = run(capsys, "report", ARTICLE, "-o", tmp_path / "a", "--no-tables", "--no-progress")
+    assert code == 0 and "skipped" not in err, err
