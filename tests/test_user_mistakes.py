@@ -2920,3 +2920,16 @@ def test_report_lists_the_temperature_curves_skipped_rounds_and_exits_1(capsys, 
     # a dump without any scores is one note (no curve), not a skip per round: exit 0 as before
     code, _, err = run(capsys, "report", ARTICLE, "-o", tmp_path / "a", "--no-tables", "--no-progress")
     assert code == 0 and "skipped" not in err, err
+
+
+def test_readme_and_recommend_help_say_a_disagreeing_shape_exits_0(capsys):
+    # new-user try 5: the README listed a disagreeing shape under exit 1, --help called it "a finding,
+    # not an error", and recommend exits 0 (tests/test_recommend_cli.py asserts the exit itself)
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    exit_1 = readme[readme.index("**1** some input skipped") : readme.index("**2** error")]
+    assert "recommend" not in exit_1 and "disagree" not in exit_1, exit_1
+    assert "a `recommend` shape whose measurement disagrees with its prediction is marked `agree = NO`" in readme
+    assert "warned about on stderr, with exit 0" in readme
+    code, out, _ = run(capsys, "recommend", "--help")
+    text = " ".join(out.split())
+    assert code == 0 and "is a finding, not skipped input: agree = NO in the table, a warning on stderr, exit 0" in text
