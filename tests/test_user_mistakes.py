@@ -2933,3 +2933,44 @@ def test_readme_and_recommend_help_say_a_disagreeing_shape_exits_0(capsys):
     code, out, _ = run(capsys, "recommend", "--help")
     text = " ".join(out.split())
     assert code == 0 and "is a finding, not skipped input: agree = NO in the table, a warning on stderr, exit 0" in text
+
+
+def mixed_layout_dump(directory: Path, cut: tuple[str, ...]) -> Path:
+    """Four rounds of [2]|[2,2] (topHead [1, 2]: 6 nodes, all layout 7 rows, parents layout 3) typed in
+    as docs/dump-format.md says, no layout stated; the validate files of ``cut`` keep their first 3 rows."""
+    directory.mkdir()
+    write_config(directory / "config.json", [[2], [2, 2]], [1, 2])
+    for a in (10, 13, 16, 19):
+        b = a + 10
+        write_matrix(directory / f"draft_step_0_{a - 1}_{b - 1}", [[5, 6]])
+        write_matrix(directory / f"draft_step_1_{a}_{b}", [[7, 8], [9, 10]])
+        rows = [[5], [7], [9], [11], [12], [13], [14]]  # root, then nodes 1..6 (tree order)
+        write_matrix(directory / f"validate_{a}_{b}", rows[:3] if f"{a}_{b}" in cut else rows)
+    return directory
+
+
+@pytest.mark.parametrize("command", ["replay", "batch"])
+def test_a_validate_file_cut_to_the_parents_rows_is_noted_when_the_other_rounds_are_all(capsys, tmp_path, command):
+    # new-user try 5: a validate file cut from 7 rows to 3 passed silently as a parents-layout round
+    # ("bonus token: not in dump") among all-layout rounds
+    dump = mixed_layout_dump(tmp_path / "dump", cut=("13_23",))
+    code, _, err = run(capsys, command, dump, "--no-progress")
+    note = [line for line in err.splitlines() if "layout" in line]
+    assert code == 0 and note == [
+        "specreplay: note: 1 round's validate matrix has the parents layout's rows while 3 rounds have the all "
+        "layout's (first: 13_23; 3 rows where the all layout has 7): a cut-off file? --layout all refuses such rounds"
+    ], err  # not an error: exit 0, as before
+    code, _, err = run(capsys, command, dump, "--no-progress", "--layout", "all")
+    assert code == 1 and "skipped round 13_23" in err and "note:" not in err, err  # the note's advice holds
+    code, _, err = run(capsys, command, mixed_layout_dump(tmp_path / "two", cut=("10_20", "13_23", "16_26")))
+    assert (
+        code == 0
+        and (
+            "note: 1 round's validate matrix has the all layout's rows while 3 rounds have the parents layout's "
+            "(first: 19_29; 7 rows where the parents layout has 3): a file from another recording? --layout parents "
+            "refuses such rounds"
+        )
+        in err
+    ), err
+    code, _, err = run(capsys, command, mixed_layout_dump(tmp_path / "same", cut=()), "--no-progress")
+    assert code == 0 and "layout" not in err, err  # one layout throughout: nothing to say
