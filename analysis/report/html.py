@@ -9,7 +9,7 @@ import base64
 import datetime as _dt
 import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +41,7 @@ from analysis.tables.stream import write_run_tables
 from replay.core.config import TreeConfig
 from replay.core.selection import uses_fallback
 from replay.engine.sampling import vocab_size_of
-from replay.io.grouping import Key, describe_skipped
+from replay.io.grouping import Key, Skipped, describe_skipped
 from replay.util.errors import SpecReplayError
 from replay.util.words import counted
 
@@ -71,6 +71,9 @@ class ReportOptions:
     # progress(phase name) -> that phase's progress(done, total): a bar per run and phase
     # (replay.util.progress.phase_progress), as one phase can take a minute on a large run
     progress: Callable[[str], Callable[[int, int], None]] | None = field(default=None, compare=False)
+    # on_skipped(run label, one entry per round): the rounds the temperature curve left out (besides
+    # the page's note), for the CLI to list on stderr with exit status 1 as every --temperature command does
+    on_skipped: Callable[[str, list[Skipped]], None] | None = field(default=None, compare=False)
 
 
 def default_comparison_configs(cfg: TreeConfig) -> list[TreeConfig]:
@@ -458,6 +461,28 @@ def _run_configs(run: LabelledRun, opts: ReportOptions) -> list[TreeConfig]:
 SHOWN_TEMPERATURES = (0.0, 0.2, 0.5, 0.7, 1.0, 1.5)
 
 
+def _some_temperatures(temps: Sequence[float], shown: int = 4) -> str:
+    return ", ".join(f"{t:g}" for t in temps[:shown]) + (", …" if len(temps) > shown else "")
+
+
+def _curve_skips(skipped: Iterable[tuple[str, float, str]], grid: Sequence[float]) -> list[Skipped]:
+    """The temperature curve's (round, T, reason) refusals as one skipped entry per round (in the order
+    first refused), naming the T it was refused at ("T = 0.1, 0.2, 0.3, 0.4, … (15 of the curve's 16)")
+    and why: a round refused at every T of the grid would otherwise be listed once per T. A round
+    refused for different reasons at different T says each, with its own T."""
+    by_round: dict[str, dict[str, list[float]]] = {}
+    for name, t, why in skipped:
+        by_round.setdefault(name, {}).setdefault(why, []).append(t)
+    out = []
+    for name, whys in by_round.items():
+        parts = []
+        for why, temps in whys.items():
+            of = f" ({len(temps)} of the curve's {len(grid)})" if len(temps) > 1 else ""
+            parts.append(f"no sampling replay at T = {_some_temperatures(sorted(temps))}{of}: {why}")
+        out.append(Skipped(f"round {name}", "; ".join(parts)))
+    return out
+
+
 def _sampling_curves(
     runs: Sequence[LabelledRun], opts: ReportOptions, out_tables: dict[str, pd.DataFrame]
 ) -> list[SamplingCurve]:
@@ -489,12 +514,14 @@ def _sampling_curves(
         display.insert(0, "T", shown["temperature"].to_list())
         notes = []
         if done.skipped:
+            skipped = _curve_skips(done.skipped, opts.temperatures)
             temps = sorted({t for _, t, _ in done.skipped})
             notes.append(
-                f"{run.label}: {len({n for n, _, _ in done.skipped})} round(s) without a sampling replay at some T "
-                f"({', '.join(f'{t:g}' for t in temps[:4])}{', …' if len(temps) > 4 else ''}), left out there: "
-                + done.skipped[0][2]
+                f"{run.label}: {len(skipped)} round(s) without a sampling replay at some T "
+                f"({_some_temperatures(temps)}), left out there: " + done.skipped[0][2]
             )
+            if opts.on_skipped:
+                opts.on_skipped(run.label, skipped)
         if done.needs_vocab:
             above = (shown["temperature"] > 1.0).to_numpy()
             for col in (

@@ -37,6 +37,7 @@ from .options import (
     add_sampling_options,
     at_least_one,
     parse_key,
+    print_skipped,
 )
 
 COMPARE_EPILOG = """\
@@ -85,7 +86,8 @@ examples:
 Writes OUTPUT/index.html (self-contained: images embedded, no external assets) and every table
 as CSV and Parquet under OUTPUT/tables/. A run whose validate rows carry scores gets a temperature
 curve (expected block efficiency at T = 0, 0.1, ..., 1.5 for each compared config, with bounds);
---vocab-size V gives its lower bounds above T = 1.
+--vocab-size V gives its lower bounds above T = 1. Exit status 1 when rounds were skipped, the curve's
+included (a round it cannot replay at some T: listed on stderr once, with the T and the reason).
 """
 
 
@@ -308,6 +310,7 @@ def run_report(args: argparse.Namespace) -> int:
     if option_configs(args):
         configs = configs_from_args(args, runs[0].config)
     start_phase, close = phase_progress(progress_enabled(args.no_progress))
+    curve_skipped: dict[str, list] = {}  # per run, the temperature curve's skipped rounds (the page notes them)
     try:
         opts = ReportOptions(
             configs=configs,
@@ -322,6 +325,7 @@ def run_report(args: argparse.Namespace) -> int:
             example_round=args.show_round,
             vocab_size=args.vocab_size,
             progress=start_phase,
+            on_skipped=curve_skipped.__setitem__,
         )
         path = write_report(runs, args.output, opts, tables=not args.no_tables)
     finally:
@@ -333,7 +337,10 @@ def run_report(args: argparse.Namespace) -> int:
         warn = cost_warning(run_cost(run.replay.directory, run.replay.manifest, cost), run.label)
         if warn:
             print(f"specreplay: {warn}", file=sys.stderr)
-    return skipped_status(runs, args)
+    status = skipped_status(runs, args)
+    for label, skipped in curve_skipped.items():  # listed as replay/compare --temperature list theirs: exit 1
+        print_skipped(skipped, label)
+    return 1 if status or any(curve_skipped.values()) else 0
 
 
 # --- registration ------------------------------------------------------------------------------

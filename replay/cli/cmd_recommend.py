@@ -41,7 +41,7 @@ Shapes contained in the recorded config are replayed exactly (analysis.compare.s
 --extrapolate. Estimator, search and refusals: docs/shape-search.md; cost model: docs/analysis.md.
 Progress goes to stderr on a terminal (--no-progress to silence it).
 Exit status: 0; 1 when rounds were skipped (listed on stderr); 2 on errors (no round replayed too). A measured shape that disagrees
-with its prediction is a finding, not an error: agree = NO in the table and a warning on stderr.
+with its prediction is a finding, not skipped input: agree = NO in the table, a warning on stderr, exit 0.
 --temperature T: every shape contained in the recorded config within the budget and depth, measured
 at T by the sampling walk on its sub-tree (as compare --temperature) and ranked by the lower bound
 of its expected block efficiency over all rounds (docs/shape-search.md "Shapes at temperature T").

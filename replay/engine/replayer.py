@@ -107,6 +107,32 @@ def resolve_layout(
     )
 
 
+def mixed_layouts_note(
+    keys: np.ndarray, is_all: np.ndarray, detected: np.ndarray, rows: Callable[[int], tuple[int, int]]
+) -> str | None:
+    """The run's one line when the layouts resolve_layout detected differ between rounds (none stated):
+    a validate file cut from the all layout's rows to the parents layout's count passes as a parents
+    round (no bonus token), so the few rounds of the other layout are named. keys: [2, N] of the
+    replayed rounds; is_all, detected: [N] bool; rows(i): round i's (parents rows, all rows)."""
+    at = np.flatnonzero(detected)
+    n_all = int(is_all[at].sum())
+    if not n_all or n_all == len(at):
+        return None
+    few_all = n_all < len(at) - n_all  # a tie names the parents rounds: a cut-off file is the likely cause
+    few, many = (LAYOUT_ALL, LAYOUT_PARENTS) if few_all else (LAYOUT_PARENTS, LAYOUT_ALL)
+    named = at[is_all[at] == few_all]
+    n_few, n_many = len(named), len(at) - len(named)
+    first = ", ".join(f"{keys[0, i]}_{keys[1, i]}" for i in named[:3]) + (", …" if n_few > 3 else "")
+    have, other = rows(int(named[0]))[:: -1 if few_all else 1]
+    whose = "round's validate matrix has" if n_few == 1 else "rounds' validate matrices have"
+    return (
+        f"note: {n_few} {whose} the {few} layout's rows while {n_many} {'round has' if n_many == 1 else 'rounds have'} "
+        f"the {many} layout's (first: {first}; {have} rows where the {many} layout has {other}): "
+        f"{'a cut-off file' if few == LAYOUT_PARENTS else 'a file from another recording'}? "
+        f"--layout {many} refuses such rounds"
+    )
+
+
 def _check_no_lost_step(rnd: Round, cfg: TreeConfig, tree: Tree, rows: int) -> None:
     """An all-layout validate with exactly the rows of a deeper tree proves that draft files are
     missing: replayed with the steps left, the round would pass as one that stopped early."""
@@ -327,6 +353,13 @@ def _run_warnings(
     warnings += (fallback,) if fallback else ()
     rising = _rising_rows_warning(results)
     warnings += (rising,) if rising else ()
+    mixed = mixed_layouts_note(
+        np.array([r.key for r in results], dtype=np.int64).reshape(-1, 2).T,
+        np.array([r.layout == LAYOUT_ALL for r in results], dtype=bool),
+        np.array([r.layout_source == "detected" for r in results], dtype=bool),
+        lambda i: (int(results[i].tree.expanded_order.shape[0]), results[i].tree.num_nodes + 1),
+    )
+    warnings += (mixed,) if mixed else ()
     warnings += recorded_round_warnings(
         manifest,
         tree_cfg,

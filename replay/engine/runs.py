@@ -19,6 +19,7 @@ import numpy as np
 
 from replay.core.config import SpecConfig, TreeConfig
 from replay.core.selection import fallback_run_warning
+from replay.core.vocab import LAYOUT_ALL, LAYOUTS
 from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
 from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
 from replay.io.manifest import Manifest, group_rounds, recorded_round_warnings
@@ -32,6 +33,7 @@ from .replayer import (  # noqa: F401  (replay_packed re-exported)
     ReplayOptions,
     RoundResult,
     config_notes,
+    mixed_layouts_note,
     open_packed,
     packed_keys,
     reading_warnings,
@@ -326,6 +328,14 @@ def replay_run(
     warnings = reading_warnings(run.step0, result.accepted_length[ok])
     fallback = fallback_run_warning(int((result.selection[:, ok] == SEL_FALLBACK).any(axis=0).sum()), int(ok.sum()))
     warnings += (fallback,) if fallback else ()
+    shapes = result.shape_index[ok]
+    mixed = mixed_layouts_note(
+        result.keys[:, ok],
+        result.layout[ok] == LAYOUTS.index(LAYOUT_ALL),
+        ~result.layout_stated[ok],
+        lambda i: (sum(result.shapes[shapes[i]].heads), sum(result.shapes[shapes[i]].level_sizes)),
+    )
+    warnings += (mixed,) if mixed else ()
     warnings += recorded_round_warnings(
         run.manifest,
         run.tree,
