@@ -128,7 +128,7 @@ def live_command(rec: Recommendation) -> str | None:
         return None
     return (
         f'specreplay sweep --draft DRAFT --target TARGET --prompts PROMPTS --grid "{";".join(todo)}" '
-        f"--max-new-tokens 64 -o runs/shapes_b{rec.search.budget}"
+        f"--max-new-tokens 64 -o shapes_b{rec.search.budget}"
     )
 
 

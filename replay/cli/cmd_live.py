@@ -20,6 +20,7 @@ from replay.util.progress import progress_bar, progress_enabled
 from .options import add_command, add_no_progress, add_output
 
 GENERATE_EXAMPLE = """example:
+  mkdir -p runs   # an output is made only in an existing directory
   specreplay generate --pair qwen2.5-coder --models-dir /work/models --config tree.json \\
       --prompts prompts.txt --max-new-tokens 48 -o runs/r1 --baseline
   (--pair NAME = --draft NAME-0.5b --target NAME-1.5b; short names resolve in --models-dir,
@@ -37,6 +38,7 @@ GENERATE_EXAMPLE = """example:
 """
 
 COST_EXAMPLE = """example:
+  mkdir -p runs   # an output is made only in an existing directory
   specreplay cost-curve --target models/qwen2.5-1.5b --draft models/qwen2.5-0.5b \\
       --sizes 1,2,4,8,16,32,64 -o runs/cost_curve.json --device cuda --dtype bfloat16
   specreplay cost-curve --shape qwen2.5-1.5b --draft-shape qwen2.5-0.5b --device cuda -o cc.json

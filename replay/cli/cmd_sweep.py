@@ -35,6 +35,7 @@ and speedup the median per-pass ratio, measured end to end with prefill included
 the table).
 
 example:
+  mkdir -p runs   # an output is made only in an existing directory
   specreplay sweep --draft models/draft --target models/target --prompts prompts.jsonl \\
       --grid "6,2x2,1x1;4,2x1,1;2|4,1x1;1,1,1,1@0|0.4" --max-new-tokens 64 -o runs/sweep1
   (after an interruption add --resume: finished configs are kept, not redone)
