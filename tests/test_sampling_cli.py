@@ -44,12 +44,21 @@ def test_temperature_one_by_hand(capsys, tmp_path):
 
 
 def test_half_temperature_by_hand(capsys, tmp_path):
-    # Rows summing to 1: no tail, so T = 0.5 is exact: probabilities squared, renormalised.
-    code, rows, err = sampling_json(capsys, tiny_dump(tmp_path / "d"), "--temperature", "0.5")
+    # Rows naming all V = 3 tokens: no tail, so T = 0.5 is exact: probabilities squared, renormalised.
+    dump = tiny_dump(tmp_path / "d")
+    code, rows, err = sampling_json(capsys, dump, "--temperature", "0.5", "--vocab-size", "3")
     assert code == 0, err
     root, node1 = (0.25 / 0.38, 0.09 / 0.38), 0.36 / 0.46
+    truth = sum(root) + root[0] * node1
     s = rows[0]["sampling"]
-    assert s["exact"] and s["expected_accepted_length"] == pytest.approx(sum(root) + root[0] * node1, abs=1e-12)
+    assert s["exact"] and s["expected_accepted_length"] == pytest.approx(truth, abs=1e-12)
+    # Without V the same rows, summing to 1 in float64, leave a tail of unknown tokens: Z_T is not
+    # known, so the round is not exact, though the bounds meet here (float64 rounds the tail away).
+    code, rows, err = sampling_json(capsys, dump, "--temperature", "0.5")
+    s = rows[0]["sampling"]
+    assert code == 0 and not s["exact"] and s["expected_accepted_length"] is None
+    assert s["expected_accepted_length_lo"] == pytest.approx(truth, abs=1e-12)
+    assert s["expected_accepted_length_hi"] == pytest.approx(truth, abs=1e-12)
 
 
 def test_a_tail_is_bounded_and_the_vocabulary_size_pins_it(capsys, tmp_path):
