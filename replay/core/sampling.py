@@ -743,9 +743,11 @@ def _exact_of(ch: _Chunk, t: float) -> np.ndarray:
     known with p > 0 (a recorded child at a finite log-prob: p > 0 even where float64 underflows).
     The masks are child_cells' and repeat's, which the bounds use: a walk of booleans, no arithmetic.
     """
-    c = ch.tok.shape[1]
-    if t == 0.0:
+    n1, c = ch.tok.shape
+    if t == 0.0 or n1 < 2:
         return np.ones(c, dtype=bool)
+    if t != 1.0 and not ch.stats.z_known.any():  # top-K rows of a larger vocabulary: the usual case
+        return np.zeros(c, dtype=bool)  # the root's first child (never a repeat) is not known
     there = ch.child_cells[2] > 0.0  # [N+1, C]: the child's token at a finite cell of its parent's row
     known = ch.per_edge(ch.stats.empty_tail)
     known |= there if t == 1.0 else there & ch.per_edge(ch.stats.z_known)
@@ -753,6 +755,8 @@ def _exact_of(ch: _Chunk, t: float) -> np.ndarray:
         rep = ch.repeat == 0.0
         known |= rep
         there &= ~rep
+    if known[1:].all():  # every edge known (T = 1, every child recorded): no walk needed
+        return np.ones(c, dtype=bool)
     reach = np.empty(there.shape, dtype=bool)  # the walk can reach the node (row 0: the root)
     reach[0] = True
     blind = np.zeros(c, dtype=bool)  # some edge out of a reachable node is not known
