@@ -366,30 +366,18 @@ def _row_stats(
     if d is not None:
         d -= lmax[:, None, :]
     x1 = np.exp(lmm)
-    empty_tail = no_tail | dead  # dead & has (below): an empty row
+    empty_tail, z_known = _tail_known(no_tail | dead, rest, has)
+    rows = (lp_clean, d, lmax, total, m, logm, x1, qk, j, base, rest, log_rest, dead_or_none)
+    return _RowStats(*rows, empty_tail, z_known, has, problem)
+
+
+def _tail_known(empty: np.ndarray, rest: np.ndarray | float | None, has: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(empty_tail, z_known) [E, C] of _RowStats, from the structure alone: ``empty`` the rows with a
+    q = 0 cell or none (dead & has: an empty row), ``rest`` the V - n unnamed tokens (None: no V)."""
     if rest is not None:
-        empty_tail |= np.asarray(rest <= 0)
-    empty_tail &= has
-    z_known = empty_tail if rest is None else empty_tail | (np.asarray(rest == 1) & has)
-    return _RowStats(
-        lp_clean,
-        d,
-        lmax,
-        total,
-        m,
-        logm,
-        x1,
-        qk,
-        j,
-        base,
-        rest,
-        log_rest,
-        dead_or_none,
-        empty_tail,
-        z_known,
-        has,
-        problem,
-    )
+        empty = empty | np.asarray(rest <= 0)
+    empty = empty & has
+    return empty, empty if rest is None else empty | (np.asarray(rest == 1) & has)
 
 
 def _spread_tail(rs: _RowStats, a: float) -> np.ndarray:
