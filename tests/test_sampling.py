@@ -23,7 +23,7 @@ from replay.core.sampling import (
 )
 from replay.core.tree import Tree
 from replay.core.vocab import PAD_TOKEN
-from replay.testing.sampling_ref import reference_bounds
+from replay.testing.sampling_ref import reference_bounds, reference_exact
 
 V = 12
 TEMPS = (0.0, 0.3, 0.7, 1.0, 1.3)
@@ -378,3 +378,47 @@ def test_prepared_columns_in_chunks_equal_one_chunk():
             np.testing.assert_allclose(a.reach_hi, b.reach_hi, rtol=1e-14)
             np.testing.assert_allclose(a.expected_lo, b.expected_lo, rtol=1e-14)
             np.testing.assert_array_equal(a.exact, b.exact)
+
+
+@pytest.mark.parametrize("t", (0.0, 0.001, 0.3, 1.0, 1.3))
+@pytest.mark.parametrize("vocab", [None, V])
+@pytest.mark.parametrize("trees", ["many", "two"])
+def test_exact_is_structural_and_equals_the_reference(t, vocab, trees):
+    """exact is decided by what the rows record (the scalar reference_exact), never by lo == hi: rows
+    naming all V tokens or all but one, q = 0 cells, PAD cells, nodes without a row, repeated
+    siblings; T = 0.001, where float64 rounds every tail away and the bounds meet, included."""
+    rng = np.random.default_rng(500 + int(t * 1000) + (vocab or 0))
+    shared = [random_round(rng, k=V - 1, n=6) for _ in range(2)]
+    if trees == "two":
+        rounds = [shared[i % 2] for i in range(2 * ROUNDS_PER_TREE + 10)]
+    else:
+        rounds = [random_round(rng, k=int(rng.choice([3, V - 1, V])), n=6) for _ in range(300)]
+    k = max(r[2].shape[1] for r in rounds)
+    tokens = np.stack([r[0].tokens for r in rounds]).copy()
+    tokens[:, 1:] = rng.integers(0, V, size=tokens[:, 1:].shape)
+    parents, depths = np.stack([r[0].parents for r in rounds]), np.stack([r[0].depths for r in rounds])
+    ids = np.full((len(rounds), tokens.shape[1], k), PAD_TOKEN, dtype=np.int64)
+    lp = np.full(ids.shape, np.nan)
+    for i, r in enumerate(rounds):
+        ids[i, :, : r[2].shape[1]], lp[i, :, : r[3].shape[1]] = r[2], r[3]
+    zero = rng.random(ids.shape[:2]) < 0.1  # a q = 0 cell in the row's last named column
+    last = (ids != PAD_TOKEN).sum(axis=2) - 1
+    lp[zero, last[zero]] = -np.inf
+    has = rng.random(tokens.shape) > 0.1
+    b = sampling_bounds(tokens, parents, depths, ids, lp, has, t, vocab)
+    ok = b.problem == 0
+    assert ok.sum() > len(rounds) // 2
+    want = np.array(
+        [reference_exact(tokens[i], parents[i], ids[i], lp[i], has[i], t, vocab) for i in range(len(rounds))]
+    )
+    assert (b.exact[ok] == want[ok]).all()
+    assert (b.exact <= ok).all()
+    prepared = prepare_sampling(tokens, parents, depths, ids, lp, has, vocab).bounds(t)
+    assert (prepared.exact == b.exact).all()
+    if t == 0.0:
+        assert b.exact[ok].all()
+    elif t == 1.0 or vocab is not None:
+        assert 0 < b.exact[ok].sum() < ok.sum()  # both kinds met
+    met = (b.expected_lo == b.expected_hi) & ok & ~b.exact
+    if t == 0.001:  # the bounds meet in float64 where the tail is unknown: still not exact
+        assert met.any()

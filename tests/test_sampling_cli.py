@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -44,12 +45,21 @@ def test_temperature_one_by_hand(capsys, tmp_path):
 
 
 def test_half_temperature_by_hand(capsys, tmp_path):
-    # Rows summing to 1: no tail, so T = 0.5 is exact: probabilities squared, renormalised.
-    code, rows, err = sampling_json(capsys, tiny_dump(tmp_path / "d"), "--temperature", "0.5")
+    # Rows naming all V = 3 tokens: no tail, so T = 0.5 is exact: probabilities squared, renormalised.
+    dump = tiny_dump(tmp_path / "d")
+    code, rows, err = sampling_json(capsys, dump, "--temperature", "0.5", "--vocab-size", "3")
     assert code == 0, err
     root, node1 = (0.25 / 0.38, 0.09 / 0.38), 0.36 / 0.46
+    truth = sum(root) + root[0] * node1
     s = rows[0]["sampling"]
-    assert s["exact"] and s["expected_accepted_length"] == pytest.approx(sum(root) + root[0] * node1, abs=1e-12)
+    assert s["exact"] and s["expected_accepted_length"] == pytest.approx(truth, abs=1e-12)
+    # Without V the same rows, summing to 1 in float64, leave a tail of unknown tokens: Z_T is not
+    # known, so the round is not exact, though the bounds meet here (float64 rounds the tail away).
+    code, rows, err = sampling_json(capsys, dump, "--temperature", "0.5")
+    s = rows[0]["sampling"]
+    assert code == 0 and not s["exact"] and s["expected_accepted_length"] is None
+    assert s["expected_accepted_length_lo"] == pytest.approx(truth, abs=1e-12)
+    assert s["expected_accepted_length_hi"] == pytest.approx(truth, abs=1e-12)
 
 
 def test_a_tail_is_bounded_and_the_vocabulary_size_pins_it(capsys, tmp_path):
@@ -147,3 +157,53 @@ def test_api_frame_per_round_and_temperature_is_the_clis(capsys, tmp_path):
     assert len(no_scores) == 0 and "no scores" in no_scores.attrs["skipped"][0][2]
     with pytest.raises(SpecReplayError, match="temperature"):
         api.sampling(dump, -1)
+
+
+def tail_dump(directory: Path) -> Path:
+    """A new user's dump (try 5): tree [3]|[2,1], all layout, four rounds whose rows name 4 tokens
+    of an unknown vocabulary (docs/dump-format.md). Every child is in its parent's row; the root's
+    row of round 10_20 sums to 1 in float64 (its tail rounds away), the other rows leave a tail."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_config(directory / "config.json", [[3], [2, 1]], [1, 2])
+    root_a, root_b = ([10, 11, 12, 99], [0.5, 0.25, 0.125, 0.0625]), ([11, 10, 12, 99], [0.5, 0.25, 0.125, 0.0625])
+    a1, a2 = ([20, 21, 98, 97], [0.4, 0.3, 0.2, 0.05]), ([30, 31, 96, 95], [0.6, 0.2, 0.1, 0.1])
+    a2_swapped = ([31, 30, 96, 95], [0.6, 0.2, 0.1, 0.1])
+    a3, leaf = ([40, 41, 42, 43], [0.25] * 4), ([50, 51, 52, 53], [0.7, 0.1, 0.1, 0.05])
+    rounds = {
+        (10, 20): [([77, 10, 11, 12], [0.4, 0.3, 0.2, 0.1]), a1, a2],
+        (11, 21): [root_a, a1, a2],
+        (12, 22): [root_b, a1, a2_swapped],
+        (13, 23): [root_b, a1, a2],
+    }
+    for (a, b), rows in rounds.items():
+        rows = [*rows, a3, leaf, leaf, leaf]  # rows of all 8 nodes (the all layout)
+        write_matrix(directory / f"draft_step_0_{a - 1}_{b - 1}", [[10, 11, 12]])
+        write_matrix(directory / f"draft_step_0_{a - 1}_{b - 1}.scores", [[math.log(p) for p in (0.5, 0.3, 0.2)]])
+        write_matrix(directory / f"draft_step_1_{a}_{b}", [[20, 21], [30, 31]])
+        write_matrix(directory / f"draft_step_1_{a}_{b}.scores", [[-0.5, -0.9], [-0.4, -1.2]])
+        write_matrix(directory / f"draft_step_1_{a}_{b}.parents", [[1], [2]])
+        write_matrix(directory / f"validate_{a}_{b}", [r[0] for r in rows])
+        write_matrix(directory / f"validate_{a}_{b}.scores", [[math.log(p) for p in r[1]] for r in rows])
+    return directory
+
+
+@pytest.mark.parametrize("t", ["0.001", "0.003", "0.5"])
+def test_an_unrecorded_tail_is_never_exact_however_small_t(capsys, tmp_path, t):
+    """At T = 0.001 the rows' tails round away in float64 and the bounds meet (lo == hi), but the
+    rows do not record the tail, so Z_T is not known: no round is exact, and every count says 0.
+    At T = 1 (Z = 1) every child recorded makes each round exact."""
+    dump = tail_dump(tmp_path / "d")
+    code, rows, err = sampling_json(capsys, dump, "--temperature", t, "--round", "10_20")
+    s = rows[0]["sampling"]
+    assert code == 0, err
+    assert not s["exact"] and s["expected_accepted_length"] is None and s["accepted_length_variance"] is None
+    if t == "0.001":  # the floats came out equal: that is not a proof
+        assert s["expected_accepted_length_lo"] == s["expected_accepted_length_hi"]
+    for command in ("replay", "batch"):
+        code, out, err = run(capsys, command, dump, "--temperature", t, "--no-progress")
+        assert code == 0, err
+        assert f"sampling at T = {float(t):g} (4 rounds with scores, 0 exact" in out
+    code, out, err = run(capsys, "stats", dump, "--temperature", t, "--json")
+    assert code == 0 and json.loads(out)["summary"][0]["exact_rounds"] == 0, err
+    code, out, err = run(capsys, "replay", dump, "--temperature", "1", "--no-progress")
+    assert code == 0 and "sampling at T = 1 (4 rounds with scores, 4 exact" in out, err

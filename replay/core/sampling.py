@@ -113,7 +113,7 @@ class SamplingBounds:
     expected_hi: np.ndarray  # [R]
     length_ge_lo: np.ndarray  # [R, D+1] P(accepted length >= d), d = 0..D (column 0 is 1)
     length_ge_hi: np.ndarray  # [R, D+1]
-    exact: np.ndarray  # [R] bool: every edge the walk can take has an exact probability
+    exact: np.ndarray  # [R] bool: every edge the walk can take has its probability determined by the dump
     variance: np.ndarray  # [R] Var[accepted length] where exact, NaN elsewhere
     problem: np.ndarray  # [R] int8 PROBLEM_* code; rounds with a problem hold NaN everywhere
     needs_vocab: bool  # T > 1 without a vocabulary size: the lower bounds are 0 (refused)
@@ -255,6 +255,13 @@ class _RowStats:
     # row has K cells); None without V
     log_rest: np.ndarray | float | None  # log(V - n)
     dead: np.ndarray | None  # [E, C] bool: no row, or an empty row (every cell PAD or -inf); None if none
+    # [E, C] bool: a row whose tail is empty by its structure, not by a float coming out 0: it names
+    # all V tokens, or holds a -inf cell (q_K = 0: no unnamed token has mass), or is empty; then Z_T
+    # is its recorded cells' sum and a child missing from it has p = 0 (the exact flag, _exact_of)
+    empty_tail: np.ndarray
+    # [E, C] bool: Z_T is determined at every T: an empty tail, or one unnamed token (V - n = 1),
+    # which holds the whole tail mass m (Z_T = R + m^a); a missing child's p is still only bounded
+    z_known: np.ndarray
     has: np.ndarray  # [E, C] bool
     problem: np.ndarray  # [C] int8 PROBLEM_* of the round, from its rows that are there
 
@@ -359,7 +366,18 @@ def _row_stats(
     if d is not None:
         d -= lmax[:, None, :]
     x1 = np.exp(lmm)
-    return _RowStats(lp_clean, d, lmax, total, m, logm, x1, qk, j, base, rest, log_rest, dead_or_none, has, problem)
+    empty_tail, z_known = _tail_known(no_tail | dead, rest, has)
+    rows = (lp_clean, d, lmax, total, m, logm, x1, qk, j, base, rest, log_rest, dead_or_none)
+    return _RowStats(*rows, empty_tail, z_known, has, problem)
+
+
+def _tail_known(empty: np.ndarray, rest: np.ndarray | float | None, has: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(empty_tail, z_known) [E, C] of _RowStats, from the structure alone: ``empty`` the rows with a
+    q = 0 cell or none (dead & has: an empty row), ``rest`` the V - n unnamed tokens (None: no V)."""
+    if rest is not None:
+        empty = empty | np.asarray(rest <= 0)
+    empty = empty & has
+    return empty, empty if rest is None else empty | (np.asarray(rest == 1) & has)
 
 
 def _spread_tail(rs: _RowStats, a: float) -> np.ndarray:
@@ -678,13 +696,12 @@ def _edge_probs(ch: _Chunk, t: float, terms: _Terms | None) -> tuple[np.ndarray,
     return p_lo, p_hi
 
 
-def _walk(ch: _Chunk, p_lo: np.ndarray, p_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(reach_lo, reach_hi [N+1, C], exact [C]) of one chunk: rows in order (a TreeLayout: each row's
-    children at once) or nodes in order (TreeColumns: each node's parent reach gathered per round)."""
+def _walk(ch: _Chunk, p_lo: np.ndarray, p_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(reach_lo, reach_hi [N+1, C]) of one chunk: rows in order (a TreeLayout: each row's children
+    at once) or nodes in order (TreeColumns: each node's parent reach gathered per round)."""
     n1, c = p_lo.shape
     reach_lo, reach_hi = np.empty((n1, c)), np.empty((n1, c))
     reach_lo[0] = reach_hi[0] = 1.0
-    par_hi = np.empty((n1, c))  # each edge's parent's reach upper bound
     if isinstance(ch.tree, TreeLayout):
         for e, kids in enumerate(ch.tree.children):
             at = ch.reach_index[e]
@@ -696,16 +713,54 @@ def _walk(ch: _Chunk, p_lo: np.ndarray, p_hi: np.ndarray) -> tuple[np.ndarray, n
                 np.multiply(p_hi[kids], hi, out=reach_hi[kids])
             else:
                 reach_lo[kids], reach_hi[kids] = p_lo[kids] * lo, p_hi[kids] * hi
-            par_hi[kids] = hi
     else:
         for u in range(1, n1):
-            hi = np.take(reach_hi, ch.pidx[u])
             reach_lo[u] = np.take(reach_lo, ch.pidx[u]) * p_lo[u]
-            reach_hi[u] = hi * p_hi[u]
-            par_hi[u] = hi
-    # exact when every edge out of a node the walk can reach has lo == hi
-    gap = np.any((p_hi[1:] > p_lo[1:]) & (par_hi[1:] > 0), axis=0)
-    return reach_lo, reach_hi, ~gap
+            reach_hi[u] = np.take(reach_hi, ch.pidx[u]) * p_hi[u]
+    return reach_lo, reach_hi
+
+
+def _exact_of(ch: _Chunk, t: float) -> np.ndarray:
+    """[C] bool: the round is exact, decided by the dump's structure, never by lo == hi (docs/analysis.md
+    "exact"): every edge out of a node the walk can reach has its probability determined by the rows.
+
+    T = 0: always (the greedy replay reads each row's top-1). T > 0, an edge u is known when u repeats
+    an earlier sibling's token (p = 0), when its parent's row has an empty tail (empty_tail: Z_T is the
+    recorded sum, a missing child has p = 0), or when u's token is in the row and Z_T is known: at
+    T = 1 (the recorded log-probs are a full softmax's, Z = 1: p = q), or where z_known. The walk can reach a node when every edge to it is
+    known with p > 0 (a recorded child at a finite log-prob: p > 0 even where float64 underflows).
+    The masks are child_cells' and repeat's, which the bounds use: a walk of booleans, no arithmetic.
+    """
+    n1, c = ch.tok.shape
+    if t == 0.0 or n1 < 2:
+        return np.ones(c, dtype=bool)
+    if t != 1.0 and not ch.stats.z_known.any():  # top-K rows of a larger vocabulary: the usual case
+        return np.zeros(c, dtype=bool)  # the root's first child (never a repeat) is not known
+    there = ch.child_cells[2] > 0.0  # [N+1, C]: the child's token at a finite cell of its parent's row
+    known = ch.per_edge(ch.stats.empty_tail)
+    known |= there if t == 1.0 else there & ch.per_edge(ch.stats.z_known)
+    if ch.repeat is not None:
+        rep = ch.repeat == 0.0
+        known |= rep
+        there &= ~rep
+    if known[1:].all():  # every edge known (T = 1, every child recorded): no walk needed
+        return np.ones(c, dtype=bool)
+    reach = np.empty(there.shape, dtype=bool)  # the walk can reach the node (row 0: the root)
+    reach[0] = True
+    blind = np.zeros(c, dtype=bool)  # some edge out of a reachable node is not known
+    if isinstance(ch.tree, TreeLayout):
+        for e, kids in enumerate(ch.tree.children):
+            at = ch.reach_index[e]
+            par = reach[at] if isinstance(at, int) else np.take(reach, at)
+            blind |= (par & ~known[kids]).any(axis=0)
+            reach[kids] = par & there[kids]
+    else:
+        for u in range(1, there.shape[0]):
+            par = np.take(reach, ch.pidx[u])
+            blind |= par & ~known[u]
+            reach[u] = par & there[u]
+    out: np.ndarray = ~blind
+    return out
 
 
 def _depth_sums(tree: TreeLayout | TreeColumns, lo: int, hi: int, reach: np.ndarray) -> np.ndarray:
@@ -777,7 +832,8 @@ def _bounds_of(
             cells = np.empty((k, hi - lo))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
             terms = None if t == 0.0 else _row_scale(ch.stats, t, None if cells is None else cells[:, : hi - lo])
-            reach_lo, reach_hi, ex = _walk(ch, *_edge_probs(ch, t, terms))
+            reach_lo, reach_hi = _walk(ch, *_edge_probs(ch, t, terms))
+            ex = _exact_of(ch, t)
             sums = _depth_sums(tree, lo, hi, reach_lo), _depth_sums(tree, lo, hi, reach_hi)
             _aggregate_chunk(
                 *sums, ex, (ge_lo[:, lo:hi], ge_hi[:, lo:hi], exp_lo[lo:hi], exp_hi[lo:hi], variance[lo:hi])

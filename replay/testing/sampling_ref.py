@@ -80,6 +80,41 @@ def reference_bounds(tokens, parents, depths, rows_ids, rows_logp, has_row, t, v
     return sum(ge_lo[1:]), sum(ge_hi[1:]), ge_lo, ge_hi
 
 
+def _edge_known(row_ids, row_logp, has_row, token, t, vocab_size):
+    """(known, onward) of the edge to a child carrying ``token`` at T > 0: its probability is
+    determined by the row (a proof, not two floats coming out equal), and the walk can go on
+    through it (a recorded cell of finite log-prob: p > 0, however small in float64)."""
+    if not has_row:
+        return False, False
+    pairs = [(int(i), float(lp)) for i, lp in zip(row_ids, row_logp) if int(i) != PAD_TOKEN]
+    # the tail is empty: the row names all V tokens, holds a q = 0 cell (every unnamed q <= q_K = 0),
+    # or names nothing; with one unnamed token the tail is that token, so Z_T is still known
+    named = len(pairs)
+    empty = (vocab_size is not None and named >= vocab_size) or any(lp == -math.inf for _, lp in pairs) or not pairs
+    z_known = t == 1.0 or empty or (vocab_size is not None and vocab_size - named == 1)
+    mine = next((lp for i, lp in pairs if i == token), None)  # the first cell naming it
+    there = mine is not None and -math.inf < mine <= 0.0
+    return empty or (there and z_known), there
+
+
+def reference_exact(tokens, parents, rows_ids, rows_logp, has_row, t, vocab_size=None):
+    """The round is exact: every edge out of a node the walk can reach is known (docs/analysis.md);
+    T = 0 always (the greedy replay). Rows with a problem (NaN, > 0, sum > 1) are not judged here."""
+    if t == 0.0:
+        return True
+    n1 = len(tokens)
+    reach = [True] + [False] * (n1 - 1)
+    for u in range(1, n1):
+        par = int(parents[u])
+        if any(int(parents[v]) == par and int(tokens[v]) == int(tokens[u]) for v in range(1, u)):
+            continue  # p = 0: the walk moves to the earlier sibling
+        known, onward = _edge_known(rows_ids[par], rows_logp[par], bool(has_row[par]), int(tokens[u]), t, vocab_size)
+        if reach[par] and not known:
+            return False
+        reach[u] = reach[par] and onward
+    return True
+
+
 def with_validate_scores(batch, seed: int, vocab: int):
     """A synthetic RoundBatch with its validate rows given distinct ids and descending probabilities
     (a tail left over), for tests and bench/sampling_speed.py."""
