@@ -419,6 +419,8 @@ def test_exact_is_structural_and_equals_the_reference(t, vocab, trees):
         assert b.exact[ok].all()
     elif t == 1.0 or vocab is not None:
         assert 0 < b.exact[ok].sum() < ok.sum()  # both kinds met
+    # exact means one number: its bounds are equal bit for bit
+    assert (b.expected_lo[b.exact] == b.expected_hi[b.exact]).all()
     met = (b.expected_lo == b.expected_hi) & ok & ~b.exact
     if t == 0.001:  # the bounds meet in float64 where the tail is unknown: still not exact
         assert met.any()

@@ -834,6 +834,8 @@ def _bounds_of(
             terms = None if t == 0.0 else _row_scale(ch.stats, t, None if cells is None else cells[:, : hi - lo])
             reach_lo, reach_hi = _walk(ch, *_edge_probs(ch, t, terms))
             ex = _exact_of(ch, t)
+            if ex.any():  # one number: the two bounds' sums of the same terms differ only by rounding
+                reach_hi[:, ex] = reach_lo[:, ex]
             sums = _depth_sums(tree, lo, hi, reach_lo), _depth_sums(tree, lo, hi, reach_hi)
             _aggregate_chunk(
                 *sums, ex, (ge_lo[:, lo:hi], ge_hi[:, lo:hi], exp_lo[lo:hi], exp_hi[lo:hi], variance[lo:hi])
