@@ -85,6 +85,7 @@ def test_packed_varied_dump_prints_what_the_directory_prints(tmp_path, seed, mon
     if seed % 2:
         break_files(d, np.random.default_rng(seed), 3)
     run = tmp_path / "packed" / "dump"  # the same name: stats and compare label runs by it
+    run.parent.mkdir()  # an output is made only in an existing directory
     code, _, err = run_cli("pack", str(d), "-o", str(run))
     assert code in (0, 1), err
     body = json.loads((run / "packed.json").read_text())
