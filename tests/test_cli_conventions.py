@@ -480,6 +480,7 @@ def test_a_bar_draws_on_a_terminal_that_reports_no_size(size, monkeypatch):
     import fcntl
     import os
     import pty
+    import select
     import struct
     import termios
 
@@ -493,9 +494,13 @@ def test_a_bar_draws_on_a_terminal_that_reports_no_size(size, monkeypatch):
         assert progress_enabled()
         bar = progress_bar(10, "reading", True)
         bar.update(4)
+        bar.refresh()  # an update within tqdm's mininterval draws nothing by itself
         bar.close()
         stream.flush()
-        drawn = os.read(master, 65536).decode("utf-8", "replace")
+        chunks = []
+        while select.select([master], [], [], 0.5)[0]:  # a pty hands its bytes over in pieces
+            chunks.append(os.read(master, 65536))
+        drawn = b"".join(chunks).decode("utf-8", "replace")
     finally:
         stream.close()
         os.close(master)
