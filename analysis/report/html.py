@@ -465,14 +465,22 @@ def _some_temperatures(temps: Sequence[float], shown: int = 4) -> str:
     return ", ".join(f"{t:g}" for t in temps[:shown]) + (", …" if len(temps) > shown else "")
 
 
-def _curve_skips(skipped: Iterable[tuple[str, float, str]], grid: Sequence[float]) -> list[Skipped]:
+def _curve_skips(
+    skipped: Iterable[tuple[str, float, str]], grid: Sequence[float]
+) -> tuple[list[Skipped], list[float], str]:
     """The temperature curve's (round, T, reason) refusals as one skipped entry per round (in the order
     first refused), naming the T it was refused at ("T = 0.1, 0.2, 0.3, 0.4, … (15 of the curve's 16)")
     and why: a round refused at every T of the grid would otherwise be listed once per T. A round
-    refused for different reasons at different T says each, with its own T."""
+    refused for different reasons at different T says each, with its own T. Also the T refused at
+    and the first reason, from the same single walk: the refusals are made lazily as they are read
+    (SkippedRounds), and a second walk would make them all again."""
     by_round: dict[str, dict[str, list[float]]] = {}
+    temps: set[float] = set()
+    first = ""
     for name, t, why in skipped:
         by_round.setdefault(name, {}).setdefault(why, []).append(t)
+        temps.add(t)
+        first = first or why
     out = []
     for name, whys in by_round.items():
         parts = []
@@ -480,7 +488,7 @@ def _curve_skips(skipped: Iterable[tuple[str, float, str]], grid: Sequence[float
             of = f" ({len(temps)} of the curve's {len(grid)})" if len(temps) > 1 else ""
             parts.append(f"no sampling replay at T = {_some_temperatures(sorted(temps))}{of}: {why}")
         out.append(Skipped(f"round {name}", "; ".join(parts)))
-    return out
+    return out, sorted(temps), first
 
 
 def _sampling_curves(
@@ -514,11 +522,10 @@ def _sampling_curves(
         display.insert(0, "T", shown["temperature"].to_list())
         notes = []
         if done.skipped:
-            skipped = _curve_skips(done.skipped, opts.temperatures)
-            temps = sorted({t for _, t, _ in done.skipped})
+            skipped, temps, first_reason = _curve_skips(done.skipped, opts.temperatures)
             notes.append(
                 f"{run.label}: {len(skipped)} round(s) without a sampling replay at some T "
-                f"({_some_temperatures(temps)}), left out there: " + done.skipped[0][2]
+                f"({_some_temperatures(temps)}), left out there: " + first_reason
             )
             if opts.on_skipped:
                 opts.on_skipped(run.label, skipped)
