@@ -484,9 +484,9 @@ def _curve_skips(
     out = []
     for name, whys in by_round.items():
         parts = []
-        for why, temps in whys.items():
-            of = f" ({len(temps)} of the curve's {len(grid)})" if len(temps) > 1 else ""
-            parts.append(f"no sampling replay at T = {_some_temperatures(sorted(temps))}{of}: {why}")
+        for why, at in whys.items():
+            of = f" ({len(at)} of the curve's {len(grid)})" if len(at) > 1 else ""
+            parts.append(f"no sampling replay at T = {_some_temperatures(sorted(at))}{of}: {why}")
         out.append(Skipped(f"round {name}", "; ".join(parts)))
     return out, sorted(temps), first
 
