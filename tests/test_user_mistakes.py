@@ -2721,11 +2721,37 @@ def test_a_vocab_size_below_the_recorded_candidates_is_one_line_on_the_batch_pat
         capsys, command, "sample_dumps/synthetic_article", *rest, "--temperature", "0.7", "--vocab-size", "2"
     )
     assert code == 2 and out == ""
+    # the file, as replay names it (the round path): every round of the sample has 4 columns, so the
+    # widest is the first in key order
     assert err.strip().splitlines()[-1] == (
-        "specreplay: error: vocab size 2 (from --vocab-size): smaller than the 4 recorded candidates per row; "
+        "specreplay: error: sample_dumps/synthetic_article/validate_100_116.npz (scores): vocab size 2 "
+        "(from --vocab-size): smaller than the 4 recorded candidates per row; "
         "it must be at least 4 (the target's vocabulary size)"
     )
     assert "internal error" not in err and "Traceback" not in err
+
+
+def test_the_batch_paths_name_the_widest_validate_file_when_the_vocab_size_is_below_it(capsys, tmp_path):
+    # a varied dump: round 2_3's validate file records 5 candidates, round 1_2's only 3; V = 4 fits the
+    # narrower, so the message must name the wider file (the one whose row the size contradicts)
+    import numpy as np
+
+    d = tmp_path / "varied"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"gamma": 1, "topKSpec": [[2]], "topHead": [1]}), encoding="utf-8")
+    for (a, b), k in (((1, 2), 3), ((2, 3), 5)):
+        np.save(d / f"draft_step_0_{a - 1}_{b - 1}.npy", np.array([[7, 8]], dtype=np.int64))
+        ids = np.arange(100, 100 + 3 * k, dtype=np.int64).reshape(3, k)  # all layout: root, 7, 8
+        ids[0, 0] = 7
+        logp = np.log(np.full((3, k), 0.5 / k))
+        logp[:, 0] = np.log(0.5)
+        np.savez(d / f"validate_{a}_{b}.npz", ids=ids, scores=logp)
+    for command in ("batch", "stats"):
+        code, out, err = run(capsys, command, d, "--temperature", "0.7", "--vocab-size", "4")
+        assert code == 2 and out == "", err
+        last = err.strip().splitlines()[-1]
+        want = f"specreplay: error: {d / 'validate_2_3.npz'} (scores): vocab size 4 (from --vocab-size): "
+        assert last.startswith(want + "smaller than the 5 recorded candidates per row"), err
 
 
 # --- sampling-minor: issue 20's small items from the new-user tries (one line, the file, 0-based rows) ---

@@ -66,8 +66,8 @@ class VocabSize(int):
 
 class VocabTooSmall(SpecReplayError, ValueError):
     """A vocabulary size below a row's recorded candidates: the option (or manifest) is wrong for the
-    dump, not one round. A batch path stops with one line and exit 2 (a SpecReplayError); the round
-    path stops too, naming the scores file (replay.engine.sampling.VocabBelowCandidates)."""
+    dump, not one round: every path stops with one line and exit 2, naming the scores file where the
+    dump has files (replay.engine.sampling.VocabBelowCandidates; on the batch arrays the widest row's)."""
 
 
 def vocab_too_small(vocab_size: int | None, k: int) -> VocabTooSmall:

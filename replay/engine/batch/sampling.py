@@ -25,6 +25,7 @@ from replay.core.sampling import (
     RowNode,
     RowReader,
     TreeLayout,
+    VocabTooSmall,
     check_temperature,
     chunk_bounds,
     greedy_logp,
@@ -207,7 +208,10 @@ def batch_sampling(
             continue
         part = batch if members.shape[0] == r else batch.take(members)  # every round: no copy
         chunks = _shape_chunks(part, shape, static, result.layout[members] == 1)
-        b = chunk_bounds(shape_layout(shape), chunks, shape.num_nodes + 1, members.shape[0], t, vocab_size)
+        try:
+            b = chunk_bounds(shape_layout(shape), chunks, shape.num_nodes + 1, members.shape[0], t, vocab_size)
+        except VocabTooSmall as exc:
+            raise _vocab_error_naming(part, exc) from None
         needs_vocab |= b.needs_vocab
         d = b.length_ge_lo.shape[0]
         at: np.ndarray | slice = slice(None) if members.shape[0] == r else members  # every round: no gather
@@ -218,3 +222,16 @@ def batch_sampling(
         exact[at], variance[at], problem[at] = b.exact, b.variance, b.problem
     usable = ok & (problem == PROBLEM_NONE)
     return BatchSampling(t, usable, problem, exp_lo, exp_hi, ge_lo, ge_hi, exact, variance, needs_vocab)
+
+
+def _vocab_error_naming(part: RoundBatch, exc: VocabTooSmall) -> Exception:
+    """The round path's VocabBelowCandidates for a batch: the file of its widest validate row (the
+    rows are padded to it, so that round holds the candidates counted), as ``replay`` names it. A run
+    packed from memory has no files to name: the message stays the option's own."""
+    from ..sampling import VocabBelowCandidates  # the round path's error: one wording for both paths
+
+    if part.names is None:
+        return exc
+    i = int(np.argmax(part.validate.own_cols()))
+    path = part.names.paths(part.key(i), part.num_steps, None if part.ordinals is None else int(part.ordinals[i]))
+    return VocabBelowCandidates(f"{path[-1]} (scores): {exc}")
