@@ -5,6 +5,7 @@
     python bench/million.py --dir /tmp/m --keep  # reuse (or keep) the generated run
     python bench/million.py --only batch-parquet,batch-csv
     python bench/million.py --rounds 100000 --scores --only stats-T,compare-T   # at T = 0.7 (validate scores)
+    python bench/million.py --cpu 1 --repeats 3   # issue 22's "one core": every command pinned to CPU 1, 3 interleaved runs
 
 The run (article tree, ``all`` layout with float32 scores, 5 % early stops) is generated as arrays
 by replay.testing.batch_synth and written with ``pack_batches``; it is scratch, never shipped. Each
@@ -20,6 +21,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -92,9 +94,13 @@ def generate(run: Path, rounds: int, seed: int = 0, scores: bool = False) -> flo
     return time.perf_counter() - t0
 
 
-def _measure_child(argv: list[str], timeout: float) -> None:
-    """Run in a fresh process: run ``argv``, print one JSON line {rc, wall_s, peak_mb, bytes}."""
+def _measure_child(argv: list[str], timeout: float, cpu: int | None = None) -> None:
+    """Run in a fresh process: run ``argv``, print one JSON line {rc, wall_s, peak_mb, bytes}.
+    ``cpu``: pin to that CPU first (the command inherits it: its worker threads then share one core)."""
     import resource
+
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
 
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     t0 = time.perf_counter()
@@ -111,7 +117,7 @@ def _measure_child(argv: list[str], timeout: float) -> None:
     print(json.dumps(dict(row, err=err[-300:])))
 
 
-def measure(command: list[str], run: Path, out: Path, timeout: float, nice: int) -> dict:
+def measure(command: list[str], run: Path, out: Path, timeout: float, nice: int, cpu: int | None = None) -> dict:
     """``command``: a COMMANDS (or SAMPLING_COMMANDS) value, run on ``run`` with outputs in ``out``."""
     argv = [sys.executable, "-m", "replay.cli"] + [a.format(run=run, out=out) for a in command]
     if nice:
@@ -119,15 +125,23 @@ def measure(command: list[str], run: Path, out: Path, timeout: float, nice: int)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     code = (
-        "import sys, json; sys.path.insert(0, %r); import million; million._measure_child(json.loads(sys.argv[1]), %r)"
+        "import sys, json; sys.path.insert(0, %r); import million; "
+        "million._measure_child(json.loads(sys.argv[1]), %r, %r)"
     )
     p = subprocess.run(
-        [sys.executable, "-c", code % (str(Path(__file__).parent), timeout), json.dumps(argv)],
+        [sys.executable, "-c", code % (str(Path(__file__).parent), timeout, cpu), json.dumps(argv)],
         capture_output=True,
         text=True,
         check=True,
     )
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _spread(values: list[float], fmt: str = "{:.1f}") -> str:
+    """One value, or the median and the range of several."""
+    if len(values) == 1:
+        return fmt.format(values[0])
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}–{fmt.format(max(values))})"
 
 
 def main(argv=None) -> int:
@@ -138,6 +152,13 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="comma-separated command names: " + ",".join(COMMANDS))
     ap.add_argument("--timeout", type=float, default=600, help="seconds per command")
     ap.add_argument("--nice", type=int, default=0, help="run each command under nice -n N")
+    ap.add_argument("--cpu", type=int, help="pin each command to this CPU (one core: threads included)")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run the commands N times, interleaved; the table shows the median and range",
+    )
     ap.add_argument(
         "--scores",
         action="store_true",
@@ -160,27 +181,40 @@ def main(argv=None) -> int:
             print(f"generated {run} in {s:.1f} s", file=sys.stderr)
         mb = sum(p.stat().st_size for p in run.rglob("*") if p.is_file()) / 1e6
         load = os.getloadavg()[0]
-        rows = []
-        for name in names:
-            r = measure(known[name], run, base / "out" / name, args.timeout, args.nice)  # own folder: runs may overlap
-            rows.append((name, r))
-            note = "" if r["rc"] in (0, 1) else f"  rc={r['rc']} {r['err'].strip()[-200:]}"
-            print(
-                f"  {name}: {r['wall_s']:.1f} s, {r['cpu_s']:.1f} CPU s, {r['peak_mb']:.0f} MB{note}", file=sys.stderr
-            )
-        print(f"{machine_line()}; load average {load:.1f} at start, {os.getloadavg()[0]:.1f} at end")
+        if args.cpu is not None and args.cpu not in os.sched_getaffinity(0):
+            ap.error(f"--cpu {args.cpu}: not one of this process's CPUs {sorted(os.sched_getaffinity(0))}")
+        if args.repeats < 1:
+            ap.error(f"--repeats {args.repeats}: expected at least 1")
+        runs: dict[str, list[dict]] = {name: [] for name in names}
+        for _ in range(args.repeats):  # interleaved: a change of load touches every command alike
+            for name in names:
+                r = measure(known[name], run, base / "out" / name, args.timeout, args.nice, args.cpu)
+                runs[name].append(r)
+                note = "" if r["rc"] in (0, 1) else f"  rc={r['rc']} {r['err'].strip()[-200:]}"
+                print(
+                    f"  {name}: {r['wall_s']:.1f} s, {r['cpu_s']:.1f} CPU s, {r['peak_mb']:.0f} MB{note}",
+                    file=sys.stderr,
+                )
+        pinned = "" if args.cpu is None else f"; every command pinned to CPU {args.cpu}"
+        print(f"{machine_line()}; load average {load:.1f} at start, {os.getloadavg()[0]:.1f} at end{pinned}")
         print(
             f"run: {args.rounds:,} rounds, packed, {mb:,.0f} MB (article tree, all layout, scores, 5 % early stops)\n"
         )
+        if args.repeats > 1:
+            print(f"{args.repeats} interleaved runs of each: median (min–max)\n")
         print("| command | wall s | CPU s | peak RSS MB | exit |")
         print("|---|---|---|---|---|")
-        for name, r in rows:
+        for name in names:
             shown = " ".join(
                 a.replace("{run}", "RUN").replace("{out}/", "") for a in known[name] if a != "--no-progress"
             )
             shown = shown.replace("|", "\\|")  # a markdown table cell
-            wall = f"> {args.timeout:.0f} (cut)" if r["rc"] == "timeout" else f"{r['wall_s']:.1f}"
-            print(f"| `{shown}` | {wall} | {r['cpu_s']:.1f} | {r['peak_mb']:,.0f} | {r['rc']} |")
+            rs = runs[name]
+            cut = any(r["rc"] == "timeout" for r in rs)
+            wall = f"> {args.timeout:.0f} (cut)" if cut else _spread([r["wall_s"] for r in rs])
+            rcs = ",".join(sorted({str(r["rc"]) for r in rs}))
+            cpu_s, peak = _spread([r["cpu_s"] for r in rs]), _spread([r["peak_mb"] for r in rs], "{:,.0f}")
+            print(f"| `{shown}` | {wall} | {cpu_s} | {peak} | {rcs} |")
         return 0
     finally:
         if not args.keep and not args.dir:
