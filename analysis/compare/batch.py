@@ -23,6 +23,7 @@ from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.vocab import STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
+from replay.util.rows import unique_rows
 from replay.engine.batch.frames import key_names
 from replay.engine.runs import PerBatch, replay_run
 
@@ -172,9 +173,9 @@ def join_compare(
 def _reasons(why: np.ndarray, depth: np.ndarray, rank: np.ndarray) -> np.ndarray:
     """[R] object reason texts; one text per distinct (why, depth, rank), whatever the rounds."""
     codes = np.stack([why.astype(np.int64), depth, rank], axis=1)
-    uniq, inverse = np.unique(codes, axis=0, return_inverse=True)
+    uniq, inverse = unique_rows(codes)
     texts = np.asarray([reason_text(int(w), int(d), int(r)) for w, d, r in uniq.tolist()] or [""], dtype=object)
-    return texts[inverse.reshape(-1)]
+    return texts[inverse]
 
 
 def per_batch_parts(

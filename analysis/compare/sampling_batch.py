@@ -29,6 +29,7 @@ from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.sampling import PROBLEM_WORDS, greedy_logp, prepare_sampling, problem_words
 from replay.core.sampling_recorded import recorded_column
+from replay.util.rows import unique_rows
 from replay.core.vocab import CHUNK_ROUNDS, NO_PARENT, PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
 from replay.engine.batch.frames import round_names
@@ -480,7 +481,7 @@ def _empty(gamma: int) -> tuple:
 def _frame(cfg: TreeConfig, t: float, names: np.ndarray, at: AtT) -> dict[str, np.ndarray]:
     n = names.shape[0]
     codes = np.stack([at.why.astype(np.int64), at.depth, at.rank], axis=1)
-    uniq, inverse = np.unique(codes, axis=0, return_inverse=True)
+    uniq, inverse = unique_rows(codes)
     texts = np.asarray(
         [reason_text(int(w), int(d), int(r), REACHED) if w else "" for w, d, r in uniq.tolist()] or [""], dtype=object
     )
@@ -492,7 +493,7 @@ def _frame(cfg: TreeConfig, t: float, names: np.ndarray, at: AtT) -> dict[str, n
         "expected_accepted_length_lo": at.lo,
         "expected_accepted_length_hi": at.hi,
         "exact": at.exact,
-        "reason": texts[inverse.reshape(-1)],
+        "reason": texts[inverse],
     }
 
 

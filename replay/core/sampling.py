@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from replay.util.errors import SpecReplayError
+from replay.util.rows import unique_rows
 
 from .tree import Tree
 from .vocab import LAYOUT_ALL, LAYOUT_PARENTS, NO_PARENT, PAD_TOKEN
@@ -1027,22 +1028,6 @@ def sampling_bounds(
 ROUNDS_PER_TREE = 256
 
 
-def _unique_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """np.unique(a, axis=0, return_inverse=True) for a [R, W] int array, ~5x faster.
-
-    np.unique with axis sorts a structured view field by field; one 1-D sort of the rows as
-    opaque bytes finds the distinct rows, and a lexsort of those few puts them in np.unique's order.
-    """
-    c = np.ascontiguousarray(a)
-    keys = c.view(np.dtype((np.void, c.dtype.itemsize * c.shape[1]))).reshape(-1)
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    rows = c[first]
-    order = np.lexsort(rows.T[::-1])  # row-lexicographic, signed: np.unique(axis=0)'s order
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size)
-    return rows[order], rank[inverse.reshape(-1)]
-
-
 def _tree_groups(
     parents: np.ndarray, depths: np.ndarray, row_ids: np.ndarray, row_logp: np.ndarray, has_row: np.ndarray
 ) -> Iterator[tuple[np.ndarray, TreeLayout | TreeColumns, np.ndarray, np.ndarray, np.ndarray, list[RowNode]]]:
@@ -1051,7 +1036,7 @@ def _tree_groups(
     if not r or (parents == parents[0]).all():  # one tree (one round, or a batch of one shape)
         trees, which = parents[:1], np.zeros(r, dtype=np.int64)
     else:
-        trees, which = _unique_rows(parents)
+        trees, which = unique_rows(parents)
     if trees.shape[0] > 1 and trees.shape[0] * ROUNDS_PER_TREE > r:
         expanded = np.zeros((r, n1), dtype=bool)  # only the expanded nodes' rows are judged and read
         expanded[np.repeat(np.arange(r), n1 - 1), parents[:, 1:].reshape(-1)] = True

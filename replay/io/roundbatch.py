@@ -21,6 +21,7 @@ from functools import cached_property
 import numpy as np
 
 from replay.core.vocab import LAYOUTS, PAD_TOKEN
+from replay.util.rows import unique_rows
 
 from .formats.matrix_io import DumpMatrix
 from .rounds import Round
@@ -333,8 +334,7 @@ class RoundBatch:
             prows = m.own_prows()  # None without parents
             if prows is not None:
                 sizes.append(prows)
-        uniq, inverse = np.unique(np.stack(sizes, axis=1), axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        uniq, inverse = unique_rows(np.stack(sizes, axis=1))
         out = []
         for u, row in enumerate(uniq):  # one iteration per distinct shape, not per round
             part = self.take(np.flatnonzero(inverse == u))

@@ -15,6 +15,7 @@ import numpy as np
 from replay.core.config import TreeConfig
 from replay.core.selection import rank_major_keys, select_top
 from replay.core.vocab import PAD_TOKEN
+from replay.util.rows import unique_rows
 from replay.io.roundbatch import RoundBatch
 
 from .codes import ERR_NO_ROWS, ERR_OK
@@ -143,8 +144,7 @@ def dynamic_shapes(batch: RoundBatch, cfg: TreeConfig) -> tuple[np.ndarray, list
         level = widths.sum(axis=1)
         parts += [heads[:, None], widths]
     code = np.concatenate(parts, axis=1)
-    uniq, inverse = np.unique(code, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    uniq, inverse = unique_rows(code)
     shapes, index_of = [], np.full(uniq.shape[0], -1, dtype=np.int64)
     for u, row in enumerate(uniq):  # one iteration per distinct shape, not per round
         heads, widths, pos = [], [], 0
