@@ -155,6 +155,47 @@ def test_packed_run_uses_the_batch_arrays_and_equals_the_round_path(tmp_path):
     assert_same(compare_sampling_run(ref, configs, TEMPERATURES, VOCAB), got)
 
 
+@pytest.mark.parametrize("seed", [1, 5, 7, 11])
+def test_the_table_and_the_reasons_summed_block_by_block_equal_the_per_round_path(tmp_path, seed):
+    # compare --temperature without --per-round keeps no per-round frame (at 10^6 rounds it held
+    # ~9 GB): its table and its "most often" reasons must be the frame's, the order of the reasons
+    # (a tie goes to the one met first in the run) included; these cases give some config 2+ reasons,
+    # in blocks of 16 rounds that the replay's threads fold in any order
+    from analysis.compare.sampling import reason_lines, undetermined_counts
+
+    cfg, batches = random_case(seed)
+    run = tmp_path / "run"
+    pack_batches(batches, run, block_rounds=16, manifest={"config": cfg.to_json()})
+    fast = load_run(str(run), "r", progress=False)
+    configs = configs_for(cfg, np.random.default_rng(seed + 99))
+    several = 0
+    for temps, threshold in (([0.7], None), (TEMPERATURES, None), ([0.0, 1.3], 0.3)):
+        frame = compare_sampling_run(fast, configs, temps, VOCAB, threshold, per_round=True)
+        summed = compare_sampling_run(fast, configs, temps, VOCAB, threshold, per_round=False)
+        assert summed.per_round.empty and frame.undetermined is None
+        pd.testing.assert_frame_equal(summed.table, frame.table)
+        assert list(summed.skipped) == list(frame.skipped)
+        want, got = undetermined_counts(frame), undetermined_counts(summed)
+        assert [(k, list(c.items())) for k, c in got.items() if c] == [
+            (k, list(c.items())) for k, c in want.items() if c
+        ]
+        assert reason_lines(got) == reason_lines(want)
+        several += sum(len(c) > 1 for c in want.values())
+    assert several, "the case has a config with two or more reasons"
+
+
+def test_compare_at_t_prints_the_same_with_and_without_the_per_round_file(capsys, tmp_path):
+    from replay.cli import main
+
+    run = packed(tmp_path, rounds=400, seed=9)
+    outs = []
+    for extra in ((), ("--per-round", str(tmp_path / "rounds.csv"))):
+        code = main(["compare", str(run), "--temperature", "0.7", "--no-progress", "--vocab-size", str(VOCAB), *extra])
+        outs.append((code, capsys.readouterr().out))
+    assert outs[0] == outs[1] and "undetermined, most often" in outs[0][1]
+    assert len(pd.read_csv(tmp_path / "rounds.csv")) > 400  # a row per round and config
+
+
 def no_round_by_round(monkeypatch):
     """Make the reference loader fail: a command that replays the run round by round raises."""
     import analysis.tables.runs

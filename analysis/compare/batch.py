@@ -23,9 +23,9 @@ from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.vocab import STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
-from replay.util.rows import unique_rows
 from replay.engine.batch.frames import key_names
 from replay.engine.runs import PerBatch, replay_run
+from replay.util.rows import unique_rows
 
 from .configs import COMPARE_COLUMNS, PER_ROUND_COLUMNS, compare_configs, summarize_arrays, with_speed
 from .gamma_strategies import (

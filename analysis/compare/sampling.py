@@ -21,7 +21,7 @@ the greedy counterfactual decides, with the same accepted length (tests/test_com
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -269,6 +269,9 @@ class SamplingComparison:
         tuple[str, float, str]
     ]  # (round, T, reason): no sampling replay of the recorded round (a list, or the batch path's SkippedRounds made as read)
     needs_vocab: bool  # some T > 1 without a vocabulary size: the lower bounds are 0 (refused)
+    # config label -> how often each reason made a round undetermined, where the per-round frame is
+    # not kept (the batch path's sums); None: count them in per_round (undetermined_counts)
+    undetermined: Mapping[str, Counter] | None = None
 
 
 def summarize_sampling(cfg: TreeConfig, recorded: TreeConfig, t: float, rounds: Sequence[SubRoundAtT]) -> dict:
@@ -500,11 +503,17 @@ def sampling_display(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def reason_lines(per_round: pd.DataFrame) -> list[str]:
-    """Per config with undetermined rounds: how many, and the most common reason."""
+def undetermined_counts(done: SamplingComparison) -> Mapping[str, Counter]:
+    """Per config label, how often each reason made a round undetermined (at every T of ``done``)."""
+    if done.undetermined is not None:
+        return done.undetermined
+    return {cfg: undetermined_reasons(g) for cfg, g in done.per_round.groupby("config", sort=False)}
+
+
+def reason_lines(counts: Mapping[str, Counter]) -> list[str]:
+    """Per config with undetermined rounds (undetermined_counts): how many, and the most common reason."""
     lines = []
-    for cfg, g in per_round.groupby("config", sort=False):
-        why = undetermined_reasons(g)
+    for cfg, why in counts.items():
         if why:
             text, k = why.most_common(1)[0]
             lines.append(f"{cfg}: {sum(why.values())} undetermined, most often ({k}): {text}")

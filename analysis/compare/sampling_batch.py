@@ -19,6 +19,7 @@ recorded columns, by rank); a round is undetermined by the first one the walk ca
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -29,7 +30,6 @@ from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.sampling import PROBLEM_WORDS, greedy_logp, prepare_sampling, problem_words
 from replay.core.sampling_recorded import recorded_column
-from replay.util.rows import unique_rows
 from replay.core.vocab import CHUNK_ROUNDS, NO_PARENT, PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
 from replay.engine.batch.frames import round_names
@@ -37,6 +37,7 @@ from replay.engine.batch.recorded import ALONE_LIMIT  # refused rounds replayed 
 from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
 from replay.engine.runs import iter_run_chunks, open_run
 from replay.engine.sampling import NO_SCORES, round_sampling
+from replay.util.rows import unique_rows
 
 from .batch import per_batch_parts, replayed_by_shape
 from .sampling import (
@@ -354,14 +355,15 @@ def sampling_parts(
     vocab_size: int | None = None,
     gamma_threshold: float = 0.0,
     keep: Callable[[AtT], AtT] | None = None,
-    fold: Callable[[int, float, AtT], None] | None = None,
+    fold: Callable[[int, float, AtT, np.ndarray], None] | None = None,
 ) -> list[SamplingPart]:
     """Every config at every T on the rounds of ``batch`` that ``res`` replayed, one shape at a time.
     Whether a round is refused (no scores, a bad row) is the recorded replay at T's verdict
     (replay.engine.batch.sampling.batch_sampling), which depends only on T > 0. ``keep``: applied to
     each chunk's AtT as it is made (what a caller keeps of it: recommend at T keeps two arrays).
-    ``fold(config position, T, AtT of the chunk's usable rounds)``: called instead, the parts' outcomes
-    left empty (report's curve sums each chunk as it is made: nothing per round waits)."""
+    ``fold(config position, T, AtT of the chunk's usable rounds, their ordinals)``: called instead, the
+    parts' outcomes left empty (compare's table and report's curve sum each chunk as it is made:
+    nothing per round waits)."""
     ordinals = np.arange(len(batch)) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
     static = recorded.tree_type != TREE_DYNAMIC
     parts = []
@@ -372,14 +374,38 @@ def sampling_parts(
                 bs = batch_sampling(b, r, recorded, t, vocab_size)
                 refused[t > 0.0] = np.where(bs.usable, NOT_REFUSED, bs.problem).astype(np.int8)
         outcomes = _part_outcomes(
-            b, r, shape, static, recorded, configs, temperatures, vocab_size, gamma_threshold, refused, keep, fold
+            b,
+            r,
+            shape,
+            static,
+            recorded,
+            configs,
+            temperatures,
+            vocab_size,
+            gamma_threshold,
+            refused,
+            keep,
+            fold,
+            ordinals[members],
         )
         parts.append(SamplingPart(ordinals[members], round_names(r), refused, outcomes))
     return parts
 
 
 def _part_outcomes(
-    b, r, shape, static, recorded, configs, temperatures, vocab_size, threshold, refused, keep=None, fold=None
+    b,
+    r,
+    shape,
+    static,
+    recorded,
+    configs,
+    temperatures,
+    vocab_size,
+    threshold,
+    refused,
+    keep=None,
+    fold=None,
+    ords=None,
 ):
     """{(config, T): AtT} on rounds of one shape, chunk by chunk (analysis.compare.subtree_batch's chunks)."""
     expanded = expanded_nodes(b, shape, static)
@@ -407,7 +433,8 @@ def _part_outcomes(
                 # a refused round's outcome is never read (every reader takes the usable rounds)
                 if fold is not None:
                     if use.any():
-                        fold(c, t, at_temperature(st, use, t, vocab_size).take(np.flatnonzero(use)))
+                        at = at_temperature(st, use, t, vocab_size).take(np.flatnonzero(use))
+                        fold(c, t, at, ords[lo:hi][use])
                     continue
                 at = at_temperature(st, use, t, vocab_size) if use.any() else _refused_at(hi - lo, sub.gamma)
                 chunks.setdefault((c, t), []).append(at if keep is None else keep(at))
@@ -643,11 +670,11 @@ class _Sums:
             bad = np.flatnonzero(codes != NOT_REFUSED)
             self.refused.setdefault(pos, []).append((ords[order[bad]], names[bad], codes[bad]))
 
-    def fold(self, c: int, t: float, at: AtT) -> None:
+    def fold(self, c: int, t: float, at: AtT, ordinals: np.ndarray) -> None:
         """Config ``c`` at ``t`` on some usable rounds (sampling_parts' fold; from the replay's threads)."""
         with self.lock:
             self.needs_vocab |= at.needs_vocab
-            self.acc[(c, t)].add(at)
+            self.acc[(c, t)].add(at, ordinals)
 
     def comparison(self, recorded: TreeConfig, vocab_size: int | None) -> SamplingComparison:
         by_pos = {}
@@ -658,8 +685,14 @@ class _Sums:
         skipped = SkippedRounds(self.temperatures, by_pos, vocab_size)
         rows = [self.acc[(c, t)].row(cfg, recorded, t) for c, cfg in enumerate(self.configs) for t in self.temperatures]
         table = pd.DataFrame(rows, columns=SAMPLING_COLUMNS)
+        undetermined: dict[str, Counter] = {}
+        for c, cfg in enumerate(self.configs):  # the per-round frame's order: config, T, then run order
+            for t in self.temperatures:
+                texts = undetermined.setdefault(cfg.short(), Counter())
+                for text, k in self.acc[(c, t)].reasons():
+                    texts[text] += k
         return SamplingComparison(
-            table, pd.DataFrame([], columns=SAMPLING_PER_ROUND_COLUMNS), skipped, self.needs_vocab
+            table, pd.DataFrame([], columns=SAMPLING_PER_ROUND_COLUMNS), skipped, self.needs_vocab, undetermined
         )
 
 
@@ -712,9 +745,11 @@ class _Acc:
         self.gamma = gamma
         self.n = self.nd = self.exact = self.undet_hi = 0
         self.sums = ExactSum(2 + 2 * gamma)
+        self.why: dict[tuple[int, int, int], list[int]] = {}  # (why, depth, rank) -> [rounds, first ordinal]
 
-    def add(self, at: AtT) -> None:
+    def add(self, at: AtT, ordinals: np.ndarray) -> None:
         det = at.determined
+        self._count_reasons(at, ordinals)
         self.n += int(det.shape[0])
         self.nd += int(det.sum())
         self.exact += int(at.exact[det].sum())
@@ -723,6 +758,27 @@ class _Acc:
         self.sums.add(
             np.concatenate([at.lo[det, None], at.hi[det, None], at.ge_lo[det, :g], at.ge_hi[det, :g]], axis=1)
         )
+
+    def _count_reasons(self, at: AtT, ordinals: np.ndarray) -> None:
+        """The undetermined rounds' (why, depth, rank), counted, with the first round of each: folds come
+        in any order, and a tie between two reasons goes to the one met first in run order (the per-round
+        frame's Counter keeps that order)."""
+        und = np.flatnonzero(~at.determined)
+        if not und.shape[0]:
+            return
+        codes, which = unique_rows(np.stack([at.why[und].astype(np.int64), at.depth[und], at.rank[und]], axis=1))
+        counts = np.bincount(which, minlength=codes.shape[0])
+        first = np.full(codes.shape[0], np.iinfo(np.int64).max)
+        np.minimum.at(first, which, ordinals[und])
+        for code, k, f in zip(map(tuple, codes.tolist()), counts.tolist(), first.tolist()):
+            seen = self.why.setdefault(code, [0, f])
+            seen[0] += k
+            seen[1] = min(seen[1], f)
+
+    def reasons(self) -> list[tuple[str, int]]:
+        """(reason text, rounds) of the undetermined rounds, in the order each was first met in the run."""
+        out = sorted(self.why.items(), key=lambda item: item[1][1])
+        return [(reason_text(w, d, r, REACHED) if w else "", k) for (w, d, r), (k, _) in out]
 
     def row(self, cfg: TreeConfig, recorded: TreeConfig, t: float) -> dict:
         s = self.sums.sums()

@@ -58,14 +58,16 @@ def check_sampling_options(args: argparse.Namespace) -> None:
 def run_compare_sampling(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from analysis.compare.sampling import undetermined_counts
     from analysis.compare.sampling_batch import compare_sampling_run
+    from analysis.tables.runs import TABLES_KEYS
     from replay.util.progress import tqdm_progress
 
     check_sampling_options(args)
     check_config_args(args)
-    runs = load_runs_from_args(args)
+    runs = load_runs_from_args(args, TABLES_KEYS)  # the comparison reads the batch arrays, not the tables
     t = args.temperature
-    tables, per_round, skipped, needs_vocab = [], [], {}, False
+    tables, per_round, reasons, skipped, needs_vocab = [], [], {}, {}, False
     args.vocab_used = {}  # per run, what _print's JSON reports
     args.refused_with_scores = {}  # per run, rounds with scores refused at T (a bad row): _print's count
     for run in runs:
@@ -74,7 +76,11 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
         configs = configs_from_args(args, run.config)
         update, close = tqdm_progress(f"compare {run.label} at T = {t:g}", progress_enabled(args.no_progress))
         try:
-            done = compare_sampling_run(run, configs, [t], vocab, args.gamma_threshold, update)
+            # the per-round frame only for --per-round: at 10^6 rounds it held ~9 GB; the table and the
+            # reasons are summed block by block without it
+            done = compare_sampling_run(
+                run, configs, [t], vocab, args.gamma_threshold, update, per_round=bool(args.per_round)
+            )
         finally:
             close()
         skipped[run.label] = [sampling_skip(name, t, why) for name, _, why in done.skipped]
@@ -87,6 +93,7 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
         needs_vocab |= done.needs_vocab
         tables.append(done.table.assign(run=run.label))
         per_round.append(done.per_round.assign(run=run.label))
+        reasons[run.label] = undetermined_counts(done)
     if not tables:
         for run in runs:
             print_skipped(skipped[run.label], run.label)
@@ -100,7 +107,7 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
         with atomic_path(args.per_round) as tmp:
             rounds[["run", *[c for c in rounds.columns if c != "run"]]].to_csv(tmp, index=False)
         print(f"wrote {args.per_round}", file=sys.stderr)
-    _print(table, pd.concat(per_round, ignore_index=True), args)
+    _print(table, reasons, args)
     if needs_vocab:
         print_needs_vocab("compare", t)
     status = skipped_status(runs, args)
@@ -131,7 +138,7 @@ def _top(table, n: int):
     return pd.concat(parts, ignore_index=True)
 
 
-def _print(table, per_round, args: argparse.Namespace) -> None:
+def _print(table, reasons, args: argparse.Namespace) -> None:
     from analysis.compare.sampling import reason_lines, sampling_display
 
     if args.json:
@@ -152,8 +159,8 @@ def _print(table, per_round, args: argparse.Namespace) -> None:
             f"recorded {first['config']} (first row)"
         )
         print(sampling_display(grp).to_string(index=False))
-        shown = per_round[(per_round["run"] == run) & per_round["config"].isin(set(grp["config"]))]
-        for line in reason_lines(shown):
+        shown = set(grp["config"])
+        for line in reason_lines({cfg: why for cfg, why in reasons[run].items() if cfg in shown}):
             print("  " + line)
         print()
     print("note: " + SAMPLING_NOTE)

@@ -55,12 +55,13 @@ def check_recommend_sampling_options(args: argparse.Namespace) -> None:
 
 def run_recommend_sampling(args: argparse.Namespace) -> int:
     from analysis.shapes.sampling_recommend import shapes_at_temperature
+    from analysis.tables.runs import TABLES_KEYS
 
     from .cmd_analysis import load_runs_from_args, skipped_status
 
     check_recommend_sampling_options(args)
     args.dirs, args.label = args.dir, None
-    runs = load_runs_from_args(args)
+    runs = load_runs_from_args(args, TABLES_KEYS)  # the comparison reads the batch arrays, not the tables
     t = args.temperature
     found, skipped = [], {}
     args.vocab_used = {}

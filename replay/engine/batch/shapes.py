@@ -15,8 +15,8 @@ import numpy as np
 from replay.core.config import TreeConfig
 from replay.core.selection import rank_major_keys, select_top
 from replay.core.vocab import PAD_TOKEN
-from replay.util.rows import unique_rows
 from replay.io.roundbatch import RoundBatch
+from replay.util.rows import unique_rows
 
 from .codes import ERR_NO_ROWS, ERR_OK
 
