@@ -352,15 +352,13 @@ def sampling_parts(
     temperatures: Sequence[float],
     vocab_size: int | None = None,
     gamma_threshold: float = 0.0,
-    keep: Callable[[AtT], AtT] | None = None,
     fold: Callable[[int, float, AtT], None] | None = None,
 ) -> list[SamplingPart]:
     """Every config at every T on the rounds of ``batch`` that ``res`` replayed, one shape at a time.
     Whether a round is refused (no scores, a bad row) is the recorded replay at T's verdict
-    (replay.engine.batch.sampling.batch_sampling), which depends only on T > 0. ``keep``: applied to
-    each chunk's AtT as it is made (what a caller keeps of it: recommend at T keeps two arrays).
+    (replay.engine.batch.sampling.batch_sampling), which depends only on T > 0.
     ``fold(config position, T, AtT of the chunk's usable rounds)``: called instead, the parts' outcomes
-    left empty (report's curve sums each chunk as it is made: nothing per round waits)."""
+    left empty (report's curve and recommend at T sum each chunk as it is made: nothing per round waits)."""
     ordinals = np.arange(len(batch)) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
     static = recorded.tree_type != TREE_DYNAMIC
     parts = []
@@ -371,15 +369,13 @@ def sampling_parts(
                 bs = batch_sampling(b, r, recorded, t, vocab_size)
                 refused[t > 0.0] = np.where(bs.usable, NOT_REFUSED, bs.problem).astype(np.int8)
         outcomes = _part_outcomes(
-            b, r, shape, static, recorded, configs, temperatures, vocab_size, gamma_threshold, refused, keep, fold
+            b, r, shape, static, recorded, configs, temperatures, vocab_size, gamma_threshold, refused, fold
         )
         parts.append(SamplingPart(ordinals[members], round_names(r), refused, outcomes))
     return parts
 
 
-def _part_outcomes(
-    b, r, shape, static, recorded, configs, temperatures, vocab_size, threshold, refused, keep=None, fold=None
-):
+def _part_outcomes(b, r, shape, static, recorded, configs, temperatures, vocab_size, threshold, refused, fold=None):
     """{(config, T): AtT} on rounds of one shape, chunk by chunk (analysis.compare.subtree_batch's chunks)."""
     expanded = expanded_nodes(b, shape, static)
     rules = selection_rules(b, r, shape)
@@ -394,7 +390,7 @@ def _part_outcomes(
                     continue  # no usable round to fold
                 for t in temperatures:
                     at = _refused_at(hi - lo, sub.gamma)
-                    chunks.setdefault((c, t), []).append(at if keep is None else keep(at))
+                    chunks.setdefault((c, t), []).append(at)
             continue
         rec = _Recorded(b, r, expanded, shape, lo, hi, rules[lo:hi])
         rows = _rows(b, r, shape, lo, hi)
@@ -409,7 +405,7 @@ def _part_outcomes(
                         fold(c, t, at_temperature(st, use, t, vocab_size).take(np.flatnonzero(use)))
                     continue
                 at = at_temperature(st, use, t, vocab_size) if use.any() else _refused_at(hi - lo, sub.gamma)
-                chunks.setdefault((c, t), []).append(at if keep is None else keep(at))
+                chunks.setdefault((c, t), []).append(at)
     return {key: AtT.concat(v) for key, v in chunks.items()}
 
 
