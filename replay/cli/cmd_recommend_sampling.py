@@ -55,12 +55,14 @@ def check_recommend_sampling_options(args: argparse.Namespace) -> None:
 
 def run_recommend_sampling(args: argparse.Namespace) -> int:
     from analysis.shapes.sampling_recommend import shapes_at_temperature
+    from analysis.tables.runs import TABLES_KEYS
 
     from .cmd_analysis import load_runs_from_args, skipped_status
 
     check_recommend_sampling_options(args)
     args.dirs, args.label = args.dir, None
-    runs = load_runs_from_args(args)
+    # the search reads the batch arrays again (and the round keys): no round or node table (0.8 GB at 10^5)
+    runs = load_runs_from_args(args, TABLES_KEYS)
     t = args.temperature
     found, skipped = [], {}
     args.vocab_used = {}
