@@ -90,9 +90,9 @@ class SubTrees:
     tokens: np.ndarray  # [C, N] int64 (tree order; past n: unused)
     parents: np.ndarray  # [C, N]
     depths: np.ndarray  # [C, N]
-    ids: np.ndarray  # [C, N, K] the recorded node's validate row
+    ids: np.ndarray  # [C, N, K] the recorded node's validate row (an expanded node's; a leaf's: PAD)
     logp: np.ndarray  # [C, N, K]
-    has: np.ndarray  # [C, N] bool
+    has: np.ndarray  # [C, N] bool (a leaf: False, its row never read)
     idx: list[np.ndarray]  # per level [L_d, C] each slot's sub-tree index, -1 when not in it
     doubts: list[tuple]  # per level (kind [L, 2+W, C] bool mask, why [L, 2+W, C], parent no_row [L, C])
     widths: list[int]  # W per level (0 for the last)
@@ -187,13 +187,19 @@ def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols)
     ids = np.full((c, big_n, k), PAD_TOKEN, dtype=np.int64)
     lp = np.full((c, big_n, k), -np.inf)
     has = np.zeros((c, big_n), dtype=bool)
+    # only a node with a child in the sub-tree has its row read (replay.core.sampling._tree_groups
+    # takes the expanded nodes' rows): a leaf's stays PAD, without a row (about half the nodes)
+    expanded = np.zeros((c, big_n), dtype=bool)
+    for idx, _, par, _, _, _ in nodes[1:]:
+        jj, cc = np.nonzero(idx >= 0)
+        expanded[cc, par[jj, cc]] = True
     for idx, token, par, d, v_row, h in nodes:
         jj, cc = np.nonzero(idx >= 0)
         at = idx[jj, cc]
         tokens[cc, at] = token[jj, cc]
         parents[cc, at] = par[jj, cc]
         depths[cc, at] = d
-        ok = h[jj, cc]
+        ok = h[jj, cc] & expanded[cc, at]
         jj, cc, at = jj[ok], cc[ok], at[ok]
         vr = v_row[jj, cc]
         has[cc, at] = True
