@@ -197,3 +197,21 @@ def test_recommend_ranking_numbers_equal_a_per_round_sum(tmp_path, seed):
                 assert got[c] == want or (math.isnan(want) and math.isnan(got[c])), (t, vocab, cfg.short())
                 checked += 1
             assert checked > 1
+
+
+def test_recommend_at_t_builds_no_round_or_node_table(capsys, tmp_path, monkeypatch):
+    """recommend --temperature reads the batch arrays again: its load keeps the round keys only
+    (TABLES_KEYS, as stats --temperature), not the round and node tables (0.8 GB at 10^5 rounds)."""
+    import analysis.tables.runs as runs
+
+    asked, load = [], runs.load_run
+
+    def spy(path, label, opts=None, progress=None, tables=runs.TABLES_FULL, per_batch=None):
+        asked.append(tables)
+        return load(path, label, opts, progress, tables, per_batch)
+
+    monkeypatch.setattr(runs, "load_run", spy)
+    code = main(["recommend", str(packed_case(tmp_path, 3)), "--temperature", "0.7", "--budget", "5", "--no-progress"])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    assert "best first" in out and asked == [runs.TABLES_KEYS]
