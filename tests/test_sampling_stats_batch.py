@@ -157,3 +157,61 @@ def test_recommend_at_t_two_passes_equal_the_round_path(tmp_path, seed):
                     g.reset_index(drop=True), w.reset_index(drop=True), check_exact=False, rtol=0, atol=1e-9
                 )
     assert "_results" not in vars(fast.results)
+
+
+@pytest.mark.parametrize("seed", [1, 3, 5, 7])
+def test_recommend_ranking_numbers_equal_a_per_round_sum(tmp_path, seed):
+    """The ranking pass folds each chunk's E[L] lower bounds into one running sum per candidate as
+    they are made: each number equals, bit for bit, the plain computation from the per-round rows of
+    compare's batch path (math.fsum of the determined rounds' lower bounds / the used rounds, + 1),
+    on packed runs of several batches and varied shapes (several parts, folded in any order)."""
+    import math
+    from collections import Counter
+
+    from analysis.compare.sampling_batch import compare_sampling_run
+    from analysis.shapes.sampling_recommend import _rank_numbers, candidate_shapes
+    from replay.engine.runs import iter_run_chunks, open_run
+
+    run = packed_case(tmp_path, seed)
+    fast = load_run(str(run), "r", progress=False)
+    assert sum(len(done) for _, done in iter_run_chunks(open_run(str(run), fast.replay.options), None)) > 1
+    rec = fast.config
+    configs = [
+        rec,
+        *[c for c in candidate_shapes(rec, 8, rec.gamma) if (c.short(), c.top_head) != (rec.short(), rec.top_head)],
+    ]
+    named = Counter(c.short() for c in configs)  # the per-round frame names a config by its short form
+    for t in (0.0, 0.7, 1.3):
+        for vocab in (None, VOCAB):
+            got = _rank_numbers(fast, configs, t, vocab, None)
+            done = compare_sampling_run(fast, configs, [t], vocab)
+            rows = done.per_round
+            checked = 0
+            for c, cfg in enumerate(configs):
+                n = int(done.table["rounds"].iloc[c])
+                assert got[c] == done.table["all_rounds_block_efficiency_lo"].iloc[c] or (n == 0 and math.isnan(got[c]))
+                if named[cfg.short()] > 1:
+                    continue
+                mine = rows[(rows["config"] == cfg.short()) & rows["determined"].astype(bool)]
+                want = math.fsum(mine["expected_accepted_length_lo"]) / n + 1.0 if n else math.nan
+                assert got[c] == want or (math.isnan(want) and math.isnan(got[c])), (t, vocab, cfg.short())
+                checked += 1
+            assert checked > 1
+
+
+def test_recommend_at_t_builds_no_round_or_node_table(capsys, tmp_path, monkeypatch):
+    """recommend --temperature reads the batch arrays again: its load keeps the round keys only
+    (TABLES_KEYS, as stats --temperature), not the round and node tables (0.8 GB at 10^5 rounds)."""
+    import analysis.tables.runs as runs
+
+    asked, load = [], runs.load_run
+
+    def spy(path, label, opts=None, progress=None, tables=runs.TABLES_FULL, per_batch=None):
+        asked.append(tables)
+        return load(path, label, opts, progress, tables, per_batch)
+
+    monkeypatch.setattr(runs, "load_run", spy)
+    code = main(["recommend", str(packed_case(tmp_path, 3)), "--temperature", "0.7", "--budget", "5", "--no-progress"])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    assert "best first" in out and asked == [runs.TABLES_KEYS]

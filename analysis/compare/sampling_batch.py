@@ -92,9 +92,9 @@ class SubTrees:
     tokens: np.ndarray  # [C, N] int64 (tree order; past n: unused)
     parents: np.ndarray  # [C, N]
     depths: np.ndarray  # [C, N]
-    ids: np.ndarray  # [C, N, K] the recorded node's validate row
+    ids: np.ndarray  # [C, N, K] the recorded node's validate row (an expanded node's; a leaf's: PAD)
     logp: np.ndarray  # [C, N, K]
-    has: np.ndarray  # [C, N] bool
+    has: np.ndarray  # [C, N] bool (a leaf: False, its row never read)
     idx: list[np.ndarray]  # per level [L_d, C] each slot's sub-tree index, -1 when not in it
     doubts: list[tuple]  # per level (kind [L, 2+W, C] bool mask, why [L, 2+W, C], parent no_row [L, C])
     widths: list[int]  # W per level (0 for the last)
@@ -189,13 +189,19 @@ def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols)
     ids = np.full((c, big_n, k), PAD_TOKEN, dtype=np.int64)
     lp = np.full((c, big_n, k), -np.inf)
     has = np.zeros((c, big_n), dtype=bool)
+    # only a node with a child in the sub-tree has its row read (replay.core.sampling._tree_groups
+    # takes the expanded nodes' rows): a leaf's stays PAD, without a row (about half the nodes)
+    expanded = np.zeros((c, big_n), dtype=bool)
+    for idx, _, par, _, _, _ in nodes[1:]:
+        jj, cc = np.nonzero(idx >= 0)
+        expanded[cc, par[jj, cc]] = True
     for idx, token, par, d, v_row, h in nodes:
         jj, cc = np.nonzero(idx >= 0)
         at = idx[jj, cc]
         tokens[cc, at] = token[jj, cc]
         parents[cc, at] = par[jj, cc]
         depths[cc, at] = d
-        ok = h[jj, cc]
+        ok = h[jj, cc] & expanded[cc, at]
         jj, cc, at = jj[ok], cc[ok], at[ok]
         vr = v_row[jj, cc]
         has[cc, at] = True
@@ -354,16 +360,14 @@ def sampling_parts(
     temperatures: Sequence[float],
     vocab_size: int | None = None,
     gamma_threshold: float = 0.0,
-    keep: Callable[[AtT], AtT] | None = None,
     fold: Callable[[int, float, AtT, np.ndarray], None] | None = None,
 ) -> list[SamplingPart]:
     """Every config at every T on the rounds of ``batch`` that ``res`` replayed, one shape at a time.
     Whether a round is refused (no scores, a bad row) is the recorded replay at T's verdict
-    (replay.engine.batch.sampling.batch_sampling), which depends only on T > 0. ``keep``: applied to
-    each chunk's AtT as it is made (what a caller keeps of it: recommend at T keeps two arrays).
+    (replay.engine.batch.sampling.batch_sampling), which depends only on T > 0.
     ``fold(config position, T, AtT of the chunk's usable rounds, their ordinals)``: called instead, the
-    parts' outcomes left empty (compare's table and report's curve sum each chunk as it is made:
-    nothing per round waits)."""
+    parts' outcomes left empty (compare's table, report's curve and recommend at T sum each chunk as it
+    is made: nothing per round waits)."""
     ordinals = np.arange(len(batch)) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
     static = recorded.tree_type != TREE_DYNAMIC
     parts = []
@@ -384,7 +388,6 @@ def sampling_parts(
             vocab_size,
             gamma_threshold,
             refused,
-            keep,
             fold,
             ordinals[members],
         )
@@ -393,19 +396,7 @@ def sampling_parts(
 
 
 def _part_outcomes(
-    b,
-    r,
-    shape,
-    static,
-    recorded,
-    configs,
-    temperatures,
-    vocab_size,
-    threshold,
-    refused,
-    keep=None,
-    fold=None,
-    ords=None,
+    b, r, shape, static, recorded, configs, temperatures, vocab_size, threshold, refused, fold=None, ords=None
 ):
     """{(config, T): AtT} on rounds of one shape, chunk by chunk (analysis.compare.subtree_batch's chunks)."""
     expanded = expanded_nodes(b, shape, static)
@@ -421,7 +412,7 @@ def _part_outcomes(
                     continue  # no usable round to fold
                 for t in temperatures:
                     at = _refused_at(hi - lo, sub.gamma)
-                    chunks.setdefault((c, t), []).append(at if keep is None else keep(at))
+                    chunks.setdefault((c, t), []).append(at)
             continue
         rec = _Recorded(b, r, expanded, shape, lo, hi, rules[lo:hi])
         rows = _rows(b, r, shape, lo, hi)
@@ -437,7 +428,7 @@ def _part_outcomes(
                         fold(c, t, at, ords[lo:hi][use])
                     continue
                 at = at_temperature(st, use, t, vocab_size) if use.any() else _refused_at(hi - lo, sub.gamma)
-                chunks.setdefault((c, t), []).append(at if keep is None else keep(at))
+                chunks.setdefault((c, t), []).append(at)
     return {key: AtT.concat(v) for key, v in chunks.items()}
 
 

@@ -11,26 +11,28 @@ efficiency (an undetermined round counts at E[L] = 0, a round's tail bound at it
 ranking never credits what the dump does not show. Ties keep the smaller tree first.
 
 On a run loaded in batches the search is two passes, so that memory does not grow with rounds x
-candidates: every candidate's ranking number, batch by batch, keeping per round and candidate only
-its determined flag and E[L] lower bound (``_rank_numbers``: the sum summarize_sampling_arrays takes,
-over the same array); then the full comparison of the shapes shown (the top N and the recorded one).
+candidates: every candidate's ranking number, the run read chunk by chunk, each chunk's determined
+E[L] lower bounds folded into an exactly rounded sum per candidate as they are made (``_rank_numbers``:
+the sum summarize_sampling_arrays takes, order-independent, so the same number; nothing per round is
+kept); then the full comparison of the shapes shown (the top N and the recorded one).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from analysis.compare.batch import per_batch_parts
-from analysis.compare.sampling import SamplingComparison, exact_sums
+from analysis.compare.sampling import ExactSum, SamplingComparison
 from analysis.compare.sampling_batch import NOT_REFUSED, AtT, compare_sampling_run, sampling_parts
 from analysis.compare.subtree import contained_configs
 from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TreeConfig
 from replay.core.sampling_recorded import recorded_column
+from replay.engine.runs import iter_run_chunks, open_run
 
 RANK_BY = "all_rounds_block_efficiency_lo"
 
@@ -112,40 +114,35 @@ def _two_passes(run, configs, shapes, t, vocab_size, top, progress) -> ShapesAtT
 
 
 def _rank_numbers(run, configs, t: float, vocab_size, progress) -> np.ndarray:
-    """Each config's RANK_BY on a batch-loaded run: per batch, each config's determined flags and E[L]
-    lower bounds only; then summarize_sampling_arrays' sum (exactly rounded) of the lower bounds."""
+    """Each config's RANK_BY on a batch-loaded run: the run read again chunk by chunk, each chunk's
+    determined E[L] lower bounds folded into one exactly rounded sum per config as they are made
+    (summarize_sampling_arrays' sum: order-independent, so the same number as over the run's array)
+    and the used rounds counted; nothing per round is kept."""
+    sums = [ExactSum() for _ in configs]
+    lock = threading.Lock()
+    used, rounds = [0], [0]  # rounds used at T, rounds replayed
+    total = len(run.results)
 
-    def slim(batch, res, tree) -> list:
-        out = []
-        for p in sampling_parts(batch, res, run.config, configs, [t], vocab_size, 0.0, _flags_and_lo):
-            use = p.refused[t > 0.0] == NOT_REFUSED
-            at = [p.outcomes[(c, t)] for c in range(len(configs))]
-            out.append((p.ordinals, use, np.stack([a.determined[use] for a in at]), np.stack([a.lo[use] for a in at])))
-        return out
+    def fold(c: int, _t: float, at: AtT, _ordinals: np.ndarray) -> None:  # the chunk's used rounds (replay threads)
+        lo = at.lo[at.determined]
+        with lock:
+            sums[c].add(lo)
 
-    parts = per_batch_parts(run, lambda b, res, tree: [_Slim(*x) for x in slim(b, res, tree)], progress)
-    order = np.argsort(np.concatenate([p.ordinals[p.use] for p in parts] or [np.zeros(0, np.int64)]), kind="stable")
-    n = order.shape[0]
+    def per_batch(batch, res, tree) -> None:
+        parts = sampling_parts(batch, res, run.config, configs, [t], vocab_size, 0.0, fold=fold)
+        with lock:
+            used[0] += sum(int((p.refused[t > 0.0] == NOT_REFUSED).sum()) for p in parts)
+            rounds[0] += sum(p.ordinals.shape[0] for p in parts)
+            if progress:
+                progress(rounds[0], total)
+
+    for _ in iter_run_chunks(open_run(run.replay.directory, run.replay.options), None, per_batch=per_batch):
+        pass
+    if rounds[0] != total:
+        raise RuntimeError(
+            f"recommend replayed {rounds[0]} rounds of {run.label}, the run has {total}: a bug in the batch path"
+        )
+    n = used[0]
     if not n:
         return np.full(len(configs), np.nan)
-    det = np.concatenate([p.determined for p in parts], axis=1)[:, order]
-    lo = np.concatenate([p.lo for p in parts], axis=1)[:, order]
-    return np.asarray([float(exact_sums(lo[c][det[c], None])[0]) / n + 1.0 for c in range(len(configs))])
-
-
-def _flags_and_lo(at: AtT) -> AtT:
-    """What the ranking reads of a chunk's AtT: the determined flags and E[L] lower bounds (the rest emptied)."""
-    f, i = np.zeros(0), np.zeros(0, dtype=np.int64)
-    g, b, w = np.zeros((0, 0)), np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int8)
-    return AtT(at.determined, at.lo, f, g, g, b, i, w, i, i, at.needs_vocab)
-
-
-@dataclass(frozen=True, eq=False)
-class _Slim:
-    """One part: its rounds' run positions, which are used at T, and per config [configs, used] the
-    determined flag and the E[L] lower bound."""
-
-    ordinals: np.ndarray  # per_batch_parts counts every round of every part
-    use: np.ndarray
-    determined: np.ndarray
-    lo: np.ndarray
+    return np.asarray([float(s.sums()[0]) / n + 1.0 for s in sums])

@@ -61,7 +61,8 @@ def run_recommend_sampling(args: argparse.Namespace) -> int:
 
     check_recommend_sampling_options(args)
     args.dirs, args.label = args.dir, None
-    runs = load_runs_from_args(args, TABLES_KEYS)  # the comparison reads the batch arrays, not the tables
+    # the search reads the batch arrays again (and the round keys): no round or node table (0.8 GB at 10^5)
+    runs = load_runs_from_args(args, TABLES_KEYS)
     t = args.temperature
     found, skipped = [], {}
     args.vocab_used = {}
