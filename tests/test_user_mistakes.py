@@ -3084,3 +3084,23 @@ def test_a_validate_file_cut_to_the_parents_rows_is_noted_when_the_other_rounds_
     ), err
     code, _, err = run(capsys, command, mixed_layout_dump(tmp_path / "same", cut=()), "--no-progress")
     assert code == 0 and "layout" not in err, err  # one layout throughout: nothing to say
+
+
+# --- new-user try 7 ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [(), ("--summary",), ("--json",)], ids=["tree", "summary", "json"])
+def test_a_greedy_replay_of_a_sampled_run_says_its_tokens_are_not_the_runs(capsys, tmp_path, mode):
+    # new-user try 7: a generate --temperature 0.7 dump replayed without --temperature printed
+    # "committed tokens: [198, 262, 421]" where the run committed [198, 262, 264], and nothing said why
+    d = tmp_path / "sampled"
+    shutil.copytree(ROOT / "sample_dumps" / "article_round", d)
+    (d / "manifest.json").write_text(json.dumps({"temperature": 0.7}), encoding="utf-8")
+    code, out, err = run(capsys, "replay", d, *mode)
+    assert code == 0 and out
+    assert_told(err, "records a run sampled at T = 0.7", "greedy walk", f"replay {d} --temperature 0.7")
+    code, _, err = run(capsys, "replay", d, "--temperature", "0", *mode[:1])
+    assert "sampled at" not in err
+    (d / "manifest.json").write_text(json.dumps({"temperature": 0}), encoding="utf-8")
+    code, _, err = run(capsys, "replay", d, *mode)
+    assert code == 0 and "sampled at" not in err

@@ -9,6 +9,8 @@ import base64
 import datetime as _dt
 import io
 import json
+import os
+import shutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -609,17 +611,67 @@ def write_report(
     batch path is read again), so the runs may be loaded without them (``tables=TABLES_METRICS``);
     their progress is ``opts.progress``'s phase "tables" (rounds written, rounds)."""
     out_dir = Path(out_dir)
+    check_report_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    _clear_staging(out_dir)
     page, all_tables = build_report(runs, opts)
     path = out_dir / "index.html"
     path.write_text(page, encoding="utf-8")
+    old = out_dir / TABLES_DIR
     if tables:
+        # a report written here before may hold tables this one does not write (a temperature
+        # curve): the new tables/ is made beside it and replaces it whole
+        staging = out_dir / f"{STAGING_PREFIX}{os.getpid()}"
+        staging.mkdir()
         skip = ("rounds", "nodes", "runs_side_by_side")
-        export_tables({k: v for k, v in all_tables.items() if k not in skip}, out_dir / "tables")
+        export_tables({k: v for k, v in all_tables.items() if k not in skip}, staging)
         del page, all_tables
         _return_freed_memory()
-        write_run_tables(runs, out_dir / "tables", progress=opts.progress("tables") if opts.progress else None)
+        write_run_tables(runs, staging, progress=opts.progress("tables") if opts.progress else None)
+        if old.exists():
+            shutil.rmtree(old)
+        staging.rename(old)
+    elif old.exists():  # --no-tables: an earlier report's tables would describe other runs
+        shutil.rmtree(old)
     return path
+
+
+def _clear_staging(out_dir: Path) -> None:
+    """The tables/ an interrupted report was writing (its staging directory), if any."""
+    for p in out_dir.glob(STAGING_PREFIX + "*"):
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+
+
+TABLES_DIR = "tables"
+REPORT_ENTRIES = ("index.html", TABLES_DIR)  # what write_report writes in its directory
+STAGING_PREFIX = ".tables.partial-"  # tables/ while it is written (then renamed over the old one)
+
+
+def check_report_dir(out_dir: Path) -> None:
+    """Refuse a directory that is neither new, nor empty, nor a report written before (its
+    index.html and tables/ of CSV and Parquet files only), before any work: the report replaces
+    those, and must not delete or mix with anything else."""
+    if not out_dir.is_dir():
+        return
+    entries = sorted(p.name for p in out_dir.iterdir())
+    foreign = [name for name in entries if name not in REPORT_ENTRIES and not name.startswith(STAGING_PREFIX)]
+    tables = out_dir / TABLES_DIR
+    if not foreign and tables.exists():
+        if not tables.is_dir():
+            foreign = [TABLES_DIR]
+        else:
+            foreign = [
+                f"{TABLES_DIR}/{p.name}" for p in sorted(tables.iterdir()) if p.suffix not in (".csv", ".parquet")
+            ]
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise SpecReplayError(
+            f"-o {out_dir}: not empty and not a report (it holds {shown}); report writes index.html and tables/ "
+            "into a new or empty directory, or replaces those of an earlier report: choose another directory"
+        )
 
 
 def _return_freed_memory() -> None:

@@ -29,8 +29,10 @@ from .options import (
     parse_key,
     print_missing_node_logprobs,
     print_needs_vocab,
+    print_notes,
     print_reading,
     require_rounds,
+    sampled_run_note,
     sampling_vocab,
     writing_bar,
 )
@@ -80,6 +82,7 @@ def run_replay(args: argparse.Namespace) -> int:
         out.write("\n".join(render_round(res)) + "\n\n")
     out.write("\n".join(render_summary(rep)) + "\n")
     print_reading(rep)
+    print_notes([n for n in (sampled_run_note(rep.manifest, args.dir),) if n])
     return 1 if rep.skipped else 0
 
 
@@ -94,6 +97,7 @@ def _replay_summary(args: argparse.Namespace) -> int:
     lines = summary_lines(title, rep.config_source, rep.config, rep.tree, run_figures(rep), rep.skipped, rep.notes)
     sys.stdout.write("\n".join(lines) + "\n")
     print_reading(rep)
+    print_notes([n for n in (sampled_run_note(rep.manifest, args.dir),) if n])
     return 1 if rep.skipped else 0
 
 
@@ -106,6 +110,7 @@ def _replay_json(args: argparse.Namespace) -> int:
     with writing_bar(args, "JSON lines") as progress:
         write_batch_json_lines(rep.result, sys.stdout, progress)
     print_reading(rep)
+    print_notes([n for n in (sampled_run_note(rep.manifest, args.dir),) if n])
     return 1 if rep.skipped else 0
 
 

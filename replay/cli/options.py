@@ -112,6 +112,20 @@ def print_reading(rep, label: str | None = None) -> None:
     print_skipped(rep.skipped, label)
 
 
+def sampled_run_note(manifest, directory: str) -> str | None:
+    """The note that a greedy replay of a run sampled at T > 0 (its manifest's ``temperature``) is a
+    counterfactual: the accepted and committed tokens the run itself had are those the target drew."""
+    t = (manifest.body or {}).get("temperature")
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0:
+        return None
+    return (
+        f"note: {manifest.path or 'manifest.json'} records a run sampled at T = {t:g} (field temperature): this "
+        "replay is the greedy walk (a child is accepted when it is the target's top-1), so its accepted and "
+        f"committed tokens are not the ones the run committed; `specreplay replay {directory} --temperature {t:g}` "
+        "gives the expected acceptance at the run's T"
+    )
+
+
 def no_rounds_error(
     where: str, skipped: Sequence[Skipped], notes: Sequence[str] = (), label: str | None = None
 ) -> NoRoundsError:

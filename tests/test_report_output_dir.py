@@ -1,0 +1,62 @@
+"""report -o DIR: new, empty, or an earlier report (replaced whole); anything else refused before any
+work. New-user try 7: a report written over an earlier one kept that one's temperature-curve tables,
+with exit 0, so tables/ described two different dumps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from replay.cli import main
+
+SCORED = "sample_dumps/synthetic_article"  # validate scores: its report writes the curve's tables
+UNSCORED = "sample_dumps/article_round"  # no scores: no curve, no sampling_curve table
+
+
+def report(capsys, dump: str, out: Path, *extra: str) -> tuple[int, str]:
+    code = main(["report", dump, "-o", str(out), "--no-progress", *extra])
+    return code, capsys.readouterr().err
+
+
+def test_a_report_over_an_earlier_one_keeps_none_of_its_tables(capsys, tmp_path):
+    out = tmp_path / "rep"
+    assert report(capsys, SCORED, out)[0] == 0
+    before = {p.name for p in (out / "tables").iterdir()}
+    assert "sampling_curve.csv" in before
+    code, err = report(capsys, UNSCORED, out)
+    assert code == 0, err
+    after = {p.name for p in (out / "tables").iterdir()}
+    assert "sampling_curve.csv" not in after and "sampling_curve.parquet" not in after
+    assert after and after < before
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", "tables"]  # no staging left behind
+    assert "synthetic_article" not in (out / "tables" / "rounds.csv").read_text(encoding="utf-8")
+    # --no-tables over a report with tables: the old tables/ would describe the other dump
+    code, _ = report(capsys, SCORED, out, "--no-tables")
+    assert code == 0 and sorted(p.name for p in out.iterdir()) == ["index.html"]
+
+
+def test_a_directory_of_other_files_is_refused_and_left_as_it_was(capsys, tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me", encoding="utf-8")
+    code, err = report(capsys, UNSCORED, out)
+    assert code == 2
+    assert f"-o {out}: not empty and not a report (it holds notes.txt)" in err and "Traceback" not in err
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    # a report directory with a foreign file in tables/ is not an earlier report either
+    rep = tmp_path / "rep"
+    assert report(capsys, UNSCORED, rep)[0] == 0
+    (rep / "tables" / "chart.png").write_bytes(b"x")
+    code, err = report(capsys, UNSCORED, rep)
+    assert code == 2 and "tables/chart.png" in err
+    assert (rep / "tables" / "chart.png").exists()
+
+
+def test_the_staging_of_an_interrupted_report_is_cleared(capsys, tmp_path):
+    out = tmp_path / "rep"
+    assert report(capsys, UNSCORED, out)[0] == 0
+    stale = out / ".tables.partial-999999"
+    stale.mkdir()
+    (stale / "rounds.csv").write_text("half", encoding="utf-8")
+    code, err = report(capsys, UNSCORED, out)
+    assert code == 0, err
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", "tables"]
