@@ -3104,3 +3104,23 @@ def test_a_greedy_replay_of_a_sampled_run_says_its_tokens_are_not_the_runs(capsy
     (d / "manifest.json").write_text(json.dumps({"temperature": 0}), encoding="utf-8")
     code, _, err = run(capsys, "replay", d, *mode)
     assert code == 0 and "sampled at" not in err
+
+
+def test_modelled_speedups_without_a_timed_target_step_are_warned_about(capsys, tmp_path):
+    # new-user try 7: generate without --baseline, then compare: 2.402 modelled for every config (the
+    # target-only step taken flat at the 7-token forward's time), where a run with a baseline measured
+    # 0.80; the reason was only a parenthesis in the cost line, and no WARNING
+    d = tmp_path / "no_baseline"
+    shutil.copytree(ROOT / "sample_dumps" / "qwen2.5-coder" / "article", d)
+    body = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
+    for key in ("baseline", "speedup", "identical_to_baseline"):
+        body["totals"].pop(key)
+    (d / "manifest.json").write_text(json.dumps(body), encoding="utf-8")
+    for command in ("compare", "report"):
+        extra = ("-o", str(tmp_path / "rep")) if command == "report" else ()
+        code, _, err = run(capsys, command, d, *extra, "--no-progress")
+        assert code == 0, err
+        assert_told(err, "WARNING: no_baseline: the target-only step was not timed", "t_verify(1)", "--baseline")
+    assert "the target-only step was not timed" in (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
+    code, _, err = run(capsys, "compare", ROOT / "sample_dumps" / "qwen2.5-coder" / "article", "--no-progress")
+    assert code == 0 and "WARNING" not in err  # timed with its baseline: nothing guessed

@@ -44,6 +44,7 @@ CURVE_NAME = "cost_curve.json"
 SOURCE_CURVE = "measured: cost_curve.json"
 SOURCE_MANIFEST = "measured: manifest timings"
 GIVEN_PREFIX = "given: "
+UNMEASURED_T1 = "t_verify(1)"  # in a source: the target-only step was not measured, only guessed
 
 
 def given_cost(text: str | Path) -> CostModel:
@@ -83,7 +84,7 @@ def cost_from_timings(t: Timings) -> CostModel:
             if t.baseline is None
             else "target-only baseline not timed together with these rounds"
         )
-        source += f" ({why}: t_verify(1) {how} {int(ks[0])}-token time)"
+        source += f" ({why}: {UNMEASURED_T1} {how} {int(ks[0])}-token time)"
     if ks.shape[0] >= 2 and verify[-1] < verify[-2]:
         # noisy timings (e.g. a baseline run slower than the speculative one): a forward never gets
         # cheaper with more tokens, so the curve is held flat past its last point, not extrapolated down
@@ -123,14 +124,24 @@ def run_cost(directory: str | Path, manifest: Manifest, given: CostModel | None 
 
 
 def cost_warning(cost: CostModel, what: str) -> str | None:
-    """The warning line printed when ``what``'s speedups rest on the default relative cost."""
-    if cost.source != SOURCE_DEFAULT:
-        return None
-    return (
-        f"WARNING: {what}: no measured timings (manifest.json round timings or {CURVE_NAME}) beside the dump; "
-        "speedups are MODELLED from the default relative cost (a memory-bound accelerator guess), not measured; "
-        "pass --cost FILE for real costs"
-    )
+    """The warning line printed when ``what``'s speedups rest on a guess: the default relative cost,
+    or measured round timings without the target-only step they are divided by."""
+    if cost.source == SOURCE_DEFAULT:
+        return (
+            f"WARNING: {what}: no measured timings (manifest.json round timings or {CURVE_NAME}) beside the dump; "
+            "speedups are MODELLED from the default relative cost (a memory-bound accelerator guess), not measured; "
+            "pass --cost FILE for real costs"
+        )
+    if cost.source.startswith(SOURCE_MANIFEST) and UNMEASURED_T1 in cost.source:
+        # new-user try 7: 2.402 modelled for every config of a CPU run that measured 0.80 with a baseline
+        detail = next(part.rstrip(")") for part in cost.source.split(" (") if UNMEASURED_T1 in part)
+        return (
+            f"WARNING: {what}: the target-only step was not timed with these rounds, so the modelled speedups "
+            f"take its cost from the forwards measured ({detail}); "
+            "where one token costs less than several (a CPU) they are too high: record a baseline "
+            f"(generate --baseline), a {CURVE_NAME} (specreplay cost-curve), or pass --cost FILE"
+        )
+    return None
 
 
 @dataclass(frozen=True)
