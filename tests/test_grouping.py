@@ -249,6 +249,17 @@ def test_detection_is_the_same_in_the_bulk_and_the_general_grouping(seed, monkey
         ("interval_10_20", None),
         ("notes.bin", None),
         ("revalidate_1_2", None),
+        # typos (new-user try 7): a swapped, missing or wrong letter
+        ("valdiate_12_22.npz", "validate_12_22.npz"),
+        ("vaildate_1_2", "validate_1_2"),
+        ("dump_valdiate_3_4.npy", "validate_3_4.npy"),
+        ("draft_stpe_1_12_22.npz", "draft_step_1_12_22.npz"),
+        ("Draft-Setp-1_9_19", "draft_step_1_9_19"),
+        ("drat_step_0_1_2", "draft_step_0_1_2"),
+        ("valiant_1_2", None),
+        ("variance_10_20.npy", None),
+        ("values_1_2", None),
+        ("results_1_2.csv", None),
     ],
 )
 def test_near_miss_names(name, guess):

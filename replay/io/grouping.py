@@ -21,6 +21,7 @@ to is skipped: it must not replay as if complete without that file. Such entries
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections import defaultdict
@@ -246,15 +247,44 @@ _COMPANION_IN = re.compile(r"[._-](scores|parents)(?![A-Za-z])", re.IGNORECASE)
 _LAST_EXT = re.compile(r"(\.[A-Za-z0-9]+)$")
 
 
+# A word spelt like "validate" or "draft step" but for a typo (valdiate_10_20, draft_stpe_1_9_19, new-user
+# try 7): the ratio of difflib's matching characters, high enough that other words with two numbers
+# (variance_10_20, valiant_1_2) are not taken for dump names.
+_WORDED = re.compile(
+    r"(?P<word>[A-Za-z]{4,}(?:[_\-. ]?[A-Za-z]{3,})?)"
+    r"(?:[_\-. ]?(?P<step>\d+))?[_\-. ](?P<a>-?\d+)[_\-., ](?P<b>-?\d+)",
+    re.ASCII,
+)
+TYPO_RATIO = 0.85
+
+
+def _respelt(name: str) -> str:
+    """``name`` with a misspelt dump word spelt right (valdiate_10_20 → validate_10_20), the word
+    starting at the name's start or after any separator (a prefix such as dump_ stays, for _NEAR to
+    drop); ``name`` itself when it has none."""
+    starts = [0] + [i + 1 for i, ch in enumerate(name) if ch in "_-. "]
+    for start in starts:
+        m = _WORDED.match(name, start)
+        if m is None:
+            continue
+        word = re.sub(r"[_\-. ]", "", m.group("word").lower())
+        target, spelt = ("draftstep", "draft_step") if m.group("step") is not None else ("validate", "validate")
+        # a typo changes a letter or two, not the word's length by more than one (revalidate is a word)
+        if abs(len(word) - len(target)) <= 1 and difflib.SequenceMatcher(None, word, target).ratio() >= TYPO_RATIO:
+            return name[: m.start("word")] + spelt + name[m.end("word") :]
+    return name
+
+
 def near_miss(name: str) -> str | None:
     """The dump file name ``name`` was probably meant to be, or None (a dump name, or nothing like one).
 
     ``validation_10_20`` → ``validate_10_20``; ``Draft_Step_0_9_19.txt`` → ``draft_step_0_9_19.txt``;
-    ``dump_validate_10_20`` → ``validate_10_20``; ``validate_10_20_ids.npy`` → ``validate_10_20.npy``.
+    ``dump_validate_10_20`` → ``validate_10_20``; ``validate_10_20_ids.npy`` → ``validate_10_20.npy``;
+    ``valdiate_10_20`` → ``validate_10_20`` (_respelt).
     """
     if is_dump_name(name):
         return None
-    m = _NEAR.match(name)
+    m = _NEAR.match(name) or _NEAR.match(_respelt(name))
     if m is None:
         return None
     rest = m.group("rest")
