@@ -3124,3 +3124,23 @@ def test_modelled_speedups_without_a_timed_target_step_are_warned_about(capsys, 
     assert "the target-only step was not timed" in (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
     code, _, err = run(capsys, "compare", ROOT / "sample_dumps" / "qwen2.5-coder" / "article", "--no-progress")
     assert code == 0 and "WARNING" not in err  # timed with its baseline: nothing guessed
+
+
+@pytest.mark.parametrize("command", ["replay", "batch", "stats"])
+def test_a_misspelt_config_key_is_warned_about(capsys, tmp_path, command):
+    # new-user try 7: {"topHaed": ...} replayed with exit 0 and only a stdout line about unused keys;
+    # the key it stands for takes its default (gammaThreshhold: 0.3 would replay at 0.0)
+    d = tmp_path / "typo"
+    shutil.copytree(ARTICLE, d)
+    cfg = json.loads((d / "config.json").read_text(encoding="utf-8"))
+    cfg["topHaed"] = cfg.pop("topHead")
+    cfg["gammathreshold"] = 0.3
+    cfg["comment"] = "a key of our own"  # like no known key: kept and not warned about
+    (d / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    code, _, err = run(capsys, command, d)
+    assert code == 0
+    assert_told(err, "WARNING:", "config.json: key(s) not read", "'topHaed': did you mean 'topHead'?")
+    assert_told(err, "'gammathreshold': did you mean 'gammaThreshold'?")
+    assert "comment" not in err
+    code, _, err = run(capsys, command, ARTICLE)
+    assert "did you mean" not in err

@@ -6,6 +6,7 @@ the values named.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -282,6 +283,39 @@ def parse_tree(obj: Mapping[str, Any], source: str | None = None, where: str = "
         object.__setattr__(tree, name, value)
     check_tree(tree, source, p)
     return tree
+
+
+def misspelt_keys(config: SpecConfig) -> list[tuple[str, str]]:
+    """(unknown key, the known key it is probably meant to be): a key kept as unknown but one letter
+    or its case away from a key the replay reads (topHaed, gammathreshold). The key it stands for took
+    its default, so the replay may not be of the tree the file meant."""
+    known = [*_TREE_KEYS, *KNOWN_RUN_KEYS]
+    lower = {k.lower(): k for k in known}
+    out = []
+    keys = list(config.unknown) + [
+        f"specTree[{i}].{k}" if len(config.trees) > 1 else k for i, t in enumerate(config.trees) for k in t.extra
+    ]
+    for key in keys:
+        if not isinstance(key, str):
+            continue
+        bare = key.rsplit(".", 1)[-1] if key.startswith("specTree[") else key
+        guess = lower.get(bare.lower()) or next(iter(difflib.get_close_matches(bare, known, n=1, cutoff=0.85)), None)
+        if guess is not None:
+            out.append((key, guess))
+    return out
+
+
+def config_key_warnings(config: SpecConfig) -> tuple[str, ...]:
+    """The stderr line of misspelt_keys, or nothing."""
+    pairs = misspelt_keys(config)
+    if not pairs:
+        return ()
+    named = "; ".join(f"{key!r}: did you mean {guess!r}?" for key, guess in pairs)
+    where = config.source or "the config"
+    return (
+        f"WARNING: {where}: key(s) not read, spelt like ones that are ({named}); each key they stand for "
+        "took its default, so this replay may not be of the tree the file meant",
+    )
 
 
 def parse_config(obj: Any, source: str | None = None) -> SpecConfig:

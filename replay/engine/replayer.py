@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from replay.core.acceptance import Acceptance, accept_greedy, target_top1_per_node
-from replay.core.config import SpecConfig, TreeConfig
+from replay.core.config import SpecConfig, TreeConfig, config_key_warnings
 from replay.core.records import record_of
 from replay.core.selection import FALLBACK_WARNING, fallback_run_warning
 from replay.core.tree import Tree
@@ -329,7 +329,7 @@ def replay_directory(
             directory,
             no_such_round(opts.only_round, [f.key for f in grouping.rounds], str(directory), grouping.skipped),
         )
-    warnings = _run_warnings(grouping.step0, manifest, tree_cfg, results)
+    warnings = config_key_warnings(config) + _run_warnings(grouping.step0, manifest, tree_cfg, results)
     return DirectoryReplay(
         str(directory),
         config,
@@ -455,7 +455,7 @@ def replay_packed(
             progress(loaded, packed.num_rounds)
     if only is not None and not seen:
         raise RoundNotFoundError(path, no_such_round(only, packed_keys(packed), str(path)))
-    warnings = _run_warnings(packed.step0, manifest, tree, results)
+    warnings = config_key_warnings(config) + _run_warnings(packed.step0, manifest, tree, results)
     return DirectoryReplay(
         str(path), config, tree, manifest, tuple(results), tuple(skipped), source, config_notes(config, opts), warnings
     )

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from replay.core.config import SpecConfig, TreeConfig
+from replay.core.config import SpecConfig, TreeConfig, config_key_warnings
 from replay.core.selection import fallback_run_warning
 from replay.core.vocab import LAYOUT_ALL, LAYOUTS
 from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
@@ -325,7 +325,7 @@ def replay_run(
         raise _missing_round(run)
     skipped = run.skipped + tuple(s for _, s in sorted(later, key=lambda t: t[0]))
     ok = result.ok
-    warnings = reading_warnings(run.step0, result.accepted_length[ok])
+    warnings = config_key_warnings(run.config) + reading_warnings(run.step0, result.accepted_length[ok])
     fallback = fallback_run_warning(int((result.selection[:, ok] == SEL_FALLBACK).any(axis=0).sum()), int(ok.sum()))
     warnings += (fallback,) if fallback else ()
     shapes = result.shape_index[ok]
