@@ -26,6 +26,7 @@ from replay.io.manifest import Manifest, group_rounds, recorded_round_warnings
 from replay.io.packed.pack import PackedBlockError, PackedRun, is_packed_run
 from replay.util.errors import DumpError, RoundNotFoundError, SpecReplayError, skip_reason
 from replay.util.parallel import ordered_map, resolve_workers
+from replay.util.progress import progress_bar
 
 from .batch import DEFAULT_CHUNK_ROUNDS, SEL_FALLBACK, BatchResult, RoundBatch, empty_result, replay_batch
 from .replayer import (  # noqa: F401  (replay_packed re-exported)
@@ -284,7 +285,20 @@ def iter_run_chunks(
             )
         return unreadable, done
 
-    yield from ordered_map(work, run.chunks(workers, progress, in_run_order), workers)
+    results = ordered_map(work, run.chunks(workers, progress, in_run_order), workers)
+    if run.packed is None:  # a directory's reader draws its own bar (files read)
+        yield from results
+        return
+    # a packed run's blocks read in a second at 10^6 rounds; what takes the time is the replay and
+    # what per_batch computes on each block (compare's configs): the bar counts rounds done
+    total = run.packed.num_rounds if run.options.only_round is None else 1
+    bar = progress_bar(total, "replay", progress, unit="round", unit_scale=True, mininterval=0.5)
+    try:
+        for unreadable, done in results:
+            bar.update(len(unreadable) + sum(len(res) for res, _, _ in done))
+            yield unreadable, done
+    finally:
+        bar.close()
 
 
 def _check_unique_ordinals(run: Run, result: BatchResult) -> None:

@@ -299,7 +299,7 @@ class PackWriter:
         self.out = Path(out)
         if self.out.exists() and not (force and looks_packed(self.out)):
             why = (
-                "a packed run: pass --force to replace it"
+                "as a packed run: pass --force to replace it"
                 if looks_packed(self.out)
                 else "and is not a packed run; choose another path"
             )
