@@ -60,3 +60,19 @@ def test_inconsistent_configs_name_field_and_values(change, field, text):
 def test_spec_tree_errors_locate_the_tree():
     with pytest.raises(ConfigError, match=r"'specTree\[1\]\.topHead\[1\]'"):
         parse_config({"specTree": [ARTICLE, {"gamma": 2, "topKSpec": [[1], [1, 1]], "topHead": [1, 2]}]})
+
+
+def test_misspelt_keys_name_the_tree_of_a_spec_tree_and_leave_other_keys_alone():
+    from replay.core.config import misspelt_keys, parse_config
+
+    cfg = parse_config(
+        {
+            "specTree": [{"gamma": 1, "topKSpec": [[2]], "topHaed": [1]}, {"gamma": 1, "topKSpec": [[3]]}],
+            "emaWindw": 3,
+            "note": "ours",
+        },
+        "cfg.json",
+    )
+    assert misspelt_keys(cfg) == [("emaWindw", "emaWindow"), ("specTree[0].topHaed", "topHead")]
+    assert misspelt_keys(parse_config({"gamma": 1, "topKSpec": [[2]], "TOPHEAD": [1]})) == [("TOPHEAD", "topHead")]
+    assert misspelt_keys(parse_config({"gamma": 1, "topKSpec": [[2]], "comment": "x"})) == []

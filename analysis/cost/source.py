@@ -134,10 +134,9 @@ def cost_warning(cost: CostModel, what: str) -> str | None:
         )
     if cost.source.startswith(SOURCE_MANIFEST) and UNMEASURED_T1 in cost.source:
         # new-user try 7: 2.402 modelled for every config of a CPU run that measured 0.80 with a baseline
-        detail = next(part.rstrip(")") for part in cost.source.split(" (") if UNMEASURED_T1 in part)
         return (
             f"WARNING: {what}: the target-only step was not timed with these rounds, so the modelled speedups "
-            f"take its cost from the forwards measured ({detail}); "
+            f"take its cost from the forwards measured (cost model: {cost.source}); "
             "where one token costs less than several (a CPU) they are too high: record a baseline "
             f"(generate --baseline), a {CURVE_NAME} (specreplay cost-curve), or pass --cost FILE"
         )

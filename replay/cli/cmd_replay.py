@@ -81,8 +81,15 @@ def run_replay(args: argparse.Namespace) -> int:
     for res in rep.results:
         out.write("\n".join(render_round(res)) + "\n\n")
     out.write("\n".join(render_summary(rep)) + "\n")
+    return _told(rep, args.dir)
+
+
+def _told(rep, directory: str) -> int:
+    """A greedy replay's stderr (warnings, skips, and the note on a sampled run) and its exit status."""
     print_reading(rep)
-    print_notes([n for n in (sampled_run_note(rep.manifest, args.dir),) if n])
+    note = sampled_run_note(rep.manifest, directory)
+    if note:
+        print_notes([note])
     return 1 if rep.skipped else 0
 
 
@@ -96,9 +103,7 @@ def _replay_summary(args: argparse.Namespace) -> int:
     title = f"summary of {rep.directory}"
     lines = summary_lines(title, rep.config_source, rep.config, rep.tree, run_figures(rep), rep.skipped, rep.notes)
     sys.stdout.write("\n".join(lines) + "\n")
-    print_reading(rep)
-    print_notes([n for n in (sampled_run_note(rep.manifest, args.dir),) if n])
-    return 1 if rep.skipped else 0
+    return _told(rep, args.dir)
 
 
 def _replay_json(args: argparse.Namespace) -> int:
@@ -109,9 +114,7 @@ def _replay_json(args: argparse.Namespace) -> int:
     require_rounds(rep, int(rep.result.ok.sum()))
     with writing_bar(args, "JSON lines") as progress:
         write_batch_json_lines(rep.result, sys.stdout, progress)
-    print_reading(rep)
-    print_notes([n for n in (sampled_run_note(rep.manifest, args.dir),) if n])
-    return 1 if rep.skipped else 0
+    return _told(rep, args.dir)
 
 
 def _replay_sampling(args: argparse.Namespace) -> int:

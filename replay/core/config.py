@@ -292,16 +292,15 @@ def misspelt_keys(config: SpecConfig) -> list[tuple[str, str]]:
     known = [*_TREE_KEYS, *KNOWN_RUN_KEYS]
     lower = {k.lower(): k for k in known}
     out = []
-    keys = list(config.unknown) + [
-        f"specTree[{i}].{k}" if len(config.trees) > 1 else k for i, t in enumerate(config.trees) for k in t.extra
+    named = [(k, k) for k in config.unknown] + [
+        (f"specTree[{i}].{k}" if len(config.trees) > 1 else k, k) for i, t in enumerate(config.trees) for k in t.extra
     ]
-    for key in keys:
+    for shown, key in named:
         if not isinstance(key, str):
             continue
-        bare = key.rsplit(".", 1)[-1] if key.startswith("specTree[") else key
-        guess = lower.get(bare.lower()) or next(iter(difflib.get_close_matches(bare, known, n=1, cutoff=0.85)), None)
+        guess = lower.get(key.lower()) or next(iter(difflib.get_close_matches(key, known, n=1, cutoff=0.85)), None)
         if guess is not None:
-            out.append((key, guess))
+            out.append((shown, guess))
     return out
 
 

@@ -112,6 +112,11 @@ class VocabBelowCandidates(SpecReplayError):
     round-by-round callers skip a round on a ValueError, but a vocabulary size below the recorded
     candidates is a wrong option (or manifest), told once with exit 2, as the batch paths tell it."""
 
+    @classmethod
+    def naming(cls, scores_path: str, exc: VocabTooSmall) -> VocabBelowCandidates:
+        """The message both paths give: the scores file, then the size and what it must reach."""
+        return cls(f"{scores_path} (scores): {exc}")
+
 
 class VocabSizeConflict(SpecReplayError, ValueError):
     """--vocab-size and the manifest's vocab_size disagree: a ValueError to API callers, one line and
@@ -165,7 +170,7 @@ def round_sampling(
     try:
         b = round_bounds(res.tree, res.validate_ids, logp, res.layout, temperature, vocab_size)
     except VocabTooSmall as exc:
-        raise VocabBelowCandidates(f"{res.scores_path} (scores): {exc}") from None
+        raise VocabBelowCandidates.naming(res.scores_path, exc) from None
     if b.problem[0]:
         raise ValueError(_row_problem_words(res, int(b.problem[0]), vocab_size))
     return _one(b, False)

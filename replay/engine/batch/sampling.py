@@ -234,4 +234,4 @@ def _vocab_error_naming(part: RoundBatch, exc: VocabTooSmall) -> Exception:
         return exc
     i = int(np.argmax(part.validate.own_cols()))
     path = part.names.paths(part.key(i), part.num_steps, None if part.ordinals is None else int(part.ordinals[i]))
-    return VocabBelowCandidates(f"{path[-1]} (scores): {exc}")
+    return VocabBelowCandidates.naming(path[-1], exc)
