@@ -60,3 +60,22 @@ def test_the_staging_of_an_interrupted_report_is_cleared(capsys, tmp_path):
     code, err = report(capsys, UNSCORED, out)
     assert code == 0, err
     assert sorted(p.name for p in out.iterdir()) == ["index.html", "tables"]
+
+
+def test_a_tables_link_is_not_an_earlier_reports_tables(capsys, tmp_path):
+    # the report replaces tables/ whole: a symbolic link there would have the files it points at removed
+    elsewhere = tmp_path / "mine"
+    elsewhere.mkdir()
+    (elsewhere / "keep.csv").write_text("a\n", encoding="utf-8")
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "tables").symlink_to(elsewhere, target_is_directory=True)
+    code, err = report(capsys, UNSCORED, out)
+    assert code == 2 and "(it holds tables)" in err and "Traceback" not in err
+    assert (elsewhere / "keep.csv").read_text(encoding="utf-8") == "a\n"
+
+    (out / "tables").unlink()
+    (out / "index.html").symlink_to(elsewhere / "keep.csv")
+    code, err = report(capsys, UNSCORED, out)
+    assert code == 2 and "(it holds index.html)" in err
+    assert (elsewhere / "keep.csv").read_text(encoding="utf-8") == "a\n"

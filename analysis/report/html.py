@@ -657,7 +657,12 @@ def check_report_dir(out_dir: Path) -> None:
     if not out_dir.is_dir():
         return
     entries = sorted(p.name for p in out_dir.iterdir())
-    foreign = [name for name in entries if name not in REPORT_ENTRIES and not name.startswith(STAGING_PREFIX)]
+    # a link is never the report's own: writing or replacing it would change the file it points at
+    foreign = [
+        name
+        for name in entries
+        if (name not in REPORT_ENTRIES and not name.startswith(STAGING_PREFIX)) or (out_dir / name).is_symlink()
+    ]
     tables = out_dir / TABLES_DIR
     if not foreign and tables.exists():
         if not tables.is_dir():
