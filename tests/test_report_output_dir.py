@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from replay.cli import main
 
 SCORED = "sample_dumps/synthetic_article"  # validate scores: its report writes the curve's tables
 UNSCORED = "sample_dumps/article_round"  # no scores: no curve, no sampling_curve table
+RECORD = ".specreplay-report.json"  # what a report wrote: the files the next one may replace
 
 
 def report(capsys, dump: str, out: Path, *extra: str) -> tuple[int, str]:
@@ -27,11 +30,11 @@ def test_a_report_over_an_earlier_one_keeps_none_of_its_tables(capsys, tmp_path)
     after = {p.name for p in (out / "tables").iterdir()}
     assert "sampling_curve.csv" not in after and "sampling_curve.parquet" not in after
     assert after and after < before
-    assert sorted(p.name for p in out.iterdir()) == ["index.html", "tables"]  # no staging left behind
+    assert sorted(p.name for p in out.iterdir()) == [RECORD, "index.html", "tables"]  # no staging left behind
     assert "synthetic_article" not in (out / "tables" / "rounds.csv").read_text(encoding="utf-8")
     # --no-tables over a report with tables: the old tables/ would describe the other dump
     code, _ = report(capsys, SCORED, out, "--no-tables")
-    assert code == 0 and sorted(p.name for p in out.iterdir()) == ["index.html"]
+    assert code == 0 and sorted(p.name for p in out.iterdir()) == [RECORD, "index.html"]
 
 
 def test_a_directory_of_other_files_is_refused_and_left_as_it_was(capsys, tmp_path):
@@ -59,7 +62,7 @@ def test_the_staging_of_an_interrupted_report_is_cleared(capsys, tmp_path):
     (stale / "rounds.csv").write_text("half", encoding="utf-8")
     code, err = report(capsys, UNSCORED, out)
     assert code == 0, err
-    assert sorted(p.name for p in out.iterdir()) == ["index.html", "tables"]
+    assert sorted(p.name for p in out.iterdir()) == [RECORD, "index.html", "tables"]
 
 
 def test_a_tables_link_is_not_an_earlier_reports_tables(capsys, tmp_path):
@@ -79,3 +82,30 @@ def test_a_tables_link_is_not_an_earlier_reports_tables(capsys, tmp_path):
     code, err = report(capsys, UNSCORED, out)
     assert code == 2 and "(it holds index.html)" in err
     assert (elsewhere / "keep.csv").read_text(encoding="utf-8") == "a\n"
+
+
+@pytest.mark.parametrize(
+    "own",
+    [("tables/mine.csv",), ("index.html",), ("index.html", "tables/results.csv")],
+    ids=["tables-only", "index-only", "both"],
+)
+def test_a_users_own_index_or_tables_is_not_an_earlier_report(capsys, tmp_path, own):
+    # new-user try 9: a directory holding only tables/mine.csv, or the user's own index.html, was taken
+    # for an earlier report by its names: mine.csv deleted, the page overwritten, exit 0
+    out = tmp_path / "site"
+    for name in own:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text("mine", encoding="utf-8")
+    code, err = report(capsys, UNSCORED, out)
+    assert code == 2 and "not empty and not a report" in err, err
+    for name in own:
+        assert (out / name).read_text(encoding="utf-8") == "mine"
+
+
+def test_a_file_added_to_an_earlier_reports_tables_is_not_deleted(capsys, tmp_path):
+    out = tmp_path / "rep"
+    assert report(capsys, UNSCORED, out)[0] == 0
+    (out / "tables" / "notes.csv").write_text("mine", encoding="utf-8")
+    code, err = report(capsys, UNSCORED, out)
+    assert code == 2 and "tables/notes.csv" in err
+    assert (out / "tables" / "notes.csv").read_text(encoding="utf-8") == "mine"

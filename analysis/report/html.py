@@ -44,6 +44,8 @@ from replay.core.config import TreeConfig
 from replay.core.selection import uses_fallback
 from replay.engine.sampling import vocab_size_of
 from replay.io.grouping import Key, Skipped, describe_skipped
+from replay.util.atomic import atomic_path
+from replay.util.bounded import read_json_file
 from replay.util.errors import SpecReplayError
 from replay.util.words import counted
 
@@ -633,7 +635,39 @@ def write_report(
         staging.rename(old)
     elif old.exists():  # --no-tables: an earlier report's tables would describe other runs
         shutil.rmtree(old)
+    _write_record(out_dir)
     return path
+
+
+def _report_files(out_dir: Path) -> list[str]:
+    """index.html and tables/'s files as they are in ``out_dir`` (names relative to it)."""
+    files = ["index.html"] if (out_dir / "index.html").is_file() else []
+    tables = out_dir / TABLES_DIR
+    if tables.is_dir() and not tables.is_symlink():
+        files += [f"{TABLES_DIR}/{p.name}" for p in sorted(tables.iterdir())]
+    return files
+
+
+def _write_record(out_dir: Path) -> None:
+    """What this report wrote, so that the next one into the directory replaces only that."""
+    body = {"written_by": "specreplay report", "files": _report_files(out_dir)}
+    with atomic_path(out_dir / REPORT_RECORD) as tmp:
+        tmp.write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
+
+
+def _recorded_files(out_dir: Path) -> set[str] | None:
+    """The files an earlier report recorded writing here, or None (no record, or not one of ours)."""
+    record = out_dir / REPORT_RECORD
+    if record.is_symlink() or not record.is_file():
+        return None
+    try:
+        body = read_json_file(record)
+    except SpecReplayError:
+        return None
+    files = body.get("files") if isinstance(body, dict) and body.get("written_by") == "specreplay report" else None
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return None
+    return set(files)
 
 
 def _clear_staging(out_dir: Path) -> None:
@@ -646,36 +680,38 @@ def _clear_staging(out_dir: Path) -> None:
 
 
 TABLES_DIR = "tables"
-REPORT_ENTRIES = ("index.html", TABLES_DIR)  # what write_report writes in its directory
+REPORT_RECORD = ".specreplay-report.json"  # the files a report wrote (what the next one may replace)
+REPORT_ENTRIES = ("index.html", TABLES_DIR, REPORT_RECORD)  # what write_report writes in its directory
 STAGING_PREFIX = ".tables.partial-"  # tables/ while it is written (then renamed over the old one)
 
 
 def check_report_dir(out_dir: Path) -> None:
-    """Refuse a directory that is neither new, nor empty, nor a report written before (its
-    index.html and tables/ of CSV and Parquet files only), before any work: the report replaces
-    those, and must not delete or mix with anything else."""
+    """Refuse a directory that is neither new, nor empty, nor a report written before, before any
+    work: an earlier report is one whose record (REPORT_RECORD) lists every file of its index.html
+    and tables/; the report replaces those, and must not delete or mix with anything else (a
+    user's own index.html or tables/ is not a report's, whatever its name)."""
     if not out_dir.is_dir():
         return
-    entries = sorted(p.name for p in out_dir.iterdir())
+    entries = sorted(p.name for p in out_dir.iterdir() if not p.name.startswith(STAGING_PREFIX))
+    if not entries:
+        return
     # a link is never the report's own: writing or replacing it would change the file it points at
-    foreign = [
-        name
-        for name in entries
-        if (name not in REPORT_ENTRIES and not name.startswith(STAGING_PREFIX)) or (out_dir / name).is_symlink()
-    ]
+    foreign = [name for name in entries if name not in REPORT_ENTRIES or (out_dir / name).is_symlink()]
     tables = out_dir / TABLES_DIR
-    if not foreign and tables.exists():
-        if not tables.is_dir():
-            foreign = [TABLES_DIR]
-        else:
-            foreign = [
-                f"{TABLES_DIR}/{p.name}" for p in sorted(tables.iterdir()) if p.suffix not in (".csv", ".parquet")
-            ]
+    if not foreign and tables.exists() and not tables.is_dir():
+        foreign = [TABLES_DIR]
+    if not foreign:
+        recorded = _recorded_files(out_dir)
+        present = _report_files(out_dir)
+        foreign = present if recorded is None else [f for f in present if f not in recorded]
+        if recorded is None and not present:
+            foreign = entries
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise SpecReplayError(
             f"-o {out_dir}: not empty and not a report (it holds {shown}); report writes index.html and tables/ "
-            "into a new or empty directory, or replaces those of an earlier report: choose another directory"
+            f"into a new or empty directory, or replaces those of an earlier report (the files its {REPORT_RECORD} "
+            "lists): choose another directory"
         )
 
 

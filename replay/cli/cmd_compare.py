@@ -84,9 +84,9 @@ examples:
   specreplay report sample_dumps/qwen2.5-coder/article -o report/ --vocab-size 151936   (temperature curve, bounds to T = 1.5)
 
 Writes OUTPUT/index.html (self-contained: images embedded, no external assets) and every table
-as CSV and Parquet under OUTPUT/tables/. OUTPUT is new, empty, or an earlier report, whose
-index.html and tables/ are replaced whole (no table of the earlier one stays); a directory holding
-anything else is refused (exit 2) before any work. A run whose validate rows carry scores gets a temperature
+as CSV and Parquet under OUTPUT/tables/. OUTPUT is new, empty, or an earlier report (every file listed in
+its .specreplay-report.json), whose index.html and tables/ are replaced whole (no table of the
+earlier one stays); a directory holding anything else is refused (exit 2) before any work. A run whose validate rows carry scores gets a temperature
 curve (expected block efficiency at T = 0, 0.1, ..., 1.5 for each compared config, with bounds);
 --vocab-size V gives its lower bounds above T = 1. Exit status 1 when rounds were skipped, the curve's
 included (a round it cannot replay at some T: listed on stderr once, with the T and the reason).
