@@ -159,9 +159,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "replay",
         run_replay,
-        help="rebuild every round's tree and replay greedy acceptance",
+        help="rebuild every round's tree and replay its acceptance (greedy, or expected at --temperature T)",
         description="Rebuild each round's draft tree from draft_step_* files and walk greedy acceptance "
-        "against validate_* (one path, plus the bonus token when the dump has it).",
+        "against validate_* (one path, plus the bonus token when the dump has it); with --temperature T, "
+        "the expected acceptance when the target samples at T, from the validate rows' scores.",
         epilog=REPLAY_EPILOG,
     )
     add_dump_input(p)
