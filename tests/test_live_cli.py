@@ -238,3 +238,17 @@ def test_generate_replace_leaves_exactly_the_new_run(tiny_dir, tmp_path):
     assert [s["prompt_ids"] for s in manifest["sequences"]] == [[9, 8, 7]]
     assert len(list(out.glob("validate_*.npz"))) == len(manifest["rounds"]) == len(replay_directory(out).results)
     assert [p.name for p in tmp_path.iterdir() if p.name != "one.jsonl"] == ["run"]  # no temp or old folder left
+
+
+def test_generate_says_what_it_loads_and_warns_of_a_misspelt_config_key_before(tiny_dir, tmp_path, capsys):
+    # new-user try: `generate` printed nothing for ~100 s while the real pair loaded, and a tree with
+    # "tretype": 1 ran as a static tree without a word
+    d = tiny_dir
+    config = json.dumps({"gamma": 2, "topKSpec": [[2], [1, 1]], "tretype": 1})
+    args = cli_args("generate", d, config=config, prompts=d / "prompts.jsonl", max_new_tokens=4, out=tmp_path / "r")
+    assert main(args + ["--no-progress"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    loading = f"specreplay: loading target {d / 'target'} and draft {d / 'draft'} (cpu)"
+    warning = next(i for i, line in enumerate(err) if "WARNING: --config: key(s) not read" in line)
+    assert "'tretype': did you mean 'treeType'?" in err[warning]
+    assert loading in err and warning < err.index(loading)

@@ -3144,3 +3144,145 @@ def test_a_misspelt_config_key_is_warned_about(capsys, tmp_path, command):
     assert "comment" not in err
     code, _, err = run(capsys, command, ARTICLE)
     assert "did you mean" not in err
+
+
+# --- cfg-hints: misspelt config keys and manifest fields (new-user try) -----------------------------
+
+ARTICLE_TREE = {"gamma": 3, "topKSpec": [[6], [2, 2], [1, 1]]}
+
+
+def config_in(where: str, body: dict, tmp_path: Path) -> list[str | os.PathLike]:
+    """argv that hands ``body`` to a command the way a user does: inline (replay/compare/--grid), a
+    config.json beside the dump, a manifest's config, or a --configs file."""
+    d = tmp_path / "dump"
+    shutil.copytree(ARTICLE, d)
+    (d / "config.json").unlink()
+    text = json.dumps(body)
+    if where == "replay --config":
+        return ["replay", d, "--config", text]
+    if where == "config.json":
+        (d / "config.json").write_text(text, encoding="utf-8")
+        return ["replay", d]
+    if where == "manifest.json":
+        (d / "manifest.json").write_text(json.dumps({"config": body}), encoding="utf-8")
+        return ["replay", d]
+    if where == "compare --configs FILE":
+        (tmp_path / "mine.json").write_text(text, encoding="utf-8")
+        return ["compare", d, "--config", "6,2x2,1x1", "--configs", tmp_path / "mine.json", "--no-progress"]
+    assert where == "compare --grid"
+    return ["compare", d, "--config", "6,2x2,1x1", "--grid", f"6,2x2;{text}", "--no-progress"]
+
+
+CONFIG_PATHS = ["replay --config", "config.json", "manifest.json", "compare --configs FILE", "compare --grid"]
+
+
+@pytest.mark.parametrize("where", CONFIG_PATHS)
+def test_near_miss_config_keys_are_warned_about_wherever_the_config_comes_from(capsys, tmp_path, where):
+    # new-user try: "tretype": 1 and "top_head": [...] were taken silently (a static tree replayed, no
+    # word said), where "topHaed" got a warning: case, '_'/'-' and a letter or two are one rule now
+    body = {**ARTICLE_TREE, "tretype": 1, "top_head": [1, 2, 2], "TOP-K": 5, "comment": "ours"}
+    code, _, err = run(capsys, *config_in(where, body, tmp_path))
+    assert code == 0, err
+    assert_told(err, "WARNING:", "key(s) not read", "took its default")
+    assert_told(err, "'tretype': did you mean 'treeType'?", "'top_head': did you mean 'topHead'?")
+    assert_told(err, "'TOP-K': did you mean 'topK'?")
+    assert "comment" not in err
+    if where in ("config.json", "manifest.json", "compare --configs FILE"):
+        assert_told(
+            err, {"manifest.json": "manifest.json#config"}.get(where, where.split()[-1].replace("FILE", "mine.json"))
+        )
+
+
+@pytest.mark.parametrize("where", CONFIG_PATHS)
+@pytest.mark.parametrize(
+    "body,told",
+    [
+        (
+            {"gamma": 3, "topkSpec": [[6], [2, 2], [1, 1]]},
+            "'topKSpec': is missing (found 'topkSpec': did you mean 'topKSpec'?)",
+        ),
+        (
+            {"gama": 2, "topKSpec": [[6], [2, 2]], "tretype": 1},
+            "has 2 rows but gamma = 3: gamma is the number of draft steps, one topKSpec row each "
+            "(found 'gama': did you mean 'gamma'?)",
+        ),
+        (
+            {"spec_tree": [ARTICLE_TREE], "gammaStrategy": 1},
+            "'topKSpec': is missing (found 'spec_tree': did you mean 'specTree'?)",
+        ),
+        (
+            {"specTree": [ARTICLE_TREE, {"Gamma": 2, "topKSpec": [[6], [2, 2]]}]},
+            "'specTree[1].topKSpec': has 2 rows but gamma = 3: gamma is the number of draft steps, one topKSpec "
+            "row each (found 'Gamma': did you mean 'gamma'?)",
+        ),
+    ],
+    ids=["topkSpec", "gama", "spec_tree", "specTree-item"],
+)
+def test_a_misspelt_key_behind_a_config_error_is_named(capsys, tmp_path, where, body, told):
+    # new-user try: "gama": 2 read as gamma 3 ("has 2 rows but gamma = 3") and "topkSpec" as "is
+    # missing", with no word of the key the user did write
+    code, out, err = run(capsys, *config_in(where, body, tmp_path))
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    assert_told(err, "error:", told)
+    assert "found 'tretype'" not in err  # a misspelling the error is not about: left to the warning
+
+
+def test_a_correctly_spelt_config_gets_no_hint(capsys, tmp_path):
+    code, _, err = run(capsys, *config_in("replay --config", {"topKSpec": [[6], [2, 2]]}, tmp_path))
+    assert code == 2 and "did you mean" not in err and "has 2 rows but gamma = 3" in err
+
+
+@pytest.mark.parametrize(
+    "text,got",
+    [('"0.7"', "'0.7'"), ('"hot"', "'hot'"), ("NaN", "nan"), ("Infinity", "inf"), ("-0.5", "-0.5"), ("true", "True")],
+)
+def test_a_manifest_temperature_that_is_no_temperature_is_an_error(capsys, tmp_path, text, got):
+    # new-user try: "temperature": "0.7" (a JSON string) was silently taken for no temperature: no
+    # note that the greedy replay is a counterfactual of a sampled run
+    d = tmp_path / "sampled"
+    shutil.copytree(ARTICLE, d)
+    (d / "manifest.json").write_text('{"temperature": ' + text + "}", encoding="utf-8")
+    for command in ("replay", "stats", "batch"):
+        code, out, err = run(capsys, command, d, "--no-progress")
+        assert code == 2 and out == ""
+        assert len(err.strip().splitlines()) == 1, err
+        assert_told(
+            err,
+            f"{d / 'manifest.json'} (temperature): expected a finite number >= 0 (the run's sampling temperature, "
+            f"0 = greedy), got {got}",
+        )
+    (d / "manifest.json").write_text('{"temperature": null}', encoding="utf-8")  # as if absent
+    code, _, err = run(capsys, "replay", d)
+    assert code == 0 and "temperature" not in err
+
+
+def test_sweep_warns_of_misspelt_keys_in_its_config_list_before_any_model_is_looked_for(capsys, tmp_path):
+    # a JSON list of tree objects dropped each item's unknown keys: "tretype" went unseen there
+    configs = tmp_path / "configs.json"
+    configs.write_text(
+        json.dumps([{**ARTICLE_TREE, "tretype": 1}, {"gamma": 2, "topKSpec": [[2], [1, 1]], "top_head": [1, 2]}]),
+        encoding="utf-8",
+    )
+    (tmp_path / "prompts.jsonl").write_text("[1, 2]\n", encoding="utf-8")
+    code, out, err = run(
+        capsys,
+        "sweep",
+        "--configs",
+        configs,
+        "--draft",
+        tmp_path / "no-draft",
+        "--target",
+        tmp_path / "no-target",
+        "--prompts",
+        tmp_path / "prompts.jsonl",
+        "--max-new-tokens",
+        "4",
+        "-o",
+        tmp_path / "sweep",
+    )
+    assert code == 2 and out == ""
+    warning, error = err.strip().splitlines()
+    assert_told(warning, f"WARNING: {configs}: key(s) not read", "'[0].tretype': did you mean 'treeType'?")
+    assert_told(warning, "'[1].top_head': did you mean 'topHead'?")
+    assert_told(error, "error:", "no-draft")

@@ -329,15 +329,17 @@ def runs_side_by_side(rounds: pd.DataFrame) -> pd.DataFrame:
 # Config arguments: files, topKSpec lists, grids.
 
 
-def parse_config_arg(text: str, option: str = "--configs") -> list[TreeConfig]:
+def parse_config_arg(text: str, option: str = "--configs", notes: list[str] | None = None) -> list[TreeConfig]:
     """A config given on the command line, in any form of replay.core.config_grammar (a specTree file or
-    a JSON list yields all its trees)."""
-    return parse_configs(text, option)
+    a JSON list yields all its trees); notes: the misspelt keys' warning (parse_configs)."""
+    return parse_configs(text, option, notes)
 
 
-def parse_config_list_arg(text: str, option: str = "--grid") -> tuple[list[TreeConfig], list[str]]:
+def parse_config_list_arg(
+    text: str, option: str = "--grid", notes: list[str] | None = None
+) -> tuple[list[TreeConfig], list[str]]:
     """An explicit list ``A;B;C`` of configs (replay.core.config_grammar, the same as ``sweep --grid``)."""
-    return parse_config_list(text, option)
+    return parse_config_list(text, option, notes)
 
 
 def is_generator_text(text: str) -> bool:

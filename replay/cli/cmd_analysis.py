@@ -34,6 +34,7 @@ from .options import (
     parse_key,
     print_missing_node_logprobs,
     print_needs_vocab,
+    print_notes,
     print_reading,
     print_skipped,
     sampling_vocab,
@@ -204,9 +205,9 @@ def option_configs(args) -> list:
 def _parse_config_options(args) -> list:
     from analysis.compare.configs import generate_funnels, is_generator_text, parse_config_arg, parse_config_list_arg
 
-    configs = []
+    configs, notes = [], []
     for text in args.configs or []:
-        configs.extend(parse_config_arg(text, "--configs"))
+        configs.extend(parse_config_arg(text, "--configs", notes))
     if args.grid and is_generator_text(args.grid):
         print(
             'specreplay: note: --grid "root=... heads=..." is deprecated; use --generate (--grid is a list of configs)',
@@ -214,12 +215,13 @@ def _parse_config_options(args) -> list:
         )
         configs.extend(generate_funnels(args.grid, "--grid"))
     elif args.grid:
-        listed, skipped = parse_config_list_arg(args.grid, "--grid")
+        listed, skipped = parse_config_list_arg(args.grid, "--grid", notes)
         for s in skipped:
             print(f"specreplay: skipped grid combination {s}", file=sys.stderr)
         configs.extend(listed)
     if getattr(args, "generate", None):
         configs.extend(generate_funnels(args.generate, "--generate"))
+    print_notes(notes)
     return configs
 
 

@@ -17,7 +17,7 @@ from replay.live.extras import require_live_packages
 from replay.util.pathcheck import input_file, output_dir, output_file
 from replay.util.progress import progress_bar, progress_enabled
 
-from .options import add_command, add_no_progress, add_output
+from .options import add_command, add_no_progress, add_output, print_notes
 
 GENERATE_EXAMPLE = """example:
   mkdir -p runs   # an output is made only in an existing directory
@@ -209,6 +209,9 @@ def resolve_pair(args):
 
 
 def load_pair(args, paths):
+    # Said before torch is imported: a real pair takes a minute or more to load, with nothing else on
+    # stderr unless it is a terminal (transformers' bars, replay.util.progress).
+    print(f"specreplay: loading target {paths.target} and draft {paths.draft} ({args.device})", file=sys.stderr)
     from replay.live.models.load import load_pair
 
     _check_device(args)
@@ -282,11 +285,15 @@ def token_progress_bar(args, total: int, desc: str):
 def generate_config(text: str):
     """``generate --config``'s value as a SpecConfig (replay.core.config_grammar): parsed before torch
     loads; None for ``auto`` (the shape is chosen after a calibration run: live_auto)."""
-    from replay.core.config_grammar import parse_spec
+    from replay.core.config_grammar import config_key_warnings, parse_spec
 
     from .live_auto import is_auto
 
-    return None if is_auto(text) else parse_spec(text, "--config")
+    if is_auto(text):
+        return None
+    spec = parse_spec(text, "--config")
+    print_notes(config_key_warnings(spec, "--config"))
+    return spec
 
 
 def run_generate(args) -> int:

@@ -21,7 +21,7 @@ from .cmd_live import (
     resolve_pair,
     token_progress_bar,
 )
-from .options import add_command, add_no_progress, add_output
+from .options import add_command, add_no_progress, add_output, print_notes
 
 SWEEP_EXAMPLE = """grid syntax: configs separated by ';', steps by ',', the widths of one step's
 expanded heads by 'x'; '|' lists alternatives for a step (every combination runs), '@T' sets
@@ -224,9 +224,13 @@ class _TargetTokenizer:
 def _sweep_configs(args):
     from replay.live.sweep.grid import load_config_list, parse_grid
 
+    notes: list[str] = []
     if args.grid is None:
-        return load_config_list(args.configs), []
-    configs, skipped = parse_grid(args.grid)
+        configs = load_config_list(args.configs, notes)
+        print_notes(notes)
+        return configs, []
+    configs, skipped = parse_grid(args.grid, notes)
+    print_notes(notes)
     for s in skipped:
         print(f"specreplay: skipped grid combination {s}", file=sys.stderr)
     return configs, skipped

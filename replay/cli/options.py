@@ -115,8 +115,8 @@ def print_reading(rep, label: str | None = None) -> None:
 def sampled_run_note(manifest, directory: str) -> str | None:
     """The note that a greedy replay of a run sampled at T > 0 (its manifest's ``temperature``) is a
     counterfactual: the accepted and committed tokens the run itself had are those the target drew."""
-    t = (manifest.body or {}).get("temperature")
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0:
+    t = manifest.temperature
+    if t is None or not t > 0:
         return None
     return (
         f"note: {manifest.path or 'manifest.json'} records a run sampled at T = {t:g} (field temperature): this "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,6 +147,9 @@ class SpecConfig:
     settings: Mapping[str, Any] = field(default_factory=dict)  # known run-level keys
     unknown: Mapping[str, Any] = field(default_factory=dict)  # anything else, shown to the user
     source: str | None = None
+    # How messages name each tree when there are several: specTree[i] unless given (a JSON list of
+    # tree objects: [i], its own unknown keys then in the tree's extra).
+    tree_names: tuple[str, ...] | None = None
 
     @property
     def tree(self) -> TreeConfig:
@@ -248,9 +252,17 @@ def _short_list(values: list[Any]) -> str:
 
 
 def parse_tree(obj: Mapping[str, Any], source: str | None = None, where: str = "") -> TreeConfig:
-    """One tree object (keys ``gamma``, ``topKSpec``, ``topHead``, ``treeType``, ``gammaThreshold``)."""
+    """One tree object (keys ``gamma``, ``topKSpec``, ``topHead``, ``treeType``, ``gammaThreshold``);
+    an error names the misspelt keys that may have caused it (_hinted)."""
     if not isinstance(obj, Mapping):
         raise ConfigError(source, where or "tree", f"expected a JSON object, got {obj!r}")
+    try:
+        return _parse_tree(obj, source, where)
+    except ConfigError as exc:
+        raise _hinted(exc, obj) from None
+
+
+def _parse_tree(obj: Mapping[str, Any], source: str | None, where: str) -> TreeConfig:
     p = where
     if "topKSpec" not in obj:
         raise ConfigError(source, p + "topKSpec", "is missing")
@@ -285,35 +297,67 @@ def parse_tree(obj: Mapping[str, Any], source: str | None = None, where: str = "
     return tree
 
 
+_KNOWN_KEYS = (*_TREE_KEYS, *KNOWN_RUN_KEYS)
+
+
+def _folded(key: str) -> str:
+    return key.lower().replace("_", "").replace("-", "")
+
+
+_FOLDED_KEYS = {_folded(k): k for k in _KNOWN_KEYS}
+# A ratio that joins one dropped, doubled or swapped letter (gama, tretype, topHaed: 0.86 to 0.93) but
+# not a shorter word that only shares a part (type for treeType: 0.67).
+_NEAR_MISS_CUTOFF = 0.85
+
+
+def near_miss(key: Any) -> str | None:
+    """The known key (tree or run level) an unknown ``key`` is probably meant to be, or None: the same
+    key but for case, '_' and '-' (top_head, TOPHEAD), else one a letter or two away (gama, tretype).
+    The one rule of what counts as a misspelling, for the warning and for the hint of a hard error."""
+    if not isinstance(key, str) or key in _KNOWN_KEYS:
+        return None
+    folded = _folded(key)
+    if folded in _FOLDED_KEYS:
+        return _FOLDED_KEYS[folded]
+    close = difflib.get_close_matches(folded, list(_FOLDED_KEYS), n=1, cutoff=_NEAR_MISS_CUTOFF)
+    return _FOLDED_KEYS[close[0]] if close else None
+
+
+def _hinted(error: ConfigError, obj: Mapping[str, Any]) -> ConfigError:
+    """``error`` with the keys of ``obj`` named that stand for an absent key the error is about: a
+    required key reported missing, or a default that broke the tree (gamma = 3 for 2 rows), is most
+    often a misspelling of it. A misspelling of another key is left to the warning (config_key_warnings)."""
+    about = set(re.findall(r"[A-Za-z]+", f"{error.field} {error.message}"))
+    if "topKSpec" in about:
+        about.add("specTree")  # a misspelt specTree leaves a tree object without topKSpec
+    pairs = [(k, g) for k in obj if (g := near_miss(k)) in about and g not in obj]
+    if not pairs:
+        return error
+    named = "; ".join(f"found {k!r}: did you mean {g!r}?" for k, g in pairs)
+    return ConfigError(error.source, error.field, f"{error.message} ({named})")
+
+
 def misspelt_keys(config: SpecConfig) -> list[tuple[str, str]]:
-    """(unknown key, the known key it is probably meant to be): a key kept as unknown but one letter
-    or its case away from a key the replay reads (topHaed, gammathreshold). The key it stands for took
+    """(unknown key, the known key it is probably meant to be: near_miss): a key kept as unknown but
+    spelt like a key the replay reads (topHaed, gammathreshold, top_head). The key it stands for took
     its default, so the replay may not be of the tree the file meant."""
-    known = [*_TREE_KEYS, *KNOWN_RUN_KEYS]
-    lower = {k.lower(): k for k in known}
-    out = []
+    names = config.tree_names or tuple(f"specTree[{i}]" for i in range(len(config.trees)))
     named = [(k, k) for k in config.unknown] + [
-        (f"specTree[{i}].{k}" if len(config.trees) > 1 else k, k) for i, t in enumerate(config.trees) for k in t.extra
+        (f"{names[i]}.{k}" if len(config.trees) > 1 else k, k) for i, t in enumerate(config.trees) for k in t.extra
     ]
-    for shown, key in named:
-        if not isinstance(key, str):
-            continue
-        guess = lower.get(key.lower()) or next(iter(difflib.get_close_matches(key, known, n=1, cutoff=0.85)), None)
-        if guess is not None:
-            out.append((shown, guess))
-    return out
+    return [(shown, guess) for shown, key in named if (guess := near_miss(key)) is not None]
 
 
-def config_key_warnings(config: SpecConfig) -> tuple[str, ...]:
-    """The stderr line of misspelt_keys, or nothing."""
+def config_key_warnings(config: SpecConfig, where: str | None = None) -> tuple[str, ...]:
+    """The stderr line of misspelt_keys, or nothing; ``where`` names a config without a file (the option)."""
     pairs = misspelt_keys(config)
     if not pairs:
         return ()
     named = "; ".join(f"{key!r}: did you mean {guess!r}?" for key, guess in pairs)
-    where = config.source or "the config"
+    where = config.source or where or "the config"
     return (
         f"WARNING: {where}: key(s) not read, spelt like ones that are ({named}); each key they stand for "
-        "took its default, so this replay may not be of the tree the file meant",
+        "took its default, so the tree used may not be the one meant",
     )
 
 
@@ -329,7 +373,10 @@ def parse_config(obj: Any, source: str | None = None) -> SpecConfig:
         settings = {k: v for k, v in obj.items() if k in KNOWN_RUN_KEYS and k != "specTree"}
         unknown = {k: v for k, v in obj.items() if k not in KNOWN_RUN_KEYS and k not in _TREE_KEYS}
         return SpecConfig(trees, settings, unknown, source)
-    tree = parse_tree({k: v for k, v in obj.items() if k in _TREE_KEYS}, source)
+    try:
+        tree = _parse_tree({k: v for k, v in obj.items() if k in _TREE_KEYS}, source, "")
+    except ConfigError as exc:
+        raise _hinted(exc, obj) from None
     settings = {k: v for k, v in obj.items() if k in KNOWN_RUN_KEYS}
     unknown = {k: v for k, v in obj.items() if k not in KNOWN_RUN_KEYS and k not in _TREE_KEYS}
     return SpecConfig((tree,), settings, unknown, source)

@@ -21,13 +21,24 @@ from __future__ import annotations
 
 import itertools
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from replay.util.bounded import MAX_JSON_BYTES, parse_json_bytes, read_file_bytes
 from replay.util.errors import ConfigError, SpecReplayError, shown
 
-from .config import TREE_DYNAMIC, TREE_STATIC, SpecConfig, TreeConfig, format_config, grid_item, parse_config, run_name  # noqa: F401
+from .config import (  # noqa: F401
+    TREE_DYNAMIC,
+    TREE_STATIC,
+    SpecConfig,
+    TreeConfig,
+    config_key_warnings,
+    format_config,
+    grid_item,
+    parse_config,
+    run_name,
+)
 
 EXPECTED = (
     "a JSON file, inline JSON (a tree object, a specTree object or a topKSpec list like [[6],[2,2],[1,1]]), "
@@ -96,9 +107,15 @@ def parse_spec(text: str, option: str = "--config") -> SpecConfig:
     return _from_json(obj, option, text, str(path))
 
 
-def parse_configs(text: str, option: str = "--configs") -> list[TreeConfig]:
-    """The trees of one config value (a specTree file or a JSON list gives several)."""
-    return list(parse_spec(text, option).trees)
+def parse_configs(text: str, option: str = "--configs", notes: list[str] | None = None) -> list[TreeConfig]:
+    """The trees of one config value (a specTree file or a JSON list gives several).
+
+    notes: gets the warning of the value's misspelt keys (config_key_warnings), for the command to print:
+    a list of trees no longer holds a tree object's run-level keys, where they are found."""
+    spec = parse_spec(text, option)
+    if notes is not None:
+        notes.extend(config_key_warnings(spec, option))
+    return list(spec.trees)
 
 
 def parse_config_text(text: str, option: str = "--config") -> TreeConfig:
@@ -109,10 +126,13 @@ def parse_config_text(text: str, option: str = "--config") -> TreeConfig:
     return trees[0]
 
 
-def parse_config_list(text: str, option: str = "--grid") -> tuple[list[TreeConfig], list[str]]:
+def parse_config_list(
+    text: str, option: str = "--grid", notes: list[str] | None = None
+) -> tuple[list[TreeConfig], list[str]]:
     """``A;B;C``: configs in order (duplicates dropped) and the skipped alternative combinations.
 
-    Each item is any one-config form; a grid-form item may list alternatives with '|'.
+    Each item is any one-config form; a grid-form item may list alternatives with '|'. notes: as
+    parse_configs'.
     """
     configs: list[TreeConfig] = []
     skipped: list[str] = []
@@ -121,7 +141,7 @@ def parse_config_list(text: str, option: str = "--grid") -> tuple[list[TreeConfi
             continue
         m = _GRID_ALTS.match(item)
         if m is None or "|" not in item:
-            configs.extend(parse_configs(item, f"{option} item"))
+            configs.extend(parse_configs(item, f"{option} item", notes))
             continue
         steps = [step.split("|") for step in m.group("body").split(",")]
         thresholds = m.group("thr").split("|") if m.group("thr") else ["0"]
@@ -180,6 +200,22 @@ def _diagnose(s: str) -> str:
     return "no such file, and not a config form"
 
 
+def _from_list(obj: list[dict[str, Any]], source: str | None) -> SpecConfig:
+    """A JSON list of configs, one tree per tree object (all of a specTree object's): each item's
+    unknown keys go with its tree, so that a misspelt one is still named (replay.core.config.misspelt_keys)."""
+    trees: list[TreeConfig] = []
+    names: list[str] = []
+    for i, o in enumerate(obj):
+        item = parse_config(o, f"{source or ''}[{i}]")
+        if len(item.trees) == 1 and "specTree" not in o:
+            trees.append(replace(item.tree, extra={**item.tree.extra, **item.unknown}))
+            names.append(f"[{i}]")
+        else:
+            trees.extend(item.trees)
+            names.extend(f"[{i}].specTree[{j}]" for j in range(len(item.trees)))
+    return SpecConfig(tuple(trees), source=source, tree_names=tuple(names))
+
+
 def _from_json(obj: Any, option: str, text: str, source: str | None) -> SpecConfig:
     if isinstance(obj, list) and obj and all(isinstance(r, list) for r in obj):
         obj = {"gamma": len(obj), "topKSpec": obj}  # a bare topKSpec list
@@ -187,10 +223,7 @@ def _from_json(obj: Any, option: str, text: str, source: str | None) -> SpecConf
         if isinstance(obj, dict):
             return parse_config(obj, source)
         if isinstance(obj, list) and obj and all(isinstance(t, dict) for t in obj):
-            return SpecConfig(
-                tuple(t for i, o in enumerate(obj) for t in parse_config(o, f"{source or ''}[{i}]").trees),
-                source=source,
-            )
+            return _from_list(obj, source)
     except ConfigError as exc:
         raise ConfigTextError(option, text, str(exc)) from None
     raise ConfigTextError(option, text, f"JSON {type(obj).__name__} is not a config; expected {EXPECTED}")

@@ -45,6 +45,8 @@ class Manifest:
     # the validate files' node_logprobs columns (docs/dump-format.md "Node log-probabilities").
     vocab_size: int | None = None
     node_logprob_temperatures: tuple[float, ...] | None = None
+    # The temperature the run sampled at (0: greedy), as the harness records it.
+    temperature: float | None = None
 
 
 def _field(path: Path, name: str, message: str) -> DumpError:
@@ -122,6 +124,18 @@ def _vocab_size(path: Path, value: Any) -> int | None:
     return int(value)
 
 
+def _temperature(path: Path, value: Any) -> float | None:
+    if value is None:
+        return None
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0):
+        raise _field(
+            path,
+            "temperature",
+            f"expected a finite number >= 0 (the run's sampling temperature, 0 = greedy), got {_short(value)}",
+        )
+    return float(value)
+
+
 def _node_temperatures(path: Path, value: Any) -> tuple[float, ...] | None:
     if value is None:
         return None
@@ -168,7 +182,8 @@ def read_manifest(directory: str | Path) -> Manifest:
     roots, stated, keys = _rounds(path, body.get("rounds"))
     vocab = _vocab_size(path, body.get("vocab_size"))
     temps = _node_temperatures(path, body.get("node_logprob_temperatures"))
-    return Manifest(str(path), config, layout, score_kind, offset, raw, roots, body, stated, keys, vocab, temps)
+    t = _temperature(path, body.get("temperature"))
+    return Manifest(str(path), config, layout, score_kind, offset, raw, roots, body, stated, keys, vocab, temps, t)
 
 
 MAX_KEYS_NAMED = 5  # round keys quoted in one message; the rest are counted
@@ -263,7 +278,7 @@ def recorded_round_warnings(manifest: Manifest, tree: Any, keys: Any, outcomes: 
     records = (manifest.body or {}).get("rounds")
     if not isinstance(records, list) or manifest.config is None or manifest.config.tree != tree:
         return ()
-    greedy = (manifest.body or {}).get("temperature") == 0
+    greedy = manifest.temperature == 0
     fields = [f for f in RECORDED_OUTCOMES if greedy or f[0] != "accepted_length"]
     by_key = {tuple(r["key"]): r for r in records if isinstance(r, dict) and isinstance(r.get("key"), list)}
     columns = [[int(v) for v in outcomes[name]] for name, _ in fields]

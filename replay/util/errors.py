@@ -44,6 +44,7 @@ class ConfigError(SpecReplayError):
     def __init__(self, source: str | Path | None, field: str, message: str):
         self.source = str(source) if source is not None else None
         self.field = field
+        self.message = message  # without the file and field, for a message that adds to it
         where = f"{printable(self.source)}: " if self.source else ""
         super().__init__(f"{where}config field '{field}': {message}")
 

@@ -20,19 +20,20 @@ from replay.core.config_grammar import ConfigTextError, dedupe, parse_config_lis
 from replay.live.errors import SweepError
 
 
-def parse_grid(text: str) -> tuple[list[TreeConfig], list[str]]:
-    """Configs in order (duplicates dropped) and the skipped alternative combinations, as text."""
+def parse_grid(text: str, notes: list[str] | None = None) -> tuple[list[TreeConfig], list[str]]:
+    """Configs in order (duplicates dropped) and the skipped alternative combinations, as text;
+    notes: the misspelt keys' warning (replay.core.config_grammar.parse_configs)."""
     try:
-        return parse_config_list(text, "--grid")
+        return parse_config_list(text, "--grid", notes)
     except ConfigTextError as exc:
         raise SweepError(str(exc)) from None
 
 
-def load_config_list(path: str | Path) -> list[TreeConfig]:
+def load_config_list(path: str | Path, notes: list[str] | None = None) -> list[TreeConfig]:
     """``--configs``: a JSON file holding a list of tree configs (or one config, or a ``specTree``
-    object); any other config form is read too."""
+    object); any other config form is read too. notes: as parse_grid's."""
     try:
-        return dedupe(parse_configs(str(path), "--configs"))
+        return dedupe(parse_configs(str(path), "--configs", notes))
     except ConfigTextError as exc:
         raise SweepError(str(exc)) from None
 
