@@ -100,18 +100,38 @@ def test_help_has_description_and_example(path, parser):
 
 @pytest.mark.parametrize("path,parser", PARSERS, ids=IDS)
 def test_help_shows_every_default(path, parser):
+    """A default of 0 counts (``0 in (None, False)`` is true: recommend --seed went unchecked), and an
+    option with choices but no default value says which applies when it is left out (--scores)."""
     formatter = parser._get_formatter()
     for action in options(parser):
-        if action.default in (None, False, argparse.SUPPRESS):
+        if action.nargs == 0:  # flags: store_true and the like
             continue
         shown = formatter._expand_help(action)
-        assert "default" in shown and str(action.default) in shown, f"{parser.prog} {action.option_strings}: {shown!r}"
+        if action.default is None or action.default is argparse.SUPPRESS:
+            assert not action.choices or "default" in shown, f"{parser.prog} {action.option_strings}: {shown!r}"
+            continue
+        assert "(default" in shown and str(action.default) in shown, f"{parser.prog} {action.option_strings}: {shown!r}"
 
 
 def test_defaults_are_shown_in_the_rendered_help(capsys):
     with pytest.raises(SystemExit):
         main(["pack", "--help"])
     assert re.search(r"--block-rounds BLOCK_ROUNDS\s+rounds per block \(default: 16384\)", capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(
+    "command,shown",
+    [
+        ("recommend", "--seed SEED bootstrap seed (default: 0)"),
+        ("replay", "else probabilities (default: the manifest's score_kind, else auto;"),
+        ("recommend", "else probabilities (default: the manifest's score_kind, else auto;"),
+    ],
+)
+def test_help_shows_the_defaults_a_new_user_missed(capsys, command, shown):
+    """new-user try 10: --seed (default 0) and --scores (manifest, else auto) showed none."""
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert shown in " ".join(capsys.readouterr().out.split())
 
 
 @pytest.mark.parametrize("path,parser", LEAVES, ids=LEAF_IDS)

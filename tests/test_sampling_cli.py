@@ -94,6 +94,38 @@ def test_text_summary_shows_bounds_and_the_expected_distribution(capsys):
     assert "    L = 3: [" in out
 
 
+def readme_console_blocks() -> list[tuple[list[str], list[str]]]:
+    """README's ```console blocks: (the command after ``$ specreplay``, the lines it shows)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = []
+    for part in readme.split("```console\n")[1:]:
+        command, *shown = part[: part.index("```")].splitlines()
+        assert command.startswith("$ specreplay "), command
+        blocks.append((command.removeprefix("$ specreplay ").split(), shown))
+    return blocks
+
+
+CONSOLE = readme_console_blocks()
+
+
+@pytest.mark.parametrize("argv,shown", CONSOLE, ids=[" ".join(argv[:1] + argv[2:]) for argv, _ in CONSOLE])
+def test_readme_console_blocks_show_what_the_command_prints(capsys, monkeypatch, argv, shown):
+    """new-user try 10: README showed compare's 2.433 where the command printed 2.434. Each shown line
+    is printed, in this order; a line starting with "..." elides lines, one ending with " ..." columns."""
+    monkeypatch.chdir(ROOT)  # the README runs them from the checkout
+    code, out, err = run(capsys, *argv, "--no-progress")
+    assert code == 0, err
+    printed = out.splitlines()
+    at = 0
+    for line in shown:
+        if line.startswith("..."):
+            continue
+        matches = (lambda p: p.startswith(line[:-4])) if line.endswith(" ...") else (lambda p: p == line)
+        found = next((i for i in range(at, len(printed)) if matches(printed[i])), None)
+        assert found is not None, f"README line not printed (after line {at}): {line!r}"
+        at = found + 1
+
+
 def test_above_one_without_vocabulary_says_so(capsys):
     code, out, err = run(capsys, "replay", SYNTH, "--temperature", "1.3", "--summary", "--no-progress")
     assert code == 0

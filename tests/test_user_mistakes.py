@@ -2212,6 +2212,18 @@ def test_replay_and_batch_check_the_manifest_round_records(capsys, tmp_path, arg
     assert err.count("replay differently") == 1
 
 
+def test_replay_help_says_a_manifest_disagreement_is_a_warning_not_exit_1(capsys):
+    """new-user try 10: replay --help put "rounds that disagree with the directory's manifest.json"
+    under exit 1, while they are a WARNING with exit 0 (the test above; docs/dump-format.md)."""
+    with pytest.raises(SystemExit):
+        main(["replay", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    exit_part = shown[shown.index("Exit status:") :]
+    assert "disagree with the directory's manifest.json" not in exit_part
+    assert "replays differently from what manifest.json records for it" in exit_part
+    assert "is a WARNING on stderr and leaves the exit status alone" in exit_part
+
+
 @pytest.mark.parametrize(
     "argv,words",
     [

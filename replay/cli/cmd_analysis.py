@@ -448,7 +448,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=STATS_EPILOG,
     )
     add_runs_input(p)
-    p.add_argument("--table", choices=TABLE_NAMES, help="print only this table")
+    p.add_argument("--table", choices=TABLE_NAMES, help="print only this table (default: every table)")
     out = p.add_mutually_exclusive_group()
     out.add_argument(
         "--json",

@@ -409,7 +409,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         choices=range(5),
         metavar="S",
-        help="also simulate dynamic-gamma strategies (0..4; no value = all)",
+        help="also simulate dynamic-gamma strategies (0..4; no value = all; default: none)",
     )
     p.add_argument("--plot", metavar="FILE.png", type=output_file, help="also draw the comparison (.png, .svg or .pdf)")
     p.add_argument(

@@ -79,7 +79,9 @@ def add_fetch(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--pair", default=DEFAULT_PAIR.name, choices=sorted(PAIRS), help="model pair (default: %(default)s)"
     )
-    parser.add_argument("--only", choices=sorted(MODELS), metavar="NAME", help="fetch one model of the pair")
+    parser.add_argument(
+        "--only", choices=sorted(MODELS), metavar="NAME", help="fetch one model of the pair (default: both)"
+    )
     parser.add_argument("--verify", action="store_true", help="re-hash cached files instead of trusting their .sha256")
     add_no_progress(parser)
 

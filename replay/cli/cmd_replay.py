@@ -53,8 +53,11 @@ Step 0 of a round is named one position earlier than the round's other files
 (and without step0_offset in manifest.json), names that pair one to one at another offset are
 grouped at that offset, and a note on stderr says so.
 Exit status: 0 when every round replayed; 1 when some were skipped (each listed on stderr), including
-rounds that disagree with the directory's manifest.json; 2 on errors (a path without dump files, or
-not one round replayed, too).
+rounds the directory's manifest.json lists but the directory lacks, or holds but the manifest does
+not list; 2 on errors (a path without dump files, or not one round replayed, too). A round that
+replays differently from what manifest.json records for it (accepted_length, num_nodes,
+draft_steps) is a WARNING on stderr and leaves the exit status alone: the numbers are suspect, no
+input was skipped.
 """
 
 

@@ -364,7 +364,13 @@ def add_reading_options(p: argparse.ArgumentParser) -> None:
         help="N or A,B: how many positions step 0's name sits before its round (default 1)",
     )
     p.add_argument("--raw", help="read headerless binary: DTYPE:COLS or DTYPE:draft=N,validate=M[:force]")
-    p.add_argument("--scores", choices=("auto", "prob", "logprob"), default=None, help="how scores are stored")
+    p.add_argument(
+        "--scores",
+        choices=("auto", "prob", "logprob"),
+        default=None,
+        help="how scores are stored; auto: log-probabilities when any value is negative, else probabilities "
+        "(default: the manifest's score_kind, else auto; a packed run's is the one it was packed with)",
+    )
 
 
 def step0_offset_from_args(args: argparse.Namespace) -> tuple[int, int] | None:
