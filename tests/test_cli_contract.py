@@ -27,7 +27,7 @@ from replay.engine.runs import replay_run
 from replay.io.dumpwrite import StepRecord, write_round
 from replay.testing.synth import write_synthetic_run
 from replay.util.errors import OutputPathError
-from replay.util.pathcheck import OUTPUT_TYPES, check_output, input_file, output_dir, output_file
+from replay.util.pathcheck import DIRECTORY, check_output, input_file, output_file, output_kind
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTICLE = ROOT / "sample_dumps" / "article_round"
@@ -87,9 +87,9 @@ def value_for(action: argparse.Action, tmp: Path, valid_inputs: bool, valid_file
         return "1"
     if action.type is float:
         return "0.5"
-    if action.type in (output_dir, output_file):
+    if output_kind(action.type):
         (tmp / "out").mkdir(exist_ok=True)  # an output's parent must exist (replay.util.pathcheck)
-    if action.type is output_dir:
+    if output_kind(action.type) == DIRECTORY:
         return str(tmp / "out" / action.dest)
     if action.type is output_file:
         return str(tmp / "out" / f"{action.dest}.csv")
@@ -162,7 +162,7 @@ def test_every_output_option_is_checked_up_front(path, parser):
             and action.dest in OUTPUT_DESTS
             or (path == ("models", "fetch") and action.dest == "dir")
         ):
-            assert action.type in OUTPUT_TYPES, (
+            assert output_kind(action.type), (
                 f"{' '.join(path)} {action.option_strings}: declare it with output_dir/output_file"
             )
 
@@ -172,7 +172,7 @@ def test_missing_input_path_is_one_line_exit_2(path, parser, tmp_path, capsys):
     argv = skeleton(parser, tmp_path)
     if str(tmp_path / "missing") not in " ".join(argv):
         # no required path: the first optional path-like option gets an existing file instead of a directory
-        action = next(a for a in parser._actions if a.type in (Path, *OUTPUT_TYPES, input_file))
+        action = next(a for a in parser._actions if a.type in (Path, input_file) or output_kind(a.type))
         (tmp_path / "afile").write_text("x")
         argv += [action.option_strings[-1], str(tmp_path / "afile")]
         needle = str(tmp_path / "afile")
@@ -183,7 +183,7 @@ def test_missing_input_path_is_one_line_exit_2(path, parser, tmp_path, capsys):
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*")), "wrote output before failing"
 
 
-WRITERS = [(p, parser) for p, parser in LEAVES if any(a.type in OUTPUT_TYPES for a in parser._actions)]
+WRITERS = [(p, parser) for p, parser in LEAVES if any(output_kind(a.type) for a in parser._actions)]
 
 
 def test_commands_with_outputs_are_found():
@@ -203,13 +203,13 @@ def test_commands_with_outputs_are_found():
 
 @pytest.mark.parametrize("path,parser", WRITERS, ids=[" ".join(p) for p, _ in WRITERS])
 def test_bad_output_path_names_the_option(path, parser, tmp_path, capsys):
-    outputs = [a for a in parser._actions if a.type in OUTPUT_TYPES]
+    outputs = [a for a in parser._actions if output_kind(a.type)]
     afile = tmp_path / "afile"
     afile.write_text("x")
     (tmp_path / "adir").mkdir()
     for action in outputs:
         bad_values = [afile / "sub" / "x.csv"]  # under a file: cannot be created
-        bad_values.append(afile if action.type is output_dir else tmp_path / "adir")  # wrong kind
+        bad_values.append(afile if output_kind(action.type) == DIRECTORY else tmp_path / "adir")  # wrong kind
         # refused whatever the permission bits say (root may write anywhere they allow): tried for real
         bad_values += [Path(d) / "x" / "y.csv" for d in REFUSING_DIRS] + [Path(d) / "y.csv" for d in REFUSING_DIRS]
         for bad in bad_values:
@@ -259,7 +259,7 @@ def test_live_commands_fail_before_importing_torch(path, parser, tmp_path):
     cases = [skeleton(parser, tmp_path) + (["--dir", str(afile)] if path[0] == "models" else [])]
     if any(a.type is input_file for a in parser._actions):  # past the parser: the command's own checks
         cases.append(skeleton(parser, tmp_path, valid_files=True))
-    outputs = [a for a in parser._actions if a.type in OUTPUT_TYPES]
+    outputs = [a for a in parser._actions if output_kind(a.type)]
     if outputs:
         cases.append(
             skeleton(parser, tmp_path, valid_inputs=True, skip=outputs[0])

@@ -20,7 +20,7 @@ import pytest
 from replay.cli import build_parser, main
 from replay.cli.options import hidden_aliases
 from replay.core.config import TreeConfig
-from replay.util.pathcheck import OUTPUT_TYPES
+from replay.util.pathcheck import FILE, output_kind
 from replay.util.progress import progress_enabled, tqdm_progress
 from tests.test_fetch import PARTS, FakePip, build_wheels, make_spec
 
@@ -167,12 +167,12 @@ def test_positional_inputs_are_named_dump(path, parser):
 def test_outputs_are_dash_o_output(path, parser):
     name = " ".join(path)
     for action in parser._actions:
-        if action.type in OUTPUT_TYPES and action.option_strings != ["-o", "--output"]:
+        if bool(output_kind(action.type)) and action.option_strings != ["-o", "--output"]:
             assert (name, action.option_strings[-1]) in NAMED_OUTPUTS, (
                 f"{name} {action.option_strings}: use -o/--output"
             )
         if "-o" in action.option_strings:
-            assert action.option_strings == ["-o", "--output"] and action.type in OUTPUT_TYPES
+            assert action.option_strings == ["-o", "--output"] and bool(output_kind(action.type))
 
 
 def test_one_flag_means_one_thing():
@@ -182,7 +182,7 @@ def test_one_flag_means_one_thing():
     for path, parser in LEAVES:
         for action in options(parser):
             for flag in action.option_strings:
-                kinds.setdefault(flag, set()).add(action.type in OUTPUT_TYPES)
+                kinds.setdefault(flag, set()).add(bool(output_kind(action.type)))
     mixed = {flag for flag, k in kinds.items() if len(k) > 1}
     assert mixed == {"--dir"}, mixed
 
@@ -194,7 +194,7 @@ def test_old_spellings_still_work_but_are_hidden(name, alias, tmp_path):
     assert alias in aliases and aliases[alias].option_strings == ["-o", "--output"]
     assert alias not in parser.format_help().replace("--output", "")  # neither in usage nor in the options
     rest = OLD_SPELLINGS[(name, alias)]
-    target = str(tmp_path / ("x.csv" if aliases[alias].type.__name__ == "output_file" else "x"))
+    target = str(tmp_path / ("x.csv" if output_kind(aliases[alias].type) == FILE else "x"))
     old, new = parser.parse_args([*rest, alias, target]), parser.parse_args([*rest, "-o", target])
     assert old == new and getattr(new, aliases[alias].dest) == target
 

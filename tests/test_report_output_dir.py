@@ -109,3 +109,27 @@ def test_a_file_added_to_an_earlier_reports_tables_is_not_deleted(capsys, tmp_pa
     code, err = report(capsys, UNSCORED, out)
     assert code == 2 and "tables/notes.csv" in err
     assert (out / "tables" / "notes.csv").read_text(encoding="utf-8") == "mine"
+
+
+def page_names(out: Path) -> set[str]:
+    """The files under tables/ that the page at ``out`` names."""
+    import re
+
+    return set(
+        re.findall(r"tables/([A-Za-z0-9_.]+\.(?:csv|parquet))", (out / "index.html").read_text(encoding="utf-8"))
+    )
+
+
+def test_the_page_names_only_tables_that_were_written(capsys, tmp_path):
+    """New-user try: with --no-tables the page still pointed at tables/depth_acceptance.csv and
+    tables/sampling_curve.csv, and a dump without scores (no curve) at tables/sampling_curve.csv."""
+    out = tmp_path / "rep"
+    assert report(capsys, SCORED, out, "--no-tables")[0] == 0
+    assert "tables/" not in (out / "index.html").read_text(encoding="utf-8")
+    assert report(capsys, SCORED, out)[0] == 0
+    named = page_names(out)
+    assert named == {"depth_acceptance.csv", "sampling_curve.csv"}  # both said where each number is
+    assert all((out / "tables" / name).is_file() for name in named)
+    assert report(capsys, UNSCORED, out)[0] == 0  # no scores: no curve, no sampling_curve.csv
+    named = page_names(out)
+    assert named == {"depth_acceptance.csv"} and all((out / "tables" / name).is_file() for name in named)

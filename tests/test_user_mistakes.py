@@ -3298,3 +3298,21 @@ def test_sweep_warns_of_misspelt_keys_in_its_config_list_before_any_model_is_loo
     assert_told(warning, f"WARNING: {configs}: key(s) not read", "'[0].tretype': did you mean 'treeType'?")
     assert_told(warning, "'[1].top_head': did you mean 'topHead'?")
     assert_told(error, "error:", "no-draft")
+
+
+# --- an output directory named like a file: the advice is the command's own -------------------------
+
+
+def test_report_output_named_like_a_page_says_what_the_directory_gets(capsys, tmp_path):
+    code, out, err = run(capsys, "report", ARTICLE, "-o", tmp_path / "x.html")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "index.html" in err and "tables/" in err and str(tmp_path / "x") in err
+    assert "redirect stdout" not in err  # report prints no page: redirecting gives none
+    assert not (tmp_path / "x.html").exists() and not (tmp_path / "x").exists()
+
+
+def test_stats_export_named_like_a_file_also_suggests_redirecting(capsys, tmp_path):
+    code, out, err = run(capsys, "stats", ARTICLE, "-o", tmp_path / "x.json")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "NAME.csv" in err and "redirect stdout (> x.json)" in err  # stats does print its tables
+    assert not (tmp_path / "x.json").exists()

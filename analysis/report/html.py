@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import jinja2
@@ -261,6 +261,9 @@ class ReportPage:
     sampling: list[SamplingCurve] = field(
         default_factory=list
     )  # empty: the section is left out (ReportOptions.sampling)
+    # the tables written under tables/ beside the page (names, no suffix): the page names only those
+    # (report --no-tables writes none, a run without scores no sampling_curve)
+    table_files: frozenset[str] = frozenset()
 
 
 def build_report(
@@ -601,6 +604,10 @@ def _recommend(run: LabelledRun, budget: int, depth: int, cost):
     return recommend_runs([run.replay.directory], options, budget, depth, cost)
 
 
+_STREAMED = frozenset({"rounds", "nodes"})  # written block by block (analysis.tables.stream), not from the page's copy
+_NOT_EXPORTED = _STREAMED | {"runs_side_by_side"}  # runs_side_by_side: the page's summary of several runs only
+
+
 def write_report(
     runs: Sequence[LabelledRun],
     out_dir: str | Path,
@@ -616,7 +623,11 @@ def write_report(
     check_report_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     _clear_staging(out_dir)
-    page, all_tables = build_report(runs, opts)
+    shown, all_tables = report_page(runs, opts)
+    exported = {k: v for k, v in all_tables.items() if k not in _NOT_EXPORTED} if tables else {}
+    written = frozenset(exported) | (_STREAMED if tables else frozenset())
+    page = render_page(replace(shown, table_files=written))
+    del shown
     path = out_dir / "index.html"
     path.write_text(page, encoding="utf-8")
     old = out_dir / TABLES_DIR
@@ -625,9 +636,8 @@ def write_report(
         # curve): the new tables/ is made beside it and replaces it whole
         staging = out_dir / f"{STAGING_PREFIX}{os.getpid()}"
         staging.mkdir()
-        skip = ("rounds", "nodes", "runs_side_by_side")
-        export_tables({k: v for k, v in all_tables.items() if k not in skip}, staging)
-        del page, all_tables
+        export_tables(exported, staging)
+        del page, all_tables, exported
         _return_freed_memory()
         write_run_tables(runs, staging, progress=opts.progress("tables") if opts.progress else None)
         if old.exists():

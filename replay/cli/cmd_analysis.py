@@ -16,7 +16,7 @@ from replay.core.records import csv_frame
 from replay.io.grouping import describe_skipped, why_no_rounds
 from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
-from replay.util.pathcheck import output_dir
+from replay.util.pathcheck import OutputDir
 from replay.util.progress import progress_enabled, tqdm_progress
 
 from .options import (
@@ -459,7 +459,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_sampling_options(p)
     add_output(
         p,
-        output_dir,
+        OutputDir("every table to {dir}/NAME.csv and {dir}/NAME.parquet", prints=True),
         "also write every table as CSV and Parquet into directory DIR (made if new; its parent must exist)",
         dest="export",
         metavar="DIR",
@@ -475,7 +475,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=PLOT_EPILOG,
     )
     add_runs_input(p)
-    add_output(p, output_dir, "output directory", dest="output", metavar="DIR", required=True)
+    add_output(
+        p,
+        OutputDir("the plots to {dir}/NAME.png and .svg"),
+        "output directory",
+        dest="output",
+        metavar="DIR",
+        required=True,
+    )
     p.add_argument("--format", nargs="+", choices=("png", "svg"), help="image formats (default: both)")
     p.add_argument("--tokenizer", help="tokenizer.json (or a model directory) for token text on the round picture")
     p.add_argument(

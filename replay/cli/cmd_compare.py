@@ -14,7 +14,7 @@ from pathlib import Path
 
 from replay.util.atomic import atomic_path
 from replay.util.errors import SpecReplayError
-from replay.util.pathcheck import input_file_or_json, output_dir, output_file
+from replay.util.pathcheck import OutputDir, input_file_or_json, output_file
 from replay.util.progress import progress_enabled
 
 from .cmd_analysis import (
@@ -92,6 +92,8 @@ curve (expected block efficiency at T = 0, 0.1, ..., 1.5 for each compared confi
 included (a round it cannot replay at some T: listed on stderr once, with the T and the reason).
 """
 
+
+REPORT_DIR = OutputDir("the page to {dir}/index.html and the tables to {dir}/tables/")  # -o's type
 
 # --- compare -----------------------------------------------------------------------------------
 
@@ -434,7 +436,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_runs_input(p)
     _add_compare_options(p)
-    add_output(p, output_dir, "output directory (index.html, tables/)", dest="output", metavar="DIR", required=True)
+    add_output(p, REPORT_DIR, "output directory (index.html, tables/)", dest="output", metavar="DIR", required=True)
     p.add_argument("--tokenizer", help="tokenizer.json (or a model directory) for token text on round pictures")
     p.add_argument("--svg", action="store_true", help="inline SVG instead of base64 PNG")
     p.add_argument("--no-tables", action="store_true", help="do not write tables/ beside the page")

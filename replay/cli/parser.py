@@ -13,7 +13,7 @@ import importlib
 import sys
 
 from replay.io.sources import check_outside_inputs
-from replay.util.pathcheck import DIRECTORY, FILE, output_dir, output_file
+from replay.util.pathcheck import output_kind
 from replay.util.version import package_version
 
 from .options import DEBUG_ENV, DUMP, EXIT_ERROR, EXIT_OK, HelpFormatter, check_vocab_size_use
@@ -126,14 +126,14 @@ def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argpar
 
 def _outputs_and_dumps(parser: argparse.ArgumentParser, args: argparse.Namespace):
     """Every output option given (declared by its type, replay.util.pathcheck) and every DUMP value."""
-    kinds = {output_dir: DIRECTORY, output_file: FILE}
     outputs, dumps = [], []
     for action in parser._actions:
         value = getattr(args, action.dest, None)
         if value is None:
             continue
-        if action.type in kinds:
-            outputs.append(("/".join(action.option_strings), value, kinds[action.type]))
+        kind = output_kind(action.type)
+        if kind is not None:
+            outputs.append(("/".join(action.option_strings), value, kind))
         elif action.metavar == DUMP and not action.option_strings:
             dumps.extend(value if isinstance(value, list) else [value])
     return outputs, dumps

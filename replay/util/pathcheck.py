@@ -8,10 +8,11 @@ replay.util.atomic). Nothing is created beyond the one directory an output names
 parent (``-o /nonexistent/dir/rounds.parquet``) once made ``/nonexistent/dir`` at the filesystem
 root and reported success, so a missing parent is an error that says to create it first. A new
 directory output named like a file (``stats -o x.json``) is refused too: it once made a directory
-``x.json``. "Writable" is tried for real: a temporary file (or directory, where one must be
+``x.json``; what it says instead is the command's own (OutputDir: ``report -o x.html`` was told to
+redirect stdout, which prints no page). "Writable" is tried for real: a temporary file (or directory, where one must be
 created) is made and removed again. Permission bits alone say nothing to root, and /proc or a
 read-only mount refuse entries whatever the bits say. The commands declare their outputs with the argparse
-types ``output_dir`` / ``output_file``, so a bad path fails while parsing, with the option's name,
+types ``output_dir`` (or an ``OutputDir`` of their own) / ``output_file``, so a bad path fails while parsing, with the option's name,
 before a dump is read or a model loaded. Input files that are read only after a slow step (a
 prompts file after loading two models) are declared with ``input_file`` for the same reason.
 """
@@ -33,8 +34,10 @@ FILE_SUFFIXES = frozenset(
 )
 
 
-def check_output(path: str | Path, kind: str) -> Path:
-    """``path`` if it can be written as a ``kind`` (DIRECTORY or FILE), else OutputPathError."""
+def check_output(path: str | Path, kind: str, writes: str = "its files into {dir}/", prints: bool = False) -> Path:
+    """``path`` if it can be written as a ``kind`` (DIRECTORY or FILE), else OutputPathError.
+    ``writes`` and ``prints``: what a directory output's command writes there and whether it prints
+    its results too (OutputDir), for the advice when a new directory is named like a file."""
     if kind not in (DIRECTORY, FILE):
         raise ValueError(f"kind must be {DIRECTORY!r} or {FILE!r}, got {kind!r}")
     if not str(path).strip():
@@ -42,10 +45,11 @@ def check_output(path: str | Path, kind: str) -> Path:
     p = Path(path)
     if kind == DIRECTORY:
         if not p.exists() and p.suffix.lower() in FILE_SUFFIXES:
+            d = p.with_suffix("")
+            redirect = f"; to keep the printed output in a file, redirect stdout (> {p.name})" if prints else ""
             raise OutputPathError(
                 f"{p}: names a new directory but ends in {p.suffix} like a file: this option takes a directory"
-                f" (give a name such as {p.with_suffix('')}/); to keep printed output in a file, redirect"
-                f" stdout (> {p.name})"
+                f" (give a name such as {d}/: it writes {writes.format(dir=d)}){redirect}"
             )
         _check_directory(p, p)
     else:
@@ -115,9 +119,27 @@ def _nearest_existing(d: Path) -> Path:
     return d
 
 
-def output_dir(text: str) -> str:
-    """argparse type of an output directory option (the value stays a string)."""
-    return _as_argparse(text, DIRECTORY)
+class OutputDir:
+    """argparse type of an output directory option (the value stays a string). ``writes``: what the
+    command writes there, ``{dir}`` standing for the directory; ``prints``: it prints its results
+    too. Both only word the advice for a new directory named like a file (check_output): ``report
+    -o x.html`` was told to redirect stdout, which gives no page."""
+
+    def __init__(self, writes: str = "its files into {dir}/", prints: bool = False) -> None:
+        self.writes, self.prints = writes, prints
+
+    def __call__(self, text: str) -> str:
+        try:
+            check_output(text, DIRECTORY, self.writes, self.prints)
+        except OutputPathError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+
+    def __repr__(self) -> str:  # argparse names a failing type by its __name__, else by repr
+        return "output directory"
+
+
+output_dir = OutputDir()  # a command that says nothing more of what it writes there
 
 
 def output_file(text: str) -> str:
@@ -152,4 +174,9 @@ def _as_argparse(text: str, kind: str) -> str:
     return text
 
 
-OUTPUT_TYPES = (output_dir, output_file)  # how tests find every declared output
+def output_kind(argtype: object) -> str | None:
+    """DIRECTORY or FILE for an option declared with one of this module's output types, else None:
+    how the CLI (and the tests) find every output a command declares."""
+    if isinstance(argtype, OutputDir):
+        return DIRECTORY
+    return FILE if argtype is output_file else None
