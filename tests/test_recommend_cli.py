@@ -74,10 +74,13 @@ def test_a_deeper_config_is_refused_or_extrapolated(packed):
     (refused,) = compare_predictions(model, [chain], lambda c: None, boots=None, depth_cap=model.supported_depth)
     assert refused.predicted_be is None and "needs depth 5" in refused.refused
     (extra,) = compare_predictions(model, [chain], lambda c: None, boots=None, depth_cap=10**9)
-    # depths 3 and 4 reuse depth 2's row (the deepest estimated one)
-    chain_p = [model.p[0, 0, 0], model.p[1, 0, 0], model.p[2, 0, 0], model.p[2, 0, 0], model.p[2, 0, 0]]
+    # depths 3 and 4 reuse depth 2's row (the deepest estimated one), its acceptance and its share of
+    # rounds that go on drafting (the run stops early: the factors are go_on · p)
+    f = model.factors
+    chain_p = [f[0, 0, 0], f[1, 0, 0], f[2, 0, 0], f[2, 0, 0], f[2, 0, 0]]
     assert extra.predicted_be == pytest.approx(1 + sum(np.cumprod(chain_p)))
     assert model.extrapolated.tolist() == [False, False, False, True, True]
+    assert model.go_on[0] == 1 and 0.9 < model.go_on[1] < 1 and model.go_on[3] == model.go_on[4] == model.go_on[2]
 
 
 def test_refused_comparison_rows_are_not_judged(packed):

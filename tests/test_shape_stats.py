@@ -92,6 +92,8 @@ def test_estimator_pools_thin_rows_and_copies_empty_depths():
         np.zeros((3, 2, 2), np.int64),
         100,
         3,
+        np.zeros((1, 3), np.int64),
+        np.zeros((1, 3), np.int64),
     )
     model = model_from_stats(stats, 30)
     assert model.supported_depth == 2 and model.extrapolated.tolist() == [False, False, True]
@@ -123,6 +125,8 @@ def test_bootstrap_resamples_groups():
         np.zeros((1, 1, 1), np.int64),
         100,
         1,
+        np.zeros((2, 1), np.int64),
+        np.zeros((2, 1), np.int64),
     )
     model = model_from_stats(stats, 30)
     assert model.p[0, 0, 0] == pytest.approx(0.5)

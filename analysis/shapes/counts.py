@@ -3,8 +3,9 @@
 A *visit* is a (round, node) pair the acceptance walk reached (the root and the accepted nodes)
 where the node was expanded (its full candidate row is recorded) and the target's top-1 is known:
 the node's depth d, its own draft rank q, and the draft rank r of the target's top-1 among its
-candidates (MISS when absent). ``ShapeStats`` holds the visits and hits per (round group, d, q, r)
-and the draft's recorded log-probability totals per (d, q, r); a round group is a run of
+candidates (MISS when absent). ``ShapeStats`` holds the visits and hits per (round group, d, q, r),
+the rounds whose walk was still alive after each draft step and that went on drafting or stopped
+early there (``step_tables``) per round group, and the draft's recorded log-probability totals per (d, q, r); a round group is a run of
 consecutive rounds of one dump, the unit the bootstrap resamples. analysis.shapes.model estimates
 the model from these tables; analysis.shapes.stats computes them batch by batch, ``collect_visits``
 here from replayed rounds (the reference path).
@@ -39,6 +40,9 @@ class Visits:
     num_rounds: int
     cols: int  # recorded candidate columns (widest row seen)
     max_tree_depth: int  # deepest recorded tree (draft steps)
+    round_steps: np.ndarray  # [num_rounds] int64 draft steps of each round
+    round_accepted: np.ndarray  # [num_rounds] int64 accepted length of each round
+    recorded_gamma: int | None  # the recording config's gamma (None: every round taken as complete)
     draft_sum: np.ndarray | None = None  # [max_tree_depth, cols, cols] float64, see DraftTotals
     draft_count: np.ndarray | None = None  # [max_tree_depth, cols, cols] int64
 
@@ -48,11 +52,16 @@ class Visits:
             arr = getattr(self, name)
             if arr.shape != v or arr.ndim != 1:
                 raise ValueError(f"Visits.{name}: expected shape {v}, got {arr.shape}")
+        for name in ("round_steps", "round_accepted"):
+            if getattr(self, name).shape != (self.num_rounds,):
+                raise ValueError(f"Visits.{name}: expected ({self.num_rounds},), got {getattr(self, name).shape}")
 
 
-def collect_visits(results: Sequence[RoundResult]) -> Visits:
-    """Visits of the root and the accepted nodes that were expanded and have a target top-1, and the
-    recorded draft log-probabilities of every expanded node (the reference, round by round)."""
+def collect_visits(results: Sequence[RoundResult], recorded_gamma: int | None = None) -> Visits:
+    """Visits of the root and the accepted nodes that were expanded and have a target top-1, the
+    recorded draft log-probabilities of every expanded node and each round's draft steps (the
+    reference, round by round). recorded_gamma: the recording config's gamma, which tells an early
+    stop from a complete round (``step_tables``); None takes every round as complete."""
     rounds, depth, own, hit = [], [], [], []
     rows_d, rows_q, rows_lp = [], [], []
     cols, max_depth = 1, 0
@@ -86,8 +95,21 @@ def collect_visits(results: Sequence[RoundResult]) -> Visits:
         for i, row in enumerate(rows_lp):
             lp_rows[i, : row.shape[0]] = row
         draft_sum, draft_count = draft_totals(as_int(rows_d), as_int(rows_q), lp_rows, max(1, max_depth), cols)
+    steps = as_int([res.tree.num_steps for res in results])
+    lengths = as_int([res.acceptance.accepted_length for res in results])
     return Visits(
-        as_int(rounds), as_int(depth), as_int(own), as_int(hit), len(results), cols, max_depth, draft_sum, draft_count
+        as_int(rounds),
+        as_int(depth),
+        as_int(own),
+        as_int(hit),
+        len(results),
+        cols,
+        max_depth,
+        steps,
+        lengths,
+        recorded_gamma,
+        draft_sum,
+        draft_count,
     )
 
 
@@ -147,6 +169,8 @@ class ShapeStats:
     draft_count: np.ndarray  # [depths, cols, cols] int64
     num_rounds: int
     max_tree_depth: int  # deepest recorded tree (draft steps) = depths
+    went_on: np.ndarray  # [G, depths] int64 rounds that drafted the next step (step_tables)
+    stopped: np.ndarray  # [G, depths] int64 rounds that stopped early (step_tables)
 
     def __post_init__(self) -> None:
         g, d, c = self.n.shape
@@ -154,6 +178,9 @@ class ShapeStats:
             raise ValueError(f"ShapeStats.k: expected {(g, d, c, c)}, got {self.k.shape}")
         if self.group_rounds.shape != (g,):
             raise ValueError(f"ShapeStats.group_rounds: expected ({g},), got {self.group_rounds.shape}")
+        for name in ("went_on", "stopped"):
+            if getattr(self, name).shape != (g, d):
+                raise ValueError(f"ShapeStats.{name}: expected {(g, d)}, got {getattr(self, name).shape}")
         for name in ("draft_sum", "draft_count"):
             if getattr(self, name).shape != (d, c, c):
                 raise ValueError(f"ShapeStats.{name}: expected {(d, c, c)}, got {getattr(self, name).shape}")
@@ -205,6 +232,39 @@ def count_tables(
     return n.astype(np.int64), k.astype(np.int64)
 
 
+def step_tables(
+    group: np.ndarray,
+    steps: np.ndarray,
+    accepted: np.ndarray,
+    recorded_gamma: int | None,
+    groups: int,
+    depths: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(went_on, stopped) [groups, depths] int64 from each round's group, draft steps and accepted
+    length ([N] int64 each).
+
+    Column i is "after draft step d = i + 1", counting only the rounds whose acceptance walk reached
+    depth d (accepted length >= d: the rounds where step d + 1 could add to the accepted length):
+    ``went_on[g, i]`` those of group g that drafted step d + 1, ``stopped[g, i]`` those that stopped
+    early there (d steps, fewer than the recording's gamma; a round that ends at gamma is complete,
+    not stopped, and None takes every round as complete, as analysis.compare.subtree does).
+    """
+    steps = np.asarray(steps, dtype=np.int64)
+    accepted = np.asarray(accepted, dtype=np.int64)
+    group = np.asarray(group, dtype=np.int64)
+    if steps.shape[0] and (int(steps.min()) < 1 or int(steps.max()) > depths):
+        raise ValueError(f"step_tables: draft steps must lie in 1..{depths}, got {steps.min()}..{steps.max()}")
+    if np.any(accepted < 0) or np.any(accepted > steps):
+        raise ValueError("step_tables: an accepted length must lie in 0..the round's draft steps")
+    alive = np.minimum(accepted, steps - 1)  # the walk was alive after steps 1..alive and the draft went on
+    per = np.bincount(group * (depths + 1) + alive, minlength=groups * (depths + 1)).reshape(groups, depths + 1)
+    went_on = np.cumsum(per[:, ::-1], axis=1)[:, ::-1][:, 1:]  # [g, i] rounds with alive >= i + 1
+    gamma = recorded_gamma if recorded_gamma is not None else 0
+    stop = (accepted == steps) & (steps < gamma)  # alive after its last step, and gamma allowed another
+    stopped = np.bincount(group[stop] * depths + steps[stop] - 1, minlength=groups * depths).reshape(groups, depths)
+    return went_on.astype(np.int64), stopped.astype(np.int64)
+
+
 def stats_from_visits(visits: Visits) -> ShapeStats:
     depths = max(1, visits.max_tree_depth)
     cols = visits.cols
@@ -218,7 +278,15 @@ def stats_from_visits(visits: Visits) -> ShapeStats:
         dsum, dcount = np.zeros((depths, cols, cols)), np.zeros((depths, cols, cols), dtype=np.int64)
     else:
         dsum, dcount = fit(visits.draft_sum, (depths, cols, cols)), fit(visits.draft_count, (depths, cols, cols))
-    return ShapeStats(n, k, per_group, dsum, dcount, visits.num_rounds, depths)
+    went_on, stopped = step_tables(
+        group_of(np.arange(visits.num_rounds), visits.num_rounds),
+        visits.round_steps,
+        visits.round_accepted,
+        visits.recorded_gamma,
+        groups,
+        depths,
+    )
+    return ShapeStats(n, k, per_group, dsum, dcount, visits.num_rounds, depths, went_on, stopped)
 
 
 def fit(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -244,4 +312,6 @@ def merge_stats(parts: Sequence[ShapeStats]) -> ShapeStats:
         sum(fit(p.draft_count, (d, c, c)) for p in parts),
         sum(p.num_rounds for p in parts),
         max(p.max_tree_depth for p in parts),
+        np.concatenate([fit(p.went_on, (p.groups, d)) for p in parts]),
+        np.concatenate([fit(p.stopped, (p.groups, d)) for p in parts]),
     )

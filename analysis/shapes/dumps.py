@@ -133,7 +133,7 @@ def dump_from_replay(rep: DirectoryReplay) -> DumpInput:
     return DumpInput(
         rep.directory,
         rep.tree,
-        dump_stats_from_results(rep.results),
+        dump_stats_from_results(rep.results, rep.tree.gamma),
         tuple(rep.skipped),
         lambda cfgs, progress=None: [measure(c) for c in cfgs],
         rep.warnings,
@@ -184,7 +184,7 @@ def scan_run(
 ) -> DumpInput:
     """The statistics pass over a dump directory or packed run, batch by batch."""
     run = open_run(path, opts)
-    builder = StatsBuilder(run.num_rounds, code_base(run.tree))
+    builder = StatsBuilder(run.num_rounds, code_base(run.tree), run.tree.gamma)
     later: list[tuple[int, Skipped]] = []
     kept: list[_Piece] | None = []
     held = 0

@@ -7,6 +7,13 @@ that were expanded (their full candidate row is recorded) and have a known targe
 estimate is the raw frequency of each cell: no smoothing across ranks, because a target that
 prefers the draft's rank 1 over its rank 0 is a fact to keep, not noise to flatten.
 
+A node exists only in rounds whose draft ran its step (a round may stop early: fewer draft steps
+than gamma). ``go_on[d]`` = P(the draft runs step d + 1 | the walk reached depth d), estimated from
+the rounds whose acceptance walk reached depth d (``continuation``; row 0 is 1: step 1 always
+runs). A node's value is the product of ``factor = go_on[d] · p[d, q, r]`` along its path
+(``node_factors``): by the chain rule over depths, the probability that the node is drafted and
+accepted. Without early stops go_on is 1 and the factor is the acceptance.
+
 Beside acceptance, the model keeps the draft's own ordering: ``draft_logp[d, q, r]``, the mean
 recorded draft log-probability of the rank-r candidate at expanded nodes of (d, q). The engine
 expands nodes by *draft* path probability, so the search ranks a level's nodes by the sum of these
@@ -20,7 +27,7 @@ re-estimates from the weighted tables, so nothing is re-run per resample.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -49,6 +56,8 @@ class ShapeModel:
     min_count: int
     source: ShapeStats | None = None  # kept for the bootstrap and the per-depth summary
     draft_logp: np.ndarray | None = None  # [depths, cols, cols] float64 mean draft log-prob; None: unknown
+    go_on: np.ndarray | None = None  # [depths] float64 continuation (module docstring); None: no early stop
+    factors: np.ndarray = field(init=False, repr=False)  # [depths, cols, cols] node_factors(p, go_on)
 
     def __post_init__(self) -> None:
         if self.p.ndim != 3 or self.p.shape[1] != self.p.shape[2]:
@@ -57,6 +66,11 @@ class ShapeModel:
             raise ValueError("p: probabilities must lie in [0, 1]")
         if self.draft_logp is not None and self.draft_logp.shape != self.p.shape:
             raise ValueError(f"draft_logp: expected {self.p.shape}, got {self.draft_logp.shape}")
+        go_on = np.ones(self.p.shape[0]) if self.go_on is None else np.asarray(self.go_on, dtype=np.float64)
+        if go_on.shape != self.p.shape[:1] or np.any(go_on < 0) or np.any(go_on > 1) or go_on[0] != 1:
+            raise ValueError(f"go_on: expected [{self.p.shape[0]}] probabilities with go_on[0] = 1, got {go_on}")
+        object.__setattr__(self, "go_on", go_on)
+        object.__setattr__(self, "factors", node_factors(self.p, go_on))
 
     @property
     def cols(self) -> int:
@@ -73,12 +87,13 @@ class ShapeModel:
         return int(bad[0]) if bad.shape[0] else self.depths
 
     def factor(self, depth: int, own_rank: int, rank: int) -> float:
-        """p[d, q, r]; depths beyond the table reuse the deepest row, ranks beyond the columns are 0."""
+        """go_on[d] · p[d, q, r] (node_factors); depths beyond the table reuse the deepest row, ranks
+        beyond the columns are 0."""
         if rank >= self.cols:
             return 0.0
         d = min(depth, self.depths - 1)
         q = min(own_rank, self.cols - 1)
-        return float(self.p[d, q, rank])
+        return float(self.factors[d, q, rank])
 
     def draft_step(self, depth: int, own_rank: int, rank: int) -> float:
         """The draft's mean log-probability of the rank-r candidate at a (d, q) node (order key step)."""
@@ -92,10 +107,22 @@ class ShapeModel:
         return depth >= self.depths or bool(self.extrapolated[depth])
 
     def path_probability(self, path: Sequence[int]) -> float:
-        """Product of factors along a rank path (root excluded): P(every node on it is accepted)."""
+        """Product of factors along a rank path (root excluded): P(the node is drafted and every node
+        on its path is accepted), the node's expected contribution to the accepted length."""
         prob, q = 1.0, 0
         for d, r in enumerate(path):
             prob *= self.factor(d, q, r)
+            q = r
+        return prob
+
+    def acceptance_probability(self, path: Sequence[int]) -> float:
+        """Product of p along a rank path: P(every node on it is accepted | the node is drafted), for
+        trees known to hold the node (each round's recorded tree)."""
+        prob, q = 1.0, 0
+        for d, r in enumerate(path):
+            if r >= self.cols:
+                return 0.0
+            prob *= float(self.p[min(d, self.depths - 1), min(q, self.cols - 1), r])
             q = r
         return prob
 
@@ -183,11 +210,50 @@ def draft_order_table(stats: ShapeStats, min_count: int) -> np.ndarray | None:
     return mean[src]
 
 
+def continuation(went_on: np.ndarray, stopped: np.ndarray, depths: int) -> np.ndarray:
+    """go_on [..., depths] float64 from step tables with any leading (bootstrap) axes.
+
+    went_on, stopped: [..., S] (analysis.shapes.counts.step_tables: column i is "after draft step
+    i + 1"). Row d (d >= 1) is went_on / (went_on + stopped) of column d - 1: of the rounds whose
+    walk reached depth d and whose config allowed another step, the share that drafted step d + 1.
+    Only those rounds matter: in a round whose walk stopped above depth d, step d + 1 adds nothing
+    whether it runs or not. Row 0 is 1 (step 1 always runs). A row without such rounds (deeper than
+    every recording's gamma, or never reached) reuses the deepest row with some, as acceptance
+    reuses its deepest estimated depth; none at all: 1.
+    """
+    went, at_risk = step_rows(went_on, stopped, depths)
+    go = np.where(at_risk > 0, went / np.maximum(at_risk, 1e-300), 1.0)
+    has = at_risk > 0
+    has[..., 0] = True
+    src = np.maximum.accumulate(np.where(has, np.arange(depths), 0), axis=-1)
+    return np.take_along_axis(go, src, axis=-1)
+
+
+def step_rows(went_on: np.ndarray, stopped: np.ndarray, depths: int) -> tuple[np.ndarray, np.ndarray]:
+    """(went [..., depths], could [..., depths]) float64 per model row: row d (d >= 1) holds the rounds
+    whose walk reached depth d that drafted step d + 1, and all those whose config allowed step
+    d + 1 (went + stopped of step-table column d - 1); row 0 and rows beyond the tables hold 0."""
+    lead = went_on.shape[:-1]
+    went, stop = np.zeros(lead + (depths,)), np.zeros(lead + (depths,))
+    m = min(depths - 1, went_on.shape[-1])
+    went[..., 1 : 1 + m] = went_on[..., :m]
+    stop[..., 1 : 1 + m] = stopped[..., :m]
+    return went, went + stop
+
+
+def node_factors(p: np.ndarray, go_on: np.ndarray) -> np.ndarray:
+    """The one rule for a node's value: factor[..., d, q, r] = go_on[..., d] · p[..., d, q, r], the
+    probability that the rank-r candidate of an accepted (d, q) node is drafted and is the target's
+    top-1. p: [..., D, C, C]; go_on: [..., D]."""
+    return p * go_on[..., :, None, None]
+
+
 def model_from_stats(stats: ShapeStats, min_count: int = DEFAULT_MIN_COUNT, depths: int | None = None) -> ShapeModel:
     """Frequencies per (d, q, r); rows with fewer than ``min_count`` visits use their depth's pooled
     row; depths with fewer than ``min_count`` visits in all (beyond the first) copy the deepest
     estimated depth and are flagged ``extrapolated`` (the search refuses them unless told to
-    extrapolate). ``depths`` pads or crops the table (deeper = extrapolated)."""
+    extrapolate). ``depths`` pads or crops the table (deeper = extrapolated). The continuation
+    ``go_on`` comes from the step tables (``continuation``)."""
     depths = stats.depths if depths is None else depths
     d_have = min(depths, stats.depths)
     n_tab = fit(stats.n.sum(axis=0)[:d_have], (depths, stats.cols))
@@ -199,8 +265,9 @@ def model_from_stats(stats: ShapeStats, min_count: int = DEFAULT_MIN_COUNT, dept
     order = draft_order_table(stats, min_count)
     if order is not None:
         order = order[np.minimum(np.arange(depths), stats.depths - 1)]  # deeper than the dumps: the deepest
+    go_on = continuation(stats.went_on.sum(axis=0), stats.stopped.sum(axis=0), depths)
     return ShapeModel(
-        p, lo, hi, n_used.astype(np.int64), pooled, extrapolated, stats.num_rounds, min_count, stats, order
+        p, lo, hi, n_used.astype(np.int64), pooled, extrapolated, stats.num_rounds, min_count, stats, order, go_on
     )
 
 
@@ -217,14 +284,21 @@ def estimate_model(visits: Visits, min_count: int = DEFAULT_MIN_COUNT, depths: i
 class Bootstrap:
     """Resampled acceptance tables: the model re-estimated under ``count`` group resamples."""
 
-    p: np.ndarray  # [B, depths, cols, cols] float64
+    p: np.ndarray  # [B, depths, cols, cols] float64 acceptance
     weights: np.ndarray  # [B, G] float64 group multiplicities of each resample
+    go_on: np.ndarray | None = None  # [B, depths] float64 continuation; None: 1 (no early stop)
 
     def __len__(self) -> int:
         return int(self.p.shape[0])
 
     def path_values(self, paths: Sequence[Sequence[int]]) -> np.ndarray:
-        """[B] Σ over ``paths`` of the path probability under each resample."""
+        """[B] Σ over ``paths`` of the path probability (ShapeModel.path_probability) under each resample."""
+        if self.go_on is None:
+            return path_values(self.p, paths)
+        return path_values(node_factors(self.p, self.go_on), paths)
+
+    def acceptance_values(self, paths: Sequence[Sequence[int]]) -> np.ndarray:
+        """[B] Σ over ``paths`` of ShapeModel.acceptance_probability under each resample."""
         return path_values(self.p, paths)
 
 
@@ -243,11 +317,14 @@ def bootstrap(model: ShapeModel, count: int, seed: int = 0) -> Bootstrap | None:
     n[:, :d_have] = (weights @ src.n[:, :d_have].reshape(g, -1)).reshape(count, d_have, src.cols)
     k[:, :d_have] = (weights @ src.k[:, :d_have].reshape(g, -1)).reshape(count, d_have, src.cols, src.cols)
     p, _, _, _ = estimate_cells(n, k, model.min_count)
-    return Bootstrap(p, weights)
+    went = weights @ src.went_on.astype(np.float64)  # [B, S]
+    stop = weights @ src.stopped.astype(np.float64)
+    return Bootstrap(p, weights, continuation(went, stop, model.depths))
 
 
 def path_values(p: np.ndarray, paths: Sequence[Sequence[int]]) -> np.ndarray:
-    """Σ over rank paths of Π p[..., d, q, r] along each path; p: [..., D, C, C] → [...].
+    """Σ over rank paths of Π p[..., d, q, r] along each path; p: [..., D, C, C] → [...] (an
+    acceptance table, or node_factors of one).
 
     Depths beyond the table reuse the deepest row and ranks beyond the columns are 0, as
     ShapeModel.factor does.

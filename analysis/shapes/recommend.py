@@ -33,7 +33,6 @@ from .model import (
     ShapeModel,
     bootstrap as bootstrap_model,
     model_from_stats,
-    path_values,
 )
 from .paths import Shape, engine_paths, expected_accepted
 from .search import DEFAULT_STATE_LIMIT, SearchResult, best_configs, search_shapes
@@ -206,13 +205,14 @@ def best_contained(
 
 def recorded_trees_check(model: ShapeModel, dump: DumpInput, boots: Bootstrap | None, label: str) -> ShapeCheck:
     """Model vs replay on the trees actually recorded (each round's own selection): checks the
-    independence model and its estimate without the ordering assumption."""
+    independence model and its estimate without the ordering assumption. The share of rounds
+    holding a path already counts the early stops, so a path is valued by its acceptance alone."""
     st = dump.stats
     freq = st.trees.counts.sum(axis=0) / max(st.rounds, 1)  # [P] share of rounds holding each path
-    pred = float(sum(f * model.path_probability(p) for f, p in zip(freq, st.trees.paths)))
+    pred = float(sum(f * model.acceptance_probability(p) for f, p in zip(freq, st.trees.paths)))
     se = 0.0
     if boots is not None and len(boots) > 1:
-        draws = sum(f * path_values(boots.p, [p]) for f, p in zip(freq, st.trees.paths))
+        draws = sum(f * boots.acceptance_values([p]) for f, p in zip(freq, st.trees.paths))
         se = float(np.std(draws, ddof=1))
     mean, mse = st.mean_se_accepted
     nodes = int(round(st.nodes_sum / max(st.rounds, 1)))

@@ -19,7 +19,7 @@ from replay.core.config import TreeConfig, grid_item
 from replay.core.vocab import DEPTH_RULE
 from replay.io.grouping import describe_skipped
 
-from .model import ShapeModel
+from .model import ShapeModel, step_rows
 from .paths import Shape, render_shape
 from .recommend import Recommendation, ShapeCheck, depth_table
 
@@ -66,7 +66,27 @@ def model_lines(model: ShapeModel, extrapolate: bool = False, ranks: int = 4) ->
         lines.append(
             f"  depth {d + 1}: {int(n)} visits; " + "; ".join(cells) + f"; {pooled}/{model.cols} q-rows pooled{why}"
         )
-    return lines
+    stops = early_stop_line(model)
+    return lines + ([stops] if stops else [])
+
+
+def early_stop_line(model: ShapeModel) -> str | None:
+    """How early stops enter the values (model.continuation), with the counts behind each share; None
+    when no round stopped early (then every share is 1)."""
+    src = model.source
+    if src is None or not src.stopped.any():
+        return None
+    went, could = step_rows(src.went_on.sum(axis=0), src.stopped.sum(axis=0), model.depths)
+    shares = []
+    for d in range(1, model.depths):
+        told = f"{int(went[d])}/{int(could[d])} = " if could[d] else "no round could, reused: "
+        shares.append(f"step {d + 1} {told}{model.go_on[d]:.3f}")
+    return (
+        f"  early stops: {int(src.stopped.sum())} of {src.num_rounds} rounds stopped drafting before gamma with their path "
+        "still accepted; of the rounds whose path reached depth d − 1 and that could go on, the share that drafted "
+        "step d: " + ", ".join(shares) + " (a node counts only where its step runs: its P and the shapes' E[accepted] "
+        "include the shares up to its depth)"
+    )
 
 
 def _no_estimate(model: ShapeModel, d: int, extrapolate: bool) -> str:
@@ -215,6 +235,7 @@ def recommendation_json(rec: Recommendation) -> dict:
             "visits": m.visits.tolist(),
             "pooled": m.pooled.tolist(),
             "extrapolated": m.extrapolated.tolist(),
+            "go_on": None if m.go_on is None else m.go_on.tolist(),
             "supported_depth": m.supported_depth,
             "draft_logp": None
             if m.draft_logp is None

@@ -4,7 +4,8 @@ Everything ``recommend`` needs from the rounds, computed batch by batch with arr
 (replay.engine.batch for the acceptance walk and the recorded selection) and reduced at once, so memory
 stays that of a few batches whatever the dump's size:
 
-* ``ShapeStats`` (analysis.shapes.counts): visits and hits per (round group, d, q, r), the draft's
+* ``ShapeStats`` (analysis.shapes.counts): visits and hits per (round group, d, q, r), the rounds
+  still alive after each draft step that went on drafting or stopped early, the draft's
   log-probability totals;
 * ``TreeCounts``: the recorded trees as rank paths, rounds per group holding each path (the
   "recorded trees" check of the model);
@@ -36,6 +37,7 @@ from .counts import (
     group_of,
     num_groups,
     stats_from_visits,
+    step_tables,
 )
 from .model import RankPath
 
@@ -79,16 +81,20 @@ class DumpStats:
 
 class StatsBuilder:
     """Accumulates the statistics of one dump batch by batch (rounds numbered 0..num_rounds-1 in
-    run order; consecutive rounds share a round group)."""
+    run order; consecutive rounds share a round group). recorded_gamma: the recording config's
+    gamma, which tells an early stop from a complete round (counts.step_tables)."""
 
-    def __init__(self, num_rounds: int, base: int):
+    def __init__(self, num_rounds: int, base: int, recorded_gamma: int | None = None):
         self.num_rounds = max(num_rounds, 1)
+        self.recorded_gamma = recorded_gamma
         self.groups = num_groups(self.num_rounds)
         self.base = base  # rank-path code base: widest kept width + 1
         self.depths, self.cols = 1, 1
         self.n = np.zeros((self.groups, 1, 1), dtype=np.int64)
         self.k = np.zeros((self.groups, 1, 1, 1), dtype=np.int64)
         self.group_rounds = np.zeros(self.groups, dtype=np.int64)
+        self.went_on = np.zeros((self.groups, 1), dtype=np.int64)
+        self.stopped = np.zeros((self.groups, 1), dtype=np.int64)
         self.draft_sum = np.zeros((1, 1, 1))
         self.draft_count = np.zeros((1, 1, 1), dtype=np.int64)
         self.tree_codes: dict[int, np.ndarray] = {}  # path code → [G] rounds
@@ -103,6 +109,8 @@ class StatsBuilder:
         d, c = max(depths, self.depths), max(cols, self.cols)
         self.n = fit(self.n, (self.groups, d, c))
         self.k = fit(self.k, (self.groups, d, c, c))
+        self.went_on = fit(self.went_on, (self.groups, d))
+        self.stopped = fit(self.stopped, (self.groups, d))
         self.draft_sum = fit(self.draft_sum, (d, c, c))
         self.draft_count = fit(self.draft_count, (d, c, c))
         self.depths, self.cols = d, c
@@ -160,6 +168,11 @@ class StatsBuilder:
         self.n += n
         self.k += k
         self.group_rounds += np.bincount(group, minlength=self.groups)
+        went_on, stopped = step_tables(
+            group, np.full(group.shape[0], steps), length, self.recorded_gamma, self.groups, self.depths
+        )
+        self.went_on += went_on
+        self.stopped += stopped
         self._add_draft(batch, chosen, shape, ok)
         self._add_trees(chosen, shape, group)
         self.acc_sum += float(length.sum())
@@ -203,7 +216,15 @@ class StatsBuilder:
 
     def finish(self) -> DumpStats:
         stats = ShapeStats(
-            self.n, self.k, self.group_rounds, self.draft_sum, self.draft_count, self.rounds, max(1, self.max_steps)
+            self.n,
+            self.k,
+            self.group_rounds,
+            self.draft_sum,
+            self.draft_count,
+            self.rounds,
+            max(1, self.max_steps),
+            self.went_on,
+            self.stopped,
         )
         codes = sorted(self.tree_codes)
         paths = tuple(decode_path(c, self.base) for c in codes)
@@ -245,9 +266,10 @@ def decode_path(code: int, base: int) -> RankPath:
     return tuple(reversed(out))
 
 
-def dump_stats_from_results(results: Sequence[RoundResult]) -> DumpStats:
-    """The same statistics from replayed rounds (the reference path; rounds numbered in list order)."""
-    visits = collect_visits(results)
+def dump_stats_from_results(results: Sequence[RoundResult], recorded_gamma: int | None = None) -> DumpStats:
+    """The same statistics from replayed rounds (the reference path; rounds numbered in list order).
+    recorded_gamma: the recording config's gamma (StatsBuilder's)."""
+    visits = collect_visits(results, recorded_gamma)
     stats = stats_from_visits(visits)
     groups = stats.groups
     group = group_of(np.arange(len(results)), len(results))

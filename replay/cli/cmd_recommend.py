@@ -38,7 +38,10 @@ Reads dump directories or packed runs (specreplay pack) in batches. Cost curve J
 harness writes it): {"tokens": [1, 2, 4, ...], "verify_s": [...], "draft_step_s": x}.
 Shapes contained in the recorded config are replayed exactly (analysis.compare.subtree); for the others a
 `specreplay sweep` command line is printed. Depths the dumps cannot estimate are refused unless
---extrapolate. Estimator, search and refusals: docs/shape-search.md; cost model: docs/analysis.md.
+--extrapolate. Rounds that stopped drafting before gamma count: a node's value is the share of
+rounds that drafted its step (among those whose walk reached its parent's depth) times its
+acceptance (the 'early stops:' line). Estimator, search and refusals: docs/shape-search.md;
+cost model: docs/analysis.md.
 Progress goes to stderr on a terminal (--no-progress to silence it).
 Exit status: 0; 1 when rounds were skipped (listed on stderr); 2 on errors (no round replayed too). A measured shape that disagrees
 with its prediction is a finding, not skipped input: agree = NO in the table, a warning on stderr, exit 0.
