@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from replay.cli import main
@@ -3316,3 +3317,85 @@ def test_stats_export_named_like_a_file_also_suggests_redirecting(capsys, tmp_pa
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert "NAME.csv" in err and "redirect stdout (> x.json)" in err  # stats does print its tables
     assert not (tmp_path / "x.json").exists()
+
+
+# --- new-user try 10: notes that only per-round output showed, and misspelt manifest keys ------------
+
+
+def test_misspelt_manifest_keys_are_warned_once(capsys, tmp_path):
+    d = tmp_path / "dump"
+    shutil.copytree(SYNTH, d)
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest["lay_out"] = manifest.pop("layout")
+    manifest["vocabsize"] = 151936
+    manifest["engine_note"] = "an engine's own key: not a near miss, stays quiet"
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    code, out, err = run(capsys, "replay", d, "--summary")
+    assert code == 0 and out
+    lines = [line for line in err.splitlines() if "did you mean" in line]
+    assert len(lines) == 1 and str(d / "manifest.json") in lines[0]
+    assert "'lay_out': did you mean 'layout'?" in lines[0] and "'vocabsize': did you mean 'vocab_size'?" in lines[0]
+    assert "engine_note" not in err
+    code, _, err = run(capsys, "replay", SYNTH, "--summary")  # the bundled manifest: nothing to say
+    assert code == 0 and "did you mean" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["replay", "--summary"], ["stats"], ["batch", "-o", "{tmp}/b.csv"]],
+    ids=["replay --summary", "stats", "batch"],
+)
+def test_round_notes_reach_commands_that_print_no_round(argv, capsys, tmp_path):
+    """A --config narrower than the recording leaves validate rows beyond its layout in every
+    complete round: the commands that print no round say so once, counting the rounds."""
+    cmd, *rest = argv
+    code, out, err = run(capsys, cmd, SYNTH, "--config", "4,2x2,1x1", *[a.format(tmp=tmp_path) for a in rest])
+    notes = [line for line in err.splitlines() if "beyond the all layout" in line]
+    assert code == 1 and out and len(notes) == 1, err  # 1: a few early stops are skipped (listed)
+    assert "round(s): validate: 2 row(s) beyond the all layout ignored as padding (first: round " in notes[0]
+    count = int(notes[0].split("note: ")[1].split(" round(s)")[0])
+    skipped = sum("skipped round" in line for line in err.splitlines())
+    assert count == 300 - skipped and skipped < 20  # every replayed round has the 2 rows; a few early stops are skipped
+
+
+def test_a_temperature_prints_as_typed_in_tables(capsys):
+    code, out, err = run(capsys, "stats", SYNTH, "--temperature", "1e-9", "--table", "summary")
+    assert code == 0
+    header, row = out.splitlines()[:2]
+    assert header.split()[1] == "temperature" and row.split()[1] == "1e-09"  # not 0.0000
+
+
+@pytest.fixture
+def one_round_without_scores(tmp_path) -> Path:
+    d = tmp_path / "dump"
+    shutil.copytree(SYNTH, d)
+    path = d / "validate_100_116.npz"
+    with np.load(path) as z:
+        ids = z["ids"]
+    np.savez(path, ids=ids)  # this round's target rows lose their scores: greedy still replays it
+    return d
+
+
+@pytest.mark.parametrize("cmd", [["replay", "--summary"], ["batch"]], ids=["replay --summary", "batch"])
+def test_a_round_without_scores_is_skipped_by_sampling_only(cmd, one_round_without_scores, capsys):
+    code, out, err = run(capsys, cmd[0], one_round_without_scores, *cmd[1:], "--temperature", "0.7")
+    assert code == 1  # skipped input, listed
+    assert "rounds replayed: 300   skipped: 0" in out  # the greedy replay skipped nothing
+    assert "(299 rounds with scores, 0 exact; 1 replayed round without scores skipped (listed on stderr))" in out
+    assert "skipped round 100_116: no sampling replay at T = 0.7: its validate rows have no scores" in err
+    code, out, _ = run(capsys, cmd[0], one_round_without_scores, *cmd[1:])  # greedy: nothing skipped
+    assert code == 0 and "rounds replayed: 300   skipped: 0" in out
+
+
+def test_batch_csv_leaves_undetermined_numbers_empty(one_round_without_scores, capsys, tmp_path):
+    """docs/output-schema.md: a bound or variance the dump does not determine is NaN, empty in CSV."""
+    from replay.core.records import read_csv
+
+    out_csv = tmp_path / "b.csv"
+    code, _, _ = run(capsys, "batch", one_round_without_scores, "--temperature", "0.7", "-o", out_csv)
+    assert code == 1
+    text = out_csv.read_text()
+    assert "nan" not in text.lower()
+    df = read_csv(out_csv)
+    assert len(df) == 299 and df["accepted_length_variance"].isna().all()  # T = 0.7 on top-K rows: bounded
+    assert df["expected_accepted_length_lo"].notna().all()

@@ -22,8 +22,8 @@ from analysis.compare.subtree import is_contained, replay_subconfig_all
 from analysis.compare.subtree_batch import replay_contained_many
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes, replay_batch
-from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult
-from replay.engine.runs import Run, explain_rejections, open_run
+from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult, input_warnings
+from replay.engine.runs import NoteGroup, Run, batch_round_notes, explain_rejections, note_groups, open_run
 from replay.io.grouping import Skipped
 
 from .stats import DumpStats, StatsBuilder, code_base, dump_stats_from_results
@@ -187,6 +187,7 @@ def scan_run(
     builder = StatsBuilder(run.num_rounds, code_base(run.tree), run.tree.gamma)
     later: list[tuple[int, Skipped]] = []
     kept: list[_Piece] | None = []
+    notes: list[NoteGroup] = []
     held = 0
     seen = replayed = accepted = 0
     for load in run.chunks(1):  # each loader reads (and checks) one piece when called
@@ -202,6 +203,7 @@ def scan_run(
                 b = piece.batch
                 positions = b.ordinals if b.ordinals is not None else seen + np.arange(len(b))
                 builder.add_batch(b, piece.result, piece.expanded, piece.shape, positions)
+                notes += note_groups(piece.result, positions)
                 if kept is not None:
                     held += _in_ram(piece)
                     if held <= keep_bytes:
@@ -238,5 +240,6 @@ def scan_run(
                     progress(done, run.num_rounds)
         return [totals[k].measured() if k in totals and builder.rounds else None for k in range(len(configs))]
 
-    warnings = run.step0.after_replay(replayed, accepted > 0)
+    warnings = input_warnings(run.config, run.manifest) + run.step0.after_replay(replayed, accepted > 0)
+    warnings += batch_round_notes(notes)
     return DumpInput(run.path, run.tree, builder.finish(), skipped, measure_many, warnings)

@@ -166,6 +166,9 @@ def skipped_status(runs, args=None) -> int:
     return 1 if left_out or any(run.replay.skipped for run in runs) else 0
 
 
+TYPED_COLUMNS = ("temperature",)  # printed as given (:g), not at the tables' 4 decimals
+
+
 def _print_table(df, args, out=None) -> None:
     out = out or sys.stdout  # looked up per call: tests and pipes swap sys.stdout
     if getattr(args, "json", False):
@@ -173,7 +176,9 @@ def _print_table(df, args, out=None) -> None:
     elif getattr(args, "csv", False):
         csv_frame(df).to_csv(out, index=False)  # list columns as text (replay.core.records)
     else:
-        out.write(df.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="–") + "\n")
+        # a temperature is a parameter the user typed, not a measurement: 1e-09 stays 1e-09, not 0.0000
+        exact = {col: "{:g}".format for col in TYPED_COLUMNS if col in df.columns}
+        out.write(df.to_string(index=False, float_format=lambda v: f"{v:.4f}", formatters=exact, na_rep="–") + "\n")
 
 
 def configs_from_args(args, recorded):

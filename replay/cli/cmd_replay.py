@@ -136,7 +136,7 @@ def _replay_sampling(args: argparse.Namespace) -> int:
         except ValueError as exc:
             skipped.append(sampling_skip(res.name, t, str(exc)))
             refused.append(str(exc))
-    rep = replace(rep, skipped=tuple(skipped))
+    greedy, rep = rep, replace(rep, skipped=tuple(skipped))
     require_rounds(rep, len(used))
     out = sys.stdout
     if args.json:
@@ -147,7 +147,13 @@ def _replay_sampling(args: argparse.Namespace) -> int:
             for res, smp in used:
                 out.write("\n".join(render_round(res) + sampling_lines(smp)) + "\n\n")
         out.write(
-            "\n".join(render_summary(rep) + sampling_summary([s for _, s in used], refused_with_scores(refused))) + "\n"
+            "\n".join(
+                render_summary(greedy)  # its own skipped: the reading's (the sampling line counts the rest)
+                + sampling_summary(
+                    [s for _, s in used], refused_with_scores(refused), len(refused) - refused_with_scores(refused)
+                )
+            )
+            + "\n"
         )
     if any(s.needs_vocab for _, s in used):
         print_needs_vocab("replay", t)

@@ -170,7 +170,7 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
     require_rounds(rep, int(rep.result.ok.sum()))
     res = rep.result
     smp = concat_sampling([p[:2] for p in rep.per_batch]) if rep.per_batch else None
-    rep = replace(rep, skipped=(*rep.skipped, *_refusals(args.dir, opts, res, smp, t, vocab, nodes)))
+    greedy, rep = rep, replace(rep, skipped=(*rep.skipped, *_refusals(args.dir, opts, res, smp, t, vocab, nodes)))
     rows = np.flatnonzero(res.ok & smp.usable) if smp is not None else np.zeros(0, dtype=np.int64)
     require_rounds(rep, rows.shape[0])
     assert smp is not None
@@ -183,7 +183,7 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
         write_sampling_json_lines(res, smp, rows, out)
     else:
         u, own = rows, from_node_logprobs(smp)
-        lines = render_run_summary(rep) + sampling_summary_arrays(
+        lines = render_run_summary(greedy) + sampling_summary_arrays(  # greedy: the reading's skipped alone
             t,
             smp.expected_lo[u],
             smp.expected_hi[u],
@@ -192,6 +192,7 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
             smp.exact[u],
             int(own[u].sum()),
             int((res.ok & ~smp.usable & (smp.problem != NO_SCORES_CODE)).sum()),  # with scores, refused
+            int((res.ok & (smp.problem == NO_SCORES_CODE)).sum()),
         )
         out.write("\n".join(lines) + "\n")
     if smp.needs_vocab:

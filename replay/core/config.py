@@ -11,6 +11,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -304,23 +305,37 @@ def _folded(key: str) -> str:
     return key.lower().replace("_", "").replace("-", "")
 
 
-_FOLDED_KEYS = {_folded(k): k for k in _KNOWN_KEYS}
 # A ratio that joins one dropped, doubled or swapped letter (gama, tretype, topHaed: 0.86 to 0.93) but
 # not a shorter word that only shares a part (type for treeType: 0.67).
 _NEAR_MISS_CUTOFF = 0.85
 
 
-def near_miss(key: Any) -> str | None:
-    """The known key (tree or run level) an unknown ``key`` is probably meant to be, or None: the same
-    key but for case, '_' and '-' (top_head, TOPHEAD), else one a letter or two away (gama, tretype).
-    The one rule of what counts as a misspelling, for the warning and for the hint of a hard error."""
-    if not isinstance(key, str) or key in _KNOWN_KEYS:
+@lru_cache(maxsize=8)
+def _folded_keys(known: tuple[str, ...]) -> dict[str, str]:
+    return {_folded(k): k for k in known}
+
+
+def near_miss(key: Any, known: Sequence[str] = _KNOWN_KEYS) -> str | None:
+    """The known key an unknown ``key`` is probably meant to be, or None: the same key but for case,
+    '_' and '-' (top_head, TOPHEAD), else one a letter or two away (gama, tretype). ``known``: a
+    config's keys (tree or run level), or another JSON object's (manifest.json's, replay.io.manifest).
+    The one rule of what counts as a misspelling, for the warnings and for the hint of a hard error."""
+    if not isinstance(key, str) or key in known:
         return None
+    folded_keys = _folded_keys(tuple(known))
     folded = _folded(key)
-    if folded in _FOLDED_KEYS:
-        return _FOLDED_KEYS[folded]
-    close = difflib.get_close_matches(folded, list(_FOLDED_KEYS), n=1, cutoff=_NEAR_MISS_CUTOFF)
-    return _FOLDED_KEYS[close[0]] if close else None
+    if folded in folded_keys:
+        return folded_keys[folded]
+    close = difflib.get_close_matches(folded, list(folded_keys), n=1, cutoff=_NEAR_MISS_CUTOFF)
+    return folded_keys[close[0]] if close else None
+
+
+def misspelling_warning(where: str, pairs: Sequence[tuple[str, str]], consequence: str) -> tuple[str, ...]:
+    """The one stderr line about keys not read but spelt like ones that are ((key, meant) pairs), or nothing."""
+    if not pairs:
+        return ()
+    named = "; ".join(f"{key!r}: did you mean {guess!r}?" for key, guess in pairs)
+    return (f"WARNING: {where}: key(s) not read, spelt like ones that are ({named}); {consequence}",)
 
 
 def _hinted(error: ConfigError, obj: Mapping[str, Any]) -> ConfigError:
@@ -350,14 +365,10 @@ def misspelt_keys(config: SpecConfig) -> list[tuple[str, str]]:
 
 def config_key_warnings(config: SpecConfig, where: str | None = None) -> tuple[str, ...]:
     """The stderr line of misspelt_keys, or nothing; ``where`` names a config without a file (the option)."""
-    pairs = misspelt_keys(config)
-    if not pairs:
-        return ()
-    named = "; ".join(f"{key!r}: did you mean {guess!r}?" for key, guess in pairs)
-    where = config.source or where or "the config"
-    return (
-        f"WARNING: {where}: key(s) not read, spelt like ones that are ({named}); each key they stand for "
-        "took its default, so the tree used may not be the one meant",
+    return misspelling_warning(
+        config.source or where or "the config",
+        misspelt_keys(config),
+        "each key they stand for took its default, so the tree used may not be the one meant",
     )
 
 

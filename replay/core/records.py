@@ -486,6 +486,8 @@ def _csv_lines(table: Any, frame_cells: bool = False) -> memoryview:
             col = pc.if_else(col, pa.scalar("True", text), pa.scalar("False", text))
         elif frame_cells and pa.types.is_floating(kind):
             col = _float_text(col)
+        elif pa.types.is_floating(kind):  # NaN (a bound not determined) empty, as docs/output-schema.md says
+            col = pc.if_else(pc.is_nan(col), pa.scalar(None, kind), col).cast(text)
         else:
             col = col.cast(text)
         if name == "notes" or pa.types.is_large_string(kind) or (frame_cells and pa.types.is_string(kind)):

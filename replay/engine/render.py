@@ -211,7 +211,7 @@ def sampling_lines(smp) -> list[str]:
     return lines
 
 
-def sampling_summary(samplings, skipped: int = 0) -> list[str]:
+def sampling_summary(samplings, skipped: int = 0, no_scores: int = 0) -> list[str]:
     """Means over replayed rounds (RoundSampling objects) at T; see sampling_summary_arrays."""
     depth = max(len(s.length_ge_lo) for s in samplings)
 
@@ -228,6 +228,7 @@ def sampling_summary(samplings, skipped: int = 0) -> list[str]:
         np.array([s.exact for s in samplings]),
         sum(s.from_node_logprobs for s in samplings),
         skipped,
+        no_scores,
     )
 
 
@@ -240,17 +241,22 @@ def rounds_with_scores(n: int, t: float, skipped: int = 0) -> str:
     return words + (f", {skipped} of them skipped (listed on stderr)" if skipped else "")
 
 
-def sampling_summary_arrays(t, exp_lo, exp_hi, ge_lo, ge_hi, exact, own: int = 0, skipped: int = 0) -> list[str]:
+def sampling_summary_arrays(
+    t, exp_lo, exp_hi, ge_lo, ge_hi, exact, own: int = 0, skipped: int = 0, no_scores: int = 0
+) -> list[str]:
     """Means over n rounds at T: expectations with bounds, and the expected length distribution.
 
     exp_lo, exp_hi, exact: [n]; ge_lo, ge_hi: [n, D+1] P(L >= d) for d = 0..D (column 0 is 1); own:
-    how many of the rounds the dump's node_logprobs decided; skipped: as rounds_with_scores.
+    how many of the rounds the dump's node_logprobs decided; skipped: as rounds_with_scores;
+    no_scores: replayed rounds without scores, skipped at T only (the greedy summary above them
+    counts them as replayed: its "skipped" is the reading's alone).
     """
     n = exp_lo.shape[0]
     lo, hi = float(exp_lo.mean()), float(exp_hi.mean())
     used = f" of the {n} used" if skipped else ""
+    without = f"; {counted(no_scores, 'replayed round')} without scores skipped (listed on stderr)" if no_scores else ""
     lines = [
-        f"sampling at T = {t:g} ({rounds_with_scores(n, t, skipped)}, {int(exact.sum())} exact{used}):",
+        f"sampling at T = {t:g} ({rounds_with_scores(n, t, skipped)}, {int(exact.sum())} exact{used}{without}):",
         f"  expected accepted length per round: {_span(lo, hi)}",
         f"  expected block efficiency:          {_span(lo + 1.0, hi + 1.0)}",
         "  expected distribution of the accepted length (fraction of rounds):",

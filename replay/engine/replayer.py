@@ -7,7 +7,8 @@ it to a dump directory, analysing every valid round and listing what it skipped 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -21,7 +22,13 @@ from replay.core.tree import Tree
 from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, PAD_TOKEN
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
-from replay.io.manifest import Manifest, group_rounds, read_manifest, recorded_round_warnings
+from replay.io.manifest import (
+    Manifest,
+    group_rounds,
+    manifest_key_warnings,
+    read_manifest,
+    recorded_round_warnings,
+)
 from replay.io.packed.format import looks_packed
 from replay.io.packed.pack import PackedBlockError, PackedRun
 from replay.io.rounds import Round, load_round
@@ -130,6 +137,36 @@ def mixed_layouts_note(
         f"the {many} layout's (first: {first}; {have} rows where the {many} layout has {other}): "
         f"{'a cut-off file' if few == LAYOUT_PARENTS else 'a file from another recording'}? "
         f"--layout {many} refuses such rounds"
+    )
+
+
+def round_notes_lines(groups: Iterable[tuple[str, Sequence[str], int]]) -> tuple[str, ...]:
+    """The run's stderr lines about its rounds' own notes (each round's tree and record keep them):
+    one line per kind of note, counting the rounds that have it and naming the first, so that the
+    commands that print no round (replay --summary, batch, stats, ...) say it too, and once.
+
+    groups: (round name, its notes, how many rounds have exactly these notes, this one first), in
+    run order (the batch path gives one group per distinct note). A kind is a note's text without
+    its numbers ("1 row(s)" and "2 row(s)" beyond the layout: one kind); the line quotes the first
+    round's and says when the numbers vary. FALLBACK_WARNING has its own line (fallback_run_warning).
+    """
+    kinds: dict[str, list] = {}  # kind -> [first note, first round, rounds, numbers vary]
+    for name, notes, count in groups:
+        seen: set[str] = set()
+        for note in notes:
+            kind = re.sub(r"\d+", "#", note)
+            if note == FALLBACK_WARNING:
+                continue
+            entry = kinds.get(kind)
+            if entry is None:
+                kinds[kind] = entry = [note, name, 0, False]
+            entry[3] = entry[3] or note != entry[0]
+            if kind not in seen:  # rounds are counted, not notes: a round may have one per draft step
+                entry[2] += count
+                seen.add(kind)
+    return tuple(
+        f"note: {n} round(s): {note} (first: round {name}{'; the numbers vary, each round says its own' if vary else ''})"
+        for note, name, n, vary in kinds.values()
     )
 
 
@@ -247,6 +284,12 @@ def reading_warnings(step0: Step0Check, accepted_lengths) -> tuple[str, ...]:
     return step0.after_replay(int(lengths.shape[0]), bool(lengths.shape[0] and lengths.any()))
 
 
+def input_warnings(config: SpecConfig, manifest: Manifest) -> tuple[str, ...]:
+    """What every replay says first on stderr about its config and manifest: keys spelt like ones
+    it reads, which it did not read."""
+    return config_key_warnings(config) + manifest_key_warnings(manifest)
+
+
 def resolve_options(
     directory: Path, opts: ReplayOptions
 ) -> tuple[SpecConfig, TreeConfig, Manifest, ReplayOptions, str]:
@@ -329,7 +372,7 @@ def replay_directory(
             directory,
             no_such_round(opts.only_round, [f.key for f in grouping.rounds], str(directory), grouping.skipped),
         )
-    warnings = config_key_warnings(config) + _run_warnings(grouping.step0, manifest, tree_cfg, results)
+    warnings = input_warnings(config, manifest) + _run_warnings(grouping.step0, manifest, tree_cfg, results)
     return DirectoryReplay(
         str(directory),
         config,
@@ -351,6 +394,7 @@ def _run_warnings(
     warnings = reading_warnings(step0, [r.acceptance.accepted_length for r in results])
     fallback = fallback_run_warning(sum(FALLBACK_WARNING in r.notes for r in results), len(results))
     warnings += (fallback,) if fallback else ()
+    warnings += round_notes_lines((r.name, r.notes, 1) for r in results)
     rising = _rising_rows_warning(results)
     warnings += (rising,) if rising else ()
     mixed = mixed_layouts_note(
@@ -455,7 +499,7 @@ def replay_packed(
             progress(loaded, packed.num_rounds)
     if only is not None and not seen:
         raise RoundNotFoundError(path, no_such_round(only, packed_keys(packed), str(path)))
-    warnings = config_key_warnings(config) + _run_warnings(packed.step0, manifest, tree, results)
+    warnings = input_warnings(config, manifest) + _run_warnings(packed.step0, manifest, tree, results)
     return DirectoryReplay(
         str(path), config, tree, manifest, tuple(results), tuple(skipped), source, config_notes(config, opts), warnings
     )

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from replay.core.config import SpecConfig, TreeConfig, config_key_warnings
+from replay.core.config import SpecConfig, TreeConfig
 from replay.core.selection import fallback_run_warning
 from replay.core.vocab import LAYOUT_ALL, LAYOUTS
 from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
@@ -34,6 +34,7 @@ from .replayer import (  # noqa: F401  (replay_packed re-exported)
     ReplayOptions,
     RoundResult,
     config_notes,
+    input_warnings,
     mixed_layouts_note,
     open_packed,
     packed_keys,
@@ -41,6 +42,7 @@ from .replayer import (  # noqa: F401  (replay_packed re-exported)
     replay_packed,
     replay_round,
     resolve_options,
+    round_notes_lines,
 )
 
 
@@ -312,6 +314,32 @@ def _check_unique_ordinals(run: Run, result: BatchResult) -> None:
         )
 
 
+NoteGroup = tuple[int, str, list[str], int]  # (position in the run, round name, its notes, rounds with these notes)
+
+
+def note_groups(res: BatchResult, positions: np.ndarray | None = None) -> list[NoteGroup]:
+    """The rounds of a batch that have notes, for round_notes_lines: the rounds whose only note is
+    about padding rows are grouped by that note (rows beyond, layout) without asking each round for
+    its notes. positions: [R] each round's place in the run (default: its index)."""
+    ok = res.ok
+    own = sorted(k for k in res.selection_notes if k < len(res) and ok[k])
+    plain = ok & (res.validate_extra_rows > 0)
+    plain[own] = False
+    at = np.flatnonzero(plain)
+    codes = res.validate_extra_rows[at].astype(np.int64) * len(LAYOUTS) + res.layout[at]
+    _, first, counts = np.unique(codes, return_index=True, return_counts=True)
+    place = np.arange(len(res)) if positions is None else positions
+    return [
+        (int(place[i]), f"{res.keys[0, i]}_{res.keys[1, i]}", res.notes(i), c)
+        for i, c in [(int(at[f]), int(c)) for f, c in zip(first, counts)] + [(k, 1) for k in own]
+    ]
+
+
+def batch_round_notes(groups: list[NoteGroup]) -> tuple[str, ...]:
+    """round_notes_lines of a batch-replayed run's note_groups (from one batch or many)."""
+    return round_notes_lines(g[1:] for g in sorted(groups, key=lambda g: g[0]))
+
+
 def replay_run(
     path: str | Path,
     opts: ReplayOptions = ReplayOptions(),
@@ -339,9 +367,10 @@ def replay_run(
         raise _missing_round(run)
     skipped = run.skipped + tuple(s for _, s in sorted(later, key=lambda t: t[0]))
     ok = result.ok
-    warnings = config_key_warnings(run.config) + reading_warnings(run.step0, result.accepted_length[ok])
+    warnings = input_warnings(run.config, run.manifest) + reading_warnings(run.step0, result.accepted_length[ok])
     fallback = fallback_run_warning(int((result.selection[:, ok] == SEL_FALLBACK).any(axis=0).sum()), int(ok.sum()))
     warnings += (fallback,) if fallback else ()
+    warnings += batch_round_notes(note_groups(result))
     shapes = result.shape_index[ok]
     mixed = mixed_layouts_note(
         result.keys[:, ok],

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from replay.core.config import SpecConfig, parse_config
+from replay.core.config import SpecConfig, misspelling_warning, near_miss, parse_config
 from replay.core.vocab import LAYOUTS
 from replay.util.bounded import read_json_file
 from replay.util.errors import DumpError
@@ -184,6 +184,52 @@ def read_manifest(directory: str | Path) -> Manifest:
     temps = _node_temperatures(path, body.get("node_logprob_temperatures"))
     t = _temperature(path, body.get("temperature"))
     return Manifest(str(path), config, layout, score_kind, offset, raw, roots, body, stated, keys, vocab, temps, t)
+
+
+# The top-level keys a reader takes from manifest.json (docs/dump-format.md "manifest.json"), and the
+# ones the harness writes beside them for the record (replay/live/dumps.py run_manifest, run.py).
+MANIFEST_KEYS = (
+    "format",
+    "version",
+    "config",
+    "layout",
+    "score_kind",
+    "step0_offset",
+    "encoding",
+    "rounds",
+    "totals",
+    "vocab_size",
+    "node_logprob_temperatures",
+    "temperature",
+)
+HARNESS_KEYS = (
+    "score_temperature",
+    "key_rule",
+    "seed_rule",
+    "models",
+    "sequences",
+    "tokenizer",
+    "dtype",
+    "device",
+    "seed",
+    "max_new_tokens",
+    "sweep",
+)
+
+
+def manifest_key_warnings(manifest: Manifest) -> tuple[str, ...]:
+    """The stderr line about top-level keys of manifest.json spelt like a key a reader takes
+    (vocabsize, lay_out, Step0_Offset: replay.core.config.near_miss, the rule config keys follow):
+    the key meant took its default. Other unknown keys stay quiet: engines add their own."""
+    body = manifest.body or {}
+    pairs = [
+        (key, guess)
+        for key in body
+        if (guess := near_miss(key, (*MANIFEST_KEYS, *HARNESS_KEYS))) in MANIFEST_KEYS and guess not in body
+    ]
+    return misspelling_warning(
+        manifest.path or MANIFEST_NAME, pairs, "each key they stand for was read as absent (its default)"
+    )
 
 
 MAX_KEYS_NAMED = 5  # round keys quoted in one message; the rest are counted
