@@ -154,9 +154,24 @@ def check_agree(cfg: TreeConfig, rounds: list[Round], chunk_rounds: int = 16384)
             else:
                 assert res.error[i] == ERR_OK, f"batch rejected round {i} (code {res.error[i]}); reference: {ref}"
                 assert res.round_json(i) == ref
+                _check_kept_tree(res, i, replay_round(rounds[ordinal], cfg).tree.expanded_order)
                 verdicts[ordinal] = "replayed"
     assert sorted(verdicts) == list(range(len(rounds))), "batch_from_rounds dropped rounds"
     return [verdicts[k] for k in range(len(rounds))]
+
+
+def _check_kept_tree(res, i: int, expanded_order: np.ndarray) -> None:
+    """The expanded slots the batch result keeps (BatchResult.expanded, what the sampling replay
+    reads instead of rebuilding) are the reference's expanded nodes, step by step, slot by slot."""
+    assert res.expanded is not None
+    shape = res.shapes[int(res.shape_index[i])]
+    nodes = [
+        shape.starts[s] + int(res.expanded[shape.head_offsets[s] + j, i])
+        for s in range(shape.num_steps)
+        for j in range(shape.heads[s])
+    ]
+    assert nodes == expanded_order.tolist()
+    assert (res.expanded[shape.num_expanded :, i] == -1).all()
 
 
 @pytest.mark.slow
@@ -185,7 +200,16 @@ def test_chunking_and_threads_do_not_change_results(case, chunk):
     cfg, rounds = case
     one = replay_batches(batch_from_rounds(rounds), cfg, workers=1)
     many = replay_batches(batch_from_rounds(rounds), cfg, workers=2, chunk_rounds=chunk)
-    for name in ("error", "accepted_nodes", "accepted_tokens", "bonus_token", "stop", "selection", "layout"):
+    for name in (
+        "error",
+        "accepted_nodes",
+        "accepted_tokens",
+        "bonus_token",
+        "stop",
+        "selection",
+        "layout",
+        "expanded",
+    ):
         np.testing.assert_array_equal(getattr(one, name), getattr(many, name), err_msg=name)
     assert [one.notes(i) for i in range(len(one))] == [many.notes(i) for i in range(len(many))]
 

@@ -57,6 +57,29 @@ def test_batch_equals_per_round_and_reference(layout, t, steps):
     assert checked > 100
 
 
+@pytest.mark.parametrize("layout", ["all", "parents"])
+def test_the_kept_trees_and_a_rebuild_give_the_same_bits(layout):
+    """batch_sampling reads the trees replay_batch kept (BatchResult.expanded); a result without them
+    (None) makes it rebuild each chunk's trees: every output the same, bit for bit, early stops and
+    rejected rounds included, and on a subset of rounds (BatchResult.take)."""
+    spec = SynthSpec(ARTICLE, 300, steps=3, seed=5, layout=layout, target_cols=4, vocab=VOCAB)
+    early = SynthSpec(ARTICLE, 200, steps=2, seed=6, layout=layout, target_cols=4, vocab=VOCAB)
+    for batch in (
+        with_validate_scores(synth_batch(spec), 3, VOCAB),
+        with_validate_scores(synth_batch(early), 2, VOCAB),
+    ):
+        res = replay_batch(batch, ARTICLE, workers=1)
+        assert res.expanded is not None
+        some = np.arange(0, len(batch), 3)
+        for b, r in ((batch, res), (batch.take(some), res.take(some))):
+            kept = batch_sampling(b, r, ARTICLE, 0.7, vocab_size=VOCAB)
+            rebuilt = batch_sampling(b, replace(r, expanded=None), ARTICLE, 0.7, vocab_size=VOCAB)
+            for name in ("usable", "problem", "expected_lo", "expected_hi", "length_ge_lo", "length_ge_hi", "exact"):
+                np.testing.assert_array_equal(getattr(kept, name), getattr(rebuilt, name), err_msg=name)
+            np.testing.assert_array_equal(np.isnan(kept.variance), np.isnan(rebuilt.variance))
+            assert kept.usable.sum() > len(b) // 2
+
+
 def test_without_scores_every_round_says_so():
     batch = synth_batch(SynthSpec(ARTICLE, 20, with_scores=False))
     res = replay_batch(batch, ARTICLE, workers=1)

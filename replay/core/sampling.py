@@ -276,6 +276,13 @@ def _row_problem(total: np.ndarray, lmax: np.ndarray, has: np.ndarray, room: np.
     a row whose tail mass 1 - total exceeds it (a row naming all V tokens summing below 1) has no
     distribution behind it, and no bound drawn from it would mean anything.
     """
+    if has.all():  # the usual chunk: one pass tells that no row has a problem (NaN fails every <=)
+        fine = total <= 1.0 + ROW_SUM_TOLERANCE
+        fine &= lmax <= 0
+        if room is not None:
+            fine &= 1.0 - total <= room + ROW_SUM_TOLERANCE
+        if fine.all():
+            return np.zeros(total.shape[-1], dtype=np.int8)
     nan = (np.isnan(total) & has).any(axis=0)
     pos = ((lmax > 0) & has).any(axis=0)
     over = ((total > 1.0 + ROW_SUM_TOLERANCE) & has).any(axis=0)
@@ -350,13 +357,16 @@ def _row_stats(
     # tokens at q_K and one at the rest r; a tail of mass 0 or of a row with q_K = 0 is empty.
     j = np.floor(m / qk)
     r = np.minimum(np.maximum(m - j * qk, 0.0), qk)
-    logr = np.log(r)
+    base = np.empty((3, *lmax.shape))  # written in place: no stack of three temporaries
+    logr = np.log(r, out=base[1])
     logr -= lmax
     tail = ~no_tail & (m > 0)
     if not tail.all():
-        j, logr = np.where(tail, j, 0.0), np.where(tail, logr, -np.inf)
+        j = np.where(tail, j, 0.0)
+        np.copyto(logr, -np.inf, where=~tail)
     lmm = np.minimum(lmin, logm)
-    base = np.stack([lmin - lmax, logr, lmm - lmax])
+    np.subtract(lmin, lmax, out=base[0])
+    np.subtract(lmm, lmax, out=base[2])
     log_rest = (
         None
         if rest is None
@@ -375,6 +385,9 @@ def _row_stats(
 def _tail_known(empty: np.ndarray, rest: np.ndarray | float | None, has: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(empty_tail, z_known) [E, C] of _RowStats, from the structure alone: ``empty`` the rows with a
     q = 0 cell or none (dead & has: an empty row), ``rest`` the V - n unnamed tokens (None: no V)."""
+    if isinstance(rest, float) and rest > 1:  # the usual: every row leaves 2 or more tokens unnamed
+        empty = empty & has  # read only: the two fields may share it
+        return empty, empty
     if rest is not None:
         empty = empty | np.asarray(rest <= 0)
     empty = empty & has
@@ -411,7 +424,8 @@ def _row_scale(rs: _RowStats, t: float, cells: np.ndarray | None) -> tuple[np.nd
         rec = np.empty(rs.lmax.shape)
         for e in range(n_rows):  # row by row: a [K, C] block stays in cache for its three passes
             if rs.d is None:  # l - lmax in float64, as _row_stats computes it when it keeps it
-                np.subtract(rs.lp[e], rs.lmax[e], out=cells, dtype=np.float64)
+                np.copyto(cells, rs.lp[e])  # then in place: each pass runs faster than into another array
+                cells -= rs.lmax[e]
                 cells *= a
             else:
                 np.multiply(rs.d[e], a, out=cells)
@@ -589,11 +603,14 @@ class _Chunk:
         for e, kids in enumerate(tree.children):
             hit = np.equal(tok[kids][:, None, :], ids[e][None]).view(np.uint8)  # [kids, K, C]
             hit *= weights
-            code[kids] = hit.max(axis=1)
+            if isinstance(kids, slice):
+                np.max(hit, axis=1, out=code[kids])
+            else:
+                code[kids] = hit.max(axis=1)
         # the cell (row, K - code) of the flat [E, K, C] rows; code 0 reads some cell (clipped), unused
         at = code.astype(np.intp)
         at *= -c
-        at += ((tree.node_row + 1) * (k * c))[:, None] + np.arange(c)
+        at += _cell_offsets(tree, k, c)
         v = np.take(lp.reshape(-1), at, mode="clip").astype(np.float64, copy=False)
         there = code > 0
         there &= v <= 0.0
@@ -637,6 +654,15 @@ class _Chunk:
         """[E, C] each row's first column (T = 0); _NO_TOKEN without a row or for PAD."""
         first = self.ids[:, 0]
         return np.where(self.has & (first != PAD_TOKEN), first.astype(np.int64), _NO_TOKEN)
+
+
+@lru_cache(maxsize=64)
+def _cell_offsets(tree: TreeLayout, k: int, c: int) -> np.ndarray:
+    """[N+1, C] offset of cell K of each node's parent row, round by round, in a chunk's flat
+    [E, K, C] rows: every chunk of one shape and size has the same (the lookup subtracts code * C)."""
+    out: np.ndarray = ((tree.node_row + 1) * (k * c))[:, None] + np.arange(c)
+    out.flags.writeable = False
+    return out
 
 
 @lru_cache(maxsize=64)

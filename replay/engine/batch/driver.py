@@ -35,13 +35,15 @@ def _replay_fixed(
     batch: RoundBatch, shape: TreeShape, static: bool, gamma: int, workers: int, chunk: int, deeper: tuple = ()
 ) -> BatchResult:
     """Every round of ``batch`` has ``shape``; structural mismatches reject the whole batch."""
-    res = replace(_empty_result(batch, gamma), shapes=(shape,))
+    res = replace(
+        _empty_result(batch, gamma), shapes=(shape,), expanded=np.full((shape.num_expanded, len(batch)), -1, np.int32)
+    )
     res.shape_index[:] = 0
     small = np.zeros(len(batch), dtype=bool)  # the round's own matrix is smaller than the shape needs
     for st, h, w in zip(batch.steps, shape.heads, shape.widths):
         if st.rows < h or st.cols < max(w):
             res.error[:] = ERR_MATRIX_SHAPE  # every round of the batch has these matrix sizes
-            return res
+            return replace(res, expanded=None)  # no tree was rebuilt
         if st.padded:  # padded rounds (replay.io.roundbatch): each round's own sizes decide
             small |= (st.own_rows() < h) | (st.own_cols() < max(w))
     notes: dict[int, list[str]] = {}
@@ -81,12 +83,15 @@ def replay_batch(
         if members.shape[0]:
             part = _replay_fixed(batch.take(members), shape, False, gamma, workers, chunk_rounds)
             parts.append((members, part, k))
-    out = replace(res, shapes=tuple(shapes))
+    slots = max((p.expanded.shape[0] for _, p, _ in parts if p.expanded is not None), default=0)
+    out = replace(res, shapes=tuple(shapes), expanded=np.full((slots, len(batch)), -1, np.int32))
     notes = {}
     for members, part, k in parts:
         for name in _ROUND_ARRAYS:
             if name not in ("keys", "root_tokens", "layout_stated"):
                 getattr(out, name)[..., members] = getattr(part, name)
+        if part.expanded is not None:
+            out.expanded[: part.expanded.shape[0], members] = part.expanded
         out.shape_index[members] = np.where(part.shape_index >= 0, k, -1)
         notes.update({int(members[i]): v for i, v in part.selection_notes.items()})
     return replace(out, selection_notes=notes)

@@ -350,6 +350,9 @@ def _replay_chunk(
     vrows = batch.validate.rows if batch.validate.rows_of is None else batch.validate.rows_of[lo:hi]
     res.validate_extra_rows[sl] = vrows - need
     res.selection[:s_count, sl] = tree.selection
+    if res.expanded is not None:
+        for i, ch in enumerate(tree.chosen):
+            res.expanded[shape.head_offsets[i] : shape.head_offsets[i] + ch.shape[0], sl] = ch
     mismatch = tree.mismatch
     ok = None
     if checks.conds:  # rejected rounds get the defaults (PAD_TOKEN / 0) in every outcome
@@ -359,6 +362,8 @@ def _replay_chunk(
         bad = lo + np.flatnonzero(~ok)
         for name, fill in _OUTCOME_DEFAULTS:
             getattr(res, name)[..., bad] = fill
+        if res.expanded is not None:
+            res.expanded[:, bad] = -1
     for i, differs, got, expect in mismatch:
         for k in np.flatnonzero(differs if ok is None else differs & ok):  # rare: parents disagree with scores
             notes.setdefault(lo + int(k), []).append(

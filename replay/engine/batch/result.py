@@ -41,6 +41,10 @@ class BatchResult:
     stop: np.ndarray  # [R] int8 StopCode (index into STOP_CODES)
     ordinals: np.ndarray | None = None  # [R] int64 position in the run, when known
     selection_notes: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # round → parents-vs-score notes
+    # [H, R] int32 the tree the replay rebuilt: slot j of draft step i (row shape.head_offsets[i] + j of
+    # the round's shape) holds the level-local node it expanded, -1 past the shape's slots and in
+    # rejected rounds; the sampling replay reads it instead of rebuilding the trees. None: not kept.
+    expanded: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         r = self.keys.shape[-1]
@@ -48,6 +52,8 @@ class BatchResult:
             arr = getattr(self, name)
             if arr.shape[-1] != r:
                 raise ValueError(f"{name}: {arr.shape[-1]} rounds in the last axis, keys have {r}")
+        if self.expanded is not None and (self.expanded.ndim != 2 or self.expanded.shape[1] != r):
+            raise ValueError(f"expanded: shape {self.expanded.shape}, expected [slots, {r}]")
         depths = {
             getattr(self, n).shape[0] for n in ("selection", "accepted_nodes", "accepted_tokens", "accepted_ranks")
         }
@@ -148,6 +154,7 @@ class BatchResult:
             shapes=self.shapes,
             ordinals=None if self.ordinals is None else self.ordinals[index],
             selection_notes=notes,
+            expanded=None if self.expanded is None else self.expanded[:, index],
         )
 
     def sorted_by_ordinal(self) -> BatchResult:
@@ -187,6 +194,7 @@ class BatchResult:
             shapes=tuple(shapes),
             ordinals=ords,
             selection_notes=notes,
+            expanded=_concat_expanded([p.expanded for p in parts]),
         )
 
     def to_frame(self):
@@ -195,6 +203,20 @@ class BatchResult:
         from .frames import record_frame
 
         return record_frame(self)
+
+
+def _concat_expanded(parts: Sequence[np.ndarray | None]) -> np.ndarray | None:
+    """The parts' expanded slots side by side, each padded with -1 to the most slots; None unless every part kept them."""
+    if any(e is None for e in parts):
+        return None
+    kept = [e for e in parts if e is not None]
+    rows = max(e.shape[0] for e in kept)
+    out = np.full((rows, sum(e.shape[1] for e in kept)), -1, dtype=np.int32)
+    at = 0
+    for e in kept:
+        out[: e.shape[0], at : at + e.shape[1]] = e
+        at += e.shape[1]
+    return out
 
 
 _ROUND_ARRAYS = (

@@ -160,23 +160,43 @@ def _chunk_rows(
 
 
 def _shape_chunks(
-    part: RoundBatch, shape: TreeShape, static: bool, layout_all: np.ndarray, chunk_rounds: int = CHUNK_ROUNDS
+    part: RoundBatch,
+    shape: TreeShape,
+    static: bool,
+    layout_all: np.ndarray,
+    expanded: np.ndarray | None = None,
+    chunk_rounds: int = CHUNK_ROUNDS,
 ) -> Iterator[ChunkInput]:
     """chunk_bounds' chunks of ``part`` (every round of ``shape``, replayed), one at a time: each
-    chunk's trees rebuilt as replay_batch rebuilds them (its kernel's _rebuild_chunk), then its rows
-    read, so that the rule finds both in cache; nothing is kept for the whole part."""
+    chunk's trees (the expanded slots replay_batch kept, [H, R] as BatchResult.expanded, else rebuilt
+    as it rebuilds them, its kernel's _rebuild_chunk), then its rows read, so that the rule finds
+    both in cache; nothing is kept for the whole part."""
     r, n1 = len(part), shape.num_nodes + 1
     for lo in range(0, r, chunk_rounds):
         hi = min(lo + chunk_rounds, r)
-        tree = _rebuild_chunk(part, lo, hi, shape, static, _columns(hi - lo))
-        tok = np.empty((n1, hi - lo), dtype=np.result_type(*tree.tokens))
+        levels, chosen = _chunk_tree(part, shape, static, expanded, lo, hi)
+        tok = np.empty((n1, hi - lo), dtype=np.result_type(*levels))
         tok[0] = 0  # the root's entry, unused
-        for i, level in enumerate(tree.tokens):
+        for i, level in enumerate(levels):
             tok[shape.starts[i + 1] : shape.starts[i + 1] + level.shape[0]] = level
         nodes: list[RowNode] = [0]
         for i in range(1, shape.num_steps):
-            nodes.extend(shape.starts[i] + tree.chosen[i][j] for j in range(shape.heads[i]))
+            nodes.extend(shape.starts[i] + chosen[i][j].astype(np.int64) for j in range(shape.heads[i]))
         yield lo, hi, _chunk_rows(part, nodes, layout_all[lo:hi], lo, hi), tok, nodes
+
+
+def _chunk_tree(
+    part: RoundBatch, shape: TreeShape, static: bool, expanded: np.ndarray | None, lo: int, hi: int
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(level tokens [L_{i+1}, C], expanded slots [h_i, C]) per draft step of rounds lo..hi: the
+    slots from ``expanded`` where the greedy replay kept them (the selection is made once, by it),
+    the level tokens read as its rebuild reads them."""
+    if expanded is None:
+        tree = _rebuild_chunk(part, lo, hi, shape, static, _columns(hi - lo))
+        return tree.tokens, tree.chosen
+    levels = [st.ids[m.slot_parent, m.slot_rank, lo:hi] for st, m in zip(part.steps, shape.maps)]
+    chosen = [expanded[o : o + h, lo:hi] for o, h in zip(shape.head_offsets, shape.heads)]
+    return levels, chosen
 
 
 def batch_sampling(
@@ -207,7 +227,10 @@ def batch_sampling(
         if not members.shape[0]:
             continue
         part = batch if members.shape[0] == r else batch.take(members)  # every round: no copy
-        chunks = _shape_chunks(part, shape, static, result.layout[members] == 1)
+        kept = result.expanded
+        if kept is not None and members.shape[0] != r:
+            kept = kept[:, members]
+        chunks = _shape_chunks(part, shape, static, result.layout[members] == 1, kept)
         try:
             b = chunk_bounds(shape_layout(shape), chunks, shape.num_nodes + 1, members.shape[0], t, vocab_size)
         except VocabTooSmall as exc:
