@@ -13,12 +13,14 @@ from replay.core.sampling import (
     PROBLEM_POSITIVE,
     PROBLEM_SUM,
     PROBLEM_VOCAB,
+    PROBLEM_ZERO,
     ROUNDS_PER_TREE,
     _layout_of,
     check_temperature,
     prepare_columns,
     prepare_sampling,
     round_bounds,
+    row_problems,
     sampling_bounds,
 )
 from replay.core.tree import Tree
@@ -278,15 +280,37 @@ def test_pad_cells_missing_children_and_duplicates_equal_the_reference(t, vocab,
 
 def test_a_zero_probability_cell_is_recorded_and_exact():
     # A child recorded with q = 0 (log-prob -inf): p = 0 exactly (the kernel finds it through its
-    # weight 0, the same [0, 0] as a missing child bounded by a q_K of 0).
+    # weight 0, the same [0, 0] as a missing child bounded by a q_K of 0). The row sums to 1: its
+    # zero cell says no token it does not name has any mass, and none is missing.
     tree = Tree.from_lists([0, 5, 6], [-1, 0, 0])
     ids = np.array([[5, 7, 6], [1, 2, 3], [1, 2, 3]])
-    lp = np.log(np.array([[0.5, 0.4, 0.1], [0.5, 0.4, 0.1], [0.5, 0.4, 0.1]]))
+    lp = np.log(np.array([[0.6, 0.4, 0.1], [0.5, 0.4, 0.1], [0.5, 0.4, 0.1]]))
     lp[0, 2] = -np.inf
     for t in (0.5, 1.0, 1.3):
         b = round_bounds(tree, ids, lp, "all", t, vocab_size=V)
+        assert b.problem[0] == 0
         assert b.reach_lo[0, 2] == b.reach_hi[0, 2] == 0.0
         assert b.reach_hi[0, 1] > 0
+        assert b.exact[0] and b.expected_lo[0] == pytest.approx(0.6 ** (1 / t) / (0.6 ** (1 / t) + 0.4 ** (1 / t)))
+
+
+@pytest.mark.parametrize("vocab", [None, V, 10**5])
+def test_a_zero_probability_row_that_sums_below_one_is_refused(vocab):
+    # New-user try 11: a top-K row with a zero cell (q_K = 0) says every token it does not name has
+    # p = 0 too, so its missing mass 1 - sum(p) has nowhere to be, whatever V. Read as an empty tail
+    # it gave an "exact" E[L] of 0.583 for a truth of 0.502; no number is the answer.
+    tree = Tree.from_lists([0, 5, 6], [-1, 0, 0])
+    ids = np.array([[5, 7, 6], [1, 2, 3], [1, 2, 3]])
+    lp = np.log(np.array([[0.4, 0.3, 0.1], [0.5, 0.4, 0.1], [0.5, 0.4, 0.1]]))
+    lp[0, 2] = -np.inf  # sums to 0.7
+    for t in (0.5, 1.0, 1.3):
+        b = round_bounds(tree, ids, lp, "all", t, vocab_size=vocab)
+        assert b.problem[0] == PROBLEM_ZERO and math.isnan(b.expected_lo[0]) and not b.exact[0]
+    assert row_problems(ids, lp, vocab).tolist() == [PROBLEM_ZERO, 0, 0]
+    assert round_bounds(tree, ids, lp, "all", 0.0, vocab_size=vocab).problem[0] == 0  # T = 0 reads no scores
+    lp[0, 2] = np.log(0.01)  # the same row without its zero cell: a tail of 0.29, bounded, no problem at a large V
+    if vocab != V:
+        assert round_bounds(tree, ids, lp, "all", 0.7, vocab_size=vocab).problem[0] == 0
 
 
 @pytest.mark.parametrize("t", TEMPS[1:])

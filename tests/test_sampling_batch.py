@@ -122,7 +122,9 @@ def test_padded_strided_rows_equal_the_reference(layout, t):
 
 def _twice(batch, seed):
     """The batch with a token named twice in some validate rows (the first cell counts) and
-    log-probs -inf in some cells past column 0 (weight 0): kinds of cell the child lookup meets."""
+    log-probs -inf in some cells past column 0 (weight 0): kinds of cell the child lookup meets.
+    A row with a zero cell says no unnamed token has mass, so it must sum to 1: column 0 takes the
+    rest (such a row summing below 1 is refused, PROBLEM_ZERO)."""
     rng = np.random.default_rng(seed)
     ids, lp = batch.validate.ids.copy(), batch.validate.logp.copy()
     twice = rng.random(ids.shape[::2]) < 0.2  # [rows, R]
@@ -130,6 +132,9 @@ def _twice(batch, seed):
     zero = rng.random(ids.shape) < 0.05
     zero[:, 0] = False
     lp[zero] = -np.inf
+    rows = zero.any(axis=1)  # [rows, R]
+    rest = np.exp(lp[:, 1:].astype(np.float64)).sum(axis=1)
+    lp[:, 0][rows] = np.log(1.0 - rest[rows]).astype(lp.dtype)
     return replace(batch, validate=MatrixStack(ids, lp))
 
 

@@ -150,6 +150,21 @@ def test_rows_that_sum_above_one_are_skipped_not_numbered(capsys, tmp_path):
     assert_told(err, "round 124_140", "sum to more than 1")
 
 
+@pytest.mark.parametrize("command", ["replay", "batch"])
+def test_a_zero_probability_row_below_one_is_skipped_not_numbered(capsys, tmp_path, command):
+    # New-user try 11: a row with a zero cell (no unnamed token can have mass) summing to 0.7 came
+    # out "exact", E[L] 0.58 for a truth of 0.50. Whatever V, it names the file, the row and the sum.
+    dump = tiny_dump(tmp_path / "d", probs=((0.4, 0.3, 0.0), (0.6, 0.3, 0.1)))
+    for extra in ((), ("--vocab-size", "40")):
+        code, out, err = run(capsys, command, dump, "--temperature", "0.7", "--no-progress", *extra)
+        assert code == 2 and "expected accepted length" not in out, err
+        assert "Traceback" not in err
+        assert_told(err, "round 124_140", "validate_124_140.scores", "row 0", "zero probability", "sums to 0.7")
+    fine = tiny_dump(tmp_path / "fine", probs=((0.7, 0.3, 0.0), (0.6, 0.3, 0.1)))  # its zero cell, and a sum of 1
+    code, out, err = run(capsys, command, fine, "--temperature", "0.7", "--no-progress")
+    assert code == 0 and "expected accepted length" in out, err
+
+
 def _sampling_part(out: str) -> str:
     return out[out.index("sampling at T") :]
 

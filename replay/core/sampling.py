@@ -42,7 +42,7 @@ from .vocab import LAYOUT_ALL, LAYOUT_PARENTS, NO_PARENT, PAD_TOKEN
 ROW_SUM_TOLERANCE = 1e-5
 
 # Per-round problem codes (0 = usable); callers skip such rounds with PROBLEM_WORDS[code].
-PROBLEM_NONE, PROBLEM_NAN, PROBLEM_POSITIVE, PROBLEM_SUM, PROBLEM_VOCAB = 0, 1, 2, 3, 4
+PROBLEM_NONE, PROBLEM_NAN, PROBLEM_POSITIVE, PROBLEM_SUM, PROBLEM_VOCAB, PROBLEM_ZERO = 0, 1, 2, 3, 4, 5
 PROBLEM_WORDS = {
     PROBLEM_NAN: "a validate row used by the walk holds a NaN log-probability",
     PROBLEM_POSITIVE: "a validate row used by the walk holds a log-probability > 0 (or +inf)",
@@ -50,6 +50,9 @@ PROBLEM_WORDS = {
     # m > (V - n) * q_min: the V - n unnamed tokens, each at most the row's smallest p, cannot hold m
     PROBLEM_VOCAB: "a validate row contradicts the vocabulary size: its unrecorded mass 1 - sum(p) is more than "
     "the V - n tokens it does not name can hold (each at most its smallest p; a row naming all V tokens must sum to 1)",
+    # q_K = 0: no unnamed token can hold any mass, whatever V
+    PROBLEM_ZERO: "a validate row holds a zero probability (log-prob -inf), so every token it does not name has p = 0 "
+    f"too, yet its probabilities sum to less than 1 (-{ROW_SUM_TOLERANCE:g}): it is no top-K row of any distribution",
 }
 
 
@@ -267,20 +270,30 @@ class _RowStats:
     problem: np.ndarray  # [C] int8 PROBLEM_* of the round, from its rows that are there
 
 
-def _row_problem(total: np.ndarray, lmax: np.ndarray, has: np.ndarray, room: np.ndarray | None = None) -> np.ndarray:
+def _row_problem(
+    total: np.ndarray,
+    lmax: np.ndarray,
+    has: np.ndarray,
+    room: np.ndarray | None = None,
+    zero: np.ndarray | None = None,
+) -> np.ndarray:
     """[C] problem code from each row's sum of q and largest log-prob (PAD cells already -inf).
 
     A NaN cell makes the sum NaN (exp(NaN) is NaN; no cell adds -inf), a positive (or +inf) cell
-    makes the maximum > 0, and the order NaN, positive, sum, vocabulary is the order of precedence.
-    room: with a vocabulary size V, the most mass the V - n unnamed tokens can hold, (V - n) * q_min;
-    a row whose tail mass 1 - total exceeds it (a row naming all V tokens summing below 1) has no
-    distribution behind it, and no bound drawn from it would mean anything.
+    makes the maximum > 0, and the order NaN, positive, sum, zero cell, vocabulary is the order of
+    precedence. room: with a vocabulary size V, the most mass the V - n unnamed tokens can hold,
+    (V - n) * q_min (inf for a row of ``zero``); a row whose tail mass 1 - total exceeds it (a row
+    naming all V tokens summing below 1) has no distribution behind it, and no bound drawn from it
+    would mean anything. zero: [E, C] the rows with a zero cell (q_min = 0; None: no such row): no
+    unnamed token can hold anything, whatever V, so such a row must sum to 1.
     """
     if has.all():  # the usual chunk: one pass tells that no row has a problem (NaN fails every <=)
         fine = total <= 1.0 + ROW_SUM_TOLERANCE
         fine &= lmax <= 0
         if room is not None:
             fine &= 1.0 - total <= room + ROW_SUM_TOLERANCE
+        if zero is not None:
+            fine &= (1.0 - total <= ROW_SUM_TOLERANCE) | ~zero
         if fine.all():
             return np.zeros(total.shape[-1], dtype=np.int8)
     nan = (np.isnan(total) & has).any(axis=0)
@@ -290,6 +303,9 @@ def _row_problem(total: np.ndarray, lmax: np.ndarray, has: np.ndarray, room: np.
     if room is not None:
         short = ((1.0 - total > room + ROW_SUM_TOLERANCE) & has).any(axis=0)
         out[short & ~over] = PROBLEM_VOCAB
+    if zero is not None:
+        lost = ((1.0 - total > ROW_SUM_TOLERANCE) & zero & has).any(axis=0)
+        out[lost & ~over] = PROBLEM_ZERO
     out[pos] = PROBLEM_POSITIVE
     out[nan] = PROBLEM_NAN
     return out
@@ -334,13 +350,13 @@ def _row_stats(
     qk = np.exp(lmin)
     no_tail = lmin == -np.inf  # a row with a -inf cell has q_K = 0: its tail is empty (the reference's `if qk > 0`)
     any_no_tail = bool(no_tail.any())
-    room = None  # the most mass the unnamed tokens can hold; a zero cell means an empty tail, not judged
+    room = None  # the most mass the unnamed tokens can hold; a row with a zero cell has its own rule (PROBLEM_ZERO)
     if rest is not None:
         room = rest * qk
         if any_no_tail:
             room[no_tail] = np.inf
         room = np.where(rest > 0, room, 0.0) if isinstance(rest, np.ndarray) else room if rest > 0 else 0.0 * room
-    problem = _row_problem(total, lmax, has, room)
+    problem = _row_problem(total, lmax, has, room, no_tail if any_no_tail else None)
     m = np.maximum(1.0 - total, 0.0)  # tail mass m at T = 1 (total >= 0: m <= 1)
     if isinstance(rest, np.ndarray):  # a row naming every token has no tail: its m (within tolerance) is rounding
         m = np.where(rest > 0, m, 0.0)

@@ -13,6 +13,7 @@ import numpy as np
 
 from replay.core.sampling import (
     PROBLEM_SUM,
+    PROBLEM_ZERO,
     VocabSize,
     VocabTooSmall,
     check_temperature,
@@ -191,7 +192,7 @@ def _row_problem_words(res, code: int, vocab_size: int | None) -> str:
     hit = rows[codes == code]
     where = f"{res.scores_path} (scores)" + (f", {row_words(int(hit[0]))}" if hit.shape[0] else "")
     words = problem_words(code, vocab_size)
-    if code == PROBLEM_SUM and hit.shape[0]:  # the sum itself tells a user which scores are wrong
+    if code in (PROBLEM_SUM, PROBLEM_ZERO) and hit.shape[0]:  # the sum itself tells a user which scores are wrong
         row = int(hit[0])
         real = res.validate_ids[row] != PAD_TOKEN
         words += f": it sums to {float(np.exp(np.asarray(res.validate_logp[row], dtype=np.float64)[real]).sum()):.6g}"

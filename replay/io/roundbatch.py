@@ -269,6 +269,17 @@ class SourceNames:
     def validate_path(self, key: tuple[int, int]) -> str:
         return f"{self._prefix}validate_{key[0]}_{key[1]}{self.exts[-1]}"
 
+    def scores_path(self, key: tuple[int, int], ordinal: int | None = None) -> str:
+        """The file a round's validate scores were read from, for messages, as the round-by-round reader
+        names it: the ``.scores`` companion beside the validate file where there is one (text, .npy,
+        raw), else the validate file itself (an .npz or .pt holds them)."""
+        data = self.paths(key, 0, ordinal)[-1]
+        stem = data[: len(data) - len(self.exts[-1])] if self.exts[-1] and data.endswith(self.exts[-1]) else data
+        for ext in dict.fromkeys((self.exts[-1], "", ".txt", ".npy", ".bin")):
+            if os.path.isfile(f"{stem}.scores{ext}"):
+                return f"{stem}.scores{ext}"
+        return data
+
     def paths(self, key: tuple[int, int], steps: int, ordinal: int | None = None) -> tuple[str, ...]:
         """Every matrix's path, draft steps then validate."""
         if ordinal is not None and ordinal in self.overrides:

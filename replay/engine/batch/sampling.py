@@ -256,5 +256,5 @@ def _vocab_error_naming(part: RoundBatch, exc: VocabTooSmall) -> Exception:
     if part.names is None:
         return exc
     i = int(np.argmax(part.validate.own_cols()))
-    path = part.names.paths(part.key(i), part.num_steps, None if part.ordinals is None else int(part.ordinals[i]))
-    return VocabBelowCandidates.naming(path[-1], exc)
+    path = part.names.scores_path(part.key(i), None if part.ordinals is None else int(part.ordinals[i]))
+    return VocabBelowCandidates.naming(path, exc)
