@@ -533,6 +533,31 @@ def test_a_fifo_output_is_written_into_not_replaced(tmp_path, capsys):
         os.close(reader)
 
 
+def test_batch_writes_its_table_to_a_device_or_fifo_and_takes_the_suffix_in_any_case(tmp_path, capsys):
+    """New-user try 11: `batch -o /dev/null` and `-o rounds.PARQUET` were refused ("use a .parquet or
+    .csv file name"), though README says devices are written in place: a device or FIFO gets CSV."""
+    import pandas as pd
+
+    synth = str(ROOT / "sample_dumps" / "synthetic_article")
+    code, _, err = call(capsys, ["batch", synth, "-o", "/dev/null", "--no-progress"])
+    assert code == 0, err
+    fifo = tmp_path / "rounds"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        code, _, err = call(capsys, ["batch", str(ARTICLE), "-o", str(fifo), "--no-progress"])
+        assert code == 0, err
+        assert os.read(reader, 1 << 16).decode().startswith("round,key_a,key_b,")
+    finally:
+        os.close(reader)
+    upper = tmp_path / "R.PARQUET"
+    code, _, err = call(capsys, ["batch", synth, "-o", str(upper), "--no-progress"])
+    assert code == 0, err
+    assert pd.read_parquet(upper).shape[0] == 300
+    code, out, err = call(capsys, ["batch", synth, "-o", str(tmp_path / "rounds.json")])
+    assert_one_line_error(code, err, "rounds.json: use a .parquet or .csv file name")
+
+
 def test_a_symlinked_output_keeps_the_link(tmp_path, capsys):
     real, link = tmp_path / "real.csv", tmp_path / "latest.csv"
     real.write_text("old\n")

@@ -129,8 +129,15 @@ def test_scores_probability_and_logprob_detection(tmp_path):
     m = read_matrix(p, "draft")
     assert m.logp[0, 0] == pytest.approx(math.log(0.5)) and m.logp[1, 1] == -math.inf
     np.savez(p, ids=IDS, scores=np.array([[0.5, -0.2, 0.1], [1.0, 0.0, 0.0]]))
-    with pytest.raises(DumpError, match=r"\(scores\): log-probabilities must be <= 0"):
+    with pytest.raises(DumpError, match=r"\(scores\): log-probabilities must be <= 0, found 0.5 \(row 0 \(0-based\)\)"):
         read_matrix(p, "draft")
+    # new-user try 11: where the bad value is, not only that there is one
+    np.savez(p, ids=IDS, scores=np.array([[-0.5, -0.2, -1.0], [-1.0, np.nan, -2.0]]))
+    with pytest.raises(DumpError, match=r"\(scores\): NaN among the scores of real tokens, row 1 \(0-based\)$"):
+        read_matrix(p, "draft")
+    np.savez(p, ids=IDS, scores=np.array([[0.5, 0.2, 0.1], [1.0, 1.5, 0.0]]))
+    with pytest.raises(DumpError, match=r"probabilities must lie in \[0, 1\], found 1.5 \(row 1 \(0-based\)\)"):
+        read_matrix(p, "draft", score_kind="prob")
     np.savez(p, ids=IDS, scores=np.ones((3, 3)))
     with pytest.raises(DumpError, match=r"\(scores\): the scores are 3 rows × 3 columns, the ids 2 rows × 3 columns"):
         read_matrix(p, "draft")

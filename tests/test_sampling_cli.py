@@ -254,3 +254,15 @@ def test_an_unrecorded_tail_is_never_exact_however_small_t(capsys, tmp_path, t):
     assert code == 0 and json.loads(out)["summary"][0]["exact_rounds"] == 0, err
     code, out, err = run(capsys, "replay", dump, "--temperature", "1", "--no-progress")
     assert code == 0 and "sampling at T = 1 (4 rounds with scores, 4 exact" in out, err
+
+
+def test_recommend_at_t_says_when_it_shows_only_the_top(capsys, tmp_path):
+    # New-user try 11: "9 shapes contained ..., best first:" and 5 rows, --top's default unsaid
+    dump = tiny_dump(tmp_path / "d")
+    code, out, err = run(capsys, "recommend", dump, "--budget", "3", "--temperature", "0.7", "--top", "2")
+    assert code == 0, err
+    head = out.splitlines()[0]
+    shapes = int(head.split(" shapes contained")[0].rsplit(" ", 1)[1])
+    assert shapes > 2 and head.endswith("best first (the top 2; --top N for more):"), head
+    code, out, err = run(capsys, "recommend", dump, "--budget", "3", "--temperature", "0.7", "--top", str(shapes))
+    assert code == 0 and out.splitlines()[0].endswith("best first:"), err

@@ -3402,6 +3402,7 @@ def test_a_round_without_scores_is_skipped_by_sampling_only(cmd, one_round_witho
     assert "rounds replayed: 300   skipped: 0" in out  # the greedy replay skipped nothing
     assert "(299 rounds with scores, 0 exact; 1 replayed round without scores skipped (listed on stderr))" in out
     assert "skipped round 100_116: no sampling replay at T = 0.7: its validate rows have no scores" in err
+    assert "validate_A_B.scores file beside it" in err  # new-user try 11: where the scores would be
     code, out, _ = run(capsys, cmd[0], one_round_without_scores, *cmd[1:])  # greedy: nothing skipped
     assert code == 0 and "rounds replayed: 300   skipped: 0" in out
 

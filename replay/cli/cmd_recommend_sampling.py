@@ -132,7 +132,8 @@ def _print(found, args: argparse.Namespace) -> None:
         print(
             f"{f.label}: {rounds_with_scores(rounds, args.temperature, refused)} at T = {args.temperature:g}; "
             f"{f.candidates} shapes contained in "
-            f"the recorded {f.recorded_config.short()} within {args.budget} nodes and depth {depth}, best first:"
+            f"the recorded {f.recorded_config.short()} within {args.budget} nodes and depth {depth}, best first"
+            + (f" (the top {len(f.ranked)}; --top N for more):" if len(f.ranked) < f.candidates else ":")
         )
         shown = sampling_display(f.ranked)
         shown.insert(0, "rank", f.ranked["rank"].to_list())

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from replay.core.records import write_arrow_table, write_batch_json_lines
+from replay.core.records import table_format, write_arrow_table, write_batch_json_lines
 from replay.engine.batch import BatchResult
 from replay.engine.batch.frames import distinct_columns, record_arrow
 from replay.engine.batch.recorded import node_logprob_gaps_batch, refusal_reasons, refusal_words, sampling_at
@@ -128,8 +128,8 @@ def render_run_summary(rep: RunReplay) -> list[str]:
 
 
 def run_batch(args: argparse.Namespace) -> int:
-    if args.table and not args.table.endswith((".parquet", ".csv")):
-        raise SpecReplayError(f"-o/--output {args.table}: use a .parquet or .csv file name")
+    if args.table and table_format(args.table) is None:
+        raise SpecReplayError(f"-o/--output {args.table}: use a .parquet or .csv file name (or a device: /dev/stdout)")
     require_dump_source(args.dir)
     opts = options_from_args(args)
     if args.temperature is not None:

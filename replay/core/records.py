@@ -12,6 +12,8 @@ as pandas ``Int64``, a missing bonus kind as None.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -408,10 +410,26 @@ def read_csv(path: str | Path) -> pd.DataFrame:
     return normalize_frame(pd.read_csv(path, converters=CSV_CONVERTERS, dtype=CSV_DTYPES))
 
 
+def table_format(path: str | Path) -> str | None:
+    """ "parquet" or "csv", the format a per-round table is written in at ``path``: from its suffix
+    (any case), CSV text for a device or FIFO (``/dev/null``, ``/dev/stdout``, which have none);
+    None for any other name (the caller says what it takes)."""
+    name = str(path).lower()
+    if name.endswith(".parquet"):
+        return "parquet"
+    if name.endswith(".csv"):
+        return "csv"
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return "csv" if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) else None
+
+
 def write_table(frame: pd.DataFrame, path: str | Path) -> None:
     """A per-round frame to ``path``, atomically (.parquet keeps lists; .csv encodes them, see csv_frame)."""
     with atomic_path(path) as tmp:
-        if str(path).endswith(".parquet"):
+        if table_format(path) == "parquet":
             frame.to_parquet(tmp, index=False)
         else:
             csv_frame(frame).to_csv(tmp, index=False)
@@ -428,7 +446,7 @@ def write_arrow_table(table: Any, path: Any, progress: Callable[[int, int], None
     with atomic_path(path) as tmp:
         if progress:
             progress(0, table.num_rows)
-        if str(path).endswith(".parquet"):
+        if table_format(path) == "parquet":
             import pyarrow.parquet as pq
 
             pq.write_table(table, tmp)

@@ -28,7 +28,10 @@ from replay.io.grouping import Skipped
 from replay.util.errors import SpecReplayError
 from replay.util.words import row_words
 
-NO_SCORES = "its validate rows have no scores (sampling mode needs the target's log-probs; docs/dump-format.md)"
+NO_SCORES = (
+    "its validate rows have no scores (sampling mode needs the target's log-probs: a `scores` array in the "
+    "validate .npz/.pt, or a validate_A_B.scores file beside it; docs/dump-format.md)"
+)
 
 
 @dataclass(frozen=True)

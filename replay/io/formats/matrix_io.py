@@ -27,6 +27,7 @@ from replay.util.bounded import (
     read_file_bytes,
 )
 from replay.util.errors import DumpError
+from replay.util.words import row_words
 
 from .npyfile import read_npy, read_npz, shape_words
 from .ptfile import load_pt
@@ -308,21 +309,32 @@ def _as_logp(scores: np.ndarray, ids: np.ndarray, path: Path, kind: str) -> np.n
             f"the scores are {shape_words(scores.shape)}, the ids {shape_words(ids.shape)}: one score per token id",
             "scores",
         )
-    valid = scores[ids != PAD_TOKEN]
+    real = ids != PAD_TOKEN
+    valid = scores[real]
     if np.isnan(valid).any():
-        raise DumpError(path, "NaN among the scores of real tokens", "scores")
+        raise DumpError(
+            path, f"NaN among the scores of real tokens, {_first_bad(scores, np.isnan(scores) & real)[1]}", "scores"
+        )
     if kind == SCORE_AUTO:
         kind = SCORE_LOGPROB if (valid < 0).any() else SCORE_PROB
     if kind == SCORE_LOGPROB:
         if (valid > _PROB_SLACK).any():
-            raise DumpError(path, f"log-probabilities must be <= 0, found {valid.max():.6g}", "scores")
+            value, where = _first_bad(scores, (scores > _PROB_SLACK) & real)
+            raise DumpError(path, f"log-probabilities must be <= 0, found {value:.6g} ({where})", "scores")
         logp: np.ndarray = np.minimum(scores, 0.0)
         return logp
     if ((valid < 0) | (valid > 1 + _PROB_SLACK)).any():
-        raise DumpError(path, f"probabilities must lie in [0, 1], found {valid.min():.6g}..{valid.max():.6g}", "scores")
+        value, where = _first_bad(scores, ((scores < 0) | (scores > 1 + _PROB_SLACK)) & real)
+        raise DumpError(path, f"probabilities must lie in [0, 1], found {value:.6g} ({where})", "scores")
     with np.errstate(divide="ignore"):
         logp = np.log(np.clip(scores, 0.0, 1.0))
     return logp
+
+
+def _first_bad(values: np.ndarray, bad: np.ndarray) -> tuple[float, str]:
+    """The first True of a [rows, cols] mask, row by row: its value and ``row r (0-based)``, where to look."""
+    r, c = divmod(int(np.flatnonzero(bad)[0]), bad.shape[1])
+    return float(values[r, c]), row_words(r)
 
 
 def _as_parents(parents: np.ndarray, rows: int, path: Path) -> np.ndarray:
@@ -416,7 +428,10 @@ def _as_node_logp(arr: np.ndarray, rows: int, path: Path) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         out = np.asarray(arr, dtype=np.float64)
     if np.isnan(out).any():
-        raise DumpError(path, "NaN among the node log-probabilities", "node_logprobs")
+        raise DumpError(
+            path, f"NaN among the node log-probabilities, {_first_bad(out, np.isnan(out))[1]}", "node_logprobs"
+        )
     if (out > _PROB_SLACK).any():
-        raise DumpError(path, f"log-probabilities must be <= 0, found {out.max():.6g}", "node_logprobs")
+        value, where = _first_bad(out, out > _PROB_SLACK)
+        raise DumpError(path, f"log-probabilities must be <= 0, found {value:.6g} ({where})", "node_logprobs")
     return np.minimum(out, 0.0)
