@@ -2,9 +2,10 @@
 
     python bench/sampling_speed.py            # the run recorded in docs/benchmarks.md
     python bench/sampling_speed.py --quick    # a smoke run in seconds
+    python bench/sampling_speed.py --validate-cols 6   # rows as generate records the article tree (its widest topKSpec)
 
 One synthetic article run ([[6],[2,2],[1,1]]/[1,2,2], all layout, 16 validate columns with
-scores; replay.testing.batch_synth + replay.testing.sampling_ref.with_validate_scores), one thread.
+scores by default, ``--validate-cols K`` for another width; replay.testing.batch_synth + replay.testing.sampling_ref.with_validate_scores), one thread.
 Timed in the same process, warmed up, interleaved, repeated: the greedy ``replay_batch`` (the
 yardstick: the machine is shared, read the ratios); the whole ``batch_sampling`` at T (chunk by
 chunk it rebuilds the trees, reads each expanded slot's validate row, finds the rows'
@@ -47,9 +48,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
+    ap.add_argument(
+        "--validate-cols", type=int, default=16, help="recorded candidates per validate row (generate's default: 6)"
+    )
     args = ap.parse_args()
     rounds, repeats = (5_000, 2) if args.quick else (args.rounds, args.repeats)
-    batch = with_validate_scores(synth_batch(SynthSpec(ARTICLE, rounds, target_cols=16, vocab=50_000)), 0, 50_000)
+    k = args.validate_cols
+    batch = with_validate_scores(synth_batch(SynthSpec(ARTICLE, rounds, target_cols=k, vocab=50_000)), 0, 50_000)
     res = replay_batch(batch, ARTICLE, workers=1)
     shape = res.shapes[0]
     assert (res.error == 0).all() and len(res.shapes) == 1, "the synthetic run is one shape, every round replayed"
@@ -90,7 +95,7 @@ def main() -> None:
     print(machine_line())
     print(f"load average {load_start:.1f} at start, {os.getloadavg()[0]:.1f} at end")
     print(
-        f"{rounds} article rounds, 16 validate columns, one thread, {repeats} interleaved repeats, {args.clock} time\n"
+        f"{rounds} article rounds, {k} validate columns, one thread, {repeats} interleaved repeats, {args.clock} time\n"
     )
     print("| what | M rounds/s (median) | spread (min..max) | time / greedy |")
     print("|---|---|---|---|")
