@@ -29,11 +29,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings, strategies as st
+from hypothesis import event, given, settings, strategies as st
 
 from replay import cli
 from tests.dump_mutations import build_corpora, data_files
-from tests.test_fuzz_readers import DETECTABLE, Mutation, apply, mutations
+from tests.test_fuzz_readers import DETECTABLE, FUZZ_SETTINGS, Mutation, apply, mutations
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning:replay")
 
@@ -184,13 +184,6 @@ def run_case(corpora: dict[str, Baseline], data) -> None:
         event("an impossible value skipped rounds")
         assert rc != 0 and m.target in err, (m, t, rc, err)
         assert set(out.splitlines()) <= set(base.outputs[t][1].splitlines()), (m, "a bad cell changed a round")
-
-
-FUZZ_SETTINGS = dict(
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
-)
 
 
 @settings(max_examples=CI_EXAMPLES, derandomize=True, **FUZZ_SETTINGS)
