@@ -558,6 +558,30 @@ def test_batch_writes_its_table_to_a_device_or_fifo_and_takes_the_suffix_in_any_
     assert_one_line_error(code, err, "rounds.json: use a .parquet or .csv file name")
 
 
+def test_batch_table_on_stdout_leaves_stdout_to_the_table(tmp_path):
+    """New-user try 12: `batch -o /dev/stdout > x.csv` wrote the CSV, then the summary after it (not a
+    CSV), and `-o /dev/stdout | head` ended in "cannot be written: Broken pipe", exit 2."""
+    import pandas as pd
+
+    # at T the table is ~120 KB: more than a pipe holds, so the early reader breaks the pipe
+    argv = [sys.executable, "-m", "replay.cli", "batch", "sample_dumps/synthetic_article", "-o", "/dev/stdout"]
+    argv += ["--temperature", "0.7"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    with open(tmp_path / "x.csv", "w") as out:
+        r = subprocess.run(
+            [*argv, "--temperature", "0.7"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.PIPE, text=True
+        )
+    assert r.returncode == 0, r.stderr
+    assert pd.read_csv(tmp_path / "x.csv").shape[0] == 300
+    assert "summary of sample_dumps/synthetic_article" in r.stderr and "sampling at T = 0.7" in r.stderr
+    p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    head = p.stdout.read(200)  # the reader stops early, as `| head` does
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait() == 0 and head.startswith(b"round,key_a,key_b,") and "Broken pipe" not in err, err
+
+
 def test_a_symlinked_output_keeps_the_link(tmp_path, capsys):
     real, link = tmp_path / "real.csv", tmp_path / "latest.csv"
     real.write_text("old\n")

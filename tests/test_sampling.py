@@ -278,7 +278,8 @@ def test_pad_cells_missing_children_and_duplicates_equal_the_reference(t, vocab,
     assert kinds == {"no row", "empty", True, False}  # every kind of edge was met
 
 
-def test_a_zero_probability_cell_is_recorded_and_exact():
+@pytest.mark.parametrize("vocab", [V, None])
+def test_a_zero_probability_cell_is_recorded_and_exact(vocab):
     # A child recorded with q = 0 (log-prob -inf): p = 0 exactly (the kernel finds it through its
     # weight 0, the same [0, 0] as a missing child bounded by a q_K of 0). The row sums to 1: its
     # zero cell says no token it does not name has any mass, and none is missing.
@@ -286,8 +287,10 @@ def test_a_zero_probability_cell_is_recorded_and_exact():
     ids = np.array([[5, 7, 6], [1, 2, 3], [1, 2, 3]])
     lp = np.log(np.array([[0.6, 0.4, 0.1], [0.5, 0.4, 0.1], [0.5, 0.4, 0.1]]))
     lp[0, 2] = -np.inf
+    # Without V at T > 1 the tail of other rows has no upper bound, but this row has no tail at all:
+    # new-user try 12 got "exact" E[L] = 0 there (the upper bound set to the refused lower one).
     for t in (0.5, 1.0, 1.3):
-        b = round_bounds(tree, ids, lp, "all", t, vocab_size=V)
+        b = round_bounds(tree, ids, lp, "all", t, vocab_size=vocab)
         assert b.problem[0] == 0
         assert b.reach_lo[0, 2] == b.reach_hi[0, 2] == 0.0
         assert b.reach_hi[0, 1] > 0

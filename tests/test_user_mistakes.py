@@ -587,6 +587,17 @@ def test_compare_options_that_contradict(capsys, options, told):
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("top", ["0", "-2"])
+@pytest.mark.parametrize("t", [[], ["--temperature", "0.7"]], ids=["greedy", "T"])
+def test_recommend_top_must_be_at_least_one(capsys, top, t):
+    # new-user try 12: --top 0 was "internal error: IndexError" (greedy) or an empty table, exit 0 (T);
+    # --top -2 dropped the last two shapes, taken as a Python slice
+    code, out, err = run(capsys, "recommend", SYNTH, "--budget", "4", "--top", top, *t, "--no-progress")
+    assert code == 2 and out == ""
+    assert_told(err, "argument --top", f"at least 1, got {top}")
+    assert len(err.strip().splitlines()) == 1
+
+
 # --- mistakes-polish: the smaller things a user noticed (issue 19, finding 12) -------------------
 # A chain [1]|[1] typed in by hand, three rounds: the target takes the draft's top-1 at both depths
 # (L = 2), at depth 1 only (L = 1), and the draft's rank 1 at the root (L = 0). So depth 1 is

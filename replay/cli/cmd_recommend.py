@@ -22,6 +22,7 @@ from .options import (
     add_dump_options,
     add_no_progress,
     add_sampling_options,
+    at_least_one,
     options_from_args,
     print_notes,
     print_skipped,
@@ -157,7 +158,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--verify-cost", type=parse_pair, help="A,B: t_verify(k) = A + B*k seconds")
     p.add_argument("--draft-cost", type=float, default=None, help="seconds per draft step")
-    p.add_argument("--top", type=int, default=5, help="shapes to list per objective")
+    p.add_argument("--top", type=at_least_one, default=5, help="shapes to list per objective")
     p.add_argument("--min-count", type=int, default=DEFAULT_MIN_COUNT, help="visits below which a rank row is pooled")
     p.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples for prediction intervals")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")

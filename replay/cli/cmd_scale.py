@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import sys
 from collections import Counter
 from dataclasses import replace
+from typing import TextIO
 
 import numpy as np
 
@@ -144,9 +147,22 @@ def run_batch(args: argparse.Namespace) -> int:
         with writing_bar(args, "JSON lines") as progress:  # the bytes of write_json_lines(records_of_batch(...))
             write_batch_json_lines(rep.result, out, progress)
     else:
-        out.write("\n".join(render_run_summary(rep)) + "\n")
+        _summary_stream(args.table).write("\n".join(render_run_summary(rep)) + "\n")
     print_reading(rep)
     return 1 if rep.skipped else 0
+
+
+def _summary_stream(table: str | None) -> TextIO:
+    """Where the summary goes: stdout, or stderr when ``-o`` is stdout itself (``-o /dev/stdout``), so
+    that the table a pipe reads holds the table alone (stdout holds results only)."""
+    if table:
+        try:
+            mine, theirs = os.stat(table), os.fstat(sys.stdout.fileno())
+        except (OSError, ValueError, io.UnsupportedOperation):
+            return sys.stdout
+        if (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino):
+            return sys.stderr
+    return sys.stdout
 
 
 def _batch_sampling(args: argparse.Namespace, opts) -> int:
@@ -194,7 +210,7 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
             int((res.ok & ~smp.usable & (smp.problem != NO_SCORES_CODE)).sum()),  # with scores, refused
             int((res.ok & (smp.problem == NO_SCORES_CODE)).sum()),
         )
-        out.write("\n".join(lines) + "\n")
+        _summary_stream(args.table).write("\n".join(lines) + "\n")
     if smp.needs_vocab:
         print_needs_vocab("batch", t)
     order = {f"{a}_{b}": i for i, (a, b) in enumerate(res.keys[:, rows].T.tolist())}  # the used rounds, in run order
@@ -327,7 +343,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_output(
         b,
         output_file,
-        "also write one row per round to FILE.parquet or FILE.csv (format from the suffix)",
+        "also write one row per round to FILE.parquet or FILE.csv (format from the suffix, any case; a device "
+        "or FIFO gets CSV; with -o /dev/stdout the summary goes to stderr)",
         dest="table",
         metavar="FILE",
         aliases=["--table"],

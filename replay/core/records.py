@@ -12,14 +12,12 @@ as pandas ``Int64``, a missing bonus kind as None.
 from __future__ import annotations
 
 import json
-import os
-import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from replay.util.atomic import atomic_path
+from replay.util.atomic import atomic_path, writes_in_place
 
 from .vocab import PAD_TOKEN
 
@@ -419,11 +417,7 @@ def table_format(path: str | Path) -> str | None:
         return "parquet"
     if name.endswith(".csv"):
         return "csv"
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return None
-    return "csv" if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) else None
+    return "csv" if writes_in_place(path) else None  # /dev/stdout to a file, a pipe or a terminal too
 
 
 def write_table(frame: pd.DataFrame, path: str | Path) -> None:

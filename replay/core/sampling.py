@@ -51,8 +51,8 @@ PROBLEM_WORDS = {
     PROBLEM_VOCAB: "a validate row contradicts the vocabulary size: its unrecorded mass 1 - sum(p) is more than "
     "the V - n tokens it does not name can hold (each at most its smallest p; a row naming all V tokens must sum to 1)",
     # q_K = 0: no unnamed token can hold any mass, whatever V
-    PROBLEM_ZERO: "a validate row holds a zero probability (log-prob -inf), so every token it does not name has p = 0 "
-    f"too, yet its probabilities sum to less than 1 (-{ROW_SUM_TOLERANCE:g}): it is no top-K row of any distribution",
+    PROBLEM_ZERO: "a validate row holds a zero probability, so every token it does not name has p = 0 too, yet its "
+    f"probabilities sum to less than 1 (by more than {ROW_SUM_TOLERANCE:g}): it is no top-K row of any distribution",
 }
 
 
@@ -460,6 +460,9 @@ def _row_scale(rs: _RowStats, t: float, cells: np.ndarray | None) -> tuple[np.nd
         np.fmax(s_hi, 0.0, out=s_hi)  # NaN (0 * inf in a degenerate row) -> 0; fmax keeps +inf
         np.fmax(s_lo, 0.0, out=s_lo)
         np.minimum(s_lo, s_hi, out=s_lo)
+        if rs.empty_tail.any():  # no token outside the row has mass (a zero cell, or all V named): S = 0, V or not
+            np.copyto(s_hi, 0.0, where=rs.empty_tail)
+            np.copyto(s_lo, 0.0, where=rs.empty_tail)
     z_hi = rec + s_hi
     share = s_hi / z_hi
     if t > 1.0:

@@ -46,6 +46,8 @@ def _p_bounds(row_ids, row_logp, has_row, token, t, vocab_size):
         else:
             s_hi = (vocab_size - k) ** (1.0 - a) * m**a if vocab_size > k else 0.0
     s_lo = min(s_lo, s_hi)
+    if t != 1.0 and probs and qk == 0.0:  # a zero cell: no token outside the row has mass, whatever V
+        s_lo = s_hi = 0.0
     if mine is not None:
         if t == 1.0:
             return mine, mine

@@ -59,6 +59,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         try:
             yield given
         except OSError as exc:
+            if isinstance(exc, BrokenPipeError):  # `-o /dev/stdout | head`: the reader has what it wanted
+                raise
             if _about(exc, given):
                 raise _write_error(given, exc, given) from exc
             raise
