@@ -451,3 +451,25 @@ def test_exact_is_structural_and_equals_the_reference(t, vocab, trees):
     met = (b.expected_lo == b.expected_hi) & ok & ~b.exact
     if t == 0.001:  # the bounds meet in float64 where the tail is unknown: still not exact
         assert met.any()
+
+
+@pytest.mark.parametrize("t", [0.7, 1.3, 2.0])
+@pytest.mark.parametrize("vocab", [4, 1000, 150_000])
+def test_a_float32_row_that_sums_to_one_but_for_rounding_keeps_the_truth_inside(t, vocab):
+    # New-user try 13: the whole distribution is the 4 recorded tokens (truth: V = 4), written as
+    # float32 log-probs, so the row sums to 1 - 2e-8. Taking that residue for a real tail, S >= m^a
+    # at T > 1 put the truth 7e-5 above the upper bound (V = 1000, T = 2). Every V >= 4 must hold it.
+    probs = np.array([0.5, 0.3, 0.15, 0.05])
+    lp32 = np.log(probs).astype(np.float32).astype(np.float64)
+    assert 0 < 1 - np.exp(lp32).sum() < 1e-6  # the float32 rounding leaves a residue
+    tree = Tree.from_lists([0, 5, 6], [-1, 0, 0])
+    ids = np.array([[5, 6, 7, 8], [1, 2, 3, 4], [1, 2, 3, 4]])
+    lp = np.stack([lp32] * 3)
+    q = np.exp(lp32) ** (1 / t)
+    truth = (q[0] + q[1]) / q.sum()  # both children are leaves: E[L] = p(5) + p(6)
+    b = round_bounds(tree, ids, lp, "all", t, vocab_size=vocab)
+    assert b.problem[0] == 0
+    lo, hi = float(b.expected_lo[0]), float(b.expected_hi[0])
+    assert lo - 1e-12 <= truth <= hi + 1e-12, (lo, truth, hi)
+    if vocab == 4:  # every token named: exact
+        assert b.exact[0] and abs(lo - truth) < 1e-9

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -266,3 +267,14 @@ def test_recommend_at_t_says_when_it_shows_only_the_top(capsys, tmp_path):
     assert shapes > 2 and head.endswith("best first (the top 2; --top N for more):"), head
     code, out, err = run(capsys, "recommend", dump, "--budget", "3", "--temperature", "0.7", "--top", str(shapes))
     assert code == 0 and out.splitlines()[0].endswith("best first:"), err
+
+
+@pytest.mark.parametrize("t", ["0", "0.7"])
+def test_rows_with_several_zero_cells_print_no_numpy_warning(capsys, tmp_path, t):
+    # New-user try 13: two -inf cells side by side made the rising-row check's np.diff warn
+    # "RuntimeWarning: invalid value encountered in subtract" on stderr, at every T
+    dump = tiny_dump(tmp_path / "d", probs=((1.0, 0.0, 0.0), (0.6, 0.4, 0.0)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        code, out, err = run(capsys, "replay", dump, "--temperature", t, "--json")
+    assert code == 0 and "Warning" not in err, err

@@ -247,13 +247,16 @@ class _RowStats:
     d: np.ndarray | None
     lmax: np.ndarray  # 0 in a dead row (below), whose cells are never read
     total: np.ndarray  # sum q: Z's recorded part at T = 1
-    mass: np.ndarray  # the tail mass m (0 for a row naming every token)
-    logm: np.ndarray  # log m
-    x1: np.ndarray  # min(q_K, m): at T = 1 the largest q a missing child can have
+    # (lo, hi) the tail mass m = 1 - total less and plus the rounding of the row's sum (sum_slack; 0 for
+    # a row naming every token): the lower bounds of S take the least tail the row allows, the upper the most
+    mass: tuple[np.ndarray, np.ndarray]
+    logm: tuple[np.ndarray, np.ndarray]  # log of each
+    x1: np.ndarray  # min(q_K, m_hi): at T = 1 the largest q a missing child can have
     qk: np.ndarray  # q_K, the smallest recorded q
-    j: np.ndarray  # the tail packed into few tokens: floor(m / q_K) at q_K (0 for an empty tail), one at r
-    # [3, E, C] what the rule raises to the power a, shifted: log q_K - lmax, log r - lmax (-inf
-    # for an empty tail), log min(q_K, m) - lmax (the largest q a missing child can have)
+    # (lo, hi) the tail packed into few tokens: floor(m / q_K) at q_K (0 for an empty tail), one at r
+    j: tuple[np.ndarray, np.ndarray]
+    # [4, E, C] what the rule raises to the power a, shifted: log q_K - lmax, log r_hi - lmax (-inf for
+    # an empty tail), log min(q_K, m_hi) - lmax (the largest q a missing child can have), log r_lo - lmax
     base: np.ndarray
     rest: np.ndarray | float | None  # V - n, the tokens a row does not name (one number when every
     # row has K cells); None without V
@@ -364,23 +367,22 @@ def _row_stats(
         m = 0.0 * m
     logm = np.log(m)
     m = np.exp(logm)  # as the scalar reference's code computes it, to the last bit
+    slack = _row_slack(lp, pad, k)
+    m_hi = m + slack
+    if isinstance(rest, np.ndarray):  # no tail at all (not a rounding question): none either way
+        m_hi = np.where(rest > 0, m_hi, 0.0)
+    elif rest is not None and rest <= 0:
+        m_hi = 0.0 * m_hi
+    m_lo = np.maximum(m - slack, 0.0)
     dead = (lmax == -np.inf) | ~has
     if not dead.any():
         dead_or_none = None
     else:  # a dead row's cells are never read (its children get weight 0, its 1/Z is 0): no inf - inf
         dead_or_none, lmax = dead, np.where(dead, 0.0, lmax)
-    # The tail packed into as few tokens as it can (docs/analysis.md "What a row gives"): j = floor(m / q_K)
-    # tokens at q_K and one at the rest r; a tail of mass 0 or of a row with q_K = 0 is empty.
-    j = np.floor(m / qk)
-    r = np.minimum(np.maximum(m - j * qk, 0.0), qk)
-    base = np.empty((3, *lmax.shape))  # written in place: no stack of three temporaries
-    logr = np.log(r, out=base[1])
-    logr -= lmax
-    tail = ~no_tail & (m > 0)
-    if not tail.all():
-        j = np.where(tail, j, 0.0)
-        np.copyto(logr, -np.inf, where=~tail)
-    lmm = np.minimum(lmin, logm)
+    base = np.empty((4, *lmax.shape))  # written in place: no stack of temporaries
+    j = _packed_tail(m_lo, qk, no_tail, lmax, base[3]), _packed_tail(m_hi, qk, no_tail, lmax, base[1])
+    logm_lo, logm_hi = np.log(m_lo), np.log(m_hi)
+    lmm = np.minimum(lmin, logm_hi)
     np.subtract(lmin, lmax, out=base[0])
     np.subtract(lmm, lmax, out=base[2])
     log_rest = (
@@ -394,8 +396,57 @@ def _row_stats(
         d -= lmax[:, None, :]
     x1 = np.exp(lmm)
     empty_tail, z_known = _tail_known(no_tail | dead, rest, has)
-    rows = (lp_clean, d, lmax, total, m, logm, x1, qk, j, base, rest, log_rest, dead_or_none)
+    rows = (lp_clean, d, lmax, total, (m_lo, m_hi), (logm_lo, logm_hi), x1, qk, j, base, rest, log_rest, dead_or_none)
     return _RowStats(*rows, empty_tail, z_known, has, problem)
+
+
+def sum_slack(n: int | np.ndarray, float32: bool | np.ndarray) -> float | np.ndarray:
+    """How far a recorded row's sum of q may be from the truth by rounding alone: n real cells, whose
+    log-probs l are float32 values (``float32``: every one is exactly a float32) or float64.
+
+    q = exp(l) carries a relative error of |l| times l's rounding (2^-24 in float32, 2^-53 in
+    float64), and q |l| <= 1/e, so the sum is off by at most that unit times (1 + n / e) (the 1 for
+    the float64 sum); doubled here for the producer's own rounding. The tail mass m = 1 - sum is
+    taken in [m - slack, m + slack]: a row that sums to 1 but for rounding may have no tail at all,
+    which matters at T > 1, where the tail's least share S >= m^a rises steeply from m = 0 (new-user
+    try 13: a float32 row summing to 1 - 2e-8 put the truth 7e-5 above the upper bound at T = 2).
+    """
+    unit = (
+        np.where(float32, 2.0**-23, 2.0**-52) if isinstance(float32, np.ndarray) else 2.0**-23 if float32 else 2.0**-52
+    )
+    return (
+        unit * (1.0 + np.asarray(n, dtype=np.float64) / math.e)
+        if isinstance(n, np.ndarray)
+        else unit * (1.0 + n / math.e)
+    )
+
+
+def _row_slack(lp: np.ndarray, pad: np.ndarray | None, k: int) -> float | np.ndarray:
+    """sum_slack of each row of lp [E, K, C] (PAD cells ``pad`` [E, K, C] or None): a float32 stack's
+    rows are float32; a float64 one's are where every real cell is a float32 value (a float32 dump
+    read into float64, as the round-by-round reader gives it), so both paths find the same slack."""
+    n: int | np.ndarray = k if pad is None else (~pad).sum(axis=1)
+    if lp.dtype == np.float32:
+        return sum_slack(n, True)
+    exact32 = lp.astype(np.float32) == lp
+    if pad is not None:
+        exact32 |= pad
+    return sum_slack(n, exact32.all(axis=1))
+
+
+def _packed_tail(m: np.ndarray, qk: np.ndarray, no_tail: np.ndarray, lmax: np.ndarray, logr: np.ndarray) -> np.ndarray:
+    """The tail of mass m packed into as few tokens as it can (docs/analysis.md "What a row gives"):
+    j = floor(m / q_K) tokens at q_K, returned, and one at the rest r, whose log r - lmax goes into
+    ``logr``; a tail of mass 0 or of a row with q_K = 0 is empty (j = 0, r = 0)."""
+    j: np.ndarray = np.floor(m / qk)
+    r = np.minimum(np.maximum(m - j * qk, 0.0), qk)
+    np.log(r, out=logr)
+    logr -= lmax
+    tail = ~no_tail & (m > 0)
+    if not tail.all():
+        j = np.where(tail, j, 0.0)
+        np.copyto(logr, -np.inf, where=~tail)
+    return j
 
 
 def _tail_known(empty: np.ndarray, rest: np.ndarray | float | None, has: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -410,12 +461,12 @@ def _tail_known(empty: np.ndarray, rest: np.ndarray | float | None, has: np.ndar
     return empty, empty if rest is None else empty | (np.asarray(rest == 1) & has)
 
 
-def _spread_tail(rs: _RowStats, a: float) -> np.ndarray:
+def _spread_tail(rs: _RowStats, a: float, logm: np.ndarray) -> np.ndarray:
     """The tail spread evenly over the V - n unnamed tokens: (V - n) (m / (V - n))^a, scaled by
     e^(-a lmax); 0 for a row naming every token (written as the scalar reference's code writes it)."""
     assert rs.rest is not None and rs.log_rest is not None
     lr, al = rs.log_rest, a * rs.lmax
-    out = np.exp(lr + a * (rs.logm - lr) - al) if a > 1.0 else np.exp((1.0 - a) * lr + a * rs.logm - al)
+    out = np.exp(lr + a * (logm - lr) - al) if a > 1.0 else np.exp((1.0 - a) * lr + a * logm - al)
     if isinstance(rs.rest, np.ndarray):
         return np.where(rs.rest > 0, out, 0.0)
     return out if rs.rest > 0 else np.zeros_like(out)
@@ -432,7 +483,7 @@ def _row_scale(rs: _RowStats, t: float, cells: np.ndarray | None) -> tuple[np.nd
     """
     if t == 1.0:  # q itself: Z = 1 + rounding, nothing to rescale
         rec, x = rs.total, rs.x1
-        s_lo = s_hi = np.fmax(rs.mass, 0.0)
+        s_lo, s_hi = np.fmax(rs.mass[0], 0.0), np.fmax(rs.mass[1], 0.0)
     else:
         a = 1.0 / t
         assert cells is not None
@@ -449,10 +500,12 @@ def _row_scale(rs: _RowStats, t: float, cells: np.ndarray | None) -> tuple[np.nd
             np.sum(cells, axis=0, out=rec[e])
         e = np.multiply(rs.base, a)
         np.exp(e, out=e)
-        packed, x = e[0], e[2]
-        packed *= rs.j
-        packed += e[1]
-        spread = None if rs.rest is None else _spread_tail(rs, a)
+        x = e[2]
+        # T < 1: the most tail (m_hi) packed is S's upper end, spread evenly (m_lo) its lower; T > 1 the reverse
+        side = 1 if t < 1.0 else 0
+        packed = e[0] * rs.j[side]
+        packed += e[1 if side else 3]
+        spread = None if rs.rest is None else _spread_tail(rs, a, rs.logm[1 - side])
         if t < 1.0:
             s_lo, s_hi = (np.zeros_like(packed) if spread is None else spread), packed
         else:  # without V, the tail could be spread over any number of tokens: no upper bound

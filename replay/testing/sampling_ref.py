@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..core.sampling import sum_slack
 from ..core.vocab import PAD_TOKEN
 from ..io.roundbatch import MatrixStack
 
@@ -26,25 +27,32 @@ def _p_bounds(row_ids, row_logp, has_row, token, t, vocab_size):
     m = min(max(1.0 - sum(probs), 0.0), 1.0)
     if vocab_size is not None and len(pairs) >= vocab_size:
         m = 0.0
+    # the row's sum is known to within its rounding (replay.core.sampling.sum_slack): the tail mass lies in
+    # [m_lo, m_hi]; a row naming every token has none either way
+    float32 = all(float(np.float32(lp)) == lp for _, lp in pairs)
+    slack = float(sum_slack(len(pairs), float32))
+    m_lo, m_hi = max(m - slack, 0.0), (0.0 if vocab_size is not None and len(pairs) >= vocab_size else m + slack)
     qk = min(probs) if probs else 0.0
     mine = next((math.exp(lp) for i, lp in pairs if i == token), None)
     a = 1.0 / t
     rec = sum(q**a for q in probs)
     k = len(pairs)  # the tokens the row names: V - k are left for its tail
-    # the tail packed into floor(m / q_K) tokens at q_K and one at the rest: the extreme of sum q^a
-    j = math.floor(m / qk) if qk > 0 else 0
-    packed = j * qk**a + min(max(m - j * qk, 0.0), qk) ** a if qk > 0 and m > 0 else 0.0
+
+    def packed(mass: float) -> float:  # the tail packed into floor(m / q_K) tokens at q_K and one at the rest
+        j = math.floor(mass / qk) if qk > 0 else 0
+        return j * qk**a + min(max(mass - j * qk, 0.0), qk) ** a if qk > 0 and mass > 0 else 0.0
+
     if t == 1.0:
-        s_lo = s_hi = m
+        s_lo, s_hi = m_lo, m_hi
     elif t < 1.0:
-        s_hi = packed
-        s_lo = (vocab_size - k) * (m / (vocab_size - k)) ** a if vocab_size and vocab_size > k else 0.0
+        s_hi = packed(m_hi)
+        s_lo = (vocab_size - k) * (m_lo / (vocab_size - k)) ** a if vocab_size and vocab_size > k else 0.0
     else:
-        s_lo = packed if vocab_size is None or vocab_size > k else 0.0
+        s_lo = packed(m_lo) if vocab_size is None or vocab_size > k else 0.0
         if vocab_size is None:
             s_hi = math.inf
         else:
-            s_hi = (vocab_size - k) ** (1.0 - a) * m**a if vocab_size > k else 0.0
+            s_hi = (vocab_size - k) ** (1.0 - a) * m_hi**a if vocab_size > k else 0.0
     s_lo = min(s_lo, s_hi)
     if t != 1.0 and probs and qk == 0.0:  # a zero cell: no token outside the row has mass, whatever V
         s_lo = s_hi = 0.0
@@ -53,7 +61,7 @@ def _p_bounds(row_ids, row_logp, has_row, token, t, vocab_size):
             return mine, mine
         lo = 0.0 if math.isinf(s_hi) else mine**a / (rec + s_hi)
         return lo, min(mine**a / (rec + s_lo), 1.0)
-    x = min(qk, m) ** a
+    x = min(qk, m_hi) ** a
     if x == 0.0:
         return 0.0, 0.0
     share = 1.0 if math.isinf(s_hi) else s_hi / (rec + s_hi)
