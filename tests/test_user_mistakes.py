@@ -2778,12 +2778,14 @@ def test_the_batch_paths_name_the_widest_validate_file_when_the_vocab_size_is_be
         assert last.startswith(want + "smaller than the 5 recorded candidates per row"), err
 
 
+@pytest.mark.parametrize("companion", ["validate_124_140.scores", "validate_124_140.scores.txt"])
 @pytest.mark.parametrize("argv", [("replay",), ("batch",), ("stats",), ("compare",), ("recommend", "--budget", "2")])
-def test_a_text_dump_names_its_scores_companion_when_the_vocab_size_is_below_it(capsys, tmp_path, argv):
+def test_a_text_dump_names_its_scores_companion_when_the_vocab_size_is_below_it(capsys, tmp_path, argv, companion):
     # new-user try 11: replay named validate_124_140.scores, the batch paths the ids file beside it
     from tests.test_sampling_cli import tiny_dump
 
     d = tiny_dump(tmp_path / "d")
+    (d / "validate_124_140.scores").rename(d / companion)
     command, *rest = argv
     for extra in (("--vocab-size", "2"), ()):
         if not extra:
@@ -2791,9 +2793,7 @@ def test_a_text_dump_names_its_scores_companion_when_the_vocab_size_is_below_it(
         code, out, err = run(capsys, command, d, *rest, "--temperature", "0.7", "--no-progress", *extra)
         assert code == 2 and out == "", err
         assert (
-            err.strip()
-            .splitlines()[-1]
-            .startswith(f"specreplay: error: {d / 'validate_124_140.scores'} (scores): vocab size 2 (from ")
+            err.strip().splitlines()[-1].startswith(f"specreplay: error: {d / companion} (scores): vocab size 2 (from ")
         ), err
 
 

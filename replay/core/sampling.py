@@ -360,20 +360,12 @@ def _row_stats(
             room[no_tail] = np.inf
         room = np.where(rest > 0, room, 0.0) if isinstance(rest, np.ndarray) else room if rest > 0 else 0.0 * room
     problem = _row_problem(total, lmax, has, room, no_tail if any_no_tail else None)
-    m = np.maximum(1.0 - total, 0.0)  # tail mass m at T = 1 (total >= 0: m <= 1)
-    if isinstance(rest, np.ndarray):  # a row naming every token has no tail: its m (within tolerance) is rounding
-        m = np.where(rest > 0, m, 0.0)
-    elif rest is not None and rest <= 0:
-        m = 0.0 * m
+    # a row naming every token has no tail: its m (within tolerance) is rounding, and no slack adds one
+    m = _named_all_zeroed(np.maximum(1.0 - total, 0.0), rest)  # tail mass m at T = 1 (total >= 0: m <= 1)
     logm = np.log(m)
     m = np.exp(logm)  # as the scalar reference's code computes it, to the last bit
     slack = _row_slack(lp, pad, k)
-    m_hi = m + slack
-    if isinstance(rest, np.ndarray):  # no tail at all (not a rounding question): none either way
-        m_hi = np.where(rest > 0, m_hi, 0.0)
-    elif rest is not None and rest <= 0:
-        m_hi = 0.0 * m_hi
-    m_lo = np.maximum(m - slack, 0.0)
+    m_lo, m_hi = np.maximum(m - slack, 0.0), _named_all_zeroed(m + slack, rest)
     dead = (lmax == -np.inf) | ~has
     if not dead.any():
         dead_or_none = None
@@ -400,7 +392,14 @@ def _row_stats(
     return _RowStats(*rows, empty_tail, z_known, has, problem)
 
 
-def sum_slack(n: int | np.ndarray, float32: bool | np.ndarray) -> float | np.ndarray:
+def _named_all_zeroed(m: np.ndarray, rest: np.ndarray | float | None) -> np.ndarray:
+    """m [E, C] with 0 in the rows that name every token (V - n <= 0: no tail at all)."""
+    if isinstance(rest, np.ndarray):
+        return np.where(rest > 0, m, 0.0)
+    return 0.0 * m if rest is not None and rest <= 0 else m
+
+
+def sum_slack(n: int | np.ndarray, float32: bool | np.ndarray) -> np.ndarray:
     """How far a recorded row's sum of q may be from the truth by rounding alone: n real cells, whose
     log-probs l are float32 values (``float32``: every one is exactly a float32) or float64.
 
@@ -411,17 +410,11 @@ def sum_slack(n: int | np.ndarray, float32: bool | np.ndarray) -> float | np.nda
     which matters at T > 1, where the tail's least share S >= m^a rises steeply from m = 0 (new-user
     try 13: a float32 row summing to 1 - 2e-8 put the truth 7e-5 above the upper bound at T = 2).
     """
-    unit = (
-        np.where(float32, 2.0**-23, 2.0**-52) if isinstance(float32, np.ndarray) else 2.0**-23 if float32 else 2.0**-52
-    )
-    return (
-        unit * (1.0 + np.asarray(n, dtype=np.float64) / math.e)
-        if isinstance(n, np.ndarray)
-        else unit * (1.0 + n / math.e)
-    )
+    out: np.ndarray = np.where(float32, 2.0**-23, 2.0**-52) * (1.0 + np.asarray(n, dtype=np.float64) / math.e)
+    return out
 
 
-def _row_slack(lp: np.ndarray, pad: np.ndarray | None, k: int) -> float | np.ndarray:
+def _row_slack(lp: np.ndarray, pad: np.ndarray | None, k: int) -> np.ndarray:
     """sum_slack of each row of lp [E, K, C] (PAD cells ``pad`` [E, K, C] or None): a float32 stack's
     rows are float32; a float64 one's are where every real cell is a float32 value (a float32 dump
     read into float64, as the round-by-round reader gives it), so both paths find the same slack."""

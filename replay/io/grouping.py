@@ -22,6 +22,7 @@ to is skipped: it must not replay as if complete without that file. Such entries
 from __future__ import annotations
 
 import difflib
+import glob
 import os
 import re
 from collections import defaultdict
@@ -388,6 +389,22 @@ def parse_offset(text: str | int | tuple[int, int]) -> tuple[int, int]:
 
 def _fits_int64(*values: int) -> bool:
     return min(values) >= _INT64_MIN and max(values) <= _INT64_MAX
+
+
+def scores_companion(data_path: str) -> str | None:
+    """The ``.scores`` companion beside a matrix data file (``validate_10_20`` → ``validate_10_20.scores``,
+    or ``.scores.EXT``, any extension the grouping takes for one), None when there is none: for messages
+    about a batch, whose arrays keep only the data file's name."""
+    directory, name = os.path.split(data_path)
+    m = _NAME.match(name)
+    if m is None or m.group("companion"):
+        return None
+    stem = os.path.join(directory, name[: len(name) - len(m.group("ext") or "")] + ".scores")
+    for found in sorted(glob.glob(glob.escape(stem) + "*")):
+        hit = _NAME.match(os.path.basename(found))
+        if hit is not None and hit.group("companion") == ".scores" and os.path.isfile(found):
+            return found
+    return None
 
 
 def is_dump_name(name: str) -> bool:

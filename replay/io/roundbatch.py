@@ -24,6 +24,7 @@ from replay.core.vocab import LAYOUTS, PAD_TOKEN
 from replay.util.rows import unique_rows
 
 from .formats.matrix_io import DumpMatrix
+from .grouping import scores_companion
 from .rounds import Round
 
 
@@ -274,11 +275,7 @@ class SourceNames:
         names it: the ``.scores`` companion beside the validate file where there is one (text, .npy,
         raw), else the validate file itself (an .npz or .pt holds them)."""
         data = self.paths(key, 0, ordinal)[-1]
-        stem = data[: len(data) - len(self.exts[-1])] if self.exts[-1] and data.endswith(self.exts[-1]) else data
-        for ext in dict.fromkeys((self.exts[-1], "", ".txt", ".npy", ".bin")):
-            if os.path.isfile(f"{stem}.scores{ext}"):
-                return f"{stem}.scores{ext}"
-        return data
+        return scores_companion(data) or data
 
     def paths(self, key: tuple[int, int], steps: int, ordinal: int | None = None) -> tuple[str, ...]:
         """Every matrix's path, draft steps then validate."""

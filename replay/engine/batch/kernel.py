@@ -29,7 +29,7 @@ from replay.core.selection import (
     top_k_columns,
 )
 from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, PAD_TOKEN, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT
-from replay.io.roundbatch import RoundBatch
+from replay.io.roundbatch import MatrixStack, RoundBatch
 
 from .codes import (
     ERR_LOST_STEP,
@@ -48,7 +48,7 @@ from .codes import (
     StopCode,
 )
 from .result import BatchResult
-from .shapes import TreeShape
+from .shapes import TreeShape, _StepMaps
 
 
 @lru_cache(maxsize=64)
@@ -66,6 +66,13 @@ def _gather(arr2d: np.ndarray, index: np.ndarray, col: np.ndarray) -> np.ndarray
     read some other cell (mode="clip" keeps it in bounds) and their value is never used.
     """
     return np.take(arr2d.reshape(-1), index * arr2d.shape[1] + col, mode="clip")
+
+
+def level_tokens(st: MatrixStack, m: _StepMaps, lo: int, hi: int) -> np.ndarray:
+    """[L_{i+1}, C] the tokens of one draft step's level for rounds lo..hi: each slot's cell of its
+    parent's row at its rank, copied (the rebuild and the sampling replay read a level this way)."""
+    out: np.ndarray = st.ids[m.slot_parent, m.slot_rank, lo:hi]
+    return out
 
 
 @dataclass
@@ -111,7 +118,7 @@ def _rebuild_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static
     for i, st in enumerate(batch.steps):
         m = shape.maps[i]
         h, level = shape.heads[i], shape.level_sizes[i]
-        kept = st.ids[m.slot_parent, m.slot_rank, lo:hi]  # [L_{i+1}, C] the tree's cells, copied
+        kept = level_tokens(st, m, lo, hi)
         checks.add(kept.min(axis=0) < 0, ERR_TOKENS)  # PAD_TOKEN is negative too
         tokens.append(kept)
         par = None if st.parents is None else st.parents[:h, lo:hi].astype(np.int64)  # [h, C]

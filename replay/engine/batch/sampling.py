@@ -35,7 +35,7 @@ from replay.io.roundbatch import RoundBatch
 
 from .codes import ERR_OK
 from .driver import rebuilt_levels
-from .kernel import _columns, _rebuild_chunk
+from .kernel import _columns, _rebuild_chunk, level_tokens
 from .result import BatchResult
 from .shapes import TreeShape
 
@@ -194,7 +194,7 @@ def _chunk_tree(
     if expanded is None:
         tree = _rebuild_chunk(part, lo, hi, shape, static, _columns(hi - lo))
         return tree.tokens, tree.chosen
-    levels = [st.ids[m.slot_parent, m.slot_rank, lo:hi] for st, m in zip(part.steps, shape.maps)]
+    levels = [level_tokens(st, m, lo, hi) for st, m in zip(part.steps, shape.maps)]
     chosen = [expanded[o : o + h, lo:hi] for o, h in zip(shape.head_offsets, shape.heads)]
     return levels, chosen
 
