@@ -142,9 +142,10 @@ def _twice(batch, seed):
 @pytest.mark.parametrize("t", [0.0, 0.7, 1.0, 1.3])
 @pytest.mark.parametrize("hostile", ["twice", "padded"])
 def test_batch_is_the_round_path_bit_for_bit(layout, t, hostile):
-    # The batch runs chunk by chunk on rows it gathers (the child lookup coded in one byte per
-    # edge, no float64 copy of the cells kept); the round path, one round at a time, looks each
-    # child up column by column on rows it keeps: the same float operations, so zero tolerance.
+    # The batch runs chunk by chunk on rows it gathers (the compiled loops of replay.core.loops in
+    # their vector lanes, the child lookup among them); the round path, one round at a time, runs
+    # the same loops alone and looks each child up with numpy: the same float operations, so zero
+    # tolerance.
     spec = SynthSpec(ARTICLE, 300, seed=11, layout=layout, target_cols=6, vocab=VOCAB)
     batch = with_validate_scores(synth_batch(spec), 11, VOCAB)
     batch = _twice(batch, 12) if hostile == "twice" else _padded(batch, 13)

@@ -1,4 +1,5 @@
 """The words and rules of the domain, each written once: the vocabulary, draft trees, tree
 configs and their grammar, which nodes a draft step expands, greedy acceptance, the per-round
-record. No dump formats, no kernels over many rounds.
+record, and the sampling rule at temperature T on column-major rounds (sampling), whose passes
+over every recorded cell are compiled loops (loops, numba). No dump formats.
 """

@@ -148,6 +148,8 @@ def greedy_logp(ids: np.ndarray) -> np.ndarray:
 # per-call cost dominates (about 300 calls per chunk).
 CHUNK_ROUNDS = 4096
 
+_NO_PAD = np.zeros((0, 0, 0), dtype=bool)  # row_sums_loop's pad argument for rows without a PAD cell
+
 # Below this many rounds (one round of the per-round replay) numpy's per-call cost dominates:
 # the child lookup then takes one [g, K, C] comparison instead of one call per column.
 SMALL_CHUNK = 64
@@ -242,9 +244,6 @@ class _RowStats:
     takes one exponential each: q^a / q_max^a, which small T does not underflow at the top cells."""
 
     lp: np.ndarray  # [E, K, C] the log-probs as given (float32 or float64), -inf at PAD
-    # [E, K, C] l - lmax per cell in float64, kept for many T (prepare_columns); None for one T
-    # (column_bounds): _row_scale then finds each row's l - lmax as it needs it, the same subtraction
-    d: np.ndarray | None
     lmax: np.ndarray  # 0 in a dead row (below), whose cells are never read
     total: np.ndarray  # sum q: Z's recorded part at T = 1
     # (lo, hi) the tail mass m = 1 - total less and plus the rounding of the row's sum (sum_slack; 0 for
@@ -323,13 +322,12 @@ def row_problems(ids: np.ndarray, logp: np.ndarray, vocab_size: int | None = Non
         return _row_stats(ids.T[None], logp.T[None], has, vocab_size).problem
 
 
-def _row_stats(
-    ids: np.ndarray, lp: np.ndarray, has: np.ndarray, vocab_size: int | None, keep_d: bool = True
-) -> _RowStats:
+def _row_stats(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, vocab_size: int | None) -> _RowStats:
     """The T-independent statistics of rows ids, lp [E, K, C] (lp float32 or float64; every sum and
-    exp in float64) and has [E, C]: the one exponential per cell of the tail mass m = 1 - sum q.
-    keep_d: keep l - lmax of every cell in float64 (for many T); without it no [E, K, C] float64
-    array is made (the exponential reads l as float64 through the ufunc's cast, exact)."""
+    exp in float64) and has [E, C]: the one exponential per cell of the tail mass m = 1 - sum q, in
+    one compiled pass (replay.core.loops.row_sums_loop)."""
+    from .loops import row_sums_loop  # numba: imported at first use (about 0.35 s)
+
     k = ids.shape[1]
     # One pass tells most chunks they have no PAD cell (PAD_TOKEN is the only negative id).
     pad = ids == PAD_TOKEN if ids.min(initial=0) < 0 else None
@@ -337,15 +335,10 @@ def _row_stats(
         lp = np.where(pad, -np.inf, lp)
     else:
         pad = None
-    lmax = lp.max(axis=1).astype(np.float64)  # max/min are exact in float32: convert after
-    lmin = (np.where(pad, np.inf, lp) if pad is not None else lp).min(axis=1).astype(np.float64)
-    # l, then l - lmax (below): one conversion, every sum and exp in float64
-    d = lp.astype(np.float64) if keep_d else None
     lp_clean = lp
-    total, cells = np.empty(lmax.shape), np.empty(lp.shape[1:])
-    for e in range(lp.shape[0]):  # row by row: a [K, C] block stays in cache
-        np.exp(lp[e] if d is None else d[e], out=cells, dtype=np.float64)
-        np.sum(cells, axis=0, out=total[e])
+    shape = (lp.shape[0], lp.shape[2])
+    lmax, lmin, total, all32 = np.empty(shape), np.empty(shape), np.empty(shape), np.empty(shape, dtype=bool)
+    row_sums_loop(lp, _NO_PAD if pad is None else pad, lmax, lmin, total, all32, lp.dtype != np.float32)
     # per row, the V - n tokens it does not name (n: its non-PAD cells); one number without PAD
     rest: np.ndarray | float | None = None
     if vocab_size is not None:
@@ -364,7 +357,7 @@ def _row_stats(
     m = _named_all_zeroed(np.maximum(1.0 - total, 0.0), rest)  # tail mass m at T = 1 (total >= 0: m <= 1)
     logm = np.log(m)
     m = np.exp(logm)  # as the scalar reference's code computes it, to the last bit
-    slack = _row_slack(lp, pad, k)
+    slack = sum_slack(k if pad is None else (~pad).sum(axis=1), all32)
     m_lo, m_hi = np.maximum(m - slack, 0.0), _named_all_zeroed(m + slack, rest)
     dead = (lmax == -np.inf) | ~has
     if not dead.any():
@@ -384,11 +377,9 @@ def _row_stats(
         if isinstance(rest, float)
         else np.log(np.broadcast_to(rest, total.shape))  # element by element
     )
-    if d is not None:
-        d -= lmax[:, None, :]
     x1 = np.exp(lmm)
     empty_tail, z_known = _tail_known(no_tail | dead, rest, has)
-    rows = (lp_clean, d, lmax, total, (m_lo, m_hi), (logm_lo, logm_hi), x1, qk, j, base, rest, log_rest, dead_or_none)
+    rows = (lp_clean, lmax, total, (m_lo, m_hi), (logm_lo, logm_hi), x1, qk, j, base, rest, log_rest, dead_or_none)
     return _RowStats(*rows, empty_tail, z_known, has, problem)
 
 
@@ -412,19 +403,6 @@ def sum_slack(n: int | np.ndarray, float32: bool | np.ndarray) -> np.ndarray:
     """
     out: np.ndarray = np.where(float32, 2.0**-23, 2.0**-52) * (1.0 + np.asarray(n, dtype=np.float64) / math.e)
     return out
-
-
-def _row_slack(lp: np.ndarray, pad: np.ndarray | None, k: int) -> np.ndarray:
-    """sum_slack of each row of lp [E, K, C] (PAD cells ``pad`` [E, K, C] or None): a float32 stack's
-    rows are float32; a float64 one's are where every real cell is a float32 value (a float32 dump
-    read into float64, as the round-by-round reader gives it), so both paths find the same slack."""
-    n: int | np.ndarray = k if pad is None else (~pad).sum(axis=1)
-    if lp.dtype == np.float32:
-        return sum_slack(n, True)
-    exact32 = lp.astype(np.float32) == lp
-    if pad is not None:
-        exact32 |= pad
-    return sum_slack(n, exact32.all(axis=1))
 
 
 def _packed_tail(m: np.ndarray, qk: np.ndarray, no_tail: np.ndarray, lmax: np.ndarray, logr: np.ndarray) -> np.ndarray:
@@ -465,11 +443,11 @@ def _spread_tail(rs: _RowStats, a: float, logm: np.ndarray) -> np.ndarray:
     return out if rs.rest > 0 else np.zeros_like(out)
 
 
-def _row_scale(rs: _RowStats, t: float, cells: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _row_scale(rs: _RowStats, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(1 / Z_lo, 1 / Z_hi, a missing child's p_hi) per row at T > 0, every q^a scaled by e^(-a lmax).
 
     Z_T = R + S: R = sum of the recorded cells' q^a, the only sum over cells at T (one exponential
-    each, into ``cells`` [K, C], reused); S, the tail's part, bounded from m and q_K
+    each, in one compiled pass); S, the tail's part, bounded from m and q_K
     (docs/analysis.md "What a row gives"): sum q^a over {0 <= q <= q_K, sum q = m} is convex for
     T < 1 (a maximum at a vertex: the packed tail) and concave for T > 1 (a minimum there); with V,
     the tail spread evenly over the V - n unnamed tokens is the other end (Jensen).
@@ -478,19 +456,11 @@ def _row_scale(rs: _RowStats, t: float, cells: np.ndarray | None) -> tuple[np.nd
         rec, x = rs.total, rs.x1
         s_lo, s_hi = np.fmax(rs.mass[0], 0.0), np.fmax(rs.mass[1], 0.0)
     else:
+        from .loops import scaled_sums_loop
+
         a = 1.0 / t
-        assert cells is not None
-        n_rows = rs.lmax.shape[0]
         rec = np.empty(rs.lmax.shape)
-        for e in range(n_rows):  # row by row: a [K, C] block stays in cache for its three passes
-            if rs.d is None:  # l - lmax in float64, as _row_stats computes it when it keeps it
-                np.copyto(cells, rs.lp[e])  # then in place: each pass runs faster than into another array
-                cells -= rs.lmax[e]
-                cells *= a
-            else:
-                np.multiply(rs.d[e], a, out=cells)
-            np.exp(cells, out=cells)
-            np.sum(cells, axis=0, out=rec[e])
+        scaled_sums_loop(rs.lp, rs.lmax, a, rec)  # one pass over the cells: exp((l - lmax) a), summed
         e = np.multiply(rs.base, a)
         np.exp(e, out=e)
         x = e[2]
@@ -582,15 +552,15 @@ class _Chunk:
         tokens: np.ndarray,
         nodes: list[RowNode],
         vocab: int | None,
-        keep_d: bool = True,
     ) -> None:
         """tokens [N+1, C] and nodes (an int, or [C] per round): the chunk's own, rounds lo..hi."""
         self.tree, self.lo, self.hi = tree, lo, hi
-        self.ids, self.lp, self.has = rows
+        # contiguous rows (a copy of the parents layout's views): the compiled loops run vectorised
+        # over rounds only on unit strides (replay.core.loops)
+        self.ids, self.lp, self.has = np.ascontiguousarray(rows[0]), np.ascontiguousarray(rows[1]), rows[2]
         self.tok = _as_ids_type(np.ascontiguousarray(tokens), self.ids)
         self.nodes: list[RowNode] = [int(v) if isinstance(v, (int, np.integer)) else v for v in nodes]
         self.vocab_size = vocab
-        self.keep_d = keep_d  # many T will read the chunk (prepare_columns): keep l - lmax per cell
         if isinstance(tree, TreeColumns):  # each node's parent row, per round: offsets into [E, C] arrays
             c = hi - lo
             self.parents = tree.parents[:, lo:hi]
@@ -607,7 +577,7 @@ class _Chunk:
     @cached_property
     def stats(self) -> _RowStats:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-            return _row_stats(self.ids, self.lp, self.has, self.vocab_size, self.keep_d)
+            return _row_stats(self.ids, self.lp, self.has, self.vocab_size)
 
     @cached_property
     def child_cells(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -647,48 +617,24 @@ class _Chunk:
 
     def _coded_child_cells(self, rs: _RowStats) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """child_cells for a TreeLayout on a chunk's rows laid out contiguously ([E, K, C], as the
-        batch reads them), in few numpy calls: None elsewhere (the per-column lookup below).
+        batch reads them) in one compiled pass (replay.core.loops.child_cells_loop): None elsewhere
+        (the numpy lookups below, for small chunks and per-round trees).
 
-        Each child's first cell in its parent's row, coded in one byte: the comparisons [kids, K, C]
-        times the weights K..1 (cell i weighs K - i), their maximum over the cells (0: no cell), so
-        the first match weighs most; then one gather of every edge's cell. The values are the same
-        as child_cells' below, bit for bit: a lane that is not there (no match, a garbage cell read
-        for it, a dead row) gets a finite value and weight 0, without a select on a mask that has
-        no pattern (about 10 ns an element).
+        The values are the same as child_cells' below, bit for bit: a lane that is not there (no
+        match, a dead row, a cell NaN, > 0 or -inf) gets a finite value and weight 0.
         """
         ids, lp, tok, tree = self.ids, rs.lp, self.tok, self.tree
         n1, c = tok.shape
-        k = ids.shape[1]
-        if not isinstance(tree, TreeLayout) or c < SMALL_CHUNK or k > 255:
+        if not isinstance(tree, TreeLayout) or c < SMALL_CHUNK:
             return None
         if not (ids.flags.c_contiguous and lp.flags.c_contiguous and ids.shape[2] == c):
             return None
-        code = np.zeros((n1, c), dtype=np.uint8)
-        weights = np.arange(k, 0, -1, dtype=np.uint8)[:, None]
-        for e, kids in enumerate(tree.children):
-            hit = np.equal(tok[kids][:, None, :], ids[e][None]).view(np.uint8)  # [kids, K, C]
-            hit *= weights
-            if isinstance(kids, slice):
-                np.max(hit, axis=1, out=code[kids])
-            else:
-                code[kids] = hit.max(axis=1)
-        # the cell (row, K - code) of the flat [E, K, C] rows; code 0 reads some cell (clipped), unused
-        at = code.astype(np.intp)
-        at *= -c
-        at += _cell_offsets(tree, k, c)
-        v = np.take(lp.reshape(-1), at, mode="clip").astype(np.float64, copy=False)
-        there = code > 0
-        there &= v <= 0.0
-        there &= v > -1e300  # -inf (weight 0) is not there, as child_cells' -1e300 floor
-        there[0] = False
-        if rs.dead is not None:
-            there &= ~self.per_edge(rs.dead)
-        np.fmin(v, 0.0, out=v)  # finite everywhere (NaN too): 0 * it is 0
-        np.fmax(v, -1e300, out=v)
-        d = v - self.per_edge(rs.lmax)
-        d *= there
-        v *= there
-        return d, v, there.astype(np.float64)
+        from .loops import child_cells_loop  # numba: imported at first use (about 0.35 s)
+
+        d, v, there = np.empty((n1, c)), np.empty((n1, c)), np.empty((n1, c))
+        dead = rs.dead if rs.dead is not None else np.zeros(rs.lmax.shape, dtype=bool)
+        child_cells_loop(ids, lp, tok, tree.node_row, rs.lmax, dead, d, v, there)
+        return d, v, there
 
     @cached_property
     def repeat(self) -> np.ndarray | None:
@@ -722,15 +668,6 @@ class _Chunk:
 
 
 @lru_cache(maxsize=64)
-def _cell_offsets(tree: TreeLayout, k: int, c: int) -> np.ndarray:
-    """[N+1, C] offset of cell K of each node's parent row, round by round, in a chunk's flat
-    [E, K, C] rows: every chunk of one shape and size has the same (the lookup subtracts code * C)."""
-    out: np.ndarray = ((tree.node_row + 1) * (k * c))[:, None] + np.arange(c)
-    out.flags.writeable = False
-    return out
-
-
-@lru_cache(maxsize=64)
 def _earlier(n: int) -> np.ndarray:
     """[n, n, 1] bool: sibling i comes before sibling j."""
     out = np.triu(np.ones((n, n), dtype=bool), 1)[:, :, None]
@@ -752,11 +689,12 @@ _Terms = tuple[np.ndarray, np.ndarray, np.ndarray]  # _row_scale's (1 / Z_lo, 1 
 
 def _edge_weights(ch: _Chunk, t: float) -> np.ndarray:
     """[N+1, C] each child's q^a in its parent's row, scaled like the row's cells (0 where missing)."""
+    from .loops import weights_loop
+
     cells, logp, there = ch.child_cells
-    num = logp.copy() if t == 1.0 else np.multiply(cells, 1.0 / t)
-    np.exp(num, out=num)
-    num *= there
-    out: np.ndarray = num
+    out = np.empty(cells.shape)
+    # at T = 1 the cell itself (its row's sum is of exp(l) too), else shifted as the row's cells are
+    weights_loop(logp, 1.0, there, out) if t == 1.0 else weights_loop(cells, 1.0 / t, there, out)
     return out
 
 
@@ -890,12 +828,11 @@ def _chunks(
     row_node: list[RowNode],
     vocab_size: int | None,
     chunk_rounds: int,
-    keep_d: bool,
 ) -> Iterator[_Chunk]:
     for lo in range(0, tokens.shape[1], chunk_rounds):
         hi = min(lo + chunk_rounds, tokens.shape[1])
         nodes = [v if isinstance(v, (int, np.integer)) else v[lo:hi] for v in row_node]
-        yield _Chunk(tree, lo, hi, rows(lo, hi), tokens[:, lo:hi], nodes, vocab_size, keep_d)
+        yield _Chunk(tree, lo, hi, rows(lo, hi), tokens[:, lo:hi], nodes, vocab_size)
 
 
 def _bounds_of(
@@ -914,16 +851,12 @@ def _bounds_of(
     exp_lo, exp_hi, variance = np.empty(r), np.empty(r), np.empty(r)
     exact, problem = np.empty(r, dtype=bool), np.empty(r, dtype=np.int8)
     needs_vocab = t > 1.0 and vocab_size is None
-    cells = None  # q^a of every cell of the chunk: one buffer for all chunks
     for ch in chunks:
         lo, hi = ch.lo, ch.hi
         if t > 0.0 and vocab_size is not None and int(vocab_size) < ch.ids.shape[1]:
             raise vocab_too_small(vocab_size, ch.ids.shape[1])
-        k = ch.ids.shape[1]
-        if t not in (0.0, 1.0) and (cells is None or cells.size < k * (hi - lo)):
-            cells = np.empty((k, hi - lo))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-            terms = None if t == 0.0 else _row_scale(ch.stats, t, None if cells is None else cells[:, : hi - lo])
+            terms = None if t == 0.0 else _row_scale(ch.stats, t)
             reach_lo, reach_hi = _walk(ch, *_edge_probs(ch, t, terms))
             ex = _exact_of(ch, t)
             if ex.any():  # one number: the two bounds' sums of the same terms differ only by rounding
@@ -971,7 +904,7 @@ def prepare_columns(
     chunk_rounds: int = CHUNK_ROUNDS,
 ) -> PreparedColumns:
     """column_bounds' rounds, read once for many temperatures (column_bounds' arguments)."""
-    chunks = tuple(_chunks(tree, rows, tokens, row_node, vocab_size, chunk_rounds, True))
+    chunks = tuple(_chunks(tree, rows, tokens, row_node, vocab_size, chunk_rounds))
     return PreparedColumns(tree, (tokens.shape[0], tokens.shape[1]), chunks, vocab_size)
 
 
@@ -993,7 +926,7 @@ def column_bounds(
     tokens: [N+1, R] int node tokens; row_node: per row, its node id (an int, or [R] per round)
     """
     t = check_temperature(temperature)
-    chunks = _chunks(tree, rows, tokens, row_node, vocab_size, chunk_rounds, False)
+    chunks = _chunks(tree, rows, tokens, row_node, vocab_size, chunk_rounds)
     return _bounds_of(tree, chunks, (tokens.shape[0], tokens.shape[1]), t, vocab_size, keep_reach)
 
 
@@ -1014,7 +947,7 @@ def chunk_bounds(
     chunk's trees and reads its rows just before the rule needs them, in cache); chunks cover rounds
     0..rounds in order. Each chunk is used and dropped, as in column_bounds."""
     t = check_temperature(temperature)
-    made = (_Chunk(tree, lo, hi, rows, tok, nodes, vocab_size, False) for lo, hi, rows, tok, nodes in chunks)
+    made = (_Chunk(tree, lo, hi, rows, tok, nodes, vocab_size) for lo, hi, rows, tok, nodes in chunks)
     return _bounds_of(tree, made, (n1, rounds), t, vocab_size, False)
 
 

@@ -127,15 +127,14 @@ def _chunk_rows(
     chunk); has is False where that row is past the stack's rows."""
     v = part.validate
     assert v.logp is not None  # batch_sampling checks it first
-    vrows, k, r = v.ids.shape
+    vrows, k, _ = v.ids.shape
     n_slots, c = len(nodes), hi - lo
     every, none = bool(layout_all.all()), not layout_all.any()
     if none and n_slots <= vrows:  # parents layout throughout: views, no copy
         return v.ids[:n_slots, :, lo:hi], v.logp[:n_slots, :, lo:hi], np.ones((n_slots, c), bool)
+    from replay.core.loops import gather_rows_loop  # numba: imported at first use (about 0.35 s)
+
     logp = v.logp
-    flat = v.ids.flags.c_contiguous and logp.flags.c_contiguous  # as the readers give them
-    cols = np.arange(lo, hi)
-    cells = np.arange(k)[:, None] * r + cols[None, :]  # [K, C] offsets within one row
     ids = np.empty((n_slots, k, c), dtype=v.ids.dtype)
     lp = np.empty((n_slots, k, c), dtype=logp.dtype)
     has = np.empty((n_slots, c), dtype=bool)
@@ -149,13 +148,7 @@ def _chunk_rows(
             continue
         has[e] = row < vrows
         row = np.minimum(row, vrows - 1)
-        if flat:  # a gather: K cells per round from the row each round expanded (in bounds: clip costs less)
-            idx = cells + row[None, :] * (k * r)
-            np.take(v.ids.reshape(-1), idx, out=ids[e], mode="clip")
-            np.take(logp.reshape(-1), idx, out=lp[e], mode="clip")
-        else:  # the same gather on strided stacks, without copying them whole
-            ids[e] = v.ids[row[None, :], np.arange(k)[:, None], cols[None, :]]
-            lp[e] = logp[row[None, :], np.arange(k)[:, None], cols[None, :]]
+        gather_rows_loop(v.ids, logp, row, lo, ids[e], lp[e])  # K cells per round from the row each round expanded
     return ids, lp, has
 
 

@@ -1,0 +1,247 @@
+"""Compiled loops (numba) for the sampling rule's passes over every cell of a chunk's rows.
+
+numpy runs one pass over memory per operation: a row's sum of q = exp(l) takes a conversion, an
+exponential and a sum, each its own pass, and a lookup of each child's cell in its parent's row a
+comparison, a select and a reduction per cell. These loops make one pass each. Every path of the
+rule (the batch's chunks, the round path's single rounds, the prepared curve) calls the same loops,
+so their numbers agree bit for bit whichever path ran (tests/test_sampling_batch.py).
+
+The exponential of a cell is this module's own (``_exp``): numpy's is not callable from compiled
+code, and numba's ``math.exp`` is the C library's, one value at a time (about 6 times slower here
+than numpy's vectorised one). It is the textbook method: x = k ln 2 + r with |r| <= ln 2 / 2
+(Cody and Waite's two-part ln 2, so that k ln 2 is exact), exp(r) by its Taylor series to r^13
+(truncation below 2^-57), times 2^k built from its bits in two factors (each a normal number, so
+that a result in the subnormal range is rounded once). Within 1 ulp of the C library's over the
+float64 range (tests/test_loops.py: 10^5 points, subnormal results and the range's edges included);
+NaN, +-inf, overflow and underflow as numpy gives them. The one fast-math liberty is contraction
+(a * b + c as one fused multiply-add where the CPU has it, about a fifth less time): the compiler
+fuses the same operations in a vector lane and alone, so a value's bits do not depend on which ran
+it (tests/test_loops.py); they may differ in the last bit between CPUs with and without FMA, as
+numpy's own vectorised exp does.
+
+Imported at first use, not with replay.core.sampling: numba's import costs about 0.35 s, and a
+greedy replay never needs it. Compiled once per signature (about 1.5 s for a first sampling run)
+and cached on disk (``_loop``), so that a later process loads them (about 0.1 s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01  # ln 2's leading bits (its low 32 bits are zero: k * it is exact)
+_LN2_LO = 1.90821492927058770002e-10  # ln 2 - _LN2_HI
+_SHIFT = 6755399441055744.0  # 1.5 * 2^52: x * log2(e) + it rounds to an integer k held in its low bits
+_SHIFT_BITS = 0x4338000000000000  # its bits
+# 1/n!, n = 13..2: exp(r) = 1 + r + r^2 (1/2 + r (1/6 + ...)), Horner's rule from the top
+_C13, _C12, _C11, _C10 = 1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0
+_C9, _C8, _C7, _C6 = 1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0
+_C5, _C4, _C3, _C2 = 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5
+_X_MIN = -746.0  # exp(x) rounds to 0 below about -745.13: clamped here (k stays in range), still 0
+_X_MAX = 710.0  # exp(x) overflows above about 709.78: clamped here, still +inf
+
+
+def _loop(fn: Callable[..., None]) -> Any:
+    """A compiled loop: without the GIL (threads run chunks side by side), no bounds checks (the
+    callers check shapes), fused multiply-adds; cached on disk where numba finds a writable place
+    (beside this file, or its per-user cache), else compiled once in each process (a read-only
+    install with no writable home: numba refuses cache=True there)."""
+    try:
+        return njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})(fn)
+    except RuntimeError:
+        return njit(nogil=True, boundscheck=False, fastmath={"contract"})(fn)
+
+
+@intrinsic
+def _bits(typingctx: Any, x: Any) -> Any:
+    """The int64 holding a float64's bits (a register move, no conversion)."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return types.int64(types.float64), codegen
+
+
+@intrinsic
+def _float(typingctx: Any, bits: Any) -> Any:
+    """The float64 whose bits an int64 holds."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return types.float64(types.int64), codegen
+
+
+@njit(inline="always", fastmath={"contract"})
+def _exp(x: float) -> float:
+    if x < _X_MIN:  # NaN passes both tests: it stays NaN through r
+        x = _X_MIN
+    if x > _X_MAX:
+        x = _X_MAX
+    t = x * _LOG2E + _SHIFT
+    # the integer k held in t's low bits, -1076..1024 (mypy reads an intrinsic's typing signature)
+    k = _bits(t) - _SHIFT_BITS  # type: ignore[call-arg]
+    kf = t - _SHIFT
+    r = (x - kf * _LN2_HI) - kf * _LN2_LO
+    p = _C13
+    p = p * r + _C12
+    p = p * r + _C11
+    p = p * r + _C10
+    p = p * r + _C9
+    p = p * r + _C8
+    p = p * r + _C7
+    p = p * r + _C6
+    p = p * r + _C5
+    p = p * r + _C4
+    p = p * r + _C3
+    p = p * r + _C2
+    p = 1.0 + (r + r * r * p)
+    k1 = k >> 1  # 2^k = 2^k1 * 2^(k - k1), each a normal number
+    return (p * _float((k1 + 1023) << 52)) * _float((k - k1 + 1023) << 52)
+
+
+@_loop
+def exp_loop(x: np.ndarray, out: np.ndarray) -> None:  # x, out [n] float64
+    """out = exp(x), element by element (tests/test_loops.py; the loops below inline _exp)."""
+    for i in range(x.shape[0]):
+        out[i] = _exp(x[i])
+
+
+@_loop
+def row_sums_loop(
+    lp: np.ndarray,  # [E, K, C] float32 or float64: log-probs, PAD cells already -inf
+    pad: np.ndarray,  # [E, K, C] bool, or [0, 0, 0] when no cell is PAD
+    lmax: np.ndarray,  # out [E, C] float64: the largest cell (NaN if any is)
+    lmin: np.ndarray,  # out [E, C] float64: the smallest non-PAD cell (NaN if any is; +inf for none)
+    total: np.ndarray,  # out [E, C] float64: sum of exp(l), cell 0 to K-1 in order
+    all32: np.ndarray,  # out [E, C] bool: every non-PAD cell is a float32 value (NaN is not)
+    check32: bool,  # False for float32 rows: all32 stays True (a NaN row's slack is never read: it has a problem)
+) -> None:
+    """A row's T-independent sums, one pass over its cells."""
+    n_rows, k, c = lp.shape
+    for e in range(n_rows):
+        for j in range(c):
+            lmax[e, j] = -np.inf
+            lmin[e, j] = np.inf
+            total[e, j] = 0.0
+            all32[e, j] = True
+        for i in range(k):
+            if pad.shape[0] > 0:  # PAD cells (-inf here) count for the maximum only
+                for j in range(c):
+                    x = np.float64(lp[e, i, j])
+                    lmax[e, j] = max(lmax[e, j], x)
+                    if not pad[e, i, j]:
+                        lmin[e, j] = min(lmin[e, j], x)
+                        if check32 and not np.float64(np.float32(x)) == x:
+                            all32[e, j] = False
+                    total[e, j] += _exp(x)
+            else:  # the usual rows, without PAD: no test per cell
+                for j in range(c):
+                    x = np.float64(lp[e, i, j])
+                    lmax[e, j] = max(lmax[e, j], x)
+                    lmin[e, j] = min(lmin[e, j], x)
+                    if check32 and not np.float64(np.float32(x)) == x:
+                        all32[e, j] = False
+                    total[e, j] += _exp(x)
+        for j in range(c):
+            if total[e, j] != total[e, j]:  # a NaN cell (exp never gives -inf: NaN nowhere else)
+                lmax[e, j] = np.nan  # as numpy's max and min give it
+                lmin[e, j] = np.nan
+                all32[e, j] = False
+
+
+@_loop
+def scaled_sums_loop(
+    lp: np.ndarray,  # [E, K, C] float32 or float64: log-probs, PAD cells -inf
+    lmax: np.ndarray,  # [E, C] float64: the row's largest cell (0 in a dead row)
+    a: float,  # 1 / T
+    rec: np.ndarray,  # out [E, C] float64: sum of exp((l - lmax) a), cell 0 to K-1 in order
+) -> None:
+    """R of _row_scale: the recorded cells' q^a, scaled by e^(-a lmax), summed."""
+    n_rows, k, c = lp.shape
+    for e in range(n_rows):
+        for j in range(c):
+            rec[e, j] = 0.0
+        for i in range(k):
+            for j in range(c):
+                rec[e, j] += _exp((np.float64(lp[e, i, j]) - lmax[e, j]) * a)
+
+
+@_loop
+def weights_loop(
+    x: np.ndarray,  # [N+1, C] float64: each child's cell, shifted by its row's lmax (or not, at T = 1)
+    a: float,  # 1 / T
+    there: np.ndarray,  # [N+1, C] float64: 1.0 where the child is in its row, else 0.0
+    out: np.ndarray,  # out [N+1, C] float64: exp(x a) there, 0 elsewhere
+) -> None:
+    """Each child's q^a, scaled as its row's cells are in scaled_sums_loop."""
+    n1, c = x.shape
+    for u in range(n1):
+        for j in range(c):
+            out[u, j] = _exp(x[u, j] * a) * there[u, j]
+
+
+# A cell value no sound row holds (log-probs are <= 0): a child found in no cell of its row keeps it.
+_NOT_FOUND = 1.0
+# Floor of a child's cell value: -inf (weight 0) becomes finite, so that 0 * it is 0.
+_FLOOR = -1e300
+
+
+@_loop
+def child_cells_loop(
+    ids: np.ndarray,  # [E, K, C] int: each expanded slot's validate row, round by round
+    lp: np.ndarray,  # [E, K, C] float32 or float64: its log-probs
+    tok: np.ndarray,  # [N+1, C] int, ids' type: each node's token (row 0, the root's, unused)
+    node_row: np.ndarray,  # [N+1] int64: each node's parent slot (node 0: any row, unused)
+    lmax: np.ndarray,  # [E, C] float64: each row's largest log-prob (0 in a dead row)
+    dead: np.ndarray,  # [E, C] bool: a row that is not there or empty
+    d: np.ndarray,  # out [N+1, C] float64: the child's cell minus its row's lmax, 0 where not there
+    v: np.ndarray,  # out [N+1, C] float64: the child's cell, 0 where not there
+    there: np.ndarray,  # out [N+1, C] float64: 1.0 where the child is at a finite cell of a live row
+) -> None:
+    """Each child's first cell carrying its token in its parent's row (the scalar reference's rule
+    for a row naming a token twice): the columns are walked from the last to the first, so the
+    first match is the one left. A cell that is NaN, > 0 or -inf is "not there" (weight 0)."""
+    n1, c = tok.shape
+    k = ids.shape[1]
+    for u in range(n1):
+        e = node_row[u]
+        for j in range(c):
+            v[u, j] = _NOT_FOUND
+        for i in range(k - 1, -1, -1):
+            for j in range(c):
+                if ids[e, i, j] == tok[u, j]:
+                    v[u, j] = lp[e, i, j]
+        for j in range(c):
+            x = v[u, j]
+            ok = u > 0 and x <= 0.0 and x > _FLOOR and not dead[e, j]
+            w = 1.0 if ok else 0.0
+            x = min(x, 0.0) if x == x else 0.0  # NaN -> 0, as np.fmin(x, 0)
+            x = max(x, _FLOOR)
+            d[u, j] = (x - lmax[e, j]) * w
+            v[u, j] = x * w
+            there[u, j] = w
+
+
+@_loop
+def gather_rows_loop(
+    ids: np.ndarray,  # [M, K, R] int: a validate stack's ids
+    lp: np.ndarray,  # [M, K, R] float32 or float64: its log-probs
+    rows: np.ndarray,  # [C] int64: the row each round reads, in 0..M-1
+    lo: int,  # the chunk's first round
+    ids_out: np.ndarray,  # out [K, C], ids' dtype: ids_out[i, j] = ids[rows[j], i, lo + j]
+    lp_out: np.ndarray,  # out [K, C], lp's dtype: the same cells of lp
+) -> None:
+    """One expanded slot's row, round by round: each round of the chunk reads the row its tree
+    expanded there (the all layout's validate rows are per node)."""
+    k, c = ids_out.shape
+    for i in range(k):
+        for j in range(c):
+            ids_out[i, j] = ids[rows[j], i, lo + j]
+            lp_out[i, j] = lp[rows[j], i, lo + j]

@@ -1,0 +1,189 @@
+"""replay.core.loops: the compiled per-cell loops of the sampling rule, against plain oracles.
+
+The rule's own tests (test_sampling*.py) check its results against the scalar reference; these
+check each loop alone, so that a failure names the loop: the exponential against the C library's
+(math.exp, one value at a time), the sums and lookups against numpy written the obvious way.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from replay.core.loops import child_cells_loop, exp_loop, gather_rows_loop, row_sums_loop, scaled_sums_loop
+from replay.core.vocab import PAD_TOKEN
+
+
+def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Distance in units in the last place between non-negative float64 values of the same sign."""
+    return np.abs(a.view(np.int64) - b.view(np.int64))
+
+
+def _exp(x: np.ndarray) -> np.ndarray:
+    out = np.empty_like(x)
+    exp_loop(np.ascontiguousarray(x, dtype=np.float64), out)
+    return out
+
+
+def test_exp_is_within_one_ulp_of_the_c_library_everywhere():
+    # math.exp is glibc's, correctly rounded but in rare cases: 1 ulp is what the Taylor series to
+    # r^13 gives (to r^12 it is 2, a bound the rule's 1e-12 agreement with the reference would hide)
+    rng = np.random.default_rng(0)
+    x = np.concatenate(
+        [
+            rng.uniform(-746.0, 710.0, 40_000),  # the whole range, overflow and underflow included
+            rng.uniform(-40.0, 0.0, 40_000),  # log-probs, and log-probs times 1/T
+            rng.uniform(-1e-3, 1e-3, 5_000),  # around 0: exp(r) alone
+            rng.uniform(-745.2, -700.0, 5_000),  # subnormal results: rounded once
+            np.arange(-1076, 1025) * math.log(2.0),  # the k ln 2 boundaries of the range reduction
+        ]
+    )
+    want = np.array([_libm_exp(v) for v in x])
+    assert _ulps(_exp(x), want).max() <= 1
+
+
+def _libm_exp(v: float) -> float:
+    try:
+        return math.exp(v)
+    except OverflowError:
+        return math.inf
+
+
+def test_exp_edges_are_numpys():
+    x = np.array([np.nan, -np.inf, np.inf, 0.0, -0.0, -1e30, 1e30, -745.2, -745.13, 709.78, 709.79, 1e-300, -5e-324])
+    with np.errstate(over="ignore"):
+        want = np.exp(x)
+    got = _exp(x)
+    assert np.isnan(got[0])
+    np.testing.assert_array_equal(got[1:], want[1:])  # 0, inf, 1, subnormal and the last finite value, as numpy
+
+
+def test_a_value_has_the_same_bits_in_a_vector_lane_and_alone():
+    # The batch runs the loops on thousands of rounds (vector lanes), the round path on one (the
+    # scalar remainder): the rule's outputs are equal bit for bit only if each value is.
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-60.0, 0.0, 1_003)
+    together = _exp(x)
+    alone = np.array([_exp(x[i : i + 1])[0] for i in range(x.shape[0])])
+    np.testing.assert_array_equal(together, alone)
+    lp = rng.uniform(-20.0, 0.0, (2, 7, 301)).astype(np.float32)
+    sums = _row_sums(lp, None)
+    for j in (0, 5, 300):
+        one = _row_sums(np.ascontiguousarray(lp[:, :, j : j + 1]), None)
+        for a, b in zip(sums, one):
+            np.testing.assert_array_equal(a[:, j : j + 1], b)
+
+
+def _row_sums(lp: np.ndarray, pad: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    shape = (lp.shape[0], lp.shape[2])
+    lmax, lmin, total, all32 = np.empty(shape), np.empty(shape), np.empty(shape), np.empty(shape, dtype=bool)
+    no_pad = np.zeros((0, 0, 0), dtype=bool)
+    row_sums_loop(lp, no_pad if pad is None else pad, lmax, lmin, total, all32, lp.dtype != np.float32)
+    return lmax, lmin, total, all32
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("padded", [False, True])
+def test_row_sums_are_numpys(dtype, padded):
+    rng = np.random.default_rng(2)
+    e, k, c = 3, 6, 500
+    lp = np.log(rng.dirichlet(np.ones(12), size=(e, c))[:, :, :k]).transpose(0, 2, 1).astype(dtype)
+    lp = np.ascontiguousarray(lp)
+    hostile = rng.random(lp.shape)
+    lp[hostile < 0.01] = np.nan
+    lp[(hostile >= 0.01) & (hostile < 0.03)] = -np.inf
+    lp[(hostile >= 0.03) & (hostile < 0.04)] = np.inf
+    if dtype == np.float64:
+        off = (hostile >= 0.04) & (hostile < 0.06)
+        lp[off] += 1e-12  # no longer float32 values
+    pad = rng.random(lp.shape) < (0.2 if padded else 0.0)
+    lp[pad] = -np.inf  # as _row_stats hands PAD cells over
+    lmax, lmin, total, all32 = _row_sums(lp, pad if padded else None)
+
+    wide = lp.astype(np.float64)
+    np.testing.assert_array_equal(lmax, wide.max(axis=1))
+    np.testing.assert_array_equal(lmin, np.where(pad, np.inf, wide).min(axis=1))
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(total, np.exp(wide).sum(axis=1), rtol=1e-15 * k, equal_nan=True)
+    nan_row = np.isnan(wide).any(axis=1)
+    if dtype == np.float64:
+        want32 = ((wide.astype(np.float32) == wide) | pad).all(axis=1)
+        np.testing.assert_array_equal(all32, want32)
+    else:
+        np.testing.assert_array_equal(all32, ~nan_row)  # float32 rows are float32 values, but a NaN row
+    assert nan_row.any() and (np.isinf(lmax) & (lmax > 0)).any()  # the hostile cells were there
+
+
+def test_scaled_sums_are_numpys():
+    rng = np.random.default_rng(3)
+    lp = np.log(rng.dirichlet(np.ones(9), size=(2, 300))[:, :, :5]).transpose(0, 2, 1).astype(np.float32)
+    lp = np.ascontiguousarray(lp)
+    lp[0, 4, :10] = -np.inf
+    lmax = lp.max(axis=1).astype(np.float64)
+    for a in (1.0 / 0.3, 1.0, 1.0 / 1.7):
+        rec = np.empty(lmax.shape)
+        scaled_sums_loop(lp, lmax, a, rec)
+        want = np.exp((lp.astype(np.float64) - lmax[:, None, :]) * a).sum(axis=1)
+        np.testing.assert_allclose(rec, want, rtol=1e-14)
+
+
+def test_child_cells_are_each_childs_first_cell_in_its_parents_row():
+    rng = np.random.default_rng(4)
+    e, k, c = 3, 5, 200
+    node_row = np.array([0, 0, 0, 1, 1, 2], dtype=np.int64)
+    ids = rng.integers(0, 6, (e, k, c)).astype(np.int32)  # a small alphabet: repeats and misses
+    ids[rng.random(ids.shape) < 0.1] = PAD_TOKEN
+    lp = rng.uniform(-9.0, 0.0, (e, k, c))
+    lp[rng.random(lp.shape) < 0.05] = -np.inf
+    lp[rng.random(lp.shape) < 0.03] = np.nan
+    lp[rng.random(lp.shape) < 0.03] = 0.5
+    tok = rng.integers(0, 6, (node_row.shape[0], c)).astype(np.int32)
+    lmax = rng.uniform(-1.0, 0.0, (e, c))
+    dead = rng.random((e, c)) < 0.1
+    d, v, there = (np.empty(tok.shape) for _ in range(3))
+    child_cells_loop(ids, lp, tok, node_row, lmax, dead, d, v, there)
+    for u in range(1, tok.shape[0]):
+        row = node_row[u]
+        for j in range(c):
+            hits = np.flatnonzero(ids[row, :, j] == tok[u, j])
+            cell = lp[row, hits[0], j] if hits.shape[0] else None
+            ok = cell is not None and -1e300 < cell <= 0.0 and not dead[row, j]
+            assert there[u, j] == (1.0 if ok else 0.0), (u, j)
+            assert v[u, j] == (cell if ok else 0.0)
+            assert d[u, j] == ((cell - lmax[row, j]) if ok else 0.0)
+    assert not there[0].any()  # the root is no child
+    assert there[1:].mean() > 0.3 and (there[1:] == 0).mean() > 0.2
+
+
+def test_gather_rows_reads_each_rounds_row():
+    rng = np.random.default_rng(5)
+    m, k, r = 7, 4, 90
+    ids = rng.integers(0, 1000, (m, k, r)).astype(np.int64)
+    lp = rng.uniform(-5.0, 0.0, (m, k, r)).astype(np.float32)
+    lo, c = 13, 50
+    rows = rng.integers(0, m, c).astype(np.int64)
+    ids_out, lp_out = np.empty((k, c), dtype=ids.dtype), np.empty((k, c), dtype=lp.dtype)
+    gather_rows_loop(ids, lp, rows, lo, ids_out, lp_out)
+    cols = np.arange(lo, lo + c)
+    np.testing.assert_array_equal(ids_out, ids[rows[None, :], np.arange(k)[:, None], cols[None, :]])
+    np.testing.assert_array_equal(lp_out, lp[rows[None, :], np.arange(k)[:, None], cols[None, :]])
+
+
+def test_a_loop_compiles_without_the_disk_cache_where_numba_finds_no_place_for_it(monkeypatch):
+    # A read-only install run by a user without a writable home: numba refuses cache=True when it
+    # decorates (RuntimeError "no locator available"); the loop must still compile, per process.
+    import replay.core.loops as loops
+
+    asked = []
+
+    def njit(**options):
+        asked.append(options.get("cache", False))
+        if options.get("cache"):
+            raise RuntimeError("cannot cache function 'f': no locator available for file 'loops.py'")
+        return lambda fn: fn
+
+    monkeypatch.setattr(loops, "njit", njit)
+    assert loops._loop(len) is len
+    assert asked == [True, False]
