@@ -12,7 +12,14 @@ import math
 import numpy as np
 import pytest
 
-from replay.core.loops import child_cells_loop, exp_loop, gather_rows_loop, row_sums_loop, scaled_sums_loop
+from replay.core.loops import (
+    child_cells_loop,
+    edge_probs_loop,
+    exp_loop,
+    gather_rows_loop,
+    row_sums_loop,
+    scaled_sums_loop,
+)
 from replay.core.vocab import PAD_TOKEN
 
 
@@ -187,3 +194,52 @@ def test_a_loop_compiles_without_the_disk_cache_where_numba_finds_no_place_for_i
     monkeypatch.setattr(loops, "njit", njit)
     assert loops._loop(len) is len
     assert asked == [True, False]
+
+
+def _edge_probs(x, a, there, at, terms, repeat, scaled, node_row=None):
+    """edge_probs_loop's (p_lo, p_hi): per-round parent rows ``at``, or one row per node (node_row)."""
+    p_lo, p_hi = np.empty(x.shape), np.empty(x.shape)
+    rows, offsets = (np.zeros(0, np.int64), at) if node_row is None else (node_row, np.zeros((0, 0), np.int64))
+    edge_probs_loop(x, a, there, rows, offsets, *terms, repeat, scaled, p_lo, p_hi)
+    return p_lo, p_hi
+
+
+@pytest.mark.parametrize("t", [1.0, 0.6, 1.4])
+@pytest.mark.parametrize("repeats", [False, True])
+def test_edge_probs_are_the_rule_written_with_numpy(t, repeats):
+    rng = np.random.default_rng(6)
+    n1, e, c = 7, 3, 120
+    x = rng.uniform(-8.0, 0.0, (n1, c))
+    there = (rng.random((n1, c)) < 0.7).astype(np.float64)
+    x[there == 0] = 0.0
+    x[1:, :10], there[1:, :10] = 0.0, 1.0  # the row's top cell: q^a / q_max^a = 1
+    x[0, :3] = np.nan  # a round with a problem: NaN stays NaN
+    at = (rng.integers(0, e, (n1, c)) * c + np.arange(c)).astype(np.int64)
+    inv_zlo, inv_zhi, miss = rng.uniform(0.5, 3.0, e * c), rng.uniform(0.2, 2.0, e * c), rng.uniform(0.0, 0.3, e * c)
+    repeat = (rng.random((n1, c)) < 0.9).astype(np.float64) if repeats else np.zeros((0, 0))
+    a = 1.0 / t
+    p_lo, p_hi = _edge_probs(x, a, there, at, (inv_zlo, inv_zhi, miss), repeat, t != 1.0)
+
+    num = _exp((x * a).reshape(-1)).reshape(x.shape) * there
+    missing = (num <= 0.0) * miss[at]
+    if t == 1.0:
+        want_lo = np.minimum(num, 1.0)
+        want_hi = want_lo + missing
+    else:
+        want_lo = np.minimum(num * inv_zhi[at], 1.0)
+        want_hi = np.minimum(num * inv_zlo[at], 1.0) + missing
+    if repeats:
+        want_lo, want_hi = want_lo * repeat, want_hi * repeat
+    np.testing.assert_array_equal(p_lo, want_lo)
+    np.testing.assert_array_equal(p_hi, want_hi)
+    assert (want_lo == 1.0).any() and np.isnan(p_lo[0, :3]).all()  # the cap at 1 was exercised, NaN kept
+
+    # A TreeLayout (one parent row per node in every round, read in order) gives what the same
+    # rows given as per-round offsets give.
+    node_row = np.arange(n1, dtype=np.int64) % e
+    fixed = _edge_probs(x, a, there, None, (inv_zlo, inv_zhi, miss), repeat, t != 1.0, node_row)
+    as_offsets = _edge_probs(
+        x, a, there, node_row[:, None] * c + np.arange(c), (inv_zlo, inv_zhi, miss), repeat, t != 1.0
+    )
+    np.testing.assert_array_equal(fixed[0], as_offsets[0])
+    np.testing.assert_array_equal(fixed[1], as_offsets[1])

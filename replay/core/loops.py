@@ -2,7 +2,10 @@
 
 numpy runs one pass over memory per operation: a row's sum of q = exp(l) takes a conversion, an
 exponential and a sum, each its own pass, and a lookup of each child's cell in its parent's row a
-comparison, a select and a reduction per cell. These loops make one pass each. Every path of the
+comparison, a select and a reduction per cell. These loops make one pass each: a row's max, min and
+sum of q (row_sums_loop), its sum of q^a at T (scaled_sums_loop), each child's cell in its parent's
+row (child_cells_loop), each edge's probability bounds (edge_probs_loop), and the all layout's rows
+gathered round by round (gather_rows_loop). Every path of the
 rule (the batch's chunks, the round path's single rounds, the prepared curve) calls the same loops,
 so their numbers agree bit for bit whichever path ran (tests/test_sampling_batch.py).
 
@@ -174,17 +177,60 @@ def scaled_sums_loop(
 
 
 @_loop
-def weights_loop(
+def edge_probs_loop(
     x: np.ndarray,  # [N+1, C] float64: each child's cell, shifted by its row's lmax (or not, at T = 1)
     a: float,  # 1 / T
     there: np.ndarray,  # [N+1, C] float64: 1.0 where the child is in its row, else 0.0
-    out: np.ndarray,  # out [N+1, C] float64: exp(x a) there, 0 elsewhere
+    node_row: np.ndarray,  # [N+1] int64: each node's parent row, the same in every round (a TreeLayout)
+    at: np.ndarray,  # [N+1, C] int64: else each edge's parent row per round, as an offset into the
+    # flat [E * C] per-row arrays (TreeColumns); [0, 0] with a TreeLayout
+    inv_zlo: np.ndarray,  # [E * C] float64: each row's 1 / Z_lo (unread where scaled is False)
+    inv_zhi: np.ndarray,  # [E * C] float64: 1 / Z_hi
+    miss: np.ndarray,  # [E * C] float64: a missing child's upper bound
+    repeat: np.ndarray,  # [N+1, C] float64: 0.0 for a child repeating a sibling's token, else 1.0; or [0, 0]
+    scaled: bool,  # False at T = 1 (Z = 1: p is the weight itself)
+    p_lo: np.ndarray,  # out [N+1, C] float64
+    p_hi: np.ndarray,  # out [N+1, C] float64
 ) -> None:
-    """Each child's q^a, scaled as its row's cells are in scaled_sums_loop."""
+    """Each edge's probability bounds at T: the child's q^a (scaled as its row's cells are in
+    scaled_sums_loop) over its parent row's Z bounds, capped at 1; a missing child (weight 0) gets
+    the row's missing-child bound above. NaN stays NaN (a round with a problem)."""
     n1, c = x.shape
+    num = np.empty(c)
     for u in range(n1):
+        # one input and one output a loop: with more, the compiler's checks that the arrays do not
+        # overlap exceed its limit and the loop is not vectorised (measured: 3 times slower)
+        xu, tu = x[u], there[u]
         for j in range(c):
-            out[u, j] = _exp(x[u, j] * a) * there[u, j]
+            num[j] = _exp(xu[j] * a) * tu[j]
+        lo_u, hi_u = p_lo[u], p_hi[u]
+        if at.shape[0] > 0:  # a parent row per round: gathered
+            at_u = at[u]
+            for j in range(c):
+                row = at_u[j]
+                lo_u[j], hi_u[j] = _edge(num[j], inv_zlo[row], inv_zhi[row], miss[row], scaled)
+        else:  # one parent row in every round: read in order
+            first = node_row[u] * c
+            zlo, zhi, m = inv_zlo[first : first + c], inv_zhi[first : first + c], miss[first : first + c]
+            for j in range(c):
+                lo_u[j], hi_u[j] = _edge(num[j], zlo[j], zhi[j], m[j], scaled)
+        if repeat.shape[0] > 0:
+            rep = repeat[u]
+            for j in range(c):
+                lo_u[j] *= rep[j]
+                hi_u[j] *= rep[j]
+
+
+@njit(inline="always", fastmath={"contract"})
+def _edge(num: float, inv_zlo: float, inv_zhi: float, miss: float, scaled: bool) -> tuple[float, float]:
+    """One edge's (p_lo, p_hi) from its weight num and its row's terms (np.minimum's NaN kept)."""
+    missing = (1.0 if num <= 0.0 else 0.0) * miss
+    if not scaled:
+        lo = num if not num > 1.0 else 1.0
+        return lo, lo + missing
+    lo = num * inv_zhi
+    hi = num * inv_zlo
+    return (lo if not lo > 1.0 else 1.0), (hi if not hi > 1.0 else 1.0) + missing
 
 
 # A cell value no sound row holds (log-probs are <= 0): a child found in no cell of its row keeps it.

@@ -149,6 +149,8 @@ def greedy_logp(ids: np.ndarray) -> np.ndarray:
 CHUNK_ROUNDS = 4096
 
 _NO_PAD = np.zeros((0, 0, 0), dtype=bool)  # row_sums_loop's pad argument for rows without a PAD cell
+_NO_REPEAT = np.zeros((0, 0))  # edge_probs_loop's repeat argument for a chunk where no child repeats
+_NO_ROWS, _NO_OFFSETS = np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.int64)  # its unused tree form
 
 # Below this many rounds (one round of the per-round replay) numpy's per-call cost dominates:
 # the child lookup then takes one [g, K, C] comparison instead of one call per column.
@@ -564,7 +566,7 @@ class _Chunk:
         if isinstance(tree, TreeColumns):  # each node's parent row, per round: offsets into [E, C] arrays
             c = hi - lo
             self.parents = tree.parents[:, lo:hi]
-            self.pidx = np.maximum(self.parents, 0) * c + np.arange(c)
+            self.pidx = (np.maximum(self.parents, 0) * c + np.arange(c)).astype(np.int64, copy=False)
 
     def per_edge(self, x: np.ndarray) -> np.ndarray:
         """[N+1, C] a per-row array ([E, C]) at each node's parent row (node 0: row 0, unused)."""
@@ -687,42 +689,26 @@ def _log_of(value: float, shape: tuple[int, ...]) -> np.ndarray:
 _Terms = tuple[np.ndarray, np.ndarray, np.ndarray]  # _row_scale's (1 / Z_lo, 1 / Z_hi, missing p_hi) [E, C]
 
 
-def _edge_weights(ch: _Chunk, t: float) -> np.ndarray:
-    """[N+1, C] each child's q^a in its parent's row, scaled like the row's cells (0 where missing)."""
-    from .loops import weights_loop
-
-    cells, logp, there = ch.child_cells
-    out = np.empty(cells.shape)
-    # at T = 1 the cell itself (its row's sum is of exp(l) too), else shifted as the row's cells are
-    weights_loop(logp, 1.0, there, out) if t == 1.0 else weights_loop(cells, 1.0 / t, there, out)
-    return out
-
-
 def _edge_probs(ch: _Chunk, t: float, terms: _Terms | None) -> tuple[np.ndarray, np.ndarray]:
     """(p_lo, p_hi) [N+1, C] of every edge into node u (row 0: unused) at T, all edges at once, each
-    with its parent row's 1/Z and missing-child bound.
+    with its parent row's 1/Z and missing-child bound (replay.core.loops.edge_probs_loop).
 
     A recorded child has weight > 0 or is recorded with q^a = 0; in the second case x_max <= its
     weight is 0 as well, so taking it for missing gives the same [0, 0]: "weight > 0" is the test.
     """
     if terms is None:  # T = 0: the child carrying the row's top-1
-        p_lo = p_hi = (ch.tok == ch.per_edge(ch.top1())).astype(np.float64)
-    else:
-        num = _edge_weights(ch, t)
-        missing = (num <= 0.0) * ch.per_edge(terms[2])
-        if t == 1.0:  # 1/Z = 1 (0 in a dead row, where every weight is 0)
-            p_lo = np.minimum(num, 1.0)
-            p_hi = p_lo + missing
-        else:
-            p_lo = num * ch.per_edge(terms[1])
-            np.minimum(p_lo, 1.0, out=p_lo)
-            p_hi = num * ch.per_edge(terms[0])
-            np.minimum(p_hi, 1.0, out=p_hi)
-            # p_hi is 0 where num is (1/Z_lo <= 1: a row's top cell has q^a / q_max^a = 1): add the missing
-            # child's bound there (arithmetic: np.where on a mask without pattern costs several times more)
-            p_hi += missing
-    if ch.repeat is not None:
-        p_lo, p_hi = p_lo * ch.repeat, p_hi * ch.repeat
+        p_lo = (ch.tok == ch.per_edge(ch.top1())).astype(np.float64)
+        return (p_lo, p_lo) if ch.repeat is None else (p_lo * ch.repeat, p_lo * ch.repeat)
+    from .loops import edge_probs_loop
+
+    cells, logp, there = ch.child_cells
+    inv_zlo, inv_zhi, miss = (np.ascontiguousarray(v).reshape(-1) for v in terms)
+    p_lo, p_hi = np.empty(cells.shape), np.empty(cells.shape)
+    repeat = _NO_REPEAT if ch.repeat is None else ch.repeat
+    # at T = 1 the cell itself (its row's sum is of exp(l) too), else shifted as the row's cells are
+    x, a = (logp, 1.0) if t == 1.0 else (cells, 1.0 / t)
+    node_row, at = (ch.tree.node_row, _NO_OFFSETS) if isinstance(ch.tree, TreeLayout) else (_NO_ROWS, ch.pidx)
+    edge_probs_loop(x, a, there, node_row, at, inv_zlo, inv_zhi, miss, repeat, t != 1.0, p_lo, p_hi)
     return p_lo, p_hi
 
 
