@@ -165,6 +165,19 @@ def test_wilson_interval_against_hand_computed_values():
     assert [float(v) for v in wilson(0, 0)] == [0.0, 1.0]  # no trial: nothing known
 
 
+def test_wilson_interval_holds_the_rate_exactly_at_zero_and_all():
+    # 0 of 3: mid - half cancels to 5.6e-17, not 0; the report's error bar (rate - lo) was then
+    # negative and matplotlib refused it (new-user try 14: report and plot crashed on a small dump)
+    from analysis.tables.intervals import wilson
+
+    n = np.repeat(np.arange(1, 301), np.arange(2, 302))
+    k = np.concatenate([np.arange(m + 1) for m in range(1, 301)])
+    lo, hi = wilson(k, n)
+    rate = k / n
+    assert (lo <= rate).all() and (rate <= hi).all()
+    assert (lo[k == 0] == 0.0).all() and (hi[k == n] == 1.0).all()
+
+
 def test_depth_acceptance_carries_wilson_intervals_over_its_denominators(hand):
     from analysis.tables.intervals import wilson
 

@@ -133,3 +133,23 @@ def test_the_page_names_only_tables_that_were_written(capsys, tmp_path):
     assert report(capsys, UNSCORED, out)[0] == 0  # no scores: no curve, no sampling_curve.csv
     named = page_names(out)
     assert named == {"depth_acceptance.csv"} and all((out / "tables" / name).is_file() for name in named)
+
+
+def test_a_depth_no_round_passes_draws_its_interval_from_zero(capsys, tmp_path):
+    # 0 of 3 rounds accepted at depth 2: the Wilson interval's lower end came out 5.6e-17, the
+    # error bar rate - lo a negative length, and `report` and `plot` stopped with an internal error
+    # (new-user try 14, a hand-made 3-round dump)
+    import numpy as np
+
+    from replay.core.config import TreeConfig
+    from replay.testing.synth import write_synthetic_run
+
+    cfg = TreeConfig.from_lists([[2], [1], [1]], [1, 1, 1])
+    hit = np.zeros((cfg.gamma + 1, cfg.max_width + 2))
+    hit[0, 0] = 1.0  # depth 1 always accepted, nothing deeper
+    dump = tmp_path / "dump"
+    write_synthetic_run(dump, cfg, rounds=3, hit=hit)
+    code, err = report(capsys, str(dump), tmp_path / "rep")
+    assert code == 0, err
+    assert main(["plot", str(dump), "-o", str(tmp_path / "plots")]) == 0, capsys.readouterr().err
+    assert (tmp_path / "plots" / "depth_acceptance.png").stat().st_size > 0

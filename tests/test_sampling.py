@@ -221,11 +221,16 @@ def test_rows_of_leaves_are_not_judged():
     assert b.problem[0] == 0 and b.expected_lo[0] > 0
 
 
-@pytest.mark.parametrize("value", [-0.1, -1e-300, math.nan, math.inf, "warm", None, True])
+@pytest.mark.parametrize("value", [-0.1, -1e-300, math.nan, math.inf, "warm", None, True, 1e-310, "1e-310", "1e-400"])
 def test_bad_temperatures_are_refused(value):
+    # 1e-310: 1/T overflows and every bound came out NaN, exit 0; "1e-400" reads as 0.0 and gave the
+    # greedy replay for a T that is not 0 (new-user try 14)
     with pytest.raises(ValueError, match="temperature"):
         check_temperature(value)
     assert check_temperature("0.7") == 0.7 and check_temperature(0) == 0.0
+    assert (
+        check_temperature("0e5") == 0.0 and check_temperature("-0.0") == 0.0 and check_temperature("1e-300") == 1e-300
+    )
 
 
 def _hostile_cells(rng, ids, lp, pad_rate):

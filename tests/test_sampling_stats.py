@@ -102,10 +102,12 @@ def test_stats_lists_rounds_without_scores_as_skipped(capsys, tmp_path):
     assert_told(err, "no scores", "article_round: no round could be replayed (1 round(s) skipped", "at T = 0.7")
 
 
-@pytest.mark.parametrize("bad", ["-0.5", "nan", "inf", "abc"])
+@pytest.mark.parametrize("bad", ["-0.5", "nan", "inf", "abc", "1e-310", "1e-400"])
 def test_stats_refuses_a_bad_temperature(capsys, bad):
+    # 1e-310 gave NaN bounds with exit 0, 1e-400 (read as 0.0) the greedy replay (new-user try 14)
     code, out, err = run(capsys, "stats", SYNTH, f"--temperature={bad}", "--no-progress")
     assert code == 2 and out == "" and "--temperature" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and f"got '{bad}'" in err
 
 
 def test_stats_at_t_refuses_a_greedy_only_table(capsys):
@@ -129,3 +131,18 @@ def test_stats_at_t0_is_the_greedy_stats(capsys):
     frac = {r["accepted_length"]: r["fraction"] for r in greedy["accepted_length"]}
     for r in at0["accepted_length"]:
         assert r["fraction_lo"] == r["fraction_hi"] == pytest.approx(frac.get(r["accepted_length"], 0.0), abs=1e-9)
+
+
+def test_stats_header_at_t_counts_the_rounds_the_reading_refused(capsys, tmp_path):
+    # A round whose scores hold a NaN is refused when read, before any T: the header said
+    # "skipped: 0" beside the greedy header's "skipped: 1 round(s)" (new-user try 14).
+    d = tiny_dump(tmp_path / "d")
+    write_matrix(d / "draft_step_0_124_140", [[10, 11]])
+    write_matrix(d / "draft_step_1_125_141", [[12]])
+    write_matrix(d / "validate_125_141", [[10, 11, 13], [12, 14, 15]])
+    (d / "validate_125_141.scores").write_text("0.5 nan 0.2\n0.6 0.3 0.1\n")
+    code, out, err = run(capsys, "stats", d, "--temperature", "1", "--no-progress")
+    assert code == 1
+    assert_told(err, "skipped round 125_141", "NaN")
+    header = out.splitlines()[0]
+    assert "1 of 1 replayed rounds usable" in header and header.endswith("skipped: 0 at T, 1 round(s) when read")

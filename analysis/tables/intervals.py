@@ -21,7 +21,9 @@ Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: two-sided 95%
 def wilson(k, n) -> tuple[np.ndarray, np.ndarray]:
     """95% Wilson score interval (lo, hi) of k successes in n trials; k, n broadcastable arrays.
 
-    Where n == 0 nothing is known: (0, 1).
+    Where n == 0 nothing is known: (0, 1). The interval holds k/n: at k = 0 its lower end is 0
+    exactly (mid - half cancels to a rounding error, 5.6e-17 for 0 of 3, which the report's error bar
+    read as a negative length and crashed on: new-user try 14), and at k = n its upper end is 1.
     """
     k = np.asarray(k, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
@@ -31,6 +33,6 @@ def wilson(k, n) -> tuple[np.ndarray, np.ndarray]:
     den = 1 + z2 / safe
     mid = (ph + z2 / (2 * safe)) / den
     half = Z95 * np.sqrt(np.maximum(ph * (1 - ph), 0.0) / safe + z2 / (4 * safe**2)) / den
-    lo = np.where(n > 0, np.clip(mid - half, 0, 1), 0.0)
-    hi = np.where(n > 0, np.clip(mid + half, 0, 1), 1.0)
+    lo = np.where(n > 0, np.clip(np.minimum(mid - half, ph), 0, 1), 0.0)
+    hi = np.where(n > 0, np.clip(np.maximum(mid + half, ph), 0, 1), 1.0)
     return lo, hi

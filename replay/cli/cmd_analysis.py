@@ -351,10 +351,12 @@ def _stats_sampling(args: argparse.Namespace, runs) -> int:
         out = sys.stdout
         for run, part in zip(runs, parts):
             n, exact, own = part.expected_lo.shape[0], int(part.exact.sum()), int(part.from_node_logprobs.sum())
+            # rounds the reading refused never reach T: counted apart, as the greedy header counts them
+            read = f", {describe_skipped(run.replay.skipped)} when read" if run.replay.skipped else ""
             out.write(
                 f"{run_heading(run)}  config {run.config.short()} at T = {t:g}: {n} of "
                 f"{len(run.results)} replayed rounds usable, {exact} exact ({own} from node_logprobs), "
-                f"skipped: {len(part.skipped)}\n"
+                f"skipped: {len(part.skipped)} at T{read}\n"
             )
         for name in SAMPLING_TABLES:
             out.write(f"\n== {name} at T = {t:g} (expected; lo..hi where the dump bounds it) ==\n")

@@ -240,8 +240,8 @@ def temperature_arg(text: str) -> float:
 
     try:
         return check_temperature(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0 (0 = greedy), got {text!r}") from None
+    except ValueError as exc:  # its words, less the "temperature: " argparse's "argument --temperature:" says
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("temperature: ")) from None
 
 
 def add_sampling_options(p: argparse.ArgumentParser) -> None:

@@ -56,6 +56,11 @@ PROBLEM_WORDS = {
 }
 
 
+# The smallest T > 0 taken: at T = 1e-310 the rule's 1/T overflowed and every bound came out NaN with
+# exit 0 (new-user try 14); T = 1e-300 gives the greedy answer, as T -> 0 must.
+MIN_TEMPERATURE = 1e-300
+
+
 class VocabSize(int):
     """A vocabulary size that remembers where it came from ("--vocab-size", "manifest.json vocab_size"):
     a message about a row that contradicts it names the source (the user fixes that one)."""
@@ -103,7 +108,18 @@ def check_temperature(value: Any) -> float:
         raise ValueError(f"temperature: expected a number >= 0, got {value!r}") from None
     if not math.isfinite(t) or t < 0:
         raise ValueError(f"temperature: expected a finite number >= 0 (0 = greedy), got {value!r}")
+    if 0.0 < t < MIN_TEMPERATURE or (t == 0.0 and isinstance(value, str) and _nonzero_text(value)):
+        raise ValueError(
+            f"temperature: expected 0 (greedy) or a number >= {MIN_TEMPERATURE:g}, got {value!r} "
+            "(a smaller T reads as 0 or has no finite 1/T)"
+        )
     return t
+
+
+def _nonzero_text(text: str) -> bool:
+    """A number written with a non-zero digit before its exponent ("1e-400", which float() reads as 0)."""
+    mantissa = text.strip().lower().split("e")[0]
+    return any(ch in "123456789" for ch in mantissa)
 
 
 @dataclass(frozen=True)
@@ -868,7 +884,7 @@ def _bounds_of(
 class PreparedColumns:
     """R rounds of one tree layout read and prepared for ``bounds(T)`` at any number of T: the rows,
     chunk by chunk, with their T-independent statistics and each child's cell, found at the first T
-    that needs them and kept (about 2 KB a round for the article tree, the rows read included;
+    that needs them and kept (about 2.5 KB a round for the article tree at K = 16, the rows read included;
     column_bounds keeps nothing)."""
 
     tree: TreeLayout | TreeColumns
