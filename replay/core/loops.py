@@ -257,22 +257,28 @@ def child_cells_loop(
     n1, c = tok.shape
     k = ids.shape[1]
     for u in range(n1):
+        # few arrays a loop (as edge_probs_loop): each loop below is vectorised over rounds
         e = node_row[u]
+        tok_u, v_u, d_u, there_u, lmax_e, dead_e = tok[u], v[u], d[u], there[u], lmax[e], dead[e]
         for j in range(c):
-            v[u, j] = _NOT_FOUND
+            v_u[j] = _NOT_FOUND
         for i in range(k - 1, -1, -1):
+            ids_i, lp_i = ids[e, i], lp[e, i]
             for j in range(c):
-                if ids[e, i, j] == tok[u, j]:
-                    v[u, j] = lp[e, i, j]
+                if ids_i[j] == tok_u[j]:
+                    v_u[j] = lp_i[j]
         for j in range(c):
-            x = v[u, j]
-            ok = u > 0 and x <= 0.0 and x > _FLOOR and not dead[e, j]
-            w = 1.0 if ok else 0.0
+            x = v_u[j]
+            ok = u > 0 and x <= 0.0 and x > _FLOOR and not dead_e[j]
+            there_u[j] = 1.0 if ok else 0.0
+        for j in range(c):
+            x = v_u[j]
             x = min(x, 0.0) if x == x else 0.0  # NaN -> 0, as np.fmin(x, 0)
-            x = max(x, _FLOOR)
-            d[u, j] = (x - lmax[e, j]) * w
-            v[u, j] = x * w
-            there[u, j] = w
+            v_u[j] = max(x, _FLOOR)
+        for j in range(c):
+            d_u[j] = (v_u[j] - lmax_e[j]) * there_u[j]
+        for j in range(c):
+            v_u[j] *= there_u[j]
 
 
 @_loop
