@@ -373,8 +373,6 @@ def _row_stats(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, vocab_size: int
     problem = _row_problem(total, lmax, has, room, no_tail if any_no_tail else None)
     # a row naming every token has no tail: its m (within tolerance) is rounding, and no slack adds one
     m = _named_all_zeroed(np.maximum(1.0 - total, 0.0), rest)  # tail mass m at T = 1 (total >= 0: m <= 1)
-    logm = np.log(m)
-    m = np.exp(logm)  # as the scalar reference's code computes it, to the last bit
     slack = sum_slack(k if pad is None else (~pad).sum(axis=1), all32)
     m_lo, m_hi = np.maximum(m - slack, 0.0), _named_all_zeroed(m + slack, rest)
     dead = (lmax == -np.inf) | ~has
