@@ -42,12 +42,16 @@ VOCAB = 150_000  # the target's vocabulary size handed to batch_sampling (the T 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--rounds", type=int, default=200_000)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--temperature", type=float, default=0.7)
-    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run: 5,000 rounds, 2 repeats (its rates are not the recorded ones)",
+    )
+    ap.add_argument("--rounds", type=int, default=200_000, help="synthetic article rounds (default %(default)s)")
+    ap.add_argument("--repeats", type=int, default=5, help="interleaved timed repeats after one warm-up")
+    ap.add_argument("--temperature", type=float, default=0.7, help="the one T timed (default %(default)s)")
+    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu", help="process CPU time (default) or wall time")
     ap.add_argument(
         "--validate-cols", type=int, default=16, help="recorded candidates per validate row (generate's default: 6)"
     )
@@ -70,7 +74,7 @@ def main() -> None:
         return [again.bounds(t) for t in TEMPERATURE_GRID]
 
     t = args.temperature
-    curve_name = f"prepare once + {len(TEMPERATURE_GRID)} T (per round and T)"
+    curve_name = f"prepare once + {len(TEMPERATURE_GRID)} T (rate per round and T; time / greedy for all {len(TEMPERATURE_GRID)})"
     jobs = {
         "greedy replay_batch": lambda: replay_batch(batch, ARTICLE, workers=1),
         f"batch_sampling T={t:g} (whole)": lambda: batch_sampling(batch, res, ARTICLE, t, VOCAB),

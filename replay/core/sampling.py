@@ -113,7 +113,7 @@ def check_temperature(value: Any) -> float:
             f"temperature: expected 0 (greedy) or a number >= {MIN_TEMPERATURE:g}, got {value!r} "
             "(a smaller T reads as 0 or has no finite 1/T)"
         )
-    return t
+    return t + 0.0  # -0.0 is 0: shown as "T = 0", never "-0" (new-user try 15)
 
 
 def _nonzero_text(text: str) -> bool:
