@@ -602,12 +602,12 @@ class _Chunk:
 
         A child missing from the row, in a dead row, or at a cell of log-prob -inf (weight 0: the
         same [0, 0] or missing-child bound) is "not there" with value 0: the rule multiplies exp(a
-        * value) by the mask, as numpy's exp of -inf runs several times slower than of a finite value.
+        * value) by the mask (arithmetic, no select: replay.core.loops.edge_probs_loop).
         """
         rs, tok = self.stats, self.tok
-        coded = self._coded_child_cells(rs)
-        if coded is not None:
-            return coded
+        compiled = self._compiled_child_cells(rs)
+        if compiled is not None:
+            return compiled
         out = np.ones(tok.shape)
         if isinstance(self.tree, TreeLayout) and tok.shape[1] < SMALL_CHUNK:  # every edge at once
             nr = self.tree.node_row
@@ -631,7 +631,7 @@ class _Chunk:
         out *= there
         return d, out, there.astype(np.float64)
 
-    def _coded_child_cells(self, rs: _RowStats) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    def _compiled_child_cells(self, rs: _RowStats) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """child_cells for a TreeLayout on a chunk's rows laid out contiguously ([E, K, C], as the
         batch reads them) in one compiled pass (replay.core.loops.child_cells_loop): None elsewhere
         (the numpy lookups below, for small chunks and per-round trees).
