@@ -5,9 +5,9 @@ exponential and a sum, each its own pass, and a lookup of each child's cell in i
 comparison, a select and a reduction per cell. These loops make one pass each: a row's max, min and
 sum of q (row_sums_loop), its sum of q^a at T (scaled_sums_loop), each child's cell in its parent's
 row (child_cells_loop), each edge's probability bounds (edge_probs_loop), and the all layout's rows
-gathered round by round (gather_rows_loop). Every path of the
-rule (the batch's chunks, the round path's single rounds, the prepared curve) calls the same loops,
-so their numbers agree bit for bit whichever path ran (tests/test_sampling_batch.py).
+gathered round by round (gather_rows_loop). Every path of the rule (the batch's chunks, the round
+path's single rounds, the prepared curve) calls the same loops, so their numbers agree bit for bit
+whichever path ran (tests/test_sampling_batch.py).
 
 The exponential of a cell is this module's own (``_exp``): numpy's is not callable from compiled
 code, and numba's ``math.exp`` is the C library's, one value at a time (about 6 times slower here
@@ -15,7 +15,7 @@ than numpy's vectorised one). It is the textbook method: x = k ln 2 + r with |r|
 (Cody and Waite's two-part ln 2, so that k ln 2 is exact), exp(r) by its Taylor series to r^13
 (truncation below 2^-57), times 2^k built from its bits in two factors (each a normal number, so
 that a result in the subnormal range is rounded once). Within 1 ulp of the C library's over the
-float64 range (tests/test_loops.py: 10^5 points, subnormal results and the range's edges included);
+float64 range (tests/test_loops.py: ~10^5 points, subnormal results and the range's edges included);
 NaN, +-inf, overflow and underflow as numpy gives them. The one fast-math liberty is contraction
 (a * b + c as one fused multiply-add where the CPU has it, about a fifth less time): the compiler
 fuses the same operations in a vector lane and alone, so a value's bits do not depend on which ran
@@ -38,7 +38,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 _LOG2E = 1.4426950408889634
-_LN2_HI = 6.93147180369123816490e-01  # ln 2's leading bits (its low 32 bits are zero: k * it is exact)
+_LN2_HI = 6.93147180369123816490e-01  # ln 2's leading 32 bits (21 trailing zeros: k * it is exact, |k| < 2^21)
 _LN2_LO = 1.90821492927058770002e-10  # ln 2 - _LN2_HI
 _SHIFT = 6755399441055744.0  # 1.5 * 2^52: x * log2(e) + it rounds to an integer k held in its low bits
 _SHIFT_BITS = 0x4338000000000000  # its bits
@@ -51,8 +51,8 @@ _X_MAX = 710.0  # exp(x) overflows above about 709.78: clamped here, still +inf
 
 
 def _loop(fn: Callable[..., None]) -> Any:
-    """A compiled loop: without the GIL (threads run chunks side by side), no bounds checks (the
-    callers check shapes), fused multiply-adds; cached on disk where numba finds a writable place
+    """A compiled loop: without the GIL (threads run chunks side by side), no bounds checks (every
+    caller builds its arrays from one chunk's shapes), fused multiply-adds; cached on disk where numba finds a writable place
     (beside this file, or its per-user cache), else compiled once in each process (a read-only
     install with no writable home: numba refuses cache=True there)."""
     try:
