@@ -90,10 +90,9 @@ def _rate_bars(ax, depth: pd.DataFrame, x: np.ndarray, rate: str) -> None:
         xs = x - 0.4 + w * (i + 0.5)
         ax.bar(xs, np.nan_to_num(y), width=w, label=_run_label(run, counts[run]), color=_COLORS[i % len(_COLORS)])
         has = n > 0
-        # whiskers of length >= 0: matplotlib refuses a negative one, and a rate read back from a
-        # table (a CSV's rounded digits) may sit a rounding error outside its interval
-        below, above = np.maximum(y[has] - lo[has], 0.0), np.maximum(hi[has] - y[has], 0.0)
-        ax.errorbar(xs[has], y[has], yerr=[below, above], fmt="none", ecolor="black", capsize=3, lw=1)
+        ax.errorbar(
+            xs[has], y[has], yerr=[y[has] - lo[has], hi[has] - y[has]], fmt="none", ecolor="black", capsize=3, lw=1
+        )
         for xv, top, nv in zip(xs[has], hi[has], n[has]):
             ax.text(xv, top + 0.01, f"n={nv}", ha="center", va="bottom", fontsize=7)
 

@@ -52,9 +52,9 @@ _X_MAX = 710.0  # exp(x) overflows above about 709.78: clamped here, still +inf
 
 def _loop(fn: Callable[..., None]) -> Any:
     """A compiled loop: without the GIL (threads run chunks side by side), no bounds checks (every
-    caller builds its arrays from one chunk's shapes), fused multiply-adds; cached on disk where numba finds a writable place
-    (beside this file, or its per-user cache), else compiled once in each process (a read-only
-    install with no writable home: numba refuses cache=True there)."""
+    caller builds its arrays from one chunk's shapes), fused multiply-adds; cached on disk where
+    numba finds a writable place (beside this file, or its per-user cache), else compiled once in
+    each process (a read-only install with no writable home: numba refuses cache=True there)."""
     try:
         return njit(cache=True, nogil=True, boundscheck=False, fastmath={"contract"})(fn)
     except RuntimeError:
@@ -128,6 +128,7 @@ def row_sums_loop(
 ) -> None:
     """A row's T-independent sums, one pass over its cells."""
     n_rows, k, c = lp.shape
+    has_pad = pad.shape[0] > 0
     for e in range(n_rows):
         for j in range(c):
             lmax[e, j] = -np.inf
@@ -135,23 +136,14 @@ def row_sums_loop(
             total[e, j] = 0.0
             all32[e, j] = True
         for i in range(k):
-            if pad.shape[0] > 0:  # PAD cells (-inf here) count for the maximum only
-                for j in range(c):
-                    x = np.float64(lp[e, i, j])
-                    lmax[e, j] = max(lmax[e, j], x)
-                    if not pad[e, i, j]:
-                        lmin[e, j] = min(lmin[e, j], x)
-                        if check32 and not np.float64(np.float32(x)) == x:
-                            all32[e, j] = False
-                    total[e, j] += _exp(x)
-            else:  # the usual rows, without PAD: no test per cell
-                for j in range(c):
-                    x = np.float64(lp[e, i, j])
-                    lmax[e, j] = max(lmax[e, j], x)
+            for j in range(c):
+                x = np.float64(lp[e, i, j])
+                lmax[e, j] = max(lmax[e, j], x)
+                if not (has_pad and pad[e, i, j]):  # PAD cells (-inf here) count for the maximum only
                     lmin[e, j] = min(lmin[e, j], x)
                     if check32 and not np.float64(np.float32(x)) == x:
                         all32[e, j] = False
-                    total[e, j] += _exp(x)
+                total[e, j] += _exp(x)
         for j in range(c):
             if total[e, j] != total[e, j]:  # a NaN cell (exp never gives -inf: NaN nowhere else)
                 lmax[e, j] = np.nan  # as numpy's max and min give it

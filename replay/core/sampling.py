@@ -358,9 +358,8 @@ def _row_stats(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, vocab_size: int
     lmax, lmin, total, all32 = np.empty(shape), np.empty(shape), np.empty(shape), np.empty(shape, dtype=bool)
     row_sums_loop(lp, _NO_PAD if pad is None else pad, lmax, lmin, total, all32, lp.dtype != np.float32)
     # per row, the V - n tokens it does not name (n: its non-PAD cells); one number without PAD
-    rest: np.ndarray | float | None = None
-    if vocab_size is not None:
-        rest = float(vocab_size) - k if pad is None else float(vocab_size) - (~pad).sum(axis=1)
+    named: int | np.ndarray = k if pad is None else (~pad).sum(axis=1)
+    rest: np.ndarray | float | None = None if vocab_size is None else float(vocab_size) - named
     qk = np.exp(lmin)
     no_tail = lmin == -np.inf  # a row with a -inf cell has q_K = 0: its tail is empty (the reference's `if qk > 0`)
     any_no_tail = bool(no_tail.any())
@@ -373,7 +372,7 @@ def _row_stats(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, vocab_size: int
     problem = _row_problem(total, lmax, has, room, no_tail if any_no_tail else None)
     # a row naming every token has no tail: its m (within tolerance) is rounding, and no slack adds one
     m = _named_all_zeroed(np.maximum(1.0 - total, 0.0), rest)  # tail mass m at T = 1 (total >= 0: m <= 1)
-    slack = sum_slack(k if pad is None else (~pad).sum(axis=1), all32)
+    slack = sum_slack(named, all32)
     m_lo, m_hi = np.maximum(m - slack, 0.0), _named_all_zeroed(m + slack, rest)
     dead = (lmax == -np.inf) | ~has
     if not dead.any():
@@ -522,17 +521,16 @@ def _row_scale(rs: _RowStats, t: float) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def _first_cells(ids: np.ndarray, d: np.ndarray, tok: np.ndarray) -> np.ndarray:
-    """[g, C] the value d of the first cell of a row (ids, d [K, C], or [g, K, C]: one row per child)
-    carrying each child's token, else 1.0 (no sound cell has a log-prob > 0: the caller tells the missing ones by it).
+    """[g, C] the value d of the first cell of a row (ids, d [K, C]) carrying each child's token,
+    else 1.0 (no sound cell has a log-prob > 0: the caller tells the missing ones by it).
 
     One comparison per (column, child) on vectors over rounds; walking the columns from the last
     to the first leaves the first match (the scalar reference's rule for a row naming a token twice).
     """
-    if ids.ndim == 3 or tok.shape[1] < SMALL_CHUNK:  # few rounds: one broadcast comparison, fewer numpy calls
-        ids, d = (ids, d) if ids.ndim == 3 else (ids[None], d[None])  # [g, K, C]: each child's own row
-        hit = tok[:, None, :] == ids
+    if tok.shape[1] < SMALL_CHUNK:  # few rounds: one broadcast comparison, fewer numpy calls
+        hit = tok[:, None, :] == ids[None]  # [g, K, C]
         first = np.argmax(hit, axis=1)[:, None, :]  # the first True, 0 when none
-        cell = np.take_along_axis(np.broadcast_to(d, hit.shape), first, axis=1)[:, 0]
+        cell = np.take_along_axis(np.broadcast_to(d[None], hit.shape), first, axis=1)[:, 0]
         # float64 whatever d's dtype: a float32 result would take its exponential in float32 at T = 1
         return np.where(hit.any(axis=1), cell.astype(np.float64), 1.0)
     out = np.ones(tok.shape)
@@ -605,23 +603,14 @@ class _Chunk:
         * value) by the mask (arithmetic, no select: replay.core.loops.edge_probs_loop).
         """
         rs, tok = self.stats, self.tok
-        compiled = self._compiled_child_cells(rs)
-        if compiled is not None:
-            return compiled
-        out = np.ones(tok.shape)
-        if isinstance(self.tree, TreeLayout) and tok.shape[1] < SMALL_CHUNK:  # every edge at once
-            nr = self.tree.node_row
-            out = _first_cells(self.ids[nr], rs.lp[nr], tok)
-            out[0] = 1.0
-        elif isinstance(self.tree, TreeLayout):
-            for e, kids in enumerate(self.tree.children):
-                out[kids] = _first_cells(self.ids[e], rs.lp[e], tok[kids])
-        else:  # the parent's row gathered per round, [K, C]
-            k, c = self.ids.shape[1], tok.shape[1]
-            ids, lp = np.ascontiguousarray(self.ids).reshape(-1), np.ascontiguousarray(rs.lp).reshape(-1)
-            for u in range(1, tok.shape[0]):
-                cells = (self.pidx[u] // c * k)[None, :] * c + np.arange(k)[:, None] * c + np.arange(c)[None, :]
-                out[u] = _first_cells(np.take(ids, cells), np.take(lp, cells), tok[u : u + 1])[0]
+        if isinstance(self.tree, TreeLayout):
+            return self._compiled_child_cells(rs)
+        out = np.ones(tok.shape)  # TreeColumns: the parent's row gathered per round, [K, C]
+        k, c = self.ids.shape[1], tok.shape[1]
+        ids, lp = self.ids.reshape(-1), rs.lp.reshape(-1)
+        for u in range(1, tok.shape[0]):
+            cells = (self.pidx[u] // c * k)[None, :] * c + np.arange(k)[:, None] * c + np.arange(c)[None, :]
+            out[u] = _first_cells(np.take(ids, cells), np.take(lp, cells), tok[u : u + 1])[0]
         if rs.dead is not None:
             out[self.per_edge(rs.dead)] = 1.0
         np.maximum(out, -1e300, out=out)  # -inf -> finite, so that 0 * it is 0
@@ -631,25 +620,21 @@ class _Chunk:
         out *= there
         return d, out, there.astype(np.float64)
 
-    def _compiled_child_cells(self, rs: _RowStats) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """child_cells for a TreeLayout on a chunk's rows laid out contiguously ([E, K, C], as the
-        batch reads them) in one compiled pass (replay.core.loops.child_cells_loop): None elsewhere
-        (the numpy lookups below, for small chunks and per-round trees).
+    def _compiled_child_cells(self, rs: _RowStats) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """child_cells for a TreeLayout (one parent row per node in every round), in one compiled
+        pass over the chunk's contiguous rows (replay.core.loops.child_cells_loop).
 
-        The values are the same as child_cells' below, bit for bit: a lane that is not there (no
-        match, a dead row, a cell NaN, > 0 or -inf) gets a finite value and weight 0.
+        The values are those of the per-round lookup above, bit for bit (copies of cells, the same
+        subtraction): a lane that is not there (no match, a dead row, a cell NaN, > 0 or -inf) gets
+        a finite value and weight 0.
         """
-        ids, lp, tok, tree = self.ids, rs.lp, self.tok, self.tree
-        n1, c = tok.shape
-        if not isinstance(tree, TreeLayout) or c < SMALL_CHUNK:
-            return None
-        if not (ids.flags.c_contiguous and lp.flags.c_contiguous and ids.shape[2] == c):
-            return None
-        from .loops import child_cells_loop  # numba: imported at first use (about 0.35 s)
+        from .loops import child_cells_loop
 
+        assert isinstance(self.tree, TreeLayout)
+        n1, c = self.tok.shape
         d, v, there = np.empty((n1, c)), np.empty((n1, c)), np.empty((n1, c))
         dead = rs.dead if rs.dead is not None else np.zeros(rs.lmax.shape, dtype=bool)
-        child_cells_loop(ids, lp, tok, tree.node_row, rs.lmax, dead, d, v, there)
+        child_cells_loop(self.ids, rs.lp, self.tok, self.tree.node_row, rs.lmax, dead, d, v, there)
         return d, v, there
 
     @cached_property
