@@ -74,7 +74,8 @@ def main() -> None:
         return [again.bounds(t) for t in TEMPERATURE_GRID]
 
     t = args.temperature
-    curve_name = f"prepare once + {len(TEMPERATURE_GRID)} T (rate per round and T; time / greedy for all {len(TEMPERATURE_GRID)})"
+    n_t = len(TEMPERATURE_GRID)
+    curve_name = f"prepare once + {n_t} T (rate per round and T; time / greedy for all {n_t})"
     jobs = {
         "greedy replay_batch": lambda: replay_batch(batch, ARTICLE, workers=1),
         f"batch_sampling T={t:g} (whole)": lambda: batch_sampling(batch, res, ARTICLE, t, VOCAB),
@@ -85,7 +86,7 @@ def main() -> None:
         "rule T=1, rows prepared": lambda: prepared.bounds(1.0),
         curve_name: curve,
     }
-    per_call = {name: rounds * (len(TEMPERATURE_GRID) if name == curve_name else 1) for name in jobs}
+    per_call = {name: rounds * (n_t if name == curve_name else 1) for name in jobs}
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     load_start = os.getloadavg()[0]
     for fn in jobs.values():  # warm-up
