@@ -3430,3 +3430,86 @@ def test_batch_csv_leaves_undetermined_numbers_empty(one_round_without_scores, c
     df = read_csv(out_csv)
     assert len(df) == 299 and df["accepted_length_variance"].isna().all()  # T = 0.7 on top-K rows: bounded
     assert df["expected_accepted_length_lo"].notna().all()
+
+
+# --- issue 36, item 1: a recorded probability 0 (log-prob -inf) is a known score -----------------
+
+
+def _zero_score_dump(tmp_path: Path) -> Path:
+    """One round of [4]|[2] as text with .scores companions: the root's last two candidates have
+    probability 0, as fp16 engines write them; the target accepts A1 then its first child."""
+    d = tmp_path / "zeros"
+    d.mkdir()
+    write_matrix(d / "draft_step_0_9_19", [[10, 11, 12, 13]])
+    (d / "draft_step_0_9_19.scores").write_text("0.7 0.3 0 0\n")
+    write_matrix(d / "draft_step_1_10_20", [[20, 21]])
+    (d / "draft_step_1_10_20.scores").write_text("0.6 0.4\n")
+    write_matrix(d / "validate_10_20", [[10, 11], [20, 21], [30, 31], [40, 41], [50, 51], [60, 61], [70, 71]])
+    (d / "validate_10_20.scores").write_text("0.9 0.1\n0.8 0.2\n" + "0.5 0.5\n" * 5)
+    (d / "config.json").write_text('{"gamma": 2, "topKSpec": [[4], [2]], "topHead": [1, 1], "treeType": 0}')
+    return d
+
+
+def test_compare_decides_the_recorded_config_on_zero_scores(capsys, tmp_path):
+    d = _zero_score_dump(tmp_path)
+    code, out, _ = run(capsys, "compare", d, "--json")
+    assert code == 0
+    row = json.loads(out)["configs"][0]
+    assert row["config"] == "[4]|[2]" and row["undecidable"] == 0
+    assert row["mean_accepted_length_lo"] == row["mean_accepted_length_hi"] == 2.0  # replay's L
+    code, out, _ = run(capsys, "compare", d)
+    assert "unrecorded scores" not in out
+
+
+def test_compare_at_t0_on_zero_scores_equals_replay(capsys, tmp_path):
+    d = _zero_score_dump(tmp_path)
+    code, out, _ = run(capsys, "compare", d, "--json", "--temperature", "0")
+    assert code == 0
+    row = json.loads(out)["configs"][0]
+    assert row["determined"] == 1 and row["expected_accepted_length_lo"] == row["expected_accepted_length_hi"] == 2.0
+
+
+def _wide_zero_dump(tmp_path: Path) -> Path:
+    """[[64],[64]] as .npz, zeros beyond column 8 in every draft row, four rounds."""
+    d = tmp_path / "wide"
+    d.mkdir()
+    rng = np.random.default_rng(3)
+    lp = np.full((1, 64), -np.inf, dtype=np.float32)
+    lp[0, :8] = np.log(np.linspace(0.3, 0.05, 8) / 1.4)
+    for k in range(4):
+        a, b = 10 + 2 * k, 20 + 2 * k
+        ids0, ids1 = np.arange(64).reshape(1, 64) + 100, np.arange(64).reshape(1, 64) + 300
+        np.savez(d / f"draft_step_0_{a - 1}_{b - 1}.npz", ids=ids0, scores=lp)
+        np.savez(d / f"draft_step_1_{a}_{b}.npz", ids=ids1, scores=lp)
+        val = rng.integers(1000, 2000, size=(129, 2))
+        val[0, 0], val[1, 0] = ids0[0, k], ids1[0, 3 * k]  # hits at rank k, then 3k (9: probability 0)
+        np.savez(d / f"validate_{a}_{b}.npz", ids=val, scores=np.log(np.tile([0.6, 0.4], (129, 1))))
+    (d / "config.json").write_text('{"gamma": 2, "topKSpec": [[64], [64]], "topHead": [1, 1], "treeType": 0}')
+    return d
+
+
+def test_compare_at_t_on_a_wide_zero_score_dump_equals_replay(capsys, tmp_path):
+    d = _wide_zero_dump(tmp_path)
+    code, out, _ = run(capsys, "replay", d, "--json", "--temperature", "0.5")
+    assert code == 0
+    per_round = [json.loads(line)["sampling"]["expected_accepted_length_lo"] for line in out.splitlines()]
+    code, out, _ = run(capsys, "compare", d, "--json", "--temperature", "0.5")
+    assert code == 0
+    row = json.loads(out)["configs"][0]
+    assert row["config"] == "[64]|[64]" and row["determined"] == 4 and row["undetermined"] == 0
+    assert row["expected_accepted_length_lo"] == pytest.approx(float(np.mean(per_round)), abs=1e-12)
+    code, out, _ = run(capsys, "compare", d, "--temperature", "0.5")
+    recorded = next(line for line in out.splitlines() if line.split()[:1] == ["[64]|[64]"])
+    assert "n/a" not in recorded
+
+
+def test_compare_top_ranks_the_recorded_zero_score_tree_by_its_real_value(capsys, tmp_path):
+    d = _wide_zero_dump(tmp_path)
+    code, out, _ = run(capsys, "compare", d, "--json", "--top", "3", "--temperature", "0.5")
+    assert code == 0
+    rows = json.loads(out)["configs"]
+    recorded = rows[0]
+    assert recorded["config"] == "[64]|[64]"
+    # a sub-tree of the recording never accepts more than the recording: nothing ranks above it by
+    # a larger expected length
+    assert all(r["expected_accepted_length_hi"] <= recorded["expected_accepted_length_lo"] + 1e-12 for r in rows[1:])

@@ -53,6 +53,7 @@ from replay.core.vocab import (
     STOP_LEAF,
     STOP_MISMATCH,
     STOP_NO_ROW,
+    score_known,
 )
 from replay.engine.replayer import RoundResult
 
@@ -212,7 +213,7 @@ def _child(rec: _Recording, parent: _Node, r: int, rule: str, sure: bool, order)
     lp = None
     if parent.row >= 0 and r < rec.cand.shape[1]:
         token = int(rec.cand[parent.row, r])
-        if rec.cand_lp is not None and token != PAD_TOKEN and math.isfinite(rec.cand_lp[parent.row, r]):
+        if rec.cand_lp is not None and token != PAD_TOKEN and score_known(rec.cand_lp[parent.row, r]):
             lp = float(rec.cand_lp[parent.row, r])
     depth = parent.depth + 1
     if rule == RULE_PATH:
@@ -252,7 +253,7 @@ def _threshold_stop(level: list[_Node], rec: _Recording, threshold: float) -> st
     drafted = [u for u in level if u.status != OUT]
     confs = []
     for u in drafted:
-        if u.row >= 0 and rec.cand_lp is not None and math.isfinite(rec.cand_lp[u.row, 0]):
+        if u.row >= 0 and rec.cand_lp is not None and score_known(rec.cand_lp[u.row, 0]):
             confs.append(math.exp(rec.cand_lp[u.row, 0]))
         else:
             confs.append(None)

@@ -27,7 +27,7 @@ import numpy as np
 
 from replay.core.config import TreeConfig
 from replay.core.selection import FALLBACK_RANK_WEIGHT, first_true
-from replay.core.vocab import PAD_TOKEN
+from replay.core.vocab import PAD_TOKEN, score_known
 from replay.engine.batch import SEL_PARENTS, BatchResult, RoundBatch, StopCode, TreeShape
 
 from .subtree import IN, MAYBE, OUT, WHY_BEYOND, WHY_MAYBE, WHY_NONE, WHY_THRESHOLD, WHY_UNEXPANDED, WHY_WIDTH
@@ -326,7 +326,7 @@ def _children(rec: _Recorded, lvl: _Level, depth: int, widths: tuple[int, ...]) 
     # selection keys by each round's rule (analysis.compare.subtree._child); only the rules present are computed
     keys = {}
     if CODE_PATH in rec.present:
-        path_exact = (token != PAD_TOKEN) & np.isfinite(lp) & kw(b(g(lvl.exact)))
+        path_exact = (token != PAD_TOKEN) & score_known(lp) & kw(b(g(lvl.exact)))
         path_lo = np.where(path_exact, kw(b(g(lvl.lo))) + np.where(path_exact, lp, 0.0), -np.inf)
         keys[CODE_PATH] = (path_lo, np.where(path_exact, path_lo, kw(b(g(lvl.hi)))), path_exact)
     if CODE_FALLBACK in rec.present:
@@ -488,7 +488,7 @@ def _threshold_verdicts(rec: _Recorded, lvl: _Level, depth: int, threshold: floa
         lp = np.full(drafted.shape, np.nan)
     else:
         lp = rec.take(rec.logp, depth, np.where(drafted, row, -1), np.zeros_like(row), np.nan)
-    known = np.isfinite(lp)
+    known = score_known(lp)
     conf = np.exp(np.where(known, lp, 0.0))
     go = (drafted & known & (conf >= threshold) & (lvl.status == IN) & lvl.sure).any(axis=0)
     stop = (~drafted | (known & (conf < threshold))).all(axis=0)

@@ -42,10 +42,28 @@ Recorded order
     selection order above every other node of their level; nothing else is known.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
 # Padding and "absent" markers. Token ids are never negative, so -1 cannot collide with a token.
 PAD_TOKEN = -1  # padding cell / padding row in an id matrix; also "no target row" for a node
 NO_PARENT = -1  # parent of the root
 NO_RANK = -1  # draft rank of the root
+
+# A score cell the dump does not hold (no scores file, a rank past the recorded columns) is NaN.
+# A recorded probability 0 is the log-prob -inf: a value like any other (fp16 and bf16 engines write
+# exact zeros for low-ranked candidates), so selection, determinedness and bounds all use it.
+UNKNOWN_LOGP = float("nan")
+
+
+def score_known(logp: Any) -> Any:
+    """Whether each log-prob cell is recorded (``logp``: a float or an array of them): every value
+    but ``UNKNOWN_LOGP``, -inf included."""
+    return np.logical_not(np.isnan(logp))
+
 
 STOP_LEAF = "leaf"  # the walk reached a node without children
 STOP_MISMATCH = "mismatch"  # the target's token matched none of the current node's children
