@@ -123,14 +123,18 @@ def test_ambiguous_validate_rows_need_a_stated_layout():
     rnd = Round.from_lists([[[1, 2]], [[3], [4]]], [[1], [3], [0], [0]])
     with pytest.raises(RoundError, match="expected 3 .* or 5"):
         replay_round(rnd, cfg)
+    # a stated layout explains no extra row: one that is not padding skips the round
     stated = Round.from_lists([[[1, 2]], [[3], [4]]], [[1], [3], [0], [0]], layout="parents")
-    assert replay_round(stated, cfg).acceptance.accepted_nodes == (1, 3)
+    with pytest.raises(RoundError, match="4 row.s. that are not padding, 1 more than the parents layout"):
+        replay_round(stated, cfg)
+    padded = Round.from_lists([[[1, 2]], [[3], [4]]], [[1], [3], [0], [-1]], layout="parents")
+    assert replay_round(padded, cfg).acceptance.accepted_nodes == (1, 3)
 
 
 def test_dynamic_tree_takes_shape_from_dump():
     cfg = TreeConfig.from_lists([[2], [2, 2]], [1, 2], tree_type=1)
     # the engine expanded only one node at step 1 (second row is padding) with width 1 (PAD beyond)
-    rnd = Round.from_lists([[[1, 2]], [[5, -1], [-1, -1]]], [[1], [5], [0], [0], [0]])
+    rnd = Round.from_lists([[[1, 2]], [[5, -1], [-1, -1]]], [[1], [5], [0], [0], [-1]])
     res = replay_round(rnd, cfg)
     assert res.tree.shape() == ((1, 1), ((2,), (1,)))
     assert res.acceptance.accepted_nodes == (1, 3)

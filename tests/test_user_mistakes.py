@@ -1470,13 +1470,13 @@ def test_skip_reasons_go_to_stderr_in_the_analysis_commands(capsys, tmp_path, co
 
 
 def test_the_config_that_fits_no_round_lists_every_reason_on_stderr(capsys):
-    """The finding's own example, on the synthetic sample (most rounds are deeper than gamma 2)."""
+    """The finding's own example, on the synthetic sample: most rounds are deeper than gamma 2, and
+    the 7 early-stopped ones hold validate rows the narrower config cannot use."""
     r = shell("replay", SYNTH, "--config", "[3]|[2,1,1]", "--summary")
-    assert r.returncode == 1 and "Traceback" not in r.stderr
-    assert r.stderr.count("specreplay: skipped round ") == 293 and "dump has 3 draft steps but gamma = 2" in r.stderr
-    assert (
-        "rounds replayed: 7   skipped: 293 round(s) (each listed on stderr)" in r.stdout and "gamma = 2" not in r.stdout
-    )
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stdout == ""
+    assert r.stderr.count("specreplay: skipped round ") == 300 and "dump has 3 draft steps but gamma = 2" in r.stderr
+    assert r.stderr.count("that are not padding, 3 more than the all layout of config [3]|[2,1,1] uses") == 7
+    assert "no round could be replayed" in r.stderr
 
 
 def test_a_parents_companion_on_one_line_says_rows_and_columns(capsys, tmp_path):
@@ -3376,16 +3376,23 @@ def test_misspelt_manifest_keys_are_warned_once(capsys, tmp_path):
     ids=["replay --summary", "stats", "batch"],
 )
 def test_round_notes_reach_commands_that_print_no_round(argv, capsys, tmp_path):
-    """A --config narrower than the recording leaves validate rows beyond its layout in every
-    complete round: the commands that print no round say so once, counting the rounds."""
+    """Validate files with two trailing padding rows (only -1) in every round: the commands that print
+    no round say so once, counting the rounds."""
+    dump = tmp_path / "padded"
+    shutil.copytree(SYNTH, dump)
+    for p in dump.glob("validate_*.npz"):
+        with np.load(p) as z:
+            arrays = {k: z[k] for k in z.files}
+        arrays["ids"] = np.vstack([arrays["ids"], np.full((2, arrays["ids"].shape[1]), -1, arrays["ids"].dtype)])
+        arrays["scores"] = np.vstack(
+            [arrays["scores"], np.zeros((2, arrays["scores"].shape[1]), arrays["scores"].dtype)]
+        )
+        np.savez(p, **arrays)
     cmd, *rest = argv
-    code, out, err = run(capsys, cmd, SYNTH, "--config", "4,2x2,1x1", *[a.format(tmp=tmp_path) for a in rest])
+    code, out, err = run(capsys, cmd, dump, *[a.format(tmp=tmp_path) for a in rest])
     notes = [line for line in err.splitlines() if "beyond the all layout" in line]
-    assert code == 1 and out and len(notes) == 1, err  # 1: a few early stops are skipped (listed)
-    assert "round(s): validate: 2 row(s) beyond the all layout ignored as padding (first: round " in notes[0]
-    count = int(notes[0].split("note: ")[1].split(" round(s)")[0])
-    skipped = sum("skipped round" in line for line in err.splitlines())
-    assert count == 300 - skipped and skipped < 20  # every replayed round has the 2 rows; a few early stops are skipped
+    assert code == 0 and out and len(notes) == 1, err
+    assert "300 round(s): validate: 2 row(s) beyond the all layout ignored as padding (first: round " in notes[0]
 
 
 def test_a_temperature_prints_as_typed_in_tables(capsys):
@@ -3513,3 +3520,63 @@ def test_compare_top_ranks_the_recorded_zero_score_tree_by_its_real_value(capsys
     # a sub-tree of the recording never accepts more than the recording: nothing ranks above it by
     # a larger expected length
     assert all(r["expected_accepted_length_hi"] <= recorded["expected_accepted_length_lo"] + 1e-12 for r in rows[1:])
+
+
+# --- issue 36, item 2: rows the config does not explain are not padding --------------------------
+
+
+def _two_config_dump(tmp_path: Path, pad_rows: int = 0) -> Path:
+    """Round 10_20 drafted as [3]|[2,2]|[1] (9 validate rows, all layout), round 12_22 as
+    [2]|[1,1]|[1] (6 rows); config.json says the narrower one. ``pad_rows``: rows of -1 appended to
+    the narrow round's validate file (padding, which stays padding)."""
+    d = tmp_path / "mixed"
+    d.mkdir()
+    write_matrix(d / "draft_step_0_9_19", [[1, 2, 3]])
+    write_matrix(d / "draft_step_1_10_20", [[4, 5], [6, 7]])
+    write_matrix(d / "draft_step_2_10_20", [[8]])
+    write_matrix(d / "validate_10_20", [[1], [4], [2], [3], [8], [5], [6], [7], [301]])
+    write_matrix(d / "draft_step_0_11_21", [[1, 2]])
+    write_matrix(d / "draft_step_1_12_22", [[4], [6]])
+    write_matrix(d / "draft_step_2_12_22", [[8]])
+    write_matrix(d / "validate_12_22", [[1], [4], [6], [8], [0], [9], *[[-1]] * pad_rows])
+    (d / "config.json").write_text('{"gamma": 3, "topKSpec": [[2], [1, 1], [1]], "topHead": [1, 2, 1]}')
+    return d
+
+
+@pytest.mark.parametrize("command", ["replay", "batch", "stats", "compare"])
+def test_validate_rows_beyond_the_config_skip_the_round(capsys, tmp_path, command):
+    d = _two_config_dump(tmp_path)
+    code, out, err = run(capsys, command, d)
+    assert code == 1 and out, err
+    told = [line for line in err.splitlines() if "skipped round 10_20" in line]
+    assert len(told) == 1 and str(d / "validate_10_20") in told[0], err
+    assert "9 row(s) that are not padding, 3 more than the all layout of config [2]|[1,1]|[1] uses (6)" in told[0]
+    assert "the config may not be the one the dump was drafted with" in told[0]
+    assert "ignored as padding" not in err and "12_22" not in err
+
+
+def test_validate_rows_beyond_the_config_are_not_replayed_as_other_nodes(capsys, tmp_path):
+    d = _two_config_dump(tmp_path)
+    code, out, _ = run(capsys, "replay", d, "--json")
+    assert code == 1
+    rounds = [json.loads(line) for line in out.splitlines()]
+    assert [r["round"] for r in rounds] == ["12_22"] and rounds[0]["accepted_length"] == 3
+
+
+def test_rows_of_padding_beyond_the_config_stay_padding(capsys, tmp_path):
+    d = _two_config_dump(tmp_path, pad_rows=2)
+    (d / "validate_10_20").unlink()
+    for f in ("draft_step_0_9_19", "draft_step_1_10_20", "draft_step_2_10_20"):
+        (d / f).unlink()
+    code, out, err = run(capsys, "replay", d, "--summary")
+    assert code == 0 and "rounds replayed: 1" in out, err
+
+
+def test_a_packed_run_skips_rows_beyond_the_config_too(capsys, tmp_path):
+    d = _two_config_dump(tmp_path)
+    packed = tmp_path / "run.packed"
+    code, _, err = run(capsys, "pack", d, "-o", packed)
+    assert code in (0, 1), err
+    code, out, err = run(capsys, "batch", packed)
+    assert code == 1 and out
+    assert "9 row(s) that are not padding" in err and "12_22" not in err.replace("skipped round 10_20", "")

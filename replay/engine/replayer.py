@@ -79,10 +79,21 @@ def _trailing_pad_rows(ids: np.ndarray) -> int:
     return n
 
 
+def unexplained_rows_message(rows: int, layout: str, need: int, config: str) -> str:
+    """Why a round whose validate matrix holds more rows than its layout uses is skipped: rows that
+    are not padding (padding rows hold only PAD_TOKEN) would be read as other nodes' targets."""
+    return (
+        f"validate has {rows} row(s) that are not padding, {rows - need} more than the {layout} layout of "
+        f"config {config} uses ({need}); the config may not be the one the dump was drafted with "
+        "(check config.json or --config; rows made only of -1 are padding)"
+    )
+
+
 def resolve_layout(
-    key: Key, tree: Tree, validate_ids: np.ndarray, stated: str | None, path: str
+    key: Key, tree: Tree, validate_ids: np.ndarray, stated: str | None, path: str, config: str
 ) -> tuple[str, str, int]:
-    """(layout, "stated"|"detected", rows to use). validate_ids: [rows, cols] int64."""
+    """(layout, "stated"|"detected", rows to use). validate_ids: [rows, cols] int64; config: the
+    config's label, for messages. Rows beyond the layout's that are not padding skip the round."""
     n_parents = int(tree.expanded_order.shape[0])
     n_all = tree.num_nodes + 1
     rows = _trailing_pad_rows(validate_ids)
@@ -92,19 +103,22 @@ def resolve_layout(
             raise RoundError(key, f"validate has {rows} row(s); the {stated} layout needs {need}", path)
         if stated == LAYOUT_PARENTS and rows >= n_all:
             # A matrix with a row for every node is an all-layout one: reading its first rows as the
-            # expanded nodes' would silently use other nodes' targets. (Fewer rows than that is the
-            # ambiguous case a stated parents layout settles, the rest ignored as padding.)
+            # expanded nodes' would silently use other nodes' targets.
             raise RoundError(
                 key,
                 f"validate has {rows} row(s) beyond trailing padding, as the all layout has (at least {n_all}); "
                 f"the parents layout needs {need}: state --layout all, or remove the extra rows",
                 path,
             )
+        if rows > need:
+            raise RoundError(key, unexplained_rows_message(rows, stated, need, config), path)
         return stated, "stated", need
     if rows == n_parents:
         return LAYOUT_PARENTS, "detected", n_parents
-    if rows >= n_all:
+    if rows == n_all:
         return LAYOUT_ALL, "detected", n_all
+    if rows > n_all:
+        raise RoundError(key, unexplained_rows_message(rows, LAYOUT_ALL, n_all, config), path)
     raise RoundError(
         key,
         f"validate has {rows} row(s): expected {n_parents} (parents layout: one per expanded node) "
@@ -214,9 +228,9 @@ def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
     """The reference replay of one round; raises RoundError when the dump disagrees with cfg."""
     rebuilt = rebuild_tree(rnd, cfg)
     tree = rebuilt.tree
-    layout, source, rows = resolve_layout(rnd.key, tree, rnd.validate.ids, rnd.layout, rnd.validate.path)
-    if layout == LAYOUT_ALL:
+    if rnd.layout != LAYOUT_PARENTS:  # a lost step explains rows beyond the layout better than a wrong config
         _check_no_lost_step(rnd, cfg, tree, _trailing_pad_rows(rnd.validate.ids))
+    layout, source, rows = resolve_layout(rnd.key, tree, rnd.validate.ids, rnd.layout, rnd.validate.path, cfg.short())
     if np.any(rnd.validate.ids[:rows, 0] < 0):
         bad = int(np.flatnonzero(rnd.validate.ids[:rows, 0] < 0)[0])
         raise RoundError(rnd.key, f"validate {row_words(bad)} has no token in column 0", rnd.validate.path)

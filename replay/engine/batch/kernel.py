@@ -175,20 +175,20 @@ def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, deepe
         nonpad = val0 != PAD_TOKEN if vcols == 1 else (v != PAD_TOKEN).any(axis=1)  # [vrows, C]
         rows_used = (nonpad * (row_no + 1)).max(axis=0)  # trailing all-PAD rows are padding
     n_par, n_all = shape.num_expanded, shape.num_nodes + 1
+    if deeper and batch.layout != LAYOUT_PARENTS:  # as replayer._check_no_lost_step, checked first
+        checks.add(np.isin(rows_used, deeper), ERR_LOST_STEP)
     if batch.layout is not None:
         need_v = n_par if batch.layout == LAYOUT_PARENTS else n_all
-        # parents: fewer rows than the all layout's (those fit that layout), as resolve_layout
-        bad_rows = (rows_used < need_v) | ((rows_used >= n_all) if batch.layout == LAYOUT_PARENTS else False)
+        # rows beyond the layout's that are not padding are unexplained, as resolve_layout
+        bad_rows = rows_used != need_v
         checks.add(bad_rows, ERR_VALIDATE_ROWS)
         is_all = np.full(c, batch.layout == LAYOUT_ALL)
         need = np.full(c, need_v)
     else:
         is_par = rows_used == n_par
-        is_all = ~is_par & (rows_used >= n_all)
+        is_all = ~is_par & (rows_used == n_all)
         checks.add(~(is_par | is_all), ERR_VALIDATE_ROWS)
         need = np.where(is_par, n_par, n_all)
-    if deeper:  # as replayer._check_no_lost_step
-        checks.add(is_all & np.isin(rows_used, deeper), ERR_LOST_STEP)
     if (need == need[0]).all():
         checks.add(val0[: int(need[0])].min(axis=0) < 0, ERR_VALIDATE_COL0)
     else:
