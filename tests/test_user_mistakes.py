@@ -3580,3 +3580,134 @@ def test_a_packed_run_skips_rows_beyond_the_config_too(capsys, tmp_path):
     code, out, err = run(capsys, "batch", packed)
     assert code == 1 and out
     assert "9 row(s) that are not padding" in err and "12_22" not in err.replace("skipped round 10_20", "")
+
+
+# --- issue 36, items 3 and 4: Ctrl-C leaves old or new output whole; one line, exit 130 -----------
+
+
+@pytest.fixture(scope="module")
+def long_dump(tmp_path_factory) -> Path:
+    """3,000 rounds (synthetic_article's under ten shifted keys): `report` takes seconds on it."""
+    import re
+
+    d = tmp_path_factory.mktemp("long") / "dump"
+    d.mkdir()
+    for k in range(10):
+        for p in SYNTH.glob("*.npz"):
+            m = re.fullmatch(r"(draft_step_\d+|validate)_(\d+)_(\d+)\.npz", p.name)
+            shutil.copyfile(p, d / f"{m[1]}_{int(m[2]) + 10000 * k}_{int(m[3]) + 10000 * k}.npz")
+    shutil.copyfile(SYNTH / "manifest.json", d / "manifest.json")
+    body = json.loads((d / "manifest.json").read_text())
+    body.pop("rounds", None)
+    (d / "manifest.json").write_text(json.dumps(body))
+    return d
+
+
+def _start(*argv) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen(
+        [sys.executable, "-m", "replay.cli", *map(str, argv)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,  # its own process group, as a terminal's Ctrl-C reaches it and its workers
+    )
+
+
+def _interrupt_twice(proc: subprocess.Popen) -> tuple[int, str]:
+    import signal
+
+    os.killpg(proc.pid, signal.SIGINT)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err
+
+
+def _wait_for(predicate, proc: subprocess.Popen, limit: float = 60.0) -> bool:
+    import time
+
+    end = time.monotonic() + limit
+    while time.monotonic() < end and proc.poll() is None:
+        if predicate():
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def _tree(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_an_interrupted_report_leaves_the_earlier_report_whole(capsys, tmp_path, long_dump):
+    out = tmp_path / "report"
+    code, _, err = run(capsys, "report", SYNTH, "-o", out, "--no-progress")
+    assert code == 0, err
+    before = _tree(out)
+    assert "tables/summary.csv" in before
+    proc = _start("report", long_dump, "-o", out, "--no-progress")
+    staged_tables = lambda: any(tmp_path.glob(".report.specreplay-partial-*/tables/*"))  # noqa: E731
+    assert _wait_for(staged_tables, proc), "the table phase never started"
+    code, err = _interrupt_twice(proc)
+    assert code == 130 and err.strip().splitlines()[-1] == "specreplay: interrupted" and "Traceback" not in err
+    assert _tree(out) == before  # the earlier report, whole: no new index.html beside old tables
+    code, _, err = run(capsys, "report", SYNTH, "-o", out, "--no-progress")  # the rerun is never blocked
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # no leftovers beside it
+
+
+@pytest.mark.slow
+def test_an_interrupted_report_into_a_new_directory_leaves_nothing_that_blocks_a_rerun(capsys, tmp_path, long_dump):
+    out = tmp_path / "new"
+    proc = _start("report", long_dump, "-o", out, "--no-progress")
+    assert _wait_for(lambda: any(tmp_path.glob(".new.specreplay-partial-*/index.html")), proc)
+    code, err = _interrupt_twice(proc)
+    assert code == 130 and "Traceback" not in err
+    assert not (out / "index.html").exists()
+    code, _, err = run(capsys, "report", SYNTH, "-o", out, "--no-progress")
+    assert code == 0 and (out / "index.html").is_file() and (out / "tables" / "summary.csv").is_file(), err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["stats", "plot"])
+def test_an_interrupted_multi_file_output_keeps_the_earlier_files(capsys, tmp_path, long_dump, command):
+    out = tmp_path / "out"
+    code, _, err = run(capsys, command, SYNTH, "-o", out, "--no-progress")
+    assert code == 0, err
+    (out / "mine.txt").write_text("a user's own file\n")
+    before = _tree(out)
+    proc = _start(command, long_dump, "-o", out, "--no-progress")
+    assert _wait_for(lambda: any(p.is_file() for p in tmp_path.glob(".out.specreplay-partial-*/*")), proc)
+    code, err = _interrupt_twice(proc)
+    assert code == 130 and "Traceback" not in err
+    assert _tree(out) == before
+    code, _, err = run(capsys, command, long_dump, "-o", out, "--no-progress")
+    assert code in (0, 1) and (out / "mine.txt").is_file() and _tree(out) != before, err
+
+
+@pytest.mark.slow
+def test_two_sigints_at_once_give_one_line_and_exit_130(tmp_path, long_dump):
+    """timeout -s INT and a terminal signal the whole group, sometimes twice: never a traceback,
+    wherever the signals land (imports, reading on worker processes, tables, the final renames)."""
+    import time
+
+    # from 0.1 s: before that the interpreter itself starts (its own handler, ~30 ms), not our code
+    delays = [0.1, 0.15, 0.2, 0.3, 0.5, 0.8, 1.2, 1.8, 2.5, 3.2]
+    for i, delay in enumerate(delays):
+        proc = _start("report", long_dump, "-o", tmp_path / f"r{i % 2}", "--no-progress")
+        time.sleep(delay)
+        if proc.poll() is not None:
+            continue
+        code, err = _interrupt_twice(proc)
+        assert code == 130, (delay, code, err)
+        assert err.splitlines() == ["specreplay: interrupted"] or (
+            err.splitlines()[-1] == "specreplay: interrupted" and "Traceback" not in err
+        ), (delay, err)
+
+
+def test_a_report_without_tables_names_no_table_file(capsys, tmp_path):
+    code, _, err = run(capsys, "report", SYNTH, "-o", tmp_path / "r", "--no-tables", "--no-progress")
+    assert code == 0, err
+    page = (tmp_path / "r" / "index.html").read_text()
+    assert "tables/" not in page and not (tmp_path / "r" / "tables").exists()

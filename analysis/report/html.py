@@ -9,8 +9,6 @@ import base64
 import datetime as _dt
 import io
 import json
-import os
-import shutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,7 +42,7 @@ from replay.core.config import TreeConfig
 from replay.core.selection import uses_fallback
 from replay.engine.sampling import vocab_size_of
 from replay.io.grouping import Key, Skipped, describe_skipped
-from replay.util.atomic import atomic_path
+from replay.util.atomic import atomic_path, clear_leftovers, staged_directory
 from replay.util.bounded import read_json_file
 from replay.util.errors import SpecReplayError
 from replay.util.words import counted
@@ -620,33 +618,24 @@ def write_report(
     batch path is read again), so the runs may be loaded without them (``tables=TABLES_METRICS``);
     their progress is ``opts.progress``'s phase "tables" (rounds written, rounds)."""
     out_dir = Path(out_dir)
+    clear_leftovers(out_dir)
     check_report_dir(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _clear_staging(out_dir)
     shown, all_tables = report_page(runs, opts)
     exported = {k: v for k, v in all_tables.items() if k not in _NOT_EXPORTED} if tables else {}
     written = frozenset(exported) | (_STREAMED if tables else frozenset())
     page = render_page(replace(shown, table_files=written))
     del shown
-    path = out_dir / "index.html"
-    path.write_text(page, encoding="utf-8")
-    old = out_dir / TABLES_DIR
-    if tables:
-        # a report written here before may hold tables this one does not write (a temperature
-        # curve): the new tables/ is made beside it and replaces it whole
-        staging = out_dir / f"{STAGING_PREFIX}{os.getpid()}"
-        staging.mkdir()
-        export_tables(exported, staging)
-        del page, all_tables, exported
-        _return_freed_memory()
-        write_run_tables(runs, staging, progress=opts.progress("tables") if opts.progress else None)
-        if old.exists():
-            shutil.rmtree(old)
-        staging.rename(old)
-    elif old.exists():  # --no-tables: an earlier report's tables would describe other runs
-        shutil.rmtree(old)
-    _write_record(out_dir)
-    return path
+    # the whole report is built beside out_dir and replaces it with renames: an interrupt leaves the
+    # earlier report or this one (check_report_dir made sure out_dir holds nothing else)
+    with staged_directory(out_dir, whole=True) as staging:
+        (staging / "index.html").write_text(page, encoding="utf-8")
+        if tables:
+            export_tables(exported, staging / TABLES_DIR)
+            del page, all_tables, exported
+            _return_freed_memory()
+            write_run_tables(runs, staging / TABLES_DIR, progress=opts.progress("tables") if opts.progress else None)
+        _write_record(staging)
+    return out_dir / "index.html"
 
 
 def _report_files(out_dir: Path) -> list[str]:
@@ -680,19 +669,10 @@ def _recorded_files(out_dir: Path) -> set[str] | None:
     return set(files)
 
 
-def _clear_staging(out_dir: Path) -> None:
-    """The tables/ an interrupted report was writing (its staging directory), if any."""
-    for p in out_dir.glob(STAGING_PREFIX + "*"):
-        if p.is_dir():
-            shutil.rmtree(p)
-        else:
-            p.unlink()
-
-
 TABLES_DIR = "tables"
 REPORT_RECORD = ".specreplay-report.json"  # the files a report wrote (what the next one may replace)
 REPORT_ENTRIES = ("index.html", TABLES_DIR, REPORT_RECORD)  # what write_report writes in its directory
-STAGING_PREFIX = ".tables.partial-"  # tables/ while it is written (then renamed over the old one)
+STAGING_PREFIX = ".tables.partial-"  # an older version's staging of tables/ inside the report: replaced with it
 
 
 def check_report_dir(out_dir: Path) -> None:

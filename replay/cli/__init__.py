@@ -13,13 +13,25 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 from replay.util.errors import NoRoundsError, SpecReplayError
+from replay.util.interrupt import interrupt_once
 
-from .options import DEBUG_ENV, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, print_notes, print_skipped
-from .parser import build_parser, dispatch
+from .status import DEBUG_ENV, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 
 __all__ = ["build_parser", "main"]
+
+# The parser and the commands are imported inside main, after the SIGINT rule is in place: a Ctrl-C
+# during those imports is then one line and exit 130 like any other.
+
+
+def __getattr__(name: str) -> Any:
+    if name == "build_parser":
+        from .parser import build_parser
+
+        return build_parser
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def debug_requested(argv: Sequence[str]) -> bool:
@@ -36,18 +48,24 @@ def debug_requested(argv: Sequence[str]) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # the command's own process (in-process callers keep their SIGINT handling)
+        interrupt_once()
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = debug_requested(argv)
     try:
+        from .parser import dispatch
+
         return dispatch(argv)
     except NoRoundsError as exc:  # why nothing could be replayed comes first, then the one error line
+        from .options import print_notes, print_skipped
+
         print_notes(exc.notes, exc.label)
         print_skipped(exc.skipped, exc.label)
         return _fail(f"specreplay: error: {exc}", debug)
     except SpecReplayError as exc:
         return _fail(f"specreplay: error: {exc}", debug)
     except KeyboardInterrupt:
-        print("specreplay: interrupted", file=sys.stderr)
+        _say("specreplay: interrupted")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         _silence_stdout()
@@ -60,6 +78,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         msg = " ".join(str(exc).split())  # one line, whatever the exception's text
         what = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
         return _fail(f"specreplay: internal error: {what} (run with --debug for the traceback)", debug)
+
+
+def _say(line: str) -> None:
+    """One line on stderr that nothing can interrupt halfway (a closed stderr is not an error)."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _fail(line: str, debug: bool) -> int:

@@ -8,6 +8,7 @@ stays fast. Every command reads dump directories with the replay's options (add_
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 from replay.core.records import csv_frame
 from replay.io.grouping import describe_skipped, why_no_rounds
 from replay.io.sources import require_dump_source
+from replay.util.atomic import staged_directory
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import OutputDir
 from replay.util.progress import progress_enabled, tqdm_progress
@@ -271,8 +273,7 @@ def run_stats(args: argparse.Namespace) -> int:
     tables = build_tables(runs)
     named = {**all_metrics(tables), "rounds": tables.rounds, "nodes": tables.nodes}
     if args.export:
-        for path in export_tables(named, args.export):
-            print(f"wrote {path}", file=sys.stderr)
+        _export(export_tables, named, args.export)
     if args.table:
         text = not (args.json or args.csv)  # files and JSON keep the interval columns apart
         _print_table(
@@ -309,6 +310,15 @@ def run_stats(args: argparse.Namespace) -> int:
     return skipped_status(runs, args)
 
 
+def _export(export_tables, named: dict, out_dir: str) -> None:
+    """stats -o: every table written beside ``out_dir`` first, then moved in (an interrupt leaves the
+    earlier files or the new ones); the directory's other files stay."""
+    with staged_directory(out_dir, whole=False) as staging:
+        paths = export_tables(named, staging)
+    for path in paths:
+        print(f"wrote {Path(out_dir) / path.name}", file=sys.stderr)
+
+
 def _stats_sampling(args: argparse.Namespace, runs) -> int:
     """--temperature: the summary, histogram and per-depth rates as expectations at T (analysis.tables.sampling)."""
     from analysis.tables.build import export_tables
@@ -335,8 +345,7 @@ def _stats_sampling(args: argparse.Namespace, runs) -> int:
         raise no_rounds_in_runs(args.dirs, t)
     named = sampling_tables(parts)
     if args.export:
-        for path in export_tables({f"{k}_sampling": v for k, v in named.items()}, args.export):
-            print(f"wrote {path}", file=sys.stderr)
+        _export(export_tables, {f"{k}_sampling": v for k, v in named.items()}, args.export)
     if args.table:
         _print_table(named[args.table] if args.json or args.csv else bounds_display(named[args.table]), args)
     elif args.json:
@@ -399,10 +408,12 @@ def run_plot(args: argparse.Namespace) -> int:
     update, close = tqdm_progress("plot", progress_enabled(args.no_progress))
 
     def save(fig, name: str) -> None:  # one figure written: one step of the bar
-        written.extend(plots.save_figure(fig, out, name, fmts))
+        written.extend(out / p.name for p in plots.save_figure(fig, staging, name, fmts))
         update(len(written) // len(fmts), figures)
 
-    try:
+    # the figures are drawn beside -o and moved in together: an interrupt leaves the earlier ones
+    with staged_directory(out, whole=False) as staging, contextlib.ExitStack() as bar:
+        bar.callback(close)
         save(plots.plot_accepted_length(m["accepted_length"]), "accepted_length")
         save(plots.plot_depth_acceptance(m["depth_acceptance"]), "depth_acceptance")
         if len(runs) > 1:
@@ -421,8 +432,6 @@ def run_plot(args: argparse.Namespace) -> int:
             )
             pick = picks[run.label]
             save(treeplot.plot_round_tree(pick.result, decode, run.label, pick.why), f"round_{safe}")
-    finally:
-        close()
     for p in written:
         print(p)
     return skipped_status(runs, args)

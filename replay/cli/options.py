@@ -30,9 +30,9 @@ from replay.io.formats.matrix_io import RawSpec
 from replay.io.grouping import Skipped, parse_offset, parse_round_key, why_no_rounds
 from replay.util.errors import NoRoundsError, SpecReplayError
 
+from .status import DEBUG_ENV, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK  # noqa: F401 - re-exported
+
 # The exit-status contract of every command (replay.cli.main keeps it).
-EXIT_OK, EXIT_ERROR, EXIT_INTERRUPTED = 0, 2, 130  # 1 (some input skipped): each command's own return
-DEBUG_ENV = "SPECREPLAY_DEBUG"  # set (not 0) to print an error's traceback, as --debug
 
 DUMP = "DUMP"  # the one name of a dump directory or packed run, in every command's usage line
 DUMP_HELP = "dump directory, or a packed run (specreplay pack)"

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -120,3 +123,92 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
 
 def write_json_atomic(path: str | Path, obj: Any) -> None:
     write_bytes_atomic(path, (json.dumps(obj, indent=1, sort_keys=False) + "\n").encode("utf-8"))
+
+
+# --- directories of several files ---------------------------------------------------------------
+
+PARTIAL_MARK = ".specreplay-partial-"  # a staging directory beside its target, while it is written
+OLD_MARK = ".specreplay-old-"  # the target's earlier version, between the two renames of a swap
+
+
+def _leftovers(target: Path, mark: str) -> list[Path]:
+    return sorted(p for p in target.parent.glob(f".{target.name}{mark}*") if not p.is_symlink())
+
+
+def clear_leftovers(target: str | Path) -> None:
+    """Remove what an interrupted or killed write of ``target`` left beside it: staging directories,
+    and an earlier version moved aside (put back first when the new one never arrived)."""
+    target = Path(target)
+    for p in _leftovers(target, PARTIAL_MARK):
+        shutil.rmtree(p, ignore_errors=True)
+    for p in _leftovers(target, OLD_MARK):
+        if not target.exists() and not target.is_symlink():
+            p.rename(target)
+        else:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+@contextmanager
+def staged_directory(target: str | Path, whole: bool) -> Iterator[Path]:
+    """Yield an empty directory beside ``target`` to write into; when the block succeeds, its files
+    take their place in ``target`` with renames, during which SIGINT waits: an interrupt leaves the
+    earlier ``target`` or the new one, never a mix. ``whole``: the new directory replaces ``target``
+    entirely (its caller has checked that ``target`` holds only its own kind of output); else each
+    new entry replaces its namesake and other entries stay. A failed block removes the staging
+    directory; a killed one leaves it for clear_leftovers, which the next write calls."""
+    given = Path(target)
+    target = replaced_file(given)
+    if target.exists() and not target.is_dir():
+        raise OutputPathError(f"{given}: exists and is not a directory")
+    clear_leftovers(target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}{PARTIAL_MARK}", dir=target.parent))
+    except OSError as exc:
+        raise _write_error(given, exc, None) from exc
+    try:
+        yield staging
+        _commit(staging, target, whole)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _commit(staging: Path, target: Path, whole: bool) -> None:
+    os.chmod(staging, _final_dir_mode(target))
+    blocked = _block_sigint()
+    try:
+        if not whole and target.is_dir():
+            for entry in sorted(staging.iterdir()):
+                dest = target / entry.name
+                if dest.is_dir() and not dest.is_symlink() and entry.is_dir():
+                    shutil.rmtree(dest)
+                os.replace(entry, dest)
+            return
+        old = target.parent / f".{target.name}{OLD_MARK}{os.getpid()}"
+        moved = target.exists()
+        if moved:
+            target.rename(old)
+        staging.rename(target)
+        if moved:
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
+    finally:
+        if blocked:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _block_sigint() -> bool:
+    """Hold SIGINT during a commit's renames (main thread only; signals are the main thread's)."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    return signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+def _final_dir_mode(path: Path) -> int:
+    """mkdtemp makes 0700; a new output directory gets what mkdir would give, a replaced one keeps its mode."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o777 & ~mask

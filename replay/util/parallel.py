@@ -17,6 +17,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from .errors import SpecReplayError
+from .interrupt import ignore_interrupts
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -68,7 +69,11 @@ def _serial(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
 
 
 def _pooled(fn: Callable[[T], R], items: Iterable[T], workers: int, processes: bool) -> Iterator[R]:
-    pool: Executor = ProcessPoolExecutor(max_workers=workers) if processes else ThreadPoolExecutor(max_workers=workers)
+    pool: Executor = (
+        ProcessPoolExecutor(max_workers=workers, initializer=ignore_interrupts)
+        if processes
+        else ThreadPoolExecutor(max_workers=workers)
+    )
     with pool:
         window: deque[Future[Any]] = deque()
         try:
