@@ -3711,3 +3711,22 @@ def test_a_report_without_tables_names_no_table_file(capsys, tmp_path):
     assert code == 0, err
     page = (tmp_path / "r" / "index.html").read_text()
     assert "tables/" not in page and not (tmp_path / "r" / "tables").exists()
+
+
+# --- issue 36, item 6: measured_status is "measured" or "not comparable: REASON", never empty ------
+
+
+def test_measured_status_says_why_for_a_run_without_timings(capsys):
+    code, out, _ = run(capsys, "compare", ARTICLE, "--json")
+    assert code == 0
+    statuses = [row["measured_status"] for row in json.loads(out)["configs"]]
+    assert statuses and all(s == "measured" or s.startswith("not comparable: ") for s in statuses), statuses
+    assert (
+        statuses[0]
+        == "not comparable: the dump records no timings (manifest totals of the run and of the target alone)"
+    )
+    from replay.cli import api
+
+    runs = api.load([str(ARTICLE)])
+    assert api.speed(runs)["measured_status"].iloc[0].startswith("not comparable: ")
+    assert all(s.startswith("not comparable: ") for s in api.compare(runs[0], ["[2]|[1,1]"])["measured_status"])

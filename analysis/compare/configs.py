@@ -172,11 +172,15 @@ SPEED_COLUMNS = ["cost_source", "measured_speedup", "measured_speedup_wall", "me
 NOT_COMPARABLE = "not comparable"  # what a table shows for a speedup whose two sides were not timed together
 
 
+NO_TIMINGS = f"{NOT_COMPARABLE}: the dump records no timings (manifest totals of the run and of the target alone)"
+NOT_RUN = f"{NOT_COMPARABLE}: this config was not run (only the recorded one has timings)"
+
+
 def measured_status(measured: Speedup | None) -> str:
-    """The ``measured_status`` cell: ``measured``, ``not comparable: REASON``, or empty when the
-    dump records no totals (analysis.cost.timings.measured_speedup decides)."""
+    """The ``measured_status`` cell: ``measured`` or ``not comparable: REASON`` (no totals in the dump,
+    or sides not timed together: analysis.cost.timings.measured_speedup decides)."""
     if measured is None:
-        return ""
+        return NO_TIMINGS
     return "measured" if measured.comparable else f"{NOT_COMPARABLE}: {measured.reason}"
 
 
@@ -192,7 +196,7 @@ def with_speed(table: pd.DataFrame, recorded: TreeConfig, cost: CostModel, measu
     nan = float("nan")
     out["measured_speedup"] = [measured.decode if (r and measured) else nan for r in is_recorded]
     out["measured_speedup_wall"] = [measured.wall if (r and measured) else nan for r in is_recorded]
-    out["measured_status"] = [measured_status(measured) if r else "" for r in is_recorded]
+    out["measured_status"] = [measured_status(measured) if r else NOT_RUN for r in is_recorded]
     return out
 
 
@@ -283,9 +287,9 @@ def compare_display(df: pd.DataFrame) -> pd.DataFrame:
     out["modelled speedup"] = [
         format_bounds(a, b) for a, b in zip(df["modelled_speedup_lo"], df["modelled_speedup_hi"])
     ]
-    if "measured_status" in df.columns and (df["measured_status"] != "").any():
+    if "measured_status" in df.columns and (~df["measured_status"].isin((NO_TIMINGS, NOT_RUN))).any():
         out[MEASURED_HEADER] = [
-            f"{v:.3f}" if s == "measured" else (NOT_COMPARABLE if s else "")
+            f"{v:.3f}" if s == "measured" else ("" if s == NOT_RUN else NOT_COMPARABLE)
             for v, s in zip(df["measured_speedup"], df["measured_status"])
         ]
     return out
