@@ -3730,3 +3730,25 @@ def test_measured_status_says_why_for_a_run_without_timings(capsys):
     runs = api.load([str(ARTICLE)])
     assert api.speed(runs)["measured_status"].iloc[0].startswith("not comparable: ")
     assert all(s.startswith("not comparable: ") for s in api.compare(runs[0], ["[2]|[1,1]"])["measured_status"])
+
+
+# --- issue 36, item 5: a config wider than the vocabulary is a usage error naming --config ----------
+
+
+@pytest.mark.slow
+def test_generate_with_a_width_beyond_the_vocabulary_names_config(capsys, tmp_path):
+    from tests.live_fixtures import cli_args, make_pair, save_tiny_pair
+
+    models = save_tiny_pair(make_pair("qwen2", vocab_size=64), tmp_path / "models")
+    argv = cli_args(
+        "generate",
+        models,
+        config="[[80],[2]]",
+        prompts=models / "prompts.jsonl",
+        max_new_tokens=4,
+        out=tmp_path / "run",
+    )
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and "internal error" not in err and "Traceback" not in err, err
+    assert "--config [80]|[2]" in err and "80" in err and "vocabulary size 64" in err
+    assert not (tmp_path / "run").exists()

@@ -78,6 +78,13 @@ def check_prompts(prompts: Sequence[Sequence[int]], draft: LiveModel, target: Li
 
 
 def check_record_k(config: TreeConfig, options: DecodeOptions, target: LiveModel) -> None:
+    """The config's widths and --record-k against the vocabulary, as soon as the models are loaded:
+    a draft top-k wider than the vocabulary has no k candidates to keep."""
+    if config.max_width > target.vocab_size:
+        raise SpecReplayError(
+            f"--config {config.short()}: a topKSpec width of {config.max_width} is larger than the vocabulary "
+            f"size {target.vocab_size} of these models; use widths of at most {target.vocab_size}"
+        )
     k = options.record_k
     if k is not None and not config.max_width <= k <= target.vocab_size:
         raise SpecReplayError(
