@@ -3752,3 +3752,36 @@ def test_generate_with_a_width_beyond_the_vocabulary_names_config(capsys, tmp_pa
     assert code == 2 and "internal error" not in err and "Traceback" not in err, err
     assert "--config [80]|[2]" in err and "80" in err and "vocabulary size 64" in err
     assert not (tmp_path / "run").exists()
+
+
+# --- issue 36, item 9: the live headline says what a sequence's last round committed past its end --
+
+
+@pytest.mark.slow
+def test_generate_says_how_many_committed_tokens_were_cut(capsys, tmp_path):
+    import re
+
+    from tests.live_fixtures import cli_args, make_pair, save_tiny_pair
+
+    models = save_tiny_pair(make_pair("qwen2", vocab_size=64, noise=0.0), tmp_path / "models")
+    argv = cli_args(
+        "generate",
+        models,
+        config="[[4],[1],[1]]",
+        prompts=models / "prompts.jsonl",
+        max_new_tokens=5,
+        out=tmp_path / "r",
+    )
+    code, out, err = run(capsys, *argv, "--repeats", "1", "--no-progress")
+    assert code == 0, err
+    rounds = int(re.search(r"rounds:\s+(\d+)", out)[1])
+    kept = int(re.search(r"new tokens:\s+(\d+)", out)[1])
+    accepted = int(re.search(r"\((\d+) accepted / \d+ drafted tokens\)", out)[1])
+    assert kept == 2 * 5  # two prompts, cut at 5 tokens each
+    if accepted + rounds != kept:  # an identical draft accepts whole chains: the last round overshoots
+        line = next(x for x in out.splitlines() if x.startswith("committed tokens:"))
+        assert f"{accepted + rounds} in {rounds} rounds" in line and f"{kept} kept as output" in line
+        assert f"{accepted + rounds - kept} cut at --max-new-tokens" in line
+    else:
+        assert "committed tokens:" not in out
+    assert accepted + rounds > kept  # the case this test is for

@@ -33,6 +33,13 @@ def format_summary(
     ``compare`` shows for the same manifest) replace the one end-to-end speedup line."""
     if head is not None:
         lines = headline_lines(head, digits=3)
+        committed = head.accepted + head.rounds
+        if committed != summary.new_tokens:  # a sequence's last round may commit past its end
+            lines.append(
+                f"committed tokens: {committed} in {head.rounds} rounds (the rates above count them all); "
+                f"{summary.new_tokens} kept as output, {committed - summary.new_tokens} cut at --max-new-tokens "
+                "or after an EOS token"
+            )
     else:
         lines = [f"mean accepted length (bonus excluded): {summary.mean_accepted_length:.3f}"]
     lines += [
