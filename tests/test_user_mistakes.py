@@ -3785,3 +3785,39 @@ def test_generate_says_how_many_committed_tokens_were_cut(capsys, tmp_path):
     else:
         assert "committed tokens:" not in out
     assert accepted + rounds > kept  # the case this test is for
+
+
+# --- issue 36, item 7: T prints as given; node log-probs recorded at other temperatures are named ---
+
+
+@pytest.fixture(scope="module")
+def node_dump(tmp_path_factory) -> Path:
+    from tests.dump_mutations import build_corpora
+    from tests.test_fuzz_sampling import _with_node_logprobs
+
+    base = tmp_path_factory.mktemp("node")
+    corpora = {c.name: c.path for c in build_corpora(base / "corpora")}
+    _with_node_logprobs(corpora["npz"], base / "node")
+    body = json.loads((base / "node" / "manifest.json").read_text())
+    body["node_logprob_temperatures"] = [0.8, 1.0]
+    (base / "node" / "manifest.json").write_text(json.dumps(body))
+    return base / "node"
+
+
+@pytest.mark.parametrize("command", ["replay", "stats", "compare", "batch"])
+def test_a_temperature_near_a_recorded_one_prints_as_given_and_names_the_recorded(capsys, node_dump, command):
+    code, out, err = run(capsys, command, node_dump, "--temperature", "0.80000001")
+    assert code == 0, err
+    assert "T = 0.80000001" in out + err and "T = 0.8:" not in out + err and "T = 0.8 " not in out
+    notes = [line for line in err.splitlines() if "records node_logprobs at T = 0.8, 1, not at T = 0.80000001" in line]
+    assert len(notes) == 1 and "top-K bounds" in notes[0], err
+    code, out, err = run(capsys, command, node_dump, "--temperature", "0.8")  # the recorded T: exact, no note
+    assert code == 0 and "not at T" not in err
+
+
+def test_a_boolean_temperature_is_spelled_as_json(capsys, tmp_path):
+    from replay.cli import api
+
+    with pytest.raises(Exception) as caught:
+        api.sampling(str(SYNTH), True)
+    assert "got true" in str(caught.value) and "True" not in str(caught.value)

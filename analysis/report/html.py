@@ -39,6 +39,7 @@ from analysis.tables.metrics import DEPTH_HEADER, all_metrics, depth_display, de
 from analysis.tables.runs import BatchReplay, LabelledRun
 from analysis.tables.stream import write_run_tables
 from replay.core.config import TreeConfig
+from replay.core.sampling import format_temperature
 from replay.core.selection import uses_fallback
 from replay.engine.sampling import vocab_size_of
 from replay.io.grouping import Key, Skipped, describe_skipped
@@ -467,7 +468,7 @@ SHOWN_TEMPERATURES = (0.0, 0.2, 0.5, 0.7, 1.0, 1.5)
 
 
 def _some_temperatures(temps: Sequence[float], shown: int = 4) -> str:
-    return ", ".join(f"{t:g}" for t in temps[:shown]) + (", …" if len(temps) > shown else "")
+    return ", ".join(format_temperature(t) for t in temps[:shown]) + (", …" if len(temps) > shown else "")
 
 
 def _curve_skips(

@@ -25,6 +25,7 @@ from analysis.tables.metrics import all_metrics
 from analysis.tables.runs import LabelledRun, load_runs
 from replay.core.config import SpecConfig, TreeConfig, load_config, parse_config
 from replay.core.config_grammar import parse_spec
+from replay.core.sampling import format_temperature
 from replay.engine.replayer import ReplayOptions
 from replay.io.grouping import parse_round_key
 from replay.util.errors import SpecReplayError
@@ -189,7 +190,7 @@ def sampling(
             rows.append({"round": res.name, **one.to_json()})
         if refused:  # the CLI's print_needs_vocab, for a frame: a lower bound of 0 is no measurement
             notes.append(
-                f"at T = {t:g} > 1 the lower bounds need the vocabulary size (vocab_size=V, or vocab_size in "
+                f"at T = {format_temperature(t)} > 1 the lower bounds need the vocabulary size (vocab_size=V, or vocab_size in "
                 "manifest.json): the _lo columns are 0 (refused), the upper bounds stand"
             )
     frame = pd.DataFrame(rows, columns=["round", *SAMPLING_KEYS])

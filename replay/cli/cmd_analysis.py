@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from replay.core.records import csv_frame
+from replay.core.sampling import format_temperature
 from replay.io.grouping import describe_skipped, why_no_rounds
 from replay.io.sources import require_dump_source
 from replay.util.atomic import staged_directory
@@ -39,6 +40,7 @@ from .options import (
     print_notes,
     print_reading,
     print_skipped,
+    print_unrecorded_temperature,
     sampling_vocab,
 )
 
@@ -363,16 +365,17 @@ def _stats_sampling(args: argparse.Namespace, runs) -> int:
             # rounds the reading refused never reach T: counted apart, as the greedy header counts them
             read = f", {describe_skipped(run.replay.skipped)} when read" if run.replay.skipped else ""
             out.write(
-                f"{run_heading(run)}  config {run.config.short()} at T = {t:g}: {n} of "
+                f"{run_heading(run)}  config {run.config.short()} at T = {format_temperature(t)}: {n} of "
                 f"{len(run.results)} replayed rounds usable, {exact} exact ({own} from node_logprobs), "
                 f"skipped: {len(part.skipped)} at T{read}\n"
             )
         for name in SAMPLING_TABLES:
-            out.write(f"\n== {name} at T = {t:g} (expected; lo..hi where the dump bounds it) ==\n")
+            out.write(f"\n== {name} at T = {format_temperature(t)} (expected; lo..hi where the dump bounds it) ==\n")
             _print_table(bounds_display(named[name]), args)
     if any(p.needs_vocab for p in parts):
         print_needs_vocab("stats", t)
     for run, part in zip(runs, parts):
+        print_unrecorded_temperature("stats", t, run.replay.manifest)
         missing = int((~part.from_node_logprobs).sum())
         if missing and recorded_column(t, run.replay.manifest.node_logprob_temperatures) is not None:
             gaps = part.gaps  # the batch arrays count them; the round path's RoundResults say it each

@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 
+from replay.core.sampling import format_temperature
 from replay.engine.render import rounds_with_scores
 from replay.engine.sampling import refused_with_scores, sampling_skip
 from replay.util.atomic import atomic_path
@@ -25,6 +26,7 @@ from .options import (
     print_missing_node_logprobs,
     print_needs_vocab,
     print_skipped,
+    print_unrecorded_temperature,
     sampling_vocab,
     vocab_sizes_json,
 )
@@ -74,7 +76,9 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
         vocab = sampling_vocab(args, run.replay.manifest)  # --vocab-size, else the manifest's
         args.vocab_used[run.label] = vocab
         configs = configs_from_args(args, run.config)
-        update, close = tqdm_progress(f"compare {run.label} at T = {t:g}", progress_enabled(args.no_progress))
+        update, close = tqdm_progress(
+            f"compare {run.label} at T = {format_temperature(t)}", progress_enabled(args.no_progress)
+        )
         try:
             # the per-round frame only for --per-round: at 10^6 rounds it held ~9 GB; the table and the
             # reasons are summed block by block without it
@@ -123,6 +127,7 @@ def _note_missing_node_logprobs(run, t: float, refused: set[str]) -> None:
     from replay.engine.sampling import node_logprob_gaps
 
     if recorded_column(t, run.replay.manifest.node_logprob_temperatures) is None:
+        print_unrecorded_temperature("compare", t, run.replay.manifest)
         return
     gaps = node_logprob_gaps([r for r in run.results if r.name not in refused])
     print_missing_node_logprobs("compare", t, run.replay.manifest, len(gaps[0]) + len(gaps[1]), gaps)
@@ -155,7 +160,7 @@ def _print(table, reasons, args: argparse.Namespace) -> None:
         first = grp.iloc[0]
         print(
             f"{run}: {rounds_with_scores(int(first['rounds']), args.temperature, args.refused_with_scores[run])} "
-            f"at T = {args.temperature:g}, "
+            f"at T = {format_temperature(args.temperature)}, "
             f"recorded {first['config']} (first row)"
         )
         print(sampling_display(grp).to_string(index=False))

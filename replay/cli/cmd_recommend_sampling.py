@@ -11,6 +11,7 @@ import json
 import sys
 
 from analysis.shapes.model import DEFAULT_MIN_COUNT
+from replay.core.sampling import format_temperature
 from replay.engine.render import rounds_with_scores
 from replay.engine.sampling import refused_with_scores, sampling_skip
 from replay.util.errors import SpecReplayError
@@ -69,7 +70,9 @@ def run_recommend_sampling(args: argparse.Namespace) -> int:
     for run in runs:
         vocab = sampling_vocab(args, run.replay.manifest)  # --vocab-size, else the manifest's
         args.vocab_used[run.label] = vocab
-        update, close = tqdm_progress(f"recommend {run.label} at T = {t:g}", progress_enabled(args.no_progress))
+        update, close = tqdm_progress(
+            f"recommend {run.label} at T = {format_temperature(t)}", progress_enabled(args.no_progress)
+        )
         try:
             res = shapes_at_temperature(
                 run,
@@ -130,7 +133,7 @@ def _print(found, args: argparse.Namespace) -> None:
         rounds = int(f.recorded["rounds"].iloc[0])
         refused = refused_with_scores(why for _, _, why in f.comparison.skipped)
         print(
-            f"{f.label}: {rounds_with_scores(rounds, args.temperature, refused)} at T = {args.temperature:g}; "
+            f"{f.label}: {rounds_with_scores(rounds, args.temperature, refused)} at T = {format_temperature(args.temperature)}; "
             f"{f.candidates} shapes contained in "
             f"the recorded {f.recorded_config.short()} within {args.budget} nodes and depth {depth}, best first"
             + (f" (the top {len(f.ranked)}; --top N for more):" if len(f.ranked) < f.candidates else ":")

@@ -34,6 +34,7 @@ from analysis.shapes.speedpredict import (
 )
 from replay.core.config import TreeConfig, parse_tree
 from replay.core.config_grammar import parse_spec
+from replay.core.sampling import format_temperature
 from replay.live.sweep.directory import dumps_dir
 from replay.live.timing import Clock
 from replay.util.atomic import write_json_atomic
@@ -77,7 +78,7 @@ def check_auto_options(temperature: float) -> None:
     """auto predicts from greedy acceptance replayed on the calibration rounds: refuse sampling."""
     if temperature > 0:
         raise SpecReplayError(
-            f"--config auto: predicts greedy acceptance; got --temperature {temperature:g} (use 0, or give a config)"
+            f"--config auto: predicts greedy acceptance; got --temperature {format_temperature(temperature)} (use 0, or give a config)"
         )
 
 

@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 
 from replay.core.config_grammar import parse_spec
+from replay.core.sampling import format_temperature
 from replay.core.vocab import LAYOUTS
 from replay.engine.replayer import ReplayOptions
 from replay.io.formats.matrix_io import RawSpec
@@ -119,9 +120,9 @@ def sampled_run_note(manifest, directory: str) -> str | None:
     if t is None or not t > 0:
         return None
     return (
-        f"note: {manifest.path or 'manifest.json'} records a run sampled at T = {t:g} (field temperature): this "
+        f"note: {manifest.path or 'manifest.json'} records a run sampled at T = {format_temperature(t)} (field temperature): this "
         "replay is the greedy walk (a child is accepted when it is the target's top-1), so its accepted and "
-        f"committed tokens are not the ones the run committed; `specreplay replay {directory} --temperature {t:g}` "
+        f"committed tokens are not the ones the run committed; `specreplay replay {directory} --temperature {format_temperature(t)}` "
         "gives the expected acceptance at the run's T"
     )
 
@@ -137,7 +138,7 @@ def no_rounds_error(
 def no_rounds_in_runs(dirs: Sequence[str], temperature: float | None = None) -> SpecReplayError:
     """The error when none of several runs has a round to use (each run's reasons listed on stderr
     before it; one run: no_rounds_error), in every command: "no round could be replayed [at T = 0.7] in A, B"."""
-    at = "" if temperature is None else f" at T = {temperature:g}"
+    at = "" if temperature is None else f" at T = {format_temperature(temperature)}"
     return SpecReplayError(f"no round could be replayed{at} in {', '.join(dirs)} (reasons listed above)")
 
 
@@ -289,6 +290,21 @@ def vocab_sizes_json(used: dict[str, int | None]) -> int | None | dict[str, int 
     return next(iter(values)) if len(values) <= 1 and used else (dict(used) if used else None)
 
 
+def print_unrecorded_temperature(command: str, temperature: float, manifest) -> None:
+    """The note of a T > 0 the manifest records no node_logprobs for while it records some at other
+    temperatures: every round then has the top-K bounds, not the exact values."""
+    from replay.core.sampling_recorded import recorded_column
+
+    recorded = manifest.node_logprob_temperatures
+    if recorded and temperature > 0 and recorded_column(temperature, recorded) is None:
+        print(
+            f"specreplay {command}: note: manifest.json records node_logprobs at T = "
+            f"{', '.join(format_temperature(float(r)) for r in recorded)}, not at T = {format_temperature(temperature)}: "
+            "the numbers are the top-K bounds (the exact ones need one of those temperatures as recorded)",
+            file=sys.stderr,
+        )
+
+
 def print_missing_node_logprobs(
     command: str, temperature: float, manifest, missing: int, gaps: tuple[Sequence[str], Sequence[str]] | None = None
 ) -> None:
@@ -297,6 +313,7 @@ def print_missing_node_logprobs(
     nodes; without node_logprobs in their validate file or packed block), to say which and why."""
     from replay.core.sampling_recorded import recorded_column
 
+    print_unrecorded_temperature(command, temperature, manifest)
     if not missing or recorded_column(temperature, manifest.node_logprob_temperatures) is None:
         return
     why = ""
@@ -306,7 +323,7 @@ def print_missing_node_logprobs(
         parts += [f"{len(without)} without node_logprobs in their validate file or packed run ({_some(without)})"]
         why = ": " + "; ".join(p for p, names in zip(parts, gaps) if names)
     print(
-        f"specreplay {command}: note: manifest.json records node_logprobs at T = {temperature:g}, but "
+        f"specreplay {command}: note: manifest.json records node_logprobs at T = {format_temperature(temperature)}, but "
         f"{missing} round(s) here carry none, so their numbers are the top-K bounds{why}",
         file=sys.stderr,
     )
@@ -321,7 +338,7 @@ def _some(names: Sequence[str], shown: int = 3) -> str:
 def print_needs_vocab(command: str, temperature: float) -> None:
     """The note of a run above T = 1 without a vocabulary size (its lower bounds are refused)."""
     print(
-        f"specreplay {command}: note: at T = {temperature:g} > 1 the lower bounds need the vocabulary size "
+        f"specreplay {command}: note: at T = {format_temperature(temperature)} > 1 the lower bounds need the vocabulary size "
         "(--vocab-size V, or vocab_size in manifest.json); they are shown as 0 (refused), the upper bounds stand",
         file=sys.stderr,
     )

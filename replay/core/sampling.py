@@ -101,7 +101,7 @@ def problem_words(code: int, vocab_size: int | None = None) -> str:
 def check_temperature(value: Any) -> float:
     """T as a float: finite and >= 0 (0 means greedy). Raises ValueError with the words to show."""
     if isinstance(value, bool):
-        raise ValueError(f"temperature: expected a number >= 0, got {value!r}")
+        raise ValueError(f"temperature: expected a number >= 0, got {str(value).lower()}")
     try:
         t = float(value)
     except (TypeError, ValueError):
@@ -113,7 +113,14 @@ def check_temperature(value: Any) -> float:
             f"temperature: expected 0 (greedy) or a number >= {MIN_TEMPERATURE:g}, got {value!r} "
             "(a smaller T reads as 0 or has no finite 1/T)"
         )
-    return t + 0.0  # -0.0 is 0: shown as "T = 0", never "-0" (new-user try 15)
+    return t + 0.0  # -0.0 is 0: shown as "T = 0", never "-0"
+
+
+def format_temperature(t: float) -> str:
+    """T as every message and label prints it: short (``0.7``, ``1e-09``), yet never a different
+    number than the one used (``0.80000001`` is not shown as ``0.8``)."""
+    short = f"{t:g}"
+    return short if float(short) == t else repr(float(t))
 
 
 def _nonzero_text(text: str) -> bool:

@@ -11,6 +11,7 @@ import numpy as np
 
 from replay.core.config import SpecConfig, TreeConfig
 from replay.core.headline import headline, headline_lines
+from replay.core.sampling import format_temperature
 from replay.core.selection import FALLBACK_WARNING
 from replay.core.vocab import BONUS_CORRECTION, LAYOUT_PARENTS, PAD_TOKEN, STOP_NO_ROW
 from replay.io.grouping import Skipped, describe_skipped
@@ -199,7 +200,7 @@ def _span(lo: float, hi: float, digits: int = 4) -> str:
 def sampling_lines(smp) -> list[str]:
     """A round's replay.engine.sampling.RoundSampling, under its tree."""
     lines = [
-        f"  at T = {smp.temperature:g}: expected accepted length {_span(smp.expected_lo, smp.expected_hi)}"
+        f"  at T = {format_temperature(smp.temperature)}: expected accepted length {_span(smp.expected_lo, smp.expected_hi)}"
         + ("  (exact, from node_logprobs)" if smp.from_node_logprobs else "  (exact)" if smp.exact else "  (bounds)")
     ]
     ge = ", ".join(
@@ -256,7 +257,7 @@ def sampling_summary_arrays(
     used = f" of the {n} used" if skipped else ""
     without = f"; {counted(no_scores, 'replayed round')} without scores skipped (listed on stderr)" if no_scores else ""
     lines = [
-        f"sampling at T = {t:g} ({rounds_with_scores(n, t, skipped)}, {int(exact.sum())} exact{used}{without}):",
+        f"sampling at T = {format_temperature(t)} ({rounds_with_scores(n, t, skipped)}, {int(exact.sum())} exact{used}{without}):",
         f"  expected accepted length per round: {_span(lo, hi)}",
         f"  expected block efficiency:          {_span(lo + 1.0, hi + 1.0)}",
         "  expected distribution of the accepted length (fraction of rounds):",

@@ -17,6 +17,7 @@ from replay.core.sampling import (
     VocabSize,
     VocabTooSmall,
     check_temperature,
+    format_temperature,
     greedy_logp,
     problem_words,
     round_bounds,
@@ -108,7 +109,7 @@ def refused_with_scores(reasons: Iterable[str]) -> int:
 
 def sampling_skip(name: str, temperature: float, why: str) -> Skipped:
     """The skipped-input entry of a round that sampling mode cannot use at T (every command says it so)."""
-    return Skipped(f"round {name}", f"no sampling replay at T = {temperature:g}: {why}", ())
+    return Skipped(f"round {name}", f"no sampling replay at T = {format_temperature(temperature)}: {why}", ())
 
 
 class VocabBelowCandidates(SpecReplayError):
