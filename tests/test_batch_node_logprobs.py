@@ -81,6 +81,10 @@ def test_batch_equals_replay_at_recorded_and_other_temperatures(dumps, capsys, t
     if recorded and which == "mixed":  # the rounds without the array fall back, and both say so once
         assert want[2].count("note: manifest.json records node_logprobs") == 1
         assert f"{60 - len(given)} without node_logprobs in their validate file" in want[2]
+    elif recorded:
+        assert "records node_logprobs" not in want[2]
+    elif float(t) > 0:  # another T than the recorded ones: one note names them (T = 0 is the greedy replay)
+        assert want[2].count(f"records node_logprobs at T = 0.7, 1, not at T = {t}") == 1
     else:
         assert "records node_logprobs" not in want[2]
 
