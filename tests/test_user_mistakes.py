@@ -3821,3 +3821,44 @@ def test_a_boolean_temperature_is_spelled_as_json(capsys, tmp_path):
     with pytest.raises(Exception) as caught:
         api.sampling(str(SYNTH), True)
     assert "got true" in str(caught.value) and "True" not in str(caught.value)
+
+
+# --- issue 36, item 12 and small ones: the sampled-run note at T = 0, quoted paths, JSON's true ----
+
+
+def _sampled_article(tmp_path: Path) -> Path:
+    d = tmp_path / "my runs" / "article"
+    shutil.copytree(ARTICLE, d)
+    body = json.loads((d / "manifest.json").read_text())
+    body["temperature"] = 0.7
+    (d / "manifest.json").write_text(json.dumps(body))
+    return d
+
+
+def test_replay_at_t0_of_a_sampled_run_gives_the_sampled_run_note(capsys, tmp_path):
+    d = _sampled_article(tmp_path)
+    _, _, plain = run(capsys, "replay", d)
+    code, _, at0 = run(capsys, "replay", d, "--temperature", "0")
+    note = [line for line in plain.splitlines() if "records a run sampled at T = 0.7" in line]
+    assert len(note) == 1 and code == 0
+    assert [line for line in at0.splitlines() if "records a run sampled at T = 0.7" in line] == note
+
+
+def test_a_suggested_command_quotes_a_path_with_a_space(capsys, tmp_path):
+    d = _sampled_article(tmp_path)
+    _, _, err = run(capsys, "replay", d)
+    assert f"`specreplay replay '{d}' --temperature 0.7`" in err
+
+
+def test_a_boolean_in_a_json_file_is_quoted_as_json(capsys, tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text('{"gamma": true, "topKSpec": [[2]], "topHead": [1]}')
+    code, _, err = run(capsys, "replay", ARTICLE, "--config", config)
+    assert code == 2 and "got true" in err and "True" not in err
+    d = tmp_path / "d"
+    shutil.copytree(ARTICLE, d)
+    (d / "manifest.json").write_text(
+        json.dumps({**json.loads((ARTICLE / "manifest.json").read_text()), "temperature": True})
+    )
+    code, _, err = run(capsys, "replay", d)
+    assert code == 2 and "manifest.json (temperature)" in err and "got true" in err and "True" not in err

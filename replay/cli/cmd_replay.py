@@ -160,6 +160,9 @@ def _replay_sampling(args: argparse.Namespace) -> int:
     fell_back = [res for res, s in used if not s.from_node_logprobs]
     print_missing_node_logprobs("replay", t, rep.manifest, len(fell_back), node_logprob_gaps(fell_back))
     print_reading(rep)
+    note = sampled_run_note(rep.manifest, args.dir) if t == 0 else None  # T = 0 is the greedy walk
+    if note:
+        print_notes([note])
     return 1 if rep.skipped else 0
 
 

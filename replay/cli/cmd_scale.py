@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import shlex
 import sys
 from collections import Counter
 from dataclasses import replace
@@ -266,7 +267,7 @@ def run_pack(args: argparse.Namespace) -> int:
     if summary.skipped:
         print(
             f"  skipped: {describe_skipped(summary.skipped_items)} (each listed on stderr; kept in packed.json, "
-            f"and `specreplay replay {summary.path}` lists them again)"
+            f"and `specreplay replay {shlex.quote(str(summary.path))}` lists them again)"
         )
     print_notes(summary.warnings)
     print_skipped(summary.skipped_items)

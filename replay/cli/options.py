@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Callable, Iterable, Sequence
 
@@ -122,7 +123,8 @@ def sampled_run_note(manifest, directory: str) -> str | None:
     return (
         f"note: {manifest.path or 'manifest.json'} records a run sampled at T = {format_temperature(t)} (field temperature): this "
         "replay is the greedy walk (a child is accepted when it is the target's top-1), so its accepted and "
-        f"committed tokens are not the ones the run committed; `specreplay replay {directory} --temperature {format_temperature(t)}` "
+        f"committed tokens are not the ones the run committed; `specreplay replay {shlex.quote(directory)} --temperature "
+        f"{format_temperature(t)}` "
         "gives the expected acceptance at the run's T"
     )
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from replay.util.bounded import MAX_JSON_BYTES, parse_json_bytes, read_file_bytes
 from replay.util.errors import ConfigError
+from replay.util.words import value_words
 
 TREE_STATIC = 0
 TREE_DYNAMIC = 1
@@ -168,13 +169,13 @@ class SpecConfig:
 
 def _int(value: Any, source: str | None, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(source, name, f"expected an integer, got {value!r}")
+        raise ConfigError(source, name, f"expected an integer, got {value_words(value)}")
     return value
 
 
 def _int_list(value: Any, source: str | None, name: str) -> tuple[int, ...]:
     if not isinstance(value, list):
-        raise ConfigError(source, name, f"expected a list of integers, got {value!r}")
+        raise ConfigError(source, name, f"expected a list of integers, got {value_words(value)}")
     return tuple(_int(v, source, f"{name}[{i}]") for i, v in enumerate(value))
 
 
@@ -225,7 +226,7 @@ def check_tree(tree: TreeConfig, source: str | None = None, prefix: str = "") ->
         raise ConfigError(source, prefix + "treeType", f"must be 0 (static) or 1 (dynamic), got {tree.tree_type}")
     t = tree.gamma_threshold
     if not (isinstance(t, (int, float)) and math.isfinite(t) and 0.0 <= t <= 1.0):
-        raise ConfigError(source, prefix + "gammaThreshold", f"must be a number in [0, 1], got {t!r}")
+        raise ConfigError(source, prefix + "gammaThreshold", f"must be a number in [0, 1], got {value_words(t)}")
 
 
 def _flat_spec_message(flat: list[int], heads: Any) -> str:
@@ -256,7 +257,7 @@ def parse_tree(obj: Mapping[str, Any], source: str | None = None, where: str = "
     """One tree object (keys ``gamma``, ``topKSpec``, ``topHead``, ``treeType``, ``gammaThreshold``);
     an error names the misspelt keys that may have caused it (_hinted)."""
     if not isinstance(obj, Mapping):
-        raise ConfigError(source, where or "tree", f"expected a JSON object, got {obj!r}")
+        raise ConfigError(source, where or "tree", f"expected a JSON object, got {value_words(obj)}")
     try:
         return _parse_tree(obj, source, where)
     except ConfigError as exc:
@@ -269,7 +270,7 @@ def _parse_tree(obj: Mapping[str, Any], source: str | None, where: str) -> TreeC
         raise ConfigError(source, p + "topKSpec", "is missing")
     raw_spec = obj["topKSpec"]
     if not isinstance(raw_spec, list) or not raw_spec:
-        raise ConfigError(source, p + "topKSpec", f"expected a non-empty list of lists, got {raw_spec!r}")
+        raise ConfigError(source, p + "topKSpec", f"expected a non-empty list of lists, got {value_words(raw_spec)}")
     if all(isinstance(v, int) and not isinstance(v, bool) for v in raw_spec):
         raise ConfigError(source, p + "topKSpec", _flat_spec_message(raw_spec, obj.get("topHead")))
     spec = tuple(_int_list(row, source, f"{p}topKSpec[{i}]") for i, row in enumerate(raw_spec))
@@ -281,7 +282,7 @@ def _parse_tree(obj: Mapping[str, Any], source: str | None, where: str) -> TreeC
     tree_type = _int(obj.get("treeType", DEFAULT_TREE_TYPE), source, p + "treeType")
     thr = obj.get("gammaThreshold", DEFAULT_GAMMA_THRESHOLD)
     if isinstance(thr, bool) or not isinstance(thr, (int, float)) or (isinstance(thr, int) and not 0 <= thr <= 1):
-        raise ConfigError(source, p + "gammaThreshold", f"expected a number in [0, 1], got {thr!r}")
+        raise ConfigError(source, p + "gammaThreshold", f"expected a number in [0, 1], got {value_words(thr)}")
     extra = {k: v for k, v in obj.items() if k not in _TREE_KEYS}
     # Build without __post_init__'s source-less check so messages carry the file and prefix.
     tree = object.__new__(TreeConfig)
@@ -379,7 +380,7 @@ def parse_config(obj: Any, source: str | None = None) -> SpecConfig:
     if "specTree" in obj:
         raw = obj["specTree"]
         if not isinstance(raw, list) or not raw:
-            raise ConfigError(source, "specTree", f"expected a non-empty list of tree objects, got {raw!r}")
+            raise ConfigError(source, "specTree", f"expected a non-empty list of tree objects, got {value_words(raw)}")
         trees = tuple(parse_tree(t, source, f"specTree[{i}].") for i, t in enumerate(raw))
         settings = {k: v for k, v in obj.items() if k in KNOWN_RUN_KEYS and k != "specTree"}
         unknown = {k: v for k, v in obj.items() if k not in KNOWN_RUN_KEYS and k not in _TREE_KEYS}

@@ -13,6 +13,7 @@ from replay.core.config import SpecConfig, misspelling_warning, near_miss, parse
 from replay.core.vocab import LAYOUTS
 from replay.util.bounded import read_json_file
 from replay.util.errors import DumpError
+from replay.util.words import value_words
 
 from .dumpwrite import MANIFEST_NAME
 from .formats.matrix_io import (
@@ -154,8 +155,7 @@ def _node_temperatures(path: Path, value: Any) -> tuple[float, ...] | None:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return value_words(value)
 
 
 def read_manifest(directory: str | Path) -> Manifest:

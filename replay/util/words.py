@@ -13,3 +13,11 @@ def row_words(row: int) -> str:
     docs/dump-format.md do (row 0 is the root's validate row): a user counting lines from 1 would
     otherwise look one row too far."""
     return f"row {row} (0-based)"
+
+
+def value_words(value: object, limit: int = 80) -> str:
+    """A value read from a JSON file as a message quotes it: true/false/null in JSON's spelling (the
+    file says ``true``, not Python's ``True``), anything else as its repr, cut at ``limit``."""
+    text = {True: "true", False: "false"}.get(value, repr(value)) if isinstance(value, bool) else repr(value)
+    text = "null" if value is None else text
+    return text if len(text) <= limit else text[: limit - 3] + "..."

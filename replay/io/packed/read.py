@@ -8,6 +8,7 @@ read. docs/packed-format.md.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -234,7 +235,7 @@ class PackedRun:
         what = f"block {k} of group {group.name} ({n} round{'s' if n != 1 else ''})"
         why = (
             "; ".join(str(e) for e in errors)
-            + f"; the rest of the run is read (check it: specreplay verify-pack {self.path})"
+            + f"; the rest of the run is read (check it: specreplay verify-pack {shlex.quote(str(self.path))})"
         )
         position = self.num_rounds if ords is None else int(ords.min())
         return BadBlock(group.name, k, n, position, keys, Skipped(what, why, tuple(e.path for e in errors)))
