@@ -3862,3 +3862,23 @@ def test_a_boolean_in_a_json_file_is_quoted_as_json(capsys, tmp_path):
     )
     code, _, err = run(capsys, "replay", d)
     assert code == 2 and "manifest.json (temperature)" in err and "got true" in err and "True" not in err
+
+
+# --- issue 36, item 10: a damaged .npy header is said in plain words ------------------------------
+
+
+def test_a_damaged_npy_header_is_said_in_plain_words(capsys, tmp_path):
+    d = tmp_path / "npy"
+    d.mkdir()
+    np.save(d / "draft_step_0_9_19.npy", np.array([[1, 2, 3]]))
+    np.save(d / "draft_step_1_10_20.npy", np.array([[4, 5], [6, 7]]))
+    np.save(d / "draft_step_2_10_20.npy", np.array([[8], [9]]))
+    np.save(d / "validate_10_20.npy", np.array([[1], [4], [2]]))
+    raw = (d / "validate_10_20.npy").read_bytes()
+    at = raw.index(b"(3, 1)")
+    (d / "validate_10_20.npy").write_bytes(raw[:at] + b"(3, 1 \n" + raw[at + 7 :])  # the shape's ')' lost
+    (d / "config.json").write_text('{"gamma": 2, "topKSpec": [[3], [1, 1]], "topHead": [1, 2]}')
+    code, _, err = run(capsys, "replay", d)
+    assert code == 2 and str(d / "validate_10_20.npy") in err
+    assert "damaged .npy header: expected a dictionary like" in err and "the file is truncated or was changed" in err
+    assert "EOF in multi-line" not in err and "SyntaxError" not in err and "((" not in err

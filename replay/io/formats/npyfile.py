@@ -141,9 +141,15 @@ def _numpy_parse(major: int, raw: bytes, fail: Fail) -> tuple[tuple[int, ...], b
             shape, fortran_order, dtype = parse(io.BytesIO(raw), max_header_size=MAX_NPY_HEADER_BYTES)
     # The header is a Python literal evaluated by ast.literal_eval: a hostile one raises ValueError,
     # SyntaxError, TypeError, MemoryError or RecursionError. All mean an invalid header.
-    except Exception as exc:  # noqa: BLE001 - the boundary of an untrusted-input parser
+    except Exception:  # noqa: BLE001 - the boundary of an untrusted-input parser
+        # the parser's own words are Python's (a tokenizer tuple, a dict repr): say what is wrong instead
+        text = raw.decode("latin-1")
+        text = text[text.find("{") :] if "{" in text else text
+        shown = "".join(ch if 32 <= ord(ch) < 127 else "?" for ch in text)[:60].rstrip()
         raise fail(
-            f"invalid .npy header: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            "damaged .npy header: expected a dictionary like {'descr': '<i8', 'fortran_order': False, "
+            f"'shape': (3, 4)}} as numpy.save writes it, found {shown!r}; the file is truncated or was "
+            "changed after it was written"
         ) from None
     return shape, fortran_order, dtype
 
