@@ -3882,3 +3882,22 @@ def test_a_damaged_npy_header_is_said_in_plain_words(capsys, tmp_path):
     assert code == 2 and str(d / "validate_10_20.npy") in err
     assert "damaged .npy header: expected a dictionary like" in err and "the file is truncated or was changed" in err
     assert "EOF in multi-line" not in err and "SyntaxError" not in err and "((" not in err
+
+
+# --- issue 36, item 11: run labels in CJK: a font that has the glyphs, or one note ----------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["plot", "report"])
+def test_cjk_run_labels_give_one_note_or_a_font_with_the_glyphs(capsys, tmp_path, command):
+    from analysis.report.fonts import fallback_family
+
+    d = tmp_path / "中文运行"
+    shutil.copytree(ARTICLE, d)
+    code, _, err = run(capsys, command, d, "-o", tmp_path / "out", "--no-progress")
+    assert code == 0 and "Glyph" not in err and "missing from" not in err, err
+    notes = [line for line in err.splitlines() if "no installed font has" in line]
+    if fallback_family() is None:
+        assert len(notes) == 1 and "中" in notes[0] and "fonts-noto-cjk" in notes[0]
+    else:
+        assert notes == []

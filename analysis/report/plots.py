@@ -48,12 +48,12 @@ def save_figure(fig: Figure, out_dir: str | Path, stem: str, formats: Sequence[s
 
 
 def _run_label(run: str, rounds: int) -> str:
-    return f"{run} ({rounds} round{'s' * (rounds != 1)})"
+    return f"{run} ({counted(rounds, 'round')})"
 
 
 def _rounds_text(counts: dict[str, int]) -> str:
     if len(counts) == 1:
-        return f"{next(iter(counts.values()))} rounds"
+        return counted(next(iter(counts.values())), "round")
     return ", ".join(f"{r}: {n}" for r, n in counts.items()) + " rounds"
 
 

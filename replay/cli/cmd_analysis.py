@@ -33,6 +33,7 @@ from .options import (
     add_sampling_options,
     no_rounds_error,
     no_rounds_in_runs,
+    note_on_stderr,
     options_from_args,
     parse_key,
     print_missing_node_logprobs,
@@ -392,6 +393,7 @@ def _stats_sampling(args: argparse.Namespace, runs) -> int:
 
 def run_plot(args: argparse.Namespace) -> int:
     from analysis.report import plots, treeplot
+    from analysis.report.fonts import any_script
     from analysis.tables.build import build_tables
     from analysis.tables.metrics import all_metrics, static_shape
     from analysis.tables.runs import TABLES_METRICS
@@ -415,7 +417,7 @@ def run_plot(args: argparse.Namespace) -> int:
         update(len(written) // len(fmts), figures)
 
     # the figures are drawn beside -o and moved in together: an interrupt leaves the earlier ones
-    with staged_directory(out, whole=False) as staging, contextlib.ExitStack() as bar:
+    with staged_directory(out, whole=False) as staging, contextlib.ExitStack() as bar, any_script(note_on_stderr):
         bar.callback(close)
         save(plots.plot_accepted_length(m["accepted_length"]), "accepted_length")
         save(plots.plot_depth_acceptance(m["depth_acceptance"]), "depth_acceptance")

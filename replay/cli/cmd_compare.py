@@ -36,6 +36,7 @@ from .options import (
     add_output,
     add_sampling_options,
     at_least_one,
+    note_on_stderr,
     parse_key,
     print_skipped,
 )
@@ -132,10 +133,11 @@ def run_compare(args: argparse.Namespace) -> int:
         ).sort_values("run", kind="stable")
     if args.plot:  # after --top: the plot shows the rows the table shows
         from analysis.report import plots  # matplotlib: ~0.5 s to import, only for --plot
+        from analysis.report.fonts import any_script
 
         for run, grp in table.groupby("run", sort=False):
             target = Path(args.plot).with_stem(Path(args.plot).stem + (f"_{run}" if len(runs) > 1 else ""))
-            with atomic_path(target) as tmp:
+            with atomic_path(target) as tmp, any_script(note_on_stderr):
                 plots.plot_compare_configs(grp, run, done.costs[run].source).savefig(
                     tmp, format=plot_format, dpi=plots.DPI, bbox_inches="tight"
                 )
@@ -333,7 +335,10 @@ def run_report(args: argparse.Namespace) -> int:
             progress=start_phase,
             on_skipped=curve_skipped.__setitem__,
         )
-        path = write_report(runs, args.output, opts, tables=not args.no_tables)
+        from analysis.report.fonts import any_script
+
+        with any_script(note_on_stderr):
+            path = write_report(runs, args.output, opts, tables=not args.no_tables)
     finally:
         close()
     print(path)

@@ -101,6 +101,11 @@ def print_skipped(skipped: Iterable[Skipped], label: str | None = None) -> None:
         print(f"specreplay: {run}{line}", file=sys.stderr)
 
 
+def note_on_stderr(line: str) -> None:
+    """One note line on stderr, as every command prints its notes."""
+    print_notes([line])
+
+
 def print_notes(lines: Iterable[str], label: str | None = None) -> None:
     """Notes and warnings about how the input was read ("note: ...", "warning: ..."), one per stderr line."""
     run = f"{label}: " if label else ""
