@@ -1294,7 +1294,9 @@ def test_a_stated_step0_offset_wins_but_a_better_one_is_named(capsys, tmp_path, 
         "check --step0-offset",
     )
     assert_told(
-        err, "skipped round 10_20: missing draft_step_0_9_19", "skipped round 16_26: draft files without validate_16_26"
+        err,
+        "skipped round 10_20: missing draft_step_0_9_19",
+        "skipped draft_step_0_15_25: a step-0 file named with round 15_25's own key",
     )
     code, summary, err = stats_summary(capsys, dump, "--step0-offset", "0")  # the fix the warning names
     assert code == 0 and summary["mean_accepted_length"] == 3.0 and without_fallback_warning(err) == ""
@@ -3142,8 +3144,8 @@ def test_a_greedy_replay_of_a_sampled_run_says_its_tokens_are_not_the_runs(capsy
     code, out, err = run(capsys, "replay", d, *mode)
     assert code == 0 and out
     assert_told(err, "records a run sampled at T = 0.7", "greedy walk", f"replay {d} --temperature 0.7")
-    code, _, err = run(capsys, "replay", d, "--temperature", "0", *mode[:1])
-    assert "sampled at" not in err
+    code, _, at0 = run(capsys, "replay", d, "--temperature", "0", *mode[:1])  # T = 0 is the same greedy walk
+    assert "records a run sampled at T = 0.7" in at0
     (d / "manifest.json").write_text(json.dumps({"temperature": 0}), encoding="utf-8")
     code, _, err = run(capsys, "replay", d, *mode)
     assert code == 0 and "sampled at" not in err
@@ -3901,3 +3903,21 @@ def test_cjk_run_labels_give_one_note_or_a_font_with_the_glyphs(capsys, tmp_path
         assert len(notes) == 1 and "中" in notes[0] and "fonts-noto-cjk" in notes[0]
     else:
         assert notes == []
+
+
+def test_a_step0_file_under_its_own_rounds_key_is_named_for_what_it_is(capsys, tmp_path):
+    d = tmp_path / "d"
+    shutil.copytree(ARTICLE, d)
+    (d / "manifest.json").unlink()
+    for src, dst in (
+        ("draft_step_0_123_139", "draft_step_0_505_605"),
+        ("draft_step_1_124_140", "draft_step_1_505_605"),
+        ("draft_step_2_124_140", "draft_step_2_505_605"),
+        ("validate_124_140", "validate_505_605"),
+    ):
+        shutil.copyfile(d / src, d / dst)
+    code, _, err = run(capsys, "replay", d, "--summary")
+    assert code == 1
+    assert "506_606" not in err  # no round of that key exists
+    assert "skipped draft_step_0_505_605: a step-0 file named with round 505_605's own key" in err
+    assert "missing draft_step_0_504_604 (draft_step_0_505_605 is here, named with the round's own key" in err

@@ -653,7 +653,7 @@ def _assemble(
             told.update(bad)
             continue
         if -1 not in entries:
-            skipped.append(Skipped(name, "draft files without validate_%d_%d" % key, paths))
+            skipped.append(Skipped(*_without_validate(name, key, entries, by_round, (da, db)), paths))
             continue
         if not steps:
             skipped.append(Skipped(name, NO_DRAFTS_REASON, paths))
@@ -668,7 +668,7 @@ def _assemble(
                 for s in missing
             )
             more = f" and {gaps - len(missing)} more" if gaps > len(missing) else ""
-            skipped.append(Skipped(name, f"missing {want}{more}", paths))
+            skipped.append(Skipped(name, f"missing {want}{more}{_own_key_hint(key, by_round, (da, db))}", paths))
             continue
         rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))
     rounds = _lost_last_steps(rounds, skipped, (da, db))
@@ -896,3 +896,29 @@ def _child_prefix(directory: Path) -> str:
     if text == ".":
         return ""
     return text if text.endswith(os.sep) else text + os.sep
+
+
+def _without_validate(
+    name: str, key: Key, entries: dict[int, FileSet], by_round: dict[Key, dict[int, FileSet]], offset: tuple[int, int]
+) -> tuple[str, str]:
+    """Why draft files make no round. A lone step-0 file whose own name is a round's key was most
+    likely written under that round's key (step 0 is named one position earlier by default): say so,
+    instead of naming a round that exists nowhere but in the offset arithmetic."""
+    if set(entries) == {0} and offset != (0, 0):
+        own = (key[0] - offset[0], key[1] - offset[1])
+        if -1 in by_round.get(own, {}):
+            file = _base_name(entries[0].data)
+            return file, (
+                f"a step-0 file named with round {own[0]}_{own[1]}'s own key: step 0 is named {offset[0]},{offset[1]} "
+                f"position(s) before its round, so it pairs with no validate file (--step0-offset 0 reads every "
+                "step 0 so)"
+            )
+    return name, "draft files without validate_%d_%d" % key
+
+
+def _own_key_hint(key: Key, by_round: dict[Key, dict[int, FileSet]], offset: tuple[int, int]) -> str:
+    """The hint of a round missing its step-0 file while a step-0 file carries the round's own key."""
+    later = (key[0] + offset[0], key[1] + offset[1])
+    if offset == (0, 0) or set(by_round.get(later, {})) != {0}:
+        return ""
+    return f" (draft_step_0_{key[0]}_{key[1]} is here, named with the round's own key: see --step0-offset)"
