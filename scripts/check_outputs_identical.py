@@ -40,7 +40,7 @@ SAMPLES_DIR = "sample_dumps"
 
 # Normalisations of text output: (pattern, replacement). Order matters.
 TIMINGS = [
-    (re.compile(r"in \d+(?:\.\d+)? s \(\d+(?:\.\d+)? rounds/s\)"), "in <T> s (<R> rounds/s)"),
+    (re.compile(r"in \d+(?:\.\d+)? s \(\d[\d,]*(?:\.\d+)? rounds/s\)"), "in <T> s (<R> rounds/s)"),
     (re.compile(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b"), "<DATE>"),
     (re.compile(r"\b\d+(?:\.\d+)? ?(?:ms|s) elapsed\b"), "<T> elapsed"),
     (re.compile(r'("seconds": \{)[^{}]*(\})'), r"\1<T>\2"),  # recommend --json: time per phase
