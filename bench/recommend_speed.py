@@ -46,7 +46,6 @@ from replay.core.config import TreeConfig  # noqa: E402
 from replay.engine.replayer import replay_directory  # noqa: E402
 from replay.io.packed.pack import pack_batches  # noqa: E402
 from replay.testing.batch_synth import synth_run  # noqa: E402
-from replay.util.old_paths import MOVED  # noqa: E402
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 BASELINE_REV = "d2662ec"  # the last commit before issue 15's changes to the shape search
@@ -72,15 +71,29 @@ def make_run(out: Path, rounds: int, seed: int) -> Path:
     return path
 
 
+MOVES_REV = "f17b429"  # the last revision with replay/util/old_paths.py: its MOVED table maps old module paths to new
+
+
+def baseline_moves() -> dict[str, str]:
+    """Module paths of the baseline (older than the folder move) to today's, from MOVES_REV's table."""
+    src = subprocess.run(
+        ["git", "show", f"{MOVES_REV}:replay/util/old_paths.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    namespace: dict = {}
+    exec(compile(src, "old_paths.py", "exec"), namespace)  # our own repository's file at a fixed revision
+    return dict(namespace["MOVED"])
+
+
 def tolerate_moved_imports(text: str) -> str:
     """The baseline's ``from replay.X import ...`` lines whose names today's package no longer has
     (its CLI glue: replay.commands became replay.cli) are wrapped in try/except: the timed
     functions use only the core modules, which the baseline and today's code share."""
     out = []
+    moves = baseline_moves()
     for line in text.splitlines():
         if line.startswith("from replay.") and " import " in line and not line.rstrip().endswith("("):
             module, names = line[len("from ") :].split(" import ", 1)
-            module = MOVED.get(module, module)  # the baseline predates the folder move (issue 21)
+            module = moves.get(module, module)
             line = f"from {module} import {names}"
             try:
                 mod = importlib.import_module(module)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """One hash per (command, sample): what every offline command prints and writes, to compare a tree
-before and after a change that must not change behaviour (issue 21's folder move).
+before and after a change that must not change behaviour.
 
     python scripts/check_outputs_identical.py -o before.json      # on the tree before
     python scripts/check_outputs_identical.py -o after.json       # ... and after
@@ -14,11 +14,7 @@ rounds/s)", the report's date), and files are compared by content, not bytes, wh
 carry what does not matter (Parquet files as their table, PNG files as their pixels). ``--keep
 DIR`` also writes each normalised output there, so that two runs can be diffed when a hash differs.
 
-Output that names a module (``exact replay ... (analysis.compare.subtree)``) names its new home after the
-move. So each output has two hashes: ``raw`` (the normalisations above only) and ``sha256``, which
-also writes every module name of replay/util/old_paths.py's MOVED table in its new form. ``--diff`` reports
-outputs identical byte for byte, those that differ only in module names (listed: check them), and
-those that differ (exit status 1).
+``--diff`` lists the outputs that differ (exit status 1) and counts those identical byte for byte.
 """
 
 from __future__ import annotations
@@ -45,43 +41,6 @@ TIMINGS = [
     (re.compile(r"\b\d+(?:\.\d+)? ?(?:ms|s) elapsed\b"), "<T> elapsed"),
     (re.compile(r'("seconds": \{)[^{}]*(\})'), r"\1<T>\2"),  # recommend --json: time per phase
 ]
-
-
-def _moves() -> dict[str, str]:
-    """Where each module went in the folder move (old dotted module -> new): replay/util/old_paths.py's table."""
-    from replay.util.old_paths import MOVED
-
-    return dict(MOVED)
-
-
-MOVES = _moves()
-NEW = {n for new in MOVES.values() for n in [".".join(new.split(".")[: k + 1]) for k in range(new.count(".") + 1)]}
-MODULE = re.compile(
-    r"(?<![\w.])(?:replay|analysis)(?:\.[A-Za-z_]\w*)+|(?<![\w./-])(?:replay|analysis)(?:/\w+)+(?:\.py)?"
-)
-
-
-def new_module_names(text: str) -> str:
-    """Every old module name (``analysis.compare.subtree``, ``replay/io/packed/read.py``) in its new form; names
-    that already are new stay (the longest known prefix decides)."""
-
-    def one(m: re.Match) -> str:
-        word = m.group(0)
-        is_path = "/" in word
-        dotted = word.removesuffix(".py").replace("/", ".") if is_path else word
-        parts = dotted.split(".")
-        for k in range(len(parts), 0, -1):
-            head = ".".join(parts[:k])
-            if head in NEW and head not in MOVES:
-                return word
-            if head in MOVES:
-                if head in NEW and k < len(parts) and ".".join(parts[: k + 1]) in NEW:
-                    return word  # a new package that replaced an old module of its name
-                new = ".".join([MOVES[head], *parts[k:]])
-                return new.replace(".", "/") + (".py" if word.endswith(".py") else "") if is_path else new
-        return word
-
-    return MODULE.sub(one, text)
 
 
 def samples() -> list[str]:
@@ -136,8 +95,8 @@ def normalise_text(text: str, out_dir: str) -> str:
 
 
 def file_digest(path: Path, out_dir: str) -> tuple[str, str, str | None]:
-    """(digest, digest with module names in their new form, normalised text or None) of a written
-    file's content, as far as it matters."""
+    """(digest, digest, normalised text or None) of a written file's content, as far as it matters
+    (the digest twice: the output's two keys, ``sha256`` and ``raw``, stay comparable with older files)."""
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         import pandas as pd
@@ -154,7 +113,7 @@ def file_digest(path: Path, out_dir: str) -> tuple[str, str, str | None]:
     data = path.read_bytes()
     if suffix in (".html", ".json", ".csv", ".txt", ".svg", ".md", ".jsonl"):
         text = normalise_text(data.decode("utf-8", "replace"), out_dir)
-        return "text:" + sha(text), "text:" + sha(new_module_names(text)), text
+        return "text:" + sha(text), "text:" + sha(text), text
     return "bytes:" + sha(data), "bytes:" + sha(data), None
 
 
@@ -204,7 +163,7 @@ def record(name: str, argv: list[str], scratch: Path, keep: Path | None, results
 
     text = body(0)
     results[key] = {
-        "sha256": sha(new_module_names(body(1))),
+        "sha256": sha(body(1)),
         "raw": sha(text),
         "exit": code,
         "files": len(digests),
@@ -247,20 +206,13 @@ def snapshot(output: Path, keep: Path | None, only: str | None) -> int:
 def diff(a: Path, b: Path) -> int:
     left, right = (json.loads(p.read_text(encoding="utf-8"))["outputs"] for p in (a, b))
     both = sorted(left.keys() & right.keys())
-    differ = [k for k in both if left[k]["sha256"] != right[k]["sha256"]]
-    renamed = [k for k in both if left[k]["sha256"] == right[k]["sha256"] and left[k]["raw"] != right[k]["raw"]]
+    differ = [k for k in both if left[k]["raw"] != right[k]["raw"]]
     only = sorted(left.keys() ^ right.keys())
-    for k in renamed:
-        print(f"same but for module names: {k}")
     for k in differ:
         print(f"differs: {k} (exit {left[k]['exit']} -> {right[k]['exit']})")
     for k in only:
         print(f"only in {'the first' if k in left else 'the second'}: {k}")
-    same = len(both) - len(differ) - len(renamed)
-    print(
-        f"{same} identical byte for byte, {len(renamed)} identical but for module names, {len(differ)} different, "
-        f"{len(only)} in one file only"
-    )
+    print(f"{len(both) - len(differ)} identical byte for byte, {len(differ)} different, {len(only)} in one file only")
     return 1 if differ or only else 0
 
 

@@ -17,8 +17,6 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from replay.util.old_paths import MOVED
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("replay", "analysis")
 
@@ -222,17 +220,6 @@ def _all_imports(path: Path) -> list[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
             out += [(node.lineno, node.module)] + [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
     return out
-
-
-@pytest.mark.slow
-def test_nothing_here_imports_an_old_path():
-    """The old paths (replay/util/old_paths.py) serve users' code only; this repository uses the new ones."""
-    old = set(MOVED) - KNOWN  # a package that replaced a module of its name is both
-    bad = []
-    for top in ("replay", "analysis", "tests", "bench", "scripts"):
-        for path in sorted((ROOT / top).rglob("*.py")):
-            bad += [f"{path.relative_to(ROOT)}:{line}: {name}" for line, name in _all_imports(path) if name in old]
-    assert not bad, f"imports of old paths (use the new ones, MOVED in replay/util/old_paths.py): {bad}"
 
 
 def test_the_checker_sees_lazy_relative_and_typing_imports(tmp_path):
