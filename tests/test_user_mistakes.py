@@ -3737,20 +3737,25 @@ def test_measured_status_says_why_for_a_run_without_timings(capsys):
 # --- issue 36, item 5: a config wider than the vocabulary is a usage error naming --config ----------
 
 
-@pytest.mark.slow
-def test_generate_with_a_width_beyond_the_vocabulary_names_config(capsys, tmp_path):
+def _generate_argv(tmp_path: Path, config: str, max_new_tokens: int, noise: float | None = None) -> list[str]:
+    """``specreplay generate`` on a tiny qwen2 pair (vocabulary 64) saved under tmp_path, into tmp_path/run."""
     from tests.live_fixtures import cli_args, make_pair, save_tiny_pair
 
-    models = save_tiny_pair(make_pair("qwen2", vocab_size=64), tmp_path / "models")
-    argv = cli_args(
+    pair = make_pair("qwen2", vocab_size=64) if noise is None else make_pair("qwen2", vocab_size=64, noise=noise)
+    models = save_tiny_pair(pair, tmp_path / "models")
+    return cli_args(
         "generate",
         models,
-        config="[[80],[2]]",
+        config=config,
         prompts=models / "prompts.jsonl",
-        max_new_tokens=4,
+        max_new_tokens=max_new_tokens,
         out=tmp_path / "run",
     )
-    code, out, err = run(capsys, *argv)
+
+
+@pytest.mark.slow
+def test_generate_with_a_width_beyond_the_vocabulary_names_config(capsys, tmp_path):
+    code, out, err = run(capsys, *_generate_argv(tmp_path, "[[80],[2]]", 4))
     assert code == 2 and "internal error" not in err and "Traceback" not in err, err
     assert "--config [80]|[2]" in err and "80" in err and "vocabulary size 64" in err
     assert not (tmp_path / "run").exists()
@@ -3763,18 +3768,9 @@ def test_generate_with_a_width_beyond_the_vocabulary_names_config(capsys, tmp_pa
 def test_generate_says_how_many_committed_tokens_were_cut(capsys, tmp_path):
     import re
 
-    from tests.live_fixtures import cli_args, make_pair, save_tiny_pair
-
-    models = save_tiny_pair(make_pair("qwen2", vocab_size=64, noise=0.0), tmp_path / "models")
-    argv = cli_args(
-        "generate",
-        models,
-        config="[[4],[1],[1]]",
-        prompts=models / "prompts.jsonl",
-        max_new_tokens=5,
-        out=tmp_path / "r",
+    code, out, err = run(
+        capsys, *_generate_argv(tmp_path, "[[4],[1],[1]]", 5, noise=0.0), "--repeats", "1", "--no-progress"
     )
-    code, out, err = run(capsys, *argv, "--repeats", "1", "--no-progress")
     assert code == 0, err
     rounds = int(re.search(r"rounds:\s+(\d+)", out)[1])
     kept = int(re.search(r"new tokens:\s+(\d+)", out)[1])
