@@ -96,8 +96,9 @@ def test_text_summary_shows_bounds_and_the_expected_distribution(capsys):
 
 
 def readme_console_blocks() -> list[tuple[list[str], list[str]]]:
-    """README's ```console blocks: (the command after ``$ specreplay``, the lines it shows)."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The ```console blocks of README.md and docs/sampling.md: (the command after ``$ specreplay``, the
+    lines it shows)."""
+    readme = "".join((ROOT / page).read_text(encoding="utf-8") for page in ("README.md", "docs/sampling.md"))
     blocks = []
     for part in readme.split("```console\n")[1:]:
         command, *shown = part[: part.index("```")].splitlines()

@@ -3080,7 +3080,7 @@ def test_report_lists_the_temperature_curves_skipped_rounds_and_exits_1(capsys, 
 def test_readme_and_recommend_help_say_a_disagreeing_shape_exits_0(capsys):
     # new-user try 5: the README listed a disagreeing shape under exit 1, --help called it "a finding,
     # not an error", and recommend exits 0 (tests/test_recommend_cli.py asserts the exit itself)
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join((ROOT / "docs" / "cli.md").read_text(encoding="utf-8").split())  # the exit statuses
     exit_1 = readme[readme.index("**1** some input skipped") : readme.index("**2** error")]
     assert "recommend" not in exit_1 and "disagree" not in exit_1, exit_1
     assert "a `recommend` shape whose measurement disagrees with its prediction is marked `agree = NO`" in readme
