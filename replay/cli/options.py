@@ -276,7 +276,7 @@ def add_sampling_options(p: argparse.ArgumentParser) -> None:
 
 def check_vocab_size_use(args: argparse.Namespace) -> None:
     """Refuse --vocab-size without --temperature on a command whose only use of it is the sampling
-    replay (add_sampling_options): the greedy replay never reads it (README, options that do nothing)."""
+    replay (add_sampling_options): the greedy replay never reads it (docs/cli.md: options that would do nothing are refused)."""
     if getattr(args, "vocab_needs_temperature", False) and args.vocab_size is not None and args.temperature is None:
         raise SpecReplayError(
             f"--vocab-size {args.vocab_size} without --temperature: the vocabulary size only bounds the sampling "

@@ -857,7 +857,9 @@ def _bounds_of(
             _aggregate_chunk(
                 *sums, ex, (ge_lo[:, lo:hi], ge_hi[:, lo:hi], exp_lo[lo:hi], exp_hi[lo:hi], variance[lo:hi])
             )
-        code = ch.stats.problem if t > 0.0 else np.zeros(hi - lo, dtype=np.int8)  # T = 0: scores not judged (README)
+        code = (
+            ch.stats.problem if t > 0.0 else np.zeros(hi - lo, dtype=np.int8)
+        )  # T = 0: scores not judged (docs/sampling.md)
         bad = code != PROBLEM_NONE  # rounds with a problem hold NaN everywhere
         exact[lo:hi], problem[lo:hi] = ex & ~bad, code
         if keep_reach:
