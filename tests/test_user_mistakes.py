@@ -3694,10 +3694,13 @@ def test_two_sigints_at_once_give_one_line_and_exit_130(tmp_path, long_dump):
     wherever the signals land (imports, reading on worker processes, tables, the final renames)."""
     import time
 
-    # from 0.1 s: before that the interpreter itself starts (its own handler, ~30 ms), not our code
-    delays = [0.1, 0.15, 0.2, 0.3, 0.5, 0.8, 1.2, 1.8, 2.5, 3.2]
+    # counted from when numpy is loaded (the command's own code runs: before it the interpreter starts,
+    # with its own handler, whatever the machine's load); from 0 on, every phase of the command
+    delays = [0.0, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.2, 1.8, 2.5]
     for i, delay in enumerate(delays):
         proc = _start("report", long_dump, "-o", tmp_path / f"r{i % 2}", "--no-progress")
+        maps = Path(f"/proc/{proc.pid}/maps")
+        assert _wait_for(lambda: "_multiarray_umath" in maps.read_text(), proc), "the command never started"
         time.sleep(delay)
         if proc.poll() is not None:
             continue

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from replay.util.errors import NoRoundsError, SpecReplayError
-from replay.util.interrupt import interrupt_once
+from replay.util.interrupt import ignore_interrupts, interrupt_once, interrupted
 
 from .status import DEBUG_ENV, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 
@@ -50,7 +50,32 @@ def debug_requested(argv: Sequence[str]) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the command's own process (in-process callers keep their SIGINT handling)
         interrupt_once()
-    argv = list(sys.argv[1:] if argv is None else argv)
+        try:
+            code = _main(sys.argv[1:])
+        finally:
+            ignore_interrupts()  # the command is done: it exits as it said, whatever arrives during shutdown
+        if interrupted() and code != EXIT_INTERRUPTED:  # a KeyboardInterrupt that Python had to swallow
+            _say("specreplay: interrupted")
+            code = EXIT_INTERRUPTED
+        if code == EXIT_INTERRUPTED:
+            _exit_now(code)
+        return code
+    return _main(argv)
+
+
+def _exit_now(code: int) -> None:
+    """Leave at once with ``code``, the streams flushed: the interrupt's cleanup already ran (finally
+    blocks), and CPython's own exit after a KeyboardInterrupt may end the process by SIGINT instead."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _main(argv: Sequence[str]) -> int:
+    argv = list(argv)
     debug = debug_requested(argv)
     try:
         from .parser import dispatch
@@ -75,6 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         return _fail(f"specreplay: error: {where}{exc.strerror or exc}", debug)
     except Exception as exc:  # noqa: BLE001 - the contract: one line, exit 2, never a traceback
+        if interrupted():  # a Ctrl-C inside a library's import surfaces as its own error (numpy: ImportError)
+            _say("specreplay: interrupted")
+            return EXIT_INTERRUPTED
         msg = " ".join(str(exc).split())  # one line, whatever the exception's text
         what = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
         return _fail(f"specreplay: internal error: {what} (run with --debug for the traceback)", debug)

@@ -10,26 +10,55 @@ own traceback.
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
+from typing import Any
+
+_seen: list[int] = []  # the command's process id, once it has had its SIGINT
+_owner: list[int] = []  # the command's process id (a forked worker inherits the handler, not the role)
+
+
+def interrupted() -> bool:
+    """Whether the command's process has been interrupted (SIGINT since interrupt_once)."""
+    return bool(_seen)
 
 
 def _first_interrupt(signum: int, frame: FrameType | None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if _owner and os.getpid() != _owner[0]:
+        return  # a worker forked before its initializer ran: its parent handles the interrupt
+    _seen.append(os.getpid())
     # Blocked too: CPython ends a process whose KeyboardInterrupt passed through its run-module path
     # by re-raising SIGINT at exit (status -2, after our one line); a blocked SIGINT leaves it 130.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     raise KeyboardInterrupt
 
 
+def _quiet_unraisable(hook: Callable[[Any], None]) -> Callable[[Any], None]:
+    """sys.unraisablehook that says nothing of our KeyboardInterrupt raised where Python cannot
+    propagate it (a weakref callback, a __del__): main sees interrupted() and says it once."""
+
+    def unraisable(info: Any) -> None:
+        if not (isinstance(info.exc_value, KeyboardInterrupt) and interrupted()):
+            hook(info)
+
+    return unraisable
+
+
 def interrupt_once() -> None:
     """In the command's own process (main thread only): the first SIGINT raises KeyboardInterrupt,
     later ones are ignored until the process ends."""
     if threading.current_thread() is threading.main_thread():
+        _owner[:] = [os.getpid()]
+        sys.unraisablehook = _quiet_unraisable(sys.unraisablehook)
         signal.signal(signal.SIGINT, _first_interrupt)
 
 
 def ignore_interrupts() -> None:
-    """A worker process's initializer: SIGINT is the parent's to handle."""
+    """SIGINT ignored from now on: a worker process's initializer (the parent handles it), and the
+    command's process once its work is done (its exit status stands through interpreter shutdown)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -10,6 +10,7 @@ error for a worker process that dies.
 from __future__ import annotations
 
 import os
+import signal
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -23,6 +24,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 MAX_DEFAULT_WORKERS = 2  # the default stays small: shared machines, and two cores already halve the wall time
+PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h): the signal a process gets when its parent ends
 WINDOW_PER_WORKER = 2  # items in flight per worker: one running, one queued, so no worker waits for the consumer
 
 
@@ -68,21 +70,44 @@ def _serial(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
         yield fn(item)
 
 
+def _init_worker() -> None:
+    """A worker process ignores SIGINT (its parent handles it) and ends with its parent: an
+    interrupted command leaves without waiting for its pool, and a worker left waiting on the pool's
+    queue would hold the command's output pipes open (Linux: prctl PR_SET_PDEATHSIG; elsewhere the
+    pool's own shutdown)."""
+    ignore_interrupts()
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent ended before the request took effect
+        os._exit(0)
+
+
 def _pooled(fn: Callable[[T], R], items: Iterable[T], workers: int, processes: bool) -> Iterator[R]:
     pool: Executor = (
-        ProcessPoolExecutor(max_workers=workers, initializer=ignore_interrupts)
+        ProcessPoolExecutor(max_workers=workers, initializer=_init_worker)
         if processes
         else ThreadPoolExecutor(max_workers=workers)
     )
-    with pool:
-        window: deque[Future[Any]] = deque()
-        try:
-            for item in items:
-                window.append(pool.submit(fn, item))
-                if len(window) >= WINDOW_PER_WORKER * workers:
-                    yield window.popleft().result()
-            while window:
+    window: deque[Future[Any]] = deque()
+    wait = True
+    try:
+        for item in items:
+            window.append(pool.submit(fn, item))
+            if len(window) >= WINDOW_PER_WORKER * workers:
                 yield window.popleft().result()
-        finally:
-            for fut in window:  # the consumer stopped early or an item failed: drop what has not started
-                fut.cancel()
+        while window:
+            yield window.popleft().result()
+    except KeyboardInterrupt:
+        # Ctrl-C may strike inside the pool's own bookkeeping: waiting for its workers could then wait
+        # forever, so the pool is left to end with the process (its workers ignore SIGINT)
+        wait = False
+        raise
+    finally:
+        for fut in window:  # the consumer stopped early or an item failed: drop what has not started
+            fut.cancel()
+        pool.shutdown(wait=wait, cancel_futures=not wait)
