@@ -5,8 +5,8 @@ alternated in one process; every outcome field is checked equal first.
     nice -n 10 python bench/subconfig_replay.py RUN --before DIR [--repeats 3] [--threshold 0.3]
 
 Prints CPU seconds per repeat for compare's 3 configs (docs/benchmarks.md's command) and for 4 configs
-of one prefix (recommend's top shapes on bench/million.py's run). docs/benchmarks.md, "Levels built
-on the walking rounds".
+of one prefix (recommend's top shapes on bench/million.py's run). docs/benchmarks.md, "compare and
+recommend at a million rounds".
 """
 
 from __future__ import annotations
