@@ -5,7 +5,7 @@
     python bench/million.py --dir /tmp/m --keep  # reuse (or keep) the generated run
     python bench/million.py --only batch-parquet,batch-csv
     python bench/million.py --rounds 100000 --scores --only stats-T,compare-T   # at T = 0.7 (validate scores)
-    python bench/million.py --cpu 1 --repeats 3   # issue 22's "one core": every command pinned to CPU 1, 3 interleaved runs
+    python bench/million.py --cpu 1 --repeats 3   # "one core": every command pinned to CPU 1, 3 interleaved runs
 
 The run (article tree, ``all`` layout with float32 scores, 5 % early stops) is generated as arrays
 by replay.testing.batch_synth and written with ``pack_batches``; it is scratch, never shipped. Each

@@ -48,7 +48,7 @@ from replay.io.packed.pack import pack_batches  # noqa: E402
 from replay.testing.batch_synth import synth_run  # noqa: E402
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
-BASELINE_REV = "d2662ec"  # the last commit before issue 15's changes to the shape search
+BASELINE_REV = "d2662ec"  # the shape search as it replayed round by round, before the count tables
 BASELINE_MODULES = ("recommend", "shape_model", "shape_search", "subtree", "costmodel")
 PHASES = ("statistics", "search", "exact replay", "bootstrap")
 

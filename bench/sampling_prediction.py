@@ -1,4 +1,4 @@
-"""Prediction across shapes at temperature T (issue 20, check 3), on the real pair.
+"""Prediction across shapes at temperature T, on the real pair.
 
 1. Record a WIDE tree live at T with seed S on the standard prompts (replay/live/stdprompts.py,
    each flattened to one line, since a prompts file holds one prompt per line), the list repeated
@@ -12,7 +12,7 @@
 4. Compare: prediction (mean of E_i over the wide rounds) against measurement (mean of A_i over
    the narrow rounds), each with a 95 % interval from the rounds' spread and one treating
    sequences as the independent units; and, as checks of the recording, each run against its own
-   dump: z = sum(A_i - E_i) / sqrt(sum Var_i), |z| < 4 expected (issue 20, check 2), and the
+   dump: z = sum(A_i - E_i) / sqrt(sum Var_i), |z| < 4 expected, and the
    top-K-only bounds of replay.core.sampling must contain the exact E_i.
 
 Both trees run in ONE process (the pair loads once: minutes on a loaded CPU), interleaved per

@@ -1,4 +1,4 @@
-"""Sampling-mode replay speed (issue 20): rounds/s at one temperature against the greedy batch replay.
+"""Sampling-mode replay speed: rounds/s at one temperature against the greedy batch replay.
 
     python bench/sampling_speed.py            # the run recorded in docs/benchmarks.md
     python bench/sampling_speed.py --quick    # a smoke run in seconds

@@ -1,4 +1,4 @@
-"""``replay DIR --json`` on a dump of varied matrix shapes (issue 22, item 1), the same dump packed,
+"""``replay DIR --json`` on a dump of varied matrix shapes, the same dump packed,
 and the batch fixed cost.
 
     python bench/varied_shapes_speed.py                      # 8,000 rounds, 3 repeats, 10^5 for the fixed cost

@@ -1,5 +1,5 @@
-"""List the functions over 80 lines outside tests (issue 21: "no function over 80 lines, unless it is
-one loop that reads top to bottom"; docs/architecture.md lists the ones that remain and why).
+"""List the functions over 80 lines outside tests (the rule: no function over 80 lines, unless it is
+one loop that reads top to bottom; docs/architecture.md lists the ones that remain and why).
 
     python scripts/long_functions.py [--max 80] [PATH ...]     (default: replay analysis scripts bench)
 

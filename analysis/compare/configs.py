@@ -47,7 +47,7 @@ COMPARE_COLUMNS = [
     "mean_accepted_length_hi",
     "mean_round_cost_lo",
     "mean_round_cost_hi",
-    "modelled_speedup_lo",  # modelled (cost model), never measured: named so since issue 19 (was speedup_lo)
+    "modelled_speedup_lo",  # modelled (cost model), never measured: the name says so
     "modelled_speedup_hi",
 ]
 

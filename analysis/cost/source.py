@@ -133,7 +133,8 @@ def cost_warning(cost: CostModel, what: str) -> str | None:
             "pass --cost FILE for real costs"
         )
     if cost.source.startswith(SOURCE_MANIFEST) and UNMEASURED_T1 in cost.source:
-        # new-user try 7: 2.402 modelled for every config of a CPU run that measured 0.80 with a baseline
+        # on a CPU run without a timed baseline the modelled speedups are far too high (2.402 for every config
+        # of a run whose baseline, once timed, measured 0.80)
         return (
             f"WARNING: {what}: the target-only step was not timed with these rounds, so the modelled speedups "
             f"take its cost from the forwards measured (cost model: {cost.source}); "

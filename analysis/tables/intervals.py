@@ -22,8 +22,8 @@ def wilson(k, n) -> tuple[np.ndarray, np.ndarray]:
     """95% Wilson score interval (lo, hi) of k successes in n trials; k, n broadcastable arrays.
 
     Where n == 0 nothing is known: (0, 1). The interval holds k/n: at k = 0 its lower end is 0
-    exactly (mid - half cancels to a rounding error, 5.6e-17 for 0 of 3, which the report's error bar
-    read as a negative length and crashed on: new-user try 14), and at k = n its upper end is 1.
+    exactly (mid - half would cancel to a rounding error, 5.6e-17 for 0 of 3, which an error bar
+    reads as a negative length), and at k = n its upper end is 1.
     """
     k = np.asarray(k, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)

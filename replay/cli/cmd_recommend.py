@@ -130,7 +130,7 @@ def run_recommend(args: argparse.Namespace) -> int:
     print_notes(rec.warnings)
     print_skipped(rec.skipped_items)
     disagree = sum(c.agree is False for c in rec.comparisons)
-    if disagree:  # a finding about the model, not about the input: exit 1 keeps one meaning (skipped input)
+    if disagree:  # a result about the model, not about the input: exit 1 keeps one meaning (skipped input)
         print(
             f"specreplay: warning: {disagree} measured shape(s) disagree with their prediction (agree = NO above)",
             file=sys.stderr,

@@ -56,8 +56,8 @@ PROBLEM_WORDS = {
 }
 
 
-# The smallest T > 0 taken: at T = 1e-310 the rule's 1/T overflowed and every bound came out NaN with
-# exit 0 (new-user try 14); T = 1e-300 gives the greedy answer, as T -> 0 must.
+# The smallest T > 0 taken: at T = 1e-310 the rule's 1/T overflows and every bound would be NaN;
+# T = 1e-300 gives the greedy answer, as T -> 0 must.
 MIN_TEMPERATURE = 1e-300
 
 
@@ -420,8 +420,8 @@ def sum_slack(n: int | np.ndarray, float32: bool | np.ndarray) -> np.ndarray:
     float64), and q |l| <= 1/e, so the sum is off by at most that unit times (1 + n / e) (the 1 for
     the float64 sum); doubled here for the producer's own rounding. The tail mass m = 1 - sum is
     taken in [m - slack, m + slack]: a row that sums to 1 but for rounding may have no tail at all,
-    which matters at T > 1, where the tail's least share S >= m^a rises steeply from m = 0 (new-user
-    try 13: a float32 row summing to 1 - 2e-8 put the truth 7e-5 above the upper bound at T = 2).
+    which matters at T > 1, where the tail's least share S >= m^a rises steeply from m = 0 (without
+    the slack, a float32 row summing to 1 - 2e-8 puts the truth 7e-5 above the upper bound at T = 2).
     """
     out: np.ndarray = np.where(float32, 2.0**-23, 2.0**-52) * (1.0 + np.asarray(n, dtype=np.float64) / math.e)
     return out

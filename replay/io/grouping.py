@@ -248,8 +248,8 @@ _COMPANION_IN = re.compile(r"[._-](scores|parents)(?![A-Za-z])", re.IGNORECASE)
 _LAST_EXT = re.compile(r"(\.[A-Za-z0-9]+)$")
 
 
-# A word spelt like "validate" or "draft step" but for a typo (valdiate_10_20, draft_stpe_1_9_19, new-user
-# try 7): the ratio of difflib's matching characters, high enough that other words with two numbers
+# A word spelt like "validate" or "draft step" but for a typo (valdiate_10_20, draft_stpe_1_9_19): the
+# ratio of difflib's matching characters, high enough that other words with two numbers
 # (variance_10_20, valiant_1_2) are not taken for dump names.
 _WORDED = re.compile(
     r"(?P<word>[A-Za-z]{4,}(?:[_\-. ]?[A-Za-z]{3,})?)"

@@ -4,7 +4,7 @@ Rounds whose matrices differ only in size share one RoundBatch (``group_key``): 
 padded to the group's widest rows and columns with PAD_TOKEN (scores NaN, parents PAD_TOKEN), and
 each round's own sizes are kept (``MatrixStack.rows_of``...), so the kernel and ``round_at`` see
 what the round's files hold. A dump of varied shapes then forms a few large batches instead of one
-per shape (issue 22: ~1.5 ms fixed cost per batch).
+per shape (~1.5 ms fixed cost per batch).
 
 A RoundBatch is the reading side's unit (replay.io.fastread and replay.io.packed.pack build them, replay.engine.batch
 replays them); it lives below both so that reading never imports the replay kernels

@@ -155,7 +155,7 @@ def varied_run(
     max_target_cols: int = 3,
     **kwargs,
 ) -> list[RoundBatch]:
-    """synth_run with the matrix sizes of real engine dumps varied round by round (issue 22): per
+    """synth_run with the matrix sizes of real engine dumps varied round by round: per
     round, recorded draft columns = widest topKSpec + 0..max_extra_cols, 0..max_pad_rows padding
     rows (all PAD_TOKEN) under each draft step, 1..max_target_cols validate columns; early stops.
 

@@ -5,11 +5,11 @@ directory, or one that can be made in an existing, writable parent; a file outpu
 directory, and its directory must exist and be writable (writes are atomic: a temporary file beside
 the target is renamed over it; devices such as /dev/null are written in place, see
 replay.util.atomic). Nothing is created beyond the one directory an output names: a typo in a
-parent (``-o /nonexistent/dir/rounds.parquet``) once made ``/nonexistent/dir`` at the filesystem
-root and reported success, so a missing parent is an error that says to create it first. A new
-directory output named like a file (``stats -o x.json``) is refused too: it once made a directory
-``x.json``; what it says instead is the command's own (OutputDir: ``report -o x.html`` was told to
-redirect stdout, which prints no page). "Writable" is tried for real: a temporary file (or directory, where one must be
+parent (``-o /nonexistent/dir/rounds.parquet``) would otherwise make ``/nonexistent/dir`` at the
+filesystem root and report success, so a missing parent is an error that says to create it first. A
+new directory output named like a file (``stats -o x.json``) is refused too, rather than made as a
+directory ``x.json``; what it says instead is the command's own (OutputDir: ``report -o x.html`` is
+not told to redirect stdout, which prints no page). "Writable" is tried for real: a temporary file (or directory, where one must be
 created) is made and removed again. Permission bits alone say nothing to root, and /proc or a
 read-only mount refuse entries whatever the bits say. The commands declare their outputs with the argparse
 types ``output_dir`` (or an ``OutputDir`` of their own) / ``output_file``, so a bad path fails while parsing, with the option's name,

@@ -148,7 +148,7 @@ class _GroupWriter:
     Rounds whose matrices differ only in size share a group, padded to the widest with the
     padding values (MatrixStack.padded_to), each round's own sizes kept where they vary (the
     *_rows/*_cols/*_prows arrays): a packed run of varied shapes is a few large groups that replay
-    as a few large batches (issue 22). The first block written fixes the group's shape (the widest
+    as a few large batches. The first block written fixes the group's shape (the widest
     of the rounds buffered until then) and which sizes it records; a batch that does not fit them
     later starts another group of the same kind (``fits``).
     """
