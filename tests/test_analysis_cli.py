@@ -35,7 +35,7 @@ def test_help_has_examples(command, capsys):
 @pytest.mark.slow
 def test_stats_text_json_csv(capsys):
     code, out, err = run(capsys, "stats", ARTICLE, "--no-progress")
-    # the rank-major WARNING is about the input: on stderr, once (issue 19 round 2)
+    # the rank-major WARNING is about the input: on stderr, once
     assert code == 0 and "rank_major_fallback" in out and "WARNING" not in out and "rank-major fallback" in err
     code, out, _ = run(capsys, "stats", SYNTH, ARTICLE, "--json", "--no-progress")
     body = json.loads(out)
@@ -208,7 +208,7 @@ def test_compare_uses_measured_timings_and_shows_measured_speedup(capsys, real):
     assert f"measured speedup (decode only, prefill excluded) {decode:.3f}" in real
     assert f"measured speedup (end to end, prefill included) {wall:.3f} (median of 3 interleaved pass(es)" in real
     assert (
-        "WARNING: synthetic_article: no measured timings" in err  # about the input: on stderr (issue 19 round 2)
+        "WARNING: synthetic_article: no measured timings" in err  # about the input: on stderr
         and "WARNING" not in out
         and "modelled: default relative cost" in synth
         and "measured speedup" not in synth.split("definitions")[0]

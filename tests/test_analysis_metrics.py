@@ -166,8 +166,8 @@ def test_wilson_interval_against_hand_computed_values():
 
 
 def test_wilson_interval_holds_the_rate_exactly_at_zero_and_all():
-    # 0 of 3: mid - half cancels to 5.6e-17, not 0; the report's error bar (rate - lo) was then
-    # negative and matplotlib refused it (new-user try 14: report and plot crashed on a small dump)
+    # 0 of 3: mid - half cancels to 5.6e-17, not 0; the report's error bar (rate - lo) would then be
+    # negative, which matplotlib refuses (report and plot would stop on a small dump)
     from analysis.tables.intervals import wilson
 
     n = np.repeat(np.arange(1, 301), np.arange(2, 302))

@@ -1,4 +1,4 @@
-"""batch --temperature T at a T the manifest lists in node_logprob_temperatures (issue 20): exact
+"""batch --temperature T at a T the manifest lists in node_logprob_temperatures: exact
 from the validate files' node_logprobs, as replay --temperature is, round by round, and the same on
 a packed copy of the dump (packed runs carry the array as v_node_logp).
 

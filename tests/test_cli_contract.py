@@ -534,8 +534,8 @@ def test_a_fifo_output_is_written_into_not_replaced(tmp_path, capsys):
 
 
 def test_batch_writes_its_table_to_a_device_or_fifo_and_takes_the_suffix_in_any_case(tmp_path, capsys):
-    """New-user try 11: `batch -o /dev/null` and `-o rounds.PARQUET` were refused ("use a .parquet or
-    .csv file name"), though README says devices are written in place: a device or FIFO gets CSV."""
+    """`batch -o /dev/null` and `-o rounds.PARQUET` are taken, not refused ("use a .parquet or .csv
+    file name"): devices are written in place (docs/cli.md), and a device or FIFO gets CSV."""
     import pandas as pd
 
     synth = str(ROOT / "sample_dumps" / "synthetic_article")
@@ -559,8 +559,8 @@ def test_batch_writes_its_table_to_a_device_or_fifo_and_takes_the_suffix_in_any_
 
 
 def test_batch_table_on_stdout_leaves_stdout_to_the_table(tmp_path):
-    """New-user try 12: `batch -o /dev/stdout > x.csv` wrote the CSV, then the summary after it (not a
-    CSV), and `-o /dev/stdout | head` ended in "cannot be written: Broken pipe", exit 2."""
+    """`batch -o /dev/stdout > x.csv` writes the CSV alone on stdout (the summary goes to stderr), and
+    `-o /dev/stdout | head` ends with exit 0, not "cannot be written: Broken pipe"."""
     import pandas as pd
 
     # at T the table is ~120 KB: more than a pipe holds, so the early reader breaks the pipe

@@ -128,7 +128,7 @@ def test_defaults_are_shown_in_the_rendered_help(capsys):
     ],
 )
 def test_help_shows_the_defaults_a_new_user_missed(capsys, command, shown):
-    """new-user try 10: --seed (default 0) and --scores (manifest, else auto) showed none."""
+    """--seed (default 0) and --scores (manifest, else auto) show their defaults in --help."""
     with pytest.raises(SystemExit):
         main([command, "--help"])
     assert shown in " ".join(capsys.readouterr().out.split())
@@ -495,8 +495,8 @@ def test_sweep_with_skipped_grid_combinations_exits_1(tmp_path, monkeypatch, cap
 @pytest.mark.parametrize("size", [(0, 0), (30, 100)], ids=["no-size", "100-columns"])
 def test_a_bar_draws_on_a_terminal_that_reports_no_size(size, monkeypatch):
     """A pty opened without a size (`script` with no terminal behind it, a container console)
-    reports 0 columns and 0 lines, at which tqdm draws nothing at all: a user watching it saw no
-    bar in a 45 s command (new-user try 5). The bar falls back to 80 columns there."""
+    reports 0 columns and 0 lines, at which tqdm draws nothing at all, however long the command
+    runs. The bar falls back to 80 columns there."""
     import fcntl
     import os
     import pty
@@ -530,9 +530,9 @@ def test_a_bar_draws_on_a_terminal_that_reports_no_size(size, monkeypatch):
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal (pty)")
 @pytest.mark.parametrize("argv", [("compare", "--configs", "[4]|[2,2]|[1,1]"), ("stats",)], ids=["compare", "stats"])
 def test_a_packed_run_draws_its_replay_bar_on_a_terminal(tmp_path, argv):
-    """New-user try 8: compare on a packed run of 10^6 rounds ran 7 s with no bar at all (only a
-    directory's reader drew one; a packed run's blocks read in a second, the replay and compare's
-    configs on each block take the rest). The bar counts rounds replayed, and stays off a pipe."""
+    """compare on a packed run of 10^6 rounds runs ~7 s: its blocks read in a second, the replay and
+    compare's configs on each block take the rest, so the reader's bar alone would show nothing
+    moving. The replay bar counts rounds replayed, and stays off a pipe."""
     import os
     import pty
     import select

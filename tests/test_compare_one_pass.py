@@ -1,4 +1,4 @@
-"""compare and recommend at a million rounds (issue 22): compare replays its configs on each batch as
+"""compare and recommend at a million rounds: compare replays its configs on each batch as
 load_run reads it (one pass over the run), and the faster forms of the vectorised replay's helpers give
 what the plain numpy calls they replace give, bit for bit (the per-round oracles are in
 tests/test_compare_batch.py, tests/test_subtree_batch.py and tests/test_shape_stats.py)."""

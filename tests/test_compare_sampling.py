@@ -1,4 +1,4 @@
-"""``compare --temperature T`` (issue 20): other configs at T, checked against the scalar reference
+"""``compare --temperature T``: other configs at T, checked against the scalar reference
 walk (replay/testing/sampling_ref.py) on narrower trees built by hand, and against the greedy
 counterfactual at T = 0."""
 

@@ -1,4 +1,4 @@
-"""compare --temperature T at a temperature the dump records node_logprobs for (issue 20): every
+"""compare --temperature T at a temperature the dump records node_logprobs for: every
 config's sub-tree walks the recorded edges, so the comparison is exact there, as replay --temperature
 is for the recorded tree.
 

@@ -1,4 +1,4 @@
-"""Fuzz the sampling-mode replay (issue 20) through the commands users run: mutated copies of the samples at T > 0.
+"""Fuzz the sampling-mode replay through the commands users run: mutated copies of the samples at T > 0.
 
 tests/test_fuzz_readers.py damages the bundled samples and replays them greedily; here the same
 corpora (tests/dump_mutations.py: three synthetic rounds with scores as .npz, .npy, .pt, raw and

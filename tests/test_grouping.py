@@ -249,7 +249,7 @@ def test_detection_is_the_same_in_the_bulk_and_the_general_grouping(seed, monkey
         ("interval_10_20", None),
         ("notes.bin", None),
         ("revalidate_1_2", None),
-        # typos (new-user try 7): a swapped, missing or wrong letter
+        # typos: a swapped, missing or wrong letter
         ("valdiate_12_22.npz", "validate_12_22.npz"),
         ("vaildate_1_2", "validate_1_2"),
         ("dump_valdiate_3_4.npy", "validate_3_4.npy"),

@@ -241,8 +241,8 @@ def test_generate_replace_leaves_exactly_the_new_run(tiny_dir, tmp_path):
 
 
 def test_generate_says_what_it_loads_and_warns_of_a_misspelt_config_key_before(tiny_dir, tmp_path, capsys):
-    # new-user try: `generate` printed nothing for ~100 s while the real pair loaded, and a tree with
-    # "tretype": 1 ran as a static tree without a word
+    # `generate` says what it loads (the real pair takes ~100 s), and a misspelt key ("tretype": 1)
+    # is warned about before the run, not silently run as a static tree
     d = tiny_dir
     config = json.dumps({"gamma": 2, "topKSpec": [[2], [1, 1]], "tretype": 1})
     args = cli_args("generate", d, config=config, prompts=d / "prompts.jsonl", max_new_tokens=4, out=tmp_path / "r")

@@ -1,4 +1,4 @@
-"""Sampling-mode dumps from the live harness (issue 20): what a dump records so that its expected
+"""Sampling-mode dumps from the live harness: what a dump records so that its expected
 acceptance is exact at the run's temperature and at T = 1, and the live check of that expectation.
 
 Through the CLI (``generate --temperature T --seed S -o DIR``) on tiny saved models, read back with

@@ -131,7 +131,7 @@ def test_scores_probability_and_logprob_detection(tmp_path):
     np.savez(p, ids=IDS, scores=np.array([[0.5, -0.2, 0.1], [1.0, 0.0, 0.0]]))
     with pytest.raises(DumpError, match=r"\(scores\): log-probabilities must be <= 0, found 0.5 \(row 0 \(0-based\)\)"):
         read_matrix(p, "draft")
-    # new-user try 11: where the bad value is, not only that there is one
+    # where the bad value is, not only that there is one
     np.savez(p, ids=IDS, scores=np.array([[-0.5, -0.2, -1.0], [-1.0, np.nan, -2.0]]))
     with pytest.raises(DumpError, match=r"\(scores\): NaN among the scores of real tokens, row 1 \(0-based\)$"):
         read_matrix(p, "draft")

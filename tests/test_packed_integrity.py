@@ -114,7 +114,7 @@ def json_lines(text: str) -> list[dict]:
 
 
 def test_flipped_bit_in_validate_ids_is_skipped_not_replayed(base, run, capsys):
-    """One flipped bit in a block's validate ids used to change the accepted path, exit 0."""
+    """One flipped bit in a block's validate ids skips that block's rounds (exit 1), never changes an accepted path."""
     code, out, _ = cli(["replay", str(base), "--json"], capsys)
     assert code == 0 and len(json_lines(out)) == ROUNDS
     good = json_lines(out)
@@ -136,7 +136,7 @@ def test_flipped_bit_in_validate_ids_is_skipped_not_replayed(base, run, capsys):
 
 
 def test_packed_json_edit_is_an_error(run, capsys):
-    """Editing packed.json used to change results while verify-pack said OK."""
+    """An edited packed.json is an error, for verify-pack and every reader, never changed results."""
     body = meta(run)
     body["groups"][0]["rounds"] -= 3  # the last 3 rounds of g000 vanish from the results
     (run / "packed.json").write_text(json.dumps(body, indent=1))
@@ -172,7 +172,7 @@ def test_meta_checksum_follows_the_documented_recipe(base, run, capsys):
     ],
 )
 def test_structural_damage_is_a_typed_error(run, capsys, damage, field):
-    """A deleted file, a damaged .npy header, a truncated file used to give tracebacks."""
+    """A deleted file, a damaged .npy header, a truncated file: a typed error naming the field, no traceback."""
     damage(run)
     for args in (["replay", str(run)], ["batch", str(run), "--json"], ["stats", str(run)], ["verify-pack", str(run)]):
         code, out, err = cli(args, capsys)
@@ -203,7 +203,7 @@ def _rewrite_block(run: Path, group: str, stem: str, k: int, fn) -> None:
 
 
 def test_out_of_range_ordinal_is_skipped(run, capsys):
-    """An ordinal outside the run (re-hashed so that only the range check can catch it) used to IndexError."""
+    """An ordinal outside the run (re-hashed so that only the range check can catch it) is skipped, no IndexError."""
     _rewrite_block(run, "g000", "ordinal", 2, lambda blk: blk.__setitem__(0, 10**6))
     for cmd in ("replay", "batch"):
         code, out, err = cli([cmd, str(run), "--json"], capsys)

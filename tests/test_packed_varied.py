@@ -1,4 +1,4 @@
-"""Packed runs of dumps whose matrix sizes vary round by round (issue 22, item 1).
+"""Packed runs of dumps whose matrix sizes vary round by round.
 
 `pack` puts rounds that differ only in matrix sizes into one group, padded to the widest, with
 each round's own sizes in <matrix>_rows/_cols/_prows arrays (replay.io.packed.write): a varied

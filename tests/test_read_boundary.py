@@ -214,7 +214,7 @@ def test_npy_big_endian_and_fortran_order_read_the_same_values(tmp_path):
 
 
 def test_uint64_ids_beyond_int64_are_refused_not_wrapped(tmp_path):
-    """2**64 - 1 used to become -1 (the padding token) without a word."""
+    """2**64 - 1 is refused, not wrapped to -1 (the padding token) without a word."""
     np.save(tmp_path / "u.npy", np.array([[2**64 - 1, 5]], dtype=np.uint64))
     with pytest.raises(DumpError, match=r"u.npy \(ids\): value 18446744073709551615 is outside the int64 range"):
         read_matrix(tmp_path / "u.npy", "draft")
@@ -429,7 +429,7 @@ def test_config_threshold_beyond_float_is_a_config_error(tmp_path):
 
 @pytest.mark.parametrize("kind", ENTRY_KINDS)
 def test_non_regular_dump_entry_is_listed_and_its_round_not_replayed(tmp_path, capsys, kind):
-    """draft_step_2 replaced by a non-file: the round used to replay with 2 steps and rc 0."""
+    """draft_step_2 replaced by a non-file: the round is listed, not replayed with 2 steps and rc 0."""
     d = _article_copy(tmp_path)
     replace_entry(d / "draft_step_2_124_140", kind)
     g = group_directory(d)
@@ -455,7 +455,7 @@ def test_symlink_to_a_regular_file_is_a_dump_file(tmp_path, capsys):
 
 
 def test_a_dead_reader_process_is_a_dump_error(tmp_path, monkeypatch):
-    """A worker killed (e.g. by the OOM killer) used to surface as BrokenProcessPool."""
+    """A worker killed (e.g. by the OOM killer) is a dump error, not a BrokenProcessPool traceback."""
     for k in range(16):
         shutil.copy(ARTICLE / "draft_step_0_123_139", tmp_path / f"draft_step_0_{123 + 8 * k}_139")
         shutil.copy(ARTICLE / "draft_step_1_124_140", tmp_path / f"draft_step_1_{124 + 8 * k}_140")

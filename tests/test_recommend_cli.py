@@ -96,7 +96,7 @@ def test_refused_comparison_rows_are_not_judged(packed):
 
 @pytest.mark.parametrize("agree", [False, True])
 def test_a_disagreeing_prediction_is_a_warning_not_exit_1(packed, capsys, monkeypatch, agree):
-    """Exit 1 means skipped input in every command; a prediction the replay disproves is a finding
+    """Exit 1 means skipped input in every command; a prediction the replay disproves is a result
     (agree = NO in the table) and a warning line, with exit 0 when no input was skipped."""
     from analysis.shapes.recommend import ShapeCheck
 

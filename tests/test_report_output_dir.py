@@ -1,6 +1,6 @@
 """report -o DIR: new, empty, or an earlier report (replaced whole); anything else refused before any
-work. New-user try 7: a report written over an earlier one kept that one's temperature-curve tables,
-with exit 0, so tables/ described two different dumps."""
+work. A report written over an earlier one replaces it whole: none of the earlier temperature-curve
+tables stays, so tables/ never describes two different dumps."""
 
 from __future__ import annotations
 
@@ -90,8 +90,8 @@ def test_a_tables_link_is_not_an_earlier_reports_tables(capsys, tmp_path):
     ids=["tables-only", "index-only", "both"],
 )
 def test_a_users_own_index_or_tables_is_not_an_earlier_report(capsys, tmp_path, own):
-    # new-user try 9: a directory holding only tables/mine.csv, or the user's own index.html, was taken
-    # for an earlier report by its names: mine.csv deleted, the page overwritten, exit 0
+    # a directory holding only tables/mine.csv, or the user's own index.html, is not taken for an
+    # earlier report by its names (mine.csv deleted, the page overwritten, exit 0)
     out = tmp_path / "site"
     for name in own:
         (out / name).parent.mkdir(parents=True, exist_ok=True)
@@ -136,9 +136,9 @@ def test_the_page_names_only_tables_that_were_written(capsys, tmp_path):
 
 
 def test_a_depth_no_round_passes_draws_its_interval_from_zero(capsys, tmp_path):
-    # 0 of 3 rounds accepted at depth 2: the Wilson interval's lower end came out 5.6e-17, the
-    # error bar rate - lo a negative length, and `report` and `plot` stopped with an internal error
-    # (new-user try 14, a hand-made 3-round dump)
+    # 0 of 3 rounds accepted at depth 2: were the Wilson interval's lower end 5.6e-17, the error
+    # bar rate - lo would be a negative length, and `report` and `plot` would stop with an internal
+    # error (a hand-made 3-round dump)
     import numpy as np
 
     from replay.core.config import TreeConfig

@@ -1,6 +1,6 @@
 """report's tables/ written block by block (analysis.tables.stream): the round and node tables are
 the files export_tables writes for the whole tables (byte for byte), in run order, whatever the
-order a packed run stores its rounds in; and the output phases' progress bars (issue 22)."""
+order a packed run stores its rounds in; and the output phases' progress bars."""
 
 from __future__ import annotations
 

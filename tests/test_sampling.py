@@ -1,4 +1,4 @@
-"""Sampling-mode replay (issue 20): bounds against the truth, greedy at T = 0, Monte Carlo, hostile rows."""
+"""Sampling-mode replay: bounds against the truth, greedy at T = 0, Monte Carlo, hostile rows."""
 
 from __future__ import annotations
 
@@ -223,8 +223,8 @@ def test_rows_of_leaves_are_not_judged():
 
 @pytest.mark.parametrize("value", [-0.1, -1e-300, math.nan, math.inf, "warm", None, True, 1e-310, "1e-310", "1e-400"])
 def test_bad_temperatures_are_refused(value):
-    # 1e-310: 1/T overflows and every bound came out NaN, exit 0; "1e-400" reads as 0.0 and gave the
-    # greedy replay for a T that is not 0 (new-user try 14)
+    # 1e-310: 1/T overflows and every bound would be NaN; "1e-400" reads as 0.0 and would give the
+    # greedy replay for a T that is not 0
     with pytest.raises(ValueError, match="temperature"):
         check_temperature(value)
     assert check_temperature("0.7") == 0.7 and check_temperature(0) == 0.0
@@ -292,7 +292,7 @@ def test_a_zero_probability_cell_is_recorded_and_exact(vocab):
     lp = np.log(np.array([[0.6, 0.4, 0.1], [0.5, 0.4, 0.1], [0.5, 0.4, 0.1]]))
     lp[0, 2] = -np.inf
     # Without V at T > 1 the tail of other rows has no upper bound, but this row has no tail at all:
-    # new-user try 12 got "exact" E[L] = 0 there (the upper bound set to the refused lower one).
+    # its edges keep both bounds, not an "exact" E[L] = 0 (the upper bound set to the refused lower one).
     for t in (0.5, 1.0, 1.3):
         b = round_bounds(tree, ids, lp, "all", t, vocab_size=vocab)
         assert b.problem[0] == 0
@@ -303,9 +303,9 @@ def test_a_zero_probability_cell_is_recorded_and_exact(vocab):
 
 @pytest.mark.parametrize("vocab", [None, V, 10**5])
 def test_a_zero_probability_row_that_sums_below_one_is_refused(vocab):
-    # New-user try 11: a top-K row with a zero cell (q_K = 0) says every token it does not name has
-    # p = 0 too, so its missing mass 1 - sum(p) has nowhere to be, whatever V. Read as an empty tail
-    # it gave an "exact" E[L] of 0.583 for a truth of 0.502; no number is the answer.
+    # A top-K row with a zero cell (q_K = 0) says every token it does not name has p = 0 too, so its
+    # missing mass 1 - sum(p) has nowhere to be, whatever V. Read as an empty tail it would give an
+    # "exact" E[L] of 0.583 for a truth of 0.502; no number is the answer.
     tree = Tree.from_lists([0, 5, 6], [-1, 0, 0])
     ids = np.array([[5, 7, 6], [1, 2, 3], [1, 2, 3]])
     lp = np.log(np.array([[0.4, 0.3, 0.1], [0.5, 0.4, 0.1], [0.5, 0.4, 0.1]]))
@@ -342,7 +342,7 @@ def test_bounds_contain_the_truth_for_every_vocabulary_at_least_the_row(t):
 @pytest.mark.parametrize("t", TEMPS[1:])
 def test_a_row_naming_every_token_below_mass_one_contradicts_the_vocabulary(t):
     # The user's dump: 3 columns, --vocab-size 3, each row summing to 0.9. No distribution over 3
-    # tokens has these rows; before the fix the tail was dropped and a number came out "exact".
+    # tokens has these rows; dropping the tail would give a number marked "exact".
     tree = Tree.from_lists([0, 5, 6], [-1, 0, 1])
     ids = np.array([[5, 7, 8], [6, 7, 8], [1, 2, 3]])
     lp = np.log(np.array([[0.5, 0.3, 0.1]] * 3))
@@ -460,9 +460,9 @@ def test_exact_is_structural_and_equals_the_reference(t, vocab, trees):
 @pytest.mark.parametrize("t", [0.7, 1.3, 2.0])
 @pytest.mark.parametrize("vocab", [4, 1000, 150_000])
 def test_a_float32_row_that_sums_to_one_but_for_rounding_keeps_the_truth_inside(t, vocab):
-    # New-user try 13: the whole distribution is the 4 recorded tokens (truth: V = 4), written as
-    # float32 log-probs, so the row sums to 1 - 2e-8. Taking that residue for a real tail, S >= m^a
-    # at T > 1 put the truth 7e-5 above the upper bound (V = 1000, T = 2). Every V >= 4 must hold it.
+    # The whole distribution is the 4 recorded tokens (truth: V = 4), written as float32 log-probs,
+    # so the row sums to 1 - 2e-8. Taking that residue for a real tail, S >= m^a at T > 1 would put
+    # the truth 7e-5 above the upper bound (V = 1000, T = 2). Every V >= 4 must hold it.
     probs = np.array([0.5, 0.3, 0.15, 0.05])
     lp32 = np.log(probs).astype(np.float32).astype(np.float64)
     assert 0 < 1 - np.exp(lp32).sum() < 1e-6  # the float32 rounding leaves a residue

@@ -1,4 +1,4 @@
-"""``batch --temperature T --json`` and ``-o rounds.parquet/.csv`` (issue 20): per round the columns of
+"""``batch --temperature T --json`` and ``-o rounds.parquet/.csv``: per round the columns of
 ``replay --temperature --json`` (the round-by-round reference), from the batch arrays."""
 
 from __future__ import annotations

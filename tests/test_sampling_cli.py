@@ -1,4 +1,4 @@
-"""``--temperature`` through the CLI (issue 20): numbers by hand from a hand-made dump with scores."""
+"""``--temperature`` through the CLI: numbers by hand from a hand-made dump with scores."""
 
 from __future__ import annotations
 
@@ -154,8 +154,8 @@ def test_rows_that_sum_above_one_are_skipped_not_numbered(capsys, tmp_path):
 
 @pytest.mark.parametrize("command", ["replay", "batch"])
 def test_a_zero_probability_row_below_one_is_skipped_not_numbered(capsys, tmp_path, command):
-    # New-user try 11: a row with a zero cell (no unnamed token can have mass) summing to 0.7 came
-    # out "exact", E[L] 0.58 for a truth of 0.50. Whatever V, it names the file, the row and the sum.
+    # A row with a zero cell (no unnamed token can have mass) summing to 0.7 is no distribution (read
+    # as exact: E[L] 0.58 for a truth of 0.50). Whatever V, it names the file, the row and the sum.
     dump = tiny_dump(tmp_path / "d", probs=((0.4, 0.3, 0.0), (0.6, 0.3, 0.1)))
     for extra in ((), ("--vocab-size", "40")):
         code, out, err = run(capsys, command, dump, "--temperature", "0.7", "--no-progress", *extra)
@@ -209,7 +209,7 @@ def test_api_frame_per_round_and_temperature_is_the_clis(capsys, tmp_path):
 
 
 def tail_dump(directory: Path) -> Path:
-    """A new user's dump (try 5): tree [3]|[2,1], all layout, four rounds whose rows name 4 tokens
+    """A hand-made dump: tree [3]|[2,1], all layout, four rounds whose rows name 4 tokens
     of an unknown vocabulary (docs/dump-format.md). Every child is in its parent's row; the root's
     row of round 10_20 sums to 1 in float64 (its tail rounds away), the other rows leave a tail."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -259,7 +259,7 @@ def test_an_unrecorded_tail_is_never_exact_however_small_t(capsys, tmp_path, t):
 
 
 def test_recommend_at_t_says_when_it_shows_only_the_top(capsys, tmp_path):
-    # New-user try 11: "9 shapes contained ..., best first:" and 5 rows, --top's default unsaid
+    # not "9 shapes contained ..., best first:" over fewer rows with --top's default unsaid
     dump = tiny_dump(tmp_path / "d")
     code, out, err = run(capsys, "recommend", dump, "--budget", "3", "--temperature", "0.7", "--top", "2")
     assert code == 0, err
@@ -272,7 +272,7 @@ def test_recommend_at_t_says_when_it_shows_only_the_top(capsys, tmp_path):
 
 @pytest.mark.parametrize("t", ["0", "0.7"])
 def test_rows_with_several_zero_cells_print_no_numpy_warning(capsys, tmp_path, t):
-    # New-user try 13: two -inf cells side by side made the rising-row check's np.diff warn
+    # two -inf cells side by side would make the rising-row check's np.diff warn
     # "RuntimeWarning: invalid value encountered in subtract" on stderr, at every T
     dump = tiny_dump(tmp_path / "d", probs=((1.0, 0.0, 0.0), (0.6, 0.4, 0.0)))
     with warnings.catch_warnings():

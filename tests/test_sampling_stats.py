@@ -1,4 +1,4 @@
-"""``stats --temperature T`` (issue 20): every metric an expectation at T with bounds, through the CLI,
+"""``stats --temperature T``: every metric an expectation at T with bounds, through the CLI,
 checked by hand on a hand-made dump and against ``replay --temperature --json`` on the synthetic sample."""
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def test_stats_lists_rounds_without_scores_as_skipped(capsys, tmp_path):
 
 @pytest.mark.parametrize("bad", ["-0.5", "nan", "inf", "abc", "1e-310", "1e-400"])
 def test_stats_refuses_a_bad_temperature(capsys, bad):
-    # 1e-310 gave NaN bounds with exit 0, 1e-400 (read as 0.0) the greedy replay (new-user try 14)
+    # 1e-310 would give NaN bounds with exit 0, 1e-400 (read as 0.0) the greedy replay
     code, out, err = run(capsys, "stats", SYNTH, f"--temperature={bad}", "--no-progress")
     assert code == 2 and out == "" and "--temperature" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and f"got '{bad}'" in err
@@ -134,8 +134,8 @@ def test_stats_at_t0_is_the_greedy_stats(capsys):
 
 
 def test_stats_header_at_t_counts_the_rounds_the_reading_refused(capsys, tmp_path):
-    # A round whose scores hold a NaN is refused when read, before any T: the header said
-    # "skipped: 0" beside the greedy header's "skipped: 1 round(s)" (new-user try 14).
+    # A round whose scores hold a NaN is refused when read, before any T: the header at T counts it,
+    # as the greedy header's "skipped: 1 round(s)" does, not "skipped: 0".
     d = tiny_dump(tmp_path / "d")
     write_matrix(d / "draft_step_0_124_140", [[10, 11]])
     write_matrix(d / "draft_step_1_125_141", [[12]])

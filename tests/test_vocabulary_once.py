@@ -1,4 +1,4 @@
-"""Each word of the vocabulary is defined once and imported (issue 21): the library holds no copy.
+"""Each word of the vocabulary is defined once and imported: the library holds no copy.
 
 Greps replay/ and analysis/ for the literals of each word outside the one module that defines it.
 A new copy (a layout spelled as a string, the chunk size written again, a second IN/OUT/MAYBE)
