@@ -11,16 +11,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import stat
 import tempfile
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from .errors import OutputPathError
+from .interrupt import held_interrupts
 
 # Open files by another name (/dev/stdout, /dev/fd/1, /proc/self/fd/1): written into, never replaced,
 # even when they lead to a regular file (`> out.txt`): replacing it would cut off the shell's stdout.
@@ -176,8 +175,7 @@ def staged_directory(target: str | Path, whole: bool) -> Iterator[Path]:
 
 def _commit(staging: Path, target: Path, whole: bool) -> None:
     os.chmod(staging, _final_dir_mode(target))
-    blocked = _block_sigint()
-    try:
+    with held_interrupts():
         if not whole and target.is_dir():
             for entry in sorted(staging.iterdir()):
                 dest = target / entry.name
@@ -192,16 +190,6 @@ def _commit(staging: Path, target: Path, whole: bool) -> None:
         staging.rename(target)
         if moved:
             shutil.rmtree(old) if old.is_dir() else old.unlink()
-    finally:
-        if blocked:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
-def _block_sigint() -> bool:
-    """Hold SIGINT during a commit's renames (main thread only; signals are the main thread's)."""
-    if threading.current_thread() is not threading.main_thread():
-        return False
-    return signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
 def _final_dir_mode(path: Path) -> int:

@@ -14,7 +14,8 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
@@ -62,3 +63,18 @@ def ignore_interrupts() -> None:
     """SIGINT ignored from now on: a worker process's initializer (the parent handles it), and the
     command's process once its work is done (its exit status stands through interpreter shutdown)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextmanager
+def held_interrupts() -> Iterator[None]:
+    """SIGINT waits until the block ends (renames that must all happen or none); main thread only,
+    where Python handles signals. A SIGINT already held by the caller stays held."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if not held:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
