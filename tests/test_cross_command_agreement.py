@@ -81,6 +81,37 @@ def zero_draft_columns(src: Path, dst: Path, step: int, first_zero: int) -> Path
     return dst
 
 
+def write_parents_dump(path: Path, rounds: int = 12, seed: int = 0) -> Path:
+    """A static ``[3]|[2,2]|[1]`` dump (layout all, scored) with explicit parents chosen at random: in
+    most rounds they differ from the path-probability selection (an engine that selects otherwise),
+    and the target's top-1 often follows a child the recorded parents expanded."""
+    rng = np.random.default_rng(seed)
+    path.mkdir(parents=True)
+    for k in range(rounds):
+        a, b = 100 + 4 * k, 200 + 4 * k
+        ids0 = rng.permutation(100)[:3].reshape(1, 3) + 1000
+        p1 = np.sort(rng.choice([1, 2, 3], size=2, replace=False))  # level-1 nodes 1..3
+        ids1 = rng.permutation(100)[:4].reshape(2, 2) + 2000
+        p2 = rng.integers(4, 8, size=1)  # level-2 nodes 4..7
+        ids2 = rng.permutation(100)[:1].reshape(1, 1) + 3000
+        for step, ids, parents, key in ((0, ids0, [0], (a - 1, b - 1)), (1, ids1, p1, (a, b)), (2, ids2, p2, (a, b))):
+            lp = np.log(np.sort(rng.dirichlet(np.ones(ids.shape[1] + 1), size=ids.shape[0]), axis=1)[:, ::-1][:, :-1])
+            np.savez(path / f"draft_step_{step}_{key[0]}_{key[1]}.npz", ids=ids, scores=lp, parents=np.asarray(parents))
+        # tree order: root 0, level 1 = 1..3, level 2 = 4..7 (children of p1), level 3 = 8 (child of p2)
+        tokens = np.concatenate([[7], ids0[0], ids1.reshape(-1), ids2[0]])
+        parent_of = np.concatenate([[-1, 0, 0, 0], np.repeat(p1, 2), p2])
+        val = rng.integers(5000, 6000, size=(9, 3))
+        for n in range(1, 9):  # the target's top-1 at the parent is the child's token half the time
+            if rng.random() < 0.6:
+                val[parent_of[n], 0] = tokens[n]
+        val_lp = np.log(np.tile([0.6, 0.25, 0.1], (9, 1)))
+        np.savez(path / f"validate_{a}_{b}.npz", ids=val, scores=val_lp)
+    config = {"gamma": 3, "topKSpec": [[3], [2, 2], [1]], "topHead": [1, 2, 1], "treeType": 0}
+    manifest = {"format": "specreplay-dump", "version": 1, "config": config, "layout": "all", "score_kind": "logprob"}
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    return path
+
+
 def _samples() -> dict[str, Path]:
     found = {}
     for manifest in sorted(SAMPLES.rglob("*")):
@@ -99,6 +130,7 @@ def corpora(tmp_path_factory) -> dict[str, Path]:
     paths["zero/wide64"] = write_wide_zero_dump(base / "wide64")
     paths["zero/step0"] = zero_draft_columns(paths["fuzz/npz"], base / "zero0", step=0, first_zero=1)
     paths["zero/step1"] = zero_draft_columns(paths["fuzz/npz"], base / "zero1", step=1, first_zero=1)
+    paths["parents_differ"] = write_parents_dump(base / "parents_differ")
     return paths
 
 
@@ -106,6 +138,8 @@ def test_the_corpora_cover_every_sample_and_zero_scores(corpora):
     samples = set(_samples())
     assert {"article_round", "synthetic_article"} <= samples and len(samples) >= 6
     assert samples <= set(corpora) and {"zero/wide64", "zero/step0", "zero/step1", "node_logprobs"} <= set(corpora)
+    rc, _, err = run_cli("replay", corpora["parents_differ"])
+    assert rc == 0 and "differ from path-probability selection" in err, err  # the corpus tests what it says
 
 
 def _recorded_row(report: dict) -> dict:
@@ -120,7 +154,7 @@ def _close(a, b) -> bool:
 @pytest.mark.parametrize(
     "name",
     [*_samples(), "fuzz/article", "fuzz/article_parents", "fuzz/npz", "fuzz/npy", "fuzz/pt", "fuzz/raw", "fuzz/text"]
-    + ["node_logprobs", "zero/wide64", "zero/step0", "zero/step1"],
+    + ["node_logprobs", "zero/wide64", "zero/step0", "zero/step1", "parents_differ"],
 )
 def test_compare_recorded_row_equals_stats_and_replay(corpora, name):
     dump = corpora[name]

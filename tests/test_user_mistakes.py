@@ -3524,6 +3524,36 @@ def test_compare_top_ranks_the_recorded_zero_score_tree_by_its_real_value(capsys
     assert all(r["expected_accepted_length_hi"] <= recorded["expected_accepted_length_lo"] + 1e-12 for r in rows[1:])
 
 
+def _parents_not_by_path_probability(tmp_path: Path) -> Path:
+    """One [3]|[2,2]|[1] round whose step-2 parent (node 6, B21) is not the path-probability choice
+    (node 4): step-0 scores 0.6 0.3 0.1, step-1 parents 1 2. The target walks root → 2 → 6 → 8."""
+    d = tmp_path / "parents_dump"
+    d.mkdir()
+    np.savez(d / "draft_step_0_99_199.npz", ids=[[11, 12, 13]], scores=np.log([[0.6, 0.3, 0.1]]), parents=[0])
+    np.savez(
+        d / "draft_step_1_100_200.npz",
+        ids=[[21, 22], [23, 24]],
+        scores=np.log([[0.9, 0.1], [0.5, 0.5]]),
+        parents=[1, 2],
+    )
+    np.savez(d / "draft_step_2_100_200.npz", ids=[[31]], scores=np.log([[0.9]]), parents=[6])
+    val = np.full((9, 2), 500)
+    val[[0, 2, 6, 8], 0] = [12, 23, 31, 301]
+    np.savez(d / "validate_100_200.npz", ids=val)
+    write_config(d / "config.json", [[3], [2, 2], [1]], [1, 2, 1])
+    return d
+
+
+def test_compare_replays_the_recorded_config_with_the_dumps_parents(capsys, tmp_path):
+    d = _parents_not_by_path_probability(tmp_path)
+    code, out, err = run(capsys, "replay", d, "--json")
+    assert code == 0 and json.loads(out)["accepted_length"] == 3 and "differ from path-probability" in err
+    code, out, _ = run(capsys, "compare", d, "--json")
+    row = json.loads(out)["configs"][0]
+    assert row["config"] == "[3]|[2,2]|[1]" and row["decided"] == 1
+    assert row["mean_accepted_length_lo"] == row["mean_accepted_length_hi"] == 3.0
+
+
 # --- issue 36, item 2: rows the config does not explain are not padding --------------------------
 
 

@@ -10,9 +10,11 @@ an *extra* node (token and score known, no target row, never expanded in the rec
 The simulation rebuilds the other config's tree step by step with the SAME selection rule the
 recording used (docs/analysis.md, "Offline comparison"):
 
-* path probability when the dump has scores: the sub-tree ranks its own level nodes;
-* recorded order when the dump has explicit parents but no scores: the recording tells the order
-  of its expanded nodes and that they outrank the level's other nodes, nothing more;
+* path probability when the dump has scores and its parents (if any) agree with them: the sub-tree
+  ranks its own level nodes;
+* recorded order when the dump has explicit parents but no scores, or parents that differ from the
+  path-probability selection (the engine did not select by path probability): the recording tells
+  the order of its expanded nodes and that they outrank the level's other nodes, nothing more;
 * the rank-major fallback otherwise: (rank, parent's slot), structural, always known.
 
 Each node carries its selection key (replay.core.selection: path log-probability or rank_major_key)
@@ -148,7 +150,8 @@ class _Node:
 def selection_rule(res: RoundResult) -> str:
     """The rule the recorded round's selection must be recomputed with (module docstring)."""
     tree = res.rebuilt.tree
-    if res.rebuilt.candidate_logp is not None and not np.isnan(tree.logprobs).any():
+    scored = res.rebuilt.candidate_logp is not None and not np.isnan(tree.logprobs).any()
+    if scored and not res.rebuilt.parents_differ:
         return RULE_PATH
     if SELECT_PARENTS in res.rebuilt.selection:
         return RULE_RECORDED_ORDER

@@ -120,6 +120,7 @@ def selection_rules(batch: RoundBatch, res: BatchResult, shape: TreeShape) -> np
             m = shape.maps[i]
             path &= ~np.isnan(st.logp[m.slot_parent, m.slot_rank]).any(axis=0)  # a NaN score: no path key
     parents = (res.selection[: shape.num_steps] == SEL_PARENTS).any(axis=0)
+    path &= ~res.parents_differ
     return np.where(path, CODE_PATH, np.where(parents, CODE_RECORDED, CODE_FALLBACK)).astype(np.int8)
 
 

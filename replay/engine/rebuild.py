@@ -48,6 +48,7 @@ class Rebuilt:
     candidate_logp: np.ndarray | None  # [num_expanded, cols] float64 or None
     selection: tuple[str, ...]  # per draft step: SELECT_* used
     notes: tuple[str, ...]  # disagreements and fallbacks worth showing the user
+    parents_differ: bool = False  # some step's dump parents differ from the path-probability selection
 
     @property
     def selection_summary(self) -> str:
@@ -116,6 +117,7 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
     expanded: list[list[int]] = []
     selection: list[str] = []
     notes: list[str] = []
+    parents_differ = False
     level = [0]
     parent_order = {0: 0}  # node → its position among the previous step's expanded nodes
     cand_rows: list[np.ndarray] = []
@@ -147,6 +149,7 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
                 expect = _select_by_path_prob(level, lp_arr, heads)
                 if expect != chosen:
                     notes.append(parents_mismatch_note(i, chosen, expect))
+                    parents_differ = True
         elif how == SELECT_PATH_PROB:
             chosen = _select_by_path_prob(level, lp_arr, heads)
         else:
@@ -176,7 +179,8 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
         np.asarray(logps, dtype=np.float64),
         tuple(np.asarray(e, dtype=np.int64) for e in expanded),
     )
-    return Rebuilt(tree, _stack(cand_rows, PAD_TOKEN, np.int64), _stack_opt(cand_logp), tuple(selection), tuple(notes))
+    candidates = _stack(cand_rows, PAD_TOKEN, np.int64)
+    return Rebuilt(tree, candidates, _stack_opt(cand_logp), tuple(selection), tuple(notes), parents_differ)
 
 
 def _stack(rows: list[np.ndarray], fill, dtype) -> np.ndarray:

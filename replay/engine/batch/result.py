@@ -90,6 +90,14 @@ class BatchResult:
     def num_nodes(self) -> np.ndarray:
         return self._shape_table(lambda s: s.num_nodes)
 
+    @property
+    def parents_differ(self) -> np.ndarray:
+        """[R] bool: rounds whose dump parents differ from the path-probability selection (Rebuilt.parents_differ):
+        exactly the rounds with a selection note."""
+        out = np.zeros(len(self), dtype=bool)
+        out[[k for k in self.selection_notes if k < len(self)]] = True
+        return out
+
     def selection_summary(self, i: int) -> str:
         """As Rebuilt.selection_summary: the methods of steps 1.. in first-use order."""
         return selection_summary([SELECTION_NAMES[int(c)] for c in self.selection[1:, i] if c != SEL_NONE])
