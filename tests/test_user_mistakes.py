@@ -3554,6 +3554,35 @@ def test_compare_replays_the_recorded_config_with_the_dumps_parents(capsys, tmp_
     assert row["mean_accepted_length_lo"] == row["mean_accepted_length_hi"] == 3.0
 
 
+def _parents_dump_with_two_configs(tmp_path: Path) -> Path:
+    """A [3]|[2,2]|[1] round (manifest config) in the parents layout beside a narrower config.json: step
+    2's parent 4 is B11 in the drafted tree and B21 in the narrow one, which nothing in the files refutes."""
+    d = tmp_path / "two_configs"
+    d.mkdir()
+    np.savez(d / "draft_step_0_99_199.npz", ids=[[11, 12, 13]], parents=[0])
+    np.savez(d / "draft_step_1_100_200.npz", ids=[[21, 22], [23, 24]], parents=[1, 2])
+    np.savez(d / "draft_step_2_100_200.npz", ids=[[31]], parents=[4])
+    val = np.full((4, 2), 500)
+    val[[0, 1, 3], 0] = [11, 21, 31]
+    np.savez(d / "validate_100_200.npz", ids=val)
+    write_config(d / "config.json", [[2], [1, 1], [1]], [1, 2, 1])
+    wide = {"gamma": 3, "topKSpec": [[3], [2, 2], [1]], "topHead": [1, 2, 1], "treeType": 0}
+    (d / "manifest.json").write_text(json.dumps({"format": "specreplay-dump", "version": 1, "config": wide}))
+    return d
+
+
+@pytest.mark.parametrize("command", ["replay", "stats", "compare"])
+def test_a_config_other_than_the_one_the_directory_states_is_named(capsys, tmp_path, command):
+    d = _parents_dump_with_two_configs(tmp_path)
+    code, _, err = run(capsys, command, d)
+    assert code == 0
+    assert_told(err, "config.json states the config [2]|[1,1]|[1], not [3]|[2,2]|[1]", "tree order")
+    code, _, err = run(capsys, command, d, "--config", d / "config.json")
+    assert_told(err, "manifest.json states the config [3]|[2,2]|[1], not [2]|[1,1]|[1] (from --config)")
+    code, out, err = run(capsys, "replay", d, "--json")
+    assert json.loads(out)["accepted_length"] == 3  # the manifest's config, the one drafted with
+
+
 # --- issue 36, item 2: rows the config does not explain are not padding --------------------------
 
 
@@ -3950,3 +3979,25 @@ def test_a_step0_file_under_its_own_rounds_key_is_named_for_what_it_is(capsys, t
     assert "506_606" not in err  # no round of that key exists
     assert "skipped draft_step_0_505_605: a step-0 file named with round 505_605's own key" in err
     assert "missing draft_step_0_504_604 (draft_step_0_505_605 is here, named with the round's own key" in err
+
+
+# --- issue 36, new-user pass: a child of probability 0 in node_logprobs is a value ----------------
+
+
+@pytest.mark.parametrize("command", ["replay", "stats", "compare"])
+def test_a_zero_probability_child_in_node_logprobs_is_a_value(capsys, node_dump, tmp_path, command):
+    """node_dump's children share half their parent's mass equally (the root's six: 1/12 each); one
+    of them at -inf leaves the level-1 reach at 5/12, and no round is skipped."""
+    d = tmp_path / "zero_child"
+    shutil.copytree(node_dump, d)
+    first = sorted(d.glob("validate_*.npz"))[0]
+    with np.load(first) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["node_logprobs"] = arrays["node_logprobs"].copy()
+    arrays["node_logprobs"][3, :] = -np.inf  # node 3: a child of the root
+    np.savez(first, **arrays)
+    code, out, err = run(capsys, command, d, "--temperature", "0.8", *(["--json"] if command != "compare" else []))
+    assert code == 0 and "skipped" not in err and "zero probability" not in err, err
+    if command == "replay":
+        reach = [json.loads(line)["sampling"]["length_at_least_lo"][0] for line in out.splitlines()]
+        assert reach[0] == pytest.approx(5 / 12, rel=1e-6) and reach[1] == pytest.approx(6 / 12, rel=1e-6)

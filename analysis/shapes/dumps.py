@@ -240,6 +240,8 @@ def scan_run(
                     progress(done, run.num_rounds)
         return [totals[k].measured() if k in totals and builder.rounds else None for k in range(len(configs))]
 
-    warnings = input_warnings(run.config, run.manifest) + run.step0.after_replay(replayed, accepted > 0)
+    warnings = input_warnings(
+        run.config, run.manifest, run.path, run.config_source, run.options.tree_index
+    ) + run.step0.after_replay(replayed, accepted > 0)
     warnings += batch_round_notes(notes)
     return DumpInput(run.path, run.tree, builder.finish(), skipped, measure_many, warnings)

@@ -7,10 +7,10 @@ is known, whatever K, so P(reach n) is the product of the recorded edge probabil
 root -> n and the round is exact (lo == hi).
 
 The walk and its sums are replay.core.sampling's: this module writes each node's children, with
-their recorded log-probabilities, as that node's "row" and asks ``sampling_bounds`` at T = 1,
-where a recorded child's probability is its row value itself (Z = 1, no tail enters). The checks
-on rows apply unchanged: a NaN or positive value, or children whose probabilities sum to more
-than 1, skip the round.
+their recorded log-probabilities, as that node's "row" with one more cell for drawing none of
+them, and asks ``sampling_bounds`` at T = 1, where a recorded child's probability is its row value
+itself (Z = 1, no tail enters). The checks on rows apply unchanged: a NaN or positive value, or
+children whose probabilities sum to more than 1, skip the round; a child of probability 0 is a value.
 """
 
 from __future__ import annotations
@@ -70,6 +70,28 @@ def children_rows(tokens: np.ndarray, parents: np.ndarray, edge_logp: np.ndarray
     return ids, lp
 
 
+# The token id of a children row's stop cell: no child carries it (token ids are >= 0, PAD_TOKEN is -1).
+STOP_TOKEN = -2
+
+
+def _with_stop_cell(ids: np.ndarray, lp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ids, lp [R, N+1, W] with one more cell per row: the mass 1 - sum(children) of drawing no child.
+
+    A node's children are not a top-K row: a child of probability 0 (log-prob -inf) says nothing
+    about the tokens the row does not name, so the top-K rule for a zero cell (every unnamed token
+    is then 0 too, and the row must sum to 1) must not judge them. With the stop cell the row names
+    its whole distribution and sums to 1; children summing to more than 1, or a NaN, are still
+    refused (the stop cell is then -inf or NaN)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        total = np.where(ids == PAD_TOKEN, 0.0, np.exp(lp)).sum(axis=2, keepdims=True)
+        stop = np.log(np.where(total > 1.0, 0.0, 1.0 - total))
+    stop = np.where(np.isnan(total), np.nan, stop)
+    return (
+        np.concatenate([ids, np.full(stop.shape, STOP_TOKEN, dtype=ids.dtype)], axis=2),
+        np.concatenate([lp, stop], axis=2),
+    )
+
+
 def recorded_bounds(
     tokens: np.ndarray, parents: np.ndarray, depths: np.ndarray, edge_logp: np.ndarray, temperature: float
 ) -> SamplingBounds:
@@ -82,6 +104,7 @@ def recorded_bounds(
     tokens = np.asarray(tokens, dtype=np.int64)
     parents = np.broadcast_to(np.asarray(parents, dtype=np.int64), tokens.shape)
     ids, lp = children_rows(tokens, parents, np.asarray(edge_logp, dtype=np.float64))
+    ids, lp = _with_stop_cell(ids, lp)
     has = np.ones(tokens.shape, dtype=bool)
     b = sampling_bounds(tokens, parents, depths, ids, lp, has, 1.0)  # T = 1: p = the row value itself
     return replace(b, temperature=t, needs_vocab=False)

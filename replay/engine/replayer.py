@@ -298,10 +298,16 @@ def reading_warnings(step0: Step0Check, accepted_lengths) -> tuple[str, ...]:
     return step0.after_replay(int(lengths.shape[0]), bool(lengths.shape[0] and lengths.any()))
 
 
-def input_warnings(config: SpecConfig, manifest: Manifest) -> tuple[str, ...]:
+def input_warnings(
+    config: SpecConfig, manifest: Manifest, directory: str | Path, source: str, tree_index: int
+) -> tuple[str, ...]:
     """What every replay says first on stderr about its config and manifest: keys spelt like ones
-    it reads, which it did not read."""
-    return config_key_warnings(config) + manifest_key_warnings(manifest)
+    it reads, which it did not read; configs the directory states that differ from the one used."""
+    return (
+        config_key_warnings(config)
+        + manifest_key_warnings(manifest)
+        + config_disagreements(config, tree_index, directory, manifest, source)
+    )
 
 
 def resolve_options(
@@ -386,7 +392,9 @@ def replay_directory(
             directory,
             no_such_round(opts.only_round, [f.key for f in grouping.rounds], str(directory), grouping.skipped),
         )
-    warnings = input_warnings(config, manifest) + _run_warnings(grouping.step0, manifest, tree_cfg, results)
+    warnings = input_warnings(config, manifest, directory, source, opts.tree_index) + _run_warnings(
+        grouping.step0, manifest, tree_cfg, results
+    )
     return DirectoryReplay(
         str(directory),
         config,
@@ -487,6 +495,37 @@ def config_notes(config: SpecConfig, opts: ReplayOptions) -> tuple[str, ...]:
     return ()
 
 
+def config_disagreements(
+    config: SpecConfig, tree_index: int, directory: str | Path, manifest: Manifest, source: str
+) -> tuple[str, ...]:
+    """A note for each config the directory states (the manifest's, config.json) whose tree differs
+    from the one used: parents ids and validate rows are read in the used config's tree order."""
+    used = config.trees[tree_index]
+    notes = []
+    for where, other in _stated_configs(Path(directory), manifest):
+        if where != source and tree_index < len(other.trees) and other.trees[tree_index] != used:
+            notes.append(
+                f"note: {where} states the config {other.trees[tree_index].short()}, not {used.short()} "
+                f"(from {source}); the dump's parents ids and validate rows are read in the tree order "
+                "of the config used, so a config other than the one the dump was drafted with gives other numbers"
+            )
+    return tuple(notes)
+
+
+def _stated_configs(directory: Path, manifest: Manifest) -> list[tuple[str, SpecConfig]]:
+    """(where, config) of the configs the directory states; a config.json that does not load is not one."""
+    from replay.core.config import load_config
+
+    stated = [] if manifest.config is None else [(manifest.path or "manifest.json", manifest.config)]
+    beside = directory / "config.json"
+    if beside.is_file():
+        try:
+            stated.append((str(beside), load_config(beside, allow_stream=False)))
+        except SpecReplayError:
+            pass  # read only when it is the config used, and refused then
+    return stated
+
+
 def replay_packed(
     path: str | Path, opts: ReplayOptions = ReplayOptions(), progress: Callable[[int, int], None] | None = None
 ) -> DirectoryReplay:
@@ -513,7 +552,17 @@ def replay_packed(
             progress(loaded, packed.num_rounds)
     if only is not None and not seen:
         raise RoundNotFoundError(path, no_such_round(only, packed_keys(packed), str(path)))
-    warnings = input_warnings(config, manifest) + _run_warnings(packed.step0, manifest, tree, results)
+    warnings = input_warnings(config, manifest, path, source, opts.tree_index) + _run_warnings(
+        packed.step0, manifest, tree, results
+    )
     return DirectoryReplay(
-        str(path), config, tree, manifest, tuple(results), tuple(skipped), source, config_notes(config, opts), warnings
+        str(path),
+        config,
+        tree,
+        manifest,
+        tuple(results),
+        tuple(skipped),
+        source,
+        config_notes(config, opts),
+        warnings,
     )

@@ -367,7 +367,9 @@ def replay_run(
         raise _missing_round(run)
     skipped = run.skipped + tuple(s for _, s in sorted(later, key=lambda t: t[0]))
     ok = result.ok
-    warnings = input_warnings(run.config, run.manifest) + reading_warnings(run.step0, result.accepted_length[ok])
+    warnings = input_warnings(
+        run.config, run.manifest, run.path, run.config_source, run.options.tree_index
+    ) + reading_warnings(run.step0, result.accepted_length[ok])
     fallback = fallback_run_warning(int((result.selection[:, ok] == SEL_FALLBACK).any(axis=0).sum()), int(ok.sum()))
     warnings += (fallback,) if fallback else ()
     warnings += batch_round_notes(note_groups(result))
