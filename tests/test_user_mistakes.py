@@ -4001,3 +4001,29 @@ def test_a_zero_probability_child_in_node_logprobs_is_a_value(capsys, node_dump,
     if command == "replay":
         reach = [json.loads(line)["sampling"]["length_at_least_lo"][0] for line in out.splitlines()]
         assert reach[0] == pytest.approx(5 / 12, rel=1e-6) and reach[1] == pytest.approx(6 / 12, rel=1e-6)
+
+
+# --- issue 36, new-user pass: a long skip listing folds reasons that differ only in names -----------
+
+
+def test_a_long_skip_listing_folds_reasons_that_differ_only_in_file_names(capsys, tmp_path):
+    d = tmp_path / "many_bad"
+    shutil.copytree(ROOT / "sample_dumps" / "synthetic_article", d)
+    bad = sorted(d.glob("validate_*.npz"))[:30]
+    for p in bad:
+        p.write_text("garbage\n")  # each round's reason names its own file
+    code, _, err = run(capsys, "stats", d)
+    skips = [line for line in err.splitlines() if "skipped" in line]
+    assert code == 1 and len(skips) == 4, err
+    assert_told(skips[3], "skipped 27 more for the same reason, up to the names and numbers in it", "not a zip file")
+
+
+@pytest.mark.parametrize("command", ["stats", "plot"])
+def test_files_an_earlier_run_left_in_the_output_are_named(capsys, tmp_path, command):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "accepted_length_old.csv").write_text("an earlier run's\n")
+    code, _, err = run(capsys, command, ROOT / "sample_dumps" / "synthetic_article", "-o", out)
+    assert code == 0, err
+    assert_told(err, f"{out} also holds file(s) this run did not write, left as they were: accepted_length_old.csv")
+    assert (out / "accepted_length_old.csv").read_text() == "an earlier run's\n"

@@ -33,6 +33,7 @@ from .options import (
     add_sampling_options,
     no_rounds_error,
     no_rounds_in_runs,
+    note_files_left,
     note_on_stderr,
     options_from_args,
     parse_key,
@@ -320,6 +321,7 @@ def _export(export_tables, named: dict, out_dir: str) -> None:
         paths = export_tables(named, staging)
     for path in paths:
         print(f"wrote {Path(out_dir) / path.name}", file=sys.stderr)
+    note_files_left(out_dir, paths)
 
 
 def _stats_sampling(args: argparse.Namespace, runs) -> int:
@@ -439,6 +441,7 @@ def run_plot(args: argparse.Namespace) -> int:
             save(treeplot.plot_round_tree(pick.result, decode, run.label, pick.why), f"round_{safe}")
     for p in written:
         print(p)
+    note_files_left(out, written)
     return skipped_status(runs, args)
 
 

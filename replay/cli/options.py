@@ -20,9 +20,11 @@
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 
 from replay.core.config_grammar import parse_spec
 from replay.core.sampling import format_temperature
@@ -79,18 +81,27 @@ def skipped_lines(skipped: Sequence[Skipped]) -> list[str]:
     and last names, reasons in the order they first occur."""
     if len(skipped) <= SKIP_LINES_LIMIT:
         return [f"skipped {s.what}: {s.reason}" for s in skipped]
-    by_reason: dict[str, list[str]] = {}
+    by_reason: dict[str, list[Skipped]] = {}
     for s in skipped:
-        by_reason.setdefault(s.reason, []).append(s.what)
+        by_reason.setdefault(_reason_kind(s.reason), []).append(s)
     lines = []
-    for reason, whats in by_reason.items():
-        lines += [f"skipped {what}: {reason}" for what in whats[:SKIP_LINES_PER_REASON]]
-        rest = whats[SKIP_LINES_PER_REASON:]
+    for group in by_reason.values():
+        lines += [f"skipped {s.what}: {s.reason}" for s in group[:SKIP_LINES_PER_REASON]]
+        rest = group[SKIP_LINES_PER_REASON:]
         if len(rest) == 1:
-            lines.append(f"skipped {rest[0]}: {reason}")
+            lines.append(f"skipped {rest[0].what}: {rest[0].reason}")
         elif rest:
-            lines.append(f"skipped {len(rest):,} more for the same reason ({rest[0]} … {rest[-1]}): {reason}")
+            same = "" if all(s.reason == rest[0].reason for s in rest) else ", up to the names and numbers in it"
+            lines.append(
+                f"skipped {len(rest):,} more for the same reason{same} ({rest[0].what} … {rest[-1].what}): {rest[0].reason}"
+            )
     return lines
+
+
+def _reason_kind(reason: str) -> str:
+    """A reason with its file names and numbers blanked: the reasons of one kind, round after round,
+    differ only there (each names its own file, round and row)."""
+    return re.sub(r"\d+", "#", re.sub(r"\S*/\S*", "PATH", reason))
 
 
 def print_skipped(skipped: Iterable[Skipped], label: str | None = None) -> None:
@@ -99,6 +110,17 @@ def print_skipped(skipped: Iterable[Skipped], label: str | None = None) -> None:
     run = f"{label}: " if label else ""
     for line in skipped_lines(list(skipped)):
         print(f"specreplay: {run}{line}", file=sys.stderr)
+
+
+def note_files_left(out_dir: str | Path, written: Iterable[str | Path]) -> None:
+    """One note when ``out_dir`` holds files this run did not write (an earlier run's, or the
+    user's): they stay as they were, and are not this run's output."""
+    from replay.util.atomic import not_written
+
+    left = not_written(out_dir, {Path(w).name for w in written})
+    if left:
+        shown = ", ".join(left[:3]) + (f", … ({len(left)} in all)" if len(left) > 3 else "")
+        note_on_stderr(f"note: {out_dir} also holds file(s) this run did not write, left as they were: {shown}")
 
 
 def note_on_stderr(line: str) -> None:

@@ -173,6 +173,15 @@ def staged_directory(target: str | Path, whole: bool) -> Iterator[Path]:
             shutil.rmtree(staging, ignore_errors=True)
 
 
+def not_written(target: str | Path, written: set[str]) -> list[str]:
+    """The visible entries of directory ``target`` whose names are not in ``written``, sorted: what a
+    per-file staged write (``whole=False``) left as it was."""
+    try:
+        return sorted(e.name for e in Path(target).iterdir() if e.name not in written and not e.name.startswith("."))
+    except OSError:
+        return []
+
+
 def _commit(staging: Path, target: Path, whole: bool) -> None:
     os.chmod(staging, _final_dir_mode(target))
     with held_interrupts():
