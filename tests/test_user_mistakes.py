@@ -4027,3 +4027,40 @@ def test_files_an_earlier_run_left_in_the_output_are_named(capsys, tmp_path, com
     assert code == 0, err
     assert_told(err, f"{out} also holds file(s) this run did not write, left as they were: accepted_length_old.csv")
     assert (out / "accepted_length_old.csv").read_text() == "an earlier run's\n"
+@pytest.mark.parametrize(
+    "file,body,told",
+    [
+        ("config.json", {"gamma": True, "topKSpec": [[6], [2, 2], [1, 1]], "topHead": [1, 2, 2]}, "got true"),
+        ("config.json", {"gamma": 3, "topKSpec": [[6], [2, False], [1, 1]], "topHead": [1, 2, 2]}, "got false"),
+        ("manifest.json", {"temperature": False}, "got false"),
+        ("manifest.json", {"encoding": {"format": "raw", "dtype": "int32", "columns": {"draft": True}}}, "got true"),
+        ("manifest.json", {"rounds": [{"key": [True, None]}]}, "got [true, null]"),
+    ],
+    ids=["config int", "config list item", "manifest temperature", "manifest columns", "manifest round key"],
+)
+def test_a_json_bool_in_an_error_is_spelt_as_in_the_file(capsys, tmp_path, file, body, told):
+    """A value read from JSON is shown as the file spells it: true, false, null, never Python's True."""
+    d = article_by_hand(tmp_path / "dump")
+    (d / file).write_text(json.dumps(body), encoding="utf-8")
+    code, out, err = run(capsys, "replay", d, "--summary", "--no-progress")
+    assert code == 2 and out == "", err
+    assert told in err and "True" not in err and "False" not in err and "None" not in err, err
+
+
+@pytest.mark.parametrize("cmd", [["replay"], ["replay", "--summary"], ["batch"]], ids=["replay", "summary", "batch"])
+def test_scores_stated_for_a_dump_without_scores_gets_a_note(cmd, capsys, tmp_path):
+    """`--scores logprob` on a dump without any scores: one note that it changes nothing; none when
+    the dump has scores, or when nothing was stated."""
+    d = article_by_hand(tmp_path / "plain")
+    note = (
+        "note: --scores logprob changes nothing here: none of the 1 replayed round(s) has scores (no .scores "
+        'companion file, no scores array; docs/dump-format.md, "Scores and parents")'
+    )
+    code, out, err = run(capsys, cmd[0], d, *cmd[1:], "--scores", "logprob", "--no-progress")
+    assert code == 0 and out, err
+    assert err.count(note) == 1, err
+    (d / "manifest.json").write_text(json.dumps({"score_kind": "prob"}), encoding="utf-8")
+    code, out, err = run(capsys, cmd[0], d, *cmd[1:], "--no-progress")
+    assert code == 0 and "note: manifest.json score_kind 'prob' changes nothing here" in err, err
+    code, out, err = run(capsys, cmd[0], SYNTH, *cmd[1:], "--scores", "logprob", "--no-progress")
+    assert code == 0 and "changes nothing" not in err, err

@@ -57,6 +57,19 @@ def fallback_run_warning(rounds: int, total: int) -> str | None:
     )
 
 
+def unused_scores_note(score_kind: str | None, by_option: bool, scored: int, total: int) -> str | None:
+    """The run's note when the score kind (``prob``/``logprob``: ``--scores`` when ``by_option``, else
+    the manifest's ``score_kind``) says how scores are stored but none of its ``total`` replayed
+    rounds has any (``scored``: rounds with draft or validate scores)."""
+    if score_kind not in ("prob", "logprob") or scored or not total:
+        return None
+    stated = f"--scores {score_kind}" if by_option else f"manifest.json score_kind '{score_kind}'"
+    return (
+        f"note: {stated} changes nothing here: none of the {total} replayed round(s) has scores "
+        '(no .scores companion file, no scores array; docs/dump-format.md, "Scores and parents")'
+    )
+
+
 def selection_method(step: int, has_parents: bool, has_scores: bool) -> str:
     """SELECT_* for draft step ``step``: the root, else the dump's parents, else scores, else the fallback."""
     if step == 0:

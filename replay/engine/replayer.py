@@ -17,7 +17,7 @@ import numpy as np
 from replay.core.acceptance import Acceptance, accept_greedy, target_top1_per_node
 from replay.core.config import SpecConfig, TreeConfig, config_key_warnings
 from replay.core.records import record_of
-from replay.core.selection import FALLBACK_WARNING, fallback_run_warning
+from replay.core.selection import FALLBACK_WARNING, fallback_run_warning, unused_scores_note
 from replay.core.tree import Tree
 from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, PAD_TOKEN
 from replay.io.formats.matrix_io import RawSpec
@@ -373,7 +373,7 @@ def replay_directory(
         raise DumpError(directory, "not a directory")
     if looks_packed(directory):
         return replay_packed(directory, opts, progress)
-    asked = opts.step0_offset
+    asked, given_kind = opts.step0_offset, opts.score_kind
     config, tree_cfg, manifest, opts, source = resolve_options(directory, opts)
     grouping = group_rounds(directory, asked, manifest)
     opts = replace(opts, step0_offset=grouping.step0_offset)
@@ -393,7 +393,7 @@ def replay_directory(
             no_such_round(opts.only_round, [f.key for f in grouping.rounds], str(directory), grouping.skipped),
         )
     warnings = input_warnings(config, manifest, directory, source, opts.tree_index) + _run_warnings(
-        grouping.step0, manifest, tree_cfg, results
+        grouping.step0, manifest, tree_cfg, results, opts, given_kind is not None
     )
     return DirectoryReplay(
         str(directory),
@@ -409,13 +409,21 @@ def replay_directory(
 
 
 def _run_warnings(
-    step0: Step0Check, manifest: Manifest, tree_cfg: TreeConfig, results: list[RoundResult]
+    step0: Step0Check,
+    manifest: Manifest,
+    tree_cfg: TreeConfig,
+    results: list[RoundResult],
+    opts: ReplayOptions,
+    by_option: bool,
 ) -> tuple[str, ...]:
     """The stderr lines of a reference replay, from a directory or a packed run alike: how the
     files were read, the rank-major fallback, rising scores, the manifest's recorded figures."""
     warnings = reading_warnings(step0, [r.acceptance.accepted_length for r in results])
     fallback = fallback_run_warning(sum(FALLBACK_WARNING in r.notes for r in results), len(results))
     warnings += (fallback,) if fallback else ()
+    scored = sum(r.validate_logp is not None or r.rebuilt.candidate_logp is not None for r in results)
+    unused = unused_scores_note(opts.score_kind, by_option, scored, len(results))
+    warnings += (unused,) if unused else ()
     warnings += round_notes_lines((r.name, r.notes, 1) for r in results)
     rising = _rising_rows_warning(results)
     warnings += (rising,) if rising else ()
@@ -533,6 +541,7 @@ def replay_packed(
     path = Path(path)
     if not path.is_dir():
         raise DumpError(path, "not a directory (expected a dump directory or a packed run)")
+    given_kind = opts.score_kind
     packed, config, tree, manifest, opts, source = open_packed(path, opts)
     skipped = list(packed.skipped)
     results: list[RoundResult] = []
@@ -553,7 +562,7 @@ def replay_packed(
     if only is not None and not seen:
         raise RoundNotFoundError(path, no_such_round(only, packed_keys(packed), str(path)))
     warnings = input_warnings(config, manifest, path, source, opts.tree_index) + _run_warnings(
-        packed.step0, manifest, tree, results
+        packed.step0, manifest, tree, results, opts, given_kind is not None
     )
     return DirectoryReplay(
         str(path),

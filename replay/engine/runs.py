@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from replay.core.config import SpecConfig, TreeConfig
-from replay.core.selection import fallback_run_warning
+from replay.core.selection import fallback_run_warning, unused_scores_note
 from replay.core.vocab import LAYOUT_ALL, LAYOUTS
 from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
 from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
@@ -372,6 +372,9 @@ def replay_run(
     ) + reading_warnings(run.step0, result.accepted_length[ok])
     fallback = fallback_run_warning(int((result.selection[:, ok] == SEL_FALLBACK).any(axis=0).sum()), int(ok.sum()))
     warnings += (fallback,) if fallback else ()
+    by_option = opts.score_kind is not None
+    unused = unused_scores_note(run.options.score_kind, by_option, int(result.scored[ok].sum()), int(ok.sum()))
+    warnings += (unused,) if unused else ()
     warnings += batch_round_notes(note_groups(result))
     shapes = result.shape_index[ok]
     mixed = mixed_layouts_note(

@@ -39,6 +39,7 @@ class BatchResult:
     bonus_token: np.ndarray  # [R] int64, PAD_TOKEN when the dump has no target row for it
     bonus_kind: np.ndarray  # [R] int8 BonusCode
     stop: np.ndarray  # [R] int8 StopCode (index into STOP_CODES)
+    scored: np.ndarray  # [R] bool: the round's draft or validate files carry scores
     ordinals: np.ndarray | None = None  # [R] int64 position in the run, when known
     selection_notes: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # round → parents-vs-score notes
     # [H, R] int32 the tree the replay rebuilt: slot j of draft step i (row shape.head_offsets[i] + j of
@@ -243,6 +244,7 @@ _ROUND_ARRAYS = (
     "bonus_token",
     "bonus_kind",
     "stop",
+    "scored",
 )
 
 
@@ -277,5 +279,6 @@ def _empty_result(batch: RoundBatch, gamma: int) -> BatchResult:
         bonus_token=np.full(r, PAD_TOKEN, dtype=np.int64),
         bonus_kind=np.zeros(r, dtype=np.int8),
         stop=np.zeros(r, dtype=np.int8),
+        scored=np.full(r, any(st.logp is not None for st in (*batch.steps, batch.validate))),
         ordinals=None if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64),
     )
