@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """``n`` and ``noun``, plural (``plural`` or noun + "s") unless n is 1."""
@@ -18,6 +20,10 @@ def row_words(row: int) -> str:
 def value_words(value: object, limit: int = 80) -> str:
     """A value read from a JSON file as a message quotes it: true/false/null in JSON's spelling (the
     file says ``true``, not Python's ``True``), anything else as its repr, cut at ``limit``."""
-    text = {True: "true", False: "false"}.get(value, repr(value)) if isinstance(value, bool) else repr(value)
-    text = "null" if value is None else text
+    text = repr(value)
+    if value is None or isinstance(value, (bool, list, dict)):
+        try:
+            text = json.dumps(value)
+        except (TypeError, ValueError):  # not JSON's own values (a NaN, a tuple key): as Python has it
+            pass
     return text if len(text) <= limit else text[: limit - 3] + "..."

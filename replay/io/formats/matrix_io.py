@@ -27,7 +27,7 @@ from replay.util.bounded import (
     read_file_bytes,
 )
 from replay.util.errors import DumpError
-from replay.util.words import row_words
+from replay.util.words import row_words, value_words
 
 from .npyfile import read_npy, read_npz, shape_words
 from .ptfile import load_pt
@@ -105,12 +105,12 @@ def raw_dtype(name: object, kinds: str, fail: Fail) -> np.dtype:
 def check_raw_columns(columns: object, fail: Fail) -> dict[str, int]:
     """Column counts per kind: {"draft": N, "validate": M}, each a positive integer; a copy once checked."""
     if not isinstance(columns, Mapping) or not columns:
-        raise fail(f"expected columns as {{draft: N, validate: M}}, got {columns!r}")
+        raise fail(f"expected columns as {{draft: N, validate: M}}, got {value_words(columns)}")
     for kind, value in columns.items():
         if kind not in ("draft", "validate"):
-            raise fail(f"expected column counts for 'draft' and 'validate', got {kind!r}")
+            raise fail(f"expected column counts for 'draft' and 'validate', got {value_words(kind)}")
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise fail(f"expected the {kind} column count as a positive integer, got {value!r}")
+            raise fail(f"expected the {kind} column count as a positive integer, got {value_words(value)}")
     return dict(columns)
 
 
