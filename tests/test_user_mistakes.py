@@ -2625,6 +2625,36 @@ def test_validate_scores_that_rise_along_the_row_are_warned_about(capsys, tmp_pa
     assert code == 0 and "rise" not in err
 
 
+@pytest.mark.parametrize("command", ["batch", "stats", "compare"])
+def test_the_engine_words_its_refusals_without_a_second_replay(capsys, tmp_path, monkeypatch, command):
+    """Every refused round's reason (the file, the field, the row) comes from the vectorised engine
+    itself: the per-round reference never runs, for one refused round or for many."""
+    import analysis.shapes.speedpredict
+    import analysis.tables.runs
+    import replay.engine.replayer
+
+    def no_reference(*_a, **_k):
+        raise AssertionError("the per-round reference replay ran")
+
+    for module in (replay.engine.replayer, analysis.tables.runs, analysis.shapes.speedpredict):
+        for name in ("replay_directory", "replay_packed"):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, no_reference)
+    d = small_scored_by_hand(tmp_path / "my")
+    keys = [f"{10 + 2 * k}_{20 + 2 * k}" for k in range(1, 25)]
+    for key in keys:
+        a, b = map(int, key.split("_"))
+        for f in sorted(d.glob("*_10_20*")):
+            shutil.copy(f, d / f.name.replace("10_20", key))
+        for f in sorted(d.glob("draft_step_0_9_19*")):
+            shutil.copy(f, d / f.name.replace("9_19", f"{a - 1}_{b - 1}"))
+    code, _, err = run(capsys, command, d, "--temperature", "0.7", "--vocab-size", "3")
+    assert code == 2, err
+    for key in ["10_20", "12_22", "14_24"]:  # the first three in full, the rest folded with the last's name
+        assert_told(err, f"round {key}", f"validate_{key}.scores (scores), row 0 (0-based): a validate row contradicts")
+    assert_told(err, "skipped 22 more for the same reason", "round 58_68)")
+
+
 def test_many_refused_rounds_each_name_their_scores_file_through_compare(capsys, tmp_path):
     # compare at T reads a dump directory on the batch arrays, which know no file; its refused rounds
     # get the round path's words. More than a few are replayed in one pass of the run (not one scan

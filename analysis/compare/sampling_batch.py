@@ -21,22 +21,21 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TREE_DYNAMIC, TreeConfig
-from replay.core.sampling import PROBLEM_WORDS, greedy_logp, prepare_sampling, problem_words
+from replay.core.sampling import PROBLEM_WORDS, greedy_logp, prepare_sampling
 from replay.core.sampling_recorded import recorded_column
 from replay.core.vocab import CHUNK_ROUNDS, NO_PARENT, PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
 from replay.engine.batch.frames import round_names
-from replay.engine.batch.recorded import ALONE_LIMIT  # refused rounds replayed one by one; more: the run once
-from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
+from replay.engine.batch.recorded import refusal_texts
+from replay.engine.batch.sampling import batch_sampling
 from replay.engine.runs import iter_run_chunks, open_run
-from replay.engine.sampling import NO_SCORES, round_sampling
 from replay.util.rows import unique_rows
 
 from .batch import per_batch_parts, replayed_by_shape
@@ -350,6 +349,7 @@ class SamplingPart:
     names: np.ndarray  # [C] object round names a_b
     refused: dict[bool, np.ndarray]  # T > 0 or not -> [C] NOT_REFUSED, NO_SCORES_CODE or PROBLEM_*
     outcomes: dict[tuple[int, float], AtT]  # (config position, T)
+    why: dict[bool, np.ndarray]  # T > 0 or not -> [C] object: a refused round's reason (the engine's words), else ""
 
 
 def sampling_parts(
@@ -373,10 +373,12 @@ def sampling_parts(
     parts = []
     for shape, members, b, r in replayed_by_shape(batch, res):
         refused: dict[bool, np.ndarray] = {}
+        why: dict[bool, np.ndarray] = {}
         for t in temperatures:
             if (t > 0.0) not in refused:
                 bs = batch_sampling(b, r, recorded, t, vocab_size)
                 refused[t > 0.0] = np.where(bs.usable, NOT_REFUSED, bs.problem).astype(np.int8)
+                why[t > 0.0] = _reasons(refusal_texts(b, r, bs, vocab_size), len(b))
         outcomes = _part_outcomes(
             b,
             r,
@@ -391,8 +393,16 @@ def sampling_parts(
             fold,
             ordinals[members],
         )
-        parts.append(SamplingPart(ordinals[members], round_names(r), refused, outcomes))
+        parts.append(SamplingPart(ordinals[members], round_names(r), refused, outcomes, why))
     return parts
+
+
+def _reasons(texts: dict[int, str], c: int) -> np.ndarray:
+    """[C] object: texts[i] at each refused round i, "" elsewhere (a run refused throughout shares one string)."""
+    out = np.full(c, "", dtype=object)
+    for i, text in texts.items():
+        out[i] = text
+    return out
 
 
 def _part_outcomes(
@@ -440,12 +450,6 @@ def _refused_at(c: int, gamma: int) -> AtT:
     return AtT(no, f, f, np.zeros((c, gamma)), np.zeros((c, gamma)), no, z, np.zeros(c, np.int8), z, z - 1, False)
 
 
-def refusal_text(code: int, vocab_size: int | None = None) -> str:
-    """The words of replay.engine.sampling.round_sampling's ValueError for a refusal code (a
-    vocabulary contradiction names the size and where it came from, as the round path does)."""
-    return NO_SCORES if code == NO_SCORES_CODE else problem_words(code, vocab_size)
-
-
 def join_sampling(
     parts: Sequence[SamplingPart],
     recorded: TreeConfig,
@@ -461,12 +465,11 @@ def join_sampling(
     refused = {
         pos: np.concatenate([p.refused[pos] for p in parts])[order] for pos in {t > 0.0 for t in temperatures} if parts
     }
+    why = {pos: np.concatenate([p.why[pos] for p in parts])[order] for pos in {t > 0.0 for t in temperatures} if parts}
     skipped = []
     for t in temperatures:
         codes = refused[t > 0.0] if parts else np.zeros(0, np.int8)
-        skipped.extend(
-            (str(names[i]), t, refusal_text(int(codes[i]), vocab_size)) for i in np.flatnonzero(codes != NOT_REFUSED)
-        )
+        skipped.extend((str(names[i]), t, str(why[t > 0.0][i])) for i in np.flatnonzero(codes != NOT_REFUSED))
     rows, frames, needs_vocab = [], [], False
     for c, cfg in enumerate(configs):
         for t in temperatures:
@@ -548,29 +551,7 @@ def compare_sampling_run(
             return own
         top_k = _batch_sampling_run(run, configs, rest, vocab_size, gamma_threshold, progress, per_round)
         return merge_temperatures(temperatures, [(exact_at, own), (rest, top_k)])
-    done = _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold, progress, per_round)
-    return _name_the_rows(run, done, vocab_size, nodes)
-
-
-def _name_the_rows(run: LabelledRun, done: SamplingComparison, vocab_size, nodes) -> SamplingComparison:
-    """The batch arrays know no file: each round of a dump directory or packed run refused for a bad
-    row gets the round path's reason, which names the scores file and the row. A few are replayed
-    alone (each read of one round scans the directory); more, and the run is replayed once."""
-    bad = {name for name, _, why in done.skipped if why != NO_SCORES}
-    if not bad:
-        return done
-    index = {f"{a}_{b}": i for i, (a, b) in enumerate(run.results.summaries[2])}
-    results = run.results[:] if len(bad) > ALONE_LIMIT else run.results
-    replayed = {name: results[index[name]] for name in bad if name in index}
-    skipped = []
-    for name, t, why in done.skipped:
-        if name in replayed and why != NO_SCORES:
-            try:
-                round_sampling(replayed[name], t, vocab_size, nodes)
-            except ValueError as exc:
-                why = str(exc)
-        skipped.append((name, t, why))
-    return replace(done, skipped=skipped)
+    return _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold, progress, per_round)
 
 
 def merge_temperatures(
@@ -644,7 +625,7 @@ class _Sums:
     def __init__(self, configs: Sequence[TreeConfig], temperatures: Sequence[float]) -> None:
         self.configs, self.temperatures = list(configs), list(temperatures)
         self.acc = {(c, t): _Acc(configs[c].gamma) for c in range(len(configs)) for t in temperatures}
-        # per T > 0 or not: the refused rounds' (ordinals, names, codes) of each add, kept as arrays
+        # per T > 0 or not: the refused rounds' (ordinals, names, reasons) of each add, kept as arrays
         self.refused: dict[bool, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         self.needs_vocab = False
         self.lock = threading.Lock()
@@ -659,7 +640,8 @@ class _Sums:
         refused = {pos: np.concatenate([p.refused[pos] for p in parts])[order] for pos in parts[0].refused}
         for pos, codes in refused.items():
             bad = np.flatnonzero(codes != NOT_REFUSED)
-            self.refused.setdefault(pos, []).append((ords[order[bad]], names[bad], codes[bad]))
+            why = np.concatenate([p.why[pos] for p in parts])[order]
+            self.refused.setdefault(pos, []).append((ords[order[bad]], names[bad], why[bad]))
 
     def fold(self, c: int, t: float, at: AtT, ordinals: np.ndarray) -> None:
         """Config ``c`` at ``t`` on some usable rounds (sampling_parts' fold; from the replay's threads)."""
@@ -673,7 +655,7 @@ class _Sums:
             ords = np.concatenate([a[0] for a in adds])
             order = np.argsort(ords, kind="stable")
             by_pos[pos] = (np.concatenate([a[1] for a in adds])[order], np.concatenate([a[2] for a in adds])[order])
-        skipped = SkippedRounds(self.temperatures, by_pos, vocab_size)
+        skipped = SkippedRounds(self.temperatures, by_pos)
         rows = [self.acc[(c, t)].row(cfg, recorded, t) for c, cfg in enumerate(self.configs) for t in self.temperatures]
         table = pd.DataFrame(rows, columns=SAMPLING_COLUMNS)
         undetermined: dict[str, Counter] = {}
@@ -692,15 +674,9 @@ class SkippedRounds(Sequence):
     rounds in run order), made as read from the refused rounds' arrays: a run without scores is
     refused at every T > 0, 15 tuples a round on the default grid (1.5 GB at 10^6 rounds as a list)."""
 
-    def __init__(self, temperatures: Sequence[float], by_pos: dict[bool, tuple[np.ndarray, np.ndarray]], vocab_size):
-        self.temperatures, self.by_pos, self.vocab_size = list(temperatures), by_pos, vocab_size
+    def __init__(self, temperatures: Sequence[float], by_pos: dict[bool, tuple[np.ndarray, np.ndarray]]):
+        self.temperatures, self.by_pos = list(temperatures), by_pos  # T > 0 or not -> (names, reasons)
         self.sizes = [len(by_pos[t > 0.0][0]) if (t > 0.0) in by_pos else 0 for t in self.temperatures]
-        self.texts: dict[int, str] = {}  # one string per refusal code
-
-    def _text(self, code: int) -> str:
-        if code not in self.texts:
-            self.texts[code] = refusal_text(code, self.vocab_size)
-        return self.texts[code]
 
     def __len__(self) -> int:
         return sum(self.sizes)
@@ -711,17 +687,17 @@ class SkippedRounds(Sequence):
         i = i + len(self) if i < 0 else i
         for t, size in zip(self.temperatures, self.sizes):
             if 0 <= i < size:
-                names, codes = self.by_pos[t > 0.0]
-                return (str(names[i]), t, self._text(int(codes[i])))
+                names, why = self.by_pos[t > 0.0]
+                return (str(names[i]), t, str(why[i]))
             i -= size
         raise IndexError("skipped round index out of range")
 
     def __iter__(self):
         for t, size in zip(self.temperatures, self.sizes):
             if size:
-                names, codes = self.by_pos[t > 0.0]
-                for name, code in zip(names.tolist(), codes.tolist()):
-                    yield (str(name), t, self._text(code))
+                names, why = self.by_pos[t > 0.0]
+                for name, text in zip(names.tolist(), why.tolist()):
+                    yield (str(name), t, str(text))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Sequence) and list(self) == list(other)

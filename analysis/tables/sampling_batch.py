@@ -6,8 +6,9 @@ replay.engine.batch.recorded.sampling_at (batch --temperature's rule: the top-K 
 node_logprobs where it records them at T), and each batch keeps only its usable rounds' numbers
 (E[L] bounds, P(L >= d) bounds, exactness, nodes, steps) and its refused rounds' keys. Joined in run
 order, they are the arrays the round path (analysis.tables.sampling.run_sampling over RoundResults)
-builds: the same values in the same order, so the same sums. A refused round's reason is the round
-path's (replay.engine.batch.recorded.refusal_reasons names the file, the field and the row).
+builds: the same values in the same order, so the same sums. A refused round's reason is worded by
+the engine in the round path's words (replay.engine.batch.recorded.refusal_texts: the file, the
+field and the row).
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from replay.engine.batch.recorded import node_logprob_gaps_batch, refusal_reasons, refusal_words, sampling_at
-from replay.engine.batch.sampling import NO_SCORES_CODE
+from replay.engine.batch.recorded import node_logprob_gaps_batch, refusal_texts, sampling_at
 from replay.engine.batch.sampling_frames import from_node_logprobs
 from replay.engine.runs import replay_run
 from replay.engine.sampling import sampling_skip
@@ -32,6 +32,7 @@ def _batch_part(batch, res, cfg, t: float, vocab_size, nodes) -> dict:
     use, bad = res.ok & smp.usable, res.ok & ~smp.usable
     at = {f"{a}_{b}": int(o) for a, b, o in zip(*res.keys[:, use].tolist(), ordinals[use].tolist())}
     gaps = tuple([(at[n], n) for n in names if n in at] for names in node_logprob_gaps_batch(batch, res, t, nodes))
+    why = refusal_texts(batch, res, smp, vocab_size, nodes)
     return {
         "ordinal": ordinals[use],
         "expected_lo": smp.expected_lo[use],
@@ -44,7 +45,7 @@ def _batch_part(batch, res, cfg, t: float, vocab_size, nodes) -> dict:
         "steps": res.num_steps[use],
         "bad_ordinal": ordinals[bad],
         "bad_keys": res.keys[:, bad],
-        "bad_code": smp.problem[bad],
+        "bad_why": [why[i] for i in np.flatnonzero(bad).tolist()],
         "needs_vocab": bool(smp.needs_vocab and use.any()),
         "gaps": gaps,
     }
@@ -77,7 +78,7 @@ def batch_run_sampling(
         _cat(parts, "own", bool)[order],
         _cat(parts, "nodes", np.int64)[order],
         steps,
-        tuple(_refused(run, parts, t, vocab_size, node_temperatures)),
+        tuple(_refused(parts, t)),
         any(p["needs_vocab"] for p in parts),
         (gaps[0], gaps[1]),
     )
@@ -101,22 +102,10 @@ def _table(parts: list[dict], name: str, depth: int, order: np.ndarray) -> np.nd
     return out[order]
 
 
-def _refused(run: LabelledRun, parts: list[dict], t: float, vocab_size, nodes) -> list:
-    """The refused rounds' skipped entries in run order, in the round path's words (a bad row's or
-    node log-prob's reason names the file: the round path's, replay.engine.batch.recorded.refusal_reasons)."""
+def _refused(parts: list[dict], t: float) -> list:
+    """The refused rounds' skipped entries in run order, each in the round path's words (the engine's
+    replay.engine.batch.recorded.refusal_texts: the file, the field, the row)."""
     order = np.argsort(_cat(parts, "bad_ordinal", np.int64), kind="stable")
     keys = np.concatenate([p["bad_keys"] for p in parts] or [np.zeros((2, 0), np.int64)], axis=1)[:, order]
-    codes = _cat(parts, "bad_code", np.int64)[order]
-    pairs = [(int(a), int(b)) for a, b in keys.T.tolist()]
-    named = refusal_reasons(
-        run.replay.directory,
-        run.replay.options,
-        [k for k, c in zip(pairs, codes.tolist()) if c != NO_SCORES_CODE],
-        t,
-        vocab_size,
-        nodes,
-    )
-    return [
-        sampling_skip(f"{a}_{b}", t, named.get((a, b)) or refusal_words(c, vocab_size))
-        for (a, b), c in zip(pairs, codes.tolist())
-    ]
+    why = [w for p in parts for w in p["bad_why"]]
+    return [sampling_skip(f"{a}_{b}", t, why[k]) for (a, b), k in zip(keys.T.tolist(), order.tolist())]

@@ -16,7 +16,7 @@ import numpy as np
 from replay.core.records import table_format, write_arrow_table, write_batch_json_lines
 from replay.engine.batch import BatchResult
 from replay.engine.batch.frames import distinct_columns, record_arrow
-from replay.engine.batch.recorded import node_logprob_gaps_batch, refusal_reasons, refusal_words, sampling_at
+from replay.engine.batch.recorded import node_logprob_gaps_batch, refusal_texts, sampling_at
 from replay.engine.batch.sampling import NO_SCORES_CODE
 from replay.engine.batch.sampling_frames import (
     concat_sampling,
@@ -178,16 +178,13 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
         opts,
         workers=args.workers,
         progress=progress_enabled(args.no_progress),
-        per_batch=lambda b, res, cfg: (
-            res.ordinals,
-            sampling_at(b, res, cfg, t, vocab, nodes),
-            node_logprob_gaps_batch(b, res, t, nodes),
-        ),
+        per_batch=lambda b, res, cfg: _sampling_part(b, res, cfg, t, vocab, nodes),
     )
     require_rounds(rep, int(rep.result.ok.sum()))
     res = rep.result
     smp = concat_sampling([p[:2] for p in rep.per_batch]) if rep.per_batch else None
-    greedy, rep = rep, replace(rep, skipped=(*rep.skipped, *_refusals(args.dir, opts, res, smp, t, vocab, nodes)))
+    why = {key: text for p in rep.per_batch for key, text in p[3].items()}
+    greedy, rep = rep, replace(rep, skipped=(*rep.skipped, *_refusals(res, smp, t, why)))
     rows = np.flatnonzero(res.ok & smp.usable) if smp is not None else np.zeros(0, dtype=np.int64)
     require_rounds(rep, rows.shape[0])
     assert smp is not None
@@ -222,20 +219,20 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
     return 1 if rep.skipped else 0
 
 
-def _refusals(directory: str, opts, res: BatchResult, smp, t: float, vocab, nodes) -> list:
-    """The skipped entries of replayed rounds without a sampling replay at T, in round order; a bad
-    row's or node log-prob's reason is the round path's, which names the file and the field."""
+def _sampling_part(batch, res: BatchResult, cfg, t: float, vocab, nodes) -> tuple:
+    """One batch at T: (ordinals, its BatchSampling, its node_logprob gaps, {round key: why refused})."""
+    smp = sampling_at(batch, res, cfg, t, vocab, nodes)
+    why = refusal_texts(batch, res, smp, vocab, nodes)
+    return res.ordinals, smp, node_logprob_gaps_batch(batch, res, t, nodes), {batch.key(i): w for i, w in why.items()}
+
+
+def _refusals(res: BatchResult, smp, t: float, why: dict) -> list:
+    """The skipped entries of replayed rounds without a sampling replay at T, in round order, each in
+    the engine's words (replay.engine.batch.recorded.refusal_texts: the file, the field, the row)."""
     if smp is None:
         return []
-    bad = np.flatnonzero(res.ok & ~smp.usable)
-    keys = [(int(res.keys[0, i]), int(res.keys[1, i])) for i in bad]
-    named = refusal_reasons(
-        directory, opts, [k for k, i in zip(keys, bad) if smp.problem[i] != NO_SCORES_CODE], t, vocab, nodes
-    )
-    return [
-        sampling_skip(f"{k[0]}_{k[1]}", t, named.get(k) or refusal_words(int(smp.problem[i]), vocab))
-        for k, i in zip(keys, bad)
-    ]
+    keys = [(int(res.keys[0, i]), int(res.keys[1, i])) for i in np.flatnonzero(res.ok & ~smp.usable)]
+    return [sampling_skip(f"{k[0]}_{k[1]}", t, why[k]) for k in keys]
 
 
 def _write_table(rep: RunReplay, path: str, progress=None) -> None:

@@ -158,10 +158,7 @@ def round_sampling(
     if col is not None and own is not None:
         assert node_temperatures is not None
         if own.shape[1] != len(node_temperatures):
-            raise ValueError(
-                f"{res.validate_path} (node_logprobs): {own.shape[1]} column(s) but manifest.json "
-                f"node_logprob_temperatures lists {len(node_temperatures)}"
-            )
+            raise ValueError(node_columns_words(res.validate_path, own.shape[1], len(node_temperatures)))
         tree = res.tree
         b = recorded_bounds(tree.tokens[None], tree.parents[None], tree.depths[None], own[None, :, col], temperature)
         if b.problem[0]:
@@ -190,17 +187,36 @@ def node_logprob_gaps(results: Sequence) -> tuple[list[str], list[str]]:
 
 def _row_problem_words(res, code: int, vocab_size: int | None) -> str:
     """The problem of a round's rows, naming the scores file and the first row the walk reads that has it."""
-    rows = res.tree.expanded_order if res.layout == LAYOUT_ALL else np.arange(res.tree.expanded_order.shape[0])
-    rows = rows[rows < res.validate_ids.shape[0]]
-    codes = row_problems(res.validate_ids[rows], res.validate_logp[rows], vocab_size)
+    expanded = res.tree.expanded_order
+    rows = expanded if res.layout == LAYOUT_ALL else np.arange(expanded.shape[0])
+    return row_problem_words(res.scores_path, res.validate_ids, res.validate_logp, rows, code, vocab_size)
+
+
+def row_problem_words(
+    scores_path: str, ids: np.ndarray, logp: np.ndarray, rows: np.ndarray, code: int, vocab_size: int | None
+) -> str:
+    """A round's refusal for problem ``code`` of its validate rows: the scores file, the first of
+    ``rows`` (the rows the walk reads, in its order) that has the problem, and the words.
+
+    ids, logp: [M, K] the round's validate rows (int64 / float); rows: [n] int64 row indices."""
+    rows = rows[rows < ids.shape[0]]
+    codes = row_problems(ids[rows], logp[rows], vocab_size)
     hit = rows[codes == code]
-    where = f"{res.scores_path} (scores)" + (f", {row_words(int(hit[0]))}" if hit.shape[0] else "")
+    where = f"{scores_path} (scores)" + (f", {row_words(int(hit[0]))}" if hit.shape[0] else "")
     words = problem_words(code, vocab_size)
     if code in (PROBLEM_SUM, PROBLEM_ZERO) and hit.shape[0]:  # the sum itself tells a user which scores are wrong
         row = int(hit[0])
-        real = res.validate_ids[row] != PAD_TOKEN
-        words += f": it sums to {float(np.exp(np.asarray(res.validate_logp[row], dtype=np.float64)[real]).sum()):.6g}"
+        real = ids[row] != PAD_TOKEN
+        words += f": it sums to {float(np.exp(np.asarray(logp[row], dtype=np.float64)[real]).sum()):.6g}"
     return f"{where}: {words}"
+
+
+def node_columns_words(validate_path: str, columns: int, listed: int) -> str:
+    """A round whose node_logprobs has another number of columns than the manifest lists temperatures."""
+    return (
+        f"{validate_path} (node_logprobs): {columns} column(s) but manifest.json "
+        f"node_logprob_temperatures lists {listed}"
+    )
 
 
 def _one(b, from_node_logprobs: bool) -> RoundSampling:

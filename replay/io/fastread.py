@@ -262,8 +262,8 @@ def concat_batches(batches: Sequence[RoundBatch]) -> RoundBatch:
     for b in batches:
         if b.names is not None:
             overrides.update(b.names.overrides)
-    names = None
-    if first.names is not None:
+    names = None  # a packed block's ArrayNames name its own block only: concatenated, they name nothing
+    if isinstance(first.names, SourceNames):
         names = SourceNames(first.names.directory, first.names.exts, first.names.step0_offset, overrides)
     ordinals = [b.ordinals for b in batches if b.ordinals is not None]
     ords = cat(ordinals) if len(ordinals) == len(batches) else None

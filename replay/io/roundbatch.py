@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -283,6 +283,41 @@ class SourceNames:
             return tuple(self.overrides[ordinal])
         return tuple(self.step_path(key, s) for s in range(steps)) + (self.validate_path(key),)
 
+    def scores_paths(self, key: tuple[int, int], steps: int, ordinal: int | None = None) -> tuple[str, ...]:
+        """Every matrix's scores file as a rebuilt DumpMatrix names it: "" (its reader names its own)."""
+        return ("",) * (steps + 1)
+
+
+@dataclass(frozen=True, eq=False)
+class ArrayNames:
+    """Names each matrix of one block of a run packed from memory (it has no original files) by its
+    packed array and the round's place in it, e.g. ``RUN/g000/v_logp.npy[0, :, :, 5]``: a message
+    about a row names what a user can open with numpy. SourceNames' interface, by ordinal."""
+
+    ids: tuple[str, ...]  # per matrix (draft steps, then validate): its ids array's file
+    logp: tuple[str, ...]  # per matrix: its logp array's file, "" when it has none
+    block: int
+    ordinals: np.ndarray  # [B] int64 the block's rounds' ordinals, in block order
+
+    overrides: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # none: SourceNames' interface
+
+    def _where(self, ordinal: int | None) -> str:
+        hits = np.flatnonzero(self.ordinals == ordinal) if ordinal is not None else np.zeros(0, np.int64)
+        if not hits.shape[0]:
+            raise ValueError(f"no round with ordinal {ordinal} in block {self.block}")
+        return f"[{self.block}, :, :, {int(hits[0])}]"
+
+    def paths(self, key: tuple[int, int], steps: int, ordinal: int | None = None) -> tuple[str, ...]:
+        where = self._where(ordinal)
+        return tuple(f"{f}{where}" for f in self.ids[:steps]) + (f"{self.ids[-1]}{where}",)
+
+    def scores_paths(self, key: tuple[int, int], steps: int, ordinal: int | None = None) -> tuple[str, ...]:
+        where = self._where(ordinal)
+        return tuple(f"{f}{where}" if f else "" for f in (*self.logp[:steps], self.logp[-1]))
+
+    def scores_path(self, key: tuple[int, int], ordinal: int | None = None) -> str:
+        return self.scores_paths(key, 0, ordinal)[-1] or self.paths(key, 0, ordinal)[-1]
+
 
 @dataclass(frozen=True, eq=False)
 class RoundBatch:
@@ -293,7 +328,7 @@ class RoundBatch:
     steps: tuple[MatrixStack, ...]  # draft_step_0 .. draft_step_{S-1}
     validate: MatrixStack
     layout: str | None = None  # "parents"/"all" when stated, None to detect per round
-    names: SourceNames | None = None
+    names: SourceNames | ArrayNames | None = None
     ordinals: np.ndarray | None = None  # [R] int64 position of each round in its run (key order)
 
     def __post_init__(self) -> None:
@@ -369,8 +404,11 @@ class RoundBatch:
         else:
             ordinal = None if self.ordinals is None else int(self.ordinals[i])
             paths = self.names.paths(key, self.num_steps, ordinal)
-        steps = tuple(st.matrix(i, paths[s]) for s, st in enumerate(self.steps))
-        return Round(key, steps, self.validate.matrix(i, paths[-1]), int(self.root_tokens[i]), self.layout)
+            scores = self.names.scores_paths(key, self.num_steps, ordinal)
+        mats = [st.matrix(i, paths[s]) for s, st in enumerate((*self.steps, self.validate))]
+        if self.names is not None:
+            mats = [replace(m, scores_path=sp) if sp else m for m, sp in zip(mats, scores)]
+        return Round(key, tuple(mats[:-1]), mats[-1], int(self.root_tokens[i]), self.layout)
 
 
 # Per matrix (draft steps, then validate): whether it has scores, whether it has parents, its
@@ -396,7 +434,7 @@ def group_key(batch: RoundBatch) -> GroupKey:
     sig = tuple(
         (st.logp is not None, st.parents is not None, _node_columns(st)) for st in (*batch.steps, batch.validate)
     )
-    return (sig, batch.names.exts if batch.names else None, batch.layout)
+    return (sig, batch.names.exts if isinstance(batch.names, SourceNames) else None, batch.layout)
 
 
 def batch_from_rounds(rounds: Sequence[Round], ordinals: Sequence[int] | None = None) -> list[RoundBatch]:

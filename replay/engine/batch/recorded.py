@@ -7,14 +7,14 @@ Which rounds use it is replay.engine.sampling.round_sampling's choice, round by 
 round in the ``all`` layout (row u is node u) whose validate file carries node_logprobs, at a T of
 the manifest's node_logprob_temperatures. Every other round goes to batch_sampling (the top-K rows).
 
-The batch arrays know no file: a round refused for a bad row or node log-prob gets the round
-path's reason (``refusal_reasons``), which names the file, the field and the row, so that batch
-lists the rounds replay lists, in replay's words.
+A refused round's reason (``refusal_texts``) is worded from the batch's own arrays and file names
+in the round path's words (the file, the field, the row), so that batch lists the rounds replay
+lists, in replay's words.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -25,7 +25,7 @@ from replay.core.sampling_recorded import recorded_bounds, recorded_column
 from replay.core.vocab import LAYOUT_ALL, LAYOUTS
 from replay.io.roundbatch import RoundBatch
 
-from ..sampling import NO_SCORES
+from ..sampling import NO_SCORES, node_columns_words, row_problem_words
 from .codes import ERR_OK
 from .driver import rebuilt_levels
 from .result import BatchResult
@@ -99,49 +99,60 @@ def node_logprob_gaps_batch(batch, res: BatchResult, t: float, nodes) -> tuple[l
     return [n for n, good in zip(names, (ok & ~node_rounds(batch, res, t, nodes)).tolist()) if good], []
 
 
-ALONE_LIMIT = 16  # refused rounds replayed one by one (each read of one round scans the directory); more: the run once
-
-
-def refusal_reasons(directory: str, opts, keys: Iterable[tuple[int, int]], temperature: float, vocab_size, nodes):
-    """{round key: the round path's reason} for rounds ``keys`` of a dump directory or packed run
-    refused at ``temperature`` (replay.engine.sampling.round_sampling's words: the file, the field,
-    the row); ``nodes``: the manifest's node_logprob_temperatures. A round the round path does not
-    refuse (none should be) is left out."""
-    from ..replayer import replay_directory
-    from ..sampling import round_sampling
-
-    wanted = set(keys)
-    if not wanted:
-        return {}
-    if len(wanted) > ALONE_LIMIT:
-        results = list(replay_directory(directory, opts).results)
-    else:
-        results = [r for k in sorted(wanted) for r in replay_directory(directory, replace(opts, only_round=k)).results]
+def refusal_texts(
+    batch: RoundBatch,
+    result: BatchResult,
+    smp: BatchSampling,
+    vocab_size: int | None = None,
+    node_temperatures: Sequence[float] | None = None,
+) -> dict[int, str]:
+    """{round index in ``batch``: why} for each replayed round that ``smp`` refuses, in the round
+    path's words (replay.engine.sampling.round_sampling: the file, the field, the row), from the
+    batch's own arrays and file names."""
     out = {}
-    for res in results:
-        if res.key in wanted:
-            try:
-                round_sampling(res, temperature, vocab_size, nodes)
-            except ValueError as exc:
-                out[res.key] = str(exc)
+    own = np.zeros(len(batch), dtype=bool) if smp.from_node_logprobs is None else smp.from_node_logprobs
+    for i in np.flatnonzero(result.ok & ~smp.usable).tolist():
+        code = int(smp.problem[i])
+        if code == NO_SCORES_CODE:
+            out[i] = NO_SCORES
+            continue
+        key = batch.key(i)
+        ordinal = None if batch.ordinals is None else int(batch.ordinals[i])
+        data = _validate_path(batch, i, key, ordinal)
+        node_logp = batch.validate.node_logp
+        if code == NODE_COLUMNS_CODE:
+            assert node_logp is not None and node_temperatures is not None
+            out[i] = node_columns_words(data, node_logp.shape[1], len(node_temperatures))
+        elif own[i]:
+            out[i] = f"{data} (node_logprobs): {problem_words(code)}"
+        else:
+            scores = data if batch.names is None else batch.names.scores_path(key, ordinal)
+            mat = batch.validate.matrix(i, data)
+            assert mat.logp is not None  # a round without scores is NO_SCORES_CODE
+            out[i] = row_problem_words(scores, mat.ids, mat.logp, _rows_read(result, i), code, vocab_size)
     return out
 
 
-def refusal_words(code: int, vocab_size=None) -> str:
-    """The arrays' own words for a BatchSampling.problem (no file: refusal_reasons' are preferred)."""
-    if code == NO_SCORES_CODE:
-        return NO_SCORES
-    if code == NODE_COLUMNS_CODE:
-        return "its validate node_logprobs has another number of columns than manifest.json node_logprob_temperatures lists"
-    return problem_words(code, vocab_size)
+def _validate_path(batch: RoundBatch, i: int, key: tuple[int, int], ordinal: int | None) -> str:
+    return "validate" if batch.names is None else batch.names.paths(key, 0, ordinal)[-1]
+
+
+def _rows_read(result: BatchResult, i: int) -> np.ndarray:
+    """[n] int64 the validate rows round ``i``'s walk reads, in its order: the expanded nodes' rows
+    (layout all: row u is node u), or the parents layout's rows 0..n-1."""
+    shape = result.shapes[int(result.shape_index[i])]
+    if result.layout[i] != _ALL:
+        return np.arange(shape.num_expanded, dtype=np.int64)
+    assert result.expanded is not None  # kept for every round whose tree was rebuilt (replay.engine.batch.driver)
+    slots = result.expanded[: shape.num_expanded, i].astype(np.int64)
+    level = np.repeat(np.arange(shape.num_steps), shape.heads)  # each slot's draft step
+    return np.asarray(shape.starts, dtype=np.int64)[level] + slots
 
 
 __all__ = [
-    "ALONE_LIMIT",
     "NODE_COLUMNS_CODE",
     "node_logprob_gaps_batch",
     "node_rounds",
-    "refusal_reasons",
-    "refusal_words",
+    "refusal_texts",
     "sampling_at",
 ]

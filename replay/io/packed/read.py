@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from replay.io.formats.matrix_io import DumpMatrix, RawSpec
+from replay.io.formats.matrix_io import RawSpec
 from replay.io.grouping import Key, Skipped, Step0Check
-from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
+from replay.io.roundbatch import ArrayNames, MatrixStack, RoundBatch, SourceNames
 from replay.io.rounds import Round
 from replay.util.errors import DumpError
 
@@ -206,14 +206,26 @@ class PackedRun:
                 ids, get(f"{prefix}_logp"), parents, rows_of, cols_of, prows_of, get(f"{prefix}_node_logp")
             )
 
+        ordinals = need("ordinal")
         return RoundBatch(
             need("keys"),
             need("root"),
             tuple(stack(f"s{i}") for i in range(group.steps)),
             stack("v"),
             layout,
-            group.names,
-            need("ordinal"),
+            group.names or self._array_names(group, k, ordinals),
+            ordinals,
+        )
+
+    def _array_names(self, group: PackedGroup, k: int, ordinals: np.ndarray) -> ArrayNames:
+        """A run packed from memory has no original files: its matrices are named by packed array."""
+        prefixes = [f"s{s}" for s in range(group.steps)] + ["v"]
+        logp = [group.arrays.get(f"{p}_logp") for p in prefixes]
+        return ArrayNames(
+            tuple(str(self.path / group.arrays[f"{p}_ids"].file) for p in prefixes),
+            tuple("" if a is None else str(self.path / a.file) for a in logp),
+            k,
+            np.asarray(ordinals, dtype=np.int64),
         )
 
     def bad_block(self, group: PackedGroup, k: int, exc: PackedBlockError) -> BadBlock:
@@ -345,21 +357,9 @@ class PackedRun:
         yield from sorted(out, key=lambda t: t[0])
 
     def _round_at(self, group: PackedGroup, k: int, batch: RoundBatch, i: int) -> Round:
-        """Round ``i`` of block ``k``. A run packed from memory (no source names, so no original
-        files) names each matrix by its packed array and the round's place in it, e.g.
-        ``RUN/g000/v_logp.npy[0, :, :, 5]``: a message about a row names what a user can open."""
-        rnd = batch.round_at(i)
-        if group.names is not None:
-            return rnd  # packed from a directory: the original files' names (docs/packed-format.md)
-        where = f"[{k}, :, :, {i}]"
-
-        def named(prefix: str, m: DumpMatrix) -> DumpMatrix:
-            logp = group.arrays.get(f"{prefix}_logp")
-            scores = "" if logp is None else f"{self.path / logp.file}{where}"
-            return replace(m, path=f"{self.path / group.arrays[f'{prefix}_ids'].file}{where}", scores_path=scores)
-
-        steps = tuple(named(f"s{s}", m) for s, m in enumerate(rnd.steps))
-        return replace(rnd, steps=steps, validate=named("v", rnd.validate))
+        """Round ``i`` of block ``k``, its matrices named by the block's names (the original files, or
+        for a run packed from memory each packed array and the round's place in it: ArrayNames)."""
+        return batch.round_at(i)
 
     def verify(self, progress: Callable[[int], None] | None = None) -> list[str]:
         """Problems found (empty when intact): each file's structure, every block's CRC-32, sha256."""

@@ -20,7 +20,7 @@ import numpy as np
 from replay.core.vocab import CHUNK_ROUNDS
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.grouping import Key, Skipped, Step0Check
-from replay.io.roundbatch import MatrixStack, RoundBatch
+from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
 from replay.util.atomic import write_json_atomic
 from replay.util.errors import DumpError
 
@@ -183,7 +183,7 @@ class _GroupWriter:
         if batch.ordinals is None:
             raise ValueError("packing needs each round's ordinal (its position in key order)")
         self.sample = self.sample or batch
-        if batch.names is not None:
+        if isinstance(batch.names, SourceNames):  # a packed run's own blocks name no source file
             self.overrides.update(batch.names.overrides)
         self.pending.append(batch)
         self.pending_n += len(batch)
@@ -217,7 +217,7 @@ class _GroupWriter:
         s, block = self.sample, self.block
         if s is None or block is None:  # every round given has been flushed: only an empty batch leaves these unset
             raise ValueError(f"{self.name}: a packed group needs at least one round")
-        names = s.names
+        names = s.names if isinstance(s.names, SourceNames) else None
         return {
             "name": self.name,
             "rounds": self.rounds,
@@ -256,7 +256,7 @@ def group_kind(batch: RoundBatch) -> GroupKind:
         )
         for _, st in _prefixed(batch)
     )
-    return (dtypes, batch.names.exts if batch.names else None, batch.layout)
+    return (dtypes, batch.names.exts if isinstance(batch.names, SourceNames) else None, batch.layout)
 
 
 def _raw_json(raw: RawSpec | None) -> dict[str, object] | None:
