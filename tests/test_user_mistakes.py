@@ -3977,6 +3977,29 @@ def test_a_damaged_npy_header_is_said_in_plain_words(capsys, tmp_path):
     assert "EOF in multi-line" not in err and "SyntaxError" not in err and "((" not in err
 
 
+@pytest.mark.parametrize(
+    ("damage", "told"),
+    [
+        (lambda h: h.replace(b"'shape': (", b"'shape': (("), "cut short or garbled"),  # unclosed parenthesis
+        (lambda h: h.replace(b"'shape'", b"'shaep'"), "its keys are not exactly 'descr', 'fortran_order' and 'shape'"),
+        (lambda h: h.replace(b"False", b"Flase"), "cut short or garbled"),
+    ],
+    ids=["unclosed", "misspelt key", "misspelt bool"],
+)
+def test_a_damaged_npy_header_says_what_is_wrong_in_words(capsys, tmp_path, damage, told):
+    d = article_by_hand(tmp_path / "dump")
+    ids = np.loadtxt(d / "validate_124_140", dtype=np.int64, ndmin=2)
+    (d / "validate_124_140").unlink()
+    np.save(d / "validate_124_140.npy", ids)
+    path = d / "validate_124_140.npy"
+    raw = path.read_bytes()
+    path.write_bytes(damage(raw))  # same length: the header's padding is unchanged, only its text
+    code, out, err = run(capsys, "replay", d)
+    assert code == 2 and out == ""
+    assert_told(err, str(path), "damaged .npy header: expected a dictionary like", told, "as numpy.save writes it")
+    assert "Error" not in err and "(2, 0)" not in err  # no Python exception name, no tokenizer position
+
+
 # --- issue 36, item 11: run labels in CJK: a font that has the glyphs, or one note ----------------
 
 

@@ -140,18 +140,37 @@ def _numpy_parse(major: int, raw: bytes, fail: Fail) -> tuple[tuple[int, ...], b
             warnings.simplefilter("ignore")  # numpy warns about Python 2 headers it can still read
             shape, fortran_order, dtype = parse(io.BytesIO(raw), max_header_size=MAX_NPY_HEADER_BYTES)
     # The header is a Python literal evaluated by ast.literal_eval: a hostile one raises ValueError,
-    # SyntaxError, TypeError, MemoryError or RecursionError. All mean an invalid header.
-    except Exception:  # noqa: BLE001 - the boundary of an untrusted-input parser
+    # SyntaxError, TokenError, TypeError, MemoryError or RecursionError. All mean a damaged header.
+    except Exception as exc:  # noqa: BLE001 - the boundary of an untrusted-input parser
         # the parser's own words are Python's (a tokenizer tuple, a dict repr): say what is wrong instead
         text = raw.decode("latin-1")
         text = text[text.find("{") :] if "{" in text else text
         shown = "".join(ch if 32 <= ord(ch) < 127 else "?" for ch in text)[:60].rstrip()
         raise fail(
             "damaged .npy header: expected a dictionary like {'descr': '<i8', 'fortran_order': False, "
-            f"'shape': (3, 4)}} as numpy.save writes it, found {shown!r}; the file is truncated or was "
-            "changed after it was written"
+            f"'shape': (3, 4)}} as numpy.save writes it, found {shown!r} ({_header_problem(exc)}); the file "
+            "is truncated or was changed after it was written"
         ) from None
     return shape, fortran_order, dtype
+
+
+# numpy's header errors (ValueError, by the start of their text), in words that name no Python type
+_HEADER_PROBLEMS = (
+    ("Header is not a dictionary", "it is not a dictionary"),
+    ("Header does not contain the correct keys", "its keys are not exactly 'descr', 'fortran_order' and 'shape'"),
+    ("shape is not valid", "its 'shape' is not a list of whole numbers in parentheses"),
+    ("fortran_order is not a valid bool", "its 'fortran_order' is neither True nor False"),
+    ("descr is not a valid dtype descriptor", "its 'descr' is not a numpy dtype such as '<i8'"),
+)
+
+
+def _header_problem(exc: Exception) -> str:
+    """What is wrong with a header numpy's parser refused, in plain words (never Python's exception text)."""
+    if isinstance(exc, ValueError):
+        for start, words in _HEADER_PROBLEMS:
+            if str(exc).startswith(start):
+                return words
+    return "it is cut short or garbled (not a readable dictionary)"
 
 
 def shape_words(shape: tuple[int, ...]) -> str:
