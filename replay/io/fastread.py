@@ -24,16 +24,26 @@ from replay.util.errors import DumpError
 from replay.util.parallel import WorkerDiedError, ordered_map, resolve_workers
 from replay.util.progress import progress_bar
 
+from .formats.arraybatch import read_array_batches
 from .formats.matrix_io import SCORE_AUTO, DumpMatrix, RawSpec
 from .formats.textbatch import RoundPaths, read_text_batches
 from .grouping import FileSet, Grouping, Key, RoundFiles, Skipped
-from .roundbatch import GroupKey, MatrixStack, RoundBatch, Signature, SourceNames, group_key, signature_of
+from .roundbatch import (
+    GroupKey,
+    MatrixStack,
+    RoundBatch,
+    Signature,
+    SourceNames,
+    group_key,
+    narrow_ids,
+    narrow_logp,
+    signature_of,
+)
 from .rounds import Round, load_round
 
 # Rounds per worker task: ~4,000 files, a progress tick every ~50 ms; each task's rounds form one
 # batch per step count, so this also sets the kernel's fixed cost (~0.5 ms a batch): ~1 % here.
 READ_TASK_ROUNDS = 1024
-_INT32 = np.iinfo(np.int32)
 
 
 @dataclass(frozen=True)
@@ -54,20 +64,6 @@ class ReadChunk:
     unreadable: tuple[tuple[int, Skipped], ...]  # (ordinal, why), as replay_directory lists them
     files: int
     rounds: int
-
-
-def narrow_ids(ids: np.ndarray) -> np.dtype:
-    """int32 when every id fits (all real vocabularies do): half the bytes to store and to scan."""
-    if ids.size == 0 or (ids.min() >= _INT32.min and ids.max() <= _INT32.max):
-        return np.dtype(np.int32)
-    return np.dtype(np.int64)
-
-
-def narrow_logp(logp: np.ndarray) -> np.dtype:
-    """float32 when it holds every value exactly (float32 scores do), else float64: lossless."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        back = logp.astype(np.float32).astype(np.float64)
-    return np.dtype(np.float32) if np.array_equal(back, logp, equal_nan=True) else np.dtype(np.float64)
 
 
 def count_files(files: RoundFiles) -> int:
@@ -119,6 +115,8 @@ def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -
     """
     raw_forced = opts.raw is not None and opts.raw.force
     fast, rest = read_text_batches(directory, items, opts.step0_offset, opts.layout, raw_forced)
+    arrays, rest = read_array_batches(directory, rest, opts.step0_offset, opts.layout, opts.score_kind)
+    fast += arrays
     groups: dict[tuple[Signature, tuple[str, ...]], list[tuple[int, Round]]] = {}
     unreadable: list[tuple[int, Skipped]] = []
     files = sum(1 + (s is not None) + (p is not None) for _, _, fps, _ in items for _, s, p in fps)

@@ -300,7 +300,7 @@ def _read_stored_npz(
     for name in names:
         if name not in found:
             continue
-        start, size, crc = members[name + ".npy"]
+        start, size, crc, _, _ = members[name + ".npy"]
         member = data[start : start + size]  # a copy: the array owns aligned memory, as zipfile's read gives
         if zlib.crc32(member) != crc:
             return None
@@ -314,8 +314,9 @@ def _read_stored_npz(
     return out, found
 
 
-def _stored_members(data: bytearray) -> dict[str, tuple[int, int, int]] | None:
-    """{name: (data offset, size, CRC)} of a plain stored archive (see _read_stored_npz), else None."""
+def _stored_members(data: bytes | bytearray) -> dict[str, tuple[int, int, int, int, int]] | None:
+    """{name: (data offset, size, CRC, local header offset, central entry offset)} of a plain stored
+    archive (see _read_stored_npz), else None."""
     end = len(data) - _EOCD.size
     if end < 0 or data.count(b"PK\x01\x02") > MAX_ZIP_MEMBERS:
         return None
@@ -324,12 +325,13 @@ def _stored_members(data: bytearray) -> dict[str, tuple[int, int, int]] | None:
         return None
     if cd_offset + cd_size != end or (end >= 20 and data[end - 20 : end - 16] == b"PK\x06\x07"):
         return None  # data before the archive, or a zip64 end locator: zipfile's general reading
-    members: dict[str, tuple[int, int, int]] = {}
+    members: dict[str, tuple[int, int, int, int, int]] = {}
     pos = cd_offset
     while pos < end:
         if pos + _CDIR.size > end:
             return None
         entry = _CDIR.unpack_from(data, pos)
+        central = pos
         sig, _, need, flags, method, _, _, crc, packed, size, n_name, n_extra, n_comment, vol, _, _, local = entry
         raw = bytes(data[pos + _CDIR.size : pos + _CDIR.size + n_name])
         pos += _CDIR.size + n_name + n_extra + n_comment
@@ -340,11 +342,11 @@ def _stored_members(data: bytearray) -> dict[str, tuple[int, int, int]] | None:
         start = _local_data_start(data, local, raw, cd_offset - size)
         if start is None or raw.decode("ascii") in members:
             return None
-        members[raw.decode("ascii")] = (start, size, crc)
+        members[raw.decode("ascii")] = (start, size, crc, local, central)
     return members if pos == end and len(members) == n_total else None
 
 
-def _local_data_start(data: bytearray, offset: int, name: bytes, last: int) -> int | None:
+def _local_data_start(data: bytes | bytearray, offset: int, name: bytes, last: int) -> int | None:
     """Where the data of the member whose local header is at ``offset`` starts (at most ``last``)."""
     if offset + _LOCAL.size > last:
         return None

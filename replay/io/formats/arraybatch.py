@@ -1,0 +1,431 @@
+"""Read many rounds of ``.npz`` / ``.npy`` files at once: one read per file, a few numpy calls per layout.
+
+An engine writes thousands of array files that differ only in their numbers: the same size, the
+same zip records, the same ``.npy`` header. The first file of each extension and size in a chunk
+is decoded by the reference decoders (``npyfile``, every check they make) into a layout: where each
+array's values lie, their dtype and shape. Every other file whose bytes equal that file's
+everywhere except in the values, the CRC fields and the zip timestamps decodes to arrays of the
+same names, dtypes and shapes, so its values are cut out of the bytes of all such files at once.
+What depends on the values is checked per file: the CRC of each member read, and the scores' NaN
+and range rules of ``matrix_io._as_logp`` (vectorised here, the same comparisons).
+
+A round is taken only in the plain form: ``.npz``/``.npy`` files holding ``ids`` (integers,
+2-D, not empty) and optional ``scores`` of the same shape, or a ``.npy``/``.npz`` scores companion;
+no parents, no node log-probabilities. Any other round, any file whose layout differs from every
+layout tried, a damaged file or a failed check is not an error here: the round is handed back and
+the caller reads it with the reference reader (``rounds.load_round``), so results and messages stay
+exactly the reference's (tests/test_arraybatch.py compares both).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from replay.core.vocab import PAD_TOKEN
+from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames, narrow_ids, narrow_logp
+from replay.util.bounded import MAX_ZIP_MEMBERS, read_regular_or_none
+from replay.util.errors import DumpError
+
+from .matrix_io import _PROB_SLACK, ID_KINDS, SCORE_AUTO, SCORE_KINDS, SCORE_LOGPROB
+from .npyfile import _stored_members, read_npy_header
+from .textbatch import FilePaths, RoundPaths
+
+BULK_FILE_BYTES = 1 << 20  # larger files go to the reference reader
+BULK_PIECE_BYTES = 8 << 20  # file bytes decoded together (~3x this in work arrays)
+MAX_LAYOUTS = 8  # layouts tried per extension and size in one piece; files of others go to the reference
+_EXTS = (".npz", ".npy")
+_MANY_MEMBERS = 4 * (MAX_ZIP_MEMBERS + 1)  # smaller files cannot hold more central-entry signatures than allowed
+# Zip fields that np.savez fills per file and the reference reader does not read (mod time, mod
+# date, and the CRC, checked against the data below): offsets in the local header, central entry.
+_LOCAL_FREE = (10, 18)
+_CENTRAL_FREE = (12, 20)
+_CENTRAL_CRC = 16
+
+
+@dataclass(frozen=True, eq=False)
+class _Layout:
+    """What one file of a layout holds, and which of its bytes the other files of the layout may change."""
+
+    template: np.ndarray  # [L] uint8, the decoded file's bytes
+    fixed: np.ndarray  # [K] int64 positions every file of the layout shares with the template
+    arrays: dict[str, tuple[int, np.dtype, tuple[int, int], bool]]  # name -> (offset, dtype, shape, fortran)
+    crcs: tuple[tuple[int, int, int], ...]  # per member read: (start, end, offset of its CRC field)
+
+
+def _npy_layout(data: bytes) -> _Layout | None:
+    """read_npy's decoding of ``data`` as a layout, or None where it would raise (or not be 2-D)."""
+    try:
+        header = read_npy_header(io.BytesIO(data).read, "<bulk>")
+    except DumpError:
+        return None
+    if header.offset + header.data_bytes != len(data) or len(header.shape) != 2:
+        return None
+    fixed = np.arange(header.offset, dtype=np.int64)
+    shape = (header.shape[0], header.shape[1])
+    return _Layout(_bytes(data), fixed, {"ids": (header.offset, header.dtype, shape, header.fortran_order)}, ())
+
+
+def _npz_layout(data: bytes) -> _Layout | None:
+    """read_npz's direct decoding of ``data`` (npyfile._read_stored_npz) as a layout, or None where the
+    reference would not take the direct path, would raise, or the archive holds more than ids and scores."""
+    if not data.startswith(b"PK") or len(data) >= _MANY_MEMBERS:
+        return None
+    members = _stored_members(data)
+    if members is None:
+        return None
+    found = [n[: -len(".npy")] for n in members if n.endswith(".npy")]
+    if len(set(found)) != len(found) or "ids" not in found or "parents" in found or "node_logprobs" in found:
+        return None
+    free = np.zeros(len(data), dtype=bool)
+    arrays: dict[str, tuple[int, np.dtype, tuple[int, int], bool]] = {}
+    crcs = []
+    for name in ("ids", "scores"):
+        if name not in found:
+            continue
+        start, size, crc, local, central = members[name + ".npy"]
+        member = data[start : start + size]
+        if zlib.crc32(member) != crc:
+            return None
+        try:
+            header = read_npy_header(io.BytesIO(member).read, "<bulk>", name)
+        except DumpError:
+            return None
+        if header.offset + header.data_bytes != size or len(header.shape) != 2:
+            return None
+        arrays[name] = (start + header.offset, header.dtype, (header.shape[0], header.shape[1]), header.fortran_order)
+        free[start + header.offset : start + size] = True
+        free[local + _LOCAL_FREE[0] : local + _LOCAL_FREE[1]] = True
+        free[central + _CENTRAL_FREE[0] : central + _CENTRAL_FREE[1]] = True
+        crcs.append((start, start + size, central + _CENTRAL_CRC))
+    return _Layout(_bytes(data), np.flatnonzero(~free), arrays, tuple(crcs))
+
+
+def _bytes(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+def _ids_ok(arrays: dict[str, tuple[int, np.dtype, tuple[int, int], bool]]) -> bool:
+    """matrix_io._as_ids accepts every ``ids`` of this dtype and shape (to_int64 needs no value check)."""
+    _, dtype, shape, _ = arrays["ids"]
+    wide_unsigned = dtype.kind == "u" and dtype.itemsize >= 8  # values above int64 are refused by value
+    return dtype.kind in ID_KINDS and not wide_unsigned and shape[0] > 0 and shape[1] > 0
+
+
+@dataclass(frozen=True, eq=False)
+class _Decoded:
+    """The files of one piece: which decoded, and their arrays by layout."""
+
+    ok: np.ndarray  # [F] bool
+    layout: np.ndarray  # [F] int64 index into ``values``
+    row: np.ndarray  # [F] int64 the file's place in its layout's arrays
+    values: list[dict[str, np.ndarray]]  # per layout: name -> [n, rows, cols] in the file's dtype
+    shapes: list[tuple[int, int]]  # per layout: the arrays' shape
+    ids_ok: list[bool]  # per layout: its ids pass matrix_io._as_ids (a scores companion's need not)
+
+
+def _decode(datas: Sequence[bytes], exts: Sequence[str]) -> _Decoded:
+    """Decode files by layout: files of equal extension and size are compared with one template at a time."""
+    n = len(datas)
+    ok = np.zeros(n, dtype=bool)
+    layout_of = np.full(n, -1, dtype=np.int64)
+    row = np.zeros(n, dtype=np.int64)
+    values: list[dict[str, np.ndarray]] = []
+    shapes: list[tuple[int, int]] = []
+    ids_ok: list[bool] = []
+    groups: dict[tuple[str, int], list[int]] = {}
+    for f, (data, ext) in enumerate(zip(datas, exts)):
+        groups.setdefault((ext, len(data)), []).append(f)
+    for (ext, size), members in groups.items():
+        files = np.asarray(members, dtype=np.int64)
+        table = np.frombuffer(b"".join(datas[f] for f in members), dtype=np.uint8).reshape(len(members), size)
+        left = np.arange(len(members))
+        for _ in range(MAX_LAYOUTS):
+            if not left.size:
+                break
+            data = datas[members[left[0]]]
+            lay = _npz_layout(data) if ext == ".npz" else _npy_layout(data)
+            if lay is None or any(spec[1].kind not in SCORE_KINDS for spec in lay.arrays.values()):
+                left = left[1:]
+                continue
+            same = (table[np.ix_(left, lay.fixed)] == lay.template[lay.fixed]).all(axis=1) if lay.fixed.size else None
+            take = left if same is None else left[same]
+            left = left[:0] if same is None else left[~same]
+            good = np.ones(take.size, dtype=bool)
+            for start, end, at in lay.crcs:
+                stored = np.ascontiguousarray(table[take, at : at + 4]).view("<u4")[:, 0]
+                computed = np.fromiter(
+                    (zlib.crc32(datas[members[t]][start:end]) for t in take.tolist()), np.uint32, take.size
+                )
+                good &= stored == computed
+            take = take[good]
+            k = len(values)
+            values.append({name: _cut(table, take, spec) for name, spec in lay.arrays.items()})
+            shapes.append(lay.arrays["ids"][2])
+            ids_ok.append(_ids_ok(lay.arrays))
+            ok[files[take]] = True
+            layout_of[files[take]] = k
+            row[files[take]] = np.arange(take.size)
+    return _Decoded(ok, layout_of, row, values, shapes, ids_ok)
+
+
+def _cut(table: np.ndarray, rows: np.ndarray, spec: tuple[int, np.dtype, tuple[int, int], bool]) -> np.ndarray:
+    """[n, rows, cols] values of array ``spec`` in files ``rows`` of ``table`` (as array_from_buffer reads them)."""
+    offset, dtype, (r, c), fortran = spec
+    raw = np.ascontiguousarray(table[rows, offset : offset + r * c * dtype.itemsize]).view(dtype)
+    return raw.reshape(rows.size, c, r).transpose(0, 2, 1) if fortran else raw.reshape(rows.size, r, c)
+
+
+def _ext(path: str) -> str:
+    """os.path.splitext(path)[1] for a file name that does not start with a dot (every dump name)."""
+    dot = path.rfind(".")
+    return path[dot:] if dot > path.rfind(os.sep) else ""
+
+
+def _array_files(files: tuple[FilePaths, ...]) -> tuple[list[str], list[str], tuple[str, ...]] | None:
+    """(every file of a round: each data file then its scores companion; their extensions in lower case;
+    the data files' extensions as named) when all are .npz/.npy without parents companions, else None."""
+    paths, exts, data_exts = [], [], []
+    for data, scores, parents in files:
+        ext = _ext(data)
+        low = ext.lower()
+        if parents is not None or low not in _EXTS:
+            return None
+        paths.append(data)
+        exts.append(low)
+        data_exts.append(ext)
+        if scores is not None:
+            low = _ext(scores).lower()
+            if low not in _EXTS:
+                return None
+            paths.append(scores)
+            exts.append(low)
+    return paths, exts, tuple(data_exts)
+
+
+def read_array_batches(
+    directory: str, items: Sequence[RoundPaths], step0_offset: tuple[int, int], layout: str | None, score_kind: str
+) -> tuple[list[RoundBatch], list[RoundPaths]]:
+    """(RoundBatches of the rounds read here, the items left for the reference reader, in order).
+
+    directory: as the RoundFiles' paths were built (str(Path(directory))). Files are decoded in
+    pieces of about BULK_PIECE_BYTES, so memory stays proportional to one piece.
+    """
+    rest: list[RoundPaths] = []
+    batches: list[RoundBatch] = []
+    taken: list[tuple[RoundPaths, tuple[str, ...]]] = []
+    datas: list[bytes] = []
+    exts: list[str] = []
+    held = 0
+    for item in items:
+        found = _array_files(item[2])
+        if found is None:
+            rest.append(item)
+            continue
+        paths, file_exts, data_exts = found
+        got = []
+        for p in paths:
+            data = read_regular_or_none(p, BULK_FILE_BYTES)
+            if data is None:
+                break
+            got.append(data)
+            held += len(data)
+        if len(got) < len(paths):
+            rest.append(item)
+            continue
+        taken.append((item, data_exts))
+        datas += got
+        exts += file_exts
+        if held >= BULK_PIECE_BYTES:
+            _decode_piece(directory, taken, datas, exts, step0_offset, layout, score_kind, batches, rest)
+            taken, datas, exts, held = [], [], [], 0
+    if taken:
+        _decode_piece(directory, taken, datas, exts, step0_offset, layout, score_kind, batches, rest)
+    rest.sort(key=lambda it: it[0])
+    return batches, rest
+
+
+def _decode_piece(
+    directory: str,
+    taken: list[tuple[RoundPaths, tuple[str, ...]]],
+    datas: list[bytes],
+    exts: list[str],
+    step0_offset: tuple[int, int],
+    layout: str | None,
+    score_kind: str,
+    batches: list[RoundBatch],
+    rest: list[RoundPaths],
+) -> None:
+    """Decode the files of rounds ``taken`` (their bytes ``datas``, in order); batches and refused rounds are appended."""
+    dec = _decode(datas, exts)
+    # Per round and matrix: the data file's index, its scores' file (-1: none) and array name
+    groups: dict[tuple[tuple[str, ...], tuple[bool, ...]], list[tuple[int, list[int], list[int], list[str]]]] = {}
+    pos = 0
+    for t, (item, data_exts) in enumerate(taken):
+        data_f, score_f, score_name = [], [], []
+        round_ok = True
+        for _, scores, _ in item[2]:
+            f = pos
+            pos += 1
+            round_ok &= bool(dec.ok[f]) and dec.ids_ok[dec.layout[f]]
+            data_f.append(f)
+            if scores is not None:
+                round_ok &= bool(dec.ok[pos])
+                score_f.append(pos)
+                score_name.append("ids")  # a companion's matrix is its ids array (read_array_file)
+                pos += 1
+            elif round_ok and "scores" in dec.values[dec.layout[f]]:
+                score_f.append(f)
+                score_name.append("scores")
+            else:
+                score_f.append(-1)
+                score_name.append("")
+        if not round_ok:
+            rest.append(item)
+            continue
+        key = (data_exts, tuple(s >= 0 for s in score_f))
+        groups.setdefault(key, []).append((t, data_f, score_f, score_name))
+    for (data_exts, _), members in groups.items():
+        _group_batches(directory, taken, members, data_exts, dec, step0_offset, layout, score_kind, batches, rest)
+
+
+def _group_batches(
+    directory: str,
+    taken: list[tuple[RoundPaths, tuple[str, ...]]],
+    members: list[tuple[int, list[int], list[int], list[str]]],
+    data_exts: tuple[str, ...],
+    dec: _Decoded,
+    step0_offset: tuple[int, int],
+    layout: str | None,
+    score_kind: str,
+    batches: list[RoundBatch],
+    rest: list[RoundPaths],
+) -> None:
+    """One RoundBatch of the rounds ``members`` (equal extensions and scores), less those a scores check refuses."""
+    n_mat = len(data_exts)
+    data_f = np.asarray([m[1] for m in members], dtype=np.int64)  # [R, matrices]
+    score_f = np.asarray([m[2] for m in members], dtype=np.int64)
+    good = np.ones(len(members), dtype=bool)
+    stacks: list[tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]] = []
+    for m in range(n_mat):
+        ids, rows_of, cols_of = _gather(dec, data_f[:, m], "ids", None, PAD_TOKEN, np.int64)
+        logp = None
+        if score_f[0, m] >= 0:
+            sources = {members[r][3][m] for r in range(len(members))}
+            scores = None
+            for name in sources:  # "scores" inside the files, or companions' "ids"
+                sel = np.asarray([members[r][3][m] == name for r in range(len(members))])
+                part, s_rows, s_cols = _gather(dec, score_f[:, m], name, sel, np.nan, np.float64)
+                # the scores must have the ids' shape (else _as_logp refuses: the reference words it)
+                good &= ~sel | ((s_rows == rows_of) & (s_cols == cols_of))
+                scores = part if scores is None else _fill(scores, part, sel)
+            if scores is None:
+                raise ValueError("_group_batches: a scored matrix without scores")  # names is never empty
+            logp, checked = _logp_of(scores, ids, score_kind)
+            good &= checked
+        stacks.append((ids, logp, rows_of, cols_of))
+    bad = np.flatnonzero(~good)
+    rest += [taken[members[r][0]][0] for r in bad.tolist()]
+    keep = np.flatnonzero(good)
+    if not keep.size:
+        return
+    items = [taken[members[r][0]][0] for r in keep.tolist()]
+    names = SourceNames(directory, data_exts, step0_offset)
+    odd = {}
+    for it in items:
+        paths = tuple(fs[0] for fs in it[2])
+        if paths != names.paths(it[1], n_mat - 1):
+            odd[it[0]] = paths  # names that do not round-trip ("007", "./"): kept verbatim, as the reference does
+    if odd:
+        names = SourceNames(directory, data_exts, step0_offset, odd)
+    mats = [_matrix_stack(ids, logp, rows_of, cols_of, keep) for ids, logp, rows_of, cols_of in stacks]
+    batches.append(
+        RoundBatch(
+            np.asarray([it[1] for it in items], dtype=np.int64).reshape(-1, 2).T.copy(),
+            np.fromiter((it[3] for it in items), dtype=np.int64, count=len(items)),
+            tuple(mats[:-1]),
+            mats[-1],
+            layout,
+            names,
+            np.fromiter((it[0] for it in items), dtype=np.int64, count=len(items)),
+        )
+    )
+
+
+def _gather(
+    dec: _Decoded, files: np.ndarray, name: str, sel: np.ndarray | None, fill: float, dtype: type
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """([rows, cols, R] array ``name`` of ``files`` (rounds outside ``sel`` left at ``fill``), padded to the
+    widest, as ``dtype``; each round's own rows; its own columns)."""
+    r_count = files.shape[0]
+    lay = dec.layout[files]
+    if sel is not None:
+        lay = np.where(sel, lay, -1)
+    rows_of = np.zeros(r_count, dtype=np.int64)
+    cols_of = np.zeros(r_count, dtype=np.int64)
+    used = [int(u) for u in np.unique(lay) if u >= 0]
+    for u in used:
+        rows_of[lay == u], cols_of[lay == u] = dec.shapes[u]
+    rows, cols = int(rows_of.max(initial=0)), int(cols_of.max(initial=0))
+    out: np.ndarray = np.full((rows, cols, r_count), fill, dtype=dtype)
+    with np.errstate(invalid="ignore"):  # a signalling NaN widens quietly (as _as_logp converts)
+        for u in used:
+            at = np.flatnonzero(lay == u)
+            r, c = dec.shapes[u]
+            out[:r, :c, at] = dec.values[u][name][dec.row[files[at]]].transpose(1, 2, 0)
+    return out, rows_of, cols_of
+
+
+def _fill(into: np.ndarray, part: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """``into`` with rounds ``sel`` taken from ``part`` (both padded to the larger)."""
+    rows, cols = max(into.shape[0], part.shape[0]), max(into.shape[1], part.shape[1])
+    out: np.ndarray = np.full((rows, cols, into.shape[2]), np.nan)
+    out[: into.shape[0], : into.shape[1]] = into
+    out[:, :, sel] = np.nan
+    out[: part.shape[0], : part.shape[1], sel] = part[:, :, sel]
+    return out
+
+
+def _logp_of(scores: np.ndarray, ids: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """(log-probabilities, [R] rounds whose scores matrix_io._as_logp accepts), [rows, cols, R] arrays;
+    the same comparisons per round, on the cells of real tokens (padding holds PAD_TOKEN ids)."""
+    if scores.shape != ids.shape:  # scores wider than the ids somewhere: those rounds are refused above
+        rows, cols = ids.shape[0], ids.shape[1]
+        scores = np.pad(scores, ((0, max(0, rows - scores.shape[0])), (0, max(0, cols - scores.shape[1])), (0, 0)))
+        scores = scores[:rows, :cols]
+    real = ids != PAD_TOKEN
+    ok = ~(np.isnan(scores) & real).any(axis=(0, 1))
+    if kind == SCORE_AUTO:
+        is_log = ((scores < 0) & real).any(axis=(0, 1))
+    else:
+        is_log = np.full(scores.shape[2], kind == SCORE_LOGPROB)
+    ok &= ~(is_log & ((scores > _PROB_SLACK) & real).any(axis=(0, 1)))
+    ok &= ~(~is_log & (((scores < 0) | (scores > 1 + _PROB_SLACK)) & real).any(axis=(0, 1)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logp = np.where(is_log, np.minimum(scores, 0.0), np.log(np.clip(scores, 0.0, 1.0)))
+    return logp, ok
+
+
+def _matrix_stack(
+    ids: np.ndarray, logp: np.ndarray | None, rows_of: np.ndarray, cols_of: np.ndarray, keep: np.ndarray
+) -> MatrixStack:
+    """Rounds ``keep`` of one matrix, cut to their widest and narrowed losslessly (as fastread's _stack)."""
+    rows_of, cols_of = rows_of[keep], cols_of[keep]
+    rows, cols = int(rows_of.max()), int(cols_of.max())
+    ids = ids[:rows, :cols, keep]
+    out_logp = None
+    if logp is not None:
+        lp = logp[:rows, :cols, keep]
+        out_logp = np.ascontiguousarray(lp.astype(narrow_logp(lp), copy=False))
+    return MatrixStack(
+        np.ascontiguousarray(ids.astype(narrow_ids(ids), copy=False)),
+        out_logp,
+        None,
+        None if (rows_of == rows).all() else rows_of,
+        None if (cols_of == cols).all() else cols_of,
+    )
