@@ -7,7 +7,7 @@ array's values lie, their dtype and shape. Every other file whose bytes equal th
 everywhere except in the values, the CRC fields and the zip timestamps decodes to arrays of the
 same names, dtypes and shapes, so its values are cut out of the bytes of all such files at once.
 What depends on the values is checked per file: the CRC of each member read, and the scores' NaN
-and range rules of ``matrix_io._as_logp`` (vectorised here, the same comparisons).
+and range rules (``matrix_io.logp_of_scores``, the one rule, for all files at once).
 
 A round is taken only in the plain form: ``.npz``/``.npy`` files holding ``ids`` (integers,
 2-D, not empty) and optional ``scores`` of the same shape, or a ``.npy``/``.npz`` scores companion;
@@ -32,7 +32,7 @@ from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames, narrow_id
 from replay.util.bounded import MAX_ZIP_MEMBERS, read_regular_or_none
 from replay.util.errors import DumpError
 
-from .matrix_io import _PROB_SLACK, ID_KINDS, SCORE_AUTO, SCORE_KINDS, SCORE_LOGPROB
+from .matrix_io import ID_KINDS, SCORE_KINDS, logp_of_scores
 from .npyfile import _stored_members, read_npy_header
 from .textbatch import FilePaths, RoundPaths
 
@@ -326,7 +326,10 @@ def _group_batches(
                 scores = part if scores is None else _fill(scores, part, sel)
             if scores is None:
                 raise ValueError("_group_batches: a scored matrix without scores")  # names is never empty
-            logp, checked = _logp_of(scores, ids, score_kind)
+            if scores.shape != ids.shape:  # wider somewhere than the ids: those rounds are refused above
+                scores = _fill(np.full(ids.shape, np.nan), scores, np.ones(ids.shape[2], dtype=bool))
+                scores = scores[: ids.shape[0], : ids.shape[1]]
+            logp, checked = logp_of_scores(scores, ids, score_kind)
             good &= checked
         stacks.append((ids, logp, rows_of, cols_of))
     bad = np.flatnonzero(~good)
@@ -389,26 +392,6 @@ def _fill(into: np.ndarray, part: np.ndarray, sel: np.ndarray) -> np.ndarray:
     out[:, :, sel] = np.nan
     out[: part.shape[0], : part.shape[1], sel] = part[:, :, sel]
     return out
-
-
-def _logp_of(scores: np.ndarray, ids: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
-    """(log-probabilities, [R] rounds whose scores matrix_io._as_logp accepts), [rows, cols, R] arrays;
-    the same comparisons per round, on the cells of real tokens (padding holds PAD_TOKEN ids)."""
-    if scores.shape != ids.shape:  # scores wider than the ids somewhere: those rounds are refused above
-        rows, cols = ids.shape[0], ids.shape[1]
-        scores = np.pad(scores, ((0, max(0, rows - scores.shape[0])), (0, max(0, cols - scores.shape[1])), (0, 0)))
-        scores = scores[:rows, :cols]
-    real = ids != PAD_TOKEN
-    ok = ~(np.isnan(scores) & real).any(axis=(0, 1))
-    if kind == SCORE_AUTO:
-        is_log = ((scores < 0) & real).any(axis=(0, 1))
-    else:
-        is_log = np.full(scores.shape[2], kind == SCORE_LOGPROB)
-    ok &= ~(is_log & ((scores > _PROB_SLACK) & real).any(axis=(0, 1)))
-    ok &= ~(~is_log & (((scores < 0) | (scores > 1 + _PROB_SLACK)) & real).any(axis=(0, 1)))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        logp = np.where(is_log, np.minimum(scores, 0.0), np.log(np.clip(scores, 0.0, 1.0)))
-    return logp, ok
 
 
 def _matrix_stack(

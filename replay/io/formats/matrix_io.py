@@ -309,26 +309,49 @@ def _as_logp(scores: np.ndarray, ids: np.ndarray, path: Path, kind: str) -> np.n
             f"the scores are {shape_words(scores.shape)}, the ids {shape_words(ids.shape)}: one score per token id",
             "scores",
         )
+    logp, ok = logp_of_scores(scores[..., None], ids[..., None], kind)
+    if ok[0]:
+        out: np.ndarray = logp[..., 0]
+        return out
+    # refused: the first rule logp_of_scores found broken, with the first offending cell
     real = ids != PAD_TOKEN
     valid = scores[real]
     if np.isnan(valid).any():
         raise DumpError(
             path, f"NaN among the scores of real tokens, {_first_bad(scores, np.isnan(scores) & real)[1]}", "scores"
         )
+    if kind == SCORE_LOGPROB or (kind == SCORE_AUTO and (valid < 0).any()):
+        value, where = _first_bad(scores, (scores > _PROB_SLACK) & real)
+        raise DumpError(path, f"log-probabilities must be <= 0, found {value:.6g} ({where})", "scores")
+    value, where = _first_bad(scores, ((scores < 0) | (scores > 1 + _PROB_SLACK)) & real)
+    raise DumpError(path, f"probabilities must lie in [0, 1], found {value:.6g} ({where})", "scores")
+
+
+def logp_of_scores(scores: np.ndarray, ids: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """The scores rule, for R matrices at once: (natural-log probabilities, [R] bool accepted).
+
+    scores: [rows, cols, R] float64, ids: [rows, cols, R]; only cells of real tokens (ids other than
+    PAD_TOKEN) are judged. A matrix is refused when such a cell is NaN, or, read as log-probabilities
+    (``kind`` logprob, or auto with a negative cell), one exceeds 0 by more than _PROB_SLACK, or,
+    read as probabilities, one lies outside [0, 1 + _PROB_SLACK]. Log-probabilities are capped at 0,
+    probabilities clipped to [0, 1] before the log.
+    """
+    real = ids != PAD_TOKEN
+    ok = ~(np.isnan(scores) & real).any(axis=(0, 1))
     if kind == SCORE_AUTO:
-        kind = SCORE_LOGPROB if (valid < 0).any() else SCORE_PROB
-    if kind == SCORE_LOGPROB:
-        if (valid > _PROB_SLACK).any():
-            value, where = _first_bad(scores, (scores > _PROB_SLACK) & real)
-            raise DumpError(path, f"log-probabilities must be <= 0, found {value:.6g} ({where})", "scores")
-        logp: np.ndarray = np.minimum(scores, 0.0)
-        return logp
-    if ((valid < 0) | (valid > 1 + _PROB_SLACK)).any():
-        value, where = _first_bad(scores, ((scores < 0) | (scores > 1 + _PROB_SLACK)) & real)
-        raise DumpError(path, f"probabilities must lie in [0, 1], found {value:.6g} ({where})", "scores")
-    with np.errstate(divide="ignore"):
-        logp = np.log(np.clip(scores, 0.0, 1.0))
-    return logp
+        is_log = ((scores < 0) & real).any(axis=(0, 1))
+    else:
+        is_log = np.full(scores.shape[2], kind == SCORE_LOGPROB)
+    ok &= ~(is_log & ((scores > _PROB_SLACK) & real).any(axis=(0, 1)))
+    ok &= ~(~is_log & (((scores < 0) | (scores > 1 + _PROB_SLACK)) & real).any(axis=(0, 1)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if is_log.all():
+            logp: np.ndarray = np.minimum(scores, 0.0)
+        elif not is_log.any():
+            logp = np.log(np.clip(scores, 0.0, 1.0))
+        else:
+            logp = np.where(is_log, np.minimum(scores, 0.0), np.log(np.clip(scores, 0.0, 1.0)))
+    return logp, ok
 
 
 def _first_bad(values: np.ndarray, bad: np.ndarray) -> tuple[float, str]:
