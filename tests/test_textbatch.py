@@ -422,3 +422,117 @@ def test_chunk_keeps_each_signature_in_key_order(tmp_path):
     assert sorted(int(o) for b in chunk.batches for o in b.ordinals) == list(range(len(items)))
     for b in chunk.batches:
         assert (np.diff(b.ordinals) > 0).all()
+
+
+# --- scores companions: parsed in bulk, the scores rule applied to all rounds at once ---------------
+
+HOSTILE_SCORES = (
+    "nan", "inf", "-inf", "1.5.3", "1e", "e5", ".", "-", "+", "1e5e5", "1-2", "--1", "0x1p3", "1_0", "１",
+    "+.5", "5.", ".5e-3", "1E+2", "-0", "007.5", "1e999", "-1e-400", "2", "-1.5", "0.5", "1.0000001",
+)  # fmt: skip
+
+
+def reference_scores(data: bytes) -> np.ndarray | None:
+    try:
+        return parse_text_matrix(data.decode("utf-8-sig"), "f", as_float=True)
+    except (DumpError, UnicodeDecodeError):
+        return None
+
+
+def test_fast_score_parse_equals_reference_or_declines():
+    rng = np.random.default_rng(5)
+    files = []
+    for _ in range(400):
+        rows, cols = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        cells = [
+            [str(rng.choice(HOSTILE_SCORES)) if rng.random() < 0.3 else repr(float(-rng.random())) for _ in range(cols)]
+            for _ in range(rows)
+        ]
+        sep = str(rng.choice([" ", "\t", ", "]))
+        files.append("\n".join(sep.join(r) for r in cells).encode() + b"\n")
+    together = textbatch.parse_score_texts(files)
+    taken = 0
+    for k, data in enumerate(files):
+        ref = reference_scores(data)
+        if not together.ok[k]:
+            continue
+        assert ref is not None, data  # taken by the fast path, refused by the reference: never
+        n = int(together.rows[k] * together.cols[k])
+        got = together.values[together.start[k] : together.start[k] + n].reshape(ref.shape)
+        assert np.array_equal(got, ref, equal_nan=True) and got.dtype == ref.dtype, data
+        taken += 1
+    assert 0 < taken < len(files)
+
+
+def write_scores(path: Path, logp: np.ndarray, rng: np.random.Generator) -> None:
+    """A matrix's scores as text, as engines print them: log-probs or probabilities, various formats."""
+    values = np.exp(logp) if rng.random() < 0.4 else logp
+    fmt = str(rng.choice(["%.9g", "%.3f", "%r", "%.6e"]))
+    sep = str(rng.choice([" ", "\t", ", "]))
+    text = "\n".join(sep.join(repr(float(v)) if fmt == "%r" else fmt % v for v in row) for row in values)
+    path.write_text(text + "\n")
+
+
+def write_scored_dir(d: Path, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    cfg = CONFIGS[seed % len(CONFIGS)]
+    (d / "config.json").write_text(json.dumps(cfg.to_json()))
+    for j in range(3):
+        spec = SynthSpec(
+            cfg,
+            int(rng.integers(3, 7)),
+            steps=int(rng.integers(1, cfg.gamma + 1)),
+            seed=seed * 10 + j,
+            with_scores=True,
+            layout="all",
+            extra_cols=int(rng.integers(0, 3)),
+            target_cols=int(rng.integers(1, 3)),
+            vocab=1000,
+            first_key=100 + 1000 * j,
+        )
+        batch = synth_batch(spec)
+        for i in range(len(batch)):
+            rnd = batch.round_at(i)
+            a, b = rnd.key
+            for s, m in enumerate((*rnd.steps, rnd.validate)):
+                if s == len(rnd.steps):
+                    name = f"validate_{a}_{b}"
+                else:
+                    name = f"draft_step_{s}_{a - 1}_{b - 1}" if s == 0 else f"draft_step_{s}_{a}_{b}"
+                write_matrix(d / name, m.ids, rng)
+                if m.logp is not None and (j != 1 or rng.random() < 0.7):  # some matrices without scores
+                    suffix = str(rng.choice([".scores", ".scores", ".scores.txt"]))
+                    write_scores(d / (name + suffix), np.nan_to_num(m.logp, nan=-30.0), rng)
+
+
+def break_scores(d: Path, rng: np.random.Generator, count: int) -> None:
+    """Damage ``count`` scores files: a hostile cell, a value out of range, NaN, a short row."""
+    scores = sorted(p for p in d.iterdir() if ".scores" in p.name)
+    for path in rng.choice(scores, size=count, replace=False):
+        lines = path.read_text().splitlines()
+        k = int(rng.integers(0, 4))
+        if k == 0:
+            lines[0] = lines[0] + " " + str(rng.choice(HOSTILE_SCORES))
+        elif k == 1:
+            lines[-1] = " ".join(["1.5"] * len(lines[-1].replace(",", " ").split()))
+        elif k == 2:
+            lines[0] = "nan " + lines[0]
+        else:
+            lines = lines[:-1] if len(lines) > 1 else ["-1 -2 -3 -4 -5 -6 -7 -8 -9"]
+        path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_scored_text_dirs_print_what_the_scalar_replay_prints(tmp_path, seed):
+    write_scored_dir(tmp_path, seed)
+    rng = np.random.default_rng(seed)
+    if seed % 2:
+        break_scores(tmp_path, rng, int(rng.integers(1, 6)))
+    assert fast_rounds(tmp_path) > 0
+    assert cli_output(tmp_path) == reference_output(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["prob", "logprob"])
+def test_scored_text_dir_with_stated_score_kind(tmp_path, kind):
+    write_scored_dir(tmp_path, 3)
+    assert cli_output(tmp_path, ("--scores", kind)) == reference_output(tmp_path, ("--scores", kind))

@@ -114,7 +114,7 @@ def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -
     that is not in the strict common form, is read by the reference reader, one round at a time.
     """
     raw_forced = opts.raw is not None and opts.raw.force
-    fast, rest = read_text_batches(directory, items, opts.step0_offset, opts.layout, raw_forced)
+    fast, rest = read_text_batches(directory, items, opts.step0_offset, opts.layout, raw_forced, opts.score_kind)
     arrays, rest = read_array_batches(directory, rest, opts.step0_offset, opts.layout, opts.score_kind)
     fast += arrays
     groups: dict[tuple[Signature, tuple[str, ...]], list[tuple[int, Round]]] = {}

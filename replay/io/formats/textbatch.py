@@ -1,22 +1,26 @@
-"""Read many rounds of plain-text id matrices at once: one read per file, a few numpy calls per chunk.
+"""Read many rounds of plain-text matrices at once: one read per file, a few numpy calls per chunk.
 
-The common text dump (integers separated by spaces, one matrix row per line, no scores or parents
-companions) costs ~100 µs a file through ``matrix_io.read_matrix``, most of it per-file Python
-overhead. Here the bytes of a whole chunk of rounds are classified, checked and converted together,
-and rounds of equal step count go straight into RoundBatches (padded to their widest matrices).
+The common text dump (integers separated by spaces, one matrix row per line, scores in ``.scores``
+companions or none) costs ~100 µs a file through ``matrix_io.read_matrix``, most of it per-file
+Python overhead. Here the bytes of a whole chunk of rounds are classified, checked and converted
+together, and rounds of equal step count go straight into RoundBatches (padded to their widest
+matrices).
 
 Only a strict subset of the text format is taken: ASCII digits, ``-``, spaces, tabs, commas and LF;
 every non-blank line of a file holds the same number of integers of at most ``MAX_DIGITS``
-characters. Anything else is not an error here: a comment, a CR, a BOM, a ``+``, a float, a long
-number, a ragged or empty file, a file that is not regular or is too large, a companion file.
-Such a round is handed back, and the caller reads it with the reference reader
-(``rounds.load_round``), so results, errors and skip messages stay exactly the reference's
-(tests/test_textbatch.py compares both on hostile and random inputs).
+characters. A scores companion may hold decimal numbers (``-1.5``, ``.5``, ``2e-3``, a ``+``), every
+one a whole float literal (checked per file), and must have its ids' shape; the scores rule is
+``matrix_io.logp_of_scores``. Anything else is not an error here: a comment, a CR, a BOM, a ``+``
+in ids, a float id, a long number, ``nan``, a ragged or empty file, a file that is not regular or is
+too large, a parents companion. Such a round is handed back, and the caller reads it with the
+reference reader (``rounds.load_round``), so results, errors and skip messages stay exactly the
+reference's (tests/test_textbatch.py compares both on hostile and random inputs).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,10 +28,10 @@ import numpy as np
 
 from replay.core.vocab import PAD_TOKEN
 from replay.io.grouping import Key
-from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
+from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames, narrow_ids, narrow_logp
 from replay.util.bounded import read_regular_or_none
 
-from .matrix_io import TEXT_EXTS
+from .matrix_io import DATA_EXTS, SCORE_AUTO, TEXT_EXTS, logp_of_scores
 
 FilePaths = tuple[str, "str | None", "str | None"]  # a matrix's data file, scores and parents companions
 # What crosses to a reader process: strings pickle ~10x faster than the Paths of a RoundFiles.
@@ -35,7 +39,6 @@ RoundPaths = tuple[int, Key, tuple[FilePaths, ...], int]  # (ordinal, key, draft
 MAX_DIGITS = 18  # characters of one value, sign included: any such integer fits int64
 BULK_FILE_BYTES = 1 << 20  # larger text files go to the reference reader (its limit: MAX_TEXT_FILE_BYTES)
 BULK_PARSE_BYTES = 8 << 20  # text parsed per numpy pass (~15 bytes of work arrays per byte)
-_INT32 = np.iinfo(np.int32)
 
 # Byte classes of the fast alphabet; every other byte is OTHER and sends its file to the reference.
 OTHER, DIGIT, MINUS, SEPARATOR, NEWLINE = 0, 1, 2, 3, 4
@@ -45,6 +48,14 @@ _CLASS[ord("-")] = MINUS
 _CLASS[np.frombuffer(b" \t,", dtype=np.uint8)] = SEPARATOR
 _CLASS[ord("\n")] = NEWLINE
 _COMMA_TO_SPACE = bytes.maketrans(b",", b" ")
+# Scores: every character of a decimal float literal is a token character; the literal's grammar
+# is checked per file (_FLOAT_FILE, possessive: linear time), what np.fromstring and the reference
+# both read to the same double.
+_FLOAT_CLASS = _CLASS.copy()
+_FLOAT_CLASS[np.frombuffer(b"-+.eE", dtype=np.uint8)] = DIGIT
+_FLOAT_FILE = re.compile(
+    rb"(?:[ \t,\n]++|[+-]?+(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][+-]?+[0-9]++)?+(?=[ \t,\n]|\Z))*+"
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,25 +69,29 @@ class ParsedTexts:
     values: np.ndarray  # [sum(rows * cols)] int64, file after file, row-major
 
 
-def _file_flags(buf: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _file_flags(
+    buf: np.ndarray, ends: np.ndarray, floats: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ok, rows, cols, token starts) of the files laid end to end in ``buf``.
 
     buf: [N] uint8, each file followed by one LF; ends: [F] int64 position of each file's final LF.
+    floats: scores (float literals, their grammar checked by the caller), else integer ids.
     """
     nfiles = ends.shape[0]
-    cls = _CLASS[buf]
+    cls = (_FLOAT_CLASS if floats else _CLASS)[buf]
     bad = np.zeros(nfiles, dtype=bool)
     bad[np.searchsorted(ends, np.flatnonzero(cls == OTHER))] = True
     in_token = (cls == DIGIT) | (cls == MINUS)
     prev_in = np.concatenate(([False], in_token[:-1]))  # a file ends in LF, so tokens never cross files
-    next_in = np.concatenate((in_token[1:], [False]))
     starts = in_token & ~prev_in
-    # '-' only as a value's first character, followed by a digit ("1-2", "--3", "-" alone are not)
-    minus = np.flatnonzero(cls == MINUS)
-    wrong = prev_in[minus] | (cls[minus + 1] != DIGIT)  # minus + 1 exists: buf ends in LF
-    bad[np.searchsorted(ends, minus[wrong])] = True
-    first, last = np.flatnonzero(starts), np.flatnonzero(in_token & ~next_in)
-    bad[np.searchsorted(ends, first[last - first + 1 > MAX_DIGITS])] = True
+    if not floats:
+        next_in = np.concatenate((in_token[1:], [False]))
+        # '-' only as a value's first character, followed by a digit ("1-2", "--3", "-" alone are not)
+        minus = np.flatnonzero(cls == MINUS)
+        wrong = prev_in[minus] | (cls[minus + 1] != DIGIT)  # minus + 1 exists: buf ends in LF
+        bad[np.searchsorted(ends, minus[wrong])] = True
+        first, last = np.flatnonzero(starts), np.flatnonzero(in_token & ~next_in)
+        bad[np.searchsorted(ends, first[last - first + 1 > MAX_DIGITS])] = True
     # values per line: token starts between consecutive LFs
     newlines = np.flatnonzero(cls == NEWLINE)
     before = np.cumsum(starts, dtype=np.int64)[newlines]
@@ -95,89 +110,122 @@ def _file_flags(buf: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 def parse_id_texts(datas: Sequence[bytes]) -> ParsedTexts:
     """Parse the files' bytes together; files outside the fast subset come back with ok False."""
+    return _parse_texts(datas, False)
+
+
+def parse_score_texts(datas: Sequence[bytes]) -> ParsedTexts:
+    """parse_id_texts for scores companions: float64 values, each a whole float literal."""
+    return _parse_texts(datas, True)
+
+
+def _parse_texts(datas: Sequence[bytes], floats: bool) -> ParsedTexts:
     nfiles = len(datas)
     empty = np.zeros(nfiles, dtype=np.int64)
     if not nfiles:
-        return ParsedTexts(np.zeros(0, dtype=bool), empty, empty, empty, empty)
+        return ParsedTexts(
+            np.zeros(0, dtype=bool), empty, empty, empty, empty.astype(np.float64 if floats else np.int64)
+        )
     lengths = np.fromiter(map(len, datas), dtype=np.int64, count=nfiles)
     big = b"\n".join(datas) + b"\n"
     ends = np.cumsum(lengths + 1) - 1
-    ok, rows, cols, starts = _file_flags(np.frombuffer(big, dtype=np.uint8), ends)
+    ok, rows, cols, starts = _file_flags(np.frombuffer(big, dtype=np.uint8), ends, floats)
+    if floats:
+        ok &= np.fromiter((_FLOAT_FILE.fullmatch(d) is not None for d in datas), dtype=bool, count=nfiles)
     if not ok.all():  # rare: parse the good files alone, then put them back in place
         keep = np.flatnonzero(ok)
-        sub = parse_id_texts([datas[i] for i in keep.tolist()])
+        sub = _parse_texts([datas[i] for i in keep.tolist()], floats)
         full_ok = np.zeros(nfiles, dtype=bool)
         full_ok[keep] = sub.ok
         out = [np.zeros(nfiles, dtype=np.int64) for _ in range(3)]
         for arr, part in zip(out, (sub.rows, sub.cols, sub.start)):
             arr[keep] = part
         return ParsedTexts(full_ok, out[0], out[1], out[2], sub.values)
-    # Validated above: np.fromstring sees only well-formed integers separated by whitespace.
-    values = np.fromstring(big.translate(_COMMA_TO_SPACE), dtype=np.int64, sep=" ")
+    # Validated above: np.fromstring sees only well-formed numbers separated by whitespace.
+    values = np.fromstring(big.translate(_COMMA_TO_SPACE), dtype=np.float64 if floats else np.int64, sep=" ")
     sizes = rows * cols
     if values.shape[0] != int(starts.sum()) or values.shape[0] != int(sizes.sum()):
         return ParsedTexts(
-            np.zeros(nfiles, dtype=bool), empty, empty, empty, empty
+            np.zeros(nfiles, dtype=bool), empty, empty, empty, values[:0]
         )  # never seen; the reference decides
     start = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
     return ParsedTexts(ok, rows, cols, start, values)
 
 
-def _text_paths(files: tuple[FilePaths, ...], raw_forced: bool) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """(data paths, their extensions) when every file is plain text without companions, else None."""
-    paths, exts = [], []
+def _text_ext(path: str) -> str:
+    """The extension of a dump file name as named ("" for none: the plain dump's names have none)."""
+    base = path[path.rfind(os.sep) + 1 :]
+    return "" if "." not in base else os.path.splitext(path)[1]
+
+
+def _text_paths(
+    files: tuple[FilePaths, ...], raw_forced: bool
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str | None, ...]] | None:
+    """(data paths, their extensions, their scores companions or None) when every file is plain text
+    and no matrix has a parents companion, else None."""
+    paths, exts, scores_paths = [], [], []
     for p, scores, parents in files:
-        if scores is not None or parents is not None:
+        if parents is not None:
             return None
-        ext = "" if "." not in p[p.rfind(os.sep) + 1 :] else os.path.splitext(p)[1]  # the plain dump's names have none
+        ext = _text_ext(p)
         if ext.lower() not in TEXT_EXTS or (ext == "" and raw_forced):
             return None
+        if scores is not None:
+            # read_array_file's rule: an extension it does not know (".scores") reads as text
+            s_ext = _text_ext(scores).lower()
+            s_ext = s_ext if s_ext in DATA_EXTS else ""
+            if s_ext not in TEXT_EXTS or (s_ext == "" and raw_forced):
+                return None
         paths.append(p)
         exts.append(ext)
-    return tuple(paths), tuple(exts)
+        scores_paths.append(scores)
+    return tuple(paths), tuple(exts), tuple(scores_paths)
 
 
-def _narrow(ids: np.ndarray) -> np.ndarray:
-    """int32 when every id fits (as fastread.narrow_ids): half the bytes for the kernel to scan."""
-    if ids.size == 0 or (ids.min() >= _INT32.min and ids.max() <= _INT32.max):
-        return ids.astype(np.int32)
-    return ids
-
-
-def _stack(parsed: ParsedTexts, files: np.ndarray) -> MatrixStack:
-    """files: [R] int64 indices into ``parsed``, of any shapes: padded to the widest with PAD_TOKEN
-    (replay.io.roundbatch keeps each round's own sizes)."""
+def _gather(parsed: ParsedTexts, files: np.ndarray, fill: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """([rows, cols, R] values of ``files`` (indices into ``parsed``, of any shapes) padded to the widest
+    with ``fill``; each file's rows; its columns)."""
     rows_of, cols_of = parsed.rows[files], parsed.cols[files]
     rows, cols = int(rows_of.max()), int(cols_of.max())
     if (rows_of == rows).all() and (cols_of == cols).all():
         index = parsed.start[files][:, None] + np.arange(rows * cols, dtype=np.int64)  # [R, rows * cols]
-        ids = parsed.values[index].reshape(files.shape[0], rows, cols).transpose(1, 2, 0)
-        return MatrixStack(np.ascontiguousarray(_narrow(ids)))
+        return parsed.values[index].reshape(files.shape[0], rows, cols).transpose(1, 2, 0), rows_of, cols_of
     r_i, c_i = np.arange(rows)[None, :, None], np.arange(cols)[None, None, :]
     inside = (r_i < rows_of[:, None, None]) & (c_i < cols_of[:, None, None])  # [R, rows, cols]
     index = parsed.start[files][:, None, None] + r_i * cols_of[:, None, None] + c_i
-    ids = np.where(inside, parsed.values[np.where(inside, index, 0)], PAD_TOKEN).transpose(1, 2, 0)
+    values = np.where(inside, parsed.values[np.where(inside, index, 0)], fill).transpose(1, 2, 0)
+    return values, rows_of, cols_of
+
+
+def _stack(ids: np.ndarray, rows_of: np.ndarray, cols_of: np.ndarray, logp: np.ndarray | None) -> MatrixStack:
+    """A MatrixStack of [rows, cols, R] ids (padded with PAD_TOKEN; replay.io.roundbatch keeps each
+    round's own sizes) and log-probabilities, narrowed losslessly."""
+    rows, cols = ids.shape[0], ids.shape[1]
     return MatrixStack(
-        np.ascontiguousarray(_narrow(ids)),
+        np.ascontiguousarray(ids.astype(narrow_ids(ids), copy=False)),
+        None if logp is None else np.ascontiguousarray(logp.astype(narrow_logp(logp), copy=False)),
         rows_of=None if (rows_of == rows).all() else rows_of.astype(np.int64),
         cols_of=None if (cols_of == cols).all() else cols_of.astype(np.int64),
     )
 
 
 def read_text_batches(
-    directory: str, items: Sequence[RoundPaths], step0_offset: tuple[int, int], layout: str | None, raw_forced: bool
+    directory: str,
+    items: Sequence[RoundPaths],
+    step0_offset: tuple[int, int],
+    layout: str | None,
+    raw_forced: bool,
+    score_kind: str = SCORE_AUTO,
 ) -> tuple[list[RoundBatch], list[RoundPaths]]:
     """(RoundBatches of the rounds read here, the items left for the reference reader, in order).
 
     directory: as the RoundFiles' paths were built (str(Path(directory))); raw_forced: --raw ...:force,
-    which makes extension-less files raw binary. Files are parsed in pieces of about
-    BULK_PARSE_BYTES, so memory stays ~15 bytes per byte of one piece whatever the chunk holds.
+    which makes extension-less files raw binary; score_kind: --scores (how scores are read). Files
+    are parsed in pieces of about BULK_PARSE_BYTES, so memory stays ~15 bytes per byte of one piece
+    whatever the chunk holds.
     """
     rest: list[RoundPaths] = []
     batches: list[RoundBatch] = []
-    taken: list[tuple[RoundPaths, tuple[str, ...]]] = []
-    datas: list[bytes] = []
-    held = 0
+    piece = _Piece()
     names: dict[tuple[str, ...], SourceNames] = {}
     odd: dict[int, tuple[str, ...]] = {}  # ordinal → paths
     for item in items:
@@ -186,61 +234,144 @@ def read_text_batches(
         if found is None:
             rest.append(item)
             continue
-        paths, exts = found
+        paths, exts, scores_paths = found
         if exts not in names:
             names[exts] = SourceNames(directory, exts, step0_offset)
         if paths != names[exts].paths(key, len(files) - 1):
             odd[item[0]] = paths  # names that do not round-trip ("007", "./"): kept verbatim, as the reference does
-        read = [read_regular_or_none(p, BULK_FILE_BYTES) for p in paths]
-        got = [g for g in read if g is not None]
-        if len(got) < len(read):  # a file the bulk reader does not take: the reference reads the round
+        if not piece.add(item, exts, paths, scores_paths):  # a file the bulk reader does not take
             rest.append(item)
             continue
-        taken.append((item, exts))
-        datas += got
-        held += sum(map(len, got))
-        if held >= BULK_PARSE_BYTES:
-            _parse_piece(taken, datas, names, odd, layout, batches, rest)
-            taken, datas, held = [], [], 0
-    if taken:
-        _parse_piece(taken, datas, names, odd, layout, batches, rest)
+        if piece.held >= BULK_PARSE_BYTES:
+            _parse_piece(piece, names, odd, layout, score_kind, batches, rest)
+            piece = _Piece()
+    if piece.taken:
+        _parse_piece(piece, names, odd, layout, score_kind, batches, rest)
     rest.sort(key=lambda it: it[0])
     return batches, rest
 
 
+class _Piece:
+    """Rounds read so far for one parse: their ids files' bytes, and their scores companions' bytes."""
+
+    def __init__(self) -> None:
+        self.taken: list[tuple[RoundPaths, tuple[str, ...], tuple[int, ...]]] = []  # (item, exts, scores file or -1)
+        self.ids: list[bytes] = []
+        self.scores: list[bytes] = []
+        self.held = 0
+
+    def add(
+        self, item: RoundPaths, exts: tuple[str, ...], paths: tuple[str, ...], scores: tuple[str | None, ...]
+    ) -> bool:
+        """Read a round's files; False (nothing kept) when one is not a regular file within BULK_FILE_BYTES."""
+        ids: list[bytes] = []
+        score_bytes: list[bytes] = []
+        where: list[int] = []
+        for p, sp in zip(paths, scores):
+            data = read_regular_or_none(p, BULK_FILE_BYTES)
+            if data is None:
+                return False
+            ids.append(data)
+            if sp is None:
+                where.append(-1)
+                continue
+            sdata = read_regular_or_none(sp, BULK_FILE_BYTES)
+            if sdata is None:
+                return False
+            where.append(len(self.scores) + len(score_bytes))
+            score_bytes.append(sdata)
+        self.taken.append((item, exts, tuple(where)))
+        self.ids += ids
+        self.scores += score_bytes
+        self.held += sum(map(len, ids)) + sum(map(len, score_bytes))
+        return True
+
+
 def _parse_piece(
-    taken: list[tuple[RoundPaths, tuple[str, ...]]],
-    datas: list[bytes],
+    piece: _Piece,
     names: dict[tuple[str, ...], SourceNames],
     odd: dict[int, tuple[str, ...]],
     layout: str | None,
+    score_kind: str,
     batches: list[RoundBatch],
     rest: list[RoundPaths],
 ) -> None:
-    """Parse the files of rounds ``taken`` (their bytes ``datas``, in order); batches and rounds refused are appended.
+    """Parse the files of the piece's rounds; batches and rounds refused are appended.
 
     odd: ordinal → paths of the rounds whose names SourceNames does not rebuild.
     """
-    parsed = parse_id_texts(datas)
-    counts = np.fromiter((len(exts) for _, exts in taken), dtype=np.int64, count=len(taken))  # [T] files per round
+    parsed = parse_id_texts(piece.ids)
+    scored = parse_score_texts(piece.scores)
+    taken = piece.taken
+    counts = np.fromiter((len(exts) for _, exts, _ in taken), dtype=np.int64, count=len(taken))  # [T] files per round
     firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))  # [T] each round's first file in ``parsed``
     round_ok = np.logical_and.reduceat(parsed.ok, firsts)
-    by_exts: dict[tuple[str, ...], list[int]] = {}
-    for t, (item, exts) in enumerate(taken):
-        if round_ok[t]:
-            by_exts.setdefault(exts, []).append(t)
+    score_ok = scored.ok.tolist()
+    by_kind: dict[tuple[tuple[str, ...], tuple[bool, ...]], list[int]] = {}
+    for t, (item, exts, where) in enumerate(taken):
+        if round_ok[t] and all(w < 0 or score_ok[w] for w in where):
+            by_kind.setdefault((exts, tuple(w >= 0 for w in where)), []).append(t)
         else:
             rest.append(item)
-    rounds = _RoundColumns.of([item for item, _ in taken])
-    for exts, members in by_exts.items():
+    rounds = _RoundColumns.of([item for item, _, _ in taken])
+    for (exts, has_scores), members in by_kind.items():
         idx = np.asarray(members, dtype=np.int64)
         files = firsts[idx][:, None] + np.arange(len(exts))  # [R, matrices]
-        # Matrix sizes do not split a batch (replay.io.roundbatch): one batch per step count and extensions.
+        score_files = np.asarray([taken[t][2] for t in members], dtype=np.int64).reshape(len(members), len(exts))
+        # Matrix sizes do not split a batch (replay.io.roundbatch): one batch per step count, extensions, scores.
+        mats = []
+        good = np.ones(idx.size, dtype=bool)
+        for m in range(len(exts)):
+            ids, rows_of, cols_of = _gather(parsed, files[:, m], PAD_TOKEN)
+            logp = None
+            if has_scores[m]:
+                scores, s_rows, s_cols = _gather(scored, score_files[:, m], np.nan)
+                good &= (s_rows == rows_of) & (s_cols == cols_of)  # else _as_logp refuses: the reference says so
+                if scores.shape != ids.shape:
+                    scores = _fit(scores, ids.shape)
+                logp, checked = logp_of_scores(scores, ids, score_kind)
+                good &= checked
+            mats.append((ids, rows_of, cols_of, logp))
+        rest += [taken[t][0] for t in idx[~good].tolist()]
+        if not good.any():
+            continue
+        keep = np.flatnonzero(good)
+        idx = idx[keep]
+        stacks = [_stack(*_kept(ids, rows_of, cols_of, logp, keep)) for ids, rows_of, cols_of, logp in mats]
         src = names[exts]
         overrides = {int(o): odd[int(o)] for o in rounds.ordinals[idx] if int(o) in odd} if odd else None
         if overrides:
             src = SourceNames(src.directory, src.exts, src.step0_offset, overrides)
-        batches.append(_batch(src, files, idx, rounds, parsed, layout))
+        batches.append(
+            RoundBatch(
+                rounds.keys[:, idx],
+                rounds.roots[idx],
+                tuple(stacks[:-1]),
+                stacks[-1],
+                layout,
+                src,
+                rounds.ordinals[idx],
+            )
+        )
+
+
+def _fit(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """[rows, cols, R] values cut or NaN-padded to ``shape`` (rounds whose shapes differ are refused anyway)."""
+    out: np.ndarray = np.full(shape, np.nan)
+    rows, cols = min(shape[0], values.shape[0]), min(shape[1], values.shape[1])
+    out[:rows, :cols] = values[:rows, :cols]
+    return out
+
+
+def _kept(
+    ids: np.ndarray, rows_of: np.ndarray, cols_of: np.ndarray, logp: np.ndarray | None, keep: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Rounds ``keep`` of one matrix, cut to their widest."""
+    if keep.size == ids.shape[2]:
+        return ids, rows_of, cols_of, logp
+    rows_of, cols_of = rows_of[keep], cols_of[keep]
+    rows, cols = int(rows_of.max()), int(cols_of.max())
+    return ids[:rows, :cols, keep], rows_of, cols_of, None if logp is None else logp[:rows, :cols, keep]
 
 
 @dataclass(frozen=True, eq=False)
@@ -258,24 +389,3 @@ class _RoundColumns:
             np.asarray([it[1] for it in items], dtype=np.int64).reshape(-1, 2).T.copy(),
             np.fromiter((it[3] for it in items), dtype=np.int64, count=len(items)),
         )
-
-
-def _batch(
-    names: SourceNames,
-    files: np.ndarray,
-    rounds: np.ndarray,
-    columns: _RoundColumns,
-    parsed: ParsedTexts,
-    layout: str | None,
-) -> RoundBatch:
-    """Rounds of one signature. files: [R, matrices] int64 indices into ``parsed``; rounds: [R] into ``columns``."""
-    stacks = [_stack(parsed, files[:, m]) for m in range(files.shape[1])]
-    return RoundBatch(
-        columns.keys[:, rounds],
-        columns.roots[rounds],
-        tuple(stacks[:-1]),
-        stacks[-1],
-        layout,
-        names,
-        columns.ordinals[rounds],
-    )
