@@ -7,7 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
+import replay.io.formats.arraybatch as arraybatch
 import replay.io.formats.matrix_io as matrix_io
+import replay.io.formats.textbatch as textbatch
 from replay.core.config import TreeConfig
 from replay.engine.batch import replay_batches
 from replay.engine.replayer import replay_directory
@@ -38,13 +40,18 @@ def write_text_run(d: Path, rounds: int, seed: int = 0) -> None:
 def test_every_file_read_once_and_results_match(tmp_path, monkeypatch):
     write_text_run(tmp_path, 60)
     reads: Counter = Counter()
-    original = matrix_io.read_array_file
 
-    def counting(path, *args, **kwargs):
-        reads[str(path)] += 1
-        return original(path, *args, **kwargs)
+    def counting(original):
+        def read(path, *args, **kwargs):
+            reads[str(path)] += 1
+            return original(path, *args, **kwargs)
 
-    monkeypatch.setattr(matrix_io, "read_array_file", counting)
+        return read
+
+    # every reader: the reference (one file at a time) and the bulk readers (text, .npz/.npy)
+    monkeypatch.setattr(matrix_io, "read_array_file", counting(matrix_io.read_array_file))
+    for bulk in (textbatch, arraybatch):
+        monkeypatch.setattr(bulk, "read_regular_or_none", counting(bulk.read_regular_or_none))
     grouping = group_directory(tmp_path)
     batches, unreadable = read_directory(tmp_path, grouping, {}, ReadOptions(), workers=1)
     files = [p for p in tmp_path.iterdir() if p.name.startswith(("draft", "validate"))]
