@@ -206,9 +206,9 @@ def test_recommend_at_t_builds_no_round_or_node_table(capsys, tmp_path, monkeypa
 
     asked, load = [], runs.load_run
 
-    def spy(path, label, opts=None, progress=None, tables=runs.TABLES_FULL, per_batch=None):
+    def spy(path, label, opts=None, progress=None, tables=runs.TABLES_FULL, *rest):
         asked.append(tables)
-        return load(path, label, opts, progress, tables, per_batch)
+        return load(path, label, opts, progress, tables, *rest)
 
     monkeypatch.setattr(runs, "load_run", spy)
     code = main(["recommend", str(packed_case(tmp_path, 3)), "--temperature", "0.7", "--budget", "5", "--no-progress"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -72,3 +73,31 @@ def test_progress_bar_counts_files_and_rounds(tmp_path, capsys):
     assert [int(o) for c in chunks for b in c.batches for o in b.ordinals] == list(range(12))  # in key order
     err = capsys.readouterr().err
     assert "84/84" in err and "12 rounds" in err and "file" in err
+
+
+def test_stats_at_a_temperature_reads_each_file_once(tmp_path, monkeypatch, capsys):
+    """stats --temperature computes the rounds at T while it reads the run (sampling_along), not in a second read."""
+    import replay.util.parallel as parallel
+    from replay.cli import main
+
+    import shutil
+
+    tmp_path = tmp_path / "dump"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "sample_dumps" / "synthetic_article", tmp_path)
+    reads: Counter = Counter()
+
+    def counting(original):
+        def read(path, *args, **kwargs):
+            reads[str(path)] += 1
+            return original(path, *args, **kwargs)
+
+        return read
+
+    monkeypatch.setattr(parallel, "default_workers", lambda: 1)  # reads in this process, where they are counted
+    monkeypatch.setattr(matrix_io, "read_array_file", counting(matrix_io.read_array_file))
+    for bulk in (textbatch, arraybatch):
+        monkeypatch.setattr(bulk, "read_regular_or_none", counting(bulk.read_regular_or_none))
+    assert main(["stats", str(tmp_path), "--temperature", "0.7", "--json", "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["summary"]
+    files = [p for p in tmp_path.iterdir() if p.name.startswith(("draft", "validate"))]
+    assert set(reads) == {str(p) for p in files} and set(reads.values()) == {1}

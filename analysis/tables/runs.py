@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -11,9 +11,11 @@ import numpy as np
 import pandas as pd
 
 from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult, replay_directory
-from replay.engine.runs import PerBatch, RunReplay, replay_run
+from replay.engine.runs import PerBatch, Run, RunReplay, replay_run
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled, tqdm_progress
+
+PerRun = Callable[[Run], PerBatch | None]  # load_run's per_run: a per_batch built from the opened run
 
 
 class RoundKeys(Sequence):
@@ -166,13 +168,15 @@ def load_runs(
     progress: bool | None = None,
     tables: str = TABLES_FULL,
     per_batch: PerBatch | None = None,
+    per_run: PerRun | None = None,
 ) -> list[LabelledRun]:
     """Replay every directory or packed run on the batch path, tables included (bad rounds are
-    listed in ``run.replay.skipped``, never fatal); ``per_batch``: see load_run."""
+    listed in ``run.replay.skipped``, never fatal); ``per_batch``, ``per_run``: see load_run."""
     if not dirs:
         raise SpecReplayError("no dump directory given")
     return [
-        load_run(d, label, opts, progress, tables, per_batch) for label, d in zip(unique_labels(dirs, labels), dirs)
+        load_run(d, label, opts, progress, tables, per_batch, per_run)
+        for label, d in zip(unique_labels(dirs, labels), dirs)
     ]
 
 
@@ -183,11 +187,14 @@ def load_run(
     progress: bool | None = None,
     tables: str = TABLES_FULL,
     per_batch: PerBatch | None = None,
+    per_run: PerRun | None = None,
 ) -> LabelledRun:
     """One run by the batch path: outcomes, skipped list and tables as the reference would give
     (``tables``: TABLES_FULL, TABLES_METRICS or TABLES_KEYS, see there). ``per_batch(batch, result,
     run's tree)`` is computed on each batch while it is read (``run.read_along``): a command that
-    needs more of the batch arrays (compare's configs) does not read and replay the run again."""
+    needs more of the batch arrays (compare's configs) does not read and replay the run again.
+    ``per_run(opened run)``, when given, builds that per_batch from the run's manifest and config
+    (stats --temperature: the vocabulary size); None from it: nothing read along."""
     from .batch import (
         KEY_ROUND_COLUMNS,
         SLIM_ROUND_COLUMNS,
@@ -203,10 +210,14 @@ def load_run(
     if tables not in build:
         raise ValueError(f"tables={tables!r}: expected one of {', '.join(build)}")
     part = build[tables]
-    both = lambda b, res, tree: (part(b, res, tree, label), per_batch(b, res, tree) if per_batch else None)  # noqa: E731
-    rep = replay_run(path, opts, progress=on, per_batch=both)
+
+    def both_of(opened: Run) -> PerBatch:
+        extra = per_run(opened) if per_run is not None else per_batch
+        return lambda b, res, tree: (part(b, res, tree, label), extra(b, res, tree) if extra else None)
+
+    rep = replay_run(path, opts, progress=on, per_run=both_of)
     parts = [p for p, _ in rep.per_batch]
-    along = tuple(x for _, x in rep.per_batch) if per_batch else None
+    along = tuple(x for _, x in rep.per_batch) if per_batch or per_run else None
     counts = None
     if tables == TABLES_FULL:
         frames = join_parts(parts)

@@ -1,7 +1,8 @@
 """``stats --temperature T`` on the batch arrays: analysis.tables.sampling's RunSampling of a run
 loaded by the batch path, without a RoundResult per round.
 
-The run is read again in batches; each batch's rounds at T come from
+The batches are those load_run read (``sampling_along``, the run read once), else the run is read
+again; each batch's rounds at T come from
 replay.engine.batch.recorded.sampling_at (batch --temperature's rule: the top-K rows, or the dump's
 node_logprobs where it records them at T), and each batch keeps only its usable rounds' numbers
 (E[L] bounds, P(L >= d) bounds, exactness, nodes, steps) and its refused rounds' keys. Joined in run
@@ -13,16 +14,48 @@ field and the row).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from replay.engine.batch.recorded import node_logprob_gaps_batch, refusal_texts, sampling_at
 from replay.engine.batch.sampling_frames import from_node_logprobs
-from replay.engine.runs import replay_run
+from replay.engine.runs import PerBatch, Run, replay_run
 from replay.engine.sampling import sampling_skip
+from replay.io.manifest import Manifest
+from replay.util.errors import SpecReplayError
 
 from .runs import LabelledRun
+
+
+@dataclass(frozen=True, eq=False)
+class SamplingAlong:
+    """One batch's _batch_part, computed while load_run read it (sampling_along)."""
+
+    temperature: float
+    vocab_size: int | None
+    node_temperatures: tuple[float, ...] | None
+    part: dict
+
+
+def sampling_along(temperature: float, vocab_of: Callable[[Manifest], int | None]) -> Callable[[Run], PerBatch | None]:
+    """analysis.tables.runs.load_run's ``per_run`` for stats --temperature: each batch's rounds at T
+    computed as the run is read, so that batch_run_sampling does not read and replay it again.
+    ``vocab_of(manifest)``: the vocabulary size the command uses; when it raises (a --vocab-size that
+    the manifest contradicts) nothing is read along, and the error comes where the command asks."""
+    t = float(temperature)
+
+    def per_run(opened: Run) -> PerBatch | None:
+        try:
+            vocab = vocab_of(opened.manifest)
+        except SpecReplayError:
+            return None
+        nodes = opened.manifest.node_logprob_temperatures
+        key = None if nodes is None else tuple(nodes)
+        return lambda b, res, cfg: SamplingAlong(t, vocab, key, _batch_part(b, res, cfg, t, vocab, nodes))
+
+    return per_run
 
 
 def _batch_part(batch, res, cfg, t: float, vocab_size, nodes) -> dict:
@@ -57,12 +90,21 @@ def batch_run_sampling(
     """The fields of analysis.tables.sampling.run_sampling's RunSampling for a batch-loaded run, in
     order (module docstring; that module builds it: no import back)."""
     t = float(temperature)
-    rep = replay_run(
-        run.replay.directory,
-        run.replay.options,
-        per_batch=lambda b, res, cfg: _batch_part(b, res, cfg, t, vocab_size, node_temperatures),
-    )
-    parts = list(rep.per_batch)
+    nodes = None if node_temperatures is None else tuple(node_temperatures)
+    along = run.read_along
+    if along and all(
+        isinstance(a, SamplingAlong)
+        and (a.temperature, _vocab_key(a.vocab_size), a.node_temperatures) == (t, _vocab_key(vocab_size), nodes)
+        for a in along
+    ):
+        parts = [a.part for a in along]
+    else:
+        rep = replay_run(
+            run.replay.directory,
+            run.replay.options,
+            per_batch=lambda b, res, cfg: _batch_part(b, res, cfg, t, vocab_size, node_temperatures),
+        )
+        parts = list(rep.per_batch)
     order = np.argsort(_cat(parts, "ordinal", np.int64), kind="stable")
     steps = _cat(parts, "steps", np.int64)[order]
     depth = int(steps.max(initial=0))  # the round path's widest row: P(L >= d) for d = 1..a round's depth
@@ -82,6 +124,11 @@ def batch_run_sampling(
         any(p["needs_vocab"] for p in parts),
         (gaps[0], gaps[1]),
     )
+
+
+def _vocab_key(vocab_size: int | None) -> tuple[int, str | None] | None:
+    """A vocabulary size and where it came from (replay.core.sampling.VocabSize: messages name it)."""
+    return None if vocab_size is None else (int(vocab_size), getattr(vocab_size, "source", None))
 
 
 def _cat(parts: list[dict], name: str, dtype) -> np.ndarray:

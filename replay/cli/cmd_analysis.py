@@ -92,12 +92,12 @@ def add_runs_input(p: argparse.ArgumentParser, many: bool = True) -> None:
     add_no_progress(p)
 
 
-def load_runs_from_args(args, tables: str | None = None, per_batch=None):
+def load_runs_from_args(args, tables: str | None = None, per_batch=None, per_run=None):
     """Replay every DUMP; a run without a single replayable round is reported and left out.
 
     ``tables``: what the command reads besides the replay (analysis.tables.runs.TABLES_FULL, the
-    default, TABLES_METRICS or TABLES_KEYS); ``per_batch``: computed on each batch as it is read
-    (analysis.tables.runs.load_run)."""
+    default, TABLES_METRICS or TABLES_KEYS); ``per_batch``, ``per_run``: computed on each batch as it
+    is read (analysis.tables.runs.load_run)."""
     from analysis.tables.runs import TABLES_FULL, load_runs
 
     for d in args.dirs:
@@ -109,6 +109,7 @@ def load_runs_from_args(args, tables: str | None = None, per_batch=None):
         progress_enabled(args.no_progress),
         tables or TABLES_FULL,
         per_batch,
+        per_run,
     )
     kept = [run for run in runs if run.results]
     if len(runs) == 1 and not kept:
@@ -271,7 +272,10 @@ def run_stats(args: argparse.Namespace) -> int:
     from replay.core.vocab import DEPTH_RULE
 
     if args.temperature is not None:  # the expectations at T read the rounds' replay, not the tables
-        return _stats_sampling(args, load_runs_from_args(args, TABLES_KEYS))
+        from analysis.tables.sampling_batch import sampling_along
+
+        along = sampling_along(args.temperature, lambda manifest: sampling_vocab(args, manifest))
+        return _stats_sampling(args, load_runs_from_args(args, TABLES_KEYS, per_run=along))
     whole = args.export or args.table in ("rounds", "nodes")  # only these show the tables themselves
     runs = load_runs_from_args(args, TABLES_FULL if whole else TABLES_METRICS)
     tables = build_tables(runs)

@@ -347,10 +347,15 @@ def replay_run(
     progress: bool = False,
     chunk_rounds: int = DEFAULT_CHUNK_ROUNDS,
     per_batch: PerBatch | None = None,
+    per_run: Callable[[Run], PerBatch | None] | None = None,
 ) -> RunReplay:
-    """Batch-replay a dump directory or a packed run (same rounds, outcomes and skips as the reference)."""
+    """Batch-replay a dump directory or a packed run (same rounds, outcomes and skips as the reference).
+
+    per_run: builds ``per_batch`` from the opened run (its manifest, its config) before any round is read."""
     start = time.perf_counter()
     run = open_run(path, opts)
+    if per_run is not None:
+        per_batch = per_run(run)
     parts: list[BatchResult] = []
     later: list[tuple[int, Skipped]] = []  # unreadable and rejected rounds, by position
     extras = []
