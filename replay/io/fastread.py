@@ -1,10 +1,11 @@
 """Read a dump directory on every core: each file read once, rounds stacked column-major.
 
 The directory is grouped by name first (no file is opened for that); then chunks of rounds go to
-a process pool (as plain strings, ``round_paths``). Each worker reads plain-text rounds in bulk
-(``replay.io.formats.textbatch``) and every other round with the same reader as the reference
-(``replay.io.rounds.load_round``; a text round the bulk reader hands back is read again there, so its
-results and messages are the reference's), and stacks rounds of equal signature into RoundBatches
+a process pool (as plain strings, ``round_paths``). Each worker reads plain-text rounds
+(``replay.io.formats.textbatch``) and ``.npz``/``.npy`` rounds (``replay.io.formats.arraybatch``) in
+bulk and every other round with the same reader as the reference (``replay.io.rounds.load_round``;
+a round a bulk reader hands back is read again there, so its results and messages are the
+reference's), and stacks rounds of equal signature into RoundBatches
 (matrix sizes may differ: replay.io.roundbatch pads them, so varied shapes make few batches).
 Chunks come back in key order, a bounded number in flight, so memory stays proportional to the
 chunk size, not to the directory. A tqdm bar on stderr counts files and rounds.
@@ -110,8 +111,9 @@ def _round_files(item: RoundPaths) -> tuple[int, RoundFiles, int]:
 def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -> ReadChunk:
     """Read rounds ``items`` (from round_paths); runs inside a worker process.
 
-    Plain-text rounds are parsed together (replay.io.formats.textbatch); every other round, and any text round
-    that is not in the strict common form, is read by the reference reader, one round at a time.
+    Plain-text and .npz/.npy rounds are parsed together (replay.io.formats.textbatch, arraybatch);
+    every other round, and any round not in their strict common forms, is read by the reference
+    reader, one round at a time.
     """
     raw_forced = opts.raw is not None and opts.raw.force
     fast, rest = read_text_batches(directory, items, opts.step0_offset, opts.layout, raw_forced, opts.score_kind)
@@ -202,12 +204,14 @@ def iter_read_chunks(
     workers = resolve_workers(workers)
     # Small directories still get a few chunks per worker, so both cores share the work.
     chunk_rounds = max(8, min(chunk_rounds, -(-len(items) // (4 * workers))))
-    tasks = [(directory, round_paths(items[i : i + chunk_rounds]), opts) for i in range(0, len(items), chunk_rounds)]
+    starts = range(0, len(items), chunk_rounds)
+    # made as the pool asks for them (ordered_map reads lazily): only the tasks in flight are held
+    tasks = ((directory, round_paths(items[i : i + chunk_rounds]), opts) for i in starts)
     total_files = sum(count_files(rf) for _, rf, _ in items)
     bar = _progress_bar(total_files, progress)
     rounds = 0
     try:
-        for chunk in ordered_map(_read_task, tasks, min(workers, len(tasks)), processes=True):
+        for chunk in ordered_map(_read_task, tasks, min(workers, len(starts)), processes=True):
             rounds += chunk.rounds
             bar.update(chunk.files)
             bar.set_postfix_str(f"{rounds} rounds", refresh=False)
