@@ -191,3 +191,26 @@ def test_every_byte_of_a_file_changed(tmp_path):
 def test_sample_dump_is_read_in_bulk():
     synth = Path(__file__).resolve().parent.parent / "sample_dumps" / "synthetic_article"
     assert bulk_rounds(synth) == 300
+
+
+@pytest.mark.parametrize("kind", ["npz", "npy"])
+def test_scores_of_another_shape_than_the_ids(tmp_path, kind):
+    """Scores inside the file, or in a companion, with one row fewer or more than the ids: the reference's refusal."""
+    write_random_dir(tmp_path, 0 if kind == "npz" else 1)
+    for k, path in enumerate(p for p in files_of(tmp_path) if ".scores" not in p.name and p.name.startswith("draft")):
+        if k % 3:
+            continue
+        if kind == "npz":
+            arrays = _load(path)
+            if "scores" not in arrays:
+                continue
+            arrays["scores"] = (
+                np.concatenate([arrays["scores"], arrays["scores"][:1]]) if k % 2 else arrays["scores"][:0]
+            )
+            _save(path, arrays)
+        else:
+            comp = path.with_name(path.name[: -len(".npy")] + ".scores.npy")
+            if comp.exists():
+                sc = np.load(comp)
+                np.save(comp, np.concatenate([sc, sc[:1]]) if k % 2 else sc[:, :1])
+    assert cli_output(tmp_path) == reference_output(tmp_path)

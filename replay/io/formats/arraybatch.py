@@ -110,6 +110,14 @@ def _bytes(data: bytes) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8)
 
 
+def _arrays_ok(arrays: dict[str, tuple[int, np.dtype, tuple[int, int], bool]]) -> bool:
+    """Every array is of a kind the scores rule reads, and scores inside the file have the ids' shape
+    (else matrix_io._as_logp refuses them: the reference words it)."""
+    if any(spec[1].kind not in SCORE_KINDS for spec in arrays.values()):
+        return False
+    return "scores" not in arrays or arrays["scores"][2] == arrays["ids"][2]
+
+
 def _ids_ok(arrays: dict[str, tuple[int, np.dtype, tuple[int, int], bool]]) -> bool:
     """matrix_io._as_ids accepts every ``ids`` of this dtype and shape (to_int64 needs no value check)."""
     _, dtype, shape, _ = arrays["ids"]
@@ -150,7 +158,7 @@ def _decode(datas: Sequence[bytes], exts: Sequence[str]) -> _Decoded:
                 break
             data = datas[members[left[0]]]
             lay = _npz_layout(data) if ext == ".npz" else _npy_layout(data)
-            if lay is None or any(spec[1].kind not in SCORE_KINDS for spec in lay.arrays.values()):
+            if lay is None or not _arrays_ok(lay.arrays):
                 left = left[1:]
                 continue
             same = (table[np.ix_(left, lay.fixed)] == lay.template[lay.fixed]).all(axis=1) if lay.fixed.size else None
