@@ -77,10 +77,10 @@ def test_progress_bar_counts_files_and_rounds(tmp_path, capsys):
 
 def test_stats_at_a_temperature_reads_each_file_once(tmp_path, monkeypatch, capsys):
     """stats --temperature computes the rounds at T while it reads the run (sampling_along), not in a second read."""
+    import shutil
+
     import replay.util.parallel as parallel
     from replay.cli import main
-
-    import shutil
 
     tmp_path = tmp_path / "dump"
     shutil.copytree(Path(__file__).resolve().parent.parent / "sample_dumps" / "synthetic_article", tmp_path)
