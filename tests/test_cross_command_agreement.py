@@ -112,6 +112,41 @@ def write_parents_dump(path: Path, rounds: int = 12, seed: int = 0) -> Path:
     return path
 
 
+def write_dynamic_dump(path: Path, rounds: int = 12, seed: int = 1) -> Path:
+    """A dynamic (treeType 1) ``[4]|[2,2]|[1,1]`` dump (layout all, scored, explicit parents) whose
+    rounds expand 1 to 3 nodes at step 1 (more than topHead) and 0 to 2 at step 2 (0: an early stop)."""
+    rng = np.random.default_rng(seed)
+    path.mkdir(parents=True)
+    for k in range(rounds):
+        a, b = 100 + 4 * k, 200 + 4 * k
+        h1, h2 = int(rng.integers(1, 4)), int(rng.integers(0, 3))
+        p1 = np.sort(rng.choice([1, 2, 3, 4], size=h1, replace=False))
+        level2 = np.arange(5, 5 + 2 * h1)
+        p2 = np.sort(rng.choice(level2, size=min(h2, level2.shape[0]), replace=False))
+        steps = [(np.arange(4).reshape(1, 4) + 1000 + 10 * k, [0], (a - 1, b - 1))]
+        steps.append((rng.permutation(100)[: 2 * h1].reshape(h1, 2) + 2000, p1, (a, b)))
+        if p2.shape[0]:
+            steps.append((rng.permutation(100)[: p2.shape[0]].reshape(-1, 1) + 3000, p2, (a, b)))
+        tokens, parent_of = [7], [-1]
+        for step, (ids, parents, key) in enumerate(steps):
+            lp = np.log(np.sort(rng.dirichlet(np.ones(ids.shape[1] + 1), size=ids.shape[0]), axis=1)[:, ::-1][:, :-1])
+            name = f"draft_step_{step}_{key[0]}_{key[1]}.npz"
+            np.savez(path / name, ids=ids, scores=lp, parents=np.asarray(parents))
+            for row, parent in zip(ids, parents):
+                tokens += row.tolist()
+                parent_of += [int(parent)] * row.shape[0]
+        n = len(tokens)
+        val = rng.integers(5000, 6000, size=(n, 3))
+        for u in range(1, n):
+            if rng.random() < 0.6:
+                val[parent_of[u], 0] = tokens[u]
+        np.savez(path / f"validate_{a}_{b}.npz", ids=val, scores=np.log(np.tile([0.6, 0.25, 0.1], (n, 1))))
+    config = {"gamma": 3, "topKSpec": [[4], [2, 2], [1, 1]], "topHead": [1, 2, 2], "treeType": 1}
+    manifest = {"format": "specreplay-dump", "version": 1, "config": config, "layout": "all", "score_kind": "logprob"}
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    return path
+
+
 def _samples() -> dict[str, Path]:
     found = {}
     for manifest in sorted(SAMPLES.rglob("*")):
@@ -131,6 +166,7 @@ def corpora(tmp_path_factory) -> dict[str, Path]:
     paths["zero/step0"] = zero_draft_columns(paths["fuzz/npz"], base / "zero0", step=0, first_zero=1)
     paths["zero/step1"] = zero_draft_columns(paths["fuzz/npz"], base / "zero1", step=1, first_zero=1)
     paths["parents_differ"] = write_parents_dump(base / "parents_differ")
+    paths["dynamic"] = write_dynamic_dump(base / "dynamic")
     return paths
 
 
@@ -154,7 +190,7 @@ def _close(a, b) -> bool:
 @pytest.mark.parametrize(
     "name",
     [*_samples(), "fuzz/article", "fuzz/article_parents", "fuzz/npz", "fuzz/npy", "fuzz/pt", "fuzz/raw", "fuzz/text"]
-    + ["node_logprobs", "zero/wide64", "zero/step0", "zero/step1", "parents_differ"],
+    + ["node_logprobs", "zero/wide64", "zero/step0", "zero/step1", "parents_differ", "dynamic"],
 )
 def test_compare_recorded_row_equals_stats_and_replay(corpora, name):
     dump = corpora[name]

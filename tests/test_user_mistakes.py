@@ -4122,3 +4122,51 @@ def test_scores_stated_for_a_dump_without_scores_gets_a_note(cmd, capsys, tmp_pa
     assert code == 0 and "note: manifest.json score_kind 'prob' changes nothing here" in err, err
     code, out, err = run(capsys, cmd[0], SYNTH, *cmd[1:], "--scores", "logprob", "--no-progress")
     assert code == 0 and "changes nothing" not in err, err
+
+
+# --- issue 36, new-user pass: a dynamic recording's own config in compare is its replay ----------
+
+
+def _dynamic_by_hand(d: Path) -> Path:
+    """Three dynamic rounds of [4]|[2,2]|[1,1] (treeType 1): 10_20 expands two nodes at step 1 (L = 3),
+    11_21 three, more than topHead (L = 3), 12_22 stops after step 0 (L = 1). By hand: mean accepted
+    length 7/3, draft acceptance rate 7 / (10 + 11 + 4) = 0.28."""
+    d.mkdir()
+    (d / "config.json").write_text(
+        json.dumps({"gamma": 3, "topKSpec": [[4], [2, 2], [1, 1]], "topHead": [1, 2, 2], "treeType": 1})
+    )
+
+    def put(a, b, steps, parents, top1):
+        for i, (rows, par) in enumerate(zip(steps, parents)):
+            k = (a - 1, b - 1) if i == 0 else (a, b)
+            np.savez(d / f"draft_step_{i}_{k[0]}_{k[1]}.npz", ids=np.array(rows), parents=np.array(par))
+        np.savez(d / f"validate_{a}_{b}.npz", ids=np.array([[v] for v in top1]))
+
+    put(
+        10,
+        20,
+        [[[11, 12, 13, 14]], [[21, 22], [23, 24]], [[31], [32]]],
+        [[0], [1, 2], [6, 7]],
+        [11, 22, 0, 0, 0, 0, 31, 0, 0, 400, 0],
+    )
+    put(
+        11,
+        21,
+        [[[11, 12, 13, 14]], [[21, 22], [23, 24], [25, 26]], [[31]]],
+        [[0], [1, 2, 3], [9]],
+        [13, 0, 0, 25, 0, 0, 0, 0, 0, 31, 0, 500],
+    )
+    put(12, 22, [[[11, 12, 13, 14]]], [[0]], [14, 0, 0, 0, 600])
+    return d
+
+
+def test_compare_gives_a_dynamic_recordings_own_config_its_replayed_numbers(capsys, tmp_path):
+    d = _dynamic_by_hand(tmp_path / "dyn")
+    code, out, err = run(capsys, "stats", d, "--json")
+    assert code == 0, err
+    assert json.loads(out)["summary"][0]["mean_accepted_length"] == pytest.approx(7 / 3)
+    code, out, err = run(capsys, "compare", d, "--json")
+    row = json.loads(out)["configs"][0]
+    assert code == 0 and row["config"] == "[4]|[2,2]|[1,1]+dyn" and row["decided"] == 3, row
+    assert row["mean_accepted_length_lo"] == row["mean_accepted_length_hi"] == pytest.approx(7 / 3)
+    assert row["draft_acceptance_rate_lo"] == pytest.approx(0.28)

@@ -35,11 +35,12 @@ from .gamma_strategies import (
     simulate_strategies,
     simulate_strategy_arrays,
 )
-from .subtree import RULE_FALLBACK, RULE_PATH, RULE_RECORDED_ORDER, UNDECIDABLE, reason_text, truncated
+from .subtree import RULE_FALLBACK, RULE_PATH, RULE_RECORDED_ORDER, UNDECIDABLE, WHY_NONE, reason_text, truncated
 from .subtree_batch import (
     CODE_FALLBACK,
     CODE_PATH,
     CODE_RECORDED,
+    NO_CANDIDATE,
     STOP_CODE_LEAF,
     STOP_CODE_MISMATCH,
     STOP_CODE_NO_ROW,
@@ -70,6 +71,7 @@ class ComparePart:
     keys: np.ndarray  # [2, C] int64 round keys (named a_b only for the per-round frame: a string per round)
     rules: np.ndarray  # [C] int8 subtree_batch.CODE_* selection rule
     outcomes: list[SubOutcomes]  # one per config, [C] each
+    nodes: np.ndarray  # [C] int64 draft nodes of each recorded round (its own tree, as replayed)
 
 
 def replayed_by_shape(
@@ -103,8 +105,31 @@ def compare_parts(
         outs = replay_contained_many(
             b, r, expanded_nodes(b, shape, static), shape, list(configs), recorded.gamma, gamma_threshold
         )
-        parts.append(ComparePart(ordinals[members], r.keys, selection_rules(b, r, shape), outs))
+        outs = [as_replayed(r) if is_own_tree(cfg, recorded) else o for cfg, o in zip(configs, outs)]
+        parts.append(ComparePart(ordinals[members], r.keys, selection_rules(b, r, shape), outs, r.num_nodes))
     return parts
+
+
+def is_own_tree(cfg: TreeConfig, recorded: TreeConfig) -> bool:
+    """A dynamic recording's own config: each round's tree is the one the dump holds (its heads
+    chosen round by round), so its outcome is the replay's, not a walk of a static shape."""
+    return recorded.tree_type == TREE_DYNAMIC and cfg == recorded
+
+
+def as_replayed(res: BatchResult) -> SubOutcomes:
+    """The replay's own outcome of every round of ``res`` (all replayed), as a decided sub-tree walk."""
+    length = res.accepted_length.astype(np.int64)
+    steps = res.num_steps.astype(np.int64)
+    return SubOutcomes(
+        np.ones(len(res), dtype=bool),
+        length,
+        length.copy(),
+        res.stop.astype(np.int8),
+        steps,
+        steps.copy(),
+        np.full(len(res), WHY_NONE, dtype=np.int8),
+        np.full(len(res), NO_CANDIDATE, dtype=np.int64),
+    )
 
 
 def join_compare(
@@ -129,9 +154,11 @@ def join_compare(
     rows, frames = [], []
     for k, cfg in enumerate(configs):
         o = {f: np.concatenate([getattr(p.outcomes[k], f) for p in parts])[order] for f in fields}
-        nodes = np.concatenate([[0], np.cumsum([sum(row) for row in cfg.top_k_spec])]).astype(
-            np.int64
-        )  # draft nodes of the first s steps
+        if is_own_tree(cfg, recorded):
+            nodes_lo = nodes_hi = np.concatenate([p.nodes for p in parts])[order].astype(np.int64)
+        else:
+            nodes = np.concatenate([[0], np.cumsum([sum(row) for row in cfg.top_k_spec])]).astype(np.int64)
+            nodes_lo, nodes_hi = nodes[o["steps_lo"]], nodes[o["steps_hi"]]  # draft nodes of the first s steps
         rows.append(
             summarize_arrays(
                 cfg,
@@ -142,8 +169,8 @@ def join_compare(
                 o["upper"],
                 o["steps_lo"],
                 o["steps_hi"],
-                nodes[o["steps_lo"]],
-                nodes[o["steps_hi"]],
+                nodes_lo,
+                nodes_hi,
             )
         )
         if not per_round:

@@ -34,11 +34,11 @@ from replay.core.vocab import CHUNK_ROUNDS, NO_PARENT, PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
 from replay.engine.batch.frames import round_names
 from replay.engine.batch.recorded import refusal_texts
-from replay.engine.batch.sampling import batch_sampling
+from replay.engine.batch.sampling import BatchSampling, batch_sampling
 from replay.engine.runs import iter_run_chunks, open_run
 from replay.util.rows import unique_rows
 
-from .batch import per_batch_parts, replayed_by_shape
+from .batch import is_own_tree, per_batch_parts, replayed_by_shape
 from .sampling import (
     REACHED,
     SAMPLING_COLUMNS,
@@ -49,7 +49,18 @@ from .sampling import (
     summarize_sampling_arrays,
     summarize_sampling_sums,
 )
-from .subtree import IN, MAYBE, OUT, WHY_BEYOND, WHY_MAYBE, WHY_THRESHOLD, WHY_UNEXPANDED, WHY_WIDTH, reason_text
+from .subtree import (
+    IN,
+    MAYBE,
+    OUT,
+    WHY_BEYOND,
+    WHY_MAYBE,
+    WHY_NONE,
+    WHY_THRESHOLD,
+    WHY_UNEXPANDED,
+    WHY_WIDTH,
+    reason_text,
+)
 from .subtree_batch import _Recorded, selection_rules, simulate_levels
 
 NOT_REFUSED = 0  # SamplingPart.refused: the recorded round has a sampling replay at T
@@ -413,6 +424,11 @@ def _part_outcomes(
     rules = selection_rules(b, r, shape)
     steps = shape.num_steps
     chunks: dict[tuple[int, float], list[AtT]] = {}
+    own = (
+        {t: batch_sampling(b, r, recorded, t, vocab_size) for t in temperatures}
+        if any(is_own_tree(c, recorded) for c in configs)
+        else {}
+    )
     for lo in range(0, len(b), CHUNK_ROUNDS):
         hi = min(len(b), lo + CHUNK_ROUNDS)
         uses = {pos: codes[lo:hi] == NOT_REFUSED for pos, codes in refused.items()}
@@ -428,18 +444,46 @@ def _part_outcomes(
         rows = _rows(b, r, shape, lo, hi)
         for c, sub in enumerate(configs):
             cap = min(sub.gamma, steps) if steps < recorded.gamma else sub.gamma
-            st = sub_trees(rec, rows, b.root_tokens[lo:hi], sub, cap, float(threshold))
+            mine = is_own_tree(sub, recorded)
+            st = None if mine else sub_trees(rec, rows, b.root_tokens[lo:hi], sub, cap, float(threshold))
             for t in temperatures:
                 use = uses[t > 0.0]
-                # a refused round's outcome is never read (every reader takes the usable rounds)
-                if fold is not None:
-                    if use.any():
-                        at = at_temperature(st, use, t, vocab_size).take(np.flatnonzero(use))
-                        fold(c, t, at, ords[lo:hi][use])
+                if not use.any():  # a refused round's outcome is never read (every reader takes the usable rounds)
+                    if fold is None:
+                        chunks.setdefault((c, t), []).append(_refused_at(hi - lo, sub.gamma))
                     continue
-                at = at_temperature(st, use, t, vocab_size) if use.any() else _refused_at(hi - lo, sub.gamma)
-                chunks.setdefault((c, t), []).append(at)
+                at = (
+                    _replayed_at(own[t], r, lo, hi, sub.gamma) if st is None else at_temperature(st, use, t, vocab_size)
+                )
+                if fold is not None:
+                    fold(c, t, at.take(np.flatnonzero(use)), ords[lo:hi][use])
+                else:
+                    chunks.setdefault((c, t), []).append(at)
     return {key: AtT.concat(v) for key, v in chunks.items()}
+
+
+def _replayed_at(bs: BatchSampling, res: BatchResult, lo: int, hi: int, gamma: int) -> AtT:
+    """The recorded replay's own sampling at T of rounds lo..hi (a dynamic recording's own config,
+    analysis.compare.batch.is_own_tree), as at_temperature's AtT; a refused round's values are never read."""
+    c = hi - lo
+    ge = [np.zeros((c, gamma)), np.zeros((c, gamma))]
+    for g, full in zip(ge, (bs.length_ge_lo[lo:hi], bs.length_ge_hi[lo:hi])):
+        w = min(gamma, full.shape[1] - 1)
+        g[:, :w] = full[:, 1 : 1 + w]  # P(L >= d), d = 1.. (column 0 is d = 0)
+    z = np.zeros(c, dtype=np.int64)
+    return AtT(
+        bs.usable[lo:hi].copy(),
+        bs.expected_lo[lo:hi],
+        bs.expected_hi[lo:hi],
+        ge[0],
+        ge[1],
+        bs.exact[lo:hi],
+        res.num_steps[lo:hi].astype(np.int64),
+        np.full(c, WHY_NONE, dtype=np.int8),
+        z,
+        z - 1,
+        bs.needs_vocab,
+    )
 
 
 def _refused_at(c: int, gamma: int) -> AtT:
