@@ -67,14 +67,30 @@ def ignore_interrupts() -> None:
 
 @contextmanager
 def held_interrupts() -> Iterator[None]:
-    """SIGINT waits until the block ends (renames that must all happen or none); main thread only,
-    where Python handles signals. A SIGINT already held by the caller stays held."""
+    """SIGINT waits until the block ends (renames that must all happen or none), then acts as it
+    would have; main thread only, where Python handles signals. A SIGINT already held stays held.
+
+    Blocking the signal in this thread is not enough: a process-directed SIGINT goes to any thread
+    that does not block it (a worker or progress thread), and Python then runs the handler here.
+    So the Python-level handler is swapped for one that only records it, and the recorded SIGINT
+    is handed to the previous handler once the block is over."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    previous = signal.getsignal(signal.SIGINT)
     held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    arrived: list[FrameType | None] = []
+    if previous not in (signal.SIG_IGN, None):
+        signal.signal(signal.SIGINT, lambda _signum, frame: arrived.append(frame))
     try:
         yield
     finally:
+        if previous not in (signal.SIG_IGN, None):
+            signal.signal(signal.SIGINT, previous)
         if not held:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if arrived:
+        if callable(previous):
+            previous(signal.SIGINT, arrived[0])
+        elif previous == signal.SIG_DFL:
+            raise KeyboardInterrupt
