@@ -4170,3 +4170,11 @@ def test_compare_gives_a_dynamic_recordings_own_config_its_replayed_numbers(caps
     assert code == 0 and row["config"] == "[4]|[2,2]|[1,1]+dyn" and row["decided"] == 3, row
     assert row["mean_accepted_length_lo"] == row["mean_accepted_length_hi"] == pytest.approx(7 / 3)
     assert row["draft_acceptance_rate_lo"] == pytest.approx(0.28)
+
+
+def test_packs_count_adds_the_rounds_it_packed_and_skipped(capsys, tmp_path):
+    d = article_by_hand(tmp_path / "mine")
+    write_matrix(d / "draft_step_1_130_150", [[1, 2], [3, 4]])  # a round without its validate file
+    code, out, err = run(capsys, "pack", d, "-o", tmp_path / "packed")
+    assert code == 1, err
+    assert "packed 1 of 2 round(s)" in out and "skipped: 1 round(s)" in out

@@ -28,7 +28,7 @@ from replay.engine.render import SummaryFigures, sampling_summary_arrays, summar
 from replay.engine.runs import RunReplay, replay_run
 from replay.engine.sampling import sampling_skip
 from replay.io.formats.matrix_io import RawSpec
-from replay.io.grouping import describe_skipped
+from replay.io.grouping import count_skipped, describe_skipped
 from replay.io.manifest import read_manifest
 from replay.io.packed.pack import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
 from replay.io.sources import require_dump_source
@@ -257,8 +257,9 @@ def run_pack(args: argparse.Namespace) -> int:
         progress=progress_enabled(args.no_progress),
         force=args.force,
     )
+    skipped_rounds = count_skipped(summary.skipped_items)[0]  # those the names could not group are rounds too
     print(
-        f"packed {summary.packed_rounds} of {summary.rounds} round(s) into {summary.path}: "
+        f"packed {summary.packed_rounds} of {summary.packed_rounds + skipped_rounds} round(s) into {summary.path}: "
         f"{summary.groups} group(s), {summary.bytes / 1e6:.2f} MB, sha256 {summary.checksum}"
     )
     if summary.skipped:
