@@ -4178,3 +4178,23 @@ def test_packs_count_adds_the_rounds_it_packed_and_skipped(capsys, tmp_path):
     code, out, err = run(capsys, "pack", d, "-o", tmp_path / "packed")
     assert code == 1, err
     assert "packed 1 of 2 round(s)" in out and "skipped: 1 round(s)" in out
+
+
+def test_the_vocab_note_at_t_above_1_only_where_a_lower_bound_was_refused(capsys, tmp_path):
+    d = small_scored_by_hand(tmp_path / "tail")  # every row sums to 0.9: the tail needs V at T > 1
+    code, _, err = run(capsys, "replay", d, "--temperature", "2", "--json")
+    assert code == 0 and "lower bounds need the vocabulary size" in err, err
+    # every row names its whole distribution (a zero cell: nothing unnamed): exact without V
+    whole = [[0.5, 0.5, 0.0], [0.75, 0.25, 0.0], [0.5, 0.5, 0.0], [0.5, 0.5, 0.0], [0.5, 0.5, 0.0]]
+    (d / "validate_10_20.scores").write_text(
+        "".join(" ".join(repr(math.log(p)) if p else "-inf" for p in row) + "\n" for row in whole), encoding="utf-8"
+    )
+    for command in ("replay", "stats", "batch"):
+        code, out, err = run(capsys, command, d, "--temperature", "2", *(["--json"] if command != "stats" else []))
+        assert code == 0 and "vocabulary size" not in err, (command, err)
+
+
+def test_a_dump_taken_by_a_list_option_is_told(capsys):
+    code, _, err = run(capsys, "compare", "--configs", "[2]|[1,1]", ROOT / "sample_dumps" / "article_round")
+    assert code == 2
+    assert_told(err, "required: DUMP", "takes every word after it", "put DUMP before it, or end the list with --")

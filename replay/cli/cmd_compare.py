@@ -16,6 +16,7 @@ from replay.util.atomic import atomic_path
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import OutputDir, input_file_or_json, output_file
 from replay.util.progress import progress_enabled
+from replay.util.words import counted
 
 from .cmd_analysis import (
     add_runs_input,
@@ -240,7 +241,7 @@ def _print_compare_text(table, done: _Compared) -> None:
 
     for run, grp in table.groupby("run", sort=False):
         shown = compare_display(grp)
-        print(f"{run}: {int(grp['rounds'].iloc[0])} rounds, recorded {grp['config'].iloc[0]} (first row)")
+        print(f"{run}: {counted(int(grp['rounds'].iloc[0]), 'round')}, recorded {grp['config'].iloc[0]} (first row)")
         print(f"  cost model: {done.costs[run].source} {json.dumps(done.costs[run].to_json())}")
         speed = done.measured[run]
         if speed is not None:

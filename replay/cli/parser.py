@@ -59,7 +59,17 @@ class OneLineParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message}{self._list_hint(message)} (see {self.prog} --help)\n")
+
+    def _list_hint(self, message: str) -> str:
+        """A missing DUMP after an option that takes a list: the list took it (``--configs X DUMP``)."""
+        lists = [a.option_strings[-1] for a in self._actions if a.option_strings and a.nargs in ("+", "*")]
+        if not (lists and message.startswith("the following arguments are required") and DUMP in message):
+            return ""
+        return (
+            f"; an option that takes a list ({', '.join(lists)}) takes every word after it, a DUMP too: "
+            "put DUMP before it, or end the list with --"
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from typing import Any
 
@@ -842,7 +842,6 @@ def _bounds_of(
     ge_lo, ge_hi = np.empty((dplus, r)), np.empty((dplus, r))
     exp_lo, exp_hi, variance = np.empty(r), np.empty(r), np.empty(r)
     exact, problem = np.empty(r, dtype=bool), np.empty(r, dtype=np.int8)
-    needs_vocab = t > 1.0 and vocab_size is None
     for ch in chunks:
         lo, hi = ch.lo, ch.hi
         if t > 0.0 and vocab_size is not None and int(vocab_size) < ch.ids.shape[1]:
@@ -867,9 +866,16 @@ def _bounds_of(
         if bad.any():
             for arr in (ge_lo, ge_hi, exp_lo, exp_hi, variance, *out.values()):
                 arr[..., lo:hi][..., bad] = np.nan
+    needs_vocab = _lower_bounds_refused(t, vocab_size, exact, problem)
     return ColumnBounds(
         out.get("reach_lo"), out.get("reach_hi"), ge_lo, ge_hi, exp_lo, exp_hi, exact, variance, problem, needs_vocab
     )
+
+
+def _lower_bounds_refused(t: float, vocab_size: int | None, exact: np.ndarray, problem: np.ndarray) -> bool:
+    """Whether some usable round's lower bound at T > 1 was refused for want of the vocabulary size:
+    a round whose walk reads no tail mass (every row names its whole distribution) is exact without it."""
+    return t > 1.0 and vocab_size is None and bool((~exact & (problem == PROBLEM_NONE)).any())
 
 
 @dataclass(frozen=True, eq=False)
@@ -972,7 +978,7 @@ class PreparedSampling:
             np.empty(r, dtype=bool),
             np.empty(r),
             np.empty(r, dtype=np.int8),
-            t > 1.0 and self.vocab_size is None,
+            False,  # set below, once every group's rounds are known
         )
         for members, prepared in self.groups:
             cb = prepared.bounds(t, keep_reach=True)
@@ -984,7 +990,7 @@ class PreparedSampling:
             out.exact[members], out.variance[members], out.problem[members] = cb.exact, cb.variance, cb.problem
         bad = out.problem != PROBLEM_NONE
         out.length_ge_lo[bad] = out.length_ge_hi[bad] = np.nan
-        return out
+        return replace(out, needs_vocab=_lower_bounds_refused(t, self.vocab_size, out.exact, out.problem))
 
 
 def prepare_sampling(
