@@ -111,7 +111,7 @@ def test_random_dumps_batch_equals_round_path(seed):
             for b in batches:
                 res = replay_batch(b, cfg, workers=1)
                 parts += sampling_parts(b, res, cfg, configs, TEMPERATURES, vocab, threshold or 0.0)
-            got = join_sampling(parts, cfg, configs, TEMPERATURES, vocab_size=vocab)
+            got = join_sampling(parts, cfg, configs, TEMPERATURES)
             want = round_path(cfg, batches, configs, TEMPERATURES, vocab, threshold)
             assert_same(got, want)
     # the cases reach what they are meant to: determined and undetermined rounds, exact and bounded ones

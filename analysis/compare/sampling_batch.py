@@ -500,7 +500,6 @@ def join_sampling(
     configs: Sequence[TreeConfig],
     temperatures: Sequence[float],
     per_round: bool = True,
-    vocab_size: int | None = None,
 ) -> SamplingComparison:
     """compare_sampling's SamplingComparison from the parts of one run, rounds in run order.
     ``per_round`` False leaves the per-round frame empty (the report reads only the table)."""
@@ -631,7 +630,7 @@ def _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold,
         return sampling_parts(batch, res, run.config, configs, temperatures, vocab_size, threshold)
 
     parts = per_batch_parts(run, parts_of, progress)
-    return join_sampling(parts, run.config, configs, temperatures, per_round, vocab_size)
+    return join_sampling(parts, run.config, configs, temperatures, per_round)
 
 
 def _curve_sums(run, configs, temperatures, vocab_size, threshold, progress) -> SamplingComparison:
@@ -658,7 +657,7 @@ def _curve_sums(run, configs, temperatures, vocab_size, threshold, progress) -> 
         raise RuntimeError(
             f"compare replayed {done} rounds of {run.label}, the run has {total}: a bug in the batch path"
         )
-    return sums.comparison(run.config, vocab_size)
+    return sums.comparison(run.config)
 
 
 class _Sums:
@@ -693,7 +692,7 @@ class _Sums:
             self.needs_vocab |= at.needs_vocab
             self.acc[(c, t)].add(at, ordinals)
 
-    def comparison(self, recorded: TreeConfig, vocab_size: int | None) -> SamplingComparison:
+    def comparison(self, recorded: TreeConfig) -> SamplingComparison:
         by_pos = {}
         for pos, adds in self.refused.items():
             ords = np.concatenate([a[0] for a in adds])

@@ -111,6 +111,7 @@ def refusal_texts(
     batch's own arrays and file names."""
     out = {}
     own = np.zeros(len(batch), dtype=bool) if smp.from_node_logprobs is None else smp.from_node_logprobs
+    node_logp = batch.validate.node_logp
     for i in np.flatnonzero(result.ok & ~smp.usable).tolist():
         code = int(smp.problem[i])
         if code == NO_SCORES_CODE:
@@ -118,8 +119,7 @@ def refusal_texts(
             continue
         key = batch.key(i)
         ordinal = None if batch.ordinals is None else int(batch.ordinals[i])
-        data = _validate_path(batch, i, key, ordinal)
-        node_logp = batch.validate.node_logp
+        data = _validate_path(batch, key, ordinal)
         if code == NODE_COLUMNS_CODE:
             assert node_logp is not None and node_temperatures is not None
             out[i] = node_columns_words(data, node_logp.shape[1], len(node_temperatures))
@@ -133,7 +133,7 @@ def refusal_texts(
     return out
 
 
-def _validate_path(batch: RoundBatch, i: int, key: tuple[int, int], ordinal: int | None) -> str:
+def _validate_path(batch: RoundBatch, key: tuple[int, int], ordinal: int | None) -> str:
     return "validate" if batch.names is None else batch.names.paths(key, 0, ordinal)[-1]
 
 
