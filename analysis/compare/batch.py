@@ -27,7 +27,7 @@ from replay.engine.batch.frames import key_names
 from replay.engine.runs import PerBatch, replay_run
 from replay.util.rows import unique_rows
 
-from .configs import COMPARE_COLUMNS, PER_ROUND_COLUMNS, compare_configs, summarize_arrays, with_speed
+from .configs import COMPARE_COLUMNS, PER_ROUND_COLUMNS, compare_configs, is_own_tree, summarize_arrays, with_speed
 from .gamma_strategies import (
     GAMMA_FIELDS,
     GammaOutcomes,
@@ -105,15 +105,9 @@ def compare_parts(
         outs = replay_contained_many(
             b, r, expanded_nodes(b, shape, static), shape, list(configs), recorded.gamma, gamma_threshold
         )
-        outs = [as_replayed(r) if is_own_tree(cfg, recorded) else o for cfg, o in zip(configs, outs)]
+        outs = [as_replayed(r) if is_own_tree(cfg, recorded, gamma_threshold) else o for cfg, o in zip(configs, outs)]
         parts.append(ComparePart(ordinals[members], r.keys, selection_rules(b, r, shape), outs, r.num_nodes))
     return parts
-
-
-def is_own_tree(cfg: TreeConfig, recorded: TreeConfig) -> bool:
-    """A dynamic recording's own config: each round's tree is the one the dump holds (its heads
-    chosen round by round), so its outcome is the replay's, not a walk of a static shape."""
-    return recorded.tree_type == TREE_DYNAMIC and cfg == recorded
 
 
 def as_replayed(res: BatchResult) -> SubOutcomes:
@@ -154,7 +148,7 @@ def join_compare(
     rows, frames = [], []
     for k, cfg in enumerate(configs):
         o = {f: np.concatenate([getattr(p.outcomes[k], f) for p in parts])[order] for f in fields}
-        if is_own_tree(cfg, recorded):
+        if is_own_tree(cfg, recorded, gamma_threshold):
             nodes_lo = nodes_hi = np.concatenate([p.nodes for p in parts])[order].astype(np.int64)
         else:
             nodes = np.concatenate([[0], np.cumsum([sum(row) for row in cfg.top_k_spec])]).astype(np.int64)

@@ -11,6 +11,7 @@ puts a run's measured and modelled speedup side by side (words: analysis.tables.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 
@@ -20,7 +21,7 @@ import pandas as pd
 from analysis.cost.model import CostModel
 from analysis.cost.timings import Speedup
 from analysis.tables.metrics import depth_acceptance, summary
-from replay.core.config import TreeConfig
+from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.config_grammar import parse_config_list, parse_configs
 from replay.core.headline import per_position_rates
 from replay.engine.replayer import RoundResult
@@ -127,6 +128,35 @@ def summarize_arrays(
     }
 
 
+def is_own_tree(cfg: TreeConfig, recorded: TreeConfig, gamma_threshold: float | None) -> bool:
+    """A dynamic recording's own config with no early stop simulated: each round's tree is the one
+    the dump holds (its heads chosen round by round, padded slots absent), so its outcome and its
+    drafted nodes are the replay's, not a walk of a static shape. A simulated gammaThreshold is our
+    model's early stop, which a replay cannot apply: that row is the walk."""
+    return recorded.tree_type == TREE_DYNAMIC and cfg == recorded and not gamma_threshold
+
+
+def as_replayed(res: RoundResult, walked: SubOutcome) -> SubOutcome:
+    """The replay's own outcome of ``res`` (is_own_tree), on the walk's record of the selection rule."""
+    acc, tree = res.acceptance, res.tree
+    length = acc.accepted_length
+    return dataclasses.replace(
+        walked,
+        decided=True,
+        lower=length,
+        upper=length,
+        accepted_tokens=tuple(acc.accepted_tokens),
+        bonus_token=acc.bonus_token,
+        bonus_kind=acc.bonus_kind,
+        stop=acc.stop,
+        steps_lo=tree.num_steps,
+        steps_hi=tree.num_steps,
+        nodes_lo=tree.num_nodes,
+        nodes_hi=tree.num_nodes,
+        reason="",
+    )
+
+
 def compare_configs(
     results: Sequence[RoundResult],
     recorded: TreeConfig,
@@ -147,6 +177,8 @@ def compare_configs(
     rows, per_round = [], []
     for k, cfg in enumerate(configs):
         outs = [replay_subconfig(r, cfg, gamma_threshold, None, recorded.gamma) for r in results]
+        if is_own_tree(cfg, recorded, gamma_threshold):
+            outs = [as_replayed(r, o) for r, o in zip(results, outs)]
         rows.append(summarize_outcomes(outs, cfg, recorded, cost))
         for res, o in zip(results, outs):
             per_round.append(

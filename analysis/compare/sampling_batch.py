@@ -38,7 +38,8 @@ from replay.engine.batch.sampling import BatchSampling, batch_sampling
 from replay.engine.runs import iter_run_chunks, open_run
 from replay.util.rows import unique_rows
 
-from .batch import is_own_tree, per_batch_parts, replayed_by_shape
+from .batch import per_batch_parts, replayed_by_shape
+from .configs import is_own_tree
 from .sampling import (
     REACHED,
     SAMPLING_COLUMNS,
@@ -426,7 +427,7 @@ def _part_outcomes(
     chunks: dict[tuple[int, float], list[AtT]] = {}
     own = (
         {t: batch_sampling(b, r, recorded, t, vocab_size) for t in temperatures}
-        if any(is_own_tree(c, recorded) for c in configs)
+        if any(is_own_tree(c, recorded, threshold) for c in configs)
         else {}
     )
     for lo in range(0, len(b), CHUNK_ROUNDS):
@@ -444,7 +445,7 @@ def _part_outcomes(
         rows = _rows(b, r, shape, lo, hi)
         for c, sub in enumerate(configs):
             cap = min(sub.gamma, steps) if steps < recorded.gamma else sub.gamma
-            mine = is_own_tree(sub, recorded)
+            mine = is_own_tree(sub, recorded, threshold)
             st = None if mine else sub_trees(rec, rows, b.root_tokens[lo:hi], sub, cap, float(threshold))
             for t in temperatures:
                 use = uses[t > 0.0]
@@ -464,7 +465,7 @@ def _part_outcomes(
 
 def _replayed_at(bs: BatchSampling, res: BatchResult, lo: int, hi: int, gamma: int) -> AtT:
     """The recorded replay's own sampling at T of rounds lo..hi (a dynamic recording's own config,
-    analysis.compare.batch.is_own_tree), as at_temperature's AtT; a refused round's values are never read."""
+    analysis.compare.configs.is_own_tree), as at_temperature's AtT; a refused round's values are never read."""
     c = hi - lo
     ge = [np.zeros((c, gamma)), np.zeros((c, gamma))]
     for g, full in zip(ge, (bs.length_ge_lo[lo:hi], bs.length_ge_hi[lo:hi])):
