@@ -4198,3 +4198,43 @@ def test_a_dump_taken_by_a_list_option_is_told(capsys):
     code, _, err = run(capsys, "compare", "--configs", "[2]|[1,1]", ROOT / "sample_dumps" / "article_round")
     assert code == 2
     assert_told(err, "required: DUMP", "takes every word after it", "put DUMP before it, or end the list with --")
+
+
+def _certain_chain_by_hand(directory: Path, validate_scores: list[list[float]] | None = None) -> Path:
+    """A [1]|[1] dump whose validate rows name one token at log-prob 0 (certain), as a top-1 fp16
+    engine writes it; the draft gave its tokens log-prob -0.5."""
+    directory.mkdir()
+    write_config(directory / "config.json", [[1], [1]], [1, 1])
+    for k in range(3):
+        a, b = 100 + 8 * k, 116 + 8 * k
+        write_matrix(directory / f"draft_step_0_{a - 1}_{b - 1}", [[5]])
+        (directory / f"draft_step_0_{a - 1}_{b - 1}.scores").write_text("-0.5\n", encoding="utf-8")
+        write_matrix(directory / f"draft_step_1_{a}_{b}", [[6]])
+        (directory / f"draft_step_1_{a}_{b}.scores").write_text("-0.5\n", encoding="utf-8")
+        write_matrix(directory / f"validate_{a}_{b}", [[5], [6], [7]])
+        rows = validate_scores or [[0.0], [0.0], [0.0]]
+        (directory / f"validate_{a}_{b}.scores").write_text(
+            "".join(" ".join(str(v) for v in row) + "\n" for row in rows), encoding="utf-8"
+        )
+    return directory
+
+
+def test_a_scores_file_of_zeros_is_read_as_certain_log_probabilities(capsys, tmp_path):
+    """No probability row is all 0 (its top candidate has a positive probability), so such a file
+    holds log-probabilities: the target is certain of each drafted token and every round accepts
+    both at any T. Read as probabilities 0, every round was refused."""
+    d = _certain_chain_by_hand(tmp_path / "certain")
+    for argv in (["stats", d, "--json"], ["compare", d, "--json", "--configs", "[1]|[1]"]):
+        code, out, err = run(capsys, *argv, "--temperature", "0.7")
+        assert code == 0 and "skipped" not in err, err
+        report = json.loads(out)
+        if argv[0] == "stats":
+            row = report["summary"][0]
+            assert row["rounds"] == 3 and row["mean_accepted_length_lo"] == pytest.approx(2.0), row
+        else:
+            row = report["configs"][0]
+            assert row["determined"] == 3 and row["expected_accepted_length_lo"] == pytest.approx(2.0), row
+    mixed = _certain_chain_by_hand(tmp_path / "mixed", [[0.0], [0.5], [0.0]])
+    code, _, err = run(capsys, "stats", mixed)
+    assert code == 2, err
+    assert_told(err, "validate_100_116.scores", "row 0 (0-based) is all 0", "log-probabilities must be <= 0, found 0.5")

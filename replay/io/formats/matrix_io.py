@@ -320,9 +320,13 @@ def _as_logp(scores: np.ndarray, ids: np.ndarray, path: Path, kind: str) -> np.n
         raise DumpError(
             path, f"NaN among the scores of real tokens, {_first_bad(scores, np.isnan(scores) & real)[1]}", "scores"
         )
-    if kind == SCORE_LOGPROB or (kind == SCORE_AUTO and (valid < 0).any()):
+    zero = _zero_row(scores[..., None], real[..., None])[:, 0]
+    if kind == SCORE_LOGPROB or (kind == SCORE_AUTO and ((valid < 0).any() or zero.any())):
         value, where = _first_bad(scores, (scores > _PROB_SLACK) & real)
-        raise DumpError(path, f"log-probabilities must be <= 0, found {value:.6g} ({where})", "scores")
+        why = ""
+        if kind == SCORE_AUTO and not (valid < 0).any():
+            why = f"{row_words(int(np.flatnonzero(zero)[0]))} is all 0, which no probability row can be, so the file holds log-probabilities; "
+        raise DumpError(path, f"{why}log-probabilities must be <= 0, found {value:.6g} ({where})", "scores")
     value, where = _first_bad(scores, ((scores < 0) | (scores > 1 + _PROB_SLACK)) & real)
     raise DumpError(path, f"probabilities must lie in [0, 1], found {value:.6g} ({where})", "scores")
 
@@ -339,7 +343,7 @@ def logp_of_scores(scores: np.ndarray, ids: np.ndarray, kind: str) -> tuple[np.n
     real = ids != PAD_TOKEN
     ok = ~(np.isnan(scores) & real).any(axis=(0, 1))
     if kind == SCORE_AUTO:
-        is_log = ((scores < 0) & real).any(axis=(0, 1))
+        is_log = ((scores < 0) & real).any(axis=(0, 1)) | _zero_row(scores, real).any(axis=0)
     else:
         is_log = np.full(scores.shape[2], kind == SCORE_LOGPROB)
     ok &= ~(is_log & ((scores > _PROB_SLACK) & real).any(axis=(0, 1)))
@@ -352,6 +356,13 @@ def logp_of_scores(scores: np.ndarray, ids: np.ndarray, kind: str) -> tuple[np.n
         else:
             logp = np.where(is_log, np.minimum(scores, 0.0), np.log(np.clip(scores, 0.0, 1.0)))
     return logp, ok
+
+
+def _zero_row(scores: np.ndarray, real: np.ndarray) -> np.ndarray:
+    """[rows, R] bool: rows with a real token whose real cells are all exactly 0. No probability row
+    can be: its top candidate has a positive probability; as log-probabilities it is a row of certain
+    candidates, which an fp16 top-1 dump writes (scores, real: [rows, cols, R])."""
+    return real.any(axis=1) & ((scores == 0) | ~real).all(axis=1)
 
 
 def _first_bad(values: np.ndarray, bad: np.ndarray) -> tuple[float, str]:
