@@ -4238,3 +4238,19 @@ def test_a_scores_file_of_zeros_is_read_as_certain_log_probabilities(capsys, tmp
     code, _, err = run(capsys, "stats", mixed)
     assert code == 2, err
     assert_told(err, "validate_100_116.scores", "row 0 (0-based) is all 0", "log-probabilities must be <= 0, found 0.5")
+
+
+@pytest.mark.parametrize("at_t", [[], ["--temperature", "0.7"]])
+def test_compare_says_which_gamma_threshold_it_simulated(capsys, tmp_path, at_t):
+    """A simulated threshold changes the recorded config's row: the header and the JSON say so; a
+    config's own ``@X`` is not simulated, and a note says how to simulate it."""
+    configs = ["--configs", "[6]|[2,2]|[1,1]", "[4]|[1,1]@0.3"]
+    code, out, err = run(capsys, "compare", SYNTH, *configs, *at_t, "--gamma-threshold", "0.5")
+    assert code == 0, err
+    assert "gammaThreshold 0.5 simulated for every config" in out.splitlines()[0], out
+    assert_told(err, "[4]|[1,1]@0.3 states gammaThreshold 0.3", "simulates gammaThreshold 0.5", "--gamma-threshold 0.3")
+    code, out, err = run(capsys, "compare", SYNTH, *configs, *at_t, "--json")
+    assert code == 0 and json.loads(out)["gamma_threshold"] is None, err
+    assert_told(err, "inherits the recorded early stops only", "pass --gamma-threshold 0.3 to simulate it")
+    code, out, err = run(capsys, "compare", SYNTH, *configs, *at_t, "--json", "--gamma-threshold", "0.5")
+    assert json.loads(out)["gamma_threshold"] == 0.5

@@ -232,6 +232,39 @@ def with_speed(table: pd.DataFrame, recorded: TreeConfig, cost: CostModel, measu
     return out
 
 
+def simulated_threshold_note(gamma_threshold: float | None) -> str:
+    """What a comparison that simulates an early stop says of it ("" when it inherits the recorded ones)."""
+    if gamma_threshold is None:
+        return ""
+    return (
+        f"gammaThreshold {gamma_threshold:g} simulated for every config (our model of the early stop, "
+        "docs/analysis.md), so the first row can differ from the replay"
+    )
+
+
+def unsimulated_threshold_notes(
+    configs: Sequence[TreeConfig], recorded: TreeConfig, gamma_threshold: float | None, label: str
+) -> list[str]:
+    """One line per compared config (the recorded one aside: its stops are in the dump) whose own
+    gammaThreshold (``@X``) is not the one simulated: compare simulates one threshold for every config,
+    only with --gamma-threshold."""
+    notes = []
+    for cfg in configs:
+        own = cfg.gamma_threshold
+        if cfg == recorded or own <= 0 or own == gamma_threshold:
+            continue
+        done = (
+            f"simulates gammaThreshold {gamma_threshold:g} for every config"
+            if gamma_threshold is not None
+            else "inherits the recorded early stops only"
+        )
+        notes.append(
+            f"{label}: {cfg.short()} states gammaThreshold {own:g}, which this comparison does not simulate (it "
+            f"{done}); pass --gamma-threshold {own:g} to simulate it"
+        )
+    return notes
+
+
 def beyond_recorded_notes(
     table: pd.DataFrame, configs: Sequence[TreeConfig], recorded: TreeConfig, label: str
 ) -> list[str]:

@@ -22,8 +22,10 @@ from analysis.compare.configs import (
     beyond_recorded_notes,
     compare_display,
     runs_side_by_side,
+    simulated_threshold_note,
     speed_row,
     strategies_display,
+    unsimulated_threshold_notes,
 )
 from analysis.compare.gamma_strategies import STRATEGY_NAMES
 from analysis.compare.sampling import TEMPERATURE_GRID, has_scores, sampling_display, without_scores
@@ -438,7 +440,7 @@ def _comparisons(
                 cost_source=cost.source,
                 cost_json=json.dumps(cost.to_json()),
                 cost_warning=cost_warning(cost, run.label),
-                notes=beyond_recorded_notes(table, configs, run.config, run.label),
+                notes=_comparison_notes(table, configs, run, opts.gamma_threshold),
                 table=_table_html(compare_display(table.drop(columns=["run"]))),
                 figure=_figure(
                     plots.plot_compare_configs(table, run.label, cost.source),
@@ -495,6 +497,18 @@ def _curve_skips(
             parts.append(f"no sampling replay at T = {_some_temperatures(sorted(at))}{of}: {why}")
         out.append(Skipped(f"round {name}", "; ".join(parts)))
     return out, sorted(temps), first
+
+
+def _comparison_notes(
+    table: pd.DataFrame, configs: list[TreeConfig], run: LabelledRun, gamma_threshold: float | None
+) -> list[str]:
+    """The comparison's notes: configs beyond the recording, thresholds simulated or not."""
+    simulated = simulated_threshold_note(gamma_threshold)
+    return (
+        beyond_recorded_notes(table, configs, run.config, run.label)
+        + unsimulated_threshold_notes(configs, run.config, gamma_threshold, run.label)
+        + ([f"{run.label}: {simulated}"] if simulated else [])
+    )
 
 
 def _sampling_curves(

@@ -156,6 +156,7 @@ def run_compare(args: argparse.Namespace) -> int:
             "cost_models": {r: {"source": c.source, **c.to_json()} for r, c in done.costs.items()},
             "measured": {r: (m.to_json() if m else None) for r, m in done.measured.items()},
             "warnings": warnings,
+            "gamma_threshold": args.gamma_threshold,  # simulated for every config; null: the recorded stops only
             "configs": json.loads(table.to_json(orient="records")),
         }
         if done.strategies:
@@ -188,6 +189,7 @@ class _Compared:
     costs: dict = field(default_factory=dict)
     measured: dict = field(default_factory=dict)
     suspicious: list = field(default_factory=list)  # "this measured number is probably wrong" lines
+    gamma_threshold: float | None = None  # simulated for every config (--gamma-threshold)
 
 
 def _compare_runs(args: argparse.Namespace, runs: list, given) -> _Compared:
@@ -195,11 +197,11 @@ def _compare_runs(args: argparse.Namespace, runs: list, given) -> _Compared:
     import pandas as pd
 
     from analysis.compare.batch import ema_window_of, priced_comparison, simulate_run_strategies
-    from analysis.compare.configs import beyond_recorded_notes
+    from analysis.compare.configs import beyond_recorded_notes, unsimulated_threshold_notes
     from analysis.cost.source import run_pricing
     from replay.util.progress import tqdm_progress
 
-    done = _Compared()
+    done = _Compared(gamma_threshold=args.gamma_threshold)
     for run in runs:
         if not run.results:
             continue
@@ -215,7 +217,8 @@ def _compare_runs(args: argparse.Namespace, runs: list, given) -> _Compared:
             )
         finally:
             close()
-        for note in beyond_recorded_notes(table, configs, run.config, run.label):
+        notes = beyond_recorded_notes(table, configs, run.config, run.label)
+        for note in notes + unsimulated_threshold_notes(configs, run.config, args.gamma_threshold, run.label):
             print(f"specreplay: note: {note}", file=sys.stderr)
         table.insert(0, "run", run.label)
         rounds.insert(0, "run", run.label)
@@ -236,12 +239,16 @@ def _print_compare_text(table, done: _Compared) -> None:
     """compare's text output: per run its cost model and configs, then strategies and definitions."""
     import pandas as pd
 
-    from analysis.compare.configs import compare_display, strategies_display
+    from analysis.compare.configs import compare_display, simulated_threshold_note, strategies_display
     from analysis.tables.definitions import HEADLINE_NAMES, definitions_text
 
     for run, grp in table.groupby("run", sort=False):
         shown = compare_display(grp)
-        print(f"{run}: {counted(int(grp['rounds'].iloc[0]), 'round')}, recorded {grp['config'].iloc[0]} (first row)")
+        print(
+            f"{run}: {counted(int(grp['rounds'].iloc[0]), 'round')}, recorded {grp['config'].iloc[0]} (first row)"
+            + "; " * bool(done.gamma_threshold is not None)
+            + simulated_threshold_note(done.gamma_threshold)
+        )
         print(f"  cost model: {done.costs[run].source} {json.dumps(done.costs[run].to_json())}")
         speed = done.measured[run]
         if speed is not None:

@@ -60,6 +60,7 @@ def check_sampling_options(args: argparse.Namespace) -> None:
 def run_compare_sampling(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from analysis.compare.configs import unsimulated_threshold_notes
     from analysis.compare.sampling import undetermined_counts
     from analysis.compare.sampling_batch import compare_sampling_run
     from analysis.tables.runs import TABLES_KEYS
@@ -76,6 +77,8 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
         vocab = sampling_vocab(args, run.replay.manifest)  # --vocab-size, else the manifest's
         args.vocab_used[run.label] = vocab
         configs = configs_from_args(args, run.config)
+        for note in unsimulated_threshold_notes(configs, run.config, args.gamma_threshold, run.label):
+            print(f"specreplay: note: {note}", file=sys.stderr)
         update, close = tqdm_progress(
             f"compare {run.label} at T = {format_temperature(t)}", progress_enabled(args.no_progress)
         )
@@ -144,10 +147,12 @@ def _top(table, n: int):
 
 
 def _print(table, reasons, args: argparse.Namespace) -> None:
+    from analysis.compare.configs import simulated_threshold_note
     from analysis.compare.sampling import reason_lines, sampling_display
 
     if args.json:
         body = {"temperature": args.temperature, "vocab_size": vocab_sizes_json(args.vocab_used), "note": SAMPLING_NOTE}
+        body["gamma_threshold"] = args.gamma_threshold  # simulated for every config; null: the recorded stops only
         body["configs"] = json.loads(table.to_json(orient="records", double_precision=15))
         sys.stdout.write(json.dumps(body, indent=1) + "\n")
         return
@@ -162,6 +167,8 @@ def _print(table, reasons, args: argparse.Namespace) -> None:
             f"{run}: {rounds_with_scores(int(first['rounds']), args.temperature, args.refused_with_scores[run])} "
             f"at T = {format_temperature(args.temperature)}, "
             f"recorded {first['config']} (first row)"
+            + "; " * bool(args.gamma_threshold is not None)
+            + simulated_threshold_note(args.gamma_threshold)
         )
         print(sampling_display(grp).to_string(index=False))
         shown = set(grp["config"])

@@ -362,7 +362,8 @@ def _zero_row(scores: np.ndarray, real: np.ndarray) -> np.ndarray:
     """[rows, R] bool: rows with a real token whose real cells are all exactly 0. No probability row
     can be: its top candidate has a positive probability; as log-probabilities it is a row of certain
     candidates, which an fp16 top-1 dump writes (scores, real: [rows, cols, R])."""
-    return real.any(axis=1) & ((scores == 0) | ~real).all(axis=1)
+    out: np.ndarray = real.any(axis=1) & ((scores == 0) | ~real).all(axis=1)
+    return out
 
 
 def _first_bad(values: np.ndarray, bad: np.ndarray) -> tuple[float, str]:
