@@ -31,7 +31,7 @@ from benchkit import machine_line  # bench/benchkit.py
 
 from analysis.compare.sampling import TEMPERATURE_GRID
 from replay.core.config import TreeConfig
-from replay.core.sampling import column_bounds, prepare_columns
+from replay.core.sampling_columns import column_bounds, prepare_columns
 from replay.engine.batch import replay_batch
 from replay.engine.batch.sampling import batch_sampling, shape_inputs, shape_layout
 from replay.testing.batch_synth import SynthSpec, synth_batch

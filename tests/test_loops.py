@@ -106,7 +106,7 @@ def test_row_sums_are_numpys(dtype, padded):
         off = (hostile >= 0.04) & (hostile < 0.06)
         lp[off] += 1e-12  # no longer float32 values
     pad = rng.random(lp.shape) < (0.2 if padded else 0.0)
-    lp[pad] = -np.inf  # as _row_stats hands PAD cells over
+    lp[pad] = -np.inf  # as row_stats hands PAD cells over
     lmax, lmin, total, all32 = _row_sums(lp, pad if padded else None)
 
     wide = lp.astype(np.float64)

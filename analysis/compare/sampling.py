@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from replay.core.config import TreeConfig
-from replay.core.sampling import greedy_logp, node_rows, problem_words, sampling_bounds
+from replay.core.sampling import greedy_logp, node_rows, sampling_bounds
+from replay.core.sampling_problems import problem_words
 from replay.core.sampling_recorded import recorded_bounds, recorded_column
 from replay.core.vocab import NO_PARENT, PAD_TOKEN
 from replay.engine.replayer import RoundResult

@@ -28,7 +28,8 @@ import pandas as pd
 
 from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TREE_DYNAMIC, TreeConfig
-from replay.core.sampling import PROBLEM_WORDS, greedy_logp, prepare_sampling
+from replay.core.sampling import greedy_logp, prepare_sampling
+from replay.core.sampling_problems import PROBLEM_WORDS
 from replay.core.sampling_recorded import recorded_column
 from replay.core.vocab import CHUNK_ROUNDS, NO_PARENT, PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes

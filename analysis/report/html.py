@@ -41,8 +41,8 @@ from analysis.tables.metrics import DEPTH_HEADER, all_metrics, depth_display, de
 from analysis.tables.runs import BatchReplay, LabelledRun
 from analysis.tables.stream import write_run_tables
 from replay.core.config import TreeConfig
-from replay.core.sampling import format_temperature
 from replay.core.selection import uses_fallback
+from replay.core.temperature import format_temperature
 from replay.engine.sampling import vocab_size_of
 from replay.io.grouping import Key, Skipped, describe_skipped
 from replay.util.atomic import atomic_path, clear_leftovers, staged_directory

@@ -127,7 +127,7 @@ def batch_run_sampling(
 
 
 def _vocab_key(vocab_size: int | None) -> tuple[int, str | None] | None:
-    """A vocabulary size and where it came from (replay.core.sampling.VocabSize: messages name it)."""
+    """A vocabulary size and where it came from (replay.core.sampling_problems.VocabSize: messages name it)."""
     return None if vocab_size is None else (int(vocab_size), getattr(vocab_size, "source", None))
 
 

@@ -25,7 +25,7 @@ from analysis.tables.metrics import all_metrics
 from analysis.tables.runs import LabelledRun, load_runs
 from replay.core.config import SpecConfig, TreeConfig, load_config, parse_config
 from replay.core.config_grammar import parse_spec
-from replay.core.sampling import format_temperature
+from replay.core.temperature import format_temperature
 from replay.engine.replayer import ReplayOptions
 from replay.io.grouping import parse_round_key
 from replay.util.errors import SpecReplayError
@@ -159,7 +159,7 @@ def sampling(
     vocab_size that the manifest contradicts, or one below the recorded candidates per row, raises
     SpecReplayError.
     """
-    from replay.core.sampling import check_temperature
+    from replay.core.temperature import check_temperature
     from replay.engine.replayer import replay_directory
     from replay.engine.sampling import SAMPLING_KEYS, VocabBelowCandidates, round_sampling, vocab_size_of
 

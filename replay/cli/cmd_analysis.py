@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from replay.core.records import csv_frame
-from replay.core.sampling import format_temperature
+from replay.core.temperature import format_temperature
 from replay.io.grouping import describe_skipped, why_no_rounds
 from replay.io.sources import require_dump_source
 from replay.util.atomic import staged_directory

@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 
-from replay.core.sampling import format_temperature
+from replay.core.temperature import format_temperature
 from replay.engine.render import rounds_with_scores
 from replay.engine.sampling import refused_with_scores, sampling_skip
 from replay.util.atomic import atomic_path

@@ -11,7 +11,7 @@ import json
 import sys
 
 from analysis.shapes.model import DEFAULT_MIN_COUNT
-from replay.core.sampling import format_temperature
+from replay.core.temperature import format_temperature
 from replay.engine.render import rounds_with_scores
 from replay.engine.sampling import refused_with_scores, sampling_skip
 from replay.util.errors import SpecReplayError

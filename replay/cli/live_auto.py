@@ -34,7 +34,7 @@ from analysis.shapes.speedpredict import (
 )
 from replay.core.config import TreeConfig, parse_tree
 from replay.core.config_grammar import parse_spec
-from replay.core.sampling import format_temperature
+from replay.core.temperature import format_temperature
 from replay.live.sweep.directory import dumps_dir
 from replay.live.timing import Clock
 from replay.util.atomic import write_json_atomic

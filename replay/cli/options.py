@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from replay.core.config_grammar import parse_spec
-from replay.core.sampling import format_temperature
+from replay.core.temperature import format_temperature
 from replay.core.vocab import LAYOUTS
 from replay.engine.replayer import ReplayOptions
 from replay.io.formats.matrix_io import RawSpec
@@ -265,8 +265,8 @@ def at_least_one(text: str) -> int:
 
 
 def temperature_arg(text: str) -> float:
-    """``--temperature T``: replay.core.sampling.check_temperature, as argparse reports a bad value."""
-    from replay.core.sampling import check_temperature
+    """``--temperature T``: replay.core.temperature.check_temperature, as argparse reports a bad value."""
+    from replay.core.temperature import check_temperature
 
     try:
         return check_temperature(text)

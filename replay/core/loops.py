@@ -158,7 +158,7 @@ def scaled_sums_loop(
     a: float,  # 1 / T
     rec: np.ndarray,  # out [E, C] float64: sum of exp((l - lmax) a), cell 0 to K-1 in order
 ) -> None:
-    """R of _row_scale: the recorded cells' q^a, scaled by e^(-a lmax), summed."""
+    """R of row_scale: the recorded cells' q^a, scaled by e^(-a lmax), summed."""
     n_rows, k, c = lp.shape
     for e in range(n_rows):
         for j in range(c):

@@ -20,7 +20,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from .sampling import SamplingBounds, check_temperature, sampling_bounds
+from .sampling import SamplingBounds, sampling_bounds
+from .temperature import check_temperature
 from .vocab import PAD_TOKEN
 
 

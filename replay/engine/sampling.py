@@ -11,19 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replay.core.sampling import (
-    PROBLEM_SUM,
-    PROBLEM_ZERO,
-    VocabSize,
-    VocabTooSmall,
-    check_temperature,
-    format_temperature,
-    greedy_logp,
-    problem_words,
-    round_bounds,
-    row_problems,
-)
+from replay.core.sampling import greedy_logp, round_bounds
+from replay.core.sampling_problems import PROBLEM_SUM, PROBLEM_ZERO, VocabSize, VocabTooSmall, problem_words
 from replay.core.sampling_recorded import recorded_bounds, recorded_column
+from replay.core.sampling_rows import row_problems
+from replay.core.temperature import check_temperature, format_temperature
 from replay.core.vocab import LAYOUT_ALL, PAD_TOKEN
 from replay.io.grouping import Skipped
 from replay.util.errors import SpecReplayError

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..core.sampling import sum_slack
+from ..core.sampling_rows import sum_slack
 from ..core.vocab import PAD_TOKEN
 from ..io.roundbatch import MatrixStack
 
@@ -27,7 +27,7 @@ def _p_bounds(row_ids, row_logp, has_row, token, t, vocab_size):
     m = min(max(1.0 - sum(probs), 0.0), 1.0)
     if vocab_size is not None and len(pairs) >= vocab_size:
         m = 0.0
-    # the row's sum is known to within its rounding (replay.core.sampling.sum_slack): the tail mass lies in
+    # the row's sum is known to within its rounding (replay.core.sampling_rows.sum_slack): the tail mass lies in
     # [m_lo, m_hi]; a row naming every token has none either way
     float32 = all(float(np.float32(lp)) == lp for _, lp in pairs)
     slack = float(sum_slack(len(pairs), float32))
@@ -134,7 +134,7 @@ def with_validate_scores(batch, seed: int, vocab: int):
     for c in range(1, k):
         ids[:, c] = (ids[:, 0] + 7 * c) % vocab
     # the K largest of K + 1: the tail (one more token's mass) is <= the smallest recorded p, so the
-    # row is a true top-K row for every vocabulary size above K (replay.core.sampling PROBLEM_VOCAB)
+    # row is a true top-K row for every vocabulary size above K (replay.core.sampling_problems PROBLEM_VOCAB)
     probs = -np.sort(-rng.dirichlet(np.ones(k + 1) * 0.7, size=ids.shape[0] * ids.shape[2]), axis=1)[:, :k]
     probs = probs.reshape(ids.shape[0], ids.shape[2], k).transpose(0, 2, 1)
     # Contiguous [rows, K, R] stacks in the dump's own id type, as the readers give them.

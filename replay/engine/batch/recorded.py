@@ -20,7 +20,7 @@ from dataclasses import replace
 import numpy as np
 
 from replay.core.config import TREE_DYNAMIC, TreeConfig
-from replay.core.sampling import problem_words
+from replay.core.sampling_problems import problem_words
 from replay.core.sampling_recorded import recorded_bounds, recorded_column
 from replay.core.vocab import LAYOUT_ALL, LAYOUTS
 from replay.io.roundbatch import RoundBatch

@@ -18,18 +18,10 @@ from functools import lru_cache
 import numpy as np
 
 from replay.core.config import TREE_DYNAMIC, TreeConfig
-from replay.core.sampling import (
-    CHUNK_ROUNDS,
-    PROBLEM_NONE,
-    ChunkInput,
-    RowNode,
-    RowReader,
-    TreeLayout,
-    VocabTooSmall,
-    check_temperature,
-    chunk_bounds,
-    greedy_logp,
-)
+from replay.core.sampling import greedy_logp
+from replay.core.sampling_columns import CHUNK_ROUNDS, ChunkInput, RowNode, RowReader, TreeLayout, chunk_bounds
+from replay.core.sampling_problems import PROBLEM_NONE, VocabTooSmall
+from replay.core.temperature import check_temperature
 from replay.core.vocab import NO_PARENT
 from replay.io.roundbatch import RoundBatch
 
@@ -48,7 +40,7 @@ class BatchSampling:
 
     temperature: float
     usable: np.ndarray  # [R] bool: replayed, with scores, rows sound
-    problem: np.ndarray  # [R] int8: replay.core.sampling PROBLEM_* or NO_SCORES_CODE (0 when usable)
+    problem: np.ndarray  # [R] int8: replay.core.sampling_problems PROBLEM_* or NO_SCORES_CODE (0 when usable)
     expected_lo: np.ndarray  # [R] float64
     expected_hi: np.ndarray  # [R]
     length_ge_lo: np.ndarray  # [R, G+1] P(accepted length >= d), d = 0..G
