@@ -5,15 +5,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replay.io.grouping import (
-    Step0Check,
-    count_skipped,
-    format_offset,
-    group_paths,
-    near_miss,
-    parse_offset,
-    parse_round_key,
-)
+from replay.io.dumpnames import parse_round_key
+from replay.io.grouping import group_paths
+from replay.io.near_miss import near_miss
+from replay.io.skipped import count_skipped
+from replay.io.step0 import OFFSET_OPTION, Step0Check, format_offset, parse_offset
 
 
 def names(*ns):
@@ -140,7 +136,7 @@ def test_bulk_grouping_equals_the_general_one(seed, monkeypatch):
     paths = [Path("/d") / n for n in dict.fromkeys(random_names(rng, clean))]
     offset = [(1, 1), (0, 0), (2, 1)][seed % 3]
     entries = [(p.name, str(p)) for p in sorted(paths)]
-    bulk = grouping._group_complete(entries, offset, grouping.OFFSET_OPTION)
+    bulk = grouping._group_complete(entries, offset, OFFSET_OPTION)
     if clean and offset == (1, 1):
         assert bulk is not None
     fast = group_paths(paths, offset)

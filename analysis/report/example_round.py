@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from replay.core.vocab import STOP_MISMATCH
 from replay.engine.replayer import RoundResult
-from replay.io.grouping import Key
+from replay.io.dumpnames import Key
 from replay.util.errors import SpecReplayError
 from replay.util.words import counted
 

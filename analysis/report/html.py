@@ -44,7 +44,8 @@ from replay.core.config import TreeConfig
 from replay.core.selection import uses_fallback
 from replay.core.temperature import format_temperature
 from replay.engine.sampling import vocab_size_of
-from replay.io.grouping import Key, Skipped, describe_skipped
+from replay.io.dumpnames import Key
+from replay.io.skipped import Skipped, describe_skipped
 from replay.util.atomic import atomic_path, clear_leftovers, staged_directory
 from replay.util.bounded import read_json_file
 from replay.util.errors import SpecReplayError

@@ -24,7 +24,7 @@ from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes, replay_batch
 from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult, input_warnings
 from replay.engine.runs import NoteGroup, Run, batch_round_notes, explain_rejections, note_groups, open_run
-from replay.io.grouping import Skipped
+from replay.io.skipped import Skipped
 
 from .stats import DumpStats, StatsBuilder, code_base, dump_stats_from_results
 

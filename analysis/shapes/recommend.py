@@ -21,19 +21,12 @@ from analysis.cost.model import CostModel
 from analysis.tables.intervals import Z95
 from replay.core.config import TreeConfig
 from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult
-from replay.io.grouping import why_no_rounds
+from replay.io.skipped import why_no_rounds
 from replay.util.errors import NoRoundsError, SpecReplayError
 
 from .counts import merge_stats
 from .dumps import DumpInput, Measured, Progress, dump_from_replay, mean_se, scan_run, subtree_measure  # noqa: F401  (re-exported)
-from .model import (
-    DEFAULT_MIN_COUNT,
-    Bootstrap,
-    RankPath,
-    ShapeModel,
-    bootstrap as bootstrap_model,
-    model_from_stats,
-)
+from .model import DEFAULT_MIN_COUNT, Bootstrap, RankPath, ShapeModel, bootstrap as bootstrap_model, model_from_stats
 from .paths import Shape, engine_paths, expected_accepted
 from .search import DEFAULT_STATE_LIMIT, SearchResult, best_configs, search_shapes
 
@@ -234,7 +227,7 @@ class Recommendation:
     skipped: int
     cost: CostModel | None
     notes: tuple[str, ...] = field(default=())
-    skipped_items: tuple = field(default=())  # replay.io.grouping.Skipped of every dump
+    skipped_items: tuple = field(default=())  # replay.io.skipped.Skipped of every dump
     seconds: dict = field(default_factory=dict)  # wall time per phase: statistics, search, exact replay, bootstrap
     max_depth: int | None = None  # the depth asked for (the search may stop shallower: refused depths)
     extrapolate: bool = False  # --extrapolate: depths without data reuse the deepest estimated one

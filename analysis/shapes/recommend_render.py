@@ -17,7 +17,7 @@ import numpy as np
 from analysis.tables.intervals import wilson
 from replay.core.config import TreeConfig, grid_item
 from replay.core.vocab import DEPTH_RULE
-from replay.io.grouping import describe_skipped
+from replay.io.skipped import describe_skipped
 
 from .model import ShapeModel, step_rows
 from .paths import Shape, render_shape

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from replay.engine.sampling import length_at_bounds, round_sampling, sampling_skip
-from replay.io.grouping import Skipped
+from replay.io.skipped import Skipped
 
 from .runs import BatchReplay, LabelledRun
 

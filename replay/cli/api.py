@@ -27,7 +27,7 @@ from replay.core.config import SpecConfig, TreeConfig, load_config, parse_config
 from replay.core.config_grammar import parse_spec
 from replay.core.temperature import format_temperature
 from replay.engine.replayer import ReplayOptions
-from replay.io.grouping import parse_round_key
+from replay.io.dumpnames import parse_round_key
 from replay.util.errors import SpecReplayError
 
 PathLike = Union[str, Path]

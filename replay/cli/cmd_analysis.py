@@ -15,7 +15,7 @@ from pathlib import Path
 
 from replay.core.records import csv_frame
 from replay.core.temperature import format_temperature
-from replay.io.grouping import describe_skipped, why_no_rounds
+from replay.io.skipped import describe_skipped, why_no_rounds
 from replay.io.sources import require_dump_source
 from replay.util.atomic import staged_directory
 from replay.util.errors import SpecReplayError

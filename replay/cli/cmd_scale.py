@@ -28,9 +28,9 @@ from replay.engine.render import SummaryFigures, sampling_summary_arrays, summar
 from replay.engine.runs import RunReplay, replay_run
 from replay.engine.sampling import sampling_skip
 from replay.io.formats.matrix_io import RawSpec
-from replay.io.grouping import count_skipped, describe_skipped
 from replay.io.manifest import read_manifest
 from replay.io.packed.pack import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
+from replay.io.skipped import count_skipped, describe_skipped
 from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import output_dir, output_file

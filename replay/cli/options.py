@@ -30,8 +30,10 @@ from replay.core.config_grammar import parse_spec
 from replay.core.temperature import format_temperature
 from replay.core.vocab import LAYOUTS
 from replay.engine.replayer import ReplayOptions
+from replay.io.dumpnames import parse_round_key
 from replay.io.formats.matrix_io import RawSpec
-from replay.io.grouping import Skipped, parse_offset, parse_round_key, why_no_rounds
+from replay.io.skipped import Skipped, why_no_rounds
+from replay.io.step0 import parse_offset
 from replay.util.errors import NoRoundsError, SpecReplayError
 
 from .status import DEBUG_ENV, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK  # noqa: F401 - re-exported
@@ -374,7 +376,7 @@ def print_needs_vocab(command: str, temperature: float) -> None:
 
 
 def parse_key(text: str) -> tuple[int, int]:
-    """``--round A_B``: replay.io.grouping.parse_round_key, as argparse reports a bad value."""
+    """``--round A_B``: replay.io.dumpnames.parse_round_key, as argparse reports a bad value."""
     try:
         return parse_round_key(text)
     except ValueError as exc:

@@ -14,7 +14,7 @@ from replay.core.headline import headline, headline_lines
 from replay.core.selection import FALLBACK_WARNING
 from replay.core.temperature import format_temperature
 from replay.core.vocab import BONUS_CORRECTION, LAYOUT_PARENTS, PAD_TOKEN, STOP_NO_ROW
-from replay.io.grouping import Skipped, describe_skipped
+from replay.io.skipped import Skipped, describe_skipped
 from replay.util.words import counted
 
 from .replayer import DirectoryReplay, RoundResult

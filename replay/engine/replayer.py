@@ -20,18 +20,15 @@ from replay.core.records import record_of
 from replay.core.selection import FALLBACK_WARNING, fallback_run_warning, unused_scores_note
 from replay.core.tree import Tree
 from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, PAD_TOKEN
+from replay.io.dumpnames import Key
 from replay.io.formats.matrix_io import RawSpec
-from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
-from replay.io.manifest import (
-    Manifest,
-    group_rounds,
-    manifest_key_warnings,
-    read_manifest,
-    recorded_round_warnings,
-)
+from replay.io.grouping import Grouping, no_such_round
+from replay.io.manifest import Manifest, group_rounds, manifest_key_warnings, read_manifest, recorded_round_warnings
 from replay.io.packed.format import looks_packed
 from replay.io.packed.pack import PackedBlockError, PackedRun
 from replay.io.rounds import Round, load_round
+from replay.io.skipped import Skipped
+from replay.io.step0 import Step0Check
 from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError, skip_reason
 from replay.util.words import row_words
 

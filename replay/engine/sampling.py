@@ -17,7 +17,7 @@ from replay.core.sampling_recorded import recorded_bounds, recorded_column
 from replay.core.sampling_rows import row_problems
 from replay.core.temperature import check_temperature, format_temperature
 from replay.core.vocab import LAYOUT_ALL, PAD_TOKEN
-from replay.io.grouping import Skipped
+from replay.io.skipped import Skipped
 from replay.util.errors import SpecReplayError
 from replay.util.words import row_words
 

@@ -25,10 +25,11 @@ from replay.util.errors import DumpError
 from replay.util.parallel import WorkerDiedError, ordered_map, resolve_workers
 from replay.util.progress import progress_bar
 
+from .dumpnames import Key
 from .formats.arraybatch import read_array_batches
 from .formats.matrix_io import SCORE_AUTO, DumpMatrix, RawSpec
 from .formats.textbatch import RoundPaths, read_text_batches
-from .grouping import FileSet, Grouping, Key, RoundFiles, Skipped
+from .grouping import FileSet, Grouping, RoundFiles
 from .roundbatch import (
     GroupKey,
     MatrixStack,
@@ -41,6 +42,7 @@ from .roundbatch import (
     signature_of,
 )
 from .rounds import Round, load_round
+from .skipped import Skipped
 
 # Rounds per worker task: ~4,000 files, a progress tick every ~50 ms; each task's rounds form one
 # batch per step count, so this also sets the kernel's fixed cost (~0.5 ms a batch): ~1 % here.

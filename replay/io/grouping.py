@@ -1,30 +1,28 @@
 """Group a dump directory's files into rounds by name; list every file that fits no round.
 
-Names: ``draft_step_{i}_{a}_{b}`` and ``validate_{a}_{b}``, optionally with a data extension and
-with ``.scores`` / ``.parents`` companions (``draft_step_1_124_140.scores.txt``). A round is keyed by
+Names (replay.io.dumpnames): ``draft_step_{i}_{a}_{b}`` and ``validate_{a}_{b}``, optionally with a
+data extension and with ``.scores`` / ``.parents`` companions (``draft_step_1_124_140.scores.txt``). A round is keyed by
 its validate file's ``(a, b)``. Draft steps ``i >= 1`` carry the round's key; step 0 is named
 ``step0_offset`` positions earlier (the engine names it before advancing its counters), so
 ``draft_step_0_123_139`` belongs to round ``(124, 140)`` by default. Which offset is used is decided
-here, for every reader (Step0Check): a stated one (--step0-offset, the manifest) as stated; else
+here, for every reader (replay.io.step0.Step0Check): a stated one (--step0-offset, the manifest) as stated; else
 the default, unless the names show another offset that pairs every step-0 file with its round's
 validate file while the default does not; then that one, and the commands say so on stderr.
 
 A file named nearly like a dump file (``validation_10_20``, ``Draft_Step_0_9_19``,
-``dump_validate_10_20``) is listed with the name it was probably meant to have (near_miss); when
+``dump_validate_10_20``) is listed with the name it was probably meant to have (replay.io.near_miss); when
 that name would complete a listed round, the file is named in that round's entry instead of in
 an entry of its own, so one mistake counts once.
 
 Only regular files (or symlinks to them) are dump files. An entry named like one that is not (a
 directory, a FIFO, a device, a broken symlink) is listed with the reason, and the round it belongs
 to is skipped: it must not replay as if complete without that file. Such entries are never opened.
+Every entry the grouping cannot use is a replay.io.skipped.Skipped.
 """
 
 from __future__ import annotations
 
-import difflib
-import glob
 import os
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,37 +34,30 @@ import numpy as np
 from replay.util.bounded import not_regular_reason
 from replay.util.errors import DumpError, printable
 
+from .dumpnames import (
+    DUMP_NAME,
+    DUMP_NAME_LINES,
+    SAFE_DIGITS,
+    Key,
+    MatrixKey,
+    base_name,
+    fits_int64,
+    is_dump_name,
+    is_side_file,
+    path_order,
+)
 from .formats.matrix_io import DATA_EXTS
+from .near_miss import near_miss
+from .skipped import ROUND_PREFIX, Skipped
+from .step0 import OFFSET_DEFAULT, OFFSET_DETECTED, Step0Check, offset_and_source, step0_check
 
-_NAME = re.compile(
-    r"^(?:draft_step_(?P<step>\d+)|(?P<validate>validate))_(?P<a>-?\d+)_(?P<b>-?\d+)"
-    r"(?P<companion>\.scores|\.parents)?(?P<ext>\.[A-Za-z0-9]+)?$",
-    re.ASCII,  # counters are ASCII digits (\d alone would take any script's)
-)
-# _NAME over the lines of many names at once; a line that is no dump name comes back whole, last.
-_LINE = re.compile(
-    r"^(?:draft_step_(\d+)|(validate))_(-?\d+)_(-?\d+)(\.scores|\.parents)?(\.[A-Za-z0-9]+)?$|^(.*)$",
-    re.ASCII | re.MULTILINE,
-)
-# Files that belong in a dump directory but are not matrices.
-SIDE_FILES = ("manifest.json", "config.json")
-SIDE_EXTS = (".json", ".md", ".txt.md", ".png", ".svg", ".html", ".csv.md")
-
-Key = tuple[int, int]
-# One logical matrix's name: (step, a, b), step -1 for the validate file.
-MatrixKey = tuple[int, int, int]
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1  # keys and steps become int64 arrays when read
-_SAFE_DIGITS = 18  # a counter of at most this many characters (sign included) always fits int64
 _NAMED_GAPS = 5  # missing draft steps named in a round's skip reason
 
-DEFAULT_STEP0_OFFSET: tuple[int, int] = (1, 1)  # the article's rule: step 0 is named one position earlier
-OFFSET_DEFAULT, OFFSET_DETECTED, OFFSET_OPTION = "default", "detected", "--step0-offset"
 STRAY_REASON = "name matches neither draft_step_I_A_B nor validate_A_B"
 EXT_REASON = "extension {ext} is not read"
 ORPHAN_REASON = "companion file without its data file"
 DUPLICATE_REASON = " files hold the same matrix; keep one"  # after the count
 NO_DRAFTS_REASON = "validate file without any draft_step file"
-ROUND_PREFIX = "round "  # Skipped.what of a round's entry; any other entry names a file
 
 
 @dataclass(frozen=True)
@@ -90,110 +81,6 @@ class RoundFiles:
 
 
 @dataclass(frozen=True)
-class Skipped:
-    """Something the grouping could not use, with the files involved and why."""
-
-    what: str  # "round a_b" or a file name
-    reason: str
-    paths: tuple[str, ...] = ()
-
-
-def format_offset(offset: tuple[int, int]) -> str:
-    """(1, 1) → "1", (1, 0) → "1,0": the spelling --step0-offset takes."""
-    return str(offset[0]) if offset[0] == offset[1] else f"{offset[0]},{offset[1]}"
-
-
-@dataclass(frozen=True)
-class Step0Check:
-    """The step-0 offset the names were grouped with, who chose it, and how well the names fit it.
-
-    ``notes()`` and ``after_replay()`` are the lines every command prints on stderr about it: an
-    offset detected from the names (with how to pin it), a stated offset that leaves step-0 files
-    out while another would group every round, and rounds that all accept nothing while the names
-    look off by one. A wrong guess never passes silently.
-    """
-
-    offset: tuple[int, int] = DEFAULT_STEP0_OFFSET
-    source: str = OFFSET_DEFAULT  # "default", "detected", "--step0-offset", "manifest.json step0_offset"
-    rounds: int = 0  # validate files (rounds named)
-    step0_files: int = 0  # draft_step_0 files
-    grouped: int = 0  # validate files whose step-0 file this offset finds
-    other: tuple[int, int] | None = (
-        None  # the offset pairing most step-0 files, when this one leaves some out (detected: the default)
-    )
-    other_grouped: int = 0  # validate files whose step-0 file ``other`` finds
-    example: Key | None = None  # a round that ``other`` (detected: ``offset``) groups, for the message
-    packed: bool = False  # read back from a packed run: the offset is baked in, changing it needs a repack
-
-    @property
-    def fits(self) -> bool:
-        """Every step-0 file pairs with a validate file, and every validate file with a step-0 file."""
-        return self.grouped == self.rounds == self.step0_files
-
-    @property
-    def other_fits(self) -> bool:
-        return self.other is not None and self.other_grouped == self.rounds == self.step0_files
-
-    def _pair(self, offset: tuple[int, int]) -> str:
-        a, b = self.example if self.example is not None else (0, 0)
-        return f"draft_step_0_{a - offset[0]}_{b - offset[1]} with validate_{a}_{b}"
-
-    def _option(self, offset: tuple[int, int]) -> str:
-        """How the user states ``offset``: the option, or for a packed run, packing again with it."""
-        option = f"--step0-offset {format_offset(offset)}"
-        return f"pack the dump directory again with {option}" if self.packed else f"pass {option}"
-
-    def notes(self) -> tuple[str, ...]:
-        """What to tell the user about the grouping itself (before any replay)."""
-        x = format_offset(self.offset)
-        if self.source == OFFSET_DETECTED and self.other is not None:
-            pin = (
-                f"packed with it; to pin it, {self._option(self.offset)}"
-                if self.packed
-                else f"pin it with --step0-offset {x}"
-            )
-            return (
-                f"note: step-0 offset {x} detected from the file names ({self._pair(self.offset)}): it groups all "
-                f"{self.rounds} round(s), the default {format_offset(self.other)} groups {self.other_grouped}; {pin}",
-            )
-        if not self.fits and self.other_fits and self.other is not None:
-            return (
-                f"WARNING: {self.source} {x} pairs {self.grouped} of {self.rounds} validate file(s) with a step-0 file and "
-                f"leaves {self.step0_files - self.grouped} draft_step_0 file(s) in no round; offset {format_offset(self.other)} "
-                f"groups every round ({self._pair(self.other)}): {self._option(self.other)}",
-            )
-        return ()
-
-    def looks_off(self) -> bool:
-        """The names fit another offset at least as well as the one used (and it leaves files out)."""
-        return not self.fits and self.other is not None and self.other_grouped >= max(1, self.grouped)
-
-    def after_replay(self, replayed: int, accepted_any: bool) -> tuple[str, ...]:
-        """notes(), plus a warning when every replayed round accepted nothing and the names look off."""
-        lines = self.notes()
-        if replayed and not accepted_any and self.looks_off() and self.other is not None:
-            lines += (
-                f"WARNING: accepted length 0 in all {replayed} replayed round(s) is probably wrong: the step-0 names look off: "
-                f"offset {format_offset(self.offset)} ({self.source}) pairs {self.grouped} of {self.rounds} validate file(s) "
-                f"with a step-0 file, offset {format_offset(self.other)} pairs {self.other_grouped}; check --step0-offset"
-                + (" (and pack again)" if self.packed else ""),
-            )
-        return lines
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "offset": list(self.offset),
-            "source": self.source,
-            "rounds": self.rounds,
-            "step0_files": self.step0_files,
-            "grouped": self.grouped,
-            "other": None if self.other is None else list(self.other),
-            "other_grouped": self.other_grouped,
-            "example": None if self.example is None else list(self.example),
-        }
-
-
-@dataclass(frozen=True)
 class Grouping:
     rounds: tuple[RoundFiles, ...]  # sorted by key
     skipped: tuple[Skipped, ...]
@@ -203,142 +90,6 @@ class Grouping:
     @property
     def step0_offset(self) -> tuple[int, int]:
         return self.step0.offset
-
-
-def count_skipped(skipped: Iterable[Skipped]) -> tuple[int, int]:
-    """(rounds, files) among skipped entries: a round's entry names its files, so nothing counts twice."""
-    rounds = files = 0
-    for s in skipped:
-        if s.what.startswith(ROUND_PREFIX):
-            rounds += 1
-        else:
-            files += 1
-    return rounds, files
-
-
-def describe_skipped(skipped: Sequence[Skipped]) -> str:
-    """ "3 round(s) and 1 file(s)", "0": how many entries of each kind were skipped."""
-    rounds, files = count_skipped(skipped)
-    parts = [f"{rounds} round(s)"] * bool(rounds) + [f"{files} file(s)"] * bool(files)
-    return " and ".join(parts) or "0"
-
-
-def why_no_rounds(skipped: Sequence[Skipped]) -> str:
-    """ " (6 round(s) skipped, listed above; first: ...); did you mean validate_10_20 (...)?": what the
-    error of a run without a single replayed round adds after "no round could be replayed"."""
-    if not skipped:
-        return " (no round files)"
-    hint = near_miss_hint(skipped)
-    if hint:  # the likely fix says more than the first reason
-        return f" ({describe_skipped(skipped)} skipped, listed above){hint}"
-    first = printable(f"{skipped[0].what}: {skipped[0].reason}")
-    first = first if len(first) <= 200 else first[:197] + "..."
-    return f" ({describe_skipped(skipped)} skipped, listed above; first: {first})"
-
-
-# A name nearly like a dump file's: another word for the kind, other case, a prefix, a suffix.
-_NEAR = re.compile(
-    r"^(?P<prefix>(?:.*[_\-. ])?)"
-    r"(?:(?P<draft>draft(?:[_\-. ]?steps?)?)[_\-. ]?(?P<step>\d+)"
-    r"|(?P<validate>validat(?:e|es|ed|ion|ions)|valid|verif(?:y|ied|ication)?|val))"
-    r"[_\-. ](?P<a>-?\d+)[_\-., ](?P<b>-?\d+)(?P<rest>.*)$",
-    re.IGNORECASE | re.ASCII | re.DOTALL,
-)
-_COMPANION_IN = re.compile(r"[._-](scores|parents)(?![A-Za-z])", re.IGNORECASE)
-_LAST_EXT = re.compile(r"(\.[A-Za-z0-9]+)$")
-
-
-# A word spelt like "validate" or "draft step" but for a typo (valdiate_10_20, draft_stpe_1_9_19): the
-# ratio of difflib's matching characters, high enough that other words with two numbers
-# (variance_10_20, valiant_1_2) are not taken for dump names.
-_WORDED = re.compile(
-    r"(?P<word>[A-Za-z]{4,}(?:[_\-. ]?[A-Za-z]{3,})?)"
-    r"(?:[_\-. ]?(?P<step>\d+))?[_\-. ](?P<a>-?\d+)[_\-., ](?P<b>-?\d+)",
-    re.ASCII,
-)
-TYPO_RATIO = 0.85
-
-
-def _respelt(name: str) -> str:
-    """``name`` with a misspelt dump word spelt right (valdiate_10_20 → validate_10_20), the word
-    starting at the name's start or after any separator (a prefix such as dump_ stays, for _NEAR to
-    drop); ``name`` itself when it has none."""
-    starts = [0] + [i + 1 for i, ch in enumerate(name) if ch in "_-. "]
-    for start in starts:
-        m = _WORDED.match(name, start)
-        if m is None:
-            continue
-        word = re.sub(r"[_\-. ]", "", m.group("word").lower())
-        target, spelt = ("draftstep", "draft_step") if m.group("step") is not None else ("validate", "validate")
-        # a typo changes a letter or two, not the word's length by more than one (revalidate is a word)
-        if abs(len(word) - len(target)) <= 1 and difflib.SequenceMatcher(None, word, target).ratio() >= TYPO_RATIO:
-            return name[: m.start("word")] + spelt + name[m.end("word") :]
-    return name
-
-
-def near_miss(name: str) -> str | None:
-    """The dump file name ``name`` was probably meant to be, or None (a dump name, or nothing like one).
-
-    ``validation_10_20`` → ``validate_10_20``; ``Draft_Step_0_9_19.txt`` → ``draft_step_0_9_19.txt``;
-    ``dump_validate_10_20`` → ``validate_10_20``; ``validate_10_20_ids.npy`` → ``validate_10_20.npy``;
-    ``valdiate_10_20`` → ``validate_10_20`` (_respelt).
-    """
-    if is_dump_name(name):
-        return None
-    m = _NEAR.match(name) or _NEAR.match(_respelt(name))
-    if m is None:
-        return None
-    rest = m.group("rest")
-    comp = _COMPANION_IN.search(rest)
-    ext = _LAST_EXT.search(rest)
-    tail = (f".{comp.group(1).lower()}" if comp else "") + (
-        ext.group(1) if ext and ext.group(1).lower() in DATA_EXTS else ""
-    )
-    head = f"draft_step_{int(m.group('step'))}" if m.group("draft") else "validate"
-    guess = f"{head}_{m.group('a')}_{m.group('b')}{tail}"
-    return guess if guess != name and is_dump_name(guess) else None
-
-
-def near_miss_hint(skipped: Iterable[Skipped]) -> str:
-    """ "; did you mean validate_10_20 (for validation_10_20 and 5 more file(s) named like it)?", or "".
-
-    From the names in skipped entries (a packed run keeps them), for the error of a run without a
-    single replayable round.
-    """
-    # An entry's files, or its what when it has none: a what may list several names ("a and b").
-    names = (name for s in skipped for name in dict.fromkeys([_base_name(p) for p in s.paths if p] or [s.what]))
-    return near_miss_names_hint(names)
-
-
-def near_miss_names_hint(names: Iterable[str]) -> str:
-    """near_miss_hint over file names (a directory's listing)."""
-    found: list[tuple[str, str]] = []
-    for name in names:
-        guess = near_miss(name)
-        if guess is not None:
-            found.append((name, guess))
-    if not found:
-        return ""
-    name, guess = found[0]
-    more = f" and {len(found) - 1} more file(s) named like it" if len(found) > 1 else ""
-    return f"; did you mean {guess} (for {printable(name)}{more})?"
-
-
-def is_dump_file_name(name: str) -> bool:
-    """A draft_step_I_A_B / validate_A_B data file name (not a companion, not a side file)."""
-    m = _NAME.match(name)
-    return m is not None and not m.group("companion") and (m.group("ext") or "").lower() in DATA_EXTS
-
-
-def parse_round_key(text: str) -> Key:
-    """``"124_140"`` (or ``"124,140"``) → (124, 140): a round named by its validate file's numbers."""
-    try:
-        a, b = text.replace(",", "_").split("_")
-        return int(a), int(b)
-    except ValueError:
-        numbers = re.findall(r"\d+", text, re.ASCII)  # 124-140, 124 140, validate_124_140: the two numbers meant
-        hint = f"; did you mean {numbers[0]}_{numbers[1]}?" if len(numbers) == 2 else ""
-        raise ValueError(f"expected A_B (e.g. 124_140), got {text!r}{hint}") from None
 
 
 NEAREST_ROUNDS = 5  # rounds named when --round names one the dump does not have
@@ -369,70 +120,11 @@ def no_such_round(key: Key, keys: Sequence[Key] | np.ndarray, where: str, skippe
     )
 
 
-def parse_offset(text: str | int | tuple[int, int]) -> tuple[int, int]:
-    """``1`` → (1, 1); ``"1,0"`` → (1, 0): how far step 0's (a, b) sit before its round's."""
-    if isinstance(text, tuple):
-        return text
-    if isinstance(text, int):
-        return (text, text)
-    parts = [p for p in str(text).split(",") if p.strip()]
-    try:
-        vals = [int(p) for p in parts]
-    except ValueError:
-        raise ValueError(f"step-0 offset must be N or A,B (integers), got {text!r}") from None
-    if len(vals) == 1:
-        return (vals[0], vals[0])
-    if len(vals) == 2:
-        return (vals[0], vals[1])
-    raise ValueError(f"step-0 offset must be N or A,B, got {text!r}")
-
-
-def _fits_int64(*values: int) -> bool:
-    return min(values) >= _INT64_MIN and max(values) <= _INT64_MAX
-
-
-def scores_companion(data_path: str) -> str | None:
-    """The ``.scores`` companion beside a matrix data file (``validate_10_20`` → ``validate_10_20.scores``,
-    or ``.scores.EXT``, any extension the grouping takes for one), None when there is none: for messages
-    about a batch, whose arrays keep only the data file's name."""
-    directory, name = os.path.split(data_path)
-    m = _NAME.match(name)
-    if m is None or m.group("companion"):
-        return None
-    stem = os.path.join(directory, name[: len(name) - len(m.group("ext") or "")] + ".scores")
-    for found in sorted(glob.glob(glob.escape(stem) + "*")):
-        hit = _NAME.match(os.path.basename(found))
-        if hit is not None and hit.group("companion") == ".scores" and os.path.isfile(found):
-            return found
-    return None
-
-
-def is_dump_name(name: str) -> bool:
-    """Whether ``name`` is a matrix or companion file name (draft_step_I_A_B / validate_A_B)."""
-    m = _NAME.match(name)
-    return m is not None and (m.group("ext") or "").lower() in DATA_EXTS
-
-
-def _path_order(path: Path) -> tuple[str, ...]:
-    """Path's own order (PurePosixPath compares its parts), without its slow __lt__."""
-    return path.parts
-
-
-def _base_name(path: str) -> str:
-    return path.rpartition(os.sep)[2]
-
-
-def is_side_file(name: str) -> bool:
-    """A file a dump directory may hold that is no matrix and is not listed (manifest.json,
-    notes, pictures, hidden files); any other name that is no dump file is listed as skipped."""
-    return name in SIDE_FILES or name.startswith(".") or PurePosixPath(name).suffix.lower() in SIDE_EXTS
-
-
 def _stray(name: str, path: str) -> list[Skipped]:
     """The skip entry of a file that is no dump matrix: none for side files and hidden files."""
     if is_side_file(name):
         return []
-    m = _NAME.match(name)
+    m = DUMP_NAME.match(name)
     if m is not None and m.group("ext"):  # the name is right, the extension is not one the readers take
         exts = ", ".join(e for e in DATA_EXTS if e)
         why = EXT_REASON.format(ext=printable(m.group("ext")))
@@ -447,11 +139,11 @@ def _duplicates(files: Sequence[str], companions: Mapping[str, list[str]]) -> Sk
     their companions, which are not listed again as companions "without their data file": each
     mistake is listed once. The names go in ``what``, not the reason, so that a long listing still
     folds by reason (print_skipped)."""
-    names = [_base_name(p) for p in files]
+    names = [base_name(p) for p in files]
     what = ", ".join(names[:-1]) + f" and {names[-1]}"
     comp = [p for ps in companions.values() for p in ps]
     if comp:
-        what += f" (with {', '.join(_base_name(p) for p in comp)})"
+        what += f" (with {', '.join(base_name(p) for p in comp)})"
     return Skipped(printable(what), f"{len(files)}{DUPLICATE_REASON}", (*files, *comp))
 
 
@@ -464,7 +156,7 @@ def _fold_duplicates(skipped: list[Skipped], offset: tuple[int, int]) -> list[Sk
     drop: set[int] = set()
     for i, s in enumerate(list(skipped)):  # a snapshot: round entries are rewritten below
         dup = s.reason.endswith(DUPLICATE_REASON) and s.paths and not s.what.startswith(ROUND_PREFIX)
-        m = _NAME.match(_base_name(s.paths[0])) if dup else None
+        m = DUMP_NAME.match(base_name(s.paths[0])) if dup else None
         if m is None:
             continue
         step, a, b = (-1 if m.group("validate") else int(m.group("step"))), int(m.group("a")), int(m.group("b"))
@@ -488,7 +180,7 @@ def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[MatrixKey, 
     data: dict[MatrixKey, list[str]] = defaultdict(list)
     companions: dict[MatrixKey, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     skipped: list[Skipped] = []
-    match = _NAME.match
+    match = DUMP_NAME.match
     for name, path in entries:
         m = match(name)
         if m:
@@ -498,8 +190,8 @@ def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[MatrixKey, 
             continue
         lkey = (-1 if validate else int(step_text), int(a), int(b))
         if (
-            len(a) > _SAFE_DIGITS or len(b) > _SAFE_DIGITS or (step_text and len(step_text) > _SAFE_DIGITS)
-        ) and not _fits_int64(*lkey):
+            len(a) > SAFE_DIGITS or len(b) > SAFE_DIGITS or (step_text and len(step_text) > SAFE_DIGITS)
+        ) and not fits_int64(*lkey):
             skipped.append(Skipped(name, "step or counters outside the int64 range", (path,)))
             continue
         if companion:
@@ -517,7 +209,7 @@ def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[MatrixKey, 
             continue
         extra = [p for ps in comp.values() if len(ps) > 1 for p in ps]
         if extra:
-            skipped.append(Skipped(_base_name(files[0]), "several companion files of one kind", tuple(extra)))
+            skipped.append(Skipped(base_name(files[0]), "several companion files of one kind", tuple(extra)))
             continue
         # Each companion kind has one path here (more were skipped above), or is absent.
         out[lkey] = FileSet(
@@ -526,15 +218,8 @@ def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[MatrixKey, 
     for lkey, comp in companions.items():
         for ps in comp.values():
             for p in ps:
-                skipped.append(Skipped(_base_name(p), ORPHAN_REASON, (p,)))
+                skipped.append(Skipped(base_name(p), ORPHAN_REASON, (p,)))
     return out, skipped
-
-
-def _offset_and_source(step0_offset: tuple[int, int] | None, source: str | None) -> tuple[tuple[int, int], str]:
-    """A stated offset keeps its source ("--step0-offset" unless told); none stated: the default's."""
-    if step0_offset is None:
-        return DEFAULT_STEP0_OFFSET, OFFSET_DEFAULT
-    return tuple(step0_offset), source or OFFSET_OPTION  # type: ignore[return-value]
 
 
 def group_paths(
@@ -550,10 +235,10 @@ def group_paths(
     unreadable: entries among ``paths`` that are named like dump files but cannot be read as files,
     with why ("is a directory, not a regular file"): each is listed, and so is its round, unread.
     """
-    entries = [(p.name, str(p)) for p in sorted(map(Path, paths), key=_path_order)]
-    given = sorted(((Path(p), why) for p, why in (unreadable or {}).items()), key=lambda kv: _path_order(kv[0]))
+    entries = [(p.name, str(p)) for p in sorted(map(Path, paths), key=path_order)]
+    given = sorted(((Path(p), why) for p, why in (unreadable or {}).items()), key=lambda kv: path_order(kv[0]))
     bad = {str(p): why for p, why in given}
-    return _group(entries, *_offset_and_source(step0_offset, source), bad)
+    return _group(entries, *offset_and_source(step0_offset, source), bad)
 
 
 def _group(
@@ -565,7 +250,7 @@ def _group(
         if simple is not None:
             return simple
     files, skipped = _logical_files(entries)
-    check = _step0_check(files, step0_offset, source)
+    check = step0_check(files, step0_offset, source)
     if source == OFFSET_DEFAULT and check.other_fits and check.other is not None:
         # The default leaves step-0 files out and the names pair one to one at another offset.
         check = Step0Check(
@@ -581,38 +266,6 @@ def _group(
     return _assemble(files, skipped, check, unreadable)
 
 
-def _step0_check(files: Mapping[MatrixKey, FileSet], offset: tuple[int, int], source: str) -> Step0Check:
-    """How well ``offset`` pairs step-0 files with validate files, and the best other offset if it does not."""
-    validates = {(a, b) for step, a, b in files if step == -1}
-    firsts = [(a, b) for step, a, b in files if step == 0]
-    grouped = _paired(validates, firsts, offset)
-    check = Step0Check(offset, source, len(validates), len(firsts), grouped)
-    if check.fits or not validates or not firsts:
-        return check
-    # Candidates: the one offset that could pair them one to one (a shift keeps the order of keys,
-    # so it maps the smallest step-0 key to the smallest validate key), off by one either way, 0, 1.
-    (va, vb), (sa, sb) = min(validates), min(firsts)
-    da, db = offset
-    candidates = dict.fromkeys([(va - sa, vb - sb), (0, 0), DEFAULT_STEP0_OFFSET, (da - 1, db - 1), (da + 1, db + 1)])
-    candidates.pop((da, db), None)
-    best, best_grouped = None, 0
-    for cand in candidates:
-        n = _paired(validates, firsts, cand)
-        if n > best_grouped:
-            best, best_grouped = cand, n
-    if best is None:
-        return check
-    at = set(firsts)
-    example = min(k for k in validates if (k[0] - best[0], k[1] - best[1]) in at)
-    return Step0Check(offset, source, len(validates), len(firsts), grouped, best, best_grouped, example)
-
-
-def _paired(validates: set[Key], firsts: list[Key], offset: tuple[int, int]) -> int:
-    """Step-0 files whose round key at ``offset`` names a validate file."""
-    da, db = offset
-    return sum((a + da, b + db) in validates for a, b in firsts)
-
-
 def _assemble(
     files: dict[MatrixKey, FileSet], skipped: list[Skipped], check: Step0Check, unreadable: Mapping[str, str]
 ) -> Grouping:
@@ -624,10 +277,10 @@ def _assemble(
     by_round: dict[Key, dict[int, FileSet]] = defaultdict(dict)
     for (step, a, b), fs in files.items():
         key = (a + da, b + db) if step == 0 else (a, b)
-        if step == 0 and not _fits_int64(*key):  # other keys are their names' counters, checked already
+        if step == 0 and not fits_int64(*key):  # other keys are their names' counters, checked already
             skipped.append(
                 Skipped(
-                    _base_name(fs.data),
+                    base_name(fs.data),
                     f"step-0 offset {step0_offset} moves its counters outside the int64 range",
                     (fs.data,),
                 )
@@ -649,7 +302,7 @@ def _assemble(
             p for fs in entries.values() for p in (fs.data, fs.scores, fs.parents) if p is not None and p in unreadable
         ]
         if bad:
-            skipped.append(Skipped(name, "; ".join(f"{_base_name(p)} {unreadable[p]}" for p in bad), paths))
+            skipped.append(Skipped(name, "; ".join(f"{base_name(p)} {unreadable[p]}" for p in bad), paths))
             told.update(bad)
             continue
         if -1 not in entries:
@@ -674,7 +327,7 @@ def _assemble(
     rounds = _lost_last_steps(rounds, skipped, (da, db))
     # An unreadable entry is named in its round's entry (counted once); one in no round is listed alone.
     skipped[at_unreadable:at_unreadable] = [
-        Skipped(_base_name(p), why, (p,)) for p, why in unreadable.items() if p not in told
+        Skipped(base_name(p), why, (p,)) for p, why in unreadable.items() if p not in told
     ]
     skipped = _fold_near_misses(_fold_duplicates(skipped, step0_offset), files, step0_offset)
     return Grouping(tuple(rounds), tuple(skipped), tuple(sorted(by_round)), check)
@@ -689,14 +342,14 @@ def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped], offset: t
     for i, s in enumerate(skipped):
         if len(s.paths) != 1:
             continue
-        name = _base_name(s.paths[0])
+        name = base_name(s.paths[0])
         if s.reason == ORPHAN_REASON:
             guess: str | None = name
         elif s.reason.startswith((STRAY_REASON, EXT_REASON.split("{")[0])):
             guess = near_miss(name)
         else:
             continue
-        m = _NAME.match(guess) if guess is not None else None
+        m = DUMP_NAME.match(guess) if guess is not None else None
         if m is None or m.group("validate"):
             continue
         evidence[(int(m.group("step")), int(m.group("a")), int(m.group("b")))].append(i)
@@ -712,11 +365,11 @@ def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped], offset: t
             continue
         drop.update(strays)
         found = ", ".join(
-            f"{printable(_base_name(skipped[i].paths[0]))} "
+            f"{printable(base_name(skipped[i].paths[0]))} "
             + (
                 "(a companion without its data file)"
                 if skipped[i].reason == ORPHAN_REASON
-                else f"(did you mean {near_miss(_base_name(skipped[i].paths[0]))}?)"
+                else f"(did you mean {near_miss(base_name(skipped[i].paths[0]))}?)"
             )
             for i in strays
         )
@@ -737,8 +390,8 @@ def _extra_file(s: Skipped, files: Mapping[MatrixKey, FileSet]) -> Skipped:
     is an extra file, not a misnamed one: "did you mean validate_10_20?" would point the wrong way."""
     if not s.reason.startswith(STRAY_REASON) or len(s.paths) != 1:
         return s
-    guess = near_miss(_base_name(s.paths[0]))
-    m = _NAME.match(guess) if guess is not None else None
+    guess = near_miss(base_name(s.paths[0]))
+    m = DUMP_NAME.match(guess) if guess is not None else None
     if m is None or m.group("companion"):
         return s
     step = -1 if m.group("validate") else int(m.group("step"))
@@ -764,9 +417,9 @@ def _fold_near_misses(
     for i, s in enumerate(skipped):
         if not s.reason.startswith((STRAY_REASON, EXT_REASON.split("{")[0])) or len(s.paths) != 1:
             continue
-        name = _base_name(s.paths[0])
+        name = base_name(s.paths[0])
         guess = near_miss(name)
-        m = _NAME.match(guess) if guess is not None else None
+        m = DUMP_NAME.match(guess) if guess is not None else None
         if guess is None or m is None:
             continue  # a companion (validation_10_20.scores) folds too: it goes with its data file's mistake
         step = -1 if m.group("validate") else int(m.group("step"))
@@ -802,7 +455,7 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
     text = "\n".join(name for name, _ in entries)
     if text.count("\n") != len(entries) - 1:
         return None  # a name holds a newline: lines would not be names
-    rows = _LINE.findall(text)  # one tuple of groups per name, in order
+    rows = DUMP_NAME_LINES.findall(text)  # one tuple of groups per name, in order
     if len(rows) != len(entries):
         return None
     step_text, _, a_text, b_text, companion, ext, other = (list(col) for col in zip(*rows))
@@ -813,15 +466,15 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
         keep = [not o for o in other]
         for i in np.flatnonzero(~np.asarray(keep, dtype=bool)).tolist():
             skipped += _stray(*entries[i])
-        if any(near_miss(_base_name(p)) is not None for s in skipped for p in s.paths):
+        if any(near_miss(base_name(p)) is not None for s in skipped for p in s.paths):
             return None  # a near-miss may be a round's lost step (_lost_last_steps): the general work checks
         step_text, a_text, b_text = (list(compress(col, keep)) for col in (step_text, a_text, b_text))
         entries = list(compress(entries, keep))
     if (
         not entries
-        or max(map(len, step_text)) > _SAFE_DIGITS
-        or max(map(len, a_text)) > _SAFE_DIGITS
-        or max(map(len, b_text)) > _SAFE_DIGITS
+        or max(map(len, step_text)) > SAFE_DIGITS
+        or max(map(len, a_text)) > SAFE_DIGITS
+        or max(map(len, b_text)) > SAFE_DIGITS
     ):
         return None
     count = len(entries)
@@ -831,8 +484,8 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
     da, db = step0_offset
     first = step == 0
     if first.any() and not (
-        _fits_int64(da, db)
-        and _fits_int64(
+        fits_int64(da, db)
+        and fits_int64(
             int(a[first].min()) + da, int(a[first].max()) + da, int(b[first].min()) + db, int(b[first].max()) + db
         )
     ):
@@ -887,7 +540,7 @@ def group_directory(
     entries = [(name, prefix + name) for name in names]
     if unreadable:
         unreadable = {p: unreadable[p] for _, p in entries if p in unreadable}
-    return _group(entries, *_offset_and_source(step0_offset, source), unreadable)
+    return _group(entries, *offset_and_source(step0_offset, source), unreadable)
 
 
 def _child_prefix(directory: Path) -> str:
@@ -907,7 +560,7 @@ def _without_validate(
     if set(entries) == {0} and offset != (0, 0):
         own = (key[0] - offset[0], key[1] - offset[1])
         if -1 in by_round.get(own, {}):
-            file = _base_name(entries[0].data)
+            file = base_name(entries[0].data)
             return file, (
                 f"a step-0 file named with round {own[0]}_{own[1]}'s own key: step 0 is named {offset[0]},{offset[1]} "
                 f"position(s) before its round, so it pairs with no validate file (--step0-offset 0 reads every "

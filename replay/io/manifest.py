@@ -15,6 +15,7 @@ from replay.util.bounded import read_json_file
 from replay.util.errors import DumpError
 from replay.util.words import value_words
 
+from .dumpnames import Key
 from .dumpwrite import MANIFEST_NAME
 from .formats.matrix_io import (
     ID_KINDS,
@@ -25,7 +26,8 @@ from .formats.matrix_io import (
     check_raw_columns,
     raw_dtype,
 )
-from .grouping import Grouping, Key, Skipped, group_directory
+from .grouping import Grouping, group_directory
+from .skipped import Skipped
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -287,7 +289,7 @@ def group_rounds(directory: str | Path, asked: tuple[int, int] | None, manifest:
     """The rounds of a dump directory, as every reader gets them (replay, batch, analysis, pack).
 
     The step-0 offset is ``asked`` (--step0-offset), else the manifest's ``step0_offset``, else
-    the default or the offset the names show (replay.io.grouping.Step0Check); then the files are
+    the default or the offset the names show (replay.io.step0.Step0Check); then the files are
     checked against the manifest's rounds (check_manifest_rounds). ``grouping.step0_offset`` is
     the offset the readers must use to name the files again.
     """

@@ -23,8 +23,8 @@ import numpy as np
 from replay.core.vocab import LAYOUTS, PAD_TOKEN
 from replay.util.rows import unique_rows
 
+from .dumpnames import scores_companion
 from .formats.matrix_io import DumpMatrix
-from .grouping import scores_companion
 from .rounds import Round
 
 _INT32 = np.iinfo(np.int32)

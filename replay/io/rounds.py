@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 from replay.core.vocab import PAD_TOKEN
 
+from .dumpnames import Key
 from .formats.matrix_io import SCORE_AUTO, DumpMatrix, RawSpec, read_matrix
-from .grouping import Key, RoundFiles
+from .grouping import RoundFiles
 
 
 @dataclass(frozen=True, eq=False)

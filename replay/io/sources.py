@@ -16,7 +16,8 @@ from replay.util.atomic import writes_in_place
 from replay.util.errors import DumpError, OutputPathError
 from replay.util.pathcheck import DIRECTORY, FILE
 
-from .grouping import is_dump_file_name, is_side_file, near_miss_names_hint
+from .dumpnames import is_dump_file_name, is_side_file
+from .near_miss import near_miss_names_hint
 from .packed.pack import is_packed_run
 
 MAX_LISTED = 8  # subdirectories named in the message; the rest are counted

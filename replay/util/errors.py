@@ -28,7 +28,7 @@ class SpecReplayError(Exception):
 
 
 class NoRoundsError(SpecReplayError):
-    """Not one round could be used: an error (exit 2) in every command. ``skipped`` (replay.io.grouping.Skipped)
+    """Not one round could be used: an error (exit 2) in every command. ``skipped`` (replay.io.skipped.Skipped)
     says why, and ``notes`` what the reading found; the CLI lists both on stderr before the error line."""
 
     def __init__(

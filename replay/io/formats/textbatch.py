@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from replay.core.vocab import PAD_TOKEN
-from replay.io.grouping import Key
+from replay.io.dumpnames import Key
 from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames, narrow_ids, narrow_logp
 from replay.util.bounded import read_regular_or_none
 

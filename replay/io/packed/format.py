@@ -30,8 +30,10 @@ from typing import Any
 
 import numpy as np
 
+from replay.io.dumpnames import Key
 from replay.io.formats.matrix_io import RawSpec
-from replay.io.grouping import Key, Skipped, Step0Check
+from replay.io.skipped import Skipped
+from replay.io.step0 import Step0Check
 from replay.util.errors import DumpError
 
 PACKED_NAME = "packed.json"

@@ -17,8 +17,10 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from replay.io.dumpnames import Key
 from replay.io.formats.matrix_io import MAX_NODE_LOGPROB_COLUMNS, SCORE_AUTO, SCORE_LOGPROB, SCORE_PROB, RawSpec
-from replay.io.grouping import Key, Skipped, Step0Check
+from replay.io.skipped import Skipped
+from replay.io.step0 import Step0Check
 from replay.util.errors import DumpError
 
 from .format import (

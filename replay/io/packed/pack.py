@@ -77,8 +77,8 @@ def pack_directory(
     needed (it is applied when the run is replayed, from the copied manifest/config or --config).
     """
     from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
-    from replay.io.grouping import why_no_rounds
     from replay.io.manifest import group_rounds, read_manifest
+    from replay.io.skipped import why_no_rounds
     from replay.util.errors import NoRoundsError
 
     directory = Path(directory)

@@ -16,10 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from replay.io.dumpnames import Key
 from replay.io.formats.matrix_io import RawSpec
-from replay.io.grouping import Key, Skipped, Step0Check
 from replay.io.roundbatch import ArrayNames, MatrixStack, RoundBatch, SourceNames
 from replay.io.rounds import Round
+from replay.io.skipped import Skipped
+from replay.io.step0 import Step0Check
 from replay.util.errors import DumpError
 
 from .blocks import check_array_file, read_block, verify_array

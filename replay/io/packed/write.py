@@ -18,9 +18,11 @@ from typing import Any
 import numpy as np
 
 from replay.core.vocab import CHUNK_ROUNDS
+from replay.io.dumpnames import Key
 from replay.io.formats.matrix_io import RawSpec
-from replay.io.grouping import Key, Skipped, Step0Check
 from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
+from replay.io.skipped import Skipped
+from replay.io.step0 import Step0Check
 from replay.util.atomic import write_json_atomic
 from replay.util.errors import DumpError
 

@@ -1,0 +1,66 @@
+"""What a reader could not use, with the files involved and why (Skipped), and how the commands count
+and summarise those entries: rounds and files, the first reason, a likely misnaming's fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from replay.util.errors import printable
+
+from .dumpnames import base_name
+from .near_miss import near_miss_names_hint
+
+ROUND_PREFIX = "round "  # Skipped.what of a round's entry; any other entry names a file
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Something the grouping could not use, with the files involved and why."""
+
+    what: str  # "round a_b" or a file name
+    reason: str
+    paths: tuple[str, ...] = ()
+
+
+def count_skipped(skipped: Iterable[Skipped]) -> tuple[int, int]:
+    """(rounds, files) among skipped entries: a round's entry names its files, so nothing counts twice."""
+    rounds = files = 0
+    for s in skipped:
+        if s.what.startswith(ROUND_PREFIX):
+            rounds += 1
+        else:
+            files += 1
+    return rounds, files
+
+
+def describe_skipped(skipped: Sequence[Skipped]) -> str:
+    """ "3 round(s) and 1 file(s)", "0": how many entries of each kind were skipped."""
+    rounds, files = count_skipped(skipped)
+    parts = [f"{rounds} round(s)"] * bool(rounds) + [f"{files} file(s)"] * bool(files)
+    return " and ".join(parts) or "0"
+
+
+def why_no_rounds(skipped: Sequence[Skipped]) -> str:
+    """ " (6 round(s) skipped, listed above; first: ...); did you mean validate_10_20 (...)?": what the
+    error of a run without a single replayed round adds after "no round could be replayed"."""
+    if not skipped:
+        return " (no round files)"
+    hint = near_miss_hint(skipped)
+    if hint:  # the likely fix says more than the first reason
+        return f" ({describe_skipped(skipped)} skipped, listed above){hint}"
+    first = printable(f"{skipped[0].what}: {skipped[0].reason}")
+    first = first if len(first) <= 200 else first[:197] + "..."
+    return f" ({describe_skipped(skipped)} skipped, listed above; first: {first})"
+
+
+def near_miss_hint(skipped: Iterable[Skipped]) -> str:
+    """ "; did you mean validate_10_20 (for validation_10_20 and 5 more file(s) named like it)?", or "".
+
+    From the names in skipped entries (a packed run keeps them), for the error of a run without a
+    single replayable round.
+    """
+    # An entry's files, or its what when it has none: a what may list several names ("a and b").
+    names = (name for s in skipped for name in dict.fromkeys([base_name(p) for p in s.paths if p] or [s.what]))
+    return near_miss_names_hint(names)
