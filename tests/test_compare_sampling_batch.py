@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 
 from analysis.compare.sampling import compare_sampling
-from analysis.compare.sampling_batch import compare_sampling_run, join_sampling, sampling_parts
+from analysis.compare.sampling_batch import compare_sampling_run, join_sampling
+from analysis.compare.sampling_parts import sampling_parts
 from analysis.compare.subtree import contained_configs
 from analysis.tables.runs import load_reference, load_run
 from replay.core.config import TreeConfig
@@ -270,7 +271,7 @@ def test_compare_recommend_and_report_at_t_read_the_batch_arrays(capsys, tmp_pat
 @pytest.mark.parametrize("varied", [False, True])
 def test_the_curve_block_by_block_equals_one_block_and_the_round_path(tmp_path, varied):
     """Without per-round rows (report's curve) the table is summed block by block in run order
-    (sampling_batch._curve_sums): a run packed in many blocks of interleaving groups gives the bytes
+    (sampling_sums.curve_sums): a run packed in many blocks of interleaving groups gives the bytes
     of the same run in one block, of the per-round join and of the round path; gamma 1 included."""
     make = varied_run if varied else synth_run
     batches = [scored(b, k, 0.03) for k, b in enumerate(make(ARTICLE, 700, seed=11, early_stop_rate=0.2, vocab=VOCAB))]

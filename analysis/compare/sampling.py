@@ -397,7 +397,7 @@ def summarize_sampling_sums(
     their expected accepted length bounds summed and ``ge_sums`` [2, gamma] their P(L >= d) bounds,
     every sum exactly rounded (ExactSum: math.fsum of the values, in any order); ``exact`` /
     ``undet_hi`` the determined exact rounds and the undetermined ones' steps. A mean is its sum / nd.
-    analysis.compare.sampling_batch's curve calls it with sums kept block by block."""
+    analysis.compare.sampling_sums' curve calls it with sums kept block by block."""
     nan = float("nan")
     lo_sum, hi_sum = float(lo_sum), float(hi_sum)
     ge = ge_sums / nd if nd else ge_sums

@@ -520,7 +520,7 @@ def _steps(rec: _Recorded, levels: list[_Level], cap: int, threshold: float) -> 
 class SimulatedLevels:
     """``sub``'s simulated levels 0..cap on a chunk of recorded rounds, before any walk (the batch
     form of analysis.compare.subtree.SimulatedTree): the greedy walk (_simulate) and the sampling
-    walk (analysis.compare.sampling_batch) both read it. kpos[d]: [L_d, C] each level-d node's
+    walk (analysis.compare.sampling_subtrees) both read it. kpos[d]: [L_d, C] each level-d node's
     position among its level's non-OUT nodes (-1 when OUT); its rank-r child is slot
     kpos * widths[d] + r of level d+1."""
 

@@ -27,7 +27,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.compare.sampling import ExactSum, SamplingComparison
-from analysis.compare.sampling_batch import NOT_REFUSED, AtT, compare_sampling_run, sampling_parts
+from analysis.compare.sampling_batch import compare_sampling_run
+from analysis.compare.sampling_parts import NOT_REFUSED, sampling_parts
+from analysis.compare.sampling_subtrees import AtT
 from analysis.compare.subtree import contained_configs
 from analysis.tables.runs import BatchReplay, LabelledRun
 from replay.core.config import TreeConfig

@@ -1,0 +1,324 @@
+"""One config's possible sub-trees at temperature T on a chunk of the batch arrays: numpy over rounds.
+
+The possible sub-tree comes from analysis.compare.subtree_batch.simulate_levels, the batch form of
+simulate_subconfig: a level is a padded ``[L, C]`` set of slots, and a node is in the possible
+tree ("indexed") when it is the root or a child, of known token, of an indexed node that the walk
+can leave by a recorded edge (no doubt on it). Its nodes are numbered level by level, slot by
+slot: the round path's tree order (sub_trees, T-independent). The bounds are
+replay.core.sampling.sampling_bounds' rule on those arrays, on rounds of one sub-tree size and
+validate width at a time (as the round path stacks them: the same sums in the same order),
+prepared once (prepare_sampling) for every T (at_temperature). The doubts are the round path's, in
+its order (level, slot; per slot: its kept width, then its own expansion or its children beyond the
+recorded columns, by rank); a round is undetermined by the first one the walk can reach.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from replay.core.config import TreeConfig
+from replay.core.sampling import greedy_logp, prepare_sampling
+from replay.core.sampling_problems import PROBLEM_WORDS
+from replay.core.vocab import NO_PARENT, PAD_TOKEN
+from replay.engine.batch import BatchResult, RoundBatch, TreeShape
+
+from .subtree import (
+    IN,
+    MAYBE,
+    OUT,
+    WHY_BEYOND,
+    WHY_MAYBE,
+    WHY_THRESHOLD,
+    WHY_UNEXPANDED,
+    WHY_WIDTH,
+)
+from .subtree_batch import _Recorded, simulate_levels
+
+
+@dataclass(frozen=True, eq=False)
+class AtT:
+    """One config at one T on C rounds (NaN / empty where undetermined)."""
+
+    determined: np.ndarray  # [C] bool
+    lo: np.ndarray  # [C] float64 expected accepted length bounds
+    hi: np.ndarray
+    ge_lo: np.ndarray  # [C, gamma] P(L >= d), d = 1 .. the config's gamma (zeros past the sub-tree)
+    ge_hi: np.ndarray
+    exact: np.ndarray  # [C] bool
+    steps_hi: np.ndarray  # [C] int64 draft steps the config possibly runs
+    why: np.ndarray  # [C] int8 subtree.WHY_* of the first reachable doubt (WHY_NONE when determined)
+    depth: np.ndarray  # [C] int64 its depth
+    rank: np.ndarray  # [C] int64 its candidate's rank (WHY_BEYOND), else -1
+    needs_vocab: bool
+
+    @staticmethod
+    def concat(parts: Sequence[AtT]) -> AtT:
+        f = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
+        fields = [f(n) for n in AtT.__dataclass_fields__ if n != "needs_vocab"]
+        return AtT(*fields, any(p.needs_vocab for p in parts))  # type: ignore[arg-type]
+
+    def take(self, index: np.ndarray) -> AtT:
+        fields = [getattr(self, n)[index] for n in AtT.__dataclass_fields__ if n != "needs_vocab"]
+        return AtT(*fields, self.needs_vocab)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, eq=False)
+class SubTrees:
+    """One config's possible sub-trees on C rounds, T-independent (SubTreeRound's fields, as arrays)."""
+
+    n: np.ndarray  # [C] nodes of each round's sub-tree
+    k: np.ndarray  # [C] the round's validate columns
+    tokens: np.ndarray  # [C, N] int64 (tree order; past n: unused)
+    parents: np.ndarray  # [C, N]
+    depths: np.ndarray  # [C, N]
+    ids: np.ndarray  # [C, N, K] the recorded node's validate row (an expanded node's; a leaf's: PAD)
+    logp: np.ndarray  # [C, N, K]
+    has: np.ndarray  # [C, N] bool (a leaf: False, its row never read)
+    idx: list[np.ndarray]  # per level [L_d, C] each slot's sub-tree index, -1 when not in it
+    doubts: list[tuple]  # per level (kind [L, 2+W, C] bool mask, why [L, 2+W, C], parent no_row [L, C])
+    widths: list[int]  # W per level (0 for the last)
+    kpos: list[np.ndarray]
+    steps_hi: np.ndarray  # [C]
+    gamma: int
+    cache: dict = field(default_factory=dict)  # what every T reads: the prepared groups per mask, the doubts
+
+
+def validate_rows(batch: RoundBatch, res: BatchResult, shape: TreeShape, lo: int, hi: int):
+    """The chunk's validate ids / log-probs [rows, K, C] (greedy_logp without scores), rows and columns per round."""
+    v = batch.validate
+    ids = np.ascontiguousarray(v.ids[:, :, lo:hi], dtype=np.int64)
+    if v.logp is None:
+        lp = np.moveaxis(greedy_logp(np.moveaxis(ids, 1, -1)), -1, 1)  # T = 0 reads only the top-1 column
+    else:
+        lp = np.ascontiguousarray(v.logp[:, :, lo:hi], dtype=np.float64)
+    return ids, np.ascontiguousarray(lp), v.own_rows()[lo:hi], v.own_cols()[lo:hi], res.layout[lo:hi] == 1
+
+
+def sub_trees(rec: _Recorded, rows, root_tokens: np.ndarray, sub: TreeConfig, cap: int, threshold: float) -> SubTrees:
+    """``sub``'s possible sub-trees on the chunk ``rec`` (module docstring); ``rows``: validate_rows' output."""
+    sim = simulate_levels(rec, sub, cap, threshold)
+    c, col = rec.c, rec.col
+    v_ids, v_lp, own_rows, own_cols, is_all = rows
+    n = np.zeros(c, dtype=np.int64)  # nodes numbered so far
+    indexed = np.ones((1, c), dtype=bool)
+    idx_levels, doubts, nodes = [], [], []
+    parent_idx = np.full((1, c), NO_PARENT, dtype=np.int64)
+    for d, lvl in enumerate(sim.levels):
+        L = lvl.valid.shape[0]
+        idx = np.where(indexed, n[None, :] + np.cumsum(indexed, axis=0) - 1, -1)
+        n = n + indexed.sum(axis=0)
+        idx_levels.append(idx)
+        rec_node = np.broadcast_to(lvl.rec, (L, c))
+        row = np.broadcast_to(lvl.row, (L, c))
+        # the node's validate row (replay.core.sampling.node_rows): all layout, row = tree-order id;
+        # parents layout, row = its position among the expanded nodes, step by step
+        none = np.full((L, c), -1, dtype=np.int64)
+        g = rec.shape.starts[d] + rec_node if d <= rec.steps else none
+        has_all = (rec_node >= 0) & (g < own_rows[None, :])
+        p_row = rec.shape.head_offsets[d] + row if d < rec.steps else none
+        has_par = (row >= 0) & (p_row >= 0) & (p_row < own_rows[None, :])
+        v_row = np.where(is_all[None, :], g, p_row)
+        has = np.where(is_all[None, :], has_all, has_par)
+        token = root_tokens[None, :].astype(np.int64) if d == 0 else np.broadcast_to(lvl.token, (L, c))
+        nodes.append((idx, token, parent_idx, d, v_row, has))
+        status = np.full((L, c), IN, dtype=np.int8) if d == 0 or lvl.status is None else lvl.status
+        sure = np.broadcast_to(lvl.sure, (L, c))
+        leaf = (d >= sim.max_steps)[None, :] | (status == OUT)
+        open_ = indexed & ~leaf
+        thr = open_ & (d >= sim.sure_steps)[None, :]
+        maybe = open_ & ~thr & (status == MAYBE)
+        unexp = open_ & ~thr & ~maybe & (row < 0)
+        expands = open_ & ~thr & ~maybe & ~unexp
+        node_why = np.where(thr, WHY_THRESHOLD, np.where(maybe, WHY_MAYBE, WHY_UNEXPANDED)).astype(np.int8)
+        big_w = sim.widths[d] if d < len(sim.widths) else 0
+        kind = np.zeros((L, 2 + big_w, c), dtype=bool)
+        why = np.zeros((L, 2 + big_w, c), dtype=np.int8)
+        kind[:, 0], why[:, 0] = indexed & ~sure, WHY_WIDTH
+        kind[:, 1], why[:, 1] = thr | maybe | unexp, node_why
+        if big_w:
+            kids = sim.levels[d + 1]
+            kp = sim.kpos[d]
+            slot = np.maximum(kp, 0)[:, None, :] * big_w + np.arange(big_w)[None, :, None]  # [L, W, C]
+            flat = lambda a: np.take(  # noqa: E731  a[slot[j, r, c], c] of a child-level [n, C] array
+                np.ascontiguousarray(np.broadcast_to(a, kids.valid.shape)).reshape(-1), slot * c + col, mode="clip"
+            )
+            k_valid, k_tok = flat(kids.valid), flat(kids.token)
+            parent_open = expands[:, None, :] & (kp >= 0)[:, None, :] & k_valid
+            kind[:, 2:], why[:, 2:] = parent_open & (k_tok == PAD_TOKEN), WHY_BEYOND
+            # the next level's indexed slots and their parents' sub-tree indices
+            nk = kids.valid.shape[0]
+            indexed = np.zeros((nk, c), dtype=bool)
+            parent_idx = np.full((nk, c), NO_PARENT, dtype=np.int64)
+            known = parent_open & (k_tok != PAD_TOKEN)
+            jj, rr, cc = np.nonzero(known)
+            indexed[slot[jj, rr, cc], cc] = True
+            parent_idx[slot[jj, rr, cc], cc] = idx[jj, cc]
+        doubts.append((kind, why, has))
+    return _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols)
+
+
+def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols) -> SubTrees:
+    """Scatter the indexed slots into tree-order arrays [C, N] and their validate rows [C, N, K]."""
+    c = rec.c
+    big_n = int(n.max())
+    k = v_ids.shape[1]
+    tokens = np.zeros((c, big_n), dtype=np.int64)
+    parents = np.zeros((c, big_n), dtype=np.int64)
+    depths = np.zeros((c, big_n), dtype=np.int64)
+    ids = np.full((c, big_n, k), PAD_TOKEN, dtype=np.int64)
+    lp = np.full((c, big_n, k), -np.inf)
+    has = np.zeros((c, big_n), dtype=bool)
+    # only a node with a child in the sub-tree has its row read (replay.core.sampling._tree_groups
+    # takes the expanded nodes' rows): a leaf's stays PAD, without a row (about half the nodes)
+    expanded = np.zeros((c, big_n), dtype=bool)
+    for idx, _, par, _, _, _ in nodes[1:]:
+        jj, cc = np.nonzero(idx >= 0)
+        expanded[cc, par[jj, cc]] = True
+    for idx, token, par, d, v_row, h in nodes:
+        jj, cc = np.nonzero(idx >= 0)
+        at = idx[jj, cc]
+        tokens[cc, at] = token[jj, cc]
+        parents[cc, at] = par[jj, cc]
+        depths[cc, at] = d
+        ok = h[jj, cc] & expanded[cc, at]
+        jj, cc, at = jj[ok], cc[ok], at[ok]
+        vr = v_row[jj, cc]
+        has[cc, at] = True
+        ids[cc, at] = v_ids[vr, :, cc]
+        lp[cc, at] = v_lp[vr, :, cc]
+    return SubTrees(
+        n,
+        own_cols,
+        tokens,
+        parents,
+        depths,
+        ids,
+        lp,
+        has,
+        idx_levels,
+        doubts,
+        sim.widths,
+        sim.kpos,
+        sim.max_steps,
+        sub.gamma,
+    )
+
+
+def at_temperature(st: SubTrees, use: np.ndarray, t: float, vocab_size: int | None = None) -> AtT:
+    """The sub-trees ``st`` at T on the rounds ``use`` ([C] bool; the others: undetermined, unread):
+    the rule on rounds of one (size, validate width) at a time, then the first reachable doubt."""
+    c, big_n = st.tokens.shape
+    reach_lo, reach_hi = np.zeros((c, big_n)), np.zeros((c, big_n))
+    lo, hi = np.full(c, np.nan), np.full(c, np.nan)
+    ge_lo, ge_hi = np.zeros((c, st.gamma)), np.zeros((c, st.gamma))
+    exact = np.zeros(c, dtype=bool)
+    needs_vocab = False
+    for m, nn, prepared in _groups(st, use, vocab_size):
+        b = prepared.bounds(t)
+        if b.problem.any():  # the sub-tree reads the recorded tree's rows: its check comes first
+            word = PROBLEM_WORDS[int(b.problem[b.problem != 0][0])]
+            raise RuntimeError(f"a sub-tree round: {word}, yet its recorded replay passed")
+        needs_vocab |= b.needs_vocab
+        reach_lo[m, :nn], reach_hi[m, :nn] = b.reach_lo, b.reach_hi
+        lo[m], hi[m], exact[m] = b.expected_lo, b.expected_hi, b.exact
+        g = min(st.gamma, b.length_ge_lo.shape[1] - 1)
+        ge_lo[m, :g], ge_hi[m, :g] = b.length_ge_lo[:, 1 : 1 + g], b.length_ge_hi[:, 1 : 1 + g]
+    why, depth, rank = _first_doubt(_doubts(st), t, reach_lo, reach_hi)
+    det = use & (why == 0)
+    lo, hi = np.where(det, lo, np.nan), np.where(det, hi, np.nan)
+    ge_lo, ge_hi = np.where(det[:, None], ge_lo, 0.0), np.where(det[:, None], ge_hi, 0.0)
+    return AtT(det, lo, hi, ge_lo, ge_hi, exact & det, st.steps_hi, why, depth, rank, needs_vocab)
+
+
+def _groups(st: SubTrees, use: np.ndarray, vocab_size: int | None) -> list:
+    """[(rounds, n, their PreparedSampling)] per (sub-tree size, validate width) of the rounds ``use``:
+    cut, grouped by tree and prepared once per mask (a mask depends only on T > 0), read at every T."""
+    cache_key = (use.tobytes(), vocab_size)
+    if cache_key not in st.cache:
+        key = st.n * (int(st.k.max(initial=0)) + 1) + st.k
+        out = []
+        for kv in np.unique(key[use]):
+            m = np.flatnonzero(use & (key == kv))
+            nn, kk = int(st.n[m[0]]), int(st.k[m[0]])
+            arrays = (st.tokens[m, :nn], st.parents[m, :nn], st.depths[m, :nn])
+            arrays += (st.ids[m, :nn, :kk], st.logp[m, :nn, :kk], st.has[m, :nn])
+            out.append((m, nn, prepare_sampling(*arrays, vocab_size)))
+        st.cache[cache_key] = out
+    return st.cache[cache_key]
+
+
+@dataclass(frozen=True, eq=False)
+class _Doubts:
+    """Every doubt of every round, sorted by (round, the round path's order): T-independent."""
+
+    round: np.ndarray  # [E] its round
+    node: np.ndarray  # [E] the sub-tree node whose reach_hi bounds it (a beyond candidate's parent)
+    kids: np.ndarray  # [E, W] a beyond candidate's earlier known siblings (-1 past them)
+    beyond: np.ndarray  # [E] bool: a candidate of unknown token
+    no_row: np.ndarray  # [E] bool: its parent has no validate row (T = 0: never reached)
+    why: np.ndarray  # [E] int8
+    depth: np.ndarray  # [E] int64
+    rank: np.ndarray  # [E] int64
+
+
+def _doubts(st: SubTrees) -> _Doubts:
+    """The sparse list of st.doubts (cached): per level, per slot: width, own expansion, children by rank."""
+    if "doubts" in st.cache:
+        return st.cache["doubts"]
+    c = st.tokens.shape[0]
+    col = np.arange(c)[None, :]
+    big = max([kind.shape[1] - 2 for kind, _, _ in st.doubts] + [1])
+    cols: list[list[np.ndarray]] = [[] for _ in range(9)]
+    for d, (kind, why, has) in enumerate(st.doubts):
+        L, width = kind.shape[0], kind.shape[1] - 2
+        idx = st.idx[d]
+        kid = np.full((L, big, c), -1, dtype=np.int64)
+        if width:
+            slot = np.maximum(st.kpos[d], 0)[:, None, :] * width + np.arange(width)[None, :, None]  # [L, W, C]
+            k = np.take(np.ascontiguousarray(st.idx[d + 1]).reshape(-1), slot * c + col[None], mode="clip")
+            kid[:, :width] = np.where((st.kpos[d] >= 0)[:, None, :], k, -1)
+        jj, pos, cc = np.nonzero(kind)
+        r = pos - 2
+        order = (jj * (2 + width) + pos).astype(np.int64)  # the round path's order within the level
+        earlier = np.where(np.arange(big)[None, :] < r[:, None], kid[jj, :, cc], -1)  # [E_d, big]
+        per_depth = np.where(pos == 0, d - 1, d)
+        key = d * (1 << 40) + order  # level first, then the order within it
+        fields = (cc, key, idx[jj, cc], earlier, pos >= 2, ~has[jj, cc], why[jj, pos, cc], per_depth, r)
+        for out, v in zip(cols, fields):
+            out.append(v)
+    cc, key, node, kids, beyond, no_row, why, depth, r = (np.concatenate(v) for v in cols)
+    srt = np.lexsort((key, cc))
+    out = _Doubts(
+        cc[srt], node[srt], kids[srt], beyond[srt], no_row[srt], why[srt].astype(np.int8), depth[srt],
+        np.where(beyond[srt], r[srt], -1),
+    )  # fmt: skip
+    st.cache["doubts"] = out
+    return out
+
+
+def _first_doubt(dt: _Doubts, t: float, reach_lo: np.ndarray, reach_hi: np.ndarray):
+    """([C] why, depth, rank) of each round's first doubt the walk can reach (why 0: none); a doubt
+    is reached when the upper bound of its reach is > 0 (analysis.compare.sampling._doubt_reach)."""
+    c = reach_lo.shape[0]
+    why = np.zeros(c, dtype=np.int8)
+    depth = np.zeros(c, dtype=np.int64)
+    rank = np.full(c, -1, dtype=np.int64)
+    if not dt.round.shape[0]:
+        return why, depth, rank
+    value = reach_hi[dt.round, dt.node]
+    # the earlier known siblings' reach, summed in rank order as the round path sums it
+    before = np.zeros(value.shape)
+    for w in range(dt.kids.shape[1]):
+        k = dt.kids[:, w]
+        before = before + np.where(k >= 0, reach_lo[dt.round, np.maximum(k, 0)], 0.0)
+    value = np.where(dt.beyond, value - before, value)
+    if t == 0.0:  # no row at the parent: the greedy walk stops there
+        value = np.where(dt.beyond & dt.no_row, 0.0, value)
+    hit = np.flatnonzero(value > 0.0)
+    rounds, first = np.unique(dt.round[hit], return_index=True)
+    sel = hit[first]
+    why[rounds], depth[rounds], rank[rounds] = dt.why[sel], dt.depth[sel], dt.rank[sel]
+    return why, depth, rank

@@ -1,0 +1,197 @@
+"""The comparison table at T without its per-round arrays: the run read block by block, every config's
+outcomes folded as they are made into exactly rounded sums (order-independent), the refused
+rounds kept as arrays and listed in run order (SkippedRounds).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from replay.core.config import TreeConfig
+from replay.engine.batch import BatchResult, RoundBatch
+from replay.engine.runs import iter_run_chunks, open_run
+from replay.util.rows import unique_rows
+
+from .sampling import (
+    REACHED,
+    SAMPLING_COLUMNS,
+    SAMPLING_PER_ROUND_COLUMNS,
+    ExactSum,
+    SamplingComparison,
+    summarize_sampling_sums,
+)
+from .sampling_parts import NOT_REFUSED, SamplingPart, sampling_parts
+from .sampling_subtrees import AtT
+from .subtree import (
+    reason_text,
+)
+
+
+def curve_sums(run, configs, temperatures, vocab_size, threshold, progress) -> SamplingComparison:
+    """join_sampling's table without its per-round arrays: the run read again block by block (as
+    analysis.tables.stream reads it), every config at every T on a block, the block's rounds folded
+    into _Sums as it comes (the sums are exactly rounded: order-independent), then dropped. What
+    stays per round is the refused rounds' ordinal, name and code (the skipped list)."""
+    opened = open_run(run.replay.directory, run.replay.options)
+    sums = _Sums(configs, temperatures)
+    done, total = 0, len(run.results)
+
+    def parts_of(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[SamplingPart]:
+        return sampling_parts(batch, res, run.config, configs, temperatures, vocab_size, threshold, fold=sums.fold)
+
+    for _, batches in iter_run_chunks(opened, None, per_batch=parts_of, in_run_order=True):
+        parts = [p for _, _, ps in batches for p in ps or ()]
+        del batches
+        sums.add(parts)
+        done += sum(p.ordinals.shape[0] for p in parts)
+        del parts
+        if progress:
+            progress(done, total)
+    if done != total:
+        raise RuntimeError(
+            f"compare replayed {done} rounds of {run.label}, the run has {total}: a bug in the batch path"
+        )
+    return sums.comparison(run.config)
+
+
+class _Sums:
+    """Per (config, T) what summarize_sampling_sums reads, from rounds added in any order: counts and
+    the determined rounds' bounds' exactly rounded sums (ExactSum); the refused rounds, put in run
+    order at the end (the skipped list)."""
+
+    def __init__(self, configs: Sequence[TreeConfig], temperatures: Sequence[float]) -> None:
+        self.configs, self.temperatures = list(configs), list(temperatures)
+        self.acc = {(c, t): _Acc(configs[c].gamma) for c in range(len(configs)) for t in temperatures}
+        # per T > 0 or not: the refused rounds' (ordinals, names, reasons) of each add, kept as arrays
+        self.refused: dict[bool, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+        self.needs_vocab = False
+        self.lock = threading.Lock()
+
+    def add(self, parts: Sequence[SamplingPart]) -> None:
+        """The refused rounds of ``parts`` (their outcomes were folded as they were made)."""
+        if not parts:
+            return
+        ords = np.concatenate([p.ordinals for p in parts])
+        order = np.argsort(ords, kind="stable")
+        names = np.concatenate([p.names for p in parts])[order]
+        refused = {pos: np.concatenate([p.refused[pos] for p in parts])[order] for pos in parts[0].refused}
+        for pos, codes in refused.items():
+            bad = np.flatnonzero(codes != NOT_REFUSED)
+            why = np.concatenate([p.why[pos] for p in parts])[order]
+            self.refused.setdefault(pos, []).append((ords[order[bad]], names[bad], why[bad]))
+
+    def fold(self, c: int, t: float, at: AtT, ordinals: np.ndarray) -> None:
+        """Config ``c`` at ``t`` on some usable rounds (sampling_parts' fold; from the replay's threads)."""
+        with self.lock:
+            self.needs_vocab |= at.needs_vocab
+            self.acc[(c, t)].add(at, ordinals)
+
+    def comparison(self, recorded: TreeConfig) -> SamplingComparison:
+        by_pos = {}
+        for pos, adds in self.refused.items():
+            ords = np.concatenate([a[0] for a in adds])
+            order = np.argsort(ords, kind="stable")
+            by_pos[pos] = (np.concatenate([a[1] for a in adds])[order], np.concatenate([a[2] for a in adds])[order])
+        skipped = SkippedRounds(self.temperatures, by_pos)
+        rows = [self.acc[(c, t)].row(cfg, recorded, t) for c, cfg in enumerate(self.configs) for t in self.temperatures]
+        table = pd.DataFrame(rows, columns=SAMPLING_COLUMNS)
+        undetermined: dict[str, Counter] = {}
+        for c, cfg in enumerate(self.configs):  # the per-round frame's order: config, T, then run order
+            for t in self.temperatures:
+                texts = undetermined.setdefault(cfg.short(), Counter())
+                for text, k in self.acc[(c, t)].reasons():
+                    texts[text] += k
+        return SamplingComparison(
+            table, pd.DataFrame([], columns=SAMPLING_PER_ROUND_COLUMNS), skipped, self.needs_vocab, undetermined
+        )
+
+
+class SkippedRounds(Sequence):
+    """SamplingComparison.skipped, the (round, T, reason) of every refused round at every T (T by T,
+    rounds in run order), made as read from the refused rounds' arrays: a run without scores is
+    refused at every T > 0, 15 tuples a round on the default grid (1.5 GB at 10^6 rounds as a list)."""
+
+    def __init__(self, temperatures: Sequence[float], by_pos: dict[bool, tuple[np.ndarray, np.ndarray]]):
+        self.temperatures, self.by_pos = list(temperatures), by_pos  # T > 0 or not -> (names, reasons)
+        self.sizes = [len(by_pos[t > 0.0][0]) if (t > 0.0) in by_pos else 0 for t in self.temperatures]
+
+    def __len__(self) -> int:
+        return sum(self.sizes)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = i + len(self) if i < 0 else i
+        for t, size in zip(self.temperatures, self.sizes):
+            if 0 <= i < size:
+                names, why = self.by_pos[t > 0.0]
+                return (str(names[i]), t, str(why[i]))
+            i -= size
+        raise IndexError("skipped round index out of range")
+
+    def __iter__(self):
+        for t, size in zip(self.temperatures, self.sizes):
+            if size:
+                names, why = self.by_pos[t > 0.0]
+                for name, text in zip(names.tolist(), why.tolist()):
+                    yield (str(name), t, str(text))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _Acc:
+    """One (config, T)'s sums (_Sums): counts, and one ExactSum of [lo, hi, P(L >= d) lo.., hi..]."""
+
+    def __init__(self, gamma: int) -> None:
+        self.gamma = gamma
+        self.n = self.nd = self.exact = self.undet_hi = 0
+        self.sums = ExactSum(2 + 2 * gamma)
+        self.why: dict[tuple[int, int, int], list[int]] = {}  # (why, depth, rank) -> [rounds, first ordinal]
+
+    def add(self, at: AtT, ordinals: np.ndarray) -> None:
+        det = at.determined
+        self._count_reasons(at, ordinals)
+        self.n += int(det.shape[0])
+        self.nd += int(det.sum())
+        self.exact += int(at.exact[det].sum())
+        self.undet_hi += int(at.steps_hi[~det].sum())
+        g = self.gamma
+        self.sums.add(
+            np.concatenate([at.lo[det, None], at.hi[det, None], at.ge_lo[det, :g], at.ge_hi[det, :g]], axis=1)
+        )
+
+    def _count_reasons(self, at: AtT, ordinals: np.ndarray) -> None:
+        """The undetermined rounds' (why, depth, rank), counted, with the first round of each: folds come
+        in any order, and a tie between two reasons goes to the one met first in run order (the per-round
+        frame's Counter keeps that order)."""
+        und = np.flatnonzero(~at.determined)
+        if not und.shape[0]:
+            return
+        codes, which = unique_rows(np.stack([at.why[und].astype(np.int64), at.depth[und], at.rank[und]], axis=1))
+        counts = np.bincount(which, minlength=codes.shape[0])
+        first = np.full(codes.shape[0], np.iinfo(np.int64).max)
+        np.minimum.at(first, which, ordinals[und])
+        for code, k, f in zip(map(tuple, codes.tolist()), counts.tolist(), first.tolist()):
+            seen = self.why.setdefault(code, [0, f])
+            seen[0] += k
+            seen[1] = min(seen[1], f)
+
+    def reasons(self) -> list[tuple[str, int]]:
+        """(reason text, rounds) of the undetermined rounds, in the order each was first met in the run."""
+        out = sorted(self.why.items(), key=lambda item: item[1][1])
+        return [(reason_text(w, d, r, REACHED) if w else "", k) for (w, d, r), (k, _) in out]
+
+    def row(self, cfg: TreeConfig, recorded: TreeConfig, t: float) -> dict:
+        s = self.sums.sums()
+        ge_sums = s[2:].reshape(2, cfg.gamma)
+        return summarize_sampling_sums(
+            cfg, recorded, t, self.n, self.nd, self.exact, s[0], s[1], ge_sums, float(self.undet_hi)
+        )
