@@ -14,7 +14,7 @@ import pytest
 import analysis.compare.batch as compare_batch
 import analysis.tables.runs as runs_module
 from analysis.compare.batch import compare_along, per_batch_parts, run_parts
-from analysis.compare.subtree_batch import FIRST_TRUE_MAX, _first_hit, _first_min, _non_out_first
+from analysis.compare.subtree_select import FIRST_TRUE_MAX, _first_min, first_hit, non_out_first
 from analysis.shapes.counts import draft_column_totals, draft_totals
 from analysis.shapes.stats import SMALL_CODES, _distinct
 from analysis.tables.runs import TABLES_KEYS, load_run
@@ -119,15 +119,15 @@ def test_draft_totals_sum_in_node_order(seed):
 
 @pytest.mark.parametrize("levels", [1, 2, 5, 9, FIRST_TRUE_MAX + 3])
 def test_short_axis_helpers_equal_numpy(levels):
-    """_non_out_first, _first_min and _first_hit are argsort(stable), argmin and argmax along axis 0."""
+    """non_out_first, _first_min and first_hit are argsort(stable), argmin and argmax along axis 0."""
     rng = np.random.default_rng(levels)
     for share in (0.0, 0.3, 0.8, 1.0):
         alive = rng.random((levels, 500)) < share
         before = np.cumsum(alive, axis=0)
         k = max(1, int(alive.sum(axis=0).max()))
         want = np.argsort(~alive, axis=0, kind="stable")[:k]
-        assert np.array_equal(_non_out_first(alive, before, k), want)
-        assert np.array_equal(_first_hit(alive), alive.argmax(axis=0))
+        assert np.array_equal(non_out_first(alive, before, k), want)
+        assert np.array_equal(first_hit(alive), alive.argmax(axis=0))
         ints = np.where(alive, rng.integers(0, 4, alive.shape), np.iinfo(np.int64).max)
         assert np.array_equal(_first_min(ints), ints.argmin(axis=0))
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from analysis.compare import subtree_batch
+from analysis.compare import subtree_batch, subtree_select
 from analysis.compare.subtree import contained_configs, replay_subconfig
 from analysis.compare.subtree_batch import replay_contained, replay_contained_many
 from replay.core.config import TREE_DYNAMIC, TreeConfig
@@ -124,10 +124,10 @@ def test_synthetic_article_configs_together_most_rounds_stop_early():
 
 
 def _level_of(valid, key, oslot, rank):
-    """A level whose keys are all known and ordered (_select's successive-maxima branch)."""
+    """A level whose keys are all known and ordered (select_level's successive-maxima branch)."""
     true = np.ones(valid.shape, dtype=bool)
     none = np.full(valid.shape, -1, dtype=np.int64)
-    return subtree_batch._Level(valid, key, key, true, true, true, oslot, rank, none, none, none)
+    return subtree_select.Level(valid, key, key, true, true, true, oslot, rank, none, none, none)
 
 
 def _keys(rng, shape):
@@ -150,7 +150,7 @@ def _sorted_column(rng, valid, rank):
 
 
 def test_select_in_order_columns_match_successive_maxima():
-    """_select's slots on random levels with tied keys and tied (parent slot, rank): columns whose valid
+    """select_level's slots on random levels with tied keys and tied (parent slot, rank): columns whose valid
     nodes come first in selection order (taken without the loop), the same with one pair of equal
     keys out of tie order or with invalid nodes between valid ones, and random columns (the loop) match a successive maxima by hand: the valid nodes sorted by
     (-key, parent slot, rank, row), the first ``heads`` taking slots 0, 1, ..."""
@@ -175,9 +175,9 @@ def test_select_in_order_columns_match_successive_maxima():
                 oslot[a, j] = oslot[b, j] + 1  # a's tie now above b's: the order check must fail
         lvl = _level_of(valid, key, oslot, rank)
         tie = oslot * (1 << 20) + rank
-        ordered = subtree_batch._slots_in_order(np.where(valid, key, -np.inf), tie, valid, heads)[1]
+        ordered = subtree_select._slots_in_order(np.where(valid, key, -np.inf), tie, valid, heads)[1]
         kinds += [ordered.all() == False, ordered.any(), 1]  # noqa: E712
-        subtree_batch._select(lvl, heads)
+        subtree_select.select_level(lvl, heads)
         for j in range(c):
             rows = sorted(np.flatnonzero(valid[:, j]), key=lambda i: (-key[i, j], oslot[i, j], rank[i, 0], i))
             want = np.full(L, -1)

@@ -28,18 +28,9 @@ from replay.engine.runs import PerBatch, replay_run
 from replay.util.rows import unique_rows
 
 from .configs import COMPARE_COLUMNS, PER_ROUND_COLUMNS, compare_configs, is_own_tree, summarize_arrays, with_speed
-from .gamma_strategies import (
-    GAMMA_FIELDS,
-    GammaOutcomes,
-    StrategyResult,
-    simulate_strategies,
-    simulate_strategy_arrays,
-)
+from .gamma_strategies import GAMMA_FIELDS, GammaOutcomes, StrategyResult, simulate_strategies, simulate_strategy_arrays
 from .subtree import RULE_FALLBACK, RULE_PATH, RULE_RECORDED_ORDER, UNDECIDABLE, WHY_NONE, reason_text, truncated
 from .subtree_batch import (
-    CODE_FALLBACK,
-    CODE_PATH,
-    CODE_RECORDED,
     NO_CANDIDATE,
     STOP_CODE_LEAF,
     STOP_CODE_MISMATCH,
@@ -47,8 +38,8 @@ from .subtree_batch import (
     STOP_CODE_UNDECIDABLE,
     SubOutcomes,
     replay_contained_many,
-    selection_rules,
 )
+from .subtree_select import CODE_FALLBACK, CODE_PATH, CODE_RECORDED, selection_rules
 
 _STOPS = np.empty(4, dtype=object)
 _STOPS[[STOP_CODE_LEAF, STOP_CODE_MISMATCH, STOP_CODE_NO_ROW, STOP_CODE_UNDECIDABLE]] = [

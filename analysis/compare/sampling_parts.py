@@ -20,10 +20,9 @@ from replay.engine.batch.sampling import BatchSampling, batch_sampling
 from .batch import replayed_by_shape
 from .configs import is_own_tree
 from .sampling_subtrees import AtT, at_temperature, sub_trees, validate_rows
-from .subtree import (
-    WHY_NONE,
-)
-from .subtree_batch import _Recorded, selection_rules
+from .subtree import WHY_NONE
+from .subtree_levels import RecordedChunk
+from .subtree_select import selection_rules
 
 NOT_REFUSED = 0  # SamplingPart.refused: the recorded round has a sampling replay at T
 
@@ -116,7 +115,7 @@ def _part_outcomes(
                     at = _refused_at(hi - lo, sub.gamma)
                     chunks.setdefault((c, t), []).append(at)
             continue
-        rec = _Recorded(b, r, expanded, shape, lo, hi, rules[lo:hi])
+        rec = RecordedChunk(b, r, expanded, shape, lo, hi, rules[lo:hi])
         rows = validate_rows(b, r, shape, lo, hi)
         for c, sub in enumerate(configs):
             cap = min(sub.gamma, steps) if steps < recorded.gamma else sub.gamma

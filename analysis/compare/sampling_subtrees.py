@@ -25,17 +25,8 @@ from replay.core.sampling_problems import PROBLEM_WORDS
 from replay.core.vocab import NO_PARENT, PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape
 
-from .subtree import (
-    IN,
-    MAYBE,
-    OUT,
-    WHY_BEYOND,
-    WHY_MAYBE,
-    WHY_THRESHOLD,
-    WHY_UNEXPANDED,
-    WHY_WIDTH,
-)
-from .subtree_batch import _Recorded, simulate_levels
+from .subtree import IN, MAYBE, OUT, WHY_BEYOND, WHY_MAYBE, WHY_THRESHOLD, WHY_UNEXPANDED, WHY_WIDTH
+from .subtree_levels import RecordedChunk, simulate_levels
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,7 +88,9 @@ def validate_rows(batch: RoundBatch, res: BatchResult, shape: TreeShape, lo: int
     return ids, np.ascontiguousarray(lp), v.own_rows()[lo:hi], v.own_cols()[lo:hi], res.layout[lo:hi] == 1
 
 
-def sub_trees(rec: _Recorded, rows, root_tokens: np.ndarray, sub: TreeConfig, cap: int, threshold: float) -> SubTrees:
+def sub_trees(
+    rec: RecordedChunk, rows, root_tokens: np.ndarray, sub: TreeConfig, cap: int, threshold: float
+) -> SubTrees:
     """``sub``'s possible sub-trees on the chunk ``rec`` (module docstring); ``rows``: validate_rows' output."""
     sim = simulate_levels(rec, sub, cap, threshold)
     c, col = rec.c, rec.col

@@ -1,0 +1,287 @@
+"""The simulated tree's levels on a chunk of recorded rounds of one shape: lookups into the recording
+(RecordedChunk), the root, each next level from the selected one (child_level: child k * W + r of the
+k-th non-OUT node, W the widest topKSpec entry of the step) with its selection keys by each round's
+rule, and the draft steps the gammaThreshold early stop surely and possibly runs (_steps).
+simulate_levels builds every level on every round first, for the greedy walk under the early stop
+and for the sampling walk (analysis.compare.sampling_subtrees).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from replay.core.config import TreeConfig
+from replay.core.selection import FALLBACK_RANK_WEIGHT
+from replay.core.vocab import PAD_TOKEN, score_known
+from replay.engine.batch import BatchResult, RoundBatch, TreeShape
+
+from .subtree import IN, OUT
+from .subtree_select import (
+    CODE_FALLBACK,
+    CODE_PATH,
+    CODE_RECORDED,
+    Level,
+    count_down,
+    keys_by_rule,
+    non_out_first,
+    select_level,
+)
+
+
+class RecordedChunk:
+    """Lookups into a chunk of recorded rounds of one shape (contiguous copies, flat gathers)."""
+
+    def __init__(
+        self,
+        batch: RoundBatch,
+        res: BatchResult,
+        expanded: list[np.ndarray],
+        shape: TreeShape,
+        lo: int,
+        hi: int,
+        rules: np.ndarray,
+    ):
+        c = hi - lo
+        self.c = c  # columns simulated: a level is [L, c]
+        self.stride = c  # columns of the recorded arrays below (the chunk)
+        self.col = np.arange(c)  # each simulated column's column in the recorded arrays
+        self.shape = shape
+        self.steps = shape.num_steps
+        self.rules = rules  # [C] int8
+        self.present = set(np.flatnonzero(np.bincount(rules, minlength=3)).tolist())  # the CODE_* in the chunk
+        self.ids = [np.ascontiguousarray(st.ids[:, :, lo:hi], dtype=np.int64) for st in batch.steps]  # [rows, cols, C]
+        self.logp = [
+            None if st.logp is None else np.ascontiguousarray(st.logp[:, :, lo:hi], dtype=np.float64)
+            for st in batch.steps
+        ]
+        self.chosen = [np.ascontiguousarray(e[:, lo:hi]) for e in expanded]  # [h_i, C] level-local recorded nodes
+        # position among step i's expanded nodes of each recorded level-i node, -1 when not expanded
+        self.pos = []
+        for i in range(self.steps):
+            p = np.full((shape.level_sizes[i], c), -1, dtype=np.int64)
+            for j in range(shape.heads[i]):
+                np.put_along_axis(p, self.chosen[i][j : j + 1], j, axis=0)
+            self.pos.append(p)
+        val0 = np.ascontiguousarray(batch.validate.ids[:, 0, lo:hi], dtype=np.int64)  # [vrows, C]
+        is_all = res.layout[lo:hi].astype(bool)
+        # target top-1 at each recorded expanded node (step i, position j): [h_i, C]
+        self.top1 = []
+        for i in range(self.steps):
+            node_row = shape.starts[i] + self.chosen[i]
+            par_row = shape.head_offsets[i] + np.arange(shape.heads[i])[:, None]
+            self.top1.append(self.gather(val0, np.where(is_all, node_row, par_row)))
+        self.width = [np.asarray(w, dtype=np.int64) for w in shape.widths]  # recorded kept width per position
+        self.first_child = [m.child_offset for m in shape.maps]
+
+    def on(self, cols: np.ndarray) -> RecordedChunk:
+        """The chunk's columns ``cols`` (of this one's) only, as the simulated columns: the recorded
+        arrays are shared, not copied (their lookups go through ``col``)."""
+        view = copy.copy(self)
+        view.c, view.col, view.rules = cols.shape[0], self.col[cols], self.rules[cols]
+        view.present = set(np.flatnonzero(np.bincount(view.rules, minlength=3)).tolist())
+        return view
+
+    def gather(self, arr: np.ndarray, index: np.ndarray) -> np.ndarray:
+        """arr[index[k, c], c] for a contiguous recorded [L, chunk] arr; index: [K, C] (clipped into range)."""
+        return gather_columns(arr, index, self.col)
+
+    def recorded_children(self, depth: int, p_row: np.ndarray, rr: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """(token, log-prob) [K, W, C] of step ``depth``'s recorded draft at (parent row p_row [K, C],
+        rank rr [1, W, 1]): PAD_TOKEN / NaN where p_row < 0 or the rank is past the recorded
+        columns; log-prob None without scores. One flat index serves both (RoundBatch checks that a
+        step's logp has its ids' shape)."""
+        ids, logp = self.ids[depth], self.logp[depth]
+        rows, cols = ids.shape[0], ids.shape[1]
+        ok = (p_row >= 0)[:, None, :] & (rr < cols)
+        idx = ((np.clip(p_row, 0, rows - 1) * cols)[:, None, :] + np.minimum(rr, cols - 1)) * self.stride + self.col
+        token = np.where(ok, np.take(ids.reshape(-1), idx, mode="clip"), PAD_TOKEN)
+        if logp is None:
+            return token, None
+        return token, np.where(ok, np.take(logp.reshape(-1), idx, mode="clip"), np.nan)
+
+    def take(self, arrays: list[np.ndarray], depth: int, row: np.ndarray, r: np.ndarray, fill) -> np.ndarray:
+        """arrays[depth][row, r, c] where row >= 0 and r < cols, else ``fill``; row/r: [K, C]."""
+        mat = arrays[depth]
+        rows, cols = mat.shape[0], mat.shape[1]
+        ok = (row >= 0) & (r < cols)
+        idx = (np.clip(row, 0, rows - 1) * cols + np.minimum(r, cols - 1)) * self.stride + self.col
+        return np.where(ok, np.take(mat.reshape(-1), idx, mode="clip"), fill)
+
+
+def gather_columns(arr: np.ndarray, index: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """arr[index[k, j], cols[j]] for a contiguous [L, C] arr; index: [K, J] (clipped into range)."""
+    return np.take(arr.reshape(-1), np.clip(index, 0, arr.shape[0] - 1) * arr.shape[1] + cols, mode="clip")
+
+
+def root_level(rec: RecordedChunk) -> Level:
+    one = lambda v, dt: np.full((1, rec.c), v, dtype=dt)  # noqa: E731
+    lvl = Level(
+        one(True, bool),
+        one(0.0, np.float64),
+        one(0.0, np.float64),
+        one(True, bool),
+        one(True, bool),
+        one(True, bool),
+        one(0, np.int64),
+        np.zeros((1, 1), np.int64),
+        one(0, np.int64),
+        one(0, np.int64),
+        one(PAD_TOKEN, np.int64),
+    )
+    lvl.status, lvl.slot_lo, lvl.slot_hi = one(IN, np.int8), one(0, np.int64), one(0, np.int64)
+    return lvl
+
+
+def width_tables(widths: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(min, max) [h, h] int64 of widths[a..b]: the kept width of a node whose slot is a..b."""
+    h = len(widths)
+    wl = np.array([[min(widths[a : b + 1]) if b >= a else 0 for b in range(h)] for a in range(h)], dtype=np.int64)
+    wh = np.array([[max(widths[a : b + 1]) if b >= a else 0 for b in range(h)] for a in range(h)], dtype=np.int64)
+    return wl, wh
+
+
+def child_level(rec: RecordedChunk, lvl: Level, depth: int, widths: tuple[int, ...]) -> tuple[Level, np.ndarray, int]:
+    """Level depth+1 from the selected level ``depth``; also each node's position k among the
+    non-OUT nodes ([L, C], -1 when OUT) and W. Child k * W + r is computed as [K, W, C] (parent
+    fields broadcast over the ranks, not repeated) and kept as [K * W, C]."""
+    c = rec.c
+    alive = lvl.valid & (lvl.status != OUT)
+    k_max = max(1, int(alive.sum(axis=0).max()))
+    before = count_down(alive)  # [L, C] non-OUT nodes up to each node
+    kpos = np.where(alive, before - 1, -1)  # a non-OUT node's k: the non-OUT nodes before it
+    if lvl.valid.shape[0] == 1:  # the root (k_max is 1): position k = 0 is row 0, no gather
+        g = lambda a: a  # noqa: E731
+    else:
+        order = non_out_first(alive, before, k_max)  # [K, C] the nodes at k = 0 .. K-1
+        flat = order * c + np.arange(c)  # one flat index for every parent field (order is in range)
+        g = lambda a: np.take(np.ascontiguousarray(a).reshape(-1), flat)  # noqa: E731  parent field per position k
+    p_alive, p_status, p_sure, p_row = g(alive), g(lvl.status), g(lvl.sure), g(lvl.row)
+    h = len(widths)
+    s_lo, s_hi = np.clip(g(lvl.slot_lo), 0, h - 1), np.clip(g(lvl.slot_hi), 0, h - 1)
+    wl, wh = width_tables(widths)
+    w_lo, w_hi = wl[s_lo, s_hi], wh[s_lo, s_hi]  # [K, C]
+    big_w = max(widths)
+    n = k_max * big_w
+    b = lambda a: a[:, None, :]  # noqa: E731  [K, C] → [K, 1, C], broadcast over the ranks
+    rr = np.arange(big_w)[None, :, None]  # [1, W, 1] rank
+    r2 = np.tile(np.arange(big_w), k_max)[:, None]  # [K * W, 1] rank
+    kw = lambda a: np.ascontiguousarray(np.broadcast_to(a, (k_max, big_w, c))).reshape(n, c)  # noqa: E731
+    valid = kw(b(p_alive) & (rr < b(w_hi)))
+    sure = kw(b((p_status == IN) & p_sure) & (rr < b(w_lo)))
+    ordered = kw(b(s_lo == s_hi)) & valid
+    oslot = kw(b(s_lo))
+    if depth < rec.steps:
+        # the recorded child at (parent, rank): parent recorded and expanded, rank within its kept width
+        jj = np.clip(p_row, 0, rec.width[depth].shape[0] - 1)
+        child_rec = kw(np.where(b(p_row >= 0) & (rr < b(rec.width[depth][jj])), b(rec.first_child[depth][jj]) + rr, -1))
+        token, lp = (
+            kw(a) if a is not None else np.full((n, c), np.nan) for a in rec.recorded_children(depth, p_row, rr)
+        )
+    else:
+        child_rec = np.full((n, c), -1, dtype=np.int64)
+        token = np.full((n, c), PAD_TOKEN, dtype=np.int64)
+        lp = np.full((n, c), np.nan)
+    nxt = depth + 1
+    if nxt < rec.steps:
+        child_row = np.where(child_rec >= 0, rec.gather(rec.pos[nxt], child_rec), -1)
+    else:
+        child_row = np.full((n, c), -1, dtype=np.int64)
+    # selection keys by each round's rule (analysis.compare.subtree._child); only the rules present are computed
+    keys = {}
+    if CODE_PATH in rec.present:
+        path_exact = (token != PAD_TOKEN) & score_known(lp) & kw(b(g(lvl.exact)))
+        path_lo = np.where(path_exact, kw(b(g(lvl.lo))) + np.where(path_exact, lp, 0.0), -np.inf)
+        keys[CODE_PATH] = (path_lo, np.where(path_exact, path_lo, kw(b(g(lvl.hi)))), path_exact)
+    if CODE_FALLBACK in rec.present:
+        fb_lo = np.where(ordered, -(r2 * FALLBACK_RANK_WEIGHT + oslot).astype(np.float64), -np.inf)
+        keys[CODE_FALLBACK] = (fb_lo, np.where(ordered, fb_lo, np.inf), ordered)
+    if CODE_RECORDED in rec.present:
+        heads_next = rec.shape.heads[nxt] if nxt < rec.steps else 0
+        ro_exact = child_row >= 0
+        ro_lo = np.where(ro_exact, -child_row.astype(np.float64), -np.inf)
+        ro_hi = np.where(ro_exact, ro_lo, np.where((child_rec >= 0) & (nxt < rec.steps), -float(heads_next), np.inf))
+        keys[CODE_RECORDED] = (ro_lo, ro_hi, ro_exact)
+    lo, hi, exact = keys_by_rule(rec.rules, keys, (n, c))
+    child = Level(valid, lo, hi, exact & valid, sure & valid, ordered, oslot, r2, child_rec, child_row, token)
+    return child, kpos, big_w
+
+
+def _threshold_verdicts(rec: RecordedChunk, lvl: Level, depth: int, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """([C] go, [C] stop) after the step drafting level ``depth`` (analysis.compare.subtree._threshold_stop):
+    go when a surely selected node's top-1 draft probability reaches the threshold, stop when every
+    drafted node's is known and below it, neither when unknown."""
+    drafted = lvl.valid & (lvl.status != OUT)
+    row = np.broadcast_to(lvl.row, drafted.shape)
+    if depth >= rec.steps or rec.logp[depth] is None:  # the recording drafted no such step / no scores
+        lp = np.full(drafted.shape, np.nan)
+    else:
+        lp = rec.take(rec.logp, depth, np.where(drafted, row, -1), np.zeros_like(row), np.nan)
+    known = score_known(lp)
+    conf = np.exp(np.where(known, lp, 0.0))
+    go = (drafted & known & (conf >= threshold) & (lvl.status == IN) & lvl.sure).any(axis=0)
+    stop = (~drafted | (known & (conf < threshold))).all(axis=0)
+    return go, stop & ~go
+
+
+def _steps(rec: RecordedChunk, levels: list[Level], cap: int, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """([C] steps surely run, [C] steps possibly run) under the gammaThreshold early stop, as
+    analysis.compare.subtree.replay_subconfig's loop decides them step by step."""
+    sure = np.full(rec.c, cap, dtype=np.int64)
+    most = np.full(rec.c, cap, dtype=np.int64)
+    if threshold <= 0:
+        return sure, most
+    going = np.ones(rec.c, dtype=bool)
+    for i in range(cap - 1):  # a stop after the last step changes nothing
+        go, stop = _threshold_verdicts(rec, levels[i], i, threshold)
+        stopped = going & stop
+        both = stopped & (sure == most)
+        sure = np.where(both, i + 1, sure)
+        most = np.where(stopped, i + 1, most)
+        unknown = going & ~go & ~stop & (sure == most)
+        sure = np.where(unknown, i + 1, sure)
+        going &= ~stopped
+    return sure, most
+
+
+@dataclass(eq=False)
+class SimulatedLevels:
+    """``sub``'s simulated levels 0..cap on a chunk of recorded rounds, before any walk (the batch
+    form of analysis.compare.subtree.SimulatedTree): the greedy walk (_simulate) and the sampling
+    walk (analysis.compare.sampling_subtrees) both read it. kpos[d]: [L_d, C] each level-d node's
+    position among its level's non-OUT nodes (-1 when OUT); its rank-r child is slot
+    kpos * widths[d] + r of level d+1."""
+
+    levels: list[Level]
+    kpos: list[np.ndarray]
+    widths: list[int]
+    sure_steps: np.ndarray  # [C] draft steps surely run (gammaThreshold)
+    max_steps: np.ndarray  # [C] draft steps possibly run
+
+
+def simulate_levels(
+    rec: RecordedChunk, sub: TreeConfig, cap: int, threshold: float = 0.0, shared: dict | None = None
+) -> SimulatedLevels:
+    """Build the simulated levels 0..cap of ``sub`` (each level but the last selected). ``shared``:
+    the unselected levels already built on this chunk for other configs, by the prefix they depend on
+    (topKSpec rows 0..i, topHead 1..i): configs of one prefix build it once."""
+    levels = [root_level(rec)]
+    kpos, widths = [], []
+    for i in range(cap):
+        if i:
+            levels[i] = replace(levels[i])  # a shared level stays unselected: select_level sets new arrays on a copy
+            select_level(levels[i], sub.top_head[i])
+        key = (sub.top_k_spec[: i + 1], sub.top_head[1 : i + 1])
+        built = shared.get(key) if shared is not None else None
+        if built is None:
+            built = child_level(rec, levels[i], i, sub.top_k_spec[i])
+            if shared is not None:
+                shared[key] = built
+        child, kp, big_w = built
+        levels.append(child)
+        kpos.append(kp)
+        widths.append(big_w)
+    sure_steps, max_steps = _steps(rec, levels, cap, threshold)
+    return SimulatedLevels(levels, kpos, widths, sure_steps, max_steps)
