@@ -45,7 +45,7 @@ from analysis.compare.configs import compare_configs  # noqa: E402
 from analysis.compare.gamma_strategies import simulate_strategies  # noqa: E402
 from analysis.compare.subtree import contained_configs  # noqa: E402
 from analysis.cost.model import CostModel  # noqa: E402
-from analysis.report.html import default_comparison_configs  # noqa: E402
+from analysis.report.options import default_comparison_configs  # noqa: E402
 from analysis.tables.build import build_tables  # noqa: E402
 from analysis.tables.metrics import _hits_by_round, _hits_vectorised, all_metrics, shape_signature, static_shape  # noqa: E402
 from analysis.tables.runs import load_reference, load_run  # noqa: E402

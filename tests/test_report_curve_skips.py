@@ -1,6 +1,6 @@
 """The report's curve note names every T a round was refused at, and the first reason, from one walk."""
 
-from analysis.report.html import _curve_skips
+from analysis.report.sampling_curves import _curve_skips
 
 
 def test_the_note_names_every_refused_temperature_not_the_last_rounds() -> None:

@@ -178,7 +178,7 @@ def test_compare_builds_the_per_round_frame_only_when_asked(tmp_path, capsys):
     summary, no per-round frame; `compare --per-round FILE` still writes every round and config."""
     from analysis.compare.batch import priced_comparison
     from analysis.cost.source import run_pricing
-    from analysis.report.html import default_comparison_configs
+    from analysis.report.options import default_comparison_configs
 
     path = packed(tmp_path, "run", synth_run(ARTICLE, 300, seed=2, early_stop_rate=0.1))
     run = load_run(path, "a", progress=False, tables=TABLES_KEYS)

@@ -376,7 +376,7 @@ def test_compare_and_report_take_a_small_root(capsys, tmp_path, root, narrowed):
     shown = {line.split()[0] for line in out.splitlines() if line.strip().startswith("[")}  # the config column
     assert set(narrowed) <= shown, out  # root 1 feeds one parent: step 1 keeps its first slot
     if root == 2:
-        return  # the report builds the same default set (analysis.report.html): once is enough for it
+        return  # the report builds the same default set (analysis.report.options): once is enough for it
     code, out, err = run(capsys, "report", dump, "-o", tmp_path / "rep", "--no-tables", "--no-progress")
     assert code == 0, err
     assert (tmp_path / "rep" / "index.html").is_file()
@@ -388,7 +388,7 @@ def test_every_default_narrowed_config_is_valid_and_narrower():
     from hypothesis import given, settings, strategies as st
 
     from analysis.compare.subtree import beyond_recorded
-    from analysis.report.html import default_comparison_configs
+    from analysis.report.options import default_comparison_configs
     from replay.core.config import TREE_DYNAMIC, TREE_STATIC, check_tree
     from tests.strategies import tree_configs
 
@@ -408,12 +408,12 @@ def test_every_default_narrowed_config_is_valid_and_narrower():
 @pytest.mark.slow
 def test_configs_replace_the_default_set(capsys, tmp_path, monkeypatch):
     """--configs replaces the default narrowed set: it is not even built."""
-    import analysis.report.html
+    import analysis.report.options
 
     def refuse(cfg):
         raise AssertionError("the default set was built")
 
-    monkeypatch.setattr(analysis.report.html, "default_comparison_configs", refuse)
+    monkeypatch.setattr(analysis.report.options, "default_comparison_configs", refuse)
     dump = small_root_by_hand(tmp_path / "small")
     code, out, err = run(capsys, "compare", dump, "--configs", "[2]|[2]", "--no-progress")
     assert code == 0, err

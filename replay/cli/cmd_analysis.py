@@ -195,7 +195,7 @@ def configs_from_args(args, recorded):
     if getattr(args, "contained", False):
         configs.extend(contained_configs(recorded))
     if not configs:
-        from analysis.report.html import default_comparison_configs  # the report and matplotlib: only here
+        from analysis.report.options import default_comparison_configs  # the report and matplotlib: only here
 
         return default_comparison_configs(recorded)
     seen, out = set(), []

@@ -303,7 +303,8 @@ def check_compare_options(args: argparse.Namespace) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from analysis.report.html import ReportOptions, check_report_dir, write_report
+    from analysis.report.options import ReportOptions
+    from analysis.report.report_dir import check_report_dir, write_report
     from analysis.report.treeplot import load_decoder
     from replay.util.progress import phase_progress
 

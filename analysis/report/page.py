@@ -1,0 +1,179 @@
+"""The report page as data (ReportPage and its parts, in page order: figures as inline SVG or base64
+PNG, tables as pandas' escaped markup) and its rendering through the Jinja2 template
+analysis/report/templates/report.html.j2 (autoescaped). What the page shows is computed in
+analysis.report.html.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import jinja2
+import pandas as pd
+from markupsafe import Markup
+
+from analysis.tables.definitions import DEFINITIONS, Definition
+from replay.util.words import counted
+
+from . import plots
+
+GLOSSARY_TERMS = [  # words that are not metrics; every metric's definition comes from analysis.tables.definitions
+    ("accepted length L", "draft tokens on the single accepted root-to-leaf path; the bonus token is not counted"),
+    (
+        "rank of hit",
+        "draft rank of the target's choice among the path node's recorded candidates: kept (hit), beyond the kept width (near miss: widen topKSpec), or not recorded",
+    ),
+    (
+        "topHead signal",
+        "whether the path's node at depth d was expanded, at which slot, or its level rank when not (topHead[d] ≥ rank+1 would have expanded it)",
+    ),
+    (
+        "undecidable round",
+        "the offline replay of a config would need a draft row or score the dump does not hold; counted at the lower bound in *_lo and the upper bound in *_hi",
+    ),
+    (
+        "determined round (at T)",
+        "in the temperature curve and compare --temperature: a round whose config tree the walk at T cannot leave for a part the recording does not determine; the others are undetermined, counted anywhere in [0, their draft steps]",
+    ),
+    (
+        "typical failing round",
+        "the round drawn per run: among rounds that stopped on a mismatch, the middle one (dump order) of the most common accepted length",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One embedded image: inline SVG markup or base64 PNG data, and its caption."""
+
+    caption: str
+    svg: Markup | None = None  # the <svg> element, prolog and doctype dropped
+    png_base64: str | None = None
+
+
+def figure_of(fig, caption: str, fmt: str) -> Figure:
+    buf = io.BytesIO()
+    if fmt == "svg":
+        fig.savefig(buf, format="svg", bbox_inches="tight")
+        svg = buf.getvalue().decode("utf-8")
+        return Figure(caption, svg=Markup(svg[svg.find("<svg") :]))  # inline SVG must not carry the XML prolog
+    fig.savefig(buf, format="png", dpi=plots.DPI, bbox_inches="tight")
+    return Figure(caption, png_base64=base64.b64encode(buf.getvalue()).decode("ascii"))
+
+
+def table_html(df: pd.DataFrame, index: bool = False) -> Markup:
+    """pandas' own table markup (cells escaped by pandas), or "(empty)"."""
+    if df is None or len(df) == 0:
+        return Markup("<p><em>(empty)</em></p>")
+    return Markup(df.to_html(index=index, escape=True, na_rep="–", float_format=lambda v: f"{v:.4g}", border=0))
+
+
+@dataclass(frozen=True)
+class RunHeader:
+    """A run's block under "Runs and configs"."""
+
+    label: str
+    directory: str
+    config_source: str
+    replayed: int
+    skipped_text: str  # describe_skipped
+    config_json: str
+    unknown: dict | None  # config keys the replay does not use
+    manifest_source: str | None
+    notes: list[str]
+    fallback_rounds: int  # rounds whose expanded nodes came from the rank-major fallback
+    skipped: list[tuple[str, str]]  # (what, reason) of the first 50 skipped inputs
+    more_skipped: int  # how many beyond those
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A run's part of "Offline comparison of tree configs": configs, then dynamic-gamma strategies."""
+
+    label: str
+    recorded: str  # the recorded config, short form
+    cost_source: str
+    cost_json: str
+    cost_warning: str | None
+    notes: list[str]
+    table: Markup
+    figure: Figure
+    ema_window: int
+    gamma_strategy: str  # the engine's gammaStrategy setting
+    strategies: Markup
+
+
+@dataclass(frozen=True)
+class SamplingCurve:
+    """A run's part of "Sampling at temperature T": the curve of every compared config, or why none."""
+
+    label: str
+    figure: Figure | None  # None: the run has no scores on its validate rows
+    table: Markup
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class Note:
+    text: str
+    warn: bool = True  # drawn in the note colour
+
+
+@dataclass(frozen=True)
+class ReportPage:
+    """Everything the page shows, in page order; render_page turns it into HTML."""
+
+    title: str
+    num_runs: int
+    num_rounds: int
+    stamp: str
+    runs: list[RunHeader]
+    summary: Markup
+    summary_notes: list[str]
+    summary_definitions: Markup
+    speed: Markup
+    speed_notes: list[Note]
+    accepted_figure: Figure
+    accepted: Markup
+    depth_figure: Figure
+    depth_header: str
+    depth: Markup
+    runs_figure: Figure | None  # only with several runs
+    rank_figures: list[Figure]
+    hit_outcome: Markup
+    rank_of_hit: Markup
+    parent_figures: list[Figure]
+    parent_slot: Markup
+    shape_figures: list[Figure]  # per run: the static shape's hits, then the example round
+    slot_hits: Markup
+    node_hits: Markup
+    comparisons: list[Comparison]
+    recommend: bool
+    recommendations: list[tuple[str, Markup | None, str | None]]  # (run, section, why there is none)
+    definitions: Sequence[Definition] = DEFINITIONS
+    glossary: Sequence[tuple[str, str]] = tuple(GLOSSARY_TERMS)
+    sampling: list[SamplingCurve] = field(
+        default_factory=list
+    )  # empty: the section is left out (ReportOptions.sampling)
+    # the tables written under tables/ beside the page (names, no suffix): the page names only those
+    # (report --no-tables writes none, a run without scores no sampling_curve)
+    table_files: frozenset[str] = frozenset()
+
+
+_TEMPLATES = jinja2.Environment(
+    loader=jinja2.PackageLoader("analysis.report", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    keep_trailing_newline=False,
+)
+
+
+_TEMPLATES.filters["counted"] = counted  # {{ n | counted("round") }}: "1 round", "3 rounds"
+
+
+def render_page(page: ReportPage) -> str:
+    """The self-contained HTML page (analysis/report/templates/report.html.j2, autoescaped)."""
+    return _TEMPLATES.get_template("report.html.j2").render(page=page)
