@@ -19,8 +19,9 @@ from analysis.cost.source import run_cost
 from analysis.cost.timings import run_speedup
 from analysis.report import plots, treeplot
 from analysis.tables.build import build_tables
-from analysis.tables.metrics import all_metrics, depth_display, static_shape
+from analysis.tables.metrics import all_metrics, depth_display
 from analysis.tables.runs import load_runs
+from analysis.tables.slot_hits import static_shape
 from replay.core.config import TreeConfig
 
 DOC_CONFIGS = [

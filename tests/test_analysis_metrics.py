@@ -29,10 +29,10 @@ from analysis.tables.metrics import (
     parent_slot_usage,
     rank_of_hit,
     slot_hit_frequency,
-    static_shape,
     summary,
 )
 from analysis.tables.runs import load_runs
+from analysis.tables.slot_hits import static_shape
 from replay.core.config import TreeConfig
 from replay.engine.replayer import replay_round
 from replay.io.rounds import Round

@@ -9,8 +9,9 @@ import pytest
 from analysis.compare.configs import compare_configs
 from analysis.report import plots, treeplot
 from analysis.tables.build import build_tables
-from analysis.tables.metrics import all_metrics, static_shape
+from analysis.tables.metrics import all_metrics
 from analysis.tables.runs import load_runs
+from analysis.tables.slot_hits import static_shape
 from replay.core.config import TreeConfig
 from replay.util.errors import SpecReplayError
 

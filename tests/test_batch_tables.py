@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 
 from analysis.tables.batch import batch_table_parts, join_parts
 from analysis.tables.build import build_tables, node_table, round_table
-from analysis.tables.metrics import _hits_by_round, _hits_vectorised, shape_signature, slot_hit_frequency, static_shape
+from analysis.tables.metrics import slot_hit_frequency
 from analysis.tables.runs import load_reference, load_run
+from analysis.tables.slot_hits import _hits_by_round, _hits_vectorised, shape_signature, static_shape
 from replay.cli import main
 from replay.core.config import TreeConfig
 from replay.core.records import (

@@ -31,8 +31,9 @@ from analysis.shapes.recommend import recommend, recommend_runs
 from analysis.shapes.recommend_render import recommend_section
 from analysis.tables.build import Tables, build_tables
 from analysis.tables.definitions import SUMMARY_NAMES, definitions_rows, label
-from analysis.tables.metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes, static_shape
+from analysis.tables.metrics import DEPTH_HEADER, all_metrics, depth_display, derived_notes
 from analysis.tables.runs import LabelledRun
+from analysis.tables.slot_hits import static_shape
 from replay.core.config import TreeConfig
 from replay.core.selection import uses_fallback
 from replay.io.skipped import describe_skipped

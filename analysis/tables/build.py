@@ -305,3 +305,10 @@ def export_tables(
             df.to_parquet(path, index=False)
             written.append(path)
     return written
+
+
+def require_columns(df: pd.DataFrame, cols: tuple[str, ...], what: str) -> None:
+    """Raise ValueError naming the columns ``df`` lacks of ``cols`` (a table this module did not build)."""
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what}: missing column(s) {missing}; build it with analysis.tables.build")

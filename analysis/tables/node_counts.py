@@ -140,7 +140,7 @@ class NodeCounts:
 
 def block_counts(parts: list[tuple], cfg: TreeConfig, run: str) -> dict:
     """node_metric_counts of a block's rounds, from (facts, shape, result) per shape of the block."""
-    from .metrics import shape_signature, static_shape
+    from .slot_hits import shape_signature, static_shape
 
     counts = NodeCounts(run, shape_signature(static_shape(cfg)))
     for facts, shape, res in parts:

@@ -401,8 +401,9 @@ def run_plot(args: argparse.Namespace) -> int:
     from analysis.report import plots, treeplot
     from analysis.report.fonts import any_script
     from analysis.tables.build import build_tables
-    from analysis.tables.metrics import all_metrics, static_shape
+    from analysis.tables.metrics import all_metrics
     from analysis.tables.runs import TABLES_METRICS
+    from analysis.tables.slot_hits import static_shape
 
     decode = treeplot.load_decoder(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
     check_round_arg(args)
