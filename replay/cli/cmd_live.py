@@ -47,6 +47,11 @@ COST_EXAMPLE = """example:
 
 
 def register(subparsers) -> None:
+    _register_generate(subparsers)
+    _register_cost_curve(subparsers)
+
+
+def _register_generate(subparsers) -> None:
     gen = add_command(
         subparsers,
         "generate",
@@ -91,6 +96,8 @@ def register(subparsers) -> None:
     add_repeats_option(gen)
     add_no_progress(gen)
 
+
+def _register_cost_curve(subparsers) -> None:
     cc = add_command(
         subparsers,
         "cost-curve",

@@ -352,19 +352,7 @@ class PackWriter:
         """
         groups = [g.close() for g in self.groups]
         files = [a for g in groups for a in g["arrays"].values()]
-        if manifest is not None:
-            from replay.io.dumpwrite import write_manifest
-
-            write_manifest(self.tmp, manifest)
-        elif copy_from is not None:
-            for name in COPIED_FILES:
-                if (Path(copy_from) / name).is_file():
-                    shutil.copyfile(Path(copy_from) / name, self.tmp / name)
-        copied = [
-            {"file": name, "sha256": file_sha256(self.tmp / name), "bytes": (self.tmp / name).stat().st_size}
-            for name in COPIED_FILES
-            if (self.tmp / name).is_file()
-        ]
+        copied = self._write_side_files(copy_from, manifest)
         keys = keys_of_unreadable or {}
         body = {
             "format": PACKED_FORMAT,
@@ -397,13 +385,7 @@ class PackWriter:
         }
         write_json_atomic(self.tmp / PACKED_NAME, seal_meta(body))
         os.chmod(self.tmp / PACKED_NAME, 0o644)  # mkstemp made it private; the run is plain data
-        old = None
-        if self.out.exists():  # --force on a previous packed run: swap, then delete the old one
-            old = self.out.parent / f".{self.out.name}.old-{os.getpid()}"
-            os.replace(self.out, old)
-        os.replace(self.tmp, self.out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        self._move_into_place()
         total = sum(f["bytes"] for f in files + copied) + (self.out / PACKED_NAME).stat().st_size
         items = tuple(skipped) + tuple(s for _, s in sorted(self.unreadable, key=lambda t: t[0]))
         notes = self.step0_check.notes() if self.step0_check is not None else ()
@@ -418,3 +400,31 @@ class PackWriter:
             items,
             notes,
         )
+
+    def _write_side_files(self, copy_from: str | Path | None, manifest: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """manifest.json from ``manifest``, else the dump's side files copied verbatim; each copied file's
+        name, sha256 and size, for packed.json."""
+        if manifest is not None:
+            from replay.io.dumpwrite import write_manifest
+
+            write_manifest(self.tmp, manifest)
+        elif copy_from is not None:
+            for name in COPIED_FILES:
+                if (Path(copy_from) / name).is_file():
+                    shutil.copyfile(Path(copy_from) / name, self.tmp / name)
+        return [
+            {"file": name, "sha256": file_sha256(self.tmp / name), "bytes": (self.tmp / name).stat().st_size}
+            for name in COPIED_FILES
+            if (self.tmp / name).is_file()
+        ]
+
+    def _move_into_place(self) -> None:
+        """The finished run replaces ``out`` in one rename (--force on a previous packed run: swap,
+        then delete the old one)."""
+        old = None
+        if self.out.exists():
+            old = self.out.parent / f".{self.out.name}.old-{os.getpid()}"
+            os.replace(self.out, old)
+        os.replace(self.tmp, self.out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
