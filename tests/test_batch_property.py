@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from replay.core.config import TREE_DYNAMIC, TREE_STATIC, TreeConfig
 from replay.engine.batch import ERR_OK, batch_from_rounds, replay_batch, replay_batches
+from replay.engine.batch.rejections import rejection_reasons
 from replay.engine.replayer import replay_round
 from replay.io.rounds import Round
 from replay.util.errors import RoundError
@@ -131,11 +132,19 @@ def reference(rnd: Round, cfg: TreeConfig) -> dict | None:
         return None
 
 
+def reference_rejection(rnd: Round, cfg: TreeConfig) -> tuple[str | None, str]:
+    """(the file, the reason) of the reference's RoundError for a round it rejects."""
+    with pytest.raises(RoundError) as caught:
+        replay_round(rnd, cfg)
+    return caught.value.path, caught.value.reason
+
+
 def check_agree(cfg: TreeConfig, rounds: list[Round], chunk_rounds: int = 16384) -> list[str]:
     """Assert batch and reference agree on every round; per input round "rejected" or "replayed"."""
     verdicts: dict[int, str] = {}
     for batch in batch_from_rounds(rounds):
         res = replay_batch(batch, cfg, workers=1, chunk_rounds=chunk_rounds)
+        worded = rejection_reasons(batch, res, cfg)
         for i in range(len(batch)):
             ordinal = int(batch.ordinals[i])
             assert ordinal not in verdicts, f"round {ordinal} is in two batches"
@@ -150,6 +159,8 @@ def check_agree(cfg: TreeConfig, rounds: list[Round], chunk_rounds: int = 16384)
             ref = reference(rounds[ordinal], cfg)
             if ref is None:
                 assert res.error[i] != ERR_OK, f"batch accepted round {i} that the reference rejects"
+                path, message = worded[i]  # the engine's words, from its own record of the fault
+                assert (path, f"{path}: {message}") == reference_rejection(rounds[ordinal], cfg)
                 verdicts[ordinal] = "rejected"
             else:
                 assert res.error[i] == ERR_OK, f"batch rejected round {i} (code {res.error[i]}); reference: {ref}"

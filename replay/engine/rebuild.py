@@ -38,7 +38,17 @@ from replay.core.vocab import (
 from replay.io.formats.matrix_io import DumpMatrix
 from replay.io.rounds import Round
 from replay.util.errors import RoundError
-from replay.util.words import row_words
+
+from .batch.rejections import (
+    matrix_columns_words,
+    matrix_rows_words,
+    negative_words,
+    no_valid_row_words,
+    padding_words,
+    parents_words,
+    root_parent_words,
+    too_many_steps_words,
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,22 +89,16 @@ def _step_shape(cfg: TreeConfig, i: int, mat: DumpMatrix, level_size: int, key, 
 
 def _check_step(key, i: int, mat: DumpMatrix, heads: int, widths: list[int], cfg: TreeConfig) -> None:
     if not widths:  # dynamic tree: every row padding (or every parent negative)
-        raise RoundError(
-            key, f"draft_step_{i} has no valid row: every row is padding or has a negative parent", mat.path
-        )
+        raise RoundError(key, no_valid_row_words(i), mat.path)
     if mat.rows < heads:
-        raise RoundError(key, f"draft_step_{i} has {mat.rows} row(s) but topHead[{i}] = {heads}", mat.path)
+        raise RoundError(key, matrix_rows_words(i, mat.rows, heads), mat.path)
     if mat.cols < max(widths):
-        raise RoundError(
-            key,
-            f"draft_step_{i} has {mat.cols} column(s) but topKSpec[{i}] = {list(widths)} needs {max(widths)}",
-            mat.path,
-        )
+        raise RoundError(key, matrix_columns_words(i, mat.cols, widths), mat.path)
     for j, w in enumerate(widths):
         if np.any(mat.ids[j, :w] == PAD_TOKEN):
-            raise RoundError(key, f"draft_step_{i} {row_words(j)} has padding inside its {w} kept column(s)", mat.path)
+            raise RoundError(key, padding_words(i, j, w), mat.path)
         if np.any(mat.ids[j, :w] < 0):
-            raise RoundError(key, f"draft_step_{i} {row_words(j)} has negative token ids", mat.path)
+            raise RoundError(key, negative_words(i, j), mat.path)
 
 
 def _select_by_path_prob(level: list[int], logprobs: np.ndarray, heads: int) -> list[int]:
@@ -112,7 +116,7 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
     """Nodes in tree order from the round's draft steps; raises RoundError on disagreement."""
     key = rnd.key
     if len(rnd.steps) > cfg.gamma:
-        raise RoundError(key, f"dump has {len(rnd.steps)} draft steps but gamma = {cfg.gamma}", rnd.steps[-1].path)
+        raise RoundError(key, too_many_steps_words(len(rnd.steps), cfg.gamma), rnd.steps[-1].path)
     tokens, parents, depths, ranks, logps = [rnd.root_token], [NO_PARENT], [0], [NO_RANK], [0.0]
     expanded: list[list[int]] = []
     selection: list[str] = []
@@ -134,17 +138,11 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
         if how == SELECT_ROOT:
             chosen = [0]
             if mat.parents is not None and int(mat.parents[0]) != 0:
-                raise RoundError(
-                    key, f"draft_step_0 parents[0] = {int(mat.parents[0])}, expected 0 (the root)", mat.path
-                )
+                raise RoundError(key, root_parent_words(int(mat.parents[0])), mat.path)
         elif how == SELECT_PARENTS:
             chosen = [int(p) for p in mat.parents[:heads]]
             if not parents_are_valid(chosen, level):
-                raise RoundError(
-                    key,
-                    f"draft_step_{i} parents {chosen} must be distinct nodes of level {i} (nodes {level[0]}..{level[-1]})",
-                    mat.path,
-                )
+                raise RoundError(key, parents_words(i, chosen, level[0], level[-1]), mat.path)
             if have_scores and cfg.tree_type != TREE_DYNAMIC:
                 expect = _select_by_path_prob(level, lp_arr, heads)
                 if expect != chosen:

@@ -32,6 +32,14 @@ from replay.io.step0 import Step0Check
 from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError, skip_reason
 from replay.util.words import row_words
 
+from .batch.rejections import (
+    column0_words,
+    fewer_rows_words,
+    lost_step_words,
+    no_layout_words,
+    rows_of_all_words,
+    unexplained_rows_message,
+)
 from .rebuild import Rebuilt, rebuild_tree
 
 
@@ -76,16 +84,6 @@ def _trailing_pad_rows(ids: np.ndarray) -> int:
     return n
 
 
-def unexplained_rows_message(rows: int, layout: str, need: int, config: str) -> str:
-    """Why a round whose validate matrix holds more rows than its layout uses is skipped: rows that
-    are not padding (padding rows hold only PAD_TOKEN) would be read as other nodes' targets."""
-    return (
-        f"validate has {rows} row(s) that are not padding, {rows - need} more than the {layout} layout of "
-        f"config {config} uses ({need}); the config may not be the one the dump was drafted with "
-        "(check config.json or --config; rows made only of -1 are padding)"
-    )
-
-
 def resolve_layout(
     key: Key, tree: Tree, validate_ids: np.ndarray, stated: str | None, path: str, config: str
 ) -> tuple[str, str, int]:
@@ -97,16 +95,9 @@ def resolve_layout(
     if stated is not None:
         need = n_parents if stated == LAYOUT_PARENTS else n_all
         if rows < need:
-            raise RoundError(key, f"validate has {rows} row(s); the {stated} layout needs {need}", path)
+            raise RoundError(key, fewer_rows_words(rows, stated, need), path)
         if stated == LAYOUT_PARENTS and rows >= n_all:
-            # A matrix with a row for every node is an all-layout one: reading its first rows as the
-            # expanded nodes' would silently use other nodes' targets.
-            raise RoundError(
-                key,
-                f"validate has {rows} row(s) beyond trailing padding, as the all layout has (at least {n_all}); "
-                f"the parents layout needs {need}: state --layout all, or remove the extra rows",
-                path,
-            )
+            raise RoundError(key, rows_of_all_words(rows, n_all, need), path)
         if rows > need:
             raise RoundError(key, unexplained_rows_message(rows, stated, need, config), path)
         return stated, "stated", need
@@ -116,13 +107,7 @@ def resolve_layout(
         return LAYOUT_ALL, "detected", n_all
     if rows > n_all:
         raise RoundError(key, unexplained_rows_message(rows, LAYOUT_ALL, n_all, config), path)
-    raise RoundError(
-        key,
-        f"validate has {rows} row(s): expected {n_parents} (parents layout: one per expanded node) "
-        f"or {n_all} (all layout: root + {tree.num_nodes} nodes); is the config the dump's (--config), is a "
-        "draft step missing, or is the layout ambiguous (then state it with --layout)?",
-        path,
-    )
+    raise RoundError(key, no_layout_words(rows, n_parents, tree.num_nodes), path)
 
 
 def mixed_layouts_note(
@@ -188,13 +173,7 @@ def _check_no_lost_step(rnd: Round, cfg: TreeConfig, tree: Tree, rows: int) -> N
     deeper = cfg.all_rows_of_deeper_trees(steps)
     if rows in deeper:
         more = deeper.index(rows) + 1
-        raise RoundError(
-            rnd.key,
-            f"validate has {rows} rows, the all layout of {steps + more} draft steps, but the round has "
-            f"{steps}: draft_step_{steps}_{rnd.key[0]}_{rnd.key[1]} is missing (an early stop has no rows "
-            "for the steps it did not draft)",
-            rnd.validate.path,
-        )
+        raise RoundError(rnd.key, lost_step_words(rows, steps + more, steps, rnd.key), rnd.validate.path)
 
 
 def _rising_rows_warning(results: list[RoundResult]) -> str | None:
@@ -230,7 +209,7 @@ def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
     layout, source, rows = resolve_layout(rnd.key, tree, rnd.validate.ids, rnd.layout, rnd.validate.path, cfg.short())
     if np.any(rnd.validate.ids[:rows, 0] < 0):
         bad = int(np.flatnonzero(rnd.validate.ids[:rows, 0] < 0)[0])
-        raise RoundError(rnd.key, f"validate {row_words(bad)} has no token in column 0", rnd.validate.path)
+        raise RoundError(rnd.key, column0_words(bad), rnd.validate.path)
     top1 = target_top1_per_node(tree, rnd.validate.ids[:rows], layout)
     acc = accept_greedy(tree, top1)
     notes = list(rebuilt.notes)

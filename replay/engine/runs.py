@@ -3,8 +3,8 @@
 ``open_run(path, opts)`` resolves the config and reading options exactly as ``replay_directory``
 does (CLI options, then the manifest, then config.json) and yields RoundBatches; ``replay_run``
 is the batch counterpart of ``replay_directory``: the same rounds, the same per-round outcomes,
-the same skipped list with the same messages (the reference supplies the message of each round
-the batch kernel rejects), as arrays instead of objects. ``replay_packed`` (in replay.engine.replayer, re-exported
+the same skipped list with the same messages (worded from where the batch kernel found each
+rejected round's fault: replay.engine.batch.rejections), as arrays instead of objects. ``replay_packed`` (in replay.engine.replayer, re-exported
 here) is the reference ``replay_directory`` on a packed run.
 """
 
@@ -24,11 +24,12 @@ from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
 from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
 from replay.io.manifest import Manifest, group_rounds, recorded_round_warnings
 from replay.io.packed.pack import PackedBlockError, PackedRun, is_packed_run
-from replay.util.errors import DumpError, RoundNotFoundError, SpecReplayError, skip_reason
+from replay.util.errors import DumpError, RoundError, RoundNotFoundError, skip_reason
 from replay.util.parallel import ordered_map, resolve_workers
 from replay.util.progress import progress_bar
 
 from .batch import DEFAULT_CHUNK_ROUNDS, SEL_FALLBACK, BatchResult, RoundBatch, empty_result, replay_batch
+from .batch.rejections import rejection_reasons
 from .replayer import (  # noqa: F401  (replay_packed re-exported)
     DirectoryReplay,
     ReplayOptions,
@@ -40,7 +41,6 @@ from .replayer import (  # noqa: F401  (replay_packed re-exported)
     packed_keys,
     reading_warnings,
     replay_packed,
-    replay_round,
     resolve_options,
     round_notes_lines,
 )
@@ -217,19 +217,13 @@ class RunReplay:
 
 
 def explain_rejections(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[tuple[int, Skipped]]:
-    """The reference's message for every round the batch kernel rejected (they are rare)."""
+    """(ordinal, why) of every round the batch kernel rejected (they are rare), in the words and with
+    the file that replay_directory's listing gives, worded from the kernel's record of the fault."""
     out = []
-    for i in np.flatnonzero(~res.ok):
-        rnd = batch.round_at(int(i))
-        try:
-            replay_round(rnd, tree)
-        except SpecReplayError as exc:
-            ordinal = int(batch.ordinals[i]) if batch.ordinals is not None else int(i)
-            out.append((ordinal, Skipped(f"round {rnd.name}", skip_reason(exc), (getattr(exc, "path", None) or "",))))
-            continue
-        raise RuntimeError(
-            f"batch replay rejected round {rnd.name} but the reference replays it: a bug in replay.engine.batch"
-        )
+    for i, (path, message) in rejection_reasons(batch, res, tree).items():
+        exc = RoundError(batch.key(i), message, path)  # its reason: "path: message", as the reference's
+        ordinal = int(batch.ordinals[i]) if batch.ordinals is not None else i
+        out.append((ordinal, Skipped(f"round {exc.key[0]}_{exc.key[1]}", skip_reason(exc), (path,))))
     return out
 
 

@@ -412,14 +412,20 @@ class RoundBatch:
     def key(self, i: int) -> tuple[int, int]:
         return (int(self.keys[0, i]), int(self.keys[1, i]))
 
+    def paths_of(self, i: int) -> tuple[str, ...]:
+        """Round ``i``'s matrices as messages name them, draft steps then validate: their files (or
+        packed arrays), or the bare matrix names for rounds not read from files."""
+        if self.names is None:
+            return tuple(f"draft_step_{s}" for s in range(self.num_steps)) + ("validate",)
+        ordinal = None if self.ordinals is None else int(self.ordinals[i])
+        return self.names.paths(self.key(i), self.num_steps, ordinal)
+
     def round_at(self, i: int) -> Round:
         """Round ``i`` as the Round that load_round would have returned (for the reference replay)."""
         key = self.key(i)
-        if self.names is None:
-            paths = tuple(f"draft_step_{s}" for s in range(self.num_steps)) + ("validate",)
-        else:
+        paths = self.paths_of(i)
+        if self.names is not None:
             ordinal = None if self.ordinals is None else int(self.ordinals[i])
-            paths = self.names.paths(key, self.num_steps, ordinal)
             scores = self.names.scores_paths(key, self.num_steps, ordinal)
         mats = [st.matrix(i, paths[s]) for s, st in enumerate((*self.steps, self.validate))]
         if self.names is not None:

@@ -2,7 +2,8 @@
 
 One concern per module: ``codes`` (the per-round codes), ``shapes`` (tree shapes and their index
 maps), ``result`` (BatchResult and its JSON / pandas output), ``kernel`` (one chunk of rounds of
-one shape), ``driver`` (shapes, chunks, threads: ``replay_batch``). The input stacks
+one shape), ``driver`` (shapes, chunks, threads: ``replay_batch``), ``rejections`` (a rejected
+round's reason in words, from where the kernel found it: ``rejection_reasons``). The input stacks
 (RoundBatch, MatrixStack) live in replay.io.roundbatch, the reading side's unit. Every public name
 is importable from ``replay.engine.batch``.
 """

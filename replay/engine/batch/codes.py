@@ -49,17 +49,22 @@ _STOP_WORDS = {StopCode.LEAF: STOP_LEAF, StopCode.MISMATCH: STOP_MISMATCH, StopC
 STOP_CODES = tuple(_STOP_WORDS[c] for c in StopCode)  # indexed by StopCode
 BONUS_NAMES = {BonusCode.NONE: None, BonusCode.CORRECTION: BONUS_CORRECTION, BonusCode.LEAF: BONUS_LEAF}
 
-# Why a round was rejected (the first failing check, in the reference's order). The exact message
-# is the reference's own, obtained by replaying just the rejected rounds (replay.engine.runs).
+# Why a round was rejected (the first failing check, in the reference's order). BatchResult.error_at
+# records where: (draft step, row, detail); replay.engine.batch.rejections words it.
 ERR_OK = 0
-ERR_TOO_MANY_STEPS = 1
-ERR_MATRIX_SHAPE = 2  # fewer rows/columns than the shape needs
-ERR_TOKENS = 3  # padding or negative ids inside the kept columns
-ERR_PARENTS = 4  # explicit parents outside the level or repeated
-ERR_VALIDATE_ROWS = 5  # validate row count fits neither layout
-ERR_VALIDATE_COL0 = 6  # a used validate row has no token in column 0
-ERR_NO_ROWS = 7  # dynamic tree: a draft step with no valid row
-ERR_LOST_STEP = 8  # all-layout validate rows of a deeper tree: a draft step's files are missing
+ERR_TOO_MANY_STEPS = 1  # at: the last draft step (its file is named)
+ERR_MATRIX_SHAPE = 2  # fewer rows/columns than the shape needs; at: the step, MATRIX_ROWS/MATRIX_COLUMNS
+ERR_TOKENS = 3  # padding or negative ids in the kept columns; at: the step, the row, TOKEN_PADDING/TOKEN_NEGATIVE
+ERR_PARENTS = 4  # explicit parents outside the level or repeated; at: the step, PARENTS_ROOT/PARENTS_LEVEL
+ERR_VALIDATE_ROWS = 5  # validate row count fits no layout; at: row = the rows used, detail ROWS_*
+ERR_VALIDATE_COL0 = 6  # a used validate row has no token in column 0; at: that row
+ERR_NO_ROWS = 7  # dynamic tree: a draft step with no valid row; at: the step
+ERR_LOST_STEP = 8  # all-layout validate rows of a deeper tree; at: row = the rows used, detail = the steps lost
+# error_at's detail: which of a code's messages applies (the reference's checks, in its order)
+MATRIX_ROWS, MATRIX_COLUMNS = 0, 1
+TOKEN_PADDING, TOKEN_NEGATIVE = 0, 1
+PARENTS_ROOT, PARENTS_LEVEL = 0, 1
+ROWS_FEWER, ROWS_OF_ALL, ROWS_UNEXPLAINED, ROWS_NO_LAYOUT = 0, 1, 2, 3
 ERROR_NAMES = {
     ERR_OK: "ok",
     ERR_TOO_MANY_STEPS: "more draft steps than gamma",

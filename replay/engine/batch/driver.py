@@ -15,8 +15,8 @@ from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.io.roundbatch import RoundBatch
 from replay.util.parallel import default_workers, ordered_map  # noqa: F401  (default_workers re-exported)
 
-from .codes import DEFAULT_CHUNK_ROUNDS, ERR_MATRIX_SHAPE, ERR_OK, ERR_TOO_MANY_STEPS
-from .kernel import _columns, _rebuild_chunk, _replay_chunk
+from .codes import DEFAULT_CHUNK_ROUNDS, ERR_TOO_MANY_STEPS
+from .kernel import _columns, _rebuild_chunk, _replay_chunk, no_rows_faults, unfit_faults
 from .result import _ROUND_ARRAYS, BatchResult, _empty_result
 from .shapes import TreeShape, config_tree_shape, dynamic_shapes
 
@@ -34,24 +34,33 @@ def _run_chunks(n: int, chunk: int, workers: int, fn: Callable[[int, int], None]
 def _replay_fixed(
     batch: RoundBatch, shape: TreeShape, static: bool, gamma: int, workers: int, chunk: int, deeper: tuple = ()
 ) -> BatchResult:
-    """Every round of ``batch`` has ``shape``; structural mismatches reject the whole batch."""
+    """Every round of ``batch`` has ``shape``; a draft step whose matrices cannot hold it rejects every round."""
     res = replace(
         _empty_result(batch, gamma), shapes=(shape,), expanded=np.full((shape.num_expanded, len(batch)), -1, np.int32)
     )
     res.shape_index[:] = 0
-    small = np.zeros(len(batch), dtype=bool)  # the round's own matrix is smaller than the shape needs
-    for st, h, w in zip(batch.steps, shape.heads, shape.widths):
-        if st.rows < h or st.cols < max(w):
-            res.error[:] = ERR_MATRIX_SHAPE  # every round of the batch has these matrix sizes
-            return replace(res, expanded=None)  # no tree was rebuilt
-        if st.padded:  # padded rounds (replay.io.roundbatch): each round's own sizes decide
-            small |= (st.own_rows() < h) | (st.own_cols() < max(w))
+    fits = _steps_that_fit(batch, shape)
+    if fits < shape.num_steps:
+
+        def reject(lo: int, hi: int) -> None:
+            res.error[lo:hi], res.error_at[:, lo:hi] = unfit_faults(batch, lo, hi, shape, fits, static)
+
+        _run_chunks(len(batch), chunk, workers, reject)
+        return replace(res, expanded=None)  # no tree was rebuilt
     notes: dict[int, list[str]] = {}
-    pre = small if small.any() else None
     _run_chunks(
-        len(batch), chunk, workers, lambda lo, hi: _replay_chunk(batch, lo, hi, shape, static, res, notes, pre, deeper)
+        len(batch), chunk, workers, lambda lo, hi: _replay_chunk(batch, lo, hi, shape, static, res, notes, deeper)
     )
     return replace(res, selection_notes={k: tuple(v) for k, v in notes.items()})
+
+
+def _steps_that_fit(batch: RoundBatch, shape: TreeShape) -> int:
+    """The leading draft steps whose stacked matrices have the rows and columns ``shape`` reads (a
+    padded stack is as large as its largest round: the smaller rounds are checked one by one)."""
+    for i, (st, h, w) in enumerate(zip(batch.steps, shape.heads, shape.widths)):
+        if st.rows < h or st.cols < max(w):
+            return i
+    return shape.num_steps
 
 
 def replay_batch(
@@ -62,27 +71,37 @@ def replay_batch(
 ) -> BatchResult:
     """Replay every round of ``batch`` with the tree config ``cfg``; same outcomes as replay_round.
 
-    Rounds the reference would reject come back with ``error != 0`` (their message: replay.engine.runs).
+    Rounds the reference would reject come back with ``error != 0`` and its place in ``error_at``
+    (their message: replay.engine.batch.rejections).
     """
     workers = default_workers() if workers is None else workers
     gamma = cfg.gamma
     if batch.num_steps > gamma:
         res = _empty_result(batch, gamma)
         res.error[:] = ERR_TOO_MANY_STEPS
+        res.error_at[0] = batch.num_steps - 1  # the reference names the last step's file
         return res
     if cfg.tree_type != TREE_DYNAMIC:
         deeper = cfg.all_rows_of_deeper_trees(batch.num_steps)
         shape = config_tree_shape(cfg, batch.num_steps)
         return _replay_fixed(batch, shape, True, gamma, workers, chunk_rounds, deeper)
-    index, shapes, err = dynamic_shapes(batch, cfg)
-    res = _empty_result(batch, gamma)
-    res.error[:] = err
+    return _replay_dynamic(batch, cfg, workers, chunk_rounds)
+
+
+def _replay_dynamic(batch: RoundBatch, cfg: TreeConfig, workers: int, chunk_rounds: int) -> BatchResult:
+    """Each round with its own shape (read from the dump), rounds of one shape replayed together."""
+    index, shapes, _ = dynamic_shapes(batch, cfg)
+    res = _empty_result(batch, cfg.gamma)
     parts = []
     for k, shape in enumerate(shapes):
-        members = np.flatnonzero((index == k) & (err == ERR_OK))
-        if members.shape[0]:
-            part = _replay_fixed(batch.take(members), shape, False, gamma, workers, chunk_rounds)
-            parts.append((members, part, k))
+        members = np.flatnonzero(index == k)
+        if shape.num_steps < batch.num_steps:  # ERR_NO_ROWS at the step after the shape's last
+            res.error[members], res.error_at[:, members] = no_rows_faults(batch.take(members), shape, False)
+            res.shape_index[members] = k  # the tree as far as it was read: what its rejection's words read
+        else:
+            parts.append(
+                (members, _replay_fixed(batch.take(members), shape, False, cfg.gamma, workers, chunk_rounds), k)
+            )
     slots = max((p.expanded.shape[0] for _, p, _ in parts if p.expanded is not None), default=0)
     out = replace(res, shapes=tuple(shapes), expanded=np.full((slots, len(batch)), -1, np.int32))
     notes = {}

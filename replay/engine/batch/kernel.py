@@ -2,7 +2,9 @@
 
 ``replay.engine.replayer.replay_round`` stays the readable reference; this kernel must give the same
 per-round results, the same skip decisions included (tests/test_batch_property.py compares the two
-on random dumps, tests/test_batch_samples.py on the bundled samples).
+on random dumps, tests/test_batch_samples.py on the bundled samples). A rejected round's first
+fault is recorded with its place (``BatchResult.error_at``), so that its message is worded from
+the record (replay.engine.batch.rejections), never by replaying the round again.
 
 Python loops here run over draft steps (depth) and over the few expanded slots of one fixed shape
 (constants of the tree config), never over rounds.
@@ -17,7 +19,7 @@ ns per round for a max over 6 slots).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -34,21 +36,32 @@ from replay.io.roundbatch import MatrixStack, RoundBatch
 from .codes import (
     ERR_LOST_STEP,
     ERR_MATRIX_SHAPE,
+    ERR_NO_ROWS,
     ERR_OK,
     ERR_PARENTS,
     ERR_TOKENS,
     ERR_VALIDATE_COL0,
     ERR_VALIDATE_ROWS,
+    MATRIX_COLUMNS,
+    MATRIX_ROWS,
+    PARENTS_LEVEL,
+    PARENTS_ROOT,
+    ROWS_FEWER,
+    ROWS_NO_LAYOUT,
+    ROWS_OF_ALL,
+    ROWS_UNEXPLAINED,
     SEL_FALLBACK,
     SEL_NONE,
     SEL_PARENTS,
     SEL_PATH,
     SEL_ROOT,
+    TOKEN_NEGATIVE,
+    TOKEN_PADDING,
     BonusCode,
     StopCode,
 )
 from .result import BatchResult
-from .shapes import TreeShape, _StepMaps
+from .shapes import TreeShape, _StepMaps, tree_shape
 
 
 @lru_cache(maxsize=64)
@@ -77,19 +90,49 @@ def level_tokens(st: MatrixStack, m: _StepMaps, lo: int, hi: int) -> np.ndarray:
 
 @dataclass
 class _Checks:
-    """Per-round rejection conditions in the reference's order; the first that holds is the code."""
+    """Per-round rejection conditions in the reference's order; the first that holds is the round's
+    reason, recorded with its place (BatchResult.error / error_at; replay.engine.batch.rejections words it)."""
 
+    # (holds [C] bool, ERR_* code, draft step, row [C] int64 or int, detail [C] int64 or int)
     conds: list = field(default_factory=list)
 
-    def add(self, cond: np.ndarray, code: int) -> None:
+    def add(self, cond: np.ndarray, code: int, step: int = -1, row=-1, detail=-1) -> None:
         if cond.any():
-            self.conds.append((cond, code))
+            self.conds.append((cond, code, step, row, detail))
 
-    def codes(self, c: int) -> np.ndarray:
+    def reasons(self, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """([C] int8 code, [3, C] int64 (step, row, detail)) of the first condition that holds in each
+        round; ERR_OK and -1 where none does."""
         err = np.zeros(c, dtype=np.int8)
-        for cond, code in reversed(self.conds):
+        at = np.full((3, c), -1, dtype=np.int64)
+        for cond, code, *place in reversed(self.conds):
             err = np.where(cond, np.int8(code), err)
-        return err
+            for k, value in enumerate(place):
+                at[k] = np.where(cond, value, at[k])
+        return err, at
+
+
+def _check_matrix_size(checks: _Checks, st: MatrixStack, shape: TreeShape, i: int, lo: int, hi: int) -> None:
+    """Rounds [lo, hi) whose own draft_step_i has fewer rows or columns than ``shape`` reads (a padded
+    batch keeps each round's sizes): the reference checks a step's size first, rows before columns."""
+    heads, width = shape.heads[i], max(shape.widths[i])
+    if not st.padded and st.rows >= heads and st.cols >= width:
+        return  # the common case: every round's matrix is the stack's, large enough
+    checks.add(st.own_rows()[lo:hi] < heads, ERR_MATRIX_SHAPE, i, detail=MATRIX_ROWS)
+    checks.add(st.own_cols()[lo:hi] < width, ERR_MATRIX_SHAPE, i, detail=MATRIX_COLUMNS)
+
+
+def _check_tokens(checks: _Checks, kept: np.ndarray, m: _StepMaps, i: int) -> None:
+    """Padding or a negative id among step i's kept tokens (kept: [L_{i+1}, C] int64, PAD_TOKEN is
+    negative too). The reference checks row by row, padding before negative ids: the first faulty
+    slot's row is the row it names."""
+    bad = kept.min(axis=0) < 0
+    if not bad.any():
+        return
+    row = np.take(m.slot_parent, np.argmax(kept < 0, axis=0))  # [C] int64
+    in_row = m.slot_parent[:, None] == row  # [L_{i+1}, C] the slots of that row
+    padded = ((kept == PAD_TOKEN) & in_row).any(axis=0)
+    checks.add(bad, ERR_TOKENS, i, row, np.where(padded, TOKEN_PADDING, TOKEN_NEGATIVE))
 
 
 @dataclass
@@ -106,7 +149,8 @@ class _Rebuilt:
 
 def _rebuild_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static: bool, col: np.ndarray) -> _Rebuilt:
     """Tree of every round in [lo, hi): level tokens, expanded nodes, selection codes, notes to check,
-    and the path log-probabilities of levels 1..S as the reference sums them."""
+    and the path log-probabilities of levels 1..S as the reference sums them. Only the first
+    ``shape.num_steps`` draft steps of ``batch`` are read (a shorter shape: the steps before a fault)."""
     c = hi - lo
     checks = _Checks()
     level_lp: list[np.ndarray | None] = []
@@ -115,40 +159,15 @@ def _rebuild_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static
     chosen: list[np.ndarray] = []  # step i's expanded nodes [h_i, C], level-local
     selection = np.empty((shape.num_steps, c), dtype=np.int8)
     mismatch = []  # (step, differs [C], dump's parents [h, C], path-probability choice [h, C])
-    for i, st in enumerate(batch.steps):
-        m = shape.maps[i]
-        h, level = shape.heads[i], shape.level_sizes[i]
+    for i, (st, m) in enumerate(zip(batch.steps, shape.maps)):
+        _check_matrix_size(checks, st, shape, i, lo, hi)
         kept = level_tokens(st, m, lo, hi)
-        checks.add(kept.min(axis=0) < 0, ERR_TOKENS)  # PAD_TOKEN is negative too
+        _check_tokens(checks, kept, m, i)
         tokens.append(kept)
-        par = None if st.parents is None else st.parents[:h, lo:hi].astype(np.int64)  # [h, C]
-        how = selection_method(i, par is not None, lp is not None)  # lp: scores of some rounds
-        if how == SELECT_ROOT:
-            ch = np.zeros((1, c), dtype=np.int64)
-            selection[0] = SEL_ROOT
-            if par is not None:
-                checks.add(par[0] != 0, ERR_PARENTS)
-        elif how == SELECT_PARENTS:
-            local = par - shape.starts[i]
-            checks.add(invalid_parents_columns(local, level), ERR_PARENTS)
-            ch = np.clip(local, 0, level - 1)
-            selection[i] = SEL_PARENTS
-            if static and lp is not None:
-                expect = top_k_columns(lp, h, col)
-                differs = ~np.isnan(lp).any(axis=0) & (expect != local).any(axis=0)
-                if differs.any():
-                    mismatch.append((i, differs, local + shape.starts[i], expect + shape.starts[i]))
-        elif how == SELECT_PATH_PROB:
-            have = ~np.isnan(lp).any(axis=0)  # rounds without scores fall back
-            best = top_k_columns(lp, h, col)
-            if have.all():
-                ch, selection[i] = best, SEL_PATH
-            else:
-                ch = np.where(have, best, m.fallback[:, None])
-                selection[i] = np.where(have, SEL_PATH, SEL_FALLBACK)
-        else:
-            ch = np.broadcast_to(m.fallback[:, None], (h, c))
-            selection[i] = SEL_FALLBACK
+        par = None if st.parents is None else st.parents[: shape.heads[i], lo:hi].astype(np.int64)  # [h, C]
+        ch, selection[i], differs = _select_step(shape, i, par, lp, static, col, checks)
+        if differs is not None:
+            mismatch.append(differs)
         chosen.append(ch)
         if lp is not None and st.logp is not None:
             step_lp = st.logp[m.slot_parent, m.slot_rank, lo:hi]
@@ -158,6 +177,74 @@ def _rebuild_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static
             lp = None
         level_lp.append(lp)
     return _Rebuilt(tokens, chosen, selection, mismatch, level_lp, checks)
+
+
+def _select_step(
+    shape: TreeShape,
+    i: int,
+    par: np.ndarray | None,
+    lp: np.ndarray | None,
+    static: bool,
+    col: np.ndarray,
+    checks: _Checks,
+) -> tuple[np.ndarray, np.ndarray | int, tuple | None]:
+    """Which level-i nodes draft step i expanded, as replay.core.selection.selection_method decides:
+    ([h, C] int64 level-local nodes, SEL_* code(s), a parents-vs-scores mismatch or None).
+
+    par: [h, C] int64 the dump's explicit parents (tree-order ids) or None; lp: [L_i, C] float64
+    level i's path log-probs (NaN in rounds without scores) or None once a step had no scores.
+    """
+    m, h, level, c = shape.maps[i], shape.heads[i], shape.level_sizes[i], col.shape[0]
+    how = selection_method(i, par is not None, lp is not None)  # lp: scores of some rounds
+    if how == SELECT_ROOT:
+        if par is not None:
+            checks.add(par[0] != 0, ERR_PARENTS, 0, detail=PARENTS_ROOT)
+        return np.zeros((1, c), dtype=np.int64), SEL_ROOT, None
+    if how == SELECT_PARENTS:
+        assert par is not None  # selection_method chose the explicit parents
+        local = par - shape.starts[i]
+        checks.add(invalid_parents_columns(local, level), ERR_PARENTS, i, detail=PARENTS_LEVEL)
+        mismatch = None
+        if static and lp is not None:  # a static tree's parents are checked against the scores
+            expect = top_k_columns(lp, h, col)
+            differs = ~np.isnan(lp).any(axis=0) & (expect != local).any(axis=0)
+            if differs.any():
+                mismatch = (i, differs, local + shape.starts[i], expect + shape.starts[i])
+        return np.clip(local, 0, level - 1), SEL_PARENTS, mismatch
+    if how == SELECT_PATH_PROB:
+        assert lp is not None  # selection_method chose the scores
+        have = ~np.isnan(lp).any(axis=0)  # rounds without scores fall back
+        best = top_k_columns(lp, h, col)
+        if have.all():
+            return best, SEL_PATH, None
+        return np.where(have, best, m.fallback[:, None]), np.where(have, SEL_PATH, SEL_FALLBACK), None
+    return np.broadcast_to(m.fallback[:, None], (h, c)), SEL_FALLBACK, None
+
+
+def unfit_faults(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, step: int, static: bool):
+    """([C] int8 code, [3, C] int64 place) of rounds [lo, hi) of a batch whose draft_step_``step``
+    matrices are too small for ``shape`` (the stack's sizes: no tree can be rebuilt)."""
+    last = _Checks()
+    _check_matrix_size(last, batch.steps[step], shape, step, lo, hi)
+    prefix = tree_shape(shape.heads[:step], shape.widths[:step]) if step else None
+    return _first_faults(batch, lo, hi, prefix, static, last)
+
+
+def no_rows_faults(batch: RoundBatch, prefix: TreeShape, static: bool):
+    """([R] int8 code, [3, R] int64 place) of a batch (a dynamic tree's) whose every round has no
+    valid row at draft step k = ``prefix.num_steps``; prefix: their shape up to step k."""
+    last = _Checks()
+    last.add(np.ones(len(batch), dtype=bool), ERR_NO_ROWS, prefix.num_steps)
+    return _first_faults(batch, 0, len(batch), prefix, static, last)
+
+
+def _first_faults(batch: RoundBatch, lo: int, hi: int, prefix: TreeShape | None, static: bool, last: _Checks):
+    """The reasons of rounds [lo, hi) that all fail at draft step k = ``prefix.num_steps`` for
+    ``last``'s conditions: a fault of steps 0..k-1 comes first, as in the reference, which checks
+    each step before reading the next. prefix: the rounds' shape up to step k, None when k = 0."""
+    checks = _Checks() if prefix is None else _rebuild_chunk(batch, lo, hi, prefix, static, _columns(hi - lo)).checks
+    checks.conds += last.conds
+    return checks.reasons(hi - lo)
 
 
 def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, deeper: tuple = ()):
@@ -176,24 +263,47 @@ def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, deepe
         rows_used = (nonpad * (row_no + 1)).max(axis=0)  # trailing all-PAD rows are padding
     n_par, n_all = shape.num_expanded, shape.num_nodes + 1
     if deeper and batch.layout != LAYOUT_PARENTS:  # as replayer._check_no_lost_step, checked first
-        checks.add(np.isin(rows_used, deeper), ERR_LOST_STEP)
+        _check_lost_step(checks, rows_used, deeper)
     if batch.layout is not None:
         need_v = n_par if batch.layout == LAYOUT_PARENTS else n_all
         # rows beyond the layout's that are not padding are unexplained, as resolve_layout
-        bad_rows = rows_used != need_v
-        checks.add(bad_rows, ERR_VALIDATE_ROWS)
+        checks.add(rows_used < need_v, ERR_VALIDATE_ROWS, row=rows_used, detail=ROWS_FEWER)
+        if batch.layout == LAYOUT_PARENTS:
+            checks.add(rows_used >= n_all, ERR_VALIDATE_ROWS, row=rows_used, detail=ROWS_OF_ALL)
+        checks.add(rows_used > need_v, ERR_VALIDATE_ROWS, row=rows_used, detail=ROWS_UNEXPLAINED)
         is_all = np.full(c, batch.layout == LAYOUT_ALL)
         need = np.full(c, need_v)
     else:
         is_par = rows_used == n_par
         is_all = ~is_par & (rows_used == n_all)
-        checks.add(~(is_par | is_all), ERR_VALIDATE_ROWS)
+        checks.add(rows_used > n_all, ERR_VALIDATE_ROWS, row=rows_used, detail=ROWS_UNEXPLAINED)
+        checks.add(~(is_par | is_all), ERR_VALIDATE_ROWS, row=rows_used, detail=ROWS_NO_LAYOUT)
         need = np.where(is_par, n_par, n_all)
-    if (need == need[0]).all():
-        checks.add(val0[: int(need[0])].min(axis=0) < 0, ERR_VALIDATE_COL0)
-    else:
-        checks.add(((val0 < 0) & (row_no < need)).any(axis=0), ERR_VALIDATE_COL0)
+    _check_column0(checks, val0, need)
     return val0, is_all, need, checks
+
+
+def _check_lost_step(checks: _Checks, rows_used: np.ndarray, deeper: tuple) -> None:
+    """rows_used: [C] int64 validate rows before trailing padding; deeper: the all layout's rows of
+    trees of 1, 2, .. more draft steps. A round with exactly one of them lost that many steps' files."""
+    if not np.isin(rows_used, deeper).any():
+        return
+    lost = np.zeros(rows_used.shape[0], dtype=np.int64)
+    for more, rows in enumerate(deeper, 1):  # at most gamma counts
+        lost[rows_used == rows] = more
+    checks.add(lost > 0, ERR_LOST_STEP, row=rows_used, detail=lost)
+
+
+def _check_column0(checks: _Checks, val0: np.ndarray, need: np.ndarray) -> None:
+    """A validate row the layout uses without a token in column 0 (val0: [vrows, C] int64 column 0;
+    need: [C] int64 the rows the layout uses); the first such row is the one named."""
+    if (need == need[0]).all():
+        neg = val0[: int(need[0])] < 0
+    else:
+        neg = (val0 < 0) & (np.arange(val0.shape[0])[:, None] < need)
+    bad = neg.any(axis=0)
+    if bad.any():
+        checks.add(bad, ERR_VALIDATE_COL0, row=np.argmax(neg, axis=0))
 
 
 @dataclass
@@ -209,6 +319,61 @@ class _Accepted:
     stop: np.ndarray  # [C] uint8 leaf 0 / mismatch 1 / no row 2
 
 
+@dataclass
+class _Walk:
+    """The greedy walk of C rounds, one depth at a time. Lanes of rounds that already stopped keep
+    computing on stale indices (cheaper than masking them); only ``alive`` lanes record anything."""
+
+    cur: np.ndarray  # [C] int64 level-local index of the current node
+    alive: np.ndarray  # [C] bool still walking
+    length: np.ndarray  # [C] int64 accepted draft tokens
+    wants: np.ndarray  # [S+1, C] int64 the target's top-1 at the depth-d node (PAD_TOKEN: no row)
+    expanded_at: np.ndarray  # [S+1, C] bool the depth-d node has children
+    nodes: np.ndarray  # [S, C] int64 accepted node ids, filled depth by depth
+    tokens: np.ndarray  # [S, C] int64 accepted tokens
+    ranks: np.ndarray  # [S, C] int64 sibling ranks of the accepted nodes
+
+    @classmethod
+    def start(cls, steps: int, c: int) -> _Walk:
+        at_depth = np.empty((steps, c), dtype=np.int64)
+        return cls(
+            np.zeros(c, dtype=np.int64),
+            np.ones(c, dtype=bool),
+            np.zeros(c, dtype=np.int64),
+            np.empty((steps + 1, c), dtype=np.int64),
+            np.zeros((steps + 1, c), dtype=bool),
+            at_depth,
+            at_depth.copy(),
+            at_depth.copy(),
+        )
+
+    def advance(self, d: int, new_cur: np.ndarray, rank: np.ndarray, token: np.ndarray, moving: np.ndarray, start: int):
+        """Record depth d's step (moving [C] bool: the rounds that matched a child) and move on to
+        the child (new_cur [C] int64 level-local, rank [C] int64, token [C] int64; start: its level's first id)."""
+        self.nodes[d] = np.where(moving, new_cur + start, PAD_TOKEN)
+        self.tokens[d] = np.where(moving, token, PAD_TOKEN)
+        self.ranks[d] = np.where(moving, rank, PAD_TOKEN)
+        self.length += moving
+        self.cur, self.alive = new_cur, moving
+
+
+@dataclass(frozen=True)
+class _Targets:
+    """The validate column 0 of a chunk, as the walk reads it: val0 [vrows, C] int64, is_all [C] bool."""
+
+    val0: np.ndarray
+    is_all: np.ndarray
+    col: np.ndarray  # [C] int64 0..C-1
+
+    @cached_property
+    def all_rows(self) -> bool:
+        return bool(self.is_all.all())
+
+    @cached_property
+    def no_all(self) -> bool:
+        return not self.is_all.any()
+
+
 def _accept_chunk(
     shape: TreeShape,
     tokens: list[np.ndarray],
@@ -217,93 +382,105 @@ def _accept_chunk(
     is_all: np.ndarray,
     col: np.ndarray,
 ) -> _Accepted:
-    """Greedy acceptance, one depth at a time, every round of the chunk at once.
-
-    Lanes of rounds that already stopped keep computing on stale indices (cheaper than masking
-    them); only ``alive`` lanes record anything.
-    """
-    c = col.shape[0]
+    """Greedy acceptance, one depth at a time, every round of the chunk at once: at each depth the
+    target's top-1 at the current node, then the child that holds it, if any."""
     s_count = shape.num_steps
-    all_rows, no_all = bool(is_all.all()), not is_all.any()
-    wants = np.empty((s_count + 1, c), dtype=np.int64)  # target's top-1 at the depth-d node
-    expanded_at = np.zeros((s_count + 1, c), dtype=bool)  # the depth-d node has children
-    alive = np.ones(c, dtype=bool)
-    length = np.zeros(c, dtype=np.int64)
-    cur = np.zeros(c, dtype=np.int64)  # level-local index of the current node
-    acc_nodes = np.empty((s_count, c), dtype=np.int64)  # [S, C] filled depth by depth below
-    acc_tokens = np.empty((s_count, c), dtype=np.int64)  # [S, C]
-    acc_ranks = np.empty((s_count, c), dtype=np.int64)  # [S, C]
+    walk = _Walk.start(s_count, col.shape[0])
+    targets = _Targets(val0, is_all, col)
     for d in range(s_count + 1):
-        h = shape.heads[d] if d < s_count else 0
-        if d == 0:  # the root: expanded at step 0, target row 0 in both layouts
-            expanded_at[0] = True
-            j = None
-            want = val0[0]
-        else:
-            if h == 1:
-                expanded = chosen[d][0] == cur
-                j = None
-            elif h:
-                eq = chosen[d] == cur
-                expanded = eq.any(axis=0)
-                j = first_true(eq)  # h when not expanded: a stale lane, clipped by the gathers
-            else:
-                expanded = expanded_at[d]  # the last level: leaves
-                j = None
-            expanded_at[d] = expanded
-            node_row = shape.starts[d] + cur
-            if all_rows:
-                want = _gather(val0, node_row, col)
-            else:
-                par_row = shape.head_offsets[min(d, s_count - 1)] + (0 if j is None else j)
-                row = par_row if no_all else np.where(is_all, node_row, par_row)
-                want = np.where(is_all | expanded, _gather(val0, row, col), PAD_TOKEN)
-        wants[d] = want
-        if d == s_count:
-            break
-        m = shape.maps[d]
-        wmax = int(m.width.max())
-        uniform = int(m.width.min()) == wmax
-        if j is None:
-            first = int(m.child_offset[0])
-        elif uniform:
-            first = j * wmax
-        else:
-            first = np.take(m.child_offset, j, mode="clip")
-        if d == 0:
-            kid_tokens = tokens[0]  # the root's children: all of level 1
-        else:
-            slots = first + np.arange(wmax)[:, None] if wmax > 1 else first + np.zeros((1, 1), dtype=np.int64)
-            kid_tokens = _gather(tokens[d], np.broadcast_to(slots, (wmax, c)), col)
-        match = kid_tokens == want
-        if not uniform:
-            match &= np.arange(wmax)[:, None] < np.take(m.width, j, mode="clip")
-        if d:
-            match &= expanded
-        if wmax > 1:
-            r = first_true(match)  # wmax when nothing matched: only stopped lanes
-            moving = alive & match.any(axis=0)
-            tok = _gather(kid_tokens, r, col)
-        else:
-            r = np.zeros(c, dtype=np.int64)
-            moving = alive & match[0]
-            tok = kid_tokens[0]
-        new_cur = first + r
-        acc_nodes[d] = np.where(moving, new_cur + shape.starts[d + 1], PAD_TOKEN)
-        acc_tokens[d] = np.where(moving, tok, PAD_TOKEN)
-        acc_ranks[d] = np.where(moving, r, PAD_TOKEN)
-        length += moving
-        cur = new_cur
-        alive = moving
-    # Where the walk stopped: the target's token there is the bonus (PAD when the dump has no row).
-    at = length * c + col
-    bonus = np.take(wants.reshape(-1), at)
-    had_kids = np.take(expanded_at.reshape(-1), at)
+        j = _mark_expanded(shape, chosen, walk, d)
+        walk.wants[d] = _target_top1(shape, targets, walk, d, j)
+        if d < s_count:
+            _step_down(shape, tokens[d], walk, d, j, col)
+    return _walk_end(walk, col)
+
+
+def _mark_expanded(shape: TreeShape, chosen: list[np.ndarray], walk: _Walk, d: int) -> np.ndarray | None:
+    """Record whether each round's depth-d node has children; return its expanded slot of step d
+    ([C] int64; h when not expanded: a stale lane, clipped by the gathers), None where step d
+    has a single slot or none (the slot is then 0)."""
+    h = shape.heads[d] if d < shape.num_steps else 0
+    if d == 0:  # the root: expanded at step 0
+        walk.expanded_at[0] = True
+        return None
+    if h == 1:
+        walk.expanded_at[d] = chosen[d][0] == walk.cur
+        return None
+    if h:
+        eq = chosen[d] == walk.cur
+        walk.expanded_at[d] = eq.any(axis=0)
+        return first_true(eq)
+    return None  # the last level: leaves (expanded_at stays False)
+
+
+def _target_top1(shape: TreeShape, targets: _Targets, walk: _Walk, d: int, j: np.ndarray | None) -> np.ndarray:
+    """[C] int64 the target's top-1 at each round's depth-d node: its validate row (all layout: the
+    node's own; parents layout: its expanded slot's, none when it was not expanded: PAD_TOKEN)."""
+    val0, col = targets.val0, targets.col
+    if d == 0:  # the root: target row 0 in both layouts
+        out: np.ndarray = val0[0]
+        return out
+    node_row = shape.starts[d] + walk.cur
+    if targets.all_rows:
+        return _gather(val0, node_row, col)
+    par_row = shape.head_offsets[min(d, shape.num_steps - 1)] + (0 if j is None else j)
+    row = par_row if targets.no_all else np.where(targets.is_all, node_row, par_row)
+    return np.where(targets.is_all | walk.expanded_at[d], _gather(val0, row, col), PAD_TOKEN)
+
+
+def _children(m: _StepMaps, level: np.ndarray, j: np.ndarray | None, d: int, col: np.ndarray):
+    """(first child [C] int64 or int, their tokens [w, C] int64, real [w, C] bool or None) of each
+    round's depth-d node, read from level d+1's tokens (level: [L_{d+1}, C] int64); w is the widest
+    expanded node's child count, ``real`` marks the node's own children where widths differ."""
+    wmax = int(m.width.max())
+    uniform = int(m.width.min()) == wmax
+    if j is None:
+        first = int(m.child_offset[0])
+    elif uniform:
+        first = j * wmax
+    else:
+        first = np.take(m.child_offset, j, mode="clip")
+    if d == 0:
+        kids = level  # the root's children: all of level 1
+    else:
+        slots = first + np.arange(wmax)[:, None] if wmax > 1 else first + np.zeros((1, 1), dtype=np.int64)
+        kids = _gather(level, np.broadcast_to(slots, (wmax, col.shape[0])), col)
+    if uniform:
+        return first, kids, None
+    assert j is not None  # widths differ only where a step has several slots
+    return first, kids, np.arange(wmax)[:, None] < np.take(m.width, j, mode="clip")
+
+
+def _step_down(shape: TreeShape, level: np.ndarray, walk: _Walk, d: int, j: np.ndarray | None, col: np.ndarray):
+    """Move each walking round from its depth-d node to the child whose token is the target's top-1
+    there (the first such child), or stop it. level: [L_{d+1}, C] int64 level d+1's tokens."""
+    first, kids, real = _children(shape.maps[d], level, j, d, col)
+    match = kids == walk.wants[d]
+    if real is not None:
+        match &= real
+    if d:
+        match &= walk.expanded_at[d]
+    if kids.shape[0] > 1:
+        rank = first_true(match)  # w when nothing matched: only stopped lanes
+        moving = walk.alive & match.any(axis=0)
+        token = _gather(kids, rank, col)
+    else:
+        rank = np.zeros(col.shape[0], dtype=np.int64)
+        moving = walk.alive & match[0]
+        token = kids[0]
+    walk.advance(d, first + rank, rank, token, moving, shape.starts[d + 1])
+
+
+def _walk_end(walk: _Walk, col: np.ndarray) -> _Accepted:
+    """Where the walk stopped: the target's token there is the bonus (PAD when the dump has no row)."""
+    at = walk.length * col.shape[0] + col
+    bonus = np.take(walk.wants.reshape(-1), at)
+    had_kids = np.take(walk.expanded_at.reshape(-1), at)
     known = (bonus != PAD_TOKEN).view(np.uint8)
     kids = had_kids.view(np.uint8)
     # Codes looked up by (had children, target row known) on 0/1 bytes (two nested wheres cost 4x more).
     case = (kids << np.uint8(1)) | known
-    return _Accepted(acc_nodes, acc_tokens, acc_ranks, length, bonus, _BONUS_BY_CASE[case], _STOP_BY_CASE[case])
+    return _Accepted(walk.nodes, walk.tokens, walk.ranks, walk.length, bonus, _BONUS_BY_CASE[case], _STOP_BY_CASE[case])
 
 
 # Indexed by 2 * had_children + target_row_known: a leaf stops the walk whatever the row; at a node
@@ -327,23 +504,15 @@ def _replay_chunk(
     static: bool,
     res: BatchResult,
     notes: dict,
-    small: np.ndarray | None = None,
     deeper: tuple = (),
 ) -> None:
-    """Replay rounds [lo, hi) of ``batch`` (all of ``shape``) into ``res`` rows [lo, hi).
-
-    small: [R] bool, rounds whose own matrices are too small for ``shape`` (padded batches): the
-    reference rejects them before anything else.
-    """
+    """Replay rounds [lo, hi) of ``batch`` (all of ``shape``) into ``res`` rows [lo, hi)."""
     c = hi - lo
     col = _columns(c)
     sl = slice(lo, hi)
     tree = _rebuild_chunk(batch, lo, hi, shape, static, col)
     val0, is_all, need, validate_checks = _validate_chunk(batch, lo, hi, shape, deeper)
-    checks = _Checks()
-    if small is not None:  # a round whose own matrix is too small for the tree: its shape is the first fault
-        checks.add(small[lo:hi], ERR_MATRIX_SHAPE)
-    checks.conds += tree.checks.conds + validate_checks.conds  # the reference checks the tree first
+    checks = _Checks(tree.checks.conds + validate_checks.conds)  # the reference checks the tree first
     acc = _accept_chunk(shape, tree.tokens, tree.chosen, val0, is_all, col)
     s_count = shape.num_steps
     res.accepted_nodes[:s_count, sl] = acc.nodes
@@ -363,7 +532,7 @@ def _replay_chunk(
     mismatch = tree.mismatch
     ok = None
     if checks.conds:  # rejected rounds get the defaults (PAD_TOKEN / 0) in every outcome
-        err = checks.codes(c)
+        err, res.error_at[:, sl] = checks.reasons(c)
         res.error[sl] = err
         ok = err == ERR_OK
         bad = lo + np.flatnonzero(~ok)

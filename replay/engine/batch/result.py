@@ -26,7 +26,12 @@ class BatchResult:
     keys: np.ndarray  # [2, R] int64
     root_tokens: np.ndarray  # [R] int64
     error: np.ndarray  # [R] int8 ERR_* code, 0 = replayed
-    shape_index: np.ndarray  # [R] int16 into ``shapes``; -1 when no shape could be derived
+    # [3, R] int64 where the error's check failed: (draft step, row, detail) as replay.engine.batch.codes
+    # says per code, -1 where a code has no such place (and in replayed rounds)
+    error_at: np.ndarray
+    # [R] int16 into ``shapes``; -1 when no shape could be derived. A round rejected at a draft step
+    # without valid rows (dynamic trees) has the shape of the steps before it.
+    shape_index: np.ndarray
     shapes: tuple[TreeShape, ...]
     layout: np.ndarray  # [R] int8: 0 parents, 1 all
     layout_stated: np.ndarray  # [R] bool
@@ -232,6 +237,7 @@ _ROUND_ARRAYS = (
     "keys",
     "root_tokens",
     "error",
+    "error_at",
     "shape_index",
     "layout",
     "layout_stated",
@@ -266,6 +272,7 @@ def _empty_result(batch: RoundBatch, gamma: int) -> BatchResult:
         keys=np.asarray(batch.keys, dtype=np.int64),
         root_tokens=np.asarray(batch.root_tokens, dtype=np.int64),
         error=np.zeros(r, dtype=np.int8),
+        error_at=np.full((3, r), -1, dtype=np.int64),
         shape_index=np.full(r, -1, dtype=np.int16),
         shapes=(),
         layout=np.zeros(r, dtype=np.int8),

@@ -118,7 +118,8 @@ def config_tree_shape(cfg: TreeConfig, steps: int) -> TreeShape:
 def dynamic_shapes(batch: RoundBatch, cfg: TreeConfig) -> tuple[np.ndarray, list[TreeShape], np.ndarray]:
     """Each round's own shape when the tree is dynamic (as rebuild._step_shape reads it).
 
-    Returns (shape index [R] int64, -1 when rejected; shapes; error [R] int8).
+    Returns (shape index [R] int64; shapes; error [R] int8). A round with a draft step without
+    valid rows (ERR_NO_ROWS) has the shape of the steps before it: the ones the reference checks first.
     """
     r = len(batch)
     level = np.ones(r, dtype=np.int64)
@@ -150,10 +151,11 @@ def dynamic_shapes(batch: RoundBatch, cfg: TreeConfig) -> tuple[np.ndarray, list
         heads, widths, pos = [], [], 0
         for st in batch.steps:
             h = int(row[pos])
+            if not h:  # no valid row here, so none in the steps after it either (their level is empty)
+                break
             heads.append(h)
             widths.append(tuple(int(x) for x in row[pos + 1 : pos + 1 + h]))
             pos += 1 + st.rows
-        if min(heads) >= 1:
-            index_of[u] = len(shapes)
-            shapes.append(tree_shape(tuple(heads), tuple(widths)))
+        index_of[u] = len(shapes)
+        shapes.append(tree_shape(tuple(heads), tuple(widths)))  # step 0 always has its one row
     return index_of[inverse], shapes, err

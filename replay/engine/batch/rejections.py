@@ -1,0 +1,249 @@
+"""Why a round is rejected, in words: one function per reason, and the batch's rejected rounds worded.
+
+The batch kernel records, for each round it rejects, the reason's code (``BatchResult.error``) and
+its place (``BatchResult.error_at``: the draft step, the row, a detail); ``rejection_reasons`` words
+them from that and from the batch's own arrays and file names, with no second replay. The round
+by round replay (replay.engine.rebuild, replay.engine.replayer) words its rejections with the same
+functions, so the two say the same thing in the same words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from replay.core.config import TreeConfig
+from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS
+from replay.io.roundbatch import RoundBatch
+from replay.util.words import row_words
+
+from .codes import (
+    ERR_LOST_STEP,
+    ERR_MATRIX_SHAPE,
+    ERR_NO_ROWS,
+    ERR_PARENTS,
+    ERR_TOKENS,
+    ERR_TOO_MANY_STEPS,
+    ERR_VALIDATE_COL0,
+    ERR_VALIDATE_ROWS,
+    MATRIX_ROWS,
+    PARENTS_ROOT,
+    ROWS_FEWER,
+    ROWS_NO_LAYOUT,
+    ROWS_OF_ALL,
+    TOKEN_PADDING,
+)
+from .result import BatchResult
+from .shapes import TreeShape
+
+# --------------------------------------------------------------------------------------------
+# The words of each reason (the draft steps' checks, then the validate matrix's, in check order)
+
+
+def too_many_steps_words(steps: int, gamma: int) -> str:
+    return f"dump has {steps} draft steps but gamma = {gamma}"
+
+
+def no_valid_row_words(step: int) -> str:
+    return f"draft_step_{step} has no valid row: every row is padding or has a negative parent"
+
+
+def matrix_rows_words(step: int, rows: int, heads: int) -> str:
+    return f"draft_step_{step} has {rows} row(s) but topHead[{step}] = {heads}"
+
+
+def matrix_columns_words(step: int, cols: int, widths: Sequence[int]) -> str:
+    return f"draft_step_{step} has {cols} column(s) but topKSpec[{step}] = {list(widths)} needs {max(widths)}"
+
+
+def padding_words(step: int, row: int, width: int) -> str:
+    return f"draft_step_{step} {row_words(row)} has padding inside its {width} kept column(s)"
+
+
+def negative_words(step: int, row: int) -> str:
+    return f"draft_step_{step} {row_words(row)} has negative token ids"
+
+
+def root_parent_words(parent: int) -> str:
+    return f"draft_step_0 parents[0] = {parent}, expected 0 (the root)"
+
+
+def parents_words(step: int, chosen: Sequence[int], first: int, last: int) -> str:
+    """Explicit parents that are not distinct nodes of their level (tree-order ids first..last)."""
+    return f"draft_step_{step} parents {list(chosen)} must be distinct nodes of level {step} (nodes {first}..{last})"
+
+
+def lost_step_words(rows: int, drafted: int, steps: int, key: tuple[int, int]) -> str:
+    """An all-layout validate with the rows of a tree of ``drafted`` steps, in a round of ``steps``."""
+    return (
+        f"validate has {rows} rows, the all layout of {drafted} draft steps, but the round has "
+        f"{steps}: draft_step_{steps}_{key[0]}_{key[1]} is missing (an early stop has no rows "
+        "for the steps it did not draft)"
+    )
+
+
+def fewer_rows_words(rows: int, layout: str, need: int) -> str:
+    return f"validate has {rows} row(s); the {layout} layout needs {need}"
+
+
+def rows_of_all_words(rows: int, n_all: int, need: int) -> str:
+    """A stated parents layout whose matrix has a row for every node: reading its first rows as the
+    expanded nodes' would silently use other nodes' targets."""
+    return (
+        f"validate has {rows} row(s) beyond trailing padding, as the all layout has (at least {n_all}); "
+        f"the parents layout needs {need}: state --layout all, or remove the extra rows"
+    )
+
+
+def unexplained_rows_message(rows: int, layout: str, need: int, config: str) -> str:
+    """Why a round whose validate matrix holds more rows than its layout uses is skipped: rows that
+    are not padding (padding rows hold only PAD_TOKEN) would be read as other nodes' targets."""
+    return (
+        f"validate has {rows} row(s) that are not padding, {rows - need} more than the {layout} layout of "
+        f"config {config} uses ({need}); the config may not be the one the dump was drafted with "
+        "(check config.json or --config; rows made only of -1 are padding)"
+    )
+
+
+def no_layout_words(rows: int, n_parents: int, num_nodes: int) -> str:
+    """Validate rows that fit neither layout (fewer than the all layout's, not the parents layout's)."""
+    return (
+        f"validate has {rows} row(s): expected {n_parents} (parents layout: one per expanded node) "
+        f"or {num_nodes + 1} (all layout: root + {num_nodes} nodes); is the config the dump's (--config), is a "
+        "draft step missing, or is the layout ambiguous (then state it with --layout)?"
+    )
+
+
+def column0_words(row: int) -> str:
+    return f"validate {row_words(row)} has no token in column 0"
+
+
+# --------------------------------------------------------------------------------------------
+# A batch's rejected rounds, worded from the kernel's record
+
+
+@dataclass(frozen=True)
+class _Rejected:
+    """One rejected round of a batch: where the kernel found its fault, and what the words read."""
+
+    batch: RoundBatch
+    tree: TreeConfig
+    index: int  # the round's place in the batch
+    shape: TreeShape | None  # its tree's shape, None when it was rejected before one was known
+    step: int  # error_at[0]: the draft step of the fault, -1 for the validate matrix
+    row: int  # error_at[1]: the row (or the validate's rows used), -1 when none
+    detail: int  # error_at[2]: which of the code's messages (codes.MATRIX_ROWS, ...), or a number
+
+    @property
+    def matrix_shape(self) -> tuple[int, int]:
+        """(rows, columns) of the faulty draft step's matrix as the round's own file has them."""
+        st = self.batch.steps[self.step]
+        return int(st.own_rows()[self.index]), int(st.own_cols()[self.index])
+
+    def parents(self) -> list[int]:
+        """The faulty draft step's explicit parents of its expanded slots, as the round's file has them."""
+        assert self.shape is not None
+        own = self.batch.steps[self.step].matrix(self.index, "").parents
+        assert own is not None  # ERR_PARENTS comes from explicit parents only
+        return [int(p) for p in own[: self.shape.heads[self.step]]]
+
+
+def _too_many_steps(r: _Rejected) -> str:
+    return too_many_steps_words(r.batch.num_steps, r.tree.gamma)
+
+
+def _no_valid_row(r: _Rejected) -> str:
+    return no_valid_row_words(r.step)
+
+
+def _matrix_shape(r: _Rejected) -> str:
+    assert r.shape is not None
+    rows, cols = r.matrix_shape
+    if r.detail == MATRIX_ROWS:
+        return matrix_rows_words(r.step, rows, r.shape.heads[r.step])
+    return matrix_columns_words(r.step, cols, r.shape.widths[r.step])
+
+
+def _tokens(r: _Rejected) -> str:
+    assert r.shape is not None
+    if r.detail == TOKEN_PADDING:
+        return padding_words(r.step, r.row, r.shape.widths[r.step][r.row])
+    return negative_words(r.step, r.row)
+
+
+def _parents(r: _Rejected) -> str:
+    assert r.shape is not None
+    chosen = r.parents()
+    if r.detail == PARENTS_ROOT:
+        return root_parent_words(chosen[0])
+    first = r.shape.starts[r.step]
+    return parents_words(r.step, chosen, first, first + r.shape.level_sizes[r.step] - 1)
+
+
+def _lost_step(r: _Rejected) -> str:
+    steps = r.batch.num_steps
+    return lost_step_words(r.row, steps + r.detail, steps, r.batch.key(r.index))
+
+
+def _validate_rows(r: _Rejected) -> str:
+    assert r.shape is not None
+    n_parents, n_all = r.shape.num_expanded, r.shape.num_nodes + 1
+    layout = r.batch.layout or LAYOUT_ALL  # rows beyond both layouts are judged against the all layout's
+    need = n_parents if layout == LAYOUT_PARENTS else n_all
+    if r.detail == ROWS_FEWER:
+        return fewer_rows_words(r.row, layout, need)
+    if r.detail == ROWS_OF_ALL:
+        return rows_of_all_words(r.row, n_all, need)
+    if r.detail == ROWS_NO_LAYOUT:
+        return no_layout_words(r.row, n_parents, r.shape.num_nodes)
+    return unexplained_rows_message(r.row, layout, need, r.tree.short())
+
+
+def _column0(r: _Rejected) -> str:
+    return column0_words(r.row)
+
+
+_WORDS: dict[int, Callable[[_Rejected], str]] = {
+    ERR_TOO_MANY_STEPS: _too_many_steps,
+    ERR_NO_ROWS: _no_valid_row,
+    ERR_MATRIX_SHAPE: _matrix_shape,
+    ERR_TOKENS: _tokens,
+    ERR_PARENTS: _parents,
+    ERR_LOST_STEP: _lost_step,
+    ERR_VALIDATE_ROWS: _validate_rows,
+    ERR_VALIDATE_COL0: _column0,
+}
+
+
+def rejection_reasons(batch: RoundBatch, result: BatchResult, tree: TreeConfig) -> dict[int, tuple[str, str]]:
+    """{round index in ``batch``: (the file at fault, why)} for every round ``result`` rejects, worded
+    from the kernel's record (error, error_at) as the round-by-round replay words it."""
+    out = {}
+    for i in np.flatnonzero(~result.ok).tolist():
+        step, row, detail = (int(v) for v in result.error_at[:, i])
+        k = int(result.shape_index[i])
+        rejected = _Rejected(batch, tree, i, result.shapes[k] if k >= 0 else None, step, row, detail)
+        paths = batch.paths_of(i)
+        out[i] = (paths[step] if step >= 0 else paths[-1], _WORDS[int(result.error[i])](rejected))
+    return out
+
+
+__all__ = [
+    "column0_words",
+    "fewer_rows_words",
+    "lost_step_words",
+    "matrix_columns_words",
+    "matrix_rows_words",
+    "negative_words",
+    "no_layout_words",
+    "no_valid_row_words",
+    "padding_words",
+    "parents_words",
+    "rejection_reasons",
+    "root_parent_words",
+    "rows_of_all_words",
+    "too_many_steps_words",
+    "unexplained_rows_message",
+]
