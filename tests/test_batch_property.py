@@ -193,6 +193,16 @@ def test_batch_matches_reference(case):
     check_agree(cfg, rounds)
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(runs())
+def test_rejections_are_worded_as_the_reference_words_them(case):
+    """The fast loop's share of test_batch_matches_reference: check_agree compares the engine's
+    words for each rejected round (replay.engine.batch.rejections, from the kernel's record) with
+    the reference's, file and reason, besides the replayed rounds' records."""
+    cfg, rounds = case
+    check_agree(cfg, rounds)
+
+
 @pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(runs())
