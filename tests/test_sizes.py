@@ -12,10 +12,6 @@ PACKAGES = ("replay", "analysis")
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
 
-# Functions allowed over the limit, by "path:qualified name". Exactly one, and only for now:
-# kernel.py's _accept_chunk is being split on another branch; remove it from here when that lands.
-LONG_FUNCTION_EXCEPTIONS = {"replay/engine/batch/kernel.py:_accept_chunk"}
-
 
 def _modules() -> list[Path]:
     return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
@@ -41,11 +37,5 @@ def test_no_module_over_600_lines():
 
 
 def test_no_function_over_80_lines():
-    long = {key: n for key, n in _long_functions().items() if key not in LONG_FUNCTION_EXCEPTIONS}
+    long = _long_functions()
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
-
-
-def test_every_exception_is_still_long():
-    """An exception that got short (or moved) leaves the list, so that the list stays true."""
-    stale = sorted(LONG_FUNCTION_EXCEPTIONS - set(_long_functions()))
-    assert not stale, f"no longer over {MAX_FUNCTION_LINES} lines: remove {stale} from LONG_FUNCTION_EXCEPTIONS"

@@ -20,10 +20,13 @@ import numpy as np
 from replay.core.config import SpecConfig, TreeConfig
 from replay.core.selection import fallback_run_warning, unused_scores_note
 from replay.core.vocab import LAYOUT_ALL, LAYOUTS
+from replay.io.dumpnames import Key
 from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
-from replay.io.grouping import Grouping, Key, Skipped, Step0Check, no_such_round
+from replay.io.grouping import Grouping, no_such_round
 from replay.io.manifest import Manifest, group_rounds, recorded_round_warnings
 from replay.io.packed.pack import PackedBlockError, PackedRun, is_packed_run
+from replay.io.skipped import Skipped
+from replay.io.step0 import Step0Check
 from replay.util.errors import DumpError, RoundError, RoundNotFoundError, skip_reason
 from replay.util.parallel import ordered_map, resolve_workers
 from replay.util.progress import progress_bar
