@@ -1,4 +1,4 @@
-"""``specreplay replay``: the CLI over replay_directory."""
+"""``specreplay replay``: the CLI over the batch replay (replay.engine.runs.replay_run), trees drawn from its arrays."""
 
 from __future__ import annotations
 
@@ -6,16 +6,21 @@ import argparse
 import sys
 from dataclasses import replace
 
-from replay.core.records import json_line, write_batch_json_lines
-from replay.engine.render import render_round, render_summary, sampling_lines, sampling_summary, summary_lines
-from replay.engine.replayer import replay_directory
-from replay.engine.runs import replay_run
-from replay.engine.sampling import node_logprob_gaps, refused_with_scores, round_sampling, sampling_skip
+import numpy as np
+
+from replay.core.records import write_batch_json_lines
+from replay.core.vocab import LAYOUT_ALL, LAYOUTS
+from replay.engine.batch.rising import RisingRows, rising_rows, rising_rows_warning
+from replay.engine.batch.sampling_frames import concat_sampling, round_sampling_at, write_sampling_json_lines
+from replay.engine.batch.view import round_views
+from replay.engine.render import batch_sampling_summary, render_round, sampling_lines, summary_lines
+from replay.engine.runs import PerBatch, Run, RunReplay, mixed_layouts_note, replay_run
+from replay.io.manifest import recorded_round_warnings
 from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
-from replay.util.progress import progress_enabled, tqdm_progress
+from replay.util.progress import progress_enabled
 
-from .cmd_scale import run_figures
+from .cmd_scale import run_figures, sampling_part, sampling_refusals
 from .options import (
     JSON_LINES_HELP,
     OneRound,
@@ -63,7 +68,7 @@ input was skipped.
 
 def run_replay(args: argparse.Namespace) -> int:
     if args.workers is not None and not (args.json or args.summary):
-        # the tree text replays round by round in this process: --workers would do nothing
+        # the option's promise: the tree text reads with the default readers (its words kept as they were)
         raise SpecReplayError(
             f"--workers {args.workers} without --json or --summary: only those read in worker processes; drop --workers"
         )
@@ -74,17 +79,67 @@ def run_replay(args: argparse.Namespace) -> int:
         return _replay_json(args)
     if args.summary:
         return _replay_summary(args)
-    update, close = tqdm_progress("replay", progress_enabled(args.no_progress))
-    try:
-        rep = replay_directory(args.dir, options_from_args(args), update)
-    finally:
-        close()
-    require_rounds(rep, len(rep.results))
+    return _replay_trees(args)
+
+
+def _replay_trees(args: argparse.Namespace) -> int:
+    """Every replayed round's tree drawn from its batch's arrays (replay.engine.batch.view), then the summary."""
+    rep = replay_run(
+        args.dir,
+        options_from_args(args),
+        progress=progress_enabled(args.no_progress),
+        per_batch=lambda b, res, cfg: (round_views(b, res), rising_rows(b, res)),
+    )
+    require_rounds(rep, int(rep.result.ok.sum()))
+    views = {key: view for part in rep.per_batch for key, view in part[0].items()}
     out = sys.stdout
-    for res in rep.results:
-        out.write("\n".join(render_round(res)) + "\n\n")
-    out.write("\n".join(render_summary(rep)) + "\n")
-    return _told(rep, args.dir)
+    for key in _replayed_keys(rep.result, np.flatnonzero(rep.result.ok)):
+        out.write("\n".join(render_round(views[key])) + "\n\n")
+    out.write("\n".join(_greedy_summary(rep)) + "\n")
+    return _told(_with_rising_rows(rep, [part[1] for part in rep.per_batch]), args.dir)
+
+
+def _replayed_keys(result, rows: np.ndarray) -> list[tuple[int, int]]:
+    """The keys of rounds ``rows`` (an [n] int64 index into ``result``), in run order."""
+    return [(int(a), int(b)) for a, b in result.keys[:, rows].T.tolist()]
+
+
+def _greedy_summary(rep: RunReplay) -> list[str]:
+    """The summary block of a greedy replay: the figures from the batch arrays."""
+    title = f"summary of {rep.directory}"
+    return summary_lines(title, rep.config_source, rep.config, rep.tree, run_figures(rep), rep.skipped, rep.notes)
+
+
+def _with_rising_rows(rep: RunReplay, parts: list[RisingRows]) -> RunReplay:
+    """rep with the WARNING about validate rows whose scores rise along the row (replay.engine.batch.rising)
+    where replay has always said it: after the rounds' notes, before replay_run's last lines (a note
+    on mixed layouts, the rounds the manifest records otherwise)."""
+    line = rising_rows_warning(parts)
+    if line is None:
+        return rep
+    at = len(rep.warnings) - _lines_after_round_notes(rep)
+    return replace(rep, warnings=(*rep.warnings[:at], line, *rep.warnings[at:]))
+
+
+def _lines_after_round_notes(rep: RunReplay) -> int:
+    """How many lines replay_run's warnings end with after the rounds' notes: its mixed-layouts note and
+    its recorded-rounds warning, made again from the same arrays (replay_run returns them joined)."""
+    res = rep.result
+    ok = res.ok
+    shapes = res.shape_index[ok]
+    mixed = mixed_layouts_note(
+        res.keys[:, ok],
+        res.layout[ok] == LAYOUTS.index(LAYOUT_ALL),
+        ~res.layout_stated[ok],
+        lambda i: (sum(res.shapes[shapes[i]].heads), sum(res.shapes[shapes[i]].level_sizes)),
+    )
+    recorded = recorded_round_warnings(
+        rep.manifest,
+        rep.tree,
+        res.keys[:, ok],
+        {"num_nodes": res.num_nodes[ok], "draft_steps": res.num_steps[ok], "accepted_length": res.accepted_length[ok]},
+    )
+    return (mixed is not None) + len(recorded)
 
 
 def _told(rep, directory: str) -> int:
@@ -103,9 +158,7 @@ def _replay_summary(args: argparse.Namespace) -> int:
         args.dir, options_from_args(args), workers=args.workers, progress=progress_enabled(args.no_progress)
     )
     require_rounds(rep, int(rep.result.ok.sum()))
-    title = f"summary of {rep.directory}"
-    lines = summary_lines(title, rep.config_source, rep.config, rep.tree, run_figures(rep), rep.skipped, rep.notes)
-    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.write("\n".join(_greedy_summary(rep)) + "\n")
     return _told(rep, args.dir)
 
 
@@ -121,49 +174,73 @@ def _replay_json(args: argparse.Namespace) -> int:
 
 
 def _replay_sampling(args: argparse.Namespace) -> int:
-    """--temperature: each replayed round's expected acceptance at T (replay.engine.sampling)."""
-    update, close = tqdm_progress("replay", progress_enabled(args.no_progress))
-    try:
-        rep = replay_directory(args.dir, options_from_args(args), update)
-    finally:
-        close()
+    """--temperature: each replayed round's expected acceptance at T, batch by batch (the dump's
+    node_logprobs where it records them at T: replay.engine.batch.recorded.sampling_at)."""
     t = args.temperature
-    vocab, recorded = sampling_vocab(args, rep.manifest), rep.manifest.node_logprob_temperatures
-    used, skipped, refused = [], list(rep.skipped), []
-    for res in rep.results:
-        try:
-            used.append((res, round_sampling(res, t, vocab, recorded)))
-        except ValueError as exc:
-            skipped.append(sampling_skip(res.name, t, str(exc)))
-            refused.append(str(exc))
-    greedy, rep = rep, replace(rep, skipped=tuple(skipped))
-    require_rounds(rep, len(used))
+    drawn = not (args.json or args.summary)
+    rep = replay_run(
+        args.dir,
+        options_from_args(args),
+        workers=args.workers,
+        progress=progress_enabled(args.no_progress),
+        per_run=lambda run: _sampling_per_batch(args, run, drawn),
+    )
+    sampling_vocab(
+        args, rep.manifest
+    )  # raises when --vocab-size contradicts the manifest: after the reading, as before
+    res, parts = rep.result, list(rep.per_batch)
+    smp = concat_sampling([p[0][:2] for p in parts]) if parts else None
+    why = {key: text for p in parts for key, text in p[0][3].items()}
+    greedy = _with_rising_rows(rep, [p[2] for p in parts])  # the reading's skipped alone
+    rep = replace(greedy, skipped=(*greedy.skipped, *sampling_refusals(res, smp, t, why)))
+    rows = np.flatnonzero(res.ok & smp.usable) if smp is not None else np.zeros(0, dtype=np.int64)
+    require_rounds(rep, rows.shape[0])
+    assert smp is not None
     out = sys.stdout
     if args.json:
-        for res, smp in used:
-            out.write(json_line({**res.to_json(), "sampling": smp.to_json()}))
+        write_sampling_json_lines(res, smp, rows, out)
     else:
-        if not args.summary:
-            for res, smp in used:
-                out.write("\n".join(render_round(res) + sampling_lines(smp)) + "\n\n")
-        out.write(
-            "\n".join(
-                render_summary(greedy)  # its own skipped: the reading's (the sampling line counts the rest)
-                + sampling_summary(
-                    [s for _, s in used], refused_with_scores(refused), len(refused) - refused_with_scores(refused)
-                )
-            )
-            + "\n"
-        )
-    if any(s.needs_vocab for _, s in used):
+        if drawn:
+            views = {key: view for p in parts for key, view in p[1].items()}
+            for i, key in zip(rows.tolist(), _replayed_keys(res, rows)):
+                out.write("\n".join(render_round(views[key]) + sampling_lines(round_sampling_at(smp, res, i))) + "\n\n")
+        out.write("\n".join(_greedy_summary(greedy) + batch_sampling_summary(smp, res, rows)) + "\n")
+    if smp.needs_vocab:
         print_needs_vocab("replay", t)
-    fell_back = [res for res, s in used if not s.from_node_logprobs]
-    print_missing_node_logprobs("replay", t, rep.manifest, len(fell_back), node_logprob_gaps(fell_back))
+    _print_node_logprob_gaps(rep, [p[0][2] for p in parts], rows, t)
     print_reading(rep)
     note = sampled_run_note(rep.manifest, args.dir) if t == 0 else None  # T = 0 is the greedy walk
     if note:
         print_notes([note])
     return 1 if rep.skipped else 0
+
+
+def _sampling_per_batch(args: argparse.Namespace, run: Run, drawn: bool) -> PerBatch | None:
+    """What each batch keeps at T: (its sampling part, cmd_scale.sampling_part; its rounds' views when
+    their trees are drawn; its rising rows). None when --vocab-size contradicts the manifest: that
+    error comes after the reading, as a replay that fails on a round tells that first."""
+    try:
+        vocab = sampling_vocab(args, run.manifest)
+    except SpecReplayError:
+        return None
+    t, nodes = args.temperature, run.manifest.node_logprob_temperatures
+    return lambda b, res, cfg: (
+        sampling_part(b, res, cfg, t, vocab, nodes),
+        round_views(b, res) if drawn else {},
+        rising_rows(b, res),
+    )
+
+
+def _print_node_logprob_gaps(
+    rep: RunReplay, gaps: list[tuple[list[str], list[str]]], rows: np.ndarray, t: float
+) -> None:
+    """The note on the used rounds (rows: [n] int64 into rep.result) that fell back to the top-K bounds at
+    a T whose node_logprobs the manifest lists, named in run order. gaps: each batch's
+    (parents-layout rounds, rounds without node_logprobs), by name."""
+    order = {f"{a}_{b}": k for k, (a, b) in enumerate(_replayed_keys(rep.result, rows))}
+    parents = sorted((n for g in gaps for n in g[0] if n in order), key=order.__getitem__)
+    without = sorted((n for g in gaps for n in g[1] if n in order), key=order.__getitem__)
+    print_missing_node_logprobs("replay", t, rep.manifest, len(parents) + len(without), (parents, without))
 
 
 def register(sub: argparse._SubParsersAction) -> None:

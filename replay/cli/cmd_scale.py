@@ -178,13 +178,13 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
         opts,
         workers=args.workers,
         progress=progress_enabled(args.no_progress),
-        per_batch=lambda b, res, cfg: _sampling_part(b, res, cfg, t, vocab, nodes),
+        per_batch=lambda b, res, cfg: sampling_part(b, res, cfg, t, vocab, nodes),
     )
     require_rounds(rep, int(rep.result.ok.sum()))
     res = rep.result
     smp = concat_sampling([p[:2] for p in rep.per_batch]) if rep.per_batch else None
     why = {key: text for p in rep.per_batch for key, text in p[3].items()}
-    greedy, rep = rep, replace(rep, skipped=(*rep.skipped, *_refusals(res, smp, t, why)))
+    greedy, rep = rep, replace(rep, skipped=(*rep.skipped, *sampling_refusals(res, smp, t, why)))
     rows = np.flatnonzero(res.ok & smp.usable) if smp is not None else np.zeros(0, dtype=np.int64)
     require_rounds(rep, rows.shape[0])
     assert smp is not None
@@ -219,14 +219,14 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
     return 1 if rep.skipped else 0
 
 
-def _sampling_part(batch, res: BatchResult, cfg, t: float, vocab, nodes) -> tuple:
+def sampling_part(batch, res: BatchResult, cfg, t: float, vocab, nodes) -> tuple:
     """One batch at T: (ordinals, its BatchSampling, its node_logprob gaps, {round key: why refused})."""
     smp = sampling_at(batch, res, cfg, t, vocab, nodes)
     why = refusal_texts(batch, res, smp, vocab, nodes)
     return res.ordinals, smp, node_logprob_gaps_batch(batch, res, t, nodes), {batch.key(i): w for i, w in why.items()}
 
 
-def _refusals(res: BatchResult, smp, t: float, why: dict) -> list:
+def sampling_refusals(res: BatchResult, smp, t: float, why: dict) -> list:
     """The skipped entries of replayed rounds without a sampling replay at T, in round order, each in
     the engine's words (replay.engine.batch.recorded.refusal_texts: the file, the field, the row)."""
     if smp is None:

@@ -17,6 +17,10 @@ from replay.core.vocab import BONUS_CORRECTION, LAYOUT_PARENTS, PAD_TOKEN, STOP_
 from replay.io.skipped import Skipped, describe_skipped
 from replay.util.words import counted
 
+from .batch.result import BatchResult
+from .batch.sampling import NO_SCORES_CODE, BatchSampling
+from .batch.sampling_frames import from_node_logprobs
+from .batch.view import RoundView
 from .replayer import DirectoryReplay, RoundResult
 from .sampling import length_at_bounds
 
@@ -28,7 +32,7 @@ def _tok(token: int) -> str:
     return "?" if token == PAD_TOKEN else str(int(token))
 
 
-def render_tree(res: RoundResult) -> list[str]:
+def render_tree(res: RoundView) -> list[str]:
     """Sideways tree: one line per node, branches as in `tree`, accepted path ticked."""
     tree = res.tree
     names = tree.names()
@@ -60,7 +64,7 @@ def render_tree(res: RoundResult) -> list[str]:
     return lines
 
 
-def render_levels(res: RoundResult) -> list[str]:
+def render_levels(res: RoundView) -> list[str]:
     tree = res.tree
     names = tree.names()
     out = []
@@ -74,7 +78,7 @@ def render_levels(res: RoundResult) -> list[str]:
     return out
 
 
-def describe_bonus(res: RoundResult) -> str:
+def describe_bonus(res: RoundView) -> str:
     a = res.acceptance
     last = res.tree.names()[a.last_node]
     if a.bonus_token is None:
@@ -86,13 +90,14 @@ def describe_bonus(res: RoundResult) -> str:
     return f"{a.bonus_token} ({kind}, target's top-1 at {last})"
 
 
-def render_round(res: RoundResult) -> list[str]:
+def render_round(res: RoundView) -> list[str]:
+    """One round's block: its header, the tree drawn, its levels, the accepted path and its notes."""
     tree = res.tree
     a = res.acceptance
     heads, widths = tree.shape()
     lines = [
         f"round {res.name}: {tree.num_steps} draft step(s), {tree.num_nodes} nodes, "
-        f"validate layout {res.layout} ({res.layout_source}), selection {res.rebuilt.selection_summary}",
+        f"validate layout {res.layout} ({res.layout_source}), selection {res.selection_summary}",
     ]
     lines += ["  " + line for line in render_tree(res)]
     lines += render_levels(res)
@@ -102,7 +107,7 @@ def render_round(res: RoundResult) -> list[str]:
     lines.append(f"  accepted length: {a.accepted_length}   bonus token: {describe_bonus(res)}")
     lines.append(f"  committed tokens: {len(a.committed_tokens)} {list(a.committed_tokens)}")
     for note in res.notes:
-        if note != FALLBACK_WARNING:  # said once for the run, on stderr (replay_directory's warnings)
+        if note != FALLBACK_WARNING:  # said once for the run, on stderr (the run's warnings)
             lines.append(f"  note: {note}")
     return lines
 
@@ -230,6 +235,29 @@ def sampling_summary(samplings, skipped: int = 0, no_scores: int = 0) -> list[st
         sum(s.from_node_logprobs for s in samplings),
         skipped,
         no_scores,
+    )
+
+
+def batch_sampling_summary(smp: BatchSampling, result: BatchResult, rows: np.ndarray) -> list[str]:
+    """sampling_summary over rounds ``rows`` of a batch replay (each usable at T), the rounds refused
+    at T counted from ``smp``. rows: [n] int64 indices into ``result``.
+
+    The batch's P(L >= d) columns run to the config's gamma; they are cut to the deepest tree among
+    ``rows``, as wide as the lists of one round per tree, so that the distribution lists the same depths."""
+    depth = int(result.num_steps[rows].max())
+    ge_lo, ge_hi = (a[rows, : depth + 1] for a in (smp.length_ge_lo, smp.length_ge_hi))
+    refused = result.ok & ~smp.usable
+    no_scores = refused & (smp.problem == NO_SCORES_CODE)
+    return sampling_summary_arrays(
+        smp.temperature,
+        smp.expected_lo[rows],
+        smp.expected_hi[rows],
+        ge_lo,
+        ge_hi,
+        smp.exact[rows],
+        int(from_node_logprobs(smp)[rows].sum()),
+        int((refused & ~no_scores).sum()),
+        int(no_scores.sum()),
     )
 
 

@@ -40,6 +40,7 @@ from .batch.rejections import (
     rows_of_all_words,
     unexplained_rows_message,
 )
+from .batch.rising import rising_rows_words
 from .rebuild import Rebuilt, rebuild_tree
 
 
@@ -191,13 +192,9 @@ def _rising_rows_warning(results: list[RoundResult]) -> str | None:
         if rows.shape[0] and first is None:
             first = f"{r.scores_path}, {row_words(int(rows[0]))}"
         count += int(rows.shape[0])
-    if not count:
+    if not count or first is None:
         return None
-    return (
-        f"WARNING: {count} validate row(s) have scores that rise along the row (first: {first}); "
-        "docs/dump-format.md writes a row in descending probability: the greedy replay takes column 0 as "
-        "the target's top-1 all the same (the sampling bounds read each row's smallest p, valid in any order)"
-    )
+    return rising_rows_words(count, first)
 
 
 def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:

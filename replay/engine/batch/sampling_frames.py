@@ -15,7 +15,7 @@ import numpy as np
 
 from replay.core.records import write_batch_json_lines
 
-from ..sampling import LENGTH_AT_LEAST_KEYS, SAMPLING_KEYS, length_at_least_column
+from ..sampling import LENGTH_AT_LEAST_KEYS, SAMPLING_KEYS, RoundSampling, length_at_least_column
 from .result import BatchResult
 from .sampling import BatchSampling
 
@@ -81,6 +81,24 @@ def sampling_objects(smp: BatchSampling, result: BatchResult, rows: np.ndarray) 
     return out
 
 
+def round_sampling_at(smp: BatchSampling, result: BatchResult, i: int) -> RoundSampling:
+    """Round ``i`` (usable at T) as the RoundSampling that replay draws under its tree: the values
+    sampling_objects gives, P(L >= d) for d = 1 .. the depth of the round's tree."""
+    d = int(result.num_steps[i])
+    exact = bool(smp.exact[i])
+    return RoundSampling(
+        smp.temperature,
+        float(smp.expected_lo[i]),
+        float(smp.expected_hi[i]),
+        tuple(float(x) for x in smp.length_ge_lo[i, 1 : d + 1]),
+        tuple(float(x) for x in smp.length_ge_hi[i, 1 : d + 1]),
+        exact,
+        float(smp.variance[i]) if exact else None,
+        smp.needs_vocab,
+        bool(from_node_logprobs(smp)[i]),
+    )
+
+
 def write_sampling_json_lines(result: BatchResult, smp: BatchSampling, rows: np.ndarray, out: IO[str]) -> int:
     """``replay --temperature --json``'s lines for rounds ``rows`` of ``result`` (each replayed and
     usable): the greedy record's line (write_batch_json_lines) with the ``sampling`` object spliced in."""
@@ -131,4 +149,11 @@ def sampling_arrow(result: BatchResult, smp: BatchSampling, rows: np.ndarray):
     return table
 
 
-__all__ = ["concat_sampling", "from_node_logprobs", "sampling_arrow", "sampling_objects", "write_sampling_json_lines"]
+__all__ = [
+    "concat_sampling",
+    "from_node_logprobs",
+    "round_sampling_at",
+    "sampling_arrow",
+    "sampling_objects",
+    "write_sampling_json_lines",
+]

@@ -1,0 +1,119 @@
+"""One replayed round of a batch as a small view: its tree, the target's top-1 at each node and its
+acceptance, read from a RoundBatch and the BatchResult that replay_batch made of it.
+
+Drawing a round (replay.engine.render.render_round) needs the tree node by node; the batch replay
+keeps it as arrays (the level tokens in the draft stacks, each expanded slot's node in
+``BatchResult.expanded``). ``round_view`` turns one round of those arrays into the view, rebuilding
+nothing: the acceptance is the batch's own (accepted nodes, bonus, stop), never walked again here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from replay.core.acceptance import Acceptance, target_top1_per_node
+from replay.core.tree import Tree
+from replay.core.vocab import LAYOUT_PARENTS, LAYOUTS, NO_RANK, PAD_TOKEN
+from replay.io.grouping import Key
+from replay.io.roundbatch import RoundBatch
+
+from .codes import BONUS_NAMES, ERR_OK, STOP_CODES
+from .kernel import level_tokens
+from .result import BatchResult
+from .sampling import shape_arrays
+from .shapes import TreeShape
+
+
+@dataclass(frozen=True, eq=False)
+class RoundView:
+    """What drawing one replayed round needs (replay.engine.render.render_round)."""
+
+    name: str  # "A_B", the validate file's numbers
+    tree: Tree  # the rebuilt tree, nodes in tree order
+    acceptance: Acceptance  # the batch replay's outcome of the round
+    layout: str  # "parents" or "all"
+    layout_source: str  # "stated" or "detected"
+    target_top1: np.ndarray  # [num_nodes + 1] int64 the target's top-1 at each node, PAD_TOKEN without a row
+    selection_summary: str  # how draft steps 1.. chose their expanded nodes (BatchResult.selection_summary)
+    notes: tuple[str, ...]  # the round's own notes (BatchResult.notes)
+
+
+def round_view(batch: RoundBatch, result: BatchResult, i: int) -> RoundView:
+    """Round ``i`` of ``batch`` (``result`` = its batch replay; the round must be replayed, error 0)."""
+    if result.error[i] != ERR_OK:
+        raise ValueError(f"round {batch.key(i)} was rejected by the batch replay: it has no tree to draw")
+    if result.expanded is None:
+        raise ValueError("the batch result kept no expanded slots (BatchResult.expanded): its trees are unknown")
+    shape = result.shapes[int(result.shape_index[i])]
+    tree = _round_tree(batch, result.expanded[:, i], shape, i)
+    layout = LAYOUTS[int(result.layout[i])]
+    return RoundView(
+        f"{int(result.keys[0, i])}_{int(result.keys[1, i])}",
+        tree,
+        _round_acceptance(result, i),
+        layout,
+        "stated" if result.layout_stated[i] else "detected",
+        _target_top1(batch, tree, layout, shape, i),
+        result.selection_summary(i),
+        tuple(result.notes(i)),
+    )
+
+
+def round_views(batch: RoundBatch, result: BatchResult) -> dict[Key, RoundView]:
+    """Every replayed round of ``batch`` by its key (the keys of one run are distinct)."""
+    return {batch.key(i): round_view(batch, result, i) for i in _replayed(result)}
+
+
+def _replayed(result: BatchResult) -> Iterator[int]:
+    return (int(i) for i in np.flatnonzero(result.ok))
+
+
+def _round_tree(batch: RoundBatch, slots: np.ndarray, shape: TreeShape, i: int) -> Tree:
+    """The Tree of round ``i`` from its level tokens and its expanded slots.
+
+    slots: [H] int32 the round's column of BatchResult.expanded: slot j of draft step s (row
+    shape.head_offsets[s] + j) holds the level-local node the replay expanded there."""
+    chosen = [slots[o : o + h, None].astype(np.int64) for o, h in zip(shape.head_offsets, shape.heads)]  # [h_s, 1]
+    parents, depths = shape_arrays(shape, chosen)  # [1, N+1], [N+1]
+    levels = [level_tokens(st, m, i, i + 1)[:, 0] for st, m in zip(batch.steps, shape.maps)]  # [L_{s+1}] each
+    tokens = np.concatenate([[int(batch.root_tokens[i])], *levels]).astype(np.int64)
+    ranks = np.concatenate([[NO_RANK], *(m.slot_rank for m in shape.maps)]).astype(np.int64)
+    expanded = tuple(shape.starts[s] + c[:, 0] for s, c in enumerate(chosen))
+    return Tree(tokens, parents[0], depths, ranks, _path_logprobs(batch, shape, chosen, i), expanded)
+
+
+def _path_logprobs(batch: RoundBatch, shape: TreeShape, chosen: list[np.ndarray], i: int) -> np.ndarray:
+    """[N+1] float64 each node's path log-probability, summed root first as the rebuild sums them
+    (0 at the root); NaN from the first draft step without scores on."""
+    out = np.full(shape.num_nodes + 1, np.nan)
+    out[0] = 0.0
+    for s, (st, m) in enumerate(zip(batch.steps, shape.maps)):
+        if st.logp is None:
+            break
+        lo = shape.starts[s + 1]
+        parent = shape.starts[s] + chosen[s][m.slot_parent, 0]  # [L_{s+1}] each slot's parent node
+        out[lo : lo + m.slot_rank.shape[0]] = out[parent] + st.logp[m.slot_parent, m.slot_rank, i].astype(np.float64)
+    return out
+
+
+def _target_top1(batch: RoundBatch, tree: Tree, layout: str, shape: TreeShape, i: int) -> np.ndarray:
+    """[N+1] int64 the target's top-1 at each node: column 0 of the rows the round's layout uses."""
+    rows = shape.num_expanded if layout == LAYOUT_PARENTS else shape.num_nodes + 1
+    ids = np.asarray(batch.validate.ids[:rows, :, i], dtype=np.int64)  # [rows, K] the round's used rows
+    return target_top1_per_node(tree, ids, layout)
+
+
+def _round_acceptance(result: BatchResult, i: int) -> Acceptance:
+    """The batch replay's acceptance of round ``i``, as the core record reads it."""
+    n = int(result.accepted_length[i])
+    bonus = int(result.bonus_token[i])
+    return Acceptance(
+        tuple(int(u) for u in result.accepted_nodes[:n, i]),
+        tuple(int(t) for t in result.accepted_tokens[:n, i]),
+        None if bonus == PAD_TOKEN else bonus,
+        BONUS_NAMES[int(result.bonus_kind[i])],
+        STOP_CODES[int(result.stop[i])],
+    )
