@@ -17,7 +17,7 @@ import numpy as np
 from replay.core.acceptance import Acceptance, target_top1_per_node
 from replay.core.tree import Tree
 from replay.core.vocab import LAYOUT_PARENTS, LAYOUTS, NO_RANK, PAD_TOKEN
-from replay.io.grouping import Key
+from replay.io.dumpnames import Key
 from replay.io.roundbatch import RoundBatch
 
 from .codes import BONUS_NAMES, ERR_OK, STOP_CODES
