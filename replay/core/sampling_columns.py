@@ -377,9 +377,22 @@ def _exact_of(ch: _Chunk, t: float) -> np.ndarray:
 def _depth_sums(tree: TreeLayout | TreeColumns, lo: int, hi: int, reach: np.ndarray) -> np.ndarray:
     """[D+1, C] sum of the reach bounds at each depth: P(L >= d) before the tightening."""
     if isinstance(tree, TreeLayout):
-        return np.stack([reach[idx].sum(axis=0) for idx in tree.depth_slices])
+        return np.stack([_sum_rows(reach[idx]) for idx in tree.depth_slices])
     depths = tree.depths[:, lo:hi]
-    return np.stack([(reach * (depths == d)).sum(axis=0) for d in range(tree.num_depths)])
+    return np.stack([_sum_rows(reach * (depths == d)) for d in range(tree.num_depths)])
+
+
+def _sum_rows(x: np.ndarray) -> np.ndarray:
+    """[C] float64: the rows of x ([n, C] float64) added in row order. numpy adds an [n, C > 1] array
+    row by row, but regroups a single column pairwise (8 partial sums from n = 8 on): a round alone
+    would then differ from the same round in a batch in the last bit."""
+    if x.shape[1] != 1:
+        out: np.ndarray = x.sum(axis=0)
+        return out
+    out = np.zeros(1)
+    for v in x[:, 0]:
+        out += v
+    return out
 
 
 def _aggregate_chunk(sums_lo: np.ndarray, sums_hi: np.ndarray, exact: np.ndarray, out: tuple[np.ndarray, ...]) -> None:
