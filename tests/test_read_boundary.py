@@ -175,7 +175,9 @@ def test_192_byte_npy_claiming_a_terabyte_is_refused_without_allocating(tmp_path
     p.write_bytes(npy_header((10**6, 10**6)) + bytes(64))
     assert p.stat().st_size == 192
     exc, peak = _peak_mb(lambda: read_matrix(p, "validate"))
-    assert isinstance(exc, DumpError) and "validate_1_1.npy: header claims shape (1000000, 1000000)" in str(exc), exc
+    assert isinstance(exc, DumpError) and "validate_1_1.npy: header claims 1000000 rows × 1000000 columns" in str(
+        exc
+    ), exc
     assert peak < 1
 
 
@@ -198,7 +200,7 @@ def test_npy_dtypes_other_than_numbers_are_refused_before_reading(tmp_path, arra
 def test_npy_negative_dimension_and_trailing_bytes(tmp_path):
     p = tmp_path / "n.npy"
     p.write_bytes(npy_header((-2, 3)) + bytes(48))
-    with pytest.raises(DumpError, match=r"n.npy: invalid shape \(-2, 3\)"):
+    with pytest.raises(DumpError, match=r"n.npy: invalid shape -2 × 3"):
         read_matrix(p, "draft")
     np.save(p, IDS)
     p.write_bytes(p.read_bytes() + b"junk")
@@ -495,7 +497,7 @@ def test_bombs_through_the_commands_are_listed_not_allocated(tmp_path, capsys, c
     rc, out, err = result[0]
     assert rc in (1, 2) and "Traceback" not in err
     # recommend only says that nothing was left to estimate from; the others name the file
-    assert command == "recommend" or "validate_124_140.npy: header claims shape (1000000, 1000000)" in out + err
+    assert command == "recommend" or "validate_124_140.npy: header claims 1000000 rows × 1000000 columns" in out + err
     assert peak < 200, peak
 
 

@@ -4254,3 +4254,43 @@ def test_compare_says_which_gamma_threshold_it_simulated(capsys, tmp_path, at_t)
     assert_told(err, "inherits the recorded early stops only", "pass --gamma-threshold 0.3 to simulate it")
     code, out, err = run(capsys, "compare", SYNTH, *configs, *at_t, "--json", "--gamma-threshold", "0.5")
     assert json.loads(out)["gamma_threshold"] == 0.5
+
+
+def test_the_fallback_warns_only_where_it_chose_among_nodes(capsys, tmp_path):
+    """No scores, no parents: a chain's levels hold one node each, so the rank-major fallback guesses
+    nothing and no command warns; a level of two nodes is a guess, and every command says so."""
+    guess = "a guess about the engine"
+    for name, spec, heads, rows in (("chain", [[1], [1]], [1, 1], [[6]]), ("two", [[2], [1]], [1, 1], [[6]])):
+        d = tmp_path / name
+        d.mkdir()
+        write_config(d / "config.json", spec, heads)
+        write_matrix(d / "draft_step_0_9_19", [[5, 8][: spec[0][0]]])
+        write_matrix(d / "draft_step_1_10_20", rows)
+        write_matrix(d / "validate_10_20", [[5], [6], [9], [1]][: 2 + sum(spec[0])])
+        for argv in (["replay"], ["replay", "--json"], ["stats"], ["batch"], ["compare"]):
+            code, out, err = run(capsys, argv[0], d, *argv[1:])
+            assert code == 0, (name, argv, err)
+            warned = guess in err + out or "rank-major fallback (docs" in out
+            assert warned == (name == "two"), (name, argv, err)
+
+
+def test_a_config_listing_several_trees_names_the_one_replayed_in_every_command(capsys, tmp_path):
+    d = article_by_hand(tmp_path / "two_trees")
+    wide = json.loads((d / "config.json").read_text(encoding="utf-8"))
+    narrow = {**wide, "topKSpec": [[2], [1, 1], [1, 1]]}
+    (d / "config.json").write_text(json.dumps({"specTree": [wide, narrow], "gammaStrategy": 1}), encoding="utf-8")
+    for argv in (["replay", "--summary"], ["stats"], ["compare"], ["batch"]):
+        code, out, err = run(capsys, argv[0], d, *argv[1:])
+        assert_told(
+            err, "lists 2 trees: replaying specTree[0] [6]|[2,2]|[1,1]", "specTree[1] is [2]|[1,1]|[1,1] (--tree 1)"
+        )
+    code, out, err = run(capsys, "replay", d, "--summary")
+    assert 'run settings: {"gammaStrategy": 1}' in out, out
+
+
+def test_plots_are_the_same_bytes_on_every_run(capsys, tmp_path):
+    for k in (1, 2):
+        code, _, err = run(capsys, "plot", SYNTH, "-o", tmp_path / f"p{k}", "--format", "svg")
+        assert code == 0, err
+    first = sorted((tmp_path / "p1").iterdir())
+    assert first and all(p.read_bytes() == (tmp_path / "p2" / p.name).read_bytes() for p in first)

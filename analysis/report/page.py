@@ -57,10 +57,10 @@ class Figure:
 def figure_of(fig, caption: str, fmt: str) -> Figure:
     buf = io.BytesIO()
     if fmt == "svg":
-        fig.savefig(buf, format="svg", bbox_inches="tight")
+        plots.write_figure(fig, buf, "svg")
         svg = buf.getvalue().decode("utf-8")
         return Figure(caption, svg=Markup(svg[svg.find("<svg") :]))  # inline SVG must not carry the XML prolog
-    fig.savefig(buf, format="png", dpi=plots.DPI, bbox_inches="tight")
+    plots.write_figure(fig, buf, "png")
     return Figure(caption, png_base64=base64.b64encode(buf.getvalue()).decode("ascii"))
 
 

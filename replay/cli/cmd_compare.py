@@ -139,9 +139,7 @@ def run_compare(args: argparse.Namespace) -> int:
         for run, grp in table.groupby("run", sort=False):
             target = Path(args.plot).with_stem(Path(args.plot).stem + (f"_{run}" if len(runs) > 1 else ""))
             with atomic_path(target) as tmp, any_script(note_on_stderr):
-                plots.plot_compare_configs(grp, run, done.costs[run].source).savefig(
-                    tmp, format=plot_format, dpi=plots.DPI, bbox_inches="tight"
-                )
+                plots.write_figure(plots.plot_compare_configs(grp, run, done.costs[run].source), tmp, plot_format)
     cost_warnings = [w for w in (cost_warning(done.costs[r], r) for r in done.costs) if w]
     warnings = list(cost_warnings)
     for w in done.suspicious:  # a number that is probably wrong: on stderr whatever the output format

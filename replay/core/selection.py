@@ -9,7 +9,8 @@ Which key, per step (the words are in replay.core.vocab; ``selection_method`` de
 * ``SELECT_PATH_PROB``: the key is the node's path log-probability (or probability: same order);
 * ``SELECT_FALLBACK``: no scores, no parents: the key is ``rank_major_key`` (draft rank first, then
   the parent's selection slot: every rank-0 child before any rank-1 child, the article's A1, A2,
-  then B11, B21). Every round that uses it carries ``FALLBACK_WARNING``.
+  then B11, B21). Every round where it chose among two or more nodes carries ``FALLBACK_WARNING``
+  (``fallback_guesses``).
 
 Forms of the rule, where each lives and what cross-checks it:
 
@@ -45,6 +46,13 @@ from .vocab import SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROO
 FALLBACK_RANK_WEIGHT = 1 << 20
 
 FALLBACK_WARNING = "WARNING: no scores and no parents in the dump: expanded nodes chosen by the rank-major fallback (docs/dump-format.md)"
+
+
+def fallback_guesses(level_size: int) -> bool:
+    """Whether the rank-major fallback at a step guesses: only on a level of two or more nodes. A
+    single node is expanded by any rule and orders nothing below it (a chain), so a round whose
+    fallback steps all met one node carries no FALLBACK_WARNING."""
+    return level_size > 1
 
 
 def fallback_run_warning(rounds: int, total: int) -> str | None:

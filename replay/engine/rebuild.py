@@ -18,6 +18,7 @@ import numpy as np
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.selection import (
     FALLBACK_WARNING,
+    fallback_guesses,
     parents_are_valid,
     parents_mismatch_note,
     rank_major_keys,
@@ -30,7 +31,6 @@ from replay.core.vocab import (
     NO_PARENT,
     NO_RANK,
     PAD_TOKEN,
-    SELECT_FALLBACK,
     SELECT_PARENTS,
     SELECT_PATH_PROB,
     SELECT_ROOT,
@@ -123,6 +123,7 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
     notes: list[str] = []
     parents_differ = False
     level = [0]
+    guessed = False  # the fallback chose among two or more nodes somewhere
     parent_order = {0: 0}  # node → its position among the previous step's expanded nodes
     cand_rows: list[np.ndarray] = []
     cand_logp: list[np.ndarray | None] = []
@@ -152,6 +153,7 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
             chosen = _select_by_path_prob(level, lp_arr, heads)
         else:
             chosen = _select_fallback(level, np.asarray(ranks), parent_order, np.asarray(parents), heads)
+            guessed = guessed or fallback_guesses(len(level))
         expanded.append(chosen)
         selection.append(how)
         new_level: list[int] = []
@@ -167,7 +169,7 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
                 new_level.append(len(tokens) - 1)
         parent_order = {u: j for j, u in enumerate(chosen)}
         level = new_level
-    if SELECT_FALLBACK in selection:
+    if guessed:
         notes.append(FALLBACK_WARNING)
     tree = Tree(
         np.asarray(tokens, dtype=np.int64),

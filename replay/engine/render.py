@@ -165,9 +165,9 @@ def summary_lines(
         f"  config ({config_source}): {tree.short()}  {json.dumps(tree.to_json())}",
     ]  # both paste back into --config
     if config.unknown:
-        lines.append(f"  config keys not used by replay (kept): {dict(config.unknown)}")
+        lines.append(f"  config keys not used by replay (kept): {json.dumps(dict(config.unknown))}")
     if config.settings:
-        lines.append(f"  run settings: {dict(config.settings)}")
+        lines.append(f"  run settings: {json.dumps(dict(config.settings))}")
     listed = " (each listed on stderr)" if skipped else ""  # the reasons are not results: stdout keeps only these
     lines.append(f"  rounds replayed: {n}   skipped: {describe_skipped(skipped)}{listed}")
     if n:

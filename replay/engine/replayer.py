@@ -279,6 +279,7 @@ def input_warnings(
     return (
         config_key_warnings(config)
         + manifest_key_warnings(manifest)
+        + tree_choice_note(config, tree_index, source)
         + config_disagreements(config, tree_index, directory, manifest, source)
     )
 
@@ -376,7 +377,7 @@ def replay_directory(
         tuple(results),
         tuple(skipped),
         source,
-        config_notes(config, opts),
+        (),
         warnings,
     )
 
@@ -470,10 +471,16 @@ def packed_keys(packed: PackedRun) -> np.ndarray:
     return np.concatenate(parts, axis=-1).astype(np.int64) if parts else np.zeros((2, 0), dtype=np.int64)
 
 
-def config_notes(config: SpecConfig, opts: ReplayOptions) -> tuple[str, ...]:
-    if len(config.trees) > 1:
-        return (f"config has {len(config.trees)} trees; replaying with specTree[{opts.tree_index}] (--tree)",)
-    return ()
+def tree_choice_note(config: SpecConfig, tree_index: int, source: str) -> tuple[str, ...]:
+    """The note of a config listing several trees: which one is replayed, and how to pick another."""
+    if len(config.trees) < 2:
+        return ()
+    names = config.tree_names or tuple(f"specTree[{i}]" for i in range(len(config.trees)))
+    others = "; ".join(f"{names[i]} is {t.short()} (--tree {i})" for i, t in enumerate(config.trees) if i != tree_index)
+    return (
+        f"note: {source} lists {len(config.trees)} trees: replaying {names[tree_index]} "
+        f"{config.trees[tree_index].short()}; {others}",
+    )
 
 
 def config_disagreements(
@@ -545,6 +552,6 @@ def replay_packed(
         tuple(results),
         tuple(skipped),
         source,
-        config_notes(config, opts),
+        (),
         warnings,
     )

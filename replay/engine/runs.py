@@ -31,13 +31,12 @@ from replay.util.errors import DumpError, RoundError, RoundNotFoundError, skip_r
 from replay.util.parallel import ordered_map, resolve_workers
 from replay.util.progress import progress_bar
 
-from .batch import DEFAULT_CHUNK_ROUNDS, SEL_FALLBACK, BatchResult, RoundBatch, empty_result, replay_batch
+from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
 from .batch.rejections import rejection_reasons
 from .replayer import (  # noqa: F401  (replay_packed re-exported)
     DirectoryReplay,
     ReplayOptions,
     RoundResult,
-    config_notes,
     input_warnings,
     mixed_layouts_note,
     open_packed,
@@ -174,10 +173,6 @@ def open_run(path: str | Path, opts: ReplayOptions = ReplayOptions()) -> Run:
         grouping=grouping,
         step0=grouping.step0,
     )
-
-
-def _config_notes(run: Run) -> tuple[str, ...]:
-    return config_notes(run.config, run.options)
 
 
 def _missing_round(run: Run) -> DumpError:
@@ -372,7 +367,7 @@ def replay_run(
     warnings = input_warnings(
         run.config, run.manifest, run.path, run.config_source, run.options.tree_index
     ) + reading_warnings(run.step0, result.accepted_length[ok])
-    fallback = fallback_run_warning(int((result.selection[:, ok] == SEL_FALLBACK).any(axis=0).sum()), int(ok.sum()))
+    fallback = fallback_run_warning(int(result.fallback_guessed[ok].sum()), int(ok.sum()))
     warnings += (fallback,) if fallback else ()
     by_option = opts.score_kind is not None
     unused = unused_scores_note(run.options.score_kind, by_option, int(result.scored[ok].sum()), int(ok.sum()))
@@ -405,7 +400,7 @@ def replay_run(
         result,
         skipped,
         run.config_source,
-        _config_notes(run),
+        (),
         time.perf_counter() - start,
         tuple(extras),
         warnings,

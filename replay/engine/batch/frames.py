@@ -17,7 +17,7 @@ import numpy as np
 from replay.core.records import COLUMNS, records_frame, records_of_batch, shape_text
 from replay.core.vocab import LAYOUTS, PAD_TOKEN
 
-from .codes import BONUS_NAMES, SEL_FALLBACK, STOP_CODES
+from .codes import BONUS_NAMES, STOP_CODES
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,7 +110,7 @@ def frame_of(columns: Columns, names: Sequence[str]):
 
 def notes_of(res) -> list[list[str]]:
     """BatchResult.notes of every round; asked only of rounds that can have one (most have none)."""
-    may = (res.selection == SEL_FALLBACK).any(axis=0) | (res.validate_extra_rows > 0)
+    may = res.fallback_guessed.copy() | (res.validate_extra_rows > 0)
     may[[k for k in res.selection_notes if k < len(res)]] = True
     return [res.notes(i) if m else [] for i, m in enumerate(may.tolist())]
 
@@ -180,7 +180,7 @@ def record_arrow(res):
         return pa.Table.from_pandas(records_frame([]), preserve_index=False)
     lengths = res.accepted_length.astype(np.int64)
     known = res.bonus_token != PAD_TOKEN
-    may_note = (res.selection == SEL_FALLBACK).any(axis=0) | (res.validate_extra_rows > 0)
+    may_note = res.fallback_guessed.copy() | (res.validate_extra_rows > 0)
     may_note[[k for k in res.selection_notes if k < n]] = True
     schema = _record_schema(res, lengths, known, may_note)
     sel_first, sel_inverse = distinct_columns(res.selection)

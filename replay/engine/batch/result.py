@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from replay.core.records import shape_text
-from replay.core.selection import FALLBACK_WARNING, selection_summary
+from replay.core.selection import FALLBACK_WARNING, fallback_guesses, selection_summary
 from replay.core.vocab import LAYOUTS, PAD_TOKEN
 from replay.io.roundbatch import MatrixStack, RoundBatch
 
@@ -108,9 +108,22 @@ class BatchResult:
         """As Rebuilt.selection_summary: the methods of steps 1.. in first-use order."""
         return selection_summary([SELECTION_NAMES[int(c)] for c in self.selection[1:, i] if c != SEL_NONE])
 
+    @property
+    def fallback_guessed(self) -> np.ndarray:
+        """[R] bool: some step's rank-major fallback chose among two or more nodes
+        (replay.core.selection.fallback_guesses; a chain's fallback guesses nothing)."""
+        g = self.selection.shape[0]
+        sizes = np.zeros((len(self.shapes) + 1, g), dtype=np.int64)  # the last row: rounds without a shape
+        for k, shape in enumerate(self.shapes):
+            n = min(g, shape.num_steps)
+            sizes[k, :n] = shape.level_sizes[:n]  # step i expands level i
+        guesses = np.vectorize(fallback_guesses, otypes=[bool])(sizes)
+        out: np.ndarray = ((self.selection == SEL_FALLBACK) & guesses[self.shape_index].T).any(axis=0)
+        return out
+
     def notes(self, i: int) -> list[str]:
         out = list(self.selection_notes.get(i, ()))
-        if SEL_FALLBACK in self.selection[:, i]:
+        if self.fallback_guessed[i]:
             out.append(FALLBACK_WARNING)
         extra = int(self.validate_extra_rows[i])
         if extra > 0:

@@ -107,11 +107,11 @@ def read_npy_header(read: Callable[[int], bytes], path: str | Path, field: str |
         shape, fortran_order, dtype = _numpy_parse(major, raw_len + header, fail)
     _check_dtype(dtype, fail)
     if len(shape) > MAX_NDIM or any(d < 0 for d in shape):
-        raise fail(f"invalid shape {shape} in the .npy header")
+        raise fail(f"invalid shape {' × '.join(map(str, shape))} in the .npy header")
     cells = math.prod(shape)
     if cells > MAX_MATRIX_CELLS:
         raise fail(
-            f"header claims shape {shape} ({cells:,} values); matrices are read up to {MAX_MATRIX_CELLS:,} values"
+            f"header claims {shape_words(shape)} ({cells:,} values); matrices are read up to {MAX_MATRIX_CELLS:,} values"
         )
     return NpyHeader(dtype, tuple(shape), bool(fortran_order), len(prefix) + len(raw_len) + header_len)
 
