@@ -536,5 +536,14 @@ def without_scores(done: SamplingComparison) -> bool:
     return (
         bool(positive.any())
         and not done.table.loc[positive, "rounds"].any()
-        and all(why == NO_SCORES for _, t, why in done.skipped if t > 0.0)
+        and _only_reason_above_zero(done.skipped, NO_SCORES)
     )
+
+
+def _only_reason_above_zero(skipped, why: str) -> bool:
+    """Whether every skipped round at T > 0 is skipped for ``why``: on the reasons' arrays of
+    analysis.compare.sampling_sums.SkippedRounds (15 tuples a round otherwise), else tuple by tuple."""
+    only = getattr(skipped, "only_reason", None)
+    if only is not None:
+        return bool(only(True, why))
+    return all(w == why for _, t, w in skipped if t > 0.0)

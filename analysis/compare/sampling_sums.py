@@ -123,6 +123,12 @@ class SkippedRounds(Sequence):
     def __len__(self) -> int:
         return sum(self.sizes)
 
+    def only_reason(self, positive: bool, why: str) -> bool:
+        """Whether each round refused at the temperatures with T > 0 (``positive``) or T = 0 is refused for ``why``."""
+        if not any(size for t, size in zip(self.temperatures, self.sizes) if (t > 0.0) == positive):
+            return True
+        return bool((self.by_pos[positive][1] == why).all())
+
     def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]

@@ -21,11 +21,12 @@ import numpy as np
 import pandas as pd
 
 from replay.core.records import csv_header, frame_csv_lines
-from replay.engine.batch.frames import take_rows
 from replay.engine.runs import iter_run_chunks, open_run
 
-from .batch import TableParts, batch_table_parts, join_parts
+from .batch import TableParts
 from .build import EXPORT_FORMATS, node_table, round_table
+from .node_arrow import node_schema, stream_parts
+from .round_arrow import concat_cells, round_table as arrow_round_table, take_cells
 from .runs import BatchReplay, LabelledRun
 
 # pyarrow's default row group size (pyarrow.parquet.write_table, which pandas' to_parquet calls):
@@ -59,16 +60,17 @@ class TableWriter:
         """The frames appended from now on are another run's (build_tables concatenates the runs)."""
         self._parts.append(set())
 
-    def append(self, df: pd.DataFrame) -> None:
+    def append(self, df) -> None:
+        """Rows as a pandas frame, or as the pyarrow Table ``Table.from_pandas(frame, preserve_index=False)`` makes of it."""
         import pyarrow as pa
 
         if not len(df):
             return
-        table = pa.Table.from_pandas(df, preserve_index=False)
+        table = pa.Table.from_pandas(df, preserve_index=False) if isinstance(df, pd.DataFrame) else df
         if self.csv is not None:  # each cell is formatted alone: parts append to the whole table's text
             with open(self.csv, "ab" if self.rows else "wb") as out:
                 if not self.rows:
-                    out.write(csv_header(list(df.columns)))
+                    out.write(csv_header(table.column_names))
                 out.write(frame_csv_lines(table))
         self.rows += len(df)
         if self.parquet is not None:
@@ -188,7 +190,7 @@ def run_table_blocks(run: LabelledRun, progress: Callable[[int], None] | None = 
     # one block at a time (workers=1): the writing, not the replay, takes the time, and each block in
     # flight holds its rows
     chunks = iter_run_chunks(
-        opened, 1, per_batch=lambda b, res, tree: batch_table_parts(b, res, tree, label), in_run_order=True
+        opened, 1, per_batch=lambda b, res, tree: stream_parts(b, res, tree, label), in_run_order=True
     )
     for _, batches in chunks:
         parts = [p for _, _, p in batches if p is not None and p.rounds]
@@ -210,17 +212,36 @@ def run_table_blocks(run: LabelledRun, progress: Callable[[int], None] | None = 
 ROUNDS_PER_FRAME = 4096  # rounds made into frames (and Arrow, and CSV text) at a time: a block's copies stay small
 
 
-def _frames(parts: list[TableParts]) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
-    """join_parts of ``parts`` (rows of one run), ROUNDS_PER_FRAME rounds at a time, in run order."""
+def _frames(parts: list[TableParts]) -> Iterator[tuple]:
+    """_joined ``parts`` (rows of one run, stream_parts'), ROUNDS_PER_FRAME rounds at a time, in run order."""
     if not parts:
         return
     ords = np.sort(np.concatenate([o for p in parts for o in p.round_ordinals]))
     rest = parts
     for cut in ords[ROUNDS_PER_FRAME::ROUNDS_PER_FRAME].tolist():
         now, rest = _split(rest, cut)
-        yield join_parts(now)
+        yield _joined(now)
         del now
-    yield join_parts(rest)
+    yield _joined(rest)
+
+
+def _joined(parts: list[TableParts]) -> tuple:
+    """(round frame, node Table) of stream_parts' ``parts``, rows in run order: analysis.tables.batch.join_parts
+    with the node frame as the pyarrow Table from_pandas makes of it."""
+    import pyarrow as pa
+
+    rounds = [c for p in parts for c in p.rounds]
+    if not rounds:
+        return round_table([]), node_schema().empty_table()
+    r = concat_cells(rounds)
+    ords = np.concatenate([o for p in parts for o in p.round_ordinals])
+    if ords.shape[0] > 1 and (ords[1:] < ords[:-1]).any():
+        r = take_cells(r, np.argsort(ords, kind="stable"))
+    nodes = pa.concat_tables([t for p in parts for t in p.nodes])
+    ords = np.concatenate([o for p in parts for o in p.node_ordinals])
+    if ords.shape[0] > 1 and (ords[1:] < ords[:-1]).any():
+        nodes = nodes.take(np.argsort(ords, kind="stable"))
+    return arrow_round_table(r), nodes
 
 
 def _split(parts: list[TableParts], before: int) -> tuple[list[TableParts], list[TableParts]]:
@@ -233,7 +254,7 @@ def _split(parts: list[TableParts], before: int) -> tuple[list[TableParts], list
                     out.append(TableParts([rounds], [nodes], [ro], [no]))
                 elif keep.any():
                     r, n = np.flatnonzero(keep), np.flatnonzero(node_keep)
-                    out.append(TableParts([take_rows(rounds, r)], [take_rows(nodes, n)], [ro[r]], [no[n]]))
+                    out.append(TableParts([take_cells(rounds, r)], [nodes.take(n)], [ro[r]], [no[n]]))
     return ready, later
 
 

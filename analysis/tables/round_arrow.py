@@ -1,0 +1,152 @@
+"""The round table of a batch as pyarrow columns built from the arrays, without pandas (report's
+tables/, analysis.tables.stream): the Table that ``pa.Table.from_pandas(preserve_index=False)``
+makes of analysis.tables.batch's round frame, the same types, values and pandas metadata.
+
+A frame's types depend on its values only in its list columns (a list column whose lists are all
+empty is Arrow's list<null>) and bonus_kind (None where there is no bonus: all None is null): round_table types the joined rows once they are known
+(round_schema: from_pandas of one row of the same dtypes and kinds of list, cached). Text cells
+are taken from their distinct values; list cells are Arrow lists made from offsets
+(replay.engine.batch.frames.record_arrow's way). tests/test_report_tables_stream.py compares
+the Tables with from_pandas'.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+
+from replay.core.config import TreeConfig
+from replay.core.records import shape_text
+from replay.core.tree import node_name
+from replay.core.vocab import LAYOUTS, PAD_TOKEN
+from replay.engine.batch import SEL_FALLBACK, BatchResult, TreeShape
+from replay.engine.batch.codes import BONUS_NAMES, STOP_CODES
+from replay.engine.batch.frames import NullableInts, _lookup, _record_list_columns, distinct_columns, frame_of
+
+from .batch import _Nodes, _round_columns
+from .build import ROUND_COLUMNS, TARGET_IN, finish_table
+
+LIST_COLUMNS = ("accepted_tokens", "accepted_nodes", "committed_tokens", "notes")
+_TEXT_COLUMNS = (
+    "round",
+    "shape",
+    "layout",
+    "layout_source",
+    "selection",
+    "bonus_kind",
+    "stop",
+    "run",
+    "config",
+    "root_target_in",
+    "accepted_names",
+)
+_NUMERIC = tuple(c for c in ROUND_COLUMNS if c not in LIST_COLUMNS and c not in _TEXT_COLUMNS)
+
+
+def round_arrow(res: BatchResult, shape: TreeShape, f: _Nodes, cfg: TreeConfig, run: str) -> dict:
+    """The round rows of the rounds of one shape (all replayed) as {column: numpy or Arrow array};
+    list columns as list<int64> and list<large_string> (round_table types them)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pa.large_string()
+    n = len(res)
+    lengths = res.accepted_length.astype(np.int64)
+    known = res.bonus_token != PAD_TOKEN
+    may_note = (res.selection == SEL_FALLBACK).any(axis=0) | (res.validate_extra_rows > 0)
+    may_note[[k for k in res.selection_notes if k < n]] = True
+    sel_first, sel_inverse = distinct_columns(res.selection)
+    keys = res.keys.astype(np.int64)
+    out: dict = {}
+    for c, v in _round_columns(res, shape, f, cfg, run, _NUMERIC).items():
+        out[c] = pa.array(v.values, mask=v.missing if v.missing.any() else None) if isinstance(v, NullableInts) else v
+    out |= {
+        "round": pc.binary_join_element_wise(pc.cast(keys[0], text), pc.cast(keys[1], text), pa.scalar("_", text)),
+        "shape": _lookup([shape_text(s.widths) for s in res.shapes] + [""], res.shape_index),
+        "layout": _lookup(list(LAYOUTS), res.layout),
+        "layout_source": _lookup(["detected", "stated"], res.layout_stated),
+        "selection": _lookup([res.selection_summary(int(i)) for i in sel_first], sel_inverse),
+        "bonus_kind": _lookup([BONUS_NAMES[k] for k in range(len(BONUS_NAMES))], res.bonus_kind),
+        "stop": _lookup(list(STOP_CODES), res.stop),
+        "run": _lookup([run], np.zeros(n, dtype=np.int64)),
+        "config": _lookup([cfg.short()], np.zeros(n, dtype=np.int64)),
+        "root_target_in": _lookup(list(TARGET_IN), f.target_in[0]),
+        "accepted_names": _accepted_names(res, f, lengths),
+    }
+    return out | _record_list_columns(res, lengths, known, may_note)
+
+
+def _accepted_names(res: BatchResult, f: _Nodes, lengths: np.ndarray):
+    """[C] the accepted nodes' names joined by '>': the names of the prefixes of the deepest accepted
+    node's rank path (the accepted nodes are a path from the root), one text per distinct path."""
+    c = len(res)
+    deepest = res.accepted_nodes[np.maximum(lengths - 1, 0), np.arange(c)]
+    path = np.where(lengths > 0, f.path_index[np.clip(deepest, 0, None), np.arange(c)], -1)
+    distinct, inverse = np.unique(path, return_inverse=True)
+    texts = [
+        ">".join(node_name(f.paths[p][:k]) for k in range(1, len(f.paths[p]) + 1)) if p >= 0 else ""
+        for p in distinct.tolist()
+    ]
+    return _lookup(texts, inverse.reshape(-1))
+
+
+def concat_cells(parts: list[dict]) -> dict:
+    """round_arrow's (or node) columns of several row sets, one after the other."""
+    import pyarrow as pa
+
+    return {
+        c: np.concatenate([p[c] for p in parts])
+        if isinstance(v, np.ndarray)
+        else pa.concat_arrays([p[c] for p in parts])
+        for c, v in parts[0].items()
+    }
+
+
+def take_cells(columns: dict, index: np.ndarray) -> dict:
+    """Rows ``index`` ([k] int64) of every column of round_arrow's."""
+    return {c: v[index] if isinstance(v, np.ndarray) else v.take(index) for c, v in columns.items()}
+
+
+def round_table(columns: dict):
+    """The pyarrow Table of the joined round columns (round_arrow's, rows in run order), typed as
+    from_pandas types the round frame of those rows."""
+    import pyarrow as pa
+
+    kinds = tuple(bool(len(columns[c].flatten())) for c in LIST_COLUMNS) + (
+        columns["bonus_kind"].null_count < len(columns["bonus_kind"]),
+    )
+    dtypes = {c: v.dtype.str for c, v in columns.items() if isinstance(v, np.ndarray)}
+    schema = round_schema(kinds, tuple(sorted(dtypes.items())))
+    n = len(columns["round"])
+    arrays = []
+    for field in schema:
+        v = columns[field.name]
+        if pa.types.is_list(field.type) and field.type.value_type == pa.null():
+            v = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.nulls(0))  # all empty
+        elif field.type == pa.null():  # a text column without a value (bonus_kind: no bonus anywhere)
+            v = pa.nulls(n)
+        elif isinstance(v, np.ndarray):
+            v = pa.array(v)
+        arrays.append(v if v.type == field.type else v.cast(field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+@cache
+def round_schema(kinds: tuple[bool, ...], dtypes: tuple[tuple[str, str], ...]):
+    """from_pandas' schema of a round frame whose numeric columns have ``dtypes``, whose list
+    columns (LIST_COLUMNS) hold some item and whose bonus_kind some text where ``kinds`` says
+    (an object column of None only is Arrow's null): one such row, built as
+    analysis.tables.batch builds the frame (types and pandas metadata depend on nothing else)."""
+    import pyarrow as pa
+
+    cells: dict = {c: NullableInts(np.zeros(1, dtype=np.int64), np.zeros(1, dtype=bool)) for c in _NUMERIC}
+    for c, dt in dtypes:  # the others are nullable integers (NullableInts)
+        cells[c] = np.zeros(1, dtype=np.dtype(dt))
+    for c in _TEXT_COLUMNS:
+        cells[c] = np.asarray(["x"], dtype=object)
+    for c, some in zip(LIST_COLUMNS, kinds):
+        cells[c] = [(["x"] if c == "notes" else [0]) if some else []]
+    cells["bonus_kind"] = np.asarray(["x" if kinds[-1] else None], dtype=object)
+    frame = finish_table(frame_of(cells, ROUND_COLUMNS), ROUND_COLUMNS)
+    return pa.Schema.from_pandas(frame, preserve_index=False)
