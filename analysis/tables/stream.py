@@ -25,7 +25,7 @@ from replay.engine.runs import iter_run_chunks, open_run
 
 from .batch import TableParts
 from .build import EXPORT_FORMATS, node_table, round_table
-from .node_arrow import node_schema, stream_parts
+from .node_arrow import stream_parts
 from .round_arrow import concat_cells, round_table as arrow_round_table, take_cells
 from .runs import BatchReplay, LabelledRun
 
@@ -213,35 +213,35 @@ ROUNDS_PER_FRAME = 4096  # rounds made into frames (and Arrow, and CSV text) at 
 
 
 def _frames(parts: list[TableParts]) -> Iterator[tuple]:
-    """_joined ``parts`` (rows of one run, stream_parts'), ROUNDS_PER_FRAME rounds at a time, in run order."""
+    """(round Table, node Table) of ``parts`` (rows of one run, stream_parts'), ROUNDS_PER_FRAME rounds
+    at a time, in run order: the Tables from_pandas makes of analysis.tables.batch.join_parts' frames
+    of those rounds. The rows are put in run order once, then cut (views, not copies)."""
+    parts = [p for p in parts if p.rounds]
     if not parts:
         return
-    ords = np.sort(np.concatenate([o for p in parts for o in p.round_ordinals]))
-    rest = parts
-    for cut in ords[ROUNDS_PER_FRAME::ROUNDS_PER_FRAME].tolist():
-        now, rest = _split(rest, cut)
-        yield _joined(now)
-        del now
-    yield _joined(rest)
+    rounds, round_ords = _in_run_order(parts, "rounds", "round_ordinals")
+    nodes, node_ords = _in_run_order(parts, "nodes", "node_ordinals")
+    ends = [*range(ROUNDS_PER_FRAME, round_ords.shape[0], ROUNDS_PER_FRAME), round_ords.shape[0]]
+    cuts = np.searchsorted(node_ords, round_ords[ends[:-1]]).tolist() + [node_ords.shape[0]]
+    lo = node_lo = 0
+    for hi, node_hi in zip(ends, cuts):
+        yield arrow_round_table({c: v[lo:hi] for c, v in rounds.items()}), nodes.slice(node_lo, node_hi - node_lo)
+        lo, node_lo = hi, node_hi
 
 
-def _joined(parts: list[TableParts]) -> tuple:
-    """(round frame, node Table) of stream_parts' ``parts``, rows in run order: analysis.tables.batch.join_parts
-    with the node frame as the pyarrow Table from_pandas makes of it."""
+def _in_run_order(parts: list[TableParts], rows: str, ordinals: str) -> tuple:
+    """(the round cells or node Table of ``parts``, one after the other, in run order; their ordinals,
+    sorted). The sort is stable: a round's nodes stay in tree order."""
     import pyarrow as pa
 
-    rounds = [c for p in parts for c in p.rounds]
-    if not rounds:
-        return round_table([]), node_schema().empty_table()
-    r = concat_cells(rounds)
-    ords = np.concatenate([o for p in parts for o in p.round_ordinals])
+    cells = [c for p in parts for c in getattr(p, rows)]
+    ords = np.concatenate([o for p in parts for o in getattr(p, ordinals)])
+    joined = concat_cells(cells) if rows == "rounds" else pa.concat_tables(cells)
     if ords.shape[0] > 1 and (ords[1:] < ords[:-1]).any():
-        r = take_cells(r, np.argsort(ords, kind="stable"))
-    nodes = pa.concat_tables([t for p in parts for t in p.nodes])
-    ords = np.concatenate([o for p in parts for o in p.node_ordinals])
-    if ords.shape[0] > 1 and (ords[1:] < ords[:-1]).any():
-        nodes = nodes.take(np.argsort(ords, kind="stable"))
-    return arrow_round_table(r), nodes
+        order = np.argsort(ords, kind="stable")
+        ords = ords[order]
+        joined = take_cells(joined, order) if rows == "rounds" else joined.take(order)
+    return joined, ords
 
 
 def _split(parts: list[TableParts], before: int) -> tuple[list[TableParts], list[TableParts]]:

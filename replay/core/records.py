@@ -487,9 +487,13 @@ def _csv_lines(table: Any, frame_cells: bool = False) -> memoryview:
 
     text = pa.large_string()
     cells = []
+    plain = True  # no cell holds a comma, quote or line end: pyarrow's CSV writer may join them
     for name, col in zip(table.column_names, table.columns):
         col = col.combine_chunks()
         kind = col.type
+        safe = name in INT_LIST_COLUMNS or any(
+            is_kind(kind) for is_kind in (pa.types.is_integer, pa.types.is_boolean, pa.types.is_floating)
+        )
         if name in INT_LIST_COLUMNS:
             col = pc.binary_join(col.cast(pa.large_list(text)), pa.scalar(" ", text))
         elif name == "notes":
@@ -500,11 +504,17 @@ def _csv_lines(table: Any, frame_cells: bool = False) -> memoryview:
             col = _float_text(col)
         elif pa.types.is_floating(kind):  # NaN (a bound not determined) empty, as docs/output-schema.md says
             col = pc.if_else(pc.is_nan(col), pa.scalar(None, kind), col).cast(text)
+        elif pa.types.is_integer(kind):
+            col = _int_text(col)
         else:
             col = col.cast(text)
         if name == "notes" or pa.types.is_large_string(kind) or (frame_cells and pa.types.is_string(kind)):
-            col = _quoted(col)
+            quoted = _quoted(col)
+            safe, col = quoted is col, quoted
+        plain &= safe
         cells.append(pc.fill_null(col, pa.scalar("", text)))
+    if plain and cells and len(cells[0]):
+        return _written_csv(cells, table.column_names)
     cells[-1] = pc.binary_join_element_wise(cells[-1], pa.scalar("\n", text), pa.scalar("", text))
     lines = pc.binary_join_element_wise(*cells, pa.scalar(",", text))
     if not len(lines):
@@ -512,6 +522,40 @@ def _csv_lines(table: Any, frame_cells: bool = False) -> memoryview:
     _, offsets, data = lines.buffers()
     ends = np.frombuffer(offsets, dtype=np.int64)[lines.offset : lines.offset + len(lines) + 1]
     return memoryview(data)[int(ends[0]) : int(ends[-1])]
+
+
+def _written_csv(cells: list, names: list[str]) -> memoryview:
+    """Text cells without a comma, quote or line end joined into CSV lines by pyarrow's writer (no
+    quoting: the bytes of the cells joined by ',' and ending in '\n'), ~2× faster than the joins."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    out = pa.BufferOutputStream()
+    pa_csv.write_csv(
+        pa.Table.from_arrays(cells, names=[str(k) for k in range(len(names))]),
+        out,
+        pa_csv.WriteOptions(include_header=False, quoting_style="none"),
+    )
+    return memoryview(out.getvalue())
+
+
+_INT_TEXTS = 4096  # an integer column spanning at most this many values is written by lookup
+
+
+def _int_text(col: Any) -> Any:
+    """An integer column as text (Arrow's cast: the decimal digits): a column of few distinct values
+    (ids, depths, ranks) takes each cell's text from its range's texts, ~3× faster than formatting each."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pa.large_string()
+    span = pc.min_max(col).as_py()
+    lo, hi = span["min"], span["max"]
+    if lo is None or hi - lo >= _INT_TEXTS or hi - lo >= len(col):
+        return col.cast(text)
+    texts = pa.array(np.arange(lo, hi + 1).astype(str).astype(object), type=text)
+    return texts.take(pc.subtract(col.cast(pa.int64()), pa.scalar(lo, pa.int64())))
 
 
 # |x| in [1e-4, 1e9), not a whole number: Arrow's shortest text of a float64 is numpy's (checked on
