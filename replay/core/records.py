@@ -524,7 +524,7 @@ def _csv_lines(table: Any, frame_cells: bool = False) -> memoryview:
     return memoryview(data)[int(ends[0]) : int(ends[-1])]
 
 
-def _written_csv(cells: list, names: list[str]) -> memoryview:
+def _written_csv(cells: list[Any], names: list[str]) -> memoryview:
     """Text cells without a comma, quote or line end joined into CSV lines by pyarrow's writer (no
     quoting: the bytes of the cells joined by ',' and ending in '\n'), ~2× faster than the joins."""
     import pyarrow as pa
