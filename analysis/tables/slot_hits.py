@@ -9,11 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from replay.core.config import TreeConfig
+from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.selection import rank_major_keys, select_top
 from replay.core.tree import Tree, node_name
-from replay.core.vocab import PAD_TOKEN
-from replay.engine.rebuild import rebuild_tree
-from replay.io.rounds import Round
+from replay.core.vocab import NO_PARENT, NO_RANK, PAD_TOKEN
 
 from .build import require_columns
 
@@ -24,19 +23,40 @@ def static_shape(cfg: TreeConfig) -> Tree:
 
     In a static round node u is always "rank r of the j-th expanded parent of step d"; which level
     node was expanded changes per round. The drawing puts the j-th expanded parent where the
-    rank-major fallback would (A1, A2, then B11, B21), so the names are those of that layout.
+    rank-major fallback would (A1, A2, then B11, B21: replay.core.selection.rank_major_keys), so the
+    names are those of that layout.
     """
-    steps, fake = [], 1
+    parents, depths, ranks = [NO_PARENT], [0], [NO_RANK]
+    expanded: list[np.ndarray] = []
+    level, slot_of = [0], {0: 0}  # the level's nodes; node -> its parent's slot among the expanded
     for i in range(cfg.gamma):
-        cols = cfg.max_width
-        rows = []
-        for _ in range(cfg.top_head[i]):
-            rows.append(list(range(fake, fake + cols)))
-            fake += cols
-        steps.append(rows)
-    tree = rebuild_tree(Round.from_lists(steps, [[0]]), cfg).tree
-    tokens = np.full(tree.tokens.shape, PAD_TOKEN, dtype=np.int64)
-    return Tree(tokens, tree.parents, tree.depths, tree.ranks, tree.logprobs, tree.expanded)
+        heads = cfg.top_head[i]
+        if cfg.tree_type == TREE_DYNAMIC:  # a dynamic round expands at most its level
+            heads = min(heads, len(level)) if i else 1
+        if i == 0:
+            chosen = [0]
+        else:
+            keys = rank_major_keys([ranks[u] for u in level], [slot_of[parents[u]] for u in level])
+            chosen = [level[j] for j in select_top(keys, heads)]
+        expanded.append(np.asarray(chosen, dtype=np.int64))
+        level, slot_of = [], {u: j for j, u in enumerate(chosen)}
+        for j, u in enumerate(chosen):
+            for r in range(cfg.top_k_spec[i][j]):
+                level.append(len(parents))
+                parents.append(u)
+                depths.append(i + 1)
+                ranks.append(r)
+    n = len(parents)
+    logprobs = np.full(n, np.nan)
+    logprobs[0] = 0.0
+    return Tree(
+        np.full(n, PAD_TOKEN, dtype=np.int64),
+        np.asarray(parents, dtype=np.int64),
+        np.asarray(depths, dtype=np.int64),
+        np.asarray(ranks, dtype=np.int64),
+        logprobs,
+        tuple(expanded),
+    )
 
 
 def _signature(parents: np.ndarray, ranks: np.ndarray, slots: np.ndarray) -> list[tuple[int, int]]:

@@ -9,13 +9,10 @@ from dataclasses import replace
 import numpy as np
 
 from replay.core.records import write_batch_json_lines
-from replay.core.vocab import LAYOUT_ALL, LAYOUTS
-from replay.engine.batch.rising import RisingRows, rising_rows, rising_rows_warning
 from replay.engine.batch.sampling_frames import concat_sampling, round_sampling_at, write_sampling_json_lines
 from replay.engine.batch.view import round_views
 from replay.engine.render import batch_sampling_summary, render_round, sampling_lines, summary_lines
-from replay.engine.runs import PerBatch, Run, RunReplay, mixed_layouts_note, replay_run
-from replay.io.manifest import recorded_round_warnings
+from replay.engine.runs import PerBatch, Run, RunReplay, replay_run
 from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled
@@ -88,15 +85,15 @@ def _replay_trees(args: argparse.Namespace) -> int:
         args.dir,
         options_from_args(args),
         progress=progress_enabled(args.no_progress),
-        per_batch=lambda b, res, cfg: (round_views(b, res), rising_rows(b, res)),
+        per_batch=lambda b, res, cfg: round_views(b, res),
     )
     require_rounds(rep, int(rep.result.ok.sum()))
-    views = {key: view for part in rep.per_batch for key, view in part[0].items()}
+    views = {key: view for part in rep.per_batch for key, view in part.items()}
     out = sys.stdout
     for key in _replayed_keys(rep.result, np.flatnonzero(rep.result.ok)):
         out.write("\n".join(render_round(views[key])) + "\n\n")
     out.write("\n".join(_greedy_summary(rep)) + "\n")
-    return _told(_with_rising_rows(rep, [part[1] for part in rep.per_batch]), args.dir)
+    return _told(rep, args.dir)
 
 
 def _replayed_keys(result, rows: np.ndarray) -> list[tuple[int, int]]:
@@ -108,38 +105,6 @@ def _greedy_summary(rep: RunReplay) -> list[str]:
     """The summary block of a greedy replay: the figures from the batch arrays."""
     title = f"summary of {rep.directory}"
     return summary_lines(title, rep.config_source, rep.config, rep.tree, run_figures(rep), rep.skipped, rep.notes)
-
-
-def _with_rising_rows(rep: RunReplay, parts: list[RisingRows]) -> RunReplay:
-    """rep with the WARNING about validate rows whose scores rise along the row (replay.engine.batch.rising)
-    where replay has always said it: after the rounds' notes, before replay_run's last lines (a note
-    on mixed layouts, the rounds the manifest records otherwise)."""
-    line = rising_rows_warning(parts)
-    if line is None:
-        return rep
-    at = len(rep.warnings) - _lines_after_round_notes(rep)
-    return replace(rep, warnings=(*rep.warnings[:at], line, *rep.warnings[at:]))
-
-
-def _lines_after_round_notes(rep: RunReplay) -> int:
-    """How many lines replay_run's warnings end with after the rounds' notes: its mixed-layouts note and
-    its recorded-rounds warning, made again from the same arrays (replay_run returns them joined)."""
-    res = rep.result
-    ok = res.ok
-    shapes = res.shape_index[ok]
-    mixed = mixed_layouts_note(
-        res.keys[:, ok],
-        res.layout[ok] == LAYOUTS.index(LAYOUT_ALL),
-        ~res.layout_stated[ok],
-        lambda i: (sum(res.shapes[shapes[i]].heads), sum(res.shapes[shapes[i]].level_sizes)),
-    )
-    recorded = recorded_round_warnings(
-        rep.manifest,
-        rep.tree,
-        res.keys[:, ok],
-        {"num_nodes": res.num_nodes[ok], "draft_steps": res.num_steps[ok], "accepted_length": res.accepted_length[ok]},
-    )
-    return (mixed is not None) + len(recorded)
 
 
 def _told(rep, directory: str) -> int:
@@ -191,7 +156,7 @@ def _replay_sampling(args: argparse.Namespace) -> int:
     res, parts = rep.result, list(rep.per_batch)
     smp = concat_sampling([p[0][:2] for p in parts]) if parts else None
     why = {key: text for p in parts for key, text in p[0][3].items()}
-    greedy = _with_rising_rows(rep, [p[2] for p in parts])  # the reading's skipped alone
+    greedy = rep  # the reading's skipped alone
     rep = replace(greedy, skipped=(*greedy.skipped, *sampling_refusals(res, smp, t, why)))
     rows = np.flatnonzero(res.ok & smp.usable) if smp is not None else np.zeros(0, dtype=np.int64)
     require_rounds(rep, rows.shape[0])
@@ -217,7 +182,7 @@ def _replay_sampling(args: argparse.Namespace) -> int:
 
 def _sampling_per_batch(args: argparse.Namespace, run: Run, drawn: bool) -> PerBatch | None:
     """What each batch keeps at T: (its sampling part, cmd_scale.sampling_part; its rounds' views when
-    their trees are drawn; its rising rows). None when --vocab-size contradicts the manifest: that
+    their trees are drawn). None when --vocab-size contradicts the manifest: that
     error comes after the reading, as a replay that fails on a round tells that first."""
     try:
         vocab = sampling_vocab(args, run.manifest)
@@ -227,7 +192,6 @@ def _sampling_per_batch(args: argparse.Namespace, run: Run, drawn: bool) -> PerB
     return lambda b, res, cfg: (
         sampling_part(b, res, cfg, t, vocab, nodes),
         round_views(b, res) if drawn else {},
-        rising_rows(b, res),
     )
 
 

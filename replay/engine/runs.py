@@ -33,6 +33,7 @@ from replay.util.progress import progress_bar
 
 from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
 from .batch.rejections import rejection_reasons
+from .batch.rising import rising_rows, rising_rows_warning
 from .replayer import (  # noqa: F401  (replay_packed re-exported)
     DirectoryReplay,
     ReplayOptions,
@@ -350,13 +351,20 @@ def replay_run(
         per_batch = per_run(run)
     parts: list[BatchResult] = []
     later: list[tuple[int, Skipped]] = []  # unreadable and rejected rounds, by position
-    extras = []
-    for res, why, extra in iter_run_parts(run, workers, progress, chunk_rounds, per_batch):
+    extras, rising = [], []
+    asked = per_batch
+
+    def with_rising(b: RoundBatch, res: BatchResult, tree: TreeConfig) -> tuple:
+        return rising_rows(b, res), None if asked is None else asked(b, res, tree)
+
+    for res, why, extra in iter_run_parts(run, workers, progress, chunk_rounds, with_rising):
         later += why
         if len(res):
             parts.append(res)
         if extra is not None:
-            extras.append(extra)
+            rising.append(extra[0])
+            if extra[1] is not None:  # per_batch's values (None from it: nothing kept, as before)
+                extras.append(extra[1])
     result = BatchResult.concat(parts).sorted_by_ordinal() if parts else empty_result(run.tree.gamma)
     if run.packed is not None:
         _check_unique_ordinals(run, result)
@@ -373,6 +381,8 @@ def replay_run(
     unused = unused_scores_note(run.options.score_kind, by_option, int(result.scored[ok].sum()), int(ok.sum()))
     warnings += (unused,) if unused else ()
     warnings += batch_round_notes(note_groups(result))
+    rising_line = rising_rows_warning(rising)
+    warnings += (rising_line,) if rising_line else ()
     shapes = result.shape_index[ok]
     mixed = mixed_layouts_note(
         result.keys[:, ok],
