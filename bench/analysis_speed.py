@@ -48,7 +48,8 @@ from analysis.cost.model import CostModel  # noqa: E402
 from analysis.report.options import default_comparison_configs  # noqa: E402
 from analysis.tables.build import build_tables  # noqa: E402
 from analysis.tables.metrics import all_metrics  # noqa: E402
-from analysis.tables.runs import load_reference, load_run  # noqa: E402
+from analysis.tables.runs import load_run
+from replay.testing.reference_runs import load_reference  # noqa: E402
 from analysis.tables.slot_hits import _hits_by_round, _hits_vectorised, shape_signature, static_shape  # noqa: E402
 from replay.core.config import TreeConfig  # noqa: E402
 from replay.io.packed.pack import pack_batches  # noqa: E402

@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
-from analysis.compare.configs import compare_configs
+from analysis.compare.batch import compare_run
 from analysis.report import plots, treeplot
+from analysis.report.example_round import example_round
 from analysis.tables.build import build_tables
 from analysis.tables.metrics import all_metrics
 from analysis.tables.runs import load_runs
@@ -50,9 +51,7 @@ def _labelled(fig, rounds_text: str) -> None:
 def test_every_plot_is_labelled_and_saved(data, tmp_path):
     runs, m = data
     synth = runs[0]
-    table, _ = compare_configs(
-        synth.results, synth.config, [synth.config, TreeConfig.from_lists([[6], [1, 1, 1], [1]])]
-    )
+    table, _ = compare_run(synth, [synth.config, TreeConfig.from_lists([[6], [1, 1, 1], [1]])])
     figs = {
         "acc": (plots.plot_accepted_length(m["accepted_length"]), "300, article_round: 1 rounds"),
         "depth": (plots.plot_depth_acceptance(m["depth_acceptance"]), "300"),
@@ -72,7 +71,7 @@ def test_every_plot_is_labelled_and_saved(data, tmp_path):
             ),
             "300 rounds",
         ),
-        "round": (treeplot.plot_round_tree(runs[1].results[0], run="article_round"), "1 round"),
+        "round": (treeplot.plot_round_tree(example_round(runs[1]).result, run="article_round"), "1 round"),
     }
     for name, (fig, rounds_text) in figs.items():
         _labelled(fig, rounds_text)
@@ -89,7 +88,7 @@ def test_every_plot_is_labelled_and_saved(data, tmp_path):
 
 def test_hierarchical_layout_article(data):
     runs, _ = data
-    tree = runs[1].results[0].tree
+    tree = example_round(runs[1]).result.tree
     pos = treeplot.hierarchical_layout(tree.to_networkx())
     assert all(pos[u][1] == -tree.depths[u] for u in range(13))
     # leaves left to right in tree order under their parents: C111, B12, C211, B22, A3..A6
@@ -110,7 +109,7 @@ def test_tokenizer_text_on_round_picture(data, tmp_path):
     decode = treeplot.load_decoder(path)
     assert decode(41824) == "hello"
     runs, _ = data
-    fig = treeplot.plot_round_tree(runs[1].results[0], decode, "article_round")
+    fig = treeplot.plot_round_tree(example_round(runs[1]).result, decode, "article_round")
     text = _texts(fig)
     assert "hello" in text and "again" in text
     assert treeplot.load_decoder(tmp_path)(41760) == "world"  # a directory holding tokenizer.json
@@ -145,7 +144,7 @@ def test_compare_plot_marks_the_measured_speedup(data):
 
     runs, _ = data
     synth = runs[0]
-    table, _ = compare_configs(synth.results, synth.config, [synth.config, TreeConfig.from_lists([[1], [1], [1]])])
+    table, _ = compare_run(synth, [synth.config, TreeConfig.from_lists([[1], [1], [1]])])
     table["measured_speedup"] = [1.5, float("nan")]
     fig = plots.plot_compare_configs(table, "synthetic_article", "measured: manifest timings")
     speed_ax = fig.axes[1]

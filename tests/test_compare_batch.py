@@ -13,13 +13,15 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+import replay.engine.replayer
 from analysis.compare.batch import compare_parts, compare_run, join_compare
 from analysis.compare.configs import compare_configs
 from analysis.compare.subtree import contained_configs
 from analysis.cost.model import CostModel
-from analysis.tables.runs import load_reference, load_run
+from analysis.tables.runs import load_run
 from replay.core.config import TreeConfig
 from replay.engine.batch import batch_from_rounds, replay_batch
+from replay.testing.reference_runs import load_reference
 from replay.util.errors import ConfigError
 from tests.packed_runs import assert_same_frames, packed_synth_run
 from tests.test_batch_property import runs
@@ -61,7 +63,6 @@ def assert_same_run(path: Path, configs_of, thresholds=(None, 0.3)) -> pd.DataFr
         want = compare_configs(ref.results, ref.config, configs, COST, thr)
         assert_same_frames(got, want)
         rounds = want[1] if rounds is None else pd.concat([rounds, want[1]])
-    assert "_results" not in vars(fast.results)  # no round-by-round replay of the batch-loaded run
     return rounds
 
 
@@ -97,13 +98,6 @@ def test_packed_run_compare_agrees(tmp_path):
     assert_same_run(run, some_configs)
 
 
-def test_reference_loaded_run_uses_the_reference():
-    ref = load_reference(str(SAMPLES / "article_round"), "r", progress=False)
-    assert_same_frames(
-        compare_run(ref, [ref.config], COST), compare_configs(ref.results, ref.config, [ref.config], COST)
-    )
-
-
 @pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(runs(), st.randoms(use_true_random=False), st.sampled_from([None, 0.0, 0.3, 0.6, 1.0]))
@@ -126,7 +120,7 @@ def test_random_run_compare_agrees(case, rnd, threshold):
 def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
     """``specreplay compare`` on a packed run: no scalar replay of the run happens (the reference
     loader is made to fail), and its per-round CSV is the reference's frame."""
-    import analysis.tables.runs
+    import analysis.compare.configs
     from analysis.compare.configs import parse_config_arg
     from replay.cli import main
 
@@ -138,7 +132,8 @@ def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
         raise AssertionError("compare replayed the run round by round")
 
     per_round = tmp_path / "rounds.csv"
-    monkeypatch.setattr(analysis.tables.runs, "load_reference", no_scalar_replay)
+    monkeypatch.setattr(analysis.compare.configs, "replay_subconfig", no_scalar_replay)
+    monkeypatch.setattr(replay.engine.replayer, "replay_directory", no_scalar_replay)
     assert (
         main(
             [
@@ -183,4 +178,3 @@ def test_gamma_strategies_from_the_batch_arrays_agree(name, tmp_path):
                 ref.results, ref.config, [0, 1, 2, 3, 4], COST, window, threshold, ref.config.gamma
             )
             assert got == want
-    assert "_results" not in vars(fast.results)

@@ -18,13 +18,14 @@ from analysis.compare.sampling import compare_sampling
 from analysis.compare.sampling_batch import compare_sampling_run, join_sampling
 from analysis.compare.sampling_parts import sampling_parts
 from analysis.compare.subtree import contained_configs
-from analysis.tables.runs import load_reference, load_run
+from analysis.tables.runs import load_run
 from replay.core.config import TreeConfig
 from replay.core.vocab import PAD_TOKEN
 from replay.engine.batch import replay_batch
 from replay.io.packed.pack import pack_batches
 from replay.io.roundbatch import MatrixStack
 from replay.testing.batch_synth import synth_run, varied_run
+from replay.testing.reference_runs import load_reference
 from replay.testing.sampling_ref import with_validate_scores
 from tests.test_batch_tables import ARTICLE, reference_results
 from tests.test_compare_batch import beyond, spread
@@ -150,10 +151,7 @@ def test_packed_run_uses_the_batch_arrays_and_equals_the_round_path(tmp_path):
     ref = load_reference(str(run), "r", progress=False)
     configs = configs_for(ref.config, np.random.default_rng(1))
     got = compare_sampling_run(fast, configs, TEMPERATURES, VOCAB)
-    assert "_results" not in vars(fast.results)  # no round-by-round replay of the batch-loaded run
     assert_same(got, compare_sampling(list(ref.results), ref.config, configs, TEMPERATURES, VOCAB))
-    # a run loaded round by round goes through the round path
-    assert_same(compare_sampling_run(ref, configs, TEMPERATURES, VOCAB), got)
 
 
 @pytest.mark.parametrize("seed", [1, 5, 7, 11])
@@ -198,13 +196,14 @@ def test_compare_at_t_prints_the_same_with_and_without_the_per_round_file(capsys
 
 
 def no_round_by_round(monkeypatch):
-    """Make the reference loader fail: a command that replays the run round by round raises."""
-    import analysis.tables.runs
+    """Make the per-round reference fail: a command that replays the run round by round raises."""
+    import replay.engine.replayer
 
     def refuse(*args, **kwargs):
         raise AssertionError("the run was replayed round by round")
 
-    monkeypatch.setattr(analysis.tables.runs, "load_reference", refuse)
+    for name in ("replay_directory", "replay_packed", "replay_round"):
+        monkeypatch.setattr(replay.engine.replayer, name, refuse)
 
 
 def test_compare_recommend_and_report_at_t_read_the_batch_arrays(capsys, tmp_path, monkeypatch):

@@ -264,14 +264,20 @@ def test_each_round_view_is_the_reference_round(dumps, name):
     views = {v.name: v for part in rep.per_batch for v in part.values()}
     assert sorted(views) == sorted(ref)
     for key, view in views.items():
-        want = view_of(ref[key])
-        for field in ("tokens", "parents", "depths", "ranks"):
-            np.testing.assert_array_equal(getattr(view.tree, field), getattr(want.tree, field), err_msg=field)
-        np.testing.assert_array_equal(view.tree.logprobs, want.tree.logprobs)  # NaN where the reference has NaN
-        assert [e.tolist() for e in view.tree.expanded] == [e.tolist() for e in want.tree.expanded]
-        np.testing.assert_array_equal(view.target_top1, want.target_top1)
-        assert (view.acceptance, view.layout, view.layout_source) == (want.acceptance, want.layout, want.layout_source)
-        assert (view.selection_summary, view.notes) == (want.selection_summary, want.notes)
+        assert_same_view(view, ref[key])
+
+
+def assert_same_view(view: RoundView, res: RoundResult) -> None:
+    """``view`` (the batch engine's) draws as the reference's RoundResult ``res`` would."""
+    want = view_of(res)
+    assert view.name == want.name
+    for field in ("tokens", "parents", "depths", "ranks"):
+        np.testing.assert_array_equal(getattr(view.tree, field), getattr(want.tree, field), err_msg=field)
+    np.testing.assert_array_equal(view.tree.logprobs, want.tree.logprobs)  # NaN where the reference has NaN
+    assert [e.tolist() for e in view.tree.expanded] == [e.tolist() for e in want.tree.expanded]
+    np.testing.assert_array_equal(view.target_top1, want.target_top1)
+    assert (view.acceptance, view.layout, view.layout_source) == (want.acceptance, want.layout, want.layout_source)
+    assert (view.selection_summary, view.notes) == (want.selection_summary, want.notes)
 
 
 def _reference(argv: list[str]) -> tuple[int, str, str]:

@@ -76,7 +76,7 @@ def test_streamed_tables_are_the_whole_tables(make, tmp_path):
     seen = []
     write_run_tables([run], tmp_path / "got", progress=lambda done, total: seen.append((done, total)))
     assert_same_files(tmp_path / "got", whole_tables([path], tmp_path / "want"))
-    assert seen[-1] == (len(run.results), len(run.results)) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+    assert seen[-1] == (run.rounds, run.rounds) and [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
 def test_row_groups_across_blocks(tmp_path, monkeypatch):
@@ -183,19 +183,6 @@ def test_frame_csv_lines_are_pandas_text(tmp_path):
     df.to_csv(tmp_path / "want.csv", index=False)
     got = csv_header(list(df.columns)) + bytes(frame_csv_lines(pa.Table.from_pandas(df, preserve_index=False)))
     assert got == (tmp_path / "want.csv").read_bytes()
-
-
-def test_reference_runs_write_their_tables_too(tmp_path):
-    """A run replayed by the reference (the API's load_reference: RoundResults, no batch arrays)
-    writes the tables build_tables makes from its results, next to a batch-loaded run."""
-    from analysis.tables.runs import load_reference
-
-    a = load_reference(str(SAMPLES / "article_round"), "a", progress=False)
-    b = load_run(str(SAMPLES / "synthetic_article"), "b", progress=False, tables=TABLES_METRICS)
-    write_run_tables([a, b], tmp_path / "got")
-    full = build_tables([a, load_run(str(SAMPLES / "synthetic_article"), "b", progress=False, tables=TABLES_FULL)])
-    export_tables({"rounds": full.rounds, "nodes": full.nodes}, tmp_path / "want")
-    assert_same_files(tmp_path / "got", tmp_path / "want")
 
 
 def test_report_names_each_phase_on_a_terminal(tmp_path, monkeypatch):

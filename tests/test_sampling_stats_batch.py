@@ -14,12 +14,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.tables.runs import load_reference, load_run
+from analysis.tables.runs import load_run
 from analysis.tables.sampling import run_sampling, sampling_tables
 from replay.cli import main
 from replay.core.config_grammar import parse_config_text
 from replay.engine.sampling import node_logprob_gaps
 from replay.io.packed.pack import pack_batches
+from replay.testing.reference_runs import load_reference, reference_run_sampling, reference_shapes_at_temperature
 from replay.testing.synth import add_node_logprobs, write_synthetic_run
 from tests.test_compare_sampling_batch import VOCAB, _words, no_round_by_round, random_case
 
@@ -57,10 +58,9 @@ def test_random_packed_runs_batch_equals_round_path(tmp_path, seed):
     for vocab in (None, VOCAB):
         for t in TEMPERATURES:
             got = run_sampling(fast, t, vocab, None)
-            want = run_sampling(ref, t, vocab, None)
+            want = reference_run_sampling(ref, t, vocab, None)
             assert_same(got, want)
             assert got.gaps == ([], [])  # no recorded T: nothing to count
-    assert "_results" not in vars(fast.results)  # the batch-loaded run was never replayed round by round
 
 
 def test_the_random_cases_hold_refusals_bounds_and_needs_vocab(tmp_path):
@@ -70,7 +70,7 @@ def test_the_random_cases_hold_refusals_bounds_and_needs_vocab(tmp_path):
     for seed in range(8):
         ref = load_reference(str(packed_case(tmp_path, seed)), "r", progress=False)
         for t in (0.0, 0.7, 1.3):  # exact at T = 0
-            s = run_sampling(ref, t, None, None)
+            s = reference_run_sampling(ref, t, None, None)
             skipped += len(s.skipped)
             bounded += int((s.expected_lo < s.expected_hi).sum())
             exact += int(s.exact.sum())
@@ -98,7 +98,7 @@ def test_recorded_temperatures_batch_equals_round_path(node_dumps, which):
     fast, ref = load_run(d, "r", progress=False), load_reference(d, "r", progress=False)
     nodes = ref.replay.manifest.node_logprob_temperatures
     for t in (0.4, 0.7, 1.0):
-        got, want = run_sampling(fast, t, None, nodes), run_sampling(ref, t, None, nodes)
+        got, want = run_sampling(fast, t, None, nodes), reference_run_sampling(ref, t, None, nodes)
         assert_same(got, want)
         if t in nodes:
             assert got.from_node_logprobs.any()
@@ -119,7 +119,7 @@ def test_stats_cli_at_t_reads_the_batch_arrays(capsys, tmp_path, node_dumps, mon
     ]
     for path, t in cases:
         ref = load_reference(path, "r", progress=False)
-        want[path, t] = run_sampling(ref, float(t), None, ref.replay.manifest.node_logprob_temperatures)
+        want[path, t] = reference_run_sampling(ref, float(t), None, ref.replay.manifest.node_logprob_temperatures)
     no_round_by_round(monkeypatch)
     for path, t in cases:
         code = main(["stats", path, "--temperature", t, "--json", "--no-progress"])
@@ -145,7 +145,7 @@ def test_recommend_at_t_two_passes_equal_the_round_path(tmp_path, seed):
     for t in (0.0, 0.7, 1.3):
         for vocab, budget, top in ((None, 8, 5), (VOCAB, 5, 2)):
             got = shapes_at_temperature(fast, budget, None, t, vocab, top)
-            want = shapes_at_temperature(ref, budget, None, t, vocab, top)
+            want = reference_shapes_at_temperature(ref, budget, None, t, vocab, top)
             assert got.candidates == want.candidates
             # compare's batch path on a packed run words a bad row without its file (as compare --temperature)
             assert [(k, x, _words(r)) for k, x, r in got.comparison.skipped] == [
@@ -156,7 +156,6 @@ def test_recommend_at_t_two_passes_equal_the_round_path(tmp_path, seed):
                 pd.testing.assert_frame_equal(
                     g.reset_index(drop=True), w.reset_index(drop=True), check_exact=False, rtol=0, atol=1e-9
                 )
-    assert "_results" not in vars(fast.results)
 
 
 @pytest.mark.parametrize("seed", [1, 3, 5, 7])
@@ -174,7 +173,7 @@ def test_recommend_ranking_numbers_equal_a_per_round_sum(tmp_path, seed):
 
     run = packed_case(tmp_path, seed)
     fast = load_run(str(run), "r", progress=False)
-    assert sum(len(done) for _, done in iter_run_chunks(open_run(str(run), fast.replay.options), None)) > 1
+    assert sum(len(done) for _, done in iter_run_chunks(open_run(str(run), fast.options), None)) > 1
     rec = fast.config
     configs = [
         rec,

@@ -110,7 +110,7 @@ def test_stats_json_is_the_same_streamed_or_whole(tmp_path, capsys):
 def test_keys_only_tables_refuse_to_tabulate(tmp_path):
     """compare's runs (TABLES_KEYS) keep the round keys only: asking them for tables is a clear error."""
     run = load_run(str(SAMPLES / "synthetic_article"), "a", progress=False, tables=TABLES_KEYS)
-    assert run.tables[1] is None and len(run.results) == len(run.tables[0])
+    assert run.tables[1] is None and run.rounds == len(run.tables[0])
     with pytest.raises(ValueError, match="TABLES_FULL"):
         build_tables([run])
 
@@ -118,17 +118,16 @@ def test_keys_only_tables_refuse_to_tabulate(tmp_path):
 def test_speed_row_needs_no_round_by_round_replay():
     """report's speedup row (analysis.compare.configs.speed_row) of a batch-loaded run comes from its
     arrays, the same figure as from the reference RoundResults, without replaying them."""
-    from analysis.compare.configs import speed_row
+    from analysis.compare.configs import round_sizes, speed_row
     from analysis.cost.model import CostModel
-    from analysis.tables.runs import load_reference
+    from replay.testing.reference_runs import load_reference
 
     path = str(SAMPLES / "qwen2.5-coder/deep")
     cost = CostModel.default()
     for mode in (TABLES_KEYS, TABLES_METRICS, "full"):
         run = load_run(path, "a", progress=False, tables=mode)
-        got = speed_row("a", run.results, cost, None)
-        assert "_results" not in vars(run.results)  # nothing replayed round by round
-        want = speed_row("a", load_reference(path, "a", progress=False).results, cost, None)
+        got = speed_row("a", run.sizes, cost, None)
+        want = speed_row("a", round_sizes(load_reference(path, "a", progress=False).results), cost, None)
         assert got["modelled_speedup"] == want["modelled_speedup"] and got["rounds"] == want["rounds"]
 
 

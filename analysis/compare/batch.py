@@ -19,7 +19,7 @@ import pandas as pd
 
 from analysis.cost.model import CostModel
 from analysis.cost.source import RunPricing
-from analysis.tables.runs import BatchReplay, LabelledRun
+from analysis.tables.runs import LabelledRun
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.vocab import STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
@@ -27,8 +27,8 @@ from replay.engine.batch.frames import key_names
 from replay.engine.runs import PerBatch, replay_run
 from replay.util.rows import unique_rows
 
-from .configs import COMPARE_COLUMNS, PER_ROUND_COLUMNS, compare_configs, is_own_tree, summarize_arrays, with_speed
-from .gamma_strategies import GAMMA_FIELDS, GammaOutcomes, StrategyResult, simulate_strategies, simulate_strategy_arrays
+from .configs import COMPARE_COLUMNS, PER_ROUND_COLUMNS, is_own_tree, summarize_arrays, with_speed
+from .gamma_strategies import GAMMA_FIELDS, GammaOutcomes, StrategyResult, simulate_strategy_arrays
 from .subtree import RULE_FALLBACK, RULE_PATH, RULE_RECORDED_ORDER, UNDECIDABLE, WHY_NONE, reason_text, truncated
 from .subtree_batch import (
     NO_CANDIDATE,
@@ -195,7 +195,7 @@ def per_batch_parts(
 ):
     """``parts_of(batch, result, recorded tree)`` on every batch of a batch-loaded run, the run read again in
     batches (on several threads), with progress in rounds; every round must come back once."""
-    total = len(run.results)
+    total = run.rounds
     lock, done = threading.Lock(), [0]
 
     def per_batch(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list:
@@ -206,12 +206,12 @@ def per_batch_parts(
                 progress(done[0], total)
         return parts
 
-    rep = replay_run(run.replay.directory, run.replay.options, per_batch=per_batch)
+    rep = replay_run(run.replay.directory, run.options, per_batch=per_batch)
     return _every_round([p for ps in rep.per_batch for p in ps], run)
 
 
 def _every_round(parts: list, run: LabelledRun) -> list:
-    got, total = sum(p.ordinals.shape[0] for p in parts), len(run.results)
+    got, total = sum(p.ordinals.shape[0] for p in parts), run.rounds
     if got != total:
         raise RuntimeError(
             f"compare replayed {got} rounds of {run.label}, the run has {total}: a bug in the batch path"
@@ -271,13 +271,9 @@ def compare_run(
     progress: Progress | None = None,
     per_round: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """compare_configs for a loaded run: from the batch arrays when the run was loaded by the batch
-    path (analysis.tables.runs.load_run), round by round by the reference otherwise. ``progress(rounds
-    done, rounds)``; ``per_round=False`` leaves the per-round frame empty (join_compare)."""
+    """analysis.compare.configs.compare_configs' frames for a loaded run, from the batch arrays.
+    ``progress(rounds done, rounds)``; ``per_round=False`` leaves the per-round frame empty (join_compare)."""
     cost = cost or CostModel.default()
-    if not isinstance(run.replay, BatchReplay):
-        table, rounds = compare_configs(run.results, run.config, configs, cost, gamma_threshold, progress)
-        return table, rounds if per_round else pd.DataFrame([])
     parts = run_parts(run, configs, gamma_threshold, progress)
     return join_compare(parts, run.config, configs, cost, gamma_threshold, per_round)
 
@@ -310,10 +306,8 @@ def simulate_run_strategies(
     gamma_threshold: float | None = None,
 ) -> list[StrategyResult]:
     """analysis.compare.gamma_strategies.simulate_strategies for a loaded run (recorded gamma: ``run.config``'s),
-    its per-gamma outcomes from the batch arrays when the run was loaded by the batch path."""
+    its per-gamma outcomes from the batch arrays."""
     cost = cost or CostModel.default()
-    if not isinstance(run.replay, BatchReplay):
-        return simulate_strategies(run.results, cfg, strategies, cost, ema_window, gamma_threshold, run.config.gamma)
     outs = outcomes_by_gamma_run(run, cfg, gamma_threshold)
     return [simulate_strategy_arrays(outs, cfg, s, cost, ema_window) for s in strategies]
 

@@ -21,6 +21,7 @@ import pandas as pd
 from analysis.cost.model import CostModel
 from analysis.cost.timings import Speedup
 from analysis.tables.metrics import depth_acceptance, summary
+from analysis.tables.runs import RoundSizes
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.config_grammar import parse_config_list, parse_configs
 from replay.core.headline import per_position_rates
@@ -284,22 +285,18 @@ def beyond_recorded_notes(
     return notes
 
 
-def modelled_speedup(results: Sequence[RoundResult], cost: CostModel) -> float:
-    """The recorded rounds' modelled speedup: Σ (L_r + 1) · t_verify(1) / Σ (steps_r · t_draft + t_verify(nodes_r + 1))."""
-    if not results:
+def modelled_speedup(sizes: RoundSizes, cost: CostModel) -> float:
+    """The recorded rounds' modelled speedup: Σ (L_r + 1) · t_verify(1) / Σ (steps_r · t_draft + t_verify(nodes_r + 1)).
+    sizes: ([R] accepted length, [R] draft steps, [R] draft nodes) int64 (analysis.tables.runs.LabelledRun.sizes)."""
+    lengths, steps, nodes = sizes
+    if not lengths.shape[0]:
         return float("nan")
-    lengths, steps, nodes = round_sizes(results)
     tokens = int(lengths.sum()) + int(lengths.shape[0])
     return cost.speedup(tokens, float(np.sum(cost.round_cost(steps, nodes))))
 
 
-def round_sizes(results: Sequence[RoundResult]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """([R] accepted length, [R] draft steps, [R] draft nodes) int64 of the rounds, in order. A run
-    loaded on the batch path (analysis.tables.runs.LazyResults) has them as arrays: asking its
-    RoundResults would replay every round again, one at a time."""
-    sizes = getattr(results, "sizes", None)
-    if sizes is not None:
-        return sizes
+def round_sizes(results: Sequence[RoundResult]) -> RoundSizes:
+    """([R] accepted length, [R] draft steps, [R] draft nodes) int64 of reference RoundResults, in order."""
     return (
         np.asarray([r.acceptance.accepted_length for r in results], dtype=np.int64),
         np.asarray([r.tree.num_steps for r in results], dtype=np.int64),
@@ -307,14 +304,15 @@ def round_sizes(results: Sequence[RoundResult]) -> tuple[np.ndarray, np.ndarray,
     )
 
 
-def speed_row(label: str, results: Sequence[RoundResult], cost: CostModel, measured: Speedup | None) -> dict:
+def speed_row(label: str, sizes: RoundSizes, cost: CostModel, measured: Speedup | None) -> dict:
     """One run's speedups side by side: modelled (with its cost source) and measured (NaN when the
-    dump has no target-only baseline timed together with the run; ``measured_status`` says why)."""
+    dump has no target-only baseline timed together with the run; ``measured_status`` says why).
+    sizes: as modelled_speedup's."""
     nan = float("nan")
     return {
         "run": label,
-        "rounds": len(results),
-        "modelled_speedup": modelled_speedup(results, cost),
+        "rounds": int(sizes[0].shape[0]),
+        "modelled_speedup": modelled_speedup(sizes, cost),
         "cost_source": cost.source,
         "measured_speedup": measured.decode if measured else nan,
         "measured_speedup_wall": measured.wall if measured else nan,

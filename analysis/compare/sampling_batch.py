@@ -1,8 +1,7 @@
 """analysis.compare.sampling's configs at temperature T, on the batch arrays: numpy over rounds.
 
 The same per-round outcomes as ``analysis.compare.sampling.compare_sampling`` over the RoundResults
-(the readable reference and the fallback for runs not loaded in batches; tests/test_compare_sampling_batch.py
-compares the two on random dumps): per config, T and round, determined or not (and why), the
+(the readable reference; tests/test_compare_sampling_batch.py compares the two on random dumps): per config, T and round, determined or not (and why), the
 bounds on the expected accepted length and on P(L >= d), exactness.
 
 Each batch's rounds go through analysis.compare.sampling_parts (per tree shape: refused or not,
@@ -18,10 +17,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.tables.runs import BatchReplay, LabelledRun
+from analysis.tables.runs import LabelledRun
 from replay.core.config import TreeConfig
 from replay.core.sampling_recorded import recorded_column
 from replay.engine.batch import BatchResult, RoundBatch
+from replay.engine.batch.recorded import node_logprob_gaps_batch
+from replay.engine.runs import replay_run
+from replay.util.progress import tqdm_progress
 from replay.util.rows import unique_rows
 
 from .batch import per_batch_parts
@@ -30,7 +32,6 @@ from .sampling import (
     SAMPLING_COLUMNS,
     SAMPLING_PER_ROUND_COLUMNS,
     SamplingComparison,
-    compare_sampling,
     summarize_sampling_arrays,
 )
 from .sampling_parts import NOT_REFUSED, SamplingPart, sampling_parts
@@ -117,31 +118,39 @@ def compare_sampling_run(
     progress: Callable[[int, int], None] | None = None,
     per_round: bool = True,
 ) -> SamplingComparison:
-    """compare_sampling for a loaded run: from the batch arrays when the run was loaded by the batch
-    path (analysis.tables.runs.load_run), round by round by the reference otherwise. ``progress(rounds
-    done, rounds)`` (the reference's: configs done, configs).
+    """compare_sampling's SamplingComparison for a loaded run, from the batch arrays. ``progress(rounds
+    done, rounds)`` (at a recorded T alone: configs done, configs).
 
-    At a temperature whose node_logprobs the manifest lists, a dump directory is compared round by
-    round (the reference reads each round's node_logprobs: exact, analysis.compare.sampling.recorded_edges);
-    the batch arrays of the comparison do not read them. A packed run carries them too (its rounds
-    read back with their node_logprobs), so it is compared the same way."""
+    At a temperature whose node_logprobs the manifest lists, the run is compared round by round
+    (_recorded_at: the reference reads each round's node_logprobs, exact,
+    analysis.compare.sampling.recorded_edges); the batch arrays of the comparison do not read them yet."""
     nodes = run.replay.manifest.node_logprob_temperatures
-    if not isinstance(run.replay, BatchReplay):
-        return compare_sampling(
-            list(run.results), run.config, configs, temperatures, vocab_size, gamma_threshold, progress, nodes
-        )
     exact_at = [t for t in temperatures if recorded_column(t, nodes) is not None]
     if exact_at:
         rest = [t for t in temperatures if t not in exact_at]
         tick = None if rest else progress  # the reference's progress counts configs, not rounds
-        own = compare_sampling(
-            list(run.results), run.config, configs, exact_at, vocab_size, gamma_threshold, tick, nodes
-        )
+        own = _recorded_at(run, configs, exact_at, vocab_size, gamma_threshold, tick)
         if not rest:
             return own
         top_k = _batch_sampling_run(run, configs, rest, vocab_size, gamma_threshold, progress, per_round)
         return merge_temperatures(temperatures, [(exact_at, own), (rest, top_k)])
     return _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold, progress, per_round)
+
+
+def _recorded_at(run, configs, temperatures, vocab_size, gamma_threshold, progress) -> SamplingComparison:
+    """compare_sampling at temperatures the manifest records node_logprobs for: the one place left where
+    a command replays a run round by round (replay.engine.replayer.replay_directory)."""
+    from replay.engine.replayer import replay_directory
+
+    from .sampling import compare_sampling
+
+    update, close = tqdm_progress(f"replay {run.label}", run.progress)
+    try:
+        results = replay_directory(run.replay.directory, run.options, update).results
+    finally:
+        close()
+    nodes = run.replay.manifest.node_logprob_temperatures
+    return compare_sampling(results, run.config, configs, temperatures, vocab_size, gamma_threshold, progress, nodes)
 
 
 def merge_temperatures(
@@ -178,3 +187,19 @@ def _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold,
 
     parts = per_batch_parts(run, parts_of, progress)
     return join_sampling(parts, run.config, configs, temperatures, per_round)
+
+
+def node_logprob_gaps_run(run: LabelledRun, t: float, refused: set[str]) -> tuple[list[str], list[str]]:
+    """The replayed rounds of ``run`` not in ``refused`` (names) whose walk at the recorded T cannot read
+    node_logprobs (parents layout; without the array), in run order, from the batch arrays
+    (replay.engine.batch.recorded.node_logprob_gaps_batch; the run read again)."""
+    nodes = run.replay.manifest.node_logprob_temperatures
+
+    def gaps_of(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[list[tuple[int, str]]]:
+        ordinals = np.arange(len(res)) if res.ordinals is None else np.asarray(res.ordinals, dtype=np.int64)
+        at = {f"{a}_{b}": int(o) for a, b, o in zip(*res.keys.tolist(), ordinals.tolist())}
+        return [[(at[n], n) for n in names] for names in node_logprob_gaps_batch(batch, res, t, nodes)]
+
+    parts = replay_run(run.replay.directory, run.options, per_batch=gaps_of).per_batch
+    parents, without = ([n for _, n in sorted(g for p in parts for g in p[i]) if n not in refused] for i in (0, 1))
+    return parents, without

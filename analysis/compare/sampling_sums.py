@@ -37,9 +37,9 @@ def curve_sums(run, configs, temperatures, vocab_size, threshold, progress) -> S
     analysis.tables.stream reads it), every config at every T on a block, the block's rounds folded
     into _Sums as it comes (the sums are exactly rounded: order-independent), then dropped. What
     stays per round is the refused rounds' ordinal, name and code (the skipped list)."""
-    opened = open_run(run.replay.directory, run.replay.options)
+    opened = open_run(run.replay.directory, run.options)
     sums = _Sums(configs, temperatures)
-    done, total = 0, len(run.results)
+    done, total = 0, run.rounds
 
     def parts_of(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[SamplingPart]:
         return sampling_parts(batch, res, run.config, configs, temperatures, vocab_size, threshold, fold=sums.fold)

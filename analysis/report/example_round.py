@@ -8,16 +8,20 @@ The *typical* failing round: take the failure length L* = the most common accept
 the failing rounds (ties: the shorter), then, of the failing rounds with L = L*, the middle one in
 dump order (index (n − 1) // 2, the lower median). With no failing round, the middle round of the
 most common accepted length over all rounds is drawn, and the caption says so.
+
+The round drawn is replayed alone by the batch engine (``--round`` of ``replay``), and drawn from its
+RoundView (replay.engine.batch.view): the run's round table gives what the choice reads.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from analysis.tables.runs import LabelledRun
 from replay.core.vocab import STOP_MISMATCH
-from replay.engine.replayer import RoundResult
+from replay.engine.batch.view import RoundView, round_views
+from replay.engine.runs import replay_run
 from replay.io.dumpnames import Key
 from replay.util.errors import SpecReplayError
 from replay.util.words import counted
@@ -25,24 +29,11 @@ from replay.util.words import counted
 
 @dataclass(frozen=True, eq=False)
 class ExampleRound:
-    result: RoundResult
+    result: RoundView  # the round as drawn (replay.engine.render.render_round, analysis.report.treeplot)
     why: str  # one sentence for the caption: how the round was chosen
 
 
 RoundSummaries = tuple[list[int], list[str], list[tuple[int, int]]]  # accepted length, stop, key per round
-
-
-def _summaries(results: Sequence[RoundResult]) -> RoundSummaries:
-    """What the choice needs per round. A run loaded on the batch path (analysis.tables.runs.LazyResults)
-    knows it from its round table, so only the round drawn is replayed round-by-round."""
-    known = getattr(results, "summaries", None)
-    if known is not None:
-        return known
-    return (
-        [r.acceptance.accepted_length for r in results],
-        [r.acceptance.stop for r in results],
-        [tuple(r.key) for r in results],
-    )
 
 
 def _middle_of_mode(lengths: list[int], members: list[int]) -> tuple[int, int, int]:
@@ -54,31 +45,49 @@ def _middle_of_mode(lengths: list[int], members: list[int]) -> tuple[int, int, i
     return same[(len(same) - 1) // 2], length, len(same)
 
 
-def typical_failing_round(results: Sequence[RoundResult]) -> ExampleRound:
-    """The typical failing round of one run, as the module docstring defines it."""
-    if not len(results):
+def typical_failing_pick(summaries: RoundSummaries) -> tuple[int, str]:
+    """(index, why) of the typical failing round of one run, as the module docstring defines it."""
+    lengths, stops, _ = summaries
+    if not lengths:
         raise SpecReplayError("no rounds to pick an example round from")
-    lengths, stops, _ = _summaries(results)
     failing = [i for i, stop in enumerate(stops) if stop == STOP_MISMATCH]
     if failing:
         pick, length, n = _middle_of_mode(lengths, failing)
-        return ExampleRound(
-            results[pick],
-            f"a typical failing round: {len(failing)} of {counted(len(results), 'round')} failed on a mismatch, "
-            f"most often after accepting {length} token(s) ({n} rounds); the middle of those in dump order",
+        return pick, (
+            f"a typical failing round: {len(failing)} of {counted(len(lengths), 'round')} failed on a mismatch, "
+            f"most often after accepting {length} token(s) ({n} rounds); the middle of those in dump order"
         )
     pick, length, n = _middle_of_mode(lengths, list(range(len(lengths))))
-    return ExampleRound(
-        results[pick],
+    return pick, (
         f"no round failed on a mismatch; a typical round: accepted length {length} is the most common "
-        f"({n} of {counted(len(results), 'round')}); the middle of those in dump order",
+        f"({n} of {counted(len(lengths), 'round')}); the middle of those in dump order"
     )
 
 
-def example_round(results: Sequence[RoundResult], key: Key | None = None) -> ExampleRound | None:
-    """The round with ``key`` when given (None when this run has no such round), else the typical failing one."""
+def example_pick(summaries: RoundSummaries, key: Key | None = None) -> tuple[int, str] | None:
+    """(index, why) of the round with ``key`` when given (None when the run has no such round), else of
+    the typical failing one."""
     if key is None:
-        return typical_failing_round(results)
-    _, _, keys = _summaries(results)
-    pick = next((i for i, k in enumerate(keys) if k == tuple(key)), None)
-    return None if pick is None else ExampleRound(results[pick], f"round {key[0]}_{key[1]}, as asked")
+        return typical_failing_pick(summaries)
+    pick = next((i for i, k in enumerate(summaries[2]) if k == tuple(key)), None)
+    return None if pick is None else (pick, f"round {key[0]}_{key[1]}, as asked")
+
+
+def has_round(run: LabelledRun, key: Key) -> bool:
+    """Whether ``key`` replayed in ``run``."""
+    return example_pick(run.summaries, key) is not None
+
+
+def example_round(run: LabelledRun, key: Key | None = None) -> ExampleRound | None:
+    """The round with ``key`` when given (None when this run has no such round), else the typical
+    failing one; its view from the batch engine's replay of that round alone."""
+    got = example_pick(run.summaries, key)
+    if got is None:
+        return None
+    pick, why = got
+    chosen = run.keys[pick]
+    rep = replay_run(
+        run.replay.directory, replace(run.options, only_round=chosen), per_batch=lambda b, res, cfg: round_views(b, res)
+    )
+    views = {k: v for part in rep.per_batch for k, v in part.items()}
+    return ExampleRound(views[chosen], why)

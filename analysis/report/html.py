@@ -27,7 +27,7 @@ from analysis.compare.configs import (
     unsimulated_threshold_notes,
 )
 from analysis.cost.source import RunPricing, cost_warning, run_pricing
-from analysis.shapes.recommend import recommend, recommend_runs
+from analysis.shapes.recommend import recommend_runs
 from analysis.shapes.recommend_render import recommend_section
 from analysis.tables.build import Tables, build_tables
 from analysis.tables.definitions import SUMMARY_NAMES, definitions_rows, label
@@ -82,13 +82,13 @@ def report_page(
         out_tables["runs_side_by_side"] = runs_side_by_side(tables.rounds).reset_index()  # index: a header row
     summary = table_html(out_tables["runs_side_by_side"] if len(runs) > 1 else metrics["summary"])
     out_tables["speedup"] = speed = pd.DataFrame(
-        [speed_row(r.label, r.results, pricing[r.label].cost, pricing[r.label].measured) for r in runs if r.results]
+        [speed_row(r.label, r.sizes, pricing[r.label].cost, pricing[r.label].measured) for r in runs if r.rounds]
     )
     comparisons, compare_tables, strategy_tables = _comparisons(runs, opts, pricing)
     if comparisons:
         out_tables["compare"] = pd.concat(compare_tables, ignore_index=True)
         out_tables["gamma_strategies"] = pd.concat(strategy_tables, ignore_index=True)
-    with_results = [run for run in runs if len(run.results)]
+    with_results = [run for run in runs if run.rounds]
     sh = metrics["slot_hits"]
     page = ReportPage(
         title=opts.title,
@@ -132,7 +132,7 @@ def report_page(
         rank_of_hit=table_html(metrics["rank_of_hit"]),
         parent_figures=[
             figure_of(
-                plots.plot_parent_slot(metrics["parent_slot"], run.label, len(run.results)),
+                plots.plot_parent_slot(metrics["parent_slot"], run.label, run.rounds),
                 f"{run.label}: slot of the expanded parent the accepted path went through, or the level rank of an unexpanded one.",
                 fmt,
             )
@@ -156,7 +156,7 @@ def _run_header(run: LabelledRun, rounds: pd.DataFrame) -> RunHeader:
         label=run.label,
         directory=str(rep.directory),
         config_source=str(rep.config_source),
-        replayed=len(rep.results),
+        replayed=run.rounds,
         skipped_text=describe_skipped(rep.skipped),
         config_json=_compact_json(rep.config.to_json()),
         unknown=dict(rep.config.unknown) if rep.config.unknown else None,
@@ -192,9 +192,9 @@ def _shape_figures(run: LabelledRun, slot_hits: pd.DataFrame, opts: ReportOption
         "order, child rank) lay on the accepted path.",
         fmt,
     )
-    pick = example_round(run.results, opts.example_round)
+    pick = example_round(run, opts.example_round)
     if pick is None:
-        pick = example_round(run.results)
+        pick = example_round(run)
         missing = f"no round {opts.example_round[0]}_{opts.example_round[1]} in this run; "
     else:
         missing = ""
@@ -213,7 +213,7 @@ def _comparisons(
     their tables (a "run" column first) for tables/."""
     comparisons, tables, strategies = [], [], []
     for run in runs:
-        if not len(run.results):
+        if not run.rounds:
             continue
         cost = pricing[run.label].cost
         configs = run_configs(run, opts)
@@ -280,8 +280,5 @@ def _recommendations(
 
 
 def _recommend(run: LabelledRun, budget: int, depth: int, cost):
-    """recommend on the batch path for a run loaded there (same result as from its RoundResults)."""
-    options = getattr(run.replay, "options", None)
-    if options is None:
-        return recommend([run.replay], budget, depth, cost)
-    return recommend_runs([run.replay.directory], options, budget, depth, cost)
+    """recommend on the batch path (analysis.shapes.recommend.recommend_runs)."""
+    return recommend_runs([run.replay.directory], run.options, budget, depth, cost)

@@ -10,9 +10,9 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 from markupsafe import Markup
 
-from analysis.compare.sampling import has_scores, sampling_display, without_scores
+from analysis.compare.sampling import sampling_display, without_scores
 from analysis.compare.sampling_batch import compare_sampling_run
-from analysis.tables.runs import BatchReplay, LabelledRun
+from analysis.tables.runs import LabelledRun
 from replay.core.temperature import format_temperature
 from replay.engine.sampling import vocab_size_of
 from replay.io.skipped import Skipped
@@ -70,19 +70,17 @@ def sampling_curves(
     rows go to ``out_tables["sampling_curve"]``."""
     curves, tables = [], []
     for run in runs:
-        if not len(run.results):
+        if not run.rounds:
             continue
-        # a run loaded in batches is compared on its batch arrays (analysis.compare.sampling_batch):
-        # whether it has scores is known from that comparison, without a round-by-round replay
-        done = None
-        if isinstance(run.replay, BatchReplay) or has_scores(run.results):
-            manifest = run.replay.manifest
-            vocab = vocab_size_of(opts.vocab_size, manifest.vocab_size, manifest.path)
-            tick = opts.progress(f"temperature curve {run.label}") if opts.progress else None
-            done = compare_sampling_run(
-                run, run_configs(run, opts), opts.temperatures, vocab, opts.gamma_threshold, tick, per_round=False
-            )
-        if done is None or without_scores(done):
+        # compared on the batch arrays (analysis.compare.sampling_batch): whether the run has scores
+        # is known from that comparison
+        manifest = run.replay.manifest
+        vocab = vocab_size_of(opts.vocab_size, manifest.vocab_size, manifest.path)
+        tick = opts.progress(f"temperature curve {run.label}") if opts.progress else None
+        done = compare_sampling_run(
+            run, run_configs(run, opts), opts.temperatures, vocab, opts.gamma_threshold, tick, per_round=False
+        )
+        if without_scores(done):
             why = "its validate rows have no scores: no temperature curve (sampling needs the target's log-probs; docs/dump-format.md)"
             curves.append(SamplingCurve(run.label, None, Markup(""), [f"{run.label}: {why}"]))
             continue

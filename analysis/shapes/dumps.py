@@ -1,13 +1,10 @@
 """One dump as ``recommend`` sees it: its statistics and exact measurements of contained configs.
 
-Two ways in, with the same results:
-
-* ``dump_from_replay``: a replayed ``DirectoryReplay`` (RoundResult objects; ``specreplay report``
-  and the tests), measured round by round by ``analysis.compare.subtree.replay_subconfig``;
-* ``scan_run``: a dump directory or packed run read in batches (``replay.engine.runs``), replayed by
-  ``replay.engine.batch``, measured by ``analysis.compare.subtree_batch``. The statistics pass reads the dump
-  once; the measurements need a second pass over the batches, kept in memory when they are small
-  or memory-mapped (packed runs), read again otherwise.
+``scan_run``: a dump directory or packed run read in batches (``replay.engine.runs``), replayed by
+``replay.engine.batch``, measured by ``analysis.compare.subtree_batch``. The statistics pass reads the dump
+once; the measurements need a second pass over the batches, kept in memory when they are small
+or memory-mapped (packed runs), read again otherwise. The tests' oracle, measured round by round by
+the reference (``analysis.compare.subtree.replay_subconfig``), is replay.testing.reference_runs.dump_from_replay.
 """
 
 from __future__ import annotations
@@ -18,15 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.compare.subtree import is_contained, replay_subconfig_all
-from analysis.compare.subtree_batch import replay_contained_many
+from analysis.compare.subtree import is_contained
+from analysis.compare.subtree_batch import STOP_CODE_LEAF, replay_contained_many
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes, replay_batch
-from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult, input_warnings
+from replay.engine.replayer import ReplayOptions, input_warnings
 from replay.engine.runs import NoteGroup, Run, batch_round_notes, explain_rejections, note_groups, open_run
 from replay.io.skipped import Skipped
 
-from .stats import DumpStats, StatsBuilder, code_base, dump_stats_from_results
+from .stats import DumpStats, StatsBuilder, code_base
 
 KEEP_BYTES = 512 << 20  # batches held in RAM between the two passes (memory-mapped ones are free)
 HOW_EXACT = "exact replay of the contained config (analysis.compare.subtree)"
@@ -74,9 +71,12 @@ class _Totals:
     sq_dec: float = 0.0
     sum_lo: float = 0.0
     sum_hi: float = 0.0
+    leaf_stops: int = 0  # decided rounds whose accepted path ends at a leaf of the config's tree
 
-    def add(self, decided: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+    def add(self, decided: np.ndarray, lower: np.ndarray, upper: np.ndarray, stop: np.ndarray | None = None) -> None:
         lo = lower.astype(np.float64)
+        if stop is not None:
+            self.leaf_stops += int((decided & (stop == STOP_CODE_LEAF)).sum())
         self.decided += int(decided.sum())
         self.total += int(decided.shape[0])
         self.sum_dec += float(lo[decided].sum())
@@ -106,38 +106,9 @@ class DumpInput:
     skipped: tuple[Skipped, ...]
     measure_many: Callable[[Sequence[TreeConfig], Progress | None], list[Measured | None]]
     warnings: tuple[str, ...] = ()  # lines for stderr about how the files were read (DirectoryReplay.warnings)
-
-
-def subtree_measure(results: Sequence[RoundResult], recorded: TreeConfig) -> Callable[[TreeConfig], Measured | None]:
-    """Exact measurements by analysis.compare.subtree for every config contained in ``recorded``: each round
-    replayed with the config and the recording's own selection rule, recorded early stops inherited
-    (as ``specreplay compare`` does). Not contained (or no rounds): None, a live run is needed.
-    """
-
-    def measure(cfg: TreeConfig) -> Measured | None:
-        if not results or not is_contained(cfg, recorded):
-            return None
-        outs = replay_subconfig_all(results, cfg, 0.0, None, recorded.gamma)
-        totals = _Totals()
-        totals.add(
-            np.array([o.decided for o in outs]), np.array([o.lower for o in outs]), np.array([o.upper for o in outs])
-        )
-        return totals.measured()
-
-    return measure
-
-
-def dump_from_replay(rep: DirectoryReplay) -> DumpInput:
-    """A replayed directory (the reference path)."""
-    measure = subtree_measure(rep.results, rep.tree)
-    return DumpInput(
-        rep.directory,
-        rep.tree,
-        dump_stats_from_results(rep.results, rep.tree.gamma),
-        tuple(rep.skipped),
-        lambda cfgs, progress=None: [measure(c) for c in cfgs],
-        rep.warnings,
-    )
+    # per contained config, the fraction of its decided rounds whose accepted path ends at a leaf of its
+    # tree (None: not contained or none decided); scan_run's, from the batch arrays
+    leaf_stops: Callable[[Sequence[TreeConfig]], list[float | None]] | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -223,7 +194,7 @@ def scan_run(
             for batch in load()[0]:
                 yield from _pieces(run, batch)[0]
 
-    def measure_many(configs: Sequence[TreeConfig], progress: Progress | None = None) -> list[Measured | None]:
+    def totals_of(configs: Sequence[TreeConfig], progress: Progress | None = None) -> dict[int, _Totals]:
         todo = [k for k, c in enumerate(configs) if is_contained(c, run.tree)]
         totals = {k: _Totals() for k in todo}
         done = 0
@@ -234,14 +205,25 @@ def scan_run(
                     piece.batch, piece.result, piece.expanded, piece.shape, [configs[k] for k in todo], run.tree.gamma
                 )
                 for k, out in zip(todo, outs):
-                    totals[k].add(out.decided[ok], out.lower[ok], out.upper[ok])
+                    totals[k].add(out.decided[ok], out.lower[ok], out.upper[ok], out.stop[ok])
                 done += len(piece.batch)
                 if progress:
                     progress(done, run.num_rounds)
+        return totals
+
+    def measure_many(configs: Sequence[TreeConfig], progress: Progress | None = None) -> list[Measured | None]:
+        totals = totals_of(configs, progress)
         return [totals[k].measured() if k in totals and builder.rounds else None for k in range(len(configs))]
+
+    def leaf_stops(configs: Sequence[TreeConfig]) -> list[float | None]:
+        totals = totals_of(configs)
+        return [
+            totals[k].leaf_stops / totals[k].decided if k in totals and totals[k].decided else None
+            for k in range(len(configs))
+        ]
 
     warnings = input_warnings(
         run.config, run.manifest, run.path, run.config_source, run.options.tree_index
     ) + run.step0.after_replay(replayed, accepted > 0)
     warnings += batch_round_notes(notes)
-    return DumpInput(run.path, run.tree, builder.finish(), skipped, measure_many, warnings)
+    return DumpInput(run.path, run.tree, builder.finish(), skipped, measure_many, warnings, leaf_stops)

@@ -20,12 +20,12 @@ import numpy as np
 from analysis.cost.model import CostModel
 from analysis.tables.intervals import Z95
 from replay.core.config import TreeConfig
-from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult
+from replay.engine.replayer import ReplayOptions, RoundResult
 from replay.io.skipped import why_no_rounds
 from replay.util.errors import NoRoundsError, SpecReplayError
 
 from .counts import merge_stats
-from .dumps import DumpInput, Measured, Progress, dump_from_replay, mean_se, scan_run, subtree_measure  # noqa: F401  (re-exported)
+from .dumps import DumpInput, Measured, Progress, mean_se, scan_run  # noqa: F401  (re-exported)
 from .model import DEFAULT_MIN_COUNT, Bootstrap, RankPath, ShapeModel, bootstrap as bootstrap_model, model_from_stats
 from .paths import Shape, engine_paths, expected_accepted
 from .search import DEFAULT_STATE_LIMIT, SearchResult, best_configs, search_shapes
@@ -239,19 +239,6 @@ class Recommendation:
         if searched >= asked:
             return f"max depth {asked}"
         return f"max depth {asked} (searched to depth {searched}: deeper depths have too few visits to estimate)"
-
-
-def recommend(
-    replays: Sequence[DirectoryReplay],
-    budget: int,
-    max_depth: int | None = None,
-    cost: CostModel | None = None,
-    **options,
-) -> Recommendation:
-    """Estimate, search and compare from replayed directories (the reference path). ``max_depth``
-    defaults to the deepest recorded tree; ``options``: recommend_dumps' (top, min_count,
-    bootstrap, seed, extrapolate, ...)."""
-    return recommend_dumps([dump_from_replay(r) for r in replays], budget, max_depth, cost, **options)
 
 
 def check_budget(budget: int) -> None:

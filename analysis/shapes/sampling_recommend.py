@@ -31,7 +31,7 @@ from analysis.compare.sampling_batch import compare_sampling_run
 from analysis.compare.sampling_parts import NOT_REFUSED, sampling_parts
 from analysis.compare.sampling_subtrees import AtT
 from analysis.compare.subtree import contained_configs
-from analysis.tables.runs import BatchReplay, LabelledRun
+from analysis.tables.runs import LabelledRun
 from replay.core.config import TreeConfig
 from replay.core.sampling_recorded import recorded_column
 from replay.engine.runs import iter_run_chunks, open_run
@@ -66,14 +66,33 @@ def shapes_at_temperature(
     progress: Callable[[int, int], None] | None = None,
 ) -> ShapesAtT:
     """Rank the candidate shapes of one dump at T (module docstring); ``max_depth`` defaults to the recorded gamma.
-    A run loaded in batches is measured on its batch arrays (analysis.compare.sampling_batch)."""
-    label, recorded = run.label, run.config
-    shapes = candidate_shapes(recorded, budget, recorded.gamma if max_depth is None else max_depth)
-    configs = [recorded, *[c for c in shapes if c.short() != recorded.short() or c.top_head != recorded.top_head]]
+    Measured on the run's batch arrays (analysis.compare.sampling_batch)."""
+    shapes, configs = shapes_and_configs(run.config, budget, max_depth)
     nodes = run.replay.manifest.node_logprob_temperatures
-    if isinstance(run.replay, BatchReplay) and recorded_column(temperature, nodes) is None:
+    if recorded_column(temperature, nodes) is None:
         return _two_passes(run, configs, shapes, temperature, vocab_size, top, progress)
     done = compare_sampling_run(run, configs, [temperature], vocab_size, None, progress)
+    return ranked_comparison(run.label, run.config, configs, shapes, done, top)
+
+
+def shapes_and_configs(
+    recorded: TreeConfig, budget: int, max_depth: int | None
+) -> tuple[list[TreeConfig], list[TreeConfig]]:
+    """(the candidate shapes, the configs compared: the recorded one first, then the other shapes)."""
+    shapes = candidate_shapes(recorded, budget, recorded.gamma if max_depth is None else max_depth)
+    configs = [recorded, *[c for c in shapes if c.short() != recorded.short() or c.top_head != recorded.top_head]]
+    return shapes, configs
+
+
+def ranked_comparison(
+    label: str,
+    recorded: TreeConfig,
+    configs: list[TreeConfig],
+    shapes: list[TreeConfig],
+    done: SamplingComparison,
+    top: int,
+) -> ShapesAtT:
+    """ShapesAtT from the comparison ``done`` of every config in ``configs`` at one T."""
     table = done.table.copy()
     # the recorded config is always shown, as a reference; it is ranked only when within the budget
     table["candidate"] = [configs[0] in shapes] + [True] * (len(configs) - 1)
@@ -123,7 +142,7 @@ def _rank_numbers(run, configs, t: float, vocab_size, progress) -> np.ndarray:
     sums = [ExactSum() for _ in configs]
     lock = threading.Lock()
     used, rounds = [0], [0]  # rounds used at T, rounds replayed
-    total = len(run.results)
+    total = run.rounds
 
     def fold(c: int, _t: float, at: AtT, _ordinals: np.ndarray) -> None:  # the chunk's used rounds (replay threads)
         lo = at.lo[at.determined]
@@ -138,7 +157,7 @@ def _rank_numbers(run, configs, t: float, vocab_size, progress) -> np.ndarray:
             if progress:
                 progress(rounds[0], total)
 
-    for _ in iter_run_chunks(open_run(run.replay.directory, run.replay.options), None, per_batch=per_batch):
+    for _ in iter_run_chunks(open_run(run.replay.directory, run.options), None, per_batch=per_batch):
         pass
     if rounds[0] != total:
         raise RuntimeError(

@@ -39,16 +39,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from analysis.compare.subtree import is_contained, replay_subconfig_all
+from analysis.compare.subtree import is_contained
 from analysis.cost.model import CostModel
 from replay.core.config import TreeConfig
-from replay.core.vocab import STOP_LEAF
-from replay.engine.replayer import replay_directory, replay_packed
-from replay.io.packed.pack import is_packed_run
 
 from .dumps import DumpInput, Measured
 from .model import DEFAULT_MIN_COUNT, model_from_stats, pava_nonincreasing
@@ -138,19 +134,15 @@ def predict(
 
 def leaf_stop_fractions(dump: DumpInput, configs: Sequence[TreeConfig]) -> list[float]:
     """Per config, the fraction of the calibration rounds it decides whose accepted path ends at a
-    leaf of its tree (analysis.compare.subtree's STOP_LEAF: the last accepted node was never expanded, so
-    the next round's catch-up feeds it with the new root); 0.0 where none is decided or the config
-    is not contained. The scalar reference replay: calibration dumps are a few dozen rounds."""
-    path = Path(dump.directory)
-    rep = replay_packed(path) if is_packed_run(path) else replay_directory(path)
-    out = []
-    for c in configs:
-        if c.gamma_threshold > 0 or not is_contained(c, dump.tree):
-            out.append(0.0)
-            continue
-        decided = [o for o in replay_subconfig_all(rep.results, c, 0.0, None, dump.tree.gamma) if o.decided]
-        out.append(sum(o.stop == STOP_LEAF for o in decided) / len(decided) if decided else 0.0)
-    return out
+    leaf of its tree (the sub-tree walk's leaf stop: the last accepted node was never expanded, so
+    the next round's catch-up feeds it with the new root); 0.0 where none is decided, the config is
+    not contained or it simulates an early stop. From the batch arrays (scan_run's DumpInput.leaf_stops)."""
+    if dump.leaf_stops is None:
+        raise ValueError(f"{dump.directory}: leaf stops need a dump read by analysis.shapes.dumps.scan_run")
+    plain = [c.gamma_threshold <= 0 for c in configs]
+    fractions = dump.leaf_stops([c for c, ok in zip(configs, plain) if ok])
+    found = iter(fractions)
+    return [(next(found) or 0.0) if ok else 0.0 for ok in plain]
 
 
 def predict_speedups(dump: DumpInput, configs: Sequence[TreeConfig], cost: CostModel) -> list[SpeedPrediction]:

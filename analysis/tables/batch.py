@@ -139,7 +139,7 @@ def join_parts(parts: list[TableParts]) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 # What a run keeps of its round table when its node metrics are counted block by block
 # (analysis.tables.metrics.node_metric_counts): the columns the round metrics read (summary,
-# accepted_length_distribution, depth_acceptance), stats' selection counts and LazyResults' keys.
+# accepted_length_distribution, depth_acceptance), stats' selection counts and LabelledRun's keys.
 SLIM_ROUND_COLUMNS = (
     "run",
     "key_a",
@@ -151,7 +151,7 @@ SLIM_ROUND_COLUMNS = (
     "stop",
     "bonus_known",
 )
-# What compare keeps (it reads no table: LazyResults' keys and the example round's choice only).
+# What compare keeps (it reads no table: LabelledRun's keys and the example round's choice only).
 KEY_ROUND_COLUMNS = ("run", "key_a", "key_b", "accepted_length", "stop")
 
 

@@ -256,12 +256,11 @@ class Tables:
 def build_tables(runs: Sequence) -> Tables:
     """Tables of several runs (analysis.tables.runs.LabelledRun), concatenated with their ``run`` label.
 
-    A run loaded on the batch path brings its tables (analysis.tables.batch); the others are
-    built from their RoundResults here.
+    Each run brings its tables, built from the batch arrays as it was read (analysis.tables.batch).
 
     Runs without rounds are left out: they have nothing to tabulate.
     """
-    runs = [r for r in runs if r.results]
+    runs = [r for r in runs if r.rounds]
     slim = [r.node_counts is not None for r in runs]
     if runs and all(slim):
         return Tables(
@@ -270,11 +269,10 @@ def build_tables(runs: Sequence) -> Tables:
             {r.label: r.config for r in runs},
             [c for r in runs for c in r.node_counts],
         )
-    if any(slim) or any(r.tables is not None and r.tables[1] is None for r in runs):
+    if any(slim) or any(r.tables[1] is None for r in runs):
         raise ValueError("build_tables: runs loaded without their node table; load them with tables=TABLES_FULL")
-    built = [r.tables or (round_table(r.results, r.label, r.config), node_table(r.results, r.label)) for r in runs]
-    rounds = [t[0] for t in built]
-    nodes = [t[1] for t in built]
+    rounds = [r.tables[0] for r in runs]
+    nodes = [r.tables[1] for r in runs]
     return Tables(
         _typed(pd.concat(rounds, ignore_index=True)) if rounds else round_table([]),
         _typed(pd.concat(nodes, ignore_index=True)) if nodes else node_table([]),

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult, replay_directory
-from replay.engine.runs import PerBatch, Run, RunReplay, replay_run
+from replay.engine.runs import PerBatch, ReplayOptions, Run, RunReplay, replay_run
 from replay.util.errors import SpecReplayError
-from replay.util.progress import progress_enabled, tqdm_progress
+from replay.util.progress import progress_enabled
 
 PerRun = Callable[[Run], PerBatch | None]  # load_run's per_run: a per_batch built from the opened run
 
@@ -37,103 +36,44 @@ class RoundKeys(Sequence):
         return zip(self._a.tolist(), self._b.tolist())
 
 
-class LazyResults(Sequence):
-    """The scalar RoundResults of a batch-replayed run, replayed (reference path) on first use.
-
-    Its length is known from the batch replay, so counting rounds costs nothing; only commands
-    that need RoundResult objects (the drawn example round, a caller of the reference functions) pay
-    for the round-by-round replay; compare's other configs and gamma strategies replay on the batch
-    path (analysis.compare.batch).
-    """
-
-    def __init__(
-        self,
-        path: str,
-        opts: ReplayOptions,
-        rounds: pd.DataFrame,
-        label: str = "run",
-        progress: bool | None = None,
-        sizes: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-    ):
-        # analysis.compare.configs.round_sizes: (accepted length, steps, nodes) per round, in order
-        self.sizes = sizes
-        self._path = path
-        self._opts = opts
-        self._label = label
-        self._progress = progress
-        self._rounds = rounds  # the run's round table: its columns become lists only when asked (below)
-        self._n = len(rounds)
-
-    @cached_property
-    def _keys(self) -> RoundKeys:
-        return RoundKeys(self._rounds["key_a"].to_numpy(), self._rounds["key_b"].to_numpy())
-
-    @cached_property
-    def summaries(self) -> tuple[list[int], list[str], RoundKeys]:
-        """analysis.report.example_round's choice needs only these: it then replays just the round drawn."""
-        return (self._rounds["accepted_length"].tolist(), self._rounds["stop"].tolist(), self._keys)
-
-    @cached_property
-    def _results(self) -> tuple[RoundResult, ...]:
-        results = load_reference(self._path, self._label, self._opts, self._progress).results
-        if len(results) != self._n:
-            raise RuntimeError(
-                f"the reference replayed {len(results)} rounds, the batch path {self._n}: a bug in replay.engine.batch"
-            )
-        return results
-
-    def __len__(self) -> int:
-        return self._n
-
-    def __getitem__(self, i):
-        if isinstance(i, slice) or "_results" in vars(self):
-            return self._results[i]
-        key = self._keys[i]  # one round: replay only it
-        return replay_directory(self._path, replace(self._opts, only_round=key)).results[0]
-
-    def __iter__(self) -> Iterator[RoundResult]:
-        return iter(self._results)
-
-
-@dataclass(frozen=True, eq=False)
-class BatchReplay:
-    """A run replayed by the batch path, with DirectoryReplay's fields (``results`` lazy)."""
-
-    batch: RunReplay
-    results: LazyResults
-    options: ReplayOptions = field(default_factory=ReplayOptions)
-
-    directory = property(lambda self: self.batch.directory)
-    config = property(lambda self: self.batch.config)
-    tree = property(lambda self: self.batch.tree)
-    manifest = property(lambda self: self.batch.manifest)
-    skipped = property(lambda self: self.batch.skipped)
-    config_source = property(lambda self: self.batch.config_source)
-    notes = property(lambda self: self.batch.notes)
-    warnings = property(lambda self: self.batch.warnings)
+RoundSizes = tuple[np.ndarray, np.ndarray, np.ndarray]  # [R] int64 accepted length, draft steps, draft nodes
 
 
 @dataclass(frozen=True, eq=False)
 class LabelledRun:
-    """A replayed dump directory under a short, unique label.
+    """A dump directory or packed run, replayed by the batch engine, under a short, unique label.
 
-    ``tables``: the run's (round table, node table) when the batch path built them (load_runs);
-    analysis.tables.build.build_tables builds them from ``results`` otherwise.
+    ``tables``: the run's (round table, node table or None), as load_run built them; ``sizes``: each
+    replayed round's (accepted length, draft steps, draft nodes), in run order.
     """
 
     label: str
-    replay: DirectoryReplay | BatchReplay
-    tables: tuple[pd.DataFrame, pd.DataFrame | None] | None = None
+    replay: RunReplay
+    tables: tuple[pd.DataFrame, pd.DataFrame | None]
+    sizes: RoundSizes
+    options: ReplayOptions = field(default_factory=ReplayOptions)
     node_counts: list | None = None  # with tables=TABLES_METRICS: the node metrics' counts, one per block
     read_along: tuple | None = None  # load_run's per_batch: its value for each batch, in the order read
+    progress: bool = False  # whether a second reading of the run may draw a bar
 
     @property
-    def results(self):
-        return self.replay.results
+    def rounds(self) -> int:
+        """How many rounds replayed (the round table's rows)."""
+        return len(self.tables[0])
 
     @property
     def config(self):
         return self.replay.tree
+
+    @cached_property
+    def keys(self) -> RoundKeys:
+        """Each replayed round's key (a, b), in run order."""
+        return RoundKeys(self.tables[0]["key_a"].to_numpy(), self.tables[0]["key_b"].to_numpy())
+
+    @cached_property
+    def summaries(self) -> tuple[list[int], list[str], RoundKeys]:
+        """(accepted length, stop, key) per replayed round: what analysis.report.example_round's choice reads."""
+        return (self.tables[0]["accepted_length"].tolist(), self.tables[0]["stop"].tolist(), self.keys)
 
 
 def unique_labels(dirs: Sequence[str], labels: Sequence[str] | None = None) -> list[str]:
@@ -227,17 +167,5 @@ def load_run(
         counts = [p.node_counts for p in parts if p.node_counts is not None] if tables == TABLES_METRICS else None
     res = rep.result
     ok = res.ok
-    sizes = tuple(np.asarray(a[ok], dtype=np.int64) for a in (res.accepted_length, res.num_steps, res.num_nodes))
-    results = LazyResults(path, opts, frames[0], label, on, sizes)
-    return LabelledRun(label, BatchReplay(rep, results, opts), frames, counts, along)
-
-
-def load_reference(
-    path: str, label: str, opts: ReplayOptions = ReplayOptions(), progress: bool | None = None
-) -> LabelledRun:
-    """One run by the scalar reference path (every RoundResult in memory; tables built from them)."""
-    update, close = tqdm_progress(f"replay {label}", progress)
-    try:
-        return LabelledRun(label, replay_directory(path, opts, update))
-    finally:
-        close()
+    a, steps, nodes = (np.asarray(x[ok], dtype=np.int64) for x in (res.accepted_length, res.num_steps, res.num_nodes))
+    return LabelledRun(label, rep, frames, (a, steps, nodes), opts, counts, along, on)

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from replay.engine.sampling import length_at_bounds, round_sampling, sampling_skip
+from replay.engine.sampling import length_at_bounds
 from replay.io.skipped import Skipped
 
-from .runs import BatchReplay, LabelledRun
+from .runs import LabelledRun
 
 # The metrics of the summary that become expectations at T (each as NAME_lo, NAME_hi).
 EXPECTED_SUMMARY = ("mean_acceptance_length", "draft_acceptance_rate", "mean_accepted_length", "full_depth_fraction")
@@ -54,60 +54,17 @@ class RunSampling:
     skipped: tuple[Skipped, ...]  # rounds sampling mode cannot use at T, with the reason
     needs_vocab: bool
     # the usable rounds whose walk at a recorded T cannot read node_logprobs (parents layout; without
-    # the array), by name (replay.engine.sampling.node_logprob_gaps); None: not counted (the round path)
+    # the array), by name (replay.engine.batch.recorded.node_logprob_gaps_batch); None: not counted
     gaps: tuple[list[str], list[str]] | None = None
 
 
 def run_sampling(
     run: LabelledRun, temperature: float, vocab_size: int | None, node_temperatures: Sequence[float] | None
 ) -> RunSampling:
-    """Every replayed round of ``run`` at T: from the batch arrays when the run was loaded by the
-    batch path (analysis.tables.sampling_batch), round by round (replay.engine.sampling.round_sampling,
-    the reference) otherwise."""
-    if isinstance(run.replay, BatchReplay):
-        from .sampling_batch import batch_run_sampling
+    """Every replayed round of ``run`` at T, from the batch arrays (analysis.tables.sampling_batch)."""
+    from .sampling_batch import batch_run_sampling
 
-        return RunSampling(*batch_run_sampling(run, temperature, vocab_size, node_temperatures))
-    lo, hi, ge_lo, ge_hi, exact, own, nodes, steps, skipped = [], [], [], [], [], [], [], [], []
-    needs_vocab = False
-    for res in run.results:
-        try:
-            smp = round_sampling(res, temperature, vocab_size, node_temperatures)
-        except ValueError as exc:
-            skipped.append(sampling_skip(res.name, temperature, str(exc)))
-            continue
-        lo.append(smp.expected_lo)
-        hi.append(smp.expected_hi)
-        ge_lo.append(smp.length_ge_lo)
-        ge_hi.append(smp.length_ge_hi)
-        exact.append(smp.exact)
-        own.append(smp.from_node_logprobs)
-        nodes.append(res.tree.num_nodes)
-        steps.append(res.tree.num_steps)
-        needs_vocab |= smp.needs_vocab
-    depth = max((len(g) for g in ge_lo), default=0)
-
-    def table(rows: list[tuple[float, ...]]) -> np.ndarray:
-        out = np.zeros((len(rows), depth + 2))
-        out[:, 0] = 1.0
-        for i, row in enumerate(rows):
-            out[i, 1 : 1 + len(row)] = row
-        return out
-
-    return RunSampling(
-        run.label,
-        float(temperature),
-        np.asarray(lo, dtype=np.float64),
-        np.asarray(hi, dtype=np.float64),
-        table(ge_lo),
-        table(ge_hi),
-        np.asarray(exact, dtype=bool),
-        np.asarray(own, dtype=bool),
-        np.asarray(nodes, dtype=np.int64),
-        np.asarray(steps, dtype=np.int64),
-        tuple(skipped),
-        needs_vocab,
-    )
+    return RunSampling(*batch_run_sampling(run, temperature, vocab_size, node_temperatures))
 
 
 def _ratio(num: float, den: float) -> float:

@@ -101,7 +101,7 @@ def batch_run_sampling(
     else:
         rep = replay_run(
             run.replay.directory,
-            run.replay.options,
+            run.options,
             per_batch=lambda b, res, cfg: _batch_part(b, res, cfg, t, vocab_size, node_temperatures),
         )
         parts = list(rep.per_batch)

@@ -27,7 +27,7 @@ from .batch import TableParts
 from .build import EXPORT_FORMATS, node_table, round_table
 from .node_arrow import stream_parts
 from .round_arrow import concat_cells, round_table as arrow_round_table, take_cells
-from .runs import BatchReplay, LabelledRun
+from .runs import LabelledRun
 
 # pyarrow's default row group size (pyarrow.parquet.write_table, which pandas' to_parquet calls):
 # groups of exactly this many rows, the last one shorter, make the file pandas writes for the whole table
@@ -174,17 +174,13 @@ def _has_null(t) -> bool:
 
 def run_table_blocks(run: LabelledRun, progress: Callable[[int], None] | None = None) -> Iterator[tuple]:
     """(round rows, node rows) of ``run`` as frames, block by block in run order (together: the
-    tables build_tables makes). A run loaded by the batch path is read again in batches
-    (``progress(rounds)`` after each); a run with its tables, or only its RoundResults, gives them whole."""
-    if run.tables is not None and run.tables[1] is not None:
+    tables build_tables makes). A run loaded without its node table is read again in batches
+    (``progress(rounds)`` after each); a run with its tables gives them whole."""
+    if run.tables[1] is not None:
         yield run.tables
         return
-    if not isinstance(run.replay, BatchReplay):
-        yield round_table(run.results, run.label, run.config), node_table(run.results, run.label)
-        return
-    rep = run.replay
     label = run.label
-    opened = open_run(rep.directory, rep.options)
+    opened = open_run(run.replay.directory, run.options)
     pending: list[TableParts] = []
     done = 0
     # one block at a time (workers=1): the writing, not the replay, takes the time, and each block in
@@ -205,8 +201,8 @@ def run_table_blocks(run: LabelledRun, progress: Callable[[int], None] | None = 
         if progress:
             progress(done)
     yield from _frames(pending)
-    if done != len(run.results):
-        raise RuntimeError(f"tables: read {done} rounds of {label} again, the run has {len(run.results)}")
+    if done != run.rounds:
+        raise RuntimeError(f"tables: read {done} rounds of {label} again, the run has {run.rounds}")
 
 
 ROUNDS_PER_FRAME = 4096  # rounds made into frames (and Arrow, and CSV text) at a time: a block's copies stay small
@@ -267,8 +263,8 @@ def write_run_tables(
     """``rounds`` and ``nodes`` of ``runs`` (those with rounds, one after the other) under ``out_dir``,
     block by block: the files export_tables writes for build_tables' two tables. ``progress(rounds
     written, rounds)``."""
-    runs = [r for r in runs if r.results]
-    total = sum(len(r.results) for r in runs)
+    runs = [r for r in runs if r.rounds]
+    total = sum(r.rounds for r in runs)
     writers = {name: TableWriter(out_dir, name, formats) for name in ("rounds", "nodes")}
     before = 0
     for k, run in enumerate(runs):
@@ -279,7 +275,7 @@ def write_run_tables(
         for rounds, nodes in run_table_blocks(run, tick):
             writers["rounds"].append(rounds)
             writers["nodes"].append(nodes)
-        before += len(run.results)
+        before += run.rounds
     if progress:
         progress(total, total)
     # the node table's last rows first: the round table's one row group is the larger copy

@@ -111,9 +111,9 @@ def speed(runs: Sequence[LabelledRun], cost: CostModel | None = None) -> pd.Data
     timed together with the run; ``measured_status`` says ``measured`` or ``not comparable: REASON``)."""
     rows = []
     for run in runs:
-        if run.results:
+        if run.rounds:
             pricing = run_pricing(run.replay.directory, run.replay.manifest, run.label, cost)
-            rows.append(speed_row(run.label, run.results, pricing.cost, pricing.measured))
+            rows.append(speed_row(run.label, run.sizes, pricing.cost, pricing.measured))
     return pd.DataFrame(rows)
 
 
@@ -132,13 +132,14 @@ def compare(run: LabelledRun, configs: Sequence[str | TreeConfig], cost: CostMod
 
 def example_round(run: LabelledRun, key: str | tuple[int, int] | None = None) -> ExampleRound:
     """The round ``key`` (``"124_140"`` or a tuple), else the run's typical failing round; ``.result``
-    is the RoundResult (draw it with ``analysis.report.treeplot.plot_round_tree``), ``.why`` how it was chosen."""
+    is the round's RoundView (replay.engine.batch.view; draw it with ``analysis.report.treeplot.plot_round_tree``),
+    ``.why`` how it was chosen."""
     if isinstance(key, str):
         try:
             key = parse_round_key(key)
         except ValueError as exc:
             raise SpecReplayError(f"example round: {exc}") from None
-    pick = _example_round(run.results, key)
+    pick = _example_round(run, key)
     if pick is None:
         raise SpecReplayError(f"{run.label}: no round {key[0]}_{key[1]} in {run.replay.directory}")
     return pick

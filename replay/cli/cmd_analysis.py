@@ -111,12 +111,12 @@ def load_runs_from_args(args, tables: str | None = None, per_batch=None, per_run
         per_batch,
         per_run,
     )
-    kept = [run for run in runs if run.results]
+    kept = [run for run in runs if run.rounds]
     if len(runs) == 1 and not kept:
         (run,) = runs
         raise no_rounds_error(run.replay.directory, run.replay.skipped, run.replay.warnings, run.label)
     for run in runs:
-        if run.results:
+        if run.rounds:
             continue  # its warnings (a manifest disagreeing with the rounds, too) come with its skips
         print_reading(run.replay, run.label)  # why, before saying the run is left out
         print(
@@ -151,15 +151,15 @@ def check_round_arg(args) -> None:
 def check_round_replayed(runs, args) -> None:
     """After the replay: ``--round``'s round must have replayed in some run (its files can be there
     and still fail to read); else the same message, with the reason it was skipped."""
-    from analysis.report.example_round import example_round
+    from analysis.report.example_round import has_round
     from replay.io.grouping import no_such_round
     from replay.util.errors import RoundNotFoundError
 
     key = args.show_round
-    if key is None or any(example_round(r.results, key) for r in runs):
+    if key is None or any(has_round(r, key) for r in runs):
         return
     first = runs[0]
-    keys = [res.key for res in first.results]
+    keys = list(first.keys)
     raise RoundNotFoundError(
         first.replay.directory, no_such_round(key, keys, ", ".join(args.dirs), first.replay.skipped)
     )
@@ -299,7 +299,7 @@ def run_stats(args: argparse.Namespace) -> int:
         for run in runs:
             out.write(
                 f"{run_heading(run)}  config {run.config.short()} topHead {list(run.config.top_head)} "
-                f"({len(run.results)} rounds replayed, skipped: {describe_skipped(run.replay.skipped)})\n"
+                f"({run.rounds} rounds replayed, skipped: {describe_skipped(run.replay.skipped)})\n"
             )
             sel = tables.rounds[tables.rounds["run"] == run.label]["selection"].value_counts()
             out.write("  selection: " + ", ".join(f"{k} x{v}" for k, v in sel.items()) + "\n")
@@ -333,7 +333,6 @@ def _stats_sampling(args: argparse.Namespace, runs) -> int:
     from analysis.tables.build import export_tables
     from analysis.tables.sampling import SAMPLING_TABLES, bounds_display, run_sampling, sampling_tables
     from replay.core.sampling_recorded import recorded_column
-    from replay.engine.sampling import node_logprob_gaps
 
     if args.table is not None and args.table not in SAMPLING_TABLES:
         raise SpecReplayError(
@@ -373,7 +372,7 @@ def _stats_sampling(args: argparse.Namespace, runs) -> int:
             read = f", {describe_skipped(run.replay.skipped)} when read" if run.replay.skipped else ""
             out.write(
                 f"{run_heading(run)}  config {run.config.short()} at T = {format_temperature(t)}: {n} of "
-                f"{len(run.results)} replayed rounds usable, {exact} exact ({own} from node_logprobs), "
+                f"{run.rounds} replayed rounds usable, {exact} exact ({own} from node_logprobs), "
                 f"skipped: {len(part.skipped)} at T{read}\n"
             )
         for name in SAMPLING_TABLES:
@@ -385,11 +384,7 @@ def _stats_sampling(args: argparse.Namespace, runs) -> int:
         print_unrecorded_temperature("stats", t, run.replay.manifest)
         missing = int((~part.from_node_logprobs).sum())
         if missing and recorded_column(t, run.replay.manifest.node_logprob_temperatures) is not None:
-            gaps = part.gaps  # the batch arrays count them; the round path's RoundResults say it each
-            if gaps is None:
-                refused = {s.what for s in part.skipped}  # the rest were replayed at T: which fell back, and why
-                gaps = node_logprob_gaps([r for r in run.results if f"round {r.name}" not in refused])
-            print_missing_node_logprobs("stats", t, run.replay.manifest, missing, gaps)
+            print_missing_node_logprobs("stats", t, run.replay.manifest, missing, part.gaps)
     status = skipped_status(runs, args)
     return 1 if status or any(p.skipped for p in parts) else 0
 
@@ -409,13 +404,13 @@ def run_plot(args: argparse.Namespace) -> int:
     check_round_arg(args)
     runs = load_runs_from_args(args, TABLES_METRICS)
     check_round_replayed(runs, args)  # before writing
-    picks = {run.label: _round_to_draw(run, args.show_round) for run in runs if run.results}
+    picks = {run.label: _round_to_draw(run, args.show_round) for run in runs if run.rounds}
     tables = build_tables(runs)
     m = all_metrics(tables)
     fmts = args.format or list(plots.FORMATS)
     out = Path(args.output)
     written: list = []
-    with_rounds = [run for run in runs if run.results]
+    with_rounds = [run for run in runs if run.rounds]
     figures = 2 + (len(runs) > 1) + 4 * len(with_rounds)
     update, close = tqdm_progress("plot", progress_enabled(args.no_progress))
 
@@ -436,7 +431,7 @@ def run_plot(args: argparse.Namespace) -> int:
                 plots.plot_rank_heatmap(m["rank_of_hit"], m["hit_outcome"], run.label, run.config),
                 f"rank_heatmap_{safe}",
             )
-            save(plots.plot_parent_slot(m["parent_slot"], run.label, len(run.results)), f"parent_slot_{safe}")
+            save(plots.plot_parent_slot(m["parent_slot"], run.label, run.rounds), f"parent_slot_{safe}")
             sh = m["slot_hits"]
             save(
                 treeplot.plot_tree_hits(static_shape(run.config), sh[sh["run"] == run.label], run.label, run.config),
@@ -454,9 +449,9 @@ def _round_to_draw(run, key):
     """--round's round, else (or where this run lacks it) the run's typical failing round."""
     from analysis.report.example_round import example_round
 
-    pick = example_round(run.results, key)
+    pick = example_round(run, key)
     if pick is None:  # another run has the round: this one shows its typical failing round
-        pick = example_round(run.results)
+        pick = example_round(run)
         print(
             f"specreplay: {run.label}: no round {key[0]}_{key[1]}; drawing {pick.result.name}, {pick.why}",
             file=sys.stderr,

@@ -201,7 +201,7 @@ def _compare_runs(args: argparse.Namespace, runs: list, given) -> _Compared:
 
     done = _Compared(gamma_threshold=args.gamma_threshold)
     for run in runs:
-        if not run.results:
+        if not run.rounds:
             continue
         pricing = run_pricing(run.replay.directory, run.replay.manifest, run.label, given)
         cost = done.costs[run.label] = pricing.cost

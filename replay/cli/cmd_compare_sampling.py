@@ -126,13 +126,13 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
 def _note_missing_node_logprobs(run, t: float, refused: set[str]) -> None:
     """At a T the manifest records node_logprobs for, every round was compared round by round
     (compare_sampling_run): say which replayed rounds had none to read, and why."""
+    from analysis.compare.sampling_batch import node_logprob_gaps_run
     from replay.core.sampling_recorded import recorded_column
-    from replay.engine.sampling import node_logprob_gaps
 
     if recorded_column(t, run.replay.manifest.node_logprob_temperatures) is None:
         print_unrecorded_temperature("compare", t, run.replay.manifest)
         return
-    gaps = node_logprob_gaps([r for r in run.results if r.name not in refused])
+    gaps = node_logprob_gaps_run(run, t, refused)
     print_missing_node_logprobs("compare", t, run.replay.manifest, len(gaps[0]) + len(gaps[1]), gaps)
 
 
