@@ -4,7 +4,7 @@
     python bench/analysis_speed.py --quick    # a smoke run in seconds
 
 What ``stats`` / ``plot`` / ``compare`` / ``report`` do before their own work: replay every round
-and build the round and node tables. Old path (still the reference): ``analysis.tables.runs.load_reference``
+and build the round and node tables. Old path (still the reference): ``tests.reference_runs.load_reference``
 (replay_directory, round by round) + ``build_tables`` (tables from RoundResults). New path:
 ``analysis.tables.runs.load_run`` (replay_run with analysis.tables.batch per batch). Also timed: the
 node-hit counting of ``stats`` (metrics.node_hit_frequency), per-round loop against the array form,
@@ -46,15 +46,15 @@ from analysis.compare.gamma_strategies import simulate_strategies  # noqa: E402
 from analysis.compare.subtree import contained_configs  # noqa: E402
 from analysis.cost.model import CostModel  # noqa: E402
 from analysis.report.options import default_comparison_configs  # noqa: E402
-from analysis.tables.build import build_tables  # noqa: E402
+from analysis.tables.build import Tables, _typed, build_tables, node_table, round_table  # noqa: E402
 from analysis.tables.metrics import all_metrics  # noqa: E402
-from analysis.tables.runs import load_run
-from replay.testing.reference_runs import load_reference  # noqa: E402
+from analysis.tables.runs import load_run  # noqa: E402
 from analysis.tables.slot_hits import _hits_by_round, _hits_vectorised, shape_signature, static_shape  # noqa: E402
 from replay.core.config import TreeConfig  # noqa: E402
 from replay.io.packed.pack import pack_batches  # noqa: E402
 from replay.testing.batch_synth import synth_run  # noqa: E402
 from replay.testing.synth import write_synthetic_run  # noqa: E402
+from tests.reference_runs import load_reference  # noqa: E402
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 
@@ -87,7 +87,9 @@ def row(name: str, old: list[float], new: list[float]) -> str:
 
 
 def tables_old(path: str):
-    return build_tables([load_reference(path, "run", progress=False)])
+    ref = load_reference(path, "run", progress=False)
+    rounds, nodes = _typed(round_table(ref.results, "run", ref.config)), _typed(node_table(ref.results, "run"))
+    return Tables(rounds, nodes, {"run": ref.config})
 
 
 def tables_new(path: str):

@@ -21,11 +21,11 @@ from pathlib import Path
 from analysis.compare.sampling import TEMPERATURE_GRID, compare_sampling
 from analysis.compare.sampling_batch import compare_sampling_run
 from analysis.tables.runs import load_run
-from replay.testing.reference_runs import load_reference
 from replay.core.config import TreeConfig
 from replay.io.packed.pack import pack_batches
 from replay.testing.batch_synth import synth_run
 from replay.testing.sampling_ref import with_validate_scores
+from tests.reference_runs import load_reference
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 NARROWER = TreeConfig.from_lists([[6], [2], [1]], [1, 1, 1])

@@ -20,7 +20,7 @@ import json
 import numpy as np
 import pytest
 
-from analysis.compare.configs import modelled_speedup, speed_row, with_speed
+from analysis.compare.configs import modelled_speedup, round_sizes, speed_row, with_speed
 from analysis.cost.model import SOURCE_DEFAULT, CostModel
 from analysis.cost.source import SOURCE_CURVE, SOURCE_MANIFEST, cost_warning, given_cost, run_cost
 from analysis.cost.timings import NotComparable, measured_speedup, read_timings
@@ -73,7 +73,7 @@ def test_manifest_timings_give_the_cost_model_and_the_measured_speedup(tmp_path)
 def test_speed_row_puts_modelled_and_measured_side_by_side(tmp_path):
     d = dump(tmp_path / "run")
     cost = cost_of(d)
-    res = hand_results()  # L = 2, 1, 0, 1; each round 2 steps and 3 nodes
+    res = round_sizes(hand_results())  # L = 2, 1, 0, 1; each round 2 steps and 3 nodes
     # Σ (L + 1) · t_verify(1) / Σ (2 · 0.15 + t_verify(4)) = 8 · 0.8 / (4 · 1.3)
     assert modelled_speedup(res, cost) == pytest.approx(6.4 / 5.2)
     row = speed_row("hand", res, cost, measured_speedup(read_timings(d, read_manifest(d))))

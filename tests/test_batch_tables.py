@@ -34,9 +34,9 @@ from replay.engine.batch import ERR_OK, batch_from_rounds, replay_batch
 from replay.engine.batch.frames import record_arrow
 from replay.engine.replayer import replay_round
 from replay.engine.runs import replay_run
-from replay.testing.reference_runs import load_reference
 from replay.util.errors import RoundError
 from tests.packed_runs import assert_same_frames, packed_synth_run
+from tests.reference_runs import load_reference
 from tests.test_batch_property import runs
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_dumps"

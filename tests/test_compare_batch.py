@@ -21,9 +21,9 @@ from analysis.cost.model import CostModel
 from analysis.tables.runs import load_run
 from replay.core.config import TreeConfig
 from replay.engine.batch import batch_from_rounds, replay_batch
-from replay.testing.reference_runs import load_reference
 from replay.util.errors import ConfigError
 from tests.packed_runs import assert_same_frames, packed_synth_run
+from tests.reference_runs import load_reference
 from tests.test_batch_property import runs
 from tests.test_batch_tables import ARTICLE, SAMPLE_RUNS, SAMPLES, reference_results
 

@@ -25,8 +25,8 @@ from replay.engine.batch import replay_batch
 from replay.io.packed.pack import pack_batches
 from replay.io.roundbatch import MatrixStack
 from replay.testing.batch_synth import synth_run, varied_run
-from replay.testing.reference_runs import load_reference
 from replay.testing.sampling_ref import with_validate_scores
+from tests.reference_runs import load_reference
 from tests.test_batch_tables import ARTICLE, reference_results
 from tests.test_compare_batch import beyond, spread
 

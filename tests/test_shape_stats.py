@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 from analysis.shapes.counts import MISS, ShapeStats, count_tables
-from analysis.shapes.dumps import dump_from_replay, scan_run
+from analysis.shapes.dumps import scan_run
 from analysis.shapes.model import bootstrap, estimate_cells, model_from_stats
 from replay.core.config import TreeConfig
 from replay.engine.replayer import replay_directory
 from tests.packed_runs import packed_synth_run
+from tests.reference_runs import dump_from_replay
 
 REAL = Path(__file__).resolve().parent.parent / "sample_dumps" / "qwen2.5-coder"
 

@@ -120,7 +120,7 @@ def test_speed_row_needs_no_round_by_round_replay():
     arrays, the same figure as from the reference RoundResults, without replaying them."""
     from analysis.compare.configs import round_sizes, speed_row
     from analysis.cost.model import CostModel
-    from replay.testing.reference_runs import load_reference
+    from tests.reference_runs import load_reference
 
     path = str(SAMPLES / "qwen2.5-coder/deep")
     cost = CostModel.default()

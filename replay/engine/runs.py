@@ -333,6 +333,16 @@ def batch_round_notes(groups: list[NoteGroup]) -> tuple[str, ...]:
     return round_notes_lines(g[1:] for g in sorted(groups, key=lambda g: g[0]))
 
 
+def _with_rising(per_batch: PerBatch | None) -> PerBatch:
+    """(the batch's RisingRows, per_batch's value or None) of each batch: the run's rising-rows WARNING
+    (replay.engine.batch.rising) is made on every replay, whatever per_batch computes."""
+
+    def both(b: RoundBatch, res: BatchResult, tree: TreeConfig) -> tuple:
+        return rising_rows(b, res), None if per_batch is None else per_batch(b, res, tree)
+
+    return both
+
+
 def replay_run(
     path: str | Path,
     opts: ReplayOptions = ReplayOptions(),
@@ -352,12 +362,7 @@ def replay_run(
     parts: list[BatchResult] = []
     later: list[tuple[int, Skipped]] = []  # unreadable and rejected rounds, by position
     extras, rising = [], []
-    asked = per_batch
-
-    def with_rising(b: RoundBatch, res: BatchResult, tree: TreeConfig) -> tuple:
-        return rising_rows(b, res), None if asked is None else asked(b, res, tree)
-
-    for res, why, extra in iter_run_parts(run, workers, progress, chunk_rounds, with_rising):
+    for res, why, extra in iter_run_parts(run, workers, progress, chunk_rounds, _with_rising(per_batch)):
         later += why
         if len(res):
             parts.append(res)
