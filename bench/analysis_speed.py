@@ -41,8 +41,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from analysis.compare.batch import compare_run, simulate_run_strategies  # noqa: E402
-from analysis.compare.configs import compare_configs  # noqa: E402
-from analysis.compare.gamma_strategies import simulate_strategies  # noqa: E402
+from analysis.compare.reference import compare_configs, simulate_strategies  # noqa: E402
 from analysis.compare.subtree import contained_configs  # noqa: E402
 from analysis.cost.model import CostModel  # noqa: E402
 from analysis.report.options import default_comparison_configs  # noqa: E402

@@ -12,12 +12,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.compare.configs import compare_configs, compare_display, speed_row, strategies_display
-from analysis.compare.gamma_strategies import simulate_strategies
+from analysis.compare.batch import compare_run, simulate_run_strategies
+from analysis.compare.configs import compare_display, speed_row, strategies_display
 from analysis.cost.model import CostModel
 from analysis.cost.source import run_cost
 from analysis.cost.timings import run_speedup
 from analysis.report import plots, treeplot
+from analysis.report.example_round import example_round
 from analysis.tables.build import build_tables
 from analysis.tables.metrics import all_metrics, depth_display
 from analysis.tables.runs import load_runs
@@ -71,9 +72,7 @@ def main() -> None:
         "rank_heatmap",
         ["png"],
     )
-    plots.save_figure(
-        plots.plot_parent_slot(m["parent_slot"], synth.label, len(synth.results)), img, "parent_slot", ["png"]
-    )
+    plots.save_figure(plots.plot_parent_slot(m["parent_slot"], synth.label, synth.rounds), img, "parent_slot", ["png"])
     plots.save_figure(
         treeplot.plot_tree_hits(static_shape(synth.config), m["slot_hits"], synth.label, synth.config),
         img,
@@ -81,7 +80,7 @@ def main() -> None:
         ["png"],
     )
     plots.save_figure(
-        treeplot.plot_round_tree(article.results[0], run=article.label), img, "article_round_tree", ["png"]
+        treeplot.plot_round_tree(example_round(article).result, run=article.label), img, "article_round_tree", ["png"]
     )
     plots.save_figure(
         plots.plot_compare_runs(m_both["summary"], m_both["depth_acceptance"]), img, "runs_side_by_side", ["png"]
@@ -90,19 +89,19 @@ def main() -> None:
     configs = [TreeConfig.from_lists(s, h) for s, h in DOC_CONFIGS]
     default = CostModel.default()
     cpu = CostModel.from_json(CPU_COST, "illustrative CPU curve")
-    table, _ = compare_configs(synth.results, synth.config, configs, default)
+    table, _ = compare_run(synth, configs, default)
     plots.save_figure(plots.plot_compare_configs(table, synth.label, default.source), img, "compare_configs", ["png"])
-    cpu_table, _ = compare_configs(synth.results, synth.config, configs, cpu)
+    cpu_table, _ = compare_run(synth, configs, cpu)
     shown = compare_display(table)
     shown.insert(len(shown.columns), "modelled speedup (CPU curve)", compare_display(cpu_table)["modelled speedup"])
     shown = shown.rename(columns={"modelled speedup": "modelled speedup (default)"})
     print("## compare: synthetic_article, 300 rounds\n")
     print(markdown(shown))
-    art, _ = compare_configs(article.results, article.config, configs, default)
+    art, _ = compare_run(article, configs, default)
     print("\n## compare: article_round, 1 round\n")
     print(markdown(compare_display(art)))
-    sims = simulate_strategies(synth.results, synth.config, range(5), default, 1, None, synth.config.gamma)
-    sims3 = simulate_strategies(synth.results, synth.config, [1, 4], default, 3, None, synth.config.gamma)
+    sims = simulate_run_strategies(synth, synth.config, range(5), default, 1, None)
+    sims3 = simulate_run_strategies(synth, synth.config, [1, 4], default, 3, None)
     st = pd.DataFrame([s.to_row(default) for s in sims + sims3])
     print("\n## gamma strategies: synthetic_article, recorded config, default cost\n")
     print(markdown(strategies_display(st).drop(columns=["config"])))
@@ -117,7 +116,7 @@ def main() -> None:
     rows = []
     for run in real:
         cost = run_cost(run.replay.directory, run.replay.manifest)
-        rows.append(speed_row(run.label, run.results, cost, run_speedup(run.replay.directory, run.replay.manifest)))
+        rows.append(speed_row(run.label, run.sizes, cost, run_speedup(run.replay.directory, run.replay.manifest)))
     print("\n## speed: real samples (measured timings)\n")
     print(markdown(pd.DataFrame(rows)))
 

@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from analysis.compare.configs import compare_configs, compare_display, format_bounds, generate_funnels, parse_config_arg
-from analysis.compare.gamma_strategies import next_gamma, outcomes_by_gamma, simulate_strategies, simulate_strategy
+from analysis.compare.configs import compare_display, format_bounds, generate_funnels, parse_config_arg
+from analysis.compare.gamma_strategies import next_gamma, simulate_strategy
+from analysis.compare.reference import compare_configs, outcomes_by_gamma, simulate_strategies
 from analysis.compare.subtree import truncated
 from analysis.cost.model import CostModel
 from replay.core.config import TreeConfig

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import replay.engine.replayer
 from analysis.compare.batch import compare_parts, compare_run, join_compare
-from analysis.compare.configs import compare_configs
+from analysis.compare.reference import compare_configs
 from analysis.compare.subtree import contained_configs
 from analysis.cost.model import CostModel
 from analysis.tables.runs import load_run
@@ -120,7 +120,7 @@ def test_random_run_compare_agrees(case, rnd, threshold):
 def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
     """``specreplay compare`` on a packed run: no scalar replay of the run happens (the reference
     loader is made to fail), and its per-round CSV is the reference's frame."""
-    import analysis.compare.configs
+    import analysis.compare.reference
     from analysis.compare.configs import parse_config_arg
     from replay.cli import main
 
@@ -132,7 +132,7 @@ def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
         raise AssertionError("compare replayed the run round by round")
 
     per_round = tmp_path / "rounds.csv"
-    monkeypatch.setattr(analysis.compare.configs, "replay_subconfig", no_scalar_replay)
+    monkeypatch.setattr(analysis.compare.reference, "replay_subconfig", no_scalar_replay)
     monkeypatch.setattr(replay.engine.replayer, "replay_directory", no_scalar_replay)
     assert (
         main(
@@ -164,7 +164,7 @@ def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
 def test_gamma_strategies_from_the_batch_arrays_agree(name, tmp_path):
     """Every strategy's result (bounds, undecidable rounds, trajectory) equals the reference's."""
     from analysis.compare.batch import simulate_run_strategies
-    from analysis.compare.gamma_strategies import simulate_strategies
+    from analysis.compare.reference import simulate_strategies
 
     path = SAMPLES / name
     if name == "packed":

@@ -237,3 +237,94 @@ def test_the_checker_sees_lazy_relative_and_typing_imports(tmp_path):
     assert ("replay.live.batch", False) in found
     assert internal("replay.live.batch", known) == "replay.live"
     assert internal("numpy.linalg", known) is None
+
+
+# --- the per-round references stay out of the run-time paths ----------------------------------
+
+# (module, name): the per-round reference entry points; a module alone: the whole module is reference.
+REFERENCE_ENTRY_POINTS = {
+    ("replay.engine.replayer", "replay_round"),
+    ("replay.engine.replayer", "replay_directory"),
+    ("replay.engine.replayer", "replay_packed"),
+    ("replay.engine.rebuild", None),
+    ("replay.engine.sampling", "round_sampling"),
+    ("analysis.compare.subtree", "replay_subconfig"),
+    ("analysis.compare.subtree", "replay_subconfig_all"),
+    ("analysis.compare.sampling", "compare_sampling"),
+    ("analysis.compare.reference", None),
+}
+# the reference modules themselves
+REFERENCE_MODULES = {
+    "replay.engine.replayer",
+    "replay.engine.rebuild",
+    "replay.engine.sampling",
+    "analysis.compare.subtree",
+    "analysis.compare.sampling",
+    "analysis.compare.reference",
+}
+# what still reaches a reference at run time, each with why: the list this check keeps from growing
+REFERENCE_AT_RUN_TIME = {
+    # compare/recommend/report at a T the manifest records node_logprobs for: the batch walk of other
+    # configs does not read node_logprobs yet (analysis.compare.sampling_batch._recorded_at)
+    ("analysis.compare.sampling_batch", "replay.engine.replayer.replay_directory"),
+    ("analysis.compare.sampling_batch", "analysis.compare.sampling.compare_sampling"),
+}
+
+
+def _reference_imports(name: str, path: Path) -> set[str]:
+    """The reference entry points ``name`` imports (``module.name``, or the module), wherever the import is."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            pairs = [(alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            pairs = [(module, a.name) for a in node.names] + [(f"{module}.{a.name}", None) for a in node.names]
+        else:
+            continue
+        for module, imported in pairs:
+            if (module, None) in REFERENCE_ENTRY_POINTS:
+                found.add(module)
+            elif (module, imported) in REFERENCE_ENTRY_POINTS:
+                found.add(f"{module}.{imported}")
+    return found
+
+
+def test_no_run_time_module_imports_a_per_round_reference():
+    """Commands and the API replay on the batch engine: outside the reference modules themselves
+    (and replay/testing), nothing under replay/ or analysis/ imports a per-round reference entry point,
+    but for the exceptions listed in REFERENCE_AT_RUN_TIME."""
+    seen = set()
+    for name, path in FILES.items():
+        if name in REFERENCE_MODULES or LAYERS[name] == TESTING:
+            continue
+        seen |= {(name, target) for target in _reference_imports(name, path)}
+    assert seen <= REFERENCE_AT_RUN_TIME, (
+        f"run-time imports of a per-round reference: {sorted(seen - REFERENCE_AT_RUN_TIME)}"
+    )
+    assert seen == REFERENCE_AT_RUN_TIME, (
+        f"no longer imported, drop from REFERENCE_AT_RUN_TIME: {sorted(REFERENCE_AT_RUN_TIME - seen)}"
+    )
+
+
+def test_the_reference_check_sees_every_form(tmp_path):
+    """``from M import f``, ``from .M import f`` (relative), ``import M`` and ``from P import M`` of a whole
+    reference module, inside functions too."""
+    p = tmp_path / "m.py"
+    p.write_text(
+        "from replay.engine.replayer import replay_directory, ReplayOptions\n"
+        "def f():\n    from .sampling import round_sampling\n"
+        "import replay.engine.rebuild\n"
+        "from analysis.compare import reference\n"
+    )
+    assert _reference_imports("replay.engine.x", p) == {
+        "replay.engine.replayer.replay_directory",
+        "replay.engine.sampling.round_sampling",
+        "replay.engine.rebuild",
+        "analysis.compare.reference",
+    }

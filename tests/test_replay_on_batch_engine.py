@@ -218,7 +218,6 @@ def no_reference(monkeypatch):
         for name in ("replay_directory", "replay_packed", "replay_round", "round_sampling"):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, refuse)
-    monkeypatch.setattr(replay.engine.runs, "replay_packed", refuse)
 
 
 def _cli(argv: list[str]) -> tuple[int, str, str]:

@@ -11,9 +11,8 @@ puts a run's measured and modelled speedup side by side (words: analysis.tables.
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -28,7 +27,7 @@ from replay.core.headline import per_position_rates
 from replay.engine.replayer import RoundResult
 from replay.util.errors import SpecReplayError
 
-from .subtree import SubOutcome, beyond_recorded, is_contained, replay_subconfig
+from .subtree import beyond_recorded, is_contained
 
 COMPARE_COLUMNS = [
     "config",
@@ -54,24 +53,6 @@ COMPARE_COLUMNS = [
 ]
 
 PER_ROUND_COLUMNS = ["config", "round", "decided", "lower", "upper", "stop", "steps_lo", "steps_hi", "rule", "reason"]
-
-
-def summarize_outcomes(outcomes: Sequence[SubOutcome], cfg: TreeConfig, recorded: TreeConfig, cost: CostModel) -> dict:
-    """One comparison row (COMPARE_COLUMNS) from a config's per-round outcomes (summarize_arrays)."""
-    field = lambda name: np.array([getattr(o, name) for o in outcomes], dtype=np.int64)  # noqa: E731
-    decided = np.array([o.decided for o in outcomes], dtype=bool)
-    return summarize_arrays(
-        cfg,
-        recorded,
-        cost,
-        decided,
-        field("lower"),
-        field("upper"),
-        field("steps_lo"),
-        field("steps_hi"),
-        field("nodes_lo"),
-        field("nodes_hi"),
-    )
 
 
 def summarize_arrays(
@@ -135,70 +116,6 @@ def is_own_tree(cfg: TreeConfig, recorded: TreeConfig, gamma_threshold: float | 
     drafted nodes are the replay's, not a walk of a static shape. A simulated gammaThreshold is our
     model's early stop, which a replay cannot apply: that row is the walk."""
     return recorded.tree_type == TREE_DYNAMIC and cfg == recorded and not gamma_threshold
-
-
-def as_replayed(res: RoundResult, walked: SubOutcome) -> SubOutcome:
-    """The replay's own outcome of ``res`` (is_own_tree), on the walk's record of the selection rule."""
-    acc, tree = res.acceptance, res.tree
-    length = acc.accepted_length
-    return dataclasses.replace(
-        walked,
-        decided=True,
-        lower=length,
-        upper=length,
-        accepted_tokens=tuple(acc.accepted_tokens),
-        bonus_token=acc.bonus_token,
-        bonus_kind=acc.bonus_kind,
-        stop=acc.stop,
-        steps_lo=tree.num_steps,
-        steps_hi=tree.num_steps,
-        nodes_lo=tree.num_nodes,
-        nodes_hi=tree.num_nodes,
-        reason="",
-    )
-
-
-def compare_configs(
-    results: Sequence[RoundResult],
-    recorded: TreeConfig,
-    configs: Sequence[TreeConfig],
-    cost: CostModel | None = None,
-    gamma_threshold: float | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(summary: one row per config, outcomes: one row per config and round), round by round (the
-    reference; analysis.compare.batch.compare_run gives the same from the batch arrays).
-
-    gamma_threshold: simulate this early-stop threshold (our model, analysis.compare.subtree) for every
-    config; None inherits the recorded early stops only, so the recorded config's own row
-    always equals the replay whatever rule the engine's gammaThreshold really follows.
-    """
-    cost = cost or CostModel.default()
-    gamma_threshold = 0.0 if gamma_threshold is None else gamma_threshold
-    rows, per_round = [], []
-    for k, cfg in enumerate(configs):
-        outs = [replay_subconfig(r, cfg, gamma_threshold, None, recorded.gamma) for r in results]
-        if is_own_tree(cfg, recorded, gamma_threshold):
-            outs = [as_replayed(r, o) for r, o in zip(results, outs)]
-        rows.append(summarize_outcomes(outs, cfg, recorded, cost))
-        for res, o in zip(results, outs):
-            per_round.append(
-                {
-                    "config": cfg.short(),
-                    "round": res.name,
-                    "decided": o.decided,
-                    "lower": o.lower,
-                    "upper": o.upper,
-                    "stop": o.stop,
-                    "steps_lo": o.steps_lo,
-                    "steps_hi": o.steps_hi,
-                    "rule": o.rule,
-                    "reason": o.reason,
-                }
-            )
-        if progress:
-            progress(k + 1, len(configs))
-    return pd.DataFrame(rows, columns=COMPARE_COLUMNS), pd.DataFrame(per_round)
 
 
 SPEED_COLUMNS = ["cost_source", "measured_speedup", "measured_speedup_wall", "measured_status"]

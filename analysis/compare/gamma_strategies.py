@@ -31,9 +31,8 @@ import numpy as np
 from analysis.cost.model import CostModel
 from replay.core.config import TreeConfig
 from replay.engine.batch.frames import distinct_columns
-from replay.engine.replayer import RoundResult
 
-from .subtree import SubOutcome, replay_subconfig, truncated
+from .subtree import SubOutcome
 
 STRATEGY_NAMES = {
     0: "off",
@@ -130,24 +129,6 @@ class _Branch:
     gsum: list
     cost: list
     path: list  # gammas so far (kept while there is one branch)
-
-
-def outcomes_by_gamma(
-    results: Sequence[RoundResult],
-    cfg: TreeConfig,
-    gamma_threshold: float | None = None,
-    recorded_gamma: int | None = None,
-) -> list[dict[int, SubOutcome]]:
-    """For every round, the exact sub-tree replay of each truncation gamma = 1..cfg.gamma.
-
-    recorded_gamma: the recording config's gamma (early-stopped rounds keep their stop).
-    gamma_threshold: simulate this early stop; None inherits the recorded stops only.
-    """
-    gamma_threshold = 0.0 if gamma_threshold is None else gamma_threshold
-    subs = {g: truncated(cfg, g) for g in range(1, cfg.gamma + 1)}
-    return [
-        {g: replay_subconfig(res, c, gamma_threshold, None, recorded_gamma) for g, c in subs.items()} for res in results
-    ]
 
 
 @dataclass(frozen=True)
@@ -412,18 +393,3 @@ def _round_costs(cost: CostModel, steps: np.ndarray, nodes: np.ndarray) -> np.nd
     first, inverse = distinct_columns(np.stack([steps, nodes]))
     values = np.asarray([float(cost.round_cost(int(steps[f]), int(nodes[f]))) for f in first.tolist()])
     return values[inverse]
-
-
-def simulate_strategies(
-    results: Sequence[RoundResult],
-    cfg: TreeConfig,
-    strategies: Sequence[int] = tuple(STRATEGY_NAMES),
-    cost: CostModel | None = None,
-    ema_window: int = 1,
-    gamma_threshold: float | None = None,
-    recorded_gamma: int | None = None,
-) -> list[StrategyResult]:
-    """Every requested strategy on the same per-gamma outcomes (computed once)."""
-    cost = cost or CostModel.default()
-    outs = outcomes_by_gamma(results, cfg, gamma_threshold, recorded_gamma)
-    return [simulate_strategy(outs, cfg, s, cost, ema_window) for s in strategies]

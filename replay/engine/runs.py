@@ -4,8 +4,7 @@
 does (CLI options, then the manifest, then config.json) and yields RoundBatches; ``replay_run``
 is the batch counterpart of ``replay_directory``: the same rounds, the same per-round outcomes,
 the same skipped list with the same messages (worded from where the batch kernel found each
-rejected round's fault: replay.engine.batch.rejections), as arrays instead of objects. ``replay_packed`` (in replay.engine.replayer, re-exported
-here) is the reference ``replay_directory`` on a packed run.
+rejected round's fault: replay.engine.batch.rejections), as arrays instead of objects.
 """
 
 from __future__ import annotations
@@ -34,16 +33,13 @@ from replay.util.progress import progress_bar
 from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
 from .batch.rejections import rejection_reasons
 from .batch.rising import rising_rows, rising_rows_warning
-from .replayer import (  # noqa: F401  (replay_packed re-exported)
-    DirectoryReplay,
+from .replayer import (
     ReplayOptions,
-    RoundResult,
     input_warnings,
     mixed_layouts_note,
     open_packed,
     packed_keys,
     reading_warnings,
-    replay_packed,
     resolve_options,
     round_notes_lines,
 )
