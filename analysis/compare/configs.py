@@ -1,7 +1,7 @@
 """Compare tree configs offline on a recorded run, and several runs side by side.
 
-``compare_configs`` replays each config exactly on every recorded round (analysis.compare.subtree, the
-readable reference; ``analysis.compare.batch`` does the same on the batch arrays) and summarises: nodes, then
+Each config is replayed exactly on every recorded round (analysis.compare.batch on the batch arrays;
+the round-by-round oracle: analysis.compare.reference.compare_configs); ``summarize_arrays`` summarises: nodes, then
 the headline in vLLM's words (mean acceptance length, draft acceptance rate, per-position acceptance
 rate; replay.core.headline), mean accepted length and modelled speedup, each as a [lo, hi] pair that
 collapses to one value when every round is decidable. ``with_speed`` adds
