@@ -4294,3 +4294,30 @@ def test_plots_are_the_same_bytes_on_every_run(capsys, tmp_path):
         assert code == 0, err
     first = sorted((tmp_path / "p1").iterdir())
     assert first and all(p.read_bytes() == (tmp_path / "p2" / p.name).read_bytes() for p in first)
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.1", "nan", "inf", "x"])
+def test_a_gamma_threshold_outside_0_1_is_refused_as_a_config_would_be(capsys, value):
+    code, out, err = run(capsys, "compare", SYNTH, "--gamma-threshold", value, "--json")
+    assert code == 2 and not out, out
+    assert_told(err, "--gamma-threshold", "expected a number in [0, 1]")
+
+
+def test_a_gamma_threshold_of_0_is_off(capsys):
+    """0 is the config grammar's 'off': the recorded early stops only, as without the option."""
+    code, out, err = run(capsys, "compare", SYNTH, "--gamma-threshold", "0", "--json")
+    assert code == 0 and json.loads(out)["gamma_threshold"] is None, err
+    _, plain, _ = run(capsys, "compare", SYNTH, "--json")
+    assert json.loads(out)["configs"] == json.loads(plain)["configs"]
+
+
+def test_tree_choice_mistakes_name_the_valid_trees(capsys, tmp_path):
+    d = article_by_hand(tmp_path / "two_trees")
+    wide = json.loads((d / "config.json").read_text(encoding="utf-8"))
+    narrow = {**wide, "topKSpec": [[2], [1, 1], [1, 1]]}
+    (d / "config.json").write_text(json.dumps({"specTree": [wide, narrow]}), encoding="utf-8")
+    code, _, err = run(capsys, "replay", d, "--tree", "2")
+    assert code == 2 and "--tree 2 but the config has 2 tree(s): use 0 to 1" in err, err
+    # --config names the file's second tree: the note says the file lists it, and how to pick it there
+    code, _, err = run(capsys, "replay", d, "--config", "[2]|[1,1]|[1,1]", "--summary")
+    assert_told(err, "states the config [6]|[2,2]|[1,1]", "it lists [2]|[1,1]|[1,1] as tree 1 (--tree 1 with it)")

@@ -37,6 +37,7 @@ from .options import (
     add_output,
     add_sampling_options,
     at_least_one,
+    gamma_threshold_arg,
     note_on_stderr,
     parse_key,
     print_skipped,
@@ -388,9 +389,11 @@ def _add_compare_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--gamma-threshold",
-        type=float,
+        type=gamma_threshold_arg,
         default=None,
-        help="simulate this gammaThreshold early stop (docs/analysis.md); default: only the recorded early stops",
+        metavar="X",
+        help="simulate this gammaThreshold early stop, X in (0, 1] (docs/analysis.md); default (and 0, the "
+        "config grammar's 'off'): only the recorded early stops",
     )
     p.add_argument(
         "--ema-window",

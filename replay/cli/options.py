@@ -266,6 +266,21 @@ def at_least_one(text: str) -> int:
     return value
 
 
+def gamma_threshold_arg(text: str) -> float | None:
+    """``--gamma-threshold X``: a gammaThreshold (replay.core.config.gamma_threshold_problem); 0, the
+    config grammar's "off", is no simulated stop (None), as when the option is not given."""
+    from replay.core.config import gamma_threshold_problem
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    problem = gamma_threshold_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(problem.replace("must be", "expected"))
+    return value or None
+
+
 def temperature_arg(text: str) -> float:
     """``--temperature T``: replay.core.temperature.check_temperature, as argparse reports a bad value."""
     from replay.core.temperature import check_temperature
@@ -416,7 +431,8 @@ def add_reading_options(p: argparse.ArgumentParser) -> None:
         "--scores",
         choices=("auto", "prob", "logprob"),
         default=None,
-        help="how scores are stored; auto: log-probabilities when any value is negative, else probabilities "
+        help="how scores are stored; auto, file by file: log-probabilities when any value is negative or a row "
+        "is all 0, else probabilities "
         "(default: the manifest's score_kind, else auto; a packed run's is the one it was packed with)",
     )
 

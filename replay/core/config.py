@@ -224,9 +224,16 @@ def check_tree(tree: TreeConfig, source: str | None = None, prefix: str = "") ->
         level = sum(widths)
     if tree.tree_type not in TREE_TYPES:
         raise ConfigError(source, prefix + "treeType", f"must be 0 (static) or 1 (dynamic), got {tree.tree_type}")
-    t = tree.gamma_threshold
-    if not (isinstance(t, (int, float)) and math.isfinite(t) and 0.0 <= t <= 1.0):
-        raise ConfigError(source, prefix + "gammaThreshold", f"must be a number in [0, 1], got {value_words(t)}")
+    problem = gamma_threshold_problem(tree.gamma_threshold)
+    if problem:
+        raise ConfigError(source, prefix + "gammaThreshold", problem)
+
+
+def gamma_threshold_problem(t: Any) -> str | None:
+    """What is wrong with a gammaThreshold value (a config's or --gamma-threshold's), None when nothing."""
+    if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and 0.0 <= t <= 1.0:
+        return None
+    return f"must be a number in [0, 1], got {value_words(t)}"
 
 
 def _flat_spec_message(flat: list[int], heads: Any) -> str:

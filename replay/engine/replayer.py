@@ -300,7 +300,9 @@ def resolve_options(
     if config is None:
         raise DumpError(directory, "no tree config: pass --config FILE or put config.json beside the dumps")
     if not 0 <= opts.tree_index < len(config.trees):
-        raise DumpError(source, f"--tree {opts.tree_index} but the config has {len(config.trees)} tree(s)", "specTree")
+        n = len(config.trees)
+        valid = "0 (its only tree)" if n == 1 else f"0 to {n - 1}"
+        raise DumpError(source, f"--tree {opts.tree_index} but the config has {n} tree(s): use {valid}", "specTree")
     merged = ReplayOptions(
         config,
         opts.tree_index,
@@ -492,9 +494,11 @@ def config_disagreements(
     notes = []
     for where, other in _stated_configs(Path(directory), manifest):
         if where != source and tree_index < len(other.trees) and other.trees[tree_index] != used:
+            same = [i for i, t in enumerate(other.trees) if t == used]
+            listed = f"; it lists {used.short()} as tree {same[0]} (--tree {same[0]} with it)" if same else ""
             notes.append(
                 f"note: {where} states the config {other.trees[tree_index].short()}, not {used.short()} "
-                f"(from {source}); the dump's parents ids and validate rows are read in the tree order "
+                f"(from {source}){listed}; the dump's parents ids and validate rows are read in the tree order "
                 "of the config used, so a config other than the one the dump was drafted with gives other numbers"
             )
     return tuple(notes)
