@@ -262,13 +262,6 @@ REFERENCE_MODULES = {
     "analysis.compare.sampling",
     "analysis.compare.reference",
 }
-# what still reaches a reference at run time, each with why: the list this check keeps from growing
-REFERENCE_AT_RUN_TIME = {
-    # compare/recommend/report at a T the manifest records node_logprobs for: the batch walk of other
-    # configs does not read node_logprobs yet (analysis.compare.sampling_batch._recorded_at)
-    ("analysis.compare.sampling_batch", "replay.engine.replayer.replay_directory"),
-    ("analysis.compare.sampling_batch", "analysis.compare.sampling.compare_sampling"),
-}
 
 
 def _reference_imports(name: str, path: Path) -> set[str]:
@@ -297,19 +290,13 @@ def _reference_imports(name: str, path: Path) -> set[str]:
 
 def test_no_run_time_module_imports_a_per_round_reference():
     """Commands and the API replay on the batch engine: outside the reference modules themselves
-    (and replay/testing), nothing under replay/ or analysis/ imports a per-round reference entry point,
-    but for the exceptions listed in REFERENCE_AT_RUN_TIME."""
+    (and replay/testing), nothing under replay/ or analysis/ imports a per-round reference entry point."""
     seen = set()
     for name, path in FILES.items():
         if name in REFERENCE_MODULES or LAYERS[name] == TESTING:
             continue
         seen |= {(name, target) for target in _reference_imports(name, path)}
-    assert seen <= REFERENCE_AT_RUN_TIME, (
-        f"run-time imports of a per-round reference: {sorted(seen - REFERENCE_AT_RUN_TIME)}"
-    )
-    assert seen == REFERENCE_AT_RUN_TIME, (
-        f"no longer imported, drop from REFERENCE_AT_RUN_TIME: {sorted(REFERENCE_AT_RUN_TIME - seen)}"
-    )
+    assert not seen, f"run-time imports of a per-round reference: {sorted(seen)}"
 
 
 def test_the_reference_check_sees_every_form(tmp_path):

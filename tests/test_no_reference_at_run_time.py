@@ -122,11 +122,6 @@ def test_stats_at_a_recorded_t_without_the_reference(node_dump, no_reference):
     assert json.loads(out)["temperature"] == NODE_T[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compare at a T the manifest records node_logprobs for still replays round by round "
-    "(analysis.compare.sampling_batch._recorded_at): the batch walk of other configs does not read them yet",
-)
 def test_compare_at_a_recorded_t_without_the_reference(node_dump, no_reference):
     code, _, err = cli("compare", node_dump, "--temperature", str(NODE_T[0]), "--no-progress")
     assert code in (0, 1), err

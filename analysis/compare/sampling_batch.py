@@ -19,11 +19,9 @@ import pandas as pd
 
 from analysis.tables.runs import LabelledRun
 from replay.core.config import TreeConfig
-from replay.core.sampling_recorded import recorded_column
 from replay.engine.batch import BatchResult, RoundBatch
 from replay.engine.batch.recorded import node_logprob_gaps_batch
 from replay.engine.runs import replay_run
-from replay.util.progress import tqdm_progress
 from replay.util.rows import unique_rows
 
 from .batch import per_batch_parts
@@ -53,18 +51,18 @@ def join_sampling(
     ``per_round`` False leaves the per-round frame empty (the report reads only the table)."""
     order = np.argsort(np.concatenate([p.ordinals for p in parts] or [np.zeros(0, np.int64)]), kind="stable")
     names = np.concatenate([p.names for p in parts] or [np.zeros(0, dtype=object)])[order]
-    refused = {
-        pos: np.concatenate([p.refused[pos] for p in parts])[order] for pos in {t > 0.0 for t in temperatures} if parts
-    }
-    why = {pos: np.concatenate([p.why[pos] for p in parts])[order] for pos in {t > 0.0 for t in temperatures} if parts}
+    # each T's refused rounds and reasons, in run order (temperatures of one refusal_key share them)
+    keys = parts[0].keys if parts else {}
+    refused = {key: np.concatenate([p.refused[key] for p in parts])[order] for key in set(keys.values())}
+    why = {key: np.concatenate([p.why[key] for p in parts])[order] for key in set(keys.values())}
     skipped = []
     for t in temperatures:
-        codes = refused[t > 0.0] if parts else np.zeros(0, np.int8)
-        skipped.extend((str(names[i]), t, str(why[t > 0.0][i])) for i in np.flatnonzero(codes != NOT_REFUSED))
+        codes = refused[keys[t]] if parts else np.zeros(0, np.int8)
+        skipped.extend((str(names[i]), t, str(why[keys[t]][i])) for i in np.flatnonzero(codes != NOT_REFUSED))
     rows, frames, needs_vocab = [], [], False
     for c, cfg in enumerate(configs):
         for t in temperatures:
-            use = refused[t > 0.0] == NOT_REFUSED if parts else np.zeros(0, bool)
+            use = refused[keys[t]] == NOT_REFUSED if parts else np.zeros(0, bool)
             at = AtT.concat([p.outcomes[(c, t)] for p in parts]).take(order[use]) if parts else None
             if at is None:
                 rows.append(summarize_sampling_arrays(cfg, recorded, t, *_empty(cfg.gamma)))
@@ -118,72 +116,17 @@ def compare_sampling_run(
     progress: Callable[[int, int], None] | None = None,
     per_round: bool = True,
 ) -> SamplingComparison:
-    """compare_sampling's SamplingComparison for a loaded run, from the batch arrays. ``progress(rounds
-    done, rounds)`` (at a recorded T alone: configs done, configs).
-
-    At a temperature whose node_logprobs the manifest lists, the run is compared round by round
-    (_recorded_at: the reference reads each round's node_logprobs, exact,
-    analysis.compare.sampling.recorded_edges); the batch arrays of the comparison do not read them yet."""
-    nodes = run.replay.manifest.node_logprob_temperatures
-    exact_at = [t for t in temperatures if recorded_column(t, nodes) is not None]
-    if exact_at:
-        rest = [t for t in temperatures if t not in exact_at]
-        tick = None if rest else progress  # the reference's progress counts configs, not rounds
-        own = _recorded_at(run, configs, exact_at, vocab_size, gamma_threshold, tick)
-        if not rest:
-            return own
-        top_k = _batch_sampling_run(run, configs, rest, vocab_size, gamma_threshold, progress, per_round)
-        return merge_temperatures(temperatures, [(exact_at, own), (rest, top_k)])
-    return _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold, progress, per_round)
-
-
-def _recorded_at(run, configs, temperatures, vocab_size, gamma_threshold, progress) -> SamplingComparison:
-    """compare_sampling at temperatures the manifest records node_logprobs for: the one place left where
-    a command replays a run round by round (replay.engine.replayer.replay_directory)."""
-    from replay.engine.replayer import replay_directory
-
-    from .sampling import compare_sampling
-
-    update, close = tqdm_progress(f"replay {run.label}", run.progress)
-    try:
-        results = replay_directory(run.replay.directory, run.options, update).results
-    finally:
-        close()
-    nodes = run.replay.manifest.node_logprob_temperatures
-    return compare_sampling(results, run.config, configs, temperatures, vocab_size, gamma_threshold, progress, nodes)
-
-
-def merge_temperatures(
-    temperatures: Sequence[float], parts: Sequence[tuple[Sequence[float], SamplingComparison]]
-) -> SamplingComparison:
-    """One SamplingComparison of ``temperatures`` from comparisons of disjoint subsets of them, in
-    compare_sampling's order: per config, per T (a table row, then that row's ``rounds`` per-round rows)."""
-    order = {t: i for i, t in enumerate(temperatures)}
-    rows: list[tuple[int, int, pd.DataFrame, pd.DataFrame]] = []
-    for temps, done in parts:
-        start = 0
-        for i in range(len(done.table)):
-            c, t = divmod(i, len(temps))
-            n = int(done.table["rounds"].iloc[i]) if len(done.per_round) else 0
-            block = done.per_round.iloc[start : start + n]
-            start += n
-            rows.append((c, order[temps[t]], done.table.iloc[[i]], block))
-    rows.sort(key=lambda r: (r[0], r[1]))
-    table = pd.concat([r[2] for r in rows], ignore_index=True)
-    per_round = pd.concat([r[3] for r in rows], ignore_index=True)
-    skipped = sorted((s for _, d in parts for s in d.skipped), key=lambda s: order[s[1]])
-    return SamplingComparison(table, per_round, skipped, any(d.needs_vocab for _, d in parts))
-
-
-def _batch_sampling_run(run, configs, temperatures, vocab_size, gamma_threshold, progress, per_round):
-    """compare_sampling_run on the batch arrays (the top-K rows); without ``per_round``, block by block
-    (curve_sums): the table only."""
+    """compare_sampling's SamplingComparison for a loaded run, from the batch arrays; ``progress(rounds
+    done, rounds)``. At a temperature whose node_logprobs the manifest lists, a round that carries them
+    walks every config's sub-tree on its recorded edges (exact, analysis.compare.sampling_subtrees.
+    recorded_edges); without ``per_round``, block by block (curve_sums): the table only."""
     threshold = 0.0 if gamma_threshold is None else float(gamma_threshold)
+    nodes = run.replay.manifest.node_logprob_temperatures
     if not per_round:
-        return curve_sums(run, configs, temperatures, vocab_size, threshold, progress)
+        return curve_sums(run, configs, temperatures, vocab_size, threshold, progress, nodes)
 
     def parts_of(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[SamplingPart]:
-        return sampling_parts(batch, res, run.config, configs, temperatures, vocab_size, threshold)
+        return sampling_parts(batch, res, run.config, configs, temperatures, vocab_size, threshold, None, nodes)
 
     parts = per_batch_parts(run, parts_of, progress)
     return join_sampling(parts, run.config, configs, temperatures, per_round)

@@ -11,20 +11,29 @@ from dataclasses import dataclass
 import numpy as np
 
 from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.sampling_recorded import recorded_column
 from replay.core.vocab import CHUNK_ROUNDS
 from replay.engine.batch import BatchResult, RoundBatch, expanded_nodes
 from replay.engine.batch.frames import round_names
-from replay.engine.batch.recorded import refusal_texts
-from replay.engine.batch.sampling import BatchSampling, batch_sampling
+from replay.engine.batch.recorded import node_rounds, refusal_texts, sampling_at
+from replay.engine.batch.sampling import BatchSampling
 
 from .batch import replayed_by_shape
 from .configs import is_own_tree
-from .sampling_subtrees import AtT, at_temperature, sub_trees, validate_rows
+from .sampling_subtrees import AtT, RecordedEdges, SubTrees, at_temperature, recorded_edges, sub_trees, validate_rows
 from .subtree import WHY_NONE
 from .subtree_levels import RecordedChunk
 from .subtree_select import selection_rules
 
 NOT_REFUSED = 0  # SamplingPart.refused: the recorded round has a sampling replay at T
+
+RefusalKey = tuple[bool, int | None]  # refusal_key: what a round's refusal at T depends on
+
+
+def refusal_key(t: float, node_temperatures: Sequence[float] | None) -> RefusalKey:
+    """Whether the recorded replay at T refuses a round depends on T > 0 (T = 0 reads no scores) and on
+    the node_logprobs column T reads (None: the top-K rows; replay.core.sampling_recorded.recorded_column)."""
+    return (t > 0.0, recorded_column(t, node_temperatures))
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,9 +42,29 @@ class SamplingPart:
 
     ordinals: np.ndarray  # [C] position of each round in its run
     names: np.ndarray  # [C] object round names a_b
-    refused: dict[bool, np.ndarray]  # T > 0 or not -> [C] NOT_REFUSED, NO_SCORES_CODE or PROBLEM_*
+    refused: dict[RefusalKey, np.ndarray]  # -> [C] NOT_REFUSED, NO_SCORES_CODE, NODE_COLUMNS_CODE or PROBLEM_*
     outcomes: dict[tuple[int, float], AtT]  # (config position, T)
-    why: dict[bool, np.ndarray]  # T > 0 or not -> [C] object: a refused round's reason (the engine's words), else ""
+    why: dict[RefusalKey, np.ndarray]  # -> [C] object: a refused round's reason (the engine's words), else ""
+    keys: dict[float, RefusalKey]  # each T's key into refused and why
+
+    def refused_at(self, t: float) -> np.ndarray:
+        return self.refused[self.keys[t]]
+
+    def why_at(self, t: float) -> np.ndarray:
+        return self.why[self.keys[t]]
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """What sampling_parts was asked: the same for every shape and chunk of a batch."""
+
+    recorded: TreeConfig
+    configs: Sequence[TreeConfig]
+    temperatures: Sequence[float]
+    vocab_size: int | None
+    threshold: float
+    node_temperatures: Sequence[float] | None  # the manifest's node_logprob_temperatures
+    keys: dict[float, RefusalKey]
 
 
 def sampling_parts(
@@ -47,39 +76,30 @@ def sampling_parts(
     vocab_size: int | None = None,
     gamma_threshold: float = 0.0,
     fold: Callable[[int, float, AtT, np.ndarray], None] | None = None,
+    node_temperatures: Sequence[float] | None = None,
 ) -> list[SamplingPart]:
     """Every config at every T on the rounds of ``batch`` that ``res`` replayed, one shape at a time.
     Whether a round is refused (no scores, a bad row) is the recorded replay at T's verdict
-    (replay.engine.batch.sampling.batch_sampling), which depends only on T > 0.
+    (replay.engine.batch.recorded.sampling_at: at a T of ``node_temperatures``, a round that carries
+    node_logprobs is judged on those), which depends only on refusal_key(T).
     ``fold(config position, T, AtT of the chunk's usable rounds, their ordinals)``: called instead, the
     parts' outcomes left empty (compare's table, report's curve and recommend at T sum each chunk as it
     is made: nothing per round waits)."""
     ordinals = np.arange(len(batch)) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
+    keys = {t: refusal_key(t, node_temperatures) for t in temperatures}
+    ask = _Ask(recorded, configs, temperatures, vocab_size, gamma_threshold, node_temperatures, keys)
     static = recorded.tree_type != TREE_DYNAMIC
     parts = []
     for shape, members, b, r in replayed_by_shape(batch, res):
-        refused: dict[bool, np.ndarray] = {}
-        why: dict[bool, np.ndarray] = {}
+        refused: dict[RefusalKey, np.ndarray] = {}
+        why: dict[RefusalKey, np.ndarray] = {}
         for t in temperatures:
-            if (t > 0.0) not in refused:
-                bs = batch_sampling(b, r, recorded, t, vocab_size)
-                refused[t > 0.0] = np.where(bs.usable, NOT_REFUSED, bs.problem).astype(np.int8)
-                why[t > 0.0] = _reasons(refusal_texts(b, r, bs, vocab_size), len(b))
-        outcomes = _part_outcomes(
-            b,
-            r,
-            shape,
-            static,
-            recorded,
-            configs,
-            temperatures,
-            vocab_size,
-            gamma_threshold,
-            refused,
-            fold,
-            ordinals[members],
-        )
-        parts.append(SamplingPart(ordinals[members], round_names(r), refused, outcomes, why))
+            if keys[t] not in refused:
+                bs = sampling_at(b, r, recorded, t, vocab_size, node_temperatures)
+                refused[keys[t]] = np.where(bs.usable, NOT_REFUSED, bs.problem).astype(np.int8)
+                why[keys[t]] = _reasons(refusal_texts(b, r, bs, vocab_size, node_temperatures), len(b))
+        outcomes = _part_outcomes(b, r, shape, static, ask, refused, fold, ordinals[members])
+        parts.append(SamplingPart(ordinals[members], round_names(r), refused, outcomes, why, keys))
     return parts
 
 
@@ -91,50 +111,72 @@ def _reasons(texts: dict[int, str], c: int) -> np.ndarray:
     return out
 
 
-def _part_outcomes(
-    b, r, shape, static, recorded, configs, temperatures, vocab_size, threshold, refused, fold=None, ords=None
-):
+def _node_columns(b: RoundBatch, r: BatchResult, ask: _Ask) -> dict[float, tuple[np.ndarray, np.ndarray]]:
+    """{T: ([R] bool the rounds whose recorded walk at T reads node_logprobs, [rows, R] that column)} for
+    each T of the manifest's node_logprob_temperatures that this batch can read (its column count is
+    the manifest's; otherwise every such round is refused, NODE_COLUMNS_CODE, and none is walked)."""
+    node_logp = b.validate.node_logp
+    out = {}
+    for t in ask.temperatures:
+        col = ask.keys[t][1]
+        if col is None or node_logp is None or node_logp.shape[1] != len(ask.node_temperatures or ()):
+            continue
+        out[t] = (node_rounds(b, r, t, ask.node_temperatures), node_logp[:, col, :])
+    return out
+
+
+def _part_outcomes(b, r, shape, static, ask: _Ask, refused, fold=None, ords=None):
     """{(config, T): AtT} on rounds of one shape, chunk by chunk (analysis.compare.subtree_batch's chunks)."""
     expanded = expanded_nodes(b, shape, static)
     rules = selection_rules(b, r, shape)
     steps = shape.num_steps
     chunks: dict[tuple[int, float], list[AtT]] = {}
+    recorded, threshold = ask.recorded, ask.threshold
     own = (
-        {t: batch_sampling(b, r, recorded, t, vocab_size) for t in temperatures}
-        if any(is_own_tree(c, recorded, threshold) for c in configs)
+        {t: sampling_at(b, r, recorded, t, ask.vocab_size, ask.node_temperatures) for t in ask.temperatures}
+        if any(is_own_tree(c, recorded, threshold) for c in ask.configs)
         else {}
     )
+    nodes = _node_columns(b, r, ask)
     for lo in range(0, len(b), CHUNK_ROUNDS):
         hi = min(len(b), lo + CHUNK_ROUNDS)
-        uses = {pos: codes[lo:hi] == NOT_REFUSED for pos, codes in refused.items()}
+        uses = {key: codes[lo:hi] == NOT_REFUSED for key, codes in refused.items()}
         if not any(u.any() for u in uses.values()):  # every T refuses every round (no scores, T > 0 only)
-            for c, sub in enumerate(configs):
+            for c, sub in enumerate(ask.configs):
                 if fold is not None:
                     continue  # no usable round to fold
-                for t in temperatures:
-                    at = _refused_at(hi - lo, sub.gamma)
-                    chunks.setdefault((c, t), []).append(at)
+                for t in ask.temperatures:
+                    chunks.setdefault((c, t), []).append(_refused_at(hi - lo, sub.gamma))
             continue
         rec = RecordedChunk(b, r, expanded, shape, lo, hi, rules[lo:hi])
         rows = validate_rows(b, r, shape, lo, hi)
-        for c, sub in enumerate(configs):
+        for c, sub in enumerate(ask.configs):
             cap = min(sub.gamma, steps) if steps < recorded.gamma else sub.gamma
             mine = is_own_tree(sub, recorded, threshold)
             st = None if mine else sub_trees(rec, rows, b.root_tokens[lo:hi], sub, cap, float(threshold))
-            for t in temperatures:
-                use = uses[t > 0.0]
+            for t in ask.temperatures:
+                use = uses[ask.keys[t]]
                 if not use.any():  # a refused round's outcome is never read (every reader takes the usable rounds)
                     if fold is None:
                         chunks.setdefault((c, t), []).append(_refused_at(hi - lo, sub.gamma))
                     continue
-                at = (
-                    _replayed_at(own[t], r, lo, hi, sub.gamma) if st is None else at_temperature(st, use, t, vocab_size)
-                )
+                if st is None:
+                    at = _replayed_at(own[t], r, lo, hi, sub.gamma)
+                else:
+                    at = at_temperature(st, use, t, ask.vocab_size, _edges(st, nodes.get(t), lo, hi))
                 if fold is not None:
                     fold(c, t, at.take(np.flatnonzero(use)), ords[lo:hi][use])
                 else:
                     chunks.setdefault((c, t), []).append(at)
     return {key: AtT.concat(v) for key, v in chunks.items()}
+
+
+def _edges(st: SubTrees, walks: tuple[np.ndarray, np.ndarray] | None, lo: int, hi: int) -> RecordedEdges | None:
+    """The chunk lo..hi's recorded edges at T (recorded_edges), None where no round of it reads node_logprobs.
+    walks: _node_columns' ([R] bool, [rows, R] column) at T, or None."""
+    if walks is None or not walks[0][lo:hi].any():
+        return None
+    return recorded_edges(st, walks[1][:, lo:hi], walks[0][lo:hi])
 
 
 def _replayed_at(bs: BatchSampling, res: BatchResult, lo: int, hi: int, gamma: int) -> AtT:

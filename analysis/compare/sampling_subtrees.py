@@ -14,14 +14,16 @@ recorded columns, by rank); a round is undetermined by the first one the walk ca
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
 from replay.core.config import TreeConfig
-from replay.core.sampling import greedy_logp, prepare_sampling
+from replay.core.sampling import SamplingBounds, greedy_logp, prepare_sampling
 from replay.core.sampling_problems import PROBLEM_WORDS
+from replay.core.sampling_recorded import recorded_bounds
 from replay.core.vocab import NO_PARENT, PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape
 
@@ -68,6 +70,7 @@ class SubTrees:
     ids: np.ndarray  # [C, N, K] the recorded node's validate row (an expanded node's; a leaf's: PAD)
     logp: np.ndarray  # [C, N, K]
     has: np.ndarray  # [C, N] bool (a leaf: False, its row never read)
+    recs: np.ndarray  # [C, N] int64 each node's recorded node (tree order), -1 for an extra node
     idx: list[np.ndarray]  # per level [L_d, C] each slot's sub-tree index, -1 when not in it
     doubts: list[tuple]  # per level (kind [L, 2+W, C] bool mask, why [L, 2+W, C], parent no_row [L, C])
     widths: list[int]  # W per level (0 for the last)
@@ -116,7 +119,8 @@ def sub_trees(
         v_row = np.where(is_all[None, :], g, p_row)
         has = np.where(is_all[None, :], has_all, has_par)
         token = root_tokens[None, :].astype(np.int64) if d == 0 else np.broadcast_to(lvl.token, (L, c))
-        nodes.append((idx, token, parent_idx, d, v_row, has))
+        recs = np.where(rec_node >= 0, g, -1)  # an extra node (past the kept width) has no recorded node
+        nodes.append((idx, token, parent_idx, d, v_row, has, recs))
         status = np.full((L, c), IN, dtype=np.int8) if d == 0 or lvl.status is None else lvl.status
         sure = np.broadcast_to(lvl.sure, (L, c))
         leaf = (d >= sim.max_steps)[None, :] | (status == OUT)
@@ -164,15 +168,17 @@ def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols)
     ids = np.full((c, big_n, k), PAD_TOKEN, dtype=np.int64)
     lp = np.full((c, big_n, k), -np.inf)
     has = np.zeros((c, big_n), dtype=bool)
+    recs = np.full((c, big_n), -1, dtype=np.int64)
     # only a node with a child in the sub-tree has its row read (replay.core.sampling._tree_groups
     # takes the expanded nodes' rows): a leaf's stays PAD, without a row (about half the nodes)
     expanded = np.zeros((c, big_n), dtype=bool)
-    for idx, _, par, _, _, _ in nodes[1:]:
+    for idx, _, par, _, _, _, _ in nodes[1:]:
         jj, cc = np.nonzero(idx >= 0)
         expanded[cc, par[jj, cc]] = True
-    for idx, token, par, d, v_row, h in nodes:
+    for idx, token, par, d, v_row, h, rec_of in nodes:
         jj, cc = np.nonzero(idx >= 0)
         at = idx[jj, cc]
+        recs[cc, at] = rec_of[jj, cc]
         tokens[cc, at] = token[jj, cc]
         parents[cc, at] = par[jj, cc]
         depths[cc, at] = d
@@ -191,6 +197,7 @@ def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols)
         ids,
         lp,
         has,
+        recs,
         idx_levels,
         doubts,
         sim.widths,
@@ -200,17 +207,44 @@ def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols)
     )
 
 
-def at_temperature(st: SubTrees, use: np.ndarray, t: float, vocab_size: int | None = None) -> AtT:
+@dataclass(frozen=True, eq=False)
+class RecordedEdges:
+    """Where a chunk's sub-trees walk the recording's node_logprobs at T instead of the top-K rows."""
+
+    rounds: np.ndarray  # [C] bool: every edge of the round's sub-tree is a recorded edge with its value at T
+    logp: np.ndarray  # [C, N] float64 each sub-tree node's log-prob under its parent at T (0 at the root)
+
+
+def recorded_edges(st: SubTrees, node_logp: np.ndarray, walks: np.ndarray) -> RecordedEdges:
+    """analysis.compare.sampling.recorded_edges on a chunk. node_logp: [rows, C] the validate rows'
+    node_logprobs column at T; walks: [C] bool the rounds whose recorded walk at T reads that column
+    (replay.engine.batch.recorded.node_rounds: the all layout, where row u is node u). A round whose
+    sub-tree holds an extra node (a candidate the recording never kept, so no recorded value) keeps
+    the top-K rows, as the round path does."""
+    c, big_n = st.recs.shape
+    inside = np.arange(big_n)[None, :] < st.n[:, None]
+    extra = (inside[:, 1:] & (st.recs[:, 1:] < 0)).any(axis=1)
+    rows = np.clip(st.recs, 0, node_logp.shape[0] - 1)
+    logp = np.asarray(node_logp, dtype=np.float64)[rows, np.arange(c)[:, None]]
+    logp[:, 0] = 0.0  # the root: no edge
+    return RecordedEdges(walks & ~extra, np.where(inside, logp, 0.0))
+
+
+def at_temperature(
+    st: SubTrees, use: np.ndarray, t: float, vocab_size: int | None = None, edges: RecordedEdges | None = None
+) -> AtT:
     """The sub-trees ``st`` at T on the rounds ``use`` ([C] bool; the others: undetermined, unread):
-    the rule on rounds of one (size, validate width) at a time, then the first reachable doubt."""
+    the rule on rounds of one (size, validate width) at a time, then the first reachable doubt.
+    ``edges``: the rounds whose walk takes the recorded node_logprobs at T (recorded_bounds, exact)."""
     c, big_n = st.tokens.shape
     reach_lo, reach_hi = np.zeros((c, big_n)), np.zeros((c, big_n))
     lo, hi = np.full(c, np.nan), np.full(c, np.nan)
     ge_lo, ge_hi = np.zeros((c, st.gamma)), np.zeros((c, st.gamma))
     exact = np.zeros(c, dtype=bool)
     needs_vocab = False
-    for m, nn, prepared in _groups(st, use, vocab_size):
-        b = prepared.bounds(t)
+    own = np.zeros(c, dtype=bool) if edges is None else use & edges.rounds
+    top_k = ((m, nn, prepared.bounds(t)) for m, nn, prepared in _groups(st, use & ~own, vocab_size))
+    for m, nn, b in chain(top_k, _recorded_groups(st, own, t, edges)):  # one group's bounds held at a time
         if b.problem.any():  # the sub-tree reads the recorded tree's rows: its check comes first
             word = PROBLEM_WORDS[int(b.problem[b.problem != 0][0])]
             raise RuntimeError(f"a sub-tree round: {word}, yet its recorded replay passed")
@@ -224,6 +258,20 @@ def at_temperature(st: SubTrees, use: np.ndarray, t: float, vocab_size: int | No
     lo, hi = np.where(det, lo, np.nan), np.where(det, hi, np.nan)
     ge_lo, ge_hi = np.where(det[:, None], ge_lo, 0.0), np.where(det[:, None], ge_hi, 0.0)
     return AtT(det, lo, hi, ge_lo, ge_hi, exact & det, st.steps_hi, why, depth, rank, needs_vocab)
+
+
+def _recorded_groups(
+    st: SubTrees, own: np.ndarray, t: float, edges: RecordedEdges | None
+) -> Iterator[tuple[np.ndarray, int, SamplingBounds]]:
+    """(rounds, n, SamplingBounds) of the rounds ``own`` ([C] bool) from their recorded edges, per
+    sub-tree size: the walk on recorded log-probs is exact, so nothing is prepared for other T. A
+    round's numbers do not depend on the rounds stacked with it (the round path stacks others)."""
+    if edges is None:
+        return
+    for nn in np.unique(st.n[own]).tolist():
+        m = np.flatnonzero(own & (st.n == nn))
+        arrays = (st.tokens[m, :nn], st.parents[m, :nn], st.depths[m, :nn], edges.logp[m, :nn])
+        yield m, nn, recorded_bounds(*arrays, t)
 
 
 def _groups(st: SubTrees, use: np.ndarray, vocab_size: int | None) -> list:

@@ -25,24 +25,29 @@ from .sampling import (
     SamplingComparison,
     summarize_sampling_sums,
 )
-from .sampling_parts import NOT_REFUSED, SamplingPart, sampling_parts
+from .sampling_parts import NOT_REFUSED, RefusalKey, SamplingPart, sampling_parts
 from .sampling_subtrees import AtT
 from .subtree import (
     reason_text,
 )
 
 
-def curve_sums(run, configs, temperatures, vocab_size, threshold, progress) -> SamplingComparison:
+def curve_sums(
+    run, configs, temperatures, vocab_size, threshold, progress, node_temperatures=None
+) -> SamplingComparison:
     """join_sampling's table without its per-round arrays: the run read again block by block (as
     analysis.tables.stream reads it), every config at every T on a block, the block's rounds folded
     into _Sums as it comes (the sums are exactly rounded: order-independent), then dropped. What
-    stays per round is the refused rounds' ordinal, name and code (the skipped list)."""
+    stays per round is the refused rounds' ordinal, name and code (the skipped list). node_temperatures:
+    the manifest's node_logprob_temperatures (sampling_parts)."""
     opened = open_run(run.replay.directory, run.options)
     sums = _Sums(configs, temperatures)
     done, total = 0, run.rounds
 
     def parts_of(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[SamplingPart]:
-        return sampling_parts(batch, res, run.config, configs, temperatures, vocab_size, threshold, fold=sums.fold)
+        return sampling_parts(
+            batch, res, run.config, configs, temperatures, vocab_size, threshold, sums.fold, node_temperatures
+        )
 
     for _, batches in iter_run_chunks(opened, None, per_batch=parts_of, in_run_order=True):
         parts = [p for _, _, ps in batches for p in ps or ()]
@@ -67,8 +72,9 @@ class _Sums:
     def __init__(self, configs: Sequence[TreeConfig], temperatures: Sequence[float]) -> None:
         self.configs, self.temperatures = list(configs), list(temperatures)
         self.acc = {(c, t): _Acc(configs[c].gamma) for c in range(len(configs)) for t in temperatures}
-        # per T > 0 or not: the refused rounds' (ordinals, names, reasons) of each add, kept as arrays
-        self.refused: dict[bool, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+        # per refusal key: the refused rounds' (ordinals, names, reasons) of each add, kept as arrays
+        self.refused: dict[RefusalKey, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+        self.keys: dict[float, RefusalKey] = {}  # each T's key (SamplingPart.keys)
         self.needs_vocab = False
         self.lock = threading.Lock()
 
@@ -79,11 +85,12 @@ class _Sums:
         ords = np.concatenate([p.ordinals for p in parts])
         order = np.argsort(ords, kind="stable")
         names = np.concatenate([p.names for p in parts])[order]
-        refused = {pos: np.concatenate([p.refused[pos] for p in parts])[order] for pos in parts[0].refused}
-        for pos, codes in refused.items():
+        self.keys = parts[0].keys
+        refused = {key: np.concatenate([p.refused[key] for p in parts])[order] for key in parts[0].refused}
+        for key, codes in refused.items():
             bad = np.flatnonzero(codes != NOT_REFUSED)
-            why = np.concatenate([p.why[pos] for p in parts])[order]
-            self.refused.setdefault(pos, []).append((ords[order[bad]], names[bad], why[bad]))
+            why = np.concatenate([p.why[key] for p in parts])[order]
+            self.refused.setdefault(key, []).append((ords[order[bad]], names[bad], why[bad]))
 
     def fold(self, c: int, t: float, at: AtT, ordinals: np.ndarray) -> None:
         """Config ``c`` at ``t`` on some usable rounds (sampling_parts' fold; from the replay's threads)."""
@@ -92,12 +99,12 @@ class _Sums:
             self.acc[(c, t)].add(at, ordinals)
 
     def comparison(self, recorded: TreeConfig) -> SamplingComparison:
-        by_pos = {}
-        for pos, adds in self.refused.items():
+        by_key = {}
+        for key, adds in self.refused.items():
             ords = np.concatenate([a[0] for a in adds])
             order = np.argsort(ords, kind="stable")
-            by_pos[pos] = (np.concatenate([a[1] for a in adds])[order], np.concatenate([a[2] for a in adds])[order])
-        skipped = SkippedRounds(self.temperatures, by_pos)
+            by_key[key] = (np.concatenate([a[1] for a in adds])[order], np.concatenate([a[2] for a in adds])[order])
+        skipped = SkippedRounds(self.temperatures, by_key, self.keys)
         rows = [self.acc[(c, t)].row(cfg, recorded, t) for c, cfg in enumerate(self.configs) for t in self.temperatures]
         table = pd.DataFrame(rows, columns=SAMPLING_COLUMNS)
         undetermined: dict[str, Counter] = {}
@@ -111,41 +118,48 @@ class _Sums:
         )
 
 
+_NONE = (np.zeros(0, dtype=object), np.zeros(0, dtype=object))  # no refused round at a T
+
+
 class SkippedRounds(Sequence):
     """SamplingComparison.skipped, the (round, T, reason) of every refused round at every T (T by T,
     rounds in run order), made as read from the refused rounds' arrays: a run without scores is
     refused at every T > 0, 15 tuples a round on the default grid (1.5 GB at 10^6 rounds as a list)."""
 
-    def __init__(self, temperatures: Sequence[float], by_pos: dict[bool, tuple[np.ndarray, np.ndarray]]):
-        self.temperatures, self.by_pos = list(temperatures), by_pos  # T > 0 or not -> (names, reasons)
-        self.sizes = [len(by_pos[t > 0.0][0]) if (t > 0.0) in by_pos else 0 for t in self.temperatures]
+    def __init__(
+        self,
+        temperatures: Sequence[float],
+        by_key: dict[RefusalKey, tuple[np.ndarray, np.ndarray]],
+        keys: dict[float, RefusalKey],
+    ):
+        self.temperatures, self.by_key = list(temperatures), by_key  # refusal key -> (names, reasons)
+        # each T's (names, reasons): temperatures of one key share the arrays, kept once
+        self.at = [by_key.get(keys[t], _NONE) if keys else _NONE for t in self.temperatures]
+        self.sizes = [len(names) for names, _ in self.at]
 
     def __len__(self) -> int:
         return sum(self.sizes)
 
     def only_reason(self, positive: bool, why: str) -> bool:
         """Whether each round refused at the temperatures with T > 0 (``positive``) or T = 0 is refused for ``why``."""
-        if not any(size for t, size in zip(self.temperatures, self.sizes) if (t > 0.0) == positive):
-            return True
-        return bool((self.by_pos[positive][1] == why).all())
+        return all(
+            bool((reasons == why).all()) for t, (_, reasons) in zip(self.temperatures, self.at) if (t > 0.0) == positive
+        )
 
     def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         i = i + len(self) if i < 0 else i
-        for t, size in zip(self.temperatures, self.sizes):
-            if 0 <= i < size:
-                names, why = self.by_pos[t > 0.0]
+        for t, (names, why) in zip(self.temperatures, self.at):
+            if 0 <= i < len(names):
                 return (str(names[i]), t, str(why[i]))
-            i -= size
+            i -= len(names)
         raise IndexError("skipped round index out of range")
 
     def __iter__(self):
-        for t, size in zip(self.temperatures, self.sizes):
-            if size:
-                names, why = self.by_pos[t > 0.0]
-                for name, text in zip(names.tolist(), why.tolist()):
-                    yield (str(name), t, str(text))
+        for t, (names, why) in zip(self.temperatures, self.at):
+            for name, text in zip(names.tolist(), why.tolist()):
+                yield (str(name), t, str(text))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Sequence) and list(self) == list(other)

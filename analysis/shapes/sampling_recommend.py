@@ -143,6 +143,7 @@ def _rank_numbers(run, configs, t: float, vocab_size, progress) -> np.ndarray:
     lock = threading.Lock()
     used, rounds = [0], [0]  # rounds used at T, rounds replayed
     total = run.rounds
+    nodes = run.replay.manifest.node_logprob_temperatures
 
     def fold(c: int, _t: float, at: AtT, _ordinals: np.ndarray) -> None:  # the chunk's used rounds (replay threads)
         lo = at.lo[at.determined]
@@ -150,9 +151,9 @@ def _rank_numbers(run, configs, t: float, vocab_size, progress) -> np.ndarray:
             sums[c].add(lo)
 
     def per_batch(batch, res, tree) -> None:
-        parts = sampling_parts(batch, res, run.config, configs, [t], vocab_size, 0.0, fold=fold)
+        parts = sampling_parts(batch, res, run.config, configs, [t], vocab_size, 0.0, fold, nodes)
         with lock:
-            used[0] += sum(int((p.refused[t > 0.0] == NOT_REFUSED).sum()) for p in parts)
+            used[0] += sum(int((p.refused_at(t) == NOT_REFUSED).sum()) for p in parts)
             rounds[0] += sum(p.ordinals.shape[0] for p in parts)
             if progress:
                 progress(rounds[0], total)
