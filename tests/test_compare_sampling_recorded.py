@@ -84,16 +84,16 @@ def test_a_packed_copy_is_exact_from_its_node_logprobs_too(run_07, tmp_path, cap
 
 
 def test_batch_and_round_paths_agree_on_a_grid_of_recorded_and_other_temperatures(run_07):
-    """compare_sampling_run on the batch-loaded run (recorded T round by round, the others on the
-    batch arrays, merged in order) equals the round path on every T at once."""
+    """compare_sampling_run on the batch-loaded run (every T on the batch arrays, the recorded ones from
+    node_logprobs) equals the round path on every T at once, bit for bit."""
     run = load_run(str(run_07), "run", progress=False)
     ref = load_reference(str(run_07), "run", progress=False)
     configs = [run.config, parse_config_text(NARROW)]
     temps = [0.3, RUN_T, 1.0, 1.3]
     got = compare_sampling_run(run, configs, temps, 16)
     want = compare_sampling(list(ref.results), ref.config, configs, temps, 16, None, None, (RUN_T, 1.0))
-    pd.testing.assert_frame_equal(got.table, want.table, check_exact=False, atol=1e-12, rtol=0)
-    pd.testing.assert_frame_equal(got.per_round, want.per_round, check_exact=False, atol=1e-12, rtol=0)
+    pd.testing.assert_frame_equal(got.table, want.table, check_exact=True)
+    pd.testing.assert_frame_equal(got.per_round, want.per_round, check_exact=True)
     assert got.skipped == want.skipped
     exact = got.table.set_index(["config", "temperature"])["exact"]
     assert exact[(NARROW, RUN_T)] == exact[(NARROW, 1.0)] == got.table["rounds"].max()
