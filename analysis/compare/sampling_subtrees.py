@@ -10,6 +10,8 @@ validate width at a time (as the round path stacks them: the same sums in the sa
 prepared once (prepare_sampling) for every T (at_temperature). The doubts are the round path's, in
 its order (level, slot; per slot: its kept width, then its own expansion or its children beyond the
 recorded columns, by rank); a round is undetermined by the first one the walk can reach.
+At a temperature with recorded node_logprobs, a round whose every sub-tree node is a recorded node
+walks their recorded log-probs instead (recorded_edges: replay.core.sampling_recorded's rule, exact).
 """
 
 from __future__ import annotations

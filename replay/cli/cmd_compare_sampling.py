@@ -124,8 +124,8 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
 
 
 def _note_missing_node_logprobs(run, t: float, refused: set[str]) -> None:
-    """At a T the manifest records node_logprobs for, every round was compared round by round
-    (compare_sampling_run): say which replayed rounds had none to read, and why."""
+    """At a T the manifest records node_logprobs for, the rounds that carry them were compared from
+    them (compare_sampling_run): say which replayed rounds had none to read, and why."""
     from analysis.compare.sampling_batch import node_logprob_gaps_run
     from replay.core.sampling_recorded import recorded_column
 
