@@ -152,12 +152,18 @@ def with_speed(table: pd.DataFrame, recorded: TreeConfig, cost: CostModel, measu
 
 def simulated_threshold_note(gamma_threshold: float | None) -> str:
     """What a comparison that simulates an early stop says of it ("" when it inherits the recorded ones)."""
-    if gamma_threshold is None:
+    if not gamma_threshold:  # None, or 0: the config grammar's "off"
         return ""
     return (
         f"gammaThreshold {gamma_threshold:g} simulated for every config (our model of the early stop, "
         "docs/analysis.md), so the first row can differ from the replay"
     )
+
+
+def first_row_words(recorded: str, gamma_threshold: float | None) -> str:
+    """compare's header words for its first row (the recorded config ``recorded``), with the simulated stop."""
+    note = simulated_threshold_note(gamma_threshold)
+    return f"recorded {recorded} (first row)" + (f"; {note}" if note else "")
 
 
 def unsimulated_threshold_notes(

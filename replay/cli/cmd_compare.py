@@ -238,15 +238,14 @@ def _print_compare_text(table, done: _Compared) -> None:
     """compare's text output: per run its cost model and configs, then strategies and definitions."""
     import pandas as pd
 
-    from analysis.compare.configs import compare_display, simulated_threshold_note, strategies_display
+    from analysis.compare.configs import compare_display, first_row_words, strategies_display
     from analysis.tables.definitions import HEADLINE_NAMES, definitions_text
 
     for run, grp in table.groupby("run", sort=False):
         shown = compare_display(grp)
         print(
-            f"{run}: {counted(int(grp['rounds'].iloc[0]), 'round')}, recorded {grp['config'].iloc[0]} (first row)"
-            + "; " * bool(done.gamma_threshold is not None)
-            + simulated_threshold_note(done.gamma_threshold)
+            f"{run}: {counted(int(grp['rounds'].iloc[0]), 'round')}, "
+            + first_row_words(grp["config"].iloc[0], done.gamma_threshold)
         )
         print(f"  cost model: {done.costs[run].source} {json.dumps(done.costs[run].to_json())}")
         speed = done.measured[run]

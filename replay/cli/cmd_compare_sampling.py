@@ -147,7 +147,7 @@ def _top(table, n: int):
 
 
 def _print(table, reasons, args: argparse.Namespace) -> None:
-    from analysis.compare.configs import simulated_threshold_note
+    from analysis.compare.configs import first_row_words
     from analysis.compare.sampling import reason_lines, sampling_display
 
     if args.json:
@@ -165,10 +165,7 @@ def _print(table, reasons, args: argparse.Namespace) -> None:
         first = grp.iloc[0]
         print(
             f"{run}: {rounds_with_scores(int(first['rounds']), args.temperature, args.refused_with_scores[run])} "
-            f"at T = {format_temperature(args.temperature)}, "
-            f"recorded {first['config']} (first row)"
-            + "; " * bool(args.gamma_threshold is not None)
-            + simulated_threshold_note(args.gamma_threshold)
+            f"at T = {format_temperature(args.temperature)}, " + first_row_words(first["config"], args.gamma_threshold)
         )
         print(sampling_display(grp).to_string(index=False))
         shown = set(grp["config"])

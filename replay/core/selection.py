@@ -48,10 +48,11 @@ FALLBACK_RANK_WEIGHT = 1 << 20
 FALLBACK_WARNING = "WARNING: no scores and no parents in the dump: expanded nodes chosen by the rank-major fallback (docs/dump-format.md)"
 
 
-def fallback_guesses(level_size: int) -> bool:
+def fallback_guesses(level_size: Any) -> Any:
     """Whether the rank-major fallback at a step guesses: only on a level of two or more nodes. A
     single node is expanded by any rule and orders nothing below it (a chain), so a round whose
-    fallback steps all met one node carries no FALLBACK_WARNING."""
+    fallback steps all met one node carries no FALLBACK_WARNING. ``level_size``: an int, or an
+    int64 array of them (then a bool array of the same shape)."""
     return level_size > 1
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -108,7 +109,7 @@ class BatchResult:
         """As Rebuilt.selection_summary: the methods of steps 1.. in first-use order."""
         return selection_summary([SELECTION_NAMES[int(c)] for c in self.selection[1:, i] if c != SEL_NONE])
 
-    @property
+    @cached_property  # notes(i) asks it of every round that may have a note: computed once
     def fallback_guessed(self) -> np.ndarray:
         """[R] bool: some step's rank-major fallback chose among two or more nodes
         (replay.core.selection.fallback_guesses; a chain's fallback guesses nothing)."""
@@ -117,7 +118,7 @@ class BatchResult:
         for k, shape in enumerate(self.shapes):
             n = min(g, shape.num_steps)
             sizes[k, :n] = shape.level_sizes[:n]  # step i expands level i
-        guesses = np.vectorize(fallback_guesses, otypes=[bool])(sizes)
+        guesses = fallback_guesses(sizes)
         out: np.ndarray = ((self.selection == SEL_FALLBACK) & guesses[self.shape_index].T).any(axis=0)
         return out
 
