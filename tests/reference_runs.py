@@ -22,7 +22,8 @@ from analysis.shapes.stats import dump_stats_from_results
 from analysis.tables.sampling import RunSampling
 from replay.core.config import TreeConfig
 from replay.core.vocab import STOP_LEAF
-from replay.engine.replayer import DirectoryReplay, ReplayOptions, RoundResult, replay_directory
+from replay.engine.options import ReplayOptions
+from replay.engine.replayer import DirectoryReplay, RoundResult, replay_directory
 from replay.engine.sampling import round_sampling, sampling_skip
 from replay.util.progress import tqdm_progress
 

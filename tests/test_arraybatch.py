@@ -22,7 +22,8 @@ from replay.cli import main
 from replay.cli.options import no_rounds_error, skipped_lines
 from replay.core.config import TreeConfig
 from replay.core.records import record_of
-from replay.engine.replayer import ReplayOptions, replay_directory
+from replay.engine.options import ReplayOptions
+from replay.engine.replayer import replay_directory
 from replay.io.fastread import plan_items, round_paths
 from replay.io.formats.matrix_io import SCORE_AUTO
 from replay.io.grouping import group_directory

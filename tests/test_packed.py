@@ -12,7 +12,8 @@ import pytest
 
 from replay.cli import main
 from replay.core.config import TreeConfig
-from replay.engine.replayer import ReplayOptions, replay_directory
+from replay.engine.options import ReplayOptions
+from replay.engine.replayer import replay_directory
 from replay.engine.runs import iter_run_results, open_run, replay_run
 from replay.io.dumpwrite import StepRecord, write_round, write_text_matrix
 from replay.io.packed.pack import PackedRun, is_packed_run, pack_batches, pack_directory

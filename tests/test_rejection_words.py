@@ -16,7 +16,8 @@ import pytest
 import replay.engine.replayer
 import replay.engine.runs
 from replay.cli import main
-from replay.engine.replayer import ReplayOptions, replay_directory
+from replay.engine.options import ReplayOptions
+from replay.engine.replayer import replay_directory
 from replay.io.dumpwrite import StepRecord, write_round
 
 STATIC = {"gamma": 2, "topKSpec": [[2], [1, 1]], "topHead": [1, 2]}  # 2 + 2 nodes; rows: parents 3, all 5

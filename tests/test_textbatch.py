@@ -23,7 +23,8 @@ from replay.cli import main
 from replay.cli.options import skipped_lines  # the listing format is the CLI's; this file checks what is listed
 from replay.core.config import TreeConfig
 from replay.core.records import record_of
-from replay.engine.replayer import ReplayOptions, replay_directory
+from replay.engine.options import ReplayOptions
+from replay.engine.replayer import replay_directory
 from replay.engine.runs import replay_run
 from replay.io.fastread import ReadOptions, plan_items, read_chunk, round_paths
 from replay.io.formats.matrix_io import parse_text_matrix

@@ -19,7 +19,8 @@ from analysis.compare.subtree import is_contained
 from analysis.compare.subtree_batch import STOP_CODE_LEAF, replay_contained_many
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes, replay_batch
-from replay.engine.replayer import ReplayOptions, input_warnings
+from replay.engine.options import ReplayOptions
+from replay.engine.run_notes import input_warnings
 from replay.engine.runs import NoteGroup, Run, batch_round_notes, explain_rejections, note_groups, open_run
 from replay.io.skipped import Skipped
 

@@ -20,7 +20,8 @@ import numpy as np
 from analysis.cost.model import CostModel
 from analysis.tables.intervals import Z95
 from replay.core.config import TreeConfig
-from replay.engine.replayer import ReplayOptions, RoundResult
+from replay.engine.options import ReplayOptions
+from replay.engine.replayer import RoundResult
 from replay.io.skipped import why_no_rounds
 from replay.util.errors import NoRoundsError, SpecReplayError
 

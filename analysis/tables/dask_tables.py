@@ -27,7 +27,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from replay.core.records import COLUMNS, NULLABLE_INT_COLUMNS
 from replay.engine.batch import replay_batch
-from replay.engine.replayer import ReplayOptions
+from replay.engine.options import ReplayOptions
 from replay.engine.runs import open_run, replay_run
 
 RUN_COLUMN = "run"

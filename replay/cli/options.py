@@ -29,7 +29,7 @@ from pathlib import Path
 from replay.core.config_grammar import parse_spec
 from replay.core.temperature import format_temperature
 from replay.core.vocab import LAYOUTS
-from replay.engine.replayer import ReplayOptions
+from replay.engine.options import ReplayOptions
 from replay.io.dumpnames import parse_round_key
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.skipped import Skipped, why_no_rounds

@@ -1,31 +1,31 @@
-"""Replay rounds: rebuild the tree, read the target's choices, walk greedy acceptance.
+"""The per-round reference replay: rebuild the tree, read the target's choices, walk greedy acceptance.
 
-``replay_round`` is the readable reference (one round at a time); ``replay_directory`` applies
-it to a dump directory, analysing every valid round and listing what it skipped and why.
+``replay_round`` is the readable reference (one round at a time); ``replay_directory`` and
+``replay_packed`` apply it to a dump directory or a packed run, analysing every valid round and
+listing what they skipped and why. Tests hold the batch engine (replay.engine.batch, which every
+command runs on) equal to these; no run-time module calls them (tests/test_layers.py). The
+options and the run's stderr lines come from the same modules as the batch path's
+(replay.engine.options, replay.engine.run_notes).
 """
 
 from __future__ import annotations
 
-import os
-import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from replay.core.acceptance import Acceptance, accept_greedy, target_top1_per_node
-from replay.core.config import SpecConfig, TreeConfig, config_key_warnings
+from replay.core.config import SpecConfig, TreeConfig
 from replay.core.records import record_of
 from replay.core.selection import FALLBACK_WARNING, fallback_run_warning, unused_scores_note
 from replay.core.tree import Tree
 from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, PAD_TOKEN
 from replay.io.dumpnames import Key
-from replay.io.formats.matrix_io import RawSpec
 from replay.io.grouping import Grouping, no_such_round
-from replay.io.manifest import Manifest, group_rounds, manifest_key_warnings, read_manifest, recorded_round_warnings
+from replay.io.manifest import Manifest, group_rounds, recorded_round_warnings
 from replay.io.packed.format import looks_packed
-from replay.io.packed.pack import PackedBlockError, PackedRun
 from replay.io.rounds import Round, load_round
 from replay.io.skipped import Skipped
 from replay.io.step0 import Step0Check
@@ -41,7 +41,9 @@ from .batch.rejections import (
     unexplained_rows_message,
 )
 from .batch.rising import rising_rows_words
+from .options import ReplayOptions, open_packed, packed_keys, resolve_options
 from .rebuild import Rebuilt, rebuild_tree
+from .run_notes import input_warnings, mixed_layouts_note, reading_warnings, round_notes_lines
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,62 +111,6 @@ def resolve_layout(
     if rows > n_all:
         raise RoundError(key, unexplained_rows_message(rows, LAYOUT_ALL, n_all, config), path)
     raise RoundError(key, no_layout_words(rows, n_parents, tree.num_nodes), path)
-
-
-def mixed_layouts_note(
-    keys: np.ndarray, is_all: np.ndarray, detected: np.ndarray, rows: Callable[[int], tuple[int, int]]
-) -> str | None:
-    """The run's one line when the layouts resolve_layout detected differ between rounds (none stated):
-    a validate file cut from the all layout's rows to the parents layout's count passes as a parents
-    round (no bonus token), so the few rounds of the other layout are named. keys: [2, N] of the
-    replayed rounds; is_all, detected: [N] bool; rows(i): round i's (parents rows, all rows)."""
-    at = np.flatnonzero(detected)
-    n_all = int(is_all[at].sum())
-    if not n_all or n_all == len(at):
-        return None
-    few_all = n_all < len(at) - n_all  # a tie names the parents rounds: a cut-off file is the likely cause
-    few, many = (LAYOUT_ALL, LAYOUT_PARENTS) if few_all else (LAYOUT_PARENTS, LAYOUT_ALL)
-    named = at[is_all[at] == few_all]
-    n_few, n_many = len(named), len(at) - len(named)
-    first = ", ".join(f"{keys[0, i]}_{keys[1, i]}" for i in named[:3]) + (", …" if n_few > 3 else "")
-    have, other = rows(int(named[0]))[:: -1 if few_all else 1]
-    whose = "round's validate matrix has" if n_few == 1 else "rounds' validate matrices have"
-    return (
-        f"note: {n_few} {whose} the {few} layout's rows while {n_many} {'round has' if n_many == 1 else 'rounds have'} "
-        f"the {many} layout's (first: {first}; {have} rows where the {many} layout has {other}): "
-        f"{'a cut-off file' if few == LAYOUT_PARENTS else 'a file from another recording'}? "
-        f"--layout {many} refuses such rounds"
-    )
-
-
-def round_notes_lines(groups: Iterable[tuple[str, Sequence[str], int]]) -> tuple[str, ...]:
-    """The run's stderr lines about its rounds' own notes (each round's tree and record keep them):
-    one line per kind of note, counting the rounds that have it and naming the first, so that the
-    commands that print no round (replay --summary, batch, stats, ...) say it too, and once.
-
-    groups: (round name, its notes, how many rounds have exactly these notes, this one first), in
-    run order (the batch path gives one group per distinct note). A kind is a note's text without
-    its numbers ("1 row(s)" and "2 row(s)" beyond the layout: one kind); the line quotes the first
-    round's and says when the numbers vary. FALLBACK_WARNING has its own line (fallback_run_warning).
-    """
-    kinds: dict[str, list] = {}  # kind -> [first note, first round, rounds, numbers vary]
-    for name, notes, count in groups:
-        seen: set[str] = set()
-        for note in notes:
-            kind = re.sub(r"\d+", "#", note)
-            if note == FALLBACK_WARNING:
-                continue
-            entry = kinds.get(kind)
-            if entry is None:
-                kinds[kind] = entry = [note, name, 0, False]
-            entry[3] = entry[3] or note != entry[0]
-            if kind not in seen:  # rounds are counted, not notes: a round may have one per draft step
-                entry[2] += count
-                seen.add(kind)
-    return tuple(
-        f"note: {n} round(s): {note} (first: round {name}{'; the numbers vary, each round says its own' if vary else ''})"
-        for note, name, n, vary in kinds.values()
-    )
 
 
 def _check_no_lost_step(rnd: Round, cfg: TreeConfig, tree: Tree, rows: int) -> None:
@@ -236,19 +182,6 @@ def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
     )
 
 
-@dataclass(frozen=True)
-class ReplayOptions:
-    """How to read a dump directory; every field can also come from its manifest."""
-
-    config: SpecConfig | None = None
-    tree_index: int = 0
-    step0_offset: tuple[int, int] | None = None
-    layout: str | None = None
-    raw: RawSpec | None = None
-    score_kind: str | None = None
-    only_round: Key | None = None
-
-
 @dataclass(frozen=True, eq=False)
 class DirectoryReplay:
     directory: str
@@ -260,59 +193,6 @@ class DirectoryReplay:
     config_source: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
     warnings: tuple[str, ...] = ()  # lines for stderr about how the files were read (Step0Check.after_replay)
-
-
-def reading_warnings(step0: Step0Check, accepted_lengths) -> tuple[str, ...]:
-    """What the commands print on stderr about the grouping, once the rounds are replayed.
-
-    accepted_lengths: the accepted length of every replayed round (any iterable of ints, or an array).
-    """
-    lengths = np.asarray(list(accepted_lengths) if not isinstance(accepted_lengths, np.ndarray) else accepted_lengths)
-    return step0.after_replay(int(lengths.shape[0]), bool(lengths.shape[0] and lengths.any()))
-
-
-def input_warnings(
-    config: SpecConfig, manifest: Manifest, directory: str | Path, source: str, tree_index: int
-) -> tuple[str, ...]:
-    """What every replay says first on stderr about its config and manifest: keys spelt like ones
-    it reads, which it did not read; configs the directory states that differ from the one used."""
-    return (
-        config_key_warnings(config)
-        + manifest_key_warnings(manifest)
-        + tree_choice_note(config, tree_index, source)
-        + config_disagreements(config, tree_index, directory, manifest, source)
-    )
-
-
-def resolve_options(
-    directory: Path, opts: ReplayOptions
-) -> tuple[SpecConfig, TreeConfig, Manifest, ReplayOptions, str]:
-    """Merge CLI options with the directory's manifest and config.json (CLI wins)."""
-    manifest = read_manifest(directory)
-    config, source = opts.config, "--config"
-    if config is None and manifest.config is not None:
-        config, source = manifest.config, manifest.path or "manifest.json"
-    beside = directory / "config.json"
-    if config is None and os.path.lexists(beside):  # a directory or FIFO there is an error, never read or ignored
-        from replay.core.config import load_config
-
-        config, source = load_config(beside, allow_stream=False), str(beside)
-    if config is None:
-        raise DumpError(directory, "no tree config: pass --config FILE or put config.json beside the dumps")
-    if not 0 <= opts.tree_index < len(config.trees):
-        n = len(config.trees)
-        valid = "0 (its only tree)" if n == 1 else f"0 to {n - 1}"
-        raise DumpError(source, f"--tree {opts.tree_index} but the config has {n} tree(s): use {valid}", "specTree")
-    merged = ReplayOptions(
-        config,
-        opts.tree_index,
-        opts.step0_offset or manifest.step0_offset,  # None: the names decide (replay.io.manifest.group_rounds sets it)
-        opts.layout or manifest.layout,
-        opts.raw or manifest.raw,
-        opts.score_kind or manifest.score_kind,
-        opts.only_round,
-    )
-    return config, config.trees[opts.tree_index], manifest, merged, source
 
 
 def iter_rounds(
@@ -421,101 +301,6 @@ def _run_warnings(
         },
     )
     return warnings
-
-
-# --------------------------------------------------------------------------------------------
-# The reference replay on a packed run (here, not in replay.engine.runs: runs builds on this module)
-
-
-def _check_packed_options(run: PackedRun, opts: ReplayOptions) -> None:
-    """Reading options are baked into a packed run; asking for other ones needs a repack."""
-    wanted = [
-        ("--step0-offset", opts.step0_offset, run.step0_offset),
-        ("--raw", opts.raw, run.raw),
-        ("--scores", opts.score_kind, run.score_kind),
-    ]
-    for name, asked, packed in wanted:
-        if asked is not None and asked != packed and not (name == "--scores" and asked == "auto" and packed == "auto"):
-            raise DumpError(
-                run.path,
-                f"{name} {asked!r} differs from the packed run's {packed!r}; repack the dump directory to change it",
-            )
-
-
-def open_packed(
-    path: Path, opts: ReplayOptions
-) -> tuple[PackedRun, SpecConfig, TreeConfig, Manifest, ReplayOptions, str]:
-    """A packed run with its config resolved as a directory's; its reading options are the pack's."""
-    packed = PackedRun.open(path)
-    _check_packed_options(packed, opts)
-    config, tree, manifest, merged, source = resolve_options(path, opts)
-    merged = ReplayOptions(
-        merged.config,
-        merged.tree_index,
-        packed.step0_offset,
-        merged.layout,
-        packed.raw,
-        packed.score_kind,
-        merged.only_round,
-    )
-    return packed, config, tree, manifest, merged, source
-
-
-def packed_keys(packed: PackedRun) -> np.ndarray:
-    """[2, N] keys of a packed run's readable blocks (a bad block's rounds are listed as skipped anyway)."""
-    parts = []
-    for g in packed.groups:
-        for k, n in enumerate(g.block_sizes()):
-            try:
-                parts.append(packed.read(g, "keys", k)[..., :n])
-            except PackedBlockError:
-                continue
-    return np.concatenate(parts, axis=-1).astype(np.int64) if parts else np.zeros((2, 0), dtype=np.int64)
-
-
-def tree_choice_note(config: SpecConfig, tree_index: int, source: str) -> tuple[str, ...]:
-    """The note of a config listing several trees: which one is replayed, and how to pick another."""
-    if len(config.trees) < 2:
-        return ()
-    names = config.tree_names or tuple(f"specTree[{i}]" for i in range(len(config.trees)))
-    others = "; ".join(f"{names[i]} is {t.short()} (--tree {i})" for i, t in enumerate(config.trees) if i != tree_index)
-    return (
-        f"note: {source} lists {len(config.trees)} trees: replaying {names[tree_index]} "
-        f"{config.trees[tree_index].short()}; {others}",
-    )
-
-
-def config_disagreements(
-    config: SpecConfig, tree_index: int, directory: str | Path, manifest: Manifest, source: str
-) -> tuple[str, ...]:
-    """A note for each config the directory states (the manifest's, config.json) whose tree differs
-    from the one used: parents ids and validate rows are read in the used config's tree order."""
-    used = config.trees[tree_index]
-    notes = []
-    for where, other in _stated_configs(Path(directory), manifest):
-        if where != source and tree_index < len(other.trees) and other.trees[tree_index] != used:
-            same = [i for i, t in enumerate(other.trees) if t == used]
-            listed = f"; it lists {used.short()} as tree {same[0]} (--tree {same[0]} with it)" if same else ""
-            notes.append(
-                f"note: {where} states the config {other.trees[tree_index].short()}, not {used.short()} "
-                f"(from {source}){listed}; the dump's parents ids and validate rows are read in the tree order "
-                "of the config used, so a config other than the one the dump was drafted with gives other numbers"
-            )
-    return tuple(notes)
-
-
-def _stated_configs(directory: Path, manifest: Manifest) -> list[tuple[str, SpecConfig]]:
-    """(where, config) of the configs the directory states; a config.json that does not load is not one."""
-    from replay.core.config import load_config
-
-    stated = [] if manifest.config is None else [(manifest.path or "manifest.json", manifest.config)]
-    beside = directory / "config.json"
-    if beside.is_file():
-        try:
-            stated.append((str(beside), load_config(beside, allow_stream=False)))
-        except SpecReplayError:
-            pass  # read only when it is the config used, and refused then
-    return stated
 
 
 def replay_packed(

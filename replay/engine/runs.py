@@ -33,16 +33,8 @@ from replay.util.progress import progress_bar
 from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
 from .batch.rejections import rejection_reasons
 from .batch.rising import rising_rows, rising_rows_warning
-from .replayer import (
-    ReplayOptions,
-    input_warnings,
-    mixed_layouts_note,
-    open_packed,
-    packed_keys,
-    reading_warnings,
-    resolve_options,
-    round_notes_lines,
-)
+from .options import ReplayOptions, open_packed, packed_keys, resolve_options
+from .run_notes import input_warnings, mixed_layouts_note, reading_warnings, round_notes_lines
 
 
 @dataclass(frozen=True, eq=False)
