@@ -71,7 +71,7 @@ def test_replay_summary_is_the_reference_summary(name, tmp_path, capsys):
     round-by-round replay, on stdout and stderr, with the same exit status."""
     from replay.cli import main
     from replay.cli.options import print_reading
-    from replay.engine.render import render_summary
+    from replay.testing.round_summaries import render_summary
     from tests.packed_runs import packed_synth_run
 
     if name == "skipping":

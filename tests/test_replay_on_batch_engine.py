@@ -40,17 +40,18 @@ from replay.cli.options import (
 from replay.core.config_grammar import parse_config_text
 from replay.core.records import json_line
 from replay.engine.batch.view import RoundView, round_views
-from replay.engine.render import render_round, render_summary, sampling_lines, sampling_summary
+from replay.engine.render import render_round, sampling_lines
 from replay.engine.replayer import RoundResult, replay_directory
 from replay.engine.runs import replay_run
 from replay.engine.sampling import (
     SAMPLING_KEYS,
-    node_logprob_gaps,
     refused_with_scores,
     round_sampling,
     sampling_skip,
     vocab_size_of,
 )
+from replay.testing.round_sampling import node_logprob_gaps
+from replay.testing.round_summaries import render_summary, sampling_summary
 from replay.testing.synth import add_node_logprobs, write_synthetic_run
 
 SAMPLES = "sample_dumps"

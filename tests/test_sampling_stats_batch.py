@@ -18,8 +18,8 @@ from analysis.tables.runs import load_run
 from analysis.tables.sampling import run_sampling, sampling_tables
 from replay.cli import main
 from replay.core.config_grammar import parse_config_text
-from replay.engine.sampling import node_logprob_gaps
 from replay.io.packed.pack import pack_batches
+from replay.testing.round_sampling import node_logprob_gaps
 from replay.testing.synth import add_node_logprobs, write_synthetic_run
 from tests.reference_runs import load_reference, reference_run_sampling, reference_shapes_at_temperature
 from tests.test_compare_sampling_batch import VOCAB, _words, no_round_by_round, random_case

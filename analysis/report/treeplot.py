@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from replay.core.config import TreeConfig
 from replay.core.tree import Tree
 from replay.core.vocab import PAD_TOKEN
-from replay.engine.replayer import RoundResult
+from replay.engine.batch.view import RoundView
 from replay.util.bounded import MAX_JSON_BYTES, parse_json_bytes, read_file_bytes
 from replay.util.errors import SpecReplayError
 
@@ -126,7 +126,7 @@ def plot_tree_hits(shape: Tree, hits: pd.DataFrame, run: str, cfg: TreeConfig) -
     return fig
 
 
-def plot_round_tree(res: RoundResult, decode: Decode | None = None, run: str = "", why: str = "") -> Figure:
+def plot_round_tree(res: RoundView, decode: Decode | None = None, run: str = "", why: str = "") -> Figure:
     """One round's tree: draft tokens (decoded text when a tokenizer is given), accepted path in green,
     the target's top-1 under each node that has a target row. ``why``: how the round was chosen
     (analysis.report.example_round), shown under the title."""

@@ -117,8 +117,8 @@ def _told(rep, directory: str) -> int:
 
 
 def _replay_summary(args: argparse.Namespace) -> int:
-    """No trees to draw: the summary's figures from the batch arrays, the bytes of render_summary
-    over the round-by-round replay (tests/test_batch_samples.py)."""
+    """No trees to draw: the summary's figures from the batch arrays, the bytes of the reference's
+    summary (replay.testing.round_summaries.render_summary; tests/test_batch_samples.py)."""
     rep = replay_run(
         args.dir, options_from_args(args), workers=args.workers, progress=progress_enabled(args.no_progress)
     )

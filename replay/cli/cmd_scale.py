@@ -109,7 +109,7 @@ def _selection_counts(res: BatchResult) -> Counter:
 
 
 def run_figures(rep: RunReplay) -> SummaryFigures:
-    """The same figures as ``specreplay replay``'s summary (render.figures_of), from the batch arrays."""
+    """The same figures as ``specreplay replay``'s summary (replay.testing.round_summaries.figures_of on the reference), from the batch arrays."""
     res = rep.result
     ok = res.ok
     return SummaryFigures(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -21,7 +20,6 @@ from .batch.result import BatchResult
 from .batch.sampling import NO_SCORES_CODE, BatchSampling
 from .batch.sampling_frames import from_node_logprobs
 from .batch.view import RoundView
-from .replayer import DirectoryReplay, RoundResult
 from .sampling import length_at_bounds
 
 ACCEPT_MARK = "✓"
@@ -138,16 +136,6 @@ class SummaryFigures:
     selections: Mapping[str, int]  # selection summary -> rounds, in first-use order
 
 
-def figures_of(results: Sequence[RoundResult]) -> SummaryFigures:
-    return SummaryFigures(
-        np.array([r.acceptance.accepted_length for r in results], dtype=np.int64),
-        np.array([r.tree.num_nodes for r in results], dtype=np.int64),
-        np.array([r.tree.num_steps for r in results], dtype=np.int64),
-        sum(1 for r in results if r.acceptance.bonus_token is not None),
-        dict(Counter(r.rebuilt.selection_summary for r in results)),
-    )
-
-
 def summary_lines(
     title: str,
     config_source: str,
@@ -183,18 +171,6 @@ def summary_lines(
     return lines
 
 
-def render_summary(rep: DirectoryReplay) -> list[str]:
-    return summary_lines(
-        f"summary of {rep.directory}",
-        rep.config_source,
-        rep.config,
-        rep.tree,
-        figures_of(rep.results),
-        rep.skipped,
-        rep.notes,
-    )
-
-
 def _span(lo: float, hi: float, digits: int = 4) -> str:
     """A value, or its bounds with their width when the dump does not determine it."""
     if lo == hi:
@@ -217,30 +193,9 @@ def sampling_lines(smp) -> list[str]:
     return lines
 
 
-def sampling_summary(samplings, skipped: int = 0, no_scores: int = 0) -> list[str]:
-    """Means over replayed rounds (RoundSampling objects) at T; see sampling_summary_arrays."""
-    depth = max(len(s.length_ge_lo) for s in samplings)
-
-    def ge(s, side):
-        vals = (1.0, *(s.length_ge_lo if side == 0 else s.length_ge_hi))
-        return list(vals) + [0.0] * (depth + 1 - len(vals))
-
-    return sampling_summary_arrays(
-        samplings[0].temperature,
-        np.array([s.expected_lo for s in samplings]),
-        np.array([s.expected_hi for s in samplings]),
-        np.array([ge(s, 0) for s in samplings]),
-        np.array([ge(s, 1) for s in samplings]),
-        np.array([s.exact for s in samplings]),
-        sum(s.from_node_logprobs for s in samplings),
-        skipped,
-        no_scores,
-    )
-
-
 def batch_sampling_summary(smp: BatchSampling, result: BatchResult, rows: np.ndarray) -> list[str]:
-    """sampling_summary over rounds ``rows`` of a batch replay (each usable at T), the rounds refused
-    at T counted from ``smp``. rows: [n] int64 indices into ``result``.
+    """The sampling summary (sampling_summary_arrays) over rounds ``rows`` of a batch replay (each
+    usable at T), the rounds refused at T counted from ``smp``. rows: [n] int64 indices into ``result``.
 
     The batch's P(L >= d) columns run to the config's gamma; they are cut to the deepest tree among
     ``rows``, as wide as the lists of one round per tree, so that the distribution lists the same depths."""

@@ -1,7 +1,10 @@
-"""Sampling-mode replay of replayed rounds: replay.core.sampling applied to RoundResults.
+"""Sampling mode's words and shapes, one place for every command: a round's ``sampling`` object
+(RoundSampling, SAMPLING_KEYS), bounds on P(L = d), why a round has no sampling replay at T
+(NO_SCORES, row_problem_words, node_columns_words, sampling_skip) and the vocabulary size used.
 
-The rule (and its bounds) lives in replay.core.sampling; this module only says which rounds can
-use it (their validate rows carry scores) and turns one round's bounds into plain numbers.
+The rule (and its bounds) lives in replay.core.sampling; the batch engine applies it to rounds
+(replay.engine.batch.sampling). ``round_sampling``, at the end, is the per-round reference: it
+applies the rule to one replayed RoundResult and turns its bounds into plain numbers.
 """
 
 from __future__ import annotations
@@ -136,6 +139,39 @@ def vocab_size_of(explicit: int | None, recorded: int | None, manifest_path: str
     return None if recorded is None else VocabSize(recorded, f"{manifest_path or 'manifest.json'}, field vocab_size")
 
 
+def row_problem_words(
+    scores_path: str, ids: np.ndarray, logp: np.ndarray, rows: np.ndarray, code: int, vocab_size: int | None
+) -> str:
+    """A round's refusal for problem ``code`` of its validate rows: the scores file, the first of
+    ``rows`` (the rows the walk reads, in its order) that has the problem, and the words.
+
+    ids, logp: [M, K] the round's validate rows (int64 / float); rows: [n] int64 row indices."""
+    rows = rows[rows < ids.shape[0]]
+    codes = row_problems(ids[rows], logp[rows], vocab_size)
+    hit = rows[codes == code]
+    where = f"{scores_path} (scores)" + (f", {row_words(int(hit[0]))}" if hit.shape[0] else "")
+    words = problem_words(code, vocab_size)
+    if code in (PROBLEM_SUM, PROBLEM_ZERO) and hit.shape[0]:  # the sum itself tells a user which scores are wrong
+        row = int(hit[0])
+        real = ids[row] != PAD_TOKEN
+        words += f": it sums to {float(np.exp(np.asarray(logp[row], dtype=np.float64)[real]).sum()):.6g}"
+    return f"{where}: {words}"
+
+
+def node_columns_words(validate_path: str, columns: int, listed: int) -> str:
+    """A round whose node_logprobs has another number of columns than the manifest lists temperatures."""
+    return (
+        f"{validate_path} (node_logprobs): {columns} column(s) but manifest.json "
+        f"node_logprob_temperatures lists {listed}"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The per-round reference: one RoundResult (replay.engine.replayer) at T. Tests hold the batch path
+# (replay.engine.batch.sampling, replay.engine.batch.recorded) equal to it; no command calls it
+# (tests/test_layers.py).
+
+
 def round_sampling(
     res, temperature: float, vocab_size: int | None = None, node_temperatures: Sequence[float] | None = None
 ) -> RoundSampling:
@@ -170,45 +206,11 @@ def round_sampling(
     return _one(b, False)
 
 
-def node_logprob_gaps(results: Sequence) -> tuple[list[str], list[str]]:
-    """Names of replayed rounds (RoundResults) whose walk cannot read node_logprobs at a recorded T:
-    (those in the parents layout, whose validate rows are not tree nodes; those without the array)."""
-    parents = [r.name for r in results if r.node_logp_unused]
-    return parents, [r.name for r in results if r.node_logp is None and not r.node_logp_unused]
-
-
 def _row_problem_words(res, code: int, vocab_size: int | None) -> str:
     """The problem of a round's rows, naming the scores file and the first row the walk reads that has it."""
     expanded = res.tree.expanded_order
     rows = expanded if res.layout == LAYOUT_ALL else np.arange(expanded.shape[0])
     return row_problem_words(res.scores_path, res.validate_ids, res.validate_logp, rows, code, vocab_size)
-
-
-def row_problem_words(
-    scores_path: str, ids: np.ndarray, logp: np.ndarray, rows: np.ndarray, code: int, vocab_size: int | None
-) -> str:
-    """A round's refusal for problem ``code`` of its validate rows: the scores file, the first of
-    ``rows`` (the rows the walk reads, in its order) that has the problem, and the words.
-
-    ids, logp: [M, K] the round's validate rows (int64 / float); rows: [n] int64 row indices."""
-    rows = rows[rows < ids.shape[0]]
-    codes = row_problems(ids[rows], logp[rows], vocab_size)
-    hit = rows[codes == code]
-    where = f"{scores_path} (scores)" + (f", {row_words(int(hit[0]))}" if hit.shape[0] else "")
-    words = problem_words(code, vocab_size)
-    if code in (PROBLEM_SUM, PROBLEM_ZERO) and hit.shape[0]:  # the sum itself tells a user which scores are wrong
-        row = int(hit[0])
-        real = ids[row] != PAD_TOKEN
-        words += f": it sums to {float(np.exp(np.asarray(logp[row], dtype=np.float64)[real]).sum()):.6g}"
-    return f"{where}: {words}"
-
-
-def node_columns_words(validate_path: str, columns: int, listed: int) -> str:
-    """A round whose node_logprobs has another number of columns than the manifest lists temperatures."""
-    return (
-        f"{validate_path} (node_logprobs): {columns} column(s) but manifest.json "
-        f"node_logprob_temperatures lists {listed}"
-    )
 
 
 def _one(b, from_node_logprobs: bool) -> RoundSampling:

@@ -89,7 +89,7 @@ def sampling_at(
 
 
 def node_logprob_gaps_batch(batch, res: BatchResult, t: float, nodes) -> tuple[list[str], list[str]]:
-    """replay.engine.sampling.node_logprob_gaps on the batch arrays: the replayed rounds of ``batch``
+    """replay.testing.round_sampling.node_logprob_gaps (the reference) on the batch arrays: the replayed rounds of ``batch``
     whose walk at a recorded T cannot read node_logprobs (in the parents layout; without the array), by name."""
     if recorded_column(t, nodes) is None:
         return [], []
