@@ -246,6 +246,9 @@ REFERENCE_ENTRY_POINTS = {
     ("replay.engine.replayer", "replay_round"),
     ("replay.engine.replayer", "replay_directory"),
     ("replay.engine.replayer", "replay_packed"),
+    ("replay.engine.replayer", "iter_rounds"),
+    ("replay.engine.replayer", "resolve_layout"),
+    ("replay.engine.replayer", "DirectoryReplay"),
     ("replay.engine.rebuild", None),
     ("replay.engine.sampling", "round_sampling"),
     ("analysis.compare.subtree", "replay_subconfig"),
@@ -299,12 +302,30 @@ def test_no_run_time_module_imports_a_per_round_reference():
     assert not seen, f"run-time imports of a per-round reference: {sorted(seen)}"
 
 
+# Modules that hold nothing but the per-round reference: the run-time pieces the commands share with
+# it (ReplayOptions, the run's stderr lines) live in replay.engine.options and replay.engine.run_notes.
+REFERENCE_ONLY_MODULES = {"replay.engine.replayer", "replay.engine.rebuild"}
+
+
+def test_the_replay_package_imports_nothing_of_the_reference_modules():
+    """Outside the reference modules and replay/testing, no module of replay/ imports anything of a
+    module that holds only the per-round reference, not even a type."""
+    seen = sorted(
+        f"{name} -> {internal(target, KNOWN)}"
+        for name, imports in IMPORTS.items()
+        if name.split(".")[0] == "replay" and name not in REFERENCE_MODULES and LAYERS[name] != TESTING
+        for target, _ in imports
+        if internal(target, KNOWN) in REFERENCE_ONLY_MODULES
+    )
+    assert not seen, f"run-time modules of replay/ import a reference module: {seen}"
+
+
 def test_the_reference_check_sees_every_form(tmp_path):
     """``from M import f``, ``from .M import f`` (relative), ``import M`` and ``from P import M`` of a whole
     reference module, inside functions too."""
     p = tmp_path / "m.py"
     p.write_text(
-        "from replay.engine.replayer import replay_directory, ReplayOptions\n"
+        "from replay.engine.replayer import replay_directory, RoundResult\n"
         "def f():\n    from .sampling import round_sampling\n"
         "import replay.engine.rebuild\n"
         "from analysis.compare import reference\n"

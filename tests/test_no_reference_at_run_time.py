@@ -38,7 +38,7 @@ from tests.test_replay_on_batch_engine import _rising
 
 SAMPLES = "sample_dumps"
 REFERENCES = (
-    (replay.engine.replayer, ("replay_directory", "replay_packed", "replay_round")),
+    (replay.engine.replayer, ("replay_directory", "replay_packed", "replay_round", "iter_rounds")),
     (replay.engine.rebuild, ("rebuild_tree",)),
     (replay.engine.sampling, ("round_sampling",)),
     (analysis.compare.subtree, ("replay_subconfig", "replay_subconfig_all")),
