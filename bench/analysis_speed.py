@@ -45,7 +45,7 @@ from analysis.compare.reference import compare_configs, simulate_strategies  # n
 from analysis.compare.subtree import contained_configs  # noqa: E402
 from analysis.cost.model import CostModel  # noqa: E402
 from analysis.report.options import default_comparison_configs  # noqa: E402
-from analysis.tables.build import Tables, _typed, build_tables, node_table, round_table  # noqa: E402
+from analysis.tables.build import Tables, _typed, build_tables  # noqa: E402
 from analysis.tables.metrics import all_metrics  # noqa: E402
 from analysis.tables.runs import load_run  # noqa: E402
 from analysis.tables.slot_hits import _hits_by_round, _hits_vectorised, shape_signature, static_shape  # noqa: E402
@@ -53,6 +53,7 @@ from replay.core.config import TreeConfig  # noqa: E402
 from replay.io.packed.pack import pack_batches  # noqa: E402
 from replay.testing.batch_synth import synth_run  # noqa: E402
 from replay.testing.synth import write_synthetic_run  # noqa: E402
+from replay.testing.table_rows import node_table, round_table  # noqa: E402
 from tests.reference_runs import load_reference  # noqa: E402
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])

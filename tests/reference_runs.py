@@ -18,13 +18,13 @@ from analysis.compare.subtree import is_contained, replay_subconfig_all
 from analysis.cost.model import CostModel
 from analysis.shapes.dumps import DumpInput, Measured, _Totals
 from analysis.shapes.recommend import Recommendation, recommend_dumps
-from analysis.shapes.stats import dump_stats_from_results
 from analysis.tables.sampling import RunSampling
 from replay.core.config import TreeConfig
 from replay.core.vocab import STOP_LEAF
 from replay.engine.options import ReplayOptions
 from replay.engine.replayer import DirectoryReplay, RoundResult, replay_directory
 from replay.engine.sampling import round_sampling, sampling_skip
+from replay.testing.stats_reference import dump_stats_from_results
 from replay.util.progress import tqdm_progress
 
 

@@ -24,7 +24,7 @@ def test_vocabulary_md_holds_every_definition_as_the_code_does():
 
 
 def test_every_printed_metric_column_has_a_definition():
-    from analysis.tables.build import round_table
+    from replay.testing.table_rows import round_table
 
     rounds = round_table(hand_results(), "hand", CFG)
     metric_cols = [c for c in summary(rounds).columns if c not in ("run", "rounds")]

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from analysis.compare.configs import runs_side_by_side
-from analysis.tables.build import build_tables, export_tables, node_table, round_table
+from analysis.tables.build import build_tables, export_tables
 from analysis.tables.metrics import (
     accepted_length_distribution,
     all_metrics,
@@ -36,6 +36,7 @@ from analysis.tables.slot_hits import static_shape
 from replay.core.config import TreeConfig
 from replay.engine.replayer import replay_round
 from replay.io.rounds import Round
+from replay.testing.table_rows import node_table, round_table
 
 CFG = TreeConfig.from_lists([[2], [1]], [1, 1])
 STEPS = [[[10, 20, 30]], [[11, 12]]]

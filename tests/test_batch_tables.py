@@ -1,6 +1,6 @@
 """The analysis tables built on the batch path equal the ones built from the scalar reference.
 
-Reference: analysis.tables.build.round_table / node_table over replay.engine.replayer's RoundResults (the
+Reference: replay.testing.table_rows.round_table / node_table over replay.engine.replayer's RoundResults (the
 readable path). Batch: analysis.tables.batch over replay.engine.batch's arrays (what stats, plot,
 compare and report use). Same columns, dtypes, values and row order; same skipped lists.
 """
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from analysis.tables.batch import batch_table_parts, join_parts
-from analysis.tables.build import _typed, build_tables, node_table, round_table
+from analysis.tables.build import _typed, build_tables
 from analysis.tables.metrics import slot_hit_frequency
 from analysis.tables.runs import load_run
 from analysis.tables.slot_hits import _hits_by_round, _hits_vectorised, shape_signature, static_shape
@@ -34,6 +34,7 @@ from replay.engine.batch import ERR_OK, batch_from_rounds, replay_batch
 from replay.engine.batch.frames import record_arrow
 from replay.engine.replayer import replay_round
 from replay.engine.runs import replay_run
+from replay.testing.table_rows import node_table, round_table
 from replay.util.errors import RoundError
 from tests.packed_runs import assert_same_frames, packed_synth_run
 from tests.reference_runs import load_reference

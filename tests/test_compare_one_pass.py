@@ -15,13 +15,14 @@ import analysis.compare.batch as compare_batch
 import analysis.tables.runs as runs_module
 from analysis.compare.batch import compare_along, per_batch_parts, run_parts
 from analysis.compare.subtree_select import FIRST_TRUE_MAX, _first_min, first_hit, non_out_first
-from analysis.shapes.counts import draft_column_totals, draft_totals
+from analysis.shapes.counts import draft_column_totals
 from analysis.shapes.stats import SMALL_CODES, _distinct
 from analysis.tables.runs import TABLES_KEYS, load_run
 from replay.cli import main
 from replay.core.config import TreeConfig
 from replay.engine.batch import replay_batches
 from replay.testing.batch_synth import SynthSpec, synth_batch
+from replay.testing.stats_reference import draft_totals
 from tests.packed_runs import packed_synth_run
 from tests.test_batch_tables import ARTICLE
 

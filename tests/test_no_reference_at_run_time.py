@@ -22,6 +22,8 @@ import analysis.compare.subtree
 import replay.engine.rebuild
 import replay.engine.replayer
 import replay.engine.sampling
+import replay.testing.stats_reference
+import replay.testing.table_rows
 from analysis.shapes.dumps import scan_run
 from analysis.shapes.speedpredict import leaf_stop_fractions
 from analysis.tables.slot_hits import static_shape
@@ -44,6 +46,8 @@ REFERENCES = (
     (analysis.compare.subtree, ("replay_subconfig", "replay_subconfig_all")),
     (analysis.compare.sampling, ("compare_sampling",)),
     (analysis.compare.reference, ("compare_configs", "simulate_strategies")),
+    (replay.testing.table_rows, ("round_table", "node_table", "node_facts")),
+    (replay.testing.stats_reference, ("dump_stats_from_results", "collect_visits", "estimate_model")),
 )
 
 

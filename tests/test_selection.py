@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from analysis.tables.build import node_facts
 from replay.core.selection import (
     first_true,
     invalid_parents_columns,
@@ -23,6 +22,7 @@ from replay.core.selection import (
 from replay.core.vocab import SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT
 from replay.engine.replayer import replay_round
 from replay.io.rounds import Round
+from replay.testing.table_rows import node_facts
 from tests.test_property import random_round
 
 # Few distinct values so that ties are frequent; -0.0 equals 0.0, -inf is a valid key.

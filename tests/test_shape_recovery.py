@@ -8,13 +8,12 @@ import os
 import numpy as np
 import pytest
 
-from analysis.shapes.counts import collect_visits
-from analysis.shapes.model import estimate_model
 from analysis.shapes.paths import engine_paths
 from analysis.shapes.recommend import Measured, compare_predictions, mean_se
 from analysis.shapes.search import search_shapes
 from replay.core.config import TreeConfig
 from replay.engine.replayer import replay_directory
+from replay.testing.stats_reference import collect_visits, estimate_model
 from replay.testing.synth import write_synthetic_run
 from tests.reference_runs import recommend, subtree_measure
 from tests.shape_builders import model_from_hits
@@ -105,6 +104,6 @@ def test_recommend_end_to_end_recorded_rows_agree(wide_replay):
 
 
 def _paths(res):
-    from analysis.shapes.recommend import round_paths
+    from replay.testing.stats_reference import round_paths
 
     return [p for p in round_paths(res) if p]

@@ -1,5 +1,5 @@
 """The batch statistics pass (analysis.shapes.dumps.scan_run) counts exactly what the reference
-(collect_visits over replayed RoundResults) counts, and the estimator and its bootstrap do what
+(replay.testing.stats_reference.collect_visits over replayed RoundResults) counts, and the estimator and its bootstrap do what
 docs/shape-search.md says, checked on hand-made tables."""
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ candidates (MISS when absent). ``ShapeStats`` holds the visits and hits per (rou
 the rounds whose walk was still alive after each draft step and that went on drafting or stopped
 early there (``step_tables``) per round group, and the draft's recorded log-probability totals per (d, q, r); a round group is a run of
 consecutive rounds of one dump, the unit the bootstrap resamples. analysis.shapes.model estimates
-the model from these tables; analysis.shapes.stats computes them batch by batch, ``collect_visits``
-here from replayed rounds (the reference path).
+the model from these tables; analysis.shapes.stats computes them batch by batch
+(replay.testing.stats_reference, the tests' oracle, from replayed rounds).
 """
 
 from __future__ import annotations
@@ -18,121 +18,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replay.core.vocab import PAD_TOKEN
-from replay.engine.replayer import RoundResult
-
 MISS = -1  # hit_rank of a visit whose target top-1 is not among the recorded candidates
 MAX_GROUPS = 1000  # round groups per dump for the bootstrap (one round per group below this)
 
 
 # --------------------------------------------------------------------------------------------
-# Raw material
-
-
-@dataclass(frozen=True, eq=False)
-class Visits:
-    """One entry per (round, reached expanded node), plus the draft's recorded log-probabilities."""
-
-    round_index: np.ndarray  # [V] int64, index into the rounds used
-    depth: np.ndarray  # [V] int64, depth of the visited node (root 0)
-    own_rank: np.ndarray  # [V] int64, the node's own draft rank (root 0)
-    hit_rank: np.ndarray  # [V] int64, draft rank of the target's top-1 among the node's candidates, MISS if absent
-    num_rounds: int
-    cols: int  # recorded candidate columns (widest row seen)
-    max_tree_depth: int  # deepest recorded tree (draft steps)
-    round_steps: np.ndarray  # [num_rounds] int64 draft steps of each round
-    round_accepted: np.ndarray  # [num_rounds] int64 accepted length of each round
-    recorded_gamma: int | None  # the recording config's gamma (None: every round taken as complete)
-    draft_sum: np.ndarray | None = None  # [max_tree_depth, cols, cols] float64, see DraftTotals
-    draft_count: np.ndarray | None = None  # [max_tree_depth, cols, cols] int64
-
-    def __post_init__(self) -> None:
-        v = self.round_index.shape
-        for name in ("depth", "own_rank", "hit_rank"):
-            arr = getattr(self, name)
-            if arr.shape != v or arr.ndim != 1:
-                raise ValueError(f"Visits.{name}: expected shape {v}, got {arr.shape}")
-        for name in ("round_steps", "round_accepted"):
-            if getattr(self, name).shape != (self.num_rounds,):
-                raise ValueError(f"Visits.{name}: expected ({self.num_rounds},), got {getattr(self, name).shape}")
-
-
-def collect_visits(results: Sequence[RoundResult], recorded_gamma: int | None = None) -> Visits:
-    """Visits of the root and the accepted nodes that were expanded and have a target top-1, the
-    recorded draft log-probabilities of every expanded node and each round's draft steps (the
-    reference, round by round). recorded_gamma: the recording config's gamma, which tells an early
-    stop from a complete round (``step_tables``); None takes every round as complete."""
-    rounds, depth, own, hit = [], [], [], []
-    rows_d, rows_q, rows_lp = [], [], []
-    cols, max_depth = 1, 0
-    for k, res in enumerate(results):
-        tree = res.tree
-        order = tree.expanded_order
-        row_of = {int(u): j for j, u in enumerate(order)}  # node id → row of rebuilt.candidates
-        cand = res.rebuilt.candidates
-        cols = max(cols, int(cand.shape[1]))
-        max_depth = max(max_depth, tree.num_steps)
-        lp = res.rebuilt.candidate_logp
-        if lp is not None:
-            for j, u in enumerate(order.tolist()):
-                rows_d.append(int(tree.depths[u]))
-                rows_q.append(0 if u == 0 else int(tree.ranks[u]))
-                rows_lp.append(lp[j])
-        for u in (0,) + tuple(res.acceptance.accepted_nodes):
-            j = row_of.get(u)
-            want = int(res.target_top1[u])
-            if j is None or want == PAD_TOKEN:
-                continue  # no candidate row (a leaf) or no target row: nothing to learn here
-            match = np.flatnonzero(cand[j] == want)
-            rounds.append(k)
-            depth.append(int(tree.depths[u]))
-            own.append(0 if u == 0 else int(tree.ranks[u]))
-            hit.append(int(match[0]) if match.shape[0] else MISS)
-    as_int = lambda xs: np.asarray(xs, dtype=np.int64)  # noqa: E731
-    draft_sum = draft_count = None
-    if rows_lp:
-        lp_rows = np.full((len(rows_lp), cols), -np.inf)
-        for i, row in enumerate(rows_lp):
-            lp_rows[i, : row.shape[0]] = row
-        draft_sum, draft_count = draft_totals(as_int(rows_d), as_int(rows_q), lp_rows, max(1, max_depth), cols)
-    steps = as_int([res.tree.num_steps for res in results])
-    lengths = as_int([res.acceptance.accepted_length for res in results])
-    return Visits(
-        as_int(rounds),
-        as_int(depth),
-        as_int(own),
-        as_int(hit),
-        len(results),
-        cols,
-        max_depth,
-        steps,
-        lengths,
-        recorded_gamma,
-        draft_sum,
-        draft_count,
-    )
-
-
-def draft_totals(
-    depth: np.ndarray, own_rank: np.ndarray, logp: np.ndarray, depths: int, cols: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(sum [depths, cols, cols] float64, count [depths, cols, cols] int64) of the finite recorded
-    draft log-probabilities of the rank-r column at expanded nodes of (d, q).
-
-    depth, own_rank: [E] int64 per expanded node; logp: [E, c] float log-probabilities, c <= cols.
-    """
-    if logp.ndim != 2 or logp.shape[0] != depth.shape[0] or own_rank.shape != depth.shape:
-        raise ValueError(
-            f"draft_totals: expected [E] depth/own_rank and [E, c] logp, got {depth.shape}, {own_rank.shape}, {logp.shape}"
-        )
-    return draft_column_totals(depth, own_rank, np.asarray(logp).T, depths, cols)
+# The draft's log-probability totals
 
 
 def draft_column_totals(
     depth: np.ndarray, own_rank: np.ndarray, columns: np.ndarray, depths: int, cols: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """draft_totals of ``columns`` = logp.T ([c, E]: column r of every expanded node), as the batch
-    statistics hold them."""
+    """(sum [depths, cols, cols] float64, count [depths, cols, cols] int64) of the finite recorded
+    draft log-probabilities of the rank-r column at expanded nodes of (d, q).
+
+    depth, own_rank: [E] int64 per expanded node; columns: [c, E] float log-probabilities, column r
+    of every expanded node (c <= cols), as the batch statistics hold them.
+    """
     c = min(int(columns.shape[0]), cols)
     keep = (depth < depths) & (own_rank < cols)
     every = bool(keep.all())
@@ -263,30 +165,6 @@ def step_tables(
     stop = (accepted == steps) & (steps < gamma)  # alive after its last step, and gamma allowed another
     stopped = np.bincount(group[stop] * depths + steps[stop] - 1, minlength=groups * depths).reshape(groups, depths)
     return went_on.astype(np.int64), stopped.astype(np.int64)
-
-
-def stats_from_visits(visits: Visits) -> ShapeStats:
-    depths = max(1, visits.max_tree_depth)
-    cols = visits.cols
-    groups = num_groups(visits.num_rounds)
-    g = group_of(visits.round_index, visits.num_rounds)
-    n, k = count_tables(g, visits.depth, visits.own_rank, visits.hit_rank, groups, depths, cols)
-    per_group = np.bincount(group_of(np.arange(visits.num_rounds), visits.num_rounds), minlength=groups).astype(
-        np.int64
-    )
-    if visits.draft_sum is None:
-        dsum, dcount = np.zeros((depths, cols, cols)), np.zeros((depths, cols, cols), dtype=np.int64)
-    else:
-        dsum, dcount = fit(visits.draft_sum, (depths, cols, cols)), fit(visits.draft_count, (depths, cols, cols))
-    went_on, stopped = step_tables(
-        group_of(np.arange(visits.num_rounds), visits.num_rounds),
-        visits.round_steps,
-        visits.round_accepted,
-        visits.recorded_gamma,
-        groups,
-        depths,
-    )
-    return ShapeStats(n, k, per_group, dsum, dcount, visits.num_rounds, depths, went_on, stopped)
 
 
 def fit(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

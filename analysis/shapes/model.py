@@ -33,7 +33,7 @@ import numpy as np
 
 from analysis.tables.intervals import wilson
 
-from .counts import ShapeStats, Visits, fit, stats_from_visits
+from .counts import ShapeStats, fit
 
 RankPath = tuple[int, ...]  # a node by the draft ranks from the root: () is the root, (0, 2) the first child's third
 DEFAULT_MIN_COUNT = 30
@@ -269,11 +269,6 @@ def model_from_stats(stats: ShapeStats, min_count: int = DEFAULT_MIN_COUNT, dept
     return ShapeModel(
         p, lo, hi, n_used.astype(np.int64), pooled, extrapolated, stats.num_rounds, min_count, stats, order, go_on
     )
-
-
-def estimate_model(visits: Visits, min_count: int = DEFAULT_MIN_COUNT, depths: int | None = None) -> ShapeModel:
-    """model_from_stats on the visits of replayed rounds (the reference path)."""
-    return model_from_stats(stats_from_visits(visits), min_count, depths)
 
 
 # --------------------------------------------------------------------------------------------

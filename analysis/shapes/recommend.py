@@ -21,7 +21,6 @@ from analysis.cost.model import CostModel
 from analysis.tables.intervals import Z95
 from replay.core.config import TreeConfig
 from replay.engine.options import ReplayOptions
-from replay.engine.replayer import RoundResult
 from replay.io.skipped import why_no_rounds
 from replay.util.errors import NoRoundsError, SpecReplayError
 
@@ -175,18 +174,6 @@ def compare_predictions(
 
 
 # -- measurements a replay can make exactly ---------------------------------------------------
-
-
-def round_paths(res: RoundResult) -> dict[RankPath, int]:
-    """Rank path → node id of one replayed round's tree."""
-    tree = res.tree
-    out: dict[RankPath, int] = {(): 0}
-    by_id: list[RankPath] = [()]
-    for u in range(1, tree.num_nodes + 1):
-        path = by_id[int(tree.parents[u])] + (int(tree.ranks[u]),)
-        by_id.append(path)
-        out[path] = u
-    return out
 
 
 def best_contained(

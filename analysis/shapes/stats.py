@@ -11,13 +11,12 @@ stays that of a few batches whatever the dump's size:
   "recorded trees" check of the model);
 * the recorded accepted lengths (sum, sum of squares).
 
-``dump_stats_from_results`` computes the same from replayed ``RoundResult``s (the reference path,
-used by ``specreplay report`` and the tests); tests/test_shape_stats.py checks that both agree.
+replay.testing.stats_reference.dump_stats_from_results computes the same from replayed
+``RoundResult``s (the tests' oracle); tests/test_shape_stats.py checks that both agree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,18 +24,15 @@ import numpy as np
 from replay.core.config import TreeConfig
 from replay.core.vocab import PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape
-from replay.engine.replayer import RoundResult
 
 from .counts import (
     MISS,
     ShapeStats,
-    collect_visits,
     count_tables,
     draft_column_totals,
     fit,
     group_of,
     num_groups,
-    stats_from_visits,
     step_tables,
 )
 from .model import RankPath
@@ -264,32 +260,3 @@ def decode_path(code: int, base: int) -> RankPath:
         code, digit = divmod(code, base)
         out.append(digit - 1)
     return tuple(reversed(out))
-
-
-def dump_stats_from_results(results: Sequence[RoundResult], recorded_gamma: int | None = None) -> DumpStats:
-    """The same statistics from replayed rounds (the reference path; rounds numbered in list order).
-    recorded_gamma: the recording config's gamma (StatsBuilder's)."""
-    visits = collect_visits(results, recorded_gamma)
-    stats = stats_from_visits(visits)
-    groups = stats.groups
-    group = group_of(np.arange(len(results)), len(results))
-    counts: dict[RankPath, np.ndarray] = {}
-    lengths = np.array([r.acceptance.accepted_length for r in results], dtype=np.float64)
-    nodes = 0
-    for g, res in zip(group.tolist(), results):
-        tree = res.tree
-        by_id: list[RankPath] = [()]
-        for u in range(1, tree.num_nodes + 1):
-            path = by_id[int(tree.parents[u])] + (int(tree.ranks[u]),)
-            by_id.append(path)
-            counts.setdefault(path, np.zeros(groups, dtype=np.int64))[g] += 1
-        nodes += tree.num_nodes
-    paths = tuple(sorted(counts, key=lambda p: (len(p), p)))
-    table = np.stack([counts[p] for p in paths], axis=1) if paths else np.zeros((groups, 0), dtype=np.int64)
-    first = None
-    if results:
-        heads, widths = results[0].tree.shape()
-        first = TreeConfig.from_lists(widths, heads)
-    return DumpStats(
-        stats, TreeCounts(paths, table), float(lengths.sum()), float((lengths**2).sum()), len(results), nodes, first
-    )

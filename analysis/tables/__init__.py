@@ -1,4 +1,3 @@
 """The tables every number comes from: labelled runs, one row per round and per tree node (built
-round by round or from the batch arrays, with Dask over many runs), every metric's definition
-and the metric tables.
+from the batch arrays, with Dask over many runs), every metric's definition and the metric tables.
 """

@@ -1,7 +1,7 @@
 """The analysis tables of a batch replay (a RoundBatch and its BatchResult), vectorised.
 
-The same rows, columns, dtypes and values as analysis.tables.build' ``round_table`` / ``node_table``
-built from the scalar RoundResults (tests/test_batch_tables.py compares the two on the bundled
+The same rows, columns, dtypes and values as replay.testing.table_rows' ``round_table`` / ``node_table``
+build from the scalar RoundResults (tests/test_batch_tables.py compares the two on the bundled
 samples, a packed run and random dumps). numpy works on ``[nodes, rounds]`` arrays of the rounds
 of one tree shape; Python loops run over levels, over the few distinct node names and selection
 summaries, and over rounds only where a cell is a list or a joined string.
@@ -317,7 +317,7 @@ def _target_tokens(batch: RoundBatch, res: BatchResult, shape: TreeShape, expand
 
 def _target_positions(batch: RoundBatch, shape: TreeShape, expanded_rows: list[np.ndarray], target: np.ndarray):
     """([n, C] rank of the target's token among the node's recorded candidates, -1 when absent;
-    [n, C] int8 where it sits, index into TARGET_IN), as tables.node_facts decides them."""
+    [n, C] int8 where it sits, index into TARGET_IN), as replay.testing.table_rows.node_facts decides them."""
     n, c = target.shape
     rank = np.full((n, c), -1, dtype=np.int64)
     where = np.full((n, c), _IN[IN_UNEXPANDED], dtype=np.int8)
@@ -340,7 +340,7 @@ def _target_positions(batch: RoundBatch, shape: TreeShape, expanded_rows: list[n
 def _level_ranks(
     shape: TreeShape, level_lp: list[np.ndarray], expanded_slot: np.ndarray, selection: np.ndarray
 ) -> np.ndarray:
-    """[n, C] tables.level_ranks for every round: by path log-probability where the level has
+    """[n, C] replay.testing.table_rows.level_ranks for every round: by path log-probability where the level has
     scores, else the expanded nodes' slots where the step chose by parents, else the rank-major
     fallback order (a constant of the shape)."""
     n, c = expanded_slot.shape

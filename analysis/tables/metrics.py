@@ -244,9 +244,9 @@ def combine_node_counts(parts: list[dict], configs: dict) -> dict[str, pd.DataFr
             slots[run] = counts if run not in slots else tuple(a + b for a, b in zip(slots[run], counts))
     named = pd.concat([p["node_hits"] for p in parts], ignore_index=True) if parts else None
     if named is None or named.empty:
-        from .build import node_table
+        from .build import empty_node_table
 
-        named = node_hits_counts(node_table([]))
+        named = node_hits_counts(empty_node_table())
     else:
         g = named.groupby(["run", "name"], sort=False)
         named = pd.DataFrame(

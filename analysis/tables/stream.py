@@ -24,7 +24,7 @@ from replay.core.records import csv_header, frame_csv_lines
 from replay.engine.runs import iter_run_chunks, open_run
 
 from .batch import TableParts
-from .build import EXPORT_FORMATS, node_table, round_table
+from .build import EXPORT_FORMATS, empty_node_table, empty_round_table
 from .node_arrow import stream_parts
 from .round_arrow import concat_cells, round_table as arrow_round_table, take_cells
 from .runs import LabelledRun
@@ -279,5 +279,5 @@ def write_run_tables(
     if progress:
         progress(total, total)
     # the node table's last rows first: the round table's one row group is the larger copy
-    nodes = writers["nodes"].close(node_table([]))
-    return writers["rounds"].close(round_table([])) + nodes  # the empty tables as build_tables makes them
+    nodes = writers["nodes"].close(empty_node_table())
+    return writers["rounds"].close(empty_round_table()) + nodes  # the empty tables as build_tables makes them
