@@ -317,7 +317,8 @@ def _target_tokens(batch: RoundBatch, res: BatchResult, shape: TreeShape, expand
 
 def _target_positions(batch: RoundBatch, shape: TreeShape, expanded_rows: list[np.ndarray], target: np.ndarray):
     """([n, C] rank of the target's token among the node's recorded candidates, -1 when absent;
-    [n, C] int8 where it sits, index into TARGET_IN), as replay.testing.table_rows.node_facts decides them."""
+    [n, C] int8 where it sits, index into TARGET_IN), as replay.testing.table_rows.node_facts
+    decides them."""
     n, c = target.shape
     rank = np.full((n, c), -1, dtype=np.int64)
     where = np.full((n, c), _IN[IN_UNEXPANDED], dtype=np.int8)
@@ -340,9 +341,9 @@ def _target_positions(batch: RoundBatch, shape: TreeShape, expanded_rows: list[n
 def _level_ranks(
     shape: TreeShape, level_lp: list[np.ndarray], expanded_slot: np.ndarray, selection: np.ndarray
 ) -> np.ndarray:
-    """[n, C] replay.testing.table_rows.level_ranks for every round: by path log-probability where the level has
-    scores, else the expanded nodes' slots where the step chose by parents, else the rank-major
-    fallback order (a constant of the shape)."""
+    """[n, C] replay.testing.table_rows.level_ranks for every round: by path log-probability where
+    the level has scores, else the expanded nodes' slots where the step chose by parents, else the
+    rank-major fallback order (a constant of the shape)."""
     n, c = expanded_slot.shape
     out = np.full((n, c), -1, dtype=np.int64)
     out[0] = 0

@@ -7,9 +7,9 @@ replay.engine.batch.recorded.sampling_at (batch --temperature's rule: the top-K 
 node_logprobs where it records them at T), and each batch keeps only its usable rounds' numbers
 (E[L] bounds, P(L >= d) bounds, exactness, nodes, steps) and its refused rounds' keys. Joined in run
 order, they are the arrays the round path (tests/reference_runs.py's reference_run_sampling over
-RoundResults) builds: the same values in the same order, so the same sums. A refused round's reason is worded by
-the engine in the round path's words (replay.engine.batch.recorded.refusal_texts: the file, the
-field and the row).
+RoundResults) builds: the same values in the same order, so the same sums. A refused round's reason
+is worded by the engine in the round path's words (replay.engine.batch.recorded.refusal_texts: the
+file, the field and the row).
 """
 
 from __future__ import annotations
