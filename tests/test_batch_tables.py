@@ -240,16 +240,17 @@ def test_example_round_replays_only_the_round_drawn():
     assert example_round(fast, (1, 2)) is None
 
 
-def test_descending_positions_are_the_double_argsort():
-    """_level_ranks' positions by score (counted for small levels, sorted for large ones) are
-    np.argsort(np.argsort(-lp, stable)): ties in row order, -0.0 equal to 0.0."""
+def test_selection_positions_are_the_double_argsort():
+    """_level_ranks' positions by score (replay.core.selection.selection_positions: counted for small
+    levels, sorted for large ones) are np.argsort(np.argsort(-lp, stable)): ties in row order, -0.0
+    equal to 0.0."""
     import numpy as np
 
-    from analysis.tables.batch import _descending_positions
+    from replay.core.selection import selection_positions
 
     rng = np.random.default_rng(0)
     for rows in (1, 2, 6, 16, 17, 40):
         lp = rng.integers(-3, 1, size=(rows, 200)).astype(np.float64)
         lp[rng.random(lp.shape) < 0.2] = -0.0
         want = np.argsort(np.argsort(-lp, axis=0, kind="stable"), axis=0, kind="stable")
-        np.testing.assert_array_equal(_descending_positions(lp), want)
+        np.testing.assert_array_equal(selection_positions(lp), want)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from replay.core.config import TreeConfig
-from replay.core.selection import FALLBACK_RANK_WEIGHT
+from replay.core.selection import rank_major_key_columns
 from replay.core.vocab import PAD_TOKEN, score_known
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape
 
@@ -196,7 +196,7 @@ def child_level(rec: RecordedChunk, lvl: Level, depth: int, widths: tuple[int, .
         path_lo = np.where(path_exact, kw(b(g(lvl.lo))) + np.where(path_exact, lp, 0.0), -np.inf)
         keys[CODE_PATH] = (path_lo, np.where(path_exact, path_lo, kw(b(g(lvl.hi)))), path_exact)
     if CODE_FALLBACK in rec.present:
-        fb_lo = np.where(ordered, -(r2 * FALLBACK_RANK_WEIGHT + oslot).astype(np.float64), -np.inf)
+        fb_lo = np.where(ordered, rank_major_key_columns(r2, oslot), -np.inf)
         keys[CODE_FALLBACK] = (fb_lo, np.where(ordered, fb_lo, np.inf), ordered)
     if CODE_RECORDED in rec.present:
         heads_next = rec.shape.heads[nxt] if nxt < rec.steps else 0

@@ -3,9 +3,10 @@ selection on it: which rule each round's recording used (selection_rules), and a
 MAYBE status and slot range of each node choosing its top heads (select_level), as
 analysis.compare.subtree's reference decides them.
 
-Selection is recomputed by successive maxima (ties by tree order) in rounds where every key of the
-level is known and ordered (the common case; taken as they come where the valid nodes already are
-in that order), and with the reference's pairwise IN / OUT / MAYBE rule in the others.
+Selection is recomputed by successive maxima (equal keys by replay.core.selection.rank_ties of
+their tree-order positions) in rounds where every key of the level is known and ordered (the common
+case; taken as they come where the valid nodes already are in that order), and with the reference's
+pairwise IN / OUT / MAYBE rule in the others (exact, ordered keys by replay.core.selection.precedes).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from replay.core.selection import first_true
+from replay.core.selection import first_true, precedes, rank_ties, tree_position
 from replay.engine.batch import SEL_PARENTS, BatchResult, RoundBatch, TreeShape
 
 from .subtree import IN, MAYBE, OUT
@@ -125,11 +126,11 @@ def select_level(lvl: Level, heads: int) -> None:
     slot_hi = np.full((L, c), -1, dtype=np.int64)
     cols = np.flatnonzero(fast)
     if cols.shape[0]:
-        # successive maxima of the key, ties to the smallest (parent slot, rank): the engine's tree order
+        # successive maxima of the key, equal keys by the tie rule on (parent slot, rank): the tree order
         every = cols.shape[0] == c
         vf = v if every else v[:, cols]
         key = np.where(vf, lvl.lo if every else lvl.lo[:, cols], -np.inf)
-        tie = (lvl.oslot if every else lvl.oslot[:, cols]) * (1 << 20) + lvl.rank  # [L, C']
+        tie = rank_ties(tree_position(lvl.oslot if every else lvl.oslot[:, cols], lvl.rank))  # [L, C']
         slot, in_order = _slots_in_order(key, tie, vf, heads)
         loop = np.flatnonzero(~in_order)
         if loop.shape[0]:
@@ -154,8 +155,9 @@ def select_level(lvl: Level, heads: int) -> None:
             s(lvl.rank),
         )
         a_, b_ = (slice(None), None), (None, slice(None))
-        before = (os_[a_] < os_[b_]) | ((os_[a_] == os_[b_]) & (rk[a_] < rk[b_]))
-        ahead = (lo[a_] > hi[b_]) | (ex[a_] & ex[b_] & (lo[a_] == lo[b_]) & od[a_] & od[b_] & before)  # [a, b, C']
+        pos = tree_position(os_, rk)
+        point = ex[a_] & ex[b_] & od[a_] & od[b_] & precedes(lo[a_], pos[a_], lo[b_], pos[b_])  # both keys exact
+        ahead = (lo[a_] > hi[b_]) | point  # [a, b, C']
         pair = vv[a_] & vv[b_] & ~np.eye(L, dtype=bool)[:, :, None]
         surely = (pair & sure[a_] & ahead).sum(axis=0)  # v sure and ahead of u, summed over v (axis a)
         maybe = (pair & ~ahead.transpose(1, 0, 2)).sum(axis=0)  # not (u ahead of v), summed over v
@@ -170,7 +172,7 @@ def select_level(lvl: Level, heads: int) -> None:
 def _slots_in_order(key: np.ndarray, tie: np.ndarray, valid: np.ndarray, heads: int) -> tuple[np.ndarray, np.ndarray]:
     """([L, C] slot of each node, -1 when not chosen; [C] bool: that slot is right) without the
     successive maxima, for the columns whose valid nodes come first and are already in selection
-    order (each key <= the one before, equal keys with tie >= the one before: level 1's ranks of
+    order (each key <= the one before, equal keys with tie rank >= the one before: level 1's ranks of
     the root, mostly): there the maxima take the valid nodes in row order, so a node's slot is its
     row, kept below ``heads``. A check of adjacent rows only; other columns are left to the loop."""
     rows = np.arange(key.shape[0])[:, None]
@@ -184,7 +186,8 @@ def _slots_in_order(key: np.ndarray, tie: np.ndarray, valid: np.ndarray, heads: 
 
 def _successive_maxima(key: np.ndarray, tie: np.ndarray, valid: np.ndarray, heads: int) -> np.ndarray:
     """[L, C] the slot of each node (-1 when not chosen): the valid node of the largest key takes slot
-    0, ties to the smallest tie (the first in row order among equal ties), then the next, ``heads`` times."""
+    0, equal keys to the smallest tie (rank_ties' rank; the first in row order among equal ties), then
+    the next, ``heads`` times."""
     L = key.shape[0]
     slot = np.full(key.shape, -1, dtype=np.int64)
     left = valid.copy()

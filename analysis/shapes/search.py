@@ -20,6 +20,7 @@ import numpy as np
 from analysis.compare.subtree import is_contained
 from analysis.cost.model import CostModel
 from replay.core.config import TreeConfig
+from replay.core.selection import selection_order
 
 from .model import RankPath, ShapeModel
 from .paths import Shape, config_from_paths, engine_paths, expected_accepted, with_cost
@@ -239,7 +240,7 @@ def _branch_and_bound(
             for ob in objectives:
                 ob.top.offer(ob.value(v, m, depth), m, depth, closed)
             if depth < max_depth and m < budget:
-                ordered = sorted(range(len(kids)), key=lambda i: (-key_of(kids[i][3]), i))  # the engine's order
+                ordered = selection_order([key_of(kid[3]) for kid in kids])  # the engine's order
                 visit(closed, [kids[i] for i in ordered], 0, (), [], m, v)
         if j < len(level) and j < heads_max[depth - 1]:
             p_u, d_u, q_u, path = level[j]

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.selection import rank_major_keys, selection_order, selection_positions
 from replay.core.tree import node_name
 from replay.core.vocab import NO_PARENT, NO_RANK, PAD_TOKEN
 from replay.engine.batch import SEL_FALLBACK, BatchResult, RoundBatch, TreeShape, rebuilt_levels
@@ -351,32 +352,19 @@ def _level_ranks(
         lo, hi = shape.starts[d], shape.starts[d] + shape.level_sizes[d]
         lp = level_lp[d - 1]  # [L, C]
         have = ~np.isnan(lp).any(axis=0)
-        by_score = _descending_positions(lp)
+        by_score = selection_positions(lp)
         m = shape.maps[d - 1]
-        keys = m.slot_rank * (int(m.slot_parent.max()) + 1) + m.slot_parent  # rank major, then parent's slot
-        by_fallback = np.argsort(np.argsort(keys, kind="stable"), kind="stable")[:, None]
+        by_fallback = _fallback_positions(m.slot_rank, m.slot_parent)[:, None]
         parents_only = selection[d] != SEL_FALLBACK if d < shape.num_steps else np.zeros(c, dtype=bool)
         level = np.where(parents_only[None, :], expanded_slot[lo:hi], by_fallback)
         out[lo:hi] = np.where(have[None, :], by_score, level)
     return out
 
 
-def _descending_positions(lp: np.ndarray) -> np.ndarray:
-    """[L, C] int64: each row's position when its column is sorted by descending value, ties in row
-    order: ``np.argsort(np.argsort(-lp, axis=0, kind="stable"), axis=0)`` (columns with NaN: any value).
-
-    A level has few nodes and a block many rounds: for small L the position is counted (rows
-    above, plus equal rows before), L² comparisons per round instead of two sorts of strided columns."""
-    n = lp.shape[0]
-    if n > 16:
-        order = np.argsort(-lp, axis=0, kind="stable")
-        out = np.empty(lp.shape, dtype=np.int64)
-        np.put_along_axis(out, order, np.broadcast_to(np.arange(n)[:, None], lp.shape), axis=0)
-        return out
-    out = np.zeros(lp.shape, dtype=np.int64)
-    for j in range(n):
-        out += lp[j] > lp  # row j is above
-        out[j + 1 :] += lp[j] == lp[j + 1 :]  # row j ties and comes first
+def _fallback_positions(ranks: np.ndarray, parent_slots: np.ndarray) -> np.ndarray:
+    """[L] int64 each slot's place in the rank-major fallback's selection order (a constant of the shape)."""
+    out = np.empty(ranks.shape[0], dtype=np.int64)
+    out[selection_order(rank_major_keys(ranks.tolist(), parent_slots.tolist()))] = np.arange(ranks.shape[0])
     return out
 
 

@@ -12,18 +12,31 @@ Which key, per step (the words are in replay.core.vocab; ``selection_method`` de
   then B11, B21). Every round where it chose among two or more nodes carries ``FALLBACK_WARNING``
   (``fallback_guesses``).
 
+The tie rule ("equal keys in tree order") is written in ``rank_ties``: every form below orders
+equal keys through it, and no module elsewhere sorts selection keys itself (tests/test_selection.py
+scans them). One exception remains: analysis.compare.subtree._ahead, the interval reference's
+pairwise test, compares its (parent slot, rank) tuples itself. Changing the tie rule means changing
+``rank_ties``, that line, and the tests' oracles.
+
 Forms of the rule, where each lives and what cross-checks it:
 
 * scalar, ``selection_order`` / ``select_top`` (here): replay.engine.rebuild (the reference),
-  replay.live.draft (on the CPU copy of the path log-probs: a few nodes per step),
-  analysis.tables.build (level ranks), analysis.shapes.search (model probabilities) and analysis.compare.subtree
-  (when every key is exact). tests/test_selection.py checks it against hand-derived orders.
-* vectorised, ``top_k_columns`` / ``invalid_parents_columns`` (here, numpy, round axis last):
-  replay.engine.batch. tests/test_selection.py checks them against the scalar forms on random levels;
-  tests/test_batch_property.py checks batch against rebuild on random dumps.
-* interval (undecidable), ``analysis.compare.subtree._select``: keys known only up to an interval (unknown
-  scores) give IN / OUT / MAYBE; with exact keys it is the scalar form. tests/test_analysis_subtree.py
-  checks it against replaying dumps recorded with the sub-config.
+  replay.live.draft (on the CPU copy of the path log-probs: a few nodes per step), analysis.tables.build
+  (level ranks), analysis.tables.slot_hits, analysis.shapes.paths and .search (model probabilities),
+  replay.engine.batch.shapes and analysis.tables.batch (the fallback order of a shape) and
+  analysis.compare.subtree (when every key is exact). tests/test_selection.py checks it against
+  hand-derived orders.
+* vectorised, numpy, round axis last (here): ``top_k_columns`` (through ``tie_winner``) and
+  ``invalid_parents_columns`` in replay.engine.batch; ``selection_positions`` (each node's place) in
+  analysis.tables.batch's level ranks. tests/test_selection.py checks them against the scalar forms on
+  random levels; tests/test_batch_property.py checks batch against rebuild on random dumps.
+* pairwise, ``precedes`` (here): selection_positions, and analysis.compare.subtree_select's interval
+  form where both keys are exact.
+* interval (undecidable), analysis.compare.subtree._select and its vectorised twin
+  analysis.compare.subtree_select.select_level: keys known only up to an interval (unknown scores) give
+  IN / OUT / MAYBE; with exact keys it is the scalar form (select_level: successive maxima, equal keys
+  by ``rank_ties`` of ``tree_position``). tests/test_analysis_subtree.py checks it against replaying
+  dumps recorded with the sub-config; tests/test_subtree_batch.py the twin against it.
 * the generators replay/testing/synth.py (select_top) and replay/testing/batch_synth.py
   (top_k_columns, rank_major_keys) choose the nodes they expand with the forms above, and build
   their trees themselves; the batch/analysis tests replay their output and compare.
@@ -88,17 +101,41 @@ def selection_method(step: int, has_parents: bool, has_scores: bool) -> str:
     return SELECT_PATH_PROB if has_scores else SELECT_FALLBACK
 
 
+def rank_ties(position: Any) -> Any:
+    """The tie rule, the only place it is written: of nodes with equal keys, the one of lower
+    ``rank_ties`` is expanded first. position: a node's tree-order position (lower: earlier; an int
+    or an int64 array of them). Equal keys go in tree order, so the rank is the position itself.
+    Every form of the rule orders equal keys through this function."""
+    return position
+
+
+def tree_position(parent_slot: Any, rank: Any) -> Any:
+    """A level node's tree-order position as one int: its parent's selection slot, then its draft
+    rank (ints or int64 arrays; rank < 2**20)."""
+    return parent_slot * _POSITION_WEIGHT + rank
+
+
+_POSITION_WEIGHT = 1 << 20
+
+
 def selection_order(keys: Sequence[float], ties: Sequence[Any] | None = None) -> list[int]:
-    """Level-local indices in selection order: highest key first, equal keys in tree order.
+    """Level-local indices in selection order: highest key first, equal keys by rank_ties.
 
     keys: [l] one per level node (path log-probability or ``rank_major_key``), no NaN.
     ties: [l] comparable tree-order positions; default the index (the level is in tree order).
     """
-    if ties is None:
-        return sorted(range(len(keys)), key=lambda j: (-keys[j], j))
-    if len(ties) != len(keys):
+    if ties is not None and len(ties) != len(keys):
         raise ValueError(f"ties: expected {len(keys)} entries, got {len(ties)}")
-    return sorted(range(len(keys)), key=lambda j: (-keys[j], ties[j]))
+    tie = [rank_ties(p) for p in (range(len(keys)) if ties is None else _positions(ties))]
+    return sorted(range(len(keys)), key=lambda j: (-keys[j], tie[j]))
+
+
+def _positions(ties: Sequence[Any]) -> list[int]:
+    """[l] each entry's place (0, 1, ..) when ``ties`` are sorted: comparable positions as ints."""
+    out = [0] * len(ties)
+    for place, j in enumerate(sorted(range(len(ties)), key=ties.__getitem__)):
+        out[j] = place
+    return out
 
 
 def select_top(keys: Sequence[float], heads: int, ties: Sequence[Any] | None = None) -> list[int]:
@@ -114,7 +151,17 @@ def rank_major_key(rank: int, parent_slot: int) -> float:
         raise ValueError(
             f"rank_major_key: rank {rank} must be >= 0 and parent slot {parent_slot} in [0, {FALLBACK_RANK_WEIGHT})"
         )
-    return -float(rank * FALLBACK_RANK_WEIGHT + parent_slot)
+    return -float(_rank_major(rank, parent_slot))
+
+
+def rank_major_key_columns(ranks: Any, parent_slots: Any) -> Any:
+    """float64 rank_major_key of int64 arrays (broadcast; ranks >= 0, slots in range: unchecked)."""
+    return -np.asarray(_rank_major(ranks, parent_slots), dtype=np.float64)
+
+
+def _rank_major(rank: Any, parent_slot: Any) -> Any:
+    """The fallback's order, lower first: draft rank first, then the parent's selection slot."""
+    return rank * FALLBACK_RANK_WEIGHT + parent_slot
 
 
 def rank_major_keys(ranks: Sequence[int], parent_slots: Sequence[int]) -> list[float]:
@@ -150,7 +197,7 @@ def _descending(k: int) -> np.ndarray:
 def first_true(mask: np.ndarray) -> np.ndarray:
     """[C] index of the first True along axis 0 of [K, C] bool (K when none); K < 128.
 
-    The first of equals is tree order's tie-break. A weighted max-reduce over the short leading
+    A weighted max-reduce over the short leading
     axis: argmax or accumulate along it run a per-column inner loop and cost ~10x more.
     """
     k = mask.shape[0]
@@ -159,6 +206,53 @@ def first_true(mask: np.ndarray) -> np.ndarray:
         return first
     first = k - (mask * _descending(k)).max(axis=0).astype(np.int64)
     return first
+
+
+@lru_cache(maxsize=64)
+def _tie_order(k: int) -> np.ndarray | None:
+    """[K] int64 K rows in tree order, the one rank_ties expands first first; None when that is row order."""
+    order = np.argsort(rank_ties(np.arange(k, dtype=np.int64)), kind="stable")
+    if (order == np.arange(k)).all():
+        return None
+    order.flags.writeable = False
+    return order
+
+
+def tie_winner(mask: np.ndarray) -> np.ndarray:
+    """[C] the row that rank_ties expands first among the True rows of [K, C] bool, rows in tree order
+    (K when none); K < 128. first_true of the rows in rank_ties' order."""
+    order = _tie_order(mask.shape[0])
+    if order is None:
+        return first_true(mask)
+    first = first_true(mask[order])
+    winner: np.ndarray = np.append(order, mask.shape[0])[first]
+    return winner
+
+
+def precedes(key_a: Any, pos_a: Any, key_b: Any, pos_b: Any) -> Any:
+    """Whether node a is expanded before node b: the higher key, equal keys by rank_ties of their
+    tree-order positions. Numbers or numpy arrays (broadcast); a NaN key precedes nothing."""
+    return (key_a > key_b) | ((key_a == key_b) & (rank_ties(pos_a) < rank_ties(pos_b)))
+
+
+def selection_positions(keys: np.ndarray) -> np.ndarray:
+    """[L, C] int64 each row's place (0 first) in its column's selection order: keys [L, C] float64
+    of a level in tree order (columns with NaN: any value).
+
+    A level has few nodes and a block many rounds: for small L the place is counted (the rows that
+    precede), L² comparisons per round instead of a sort of strided columns."""
+    n = keys.shape[0]
+    rows = np.arange(n, dtype=np.int64)
+    if n > 16:
+        ties = np.broadcast_to(rank_ties(rows)[:, None], keys.shape)
+        order = np.lexsort((ties, -keys), axis=0)
+        out = np.empty(keys.shape, dtype=np.int64)
+        np.put_along_axis(out, order, np.broadcast_to(rows[:, None], keys.shape), axis=0)
+        return out
+    out = np.zeros(keys.shape, dtype=np.int64)
+    for j in range(n):
+        out += precedes(keys[j], j, keys, rows[:, None])
+    return out
 
 
 def top_k_columns(keys: np.ndarray, k: int, col: np.ndarray) -> np.ndarray:
@@ -176,7 +270,7 @@ def top_k_columns(keys: np.ndarray, k: int, col: np.ndarray) -> np.ndarray:
     flat = work.reshape(-1)
     for t in range(k):  # k = heads of one step: a constant of the shape
         best = np.fmax.reduce(work, axis=0)  # fmax skips the NaN that marks already-taken slots
-        idx = np.minimum(first_true(work == best), n - 1)  # the first maximum: ties by tree order
+        idx = np.minimum(tie_winner(work == best), n - 1)  # of equal maxima, the one rank_ties puts first
         out[t] = idx
         if t + 1 < k:
             flat[idx * c + col] = np.nan

@@ -1,0 +1,131 @@
+"""The selection tie rule ("equal keys in tree order") lives in one place: replay.core.selection.rank_ties.
+
+Two checks: no module that applies the selection rule sorts anything itself except the sorts listed
+here with their reason (a sort of selection keys would be a second copy of the tie rule), and every
+form in replay.core.selection follows rank_ties when it changes (a reversed rule, patched in).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from replay.core import selection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Modules named by the review that found copies of the tie rule; scanned even if they stop
+# importing replay.core.selection.
+NAMED = (
+    "analysis/tables/batch.py",
+    "analysis/compare/subtree_select.py",
+    "analysis/compare/subtree_levels.py",
+    "analysis/shapes/search.py",
+    "replay/engine/batch/shapes.py",
+)
+
+SORTS = {"sorted", "argsort", "lexsort", "sort", "sort_values", "insort", "argpartition", "partition"}
+
+# (module, the call's source text starts with) → why it orders something other than selection keys.
+ALLOWED = {
+    ("analysis/tables/batch.py", "np.argsort(ords"): "rows by round ordinal",
+    ("analysis/compare/subtree_select.py", "np.argsort(~alive"): "non-OUT nodes first, each group in tree order",
+    ("analysis/compare/subtree.py", "sorted(out"): "contained configs by (gamma, nodes, name)",
+    ("analysis/shapes/search.py", "bisect.insort(self.items"): "configs by their objective's sort key",
+    ("analysis/shapes/search.py", "sorted(\n"): "searched configs by expected accepted length",
+    ("analysis/tables/slot_hits.py", 'out.sort_values(["_run"'): "table rows by run, depth and path",
+    ("replay/engine/runs.py", "blocks.sort("): "blocks by first ordinal",
+    ("replay/engine/runs.py", "sorted(k for k in res.selection_notes"): "note rounds by index",
+    ("replay/engine/runs.py", "sorted(groups"): "note groups by first round",
+    ("replay/engine/runs.py", "sorted(later"): "skipped rounds by ordinal",
+    ("replay/engine/batch/result.py", "sorted(depths)"): "an error message's depths",
+    ("replay/engine/batch/result.py", "np.argsort(self.ordinals"): "rounds by ordinal",
+    ("replay/engine/batch/result.py", "sorted(gammas)"): "an error message's gammas",
+    ("replay/testing/synth.py", "np.sort(rng.dirichlet"): "generated probabilities, descending by rank",
+}
+
+
+def _uses_selection(tree: ast.Module) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.endswith("selection"):
+            return True
+    return False
+
+
+def _sorts(path: Path) -> list[str]:
+    """Source text of every sorting call in a module."""
+    text = path.read_text()
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+        if name in SORTS:
+            out.append(ast.get_source_segment(text, node) or name)
+    return out
+
+
+def _scanned() -> list[str]:
+    found = set(NAMED)
+    for path in [*ROOT.glob("replay/**/*.py"), *ROOT.glob("analysis/**/*.py")]:
+        rel = path.relative_to(ROOT).as_posix()
+        if rel != "replay/core/selection.py" and _uses_selection(ast.parse(path.read_text())):
+            found.add(rel)
+    return sorted(found)
+
+
+def test_modules_applying_the_selection_rule_sort_no_keys_themselves():
+    unexplained, used = [], set()
+    for rel in _scanned():
+        for call in _sorts(ROOT / rel):
+            hit = [k for k in ALLOWED if k[0] == rel and call.startswith(k[1])]
+            used.update(hit)
+            if not hit:
+                unexplained.append(f"{rel}: {call.splitlines()[0]}")
+    assert not unexplained, (
+        "a sort in a module that applies the selection rule: order selection keys with "
+        f"replay.core.selection (rank_ties), or add the sort to ALLOWED with its reason: {unexplained}"
+    )
+    assert used == set(ALLOWED), f"ALLOWED entries that match nothing any more: {set(ALLOWED) - used}"
+
+
+@pytest.fixture
+def reversed_ties(monkeypatch):
+    """rank_ties patched to put equal keys in reverse tree order (its cached weights rebuilt)."""
+    selection._tie_order.cache_clear()
+    monkeypatch.setattr(selection, "rank_ties", lambda position: -position)
+    yield
+    selection._tie_order.cache_clear()
+
+
+def _levels(seed: int):
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        n, c = int(rng.integers(1, 24)), int(rng.integers(1, 5))
+        yield rng.integers(0, 3, size=(n, c)).astype(np.float64)  # few values: many ties
+
+
+@pytest.mark.parametrize("patched", [False, True])
+def test_every_form_follows_rank_ties(request, patched):
+    if patched:
+        request.getfixturevalue("reversed_ties")
+    # the scalar form, then every vectorised one against it
+    assert selection.selection_order([1.0, 2.0, 1.0, 1.0]) == ([1, 3, 2, 0] if patched else [1, 0, 2, 3])
+    assert selection.selection_order([0.0, 0.0], ties=[(0, 1), (0, 0)]) == ([0, 1] if patched else [1, 0])
+    for keys in _levels(1):
+        n, c = keys.shape
+        order = [selection.selection_order(keys[:, j].tolist()) for j in range(c)]
+        place = np.empty((n, c), dtype=np.int64)
+        for j, o in enumerate(order):
+            place[o, j] = np.arange(n)
+        np.testing.assert_array_equal(selection.selection_positions(keys), place)
+        k = int(np.random.default_rng(n).integers(0, n + 1))
+        top = selection.top_k_columns(keys, k, np.arange(c, dtype=np.int64))
+        np.testing.assert_array_equal(top, np.array([o[:k] for o in order], dtype=np.int64).reshape(c, k).T)
+        a, b = np.arange(n)[:, None, None], np.arange(n)[None, :, None]
+        before = selection.precedes(keys[:, None, :], a, keys[None, :, :], b)  # [a, b, C]
+        np.testing.assert_array_equal(before.sum(axis=0), place)
