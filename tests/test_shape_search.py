@@ -211,3 +211,23 @@ def test_best_contained_configs_equal_brute_force(seed):
     assert all(fits_within(c, recorded) for _, c in found)
     assert [v for v, _ in found] == pytest.approx(truth[:5], abs=1e-12)
     assert [draft_value(c, model) for _, c in found] == pytest.approx(truth[:5], abs=1e-12)
+
+
+def test_search_expands_equal_path_probabilities_in_tree_order():
+    """The root's rank-0 and rank-1 children tie (0.4 each) and the rank-1 child's children are the
+    more acceptable: a one-head step expands the rank-0 child all the same (tree order), so the best
+    shapes expand both, and every shape is valued as the hand-written engine in simple_value builds it."""
+    p = np.zeros((3, COLS, COLS))
+    p[0, :] = [0.4, 0.4, 0.1, 0.05]
+    p[1, :] = [0.3, 0.2, 0.1, 0.05]
+    p[1, 0], p[1, 1] = [0.2, 0.1, 0.05, 0.0], [0.6, 0.3, 0.05, 0.0]
+    p[2, :] = [0.5, 0.25, 0.1, 0.05]
+    z = np.zeros((3, COLS))
+    model = ShapeModel(p, p, p, z.astype(np.int64), z.astype(bool), np.zeros(3, bool), 0, 0)
+    best = brute_force(model, 6, 3)
+    for shape in search_shapes(model, 6, 3, top=1000).by_block_efficiency:
+        assert shape.expected_accepted == pytest.approx(simple_value(shape.config, model), abs=1e-12), shape.config
+        if shape.exact:
+            assert shape.expected_accepted == pytest.approx(
+                best_at(best, shape.num_nodes, shape.depth_cap)[0], abs=1e-12
+            )

@@ -8,12 +8,17 @@ form in replay.core.selection follows rank_ties when it changes (a reversed rule
 from __future__ import annotations
 
 import ast
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from replay.core import selection
+from replay.core.config import TreeConfig
+from replay.engine.batch import batch_from_rounds, replay_batch
+from replay.engine.batch.view import round_view
+from replay.io.rounds import Round
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -129,3 +134,17 @@ def test_every_form_follows_rank_ties(request, patched):
         a, b = np.arange(n)[:, None, None], np.arange(n)[None, :, None]
         before = selection.precedes(keys[:, None, :], a, keys[None, :, :], b)  # [a, b, C]
         np.testing.assert_array_equal(before.sum(axis=0), place)
+
+
+def test_the_batch_engine_expands_the_first_of_two_equal_nodes():
+    """The root's two children have equal path probabilities and one head: the engine expands the
+    first in tree order (token 5), so the step-1 child (token 7) hangs under node 1 and is accepted."""
+    cfg = TreeConfig(gamma=2, top_k_spec=((2,), (1,)), top_head=(1, 1))
+    half = math.log(0.5)
+    rnd = Round.from_lists(
+        [[[5, 6]], [[7]]], [[5], [7], [9], [8]], step_logp=[[[half, half]], [[half]]], root_token=4, layout="all"
+    )
+    batch = batch_from_rounds([rnd])[0]
+    view = round_view(batch, replay_batch(batch, cfg, workers=1), 0)
+    assert view.tree.parents.tolist() == [-1, 0, 0, 1]
+    assert view.acceptance.accepted_tokens == (5, 7)
