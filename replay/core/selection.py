@@ -13,8 +13,8 @@ Which key, per step (the words are in replay.core.vocab; ``selection_method`` de
   (``fallback_guesses``).
 
 The tie rule ("equal keys in tree order") is written in ``rank_ties``: every form below orders
-equal keys through it, and no module elsewhere sorts selection keys itself (tests/test_selection.py
-scans them). One exception remains: analysis.compare.subtree._ahead, the interval reference's
+equal keys through it, and no module elsewhere sorts selection keys itself (tests/test_tie_rule_once.py
+scans them and plants a reversed rule). One exception remains: analysis.compare.subtree._ahead, the interval reference's
 pairwise test, compares its (parent slot, rank) tuples itself. Changing the tie rule means changing
 ``rank_ties``, that line, and the tests' oracles.
 
@@ -57,6 +57,8 @@ from .vocab import SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROO
 # Rank weight of the rank-major key: a parent's selection slot (< topHead) never reaches it, and
 # rank * weight stays an exact float64 integer for any rank a dump can hold.
 FALLBACK_RANK_WEIGHT = 1 << 20
+
+_POSITION_WEIGHT = 1 << 20  # tree_position's slot weight: above any draft rank
 
 FALLBACK_WARNING = "WARNING: no scores and no parents in the dump: expanded nodes chosen by the rank-major fallback (docs/dump-format.md)"
 
@@ -113,9 +115,6 @@ def tree_position(parent_slot: Any, rank: Any) -> Any:
     """A level node's tree-order position as one int: its parent's selection slot, then its draft
     rank (ints or int64 arrays; rank < 2**20)."""
     return parent_slot * _POSITION_WEIGHT + rank
-
-
-_POSITION_WEIGHT = 1 << 20
 
 
 def selection_order(keys: Sequence[float], ties: Sequence[Any] | None = None) -> list[int]:
@@ -197,8 +196,8 @@ def _descending(k: int) -> np.ndarray:
 def first_true(mask: np.ndarray) -> np.ndarray:
     """[C] index of the first True along axis 0 of [K, C] bool (K when none); K < 128.
 
-    A weighted max-reduce over the short leading
-    axis: argmax or accumulate along it run a per-column inner loop and cost ~10x more.
+    A weighted max-reduce over the short leading axis: argmax or accumulate along it run a
+    per-column inner loop and cost ~10x more.
     """
     k = mask.shape[0]
     if k == 1:
