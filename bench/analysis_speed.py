@@ -10,9 +10,9 @@ and build the round and node tables. Old path (still the reference): ``tests.ref
 node-hit counting of ``stats`` (metrics.node_hit_frequency), per-round loop against the array form,
 and ``all_metrics`` on the new tables. ``compare`` (``--only compare`` runs just this part): the old
 command replayed the run round by round (load_reference) and each config on every RoundResult
-(analysis.compare.configs.compare_configs); the new one re-reads the run in batches and replays every
+(replay.testing.compare_reference.compare_configs); the new one re-reads the run in batches and replays every
 config on the arrays (analysis.compare.batch.compare_run); both frames are checked equal. Likewise
-the gamma strategies (gamma_strategies.simulate_strategies on RoundResults against
+the gamma strategies (replay.testing.compare_reference.simulate_strategies on RoundResults against
 compare_batch.simulate_run_strategies; equal results checked). Inputs: a packed run of the article's config
 [[6],[2,2],[1,1]]/[1,2,2] (replay.testing.batch_synth, 5% early stops), a directory of half as many
 rounds (.npz files, replay.testing.synth.write_synthetic_run) and the bundled
@@ -41,7 +41,6 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from analysis.compare.batch import compare_run, simulate_run_strategies  # noqa: E402
-from analysis.compare.reference import compare_configs, simulate_strategies  # noqa: E402
 from analysis.compare.subtree import contained_configs  # noqa: E402
 from analysis.cost.model import CostModel  # noqa: E402
 from analysis.report.options import default_comparison_configs  # noqa: E402
@@ -52,6 +51,7 @@ from analysis.tables.slot_hits import _hits_by_round, _hits_vectorised, shape_si
 from replay.core.config import TreeConfig  # noqa: E402
 from replay.io.packed.pack import pack_batches  # noqa: E402
 from replay.testing.batch_synth import synth_run  # noqa: E402
+from replay.testing.compare_reference import compare_configs, simulate_strategies  # noqa: E402
 from replay.testing.synth import write_synthetic_run  # noqa: E402
 from replay.testing.table_rows import node_table, round_table  # noqa: E402
 from tests.reference_runs import load_reference  # noqa: E402

@@ -1,5 +1,5 @@
 """Compare at temperature T on a packed run: the batch arrays (analysis.compare.sampling_batch) against
-the round path (analysis.compare.sampling.compare_sampling), on the report's temperature curve (16 T:
+the round path (replay.testing.compare_at_t.compare_sampling), on the report's temperature curve (16 T:
 0 .. 1.5) for the recorded config and one narrower one.
 
     PYTHONPATH=. python bench/sampling_compare_speed.py [ROUNDS] [REFERENCE_ROUNDS]
@@ -18,12 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from analysis.compare.sampling import TEMPERATURE_GRID, compare_sampling
+from analysis.compare.sampling import TEMPERATURE_GRID
 from analysis.compare.sampling_batch import compare_sampling_run
 from analysis.tables.runs import load_run
 from replay.core.config import TreeConfig
 from replay.io.packed.pack import pack_batches
 from replay.testing.batch_synth import synth_run
+from replay.testing.compare_at_t import compare_sampling
 from replay.testing.sampling_ref import with_validate_scores
 from tests.reference_runs import load_reference
 

@@ -1,10 +1,10 @@
-"""Record dumps of any tree config from a *path oracle*, independently of analysis.compare.subtree.
+"""Record dumps of any tree config from a *path oracle*, independently of replay.testing.subtree_walk.
 
 An oracle gives the draft's candidate row and the target's row as deterministic functions of a
 node's token path (root token first), which is what real models do. Recording the same rounds
-with two configs from one oracle gives two genuine dumps; analysis.compare.subtree must reproduce the
+with two configs from one oracle gives two genuine dumps; replay.testing.subtree_walk must reproduce the
 second from the first wherever it claims to decide. The recorder rebuilds trees its own way
-(token paths, its own sort), never through replay.engine.rebuild or analysis.compare.subtree.
+(token paths, its own sort), never through replay.engine.rebuild or replay.testing.subtree_walk.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def synth_lookup_oracle(
 ) -> tuple[DraftFn, TargetFn]:
     """An oracle answering from synthetic rounds (replay.testing.synth, recorded with parents) by token path.
 
-    Paths the recording never saw are answered by ``fill``: analysis.compare.subtree claims that a decided
+    Paths the recording never saw are answered by ``fill``: replay.testing.subtree_walk claims that a decided
     round does not depend on them, so any fill must give the same decided outcome.
     """
     draft_rows: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}

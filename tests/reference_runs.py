@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.compare.subtree import is_contained, replay_subconfig_all
+from analysis.compare.subtree import is_contained
 from analysis.cost.model import CostModel
 from analysis.shapes.dumps import DumpInput, Measured, _Totals
 from analysis.shapes.recommend import Recommendation, recommend_dumps
@@ -25,6 +25,7 @@ from replay.engine.options import ReplayOptions
 from replay.engine.replayer import DirectoryReplay, RoundResult, replay_directory
 from replay.engine.sampling import round_sampling, sampling_skip
 from replay.testing.stats_reference import dump_stats_from_results
+from replay.testing.subtree_walk import replay_subconfig_all
 from replay.util.progress import tqdm_progress
 
 
@@ -102,7 +103,7 @@ def reference_run_sampling(
 
 
 def subtree_measure(results: Sequence[RoundResult], recorded: TreeConfig) -> Callable[[TreeConfig], Measured | None]:
-    """Exact measurements by analysis.compare.subtree for every config contained in ``recorded``: each round
+    """Exact measurements by replay.testing.subtree_walk for every config contained in ``recorded``: each round
     replayed with the config and the recording's own selection rule, recorded early stops inherited
     (as ``specreplay compare`` does). Not contained (or no rounds): None, a live run is needed.
     """
@@ -147,7 +148,7 @@ def recommend(
 
 
 def leaf_stop_fractions(rep: DirectoryReplay, configs: Sequence[TreeConfig]) -> list[float]:
-    """analysis.shapes.speedpredict.leaf_stop_fractions round by round (analysis.compare.subtree)."""
+    """analysis.shapes.speedpredict.leaf_stop_fractions round by round (replay.testing.subtree_walk)."""
     out = []
     for c in configs:
         if c.gamma_threshold > 0 or not is_contained(c, rep.tree):
@@ -165,8 +166,8 @@ def reference_compare_sampling(
     vocab_size: int | None = None,
     gamma_threshold: float | None = None,
 ):
-    """analysis.compare.sampling_batch.compare_sampling_run round by round (analysis.compare.sampling)."""
-    from analysis.compare.sampling import compare_sampling
+    """analysis.compare.sampling_batch.compare_sampling_run round by round (replay.testing.compare_at_t)."""
+    from replay.testing.compare_at_t import compare_sampling
 
     nodes = run.replay.manifest.node_logprob_temperatures
     return compare_sampling(

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from analysis.compare.configs import compare_display, format_bounds, generate_funnels, parse_config_arg
-from analysis.compare.gamma_strategies import next_gamma, simulate_strategy
-from analysis.compare.reference import compare_configs, outcomes_by_gamma, simulate_strategies
+from analysis.compare.gamma_strategies import next_gamma
 from analysis.compare.subtree import truncated
 from analysis.cost.model import CostModel
 from replay.core.config import TreeConfig
 from replay.engine.replayer import replay_directory, replay_round
 from replay.io.rounds import Round
+from replay.testing.compare_reference import compare_configs, outcomes_by_gamma, simulate_strategies, simulate_strategy
 from replay.util.errors import SpecReplayError
 from tests.analysis_oracle import as_round, random_oracle, record_round
 

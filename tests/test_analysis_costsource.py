@@ -20,11 +20,12 @@ import json
 import numpy as np
 import pytest
 
-from analysis.compare.configs import modelled_speedup, round_sizes, speed_row, with_speed
+from analysis.compare.configs import modelled_speedup, speed_row, with_speed
 from analysis.cost.model import SOURCE_DEFAULT, CostModel
 from analysis.cost.source import SOURCE_CURVE, SOURCE_MANIFEST, cost_warning, given_cost, run_cost
 from analysis.cost.timings import NotComparable, measured_speedup, read_timings
 from replay.io.manifest import read_manifest
+from replay.testing.compare_reference import round_sizes
 from replay.util.errors import DumpError, SpecReplayError
 from tests.test_analysis_metrics import CFG, hand_results
 

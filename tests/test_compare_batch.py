@@ -1,5 +1,5 @@
 """compare's outcomes from the batch arrays (analysis.compare.batch) equal the round-by-round
-reference (analysis.compare.configs.compare_configs over analysis.compare.subtree): the same summary table and the
+reference (replay.testing.compare_reference.compare_configs over replay.testing.subtree_walk): the same summary table and the
 same per-round frame (decided, bounds, stop, steps, rule, reason), column for column, on the bundled
 samples, a packed run and random dumps; for the recorded config, contained ones and configs
 reaching past the recording (deeper, wider, more heads), with and without a gammaThreshold."""
@@ -13,14 +13,13 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import replay.engine.replayer
 from analysis.compare.batch import compare_parts, compare_run, join_compare
-from analysis.compare.reference import compare_configs
 from analysis.compare.subtree import contained_configs
 from analysis.cost.model import CostModel
 from analysis.tables.runs import load_run
 from replay.core.config import TreeConfig
 from replay.engine.batch import batch_from_rounds, replay_batch
+from replay.testing.compare_reference import compare_configs
 from replay.util.errors import ConfigError
 from tests.packed_runs import assert_same_frames, packed_synth_run
 from tests.reference_runs import load_reference
@@ -120,7 +119,7 @@ def test_random_run_compare_agrees(case, rnd, threshold):
 def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
     """``specreplay compare`` on a packed run: no scalar replay of the run happens (the reference
     loader is made to fail), and its per-round CSV is the reference's frame."""
-    import analysis.compare.reference
+    import replay.testing.compare_reference
     from analysis.compare.configs import parse_config_arg
     from replay.cli import main
 
@@ -132,7 +131,7 @@ def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
         raise AssertionError("compare replayed the run round by round")
 
     per_round = tmp_path / "rounds.csv"
-    monkeypatch.setattr(analysis.compare.reference, "replay_subconfig", no_scalar_replay)
+    monkeypatch.setattr(replay.testing.compare_reference, "replay_subconfig", no_scalar_replay)
     monkeypatch.setattr(replay.engine.replayer, "replay_directory", no_scalar_replay)
     assert (
         main(
@@ -164,7 +163,7 @@ def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
 def test_gamma_strategies_from_the_batch_arrays_agree(name, tmp_path):
     """Every strategy's result (bounds, undecidable rounds, trajectory) equals the reference's."""
     from analysis.compare.batch import simulate_run_strategies
-    from analysis.compare.reference import simulate_strategies
+    from replay.testing.compare_reference import simulate_strategies
 
     path = SAMPLES / name
     if name == "packed":

@@ -1,5 +1,5 @@
 """compare at temperature T from the batch arrays (analysis.compare.sampling_batch) equals the round
-path (analysis.compare.sampling.compare_sampling over the RoundResults): the same per-round frame
+path (replay.testing.compare_at_t.compare_sampling over the RoundResults): the same per-round frame
 (determined, bounds, exactness, reason) and the same table, value for value, on random dumps with
 scores (replay/testing/batch_synth, replay/testing/sampling_ref.with_validate_scores): varied matrix
 shapes, early stops, both layouts, the three selection rules, bad rows; at T = 0, < 1, 1 and > 1,
@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.compare.sampling import compare_sampling
 from analysis.compare.sampling_batch import compare_sampling_run, join_sampling
 from analysis.compare.sampling_parts import sampling_parts
 from analysis.compare.subtree import contained_configs
@@ -25,6 +24,7 @@ from replay.engine.batch import replay_batch
 from replay.io.packed.pack import pack_batches
 from replay.io.roundbatch import MatrixStack
 from replay.testing.batch_synth import synth_run, varied_run
+from replay.testing.compare_at_t import compare_sampling
 from replay.testing.sampling_ref import with_validate_scores
 from tests.reference_runs import load_reference
 from tests.test_batch_tables import ARTICLE, reference_results
@@ -244,12 +244,12 @@ def test_compare_recommend_and_report_at_t_read_the_batch_arrays(capsys, tmp_pat
     monkeypatch.undo()
     # the report's other sections still read the rounds (its speed table): only the curve's own
     # round path is made to fail here
-    import analysis.compare.sampling
+    import replay.testing.compare_at_t
 
     def no_round_path(*args, **kwargs):
         raise AssertionError("the curve was computed round by round")
 
-    monkeypatch.setattr(analysis.compare.sampling, "sub_tree_round", no_round_path)
+    monkeypatch.setattr(replay.testing.compare_at_t, "sub_tree_round", no_round_path)
     out_dir = tmp_path / "report"
     code, _, err = cli(capsys, "report", path, "-o", out_dir, "--configs", texts[0], "--no-progress")
     assert code == 1, err  # the curve's rounds with a bad row are listed as skipped, once a round

@@ -1,6 +1,6 @@
 """compare at a temperature the manifest records node_logprobs for, on the batch arrays
 (analysis.compare.sampling_parts / sampling_subtrees.recorded_edges), equals the round path
-(analysis.compare.sampling.compare_sampling with the node temperatures) value for value, on random
+(replay.testing.compare_at_t.compare_sampling with the node temperatures) value for value, on random
 dumps of mixed rounds: some with node_logprobs, some without (their batch has no array), both layouts
 (the parents layout never reads them), refused rounds (a NaN node log-prob, children summing above 1,
 a bad top-K row), every config kind of tests/test_compare_sampling_batch.py (sub-configs, configs
@@ -15,13 +15,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.compare.sampling import compare_sampling
 from analysis.compare.sampling_batch import compare_sampling_run, join_sampling
 from analysis.compare.sampling_parts import sampling_parts
 from analysis.tables.runs import load_run
 from replay.core.config import TreeConfig
 from replay.engine.batch import RoundBatch, replay_batch
 from replay.io.packed.pack import pack_batches
+from replay.testing.compare_at_t import compare_sampling
 from tests.reference_runs import load_reference
 from tests.test_batch_tables import reference_results
 from tests.test_compare_sampling_batch import VOCAB, configs_for, random_case

@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.compare.sampling import compare_sampling
 from analysis.compare.sampling_batch import compare_sampling_run
 from analysis.tables.runs import load_run
 from replay.cli import main
 from replay.core.config_grammar import parse_config_text
+from replay.testing.compare_at_t import compare_sampling
 from tests.reference_runs import load_reference
 from tests.test_live_sampling_dump import RUN_T, recorded_rounds, run_07, tiny_dir  # noqa: F401  fixtures
 

@@ -7,15 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.compare.gamma_strategies import (
-    STRATEGY_NAMES,
-    GammaOutcomes,
-    _walk_table,
-    simulate_strategy,
-    simulate_strategy_arrays,
-)
+from analysis.compare.gamma_strategies import STRATEGY_NAMES, GammaOutcomes, _walk_table, simulate_strategy_arrays
 from analysis.cost.model import CostModel
 from replay.core.config import TreeConfig
+from replay.testing.compare_reference import gamma_outcomes, simulate_strategy
 
 CFG = TreeConfig.from_lists([[4], [2, 1], [1, 1], [1, 1]], [1, 2, 2, 2])  # gamma 4
 COST = CostModel.from_json({"tokens": [1, 8, 32], "verify_s": [0.013, 0.0151, 0.0233], "draft_step_s": 0.0037})
@@ -45,7 +40,7 @@ def test_arrays_equal_the_walk(seed, ranged, undecided):
     rng = np.random.default_rng(seed)
     outs = random_outcomes(rng, int(rng.integers(0, 700)), ranged, undecided)
     walked = list(outs.rounds())
-    assert GammaOutcomes.of(walked, CFG.gamma).lower.tolist() == outs.lower.tolist()  # the two forms agree
+    assert gamma_outcomes(walked, CFG.gamma).lower.tolist() == outs.lower.tolist()  # the two forms agree
     for strategy in STRATEGY_NAMES:
         for window in (1, 3):
             for max_states in (4096, 3):

@@ -253,23 +253,29 @@ REFERENCE_ENTRY_POINTS = {
     ("replay.engine.replayer", "DirectoryReplay"),
     ("replay.engine.rebuild", None),
     ("replay.engine.sampling", "round_sampling"),
-    ("analysis.compare.subtree", "replay_subconfig"),
-    ("analysis.compare.subtree", "replay_subconfig_all"),
-    ("analysis.compare.sampling", "compare_sampling"),
-    ("analysis.compare.reference", None),
     ("replay.testing.table_rows", None),
     ("replay.testing.stats_reference", None),
+    ("replay.testing.subtree_walk", None),
+    ("replay.testing.compare_at_t", None),
+    ("replay.testing.compare_reference", None),
 }
 # the reference modules themselves
 REFERENCE_MODULES = {
     "replay.engine.replayer",
     "replay.engine.rebuild",
     "replay.engine.sampling",
-    "analysis.compare.subtree",
-    "analysis.compare.sampling",
-    "analysis.compare.reference",
-    "replay.testing.table_rows",
-    "replay.testing.stats_reference",
+}
+# The per-round references of the sub-tree comparison (greedy, at T, the strategies): test oracles
+# that live in replay/testing, each defined there and nowhere else under replay/ or analysis/.
+TESTING_REFERENCES = {
+    "replay.testing.subtree_walk": ("replay_subconfig", "replay_subconfig_all", "simulate_subconfig"),
+    "replay.testing.compare_at_t": ("compare_sampling", "sub_tree_round", "subtree_sampling"),
+    "replay.testing.compare_reference": (
+        "compare_configs",
+        "outcomes_by_gamma",
+        "simulate_strategies",
+        "simulate_strategy",
+    ),
 }
 
 
@@ -334,11 +340,36 @@ def test_the_reference_check_sees_every_form(tmp_path):
         "from replay.engine.replayer import replay_directory, RoundResult\n"
         "def f():\n    from .sampling import round_sampling\n"
         "import replay.engine.rebuild\n"
-        "from analysis.compare import reference\n"
+        "from replay.testing import compare_reference\n"
     )
     assert _reference_imports("replay.engine.x", p) == {
         "replay.engine.replayer.replay_directory",
         "replay.engine.sampling.round_sampling",
         "replay.engine.rebuild",
-        "analysis.compare.reference",
+        "replay.testing.compare_reference",
     }
+
+
+def _top_level_names(path: Path) -> set[str]:
+    """The functions and classes a module defines at its top level."""
+    tree = ast.parse(path.read_text(), str(path))
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+
+
+def test_the_per_round_references_live_in_replay_testing():
+    """The sub-tree comparison's round-by-round oracles are defined in their replay/testing modules
+    (which no library module imports: test_no_library_module_imports_the_test_generators), and no
+    run-time module defines one again."""
+    every = set()
+    for module, names in TESTING_REFERENCES.items():
+        assert LAYERS[module] == TESTING, f"{module} is not in replay/testing"
+        missing = set(names) - _top_level_names(FILES[module])
+        assert not missing, f"{module} no longer defines {sorted(missing)}: update TESTING_REFERENCES"
+        every |= set(names)
+    copies = sorted(
+        f"{name}.{ref}"
+        for name, path in FILES.items()
+        if LAYERS[name] != TESTING
+        for ref in _top_level_names(path) & every
+    )
+    assert not copies, f"per-round references defined in run-time modules: {copies} (they belong in replay/testing)"

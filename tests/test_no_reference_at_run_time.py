@@ -2,7 +2,7 @@
 point made to raise, plot, report, stats (greedy and at T), compare and recommend (greedy and at T)
 and the api functions still work. The pieces that replaced a reference use are checked against it:
 the static shape (was rebuilt by replay.engine.rebuild), the leaf stops of generate --config auto
-(were walked by analysis.compare.subtree), and the rising-rows WARNING, which replay_run now makes
+(were walked by replay.testing.subtree_walk), and the rising-rows WARNING, which replay_run now makes
 for every command.
 """
 
@@ -16,13 +16,13 @@ import json
 import numpy as np
 import pytest
 
-import analysis.compare.reference
-import analysis.compare.sampling
-import analysis.compare.subtree
 import replay.engine.rebuild
 import replay.engine.replayer
 import replay.engine.sampling
+import replay.testing.compare_at_t
+import replay.testing.compare_reference
 import replay.testing.stats_reference
+import replay.testing.subtree_walk
 import replay.testing.table_rows
 from analysis.shapes.dumps import scan_run
 from analysis.shapes.speedpredict import leaf_stop_fractions
@@ -43,9 +43,9 @@ REFERENCES = (
     (replay.engine.replayer, ("replay_directory", "replay_packed", "replay_round", "iter_rounds")),
     (replay.engine.rebuild, ("rebuild_tree",)),
     (replay.engine.sampling, ("round_sampling",)),
-    (analysis.compare.subtree, ("replay_subconfig", "replay_subconfig_all")),
-    (analysis.compare.sampling, ("compare_sampling",)),
-    (analysis.compare.reference, ("compare_configs", "simulate_strategies")),
+    (replay.testing.subtree_walk, ("replay_subconfig", "replay_subconfig_all")),
+    (replay.testing.compare_at_t, ("compare_sampling",)),
+    (replay.testing.compare_reference, ("compare_configs", "simulate_strategies")),
     (replay.testing.table_rows, ("round_table", "node_table", "node_facts")),
     (replay.testing.stats_reference, ("dump_stats_from_results", "collect_visits", "estimate_model")),
 )

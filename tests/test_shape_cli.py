@@ -7,13 +7,14 @@ import json
 import numpy as np
 import pytest
 
-from analysis.compare.subtree import is_contained, replay_subconfig
+from analysis.compare.subtree import is_contained
 from analysis.shapes.dumps import scan_run
 from analysis.shapes.recommend_render import recommend_section
 from replay.cli import main
 from replay.core.config import TreeConfig, grid_item
 from replay.engine.replayer import replay_directory
 from replay.live.sweep.grid import parse_grid
+from replay.testing.subtree_walk import replay_subconfig
 from tests.reference_runs import recommend, subtree_measure
 
 SAMPLE = "sample_dumps/synthetic_article"
@@ -59,7 +60,7 @@ def test_contained_shapes_are_measured_exactly(sample, capsys):
     rows = [c for c in rec.comparisons if c.label != "recorded trees"]
     contained = [c for c in rows if is_contained(c.config, sample.tree)]
     assert len(contained) >= 4  # the recorded config and the best contained shapes
-    for c in contained:  # every contained shape is replayed by analysis.compare.subtree and decided here
+    for c in contained:  # every contained shape is replayed by replay.testing.subtree_walk and decided here
         assert c.measured is not None and c.measured.decided and c.agree is not None, c.to_json()
         assert c.measured.rounds == 300 and c.measured.lower == c.measured.upper == c.measured.mean_accepted
     assert all(c.measured is None and c.agree is None for c in rows if c not in contained)
@@ -73,7 +74,7 @@ def test_contained_shapes_are_measured_exactly(sample, capsys):
 def test_undecidable_rounds_give_bounds_and_no_verdict(sample):
     # [6]|[1,1]|[1,1] is contained but its own selection leaves the recording in some rounds
     # (docs/analysis.md); the bounds are compare's lo..hi, aggregated here by hand from the
-    # per-round outcomes of analysis.compare.subtree, and the batch path (analysis.compare.subtree_batch) agrees
+    # per-round outcomes of replay.testing.subtree_walk, and the batch path (analysis.compare.subtree_batch) agrees
     cfg = TreeConfig.from_lists([[6], [1, 1], [1, 1]], [1, 2, 2])
     outs = [replay_subconfig(r, cfg, 0.0, None, sample.tree.gamma) for r in sample.results]
     undecidable = sum(not o.decided for o in outs)

@@ -95,7 +95,7 @@ def test_recommend_end_to_end_recorded_rows_agree(wide_replay):
     rec = recommend([wide_replay], BUDGET, bootstrap=60)
     recorded = [c for c in rec.comparisons if c.label.startswith("recorded")]
     assert len(recorded) == 2 and all(c.agree for c in recorded)
-    # contained shapes are replayed exactly from the wide dump (analysis.compare.subtree)
+    # contained shapes are replayed exactly from the wide dump (replay.testing.subtree_walk)
     contained = [c for c in rec.comparisons if c.label.startswith("contained#")]
     assert contained and all(c.measured is not None and c.measured.decided and c.agree for c in contained)
     measure = subtree_measure(wide_replay.results, wide_replay.tree)

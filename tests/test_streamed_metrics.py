@@ -118,8 +118,9 @@ def test_keys_only_tables_refuse_to_tabulate(tmp_path):
 def test_speed_row_needs_no_round_by_round_replay():
     """report's speedup row (analysis.compare.configs.speed_row) of a batch-loaded run comes from its
     arrays, the same figure as from the reference RoundResults, without replaying them."""
-    from analysis.compare.configs import round_sizes, speed_row
+    from analysis.compare.configs import speed_row
     from analysis.cost.model import CostModel
+    from replay.testing.compare_reference import round_sizes
     from tests.reference_runs import load_reference
 
     path = str(SAMPLES / "qwen2.5-coder/deep")

@@ -1,5 +1,5 @@
 """The vectorised sub-shape replay (analysis.compare.subtree_batch) decides exactly as the reference
-(analysis.compare.subtree.replay_subconfig) on random dumps: same decided flag and bounds, every round,
+(replay.testing.subtree_walk.replay_subconfig) on random dumps: same decided flag and bounds, every round,
 every contained config tried. The dumps come from the batch property test's strategy (ties,
 -inf scores, no scores, explicit parents, dynamic trees, early stops, defects)."""
 
@@ -10,12 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analysis.compare import subtree_batch, subtree_select
-from analysis.compare.subtree import contained_configs, replay_subconfig
+from analysis.compare.subtree import contained_configs
 from analysis.compare.subtree_batch import replay_contained, replay_contained_many
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.engine.batch import ERR_OK, batch_from_rounds, expanded_nodes, replay_batch
 from replay.engine.replayer import replay_round
 from replay.engine.runs import open_run
+from replay.testing.subtree_walk import replay_subconfig
 from tests.test_batch_property import runs
 
 

@@ -1,6 +1,6 @@
 """``compare``'s per-config, per-round outcomes from the batch arrays (replay.engine.batch), vectorised.
 
-The same summary and per-round frames as analysis.compare.configs.compare_configs over the scalar
+The same summary and per-round frames as replay.testing.compare_reference.compare_configs over the scalar
 RoundResults (the readable reference; tests/test_compare_batch.py compares the two on the bundled
 samples, a packed run and random dumps). The run is read again in batches (replay.engine.runs.replay_run);
 each batch's rounds of one tree shape are replayed with every config at once by
@@ -271,7 +271,7 @@ def compare_run(
     progress: Progress | None = None,
     per_round: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """analysis.compare.configs.compare_configs' frames for a loaded run, from the batch arrays.
+    """replay.testing.compare_reference.compare_configs' frames for a loaded run, from the batch arrays.
     ``progress(rounds done, rounds)``; ``per_round=False`` leaves the per-round frame empty (join_compare)."""
     cost = cost or CostModel.default()
     parts = run_parts(run, configs, gamma_threshold, progress)
@@ -279,7 +279,7 @@ def compare_run(
 
 
 def outcomes_by_gamma_run(run: LabelledRun, cfg: TreeConfig, gamma_threshold: float | None = None) -> GammaOutcomes:
-    """analysis.compare.gamma_strategies.outcomes_by_gamma for a batch-loaded run (recorded early stops of
+    """replay.testing.compare_reference.outcomes_by_gamma for a batch-loaded run (recorded early stops of
     ``run.config`` inherited), as arrays: every truncation of ``cfg`` replayed on the batch arrays."""
     subs = [truncated(cfg, g) for g in range(1, cfg.gamma + 1)]
     parts = run_parts(run, subs, gamma_threshold)
@@ -305,7 +305,7 @@ def simulate_run_strategies(
     ema_window: int = 1,
     gamma_threshold: float | None = None,
 ) -> list[StrategyResult]:
-    """analysis.compare.gamma_strategies.simulate_strategies for a loaded run (recorded gamma: ``run.config``'s),
+    """replay.testing.compare_reference.simulate_strategies for a loaded run (recorded gamma: ``run.config``'s),
     its per-gamma outcomes from the batch arrays."""
     cost = cost or CostModel.default()
     outs = outcomes_by_gamma_run(run, cfg, gamma_threshold)

@@ -1,7 +1,7 @@
 """Compare tree configs offline on a recorded run, and several runs side by side.
 
 Each config is replayed exactly on every recorded round (analysis.compare.batch on the batch arrays;
-the round-by-round oracle: analysis.compare.reference.compare_configs); ``summarize_arrays`` summarises: nodes, then
+the round-by-round oracle: replay.testing.compare_reference.compare_configs); ``summarize_arrays`` summarises: nodes, then
 the headline in vLLM's words (mean acceptance length, draft acceptance rate, per-position acceptance
 rate; replay.core.headline), mean accepted length and modelled speedup, each as a [lo, hi] pair that
 collapses to one value when every round is decidable. ``with_speed`` adds
@@ -24,7 +24,6 @@ from analysis.tables.runs import RoundSizes
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.config_grammar import parse_config_list, parse_configs
 from replay.core.headline import per_position_rates
-from replay.engine.replayer import RoundResult
 from replay.util.errors import SpecReplayError
 
 from .subtree import beyond_recorded, is_contained
@@ -68,7 +67,7 @@ def summarize_arrays(
     nodes_hi: np.ndarray,
 ) -> dict:
     """One comparison row (COMPARE_COLUMNS) from a config's per-round outcomes, in round order
-    (decided: [R] bool; the others [R] int64, as analysis.compare.subtree.SubOutcome's fields).
+    (decided: [R] bool; the others [R] int64, as replay.testing.subtree_walk.SubOutcome's fields).
 
     Undecidable rounds count at their lower bound in *_lo and at their upper bound in *_hi;
     modelled_speedup_lo pairs the fewest tokens with the highest cost, modelled_speedup_hi the reverse,
@@ -216,15 +215,6 @@ def modelled_speedup(sizes: RoundSizes, cost: CostModel) -> float:
         return float("nan")
     tokens = int(lengths.sum()) + int(lengths.shape[0])
     return cost.speedup(tokens, float(np.sum(cost.round_cost(steps, nodes))))
-
-
-def round_sizes(results: Sequence[RoundResult]) -> RoundSizes:
-    """([R] accepted length, [R] draft steps, [R] draft nodes) int64 of reference RoundResults, in order."""
-    return (
-        np.asarray([r.acceptance.accepted_length for r in results], dtype=np.int64),
-        np.asarray([r.tree.num_steps for r in results], dtype=np.int64),
-        np.asarray([r.tree.num_nodes for r in results], dtype=np.int64),
-    )
 
 
 def speed_row(label: str, sizes: RoundSizes, cost: CostModel, measured: Speedup | None) -> dict:

@@ -2,7 +2,7 @@
 
 A strategy picks round t's gamma from earlier rounds' acceptance; round t then runs the config's
 first gamma_t steps. Truncating a static tree in depth keeps every selection of the remaining
-steps, so each round is an exact sub-tree replay (analysis.compare.subtree) — when the base config is
+steps, so each round is an exact sub-tree replay (analysis.compare.subtree_batch) — when the base config is
 itself decidable on the recording. Our reading of the engine's ``gammaStrategy`` codes (G = the
 config's gamma, L = last round's accepted length, g = last round's gamma, "full" = L >= g,
 E = EMA of L with alpha = 2 / (emaWindow + 1), first value E = L, round() = round half up,
@@ -23,7 +23,7 @@ extremes over every gamma (still sound, looser, and flagged ``exact = False``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,8 +31,6 @@ import numpy as np
 from analysis.cost.model import CostModel
 from replay.core.config import TreeConfig
 from replay.engine.batch.frames import distinct_columns
-
-from .subtree import SubOutcome
 
 STRATEGY_NAMES = {
     0: "off",
@@ -133,7 +131,7 @@ class _Branch:
 
 @dataclass(frozen=True)
 class RoundOutcome:
-    """The fields of analysis.compare.subtree.SubOutcome that the strategies read, for one round and gamma."""
+    """The fields of a sub-tree replay's outcome (GAMMA_FIELDS) that the strategies read, for one round and gamma."""
 
     decided: bool
     lower: int
@@ -149,7 +147,8 @@ GAMMA_FIELDS = ("decided", "lower", "upper", "steps_lo", "steps_hi", "nodes_lo",
 
 @dataclass(frozen=True, eq=False)
 class GammaOutcomes:
-    """outcomes_by_gamma as arrays: row g - 1 is the truncation to gamma g, column r round r (run order)."""
+    """Every truncation's sub-tree replay (analysis.compare.batch.outcomes_by_gamma_run) as arrays: row
+    g - 1 is the truncation to gamma g, column r round r (run order)."""
 
     decided: np.ndarray  # [G, R] bool
     lower: np.ndarray  # [G, R] int64
@@ -162,35 +161,12 @@ class GammaOutcomes:
     def __len__(self) -> int:
         return int(self.lower.shape[1])
 
-    @classmethod
-    def of(cls, outcomes: Sequence[dict[int, SubOutcome] | dict[int, RoundOutcome]], gamma: int) -> GammaOutcomes:
-        """The arrays of outcomes_by_gamma's list (one dict gamma -> outcome per round)."""
-        cols = {f: [[getattr(per_g[g], f) for per_g in outcomes] for g in range(1, gamma + 1)] for f in GAMMA_FIELDS}
-        dtype = {f: bool if f == "decided" else np.int64 for f in GAMMA_FIELDS}
-        return cls(**{f: np.asarray(v, dtype=dtype[f]).reshape(gamma, len(outcomes)) for f, v in cols.items()})
-
     def rounds(self, start: int = 0) -> Iterator[dict[int, RoundOutcome]]:
-        """outcomes_by_gamma's dicts of rounds ``start``, ``start + 1``, ... (the walk's input)."""
+        """Rounds ``start``, ``start + 1``, ... as dicts gamma -> RoundOutcome (the walk's input)."""
         gammas = range(1, self.lower.shape[0] + 1)
         rows = [list(zip(*(getattr(self, f)[g - 1, start:].tolist() for f in GAMMA_FIELDS))) for g in gammas]
         for per_round in zip(*rows):
             yield {g: RoundOutcome(*o) for g, o in zip(gammas, per_round)}
-
-
-def simulate_strategy(
-    outcomes: Sequence[dict[int, SubOutcome]] | Sequence[dict[int, RoundOutcome]],
-    cfg: TreeConfig,
-    strategy: int,
-    cost: CostModel,
-    ema_window: int = 1,
-    max_states: int = 4096,
-) -> StrategyResult:
-    """Run one strategy over precomputed per-gamma outcomes (``outcomes_by_gamma``), round by round
-    (the reference simulate_strategy_arrays is checked against)."""
-    G = cfg.gamma
-    walk = _Walk({(G, None): _Branch(G, None, [0, 0], [0, 0], [0.0, 0.0], [])})
-    walk.run(outcomes, G, strategy, cost, ema_window, max_states)
-    return walk.result(strategy, ema_window, cfg, len(outcomes))
 
 
 @dataclass
@@ -297,10 +273,11 @@ def simulate_strategy_arrays(
     ema_window: int = 1,
     max_states: int = 4096,
 ) -> StrategyResult:
-    """simulate_strategy on outcomes as arrays, the same result: while the strategy follows one
+    """One strategy over the per-gamma outcomes (module docstring): while the strategy follows one
     trajectory (every round it reaches has one accepted length) the gammas are found with numpy
     (_trajectory) and the sums taken over the arrays, in the walk's order; from the first round
-    with a range of lengths on, the walk goes on round by round."""
+    with a range of lengths on, the walk goes on round by round. The walk from the first round is
+    the reference it is checked against (replay.testing.compare_reference.simulate_strategy)."""
     G, R = cfg.gamma, len(outs)
     traj, stop, g_stop, ema = _trajectory(outs, G, strategy, ema_window)
     cols = np.arange(stop)

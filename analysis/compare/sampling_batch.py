@@ -1,6 +1,6 @@
-"""analysis.compare.sampling's configs at temperature T, on the batch arrays: numpy over rounds.
+"""Other configs at temperature T (analysis.compare.sampling's table), on the batch arrays: numpy over rounds.
 
-The same per-round outcomes as ``analysis.compare.sampling.compare_sampling`` over the RoundResults
+The same per-round outcomes as ``replay.testing.compare_at_t.compare_sampling`` over the RoundResults
 (the readable reference, a test oracle: tests/test_compare_sampling_batch.py compares the two on random
 dumps, tests/test_compare_sampling_batch_recorded.py at temperatures with recorded node_logprobs):
 per config, T and round, determined or not (and why), the bounds on the expected accepted length and

@@ -1,6 +1,7 @@
-"""analysis.compare.subtree's exact replay of a contained config, for a whole RoundBatch at once.
+"""The exact replay of another config on recorded rounds (docs/analysis.md, "Offline comparison"), for a
+whole RoundBatch at once.
 
-The same decisions as ``analysis.compare.subtree.replay_subconfig`` (the readable reference; the property
+The same decisions as ``replay.testing.subtree_walk.replay_subconfig`` (the readable reference; the property
 tests tests/test_subtree_batch.py and tests/test_compare_batch.py compare the two on random dumps):
 per round, decided or not, the lower / upper bound of the accepted length (equal when decided),
 how the walk stopped, the draft steps run and, for an undecidable round, why (as codes; analysis.
@@ -38,7 +39,7 @@ from .subtree_levels import (
 )
 from .subtree_select import Level, first_hit, select_level, selection_rules
 
-# how the walk ended (analysis.compare.subtree's SubOutcome.stop); why a round is undecidable: subtree.WHY_*
+# how the walk ended (replay.testing.subtree_walk's SubOutcome.stop); why a round is undecidable: subtree.WHY_*
 STOP_CODE_LEAF, STOP_CODE_MISMATCH, STOP_CODE_NO_ROW = StopCode.LEAF, StopCode.MISMATCH, StopCode.NO_ROW
 STOP_CODE_UNDECIDABLE = max(StopCode) + 1  # the batch replay's stop codes, and one more
 NO_CANDIDATE = -1  # why_rank where the reason names no candidate (not vocab.NO_RANK, the root's rank)
@@ -56,7 +57,7 @@ COMPACT_SHARE = 0.85
 @dataclass(frozen=True, eq=False)
 class SubOutcomes:
     """Per round: whether the config's accepted length is decided, its bounds, and the rest of
-    analysis.compare.subtree.SubOutcome that compare shows (bonus fields left out). The reason's depth is
+    replay.testing.subtree_walk.SubOutcome that compare shows (bonus fields left out). The reason's depth is
     ``lower`` (the walk's depth when it stopped)."""
 
     decided: np.ndarray  # [R] bool
@@ -219,7 +220,7 @@ def _rows(a: np.ndarray | None, n: int) -> np.ndarray | None:
 def _simulate(
     rec: RecordedChunk, sub: TreeConfig, cap: int, threshold: float = 0.0, shared: dict | None = None
 ) -> SubOutcomes:
-    """Walk greedy acceptance (analysis.compare.subtree._walk) on the simulated levels 0..cap: built
+    """Walk greedy acceptance (replay.testing.subtree_walk._walk) on the simulated levels 0..cap: built
     during the walk for the rounds still walking (_OnTheWalk), or all first under the gammaThreshold
     early stop (whether a step runs reads every level of every round)."""
     if threshold > 0:

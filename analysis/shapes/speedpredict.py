@@ -4,7 +4,7 @@ ceiling").
 
 Acceptance: each candidate shape contained in the calibration dump's (wide) tree is replayed
 exactly on the dump's rounds (analysis.shapes.dumps ``measure_many``): its mean accepted length A
-over the rounds it decides, and (analysis.compare.subtree, the scalar reference) the fraction f of those
+over the rounds it decides, and (analysis.compare.subtree_batch's walk) the fraction f of those
 rounds whose accepted path ends at a leaf of the shape. Cost: ``CostModel.live_round_cost`` of a
 static shape, the round as the live loop runs it (analysis.cost.model): the draft's catch-up
 forward over 1 token, or 2 after a path that ended at a leaf, one draft forward over the

@@ -1,5 +1,5 @@
-"""``specreplay compare --temperature T``: other configs at temperature T (analysis.compare.sampling; on
-the batch arrays for a run loaded in batches, analysis.compare.sampling_batch).
+"""``specreplay compare --temperature T``: other configs at temperature T (the table:
+analysis.compare.sampling; walked on the batch arrays of a run loaded in batches, analysis.compare.sampling_batch).
 
 Glue only: the options compare --temperature cannot use are refused, each run's configs are compared
 at T, the table is printed (text, --csv, --json), the per-round outcomes written with --per-round,

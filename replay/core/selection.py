@@ -14,9 +14,9 @@ Which key, per step (the words are in replay.core.vocab; ``selection_method`` de
 
 The tie rule ("equal keys in tree order") is written in ``rank_ties``: every form below orders
 equal keys through it, and no module elsewhere sorts selection keys itself (tests/test_tie_rule_once.py
-scans them and plants a reversed rule). One exception remains: analysis.compare.subtree._ahead, the interval reference's
-pairwise test, compares its (parent slot, rank) tuples itself. Changing the tie rule means changing
-``rank_ties``, that line, and the tests' oracles.
+scans them and plants a reversed rule). Changing the tie rule means changing ``rank_ties`` and
+the test oracles, which keep their own copy on purpose (replay/testing/subtree_walk.py ``_ahead``,
+tests/simple_replay.py, tests/analysis_oracle.py).
 
 Forms of the rule, where each lives and what cross-checks it:
 
@@ -24,7 +24,7 @@ Forms of the rule, where each lives and what cross-checks it:
   replay.live.draft (on the CPU copy of the path log-probs: a few nodes per step), analysis.tables.build
   (level ranks), analysis.tables.slot_hits, analysis.shapes.paths and .search (model probabilities),
   replay.engine.batch.shapes and analysis.tables.batch (the fallback order of a shape) and
-  analysis.compare.subtree (when every key is exact). tests/test_selection.py checks it against
+  replay.testing.subtree_walk (the reference, when every key is exact). tests/test_selection.py checks it against
   hand-derived orders.
 * vectorised, numpy, round axis last (here): ``top_k_columns`` (through ``tie_winner``) and
   ``invalid_parents_columns`` in replay.engine.batch; ``selection_positions`` (each node's place) in
@@ -32,7 +32,7 @@ Forms of the rule, where each lives and what cross-checks it:
   random levels; tests/test_batch_property.py checks batch against rebuild on random dumps.
 * pairwise, ``precedes`` (here): selection_positions, and analysis.compare.subtree_select's interval
   form where both keys are exact.
-* interval (undecidable), analysis.compare.subtree._select and its vectorised twin
+* interval (undecidable), replay.testing.subtree_walk._select (the reference) and its vectorised twin
   analysis.compare.subtree_select.select_level: keys known only up to an interval (unknown scores) give
   IN / OUT / MAYBE; with exact keys it is the scalar form (select_level: successive maxima, equal keys
   by ``rank_ties`` of ``tree_position``). tests/test_analysis_subtree.py checks it against replaying

@@ -1,5 +1,7 @@
-"""Generators that tests and benches use: synthetic dumps from a known acceptance model (synth),
-the same as arrays (batch_synth), tiny random-weight models (tiny); and references the tests hold
-the engine equal to (sampling_ref, round_sampling, round_summaries). No library module imports
-this package (tests/test_layers.py).
+"""Generators and per-round references that tests and benches use: synthetic dumps from a known
+acceptance model (synth), the same as arrays (batch_synth), tiny random-weight models (tiny); the
+references the engine is held equal to: the plain scalar sampling walk (sampling_ref), the round
+sampling and summaries (round_sampling, round_summaries), the round and node tables and recommend's
+statistics (table_rows, stats_reference), and the sub-tree comparison round by round (subtree_walk,
+compare_at_t, compare_reference). No library module imports this package (tests/test_layers.py).
 """

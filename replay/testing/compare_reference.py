@@ -1,10 +1,12 @@
 """The sub-tree comparison round by round over reference RoundResults: the oracles of the batch walk.
 
 ``compare_configs`` (compare's frames) and ``simulate_strategies`` (the dynamic-gamma strategies)
-replay each config on every RoundResult with analysis.compare.subtree.replay_subconfig; the
+replay each config on every RoundResult with replay.testing.subtree_walk.replay_subconfig; the
 commands get the same frames from the batch arrays (analysis.compare.batch: compare_run,
-simulate_run_strategies), and tests/test_compare_batch.py holds the two equal. No command uses this
-module.
+simulate_run_strategies), and tests/test_compare_batch.py holds the two equal. ``simulate_strategy``
+walks a strategy round by round from the first (analysis.compare.gamma_strategies.simulate_strategy_arrays
+is checked against it, tests/test_gamma_strategies_arrays.py); ``round_sizes`` gives modelled_speedup's
+sizes of reference RoundResults.
 """
 
 from __future__ import annotations
@@ -15,13 +17,23 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from analysis.compare.configs import COMPARE_COLUMNS, is_own_tree, summarize_arrays
+from analysis.compare.gamma_strategies import (
+    GAMMA_FIELDS,
+    STRATEGY_NAMES,
+    GammaOutcomes,
+    RoundOutcome,
+    StrategyResult,
+    _Branch,  # the walk itself is run-time code: simulate_strategy_arrays goes on with it
+    _Walk,
+)
+from analysis.compare.subtree import truncated
 from analysis.cost.model import CostModel
+from analysis.tables.runs import RoundSizes
 from replay.core.config import TreeConfig
 from replay.engine.replayer import RoundResult
 
-from .configs import COMPARE_COLUMNS, is_own_tree, summarize_arrays
-from .gamma_strategies import STRATEGY_NAMES, StrategyResult, simulate_strategy
-from .subtree import SubOutcome, replay_subconfig, truncated
+from .subtree_walk import SubOutcome, replay_subconfig
 
 
 def summarize_outcomes(outcomes: Sequence[SubOutcome], cfg: TreeConfig, recorded: TreeConfig, cost: CostModel) -> dict:
@@ -74,7 +86,7 @@ def compare_configs(
     """(summary: one row per config, outcomes: one row per config and round), round by round (the
     reference; analysis.compare.batch.compare_run gives the same from the batch arrays).
 
-    gamma_threshold: simulate this early-stop threshold (our model, analysis.compare.subtree) for every
+    gamma_threshold: simulate this early-stop threshold (our model, replay.testing.subtree_walk) for every
     config; None inherits the recorded early stops only, so the recorded config's own row
     always equals the replay whatever rule the engine's gammaThreshold really follows.
     """
@@ -137,3 +149,37 @@ def simulate_strategies(
     cost = cost or CostModel.default()
     outs = outcomes_by_gamma(results, cfg, gamma_threshold, recorded_gamma)
     return [simulate_strategy(outs, cfg, s, cost, ema_window) for s in strategies]
+
+
+def simulate_strategy(
+    outcomes: Sequence[dict[int, SubOutcome]] | Sequence[dict[int, RoundOutcome]],
+    cfg: TreeConfig,
+    strategy: int,
+    cost: CostModel,
+    ema_window: int = 1,
+    max_states: int = 4096,
+) -> StrategyResult:
+    """Run one strategy over precomputed per-gamma outcomes (``outcomes_by_gamma``), round by round
+    from the first: the reference of analysis.compare.gamma_strategies.simulate_strategy_arrays
+    (its numpy trajectory, then the same walk)."""
+    G = cfg.gamma
+    walk = _Walk({(G, None): _Branch(G, None, [0, 0], [0, 0], [0.0, 0.0], [])})
+    walk.run(outcomes, G, strategy, cost, ema_window, max_states)
+    return walk.result(strategy, ema_window, cfg, len(outcomes))
+
+
+def gamma_outcomes(outcomes: Sequence[dict[int, SubOutcome] | dict[int, RoundOutcome]], gamma: int) -> GammaOutcomes:
+    """The arrays of outcomes_by_gamma's list (one dict gamma -> outcome per round), as the batch
+    path gives them (analysis.compare.batch.outcomes_by_gamma_run)."""
+    cols = {f: [[getattr(per_g[g], f) for per_g in outcomes] for g in range(1, gamma + 1)] for f in GAMMA_FIELDS}
+    dtype = {f: bool if f == "decided" else np.int64 for f in GAMMA_FIELDS}
+    return GammaOutcomes(**{f: np.asarray(v, dtype=dtype[f]).reshape(gamma, len(outcomes)) for f, v in cols.items()})
+
+
+def round_sizes(results: Sequence[RoundResult]) -> RoundSizes:
+    """([R] accepted length, [R] draft steps, [R] draft nodes) int64 of reference RoundResults, in order."""
+    return (
+        np.asarray([r.acceptance.accepted_length for r in results], dtype=np.int64),
+        np.asarray([r.tree.num_steps for r in results], dtype=np.int64),
+        np.asarray([r.tree.num_nodes for r in results], dtype=np.int64),
+    )
