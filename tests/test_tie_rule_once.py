@@ -38,7 +38,6 @@ SORTS = {"sorted", "argsort", "lexsort", "sort", "sort_values", "insort", "argpa
 ALLOWED = {
     ("analysis/tables/batch.py", "np.argsort(ords"): "rows by round ordinal",
     ("analysis/compare/subtree_select.py", "np.argsort(~alive"): "non-OUT nodes first, each group in tree order",
-    ("analysis/compare/subtree.py", "sorted(out"): "contained configs by (gamma, nodes, name)",
     ("analysis/shapes/search.py", "bisect.insort(self.items"): "configs by their objective's sort key",
     ("analysis/shapes/search.py", "sorted(\n"): "searched configs by expected accepted length",
     ("analysis/tables/slot_hits.py", 'out.sort_values(["_run"'): "table rows by run, depth and path",
