@@ -43,9 +43,9 @@ import numpy as np  # noqa: E402
 from analysis.shapes.recommend import recommend_runs  # noqa: E402
 from analysis.shapes.recommend_render import render_recommendation  # noqa: E402
 from replay.core.config import TreeConfig  # noqa: E402
-from replay.engine.replayer import replay_directory  # noqa: E402
 from replay.io.packed.pack import pack_batches  # noqa: E402
 from replay.testing.batch_synth import synth_run  # noqa: E402
+from replay.testing.replayer import replay_directory  # noqa: E402
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 BASELINE_REV = "d2662ec"  # the shape search as it replayed round by round, before the count tables

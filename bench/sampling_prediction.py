@@ -53,9 +53,9 @@ from replay.core.config_grammar import parse_spec  # noqa: E402
 from replay.core.sampling import round_bounds  # noqa: E402
 from replay.core.tree import Tree  # noqa: E402
 from replay.engine.options import ReplayOptions  # noqa: E402
-from replay.engine.replayer import replay_directory  # noqa: E402
 from replay.io.formats.matrix_io import read_matrix  # noqa: E402
 from replay.live.stdprompts import std_prompts  # noqa: E402
+from replay.testing.replayer import replay_directory  # noqa: E402
 
 
 def narrow_nodes(tree: Tree, top_k_spec) -> tuple[np.ndarray, np.ndarray] | None:

@@ -4,7 +4,7 @@ An oracle gives the draft's candidate row and the target's row as deterministic 
 node's token path (root token first), which is what real models do. Recording the same rounds
 with two configs from one oracle gives two genuine dumps; replay.testing.subtree_walk must reproduce the
 second from the first wherever it claims to decide. The recorder rebuilds trees its own way
-(token paths, its own sort), never through replay.engine.rebuild or replay.testing.subtree_walk.
+(token paths, its own sort), never through replay.testing.rebuild or replay.testing.subtree_walk.
 """
 
 from __future__ import annotations

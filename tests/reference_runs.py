@@ -1,5 +1,5 @@
 """The per-round reference over a whole run, for the oracle tests: a run replayed round by round
-(replay.engine.replayer.replay_directory, every RoundResult in memory) and the run-level
+(replay.testing.replayer.replay_directory, every RoundResult in memory) and the run-level
 computations of the round path that the batch engine must equal (stats at T, recommend's
 measurements of contained configs, the leaf stops of generate --config auto).
 
@@ -22,8 +22,9 @@ from analysis.tables.sampling import RunSampling
 from replay.core.config import TreeConfig
 from replay.core.vocab import STOP_LEAF
 from replay.engine.options import ReplayOptions
-from replay.engine.replayer import DirectoryReplay, RoundResult, replay_directory
-from replay.engine.sampling import round_sampling, sampling_skip
+from replay.engine.sampling import sampling_skip
+from replay.testing.replayer import DirectoryReplay, RoundResult, replay_directory
+from replay.testing.round_sampling import round_sampling
 from replay.testing.stats_reference import dump_stats_from_results
 from replay.testing.subtree_walk import replay_subconfig_all
 from replay.util.progress import tqdm_progress
@@ -59,7 +60,7 @@ def load_reference(
 def reference_run_sampling(
     run: ReferenceRun, temperature: float, vocab_size: int | None, node_temperatures: Sequence[float] | None
 ) -> RunSampling:
-    """analysis.tables.sampling.run_sampling round by round (replay.engine.sampling.round_sampling)."""
+    """analysis.tables.sampling.run_sampling round by round (replay.testing.round_sampling.round_sampling)."""
     lo, hi, ge_lo, ge_hi, exact, own, nodes, steps, skipped = [], [], [], [], [], [], [], [], []
     needs_vocab = False
     for res in run.results:

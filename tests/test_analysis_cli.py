@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from replay.cli import main
-from replay.engine.replayer import replay_directory
+from replay.testing.replayer import replay_directory
 
 SYNTH = "sample_dumps/synthetic_article"
 ARTICLE = "sample_dumps/article_round"

@@ -12,9 +12,9 @@ from analysis.compare.gamma_strategies import next_gamma
 from analysis.compare.subtree import truncated
 from analysis.cost.model import CostModel
 from replay.core.config import TreeConfig
-from replay.engine.replayer import replay_directory, replay_round
 from replay.io.rounds import Round
 from replay.testing.compare_reference import compare_configs, outcomes_by_gamma, simulate_strategies, simulate_strategy
+from replay.testing.replayer import replay_directory, replay_round
 from replay.util.errors import SpecReplayError
 from tests.analysis_oracle import as_round, random_oracle, record_round
 

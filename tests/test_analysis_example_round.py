@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from analysis.report.example_round import example_pick, typical_failing_pick
-from replay.engine.replayer import replay_round
 from replay.io.rounds import Round
+from replay.testing.replayer import replay_round
 from replay.util.errors import SpecReplayError
 from tests.test_analysis_metrics import CFG, STEPS
 

@@ -34,8 +34,8 @@ from analysis.tables.metrics import (
 from analysis.tables.runs import load_runs
 from analysis.tables.slot_hits import static_shape
 from replay.core.config import TreeConfig
-from replay.engine.replayer import replay_round
 from replay.io.rounds import Round
+from replay.testing.replayer import replay_round
 from replay.testing.table_rows import node_table, round_table
 
 CFG = TreeConfig.from_lists([[2], [1]], [1, 1])

@@ -26,7 +26,7 @@ from analysis.shapes.speedpredict import (
 from replay.core.config import TreeConfig
 from replay.core.config_grammar import parse_spec
 from replay.core.vocab import STOP_LEAF
-from replay.engine.replayer import replay_directory
+from replay.testing.replayer import replay_directory
 from replay.util.errors import SpecReplayError
 
 REAL = Path(__file__).resolve().parent.parent / "sample_dumps" / "qwen2.5-coder"

@@ -23,8 +23,8 @@ from analysis.compare.subtree import (
 )
 from replay.core.config import TreeConfig
 from replay.core.vocab import BONUS_LEAF, STOP_LEAF, STOP_MISMATCH
-from replay.engine.replayer import replay_directory, replay_round
 from replay.io.rounds import Round
+from replay.testing.replayer import replay_directory, replay_round
 from replay.testing.subtree_walk import replay_subconfig
 from replay.testing.synth import write_synthetic_run
 from tests.analysis_oracle import as_round, random_oracle, record_round, synth_lookup_oracle, write_oracle_run

@@ -21,13 +21,12 @@ import replay.io.formats.arraybatch as arraybatch
 from replay.cli import main
 from replay.cli.options import no_rounds_error, skipped_lines
 from replay.core.config import TreeConfig
-from replay.core.records import record_of
 from replay.engine.options import ReplayOptions
-from replay.engine.replayer import replay_directory
 from replay.io.fastread import plan_items, round_paths
 from replay.io.formats.matrix_io import SCORE_AUTO
 from replay.io.grouping import group_directory
 from replay.testing.batch_synth import SynthSpec, synth_batch
+from replay.testing.replayer import record_of, replay_directory
 
 CONFIGS = (
     TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2]),

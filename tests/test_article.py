@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 
 from replay.core.config import TreeConfig, load_config
-from replay.engine.replayer import replay_directory, replay_round
 from replay.io.rounds import Round
+from replay.testing.replayer import replay_directory, replay_round
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_dumps" / "article_round"
 

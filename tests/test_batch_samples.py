@@ -9,9 +9,9 @@ import pytest
 
 from replay.core.config import TreeConfig
 from replay.engine.batch import replay_batch
-from replay.engine.replayer import replay_directory, replay_round
 from replay.engine.runs import replay_run
 from replay.testing.batch_synth import SynthSpec, synth_batch
+from replay.testing.replayer import replay_directory, replay_round
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_dumps"
 

@@ -1,6 +1,6 @@
 """The analysis tables built on the batch path equal the ones built from the scalar reference.
 
-Reference: replay.testing.table_rows.round_table / node_table over replay.engine.replayer's RoundResults (the
+Reference: replay.testing.table_rows.round_table / node_table over replay.testing.replayer's RoundResults (the
 readable path). Batch: analysis.tables.batch over replay.engine.batch's arrays (what stats, plot,
 compare and report use). Same columns, dtypes, values and row order; same skipped lists.
 """
@@ -32,8 +32,8 @@ from replay.core.records import (
 )
 from replay.engine.batch import ERR_OK, batch_from_rounds, replay_batch
 from replay.engine.batch.frames import record_arrow
-from replay.engine.replayer import replay_round
 from replay.engine.runs import replay_run
+from replay.testing.replayer import replay_round
 from replay.testing.table_rows import node_table, round_table
 from replay.util.errors import RoundError
 from tests.packed_runs import assert_same_frames, packed_synth_run

@@ -22,9 +22,9 @@ import pytest
 import replay.util.pathcheck as pathcheck
 from replay.cli import build_parser, main
 from replay.core.config import TreeConfig
-from replay.engine.replayer import replay_directory
 from replay.engine.runs import replay_run
 from replay.io.dumpwrite import StepRecord, write_round
+from replay.testing.replayer import replay_directory
 from replay.testing.synth import write_synthetic_run
 from replay.util.errors import OutputPathError
 from replay.util.pathcheck import DIRECTORY, check_output, input_file, output_file, output_kind

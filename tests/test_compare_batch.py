@@ -132,7 +132,7 @@ def test_compare_command_does_not_replay_round_by_round(tmp_path, monkeypatch):
 
     per_round = tmp_path / "rounds.csv"
     monkeypatch.setattr(replay.testing.compare_reference, "replay_subconfig", no_scalar_replay)
-    monkeypatch.setattr(replay.engine.replayer, "replay_directory", no_scalar_replay)
+    monkeypatch.setattr(replay.testing.replayer, "replay_directory", no_scalar_replay)
     assert (
         main(
             [

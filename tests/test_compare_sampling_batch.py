@@ -197,13 +197,13 @@ def test_compare_at_t_prints_the_same_with_and_without_the_per_round_file(capsys
 
 def no_round_by_round(monkeypatch):
     """Make the per-round reference fail: a command that replays the run round by round raises."""
-    import replay.engine.replayer
+    import replay.testing.replayer
 
     def refuse(*args, **kwargs):
         raise AssertionError("the run was replayed round by round")
 
     for name in ("replay_directory", "replay_packed", "replay_round"):
-        monkeypatch.setattr(replay.engine.replayer, name, refuse)
+        monkeypatch.setattr(replay.testing.replayer, name, refuse)
 
 
 def test_compare_recommend_and_report_at_t_read_the_batch_arrays(capsys, tmp_path, monkeypatch):

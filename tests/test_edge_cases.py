@@ -7,8 +7,8 @@ import pytest
 
 from replay.core.config import TreeConfig
 from replay.core.tree import Tree, tree_layout
-from replay.engine.replayer import replay_round
 from replay.io.rounds import Round
+from replay.testing.replayer import replay_round
 from replay.util.errors import RoundError
 
 

@@ -240,34 +240,19 @@ def test_the_checker_sees_lazy_relative_and_typing_imports(tmp_path):
     assert internal("numpy.linalg", known) is None
 
 
-# --- the per-round references stay out of the run-time paths ----------------------------------
+# --- the per-round references live in replay/testing ------------------------------------------
 
-# (module, name): the per-round reference entry points; a module alone: the whole module is reference.
-# Those in replay/testing are kept out by test_no_library_module_imports_the_test_generators as well.
-REFERENCE_ENTRY_POINTS = {
-    ("replay.engine.replayer", "replay_round"),
-    ("replay.engine.replayer", "replay_directory"),
-    ("replay.engine.replayer", "replay_packed"),
-    ("replay.engine.replayer", "iter_rounds"),
-    ("replay.engine.replayer", "resolve_layout"),
-    ("replay.engine.replayer", "DirectoryReplay"),
-    ("replay.engine.rebuild", None),
-    ("replay.engine.sampling", "round_sampling"),
-    ("replay.testing.table_rows", None),
-    ("replay.testing.stats_reference", None),
-    ("replay.testing.subtree_walk", None),
-    ("replay.testing.compare_at_t", None),
-    ("replay.testing.compare_reference", None),
-}
-# the reference modules themselves
-REFERENCE_MODULES = {
-    "replay.engine.replayer",
-    "replay.engine.rebuild",
-    "replay.engine.sampling",
-}
-# The per-round references of the sub-tree comparison (greedy, at T, the strategies): test oracles
-# that live in replay/testing, each defined there and nowhere else under replay/ or analysis/.
+# The per-round references (test oracles): each defined in its replay/testing module and nowhere
+# under replay/ or analysis/. No library module imports replay/testing
+# (test_no_library_module_imports_the_test_generators), so no command can run one. Names that
+# run-time modules also use for other things (round_table, round_paths, sampling_summary) are left out.
 TESTING_REFERENCES = {
+    "replay.testing.replayer": ("RoundResult", "replay_round", "replay_directory", "replay_packed", "iter_rounds"),
+    "replay.testing.rebuild": ("rebuild_tree",),
+    "replay.testing.round_sampling": ("round_sampling", "node_logprob_gaps"),
+    "replay.testing.round_summaries": ("figures_of", "render_summary"),
+    "replay.testing.table_rows": ("node_table", "node_facts", "level_ranks"),
+    "replay.testing.stats_reference": ("dump_stats_from_results", "collect_visits", "estimate_model"),
     "replay.testing.subtree_walk": ("replay_subconfig", "replay_subconfig_all", "simulate_subconfig"),
     "replay.testing.compare_at_t": ("compare_sampling", "sub_tree_round", "subtree_sampling"),
     "replay.testing.compare_reference": (
@@ -279,77 +264,6 @@ TESTING_REFERENCES = {
 }
 
 
-def _reference_imports(name: str, path: Path) -> set[str]:
-    """The reference entry points ``name`` imports (``module.name``, or the module), wherever the import is."""
-    tree = ast.parse(path.read_text(), str(path))
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            pairs = [(alias.name, None) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                module = ".".join(base + ([node.module] if node.module else []))
-            pairs = [(module, a.name) for a in node.names] + [(f"{module}.{a.name}", None) for a in node.names]
-        else:
-            continue
-        for module, imported in pairs:
-            if (module, None) in REFERENCE_ENTRY_POINTS:
-                found.add(module)
-            elif (module, imported) in REFERENCE_ENTRY_POINTS:
-                found.add(f"{module}.{imported}")
-    return found
-
-
-def test_no_run_time_module_imports_a_per_round_reference():
-    """Commands and the API replay on the batch engine: outside the reference modules themselves
-    (and replay/testing), nothing under replay/ or analysis/ imports a per-round reference entry point."""
-    seen = set()
-    for name, path in FILES.items():
-        if name in REFERENCE_MODULES or LAYERS[name] == TESTING:
-            continue
-        seen |= {(name, target) for target in _reference_imports(name, path)}
-    assert not seen, f"run-time imports of a per-round reference: {sorted(seen)}"
-
-
-# Modules that hold nothing but the per-round reference: the run-time pieces the commands share with
-# it (ReplayOptions, the run's stderr lines) live in replay.engine.options and replay.engine.run_notes.
-REFERENCE_ONLY_MODULES = {"replay.engine.replayer", "replay.engine.rebuild"}
-
-
-def test_the_replay_package_imports_nothing_of_the_reference_modules():
-    """Outside the reference modules and replay/testing, no module of replay/ imports anything of a
-    module that holds only the per-round reference, not even a type."""
-    seen = sorted(
-        f"{name} -> {internal(target, KNOWN)}"
-        for name, imports in IMPORTS.items()
-        if name.split(".")[0] == "replay" and name not in REFERENCE_MODULES and LAYERS[name] != TESTING
-        for target, _ in imports
-        if internal(target, KNOWN) in REFERENCE_ONLY_MODULES
-    )
-    assert not seen, f"run-time modules of replay/ import a reference module: {seen}"
-
-
-def test_the_reference_check_sees_every_form(tmp_path):
-    """``from M import f``, ``from .M import f`` (relative), ``import M`` and ``from P import M`` of a whole
-    reference module, inside functions too."""
-    p = tmp_path / "m.py"
-    p.write_text(
-        "from replay.engine.replayer import replay_directory, RoundResult\n"
-        "def f():\n    from .sampling import round_sampling\n"
-        "import replay.engine.rebuild\n"
-        "from replay.testing import compare_reference\n"
-    )
-    assert _reference_imports("replay.engine.x", p) == {
-        "replay.engine.replayer.replay_directory",
-        "replay.engine.sampling.round_sampling",
-        "replay.engine.rebuild",
-        "replay.testing.compare_reference",
-    }
-
-
 def _top_level_names(path: Path) -> set[str]:
     """The functions and classes a module defines at its top level."""
     tree = ast.parse(path.read_text(), str(path))
@@ -357,9 +271,8 @@ def _top_level_names(path: Path) -> set[str]:
 
 
 def test_the_per_round_references_live_in_replay_testing():
-    """The sub-tree comparison's round-by-round oracles are defined in their replay/testing modules
-    (which no library module imports: test_no_library_module_imports_the_test_generators), and no
-    run-time module defines one again."""
+    """The round-by-round oracles are defined in their replay/testing modules, and no run-time module
+    defines one again."""
     every = set()
     for module, names in TESTING_REFERENCES.items():
         assert LAYERS[module] == TESTING, f"{module} is not in replay/testing"

@@ -14,9 +14,9 @@ from analysis.shapes.speedpredict import all_accepted_speedup, nondecreasing
 from replay.cli import main
 from replay.cli.live_auto import AUTO_FILE, CALIBRATION_DIR, CURVE_FILE, calibrate, choose, curve_sizes
 from replay.core.vocab import STOP_LEAF
-from replay.engine.replayer import replay_directory
 from replay.live.generate import DecodeOptions
 from replay.live.sweep.directory import dumps_dir
+from replay.testing.replayer import replay_directory
 from tests.live_fixtures import cli_args, live_qwen_pair, save_tiny_pair  # noqa: F401
 
 PROMPTS = [[1, 2, 3, 4, 5, 6], [50, 7, 9], [11, 12, 13, 14]]

@@ -226,7 +226,7 @@ def test_generate_refuses_a_non_empty_out_before_loading_models(tiny_dir, tmp_pa
 
 
 def test_generate_replace_leaves_exactly_the_new_run(tiny_dir, tmp_path):
-    from replay.engine.replayer import replay_directory
+    from replay.testing.replayer import replay_directory
 
     d = tiny_dir
     out = tmp_path / "run"

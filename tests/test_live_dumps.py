@@ -14,11 +14,11 @@ import pytest
 from replay.core.acceptance import accept_greedy, target_top1_per_node
 from replay.core.config import TreeConfig, parse_config
 from replay.core.tree import Tree
-from replay.engine.replayer import replay_directory
 from replay.live.dumps import LIVE_KEY_STRIDE, run_manifest, staged_output_dir, write_run_manifest
 from replay.live.errors import OutputDirError
 from replay.live.generate import DecodeOptions
 from replay.live.run import run_speculative, summarize
+from replay.testing.replayer import replay_directory
 from tests.live_fixtures import live_qwen_pair  # noqa: F401
 
 PROMPTS = [[1, 2, 3, 4], [50, 7], [9, 8, 7, 6, 5]]

@@ -1,7 +1,7 @@
 """Commands and the notebook API run on the batch engine alone: with every per-round reference entry
 point made to raise, plot, report, stats (greedy and at T), compare and recommend (greedy and at T)
 and the api functions still work. The pieces that replaced a reference use are checked against it:
-the static shape (was rebuilt by replay.engine.rebuild), the leaf stops of generate --config auto
+the static shape (was rebuilt by replay.testing.rebuild), the leaf stops of generate --config auto
 (were walked by replay.testing.subtree_walk), and the rising-rows WARNING, which replay_run now makes
 for every command.
 """
@@ -16,11 +16,11 @@ import json
 import numpy as np
 import pytest
 
-import replay.engine.rebuild
-import replay.engine.replayer
 import replay.engine.sampling
 import replay.testing.compare_at_t
 import replay.testing.compare_reference
+import replay.testing.rebuild
+import replay.testing.replayer
 import replay.testing.stats_reference
 import replay.testing.subtree_walk
 import replay.testing.table_rows
@@ -40,9 +40,9 @@ from tests.test_replay_on_batch_engine import _rising
 
 SAMPLES = "sample_dumps"
 REFERENCES = (
-    (replay.engine.replayer, ("replay_directory", "replay_packed", "replay_round", "iter_rounds")),
-    (replay.engine.rebuild, ("rebuild_tree",)),
-    (replay.engine.sampling, ("round_sampling",)),
+    (replay.testing.replayer, ("replay_directory", "replay_packed", "replay_round", "iter_rounds")),
+    (replay.testing.rebuild, ("rebuild_tree",)),
+    (replay.testing.round_sampling, ("round_sampling",)),
     (replay.testing.subtree_walk, ("replay_subconfig", "replay_subconfig_all")),
     (replay.testing.compare_at_t, ("compare_sampling",)),
     (replay.testing.compare_reference, ("compare_configs", "simulate_strategies")),
@@ -142,7 +142,7 @@ def test_static_shape_is_the_reference_rebuild_of_a_full_round():
                 [list(range(fake + j * cfg.max_width, fake + (j + 1) * cfg.max_width)) for j in range(cfg.top_head[i])]
             )
             fake += cfg.top_head[i] * cfg.max_width
-        return replay.engine.rebuild.rebuild_tree(Round.from_lists(steps, [[0]]), cfg).tree
+        return replay.testing.rebuild.rebuild_tree(Round.from_lists(steps, [[0]]), cfg).tree
 
     specs = (
         [[6], [2, 2], [1, 1]],
@@ -166,7 +166,7 @@ def test_static_shape_is_the_reference_rebuild_of_a_full_round():
 def test_leaf_stops_from_the_batch_walk_are_the_reference(name):
     path = f"{SAMPLES}/qwen2.5-coder/{name}"
     dump = scan_run(path)
-    ref = replay.engine.replayer.replay_directory(path)
+    ref = replay.testing.replayer.replay_directory(path)
     configs = [parse_spec(s, "test").tree for s in ("1", "1,1", "1,1,1,1", "2", "6,2x2,1x1", "4,2x2", "3,1x3,1x3")]
     configs.append(dataclasses.replace(configs[1], gamma_threshold=0.5))
     assert leaf_stop_fractions(dump, configs) == reference_leaf_stops(ref, configs)

@@ -13,7 +13,7 @@ import pytest
 
 from replay.cli import api, main
 from replay.core import records
-from replay.engine.replayer import replay_directory
+from replay.testing.replayer import replay_directory
 
 SAMPLES = ["sample_dumps/article_round", "sample_dumps/synthetic_article"]
 COLS = list(records.COLUMNS)

@@ -13,11 +13,11 @@ import pytest
 from replay.cli import main
 from replay.core.config import TreeConfig
 from replay.engine.options import ReplayOptions
-from replay.engine.replayer import replay_directory
 from replay.engine.runs import iter_run_results, open_run, replay_run
 from replay.io.dumpwrite import StepRecord, write_round, write_text_matrix
 from replay.io.packed.pack import PackedRun, is_packed_run, pack_batches, pack_directory
 from replay.testing.batch_synth import synth_run
+from replay.testing.replayer import replay_directory
 from replay.testing.synth import default_hit_probs, synth_round, write_synthetic_run
 from replay.util.errors import DumpError, NoRoundsError
 

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 from replay.cli import main
-from replay.engine.replayer import replay_directory
 from replay.engine.runs import iter_run_results, open_run, replay_run
 from replay.io.packed.pack import PackedRun, pack_directory
+from replay.testing.replayer import replay_directory
 from replay.util.errors import DumpError
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_dumps" / "synthetic_article"

@@ -5,8 +5,8 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from replay.engine.replayer import replay_round
 from replay.io.rounds import Round
+from replay.testing.replayer import replay_round
 from tests.simple_replay import simple_replay
 from tests.strategies import tree_configs
 

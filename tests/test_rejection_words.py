@@ -1,7 +1,7 @@
 """Rejected rounds are worded from the batch kernel's own record, never by replaying them again.
 
 Each dump holds one round of every kind of fault the kernel rejects. The reference replay
-(replay.engine.replayer.replay_round) words them first; then it is made to fail if called, and
+(replay.testing.replayer.replay_round) words them first; then it is made to fail if called, and
 ``batch``, ``stats`` and ``replay --json`` must still list every rejected round in exactly its words.
 """
 
@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import replay.engine.replayer
 import replay.engine.runs
+import replay.testing.replayer
 from replay.cli import main
 from replay.engine.options import ReplayOptions
-from replay.engine.replayer import replay_directory
 from replay.io.dumpwrite import StepRecord, write_round
+from replay.testing.replayer import replay_directory
 
 STATIC = {"gamma": 2, "topKSpec": [[2], [1, 1]], "topHead": [1, 2]}  # 2 + 2 nodes; rows: parents 3, all 5
 DYNAMIC = {**STATIC, "treeType": 1}
@@ -109,7 +109,7 @@ def test_rejections_are_worded_without_the_reference(dumps, name, monkeypatch, c
     def no_second_replay(*args, **kwargs):
         raise AssertionError("a rejected round was replayed again to word its message")
 
-    monkeypatch.setattr(replay.engine.replayer, "replay_round", no_second_replay)
+    monkeypatch.setattr(replay.testing.replayer, "replay_round", no_second_replay)
     monkeypatch.setattr(replay.engine.runs, "replay_round", no_second_replay, raising=False)  # none: as it should be
     for argv in (
         ["batch", str(path), *options, "--json"],

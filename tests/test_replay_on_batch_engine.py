@@ -23,9 +23,9 @@ import pytest
 import replay.cli.api
 import replay.cli.cmd_replay
 import replay.engine.render
-import replay.engine.replayer
 import replay.engine.runs
 import replay.engine.sampling
+import replay.testing.replayer
 from replay.cli import main
 from replay.cli.options import (
     options_from_args,
@@ -41,16 +41,15 @@ from replay.core.config_grammar import parse_config_text
 from replay.core.records import json_line
 from replay.engine.batch.view import RoundView, round_views
 from replay.engine.render import render_round, sampling_lines
-from replay.engine.replayer import RoundResult, replay_directory
 from replay.engine.runs import replay_run
 from replay.engine.sampling import (
     SAMPLING_KEYS,
     refused_with_scores,
-    round_sampling,
     sampling_skip,
     vocab_size_of,
 )
-from replay.testing.round_sampling import node_logprob_gaps
+from replay.testing.replayer import RoundResult, replay_directory
+from replay.testing.round_sampling import node_logprob_gaps, round_sampling
 from replay.testing.round_summaries import render_summary, sampling_summary
 from replay.testing.synth import add_node_logprobs, write_synthetic_run
 
@@ -212,8 +211,9 @@ def no_reference(monkeypatch):
         replay.cli.cmd_replay,
         replay.cli.api,
         replay.engine.render,
-        replay.engine.replayer,
+        replay.testing.replayer,
         replay.engine.sampling,
+        replay.testing.round_sampling,
     )
     for module in modules:
         for name in ("replay_directory", "replay_packed", "replay_round", "round_sampling"):
@@ -291,9 +291,9 @@ def _on_reference():
     """The real reference functions restored, and replay's handlers as they were before (on them)."""
     saved = {}
     real = {
-        (replay.engine.replayer, "replay_directory"): _REAL_REPLAY_DIRECTORY,
-        (replay.engine.replayer, "replay_packed"): _REAL_REPLAY_PACKED,
-        (replay.engine.replayer, "replay_round"): _REAL_REPLAY_ROUND,
+        (replay.testing.replayer, "replay_directory"): _REAL_REPLAY_DIRECTORY,
+        (replay.testing.replayer, "replay_packed"): _REAL_REPLAY_PACKED,
+        (replay.testing.replayer, "replay_round"): _REAL_REPLAY_ROUND,
         (replay.cli.cmd_replay, "_replay_trees"): reference_trees,
         (replay.cli.cmd_replay, "_replay_sampling"): reference_sampling,
     }
@@ -316,5 +316,5 @@ def _middle_key(directory: str) -> str:
 
 
 _REAL_REPLAY_DIRECTORY = replay_directory
-_REAL_REPLAY_ROUND = replay.engine.replayer.replay_round
-_REAL_REPLAY_PACKED = replay.engine.replayer.replay_packed
+_REAL_REPLAY_ROUND = replay.testing.replayer.replay_round
+_REAL_REPLAY_PACKED = replay.testing.replayer.replay_packed

@@ -12,10 +12,10 @@ from replay.core.sampling import node_rows
 from replay.core.vocab import PAD_TOKEN
 from replay.engine.batch import replay_batch
 from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
-from replay.engine.replayer import replay_round
-from replay.engine.sampling import round_sampling
 from replay.io.roundbatch import MatrixStack
 from replay.testing.batch_synth import SynthSpec, synth_batch
+from replay.testing.replayer import replay_round
+from replay.testing.round_sampling import round_sampling
 from replay.testing.sampling_ref import reference_bounds, with_validate_scores
 
 ARTICLE = TreeConfig(3, ((6,), (2, 2), (1, 1)), (1, 2, 2))

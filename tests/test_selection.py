@@ -20,8 +20,8 @@ from replay.core.selection import (
     top_k_columns,
 )
 from replay.core.vocab import SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT
-from replay.engine.replayer import replay_round
 from replay.io.rounds import Round
+from replay.testing.replayer import replay_round
 from replay.testing.table_rows import node_facts
 from tests.test_property import random_round
 
@@ -132,7 +132,7 @@ def test_first_true_is_the_first_true_row(rows):
 @settings(max_examples=150, deadline=None)
 @given(random_round())
 def test_level_ranks_put_the_expanded_nodes_first_in_selection_order(case):
-    """analysis.tables.build ranks a level by the same rule that replay.engine.rebuild expanded it with."""
+    """analysis.tables.build ranks a level by the same rule that replay.testing.rebuild expanded it with."""
     cfg, steps, validate, logp, _, layout = case
     res = replay_round(Round.from_lists(steps, validate, step_logp=logp, layout=layout), cfg)
     facts = node_facts(res)

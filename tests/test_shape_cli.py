@@ -12,8 +12,8 @@ from analysis.shapes.dumps import scan_run
 from analysis.shapes.recommend_render import recommend_section
 from replay.cli import main
 from replay.core.config import TreeConfig, grid_item
-from replay.engine.replayer import replay_directory
 from replay.live.sweep.grid import parse_grid
+from replay.testing.replayer import replay_directory
 from replay.testing.subtree_walk import replay_subconfig
 from tests.reference_runs import recommend, subtree_measure
 

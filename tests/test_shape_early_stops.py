@@ -17,7 +17,7 @@ from analysis.shapes.model import continuation, model_from_stats
 from analysis.shapes.paths import engine_paths, expected_accepted
 from replay.cli import main
 from replay.core.config import TreeConfig
-from replay.engine.replayer import replay_directory
+from replay.testing.replayer import replay_directory
 from replay.testing.synth import write_synthetic_run
 
 # draft probabilities equal to the hit rows: the engine ranks nodes as the model does (assumption 3)

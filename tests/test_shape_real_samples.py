@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from replay.engine.replayer import replay_directory
+from replay.testing.replayer import replay_directory
 from tests.reference_runs import recommend
 
 REAL = Path(__file__).resolve().parent.parent / "sample_dumps" / "qwen2.5-coder"

@@ -12,7 +12,7 @@ from analysis.shapes.paths import engine_paths
 from analysis.shapes.recommend import Measured, compare_predictions, mean_se
 from analysis.shapes.search import search_shapes
 from replay.core.config import TreeConfig
-from replay.engine.replayer import replay_directory
+from replay.testing.replayer import replay_directory
 from replay.testing.stats_reference import collect_visits, estimate_model
 from replay.testing.synth import write_synthetic_run
 from tests.reference_runs import recommend, subtree_measure

@@ -13,7 +13,7 @@ from analysis.shapes.counts import MISS, ShapeStats, count_tables
 from analysis.shapes.dumps import scan_run
 from analysis.shapes.model import bootstrap, estimate_cells, model_from_stats
 from replay.core.config import TreeConfig
-from replay.engine.replayer import replay_directory
+from replay.testing.replayer import replay_directory
 from tests.packed_runs import packed_synth_run
 from tests.reference_runs import dump_from_replay
 

@@ -14,8 +14,8 @@ from analysis.compare.subtree import contained_configs
 from analysis.compare.subtree_batch import replay_contained, replay_contained_many
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.engine.batch import ERR_OK, batch_from_rounds, expanded_nodes, replay_batch
-from replay.engine.replayer import replay_round
 from replay.engine.runs import open_run
+from replay.testing.replayer import replay_round
 from replay.testing.subtree_walk import replay_subconfig
 from tests.test_batch_property import runs
 

@@ -22,15 +22,14 @@ import replay.io.formats.textbatch as textbatch
 from replay.cli import main
 from replay.cli.options import skipped_lines  # the listing format is the CLI's; this file checks what is listed
 from replay.core.config import TreeConfig
-from replay.core.records import record_of
 from replay.engine.options import ReplayOptions
-from replay.engine.replayer import replay_directory
 from replay.engine.runs import replay_run
 from replay.io.fastread import ReadOptions, plan_items, read_chunk, round_paths
 from replay.io.formats.matrix_io import parse_text_matrix
 from replay.io.grouping import group_directory
 from replay.io.roundbatch import group_key
 from replay.testing.batch_synth import SynthSpec, synth_batch, varied_run, write_text_rounds
+from replay.testing.replayer import record_of, replay_directory
 from replay.util.errors import DumpError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -2631,12 +2631,12 @@ def test_the_engine_words_its_refusals_without_a_second_replay(capsys, tmp_path,
     itself: the per-round reference never runs, for one refused round or for many."""
     import analysis.shapes.speedpredict
     import analysis.tables.runs
-    import replay.engine.replayer
+    import replay.testing.replayer
 
     def no_reference(*_a, **_k):
         raise AssertionError("the per-round reference replay ran")
 
-    for module in (replay.engine.replayer, analysis.tables.runs, analysis.shapes.speedpredict):
+    for module in (replay.testing.replayer, analysis.tables.runs, analysis.shapes.speedpredict):
         for name in ("replay_directory", "replay_packed"):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, no_reference)

@@ -88,34 +88,6 @@ def shape_text(widths: Sequence[Sequence[int]]) -> str:
     return "|".join("[" + ",".join(str(int(w)) for w in row) + "]" for row in widths)
 
 
-def record_of(res: Any) -> RoundRecord:  # a replay.engine RoundResult (a higher layer)
-    """The record of one scalar replay (replay.engine.replayer.RoundResult)."""
-    a, tree = res.acceptance, res.tree
-    _, widths = tree.shape()
-    root = int(tree.tokens[0])
-    return RoundRecord(
-        res.name,
-        int(res.key[0]),
-        int(res.key[1]),
-        None if root == PAD_TOKEN else root,
-        tree.num_steps,
-        tree.num_nodes,
-        shape_text(widths),
-        res.layout,
-        res.layout_source,
-        res.rebuilt.selection_summary,
-        a.accepted_length,
-        tuple(int(t) for t in a.accepted_tokens),
-        tuple(int(u) for u in a.accepted_nodes),
-        a.bonus_token,
-        a.bonus_kind,
-        a.stop,
-        tuple(int(t) for t in a.committed_tokens),
-        len(a.committed_tokens),
-        tuple(res.notes),
-    )
-
-
 def records_of_batch(result: Any) -> Iterable[RoundRecord]:  # a replay.engine BatchResult
     """The records of a batch replay's replayed rounds (replay.engine.batch.BatchResult), in its order."""
     for obj in result.iter_json():

@@ -20,7 +20,7 @@ tests/simple_replay.py, tests/analysis_oracle.py).
 
 Forms of the rule, where each lives and what cross-checks it:
 
-* scalar, ``selection_order`` / ``select_top`` (here): replay.engine.rebuild (the reference),
+* scalar, ``selection_order`` / ``select_top`` (here): replay.testing.rebuild (the reference),
   replay.live.draft (on the CPU copy of the path log-probs: a few nodes per step), analysis.tables.build
   (level ranks), analysis.tables.slot_hits, analysis.shapes.paths and .search (model probabilities),
   replay.engine.batch.shapes and analysis.tables.batch (the fallback order of a shape) and

@@ -2,7 +2,7 @@
 manifest (keys it did not read, the tree it replays, configs the directory states that differ),
 how the files were grouped, the rounds' own notes, and layouts that differ between rounds.
 
-The batch path (replay.engine.runs) and the per-round reference (replay.engine.replayer) both say
+The batch path (replay.engine.runs) and the per-round reference (replay.testing.replayer) both say
 them with these functions, in the same words.
 """
 

@@ -3,23 +3,20 @@
 (NO_SCORES, row_problem_words, node_columns_words, sampling_skip) and the vocabulary size used.
 
 The rule (and its bounds) lives in replay.core.sampling; the batch engine applies it to rounds
-(replay.engine.batch.sampling). ``round_sampling``, at the end, is the per-round reference: it
-applies the rule to one replayed RoundResult and turns its bounds into plain numbers.
+(replay.engine.batch.sampling); its per-round reference is replay.testing.round_sampling.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from replay.core.sampling import greedy_logp, round_bounds
 from replay.core.sampling_problems import PROBLEM_SUM, PROBLEM_ZERO, VocabSize, VocabTooSmall, problem_words
-from replay.core.sampling_recorded import recorded_bounds, recorded_column
 from replay.core.sampling_rows import row_problems
-from replay.core.temperature import check_temperature, format_temperature
-from replay.core.vocab import LAYOUT_ALL, PAD_TOKEN
+from replay.core.temperature import format_temperature
+from replay.core.vocab import PAD_TOKEN
 from replay.io.skipped import Skipped
 from replay.util.errors import SpecReplayError
 from replay.util.words import row_words
@@ -163,66 +160,4 @@ def node_columns_words(validate_path: str, columns: int, listed: int) -> str:
     return (
         f"{validate_path} (node_logprobs): {columns} column(s) but manifest.json "
         f"node_logprob_temperatures lists {listed}"
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# The per-round reference: one RoundResult (replay.engine.replayer) at T. Tests hold the batch path
-# (replay.engine.batch.sampling, replay.engine.batch.recorded) equal to it; no command calls it
-# (tests/test_layers.py).
-
-
-def round_sampling(
-    res, temperature: float, vocab_size: int | None = None, node_temperatures: Sequence[float] | None = None
-) -> RoundSampling:
-    """Bounds for a replay.engine.replayer.RoundResult; ValueError (the reason) when it cannot be used,
-    VocabBelowCandidates when ``vocab_size`` is below its recorded candidates (wrong for the dump).
-
-    node_temperatures: the manifest's node_logprob_temperatures; at one of them a round that carries
-    node_logprobs (``res.node_logp``) is exact from those (replay.core.sampling_recorded).
-    """
-    col = recorded_column(temperature, node_temperatures)
-    own = res.node_logp
-    if col is not None and own is not None:
-        assert node_temperatures is not None
-        if own.shape[1] != len(node_temperatures):
-            raise ValueError(node_columns_words(res.validate_path, own.shape[1], len(node_temperatures)))
-        tree = res.tree
-        b = recorded_bounds(tree.tokens[None], tree.parents[None], tree.depths[None], own[None, :, col], temperature)
-        if b.problem[0]:
-            raise ValueError(f"{res.validate_path} (node_logprobs): {problem_words(int(b.problem[0]))}")
-        return _one(b, True)
-    logp = res.validate_logp
-    if logp is None:
-        if check_temperature(temperature) != 0.0:
-            raise ValueError(NO_SCORES)
-        logp = greedy_logp(res.validate_ids)  # T = 0 reads only the top-1 column
-    try:
-        b = round_bounds(res.tree, res.validate_ids, logp, res.layout, temperature, vocab_size)
-    except VocabTooSmall as exc:
-        raise VocabBelowCandidates.naming(res.scores_path, exc) from None
-    if b.problem[0]:
-        raise ValueError(_row_problem_words(res, int(b.problem[0]), vocab_size))
-    return _one(b, False)
-
-
-def _row_problem_words(res, code: int, vocab_size: int | None) -> str:
-    """The problem of a round's rows, naming the scores file and the first row the walk reads that has it."""
-    expanded = res.tree.expanded_order
-    rows = expanded if res.layout == LAYOUT_ALL else np.arange(expanded.shape[0])
-    return row_problem_words(res.scores_path, res.validate_ids, res.validate_logp, rows, code, vocab_size)
-
-
-def _one(b, from_node_logprobs: bool) -> RoundSampling:
-    exact = bool(b.exact[0])
-    return RoundSampling(
-        b.temperature,
-        float(b.expected_lo[0]),
-        float(b.expected_hi[0]),
-        tuple(float(x) for x in b.length_ge_lo[0, 1:]),
-        tuple(float(x) for x in b.length_ge_hi[0, 1:]),
-        exact,
-        float(b.variance[0]) if exact else None,
-        b.needs_vocab,
-        from_node_logprobs,
     )

@@ -31,7 +31,7 @@ from analysis.compare.subtree import truncated
 from analysis.cost.model import CostModel
 from analysis.tables.runs import RoundSizes
 from replay.core.config import TreeConfig
-from replay.engine.replayer import RoundResult
+from replay.testing.replayer import RoundResult
 
 from .subtree_walk import SubOutcome, replay_subconfig
 

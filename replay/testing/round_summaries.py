@@ -1,4 +1,4 @@
-"""The summaries of a reference replay (replay.engine.replayer's DirectoryReplay, its RoundResults,
+"""The summaries of a reference replay (replay.testing.replayer's DirectoryReplay, its RoundResults,
 their RoundSamplings from replay.engine.sampling.round_sampling), drawn with replay.engine.render's
 lines: tests hold ``replay --summary`` and the sampling summary of ``replay --temperature``, made from
 the batch arrays, to these bytes. No library module imports this (tests/test_layers.py).
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from replay.engine.render import SummaryFigures, sampling_summary_arrays, summary_lines
-from replay.engine.replayer import DirectoryReplay, RoundResult
+from replay.testing.replayer import DirectoryReplay, RoundResult
 
 
 def figures_of(results: Sequence[RoundResult]) -> SummaryFigures:

@@ -28,7 +28,7 @@ from analysis.shapes.model import DEFAULT_MIN_COUNT, RankPath, ShapeModel, model
 from analysis.shapes.stats import DumpStats, TreeCounts
 from replay.core.config import TreeConfig
 from replay.core.vocab import PAD_TOKEN
-from replay.engine.replayer import RoundResult
+from replay.testing.replayer import RoundResult
 
 
 @dataclass(frozen=True, eq=False)

@@ -70,7 +70,7 @@ from replay.core.vocab import (
     STOP_NO_ROW,
     score_known,
 )
-from replay.engine.replayer import RoundResult
+from replay.testing.replayer import RoundResult
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,7 @@ def _child(rec: _Recording, parent: _Node, r: int, rule: str, sure: bool, order)
     depth = parent.depth + 1
     if rule == RULE_PATH:
         if lp is not None and parent.exact:
-            lo = hi = parent.lo + lp  # same sum, same order as replay.engine.rebuild: bitwise equal keys
+            lo = hi = parent.lo + lp  # same sum, same order as replay.testing.rebuild: bitwise equal keys
             exact = True
         else:
             lo, hi, exact = -math.inf, parent.hi, False  # a path probability never exceeds its parent's

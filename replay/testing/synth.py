@@ -4,7 +4,7 @@ Each round: the draft proposes, at every expanded node, a row of distinct random
 descending probabilities; expanded nodes are chosen by path probability (the engine's static
 rule, replay.core.selection's select_top). The target's top-1 at a node of depth d equals the
 draft's rank-r candidate there with probability ``hit[d, r]``, and is a token outside the row
-otherwise. The tree is built here, independently of replay.engine.rebuild, so that replaying
+otherwise. The tree is built here, independently of replay.testing.rebuild, so that replaying
 its output checks the replay.
 """
 
@@ -205,7 +205,7 @@ def add_node_logprobs(
     """
     import json
 
-    from replay.engine.replayer import replay_directory
+    from replay.testing.replayer import replay_directory
 
     directory = Path(directory)
     rng = np.random.default_rng(seed)

@@ -3,7 +3,7 @@ batch path (analysis.tables.batch, which stats, plot, compare and report use).
 
 One row per round (``round_table``) and one row per tree node (``node_table``), with the columns,
 dtypes and values of analysis.tables.build's ``ROUND_COLUMNS`` / ``NODE_COLUMNS``, derived from each
-replayed round (replay.engine.replayer.RoundResult) the plain way; tests/test_batch_tables.py holds
+replayed round (replay.testing.replayer.RoundResult) the plain way; tests/test_batch_tables.py holds
 the batch tables equal to these. No run-time module imports this (tests/test_layers.py).
 """
 
@@ -26,10 +26,9 @@ from analysis.tables.build import (
     _typed,
     empty_round_table,
 )
-from replay.core.records import record_of
 from replay.core.selection import rank_major_keys, selection_order
 from replay.core.vocab import PAD_TOKEN, SELECT_FALLBACK
-from replay.engine.replayer import RoundResult
+from replay.testing.replayer import RoundResult, record_of
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,6 +1,6 @@
 """The batch replay kernel: rebuild, validate and accept one chunk of rounds of one shape.
 
-``replay.engine.replayer.replay_round`` stays the readable reference; this kernel must give the same
+``replay.testing.replayer.replay_round`` stays the readable reference; this kernel must give the same
 per-round results, the same skip decisions included (tests/test_batch_property.py compares the two
 on random dumps, tests/test_batch_samples.py on the bundled samples). A rejected round's first
 fault is recorded with its place (``BatchResult.error_at``), so that its message is worded from

@@ -3,7 +3,7 @@
 The rule is replay.core.sampling_recorded's (the walk on each node's recorded log-probability
 under its parent); this module hands it the batch's trees (the greedy rebuild's level tokens and
 parents, replay.engine.batch.sampling.shape_arrays) and the validate stack's node_logp column.
-Which rounds use it is replay.engine.sampling.round_sampling's choice, round by round: a replayed
+Which rounds use it is replay.testing.round_sampling.round_sampling's choice, round by round: a replayed
 round in the ``all`` layout (row u is node u) whose validate file carries node_logprobs, at a T of
 the manifest's node_logprob_temperatures. Every other round goes to batch_sampling (the top-K rows).
 
@@ -107,7 +107,7 @@ def refusal_texts(
     node_temperatures: Sequence[float] | None = None,
 ) -> dict[int, str]:
     """{round index in ``batch``: why} for each replayed round that ``smp`` refuses, in the round
-    path's words (replay.engine.sampling.round_sampling: the file, the field, the row), from the
+    path's words (replay.testing.round_sampling.round_sampling: the file, the field, the row), from the
     batch's own arrays and file names."""
     out = {}
     own = np.zeros(len(batch), dtype=bool) if smp.from_node_logprobs is None else smp.from_node_logprobs

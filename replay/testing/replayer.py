@@ -18,21 +18,11 @@ import numpy as np
 
 from replay.core.acceptance import Acceptance, accept_greedy, target_top1_per_node
 from replay.core.config import SpecConfig, TreeConfig
-from replay.core.records import record_of
+from replay.core.records import RoundRecord, shape_text
 from replay.core.selection import FALLBACK_WARNING, fallback_run_warning, unused_scores_note
 from replay.core.tree import Tree
 from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, PAD_TOKEN
-from replay.io.dumpnames import Key
-from replay.io.grouping import Grouping, no_such_round
-from replay.io.manifest import Manifest, group_rounds, recorded_round_warnings
-from replay.io.packed.format import looks_packed
-from replay.io.rounds import Round, load_round
-from replay.io.skipped import Skipped
-from replay.io.step0 import Step0Check
-from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError, skip_reason
-from replay.util.words import row_words
-
-from .batch.rejections import (
+from replay.engine.batch.rejections import (
     column0_words,
     fewer_rows_words,
     lost_step_words,
@@ -40,10 +30,19 @@ from .batch.rejections import (
     rows_of_all_words,
     unexplained_rows_message,
 )
-from .batch.rising import rising_rows_words
-from .options import ReplayOptions, open_packed, packed_keys, resolve_options
-from .rebuild import Rebuilt, rebuild_tree
-from .run_notes import input_warnings, mixed_layouts_note, reading_warnings, round_notes_lines
+from replay.engine.batch.rising import rising_rows_words
+from replay.engine.options import ReplayOptions, open_packed, packed_keys, resolve_options
+from replay.engine.run_notes import input_warnings, mixed_layouts_note, reading_warnings, round_notes_lines
+from replay.io.dumpnames import Key
+from replay.io.grouping import Grouping, no_such_round
+from replay.io.manifest import Manifest, group_rounds, recorded_round_warnings
+from replay.io.packed.format import looks_packed
+from replay.io.rounds import Round, load_round
+from replay.io.skipped import Skipped
+from replay.io.step0 import Step0Check
+from replay.testing.rebuild import Rebuilt, rebuild_tree
+from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError, skip_reason
+from replay.util.words import row_words
 
 
 @dataclass(frozen=True, eq=False)
@@ -343,4 +342,32 @@ def replay_packed(
         source,
         (),
         warnings,
+    )
+
+
+def record_of(res: RoundResult) -> RoundRecord:
+    """The record of one reference replay."""
+    a, tree = res.acceptance, res.tree
+    _, widths = tree.shape()
+    root = int(tree.tokens[0])
+    return RoundRecord(
+        res.name,
+        int(res.key[0]),
+        int(res.key[1]),
+        None if root == PAD_TOKEN else root,
+        tree.num_steps,
+        tree.num_nodes,
+        shape_text(widths),
+        res.layout,
+        res.layout_source,
+        res.rebuilt.selection_summary,
+        a.accepted_length,
+        tuple(int(t) for t in a.accepted_tokens),
+        tuple(int(u) for u in a.accepted_nodes),
+        a.bonus_token,
+        a.bonus_kind,
+        a.stop,
+        tuple(int(t) for t in a.committed_tokens),
+        len(a.committed_tokens),
+        tuple(res.notes),
     )

@@ -35,11 +35,7 @@ from replay.core.vocab import (
     SELECT_PATH_PROB,
     SELECT_ROOT,
 )
-from replay.io.formats.matrix_io import DumpMatrix
-from replay.io.rounds import Round
-from replay.util.errors import RoundError
-
-from .batch.rejections import (
+from replay.engine.batch.rejections import (
     matrix_columns_words,
     matrix_rows_words,
     negative_words,
@@ -49,6 +45,9 @@ from .batch.rejections import (
     root_parent_words,
     too_many_steps_words,
 )
+from replay.io.formats.matrix_io import DumpMatrix
+from replay.io.rounds import Round
+from replay.util.errors import RoundError
 
 
 @dataclass(frozen=True, eq=False)
