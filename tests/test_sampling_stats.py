@@ -146,3 +146,28 @@ def test_stats_header_at_t_counts_the_rounds_the_reading_refused(capsys, tmp_pat
     assert_told(err, "skipped round 125_141", "NaN")
     header = out.splitlines()[0]
     assert "1 of 1 replayed rounds usable" in header and header.endswith("skipped: 0 at T, 1 round(s) when read")
+
+
+def test_every_summary_metric_says_what_it_is_at_t(capsys):
+    """Each metric of the greedy summary (SUMMARY_NAMES) is, at T, either bounded (EXPECTED_SUMMARY),
+    the same at any T (SAME_AT_ANY_T) or greedy only (GREEDY_ONLY): a metric added to the greedy summary
+    fails here until analysis/tables/sampling.py places it. And `stats --temperature --json` prints
+    exactly that placement."""
+    from analysis.tables.definitions import SUMMARY_NAMES
+    from analysis.tables.sampling import EXPECTED_SUMMARY, GREEDY_ONLY, SAME_AT_ANY_T
+
+    placed = [*EXPECTED_SUMMARY, *SAME_AT_ANY_T, *GREEDY_ONLY]
+    assert sorted(placed) == sorted(SUMMARY_NAMES), (
+        "analysis/tables/sampling.py must place every SUMMARY_NAMES metric at T "
+        f"(EXPECTED_SUMMARY, SAME_AT_ANY_T or GREEDY_ONLY); unplaced: {set(SUMMARY_NAMES) - set(placed)}, "
+        f"unknown: {set(placed) - set(SUMMARY_NAMES)}"
+    )
+    code, body, err = stats_json(capsys, SYNTH, "--temperature", "0.7")
+    assert code == 0, err
+    (row,) = body["summary"]
+    for name in EXPECTED_SUMMARY:
+        assert row[f"{name}_lo"] <= row[f"{name}_hi"]
+    for name in SAME_AT_ANY_T:
+        assert name in row
+    for name in GREEDY_ONLY:
+        assert not any(key.startswith(name) for key in row)

@@ -34,6 +34,12 @@ from .runs import LabelledRun
 
 # The metrics of the summary that become expectations at T (each as NAME_lo, NAME_hi).
 EXPECTED_SUMMARY = ("mean_acceptance_length", "draft_acceptance_rate", "mean_accepted_length", "full_depth_fraction")
+# The summary metrics (analysis.tables.definitions.SUMMARY_NAMES) at T: EXPECTED_SUMMARY as bounds,
+# these as they are at any T (the tree's size does not depend on T), and these not at all: at T the
+# bonus token is the target's draw, which a dump cannot hold. tests/test_sampling_stats.py holds the
+# three in step with SUMMARY_NAMES, so a new metric says here what it is at T.
+SAME_AT_ANY_T = ("mean_num_nodes", "mean_num_steps")
+GREEDY_ONLY = ("bonus_known_fraction",)
 SAMPLING_TABLES = ("summary", "accepted_length", "depth_acceptance")
 
 
@@ -91,7 +97,7 @@ def sampling_summary(runs: Sequence[RunSampling]) -> pd.DataFrame:
         rows.append(row)
     cols = ["run", "temperature", "rounds", "exact_rounds"]
     cols += [f"{m}_{side}" for m in EXPECTED_SUMMARY for side in ("lo", "hi")]
-    return pd.DataFrame(rows, columns=[*cols, "mean_num_nodes", "mean_num_steps"])
+    return pd.DataFrame(rows, columns=[*cols, *SAME_AT_ANY_T])
 
 
 def expected_length_distribution(runs: Sequence[RunSampling]) -> pd.DataFrame:

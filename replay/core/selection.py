@@ -21,8 +21,8 @@ tests/simple_replay.py, tests/analysis_oracle.py).
 Forms of the rule, where each lives and what cross-checks it:
 
 * scalar, ``selection_order`` / ``select_top`` (here): replay.testing.rebuild (the reference),
-  replay.live.draft (on the CPU copy of the path log-probs: a few nodes per step), analysis.tables.build
-  (level ranks), analysis.tables.slot_hits, analysis.shapes.paths and .search (model probabilities),
+  replay.live.draft (on the CPU copy of the path log-probs: a few nodes per step),
+  analysis.tables.slot_hits, analysis.shapes.paths and .search (model probabilities),
   replay.engine.batch.shapes and analysis.tables.batch (the fallback order of a shape) and
   replay.testing.subtree_walk (the reference, when every key is exact). tests/test_selection.py checks it against
   hand-derived orders.
@@ -107,7 +107,9 @@ def rank_ties(position: Any) -> Any:
     """The tie rule, the only place it is written: of nodes with equal keys, the one of lower
     ``rank_ties`` is expanded first. position: a node's tree-order position (lower: earlier; an int
     or an int64 array of them). Equal keys go in tree order, so the rank is the position itself.
-    Every form of the rule orders equal keys through this function."""
+    Every form of the rule orders equal keys through this function. analysis.shapes.search's
+    subtree_bounds also relies on it: a lower-ranked sibling of equal key is expanded first, so the
+    expanded children of a node are a rank prefix; a rule breaking ties otherwise must revisit that bound."""
     return position
 
 
