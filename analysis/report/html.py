@@ -42,7 +42,7 @@ from replay.util.errors import SpecReplayError
 from . import plots, treeplot
 from .example_round import example_round
 from .options import ReportOptions, run_configs
-from .page import Comparison, Figure, Note, ReportPage, RunHeader, figure_of, render_page, table_html
+from .page import Comparison, Figure, Note, ReportPage, RunHeader, figure_of, table_html
 from .sampling_curves import sampling_curves
 
 _SPEED_HEADERS = {
@@ -58,14 +58,6 @@ def _compact_json(obj) -> str:
     if isinstance(obj, dict):
         return "{\n" + ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in obj.items()) + "\n}"
     return json.dumps(obj)
-
-
-def build_report(
-    runs: Sequence[LabelledRun], opts: ReportOptions = ReportOptions()
-) -> tuple[str, dict[str, pd.DataFrame]]:
-    """(the HTML page, every table by name) for ``runs``."""
-    page, out_tables = report_page(runs, opts)
-    return render_page(page), out_tables
 
 
 def report_page(
