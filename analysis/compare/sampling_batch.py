@@ -139,12 +139,20 @@ def node_logprob_gaps_run(run: LabelledRun, t: float, refused: set[str]) -> tupl
     node_logprobs (parents layout; without the array), in run order, from the batch arrays
     (replay.engine.batch.recorded.node_logprob_gaps_batch; the run read again)."""
     nodes = run.replay.manifest.node_logprob_temperatures
+    parts = replay_run(
+        run.replay.directory, run.options, per_batch=lambda b, res, tree: batch_gaps(b, res, t, nodes)
+    ).per_batch
+    return join_gaps(parts, refused)
 
-    def gaps_of(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[list[tuple[int, str]]]:
-        ordinals = np.arange(len(res)) if res.ordinals is None else np.asarray(res.ordinals, dtype=np.int64)
-        at = {f"{a}_{b}": int(o) for a, b, o in zip(*res.keys.tolist(), ordinals.tolist())}
-        return [[(at[n], n) for n in names] for names in node_logprob_gaps_batch(batch, res, t, nodes)]
 
-    parts = replay_run(run.replay.directory, run.options, per_batch=gaps_of).per_batch
+def batch_gaps(batch: RoundBatch, res: BatchResult, t: float, nodes) -> list[list[tuple[int, str]]]:
+    """node_logprob_gaps_batch's two lists of round names, each name with its position in the run."""
+    ordinals = np.arange(len(res)) if res.ordinals is None else np.asarray(res.ordinals, dtype=np.int64)
+    at = {f"{a}_{b}": int(o) for a, b, o in zip(*res.keys.tolist(), ordinals.tolist())}
+    return [[(at[n], n) for n in names] for names in node_logprob_gaps_batch(batch, res, t, nodes)]
+
+
+def join_gaps(parts: Sequence[list[list[tuple[int, str]]]], refused: set[str]) -> tuple[list[str], list[str]]:
+    """batch_gaps of every batch of a run as node_logprob_gaps_run's two lists, in run order."""
     parents, without = ([n for _, n in sorted(g for p in parts for g in p[i]) if n not in refused] for i in (0, 1))
     return parents, without

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -37,34 +37,51 @@ def curve_sums(
 ) -> SamplingComparison:
     """join_sampling's table without its per-round arrays: the run read again block by block (as
     analysis.tables.stream reads it), every config at every T on a block, the block's rounds folded
-    into _Sums as it comes (the sums are exactly rounded: order-independent), then dropped. What
+    into FoldedSums as it comes (the sums are exactly rounded: order-independent), then dropped. What
     stays per round is the refused rounds' ordinal, name and code (the skipped list). node_temperatures:
     the manifest's node_logprob_temperatures (sampling_parts)."""
     opened = open_run(run.replay.directory, run.options)
-    sums = _Sums(configs, temperatures)
+    sums, per_batch = folded_sums(configs, temperatures, vocab_size, threshold, node_temperatures)
     done, total = 0, run.rounds
-
-    def parts_of(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[SamplingPart]:
-        return sampling_parts(
-            batch, res, run.config, configs, temperatures, vocab_size, threshold, sums.fold, node_temperatures
-        )
-
-    for _, batches in iter_run_chunks(opened, None, per_batch=parts_of, in_run_order=True):
-        parts = [p for _, _, ps in batches for p in ps or ()]
-        del batches
-        sums.add(parts)
-        done += sum(p.ordinals.shape[0] for p in parts)
-        del parts
+    for _, batches in iter_run_chunks(opened, None, per_batch=per_batch, in_run_order=True):
+        done += sum(rounds for _, _, rounds in batches)
         if progress:
             progress(done, total)
-    if done != total:
-        raise RuntimeError(
-            f"compare replayed {done} rounds of {run.label}, the run has {total}: a bug in the batch path"
-        )
+    check_every_round(done, run, "compare")
     return sums.comparison(run.config)
 
 
-class _Sums:
+def folded_sums(
+    configs: Sequence[TreeConfig],
+    temperatures: Sequence[float],
+    vocab_size: int | None,
+    threshold: float,
+    node_temperatures: Sequence[float] | None,
+) -> tuple[FoldedSums, Callable[[RoundBatch, BatchResult, TreeConfig], int]]:
+    """An empty FoldedSums and the per_batch (replay.engine.runs.PerBatch) that folds a batch's rounds
+    into it, on the replay's threads, and returns how many rounds it folded."""
+    sums = FoldedSums(configs, temperatures)
+
+    def per_batch(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> int:
+        parts = sampling_parts(
+            batch, res, tree, configs, temperatures, vocab_size, threshold, sums.fold, node_temperatures
+        )
+        with sums.lock:
+            sums.add(parts)
+        return sum(p.ordinals.shape[0] for p in parts)
+
+    return sums, per_batch
+
+
+def check_every_round(done: int, run, command: str) -> None:
+    """Every replayed round of ``run`` came back once (``done`` of them): else a bug in the batch path."""
+    if done != run.rounds:
+        raise RuntimeError(
+            f"{command} replayed {done} rounds of {run.label}, the run has {run.rounds}: a bug in the batch path"
+        )
+
+
+class FoldedSums:
     """Per (config, T) what summarize_sampling_sums reads, from rounds added in any order: counts and
     the determined rounds' bounds' exactly rounded sums (ExactSum); the refused rounds, put in run
     order at the end (the skipped list)."""
@@ -75,11 +92,12 @@ class _Sums:
         # per refusal key: the refused rounds' (ordinals, names, reasons) of each add, kept as arrays
         self.refused: dict[RefusalKey, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         self.keys: dict[float, RefusalKey] = {}  # each T's key (SamplingPart.keys)
-        self.needs_vocab = False
+        self.needs_vocab: set[int] = set()  # the configs some round of which needs a vocabulary size
         self.lock = threading.Lock()
 
     def add(self, parts: Sequence[SamplingPart]) -> None:
-        """The refused rounds of ``parts`` (their outcomes were folded as they were made)."""
+        """The refused rounds of ``parts`` (their outcomes were folded as they were made); callers on
+        the replay's threads hold ``lock``."""
         if not parts:
             return
         ords = np.concatenate([p.ordinals for p in parts])
@@ -95,26 +113,30 @@ class _Sums:
     def fold(self, c: int, t: float, at: AtT, ordinals: np.ndarray) -> None:
         """Config ``c`` at ``t`` on some usable rounds (sampling_parts' fold; from the replay's threads)."""
         with self.lock:
-            self.needs_vocab |= at.needs_vocab
+            if at.needs_vocab:
+                self.needs_vocab.add(c)
             self.acc[(c, t)].add(at, ordinals)
 
-    def comparison(self, recorded: TreeConfig) -> SamplingComparison:
+    def comparison(self, recorded: TreeConfig, only: Sequence[int] | None = None) -> SamplingComparison:
+        """The SamplingComparison of the configs at positions ``only`` (default: all), in that order."""
+        shown = range(len(self.configs)) if only is None else only
         by_key = {}
         for key, adds in self.refused.items():
             ords = np.concatenate([a[0] for a in adds])
             order = np.argsort(ords, kind="stable")
             by_key[key] = (np.concatenate([a[1] for a in adds])[order], np.concatenate([a[2] for a in adds])[order])
         skipped = SkippedRounds(self.temperatures, by_key, self.keys)
-        rows = [self.acc[(c, t)].row(cfg, recorded, t) for c, cfg in enumerate(self.configs) for t in self.temperatures]
+        rows = [self.acc[(c, t)].row(self.configs[c], recorded, t) for c in shown for t in self.temperatures]
         table = pd.DataFrame(rows, columns=SAMPLING_COLUMNS)
         undetermined: dict[str, Counter] = {}
-        for c, cfg in enumerate(self.configs):  # the per-round frame's order: config, T, then run order
+        for c in shown:  # the per-round frame's order: config, T, then run order
             for t in self.temperatures:
-                texts = undetermined.setdefault(cfg.short(), Counter())
+                texts = undetermined.setdefault(self.configs[c].short(), Counter())
                 for text, k in self.acc[(c, t)].reasons():
                     texts[text] += k
+        needs_vocab = any(c in self.needs_vocab for c in shown)
         return SamplingComparison(
-            table, pd.DataFrame([], columns=SAMPLING_PER_ROUND_COLUMNS), skipped, self.needs_vocab, undetermined
+            table, pd.DataFrame([], columns=SAMPLING_PER_ROUND_COLUMNS), skipped, needs_vocab, undetermined
         )
 
 
@@ -168,7 +190,7 @@ class SkippedRounds(Sequence):
 
 
 class _Acc:
-    """One (config, T)'s sums (_Sums): counts, and one ExactSum of [lo, hi, P(L >= d) lo.., hi..]."""
+    """One (config, T)'s sums (FoldedSums): counts, and one ExactSum of [lo, hi, P(L >= d) lo.., hi..]."""
 
     def __init__(self, gamma: int) -> None:
         self.gamma = gamma

@@ -97,7 +97,7 @@ def unique_labels(dirs: Sequence[str], labels: Sequence[str] | None = None) -> l
 # What load_run builds besides the replay: the round and node tables (stats --table/-o, report's
 # tables/); the node metrics counted block by block and the round columns the metrics read (stats,
 # plot: memory does not grow with a run's node rows); or the round keys only (compare, and stats and
-# recommend at T: they read the batch arrays again).
+# recommend at T: they compute on the batch arrays as load_run reads them, per_batch and per_run).
 TABLES_FULL, TABLES_METRICS, TABLES_KEYS = "full", "metrics", "keys"
 
 

@@ -62,14 +62,23 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
 
     from analysis.compare.configs import unsimulated_threshold_notes
     from analysis.compare.sampling import undetermined_counts
-    from analysis.compare.sampling_batch import compare_sampling_run
+    from analysis.compare.sampling_along import compare_sampling_loaded, comparison_along
     from analysis.tables.runs import TABLES_KEYS
     from replay.util.progress import tqdm_progress
 
     check_sampling_options(args)
     check_config_args(args)
-    runs = load_runs_from_args(args, TABLES_KEYS)  # the comparison reads the batch arrays, not the tables
     t = args.temperature
+    # the comparison reads the batch arrays, not the tables: every config at T on each batch as it is read
+    along = comparison_along(
+        t,
+        lambda tree: configs_from_args(args, tree),
+        lambda manifest: sampling_vocab(args, manifest),
+        args.gamma_threshold,
+        lambda _: bool(args.per_round),
+        gaps=True,
+    )
+    runs = load_runs_from_args(args, TABLES_KEYS, per_run=along)
     tables, per_round, reasons, skipped, needs_vocab = [], [], {}, {}, False
     args.vocab_used = {}  # per run, what _print's JSON reports
     args.refused_with_scores = {}  # per run, rounds with scores refused at T (a bad row): _print's count
@@ -85,8 +94,8 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
         try:
             # the per-round frame only for --per-round: at 10^6 rounds it held ~9 GB; the table and the
             # reasons are summed block by block without it
-            done = compare_sampling_run(
-                run, configs, [t], vocab, args.gamma_threshold, update, per_round=bool(args.per_round)
+            done = compare_sampling_loaded(
+                run, configs, t, vocab, args.gamma_threshold, update, per_round=bool(args.per_round)
             )
         finally:
             close()
@@ -126,13 +135,14 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
 def _note_missing_node_logprobs(run, t: float, refused: set[str]) -> None:
     """At a T the manifest records node_logprobs for, the rounds that carry them were compared from
     them (compare_sampling_run): say which replayed rounds had none to read, and why."""
+    from analysis.compare.sampling_along import loaded_gaps
     from analysis.compare.sampling_batch import node_logprob_gaps_run
     from replay.core.sampling_recorded import recorded_column
 
     if recorded_column(t, run.replay.manifest.node_logprob_temperatures) is None:
         print_unrecorded_temperature("compare", t, run.replay.manifest)
         return
-    gaps = node_logprob_gaps_run(run, t, refused)
+    gaps = loaded_gaps(run, t, refused) or node_logprob_gaps_run(run, t, refused)
     print_missing_node_logprobs("compare", t, run.replay.manifest, len(gaps[0]) + len(gaps[1]), gaps)
 
 

@@ -55,16 +55,18 @@ def check_recommend_sampling_options(args: argparse.Namespace) -> None:
 
 
 def run_recommend_sampling(args: argparse.Namespace) -> int:
-    from analysis.shapes.sampling_recommend import shapes_at_temperature
+    from analysis.shapes.sampling_recommend import shapes_along, shapes_at_temperature
     from analysis.tables.runs import TABLES_KEYS
 
     from .cmd_analysis import load_runs_from_args, skipped_status
 
     check_recommend_sampling_options(args)
     args.dirs, args.label = args.dir, None
-    # the search reads the batch arrays again (and the round keys): no round or node table (0.8 GB at 10^5)
-    runs = load_runs_from_args(args, TABLES_KEYS)
     t = args.temperature
+    # the search reads the batch arrays as they are read (and the round keys): no round or node table
+    # (0.8 GB at 10^5)
+    along = shapes_along(args.budget, args.max_depth, t, lambda manifest: sampling_vocab(args, manifest))
+    runs = load_runs_from_args(args, TABLES_KEYS, per_run=along)
     found, skipped = [], {}
     args.vocab_used = {}
     for run in runs:
