@@ -15,6 +15,7 @@ from analysis.compare.subtree_batch import replay_contained, replay_contained_ma
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.engine.batch import ERR_OK, batch_from_rounds, expanded_nodes, replay_batch
 from replay.engine.runs import open_run
+from replay.io.rounds import Round
 from replay.testing.replayer import replay_round
 from replay.testing.subtree_walk import replay_subconfig
 from tests.test_batch_property import runs
@@ -66,6 +67,30 @@ def test_synthetic_article_every_contained_config():
     batches = [b for load in run.chunks(1) for b in load()[0]]
     subs = contained_configs(run.tree)
     assert check_contained(run.tree, batches, subs) == 300 * len(subs)
+
+
+def test_accepted_node_of_unknown_slot_whose_narrower_width_drops_the_match_is_undecidable():
+    """A node whose sub-config slot is 0 or 1 (no scores: the unrecorded sibling's key is unknown), its
+    topKSpec row giving those slots widths 1 and 2, and the target matching exactly its rank-1 child
+    (kept only at the wider slot): the walk is undecidable there (WHY_WIDTH), as the reference says.
+    The random dumps never built it (the rank == w_lo boundary of subtree_batch's WHY_WIDTH check)."""
+    cfg = TreeConfig.from_lists([(1,), (2,), (2, 2)], [1, 1, 2])
+    # the root's child (5) keeps children 6, 7 (recorded order: 6 first); the sub-config keeps a third
+    # child, not recorded, of unknown key, so 6 takes slot 0 or 1 among its 2 heads: width 1 or 2
+    sub = TreeConfig.from_lists([(1,), (3,), (1, 2)], [1, 1, 2])
+    rnd = Round.from_lists(
+        [[[5]], [[6, 7, 8]], [[1, 2], [3, 4]]],
+        [[5], [6], [2], [0], [0], [0], [0], [0]],  # the target takes 5, 6, then 6's rank-1 child 2
+        key=(100, 116),
+        step_parents=[[0], [1], [2, 3]],
+        layout="all",
+    )
+    batches = batch_from_rounds([rnd])
+    assert check_contained(cfg, batches, [sub]) == 1
+    ((b, r, exp, shape),) = list(replayed_shapes(cfg, batches))
+    got = replay_contained(b, r, exp, shape, sub, cfg.gamma)
+    assert (bool(got.decided[0]), int(got.lower[0]), int(got.upper[0])) == (False, 2, 3)
+    assert int(got.why[0]) == subtree_batch.WHY_WIDTH
 
 
 # Levels are built only on the rounds still walking (subtree_batch._OnTheWalk); a level drops the columns
