@@ -28,12 +28,13 @@ import numpy as np
 from benchkit import evict, machine_line, write_text_dump  # bench/benchkit.py
 
 from replay.core.config import TreeConfig
-from replay.engine.batch import replay_batch, replay_batches
+from replay.engine.batch import replay_batch
 from replay.engine.runs import iter_run_results, open_run
-from replay.io.fastread import ReadOptions, read_directory
+from replay.io.fastread import ReadOptions
 from replay.io.grouping import group_directory
 from replay.io.packed.pack import PackedRun, pack_batches
 from replay.testing.batch_synth import SynthSpec, synth_batch, synth_run
+from replay.testing.in_memory import read_directory, replay_batches
 from replay.testing.replayer import replay_round
 from replay.util.parallel import default_workers
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from replay.io.dumpwrite import write_text_matrix
+from replay.testing.synth import write_text_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTICLE = ROOT / "sample_dumps" / "article_round"

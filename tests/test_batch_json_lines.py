@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 from replay.core.config import TreeConfig
-from replay.core.records import json_line, write_batch_json_lines
+from replay.core.records import json_line, records_of_batch, write_batch_json_lines
 from replay.core.vocab import PAD_TOKEN
-from replay.engine.batch import ERR_OK, ERR_TOKENS, SEL_FALLBACK, BatchResult, replay_batches
+from replay.engine.batch import ERR_OK, ERR_TOKENS, SEL_FALLBACK, BatchResult
 from replay.testing.batch_synth import SynthSpec, synth_batch
+from replay.testing.in_memory import replay_batches
+from replay.testing.records_reference import write_json_lines
 
 CFG = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 
@@ -77,6 +79,13 @@ def test_lines_equal_the_per_round_path(seed):
     count, text = written(result)
     assert count == int((result.error == ERR_OK).sum()) == want.count("\n")
     assert text == want
+
+
+def test_lines_equal_the_records_written_one_by_one():
+    result = edited(synth_result(5), 5)
+    out = io.StringIO()
+    count = write_json_lines(records_of_batch(result), out)
+    assert written(result) == (count, out.getvalue())
 
 
 def test_no_replayed_round_writes_nothing():

@@ -123,9 +123,10 @@ def test_a_packed_run_carries_the_node_logprobs(dumps, capsys, tmp_path, command
 def test_an_old_packed_run_without_node_logprobs_still_reads_and_says_so(dumps, capsys, tmp_path):
     """A run packed before packed runs carried node_logprobs: no v_node_logp anywhere. It replays as
     before (the top-K bounds at the recorded T, batch equal to replay) and the note names the rounds."""
-    from replay.io.fastread import ReadOptions, read_directory
+    from replay.io.fastread import ReadOptions
     from replay.io.manifest import group_rounds, read_manifest
     from replay.io.packed.pack import pack_batches
+    from replay.testing.in_memory import read_directory
 
     d, _ = dumps["every"]
     run = tmp_path / "old"

@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from replay.core.config import TREE_DYNAMIC, TREE_STATIC, TreeConfig
-from replay.engine.batch import ERR_OK, batch_from_rounds, replay_batch, replay_batches
+from replay.engine.batch import ERR_OK, replay_batch
 from replay.engine.batch.rejections import rejection_reasons
 from replay.io.rounds import Round
+from replay.testing.in_memory import batch_from_rounds, replay_batches
 from replay.testing.replayer import replay_round
 from replay.util.errors import RoundError
 from tests.strategies import tree_configs

@@ -28,11 +28,12 @@ from replay.core.records import (
     records_frame,
     records_of_batch,
     write_arrow_table,
-    write_table,
 )
-from replay.engine.batch import ERR_OK, batch_from_rounds, replay_batch
+from replay.engine.batch import ERR_OK, replay_batch
 from replay.engine.batch.frames import record_arrow
 from replay.engine.runs import replay_run
+from replay.testing.in_memory import batch_from_rounds
+from replay.testing.records_reference import write_table
 from replay.testing.replayer import replay_round
 from replay.testing.table_rows import node_table, round_table
 from replay.util.errors import RoundError

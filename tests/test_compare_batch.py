@@ -18,8 +18,9 @@ from analysis.compare.subtree import contained_configs
 from analysis.cost.model import CostModel
 from analysis.tables.runs import load_run
 from replay.core.config import TreeConfig
-from replay.engine.batch import batch_from_rounds, replay_batch
+from replay.engine.batch import replay_batch
 from replay.testing.compare_reference import compare_configs
+from replay.testing.in_memory import batch_from_rounds
 from replay.util.errors import ConfigError
 from tests.packed_runs import assert_same_frames, packed_synth_run
 from tests.reference_runs import load_reference

@@ -20,8 +20,8 @@ from analysis.shapes.stats import SMALL_CODES, _distinct
 from analysis.tables.runs import TABLES_KEYS, load_run
 from replay.cli import main
 from replay.core.config import TreeConfig
-from replay.engine.batch import replay_batches
 from replay.testing.batch_synth import SynthSpec, synth_batch
+from replay.testing.in_memory import replay_batches
 from replay.testing.stats_reference import draft_totals
 from tests.packed_runs import packed_synth_run
 from tests.test_batch_tables import ARTICLE

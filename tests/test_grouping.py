@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from replay.io.dumpnames import parse_round_key
-from replay.io.grouping import group_paths
 from replay.io.near_miss import near_miss
 from replay.io.skipped import count_skipped
 from replay.io.step0 import OFFSET_OPTION, Step0Check, format_offset, parse_offset
+from replay.testing.path_grouping import group_paths
 
 
 def names(*ns):

@@ -14,11 +14,11 @@ from replay.cli import main
 from replay.core.config import TreeConfig
 from replay.engine.options import ReplayOptions
 from replay.engine.runs import iter_run_results, open_run, replay_run
-from replay.io.dumpwrite import StepRecord, write_round, write_text_matrix
+from replay.io.dumpwrite import StepRecord, write_round
 from replay.io.packed.pack import PackedRun, is_packed_run, pack_batches, pack_directory
 from replay.testing.batch_synth import synth_run
 from replay.testing.replayer import replay_directory
-from replay.testing.synth import default_hit_probs, synth_round, write_synthetic_run
+from replay.testing.synth import default_hit_probs, synth_round, write_synthetic_run, write_text_matrix
 from replay.util.errors import DumpError, NoRoundsError
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])

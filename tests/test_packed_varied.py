@@ -22,9 +22,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import replay.engine.batch.driver as driver
 from replay.cli import main
 from replay.core.config import TreeConfig
-from replay.engine.batch import ERR_OK, batch_from_rounds, replay_batch
+from replay.engine.batch import ERR_OK, replay_batch
 from replay.io.packed.pack import PackedRun, pack_batches
 from replay.testing.batch_synth import varied_run, write_text_rounds
+from replay.testing.in_memory import batch_from_rounds
 from tests.test_batch_property import reference, runs
 from tests.test_packed_integrity import _rewrite_block, cli, json_lines
 from tests.test_textbatch import CONFIGS, break_files

@@ -12,13 +12,12 @@ import replay.io.formats.arraybatch as arraybatch
 import replay.io.formats.matrix_io as matrix_io
 import replay.io.formats.textbatch as textbatch
 from replay.core.config import TreeConfig
-from replay.engine.batch import replay_batches
-from replay.io.dumpwrite import write_text_matrix
-from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items, read_directory
+from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
 from replay.io.grouping import group_directory
 from replay.io.manifest import read_manifest
+from replay.testing.in_memory import read_directory, replay_batches
 from replay.testing.replayer import replay_directory
-from replay.testing.synth import default_hit_probs, synth_round
+from replay.testing.synth import default_hit_probs, synth_round, write_text_matrix
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 

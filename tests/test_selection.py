@@ -11,7 +11,6 @@ from hypothesis import given, settings, strategies as st
 from replay.core.selection import (
     first_true,
     invalid_parents_columns,
-    parents_are_valid,
     rank_major_key,
     rank_major_keys,
     select_top,
@@ -21,6 +20,7 @@ from replay.core.selection import (
 )
 from replay.core.vocab import SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT
 from replay.io.rounds import Round
+from replay.testing.rebuild import parents_are_valid
 from replay.testing.replayer import replay_round
 from replay.testing.table_rows import node_facts
 from tests.test_property import random_round

@@ -3,13 +3,15 @@ prediction agrees with a replay of fresh dumps made with the recommended config.
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from analysis.shapes.paths import engine_paths
-from analysis.shapes.recommend import Measured, compare_predictions, mean_se
+from analysis.shapes.recommend import Measured, compare_predictions
 from analysis.shapes.search import search_shapes
 from replay.core.config import TreeConfig
 from replay.testing.replayer import replay_directory
@@ -56,6 +58,14 @@ def test_estimate_matches_known_model(wide_replay):
             model.hi[d, 0, :3] - model.lo[d, 0, :3] < 0.25
         )
         assert np.abs(model.p[d, 0, :3] - HIT[d, :3]).max() < 0.06
+
+
+def mean_se(values: Sequence[float]) -> tuple[float, float]:
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.shape[0] == 0:
+        return float("nan"), float("nan")
+    se = float(arr.std(ddof=1) / math.sqrt(arr.shape[0])) if arr.shape[0] > 1 else float("inf")
+    return float(arr.mean()), se
 
 
 def test_search_recovers_true_optimum(wide_replay):

@@ -17,7 +17,6 @@ from analysis.tables.batch import (
     batch_table_parts,
     join_parts,
     join_slim,
-    metric_parts_by_frame,
 )
 from analysis.tables.build import Tables, build_tables
 from analysis.tables.metrics import all_metrics, combine_node_counts
@@ -25,9 +24,11 @@ from analysis.tables.runs import TABLES_KEYS, TABLES_METRICS, load_run
 from replay.cli import main
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.vocab import PAD_TOKEN
-from replay.engine.batch import batch_from_rounds, replay_batch
+from replay.engine.batch import replay_batch
 from replay.io.packed.pack import pack_batches
 from replay.testing.batch_synth import synth_run, varied_run
+from replay.testing.frame_counts import metric_parts_by_frame
+from replay.testing.in_memory import batch_from_rounds
 from tests.test_batch_property import runs
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_dumps"

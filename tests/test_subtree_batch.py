@@ -11,14 +11,30 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analysis.compare import subtree_batch, subtree_select
 from analysis.compare.subtree import contained_configs
-from analysis.compare.subtree_batch import replay_contained, replay_contained_many
+from analysis.compare.subtree_batch import SubOutcomes, replay_contained_many
 from replay.core.config import TREE_DYNAMIC, TreeConfig
-from replay.engine.batch import ERR_OK, batch_from_rounds, expanded_nodes, replay_batch
+from replay.engine.batch import ERR_OK, BatchResult, RoundBatch, TreeShape, expanded_nodes, replay_batch
 from replay.engine.runs import open_run
 from replay.io.rounds import Round
+from replay.testing.in_memory import batch_from_rounds
 from replay.testing.replayer import replay_round
 from replay.testing.subtree_walk import replay_subconfig
 from tests.test_batch_property import runs
+
+
+def replay_contained(
+    batch: RoundBatch,
+    res: BatchResult,
+    expanded: list[np.ndarray],
+    shape: TreeShape,
+    sub: TreeConfig,
+    recorded_gamma: int,
+    gamma_threshold: float = 0.0,
+) -> SubOutcomes:
+    """``sub`` replayed on every round of ``batch`` (all of recorded ``shape``; ``expanded``: per step
+    [h_i, R] the recorded selection, replay.engine.batch.expanded_nodes). Rounds with ``res.error != 0``
+    get meaningless values."""
+    return replay_contained_many(batch, res, expanded, shape, [sub], recorded_gamma, gamma_threshold)[0]
 
 
 def replayed_shapes(cfg: TreeConfig, batches):

@@ -15,10 +15,11 @@ from analysis.tables.batch import batch_table_parts, join_parts
 from analysis.tables.node_arrow import stream_parts
 from analysis.tables.stream import ROUNDS_PER_FRAME, _frames
 from replay.core.config import TreeConfig
-from replay.engine.batch import batch_from_rounds, replay_batch
+from replay.engine.batch import replay_batch
 from replay.engine.runs import iter_run_parts, open_run
 from replay.io.packed.pack import pack_batches
 from replay.testing.batch_synth import synth_run, varied_run
+from replay.testing.in_memory import batch_from_rounds
 from tests.test_batch_property import runs
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_dumps"

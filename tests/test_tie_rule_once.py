@@ -16,9 +16,10 @@ import pytest
 
 from replay.core import selection
 from replay.core.config import TreeConfig
-from replay.engine.batch import batch_from_rounds, replay_batch
+from replay.engine.batch import replay_batch
 from replay.engine.batch.view import round_view
 from replay.io.rounds import Round
+from replay.testing.in_memory import batch_from_rounds
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -88,21 +88,6 @@ class SubOutcomes:
             getattr(self, name)[at] = getattr(other, name)
 
 
-def replay_contained(
-    batch: RoundBatch,
-    res: BatchResult,
-    expanded: list[np.ndarray],
-    shape: TreeShape,
-    sub: TreeConfig,
-    recorded_gamma: int,
-    gamma_threshold: float = 0.0,
-) -> SubOutcomes:
-    """``sub`` replayed on every round of ``batch`` (all of recorded ``shape``; ``expanded``: per step
-    [h_i, R] the recorded selection, replay.engine.batch.expanded_nodes). Rounds with ``res.error != 0``
-    get meaningless values."""
-    return replay_contained_many(batch, res, expanded, shape, [sub], recorded_gamma, gamma_threshold)[0]
-
-
 def replay_contained_many(
     batch: RoundBatch,
     res: BatchResult,
@@ -112,7 +97,9 @@ def replay_contained_many(
     recorded_gamma: int,
     gamma_threshold: float = 0.0,
 ) -> list[SubOutcomes]:
-    """replay_contained for several configs, reading each chunk of the recording once."""
+    """Each of ``subs`` replayed on every round of ``batch`` (all of recorded ``shape``; ``expanded``: per
+    step [h_i, R] the recorded selection, replay.engine.batch.expanded_nodes), reading each chunk of
+    the recording once. Rounds with ``res.error != 0`` get meaningless values."""
     r = len(batch)
     outs = [SubOutcomes.empty(r) for _ in subs]
     rules = selection_rules(batch, res, shape)

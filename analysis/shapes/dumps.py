@@ -54,14 +54,6 @@ class Measured:
         return self.undecidable == 0
 
 
-def mean_se(values: Sequence[float]) -> tuple[float, float]:
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.shape[0] == 0:
-        return float("nan"), float("nan")
-    se = float(arr.std(ddof=1) / math.sqrt(arr.shape[0])) if arr.shape[0] > 1 else float("inf")
-    return float(arr.mean()), se
-
-
 @dataclass
 class _Totals:
     """Running sums of one config's per-round outcomes."""

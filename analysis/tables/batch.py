@@ -88,27 +88,20 @@ def batch_table_parts(
     run: str,
     round_columns: Collection[str] | None = None,
     node_columns: Collection[str] | None = None,
-    round_ids: bool = False,
 ) -> TableParts:
     """Round and node rows of the rounds ``res`` replayed (``res.ok``), one shape at a time; only
-    the columns named when given. ``round_ids``: the ``round`` column of both is the round's
-    position in its run (int64), not its text: what the metrics compare rounds by."""
+    the columns named when given."""
     if len(res) != len(batch):
         raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
     ordinals = (
         np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
     )
-    if round_ids:  # the text is not built
-        round_columns = [c for c in (ROUND_COLUMNS if round_columns is None else round_columns) if c != "round"]
-        node_columns = [c for c in (NODE_COLUMNS if node_columns is None else node_columns) if c != "round"]
     parts = TableParts([], [], [], [])
     for shape, members, sub, r in _by_shape(batch, res):
         facts = _node_facts(sub, r, shape, cfg.tree_type != TREE_DYNAMIC)
         rounds, nodes = ordinals[members], np.repeat(ordinals[members], facts.parent.shape[0])
         parts.rounds.append(_round_columns(r, shape, facts, cfg, run, round_columns))
         parts.nodes.append(_node_columns(r, shape, facts, run, node_columns))
-        if round_ids:
-            parts.rounds[-1]["round"], parts.nodes[-1]["round"] = rounds, nodes
         parts.round_ordinals.append(rounds)
         parts.node_ordinals.append(nodes)
     return parts
@@ -166,24 +159,6 @@ class SlimParts:
     node_counts: dict | None = None
 
 
-# The node table's columns the node metrics read (analysis.tables.metrics.node_metric_counts).
-METRIC_NODE_COLUMNS = (
-    "run",
-    "round",
-    "node",
-    "name",
-    "depth",
-    "parent",
-    "rank",
-    "expanded",
-    "expanded_slot",
-    "level_rank",
-    "on_path",
-    "target_rank",
-    "target_in",
-)
-
-
 def batch_metric_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> SlimParts:
     """SLIM_ROUND_COLUMNS of the rounds ``res`` replayed and their node metrics' counts, counted from
     the per-node arrays of this batch only (analysis.tables.node_counts: no node rows are built), so
@@ -203,20 +178,6 @@ def batch_metric_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run
     if not rounds:
         return SlimParts([], [])
     return SlimParts(rounds, round_ordinals, block_counts(shapes, cfg, run))
-
-
-def metric_parts_by_frame(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> SlimParts:
-    """batch_metric_parts by way of the block's node table (analysis.tables.metrics.node_metric_counts):
-    the reference its counts are checked against (tests/test_streamed_metrics.py)."""
-    from .metrics import node_metric_counts
-
-    parts = batch_table_parts(batch, res, cfg, run, SLIM_ROUND_COLUMNS, METRIC_NODE_COLUMNS, round_ids=True)
-    if not parts.rounds:
-        return SlimParts([], [])
-    rounds = _frame(parts.rounds, parts.round_ordinals, {"round": "", **{c: "" for c in SLIM_ROUND_COLUMNS}})
-    nodes = _frame(parts.nodes, parts.node_ordinals, {c: NODE_COLUMNS[c] for c in METRIC_NODE_COLUMNS})
-    slim = [{c: cols[c] for c in SLIM_ROUND_COLUMNS} for cols in parts.rounds]
-    return SlimParts(slim, parts.round_ordinals, node_metric_counts(nodes, rounds, {run: cfg}))
 
 
 def _frame(columns: list[Columns], ordinals: list[np.ndarray], names: dict) -> pd.DataFrame:

@@ -100,15 +100,6 @@ def json_line(obj: dict[str, Any]) -> str:
     return json.dumps(obj) + "\n"
 
 
-def write_json_lines(records: Iterable[RoundRecord], out: IO[str]) -> int:
-    """JSON Lines, one record per line; returns the count."""
-    n = 0
-    for rec in records:
-        out.write(json_line(rec.to_json()))
-        n += 1
-    return n
-
-
 # Columns that vary round by round; the others follow from a few small codes (see _batch_templates).
 _ROUND_VALUES = (
     "round",
@@ -125,7 +116,7 @@ _ROUND_VALUES = (
 
 
 def write_batch_json_lines(result: Any, out: IO[str], progress: Callable[[int, int], None] | None = None) -> int:
-    """write_json_lines(records_of_batch(result), out), formatted from the result's arrays;
+    """The JSON Lines of records_of_batch(result), one json_line per record, formatted from the result's arrays;
     ``progress(lines written, lines)`` after each block.
 
     result: a replay.engine.batch.BatchResult. Each line is json_line(result.round_json(i)) byte for byte:
@@ -374,7 +365,7 @@ def read_json(path_or_buffer: Any) -> pd.DataFrame:
 
 
 def read_csv(path: str | Path) -> pd.DataFrame:
-    """A per-round CSV written by ``write_table`` back as records_frame gave it."""
+    """A per-round CSV (``batch -o FILE.csv``, ``stats -o DIR``) back as records_frame gave it."""
     import pandas as pd
 
     return normalize_frame(pd.read_csv(path, converters=CSV_CONVERTERS, dtype=CSV_DTYPES))
@@ -392,21 +383,12 @@ def table_format(path: str | Path) -> str | None:
     return "csv" if writes_in_place(path) else None  # /dev/stdout to a file, a pipe or a terminal too
 
 
-def write_table(frame: pd.DataFrame, path: str | Path) -> None:
-    """A per-round frame to ``path``, atomically (.parquet keeps lists; .csv encodes them, see csv_frame)."""
-    with atomic_path(path) as tmp:
-        if table_format(path) == "parquet":
-            frame.to_parquet(tmp, index=False)
-        else:
-            csv_frame(frame).to_csv(tmp, index=False)
-
-
 _CSV_ROWS_PER_WRITE = 65_536  # rows encoded at a time: bounded memory at millions of rounds
 
 
 def write_arrow_table(table: Any, path: Any, progress: Callable[[int, int], None] | None = None) -> None:
     """A per-round pyarrow Table (replay.engine.batch.frames.record_arrow) to ``path``, atomically:
-    the bytes write_table writes for the same rows as a pandas frame (tests/test_batch_tables.py),
+    the bytes pandas writes of the same rows as a frame (csv_frame for CSV; tests/test_batch_tables.py),
     encoded column by column in Arrow rather than cell by cell. ``progress(rows written, rows)``:
     after each block of a CSV, at the start and the end of a Parquet file (pyarrow writes it at once)."""
     with atomic_path(path) as tmp:

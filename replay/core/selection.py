@@ -172,12 +172,6 @@ def rank_major_keys(ranks: Sequence[int], parent_slots: Sequence[int]) -> list[f
     return [rank_major_key(int(r), int(s)) for r, s in zip(ranks, parent_slots)]
 
 
-def parents_are_valid(chosen: Sequence[int], level: Sequence[int]) -> bool:
-    """Explicit parents must be distinct nodes of the level they expand."""
-    members = set(level)
-    return all(p in members for p in chosen) and len(set(chosen)) == len(chosen)
-
-
 def parents_mismatch_note(step: int, recorded: Sequence[int], expected: Sequence[int]) -> str:
     """The note for a static round whose explicit parents differ from path probability."""
     return f"step {step}: dump's parents {list(recorded)} differ from path-probability selection {list(expected)}"
@@ -279,7 +273,7 @@ def top_k_columns(keys: np.ndarray, k: int, col: np.ndarray) -> np.ndarray:
 
 
 def invalid_parents_columns(local: np.ndarray, level: int) -> np.ndarray:
-    """[C] bool: parents_are_valid fails, for explicit parents given level-locally.
+    """[C] bool: a round's explicit parents are not distinct nodes of the level they expand (given level-locally).
 
     local: [h, C] int64 each round's parents minus the level's first node id; level: its size.
     """

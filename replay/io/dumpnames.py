@@ -9,7 +9,7 @@ from __future__ import annotations
 import glob
 import os
 import re
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from .formats.matrix_io import DATA_EXTS
 
@@ -88,11 +88,6 @@ def is_dump_name(name: str) -> bool:
     """Whether ``name`` is a matrix or companion file name (draft_step_I_A_B / validate_A_B)."""
     m = DUMP_NAME.match(name)
     return m is not None and (m.group("ext") or "").lower() in DATA_EXTS
-
-
-def path_order(path: Path) -> tuple[str, ...]:
-    """Path's own order (PurePosixPath compares its parts), without its slow __lt__."""
-    return path.parts
 
 
 def base_name(path: str) -> str:

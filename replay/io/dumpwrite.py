@@ -87,15 +87,6 @@ def write_round(
     return written
 
 
-def write_text_matrix(path: str | Path, ids: np.ndarray) -> None:
-    """[rows, cols] int matrix as whitespace-separated text (the article's plain form)."""
-    ids = np.asarray(ids)
-    if ids.ndim != 2:
-        raise ValueError(f"expected [rows, cols], got shape {ids.shape}")
-    lines = [" ".join(str(int(v)) for v in row) for row in ids]
-    write_bytes_atomic(path, ("\n".join(lines) + "\n").encode())
-
-
 def write_manifest(out_dir: str | Path, manifest: dict[str, Any]) -> Path:
     """Write ``manifest.json`` atomically, stamping format and version."""
     body = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION}

@@ -231,24 +231,6 @@ def _progress_bar(total: int, enabled: bool) -> Any:  # a tqdm bar (tqdm has no 
     return progress_bar(total, "reading", enabled, unit="file", dynamic_ncols=True, mininterval=0.5)
 
 
-def read_directory(
-    directory: str | Path,
-    grouping: Grouping,
-    roots: Mapping[Key, int],
-    opts: ReadOptions,
-    workers: int | None = None,
-    progress: bool = False,
-) -> tuple[list[RoundBatch], list[tuple[int, Skipped]]]:
-    """Everything in memory: one RoundBatch per group_key (rounds in key order) and the unreadable."""
-    parts: dict[GroupKey, list[RoundBatch]] = {}
-    unreadable: list[tuple[int, Skipped]] = []
-    for chunk in iter_read_chunks(directory, plan_items(grouping, roots), opts, workers, progress=progress):
-        unreadable += chunk.unreadable
-        for b in chunk.batches:
-            parts.setdefault(group_key(b), []).append(b)
-    return [concat_batches(bs) for bs in parts.values()], unreadable
-
-
 def concat_batches(batches: Sequence[RoundBatch]) -> RoundBatch:
     """Rounds of equal group_key from several batches, in the given order (copies; sizes padded)."""
     if len(batches) == 1:

@@ -44,7 +44,6 @@ from .dumpnames import (
     fits_int64,
     is_dump_name,
     is_side_file,
-    path_order,
 )
 from .formats.matrix_io import DATA_EXTS
 from .near_miss import near_miss
@@ -222,29 +221,12 @@ def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[MatrixKey, 
     return out, skipped
 
 
-def group_paths(
-    paths: Iterable[Path],
-    step0_offset: tuple[int, int] | None = None,
-    unreadable: Mapping[Path, str] | None = None,
-    source: str | None = None,
-) -> Grouping:
-    """Group file paths into rounds by name.
-
-    step0_offset: None lets the names decide between the default and the offset they show
-    (Step0Check); a stated offset is used as stated, ``source`` naming who stated it.
-    unreadable: entries among ``paths`` that are named like dump files but cannot be read as files,
-    with why ("is a directory, not a regular file"): each is listed, and so is its round, unread.
-    """
-    entries = [(p.name, str(p)) for p in sorted(map(Path, paths), key=path_order)]
-    given = sorted(((Path(p), why) for p, why in (unreadable or {}).items()), key=lambda kv: path_order(kv[0]))
-    bad = {str(p): why for p, why in given}
-    return _group(entries, *offset_and_source(step0_offset, source), bad)
-
-
-def _group(
+def group_entries(
     entries: list[tuple[str, str]], step0_offset: tuple[int, int], source: str, unreadable: Mapping[str, str]
 ) -> Grouping:
-    """group_paths over (name, path) entries in path order; unreadable: path → why, in path order."""
+    """Group (name, path) entries, in path order, into rounds by name; step0_offset and source as
+    offset_and_source gives them; unreadable: path → why ("is a directory, not a regular file"), in
+    path order: each is listed, and so is its round, unread."""
     if not unreadable:
         simple = _group_complete(entries, step0_offset, source)
         if simple is not None:
@@ -446,11 +428,11 @@ def _fold_near_misses(
 
 
 def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int], source: str) -> Grouping | None:
-    """_group's result when every dump file is a plain data file of a complete round, else None.
+    """group_entries' result when every dump file is a plain data file of a complete round, else None.
 
     The common directory, grouped with one regex pass and a few array operations instead of
     Python work per file. Anything else (companions, duplicates, long counters, an incomplete
-    round, a name with a newline) returns None, and _group does the general work.
+    round, a name with a newline) returns None, and group_entries does the general work.
     """
     text = "\n".join(name for name, _ in entries)
     if text.count("\n") != len(entries) - 1:
@@ -489,7 +471,7 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
             int(a[first].min()) + da, int(a[first].max()) + da, int(b[first].min()) + db, int(b[first].max()) + db
         )
     ):
-        return None  # _group names the files whose keys leave int64
+        return None  # group_entries names the files whose keys leave int64
     ka = np.where(first, a + da, a) if first.any() else a
     kb = np.where(first, b + db, b) if first.any() else b
     order = np.lexsort((step, kb, ka))  # by round key, then the validate (-1) and steps 0, 1, ...
@@ -511,8 +493,10 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
 def group_directory(
     directory: str | Path, step0_offset: tuple[int, int] | None = None, source: str | None = None
 ) -> Grouping:
-    """Group the files directly inside ``directory`` (not recursive); step0_offset and source as group_paths.
+    """Group the files directly inside ``directory`` (not recursive) into rounds by name.
 
+    step0_offset: None lets the names decide between the default and the offset they show
+    (Step0Check); a stated offset is used as stated, ``source`` naming who stated it.
     Entries that are not regular files are ignored unless named like a dump file: then they are
     listed, with their rounds (see the module docstring). Nothing here opens a file.
     """
@@ -540,7 +524,7 @@ def group_directory(
     entries = [(name, prefix + name) for name in names]
     if unreadable:
         unreadable = {p: unreadable[p] for _, p in entries if p in unreadable}
-    return _group(entries, *offset_and_source(step0_offset, source), unreadable)
+    return group_entries(entries, *offset_and_source(step0_offset, source), unreadable)
 
 
 def _child_prefix(directory: Path) -> str:

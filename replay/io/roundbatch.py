@@ -457,25 +457,3 @@ def group_key(batch: RoundBatch) -> GroupKey:
         (st.logp is not None, st.parents is not None, _node_columns(st)) for st in (*batch.steps, batch.validate)
     )
     return (sig, batch.names.exts if isinstance(batch.names, SourceNames) else None, batch.layout)
-
-
-def batch_from_rounds(rounds: Sequence[Round], ordinals: Sequence[int] | None = None) -> list[RoundBatch]:
-    """Group in-memory rounds by signature (tests, small runs); fast paths build arrays directly."""
-    groups: dict[tuple[Signature, str | None], list[int]] = {}
-    for k, rnd in enumerate(rounds):
-        groups.setdefault((signature_of(rnd), rnd.layout), []).append(k)
-    out = []
-    for (_, layout), members in groups.items():
-        rs = [rounds[k] for k in members]
-        out.append(
-            RoundBatch(
-                np.asarray([r.key for r in rs], dtype=np.int64).reshape(len(rs), 2).T.copy(),
-                np.asarray([r.root_token for r in rs], dtype=np.int64),
-                tuple(MatrixStack.stack([r.steps[s] for r in rs]) for s in range(len(rs[0].steps))),
-                MatrixStack.stack([r.validate for r in rs]),
-                layout,
-                None,
-                np.asarray(members if ordinals is None else [ordinals[k] for k in members], dtype=np.int64),
-            )
-        )
-    return out

@@ -195,7 +195,7 @@ def varied_run(
 
 def write_text_rounds(directory: str | Path, batches: list[RoundBatch]) -> int:
     """Every round of ``batches`` as plain-text dump files (draft_step_*, validate_*, named by
-    replay.io.dumpwrite.step_file_name); returns the number of files. Without write_text_matrix's
+    replay.io.dumpwrite.step_file_name); returns the number of files. Without synth.write_text_matrix's
     fsync per file: tens of thousands of fsyncs take minutes."""
     directory = Path(directory)
     files = 0

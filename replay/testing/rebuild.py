@@ -11,6 +11,7 @@ The rule itself lives in replay.core.selection; this is its scalar reference use
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +20,6 @@ from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.selection import (
     FALLBACK_WARNING,
     fallback_guesses,
-    parents_are_valid,
     parents_mismatch_note,
     rank_major_keys,
     select_top,
@@ -48,6 +48,12 @@ from replay.engine.batch.rejections import (
 from replay.io.formats.matrix_io import DumpMatrix
 from replay.io.rounds import Round
 from replay.util.errors import RoundError
+
+
+def parents_are_valid(chosen: Sequence[int], level: Sequence[int]) -> bool:
+    """Explicit parents must be distinct nodes of the level they expand."""
+    members = set(level)
+    return all(p in members for p in chosen) and len(set(chosen)) == len(chosen)
 
 
 @dataclass(frozen=True, eq=False)

@@ -18,6 +18,7 @@ import numpy as np
 from replay.core.config import TreeConfig
 from replay.core.selection import select_top
 from replay.io.dumpwrite import StepRecord, write_manifest, write_round
+from replay.util.atomic import write_bytes_atomic
 
 DEFAULT_VOCAB = 32000
 SYNTH_KEY_STRIDE = 8  # between rounds' first keys: a round commits at most gamma + 1 tokens, keys never collide
@@ -232,3 +233,12 @@ def add_node_logprobs(
     body["node_logprob_temperatures"] = [float(t) for t in temperatures]
     write_manifest(directory, body)
     return given
+
+
+def write_text_matrix(path: str | Path, ids: np.ndarray) -> None:
+    """[rows, cols] int matrix as whitespace-separated text (the article's plain form)."""
+    ids = np.asarray(ids)
+    if ids.ndim != 2:
+        raise ValueError(f"expected [rows, cols], got shape {ids.shape}")
+    lines = [" ".join(str(int(v)) for v in row) for row in ids]
+    write_bytes_atomic(path, ("\n".join(lines) + "\n").encode())

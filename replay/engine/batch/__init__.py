@@ -10,7 +10,7 @@ is importable from ``replay.engine.batch``.
 
 from __future__ import annotations
 
-from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames, batch_from_rounds, signature_of
+from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames, signature_of
 
 from .codes import (
     BONUS_NAMES,
@@ -35,7 +35,7 @@ from .codes import (
     BonusCode,
     StopCode,
 )
-from .driver import RebuiltLevels, default_workers, expanded_nodes, rebuilt_levels, replay_batch, replay_batches
+from .driver import RebuiltLevels, default_workers, expanded_nodes, rebuilt_levels, replay_batch
 from .result import BatchResult, empty_result
 from .shapes import TreeShape, config_tree_shape, dynamic_shapes
 
@@ -67,7 +67,6 @@ __all__ = [
     "RoundBatch",
     "SourceNames",
     "TreeShape",
-    "batch_from_rounds",
     "config_tree_shape",
     "default_workers",
     "dynamic_shapes",
@@ -75,6 +74,5 @@ __all__ = [
     "expanded_nodes",
     "rebuilt_levels",
     "replay_batch",
-    "replay_batches",
     "signature_of",
 ]

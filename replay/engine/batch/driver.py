@@ -6,7 +6,7 @@ pool (numpy releases the GIL).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -155,13 +155,3 @@ def rebuilt_levels(
             if tree.level_lp[i] is not None:
                 logp[i][:, lo:hi] = tree.level_lp[i]
     return RebuiltLevels(tokens, chosen, logp)
-
-
-def replay_batches(
-    batches: Iterable[RoundBatch], cfg: TreeConfig, workers: int | None = None, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS
-) -> BatchResult:
-    """Several batches (one run's groups) → one result in run order when ordinals are known."""
-    parts = [replay_batch(b, cfg, workers, chunk_rounds) for b in batches]
-    if not parts:
-        raise ValueError("no rounds to replay")
-    return BatchResult.concat(parts).sorted_by_ordinal()
