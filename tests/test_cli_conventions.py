@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from replay.cli import build_parser, main
-from replay.cli.options import hidden_aliases
 from replay.core.config import TreeConfig
 from replay.util.pathcheck import FILE, output_kind
 from replay.util.progress import progress_enabled, tqdm_progress
@@ -28,6 +27,11 @@ ROOT = Path(__file__).resolve().parent.parent
 ARTICLE = str(ROOT / "sample_dumps" / "article_round")
 SYNTH = str(ROOT / "sample_dumps" / "synthetic_article")
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def hidden_aliases(p: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """Option strings that reach an action without being listed in its option_strings."""
+    return {s: a for s, a in p._option_string_actions.items() if s not in a.option_strings}
 
 
 def all_parsers() -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:

@@ -22,10 +22,10 @@ from replay.cli import main  # noqa: E402
 from replay.live.generate import DecodeOptions  # noqa: E402
 from replay.live.models.load import load_pair  # noqa: E402
 from replay.live.sweep.cluster import PairSpec, run_sweep_on_cluster, start_local_cluster  # noqa: E402
-from replay.live.sweep.commit import staging_owner  # noqa: E402
 from replay.live.sweep.directory import OUTCOME_COLUMNS  # noqa: E402
 from replay.live.sweep.grid import config_name, parse_grid  # noqa: E402
 from replay.live.sweep.runner import run_local_sweep  # noqa: E402
+from replay.testing.sweep_commit import staging_owner  # noqa: E402
 from replay.testing.tiny import save_hf_dir  # noqa: E402
 
 ROOT = Path(__file__).parents[1]

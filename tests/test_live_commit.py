@@ -8,7 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from replay.live.sweep.commit import clear_stale, commit, is_committed, staged, staging_owner
+from replay.live.sweep.commit import clear_stale, commit, staged
+from replay.testing.sweep_commit import is_committed, staging_owner
 
 ROOT = Path(__file__).parents[1]
 

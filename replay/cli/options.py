@@ -237,11 +237,6 @@ def add_hidden_alias(p: argparse.ArgumentParser, action: argparse.Action, *alias
         p._option_string_actions[alias] = action
 
 
-def hidden_aliases(p: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    """Option strings that reach an action without being listed in its option_strings."""
-    return {s: a for s, a in p._option_string_actions.items() if s not in a.option_strings}
-
-
 def writing_bar(args: argparse.Namespace, what: str):
     """The "writing WHAT" bar of a command's output phase (replay.util.progress.progress_while): on a
     terminal's stderr only, never with --no-progress."""

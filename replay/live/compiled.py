@@ -187,9 +187,3 @@ class GraphRunner:
 def _restore(hf: Any, written: list[torch.Tensor]) -> None:
     for layer, length in zip(hf.layers, written):
         layer.cumulative_length.copy_(length)
-
-
-def recorded_graphs(model: LiveModel) -> int:
-    """Graphs recorded so far by a "graphs" fast path (0 otherwise)."""
-    fast = model.runner(1) if model.runner is not None else None
-    return fast.recorded if isinstance(fast, GraphRunner) else 0

@@ -76,20 +76,6 @@ def commit(staging: Staging) -> bool:
     return True
 
 
-def is_committed(parent: str | Path, name: str) -> bool:
-    return (Path(parent) / name).is_dir()
-
-
-def staging_owner(lock_file: str | Path) -> tuple[str, int] | None:
-    """(host, pid) written in a staging lock file, None if unreadable (tests use it to find a
-    worker in the middle of a task)."""
-    try:
-        host, pid = Path(lock_file).read_text().split()
-        return host, int(pid)
-    except (OSError, ValueError):
-        return None
-
-
 def clear_stale(parent: str | Path) -> list[Path]:
     """Remove the staging directories whose owner is dead (its lock is free); return them."""
     parent = Path(parent)
