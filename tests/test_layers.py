@@ -242,13 +242,13 @@ def test_the_checker_sees_lazy_relative_and_typing_imports(tmp_path):
 
 # --- the per-round references live in replay/testing ------------------------------------------
 
-# The per-round references (test oracles): each defined in its replay/testing module and nowhere
-# under replay/ or analysis/. No library module imports replay/testing
+# The per-round references (test oracles) and the helpers only tests and benches call: each defined
+# in its replay/testing module and nowhere under replay/ or analysis/. No library module imports replay/testing
 # (test_no_library_module_imports_the_test_generators), so no command can run one. Names that
 # run-time modules also use for other things (round_table, round_paths, sampling_summary) are left out.
 TESTING_REFERENCES = {
     "replay.testing.replayer": ("RoundResult", "replay_round", "replay_directory", "replay_packed", "iter_rounds"),
-    "replay.testing.rebuild": ("rebuild_tree",),
+    "replay.testing.rebuild": ("rebuild_tree", "parents_are_valid"),
     "replay.testing.round_sampling": ("round_sampling", "node_logprob_gaps"),
     "replay.testing.round_summaries": ("figures_of", "render_summary"),
     "replay.testing.table_rows": ("node_table", "node_facts", "level_ranks"),
@@ -261,6 +261,11 @@ TESTING_REFERENCES = {
         "simulate_strategies",
         "simulate_strategy",
     ),
+    "replay.testing.records_reference": ("write_json_lines", "write_table"),
+    "replay.testing.frame_counts": ("metric_parts_by_frame",),
+    "replay.testing.in_memory": ("read_directory", "batch_from_rounds", "replay_batches"),
+    "replay.testing.path_grouping": ("group_paths",),
+    "replay.testing.synth": ("write_text_matrix",),
 }
 
 
