@@ -2,11 +2,10 @@
 loaded by the batch path, without a RoundResult per round.
 
 The batches are those load_run read (``sampling_along``, the run read once), else the run is read
-again; each batch's rounds at T come from
-replay.engine.batch.recorded.sampling_at (batch --temperature's rule: the top-K rows, or the dump's
-node_logprobs where it records them at T), and each batch keeps only its usable rounds' numbers
-(E[L] bounds, P(L >= d) bounds, exactness, nodes, steps) and its refused rounds' keys. Joined in run
-order, they are the arrays the round path (tests/reference_runs.py's reference_run_sampling over
+again; each batch's rounds at T are replay.engine.sampling_runs' SamplingPart (batch --temperature's
+rule: the top-K rows, or the dump's node_logprobs where it records them at T), joined in run order
+by its join_parts. The usable rounds' numbers (E[L] bounds, P(L >= d) bounds, exactness, nodes,
+steps) are the arrays the round path (tests/reference_runs.py's reference_run_sampling over
 RoundResults) builds: the same values in the same order, so the same sums. A refused round's reason
 is worded by the engine in the round path's words (replay.engine.batch.recorded.refusal_texts: the
 file, the field and the row).
@@ -19,10 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replay.engine.batch.recorded import node_logprob_gaps_batch, refusal_texts, sampling_at
 from replay.engine.batch.sampling_frames import from_node_logprobs
 from replay.engine.runs import PerBatch, Run, replay_run
-from replay.engine.sampling import sampling_skip
+from replay.engine.sampling_runs import SamplingPart, batch_parts, join_parts
 from replay.io.manifest import Manifest
 from replay.util.errors import SpecReplayError
 
@@ -31,12 +29,12 @@ from .runs import LabelledRun
 
 @dataclass(frozen=True, eq=False)
 class SamplingAlong:
-    """One batch's _batch_part, computed while load_run read it (sampling_along)."""
+    """One batch's SamplingPart at T, computed while load_run read it (sampling_along)."""
 
     temperature: float
     vocab_size: int | None
     node_temperatures: tuple[float, ...] | None
-    part: dict
+    part: SamplingPart
 
 
 def sampling_along(temperature: float, vocab_of: Callable[[Manifest], int | None]) -> Callable[[Run], PerBatch | None]:
@@ -53,35 +51,10 @@ def sampling_along(temperature: float, vocab_of: Callable[[Manifest], int | None
             return None
         nodes = opened.manifest.node_logprob_temperatures
         key = None if nodes is None else tuple(nodes)
-        return lambda b, res, cfg: SamplingAlong(t, vocab, key, _batch_part(b, res, cfg, t, vocab, nodes))
+        at_t = batch_parts([t], vocab, nodes)
+        return lambda b, res, cfg: SamplingAlong(t, vocab, key, at_t(b, res, cfg)[0])
 
     return per_run
-
-
-def _batch_part(batch, res, cfg, t: float, vocab_size, nodes) -> dict:
-    """One batch's replayed rounds at T: the usable ones' numbers, the refused ones' keys and codes."""
-    smp = sampling_at(batch, res, cfg, t, vocab_size, nodes)
-    ordinals = np.arange(len(res)) if res.ordinals is None else np.asarray(res.ordinals, dtype=np.int64)
-    use, bad = res.ok & smp.usable, res.ok & ~smp.usable
-    at = {f"{a}_{b}": int(o) for a, b, o in zip(*res.keys[:, use].tolist(), ordinals[use].tolist())}
-    gaps = tuple([(at[n], n) for n in names if n in at] for names in node_logprob_gaps_batch(batch, res, t, nodes))
-    why = refusal_texts(batch, res, smp, vocab_size, nodes)
-    return {
-        "ordinal": ordinals[use],
-        "expected_lo": smp.expected_lo[use],
-        "expected_hi": smp.expected_hi[use],
-        "ge_lo": smp.length_ge_lo[use],
-        "ge_hi": smp.length_ge_hi[use],
-        "exact": smp.exact[use],
-        "own": from_node_logprobs(smp)[use],
-        "nodes": res.num_nodes[use],
-        "steps": res.num_steps[use],
-        "bad_ordinal": ordinals[bad],
-        "bad_keys": res.keys[:, bad],
-        "bad_why": [why[i] for i in np.flatnonzero(bad).tolist()],
-        "needs_vocab": bool(smp.needs_vocab and use.any()),
-        "gaps": gaps,
-    }
 
 
 def batch_run_sampling(
@@ -97,32 +70,28 @@ def batch_run_sampling(
         and (a.temperature, _vocab_key(a.vocab_size), a.node_temperatures) == (t, _vocab_key(vocab_size), nodes)
         for a in along
     ):
-        parts = [a.part for a in along]
+        result, parts = run.replay.result, [a.part for a in along]
     else:
-        rep = replay_run(
-            run.replay.directory,
-            run.options,
-            per_batch=lambda b, res, cfg: _batch_part(b, res, cfg, t, vocab_size, node_temperatures),
-        )
-        parts = list(rep.per_batch)
-    order = np.argsort(_cat(parts, "ordinal", np.int64), kind="stable")
-    steps = _cat(parts, "steps", np.int64)[order]
+        rep = replay_run(run.replay.directory, run.options, per_batch=batch_parts([t], vocab_size, node_temperatures))
+        result, parts = rep.result, [p[0] for p in rep.per_batch]
+    at = join_parts(result, parts, t)
+    smp, rows = at.sampling, at.rows
+    steps = result.num_steps[rows].astype(np.int64)
     depth = int(steps.max(initial=0))  # the round path's widest row: P(L >= d) for d = 1..a round's depth
-    gaps = tuple([n for _, n in sorted(g for p in parts for g in p["gaps"][i])] for i in (0, 1))
     return (
         run.label,
         t,
-        _cat(parts, "expected_lo", np.float64)[order],
-        _cat(parts, "expected_hi", np.float64)[order],
-        _table(parts, "ge_lo", depth, order),
-        _table(parts, "ge_hi", depth, order),
-        _cat(parts, "exact", bool)[order],
-        _cat(parts, "own", bool)[order],
-        _cat(parts, "nodes", np.int64)[order],
+        smp.expected_lo[rows],
+        smp.expected_hi[rows],
+        _table(smp.length_ge_lo[rows], depth),
+        _table(smp.length_ge_hi[rows], depth),
+        smp.exact[rows],
+        from_node_logprobs(smp)[rows],
+        result.num_nodes[rows].astype(np.int64),
         steps,
-        tuple(_refused(parts, t)),
-        any(p["needs_vocab"] for p in parts),
-        (gaps[0], gaps[1]),
+        at.skipped(),
+        any(p.sampling.needs_vocab and p.sampling.usable.any() for p in parts),  # said of the rounds used
+        at.gaps,
     )
 
 
@@ -131,28 +100,11 @@ def _vocab_key(vocab_size: int | None) -> tuple[int, str | None] | None:
     return None if vocab_size is None else (int(vocab_size), getattr(vocab_size, "source", None))
 
 
-def _cat(parts: list[dict], name: str, dtype) -> np.ndarray:
-    return np.concatenate([np.asarray(p[name], dtype=dtype) for p in parts] or [np.zeros(0, dtype=dtype)])
-
-
-def _table(parts: list[dict], name: str, depth: int, order: np.ndarray) -> np.ndarray:
-    """[R, depth + 2] P(L >= d), d = 0..depth + 1, in run order: the round path's table (zeros past
-    a round's tree; a batch's arrays are as wide as its deepest tree)."""
-    out = np.zeros((order.shape[0], depth + 2))
-    start = 0
-    for p in parts:
-        a = p[name]
-        w = min(a.shape[1], depth + 2)
-        out[start : start + a.shape[0], :w] = a[:, :w]
-        start += a.shape[0]
+def _table(ge: np.ndarray, depth: int) -> np.ndarray:
+    """[R, depth + 2] P(L >= d), d = 0..depth + 1: the round path's table (zeros past a round's tree;
+    a run's arrays are as wide as its config's gamma)."""
+    out = np.zeros((ge.shape[0], depth + 2))
+    w = min(ge.shape[1], depth + 2)
+    out[:, :w] = ge[:, :w]
     out[:, 0] = 1.0
-    return out[order]
-
-
-def _refused(parts: list[dict], t: float) -> list:
-    """The refused rounds' skipped entries in run order, each in the round path's words (the engine's
-    replay.engine.batch.recorded.refusal_texts: the file, the field, the row)."""
-    order = np.argsort(_cat(parts, "bad_ordinal", np.int64), kind="stable")
-    keys = np.concatenate([p["bad_keys"] for p in parts] or [np.zeros((2, 0), np.int64)], axis=1)[:, order]
-    why = [w for p in parts for w in p["bad_why"]]
-    return [sampling_skip(f"{a}_{b}", t, why[k]) for (a, b), k in zip(keys.T.tolist(), order.tolist())]
+    return out

@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Union
 
-import numpy as np
 import pandas as pd
 
 from analysis.compare.batch import priced_comparison
@@ -28,11 +27,10 @@ from replay.core.config import SpecConfig, TreeConfig, load_config, parse_config
 from replay.core.config_grammar import parse_spec
 from replay.core.sampling_problems import VocabTooSmall
 from replay.core.temperature import format_temperature
-from replay.engine.batch.recorded import refusal_texts, sampling_at
-from replay.engine.batch.sampling import BatchSampling
-from replay.engine.batch.sampling_frames import concat_sampling, sampling_objects
-from replay.engine.runs import PerBatch, ReplayOptions, Run, RunReplay, replay_run
+from replay.engine.batch.sampling_frames import sampling_objects
+from replay.engine.runs import ReplayOptions
 from replay.engine.sampling import SAMPLING_KEYS, VocabBelowCandidates, vocab_size_of
+from replay.engine.sampling_runs import replay_sampling
 from replay.io.dumpnames import parse_round_key
 from replay.util.errors import SpecReplayError
 
@@ -173,24 +171,19 @@ def sampling(
         temps = [check_temperature(t) for t in temps]
     except ValueError as exc:
         raise SpecReplayError(f"sampling: {exc}") from None
-    vocab: list = []  # the vocabulary size per_run found (one run: one entry)
-    rep = replay_run(
-        path,
-        ReplayOptions(config=_config(config), layout=layout),
-        per_run=lambda run: _sampling_per_batch(run, temps, vocab_size, vocab),
-    )
-    if not vocab:  # per_run set the conflict aside: raised now, after the reading, as before
-        _vocab_of(vocab_size, rep.manifest)
-    rows, skipped = [], [(s.what, None, s.reason) for s in rep.skipped]
+    opts = ReplayOptions(config=_config(config), layout=layout)
+    try:
+        run = replay_sampling(path, opts, temps, lambda manifest: _vocab_of(vocab_size, manifest))
+    except (VocabBelowCandidates, VocabTooSmall) as exc:  # wrong for the whole dump, in the API's words
+        raise SpecReplayError(f"sampling: {exc}".replace("from --vocab-size", "from vocab_size=")) from None
+    res = run.replay.result
+    rows, skipped = [], [(s.what, None, s.reason) for s in run.replay.skipped]
     notes: list[str] = []
-    for k, t in enumerate(temps):
-        smp, why = _sampling_at(rep, k)
-        used = np.flatnonzero(rep.result.ok & smp.usable)
-        names = [f"{a}_{b}" for a, b in rep.result.keys[:, used].T.tolist()]
-        rows += [{"round": n, **obj} for n, obj in zip(names, sampling_objects(smp, rep.result, used))]
-        for a, b in rep.result.keys[:, rep.result.ok & ~smp.usable].T.tolist():
-            skipped.append((f"{a}_{b}", t, why[(a, b)].replace("from --vocab-size", "from vocab_size=")))
-        if smp.needs_vocab:  # the CLI's print_needs_vocab, for a frame: a lower bound of 0 is no measurement
+    for t, at in zip(temps, run.at):
+        names = [f"{a}_{b}" for a, b in res.keys[:, at.rows].T.tolist()]
+        rows += [{"round": n, **obj} for n, obj in zip(names, sampling_objects(at.sampling, res, at.rows))]
+        skipped += [(f"{a}_{b}", t, why.replace("from --vocab-size", "from vocab_size=")) for (a, b), why in at.refused]
+        if at.sampling.needs_vocab:  # the CLI's print_needs_vocab, for a frame: a lower bound of 0 is no measurement
             notes.append(
                 f"at T = {format_temperature(t)} > 1 the lower bounds need the vocabulary size (vocab_size=V, or vocab_size in "
                 "manifest.json): the _lo columns are 0 (refused), the upper bounds stand"
@@ -209,52 +202,6 @@ def _vocab_of(vocab_size: int | None, manifest):
         return vocab_size_of(vocab_size, manifest.vocab_size, manifest.path)
     except ValueError as exc:
         raise SpecReplayError(f"sampling: {exc}".replace("--vocab-size", "vocab_size")) from None
-
-
-def _sampling_per_batch(run: Run, temps: list[float], vocab_size: int | None, found: list) -> PerBatch | None:
-    """Each batch at every T: (ordinals, its BatchSampling or the VocabBelowCandidates it raised, its
-    refusals' reasons by round key) per T. None when vocab_size contradicts the manifest (raised
-    after the reading); ``found`` receives the vocabulary size used."""
-    try:
-        vocab = vocab_size_of(vocab_size, run.manifest.vocab_size, run.manifest.path)
-    except ValueError:
-        return None
-    found.append(vocab)
-    nodes = run.manifest.node_logprob_temperatures
-
-    def at_each_t(batch, res, cfg) -> list:
-        out = []
-        for t in temps:
-            try:
-                smp = sampling_at(batch, res, cfg, t, vocab, nodes)
-            except (VocabBelowCandidates, VocabTooSmall) as exc:  # wrong for the whole dump: raised by _sampling_at
-                out.append((res.ordinals, exc, {}))
-                continue
-            why = refusal_texts(batch, res, smp, vocab, nodes)
-            out.append((res.ordinals, smp, {batch.key(i): w for i, w in why.items()}))
-        return out
-
-    return at_each_t
-
-
-def _sampling_at(rep: RunReplay, k: int) -> tuple:
-    """(the run's BatchSampling at the k-th T, refusal reasons by round key); the first batch's
-    VocabBelowCandidates at that T raised as the API's SpecReplayError."""
-    parts = [p[k] for p in rep.per_batch]
-    for _, smp, _ in parts:
-        if isinstance(smp, Exception):
-            raise SpecReplayError(f"sampling: {smp}".replace("from --vocab-size", "from vocab_size=")) from None
-    if not parts:
-        return _no_sampling(rep), {}
-    return concat_sampling([(o, smp) for o, smp, _ in parts]), {key: w for _, _, why in parts for key, w in why.items()}
-
-
-def _no_sampling(rep: RunReplay):
-    """A BatchSampling of a run without a readable round: nothing usable."""
-    n = len(rep.result)
-    nan, ge = np.full(n, np.nan), np.full((n, rep.result.gamma + 1), np.nan)
-    none = np.zeros(n, dtype=bool)
-    return BatchSampling(0.0, none, np.zeros(n, np.int8), nan, nan, ge, ge, none, nan, False)
 
 
 __all__ = [

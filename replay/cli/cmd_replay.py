@@ -9,15 +9,16 @@ from dataclasses import replace
 import numpy as np
 
 from replay.core.records import write_batch_json_lines
-from replay.engine.batch.sampling_frames import concat_sampling, round_sampling_at, write_sampling_json_lines
+from replay.engine.batch.sampling_frames import round_sampling_at, write_sampling_json_lines
 from replay.engine.batch.view import round_views
 from replay.engine.render import batch_sampling_summary, render_round, sampling_lines, summary_lines
-from replay.engine.runs import PerBatch, Run, RunReplay, replay_run
+from replay.engine.runs import RunReplay, replay_run
+from replay.engine.sampling_runs import replay_sampling
 from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled
 
-from .cmd_scale import run_figures, sampling_part, sampling_refusals
+from .cmd_scale import run_figures
 from .options import (
     JSON_LINES_HELP,
     OneRound,
@@ -140,71 +141,39 @@ def _replay_json(args: argparse.Namespace) -> int:
 
 def _replay_sampling(args: argparse.Namespace) -> int:
     """--temperature: each replayed round's expected acceptance at T, batch by batch (the dump's
-    node_logprobs where it records them at T: replay.engine.batch.recorded.sampling_at)."""
+    node_logprobs where it records them at T: replay.engine.sampling_runs)."""
     t = args.temperature
     drawn = not (args.json or args.summary)
-    rep = replay_run(
+    run = replay_sampling(
         args.dir,
         options_from_args(args),
+        [t],
+        lambda manifest: sampling_vocab(args, manifest),
         workers=args.workers,
         progress=progress_enabled(args.no_progress),
-        per_run=lambda run: _sampling_per_batch(args, run, drawn),
+        also=(lambda b, res, cfg: round_views(b, res)) if drawn else None,
     )
-    sampling_vocab(
-        args, rep.manifest
-    )  # raises when --vocab-size contradicts the manifest: after the reading, as before
-    res, parts = rep.result, list(rep.per_batch)
-    smp = concat_sampling([p[0][:2] for p in parts]) if parts else None
-    why = {key: text for p in parts for key, text in p[0][3].items()}
-    greedy = rep  # the reading's skipped alone
-    rep = replace(greedy, skipped=(*greedy.skipped, *sampling_refusals(res, smp, t, why)))
-    rows = np.flatnonzero(res.ok & smp.usable) if smp is not None else np.zeros(0, dtype=np.int64)
+    greedy, at = run.replay, run.at[0]  # greedy: the reading's skipped alone
+    res, smp, rows = greedy.result, at.sampling, at.rows
+    rep = replace(greedy, skipped=(*greedy.skipped, *at.skipped()))
     require_rounds(rep, rows.shape[0])
-    assert smp is not None
     out = sys.stdout
     if args.json:
         write_sampling_json_lines(res, smp, rows, out)
     else:
         if drawn:
-            views = {key: view for p in parts for key, view in p[1].items()}
+            views = {key: view for part in run.also for key, view in part.items()}
             for i, key in zip(rows.tolist(), _replayed_keys(res, rows)):
                 out.write("\n".join(render_round(views[key]) + sampling_lines(round_sampling_at(smp, res, i))) + "\n\n")
         out.write("\n".join(_greedy_summary(greedy) + batch_sampling_summary(smp, res, rows)) + "\n")
     if smp.needs_vocab:
         print_needs_vocab("replay", t)
-    _print_node_logprob_gaps(rep, [p[0][2] for p in parts], rows, t)
+    print_missing_node_logprobs("replay", t, rep.manifest, sum(map(len, at.gaps)), at.gaps)
     print_reading(rep)
     note = sampled_run_note(rep.manifest, args.dir) if t == 0 else None  # T = 0 is the greedy walk
     if note:
         print_notes([note])
     return 1 if rep.skipped else 0
-
-
-def _sampling_per_batch(args: argparse.Namespace, run: Run, drawn: bool) -> PerBatch | None:
-    """What each batch keeps at T: (its sampling part, cmd_scale.sampling_part; its rounds' views when
-    their trees are drawn). None when --vocab-size contradicts the manifest: that
-    error comes after the reading, as a replay that fails on a round tells that first."""
-    try:
-        vocab = sampling_vocab(args, run.manifest)
-    except SpecReplayError:
-        return None
-    t, nodes = args.temperature, run.manifest.node_logprob_temperatures
-    return lambda b, res, cfg: (
-        sampling_part(b, res, cfg, t, vocab, nodes),
-        round_views(b, res) if drawn else {},
-    )
-
-
-def _print_node_logprob_gaps(
-    rep: RunReplay, gaps: list[tuple[list[str], list[str]]], rows: np.ndarray, t: float
-) -> None:
-    """The note on the used rounds (rows: [n] int64 into rep.result) that fell back to the top-K bounds at
-    a T whose node_logprobs the manifest lists, named in run order. gaps: each batch's
-    (parents-layout rounds, rounds without node_logprobs), by name."""
-    order = {f"{a}_{b}": k for k, (a, b) in enumerate(_replayed_keys(rep.result, rows))}
-    parents = sorted((n for g in gaps for n in g[0] if n in order), key=order.__getitem__)
-    without = sorted((n for g in gaps for n in g[1] if n in order), key=order.__getitem__)
-    print_missing_node_logprobs("replay", t, rep.manifest, len(parents) + len(without), (parents, without))
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -16,17 +16,13 @@ import numpy as np
 from replay.core.records import table_format, write_arrow_table, write_batch_json_lines
 from replay.engine.batch import BatchResult
 from replay.engine.batch.frames import distinct_columns, record_arrow
-from replay.engine.batch.recorded import node_logprob_gaps_batch, refusal_texts, sampling_at
-from replay.engine.batch.sampling import NO_SCORES_CODE
 from replay.engine.batch.sampling_frames import (
-    concat_sampling,
-    from_node_logprobs,
     sampling_arrow,
     write_sampling_json_lines,
 )
-from replay.engine.render import SummaryFigures, sampling_summary_arrays, summary_lines
+from replay.engine.render import SummaryFigures, batch_sampling_summary, summary_lines
 from replay.engine.runs import RunReplay, replay_run
-from replay.engine.sampling import sampling_skip
+from replay.engine.sampling_runs import replay_sampling
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.manifest import read_manifest
 from replay.io.packed.pack import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
@@ -169,25 +165,18 @@ def _summary_stream(table: str | None) -> TextIO:
 def _batch_sampling(args: argparse.Namespace, opts) -> int:
     """--temperature: the greedy summary and the sampling summary, or per round (--json, -o) the
     columns of replay --temperature --json (replay.engine.batch.sampling_frames); exact from the
-    dump's node_logprobs where it records them at T (replay.engine.batch.recorded)."""
+    dump's node_logprobs where it records them at T (replay.engine.sampling_runs)."""
     t = args.temperature
     manifest = read_manifest(args.dir)  # a packed run holds the dump's manifest.json too
-    vocab, nodes = sampling_vocab(args, manifest), manifest.node_logprob_temperatures
-    rep = replay_run(
-        args.dir,
-        opts,
-        workers=args.workers,
-        progress=progress_enabled(args.no_progress),
-        per_batch=lambda b, res, cfg: sampling_part(b, res, cfg, t, vocab, nodes),
+    vocab = sampling_vocab(args, manifest)
+    run = replay_sampling(
+        args.dir, opts, [t], lambda manifest: vocab, workers=args.workers, progress=progress_enabled(args.no_progress)
     )
-    require_rounds(rep, int(rep.result.ok.sum()))
-    res = rep.result
-    smp = concat_sampling([p[:2] for p in rep.per_batch]) if rep.per_batch else None
-    why = {key: text for p in rep.per_batch for key, text in p[3].items()}
-    greedy, rep = rep, replace(rep, skipped=(*rep.skipped, *sampling_refusals(res, smp, t, why)))
-    rows = np.flatnonzero(res.ok & smp.usable) if smp is not None else np.zeros(0, dtype=np.int64)
+    greedy, at = run.replay, run.at[0]  # greedy: the reading's skipped alone
+    require_rounds(greedy, int(greedy.result.ok.sum()))
+    res, smp, rows = greedy.result, at.sampling, at.rows
+    rep = replace(greedy, skipped=(*greedy.skipped, *at.skipped()))
     require_rounds(rep, rows.shape[0])
-    assert smp is not None
     out = sys.stdout
     if args.table:
         table = sampling_arrow(res, smp, rows)
@@ -196,43 +185,13 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
     if args.json:
         write_sampling_json_lines(res, smp, rows, out)
     else:
-        u, own = rows, from_node_logprobs(smp)
-        lines = render_run_summary(greedy) + sampling_summary_arrays(  # greedy: the reading's skipped alone
-            t,
-            smp.expected_lo[u],
-            smp.expected_hi[u],
-            smp.length_ge_lo[u],
-            smp.length_ge_hi[u],
-            smp.exact[u],
-            int(own[u].sum()),
-            int((res.ok & ~smp.usable & (smp.problem != NO_SCORES_CODE)).sum()),  # with scores, refused
-            int((res.ok & (smp.problem == NO_SCORES_CODE)).sum()),
-        )
+        lines = render_run_summary(greedy) + batch_sampling_summary(smp, res, rows, cut=False)
         _summary_stream(args.table).write("\n".join(lines) + "\n")
     if smp.needs_vocab:
         print_needs_vocab("batch", t)
-    order = {f"{a}_{b}": i for i, (a, b) in enumerate(res.keys[:, rows].T.tolist())}  # the used rounds, in run order
-    parents = sorted((n for p in rep.per_batch for n in p[2][0] if n in order), key=order.__getitem__)
-    without = sorted((n for p in rep.per_batch for n in p[2][1] if n in order), key=order.__getitem__)
-    print_missing_node_logprobs("batch", t, manifest, len(parents) + len(without), (parents, without))
+    print_missing_node_logprobs("batch", t, manifest, sum(map(len, at.gaps)), at.gaps)
     print_reading(rep)
     return 1 if rep.skipped else 0
-
-
-def sampling_part(batch, res: BatchResult, cfg, t: float, vocab, nodes) -> tuple:
-    """One batch at T: (ordinals, its BatchSampling, its node_logprob gaps, {round key: why refused})."""
-    smp = sampling_at(batch, res, cfg, t, vocab, nodes)
-    why = refusal_texts(batch, res, smp, vocab, nodes)
-    return res.ordinals, smp, node_logprob_gaps_batch(batch, res, t, nodes), {batch.key(i): w for i, w in why.items()}
-
-
-def sampling_refusals(res: BatchResult, smp, t: float, why: dict) -> list:
-    """The skipped entries of replayed rounds without a sampling replay at T, in round order, each in
-    the engine's words (replay.engine.batch.recorded.refusal_texts: the file, the field, the row)."""
-    if smp is None:
-        return []
-    keys = [(int(res.keys[0, i]), int(res.keys[1, i])) for i in np.flatnonzero(res.ok & ~smp.usable)]
-    return [sampling_skip(f"{k[0]}_{k[1]}", t, why[k]) for k in keys]
 
 
 def _write_table(rep: RunReplay, path: str, progress=None) -> None:
