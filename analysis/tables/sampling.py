@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from replay.engine.sampling import length_at_bounds
+from replay.engine.sampling_runs import sampling_means
 from replay.io.skipped import Skipped
 
 from .runs import LabelledRun
@@ -78,18 +79,24 @@ def _ratio(num: float, den: float) -> float:
 
 
 def sampling_summary(runs: Sequence[RunSampling]) -> pd.DataFrame:
-    """One row per run: rounds, exact rounds, each EXPECTED_SUMMARY metric as _lo/_hi, node and step means."""
+    """One row per run: rounds, exact rounds, each EXPECTED_SUMMARY metric as _lo/_hi, node and step
+    means; the means replay and batch --temperature print too (replay.engine.sampling_runs.sampling_means)."""
     rows = []
     for s in runs:
         r = s.expected_lo.shape[0]
         if not r:
             continue
+        m = sampling_means(s.expected_lo, s.expected_hi, s.exact)
         lanes = np.arange(r)
         full = np.minimum(s.num_steps, s.ge_lo.shape[1] - 1)
-        row = {"run": s.label, "temperature": s.temperature, "rounds": r, "exact_rounds": int(s.exact.sum())}
-        for side, e, ge in (("lo", s.expected_lo, s.ge_lo), ("hi", s.expected_hi, s.ge_hi)):
-            row[f"mean_accepted_length_{side}"] = float(e.mean())
-            row[f"mean_acceptance_length_{side}"] = float(e.mean()) + 1.0  # one target-drawn token per round
+        row = {"run": s.label, "temperature": s.temperature, "rounds": m.rounds, "exact_rounds": m.exact_rounds}
+        sides = (
+            ("lo", s.expected_lo, s.ge_lo, m.accepted_lo, m.block_efficiency_lo),
+            ("hi", s.expected_hi, s.ge_hi, m.accepted_hi, m.block_efficiency_hi),
+        )
+        for side, e, ge, accepted, efficiency in sides:
+            row[f"mean_accepted_length_{side}"] = accepted
+            row[f"mean_acceptance_length_{side}"] = efficiency
             row[f"draft_acceptance_rate_{side}"] = _ratio(float(e.sum()), float(s.num_nodes.sum()))
             row[f"full_depth_fraction_{side}"] = float(ge[lanes, full].mean())
         row["mean_num_nodes"] = float(s.num_nodes.mean())

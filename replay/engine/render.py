@@ -21,6 +21,7 @@ from .batch.sampling import NO_SCORES_CODE, BatchSampling
 from .batch.sampling_frames import from_node_logprobs
 from .batch.view import RoundView
 from .sampling import length_at_bounds
+from .sampling_runs import sampling_means
 
 ACCEPT_MARK = "✓"
 EXPAND_MARK = "▸"  # the draft ran on this node (it has children)
@@ -236,14 +237,14 @@ def sampling_summary_arrays(
     no_scores: replayed rounds without scores, skipped at T only (the greedy summary above them
     counts them as replayed: its "skipped" is the reading's alone).
     """
-    n = exp_lo.shape[0]
-    lo, hi = float(exp_lo.mean()), float(exp_hi.mean())
-    used = f" of the {n} used" if skipped else ""
+    m = sampling_means(exp_lo, exp_hi, exact)
+    used = f" of the {m.rounds} used" if skipped else ""
     without = f"; {counted(no_scores, 'replayed round')} without scores skipped (listed on stderr)" if no_scores else ""
+    counts = f"{rounds_with_scores(m.rounds, t, skipped)}, {m.exact_rounds} exact{used}{without}"
     lines = [
-        f"sampling at T = {format_temperature(t)} ({rounds_with_scores(n, t, skipped)}, {int(exact.sum())} exact{used}{without}):",
-        f"  expected accepted length per round: {_span(lo, hi)}",
-        f"  expected block efficiency:          {_span(lo + 1.0, hi + 1.0)}",
+        f"sampling at T = {format_temperature(t)} ({counts}):",
+        f"  expected accepted length per round: {_span(m.accepted_lo, m.accepted_hi)}",
+        f"  expected block efficiency:          {_span(m.block_efficiency_lo, m.block_efficiency_hi)}",
         "  expected distribution of the accepted length (fraction of rounds):",
     ]
     at_lo, at_hi = (a.mean(axis=0) for a in length_at_bounds(ge_lo, ge_hi))  # P(L = d), d = 0..D

@@ -67,6 +67,30 @@ class SampledRun:
     also: tuple
 
 
+@dataclass(frozen=True)
+class SamplingMeans:
+    """Means over a run's used rounds at T: what every summary at T states of them (the text of
+    replay and batch --temperature, the table of stats --temperature)."""
+
+    rounds: int
+    exact_rounds: int
+    accepted_lo: float  # bounds on the mean expected accepted length per round
+    accepted_hi: float
+
+    @property
+    def block_efficiency_lo(self) -> float:
+        return self.accepted_lo + 1.0  # one target-drawn token per round
+
+    @property
+    def block_efficiency_hi(self) -> float:
+        return self.accepted_hi + 1.0
+
+
+def sampling_means(exp_lo: np.ndarray, exp_hi: np.ndarray, exact: np.ndarray) -> SamplingMeans:
+    """The means of [n] (n > 0) rounds' expected accepted length bounds; ``exact``: [n] bool."""
+    return SamplingMeans(int(exp_lo.shape[0]), int(exact.sum()), float(exp_lo.mean()), float(exp_hi.mean()))
+
+
 def sampling_part(batch, res: BatchResult, cfg, t: float, vocab: int | None, nodes) -> SamplingPart:
     """One batch at T (nodes: the manifest's node_logprob temperatures, or None)."""
     smp = sampling_at(batch, res, cfg, t, vocab, nodes)
@@ -140,10 +164,12 @@ def replay_sampling(
 __all__ = [
     "RunAtT",
     "SampledRun",
+    "SamplingMeans",
     "SamplingPart",
     "batch_parts",
     "join_parts",
     "no_sampling",
     "replay_sampling",
+    "sampling_means",
     "sampling_part",
 ]
