@@ -5,8 +5,8 @@ Each batch's rounds at T come from replay.engine.batch.recorded.sampling_at (the
 dump's node_logprobs where it records them at T), with the refused rounds' reasons in the engine's
 words (refusal_texts: the file, the field, the row) and the rounds whose walk at a recorded T cannot
 read node_logprobs (node_logprob_gaps_batch). ``join_parts`` joins a run's batches in the order of
-its BatchResult (run order): the arrays, the rounds used, the refused rounds' skipped entries and
-the used rounds' gaps.
+its BatchResult (run order): the arrays, the rounds used, the refused rounds and the used rounds'
+gaps. ``sampling_means`` is what every summary at T states of the rounds used.
 """
 
 from __future__ import annotations
