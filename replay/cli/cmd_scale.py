@@ -141,7 +141,8 @@ def run_batch(args: argparse.Namespace) -> int:
         with writing_bar(args, args.table) as progress:
             _write_table(rep, args.table, progress)
     if args.json:
-        with writing_bar(args, "JSON lines") as progress:  # the bytes of write_json_lines(records_of_batch(...))
+        # the same bytes as replay.testing.records_reference.write_json_lines(records_of_batch(...))
+        with writing_bar(args, "JSON lines") as progress:
             write_batch_json_lines(rep.result, out, progress)
     else:
         _summary_stream(args.table).write("\n".join(render_run_summary(rep)) + "\n")
