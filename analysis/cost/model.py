@@ -1,28 +1,8 @@
-"""The one cost model of specreplay: modelled speedup of a tree config (docs/analysis.md, "Cost
-model and modelled speedup"); used by ``compare``, ``report`` and the shape search (``recommend``).
-
-A round costs ``steps * draft_step_s + t_verify(nodes + 1)`` seconds: the draft runs once per step,
-the target once over the root plus every draft node. ``t_verify`` interpolates a measured curve
-(JSON ``{"tokens": [...], "verify_s": [...], "draft_step_s": x}``, e.g. written by the live
-harness), linear between points and extrapolated linearly from the last two points beyond them.
-The target alone makes one token per ``t_verify(1)`` seconds, so
-
-    speedup = (Σ_r (L_r + 1)) * t_verify(1) / Σ_r (steps_r * draft_step_s + t_verify(nodes_r + 1))
-
-i.e. mean acceptance length × t_verify(1) / mean round cost. Which curve a run uses (measured
-timings beside the dump, or this module's default) is decided in ``analysis.cost.source``.
-
-``live_round_cost`` is the same round as the live loop (replay/live/draft.py) runs it, for a
-curve that also times draft forwards by token count (``draft_s``, aligned with ``tokens``, as
-``cost-curve`` writes it): step 0 is the catch-up forward over the committed tokens the draft has
-not seen (the new root, plus the previous round's last accepted node when that node was a leaf
-of its tree, i.e. never ran through the draft), step i >= 1 one forward over its ``topHead[i]``
-expanded nodes. So a round's draft costs
-
-    (1 - f) * t_draft(1) + f * t_draft(2) + Σ_{i=1}^{gamma-1} t_draft(topHead[i])
-
-with f the fraction of rounds whose accepted path ends at a leaf. Without ``draft_s`` every draft
-forward is charged ``draft_step_s`` (the one-token step), which is ``round_cost(gamma, nodes)``.
+"""The one cost model of specreplay: modelled speedup of a tree config, used by ``compare``,
+``report`` and the shape search (``recommend``). The round cost, the curve's interpolation and the
+speedup formula: docs/analysis.md, "Cost model and modelled speedup"; ``live_round_cost``:
+docs/analysis.md, "Predicted speedup and the ceiling". Which curve a run uses (measured timings
+beside the dump, or this module's default) is decided in ``analysis.cost.source``.
 """
 
 from __future__ import annotations
@@ -164,7 +144,7 @@ class CostModel:
         return _interpolate(self.tokens, self.draft_s, n_tokens)
 
     def live_draft_cost(self, top_head: Sequence[int], leaf_stops: float) -> float:
-        """Seconds of one live round's draft (module docstring): the catch-up forward over one token,
+        """Seconds of one live round's draft (docs/analysis.md, "Predicted speedup and the ceiling"): the catch-up forward over one token,
         or two in the ``leaf_stops`` fraction of rounds that follow a path ending at a leaf, then one
         forward per expansion step over its ``top_head[i]`` heads (i >= 1)."""
         if not 0.0 <= leaf_stops <= 1.0:

@@ -1,5 +1,4 @@
-"""Which cost model a run's speedups use, and the words that say so (docs/analysis.md, "Where the
-costs come from"). In order:
+"""Which cost model a run's speedups use, and the words that say so. In order:
 
 1. a cost model given by the user (``--cost FILE``): ``given: FILE``;
 2. ``cost_curve.json`` beside the dump (in it, in its parent, or a sweep's OUT/ for
@@ -8,13 +7,8 @@ costs come from"). In order:
 3. the manifest's round timings (``draft_time_s``, ``verify_time_s``): ``measured: manifest timings``;
 4. otherwise the default relative cost: ``modelled: default relative cost``, with a warning.
 
-From manifest timings: draft_step_s = Σ draft_time_s / Σ draft_steps over the recorded rounds;
-t_verify(k) = the mean verify_time_s of the rounds verifying k = nodes + 1 tokens; t_verify(1) =
-the target-only baseline's decode seconds per forward, (total_s − prefill_s) / rounds, when the
-manifest has a baseline timed together with the rounds (analysis.cost.timings.comparable_baseline).
-Without one, t_verify(1) comes from the curve through the recorded points (flat with a single
-point) and the source says so. When the last point is cheaper
-than the one before (noisy timings), the curve is held flat beyond it instead of falling.
+How a curve is built from manifest timings: docs/analysis.md, "Where the costs come from, and
+measured speedup".
 """
 
 from __future__ import annotations

@@ -2,19 +2,9 @@
 harness's ``manifest.json`` (replay/live/dumps.py, replay/live/run.py), and the target-only
 baseline (``totals.baseline``, or an old sweep's ``baseline.json``). From them: the measured speedup.
 
-Measured speedup (analysis.tables.definitions), from totals T total_s, P prefill_s, N new_tokens:
-
-    measured_speedup      = ((T_base − P_base) / N_base) / ((T_spec − P_spec) / N_spec)   decode only
-    measured_speedup_wall = median over passes p of (N_spec,p / T_spec,p) / (N_base,p / T_base,p)
-                            end to end, prefill included: the harness's own ``speedup``
-
-A speedup is **measured** only when both sides were timed together: one interleaved timing session
-in one process (replay/live/timing.py), which the harness records as ``totals.timing`` with both
-methods' passes. Anything else (an older manifest with ``totals.timing`` null, a baseline from a
-separate ``baseline.json``, a session without the target-only method) is **not comparable**:
-``comparable_baseline`` is the one rule, and ``measured_speedup`` then returns ``NotComparable``
-with the reason, never a number. The cost model (analysis.cost.source) takes t_verify(1) from the
-baseline only under the same rule. docs/vocabulary.md, "Measured speedup".
+The two measured speedups and when a baseline is comparable: docs/analysis.md, "Where the costs
+come from, and measured speedup", and docs/vocabulary.md, "Measured speedup".
+``comparable_baseline`` is the one rule for both the measured speedup and the cost model's t_verify(1).
 """
 
 from __future__ import annotations

@@ -1,13 +1,5 @@
-"""Which round to draw as a run's example: a typical FAILING round, unless one is asked for.
-
-A round *fails* when its walk stopped on a mismatch: the target's token matched none of the last
-accepted node's children (stop ``mismatch``). A walk that reached a leaf did all the tree allowed,
-and ``no_target_row`` is a gap in the dump, not a verdict.
-
-The *typical* failing round: take the failure length L* = the most common accepted length among
-the failing rounds (ties: the shorter), then, of the failing rounds with L = L*, the middle one in
-dump order (index (n − 1) // 2, the lower median). With no failing round, the middle round of the
-most common accepted length over all rounds is drawn, and the caption says so.
+"""Which round to draw as a run's example: a typical FAILING round, unless one is asked for
+(the rule: docs/analysis.md, "The report", **typical failing round**).
 
 The round drawn is replayed alone by the batch engine (``--round`` of ``replay``), and drawn from its
 RoundView (replay.engine.batch.view): the run's round table gives what the choice reads.
@@ -46,7 +38,7 @@ def _middle_of_mode(lengths: list[int], members: list[int]) -> tuple[int, int, i
 
 
 def typical_failing_pick(summaries: RoundSummaries) -> tuple[int, str]:
-    """(index, why) of the typical failing round of one run, as the module docstring defines it."""
+    """(index, why) of the typical failing round of one run (docs/analysis.md, "The report")."""
     lengths, stops, _ = summaries
     if not lengths:
         raise SpecReplayError("no rounds to pick an example round from")

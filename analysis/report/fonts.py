@@ -1,5 +1,5 @@
 """Labels in any script: matplotlib's own font (DejaVu Sans) lacks CJK glyphs, so run labels such as
-a directory named 中文 drew boxes behind one warning per glyph. Drawing inside ``any_script`` falls
+a directory named 中文 would draw boxes behind one warning per glyph. Drawing inside ``any_script`` falls
 back, glyph by glyph, to an installed CJK font; where none is installed the glyphs stay boxes and
 one note says so, naming them."""
 

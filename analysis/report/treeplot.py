@@ -1,8 +1,7 @@
 """Draw draft trees: the static shape coloured by hit frequency, or one round with its tokens.
 
-The graph comes from ``Tree.to_networkx()``; positions from ``hierarchical_layout`` (top-down,
-leaves evenly spaced, each parent centred over its children), drawn with networkx on a
-pyplot-free Figure. Token text needs a tokenizer (``load_decoder``), loaded only when asked for.
+The graph comes from ``Tree.to_networkx()``, positioned by ``hierarchical_layout`` and drawn with
+networkx on a pyplot-free Figure. Token text needs a tokenizer (``load_decoder``), loaded only when asked for.
 """
 
 from __future__ import annotations

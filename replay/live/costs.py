@@ -1,9 +1,6 @@
 """The verification cost curve: one forward's time against the number of tokens it verifies, on a
 fixed committed prefix. The analysis cost model reads ``cost_curve.json`` instead of guessing.
-
-Timed like every live measurement (``timing.time_methods``): every forward size of both models is
-one method, warmed up once, then ``repeats`` passes with the sizes' order rotated from pass to
-pass; the curve holds each size's median pass and its lowest and highest."""
+Timed like every live measurement (``timing.time_methods``): docs/live-harness.md, "Cost curve"."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""Build one round's draft tree exactly by the tree config.
-
-Step 0 runs the draft at the root (after catching up on committed tokens it has not seen). Step i
-(i >= 1) picks ``topHead[i]`` nodes of level i by path probability (product of draft probabilities
-from the root; ties by tree order), runs ONE batched draft forward over them under the tree mask,
-and gives the j-th picked node its ``topKSpec[i][j]`` most probable children. Children are numbered
-in tree order: grouped by picked parent (in selection order), then by draft rank.
-
-gammaThreshold: after step i has made level i+1, if i+1 < gamma and the best path probability on
-level i+1 is below the threshold, drafting stops; level i+1 stays in the tree and is verified
-(0 never stops, since probabilities are >= 0).
+"""Build one round's draft tree exactly by the tree config: draft steps 0 and i >= 1, head
+selection by path probability, and gammaThreshold, as docs/live-harness.md ("One round",
+"gammaThreshold") states them.
 """
 
 from __future__ import annotations

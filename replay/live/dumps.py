@@ -1,8 +1,5 @@
 """Adapter from harness rounds to the dump format (``replay.io.dumpwrite``): files and manifest.
 
-A run is written into a fresh hidden directory beside ``--out`` and renamed into place when it
-finishes (``staged_output_dir``): ``--out`` never holds two runs, nor half of one.
-
 Round key: ``a`` = position of the root token in its sequence (0-based, prompt included),
 ``b = a + sequence_index * LIVE_KEY_STRIDE``. Step 0 is named one position earlier (step0_offset 1),
 like the engine's files. Every file is written atomically.

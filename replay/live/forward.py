@@ -1,10 +1,7 @@
-"""One model forward over new tokens on top of a KV cache, with explicit positions and visibility.
-
-The same call serves every case: a prefill or catch-up (causal visibility), a draft step over the
-expanded nodes of one level, and the target's verification of ``[root] + nodes`` (tree visibility
-from ``replay.core.tree.tree_layout``). The decoder runs to the last hidden states; the output layer
-(151,936 rows on Qwen2.5) runs only on the rows a caller uses: none for a prefill, the last one
-for a catch-up, the needed nodes for a verification.
+"""One model forward over new tokens on top of a KV cache, with explicit positions and visibility:
+a prefill or catch-up (causal visibility), a draft step over one level's expanded nodes, or the
+target's verification of ``[root] + nodes`` (tree visibility). The output layer runs only on the
+rows a caller uses (docs/live-harness.md, "Logits only where they are used").
 """
 
 from __future__ import annotations

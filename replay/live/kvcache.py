@@ -1,15 +1,5 @@
-"""The KV caches the harness drives, with their length counted on the host.
-
-Two kinds, same interface:
-
-- **dynamic** (default): transformers' ``DynamicCache``; each forward appends by concatenation.
-- **static** (``capacity`` given): transformers' ``StaticCache``, preallocated for ``capacity``
-  entries and written in place, so the tensors keep their addresses (what CUDA graphs and
-  ``torch.compile`` need). Entries past ``length`` are stale and every forward masks them out.
-
-The length lives on the host: a static cache keeps its own as a device tensor, and reading it
-would make the host wait for the GPU. Keeping only the accepted path after a round copies just
-the entries that move (the accepted nodes after the committed prefix), never the prefix.
+"""The KV caches the harness drives (dynamic or static), with their length counted on the host:
+docs/live-harness.md, "KV caches".
 """
 
 from __future__ import annotations

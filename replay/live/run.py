@@ -1,9 +1,8 @@
 """Run the harness over a list of prompts: speculative (with dumps) and target-only, and the
 numbers a run is judged by. Shared by ``specreplay generate`` and ``specreplay sweep``.
 
-``run_timed`` is how the commands run: both methods timed together by ``timing.time_methods``
-(warm-up, interleaved per prompt with the order rotated, ``repeats`` passes); the dump and the
-per-round numbers are the first timed pass's (every pass decodes the same tokens)."""
+``run_timed`` is how the commands run: both methods timed together by ``timing.time_methods``; the
+dump and the per-round numbers are the first timed pass's (every pass decodes the same tokens)."""
 
 from __future__ import annotations
 

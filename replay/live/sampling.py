@@ -1,12 +1,5 @@
-"""Lossless acceptance at temperature > 0 for deterministic (top-k) children.
-
-Rule: at the current node draw x from the target's distribution there; if a child carries x, move
-to it and repeat; otherwise commit x (correction) and stop. At a leaf the draw is the bonus token.
-
-Why it is lossless: every committed token is a fresh draw from the target's conditional given
-everything committed before it, and whether the walk continues depends only on that draw. The
-committed sequence is therefore distributed exactly as target-only sampling, whatever the draft
-proposes (the draft only changes how many tokens one target forward yields).
+"""Lossless acceptance at temperature > 0 for deterministic (top-k) children: the rule and why it
+is lossless are in docs/live-harness.md, "Sampling (temperature > 0) and why it is lossless".
 """
 
 from __future__ import annotations

@@ -1,17 +1,5 @@
-"""Fair timing of several methods on the same prompts: the one way every live command times.
-
-A shared VM's speed drifts 3-5x within minutes, and a model's first calls allocate memory and pick
-kernels. So every timing session
-
-1. warms up: every method runs once on the first prompt, untimed;
-2. runs ``repeats`` passes; in each pass every prompt runs every method, and the methods' order is
-   rotated by one from each (pass, prompt) step to the next, so a slow minute hits every method
-   alike instead of always the same one;
-3. reports per method and pass ``tokens / seconds`` summed over the pass's prompts, summarised as
-   the median over passes with the lowest and highest pass (``Spread``); a ratio of two methods
-   (a speedup) is taken pass by pass, when both ran in the same minutes, and summarised the same way;
-4. records the machine's load (load average, CPUs, CPU use over the session when psutil is
-   installed) beside the numbers, so a slow result can be told from a busy machine.
+"""Fair timing of several methods on the same prompts: the one way every live command times
+(warm-up, interleaved passes, median and range, the machine's load: docs/live-harness.md).
 
 The clock is a plain callable: the live commands pass ``clock.device_clock`` (synchronises the GPU
 before reading the time); tests pass a fake one and check the order of calls, never real times.
@@ -151,7 +139,7 @@ def time_methods(
     clock: Clock = time.perf_counter,
     warmup: bool = True,
 ) -> Timing:
-    """Run ``schedule(...)``, timing each call with ``clock``; see the module docstring."""
+    """Run ``schedule(...)``, timing each call with ``clock`` (docs/live-harness.md, "Timing: one way, everywhere")."""
     names = list(methods)
     before, busy = machine_load(), _cpu_busy_start()
     trials = []

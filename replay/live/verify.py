@@ -1,15 +1,8 @@
 """Verification in one target forward over ``[root] + all tree nodes``, and what survives it.
 
-Mask and positions come from ``replay.core.tree.tree_layout`` (the offline replay's own function):
-each node sees the committed context, its ancestors and itself; its position is the root's plus
-its depth. The output at node u verifies u's children.
-
-The forward runs the target's decoder over every node; the output layer (a [V, H] matrix, V =
-151,936 on Qwen2.5) runs only on the rows that are used. A recorded dump (layout "all") needs
-every row. Without one, acceptance reads at most one row per depth, but which ones is known only
-while walking; the output layer costs a fixed part (reading its weights) plus a small part per
-row, so one call over every node that has children plus the deepest level's leaves serves almost
-every walk, and a walk that stops at another leaf gets that one row in a second call.
+Mask and positions come from ``replay.core.tree.tree_layout`` (the offline replay's own function).
+The output layer runs only on the rows that are used; which rows, and why ``first_rows`` takes
+the ones it does: docs/live-harness.md, "Logits only where they are used".
 """
 
 from __future__ import annotations

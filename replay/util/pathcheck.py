@@ -1,20 +1,14 @@
-"""Check a command's output (and input file) paths before any work starts.
+"""Check a command's output (and input file) paths before any work starts (the rules users see:
+docs/cli.md, "Output paths").
 
-One rule for every command that writes: a directory output must be an existing, writable
-directory, or one that can be made in an existing, writable parent; a file output must not be a
-directory, and its directory must exist and be writable (writes are atomic: a temporary file beside
-the target is renamed over it; devices such as /dev/null are written in place, see
-replay.util.atomic). Nothing is created beyond the one directory an output names: a typo in a
-parent (``-o /nonexistent/dir/rounds.parquet``) would otherwise make ``/nonexistent/dir`` at the
-filesystem root and report success, so a missing parent is an error that says to create it first. A
-new directory output named like a file (``stats -o x.json``) is refused too, rather than made as a
-directory ``x.json``; what it says instead is the command's own (OutputDir: ``report -o x.html`` is
-not told to redirect stdout, which prints no page). "Writable" is tried for real: a temporary file (or directory, where one must be
-created) is made and removed again. Permission bits alone say nothing to root, and /proc or a
-read-only mount refuse entries whatever the bits say. The commands declare their outputs with the argparse
-types ``output_dir`` (or an ``OutputDir`` of their own) / ``output_file``, so a bad path fails while parsing, with the option's name,
-before a dump is read or a model loaded. Input files that are read only after a slow step (a
-prompts file after loading two models) are declared with ``input_file`` for the same reason.
+A missing parent is an error rather than made: a typo in it (``-o /nonexistent/dir/rounds.parquet``)
+would otherwise make ``/nonexistent/dir`` at the filesystem root and report success. "Writable" is
+tried for real (a temporary entry made and removed): permission bits alone say nothing to root, and
+/proc or a read-only mount refuse entries whatever the bits say. The commands declare their outputs
+with the argparse types ``output_dir`` (or an ``OutputDir`` of their own) / ``output_file``, so a bad
+path fails while parsing, with the option's name, before a dump is read or a model loaded. Input
+files read only after a slow step (a prompts file after loading two models) are declared with
+``input_file`` for the same reason.
 """
 
 from __future__ import annotations

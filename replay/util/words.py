@@ -1,4 +1,4 @@
-"""Counted nouns in messages and titles: "1 round", "3 rounds" (a new user read "1 rounds" as a bug)."""
+"""Counted nouns in messages and titles: "1 round", "3 rounds"."""
 
 from __future__ import annotations
 

@@ -1,21 +1,9 @@
 """The packed run format on disk: layout constants, checksums and the records packed.json describes.
 
-Everything a reader takes from a packed run is checked before use (docs/packed-format.md,
-"Integrity"); the rules live here, the checks in replay.io.packed.meta (packed.json) and
-replay.io.packed.blocks (array files):
-
-- ``packed.json`` carries ``meta_sha256``, a sha256 of its own canonical JSON without that field;
-  it is recomputed on open, then every field is checked for type and range (a hand-edited or
-  re-hashed file still cannot make a reader index out of range or allocate more than the array
-  files hold: every count is tied to a file size).
-- every array file's size and ``.npy`` header must agree with packed.json before its first read;
-- every block of every array has a CRC-32 in packed.json, checked as the block is read (a bit flip
-  costs its block's rounds, reported as skipped, never a wrong result); ``verify`` re-hashes whole
-  files with sha256 as well.
-
-Problems with packed.json or an array file's structure raise DumpError (the run cannot be
-trusted); a block whose bytes do not match raises PackedBlockError, which callers turn into
-skipped rounds.
+What is checked, and when: docs/packed-format.md, "Integrity". The rules live here, the checks in
+replay.io.packed.meta (packed.json) and replay.io.packed.blocks (array files). Problems with
+packed.json or an array file's structure raise DumpError (the run cannot be trusted); a block whose
+bytes do not match raises PackedBlockError, which callers turn into skipped rounds.
 """
 
 from __future__ import annotations

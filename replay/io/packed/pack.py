@@ -1,25 +1,7 @@
 """Packed runs: a whole dump directory as a few column-major arrays per kind of round.
 
-A day of traffic is millions of rounds in millions of small files; a packed run holds the same
-content (every matrix, score and parent index the readers return, losslessly) in one directory of
-``.npy`` files that load at disk speed and stream block by block. Layout (docs/packed-format.md):
-
-    RUN/packed.json             format, version, read options, groups, skipped files, checksums
-    RUN/manifest.json           verbatim copy of the dump's manifest (config, layout, ...), if any
-    RUN/config.json             verbatim copy, if any
-    RUN/g000/keys.npy           [blocks, 2, B] int64     (a, b) of each round's validate file
-    RUN/g000/root.npy           [blocks, B] int64        root token (PAD_TOKEN when unknown)
-    RUN/g000/ordinal.npy        [blocks, B] int64        position of the round in key order
-    RUN/g000/s0_ids.npy         [blocks, rows, cols, B]  int32 (int64 when an id needs it)
-    RUN/g000/s0_logp.npy        [blocks, rows, cols, B]  float32 (float64 when float32 would round)
-    RUN/g000/s0_parents.npy     [blocks, prows, B]
-    RUN/g000/s0_rows.npy        [blocks, B] int32        each round's own rows, where they vary (_cols, _prows)
-    RUN/g000/s1_... v_ids.npy v_logp.npy v_parents.npy
-
-A group holds the rounds of one kind (draft steps, dtypes, optional arrays, file extensions,
-layout) whatever their matrix sizes: padded to the widest, each round's own sizes kept where
-they vary (replay.io.packed.write); B rounds per block (the last block of a group is padded). This module is the entry
-point: packing a dump directory or in-memory batches, and the names callers use. The parts:
+Layout, groups and padding: docs/packed-format.md, "Layout". This module is the entry point
+(packing a dump directory or in-memory batches, and the names callers use); the parts are
 replay.io.packed.format (layout constants, checksums, the records packed.json describes),
 replay.io.packed.meta (packed.json checked on open), replay.io.packed.blocks (checked reads of array
 files), replay.io.packed.write (PackWriter) and replay.io.packed.read (PackedRun).

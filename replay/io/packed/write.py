@@ -145,14 +145,9 @@ def _sized(st: MatrixStack) -> Sized:
 
 
 class _GroupWriter:
-    """Buffers one kind's rounds (GroupKind) and writes them a block at a time.
-
-    Rounds whose matrices differ only in size share a group, padded to the widest with the
-    padding values (MatrixStack.padded_to), each round's own sizes kept where they vary (the
-    *_rows/*_cols/*_prows arrays): a packed run of varied shapes is a few large groups that replay
-    as a few large batches. The first block written fixes the group's shape (the widest
-    of the rounds buffered until then) and which sizes it records; a batch that does not fit them
-    later starts another group of the same kind (``fits``).
+    """Buffers one kind's rounds (GroupKind) and writes them a block at a time. Padding, the
+    per-round size arrays and when a batch opens another group of the same kind (``fits``):
+    docs/packed-format.md, "Layout".
     """
 
     def __init__(self, root: Path, name: str, block_rounds: int):

@@ -1,27 +1,9 @@
-"""Sweeps on a Dask cluster: one worker per device, one task per tree config.
+"""Sweeps on a Dask cluster: one worker per device, one task per tree config (``sweep.run_config``,
+exactly a local sweep's unit of work, committed by the worker itself with ``commit.py``).
 
-A task is ``sweep.run_config`` on a worker: the config and target-only decoding timed together
-on all prompts on the worker's device, its dump and row committed into OUT by the worker itself
-(one atomic rename, ``commit.py``). So a task is exactly a local sweep's unit of work, which keeps
-the results identical whatever the number of workers, every speedup against a baseline measured
-on the same device in the same minutes, and the commit all-or-nothing. (Per (config, prompt) tasks
-would need their own baseline and warm-up each and a merge step before anything could be
-committed; a task's Dask overhead is milliseconds against seconds of decoding: docs/scale.md.)
-
-Workers
-    Each worker process loads the model pair once and keeps it across tasks (``worker_pair``,
-    keyed by ``PairSpec``). Its device is ``$SPECREPLAY_DEVICE`` when set (``start_local_cluster``
-    sets it per worker from ``--devices``), else the sweep's ``--device``. A process-wide lock runs
-    one task at a time per worker even if it was started with several threads: two tasks sharing
-    a device would time each other. OUT (and the models) must be at the same path on the client
-    and every worker: a shared file system on a multi-host cluster.
-
-Loss-free
-    A killed worker's task is rescheduled by Dask on another worker; a killed client leaves the
-    finished configs committed and the running ones finishing; ``--resume`` submits only the
-    configs without a committed directory, and a config that completes twice is committed once.
-
-dask is imported here only, and only by ``sweep --scheduler/--workers`` (the ``scale`` extra).
+Why one task per config, what a worker needs, and what survives a killed worker or client:
+docs/scale.md. dask is imported here only, and only by ``sweep --scheduler/--workers`` (the
+``scale`` extra).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Run many tree configs on the same prompts and models; one row per config, resumable.
 
 One config is one task (``run_config``): the config and target-only decoding timed together on
-every prompt (``run.run_timed``: warm-up, interleaved per prompt with the order rotated,
-``repeats`` passes), so its speedup is measured against a baseline timed in the same minutes on the
-same device. The task writes its dump, manifest and row into a staging directory and commits it
-in one atomic rename (``commit.py``). ``run_local_sweep`` runs the tasks one after the other in this
-process; ``cluster.py`` runs the same tasks on Dask workers. Directory layout: ``directory.py``.
+every prompt (``run.run_timed``), so its speedup is measured against a baseline timed in the same
+minutes on the same device. The task writes its dump, manifest and row into a staging directory
+and commits it in one atomic rename (``commit.py``). ``run_local_sweep`` runs the tasks one after
+the other in this process; ``cluster.py`` runs the same tasks on Dask workers. Directory layout:
+``directory.py``.
 """
 
 from __future__ import annotations
