@@ -1,15 +1,7 @@
 """The sweep directory: what a sweep runs on, which configs are finished, and the table. No torch:
-the client of a cluster sweep uses it without loading a model.
-
-Layout of OUT:
-    sweep.json            what the sweep runs on (models, prompts, decode options); a resume must match
-    dumps/<name>/         one finished config: its dump, manifest.json and row.json (its row of
-                          the table), committed by one atomic rename (replay/live/sweep/commit.py); the
-                          directory's existence is the resume marker
-    dumps/.staging-*      configs in progress; a resumed sweep removes those whose owner died
-    results.csv/.parquet  the table assembled from the rows, in the order the configs were given
-    cost_curve.json       optional verification cost curve
-    plots/                written by the CLI after the sweep (analysis/report/sweep_plots.py)
+the client of a cluster sweep uses it without loading a model. Layout of OUT: docs/live-harness.md,
+"Sweeps"; a config's directory under dumps/ is committed by one atomic rename (``commit.py``), and
+its existence is the resume marker.
 """
 
 from __future__ import annotations

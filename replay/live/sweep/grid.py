@@ -1,14 +1,5 @@
-"""Sweep specifications (``sweep --grid`` / ``--configs``), read through the one config grammar.
-
-``--grid`` is a list of configs separated by ';', each in any form of replay.core.config_grammar
-(docs/config-grammar.md)::
-
-    6,2x2,1x1;1,1,1,1        two configs: topKSpec [[6],[2,2],[1,1]] (topHead [1,2,2]) and a chain
-    [6]|[2,2]|[1,1];tree.json the rank form and a file fit in the same list
-    4|6,2x2|1,1              '|' lists alternatives for a step; every combination is a config
-                             (combinations the tree cannot hold are skipped and reported)
-    6,2x2,1x1@0.2            '@' sets gammaThreshold
-    1,1,1,1,1,1@0|0.3|0.5    '|' after '@' lists thresholds: one config per threshold
+"""Sweep specifications (``sweep --grid`` / ``--configs``), read through the one config grammar
+(replay.core.config_grammar; the list form: docs/config-grammar.md, "A list of configs: --grid").
 """
 
 from __future__ import annotations
