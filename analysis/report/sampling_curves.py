@@ -6,6 +6,7 @@ table at a few T, and the rounds left out at some T, one entry per round.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 from markupsafe import Markup
@@ -13,7 +14,9 @@ from markupsafe import Markup
 from analysis.compare.sampling import sampling_display, without_scores
 from analysis.compare.sampling_batch import compare_sampling_run
 from analysis.tables.runs import LabelledRun
+from replay.core.config import TreeConfig
 from replay.core.temperature import format_temperature
+from replay.engine.batch import BatchResult, RoundBatch
 from replay.engine.sampling import vocab_size_of
 from replay.io.skipped import Skipped
 
@@ -62,6 +65,31 @@ def _curve_skips(
     return out, sorted(temps), first
 
 
+@dataclass(frozen=True)
+class ScoresAlong:
+    """Whether one batch's validate rows carry scores or node_logprobs (scores_along)."""
+
+    scored: bool
+
+
+def scores_along(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> ScoresAlong:
+    """analysis.tables.runs.load_run's ``per_batch`` for report: whether the batch's validate rows
+    carry anything a sampling replay at T > 0 reads, so that a run without (every round refused at
+    every T > 0) is known without reading and replaying it again for the curve."""
+    return ScoresAlong(batch.validate.logp is not None or batch.validate.node_logp is not None)
+
+
+def _known_without_scores(run: LabelledRun, temperatures: Sequence[float]) -> bool:
+    """Whether the curve of ``run`` would be without_scores (every round refused at every T > 0, for
+    want of scores), from what scores_along found as the run was loaded; False where it was not."""
+    along = run.read_along
+    return (
+        any(t > 0.0 for t in temperatures)
+        and bool(along)
+        and all(isinstance(a, ScoresAlong) and not a.scored for a in along or ())
+    )
+
+
 def sampling_curves(
     runs: Sequence[LabelledRun], opts: ReportOptions, out_tables: dict[str, pd.DataFrame]
 ) -> list[SamplingCurve]:
@@ -77,12 +105,16 @@ def sampling_curves(
         manifest = run.replay.manifest
         vocab = vocab_size_of(opts.vocab_size, manifest.vocab_size, manifest.path)
         tick = opts.progress(f"temperature curve {run.label}") if opts.progress else None
+        if _known_without_scores(run, opts.temperatures):
+            if tick:
+                tick(run.rounds, run.rounds)
+            curves.append(_without_scores_curve(run.label))
+            continue
         done = compare_sampling_run(
             run, run_configs(run, opts), opts.temperatures, vocab, opts.gamma_threshold, tick, per_round=False
         )
         if without_scores(done):
-            why = "its validate rows have no scores: no temperature curve (sampling needs the target's log-probs; docs/dump-format.md)"
-            curves.append(SamplingCurve(run.label, None, Markup(""), [f"{run.label}: {why}"]))
+            curves.append(_without_scores_curve(run.label))
             continue
         table = done.table
         tables.append(table.assign(run=run.label)[["run", *table.columns]])
@@ -123,3 +155,8 @@ def sampling_curves(
     if tables:
         out_tables["sampling_curve"] = pd.concat(tables, ignore_index=True)
     return curves
+
+
+def _without_scores_curve(label: str) -> SamplingCurve:
+    why = "its validate rows have no scores: no temperature curve (sampling needs the target's log-probs; docs/dump-format.md)"
+    return SamplingCurve(label, None, Markup(""), [f"{label}: {why}"])

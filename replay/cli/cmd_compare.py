@@ -315,11 +315,13 @@ def run_report(args: argparse.Namespace) -> int:
     cost = cost_from_args(args)
     check_config_args(args)
     check_round_arg(args)
+    from analysis.report.sampling_curves import scores_along
     from analysis.tables.runs import TABLES_METRICS
 
     # the metrics are counted by block; tables/ (the round and node tables themselves) is written
-    # block by block after the page, the runs read again (analysis.tables.stream)
-    runs = load_runs_from_args(args, TABLES_METRICS)
+    # block by block after the page, the runs read again (analysis.tables.stream); whether the
+    # validate rows carry scores is noted as the runs are read (a run without has no temperature curve)
+    runs = load_runs_from_args(args, TABLES_METRICS, per_batch=scores_along)
     check_round_replayed(runs, args)
     configs = None
     if option_configs(args):
