@@ -12,11 +12,18 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pandas as pd
 from markupsafe import Markup
 
-from analysis.compare.batch import ema_window_of, priced_comparison, simulate_run_strategies
+from analysis.compare.batch import (
+    ReadAlong,
+    ema_window_of,
+    priced_comparison,
+    run_parts,
+    simulate_run_strategies,
+)
 from analysis.compare.configs import (
     beyond_recorded_notes,
     compare_display,
@@ -26,6 +33,7 @@ from analysis.compare.configs import (
     strategies_display,
     unsimulated_threshold_notes,
 )
+from analysis.compare.subtree import truncated
 from analysis.cost.source import RunPricing, cost_warning, run_pricing
 from analysis.shapes.recommend import recommend_runs
 from analysis.shapes.recommend_render import recommend_section
@@ -210,11 +218,12 @@ def _comparisons(
         cost = pricing[run.label].cost
         configs = run_configs(run, opts)
         tick = opts.progress(f"compare {run.label}") if opts.progress else None
-        table, _ = priced_comparison(run, configs, pricing[run.label], opts.gamma_threshold, tick, per_round=False)
+        compared, by_gamma = _replayed_once(run, configs, opts.gamma_threshold, tick)
+        table, _ = priced_comparison(compared, configs, pricing[run.label], opts.gamma_threshold, per_round=False)
         table.insert(0, "run", run.label)
         tables.append(table)
         window = ema_window_of(run, opts.ema_window)
-        sims = simulate_run_strategies(run, run.config, opts.strategies, cost, window, opts.gamma_threshold)
+        sims = simulate_run_strategies(by_gamma, run.config, opts.strategies, cost, window, opts.gamma_threshold)
         st = pd.DataFrame([s.to_row(cost) for s in sims])
         st.insert(0, "run", run.label)
         strategies.append(st)
@@ -238,6 +247,26 @@ def _comparisons(
             )
         )
     return comparisons, tables, strategies
+
+
+def _replayed_once(
+    run: LabelledRun, configs: list[TreeConfig], gamma_threshold: float | None, tick
+) -> tuple[LabelledRun, LabelledRun]:
+    """``run`` with the compared configs' outcomes, and with those of the recorded config's truncations
+    (the gamma strategies'), as read along (analysis.compare.batch.ReadAlong): both from one reading
+    and replay of the run, a config among both (the default set holds every truncation) walked once.
+    Each config's outcomes are its own whatever the others replayed with it."""
+    subs = [truncated(run.config, g) for g in range(1, run.config.gamma + 1)]
+    union = list(configs) + [s for s in subs if s not in configs]
+    parts = run_parts(run, union, gamma_threshold, tick)
+    threshold = 0.0 if gamma_threshold is None else float(gamma_threshold)
+
+    def along(wanted: list[TreeConfig]) -> LabelledRun:
+        at = [union.index(c) for c in wanted]
+        kept = [replace(p, outcomes=[p.outcomes[i] for i in at]) for p in parts]
+        return replace(run, read_along=(ReadAlong(tuple(wanted), threshold, kept),))
+
+    return along(configs), along(subs)
 
 
 def _comparison_notes(
