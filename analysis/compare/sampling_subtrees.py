@@ -22,6 +22,7 @@ from itertools import chain
 
 import numpy as np
 
+from replay.core.acceptance import validate_row
 from replay.core.config import TreeConfig
 from replay.core.sampling import SamplingBounds, greedy_logp, prepare_sampling
 from replay.core.sampling_problems import PROBLEM_WORDS
@@ -111,14 +112,13 @@ def sub_trees(
         idx_levels.append(idx)
         rec_node = np.broadcast_to(lvl.rec, (L, c))
         row = np.broadcast_to(lvl.row, (L, c))
-        # the node's validate row (replay.core.sampling.node_rows): all layout, row = tree-order id;
-        # parents layout, row = its position among the expanded nodes, step by step
+        # the node's validate row (replay.core.acceptance.validate_row), where it has one
         none = np.full((L, c), -1, dtype=np.int64)
         g = rec.shape.starts[d] + rec_node if d <= rec.steps else none
         has_all = (rec_node >= 0) & (g < own_rows[None, :])
         p_row = rec.shape.head_offsets[d] + row if d < rec.steps else none
         has_par = (row >= 0) & (p_row >= 0) & (p_row < own_rows[None, :])
-        v_row = np.where(is_all[None, :], g, p_row)
+        v_row = validate_row(is_all[None, :], g, p_row)
         has = np.where(is_all[None, :], has_all, has_par)
         token = root_tokens[None, :].astype(np.int64) if d == 0 else np.broadcast_to(lvl.token, (L, c))
         recs = np.where(rec_node >= 0, g, -1)  # an extra node (past the kept width) has no recorded node

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from replay.core.acceptance import validate_row
 from replay.core.config import TreeConfig
 from replay.core.selection import rank_major_key_columns
 from replay.core.vocab import PAD_TOKEN, score_known
@@ -72,7 +73,7 @@ class RecordedChunk:
         for i in range(self.steps):
             node_row = shape.starts[i] + self.chosen[i]
             par_row = shape.head_offsets[i] + np.arange(shape.heads[i])[:, None]
-            self.top1.append(self.gather(val0, np.where(is_all, node_row, par_row)))
+            self.top1.append(self.gather(val0, validate_row(is_all, node_row, par_row)))
         self.width = [np.asarray(w, dtype=np.int64) for w in shape.widths]  # recorded kept width per position
         self.first_child = [m.child_offset for m in shape.maps]
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from replay.core.acceptance import validate_row
 from replay.core.config import TreeConfig
 from replay.core.vocab import PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape
@@ -142,7 +143,7 @@ class StatsBuilder:
                 reached = (length >= d) & eq.any(axis=0)  # accepted and expanded
                 j = np.argmax(eq, axis=0)
                 q = res.accepted_ranks[d - 1, ok].astype(np.int64)
-                row = np.where(is_all, shape.starts[d] + node, shape.head_offsets[d] + j)
+                row = validate_row(is_all, shape.starts[d] + node, shape.head_offsets[d] + j)
                 want = np.take_along_axis(val0, np.clip(row, 0, val0.shape[0] - 1)[None, :], axis=0)[0]
             keep = reached & (want != PAD_TOKEN)
             cand = np.take_along_axis(ids, j[None, None, :], axis=0)[0]  # [cols, R']

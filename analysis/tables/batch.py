@@ -16,6 +16,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from replay.core.acceptance import node_validate_rows
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.selection import rank_major_keys, selection_order, selection_positions
 from replay.core.tree import node_name
@@ -263,18 +264,15 @@ def _node_facts(batch: RoundBatch, res: BatchResult, shape: TreeShape, static: b
 
 
 def _target_tokens(batch: RoundBatch, res: BatchResult, shape: TreeShape, expanded_order: np.ndarray) -> np.ndarray:
-    """[n, C] the target's top-1 at each node (acceptance.target_top1_per_node, per round's layout).
+    """[n, C] the target's top-1 at each node (acceptance.target_top1_per_node, per round's layout):
+    column 0 of each node's validate row (acceptance.node_validate_rows), PAD_TOKEN without one.
 
     expanded_order: [num_expanded, C] int64 tree-order ids in validate-row order (parents layout).
     """
-    n, c = shape.num_nodes + 1, len(batch)
     val0 = np.asarray(batch.validate.ids[:, 0, :], dtype=np.int64)  # [vrows, C]
-    by_node = np.full((n, c), PAD_TOKEN, dtype=np.int64)  # "all": row u is node u
-    by_node[: min(n, val0.shape[0])] = val0[:n]
-    by_parent = np.full((n, c), PAD_TOKEN, dtype=np.int64)  # "parents": row k is the k-th expanded node
-    k = min(expanded_order.shape[0], val0.shape[0])
-    np.put_along_axis(by_parent, expanded_order[:k], val0[:k], axis=0)
-    return np.where(res.layout.astype(bool)[None, :], by_node, by_parent)
+    rows = node_validate_rows(res.layout.astype(bool)[None, :], shape.num_nodes, expanded_order)  # [n, C]
+    has = (rows >= 0) & (rows < val0.shape[0])
+    return np.where(has, np.take_along_axis(val0, np.where(has, rows, 0), axis=0), PAD_TOKEN)
 
 
 def _target_positions(batch: RoundBatch, shape: TreeShape, expanded_rows: list[np.ndarray], target: np.ndarray):

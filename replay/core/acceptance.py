@@ -43,21 +43,47 @@ class Acceptance:
         return self.accepted_nodes[-1] if self.accepted_nodes else 0
 
 
+def validate_row(is_all: np.ndarray | bool, node: np.ndarray | int, expanded_row: np.ndarray | int) -> np.ndarray:
+    """The validate row that scores a node's children: the all layout gives every node its own row,
+    its tree-order id ``node``; the parents layout one row per expanded node, in the order the draft
+    steps expanded them, ``expanded_row`` (head_offsets[step] + slot; the root's is 0 in both).
+
+    is_all: bool, or bool per round; the arguments broadcast (numpy arrays or ints)."""
+    return np.where(is_all, node, expanded_row)
+
+
+def node_validate_rows(is_all: np.ndarray | bool, num_nodes: int, expanded_order: np.ndarray) -> np.ndarray:
+    """Every node's validate_row: [num_nodes + 1] int64 for one round, [num_nodes + 1, C] for C rounds
+    of one shape; -1 where the layout has no row for the node (parents layout: not expanded).
+
+    expanded_order: [E] (or [E, C]) tree-order ids of the expanded nodes in validate-row order
+    (Tree.expanded_order); is_all: bool (or [C] bool)."""
+    order = np.asarray(expanded_order, dtype=np.int64)
+    lead = (1,) * (order.ndim - 1)
+    expanded_row = np.full((num_nodes + 1, *order.shape[1:]), -1, dtype=np.int64)
+    np.put_along_axis(expanded_row, order, np.arange(order.shape[0], dtype=np.int64).reshape(-1, *lead), axis=0)
+    out: np.ndarray = validate_row(is_all, np.arange(num_nodes + 1, dtype=np.int64).reshape(-1, *lead), expanded_row)
+    return out
+
+
+def is_all_layout(layout: str) -> bool:
+    """Whether ``layout`` names the all layout (the parents layout: False); any other name is refused."""
+    if layout not in (LAYOUT_ALL, LAYOUT_PARENTS):
+        raise ValueError(f"unknown validate layout {layout!r}: expected 'parents' or 'all'")
+    return layout == LAYOUT_ALL
+
+
 def target_top1_per_node(tree: Tree, validate_ids: np.ndarray, layout: str) -> np.ndarray:
-    """Map the validate matrix's first column onto tree nodes.
+    """Map the validate matrix's first column onto tree nodes (each node's validate_row).
 
     validate_ids: [rows, cols] int64, rows already trimmed to the layout's row count
     layout: "all" (row r = node r) or "parents" (row r = r-th expanded node, step by step)
     Returns [num_nodes + 1] int64, PAD_TOKEN where the dump holds no row for the node.
     """
+    rows = node_validate_rows(is_all_layout(layout), tree.num_nodes, tree.expanded_order)
+    has = (rows >= 0) & (rows < validate_ids.shape[0])
     out = np.full(tree.tokens.shape[0], PAD_TOKEN, dtype=np.int64)
-    if layout == LAYOUT_ALL:
-        out[: validate_ids.shape[0]] = validate_ids[: out.shape[0], 0]
-    elif layout == LAYOUT_PARENTS:
-        order = tree.expanded_order
-        out[order] = validate_ids[: order.shape[0], 0]
-    else:
-        raise ValueError(f"unknown validate layout {layout!r}: expected 'parents' or 'all'")
+    out[has] = validate_ids[rows[has], 0]
     return out
 
 

@@ -34,11 +34,12 @@ import numpy as np
 
 from replay.util.rows import unique_rows
 
+from .acceptance import is_all_layout, node_validate_rows
 from .sampling_columns import PreparedColumns, RowNode, TreeColumns, TreeLayout, lower_bounds_refused, prepare_columns
 from .sampling_problems import PROBLEM_NONE, vocab_too_small
 from .temperature import check_temperature
 from .tree import Tree
-from .vocab import LAYOUT_ALL, LAYOUT_PARENTS, NO_PARENT, PAD_TOKEN
+from .vocab import NO_PARENT, PAD_TOKEN
 
 
 @dataclass(frozen=True)
@@ -223,21 +224,16 @@ def node_rows(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Map a round's validate rows onto its nodes: ids, log-probs [N+1, K] and has_row [N+1].
 
-    layout "all": row u is node u; "parents": row i is the i-th expanded node (tree.expanded_order).
+    layout "all": row u is node u; "parents": row i is the i-th expanded node (tree.expanded_order):
+    each node's acceptance.validate_row.
     """
     n1 = tree_tokens_len
     k = validate_ids.shape[1]
+    rows = node_validate_rows(is_all_layout(layout), n1 - 1, expanded_order)
+    has = (rows >= 0) & (rows < validate_ids.shape[0])
     ids = np.full((n1, k), PAD_TOKEN, dtype=np.int64)
     logp = np.full((n1, k), -np.inf)
-    has = np.zeros(n1, dtype=bool)
-    if layout == LAYOUT_ALL:
-        m = min(n1, validate_ids.shape[0])
-        ids[:m], logp[:m], has[:m] = validate_ids[:m], validate_logp[:m], True
-    elif layout == LAYOUT_PARENTS:
-        order = np.asarray(expanded_order, dtype=np.int64)[: validate_ids.shape[0]]
-        ids[order], logp[order], has[order] = validate_ids[: order.shape[0]], validate_logp[: order.shape[0]], True
-    else:
-        raise ValueError(f"unknown validate layout {layout!r}: expected 'parents' or 'all'")
+    ids[has], logp[has] = validate_ids[rows[has]], validate_logp[rows[has]]
     return ids, logp, has
 
 

@@ -23,6 +23,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
+from replay.core.acceptance import validate_row
 from replay.core.selection import (
     first_true,
     invalid_parents_columns,
@@ -424,7 +425,7 @@ def _target_top1(shape: TreeShape, targets: _Targets, walk: _Walk, d: int, j: np
     if targets.all_rows:
         return _gather(val0, node_row, col)
     par_row = shape.head_offsets[min(d, shape.num_steps - 1)] + (0 if j is None else j)
-    row = par_row if targets.no_all else np.where(targets.is_all, node_row, par_row)
+    row = par_row if targets.no_all else validate_row(targets.is_all, node_row, par_row)
     return np.where(targets.is_all | walk.expanded_at[d], _gather(val0, row, col), PAD_TOKEN)
 
 

@@ -17,6 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from replay.core.acceptance import validate_row
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.sampling import greedy_logp
 from replay.core.sampling_columns import CHUNK_ROUNDS, ChunkInput, RowNode, RowReader, TreeLayout, chunk_bounds
@@ -131,7 +132,7 @@ def _chunk_rows(
     lp = np.empty((n_slots, k, c), dtype=logp.dtype)
     has = np.empty((n_slots, c), dtype=bool)
     for e, node in enumerate(nodes):
-        row = node if every else e if none else np.where(layout_all, node, e)
+        row = node if every else e if none else validate_row(layout_all, node, e)
         if isinstance(row, int) or (row == row[0]).all():  # one row for every round of the chunk (the root): a copy
             one = int(row if isinstance(row, int) else row[0])
             has[e] = one < vrows
