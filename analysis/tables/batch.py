@@ -10,7 +10,7 @@ summaries, and over rounds only where a cell is a list or a joined string.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -57,6 +57,7 @@ class TableParts:
     nodes: list[Columns]
     round_ordinals: list[np.ndarray]  # [C] int64 position of each round in its run
     node_ordinals: list[np.ndarray]  # [C * n] int64 the same, per node row
+    node_counts: dict | None = None  # asked for (batch_table_parts' counts): the node metrics' counts
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,22 +90,30 @@ def batch_table_parts(
     run: str,
     round_columns: Collection[str] | None = None,
     node_columns: Collection[str] | None = None,
+    counts: bool = False,
 ) -> TableParts:
     """Round and node rows of the rounds ``res`` replayed (``res.ok``), one shape at a time; only
-    the columns named when given."""
+    the columns named when given. ``counts``: with the node metrics' counts of those rounds, from
+    the same per-node arrays (as batch_metric_parts)."""
     if len(res) != len(batch):
         raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
     ordinals = (
         np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
     )
     parts = TableParts([], [], [], [])
+    shapes = []
     for shape, members, sub, r in _by_shape(batch, res):
         facts = _node_facts(sub, r, shape, cfg.tree_type != TREE_DYNAMIC)
+        shapes.append((facts, shape, r))
         rounds, nodes = ordinals[members], np.repeat(ordinals[members], facts.parent.shape[0])
         parts.rounds.append(_round_columns(r, shape, facts, cfg, run, round_columns))
         parts.nodes.append(_node_columns(r, shape, facts, run, node_columns))
         parts.round_ordinals.append(rounds)
         parts.node_ordinals.append(nodes)
+    if counts and shapes:
+        from .node_counts import block_counts
+
+        return replace(parts, node_counts=block_counts(shapes, cfg, run))
     return parts
 
 

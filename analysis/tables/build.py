@@ -101,9 +101,11 @@ def empty_node_table() -> pd.DataFrame:
 class Tables:
     """The two tables of one or more runs; ``configs`` maps run label → TreeConfig.
 
-    ``nodes`` is None when the runs were loaded with their node metrics counted block by block
-    (analysis.tables.runs.load_run, ``tables=TABLES_METRICS``): ``node_counts`` holds those counts
-    (analysis.tables.metrics.node_metric_counts) and ``rounds`` only the columns the metrics read."""
+    ``node_counts``: the node metrics' counts of the runs' blocks, counted from the batch arrays as
+    the runs were read (analysis.tables.node_counts), what all_metrics finishes the node metrics
+    from; None in tables made from a node table alone (the node metrics then count ``nodes``).
+    ``nodes`` is None when the runs were loaded without it (analysis.tables.runs.load_run,
+    ``tables=TABLES_METRICS``): ``rounds`` then has only the columns the metrics read."""
 
     rounds: pd.DataFrame
     nodes: pd.DataFrame | None
@@ -123,15 +125,17 @@ def build_tables(runs: Sequence) -> Tables:
     Runs without rounds are left out: they have nothing to tabulate.
     """
     runs = [r for r in runs if r.rounds]
-    slim = [r.node_counts is not None for r in runs]
-    if runs and all(slim):
+    counted = bool(runs) and all(r.node_counts is not None for r in runs)
+    counts = [c for r in runs for c in r.node_counts] if counted else None
+    whole = [r.tables[1] is not None for r in runs]
+    if counted and not any(whole):
         return Tables(
             _typed(pd.concat([r.tables[0] for r in runs], ignore_index=True)),
             None,
             {r.label: r.config for r in runs},
-            [c for r in runs for c in r.node_counts],
+            counts,
         )
-    if any(slim) or any(r.tables[1] is None for r in runs):
+    if not all(whole):
         raise ValueError("build_tables: runs loaded without their node table; load them with tables=TABLES_FULL")
     rounds = [r.tables[0] for r in runs]
     nodes = [r.tables[1] for r in runs]
@@ -139,6 +143,7 @@ def build_tables(runs: Sequence) -> Tables:
         _typed(pd.concat(rounds, ignore_index=True)) if rounds else empty_round_table(),
         _typed(pd.concat(nodes, ignore_index=True)) if nodes else empty_node_table(),
         {r.label: r.config for r in runs},
+        counts,
     )
 
 

@@ -7,8 +7,9 @@ token, else 0, nodes_r its draft nodes (root excluded).
 
 The round metrics are here; the node metrics are analysis.tables.path_metrics' (what the accepted
 path met at each depth) and analysis.tables.slot_hits' (which slots and nodes it went through).
-all_metrics gives every table; node_metric_counts / combine_node_counts count the node metrics a
-block of rounds at a time.
+all_metrics gives every table; combine_node_counts finishes the node metrics from the counts of
+blocks of rounds (a loaded run's, from its batch arrays: analysis.tables.node_counts), and
+node_metric_counts counts a block's node table the same way.
 """
 
 from __future__ import annotations
@@ -184,8 +185,9 @@ def depth_display(depth: pd.DataFrame) -> pd.DataFrame:
 def all_metrics(tables) -> dict[str, pd.DataFrame]:
     """Every metric table of analysis.tables.build.Tables, by name (what stats/report print and export).
 
-    Tables without a node table (``nodes`` None: the runs were loaded with their node metrics
-    counted block by block, analysis.tables.runs.load_run) bring those counts instead."""
+    The node metrics are finished from the counts the tables bring (``node_counts``: counted from
+    the batch arrays block by block as analysis.tables.runs.load_run read the runs); tables made
+    from a node table alone (no counts) are counted from its rows."""
     nodes = tables.nodes
     return {
         "summary": summary(tables.rounds),
@@ -193,7 +195,7 @@ def all_metrics(tables) -> dict[str, pd.DataFrame]:
         "depth_acceptance": depth_acceptance(tables.rounds),
         **(
             combine_node_counts(tables.node_counts, tables.configs)
-            if nodes is None
+            if tables.node_counts is not None or nodes is None
             else {
                 "rank_of_hit": rank_of_hit(nodes),
                 "hit_outcome": hit_outcome_by_depth(nodes),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +52,7 @@ class LabelledRun:
     tables: tuple[pd.DataFrame, pd.DataFrame | None]
     sizes: RoundSizes
     options: ReplayOptions = field(default_factory=ReplayOptions)
-    node_counts: list | None = None  # with tables=TABLES_METRICS: the node metrics' counts, one per block
+    node_counts: list | None = None  # but with tables=TABLES_KEYS: the node metrics' counts, one per block
     read_along: tuple | None = None  # load_run's per_batch: its value for each batch, in the order read
     progress: bool = False  # whether a second reading of the run may draw a bar
 
@@ -146,7 +146,8 @@ def load_run(
     )
 
     on = progress_enabled() if progress is None else progress
-    build = {TABLES_FULL: batch_table_parts, TABLES_METRICS: batch_metric_parts, TABLES_KEYS: batch_key_parts}
+    full = partial(batch_table_parts, counts=True)  # the node metrics from the arrays, as TABLES_METRICS counts them
+    build = {TABLES_FULL: full, TABLES_METRICS: batch_metric_parts, TABLES_KEYS: batch_key_parts}
     if tables not in build:
         raise ValueError(f"tables={tables!r}: expected one of {', '.join(build)}")
     part = build[tables]
@@ -158,13 +159,12 @@ def load_run(
     rep = replay_run(path, opts, progress=on, per_run=both_of)
     parts = [p for p, _ in rep.per_batch]
     along = tuple(x for _, x in rep.per_batch) if per_batch or per_run else None
-    counts = None
     if tables == TABLES_FULL:
         frames = join_parts(parts)
     else:
         names = SLIM_ROUND_COLUMNS if tables == TABLES_METRICS else KEY_ROUND_COLUMNS
         frames = (join_slim(parts, names), None)
-        counts = [p.node_counts for p in parts if p.node_counts is not None] if tables == TABLES_METRICS else None
+    counts = [p.node_counts for p in parts if p.node_counts is not None] if tables != TABLES_KEYS else None
     res = rep.result
     ok = res.ok
     a, steps, nodes = (np.asarray(x[ok], dtype=np.int64) for x in (res.accepted_length, res.num_steps, res.num_nodes))
