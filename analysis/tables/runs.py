@@ -52,7 +52,7 @@ class LabelledRun:
     tables: tuple[pd.DataFrame, pd.DataFrame | None]
     sizes: RoundSizes
     options: ReplayOptions = field(default_factory=ReplayOptions)
-    node_counts: list | None = None  # but with tables=TABLES_KEYS: the node metrics' counts, one per block
+    node_counts: list | None = None  # the node metrics' counts, one per block (None with tables=TABLES_KEYS)
     read_along: tuple | None = None  # load_run's per_batch: its value for each batch, in the order read
     progress: bool = False  # whether a second reading of the run may draw a bar
 
