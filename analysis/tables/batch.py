@@ -142,7 +142,7 @@ def join_parts(parts: list[TableParts]) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 # What a run keeps of its round table when its node metrics are counted block by block
-# (analysis.tables.metrics.node_metric_counts): the columns the round metrics read (summary,
+# (replay.testing.frame_counts.node_metric_counts, the reference): the columns the round metrics read (summary,
 # accepted_length_distribution, depth_acceptance), stats' selection counts and LabelledRun's keys.
 SLIM_ROUND_COLUMNS = (
     "run",

@@ -8,8 +8,7 @@ token, else 0, nodes_r its draft nodes (root excluded).
 The round metrics are here; the node metrics are analysis.tables.path_metrics' (what the accepted
 path met at each depth) and analysis.tables.slot_hits' (which slots and nodes it went through).
 all_metrics gives every table; combine_node_counts finishes the node metrics from the counts of
-blocks of rounds (a loaded run's, from its batch arrays: analysis.tables.node_counts), and
-node_metric_counts counts a block's node table the same way.
+blocks of rounds (a loaded run's, from its batch arrays: analysis.tables.node_counts).
 """
 
 from __future__ import annotations
@@ -27,13 +26,10 @@ from .path_metrics import (
     RANK_KEYS,
     SLOT_KEYS,
     hit_outcome_by_depth,
-    hit_outcome_counts,
     hit_outcome_finish,
-    parent_slot_counts,
     parent_slot_finish,
     parent_slot_usage,
     rank_of_hit,
-    rank_of_hit_counts,
     rank_of_hit_finish,
 )
 from .slot_hits import (
@@ -41,7 +37,6 @@ from .slot_hits import (
     node_hits_counts,
     node_hits_finish,
     slot_hit_frequency,
-    slot_hits_counts,
     slot_hits_finish,
 )
 
@@ -207,22 +202,8 @@ def all_metrics(tables) -> dict[str, pd.DataFrame]:
     }
 
 
-def node_metric_counts(nodes: pd.DataFrame, rounds: pd.DataFrame, configs: dict) -> dict:
-    """What the node metrics (rank_of_hit ... node_hit_frequency) are finished from, for the rounds of
-    these tables. Every count is a sum over rounds, so the counts of disjoint sets of rounds (the
-    blocks of a run, whole runs) add up (combine_node_counts) to the counts of all of them: a run's
-    metrics need only one block's node rows at a time."""
-    return {
-        "rank_of_hit": rank_of_hit_counts(nodes),
-        "hit_outcome": hit_outcome_counts(nodes),
-        "parent_slot": parent_slot_counts(nodes, rounds),
-        "slot_hits": slot_hits_counts(nodes, configs),
-        "node_hits": node_hits_counts(nodes),
-    }
-
-
 def combine_node_counts(parts: list[dict], configs: dict) -> dict[str, pd.DataFrame]:
-    """The node metrics of all the rounds of ``parts`` (node_metric_counts of disjoint sets of rounds,
+    """The node metrics of all the rounds of ``parts`` (the counts of disjoint sets of rounds,
     in run order): the same tables as the metric functions give on those rounds' node table."""
 
     def added(name: str, keys: list[str], total: str) -> pd.DataFrame | None:
@@ -279,7 +260,6 @@ __all__ = [
     "slot_hit_frequency",
     "node_hit_frequency",
     "all_metrics",
-    "node_metric_counts",
     "combine_node_counts",
     "IN_UNEXPANDED",
 ]

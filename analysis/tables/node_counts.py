@@ -1,4 +1,4 @@
-"""The node metrics' counts (analysis.tables.metrics.node_metric_counts) straight from the per-node
+"""The node metrics' counts (replay.testing.frame_counts.node_metric_counts, the reference) straight from the per-node
 arrays of a batch (analysis.tables.batch._Nodes), without a node table.
 
 How every run load_run reads counts its node metrics, block by block (with its node table or

@@ -9,12 +9,13 @@ import pandas as pd
 
 from analysis.tables.batch import SLIM_ROUND_COLUMNS, SlimParts, batch_table_parts
 from analysis.tables.build import NODE_COLUMNS, finish_table
-from analysis.tables.metrics import node_metric_counts
+from analysis.tables.path_metrics import hit_outcome_counts, parent_slot_counts, rank_of_hit_counts
+from analysis.tables.slot_hits import node_hits_counts, slot_hits_counts
 from replay.core.config import TreeConfig
 from replay.engine.batch import BatchResult, RoundBatch
 from replay.engine.batch.frames import Columns, concat_columns, frame_of, take_rows
 
-# The node table's columns the node metrics read (analysis.tables.metrics.node_metric_counts).
+# The node table's columns the node metrics read (node_metric_counts).
 METRIC_NODE_COLUMNS = (
     "run",
     "round",
@@ -33,7 +34,7 @@ METRIC_NODE_COLUMNS = (
 
 
 def metric_parts_by_frame(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> SlimParts:
-    """batch_metric_parts by way of the block's node table (analysis.tables.metrics.node_metric_counts).
+    """batch_metric_parts by way of the block's node table (node_metric_counts).
 
     The ``round`` column of both tables is the round's position in its run (int64), not its text:
     what the metrics compare rounds by."""
@@ -59,3 +60,15 @@ def _frame(columns: list[Columns], ordinals: list[np.ndarray], names: dict) -> p
     if ords.shape[0] > 1 and (ords[1:] < ords[:-1]).any():
         cols = take_rows(cols, np.argsort(ords, kind="stable"))
     return finish_table(frame_of(cols, names), names)
+
+
+def node_metric_counts(nodes: pd.DataFrame, rounds: pd.DataFrame, configs: dict) -> dict:
+    """The node metrics' counts (what analysis.tables.metrics.combine_node_counts finishes) from a
+    block's node table, the pandas form that analysis.tables.node_counts counts from the batch arrays."""
+    return {
+        "rank_of_hit": rank_of_hit_counts(nodes),
+        "hit_outcome": hit_outcome_counts(nodes),
+        "parent_slot": parent_slot_counts(nodes, rounds),
+        "slot_hits": slot_hits_counts(nodes, configs),
+        "node_hits": node_hits_counts(nodes),
+    }
