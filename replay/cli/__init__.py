@@ -1,10 +1,8 @@
 """The ``specreplay`` command: ``main`` keeps the exit-status contract; replay.cli.parser builds
 the parser from the per-topic command modules (``cmd_*.py``) and dispatches to their handlers.
 
-The exit-status contract lives here, for every command: 0 all input used, 1 some input skipped
-(each listed on stderr by the command), 2 an error (one line on stderr, never a traceback unless
-``--debug`` or SPECREPLAY_DEBUG=1), 130 interrupted. A closed output pipe (``| head``) ends the
-command quietly with the status it would have had so far: 0.
+The exit statuses are docs/cli.md's ("Exit status"), for every command. A closed output pipe
+(``| head``) ends the command quietly with exit 0.
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
             f"compare {run.label} at T = {format_temperature(t)}", progress_enabled(args.no_progress)
         )
         try:
-            # the per-round frame only for --per-round: at 10^6 rounds it held ~9 GB; the table and the
+            # the per-round frame only for --per-round: at 10^6 rounds it holds ~9 GB; the table and the
             # reasons are summed block by block without it
             done = compare_sampling_loaded(
                 run, configs, t, vocab, args.gamma_threshold, update, per_round=bool(args.per_round)

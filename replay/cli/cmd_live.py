@@ -243,7 +243,7 @@ def check_run_options(args) -> None:
         raise PromptError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
     if args.seed < 0:
         raise PromptError(f"--seed must be >= 0 (it seeds numpy SeedSequence), got {args.seed}")
-    # A negative temperature was run as greedy and NaN failed mid-run: 0 is the only greedy spelling.
+    # 0 is the only greedy spelling: a negative or NaN temperature is refused here, before any model loads.
     if not (math.isfinite(args.temperature) and args.temperature >= 0):
         raise PromptError(
             f"--temperature must be a finite number >= 0 (0 = greedy, > 0 samples), got {args.temperature}"
@@ -279,7 +279,7 @@ def decode_options(args, target):
     from replay.live.generate import DecodeOptions
 
     eos = getattr(target.tokenizer, "eos_token_id", None) if args.stop_at_eos else None
-    if args.stop_at_eos and eos is None:  # it was ignored: every sequence ran to --max-new-tokens
+    if args.stop_at_eos and eos is None:  # else it would do nothing: every sequence runs to --max-new-tokens
         what = getattr(target, "name", None) or args.target or args.pair
         raise PromptError(f"--stop-at-eos: the target {what} has no tokenizer with an EOS token; drop --stop-at-eos")
     return DecodeOptions(args.max_new_tokens, args.temperature, args.seed, args.record_k, eos)

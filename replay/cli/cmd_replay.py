@@ -66,7 +66,7 @@ input was skipped.
 
 def run_replay(args: argparse.Namespace) -> int:
     if args.workers is not None and not (args.json or args.summary):
-        # the option's promise: the tree text reads with the default readers (its words kept as they were)
+        # only --json and --summary read in worker processes; the tree text is read in this one
         raise SpecReplayError(
             f"--workers {args.workers} without --json or --summary: only those read in worker processes; drop --workers"
         )

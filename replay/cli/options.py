@@ -71,8 +71,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return text
 
 
-# A listing longer than this is folded by reason: a run of 10^5 rounds without validate scores once
-# printed 100,001 identical lines (17 MB of stderr) and hid the one line that mattered.
+# A listing longer than this is folded by reason: unfolded, a run of 10^5 rounds without validate
+# scores prints 100,001 identical lines (17 MB of stderr) that hide the one line that matters.
 SKIP_LINES_LIMIT = 20
 SKIP_LINES_PER_REASON = 3  # shown in full before a folded reason's count
 
@@ -251,7 +251,7 @@ def add_no_progress(p: argparse.ArgumentParser) -> argparse.Action:
 
 def at_least_one(text: str) -> int:
     """argparse type of a count (--top N, --ema-window N): an integer of at least 1. 0 or -2 would
-    otherwise be taken quietly (``--top -2`` showed all configs but two)."""
+    otherwise be taken quietly (``--top -2`` would show all configs but two)."""
     try:
         value = int(text)
     except ValueError:
@@ -394,7 +394,7 @@ def parse_key(text: str) -> tuple[int, int]:
 
 
 class OneRound(argparse.Action):
-    """``--round A_B`` taken once: a second one was silently the only one used (argparse keeps the last)."""
+    """``--round A_B`` taken once: argparse would silently use only the last of two."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         if getattr(namespace, self.dest, None) is not None:

@@ -356,7 +356,7 @@ def replay_run(
             parts.append(res)
         if extra is not None:
             rising.append(extra[0])
-            if extra[1] is not None:  # per_batch's values (None from it: nothing kept, as before)
+            if extra[1] is not None:  # per_batch's values (None from it: nothing kept)
                 extras.append(extra[1])
     result = BatchResult.concat(parts).sorted_by_ordinal() if parts else empty_result(run.tree.gamma)
     if run.packed is not None:
