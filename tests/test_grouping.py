@@ -273,3 +273,33 @@ def test_a_near_miss_completing_a_round_is_counted_in_that_rounds_entry():
     assert "/d/validation_10_20" in entries["round 10_20"].paths and "validation_10_20" not in entries
     assert entries["Validate_30_30"].reason.endswith("; did you mean validate_30_30?")  # no round of its own to join
     assert entries["notes.bin"].reason == "name matches neither draft_step_I_A_B nor validate_A_B"
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_bulk_grouping_with_companions_equals_the_general_one(seed, monkeypatch):
+    """Rounds with .scores/.parents companions, some with an orphan or a second companion of one kind."""
+    from replay.io import grouping
+
+    rng = np.random.default_rng(200 + seed)
+    listed = random_names(rng, True)
+    with_companions = []
+    for name in listed:
+        with_companions.append(name)
+        if name.startswith(("draft_step_", "validate_")):
+            stem, dot, ext = name.partition(".")
+            for kind in (".scores", ".parents"):
+                if rng.random() < 0.6:
+                    with_companions.append(stem + kind + dot + ext)
+    odd = ["draft_step_1_7_7.scores", "validate_0_0.scores.txt", "draft_step_0_9_9.parents.npy", "validate_0_0.bak"]
+    if seed % 2:
+        with_companions += list(rng.choice(odd, size=int(rng.integers(1, 3)), replace=False))
+    paths = [Path("/d") / n for n in dict.fromkeys(with_companions)]
+    entries = [(p.name, str(p)) for p in sorted(paths)]
+    bulk = grouping._group_complete(entries, (1, 1), OFFSET_OPTION)
+    if seed % 2 == 0:
+        assert bulk is not None
+    fast = group_paths(paths, (1, 1))
+    monkeypatch.setattr(grouping, "_group_complete", lambda *a: None)
+    general = group_paths(paths, (1, 1))
+    assert fast == general
+    assert bulk is None or bulk == general

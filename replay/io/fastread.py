@@ -22,6 +22,7 @@ import numpy as np
 
 from replay.core.vocab import PAD_TOKEN
 from replay.util.errors import DumpError
+from replay.util.gcpause import collection_paused
 from replay.util.parallel import WorkerDiedError, ordered_map, resolve_workers
 from replay.util.progress import progress_bar
 
@@ -110,6 +111,7 @@ def _round_files(item: RoundPaths) -> tuple[int, RoundFiles, int]:
     return ordinal, RoundFiles(key, sets[:-1], sets[-1]), root
 
 
+@collection_paused()
 def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -> ReadChunk:
     """Read rounds ``items`` (from round_paths); runs inside a worker process.
 

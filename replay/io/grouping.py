@@ -33,6 +33,7 @@ import numpy as np
 
 from replay.util.bounded import not_regular_reason
 from replay.util.errors import DumpError, printable
+from replay.util.gcpause import collection_paused
 
 from .dumpnames import (
     DUMP_NAME,
@@ -431,8 +432,9 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
     """group_entries' result when every dump file is a plain data file of a complete round, else None.
 
     The common directory, grouped with one regex pass and a few array operations instead of
-    Python work per file. Anything else (companions, duplicates, long counters, an incomplete
-    round, a name with a newline) returns None, and group_entries does the general work.
+    Python work per file; ``.scores`` / ``.parents`` companions are paired by one dictionary.
+    Anything else (duplicates, an orphan companion or two of one kind, long counters, an
+    incomplete round, a name with a newline) returns None, and group_entries does the general work.
     """
     text = "\n".join(name for name, _ in entries)
     if text.count("\n") != len(entries) - 1:
@@ -441,7 +443,7 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
     if len(rows) != len(entries):
         return None
     step_text, _, a_text, b_text, companion, ext, other = (list(col) for col in zip(*rows))
-    if any(companion) or not set(map(str.lower, ext)) <= set(DATA_EXTS):
+    if not set(map(str.lower, ext)) <= set(DATA_EXTS):
         return None
     skipped: list[Skipped] = []
     if any(other):  # names that are no dump files (config.json, ...): listed unless side files
@@ -450,7 +452,9 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
             skipped += _stray(*entries[i])
         if any(near_miss(base_name(p)) is not None for s in skipped for p in s.paths):
             return None  # a near-miss may be a round's lost step (_lost_last_steps): the general work checks
-        step_text, a_text, b_text = (list(compress(col, keep)) for col in (step_text, a_text, b_text))
+        step_text, a_text, b_text, companion = (
+            list(compress(col, keep)) for col in (step_text, a_text, b_text, companion)
+        )
         entries = list(compress(entries, keep))
     if (
         not entries
@@ -463,6 +467,16 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
     step = np.asarray([int(t) if t else -1 for t in step_text], dtype=np.int64)  # [F] the validate's step is -1
     a = np.fromiter(map(int, a_text), dtype=np.int64, count=count)  # [F]
     b = np.fromiter(map(int, b_text), dtype=np.int64, count=count)  # [F]
+    found = None
+    if any(companion):
+        found = _companions(companion, step, a, b, entries)
+        if found is None:
+            return None
+        data = np.asarray([not c for c in companion], dtype=bool)
+        step, a, b, entries = step[data], a[data], b[data], list(compress(entries, data))
+        count = len(entries)
+        if not count:
+            return None
     da, db = step0_offset
     first = step == 0
     if first.any() and not (
@@ -482,14 +496,38 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
     if not (step == np.arange(count) - np.repeat(starts, sizes) - 1).all() or (sizes < 2).any():
         return None  # a duplicate, a missing validate or step, or a validate alone
     paths = [entries[i][1] for i in order.tolist()]
+    if found is None:
+        sets = list(map(FileSet, paths))
+    else:
+        keys = zip(step.tolist(), a[order].tolist(), b[order].tolist())
+        sets = [FileSet(p, *found.get(k, (None, None))) for p, k in zip(paths, keys)]
     rounds = []
     bounds = np.append(starts, count).tolist()
     for lo, hi, key_a, key_b in zip(bounds[:-1], bounds[1:], ka[starts].tolist(), kb[starts].tolist()):
-        rounds.append(RoundFiles((key_a, key_b), tuple(map(FileSet, paths[lo + 1 : hi])), FileSet(paths[lo])))
+        rounds.append(RoundFiles((key_a, key_b), tuple(sets[lo + 1 : hi]), sets[lo]))
     check = Step0Check(step0_offset, source, len(rounds), len(rounds), len(rounds))  # every round has its step 0
     return Grouping(tuple(rounds), tuple(skipped), tuple(rf.key for rf in rounds), check)
 
 
+def _companions(
+    companion: list[str], step: np.ndarray, a: np.ndarray, b: np.ndarray, entries: list[tuple[str, str]]
+) -> dict[MatrixKey, tuple[str | None, str | None]] | None:
+    """(step, a, b) of a data file → its (scores, parents) companions' paths, or None when a companion
+    has no data file or shares its kind with another (group_entries lists those)."""
+    keys = list(zip(step.tolist(), a.tolist(), b.tolist()))
+    data = {k for k, c in zip(keys, companion) if not c}
+    found: dict[MatrixKey, tuple[str | None, str | None]] = {}
+    for i in [i for i, c in enumerate(companion) if c]:
+        key = keys[i]
+        scores, parents = found.get(key, (None, None))
+        if key not in data or (scores if companion[i] == ".scores" else parents) is not None:
+            return None
+        path = entries[i][1]
+        found[key] = (path, parents) if companion[i] == ".scores" else (scores, path)
+    return found
+
+
+@collection_paused()
 def group_directory(
     directory: str | Path, step0_offset: tuple[int, int] | None = None, source: str | None = None
 ) -> Grouping:

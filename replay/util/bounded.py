@@ -134,26 +134,26 @@ def read_file_bytes(path: str | Path, limit: int, fail: Fail | None = None, allo
 def read_regular_or_none(path: str, limit: int) -> bytes | None:
     """The content of regular file ``path`` when read_file_bytes would return it unchanged, else None.
 
-    For bulk readers (replay.io.formats.textbatch) that read thousands of small files: the same checks (stat
-    before open, regular file, at most ``limit`` bytes, the size read is the size stated) with no
-    message built; on None the caller asks read_file_bytes, which names the problem.
+    For bulk readers (replay.io.formats.textbatch, arraybatch) that read thousands of small files:
+    a regular file of at most ``limit`` bytes by its stat, opened only then, whose one read returns
+    exactly the size stated (asking one byte more, so a file that grew or was swapped for a device
+    since the stat is not taken), with no message built; on None the caller asks read_file_bytes,
+    which names the problem. Three system calls and a close: no fstat.
     """
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
             return None
         fd = os.open(path, _READ_FLAGS)
     except OSError:
         return None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        data = os.read(fd, st.st_size)
-        return data if len(data) == st.st_size else None
+        data = os.read(fd, st.st_size + 1)
     except OSError:
         return None
     finally:
         os.close(fd)
+    return data if len(data) == st.st_size else None
 
 
 def _read_stream(fh: io.RawIOBase, limit: int, fail: Fail) -> bytearray:

@@ -9,6 +9,7 @@ error for a worker process that dies.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 from collections import deque
@@ -88,6 +89,11 @@ def _init_worker() -> None:
 
 
 def _pooled(fn: Callable[[T], R], items: Iterable[T], workers: int, processes: bool) -> Iterator[R]:
+    # Objects the forked workers inherit are moved out of the collector's reach until they have
+    # forked: a worker's collections would otherwise write to every page of the parent's heap.
+    frozen = processes
+    if frozen:
+        gc.freeze()
     pool: Executor = (
         ProcessPoolExecutor(max_workers=workers, initializer=_init_worker)
         if processes
@@ -97,7 +103,10 @@ def _pooled(fn: Callable[[T], R], items: Iterable[T], workers: int, processes: b
     wait = True
     try:
         for item in items:
-            window.append(pool.submit(fn, item))
+            window.append(pool.submit(fn, item))  # the first submit forks the workers
+            if frozen:
+                gc.unfreeze()
+                frozen = False
             if len(window) >= WINDOW_PER_WORKER * workers:
                 yield window.popleft().result()
         while window:
@@ -108,6 +117,8 @@ def _pooled(fn: Callable[[T], R], items: Iterable[T], workers: int, processes: b
         wait = False
         raise
     finally:
+        if frozen:
+            gc.unfreeze()
         for fut in window:  # the consumer stopped early or an item failed: drop what has not started
             fut.cancel()
         pool.shutdown(wait=wait, cancel_futures=not wait)

@@ -20,7 +20,6 @@ exactly the reference's (tests/test_arraybatch.py compares both).
 from __future__ import annotations
 
 import io
-import os
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -147,8 +146,8 @@ def _decode(datas: Sequence[bytes], exts: Sequence[str]) -> _Decoded:
     shapes: list[tuple[int, int]] = []
     ids_ok: list[bool] = []
     groups: dict[tuple[str, int], list[int]] = {}
-    for f, (data, ext) in enumerate(zip(datas, exts)):
-        groups.setdefault((ext, len(data)), []).append(f)
+    for f, key in enumerate(zip(exts, map(len, datas))):
+        groups.setdefault(key, []).append(f)
     for (ext, size), members in groups.items():
         files = np.asarray(members, dtype=np.int64)
         table = np.frombuffer(b"".join(datas[f] for f in members), dtype=np.uint8).reshape(len(members), size)
@@ -165,11 +164,10 @@ def _decode(datas: Sequence[bytes], exts: Sequence[str]) -> _Decoded:
             take = left if same is None else left[same]
             left = left[:0] if same is None else left[~same]
             good = np.ones(take.size, dtype=bool)
+            crc32 = zlib.crc32
             for start, end, at in lay.crcs:
                 stored = np.ascontiguousarray(table[take, at : at + 4]).view("<u4")[:, 0]
-                computed = np.fromiter(
-                    (zlib.crc32(datas[members[t]][start:end]) for t in take.tolist()), np.uint32, take.size
-                )
+                computed = np.array([crc32(datas[members[t]][start:end]) for t in take.tolist()], dtype=np.uint32)
                 good &= stored == computed
             take = take[good]
             k = len(values)
@@ -189,18 +187,14 @@ def _cut(table: np.ndarray, rows: np.ndarray, spec: tuple[int, np.dtype, tuple[i
     return raw.reshape(rows.size, c, r).transpose(0, 2, 1) if fortran else raw.reshape(rows.size, r, c)
 
 
-def _ext(path: str) -> str:
-    """os.path.splitext(path)[1] for a file name that does not start with a dot (every dump name)."""
-    dot = path.rfind(".")
-    return path[dot:] if dot > path.rfind(os.sep) else ""
-
-
 def _array_files(files: tuple[FilePaths, ...]) -> tuple[list[str], list[str], tuple[str, ...]] | None:
     """(every file of a round: each data file then its scores companion; their extensions in lower case;
     the data files' extensions as named) when all are .npz/.npy without parents companions, else None."""
+    # Both extensions are four characters without a dot after the first: a name ends in one exactly
+    # when its last four characters are one (os.path.splitext's extension, any case).
     paths, exts, data_exts = [], [], []
     for data, scores, parents in files:
-        ext = _ext(data)
+        ext = data[-4:]
         low = ext.lower()
         if parents is not None or low not in _EXTS:
             return None
@@ -208,7 +202,7 @@ def _array_files(files: tuple[FilePaths, ...]) -> tuple[list[str], list[str], tu
         exts.append(low)
         data_exts.append(ext)
         if scores is not None:
-            low = _ext(scores).lower()
+            low = scores[-4:].lower()
             if low not in _EXTS:
                 return None
             paths.append(scores)
@@ -236,19 +230,14 @@ def read_array_batches(
             rest.append(item)
             continue
         paths, file_exts, data_exts = found
-        got = []
-        for p in paths:
-            data = read_regular_or_none(p, BULK_FILE_BYTES)
-            if data is None:
-                break
-            got.append(data)
-            held += len(data)
+        got = [d for d in [read_regular_or_none(p, BULK_FILE_BYTES) for p in paths] if d is not None]
         if len(got) < len(paths):
             rest.append(item)
             continue
         taken.append((item, data_exts))
         datas += got
         exts += file_exts
+        held += sum(map(len, got))
         if held >= BULK_PIECE_BYTES:
             _decode_piece(directory, taken, datas, exts, step0_offset, layout, score_kind, batches, rest)
             taken, datas, exts, held = [], [], [], 0
@@ -273,6 +262,10 @@ def _decode_piece(
     dec = _decode(datas, exts)
     # Per round and matrix: the data file's index, its scores' file (-1: none) and array name
     groups: dict[tuple[tuple[str, ...], tuple[bool, ...]], list[tuple[int, list[int], list[int], list[str]]]] = {}
+    file_ok = dec.ok.tolist()
+    layout_of = dec.layout.tolist()
+    ids_ok = dec.ids_ok + [False]  # [-1]: an undecoded file's layout
+    inner = [("scores" in v) for v in dec.values] + [False]
     pos = 0
     for t, (item, data_exts) in enumerate(taken):
         data_f, score_f, score_name = [], [], []
@@ -280,14 +273,14 @@ def _decode_piece(
         for _, scores, _ in item[2]:
             f = pos
             pos += 1
-            round_ok &= bool(dec.ok[f]) and dec.ids_ok[dec.layout[f]]
+            round_ok = round_ok and file_ok[f] and ids_ok[layout_of[f]]
             data_f.append(f)
             if scores is not None:
-                round_ok &= bool(dec.ok[pos])
+                round_ok = round_ok and file_ok[pos]
                 score_f.append(pos)
                 score_name.append("ids")  # a companion's matrix is its ids array (read_array_file)
                 pos += 1
-            elif round_ok and "scores" in dec.values[dec.layout[f]]:
+            elif round_ok and inner[layout_of[f]]:
                 score_f.append(f)
                 score_name.append("scores")
             else:
