@@ -153,8 +153,7 @@ def _parse_texts(datas: Sequence[bytes], floats: bool) -> ParsedTexts:
 
 def _text_ext(path: str) -> str:
     """The extension of a dump file name as named ("" for none: the plain dump's names have none)."""
-    base = path[path.rfind(os.sep) + 1 :]
-    return "" if "." not in base else os.path.splitext(path)[1]
+    return "" if path.rfind(".") <= path.rfind(os.sep) else os.path.splitext(path)[1]
 
 
 def _text_paths(
@@ -171,7 +170,7 @@ def _text_paths(
             return None
         if scores is not None:
             # read_array_file's rule: an extension it does not know (".scores") reads as text
-            s_ext = _text_ext(scores).lower()
+            s_ext = "" if scores.endswith(".scores") else _text_ext(scores).lower()
             s_ext = s_ext if s_ext in DATA_EXTS else ""
             if s_ext not in TEXT_EXTS or (s_ext == "" and raw_forced):
                 return None
