@@ -52,6 +52,7 @@ from .skipped import ROUND_PREFIX, Skipped
 from .step0 import OFFSET_DEFAULT, OFFSET_DETECTED, Step0Check, offset_and_source, step0_check
 
 _NAMED_GAPS = 5  # missing draft steps named in a round's skip reason
+_COMPANION_ORDER = {"": 0, ".scores": 1, ".parents": 2}  # a data file first; the FileSet's field order after
 
 STRAY_REASON = "name matches neither draft_step_I_A_B nor validate_A_B"
 EXT_REASON = "extension {ext} is not read"
@@ -431,10 +432,9 @@ def _fold_near_misses(
 def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int], source: str) -> Grouping | None:
     """group_entries' result when every dump file is a plain data file of a complete round, else None.
 
-    The common directory, grouped with one regex pass and a few array operations instead of
-    Python work per file; ``.scores`` / ``.parents`` companions are paired by one dictionary.
-    Anything else (duplicates, an orphan companion or two of one kind, long counters, an
-    incomplete round, a name with a newline) returns None, and group_entries does the general work.
+    The common directory, grouped with one regex pass and a few array operations instead of Python
+    work per file, companions paired by one sort. Anything else (duplicates, an orphan companion or
+    two of one kind, long counters, an incomplete round, a name with a newline) returns None.
     """
     text = "\n".join(name for name, _ in entries)
     if text.count("\n") != len(entries) - 1:
@@ -443,6 +443,7 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
     if len(rows) != len(entries):
         return None
     step_text, _, a_text, b_text, companion, ext, other = (list(col) for col in zip(*rows))
+    del rows, text  # the columns hold what is needed: the peak memory is theirs alone
     if not set(map(str.lower, ext)) <= set(DATA_EXTS):
         return None
     skipped: list[Skipped] = []
@@ -452,9 +453,7 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
             skipped += _stray(*entries[i])
         if any(near_miss(base_name(p)) is not None for s in skipped for p in s.paths):
             return None  # a near-miss may be a round's lost step (_lost_last_steps): the general work checks
-        step_text, a_text, b_text, companion = (
-            list(compress(col, keep)) for col in (step_text, a_text, b_text, companion)
-        )
+        step_text, a_text, b_text, companion = (list(compress(c, keep)) for c in (step_text, a_text, b_text, companion))
         entries = list(compress(entries, keep))
     if (
         not entries
@@ -469,14 +468,12 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
     b = np.fromiter(map(int, b_text), dtype=np.int64, count=count)  # [F]
     found = None
     if any(companion):
-        found = _companions(companion, step, a, b, entries)
-        if found is None:
+        paired = _companions(companion, step, a, b, entries)
+        if paired is None:
             return None
-        data = np.asarray([not c for c in companion], dtype=bool)
+        data, found = paired  # every companion has its data file: some are left
         step, a, b, entries = step[data], a[data], b[data], list(compress(entries, data))
         count = len(entries)
-        if not count:
-            return None
     da, db = step0_offset
     first = step == 0
     if first.any() and not (
@@ -499,8 +496,8 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
     if found is None:
         sets = list(map(FileSet, paths))
     else:
-        keys = zip(step.tolist(), a[order].tolist(), b[order].tolist())
-        sets = [FileSet(p, *found.get(k, (None, None))) for p, k in zip(paths, keys)]
+        scores, parents = found
+        sets = [FileSet(p, scores[i], parents[i]) for p, i in zip(paths, order.tolist())]
     rounds = []
     bounds = np.append(starts, count).tolist()
     for lo, hi, key_a, key_b in zip(bounds[:-1], bounds[1:], ka[starts].tolist(), kb[starts].tolist()):
@@ -511,20 +508,24 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
 
 def _companions(
     companion: list[str], step: np.ndarray, a: np.ndarray, b: np.ndarray, entries: list[tuple[str, str]]
-) -> dict[MatrixKey, tuple[str | None, str | None]] | None:
-    """(step, a, b) of a data file → its (scores, parents) companions' paths, or None when a companion
-    has no data file or shares its kind with another (group_entries lists those)."""
-    keys = list(zip(step.tolist(), a.tolist(), b.tolist()))
-    data = {k for k, c in zip(keys, companion) if not c}
-    found: dict[MatrixKey, tuple[str | None, str | None]] = {}
-    for i in [i for i, c in enumerate(companion) if c]:
-        key = keys[i]
-        scores, parents = found.get(key, (None, None))
-        if key not in data or (scores if companion[i] == ".scores" else parents) is not None:
-            return None
-        path = entries[i][1]
-        found[key] = (path, parents) if companion[i] == ".scores" else (scores, path)
-    return found
+) -> tuple[np.ndarray, tuple[list[str | None], list[str | None]]] | None:
+    """(which entries are data files, each one's scores and parents companions' paths); None when a
+    companion has no data file of its (step, a, b) or shares its kind with another (listed by group_entries)."""
+    kind = np.asarray([_COMPANION_ORDER[c] for c in companion], dtype=np.int64)  # [F] 0: a data file
+    order = np.lexsort((kind, b, a, step))  # by logical matrix, its data file first
+    s, x, y, k = step[order], a[order], b[order], kind[order]
+    new = np.concatenate(([True], (s[1:] != s[:-1]) | (x[1:] != x[:-1]) | (y[1:] != y[:-1])))
+    if (k[new] != 0).any() or (~new[1:] & (k[1:] == k[:-1])).any():
+        return None  # an orphan companion, or two files of one kind (two data files: _group_complete refuses)
+    data = kind == 0
+    rank = np.cumsum(data) - 1  # [F] a data file's place among the data files
+    owner = rank[order[np.flatnonzero(new)[np.cumsum(new) - 1]]]  # [F] sorted entry -> its data file's place
+    scores: list[str | None] = [None] * int(data.sum())
+    parents: list[str | None] = [None] * len(scores)
+    for i, o, c in zip(order.tolist(), owner.tolist(), k.tolist()):
+        if c:
+            (scores if c == 1 else parents)[o] = entries[i][1]
+    return data, (scores, parents)
 
 
 @collection_paused()
