@@ -100,7 +100,7 @@ def _paths_of(rnd: Round) -> tuple[str, ...]:
 def round_paths(items: Sequence[tuple[int, RoundFiles, int]]) -> list[RoundPaths]:
     """plan_items' rounds as plain tuples of strings, cheap to send to a reader process."""
     return [
-        (o, rf.key, tuple((fs.data, fs.scores, fs.parents) for fs in (*rf.steps, rf.validate)), root)
+        (o, rf.key, tuple([(fs.data, fs.scores, fs.parents) for fs in (*rf.steps, rf.validate)]), root)
         for o, rf, root in items
     ]
 
