@@ -20,6 +20,7 @@ from replay.engine.batch.sampling import BatchSampling
 
 from .batch import replayed_by_shape
 from .configs import is_own_tree
+from .sampling_reach import reach_chunk
 from .sampling_subtrees import AtT, RecordedEdges, SubTrees, at_temperature, recorded_edges, sub_trees, validate_rows
 from .subtree import WHY_NONE
 from .subtree_levels import RecordedChunk
@@ -84,7 +85,8 @@ def sampling_parts(
     node_logprobs is judged on those), which depends only on refusal_key(T).
     ``fold(config position, T, AtT of the chunk's usable rounds, their ordinals)``: called instead, the
     parts' outcomes left empty (compare's table, report's curve and recommend at T sum each chunk as it
-    is made: nothing per round waits)."""
+    is made: nothing per round waits). Folded at one T with the recorded config first, the configs'
+    outcomes come from the recorded config's walk where it gives them (analysis.compare.sampling_reach)."""
     ordinals = np.arange(len(batch)) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
     keys = {t: refusal_key(t, node_temperatures) for t in temperatures}
     ask = _Ask(recorded, configs, temperatures, vocab_size, gamma_threshold, node_temperatures, keys)
@@ -138,6 +140,7 @@ def _part_outcomes(b, r, shape, static, ask: _Ask, refused, fold=None, ords=None
         else {}
     )
     nodes = _node_columns(b, r, ask)
+    reach = fold is not None and _reach_applies(ask, static, nodes)
     for lo in range(0, len(b), CHUNK_ROUNDS):
         hi = min(len(b), lo + CHUNK_ROUNDS)
         uses = {key: codes[lo:hi] == NOT_REFUSED for key, codes in refused.items()}
@@ -150,6 +153,12 @@ def _part_outcomes(b, r, shape, static, ask: _Ask, refused, fold=None, ords=None
             continue
         rec = RecordedChunk(b, r, expanded, shape, lo, hi, rules[lo:hi])
         rows = validate_rows(b, r, shape, lo, hi)
+        if reach:
+            t = ask.temperatures[0]
+            caps = [min(sub.gamma, steps) if steps < recorded.gamma else sub.gamma for sub in ask.configs]
+            use = uses[ask.keys[t]]
+            reach_chunk(rec, rows, b.root_tokens[lo:hi], ask.configs, caps, use, t, ask.vocab_size, fold, ords[lo:hi])
+            continue
         for c, sub in enumerate(ask.configs):
             cap = min(sub.gamma, steps) if steps < recorded.gamma else sub.gamma
             mine = is_own_tree(sub, recorded, threshold)
@@ -169,6 +178,13 @@ def _part_outcomes(b, r, shape, static, ask: _Ask, refused, fold=None, ords=None
                 else:
                     chunks.setdefault((c, t), []).append(at)
     return {key: AtT.concat(v) for key, v in chunks.items()}
+
+
+def _reach_applies(ask: _Ask, static: bool, nodes: dict) -> bool:
+    """Whether the folded configs' outcomes go through analysis.compare.sampling_reach: one T, a static
+    recording's own config first, no simulated early stop, no recorded node_logprobs read at T."""
+    one_t = len(ask.temperatures) == 1 and not nodes
+    return one_t and static and not ask.threshold and bool(ask.configs) and ask.configs[0] == ask.recorded
 
 
 def _edges(st: SubTrees, walks: tuple[np.ndarray, np.ndarray] | None, lo: int, hi: int) -> RecordedEdges | None:

@@ -98,9 +98,42 @@ def sub_trees(
     rec: RecordedChunk, rows, root_tokens: np.ndarray, sub: TreeConfig, cap: int, threshold: float
 ) -> SubTrees:
     """``sub``'s possible sub-trees on the chunk ``rec`` (module docstring); ``rows``: validate_rows' output."""
-    sim = simulate_levels(rec, sub, cap, threshold)
+    return numbered(rec, sub, sub_tree_levels(rec, rows, root_tokens, sub, cap, threshold), rows)
+
+
+def numbered(rec: RecordedChunk, sub: TreeConfig, lv: SubTreeLevels, rows) -> SubTrees:
+    """sub_trees from its levels ``lv`` (sub_tree_levels on the same chunk and rows)."""
+    return _compact(rec, sub, lv.sim, lv.n, lv.nodes, lv.idx, lv.doubts, rows[0], rows[1], rows[3])
+
+
+@dataclass(frozen=True, eq=False)
+class SubTreeLevels:
+    """One config's possible sub-trees on C rounds level by level, before they are numbered into
+    tree-order arrays (sub_trees): what a walk of the recorded tree's own reach needs of them."""
+
+    sim: object  # analysis.compare.subtree_levels.simulate_levels' levels
+    n: np.ndarray  # [C] nodes of each round's sub-tree
+    # per level (idx [L, C] sub-tree index or -1, token, parent index, depth, validate row, has row,
+    # recorded node id [L, C]: tree order of the recorded tree, -1 for an extra node)
+    nodes: list[tuple]
+    idx: list[np.ndarray]
+    doubts: list[tuple]  # SubTrees.doubts
+
+
+def sub_tree_levels(
+    rec: RecordedChunk,
+    rows,
+    root_tokens: np.ndarray,
+    sub: TreeConfig,
+    cap: int,
+    threshold: float,
+    shared: dict | None = None,
+) -> SubTreeLevels:
+    """sub_trees' levels: its indexed slots and doubts per level (module docstring), not numbered.
+    ``shared``: simulate_levels' levels built on this chunk for other configs."""
+    sim = simulate_levels(rec, sub, cap, threshold, shared)
     c, col = rec.c, rec.col
-    v_ids, v_lp, own_rows, own_cols, is_all = rows
+    _, _, own_rows, _, is_all = rows
     n = np.zeros(c, dtype=np.int64)  # nodes numbered so far
     indexed = np.ones((1, c), dtype=bool)
     idx_levels, doubts, nodes = [], [], []
@@ -156,7 +189,7 @@ def sub_trees(
             indexed[slot[jj, rr, cc], cc] = True
             parent_idx[slot[jj, rr, cc], cc] = idx[jj, cc]
         doubts.append((kind, why, has))
-    return _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols)
+    return SubTreeLevels(sim, n, nodes, idx_levels, doubts)
 
 
 def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols) -> SubTrees:
@@ -238,6 +271,24 @@ def at_temperature(
     """The sub-trees ``st`` at T on the rounds ``use`` ([C] bool; the others: undetermined, unread):
     the rule on rounds of one (size, validate width) at a time, then the first reachable doubt.
     ``edges``: the rounds whose walk takes the recorded node_logprobs at T (recorded_bounds, exact)."""
+    return walk_at_temperature(st, use, t, vocab_size, edges).at
+
+
+@dataclass(frozen=True, eq=False)
+class WalkAtT:
+    """at_temperature's outcome with the walk behind it: each node's reach bounds, as the rule kept
+    them (reach_hi = reach_lo where the round is exact), and whether the round is exact."""
+
+    at: AtT
+    reach_lo: np.ndarray  # [C, N] (0 past a round's sub-tree and on rounds not used)
+    reach_hi: np.ndarray
+    exact: np.ndarray  # [C] bool, determined or not
+
+
+def walk_at_temperature(
+    st: SubTrees, use: np.ndarray, t: float, vocab_size: int | None = None, edges: RecordedEdges | None = None
+) -> WalkAtT:
+    """at_temperature, with its walk (WalkAtT)."""
     c, big_n = st.tokens.shape
     reach_lo, reach_hi = np.zeros((c, big_n)), np.zeros((c, big_n))
     lo, hi = np.full(c, np.nan), np.full(c, np.nan)
@@ -259,7 +310,8 @@ def at_temperature(
     det = use & (why == 0)
     lo, hi = np.where(det, lo, np.nan), np.where(det, hi, np.nan)
     ge_lo, ge_hi = np.where(det[:, None], ge_lo, 0.0), np.where(det[:, None], ge_hi, 0.0)
-    return AtT(det, lo, hi, ge_lo, ge_hi, exact & det, st.steps_hi, why, depth, rank, needs_vocab)
+    at = AtT(det, lo, hi, ge_lo, ge_hi, exact & det, st.steps_hi, why, depth, rank, needs_vocab)
+    return WalkAtT(at, reach_lo, reach_hi, exact)
 
 
 def _recorded_groups(

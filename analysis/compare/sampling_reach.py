@@ -1,0 +1,185 @@
+"""Every config's outcome at one T on a chunk of rounds from one walk, the recorded config's
+(what recommend --temperature folds for each candidate shape).
+
+The walk at T moves from a node to the child that carries the target's draw there, so the edge into
+a child has the probability bounds its parent's validate row gives it (replay.core.sampling), the
+same in every sub-tree that holds the child; a node's reach bounds are the product along its path,
+the same in every sub-tree that holds the node. A config's bounds are then its nodes' reach from the
+recorded config's walk, summed per depth in the config's own tree order (as its own walk sums them:
+adding a 0.0 changes no float) and tightened by replay.core.sampling_columns' rule: to the bit its
+own walk's numbers. Its simulated levels (sampling_subtrees.sub_tree_levels) say which recorded
+nodes it holds; they are not numbered, nor their rows prepared, nor walked.
+
+A config's chunk goes this way only where each usable round is sure to match its own walk: every
+node a node of the recorded config's sub-tree; no doubt on a child of unknown token, nor on a kept
+width that the walk can reach (a reachable doubt on a node's expansion makes the round undetermined
+there, as at_temperature's first doubt); and its exactness known from the recorded config's round
+(that one exact: every sub-tree of it is; else, where the edge into the root's first child is not
+determined, no sub-tree holding that child is). Otherwise the chunk takes the config's own walk
+(walk_at_temperature). tests/test_compare_sampling_reach.py holds the two equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from replay.core.config import TreeConfig
+from replay.core.sampling import sampling_bounds
+from replay.core.vocab import NO_PARENT
+
+from .sampling_subtrees import AtT, SubTreeLevels, SubTrees, WalkAtT, numbered, sub_tree_levels, walk_at_temperature
+from .subtree_levels import RecordedChunk
+
+# the most depths whose P(L >= d) a round sums in order: numpy adds 8 or more values of one round pairwise
+MAX_SUMMED_DEPTHS = 7
+
+
+def reach_chunk(
+    rec: RecordedChunk,
+    rows,
+    roots: np.ndarray,
+    configs: Sequence[TreeConfig],
+    caps: Sequence[int],
+    use: np.ndarray,
+    t: float,
+    vocab_size: int | None,
+    fold: Callable[[int, float, AtT, np.ndarray], None],
+    ordinals: np.ndarray,
+) -> None:
+    """``fold(config position, T, AtT of the usable rounds, their ordinals)`` of every config on the
+    chunk ``rec`` at T, configs[0] the recorded config: from its walk where that gives a config's
+    outcome (module docstring), else from the config's own walk."""
+    usable = np.flatnonzero(use)
+    recorded: RecordedWalk | None = None
+    shared: dict = {}  # the simulated levels of one prefix, built once (simulate_levels)
+    for c, sub in enumerate(configs):
+        lv = sub_tree_levels(rec, rows, roots, sub, caps[c], 0.0, shared)
+        at = None if recorded is None else recorded.outcome(lv, use, sub.gamma)
+        if at is None:
+            st = numbered(rec, sub, lv, rows)
+            walked = walk_at_temperature(st, use, t, vocab_size)
+            at = walked.at
+            if c == 0:
+                recorded = RecordedWalk.of(st, walked, use, t, vocab_size)
+        fold(c, t, at.take(usable), ordinals[usable])
+
+
+@dataclass(frozen=True, eq=False)
+class RecordedWalk:
+    """The recorded config's walk on a chunk, by recorded node (tree order of the recorded tree)."""
+
+    reach_lo: np.ndarray  # [C, M] each recorded node's reach bounds (as WalkAtT keeps them)
+    reach_hi: np.ndarray
+    held: np.ndarray  # [C, M] bool: the node is in the round's sub-tree
+    exact: np.ndarray  # [C] bool: the round is exact
+    blind_first: np.ndarray  # [C] bool: not exact, and the edge into the root's first child is not determined
+    first: np.ndarray  # [C] int64 the root's first child (its recorded node), -1 where none
+    t: float
+    vocab_size: int | None
+
+    @staticmethod
+    def of(st: SubTrees, walked: WalkAtT, use: np.ndarray, t: float, vocab_size: int | None) -> RecordedWalk:
+        c, big_n = st.recs.shape
+        inside = (np.arange(big_n)[None, :] < st.n[:, None]) & (st.recs >= 0)
+        m = int(st.recs.max(initial=-1)) + 1
+        reach_lo, reach_hi, held = np.zeros((c, m)), np.zeros((c, m)), np.zeros((c, m), dtype=bool)
+        rr, uu = np.nonzero(inside)
+        at = st.recs[rr, uu]
+        reach_lo[rr, at], reach_hi[rr, at], held[rr, at] = walked.reach_lo[rr, uu], walked.reach_hi[rr, uu], True
+        has_first = (st.n >= 2) & inside[:, min(1, big_n - 1)]
+        first = np.where(has_first, st.recs[:, min(1, big_n - 1)], -1)
+        blind = use & ~walked.exact & has_first & ~_first_edge_exact(st, use & ~walked.exact & has_first, t, vocab_size)
+        return RecordedWalk(reach_lo, reach_hi, held, walked.exact, blind, first, t, vocab_size)
+
+    def outcome(self, lv: SubTreeLevels, use: np.ndarray, gamma: int) -> AtT | None:
+        """at_temperature's AtT of a candidate with levels ``lv`` from this walk, or None where some
+        usable round is not sure to match its own walk (module docstring)."""
+        c = use.shape[0]
+        doubts = None if len(lv.nodes) - 1 > MAX_SUMMED_DEPTHS else self._first_doubts(lv, use)
+        if doubts is None:
+            return None
+        why, depth = doubts
+        det = use & (why == 0)
+        col = np.arange(c)[None, :]
+        sums_lo, sums_hi = [np.ones(c)], [np.ones(c)]
+        for idx, _, _, _, _, _, recs in lv.nodes[1:]:
+            at = np.clip(recs, 0, self.held.shape[1] - 1)
+            sums_lo.append(_sum_in_order(np.where(idx >= 0, self.reach_lo[col, at], 0.0)))
+            sums_hi.append(_sum_in_order(np.where(idx >= 0, self.reach_hi[col, at], 0.0)))
+        lo = np.stack(sums_lo)
+        ge_lo, ge_hi = _tightened(lo, np.where(self.exact[None, :], lo, np.stack(sums_hi)))
+        g = min(gamma, ge_lo.shape[0] - 1)
+        ge = [np.zeros((c, gamma)), np.zeros((c, gamma))]
+        for out, x in zip(ge, (ge_lo, ge_hi)):
+            out[:, :g] = np.where(det[:, None], x[1 : 1 + g].T, 0.0)
+        nan = np.full(c, np.nan)
+        e_lo, e_hi = np.where(det, _sum_in_order(ge_lo[1:]), nan), np.where(det, _sum_in_order(ge_hi[1:]), nan)
+        needs_vocab = self.t > 1.0 and self.vocab_size is None and bool((use & ~self.exact).any())
+        rank = np.full(c, -1, dtype=np.int64)
+        return AtT(det, e_lo, e_hi, ge[0], ge[1], self.exact & det, lv.sim.max_steps, why, depth, rank, needs_vocab)
+
+    def _first_doubts(self, lv: SubTreeLevels, use: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """([C] why, depth) of each round's first doubt the walk can reach (why 0: none; at_temperature's
+        first doubt, in the round path's order), or None where some usable round is not sure to match
+        the candidate's own walk (module docstring)."""
+        c = use.shape[0]
+        col = np.arange(c)[None, :]
+        sure = use.copy()
+        holds_first = np.zeros(c, dtype=bool)
+        why, depth = np.zeros(c, dtype=np.int8), np.zeros(c, dtype=np.int64)
+        for d, ((idx, _, _, _, _, _, recs), (kind, whys, _)) in enumerate(zip(lv.nodes, lv.doubts)):
+            on = idx >= 0
+            at = np.clip(recs, 0, self.held.shape[1] - 1)
+            sure &= (~on | ((recs >= 0) & self.held[col, at])).all(axis=0)
+            if d == 1:
+                holds_first = (on & (recs == self.first[None, :]) & (self.first >= 0)[None, :]).any(axis=0)
+            if not kind.any():  # most levels of most chunks
+                continue
+            # a doubt on a node's expansion is reached where the node's reach_hi > 0; one on its kept
+            # width (never met on the random dumps) or on a child of unknown token: not looked into
+            reached = kind & (self.reach_hi[col, at] > 0.0)[:, None, :]
+            sure &= ~reached[:, 0].any(axis=0) & ~kind[:, 2:].any(axis=(0, 1))
+            new = reached[:, 1].any(axis=0) & (why == 0)
+            first = np.argmax(reached[:, 1], axis=0)  # the first slot, in the round path's order
+            why = np.where(new, whys[first, 1, np.arange(c)], why).astype(np.int8)
+            depth = np.where(new, d, depth)
+        sure &= self.exact | (self.blind_first & holds_first)
+        return None if (use & ~sure).any() else (why, depth)
+
+
+def _sum_in_order(x: np.ndarray) -> np.ndarray:
+    """[C] the rows of x ([L, C]) added one after another in row order, as the walk sums a depth's
+    reach and the depths' P(L >= d) (numpy's row by row sum; 0.0 + x is x)."""
+    out = np.zeros(x.shape[1])
+    for row in x:
+        out = out + row
+    return out
+
+
+def _tightened(sums_lo: np.ndarray, sums_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(P(L >= d) lo, hi) [D+1, C] from the per-depth reach sums: replay.core.sampling_columns.
+    _aggregate_chunk's tightening, the same operations in the same order."""
+    sums_hi = np.minimum(sums_hi, 1.0)
+    ge_hi = np.empty(sums_hi.shape)
+    ge_hi[0] = sums_hi[0]
+    for d in range(1, sums_hi.shape[0]):
+        np.minimum(ge_hi[d - 1], sums_hi[d], out=ge_hi[d])
+    return np.minimum(np.minimum(sums_lo, 1.0), ge_hi), ge_hi
+
+
+def _first_edge_exact(st: SubTrees, rounds: np.ndarray, t: float, vocab_size: int | None) -> np.ndarray:
+    """[C] bool on ``rounds``: whether the edge into the root's first child is determined at T (the
+    rule's exact flag on the tree of the root and that child alone, its validate width per round)."""
+    out = np.zeros(rounds.shape[0], dtype=bool)
+    for k in np.unique(st.k[rounds]).tolist():
+        m = np.flatnonzero(rounds & (st.k == k))
+        parents = np.array([[NO_PARENT, 0]])
+        has = np.stack([st.has[m, 0], np.zeros(m.shape[0], dtype=bool)], axis=1)
+        b = sampling_bounds(
+            st.tokens[m, :2], parents, np.array([[0, 1]]), st.ids[m, :2, :k], st.logp[m, :2, :k], has, t, vocab_size
+        )
+        out[m] = b.exact
+    return out

@@ -1,0 +1,94 @@
+"""Every config's outcome at T from the recorded config's walk (analysis.compare.sampling_reach, what
+recommend --temperature folds) equals the config's own walk (sampling_parts' outcomes, which
+tests/test_compare_sampling_batch.py holds to the round path), field for field and bit for bit, on
+the random dumps with scores that test uses, at T = 0, < 1, 1 and > 1, with and without the
+vocabulary size; and the cases take the shared walk for most candidate chunks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from analysis.compare import sampling_reach
+from analysis.compare.sampling_parts import NOT_REFUSED, sampling_parts
+from analysis.compare.sampling_subtrees import AtT
+from analysis.compare.subtree import contained_configs
+from replay.core.config import TreeConfig
+from replay.engine.batch import replay_batch
+from tests.test_compare_sampling_batch import SHAPES, VOCAB, random_case
+
+TEMPERATURES = (0.0, 0.4, 0.7, 1.0, 1.3)
+
+
+def candidates(cfg: TreeConfig) -> list[TreeConfig]:
+    """The recorded config first, then contained ones (recommend --temperature's list)."""
+    return [cfg, *[c for c in contained_configs(cfg, limit=40) if c != cfg]]
+
+
+def folded(batches, cfg, configs, t, vocab) -> dict[int, AtT]:
+    """Each config's AtT of the usable rounds in run order, folded as recommend folds them."""
+    got: dict[int, list[tuple[np.ndarray, AtT]]] = {}
+    for b in batches:
+        res = replay_batch(b, cfg, workers=1)
+        sampling_parts(
+            b, res, cfg, configs, [t], vocab, 0.0, lambda c, _t, at, o: got.setdefault(c, []).append((o, at))
+        )
+    return {c: _in_order(v) for c, v in got.items()}
+
+
+def walked(batches, cfg, configs, t, vocab) -> dict[int, AtT]:
+    """Each config's AtT of the usable rounds in run order from its own walk (no fold)."""
+    got: dict[int, list[tuple[np.ndarray, AtT]]] = {}
+    for b in batches:
+        res = replay_batch(b, cfg, workers=1)
+        for p in sampling_parts(b, res, cfg, configs, [t], vocab, 0.0):
+            use = np.flatnonzero(p.refused_at(t) == NOT_REFUSED)
+            for c in range(len(configs)):
+                got.setdefault(c, []).append((p.ordinals[use], p.outcomes[(c, t)].take(use)))
+    return {c: _in_order(v) for c, v in got.items()}
+
+
+def _in_order(pieces: list[tuple[np.ndarray, AtT]]) -> AtT:
+    order = np.argsort(np.concatenate([o for o, _ in pieces]), kind="stable")
+    return AtT.concat([a for _, a in pieces]).take(order)
+
+
+def assert_same_at(got: AtT, want: AtT) -> None:
+    for name in AtT.__dataclass_fields__:
+        g, w = getattr(got, name), getattr(want, name)
+        if name == "needs_vocab":
+            assert g == w
+            continue
+        assert g.dtype == w.dtype and g.shape == w.shape, name
+        assert np.array_equal(g.view(np.uint8), w.view(np.uint8)), name  # to the bit, NaN included
+
+
+class _Count:
+    """How many candidate chunks the shared walk gave, and how many walked on their own."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.shared = self.own = 0
+        outcome = sampling_reach.RecordedWalk.outcome
+
+        def counted(walk, lv, use, gamma):
+            at = outcome(walk, lv, use, gamma)
+            self.shared += at is not None
+            self.own += at is None
+            return at
+
+        monkeypatch.setattr(sampling_reach.RecordedWalk, "outcome", counted)
+
+
+@pytest.mark.parametrize("seed", range(len(SHAPES) * 3))
+def test_shared_walk_equals_each_configs_own_walk(seed, monkeypatch):
+    count = _Count(monkeypatch)
+    cfg, batches = random_case(seed)
+    configs = candidates(cfg)
+    for t in TEMPERATURES:
+        for vocab in (None, VOCAB):
+            got, want = folded(batches, cfg, configs, t, vocab), walked(batches, cfg, configs, t, vocab)
+            assert sorted(got) == sorted(want)
+            for c in want:
+                assert_same_at(got[c], want[c])
+    if len(configs) > 1:
+        assert count.shared, (count.shared, count.own)  # the shared walk is taken, not only the fallback
