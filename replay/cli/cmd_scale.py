@@ -120,9 +120,9 @@ def run_figures(rep: RunReplay) -> SummaryFigures:
 def render_run_summary(rep: RunReplay) -> list[str]:
     """``specreplay replay``'s summary with the batch title and the speed line."""
     figs = run_figures(rep)
-    res = rep.result
-    rate = len(res) / rep.seconds if rep.seconds > 0 else float("inf")
-    speed = f"read and replayed {len(res)} round(s) in {rep.seconds:.3f} s ({rate:,.0f} rounds/s)"
+    replayed = len(figs.accepted)  # the rounds the summary counts: a round the kernel rejected is listed as skipped
+    rate = replayed / rep.seconds if rep.seconds > 0 else float("inf")
+    speed = f"read and replayed {replayed} round(s) in {rep.seconds:.3f} s ({rate:,.0f} rounds/s)"
     title = f"summary of {rep.directory} ({rep.kind}, batch replay)"
     return summary_lines(title, rep.config_source, rep.config, rep.tree, figs, rep.skipped, rep.notes, [speed])
 
