@@ -10,6 +10,9 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from tests.test_user_mistakes import run, write_matrix
 
 CONFIG = {"gamma": 2, "topKSpec": [[3], [2, 2]], "topHead": [1, 2], "treeType": 0}
@@ -34,6 +37,38 @@ def parents_dump(directory: Path, rounds: int = 4, bad: tuple[int, ...] = ()) ->
     return directory
 
 
+def write_ids(path: Path, rows: list[list[int]], form: str) -> None:
+    """One id matrix in one of the encodings docs/dump-format.md lists: plain text, .npy or .npz."""
+    if form == "text":
+        write_matrix(path, rows)
+    elif form == "npy":
+        np.save(path.with_name(path.name + ".npy"), np.asarray(rows, dtype=np.int64))
+    else:
+        np.savez(path.with_name(path.name + ".npz"), ids=np.asarray(rows, dtype=np.int64))
+
+
+def plain_dump(
+    directory: Path, form: str, rounds: int = 3, edits: dict[str, tuple[int, int, int]] | None = None
+) -> Path:
+    """A dump in the all layout without scores or parents; ``edits`` sets one cell of a file:
+    {file name: (row, column, value)}."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "manifest.json").write_text(json.dumps({"config": CONFIG, "vocab_size": 6}), encoding="utf-8")
+    for r in range(rounds):
+        a, b = 10 + 2 * r, 100 + 2 * r
+        files = {
+            f"draft_step_0_{a - 1}_{b - 1}": [[4, 3, 2]],
+            f"draft_step_1_{a}_{b}": [[5, 3], [1, 4]],
+            f"validate_{a}_{b}": [list(row) for row in VALIDATE],
+        }
+        for name, (row, col, value) in (edits or {}).items():
+            if name in files:
+                files[name][row][col] = value
+        for name, ids in files.items():
+            write_ids(directory / name, ids, form)
+    return directory
+
+
 def replayed_counts(text: str) -> list[int]:
     """Every count of replayed rounds a summary prints."""
     found = re.findall(r"rounds replayed: (\d+)|read and replayed (\d+) round|\((\d+) rounds replayed", text)
@@ -53,3 +88,24 @@ def test_a_round_the_replay_rejects_is_counted_as_skipped_by_every_command(capsy
         assert "skipped round 12_102" in err and "must be distinct nodes of level 1" in err, (argv, err)
         counts = replayed_counts(out)
         assert counts and set(counts) == {3}, (argv, out)
+
+
+# --- 2: a negative id is worded as one, in draft and validate files, in every encoding ----------
+
+
+@pytest.mark.parametrize("form", ["text", "npy", "npz"])
+@pytest.mark.parametrize(
+    ("name", "cell", "told"),
+    [
+        ("validate_12_102", (2, 0, -3), "validate row 2 (0-based) has negative token ids"),
+        ("validate_12_102", (2, 0, -1), "validate row 2 (0-based) has no token in column 0"),
+        ("draft_step_1_12_102", (1, 0, -3), "draft_step_1 row 1 (0-based) has negative token ids"),
+        ("draft_step_1_12_102", (1, 0, -1), "draft_step_1 row 1 (0-based) has padding inside its 2 kept column(s)"),
+    ],
+)
+def test_a_cell_below_zero_is_padding_only_when_it_is_minus_one(capsys, tmp_path, form, name, cell, told):
+    dump = plain_dump(tmp_path / form, form, edits={name: cell})
+    for command in ("replay", "batch"):
+        code, out, err = run(capsys, command, dump)
+        assert code == 1, err
+        assert f"skipped round 12_102: {dump / name}" in err and told in err, (command, err)

@@ -103,7 +103,7 @@ def _check_step(key, i: int, mat: DumpMatrix, heads: int, widths: list[int], cfg
         if np.any(mat.ids[j, :w] == PAD_TOKEN):
             raise RoundError(key, padding_words(i, j, w), mat.path)
         if np.any(mat.ids[j, :w] < 0):
-            raise RoundError(key, negative_words(i, j), mat.path)
+            raise RoundError(key, negative_words(f"draft_step_{i}", j), mat.path)
 
 
 def _select_by_path_prob(level: list[int], logprobs: np.ndarray, heads: int) -> list[int]:

@@ -26,6 +26,7 @@ from replay.engine.batch.rejections import (
     column0_words,
     fewer_rows_words,
     lost_step_words,
+    negative_words,
     no_layout_words,
     rows_of_all_words,
     unexplained_rows_message,
@@ -151,7 +152,9 @@ def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
     layout, source, rows = resolve_layout(rnd.key, tree, rnd.validate.ids, rnd.layout, rnd.validate.path, cfg.short())
     if np.any(rnd.validate.ids[:rows, 0] < 0):
         bad = int(np.flatnonzero(rnd.validate.ids[:rows, 0] < 0)[0])
-        raise RoundError(rnd.key, column0_words(bad), rnd.validate.path)
+        padded = rnd.validate.ids[bad, 0] == PAD_TOKEN
+        words = column0_words(bad) if padded else negative_words("validate", bad)
+        raise RoundError(rnd.key, words, rnd.validate.path)
     top1 = target_top1_per_node(tree, rnd.validate.ids[:rows], layout)
     acc = accept_greedy(tree, top1)
     notes = list(rebuilt.notes)

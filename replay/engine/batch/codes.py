@@ -57,7 +57,7 @@ ERR_MATRIX_SHAPE = 2  # fewer rows/columns than the shape needs; at: the step, M
 ERR_TOKENS = 3  # padding or negative ids in the kept columns; at: the step, the row, TOKEN_PADDING/TOKEN_NEGATIVE
 ERR_PARENTS = 4  # explicit parents outside the level or repeated; at: the step, PARENTS_ROOT/PARENTS_LEVEL
 ERR_VALIDATE_ROWS = 5  # validate row count fits no layout; at: row = the rows used, detail ROWS_*
-ERR_VALIDATE_COL0 = 6  # a used validate row has no token in column 0; at: that row
+ERR_VALIDATE_COL0 = 6  # a used validate row's column 0 is no token id; at: that row, TOKEN_PADDING/TOKEN_NEGATIVE
 ERR_NO_ROWS = 7  # dynamic tree: a draft step with no valid row; at: the step
 ERR_LOST_STEP = 8  # all-layout validate rows of a deeper tree; at: row = the rows used, detail = the steps lost
 # error_at's detail: which of a code's messages applies (the reference's checks, in its order)

@@ -304,7 +304,9 @@ def _check_column0(checks: _Checks, val0: np.ndarray, need: np.ndarray) -> None:
         neg = (val0 < 0) & (np.arange(val0.shape[0])[:, None] < need)
     bad = neg.any(axis=0)
     if bad.any():
-        checks.add(bad, ERR_VALIDATE_COL0, row=np.argmax(neg, axis=0))
+        row = np.argmax(neg, axis=0)
+        padded = val0[row, np.arange(val0.shape[1])] == PAD_TOKEN  # else a negative id, worded as a draft's
+        checks.add(bad, ERR_VALIDATE_COL0, row=row, detail=np.where(padded, TOKEN_PADDING, TOKEN_NEGATIVE))
 
 
 @dataclass

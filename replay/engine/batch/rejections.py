@@ -62,8 +62,10 @@ def padding_words(step: int, row: int, width: int) -> str:
     return f"draft_step_{step} {row_words(row)} has padding inside its {width} kept column(s)"
 
 
-def negative_words(step: int, row: int) -> str:
-    return f"draft_step_{step} {row_words(row)} has negative token ids"
+def negative_words(matrix: str, row: int) -> str:
+    """A row that holds a token id below 0 other than padding (PAD_TOKEN): the words of draft and
+    validate files alike (``matrix``: "draft_step_1", "validate")."""
+    return f"{matrix} {row_words(row)} has negative token ids"
 
 
 def root_parent_words(parent: int) -> str:
@@ -117,6 +119,7 @@ def no_layout_words(rows: int, n_parents: int, num_nodes: int) -> str:
 
 
 def column0_words(row: int) -> str:
+    """A used validate row whose column 0 is padding (PAD_TOKEN)."""
     return f"validate {row_words(row)} has no token in column 0"
 
 
@@ -170,7 +173,7 @@ def _tokens(r: _Rejected) -> str:
     assert r.shape is not None
     if r.detail == TOKEN_PADDING:
         return padding_words(r.step, r.row, r.shape.widths[r.step][r.row])
-    return negative_words(r.step, r.row)
+    return negative_words(f"draft_step_{r.step}", r.row)
 
 
 def _parents(r: _Rejected) -> str:
@@ -202,7 +205,9 @@ def _validate_rows(r: _Rejected) -> str:
 
 
 def _column0(r: _Rejected) -> str:
-    return column0_words(r.row)
+    if r.detail == TOKEN_PADDING:
+        return column0_words(r.row)
+    return negative_words("validate", r.row)
 
 
 _WORDS: dict[int, Callable[[_Rejected], str]] = {
