@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.test_user_mistakes import run, write_matrix
+from replay.core.config import TreeConfig
+from replay.testing.synth import write_synthetic_run
+from tests.test_user_mistakes import ROOT, run, write_matrix
 
 CONFIG = {"gamma": 2, "topKSpec": [[3], [2, 2]], "topHead": [1, 2], "treeType": 0}
 # the target's rows of each tree-order node (root, A1..A3, the four nodes of level 2): a
@@ -109,3 +111,39 @@ def test_a_cell_below_zero_is_padding_only_when_it_is_minus_one(capsys, tmp_path
         code, out, err = run(capsys, command, dump)
         assert code == 1, err
         assert f"skipped round 12_102: {dump / name}" in err and told in err, (command, err)
+
+
+# --- 7: replay and batch at T list P(L = d) to one depth: the deepest tree of the rounds used ----
+
+SAMPLES = [
+    "synthetic_article",
+    "qwen2.5-coder/article",
+    "qwen2.5-coder/chain4",
+    "qwen2.5-coder/deep",
+    "qwen2.5-coder/wide",
+]
+
+
+def length_rows(out: str) -> list[str]:
+    """The P(L = d) rows of a sampling summary."""
+    return [line for line in out.splitlines() if line.startswith("    L = ")]
+
+
+def early_stopped(directory: Path) -> Path:
+    """Rounds that each stop after one or two draft steps of a gamma-3 config: no tree reaches gamma."""
+    write_synthetic_run(
+        directory, TreeConfig.from_lists([[3], [2, 2], [1, 1]], [1, 2, 2]), 12, seed=5, early_stop_rate=1.0
+    )
+    return directory
+
+
+@pytest.mark.parametrize("sample", ["early-stopped", *SAMPLES])
+def test_replay_and_batch_at_t_list_the_same_length_distribution(capsys, tmp_path, sample):
+    dump = early_stopped(tmp_path / "early") if sample == "early-stopped" else ROOT / "sample_dumps" / sample
+    code, replayed, err = run(capsys, "replay", dump, "--temperature", "0.7", "--summary")
+    assert code == 0, err
+    code, batched, err = run(capsys, "batch", dump, "--temperature", "0.7", "--no-progress")
+    assert code == 0, err
+    assert length_rows(replayed) and length_rows(batched) == length_rows(replayed)
+    if sample == "early-stopped":  # nothing past the deepest tree (2 steps): rows L = 0, 1, 2
+        assert [row.split(":")[0].strip() for row in length_rows(batched)] == ["L = 0", "L = 1", "L = 2"]

@@ -186,7 +186,7 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
     if args.json:
         write_sampling_json_lines(res, smp, rows, out)
     else:
-        lines = render_run_summary(greedy) + batch_sampling_summary(smp, res, rows, cut=False)
+        lines = render_run_summary(greedy) + batch_sampling_summary(smp, res, rows)
         _summary_stream(args.table).write("\n".join(lines) + "\n")
     if smp.needs_vocab:
         print_needs_vocab("batch", t)

@@ -194,14 +194,13 @@ def sampling_lines(smp) -> list[str]:
     return lines
 
 
-def batch_sampling_summary(smp: BatchSampling, result: BatchResult, rows: np.ndarray, cut: bool = True) -> list[str]:
+def batch_sampling_summary(smp: BatchSampling, result: BatchResult, rows: np.ndarray) -> list[str]:
     """The sampling summary (sampling_summary_arrays) over rounds ``rows`` of a batch replay (each
     usable at T), the rounds refused at T counted from ``smp``. rows: [n] int64 indices into ``result``.
 
-    The batch's P(L >= d) columns run to the config's gamma; with ``cut`` (replay's summary) they are
-    cut to the deepest tree among ``rows``, as wide as the lists of one round per tree, so that the
-    distribution lists the same depths; without it (batch's summary) the distribution runs to gamma."""
-    depth = int(result.num_steps[rows].max()) if cut else smp.length_ge_lo.shape[1] - 1
+    The batch's P(L >= d) columns run to the config's gamma; the distribution stops at the deepest
+    tree among ``rows`` (replay and batch alike), since P(L = d) is 0 for every d past it."""
+    depth = int(result.num_steps[rows].max())
     ge_lo, ge_hi = (a[rows, : depth + 1] for a in (smp.length_ge_lo, smp.length_ge_hi))
     refused = result.ok & ~smp.usable
     no_scores = refused & (smp.problem == NO_SCORES_CODE)
