@@ -15,7 +15,7 @@ import pytest
 
 from replay.core.config import TreeConfig
 from replay.testing.synth import write_synthetic_run
-from tests.test_user_mistakes import ROOT, run, write_matrix
+from tests.test_user_mistakes import ROOT, run, shell, write_matrix
 
 CONFIG = {"gamma": 2, "topKSpec": [[3], [2, 2]], "topHead": [1, 2], "treeType": 0}
 # the target's rows of each tree-order node (root, A1..A3, the four nodes of level 2): a
@@ -50,10 +50,14 @@ def write_ids(path: Path, rows: list[list[int]], form: str) -> None:
 
 
 def plain_dump(
-    directory: Path, form: str, rounds: int = 3, edits: dict[str, tuple[int, int, int]] | None = None
+    directory: Path,
+    form: str,
+    rounds: int = 3,
+    edits: dict[str, tuple[int, int, int]] | None = None,
+    validate: list[list[int]] = VALIDATE,
 ) -> Path:
-    """A dump in the all layout without scores or parents; ``edits`` sets one cell of a file:
-    {file name: (row, column, value)}."""
+    """A dump in the all layout without scores or parents, the target's rows ``validate`` in every
+    round; ``edits`` sets one cell of a file: {file name: (row, column, value)}."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "manifest.json").write_text(json.dumps({"config": CONFIG, "vocab_size": 6}), encoding="utf-8")
     for r in range(rounds):
@@ -61,7 +65,7 @@ def plain_dump(
         files = {
             f"draft_step_0_{a - 1}_{b - 1}": [[4, 3, 2]],
             f"draft_step_1_{a}_{b}": [[5, 3], [1, 4]],
-            f"validate_{a}_{b}": [list(row) for row in VALIDATE],
+            f"validate_{a}_{b}": [list(row) for row in validate],
         }
         for name, (row, col, value) in (edits or {}).items():
             if name in files:
@@ -147,3 +151,15 @@ def test_replay_and_batch_at_t_list_the_same_length_distribution(capsys, tmp_pat
     assert length_rows(replayed) and length_rows(batched) == length_rows(replayed)
     if sample == "early-stopped":  # nothing past the deepest tree (2 steps): rows L = 0, 1, 2
         assert [row.split(":")[0].strip() for row in length_rows(batched)] == ["L = 0", "L = 1", "L = 2"]
+
+
+# --- 4: no legend where nothing is labelled (matplotlib's warning is not the user's business) ---
+
+
+def test_plot_and_report_of_a_dump_that_accepts_nothing_print_no_matplotlib_warning(tmp_path):
+    # the target's top-1 is token 0 at every node, a token no draft step holds: nothing is accepted
+    dump = plain_dump(tmp_path / "zero", "text", validate=[[0, 1, 2, 3, 4, 5]] * len(VALIDATE))
+    for argv in (("plot", dump, "-o", tmp_path / "plots"), ("report", dump, "-o", tmp_path / "report")):
+        done = shell(*argv, "--no-progress")
+        assert done.returncode == 0, done.stderr
+        assert "Warning" not in done.stderr and "legend" not in done.stderr, (argv[0], done.stderr)

@@ -73,6 +73,13 @@ def _legend_below(fig: Figure, ax, columns: int = 3) -> None:
         )
 
 
+def _legend(ax, **kwargs) -> None:
+    """The axes' legend, drawn only when something on them is labelled: an empty one is a box with
+    nothing in it (and matplotlib warns on stderr)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kwargs)
+
+
 def _grouped_bars(ax, x: np.ndarray, series: list[tuple[str, np.ndarray]], width_total: float = 0.8) -> None:
     """Bars of several series side by side at integer positions x."""
     k = max(len(series), 1)
@@ -186,7 +193,7 @@ def plot_rank_heatmap(rank: pd.DataFrame, outcome: pd.DataFrame, run: str, cfg: 
                 w = max(cfg.top_k_spec[d - 1])
                 ax.plot([w - 0.5, w - 0.5], [i - 0.5, i + 0.5], color="red", lw=2)
         ax.plot([], [], color="red", lw=2, label="kept width (topKSpec)")
-        ax.legend(fontsize=7, loc="lower right")
+        _legend(ax, fontsize=7, loc="lower right")
     ax.set_xticks(range(max_rank + 1))
     ax.set_xticklabels([str(k) for k in range(max_rank)] + ["none"])
     ax.set_yticks(range(len(depths)))
@@ -208,7 +215,7 @@ def plot_rank_heatmap(rank: pd.DataFrame, outcome: pd.DataFrame, run: str, cfg: 
     ax2.set_xlim(0, 1)
     ax2.set_xlabel("fraction of attempts")
     ax2.set_title("hit / near miss / miss", fontsize=9)
-    ax2.legend(fontsize=7, loc="lower right")
+    _legend(ax2, fontsize=7, loc="lower right")
     n = int(o["attempts"].iloc[0]) if len(o) else 0
     fig.suptitle(f"Rank of hit — {run}, {counted(n, 'round')}", fontsize=11)
     return fig
@@ -255,7 +262,7 @@ def plot_parent_slot(parent: pd.DataFrame, run: str, n_rounds: int) -> Figure:
     ax.set_ylabel("fraction of rounds reaching depth d")
     ax.set_ylim(0, 1.05)
     ax.set_title(f"topHead signal — {run}, {counted(n_rounds, 'round')}", fontsize=10)
-    ax.legend(fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
+    _legend(ax, fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
     return fig
 
 
@@ -325,7 +332,7 @@ def plot_compare_configs(table: pd.DataFrame, run: str, cost_source: str = "") -
     if "measured_speedup" in table.columns and table["measured_speedup"].notna().any():
         m = table["measured_speedup"].to_numpy(dtype=float)
         ax2.plot(x, m, "D", color="#d62728", markersize=7, label=metric_label("measured_speedup"))
-        ax2.legend(fontsize=7, loc="lower left")
+        _legend(ax2, fontsize=7, loc="lower left")
     n = int(table["rounds"].iloc[0]) if len(table) else 0
     ax.set_title("light bars: some rounds undecidable (whisker = upper bound)", fontsize=8)
     ax2.set_title(f"cost model: {cost_source}", fontsize=8, wrap=True)
