@@ -143,6 +143,45 @@ def test_readme_names_every_command(path, parser):
     assert f"specreplay {' '.join(path)}" in README, f"README.md does not mention `specreplay {' '.join(path)}`"
 
 
+OPTION = re.compile(r"(?<![\w-])--[a-z][\w-]*")
+PARSER_OF = {" ".join(p): parser for p, parser in COMMANDS}
+
+
+def command_at(words: list[str]) -> str | None:
+    """The longest command (``models fetch``, ``replay``) the words start with."""
+    for n in (2, 1):
+        name = " ".join(words[:n])
+        if len(words) >= n and name in PARSER_OF:
+            return name
+    return None
+
+
+def readme_options() -> set[tuple[str, str]]:
+    """(command, option) for every option README.md attributes to a command: in a command line
+    (``specreplay CMD ... --opt``, up to a pipe, comment or closing backtick), in the commands
+    table (a row's backticked ``--opt``, or ``OTHER --opt`` for another command), and in a sentence
+    "`--opt` on `CMD`, `CMD` and `CMD`"."""
+    found = set()
+    for m in re.finditer(r"specreplay ([^\n`|#;]*)", README.replace("\\\n", " ")):  # a shell line's \ joins the next
+        cmd = command_at(m.group(1).split())
+        found |= {(cmd, o) for o in OPTION.findall(m.group(1))} if cmd else set()
+    for row in re.findall(r"^\| `specreplay ([\w-]+(?: [\w-]+)?)[^`]*` \|(.*)$", README, re.M):
+        for span in re.findall(r"`([^`]+)`", row[1]):
+            cmd = command_at(span.split()) or command_at(row[0].split())
+            found |= {(cmd, o) for o in OPTION.findall(span)} if cmd else set()
+    for option, names in re.findall(r"`(--[\w-]+)[^`]*` on ((?:`[\w-]+`(?:, | and )?)+)", README):
+        found |= {(name, option) for name in re.findall(r"`([\w-]+)`", names)}
+    return found
+
+
+def test_every_option_the_readme_gives_a_command_is_in_its_parser():
+    """new-user pass: README said `report` takes --temperature; it draws a curve over T instead."""
+    options = readme_options()
+    assert ("replay", "--summary") in options and ("stats", "--temperature") in options  # the reading works
+    wrong = sorted((cmd, o) for cmd, o in options if o not in PARSER_OF[cmd]._option_string_actions)
+    assert not wrong, f"README.md gives these commands options their parsers do not have: {wrong}"
+
+
 # --- inputs, outputs, formats -----------------------------------------------------------------------
 
 # Outputs that are not the command's one -o/--output: two optional extra files beside compare's
