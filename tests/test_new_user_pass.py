@@ -163,3 +163,53 @@ def test_plot_and_report_of_a_dump_that_accepts_nothing_print_no_matplotlib_warn
         done = shell(*argv, "--no-progress")
         assert done.returncode == 0, done.stderr
         assert "Warning" not in done.stderr and "legend" not in done.stderr, (argv[0], done.stderr)
+
+
+# --- 5: a companion goes in its data file's entry, or in its round's, never in one of its own -----
+
+
+def renamed_with_scores(dump: Path, name: str, target: str, scores: str) -> None:
+    """``name`` renamed to ``target`` (or removed: "gone"), a .scores companion of its rows named ``scores``."""
+    rows = (dump / name).read_text(encoding="utf-8").splitlines()
+    (dump / scores).write_text("".join("0.5 " * len(r.split()) + "\n" for r in rows), encoding="utf-8")
+    if target == "gone":
+        (dump / name).unlink()
+    else:
+        (dump / name).rename(dump / target)
+
+
+@pytest.mark.parametrize(
+    ("target", "scores", "skipped", "told"),
+    [
+        (
+            "validation_12_102",
+            "validate_12_102.scores",
+            "1 round(s)",
+            "round 12_102: draft files without validate_12_102; "
+            "validation_12_102 (with validate_12_102.scores) is here: did you mean validate_12_102?",
+        ),
+        (
+            "validation_50_150",  # completes no round: its own entry, the companion in it
+            "validate_50_150.scores",
+            "1 round(s) and 1 file(s)",
+            "validation_50_150 (with validate_50_150.scores): name matches neither",
+        ),
+        (
+            "gone",  # the data file is not there under any name: the companion goes in the round's entry
+            "validate_12_102.scores",
+            "1 round(s)",
+            "round 12_102: draft files without validate_12_102; validate_12_102.scores is here without its data file",
+        ),
+    ],
+)
+def test_a_companion_is_listed_with_its_data_file_or_its_round(capsys, tmp_path, target, scores, skipped, told):
+    dump = plain_dump(tmp_path / "mine", "text")
+    renamed_with_scores(dump, "validate_12_102", target, scores)
+    packed = tmp_path / "run"
+    code, out, err = run(capsys, "pack", dump, "-o", packed, "--no-progress")
+    assert code == 1 and told in err, err
+    for argv in (("batch", dump), ("replay", dump, "--summary"), ("batch", packed)):
+        code, out, err = run(capsys, *argv, "--no-progress")
+        assert code == 1 and told in err, (argv, err)
+        assert f"skipped: {skipped} (each listed" in out, (argv, out)
+        assert "companion file without its data file" not in err, (argv, err)

@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import numpy as np
 
@@ -48,17 +48,20 @@ from .dumpnames import (
 )
 from .formats.matrix_io import DATA_EXTS
 from .near_miss import near_miss
+from .skipfold import (
+    DUPLICATE_REASON,
+    EXT_REASON,
+    NO_DRAFTS_REASON,
+    ORPHAN_REASON,
+    STRAY_REASON,
+    fold_duplicates,
+    fold_near_misses,
+)
 from .skipped import ROUND_PREFIX, Skipped
 from .step0 import OFFSET_DEFAULT, OFFSET_DETECTED, Step0Check, offset_and_source, step0_check
 
 _NAMED_GAPS = 5  # missing draft steps named in a round's skip reason
 _COMPANION_ORDER = {"": 0, ".scores": 1, ".parents": 2}  # a data file first; the FileSet's field order after
-
-STRAY_REASON = "name matches neither draft_step_I_A_B nor validate_A_B"
-EXT_REASON = "extension {ext} is not read"
-ORPHAN_REASON = "companion file without its data file"
-DUPLICATE_REASON = " files hold the same matrix; keep one"  # after the count
-NO_DRAFTS_REASON = "validate file without any draft_step file"
 
 
 @dataclass(frozen=True)
@@ -146,31 +149,6 @@ def _duplicates(files: Sequence[str], companions: Mapping[str, list[str]]) -> Sk
     if comp:
         what += f" (with {', '.join(base_name(p) for p in comp)})"
     return Skipped(printable(what), f"{len(files)}{DUPLICATE_REASON}", (*files, *comp))
-
-
-def _fold_duplicates(skipped: list[Skipped], offset: tuple[int, int]) -> list[Skipped]:
-    """Duplicates of a matrix (_duplicates) are named in the entry of the round that lacks it, not in
-    one of their own: "round 10_20: draft files without validate_10_20" beside "validate_10_20 and
-    validate_10_20.txt: 2 files hold the same matrix" was one mistake listed twice, and the first
-    said a file that is there twice was missing."""
-    at = {s.what: i for i, s in enumerate(skipped) if s.what.startswith(ROUND_PREFIX)}
-    drop: set[int] = set()
-    for i, s in enumerate(list(skipped)):  # a snapshot: round entries are rewritten below
-        dup = s.reason.endswith(DUPLICATE_REASON) and s.paths and not s.what.startswith(ROUND_PREFIX)
-        m = DUMP_NAME.match(base_name(s.paths[0])) if dup else None
-        if m is None:
-            continue
-        step, a, b = (-1 if m.group("validate") else int(m.group("step"))), int(m.group("a")), int(m.group("b"))
-        j = at.get(f"{ROUND_PREFIX}{a + offset[0]}_{b + offset[1]}" if step == 0 else f"{ROUND_PREFIX}{a}_{b}")
-        if j is None:
-            continue
-        matrix = f"validate_{a}_{b}" if step == -1 else f"draft_step_{step}_{a}_{b}"
-        rnd = skipped[j]
-        caused = matrix in rnd.reason or (step == 0 and rnd.reason.startswith(NO_DRAFTS_REASON))
-        told = f"{s.what}: {s.reason}" + ("" if caused else f"; {rnd.reason}")
-        skipped[j] = Skipped(rnd.what, told, rnd.paths + s.paths)
-        drop.add(i)
-    return [s for i, s in enumerate(skipped) if i not in drop]
 
 
 def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[MatrixKey, FileSet], list[Skipped]]:
@@ -313,7 +291,7 @@ def _assemble(
     skipped[at_unreadable:at_unreadable] = [
         Skipped(base_name(p), why, (p,)) for p, why in unreadable.items() if p not in told
     ]
-    skipped = _fold_near_misses(_fold_duplicates(skipped, step0_offset), files, step0_offset)
+    skipped = fold_near_misses(fold_duplicates(skipped, step0_offset), files, step0_offset)
     return Grouping(tuple(rounds), tuple(skipped), tuple(sorted(by_round)), check)
 
 
@@ -367,66 +345,6 @@ def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped], offset: t
         )
     skipped[:] = [s for i, s in enumerate(skipped) if i not in drop]
     return kept
-
-
-def _extra_file(s: Skipped, files: Mapping[MatrixKey, FileSet]) -> Skipped:
-    """A near-miss stray whose likely name is there too (dump_validate_10_20 beside validate_10_20)
-    is an extra file, not a misnamed one: "did you mean validate_10_20?" would point the wrong way."""
-    if not s.reason.startswith(STRAY_REASON) or len(s.paths) != 1:
-        return s
-    guess = near_miss(base_name(s.paths[0]))
-    m = DUMP_NAME.match(guess) if guess is not None else None
-    if m is None or m.group("companion"):
-        return s
-    step = -1 if m.group("validate") else int(m.group("step"))
-    if (step, int(m.group("a")), int(m.group("b"))) not in files:
-        return s
-    told = f"; did you mean {guess}?"
-    extra = f"; {guess} is here too, so this is an extra file (remove or move it)"
-    return Skipped(s.what, s.reason.replace(told, extra), s.paths)
-
-
-def _fold_near_misses(
-    skipped: list[Skipped], files: Mapping[MatrixKey, FileSet], step0_offset: tuple[int, int]
-) -> list[Skipped]:
-    """A stray file whose likely name (near_miss) is a matrix missing from a listed round is named in
-    that round's entry, not in one of its own: "validation_10_20" and "round 10_20: draft files
-    without validate_10_20" are one mistake, counted once."""
-    skipped = [_extra_file(s, files) for s in skipped]
-    at = {s.what: i for i, s in enumerate(skipped) if s.what.startswith(ROUND_PREFIX)}
-    if not at:
-        return skipped
-    folded: dict[int, list[tuple[str, str, str]]] = defaultdict(list)  # round entry → (name, guess, path)
-    drop = set()
-    for i, s in enumerate(skipped):
-        if not s.reason.startswith((STRAY_REASON, EXT_REASON.split("{")[0])) or len(s.paths) != 1:
-            continue
-        name = base_name(s.paths[0])
-        guess = near_miss(name)
-        m = DUMP_NAME.match(guess) if guess is not None else None
-        if guess is None or m is None:
-            continue  # a companion (validation_10_20.scores) folds too: it goes with its data file's mistake
-        step = -1 if m.group("validate") else int(m.group("step"))
-        a, b = int(m.group("a")), int(m.group("b"))
-        if (step, a, b) in files:
-            continue  # that matrix is there: the stray is something else
-        key = (a + step0_offset[0], b + step0_offset[1]) if step == 0 else (a, b)
-        j = at.get(f"{ROUND_PREFIX}{key[0]}_{key[1]}")
-        if j is None:
-            continue
-        ext = PurePosixPath(name).suffix if not s.reason.startswith(STRAY_REASON) else ""
-        shown = printable(name) + (f" ({EXT_REASON.format(ext=printable(ext))})" if ext else "")
-        folded[j].append((shown, guess, s.paths[0]))
-        drop.add(i)
-    out = []
-    for i, s in enumerate(skipped):
-        if i in drop:
-            continue
-        if i in folded:
-            told = "; ".join(f"{name} is here: did you mean {guess}?" for name, guess, _ in folded[i])
-            s = Skipped(s.what, f"{s.reason}; {told}", s.paths + tuple(p for _, _, p in folded[i]))
-        out.append(s)
-    return out
 
 
 def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int], source: str) -> Grouping | None:

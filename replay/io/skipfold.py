@@ -1,0 +1,151 @@
+"""The grouping's skip entries folded so that each mistake is listed once: a file that explains
+why a round is incomplete (a duplicate of its matrix, a near-miss name of a file it lacks, a
+companion whose data file is not there) is named inside that round's entry, and a companion goes
+with its misnamed data file, not in an entry of its own (docs/dump-format.md).
+
+The reasons of the grouping's entries are here too: the folding recognises entries by them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Container
+from pathlib import PurePosixPath
+
+from replay.util.errors import printable
+
+from .dumpnames import DUMP_NAME, MatrixKey, base_name
+from .near_miss import near_miss
+from .skipped import ROUND_PREFIX, Skipped
+
+STRAY_REASON = "name matches neither draft_step_I_A_B nor validate_A_B"
+EXT_REASON = "extension {ext} is not read"
+ORPHAN_REASON = "companion file without its data file"
+DUPLICATE_REASON = " files hold the same matrix; keep one"  # after the count
+NO_DRAFTS_REASON = "validate file without any draft_step file"
+
+
+def is_stray(s: Skipped) -> bool:
+    """An entry of a file whose name is no dump file's (or whose extension the readers do not take),
+    its first path that file's (the others: its companions, _with_companions)."""
+    return bool(s.paths) and s.reason.startswith((STRAY_REASON, EXT_REASON.split("{")[0]))
+
+
+def matrix_of(name: str | None) -> tuple[MatrixKey, bool] | None:
+    """((step, a, b), is a companion) of a dump file name (step -1: validate), or None."""
+    m = DUMP_NAME.match(name) if name is not None else None
+    if m is None:
+        return None
+    step = -1 if m.group("validate") else int(m.group("step"))
+    return (step, int(m.group("a")), int(m.group("b"))), m.group("companion") is not None
+
+
+def _round_of(matrix: MatrixKey, offset: tuple[int, int]) -> str:
+    step, a, b = matrix
+    return f"{ROUND_PREFIX}{a + offset[0]}_{b + offset[1]}" if step == 0 else f"{ROUND_PREFIX}{a}_{b}"
+
+
+def fold_duplicates(skipped: list[Skipped], offset: tuple[int, int]) -> list[Skipped]:
+    """Duplicates of a matrix (grouping._duplicates) are named in the entry of the round that lacks it,
+    not in one of their own: "round 10_20: draft files without validate_10_20" beside "validate_10_20
+    and validate_10_20.txt: 2 files hold the same matrix" was one mistake listed twice, and the first
+    said a file that is there twice was missing."""
+    at = {s.what: i for i, s in enumerate(skipped) if s.what.startswith(ROUND_PREFIX)}
+    drop: set[int] = set()
+    for i, s in enumerate(list(skipped)):  # a snapshot: round entries are rewritten below
+        dup = s.reason.endswith(DUPLICATE_REASON) and s.paths and not s.what.startswith(ROUND_PREFIX)
+        found = matrix_of(base_name(s.paths[0])) if dup else None
+        if found is None:
+            continue
+        (step, a, b), _ = found
+        j = at.get(_round_of((step, a, b), offset))
+        if j is None:
+            continue
+        matrix = f"validate_{a}_{b}" if step == -1 else f"draft_step_{step}_{a}_{b}"
+        rnd = skipped[j]
+        caused = matrix in rnd.reason or (step == 0 and rnd.reason.startswith(NO_DRAFTS_REASON))
+        told = f"{s.what}: {s.reason}" + ("" if caused else f"; {rnd.reason}")
+        skipped[j] = Skipped(rnd.what, told, rnd.paths + s.paths)
+        drop.add(i)
+    return [s for i, s in enumerate(skipped) if i not in drop]
+
+
+def _extra_file(s: Skipped, files: Container[MatrixKey]) -> Skipped:
+    """A near-miss stray whose likely name is there too (dump_validate_10_20 beside validate_10_20)
+    is an extra file, not a misnamed one: "did you mean validate_10_20?" would point the wrong way."""
+    if not s.reason.startswith(STRAY_REASON) or len(s.paths) != 1:
+        return s
+    guess = near_miss(base_name(s.paths[0]))
+    found = matrix_of(guess)
+    if found is None or found[1] or found[0] not in files:
+        return s
+    told = f"; did you mean {guess}?"
+    extra = f"; {guess} is here too, so this is an extra file (remove or move it)"
+    return Skipped(s.what, s.reason.replace(told, extra), s.paths)
+
+
+def _with_companions(skipped: list[Skipped]) -> list[Skipped]:
+    """A companion without its data file (validate_10_20.scores) whose data file is there under a
+    near-miss name (validation_10_20) is named in that file's entry: "validation_10_20 (with
+    validate_10_20.scores)", as duplicates name theirs."""
+    orphans: dict[MatrixKey, list[int]] = defaultdict(list)
+    for i, s in enumerate(skipped):
+        found = matrix_of(base_name(s.paths[0])) if s.reason == ORPHAN_REASON and len(s.paths) == 1 else None
+        if found is not None:
+            orphans[found[0]].append(i)
+    if not orphans:
+        return skipped
+    drop: set[int] = set()
+    out = list(skipped)
+    for i, s in enumerate(skipped):
+        found = matrix_of(near_miss(base_name(s.paths[0]))) if is_stray(s) and len(s.paths) == 1 else None
+        if found is None or found[1] or not orphans.get(found[0]):
+            continue
+        mine = orphans.pop(found[0])
+        names = ", ".join(skipped[k].what for k in mine)
+        out[i] = Skipped(f"{s.what} (with {names})", s.reason, s.paths + tuple(skipped[k].paths[0] for k in mine))
+        drop.update(mine)
+    return [s for i, s in enumerate(out) if i not in drop]
+
+
+def fold_near_misses(skipped: list[Skipped], files: Container[MatrixKey], offset: tuple[int, int]) -> list[Skipped]:
+    """A stray file whose likely name (near_miss) is a matrix missing from a listed round is named in
+    that round's entry, its companions with it, not in one of its own: "validation_10_20" and "round
+    10_20: draft files without validate_10_20" are one mistake, counted once. So is a companion
+    whose data file the round lacks under any name ("validate_10_20.scores is here without its data
+    file")."""
+    skipped = _with_companions([_extra_file(s, files) for s in skipped])
+    at = {s.what: i for i, s in enumerate(skipped) if s.what.startswith(ROUND_PREFIX)}
+    if not at:
+        return skipped
+    folded: dict[int, list[tuple[str, int]]] = defaultdict(list)  # round entry → (the words, the entry folded)
+    for i, s in enumerate(skipped):
+        name = base_name(s.paths[0]) if s.paths else ""
+        if is_stray(s):
+            guess = near_miss(name)
+            found = matrix_of(guess)
+            if found is None or found[0] in files:
+                continue  # that matrix is there: the stray is something else
+            ext = PurePosixPath(name).suffix if not s.reason.startswith(STRAY_REASON) else ""
+            shown = s.what + (f" ({EXT_REASON.format(ext=printable(ext))})" if ext else "")
+            words = f"{shown} is here: did you mean {guess}?"
+        elif s.reason == ORPHAN_REASON and len(s.paths) == 1:
+            found = matrix_of(name)
+            words = f"{s.what} is here without its data file"
+        else:
+            continue
+        j = at.get(_round_of(found[0], offset)) if found is not None else None
+        if j is not None:
+            folded[j].append((words, i))
+    drop = {i for entries in folded.values() for _, i in entries}
+    out = []
+    for i, s in enumerate(skipped):
+        if i in drop:
+            continue
+        if i in folded:
+            told = "; ".join(words for words, _ in folded[i])
+            s = Skipped(
+                s.what, f"{s.reason}; {told}", s.paths + tuple(p for _, k in folded[i] for p in skipped[k].paths)
+            )
+        out.append(s)
+    return out
