@@ -213,3 +213,23 @@ def test_a_companion_is_listed_with_its_data_file_or_its_round(capsys, tmp_path,
         assert code == 1 and told in err, (argv, err)
         assert f"skipped: {skipped} (each listed" in out, (argv, out)
         assert "companion file without its data file" not in err, (argv, err)
+
+
+# --- 6c: a damaged packed block is counted as the rounds it held, in the packed reader's words ----
+
+
+def test_a_damaged_block_is_counted_as_its_rounds(capsys, tmp_path):
+    packed = tmp_path / "run"
+    assert (
+        run(capsys, "pack", plain_dump(tmp_path / "mine", "text", rounds=4), "-o", packed, "--block-rounds", "2")[0]
+        == 0
+    )
+    v_ids = next(packed.glob("*/v_ids.npy"))
+    data = bytearray(v_ids.read_bytes())
+    data[-1] ^= 0xFF  # the last block's bytes no longer match its CRC-32
+    v_ids.write_bytes(bytes(data))
+    for argv in (("batch", packed), ("replay", packed, "--summary"), ("stats", packed)):
+        code, out, err = run(capsys, *argv, "--no-progress")
+        assert code == 1 and "skipped block 1 of group" in err, (argv, err)
+        assert "skipped: 2 round(s) in 1 packed block" in out and "file(s)" not in out, (argv, out)
+        assert set(replayed_counts(out)) == {2}, (argv, out)

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from replay.util.errors import printable
+from replay.util.words import counted
 
 from .dumpnames import base_name
 from .near_miss import near_miss_names_hint
@@ -19,26 +20,32 @@ ROUND_PREFIX = "round "  # Skipped.what of a round's entry; any other entry name
 class Skipped:
     """Something the grouping could not use, with the files involved and why."""
 
-    what: str  # "round a_b" or a file name
+    what: str  # "round a_b", "block 2 of group g000 (4 rounds)" or a file name
     reason: str
     paths: tuple[str, ...] = ()
+    rounds: int = 0  # the rounds a block's entry stands for (a packed run's damaged block); 0 otherwise
 
 
-def count_skipped(skipped: Iterable[Skipped]) -> tuple[int, int]:
-    """(rounds, files) among skipped entries: a round's entry names its files, so nothing counts twice."""
-    rounds = files = 0
+def count_skipped(skipped: Iterable[Skipped]) -> tuple[int, int, int]:
+    """(rounds, files, blocks) among skipped entries: a round's entry names its files, so nothing
+    counts twice; a block's rounds count among the rounds."""
+    rounds = files = blocks = 0
     for s in skipped:
         if s.what.startswith(ROUND_PREFIX):
             rounds += 1
+        elif s.rounds:
+            rounds += s.rounds
+            blocks += 1
         else:
             files += 1
-    return rounds, files
+    return rounds, files, blocks
 
 
 def describe_skipped(skipped: Sequence[Skipped]) -> str:
-    """ "3 round(s) and 1 file(s)", "0": how many entries of each kind were skipped."""
-    rounds, files = count_skipped(skipped)
-    parts = [f"{rounds} round(s)"] * bool(rounds) + [f"{files} file(s)"] * bool(files)
+    """ "3 round(s) and 1 file(s)", "4 round(s) (1 packed block)", "0": what the skipped entries hold."""
+    rounds, files, blocks = count_skipped(skipped)
+    in_blocks = f" in {counted(blocks, 'packed block')}" if blocks else ""
+    parts = [f"{rounds} round(s){in_blocks}"] * bool(rounds) + [f"{files} file(s)"] * bool(files)
     return " and ".join(parts) or "0"
 
 

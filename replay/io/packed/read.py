@@ -252,7 +252,7 @@ class PackedRun:
             + f"; the rest of the run is read (check it: specreplay verify-pack {shlex.quote(str(self.path))})"
         )
         position = self.num_rounds if ords is None else int(ords.min())
-        return BadBlock(group.name, k, n, position, keys, Skipped(what, why, tuple(e.path for e in errors)))
+        return BadBlock(group.name, k, n, position, keys, Skipped(what, why, tuple(e.path for e in errors), n))
 
     def iter_blocks(self, layout: str | None = None) -> Iterator[RoundBatch | BadBlock]:
         """Every block of every group, a RoundBatch or, when it fails its check, a BadBlock."""
