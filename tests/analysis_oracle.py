@@ -119,6 +119,15 @@ def record_round(
     return Recorded(records, rows, rows[expanded])
 
 
+def narrow_rows(rec: Recorded, cfg: TreeConfig) -> Recorded:
+    """``rec`` (recorded with ``cfg``) with each step's draft rows cut to the step's widest kept
+    width: what an engine that writes the candidates it keeps, and no more, records."""
+    steps = [
+        StepRecord(s.ids[:, : max(w)], s.scores[:, : max(w)], s.parents) for s, w in zip(rec.steps, cfg.top_k_spec)
+    ]
+    return Recorded(steps, rec.validate_all, rec.validate_parents)
+
+
 def as_round(rec: Recorded, key, root: int, layout: str = "all", scores: bool = True, parents: bool = False) -> Round:
     """The recorded round in memory, as replay reads it from a dump directory."""
     return Round.from_lists(

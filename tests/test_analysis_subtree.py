@@ -24,10 +24,18 @@ from analysis.compare.subtree import (
 from replay.core.config import TreeConfig
 from replay.core.vocab import BONUS_LEAF, STOP_LEAF, STOP_MISMATCH
 from replay.io.rounds import Round
+from replay.testing import subtree_walk
 from replay.testing.replayer import replay_directory, replay_round
 from replay.testing.subtree_walk import replay_subconfig
 from replay.testing.synth import write_synthetic_run
-from tests.analysis_oracle import as_round, random_oracle, record_round, synth_lookup_oracle, write_oracle_run
+from tests.analysis_oracle import (
+    as_round,
+    narrow_rows,
+    random_oracle,
+    record_round,
+    synth_lookup_oracle,
+    write_oracle_run,
+)
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 ARTICLE_DIR = "sample_dumps/article_round"
@@ -350,3 +358,46 @@ def test_uncertain_slot_widths_four_levels():
                 truth = replay_round(as_round(record_round(sub, r, sub.gamma, draft, target, "path"), (r, r), r), sub)
                 undecided += not _check(big, truth, sub, 4)
     assert undecided > 0
+
+
+@pytest.mark.parametrize(
+    "big_cfg,subs",
+    [
+        (cfg([[3], [2, 2]]), [cfg([[4], [2, 2]]), cfg([[6], [2, 2]]), cfg([[3], [3, 2]]), cfg([[5], [3, 3]])]),
+        (
+            cfg([[3], [2, 1], [1, 1]], [1, 2, 2]),
+            [
+                cfg([[4], [2, 1], [1, 1]], [1, 2, 2]),
+                cfg([[3], [4, 1], [1, 1]], [1, 2, 2]),
+                cfg([[3], [3, 2], [1, 1, 1]], [1, 2, 3]),
+                cfg([[3], [2, 1], [2, 2]], [1, 2, 2]),
+            ],
+        ),
+    ],
+)
+def test_narrow_rows_bound_the_candidates_they_do_not_name(big_cfg, subs, monkeypatch):
+    """Recordings whose rows hold only the kept widths; configs wider at the root or below have
+    candidates no row names, each no more probable than its row's smallest named one. Every decided
+    outcome equals the round recorded with the wider config, and the bound decides rounds that the
+    parent's probability alone (the bound of a child of an unexpanded node) leaves undecidable."""
+    draft, target = random_oracle(41, cols=6, hit=0.5)
+    roots = list(range(400, 460))
+    bigs = [
+        replay_round(
+            as_round(narrow_rows(record_round(big_cfg, r, big_cfg.gamma, draft, target, "path"), big_cfg), (r, r), r),
+            big_cfg,
+        )
+        for r in roots
+    ]
+
+    def decided() -> int:
+        count = 0
+        for sub in subs:
+            for res, r in zip(bigs, roots):
+                truth = replay_round(as_round(record_round(sub, r, sub.gamma, draft, target, "path"), (r, r), r), sub)
+                count += _check(res, truth, sub, big_cfg.gamma)
+        return count
+
+    with_bound = decided()
+    monkeypatch.setattr(subtree_walk, "unnamed_key_bound", lambda parent_hi, smallest: parent_hi)
+    assert decided() < with_bound < len(subs) * len(roots)  # some stay undecidable, and are bounded

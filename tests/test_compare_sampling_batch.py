@@ -57,9 +57,12 @@ def scored(batch, seed: int, bad_rate: float = 0.0):
 
 
 def configs_for(cfg: TreeConfig, rng: np.random.Generator) -> list[TreeConfig]:
+    """The recorded config, contained ones and some reaching past it: one step deeper, every width
+    + 1 (candidates a row does not name, bounded by its smallest score) and, where the root has room,
+    one more head (nodes the recording did not expand, whose children's scores are unknown)."""
     subs = contained_configs(cfg, limit=300)
     pick = rng.choice(len(subs), size=min(5, len(subs)), replace=False)
-    return [cfg, spread(cfg)] + [subs[int(i)] for i in pick] + beyond(cfg)[:2]
+    return [cfg, spread(cfg)] + [subs[int(i)] for i in pick] + beyond(cfg)[:2] + beyond(cfg)[3:]
 
 
 def assert_same(got, want) -> None:

@@ -19,6 +19,7 @@ from replay.io.rounds import Round
 from replay.testing.in_memory import batch_from_rounds
 from replay.testing.replayer import replay_round
 from replay.testing.subtree_walk import replay_subconfig
+from tests.analysis_oracle import as_round, narrow_rows, random_oracle, record_round
 from tests.test_batch_property import runs
 
 
@@ -227,3 +228,19 @@ def test_select_in_order_columns_match_successive_maxima():
             assert (lvl.slot_lo[:, j] == want).all() and (lvl.slot_hi[:, j] == want).all(), (L, heads, j)
             assert (lvl.status[:, j] == np.where(want >= 0, subtree_batch.IN, subtree_batch.OUT)).all()
     assert kinds[0] > 100 and kinds[1] > 100  # both paths ran in most levels
+
+
+def test_wider_configs_on_narrow_rows_match_reference():
+    """Rows holding only the kept widths and configs wider than them at the root and below: the
+    engine bounds each candidate a recorded row does not name as the reference does."""
+    big = TreeConfig.from_lists([[3], [2, 1], [1, 1]], [1, 2, 2])
+    draft, target = random_oracle(41, cols=6, hit=0.5)
+    roots = range(400, 460)
+    rounds = [as_round(narrow_rows(record_round(big, r, 3, draft, target, "path"), big), (r, r), r) for r in roots]
+    subs = [
+        TreeConfig.from_lists([[4], [2, 1], [1, 1]], [1, 2, 2]),
+        TreeConfig.from_lists([[3], [4, 1], [1, 1]], [1, 2, 2]),
+        TreeConfig.from_lists([[3], [3, 2], [1, 1, 1]], [1, 2, 3]),
+        TreeConfig.from_lists([[5], [3, 3], [2, 2]], [1, 2, 2]),
+    ]
+    assert check_contained(big, batch_from_rounds(rounds), subs) == len(rounds) * len(subs)

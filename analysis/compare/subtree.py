@@ -5,7 +5,8 @@ walked without guessing (docs/analysis.md, "Offline comparison"): on the batch a
 analysis.compare.subtree_batch (greedy) and analysis.compare.sampling_subtrees (at T), round by
 round by the test references in replay.testing.subtree_walk and replay.testing.compare_at_t. What
 the two forms share lives here: a node's selection status (IN / OUT / MAYBE), the selection rules'
-names, the stop word of an undecidable round and why it is undecidable (codes and words), and the
+names, the bound on the path key of a candidate its recorded row does not name (unnamed_key_bound),
+the stop word of an undecidable round and why it is undecidable (codes and words), and the
 containment rule (is_contained, beyond_recorded), with the configs it admits (contained_configs,
 fit_levels, truncated).
 """
@@ -15,15 +16,39 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from enum import IntEnum
+from typing import Any
+
+import numpy as np
 
 from replay.core.config import TreeConfig
-from replay.core.vocab import SELECT_FALLBACK, SELECT_PATH_PROB, SELECT_RECORDED_ORDER
+from replay.core.vocab import PAD_TOKEN, SELECT_FALLBACK, SELECT_PATH_PROB, SELECT_RECORDED_ORDER, score_known
 
 RULE_PATH = SELECT_PATH_PROB
 RULE_RECORDED_ORDER = SELECT_RECORDED_ORDER
 RULE_FALLBACK = SELECT_FALLBACK
 
 UNDECIDABLE = "undecidable"
+
+
+def smallest_named_score(ids: np.ndarray, logp: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The smallest recorded log-probability among the named cells (token known, score known) of
+    draft rows along ``axis``, NaN for a row that has none.
+
+    A draft row names the draft's most probable candidates, so a candidate it does not name (past
+    its columns, or a padding cell) is no more probable than any it names, in whatever order the row
+    holds them: its log-probability is at most this value."""
+    named = (ids != PAD_TOKEN) & score_known(logp)
+    smallest = np.min(np.where(named, logp, np.inf), axis=axis)
+    return np.where(named.any(axis=axis), smallest, np.nan)
+
+
+def unnamed_key_bound(parent_hi: Any, smallest: Any) -> Any:
+    """The upper end of the path-probability key (the path's summed log-probability) of a candidate
+    its parent's recorded row does not name: the parent's upper end plus the row's smallest named
+    score (smallest_named_score), or the parent's upper end alone where that is NaN (no row, or no
+    score in it: a path probability never exceeds its parent's). Floats or arrays alike."""
+    bounded = score_known(smallest)
+    return np.where(bounded, parent_hi + np.where(bounded, smallest, 0.0), parent_hi)
 
 
 class NodeStatus(IntEnum):

@@ -19,7 +19,7 @@ from replay.core.selection import rank_major_key_columns
 from replay.core.vocab import PAD_TOKEN, score_known
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape
 
-from .subtree import IN, OUT
+from .subtree import IN, OUT, smallest_named_score, unnamed_key_bound
 from .subtree_select import (
     CODE_FALLBACK,
     CODE_PATH,
@@ -57,6 +57,11 @@ class RecordedChunk:
         self.logp = [
             None if st.logp is None else np.ascontiguousarray(st.logp[:, :, lo:hi], dtype=np.float64)
             for st in batch.steps
+        ]
+        # [rows, C] per step: the bound on the log-prob of a candidate a recorded row does not name
+        self.unnamed_lp = [
+            None if lp is None or CODE_PATH not in self.present else smallest_named_score(ids, lp, axis=1)
+            for ids, lp in zip(self.ids, self.logp)
         ]
         self.chosen = [np.ascontiguousarray(e[:, lo:hi]) for e in expanded]  # [h_i, C] level-local recorded nodes
         # position among step i's expanded nodes of each recorded level-i node, -1 when not expanded
@@ -195,7 +200,8 @@ def child_level(rec: RecordedChunk, lvl: Level, depth: int, widths: tuple[int, .
     if CODE_PATH in rec.present:
         path_exact = (token != PAD_TOKEN) & score_known(lp) & kw(b(g(lvl.exact)))
         path_lo = np.where(path_exact, kw(b(g(lvl.lo))) + np.where(path_exact, lp, 0.0), -np.inf)
-        keys[CODE_PATH] = (path_lo, np.where(path_exact, path_lo, kw(b(g(lvl.hi)))), path_exact)
+        path_hi = np.where(path_exact, path_lo, _inexact_key_hi(rec, depth, kw(b(g(lvl.hi))), p_row, token, kw))
+        keys[CODE_PATH] = (path_lo, path_hi, path_exact)
     if CODE_FALLBACK in rec.present:
         fb_lo = np.where(ordered, rank_major_key_columns(r2, oslot), -np.inf)
         keys[CODE_FALLBACK] = (fb_lo, np.where(ordered, fb_lo, np.inf), ordered)
@@ -208,6 +214,18 @@ def child_level(rec: RecordedChunk, lvl: Level, depth: int, widths: tuple[int, .
     lo, hi, exact = keys_by_rule(rec.rules, keys, (n, c))
     child = Level(valid, lo, hi, exact & valid, sure & valid, ordered, oslot, r2, child_rec, child_row, token)
     return child, kpos, big_w
+
+
+def _inexact_key_hi(rec: RecordedChunk, depth: int, parent_hi: np.ndarray, p_row: np.ndarray, token, kw) -> np.ndarray:
+    """[K * W, C] the upper end of the path key of children whose key is not exact (replay.testing.
+    subtree_walk._child): below the parent's, and below the parent row's smallest named score for a
+    candidate the row does not name (subtree.unnamed_key_bound); ``p_row``: [K, C] the parents'
+    recorded rows, ``kw``: [K, 1, C] → [K * W, C]."""
+    bounds = rec.unnamed_lp[depth] if depth < rec.steps else None
+    if bounds is None:
+        return parent_hi
+    smallest = np.where(p_row >= 0, rec.gather(bounds, p_row), np.nan)[:, None, :]
+    return unnamed_key_bound(parent_hi, np.where(token == PAD_TOKEN, kw(smallest), np.nan))
 
 
 def _threshold_verdicts(rec: RecordedChunk, lvl: Level, depth: int, threshold: float) -> tuple[np.ndarray, np.ndarray]:

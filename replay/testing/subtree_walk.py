@@ -20,7 +20,9 @@ recording used (docs/analysis.md, "Offline comparison"):
 * the rank-major fallback otherwise: (rank, parent's slot), structural, always known.
 
 Each node carries its selection key (replay.core.selection: path log-probability or rank_major_key)
-as an interval; with every key exact, a level is ranked by replay.core.selection's scalar rule.
+as an interval; with every key exact, a level is ranked by replay.core.selection's scalar rule. An
+unknown path key is at most the parent's, and for a candidate its parent's recorded row does not
+name, at most the parent's plus the row's smallest score (analysis.compare.subtree.unnamed_key_bound).
 
 Nothing is guessed. A node's selection is IN, OUT or MAYBE (when unknown scores could reorder
 it); a node selected without a recorded row has unknown children. Greedy acceptance then walks
@@ -55,6 +57,8 @@ from analysis.compare.subtree import (
     WHY_WIDTH,
     NodeStatus,
     reason_text,
+    smallest_named_score,
+    unnamed_key_bound,
 )
 from replay.core.config import TreeConfig
 from replay.core.selection import rank_major_key, selection_order
@@ -175,6 +179,8 @@ class _Recording:
         self.kids = [tree.children(u) for u in range(tree.num_nodes + 1)]
         self.cand = res.rebuilt.candidates  # [num_expanded, cols] int64
         self.cand_lp = res.rebuilt.candidate_logp  # [num_expanded, cols] float64 or None
+        # per row, the bound on the log-probability of a candidate it does not name (NaN: none)
+        self.unnamed_lp = None if self.cand_lp is None else smallest_named_score(self.cand, self.cand_lp, axis=1)
         self.top1 = res.target_top1  # [num_nodes + 1] int64
         self.order_at = {}  # recorded node → position among its step's expanded nodes
         for step in tree.expanded:
@@ -199,6 +205,9 @@ def _child(rec: _Recording, parent: _Node, r: int, rule: str, sure: bool, order)
         if lp is not None and parent.exact:
             lo = hi = parent.lo + lp  # same sum, same order as replay.testing.rebuild: bitwise equal keys
             exact = True
+        elif parent.row >= 0 and token == PAD_TOKEN and rec.unnamed_lp is not None:
+            # a candidate the parent's recorded row does not name: below the row's smallest score
+            lo, hi, exact = -math.inf, float(unnamed_key_bound(parent.hi, rec.unnamed_lp[parent.row])), False
         else:
             lo, hi, exact = -math.inf, parent.hi, False  # a path probability never exceeds its parent's
     elif rule == RULE_RECORDED_ORDER:
