@@ -68,6 +68,11 @@ STATIC_ROUNDS = [
     {"steps": [[[5, 6]], [[7], [8]], [[9]]], "parents": [[0], [1, 2], [3]]},  # more steps than gamma
     # a batch of its own whose step 1 is too small for the tree: step 0's negative id is named first
     {"steps": [[[5, -7]], [[7]]], "parents": None},
+    # a negative id in a column no greedy walk reads: the sampling rule, stats and compare read them
+    {"steps": [[[5, 6, -7]], [[7], [8]]]},  # draft step 0, past the kept width
+    {"steps": [[[5, 6]], [[7, -1], [8, -7]]]},  # step 1 row 1 past its kept column (row 0: padding there)
+    {"validate": [[5, 1], [7, 1], [8, -7], [9, 1], [9, 1]]},  # validate row 2, column 1
+    {"validate": [[5, 1], [7, -1], [8, 2], [9, 1], [9, 1]]},  # padding past column 0: replayed
 ]
 PARENTS_ROUNDS = [
     {"validate": [[5], [7], [8]]},
@@ -79,6 +84,7 @@ DYNAMIC_ROUNDS = [
     {},
     {"steps": [[[5, 6]], [[-1], [-1]]]},  # step 1 has no valid row
     {"steps": [[[5, -7]], [[-1], [-1]]]},  # ... and step 0 a negative id: the earlier fault is named
+    {"steps": [[[5, 6]], [[7, -7], [8, 1]]]},  # a negative id past a row's kept width
 ]
 
 
@@ -104,7 +110,7 @@ def _reference_reasons(path: Path, options: list[str]) -> list[str]:
 def test_rejections_are_worded_without_the_reference(dumps, name, monkeypatch, capsys):
     path, options = dumps[name]
     expected = _reference_reasons(path, options)
-    assert len(expected) == {"static": 12, "parents": 3, "dynamic": 2}[name]
+    assert len(expected) == {"static": 15, "parents": 3, "dynamic": 3}[name]
 
     def no_second_replay(*args, **kwargs):
         raise AssertionError("a rejected round was replayed again to word its message")

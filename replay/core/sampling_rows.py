@@ -121,7 +121,8 @@ def row_stats(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, vocab_size: int 
     from .loops import row_sums_loop  # numba: imported at first use (about 0.35 s)
 
     k = ids.shape[1]
-    # One pass tells most chunks they have no PAD cell (PAD_TOKEN is the only negative id).
+    # One pass tells most chunks they have no PAD cell (PAD_TOKEN is the only negative id: the replay
+    # rejects a round holding any other, vocab.not_token_ids).
     pad = ids == PAD_TOKEN if ids.min(initial=0) < 0 else None
     if pad is not None and pad.any():  # a padded batch fills PAD cells with NaN: they are not cells of the row
         lp = np.where(pad, -np.inf, lp)

@@ -53,6 +53,27 @@ PAD_TOKEN = -1  # padding cell / padding row in an id matrix; also "no target ro
 NO_PARENT = -1  # parent of the root
 NO_RANK = -1  # draft rank of the root
 
+
+def not_token_ids(ids: np.ndarray) -> np.ndarray:
+    """The cells of an id matrix below 0 that are not PAD_TOKEN (bool, ids' shape). Token ids are never
+    negative and padding is PAD_TOKEN alone, so such a cell is corrupt input wherever it sits: the
+    replay rejects its round, and every command, greedy or at T, reads the rounds it kept."""
+    out: np.ndarray = (ids < 0) & (ids != PAD_TOKEN)
+    return out
+
+
+def any_not_token_ids(ids: np.ndarray) -> bool:
+    """Whether not_token_ids finds a cell, in one pass: PAD_TOKEN is -1, so any other negative value is
+    below it."""
+    return bool(ids.size) and int(ids.min()) < PAD_TOKEN
+
+
+def first_not_token_id(row: np.ndarray) -> tuple[int, int]:
+    """(column, value) of the first cell of ``row`` that not_token_ids finds (the row holds one)."""
+    col = int(np.flatnonzero(not_token_ids(row))[0])
+    return col, int(row[col])
+
+
 # A score cell the dump does not hold (no scores file, a rank past the recorded columns) is NaN.
 # A recorded probability 0 is the log-prob -inf: a value like any other (fp16 and bf16 engines write
 # exact zeros for low-ranked candidates), so selection, determinedness and bounds all use it.

@@ -34,6 +34,8 @@ from replay.core.vocab import (
     SELECT_PARENTS,
     SELECT_PATH_PROB,
     SELECT_ROOT,
+    first_not_token_id,
+    not_token_ids,
 )
 from replay.engine.batch.rejections import (
     matrix_columns_words,
@@ -99,11 +101,11 @@ def _check_step(key, i: int, mat: DumpMatrix, heads: int, widths: list[int], cfg
         raise RoundError(key, matrix_rows_words(i, mat.rows, heads), mat.path)
     if mat.cols < max(widths):
         raise RoundError(key, matrix_columns_words(i, mat.cols, widths), mat.path)
-    for j, w in enumerate(widths):
+    for j, w in enumerate(widths):  # an expanded row: padding among its kept tokens, a negative id anywhere
         if np.any(mat.ids[j, :w] == PAD_TOKEN):
             raise RoundError(key, padding_words(i, j, w), mat.path)
-        if np.any(mat.ids[j, :w] < 0):
-            raise RoundError(key, negative_words(f"draft_step_{i}", j), mat.path)
+        if np.any(not_token_ids(mat.ids[j])):
+            raise RoundError(key, negative_words(f"draft_step_{i}", j, *first_not_token_id(mat.ids[j])), mat.path)
 
 
 def _select_by_path_prob(level: list[int], logprobs: np.ndarray, heads: int) -> list[int]:

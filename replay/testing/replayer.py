@@ -21,7 +21,7 @@ from replay.core.config import SpecConfig, TreeConfig
 from replay.core.records import RoundRecord, shape_text
 from replay.core.selection import FALLBACK_WARNING, fallback_run_warning, unused_scores_note
 from replay.core.tree import Tree
-from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, PAD_TOKEN
+from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, PAD_TOKEN, first_not_token_id, not_token_ids
 from replay.engine.batch.rejections import (
     column0_words,
     fewer_rows_words,
@@ -150,10 +150,12 @@ def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
     if rnd.layout != LAYOUT_PARENTS:  # a lost step explains rows beyond the layout better than a wrong config
         _check_no_lost_step(rnd, cfg, tree, _trailing_pad_rows(rnd.validate.ids))
     layout, source, rows = resolve_layout(rnd.key, tree, rnd.validate.ids, rnd.layout, rnd.validate.path, cfg.short())
-    if np.any(rnd.validate.ids[:rows, 0] < 0):
-        bad = int(np.flatnonzero(rnd.validate.ids[:rows, 0] < 0)[0])
-        padded = rnd.validate.ids[bad, 0] == PAD_TOKEN
-        words = column0_words(bad) if padded else negative_words("validate", bad)
+    used = rnd.validate.ids[:rows]
+    fault = (used[:, 0] < 0) | not_token_ids(used).any(axis=1)  # column 0 holds no token, or any column a negative id
+    if fault.any():
+        bad = int(np.flatnonzero(fault)[0])
+        padded = used[bad, 0] == PAD_TOKEN
+        words = column0_words(bad) if padded else negative_words("validate", bad, *first_not_token_id(used[bad]))
         raise RoundError(rnd.key, words, rnd.validate.path)
     top1 = target_top1_per_node(tree, rnd.validate.ids[:rows], layout)
     acc = accept_greedy(tree, top1)

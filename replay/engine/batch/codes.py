@@ -54,10 +54,10 @@ BONUS_NAMES = {BonusCode.NONE: None, BonusCode.CORRECTION: BONUS_CORRECTION, Bon
 ERR_OK = 0
 ERR_TOO_MANY_STEPS = 1  # at: the last draft step (its file is named)
 ERR_MATRIX_SHAPE = 2  # fewer rows/columns than the shape needs; at: the step, MATRIX_ROWS/MATRIX_COLUMNS
-ERR_TOKENS = 3  # padding or negative ids in the kept columns; at: the step, the row, TOKEN_PADDING/TOKEN_NEGATIVE
+ERR_TOKENS = 3  # padding in a kept column, a negative id in any; at: the step, the row, TOKEN_PADDING/TOKEN_NEGATIVE
 ERR_PARENTS = 4  # explicit parents outside the level or repeated; at: the step, PARENTS_ROOT/PARENTS_LEVEL
 ERR_VALIDATE_ROWS = 5  # validate row count fits no layout; at: row = the rows used, detail ROWS_*
-ERR_VALIDATE_COL0 = 6  # a used validate row's column 0 is no token id; at: that row, TOKEN_PADDING/TOKEN_NEGATIVE
+ERR_VALIDATE_COL0 = 6  # a used validate row: padding in column 0, a negative id in any; at: that row, TOKEN_*
 ERR_NO_ROWS = 7  # dynamic tree: a draft step with no valid row; at: the step
 ERR_LOST_STEP = 8  # all-layout validate rows of a deeper tree; at: row = the rows used, detail = the steps lost
 # error_at's detail: which of a code's messages applies (the reference's checks, in its order)
@@ -69,10 +69,10 @@ ERROR_NAMES = {
     ERR_OK: "ok",
     ERR_TOO_MANY_STEPS: "more draft steps than gamma",
     ERR_MATRIX_SHAPE: "draft matrix smaller than the shape",
-    ERR_TOKENS: "padding or negative id in kept columns",
+    ERR_TOKENS: "padding in kept columns or a negative id",
     ERR_PARENTS: "bad explicit parents",
     ERR_VALIDATE_ROWS: "validate rows fit no layout",
-    ERR_VALIDATE_COL0: "validate row without a column-0 token",
+    ERR_VALIDATE_COL0: "validate row without a column-0 token or with a negative id",
     ERR_NO_ROWS: "draft step without valid rows",
     ERR_LOST_STEP: "validate rows of a deeper tree: a draft step is missing",
 }

@@ -31,7 +31,16 @@ from replay.core.selection import (
     selection_method,
     top_k_columns,
 )
-from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, PAD_TOKEN, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT
+from replay.core.vocab import (
+    LAYOUT_ALL,
+    LAYOUT_PARENTS,
+    PAD_TOKEN,
+    SELECT_PARENTS,
+    SELECT_PATH_PROB,
+    SELECT_ROOT,
+    any_not_token_ids,
+    not_token_ids,
+)
 from replay.io.roundbatch import MatrixStack, RoundBatch
 
 from .codes import (
@@ -123,17 +132,25 @@ def _check_matrix_size(checks: _Checks, st: MatrixStack, shape: TreeShape, i: in
     checks.add(st.own_cols()[lo:hi] < width, ERR_MATRIX_SHAPE, i, detail=MATRIX_COLUMNS)
 
 
-def _check_tokens(checks: _Checks, kept: np.ndarray, m: _StepMaps, i: int) -> None:
-    """Padding or a negative id among step i's kept tokens (kept: [L_{i+1}, C] int64, PAD_TOKEN is
-    negative too). The reference checks row by row, padding before negative ids: the first faulty
-    slot's row is the row it names."""
-    bad = kept.min(axis=0) < 0
+def _check_tokens(checks: _Checks, kept: np.ndarray, rows: np.ndarray, m: _StepMaps, i: int) -> None:
+    """Step i's expanded rows (rows: [h, cols, C], every column, kept or not) with padding among
+    their kept tokens (kept: [L_{i+1}, C] int64) or a negative id other than padding in any column.
+    The reference checks row by row, padding before negative ids: the first faulty row is named."""
+    if rows.min(initial=0) >= 0:
+        return  # the common case: no padding, no negative id (kept tokens are cells of rows)
+    kept_pad = kept == PAD_TOKEN  # [L_{i+1}, C]
+    fault = not_token_ids(rows).any(axis=1) if any_not_token_ids(rows) else np.zeros(rows.shape[::2], dtype=bool)
+    padded = np.zeros_like(fault)  # [h, C] rows with padding among their kept tokens
+    if kept_pad.any():
+        for j in range(fault.shape[0]):  # a few expanded rows
+            padded[j] = kept_pad[m.slot_parent == j].any(axis=0)
+    fault |= padded
+    bad = fault.any(axis=0)
     if not bad.any():
         return
-    row = np.take(m.slot_parent, np.argmax(kept < 0, axis=0))  # [C] int64
-    in_row = m.slot_parent[:, None] == row  # [L_{i+1}, C] the slots of that row
-    padded = ((kept == PAD_TOKEN) & in_row).any(axis=0)
-    checks.add(bad, ERR_TOKENS, i, row, np.where(padded, TOKEN_PADDING, TOKEN_NEGATIVE))
+    row = np.argmax(fault, axis=0)  # [C] int64
+    on_row = np.take_along_axis(padded, row[None, :], axis=0)[0]
+    checks.add(bad, ERR_TOKENS, i, row, np.where(on_row, TOKEN_PADDING, TOKEN_NEGATIVE))
 
 
 @dataclass
@@ -163,7 +180,7 @@ def _rebuild_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static
     for i, (st, m) in enumerate(zip(batch.steps, shape.maps)):
         _check_matrix_size(checks, st, shape, i, lo, hi)
         kept = level_tokens(st, m, lo, hi)
-        _check_tokens(checks, kept, m, i)
+        _check_tokens(checks, kept, st.ids[: shape.heads[i], :, lo:hi], m, i)
         tokens.append(kept)
         par = None if st.parents is None else st.parents[: shape.heads[i], lo:hi].astype(np.int64)  # [h, C]
         ch, selection[i], differs = _select_step(shape, i, par, lp, static, col, checks)
@@ -280,7 +297,7 @@ def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, deepe
         checks.add(rows_used > n_all, ERR_VALIDATE_ROWS, row=rows_used, detail=ROWS_UNEXPLAINED)
         checks.add(~(is_par | is_all), ERR_VALIDATE_ROWS, row=rows_used, detail=ROWS_NO_LAYOUT)
         need = np.where(is_par, n_par, n_all)
-    _check_column0(checks, val0, need)
+    _check_validate_cells(checks, v, val0, need)
     return val0, is_all, need, checks
 
 
@@ -295,16 +312,20 @@ def _check_lost_step(checks: _Checks, rows_used: np.ndarray, deeper: tuple) -> N
     checks.add(lost > 0, ERR_LOST_STEP, row=rows_used, detail=lost)
 
 
-def _check_column0(checks: _Checks, val0: np.ndarray, need: np.ndarray) -> None:
-    """A validate row the layout uses without a token in column 0 (val0: [vrows, C] int64 column 0;
-    need: [C] int64 the rows the layout uses); the first such row is the one named."""
+def _check_validate_cells(checks: _Checks, v: np.ndarray, val0: np.ndarray, need: np.ndarray) -> None:
+    """A validate row the layout uses (v: [vrows, K, C]; val0 its column 0 as int64; need: [C] int64
+    the rows used) without a token in column 0, or with a negative id other than padding in any
+    column (the sampling rule reads every column); the first such row is the one named."""
+    fault = val0 < 0
+    if v.shape[1] > 1 and any_not_token_ids(v):
+        fault |= not_token_ids(v).any(axis=1)
     if (need == need[0]).all():
-        neg = val0[: int(need[0])] < 0
+        fault = fault[: int(need[0])]
     else:
-        neg = (val0 < 0) & (np.arange(val0.shape[0])[:, None] < need)
-    bad = neg.any(axis=0)
+        fault &= np.arange(val0.shape[0])[:, None] < need
+    bad = fault.any(axis=0)
     if bad.any():
-        row = np.argmax(neg, axis=0)
+        row = np.argmax(fault, axis=0)
         padded = val0[row, np.arange(val0.shape[1])] == PAD_TOKEN  # else a negative id, worded as a draft's
         checks.add(bad, ERR_VALIDATE_COL0, row=row, detail=np.where(padded, TOKEN_PADDING, TOKEN_NEGATIVE))
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from replay.core.config import TreeConfig
-from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS
-from replay.io.roundbatch import RoundBatch
+from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, PAD_TOKEN, first_not_token_id
+from replay.io.roundbatch import MatrixStack, RoundBatch
 from replay.util.words import row_words
 
 from .codes import (
@@ -62,10 +62,13 @@ def padding_words(step: int, row: int, width: int) -> str:
     return f"draft_step_{step} {row_words(row)} has padding inside its {width} kept column(s)"
 
 
-def negative_words(matrix: str, row: int) -> str:
-    """A row that holds a token id below 0 other than padding (PAD_TOKEN): the words of draft and
-    validate files alike (``matrix``: "draft_step_1", "validate")."""
-    return f"{matrix} {row_words(row)} has negative token ids"
+def negative_words(matrix: str, row: int, column: int, value: int) -> str:
+    """A row that holds a value below 0 other than padding (PAD_TOKEN) in any column, read or not: the
+    words of draft and validate files alike (``matrix``: "draft_step_1", "validate")."""
+    return (
+        f"{matrix} {row_words(row)} has negative token ids: column {column} holds {value} "
+        f"(token ids are 0 or more; only padding, {PAD_TOKEN}, is below 0)"
+    )
 
 
 def root_parent_words(parent: int) -> str:
@@ -145,6 +148,10 @@ class _Rejected:
         st = self.batch.steps[self.step]
         return int(st.own_rows()[self.index]), int(st.own_cols()[self.index])
 
+    def own_row(self, stack: MatrixStack) -> np.ndarray:
+        """Row ``row`` of the round's own matrix in ``stack`` (its own columns, not the batch's padding)."""
+        return stack.matrix(self.index, "").ids[self.row]
+
     def parents(self) -> list[int]:
         """The faulty draft step's explicit parents of its expanded slots, as the round's file has them."""
         assert self.shape is not None
@@ -173,7 +180,7 @@ def _tokens(r: _Rejected) -> str:
     assert r.shape is not None
     if r.detail == TOKEN_PADDING:
         return padding_words(r.step, r.row, r.shape.widths[r.step][r.row])
-    return negative_words(f"draft_step_{r.step}", r.row)
+    return negative_words(f"draft_step_{r.step}", r.row, *first_not_token_id(r.own_row(r.batch.steps[r.step])))
 
 
 def _parents(r: _Rejected) -> str:
@@ -207,7 +214,7 @@ def _validate_rows(r: _Rejected) -> str:
 def _column0(r: _Rejected) -> str:
     if r.detail == TOKEN_PADDING:
         return column0_words(r.row)
-    return negative_words("validate", r.row)
+    return negative_words("validate", r.row, *first_not_token_id(r.own_row(r.batch.validate)))
 
 
 _WORDS: dict[int, Callable[[_Rejected], str]] = {
