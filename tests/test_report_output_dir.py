@@ -4,8 +4,10 @@ tables stays, so tables/ never describes two different dumps."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from replay.cli import main
@@ -31,10 +33,31 @@ def test_a_report_over_an_earlier_one_keeps_none_of_its_tables(capsys, tmp_path)
     assert "sampling_curve.csv" not in after and "sampling_curve.parquet" not in after
     assert after and after < before
     assert sorted(p.name for p in out.iterdir()) == [RECORD, "index.html", "tables"]  # no staging left behind
-    assert "synthetic_article" not in (out / "tables" / "rounds.csv").read_text(encoding="utf-8")
+    assert set(pd.read_parquet(out / "tables" / "rounds.parquet")["run"]) == {"article_round"}
     # --no-tables over a report with tables: the old tables/ would describe the other dump
     code, _ = report(capsys, SCORED, out, "--no-tables")
     assert code == 0 and sorted(p.name for p in out.iterdir()) == [RECORD, "index.html"]
+
+
+def test_the_row_tables_are_parquet_unless_csv_tables_is_given(capsys, tmp_path):
+    """The round and node tables are Parquet only by default, CSV too with --csv-tables (the same
+    Parquet bytes either way); the aggregate tables are both; the record lists what was written and
+    the page says where the row tables are."""
+    pages, parquet = [], []
+    for extra in ((), ("--csv-tables",)):
+        out = tmp_path / f"rep{len(extra)}"
+        code, err = report(capsys, UNSCORED, out, *extra)
+        assert code == 0, err
+        names = {p.name for p in (out / "tables").iterdir()}
+        assert {"rounds.parquet", "nodes.parquet", "summary.csv", "summary.parquet"} <= names
+        assert ({"rounds.csv", "nodes.csv"} <= names) is bool(extra)
+        record = json.loads((out / RECORD).read_text(encoding="utf-8"))["files"]
+        assert sorted(record) == sorted(["index.html", *(f"tables/{n}" for n in names)])
+        pages.append((out / "index.html").read_text(encoding="utf-8"))
+        parquet.append([(out / "tables" / f"{n}.parquet").read_bytes() for n in ("rounds", "nodes")])
+    assert "as Parquet only (tables/rounds.parquet, tables/nodes.parquet): report --csv-tables writes" in pages[0]
+    assert "as Parquet only" not in pages[1]
+    assert parquet[0] == parquet[1]
 
 
 def test_a_directory_of_other_files_is_refused_and_left_as_it_was(capsys, tmp_path):
@@ -128,11 +151,12 @@ def test_the_page_names_only_tables_that_were_written(capsys, tmp_path):
     assert "tables/" not in (out / "index.html").read_text(encoding="utf-8")
     assert report(capsys, SCORED, out)[0] == 0
     named = page_names(out)
-    assert named == {"depth_acceptance.csv", "sampling_curve.csv"}  # both said where each number is
+    rows = {"rounds.parquet", "nodes.parquet"}  # the line saying where the row tables are
+    assert named == {"depth_acceptance.csv", "sampling_curve.csv"} | rows  # both said where each number is
     assert all((out / "tables" / name).is_file() for name in named)
     assert report(capsys, UNSCORED, out)[0] == 0  # no scores: no curve, no sampling_curve.csv
     named = page_names(out)
-    assert named == {"depth_acceptance.csv"} and all((out / "tables" / name).is_file() for name in named)
+    assert named == {"depth_acceptance.csv"} | rows and all((out / "tables" / name).is_file() for name in named)
 
 
 def test_a_depth_no_round_passes_draws_its_interval_from_zero(capsys, tmp_path):

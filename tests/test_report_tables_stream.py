@@ -41,9 +41,9 @@ def whole_tables(paths: list[str], out: Path) -> Path:
     return out
 
 
-def assert_same_files(got: Path, want: Path, names=("rounds", "nodes")) -> None:
+def assert_same_files(got: Path, want: Path, names=("rounds", "nodes"), exts=("csv", "parquet")) -> None:
     for name in names:
-        for ext in ("csv", "parquet"):
+        for ext in exts:
             assert (got / f"{name}.{ext}").read_bytes() == (want / f"{name}.{ext}").read_bytes(), f"{name}.{ext}"
 
 
@@ -105,19 +105,21 @@ def test_row_groups_across_blocks(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_report_tables_through_the_cli(tmp_path, monkeypatch):
     """`report A B -o DIR` (two runs, one packed with interleaved groups): tables/rounds and
-    tables/nodes are the whole tables' files; the "tables" bar shows on a terminal, never with
-    --no-progress, and the tables are the same either way."""
+    tables/nodes are the whole tables' files (Parquet; CSV too with --csv-tables); the "tables" bar
+    shows on a terminal, never with --no-progress, and the tables are the same either way."""
     a = packed(tmp_path, "a", synth_run(ARTICLE, 300, seed=9, early_stop_rate=0.3))
     b = str(SAMPLES / "synthetic_article")
     want = whole_tables([a, b], tmp_path / "want")
-    for extra, drawn in (([], True), (["--no-progress"], False)):
+    for extra, drawn in (([], True), (["--no-progress", "--csv-tables"], False)):
         err = Terminal()
         monkeypatch.setattr(sys, "stderr", err)
         monkeypatch.setattr(sys, "stdout", io.StringIO())
         out = tmp_path / f"report{len(extra)}"
         assert main(["report", a, b, "-o", str(out), *extra]) == 0
         assert ("tables:" in err.getvalue()) is drawn, err.getvalue()
-        assert_same_files(out / "tables", want)
+        exts = ("csv", "parquet") if extra else ("parquet",)
+        assert_same_files(out / "tables", want, exts=exts)
+        assert (out / "tables" / "nodes.csv").exists() is bool(extra)
 
 
 @pytest.mark.parametrize(

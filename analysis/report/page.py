@@ -161,6 +161,7 @@ class ReportPage:
     # the tables written under tables/ beside the page (names, no suffix): the page names only those
     # (report --no-tables writes none, a run without scores no sampling_curve)
     table_files: frozenset[str] = frozenset()
+    row_tables_csv: bool = False  # the round and node tables written as CSV too (report --csv-tables)
 
 
 _TEMPLATES = jinja2.Environment(

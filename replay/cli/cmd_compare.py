@@ -87,7 +87,8 @@ examples:
   specreplay report sample_dumps/qwen2.5-coder/article -o report/ --vocab-size 151936   (temperature curve, bounds to T = 1.5)
 
 Writes OUTPUT/index.html (self-contained: images embedded, no external assets) and every table
-as CSV and Parquet under OUTPUT/tables/. OUTPUT is new, empty, or an earlier report (every file listed in
+under OUTPUT/tables/ as CSV and Parquet, but the row-level tables (rounds: a row per round, nodes: a row
+per draft node) as Parquet only unless --csv-tables. OUTPUT is new, empty, or an earlier report (every file listed in
 its .specreplay-report.json), whose index.html and tables/ are replaced whole (no table of the
 earlier one stays); a directory holding anything else is refused (exit 2) before any work. A run whose validate rows carry scores gets a temperature
 curve (expected block efficiency at T = 0, 0.1, ..., 1.5 for each compared config, with bounds);
@@ -347,7 +348,7 @@ def run_report(args: argparse.Namespace) -> int:
         from analysis.report.fonts import any_script
 
         with any_script(note_on_stderr):
-            path = write_report(runs, args.output, opts, tables=not args.no_tables)
+            path = write_report(runs, args.output, opts, tables=not args.no_tables, csv_tables=args.csv_tables)
     finally:
         close()
     print(path)
@@ -440,7 +441,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--json", action="store_true", help=JSON_OBJECT_HELP + " (cost model, configs, gamma strategies)")
     out.add_argument("--csv", action="store_true", help="CSV output")
     add_sampling_options(p)
+    _register_report(sub)
 
+
+def _register_report(sub: argparse._SubParsersAction) -> None:
     p = add_command(
         sub,
         "report",
@@ -455,7 +459,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_output(p, REPORT_DIR, "output directory (index.html, tables/)", dest="output", metavar="DIR", required=True)
     p.add_argument("--tokenizer", help="tokenizer.json (or a model directory) for token text on round pictures")
     p.add_argument("--svg", action="store_true", help="inline SVG instead of base64 PNG")
-    p.add_argument("--no-tables", action="store_true", help="do not write tables/ beside the page")
+    tables = p.add_mutually_exclusive_group()
+    tables.add_argument("--no-tables", action="store_true", help="do not write tables/ beside the page")
+    tables.add_argument(
+        "--csv-tables",
+        action="store_true",
+        help="write the per-round and per-node tables (rounds, nodes) as CSV too (default: Parquet only; "
+        "at 10^6 rounds nodes.csv is over 1 GB)",
+    )
     p.add_argument("--title", help="page title")
     p.add_argument(
         "--vocab-size",
