@@ -193,10 +193,19 @@ def _reasons(why: np.ndarray, depth: np.ndarray, rank: np.ndarray) -> np.ndarray
 def per_batch_parts(
     run: LabelledRun, parts_of: Callable[[RoundBatch, BatchResult, TreeConfig], list], progress: Progress | None
 ):
-    """``parts_of(batch, result, recorded tree)`` on every batch of a batch-loaded run, the run read again in
-    batches (on several threads), with progress in rounds; every round must come back once."""
+    """``parts_of(batch, result, recorded tree)`` on every batch of a batch-loaded run: those load_run kept
+    (``run.batches``), else the run read again in batches (on several threads); with progress in rounds;
+    every round must come back once."""
     total = run.rounds
     lock, done = threading.Lock(), [0]
+    if run.batches is not None:
+        kept = []
+        for loaded in run.batches:
+            kept += parts_of(loaded.batch, loaded.result, run.config)
+            if progress:
+                done[0] += int(loaded.result.ok.sum())
+                progress(done[0], total)
+        return _every_round(kept, run)
 
     def per_batch(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list:
         parts = parts_of(batch, res, tree)

@@ -301,5 +301,6 @@ def _recommendations(
 
 
 def _recommend(run: LabelledRun, budget: int, depth: int, cost):
-    """recommend on the batch path (analysis.shapes.recommend.recommend_runs)."""
-    return recommend_runs([run.replay.directory], run.options, budget, depth, cost)
+    """recommend on the batch path (analysis.shapes.recommend.recommend_runs), on the batches the report's
+    loading kept where it kept them."""
+    return recommend_runs([run.replay.directory], run.options, budget, depth, cost, loaded=[run])

@@ -17,6 +17,11 @@ from replay.core.config import TreeConfig
 from replay.io.dumpnames import Key
 from replay.io.skipped import Skipped
 
+# the memory the batches of the report's runs may take, kept from their loading (analysis.tables.runs:
+# LabelledRun.batches) for the comparison, the recommendation and tables/, which then read nothing
+# again; ~0.5 GB for a packed run of 10^6 article rounds. Beyond it each of them reads the run again.
+LOADED_BYTES = 1 << 30
+
 
 @dataclass(frozen=True)
 class ReportOptions:

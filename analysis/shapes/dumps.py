@@ -17,6 +17,7 @@ import numpy as np
 
 from analysis.compare.subtree import is_contained
 from analysis.compare.subtree_batch import STOP_CODE_LEAF, replay_contained_many
+from analysis.tables.runs import LabelledRun
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes, replay_batch
 from replay.engine.options import ReplayOptions
@@ -118,9 +119,12 @@ class _Piece:
     shape: TreeShape
 
 
-def _pieces(run: Run, batch: RoundBatch) -> tuple[list[_Piece], list[tuple[int, Skipped]]]:
-    """Replay one batch: its pieces (one per round shape) and its rejected rounds with the reference's message."""
-    res = replay_batch(batch, run.tree, workers=1)
+def _pieces(
+    run: Run, batch: RoundBatch, res: BatchResult | None = None
+) -> tuple[list[_Piece], list[tuple[int, Skipped]]]:
+    """Replay one batch (unless its outcomes ``res`` are given): its pieces (one per round shape) and its
+    rejected rounds with the reference's message."""
+    res = replay_batch(batch, run.tree, workers=1) if res is None else res
     rejected = explain_rejections(batch, res, run.tree)
     static = run.tree.tree_type != TREE_DYNAMIC
     out = []
@@ -135,6 +139,56 @@ def _pieces(run: Run, batch: RoundBatch) -> tuple[list[_Piece], list[tuple[int, 
     return out, rejected
 
 
+def _pieces_again(
+    run: Run, path: str, opts: ReplayOptions, kept: list[_Piece] | None, given: tuple | None
+) -> Callable[[], Iterator[_Piece]]:
+    """The second pass's pieces: those ``kept``, else made again from the batches loaded (``given``),
+    else the run read again."""
+
+    def pieces() -> Iterator[_Piece]:
+        if kept is not None:
+            yield from kept
+            return
+        if given is not None:  # too big to keep: made again from the batches loaded
+            for b in given:
+                yield from _pieces(run, b.batch, b.result)[0]
+            return
+        for load in open_run(path, opts).chunks(1):  # too big to keep: read again
+            for batch in load()[0]:
+                yield from _pieces(run, batch)[0]
+
+    return pieces
+
+
+def _totals_of(
+    run: Run, pieces: Callable[[], Iterator[_Piece]] | None, configs: Sequence[TreeConfig], progress: Progress | None
+) -> dict[int, _Totals]:
+    """The running sums of each config contained in the recorded one, by its index in ``configs``
+    (none measured without ``pieces``: the dump replayed no round)."""
+    todo = [k for k, c in enumerate(configs) if is_contained(c, run.tree)]
+    totals = {k: _Totals() for k in todo}
+    done = 0
+    if todo and pieces is not None:
+        for piece in pieces():
+            ok = piece.result.error == 0
+            outs = replay_contained_many(
+                piece.batch, piece.result, piece.expanded, piece.shape, [configs[k] for k in todo], run.tree.gamma
+            )
+            for k, out in zip(todo, outs):
+                totals[k].add(out.decided[ok], out.lower[ok], out.upper[ok], out.stop[ok])
+            done += len(piece.batch)
+            if progress:
+                progress(done, run.num_rounds)
+    return totals
+
+
+def _read(run: Run) -> Iterator[tuple[list[tuple[RoundBatch, None]], list[tuple[int, Skipped]]]]:
+    """(the batches of a chunk, outcomes not known yet; its unreadable rounds), chunk by chunk."""
+    for load in run.chunks(1):  # each loader reads (and checks) one piece when called
+        batches, unreadable = load()
+        yield [(b, None) for b in batches], unreadable
+
+
 def _in_ram(piece: _Piece) -> int:
     """Bytes of a piece that are not memory-mapped files."""
     arrays = [piece.batch.keys, piece.batch.root_tokens, *piece.expanded]
@@ -144,9 +198,15 @@ def _in_ram(piece: _Piece) -> int:
 
 
 def scan_run(
-    path: str, opts: ReplayOptions = ReplayOptions(), progress: Progress | None = None, keep_bytes: int = KEEP_BYTES
+    path: str,
+    opts: ReplayOptions = ReplayOptions(),
+    progress: Progress | None = None,
+    keep_bytes: int = KEEP_BYTES,
+    loaded: LabelledRun | None = None,
 ) -> DumpInput:
-    """The statistics pass over a dump directory or packed run, batch by batch."""
+    """The statistics pass over a dump directory or packed run, batch by batch: the batches and
+    outcomes ``loaded`` kept when it is the run at ``path`` loaded with them (analysis.tables.runs:
+    nothing read again), else the run read and replayed."""
     run = open_run(path, opts)
     builder = StatsBuilder(run.num_rounds, code_base(run.tree), run.tree.gamma)
     later: list[tuple[int, Skipped]] = []
@@ -154,11 +214,11 @@ def scan_run(
     notes: list[NoteGroup] = []
     held = 0
     seen = replayed = accepted = 0
-    for load in run.chunks(1):  # each loader reads (and checks) one piece when called
-        batches, unreadable = load()
+    given = loaded.batches if loaded is not None else None
+    for batches, unreadable in _read(run) if given is None else (([(b.batch, b.result) for b in given], []),):
         later += unreadable
-        for batch in batches:
-            pieces, rejected = _pieces(run, batch)
+        for batch, res in batches:
+            pieces, rejected = _pieces(run, batch, res)
             later += rejected
             for piece in pieces:
                 ok = piece.result.ok
@@ -178,31 +238,13 @@ def scan_run(
             if progress:
                 progress(seen, run.num_rounds)
     skipped = run.skipped + tuple(s for _, s in sorted(later, key=lambda t: t[0]))
+    if given is not None:  # the unreadable rounds too, as load_run listed them
+        skipped = loaded.replay.skipped
 
-    def pieces() -> Iterator[_Piece]:
-        if kept is not None:
-            yield from kept
-            return
-        for load in open_run(path, opts).chunks(1):  # too big to keep: read again
-            for batch in load()[0]:
-                yield from _pieces(run, batch)[0]
+    again = _pieces_again(run, path, opts, kept, given)
 
     def totals_of(configs: Sequence[TreeConfig], progress: Progress | None = None) -> dict[int, _Totals]:
-        todo = [k for k, c in enumerate(configs) if is_contained(c, run.tree)]
-        totals = {k: _Totals() for k in todo}
-        done = 0
-        if todo and builder.rounds:
-            for piece in pieces():
-                ok = piece.result.error == 0
-                outs = replay_contained_many(
-                    piece.batch, piece.result, piece.expanded, piece.shape, [configs[k] for k in todo], run.tree.gamma
-                )
-                for k, out in zip(todo, outs):
-                    totals[k].add(out.decided[ok], out.lower[ok], out.upper[ok], out.stop[ok])
-                done += len(piece.batch)
-                if progress:
-                    progress(done, run.num_rounds)
-        return totals
+        return _totals_of(run, again if builder.rounds else None, configs, progress)
 
     def measure_many(configs: Sequence[TreeConfig], progress: Progress | None = None) -> list[Measured | None]:
         totals = totals_of(configs, progress)

@@ -19,6 +19,7 @@ import numpy as np
 
 from analysis.cost.model import CostModel
 from analysis.tables.intervals import Z95
+from analysis.tables.runs import LabelledRun
 from replay.core.config import TreeConfig
 from replay.engine.options import ReplayOptions
 from replay.io.skipped import why_no_rounds
@@ -241,16 +242,21 @@ def recommend_runs(
     max_depth: int | None = None,
     cost: CostModel | None = None,
     progress: Callable[[str], Progress | None] = lambda stage: None,
+    loaded: Sequence[LabelledRun] = (),
     **options,
 ) -> Recommendation:
     """recommend on dump directories or packed runs, read and replayed in batches (the CLI's path).
 
-    progress(stage) → a ``progress(done, total)`` callback for that stage, or None; ``options``:
-    recommend_dumps' (top, min_count, bootstrap, seed, extrapolate, ...).
+    progress(stage) → a ``progress(done, total)`` callback for that stage, or None; ``loaded``: per
+    path, the run already loaded, whose kept batches are scanned instead of reading it again
+    (dumps.scan_run); ``options``: recommend_dumps' (top, min_count, bootstrap, seed, extrapolate, ...).
     """
     check_budget(budget)  # before the statistics pass, which may take long
     start = time.perf_counter()
-    dumps = [scan_run(p, opts, progress(f"statistics {k + 1}/{len(paths)}")) for k, p in enumerate(paths)]
+    given = list(loaded) or [None] * len(paths)
+    dumps = [
+        scan_run(p, opts, progress(f"statistics {k + 1}/{len(paths)}"), loaded=given[k]) for k, p in enumerate(paths)
+    ]
     rec = recommend_dumps(dumps, budget, max_depth, cost, progress=progress, **options)
     return replace(rec, seconds={"statistics": time.perf_counter() - start - sum(rec.seconds.values()), **rec.seconds})
 

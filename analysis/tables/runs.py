@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import mmap
+import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from functools import cached_property, partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from replay.engine.batch import BatchResult, RoundBatch
 from replay.engine.runs import PerBatch, ReplayOptions, Run, RunReplay, replay_run
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled
@@ -40,6 +43,50 @@ RoundSizes = tuple[np.ndarray, np.ndarray, np.ndarray]  # [R] int64 accepted len
 
 
 @dataclass(frozen=True, eq=False)
+class LoadedBatch:
+    """One batch of a run and its outcomes, as load_run read and replayed it."""
+
+    batch: RoundBatch
+    result: BatchResult
+
+
+def ram_bytes(obj) -> int:
+    """Bytes of the arrays of ``obj`` (a dataclass, its fields' dataclasses, lists and tuples) held in
+    memory: an array over a memory-mapped file (a packed run's) costs nothing."""
+    if isinstance(obj, np.ndarray):
+        base = obj
+        while isinstance(base, np.ndarray):
+            if isinstance(base, np.memmap):
+                return 0
+            base = base.base
+        return 0 if isinstance(base, mmap.mmap) else obj.nbytes
+    if isinstance(obj, (list, tuple)):
+        return sum(ram_bytes(x) for x in obj)
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return sum(ram_bytes(getattr(obj, f.name)) for f in fields(obj))
+    return 0
+
+
+class _Keeper:
+    """load_run's keeping of the batches it read: each one while all of them take at most ``limit``
+    bytes of memory (ram_bytes), none once they would take more (batches are replayed on several
+    threads: the count is locked)."""
+
+    def __init__(self, limit: int):
+        self.limit, self.held, self.full = limit, 0, limit <= 0
+        self._lock = threading.Lock()
+
+    def keep(self, batch: RoundBatch, res: BatchResult) -> LoadedBatch | None:
+        if self.full:
+            return None
+        size = ram_bytes(batch) + ram_bytes(res)
+        with self._lock:
+            self.held += size
+            self.full = self.full or self.held > self.limit
+            return None if self.full else LoadedBatch(batch, res)
+
+
+@dataclass(frozen=True, eq=False)
 class LabelledRun:
     """A dump directory or packed run, replayed by the batch engine, under a short, unique label.
 
@@ -55,6 +102,9 @@ class LabelledRun:
     node_counts: list | None = None  # the node metrics' counts, one per block (None with tables=TABLES_KEYS)
     read_along: tuple | None = None  # load_run's per_batch: its value for each batch, in the order read
     progress: bool = False  # whether a second reading of the run may draw a bar
+    # each batch with its outcomes as load_run read and replayed them, in the order read, when it was
+    # asked to keep them (keep_bytes) and they fit; None: a consumer reads and replays the run again
+    batches: tuple[LoadedBatch, ...] | None = None
 
     @property
     def rounds(self) -> int:
@@ -109,13 +159,14 @@ def load_runs(
     tables: str = TABLES_FULL,
     per_batch: PerBatch | None = None,
     per_run: PerRun | None = None,
+    keep_bytes: int = 0,
 ) -> list[LabelledRun]:
     """Replay every directory or packed run on the batch path, tables included (bad rounds are
-    listed in ``run.replay.skipped``, never fatal); ``per_batch``, ``per_run``: see load_run."""
+    listed in ``run.replay.skipped``, never fatal); ``per_batch``, ``per_run``, ``keep_bytes``: see load_run."""
     if not dirs:
         raise SpecReplayError("no dump directory given")
     return [
-        load_run(d, label, opts, progress, tables, per_batch, per_run)
+        load_run(d, label, opts, progress, tables, per_batch, per_run, keep_bytes)
         for label, d in zip(unique_labels(dirs, labels), dirs)
     ]
 
@@ -128,13 +179,16 @@ def load_run(
     tables: str = TABLES_FULL,
     per_batch: PerBatch | None = None,
     per_run: PerRun | None = None,
+    keep_bytes: int = 0,
 ) -> LabelledRun:
     """One run by the batch path: outcomes, skipped list and tables as the reference would give
     (``tables``: TABLES_FULL, TABLES_METRICS or TABLES_KEYS, see there). ``per_batch(batch, result,
     run's tree)`` is computed on each batch while it is read (``run.read_along``): a command that
     needs more of the batch arrays (compare's configs) does not read and replay the run again.
     ``per_run(opened run)``, when given, builds that per_batch from the run's manifest and config
-    (stats --temperature: the vocabulary size); None from it: nothing read along."""
+    (stats --temperature: the vocabulary size); None from it: nothing read along. ``keep_bytes``: the
+    batches and their outcomes are kept (``run.batches``) when they take at most this much memory,
+    for a command that would read the run again (report)."""
     from .batch import (
         KEY_ROUND_COLUMNS,
         SLIM_ROUND_COLUMNS,
@@ -152,13 +206,20 @@ def load_run(
         raise ValueError(f"tables={tables!r}: expected one of {', '.join(build)}")
     part = build[tables]
 
+    keeper = _Keeper(keep_bytes)
+
     def both_of(opened: Run) -> PerBatch:
         extra = per_run(opened) if per_run is not None else per_batch
-        return lambda b, res, tree: (part(b, res, tree, label), extra(b, res, tree) if extra else None)
+        return lambda b, res, tree: (
+            part(b, res, tree, label),
+            extra(b, res, tree) if extra else None,
+            keeper.keep(b, res),
+        )
 
     rep = replay_run(path, opts, progress=on, per_run=both_of)
-    parts = [p for p, _ in rep.per_batch]
-    along = tuple(x for _, x in rep.per_batch) if per_batch or per_run else None
+    parts = [p for p, _, _ in rep.per_batch]
+    along = tuple(x for _, x, _ in rep.per_batch) if per_batch or per_run else None
+    kept = None if keeper.full else tuple(k for _, _, k in rep.per_batch if k is not None)
     if tables == TABLES_FULL:
         frames = join_parts(parts)
     else:
@@ -168,4 +229,4 @@ def load_run(
     res = rep.result
     ok = res.ok
     a, steps, nodes = (np.asarray(x[ok], dtype=np.int64) for x in (res.accepted_length, res.num_steps, res.num_nodes))
-    return LabelledRun(label, rep, frames, (a, steps, nodes), opts, counts, along, on)
+    return LabelledRun(label, rep, frames, (a, steps, nodes), opts, counts, along, on, kept)

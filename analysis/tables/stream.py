@@ -27,7 +27,7 @@ from .batch import TableParts
 from .build import EXPORT_FORMATS, empty_node_table, empty_round_table
 from .node_arrow import stream_parts
 from .round_arrow import concat_cells, round_table as arrow_round_table, take_cells
-from .runs import LabelledRun
+from .runs import LabelledRun, LoadedBatch
 
 # pyarrow's default row group size (pyarrow.parquet.write_table, which pandas' to_parquet calls):
 # groups of exactly this many rows, the last one shorter, make the file pandas writes for the whole table
@@ -174,21 +174,16 @@ def _has_null(t) -> bool:
 
 def run_table_blocks(run: LabelledRun, progress: Callable[[int], None] | None = None) -> Iterator[tuple]:
     """(round rows, node rows) of ``run`` as frames, block by block in run order (together: the
-    tables build_tables makes). A run loaded without its node table is read again in batches
-    (``progress(rounds)`` after each); a run with its tables gives them whole."""
+    tables build_tables makes). A run loaded without its node table is made from the batches load_run
+    kept (``run.batches``), else read again in batches (``progress(rounds)`` after each); a run with
+    its tables gives them whole."""
     if run.tables[1] is not None:
         yield run.tables
         return
     label = run.label
-    opened = open_run(run.replay.directory, run.options)
     pending: list[TableParts] = []
     done = 0
-    # one block at a time (workers=1): the writing, not the replay, takes the time, and each block in
-    # flight holds its rows
-    chunks = iter_run_chunks(
-        opened, 1, per_batch=lambda b, res, tree: stream_parts(b, res, tree, label), in_run_order=True
-    )
-    for _, batches in chunks:
+    for batches in _chunks_in_run_order(run):
         parts = [p for _, _, p in batches if p is not None and p.rounds]
         if not parts:
             continue
@@ -203,6 +198,33 @@ def run_table_blocks(run: LabelledRun, progress: Callable[[int], None] | None = 
     yield from _frames(pending)
     if done != run.rounds:
         raise RuntimeError(f"tables: read {done} rounds of {label} again, the run has {run.rounds}")
+
+
+def _chunks_in_run_order(run: LabelledRun) -> Iterator[list[tuple]]:
+    """The (result, rejected, stream_parts) of each batch of ``run``, a chunk (a packed block, a
+    directory's read chunk) at a time, chunks by their first round: no later chunk holds a round before
+    an earlier one's first."""
+    label = run.label
+    if run.batches is not None:
+        tree = run.config
+        for loaded in sorted(run.batches, key=_first_round):
+            yield [(loaded.result, None, stream_parts(loaded.batch, loaded.result, tree, label))]
+        return
+    opened = open_run(run.replay.directory, run.options)
+    # one block at a time (workers=1): the writing, not the replay, takes the time, and each block in
+    # flight holds its rows
+    chunks = iter_run_chunks(
+        opened, 1, per_batch=lambda b, res, tree: stream_parts(b, res, tree, label), in_run_order=True
+    )
+    for _, batches in chunks:
+        yield batches
+
+
+def _first_round(loaded: LoadedBatch) -> int:
+    """The batch's first round in the run: its least ordinal (a batch without ordinals is a
+    directory's, read in run order: the sort, stable, keeps it in place)."""
+    ords = loaded.batch.ordinals
+    return int(ords.min()) if ords is not None and ords.shape[0] else -1
 
 
 ROUNDS_PER_FRAME = 4096  # rounds made into frames (and Arrow, and CSV text) at a time: a block's copies stay small

@@ -92,12 +92,12 @@ def add_runs_input(p: argparse.ArgumentParser, many: bool = True) -> None:
     add_no_progress(p)
 
 
-def load_runs_from_args(args, tables: str | None = None, per_batch=None, per_run=None):
+def load_runs_from_args(args, tables: str | None = None, per_batch=None, per_run=None, keep_bytes: int = 0):
     """Replay every DUMP; a run without a single replayable round is reported and left out.
 
     ``tables``: what the command reads besides the replay (analysis.tables.runs.TABLES_FULL, the
     default, TABLES_METRICS or TABLES_KEYS); ``per_batch``, ``per_run``: computed on each batch as it
-    is read (analysis.tables.runs.load_run)."""
+    is read; ``keep_bytes``: the batches kept within that memory (analysis.tables.runs.load_run)."""
     from analysis.tables.runs import TABLES_FULL, load_runs
 
     for d in args.dirs:
@@ -110,6 +110,7 @@ def load_runs_from_args(args, tables: str | None = None, per_batch=None, per_run
         tables or TABLES_FULL,
         per_batch,
         per_run,
+        keep_bytes,
     )
     kept = [run for run in runs if run.rounds]
     if len(runs) == 1 and not kept:

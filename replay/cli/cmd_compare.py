@@ -302,7 +302,7 @@ def check_compare_options(args: argparse.Namespace) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from analysis.report.options import ReportOptions
+    from analysis.report.options import LOADED_BYTES, ReportOptions
     from analysis.report.report_dir import check_report_dir, write_report
     from analysis.report.treeplot import load_decoder
     from replay.util.progress import phase_progress
@@ -320,9 +320,10 @@ def run_report(args: argparse.Namespace) -> int:
     from analysis.tables.runs import TABLES_METRICS
 
     # the metrics are counted by block; tables/ (the round and node tables themselves) is written
-    # block by block after the page, the runs read again (analysis.tables.stream); whether the
-    # validate rows carry scores is noted as the runs are read (a run without has no temperature curve)
-    runs = load_runs_from_args(args, TABLES_METRICS, per_batch=scores_along)
+    # block by block after the page (analysis.tables.stream), from the batches kept as the runs are
+    # read (LOADED_BYTES), as are the comparison and the recommendation; whether the validate rows
+    # carry scores is noted as the runs are read (a run without has no temperature curve)
+    runs = load_runs_from_args(args, TABLES_METRICS, per_batch=scores_along, keep_bytes=LOADED_BYTES)
     check_round_replayed(runs, args)
     configs = None
     if option_configs(args):

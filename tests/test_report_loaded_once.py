@@ -1,0 +1,85 @@
+"""report reads each run once: the batches its loading kept (LabelledRun.batches, within
+analysis.report.options.LOADED_BYTES) give the comparison, the recommendation and tables/ what
+reading the run again gave them; beyond the cap nothing is kept and they read it again."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from analysis.compare.batch import compare_run
+from analysis.shapes.recommend import recommend_runs
+from analysis.shapes.recommend_render import recommendation_json
+from analysis.tables.runs import TABLES_METRICS, load_run, ram_bytes
+from analysis.tables.stream import write_run_tables
+from replay.cli import main
+from replay.core.config import TreeConfig
+from replay.engine.runs import Run
+from replay.testing.batch_synth import varied_run
+from tests.test_report_tables_stream import ARTICLE, SAMPLES, packed
+
+KEEP = 1 << 30
+
+
+def both(path: str) -> tuple:
+    """(the run loaded keeping its batches, loaded without)."""
+    kept = load_run(path, "r", progress=False, tables=TABLES_METRICS, keep_bytes=KEEP)
+    again = load_run(path, "r", progress=False, tables=TABLES_METRICS)
+    assert kept.batches is not None and again.batches is None
+    assert sum(len(b.batch) for b in kept.batches) >= kept.rounds
+    return kept, again
+
+
+@pytest.fixture(params=["packed", "directory"])
+def run_path(request, tmp_path) -> str:
+    if request.param == "packed":  # groups of several shapes, whose rounds interleave
+        return packed(tmp_path, "varied", varied_run(ARTICLE, 500, seed=6), block_rounds=40)
+    return str(SAMPLES / "synthetic_article")
+
+
+def test_the_kept_batches_give_what_reading_again_gives(run_path, tmp_path):
+    kept, again = both(run_path)
+    for name, run in (("kept", kept), ("again", again)):
+        write_run_tables([run], tmp_path / name)
+    for f in ("rounds.csv", "rounds.parquet", "nodes.csv", "nodes.parquet"):
+        assert (tmp_path / "kept" / f).read_bytes() == (tmp_path / "again" / f).read_bytes(), f
+    configs = [ARTICLE, TreeConfig.from_lists([[4], [2, 2]], [1, 2])]
+    got, want = compare_run(kept, configs), compare_run(again, configs)
+    for g, w in zip(got, want):
+        pd.testing.assert_frame_equal(g, w)
+    recs = [
+        recommendation_json(recommend_runs([run_path], kept.options, 9, 3, loaded=loaded)) for loaded in ([kept], [])
+    ]
+    for rec in recs:
+        rec.pop("seconds")
+    assert json.dumps(recs[0], sort_keys=True) == json.dumps(recs[1], sort_keys=True)
+
+
+def test_nothing_is_kept_beyond_the_cap(run_path):
+    kept, _ = both(run_path)
+    held = sum(ram_bytes(b) for b in kept.batches)
+    assert held > 0
+    for cap in (0, held - 1):
+        run = load_run(run_path, "r", progress=False, tables=TABLES_METRICS, keep_bytes=cap)
+        assert run.batches is None
+    assert load_run(run_path, "r", progress=False, tables=TABLES_METRICS, keep_bytes=held).batches is not None
+
+
+def test_report_reads_a_packed_run_once(tmp_path, monkeypatch, capsys):
+    """Whole readings of the run (Run.chunks without --round's one round): the loading's alone."""
+    path = packed(tmp_path, "varied", varied_run(ARTICLE, 300, seed=2), block_rounds=40)
+    readings = []
+    chunks = Run.chunks
+
+    def counted(self, *args, **kwargs):
+        if self.options.only_round is None:
+            readings.append(self.path)
+        return chunks(self, *args, **kwargs)
+
+    monkeypatch.setattr(Run, "chunks", counted)
+    out = tmp_path / "rep"
+    assert main(["report", path, "-o", str(out), "--no-progress"]) in (0, 1)
+    assert len(readings) == 1, readings
+    assert (out / "tables" / "nodes.parquet").is_file()
