@@ -266,6 +266,7 @@ TESTING_REFERENCES = {
     "replay.testing.in_memory": ("read_directory", "batch_from_rounds", "replay_batches"),
     "replay.testing.path_grouping": ("group_paths",),
     "replay.testing.synth": ("write_text_matrix",),
+    "replay.testing.packed_rounds": ("packed_rounds",),
 }
 
 

@@ -117,7 +117,6 @@ def is_own_tree(cfg: TreeConfig, recorded: TreeConfig, gamma_threshold: float | 
     return recorded.tree_type == TREE_DYNAMIC and cfg == recorded and not gamma_threshold
 
 
-SPEED_COLUMNS = ["cost_source", "measured_speedup", "measured_speedup_wall", "measured_status"]
 NOT_COMPARABLE = "not comparable"  # what a table shows for a speedup whose two sides were not timed together
 
 
@@ -134,7 +133,7 @@ def measured_status(measured: Speedup | None) -> str:
 
 
 def with_speed(table: pd.DataFrame, recorded: TreeConfig, cost: CostModel, measured: Speedup | None) -> pd.DataFrame:
-    """The comparison table (COMPARE_COLUMNS) with SPEED_COLUMNS: every row's cost source, and the
+    """The comparison table (COMPARE_COLUMNS) with the speed columns: every row's cost source, and the
     measured speedups on the recorded config's row only (no other config was run; NaN there, and
     NaN with ``measured_status`` saying why when the two sides were not timed together)."""
     out = table.copy()

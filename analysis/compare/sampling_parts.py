@@ -51,9 +51,6 @@ class SamplingPart:
     def refused_at(self, t: float) -> np.ndarray:
         return self.refused[self.keys[t]]
 
-    def why_at(self, t: float) -> np.ndarray:
-        return self.why[self.keys[t]]
-
 
 @dataclass(frozen=True)
 class _Ask:

@@ -285,8 +285,8 @@ def iter_run_chunks(
 
 
 def _check_unique_ordinals(run: Run, result: BatchResult) -> None:
-    """No round twice (PackedRun.iter_rounds checks the same): checksums pass for what the writer
-    wrote, but a re-hashed edit could repeat an ordinal."""
+    """No round twice: checksums pass for what the writer wrote, but a re-hashed edit could repeat an
+    ordinal."""
     ords = result.ordinals  # [N] int64, sorted
     taken = np.asarray([o for o, _, _ in run.packed.unreadable], dtype=np.int64)
     if ords is not None and ((ords[1:] == ords[:-1]).any() or np.isin(ords, taken).any()):

@@ -41,6 +41,7 @@ from replay.io.packed.format import looks_packed
 from replay.io.rounds import Round, load_round
 from replay.io.skipped import Skipped
 from replay.io.step0 import Step0Check
+from replay.testing.packed_rounds import packed_rounds
 from replay.testing.rebuild import Rebuilt, rebuild_tree
 from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError, skip_reason
 from replay.util.words import row_words
@@ -320,7 +321,7 @@ def replay_packed(
     results: list[RoundResult] = []
     only = opts.only_round
     seen = loaded = 0
-    for _, item in packed.iter_rounds(opts.layout, only):
+    for _, item in packed_rounds(packed, opts.layout, only):
         seen += 1
         if isinstance(item, Skipped):
             skipped.append(item)

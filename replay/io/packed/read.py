@@ -19,7 +19,6 @@ import numpy as np
 from replay.io.dumpnames import Key
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.roundbatch import ArrayNames, MatrixStack, RoundBatch, SourceNames
-from replay.io.rounds import Round
 from replay.io.skipped import Skipped
 from replay.io.step0 import Step0Check
 from replay.util.errors import DumpError
@@ -286,82 +285,6 @@ class PackedRun:
                 if ((keys[0] == key[0]) & (keys[1] == key[1])).any():
                     found.append((g, k))
         return found, unknown
-
-    def iter_rounds(self, layout: str | None = None, only: Key | None = None) -> Iterator[tuple[int, Round | Skipped]]:
-        """(ordinal, Round, or why it is skipped) in key order, one block per group cached.
-
-        A bad block is one Skipped, at its first round's place (at the end when its ordinals are
-        unreadable). ``only``: just the rounds with that key (and bad blocks that may hold it).
-        """
-        if only is not None:
-            yield from self._iter_only(layout, only)
-            return
-        n = self.num_rounds
-        gid = np.full(n, -1, dtype=np.int32)  # n <= the keys files' size: checked on open
-        pos = np.full(n, -1, dtype=np.int64)
-        unreadable = {o: s for o, _, s in self.unreadable}
-        for o in unreadable:
-            gid[o] = -2
-        lost: list[BadBlock] = []
-        for gi, g in enumerate(self.groups):
-            for k, size in enumerate(g.block_sizes()):
-                try:
-                    ords = self.read(g, "ordinal", k)[:size]
-                except PackedBlockError as exc:
-                    lost.append(self.bad_block(g, k, exc))
-                    continue
-                if (gid[ords] != -1).any() or np.unique(ords).shape[0] != size:
-                    raise DumpError(
-                        self.path / g.arrays["ordinal"].file,
-                        f"block {k} repeats an ordinal of another round",
-                        "ordinal",
-                    )
-                gid[ords] = gi
-                pos[ords] = k * g.block_rounds + np.arange(size)
-        cache: dict[int, tuple[int, RoundBatch | BadBlock]] = {}
-        for o in range(n):
-            gi = int(gid[o])
-            if gi < 0:
-                if o in unreadable:
-                    yield o, unreadable[o]
-                continue
-            g = self.groups[gi]
-            k, i = divmod(int(pos[o]), g.block_rounds)
-            if gi not in cache or cache[gi][0] != k:
-                try:
-                    cache[gi] = (k, self.block(g, k, layout))
-                except PackedBlockError as exc:
-                    bad = self.bad_block(g, k, exc)
-                    cache[gi] = (k, bad)
-                    yield o, bad.skipped
-            item = cache[gi][1]
-            if isinstance(item, RoundBatch):
-                yield o, self._round_at(g, k, item, i)
-        for bad in lost:
-            yield bad.position, bad.skipped
-
-    def _iter_only(self, layout: str | None, key: Key) -> Iterator[tuple[int, Round | Skipped]]:
-        found, unknown = self.locate(key)
-        out: list[tuple[int, Round | Skipped]] = [(o, s) for o, k, s in self.unreadable if k == key]
-        for g, k in found:
-            try:
-                b = self.block(g, k, layout)
-            except PackedBlockError as exc:
-                bad = self.bad_block(g, k, exc)
-                out.append((bad.position, bad.skipped))
-                continue
-            ords = b.ordinals
-            if ords is None:  # never: block() reads the ordinal array packed.json must list
-                raise ValueError(f"{self.path}: block {k} of group {g.name} without ordinals")
-            for i in np.flatnonzero((b.keys[0] == key[0]) & (b.keys[1] == key[1])):
-                out.append((int(ords[i]), self._round_at(g, k, b, int(i))))
-        out += [(bad.position, bad.skipped) for bad in unknown]
-        yield from sorted(out, key=lambda t: t[0])
-
-    def _round_at(self, group: PackedGroup, k: int, batch: RoundBatch, i: int) -> Round:
-        """Round ``i`` of block ``k``, its matrices named by the block's names (the original files, or
-        for a run packed from memory each packed array and the round's place in it: ArrayNames)."""
-        return batch.round_at(i)
 
     def verify(self, progress: Callable[[int], None] | None = None) -> list[str]:
         """Problems found (empty when intact): each file's structure, every block's CRC-32, sha256."""
