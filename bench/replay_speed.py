@@ -140,7 +140,7 @@ def bench_pack(cfg: TreeConfig, sizes: list[int], tmp: Path, rows: list, mem: li
         evict(files)
         packed = PackedRun.open(run)
         t0 = time.perf_counter()
-        loaded = sum(np.asarray(a).nbytes for b in packed.iter_batches(load=True) for a in _arrays(b))
+        loaded = sum(np.asarray(a).nbytes for b in packed.iter_batches() for a in _arrays(b))
         load_s = time.perf_counter() - t0
         evict(files)
         tracemalloc.start()

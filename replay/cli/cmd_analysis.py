@@ -85,7 +85,7 @@ length among rounds that stopped on a mismatch; docs/analysis.md) unless --round
 """
 
 
-def add_runs_input(p: argparse.ArgumentParser, many: bool = True) -> None:
+def add_runs_input(p: argparse.ArgumentParser) -> None:
     add_dump_input(p, "dirs", many=True, help="dump directory or packed run (several: side by side)")
     add_dump_options(p)
     p.add_argument("--label", action="append", help="name of a run, once per DUMP in order (default: directory names)")

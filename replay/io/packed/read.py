@@ -186,11 +186,10 @@ class PackedRun:
             out.append(None if (arr == n).all() else arr)
         return out[0], out[1], out[2]
 
-    def block(self, group: PackedGroup, k: int, layout: str | None = None, load: bool = True) -> RoundBatch:
+    def block(self, group: PackedGroup, k: int, layout: str | None = None) -> RoundBatch:
         """Block ``k`` of ``group`` as a RoundBatch, read into memory and checked.
 
-        Raises PackedBlockError when any of its arrays does not match packed.json (``load`` is
-        kept for callers of the memory-mapped reader: blocks are always read, to check them).
+        Raises PackedBlockError when any of its arrays does not match packed.json.
         """
         n = group.block_size(k)
 
@@ -262,7 +261,7 @@ class PackedRun:
                 except PackedBlockError as exc:
                     yield self.bad_block(g, k, exc)
 
-    def iter_batches(self, layout: str | None = None, load: bool = True) -> Iterator[RoundBatch]:
+    def iter_batches(self, layout: str | None = None) -> Iterator[RoundBatch]:
         """Every block of every group; memory stays one block whatever the run's size.
 
         Raises PackedBlockError at the first block that fails its check (iter_blocks reports
