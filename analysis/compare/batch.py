@@ -1,11 +1,8 @@
 """``compare``'s per-config, per-round outcomes from the batch arrays (replay.engine.batch), vectorised.
 
-The same summary and per-round frames as replay.testing.compare_reference.compare_configs over the scalar
-RoundResults (the readable reference; tests/test_compare_batch.py compares the two on the bundled
-samples, a packed run and random dumps). The run is read again in batches (replay.engine.runs.replay_run);
-each batch's rounds of one tree shape are replayed with every config at once by
-analysis.compare.subtree_batch (numpy over rounds, loops over levels and configs). Rounds come out in run
-order, so every mean sums in the reference's order.
+The run is read again in batches (replay.engine.runs.replay_run); each batch's rounds of one tree
+shape are replayed with every config at once by analysis.compare.subtree_batch (numpy over rounds,
+loops over levels and configs). Rounds come out in run order, so every mean sums in run order.
 """
 
 from __future__ import annotations
@@ -280,7 +277,7 @@ def compare_run(
     progress: Progress | None = None,
     per_round: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """replay.testing.compare_reference.compare_configs' frames for a loaded run, from the batch arrays.
+    """(summary, per-round) frames of ``configs`` replayed on a loaded run, from the batch arrays.
     ``progress(rounds done, rounds)``; ``per_round=False`` leaves the per-round frame empty (join_compare)."""
     cost = cost or CostModel.default()
     parts = run_parts(run, configs, gamma_threshold, progress)
@@ -288,8 +285,8 @@ def compare_run(
 
 
 def outcomes_by_gamma_run(run: LabelledRun, cfg: TreeConfig, gamma_threshold: float | None = None) -> GammaOutcomes:
-    """replay.testing.compare_reference.outcomes_by_gamma for a batch-loaded run (recorded early stops of
-    ``run.config`` inherited), as arrays: every truncation of ``cfg`` replayed on the batch arrays."""
+    """Every truncation of ``cfg`` (gamma = 1..cfg.gamma) replayed on a loaded run's batch arrays,
+    as per-round arrays (recorded early stops of ``run.config`` inherited)."""
     subs = [truncated(cfg, g) for g in range(1, cfg.gamma + 1)]
     parts = run_parts(run, subs, gamma_threshold)
     order = np.argsort(np.concatenate([p.ordinals for p in parts] or [np.zeros(0, dtype=np.int64)]), kind="stable")
@@ -314,8 +311,8 @@ def simulate_run_strategies(
     ema_window: int = 1,
     gamma_threshold: float | None = None,
 ) -> list[StrategyResult]:
-    """replay.testing.compare_reference.simulate_strategies for a loaded run (recorded gamma: ``run.config``'s),
-    its per-gamma outcomes from the batch arrays."""
+    """Each gamma strategy simulated on a loaded run (recorded gamma: ``run.config``'s), its per-gamma
+    outcomes from the batch arrays."""
     cost = cost or CostModel.default()
     outs = outcomes_by_gamma_run(run, cfg, gamma_threshold)
     return [simulate_strategy_arrays(outs, cfg, s, cost, ema_window) for s in strategies]

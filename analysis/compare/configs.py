@@ -1,11 +1,10 @@
 """Compare tree configs offline on a recorded run, and several runs side by side.
 
-Each config is replayed exactly on every recorded round (analysis.compare.batch on the batch arrays;
-the round-by-round oracle: replay.testing.compare_reference.compare_configs); ``summarize_arrays`` summarises: nodes, then
-the headline in vLLM's words (mean acceptance length, draft acceptance rate, per-position acceptance
-rate; replay.core.headline), mean accepted length and modelled speedup, each as a [lo, hi] pair that
-collapses to one value when every round is decidable. ``with_speed`` adds
-the cost model's source and, on the recorded config's row, the measured speedup; ``speed_row``
+Each config is replayed exactly on every recorded round (analysis.compare.batch on the batch
+arrays); ``summarize_arrays`` summarises: nodes, then the headline in vLLM's words (mean acceptance
+length, draft acceptance rate, per-position acceptance rate; replay.core.headline), mean accepted
+length and modelled speedup, each as a [lo, hi] pair that collapses to one value when every round
+is decidable. ``with_speed`` adds the cost model's source and, on the recorded config's row, the measured speedup; ``speed_row``
 puts a run's measured and modelled speedup side by side (words: analysis.tables.definitions).
 """
 
@@ -67,7 +66,7 @@ def summarize_arrays(
     nodes_hi: np.ndarray,
 ) -> dict:
     """One comparison row (COMPARE_COLUMNS) from a config's per-round outcomes, in round order
-    (decided: [R] bool; the others [R] int64, as replay.testing.subtree_walk.SubOutcome's fields).
+    (decided: [R] bool; the others [R] int64).
 
     Undecidable rounds count at their lower bound in *_lo and at their upper bound in *_hi;
     modelled_speedup_lo pairs the fewest tokens with the highest cost, modelled_speedup_hi the reverse,

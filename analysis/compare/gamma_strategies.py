@@ -276,8 +276,7 @@ def simulate_strategy_arrays(
     """One strategy over the per-gamma outcomes (module docstring): while the strategy follows one
     trajectory (every round it reaches has one accepted length) the gammas are found with numpy
     (_trajectory) and the sums taken over the arrays, in the walk's order; from the first round
-    with a range of lengths on, the walk goes on round by round. The walk from the first round is
-    the reference it is checked against (replay.testing.compare_reference.simulate_strategy)."""
+    with a range of lengths on, the walk goes on round by round."""
     G, R = cfg.gamma, len(outs)
     traj, stop, g_stop, ema = _trajectory(outs, G, strategy, ema_window)
     cols = np.arange(stop)

@@ -3,8 +3,7 @@
 exactly rounded sums: ExactSum), its display and the words of the undetermined rounds.
 
 The configs' sub-trees are walked at T on the batch arrays (analysis.compare.sampling_batch,
-analysis.compare.sampling_subtrees; docs/analysis.md "Other configs at T"); the round-by-round
-reference of that walk is replay.testing.compare_at_t (a test oracle).
+analysis.compare.sampling_subtrees; docs/analysis.md "Other configs at T").
 """
 
 from __future__ import annotations
@@ -145,8 +144,7 @@ def summarize_sampling_arrays(
 ) -> dict:
     """One SAMPLING_COLUMNS row from a config's rounds at T, as per-round arrays in run order ([n];
     ge_*: [n, gamma], zeros past a round's sub-tree): the one summary rule (undetermined rounds
-    counted, not averaged), for analysis.compare.sampling_batch and the round-by-round reference
-    (replay.testing.compare_at_t.summarize_sampling)."""
+    counted, not averaged)."""
     n, nd = int(determined.shape[0]), int(determined.sum())
     lo_hi = np.stack([lo_all[determined], hi_all[determined]], axis=1).astype(np.float64)
     ge = np.concatenate([ge_lo[determined], ge_hi[determined]], axis=1).reshape(nd, 2 * cfg.gamma)

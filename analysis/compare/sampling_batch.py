@@ -1,14 +1,11 @@
 """Other configs at temperature T (analysis.compare.sampling's table), on the batch arrays: numpy over rounds.
 
-The same per-round outcomes as ``replay.testing.compare_at_t.compare_sampling`` over the RoundResults
-(the readable reference, a test oracle: tests/test_compare_sampling_batch.py compares the two on random
-dumps, tests/test_compare_sampling_batch_recorded.py at temperatures with recorded node_logprobs):
-per config, T and round, determined or not (and why), the bounds on the expected accepted length and
+Per config, T and round: determined or not (and why), the bounds on the expected accepted length and
 on P(L >= d), exactness.
 
 Each batch's rounds go through analysis.compare.sampling_parts (per tree shape: refused or not,
 each config's outcome from analysis.compare.sampling_subtrees); here the parts are joined into
-compare_sampling's SamplingComparison in run order, or, for the table alone, folded block by block
+a SamplingComparison in run order, or, for the table alone, folded block by block
 (analysis.compare.sampling_sums).
 """
 

@@ -16,7 +16,7 @@ width that the walk can reach (a reachable doubt on a node's expansion makes the
 there, as at_temperature's first doubt); and its exactness known from the recorded config's round
 (that one exact: every sub-tree of it is; else, where the edge into the root's first child is not
 determined, no sub-tree holding that child is). Otherwise the chunk takes the config's own walk
-(walk_at_temperature). tests/test_compare_sampling_reach.py holds the two equal.
+(walk_at_temperature).
 """
 
 from __future__ import annotations

@@ -251,11 +251,11 @@ class RecordedEdges:
 
 
 def recorded_edges(st: SubTrees, node_logp: np.ndarray, walks: np.ndarray) -> RecordedEdges:
-    """replay.testing.compare_at_t.recorded_edges on a chunk. node_logp: [rows, C] the validate rows'
+    """The edges of a chunk's sub-trees from the recorded node_logprobs. node_logp: [rows, C] the validate rows'
     node_logprobs column at T; walks: [C] bool the rounds whose recorded walk at T reads that column
     (replay.engine.batch.recorded.node_rounds: the all layout, where row u is node u). A round whose
     sub-tree holds an extra node (a candidate the recording never kept, so no recorded value) keeps
-    the top-K rows, as the round path does."""
+    the top-K rows."""
     c, big_n = st.recs.shape
     inside = np.arange(big_n)[None, :] < st.n[:, None]
     extra = (inside[:, 1:] & (st.recs[:, 1:] < 0)).any(axis=1)
@@ -396,7 +396,7 @@ def _doubts(st: SubTrees) -> _Doubts:
 
 def _first_doubt(dt: _Doubts, t: float, reach_lo: np.ndarray, reach_hi: np.ndarray):
     """([C] why, depth, rank) of each round's first doubt the walk can reach (why 0: none); a doubt
-    is reached when the upper bound of its reach is > 0 (replay.testing.compare_at_t._doubt_reach)."""
+    is reached when the upper bound of its reach is > 0."""
     c = reach_lo.shape[0]
     why = np.zeros(c, dtype=np.int8)
     depth = np.zeros(c, dtype=np.int64)

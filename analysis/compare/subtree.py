@@ -2,9 +2,8 @@
 
 Another config's tree is rebuilt on each recorded round with the recording's selection rule and
 walked without guessing (docs/analysis.md, "Offline comparison"): on the batch arrays by
-analysis.compare.subtree_batch (greedy) and analysis.compare.sampling_subtrees (at T), round by
-round by the test references in replay.testing.subtree_walk and replay.testing.compare_at_t. What
-the two forms share lives here: a node's selection status (IN / OUT / MAYBE), the selection rules'
+analysis.compare.subtree_batch (greedy) and analysis.compare.sampling_subtrees (at T). What
+both walks share lives here: a node's selection status (IN / OUT / MAYBE), the selection rules'
 names, the bound on the path key of a candidate its recorded row does not name (unnamed_key_bound),
 the stop word of an undecidable round and why it is undecidable (codes and words), and the
 containment rule (is_contained, beyond_recorded), with the configs it admits (contained_configs,

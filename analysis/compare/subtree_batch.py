@@ -1,12 +1,10 @@
 """The exact replay of another config on recorded rounds (docs/analysis.md, "Offline comparison"), for a
 whole RoundBatch at once.
 
-The same decisions as ``replay.testing.subtree_walk.replay_subconfig`` (the readable reference; the property
-tests tests/test_subtree_batch.py and tests/test_compare_batch.py compare the two on random dumps):
-per round, decided or not, the lower / upper bound of the accepted length (equal when decided),
+Per round, decided or not, the lower / upper bound of the accepted length (equal when decided),
 how the walk stopped, the draft steps run and, for an undecidable round, why (as codes; analysis.
 compare_batch spells them). Recorded early stops are inherited; ``gamma_threshold`` > 0 simulates
-the early stop as the reference does. Any config works, contained in the recording or not.
+the early stop. Any config works, contained in the recording or not.
 
 Arrays have the round axis last. The simulated tree's levels come from
 analysis.compare.subtree_levels (a level is a padded ``[L, C]`` set of slots, children of level i's
@@ -39,7 +37,7 @@ from .subtree_levels import (
 )
 from .subtree_select import Level, first_hit, select_level, selection_rules
 
-# how the walk ended (replay.testing.subtree_walk's SubOutcome.stop); why a round is undecidable: subtree.WHY_*
+# how the walk ended; why a round is undecidable: subtree.WHY_*
 STOP_CODE_LEAF, STOP_CODE_MISMATCH, STOP_CODE_NO_ROW = StopCode.LEAF, StopCode.MISMATCH, StopCode.NO_ROW
 STOP_CODE_UNDECIDABLE = max(StopCode) + 1  # the batch replay's stop codes, and one more
 NO_CANDIDATE = -1  # why_rank where the reason names no candidate (not vocab.NO_RANK, the root's rank)
@@ -56,9 +54,8 @@ COMPACT_SHARE = 0.85
 
 @dataclass(frozen=True, eq=False)
 class SubOutcomes:
-    """Per round: whether the config's accepted length is decided, its bounds, and the rest of
-    replay.testing.subtree_walk.SubOutcome that compare shows (bonus fields left out). The reason's depth is
-    ``lower`` (the walk's depth when it stopped)."""
+    """Per round: whether the config's accepted length is decided, its bounds, and the rest that
+    compare shows. The reason's depth is ``lower`` (the walk's depth when it stopped)."""
 
     decided: np.ndarray  # [R] bool
     lower: np.ndarray  # [R] int64
@@ -207,7 +204,7 @@ def _rows(a: np.ndarray | None, n: int) -> np.ndarray | None:
 def _simulate(
     rec: RecordedChunk, sub: TreeConfig, cap: int, threshold: float = 0.0, shared: dict | None = None
 ) -> SubOutcomes:
-    """Walk greedy acceptance (replay.testing.subtree_walk._walk) on the simulated levels 0..cap: built
+    """Walk greedy acceptance on the simulated levels 0..cap: built
     during the walk for the rounds still walking (_OnTheWalk), or all first under the gammaThreshold
     early stop (whether a step runs reads every level of every round)."""
     if threshold > 0:

@@ -195,7 +195,7 @@ def child_level(rec: RecordedChunk, lvl: Level, depth: int, widths: tuple[int, .
         child_row = np.where(child_rec >= 0, rec.gather(rec.pos[nxt], child_rec), -1)
     else:
         child_row = np.full((n, c), -1, dtype=np.int64)
-    # selection keys by each round's rule (replay.testing.subtree_walk._child); only the rules present are computed
+    # selection keys by each round's rule; only the rules present are computed
     keys = {}
     if CODE_PATH in rec.present:
         path_exact = (token != PAD_TOKEN) & score_known(lp) & kw(b(g(lvl.exact)))
@@ -229,8 +229,7 @@ def _inexact_key_hi(rec: RecordedChunk, depth: int, parent_hi: np.ndarray, p_row
 
 
 def _threshold_verdicts(rec: RecordedChunk, lvl: Level, depth: int, threshold: float) -> tuple[np.ndarray, np.ndarray]:
-    """([C] go, [C] stop) after the step drafting level ``depth`` (replay.testing.subtree_walk._threshold_stop):
-    go when a surely selected node's top-1 draft probability reaches the threshold, stop when every
+    """([C] go, [C] stop) after the step drafting level ``depth``: go when a surely selected node's top-1 draft probability reaches the threshold, stop when every
     drafted node's is known and below it, neither when unknown."""
     drafted = lvl.valid & (lvl.status != OUT)
     row = np.broadcast_to(lvl.row, drafted.shape)
@@ -246,8 +245,7 @@ def _threshold_verdicts(rec: RecordedChunk, lvl: Level, depth: int, threshold: f
 
 
 def _steps(rec: RecordedChunk, levels: list[Level], cap: int, threshold: float) -> tuple[np.ndarray, np.ndarray]:
-    """([C] steps surely run, [C] steps possibly run) under the gammaThreshold early stop, as
-    replay.testing.subtree_walk.replay_subconfig's loop decides them step by step."""
+    """([C] steps surely run, [C] steps possibly run) under the gammaThreshold early stop."""
     sure = np.full(rec.c, cap, dtype=np.int64)
     most = np.full(rec.c, cap, dtype=np.int64)
     if threshold <= 0:
@@ -267,8 +265,7 @@ def _steps(rec: RecordedChunk, levels: list[Level], cap: int, threshold: float) 
 
 @dataclass(eq=False)
 class SimulatedLevels:
-    """``sub``'s simulated levels 0..cap on a chunk of recorded rounds, before any walk (the batch
-    form of replay.testing.subtree_walk.SimulatedTree): the greedy walk (_simulate) and the sampling
+    """``sub``'s simulated levels 0..cap on a chunk of recorded rounds, before any walk: the greedy walk (_simulate) and the sampling
     walk (analysis.compare.sampling_subtrees) both read it. kpos[d]: [L_d, C] each level-d node's
     position among its level's non-OUT nodes (-1 when OUT); its rank-r child is slot
     kpos * widths[d] + r of level d+1."""

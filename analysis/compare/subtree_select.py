@@ -1,11 +1,10 @@
 """One level of the simulated tree (Level: padded ``[L, C]`` slots, the round axis last) and the
 selection on it: which rule each round's recording used (selection_rules), and a level's IN / OUT /
-MAYBE status and slot range of each node choosing its top heads (select_level), as
-the reference (replay.testing.subtree_walk) decides them.
+MAYBE status and slot range of each node choosing its top heads (select_level).
 
 Selection is recomputed by successive maxima (equal keys by replay.core.selection.rank_ties of
 their tree-order positions) in rounds where every key of the level is known and ordered (the common
-case; taken as they come where the valid nodes already are in that order), and with the reference's
+case; taken as they come where the valid nodes already are in that order), and with the
 pairwise IN / OUT / MAYBE rule in the others (exact, ordered keys by replay.core.selection.precedes).
 """
 
@@ -20,7 +19,7 @@ from replay.engine.batch import SEL_PARENTS, BatchResult, RoundBatch, TreeShape
 
 from .subtree import IN, MAYBE, OUT
 
-CODE_PATH, CODE_RECORDED, CODE_FALLBACK = 0, 1, 2  # replay.testing.subtree_walk.selection_rule's RULE_*, as codes
+CODE_PATH, CODE_RECORDED, CODE_FALLBACK = 0, 1, 2  # subtree's RULE_*, as codes
 
 
 FIRST_TRUE_MAX = 128  # replay.core.selection.first_true's axis must be shorter
@@ -53,7 +52,7 @@ class Level:
 
 
 def selection_rules(batch: RoundBatch, res: BatchResult, shape: TreeShape) -> np.ndarray:
-    """[R] int8 rule per round, as replay.testing.subtree_walk.selection_rule decides it."""
+    """[R] int8 the selection rule each round's recording used (CODE_*)."""
     r = len(batch)
     path = np.full(r, all(st.logp is not None for st in batch.steps))
     if path.any():
@@ -117,7 +116,7 @@ def keys_by_rule(rules: np.ndarray, keys: dict, shape: tuple[int, int]) -> tuple
 
 
 def select_level(lvl: Level, heads: int) -> None:
-    """IN / OUT / MAYBE and slot ranges of a level choosing its top ``heads`` (replay.testing.subtree_walk._select)."""
+    """IN / OUT / MAYBE and slot ranges of a level choosing its top ``heads``."""
     L, c = lvl.valid.shape
     v = lvl.valid
     fast = (~v | (lvl.exact & lvl.sure & lvl.ordered)).all(axis=0)  # every key known and ordered

@@ -5,10 +5,10 @@ where the node was expanded (its full candidate row is recorded) and the target'
 the node's depth d, its own draft rank q, and the draft rank r of the target's top-1 among its
 candidates (MISS when absent). ``ShapeStats`` holds the visits and hits per (round group, d, q, r),
 the rounds whose walk was still alive after each draft step and that went on drafting or stopped
-early there (``step_tables``) per round group, and the draft's recorded log-probability totals per (d, q, r); a round group is a run of
-consecutive rounds of one dump, the unit the bootstrap resamples. analysis.shapes.model estimates
-the model from these tables; analysis.shapes.stats computes them batch by batch
-(replay.testing.stats_reference, the tests' oracle, from replayed rounds).
+early there (``step_tables``) per round group, and the draft's recorded log-probability totals
+per (d, q, r); a round group is a run of consecutive rounds of one dump, the unit the bootstrap
+resamples. analysis.shapes.model estimates the model from these tables; analysis.shapes.stats
+computes them batch by batch.
 """
 
 from __future__ import annotations

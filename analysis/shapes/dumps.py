@@ -3,8 +3,7 @@
 ``scan_run``: a dump directory or packed run read in batches (``replay.engine.runs``), replayed by
 ``replay.engine.batch``, measured by ``analysis.compare.subtree_batch``. The statistics pass reads the dump
 once; the measurements need a second pass over the batches, kept in memory when they are small
-or memory-mapped (packed runs), read again otherwise. The tests' oracle, measured round by round by
-the reference (``replay.testing.subtree_walk.replay_subconfig``), is tests.reference_runs.dump_from_replay.
+or memory-mapped (packed runs), read again otherwise.
 """
 
 from __future__ import annotations

@@ -10,9 +10,6 @@ stays that of a few batches whatever the dump's size:
 * ``TreeCounts``: the recorded trees as rank paths, rounds per group holding each path (the
   "recorded trees" check of the model);
 * the recorded accepted lengths (sum, sum of squares).
-
-replay.testing.stats_reference.dump_stats_from_results computes the same from replayed
-``RoundResult``s (the tests' oracle); tests/test_shape_stats.py checks that both agree.
 """
 
 from __future__ import annotations

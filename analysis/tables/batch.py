@@ -1,10 +1,8 @@
 """The analysis tables of a batch replay (a RoundBatch and its BatchResult), vectorised.
 
-The same rows, columns, dtypes and values as replay.testing.table_rows' ``round_table`` / ``node_table``
-build from the scalar RoundResults (tests/test_batch_tables.py compares the two on the bundled
-samples, a packed run and random dumps). numpy works on ``[nodes, rounds]`` arrays of the rounds
-of one tree shape; Python loops run over levels, over the few distinct node names and selection
-summaries, and over rounds only where a cell is a list or a joined string.
+numpy works on ``[nodes, rounds]`` arrays of the rounds of one tree shape; Python loops run over
+levels, over the few distinct node names and selection summaries, and over rounds only where a
+cell is a list or a joined string.
 """
 
 from __future__ import annotations
@@ -141,9 +139,9 @@ def join_parts(parts: list[TableParts]) -> tuple[pd.DataFrame, pd.DataFrame]:
     )
 
 
-# What a run keeps of its round table when its node metrics are counted block by block
-# (replay.testing.frame_counts.node_metric_counts, the reference): the columns the round metrics read (summary,
-# accepted_length_distribution, depth_acceptance), stats' selection counts and LabelledRun's keys.
+# What a run keeps of its round table when its node metrics are counted block by block: the columns
+# the round metrics read (summary, accepted_length_distribution, depth_acceptance), stats' selection
+# counts and LabelledRun's keys.
 SLIM_ROUND_COLUMNS = (
     "run",
     "key_a",
@@ -286,8 +284,7 @@ def _target_tokens(batch: RoundBatch, res: BatchResult, shape: TreeShape, expand
 
 def _target_positions(batch: RoundBatch, shape: TreeShape, expanded_rows: list[np.ndarray], target: np.ndarray):
     """([n, C] rank of the target's token among the node's recorded candidates, -1 when absent;
-    [n, C] int8 where it sits, index into TARGET_IN), as replay.testing.table_rows.node_facts
-    decides them."""
+    [n, C] int8 where it sits, index into TARGET_IN)."""
     n, c = target.shape
     rank = np.full((n, c), -1, dtype=np.int64)
     where = np.full((n, c), _IN[IN_UNEXPANDED], dtype=np.int8)
@@ -310,7 +307,7 @@ def _target_positions(batch: RoundBatch, shape: TreeShape, expanded_rows: list[n
 def _level_ranks(
     shape: TreeShape, level_lp: list[np.ndarray], expanded_slot: np.ndarray, selection: np.ndarray
 ) -> np.ndarray:
-    """[n, C] replay.testing.table_rows.level_ranks for every round: by path log-probability where
+    """[n, C] each node's rank in its level, every round: by path log-probability where
     the level has scores, else the expanded nodes' slots where the step chose by parents, else the
     rank-major fallback order (a constant of the shape)."""
     n, c = expanded_slot.shape

@@ -2,8 +2,7 @@
 
 One row per round (``ROUND_COLUMNS``) and one row per tree node (``NODE_COLUMNS``); column meanings
 are listed there and in docs/analysis.md. analysis.tables.batch builds the rows from the batch
-arrays as a run is read (replay.testing.table_rows, the tests' oracle, builds the same round by
-round). Every metric in analysis.tables.metrics is computed from these two tables only, so several
+arrays as a run is read. Every metric in analysis.tables.metrics is computed from these two tables only, so several
 runs side by side are just more rows with another ``run`` label.
 """
 

@@ -1,7 +1,6 @@
 """The node table of a batch as a pyarrow Table built from the per-node arrays, without pandas: the
 Table that ``pa.Table.from_pandas(preserve_index=False)`` makes of analysis.tables.batch's node frame
-(the same types, values and pandas metadata; tests/test_report_tables_stream.py compares them),
-for report's tables/ (analysis.tables.stream), where a 10^6-round run has 13 million node rows.
+(the same types, values and pandas metadata), for report's tables/ (analysis.tables.stream), where a 10^6-round run has 13 million node rows.
 
 Text cells are taken from their few distinct values (run label, round names, node names, where the
 target's token is), numbers and flags go over as numpy arrays.

@@ -1,13 +1,11 @@
-"""The node metrics' counts (replay.testing.frame_counts.node_metric_counts, the reference) straight from the per-node
-arrays of a batch (analysis.tables.batch._Nodes), without a node table.
+"""The node metrics' counts straight from the per-node arrays of a batch
+(analysis.tables.batch._Nodes), without a node table.
 
-How every run load_run reads counts its node metrics, block by block (with its node table or
-without): a block of a packed run holds ~200,000 node rows, and grouping them as a pandas frame
-cost three quarters of ``stats``.
+How every run load_run reads counts its node metrics, block by block: a block of a packed run
+holds ~200,000 node rows, and grouping them as a pandas frame cost three quarters of ``stats``.
 Here each count is a numpy bincount over integer codes of the ``[n, C]`` arrays of one tree shape,
-summed over the block's shapes into one small table per metric, of the same columns and dtypes
-as node_metric_counts gives for the block's node table: combine_node_counts finishes either, and
-tests/test_streamed_metrics.py checks that the two agree (the frame path is the reference).
+summed over the block's shapes into one small table per metric, which combine_node_counts
+finishes.
 """
 
 from __future__ import annotations

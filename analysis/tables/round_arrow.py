@@ -3,11 +3,10 @@ tables/, analysis.tables.stream): the Table that ``pa.Table.from_pandas(preserve
 makes of analysis.tables.batch's round frame, the same types, values and pandas metadata.
 
 A frame's types depend on its values only in its list columns (a list column whose lists are all
-empty is Arrow's list<null>) and bonus_kind (None where there is no bonus: all None is null): round_table types the joined rows once they are known
-(round_schema: from_pandas of one row of the same dtypes and kinds of list, cached). Text cells
-are taken from their distinct values; list cells are Arrow lists made from offsets
-(replay.engine.batch.frames.record_arrow's way). tests/test_report_tables_stream.py compares
-the Tables with from_pandas'.
+empty is Arrow's list<null>) and bonus_kind (None where there is no bonus: all None is null):
+round_table types the joined rows once they are known (round_schema: from_pandas of one row of
+the same dtypes and kinds of list, cached). Text cells are taken from their distinct values; list
+cells are Arrow lists made from offsets (replay.engine.batch.frames.record_arrow's way).
 """
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ from .runs import LabelledRun
 EXPECTED_SUMMARY = ("mean_acceptance_length", "draft_acceptance_rate", "mean_accepted_length", "full_depth_fraction")
 # The summary metrics (analysis.tables.definitions.SUMMARY_NAMES) at T: EXPECTED_SUMMARY as bounds,
 # these as they are at any T (the tree's size does not depend on T), and these not at all: at T the
-# bonus token is the target's draw, which a dump cannot hold. tests/test_sampling_stats.py holds the
-# three in step with SUMMARY_NAMES, so a new metric says here what it is at T.
+# bonus token is the target's draw, which a dump cannot hold. A new summary metric says here what it
+# is at T (tests/test_sampling_stats.py).
 SAME_AT_ANY_T = ("mean_num_nodes", "mean_num_steps")
 GREEDY_ONLY = ("bonus_known_fraction",)
 SAMPLING_TABLES = ("summary", "accepted_length", "depth_acceptance")

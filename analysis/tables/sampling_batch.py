@@ -1,14 +1,11 @@
-"""``stats --temperature T`` on the batch arrays: analysis.tables.sampling's RunSampling of a run
-loaded by the batch path, without a RoundResult per round.
+"""``stats --temperature T`` on the batch arrays: analysis.tables.sampling's RunSampling of a
+loaded run.
 
 The batches are those load_run read (``sampling_along``, the run read once), else the run is read
 again; each batch's rounds at T are replay.engine.sampling_runs' SamplingPart (batch --temperature's
 rule: the top-K rows, or the dump's node_logprobs where it records them at T), joined in run order
-by its join_parts. The usable rounds' numbers (E[L] bounds, P(L >= d) bounds, exactness, nodes,
-steps) are the arrays the round path (tests/reference_runs.py's reference_run_sampling over
-RoundResults) builds: the same values in the same order, so the same sums. A refused round's reason
-is worded by the engine in the round path's words (replay.engine.batch.recorded.refusal_texts: the
-file, the field and the row).
+by its join_parts. A refused round's reason is worded by the engine
+(replay.engine.batch.recorded.refusal_texts: the file, the field and the row).
 """
 
 from __future__ import annotations

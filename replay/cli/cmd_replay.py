@@ -118,8 +118,7 @@ def _told(rep, directory: str) -> int:
 
 
 def _replay_summary(args: argparse.Namespace) -> int:
-    """No trees to draw: the summary's figures from the batch arrays, the bytes of the reference's
-    summary (replay.testing.round_summaries.render_summary; tests/test_batch_samples.py)."""
+    """No trees to draw: the summary's figures from the batch arrays."""
     rep = replay_run(
         args.dir, options_from_args(args), workers=args.workers, progress=progress_enabled(args.no_progress)
     )
@@ -129,7 +128,7 @@ def _replay_summary(args: argparse.Namespace) -> int:
 
 
 def _replay_json(args: argparse.Namespace) -> int:
-    """No trees to draw: the batch replay gives the same records (tests/test_batch_samples.py), faster."""
+    """No trees to draw: the records from the batch arrays."""
     rep = replay_run(
         args.dir, options_from_args(args), workers=args.workers, progress=progress_enabled(args.no_progress)
     )

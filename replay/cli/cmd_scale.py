@@ -105,7 +105,7 @@ def _selection_counts(res: BatchResult) -> Counter:
 
 
 def run_figures(rep: RunReplay) -> SummaryFigures:
-    """The same figures as ``specreplay replay``'s summary (replay.testing.round_summaries.figures_of on the reference), from the batch arrays."""
+    """The figures of ``specreplay replay``'s summary, from the batch arrays."""
     res = rep.result
     ok = res.ok
     return SummaryFigures(
@@ -141,7 +141,6 @@ def run_batch(args: argparse.Namespace) -> int:
         with writing_bar(args, args.table) as progress:
             _write_table(rep, args.table, progress)
     if args.json:
-        # the same bytes as replay.testing.records_reference.write_json_lines(records_of_batch(...))
         with writing_bar(args, "JSON lines") as progress:
             write_batch_json_lines(rep.result, out, progress)
     else:

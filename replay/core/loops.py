@@ -7,7 +7,7 @@ sum of q (row_sums_loop), its sum of q^a at T (scaled_sums_loop), each child's c
 row (child_cells_loop), each edge's probability bounds (edge_probs_loop), and the all layout's rows
 gathered round by round (gather_rows_loop). Every path of the rule (the batch's chunks, the round
 path's single rounds, the prepared curve) calls the same loops, so their numbers agree bit for bit
-whichever path ran (tests/test_sampling_batch.py).
+whichever path ran.
 
 The exponential of a cell is this module's own (``_exp``): numpy's is not callable from compiled
 code, and numba's ``math.exp`` is the C library's, one value at a time (about 6 times slower here
@@ -15,11 +15,11 @@ than numpy's vectorised one). It is the textbook method: x = k ln 2 + r with |r|
 (Cody and Waite's two-part ln 2, so that k ln 2 is exact), exp(r) by its Taylor series to r^13
 (truncation below 2^-57), times 2^k built from its bits in two factors (each a normal number, so
 that a result in the subnormal range is rounded once). Within 1 ulp of the C library's over the
-float64 range (tests/test_loops.py: ~10^5 points, subnormal results and the range's edges included);
+float64 range (subnormal results and the range's edges included);
 NaN, +-inf, overflow and underflow as numpy gives them. The one fast-math liberty is contraction
 (a * b + c as one fused multiply-add where the CPU has it, about a fifth less time): the compiler
 fuses the same operations in a vector lane and alone, so a value's bits do not depend on which ran
-it (tests/test_loops.py); they may differ in the last bit between CPUs with and without FMA, as
+it; they may differ in the last bit between CPUs with and without FMA, as
 numpy's own vectorised exp does.
 
 Imported at first use, not with replay.core.sampling: numba's import costs about 0.35 s, and a

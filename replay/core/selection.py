@@ -13,35 +13,12 @@ Which key, per step (the words are in replay.core.vocab; ``selection_method`` de
   (``fallback_guesses``).
 
 The tie rule ("equal keys in tree order") is written in ``rank_ties``: every form below orders
-equal keys through it, and no module elsewhere sorts selection keys itself (tests/test_tie_rule_once.py
-scans them and plants a reversed rule). Changing the tie rule means changing ``rank_ties`` and
-the test oracles, which keep their own copy on purpose (replay/testing/subtree_walk.py ``_ahead``,
-tests/simple_replay.py, tests/analysis_oracle.py).
+equal keys through it, and no module elsewhere sorts selection keys itself.
 
-Forms of the rule, where each lives and what cross-checks it:
-
-* scalar, ``selection_order`` / ``select_top`` (here): replay.testing.rebuild (the reference),
-  replay.live.draft (on the CPU copy of the path log-probs: a few nodes per step),
-  analysis.tables.slot_hits, analysis.shapes.paths and .search (model probabilities),
-  replay.engine.batch.shapes and analysis.tables.batch (the fallback order of a shape) and
-  replay.testing.subtree_walk (the reference, when every key is exact). tests/test_selection.py checks it against
-  hand-derived orders.
-* vectorised, numpy, round axis last (here): ``top_k_columns`` (through ``tie_winner``) and
-  ``invalid_parents_columns`` in replay.engine.batch; ``selection_positions`` (each node's place) in
-  analysis.tables.batch's level ranks. tests/test_selection.py checks them against the scalar forms on
-  random levels; tests/test_batch_property.py checks batch against rebuild on random dumps.
-* pairwise, ``precedes`` (here): selection_positions, and analysis.compare.subtree_select's interval
-  form where both keys are exact.
-* interval (undecidable), replay.testing.subtree_walk._select (the reference) and its vectorised twin
-  analysis.compare.subtree_select.select_level: keys known only up to an interval (unknown scores) give
-  IN / OUT / MAYBE; with exact keys it is the scalar form (select_level: successive maxima, equal keys
-  by ``rank_ties`` of ``tree_position``). tests/test_analysis_subtree.py checks it against replaying
-  dumps recorded with the sub-config; tests/test_subtree_batch.py the twin against it.
-* the generators replay/testing/synth.py (select_top) and replay/testing/batch_synth.py
-  (top_k_columns, rank_major_keys) choose the nodes they expand with the forms above, and build
-  their trees themselves; the batch/analysis tests replay their output and compare.
-* independent copies kept on purpose as oracles (they must not import this module):
-  tests/simple_replay.py, tests/analysis_oracle.py (tests/test_property.py replays and compares).
+The forms: scalar (``selection_order`` / ``select_top``, a few nodes per step); vectorised, numpy,
+round axis last (``top_k_columns`` through ``tie_winner``, ``invalid_parents_columns``,
+``selection_positions``); pairwise (``precedes``), which the interval form of
+analysis.compare.subtree_select uses where both keys are exact.
 """
 
 from __future__ import annotations

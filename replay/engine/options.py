@@ -1,8 +1,5 @@
 """How a replay reads its source: the options (CLI over the manifest over config.json) and a
 packed run opened with its config resolved as a directory's.
-
-The batch path (replay.engine.runs) and the per-round reference (replay.testing.replayer) both
-resolve their options here, so that both read a dump the same way.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """What a replay says on stderr about its inputs and its rounds, once for the run: the config and
 manifest (keys it did not read, the tree it replays, configs the directory states that differ),
 how the files were grouped, the rounds' own notes, and layouts that differ between rounds.
-
-The batch path (replay.engine.runs) and the per-round reference (replay.testing.replayer) both say
-them with these functions, in the same words.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 (NO_SCORES, row_problem_words, node_columns_words, sampling_skip) and the vocabulary size used.
 
 The rule (and its bounds) lives in replay.core.sampling; the batch engine applies it to rounds
-(replay.engine.batch.sampling); its per-round reference is replay.testing.round_sampling.
+(replay.engine.batch.sampling).
 """
 
 from __future__ import annotations

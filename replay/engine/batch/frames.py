@@ -1,8 +1,7 @@
 """A BatchResult as the per-round record frame: replay.core.records' columns (docs/output-schema.md).
 
 The same frame, dtypes included, as ``records_frame(records_of_batch(result))`` builds record by
-record (tests/test_batch_tables.py compares them), with numpy over the rounds: Python runs per
-round only where a cell is a list (accepted and committed tokens, nodes, notes) or the key text.
+record, with numpy over the rounds: Python runs per round only where a cell is a list (accepted and committed tokens, nodes, notes) or the key text.
 pandas is imported when a frame is asked for, never by the replay itself.
 """
 

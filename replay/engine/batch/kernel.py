@@ -1,10 +1,7 @@
 """The batch replay kernel: rebuild, validate and accept one chunk of rounds of one shape.
 
-``replay.testing.replayer.replay_round`` stays the readable reference; this kernel must give the same
-per-round results, the same skip decisions included (tests/test_batch_property.py compares the two
-on random dumps, tests/test_batch_samples.py on the bundled samples). A rejected round's first
-fault is recorded with its place (``BatchResult.error_at``), so that its message is worded from
-the record (replay.engine.batch.rejections), never by replaying the round again.
+A rejected round's first fault is recorded with its place (``BatchResult.error_at``), so that its
+message is worded from the record (replay.engine.batch.rejections), never by replaying the round.
 
 Python loops here run over draft steps (depth) and over the few expanded slots of one fixed shape
 (constants of the tree config), never over rounds.

@@ -3,13 +3,12 @@
 The rule is replay.core.sampling_recorded's (the walk on each node's recorded log-probability
 under its parent); this module hands it the batch's trees (the greedy rebuild's level tokens and
 parents, replay.engine.batch.sampling.shape_arrays) and the validate stack's node_logp column.
-Which rounds use it is replay.testing.round_sampling.round_sampling's choice, round by round: a replayed
-round in the ``all`` layout (row u is node u) whose validate file carries node_logprobs, at a T of
-the manifest's node_logprob_temperatures. Every other round goes to batch_sampling (the top-K rows).
+It serves a replayed round in the ``all`` layout (row u is node u) whose validate file carries
+node_logprobs, at a T of the manifest's node_logprob_temperatures. Every other round goes to
+batch_sampling (the top-K rows).
 
 A refused round's reason (``refusal_texts``) is worded from the batch's own arrays and file names
-in the round path's words (the file, the field, the row), so that batch lists the rounds replay
-lists, in replay's words.
+(the file, the field, the row).
 """
 
 from __future__ import annotations
@@ -89,8 +88,8 @@ def sampling_at(
 
 
 def node_logprob_gaps_batch(batch, res: BatchResult, t: float, nodes) -> tuple[list[str], list[str]]:
-    """replay.testing.round_sampling.node_logprob_gaps (the reference) on the batch arrays: the replayed rounds of ``batch``
-    whose walk at a recorded T cannot read node_logprobs (in the parents layout; without the array), by name."""
+    """The replayed rounds of ``batch`` whose walk at a recorded T cannot read node_logprobs, by
+    name: (those in the parents layout, those of a batch without the array)."""
     if recorded_column(t, nodes) is None:
         return [], []
     ok, names = res.error == ERR_OK, [f"{a}_{b}" for a, b in res.keys.T.tolist()]
@@ -106,9 +105,8 @@ def refusal_texts(
     vocab_size: int | None = None,
     node_temperatures: Sequence[float] | None = None,
 ) -> dict[int, str]:
-    """{round index in ``batch``: why} for each replayed round that ``smp`` refuses, in the round
-    path's words (replay.testing.round_sampling.round_sampling: the file, the field, the row), from the
-    batch's own arrays and file names."""
+    """{round index in ``batch``: why} for each replayed round that ``smp`` refuses (the file, the
+    field, the row), from the batch's own arrays and file names."""
     out = {}
     own = np.zeros(len(batch), dtype=bool) if smp.from_node_logprobs is None else smp.from_node_logprobs
     node_logp = batch.validate.node_logp

@@ -2,9 +2,7 @@
 
 The batch kernel records, for each round it rejects, the reason's code (``BatchResult.error``) and
 its place (``BatchResult.error_at``: the draft step, the row, a detail); ``rejection_reasons`` words
-them from that and from the batch's own arrays and file names, with no second replay. The round
-by round replay (replay.testing.rebuild, replay.testing.replayer) words its rejections with the same
-functions, so the two say the same thing in the same words.
+them from that and from the batch's own arrays and file names, with no second replay.
 """
 
 from __future__ import annotations

@@ -116,10 +116,10 @@ def config_tree_shape(cfg: TreeConfig, steps: int) -> TreeShape:
 
 
 def dynamic_shapes(batch: RoundBatch, cfg: TreeConfig) -> tuple[np.ndarray, list[TreeShape], np.ndarray]:
-    """Each round's own shape when the tree is dynamic (as replay.testing.rebuild._step_shape reads it).
+    """Each round's own shape when the tree is dynamic.
 
     Returns (shape index [R] int64; shapes; error [R] int8). A round with a draft step without
-    valid rows (ERR_NO_ROWS) has the shape of the steps before it: the ones the reference checks first.
+    valid rows (ERR_NO_ROWS) has the shape of the steps before it, the ones checked first.
     """
     r = len(batch)
     level = np.ones(r, dtype=np.int64)

@@ -13,8 +13,8 @@ A round is taken only in the plain form: ``.npz``/``.npy`` files holding ``ids``
 2-D, not empty) and optional ``scores`` of the same shape, or a ``.npy``/``.npz`` scores companion;
 no parents, no node log-probabilities. Any other round, any file whose layout differs from every
 layout tried, a damaged file or a failed check is not an error here: the round is handed back and
-the caller reads it with the reference reader (``rounds.load_round``), so results and messages stay
-exactly the reference's (tests/test_arraybatch.py compares both).
+the caller reads it with the file-by-file reader (``rounds.load_round``), so results and messages
+stay exactly that reader's.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ one a whole float literal (checked per file), and must have its ids' shape; the 
 ``matrix_io.logp_of_scores``. Anything else is not an error here: a comment, a CR, a BOM, a ``+``
 in ids, a float id, a long number, ``nan``, a ragged or empty file, a file that is not regular or is
 too large, a parents companion. Such a round is handed back, and the caller reads it with the
-reference reader (``rounds.load_round``), so results, errors and skip messages stay exactly the
-reference's (tests/test_textbatch.py compares both on hostile and random inputs).
+file-by-file reader (``rounds.load_round``), so results, errors and skip messages stay exactly
+that reader's.
 """
 
 from __future__ import annotations
