@@ -227,34 +227,14 @@ def plot_parent_slot(parent: pd.DataFrame, run: str, n_rounds: int) -> Figure:
     fig = Figure(figsize=(7.0, 4.0), layout="constrained")
     ax = fig.add_subplot()
     depths = sorted(p["depth"].unique())
-    cats: list[str] = []
-    for _, row in p.iterrows():
-        c = (
-            f"expanded slot {int(row['expanded_slot'])}"
-            if row["expanded"]
-            else (
-                "not expanded (level rank ?)"
-                if pd.isna(row["level_rank"])
-                else f"not expanded, level rank {int(row['level_rank'])}"
-            )
-        )
-        if c not in cats:
-            cats.append(c)
+    rows = [(_slot_label(row), row["depth"], row["fraction"]) for _, row in p.iterrows()]
+    cats = list(dict.fromkeys(label for label, _, _ in rows))
     bottom = np.zeros(len(depths))
     for ci, c in enumerate(cats):
         vals = np.zeros(len(depths))
-        for _, row in p.iterrows():
-            rc = (
-                f"expanded slot {int(row['expanded_slot'])}"
-                if row["expanded"]
-                else (
-                    "not expanded (level rank ?)"
-                    if pd.isna(row["level_rank"])
-                    else f"not expanded, level rank {int(row['level_rank'])}"
-                )
-            )
-            if rc == c:
-                vals[depths.index(row["depth"])] += row["fraction"]
+        for label, depth, fraction in rows:
+            if label == c:
+                vals[depths.index(depth)] += fraction
         color = _COLORS[ci % len(_COLORS)] if c.startswith("expanded") else (0.55 + 0.08 * (ci % 5),) * 3
         ax.bar([str(d) for d in depths], vals, bottom=bottom, label=c, color=color, edgecolor="white")
         bottom += vals
@@ -264,6 +244,14 @@ def plot_parent_slot(parent: pd.DataFrame, run: str, n_rounds: int) -> Figure:
     ax.set_title(f"topHead signal — {run}, {counted(n_rounds, 'round')}", fontsize=10)
     _legend(ax, fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
     return fig
+
+
+def _slot_label(row: pd.Series) -> str:
+    if row["expanded"]:
+        return f"expanded slot {int(row['expanded_slot'])}"
+    if pd.isna(row["level_rank"]):
+        return "not expanded (level rank ?)"
+    return f"not expanded, level rank {int(row['level_rank'])}"
 
 
 def plot_compare_runs(summary: pd.DataFrame, depth: pd.DataFrame) -> Figure:
