@@ -62,7 +62,7 @@ class SamplingComparison:
     per_round: pd.DataFrame  # SAMPLING_PER_ROUND_COLUMNS
     skipped: Sequence[
         tuple[str, float, str]
-    ]  # (round, T, reason): no sampling replay of the recorded round (a list, or the batch path's SkippedRounds made as read)
+    ]  # (round, T, reason): no sampling replay of the recorded round (a list, or SkippedRounds made as read)
     needs_vocab: bool  # some T > 1 without a vocabulary size: the lower bounds are 0 (refused)
     # config label -> how often each reason made a round undetermined, where the per-round frame is
     # not kept (the batch path's sums); None: count them in per_round (undetermined_counts)

@@ -123,7 +123,7 @@ class RecordedWalk:
 
     def _first_doubts(self, lv: SubTreeLevels, use: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """([C] why, depth) of each round's first doubt the walk can reach (why 0: none; at_temperature's
-        first doubt, in the round path's order), or None where some usable round is not sure to match
+        first doubt), or None where some usable round is not sure to match
         the candidate's own walk (module docstring)."""
         c = use.shape[0]
         col = np.arange(c)[None, :]

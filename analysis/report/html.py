@@ -301,6 +301,5 @@ def _recommendations(
 
 
 def _recommend(run: LabelledRun, budget: int, depth: int, cost):
-    """recommend on the batch path (analysis.shapes.recommend.recommend_runs), on the batches the report's
-    loading kept where it kept them."""
+    """recommend_runs on the batches the report's loading kept, where it kept them."""
     return recommend_runs([run.replay.directory], run.options, budget, depth, cost, loaded=[run])

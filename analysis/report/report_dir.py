@@ -45,8 +45,8 @@ def write_report(
     """Write ``out_dir/index.html`` (and the tables under ``out_dir/tables``: each as CSV and Parquet,
     but ROW_TABLES as Parquet alone unless ``csv_tables``).
 
-    The round and node tables are written block by block (analysis.tables.stream: a run loaded by the
-    batch path is read again), so the runs may be loaded without them (``tables=TABLES_METRICS``);
+    The round and node tables are written block by block (analysis.tables.stream: the run is read
+    again), so the runs may be loaded without them (``tables=TABLES_METRICS``);
     their progress is ``opts.progress``'s phase "tables" (rounds written, rounds)."""
     out_dir = Path(out_dir)
     clear_leftovers(out_dir)

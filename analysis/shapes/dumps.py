@@ -98,14 +98,10 @@ class DumpInput:
     stats: DumpStats
     skipped: tuple[Skipped, ...]
     measure_many: Callable[[Sequence[TreeConfig], Progress | None], list[Measured | None]]
-    warnings: tuple[str, ...] = ()  # lines for stderr about how the files were read (DirectoryReplay.warnings)
+    warnings: tuple[str, ...] = ()  # lines for stderr about how the files were read
     # per contained config, the fraction of its decided rounds whose accepted path ends at a leaf of its
     # tree (None: not contained or none decided); scan_run's, from the batch arrays
     leaf_stops: Callable[[Sequence[TreeConfig]], list[float | None]] | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# The batch path
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,7 +118,7 @@ def _pieces(
     run: Run, batch: RoundBatch, res: BatchResult | None = None
 ) -> tuple[list[_Piece], list[tuple[int, Skipped]]]:
     """Replay one batch (unless its outcomes ``res`` are given): its pieces (one per round shape) and its
-    rejected rounds with the reference's message."""
+    rejected rounds with their message."""
     res = replay_batch(batch, run.tree, workers=1) if res is None else res
     rejected = explain_rejections(batch, res, run.tree)
     static = run.tree.tree_type != TREE_DYNAMIC

@@ -179,7 +179,7 @@ class StatsBuilder:
 
     def _add_draft(self, batch: RoundBatch, chosen: list[np.ndarray], shape: TreeShape, ok: np.ndarray) -> None:
         if any(st.logp is None for st in batch.steps):
-            return  # as the reference: a round's scores are used only when every step has them
+            return  # a round's scores are used only when every step has them
         for d, st in enumerate(batch.steps):
             h = shape.heads[d]
             q = np.zeros_like(chosen[d]) if d == 0 else shape.maps[d - 1].slot_rank[chosen[d]]  # [h, R'] own rank

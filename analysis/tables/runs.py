@@ -161,7 +161,7 @@ def load_runs(
     per_run: PerRun | None = None,
     keep_bytes: int = 0,
 ) -> list[LabelledRun]:
-    """Replay every directory or packed run on the batch path, tables included (bad rounds are
+    """Replay every directory or packed run, tables included (bad rounds are
     listed in ``run.replay.skipped``, never fatal); ``per_batch``, ``per_run``, ``keep_bytes``: see load_run."""
     if not dirs:
         raise SpecReplayError("no dump directory given")
@@ -181,10 +181,10 @@ def load_run(
     per_run: PerRun | None = None,
     keep_bytes: int = 0,
 ) -> LabelledRun:
-    """One run by the batch path: outcomes, skipped list and tables as the reference would give
-    (``tables``: TABLES_FULL, TABLES_METRICS or TABLES_KEYS, see there). ``per_batch(batch, result,
-    run's tree)`` is computed on each batch while it is read (``run.read_along``): a command that
-    needs more of the batch arrays (compare's configs) does not read and replay the run again.
+    """One run replayed: outcomes, skipped list and tables (``tables``: TABLES_FULL, TABLES_METRICS or
+    TABLES_KEYS, see there). ``per_batch(batch, result, run's tree)`` is computed on each batch while
+    it is read (``run.read_along``): a command that needs more of the batch arrays (compare's configs)
+    does not read and replay the run again.
     ``per_run(opened run)``, when given, builds that per_batch from the run's manifest and config
     (stats --temperature: the vocabulary size); None from it: nothing read along. ``keep_bytes``: the
     batches and their outcomes are kept (``run.batches``) when they take at most this much memory,

@@ -74,7 +74,7 @@ def batch_run_sampling(
     at = join_parts(result, parts, t)
     smp, rows = at.sampling, at.rows
     steps = result.num_steps[rows].astype(np.int64)
-    depth = int(steps.max(initial=0))  # the round path's widest row: P(L >= d) for d = 1..a round's depth
+    depth = int(steps.max(initial=0))  # the widest row: P(L >= d) for d = 1..a round's depth
     return (
         run.label,
         t,
@@ -98,7 +98,7 @@ def _vocab_key(vocab_size: int | None) -> tuple[int, str | None] | None:
 
 
 def _table(ge: np.ndarray, depth: int) -> np.ndarray:
-    """[R, depth + 2] P(L >= d), d = 0..depth + 1: the round path's table (zeros past a round's tree;
+    """[R, depth + 2] P(L >= d), d = 0..depth + 1 (zeros past a round's tree;
     a run's arrays are as wide as its config's gamma)."""
     out = np.zeros((ge.shape[0], depth + 2))
     w = min(ge.shape[1], depth + 2)

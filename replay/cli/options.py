@@ -174,7 +174,7 @@ def no_rounds_in_runs(dirs: Sequence[str], temperature: float | None = None) -> 
 
 
 def require_rounds(rep, replayed: int) -> None:
-    """Raise no_rounds_error unless ``replayed`` rounds of ``rep`` (a DirectoryReplay or RunReplay) > 0."""
+    """Raise no_rounds_error unless ``replayed`` rounds of ``rep`` (a RunReplay) > 0."""
     if not replayed:
         raise no_rounds_error(rep.directory, rep.skipped, getattr(rep, "warnings", ()))
 

@@ -92,7 +92,7 @@ def round_notes_lines(groups: Iterable[tuple[str, Sequence[str], int]]) -> tuple
     commands that print no round (replay --summary, batch, stats, ...) say it too, and once.
 
     groups: (round name, its notes, how many rounds have exactly these notes, this one first), in
-    run order (the batch path gives one group per distinct note). A kind is a note's text without
+    run order (one group per distinct note). A kind is a note's text without
     its numbers ("1 row(s)" and "2 row(s)" beyond the layout: one kind); the line quotes the first
     round's and says when the numbers vary. FALLBACK_WARNING has its own line (fallback_run_warning).
     """

@@ -1,10 +1,9 @@
 """One way in for every source of rounds: a dump directory or a packed run, replayed in batches.
 
-``open_run(path, opts)`` resolves the config and reading options exactly as ``replay_directory``
-does (CLI options, then the manifest, then config.json) and yields RoundBatches; ``replay_run``
-is the batch counterpart of ``replay_directory``: the same rounds, the same per-round outcomes,
-the same skipped list with the same messages (worded from where the batch kernel found each
-rejected round's fault: replay.engine.batch.rejections), as arrays instead of objects.
+``open_run(path, opts)`` resolves the config and reading options (CLI options, then the manifest,
+then config.json) and yields RoundBatches; ``replay_run`` replays them: per-round outcomes as
+arrays, and the skipped list with each rejected round's message worded from where the batch
+kernel found its fault (replay.engine.batch.rejections).
 """
 
 from __future__ import annotations
@@ -183,7 +182,7 @@ def require_round(paths, key: Key, opts: ReplayOptions | None = None) -> None:
 
 @dataclass(frozen=True, eq=False)
 class RunReplay:
-    """The batch counterpart of DirectoryReplay: outcomes as arrays, rounds in key order."""
+    """A replayed run: outcomes as arrays, rounds in key order."""
 
     directory: str
     kind: str
@@ -191,24 +190,24 @@ class RunReplay:
     tree: TreeConfig
     manifest: Manifest
     result: BatchResult  # every readable round, rejected ones with error != 0
-    skipped: tuple[Skipped, ...]  # exactly replay_directory's list: names, unreadable, rejected
+    skipped: tuple[Skipped, ...]  # names, unreadable, rejected
     config_source: str
     notes: tuple[str, ...]
     seconds: float  # wall time of reading and replaying
     per_batch: tuple = ()  # replay_run's per_batch(batch, result, tree) of every batch, in reading order
-    warnings: tuple[str, ...] = ()  # lines for stderr about how the files were read (as DirectoryReplay.warnings)
+    warnings: tuple[str, ...] = ()  # lines for stderr about how the files were read
 
     def iter_json(self) -> Iterator[dict]:
-        """RoundResult.to_json() of every replayed round, in key order."""
+        """The record (replay.core.records) of every replayed round, in key order."""
         return self.result.iter_json()
 
 
 def explain_rejections(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list[tuple[int, Skipped]]:
-    """(ordinal, why) of every round the batch kernel rejected (they are rare), in the words and with
-    the file that replay_directory's listing gives, worded from the kernel's record of the fault."""
+    """(ordinal, why) of every round the batch kernel rejected (they are rare), naming the file,
+    worded from the kernel's record of the fault."""
     out = []
     for i, (path, message) in rejection_reasons(batch, res, tree).items():
-        exc = RoundError(batch.key(i), message, path)  # its reason: "path: message", as the reference's
+        exc = RoundError(batch.key(i), message, path)  # its reason: "path: message"
         ordinal = int(batch.ordinals[i]) if batch.ordinals is not None else i
         out.append((ordinal, Skipped(f"round {exc.key[0]}_{exc.key[1]}", skip_reason(exc), (path,))))
     return out
@@ -340,7 +339,7 @@ def replay_run(
     per_batch: PerBatch | None = None,
     per_run: Callable[[Run], PerBatch | None] | None = None,
 ) -> RunReplay:
-    """Batch-replay a dump directory or a packed run (same rounds, outcomes and skips as the reference).
+    """Batch-replay a dump directory or a packed run.
 
     per_run: builds ``per_batch`` from the opened run (its manifest, its config) before any round is read."""
     start = time.perf_counter()

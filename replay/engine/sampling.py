@@ -105,9 +105,9 @@ def sampling_skip(name: str, temperature: float, why: str) -> Skipped:
 
 
 class VocabBelowCandidates(SpecReplayError):
-    """round_sampling's VocabTooSmall, naming the round's scores file. No ValueError on purpose: the
-    round-by-round callers skip a round on a ValueError, but a vocabulary size below the recorded
-    candidates is a wrong option (or manifest), told once with exit 2, as the batch paths tell it."""
+    """VocabTooSmall naming the round's scores file. No ValueError on purpose: a round is skipped on
+    a ValueError, but a vocabulary size below the recorded candidates is a wrong option (or
+    manifest), told once with exit 2."""
 
     @classmethod
     def naming(cls, scores_path: str, exc: VocabTooSmall) -> VocabBelowCandidates:

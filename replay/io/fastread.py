@@ -65,7 +65,7 @@ class ReadChunk:
     """One task's output: the rounds it read, stacked by signature, and those it could not read."""
 
     batches: tuple[RoundBatch, ...]
-    unreadable: tuple[tuple[int, Skipped], ...]  # (ordinal, why), as replay_directory lists them
+    unreadable: tuple[tuple[int, Skipped], ...]  # (ordinal, why)
     files: int
     rounds: int
 

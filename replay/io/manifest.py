@@ -321,7 +321,7 @@ def recorded_round_warnings(manifest: Manifest, tree: Any, keys: Any, outcomes: 
 
     tree: the TreeConfig replayed; keys: [2, R] round keys of the replayed rounds; outcomes: the
     replayed values per manifest field of RECORDED_OUTCOMES ([R] each). Every command that replays
-    a directory says it (replay.engine: replay_directory, replay_run).
+    a directory says it (replay.engine.runs.replay_run).
     """
     records = (manifest.body or {}).get("rounds")
     if not isinstance(records, list) or manifest.config is None or manifest.config.tree != tree:

@@ -421,7 +421,7 @@ class RoundBatch:
         return self.names.paths(self.key(i), self.num_steps, ordinal)
 
     def round_at(self, i: int) -> Round:
-        """Round ``i`` as the Round that load_round would have returned (for the reference replay)."""
+        """Round ``i`` as the Round that load_round would have returned."""
         key = self.key(i)
         paths = self.paths_of(i)
         if self.names is not None:

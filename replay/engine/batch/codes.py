@@ -49,7 +49,7 @@ _STOP_WORDS = {StopCode.LEAF: STOP_LEAF, StopCode.MISMATCH: STOP_MISMATCH, StopC
 STOP_CODES = tuple(_STOP_WORDS[c] for c in StopCode)  # indexed by StopCode
 BONUS_NAMES = {BonusCode.NONE: None, BonusCode.CORRECTION: BONUS_CORRECTION, BonusCode.LEAF: BONUS_LEAF}
 
-# Why a round was rejected (the first failing check, in the reference's order). BatchResult.error_at
+# Why a round was rejected (the first failing check: steps in order, each step's size first). BatchResult.error_at
 # records where: (draft step, row, detail); replay.engine.batch.rejections words it.
 ERR_OK = 0
 ERR_TOO_MANY_STEPS = 1  # at: the last draft step (its file is named)

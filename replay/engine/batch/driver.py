@@ -69,9 +69,9 @@ def replay_batch(
     workers: int | None = None,
     chunk_rounds: int = DEFAULT_CHUNK_ROUNDS,
 ) -> BatchResult:
-    """Replay every round of ``batch`` with the tree config ``cfg``; same outcomes as replay_round.
+    """Replay every round of ``batch`` with the tree config ``cfg``.
 
-    Rounds the reference would reject come back with ``error != 0`` and its place in ``error_at``
+    Rejected rounds come back with ``error != 0`` and its place in ``error_at``
     (their message: replay.engine.batch.rejections).
     """
     workers = default_workers() if workers is None else workers

@@ -235,7 +235,7 @@ def _record_schema(res, lengths: np.ndarray, known: np.ndarray, may_note: np.nda
         )
     ).astype(np.int64)  # [codes, R]
     first, _ = distinct_columns(codes)
-    sample = records_frame(records_of_batch(res.take(np.sort(first))))  # record by record: the reference
+    sample = records_frame(records_of_batch(res.take(np.sort(first))))  # record by record
     return pa.Schema.from_pandas(sample, preserve_index=False)
 
 

@@ -97,7 +97,7 @@ def level_tokens(st: MatrixStack, m: _StepMaps, lo: int, hi: int) -> np.ndarray:
 
 @dataclass
 class _Checks:
-    """Per-round rejection conditions in the reference's order; the first that holds is the round's
+    """Per-round rejection conditions in checking order; the first that holds is the round's
     reason, recorded with its place (BatchResult.error / error_at; replay.engine.batch.rejections words it)."""
 
     # (holds [C] bool, ERR_* code, draft step, row [C] int64 or int, detail [C] int64 or int)
@@ -121,7 +121,7 @@ class _Checks:
 
 def _check_matrix_size(checks: _Checks, st: MatrixStack, shape: TreeShape, i: int, lo: int, hi: int) -> None:
     """Rounds [lo, hi) whose own draft_step_i has fewer rows or columns than ``shape`` reads (a padded
-    batch keeps each round's sizes): the reference checks a step's size first, rows before columns."""
+    batch keeps each round's sizes): a step's size is checked first, rows before columns."""
     heads, width = shape.heads[i], max(shape.widths[i])
     if not st.padded and st.rows >= heads and st.cols >= width:
         return  # the common case: every round's matrix is the stack's, large enough
@@ -164,7 +164,7 @@ class _Rebuilt:
 
 def _rebuild_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static: bool, col: np.ndarray) -> _Rebuilt:
     """Tree of every round in [lo, hi): level tokens, expanded nodes, selection codes, notes to check,
-    and the path log-probabilities of levels 1..S as the reference sums them. Only the first
+    and the path log-probabilities of levels 1..S (float64, parent's plus the step's). Only the first
     ``shape.num_steps`` draft steps of ``batch`` are read (a shorter shape: the steps before a fault)."""
     c = hi - lo
     checks = _Checks()
@@ -187,7 +187,7 @@ def _rebuild_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static
         if lp is not None and st.logp is not None:
             step_lp = st.logp[m.slot_parent, m.slot_rank, lo:hi]
             parent_lp = lp[0][None, :] if i == 0 else _gather(lp, ch, col)[m.slot_parent]
-            lp = parent_lp + step_lp  # float64 sums in the reference's order (root: 0.0 + x)
+            lp = parent_lp + step_lp  # float64 sums from the root down (root: 0.0 + x)
         else:
             lp = None
         level_lp.append(lp)
@@ -255,8 +255,8 @@ def no_rows_faults(batch: RoundBatch, prefix: TreeShape, static: bool):
 
 def _first_faults(batch: RoundBatch, lo: int, hi: int, prefix: TreeShape | None, static: bool, last: _Checks):
     """The reasons of rounds [lo, hi) that all fail at draft step k = ``prefix.num_steps`` for
-    ``last``'s conditions: a fault of steps 0..k-1 comes first, as in the reference, which checks
-    each step before reading the next. prefix: the rounds' shape up to step k, None when k = 0."""
+    ``last``'s conditions: a fault of steps 0..k-1 comes first (each step is checked before the
+    next is read). prefix: the rounds' shape up to step k, None when k = 0."""
     checks = _Checks() if prefix is None else _rebuild_chunk(batch, lo, hi, prefix, static, _columns(hi - lo)).checks
     checks.conds += last.conds
     return checks.reasons(hi - lo)
@@ -533,7 +533,7 @@ def _replay_chunk(
     sl = slice(lo, hi)
     tree = _rebuild_chunk(batch, lo, hi, shape, static, col)
     val0, is_all, need, validate_checks = _validate_chunk(batch, lo, hi, shape, deeper)
-    checks = _Checks(tree.checks.conds + validate_checks.conds)  # the reference checks the tree first
+    checks = _Checks(tree.checks.conds + validate_checks.conds)  # the tree's faults come first
     acc = _accept_chunk(shape, tree.tokens, tree.chosen, val0, is_all, col)
     s_count = shape.num_steps
     res.accepted_nodes[:s_count, sl] = acc.nodes

@@ -76,7 +76,7 @@ class BatchResult:
 
     @property
     def ok(self) -> np.ndarray:
-        """[R] bool: rounds the reference replays too (the others it skips)."""
+        """[R] bool: rounds replayed (the others are rejected, with a reason in ``error``)."""
         return self.error == ERR_OK
 
     @property
@@ -132,7 +132,7 @@ class BatchResult:
         return out
 
     def round_json(self, i: int) -> dict:
-        """Round i as a replay.core.records.RoundRecord dict, exactly as RoundResult.to_json() (the round must be ok)."""
+        """Round i as a replay.core.records.RoundRecord dict (the round must be ok)."""
         if self.error[i] != ERR_OK:
             raise ValueError(f"round {self.keys[:, i].tolist()} was rejected ({ERROR_NAMES[int(self.error[i])]})")
         shape = self.shapes[int(self.shape_index[i])]

@@ -234,10 +234,10 @@ def batch_sampling(
 
 
 def _vocab_error_naming(part: RoundBatch, exc: VocabTooSmall) -> Exception:
-    """The round path's VocabBelowCandidates for a batch: the file of its widest validate row (the
+    """VocabBelowCandidates for a batch: the file of its widest validate row (the
     rows are padded to it, so that round holds the candidates counted), as ``replay`` names it. A run
     packed from memory has no files to name: the message stays the option's own."""
-    from ..sampling import VocabBelowCandidates  # the round path's error: one wording for both paths
+    from ..sampling import VocabBelowCandidates
 
     if part.names is None:
         return exc

@@ -103,7 +103,7 @@ class PackedRun:
 
     @property
     def num_rounds(self) -> int:
-        """Rounds the source's names grouped into, readable or not (replay_directory's total)."""
+        """Rounds the source's names grouped into, readable or not."""
         return self.spec.rounds
 
     @property
