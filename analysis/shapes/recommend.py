@@ -1,10 +1,10 @@
 """``recommend``: tree shapes for a node budget from measured acceptance, with proof.
 
-Pipeline: the statistics pass over each dump (analysis.shapes.dumps: batch replay or replayed
-rounds) → count tables → ShapeModel (analysis.shapes.model) → exact search over configs
-(analysis.shapes.search) → predicted vs measured block efficiency: every shape contained in the
-recorded config is replayed exactly (analysis.compare.subtree_batch / analysis.compare.subtree); the others need a
-live run, whose command line is printed. Text, JSON and the report's HTML section are
+Pipeline: the statistics pass over each dump (analysis.shapes.dumps: batch replay) → count tables →
+ShapeModel (analysis.shapes.model) → exact search over configs (analysis.shapes.search) → predicted
+vs measured block efficiency: every shape contained in the recorded config is replayed exactly
+(analysis.compare.subtree_batch / analysis.compare.subtree); the others need a live run, whose
+command line is printed. Text, JSON and the report's HTML section are
 analysis.shapes.recommend_render; the CLI is replay.cli.cmd_recommend.
 """
 

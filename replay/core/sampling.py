@@ -16,7 +16,7 @@ The rule is written once: ``column_bounds`` (replay.core.sampling_columns) on co
 of rounds that share one tree layout (the round axis last, as in the greedy batch kernel, so every
 operation runs on contiguous vectors over rounds; the batch replay calls it on its own arrays), and
 here ``sampling_bounds`` on round-major arrays of R rounds (one round is R = 1), which groups the
-rounds by tree and calls ``column_bounds``; the per-round replay and the API go through it. What a
+rounds by tree and calls ``column_bounds``. What a
 row gives that does not depend on T (its statistics, replay.core.sampling_rows; each child's cell
 in it) is found once per chunk of rounds; ``prepare_columns`` / ``prepare_sampling`` keep it for
 many T (the report's curve), so that the rule at T takes one exponential per recorded cell and no

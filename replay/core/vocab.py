@@ -77,12 +77,11 @@ def first_not_token_id(row: np.ndarray) -> tuple[int, int]:
 # A score cell the dump does not hold (no scores file, a rank past the recorded columns) is NaN.
 # A recorded probability 0 is the log-prob -inf: a value like any other (fp16 and bf16 engines write
 # exact zeros for low-ranked candidates), so selection, determinedness and bounds all use it.
-UNKNOWN_LOGP = float("nan")
 
 
 def score_known(logp: Any) -> Any:
     """Whether each log-prob cell is recorded (``logp``: a float or an array of them): every value
-    but ``UNKNOWN_LOGP``, -inf included."""
+    but NaN, -inf included."""
     return np.logical_not(np.isnan(logp))
 
 
