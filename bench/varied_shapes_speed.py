@@ -22,9 +22,9 @@ times; printed per case: median wall and CPU, rounds per CPU second, the run's g
 (a packed run replays one kernel batch per block for a static tree) and size on disk.
 
 Fixed cost: ``--fixed-rounds`` rounds of varied shapes as arrays, replayed in the batches that
-this tree forms and in the per-shape batches (RoundBatch.exact_parts, what the readers formed
-before), in process: CPU seconds of each, batches, and the share of a one-round batch's CPU time
-times the batches that ``replay DIR`` forms (one per read task and step count) in its total.
+this tree forms and in the per-shape batches (replay.testing.batch_synth.exact_parts, what the
+readers formed before), in process: CPU seconds of each, batches, and the share of a one-round
+batch's CPU time times the batches that ``replay DIR`` forms (one per read task and step count) in its total.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from benchkit import machine_line  # bench/benchkit.py
 from replay.core.config import TreeConfig
 from replay.engine.batch import replay_batch
 from replay.engine.runs import open_run
-from replay.testing.batch_synth import SynthSpec, synth_batch, varied_run, write_text_rounds
+from replay.testing.batch_synth import SynthSpec, exact_parts, synth_batch, varied_run, write_text_rounds
 
 ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 HERE = Path(__file__).resolve().parent.parent
@@ -85,7 +85,7 @@ def spread(xs: list[float]) -> str:
 
 def fixed_cost(rounds: int) -> None:
     batches = varied_run(ARTICLE, rounds, seed=2, early_stop_rate=0.05, with_scores=False)
-    exact = [p for b in batches for p in b.exact_parts()]
+    exact = [p for b in batches for p in exact_parts(b)]
     one = max(batches, key=len).take(slice(0, 1))
     for b in (*batches, one):  # warm-up
         replay_batch(b, ARTICLE, workers=1)

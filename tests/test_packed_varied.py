@@ -24,7 +24,7 @@ from replay.cli import main
 from replay.core.config import TreeConfig
 from replay.engine.batch import ERR_OK, replay_batch
 from replay.io.packed.pack import PackedRun, pack_batches
-from replay.testing.batch_synth import varied_run, write_text_rounds
+from replay.testing.batch_synth import exact_parts, varied_run, write_text_rounds
 from replay.testing.in_memory import batch_from_rounds
 from tests.test_batch_property import reference, runs
 from tests.test_packed_integrity import _rewrite_block, cli, json_lines
@@ -121,7 +121,7 @@ def test_runs_packed_one_group_per_shape_read_the_same(tmp_path):
     old, new = tmp_path / "old" / "run", tmp_path / "new" / "run"  # one name: stats labels runs by it
     # Blocks of one round: each exact-shape part fixes its group's shape at once, so parts of
     # other shapes open groups of their own, as the writer did before.
-    pack_batches([p for b in batches for p in b.exact_parts()], old, block_rounds=1, manifest=manifest)
+    pack_batches([p for b in batches for p in exact_parts(b)], old, block_rounds=1, manifest=manifest)
     pack_batches(batches, new, manifest=manifest)
     assert not size_arrays(old) and size_arrays(new)
     assert len(PackedRun.open(old).groups) > 50 and len(PackedRun.open(new).groups) == len(batches)

@@ -21,7 +21,6 @@ from functools import cached_property
 import numpy as np
 
 from replay.core.vocab import LAYOUTS, PAD_TOKEN
-from replay.util.rows import unique_rows
 
 from .dumpnames import scores_companion
 from .formats.matrix_io import DumpMatrix
@@ -143,15 +142,6 @@ class MatrixStack:
             pick(self.cols_of),
             pick(self.prows_of),
             pick(self.node_logp),
-        )
-
-    def trimmed(self, rows: int, cols: int, prows: int | None) -> MatrixStack:
-        """The stack cut to sizes every one of its rounds has (exact-shape parts: exact_parts)."""
-        return MatrixStack(
-            self.ids[:rows, :cols],
-            None if self.logp is None else self.logp[:rows, :cols],
-            None if self.parents is None else self.parents[:prows],
-            node_logp=None if self.node_logp is None else self.node_logp[:rows],
         )
 
     def matrix(self, i: int, path: str) -> DumpMatrix:
@@ -380,34 +370,6 @@ class RoundBatch:
             self.names,
             None if self.ordinals is None else self.ordinals[index],
         )
-
-    def exact_parts(self) -> list[RoundBatch]:
-        """The rounds split by their own matrix sizes, each part cut to them: the per-shape batches that
-        readers and packed runs formed before they padded (bench/varied_shapes_speed.py compares)."""
-        mats = (*self.steps, self.validate)
-        if not any(m.padded for m in mats):
-            return [self]
-        sizes = []
-        for m in mats:
-            sizes += [m.own_rows(), m.own_cols()]
-            prows = m.own_prows()  # None without parents
-            if prows is not None:
-                sizes.append(prows)
-        uniq, inverse = unique_rows(np.stack(sizes, axis=1))
-        out = []
-        for u, row in enumerate(uniq):  # one iteration per distinct shape, not per round
-            part = self.take(np.flatnonzero(inverse == u))
-            cut, pos = [], 0
-            for m in (*part.steps, part.validate):
-                n = 3 if m.parents is not None else 2
-                cut.append(m.trimmed(int(row[pos]), int(row[pos + 1]), int(row[pos + 2]) if n == 3 else None))
-                pos += n
-            out.append(
-                RoundBatch(
-                    part.keys, part.root_tokens, tuple(cut[:-1]), cut[-1], part.layout, part.names, part.ordinals
-                )
-            )
-        return out
 
     def key(self, i: int) -> tuple[int, int]:
         return (int(self.keys[0, i]), int(self.keys[1, i]))

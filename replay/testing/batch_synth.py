@@ -20,6 +20,7 @@ from replay.core.selection import rank_major_keys, select_top, top_k_columns
 from replay.core.vocab import LAYOUT_ALL, LAYOUTS, PAD_TOKEN
 from replay.engine.batch import MatrixStack, RoundBatch
 from replay.io.dumpwrite import step_file_name
+from replay.util.rows import unique_rows
 
 from .synth import DEFAULT_VOCAB, SYNTH_KEY_STRIDE, default_hit_probs
 
@@ -207,3 +208,40 @@ def write_text_rounds(directory: str | Path, batches: list[RoundBatch]) -> int:
                 (directory / name).write_text("\n".join(" ".join(map(str, row)) for row in ids.tolist()) + "\n")
                 files += 1
     return files
+
+
+def exact_parts(batch: RoundBatch) -> list[RoundBatch]:
+    """``batch``'s rounds split by their own matrix sizes, each part cut to them (unpadded, one batch
+    per exact shape): what bench/varied_shapes_speed.py replays beside the padded batch."""
+    mats = (*batch.steps, batch.validate)
+    if not any(m.padded for m in mats):
+        return [batch]
+    sizes = []
+    for m in mats:
+        sizes += [m.own_rows(), m.own_cols()]
+        prows = m.own_prows()  # None without parents
+        if prows is not None:
+            sizes.append(prows)
+    uniq, inverse = unique_rows(np.stack(sizes, axis=1))
+    out = []
+    for u, row in enumerate(uniq):  # one iteration per distinct shape, not per round
+        part = batch.take(np.flatnonzero(inverse == u))
+        cut, pos = [], 0
+        for m in (*part.steps, part.validate):
+            n = 3 if m.parents is not None else 2
+            cut.append(_trimmed(m, int(row[pos]), int(row[pos + 1]), int(row[pos + 2]) if n == 3 else None))
+            pos += n
+        out.append(
+            RoundBatch(part.keys, part.root_tokens, tuple(cut[:-1]), cut[-1], part.layout, part.names, part.ordinals)
+        )
+    return out
+
+
+def _trimmed(m: MatrixStack, rows: int, cols: int, prows: int | None) -> MatrixStack:
+    """The stack cut to sizes every one of its rounds has."""
+    return MatrixStack(
+        m.ids[:rows, :cols],
+        None if m.logp is None else m.logp[:rows, :cols],
+        None if m.parents is None else m.parents[:prows],
+        node_logp=None if m.node_logp is None else m.node_logp[:rows],
+    )
