@@ -34,7 +34,7 @@ from replay.io.fastread import ReadOptions
 from replay.io.grouping import group_directory
 from replay.io.packed.pack import PackedRun, pack_batches
 from replay.testing.batch_synth import SynthSpec, synth_batch, synth_run
-from replay.testing.in_memory import read_directory, replay_batches
+from replay.testing.in_memory import read_directory, replay_batches, round_at
 from replay.testing.replayer import replay_round
 from replay.util.parallel import default_workers
 
@@ -62,7 +62,7 @@ def best_of(fn, repeat: int) -> tuple[float, float]:
 def reference_rate(batch, cfg: TreeConfig, sample: int) -> float:
     """Rounds/s of replay_round on ``sample`` rounds (the Round objects are built outside the timing)."""
     idx = np.linspace(0, len(batch) - 1, min(sample, len(batch))).astype(int)
-    rounds = [batch.round_at(int(i)) for i in idx]
+    rounds = [round_at(batch, int(i)) for i in idx]
     t0 = time.perf_counter()
     for r in rounds:
         replay_round(r, cfg)

@@ -26,6 +26,7 @@ from replay.io.fastread import plan_items, round_paths
 from replay.io.formats.matrix_io import SCORE_AUTO
 from replay.io.grouping import group_directory
 from replay.testing.batch_synth import SynthSpec, synth_batch
+from replay.testing.in_memory import round_at
 from replay.testing.replayer import record_of, replay_directory
 
 CONFIGS = (
@@ -109,7 +110,7 @@ def write_random_dir(d: Path, seed: int) -> None:
         )
         batch = synth_batch(spec)
         for i in range(len(batch)):
-            rnd = batch.round_at(i)
+            rnd = round_at(batch, i)
             a, b = rnd.key
             for s, m in enumerate(rnd.steps):
                 name = f"draft_step_{s}_{a - 1}_{b - 1}" if s == 0 else f"draft_step_{s}_{a}_{b}"

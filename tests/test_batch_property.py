@@ -20,7 +20,7 @@ from replay.core.config import TREE_DYNAMIC, TREE_STATIC, TreeConfig
 from replay.engine.batch import ERR_OK, replay_batch
 from replay.engine.batch.rejections import rejection_reasons
 from replay.io.rounds import Round
-from replay.testing.in_memory import batch_from_rounds, replay_batches
+from replay.testing.in_memory import batch_from_rounds, replay_batches, round_at
 from replay.testing.replayer import replay_round
 from replay.util.errors import RoundError
 from tests.strategies import tree_configs
@@ -149,7 +149,7 @@ def check_agree(cfg: TreeConfig, rounds: list[Round], chunk_rounds: int = 16384)
         for i in range(len(batch)):
             ordinal = int(batch.ordinals[i])
             assert ordinal not in verdicts, f"round {ordinal} is in two batches"
-            back, orig = batch.round_at(i), rounds[ordinal]  # what rejection messages are built from
+            back, orig = round_at(batch, i), rounds[ordinal]  # what rejection messages are built from
             for a, b in zip((*back.steps, back.validate), (*orig.steps, orig.validate)):
                 np.testing.assert_array_equal(a.ids, b.ids)
                 assert (a.logp is None) == (b.logp is None) and (a.parents is None) == (b.parents is None)

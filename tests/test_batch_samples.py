@@ -11,6 +11,7 @@ from replay.core.config import TreeConfig
 from replay.engine.batch import replay_batch
 from replay.engine.runs import replay_run
 from replay.testing.batch_synth import SynthSpec, synth_batch
+from replay.testing.in_memory import round_at
 from replay.testing.replayer import replay_directory, replay_round
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_dumps"
@@ -47,7 +48,7 @@ def test_vectorised_generator_runs_agree(spec, layout):
     res = replay_batch(batch, cfg, chunk_rounds=256)
     assert res.ok.all() and 0 < res.accepted_length.mean() < cfg.gamma
     for i in np.linspace(0, 1499, 300).astype(int):
-        assert res.round_json(int(i)) == replay_round(batch.round_at(int(i)), cfg).to_json()
+        assert res.round_json(int(i)) == replay_round(round_at(batch, int(i)), cfg).to_json()
 
 
 def _skipping_dump(tmp_path: Path) -> Path:

@@ -25,6 +25,7 @@ from replay.io.packed.pack import pack_batches
 from replay.io.roundbatch import MatrixStack
 from replay.testing.batch_synth import synth_run, varied_run
 from replay.testing.compare_at_t import compare_sampling
+from replay.testing.in_memory import round_at
 from replay.testing.sampling_ref import with_validate_scores
 from tests.reference_runs import load_reference
 from tests.test_batch_tables import ARTICLE, reference_results
@@ -101,7 +102,7 @@ def random_case(seed: int):
 
 
 def round_path(cfg, batches, configs, temps, vocab, threshold):
-    rounds = sorted(((int(b.ordinals[i]), b.round_at(i)) for b in batches for i in range(len(b))), key=lambda x: x[0])
+    rounds = sorted(((int(b.ordinals[i]), round_at(b, i)) for b in batches for i in range(len(b))), key=lambda x: x[0])
     results = reference_results(cfg, [r for _, r in rounds])
     return compare_sampling(results, cfg, configs, temps, vocab, threshold)
 

@@ -22,6 +22,7 @@ from replay.core.config import TreeConfig
 from replay.engine.batch import RoundBatch, replay_batch
 from replay.io.packed.pack import pack_batches
 from replay.testing.compare_at_t import compare_sampling
+from replay.testing.in_memory import round_at
 from tests.reference_runs import load_reference
 from tests.test_batch_tables import reference_results
 from tests.test_compare_sampling_batch import VOCAB, configs_for, random_case
@@ -58,7 +59,7 @@ def mixed(batches: list[RoundBatch], seed: int) -> list[RoundBatch]:
 
 
 def round_path(cfg, batches, configs, temps, vocab, threshold):
-    rounds = sorted(((int(b.ordinals[i]), b.round_at(i)) for b in batches for i in range(len(b))), key=lambda x: x[0])
+    rounds = sorted(((int(b.ordinals[i]), round_at(b, i)) for b in batches for i in range(len(b))), key=lambda x: x[0])
     results = reference_results(cfg, [r for _, r in rounds])
     return compare_sampling(results, cfg, configs, temps, vocab, threshold, None, NODE_T)
 
@@ -107,7 +108,7 @@ def test_the_cases_reach_exact_sub_configs_refusals_and_the_top_k_rows_at_record
         configs = configs_for(cfg, np.random.default_rng(seed + 99))[1:]  # not the recorded config
         done = round_path(cfg, batches, configs, [0.4], VOCAB, None)
         plain = compare_sampling(
-            reference_results(cfg, [b.round_at(i) for b in batches for i in range(len(b))]),
+            reference_results(cfg, [round_at(b, i) for b in batches for i in range(len(b))]),
             cfg,
             configs,
             [0.4],

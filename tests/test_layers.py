@@ -263,9 +263,10 @@ TESTING_REFERENCES = {
     ),
     "replay.testing.records_reference": ("write_json_lines", "write_table"),
     "replay.testing.frame_counts": ("metric_parts_by_frame", "node_metric_counts"),
-    "replay.testing.in_memory": ("read_directory", "batch_from_rounds", "replay_batches"),
+    "replay.testing.in_memory": ("read_directory", "batch_from_rounds", "replay_batches", "round_at"),
     "replay.testing.path_grouping": ("group_paths",),
     "replay.testing.synth": ("write_text_matrix",),
+    "replay.testing.batch_synth": ("exact_parts",),
     "replay.testing.packed_rounds": ("packed_rounds",),
 }
 

@@ -25,7 +25,7 @@ from replay.core.config import TreeConfig
 from replay.engine.batch import ERR_OK, replay_batch
 from replay.io.packed.pack import PackedRun, pack_batches
 from replay.testing.batch_synth import exact_parts, varied_run, write_text_rounds
-from replay.testing.in_memory import batch_from_rounds
+from replay.testing.in_memory import batch_from_rounds, round_at
 from tests.test_batch_property import reference, runs
 from tests.test_packed_integrity import _rewrite_block, cli, json_lines
 from tests.test_textbatch import CONFIGS, break_files
@@ -192,7 +192,7 @@ def test_packed_varied_runs_match_the_reference(case, data):
         res = replay_batch(batch, cfg, workers=1)
         for i in range(len(batch)):
             ordinal = int(batch.ordinals[i])
-            back, orig = batch.round_at(i), rounds[ordinal]
+            back, orig = round_at(batch, i), rounds[ordinal]
             for a, b in zip((*back.steps, back.validate), (*orig.steps, orig.validate)):
                 np.testing.assert_array_equal(a.ids, b.ids)
                 for x, y in ((a.logp, b.logp), (a.parents, b.parents)):

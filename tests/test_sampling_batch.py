@@ -14,6 +14,7 @@ from replay.engine.batch import replay_batch
 from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
 from replay.io.roundbatch import MatrixStack
 from replay.testing.batch_synth import SynthSpec, synth_batch
+from replay.testing.in_memory import round_at
 from replay.testing.replayer import replay_round
 from replay.testing.round_sampling import round_sampling
 from replay.testing.sampling_ref import reference_bounds, with_validate_scores
@@ -42,7 +43,7 @@ def test_batch_equals_per_round_and_reference(layout, t, steps):
         if res.error[i]:
             assert not smp.usable[i]
             continue
-        rr = replay_round(batch.round_at(i), ARTICLE)
+        rr = replay_round(round_at(batch, i), ARTICLE)
         one = round_sampling(rr, t, VOCAB)
         assert smp.usable[i]
         assert smp.expected_lo[i] == pytest.approx(one.expected_lo, abs=1e-12)
@@ -114,7 +115,7 @@ def test_padded_strided_rows_equal_the_reference(layout, t):
     smp = batch_sampling(batch, res, ARTICLE, t, vocab_size=vocab)
     assert smp.usable[res.error == 0].all() and (res.error == 0).sum() > 100
     for i in np.flatnonzero(res.error == 0):
-        lo, hi, ge_lo, ge_hi = _reference(replay_round(batch.round_at(i), ARTICLE), t, vocab)
+        lo, hi, ge_lo, ge_hi = _reference(replay_round(round_at(batch, i), ARTICLE), t, vocab)
         assert smp.expected_lo[i] == pytest.approx(lo, abs=1e-12) and smp.expected_hi[i] == pytest.approx(hi, abs=1e-12)
         np.testing.assert_allclose(smp.length_ge_lo[i, : len(ge_lo)], ge_lo, atol=1e-12)
         np.testing.assert_allclose(smp.length_ge_hi[i, : len(ge_hi)], ge_hi, atol=1e-12)
@@ -155,7 +156,7 @@ def test_batch_is_the_round_path_bit_for_bit(layout, t, hostile):
     replayed = np.flatnonzero(res.error == 0)
     assert replayed.shape[0] > 250 and smp.usable[replayed].all()
     for i in replayed:
-        one = round_sampling(replay_round(batch.round_at(i), ARTICLE), t, vocab)
+        one = round_sampling(replay_round(round_at(batch, i), ARTICLE), t, vocab)
         assert (smp.expected_lo[i], smp.expected_hi[i], smp.exact[i]) == (one.expected_lo, one.expected_hi, one.exact)
         d = len(one.length_ge_lo)  # the round path's P(L >= d) from d = 1
         np.testing.assert_array_equal(smp.length_ge_lo[i, 1 : d + 1], one.length_ge_lo)

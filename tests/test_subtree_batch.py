@@ -16,7 +16,7 @@ from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.engine.batch import ERR_OK, BatchResult, RoundBatch, TreeShape, expanded_nodes, replay_batch
 from replay.engine.runs import open_run
 from replay.io.rounds import Round
-from replay.testing.in_memory import batch_from_rounds
+from replay.testing.in_memory import batch_from_rounds, round_at
 from replay.testing.replayer import replay_round
 from replay.testing.subtree_walk import replay_subconfig
 from tests.analysis_oracle import as_round, narrow_rows, random_oracle, record_round
@@ -56,7 +56,7 @@ def check_contained(cfg: TreeConfig, batches, subs) -> int:
         for sub in subs:
             got = replay_contained(b, r, exp, shape, sub, cfg.gamma)
             for i in range(len(b)):
-                ref = replay_subconfig(replay_round(b.round_at(i), cfg), sub, 0.0, None, cfg.gamma)
+                ref = replay_subconfig(replay_round(round_at(b, i), cfg), sub, 0.0, None, cfg.gamma)
                 assert (bool(got.decided[i]), int(got.lower[i]), int(got.upper[i])) == (
                     ref.decided,
                     ref.lower,
@@ -133,7 +133,7 @@ def check_many(cfg: TreeConfig, batches, subs, threshold: float = 0.0) -> np.nda
                     assert np.array_equal(getattr(one, name), getattr(many, name)), (sub.short(), share, name)
         for sub, got in zip(subs, alone):
             for i in range(len(b)):
-                ref = replay_subconfig(replay_round(b.round_at(i), cfg), sub, threshold, None, cfg.gamma)
+                ref = replay_subconfig(replay_round(round_at(b, i), cfg), sub, threshold, None, cfg.gamma)
                 assert (bool(got.decided[i]), int(got.lower[i]), int(got.upper[i])) == (
                     ref.decided,
                     ref.lower,

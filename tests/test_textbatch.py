@@ -29,6 +29,7 @@ from replay.io.formats.matrix_io import parse_text_matrix
 from replay.io.grouping import group_directory
 from replay.io.roundbatch import group_key
 from replay.testing.batch_synth import SynthSpec, synth_batch, varied_run, write_text_rounds
+from replay.testing.in_memory import round_at
 from replay.testing.replayer import record_of, replay_directory
 from replay.util.errors import DumpError
 
@@ -217,7 +218,7 @@ def write_random_dir(d: Path, seed: int, step0_shift: int = 1) -> None:
         shift = 2**32 if seed % 4 == 1 else 0
         batch = synth_batch(spec)
         for i in range(len(batch)):
-            rnd = batch.round_at(i)
+            rnd = round_at(batch, i)
             a, b = rnd.key
             for s, m in enumerate(rnd.steps):
                 name = f"draft_step_{s}_{a - step0_shift}_{b - step0_shift}" if s == 0 else f"draft_step_{s}_{a}_{b}"
@@ -492,7 +493,7 @@ def write_scored_dir(d: Path, seed: int) -> None:
         )
         batch = synth_batch(spec)
         for i in range(len(batch)):
-            rnd = batch.round_at(i)
+            rnd = round_at(batch, i)
             a, b = rnd.key
             for s, m in enumerate((*rnd.steps, rnd.validate)):
                 if s == len(rnd.steps):

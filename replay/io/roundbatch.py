@@ -2,8 +2,8 @@
 
 Rounds whose matrices differ only in size share one RoundBatch (``group_key``): each matrix is
 padded to the group's widest rows and columns with PAD_TOKEN (scores NaN, parents PAD_TOKEN), and
-each round's own sizes are kept (``MatrixStack.rows_of``...), so the kernel and ``round_at`` see
-what the round's files hold. A dump of varied shapes then forms a few large batches instead of one
+each round's own sizes are kept (``MatrixStack.rows_of``...), so the kernel and ``MatrixStack.matrix``
+see what the round's files hold. A dump of varied shapes then forms a few large batches instead of one
 per shape (~1.5 ms fixed cost per batch).
 
 A RoundBatch is the reading side's unit (replay.io.fastread and replay.io.packed.pack build them, replay.engine.batch
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -381,18 +381,6 @@ class RoundBatch:
             return tuple(f"draft_step_{s}" for s in range(self.num_steps)) + ("validate",)
         ordinal = None if self.ordinals is None else int(self.ordinals[i])
         return self.names.paths(self.key(i), self.num_steps, ordinal)
-
-    def round_at(self, i: int) -> Round:
-        """Round ``i`` as the Round that load_round would have returned."""
-        key = self.key(i)
-        paths = self.paths_of(i)
-        if self.names is not None:
-            ordinal = None if self.ordinals is None else int(self.ordinals[i])
-            scores = self.names.scores_paths(key, self.num_steps, ordinal)
-        mats = [st.matrix(i, paths[s]) for s, st in enumerate((*self.steps, self.validate))]
-        if self.names is not None:
-            mats = [replace(m, scores_path=sp) if sp else m for m, sp in zip(mats, scores)]
-        return Round(key, tuple(mats[:-1]), mats[-1], int(self.root_tokens[i]), self.layout)
 
 
 # Per matrix (draft steps, then validate): whether it has scores, whether it has parents, its

@@ -22,6 +22,7 @@ from replay.engine.batch import MatrixStack, RoundBatch
 from replay.io.dumpwrite import step_file_name
 from replay.util.rows import unique_rows
 
+from .in_memory import round_at
 from .synth import DEFAULT_VOCAB, SYNTH_KEY_STRIDE, default_hit_probs
 
 
@@ -202,7 +203,7 @@ def write_text_rounds(directory: str | Path, batches: list[RoundBatch]) -> int:
     files = 0
     for batch in batches:
         for i in range(len(batch)):
-            rnd = batch.round_at(i)
+            rnd = round_at(batch, i)
             named = [(step_file_name("draft", rnd.key, s), m.ids) for s, m in enumerate(rnd.steps)]
             for name, ids in (*named, (step_file_name("validate", rnd.key), rnd.validate.ids)):
                 (directory / name).write_text("\n".join(" ".join(map(str, row)) for row in ids.tolist()) + "\n")

@@ -5,6 +5,7 @@ block by block instead (replay.engine.runs)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -67,3 +68,15 @@ def replay_batches(
     if not parts:
         raise ValueError("no rounds to replay")
     return BatchResult.concat(parts).sorted_by_ordinal()
+
+
+def round_at(batch: RoundBatch, i: int) -> Round:
+    """Round ``i`` of ``batch`` as the Round that load_round would have returned."""
+    key = batch.key(i)
+    paths = batch.paths_of(i)
+    mats = [st.matrix(i, paths[s]) for s, st in enumerate((*batch.steps, batch.validate))]
+    if batch.names is not None:
+        ordinal = None if batch.ordinals is None else int(batch.ordinals[i])
+        scores = batch.names.scores_paths(key, batch.num_steps, ordinal)
+        mats = [replace(m, scores_path=sp) if sp else m for m, sp in zip(mats, scores)]
+    return Round(key, tuple(mats[:-1]), mats[-1], int(batch.root_tokens[i]), batch.layout)

@@ -15,6 +15,8 @@ from replay.io.rounds import Round
 from replay.io.skipped import Skipped
 from replay.util.errors import DumpError
 
+from .in_memory import round_at
+
 
 def packed_rounds(
     packed: PackedRun, layout: str | None = None, only: Key | None = None
@@ -67,7 +69,7 @@ def packed_rounds(
                 yield o, bad.skipped
         item = cache[gi][1]
         if isinstance(item, RoundBatch):
-            yield o, item.round_at(i)
+            yield o, round_at(item, i)
     for bad in lost:
         yield bad.position, bad.skipped
 
@@ -86,6 +88,6 @@ def _only_rounds(packed: PackedRun, layout: str | None, key: Key) -> Iterator[tu
         if ords is None:  # never: block() reads the ordinal array packed.json must list
             raise ValueError(f"{packed.path}: block {k} of group {g.name} without ordinals")
         for i in np.flatnonzero((b.keys[0] == key[0]) & (b.keys[1] == key[1])):
-            out.append((int(ords[i]), b.round_at(int(i))))
+            out.append((int(ords[i]), round_at(b, int(i))))
     out += [(bad.position, bad.skipped) for bad in unknown]
     yield from sorted(out, key=lambda t: t[0])
