@@ -149,7 +149,7 @@ def _part_outcomes(b, r, shape, static, ask: _Ask, refused, fold=None, ords=None
                     chunks.setdefault((c, t), []).append(_refused_at(hi - lo, sub.gamma))
             continue
         rec = RecordedChunk(b, r, expanded, shape, lo, hi, rules[lo:hi])
-        rows = validate_rows(b, r, shape, lo, hi)
+        rows = validate_rows(b, r, lo, hi)
         if reach:
             t = ask.temperatures[0]
             caps = [min(sub.gamma, steps) if steps < recorded.gamma else sub.gamma for sub in ask.configs]

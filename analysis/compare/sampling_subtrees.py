@@ -28,7 +28,7 @@ from replay.core.sampling import SamplingBounds, greedy_logp, prepare_sampling
 from replay.core.sampling_problems import PROBLEM_WORDS
 from replay.core.sampling_recorded import recorded_bounds
 from replay.core.vocab import NO_PARENT, PAD_TOKEN
-from replay.engine.batch import BatchResult, RoundBatch, TreeShape
+from replay.engine.batch import BatchResult, RoundBatch
 
 from .subtree import IN, MAYBE, OUT, WHY_BEYOND, WHY_MAYBE, WHY_THRESHOLD, WHY_UNEXPANDED, WHY_WIDTH
 from .subtree_levels import RecordedChunk, simulate_levels
@@ -83,7 +83,7 @@ class SubTrees:
     cache: dict = field(default_factory=dict)  # what every T reads: the prepared groups per mask, the doubts
 
 
-def validate_rows(batch: RoundBatch, res: BatchResult, shape: TreeShape, lo: int, hi: int):
+def validate_rows(batch: RoundBatch, res: BatchResult, lo: int, hi: int):
     """The chunk's validate ids / log-probs [rows, K, C] (greedy_logp without scores), rows and columns per round."""
     v = batch.validate
     ids = np.ascontiguousarray(v.ids[:, :, lo:hi], dtype=np.int64)

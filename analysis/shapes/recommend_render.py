@@ -53,7 +53,7 @@ def model_lines(model: ShapeModel, extrapolate: bool = False, ranks: int = 4) ->
     ]
     table = depth_table(model)
     for d in range(model.depths):
-        why = _no_estimate(model, d, extrapolate) if model.extrapolated[d] else ""
+        why = _no_estimate(model, extrapolate) if model.extrapolated[d] else ""
         if table is None or d >= table[0].shape[0]:
             lines.append(
                 f"  depth {d + 1}: no visit; p = " + ", ".join(f"{x:.3f}" for x in model.p[d, 0, :ranks]) + why
@@ -89,7 +89,7 @@ def early_stop_line(model: ShapeModel) -> str | None:
     )
 
 
-def _no_estimate(model: ShapeModel, d: int, extrapolate: bool) -> str:
+def _no_estimate(model: ShapeModel, extrapolate: bool) -> str:
     """Why model row d is not estimated, and what the search does about it (with or without --extrapolate)."""
     deepest = model.supported_depth  # visits only shrink with depth: the deepest estimated depth is the one reused
     few = f"fewer than {model.min_count} visits (--min-count)"

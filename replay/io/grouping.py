@@ -286,7 +286,7 @@ def _assemble(
             skipped.append(Skipped(name, f"missing {want}{more}{_own_key_hint(key, by_round, (da, db))}", paths))
             continue
         rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))
-    rounds = _lost_last_steps(rounds, skipped, (da, db))
+    rounds = _lost_last_steps(rounds, skipped)
     # An unreadable entry is named in its round's entry (counted once); one in no round is listed alone.
     skipped[at_unreadable:at_unreadable] = [
         Skipped(base_name(p), why, (p,)) for p, why in unreadable.items() if p not in told
@@ -295,7 +295,7 @@ def _assemble(
     return Grouping(tuple(rounds), tuple(skipped), tuple(sorted(by_round)), check)
 
 
-def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped], offset: tuple[int, int]) -> list[RoundFiles]:
+def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped]) -> list[RoundFiles]:
     """Rounds whose next draft step is named by a stray file: a near-miss name (Draft_Step_2_10_20)
     or an orphan companion (draft_step_2_10_20.scores alone). Such a round lost its last step; replayed
     with the steps left it would pass as a round that stopped early. It is skipped instead, its entry

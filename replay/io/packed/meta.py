@@ -193,7 +193,7 @@ def _parse_meta(meta_path: Path, top: _Fields, body: dict[str, Any]) -> PackedMe
         top.fail("unreadable", "ordinals must be unique and in increasing order")
     groups = []
     for i, g in enumerate(top.list("groups")):
-        groups.append(_parse_group(meta_path, _Fields(meta_path, g, f"groups[{i}]"), offset))
+        groups.append(_parse_group(meta_path, _Fields(meta_path, g, f"groups[{i}]")))
     names = [g.name for g in groups]
     if len(set(names)) != len(names):
         top.fail("groups", f"group names repeat: {names}")
@@ -289,7 +289,7 @@ def _parse_unreadable(meta_path: Path, obj: Any, where: str, rounds: int) -> tup
     return ordinal, key, _parse_skipped(meta_path, obj, where)
 
 
-def _parse_group(meta_path: Path, f: _Fields, step0: tuple[int, int]) -> GroupSpec:
+def _parse_group(meta_path: Path, f: _Fields) -> GroupSpec:
     name = f.str("name", _GROUP_NAME)
     rounds = f.int("rounds", 1)
     block = f.int("block_rounds", 1)
@@ -310,7 +310,7 @@ def _parse_group(meta_path: Path, f: _Fields, step0: tuple[int, int]) -> GroupSp
         overrides[int(k)] = _str_list(meta_path, v, f"{f.name('path_overrides')}.{k}", steps + 1)
     arrays_obj = f.sub("arrays")
     arrays = {stem: _parse_array(meta_path, arrays_obj.sub(stem), stem, name, blocks, block) for stem in arrays_obj.obj}
-    _check_group_arrays(meta_path, f, arrays, steps)
+    _check_group_arrays(f, arrays, steps)
     return GroupSpec(name, rounds, block, blocks, steps, exts, overrides, arrays)
 
 
@@ -346,7 +346,7 @@ def _parse_array(meta_path: Path, f: _Fields, stem: str, group: str, blocks: int
     return spec
 
 
-def _check_group_arrays(meta_path: Path, f: _Fields, arrays: Mapping[str, ArraySpec], steps: int) -> None:
+def _check_group_arrays(f: _Fields, arrays: Mapping[str, ArraySpec], steps: int) -> None:
     """Every array a RoundBatch of ``steps`` draft steps needs, and no other, with matching shapes."""
     prefixes = [f"s{i}" for i in range(steps)] + ["v"]
     needed = {"keys", "root", "ordinal", *(f"{p}_ids" for p in prefixes)}
