@@ -122,7 +122,7 @@ def join_compare(
     gamma_threshold: float | None = None,
     per_round: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """compare_configs' (summary, per-round) frames from the parts of one run, rounds in run order.
+    """The (summary, per-round) frames from the parts of one run, rounds in run order.
     ``per_round=False``: the per-round frame is left empty (one row per round and config, it is most
     of compare's memory at a million rounds, and only ``--per-round`` writes it)."""
     if not parts:

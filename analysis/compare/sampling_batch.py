@@ -46,7 +46,7 @@ def join_sampling(
     temperatures: Sequence[float],
     per_round: bool = True,
 ) -> SamplingComparison:
-    """compare_sampling's SamplingComparison from the parts of one run, rounds in run order.
+    """The SamplingComparison of the parts of one run, rounds in run order.
     ``per_round`` False leaves the per-round frame empty (the report reads only the table)."""
     order = np.argsort(np.concatenate([p.ordinals for p in parts] or [np.zeros(0, np.int64)]), kind="stable")
     names = np.concatenate([p.names for p in parts] or [np.zeros(0, dtype=object)])[order]
@@ -115,7 +115,7 @@ def compare_sampling_run(
     progress: Callable[[int, int], None] | None = None,
     per_round: bool = True,
 ) -> SamplingComparison:
-    """compare_sampling's SamplingComparison for a loaded run, from the batch arrays; ``progress(rounds
+    """The SamplingComparison of a loaded run, from the batch arrays; ``progress(rounds
     done, rounds)``. At a temperature whose node_logprobs the manifest lists, a round that carries them
     walks every config's sub-tree on its recorded edges (exact, analysis.compare.sampling_subtrees.
     recorded_edges); without ``per_round``, block by block (curve_sums): the table only."""

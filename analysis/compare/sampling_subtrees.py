@@ -1,15 +1,14 @@
 """One config's possible sub-trees at temperature T on a chunk of the batch arrays: numpy over rounds.
 
-The possible sub-tree comes from analysis.compare.subtree_batch.simulate_levels, the batch form of
-simulate_subconfig: a level is a padded ``[L, C]`` set of slots, and a node is in the possible
-tree ("indexed") when it is the root or a child, of known token, of an indexed node that the walk
-can leave by a recorded edge (no doubt on it). Its nodes are numbered level by level, slot by
-slot: the round path's tree order (sub_trees, T-independent). The bounds are
-replay.core.sampling.sampling_bounds' rule on those arrays, on rounds of one sub-tree size and
-validate width at a time (as the round path stacks them: the same sums in the same order),
-prepared once (prepare_sampling) for every T (at_temperature). The doubts are the round path's, in
-its order (level, slot; per slot: its kept width, then its own expansion or its children beyond the
-recorded columns, by rank); a round is undetermined by the first one the walk can reach.
+The possible sub-tree comes from analysis.compare.subtree_batch.simulate_levels: a level is a padded
+``[L, C]`` set of slots, and a node is in the possible tree ("indexed") when it is the root or a
+child, of known token, of an indexed node that the walk can leave by a recorded edge (no doubt on
+it). Its nodes are numbered level by level, slot by slot: tree order (sub_trees, T-independent). The
+bounds are replay.core.sampling.sampling_bounds' rule on those arrays, on rounds of one sub-tree
+size and validate width at a time, prepared once (prepare_sampling) for every T (at_temperature).
+The doubts are taken in order (level, slot; per slot: its kept width, then its own expansion or its
+children beyond the recorded columns, by rank); a round is undetermined by the first one the walk
+can reach.
 At a temperature with recorded node_logprobs, a round whose every sub-tree node is a recorded node
 walks their recorded log-probs instead (recorded_edges: replay.core.sampling_recorded's rule, exact).
 """
@@ -63,7 +62,7 @@ class AtT:
 
 @dataclass(frozen=True, eq=False)
 class SubTrees:
-    """One config's possible sub-trees on C rounds, T-independent (SubTreeRound's fields, as arrays)."""
+    """One config's possible sub-trees on C rounds, T-independent."""
 
     n: np.ndarray  # [C] nodes of each round's sub-tree
     k: np.ndarray  # [C] the round's validate columns

@@ -67,7 +67,7 @@ class ShapeStats:
     n: np.ndarray  # [G, depths, cols] int64 visits of (d, q)
     k: np.ndarray  # [G, depths, cols, cols] int64 visits of (d, q) whose target top-1 is the rank-r candidate
     group_rounds: np.ndarray  # [G] int64 rounds per group
-    draft_sum: np.ndarray  # [depths, cols, cols] float64 (draft_totals)
+    draft_sum: np.ndarray  # [depths, cols, cols] float64
     draft_count: np.ndarray  # [depths, cols, cols] int64
     num_rounds: int
     max_tree_depth: int  # deepest recorded tree (draft steps) = depths

@@ -364,7 +364,7 @@ def _rank_paths(shape: TreeShape, chosen: list[np.ndarray]) -> tuple[list[tuple[
 
 
 def _int_na(values: np.ndarray) -> NullableInts:
-    """Missing where the value is negative (tables._na_int)."""
+    """Missing where the value is negative."""
     values = np.asarray(values, dtype=np.int64)
     return NullableInts(values, values < 0)
 

@@ -84,7 +84,7 @@ class NodeCounts:
         self.hits[:n] += (f.on_path if same.all() else f.on_path[:, same]).sum(axis=1)
 
     def tables(self) -> dict:
-        """The counts as node_metric_counts gives them for these rounds' node table."""
+        """The counts, one small table per node metric (combine_node_counts finishes them)."""
         return {
             "rank_of_hit": _frame(
                 self.run,
@@ -138,7 +138,7 @@ class NodeCounts:
 
 
 def block_counts(parts: list[tuple], cfg: TreeConfig, run: str) -> dict:
-    """node_metric_counts of a block's rounds, from (facts, shape, result) per shape of the block."""
+    """The node metrics' counts of a block's rounds, from (facts, shape, result) per shape of the block."""
     from .slot_hits import shape_signature, static_shape
 
     counts = NodeCounts(run, shape_signature(static_shape(cfg)))

@@ -92,7 +92,7 @@ STOP_NO_ROW = "no_target_row"  # the dump holds no target row for the current no
 BONUS_CORRECTION = "correction"
 BONUS_LEAF = "leaf_bonus"
 
-# How a draft step chose its expanded nodes (Rebuilt.selection, the `selection` column).
+# How a draft step chose its expanded nodes (the `selection` column).
 SELECT_ROOT = "root"  # step 0: the root
 SELECT_PARENTS = "parents"  # explicit parents in the dump
 SELECT_PATH_PROB = "path_probability"  # recomputed from the scores

@@ -94,7 +94,7 @@ def length_at_bounds(ge_lo: np.ndarray, ge_hi: np.ndarray) -> tuple[np.ndarray, 
 
 
 def refused_with_scores(reasons: Iterable[str]) -> int:
-    """How many of round_sampling's refusals (their reasons) are of rounds with scores (a bad row):
+    """How many refusals (their reasons) are of rounds with scores (a bad row):
     every one but NO_SCORES. The summaries count those among the rounds with scores."""
     return sum(why != NO_SCORES for why in reasons)
 

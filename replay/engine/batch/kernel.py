@@ -263,8 +263,8 @@ def _first_faults(batch: RoundBatch, lo: int, hi: int, prefix: TreeShape | None,
 
 
 def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, deeper: tuple = ()):
-    """(column 0 [vrows, C], layout is "all" [C] bool, rows the layout uses [C], rejection conditions)
-    as resolve_layout; deeper: the all layout's row counts of deeper trees (a lost last step)."""
+    """(column 0 [vrows, C], layout is "all" [C] bool, rows the layout uses [C], rejection conditions);
+    deeper: the all layout's row counts of deeper trees (a lost last step)."""
     checks = _Checks()
     v = batch.validate.ids[:, :, lo:hi]
     vrows, vcols, c = v.shape
@@ -277,11 +277,11 @@ def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, deepe
         nonpad = val0 != PAD_TOKEN if vcols == 1 else (v != PAD_TOKEN).any(axis=1)  # [vrows, C]
         rows_used = (nonpad * (row_no + 1)).max(axis=0)  # trailing all-PAD rows are padding
     n_par, n_all = shape.num_expanded, shape.num_nodes + 1
-    if deeper and batch.layout != LAYOUT_PARENTS:  # as replayer._check_no_lost_step, checked first
+    if deeper and batch.layout != LAYOUT_PARENTS:  # a lost last step, checked first
         _check_lost_step(checks, rows_used, deeper)
     if batch.layout is not None:
         need_v = n_par if batch.layout == LAYOUT_PARENTS else n_all
-        # rows beyond the layout's that are not padding are unexplained, as resolve_layout
+        # rows beyond the layout's that are not padding are unexplained
         checks.add(rows_used < need_v, ERR_VALIDATE_ROWS, row=rows_used, detail=ROWS_FEWER)
         if batch.layout == LAYOUT_PARENTS:
             checks.add(rows_used >= n_all, ERR_VALIDATE_ROWS, row=rows_used, detail=ROWS_OF_ALL)

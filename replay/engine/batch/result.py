@@ -99,14 +99,14 @@ class BatchResult:
 
     @property
     def parents_differ(self) -> np.ndarray:
-        """[R] bool: rounds whose dump parents differ from the path-probability selection (Rebuilt.parents_differ):
-        exactly the rounds with a selection note."""
+        """[R] bool: rounds whose dump parents differ from the path-probability selection: exactly the
+        rounds with a selection note."""
         out = np.zeros(len(self), dtype=bool)
         out[[k for k in self.selection_notes if k < len(self)]] = True
         return out
 
     def selection_summary(self, i: int) -> str:
-        """As Rebuilt.selection_summary: the methods of steps 1.. in first-use order."""
+        """Round i's selection methods of steps 1.., in first-use order."""
         return selection_summary([SELECTION_NAMES[int(c)] for c in self.selection[1:, i] if c != SEL_NONE])
 
     @cached_property  # notes(i) asks it of every round that may have a note: computed once
