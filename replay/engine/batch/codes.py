@@ -49,8 +49,8 @@ _STOP_WORDS = {StopCode.LEAF: STOP_LEAF, StopCode.MISMATCH: STOP_MISMATCH, StopC
 STOP_CODES = tuple(_STOP_WORDS[c] for c in StopCode)  # indexed by StopCode
 BONUS_NAMES = {BonusCode.NONE: None, BonusCode.CORRECTION: BONUS_CORRECTION, BonusCode.LEAF: BONUS_LEAF}
 
-# Why a round was rejected (the first failing check: steps in order, each step's size first). BatchResult.error_at
-# records where: (draft step, row, detail); replay.engine.batch.rejections words it.
+# Why a round was rejected (the first failing check: steps in order, each step's size first).
+# BatchResult.error_at records where: (draft step, row, detail); replay.engine.batch.rejections words it.
 ERR_OK = 0
 ERR_TOO_MANY_STEPS = 1  # at: the last draft step (its file is named)
 ERR_MATRIX_SHAPE = 2  # fewer rows/columns than the shape needs; at: the step, MATRIX_ROWS/MATRIX_COLUMNS
@@ -60,7 +60,7 @@ ERR_VALIDATE_ROWS = 5  # validate row count fits no layout; at: row = the rows u
 ERR_VALIDATE_COL0 = 6  # a used validate row: padding in column 0, a negative id in any; at: that row, TOKEN_*
 ERR_NO_ROWS = 7  # dynamic tree: a draft step with no valid row; at: the step
 ERR_LOST_STEP = 8  # all-layout validate rows of a deeper tree; at: row = the rows used, detail = the steps lost
-# error_at's detail: which of a code's messages applies (the reference's checks, in its order)
+# error_at's detail: which of a code's messages applies (in check order)
 MATRIX_ROWS, MATRIX_COLUMNS = 0, 1
 TOKEN_PADDING, TOKEN_NEGATIVE = 0, 1
 PARENTS_ROOT, PARENTS_LEVEL = 0, 1

@@ -79,7 +79,7 @@ def replay_batch(
     if batch.num_steps > gamma:
         res = _empty_result(batch, gamma)
         res.error[:] = ERR_TOO_MANY_STEPS
-        res.error_at[0] = batch.num_steps - 1  # the reference names the last step's file
+        res.error_at[0] = batch.num_steps - 1  # the last step's file is named
         return res
     if cfg.tree_type != TREE_DYNAMIC:
         deeper = cfg.all_rows_of_deeper_trees(batch.num_steps)

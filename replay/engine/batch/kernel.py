@@ -132,7 +132,7 @@ def _check_matrix_size(checks: _Checks, st: MatrixStack, shape: TreeShape, i: in
 def _check_tokens(checks: _Checks, kept: np.ndarray, rows: np.ndarray, m: _StepMaps, i: int) -> None:
     """Step i's expanded rows (rows: [h, cols, C], every column, kept or not) with padding among
     their kept tokens (kept: [L_{i+1}, C] int64) or a negative id other than padding in any column.
-    The reference checks row by row, padding before negative ids: the first faulty row is named."""
+    Rows are checked in order, padding before negative ids: the first faulty row is named."""
     if rows.min(initial=0) >= 0:
         return  # the common case: no padding, no negative id (kept tokens are cells of rows)
     kept_pad = kept == PAD_TOKEN  # [L_{i+1}, C]
