@@ -197,16 +197,3 @@ def _bounds_text(lo: float, hi: float, digits: int) -> str:
         return "–"
     a = f"{lo:.{digits}f}"
     return a if lo == hi else f"{a}..{hi:.{digits}f}"  # one number only when exact, not when they round alike
-
-
-__all__ = [
-    "EXPECTED_SUMMARY",
-    "SAMPLING_TABLES",
-    "RunSampling",
-    "bounds_display",
-    "expected_depth_acceptance",
-    "expected_length_distribution",
-    "run_sampling",
-    "sampling_summary",
-    "sampling_tables",
-]

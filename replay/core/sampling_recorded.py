@@ -109,6 +109,3 @@ def recorded_bounds(
     has = np.ones(tokens.shape, dtype=bool)
     b = sampling_bounds(tokens, parents, depths, ids, lp, has, 1.0)  # T = 1: p = the row value itself
     return replace(b, temperature=t, needs_vocab=False)
-
-
-__all__ = ["children_rows", "recorded_bounds", "recorded_column"]

@@ -159,17 +159,3 @@ def replay_sampling(
     parts = rep.per_batch
     at = tuple(join_parts(rep.result, [p[0][k] for p in parts], t) for k, t in enumerate(temperatures))
     return SampledRun(rep, at, tuple(p[1] for p in parts))
-
-
-__all__ = [
-    "RunAtT",
-    "SampledRun",
-    "SamplingMeans",
-    "SamplingPart",
-    "batch_parts",
-    "join_parts",
-    "no_sampling",
-    "replay_sampling",
-    "sampling_means",
-    "sampling_part",
-]

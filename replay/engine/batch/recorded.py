@@ -145,12 +145,3 @@ def _rows_read(result: BatchResult, i: int) -> np.ndarray:
     slots = result.expanded[: shape.num_expanded, i].astype(np.int64)
     level = np.repeat(np.arange(shape.num_steps), shape.heads)  # each slot's draft step
     return np.asarray(shape.starts, dtype=np.int64)[level] + slots
-
-
-__all__ = [
-    "NODE_COLUMNS_CODE",
-    "node_logprob_gaps_batch",
-    "node_rounds",
-    "refusal_texts",
-    "sampling_at",
-]

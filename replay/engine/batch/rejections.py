@@ -238,22 +238,3 @@ def rejection_reasons(batch: RoundBatch, result: BatchResult, tree: TreeConfig) 
         paths = batch.paths_of(i)
         out[i] = (paths[step] if step >= 0 else paths[-1], _WORDS[int(result.error[i])](rejected))
     return out
-
-
-__all__ = [
-    "column0_words",
-    "fewer_rows_words",
-    "lost_step_words",
-    "matrix_columns_words",
-    "matrix_rows_words",
-    "negative_words",
-    "no_layout_words",
-    "no_valid_row_words",
-    "padding_words",
-    "parents_words",
-    "rejection_reasons",
-    "root_parent_words",
-    "rows_of_all_words",
-    "too_many_steps_words",
-    "unexplained_rows_message",
-]

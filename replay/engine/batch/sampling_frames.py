@@ -147,13 +147,3 @@ def sampling_arrow(result: BatchResult, smp: BatchSampling, rows: np.ndarray):
     for name in names:
         table = table.append_column(name, pa.array(columns[name]))
     return table
-
-
-__all__ = [
-    "concat_sampling",
-    "from_node_logprobs",
-    "round_sampling_at",
-    "sampling_arrow",
-    "sampling_objects",
-    "write_sampling_json_lines",
-]
