@@ -22,10 +22,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import analysis.compare.subtree_batch as this  # noqa: E402
-from analysis.compare.batch import replayed_by_shape  # noqa: E402
 from replay.core.config import TREE_DYNAMIC  # noqa: E402
 from replay.core.config_grammar import parse_config_text  # noqa: E402
-from replay.engine.batch import expanded_nodes, replay_batch  # noqa: E402
+from replay.engine.batch import (  # noqa: E402
+    expanded_nodes,
+    replay_batch,
+    replayed_by_shape,
+)
 from replay.engine.runs import open_run  # noqa: E402
 
 CONFIGS = {

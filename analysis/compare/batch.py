@@ -8,7 +8,7 @@ loops over levels and configs). Rounds come out in run order, so every mean sums
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +19,7 @@ from analysis.cost.source import RunPricing
 from analysis.tables.runs import LabelledRun
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.vocab import STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
-from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
+from replay.engine.batch import BatchResult, RoundBatch, expanded_nodes, replayed_by_shape
 from replay.engine.batch.frames import key_names
 from replay.engine.runs import PerBatch, replay_run
 from replay.util.rows import unique_rows
@@ -60,18 +60,6 @@ class ComparePart:
     rules: np.ndarray  # [C] int8 subtree_batch.CODE_* selection rule
     outcomes: list[SubOutcomes]  # one per config, [C] each
     nodes: np.ndarray  # [C] int64 draft nodes of each recorded round (its own tree, as replayed)
-
-
-def replayed_by_shape(
-    batch: RoundBatch, res: BatchResult
-) -> Iterator[tuple[TreeShape, np.ndarray, RoundBatch, BatchResult]]:
-    """(shape, member indices, their rounds, their results) of each tree shape ``res`` replayed."""
-    for k, shape in enumerate(res.shapes):
-        members = np.flatnonzero(res.ok & (res.shape_index == k))
-        if members.shape[0] == len(batch):  # the common batch: every round, one shape (no copy of its arrays)
-            yield shape, members, batch, res
-        elif members.shape[0]:
-            yield shape, members, batch.take(members), res.take(members)
 
 
 def compare_parts(

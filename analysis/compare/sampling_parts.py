@@ -13,12 +13,11 @@ import numpy as np
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.sampling_recorded import recorded_column
 from replay.core.vocab import CHUNK_ROUNDS
-from replay.engine.batch import BatchResult, RoundBatch, expanded_nodes
+from replay.engine.batch import BatchResult, RoundBatch, expanded_nodes, replayed_by_shape
 from replay.engine.batch.frames import round_names
 from replay.engine.batch.recorded import node_rounds, refusal_texts, sampling_at
 from replay.engine.batch.sampling import BatchSampling
 
-from .batch import replayed_by_shape
 from .configs import is_own_tree
 from .sampling_reach import reach_chunk
 from .sampling_subtrees import AtT, RecordedEdges, SubTrees, at_temperature, recorded_edges, sub_trees, validate_rows

@@ -19,7 +19,7 @@ from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.selection import rank_major_keys, selection_order, selection_positions
 from replay.core.tree import node_name
 from replay.core.vocab import NO_PARENT, NO_RANK, PAD_TOKEN
-from replay.engine.batch import SEL_FALLBACK, BatchResult, RoundBatch, TreeShape, rebuilt_levels
+from replay.engine.batch import SEL_FALLBACK, BatchResult, RoundBatch, TreeShape, rebuilt_levels, replayed_by_shape
 from replay.engine.batch.frames import (
     Columns,
     NullableInts,
@@ -100,7 +100,7 @@ def batch_table_parts(
     )
     parts = TableParts([], [], [], [])
     shapes = []
-    for shape, members, sub, r in _by_shape(batch, res):
+    for shape, members, sub, r in replayed_by_shape(batch, res):
         facts = _node_facts(sub, r, shape, cfg.tree_type != TREE_DYNAMIC)
         shapes.append((facts, shape, r))
         rounds, nodes = ordinals[members], np.repeat(ordinals[members], facts.parent.shape[0])
@@ -113,17 +113,6 @@ def batch_table_parts(
 
         return replace(parts, node_counts=block_counts(shapes, cfg, run))
     return parts
-
-
-def _by_shape(batch: RoundBatch, res: BatchResult):
-    """(shape, [C] int64 positions in the batch, those rounds' batch, their result) per shape of the
-    rounds ``res`` replayed; a batch of one shape, all replayed (most blocks of a packed run), is not copied."""
-    for k, shape in enumerate(res.shapes):
-        members = np.flatnonzero(res.ok & (res.shape_index == k))
-        if members.shape[0] == len(batch):
-            yield shape, members, batch, res
-        elif members.shape[0]:
-            yield shape, members, batch.take(members), res.take(members)
 
 
 def join_parts(parts: list[TableParts]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -179,7 +168,7 @@ def batch_metric_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run
         np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
     )
     rounds, round_ordinals, shapes = [], [], []
-    for shape, members, sub, r in _by_shape(batch, res):
+    for shape, members, sub, r in replayed_by_shape(batch, res):
         shapes.append((_node_facts(sub, r, shape, cfg.tree_type != TREE_DYNAMIC), shape, r))
         rounds.append(_round_columns(r, shape, shapes[-1][0], cfg, run, SLIM_ROUND_COLUMNS))
         round_ordinals.append(ordinals[members])

@@ -13,10 +13,10 @@ from functools import cache
 import numpy as np
 
 from replay.core.config import TREE_DYNAMIC, TreeConfig
-from replay.engine.batch import BatchResult, RoundBatch, TreeShape
+from replay.engine.batch import BatchResult, RoundBatch, TreeShape, replayed_by_shape
 from replay.engine.batch.frames import NullableInts, frame_of, round_names
 
-from .batch import _IN_NAMES, TableParts, _by_shape, _node_columns, _node_facts, _Nodes, _rows
+from .batch import _IN_NAMES, TableParts, _node_columns, _node_facts, _Nodes, _rows
 from .build import NODE_COLUMNS, finish_table
 from .round_arrow import round_arrow
 
@@ -30,7 +30,7 @@ def stream_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str)
         np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
     )
     parts = TableParts([], [], [], [])
-    for shape, members, sub, r in _by_shape(batch, res):
+    for shape, members, sub, r in replayed_by_shape(batch, res):
         facts = _node_facts(sub, r, shape, cfg.tree_type != TREE_DYNAMIC)
         rounds = ordinals[members]
         parts.rounds.append(round_arrow(r, shape, facts, cfg, run))

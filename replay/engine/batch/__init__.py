@@ -14,7 +14,7 @@ from replay.io.roundbatch import MatrixStack, RoundBatch
 
 from .codes import DEFAULT_CHUNK_ROUNDS, ERR_OK, ERR_TOKENS, SEL_FALLBACK, SEL_PARENTS, StopCode
 from .driver import expanded_nodes, rebuilt_levels, replay_batch
-from .result import BatchResult, empty_result
+from .result import BatchResult, empty_result, replayed_by_shape
 from .shapes import TreeShape
 
 __all__ = [
@@ -32,4 +32,5 @@ __all__ = [
     "expanded_nodes",
     "rebuilt_levels",
     "replay_batch",
+    "replayed_by_shape",
 ]

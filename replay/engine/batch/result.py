@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -266,6 +266,19 @@ _ROUND_ARRAYS = (
     "stop",
     "scored",
 )
+
+
+def replayed_by_shape(
+    batch: RoundBatch, res: BatchResult
+) -> Iterator[tuple[TreeShape, np.ndarray, RoundBatch, BatchResult]]:
+    """(shape, [C] int64 positions in the batch, those rounds' batch, their result) per tree shape of
+    the rounds ``res`` replayed."""
+    for k, shape in enumerate(res.shapes):
+        members = np.flatnonzero(res.ok & (res.shape_index == k))
+        if members.shape[0] == len(batch):  # the common batch: every round, one shape (no copy of its arrays)
+            yield shape, members, batch, res
+        elif members.shape[0]:
+            yield shape, members, batch.take(members), res.take(members)
 
 
 def empty_result(gamma: int) -> BatchResult:
