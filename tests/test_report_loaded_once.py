@@ -1,6 +1,6 @@
 """report reads each run once: the batches its loading kept (LabelledRun.batches, within
-analysis.report.options.LOADED_BYTES) give the comparison, the recommendation and tables/ what
-reading the run again gave them; beyond the cap nothing is kept and they read it again."""
+analysis.report.options.LOADED_BYTES) give the comparison, the recommendation, the temperature curve
+and tables/ what reading the run again gave them; beyond the cap nothing is kept and they read it again."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import pandas as pd
 import pytest
 
 from analysis.compare.batch import compare_run
+from analysis.compare.sampling import TEMPERATURE_GRID
+from analysis.compare.sampling_batch import compare_sampling_run
+from analysis.report.options import default_comparison_configs
 from analysis.shapes.recommend import recommend_runs
 from analysis.shapes.recommend_render import recommendation_json
 from analysis.tables.runs import TABLES_METRICS, load_run, ram_bytes
@@ -18,7 +21,9 @@ from replay.cli import main
 from replay.core.config import TreeConfig
 from replay.engine.runs import Run
 from replay.testing.batch_synth import varied_run
+from tests.test_compare_sampling_batch import VOCAB
 from tests.test_report_tables_stream import ARTICLE, SAMPLES, packed
+from tests.test_sampling_stats_batch import packed_case
 
 KEEP = 1 << 30
 
@@ -83,3 +88,42 @@ def test_report_reads_a_packed_run_once(tmp_path, monkeypatch, capsys):
     assert main(["report", path, "-o", str(out), "--no-progress"]) in (0, 1)
     assert len(readings) == 1, readings
     assert (out / "tables" / "nodes.parquet").is_file()
+
+
+@pytest.fixture(params=["packed", "directory"])
+def scored_path(request, tmp_path) -> str:
+    """A run whose validate rows carry scores: the temperature curve walks it at every T."""
+    if request.param == "packed":
+        return str(packed_case(tmp_path, 1))
+    return str(SAMPLES / "qwen2.5-coder" / "article")
+
+
+def test_report_reads_a_scored_run_once(scored_path, tmp_path, monkeypatch):
+    """The temperature curve folds the loading's batches: report reads a scored run as often as an
+    unscored one (the loading's one reading), and the curve is drawn."""
+    readings = []
+    chunks = Run.chunks
+
+    def counted(self, *args, **kwargs):
+        if self.options.only_round is None:
+            readings.append(self.path)
+        return chunks(self, *args, **kwargs)
+
+    monkeypatch.setattr(Run, "chunks", counted)
+    out = tmp_path / "rep"
+    assert main(["report", scored_path, "-o", str(out), "--no-progress"]) in (0, 1)
+    assert len(readings) == 1, readings
+    assert (out / "tables" / "sampling_curve.parquet").is_file()
+
+
+def test_the_curve_from_the_kept_batches_is_the_curve_read_again(scored_path):
+    kept, again = both(scored_path)
+    configs = default_comparison_configs(kept.config)
+    for vocab in (None, VOCAB):
+        got, want = (
+            compare_sampling_run(run, configs, TEMPERATURE_GRID, vocab, per_round=False) for run in (kept, again)
+        )
+        pd.testing.assert_frame_equal(got.table, want.table)
+        assert list(got.skipped) == list(want.skipped)
+        assert (got.needs_vocab, got.undetermined) == (want.needs_vocab, want.undetermined)
+        assert got.table["determined"].any()  # not vacuous: rounds walked at T > 0

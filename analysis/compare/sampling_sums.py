@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -15,6 +15,7 @@ import pandas as pd
 from replay.core.config import TreeConfig
 from replay.engine.batch import BatchResult, RoundBatch
 from replay.engine.runs import iter_run_chunks, open_run
+from replay.util.parallel import ordered_map, resolve_workers
 from replay.util.rows import unique_rows
 
 from .sampling import (
@@ -35,20 +36,36 @@ from .subtree import (
 def curve_sums(
     run, configs, temperatures, vocab_size, threshold, progress, node_temperatures=None
 ) -> SamplingComparison:
-    """join_sampling's table without its per-round arrays: the run read again block by block (as
-    analysis.tables.stream reads it), every config at every T on a block, the block's rounds folded
-    into FoldedSums as it comes (the sums are exactly rounded: order-independent), then dropped. What
-    stays per round is the refused rounds' ordinal, name and code (the skipped list). node_temperatures:
-    the manifest's node_logprob_temperatures (sampling_parts)."""
-    opened = open_run(run.replay.directory, run.options)
+    """join_sampling's table without its per-round arrays: every config at every T on a batch, the
+    batch's rounds folded into FoldedSums as it comes (the sums are exactly rounded: order-independent),
+    then dropped; the batches are those load_run kept (``run.batches``), else the run read again block
+    by block (as analysis.tables.stream reads it). What stays per round is the refused rounds' ordinal,
+    name and code (the skipped list). node_temperatures: the manifest's node_logprob_temperatures
+    (sampling_parts)."""
     sums, per_batch = folded_sums(configs, temperatures, vocab_size, threshold, node_temperatures)
     done, total = 0, run.rounds
-    for _, batches in iter_run_chunks(opened, None, per_batch=per_batch, in_run_order=True):
-        done += sum(rounds for _, _, rounds in batches)
+    for rounds in _folded_rounds(run, per_batch):
+        done += rounds
         if progress:
             progress(done, total)
     check_every_round(done, run, "compare")
     return sums.comparison(run.config)
+
+
+def _folded_rounds(run, per_batch: Callable[[RoundBatch, BatchResult, TreeConfig], int]) -> Iterator[int]:
+    """``per_batch`` on every batch of ``run``, yielding the rounds each chunk folded: the kept batches
+    (on as many threads as a reading replays on: the sums are order-independent), else the run read
+    again block by block."""
+    if run.batches is not None:
+
+        def fold(loaded) -> int:
+            return per_batch(loaded.batch, loaded.result, run.config)
+
+        yield from ordered_map(fold, run.batches, resolve_workers(None))
+        return
+    opened = open_run(run.replay.directory, run.options)
+    for _, batches in iter_run_chunks(opened, None, per_batch=per_batch, in_run_order=True):
+        yield sum(rounds for _, _, rounds in batches)
 
 
 def folded_sums(
