@@ -86,9 +86,11 @@ class RecordedWalk:
         inside = (np.arange(big_n)[None, :] < st.n[:, None]) & (st.recs >= 0)
         m = int(st.recs.max(initial=-1)) + 1
         reach_lo, reach_hi, held = np.zeros((c, m)), np.zeros((c, m)), np.zeros((c, m), dtype=bool)
-        rr, uu = np.nonzero(inside)
-        at = st.recs[rr, uu]
-        reach_lo[rr, at], reach_hi[rr, at], held[rr, at] = walked.reach_lo[rr, uu], walked.reach_hi[rr, uu], True
+        f = np.flatnonzero(inside)  # flat [C, N] positions: one index per scatter, no tuples
+        at = f // big_n * m + st.recs.reshape(-1)[f]
+        for out, x in ((reach_lo, walked.reach_lo), (reach_hi, walked.reach_hi)):
+            out.reshape(-1)[at] = x.reshape(-1)[f]
+        held.reshape(-1)[at] = True
         has_first = (st.n >= 2) & inside[:, min(1, big_n - 1)]
         first = np.where(has_first, st.recs[:, min(1, big_n - 1)], -1)
         blind = use & ~walked.exact & has_first & ~_first_edge_exact(st, use & ~walked.exact & has_first, t, vocab_size)

@@ -184,9 +184,11 @@ def sub_tree_levels(
             indexed = np.zeros((nk, c), dtype=bool)
             parent_idx = np.full((nk, c), NO_PARENT, dtype=np.int64)
             known = parent_open & (k_tok != PAD_TOKEN)
-            jj, rr, cc = np.nonzero(known)
-            indexed[slot[jj, rr, cc], cc] = True
-            parent_idx[slot[jj, rr, cc], cc] = idx[jj, cc]
+            f = np.flatnonzero(known)  # flat [L, W, C] positions: one index per scatter, no tuples
+            cc = f % c
+            at = slot.reshape(-1)[f] * c + cc
+            indexed.reshape(-1)[at] = True
+            parent_idx.reshape(-1)[at] = idx.reshape(-1)[f // (c * big_w) * c + cc]
         doubts.append((kind, why, has))
     return SubTreeLevels(sim, n, nodes, idx_levels, doubts)
 
@@ -196,32 +198,33 @@ def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols)
     c = rec.c
     big_n = int(n.max())
     k = v_ids.shape[1]
-    tokens = np.zeros((c, big_n), dtype=np.int64)
-    parents = np.zeros((c, big_n), dtype=np.int64)
-    depths = np.zeros((c, big_n), dtype=np.int64)
-    ids = np.full((c, big_n, k), PAD_TOKEN, dtype=np.int64)
-    lp = np.full((c, big_n, k), -np.inf)
-    has = np.zeros((c, big_n), dtype=bool)
-    recs = np.full((c, big_n), -1, dtype=np.int64)
+    # built flat ([C * N], a node at round * N + index): one index array serves every scatter
+    tokens = np.zeros(c * big_n, dtype=np.int64)
+    parents = np.zeros(c * big_n, dtype=np.int64)
+    depths = np.zeros(c * big_n, dtype=np.int64)
+    ids = np.full((c * big_n, k), PAD_TOKEN, dtype=np.int64)
+    lp = np.full((c * big_n, k), -np.inf)
+    has = np.zeros(c * big_n, dtype=bool)
+    recs = np.full(c * big_n, -1, dtype=np.int64)
+    slots = [_indexed_slots(lv[0], big_n) for lv in nodes]
     # only a node with a child in the sub-tree has its row read (replay.core.sampling._tree_groups
     # takes the expanded nodes' rows): a leaf's stays PAD, without a row (about half the nodes)
-    expanded = np.zeros((c, big_n), dtype=bool)
-    for idx, _, par, _, _, _, _ in nodes[1:]:
-        jj, cc = np.nonzero(idx >= 0)
-        expanded[cc, par[jj, cc]] = True
-    for idx, token, par, d, v_row, h, rec_of in nodes:
-        jj, cc = np.nonzero(idx >= 0)
-        at = idx[jj, cc]
-        recs[cc, at] = rec_of[jj, cc]
-        tokens[cc, at] = token[jj, cc]
-        parents[cc, at] = par[jj, cc]
-        depths[cc, at] = d
-        ok = h[jj, cc] & expanded[cc, at]
-        jj, cc, at = jj[ok], cc[ok], at[ok]
-        vr = v_row[jj, cc]
-        has[cc, at] = True
-        ids[cc, at] = v_ids[vr, :, cc]
-        lp[cc, at] = v_lp[vr, :, cc]
+    expanded = np.zeros(c * big_n, dtype=bool)
+    for (idx, _, par, *_), (f, cc, _) in zip(nodes[1:], slots[1:]):
+        expanded[cc * big_n + _flat(par, idx.shape)[f]] = True
+    for (idx, token, par, d, v_row, h, rec_of), (f, cc, at) in zip(nodes, slots):
+        recs[at] = _flat(rec_of, idx.shape)[f]
+        tokens[at] = _flat(token, idx.shape)[f]
+        parents[at] = _flat(par, idx.shape)[f]
+        depths[at] = d
+        ok = _flat(h, idx.shape)[f] & expanded[at]
+        f, cc, at = f[ok], cc[ok], at[ok]
+        vr = _flat(v_row, idx.shape)[f]
+        has[at] = True
+        ids[at] = v_ids[vr, :, cc]
+        lp[at] = v_lp[vr, :, cc]
+    tokens, parents, depths, has, recs = (a.reshape(c, big_n) for a in (tokens, parents, depths, has, recs))
+    ids, lp = ids.reshape(c, big_n, k), lp.reshape(c, big_n, k)
     return SubTrees(
         n,
         own_cols,
@@ -239,6 +242,18 @@ def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols)
         sim.max_steps,
         sub.gamma,
     )
+
+
+def _indexed_slots(idx: np.ndarray, big_n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(flat slot j * C + round, round, round * N + sub-tree index) of a level's indexed slots ([L, C] idx)."""
+    f = np.flatnonzero(idx >= 0)
+    cc = f % idx.shape[1]
+    return f, cc, cc * big_n + idx.reshape(-1)[f]
+
+
+def _flat(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``a`` ([L, C], or broadcast to it) as one C-order row, to index by flat slot."""
+    return np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -329,7 +344,8 @@ def _recorded_groups(
 
 def _groups(st: SubTrees, use: np.ndarray, vocab_size: int | None) -> list:
     """[(rounds, n, their PreparedSampling)] per (sub-tree size, validate width) of the rounds ``use``:
-    cut, grouped by tree and prepared once per mask (a mask depends only on T > 0), read at every T."""
+    cut, grouped by tree and prepared once per mask (a mask depends only on T > 0), read at every T.
+    rounds: their positions, or a slice of every round (where one group holds them all)."""
     cache_key = (use.tobytes(), vocab_size)
     if cache_key not in st.cache:
         key = st.n * (int(st.k.max(initial=0)) + 1) + st.k
@@ -337,9 +353,10 @@ def _groups(st: SubTrees, use: np.ndarray, vocab_size: int | None) -> list:
         for kv in np.unique(key[use]):
             m = np.flatnonzero(use & (key == kv))
             nn, kk = int(st.n[m[0]]), int(st.k[m[0]])
-            arrays = (st.tokens[m, :nn], st.parents[m, :nn], st.depths[m, :nn])
-            arrays += (st.ids[m, :nn, :kk], st.logp[m, :nn, :kk], st.has[m, :nn])
-            out.append((m, nn, prepare_sampling(*arrays, vocab_size)))
+            rounds = slice(None) if m.shape[0] == key.shape[0] else m  # every round: views, nothing copied
+            arrays = (st.tokens[rounds, :nn], st.parents[rounds, :nn], st.depths[rounds, :nn])
+            arrays += (st.ids[rounds, :nn, :kk], st.logp[rounds, :nn, :kk], st.has[rounds, :nn])
+            out.append((rounds, nn, prepare_sampling(*arrays, vocab_size)))
         st.cache[cache_key] = out
     return st.cache[cache_key]
 
