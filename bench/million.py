@@ -64,6 +64,7 @@ SAMPLING_COMMANDS: dict[str, list[str]] = {
         "--temperature",
         "0.7",
         "--configs",
+        "[6]|[2,2]|[1,1]",
         "[4]|[2,2]|[1,1]",
         "[8]|[2,2]",
         "--no-progress",
