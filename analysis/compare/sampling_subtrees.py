@@ -384,6 +384,8 @@ def _doubts(st: SubTrees) -> _Doubts:
     big = max([kind.shape[1] - 2 for kind, _, _ in st.doubts] + [1])
     cols: list[list[np.ndarray]] = [[] for _ in range(9)]
     for d, (kind, why, has) in enumerate(st.doubts):
+        if d and not kind.any():  # a level without a doubt adds no row (the root's gives the dtypes)
+            continue
         L, width = kind.shape[0], kind.shape[1] - 2
         idx = st.idx[d]
         kid = np.full((L, big, c), -1, dtype=np.int64)
