@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from replay.util.errors import NoRoundsError, SpecReplayError
-from replay.util.interrupt import ignore_interrupts, interrupt_once, interrupted
+from replay.util.interrupt import forget_committed, ignore_interrupts, interrupt_once, interrupted, output_committed
 
 from .status import DEBUG_ENV, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 
@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = _main(sys.argv[1:])
         finally:
             ignore_interrupts()  # the command is done: it exits as it said, whatever arrives during shutdown
-        if interrupted() and code != EXIT_INTERRUPTED:  # a KeyboardInterrupt that Python had to swallow
+        if interrupted() and code != EXIT_INTERRUPTED and not output_committed():  # one Python had to swallow
             _say("specreplay: interrupted")
             code = EXIT_INTERRUPTED
         if code == EXIT_INTERRUPTED:
@@ -75,6 +75,7 @@ def _exit_now(code: int) -> None:
 def _main(argv: Sequence[str]) -> int:
     argv = list(argv)
     debug = debug_requested(argv)
+    forget_committed()
     try:
         from .parser import dispatch
 
@@ -88,6 +89,8 @@ def _main(argv: Sequence[str]) -> int:
     except SpecReplayError as exc:
         return _fail(f"specreplay: error: {exc}", debug)
     except KeyboardInterrupt:
+        if output_committed():  # the output is in place and complete: the interrupt came too late to matter
+            return EXIT_OK
         _say("specreplay: interrupted")
         return EXIT_INTERRUPTED
     except BrokenPipeError:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import OutputPathError
-from .interrupt import held_interrupts
+from .interrupt import commit_output, held_interrupts
 
 # Open files by another name (/dev/stdout, /dev/fd/1, /proc/self/fd/1): written into, never replaced,
 # even when they lead to a regular file (`> out.txt`): replacing it would cut off the shell's stdout.
@@ -151,7 +151,8 @@ def clear_leftovers(target: str | Path) -> None:
 def staged_directory(target: str | Path, whole: bool) -> Iterator[Path]:
     """Yield an empty directory beside ``target`` to write into; when the block succeeds, its files
     take their place in ``target`` with renames, during which SIGINT waits: an interrupt leaves the
-    earlier ``target`` or the new one, never a mix. ``whole``: the new directory replaces ``target``
+    earlier ``target`` or the new one, never a mix. Once the new one is in place, the command's
+    output is committed (interrupt.commit_output): a later interrupt ends it with exit 0. ``whole``: the new directory replaces ``target``
     entirely (its caller has checked that ``target`` holds only its own kind of output); else each
     new entry replaces its namesake and other entries stay. A failed block removes the staging
     directory; a killed one leaves it for clear_leftovers, which the next write calls."""
@@ -191,14 +192,23 @@ def _commit(staging: Path, target: Path, whole: bool) -> None:
                 if dest.is_dir() and not dest.is_symlink() and entry.is_dir():
                     shutil.rmtree(dest)
                 os.replace(entry, dest)
+            commit_output(str(target))
             return
         old = target.parent / f".{target.name}{OLD_MARK}{os.getpid()}"
         moved = target.exists()
         if moved:
             target.rename(old)
         staging.rename(target)
+        # the commit point: from here an interrupt (one held during the renames included) ends the
+        # command with exit 0, its output complete
+        commit_output(str(target))
         if moved:
-            shutil.rmtree(old) if old.is_dir() else old.unlink()
+            _remove_old(old)
+
+
+def _remove_old(old: Path) -> None:
+    """The earlier version, moved aside by a swap (one an interrupt leaves, clear_leftovers removes)."""
+    shutil.rmtree(old) if old.is_dir() else old.unlink()
 
 
 def _final_dir_mode(path: Path) -> int:

@@ -6,6 +6,9 @@ KeyboardInterrupt (so that ``finally`` blocks remove partial output) and ignores
 that no second KeyboardInterrupt can strike its own error handler or interpreter shutdown. Worker
 processes ignore SIGINT altogether: the parent stops them, and a worker that raised would print its
 own traceback.
+
+An interrupt after a command's output has been moved into place (``output_committed``) is no error:
+the output is complete, and the command ends with exit 0.
 """
 
 from __future__ import annotations
@@ -21,11 +24,27 @@ from typing import Any
 
 _seen: list[int] = []  # the command's process id, once it has had its SIGINT
 _owner: list[int] = []  # the command's process id (a forked worker inherits the handler, not the role)
+_committed: list[str] = []  # the outputs moved into place since forget_committed
 
 
 def interrupted() -> bool:
     """Whether the command's process has been interrupted (SIGINT since interrupt_once)."""
     return bool(_seen)
+
+
+def commit_output(path: str) -> None:
+    """Record that ``path``, the command's output, is now in place: complete and final."""
+    _committed.append(path)
+
+
+def output_committed() -> bool:
+    """Whether the command's output has been moved into place (commit_output since forget_committed)."""
+    return bool(_committed)
+
+
+def forget_committed() -> None:
+    """A new command starts: no output of it is in place yet."""
+    _committed.clear()
 
 
 def _first_interrupt(signum: int, frame: FrameType | None) -> None:

@@ -1,0 +1,71 @@
+"""An interrupt once a command's output is in place is no error; one before leaves the earlier output.
+
+Ctrl-C during ``report``'s last moments exited 130 "interrupted" although the complete new report
+had already been moved in. The commit point is staged_directory's last rename (replay.util.atomic),
+which ``report``, ``stats -o`` and ``plot -o`` all write through."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import replay.util.atomic as atomic
+from replay.cli import main
+from replay.core.config_grammar import parse_config_text
+from replay.testing.synth import write_synthetic_run
+
+TREE = parse_config_text("[3]|[2,2]")
+
+
+def _interrupt(*_args, **_kwargs):
+    raise KeyboardInterrupt
+
+
+def _report(tmp_path: Path) -> tuple[Path, Path]:
+    dump = write_synthetic_run(tmp_path / "dump", TREE, 4, seed=3)
+    dump = tmp_path / "dump"
+    out = tmp_path / "rep"
+    assert main(["report", str(dump), "-o", str(out), "--no-progress"]) == 0
+    return dump, out
+
+
+def _listed_files(out: Path) -> list[str]:
+    return json.loads((out / ".specreplay-report.json").read_text())["files"]
+
+
+def test_an_interrupt_right_after_the_last_rename_exits_0_with_the_new_report(tmp_path, monkeypatch, capsys):
+    dump, out = _report(tmp_path)
+    (out / "index.html").write_text("the earlier report", encoding="utf-8")
+    monkeypatch.setattr(atomic, "_remove_old", _interrupt)  # the step after the swap's last rename
+    assert main(["report", str(dump), "-o", str(out), "--no-progress"]) == 0
+    assert "interrupted" not in capsys.readouterr().err
+    assert (out / "index.html").read_text(encoding="utf-8") != "the earlier report"
+    assert all((out / f).is_file() for f in _listed_files(out))
+
+
+def test_an_interrupt_before_the_commit_exits_130_and_keeps_the_earlier_report(tmp_path, monkeypatch, capsys):
+    dump, out = _report(tmp_path)
+    (out / "index.html").write_text("the earlier report", encoding="utf-8")
+    monkeypatch.setattr(atomic, "_final_dir_mode", _interrupt)  # the commit's first step, before any rename
+    assert main(["report", str(dump), "-o", str(out), "--no-progress"]) == 130
+    assert "specreplay: interrupted" in capsys.readouterr().err
+    assert (out / "index.html").read_text(encoding="utf-8") == "the earlier report"
+    assert all((out / f).is_file() for f in _listed_files(out))
+
+
+@pytest.mark.parametrize("command", ["stats", "plot"])
+def test_stats_and_plot_exit_0_when_interrupted_once_their_files_are_in(tmp_path, monkeypatch, command):
+    dump = write_synthetic_run(tmp_path / "dump", TREE, 4, seed=3)
+    dump = tmp_path / "dump"
+    out = tmp_path / "out"
+    commit = atomic.commit_output
+
+    def commit_then_interrupt(path: str) -> None:
+        commit(path)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic, "commit_output", commit_then_interrupt)
+    assert main([command, str(dump), "-o", str(out), "--no-progress"]) == 0
+    assert sorted(p.name for p in out.iterdir())
