@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import io
 import re
+import shlex
 import sys
 import types
 from pathlib import Path
@@ -100,6 +101,58 @@ def test_help_has_description_and_example(path, parser):
     assert f"specreplay {' '.join(path)}".strip() in parser.epilog  # an example runs the command itself
     shown = [line.strip() for line in parser.format_help().splitlines()]  # --help prints them
     assert ("example:" in shown or "examples:" in shown) and any(line.startswith("specreplay ") for line in shown)
+
+
+def help_examples(epilog: str) -> list[str]:
+    """The epilog's example command lines, a line ending in a backslash joined with the next."""
+    found, pending = [], ""
+    for line in epilog.splitlines():
+        line = pending + line.strip()
+        pending = ""
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+        elif line.startswith("specreplay "):
+            found.append(line)
+    return found
+
+
+SHELL_OPERATORS = set("();<>|&")
+
+
+def shell_words(line: str) -> list[str]:
+    """``line`` as a POSIX shell splits it, a ``# comment`` dropped, up to its first redirection;
+    an operator (``(``, ``|``, ``>``, ...) outside quotes is a word of its own."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    words = list(lexer)
+    assert shlex.split(line, comments=True)  # pastes into a shell: quotes closed
+    cut = next((k for k, w in enumerate(words) if set(w) <= SHELL_OPERATORS), len(words))
+    assert all(w not in ("(", ")") for w in words), f"{line!r}: an unquoted parenthesis (a remark needs '# ')"
+    return words[:cut]
+
+
+SAMPLE_FILE = re.compile(r"^[\w.-][\w./-]*\.(json|jsonl|txt)$")  # a file an example names (cost.json, runs/cc.json)
+
+
+@pytest.mark.parametrize("path,parser", PARSERS, ids=IDS)
+def test_help_examples_paste_into_a_shell_and_parse(path, parser, tmp_path, monkeypatch):
+    """Every example line is a shell command: its remark a ``#`` comment, and its arguments ones the
+    parser accepts (the files it names made, as the user has them)."""
+    monkeypatch.chdir(tmp_path)
+    for line in help_examples(parser.epilog or ""):
+        words = shell_words(line)
+        if "COMMAND" in words:  # the root's pointer to each command's --help
+            continue
+        for word in filter(SAMPLE_FILE.match, words):
+            (tmp_path / word).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / word).write_text("{}\n", encoding="utf-8")
+        for flag, value in zip(words, words[1:]):
+            if flag in ("-o", "--output"):  # an output's directory exists, as the parser asks
+                (tmp_path / value).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            build_parser().parse_args(words[1:])
+        except SystemExit as exc:
+            pytest.fail(f"{line!r}: the parser refuses it (exit {exc.code})")
 
 
 @pytest.mark.parametrize("path,parser", PARSERS, ids=IDS)

@@ -52,7 +52,7 @@ examples:
   specreplay compare DUMP --contained --top 15 --csv > configs.csv
   specreplay compare DUMP --gamma-strategies 0 1 2 3 4 --ema-window 4
   specreplay compare DUMP --plot compare.svg --per-round rounds.csv --json > compare.json
-  specreplay compare sample_dumps/synthetic_article --contained --top 5 --temperature 0.7   (configs at T = 0.7)
+  specreplay compare sample_dumps/synthetic_article --contained --top 5 --temperature 0.7   # configs at T = 0.7
 
 A config is in any form of docs/config-grammar.md: [6]|[2,2]|[1,1] (what the config column
 prints), 6,2x2,1x1 (sweep's grid form), 6_2x2_1x1 (a sweep's run name), a topKSpec list
@@ -82,9 +82,9 @@ examples:
   specreplay report sample_dumps/synthetic_article -o report/
   specreplay report engine_dump/ harness_dump/ -o report/ --label engine --label harness
   specreplay report DUMP -o report/ --configs "[4]|[2,2]|[1,1]" --cost cost.json --tokenizer tok.json
-  specreplay report DUMP -o report/ --budget 16 --max-depth 4    (tree-shape recommendation)
-  specreplay report sample_dumps/qwen2.5-coder/* -o report/     (measured and modelled speedup side by side)
-  specreplay report sample_dumps/qwen2.5-coder/article -o report/ --vocab-size 151936   (temperature curve, bounds to T = 1.5)
+  specreplay report DUMP -o report/ --budget 16 --max-depth 4    # tree-shape recommendation
+  specreplay report sample_dumps/qwen2.5-coder/* -o report/     # measured and modelled speedup side by side
+  specreplay report sample_dumps/qwen2.5-coder/article -o report/ --vocab-size 151936   # temperature curve, bounds to T = 1.5
 
 Writes OUTPUT/index.html (self-contained: images embedded, no external assets) and every table
 under OUTPUT/tables/ as CSV and Parquet, but the row-level tables (rounds: a row per round, nodes: a row

@@ -33,7 +33,7 @@ examples:
   specreplay recommend sample_dumps/synthetic_article --budget 12
   specreplay recommend DUMPS1 DUMPS2 --budget 16 --max-depth 5 --cost cost_curve.json
   specreplay recommend PACKED_RUN --budget 16 --verify-cost 0.35,0.04 --draft-cost 0.02 --json
-  specreplay recommend sample_dumps/synthetic_article --budget 8 --temperature 0.7   (shapes at T = 0.7)
+  specreplay recommend sample_dumps/synthetic_article --budget 8 --temperature 0.7   # shapes at T = 0.7
 
 Reads dump directories or packed runs (specreplay pack) in batches. Cost curve JSON (the live
 harness writes it): {"tokens": [1, 2, 4, ...], "verify_s": [...], "draft_step_s": x}.
