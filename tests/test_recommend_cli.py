@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from analysis.shapes.recommend import compare_predictions, recommend_runs
 from replay.cli import main
 from replay.cli.cmd_recommend import progress_bars
 from replay.core.config import TreeConfig
+from replay.core.config_grammar import parse_config_text
 from replay.io.packed.pack import pack_batches
 from replay.testing.batch_synth import synth_run
 
@@ -105,3 +107,16 @@ def test_a_disagreeing_prediction_is_a_warning_not_exit_1(packed, capsys, monkey
     err = capsys.readouterr().err
     assert code == 0
     assert ("disagree with their prediction" in err) is (not agree)
+
+
+def test_text_output_writes_each_shape_in_the_canonical_form_and_json_keeps_objects(packed, capsys):
+    """docs/vocabulary.md: every output writes a config as ``[2]`` / ``[6]|[2,2]|[1,1]``; --json holds
+    the config's object."""
+    assert main(["recommend", packed, "--budget", "6", "--bootstrap", "10", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert '"topKSpec"' not in out
+    shapes = re.findall(r"^\d+\. (\S+)$", out, flags=re.MULTILINE)
+    assert shapes and all(parse_config_text(s).short() == s for s in shapes)
+    assert main(["recommend", packed, "--budget", "6", "--bootstrap", "10", "--no-progress", "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert isinstance(body["by_block_efficiency"][0]["config"], dict)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -38,7 +39,9 @@ def test_cli_text(capsys):
     out = capsys.readouterr().out
     assert rc in (0, 1)
     assert "top shapes by expected block efficiency" in out and "top shapes by modelled speedup" in out
-    assert '"topKSpec"' in out and "R (root" in out and "prediction vs exact replay" in out
+    assert (
+        re.search(r"^1\. \[\d+\]", out, flags=re.MULTILINE) and "R (root" in out and "prediction vs exact replay" in out
+    )
 
 
 def test_cli_json_and_errors(capsys):

@@ -8,7 +8,6 @@ analysis report embeds ``recommend_section``.
 from __future__ import annotations
 
 import html
-import json
 import math
 from collections.abc import Sequence
 
@@ -25,7 +24,9 @@ from .recommend import Recommendation, ShapeCheck, depth_table
 
 
 def config_line(cfg: TreeConfig) -> str:
-    return json.dumps(cfg.to_json(), separators=(", ", ": "))
+    """A shape's config as every output writes it (the canonical form, e.g. ``[3]|[2,1,1]|[1]``);
+    --json keeps the config's JSON object."""
+    return cfg.short()
 
 
 def shape_line(k: int, s: Shape) -> str:
