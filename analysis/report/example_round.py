@@ -25,6 +25,8 @@ class ExampleRound:
     why: str  # one sentence for the caption: how the round was chosen
 
 
+ASKED = "as asked"  # the why of the round --round named: a caption and a title name the round already
+
 RoundSummaries = tuple[list[int], list[str], list[tuple[int, int]]]  # accepted length, stop, key per round
 
 
@@ -62,7 +64,7 @@ def example_pick(summaries: RoundSummaries, key: Key | None = None) -> tuple[int
     if key is None:
         return typical_failing_pick(summaries)
     pick = next((i for i, k in enumerate(summaries[2]) if k == tuple(key)), None)
-    return None if pick is None else (pick, f"round {key[0]}_{key[1]}, as asked")
+    return None if pick is None else (pick, ASKED)
 
 
 def has_round(run: LabelledRun, key: Key) -> bool:

@@ -48,7 +48,7 @@ from replay.io.skipped import describe_skipped
 from replay.util.errors import SpecReplayError
 
 from . import plots, treeplot
-from .example_round import example_round
+from .example_round import ASKED, example_round
 from .options import ReportOptions, run_configs
 from .page import Comparison, Figure, Note, ReportPage, RunHeader, figure_of, table_html
 from .sampling_curves import sampling_curves
@@ -200,7 +200,7 @@ def _shape_figures(run: LabelledRun, slot_hits: pd.DataFrame, opts: ReportOption
         missing = ""
     drawn = figure_of(
         treeplot.plot_round_tree(pick.result, opts.decode, run.label, pick.why),
-        f"{run.label}: round {pick.result.name}: {missing}{pick.why}.",
+        f"{run.label}: round {pick.result.name}{', ' if pick.why == ASKED else ': '}{missing}{pick.why}.",
         fmt,
     )
     return [hits, drawn]
