@@ -15,7 +15,7 @@ import pandas as pd
 from analysis.compare.batch import compare_run, simulate_run_strategies
 from analysis.compare.configs import compare_display, speed_row, strategies_display
 from analysis.cost.model import CostModel
-from analysis.cost.source import run_cost
+from analysis.cost.source import replay_cost
 from analysis.cost.timings import run_speedup
 from analysis.report import plots, treeplot
 from analysis.report.example_round import example_round
@@ -115,7 +115,7 @@ def main() -> None:
     real = load_runs([f"sample_dumps/qwen2.5-coder/{n}" for n in ("article", "chain4", "wide", "deep")], progress=False)
     rows = []
     for run in real:
-        cost = run_cost(run.replay.directory, run.replay.manifest)
+        cost = replay_cost(run.replay)
         rows.append(speed_row(run.label, run.sizes, cost, run_speedup(run.replay.directory, run.replay.manifest)))
     print("\n## speed: real samples (measured timings)\n")
     print(markdown(pd.DataFrame(rows)))

@@ -24,7 +24,7 @@ from replay.core.config import TreeConfig
 def test_the_tables_are_those_computed_alone(directory: str, configs, threshold) -> None:
     (run,) = load_runs([directory], tables=TABLES_METRICS, progress=False)
     opts = ReportOptions(configs=configs, gamma_threshold=threshold, strategies=(0, 1, 2, 3, 4))
-    pricing = {run.label: run_pricing(run.replay.directory, run.replay.manifest, run.label, None)}
+    pricing = {run.label: run_pricing(run.replay, run.label, None)}
     _, tables, strategies = _comparisons([run], opts, pricing)
     alone, _ = priced_comparison(run, run_configs(run, opts), pricing[run.label], threshold, per_round=False)
     alone.insert(0, "run", run.label)

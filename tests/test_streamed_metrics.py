@@ -188,7 +188,7 @@ def test_compare_builds_the_per_round_frame_only_when_asked(tmp_path, capsys):
 
     path = packed(tmp_path, "run", synth_run(ARTICLE, 300, seed=2, early_stop_rate=0.1))
     run = load_run(path, "a", progress=False, tables=TABLES_KEYS)
-    pricing = run_pricing(run.replay.directory, run.replay.manifest, run.label, None)
+    pricing = run_pricing(run.replay, run.label, None)
     configs = default_comparison_configs(run.config)
     table, rounds = priced_comparison(run, configs, pricing)
     lean, none = priced_comparison(run, configs, pricing, per_round=False)

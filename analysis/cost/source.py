@@ -18,12 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
+from replay.engine.runs import RunReplay
 from replay.io.manifest import Manifest
 from replay.util.bounded import read_json_file
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import is_inline_json
 
 from .model import SOURCE_DEFAULT, CostModel
+from .replayed import ReplayedRounds, keep_replayed, replayed_rounds
 from .timings import (
     SWEEP_DUMPS_DIR,
     Speedup,
@@ -66,7 +68,7 @@ def cost_from_timings(t: Timings) -> CostModel:
     tokens = t.nodes + 1  # [R] tokens each round's target forward verified
     ks = np.unique(tokens)
     verify = np.array([t.verify_s[tokens == k].mean() for k in ks], dtype=np.float64)
-    source = SOURCE_MANIFEST
+    source = SOURCE_MANIFEST + (f" ({t.left_out})" if t.left_out else "")
     baseline = comparable_baseline(t)  # a baseline timed apart from these rounds ran at another speed
     if baseline is not None and ks[0] > 1:
         ks = np.concatenate([[1], ks])
@@ -100,15 +102,25 @@ def _curve(path: Path, timings: Timings | None) -> CostModel:
                 "dump's manifest has no round timings to take it from; pass --cost FILE with a draft_step_s"
             )
         body = {**body, "draft_step_s": manifest_draft_step(timings)}
-        source += " + manifest draft step"
+        source += " + manifest draft step" + (f" ({timings.left_out})" if timings.left_out else "")
     return CostModel.from_json(body, source)
 
 
-def run_cost(directory: str | Path, manifest: Manifest, given: CostModel | None = None) -> CostModel:
-    """The cost model for one run's speedups, by the order of the module docstring."""
+def used_timings(directory: str | Path, manifest: Manifest, rounds: ReplayedRounds | None) -> Timings | None:
+    """The manifest's round timings the cost model uses: with ``rounds`` (the run's replay), only
+    those of replayed rounds whose shape agrees (analysis.cost.replayed); every record without."""
+    timings = read_timings(directory, manifest)
+    return keep_replayed(timings, rounds) if timings is not None and rounds is not None else timings
+
+
+def run_cost(
+    directory: str | Path, manifest: Manifest, given: CostModel | None = None, rounds: ReplayedRounds | None = None
+) -> CostModel:
+    """The cost model for one run's speedups, by the order of the module docstring; ``rounds``: the
+    run's replayed rounds (used_timings)."""
     if given is not None:
         return given
-    timings = read_timings(directory, manifest)
+    timings = used_timings(directory, manifest, rounds)
     curve = find_cost_curve(directory)
     if curve is not None:
         return _curve(curve, timings)
@@ -148,8 +160,13 @@ class RunPricing:
     suspicious: list[str]
 
 
-def run_pricing(directory: str | Path, manifest: Manifest, label: str, given: CostModel | None = None) -> RunPricing:
-    """The cost model (run_cost), measured speedup and its warnings of the run in ``directory``."""
-    timings = read_timings(directory, manifest)
-    measured = measured_speedup(timings)
-    return RunPricing(run_cost(directory, manifest, given), measured, speedup_warnings(label, timings, measured))
+def replay_cost(replay: RunReplay, given: CostModel | None = None) -> CostModel:
+    """run_cost of a replayed run: timings only from the rounds it replayed (used_timings)."""
+    return run_cost(replay.directory, replay.manifest, given, replayed_rounds(replay))
+
+
+def run_pricing(replay: RunReplay, label: str, given: CostModel | None = None) -> RunPricing:
+    """The cost model (replay_cost), measured speedup and its warnings of a replayed run."""
+    measured = measured_speedup(read_timings(replay.directory, replay.manifest))  # run totals: every round
+    timings = used_timings(replay.directory, replay.manifest, replayed_rounds(replay))
+    return RunPricing(replay_cost(replay, given), measured, speedup_warnings(label, timings, measured))

@@ -84,6 +84,8 @@ class Timings:
     session: PassRatios | None = None
     # Why there is no such session, when there is none (see comparable_baseline).
     unpaired: str | None = None
+    keys: tuple[tuple[int, int] | None, ...] = ()  # [R] each round record's key (None: the record has none)
+    left_out: str = ""  # which recorded rounds' times are not here and why (analysis.cost.replayed), else ""
 
 
 def _side(t: DecodeTotals) -> dict[str, Any]:
@@ -213,6 +215,7 @@ def read_timings(directory: str | Path, manifest: Manifest) -> Timings | None:
     if not isinstance(rounds, list) or not any(isinstance(r, Mapping) and "verify_time_s" in r for r in rounds):
         return None
     cols: dict[str, list[float]] = {f: [] for f in ROUND_TIMING_FIELDS}
+    keys = tuple(_record_key(rec) for rec in rounds)
     for k, rec in enumerate(rounds):
         for f in ROUND_TIMING_FIELDS:
             if not isinstance(rec, Mapping) or f not in rec:
@@ -242,7 +245,14 @@ def read_timings(directory: str | Path, manifest: Manifest) -> Timings | None:
         base,
         session,
         unpaired,
+        keys,
     )
+
+
+def _record_key(rec: Any) -> tuple[int, int] | None:
+    key = rec.get("key") if isinstance(rec, Mapping) else None
+    ok = isinstance(key, list) and len(key) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in key)
+    return (int(key[0]), int(key[1])) if ok else None
 
 
 _RETIME = "re-run `specreplay generate --baseline` with the current harness, which interleaves the two"

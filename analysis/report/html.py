@@ -73,7 +73,7 @@ def report_page(
 ) -> tuple[ReportPage, dict[str, pd.DataFrame]]:
     """(what the page shows, every table by name) for ``runs``: all the computing, no markup but
     pandas' tables and the figures."""
-    pricing = {run.label: run_pricing(run.replay.directory, run.replay.manifest, run.label, opts.cost) for run in runs}
+    pricing = {run.label: run_pricing(run.replay, run.label, opts.cost) for run in runs}
     fmt = opts.image_format
     tables: Tables = build_tables(runs)
     metrics = all_metrics(tables)

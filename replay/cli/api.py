@@ -17,7 +17,7 @@ import pandas as pd
 from analysis.compare.batch import priced_comparison
 from analysis.compare.configs import parse_config_arg, speed_row
 from analysis.cost.model import CostModel
-from analysis.cost.source import run_cost, run_pricing
+from analysis.cost.source import replay_cost, run_pricing
 from analysis.report.example_round import ExampleRound, example_round as _example_round
 from analysis.tables.build import Tables, build_tables
 from analysis.tables.definitions import definitions_rows
@@ -101,7 +101,7 @@ def definitions() -> pd.DataFrame:
 def cost_model(run: LabelledRun, cost: CostModel | None = None) -> CostModel:
     """The cost model the run's speedups use: ``cost`` when given, else measured timings beside
     the dump (cost_curve.json, then the manifest), else the default relative cost; ``.source`` says which."""
-    return run_cost(run.replay.directory, run.replay.manifest, cost)
+    return replay_cost(run.replay, cost)
 
 
 def speed(runs: Sequence[LabelledRun], cost: CostModel | None = None) -> pd.DataFrame:
@@ -110,7 +110,7 @@ def speed(runs: Sequence[LabelledRun], cost: CostModel | None = None) -> pd.Data
     rows = []
     for run in runs:
         if run.rounds:
-            pricing = run_pricing(run.replay.directory, run.replay.manifest, run.label, cost)
+            pricing = run_pricing(run.replay, run.label, cost)
             rows.append(speed_row(run.label, run.sizes, pricing.cost, pricing.measured))
     return pd.DataFrame(rows)
 
@@ -123,7 +123,7 @@ def compare(run: LabelledRun, configs: Sequence[str | TreeConfig], cost: CostMod
     for c in configs:
         chosen.extend([c] if isinstance(c, TreeConfig) else parse_config_arg(str(c)))
     unique = list({(c.short(), c.top_head): c for c in chosen}.values())
-    pricing = run_pricing(run.replay.directory, run.replay.manifest, run.label, cost)
+    pricing = run_pricing(run.replay, run.label, cost)
     table, _ = priced_comparison(run, unique, pricing, per_round=False)
     return table
 

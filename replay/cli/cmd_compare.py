@@ -205,7 +205,7 @@ def _compare_runs(args: argparse.Namespace, runs: list, given) -> _Compared:
     for run in runs:
         if not run.rounds:
             continue
-        pricing = run_pricing(run.replay.directory, run.replay.manifest, run.label, given)
+        pricing = run_pricing(run.replay, run.label, given)
         cost = done.costs[run.label] = pricing.cost
         done.measured[run.label] = pricing.measured
         done.suspicious.extend(pricing.suspicious)
@@ -353,10 +353,10 @@ def run_report(args: argparse.Namespace) -> int:
     finally:
         close()
     print(path)
-    from analysis.cost.source import cost_warning, run_cost
+    from analysis.cost.source import cost_warning, replay_cost
 
     for run in runs:  # the page's warning under its speedups, on stderr too (as compare says it), once written
-        warn = cost_warning(run_cost(run.replay.directory, run.replay.manifest, cost), run.label)
+        warn = cost_warning(replay_cost(run.replay, cost), run.label)
         if warn:
             print(f"specreplay: {warn}", file=sys.stderr)
     status = skipped_status(runs, args)

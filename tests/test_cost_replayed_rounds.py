@@ -1,0 +1,74 @@
+"""The cost model takes manifest round timings only from rounds the replay accepted, and drops a
+round whose record disagrees with its replay (docs/analysis.md, "Where the costs come from").
+
+Hand dump: 4 synthetic rounds of [2]|[1,1] (every round 4 draft nodes, 2 steps: 5 tokens verified),
+timed by a manifest that also records a round with no files and falsifies one round's node count:
+
+    round      nodes  draft_s  verify_s
+    100_116      4     0.2      1.0
+    (2nd)        3     0.2      3.0      recorded 3 nodes, replays 4: left out
+    (3rd)        4     0.4      1.2
+    (4th)        4     0.2      1.4
+    9999_10015   4     0.1      0.1      no files: left out
+
+Baseline timed with the rounds: (10 − 2) / 10 forwards = 0.8 s per target-only decode. By hand from
+the three kept rounds: t_verify(5) = (1.0 + 1.2 + 1.4) / 3 = 1.2 s, draft step = 0.8 / 6 s, and
+the recorded config's modelled speedup = mean_acceptance_length · 0.8 / (2 · 0.8 / 6 + 1.2).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from replay.cli import main
+from replay.core.config import TreeConfig
+from replay.testing.synth import write_synthetic_run
+
+CFG = TreeConfig.from_lists([[2], [1, 1]], [1, 2])
+TIMES = [(4, 0.2, 1.0), (3, 0.2, 3.0), (4, 0.4, 1.2), (4, 0.2, 1.4)]
+SESSION = {
+    "repeats": 1,
+    "methods": {"speculative": {"seconds": [7.0], "tokens": [10]}, "target-only": {"seconds": [10.0], "tokens": [10]}},
+}
+TOTALS = {
+    "new_tokens": 10,
+    "total_s": 7.0,
+    "prefill_s": 1.0,
+    "rounds": 4,
+    "timing": SESSION,
+    "baseline": {"new_tokens": 10, "total_s": 10.0, "prefill_s": 2.0, "rounds": 10},
+}
+
+
+def timed_dump(path):
+    rounds = write_synthetic_run(path, CFG, 4, seed=3)
+    body = json.loads((path / "manifest.json").read_text())
+    records = [
+        {"key": list(r.key), "num_nodes": n, "draft_steps": 2, "draft_time_s": d, "verify_time_s": v}
+        for r, (n, d, v) in zip(rounds, TIMES)
+    ]
+    records.append({"key": [9999, 10015], "num_nodes": 4, "draft_steps": 2, "draft_time_s": 0.1, "verify_time_s": 0.1})
+    body.update(rounds=records, totals=TOTALS)
+    (path / "manifest.json").write_text(json.dumps(body))
+    return path
+
+
+def test_timings_come_only_from_replayed_rounds_that_agree_with_their_record(capsys, tmp_path):
+    dump = timed_dump(tmp_path / "run")
+    code = main(["compare", str(dump), "--json", "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == 1 and "skipped round 9999_10015" in captured.err, captured.err  # a listed round is missing
+    out = json.loads(captured.out)
+    cost = out["cost_models"]["run"]
+    assert cost["tokens"] == [1.0, 5.0]
+    assert cost["verify_s"] == pytest.approx([0.8, 1.2])
+    assert cost["draft_step_s"] == pytest.approx(0.8 / 6)
+    assert "timings of 3 of 5 recorded rounds" in cost["source"]
+    assert "1 not replayed (9999_10015)" in cost["source"]
+    assert "1 whose replay disagrees with the record" in cost["source"]
+    row = out["configs"][0]
+    assert row["config"] == CFG.short()
+    expected = row["mean_acceptance_length_lo"] * 0.8 / (2 * 0.8 / 6 + 1.2)
+    assert row["modelled_speedup_lo"] == pytest.approx(expected)
