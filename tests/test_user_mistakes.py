@@ -4033,8 +4033,24 @@ def test_a_step0_file_under_its_own_rounds_key_is_named_for_what_it_is(capsys, t
     code, _, err = run(capsys, "replay", d, "--summary")
     assert code == 1
     assert "506_606" not in err  # no round of that key exists
-    assert "skipped draft_step_0_505_605: a step-0 file named with round 505_605's own key" in err
-    assert "missing draft_step_0_504_604 (draft_step_0_505_605 is here, named with the round's own key" in err
+    # one mistake, listed once: the round's entry names the file, which has no entry of its own
+    assert "skipped draft_step_0_505_605" not in err
+    assert (
+        "skipped round 505_605: missing draft_step_0_504_604 (draft_step_0_505_605 is here, named with the round's own key"
+        in err
+    )
+    assert err.count("draft_step_0_505_605") == 1
+
+
+def test_a_directory_named_like_a_matrix_is_no_duplicate_of_the_regular_file(capsys, tmp_path):
+    d = tmp_path / "d"
+    shutil.copytree(ARTICLE, d)
+    (d / "validate_124_140.npy").mkdir()
+    code, out, err = run(capsys, "replay", d, "--summary")
+    assert code == 1  # the directory is skipped
+    assert "skipped validate_124_140.npy: is a directory, not a regular file" in err
+    assert "same matrix" not in err  # a directory holds no matrix
+    assert "rounds replayed: 1" in out  # the round is read from its regular validate file
 
 
 # --- issue 36, new-user pass: a child of probability 0 in node_logprobs is a value ----------------

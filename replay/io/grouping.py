@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
 from pathlib import Path
@@ -53,9 +53,12 @@ from .skipfold import (
     EXT_REASON,
     NO_DRAFTS_REASON,
     ORPHAN_REASON,
+    OWN_KEY_HINT,
+    OWN_KEY_REASON,
     STRAY_REASON,
     fold_duplicates,
     fold_near_misses,
+    fold_own_key,
 )
 from .skipped import ROUND_PREFIX, Skipped
 from .step0 import OFFSET_DEFAULT, OFFSET_DETECTED, Step0Check, offset_and_source, step0_check
@@ -151,10 +154,14 @@ def _duplicates(files: Sequence[str], companions: Mapping[str, list[str]]) -> Sk
     return Skipped(printable(what), f"{len(files)}{DUPLICATE_REASON}", (*files, *comp))
 
 
-def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[MatrixKey, FileSet], list[Skipped]]:
+def _logical_files(
+    entries: Iterable[tuple[str, str]], unreadable: Container[str] = ()
+) -> tuple[dict[MatrixKey, FileSet], list[Skipped]]:
     """Map (kind, step, a, b) → FileSet, reporting duplicates and stray files.
 
-    entries: (file name, its path) in path order.
+    entries: (file name, its path) in path order; unreadable: paths that are no regular file (a
+    directory named like a dump file): beside a readable file of the same matrix they are no
+    duplicate of it, and are listed on their own (group_entries).
     """
     data: dict[MatrixKey, list[str]] = defaultdict(list)
     companions: dict[MatrixKey, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
@@ -179,6 +186,9 @@ def _logical_files(entries: Iterable[tuple[str, str]]) -> tuple[dict[MatrixKey, 
             data[lkey].append(path)
     out: dict[MatrixKey, FileSet] = {}
     for lkey, files in data.items():
+        readable = [p for p in files if p not in unreadable]
+        if readable and len(readable) < len(files):
+            files = readable
         if len(files) > 1:
             skipped.append(_duplicates(files, companions.pop(lkey, {})))
             continue
@@ -211,7 +221,7 @@ def group_entries(
         simple = _group_complete(entries, step0_offset, source)
         if simple is not None:
             return simple
-    files, skipped = _logical_files(entries)
+    files, skipped = _logical_files(entries, unreadable)
     check = step0_check(files, step0_offset, source)
     if source == OFFSET_DEFAULT and check.other_fits and check.other is not None:
         # The default leaves step-0 files out and the names pair one to one at another offset.
@@ -291,7 +301,7 @@ def _assemble(
     skipped[at_unreadable:at_unreadable] = [
         Skipped(base_name(p), why, (p,)) for p, why in unreadable.items() if p not in told
     ]
-    skipped = fold_near_misses(fold_duplicates(skipped, step0_offset), files, step0_offset)
+    skipped = fold_near_misses(fold_duplicates(fold_own_key(skipped), step0_offset), files, step0_offset)
     return Grouping(tuple(rounds), tuple(skipped), tuple(sorted(by_round)), check)
 
 
@@ -503,7 +513,7 @@ def _without_validate(
         if -1 in by_round.get(own, {}):
             file = base_name(entries[0].data)
             return file, (
-                f"a step-0 file named with round {own[0]}_{own[1]}'s own key: step 0 is named {offset[0]},{offset[1]} "
+                f"{OWN_KEY_REASON} {own[0]}_{own[1]}'s own key: step 0 is named {offset[0]},{offset[1]} "
                 f"position(s) before its round, so it pairs with no validate file (--step0-offset 0 reads every "
                 "step 0 so)"
             )
@@ -515,4 +525,4 @@ def _own_key_hint(key: Key, by_round: dict[Key, dict[int, FileSet]], offset: tup
     later = (key[0] + offset[0], key[1] + offset[1])
     if offset == (0, 0) or set(by_round.get(later, {})) != {0}:
         return ""
-    return f" (draft_step_0_{key[0]}_{key[1]} is here, named with the round's own key: see --step0-offset)"
+    return f" (draft_step_0_{key[0]}_{key[1]}{OWN_KEY_HINT})"

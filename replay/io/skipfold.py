@@ -23,6 +23,8 @@ EXT_REASON = "extension {ext} is not read"
 ORPHAN_REASON = "companion file without its data file"
 DUPLICATE_REASON = " files hold the same matrix; keep one"  # after the count
 NO_DRAFTS_REASON = "validate file without any draft_step file"
+OWN_KEY_REASON = "a step-0 file named with round"  # then "A_B's own key: ..."
+OWN_KEY_HINT = " is here, named with the round's own key: see --step0-offset"  # after the file's name
 
 
 def is_stray(s: Skipped) -> bool:
@@ -68,6 +70,24 @@ def fold_duplicates(skipped: list[Skipped], offset: tuple[int, int]) -> list[Ski
         skipped[j] = Skipped(rnd.what, told, rnd.paths + s.paths)
         drop.add(i)
     return [s for i, s in enumerate(skipped) if i not in drop]
+
+
+def fold_own_key(skipped: list[Skipped]) -> list[Skipped]:
+    """A step-0 file named with its round's own key is named in the entry of that round, which lacks
+    its step 0 ("missing draft_step_0_34_44 (draft_step_0_35_45 is here, ...)"), not in one of its own
+    as well: one mistake, listed once. Alone (its round complete) it keeps its entry."""
+    at = {s.what: i for i, s in enumerate(skipped) if s.what.startswith(ROUND_PREFIX)}
+    drop: set[int] = set()
+    out = list(skipped)
+    for i, s in enumerate(skipped):
+        if not s.reason.startswith(OWN_KEY_REASON):
+            continue
+        own = s.reason[len(OWN_KEY_REASON) :].split("'", 1)[0].strip()
+        j = at.get(f"{ROUND_PREFIX}{own}")
+        if j is not None and f"{s.what}{OWN_KEY_HINT}" in out[j].reason:
+            out[j] = Skipped(out[j].what, out[j].reason, out[j].paths + s.paths)
+            drop.add(i)
+    return [s for i, s in enumerate(out) if i not in drop]
 
 
 def _extra_file(s: Skipped, files: Container[MatrixKey]) -> Skipped:
