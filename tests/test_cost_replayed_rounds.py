@@ -25,21 +25,11 @@ import pytest
 from replay.cli import main
 from replay.core.config import TreeConfig
 from replay.testing.synth import write_synthetic_run
+from tests.test_analysis_costsource import TOTALS as COSTSOURCE_TOTALS
 
 CFG = TreeConfig.from_lists([[2], [1, 1]], [1, 2])
 TIMES = [(4, 0.2, 1.0), (3, 0.2, 3.0), (4, 0.4, 1.2), (4, 0.2, 1.4)]
-SESSION = {
-    "repeats": 1,
-    "methods": {"speculative": {"seconds": [7.0], "tokens": [10]}, "target-only": {"seconds": [10.0], "tokens": [10]}},
-}
-TOTALS = {
-    "new_tokens": 10,
-    "total_s": 7.0,
-    "prefill_s": 1.0,
-    "rounds": 4,
-    "timing": SESSION,
-    "baseline": {"new_tokens": 10, "total_s": 10.0, "prefill_s": 2.0, "rounds": 10},
-}
+TOTALS = {**COSTSOURCE_TOTALS, "rounds": 4}
 
 
 def timed_dump(path):

@@ -72,10 +72,9 @@ def test_nothing_is_kept_beyond_the_cap(run_path):
     assert load_run(run_path, "r", progress=False, tables=TABLES_METRICS, keep_bytes=held).batches is not None
 
 
-def test_report_reads_a_packed_run_once(tmp_path, monkeypatch, capsys):
-    """Whole readings of the run (Run.chunks without --round's one round): the loading's alone."""
-    path = packed(tmp_path, "varied", varied_run(ARTICLE, 300, seed=2), block_rounds=40)
-    readings = []
+def count_readings(monkeypatch) -> list:
+    """The paths of the run's whole readings (Run.chunks without --round's one round), as they happen."""
+    readings: list = []
     chunks = Run.chunks
 
     def counted(self, *args, **kwargs):
@@ -84,6 +83,13 @@ def test_report_reads_a_packed_run_once(tmp_path, monkeypatch, capsys):
         return chunks(self, *args, **kwargs)
 
     monkeypatch.setattr(Run, "chunks", counted)
+    return readings
+
+
+def test_report_reads_a_packed_run_once(tmp_path, monkeypatch, capsys):
+    """Whole readings of the run (Run.chunks without --round's one round): the loading's alone."""
+    path = packed(tmp_path, "varied", varied_run(ARTICLE, 300, seed=2), block_rounds=40)
+    readings = count_readings(monkeypatch)
     out = tmp_path / "rep"
     assert main(["report", path, "-o", str(out), "--no-progress"]) in (0, 1)
     assert len(readings) == 1, readings
@@ -101,15 +107,7 @@ def scored_path(request, tmp_path) -> str:
 def test_report_reads_a_scored_run_once(scored_path, tmp_path, monkeypatch):
     """The temperature curve folds the loading's batches: report reads a scored run as often as an
     unscored one (the loading's one reading), and the curve is drawn."""
-    readings = []
-    chunks = Run.chunks
-
-    def counted(self, *args, **kwargs):
-        if self.options.only_round is None:
-            readings.append(self.path)
-        return chunks(self, *args, **kwargs)
-
-    monkeypatch.setattr(Run, "chunks", counted)
+    readings = count_readings(monkeypatch)
     out = tmp_path / "rep"
     assert main(["report", scored_path, "-o", str(out), "--no-progress"]) in (0, 1)
     assert len(readings) == 1, readings
