@@ -133,7 +133,9 @@ def test_scores_probability_and_logprob_detection(tmp_path):
         read_matrix(p, "draft")
     # where the bad value is, not only that there is one
     np.savez(p, ids=IDS, scores=np.array([[-0.5, -0.2, -1.0], [-1.0, np.nan, -2.0]]))
-    with pytest.raises(DumpError, match=r"\(scores\): NaN among the scores of real tokens, row 1 \(0-based\)$"):
+    with pytest.raises(
+        DumpError, match=r"\(scores\): NaN among the scores of real tokens, row 1 \(0-based\), column 1 holds NaN$"
+    ):
         read_matrix(p, "draft")
     np.savez(p, ids=IDS, scores=np.array([[0.5, 0.2, 0.1], [1.0, 1.5, 0.0]]))
     with pytest.raises(DumpError, match=r"probabilities must lie in \[0, 1\], found 1.5 \(row 1 \(0-based\)\)"):

@@ -117,6 +117,20 @@ def test_a_cell_below_zero_is_padding_only_when_it_is_minus_one(capsys, tmp_path
         assert f"skipped round 12_102: {dump / name}" in err and told in err, (command, err)
 
 
+def test_a_nan_score_is_named_by_file_row_and_column(capsys, tmp_path):
+    dump = plain_dump(tmp_path / "nan", "text", rounds=2)
+    for r in range(2):
+        a, b = 10 + 2 * r, 100 + 2 * r
+        (dump / f"draft_step_0_{a - 1}_{b - 1}.scores").write_text("-0.5 -1.0 -2.0\n", encoding="utf-8")
+        last = "nan" if r else "-1.5"  # round 12_102's last cell only
+        (dump / f"draft_step_1_{a}_{b}.scores").write_text(f"-0.5 -1.0\n-0.7 {last}\n", encoding="utf-8")
+    for command in ("replay", "batch"):
+        code, _, err = run(capsys, command, dump)
+        assert code == 1, err
+        told = "(scores): NaN among the scores of real tokens, row 1 (0-based), column 1 holds NaN"
+        assert f"skipped round 12_102: {dump / 'draft_step_1_12_102.scores'} {told}" in err, (command, err)
+
+
 # --- 7: replay and batch at T list P(L = d) to one depth: the deepest tree of the rounds used ----
 
 SAMPLES = [

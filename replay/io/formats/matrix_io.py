@@ -317,9 +317,7 @@ def _as_logp(scores: np.ndarray, ids: np.ndarray, path: Path, kind: str) -> np.n
     real = ids != PAD_TOKEN
     valid = scores[real]
     if np.isnan(valid).any():
-        raise DumpError(
-            path, f"NaN among the scores of real tokens, {_first_bad(scores, np.isnan(scores) & real)[1]}", "scores"
-        )
+        raise DumpError(path, f"NaN among the scores of real tokens, {_nan_words(scores, real)}", "scores")
     zero = _zero_row(scores[..., None], real[..., None])[:, 0]
     if kind == SCORE_LOGPROB or (kind == SCORE_AUTO and ((valid < 0).any() or zero.any())):
         value, where = _first_bad(scores, (scores > _PROB_SLACK) & real)
@@ -370,6 +368,13 @@ def _first_bad(values: np.ndarray, bad: np.ndarray) -> tuple[float, str]:
     """The first True of a [rows, cols] mask, row by row: its value and ``row r (0-based)``, where to look."""
     r, c = divmod(int(np.flatnonzero(bad)[0]), bad.shape[1])
     return float(values[r, c]), row_words(r)
+
+
+def _nan_words(values: np.ndarray, among: np.ndarray | None) -> str:
+    """Where the first NaN of a [rows, cols] array (among the True cells of ``among``) sits: ``row r (0-based), column c holds NaN``."""
+    bad = np.isnan(values) if among is None else np.isnan(values) & among
+    r, c = divmod(int(np.flatnonzero(bad)[0]), bad.shape[1])
+    return f"{row_words(r)}, column {c} holds NaN"
 
 
 def _as_parents(parents: np.ndarray, rows: int, path: Path) -> np.ndarray:
@@ -463,9 +468,7 @@ def _as_node_logp(arr: np.ndarray, rows: int, path: Path) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         out = np.asarray(arr, dtype=np.float64)
     if np.isnan(out).any():
-        raise DumpError(
-            path, f"NaN among the node log-probabilities, {_first_bad(out, np.isnan(out))[1]}", "node_logprobs"
-        )
+        raise DumpError(path, f"NaN among the node log-probabilities, {_nan_words(out, None)}", "node_logprobs")
     if (out > _PROB_SLACK).any():
         value, where = _first_bad(out, out > _PROB_SLACK)
         raise DumpError(path, f"log-probabilities must be <= 0, found {value:.6g} ({where})", "node_logprobs")
