@@ -104,7 +104,7 @@ def test_a_round_the_replay_rejects_is_counted_as_skipped_by_every_command(capsy
     ("name", "cell", "told"),
     [
         ("validate_12_102", (2, 0, -3), "validate row 2 (0-based) has negative token ids"),
-        ("validate_12_102", (2, 0, -1), "validate row 2 (0-based) has no token in column 0"),
+        ("validate_12_102", (2, 0, -1), "validate row 2 (0-based) has no token in column 0: it holds -1 (padding)"),
         ("draft_step_1_12_102", (1, 0, -3), "draft_step_1 row 1 (0-based) has negative token ids"),
         ("draft_step_1_12_102", (1, 0, -1), "draft_step_1 row 1 (0-based) has padding inside its 2 kept column(s)"),
     ],

@@ -120,8 +120,12 @@ def no_layout_words(rows: int, n_parents: int, num_nodes: int) -> str:
 
 
 def column0_words(row: int) -> str:
-    """A used validate row whose column 0 is padding (PAD_TOKEN)."""
-    return f"validate {row_words(row)} has no token in column 0"
+    """A used validate row whose column 0 is padding (PAD_TOKEN): the target's top-1 for that node
+    is not in the dump, so the walk has nothing to compare the draft against."""
+    return (
+        f"validate {row_words(row)} has no token in column 0: it holds {PAD_TOKEN} (padding), so the target's "
+        "token at this row is missing"
+    )
 
 
 # --------------------------------------------------------------------------------------------
