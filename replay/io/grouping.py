@@ -274,7 +274,7 @@ def _assemble(
             p for fs in entries.values() for p in (fs.data, fs.scores, fs.parents) if p is not None and p in unreadable
         ]
         if bad:
-            skipped.append(Skipped(name, "; ".join(f"{base_name(p)} {unreadable[p]}" for p in bad), paths))
+            skipped.append(Skipped(name, "; ".join(f"{p}: {unreadable[p]}" for p in bad), paths))
             told.update(bad)
             continue
         if -1 not in entries:
