@@ -430,7 +430,7 @@ def test_configs_replace_the_default_set(capsys, tmp_path, monkeypatch):
     "typo,told",
     [
         ("6,2x2,1xl", "width 'l' is not an integer"),
-        ("[6]|[2,2]|[1,1", "not valid JSON"),
+        ("[6]|[2,2]|[1,1", "unclosed bracket in [1,1;"),
         ("[2]|[1,1,1]", "topHead[1]': = 3 parents but level 1 has only 2"),  # the config's own check
     ],
 )

@@ -92,7 +92,8 @@ def parse_spec(text: str, option: str = "--config") -> SpecConfig:
         try:
             obj = parse_json_bytes(s.encode("utf-8", "surrogateescape"), lambda m: ConfigTextError(option, text, m))
         except ConfigTextError as exc:
-            raise ConfigTextError(option, text, f"{exc.reason}; expected {EXPECTED}") from None
+            why = _diagnose_rank(s) if _looks_rank_form(s) else exc.reason
+            raise ConfigTextError(option, text, f"{why}; expected {EXPECTED}") from None
         return _from_json(obj, option, text, None)
     path = Path(s)
     if not path.exists():
@@ -185,9 +186,41 @@ def _compact(s: str, option: str, text: str) -> TreeConfig | None:
     return None
 
 
+def _looks_rank_form(s: str) -> bool:
+    """Whether ``s``, opening with '[' and neither a compact form nor JSON, was meant as the rank form
+    ``[6]|[2,2]``: it holds a '|' (no JSON config does) or opens with one bracket row rather than
+    JSON's ``[[`` or ``[{``."""
+    return s.startswith("[") and ("|" in s or not re.match(r"\[\s*[\[{]", s))
+
+
+def _diagnose_rank(s: str) -> str:
+    """What breaks the rank form in ``s``: the first row between '|' that is not ``[w,w,...]``."""
+    body = re.split(r"@|\+dyn", s)[0]
+    if "@" in s:
+        thr = s.split("@", 1)[1].removesuffix("+dyn")
+        if not re.fullmatch(_NUM, thr):
+            return f"gammaThreshold {thr!r} is not a number"
+    for row in (r.strip() for r in body.split("|")):
+        if not row:
+            return "an empty row between '|' separators (each row is [w,w,...])"
+        if not row.startswith("["):
+            return f"row {row!r} does not open with '[' (each row is [w,w,...], rows separated by '|')"
+        inner, closed, rest = row[1:].partition("]")
+        if not closed:
+            return f"unclosed bracket in {row}"
+        if rest.strip():
+            return f"{rest.strip()!r} after the bracket of {row[: len(row) - len(rest)]} (rows are separated by '|')"
+        bad = next((t for t in (w.strip() for w in inner.split(",")) if not t.isdigit()), None)
+        if bad is not None:
+            return f"width {bad!r} in {row} is not an integer" if bad else f"an empty width in {row}"
+    return "not a config form"
+
+
 def _diagnose(s: str) -> str:
     """Why ``s`` is neither a file nor a compact form: the first width that is not an integer, when
     ``s`` looks like a compact form (separators, no path), else that the file does not exist."""
+    if "/" not in s and "|" in s and "[" in s:
+        return _diagnose_rank(s)
     if "/" not in s and "@" in s:
         for thr in s.split("@", 1)[1].removesuffix("+dyn").split("|"):
             if not re.fullmatch(_NUM, thr):
