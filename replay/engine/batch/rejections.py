@@ -14,6 +14,7 @@ import numpy as np
 
 from replay.core.config import TreeConfig
 from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, PAD_TOKEN, first_not_token_id
+from replay.io.formats.matrix_io import RawSpec, reads_as_raw
 from replay.io.roundbatch import MatrixStack, RoundBatch
 from replay.util.words import row_words
 
@@ -117,6 +118,16 @@ def no_layout_words(rows: int, n_parents: int, num_nodes: int) -> str:
         f"or {num_nodes + 1} (all layout: root + {num_nodes} nodes); is the config the dump's (--config), is a "
         "draft step missing, or is the layout ambiguous (then state it with --layout)?"
     )
+
+
+def raw_columns_words(words: str, source: str) -> str:
+    """``words`` of a shape mismatch in a file read as headerless binary, with where its column counts
+    came from: its rows are its size over the stated count, so a wrong count reads as wrong rows."""
+    hint = (
+        f"the raw column counts came from {source} (rows = file size / columns): if the files' differ, "
+        "state them per kind with --raw DTYPE:draft=N,validate=M"
+    )
+    return f"{words} {hint[0].upper()}{hint[1:]}" if words.endswith("?") else f"{words}; {hint}"
 
 
 def column0_words(row: int) -> str:
@@ -231,14 +242,27 @@ _WORDS: dict[int, Callable[[_Rejected], str]] = {
 }
 
 
-def rejection_reasons(batch: RoundBatch, result: BatchResult, tree: TreeConfig) -> dict[int, tuple[str, str]]:
+# The reasons a wrong raw column count shows as: a matrix with other rows than the tree needs.
+_SHAPE_ERRORS = (ERR_MATRIX_SHAPE, ERR_LOST_STEP, ERR_VALIDATE_ROWS)
+
+
+def rejection_reasons(
+    batch: RoundBatch, result: BatchResult, tree: TreeConfig, raw: RawSpec | None = None, raw_source: str = ""
+) -> dict[int, tuple[str, str]]:
     """{round index in ``batch``: (the file at fault, why)} for every round ``result`` rejects, worded
-    from the kernel's record (error, error_at) as the round-by-round replay words it."""
+    from the kernel's record (error, error_at) as the round-by-round replay words it.
+
+    raw, raw_source: the raw spec the files were read with and where it came from ("--raw int32:16");
+    a shape mismatch in a file read as raw then says where its column counts came from."""
     out = {}
     for i in np.flatnonzero(~result.ok).tolist():
         step, row, detail = (int(v) for v in result.error_at[:, i])
         k = int(result.shape_index[i])
         rejected = _Rejected(batch, tree, i, result.shapes[k] if k >= 0 else None, step, row, detail)
         paths = batch.paths_of(i)
-        out[i] = (paths[step] if step >= 0 else paths[-1], _WORDS[int(result.error[i])](rejected))
+        path, code = paths[step] if step >= 0 else paths[-1], int(result.error[i])
+        words = _WORDS[code](rejected)
+        if raw is not None and code in _SHAPE_ERRORS and reads_as_raw(path, raw):
+            words = raw_columns_words(words, raw_source)
+        out[i] = (path, words)
     return out

@@ -87,6 +87,13 @@ class RawSpec:
         check_raw_columns(cols, dump_fail("--raw"))
         return cls(parts[0], cols, force=len(parts) > 2 and parts[2] == "force")
 
+    def text(self) -> str:
+        """The spec as ``--raw`` takes it: ``int32:16``, ``int32:draft=16,validate=4``, ``:force`` appended."""
+        cols = dict(self.columns)
+        same = set(cols) == {"draft", "validate"} and cols["draft"] == cols["validate"]
+        body = str(cols["draft"]) if same else ",".join(f"{k}={v}" for k, v in cols.items())
+        return f"{self.dtype}:{body}" + (":force" if self.force else "")
+
 
 def raw_dtype(name: object, kinds: str, fail: Fail) -> np.dtype:
     """The numpy dtype called ``name`` (little-endian unless it says '>'), of one of ``kinds``."""
@@ -400,6 +407,14 @@ def _as_parents(parents: np.ndarray, rows: int, path: Path) -> np.ndarray:
     return own
 
 
+def reads_as_raw(path: str | Path, raw: RawSpec | None) -> bool:
+    """True when ``path`` is read as headerless binary: a .bin/.raw file, or an extension-less one
+    when ``raw`` is forced."""
+    suffix = Path(path).suffix.lower()
+    ext = suffix if suffix in DATA_EXTS else ""
+    return ext in RAW_EXTS or (ext == "" and raw is not None and raw.force)
+
+
 def read_array_file(
     path: Path, kind: str, raw: RawSpec | None, as_float: bool = False, columns: int | None = None
 ) -> dict[str, np.ndarray]:
@@ -407,10 +422,9 @@ def read_array_file(
 
     columns: raw column count overriding the kind's (1 for a parents companion).
     """
-    ext = path.suffix.lower() if path.suffix.lower() in DATA_EXTS else ""
-    if ext in ARRAY_EXTS:
+    if path.suffix.lower() in ARRAY_EXTS:
         return _load_arrays(path)
-    if ext in RAW_EXTS or (ext == "" and raw is not None and raw.force):
+    if reads_as_raw(path, raw):
         if raw is None or (columns is None and kind not in raw.columns):
             raise DumpError(path, "raw binary needs a stated dtype and column count: pass --raw DTYPE:COLUMNS")
         cols = columns if columns is not None else raw.columns[kind]
