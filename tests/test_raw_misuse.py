@@ -41,6 +41,7 @@ def test_the_right_column_counts_replay_the_article(capsys, tmp_path):
     code, out, err = run(capsys, "replay", raw_article(tmp_path / "d"), "--raw", "int32:draft=8,validate=4", "--json")
     assert code == 0, err
     assert '"accepted_tokens": [41824, 41760, 22870]' in out
+    assert "no file was read as headerless binary" not in err
 
 
 @pytest.mark.parametrize(
@@ -57,3 +58,10 @@ def test_a_wrong_column_count_names_the_raw_spec_it_came_from(capsys, tmp_path, 
     assert told in err
     assert f"the raw column counts came from --raw {spec}" in err.lower()
     assert "--raw DTYPE:draft=N,validate=M" in err
+
+
+def test_raw_on_a_text_dump_is_noted_as_unused(capsys):
+    """Every file is text: --raw changed nothing, and the note says so (exit 0: all input was used)."""
+    code, out, err = run(capsys, "replay", ARTICLE, "--raw", "int32:4", "--summary")
+    assert code == 0 and "mean accepted length" in out, err
+    assert "note: --raw int32:4 was given but no file was read as headerless binary" in err

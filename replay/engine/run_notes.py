@@ -14,6 +14,7 @@ import numpy as np
 from replay.core.config import SpecConfig, config_key_warnings
 from replay.core.selection import FALLBACK_WARNING
 from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS
+from replay.io.formats.matrix_io import RawSpec, reads_as_raw
 from replay.io.manifest import Manifest, manifest_key_warnings
 from replay.io.step0 import Step0Check
 from replay.util.errors import SpecReplayError
@@ -75,6 +76,17 @@ def _stated_configs(directory: Path, manifest: Manifest) -> list[tuple[str, Spec
         except SpecReplayError:
             pass  # read only when it is the config used, and refused then
     return stated
+
+
+def unused_raw_note(raw: RawSpec | None, paths: Iterable[str]) -> tuple[str, ...]:
+    """The note of a ``--raw`` none of ``paths`` (the dump's files) is read with: the files were read
+    as their extensions say, so the option changed nothing."""
+    if raw is None or any(reads_as_raw(p, raw) for p in paths):
+        return ()
+    return (
+        f"note: --raw {raw.text()} was given but no file was read as headerless binary (--raw reads "
+        ".bin/.raw files, and extension-less ones with :force); every file was read as its extension says",
+    )
 
 
 def reading_warnings(step0: Step0Check, accepted_lengths) -> tuple[str, ...]:

@@ -33,7 +33,7 @@ from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, 
 from .batch.rejections import rejection_reasons
 from .batch.rising import rising_rows, rising_rows_warning
 from .options import ReplayOptions, open_packed, packed_keys, resolve_options
-from .run_notes import input_warnings, mixed_layouts_note, reading_warnings, round_notes_lines
+from .run_notes import input_warnings, mixed_layouts_note, reading_warnings, round_notes_lines, unused_raw_note
 
 
 @dataclass(frozen=True, eq=False)
@@ -348,6 +348,13 @@ def _with_rising(per_batch: PerBatch | None) -> PerBatch:
     return both
 
 
+def _grouped_paths(grouping: Grouping) -> Iterator[str]:
+    """Every file of every grouped round: data files and their companions."""
+    for rnd in grouping.rounds:
+        for fs in (*rnd.steps, rnd.validate):
+            yield from (p for p in (fs.data, fs.scores, fs.parents) if p is not None)
+
+
 def replay_run(
     path: str | Path,
     opts: ReplayOptions = ReplayOptions(),
@@ -385,6 +392,8 @@ def replay_run(
     warnings = input_warnings(
         run.config, run.manifest, run.path, run.config_source, run.options.tree_index
     ) + reading_warnings(run.step0, result.accepted_length[ok])
+    if run.grouping is not None:  # a packed run's files were read when it was packed
+        warnings += unused_raw_note(opts.raw, _grouped_paths(run.grouping))
     fallback = fallback_run_warning(int(result.fallback_guessed[ok].sum()), int(ok.sum()))
     warnings += (fallback,) if fallback else ()
     by_option = opts.score_kind is not None
