@@ -5,7 +5,7 @@ from __future__ import annotations
 import mmap
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from functools import cached_property, partial
 from pathlib import Path
 
@@ -229,4 +229,7 @@ def load_run(
     res = rep.result
     ok = res.ok
     a, steps, nodes = (np.asarray(x[ok], dtype=np.int64) for x in (res.accepted_length, res.num_steps, res.num_nodes))
+    # the per-batch values are unpacked above; dropping them frees the batches a full keeper gave up on
+    # and the table parts the frames now hold
+    rep = replace(rep, per_batch=())
     return LabelledRun(label, rep, frames, (a, steps, nodes), opts, counts, along, on, kept)
