@@ -16,7 +16,7 @@ import numpy as np
 
 from analysis.compare.subtree import is_contained
 from analysis.compare.subtree_batch import STOP_CODE_LEAF, replay_contained_many
-from analysis.tables.runs import LabelledRun
+from analysis.tables.runs import LabelledRun, ram_bytes
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes, replay_batch
 from replay.engine.options import ReplayOptions
@@ -120,7 +120,7 @@ def _pieces(
     """Replay one batch (unless its outcomes ``res`` are given): its pieces (one per round shape) and its
     rejected rounds with their message."""
     res = replay_batch(batch, run.tree, workers=1) if res is None else res
-    rejected = explain_rejections(batch, res, run.tree)
+    rejected = explain_rejections(batch, res, run)
     static = run.tree.tree_type != TREE_DYNAMIC
     out = []
     for k, shape in enumerate(res.shapes):
@@ -184,14 +184,6 @@ def _read(run: Run) -> Iterator[tuple[list[tuple[RoundBatch, None]], list[tuple[
         yield [(b, None) for b in batches], unreadable
 
 
-def _in_ram(piece: _Piece) -> int:
-    """Bytes of a piece that are not memory-mapped files."""
-    arrays = [piece.batch.keys, piece.batch.root_tokens, *piece.expanded]
-    for st in (*piece.batch.steps, piece.batch.validate):
-        arrays += [a for a in (st.ids, st.logp, st.parents) if a is not None]
-    return sum(a.nbytes for a in arrays if not isinstance(a, np.memmap) and not isinstance(a.base, np.memmap))
-
-
 def scan_run(
     path: str,
     opts: ReplayOptions = ReplayOptions(),
@@ -224,7 +216,7 @@ def scan_run(
                 builder.add_batch(b, piece.result, piece.expanded, piece.shape, positions)
                 notes += note_groups(piece.result, positions)
                 if kept is not None:
-                    held += _in_ram(piece)
+                    held += ram_bytes(piece.batch) + ram_bytes(piece.expanded)
                     if held <= keep_bytes:
                         kept.append(piece)
                     else:

@@ -202,27 +202,24 @@ class RunReplay:
         return self.result.iter_json()
 
 
-def explain_rejections(
-    batch: RoundBatch, res: BatchResult, tree: TreeConfig, run: Run | None = None
-) -> list[tuple[int, Skipped]]:
-    """(ordinal, why) of every round the batch kernel rejected (they are rare), naming the file,
-    worded from the kernel's record of the fault; ``run``'s raw spec, when it has one, is named in
-    a shape mismatch of a file read as raw."""
-    raw = None if run is None else run.options.raw
+def explain_rejections(batch: RoundBatch, res: BatchResult, run: Run) -> list[tuple[int, Skipped]]:
+    """(ordinal, why) of every round of ``run``'s batch the kernel rejected (they are rare), naming the
+    file, worded from the kernel's record of the fault; the run's raw spec, when it has one, is named
+    in a shape mismatch of a file read as raw."""
     out = []
-    for i, (path, message) in rejection_reasons(batch, res, tree, raw, _raw_source(run)).items():
+    for i, (path, message) in rejection_reasons(batch, res, run.tree, run.options.raw, _raw_source(run)).items():
         exc = RoundError(batch.key(i), message, path)  # its reason: "path: message"
         ordinal = int(batch.ordinals[i]) if batch.ordinals is not None else i
         out.append((ordinal, Skipped(f"round {exc.key[0]}_{exc.key[1]}", skip_reason(exc), (path,))))
     return out
 
 
-def _raw_source(run: Run | None) -> str:
+def _raw_source(run: Run) -> str:
     """Where ``run``'s raw spec came from, in words: the manifest's encoding, or --raw."""
-    raw = None if run is None else run.options.raw
+    raw = run.options.raw
     if raw is None:
         return ""
-    if run is not None and run.packed is None and run.manifest.raw == raw:
+    if run.packed is None and run.manifest.raw == raw:
         return f"the manifest's encoding ({raw.text()})"
     return f"--raw {raw.text()}"
 
@@ -279,7 +276,7 @@ def iter_run_chunks(
             done.append(
                 (
                     res,
-                    explain_rejections(b, res, run.tree, run),
+                    explain_rejections(b, res, run),
                     None if per_batch is None else per_batch(b, res, run.tree),
                 )
             )
