@@ -120,7 +120,11 @@ def run_cost(
     run's replayed rounds (used_timings)."""
     if given is not None:
         return given
-    timings = used_timings(directory, manifest, rounds)
+    return _cost_of(directory, used_timings(directory, manifest, rounds))
+
+
+def _cost_of(directory: str | Path, timings: Timings | None) -> CostModel:
+    """The cost model of a run without a given one: its cost curve, else its used timings, else the default."""
     curve = find_cost_curve(directory)
     if curve is not None:
         return _curve(curve, timings)
@@ -167,6 +171,8 @@ def replay_cost(replay: RunReplay, given: CostModel | None = None) -> CostModel:
 
 def run_pricing(replay: RunReplay, label: str, given: CostModel | None = None) -> RunPricing:
     """The cost model (replay_cost), measured speedup and its warnings of a replayed run."""
-    measured = measured_speedup(read_timings(replay.directory, replay.manifest))  # run totals: every round
-    timings = used_timings(replay.directory, replay.manifest, replayed_rounds(replay))
-    return RunPricing(replay_cost(replay, given), measured, speedup_warnings(label, timings, measured))
+    every = read_timings(replay.directory, replay.manifest)
+    measured = measured_speedup(every)  # run totals: every round
+    timings = keep_replayed(every, replayed_rounds(replay)) if every is not None else None  # used_timings
+    cost = given if given is not None else _cost_of(replay.directory, timings)
+    return RunPricing(cost, measured, speedup_warnings(label, timings, measured))
