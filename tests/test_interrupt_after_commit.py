@@ -62,8 +62,8 @@ def test_stats_and_plot_exit_0_when_interrupted_once_their_files_are_in(tmp_path
     out = tmp_path / "out"
     commit = atomic.commit_output
 
-    def commit_then_interrupt(path: str) -> None:
-        commit(path)
+    def commit_then_interrupt() -> None:
+        commit()
         raise KeyboardInterrupt
 
     monkeypatch.setattr(atomic, "commit_output", commit_then_interrupt)

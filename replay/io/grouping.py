@@ -59,6 +59,8 @@ from .skipfold import (
     fold_duplicates,
     fold_near_misses,
     fold_own_key,
+    is_stray,
+    matrix_of,
 )
 from .skipped import ROUND_PREFIX, Skipped
 from .step0 import OFFSET_DEFAULT, OFFSET_DETECTED, Step0Check, offset_and_source, step0_check
@@ -317,14 +319,14 @@ def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped]) -> list[R
         name = base_name(s.paths[0])
         if s.reason == ORPHAN_REASON:
             guess: str | None = name
-        elif s.reason.startswith((STRAY_REASON, EXT_REASON.split("{")[0])):
+        elif is_stray(s):
             guess = near_miss(name)
         else:
             continue
-        m = DUMP_NAME.match(guess) if guess is not None else None
-        if m is None or m.group("validate"):
+        named = matrix_of(guess)
+        if named is None or named[0][0] == -1:  # step -1: a validate file
             continue
-        evidence[(int(m.group("step")), int(m.group("a")), int(m.group("b")))].append(i)
+        evidence[named[0]].append(i)
     if not evidence:
         return rounds
     kept, drop = [], set()

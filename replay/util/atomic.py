@@ -152,9 +152,9 @@ def staged_directory(target: str | Path, whole: bool) -> Iterator[Path]:
     """Yield an empty directory beside ``target`` to write into; when the block succeeds, its files
     take their place in ``target`` with renames, during which SIGINT waits: an interrupt leaves the
     earlier ``target`` or the new one, never a mix. Once the new one is in place, the command's
-    output is committed (interrupt.commit_output): a later interrupt ends it with exit 0. ``whole``: the new directory replaces ``target``
-    entirely (its caller has checked that ``target`` holds only its own kind of output); else each
-    new entry replaces its namesake and other entries stay. A failed block removes the staging
+    output is committed (interrupt.commit_output): a later interrupt ends it with exit 0. ``whole``:
+    the new directory replaces ``target`` entirely (its caller has checked that ``target`` holds only
+    its own kind of output); else each new entry replaces its namesake and other entries stay. A failed block removes the staging
     directory; a killed one leaves it for clear_leftovers, which the next write calls."""
     given = Path(target)
     target = replaced_file(given)
@@ -192,7 +192,7 @@ def _commit(staging: Path, target: Path, whole: bool) -> None:
                 if dest.is_dir() and not dest.is_symlink() and entry.is_dir():
                     shutil.rmtree(dest)
                 os.replace(entry, dest)
-            commit_output(str(target))
+            commit_output()
             return
         old = target.parent / f".{target.name}{OLD_MARK}{os.getpid()}"
         moved = target.exists()
@@ -201,7 +201,7 @@ def _commit(staging: Path, target: Path, whole: bool) -> None:
         staging.rename(target)
         # the commit point: from here an interrupt (one held during the renames included) ends the
         # command with exit 0, its output complete
-        commit_output(str(target))
+        commit_output()
         if moved:
             _remove_old(old)
 

@@ -24,7 +24,7 @@ from typing import Any
 
 _seen: list[int] = []  # the command's process id, once it has had its SIGINT
 _owner: list[int] = []  # the command's process id (a forked worker inherits the handler, not the role)
-_committed: list[str] = []  # the outputs moved into place since forget_committed
+_committed: list[bool] = []  # True once an output is in place, until forget_committed
 
 
 def interrupted() -> bool:
@@ -32,9 +32,9 @@ def interrupted() -> bool:
     return bool(_seen)
 
 
-def commit_output(path: str) -> None:
-    """Record that ``path``, the command's output, is now in place: complete and final."""
-    _committed.append(path)
+def commit_output() -> None:
+    """Record that the command's output is now in place: complete and final."""
+    _committed.append(True)
 
 
 def output_committed() -> bool:

@@ -60,9 +60,9 @@ def progress_bar(total: int, desc: str, enabled: bool, **tqdm_options: Any) -> A
         return _SilentBar(total, tqdm_options.get("unit", "it"))
     from tqdm import tqdm
 
-    if enabled and not _terminal_columns(sys.stderr):
+    if not _terminal_columns(sys.stderr):
         tqdm_options.update(ncols=FALLBACK_COLUMNS, nrows=FALLBACK_LINES, dynamic_ncols=False)
-    return tqdm(total=total, desc=desc, file=sys.stderr, disable=not enabled, **tqdm_options)
+    return tqdm(total=total, desc=desc, file=sys.stderr, **tqdm_options)
 
 
 def _terminal_columns(stream: TextIO) -> int:

@@ -230,7 +230,12 @@ def read_array_batches(
             rest.append(item)
             continue
         paths, file_exts, data_exts = found
-        got = [d for d in [read_regular_or_none(p, BULK_FILE_BYTES) for p in paths] if d is not None]
+        got = []
+        for p in paths:  # the first unreadable file sends the round to the general reader: read no more
+            d = read_regular_or_none(p, BULK_FILE_BYTES)
+            if d is None:
+                break
+            got.append(d)
         if len(got) < len(paths):
             rest.append(item)
             continue

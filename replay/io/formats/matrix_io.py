@@ -371,16 +371,22 @@ def _zero_row(scores: np.ndarray, real: np.ndarray) -> np.ndarray:
     return out
 
 
+def _first_cell(bad: np.ndarray) -> tuple[int, int]:
+    """(row, column) of the first True of a [rows, cols] mask, row by row."""
+    r, c = divmod(int(np.flatnonzero(bad)[0]), bad.shape[1])
+    return r, c
+
+
 def _first_bad(values: np.ndarray, bad: np.ndarray) -> tuple[float, str]:
     """The first True of a [rows, cols] mask, row by row: its value and ``row r (0-based)``, where to look."""
-    r, c = divmod(int(np.flatnonzero(bad)[0]), bad.shape[1])
+    r, c = _first_cell(bad)
     return float(values[r, c]), row_words(r)
 
 
 def _nan_words(values: np.ndarray, among: np.ndarray | None) -> str:
     """Where the first NaN of a [rows, cols] array (among the True cells of ``among``) sits: ``row r (0-based), column c holds NaN``."""
     bad = np.isnan(values) if among is None else np.isnan(values) & among
-    r, c = divmod(int(np.flatnonzero(bad)[0]), bad.shape[1])
+    r, c = _first_cell(bad)
     return f"{row_words(r)}, column {c} holds NaN"
 
 
