@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import analysis.compare.batch as compare_batch
-import analysis.tables.runs as runs_module
 from analysis.compare.batch import compare_along, per_batch_parts, run_parts
 from analysis.compare.subtree_select import FIRST_TRUE_MAX, _first_min, first_hit, non_out_first
 from analysis.shapes.counts import draft_column_totals
@@ -20,6 +19,7 @@ from analysis.shapes.stats import SMALL_CODES, _distinct
 from analysis.tables.runs import TABLES_KEYS, load_run
 from replay.cli import main
 from replay.core.config import TreeConfig
+from replay.engine.runs import Run
 from replay.testing.batch_synth import SynthSpec, synth_batch
 from replay.testing.in_memory import replay_batches
 from replay.testing.stats_reference import draft_totals
@@ -30,16 +30,15 @@ CONFIGS = ["[6]|[2,2]|[1,1]", "[4]|[2,2]|[1,1]", "[8]|[2,2]"]
 
 
 def counting_replays(monkeypatch) -> list:
-    """Count replay_run calls where analysis reads runs (load_run; compare's own second pass)."""
+    """Count the run's whole readings (Run.chunks: load_run's; compare's own second pass)."""
     calls = []
-    real = runs_module.replay_run
+    real = Run.chunks
 
-    def counted(*args, **kwargs):
-        calls.append(args[0])
-        return real(*args, **kwargs)
+    def counted(self, *args, **kwargs):
+        calls.append(self.path)
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(runs_module, "replay_run", counted)
-    monkeypatch.setattr(compare_batch, "replay_run", counted)
+    monkeypatch.setattr(Run, "chunks", counted)
     return calls
 
 
@@ -73,6 +72,8 @@ def test_read_along_is_used_only_for_its_configs(tmp_path):
         want = per_batch_parts(plain, lambda b, r, t: compare_batch.compare_parts(b, r, t, configs, threshold), None)
         got = run_parts(run, configs, threshold)
         assert len(got) == len(want)
+        # read along in reading order, read again in run order: the joins sort by ordinal
+        got, want = (sorted(parts, key=lambda p: p.ordinals.tolist()) for parts in (got, want))
         for g, w in zip(got, want):
             assert np.array_equal(g.ordinals, w.ordinals) and np.array_equal(g.keys, w.keys)
             for go, wo in zip(g.outcomes, w.outcomes):

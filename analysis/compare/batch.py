@@ -1,8 +1,8 @@
 """``compare``'s per-config, per-round outcomes from the batch arrays (replay.engine.batch), vectorised.
 
-The run is read again in batches (replay.engine.runs.replay_run); each batch's rounds of one tree
-shape are replayed with every config at once by analysis.compare.subtree_batch (numpy over rounds,
-loops over levels and configs). Rounds come out in run order, so every mean sums in run order.
+The run's batches are those load_run kept, else the run read again (analysis.tables.runs.each_batch);
+each batch's rounds of one tree shape are replayed with every config at once by
+analysis.compare.subtree_batch (numpy over rounds, loops over levels and configs). Rounds come out in run order, so every mean sums in run order.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import pandas as pd
 
 from analysis.cost.model import CostModel
 from analysis.cost.source import RunPricing
-from analysis.tables.runs import LabelledRun
+from analysis.tables.runs import LabelledRun, each_batch
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.vocab import STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
 from replay.engine.batch import BatchResult, RoundBatch, expanded_nodes, replayed_by_shape
 from replay.engine.batch.frames import key_names
-from replay.engine.runs import PerBatch, replay_run
+from replay.engine.runs import PerBatch
 from replay.util.rows import unique_rows
 
 from .configs import COMPARE_COLUMNS, PER_ROUND_COLUMNS, is_own_tree, summarize_arrays, with_speed
@@ -178,19 +178,11 @@ def _reasons(why: np.ndarray, depth: np.ndarray, rank: np.ndarray) -> np.ndarray
 def per_batch_parts(
     run: LabelledRun, parts_of: Callable[[RoundBatch, BatchResult, TreeConfig], list], progress: Progress | None
 ):
-    """``parts_of(batch, result, recorded tree)`` on every batch of a batch-loaded run: those load_run kept
-    (``run.batches``), else the run read again in batches (on several threads); with progress in rounds;
-    every round must come back once."""
+    """``parts_of(batch, result, recorded tree)`` on every batch of a batch-loaded run (analysis.tables.runs.
+    each_batch: the batches load_run kept, else the run read again), on several threads; with progress
+    in rounds; every round must come back once."""
     total = run.rounds
     lock, done = threading.Lock(), [0]
-    if run.batches is not None:
-        kept = []
-        for loaded in run.batches:
-            kept += parts_of(loaded.batch, loaded.result, run.config)
-            if progress:
-                done[0] += int(loaded.result.ok.sum())
-                progress(done[0], total)
-        return _every_round(kept, run)
 
     def per_batch(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> list:
         parts = parts_of(batch, res, tree)
@@ -200,8 +192,7 @@ def per_batch_parts(
                 progress(done[0], total)
         return parts
 
-    rep = replay_run(run.replay.directory, run.options, per_batch=per_batch)
-    return _every_round([p for ps in rep.per_batch for p in ps], run)
+    return _every_round([p for chunk in each_batch(run, per_batch) for ps in chunk for p in ps], run)
 
 
 def _every_round(parts: list, run: LabelledRun) -> list:

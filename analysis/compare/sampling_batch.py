@@ -16,11 +16,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.tables.runs import LabelledRun
+from analysis.tables.runs import LabelledRun, each_batch
 from replay.core.config import TreeConfig
 from replay.engine.batch import BatchResult, RoundBatch
 from replay.engine.batch.recorded import node_logprob_gaps_batch
-from replay.engine.runs import replay_run
 from replay.util.rows import unique_rows
 
 from .batch import per_batch_parts
@@ -134,11 +133,9 @@ def compare_sampling_run(
 def node_logprob_gaps_run(run: LabelledRun, t: float, refused: set[str]) -> tuple[list[str], list[str]]:
     """The replayed rounds of ``run`` not in ``refused`` (names) whose walk at the recorded T cannot read
     node_logprobs (parents layout; without the array), in run order, from the batch arrays
-    (replay.engine.batch.recorded.node_logprob_gaps_batch; the run read again)."""
+    (replay.engine.batch.recorded.node_logprob_gaps_batch on analysis.tables.runs.each_batch)."""
     nodes = run.replay.manifest.node_logprob_temperatures
-    parts = replay_run(
-        run.replay.directory, run.options, per_batch=lambda b, res, tree: batch_gaps(b, res, t, nodes)
-    ).per_batch
+    parts = [p for chunk in each_batch(run, lambda b, res, tree: batch_gaps(b, res, t, nodes)) for p in chunk]
     return join_gaps(parts, refused)
 
 

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from analysis.tables.runs import each_batch
 from replay.core.config import TreeConfig
 from replay.engine.batch import BatchResult, RoundBatch
-from replay.engine.runs import iter_run_chunks, open_run
-from replay.util.parallel import ordered_map, resolve_workers
 from replay.util.rows import unique_rows
 
 from .sampling import (
@@ -44,28 +43,13 @@ def curve_sums(
     (sampling_parts)."""
     sums, per_batch = folded_sums(configs, temperatures, vocab_size, threshold, node_temperatures)
     done, total = 0, run.rounds
-    for rounds in _folded_rounds(run, per_batch):
-        done += rounds
+    # the kept batches on as many threads as a reading replays on: the sums are order-independent
+    for chunk in each_batch(run, per_batch):
+        done += sum(chunk)
         if progress:
             progress(done, total)
     check_every_round(done, run, "compare")
     return sums.comparison(run.config)
-
-
-def _folded_rounds(run, per_batch: Callable[[RoundBatch, BatchResult, TreeConfig], int]) -> Iterator[int]:
-    """``per_batch`` on every batch of ``run``, yielding the rounds each chunk folded: the kept batches
-    (on as many threads as a reading replays on: the sums are order-independent), else the run read
-    again block by block."""
-    if run.batches is not None:
-
-        def fold(loaded) -> int:
-            return per_batch(loaded.batch, loaded.result, run.config)
-
-        yield from ordered_map(fold, run.batches, resolve_workers(None))
-        return
-    opened = open_run(run.replay.directory, run.options)
-    for _, batches in iter_run_chunks(opened, None, per_batch=per_batch, in_run_order=True):
-        yield sum(rounds for _, _, rounds in batches)
 
 
 def folded_sums(

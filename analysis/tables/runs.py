@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 
 from replay.engine.batch import BatchResult, RoundBatch
-from replay.engine.runs import PerBatch, ReplayOptions, Run, RunReplay, replay_run
+from replay.engine.runs import PerBatch, ReplayOptions, Run, RunReplay, iter_run_chunks, open_run, replay_run
 from replay.util.errors import SpecReplayError
+from replay.util.parallel import ordered_map, resolve_workers
 from replay.util.progress import progress_enabled
 
 PerRun = Callable[[Run], PerBatch | None]  # load_run's per_run: a per_batch built from the opened run
@@ -233,3 +234,27 @@ def load_run(
     # and the table parts the frames now hold
     rep = replace(rep, per_batch=())
     return LabelledRun(label, rep, frames, (a, steps, nodes), opts, counts, along, on, kept)
+
+
+def each_batch(run: LabelledRun, per_batch: PerBatch, workers: int | None = None) -> Iterator[list]:
+    """``per_batch(batch, result, the run's tree)`` on every batch of a batch-loaded run, one list of its
+    values per chunk, chunks by their first round (no later chunk holds a round before an earlier one's
+    first): each batch load_run kept (``run.batches``) a chunk of its own, else the run read and replayed
+    again (replay.engine.runs.iter_run_chunks). On ``workers`` threads (None: resolve_workers')."""
+    if run.batches is not None:
+
+        def apply(loaded: LoadedBatch) -> list:
+            return [per_batch(loaded.batch, loaded.result, run.config)]
+
+        yield from ordered_map(apply, sorted(run.batches, key=_first_round), resolve_workers(workers))
+        return
+    opened = open_run(run.replay.directory, run.options)
+    for _, batches in iter_run_chunks(opened, workers, per_batch=per_batch, in_run_order=True):
+        yield [value for _, _, value in batches]
+
+
+def _first_round(loaded: LoadedBatch) -> int:
+    """The batch's first round in the run: its least ordinal (a batch without ordinals is a
+    directory's, read in run order: the sort, stable, keeps it in place)."""
+    ords = loaded.batch.ordinals
+    return int(ords.min()) if ords is not None and ords.shape[0] else -1

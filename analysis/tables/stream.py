@@ -21,13 +21,12 @@ import numpy as np
 import pandas as pd
 
 from replay.core.records import csv_header, frame_csv_lines
-from replay.engine.runs import iter_run_chunks, open_run
 
 from .batch import TableParts
 from .build import EXPORT_FORMATS, empty_node_table, empty_round_table
 from .node_arrow import stream_parts
 from .round_arrow import concat_cells, round_table as arrow_round_table, take_cells
-from .runs import LabelledRun, LoadedBatch
+from .runs import LabelledRun, each_batch
 
 # pyarrow's default row group size (pyarrow.parquet.write_table, which pandas' to_parquet calls):
 # groups of exactly this many rows, the last one shorter, make the file pandas writes for the whole table
@@ -183,8 +182,10 @@ def run_table_blocks(run: LabelledRun, progress: Callable[[int], None] | None = 
     label = run.label
     pending: list[TableParts] = []
     done = 0
-    for batches in _chunks_in_run_order(run):
-        parts = [p for _, _, p in batches if p is not None and p.rounds]
+    # one block at a time (workers=1): the writing, not the replay, takes the time, and each block in
+    # flight holds its rows
+    for chunk in each_batch(run, lambda b, res, tree: stream_parts(b, res, tree, label), workers=1):
+        parts = [p for p in chunk if p is not None and p.rounds]
         if not parts:
             continue
         first = min(int(o.min()) for p in parts for o in p.round_ordinals)  # no later chunk holds a round before
@@ -198,33 +199,6 @@ def run_table_blocks(run: LabelledRun, progress: Callable[[int], None] | None = 
     yield from _frames(pending)
     if done != run.rounds:
         raise RuntimeError(f"tables: read {done} rounds of {label} again, the run has {run.rounds}")
-
-
-def _chunks_in_run_order(run: LabelledRun) -> Iterator[list[tuple]]:
-    """The (result, rejected, stream_parts) of each batch of ``run``, a chunk (a packed block, a
-    directory's read chunk) at a time, chunks by their first round: no later chunk holds a round before
-    an earlier one's first."""
-    label = run.label
-    if run.batches is not None:
-        tree = run.config
-        for loaded in sorted(run.batches, key=_first_round):
-            yield [(loaded.result, None, stream_parts(loaded.batch, loaded.result, tree, label))]
-        return
-    opened = open_run(run.replay.directory, run.options)
-    # one block at a time (workers=1): the writing, not the replay, takes the time, and each block in
-    # flight holds its rows
-    chunks = iter_run_chunks(
-        opened, 1, per_batch=lambda b, res, tree: stream_parts(b, res, tree, label), in_run_order=True
-    )
-    for _, batches in chunks:
-        yield batches
-
-
-def _first_round(loaded: LoadedBatch) -> int:
-    """The batch's first round in the run: its least ordinal (a batch without ordinals is a
-    directory's, read in run order: the sort, stable, keeps it in place)."""
-    ords = loaded.batch.ordinals
-    return int(ords.min()) if ords is not None and ords.shape[0] else -1
 
 
 ROUNDS_PER_FRAME = 4096  # rounds made into frames (and Arrow, and CSV text) at a time: a block's copies stay small

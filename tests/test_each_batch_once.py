@@ -1,0 +1,39 @@
+"""A batch-loaded run's batches are read in one place: analysis.tables.runs.each_batch picks the
+batches load_run kept (LabelledRun.batches), else reads and replays the run again. No other library
+module reads ``.batches`` of a loaded run, except the uses listed here, which are not that choice."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HOME = "analysis/tables/runs.py"
+
+# (module, the expression's source text) → why it reads the kept batches itself.
+ALLOWED = {
+    ("analysis/shapes/dumps.py", "loaded.batches"): "scan_run's statistics pass makes its own pieces of them",
+}
+
+
+def _batches_reads(path: Path) -> list[str]:
+    """Source text of every ``X.batches`` whose X is a plain name (a loaded run or a read chunk)."""
+    text = path.read_text()
+    return [
+        ast.get_source_segment(text, node) or "batches"
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.Attribute) and node.attr == "batches" and isinstance(node.value, ast.Name)
+    ]
+
+
+def test_only_each_batch_chooses_between_kept_batches_and_reading_again():
+    found = []
+    for path in [*ROOT.glob("analysis/**/*.py"), *ROOT.glob("replay/cli/**/*.py")]:
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == HOME:
+            continue
+        found += [f"{rel}: {read}" for read in _batches_reads(path) if (rel, read) not in ALLOWED]
+    assert not found, f"a run's kept batches read outside {HOME} (use each_batch): {found}"
+    assert _batches_reads(ROOT / HOME), "each_batch no longer reads run.batches: update this test"
+    for rel, read in ALLOWED:
+        assert read in _batches_reads(ROOT / rel), f"{rel} no longer reads {read}: drop it from ALLOWED"
