@@ -2971,9 +2971,15 @@ def test_the_stats_header_names_a_run_once(capsys, tmp_path, extra):
     assert code == 0 and out.splitlines()[0].startswith(f"mine: {dump}  config "), out
 
 
-def test_report_says_its_no_measured_timings_warning_on_stderr_too(capsys, tmp_path):
+def test_report_says_its_no_measured_timings_warning_on_stderr_too(capsys, tmp_path, monkeypatch):
     # new-user try 4: the warning was only in the HTML; compare says it on stderr, report now does too
+    import analysis.cost.source as cost_source
+
+    priced = []
+    read_timings = cost_source.read_timings
+    monkeypatch.setattr(cost_source, "read_timings", lambda *a: priced.append(a) or read_timings(*a))
     code, out, err = run(capsys, "report", "sample_dumps/synthetic_article", "-o", tmp_path / "r", "--no-tables")
+    assert len(priced) == 1  # the stderr warning is the page's: the run is priced once
     assert code == 0 and out.strip() == str(tmp_path / "r" / "index.html")
     told = [line for line in err.splitlines() if "no measured timings" in line]
     assert len(told) == 1 and told[0].startswith("specreplay: WARNING: synthetic_article: no measured timings"), err

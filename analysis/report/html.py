@@ -74,6 +74,9 @@ def report_page(
     """(what the page shows, every table by name) for ``runs``: all the computing, no markup but
     pandas' tables and the figures."""
     pricing = {run.label: run_pricing(run.replay, run.label, opts.cost) for run in runs}
+    if opts.on_pricing:
+        for label, priced in pricing.items():
+            opts.on_pricing(label, priced)
     fmt = opts.image_format
     tables: Tables = build_tables(runs)
     metrics = all_metrics(tables)

@@ -12,6 +12,7 @@ from analysis.compare.gamma_strategies import STRATEGY_NAMES
 from analysis.compare.sampling import TEMPERATURE_GRID
 from analysis.compare.subtree import fit_levels
 from analysis.cost.model import CostModel
+from analysis.cost.source import RunPricing
 from analysis.tables.runs import LabelledRun
 from replay.core.config import TreeConfig
 from replay.io.dumpnames import Key
@@ -48,6 +49,9 @@ class ReportOptions:
     # on_skipped(run label, one entry per round): the rounds the temperature curve left out (besides
     # the page's note), for the CLI to list on stderr with exit status 1 as every --temperature command does
     on_skipped: Callable[[str, list[Skipped]], None] | None = field(default=None, compare=False)
+    # on_pricing(run label, its pricing): the cost model the page's speedups use, for the CLI to say the
+    # page's cost warning on stderr without pricing the run again
+    on_pricing: Callable[[str, RunPricing], None] | None = field(default=None, compare=False)
 
 
 def default_comparison_configs(cfg: TreeConfig) -> list[TreeConfig]:

@@ -11,6 +11,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from replay.util.atomic import atomic_path
 from replay.util.errors import SpecReplayError
@@ -42,6 +43,9 @@ from .options import (
     parse_key,
     print_skipped,
 )
+
+if TYPE_CHECKING:  # the analysis modules are imported by the commands that use them
+    from analysis.cost.source import RunPricing
 
 COMPARE_EPILOG = """\
 examples:
@@ -330,6 +334,7 @@ def run_report(args: argparse.Namespace) -> int:
         configs = configs_from_args(args, runs[0].config)
     start_phase, close = phase_progress(progress_enabled(args.no_progress))
     curve_skipped: dict[str, list] = {}  # per run, the temperature curve's skipped rounds (the page notes them)
+    pricing: dict[str, RunPricing] = {}  # per run, the cost model of the page's speedups
     try:
         opts = ReportOptions(
             configs=configs,
@@ -345,6 +350,7 @@ def run_report(args: argparse.Namespace) -> int:
             vocab_size=args.vocab_size,
             progress=start_phase,
             on_skipped=curve_skipped.__setitem__,
+            on_pricing=pricing.__setitem__,
         )
         from analysis.report.fonts import any_script
 
@@ -353,10 +359,10 @@ def run_report(args: argparse.Namespace) -> int:
     finally:
         close()
     print(path)
-    from analysis.cost.source import cost_warning, replay_cost
+    from analysis.cost.source import cost_warning
 
     for run in runs:  # the page's warning under its speedups, on stderr too (as compare says it), once written
-        warn = cost_warning(replay_cost(run.replay, cost), run.label)
+        warn = cost_warning(pricing[run.label].cost, run.label)
         if warn:
             print(f"specreplay: {warn}", file=sys.stderr)
     status = skipped_status(runs, args)
