@@ -62,3 +62,38 @@ def test_timings_come_only_from_replayed_rounds_that_agree_with_their_record(cap
     assert row["config"] == CFG.short()
     expected = row["mean_acceptance_length_lo"] * 0.8 / (2 * 0.8 / 6 + 1.2)
     assert row["modelled_speedup_lo"] == pytest.approx(expected)
+
+
+def test_the_cost_note_and_the_warning_name_the_same_disagreeing_rounds(capsys, tmp_path):
+    """One rule (replay.io.manifest: checks_recorded_rounds, named_rounds) says which records must agree
+    with their replay and how many disagreeing rounds are named: the cost model's note and the
+    recorded-rounds WARNING name the same first three and count the rest."""
+    path = tmp_path / "run"
+    rounds = write_synthetic_run(path, CFG, 5, seed=3)
+    body = json.loads((path / "manifest.json").read_text())
+    body.update(
+        rounds=[
+            {
+                "key": list(r.key),
+                "num_nodes": 4 if k == 0 else 3,
+                "draft_steps": 2,
+                "draft_time_s": 0.2,
+                "verify_time_s": 1.0,
+            }
+            for k, r in enumerate(rounds)
+        ],
+        totals={**COSTSOURCE_TOTALS, "rounds": 5},
+    )
+    (path / "manifest.json").write_text(json.dumps(body))
+    code = main(["compare", str(path), "--json", "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    names = [f"{r.key[0]}_{r.key[1]}" for r in rounds[1:4]]
+    source = json.loads(captured.out)["cost_models"]["run"]["source"]
+    assert f"4 whose replay disagrees with the record ({', '.join(names)}, 1 more)" in source, source
+    warned = "; ".join(f"round {n}: draft nodes 4 replayed, 3 recorded (num_nodes)" for n in names)
+    assert "4 of 5 round(s) replay differently" in captured.err and f"{warned}; 1 more)" in captured.err, captured.err
+    other = main(["compare", str(path), "--config", "[2]|[1,1]|[1]", "--json", "--no-progress"])
+    captured = capsys.readouterr()
+    assert other in (0, 1) and "replay differently" not in captured.err  # another tree: records not checked
+    assert "disagrees" not in json.loads(captured.out)["cost_models"]["run"]["source"]

@@ -11,10 +11,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from replay.engine.runs import RunReplay
+from replay.io.manifest import checks_recorded_rounds, named_rounds
 
 from .timings import Timings
-
-NAMED = 3  # left-out rounds named in the note; the rest are counted
 
 
 @dataclass(frozen=True, eq=False)
@@ -30,14 +29,8 @@ class ReplayedRounds:
 def replayed_rounds(replay: RunReplay) -> ReplayedRounds:
     """The accepted rounds of ``replay`` and their shapes."""
     res, ok = replay.result, replay.result.ok
-    config = replay.manifest.config
-    checked = config is not None and config.tree == replay.tree
+    checked = checks_recorded_rounds(replay.manifest, replay.tree)
     return ReplayedRounds(res.keys[:, ok], res.num_nodes[ok], res.num_steps[ok], checked)
-
-
-def _names(keys: list[str]) -> str:
-    more = f", {len(keys) - NAMED} more" if len(keys) > NAMED else ""
-    return ", ".join(keys[:NAMED]) + more
 
 
 def keep_replayed(t: Timings, rounds: ReplayedRounds) -> Timings | None:
@@ -51,8 +44,8 @@ def keep_replayed(t: Timings, rounds: ReplayedRounds) -> Timings | None:
     missing: list[str] = []
     differ: list[str] = []
     for i, key in enumerate(t.keys):
-        got = shape.get(key) if key is not None else None
-        name = f"{key[0]}_{key[1]}" if key is not None else f"rounds[{i}] (no key)"
+        got = shape.get(key)
+        name = f"{key[0]}_{key[1]}"
         if got is None:
             missing.append(name)
         elif rounds.checked and got != (int(t.nodes[i]), int(t.steps[i])):
@@ -63,8 +56,8 @@ def keep_replayed(t: Timings, rounds: ReplayedRounds) -> Timings | None:
         return t
     if not keep.any():
         return None
-    why = [f"{len(missing)} not replayed ({_names(missing)})"] if missing else []
-    why += [f"{len(differ)} whose replay disagrees with the record ({_names(differ)})"] if differ else []
+    why = [f"{len(missing)} not replayed ({named_rounds(missing, ', ')})"] if missing else []
+    why += [f"{len(differ)} whose replay disagrees with the record ({named_rounds(differ, ', ')})"] if differ else []
     note = f"timings of {int(keep.sum())} of {len(keep)} recorded rounds; left out: {'; '.join(why)}"
     return replace(
         t,

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from analysis.tables.definitions import label
+from replay.io.dumpnames import Key
 from replay.io.manifest import Manifest
 from replay.util.bounded import read_json_file
 from replay.util.errors import DumpError
@@ -84,7 +85,7 @@ class Timings:
     session: PassRatios | None = None
     # Why there is no such session, when there is none (see comparable_baseline).
     unpaired: str | None = None
-    keys: tuple[tuple[int, int] | None, ...] = ()  # [R] each round record's key (None: the record has none)
+    keys: tuple[Key, ...] = ()  # [R] each round record's key
     left_out: str = ""  # which recorded rounds' times are not here and why (analysis.cost.replayed), else ""
 
 
@@ -215,7 +216,7 @@ def read_timings(directory: str | Path, manifest: Manifest) -> Timings | None:
     if not isinstance(rounds, list) or not any(isinstance(r, Mapping) and "verify_time_s" in r for r in rounds):
         return None
     cols: dict[str, list[float]] = {f: [] for f in ROUND_TIMING_FIELDS}
-    keys = tuple(_record_key(rec) for rec in rounds)
+    keys = manifest.round_keys or ()  # read_manifest checked every record's key
     for k, rec in enumerate(rounds):
         for f in ROUND_TIMING_FIELDS:
             if not isinstance(rec, Mapping) or f not in rec:
@@ -247,12 +248,6 @@ def read_timings(directory: str | Path, manifest: Manifest) -> Timings | None:
         unpaired,
         keys,
     )
-
-
-def _record_key(rec: Any) -> tuple[int, int] | None:
-    key = rec.get("key") if isinstance(rec, Mapping) else None
-    ok = isinstance(key, list) and len(key) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in key)
-    return (int(key[0]), int(key[1])) if ok else None
 
 
 _RETIME = "re-run `specreplay generate --baseline` with the current harness, which interleaves the two"

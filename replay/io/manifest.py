@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -309,7 +309,19 @@ RECORDED_OUTCOMES = (
     ("draft_steps", "draft steps"),
     ("accepted_length", "accepted length"),
 )
-ROUNDS_NAMED = 3  # disagreeing rounds quoted in the warning; the rest are counted
+ROUNDS_NAMED = 3  # rounds quoted in a line about the manifest's round records; the rest are counted
+
+
+def checks_recorded_rounds(manifest: Manifest, tree: Any) -> bool:
+    """Whether a replay with ``tree`` must give each round what the manifest's round records give it:
+    ``tree`` is the manifest's own config (another --config gives other shapes by design)."""
+    return manifest.config is not None and manifest.config.tree == tree
+
+
+def named_rounds(names: Sequence[str], separator: str) -> str:
+    """The first ROUNDS_NAMED of ``names`` joined by ``separator``, then how many more."""
+    more = f"{separator}{len(names) - ROUNDS_NAMED} more" if len(names) > ROUNDS_NAMED else ""
+    return separator.join(names[:ROUNDS_NAMED]) + more
 
 
 def recorded_round_warnings(manifest: Manifest, tree: Any, keys: Any, outcomes: Mapping[str, Any]) -> tuple[str, ...]:
@@ -324,7 +336,7 @@ def recorded_round_warnings(manifest: Manifest, tree: Any, keys: Any, outcomes: 
     a directory says it (replay.engine.runs.replay_run).
     """
     records = (manifest.body or {}).get("rounds")
-    if not isinstance(records, list) or manifest.config is None or manifest.config.tree != tree:
+    if not isinstance(records, list) or not checks_recorded_rounds(manifest, tree):
         return ()
     greedy = manifest.temperature == 0
     fields = [f for f in RECORDED_OUTCOMES if greedy or f[0] != "accepted_length"]
@@ -346,9 +358,8 @@ def recorded_round_warnings(manifest: Manifest, tree: Any, keys: Any, outcomes: 
             differ.append(f"round {a}_{b}: " + ", ".join(bad))
     if not differ:
         return ()
-    more = f"; {len(differ) - ROUNDS_NAMED} more" if len(differ) > ROUNDS_NAMED else ""
     return (
         f"WARNING: {len(differ)} of {n} round(s) replay differently from what {manifest.path or 'manifest.json'} "
-        f"records ({'; '.join(differ[:ROUNDS_NAMED])}{more}); the numbers from this dump are probably wrong: are the files "
+        f"records ({named_rounds(differ, '; ')}); the numbers from this dump are probably wrong: are the files "
         "from another run, or is --layout or --step0-offset wrong?",
     )
