@@ -432,6 +432,9 @@ def test_configs_replace_the_default_set(capsys, tmp_path, monkeypatch):
         ("6,2x2,1xl", "width 'l' is not an integer"),
         ("[6]|[2,2]|[1,1", "unclosed bracket in [1,1;"),
         ("[2]|[1,1,1]", "topHead[1]': = 3 parents but level 1 has only 2"),  # the config's own check
+        ("[6]|[2,2]@x", "gammaThreshold 'x' is not a number"),
+        ("[6]|[2,2]@0.1|0.2", "gammaThreshold '0.1|0.2' is not a number"),  # the rank form takes one
+        ("6,2x2@0|y", "gammaThreshold 'y' is not a number"),  # a grid form's alternatives, each
     ],
 )
 def test_a_configs_typo_fails_before_any_replay(capsys, tmp_path, monkeypatch, command, typo, told):

@@ -193,13 +193,23 @@ def _looks_rank_form(s: str) -> bool:
     return s.startswith("[") and ("|" in s or not re.match(r"\[\s*[\[{]", s))
 
 
+def _threshold_text(s: str) -> str:
+    """What follows '@' in ``s``, without the +dyn suffix."""
+    return s.split("@", 1)[1].removesuffix("+dyn")
+
+
+def _bad_threshold(thresholds: list[str]) -> str | None:
+    """Why the first of ``thresholds`` that is not a number is wrong; None when each is one."""
+    bad = next((t for t in thresholds if not re.fullmatch(_NUM, t)), None)
+    return None if bad is None else f"gammaThreshold {bad!r} is not a number"
+
+
 def _diagnose_rank(s: str) -> str:
     """What breaks the rank form in ``s``: the first row between '|' that is not ``[w,w,...]``."""
     body = re.split(r"@|\+dyn", s)[0]
-    if "@" in s:
-        thr = s.split("@", 1)[1].removesuffix("+dyn")
-        if not re.fullmatch(_NUM, thr):
-            return f"gammaThreshold {thr!r} is not a number"
+    bad = _bad_threshold([_threshold_text(s)]) if "@" in s else None  # the rank form takes one threshold
+    if bad:
+        return bad
     for row in (r.strip() for r in body.split("|")):
         if not row:
             return "an empty row between '|' separators (each row is [w,w,...])"
@@ -221,10 +231,9 @@ def _diagnose(s: str) -> str:
     ``s`` looks like a compact form (separators, no path), else that the file does not exist."""
     if "/" not in s and "|" in s and "[" in s:
         return _diagnose_rank(s)
-    if "/" not in s and "@" in s:
-        for thr in s.split("@", 1)[1].removesuffix("+dyn").split("|"):
-            if not re.fullmatch(_NUM, thr):
-                return f"gammaThreshold {thr!r} is not a number"
+    bad = _bad_threshold(_threshold_text(s).split("|")) if "/" not in s and "@" in s else None
+    if bad:
+        return bad
     if "/" not in s and not s.endswith(".json") and re.search(r"[,|_x]", s):
         body = re.split(r"@|\+dyn|_t[0-9.]|_dyn", s)[0]
         bad = next((t for t in re.split(r"[,|_x\[\]\s]+", body) if t and not t.isdigit()), None)

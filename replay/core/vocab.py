@@ -63,9 +63,14 @@ def not_token_ids(ids: np.ndarray) -> np.ndarray:
 
 
 def any_not_token_ids(ids: np.ndarray) -> bool:
-    """Whether not_token_ids finds a cell, in one pass: PAD_TOKEN is -1, so any other negative value is
-    below it."""
-    return bool(ids.size) and int(ids.min()) < PAD_TOKEN
+    """Whether not_token_ids finds a cell, in one pass (below_padding of the least cell)."""
+    return bool(ids.size) and below_padding(int(ids.min()))
+
+
+def below_padding(least: int) -> bool:
+    """Whether an id matrix whose least cell is ``least`` holds a cell not_token_ids finds: PAD_TOKEN is
+    -1, so any other negative value is below it."""
+    return least < PAD_TOKEN
 
 
 def first_not_token_id(row: np.ndarray) -> tuple[int, int]:

@@ -36,6 +36,7 @@ from replay.core.vocab import (
     SELECT_PATH_PROB,
     SELECT_ROOT,
     any_not_token_ids,
+    below_padding,
     not_token_ids,
 )
 from replay.io.roundbatch import MatrixStack, RoundBatch
@@ -133,10 +134,11 @@ def _check_tokens(checks: _Checks, kept: np.ndarray, rows: np.ndarray, m: _StepM
     """Step i's expanded rows (rows: [h, cols, C], every column, kept or not) with padding among
     their kept tokens (kept: [L_{i+1}, C] int64) or a negative id other than padding in any column.
     Rows are checked in order, padding before negative ids: the first faulty row is named."""
-    if rows.min(initial=0) >= 0:
+    least = int(rows.min(initial=0))
+    if least >= 0:
         return  # the common case: no padding, no negative id (kept tokens are cells of rows)
     kept_pad = kept == PAD_TOKEN  # [L_{i+1}, C]
-    fault = not_token_ids(rows).any(axis=1) if any_not_token_ids(rows) else np.zeros(rows.shape[::2], dtype=bool)
+    fault = not_token_ids(rows).any(axis=1) if below_padding(least) else np.zeros(rows.shape[::2], dtype=bool)
     padded = np.zeros_like(fault)  # [h, C] rows with padding among their kept tokens
     if kept_pad.any():
         for j in range(fault.shape[0]):  # a few expanded rows
