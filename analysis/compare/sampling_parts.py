@@ -22,7 +22,7 @@ from .configs import is_own_tree
 from .sampling_reach import reach_chunk
 from .sampling_subtrees import AtT, RecordedEdges, SubTrees, at_temperature, recorded_edges, sub_trees, validate_rows
 from .subtree import WHY_NONE
-from .subtree_levels import RecordedChunk
+from .subtree_levels import RecordedChunk, step_caps
 from .subtree_select import selection_rules
 
 NOT_REFUSED = 0  # SamplingPart.refused: the recorded round has a sampling replay at T
@@ -127,16 +127,17 @@ def _part_outcomes(b, r, shape, static, ask: _Ask, refused, fold=None, ords=None
     """{(config, T): AtT} on rounds of one shape, chunk by chunk (analysis.compare.subtree_batch's chunks)."""
     expanded = expanded_nodes(b, shape, static)
     rules = selection_rules(b, r, shape)
-    steps = shape.num_steps
     chunks: dict[tuple[int, float], list[AtT]] = {}
     recorded, threshold = ask.recorded, ask.threshold
+    mine = [is_own_tree(sub, recorded, threshold) for sub in ask.configs]
     own = (
         {t: sampling_at(b, r, recorded, t, ask.vocab_size, ask.node_temperatures) for t in ask.temperatures}
-        if any(is_own_tree(c, recorded, threshold) for c in ask.configs)
+        if any(mine)
         else {}
     )
     nodes = _node_columns(b, r, ask)
     reach = fold is not None and _reach_applies(ask, static, nodes)
+    caps = step_caps(ask.configs, shape.num_steps, recorded.gamma)
     for lo in range(0, len(b), CHUNK_ROUNDS):
         hi = min(len(b), lo + CHUNK_ROUNDS)
         uses = {key: codes[lo:hi] == NOT_REFUSED for key, codes in refused.items()}
@@ -151,14 +152,11 @@ def _part_outcomes(b, r, shape, static, ask: _Ask, refused, fold=None, ords=None
         rows = validate_rows(b, r, lo, hi)
         if reach:
             t = ask.temperatures[0]
-            caps = [min(sub.gamma, steps) if steps < recorded.gamma else sub.gamma for sub in ask.configs]
             use = uses[ask.keys[t]]
             reach_chunk(rec, rows, b.root_tokens[lo:hi], ask.configs, caps, use, t, ask.vocab_size, fold, ords[lo:hi])
             continue
         for c, sub in enumerate(ask.configs):
-            cap = min(sub.gamma, steps) if steps < recorded.gamma else sub.gamma
-            mine = is_own_tree(sub, recorded, threshold)
-            st = None if mine else sub_trees(rec, rows, b.root_tokens[lo:hi], sub, cap, float(threshold))
+            st = None if mine[c] else sub_trees(rec, rows, b.root_tokens[lo:hi], sub, caps[c], float(threshold))
             for t in ask.temperatures:
                 use = uses[ask.keys[t]]
                 if not use.any():  # a refused round's outcome is never read (every reader takes the usable rounds)

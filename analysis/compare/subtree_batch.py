@@ -33,6 +33,7 @@ from .subtree_levels import (
     gather_columns,
     root_level,
     simulate_levels,
+    step_caps,
     width_tables,
 )
 from .subtree_select import Level, first_hit, select_level, selection_rules
@@ -100,16 +101,15 @@ def replay_contained_many(
     r = len(batch)
     outs = [SubOutcomes.empty(r) for _ in subs]
     rules = selection_rules(batch, res, shape)
-    steps = shape.num_steps
+    caps = step_caps(subs, shape.num_steps, recorded_gamma)
+    roots = [s.top_k_spec[0][0] for s in subs if s.top_k_spec and len(s.top_k_spec[0]) == 1]
     for lo in range(0, r, SIM_CHUNK_ROUNDS):
         hi = min(r, lo + SIM_CHUNK_ROUNDS)
         rec = RecordedChunk(batch, res, expanded, shape, lo, hi, rules[lo:hi])
         shared: dict = {}  # the chunk's levels by prefix (simulate_levels)
-        roots = [s.top_k_spec[0][0] for s in subs if s.top_k_spec and len(s.top_k_spec[0]) == 1]
         if len(roots) > 1:
             shared[ROOT_WIDEST] = max(roots)
-        for sub, out in zip(subs, outs):
-            cap = min(sub.gamma, steps) if steps < recorded_gamma else sub.gamma
+        for sub, cap, out in zip(subs, caps, outs):
             out.put(slice(lo, hi), _simulate(rec, sub, cap, float(gamma_threshold), shared))
     return outs
 

@@ -9,6 +9,7 @@ and for the sampling walk (analysis.compare.sampling_subtrees).
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -261,6 +262,13 @@ def _steps(rec: RecordedChunk, levels: list[Level], cap: int, threshold: float) 
         sure = np.where(unknown, i + 1, sure)
         going &= ~stopped
     return sure, most
+
+
+def step_caps(subs: Sequence[TreeConfig], steps: int, recorded_gamma: int) -> list[int]:
+    """The draft steps each of ``subs`` simulates on rounds of a recorded shape of ``steps`` draft steps:
+    its gamma, but no more than ``steps`` when the recording stopped early (steps < the recorded
+    gamma): a simulated tree inherits the recorded early stop."""
+    return [min(sub.gamma, steps) if steps < recorded_gamma else sub.gamma for sub in subs]
 
 
 @dataclass(eq=False)
