@@ -125,3 +125,18 @@ def test_the_curve_from_the_kept_batches_is_the_curve_read_again(scored_path):
         assert list(got.skipped) == list(want.skipped)
         assert (got.needs_vocab, got.undetermined) == (want.needs_vocab, want.undetermined)
         assert got.table["determined"].any()  # not vacuous: rounds walked at T > 0
+
+
+def test_the_statistics_pass_words_rejections_only_of_batches_it_reads(run_path, monkeypatch):
+    """scan_run on the loading's kept batches takes the skipped list load_run made: it words no
+    rejection again (analysis.shapes.dumps.explain_rejections); reading the run itself, it words each batch's."""
+    import analysis.shapes.dumps as dumps
+
+    worded: list = []
+    explain = dumps.explain_rejections
+    monkeypatch.setattr(dumps, "explain_rejections", lambda *a: worded.append(a) or explain(*a))
+    kept, _ = both(run_path)
+    given = dumps.scan_run(run_path, kept.options, loaded=kept)
+    assert not worded and given.skipped == kept.replay.skipped
+    read = dumps.scan_run(run_path, kept.options)
+    assert worded and read.skipped == given.skipped

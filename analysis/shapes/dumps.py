@@ -114,13 +114,8 @@ class _Piece:
     shape: TreeShape
 
 
-def _pieces(
-    run: Run, batch: RoundBatch, res: BatchResult | None = None
-) -> tuple[list[_Piece], list[tuple[int, Skipped]]]:
-    """Replay one batch (unless its outcomes ``res`` are given): its pieces (one per round shape) and its
-    rejected rounds with their message."""
-    res = replay_batch(batch, run.tree, workers=1) if res is None else res
-    rejected = explain_rejections(batch, res, run)
+def _pieces(run: Run, batch: RoundBatch, res: BatchResult) -> list[_Piece]:
+    """One replayed batch's pieces: one per round shape."""
     static = run.tree.tree_type != TREE_DYNAMIC
     out = []
     for k, shape in enumerate(res.shapes):
@@ -131,7 +126,7 @@ def _pieces(
         b = batch if whole else batch.take(members)
         r = res if whole else res.take(members)
         out.append(_Piece(b, r, expanded_nodes(b, shape, static), shape))
-    return out, rejected
+    return out
 
 
 def _pieces_again(
@@ -146,11 +141,11 @@ def _pieces_again(
             return
         if given is not None:  # too big to keep: made again from the batches loaded
             for b in given:
-                yield from _pieces(run, b.batch, b.result)[0]
+                yield from _pieces(run, b.batch, b.result)
             return
         for load in open_run(path, opts).chunks(1):  # too big to keep: read again
             for batch in load()[0]:
-                yield from _pieces(run, batch)[0]
+                yield from _pieces(run, batch, replay_batch(batch, run.tree, workers=1))
 
     return pieces
 
@@ -205,9 +200,10 @@ def scan_run(
     for batches, unreadable in _read(run) if given is None else (([(b.batch, b.result) for b in given], []),):
         later += unreadable
         for batch, res in batches:
-            pieces, rejected = _pieces(run, batch, res)
-            later += rejected
-            for piece in pieces:
+            if res is None:  # read here: its rejected rounds named here (given: load_run named them)
+                res = replay_batch(batch, run.tree, workers=1)
+                later += explain_rejections(batch, res, run)
+            for piece in _pieces(run, batch, res):
                 ok = piece.result.ok
                 replayed += int(ok.sum())
                 accepted += int(piece.result.accepted_length[ok].astype(np.int64).sum())
