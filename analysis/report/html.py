@@ -68,15 +68,21 @@ def _compact_json(obj) -> str:
     return json.dumps(obj)
 
 
+def _priced(runs: Sequence[LabelledRun], opts: ReportOptions) -> dict[str, RunPricing]:
+    """Each run's pricing by label, handed to ``opts.on_pricing`` too."""
+    pricing = {run.label: run_pricing(run.replay, run.label, opts.cost) for run in runs}
+    if opts.on_pricing:
+        for label, priced in pricing.items():
+            opts.on_pricing(label, priced)
+    return pricing
+
+
 def report_page(
     runs: Sequence[LabelledRun], opts: ReportOptions = ReportOptions()
 ) -> tuple[ReportPage, dict[str, pd.DataFrame]]:
     """(what the page shows, every table by name) for ``runs``: all the computing, no markup but
     pandas' tables and the figures."""
-    pricing = {run.label: run_pricing(run.replay, run.label, opts.cost) for run in runs}
-    if opts.on_pricing:
-        for label, priced in pricing.items():
-            opts.on_pricing(label, priced)
+    pricing = _priced(runs, opts)
     fmt = opts.image_format
     tables: Tables = build_tables(runs)
     metrics = all_metrics(tables)
