@@ -18,8 +18,18 @@ from replay.core.acceptance import node_validate_rows
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.selection import rank_major_keys, selection_order, selection_positions
 from replay.core.tree import node_name
-from replay.core.vocab import NO_PARENT, NO_RANK, PAD_TOKEN
-from replay.engine.batch import SEL_FALLBACK, BatchResult, RoundBatch, TreeShape, rebuilt_levels, replayed_by_shape
+from replay.core.vocab import PAD_TOKEN
+from replay.engine.batch import (
+    SEL_FALLBACK,
+    BatchResult,
+    RankPaths,
+    RoundBatch,
+    TreeShape,
+    node_parents,
+    rank_paths,
+    rebuilt_levels,
+    replayed_by_shape,
+)
 from replay.engine.batch.frames import (
     Columns,
     NullableInts,
@@ -72,13 +82,12 @@ class _Nodes:
     target_token: np.ndarray  # [n, C] int64, PAD_TOKEN without a target row
     target_rank: np.ndarray  # [n, C] int64, -1 when absent
     target_in: np.ndarray  # [n, C] int8 index into TARGET_IN
-    paths: list[tuple[int, ...]]  # the distinct rank paths from the root (the root's is ())
-    path_index: np.ndarray  # [n, C] int64 each node's rank path, index into ``paths``
+    ranked: RankPaths  # each node's rank path from the root
 
     @cached_property
     def name(self) -> np.ndarray:
         """[n, C] object node names (replay.core.tree.node_name of each rank path), built once per path."""
-        return np.asarray([node_name(p) for p in self.paths], dtype=object)[self.path_index]
+        return np.asarray([node_name(p) for p in self.ranked.paths], dtype=object)[self.ranked.index]
 
 
 def batch_table_parts(
@@ -220,7 +229,6 @@ def _node_facts(batch: RoundBatch, res: BatchResult, shape: TreeShape, static: b
     c = len(batch)
     n = shape.num_nodes + 1
     starts = shape.starts
-    parent = np.full((n, c), NO_PARENT, dtype=np.int64)
     token = np.empty((n, c), dtype=np.int64)
     logp = np.zeros((n, c), dtype=np.float64)  # the root's path log-probability is 0
     token[0] = batch.root_tokens
@@ -230,7 +238,6 @@ def _node_facts(batch: RoundBatch, res: BatchResult, shape: TreeShape, static: b
     for i in range(shape.num_steps):
         m = shape.maps[i]
         lo, hi = starts[i + 1], starts[i + 1] + shape.level_sizes[i + 1]
-        parent[lo:hi] = starts[i] + levels.chosen[i][m.slot_parent]
         token[lo:hi] = levels.tokens[i]
         logp[lo:hi] = levels.path_logprob[i]
         rows = starts[i] + levels.chosen[i]
@@ -245,7 +252,7 @@ def _node_facts(batch: RoundBatch, res: BatchResult, shape: TreeShape, static: b
     target_token = _target_tokens(batch, res, shape, np.concatenate(expanded_rows, axis=0))
     target_rank, target_in = _target_positions(batch, shape, expanded_rows, target_token)
     return _Nodes(
-        parent,
+        node_parents(shape, levels.chosen),
         token,
         logp,
         num_children,
@@ -255,7 +262,7 @@ def _node_facts(batch: RoundBatch, res: BatchResult, shape: TreeShape, static: b
         target_token,
         target_rank,
         target_in,
-        *_rank_paths(shape, levels.chosen),
+        rank_paths(shape, levels.chosen),
     )
 
 
@@ -322,32 +329,6 @@ def _fallback_positions(ranks: np.ndarray, parent_slots: np.ndarray) -> np.ndarr
     return out
 
 
-def _rank_paths(shape: TreeShape, chosen: list[np.ndarray]) -> tuple[list[tuple[int, ...]], np.ndarray]:
-    """(the distinct rank paths from the root, [n, C] int64 each node's path as an index into them).
-
-    A level's nodes are numbered by their distinct rank paths, in code order; a child's path is its
-    parent's plus its own rank, so each level costs one bincount over codes, whatever the number of rounds.
-    """
-    c = chosen[0].shape[1]
-    paths: list[tuple[int, ...]] = [()]
-    level_paths: list[tuple[int, ...]] = [()]
-    path_id = np.zeros((1, c), dtype=np.int64)  # index into level_paths
-    index = [path_id]  # per level, index into paths
-    for i in range(shape.num_steps):
-        m = shape.maps[i]
-        parent_id = np.take_along_axis(path_id, chosen[i][m.slot_parent], axis=0)  # [L, C]
-        base = int(m.slot_rank.max()) + 1
-        code = parent_id * base + m.slot_rank[:, None]  # [L, C] in [0, paths of the level above × base)
-        uniq = np.flatnonzero(np.bincount(code.ravel(), minlength=len(level_paths) * base))
-        number = np.zeros(len(level_paths) * base, dtype=np.int64)
-        number[uniq] = np.arange(uniq.shape[0])
-        level_paths = [level_paths[int(u) // base] + (int(u) % base,) for u in uniq]
-        path_id = number[code]
-        index.append(path_id + len(paths))
-        paths += level_paths
-    return paths, np.concatenate(index, axis=0)
-
-
 # --------------------------------------------------------------------------------------------
 # Frames
 
@@ -363,16 +344,14 @@ def _node_columns(
 ) -> Columns:
     """The node table's columns (those of ``names`` when given)."""
     n, c = f.parent.shape
-    depth = np.repeat(np.arange(shape.num_steps + 1, dtype=np.int64), shape.level_sizes)
-    rank = np.concatenate([[NO_RANK]] + [m.slot_rank for m in shape.maps]).astype(np.int64)
     makers = {
         "run": lambda: np.full(n * c, run, dtype=object),
         "round": lambda: np.repeat(round_names(res), n),
         "node": lambda: np.tile(np.arange(n, dtype=np.int64), c),
         "name": lambda: _rows(f.name),
-        "depth": lambda: np.tile(depth, c),
+        "depth": lambda: np.tile(shape.depths, c),
         "parent": lambda: _rows(f.parent),
-        "rank": lambda: np.tile(rank, c),
+        "rank": lambda: np.tile(shape.ranks, c),
         "token": lambda: _int_na(_rows(f.token)),  # an unknown root (PAD_TOKEN) is NA, as root_token
         "path_logprob": lambda: _rows(f.logp),
         "num_children": lambda: _rows(f.num_children),

@@ -103,5 +103,5 @@ def _names(f: _Nodes):
 
     from replay.core.tree import node_name
 
-    names = pa.array([node_name(p) for p in f.paths], type=pa.large_string())
-    return names.take(pa.array(_rows(f.path_index)))
+    names = pa.array([node_name(p) for p in f.ranked.paths], type=pa.large_string())
+    return names.take(pa.array(_rows(f.ranked.index)))

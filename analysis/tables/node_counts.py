@@ -48,9 +48,8 @@ class NodeCounts:
 
     def add(self, f, shape: TreeShape, res: BatchResult) -> None:
         """Count the rounds of ``res`` (all of one shape, all replayed) from their facts ``f``."""
-        depth = np.repeat(np.arange(shape.num_steps + 1, dtype=np.int64), shape.level_sizes)
         node, col = np.nonzero(f.on_path)  # the path's nodes (a few per round), each (node, round)
-        d, slot = depth[node], f.expanded_slot[node, col]
+        d, slot = shape.depths[node], f.expanded_slot[node, col]
         path = slot >= 0  # the path's expanded nodes: they verify their children at depth + 1
         tin, rank = f.target_in[node[path], col[path]], f.target_rank[node[path], col[path]]
         _count(self.hit_outcome, d[path] + 1, tin)
@@ -60,9 +59,10 @@ class NodeCounts:
         on = (d >= 1) & (d < steps)  # a draft step ran at the path's node's depth
         _count(self.parent_slot, d[on], slot[on], f.level_rank[node[on], col[on]])
         self._add_slots(f, shape)
-        present = np.bincount(f.path_index.ravel(), minlength=len(f.paths))
-        hit = np.bincount(f.path_index[node, col], minlength=len(f.paths))
-        for p, k, h in zip(f.paths, present.tolist(), hit.tolist()):
+        paths = f.ranked
+        present = np.bincount(paths.index.ravel(), minlength=len(paths.paths))
+        hit = np.bincount(paths.index[node, col], minlength=len(paths.paths))
+        for p, k, h in zip(paths.paths, present.tolist(), hit.tolist()):
             if k:
                 got = self.named.setdefault(p, [0, 0])
                 got[0] += k
@@ -74,11 +74,10 @@ class NodeCounts:
         if n > len(self.canon) + 1:
             self.other_shape += c
             return
-        rank = np.concatenate([[NO_RANK]] + [m.slot_rank for m in shape.maps]).astype(np.int64)
         canon_slot = np.asarray([p for p, _ in self.canon[: n - 1]], dtype=np.int64)
         canon_rank = np.asarray([r for _, r in self.canon[: n - 1]], dtype=np.int64)
         parent_slot = np.take_along_axis(f.expanded_slot, f.parent[1:], axis=0)  # [n - 1, C]
-        same = (parent_slot == canon_slot[:, None]).all(axis=0) & bool((rank[1:] == canon_rank).all())
+        same = (parent_slot == canon_slot[:, None]).all(axis=0) & bool((shape.ranks[1:] == canon_rank).all())
         self.other_shape += int(c - same.sum())
         self.present[:n] += int(same.sum())
         self.hits[:n] += (f.on_path if same.all() else f.on_path[:, same]).sum(axis=1)

@@ -81,10 +81,10 @@ def _accepted_names(res: BatchResult, f: _Nodes, lengths: np.ndarray):
     node's rank path (the accepted nodes are a path from the root), one text per distinct path."""
     c = len(res)
     deepest = res.accepted_nodes[np.maximum(lengths - 1, 0), np.arange(c)]
-    path = np.where(lengths > 0, f.path_index[np.clip(deepest, 0, None), np.arange(c)], -1)
+    path = np.where(lengths > 0, f.ranked.index[np.clip(deepest, 0, None), np.arange(c)], -1)
     distinct, inverse = np.unique(path, return_inverse=True)
     texts = [
-        ">".join(node_name(f.paths[p][:k]) for k in range(1, len(f.paths[p]) + 1)) if p >= 0 else ""
+        ">".join(node_name(f.ranked.paths[p][:k]) for k in range(1, len(f.ranked.paths[p]) + 1)) if p >= 0 else ""
         for p in distinct.tolist()
     ]
     return _lookup(texts, inverse.reshape(-1))

@@ -15,7 +15,7 @@ from replay.io.roundbatch import MatrixStack, RoundBatch
 from .codes import DEFAULT_CHUNK_ROUNDS, ERR_OK, ERR_TOKENS, SEL_FALLBACK, SEL_PARENTS, StopCode
 from .driver import expanded_nodes, rebuilt_levels, replay_batch
 from .result import BatchResult, empty_result, replayed_by_shape
-from .shapes import TreeShape
+from .shapes import RankPaths, TreeShape, node_parents, rank_paths
 
 __all__ = [
     "DEFAULT_CHUNK_ROUNDS",
@@ -25,11 +25,14 @@ __all__ = [
     "SEL_PARENTS",
     "BatchResult",
     "MatrixStack",
+    "RankPaths",
     "RoundBatch",
     "StopCode",
     "TreeShape",
     "empty_result",
     "expanded_nodes",
+    "node_parents",
+    "rank_paths",
     "rebuilt_levels",
     "replay_batch",
     "replayed_by_shape",

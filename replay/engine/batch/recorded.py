@@ -2,7 +2,7 @@
 
 The rule is replay.core.sampling_recorded's (the walk on each node's recorded log-probability
 under its parent); this module hands it the batch's trees (the greedy rebuild's level tokens and
-parents, replay.engine.batch.sampling.shape_arrays) and the validate stack's node_logp column.
+parents, replay.engine.batch.shapes.node_parents) and the validate stack's node_logp column.
 It serves a replayed round in the ``all`` layout (row u is node u) whose validate file carries
 node_logprobs, at a T of the manifest's node_logprob_temperatures. Every other round goes to
 batch_sampling (the top-K rows).
@@ -28,7 +28,8 @@ from ..sampling import NO_SCORES, node_columns_words, row_problem_words
 from .codes import ERR_OK
 from .driver import rebuilt_levels
 from .result import BatchResult
-from .sampling import NO_SCORES_CODE, BatchSampling, batch_sampling, shape_arrays
+from .sampling import NO_SCORES_CODE, BatchSampling, batch_sampling
+from .shapes import node_parents
 
 NODE_COLUMNS_CODE = -2  # BatchSampling.problem: node_logprobs columns differ from the manifest's count
 _ALL = LAYOUTS.index(LAYOUT_ALL)  # BatchResult.layout's code of the all layout
@@ -72,12 +73,12 @@ def sampling_at(
                 continue
             part = batch if members.shape[0] == len(batch) else batch.take(members)
             levels = rebuilt_levels(part, shape, static)
-            parents, depths = shape_arrays(shape, levels.chosen)
+            parents = np.ascontiguousarray(node_parents(shape, levels.chosen).T)  # [R, N+1]
             tokens = np.zeros(parents.shape, dtype=np.int64)  # [R, N+1], node u = validate row u
             for i, tok in enumerate(levels.tokens):
                 tokens[:, shape.starts[i + 1] : shape.starts[i + 1] + tok.shape[0]] = tok.T
             edge = np.asarray(part.validate.node_logp[: parents.shape[1], col, :].T, dtype=np.float64)
-            b = recorded_bounds(tokens, parents, depths[None], edge, temperature)
+            b = recorded_bounds(tokens, parents, shape.depths[None], edge, temperature)
             d = b.length_ge_lo.shape[1]
             ge_lo[members], ge_hi[members] = 0.0, 0.0
             ge_lo[members, :d], ge_hi[members, :d] = b.length_ge_lo, b.length_ge_hi

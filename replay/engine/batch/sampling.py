@@ -23,7 +23,6 @@ from replay.core.sampling import greedy_logp
 from replay.core.sampling_columns import CHUNK_ROUNDS, ChunkInput, RowNode, RowReader, TreeLayout, chunk_bounds
 from replay.core.sampling_problems import PROBLEM_NONE, VocabTooSmall
 from replay.core.temperature import check_temperature
-from replay.core.vocab import NO_PARENT
 from replay.io.roundbatch import RoundBatch
 
 from .codes import ERR_OK
@@ -53,31 +52,11 @@ class BatchSampling:
     from_node_logprobs: np.ndarray | None = None
 
 
-def shape_arrays(shape: TreeShape, chosen: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """parents [R, N+1] (tree order) and depths [N+1] of rounds of ``shape`` from their selection.
-
-    Level i+1 in tree order is the children of step i's expanded nodes, slot by slot (selection
-    order), each slot's children in rank order; chosen[i] is [h_i, R] level-local parents.
-    """
-    r = chosen[0].shape[1] if chosen else 0
-    n1 = shape.num_nodes + 1
-    parents = np.empty((r, n1), dtype=np.int64)
-    parents[:, 0] = NO_PARENT
-    depths = np.zeros(n1, dtype=np.int64)
-    for i, widths in enumerate(shape.widths):
-        slot = np.repeat(np.arange(len(widths)), widths)  # which expanded slot each level node hangs under
-        lo = shape.starts[i + 1]
-        parents[:, lo : lo + slot.shape[0]] = (shape.starts[i] + chosen[i][slot]).T
-        depths[lo : lo + slot.shape[0]] = i + 1
-    return parents, depths
-
-
 @lru_cache(maxsize=256)
 def shape_layout(shape: TreeShape) -> TreeLayout:
     """The rule's TreeLayout of a shape: node u of level i+1 hangs under slot (i, j), row head_offsets[i] + j."""
     edge_row = np.concatenate([shape.head_offsets[i] + shape.maps[i].slot_parent for i in range(shape.num_steps)])
-    depths = np.repeat(np.arange(shape.num_steps + 1), shape.level_sizes)
-    return TreeLayout(edge_row.astype(np.int64), depths.astype(np.int64))
+    return TreeLayout(edge_row.astype(np.int64), shape.depths)
 
 
 @dataclass(frozen=True, eq=False)

@@ -14,7 +14,7 @@ import numpy as np
 
 from replay.core.config import TreeConfig
 from replay.core.selection import rank_major_keys, select_top
-from replay.core.vocab import PAD_TOKEN
+from replay.core.vocab import NO_PARENT, NO_RANK, PAD_TOKEN
 from replay.io.roundbatch import RoundBatch
 from replay.util.rows import unique_rows
 
@@ -59,6 +59,16 @@ class TreeShape:
         return sum(self.heads)
 
     @cached_property
+    def depths(self) -> np.ndarray:
+        """[num_nodes + 1] int64 each node's depth (the root's is 0), the same in every round."""
+        return np.repeat(np.arange(self.num_steps + 1, dtype=np.int64), self.level_sizes)
+
+    @cached_property
+    def ranks(self) -> np.ndarray:
+        """[num_nodes + 1] int64 each node's draft rank among its parent's candidates, NO_RANK at the root."""
+        return np.concatenate([[NO_RANK]] + [m.slot_rank for m in self.maps]).astype(np.int64)
+
+    @cached_property
     def head_offsets(self) -> tuple[int, ...]:
         """Row of step i's first expanded node in a parents-layout validate."""
         return tuple(int(v) for v in np.concatenate([[0], np.cumsum(self.heads)[:-1]]))
@@ -101,6 +111,54 @@ def _rank_and_parent(widths: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     js = np.repeat(np.arange(w.shape[0]), w)
     offs = np.concatenate([[0], np.cumsum(w)[:-1]])
     return np.arange(js.shape[0]) - offs[js], js
+
+
+def node_parents(shape: TreeShape, chosen: Sequence[np.ndarray]) -> np.ndarray:
+    """[num_nodes + 1, R] int64 each node's parent in tree order (NO_PARENT at the root), every round.
+
+    chosen: per draft step i, [h_i, R] int64 the level-local nodes expanded in slots 0..h_i - 1;
+    level i + 1 hangs under them slot by slot, each slot's children in rank order.
+    """
+    r = chosen[0].shape[1] if len(chosen) else 0
+    parents = np.full((shape.num_nodes + 1, r), NO_PARENT, dtype=np.int64)
+    for i, m in enumerate(shape.maps):
+        lo = shape.starts[i + 1]
+        parents[lo : lo + m.slot_parent.shape[0]] = shape.starts[i] + chosen[i][m.slot_parent]
+    return parents
+
+
+@dataclass(frozen=True, eq=False)
+class RankPaths:
+    """Every node's rank path (the draft ranks from the root: () is the root, (0, 2) the first
+    child's third) for R rounds of one shape, each distinct path once."""
+
+    paths: list[tuple[int, ...]]  # the distinct rank paths, level by level, ranks in order within a level
+    index: np.ndarray  # [num_nodes + 1, R] int64 each node's rank path, an index into ``paths``
+
+
+def rank_paths(shape: TreeShape, chosen: Sequence[np.ndarray]) -> RankPaths:
+    """The rank paths of R rounds of ``shape`` from their selection (chosen as node_parents reads it).
+
+    A level's nodes are numbered by their distinct rank paths, in code order; a child's path is its
+    parent's plus its own rank, so each level costs one bincount over codes, whatever the number of rounds.
+    """
+    c = chosen[0].shape[1]
+    paths: list[tuple[int, ...]] = [()]
+    level_paths: list[tuple[int, ...]] = [()]
+    path_id = np.zeros((1, c), dtype=np.int64)  # index into level_paths
+    index = [path_id]  # per level, index into paths
+    for i, m in enumerate(shape.maps):
+        parent_id = np.take_along_axis(path_id, chosen[i][m.slot_parent], axis=0)  # [L, C]
+        base = int(m.slot_rank.max()) + 1
+        code = parent_id * base + m.slot_rank[:, None]  # [L, C] in [0, paths of the level above × base)
+        uniq = np.flatnonzero(np.bincount(code.ravel(), minlength=len(level_paths) * base))
+        number = np.zeros(len(level_paths) * base, dtype=np.int64)
+        number[uniq] = np.arange(uniq.shape[0])
+        level_paths = [level_paths[int(u) // base] + (int(u) % base,) for u in uniq]
+        path_id = number[code]
+        index.append(path_id + len(paths))
+        paths += level_paths
+    return RankPaths(paths, np.concatenate(index, axis=0))
 
 
 @lru_cache(maxsize=4096)

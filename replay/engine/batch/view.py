@@ -16,15 +16,14 @@ import numpy as np
 
 from replay.core.acceptance import Acceptance, target_top1_per_node
 from replay.core.tree import Tree
-from replay.core.vocab import LAYOUT_PARENTS, LAYOUTS, NO_RANK, PAD_TOKEN
+from replay.core.vocab import LAYOUT_PARENTS, LAYOUTS, PAD_TOKEN
 from replay.io.dumpnames import Key
 from replay.io.roundbatch import RoundBatch
 
 from .codes import BONUS_NAMES, ERR_OK, STOP_CODES
 from .kernel import level_tokens
 from .result import BatchResult
-from .sampling import shape_arrays
-from .shapes import TreeShape
+from .shapes import TreeShape, node_parents
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,12 +76,11 @@ def _round_tree(batch: RoundBatch, slots: np.ndarray, shape: TreeShape, i: int) 
     slots: [H] int32 the round's column of BatchResult.expanded: slot j of draft step s (row
     shape.head_offsets[s] + j) holds the level-local node the replay expanded there."""
     chosen = [slots[o : o + h, None].astype(np.int64) for o, h in zip(shape.head_offsets, shape.heads)]  # [h_s, 1]
-    parents, depths = shape_arrays(shape, chosen)  # [1, N+1], [N+1]
+    parents = node_parents(shape, chosen)[:, 0]  # [N+1]
     levels = [level_tokens(st, m, i, i + 1)[:, 0] for st, m in zip(batch.steps, shape.maps)]  # [L_{s+1}] each
     tokens = np.concatenate([[int(batch.root_tokens[i])], *levels]).astype(np.int64)
-    ranks = np.concatenate([[NO_RANK], *(m.slot_rank for m in shape.maps)]).astype(np.int64)
     expanded = tuple(shape.starts[s] + c[:, 0] for s, c in enumerate(chosen))
-    return Tree(tokens, parents[0], depths, ranks, _path_logprobs(batch, shape, chosen, i), expanded)
+    return Tree(tokens, parents, shape.depths, shape.ranks, _path_logprobs(batch, shape, chosen, i), expanded)
 
 
 def _path_logprobs(batch: RoundBatch, shape: TreeShape, chosen: list[np.ndarray], i: int) -> np.ndarray:
