@@ -15,7 +15,6 @@ import analysis.compare.batch as compare_batch
 from analysis.compare.batch import compare_along, per_batch_parts, run_parts
 from analysis.compare.subtree_select import FIRST_TRUE_MAX, _first_min, first_hit, non_out_first
 from analysis.shapes.counts import draft_column_totals
-from analysis.shapes.stats import SMALL_CODES, _distinct
 from analysis.tables.runs import TABLES_KEYS, load_run
 from replay.cli import main
 from replay.core.config import TreeConfig
@@ -132,12 +131,3 @@ def test_short_axis_helpers_equal_numpy(levels):
         assert np.array_equal(first_hit(alive), alive.argmax(axis=0))
         ints = np.where(alive, rng.integers(0, 4, alive.shape), np.iinfo(np.int64).max)
         assert np.array_equal(_first_min(ints), ints.argmin(axis=0))
-
-
-@pytest.mark.parametrize("bound", [7, 343, SMALL_CODES, SMALL_CODES * 8])
-def test_distinct_codes_equal_unique(bound):
-    rng = np.random.default_rng(bound)
-    codes = rng.integers(0, bound, (13, 700)) if bound > 7 else rng.integers(0, 3, (4, 9))
-    uniq, inv = _distinct(codes, bound)
-    want_u, want_i = np.unique(codes, return_inverse=True)
-    assert np.array_equal(uniq, want_u) and np.array_equal(inv.reshape(-1), want_i.reshape(-1))

@@ -24,7 +24,7 @@ from replay.engine.run_notes import input_warnings
 from replay.engine.runs import NoteGroup, Run, batch_round_notes, explain_rejections, note_groups, open_run
 from replay.io.skipped import Skipped
 
-from .stats import DumpStats, StatsBuilder, code_base
+from .stats import DumpStats, StatsBuilder
 
 KEEP_BYTES = 512 << 20  # batches held in RAM between the two passes (memory-mapped ones are free)
 HOW_EXACT = "exact replay of the contained config (analysis.compare.subtree)"
@@ -190,7 +190,7 @@ def scan_run(
     outcomes ``loaded`` kept when it is the run at ``path`` loaded with them (analysis.tables.runs:
     nothing read again), else the run read and replayed."""
     run = open_run(path, opts)
-    builder = StatsBuilder(run.num_rounds, code_base(run.tree), run.tree.gamma)
+    builder = StatsBuilder(run.num_rounds, run.tree.gamma)
     later: list[tuple[int, Skipped]] = []
     kept: list[_Piece] | None = []
     notes: list[NoteGroup] = []

@@ -21,7 +21,7 @@ import numpy as np
 from replay.core.acceptance import validate_row
 from replay.core.config import TreeConfig
 from replay.core.vocab import PAD_TOKEN
-from replay.engine.batch import BatchResult, RoundBatch, TreeShape
+from replay.engine.batch import BatchResult, RoundBatch, TreeShape, rank_paths
 
 from .counts import (
     MISS,
@@ -78,11 +78,10 @@ class StatsBuilder:
     run order; consecutive rounds share a round group). recorded_gamma: the recording config's
     gamma, which tells an early stop from a complete round (counts.step_tables)."""
 
-    def __init__(self, num_rounds: int, base: int, recorded_gamma: int | None = None):
+    def __init__(self, num_rounds: int, recorded_gamma: int | None = None):
         self.num_rounds = max(num_rounds, 1)
         self.recorded_gamma = recorded_gamma
         self.groups = num_groups(self.num_rounds)
-        self.base = base  # rank-path code base: widest kept width + 1
         self.depths, self.cols = 1, 1
         self.n = np.zeros((self.groups, 1, 1), dtype=np.int64)
         self.k = np.zeros((self.groups, 1, 1, 1), dtype=np.int64)
@@ -91,7 +90,7 @@ class StatsBuilder:
         self.stopped = np.zeros((self.groups, 1), dtype=np.int64)
         self.draft_sum = np.zeros((1, 1, 1))
         self.draft_count = np.zeros((1, 1, 1), dtype=np.int64)
-        self.tree_codes: dict[int, np.ndarray] = {}  # path code → [G] rounds
+        self.tree_paths: dict[RankPath, np.ndarray] = {}  # rank path → [G] rounds
         self.acc_sum = self.acc_sq = 0.0
         self.rounds = self.nodes = 0
         self.max_steps = 0
@@ -190,23 +189,15 @@ class StatsBuilder:
             self.draft_count += count
 
     def _add_trees(self, chosen: list[np.ndarray], shape: TreeShape, group: np.ndarray) -> None:
-        r = group.shape[0]
-        code = np.zeros((1, r), dtype=np.int64)  # level 0: the root, the empty path
-        parts = []
-        for d in range(shape.num_steps):
-            m = shape.maps[d]
-            parent = np.take_along_axis(code, chosen[d], axis=0)  # [h, R]
-            code = parent[m.slot_parent] * self.base + (m.slot_rank[:, None] + 1)  # [L_{d+1}, R]
-            parts.append(code)
-        codes = np.concatenate(parts)  # [nodes, R]
-        uniq, inv = _distinct(codes, self.base**shape.num_steps)  # a level-d code is below base**d
+        ranked = rank_paths(shape, chosen)
+        index = ranked.index[1:]  # [nodes, R] the root's path () is not a node of the tree
+        p = len(ranked.paths)
         per = np.bincount(
-            np.broadcast_to(group, codes.shape).reshape(-1) * uniq.shape[0] + inv.reshape(-1),
-            minlength=self.groups * uniq.shape[0],
-        ).reshape(self.groups, uniq.shape[0])
-        for u, c in zip(uniq.tolist(), per.T):
-            acc = self.tree_codes.get(u)
-            self.tree_codes[u] = c.astype(np.int64) if acc is None else acc + c
+            np.broadcast_to(group, index.shape).reshape(-1) * p + index.reshape(-1), minlength=self.groups * p
+        ).reshape(self.groups, p)
+        for path, c in zip(ranked.paths[1:], per.T[1:]):
+            acc = self.tree_paths.get(path)
+            self.tree_paths[path] = c.astype(np.int64) if acc is None else acc + c
 
     def finish(self) -> DumpStats:
         stats = ShapeStats(
@@ -220,41 +211,11 @@ class StatsBuilder:
             self.went_on,
             self.stopped,
         )
-        codes = sorted(self.tree_codes)
-        paths = tuple(decode_path(c, self.base) for c in codes)
+        paths = tuple(sorted(self.tree_paths, key=lambda path: (len(path), path)))  # by depth, then ranks
         counts = (
-            np.stack([self.tree_codes[c] for c in codes], axis=1)
-            if codes
+            np.stack([self.tree_paths[path] for path in paths], axis=1)
+            if paths
             else np.zeros((self.groups, 0), dtype=np.int64)
         )
         first = None if self.first is None else self.first[1]
         return DumpStats(stats, TreeCounts(paths, counts), self.acc_sum, self.acc_sq, self.rounds, self.nodes, first)
-
-
-SMALL_CODES = 1 << 16  # rank-path codes below this are told apart by a table, not a sort
-
-
-def _distinct(codes: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
-    """np.unique(codes, return_inverse=True) of non-negative codes below ``bound``: a presence table
-    and its running count when the codes are few (a sort of every node of every round costs ~10x)."""
-    if bound > SMALL_CODES:
-        return np.unique(codes, return_inverse=True)
-    present = np.bincount(codes.reshape(-1), minlength=bound) > 0
-    index = np.cumsum(present) - 1  # code → its position among the distinct codes
-    return np.flatnonzero(present), index[codes]
-
-
-def code_base(cfg: TreeConfig) -> int:
-    """The base of rank-path codes for trees of ``cfg``; raises when a path would not fit in int64."""
-    base = cfg.max_width + 1
-    if base**cfg.gamma >= 2**62:
-        raise ValueError(f"tree too deep to encode rank paths in 64 bits (width {cfg.max_width}, gamma {cfg.gamma})")
-    return base
-
-
-def decode_path(code: int, base: int) -> RankPath:
-    out = []
-    while code:
-        code, digit = divmod(code, base)
-        out.append(digit - 1)
-    return tuple(reversed(out))
