@@ -41,7 +41,6 @@ ALLOWED = {
     ("analysis/compare/subtree_select.py", "np.argsort(~alive"): "non-OUT nodes first, each group in tree order",
     ("analysis/shapes/search.py", "bisect.insort(self.items"): "configs by their objective's sort key",
     ("analysis/shapes/search.py", "sorted(\n"): "searched configs by expected accepted length",
-    ("analysis/tables/slot_hits.py", 'out.sort_values(["_run"'): "table rows by run, depth and path",
     ("replay/engine/runs.py", "blocks.sort("): "blocks by first ordinal",
     ("replay/engine/runs.py", "sorted(k for k in res.selection_notes"): "note rounds by index",
     ("replay/engine/runs.py", "sorted(groups"): "note groups by first round",

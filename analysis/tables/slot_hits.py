@@ -9,54 +9,47 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from replay.core.config import TREE_DYNAMIC, TreeConfig
-from replay.core.selection import rank_major_keys, select_top
+from replay.core.config import TreeConfig
 from replay.core.tree import Tree, node_name
-from replay.core.vocab import NO_PARENT, NO_RANK, PAD_TOKEN
+from replay.core.vocab import PAD_TOKEN
+from replay.engine.batch import TreeShape, node_parents, tree_shape
 
 from .build import require_columns
 
 
 def static_shape(cfg: TreeConfig) -> Tree:
     """The config's full tree (a replay.core.tree.Tree of nodes) with placeholder tokens: the node ids
-    every static round shares. Not replay.engine.batch.config_tree_shape, which gives only heads and widths.
+    every static round shares, on replay.engine.batch's TreeShape of the config.
 
     In a static round node u is always "rank r of the j-th expanded parent of step d"; which level
     node was expanded changes per round. The drawing puts the j-th expanded parent where the
-    rank-major fallback would (A1, A2, then B11, B21: replay.core.selection.rank_major_keys), so the
-    names are those of that layout.
+    rank-major fallback would (A1, A2, then B11, B21: replay.core.selection.rank_major_keys, the
+    shape's ``fallback`` map), so the names are those of that layout.
     """
-    parents, depths, ranks = [NO_PARENT], [0], [NO_RANK]
-    expanded: list[np.ndarray] = []
-    level, slot_of = [0], {0: 0}  # the level's nodes; node -> its parent's slot among the expanded
-    for i in range(cfg.gamma):
-        heads = cfg.top_head[i]
-        if cfg.tree_type == TREE_DYNAMIC:  # a dynamic round expands at most its level
-            heads = min(heads, len(level)) if i else 1
-        if i == 0:
-            chosen = [0]
-        else:
-            keys = rank_major_keys([ranks[u] for u in level], [slot_of[parents[u]] for u in level])
-            chosen = [level[j] for j in select_top(keys, heads)]
-        expanded.append(np.asarray(chosen, dtype=np.int64))
-        level, slot_of = [], {u: j for j, u in enumerate(chosen)}
-        for j, u in enumerate(chosen):
-            for r in range(cfg.top_k_spec[i][j]):
-                level.append(len(parents))
-                parents.append(u)
-                depths.append(i + 1)
-                ranks.append(r)
-    n = len(parents)
-    logprobs = np.full(n, np.nan)
+    shape = _full_shape(cfg)
+    chosen = [m.fallback[:, None] for m in shape.maps]  # [h_i, 1] each: one round, the fallback's choice
+    logprobs = np.full(shape.num_nodes + 1, np.nan)
     logprobs[0] = 0.0
     return Tree(
-        np.full(n, PAD_TOKEN, dtype=np.int64),
-        np.asarray(parents, dtype=np.int64),
-        np.asarray(depths, dtype=np.int64),
-        np.asarray(ranks, dtype=np.int64),
+        np.full(shape.num_nodes + 1, PAD_TOKEN, dtype=np.int64),
+        node_parents(shape, chosen)[:, 0],
+        shape.depths,
+        shape.ranks,
         logprobs,
-        tuple(expanded),
+        tuple(shape.starts[i] + m.fallback for i, m in enumerate(shape.maps)),
     )
+
+
+def _full_shape(cfg: TreeConfig) -> TreeShape:
+    """The shape of a round that runs every draft step of ``cfg``: a step expands at most its level
+    (a dynamic round's heads are capped by the nodes there)."""
+    heads, widths, level = [], [], 1
+    for i in range(cfg.gamma):
+        h = min(cfg.top_head[i], level) if i else 1
+        heads.append(h)
+        widths.append(tuple(cfg.top_k_spec[i][:h]))
+        level = sum(widths[-1])
+    return tree_shape(tuple(heads), tuple(widths))
 
 
 def _signature(parents: np.ndarray, ranks: np.ndarray, slots: np.ndarray) -> list[tuple[int, int]]:

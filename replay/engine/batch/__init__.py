@@ -15,7 +15,7 @@ from replay.io.roundbatch import MatrixStack, RoundBatch
 from .codes import DEFAULT_CHUNK_ROUNDS, ERR_OK, ERR_TOKENS, SEL_FALLBACK, SEL_PARENTS, StopCode
 from .driver import expanded_nodes, rebuilt_levels, replay_batch
 from .result import BatchResult, empty_result, replayed_by_shape
-from .shapes import RankPaths, TreeShape, node_parents, rank_paths
+from .shapes import RankPaths, TreeShape, node_parents, rank_paths, tree_shape
 
 __all__ = [
     "DEFAULT_CHUNK_ROUNDS",
@@ -36,4 +36,5 @@ __all__ = [
     "rebuilt_levels",
     "replay_batch",
     "replayed_by_shape",
+    "tree_shape",
 ]

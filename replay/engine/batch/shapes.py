@@ -60,13 +60,14 @@ class TreeShape:
 
     @cached_property
     def depths(self) -> np.ndarray:
-        """[num_nodes + 1] int64 each node's depth (the root's is 0), the same in every round."""
-        return np.repeat(np.arange(self.num_steps + 1, dtype=np.int64), self.level_sizes)
+        """[num_nodes + 1] int64 each node's depth (the root's is 0), the same in every round; read-only."""
+        return _read_only(np.repeat(np.arange(self.num_steps + 1, dtype=np.int64), self.level_sizes))
 
     @cached_property
     def ranks(self) -> np.ndarray:
-        """[num_nodes + 1] int64 each node's draft rank among its parent's candidates, NO_RANK at the root."""
-        return np.concatenate([[NO_RANK]] + [m.slot_rank for m in self.maps]).astype(np.int64)
+        """[num_nodes + 1] int64 each node's draft rank among its parent's candidates, NO_RANK at the
+        root; read-only."""
+        return _read_only(np.concatenate([[NO_RANK]] + [m.slot_rank for m in self.maps]).astype(np.int64))
 
     @cached_property
     def head_offsets(self) -> tuple[int, ...]:
@@ -79,6 +80,12 @@ class TreeShape:
 
     def to_json(self) -> dict:
         return {"topHead": list(self.heads), "topKSpec": [list(w) for w in self.widths]}
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """``a`` locked: one shape's arrays are shared by every batch and tree of that shape (tree_shape caches it)."""
+    a.flags.writeable = False
+    return a
 
 
 @dataclass(frozen=True, eq=False)

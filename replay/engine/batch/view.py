@@ -80,20 +80,19 @@ def _round_tree(batch: RoundBatch, slots: np.ndarray, shape: TreeShape, i: int) 
     levels = [level_tokens(st, m, i, i + 1)[:, 0] for st, m in zip(batch.steps, shape.maps)]  # [L_{s+1}] each
     tokens = np.concatenate([[int(batch.root_tokens[i])], *levels]).astype(np.int64)
     expanded = tuple(shape.starts[s] + c[:, 0] for s, c in enumerate(chosen))
-    return Tree(tokens, parents, shape.depths, shape.ranks, _path_logprobs(batch, shape, chosen, i), expanded)
+    return Tree(tokens, parents, shape.depths, shape.ranks, _path_logprobs(batch, shape, parents, i), expanded)
 
 
-def _path_logprobs(batch: RoundBatch, shape: TreeShape, chosen: list[np.ndarray], i: int) -> np.ndarray:
+def _path_logprobs(batch: RoundBatch, shape: TreeShape, parents: np.ndarray, i: int) -> np.ndarray:
     """[N+1] float64 each node's path log-probability, summed root first as the rebuild sums them
-    (0 at the root); NaN from the first draft step without scores on."""
+    (0 at the root); NaN from the first draft step without scores on. parents: [N+1] int64 the round's."""
     out = np.full(shape.num_nodes + 1, np.nan)
     out[0] = 0.0
     for s, (st, m) in enumerate(zip(batch.steps, shape.maps)):
         if st.logp is None:
             break
-        lo = shape.starts[s + 1]
-        parent = shape.starts[s] + chosen[s][m.slot_parent, 0]  # [L_{s+1}] each slot's parent node
-        out[lo : lo + m.slot_rank.shape[0]] = out[parent] + st.logp[m.slot_parent, m.slot_rank, i].astype(np.float64)
+        lo, hi = shape.starts[s + 1], shape.starts[s + 1] + m.slot_rank.shape[0]
+        out[lo:hi] = out[parents[lo:hi]] + st.logp[m.slot_parent, m.slot_rank, i].astype(np.float64)
     return out
 
 
