@@ -22,7 +22,7 @@ determined, no sub-tree holding that child is). Otherwise the chunk takes the co
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -79,6 +79,10 @@ class RecordedWalk:
     first: np.ndarray  # [C] int64 the root's first child (its recorded node), -1 where none
     t: float
     vocab_size: int | None
+    use: np.ndarray  # [C] bool the chunk's usable rounds, the walk's
+    # per level key (SubTreeLevels.keys) what outcome reads of that level on ``use``: configs of one
+    # prefix compute it once
+    levels: dict = field(default_factory=dict)
 
     @staticmethod
     def of(st: SubTrees, walked: WalkAtT, use: np.ndarray, t: float, vocab_size: int | None) -> RecordedWalk:
@@ -94,7 +98,7 @@ class RecordedWalk:
         has_first = (st.n >= 2) & inside[:, min(1, big_n - 1)]
         first = np.where(has_first, st.recs[:, min(1, big_n - 1)], -1)
         blind = use & ~walked.exact & has_first & ~_first_edge_exact(st, use & ~walked.exact & has_first, t, vocab_size)
-        return RecordedWalk(reach_lo, reach_hi, held, walked.exact, blind, first, t, vocab_size)
+        return RecordedWalk(reach_lo, reach_hi, held, walked.exact, blind, first, t, vocab_size, use)
 
     def outcome(self, lv: SubTreeLevels, use: np.ndarray, gamma: int) -> AtT | None:
         """at_temperature's AtT of a candidate with levels ``lv`` from this walk, or None where some
@@ -105,12 +109,11 @@ class RecordedWalk:
             return None
         why, depth = doubts
         det = use & (why == 0)
-        col = np.arange(c)[None, :]
         sums_lo, sums_hi = [np.ones(c)], [np.ones(c)]
-        for idx, _, _, _, _, _, recs in lv.nodes[1:]:
-            at = np.clip(recs, 0, self.held.shape[1] - 1)
-            sums_lo.append(_sum_in_order(np.where(idx >= 0, self.reach_lo[col, at], 0.0)))
-            sums_hi.append(_sum_in_order(np.where(idx >= 0, self.reach_hi[col, at], 0.0)))
+        for d in range(1, len(lv.nodes)):
+            level_lo, level_hi = self._level(("reach", lv.keys[d]), use, lambda: self._reach_sums(lv.nodes[d]))
+            sums_lo.append(level_lo)
+            sums_hi.append(level_hi)
         lo = np.stack(sums_lo)
         ge_lo, ge_hi = _tightened(lo, np.where(self.exact[None, :], lo, np.stack(sums_hi)))
         g = min(gamma, ge_lo.shape[0] - 1)
@@ -123,33 +126,63 @@ class RecordedWalk:
         rank = np.full(c, -1, dtype=np.int64)
         return AtT(det, e_lo, e_hi, ge[0], ge[1], self.exact & det, lv.sim.max_steps, why, depth, rank, needs_vocab)
 
+    def _level(self, key: tuple, use: np.ndarray, build: Callable[[], tuple]) -> tuple:
+        """``build()``, kept by ``key`` for the other configs of the prefix in ``key`` (on this walk's ``use``)."""
+        if key[1] is None or use is not self.use:
+            return build()
+        done = self.levels.get(key)
+        if done is None:
+            done = self.levels[key] = build()
+        return done
+
+    def _reach_sums(self, node: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """([C] lo, [C] hi) one level's reach summed in its slot order (a slot not in the sub-tree: 0.0)."""
+        idx, recs = node[0], node[6]
+        col = np.arange(idx.shape[1])[None, :]
+        at = np.clip(recs, 0, self.held.shape[1] - 1)
+        on = idx >= 0
+        return _sum_in_order(np.where(on, self.reach_lo[col, at], 0.0)), _sum_in_order(
+            np.where(on, self.reach_hi[col, at], 0.0)
+        )
+
     def _first_doubts(self, lv: SubTreeLevels, use: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """([C] why, depth) of each round's first doubt the walk can reach (why 0: none; at_temperature's
         first doubt), or None where some usable round is not sure to match
         the candidate's own walk (module docstring)."""
         c = use.shape[0]
-        col = np.arange(c)[None, :]
-        sure = use.copy()
-        holds_first = np.zeros(c, dtype=bool)
-        why, depth = np.zeros(c, dtype=np.int8), np.zeros(c, dtype=np.int64)
-        for d, ((idx, _, _, _, _, _, recs), (kind, whys, _)) in enumerate(zip(lv.nodes, lv.doubts)):
-            on = idx >= 0
-            at = np.clip(recs, 0, self.held.shape[1] - 1)
-            sure &= (~on | ((recs >= 0) & self.held[col, at])).all(axis=0)
-            if d == 1:
-                holds_first = (on & (recs == self.first[None, :]) & (self.first >= 0)[None, :]).any(axis=0)
-            if not kind.any():  # most levels of most chunks
-                continue
-            # a doubt on a node's expansion is reached where the node's reach_hi > 0; one on its kept
-            # width (never met on the random dumps) or on a child of unknown token: not looked into
-            reached = kind & (self.reach_hi[col, at] > 0.0)[:, None, :]
-            sure &= ~reached[:, 0].any(axis=0) & ~kind[:, 2:].any(axis=(0, 1))
-            new = reached[:, 1].any(axis=0) & (why == 0)
-            first = np.argmax(reached[:, 1], axis=0)  # the first slot, in the round path's order
-            why = np.where(new, whys[first, 1, np.arange(c)], why).astype(np.int8)
-            depth = np.where(new, d, depth)
-        sure &= self.exact | (self.blind_first & holds_first)
+        state = (use, np.zeros(c, dtype=bool), np.zeros(c, dtype=np.int8), np.zeros(c, dtype=np.int64))
+        for d in range(len(lv.nodes)):
+            before = state
+            state = self._level(
+                ("doubts", lv.keys[d]), use, lambda: self._doubts_through(d, lv.nodes[d], lv.doubts[d], before)
+            )
+        sure, holds_first, why, depth = state
+        sure = sure & (self.exact | (self.blind_first & holds_first))
         return None if (use & ~sure).any() else (why, depth)
+
+    def _doubts_through(self, d: int, node: tuple, doubt: tuple, before: tuple) -> tuple:
+        """_first_doubts' (sure, holds_first, why, depth) [C] after level ``d`` from theirs ``before`` it."""
+        sure, holds_first, why, depth = before
+        idx, recs = node[0], node[6]
+        kind, whys = doubt[0], doubt[1]
+        c = idx.shape[1]
+        col = np.arange(c)[None, :]
+        on = idx >= 0
+        at = np.clip(recs, 0, self.held.shape[1] - 1)
+        sure = sure & (~on | ((recs >= 0) & self.held[col, at])).all(axis=0)
+        if d == 1:
+            holds_first = (on & (recs == self.first[None, :]) & (self.first >= 0)[None, :]).any(axis=0)
+        if not kind.any():  # most levels of most chunks
+            return sure, holds_first, why, depth
+        # a doubt on a node's expansion is reached where the node's reach_hi > 0; one on its kept
+        # width (never met on the random dumps) or on a child of unknown token: not looked into
+        reached = kind & (self.reach_hi[col, at] > 0.0)[:, None, :]
+        sure = sure & ~reached[:, 0].any(axis=0) & ~kind[:, 2:].any(axis=(0, 1))
+        new = reached[:, 1].any(axis=0) & (why == 0)
+        first = np.argmax(reached[:, 1], axis=0)  # the first slot, in the round path's order
+        why = np.where(new, whys[first, 1, np.arange(c)], why).astype(np.int8)
+        depth = np.where(new, d, depth)
+        return sure, holds_first, why, depth
 
 
 def _sum_in_order(x: np.ndarray) -> np.ndarray:

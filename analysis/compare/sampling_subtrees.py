@@ -117,6 +117,28 @@ class SubTreeLevels:
     nodes: list[tuple]
     idx: list[np.ndarray]
     doubts: list[tuple]  # SubTrees.doubts
+    # per level the key of the config prefix that determines levels 0..d (level_key), None when not shared
+    keys: list[tuple | None]
+
+
+@dataclass(frozen=True, eq=False)
+class _SubTreeLevel:
+    """One level of sub_tree_levels, and what the next level starts from."""
+
+    node: tuple  # SubTreeLevels.nodes' entry
+    doubt: tuple  # SubTreeLevels.doubts' entry
+    n: np.ndarray  # [C] nodes numbered up to this level
+    indexed: np.ndarray  # [L_next, C] bool the next level's indexed slots
+    parent_idx: np.ndarray  # [L_next, C] int64 their parents' sub-tree indices
+
+
+def level_key(sub: TreeConfig, d: int, cap: int) -> tuple:
+    """What level ``d`` of sub_tree_levels depends on without an early stop (every round drafts ``cap``
+    steps): the topKSpec rows and topHead entries its nodes and their children are chosen by (the
+    last level, ``cap``, is not selected and has no children), and whether it is the last level."""
+    if d < cap:
+        return ("sub-tree level", sub.top_k_spec[: d + 1], sub.top_head[1 : d + 1], True)
+    return ("sub-tree level", sub.top_k_spec[:d], sub.top_head[1:d], False)
 
 
 def sub_tree_levels(
@@ -129,68 +151,89 @@ def sub_tree_levels(
     shared: dict | None = None,
 ) -> SubTreeLevels:
     """sub_trees' levels: its indexed slots and doubts per level (module docstring), not numbered.
-    ``shared``: simulate_levels' levels built on this chunk for other configs."""
+    ``shared``: simulate_levels' levels and (without an early stop) these levels built on this chunk
+    for other configs: configs of one prefix build a level once."""
     sim = simulate_levels(rec, sub, cap, threshold, shared)
+    c = rec.c
+    share = shared is not None and threshold <= 0
+    level = _SubTreeLevel(
+        (), (), np.zeros(c, dtype=np.int64), np.ones((1, c), dtype=bool), np.full((1, c), NO_PARENT, dtype=np.int64)
+    )
+    done: list[_SubTreeLevel] = []
+    keys: list[tuple | None] = []
+    for d in range(len(sim.levels)):
+        key = level_key(sub, d, cap) if share else None
+        built = shared.get(key) if shared is not None and key is not None else None
+        if built is None:
+            built = _sub_tree_level(rec, rows, root_tokens, sim, d, level)
+            if shared is not None and key is not None:
+                shared[key] = built
+        level = built
+        done.append(level)
+        keys.append(key)
+    nodes = [lv.node for lv in done]
+    return SubTreeLevels(sim, level.n, nodes, [nd[0] for nd in nodes], [lv.doubt for lv in done], keys)
+
+
+def _sub_tree_level(
+    rec: RecordedChunk, rows, root_tokens: np.ndarray, sim, d: int, prev: _SubTreeLevel
+) -> _SubTreeLevel:
+    """Level ``d`` of sub_tree_levels from the previous level's numbering ``prev``."""
     c, col = rec.c, rec.col
     _, _, own_rows, _, is_all = rows
-    n = np.zeros(c, dtype=np.int64)  # nodes numbered so far
-    indexed = np.ones((1, c), dtype=bool)
-    idx_levels, doubts, nodes = [], [], []
-    parent_idx = np.full((1, c), NO_PARENT, dtype=np.int64)
-    for d, lvl in enumerate(sim.levels):
-        L = lvl.valid.shape[0]
-        idx = np.where(indexed, n[None, :] + np.cumsum(indexed, axis=0) - 1, -1)
-        n = n + indexed.sum(axis=0)
-        idx_levels.append(idx)
-        rec_node = np.broadcast_to(lvl.rec, (L, c))
-        row = np.broadcast_to(lvl.row, (L, c))
-        # the node's validate row (replay.core.acceptance.validate_row), where it has one
-        none = np.full((L, c), -1, dtype=np.int64)
-        g = rec.shape.starts[d] + rec_node if d <= rec.steps else none
-        has_all = (rec_node >= 0) & (g < own_rows[None, :])
-        p_row = rec.shape.head_offsets[d] + row if d < rec.steps else none
-        has_par = (row >= 0) & (p_row >= 0) & (p_row < own_rows[None, :])
-        v_row = validate_row(is_all[None, :], g, p_row)
-        has = np.where(is_all[None, :], has_all, has_par)
-        token = root_tokens[None, :].astype(np.int64) if d == 0 else np.broadcast_to(lvl.token, (L, c))
-        recs = np.where(rec_node >= 0, g, -1)  # an extra node (past the kept width) has no recorded node
-        nodes.append((idx, token, parent_idx, d, v_row, has, recs))
-        status = np.full((L, c), IN, dtype=np.int8) if d == 0 or lvl.status is None else lvl.status
-        sure = np.broadcast_to(lvl.sure, (L, c))
-        leaf = (d >= sim.max_steps)[None, :] | (status == OUT)
-        open_ = indexed & ~leaf
-        thr = open_ & (d >= sim.sure_steps)[None, :]
-        maybe = open_ & ~thr & (status == MAYBE)
-        unexp = open_ & ~thr & ~maybe & (row < 0)
-        expands = open_ & ~thr & ~maybe & ~unexp
-        node_why = np.where(thr, WHY_THRESHOLD, np.where(maybe, WHY_MAYBE, WHY_UNEXPANDED)).astype(np.int8)
-        big_w = sim.widths[d] if d < len(sim.widths) else 0
-        kind = np.zeros((L, 2 + big_w, c), dtype=bool)
-        why = np.zeros((L, 2 + big_w, c), dtype=np.int8)
-        kind[:, 0], why[:, 0] = indexed & ~sure, WHY_WIDTH
-        kind[:, 1], why[:, 1] = thr | maybe | unexp, node_why
-        if big_w:
-            kids = sim.levels[d + 1]
-            kp = sim.kpos[d]
-            slot = np.maximum(kp, 0)[:, None, :] * big_w + np.arange(big_w)[None, :, None]  # [L, W, C]
-            flat = lambda a: np.take(  # noqa: E731  a[slot[j, r, c], c] of a child-level [n, C] array
-                np.ascontiguousarray(np.broadcast_to(a, kids.valid.shape)).reshape(-1), slot * c + col, mode="clip"
-            )
-            k_valid, k_tok = flat(kids.valid), flat(kids.token)
-            parent_open = expands[:, None, :] & (kp >= 0)[:, None, :] & k_valid
-            kind[:, 2:], why[:, 2:] = parent_open & (k_tok == PAD_TOKEN), WHY_BEYOND
-            # the next level's indexed slots and their parents' sub-tree indices
-            nk = kids.valid.shape[0]
-            indexed = np.zeros((nk, c), dtype=bool)
-            parent_idx = np.full((nk, c), NO_PARENT, dtype=np.int64)
-            known = parent_open & (k_tok != PAD_TOKEN)
-            f = np.flatnonzero(known)  # flat [L, W, C] positions: one index per scatter, no tuples
-            cc = f % c
-            at = slot.reshape(-1)[f] * c + cc
-            indexed.reshape(-1)[at] = True
-            parent_idx.reshape(-1)[at] = idx.reshape(-1)[f // (c * big_w) * c + cc]
-        doubts.append((kind, why, has))
-    return SubTreeLevels(sim, n, nodes, idx_levels, doubts)
+    indexed, parent_idx = prev.indexed, prev.parent_idx
+    lvl = sim.levels[d]
+    L = lvl.valid.shape[0]
+    idx = np.where(indexed, prev.n[None, :] + np.cumsum(indexed, axis=0) - 1, -1)
+    n = prev.n + indexed.sum(axis=0)
+    rec_node = np.broadcast_to(lvl.rec, (L, c))
+    row = np.broadcast_to(lvl.row, (L, c))
+    # the node's validate row (replay.core.acceptance.validate_row), where it has one
+    none = np.full((L, c), -1, dtype=np.int64)
+    g = rec.shape.starts[d] + rec_node if d <= rec.steps else none
+    has_all = (rec_node >= 0) & (g < own_rows[None, :])
+    p_row = rec.shape.head_offsets[d] + row if d < rec.steps else none
+    has_par = (row >= 0) & (p_row >= 0) & (p_row < own_rows[None, :])
+    v_row = validate_row(is_all[None, :], g, p_row)
+    has = np.where(is_all[None, :], has_all, has_par)
+    token = root_tokens[None, :].astype(np.int64) if d == 0 else np.broadcast_to(lvl.token, (L, c))
+    recs = np.where(rec_node >= 0, g, -1)  # an extra node (past the kept width) has no recorded node
+    node = (idx, token, parent_idx, d, v_row, has, recs)
+    status = np.full((L, c), IN, dtype=np.int8) if d == 0 or lvl.status is None else lvl.status
+    sure = np.broadcast_to(lvl.sure, (L, c))
+    leaf = (d >= sim.max_steps)[None, :] | (status == OUT)
+    open_ = indexed & ~leaf
+    thr = open_ & (d >= sim.sure_steps)[None, :]
+    maybe = open_ & ~thr & (status == MAYBE)
+    unexp = open_ & ~thr & ~maybe & (row < 0)
+    expands = open_ & ~thr & ~maybe & ~unexp
+    node_why = np.where(thr, WHY_THRESHOLD, np.where(maybe, WHY_MAYBE, WHY_UNEXPANDED)).astype(np.int8)
+    big_w = sim.widths[d] if d < len(sim.widths) else 0
+    kind = np.zeros((L, 2 + big_w, c), dtype=bool)
+    why = np.zeros((L, 2 + big_w, c), dtype=np.int8)
+    kind[:, 0], why[:, 0] = indexed & ~sure, WHY_WIDTH
+    kind[:, 1], why[:, 1] = thr | maybe | unexp, node_why
+    if big_w:
+        kids = sim.levels[d + 1]
+        kp = sim.kpos[d]
+        slot = np.maximum(kp, 0)[:, None, :] * big_w + np.arange(big_w)[None, :, None]  # [L, W, C]
+        flat = lambda a: np.take(  # noqa: E731  a[slot[j, r, c], c] of a child-level [n, C] array
+            np.ascontiguousarray(np.broadcast_to(a, kids.valid.shape)).reshape(-1), slot * c + col, mode="clip"
+        )
+        k_valid, k_tok = flat(kids.valid), flat(kids.token)
+        parent_open = expands[:, None, :] & (kp >= 0)[:, None, :] & k_valid
+        kind[:, 2:], why[:, 2:] = parent_open & (k_tok == PAD_TOKEN), WHY_BEYOND
+        # the next level's indexed slots and their parents' sub-tree indices
+        nk = kids.valid.shape[0]
+        indexed = np.zeros((nk, c), dtype=bool)
+        parent_idx = np.full((nk, c), NO_PARENT, dtype=np.int64)
+        known = parent_open & (k_tok != PAD_TOKEN)
+        f = np.flatnonzero(known)  # flat [L, W, C] positions: one index per scatter, no tuples
+        cc = f % c
+        at = slot.reshape(-1)[f] * c + cc
+        indexed.reshape(-1)[at] = True
+        parent_idx.reshape(-1)[at] = idx.reshape(-1)[f // (c * big_w) * c + cc]
+    return _SubTreeLevel(node, (kind, why, has), n, indexed, parent_idx)
 
 
 def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols) -> SubTrees:

@@ -295,8 +295,7 @@ def simulate_levels(
     kpos, widths = [], []
     for i in range(cap):
         if i:
-            levels[i] = replace(levels[i])  # a shared level stays unselected: select_level sets new arrays on a copy
-            select_level(levels[i], sub.top_head[i])
+            levels[i] = _selected(levels[i], sub, i, shared)
         key = (sub.top_k_spec[: i + 1], sub.top_head[1 : i + 1])
         built = shared.get(key) if shared is not None else None
         if built is None:
@@ -309,3 +308,16 @@ def simulate_levels(
         widths.append(big_w)
     sure_steps, max_steps = _steps(rec, levels, cap, threshold)
     return SimulatedLevels(levels, kpos, widths, sure_steps, max_steps)
+
+
+def _selected(lvl: Level, sub: TreeConfig, i: int, shared: dict | None) -> Level:
+    """Level ``i`` of ``sub`` selected (its topHead[i]); ``shared``: the selected levels already built
+    on this chunk, by the prefix they depend on (topKSpec rows 0..i-1, topHead 1..i)."""
+    key = ("selected level", sub.top_k_spec[:i], sub.top_head[1 : i + 1])
+    done = shared.get(key) if shared is not None else None
+    if done is None:
+        done = replace(lvl)  # a shared level stays unselected: select_level sets new arrays on a copy
+        select_level(done, sub.top_head[i])
+        if shared is not None:
+            shared[key] = done
+    return done
