@@ -64,7 +64,8 @@ def reach_chunk(
             at = walked.at
             if c == 0:
                 recorded = RecordedWalk.of(st, walked, use, t, vocab_size)
-        fold(c, t, at.take(usable), ordinals[usable])
+        every = usable.shape[0] == use.shape[0]  # most chunks: no copy of every field
+        fold(c, t, at if every else at.take(usable), ordinals[usable])
 
 
 @dataclass(frozen=True, eq=False)
