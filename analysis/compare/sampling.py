@@ -74,12 +74,12 @@ class ExactSum:
     order-independent sums of the temperature table's means (math.fsum's result, column by column),
     so that the batch path can fold each block as it comes and keep nothing per round.
 
-    Each finite x is m * 2**e (np.frexp), m * 2**53 an integer split into two parts of < 2**27
-    summed per (column, e) in int64 (np.bincount's float64 sums of such parts are exact for pieces
-    of up to 2**25 rows); the total is one Python integer, divided once (correctly rounded).
+    Each finite x is m * 2**e (frexp), m * 2**53 an integer split into two parts of < 2**27
+    summed per (column, e) in int64 (replay.core.loops.exact_sum_loop: exact up to 2**36 values a
+    bin); the total is one Python integer, divided once (correctly rounded).
     Non-finite values give numpy's sum of them (NaN, +-inf)."""
 
-    OFFSET, BINS, PIECE = 1100, 2200, 1 << 25  # frexp's exponents of float64 lie in [-1073, 1024]
+    OFFSET, BINS = 1100, 2200  # frexp's exponents of float64 lie in [-1073, 1024]
 
     def __init__(self, k: int = 1) -> None:
         self.k = k
@@ -88,24 +88,16 @@ class ExactSum:
 
     def add(self, values: np.ndarray) -> None:
         """Add ``values`` ([n] for k = 1, or [n, k]) to the columns' sums."""
-        v = np.asarray(values, dtype=np.float64).reshape(-1, self.k)
-        for start in range(0, v.shape[0], self.PIECE):
-            self._add(v[start : start + self.PIECE])
+        from replay.core.loops import exact_sum_loop  # numba: imported at first use (about 0.35 s)
 
-    def _add(self, v: np.ndarray) -> None:
+        v = np.asarray(values, dtype=np.float64).reshape(-1, self.k)
         if not v.size:
             return
         finite = np.isfinite(v)
         if not finite.all():
             self.special += np.where(finite, 0.0, v).sum(axis=0)
             v = np.where(finite, v, 0.0)
-        m, e = np.frexp(v)
-        mi = (m * 2.0**53).astype(np.int64)  # exact: m has 53 bits
-        high = mi >> 27
-        at = ((e + self.OFFSET) + np.arange(self.k) * self.BINS).reshape(-1)
-        n = self.k * self.BINS
-        self.parts[0] += np.bincount(at, weights=high.reshape(-1), minlength=n).astype(np.int64)
-        self.parts[1] += np.bincount(at, weights=(mi - (high << 27)).reshape(-1), minlength=n).astype(np.int64)
+        exact_sum_loop(np.ascontiguousarray(v), self.OFFSET, self.BINS, self.parts)
 
     def sums(self) -> np.ndarray:
         """[k] each column's sum, correctly rounded."""

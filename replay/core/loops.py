@@ -5,7 +5,9 @@ exponential and a sum, each its own pass, and a lookup of each child's cell in i
 comparison, a select and a reduction per cell. These loops make one pass each: a row's max, min and
 sum of q (row_sums_loop), its sum of q^a at T (scaled_sums_loop), each child's cell in its parent's
 row (child_cells_loop), each edge's probability bounds (edge_probs_loop), and the all layout's rows
-gathered round by round (gather_rows_loop). Every path of the rule (the batch's chunks, the round
+gathered round by round (gather_rows_loop); and, for the temperature table's exactly rounded sums
+(analysis.compare.sampling.ExactSum), each value's integer parts added to its exponent's bin
+(exact_sum_loop). Every path of the rule (the batch's chunks, the round
 path's single rounds, the prepared curve) calls the same loops, so their numbers agree bit for bit
 whichever path ran.
 
@@ -29,6 +31,7 @@ and cached on disk (``_loop``), so that a later process loads them (about 0.1 s)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -289,3 +292,26 @@ def gather_rows_loop(
         for j in range(c):
             ids_out[i, j] = ids[rows[j], i, lo + j]
             lp_out[i, j] = lp[rows[j], i, lo + j]
+
+
+_TWO_53 = 9007199254740992.0  # 2^53: a frexp mantissa times it is an integer
+
+
+@_loop
+def exact_sum_loop(
+    v: np.ndarray,  # [n, k] float64, every value finite
+    offset: int,  # added to frexp's exponent: a bin index >= 0
+    bins: int,  # bins per column
+    parts: np.ndarray,  # in/out [2, k * bins] int64: per (column, exponent) the sums of the high and low parts
+) -> None:
+    """ExactSum's pass over its values: x = m * 2^e (frexp), m * 2^53 an integer split into a high
+    part (>> 27) and a low part (< 2^27), each added exactly to the bin of its column and e."""
+    n, k = v.shape
+    for i in range(n):
+        for j in range(k):
+            m, e = math.frexp(v[i, j])
+            mi = np.int64(m * _TWO_53)
+            high = mi >> 27
+            b = j * bins + e + offset
+            parts[0, b] += high
+            parts[1, b] += mi - (high << 27)
