@@ -207,7 +207,9 @@ def _sub_tree_level(
     maybe = open_ & ~thr & (status == MAYBE)
     unexp = open_ & ~thr & ~maybe & (row < 0)
     expands = open_ & ~thr & ~maybe & ~unexp
-    node_why = np.where(thr, WHY_THRESHOLD, np.where(maybe, WHY_MAYBE, WHY_UNEXPANDED)).astype(np.int8)
+    # int8 choices: np.where makes no int64 array to convert
+    unexpanded = np.where(maybe, np.int8(WHY_MAYBE), np.int8(WHY_UNEXPANDED))
+    node_why = np.where(thr, np.int8(WHY_THRESHOLD), unexpanded)
     big_w = sim.widths[d] if d < len(sim.widths) else 0
     kind = np.zeros((L, 2 + big_w, c), dtype=bool)
     why = np.zeros((L, 2 + big_w, c), dtype=np.int8)
@@ -217,8 +219,9 @@ def _sub_tree_level(
         kids = sim.levels[d + 1]
         kp = sim.kpos[d]
         slot = np.maximum(kp, 0)[:, None, :] * big_w + np.arange(big_w)[None, :, None]  # [L, W, C]
+        cells = slot * c + col
         flat = lambda a: np.take(  # noqa: E731  a[slot[j, r, c], c] of a child-level [n, C] array
-            np.ascontiguousarray(np.broadcast_to(a, kids.valid.shape)).reshape(-1), slot * c + col, mode="clip"
+            np.ascontiguousarray(np.broadcast_to(a, kids.valid.shape)).reshape(-1), cells, mode="clip"
         )
         k_valid, k_tok = flat(kids.valid), flat(kids.token)
         parent_open = expands[:, None, :] & (kp >= 0)[:, None, :] & k_valid

@@ -207,9 +207,10 @@ class _Acc:
         self.exact += int(at.exact[det].sum())
         self.undet_hi += int(at.steps_hi[~det].sum())
         g = self.gamma
-        self.sums.add(
-            np.concatenate([at.lo[det, None], at.hi[det, None], at.ge_lo[det, :g], at.ge_hi[det, :g]], axis=1)
-        )
+        columns = [at.lo[:, None], at.hi[:, None], at.ge_lo[:, :g], at.ge_hi[:, :g]]
+        if not det.all():  # most chunks have every round determined: no mask to copy through
+            columns = [x[det] for x in columns]
+        self.sums.add(np.concatenate(columns, axis=1))
 
     def _count_reasons(self, at: AtT, ordinals: np.ndarray) -> None:
         """The undetermined rounds' (why, depth, rank), counted, with the first round of each: folds come
