@@ -112,15 +112,17 @@ class RecordedWalk:
         det = use & (why == 0)
         sums_lo, sums_hi = [np.ones(c)], [np.ones(c)]
         for d in range(1, len(lv.nodes)):
-            level_lo, level_hi = self._level(("reach", lv.keys[d]), use, lambda: self._reach_sums(lv.nodes[d]))
+            key = ("reach", lv.keys[d])
+            level_lo, level_hi = self._level(key, use, lambda: self._reach_sums(key, lv.nodes[d]))
             sums_lo.append(level_lo)
             sums_hi.append(level_hi)
         lo = np.stack(sums_lo)
         ge_lo, ge_hi = _tightened(lo, np.where(self.exact[None, :], lo, np.stack(sums_hi)))
         g = min(gamma, ge_lo.shape[0] - 1)
         ge = [np.zeros((c, gamma)), np.zeros((c, gamma))]
+        every = bool(det.all())  # most chunks: nothing to zero
         for out, x in zip(ge, (ge_lo, ge_hi)):
-            out[:, :g] = np.where(det[:, None], x[1 : 1 + g].T, 0.0)
+            out[:, :g] = x[1 : 1 + g].T if every else np.where(det[:, None], x[1 : 1 + g].T, 0.0)
         nan = np.full(c, np.nan)
         e_lo, e_hi = np.where(det, _sum_in_order(ge_lo[1:]), nan), np.where(det, _sum_in_order(ge_hi[1:]), nan)
         needs_vocab = self.t > 1.0 and self.vocab_size is None and bool((use & ~self.exact).any())
@@ -136,15 +138,23 @@ class RecordedWalk:
             done = self.levels[key] = build()
         return done
 
-    def _reach_sums(self, node: tuple) -> tuple[np.ndarray, np.ndarray]:
+    def _reach_sums(self, key: tuple, node: tuple) -> tuple[np.ndarray, np.ndarray]:
         """([C] lo, [C] hi) one level's reach summed in its slot order (a slot not in the sub-tree: 0.0)."""
-        idx, recs = node[0], node[6]
-        col = np.arange(idx.shape[1])[None, :]
-        at = np.clip(recs, 0, self.held.shape[1] - 1)
-        on = idx >= 0
-        return _sum_in_order(np.where(on, self.reach_lo[col, at], 0.0)), _sum_in_order(
-            np.where(on, self.reach_hi[col, at], 0.0)
-        )
+        on, _, lo, hi = self._gathered(key, node)
+        return _sum_in_order(np.where(on, lo, 0.0)), _sum_in_order(np.where(on, hi, 0.0))
+
+    def _gathered(self, key: tuple, node: tuple) -> tuple[np.ndarray, ...]:
+        """[L, C] of a level's slots: in the sub-tree, a recorded node held by the recorded walk, and
+        that node's reach_lo and reach_hi (the slot's recorded node clipped into range where it has none)."""
+
+        def gather() -> tuple[np.ndarray, ...]:
+            idx, recs = node[0], node[6]
+            m = self.held.shape[1]
+            cells = np.arange(idx.shape[1])[None, :] * m + np.clip(recs, 0, m - 1)  # flat [C, M] positions
+            held = (recs >= 0) & np.take(self.held.reshape(-1), cells)
+            return idx >= 0, held, np.take(self.reach_lo.reshape(-1), cells), np.take(self.reach_hi.reshape(-1), cells)
+
+        return self._level(("gathered", key[1]), self.use, gather)
 
     def _first_doubts(self, lv: SubTreeLevels, use: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """([C] why, depth) of each round's first doubt the walk can reach (why 0: none; at_temperature's
@@ -155,29 +165,29 @@ class RecordedWalk:
         for d in range(len(lv.nodes)):
             before = state
             state = self._level(
-                ("doubts", lv.keys[d]), use, lambda: self._doubts_through(d, lv.nodes[d], lv.doubts[d], before)
+                ("doubts", lv.keys[d]),
+                use,
+                lambda: self._doubts_through(d, lv.keys[d], lv.nodes[d], lv.doubts[d], before),
             )
         sure, holds_first, why, depth = state
         sure = sure & (self.exact | (self.blind_first & holds_first))
         return None if (use & ~sure).any() else (why, depth)
 
-    def _doubts_through(self, d: int, node: tuple, doubt: tuple, before: tuple) -> tuple:
+    def _doubts_through(self, d: int, key: tuple | None, node: tuple, doubt: tuple, before: tuple) -> tuple:
         """_first_doubts' (sure, holds_first, why, depth) [C] after level ``d`` from theirs ``before`` it."""
         sure, holds_first, why, depth = before
-        idx, recs = node[0], node[6]
+        recs = node[6]
         kind, whys = doubt[0], doubt[1]
-        c = idx.shape[1]
-        col = np.arange(c)[None, :]
-        on = idx >= 0
-        at = np.clip(recs, 0, self.held.shape[1] - 1)
-        sure = sure & (~on | ((recs >= 0) & self.held[col, at])).all(axis=0)
+        c = recs.shape[1]
+        on, held, _, reach_hi = self._gathered(("doubts", key), node)
+        sure = sure & (~on | held).all(axis=0)
         if d == 1:
             holds_first = (on & (recs == self.first[None, :]) & (self.first >= 0)[None, :]).any(axis=0)
         if not kind.any():  # most levels of most chunks
             return sure, holds_first, why, depth
         # a doubt on a node's expansion is reached where the node's reach_hi > 0; one on its kept
         # width (never met on the random dumps) or on a child of unknown token: not looked into
-        reached = kind & (self.reach_hi[col, at] > 0.0)[:, None, :]
+        reached = kind & (reach_hi > 0.0)[:, None, :]
         sure = sure & ~reached[:, 0].any(axis=0) & ~kind[:, 2:].any(axis=(0, 1))
         new = reached[:, 1].any(axis=0) & (why == 0)
         first = np.argmax(reached[:, 1], axis=0)  # the first slot, in the round path's order

@@ -31,6 +31,7 @@ from replay.engine.batch import BatchResult, RoundBatch
 
 from .subtree import IN, MAYBE, OUT, WHY_BEYOND, WHY_MAYBE, WHY_THRESHOLD, WHY_UNEXPANDED, WHY_WIDTH
 from .subtree_levels import RecordedChunk, simulate_levels
+from .subtree_select import count_down
 
 
 @dataclass(frozen=True, eq=False)
@@ -184,7 +185,7 @@ def _sub_tree_level(
     indexed, parent_idx = prev.indexed, prev.parent_idx
     lvl = sim.levels[d]
     L = lvl.valid.shape[0]
-    idx = np.where(indexed, prev.n[None, :] + np.cumsum(indexed, axis=0) - 1, -1)
+    idx = np.where(indexed, prev.n[None, :] + count_down(indexed) - 1, -1)
     n = prev.n + indexed.sum(axis=0)
     rec_node = np.broadcast_to(lvl.rec, (L, c))
     row = np.broadcast_to(lvl.row, (L, c))
