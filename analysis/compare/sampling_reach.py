@@ -30,7 +30,16 @@ from replay.core.config import TreeConfig
 from replay.core.sampling import sampling_bounds
 from replay.core.vocab import NO_PARENT
 
-from .sampling_subtrees import AtT, SubTreeLevels, SubTrees, WalkAtT, numbered, sub_tree_levels, walk_at_temperature
+from .sampling_subtrees import (
+    AtT,
+    SubTreeLevels,
+    SubTrees,
+    WalkAtT,
+    numbered,
+    prefix_order,
+    sub_tree_levels,
+    walk_at_temperature,
+)
 from .subtree_levels import RecordedChunk
 
 # the most depths whose P(L >= d) a round sums in order: numpy adds 8 or more values of one round pairwise
@@ -55,7 +64,8 @@ def reach_chunk(
     usable = np.flatnonzero(use)
     recorded: RecordedWalk | None = None
     shared: dict = {}  # the simulated levels of one prefix, built once (simulate_levels)
-    for c, sub in enumerate(configs):
+    for c in prefix_order(configs, caps):  # the fold of each config is its own: any order gives its sums
+        sub = configs[c]
         lv = sub_tree_levels(rec, rows, roots, sub, caps[c], 0.0, shared)
         at = None if recorded is None else recorded.outcome(lv, use, sub.gamma)
         if at is None:
@@ -81,8 +91,8 @@ class RecordedWalk:
     t: float
     vocab_size: int | None
     use: np.ndarray  # [C] bool the chunk's usable rounds, the walk's
-    # per level key (SubTreeLevels.keys) what outcome reads of that level on ``use``: configs of one
-    # prefix compute it once
+    # (what, depth) -> (the level's key, SubTreeLevels.keys; what outcome read of it on ``use``): the
+    # last level met at each depth (_level)
     levels: dict = field(default_factory=dict)
 
     @staticmethod
@@ -105,15 +115,17 @@ class RecordedWalk:
         """at_temperature's AtT of a candidate with levels ``lv`` from this walk, or None where some
         usable round is not sure to match its own walk (module docstring)."""
         c = use.shape[0]
-        doubts = None if len(lv.nodes) - 1 > MAX_SUMMED_DEPTHS else self._first_doubts(lv, use)
+        gathered: dict[int, tuple] = {}  # per level, what _reach_sums and _doubts_through read of it
+        doubts = None if len(lv.nodes) - 1 > MAX_SUMMED_DEPTHS else self._first_doubts(lv, use, gathered)
         if doubts is None:
             return None
         why, depth = doubts
         det = use & (why == 0)
         sums_lo, sums_hi = [np.ones(c)], [np.ones(c)]
         for d in range(1, len(lv.nodes)):
-            key = ("reach", lv.keys[d])
-            level_lo, level_hi = self._level(key, use, lambda: self._reach_sums(key, lv.nodes[d]))
+            level_lo, level_hi = self._level(
+                "reach", d, lv.keys[d], use, lambda: self._reach_sums(self._gathered(lv, d, gathered))
+            )
             sums_lo.append(level_lo)
             sums_hi.append(level_hi)
         lo = np.stack(sums_lo)
@@ -129,34 +141,42 @@ class RecordedWalk:
         rank = np.full(c, -1, dtype=np.int64)
         return AtT(det, e_lo, e_hi, ge[0], ge[1], self.exact & det, lv.sim.max_steps, why, depth, rank, needs_vocab)
 
-    def _level(self, key: tuple, use: np.ndarray, build: Callable[[], tuple]) -> tuple:
-        """``build()``, kept by ``key`` for the other configs of the prefix in ``key`` (on this walk's ``use``)."""
-        if key[1] is None or use is not self.use:
+    def _level(self, what: str, d: int, key: tuple | None, use: np.ndarray, build: Callable[[], tuple]) -> tuple:
+        """``build()``: ``what`` of level ``d``, kept (the last one at each depth) for the next configs of
+        the prefix ``key`` (SubTreeLevels.keys; on this walk's ``use``): configs of one prefix taken one
+        after another (prefix_order) compute it once."""
+        if key is None or use is not self.use:
             return build()
-        done = self.levels.get(key)
-        if done is None:
-            done = self.levels[key] = build()
+        last = self.levels.get((what, d))
+        if last is not None and last[0] == key:
+            return last[1]
+        done = build()
+        self.levels[(what, d)] = (key, done)
         return done
 
-    def _reach_sums(self, key: tuple, node: tuple) -> tuple[np.ndarray, np.ndarray]:
-        """([C] lo, [C] hi) one level's reach summed in its slot order (a slot not in the sub-tree: 0.0)."""
-        on, _, lo, hi = self._gathered(key, node)
-        return _sum_in_order(np.where(on, lo, 0.0)), _sum_in_order(np.where(on, hi, 0.0))
-
-    def _gathered(self, key: tuple, node: tuple) -> tuple[np.ndarray, ...]:
-        """[L, C] of a level's slots: in the sub-tree, a recorded node held by the recorded walk, and
-        that node's reach_lo and reach_hi (the slot's recorded node clipped into range where it has none)."""
-
-        def gather() -> tuple[np.ndarray, ...]:
-            idx, recs = node[0], node[6]
+    def _gathered(self, lv: SubTreeLevels, d: int, gathered: dict[int, tuple]) -> tuple:
+        """[L, C] of level ``d``'s slots: in the sub-tree, a recorded node held by the recorded walk, and
+        that node's reach_lo and reach_hi (the slot's recorded node clipped into range where it has none);
+        kept in ``gathered`` for the config's other reader."""
+        if d not in gathered:
+            idx, recs = lv.nodes[d][0], lv.nodes[d][6]
             m = self.held.shape[1]
             cells = np.arange(idx.shape[1])[None, :] * m + np.clip(recs, 0, m - 1)  # flat [C, M] positions
             held = (recs >= 0) & np.take(self.held.reshape(-1), cells)
-            return idx >= 0, held, np.take(self.reach_lo.reshape(-1), cells), np.take(self.reach_hi.reshape(-1), cells)
+            lo, hi = np.take(self.reach_lo.reshape(-1), cells), np.take(self.reach_hi.reshape(-1), cells)
+            gathered[d] = (idx >= 0, held, lo, hi)
+        return gathered[d]
 
-        return self._level(("gathered", key[1]), self.use, gather)
+    @staticmethod
+    def _reach_sums(level: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """([C] lo, [C] hi) one level's reach summed in its slot order (a slot not in the sub-tree: 0.0);
+        ``level``: _gathered's."""
+        on, _, lo, hi = level
+        return _sum_in_order(np.where(on, lo, 0.0)), _sum_in_order(np.where(on, hi, 0.0))
 
-    def _first_doubts(self, lv: SubTreeLevels, use: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    def _first_doubts(
+        self, lv: SubTreeLevels, use: np.ndarray, gathered: dict[int, tuple]
+    ) -> tuple[np.ndarray, np.ndarray] | None:
         """([C] why, depth) of each round's first doubt the walk can reach (why 0: none; at_temperature's
         first doubt), or None where some usable round is not sure to match
         the candidate's own walk (module docstring)."""
@@ -165,21 +185,23 @@ class RecordedWalk:
         for d in range(len(lv.nodes)):
             before = state
             state = self._level(
-                ("doubts", lv.keys[d]),
+                "doubts",
+                d,
+                lv.keys[d],
                 use,
-                lambda: self._doubts_through(d, lv.keys[d], lv.nodes[d], lv.doubts[d], before),
+                lambda: self._doubts_through(d, lv.nodes[d][6], lv.doubts[d], self._gathered(lv, d, gathered), before),
             )
         sure, holds_first, why, depth = state
         sure = sure & (self.exact | (self.blind_first & holds_first))
         return None if (use & ~sure).any() else (why, depth)
 
-    def _doubts_through(self, d: int, key: tuple | None, node: tuple, doubt: tuple, before: tuple) -> tuple:
-        """_first_doubts' (sure, holds_first, why, depth) [C] after level ``d`` from theirs ``before`` it."""
+    def _doubts_through(self, d: int, recs: np.ndarray, doubt: tuple, level: tuple, before: tuple) -> tuple:
+        """_first_doubts' (sure, holds_first, why, depth) [C] after level ``d`` from theirs ``before`` it;
+        ``recs``: the level's recorded nodes, ``level``: _gathered's."""
         sure, holds_first, why, depth = before
-        recs = node[6]
         kind, whys = doubt[0], doubt[1]
         c = recs.shape[1]
-        on, held, _, reach_hi = self._gathered(("doubts", key), node)
+        on, held, _, reach_hi = level
         sure = sure & (~on | held).all(axis=0)
         if d == 1:
             holds_first = (on & (recs == self.first[None, :]) & (self.first >= 0)[None, :]).any(axis=0)

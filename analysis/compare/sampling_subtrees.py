@@ -142,6 +142,13 @@ def level_key(sub: TreeConfig, d: int, cap: int) -> tuple:
     return ("sub-tree level", sub.top_k_spec[:d], sub.top_head[1:d], False)
 
 
+def prefix_order(configs: Sequence[TreeConfig], caps: Sequence[int]) -> list[int]:
+    """The positions of ``configs`` (each drafting ``caps[c]`` steps) with the first kept first and
+    the others sorted by their levels' keys, so that configs of one prefix come one after another."""
+    keys = {c: [level_key(configs[c], d, caps[c]) for d in range(caps[c] + 1)] for c in range(1, len(configs))}
+    return [0, *sorted(keys, key=keys.__getitem__)] if configs else []
+
+
 def sub_tree_levels(
     rec: RecordedChunk,
     rows,
@@ -152,8 +159,9 @@ def sub_tree_levels(
     shared: dict | None = None,
 ) -> SubTreeLevels:
     """sub_trees' levels: its indexed slots and doubts per level (module docstring), not numbered.
-    ``shared``: simulate_levels' levels and (without an early stop) these levels built on this chunk
-    for other configs: configs of one prefix build a level once."""
+    ``shared``: simulate_levels' levels and (without an early stop) the level last built at each depth
+    on this chunk: configs of one prefix taken one after another (prefix_order) build it once, and
+    memory holds one chain of levels."""
     sim = simulate_levels(rec, sub, cap, threshold, shared)
     c = rec.c
     share = shared is not None and threshold <= 0
@@ -164,12 +172,13 @@ def sub_tree_levels(
     keys: list[tuple | None] = []
     for d in range(len(sim.levels)):
         key = level_key(sub, d, cap) if share else None
-        built = shared.get(key) if shared is not None and key is not None else None
-        if built is None:
-            built = _sub_tree_level(rec, rows, root_tokens, sim, d, level)
+        last = shared.get(("sub-tree level at", d)) if shared is not None and key is not None else None
+        if last is not None and last[0] == key:
+            level = last[1]
+        else:
+            level = _sub_tree_level(rec, rows, root_tokens, sim, d, level)
             if shared is not None and key is not None:
-                shared[key] = built
-        level = built
+                shared[("sub-tree level at", d)] = (key, level)
         done.append(level)
         keys.append(key)
     nodes = [lv.node for lv in done]

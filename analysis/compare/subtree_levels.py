@@ -311,13 +311,14 @@ def simulate_levels(
 
 
 def _selected(lvl: Level, sub: TreeConfig, i: int, shared: dict | None) -> Level:
-    """Level ``i`` of ``sub`` selected (its topHead[i]); ``shared``: the selected levels already built
-    on this chunk, by the prefix they depend on (topKSpec rows 0..i-1, topHead 1..i)."""
-    key = ("selected level", sub.top_k_spec[:i], sub.top_head[1 : i + 1])
-    done = shared.get(key) if shared is not None else None
-    if done is None:
-        done = replace(lvl)  # a shared level stays unselected: select_level sets new arrays on a copy
-        select_level(done, sub.top_head[i])
-        if shared is not None:
-            shared[key] = done
+    """Level ``i`` of ``sub`` selected (its topHead[i]); ``shared``: the level last selected at depth
+    ``i`` on this chunk, with the prefix it depends on (topKSpec rows 0..i-1, topHead 1..i)."""
+    key = (sub.top_k_spec[:i], sub.top_head[1 : i + 1])
+    last = shared.get(("selected level at", i)) if shared is not None else None
+    if last is not None and last[0] == key:
+        return last[1]
+    done = replace(lvl)  # a shared level stays unselected: select_level sets new arrays on a copy
+    select_level(done, sub.top_head[i])
+    if shared is not None:
+        shared[("selected level at", i)] = (key, done)
     return done
