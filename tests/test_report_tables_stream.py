@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import analysis.tables.stream as stream
-from analysis.tables.build import build_tables, export_tables
+from analysis.tables.build import PARQUET_OPTIONS, build_tables, export_tables
 from analysis.tables.runs import TABLES_FULL, TABLES_METRICS, load_run, load_runs
 from analysis.tables.stream import TableWriter, write_run_tables
 from replay.cli import main
@@ -94,12 +94,29 @@ def test_row_groups_across_blocks(tmp_path, monkeypatch):
             "kind": [None if i < 250 else "draft" for i in range(n)],
         }
     )
-    df.to_parquet(tmp_path / "want.parquet", index=False, row_group_size=100)
+    df.to_parquet(tmp_path / "want.parquet", index=False, row_group_size=100, **PARQUET_OPTIONS)
     w = TableWriter(tmp_path, "got", ["parquet"])
     for start in range(0, n, 70):
         w.append(df.iloc[start : start + 70])
     w.close()
     assert (tmp_path / "got.parquet").read_bytes() == (tmp_path / "want.parquet").read_bytes()
+
+
+def test_exported_parquet_has_no_statistics(tmp_path):
+    """`stats DUMP -o DIR` (export_tables, whose files report's streamed tables/ equal byte for byte)
+    writes Parquet without min/max statistics (PARQUET_OPTIONS: their cost, not their use, at 10^6
+    rounds), snappy-compressed, and the tables read back whole."""
+    import pyarrow.parquet as pq
+
+    sample = str(SAMPLES / "synthetic_article")
+    assert main(["stats", sample, "-o", str(tmp_path / "out")]) == 0
+    for name in ("rounds", "nodes"):
+        meta = pq.ParquetFile(tmp_path / "out" / f"{name}.parquet").metadata
+        chunks = [meta.row_group(g).column(c) for g in range(meta.num_row_groups) for c in range(meta.num_columns)]
+        assert chunks and not any(c.is_stats_set for c in chunks), name
+        assert {c.compression for c in chunks} == {"SNAPPY"}, name
+    want = build_tables(load_runs([sample], progress=False, tables=TABLES_FULL)).nodes
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out" / "nodes.parquet"), want)
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ import pandas as pd
 from replay.core.records import csv_header, frame_csv_lines
 
 from .batch import TableParts
-from .build import EXPORT_FORMATS, empty_node_table, empty_round_table
+from .build import EXPORT_FORMATS, PARQUET_OPTIONS, empty_node_table, empty_round_table
 from .node_arrow import stream_parts
 from .round_arrow import concat_cells, round_table as arrow_round_table, take_cells
 from .runs import LabelledRun, each_batch
@@ -114,7 +114,7 @@ class TableWriter:
             typed = [t for t in self._pending if t.schema.equals(table.schema)] or self._pending
             schema = self._as_concatenated(table.schema.with_metadata(typed[0].schema.metadata))
             del table, typed  # no block kept alive past its copy below
-            self._writer = pq.ParquetWriter(self.parquet, schema, compression="snappy")
+            self._writer = pq.ParquetWriter(self.parquet, schema, **PARQUET_OPTIONS)
         schema = self._writer.schema
         pending, self._pending = self._pending, []
         table = pa.concat_tables([t if t.schema.equals(schema) else t.cast(schema) for t in pending])
