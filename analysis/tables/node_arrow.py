@@ -2,8 +2,9 @@
 Table that ``pa.Table.from_pandas(preserve_index=False)`` makes of analysis.tables.batch's node frame
 (the same types, values and pandas metadata), for report's tables/ (analysis.tables.stream), where a 10^6-round run has 13 million node rows.
 
-Text cells are taken from their few distinct values (run label, round names, node names, where the
-target's token is), numbers and flags go over as numpy arrays.
+Until a frame's Table is made (node_table), the rows are columns that numpy puts in run order:
+numbers and flags as arrays, text as codes into its few distinct values (run label, round names,
+node names, where the target's token is; round_arrow.Coded), made text once.
 """
 
 from __future__ import annotations
@@ -13,17 +14,18 @@ from functools import cache
 import numpy as np
 
 from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.tree import node_name
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, replayed_by_shape
 from replay.engine.batch.frames import NullableInts, frame_of, round_names
 
 from .batch import _IN_NAMES, TableParts, _node_columns, _node_facts, _Nodes, _rows
 from .build import NODE_COLUMNS, finish_table
-from .round_arrow import round_arrow
+from .round_arrow import Coded, round_arrow
 
 
 def stream_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> TableParts:
-    """analysis.tables.batch.batch_table_parts with each shape's node rows as a pyarrow Table (node_arrow)
-    and its round rows as round_arrow's columns."""
+    """analysis.tables.batch.batch_table_parts with each shape's node rows as node_cells' columns
+    and its round rows as round_arrow's."""
     if len(res) != len(batch):
         raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
     ordinals = (
@@ -34,7 +36,7 @@ def stream_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str)
         facts = _node_facts(sub, r, shape, cfg.tree_type != TREE_DYNAMIC)
         rounds = ordinals[members]
         parts.rounds.append(round_arrow(r, shape, facts, cfg, run))
-        parts.nodes.append(node_arrow(r, shape, facts, run))
+        parts.nodes.append(node_cells(r, shape, facts, run))
         parts.round_ordinals.append(rounds)
         parts.node_ordinals.append(np.repeat(rounds, facts.parent.shape[0]))
     return parts
@@ -70,38 +72,41 @@ def node_schema():
     return pa.Schema.from_pandas(frame, preserve_index=False)
 
 
-def node_arrow(res: BatchResult, shape: TreeShape, f: _Nodes, run: str):
-    """The node rows of the rounds of one shape (res, f: analysis.tables.batch's facts) as a pyarrow Table."""
+def node_cells(res: BatchResult, shape: TreeShape, f: _Nodes, run: str) -> dict:
+    """The node rows of the rounds of one shape (res, f: analysis.tables.batch's facts) as {column:
+    numpy array, NullableInts or Coded}: node_table makes them a pyarrow Table."""
+    n, c = f.parent.shape
+    cells = _node_columns(res, shape, f, run, [k for k in NODE_COLUMNS if k not in _CODED])
+    return cells | {
+        "run": _coded([run], np.zeros(n * c, dtype=np.int64)),
+        "round": _coded(round_names(res), np.repeat(np.arange(c, dtype=np.int64), n)),
+        "name": _coded([node_name(p) for p in f.ranked.paths], _rows(f.ranked.index).astype(np.int64)),
+        "target_in": _coded(list(_IN_NAMES), _rows(f.target_in).astype(np.int64)),
+    }
+
+
+_CODED = ("run", "round", "name", "target_in")
+
+
+def _coded(values, codes: np.ndarray) -> Coded:
     import pyarrow as pa
 
-    schema = node_schema()
-    n, c = f.parent.shape
-    text = pa.large_string()
-    numeric = _node_columns(
-        res, shape, f, run, [k for k in NODE_COLUMNS if k not in ("run", "round", "name", "target_in")]
-    )
-    cells = {
-        "run": pa.array([run], type=text).take(pa.array(np.zeros(n * c, dtype=np.int64))),
-        "round": pa.array(round_names(res), type=text).take(pa.array(np.repeat(np.arange(c, dtype=np.int64), n))),
-        "name": _names(f),
-        "target_in": pa.array(list(_IN_NAMES), type=text).take(pa.array(_rows(f.target_in).astype(np.int64))),
-    }
+    return Coded(pa.array(values, type=pa.large_string()), codes)
+
+
+def node_table(cells: dict):
+    """The pyarrow Table of node_cells' columns (joined, rows in run order), typed as from_pandas
+    types the node frame of those rows."""
+    import pyarrow as pa
+
     arrays = []
-    for field in schema:
-        v = cells[field.name] if field.name in cells else numeric[field.name]
-        if isinstance(v, NullableInts):
+    for field in node_schema():
+        v = cells[field.name]
+        if isinstance(v, Coded):
+            v = v.values.take(pa.array(v.codes))
+        elif isinstance(v, NullableInts):
             v = pa.array(v.values, mask=v.missing if v.missing.any() else None)
-        elif isinstance(v, np.ndarray):
+        else:
             v = pa.array(v, from_pandas=True)  # NaN is missing, as from_pandas makes it
         arrays.append(v if v.type == field.type else v.cast(field.type))
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def _names(f: _Nodes):
-    """[C * n] node names, taken from the names of the distinct rank paths."""
-    import pyarrow as pa
-
-    from replay.core.tree import node_name
-
-    names = pa.array([node_name(p) for p in f.ranked.paths], type=pa.large_string())
-    return names.take(pa.array(_rows(f.ranked.index)))
+    return pa.Table.from_arrays(arrays, schema=node_schema())

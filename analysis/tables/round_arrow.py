@@ -11,7 +11,9 @@ cells are Arrow lists made from offsets (replay.engine.batch.frames.record_arrow
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -90,21 +92,49 @@ def _accepted_names(res: BatchResult, f: _Nodes, lengths: np.ndarray):
     return _lookup(texts, inverse.reshape(-1))
 
 
+@dataclass(frozen=True, eq=False)
+class Coded:
+    """A text column as codes into its distinct values: rows are put in run order as numbers, and
+    the text is made once (node_arrow.node_table), not copied at every take."""
+
+    values: Any  # [V] pyarrow large_string
+    codes: np.ndarray  # [R] int64 into values
+
+
 def concat_cells(parts: list[dict]) -> dict:
-    """round_arrow's (or node) columns of several row sets, one after the other."""
+    """round_arrow's (or node_arrow's) columns of several row sets, one after the other."""
+    return {c: _joined([p[c] for p in parts]) for c in parts[0]}
+
+
+def _joined(columns: list):
+    """One column of several row sets, one after the other (numpy, NullableInts, Coded or Arrow)."""
     import pyarrow as pa
 
-    return {
-        c: np.concatenate([p[c] for p in parts])
-        if isinstance(v, np.ndarray)
-        else pa.concat_arrays([p[c] for p in parts])
-        for c, v in parts[0].items()
-    }
+    first = columns[0]
+    if isinstance(first, np.ndarray):
+        return np.concatenate(columns)
+    if isinstance(first, NullableInts):
+        return NullableInts(np.concatenate([v.values for v in columns]), np.concatenate([v.missing for v in columns]))
+    if isinstance(first, Coded):
+        starts = np.cumsum([0] + [len(v.values) for v in columns[:-1]])
+        codes = np.concatenate([v.codes + start for v, start in zip(columns, starts.tolist())])
+        return Coded(pa.concat_arrays([v.values for v in columns]), codes)
+    return pa.concat_arrays(columns)
 
 
-def take_cells(columns: dict, index: np.ndarray) -> dict:
-    """Rows ``index`` ([k] int64) of every column of round_arrow's."""
-    return {c: v[index] if isinstance(v, np.ndarray) else v.take(index) for c, v in columns.items()}
+def take_cells(columns: dict, index: np.ndarray | slice) -> dict:
+    """Rows ``index`` ([k] int64, or a slice: views) of every column of round_arrow's or node_arrow's."""
+    return {c: _rows_of(v, index) for c, v in columns.items()}
+
+
+def _rows_of(column, index: np.ndarray | slice):
+    if isinstance(column, NullableInts):
+        return NullableInts(column.values[index], column.missing[index])
+    if isinstance(column, Coded):
+        return Coded(column.values, column.codes[index])
+    if isinstance(column, np.ndarray) or isinstance(index, slice):
+        return column[index]
+    return column.take(index)
 
 
 def round_table(columns: dict):

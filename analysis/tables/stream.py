@@ -24,7 +24,7 @@ from replay.core.records import csv_header, frame_csv_lines
 
 from .batch import TableParts
 from .build import EXPORT_FORMATS, PARQUET_OPTIONS, empty_node_table, empty_round_table
-from .node_arrow import stream_parts
+from .node_arrow import node_table, stream_parts
 from .round_arrow import concat_cells, round_table as arrow_round_table, take_cells
 from .runs import LabelledRun, each_batch
 
@@ -217,22 +217,22 @@ def _frames(parts: list[TableParts]) -> Iterator[tuple]:
     cuts = np.searchsorted(node_ords, round_ords[ends[:-1]]).tolist() + [node_ords.shape[0]]
     lo = node_lo = 0
     for hi, node_hi in zip(ends, cuts):
-        yield arrow_round_table({c: v[lo:hi] for c, v in rounds.items()}), nodes.slice(node_lo, node_hi - node_lo)
+        yield (
+            arrow_round_table(take_cells(rounds, slice(lo, hi))),
+            node_table(take_cells(nodes, slice(node_lo, node_hi))),
+        )
         lo, node_lo = hi, node_hi
 
 
 def _in_run_order(parts: list[TableParts], rows: str, ordinals: str) -> tuple:
-    """(the round cells or node Table of ``parts``, one after the other, in run order; their ordinals,
+    """(the round or node cells of ``parts``, one after the other, in run order; their ordinals,
     sorted). The sort is stable: a round's nodes stay in tree order."""
-    import pyarrow as pa
-
-    cells = [c for p in parts for c in getattr(p, rows)]
     ords = np.concatenate([o for p in parts for o in getattr(p, ordinals)])
-    joined = concat_cells(cells) if rows == "rounds" else pa.concat_tables(cells)
+    joined = concat_cells([c for p in parts for c in getattr(p, rows)])
     if ords.shape[0] > 1 and (ords[1:] < ords[:-1]).any():
         order = np.argsort(ords, kind="stable")
         ords = ords[order]
-        joined = take_cells(joined, order) if rows == "rounds" else joined.take(order)
+        joined = take_cells(joined, order)
     return joined, ords
 
 
@@ -246,7 +246,7 @@ def _split(parts: list[TableParts], before: int) -> tuple[list[TableParts], list
                     out.append(TableParts([rounds], [nodes], [ro], [no]))
                 elif keep.any():
                     r, n = np.flatnonzero(keep), np.flatnonzero(node_keep)
-                    out.append(TableParts([take_cells(rounds, r)], [nodes.take(n)], [ro[r]], [no[n]]))
+                    out.append(TableParts([take_cells(rounds, r)], [take_cells(nodes, n)], [ro[r]], [no[n]]))
     return ready, later
 
 
