@@ -2,7 +2,7 @@
 Table that ``pa.Table.from_pandas(preserve_index=False)`` makes of analysis.tables.batch's node frame
 (the same types, values and pandas metadata), for report's tables/ (analysis.tables.stream), where a 10^6-round run has 13 million node rows.
 
-Until a frame's Table is made (node_table), the rows are columns that numpy puts in run order:
+Until a frame's Table is made (node_arrow_table), the rows are columns that numpy puts in run order:
 numbers and flags as arrays, text as codes into its few distinct values (run label, round names,
 node names, where the target's token is; round_arrow.Coded), made text once.
 """
@@ -74,7 +74,7 @@ def node_schema():
 
 def node_cells(res: BatchResult, shape: TreeShape, f: _Nodes, run: str) -> dict:
     """The node rows of the rounds of one shape (res, f: analysis.tables.batch's facts) as {column:
-    numpy array, NullableInts or Coded}: node_table makes them a pyarrow Table."""
+    numpy array, NullableInts or Coded}: node_arrow_table makes them a pyarrow Table."""
     n, c = f.parent.shape
     cells = _node_columns(res, shape, f, run, [k for k in NODE_COLUMNS if k not in _CODED])
     return cells | {
@@ -94,7 +94,7 @@ def _coded(values, codes: np.ndarray) -> Coded:
     return Coded(pa.array(values, type=pa.large_string()), codes)
 
 
-def node_table(cells: dict):
+def node_arrow_table(cells: dict):
     """The pyarrow Table of node_cells' columns (joined, rows in run order), typed as from_pandas
     types the node frame of those rows."""
     import pyarrow as pa

@@ -95,7 +95,7 @@ def _accepted_names(res: BatchResult, f: _Nodes, lengths: np.ndarray):
 @dataclass(frozen=True, eq=False)
 class Coded:
     """A text column as codes into its distinct values: rows are put in run order as numbers, and
-    the text is made once (node_arrow.node_table), not copied at every take."""
+    the text is made once (node_arrow.node_arrow_table), not copied at every take."""
 
     values: Any  # [V] pyarrow large_string
     codes: np.ndarray  # [R] int64 into values

@@ -24,7 +24,7 @@ from replay.core.records import csv_header, frame_csv_lines
 
 from .batch import TableParts
 from .build import EXPORT_FORMATS, PARQUET_OPTIONS, empty_node_table, empty_round_table
-from .node_arrow import node_table, stream_parts
+from .node_arrow import node_arrow_table, stream_parts
 from .round_arrow import concat_cells, round_table as arrow_round_table, take_cells
 from .runs import LabelledRun, each_batch
 
@@ -219,7 +219,7 @@ def _frames(parts: list[TableParts]) -> Iterator[tuple]:
     for hi, node_hi in zip(ends, cuts):
         yield (
             arrow_round_table(take_cells(rounds, slice(lo, hi))),
-            node_table(take_cells(nodes, slice(node_lo, node_hi))),
+            node_arrow_table(take_cells(nodes, slice(node_lo, node_hi))),
         )
         lo, node_lo = hi, node_hi
 
