@@ -91,7 +91,7 @@ _CODED = ("run", "round", "name", "target_in")
 def _coded(values, codes: np.ndarray) -> Coded:
     import pyarrow as pa
 
-    return Coded(pa.array(values, type=pa.large_string()), codes)
+    return Coded(pa.array(values, type=pa.large_string()), codes.astype(np.int32))
 
 
 def node_arrow_table(cells: dict):

@@ -98,7 +98,7 @@ class Coded:
     the text is made once (node_arrow.node_arrow_table), not copied at every take."""
 
     values: Any  # [V] pyarrow large_string
-    codes: np.ndarray  # [R] int64 into values
+    codes: np.ndarray  # [R] int32 into values (a chunk's distinct texts: far fewer than 2^31)
 
 
 def concat_cells(parts: list[dict]) -> dict:
