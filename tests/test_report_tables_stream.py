@@ -14,11 +14,12 @@ import pyarrow as pa
 import pytest
 
 import analysis.tables.stream as stream
-from analysis.tables.build import PARQUET_OPTIONS, build_tables, export_tables
+from analysis.tables.build import build_tables, export_tables
 from analysis.tables.runs import TABLES_FULL, TABLES_METRICS, load_run, load_runs
 from analysis.tables.stream import TableWriter, write_run_tables
 from replay.cli import main
 from replay.core.config import TreeConfig
+from replay.core.records import PARQUET_OPTIONS
 from replay.engine.runs import open_run
 from replay.io.packed.pack import pack_batches
 from replay.testing.batch_synth import synth_run, varied_run
@@ -103,14 +104,16 @@ def test_row_groups_across_blocks(tmp_path, monkeypatch):
 
 
 def test_exported_parquet_has_no_statistics(tmp_path):
-    """`stats DUMP -o DIR` (export_tables, whose files report's streamed tables/ equal byte for byte)
-    writes Parquet without min/max statistics (PARQUET_OPTIONS: their cost, not their use, at 10^6
-    rounds), snappy-compressed, and the tables read back whole."""
+    """Every Parquet file the tool writes, `stats DUMP -o DIR` (export_tables, whose files report's
+    streamed tables/ equal byte for byte) and `batch DUMP -o rounds.parquet`, is written without
+    min/max statistics (PARQUET_OPTIONS: their cost, not their use, at 10^6 rounds),
+    snappy-compressed, and the tables read back whole."""
     import pyarrow.parquet as pq
 
     sample = str(SAMPLES / "synthetic_article")
     assert main(["stats", sample, "-o", str(tmp_path / "out")]) == 0
-    for name in ("rounds", "nodes"):
+    assert main(["batch", sample, "-o", str(tmp_path / "out" / "batch.parquet"), "--no-progress"]) == 0
+    for name in ("rounds", "nodes", "batch"):
         meta = pq.ParquetFile(tmp_path / "out" / f"{name}.parquet").metadata
         chunks = [meta.row_group(g).column(c) for g in range(meta.num_row_groups) for c in range(meta.num_columns)]
         assert chunks and not any(c.is_stats_set for c in chunks), name

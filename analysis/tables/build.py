@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from replay.core.records import COLUMN_MEANINGS as RECORD_COLUMNS, csv_frame
+from replay.core.records import COLUMN_MEANINGS as RECORD_COLUMNS, PARQUET_OPTIONS, csv_frame
 
 # Where the target's top-1 token at a node sits among that node's recorded draft candidates.
 IN_KEPT = "kept"  # one of the children the tree kept (a hit when the node is on the path)
@@ -147,10 +147,6 @@ def build_tables(runs: Sequence) -> Tables:
 
 
 EXPORT_FORMATS = ("csv", "parquet")
-# pyarrow's Parquet options for every exported table (to_parquet and report's streamed tables/):
-# snappy, pyarrow's default, and no min/max statistics: at 10^6 rounds their text columns' min/max
-# cost a fifth of the node table's writing (bench/parquet_options.py); the values are the same
-PARQUET_OPTIONS = {"compression": "snappy", "write_statistics": False}
 
 
 def export_tables(

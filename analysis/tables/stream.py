@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from replay.core.records import csv_header, frame_csv_lines
+from replay.core.records import PARQUET_OPTIONS, csv_header, frame_csv_lines
 
 from .batch import TableParts
-from .build import EXPORT_FORMATS, PARQUET_OPTIONS, empty_node_table, empty_round_table
+from .build import EXPORT_FORMATS, empty_node_table, empty_round_table
 from .node_arrow import node_arrow_table, stream_parts
 from .round_arrow import concat_cells, round_table as arrow_round_table, take_cells
 from .runs import LabelledRun, each_batch
