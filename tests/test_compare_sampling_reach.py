@@ -70,8 +70,8 @@ class _Count:
         self.shared = self.own = 0
         outcome = sampling_reach.RecordedWalk.outcome
 
-        def counted(walk, lv, use, gamma):
-            at = outcome(walk, lv, use, gamma)
+        def counted(walk, lv, use, gamma, shared=None):
+            at = outcome(walk, lv, use, gamma, shared)
             self.shared += at is not None
             self.own += at is None
             return at

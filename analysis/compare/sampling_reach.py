@@ -22,7 +22,7 @@ determined, no sub-tree holding that child is). Otherwise the chunk takes the co
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from .sampling_subtrees import (
     sub_tree_levels,
     walk_at_temperature,
 )
-from .subtree_levels import RecordedChunk
+from .subtree_levels import RecordedChunk, last_built
 
 # the most depths whose P(L >= d) a round sums in order: numpy adds 8 or more values of one round pairwise
 MAX_SUMMED_DEPTHS = 7
@@ -67,7 +67,7 @@ def reach_chunk(
     for c in prefix_order(configs, caps):  # the fold of each config is its own: any order gives its sums
         sub = configs[c]
         lv = sub_tree_levels(rec, rows, roots, sub, caps[c], 0.0, shared)
-        at = None if recorded is None else recorded.outcome(lv, use, sub.gamma)
+        at = None if recorded is None else recorded.outcome(lv, use, sub.gamma, shared)
         if at is None:
             st = numbered(rec, sub, lv, rows)
             walked = walk_at_temperature(st, use, t, vocab_size)
@@ -90,10 +90,6 @@ class RecordedWalk:
     first: np.ndarray  # [C] int64 the root's first child (its recorded node), -1 where none
     t: float
     vocab_size: int | None
-    use: np.ndarray  # [C] bool the chunk's usable rounds, the walk's
-    # (what, depth) -> (the level's key, SubTreeLevels.keys; what outcome read of it on ``use``): the
-    # last level met at each depth (_level)
-    levels: dict = field(default_factory=dict)
 
     @staticmethod
     def of(st: SubTrees, walked: WalkAtT, use: np.ndarray, t: float, vocab_size: int | None) -> RecordedWalk:
@@ -109,22 +105,27 @@ class RecordedWalk:
         has_first = (st.n >= 2) & inside[:, min(1, big_n - 1)]
         first = np.where(has_first, st.recs[:, min(1, big_n - 1)], -1)
         blind = use & ~walked.exact & has_first & ~_first_edge_exact(st, use & ~walked.exact & has_first, t, vocab_size)
-        return RecordedWalk(reach_lo, reach_hi, held, walked.exact, blind, first, t, vocab_size, use)
+        return RecordedWalk(reach_lo, reach_hi, held, walked.exact, blind, first, t, vocab_size)
 
-    def outcome(self, lv: SubTreeLevels, use: np.ndarray, gamma: int) -> AtT | None:
+    def outcome(self, lv: SubTreeLevels, use: np.ndarray, gamma: int, shared: dict | None = None) -> AtT | None:
         """at_temperature's AtT of a candidate with levels ``lv`` from this walk, or None where some
-        usable round is not sure to match its own walk (module docstring)."""
+        usable round is not sure to match its own walk (module docstring). ``shared``: the chunk's
+        levels (sub_tree_levels'), where what each level gives this walk on ``use`` is kept for the
+        next configs of its prefix (last_built)."""
         c = use.shape[0]
         gathered: dict[int, tuple] = {}  # per level, what _reach_sums and _doubts_through read of it
-        doubts = None if len(lv.nodes) - 1 > MAX_SUMMED_DEPTHS else self._first_doubts(lv, use, gathered)
+        doubts = None if len(lv.nodes) - 1 > MAX_SUMMED_DEPTHS else self._first_doubts(lv, use, gathered, shared)
         if doubts is None:
             return None
         why, depth = doubts
         det = use & (why == 0)
         sums_lo, sums_hi = [np.ones(c)], [np.ones(c)]
         for d in range(1, len(lv.nodes)):
-            level_lo, level_hi = self._level(
-                "reach", d, lv.keys[d], use, lambda: self._reach_sums(self._gathered(lv, d, gathered))
+            level_lo, level_hi = last_built(
+                shared,
+                ("recorded walk's reach at", d),
+                lv.keys[d],
+                lambda: self._reach_sums(self._gathered(lv, d, gathered)),
             )
             sums_lo.append(level_lo)
             sums_hi.append(level_hi)
@@ -140,19 +141,6 @@ class RecordedWalk:
         needs_vocab = self.t > 1.0 and self.vocab_size is None and bool((use & ~self.exact).any())
         rank = np.full(c, -1, dtype=np.int64)
         return AtT(det, e_lo, e_hi, ge[0], ge[1], self.exact & det, lv.sim.max_steps, why, depth, rank, needs_vocab)
-
-    def _level(self, what: str, d: int, key: tuple | None, use: np.ndarray, build: Callable[[], tuple]) -> tuple:
-        """``build()``: ``what`` of level ``d``, kept (the last one at each depth) for the next configs of
-        the prefix ``key`` (SubTreeLevels.keys; on this walk's ``use``): configs of one prefix taken one
-        after another (prefix_order) compute it once."""
-        if key is None or use is not self.use:
-            return build()
-        last = self.levels.get((what, d))
-        if last is not None and last[0] == key:
-            return last[1]
-        done = build()
-        self.levels[(what, d)] = (key, done)
-        return done
 
     def _gathered(self, lv: SubTreeLevels, d: int, gathered: dict[int, tuple]) -> tuple:
         """[L, C] of level ``d``'s slots: in the sub-tree, a recorded node held by the recorded walk, and
@@ -175,7 +163,7 @@ class RecordedWalk:
         return _sum_in_order(np.where(on, lo, 0.0)), _sum_in_order(np.where(on, hi, 0.0))
 
     def _first_doubts(
-        self, lv: SubTreeLevels, use: np.ndarray, gathered: dict[int, tuple]
+        self, lv: SubTreeLevels, use: np.ndarray, gathered: dict[int, tuple], shared: dict | None
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """([C] why, depth) of each round's first doubt the walk can reach (why 0: none; at_temperature's
         first doubt), or None where some usable round is not sure to match
@@ -184,11 +172,10 @@ class RecordedWalk:
         state = (use, np.zeros(c, dtype=bool), np.zeros(c, dtype=np.int8), np.zeros(c, dtype=np.int64))
         for d in range(len(lv.nodes)):
             before = state
-            state = self._level(
-                "doubts",
-                d,
+            state = last_built(
+                shared,
+                ("recorded walk's doubts at", d),
                 lv.keys[d],
-                use,
                 lambda: self._doubts_through(d, lv.nodes[d][6], lv.doubts[d], self._gathered(lv, d, gathered), before),
             )
         sure, holds_first, why, depth = state

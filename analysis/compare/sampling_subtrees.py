@@ -30,7 +30,7 @@ from replay.core.vocab import NO_PARENT, PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch
 
 from .subtree import IN, MAYBE, OUT, WHY_BEYOND, WHY_MAYBE, WHY_THRESHOLD, WHY_UNEXPANDED, WHY_WIDTH
-from .subtree_levels import RecordedChunk, simulate_levels
+from .subtree_levels import RecordedChunk, last_built, simulate_levels
 from .subtree_select import count_down
 
 
@@ -172,13 +172,10 @@ def sub_tree_levels(
     keys: list[tuple | None] = []
     for d in range(len(sim.levels)):
         key = level_key(sub, d, cap) if share else None
-        last = shared.get(("sub-tree level at", d)) if shared is not None and key is not None else None
-        if last is not None and last[0] == key:
-            level = last[1]
-        else:
-            level = _sub_tree_level(rec, rows, root_tokens, sim, d, level)
-            if shared is not None and key is not None:
-                shared[("sub-tree level at", d)] = (key, level)
+        prev = level
+        level = last_built(
+            shared, ("sub-tree level at", d), key, lambda: _sub_tree_level(rec, rows, root_tokens, sim, d, prev)
+        )
         done.append(level)
         keys.append(key)
     nodes = [lv.node for lv in done]

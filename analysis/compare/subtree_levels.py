@@ -9,8 +9,9 @@ and for the sampling walk (analysis.compare.sampling_subtrees).
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 
@@ -310,15 +311,34 @@ def simulate_levels(
     return SimulatedLevels(levels, kpos, widths, sure_steps, max_steps)
 
 
+_Built = TypeVar("_Built")
+
+
+def last_built(shared: dict | None, slot: tuple, key: tuple | None, build: Callable[[], _Built]) -> _Built:
+    """``build()``, or what it gave when it last ran in ``slot`` (what, depth) on this chunk for the
+    same ``key`` (the config prefix it depends on); ``shared`` None or ``key`` None: built anew.
+    Configs taken in prefix order (prefix_order) build each level once, and ``shared`` holds one
+    per slot: one chain of levels in memory."""
+    if shared is None or key is None:
+        return build()
+    last = shared.get(slot)
+    if last is not None and last[0] == key:
+        return last[1]
+    done = build()
+    shared[slot] = (key, done)
+    return done
+
+
 def _selected(lvl: Level, sub: TreeConfig, i: int, shared: dict | None) -> Level:
     """Level ``i`` of ``sub`` selected (its topHead[i]); ``shared``: the level last selected at depth
     ``i`` on this chunk, with the prefix it depends on (topKSpec rows 0..i-1, topHead 1..i)."""
     key = (sub.top_k_spec[:i], sub.top_head[1 : i + 1])
-    last = shared.get(("selected level at", i)) if shared is not None else None
-    if last is not None and last[0] == key:
-        return last[1]
-    done = replace(lvl)  # a shared level stays unselected: select_level sets new arrays on a copy
-    select_level(done, sub.top_head[i])
-    if shared is not None:
-        shared[("selected level at", i)] = (key, done)
+    return last_built(shared, ("selected level at", i), key, lambda: _select_copy(lvl, sub.top_head[i]))
+
+
+def _select_copy(lvl: Level, heads: int) -> Level:
+    """A copy of ``lvl`` selected to ``heads``: a shared level stays unselected (select_level sets new
+    arrays on the copy)."""
+    done = replace(lvl)
+    select_level(done, heads)
     return done
