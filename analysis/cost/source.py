@@ -109,7 +109,11 @@ def _curve(path: Path, timings: Timings | None) -> CostModel:
 def used_timings(directory: str | Path, manifest: Manifest, rounds: ReplayedRounds | None) -> Timings | None:
     """The manifest's round timings the cost model uses: with ``rounds`` (the run's replay), only
     those of replayed rounds whose shape agrees (analysis.cost.replayed); every record without."""
-    timings = read_timings(directory, manifest)
+    return _kept_timings(read_timings(directory, manifest), rounds)
+
+
+def _kept_timings(timings: Timings | None, rounds: ReplayedRounds | None) -> Timings | None:
+    """used_timings of timings already read."""
     return keep_replayed(timings, rounds) if timings is not None and rounds is not None else timings
 
 
@@ -173,6 +177,6 @@ def run_pricing(replay: RunReplay, label: str, given: CostModel | None = None) -
     """The cost model (replay_cost), measured speedup and its warnings of a replayed run."""
     every = read_timings(replay.directory, replay.manifest)
     measured = measured_speedup(every)  # run totals: every round
-    timings = keep_replayed(every, replayed_rounds(replay)) if every is not None else None  # used_timings
+    timings = _kept_timings(every, replayed_rounds(replay))
     cost = given if given is not None else _cost_of(replay.directory, timings)
     return RunPricing(cost, measured, speedup_warnings(label, timings, measured))
