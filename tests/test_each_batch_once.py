@@ -7,7 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.library_scan import ROOT, findings_outside
+
 HOME = "analysis/tables/runs.py"
 
 # (module, the expression's source text) → why it reads the kept batches itself.
@@ -27,12 +28,7 @@ def _batches_reads(path: Path) -> list[str]:
 
 
 def test_only_each_batch_chooses_between_kept_batches_and_reading_again():
-    found = []
-    for path in [*ROOT.glob("analysis/**/*.py"), *ROOT.glob("replay/cli/**/*.py")]:
-        rel = path.relative_to(ROOT).as_posix()
-        if rel == HOME:
-            continue
-        found += [f"{rel}: {read}" for read in _batches_reads(path) if (rel, read) not in ALLOWED]
+    found = findings_outside(HOME, _batches_reads, ALLOWED, folders=("analysis", "replay/cli"))
     assert not found, f"a run's kept batches read outside {HOME} (use each_batch): {found}"
     assert _batches_reads(ROOT / HOME), "each_batch no longer reads run.batches: update this test"
     for rel, read in ALLOWED:

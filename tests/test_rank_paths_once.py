@@ -21,8 +21,8 @@ from replay.engine.batch import node_parents, rank_paths, rebuilt_levels, replay
 from replay.testing.batch_synth import SynthSpec, synth_batch
 from replay.testing.in_memory import round_at
 from replay.testing.rebuild import rebuild_tree
+from tests.library_scan import ROOT, findings_outside
 
-ROOT = Path(__file__).resolve().parent.parent
 HOME = "replay/engine/batch/shapes.py"
 
 # (module, the source text starts with) → why it is not a replayed round's tree.
@@ -54,14 +54,7 @@ def _tree_readings(path: Path) -> list[str]:
 
 
 def test_no_library_module_reads_a_rounds_tree_from_its_selection_itself():
-    found = []
-    for path in [*ROOT.glob("replay/**/*.py"), *ROOT.glob("analysis/**/*.py")]:
-        rel = path.relative_to(ROOT).as_posix()
-        if rel == HOME or rel.startswith("replay/testing/"):
-            continue
-        for text in _tree_readings(path):
-            if not any(rel == m and text.startswith(start) for m, start in ALLOWED):
-                found.append(f"{rel}: {text}")
+    found = findings_outside(HOME, _tree_readings, ALLOWED)
     assert not found, f"a round's parents or rank paths built outside {HOME} (use node_parents / rank_paths): {found}"
     assert len(_tree_readings(ROOT / HOME)) >= 3, "shapes.py no longer builds parents and rank paths: update this test"
 

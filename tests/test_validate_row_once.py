@@ -17,8 +17,8 @@ from replay.core.acceptance import node_validate_rows, target_top1_per_node, val
 from replay.core.sampling import node_rows
 from replay.core.tree import Tree
 from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, NO_PARENT, PAD_TOKEN
+from tests.library_scan import ROOT, findings_outside
 
-ROOT = Path(__file__).resolve().parent.parent
 HOME = "replay/core/acceptance.py"
 
 # (module, the call's source text starts with) → what it picks by layout, other than the row.
@@ -43,14 +43,7 @@ def _layout_choices(path: Path) -> list[str]:
 
 
 def test_no_library_module_picks_a_layouts_row_itself():
-    found = []
-    for path in [*ROOT.glob("replay/**/*.py"), *ROOT.glob("analysis/**/*.py")]:
-        rel = path.relative_to(ROOT).as_posix()
-        if rel == HOME or rel.startswith("replay/testing/"):
-            continue
-        for call in _layout_choices(path):
-            if not any(rel == m and call.startswith(start) for m, start in ALLOWED):
-                found.append(f"{rel}: {call}")
+    found = findings_outside(HOME, _layout_choices, ALLOWED)
     assert not found, f"a layout's validate row chosen outside {HOME} (use validate_row): {found}"
     assert _layout_choices(ROOT / HOME), "validate_row no longer chooses by layout: update this test"
 

@@ -1,0 +1,32 @@
+"""The walk the "one rule, one place" tests share: every library module but the rule's home, each
+finding of a scan there that no listed exception explains."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LIBRARY = ("replay", "analysis")
+
+
+def findings_outside(
+    home: str,
+    find: Callable[[Path], list[str]],
+    allowed: Iterable[tuple[str, str]] = (),
+    folders: Iterable[str] = LIBRARY,
+) -> list[str]:
+    """ "module: text" of each of ``find``'s findings (source texts) in the modules under ``folders``
+    (replay/testing, the references, left out) other than ``home``, unless ``allowed`` holds
+    (module, a start of that text)."""
+    allowed = list(allowed)
+    found = []
+    for folder in folders:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel == home or rel.startswith("replay/testing/"):
+                continue
+            found += [
+                f"{rel}: {text}" for text in find(path) if not any(rel == m and text.startswith(s) for m, s in allowed)
+            ]
+    return found
