@@ -20,7 +20,7 @@ from analysis.cost.model import CostModel
 from analysis.cost.timings import Speedup
 from analysis.tables.metrics import depth_acceptance, summary
 from analysis.tables.runs import RoundSizes
-from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.config import TREE_DYNAMIC, TreeConfig, distinct_configs
 from replay.core.config_grammar import parse_config_list, parse_configs
 from replay.core.headline import per_position_rates
 from replay.util.errors import SpecReplayError
@@ -356,7 +356,7 @@ def generate_funnels(text: str, option: str = "--generate") -> list[TreeConfig]:
                 f"{option}: cannot read {item!r}; expected KEY=VALUES with KEY in {', '.join(_GRID_KEYS)}"
             )
         spec[m.group(1)] = _grid_values(m.group(1), m.group(2), option)
-    out, seen = [], set()
+    out = []
     for g in spec["gamma"]:
         for root in spec["root"]:
             for h in spec["heads"]:
@@ -367,8 +367,5 @@ def generate_funnels(text: str, option: str = "--generate") -> list[TreeConfig]:
                         rows.append([w] * hh)
                         heads.append(hh)
                         level = hh * w
-                    cfg = TreeConfig.from_lists(rows, heads)
-                    if cfg.short() not in seen:
-                        seen.add(cfg.short())
-                        out.append(cfg)
-    return out
+                    out.append(TreeConfig.from_lists(rows, heads))
+    return distinct_configs(out)

@@ -14,7 +14,7 @@ from analysis.compare.subtree import fit_levels
 from analysis.cost.model import CostModel
 from analysis.cost.source import RunPricing
 from analysis.tables.runs import LabelledRun
-from replay.core.config import TreeConfig
+from replay.core.config import TreeConfig, distinct_configs
 from replay.io.dumpnames import Key
 from replay.io.skipped import Skipped
 
@@ -69,13 +69,7 @@ def default_comparison_configs(cfg: TreeConfig) -> list[TreeConfig]:
             TreeConfig.from_lists([[r[0]] for r in cfg.top_k_spec], [1] * cfg.gamma, cfg.tree_type, cfg.gamma_threshold)
         )
     out.append(TreeConfig.from_lists([[1]] * cfg.gamma, [1] * cfg.gamma, cfg.tree_type, cfg.gamma_threshold))
-    seen, unique = set(), []
-    for c in out:
-        key = (c.short(), c.top_head)
-        if key not in seen:
-            seen.add(key)
-            unique.append(c)
-    return unique
+    return distinct_configs(out)
 
 
 def run_configs(run: LabelledRun, opts: ReportOptions) -> list[TreeConfig]:
@@ -83,5 +77,4 @@ def run_configs(run: LabelledRun, opts: ReportOptions) -> list[TreeConfig]:
     default set; the run's own config first, as every table starts from what was recorded."""
     if not opts.configs:
         return default_comparison_configs(run.config)
-    key = (run.config.short(), run.config.top_head)
-    return [run.config] + [c for c in opts.configs if (c.short(), c.top_head) != key]
+    return distinct_configs([run.config, *opts.configs])

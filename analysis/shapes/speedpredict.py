@@ -44,7 +44,7 @@ import numpy as np
 
 from analysis.compare.subtree import is_contained
 from analysis.cost.model import CostModel
-from replay.core.config import TreeConfig
+from replay.core.config import TreeConfig, distinct_configs
 
 from .dumps import DumpInput, Measured
 from .model import DEFAULT_MIN_COUNT, model_from_stats, pava_nonincreasing
@@ -167,13 +167,7 @@ def candidate_configs(dump: DumpInput, cost: CostModel, top: int = SEARCH_TOP) -
         model = model_from_stats(dump.stats.stats, DEFAULT_MIN_COUNT, max(tree.gamma, dump.stats.stats.depths))
         search = search_shapes(model, tree.num_nodes, tree.gamma, cost, top, within=tree)
         found += [s.config for s in search.by_speedup]
-    seen: set[str] = set()
-    out = []
-    for c in found:
-        if c.short() not in seen and is_contained(c, tree):
-            seen.add(c.short())
-            out.append(c)
-    return out
+    return distinct_configs(c for c in found if is_contained(c, tree))
 
 
 def best_prediction(predictions: Sequence[SpeedPrediction]) -> SpeedPrediction | None:

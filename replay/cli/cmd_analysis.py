@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from replay.core.config import distinct_configs
 from replay.core.records import csv_frame
 from replay.core.temperature import format_temperature
 from replay.io.skipped import describe_skipped, why_no_rounds
@@ -199,13 +200,7 @@ def configs_from_args(args, recorded):
         from analysis.report.options import default_comparison_configs  # the report and matplotlib: only here
 
         return default_comparison_configs(recorded)
-    seen, out = set(), []
-    for c in [recorded] + configs:
-        key = (c.short(), c.top_head)
-        if key not in seen:
-            seen.add(key)
-            out.append(c)
-    return out
+    return distinct_configs([recorded] + configs)
 
 
 def option_configs(args) -> list:

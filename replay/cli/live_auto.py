@@ -32,7 +32,7 @@ from analysis.shapes.speedpredict import (
     predict_speedups,
     prediction_lines,
 )
-from replay.core.config import TreeConfig, parse_tree
+from replay.core.config import TreeConfig, distinct_configs, parse_tree
 from replay.core.config_grammar import parse_spec
 from replay.core.temperature import format_temperature
 from replay.live.sweep.directory import dumps_dir
@@ -149,8 +149,7 @@ def choose(calibration_dir: str | Path, cost: CostModel, extra: Sequence[TreeCon
     cost = nondecreasing(cost)
     dump = scan_run(str(calibration_dir))
     candidates = candidate_configs(dump, cost)
-    known = {c.short() for c in candidates}
-    predictions = predict_speedups(dump, candidates + [c for c in extra if c.short() not in known], cost)
+    predictions = predict_speedups(dump, distinct_configs(candidates + list(extra)), cost)
     best = best_prediction(predictions[: len(candidates)])  # the extra shapes are reported, not chosen
     if best is None:
         raise SpecReplayError(

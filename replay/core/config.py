@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -129,6 +129,14 @@ def format_config(config: TreeConfig) -> str:
     """The canonical one-line form every command prints, e.g. ``[6]|[2,2]|[1,1]`` (``@0.2``, ``+dyn``)."""
     body = "|".join("[" + ",".join(str(w) for w in row) + "]" for row in config.top_k_spec)
     return body + _suffix(config, "@", "+dyn")
+
+
+def distinct_configs(configs: Iterable[TreeConfig]) -> list[TreeConfig]:
+    """Configs in order, each once: two configs are the same when they print the same."""
+    seen: dict[str, TreeConfig] = {}
+    for c in configs:
+        seen.setdefault(format_config(c), c)
+    return list(seen.values())
 
 
 def grid_item(config: TreeConfig) -> str:

@@ -34,6 +34,7 @@ from .config import (  # noqa: F401
     SpecConfig,
     TreeConfig,
     config_key_warnings,
+    distinct_configs,
     format_config,
     grid_item,
     parse_config,
@@ -158,15 +159,7 @@ def parse_config_list(
                 skipped.append(f"{one}: {exc.reason}")
     if not configs and not skipped:
         raise ConfigTextError(option, text, f"no configs; expected configs separated by ';', each {EXPECTED}")
-    return dedupe(configs), skipped
-
-
-def dedupe(configs: list[TreeConfig]) -> list[TreeConfig]:
-    """Configs in order, each shape once (two configs are the same when their run names are)."""
-    seen: dict[str, TreeConfig] = {}
-    for c in configs:
-        seen.setdefault(run_name(c), c)
-    return list(seen.values())
+    return distinct_configs(configs), skipped
 
 
 def _compact(s: str, option: str, text: str) -> TreeConfig | None:

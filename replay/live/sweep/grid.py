@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from replay.core.config import TreeConfig, grid_item  # noqa: F401  grid_item: parse_grid's inverse, kept importable here
-from replay.core.config_grammar import ConfigTextError, dedupe, parse_config_list, parse_configs, run_name
+from replay.core.config import TreeConfig, distinct_configs, grid_item  # noqa: F401  grid_item: parse_grid's inverse, kept importable here
+from replay.core.config_grammar import ConfigTextError, parse_config_list, parse_configs, run_name
 from replay.live.errors import SweepError
 
 
@@ -24,7 +24,7 @@ def load_config_list(path: str | Path, notes: list[str] | None = None) -> list[T
     """``--configs``: a JSON file holding a list of tree configs (or one config, or a ``specTree``
     object); any other config form is read too. notes: as parse_grid's."""
     try:
-        return dedupe(parse_configs(str(path), "--configs", notes))
+        return distinct_configs(parse_configs(str(path), "--configs", notes))
     except ConfigTextError as exc:
         raise SweepError(str(exc)) from None
 
@@ -34,4 +34,4 @@ def config_name(config: TreeConfig) -> str:
     return run_name(config)
 
 
-__all__ = ["config_name", "dedupe", "grid_item", "load_config_list", "parse_grid"]
+__all__ = ["config_name", "grid_item", "load_config_list", "parse_grid"]
