@@ -203,3 +203,37 @@ def test_summary_object_keys_are_the_documented_ones(capsys):
         _stdout(["recommend", sample, "--budget", "6", "--bootstrap", "5", "--json", "--no-progress"], capsys)
     )
     assert listed("specreplay recommend DUMP") <= set(rec)
+
+
+def test_stats_summary_columns_are_the_documented_ones(capsys):
+    """A new summary metric reaches docs/output-schema.md: its `stats` summary row (greedy) and its
+    `stats --temperature --json` row list exactly the summary's columns, in order."""
+    text = SCHEMA.read_text(encoding="utf-8")
+    greedy_row = next(ln for ln in text.splitlines() if ln.startswith("| `stats` `summary` |"))
+    sampled_row = next(ln for ln in text.splitlines() if ln.startswith("| `specreplay stats DUMP... --temperature T"))
+    sampled_cell = sampled_row.split("|")[2].split("`summary` (per run:", 1)[1].split(")", 1)[0]
+    sample = "sample_dumps/synthetic_article"
+    greedy = json.loads(_stdout(["stats", sample, "--json", "--no-progress"], capsys))["summary"]
+    greedy_cell = re.sub(r"\([^)]*\)", "", greedy_row.split("|")[2])  # a column's parenthesis names others
+    assert re.findall(r"`([a-z_]+)`", greedy_cell) == list(greedy[0])
+    sampled = json.loads(_stdout(["stats", sample, "--temperature", "0.7", "--json", "--no-progress"], capsys))
+    documented = []
+    for name in re.findall(r"`([a-z_]+)`(?:/`(_[a-z]+)`)?", sampled_cell):
+        documented += [name[0], name[0][: -len(name[1].lstrip("_")) - 1] + name[1]] if name[1] else [name[0]]
+    assert ["run", *documented] == list(sampled["summary"][0])
+
+
+def test_analysis_md_summary_table_is_what_stats_prints(capsys):
+    """docs/analysis.md's "Results on the samples" summary (pasted from scripts/make_analysis_docs.py)
+    has the summary's columns and, to its 3 decimals, the numbers `stats --json` prints today."""
+    text = (SCHEMA.parent / "analysis.md").read_text(encoding="utf-8")
+    lines = text.split("## Results on the samples", 1)[1].split("| run |", 1)[1].split("\n\n", 1)[0].splitlines()
+    header = ["run", *(c.strip() for c in lines[0].split("|")[:-1])]
+    rows = {cells[0]: cells for cells in ([c.strip() for c in ln.split("|")[1:-1]] for ln in lines[2:])}
+    assert set(rows) == {"synthetic_article", "article_round"}
+    for run, cells in rows.items():
+        (printed,) = json.loads(_stdout(["stats", f"sample_dumps/{run}", "--json", "--no-progress"], capsys))["summary"]
+        assert header == list(printed)
+        for name, cell in zip(header[1:], cells[1:]):
+            value = printed[name]
+            assert cell == (str(value) if name == "rounds" else f"{value:.3f}"), (run, name)
