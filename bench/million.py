@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchkit import machine_line  # bench/benchkit.py
+from benchkit import child_env, machine_line  # bench/benchkit.py
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,7 +103,7 @@ def _measure_child(argv: list[str], timeout: float, cpu: int | None = None) -> N
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
 
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = child_env(Path.cwd() if (Path.cwd() / "replay").is_dir() else ROOT)  # -m imports the cwd's tree first
     t0 = time.perf_counter()
     try:
         with tempfile.TemporaryFile() as stdout:  # a file, not a pipe: --json prints hundreds of MB

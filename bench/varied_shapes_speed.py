@@ -39,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchkit import machine_line  # bench/benchkit.py
+from benchkit import child_env, machine_line  # bench/benchkit.py
 
 from replay.core.config import TreeConfig
 from replay.engine.batch import replay_batch
@@ -67,7 +67,7 @@ def run_cli(tree: Path, d: Path) -> tuple[float, float]:
 
 def run_cmd(tree: Path, args: list[str]) -> tuple[float, float]:
     """(wall, CPU) seconds of ``specreplay ARGS --no-progress`` with ``tree`` on the path (output dropped)."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env = child_env(tree)
     argv = [sys.executable, "-m", "replay.cli", *args, "--no-progress"]
     t0 = time.perf_counter()
     with open(os.devnull, "wb") as null:

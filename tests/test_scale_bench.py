@@ -33,3 +33,20 @@ def test_benchmark_quick_run_prints_the_tables(tmp_path):
     rows = [line for line in out.splitlines() if line.startswith("| article") or line.startswith("| deep")]
     assert len(rows) == 3 and all(line.rstrip().endswith("x |") for line in rows)
     assert "| 5,000 |" in out and "| 160 | 40 | 2 |" in out and "| 160 | 40 | 1 |" in out
+
+
+def test_timed_children_run_with_the_bytecode_compiled(tmp_path, monkeypatch):
+    """benchkit.child_env: a timed command must not compile the package again on every run (the VM
+    sets PYTHONDONTWRITEBYTECODE), and imports the named tree."""
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from benchkit import child_env
+
+    for package in ("replay", "analysis"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("X = 1\n")
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    env = child_env(tmp_path)
+    assert "PYTHONDONTWRITEBYTECODE" not in env
+    assert env["PYTHONPATH"].split(":")[0] == str(tmp_path)
+    for package in ("replay", "analysis"):
+        assert list((tmp_path / package / "__pycache__").glob("__init__.*.pyc"))
