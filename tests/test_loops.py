@@ -234,7 +234,7 @@ def test_edge_probs_are_the_rule_written_with_numpy(t, repeats):
     np.testing.assert_array_equal(p_hi, want_hi)
     assert (want_lo == 1.0).any() and np.isnan(p_lo[0, :3]).all()  # the cap at 1 was exercised, NaN kept
 
-    # A TreeLayout (one parent row per node in every round, read in order) gives what the same
+    # A shared TreeLayout (one parent row per node in every round, read in order) gives what the same
     # rows given as per-round offsets give.
     node_row = np.arange(n1, dtype=np.int64) % e
     fixed = _edge_probs(x, a, there, None, (inv_zlo, inv_zhi, miss), repeat, t != 1.0, node_row)

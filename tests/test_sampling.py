@@ -9,7 +9,7 @@ import pytest
 
 from replay.core.acceptance import accept_greedy, target_top1_per_node
 from replay.core.sampling import ROUNDS_PER_TREE, _layout_of, prepare_sampling, round_bounds, sampling_bounds
-from replay.core.sampling_columns import prepare_columns
+from replay.core.sampling_columns import TreeLayout, prepare_columns
 from replay.core.sampling_problems import PROBLEM_NAN, PROBLEM_POSITIVE, PROBLEM_SUM, PROBLEM_VOCAB, PROBLEM_ZERO
 from replay.core.sampling_rows import row_problems
 from replay.core.temperature import check_temperature
@@ -241,7 +241,7 @@ def test_pad_cells_missing_children_and_duplicates_equal_the_reference(t, vocab,
     # The column-major kernel's other paths: PAD/NaN cells and empty rows, children missing from
     # their parent's row, nodes without a row (has False), a token twice in one row (the first
     # cell counts), siblings with one token; "many" trees go through one call that gathers each
-    # parent's row per round (TreeColumns), "two" through one call per tree (TreeLayout).
+    # parent's row per round (TreeLayout.per_round), "two" through one call per tree (a shared TreeLayout).
     rng = np.random.default_rng(300 + int(t * 10))
     shared = [random_round(rng, k=5, n=8) for _ in range(2)]
     if trees == "two":
@@ -467,3 +467,16 @@ def test_a_float32_row_that_sums_to_one_but_for_rounding_keeps_the_truth_inside(
     assert lo - 1e-12 <= truth <= hi + 1e-12, (lo, truth, hi)
     if vocab == 4:  # every token named: exact
         assert b.exact[0] and abs(lo - truth) < 1e-9
+
+
+def test_tree_layout_is_one_form_checked_on_entry():
+    # One tree for every round ([N+1]) or a tree per round ([N+1, R]); anything else is refused.
+    shared = TreeLayout(np.array([0, 0, 0, 1], dtype=np.int64), np.array([0, 1, 1, 2], dtype=np.int64))
+    assert shared.shared and shared.num_rows == 2 and shared.num_depths == 3
+    parents = np.array([[-1, -1], [0, 0], [0, 1]], dtype=np.int64)  # [N+1, R]
+    per_round = TreeLayout.per_round(parents, np.array([[0, 0], [1, 1], [1, 2]], dtype=np.int64))
+    assert not per_round.shared and per_round.node_row.tolist() == [[0, 0], [0, 0], [0, 1]]
+    with pytest.raises(ValueError, match="node_row"):
+        TreeLayout(np.zeros(3, dtype=np.int64), np.zeros(4, dtype=np.int64))
+    with pytest.raises(ValueError, match="int64"):
+        TreeLayout(np.zeros(3, dtype=np.int32), np.zeros(3, dtype=np.int32))

@@ -176,9 +176,9 @@ def edge_probs_loop(
     x: np.ndarray,  # [N+1, C] float64: each child's cell, shifted by its row's lmax (or not, at T = 1)
     a: float,  # 1 / T
     there: np.ndarray,  # [N+1, C] float64: 1.0 where the child is in its row, else 0.0
-    node_row: np.ndarray,  # [N+1] int64: each node's parent row, the same in every round (a TreeLayout)
+    node_row: np.ndarray,  # [N+1] int64: each node's parent row, the same in every round (a shared TreeLayout)
     at: np.ndarray,  # [N+1, C] int64: else each edge's parent row per round, as an offset into the
-    # flat [E * C] per-row arrays (TreeColumns); [0, 0] with a TreeLayout
+    # flat [E * C] per-row arrays (a TreeLayout per round); [0, 0] with a shared one
     inv_zlo: np.ndarray,  # [E * C] float64: each row's 1 / Z_lo (unread where scaled is False)
     inv_zhi: np.ndarray,  # [E * C] float64: 1 / Z_hi
     miss: np.ndarray,  # [E * C] float64: a missing child's upper bound

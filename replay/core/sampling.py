@@ -35,7 +35,7 @@ import numpy as np
 from replay.util.rows import unique_rows
 
 from .acceptance import is_all_layout, node_validate_rows
-from .sampling_columns import PreparedColumns, RowNode, TreeColumns, TreeLayout, lower_bounds_refused, prepare_columns
+from .sampling_columns import PreparedColumns, RowNode, TreeLayout, lower_bounds_refused, prepare_columns
 from .sampling_problems import PROBLEM_NONE, vocab_too_small
 from .temperature import check_temperature
 from .tree import Tree
@@ -182,7 +182,7 @@ ROUNDS_PER_TREE = 256
 
 def _tree_groups(
     parents: np.ndarray, depths: np.ndarray, row_ids: np.ndarray, row_logp: np.ndarray, has_row: np.ndarray
-) -> Iterator[tuple[np.ndarray, TreeLayout | TreeColumns, np.ndarray, np.ndarray, np.ndarray, list[RowNode]]]:
+) -> Iterator[tuple[np.ndarray, TreeLayout, np.ndarray, np.ndarray, np.ndarray, list[RowNode]]]:
     """(members, layout, ids [E, K, M], logp, has [E, M], row nodes) per group of rounds, column-major."""
     r, n1 = parents.shape
     if not r or (parents == parents[0]).all():  # one tree (one round, or a batch of one shape)
@@ -192,7 +192,7 @@ def _tree_groups(
     if trees.shape[0] > 1 and trees.shape[0] * ROUNDS_PER_TREE > r:
         expanded = np.zeros((r, n1), dtype=bool)  # only the expanded nodes' rows are judged and read
         expanded[np.repeat(np.arange(r), n1 - 1), parents[:, 1:].reshape(-1)] = True
-        cols = TreeColumns(np.ascontiguousarray(parents.T), np.ascontiguousarray(depths.T))
+        cols = TreeLayout.per_round(parents.T, depths.T)
         ids, lp = (
             np.ascontiguousarray(np.transpose(row_ids, (1, 2, 0))),
             np.ascontiguousarray(np.transpose(row_logp, (1, 2, 0))),
@@ -210,13 +210,13 @@ def _tree_groups(
 
 @lru_cache(maxsize=4096)
 def _layout_of(parents: tuple[int, ...], depths: tuple[int, ...]) -> tuple[TreeLayout, np.ndarray]:
-    """The TreeLayout of one tree and its expanded nodes (its rows), once per tree: the per-round
-    replay asks for the same few trees round after round."""
+    """The shared TreeLayout of one tree and its expanded nodes (its rows, in tree order), once per
+    tree: the per-round replay asks for the same few trees round after round."""
     par = np.asarray(parents, dtype=np.int64)
     expanded = np.unique(par[1:])  # tree order; each one's parent is expanded and earlier
     pos = np.zeros(par.shape[0], dtype=np.int64)
     pos[expanded] = np.arange(expanded.shape[0])
-    return TreeLayout(pos[par[1:]], np.asarray(depths, dtype=np.int64)), expanded
+    return TreeLayout(pos[np.maximum(par, 0)], np.asarray(depths, dtype=np.int64)), expanded
 
 
 def node_rows(

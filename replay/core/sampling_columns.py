@@ -1,5 +1,5 @@
-"""The sampling rule's kernel on column-major arrays: rounds of one tree layout (TreeLayout) or of
-trees that differ per round (TreeColumns), the round axis last as in the greedy batch kernel, so
+"""The sampling rule's kernel on column-major arrays: rounds of one tree or of trees that differ per
+round (TreeLayout, shared or not), the round axis last as in the greedy batch kernel, so
 every operation runs on contiguous vectors over rounds.
 
 The rounds are taken a chunk at a time (_Chunk: its rows, node tokens, and what the rule needs
@@ -56,57 +56,65 @@ _NO_TOKEN = np.iinfo(np.int64).min
 
 @dataclass(frozen=True, eq=False)
 class TreeLayout:
-    """The structure shared by rounds of one tree shape, as the column-major kernel reads it.
+    """The trees of R rounds as the column-major kernel reads them: each node's parent row and depth,
+    the same in every round (``shared``: the rounds of one tree shape) or per round.
 
-    Rows are the expanded nodes' validate rows, E of them: row 0 is the root's, and every other
-    row's node is a child of an earlier row (tree order of the expanded nodes, or the batch's
-    step-by-step slots), so the kernel visits the rows in order and knows each one's reach by then.
-    Only expanded nodes have rows here: Z_T is computed for them alone (5 of the article tree's 13).
+    Rows are validate rows, E of them, row 0 the root's. With one tree for every round only the
+    expanded nodes have rows (Z_T is computed for them alone: 5 of the article tree's 13), and every
+    other row's node is a child of an earlier row (tree order of the expanded nodes, or the batch's
+    step-by-step slots), so the kernel visits the rows in order, each one's reach known by then. With
+    trees that differ per round every node has a row (row u is node u; has False where a node is not
+    expanded), and each edge's parent row is gathered per round.
     """
 
-    edge_row: np.ndarray  # [N] int64: the row holding the distribution at node u's parent, u = 1..N
-    depths: np.ndarray  # [N+1] int64
+    node_row: np.ndarray  # [N+1] or [N+1, R] int64: the row of node u's parent (node 0: row 0, unused)
+    depths: np.ndarray  # [N+1] or [N+1, R] int64, as node_row
+
+    def __post_init__(self) -> None:
+        if self.node_row.ndim not in (1, 2) or self.depths.shape != self.node_row.shape:
+            raise ValueError(
+                f"node_row {self.node_row.shape}, depths {self.depths.shape}: expected one [N+1] or [N+1, R]"
+            )
+        if self.node_row.dtype != np.int64 or self.depths.dtype != np.int64:
+            raise ValueError(f"node_row {self.node_row.dtype}, depths {self.depths.dtype}: expected int64")
+
+    @classmethod
+    def per_round(cls, parents: np.ndarray, depths: np.ndarray) -> TreeLayout:
+        """Trees that differ per round, every node its own row: parents, depths [N+1, R] int64
+        (parents[0] = NO_PARENT, parents[u] < u)."""
+        return cls(np.ascontiguousarray(np.maximum(parents, 0)), np.ascontiguousarray(depths))
+
+    @property
+    def shared(self) -> bool:
+        """One tree for every round (node_row and depths [N+1])."""
+        return self.node_row.ndim == 1
 
     @property
     def num_rows(self) -> int:
-        return int(self.edge_row.max()) + 1 if self.edge_row.shape[0] else 0
+        """E of a shared tree: its expanded nodes."""
+        return int(self.node_row[1:].max()) + 1 if self.node_row.shape[0] > 1 else 0
+
+    @cached_property
+    def num_depths(self) -> int:
+        return int(self.depths.max()) + 1 if self.depths.size else 1
 
     @cached_property
     def children(self) -> tuple[np.ndarray | slice, ...]:
-        """Per row, its children's node ids in tree order (a slice where they are contiguous, as in a batch)."""
+        """Per row of a shared tree, its children's node ids in tree order (a slice where they are
+        contiguous, as in a batch)."""
         out: list[np.ndarray | slice] = []
         for e in range(self.num_rows):
-            kids = np.flatnonzero(self.edge_row == e) + 1
+            kids = np.flatnonzero(self.node_row[1:] == e) + 1
             contiguous = kids.shape[0] and kids[-1] - kids[0] + 1 == kids.shape[0]
             out.append(slice(int(kids[0]), int(kids[-1]) + 1) if contiguous else kids)
         return tuple(out)
 
     @cached_property
-    def node_row(self) -> np.ndarray:
-        """[N+1] each node's parent row (node 0: row 0, unused): the per-row terms gathered per edge."""
-        return np.concatenate([np.zeros(1, dtype=np.int64), self.edge_row])
-
-    @cached_property
-    def at_depth(self) -> tuple[np.ndarray, ...]:
-        return tuple(np.flatnonzero(self.depths == d) for d in range(int(self.depths.max()) + 1))
-
-    @cached_property
     def depth_slices(self) -> tuple[np.ndarray | slice, ...]:
-        """at_depth, as slices where the nodes are contiguous (tree order: a view, no copy)."""
-        return tuple(slice(int(i[0]), int(i[-1]) + 1) if i[-1] - i[0] + 1 == i.shape[0] else i for i in self.at_depth)
-
-
-@dataclass(frozen=True, eq=False)
-class TreeColumns:
-    """Trees that differ from round to round, for the kernel: every node has a row (row u is node u;
-    has False where a node is not expanded), and each edge's parent row is gathered per round."""
-
-    parents: np.ndarray  # [N+1, R] int64 (parents[0] = NO_PARENT, parents[u] < u)
-    depths: np.ndarray  # [N+1, R] int64
-
-    @cached_property
-    def num_depths(self) -> int:
-        return int(self.depths.max()) + 1 if self.depths.size else 1
+        """Per depth of a shared tree, its nodes: a slice where they are contiguous (tree order: a
+        view, no copy)."""
+        at_depth = (np.flatnonzero(self.depths == d) for d in range(self.num_depths))
+        return tuple(slice(int(i[0]), int(i[-1]) + 1) if i[-1] - i[0] + 1 == i.shape[0] else i for i in at_depth)
 
 
 @dataclass(frozen=True, eq=False)
@@ -164,7 +172,7 @@ class _Chunk:
 
     def __init__(
         self,
-        tree: TreeLayout | TreeColumns,
+        tree: TreeLayout,
         lo: int,
         hi: int,
         rows: tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -180,14 +188,14 @@ class _Chunk:
         self.tok = _as_ids_type(np.ascontiguousarray(tokens), self.ids)
         self.nodes: list[RowNode] = [int(v) if isinstance(v, (int, np.integer)) else v for v in nodes]
         self.vocab_size = vocab
-        if isinstance(tree, TreeColumns):  # each node's parent row, per round: offsets into [E, C] arrays
+        if not tree.shared:  # each node's parent row, per round: offsets into [E, C] arrays
             c = hi - lo
-            self.parents = tree.parents[:, lo:hi]
-            self.pidx = (np.maximum(self.parents, 0) * c + np.arange(c)).astype(np.int64, copy=False)
+            self.parent_row = tree.node_row[:, lo:hi]
+            self.pidx = self.parent_row * c + np.arange(c)
 
     def per_edge(self, x: np.ndarray) -> np.ndarray:
         """[N+1, C] a per-row array ([E, C]) at each node's parent row (node 0: row 0, unused)."""
-        if isinstance(self.tree, TreeLayout):
+        if self.tree.shared:
             out: np.ndarray = np.take(x, self.tree.node_row, axis=0)
         else:
             out = np.take(np.ascontiguousarray(x).reshape(-1), self.pidx)
@@ -208,9 +216,9 @@ class _Chunk:
         * value) by the mask (arithmetic, no select: replay.core.loops.edge_probs_loop).
         """
         rs, tok = self.stats, self.tok
-        if isinstance(self.tree, TreeLayout):
+        if self.tree.shared:
             return self._compiled_child_cells(rs)
-        out = np.ones(tok.shape)  # TreeColumns: the parent's row gathered per round, [K, C]
+        out = np.ones(tok.shape)  # trees per round: the parent's row gathered per round, [K, C]
         k, c = self.ids.shape[1], tok.shape[1]
         ids, lp = self.ids.reshape(-1), rs.lp.reshape(-1)
         for u in range(1, tok.shape[0]):
@@ -226,7 +234,7 @@ class _Chunk:
         return d, out, there.astype(np.float64)
 
     def _compiled_child_cells(self, rs: RowStats) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """child_cells for a TreeLayout (one parent row per node in every round), in one compiled
+        """child_cells for a shared tree (one parent row per node in every round), in one compiled
         pass over the chunk's contiguous rows (replay.core.loops.child_cells_loop).
 
         The values are those of the per-round lookup above, bit for bit (copies of cells, the same
@@ -235,7 +243,7 @@ class _Chunk:
         """
         from .loops import child_cells_loop
 
-        assert isinstance(self.tree, TreeLayout)
+        assert self.tree.shared
         n1, c = self.tok.shape
         d, v, there = np.empty((n1, c)), np.empty((n1, c)), np.empty((n1, c))
         dead = rs.dead if rs.dead is not None else np.zeros(rs.lmax.shape, dtype=bool)
@@ -248,7 +256,7 @@ class _Chunk:
         the first), 1.0 elsewhere: the edges' p are multiplied by it; None where no child repeats."""
         tok = self.tok
         out = np.zeros(tok.shape, dtype=bool)
-        if isinstance(self.tree, TreeLayout):
+        if self.tree.shared:
             for kids in self.tree.children:
                 kt = tok[kids]
                 if kt.shape[0] > 1:  # every pair of siblings at once; child j repeats one of 0..j-1
@@ -256,14 +264,14 @@ class _Chunk:
                     same &= _earlier(kt.shape[0])
                     out[kids] = same.any(axis=0)
         else:
-            par = self.parents
+            par = self.parent_row  # a node's row is the node itself: siblings share it
             for u in range(1, tok.shape[0]):
                 out[u] = ((par[1:u] == par[u]) & (tok[1:u] == tok[u])).any(axis=0)
         return (~out).astype(np.float64) if out.any() else None
 
     @cached_property
     def reach_index(self) -> list[int | np.ndarray]:
-        """Per row of a TreeLayout, its node: an id, or [C] offsets into the chunk's [N+1, C] reach."""
+        """Per row of a shared tree, its node: an id, or [C] offsets into the chunk's [N+1, C] reach."""
         c = self.tok.shape[1]
         return [int(v) if isinstance(v, (int, np.integer)) else v * c + np.arange(c) for v in self.nodes]
 
@@ -302,18 +310,18 @@ def _edge_probs(ch: _Chunk, t: float, terms: _Terms | None) -> tuple[np.ndarray,
     repeat = _NO_REPEAT if ch.repeat is None else ch.repeat
     # at T = 1 the cell itself (its row's sum is of exp(l) too), else shifted as the row's cells are
     x, a = (logp, 1.0) if t == 1.0 else (cells, 1.0 / t)
-    node_row, at = (ch.tree.node_row, _NO_OFFSETS) if isinstance(ch.tree, TreeLayout) else (_NO_ROWS, ch.pidx)
+    node_row, at = (ch.tree.node_row, _NO_OFFSETS) if ch.tree.shared else (_NO_ROWS, ch.pidx)
     edge_probs_loop(x, a, there, node_row, at, inv_zlo, inv_zhi, miss, repeat, t != 1.0, p_lo, p_hi)
     return p_lo, p_hi
 
 
 def _walk(ch: _Chunk, p_lo: np.ndarray, p_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(reach_lo, reach_hi [N+1, C]) of one chunk: rows in order (a TreeLayout: each row's children
-    at once) or nodes in order (TreeColumns: each node's parent reach gathered per round)."""
+    """(reach_lo, reach_hi [N+1, C]) of one chunk: rows in order (a shared tree: each row's children
+    at once) or nodes in order (trees per round: each node's parent reach gathered per round)."""
     n1, c = p_lo.shape
     reach_lo, reach_hi = np.empty((n1, c)), np.empty((n1, c))
     reach_lo[0] = reach_hi[0] = 1.0
-    if isinstance(ch.tree, TreeLayout):
+    if ch.tree.shared:
         for e, kids in enumerate(ch.tree.children):
             at = ch.reach_index[e]
             lo, hi = (
@@ -359,7 +367,7 @@ def _exact_of(ch: _Chunk, t: float) -> np.ndarray:
     reach = np.empty(there.shape, dtype=bool)  # the walk can reach the node (row 0: the root)
     reach[0] = True
     blind = np.zeros(c, dtype=bool)  # some edge out of a reachable node is not known
-    if isinstance(ch.tree, TreeLayout):
+    if ch.tree.shared:
         for e, kids in enumerate(ch.tree.children):
             at = ch.reach_index[e]
             par = reach[at] if isinstance(at, int) else np.take(reach, at)
@@ -374,9 +382,9 @@ def _exact_of(ch: _Chunk, t: float) -> np.ndarray:
     return out
 
 
-def _depth_sums(tree: TreeLayout | TreeColumns, lo: int, hi: int, reach: np.ndarray) -> np.ndarray:
+def _depth_sums(tree: TreeLayout, lo: int, hi: int, reach: np.ndarray) -> np.ndarray:
     """[D+1, C] sum of the reach bounds at each depth: P(L >= d) before the tightening."""
-    if isinstance(tree, TreeLayout):
+    if tree.shared:
         return np.stack([_sum_rows(reach[idx]) for idx in tree.depth_slices])
     depths = tree.depths[:, lo:hi]
     return np.stack([_sum_rows(reach * (depths == d)) for d in range(tree.num_depths)])
@@ -416,7 +424,7 @@ def _aggregate_chunk(sums_lo: np.ndarray, sums_hi: np.ndarray, exact: np.ndarray
 
 
 def _chunks(
-    tree: TreeLayout | TreeColumns,
+    tree: TreeLayout,
     rows: RowReader,
     tokens: np.ndarray,
     row_node: list[RowNode],
@@ -430,7 +438,7 @@ def _chunks(
 
 
 def _bounds_of(
-    tree: TreeLayout | TreeColumns,
+    tree: TreeLayout,
     chunks: Iterable[_Chunk],
     shape: tuple[int, int],
     t: float,
@@ -439,7 +447,7 @@ def _bounds_of(
 ) -> ColumnBounds:
     """ColumnBounds of R rounds at T from their chunks (prepared, or read one at a time)."""
     n1, r = shape
-    dplus = len(tree.at_depth) if isinstance(tree, TreeLayout) else tree.num_depths
+    dplus = tree.num_depths
     out = {name: np.empty((n1, r)) for name in ("reach_lo", "reach_hi")} if keep_reach else {}
     ge_lo, ge_hi = np.empty((dplus, r)), np.empty((dplus, r))
     exp_lo, exp_hi, variance = np.empty(r), np.empty(r), np.empty(r)
@@ -487,7 +495,7 @@ class PreparedColumns:
     that needs them and kept (about 2.5 KB a round for the article tree at K = 16, the rows read included;
     column_bounds keeps nothing)."""
 
-    tree: TreeLayout | TreeColumns
+    tree: TreeLayout
     shape: tuple[int, int]  # (N+1, R)
     chunks: tuple[_Chunk, ...]
     vocab_size: int | None
@@ -498,7 +506,7 @@ class PreparedColumns:
 
 
 def prepare_columns(
-    tree: TreeLayout | TreeColumns,
+    tree: TreeLayout,
     rows: RowReader,
     tokens: np.ndarray,
     row_node: list[RowNode],
@@ -511,7 +519,7 @@ def prepare_columns(
 
 
 def column_bounds(
-    tree: TreeLayout | TreeColumns,
+    tree: TreeLayout,
     rows: RowReader,
     tokens: np.ndarray,
     row_node: list[RowNode],

@@ -54,9 +54,10 @@ class BatchSampling:
 
 @lru_cache(maxsize=256)
 def shape_layout(shape: TreeShape) -> TreeLayout:
-    """The rule's TreeLayout of a shape: node u of level i+1 hangs under slot (i, j), row head_offsets[i] + j."""
-    edge_row = np.concatenate([shape.head_offsets[i] + shape.maps[i].slot_parent for i in range(shape.num_steps)])
-    return TreeLayout(edge_row.astype(np.int64), shape.depths)
+    """The rule's shared TreeLayout of a shape: node u of level i+1 hangs under slot (i, j), row
+    head_offsets[i] + j; the depths are the shape's own."""
+    rows = [shape.head_offsets[i] + shape.maps[i].slot_parent for i in range(shape.num_steps)]
+    return TreeLayout(np.concatenate([[0], *rows]).astype(np.int64), shape.depths)
 
 
 @dataclass(frozen=True, eq=False)
