@@ -35,7 +35,6 @@ from analysis.tables.intervals import wilson
 
 from .counts import ShapeStats, fit
 
-RankPath = tuple[int, ...]  # a node by the draft ranks from the root: () is the root, (0, 2) the first child's third
 DEFAULT_MIN_COUNT = 30
 ORDER_DECIMALS = 9  # draft path log-probs equal to this many decimals tie (then tree order decides)
 

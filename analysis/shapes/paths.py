@@ -21,8 +21,9 @@ from replay.core.config import TreeConfig
 from replay.core.selection import select_top
 from replay.core.tree import Tree
 from replay.core.vocab import PAD_TOKEN
+from replay.engine.batch import RankPath
 
-from .model import RankPath, ShapeModel
+from .model import ShapeModel
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,14 @@ from analysis.cost.model import CostModel
 from analysis.tables.intervals import Z95
 from analysis.tables.runs import LabelledRun
 from replay.core.config import TreeConfig
+from replay.engine.batch import RankPath
 from replay.engine.options import ReplayOptions
 from replay.io.skipped import why_no_rounds
 from replay.util.errors import NoRoundsError, SpecReplayError
 
 from .counts import merge_stats
 from .dumps import DumpInput, Measured, Progress, scan_run  # noqa: F401  (re-exported)
-from .model import DEFAULT_MIN_COUNT, Bootstrap, RankPath, ShapeModel, bootstrap as bootstrap_model, model_from_stats
+from .model import DEFAULT_MIN_COUNT, Bootstrap, ShapeModel, bootstrap as bootstrap_model, model_from_stats
 from .paths import Shape, engine_paths, expected_accepted
 from .search import DEFAULT_STATE_LIMIT, SearchResult, best_configs, search_shapes
 

@@ -21,8 +21,9 @@ from analysis.compare.subtree import is_contained
 from analysis.cost.model import CostModel
 from replay.core.config import TreeConfig
 from replay.core.selection import selection_order
+from replay.engine.batch import RankPath
 
-from .model import RankPath, ShapeModel
+from .model import ShapeModel
 from .paths import Shape, config_from_paths, engine_paths, expected_accepted, with_cost
 
 DEFAULT_STATE_LIMIT = 400_000  # search states before giving up certification (about 10 s in Python)

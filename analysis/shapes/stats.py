@@ -21,7 +21,7 @@ import numpy as np
 from replay.core.acceptance import validate_row
 from replay.core.config import TreeConfig
 from replay.core.vocab import PAD_TOKEN
-from replay.engine.batch import BatchResult, RoundBatch, TreeShape, rank_paths
+from replay.engine.batch import BatchResult, RankPath, RoundBatch, TreeShape, rank_paths
 
 from .counts import (
     MISS,
@@ -33,7 +33,6 @@ from .counts import (
     num_groups,
     step_tables,
 )
-from .model import RankPath
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,45 +11,23 @@ import pandas as pd
 
 from replay.core.config import TreeConfig
 from replay.core.tree import Tree, node_name
-from replay.core.vocab import PAD_TOKEN
-from replay.engine.batch import TreeShape, node_parents, tree_shape
+from replay.engine.batch import config_tree_shape, round_tree
 
 from .build import require_columns
 
 
 def static_shape(cfg: TreeConfig) -> Tree:
     """The config's full tree (a replay.core.tree.Tree of nodes) with placeholder tokens: the node ids
-    every static round shares, on replay.engine.batch's TreeShape of the config.
+    every static round shares, one round of replay.engine.batch's TreeShape of the config
+    (round_tree).
 
     In a static round node u is always "rank r of the j-th expanded parent of step d"; which level
     node was expanded changes per round. The drawing puts the j-th expanded parent where the
     rank-major fallback would (A1, A2, then B11, B21: replay.core.selection.rank_major_keys, the
     shape's ``fallback`` map), so the names are those of that layout.
     """
-    shape = _full_shape(cfg)
-    chosen = [m.fallback[:, None] for m in shape.maps]  # [h_i, 1] each: one round, the fallback's choice
-    logprobs = np.full(shape.num_nodes + 1, np.nan)
-    logprobs[0] = 0.0
-    return Tree(
-        np.full(shape.num_nodes + 1, PAD_TOKEN, dtype=np.int64),
-        node_parents(shape, chosen)[:, 0],
-        shape.depths,
-        shape.ranks,
-        logprobs,
-        tuple(shape.starts[i] + m.fallback for i, m in enumerate(shape.maps)),
-    )
-
-
-def _full_shape(cfg: TreeConfig) -> TreeShape:
-    """The shape of a round that runs every draft step of ``cfg``: a step expands at most its level
-    (a dynamic round's heads are capped by the nodes there)."""
-    heads, widths, level = [], [], 1
-    for i in range(cfg.gamma):
-        h = min(cfg.top_head[i], level) if i else 1
-        heads.append(h)
-        widths.append(tuple(cfg.top_k_spec[i][:h]))
-        level = sum(widths[-1])
-    return tree_shape(tuple(heads), tuple(widths))
+    shape = config_tree_shape(cfg, cfg.gamma)  # every draft step run (a config's heads fit its levels)
+    return round_tree(shape, [m.fallback for m in shape.maps])
 
 
 def _signature(parents: np.ndarray, ranks: np.ndarray, slots: np.ndarray) -> list[tuple[int, int]]:

@@ -24,10 +24,11 @@ from analysis.shapes.counts import (
     num_groups,
     step_tables,
 )
-from analysis.shapes.model import DEFAULT_MIN_COUNT, RankPath, ShapeModel, model_from_stats
+from analysis.shapes.model import DEFAULT_MIN_COUNT, ShapeModel, model_from_stats
 from analysis.shapes.stats import DumpStats, TreeCounts
 from replay.core.config import TreeConfig
 from replay.core.vocab import PAD_TOKEN
+from replay.engine.batch import RankPath
 from replay.testing.replayer import RoundResult
 
 

@@ -15,7 +15,7 @@ from replay.io.roundbatch import MatrixStack, RoundBatch
 from .codes import DEFAULT_CHUNK_ROUNDS, ERR_OK, ERR_TOKENS, SEL_FALLBACK, SEL_PARENTS, StopCode
 from .driver import expanded_nodes, rebuilt_levels, replay_batch
 from .result import BatchResult, empty_result, replayed_by_shape
-from .shapes import RankPaths, TreeShape, node_parents, rank_paths, tree_shape
+from .shapes import RankPath, RankPaths, TreeShape, config_tree_shape, node_parents, rank_paths, round_tree, tree_shape
 
 __all__ = [
     "DEFAULT_CHUNK_ROUNDS",
@@ -25,10 +25,12 @@ __all__ = [
     "SEL_PARENTS",
     "BatchResult",
     "MatrixStack",
+    "RankPath",
     "RankPaths",
     "RoundBatch",
     "StopCode",
     "TreeShape",
+    "config_tree_shape",
     "empty_result",
     "expanded_nodes",
     "node_parents",
@@ -36,5 +38,6 @@ __all__ = [
     "rebuilt_levels",
     "replay_batch",
     "replayed_by_shape",
+    "round_tree",
     "tree_shape",
 ]

@@ -14,6 +14,7 @@ import numpy as np
 
 from replay.core.config import TreeConfig
 from replay.core.selection import rank_major_keys, select_top
+from replay.core.tree import Tree
 from replay.core.vocab import NO_PARENT, NO_RANK, PAD_TOKEN
 from replay.io.roundbatch import RoundBatch
 from replay.util.rows import unique_rows
@@ -134,12 +135,35 @@ def node_parents(shape: TreeShape, chosen: Sequence[np.ndarray]) -> np.ndarray:
     return parents
 
 
+def round_tree(shape: TreeShape, chosen: Sequence[np.ndarray], tokens: np.ndarray | None = None) -> Tree:
+    """One round of ``shape`` as replay.core.tree's one-round Tree, the form that naming and drawing
+    read (path log-probs unknown: NaN, 0 at the root).
+
+    chosen: per draft step i, [h_i] int64 the level-local nodes the round expanded, in slot order;
+    tokens: [num_nodes + 1] int64, None for a shape without a round's tokens (PAD_TOKEN).
+    """
+    n1 = shape.num_nodes + 1
+    parents = node_parents(shape, [np.asarray(c, dtype=np.int64)[:, None] for c in chosen])[:, 0]
+    logprobs = np.full(n1, np.nan)
+    logprobs[0] = 0.0
+    return Tree(
+        np.full(n1, PAD_TOKEN, dtype=np.int64) if tokens is None else tokens,
+        parents,
+        shape.depths,
+        shape.ranks,
+        logprobs,
+        tuple(shape.starts[i] + np.asarray(c, dtype=np.int64) for i, c in enumerate(chosen)),
+    )
+
+
+RankPath = tuple[int, ...]  # a node by the draft ranks from the root: () is the root, (0, 2) the first child's third
+
+
 @dataclass(frozen=True, eq=False)
 class RankPaths:
-    """Every node's rank path (the draft ranks from the root: () is the root, (0, 2) the first
-    child's third) for R rounds of one shape, each distinct path once."""
+    """Every node's RankPath for R rounds of one shape, each distinct path once."""
 
-    paths: list[tuple[int, ...]]  # the distinct rank paths, level by level, ranks in order within a level
+    paths: list[RankPath]  # the distinct rank paths, level by level, ranks in order within a level
     index: np.ndarray  # [num_nodes + 1, R] int64 each node's rank path, an index into ``paths``
 
 
@@ -150,8 +174,8 @@ def rank_paths(shape: TreeShape, chosen: Sequence[np.ndarray]) -> RankPaths:
     parent's plus its own rank, so each level costs one bincount over codes, whatever the number of rounds.
     """
     c = chosen[0].shape[1]
-    paths: list[tuple[int, ...]] = [()]
-    level_paths: list[tuple[int, ...]] = [()]
+    paths: list[RankPath] = [()]
+    level_paths: list[RankPath] = [()]
     path_id = np.zeros((1, c), dtype=np.int64)  # index into level_paths
     index = [path_id]  # per level, index into paths
     for i, m in enumerate(shape.maps):

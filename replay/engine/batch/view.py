@@ -10,7 +10,7 @@ nothing: the acceptance is the batch's own (accepted nodes, bonus, stop), never 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from replay.io.roundbatch import RoundBatch
 from .codes import BONUS_NAMES, ERR_OK, STOP_CODES
 from .kernel import level_tokens
 from .result import BatchResult
-from .shapes import TreeShape, node_parents
+from .shapes import TreeShape, round_tree
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,12 +75,11 @@ def _round_tree(batch: RoundBatch, slots: np.ndarray, shape: TreeShape, i: int) 
 
     slots: [H] int32 the round's column of BatchResult.expanded: slot j of draft step s (row
     shape.head_offsets[s] + j) holds the level-local node the replay expanded there."""
-    chosen = [slots[o : o + h, None].astype(np.int64) for o, h in zip(shape.head_offsets, shape.heads)]  # [h_s, 1]
-    parents = node_parents(shape, chosen)[:, 0]  # [N+1]
+    chosen = [slots[o : o + h].astype(np.int64) for o, h in zip(shape.head_offsets, shape.heads)]  # [h_s]
     levels = [level_tokens(st, m, i, i + 1)[:, 0] for st, m in zip(batch.steps, shape.maps)]  # [L_{s+1}] each
     tokens = np.concatenate([[int(batch.root_tokens[i])], *levels]).astype(np.int64)
-    expanded = tuple(shape.starts[s] + c[:, 0] for s, c in enumerate(chosen))
-    return Tree(tokens, parents, shape.depths, shape.ranks, _path_logprobs(batch, shape, parents, i), expanded)
+    tree = round_tree(shape, chosen, tokens)
+    return replace(tree, logprobs=_path_logprobs(batch, shape, tree.parents, i))
 
 
 def _path_logprobs(batch: RoundBatch, shape: TreeShape, parents: np.ndarray, i: int) -> np.ndarray:
