@@ -67,9 +67,19 @@ def engine_paths(config: TreeConfig, model: ShapeModel) -> list[RankPath]:
     level: list[RankPath] = [()]
     for i in range(config.gamma):
         chosen = select_by_probability(level, model, config.top_head[i])
-        level = [u + (r,) for u, w in zip(chosen, config.top_k_spec[i]) for r in range(w)]
+        level = next_level(chosen, config.top_k_spec[i])
         out.extend(level)
     return out
+
+
+def next_level(expanded: Sequence[RankPath], widths: Sequence[int]) -> list[RankPath]:
+    """The level below ``expanded`` (selection order) in tree order: the j-th node's first widths[j]
+    children by rank.
+
+    Trees under the model are built here, level by level, not by replay.engine.batch's rank_paths
+    (which reads a finished selection): each level's selection reads the model's keys of its paths.
+    """
+    return [u + (r,) for u, w in zip(expanded, widths) for r in range(w)]
 
 
 def select_by_probability(level: Sequence[RankPath], model: ShapeModel, heads: int) -> list[RankPath]:
@@ -93,7 +103,7 @@ def config_from_paths(paths: Sequence[RankPath], model: ShapeModel) -> TreeConfi
         expanded = [u for u in select_by_probability(level, model, len(level)) if width[u]]
         heads.append(len(expanded))
         spec.append([width[u] for u in expanded])
-        level = [u + (r,) for u in expanded for r in range(width[u])]
+        level = next_level(expanded, [width[u] for u in expanded])
     return TreeConfig.from_lists(spec, heads)
 
 

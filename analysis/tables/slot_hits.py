@@ -229,7 +229,10 @@ def node_hits_finish(out: pd.DataFrame) -> pd.DataFrame:
 
 def _rank_paths(nodes: pd.DataFrame, groups) -> dict[tuple, tuple[int, ...]]:
     """(run, name) -> the draft ranks from the root to the node, read from one round holding it
-    (walking its parents there): only the rounds that first hold each name are looked at."""
+    (walking its parents there): only the rounds that first hold each name are looked at.
+
+    A node table alone (node_hit_frequency without its batch) has no selection for replay.engine.batch's rank_paths.
+    """
     first = groups.head(1)  # one row per (run, name)
     want = pd.MultiIndex.from_arrays([first["run"], first["round"]]).unique()
     sub = nodes[pd.MultiIndex.from_arrays([nodes["run"], nodes["round"]]).isin(want)]
