@@ -47,8 +47,9 @@ from analysis.report.options import default_comparison_configs  # noqa: E402
 from analysis.tables.build import Tables, _typed, build_tables  # noqa: E402
 from analysis.tables.metrics import all_metrics  # noqa: E402
 from analysis.tables.runs import load_run  # noqa: E402
-from analysis.tables.slot_hits import _hits_by_round, _hits_vectorised, shape_signature, static_shape  # noqa: E402
+from analysis.tables.slot_hits import _hits_by_round, _hits_vectorised, shape_signature  # noqa: E402
 from replay.core.config import TreeConfig  # noqa: E402
+from replay.engine.batch import config_tree_shape  # noqa: E402
 from replay.io.packed.pack import pack_batches  # noqa: E402
 from replay.testing.batch_synth import synth_run  # noqa: E402
 from replay.testing.compare_reference import compare_configs, simulate_strategies  # noqa: E402
@@ -148,7 +149,7 @@ def strategies_row(name: str, path: str, repeats: int) -> None:
 
 
 def canon_of(cfg: TreeConfig):
-    shape = static_shape(cfg)
+    shape = config_tree_shape(cfg, cfg.gamma)
     return shape_signature(shape), shape.num_nodes + 1
 
 

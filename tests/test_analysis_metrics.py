@@ -32,8 +32,9 @@ from analysis.tables.metrics import (
     summary,
 )
 from analysis.tables.runs import load_runs
-from analysis.tables.slot_hits import static_shape
+from analysis.tables.slot_hits import shape_signature, static_shape
 from replay.core.config import TreeConfig
+from replay.engine.batch import config_tree_shape
 from replay.io.rounds import Round
 from replay.testing.replayer import replay_round
 from replay.testing.table_rows import node_table, round_table
@@ -268,6 +269,21 @@ def test_static_shape_names():
     shape = static_shape(TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2]))
     assert shape.names() == ["R", "A1", "A2", "A3", "A4", "A5", "A6", "B11", "B12", "B21", "B22", "C111", "C211"]
     assert shape.parents.tolist() == [-1, 0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 7, 9]
+
+
+@pytest.mark.parametrize(
+    "spec, heads", [([[6], [2, 2], [1, 1]], [1, 2, 2]), ([[4], [3, 1, 2], [2, 1]], [1, 3, 2]), ([[3], [1]], [1, 1])]
+)
+def test_slots_counted_are_the_slots_drawn(spec, heads):
+    # The slot counts read the shape's maps; the drawing reads static_shape's Tree: node u is the
+    # same slot (expanded parent's position in its step, rank) in both.
+    cfg = TreeConfig.from_lists(spec, heads)
+    drawn = static_shape(cfg)
+    slot = np.full(drawn.num_nodes + 1, -1)
+    for step in drawn.expanded:
+        slot[step] = np.arange(step.shape[0])
+    want = [(int(slot[drawn.parents[u]]), int(drawn.ranks[u])) for u in range(1, drawn.num_nodes + 1)]
+    assert shape_signature(config_tree_shape(cfg, cfg.gamma)) == want
 
 
 def test_export_csv_parquet_roundtrip(hand, tmp_path):

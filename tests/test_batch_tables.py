@@ -19,7 +19,7 @@ from analysis.tables.batch import batch_table_parts, join_parts
 from analysis.tables.build import _typed, build_tables
 from analysis.tables.metrics import slot_hit_frequency
 from analysis.tables.runs import load_run
-from analysis.tables.slot_hits import _hits_by_round, _hits_vectorised, shape_signature, static_shape
+from analysis.tables.slot_hits import _hits_by_round, _hits_vectorised, shape_signature
 from replay.cli import main
 from replay.core.config import TreeConfig
 from replay.core.records import (
@@ -29,7 +29,7 @@ from replay.core.records import (
     records_of_batch,
     write_arrow_table,
 )
-from replay.engine.batch import ERR_OK, replay_batch
+from replay.engine.batch import ERR_OK, config_tree_shape, replay_batch
 from replay.engine.batch.frames import record_arrow
 from replay.engine.runs import replay_run
 from replay.testing.in_memory import batch_from_rounds
@@ -187,7 +187,7 @@ def test_random_run_tables_agree(case):
 
 
 def _canon(cfg: TreeConfig):
-    shape = static_shape(cfg)
+    shape = config_tree_shape(cfg, cfg.gamma)
     return shape_signature(shape), shape.num_nodes + 1
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 from replay.core.config import TreeConfig
 from replay.core.vocab import NO_RANK
-from replay.engine.batch import BatchResult, TreeShape
+from replay.engine.batch import BatchResult, TreeShape, config_tree_shape
 from replay.engine.batch.frames import NullableInts, frame_of
 
 from .build import IN_NO_ROW, TARGET_IN
@@ -138,9 +138,9 @@ class NodeCounts:
 
 def block_counts(parts: list[tuple], cfg: TreeConfig, run: str) -> dict:
     """The node metrics' counts of a block's rounds, from (facts, shape, result) per shape of the block."""
-    from .slot_hits import shape_signature, static_shape
+    from .slot_hits import shape_signature
 
-    counts = NodeCounts(run, shape_signature(static_shape(cfg)))
+    counts = NodeCounts(run, shape_signature(config_tree_shape(cfg, cfg.gamma)))
     for facts, shape, res in parts:
         counts.add(facts, shape, res)
     return counts.tables()

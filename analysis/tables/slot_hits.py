@@ -11,7 +11,7 @@ import pandas as pd
 
 from replay.core.config import TreeConfig
 from replay.core.tree import Tree, node_name
-from replay.engine.batch import config_tree_shape, round_tree
+from replay.engine.batch import TreeShape, config_tree_shape, round_tree
 
 from .build import require_columns
 
@@ -42,13 +42,11 @@ def _signature(parents: np.ndarray, ranks: np.ndarray, slots: np.ndarray) -> lis
     return [(int(slots[parents[u]]), int(ranks[u])) for u in range(1, parents.shape[0])]
 
 
-def shape_signature(shape) -> list[tuple[int, int]]:
-    """_signature of a static Tree (static_shape): what a round's nodes must match to be counted
-    against that shape's nodes."""
-    slots = np.full(shape.num_nodes + 1, -1, dtype=np.int64)
-    for step in shape.expanded:
-        slots[step] = np.arange(step.shape[0])
-    return _signature(shape.parents, shape.ranks, slots)
+def shape_signature(shape: TreeShape) -> list[tuple[int, int]]:
+    """(slot of the parent among its step's expanded nodes, rank) per non-root node of a static
+    shape (config_tree_shape), in tree order: what a round's nodes must match to be counted against
+    the shape's slots, read from the shape's maps."""
+    return [(j, r) for m in shape.maps for j, r in zip(m.slot_parent.tolist(), m.slot_rank.tolist())]
 
 
 def _hits_by_round(grp: pd.DataFrame, canon: list[tuple[int, int]], n_nodes: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -135,7 +133,7 @@ def slot_hits_counts(nodes: pd.DataFrame, configs: dict) -> dict[str, tuple[np.n
     require_columns(nodes, ("run", "round", "node", "parent", "rank", "expanded_slot", "on_path"), "nodes")
     out = {}
     for run, grp in nodes.groupby("run", sort=False):
-        shape = static_shape(configs[run])
+        shape = config_tree_shape(configs[run], configs[run].gamma)
         canon = shape_signature(shape)
         counted = _hits_vectorised(grp, canon)
         out[run] = counted if counted is not None else _hits_by_round(grp, canon, shape.num_nodes + 1)
@@ -145,7 +143,7 @@ def slot_hits_counts(nodes: pd.DataFrame, configs: dict) -> dict[str, tuple[np.n
 def slot_hits_finish(counts: dict[str, tuple[np.ndarray, np.ndarray, int]], configs: dict) -> pd.DataFrame:
     rows = []
     for run, (present, hits, other) in counts.items():
-        shape = static_shape(configs[run])
+        shape = config_tree_shape(configs[run], configs[run].gamma)
         canon = shape_signature(shape)
         for u in range(shape.num_nodes + 1):
             depth = int(shape.depths[u])
