@@ -33,7 +33,7 @@ from analysis.compare.sampling import TEMPERATURE_GRID
 from replay.core.config import TreeConfig
 from replay.core.sampling_columns import column_bounds, prepare_columns
 from replay.engine.batch import replay_batch
-from replay.engine.batch.sampling import batch_sampling, shape_inputs, shape_layout
+from replay.engine.batch.sampling import batch_sampling, shape_chunks, shape_layout
 from replay.testing.batch_synth import SynthSpec, synth_batch
 from replay.testing.sampling_ref import with_validate_scores
 
@@ -62,15 +62,17 @@ def main() -> None:
     res = replay_batch(batch, ARTICLE, workers=1)
     shape = res.shapes[0]
     assert (res.error == 0).all() and len(res.shapes) == 1, "the synthetic run is one shape, every round replayed"
-    inputs = shape_inputs(batch, shape, True, res.layout == 1)
-    ids, lp, has = inputs.rows(0, rounds)  # every expanded slot's row, laid out once
+    # every round in one chunk: the tokens, each expanded slot's node and its row, laid out once
+    _, _, (ids, lp, has), tokens, row_node = next(
+        shape_chunks(batch, shape, True, res.layout == 1, chunk_rounds=rounds)
+    )
 
     rows = lambda lo, hi: (ids[..., lo:hi], lp[..., lo:hi], has[:, lo:hi])  # noqa: E731
     tree = shape_layout(shape)
-    prepared = prepare_columns(tree, rows, inputs.tokens, inputs.row_node, VOCAB)
+    prepared = prepare_columns(tree, rows, tokens, row_node, VOCAB)
 
     def curve():
-        again = prepare_columns(tree, rows, inputs.tokens, inputs.row_node, VOCAB)
+        again = prepare_columns(tree, rows, tokens, row_node, VOCAB)
         return [again.bounds(t) for t in TEMPERATURE_GRID]
 
     t = args.temperature
@@ -79,9 +81,7 @@ def main() -> None:
     jobs = {
         "greedy replay_batch": lambda: replay_batch(batch, ARTICLE, workers=1),
         f"batch_sampling T={t:g} (whole)": lambda: batch_sampling(batch, res, ARTICLE, t, VOCAB),
-        f"column_bounds T={t:g} (statistics + rule)": lambda: column_bounds(
-            tree, rows, inputs.tokens, inputs.row_node, t, VOCAB
-        ),
+        f"column_bounds T={t:g} (statistics + rule)": lambda: column_bounds(tree, rows, tokens, row_node, t, VOCAB),
         f"rule T={t:g}, rows prepared": lambda: prepared.bounds(t),
         "rule T=1, rows prepared": lambda: prepared.bounds(1.0),
         curve_name: curve,

@@ -20,13 +20,12 @@ import numpy as np
 from replay.core.acceptance import validate_row
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.sampling import greedy_logp
-from replay.core.sampling_columns import CHUNK_ROUNDS, ChunkInput, RowNode, RowReader, TreeLayout, chunk_bounds
+from replay.core.sampling_columns import CHUNK_ROUNDS, ChunkInput, RowNode, TreeLayout, chunk_bounds
 from replay.core.sampling_problems import PROBLEM_NONE, VocabTooSmall
 from replay.core.temperature import check_temperature
 from replay.io.roundbatch import RoundBatch
 
 from .codes import ERR_OK
-from .driver import rebuilt_levels
 from .kernel import _columns, _rebuild_chunk, level_tokens
 from .result import BatchResult
 from .shapes import TreeShape
@@ -58,38 +57,6 @@ def shape_layout(shape: TreeShape) -> TreeLayout:
     head_offsets[i] + j; the depths are the shape's own."""
     rows = [shape.head_offsets[i] + shape.maps[i].slot_parent for i in range(shape.num_steps)]
     return TreeLayout(np.concatenate([[0], *rows]).astype(np.int64), shape.depths)
-
-
-@dataclass(frozen=True, eq=False)
-class ShapeInputs:
-    """column_bounds' inputs for R rounds of one shape, from the greedy rebuild."""
-
-    tokens: np.ndarray  # [N+1, R] int64 (the root's entry unused)
-    row_node: list[RowNode]  # per expanded slot: its node id (0 for the root, else [R] int64 per round)
-    rows: RowReader  # rows(lo, hi) -> (ids [E, K, C], logp [E, K, C], has [E, C])
-
-
-def shape_inputs(part: RoundBatch, shape: TreeShape, static: bool, layout_all: np.ndarray) -> ShapeInputs:
-    """Tokens, slot nodes and the row reader of ``part`` (every round of ``shape``, replayed)."""
-    levels = rebuilt_levels(part, shape, static)
-    r = len(part)
-    tokens = np.zeros((shape.num_nodes + 1, r), dtype=np.int64)
-    for i, tok in enumerate(levels.tokens):
-        tokens[shape.starts[i + 1] : shape.starts[i + 1] + tok.shape[0]] = tok
-    row_node: list[RowNode] = [0]
-    for i in range(1, shape.num_steps):
-        row_node.extend(shape.starts[i] + levels.chosen[i][j] for j in range(shape.heads[i]))
-    return ShapeInputs(tokens, row_node, _row_reader(part, row_node, layout_all))
-
-
-def _row_reader(part: RoundBatch, row_node: list[RowNode], layout_all: np.ndarray) -> RowReader:
-    """rows(lo, hi) for column_bounds: _chunk_rows of rounds lo..hi."""
-
-    def rows(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        nodes = [node if isinstance(node, int) else node[lo:hi] for node in row_node]
-        return _chunk_rows(part, nodes, layout_all[lo:hi], lo, hi)
-
-    return rows
 
 
 def _chunk_rows(
@@ -125,7 +92,7 @@ def _chunk_rows(
     return ids, lp, has
 
 
-def _shape_chunks(
+def shape_chunks(
     part: RoundBatch,
     shape: TreeShape,
     static: bool,
@@ -196,7 +163,7 @@ def batch_sampling(
         kept = result.expanded
         if kept is not None and members.shape[0] != r:
             kept = kept[:, members]
-        chunks = _shape_chunks(part, shape, static, result.layout[members] == 1, kept)
+        chunks = shape_chunks(part, shape, static, result.layout[members] == 1, kept)
         try:
             b = chunk_bounds(shape_layout(shape), chunks, shape.num_nodes + 1, members.shape[0], t, vocab_size)
         except VocabTooSmall as exc:
