@@ -113,12 +113,7 @@ def _round_files(item: RoundPaths) -> tuple[int, RoundFiles, int]:
 
 @collection_paused()
 def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -> ReadChunk:
-    """Read rounds ``items`` (from round_paths); runs inside a worker process.
-
-    Plain-text and .npz/.npy rounds are parsed together (replay.io.formats.textbatch, arraybatch);
-    every other round, and any round not in their strict common forms, is read by the reference
-    reader, one round at a time.
-    """
+    """Read rounds ``items`` (from round_paths) as the module docstring says; runs inside a worker process."""
     raw_forced = opts.raw is not None and opts.raw.force
     fast, rest = read_text_batches(directory, items, opts.step0_offset, opts.layout, raw_forced, opts.score_kind)
     arrays, rest = read_array_batches(directory, rest, opts.step0_offset, opts.layout, opts.score_kind)

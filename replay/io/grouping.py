@@ -4,10 +4,8 @@ Names (replay.io.dumpnames): ``draft_step_{i}_{a}_{b}`` and ``validate_{a}_{b}``
 data extension and with ``.scores`` / ``.parents`` companions (``draft_step_1_124_140.scores.txt``). A round is keyed by
 its validate file's ``(a, b)``. Draft steps ``i >= 1`` carry the round's key; step 0 is named
 ``step0_offset`` positions earlier (the engine names it before advancing its counters), so
-``draft_step_0_123_139`` belongs to round ``(124, 140)`` by default. Which offset is used is decided
-here, for every reader (replay.io.step0.Step0Check): a stated one (--step0-offset, the manifest) as stated; else
-the default, unless the names show another offset that pairs every step-0 file with its round's
-validate file while the default does not; then that one, and the commands say so on stderr.
+``draft_step_0_123_139`` belongs to round ``(124, 140)`` by default; which offset is used:
+replay.io.step0.
 
 A file named nearly like a dump file (``validation_10_20``, ``Draft_Step_0_9_19``,
 ``dump_validate_10_20``) is listed with the name it was probably meant to have (replay.io.near_miss); when

@@ -4,7 +4,7 @@ Rounds whose matrices differ only in size share one RoundBatch (``group_key``): 
 padded to the group's widest rows and columns with PAD_TOKEN (scores NaN, parents PAD_TOKEN), and
 each round's own sizes are kept (``MatrixStack.rows_of``...), so the kernel and ``MatrixStack.matrix``
 see what the round's files hold. A dump of varied shapes then forms a few large batches instead of one
-per shape (~1.5 ms fixed cost per batch).
+per shape, each paying the batch's fixed cost once.
 
 A RoundBatch is the reading side's unit (replay.io.fastread and replay.io.packed.pack build them, replay.engine.batch
 replays them); it lives below both so that reading never imports the replay kernels
@@ -58,7 +58,7 @@ class MatrixStack:
 
     Column-major: the round axis is last, so each cell of the matrix is one contiguous vector over
     rounds. The kernel reads whole cells (a copy at memory speed) instead of gathering them from
-    round-major rows (~1 ns per cell and round, a quarter of the kernel's time when measured).
+    round-major rows.
 
     rows_of / cols_of / prows_of: each round's own matrix sizes where they differ from the stack's
     (None: every round fills the stack); cells beyond them are padding (PAD_TOKEN ids, NaN scores,

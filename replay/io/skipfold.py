@@ -49,9 +49,7 @@ def _round_of(matrix: MatrixKey, offset: tuple[int, int]) -> str:
 
 def fold_duplicates(skipped: list[Skipped], offset: tuple[int, int]) -> list[Skipped]:
     """Duplicates of a matrix (grouping._duplicates) are named in the entry of the round that lacks it,
-    not in one of their own: "round 10_20: draft files without validate_10_20" beside "validate_10_20
-    and validate_10_20.txt: 2 files hold the same matrix" was one mistake listed twice, and the first
-    said a file that is there twice was missing."""
+    not in one of their own: the round's entry alone would call a file that is there twice missing."""
     at = {s.what: i for i, s in enumerate(skipped) if s.what.startswith(ROUND_PREFIX)}
     drop: set[int] = set()
     for i, s in enumerate(list(skipped)):  # a snapshot: round entries are rewritten below

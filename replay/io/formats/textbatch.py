@@ -1,8 +1,7 @@
 """Read many rounds of plain-text matrices at once: one read per file, a few numpy calls per chunk.
 
 The common text dump (integers separated by spaces, one matrix row per line, scores in ``.scores``
-companions or none) costs ~100 µs a file through ``matrix_io.read_matrix``, most of it per-file
-Python overhead. Here the bytes of a whole chunk of rounds are classified, checked and converted
+companions or none) costs mostly per-file Python overhead through ``matrix_io.read_matrix``. Here the bytes of a whole chunk of rounds are classified, checked and converted
 together, and rounds of equal step count go straight into RoundBatches (padded to their widest
 matrices).
 

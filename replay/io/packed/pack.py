@@ -1,10 +1,8 @@
 """Packed runs: a whole dump directory as a few column-major arrays per kind of round.
 
 Layout, groups and padding: docs/packed-format.md, "Layout". This module is the entry point
-(packing a dump directory or in-memory batches, and the names callers use); the parts are
-replay.io.packed.format (layout constants, checksums, the records packed.json describes),
-replay.io.packed.meta (packed.json checked on open), replay.io.packed.blocks (checked reads of array
-files), replay.io.packed.write (PackWriter) and replay.io.packed.read (PackedRun).
+(packing a dump directory or in-memory batches, and the names callers use); the parts: the
+package's docstring.
 """
 
 from __future__ import annotations
