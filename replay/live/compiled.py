@@ -1,19 +1,13 @@
 """The fast path: static KV caches, and the small forwards (decode, draft steps, verification)
-replayed as CUDA graphs or run through ``torch.compile``.
+replayed as CUDA graphs or run through ``torch.compile``; the three modes (MODES):
+docs/live-harness.md, "The fast path".
 
-A static cache keeps its tensors at fixed addresses, which is what CUDA graphs need. Three modes:
-
-- ``"graphs"`` (the default on CUDA): each decoder forward shape (tokens, cache width, cache) is
-  recorded once as a ``torch.cuda.CUDAGraph`` and replayed: one launch instead of hundreds, the
-  eager path's kernels (so the same numbers), no compiler. The forward's inputs are copied into
-  the graph's own buffers before each replay, and its output is copied out (the next replay
-  overwrites it). Recording needs one real forward first (a warm-up on a side stream); it writes
-  the same cache entries the call itself then writes, and the cache's write position is put back.
-- ``"compile"``: ``torch.compile(decoder, backend=...)`` (``eager`` by default: dynamo traces the
-  forward and runs the trace unchanged; on a CPU this checks that a traced fast path decodes
-  exactly what the eager path does; ``inductor`` with ``mode="reduce-overhead"`` on a GPU compiles
-  kernels and graphs, at minutes of compile time).
-- ``"static"``: static caches only, eager forwards.
+``"graphs"``: each decoder forward shape (tokens, cache width, cache) is recorded once. The
+forward's inputs are copied into the graph's own buffers before each replay, and its output is
+copied out (the next replay overwrites it). Recording needs one real forward first (a warm-up on a
+side stream); it writes the same cache entries the call itself then writes, and the cache's write
+position is put back. ``"compile"`` with ``inductor`` and ``mode="reduce-overhead"`` on a GPU
+compiles kernels and graphs, at minutes of compile time.
 
 Prefills (the first forward on a cache, and any forward over more than ``max_tokens``) stay eager.
 A static tree has a fixed token count per draft step and per verification, so a run records a

@@ -76,8 +76,8 @@ def dtype_name(dtype: torch.dtype) -> str:
 def fast_bfloat16(device: torch.device | str) -> bool:
     """Whether ``device`` computes bfloat16 matmuls natively: CUDA, or a CPU with avx512_bf16 or AMX.
 
-    Other CPUs (plain AVX-512 or AVX2) convert bfloat16 to float32 inside every matmul: measured on
-    an AVX-512 Xeon without avx512_bf16, a 16-token bf16 matmul took twice the float32 time.
+    Other CPUs (plain AVX-512 or AVX2) convert bfloat16 to float32 inside every matmul, so there
+    bfloat16 is slower than float32.
     torch.backends.cpu.get_cpu_capability() says only "AVX512" for both kinds, so read the flags.
     """
     device = torch.device(device)
@@ -229,7 +229,7 @@ def load_pair(
 ) -> tuple[LiveModel, LiveModel]:
     """(draft, target), each loaded once, the target first, then checked as a pair (``check_pair``).
     The draft reuses the target's tokenizer (speculation needs one vocabulary anyway); a draft
-    directory's own tokenizer is read for the check, a GGUF draft's is not (~12 s to rebuild).
+    directory's own tokenizer is read for the check, a GGUF draft's is not (see load_model).
     ``draft_dtype`` None = ``default_draft_dtype(device, dtype)``; ``progress``: as in load_model."""
     target_model = load_model(target, device, dtype, progress=progress)
     draft_dtype = draft_dtype or default_draft_dtype(device, dtype)
