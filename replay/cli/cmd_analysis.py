@@ -133,7 +133,7 @@ def load_runs_from_args(args, tables: str | None = None, per_batch=None, per_run
 
 def run_heading(run) -> str:
     """A run's name in stats' header line: its directory, and its label before it only when the label
-    is not the directory's own name (--label, or a #2 for a second run of that name): "a: a" said nothing."""
+    is not the directory's own name (--label, or a #2 for a second run of that name), never "a: a"."""
     directory = str(run.replay.directory)
     return directory if run.label == (Path(directory).resolve().name or directory) else f"{run.label}: {directory}"
 

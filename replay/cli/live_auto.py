@@ -2,12 +2,8 @@
 live harness (cost curve, calibration run) and the analysis that predicts speedups
 (analysis.shapes.speedpredict). CLI layer: it imports both sides; neither imports the other.
 
-auto = (1) the cost curve of this pair on this device, at the token counts the candidate shapes
-verify; (2) a short calibration run of a wide tree (``CALIBRATION_TREE``) on the first prompts,
-written as a dump; (3) every candidate shape contained in that tree replayed exactly on the
-calibration rounds, its speedup predicted from the curve; (4) the best one runs. The calibration
-dump, the curve and ``auto.json`` (every prediction, the choice, the ceiling and the measured
-speedup) stay in the run's directory, so every printed number can be recomputed from them.
+The steps of auto, and what stays in the run's directory so that every printed number can be
+recomputed: docs/live-harness.md, "generate --config auto".
 """
 
 from __future__ import annotations
@@ -118,7 +114,7 @@ def calibrate(
     clock: Clock | None = None,
     extra: Sequence[TreeConfig] = (),
 ) -> AutoChoice:
-    """Steps 1-3 of the module docstring; ``cost`` skips measuring the curve (tests, a known curve);
+    """Steps 1-3 of auto (the cost curve, the calibration run, the choice); ``cost`` skips measuring the curve (tests, a known curve);
     ``extra`` shapes are predicted and reported too, never chosen."""
     from replay.live.costs import measure_cost_curve, write_cost_curve
     from replay.live.generate import DecodeOptions

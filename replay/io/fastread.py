@@ -3,10 +3,9 @@
 The directory is grouped by name first (no file is opened for that); then chunks of rounds go to
 a process pool (as plain strings, ``round_paths``). Each worker reads plain-text rounds
 (``replay.io.formats.textbatch``) and ``.npz``/``.npy`` rounds (``replay.io.formats.arraybatch``) in
-bulk and every other round with the same reader as the reference (``replay.io.rounds.load_round``;
-a round a bulk reader hands back is read again there, so its results and messages are the
-reference's), and stacks rounds of equal signature into RoundBatches
-(matrix sizes may differ: replay.io.roundbatch pads them, so varied shapes make few batches).
+bulk and every other round, those the bulk readers hand back included, with the reference
+reader (``replay.io.rounds.load_round``), and stacks rounds of equal signature into RoundBatches
+(replay.io.roundbatch).
 Chunks come back in key order, a bounded number in flight, so memory stays proportional to the
 chunk size, not to the directory. A tqdm bar on stderr counts files and rounds.
 """

@@ -3,14 +3,11 @@
 Names (replay.io.dumpnames): ``draft_step_{i}_{a}_{b}`` and ``validate_{a}_{b}``, optionally with a
 data extension and with ``.scores`` / ``.parents`` companions (``draft_step_1_124_140.scores.txt``). A round is keyed by
 its validate file's ``(a, b)``. Draft steps ``i >= 1`` carry the round's key; step 0 is named
-``step0_offset`` positions earlier (the engine names it before advancing its counters), so
-``draft_step_0_123_139`` belongs to round ``(124, 140)`` by default; which offset is used:
-replay.io.step0.
+``step0_offset`` positions earlier, so ``draft_step_0_123_139`` belongs to round ``(124, 140)`` by
+default; which offset is used: replay.io.step0.
 
-A file named nearly like a dump file (``validation_10_20``, ``Draft_Step_0_9_19``,
-``dump_validate_10_20``) is listed with the name it was probably meant to have (replay.io.near_miss); when
-that name would complete a listed round, the file is named in that round's entry instead of in
-an entry of its own, so one mistake counts once.
+A file named nearly like a dump file is listed with the name it was probably meant to have
+(replay.io.near_miss); replay.io.skipfold lists each such mistake once.
 
 Only regular files (or symlinks to them) are dump files. An entry named like one that is not (a
 directory, a FIFO, a device, a broken symlink) is listed with the reason, and the round it belongs

@@ -1,9 +1,9 @@
 """Many rounds as column-major arrays: what readers yield and kernels take.
 
 Rounds whose matrices differ only in size share one RoundBatch (``group_key``): each matrix is
-padded to the group's widest rows and columns with PAD_TOKEN (scores NaN, parents PAD_TOKEN), and
-each round's own sizes are kept (``MatrixStack.rows_of``...), so the kernel and ``MatrixStack.matrix``
-see what the round's files hold. A dump of varied shapes then forms a few large batches instead of one
+padded to the group's widest rows and columns (``MatrixStack.padded_to``), and each round's own
+sizes are kept (``MatrixStack.rows_of``...), so the kernel and ``MatrixStack.matrix`` see what the
+round's files hold. A dump of varied shapes then forms a few large batches instead of one
 per shape, each paying the batch's fixed cost once.
 
 A RoundBatch is the reading side's unit (replay.io.fastread and replay.io.packed.pack build them, replay.engine.batch
@@ -61,8 +61,7 @@ class MatrixStack:
     round-major rows.
 
     rows_of / cols_of / prows_of: each round's own matrix sizes where they differ from the stack's
-    (None: every round fills the stack); cells beyond them are padding (PAD_TOKEN ids, NaN scores,
-    PAD_TOKEN parents, NaN node log-probs).
+    (None: every round fills the stack); cells beyond them are padding (``padded_to``).
 
     node_logp: a validate file's ``node_logprobs`` (docs/dump-format.md), row by row like ids, one
     column per recorded temperature; every round of a stack has the same number of columns

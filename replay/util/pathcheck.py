@@ -117,7 +117,7 @@ class OutputDir:
     """argparse type of an output directory option (the value stays a string). ``writes``: what the
     command writes there, ``{dir}`` standing for the directory; ``prints``: it prints its results
     too. Both only word the advice for a new directory named like a file (check_output): ``report
-    -o x.html`` was told to redirect stdout, which gives no page."""
+    -o x.html`` must not be told to redirect stdout, which gives no page."""
 
     def __init__(self, writes: str = "its files into {dir}/", prints: bool = False) -> None:
         self.writes, self.prints = writes, prints
