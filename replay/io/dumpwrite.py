@@ -12,10 +12,11 @@ import numpy as np
 
 from replay.util.atomic import write_bytes_atomic, write_json_atomic
 
+from .step0 import DEFAULT_STEP0_OFFSET, parse_offset
+
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "specreplay-dump"
 MANIFEST_VERSION = 1
-DEFAULT_STEP0_OFFSET = 1  # step 0 is named one position before the rest of its round
 
 
 @dataclass(frozen=True)
@@ -31,16 +32,21 @@ class StepRecord:
 
 
 def step_file_name(
-    kind: str, key: tuple[int, int], step: int | None = None, step0_offset: int = DEFAULT_STEP0_OFFSET
+    kind: str,
+    key: tuple[int, int],
+    step: int | None = None,
+    step0_offset: int | tuple[int, int] = DEFAULT_STEP0_OFFSET,
 ) -> str:
-    """``draft_step_{i}_{a}_{b}`` or ``validate_{a}_{b}`` for a round keyed ``(a, b)``."""
+    """``draft_step_{i}_{a}_{b}`` or ``validate_{a}_{b}`` for a round keyed ``(a, b)``; step0_offset as
+    --step0-offset takes it (N or (A, B))."""
     a, b = key
     if kind == "validate":
         return f"validate_{a}_{b}"
     if step is None:
         raise ValueError("a draft file needs its step index")
     if step == 0:
-        a, b = a - step0_offset, b - step0_offset
+        da, db = parse_offset(step0_offset)
+        a, b = a - da, b - db
     return f"draft_step_{step}_{a}_{b}"
 
 
@@ -72,7 +78,7 @@ def write_round(
     key: tuple[int, int],
     steps: Sequence[StepRecord],
     validate: StepRecord,
-    step0_offset: int = DEFAULT_STEP0_OFFSET,
+    step0_offset: int | tuple[int, int] = DEFAULT_STEP0_OFFSET,
 ) -> list[Path]:
     """Write one round as ``.npz`` files (ids, optional scores, parents, node_logprobs), each atomically."""
     out_dir = Path(out_dir)

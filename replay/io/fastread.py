@@ -43,6 +43,7 @@ from .roundbatch import (
 )
 from .rounds import Round, load_round
 from .skipped import Skipped
+from .step0 import DEFAULT_STEP0_OFFSET
 
 # Rounds per worker task: ~4,000 files, a progress tick every ~50 ms; each task's rounds form one
 # batch per step count, so this also sets the kernel's fixed cost (~0.5 ms a batch): ~1 % here.
@@ -53,7 +54,7 @@ READ_TASK_ROUNDS = 1024
 class ReadOptions:
     """What reading needs (the tree config is not among it)."""
 
-    step0_offset: tuple[int, int] = (1, 1)
+    step0_offset: tuple[int, int] = DEFAULT_STEP0_OFFSET
     raw: RawSpec | None = None
     score_kind: str = SCORE_AUTO
     layout: str | None = None  # stated validate layout, carried into every Round

@@ -25,6 +25,7 @@ from replay.core.vocab import LAYOUTS, PAD_TOKEN
 from .dumpnames import scores_companion
 from .formats.matrix_io import DumpMatrix
 from .rounds import Round
+from .step0 import DEFAULT_STEP0_OFFSET
 
 _INT32 = np.iinfo(np.int32)
 
@@ -257,7 +258,7 @@ class SourceNames:
 
     directory: str
     exts: tuple[str, ...]  # per matrix, draft steps then validate: ".npz", "" (text), ...
-    step0_offset: tuple[int, int] = (1, 1)
+    step0_offset: tuple[int, int] = DEFAULT_STEP0_OFFSET
     # ordinal → the round's real paths, for the rare names that do not round-trip ("007")
     overrides: Mapping[int, tuple[str, ...]] = field(default_factory=dict, compare=False, hash=False)
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from replay.io.formats.matrix_io import SCORE_AUTO, RawSpec
 from replay.io.roundbatch import RoundBatch
+from replay.io.step0 import DEFAULT_STEP0_OFFSET
 from replay.util.errors import DumpError
 
 from .format import PackedBlockError, looks_packed
@@ -105,7 +106,7 @@ def pack_batches(
 
     Batches without ordinals are numbered in the order given.
     """
-    writer = PackWriter(out, "<memory>", (1, 1), None, SCORE_AUTO, block_rounds, force)
+    writer = PackWriter(out, "<memory>", DEFAULT_STEP0_OFFSET, None, SCORE_AUTO, block_rounds, force)
     rounds = 0
     try:
         for b in batches:
