@@ -2,7 +2,7 @@
 
 Each array file's size and ``.npy`` header must agree with packed.json before its first read
 (DumpError otherwise); each block's bytes must match its CRC-32 as it is read (PackedBlockError
-otherwise: callers skip that block's rounds). docs/packed-format.md, "Integrity".
+otherwise). docs/packed-format.md, "Integrity".
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 What is checked, and when: docs/packed-format.md, "Integrity". The rules live here, the checks in
 replay.io.packed.meta (packed.json) and replay.io.packed.blocks (array files). Problems with
 packed.json or an array file's structure raise DumpError (the run cannot be trusted); a block whose
-bytes do not match raises PackedBlockError, which callers turn into skipped rounds.
+bytes do not match raises PackedBlockError.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ PACKED_NAME = "packed.json"
 PACKED_FORMAT = "specreplay-packed"
 PACKED_VERSION = 2  # 2: meta_sha256 and per-block CRC-32 (version 1 had whole-file sha256 only)
 META_HASH_FIELD = "meta_sha256"
-BLOCK_CHECKSUM = "crc32"  # zlib.crc32 of each block's bytes: ~3.7 GB/s, sha256 ~1.3 GB/s here
+BLOCK_CHECKSUM = "crc32"  # zlib.crc32 of each block's bytes: cheaper than sha256 (docs/benchmarks.md)
 COPIED_FILES = ("manifest.json", "config.json")
 HASH_CHUNK = 1 << 20  # one reused buffer: hashing a file allocates 1 MB, whatever its size
 # A group's rounds may be smaller than its stored matrices (padded, replay.io.roundbatch): then
