@@ -392,8 +392,7 @@ GroupKey = tuple[Signature, tuple[str, ...] | None, str | None]
 
 def signature_of(rnd: Round) -> Signature:
     """Rounds with equal signatures stack into one RoundBatch: the draft steps and which optional
-    arrays each matrix has. Matrix sizes do not count (MatrixStack pads them), so a dump of varied
-    shapes forms a few large batches."""
+    arrays each matrix has. Matrix sizes do not count (MatrixStack pads them)."""
     return tuple(
         (m.logp is not None, m.parents is not None, 0 if m.node_logp is None else int(m.node_logp.shape[1]))
         for m in (*rnd.steps, rnd.validate)

@@ -186,7 +186,7 @@ def load_model(
 @contextmanager
 def loading_bars(enabled: bool, gguf: bool = False) -> Iterator[None]:
     """transformers draws its own bars while it loads ("Loading weights", and for a GGUF file
-    "Converting and de-quantizing"), whatever stderr is: a log got one redraw per update. Off
+    "Converting and de-quantizing"), whatever stderr is: a log would get one redraw per update. Off
     unless ``enabled``; restored afterwards, so a caller's own setting survives."""
     if enabled:
         yield
