@@ -47,6 +47,12 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1  # keys and steps become int6
 SAFE_DIGITS = 18  # a counter of at most this many characters (sign included) always fits int64
 
 
+def matrix_name(matrix: MatrixKey) -> str:
+    """The file name, without extension, of matrix (step, a, b), step -1 the validate: DUMP_NAME's inverse."""
+    step, a, b = matrix
+    return f"validate_{a}_{b}" if step == -1 else f"draft_step_{step}_{a}_{b}"
+
+
 def is_dump_file_name(name: str) -> bool:
     """A draft_step_I_A_B / validate_A_B data file name (not a companion, not a side file)."""
     m = DUMP_NAME.match(name)

@@ -12,6 +12,7 @@ import numpy as np
 
 from replay.util.atomic import write_bytes_atomic, write_json_atomic
 
+from .dumpnames import matrix_name
 from .step0 import DEFAULT_STEP0_OFFSET, parse_offset
 
 MANIFEST_NAME = "manifest.json"
@@ -41,13 +42,13 @@ def step_file_name(
     --step0-offset takes it (N or (A, B))."""
     a, b = key
     if kind == "validate":
-        return f"validate_{a}_{b}"
+        return matrix_name((-1, a, b))
     if step is None:
         raise ValueError("a draft file needs its step index")
     if step == 0:
         da, db = parse_offset(step0_offset)
         a, b = a - da, b - db
-    return f"draft_step_{step}_{a}_{b}"
+    return matrix_name((step, a, b))
 
 
 def _npz_bytes(rec: StepRecord) -> bytes:

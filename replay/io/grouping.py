@@ -40,6 +40,7 @@ from .dumpnames import (
     fits_int64,
     is_dump_name,
     is_side_file,
+    matrix_name,
 )
 from .formats.matrix_io import DATA_EXTS
 from .near_miss import near_miss
@@ -285,10 +286,7 @@ def _assemble(
             # Name the first few only: a file called draft_step_1000000000_... must not make a
             # billion-entry list.
             missing = [s for s in range(min(steps[-1], len(steps) + _NAMED_GAPS)) if s not in entries][:_NAMED_GAPS]
-            want = ", ".join(
-                f"draft_step_{s}_{key[0] - da}_{key[1] - db}" if s == 0 else f"draft_step_{s}_{key[0]}_{key[1]}"
-                for s in missing
-            )
+            want = ", ".join(matrix_name((s, key[0] - da, key[1] - db) if s == 0 else (s, *key)) for s in missing)
             more = f" and {gaps - len(missing)} more" if gaps > len(missing) else ""
             skipped.append(Skipped(name, f"missing {want}{more}{_own_key_hint(key, by_round, (da, db))}", paths))
             continue
@@ -345,7 +343,7 @@ def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped]) -> list[R
         skipped.append(
             Skipped(
                 f"{ROUND_PREFIX}{a}_{b}",
-                f"missing draft_step_{n}_{a}_{b}: found {found}; without its last draft step the round would "
+                f"missing {matrix_name((n, a, b))}: found {found}; without its last draft step the round would "
                 "replay as one that stopped early",
                 (*(fs.data for fs in r.steps), r.validate.data, *(skipped[i].paths[0] for i in strays)),
             )
@@ -514,7 +512,7 @@ def _without_validate(
                 f"position(s) before its round, so it pairs with no validate file (--step0-offset 0 reads every "
                 "step 0 so)"
             )
-    return name, "draft files without validate_%d_%d" % key
+    return name, f"draft files without {matrix_name((-1, *key))}"
 
 
 def _own_key_hint(key: Key, by_round: dict[Key, dict[int, FileSet]], offset: tuple[int, int]) -> str:
@@ -522,4 +520,4 @@ def _own_key_hint(key: Key, by_round: dict[Key, dict[int, FileSet]], offset: tup
     later = (key[0] + offset[0], key[1] + offset[1])
     if offset == (0, 0) or set(by_round.get(later, {})) != {0}:
         return ""
-    return f" (draft_step_0_{key[0]}_{key[1]}{OWN_KEY_HINT})"
+    return f" ({matrix_name((0, *key))}{OWN_KEY_HINT})"

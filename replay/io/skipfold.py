@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 
 from replay.util.errors import printable
 
-from .dumpnames import DUMP_NAME, MatrixKey, base_name
+from .dumpnames import DUMP_NAME, MatrixKey, base_name, matrix_name
 from .near_miss import near_miss
 from .skipped import ROUND_PREFIX, Skipped
 
@@ -61,7 +61,7 @@ def fold_duplicates(skipped: list[Skipped], offset: tuple[int, int]) -> list[Ski
         j = at.get(_round_of((step, a, b), offset))
         if j is None:
             continue
-        matrix = f"validate_{a}_{b}" if step == -1 else f"draft_step_{step}_{a}_{b}"
+        matrix = matrix_name((step, a, b))
         rnd = skipped[j]
         caused = matrix in rnd.reason or (step == 0 and rnd.reason.startswith(NO_DRAFTS_REASON))
         told = f"{s.what}: {s.reason}" + ("" if caused else f"; {rnd.reason}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .dumpnames import Key, MatrixKey
+from .dumpnames import Key, MatrixKey, matrix_name
 
 DEFAULT_STEP0_OFFSET: tuple[int, int] = (1, 1)  # the article's rule: step 0 is named one position earlier
 
@@ -56,7 +56,7 @@ class Step0Check:
 
     def _pair(self, offset: tuple[int, int]) -> str:
         a, b = self.example if self.example is not None else (0, 0)
-        return f"draft_step_0_{a - offset[0]}_{b - offset[1]} with validate_{a}_{b}"
+        return f"{matrix_name((0, a - offset[0], b - offset[1]))} with {matrix_name((-1, a, b))}"
 
     def _option(self, offset: tuple[int, int]) -> str:
         """How the user states ``offset``: the option, or for a packed run, packing again with it."""
