@@ -17,6 +17,7 @@ from typing import Any
 
 from replay.core.config import TreeConfig
 from replay.io.dumpwrite import StepRecord, write_manifest, write_round
+from replay.util.atomic import umask_mode
 
 from .draft import DraftedTree
 from .errors import OutputDirError
@@ -133,7 +134,7 @@ def staged_output_dir(out: str | Path, replace: bool = False) -> Iterator[Path]:
     check_output_dir(out, replace)
     out.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
-    staged.chmod(0o777 & ~_umask())  # mkdtemp makes it private; the published run should not be
+    staged.chmod(umask_mode(0o777))  # mkdtemp makes it private; the published run should not be
     try:
         yield staged
     except BaseException:
@@ -156,9 +157,3 @@ def _publish(staged: Path, out: Path, replace: bool) -> None:
         shutil.rmtree(old)
     else:
         os.replace(staged, out)  # POSIX rename may replace an empty directory
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -104,15 +104,21 @@ def _write_error(given: Path, exc: OSError, tmp: Path | None) -> OutputPathError
     return OutputPathError(f"{given}: cannot be written: {reason}")
 
 
+def umask_mode(requested: int) -> int:
+    """The mode the process umask leaves of ``requested``: what a plain ``open`` (0o666) or ``mkdir``
+    (0o777) gives. mkstemp and mkdtemp make 0600 / 0700, which would leave dumps, reports and a shared
+    model cache unreadable to the rest of a team."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return requested & ~mask
+
+
 def _final_mode(path: Path) -> int:
-    """The mode a plain ``open(path, "w")`` would give: mkstemp makes its file 0600, which would
-    leave dumps and reports unreadable to the rest of a team sharing a results directory."""
+    """The mode a plain ``open(path, "w")`` would give (umask_mode)."""
     try:
         return path.stat().st_mode & 0o7777  # replacing a file keeps its mode
     except OSError:
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o666 & ~mask
+        return umask_mode(0o666)
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
@@ -216,6 +222,4 @@ def _final_dir_mode(path: Path) -> int:
     try:
         return path.stat().st_mode & 0o7777
     except OSError:
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o777 & ~mask
+        return umask_mode(0o777)

@@ -12,7 +12,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from replay.util.atomic import write_bytes_atomic
+from replay.util.atomic import umask_mode, write_bytes_atomic
 
 from .catalogue import ModelSpec
 from .progress import ProgressFactory, open_progress
@@ -60,9 +60,7 @@ def write_sidecar(path: Path, digest: str) -> None:
 def make_shareable(path: Path) -> None:
     """Give ``path`` the mode a plain open() would have: mkstemp creates 0600, but a shared model
     cache must be readable by the other users the umask allows."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)
+    os.chmod(path, umask_mode(0o666))
 
 
 def remove_cached(path: Path) -> None:
