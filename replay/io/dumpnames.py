@@ -1,7 +1,8 @@
 """The dump's file names: draft_step_{i}_{a}_{b} and validate_{a}_{b}, with an optional data
 extension and .scores / .parents companions (docs/dump-format.md), the side files a dump
-directory may hold beside them, and a round's key (a, b) as the user names it (124_140).
-replay.io.grouping groups files by these names; replay.io.dumpwrite writes them.
+directory may hold beside them, and a round's key (a, b) as the user names it (124_140). A name
+is read by DUMP_NAME and spelt by matrix_name (replay.io.roundbatch.SourceNames inlines it, for
+speed); replay.io.grouping groups files by these names, replay.io.dumpwrite writes them.
 """
 
 from __future__ import annotations
