@@ -307,3 +307,28 @@ def test_a_config_at_t_is_the_replay_of_the_dump_it_would_record(capsys, tmp_pat
     for side in ("lo", "hi"):
         mean = sum(s[f"expected_accepted_length_{side}"] for s in smp) / len(smp)
         assert row[f"expected_accepted_length_{side}"] == pytest.approx(mean, abs=1e-12)
+
+
+@pytest.mark.parametrize("temperature", [None, "0.7"])
+def test_top_keeps_the_runs_in_the_order_given(capsys, tmp_path, temperature):
+    """--top (greedy and at T, one rule: analysis.compare.configs.top_rows): per run, in the order the
+    runs were named, the recorded config and the N best of that run's own rows."""
+    import shutil
+
+    dumps = [tmp_path / "zeta", tmp_path / "alpha"]  # not in alphabetical order
+    for d in dumps:
+        shutil.copytree(SYNTH, d)
+    at_t = ["--temperature", temperature] if temperature else []
+    key = "all_rounds_block_efficiency_lo" if temperature else "modelled_speedup_lo"
+    argv = ["compare", *dumps, "--no-progress", "--json", *at_t, "--configs", *MAYBE_CONFIGS]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    whole = json.loads(out)
+    code, out, err = run(capsys, *argv, "--top", "2")
+    assert code == 0, err
+    top = json.loads(out)
+    assert [r["run"] for r in top["configs"]] == ["zeta"] * 3 + ["alpha"] * 3
+    for label in ("zeta", "alpha"):
+        rows = [r for r in whole["configs"] if r["run"] == label]
+        best = sorted(rows[1:], key=lambda r: -r[key])[:2]
+        assert [r for r in top["configs"] if r["run"] == label] == [rows[0], *best]

@@ -243,6 +243,15 @@ def format_bounds(lo: float, hi: float, digits: int = 3) -> str:
 MEASURED_HEADER = "measured speedup (decode only)"
 
 
+def top_rows(table: pd.DataFrame, n: int, by: str) -> pd.DataFrame:
+    """compare --top: per run, in the table's run order, its recorded config (the first row) and the
+    ``n`` others with the largest ``by``."""
+    parts = []
+    for _, rows in table.groupby("run", sort=False):
+        parts += [rows.head(1), rows.iloc[1:].sort_values(by, ascending=False).head(n)]
+    return pd.concat(parts, ignore_index=True)
+
+
 def compare_display(df: pd.DataFrame) -> pd.DataFrame:
     """The comparison table with each [lo, hi] pair as one readable column; the speedup column is
     headed "modelled speedup", and "measured speedup (decode only)" follows it when the recorded row

@@ -130,14 +130,9 @@ def run_compare(args: argparse.Namespace) -> int:
         raise SpecReplayError("no rounds to compare")
     table = pd.concat(done.tables, ignore_index=True)
     if args.top:
-        table = pd.concat(
-            [g.head(1) for _, g in table.groupby("run", sort=False)]
-            + [
-                g.iloc[1:].sort_values("modelled_speedup_lo", ascending=False).head(args.top)
-                for _, g in table.groupby("run", sort=False)
-            ],
-            ignore_index=True,
-        ).sort_values("run", kind="stable")
+        from analysis.compare.configs import top_rows
+
+        table = top_rows(table, args.top, "modelled_speedup_lo")
     if args.plot:  # after --top: the plot shows the rows the table shows
         from analysis.report import plots  # matplotlib: ~0.5 s to import, only for --plot
         from analysis.report.fonts import any_script

@@ -60,7 +60,7 @@ def check_sampling_options(args: argparse.Namespace) -> None:
 def run_compare_sampling(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from analysis.compare.configs import unsimulated_threshold_notes
+    from analysis.compare.configs import top_rows, unsimulated_threshold_notes
     from analysis.compare.sampling import undetermined_counts
     from analysis.compare.sampling_along import compare_sampling_loaded, comparison_along
     from analysis.tables.runs import TABLES_KEYS
@@ -117,7 +117,7 @@ def run_compare_sampling(args: argparse.Namespace) -> int:
     table = pd.concat(tables, ignore_index=True)
     table = table[["run", *[c for c in table.columns if c != "run"]]]
     if args.top:
-        table = _top(table, args.top)
+        table = top_rows(table, args.top, "all_rounds_block_efficiency_lo")
     if args.per_round:
         rounds = pd.concat(per_round, ignore_index=True)
         with atomic_path(args.per_round) as tmp:
@@ -144,16 +144,6 @@ def _note_missing_node_logprobs(run, t: float, refused: set[str]) -> None:
         return
     gaps = loaded_gaps(run, t, refused) or node_logprob_gaps_run(run, t, refused)
     print_missing_node_logprobs("compare", t, run.replay.manifest, len(gaps[0]) + len(gaps[1]), gaps)
-
-
-def _top(table, n: int):
-    """Per run, the recorded config (first row) and the n best by the all-rounds block efficiency lower bound."""
-    import pandas as pd
-
-    parts = []
-    for _, g in table.groupby("run", sort=False):
-        parts += [g.head(1), g.iloc[1:].sort_values("all_rounds_block_efficiency_lo", ascending=False).head(n)]
-    return pd.concat(parts, ignore_index=True)
 
 
 def _print(table, reasons, args: argparse.Namespace) -> None:
