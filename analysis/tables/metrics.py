@@ -210,7 +210,7 @@ def combine_node_counts(parts: list[dict], configs: dict) -> dict[str, pd.DataFr
         got = [p[name] for p in parts if p[name] is not None]
         if not got:
             return None
-        return pd.concat(got, ignore_index=True).groupby(keys, sort=True, dropna=False)[total].sum().reset_index()
+        return pd.concat(got, ignore_index=True).groupby(keys, sort=False, dropna=False)[total].sum().reset_index()
 
     outcomes: dict[tuple, dict] = {}
     for p in parts:
@@ -243,7 +243,7 @@ def combine_node_counts(parts: list[dict], configs: dict) -> dict[str, pd.DataFr
         ).reset_index()
     return {
         "rank_of_hit": rank_of_hit_finish(added("rank_of_hit", RANK_KEYS, "count")),
-        "hit_outcome": hit_outcome_finish([outcomes[k] for k in sorted(outcomes)]),
+        "hit_outcome": hit_outcome_finish(list(outcomes.values())),
         "parent_slot": parent_slot_finish(added("parent_slot", SLOT_KEYS, "rounds")),
         "slot_hits": slot_hits_finish(slots, configs),
         "node_hits": node_hits_finish(named),

@@ -36,13 +36,20 @@ def rank_of_hit(nodes: pd.DataFrame) -> pd.DataFrame:
 RANK_KEYS = ["run", "depth", "target_in", "target_rank"]
 
 
+def in_run_order(table: pd.DataFrame, by: list[str], ascending: bool | list[bool] = True) -> pd.DataFrame:
+    """``table`` sorted by ``by`` (its first key the run): the runs in the order they first appear,
+    which is the order they were named, as every other table has them; the other keys by value."""
+    first_seen = lambda col: pd.Series(pd.factorize(col)[0], index=col.index) if col.name == "run" else col  # noqa: E731
+    return table.sort_values(by, ascending=ascending, kind="stable", key=first_seen)
+
+
 def rank_of_hit_counts(nodes: pd.DataFrame) -> pd.DataFrame | None:
     """rank_of_hit's counts: one row per (run, depth, target_in, target_rank) with ``count``; None without attempts."""
     sel = _path_attempts(nodes)
     sel = sel[sel["target_in"] != IN_NO_ROW]
     if sel.empty:
         return None
-    return sel.groupby(RANK_KEYS, sort=True, dropna=False).size().rename("count").reset_index()
+    return sel.groupby(RANK_KEYS, sort=False, dropna=False).size().rename("count").reset_index()
 
 
 def rank_of_hit_finish(g: pd.DataFrame | None) -> pd.DataFrame:
@@ -53,7 +60,7 @@ def rank_of_hit_finish(g: pd.DataFrame | None) -> pd.DataFrame:
     g["fraction"] = g["count"] / g["attempts"]
     order = {IN_KEPT: 0, IN_BEYOND: 1, IN_NOWHERE: 2}
     g["_o"] = g["target_in"].map(order)
-    g = g.sort_values(["run", "depth", "_o", "target_rank"], kind="stable").drop(columns=["_o", "attempts"])
+    g = in_run_order(g, ["run", "depth", "_o", "target_rank"]).drop(columns=["_o", "attempts"])
     return g.reset_index(drop=True)
 
 
@@ -73,7 +80,7 @@ def hit_outcome_counts(nodes: pd.DataFrame) -> list[dict]:
     """hit_outcome_by_depth's counts: one dict per (run, depth), without the fractions."""
     sel = _path_attempts(nodes)
     rows = []
-    for (run, depth), grp in sel.groupby(["run", "depth"], sort=True):
+    for (run, depth), grp in sel.groupby(["run", "depth"], sort=False):
         counts = grp["target_in"].value_counts()
         known = int(len(grp) - counts.get(IN_NO_ROW, 0))
         row = {"run": run, "depth": int(depth), "attempts": int(len(grp)), "with_target_row": known}
@@ -82,7 +89,7 @@ def hit_outcome_counts(nodes: pd.DataFrame) -> list[dict]:
 
 
 def hit_outcome_finish(counts: list[dict]) -> pd.DataFrame:
-    """The table from counts sorted by (run, depth): each share over the attempts with a target row."""
+    """The table from counts, by (run, depth): each share over the attempts with a target row."""
     rows = []
     for c in counts:
         row = {k: c[k] for k in ("run", "depth", "attempts", "with_target_row")}
@@ -92,7 +99,7 @@ def hit_outcome_finish(counts: list[dict]) -> pd.DataFrame:
             row[f"{k}_fraction"] = c[k] / known if known else np.nan
         rows.append(row)
     cols = ["run", "depth", "attempts", "with_target_row"] + [c for k in _OUTCOMES for c in (k, f"{k}_fraction")]
-    return pd.DataFrame(rows, columns=cols)
+    return in_run_order(pd.DataFrame(rows, columns=cols), ["run", "depth"]).reset_index(drop=True)
 
 
 def parent_slot_usage(nodes: pd.DataFrame, rounds: pd.DataFrame) -> pd.DataFrame:
@@ -119,7 +126,7 @@ def parent_slot_counts(nodes: pd.DataFrame, rounds: pd.DataFrame) -> pd.DataFram
     sel = sel[sel["depth"] < sel["num_steps"]]
     if sel.empty:
         return None
-    return sel.groupby(SLOT_KEYS, dropna=False, sort=True).size().rename("rounds").reset_index()
+    return sel.groupby(SLOT_KEYS, dropna=False, sort=False).size().rename("rounds").reset_index()
 
 
 def parent_slot_finish(g: pd.DataFrame | None) -> pd.DataFrame:
@@ -129,7 +136,5 @@ def parent_slot_finish(g: pd.DataFrame | None) -> pd.DataFrame:
     totals = g.groupby(["run", "depth"])["rounds"].sum().rename("total")
     g = g.join(totals, on=["run", "depth"])
     g["fraction"] = g["rounds"] / g["total"]
-    g = g.sort_values(
-        ["run", "depth", "expanded", "expanded_slot", "level_rank"], ascending=[True, True, False, True, True]
-    )
+    g = in_run_order(g, ["run", "depth", "expanded", "expanded_slot", "level_rank"], [True, True, False, True, True])
     return g[cols].reset_index(drop=True)
