@@ -14,9 +14,12 @@ import pytest
 
 from replay.core.loops import (
     child_cells_loop,
+    child_slots_loop,
     edge_probs_loop,
     exp_loop,
     gather_rows_loop,
+    held_reach_loop,
+    node_rows_loop,
     row_sums_loop,
     scaled_sums_loop,
 )
@@ -176,6 +179,69 @@ def test_gather_rows_reads_each_rounds_row():
     cols = np.arange(lo, lo + c)
     np.testing.assert_array_equal(ids_out, ids[rows[None, :], np.arange(k)[:, None], cols[None, :]])
     np.testing.assert_array_equal(lp_out, lp[rows[None, :], np.arange(k)[:, None], cols[None, :]])
+
+
+def test_node_rows_reads_each_nodes_row_and_fills_the_others():
+    rng = np.random.default_rng(6)
+    m, k, c, n = 9, 5, 40, 7
+    ids = rng.integers(0, 1000, (m, k, c)).astype(np.int64)
+    lp = rng.uniform(-5.0, 0.0, (m, k, c))
+    src = np.where(rng.random(c * n) < 0.4, -1, rng.integers(0, m, c * n)).astype(np.int64)
+    ids_out, lp_out = np.empty((c * n, k), dtype=np.int64), np.empty((c * n, k))
+    node_rows_loop(ids, lp, src, n, PAD_TOKEN, ids_out, lp_out)
+    # the plain way: a fill, then numpy's gather of each node's row at its round's column
+    want_ids, want_lp = np.full((c * n, k), PAD_TOKEN, dtype=np.int64), np.full((c * n, k), -np.inf)
+    at = np.flatnonzero(src >= 0)
+    want_ids[at], want_lp[at] = ids[src[at], :, at // n], lp[src[at], :, at // n]
+    np.testing.assert_array_equal(ids_out, want_ids)
+    np.testing.assert_array_equal(lp_out, want_lp)
+    assert 0 < at.shape[0] < c * n
+
+
+def test_child_slots_are_the_expanded_nodes_children_by_rank():
+    rng = np.random.default_rng(7)
+    n_nodes, w, c = 6, 3, 50
+    k_max = 4
+    kpos = np.where(rng.random((n_nodes, c)) < 0.3, -1, rng.integers(0, k_max, (n_nodes, c)))
+    kpos[:, 0] = np.arange(n_nodes)  # a position past the child level: its cells are clipped into range
+    expands = rng.random((n_nodes, c)) < 0.7
+    valid = rng.random((k_max * w, c)) < 0.8
+    token = np.where(rng.random((k_max * w, c)) < 0.3, PAD_TOKEN, rng.integers(0, 100, (k_max * w, c)))
+    col = np.arange(c)
+    idx = rng.integers(0, 20, (n_nodes, c))
+    expands[kpos[:, 0] * w >= k_max * w, 0] = False  # an expanded node's children are in the level
+    unknown = np.empty((n_nodes, w, c), dtype=bool)
+    indexed, parent = np.zeros(k_max * w * c, dtype=bool), np.full(k_max * w * c, -1, dtype=np.int64)
+    child_slots_loop(kpos, expands, valid.reshape(-1), token.reshape(-1), col, idx, PAD_TOKEN, unknown, indexed, parent)
+    # the plain way: each node's rank-r child at slot kpos * W + r, cells clipped as np.take's mode="clip"
+    slot = np.maximum(kpos, 0)[:, None, :] * w + np.arange(w)[None, :, None]
+    cells = slot * c + col
+    k_valid, k_tok = np.take(valid, cells, mode="clip"), np.take(token, cells, mode="clip")
+    opened = expands[:, None, :] & (kpos >= 0)[:, None, :] & k_valid
+    np.testing.assert_array_equal(unknown, opened & (k_tok == PAD_TOKEN))
+    want_indexed, want_parent = np.zeros((k_max * w, c), dtype=bool), np.full((k_max * w, c), -1, dtype=np.int64)
+    ll, rr, jj = np.nonzero(opened & (k_tok != PAD_TOKEN))
+    want_indexed[slot[ll, rr, jj], jj] = True
+    want_parent[slot[ll, rr, jj], jj] = idx[ll, jj]
+    np.testing.assert_array_equal(indexed.reshape(-1, c), want_indexed)
+    np.testing.assert_array_equal(parent.reshape(-1, c), want_parent)
+    assert unknown.any() and want_indexed.any() and not want_indexed.all()
+
+
+def test_held_reach_looks_each_slot_up_in_the_walks_nodes():
+    rng = np.random.default_rng(8)
+    n_slots, c, m = 5, 40, 7
+    recs = rng.integers(-1, m, (n_slots, c))
+    held_in = rng.random((c, m)) < 0.6
+    lo_in, hi_in = rng.random((c, m)), rng.random((c, m))
+    held, lo, hi = np.empty(recs.shape, dtype=bool), np.empty(recs.shape), np.empty(recs.shape)
+    held_reach_loop(recs, held_in, lo_in, hi_in, held, lo, hi)
+    node = np.clip(recs, 0, m - 1)
+    cols = np.arange(c)[None, :]
+    np.testing.assert_array_equal(held, (recs >= 0) & held_in[cols, node])
+    np.testing.assert_array_equal(lo, lo_in[cols, node])
+    np.testing.assert_array_equal(hi, hi_in[cols, node])
+    assert held.any() and (recs < 0).any()
 
 
 def test_a_loop_compiles_without_the_disk_cache_where_numba_finds_no_place_for_it(monkeypatch):

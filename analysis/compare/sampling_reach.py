@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from replay.core.config import TreeConfig
+from replay.core.loops import held_reach_loop
 from replay.core.sampling import sampling_bounds
 from replay.core.vocab import NO_PARENT
 
@@ -147,11 +148,9 @@ class RecordedWalk:
         that node's reach_lo and reach_hi (the slot's recorded node clipped into range where it has none);
         kept in ``gathered`` for the config's other reader."""
         if d not in gathered:
-            idx, recs = lv.nodes[d][0], lv.nodes[d][6]
-            m = self.held.shape[1]
-            cells = np.arange(idx.shape[1])[None, :] * m + np.clip(recs, 0, m - 1)  # flat [C, M] positions
-            held = (recs >= 0) & np.take(self.held.reshape(-1), cells)
-            lo, hi = np.take(self.reach_lo.reshape(-1), cells), np.take(self.reach_hi.reshape(-1), cells)
+            idx, recs = lv.nodes[d][0], np.ascontiguousarray(lv.nodes[d][6])
+            held, lo, hi = np.empty(recs.shape, dtype=bool), np.empty(recs.shape), np.empty(recs.shape)
+            held_reach_loop(recs, self.held, self.reach_lo, self.reach_hi, held, lo, hi)
             gathered[d] = (idx >= 0, held, lo, hi)
         return gathered[d]
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from replay.core.acceptance import validate_row
 from replay.core.config import TreeConfig
+from replay.core.loops import child_slots_loop, node_rows_loop
 from replay.core.sampling import SamplingBounds, greedy_logp, prepare_sampling
 from replay.core.sampling_problems import PROBLEM_WORDS
 from replay.core.sampling_recorded import recorded_bounds
@@ -224,25 +225,15 @@ def _sub_tree_level(
     kind[:, 1], why[:, 1] = thr | maybe | unexp, node_why
     if big_w:
         kids = sim.levels[d + 1]
-        kp = sim.kpos[d]
-        slot = np.maximum(kp, 0)[:, None, :] * big_w + np.arange(big_w)[None, :, None]  # [L, W, C]
-        cells = slot * c + col
-        flat = lambda a: np.take(  # noqa: E731  a[slot[j, r, c], c] of a child-level [n, C] array
-            np.ascontiguousarray(np.broadcast_to(a, kids.valid.shape)).reshape(-1), cells, mode="clip"
-        )
-        k_valid, k_tok = flat(kids.valid), flat(kids.token)
-        parent_open = expands[:, None, :] & (kp >= 0)[:, None, :] & k_valid
-        kind[:, 2:], why[:, 2:] = parent_open & (k_tok == PAD_TOKEN), WHY_BEYOND
-        # the next level's indexed slots and their parents' sub-tree indices
+        flat = lambda a: np.ascontiguousarray(np.broadcast_to(a, kids.valid.shape)).reshape(-1)  # noqa: E731
+        # the next level's indexed slots (known children of expanded nodes) and their parents' sub-tree indices
         nk = kids.valid.shape[0]
         indexed = np.zeros((nk, c), dtype=bool)
         parent_idx = np.full((nk, c), NO_PARENT, dtype=np.int64)
-        known = parent_open & (k_tok != PAD_TOKEN)
-        f = np.flatnonzero(known)  # flat [L, W, C] positions: one index per scatter, no tuples
-        cc = f % c
-        at = slot.reshape(-1)[f] * c + cc
-        indexed.reshape(-1)[at] = True
-        parent_idx.reshape(-1)[at] = idx.reshape(-1)[f // (c * big_w) * c + cc]
+        tok = flat(kids.token).astype(np.int64, copy=False)
+        args = (sim.kpos[d], expands, flat(kids.valid), tok, col, idx, PAD_TOKEN, kind[:, 2:], indexed.reshape(-1))
+        child_slots_loop(*args, parent_idx.reshape(-1))  # kind[:, 2:]: the children of unknown token
+        why[:, 2:] = WHY_BEYOND
     return _SubTreeLevel(node, (kind, why, has), n, indexed, parent_idx)
 
 
@@ -255,9 +246,7 @@ def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols)
     tokens = np.zeros(c * big_n, dtype=np.int64)
     parents = np.zeros(c * big_n, dtype=np.int64)
     depths = np.zeros(c * big_n, dtype=np.int64)
-    ids = np.full((c * big_n, k), PAD_TOKEN, dtype=np.int64)
-    lp = np.full((c * big_n, k), -np.inf)
-    has = np.zeros(c * big_n, dtype=bool)
+    src = np.full(c * big_n, -1, dtype=np.int64)  # each node's validate row, -1 for none (ids PAD, lp -inf)
     recs = np.full(c * big_n, -1, dtype=np.int64)
     slots = [_indexed_slots(lv[0], big_n) for lv in nodes]
     # only a node with a child in the sub-tree has its row read (replay.core.sampling._tree_groups
@@ -271,11 +260,10 @@ def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols)
         parents[at] = _flat(par, idx.shape)[f]
         depths[at] = d
         ok = _flat(h, idx.shape)[f] & expanded[at]
-        f, cc, at = f[ok], cc[ok], at[ok]
-        vr = _flat(v_row, idx.shape)[f]
-        has[at] = True
-        ids[at] = v_ids[vr, :, cc]
-        lp[at] = v_lp[vr, :, cc]
+        src[at[ok]] = _flat(v_row, idx.shape)[f[ok]]  # a row the node has is one of the chunk's (>= 0)
+    ids, lp = np.empty((c * big_n, k), dtype=np.int64), np.empty((c * big_n, k))
+    node_rows_loop(v_ids, v_lp, src, big_n, PAD_TOKEN, ids, lp)
+    has = src >= 0
     tokens, parents, depths, has, recs = (a.reshape(c, big_n) for a in (tokens, parents, depths, has, recs))
     ids, lp = ids.reshape(c, big_n, k), lp.reshape(c, big_n, k)
     return SubTrees(

@@ -5,7 +5,8 @@ exponential and a sum, each its own pass, and a lookup of each child's cell in i
 comparison, a select and a reduction per cell. These loops make one pass each: a row's max, min and
 sum of q (row_sums_loop), its sum of q^a at T (scaled_sums_loop), each child's cell in its parent's
 row (child_cells_loop), each edge's probability bounds (edge_probs_loop), and the all layout's rows
-gathered round by round (gather_rows_loop); and, for the temperature table's exactly rounded sums
+gathered round by round (gather_rows_loop), or node by node for a compared config's sub-trees
+(node_rows_loop); and, for the temperature table's exactly rounded sums
 (analysis.compare.sampling.ExactSum), each value's integer parts added to its exponent's bin
 (exact_sum_loop). Every path of the rule (the batch's chunks, the round
 path's single rounds, the prepared curve) calls the same loops, so their numbers agree bit for bit
@@ -292,6 +293,88 @@ def gather_rows_loop(
         for j in range(c):
             ids_out[i, j] = ids[rows[j], i, lo + j]
             lp_out[i, j] = lp[rows[j], i, lo + j]
+
+
+@_loop
+def node_rows_loop(
+    ids: np.ndarray,  # [M, K, C] int64: a chunk's validate ids, round axis last
+    lp: np.ndarray,  # [M, K, C] float64: their log-probs
+    src: np.ndarray,  # [C * N] int64: the row each node reads (node s is round s // N's), -1 for none
+    nodes: int,  # N
+    pad: int,  # ids_out's value for a node without a row
+    ids_out: np.ndarray,  # out [C * N, K] int64: ids_out[s, i] = ids[src[s], i, s // N], else pad
+    lp_out: np.ndarray,  # out [C * N, K] float64: the same cells of lp, else -inf
+) -> None:
+    """Each node's validate row, round-major (a sub-tree's nodes, tree order in each round): one
+    pass that reads every row a node has and fills the others, where numpy's gather of [K] cells
+    C apart and its fill before it are two passes and a strided index per cell."""
+    k = ids_out.shape[1]
+    for s in range(src.shape[0]):
+        row = src[s]
+        j = s // nodes
+        if row >= 0:
+            for i in range(k):
+                ids_out[s, i] = ids[row, i, j]
+                lp_out[s, i] = lp[row, i, j]
+        else:
+            for i in range(k):
+                ids_out[s, i] = pad
+                lp_out[s, i] = -np.inf
+
+
+@_loop
+def child_slots_loop(
+    kpos: np.ndarray,  # [L, C] int64: each node's position among its level's open nodes, -1 for none
+    expands: np.ndarray,  # [L, C] bool: the node is expanded
+    valid: np.ndarray,  # [S * C] bool: the child level's slots ([S, C], flat), S = K * W
+    token: np.ndarray,  # [S * C] int64: their tokens, pad where unknown
+    col: np.ndarray,  # [C] int64: each column's column in those arrays
+    idx: np.ndarray,  # [L, C] int64: each node's index
+    pad: int,  # the unknown token
+    unknown: np.ndarray,  # out [L, W, C] bool: rank r of an expanded node is a valid child of unknown token
+    indexed: np.ndarray,  # in/out [S * C] bool (all False in): the child at slot s is a valid child of known token
+    parent: np.ndarray,  # in/out [S * C] int64: its parent's index there (untouched elsewhere)
+) -> None:
+    """An expanded node's children: its rank-r child is slot kpos * W + r of the child level
+    (read at the flat cell slot * C + col, clipped into range as np.take's mode="clip"); one pass
+    over the level's nodes and ranks, where numpy builds the cells, two gathers and two scatters."""
+    n_nodes, w, c = unknown.shape
+    last = valid.shape[0] - 1
+    for u in range(n_nodes):
+        for j in range(c):
+            k = kpos[u, j]
+            opened = expands[u, j] and k >= 0
+            for r in range(w):
+                slot = max(k, 0) * w + r
+                cell = min(max(slot * c + col[j], 0), last)
+                child = opened and valid[cell]
+                unknown[u, r, j] = child and token[cell] == pad
+                if child and token[cell] != pad:
+                    at = slot * c + j
+                    indexed[at] = True
+                    parent[at] = idx[u, j]
+
+
+@_loop
+def held_reach_loop(
+    recs: np.ndarray,  # [L, C] int64: each slot's recorded node, -1 for none
+    held_in: np.ndarray,  # [C, M] bool: the recorded walk holds the node
+    lo_in: np.ndarray,  # [C, M] float64: its reach bounds
+    hi_in: np.ndarray,
+    held: np.ndarray,  # out [L, C] bool: the slot has a recorded node that the walk holds
+    lo: np.ndarray,  # out [L, C] float64: that node's reach bounds (node clipped into 0..M-1)
+    hi: np.ndarray,
+) -> None:
+    """A level's slots looked up in the recorded walk's per-node arrays, three gathers in one pass."""
+    n_slots, c = recs.shape
+    last = held_in.shape[1] - 1
+    for e in range(n_slots):
+        for j in range(c):
+            r = recs[e, j]
+            q = min(max(r, 0), last)
+            held[e, j] = r >= 0 and held_in[j, q]
+            lo[e, j] = lo_in[j, q]
+            hi[e, j] = hi_in[j, q]
 
 
 _TWO_53 = 9007199254740992.0  # 2^53: a frexp mantissa times it is an integer
