@@ -16,6 +16,7 @@ from replay.core.loops import (
     child_cells_loop,
     child_slots_loop,
     edge_probs_loop,
+    exact_sum_loop,
     exp_loop,
     gather_rows_loop,
     held_reach_loop,
@@ -242,6 +243,23 @@ def test_held_reach_looks_each_slot_up_in_the_walks_nodes():
     np.testing.assert_array_equal(lo, lo_in[cols, node])
     np.testing.assert_array_equal(hi, hi_in[cols, node])
     assert held.any() and (recs < 0).any()
+
+
+def test_exact_sum_bins_each_values_frexp_parts():
+    # normal numbers are read from their bits, zeros and subnormals through math.frexp: both as frexp bins them
+    rng = np.random.default_rng(9)
+    v = np.concatenate([rng.standard_normal((200, 2)) * 10.0 ** rng.integers(-300, 300, (200, 2)), [[0.0, -0.0]]])
+    v = np.concatenate([v, [[5e-324, -3e-310], [2.0**-1022, -(2.0**1023)]]])
+    offset, bins = 1100, 2200
+    parts = np.zeros((2, 2 * bins), dtype=np.int64)
+    exact_sum_loop(v, offset, bins, parts)
+    want = np.zeros((2, 2 * bins), dtype=np.int64)
+    for (i, j), x in np.ndenumerate(v):
+        m, e = math.frexp(float(x))
+        mi = int(m * 2.0**53)
+        want[0, j * bins + e + offset] += mi >> 27
+        want[1, j * bins + e + offset] += mi - ((mi >> 27) << 27)
+    np.testing.assert_array_equal(parts, want)
 
 
 def test_a_loop_compiles_without_the_disk_cache_where_numba_finds_no_place_for_it(monkeypatch):

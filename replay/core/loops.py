@@ -378,6 +378,8 @@ def held_reach_loop(
 
 
 _TWO_53 = 9007199254740992.0  # 2^53: a frexp mantissa times it is an integer
+_SIGNIFICAND = (1 << 52) - 1  # a float64's stored significand bits
+_HIDDEN_BIT = 1 << 52  # a normal number's leading 1
 
 
 @_loop
@@ -387,13 +389,23 @@ def exact_sum_loop(
     bins: int,  # bins per column
     parts: np.ndarray,  # in/out [2, k * bins] int64: per (column, exponent) the sums of the high and low parts
 ) -> None:
-    """ExactSum's pass over its values: x = m * 2^e (frexp), m * 2^53 an integer split into a high
-    part (>> 27) and a low part (< 2^27), each added exactly to the bin of its column and e."""
+    """ExactSum's pass over its values: x = m * 2^e (frexp; read from a normal number's bits), m * 2^53
+    an integer split into a high part (>> 27) and a low part (< 2^27), each added exactly to the bin
+    of its column and e."""
     n, k = v.shape
     for i in range(n):
         for j in range(k):
-            m, e = math.frexp(v[i, j])
-            mi = np.int64(m * _TWO_53)
+            x = v[i, j]
+            bits: int = _bits(x)  # type: ignore[call-arg]
+            biased = (bits >> 52) & 0x7FF
+            if biased != 0:  # a normal number: frexp's m * 2^53 is its 53-bit significand, e its exponent + 1
+                mi = (bits & _SIGNIFICAND) | _HIDDEN_BIT
+                if bits < 0:
+                    mi = -mi
+                e = biased - 1022
+            else:  # zero or subnormal (the library call, about twice as slow)
+                m, e = math.frexp(x)
+                mi = np.int64(m * _TWO_53)
             high = mi >> 27
             b = j * bins + e + offset
             parts[0, b] += high
