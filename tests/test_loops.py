@@ -8,6 +8,8 @@ check each loop alone, so that a failure names the loop: the exponential against
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -260,6 +262,16 @@ def test_exact_sum_bins_each_values_frexp_parts():
         want[0, j * bins + e + offset] += mi >> 27
         want[1, j * bins + e + offset] += mi - ((mi >> 27) << 27)
     np.testing.assert_array_equal(parts, want)
+
+
+def test_the_modules_that_call_the_loops_import_numba_at_first_use_only():
+    # numba's import costs about 0.35 s, and a greedy command never needs it
+    code = (
+        "import sys, analysis.compare.sampling_batch, analysis.compare.sampling_reach, replay.core.sampling; "
+        "print('numba' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_a_loop_compiles_without_the_disk_cache_where_numba_finds_no_place_for_it(monkeypatch):

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from replay.core.config import TreeConfig
-from replay.core.loops import held_reach_loop
 from replay.core.sampling import sampling_bounds
 from replay.core.vocab import NO_PARENT
 
@@ -148,6 +147,8 @@ class RecordedWalk:
         that node's reach_lo and reach_hi (the slot's recorded node clipped into range where it has none);
         kept in ``gathered`` for the config's other reader."""
         if d not in gathered:
+            from replay.core.loops import held_reach_loop  # numba: imported at first use (replay.core.loops)
+
             idx, recs = lv.nodes[d][0], np.ascontiguousarray(lv.nodes[d][6])
             held, lo, hi = np.empty(recs.shape, dtype=bool), np.empty(recs.shape), np.empty(recs.shape)
             held_reach_loop(recs, self.held, self.reach_lo, self.reach_hi, held, lo, hi)

@@ -23,7 +23,6 @@ import numpy as np
 
 from replay.core.acceptance import validate_row
 from replay.core.config import TreeConfig
-from replay.core.loops import child_slots_loop, node_rows_loop
 from replay.core.sampling import SamplingBounds, greedy_logp, prepare_sampling
 from replay.core.sampling_problems import PROBLEM_WORDS
 from replay.core.sampling_recorded import recorded_bounds
@@ -224,6 +223,8 @@ def _sub_tree_level(
     kind[:, 0], why[:, 0] = indexed & ~sure, WHY_WIDTH
     kind[:, 1], why[:, 1] = thr | maybe | unexp, node_why
     if big_w:
+        from replay.core.loops import child_slots_loop  # numba: imported at first use (replay.core.loops)
+
         kids = sim.levels[d + 1]
         flat = lambda a: np.ascontiguousarray(np.broadcast_to(a, kids.valid.shape)).reshape(-1)  # noqa: E731
         # the next level's indexed slots (known children of expanded nodes) and their parents' sub-tree indices
@@ -261,6 +262,8 @@ def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols)
         depths[at] = d
         ok = _flat(h, idx.shape)[f] & expanded[at]
         src[at[ok]] = _flat(v_row, idx.shape)[f[ok]]  # a row the node has is one of the chunk's (>= 0)
+    from replay.core.loops import node_rows_loop  # numba: imported at first use (replay.core.loops)
+
     ids, lp = np.empty((c * big_n, k), dtype=np.int64), np.empty((c * big_n, k))
     node_rows_loop(v_ids, v_lp, src, big_n, PAD_TOKEN, ids, lp)
     has = src >= 0
