@@ -17,6 +17,7 @@ import pytest
 from replay.core.loops import (
     child_cells_loop,
     child_slots_loop,
+    depth_bounds_loop,
     edge_probs_loop,
     exact_sum_loop,
     exp_loop,
@@ -262,6 +263,43 @@ def test_exact_sum_bins_each_values_frexp_parts():
         want[0, j * bins + e + offset] += mi >> 27
         want[1, j * bins + e + offset] += mi - ((mi >> 27) << 27)
     np.testing.assert_array_equal(parts, want)
+
+
+def _depth_bounds(sums_lo, sums_hi, exact, det, gamma):
+    """depth_bounds_loop the numpy way (replay.core.sampling_columns._aggregate_chunk's tightening)."""
+    sums_hi = np.minimum(np.where(exact[None, :], sums_lo, sums_hi), 1.0)
+    ge_hi = np.empty(sums_hi.shape)
+    ge_hi[0] = sums_hi[0]
+    for d in range(1, sums_hi.shape[0]):
+        ge_hi[d] = np.minimum(ge_hi[d - 1], sums_hi[d])
+    ge_lo = np.minimum(np.minimum(sums_lo, 1.0), ge_hi)
+    g = min(gamma, ge_lo.shape[0] - 1)
+    out = []
+    for x in (ge_lo, ge_hi):
+        ge = np.zeros((x.shape[1], gamma))
+        ge[:, :g] = np.where(det[:, None], x[1 : 1 + g].T, 0.0)
+        out.append(ge)
+    for x in (ge_lo, ge_hi):
+        total = np.zeros(x.shape[1])
+        for row in x[1:]:
+            total = total + row
+        out.append(np.where(det, total, np.nan))
+    return out
+
+
+@pytest.mark.parametrize("gamma", [2, 4, 6])
+def test_depth_bounds_are_the_tightened_sums_numpy_gives(gamma):
+    rng = np.random.default_rng(10 + gamma)
+    depths, c = 5, 300
+    sums_lo = np.concatenate([np.ones((1, c)), rng.uniform(0.0, 1.3, (depths - 1, c))])
+    sums_hi = sums_lo + rng.uniform(0.0, 0.6, (depths, c))
+    sums_lo[2, 7], sums_hi[3, 9] = np.nan, np.nan
+    exact, det = rng.random(c) < 0.3, rng.random(c) < 0.8
+    got = [np.empty((c, gamma)), np.empty((c, gamma)), np.empty(c), np.empty(c)]
+    depth_bounds_loop(sums_lo, sums_hi, exact, det, *got)
+    for g, w in zip(got, _depth_bounds(sums_lo, sums_hi, exact, det, gamma)):
+        np.testing.assert_array_equal(g.view(np.uint64), w.view(np.uint64))  # to the bit
+    assert not np.array_equal(got[2], got[3], equal_nan=True)
 
 
 def test_the_modules_that_call_the_loops_import_numba_at_first_use_only():

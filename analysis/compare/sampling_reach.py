@@ -129,18 +129,13 @@ class RecordedWalk:
             )
             sums_lo.append(level_lo)
             sums_hi.append(level_hi)
-        lo = np.stack(sums_lo)
-        ge_lo, ge_hi = _tightened(lo, np.where(self.exact[None, :], lo, np.stack(sums_hi)))
-        g = min(gamma, ge_lo.shape[0] - 1)
-        ge = [np.zeros((c, gamma)), np.zeros((c, gamma))]
-        every = bool(det.all())  # most chunks: nothing to zero
-        for out, x in zip(ge, (ge_lo, ge_hi)):
-            out[:, :g] = x[1 : 1 + g].T if every else np.where(det[:, None], x[1 : 1 + g].T, 0.0)
-        nan = np.full(c, np.nan)
-        e_lo, e_hi = np.where(det, _sum_in_order(ge_lo[1:]), nan), np.where(det, _sum_in_order(ge_hi[1:]), nan)
+        from replay.core.loops import depth_bounds_loop  # numba: imported at first use (replay.core.loops)
+
+        ge_lo, ge_hi, e_lo, e_hi = np.empty((c, gamma)), np.empty((c, gamma)), np.empty(c), np.empty(c)
+        depth_bounds_loop(np.stack(sums_lo), np.stack(sums_hi), self.exact, det, ge_lo, ge_hi, e_lo, e_hi)
         needs_vocab = self.t > 1.0 and self.vocab_size is None and bool((use & ~self.exact).any())
         rank = np.full(c, -1, dtype=np.int64)
-        return AtT(det, e_lo, e_hi, ge[0], ge[1], self.exact & det, lv.sim.max_steps, why, depth, rank, needs_vocab)
+        return AtT(det, e_lo, e_hi, ge_lo, ge_hi, self.exact & det, lv.sim.max_steps, why, depth, rank, needs_vocab)
 
     def _gathered(self, lv: SubTreeLevels, d: int, gathered: dict[int, tuple]) -> tuple:
         """[L, C] of level ``d``'s slots: in the sub-tree, a recorded node held by the recorded walk, and
@@ -212,17 +207,6 @@ def _sum_in_order(x: np.ndarray) -> np.ndarray:
     for row in x:
         out = out + row
     return out
-
-
-def _tightened(sums_lo: np.ndarray, sums_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(P(L >= d) lo, hi) [D+1, C] from the per-depth reach sums: replay.core.sampling_columns.
-    _aggregate_chunk's tightening, the same operations in the same order."""
-    sums_hi = np.minimum(sums_hi, 1.0)
-    ge_hi = np.empty(sums_hi.shape)
-    ge_hi[0] = sums_hi[0]
-    for d in range(1, sums_hi.shape[0]):
-        np.minimum(ge_hi[d - 1], sums_hi[d], out=ge_hi[d])
-    return np.minimum(np.minimum(sums_lo, 1.0), ge_hi), ge_hi
 
 
 def _first_edge_exact(st: SubTrees, rounds: np.ndarray, t: float, vocab_size: int | None) -> np.ndarray:

@@ -377,6 +377,56 @@ def held_reach_loop(
             hi[e, j] = hi_in[j, q]
 
 
+@njit(inline="always")
+def _minimum(a: float, b: float) -> float:
+    """np.minimum of two values: NaN when either is."""
+    if a != a:
+        return a
+    if b != b:
+        return b
+    return a if a <= b else b
+
+
+@_loop
+def depth_bounds_loop(
+    sums_lo: np.ndarray,  # [D+1, C] float64: each depth's summed reach_lo (row 0: the root's 1.0)
+    sums_hi: np.ndarray,  # [D+1, C] float64: reach_hi's (read only where the round is not exact)
+    exact: np.ndarray,  # [C] bool: the round is exact (its upper sums are its lower ones)
+    det: np.ndarray,  # [C] bool: the round is determined
+    ge_lo: np.ndarray,  # out [C, G] float64: P(L >= d) lo, d = 1 .. G (0 past D, and where not determined)
+    ge_hi: np.ndarray,  # out [C, G]
+    e_lo: np.ndarray,  # out [C] float64: E[L] lo, the P(L >= d) added in depth order (NaN where not determined)
+    e_hi: np.ndarray,  # out [C]
+) -> None:
+    """A round's P(L >= d) and E[L] bounds from its per-depth reach sums: replay.core.sampling_columns.
+    _aggregate_chunk's tightening (capped at 1, the upper bound a running minimum over the depths,
+    the lower one below it) and its sums over the depths, the same operations in the same order,
+    one pass per round instead of one per operation and depth."""
+    depths, c = sums_lo.shape
+    g = ge_lo.shape[1]
+    for j in range(c):
+        acc_lo = 0.0
+        acc_hi = 0.0
+        run_hi = 0.0
+        for d in range(depths):
+            lo = sums_lo[d, j]
+            hi = _minimum(lo if exact[j] else sums_hi[d, j], 1.0)
+            run_hi = hi if d == 0 else _minimum(run_hi, hi)
+            low = _minimum(_minimum(lo, 1.0), run_hi)
+            if d == 0:
+                continue
+            acc_lo = acc_lo + low
+            acc_hi = acc_hi + run_hi
+            if d <= g:
+                ge_lo[j, d - 1] = low if det[j] else 0.0
+                ge_hi[j, d - 1] = run_hi if det[j] else 0.0
+        for d in range(depths - 1, g):
+            ge_lo[j, d] = 0.0
+            ge_hi[j, d] = 0.0
+        e_lo[j] = acc_lo if det[j] else np.nan
+        e_hi[j] = acc_hi if det[j] else np.nan
+
+
 _TWO_53 = 9007199254740992.0  # 2^53: a frexp mantissa times it is an integer
 _SIGNIFICAND = (1 << 52) - 1  # a float64's stored significand bits
 _HIDDEN_BIT = 1 << 52  # a normal number's leading 1
