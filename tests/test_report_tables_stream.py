@@ -80,6 +80,24 @@ def test_streamed_tables_are_the_whole_tables(make, tmp_path):
     assert seen[-1] == (run.rounds, run.rounds) and [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
+@pytest.mark.parametrize("group", [97, 1000])
+def test_node_row_groups_across_blocks(group, tmp_path, monkeypatch):
+    """A run's node rows made into row groups of PARQUET_ROW_GROUP rows that start and end inside
+    the blocks read (a packed run whose groups interleave), and a short last one: the files pandas
+    writes for the whole tables with that row group size (CSV too)."""
+    monkeypatch.setattr(stream, "PARQUET_ROW_GROUP", group)
+    path = packed(tmp_path, "run", synth_run(ARTICLE, 400, seed=8, early_stop_rate=0.3), block_rounds=30)
+    run = load_run(path, "run", progress=False, tables=TABLES_METRICS)
+    write_run_tables([run], tmp_path / "got")
+    whole = build_tables(load_runs([path], labels=["run"], progress=False, tables=TABLES_FULL))
+    want = tmp_path / "want"
+    export_tables({"rounds": whole.rounds, "nodes": whole.nodes}, want, ["csv"])
+    for name, df in (("rounds", whole.rounds), ("nodes", whole.nodes)):
+        df.to_parquet(want / f"{name}.parquet", index=False, row_group_size=group, **PARQUET_OPTIONS)
+    assert len(whole.nodes) > 3 * group  # several row groups, the last one shorter
+    assert_same_files(tmp_path / "got", want)
+
+
 def test_row_groups_across_blocks(tmp_path, monkeypatch):
     """Row groups of PARQUET_ROW_GROUP rows cut across the blocks, a block's column all empty lists
     or all missing typed by a later block: the file to_parquet writes with that row group size."""

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from analysis.tables.batch import batch_table_parts, join_parts
-from analysis.tables.node_arrow import stream_parts
-from analysis.tables.stream import ROUNDS_PER_FRAME, _frames
+from analysis.tables.node_arrow import node_arrow_table, stream_parts
+from analysis.tables.round_arrow import round_table
+from analysis.tables.stream import _in_order_cells
 from replay.core.config import TreeConfig
 from replay.engine.batch import replay_batch
 from replay.engine.runs import iter_run_parts, open_run
@@ -32,9 +33,13 @@ def assert_same_tables(batches, cfg: TreeConfig) -> None:
         fast.append(stream_parts(batch, res, cfg, "r"))
         slow.append(batch_table_parts(batch, res, cfg, "r"))
     want = join_parts(slow)
-    frames = list(_frames(fast))
-    assert len(frames) <= max(1, -(-len(want[0]) // ROUNDS_PER_FRAME))
-    got = [pa.concat_tables([f[k] for f in frames]) if frames else want[k][:0] for k in range(2)]
+    fast = [p for p in fast if p.rounds]
+    if fast:
+        (rounds, num_rounds), (nodes, num_nodes) = _in_order_cells(fast)
+        got = [round_table(rounds), node_arrow_table([nodes])]
+        assert (num_rounds, num_nodes) == (len(want[0]), len(want[1]))
+    else:
+        got = [want[0][:0], want[1][:0]]
     for g, w in zip(got, want):
         if not len(w):
             assert not len(g)

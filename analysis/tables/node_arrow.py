@@ -16,11 +16,11 @@ import numpy as np
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.tree import node_name
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, replayed_by_shape
-from replay.engine.batch.frames import NullableInts, frame_of, round_names
+from replay.engine.batch.frames import NullableInts, frame_of
 
 from .batch import _IN_NAMES, TableParts, _node_columns, _node_facts, _Nodes, _rows
 from .build import NODE_COLUMNS, finish_table
-from .round_arrow import Coded, round_arrow
+from .round_arrow import Coded, _joined, round_arrow
 
 
 def stream_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> TableParts:
@@ -35,8 +35,9 @@ def stream_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str)
     for shape, members, sub, r in replayed_by_shape(batch, res):
         facts = _node_facts(sub, r, shape, cfg.tree_type != TREE_DYNAMIC)
         rounds = ordinals[members]
-        parts.rounds.append(round_arrow(r, shape, facts, cfg, run))
-        parts.nodes.append(node_cells(r, shape, facts, run))
+        round_cells = round_arrow(r, shape, facts, cfg, run)
+        parts.rounds.append(round_cells)
+        parts.nodes.append(node_cells(r, shape, facts, run, round_cells["round"]))
         parts.round_ordinals.append(rounds)
         parts.node_ordinals.append(np.repeat(rounds, facts.parent.shape[0]))
     return parts
@@ -72,14 +73,15 @@ def node_schema():
     return pa.Schema.from_pandas(frame, preserve_index=False)
 
 
-def node_cells(res: BatchResult, shape: TreeShape, f: _Nodes, run: str) -> dict:
+def node_cells(res: BatchResult, shape: TreeShape, f: _Nodes, run: str, names) -> dict:
     """The node rows of the rounds of one shape (res, f: analysis.tables.batch's facts) as {column:
-    numpy array, NullableInts or Coded}: node_arrow_table makes them a pyarrow Table."""
+    numpy array, NullableInts or Coded}: node_arrow_table makes them a pyarrow Table. ``names``:
+    [C] pyarrow large_string, the rounds' names (round_arrow's "round" column: made once)."""
     n, c = f.parent.shape
     cells = _node_columns(res, shape, f, run, [k for k in NODE_COLUMNS if k not in _CODED])
     return cells | {
         "run": _coded([run], np.zeros(n * c, dtype=np.int64)),
-        "round": _coded(round_names(res), np.repeat(np.arange(c, dtype=np.int64), n)),
+        "round": _coded(names, np.repeat(np.arange(c, dtype=np.int64), n)),
         "name": _coded([node_name(p) for p in f.ranked.paths], _rows(f.ranked.index).astype(np.int64)),
         "target_in": _coded(list(_IN_NAMES), _rows(f.target_in).astype(np.int64)),
     }
@@ -89,24 +91,39 @@ _CODED = ("run", "round", "name", "target_in")
 
 
 def _coded(values, codes: np.ndarray) -> Coded:
+    """``values``: a sequence of texts, or a pyarrow large_string array of them."""
     import pyarrow as pa
 
-    return Coded(pa.array(values, type=pa.large_string()), codes.astype(np.int32))
+    if not isinstance(values, pa.Array):
+        values = pa.array(values, type=pa.large_string())
+    return Coded(values, codes.astype(np.int32))
 
 
-def node_arrow_table(cells: dict):
-    """The pyarrow Table of node_cells' columns (joined, rows in run order), typed as from_pandas
-    types the node frame of those rows."""
+def node_arrow_table(blocks: list[dict]):
+    """The pyarrow Table of node_cells' columns of ``blocks`` (rows in run order, one block after
+    the other), typed as from_pandas types the node frame of those rows; each column one chunk,
+    joined by Arrow. The blocks are emptied column by column as the Table is made: the rows are
+    never held twice whole."""
     import pyarrow as pa
 
     arrays = []
     for field in node_schema():
-        v = cells[field.name]
-        if isinstance(v, Coded):
-            v = v.values.take(pa.array(v.codes))
-        elif isinstance(v, NullableInts):
-            v = pa.array(v.values, mask=v.missing if v.missing.any() else None)
+        column = [block.pop(field.name) for block in blocks]
+        if isinstance(column[0], Coded):
+            coded = _joined(column)
+            v = coded.values.take(pa.array(coded.codes))
         else:
-            v = pa.array(v, from_pandas=True)  # NaN is missing, as from_pandas makes it
+            pieces = [_arrow(piece) for piece in column]
+            v = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
+        del column
         arrays.append(v if v.type == field.type else v.cast(field.type))
     return pa.Table.from_arrays(arrays, schema=node_schema())
+
+
+def _arrow(column):
+    """One numpy column or NullableInts as Arrow, as from_pandas converts it."""
+    import pyarrow as pa
+
+    if isinstance(column, NullableInts):
+        return pa.array(column.values, mask=column.missing if column.missing.any() else None)
+    return pa.array(column, from_pandas=True)  # NaN is missing, as from_pandas makes it

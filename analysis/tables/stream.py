@@ -10,12 +10,17 @@ ordinals interleave, so its blocks are read by their first round (``Run.chunks(i
 and the rows of a chunk wait until the next chunk's first round is known: no later chunk holds a
 round before it, so every pending row before it is final. What waits is at most about one block per
 group.
+
+The node rows in run order stay numpy columns (node_arrow's cells) until a row group is complete:
+each row group's Table is made once, one chunk per column joined by Arrow (_RowGroups), and written
+without another copy to cut it. The round rows go to the writer as a Table per block.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,6 +36,7 @@ from .runs import LabelledRun, each_batch
 # pyarrow's default row group size (pyarrow.parquet.write_table, which pandas' to_parquet calls):
 # groups of exactly this many rows, the last one shorter, make the file pandas writes for the whole table
 PARQUET_ROW_GROUP = 1024 * 1024
+CSV_ROWS = 65_536  # rows made CSV text at a time: a row group's text stays small
 
 Progress = Callable[[int, int], None]
 
@@ -70,7 +76,8 @@ class TableWriter:
             with open(self.csv, "ab" if self.rows else "wb") as out:
                 if not self.rows:
                     out.write(csv_header(table.column_names))
-                out.write(frame_csv_lines(table))
+                for start in range(0, table.num_rows, CSV_ROWS):
+                    out.write(frame_csv_lines(table.slice(start, CSV_ROWS)))
         self.rows += len(df)
         if self.parquet is not None:
             for f in table.schema:
@@ -153,6 +160,8 @@ def _cut(holder: list, size: int) -> tuple:
     import pyarrow as pa
 
     table = holder.pop()
+    if table.num_rows == size and all(column.num_chunks == 1 for column in table.columns):
+        return table, table.slice(size)  # a row group made whole (_RowGroups): nothing to copy
     schema = table.schema
     first, rest = [], []
     while table.num_columns:
@@ -171,14 +180,45 @@ def _has_null(t) -> bool:
     return pa.types.is_null(t) or (pa.types.is_list(t) or pa.types.is_large_list(t)) and _has_null(t.value_type)
 
 
+class _RowGroups:
+    """One run's rows in run order as cells (node_arrow's columns), made pyarrow Tables by
+    ``to_table(blocks of cells)`` of PARQUET_ROW_GROUP rows, the last one shorter: each row group's
+    columns are joined once, one chunk each, so TableWriter has nothing to cut or copy."""
+
+    def __init__(self, to_table: Callable[[list[dict]], Any]):
+        self.to_table = to_table
+        self._pending: list[tuple[dict, int]] = []  # (cells, their rows), in run order
+        self._rows = 0
+
+    def add(self, cells: dict, rows: int) -> Iterator:
+        """The row groups that ``cells`` (``rows`` rows, after those added before) complete."""
+        self._pending.append((cells, rows))
+        self._rows += rows
+        while self._rows >= PARQUET_ROW_GROUP:
+            yield self._group(PARQUET_ROW_GROUP)
+
+    def rest(self) -> Iterator:
+        """The rows left, as one Table (none when none are)."""
+        if self._rows:
+            yield self._group(self._rows)
+
+    def _group(self, size: int):
+        taken, left = [], size
+        while left:
+            cells, rows = self._pending.pop(0)
+            if rows > left:  # the rows after the group's wait for the next one (views, not copies)
+                self._pending.insert(0, (take_cells(cells, slice(left, rows)), rows - left))
+                cells, rows = take_cells(cells, slice(0, left)), left
+            taken.append(cells)
+            left -= rows
+        self._rows -= size
+        return self.to_table(taken)
+
+
 def run_table_blocks(run: LabelledRun, progress: Callable[[int], None] | None = None) -> Iterator[tuple]:
-    """(round rows, node rows) of ``run`` as frames, block by block in run order (together: the
-    tables build_tables makes). A run loaded without its node table is made from the batches load_run
-    kept (``run.batches``), else read again in batches (``progress(rounds)`` after each); a run with
-    its tables gives them whole."""
-    if run.tables[1] is not None:
-        yield run.tables
-        return
+    """((round cells, rounds), (node cells, node rows)) of a run loaded without its node table,
+    block by block in run order (together: the tables build_tables makes), made from the batches
+    load_run kept (``run.batches``), else read again in batches (``progress(rounds)`` after each)."""
     label = run.label
     pending: list[TableParts] = []
     done = 0
@@ -190,38 +230,25 @@ def run_table_blocks(run: LabelledRun, progress: Callable[[int], None] | None = 
             continue
         first = min(int(o.min()) for p in parts for o in p.round_ordinals)  # no later chunk holds a round before
         ready, pending = _split(pending, first)
-        yield from _frames(ready)
+        if ready:
+            yield _in_order_cells(ready)
         del ready
         pending += parts
         done += sum(o.shape[0] for p in parts for o in p.round_ordinals)
         if progress:
             progress(done)
-    yield from _frames(pending)
+    if pending:
+        yield _in_order_cells(pending)
     if done != run.rounds:
         raise RuntimeError(f"tables: read {done} rounds of {label} again, the run has {run.rounds}")
 
 
-ROUNDS_PER_FRAME = 4096  # rounds made into frames (and Arrow, and CSV text) at a time: a block's copies stay small
-
-
-def _frames(parts: list[TableParts]) -> Iterator[tuple]:
-    """(round Table, node Table) of ``parts`` (rows of one run, stream_parts'), ROUNDS_PER_FRAME rounds
-    at a time, in run order: the Tables from_pandas makes of analysis.tables.batch.join_parts' frames
-    of those rounds. The rows are put in run order once, then cut (views, not copies)."""
-    parts = [p for p in parts if p.rounds]
-    if not parts:
-        return
+def _in_order_cells(parts: list[TableParts]) -> tuple:
+    """((round cells, rounds), (node cells, node rows)) of ``parts`` (rows of one run, stream_parts',
+    some rows each), in run order: the columns of analysis.tables.batch.join_parts' frames of those rounds."""
     rounds, round_ords = _in_run_order(parts, "rounds", "round_ordinals")
     nodes, node_ords = _in_run_order(parts, "nodes", "node_ordinals")
-    ends = [*range(ROUNDS_PER_FRAME, round_ords.shape[0], ROUNDS_PER_FRAME), round_ords.shape[0]]
-    cuts = np.searchsorted(node_ords, round_ords[ends[:-1]]).tolist() + [node_ords.shape[0]]
-    lo = node_lo = 0
-    for hi, node_hi in zip(ends, cuts):
-        yield (
-            arrow_round_table(take_cells(rounds, slice(lo, hi))),
-            node_arrow_table(take_cells(nodes, slice(node_lo, node_hi))),
-        )
-        lo, node_lo = hi, node_hi
+    return (rounds, round_ords.shape[0]), (nodes, node_ords.shape[0])
 
 
 def _in_run_order(parts: list[TableParts], rows: str, ordinals: str) -> tuple:
@@ -268,12 +295,33 @@ def write_run_tables(
             for w in writers.values():
                 w.new_part()
         tick = (lambda n, b=before: progress(b + n, total)) if progress else None
-        for rounds, nodes in run_table_blocks(run, tick):
-            writers["rounds"].append(rounds)
-            writers["nodes"].append(nodes)
+        if run.tables[1] is not None:  # a run loaded with its tables gives them whole
+            writers["rounds"].append(run.tables[0])
+            writers["nodes"].append(run.tables[1])
+        else:
+            _write_blocks(run, writers, tick)
         before += run.rounds
     if progress:
         progress(total, total)
     # the node table's last rows first: the round table's one row group is the larger copy
     nodes = writers["nodes"].close(empty_node_table())
     return writers["rounds"].close(empty_round_table()) + nodes  # the empty tables as build_tables makes them
+
+
+def _write_blocks(run: LabelledRun, writers: dict[str, TableWriter], progress: Callable[[int], None] | None) -> None:
+    """The round and node rows of ``run`` (loaded without its node table) to ``writers``: a Table of
+    round rows per block, node rows row group by row group (one run's rows per Table: TableWriter
+    tells the runs apart by them)."""
+    import pyarrow as pa
+
+    nodes = _RowGroups(node_arrow_table)
+    for (rounds, _), (cells, rows) in run_table_blocks(run, progress):
+        writers["rounds"].append(arrow_round_table(rounds))
+        for table in nodes.add(cells, rows):
+            writers["nodes"].append(table)
+            del table
+            # a written row group's memory back to the system: Arrow's pool would keep it, and the
+            # round table's blocks, held until the end, grow beside it
+            pa.default_memory_pool().release_unused()
+    for table in nodes.rest():
+        writers["nodes"].append(table)
