@@ -101,20 +101,17 @@ def _coded(values, codes: np.ndarray) -> Coded:
 
 def node_arrow_table(blocks: list[dict]):
     """The pyarrow Table of node_cells' columns of ``blocks`` (rows in run order, one block after
-    the other), typed as from_pandas types the node frame of those rows; each column one chunk,
-    joined by Arrow. The blocks are emptied column by column as the Table is made: the rows are
-    never held twice whole."""
+    the other), typed as from_pandas types the node frame of those rows; each column one chunk:
+    the blocks' columns joined by numpy (one copy), numbers then wrapped by Arrow without another.
+    The blocks are emptied column by column as the Table is made: the rows are never held twice."""
     import pyarrow as pa
 
     arrays = []
     for field in node_schema():
-        column = [block.pop(field.name) for block in blocks]
-        if isinstance(column[0], Coded):
-            coded = _joined(column)
-            v = coded.values.take(pa.array(coded.codes))
-        else:
-            pieces = [_arrow(piece) for piece in column]
-            v = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
+        pieces = [block.pop(field.name) for block in blocks]
+        column = _joined(pieces) if len(pieces) > 1 else pieces[0]
+        del pieces
+        v = column.values.take(pa.array(column.codes)) if isinstance(column, Coded) else _arrow(column)
         del column
         arrays.append(v if v.type == field.type else v.cast(field.type))
     return pa.Table.from_arrays(arrays, schema=node_schema())

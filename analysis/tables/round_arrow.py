@@ -122,6 +122,38 @@ def _joined(columns: list):
     return pa.concat_arrays(columns)
 
 
+def placed_cells(parts: list[dict], sizes: list[int], order: np.ndarray) -> dict:
+    """``take_cells(concat_cells(parts), order)`` (parts of ``sizes`` rows; order: [k] int64, a
+    permutation of their rows), each numpy column written to its rows' places at once: one copy of
+    the rows, not a join and then a take."""
+    place = np.empty_like(order)
+    place[order] = np.arange(order.shape[0])
+    at = [place[lo:hi] for lo, hi in zip(np.cumsum([0, *sizes[:-1]]).tolist(), np.cumsum(sizes).tolist())]
+    return {c: _placed([p[c] for p in parts], at, order) for c in parts[0]}
+
+
+def _placed(columns: list, at: list[np.ndarray], order: np.ndarray):
+    """One column of several row sets, each row written at its place ``at`` (numpy, NullableInts,
+    Coded); an Arrow column is joined and taken."""
+    first = columns[0]
+    if isinstance(first, np.ndarray):
+        return _scattered(columns, at)
+    if isinstance(first, NullableInts):
+        return NullableInts(_scattered([v.values for v in columns], at), _scattered([v.missing for v in columns], at))
+    if isinstance(first, Coded):
+        joined = _joined(columns)
+        starts = np.cumsum([0] + [len(v.values) for v in columns[:-1]]).tolist()
+        return Coded(joined.values, _scattered([v.codes + start for v, start in zip(columns, starts)], at))
+    return _joined(columns).take(order)
+
+
+def _scattered(pieces: list[np.ndarray], at: list[np.ndarray]) -> np.ndarray:
+    out = np.empty(sum(piece.shape[0] for piece in pieces), dtype=np.result_type(*pieces))
+    for piece, places in zip(pieces, at):
+        out[places] = piece
+    return out
+
+
 def take_cells(columns: dict, index: np.ndarray | slice) -> dict:
     """Rows ``index`` ([k] int64, or a slice: views) of every column of round_arrow's or node_arrow's."""
     return {c: _rows_of(v, index) for c, v in columns.items()}

@@ -12,7 +12,7 @@ round before it, so every pending row before it is final. What waits is at most 
 group.
 
 The node rows in run order stay numpy columns (node_arrow's cells) until a row group is complete:
-each row group's Table is made once, one chunk per column joined by Arrow (_RowGroups), and written
+each row group's Table is made once, one chunk per column (_RowGroups), and written
 without another copy to cut it. The round rows go to the writer as a Table per block.
 """
 
@@ -30,7 +30,7 @@ from replay.core.records import PARQUET_OPTIONS, csv_header, frame_csv_lines
 from .batch import TableParts
 from .build import EXPORT_FORMATS, empty_node_table, empty_round_table
 from .node_arrow import node_arrow_table, stream_parts
-from .round_arrow import concat_cells, round_table as arrow_round_table, take_cells
+from .round_arrow import concat_cells, placed_cells, round_table as arrow_round_table, take_cells
 from .runs import LabelledRun, each_batch
 
 # pyarrow's default row group size (pyarrow.parquet.write_table, which pandas' to_parquet calls):
@@ -254,13 +254,13 @@ def _in_order_cells(parts: list[TableParts]) -> tuple:
 def _in_run_order(parts: list[TableParts], rows: str, ordinals: str) -> tuple:
     """(the round or node cells of ``parts``, one after the other, in run order; their ordinals,
     sorted). The sort is stable: a round's nodes stay in tree order."""
-    ords = np.concatenate([o for p in parts for o in getattr(p, ordinals)])
-    joined = concat_cells([c for p in parts for c in getattr(p, rows)])
+    pieces = [o for p in parts for o in getattr(p, ordinals)]
+    ords = np.concatenate(pieces)
+    cells = [c for p in parts for c in getattr(p, rows)]
     if ords.shape[0] > 1 and (ords[1:] < ords[:-1]).any():
         order = np.argsort(ords, kind="stable")
-        ords = ords[order]
-        joined = take_cells(joined, order)
-    return joined, ords
+        return placed_cells(cells, [o.shape[0] for o in pieces], order), ords[order]
+    return concat_cells(cells), ords
 
 
 def _split(parts: list[TableParts], before: int) -> tuple[list[TableParts], list[TableParts]]:
