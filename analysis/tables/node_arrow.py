@@ -20,7 +20,7 @@ from replay.engine.batch.frames import NullableInts, frame_of
 
 from .batch import _IN_NAMES, TableParts, _node_columns, _node_facts, _Nodes, _rows
 from .build import NODE_COLUMNS, finish_table
-from .round_arrow import Coded, _joined, round_arrow
+from .round_arrow import Coded, join_column, round_arrow
 
 
 def stream_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> TableParts:
@@ -109,7 +109,7 @@ def node_arrow_table(blocks: list[dict]):
     arrays = []
     for field in node_schema():
         pieces = [block.pop(field.name) for block in blocks]
-        column = _joined(pieces) if len(pieces) > 1 else pieces[0]
+        column = join_column(pieces) if len(pieces) > 1 else pieces[0]
         del pieces
         v = column.values.take(pa.array(column.codes)) if isinstance(column, Coded) else _arrow(column)
         del column

@@ -103,10 +103,10 @@ class Coded:
 
 def concat_cells(parts: list[dict]) -> dict:
     """round_arrow's (or node_arrow's) columns of several row sets, one after the other."""
-    return {c: _joined([p[c] for p in parts]) for c in parts[0]}
+    return {c: join_column([p[c] for p in parts]) for c in parts[0]}
 
 
-def _joined(columns: list):
+def join_column(columns: list):
     """One column of several row sets, one after the other (numpy, NullableInts, Coded or Arrow)."""
     import pyarrow as pa
 
@@ -126,6 +126,8 @@ def placed_cells(parts: list[dict], sizes: list[int], order: np.ndarray) -> dict
     """``take_cells(concat_cells(parts), order)`` (parts of ``sizes`` rows; order: [k] int64, a
     permutation of their rows), each numpy column written to its rows' places at once: one copy of
     the rows, not a join and then a take."""
+    if sum(sizes) != order.shape[0] or len(sizes) != len(parts):
+        raise ValueError(f"placed_cells: {len(parts)} parts of {sum(sizes)} rows, an order of {order.shape[0]}")
     place = np.empty_like(order)
     place[order] = np.arange(order.shape[0])
     at = [place[lo:hi] for lo, hi in zip(np.cumsum([0, *sizes[:-1]]).tolist(), np.cumsum(sizes).tolist())]
@@ -141,13 +143,14 @@ def _placed(columns: list, at: list[np.ndarray], order: np.ndarray):
     if isinstance(first, NullableInts):
         return NullableInts(_scattered([v.values for v in columns], at), _scattered([v.missing for v in columns], at))
     if isinstance(first, Coded):
-        joined = _joined(columns)
+        joined = join_column(columns)
         starts = np.cumsum([0] + [len(v.values) for v in columns[:-1]]).tolist()
         return Coded(joined.values, _scattered([v.codes + start for v, start in zip(columns, starts)], at))
-    return _joined(columns).take(order)
+    return join_column(columns).take(order)
 
 
 def _scattered(pieces: list[np.ndarray], at: list[np.ndarray]) -> np.ndarray:
+    """[sum of the pieces' rows] the pieces' rows, piece k's at rows ``at[k]`` ([rows of piece k] int64)."""
     out = np.empty(sum(piece.shape[0] for piece in pieces), dtype=np.result_type(*pieces))
     for piece, places in zip(pieces, at):
         out[places] = piece
