@@ -27,7 +27,7 @@ from replay.util.progress import progress_bar
 
 from .dumpnames import Key
 from .formats.arraybatch import read_array_batches
-from .formats.matrix_io import SCORE_AUTO, DumpMatrix, RawSpec
+from .formats.matrix_io import SCORE_AUTO, RawSpec
 from .formats.textbatch import RoundPaths, read_text_batches
 from .grouping import FileSet, Grouping, RoundFiles
 from .roundbatch import (
@@ -37,8 +37,6 @@ from .roundbatch import (
     Signature,
     SourceNames,
     group_key,
-    narrow_ids,
-    narrow_logp,
     signature_of,
 )
 from .rounds import Round, load_round
@@ -77,20 +75,6 @@ def count_files(files: RoundFiles) -> int:
 
 def _exts(files: RoundFiles) -> tuple[str, ...]:
     return tuple(Path(fs.data).suffix for fs in (*files.steps, files.validate))
-
-
-def _stack(mats: Sequence[DumpMatrix]) -> MatrixStack:
-    """Stacked (padded to the widest) and narrowed losslessly, as narrow_ids / narrow_logp decide."""
-    st = MatrixStack.stack(mats)
-    return MatrixStack(
-        st.ids.astype(narrow_ids(st.ids), copy=False),
-        None if st.logp is None else st.logp.astype(narrow_logp(st.logp), copy=False),
-        None if st.parents is None else st.parents.astype(narrow_ids(st.parents), copy=False),
-        st.rows_of,
-        st.cols_of,
-        st.prows_of,
-        None if st.node_logp is None else st.node_logp.astype(narrow_logp(st.node_logp), copy=False),
-    )
 
 
 def _paths_of(rnd: Round) -> tuple[str, ...]:
@@ -135,8 +119,8 @@ def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -
         batch = RoundBatch(
             np.asarray([r.key for r in rounds], dtype=np.int64).reshape(-1, 2).T.copy(),
             np.asarray([r.root_token for r in rounds], dtype=np.int64),
-            tuple(_stack([r.steps[s] for r in rounds]) for s in range(len(rounds[0].steps))),
-            _stack([r.validate for r in rounds]),
+            tuple(MatrixStack.stack([r.steps[s] for r in rounds]).narrowed() for s in range(len(rounds[0].steps))),
+            MatrixStack.stack([r.validate for r in rounds]).narrowed(),
             opts.layout,
             names,
             np.asarray([o for o, _ in members], dtype=np.int64),

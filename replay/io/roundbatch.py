@@ -174,6 +174,50 @@ class MatrixStack:
             ]
         )
 
+    @classmethod
+    def of_rounds(
+        cls,
+        ids: np.ndarray,
+        logp: np.ndarray | None,
+        rows_of: np.ndarray,
+        cols_of: np.ndarray,
+        keep: np.ndarray | None = None,
+    ) -> MatrixStack:
+        """The bulk readers' stack: rounds ``keep`` (every round when None) of [rows, cols, R] ids and
+        scores padded to the widest round, with [R] each round's own rows and columns, cut to the widest
+        kept round and narrowed losslessly; own sizes are kept only where they differ from the stack's."""
+        take: slice | np.ndarray = slice(None)
+        if keep is not None and keep.size != ids.shape[2]:
+            rows_of, cols_of, take = rows_of[keep], cols_of[keep], keep
+        rows, cols = int(rows_of.max()), int(cols_of.max())
+        return cls(
+            ids[:rows, :cols, take],
+            None if logp is None else logp[:rows, :cols, take],
+            rows_of=None if (rows_of == rows).all() else rows_of.astype(np.int64, copy=False),
+            cols_of=None if (cols_of == cols).all() else cols_of.astype(np.int64, copy=False),
+        ).narrowed()
+
+    def narrowed(self) -> MatrixStack:
+        """The stack with ids and parents in the narrowest integer, scores and node log-probs in the
+        narrowest float that holds every value (narrow_ids / narrow_logp), C-contiguous: every reader's
+        one lossless narrowing."""
+
+        def ints(a: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(a.astype(narrow_ids(a), copy=False))
+
+        def floats(a: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(a.astype(narrow_logp(a), copy=False))
+
+        return MatrixStack(
+            ints(self.ids),
+            None if self.logp is None else floats(self.logp),
+            None if self.parents is None else ints(self.parents),
+            self.rows_of,
+            self.cols_of,
+            self.prows_of,
+            None if self.node_logp is None else floats(self.node_logp),
+        )
+
     def padded_to(self, rows: int, cols: int, prows: int | None) -> MatrixStack:
         """The stack grown to ``rows`` x ``cols`` (parents to ``prows`` entries) with the padding values
         (PAD_TOKEN ids and parents, NaN scores and node log-probs); each round keeps its own sizes. The

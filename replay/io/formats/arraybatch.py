@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from replay.core.vocab import PAD_TOKEN
-from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames, narrow_ids, narrow_logp
+from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
 from replay.util.bounded import MAX_ZIP_MEMBERS, read_regular_or_none
 from replay.util.errors import DumpError
 
@@ -352,7 +352,7 @@ def _group_batches(
             odd[it[0]] = paths  # names that do not round-trip ("007", "./"): kept verbatim, as the reference does
     if odd:
         names = SourceNames(directory, data_exts, step0_offset, odd)
-    mats = [_matrix_stack(ids, logp, rows_of, cols_of, keep) for ids, logp, rows_of, cols_of in stacks]
+    mats = [MatrixStack.of_rounds(ids, logp, rows_of, cols_of, keep) for ids, logp, rows_of, cols_of in stacks]
     batches.append(
         RoundBatch(
             np.asarray([it[1] for it in items], dtype=np.int64).reshape(-1, 2).T.copy(),
@@ -398,23 +398,3 @@ def _fill(into: np.ndarray, part: np.ndarray, sel: np.ndarray) -> np.ndarray:
     out[:, :, sel] = np.nan
     out[: part.shape[0], : part.shape[1], sel] = part[:, :, sel]
     return out
-
-
-def _matrix_stack(
-    ids: np.ndarray, logp: np.ndarray | None, rows_of: np.ndarray, cols_of: np.ndarray, keep: np.ndarray
-) -> MatrixStack:
-    """Rounds ``keep`` of one matrix, cut to their widest and narrowed losslessly (as fastread's _stack)."""
-    rows_of, cols_of = rows_of[keep], cols_of[keep]
-    rows, cols = int(rows_of.max()), int(cols_of.max())
-    ids = ids[:rows, :cols, keep]
-    out_logp = None
-    if logp is not None:
-        lp = logp[:rows, :cols, keep]
-        out_logp = np.ascontiguousarray(lp.astype(narrow_logp(lp), copy=False))
-    return MatrixStack(
-        np.ascontiguousarray(ids.astype(narrow_ids(ids), copy=False)),
-        out_logp,
-        None,
-        None if (rows_of == rows).all() else rows_of,
-        None if (cols_of == cols).all() else cols_of,
-    )

@@ -27,7 +27,7 @@ import numpy as np
 
 from replay.core.vocab import PAD_TOKEN
 from replay.io.dumpnames import Key
-from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames, narrow_ids, narrow_logp
+from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
 from replay.util.bounded import read_regular_or_none
 
 from .matrix_io import DATA_EXTS, SCORE_AUTO, TEXT_EXTS, logp_of_scores
@@ -194,18 +194,6 @@ def _gather(parsed: ParsedTexts, files: np.ndarray, fill: float) -> tuple[np.nda
     return values, rows_of, cols_of
 
 
-def _stack(ids: np.ndarray, rows_of: np.ndarray, cols_of: np.ndarray, logp: np.ndarray | None) -> MatrixStack:
-    """A MatrixStack of [rows, cols, R] ids (padded with PAD_TOKEN; replay.io.roundbatch keeps each
-    round's own sizes) and log-probabilities, narrowed losslessly."""
-    rows, cols = ids.shape[0], ids.shape[1]
-    return MatrixStack(
-        np.ascontiguousarray(ids.astype(narrow_ids(ids), copy=False)),
-        None if logp is None else np.ascontiguousarray(logp.astype(narrow_logp(logp), copy=False)),
-        rows_of=None if (rows_of == rows).all() else rows_of.astype(np.int64),
-        cols_of=None if (cols_of == cols).all() else cols_of.astype(np.int64),
-    )
-
-
 def read_text_batches(
     directory: str,
     items: Sequence[RoundPaths],
@@ -335,7 +323,7 @@ def _parse_piece(
             continue
         keep = np.flatnonzero(good)
         idx = idx[keep]
-        stacks = [_stack(*_kept(ids, rows_of, cols_of, logp, keep)) for ids, rows_of, cols_of, logp in mats]
+        stacks = [MatrixStack.of_rounds(ids, logp, rows_of, cols_of, keep) for ids, rows_of, cols_of, logp in mats]
         src = names[exts]
         overrides = {int(o): odd[int(o)] for o in rounds.ordinals[idx] if int(o) in odd} if odd else None
         if overrides:
@@ -359,17 +347,6 @@ def _fit(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     rows, cols = min(shape[0], values.shape[0]), min(shape[1], values.shape[1])
     out[:rows, :cols] = values[:rows, :cols]
     return out
-
-
-def _kept(
-    ids: np.ndarray, rows_of: np.ndarray, cols_of: np.ndarray, logp: np.ndarray | None, keep: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-    """Rounds ``keep`` of one matrix, cut to their widest."""
-    if keep.size == ids.shape[2]:
-        return ids, rows_of, cols_of, logp
-    rows_of, cols_of = rows_of[keep], cols_of[keep]
-    rows, cols = int(rows_of.max()), int(cols_of.max())
-    return ids[:rows, :cols, keep], rows_of, cols_of, None if logp is None else logp[:rows, :cols, keep]
 
 
 @dataclass(frozen=True, eq=False)
