@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from replay.util.bounded import (
 from replay.util.errors import DumpError
 from replay.util.words import row_words, value_words
 
-from .npyfile import read_npy, read_npz, shape_words
+from .npyfile import EMPTY_MATRIX_FILE, read_npy, read_npz, shape_words
 from .ptfile import load_pt
 
 TEXT_EXTS = ("", ".txt", ".csv")
@@ -180,7 +181,7 @@ def parse_text_matrix(text: str, path: str, as_float: bool = False) -> np.ndarra
     except (ValueError, OverflowError):
         return _parse_text_lines(text, path, as_float)
     if arr.size == 0:
-        raise DumpError(path, "empty file: no matrix rows")
+        raise DumpError(path, EMPTY_MATRIX_FILE)
     return arr
 
 
@@ -229,7 +230,7 @@ def _parse_text_lines(text: str, path: str, as_float: bool) -> np.ndarray:
                 raise DumpError(path, f"line {no}: token id {c[:40]} is outside the int64 range", field_name)
         rows.append(cells)
     if not rows:
-        raise DumpError(path, "empty file: no matrix rows")
+        raise DumpError(path, EMPTY_MATRIX_FILE)
     return np.array(rows, dtype=np.float64 if as_float else np.int64)
 
 
@@ -255,7 +256,7 @@ def _read_raw(path: Path, dtype: str, columns: int, kinds: str) -> np.ndarray:
             "truncated file or wrong --raw",
         )
     if not data:
-        raise DumpError(path, "empty file: no matrix rows")
+        raise DumpError(path, EMPTY_MATRIX_FILE)
     if len(data) // dt.itemsize > MAX_MATRIX_CELLS:
         raise DumpError(
             path, f"{len(data) // dt.itemsize:,} values; matrices are read up to {MAX_MATRIX_CELLS:,} values"
@@ -306,8 +307,7 @@ def _as_ids(arr: np.ndarray, path: Path, field_name: str = "ids") -> np.ndarray:
 
 
 def _as_logp(scores: np.ndarray, ids: np.ndarray, path: Path, kind: str) -> np.ndarray:
-    if scores.dtype.kind not in SCORE_KINDS:
-        raise DumpError(path, f"expected real numbers, got dtype {scores.dtype}", "scores")
+    _check_real(scores, path, "scores")
     with np.errstate(invalid="ignore"):  # a signalling NaN (a flipped bit) widens quietly; found below
         scores = np.asarray(scores, dtype=np.float64)
     if scores.shape != ids.shape:
@@ -327,11 +327,10 @@ def _as_logp(scores: np.ndarray, ids: np.ndarray, path: Path, kind: str) -> np.n
         raise DumpError(path, f"NaN among the scores of real tokens, {_nan_words(scores, real)}", "scores")
     zero = _zero_row(scores[..., None], real[..., None])[:, 0]
     if kind == SCORE_LOGPROB or (kind == SCORE_AUTO and ((valid < 0).any() or zero.any())):
-        value, where = _first_bad(scores, (scores > _PROB_SLACK) & real)
         why = ""
         if kind == SCORE_AUTO and not (valid < 0).any():
             why = f"{row_words(int(np.flatnonzero(zero)[0]))} is all 0, which no probability row can be, so the file holds log-probabilities; "
-        raise DumpError(path, f"{why}log-probabilities must be <= 0, found {value:.6g} ({where})", "scores")
+        _refuse_positive_logp(scores, (scores > _PROB_SLACK) & real, path, "scores", why)
     value, where = _first_bad(scores, ((scores < 0) | (scores > 1 + _PROB_SLACK)) & real)
     raise DumpError(path, f"probabilities must lie in [0, 1], found {value:.6g} ({where})", "scores")
 
@@ -375,6 +374,19 @@ def _first_cell(bad: np.ndarray) -> tuple[int, int]:
     """(row, column) of the first True of a [rows, cols] mask, row by row."""
     r, c = divmod(int(np.flatnonzero(bad)[0]), bad.shape[1])
     return r, c
+
+
+def _check_real(arr: np.ndarray, path: Path, field_name: str) -> None:
+    """Scores and node log-probabilities are real numbers (SCORE_KINDS): the one check and its words."""
+    if arr.dtype.kind not in SCORE_KINDS:
+        raise DumpError(path, f"expected real numbers, got dtype {arr.dtype}", field_name)
+
+
+def _refuse_positive_logp(values: np.ndarray, bad: np.ndarray, path: Path, field_name: str, why: str = "") -> NoReturn:
+    """Refuse [rows, cols] log-probabilities above 0 (True in ``bad``), naming the first; ``why`` says
+    how the reader knows they are log-probabilities when the file did not say."""
+    value, where = _first_bad(values, bad)
+    raise DumpError(path, f"{why}log-probabilities must be <= 0, found {value:.6g} ({where})", field_name)
 
 
 def _first_bad(values: np.ndarray, bad: np.ndarray) -> tuple[float, str]:
@@ -476,8 +488,7 @@ def read_matrix(
 def _as_node_logp(arr: np.ndarray, rows: int, path: Path) -> np.ndarray:
     """[rows, T] log-probabilities: real, no NaN, no +inf, <= 0 (-inf is probability 0, as a
     greedy run's T = 0 column has it)."""
-    if arr.dtype.kind not in SCORE_KINDS:
-        raise DumpError(path, f"expected real numbers, got dtype {arr.dtype}", "node_logprobs")
+    _check_real(arr, path, "node_logprobs")
     if arr.ndim != 2 or arr.shape[0] != rows or not 1 <= arr.shape[1] <= MAX_NODE_LOGPROB_COLUMNS:
         raise DumpError(
             path,
@@ -490,6 +501,5 @@ def _as_node_logp(arr: np.ndarray, rows: int, path: Path) -> np.ndarray:
     if np.isnan(out).any():
         raise DumpError(path, f"NaN among the node log-probabilities, {_nan_words(out, None)}", "node_logprobs")
     if (out > _PROB_SLACK).any():
-        value, where = _first_bad(out, out > _PROB_SLACK)
-        raise DumpError(path, f"log-probabilities must be <= 0, found {value:.6g} ({where})", "node_logprobs")
+        _refuse_positive_logp(out, out > _PROB_SLACK, path, "node_logprobs")
     return np.minimum(out, 0.0)

@@ -39,6 +39,7 @@ MAX_NPY_HEADER_BYTES = 10_000  # numpy's own safety limit for the header's Pytho
 MAX_NDIM = 32
 NUMBER_KINDS = "biuf"  # bool, signed, unsigned, float: everything else is refused before reading data
 PICKLE_PROTO = b"\x80"  # first byte of a binary pickle (numpy's object arrays, a bare pickle.dump)
+EMPTY_MATRIX_FILE = "empty file: no matrix rows"  # the one wording: the .npy, text and raw readers refuse with it
 
 # The header dict exactly as np.save writes it (keys in this order, shape as repr(tuple) with no
 # leading zeros, space padding, one newline). ast.literal_eval reads every string this matches to
@@ -78,7 +79,7 @@ def read_npy_header(read: Callable[[int], bytes], path: str | Path, field: str |
     fail = dump_fail(path, field)
     prefix = read(len(NPY_MAGIC) + 2)
     if not prefix:
-        raise fail("empty file: no matrix rows")
+        raise fail(EMPTY_MATRIX_FILE)
     if not prefix.startswith(NPY_MAGIC):
         if prefix.startswith(PICKLE_PROTO):
             raise fail("holds pickled objects; refusing to unpickle (save plain numeric arrays)")
