@@ -167,6 +167,14 @@ def test_meta_checksum_follows_the_documented_recipe(base, run, capsys):
             lambda r: _swap(r / "g000" / "v_ids.npy", r / "g000" / "v_logp.npy"),
             r"g000/v_ids\.npy \(header\): header says <f4 \[5, 13, 4, 8\].*packed\.json <i4",
         ),
+        (
+            lambda r: _overwrite(r / "g000" / "v_ids.npy", 12, b"@" * 12),
+            r"g000/v_ids\.npy \(header\): damaged \.npy header: expected a dictionary like",
+        ),
+        (
+            lambda r: _overwrite(r / "g000" / "v_ids.npy", 7, b"\x01"),
+            r"g000/v_ids\.npy \(header\): damaged \.npy header \(\.npy version \(1, 1\) \(packed runs write 1\.0\)\)",
+        ),
         (lambda r: (r / "manifest.json").write_text("{}"), r"manifest\.json: differs"),
         (lambda r: shutil.copy(r / "manifest.json", r / "config.json"), r"config\.json: was added after packing"),
     ],
@@ -178,6 +186,13 @@ def test_structural_damage_is_a_typed_error(run, capsys, damage, field):
         code, out, err = cli(args, capsys)
         assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith("specreplay: error: "), (args, err)
         assert re.search(field, err), err
+
+
+def _overwrite(path: Path, offset: int, data: bytes) -> None:
+    """Bytes ``offset`` on of ``path`` replaced by ``data``, the file's size kept."""
+    body = bytearray(path.read_bytes())
+    body[offset : offset + len(data)] = data
+    path.write_bytes(bytes(body))
 
 
 def _swap(a: Path, b: Path) -> None:

@@ -64,17 +64,22 @@ class NpyHeader:
     shape: tuple[int, ...]
     fortran_order: bool
     offset: int  # bytes from the start of the .npy stream to its data
+    version: tuple[int, int]  # (major, minor) as its magic says
 
     @property
     def data_bytes(self) -> int:
         return math.prod(self.shape) * self.dtype.itemsize
 
 
-def read_npy_header(read: Callable[[int], bytes], path: str | Path, field: str | None = None) -> NpyHeader:
-    """Parse and check a .npy header from ``read(n)`` (the first bytes of the stream).
+def read_npy_header(
+    read: Callable[[int], bytes], path: str | Path, field: str | None = None, max_cells: int | None = MAX_MATRIX_CELLS
+) -> NpyHeader:
+    """Parse and check a .npy header from ``read(n)`` (the first bytes of the stream): the one .npy
+    header parser, for dump files and a packed run's array files alike.
 
     Refuses object, structured, complex and string dtypes, negative or too many dimensions and more
-    than MAX_MATRIX_CELLS values, before any data is read.
+    than ``max_cells`` values (None: no limit, for a packed array whose size packed.json bounds),
+    before any data is read.
     """
     fail = dump_fail(path, field)
     prefix = read(len(NPY_MAGIC) + 2)
@@ -110,11 +115,13 @@ def read_npy_header(read: Callable[[int], bytes], path: str | Path, field: str |
     if len(shape) > MAX_NDIM or any(d < 0 for d in shape):
         raise fail(f"invalid shape {' × '.join(map(str, shape))} in the .npy header")
     cells = math.prod(shape)
-    if cells > MAX_MATRIX_CELLS:
+    if max_cells is not None and cells > max_cells:
         raise fail(
-            f"header claims {shape_words(shape)} ({cells:,} values); matrices are read up to {MAX_MATRIX_CELLS:,} values"
+            f"header claims {shape_words(shape)} ({cells:,} values); matrices are read up to {max_cells:,} values"
         )
-    return NpyHeader(dtype, tuple(shape), bool(fortran_order), len(prefix) + len(raw_len) + header_len)
+    return NpyHeader(
+        dtype, tuple(shape), bool(fortran_order), len(prefix) + len(raw_len) + header_len, (major, prefix[7])
+    )
 
 
 def _common_header(header: bytes) -> tuple[tuple[int, ...], bool, np.dtype] | None:

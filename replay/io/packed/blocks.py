@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import io
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from replay.io.formats.npyfile import read_npy_header
 from replay.util.errors import DumpError
 
 from .format import ArraySpec, PackedBlockError, block_checksum, file_sha256
@@ -33,36 +33,17 @@ def check_array_file(root: Path, spec: ArraySpec) -> None:
         raise DumpError(path, f"cannot read: {exc.strerror or exc}") from None
     if size != spec.bytes:
         raise DumpError(path, f"{size} bytes, packed.json says {spec.bytes} (truncated or replaced)", "size")
-    try:
-        shape, fortran, dtype, end = _parse_npy_header(header)
-    except Exception as exc:  # numpy's header parser raises many types on damaged bytes
-        raise DumpError(path, f"damaged .npy header ({_first_line(exc)})", "header") from None
-    if tuple(shape) != spec.shape or dtype != spec.dtype or fortran or end != spec.header_len:
+    head = read_npy_header(io.BytesIO(header).read, path, "header", max_cells=None)  # packed.json bounds the size
+    if head.version not in ((1, 0), (2, 0)):
+        raise DumpError(path, f"damaged .npy header (.npy version {head.version} (packed runs write 1.0))", "header")
+    shape, fortran, dtype, end = head.shape, head.fortran_order, head.dtype, head.offset
+    if shape != spec.shape or dtype != spec.dtype or fortran or end != spec.header_len:
         raise DumpError(
             path,
             f"header says {dtype.str} {list(shape)}{' fortran' if fortran else ''} with {end} header bytes, "
             f"packed.json {spec.dtype.str} {list(spec.shape)} with {spec.header_len}",
             "header",
         )
-
-
-def _first_line(exc: Exception) -> str:
-    """numpy's message, without object addresses (messages must not change from run to run)."""
-    text = (str(exc).splitlines() or [type(exc).__name__])[0]
-    return re.sub(r" (object )?at 0x[0-9a-fA-F]+", "", text)[:100]
-
-
-def _parse_npy_header(header: bytes) -> tuple[tuple[int, ...], bool, np.dtype, int]:
-    """(shape, fortran order, dtype, header length) of a .npy file's first bytes."""
-    fh = io.BytesIO(header)
-    version = np.lib.format.read_magic(fh)
-    if version == (1, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
-    elif version == (2, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
-    else:
-        raise ValueError(f".npy version {version} (packed runs write 1.0)")
-    return shape, fortran, dtype, fh.tell()
 
 
 def read_block(root: Path, group: str, spec: ArraySpec, k: int, check: bool = True) -> np.ndarray:
