@@ -1,6 +1,7 @@
 """A dump matrix's file name is spelt from its (step, a, b) in one place: replay.io.dumpnames.matrix_name,
-the inverse of DUMP_NAME. The writer, the grouping's skip reasons and the step-0 notes call it, so a
-name a message suggests is the name the writer writes and the grouping reads."""
+the inverse of DUMP_NAME. The writer, the grouping's skip reasons, the step-0 notes and a rejected
+round's words call it, so a name a message suggests is the name the writer writes and the grouping
+reads."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from replay.engine.batch.rejections import lost_step_words
 from replay.io.dumpnames import DUMP_NAME, matrix_name
 from replay.io.dumpwrite import step_file_name
 from tests.library_scan import ROOT, findings_outside
 
 HOME = "replay/io/dumpnames.py"
-FOLDERS = ("replay/io", "replay/live", "replay/cli", "replay/util")
+FOLDERS = ("replay/io", "replay/engine", "replay/live", "replay/cli", "replay/util")
 
 # A name built from formatted numbers: f"draft_step_{i}_{a}_{b}", f"validate_{a}_{b}", "validate_%d_%d".
 SPELT = re.compile(r"draft_step_(\{\}|%d|\d+)_(\{\}|%d)_(\{\}|%d)|validate_(\{\}|%d)_(\{\}|%d)")
@@ -64,3 +66,8 @@ def test_the_writer_names_files_by_it():
     assert step_file_name("validate", (124, 140)) == matrix_name((-1, 124, 140)) == "validate_124_140"
     assert step_file_name("draft", (124, 140), 1) == matrix_name((1, 124, 140)) == "draft_step_1_124_140"
     assert step_file_name("draft", (124, 140), 0) == matrix_name((0, 123, 139))
+
+
+def test_a_lost_step_is_named_as_the_writer_names_it():
+    words = lost_step_words(7, 2, 1, (124, 140))
+    assert f"{step_file_name('draft', (124, 140), 1)} is missing" in words

@@ -14,6 +14,7 @@ import numpy as np
 
 from replay.core.config import TreeConfig
 from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, PAD_TOKEN, first_not_token_id
+from replay.io.dumpnames import matrix_name
 from replay.io.formats.matrix_io import RawSpec, reads_as_raw
 from replay.io.roundbatch import MatrixStack, RoundBatch
 from replay.util.words import row_words
@@ -83,7 +84,7 @@ def lost_step_words(rows: int, drafted: int, steps: int, key: tuple[int, int]) -
     """An all-layout validate with the rows of a tree of ``drafted`` steps, in a round of ``steps``."""
     return (
         f"validate has {rows} rows, the all layout of {drafted} draft steps, but the round has "
-        f"{steps}: draft_step_{steps}_{key[0]}_{key[1]} is missing (an early stop has no rows "
+        f"{steps}: {matrix_name((steps, *key))} is missing (an early stop has no rows "
         "for the steps it did not draft)"
     )
 
@@ -173,14 +174,6 @@ class _Rejected:
         return [int(p) for p in own[: self.shape.heads[self.step]]]
 
 
-def _too_many_steps(r: _Rejected) -> str:
-    return too_many_steps_words(r.batch.num_steps, r.tree.gamma)
-
-
-def _no_valid_row(r: _Rejected) -> str:
-    return no_valid_row_words(r.step)
-
-
 def _matrix_shape(r: _Rejected) -> str:
     assert r.shape is not None
     rows, cols = r.matrix_shape
@@ -205,11 +198,6 @@ def _parents(r: _Rejected) -> str:
     return parents_words(r.step, chosen, first, first + r.shape.level_sizes[r.step] - 1)
 
 
-def _lost_step(r: _Rejected) -> str:
-    steps = r.batch.num_steps
-    return lost_step_words(r.row, steps + r.detail, steps, r.batch.key(r.index))
-
-
 def _validate_rows(r: _Rejected) -> str:
     assert r.shape is not None
     n_parents, n_all = r.shape.num_expanded, r.shape.num_nodes + 1
@@ -230,13 +218,17 @@ def _column0(r: _Rejected) -> str:
     return negative_words("validate", r.row, *first_not_token_id(r.own_row(r.batch.validate)))
 
 
+# By error code: the words of a rejected round (a code whose words need no choice calls them here).
 _WORDS: dict[int, Callable[[_Rejected], str]] = {
-    ERR_TOO_MANY_STEPS: _too_many_steps,
-    ERR_NO_ROWS: _no_valid_row,
+    ERR_TOO_MANY_STEPS: lambda r: too_many_steps_words(r.batch.num_steps, r.tree.gamma),
+    ERR_NO_ROWS: lambda r: no_valid_row_words(r.step),
     ERR_MATRIX_SHAPE: _matrix_shape,
     ERR_TOKENS: _tokens,
     ERR_PARENTS: _parents,
-    ERR_LOST_STEP: _lost_step,
+    # detail: the steps lost (codes.ERR_LOST_STEP)
+    ERR_LOST_STEP: lambda r: lost_step_words(
+        r.row, r.batch.num_steps + r.detail, r.batch.num_steps, r.batch.key(r.index)
+    ),
     ERR_VALIDATE_ROWS: _validate_rows,
     ERR_VALIDATE_COL0: _column0,
 }
