@@ -6,9 +6,9 @@
 What ``stats`` / ``plot`` / ``compare`` / ``report`` do before their own work: replay every round
 and build the round and node tables. Old path (still the reference): ``tests.reference_runs.load_reference``
 (replay_directory, round by round) + ``build_tables`` (tables from RoundResults). New path:
-``analysis.tables.runs.load_run`` (replay_run with analysis.tables.batch per batch). Also timed: the
-node-hit counting of ``stats`` (metrics.node_hit_frequency), per-round loop against the array form,
-and ``all_metrics`` on the new tables. ``compare`` (``--only compare`` runs just this part): the old
+``analysis.tables.runs.load_run`` (replay_run with analysis.tables.batch per batch, the node
+metrics' counts taken from the batch arrays on the way: analysis.tables.node_counts). Also timed:
+``all_metrics`` on the new tables. ``compare`` (``--only compare`` runs just this part): the old
 command replayed the run round by round (load_reference) and each config on every RoundResult
 (replay.testing.compare_reference.compare_configs); the new one re-reads the run in batches and replays every
 config on the arrays (analysis.compare.batch.compare_run); both frames are checked equal. Likewise
@@ -47,9 +47,7 @@ from analysis.report.options import default_comparison_configs  # noqa: E402
 from analysis.tables.build import Tables, _typed, build_tables  # noqa: E402
 from analysis.tables.metrics import all_metrics  # noqa: E402
 from analysis.tables.runs import load_run  # noqa: E402
-from analysis.tables.slot_hits import _hits_by_round, _hits_vectorised, shape_signature  # noqa: E402
 from replay.core.config import TreeConfig  # noqa: E402
-from replay.engine.batch import config_tree_shape  # noqa: E402
 from replay.io.packed.pack import pack_batches  # noqa: E402
 from replay.testing.batch_synth import synth_run  # noqa: E402
 from replay.testing.compare_reference import compare_configs, simulate_strategies  # noqa: E402
@@ -148,11 +146,6 @@ def strategies_row(name: str, path: str, repeats: int) -> None:
     )
 
 
-def canon_of(cfg: TreeConfig):
-    shape = config_tree_shape(cfg, cfg.gamma)
-    return shape_signature(shape), shape.num_nodes + 1
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=6000, help="rounds of the packed run (default 6000)")
@@ -161,7 +154,7 @@ def main() -> None:
     ap.add_argument(
         "--only",
         choices=["tables", "compare"],
-        help="time only the tables (with node hits and metrics) or only compare",
+        help="time only the tables (and all_metrics) or only compare",
     )
     args = ap.parse_args()
     rounds, repeats = (600, 2) if args.quick else (args.rounds, args.repeats)
@@ -204,20 +197,6 @@ def main() -> None:
             pd.testing.assert_frame_equal(a.nodes, b.nodes, check_exact=True)
             print(row(name, *interleaved(lambda: tables_old(path), lambda: tables_new(path), repeats)), flush=True)
         tables = tables_new(packed)
-        canon, n = canon_of(ARTICLE)
-        old_hits, new_hits = _hits_by_round(tables.nodes, canon, n), _hits_vectorised(tables.nodes, canon)
-        assert all(np.array_equal(x, y) for x, y in zip(old_hits[:2], new_hits[:2])) and old_hits[2] == new_hits[2]
-        print("\n| stats' node-hit counting | per-round loop (s) | arrays (s) | old/new |\n|---|---|---|---|")
-        print(
-            row(
-                f"packed run, {rounds} rounds",
-                *interleaved(
-                    lambda: _hits_by_round(tables.nodes, canon, n),
-                    lambda: _hits_vectorised(tables.nodes, canon),
-                    repeats,
-                ),
-            )
-        )
         t = [timed(lambda: all_metrics(tables)) for _ in range(repeats)]
         print(
             f"\nall_metrics on the new tables ({rounds} rounds): median {statistics.median(t):.3f} s ({min(t):.3f}-{max(t):.3f})"

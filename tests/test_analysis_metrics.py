@@ -19,23 +19,14 @@ import pandas as pd
 import pytest
 
 from analysis.compare.configs import runs_side_by_side
-from analysis.tables.build import build_tables, export_tables
-from analysis.tables.metrics import (
-    accepted_length_distribution,
-    all_metrics,
-    depth_acceptance,
-    hit_outcome_by_depth,
-    node_hit_frequency,
-    parent_slot_usage,
-    rank_of_hit,
-    slot_hit_frequency,
-    summary,
-)
+from analysis.tables.build import Tables, build_tables, export_tables
+from analysis.tables.metrics import accepted_length_distribution, all_metrics, depth_acceptance, summary
 from analysis.tables.runs import load_runs
 from analysis.tables.slot_hits import shape_signature, static_shape
 from replay.core.config import TreeConfig
 from replay.engine.batch import config_tree_shape
 from replay.io.rounds import Round
+from replay.testing.frame_counts import metrics_by_frame
 from replay.testing.replayer import replay_round
 from replay.testing.table_rows import node_table, round_table
 
@@ -60,6 +51,12 @@ def hand_results():
 def hand():
     res = hand_results()
     return round_table(res, "hand", CFG), node_table(res, "hand")
+
+
+@pytest.fixture(scope="module")
+def hand_metrics(hand):
+    """The hand rounds' metrics, the node metrics counted from the reference node table's rows."""
+    return metrics_by_frame(Tables(hand[0], hand[1], {"hand": CFG}))
 
 
 @pytest.fixture(scope="module")
@@ -193,8 +190,8 @@ def test_depth_acceptance_carries_wilson_intervals_over_its_denominators(hand):
         assert d.loc[2, f"{rate}_ci95_lo"] < d.loc[2, rate] < d.loc[2, f"{rate}_ci95_hi"]
 
 
-def test_rank_of_hit_hand(hand):
-    r = rank_of_hit(hand[1])
+def test_rank_of_hit_hand(hand_metrics):
+    r = hand_metrics["rank_of_hit"]
     d1 = r[r["depth"] == 1]
     assert list(zip(d1["target_in"], d1["target_rank"], d1["count"])) == [
         ("kept", 0, 2),
@@ -204,27 +201,27 @@ def test_rank_of_hit_hand(hand):
     d2 = r[r["depth"] == 2]
     assert list(zip(d2["target_in"], d2["target_rank"], d2["count"])) == [("kept", 0, 1), ("beyond", 1, 1)]
     assert d2["fraction"].tolist() == pytest.approx([0.5, 0.5])
-    h = hit_outcome_by_depth(hand[1]).set_index("depth")
+    h = hand_metrics["hit_outcome"].set_index("depth")
     assert h.loc[1, ["attempts", "kept", "beyond", "nowhere"]].tolist() == [4, 3, 1, 0]
     assert h.loc[2, ["attempts", "kept", "beyond", "nowhere"]].tolist() == [2, 1, 1, 0]
     assert h.loc[2, "beyond_fraction"] == pytest.approx(0.5)
 
 
-def test_parent_slot_hand(hand):
-    p = parent_slot_usage(hand[1], hand[0])
+def test_parent_slot_hand(hand_metrics):
+    p = hand_metrics["parent_slot"]
     assert p["depth"].tolist() == [1, 1]
     assert p["expanded"].tolist() == [True, False]
     assert p["level_rank"].tolist() == [0, 1]  # r2's A2 was second in its level: topHead 2 expands it
     assert p["rounds"].tolist() == [2, 1] and p["fraction"].tolist() == pytest.approx([2 / 3, 1 / 3])
 
 
-def test_slot_and_node_hit_frequency_hand(hand):
+def test_slot_and_node_hit_frequency_hand(hand_metrics):
     # rank-major fallback, topHead [1, 1]: slot B:p1c1 is A1's child in every round, so slots and nodes agree here
-    f = slot_hit_frequency(hand[1], hand[0], {"hand": CFG}).set_index("slot_name")
+    f = hand_metrics["slot_hits"].set_index("slot_name")
     assert f["frequency"].to_dict() == pytest.approx({"R": 1.0, "A:p1c1": 0.5, "A:p1c2": 0.25, "B:p1c1": 0.25})
     assert (f["rounds_present"] == 4).all()
     assert f["parent_slot"].tolist() == [-1, 0, 0, 0] and f["rank"].tolist() == [-1, 0, 1, 0]
-    n = node_hit_frequency(hand[1]).set_index("name")
+    n = hand_metrics["node_hits"].set_index("name")
     assert n["frequency"].to_dict() == pytest.approx({"R": 1.0, "A1": 0.5, "A2": 0.25, "B11": 0.25})
     assert n["parent_name"].tolist() == ["", "R", "R", "A1"] and (n["rounds_present"] == 4).all()
 

@@ -17,9 +17,8 @@ from hypothesis import HealthCheck, given, settings
 
 from analysis.tables.batch import batch_table_parts, join_parts
 from analysis.tables.build import _typed, build_tables
-from analysis.tables.metrics import slot_hit_frequency
 from analysis.tables.runs import load_run
-from analysis.tables.slot_hits import _hits_by_round, _hits_vectorised, shape_signature
+from analysis.tables.slot_hits import shape_signature
 from replay.cli import main
 from replay.core.config import TreeConfig
 from replay.core.records import (
@@ -32,6 +31,7 @@ from replay.core.records import (
 from replay.engine.batch import ERR_OK, config_tree_shape, replay_batch
 from replay.engine.batch.frames import record_arrow
 from replay.engine.runs import replay_run
+from replay.testing.frame_counts import slot_hits_counts
 from replay.testing.in_memory import batch_from_rounds
 from replay.testing.records_reference import write_table
 from replay.testing.replayer import replay_round
@@ -186,14 +186,10 @@ def test_random_run_tables_agree(case):
     assert_same_frames(got, (round_table(results, "r", cfg), node_table(results, "r")))
 
 
-def _canon(cfg: TreeConfig):
-    shape = config_tree_shape(cfg, cfg.gamma)
-    return shape_signature(shape), shape.num_nodes + 1
-
-
 @pytest.mark.slow
-def test_node_hits_vectorised_counts_other_shapes_like_the_loop():
-    """Rounds whose tree is not a prefix of the static shape are counted apart by both forms."""
+def test_reference_slot_counts_leave_other_shapes_out():
+    """The reference's slot counts (replay.testing.frame_counts) leave out the rounds whose tree is not
+    a prefix of the static shape, whatever the order of the node rows."""
     run = load_run(str(SAMPLES / "synthetic_article"), "a", progress=False)
     nodes = run.tables[1].copy()
     rounds = nodes["round"].unique()
@@ -201,21 +197,14 @@ def test_node_hits_vectorised_counts_other_shapes_like_the_loop():
     r7 = nodes["round"] == rounds[7]
     first_expanded = int(nodes.loc[r7 & (nodes["depth"] == 1) & (nodes["expanded_slot"] == 0), "node"].iloc[0])
     nodes.loc[r7 & (nodes["node"] == 9), "parent"] = first_expanded  # node 9 hangs under slot 0, not slot 1
-    canon, n = _canon(ARTICLE)
-    fast, loop = _hits_vectorised(nodes, canon), _hits_by_round(nodes, canon, n)
-    assert fast[2] == loop[2] == 2
-    np.testing.assert_array_equal(fast[0], loop[0])
-    np.testing.assert_array_equal(fast[1], loop[1])
-    assert fast[0][0] == len(rounds) - 2
-    # Rounds in another order: the same counts; rows not grouped by round: the per-round loop decides.
+    present, hits, other = slot_hits_counts(nodes, {"a": ARTICLE})["a"]
+    assert other == 2 and present[0] == len(rounds) - 2
+    assert present.shape == (len(shape_signature(config_tree_shape(ARTICLE, ARTICLE.gamma))) + 1,)
     order = np.random.default_rng(1).permutation(len(rounds))
     moved = pd.concat([nodes[nodes["round"] == rounds[k]] for k in order], ignore_index=True)
-    again = _hits_vectorised(moved, canon)
-    assert again[2] == 2 and all(np.array_equal(x, y) for x, y in zip(again[:2], loop[:2]))
-    assert _hits_vectorised(nodes.sort_values("node", kind="stable"), canon) is None
-    table = slot_hit_frequency(moved, run.tables[0], {"a": ARTICLE})
-    assert (table["rounds_other_shape"] == 2).all()
-    np.testing.assert_array_equal(table["rounds_present"].to_numpy(), loop[0])
+    for rows in (moved, nodes.sort_values("node", kind="stable")):
+        again = slot_hits_counts(rows, {"a": ARTICLE})["a"]
+        assert again[2] == 2 and all(np.array_equal(x, y) for x, y in zip(again[:2], (present, hits)))
 
 
 @pytest.mark.slow

@@ -262,7 +262,7 @@ TESTING_REFERENCES = {
         "simulate_strategy",
     ),
     "replay.testing.records_reference": ("write_json_lines", "write_table"),
-    "replay.testing.frame_counts": ("metric_parts_by_frame", "node_metric_counts"),
+    "replay.testing.frame_counts": ("metric_parts_by_frame", "node_metric_counts", "metrics_by_frame"),
     "replay.testing.in_memory": ("read_directory", "batch_from_rounds", "replay_batches", "round_at"),
     "replay.testing.path_grouping": ("group_paths",),
     "replay.testing.synth": ("write_text_matrix",),

@@ -31,7 +31,7 @@ HOME = "replay/engine/batch/shapes.py"
 ALLOWED = {
     ("analysis/shapes/search.py", "path"): "the best-first search's candidate nodes under the shape model",
     ("replay/io/roundbatch.py", "tuple((self.step_path"): "a round's file paths",
-    ("analysis/tables/slot_hits.py", "def _rank_paths"): "a node table's rows (node_hit_frequency on a table alone)",
+    ("replay/testing/frame_counts.py", "def _rank_paths"): "a node table's rows (the reference node_hits counts)",
     (
         "analysis/shapes/paths.py",
         "u + (r,)",

@@ -4,7 +4,6 @@ load, so memory does not grow with a run's node rows) are the metrics of the who
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +27,7 @@ from replay.core.vocab import PAD_TOKEN
 from replay.engine.batch import replay_batch
 from replay.io.packed.pack import pack_batches
 from replay.testing.batch_synth import synth_run, varied_run
-from replay.testing.frame_counts import metric_parts_by_frame
+from replay.testing.frame_counts import metric_parts_by_frame, metrics_by_frame
 from replay.testing.in_memory import batch_from_rounds
 from tests.test_batch_property import runs
 
@@ -57,7 +56,7 @@ def streamed_and_whole(paths: list[str]) -> tuple[dict, dict]:
     full = build_tables(whole)
     assert full.node_counts is not None  # the whole tables bring the same counts, from the arrays
     assert_same_metrics(all_metrics(full), all_metrics(build_tables(slim)))
-    return all_metrics(build_tables(slim)), all_metrics(replace(full, node_counts=None))  # counted from the rows
+    return all_metrics(build_tables(slim)), metrics_by_frame(full)  # counted from the rows
 
 
 @pytest.mark.parametrize("name", ["synthetic_article", "qwen2.5-coder/deep", "qwen2.5-coder/wide"])
@@ -99,7 +98,7 @@ def test_random_runs(case):
         return
     counts = [p.node_counts for p in slim if p.node_counts is not None]
     got = all_metrics(Tables(join_slim(slim, SLIM_ROUND_COLUMNS), None, {"r": cfg}, counts))
-    assert_same_metrics(got, all_metrics(Tables(rounds_table, nodes_table, {"r": cfg})))
+    assert_same_metrics(got, metrics_by_frame(Tables(rounds_table, nodes_table, {"r": cfg})))
 
 
 def test_stats_json_is_the_same_streamed_or_whole(tmp_path, capsys):
@@ -257,3 +256,29 @@ def test_count_of_rows_whatever_their_range(top):
     assert got == Counter(zip(a.tolist(), b.tolist(), c.tolist())) + Counter(
         zip(a[:10].tolist(), b[:10].tolist(), c[:10].tolist())
     )
+
+
+def test_no_runs_give_every_metric_table_empty():
+    """No runs bring no counts (an empty list, not a missing one): every metric table, without rows."""
+    tables = build_tables([])
+    assert tables.node_counts == []
+    metrics = all_metrics(tables)
+    assert list(metrics) == [
+        "summary",
+        "accepted_length",
+        "depth_acceptance",
+        "rank_of_hit",
+        "hit_outcome",
+        "parent_slot",
+        "slot_hits",
+        "node_hits",
+    ]
+    assert all(table.empty for table in metrics.values())
+
+
+def test_tables_without_node_counts_are_refused():
+    """The node metrics are counted from the batch arrays only: tables made from a node table alone
+    have none, and all_metrics says so rather than count the rows a second way."""
+    full = build_tables([load_run(str(SAMPLES / "article_round"), "a", progress=False)])
+    with pytest.raises(ValueError, match="without their node counts"):
+        all_metrics(Tables(full.rounds, full.nodes, full.configs))

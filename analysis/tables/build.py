@@ -102,7 +102,8 @@ class Tables:
 
     ``node_counts``: the node metrics' counts of the runs' blocks, counted from the batch arrays as
     the runs were read (analysis.tables.node_counts), what all_metrics finishes the node metrics
-    from; None in tables made from a node table alone (the node metrics then count ``nodes``).
+    from; None in tables made from a node table alone, which all_metrics refuses
+    (replay.testing.frame_counts.metrics_by_frame counts such a table's rows, as the reference).
     ``nodes`` is None when the runs were loaded without it (analysis.tables.runs.load_run,
     ``tables=TABLES_METRICS``): ``rounds`` then has only the columns the metrics read."""
 
@@ -124,10 +125,10 @@ def build_tables(runs: Sequence) -> Tables:
     Runs without rounds are left out: they have nothing to tabulate.
     """
     runs = [r for r in runs if r.rounds]
-    counted = bool(runs) and all(r.node_counts is not None for r in runs)
+    counted = all(r.node_counts is not None for r in runs)  # no runs: none lacks its counts
     counts = [c for r in runs for c in r.node_counts] if counted else None
     whole = [r.tables[1] is not None for r in runs]
-    if counted and not any(whole):
+    if runs and counted and not any(whole):
         return Tables(
             _typed(pd.concat([r.tables[0] for r in runs], ignore_index=True)),
             None,

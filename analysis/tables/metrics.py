@@ -5,10 +5,11 @@ and docs/analysis.md repeat them); the docstrings repeat the formula in short. N
 L_r the accepted length of round r (bonus excluded), b_r = 1 when the dump holds round r's bonus
 token, else 0, nodes_r its draft nodes (root excluded).
 
-The round metrics are here; the node metrics are analysis.tables.path_metrics' (what the accepted
-path met at each depth) and analysis.tables.slot_hits' (which slots and nodes it went through).
-all_metrics gives every table; combine_node_counts finishes the node metrics from the counts of
-blocks of rounds (a loaded run's, from its batch arrays: analysis.tables.node_counts).
+The round metrics are here; the node metrics are finished by analysis.tables.path_metrics (what
+the accepted path met at each depth) and analysis.tables.slot_hits (which slots and nodes it went
+through). all_metrics gives every table; combine_node_counts finishes the node metrics from the
+counts of blocks of rounds (a loaded run's, from its batch arrays: analysis.tables.node_counts, the
+one run-time count; replay.testing.frame_counts counts a node table as the reference).
 """
 
 from __future__ import annotations
@@ -22,23 +23,9 @@ from replay.core.vocab import DEPTH_RULE, STOP_MISMATCH, STOP_NO_ROW
 from .build import IN_UNEXPANDED, require_columns
 from .definitions import SUMMARY_NAMES
 from .intervals import wilson
-from .path_metrics import (
-    RANK_KEYS,
-    SLOT_KEYS,
-    hit_outcome_by_depth,
-    hit_outcome_finish,
-    parent_slot_finish,
-    parent_slot_usage,
-    rank_of_hit,
-    rank_of_hit_finish,
-)
-from .slot_hits import (
-    node_hit_frequency,
-    node_hits_counts,
-    node_hits_finish,
-    slot_hit_frequency,
-    slot_hits_finish,
-)
+from .node_counts import no_named_counts
+from .path_metrics import RANK_KEYS, SLOT_KEYS, hit_outcome_finish, parent_slot_finish, rank_of_hit_finish
+from .slot_hits import node_hits_finish, slot_hits_finish
 
 
 def summary(rounds: pd.DataFrame) -> pd.DataFrame:
@@ -181,24 +168,17 @@ def all_metrics(tables) -> dict[str, pd.DataFrame]:
     """Every metric table of analysis.tables.build.Tables, by name (what stats/report print and export).
 
     The node metrics are finished from the counts the tables bring (``node_counts``: counted from
-    the batch arrays block by block as analysis.tables.runs.load_run read the runs); tables made
-    from a node table alone (no counts) are counted from its rows."""
-    nodes = tables.nodes
+    the batch arrays block by block as analysis.tables.runs.load_run read the runs)."""
+    if tables.node_counts is None:
+        raise ValueError(
+            "all_metrics: tables without their node counts; build them from loaded runs with "
+            "analysis.tables.build.build_tables"
+        )
     return {
         "summary": summary(tables.rounds),
         "accepted_length": accepted_length_distribution(tables.rounds),
         "depth_acceptance": depth_acceptance(tables.rounds),
-        **(
-            combine_node_counts(tables.node_counts, tables.configs)
-            if tables.node_counts is not None or nodes is None
-            else {
-                "rank_of_hit": rank_of_hit(nodes),
-                "hit_outcome": hit_outcome_by_depth(nodes),
-                "parent_slot": parent_slot_usage(nodes, tables.rounds),
-                "slot_hits": slot_hit_frequency(nodes, tables.rounds, tables.configs),
-                "node_hits": node_hit_frequency(nodes),
-            }
-        ),
+        **combine_node_counts(tables.node_counts, tables.configs),
     }
 
 
@@ -227,9 +207,7 @@ def combine_node_counts(parts: list[dict], configs: dict) -> dict[str, pd.DataFr
             slots[run] = counts if run not in slots else tuple(a + b for a, b in zip(slots[run], counts))
     named = pd.concat([p["node_hits"] for p in parts], ignore_index=True) if parts else None
     if named is None or named.empty:
-        from .build import empty_node_table
-
-        named = node_hits_counts(empty_node_table())
+        named = no_named_counts()
     else:
         g = named.groupby(["run", "name"], sort=False)
         named = pd.DataFrame(
@@ -254,11 +232,6 @@ __all__ = [
     "summary",
     "accepted_length_distribution",
     "depth_acceptance",
-    "rank_of_hit",
-    "hit_outcome_by_depth",
-    "parent_slot_usage",
-    "slot_hit_frequency",
-    "node_hit_frequency",
     "all_metrics",
     "combine_node_counts",
     "IN_UNEXPANDED",

@@ -22,10 +22,11 @@ from replay.engine.batch import BatchResult, TreeShape, config_tree_shape
 from replay.engine.batch.frames import NullableInts, frame_of
 
 from .build import IN_NO_ROW, TARGET_IN
+from .path_metrics import OUTCOMES
 
 _NO_ROW = TARGET_IN.index(IN_NO_ROW)
 _IN_NAMES = np.asarray(TARGET_IN, dtype=object)
-_OUTCOME_CODES = {name: TARGET_IN.index(name) for name in ("kept", "beyond", "nowhere")}
+_OUTCOME_CODES = {name: TARGET_IN.index(name) for name in OUTCOMES}
 
 
 @dataclass(eq=False)
@@ -69,7 +70,7 @@ class NodeCounts:
                 got[1] += h
 
     def _add_slots(self, f, shape: TreeShape) -> None:
-        """slot_hit_frequency's counts: rounds whose (parent's slot, rank) per node is a prefix of the static shape's."""
+        """The slot_hits table's counts: rounds whose (parent's slot, rank) per node is a prefix of the static shape's."""
         n, c = f.parent.shape
         if n > len(self.canon) + 1:
             self.other_shape += c
@@ -134,6 +135,12 @@ class NodeCounts:
                 "_path": pd.Series(paths, dtype=object),
             }
         )
+
+
+def no_named_counts() -> pd.DataFrame:
+    """The node_hits counts of no rounds (combine_node_counts' table when no block named a node): the
+    columns of NodeCounts' ``node_hits`` without rows (an empty node_hits table's columns are float64)."""
+    return pd.DataFrame({c: [] for c in ("run", "name", "depth", "rank", "rounds_present", "on_path", "_path")})
 
 
 def block_counts(parts: list[tuple], cfg: TreeConfig, run: str) -> dict:
