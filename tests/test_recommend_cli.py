@@ -120,3 +120,18 @@ def test_text_output_writes_each_shape_in_the_canonical_form_and_json_keeps_obje
     assert main(["recommend", packed, "--budget", "6", "--bootstrap", "10", "--no-progress", "--json"]) == 0
     body = json.loads(capsys.readouterr().out)
     assert isinstance(body["by_block_efficiency"][0]["config"], dict)
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--budget", "0"], "--budget must be at least 1, got 0"),
+        (["--budget", "4", "--max-depth", "0"], "--max-depth must be at least 1, got 0"),
+    ],
+)
+def test_bad_budget_and_depth_read_the_same_greedy_and_at_t(capsys, argv, words):
+    """One check each (analysis.shapes.recommend.check_budget / check_max_depth), whichever search runs."""
+    for at_t in ([], ["--temperature", "0.7"]):
+        code = main(["recommend", "sample_dumps/synthetic_article", *argv, *at_t, "--no-progress"])
+        err = capsys.readouterr().err
+        assert code == 2 and err.strip() == f"specreplay: error: {words}", (at_t, err)

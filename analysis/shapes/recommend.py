@@ -236,6 +236,11 @@ def check_budget(budget: int) -> None:
         raise SpecReplayError(f"--budget must be at least 1, got {budget}")
 
 
+def check_max_depth(depth: int | None) -> None:
+    if depth is not None and depth < 1:
+        raise SpecReplayError(f"--max-depth must be at least 1, got {depth}")
+
+
 def recommend_runs(
     paths: Sequence[str],
     opts: ReplayOptions = ReplayOptions(),
@@ -334,8 +339,7 @@ def recommend_dumps(
     if merged.num_visits == 0:
         raise SpecReplayError("no reached node has both a draft row and a target top-1: cannot estimate acceptance")
     depth = merged.max_tree_depth if max_depth is None else max_depth
-    if depth < 1:
-        raise SpecReplayError(f"--max-depth must be at least 1, got {depth}")
+    check_max_depth(depth)
     clock = {"search": 0.0, "exact replay": 0.0, "bootstrap": 0.0}
     tick = time.perf_counter()
 

@@ -48,10 +48,10 @@ def check_recommend_sampling_options(args: argparse.Namespace) -> None:
             + " and ".join(given)
             + " or --temperature"
         )
-    if args.budget < 1:
-        raise SpecReplayError(f"--budget must be at least 1, got {args.budget}")
-    if args.max_depth is not None and args.max_depth < 1:
-        raise SpecReplayError(f"--max-depth must be at least 1, got {args.max_depth}")
+    from analysis.shapes.recommend import check_budget, check_max_depth
+
+    check_budget(args.budget)
+    check_max_depth(args.max_depth)
 
 
 def run_recommend_sampling(args: argparse.Namespace) -> int:
