@@ -16,8 +16,9 @@ import numpy as np
 
 from replay.io.formats.npyfile import read_npy_header
 from replay.util.errors import DumpError
+from replay.util.hashing import file_sha256
 
-from .format import ArraySpec, PackedBlockError, block_checksum, file_sha256
+from .format import ArraySpec, PackedBlockError, block_checksum
 
 
 def check_array_file(root: Path, spec: ArraySpec) -> None:

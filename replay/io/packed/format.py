@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,6 @@ PACKED_VERSION = 2  # 2: meta_sha256 and per-block CRC-32 (version 1 had whole-f
 META_HASH_FIELD = "meta_sha256"
 BLOCK_CHECKSUM = "crc32"  # zlib.crc32 of each block's bytes: cheaper than sha256 (docs/benchmarks.md)
 COPIED_FILES = ("manifest.json", "config.json")
-HASH_CHUNK = 1 << 20  # one reused buffer: hashing a file allocates 1 MB, whatever its size
 # A group's rounds may be smaller than its stored matrices (padded, replay.io.roundbatch): then
 # <matrix>_rows, _cols, _prows [blocks, B] hold each round's own rows, columns, parents entries.
 SIZE_STEMS = ("rows", "cols", "prows")
@@ -84,20 +83,6 @@ def block_checksum(block: np.ndarray) -> int:
     """CRC-32 of a block's bytes (C order), as stored in ``block_crc32``."""
     data = np.ascontiguousarray(block)
     return zlib.crc32(data.data.cast("B")) if data.nbytes else 0  # a view with a 0 in its shape cannot be cast
-
-
-def file_sha256(path: Path, start: int = 0, progress: Callable[[int], None] | None = None) -> str:
-    """sha256 of a file's bytes from ``start`` (an array file's data after its header)."""
-    sha = hashlib.sha256()
-    buf = bytearray(HASH_CHUNK)
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as fh:
-        fh.seek(start)
-        while n := fh.readinto(buf):
-            sha.update(view[:n])
-            if progress:
-                progress(n)
-    return sha.hexdigest()
 
 
 def run_checksum(files: Sequence[Mapping[str, Any]]) -> str:

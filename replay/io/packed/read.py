@@ -22,6 +22,7 @@ from replay.io.roundbatch import ArrayNames, MatrixStack, RoundBatch, SourceName
 from replay.io.skipped import Skipped
 from replay.io.step0 import Step0Check
 from replay.util.errors import DumpError
+from replay.util.hashing import file_sha256
 
 from .blocks import check_array_file, read_block, verify_array
 from .format import (
@@ -32,7 +33,6 @@ from .format import (
     GroupSpec,
     PackedBlockError,
     PackedMeta,
-    file_sha256,
     run_checksum,
 )
 from .meta import read_meta

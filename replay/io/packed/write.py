@@ -25,6 +25,7 @@ from replay.io.skipped import Skipped
 from replay.io.step0 import Step0Check
 from replay.util.atomic import write_json_atomic
 from replay.util.errors import DumpError
+from replay.util.hashing import file_sha256
 
 from .format import (
     BLOCK_CHECKSUM,
@@ -35,7 +36,6 @@ from .format import (
     SIZE_STEMS,
     ArraySpec,
     block_checksum,
-    file_sha256,
     looks_packed,
     run_checksum,
     seal_meta,

@@ -8,11 +8,11 @@ cache being ``--dir``/``--models-dir``, else ``$SPECREPLAY_MODELS``, else
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 from replay.util.atomic import umask_mode, write_bytes_atomic
+from replay.util.hashing import file_sha256
 
 from .catalogue import ModelSpec
 from .progress import ProgressFactory, open_progress
@@ -89,10 +89,5 @@ def is_present(spec: ModelSpec, cache_dir: str | Path | None = None) -> bool:
 
 
 def hash_file(path: Path, progress: ProgressFactory | None = None, desc: str = "") -> str:
-    digest = hashlib.sha256()
     with open_progress(progress, desc or f"verify {path.name}", path.stat().st_size) as bar:
-        with open(path, "rb") as fh:
-            while block := fh.read(CHUNK_BYTES):
-                digest.update(block)
-                bar.update(len(block))
-    return digest.hexdigest()
+        return file_sha256(path, progress=bar.update)
