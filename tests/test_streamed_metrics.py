@@ -19,6 +19,7 @@ from analysis.tables.batch import (
     join_slim,
 )
 from analysis.tables.build import Tables, build_tables
+from analysis.tables.definitions import METRIC_TABLES
 from analysis.tables.metrics import all_metrics, combine_node_counts
 from analysis.tables.runs import TABLES_KEYS, TABLES_METRICS, load_run
 from replay.cli import main
@@ -263,16 +264,7 @@ def test_no_runs_give_every_metric_table_empty():
     tables = build_tables([])
     assert tables.node_counts == []
     metrics = all_metrics(tables)
-    assert list(metrics) == [
-        "summary",
-        "accepted_length",
-        "depth_acceptance",
-        "rank_of_hit",
-        "hit_outcome",
-        "parent_slot",
-        "slot_hits",
-        "node_hits",
-    ]
+    assert tuple(metrics) == METRIC_TABLES
     assert all(table.empty for table in metrics.values())
 
 

@@ -119,6 +119,18 @@ DEFINITIONS: tuple[Definition, ...] = (
 
 BY_NAME: dict[str, Definition] = {d.name: d for d in DEFINITIONS}
 
+# The metric tables analysis.tables.metrics.all_metrics gives, in the order stats prints them.
+METRIC_TABLES = (
+    "summary",
+    "accepted_length",
+    "depth_acceptance",
+    "rank_of_hit",
+    "hit_outcome",
+    "parent_slot",
+    "slot_hits",
+    "node_hits",
+)
+
 SUMMARY_NAMES = (
     "mean_acceptance_length",
     "draft_acceptance_rate",

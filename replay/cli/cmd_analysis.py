@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from analysis.tables.definitions import METRIC_TABLES
 from replay.core.config import distinct_configs
 from replay.core.records import csv_frame
 from replay.core.temperature import format_temperature
@@ -47,18 +48,7 @@ from .options import (
     sampling_vocab,
 )
 
-TABLE_NAMES = (
-    "summary",
-    "accepted_length",
-    "depth_acceptance",
-    "rank_of_hit",
-    "hit_outcome",
-    "parent_slot",
-    "slot_hits",
-    "node_hits",
-    "rounds",
-    "nodes",
-)
+TABLE_NAMES = (*METRIC_TABLES, "rounds", "nodes")
 
 STATS_EPILOG = """\
 examples:
