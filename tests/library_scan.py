@@ -36,3 +36,22 @@ def stale_exceptions(find: Callable[[Path], list[str]], allowed: Iterable[tuple[
     """Each (module, a start of a finding's text) of ``allowed`` that ``find`` no longer finds there:
     an exception that explains nothing any more, to drop from the list."""
     return [f"{rel}: {start}" for rel, start in allowed if not any(t.startswith(start) for t in find(ROOT / rel))]
+
+
+def assert_one_place(
+    home: str,
+    find: Callable[[Path], list[str]],
+    what: str,
+    use: str,
+    allowed: Iterable[tuple[str, str]] = (),
+    folders: Iterable[str] = LIBRARY,
+) -> None:
+    """The rule ``find`` recognises lives in ``home`` only: nowhere else under ``folders`` (but for
+    ``allowed``), still in ``home`` (else the scan has gone blind), and every exception still explains
+    a finding."""
+    allowed = list(allowed)
+    found = findings_outside(home, find, allowed, folders)
+    assert not found, f"{what} outside {home} (use {use}): {found}"
+    assert find(ROOT / home), f"the scan for {what} finds nothing in {home} any more: update this test"
+    stale = stale_exceptions(find, allowed)
+    assert not stale, f"exceptions that explain nothing any more, drop them: {stale}"

@@ -13,7 +13,7 @@ import pandas as pd
 
 from replay.cli import main
 from replay.core.config import TreeConfig, distinct_configs
-from tests.library_scan import ROOT, findings_outside, stale_exceptions
+from tests.library_scan import assert_one_place
 
 HOME = "replay/core/config.py"
 NAMERS = {"short", "run_name", "format_config", "grid_item"}
@@ -57,10 +57,7 @@ def _dedupes(path: Path) -> list[str]:
 
 
 def test_only_distinct_configs_says_which_configs_are_the_same():
-    found = findings_outside(HOME, _dedupes, ALLOWED)
-    assert not found, f"configs deduplicated outside {HOME} (use distinct_configs): {found}"
-    assert _dedupes(ROOT / HOME), "distinct_configs no longer keys on the printed form: update this test"
-    assert not stale_exceptions(_dedupes, ALLOWED), "drop these from ALLOWED"
+    assert_one_place(HOME, _dedupes, "configs deduplicated", "distinct_configs", allowed=ALLOWED)
 
 
 def test_distinct_configs_keeps_the_first_of_each_printed_form():

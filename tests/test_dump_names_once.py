@@ -14,7 +14,7 @@ import pytest
 from replay.engine.batch.rejections import lost_step_words
 from replay.io.dumpnames import DUMP_NAME, matrix_name
 from replay.io.dumpwrite import step_file_name
-from tests.library_scan import ROOT, findings_outside, stale_exceptions
+from tests.library_scan import assert_one_place
 
 HOME = "replay/io/dumpnames.py"
 FOLDERS = ("replay/io", "replay/engine", "replay/live", "replay/cli", "replay/util")
@@ -47,10 +47,7 @@ def _spelt_names(path: Path) -> list[str]:
 
 
 def test_names_are_spelt_by_matrix_name_only():
-    found = findings_outside(HOME, _spelt_names, ALLOWED, folders=FOLDERS)
-    assert not found, f"a dump file name spelt outside {HOME} (use matrix_name): {found}"
-    assert _spelt_names(ROOT / HOME), "dumpnames.py no longer spells the names: update this test"
-    assert not stale_exceptions(_spelt_names, ALLOWED), "drop these from ALLOWED"
+    assert_one_place(HOME, _spelt_names, "a dump file name spelt", "matrix_name", allowed=ALLOWED, folders=FOLDERS)
 
 
 @pytest.mark.parametrize("matrix", [(-1, 124, 140), (0, 123, 139), (2, -5, 7), (12, 0, 0)])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.library_scan import ROOT, findings_outside, stale_exceptions
+from tests.library_scan import assert_one_place
 
 HOME = "analysis/tables/runs.py"
 
@@ -28,7 +28,11 @@ def _batches_reads(path: Path) -> list[str]:
 
 
 def test_only_each_batch_chooses_between_kept_batches_and_reading_again():
-    found = findings_outside(HOME, _batches_reads, ALLOWED, folders=("analysis", "replay/cli"))
-    assert not found, f"a run's kept batches read outside {HOME} (use each_batch): {found}"
-    assert _batches_reads(ROOT / HOME), "each_batch no longer reads run.batches: update this test"
-    assert not stale_exceptions(_batches_reads, ALLOWED), "drop these from ALLOWED"
+    assert_one_place(
+        HOME,
+        _batches_reads,
+        "a run's kept batches read",
+        "each_batch",
+        allowed=ALLOWED,
+        folders=("analysis", "replay/cli"),
+    )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from replay.live.models.cache import hash_file
 from replay.util.hashing import HASH_CHUNK, file_sha256
-from tests.library_scan import ROOT, findings_outside, stale_exceptions
+from tests.library_scan import assert_one_place
 
 HOME = "replay/util/hashing.py"
 
@@ -34,10 +34,7 @@ def _running_hashes(path: Path) -> list[str]:
 
 
 def test_a_files_sha256_is_read_in_one_place():
-    found = findings_outside(HOME, _running_hashes, ALLOWED)
-    assert not found, f"a file hashed outside {HOME} (use file_sha256): {found}"
-    assert _running_hashes(ROOT / HOME), "file_sha256 no longer hashes: update this test"
-    assert not stale_exceptions(_running_hashes, ALLOWED), "drop these from ALLOWED"
+    assert_one_place(HOME, _running_hashes, "a file hashed", "file_sha256", allowed=ALLOWED)
 
 
 def test_file_sha256_from_an_offset_and_the_cache_check_agree(tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from replay.io.roundbatch import MatrixStack
-from tests.library_scan import ROOT, findings_outside
+from tests.library_scan import assert_one_place
 
 HOME = "replay/io/roundbatch.py"
 NARROWERS = ("narrow_ids", "narrow_logp")
@@ -30,9 +30,7 @@ def _narrowing_calls(path: Path) -> list[str]:
 
 
 def test_stacks_are_narrowed_by_matrix_stack_only():
-    found = findings_outside(HOME, _narrowing_calls)
-    assert not found, f"a stack narrowed outside {HOME} (use MatrixStack.narrowed / of_rounds): {found}"
-    assert _narrowing_calls(ROOT / HOME), "roundbatch.py no longer narrows: update this test"
+    assert_one_place(HOME, _narrowing_calls, "a stack narrowed", "MatrixStack.narrowed / of_rounds")
 
 
 def test_of_rounds_cuts_kept_rounds_and_narrows():

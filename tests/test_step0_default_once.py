@@ -15,7 +15,7 @@ from replay.io.fastread import ReadOptions
 from replay.io.grouping import group_directory
 from replay.io.roundbatch import SourceNames
 from replay.io.step0 import DEFAULT_STEP0_OFFSET
-from tests.library_scan import ROOT, findings_outside, stale_exceptions
+from tests.library_scan import assert_one_place
 
 HOME = "replay/io/step0.py"
 
@@ -60,10 +60,14 @@ def _literal(node: ast.expr) -> bool:
 
 
 def test_the_default_step0_offset_is_written_once():
-    found = findings_outside(HOME, _literal_offset_defaults, ALLOWED, folders=("replay/io", "replay/live"))
-    assert not found, f"a step-0 offset spelled as a literal outside {HOME} (use DEFAULT_STEP0_OFFSET): {found}"
-    assert _literal_offset_defaults(ROOT / HOME), "step0.py no longer spells the default: update this test"
-    assert not stale_exceptions(_literal_offset_defaults, ALLOWED), "drop these from ALLOWED"
+    assert_one_place(
+        HOME,
+        _literal_offset_defaults,
+        "a step-0 offset spelled as a literal",
+        "DEFAULT_STEP0_OFFSET",
+        allowed=ALLOWED,
+        folders=("replay/io", "replay/live"),
+    )
 
 
 def test_every_default_is_the_groupings(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 from replay.live.dumps import staged_output_dir
 from replay.live.models.cache import make_shareable
 from replay.util.atomic import staged_directory, umask_mode, write_bytes_atomic
-from tests.library_scan import findings_outside
+from tests.library_scan import assert_one_place
 
 HOME = "replay/util/atomic.py"
 
@@ -22,8 +22,7 @@ def _umask_reads(path: Path) -> list[str]:
 
 
 def test_only_umask_mode_reads_the_umask():
-    found = findings_outside(HOME, _umask_reads)
-    assert not found, f"the umask read outside {HOME} (use umask_mode): {found}"
+    assert_one_place(HOME, _umask_reads, "the umask read", "umask_mode")
 
 
 @pytest.fixture

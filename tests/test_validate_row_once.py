@@ -17,7 +17,7 @@ from replay.core.acceptance import node_validate_rows, target_top1_per_node, val
 from replay.core.sampling import node_rows
 from replay.core.tree import Tree
 from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, NO_PARENT, PAD_TOKEN
-from tests.library_scan import ROOT, findings_outside
+from tests.library_scan import assert_one_place
 
 HOME = "replay/core/acceptance.py"
 
@@ -43,9 +43,7 @@ def _layout_choices(path: Path) -> list[str]:
 
 
 def test_no_library_module_picks_a_layouts_row_itself():
-    found = findings_outside(HOME, _layout_choices, ALLOWED)
-    assert not found, f"a layout's validate row chosen outside {HOME} (use validate_row): {found}"
-    assert _layout_choices(ROOT / HOME), "validate_row no longer chooses by layout: update this test"
+    assert_one_place(HOME, _layout_choices, "a layout's validate row chosen", "validate_row", allowed=ALLOWED)
 
 
 def _tree() -> Tree:
