@@ -23,7 +23,6 @@ HOME = "replay/core/acceptance.py"
 
 # (module, the call's source text starts with) → what it picks by layout, other than the row.
 ALLOWED = {
-    ("replay/engine/batch/frames.py", "np.where(r.layout_stated"): "the layout's source word",
     ("replay/engine/batch/rising.py", "np.where(result.layout == _ALL"): "how many rows the layout uses",
     ("replay/engine/batch/kernel.py", "np.where(targets.is_all | walk.expanded_at"): "whether the node has a row",
     ("analysis/compare/sampling_subtrees.py", "np.where(is_all[None, :], has_all"): "whether the node has a row",

@@ -35,6 +35,7 @@ from replay.engine.batch.frames import (
     NullableInts,
     concat_columns,
     frame_of,
+    object_texts,
     record_columns,
     round_names,
     take_rows,
@@ -378,12 +379,6 @@ def _round_columns(
     (tables.ANALYSIS_COLUMNS); those of ``names`` when given."""
     c = len(res)
     lengths = res.accepted_length.astype(np.int64)
-
-    def accepted_names():
-        col = np.arange(c)
-        at_depth = [f.name[np.clip(res.accepted_nodes[d], 0, None), col] for d in range(res.gamma)]
-        return np.asarray([">".join(parts[:k]) for parts, k in zip(zip(*at_depth), lengths.tolist())], dtype=object)
-
     makers = {
         "run": lambda: np.full(c, run, dtype=object),
         "config": lambda: np.full(c, cfg.short(), dtype=object),
@@ -393,7 +388,23 @@ def _round_columns(
         "root_child_rank": lambda: NullableInts(res.accepted_ranks[0].astype(np.int64), lengths == 0),
         "root_target_rank": lambda: _int_na(f.target_rank[0]),
         "root_target_in": lambda: _IN_NAMES[f.target_in[0]],
-        "accepted_names": accepted_names,
+        "accepted_names": lambda: object_texts(*accepted_name_codes(res, f)),
     }
     extra = {k: make() for k, make in makers.items() if names is None or k in names}
     return record_columns(res, names) | extra
+
+
+def accepted_name_codes(res: BatchResult, f: _Nodes) -> tuple[list[str], np.ndarray]:
+    """The rounds' accepted_names (the accepted nodes' names joined by '>') as (texts, [C] int64 each
+    round's index into them): the accepted nodes are a path from the root, so a round's text is
+    made of the prefixes of its deepest accepted node's rank path, once per distinct path."""
+    c = len(res)
+    lengths = res.accepted_length.astype(np.int64)
+    deepest = res.accepted_nodes[np.maximum(lengths - 1, 0), np.arange(c)]
+    path = np.where(lengths > 0, f.ranked.index[np.clip(deepest, 0, None), np.arange(c)], -1)
+    distinct, inverse = np.unique(path, return_inverse=True)
+    texts = [
+        ">".join(node_name(f.ranked.paths[p][:k]) for k in range(1, len(f.ranked.paths[p]) + 1)) if p >= 0 else ""
+        for p in distinct.tolist()
+    ]
+    return texts, inverse.reshape(-1).astype(np.int64)

@@ -18,14 +18,20 @@ from typing import Any
 import numpy as np
 
 from replay.core.config import TreeConfig
-from replay.core.records import shape_text
-from replay.core.tree import node_name
-from replay.core.vocab import LAYOUTS, PAD_TOKEN
-from replay.engine.batch import SEL_FALLBACK, BatchResult, TreeShape
-from replay.engine.batch.codes import BONUS_NAMES, STOP_CODES
-from replay.engine.batch.frames import NullableInts, _lookup, _record_list_columns, distinct_columns, frame_of
+from replay.core.vocab import PAD_TOKEN
+from replay.engine.batch import BatchResult, TreeShape
+from replay.engine.batch.frames import (
+    TEXT_COLUMNS,
+    NullableInts,
+    _lookup,
+    _record_list_columns,
+    arrow_round_names,
+    frame_of,
+    may_note,
+    text_codes,
+)
 
-from .batch import _Nodes, _round_columns
+from .batch import _Nodes, _round_columns, accepted_name_codes
 from .build import ROUND_COLUMNS, TARGET_IN, finish_table
 
 LIST_COLUMNS = ("accepted_tokens", "accepted_nodes", "committed_tokens", "notes")
@@ -49,47 +55,20 @@ def round_arrow(res: BatchResult, shape: TreeShape, f: _Nodes, cfg: TreeConfig, 
     """The round rows of the rounds of one shape (all replayed) as {column: numpy or Arrow array};
     list columns as list<int64> and list<large_string> (round_table types them)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    text = pa.large_string()
     n = len(res)
     lengths = res.accepted_length.astype(np.int64)
-    known = res.bonus_token != PAD_TOKEN
-    may_note = (res.selection == SEL_FALLBACK).any(axis=0) | (res.validate_extra_rows > 0)
-    may_note[[k for k in res.selection_notes if k < n]] = True
-    sel_first, sel_inverse = distinct_columns(res.selection)
-    keys = res.keys.astype(np.int64)
     out: dict = {}
     for c, v in _round_columns(res, shape, f, cfg, run, _NUMERIC).items():
         out[c] = pa.array(v.values, mask=v.missing if v.missing.any() else None) if isinstance(v, NullableInts) else v
-    out |= {
-        "round": pc.binary_join_element_wise(pc.cast(keys[0], text), pc.cast(keys[1], text), pa.scalar("_", text)),
-        "shape": _lookup([shape_text(s.widths) for s in res.shapes] + [""], res.shape_index),
-        "layout": _lookup(list(LAYOUTS), res.layout),
-        "layout_source": _lookup(["detected", "stated"], res.layout_stated),
-        "selection": _lookup([res.selection_summary(int(i)) for i in sel_first], sel_inverse),
-        "bonus_kind": _lookup([BONUS_NAMES[k] for k in range(len(BONUS_NAMES))], res.bonus_kind),
-        "stop": _lookup(list(STOP_CODES), res.stop),
+    out |= {c: _lookup(*text_codes(res, c)) for c in TEXT_COLUMNS} | {
+        "round": arrow_round_names(res.keys),
         "run": _lookup([run], np.zeros(n, dtype=np.int64)),
         "config": _lookup([cfg.short()], np.zeros(n, dtype=np.int64)),
         "root_target_in": _lookup(list(TARGET_IN), f.target_in[0]),
-        "accepted_names": _accepted_names(res, f, lengths),
+        "accepted_names": _lookup(*accepted_name_codes(res, f)),
     }
-    return out | _record_list_columns(res, lengths, known, may_note)
-
-
-def _accepted_names(res: BatchResult, f: _Nodes, lengths: np.ndarray):
-    """[C] the accepted nodes' names joined by '>': the names of the prefixes of the deepest accepted
-    node's rank path (the accepted nodes are a path from the root), one text per distinct path."""
-    c = len(res)
-    deepest = res.accepted_nodes[np.maximum(lengths - 1, 0), np.arange(c)]
-    path = np.where(lengths > 0, f.ranked.index[np.clip(deepest, 0, None), np.arange(c)], -1)
-    distinct, inverse = np.unique(path, return_inverse=True)
-    texts = [
-        ">".join(node_name(f.ranked.paths[p][:k]) for k in range(1, len(f.ranked.paths[p]) + 1)) if p >= 0 else ""
-        for p in distinct.tolist()
-    ]
-    return _lookup(texts, inverse.reshape(-1))
+    return out | _record_list_columns(res, lengths, res.bonus_token != PAD_TOKEN, may_note(res))
 
 
 @dataclass(frozen=True, eq=False)

@@ -51,16 +51,16 @@ def record_columns(r, names: Collection[str] | None = None) -> Columns:
         "root_token": lambda: pad_as_na(r.root_tokens),
         "num_steps": lambda: r.num_steps,
         "num_nodes": lambda: r.num_nodes,
-        "shape": lambda: np.asarray([shape_text(s.widths) for s in r.shapes] + [""], dtype=object)[r.shape_index],
-        "layout": lambda: np.asarray(LAYOUTS, dtype=object)[r.layout],
-        "layout_source": lambda: np.where(r.layout_stated, "stated", "detected").astype(object),
-        "selection": lambda: selection_summaries(r),
+        "shape": lambda: object_texts(*text_codes(r, "shape")),
+        "layout": lambda: object_texts(*text_codes(r, "layout")),
+        "layout_source": lambda: object_texts(*text_codes(r, "layout_source")),
+        "selection": lambda: object_texts(*text_codes(r, "selection")),
         "accepted_length": lambda: lengths,
         "accepted_tokens": tokens,
         "accepted_nodes": lambda: leading(r.accepted_nodes, lengths),
         "bonus_token": lambda: pad_as_na(r.bonus_token),
-        "bonus_kind": lambda: np.asarray([BONUS_NAMES[k] for k in range(len(BONUS_NAMES))], dtype=object)[r.bonus_kind],
-        "stop": lambda: np.asarray(STOP_CODES, dtype=object)[r.stop],
+        "bonus_kind": lambda: object_texts(*text_codes(r, "bonus_kind")),
+        "stop": lambda: object_texts(*text_codes(r, "stop")),
         "committed_tokens": lambda: [
             t + [b] if k else list(t) for t, b, k in zip(tokens(), r.bonus_token.tolist(), known.tolist())
         ],
@@ -109,9 +109,49 @@ def frame_of(columns: Columns, names: Sequence[str]):
 
 def notes_of(res) -> list[list[str]]:
     """BatchResult.notes of every round; asked only of rounds that can have one (most have none)."""
+    return [res.notes(i) if m else [] for i, m in enumerate(may_note(res).tolist())]
+
+
+def may_note(res) -> np.ndarray:
+    """[R] bool the rounds that can have a note (BatchResult.notes): the others have none, and
+    asking each of them costs Python time per round."""
     may = res.fallback_guessed.copy() | (res.validate_extra_rows > 0)
     may[[k for k in res.selection_notes if k < len(res)]] = True
-    return [res.notes(i) if m else [] for i, m in enumerate(may.tolist())]
+    return may
+
+
+def text_codes(res, column: str) -> tuple[list, np.ndarray]:
+    """The record's text column ``column`` (shape, layout, layout_source, selection, bonus_kind,
+    stop) as (its texts, [R] int64 each round's index into them): a text is made once, not per round."""
+    if column == "selection":
+        first, inverse = distinct_columns(res.selection)
+        return [res.selection_summary(int(i)) for i in first], inverse
+    texts, codes = {
+        "shape": lambda: ([shape_text(s.widths) for s in res.shapes] + [""], res.shape_index),
+        "layout": lambda: (list(LAYOUTS), res.layout),
+        "layout_source": lambda: (["detected", "stated"], res.layout_stated),
+        "bonus_kind": lambda: ([BONUS_NAMES[k] for k in range(len(BONUS_NAMES))], res.bonus_kind),
+        "stop": lambda: (list(STOP_CODES), res.stop),
+    }[column]()
+    return texts, np.asarray(codes, dtype=np.int64)
+
+
+TEXT_COLUMNS = ("shape", "layout", "layout_source", "selection", "bonus_kind", "stop")
+
+
+def object_texts(texts: list, codes: np.ndarray) -> np.ndarray:
+    """[R] object the text of each code (codes: [R] int64 into texts)."""
+    return np.asarray(texts, dtype=object)[codes]
+
+
+def arrow_round_names(keys: np.ndarray):
+    """[R] pyarrow large_string round names ``a_b`` of [2, R] round keys (key_names, made by Arrow)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pa.large_string()
+    keys = keys.astype(np.int64)
+    return pc.binary_join_element_wise(pc.cast(keys[0], text), pc.cast(keys[1], text), pa.scalar("_", text))
 
 
 def round_names(res) -> np.ndarray:
@@ -133,12 +173,6 @@ def pad_as_na(values: np.ndarray) -> NullableInts:
 def leading(a: np.ndarray, lengths: np.ndarray) -> list[list[int]]:
     """[G, R] → per round its first ``lengths[r]`` entries as a list of ints."""
     return [row[:k] for row, k in zip(a.T.tolist(), lengths.tolist())]
-
-
-def selection_summaries(res) -> np.ndarray:
-    """[R] object BatchResult.selection_summary of each round, computed once per distinct column."""
-    first, inverse = distinct_columns(res.selection)
-    return np.asarray([res.selection_summary(int(i)) for i in first], dtype=object)[inverse]
 
 
 def distinct_columns(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -169,7 +203,6 @@ def record_arrow(res):
     every row: each kind of cell (a missing bonus, a round with notes, ...) is in the sample.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     ok = np.flatnonzero(res.ok)
     if ok.shape[0] != len(res):
@@ -179,30 +212,23 @@ def record_arrow(res):
         return pa.Table.from_pandas(records_frame([]), preserve_index=False)
     lengths = res.accepted_length.astype(np.int64)
     known = res.bonus_token != PAD_TOKEN
-    may_note = res.fallback_guessed.copy() | (res.validate_extra_rows > 0)
-    may_note[[k for k in res.selection_notes if k < n]] = True
-    schema = _record_schema(res, lengths, known, may_note)
-    sel_first, sel_inverse = distinct_columns(res.selection)
+    noted = may_note(res)
+    schema = _record_schema(res, lengths, known, noted)
     keys = res.keys.astype(np.int64)
     columns = {
-        "round": pc.binary_join_element_wise(
-            pc.cast(keys[0], pa.large_string()), pc.cast(keys[1], pa.large_string()), pa.scalar("_", pa.large_string())
-        ),
+        "round": arrow_round_names(keys),
         "key_a": keys[0],
         "key_b": keys[1],
         "root_token": pa.array(res.root_tokens.astype(np.int64), mask=res.root_tokens == PAD_TOKEN),
         "num_steps": res.num_steps.astype(np.int64),
         "num_nodes": res.num_nodes.astype(np.int64),
-        "shape": _lookup([shape_text(s.widths) for s in res.shapes] + [""], res.shape_index),
-        "layout": _lookup(list(LAYOUTS), res.layout),
-        "layout_source": _lookup(["detected", "stated"], res.layout_stated),
-        "selection": _lookup([res.selection_summary(int(i)) for i in sel_first], sel_inverse),
         "accepted_length": lengths,
         "bonus_token": pa.array(res.bonus_token.astype(np.int64), mask=~known),
-        "bonus_kind": _lookup([BONUS_NAMES[k] for k in range(len(BONUS_NAMES))], res.bonus_kind),
-        "stop": _lookup(list(STOP_CODES), res.stop),
         "num_committed": res.num_committed.astype(np.int64),
-    } | _record_list_columns(res, lengths, known, may_note)
+    }
+    columns |= {c: _lookup(*text_codes(res, c)) for c in TEXT_COLUMNS} | _record_list_columns(
+        res, lengths, known, noted
+    )
     arrays = []
     for f in schema:
         col = columns[f.name]
@@ -215,7 +241,7 @@ def record_arrow(res):
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _record_schema(res, lengths: np.ndarray, known: np.ndarray, may_note: np.ndarray):
+def _record_schema(res, lengths: np.ndarray, known: np.ndarray, noted: np.ndarray):
     """record_arrow's schema: records_frame's on one round per distinct tuple of the codes that
     decide a cell's kind (shape, layout, selection, bonus, stop, notes, missing values)."""
     import pyarrow as pa
@@ -228,7 +254,7 @@ def _record_schema(res, lengths: np.ndarray, known: np.ndarray, may_note: np.nda
             res.selection,
             res.bonus_kind[None],
             res.stop[None],
-            may_note[None],
+            noted[None],
             known[None],
             (res.root_tokens == PAD_TOKEN)[None],
             (lengths == 0)[None],
@@ -239,7 +265,7 @@ def _record_schema(res, lengths: np.ndarray, known: np.ndarray, may_note: np.nda
     return pa.Schema.from_pandas(sample, preserve_index=False)
 
 
-def _record_list_columns(res, lengths: np.ndarray, known: np.ndarray, may_note: np.ndarray) -> dict:
+def _record_list_columns(res, lengths: np.ndarray, known: np.ndarray, noted: np.ndarray) -> dict:
     """record_arrow's list columns, Arrow list arrays from offsets: accepted tokens and nodes,
     committed tokens (the accepted ones, then the bonus where known) and notes."""
     import pyarrow as pa
@@ -250,7 +276,7 @@ def _record_list_columns(res, lengths: np.ndarray, known: np.ndarray, may_note: 
     committed[:, :g] = tokens
     bonus_at = np.minimum(lengths, g)
     committed[np.arange(n), bonus_at] = np.where(known, res.bonus_token, committed[np.arange(n), bonus_at])
-    note_rows = np.flatnonzero(may_note)
+    note_rows = np.flatnonzero(noted)
     notes = [res.notes(int(i)) for i in note_rows]
     note_counts = np.zeros(n, dtype=np.int64)
     note_counts[note_rows] = [len(v) for v in notes]
