@@ -21,6 +21,7 @@ from replay.core.config import TreeConfig
 from replay.engine.batch import BatchResult, RoundBatch
 from replay.engine.batch.recorded import node_logprob_gaps_batch
 from replay.util.rows import unique_rows
+from replay.util.words import round_name
 
 from .batch import per_batch_parts
 from .sampling import (
@@ -142,7 +143,7 @@ def node_logprob_gaps_run(run: LabelledRun, t: float, refused: set[str]) -> tupl
 def batch_gaps(batch: RoundBatch, res: BatchResult, t: float, nodes) -> list[list[tuple[int, str]]]:
     """node_logprob_gaps_batch's two lists of round names, each name with its position in the run."""
     ordinals = np.arange(len(res)) if res.ordinals is None else np.asarray(res.ordinals, dtype=np.int64)
-    at = {f"{a}_{b}": int(o) for a, b, o in zip(*res.keys.tolist(), ordinals.tolist())}
+    at = {round_name((a, b)): int(o) for a, b, o in zip(*res.keys.tolist(), ordinals.tolist())}
     return [[(at[n], n) for n in names] for names in node_logprob_gaps_batch(batch, res, t, nodes)]
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from replay.engine.runs import RunReplay
 from replay.io.manifest import checks_recorded_rounds, named_rounds
+from replay.util.words import round_name
 
 from .timings import Timings
 
@@ -45,7 +46,7 @@ def keep_replayed(t: Timings, rounds: ReplayedRounds) -> Timings | None:
     differ: list[str] = []
     for i, key in enumerate(t.keys):
         got = shape.get(key)
-        name = f"{key[0]}_{key[1]}"
+        name = round_name(key)
         if got is None:
             missing.append(name)
         elif rounds.checked and got != (int(t.nodes[i]), int(t.steps[i])):

@@ -46,6 +46,7 @@ from replay.core.config import TreeConfig
 from replay.core.selection import uses_fallback
 from replay.io.skipped import describe_skipped
 from replay.util.errors import SpecReplayError
+from replay.util.words import round_name
 
 from . import plots, treeplot
 from .example_round import ASKED, example_round
@@ -204,7 +205,7 @@ def _shape_figures(run: LabelledRun, slot_hits: pd.DataFrame, opts: ReportOption
     pick = example_round(run, opts.example_round)
     if pick is None:
         pick = example_round(run)
-        missing = f"no round {opts.example_round[0]}_{opts.example_round[1]} in this run; "
+        missing = f"no round {round_name(opts.example_round)} in this run; "
     else:
         missing = ""
     drawn = figure_of(

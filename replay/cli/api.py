@@ -33,6 +33,7 @@ from replay.engine.sampling import SAMPLING_KEYS, VocabBelowCandidates, vocab_si
 from replay.engine.sampling_runs import replay_sampling
 from replay.io.dumpnames import parse_round_key
 from replay.util.errors import SpecReplayError
+from replay.util.words import round_name
 
 PathLike = Union[str, Path]
 
@@ -139,7 +140,7 @@ def example_round(run: LabelledRun, key: str | tuple[int, int] | None = None) ->
             raise SpecReplayError(f"example round: {exc}") from None
     pick = _example_round(run, key)
     if pick is None:
-        raise SpecReplayError(f"{run.label}: no round {key[0]}_{key[1]} in {run.replay.directory}")
+        raise SpecReplayError(f"{run.label}: no round {round_name(key)} in {run.replay.directory}")
     return pick
 
 
@@ -180,9 +181,11 @@ def sampling(
     rows, skipped = [], [(s.what, None, s.reason) for s in run.replay.skipped]
     notes: list[str] = []
     for t, at in zip(temps, run.at):
-        names = [f"{a}_{b}" for a, b in res.keys[:, at.rows].T.tolist()]
+        names = [round_name(key) for key in res.keys[:, at.rows].T.tolist()]
         rows += [{"round": n, **obj} for n, obj in zip(names, sampling_objects(at.sampling, res, at.rows))]
-        skipped += [(f"{a}_{b}", t, why.replace("from --vocab-size", "from vocab_size=")) for (a, b), why in at.refused]
+        skipped += [
+            (round_name((a, b)), t, why.replace("from --vocab-size", "from vocab_size=")) for (a, b), why in at.refused
+        ]
         if at.sampling.needs_vocab:  # the CLI's print_needs_vocab, for a frame: a lower bound of 0 is no measurement
             notes.append(
                 f"at T = {format_temperature(t)} > 1 the lower bounds need the vocabulary size (vocab_size=V, or vocab_size in "

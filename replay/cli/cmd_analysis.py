@@ -23,6 +23,7 @@ from replay.util.atomic import staged_directory
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import OutputDir
 from replay.util.progress import progress_enabled, tqdm_progress
+from replay.util.words import round_name
 
 from .options import (
     JSON_OBJECT_HELP,
@@ -439,7 +440,7 @@ def _round_to_draw(run, key):
     if pick is None:  # another run has the round: this one shows its typical failing round
         pick = example_round(run)
         print(
-            f"specreplay: {run.label}: no round {key[0]}_{key[1]}; drawing {pick.result.name}, {pick.why}",
+            f"specreplay: {run.label}: no round {round_name(key)}; drawing {pick.result.name}, {pick.why}",
             file=sys.stderr,
         )
     return pick

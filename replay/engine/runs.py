@@ -28,6 +28,7 @@ from replay.io.step0 import Step0Check
 from replay.util.errors import DumpError, RoundError, RoundNotFoundError, skip_reason
 from replay.util.parallel import ordered_map, resolve_workers
 from replay.util.progress import progress_bar
+from replay.util.words import round_name
 
 from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
 from .batch.rejections import rejection_reasons
@@ -210,7 +211,7 @@ def explain_rejections(batch: RoundBatch, res: BatchResult, run: Run) -> list[tu
     for i, (path, message) in rejection_reasons(batch, res, run.tree, run.options.raw, _raw_source(run)).items():
         exc = RoundError(batch.key(i), message, path)  # its reason: "path: message"
         ordinal = int(batch.ordinals[i]) if batch.ordinals is not None else i
-        out.append((ordinal, Skipped(f"round {exc.key[0]}_{exc.key[1]}", skip_reason(exc), (path,))))
+        out.append((ordinal, Skipped(f"round {round_name(exc.key)}", skip_reason(exc), (path,))))
     return out
 
 
@@ -325,7 +326,7 @@ def note_groups(res: BatchResult, positions: np.ndarray | None = None) -> list[N
     _, first, counts = np.unique(codes, return_index=True, return_counts=True)
     place = np.arange(len(res)) if positions is None else positions
     return [
-        (int(place[i]), f"{res.keys[0, i]}_{res.keys[1, i]}", res.notes(i), c)
+        (int(place[i]), round_name(res.keys[:, i].tolist()), res.notes(i), c)
         for i, c in [(int(at[f]), int(c)) for f, c in zip(first, counts)] + [(k, 1) for k in own]
     ]
 

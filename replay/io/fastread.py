@@ -24,6 +24,7 @@ from replay.util.errors import DumpError
 from replay.util.gcpause import collection_paused
 from replay.util.parallel import WorkerDiedError, ordered_map, resolve_workers
 from replay.util.progress import progress_bar
+from replay.util.words import round_name
 
 from .dumpnames import Key
 from .formats.arraybatch import read_array_batches
@@ -109,7 +110,7 @@ def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -
         try:
             rnd = load_round(rf, opts.raw, opts.score_kind, root, opts.layout)
         except DumpError as exc:
-            unreadable.append((ordinal, Skipped(f"round {rf.key[0]}_{rf.key[1]}", str(exc), (exc.path,))))
+            unreadable.append((ordinal, Skipped(f"round {round_name(rf.key)}", str(exc), (exc.path,))))
             continue
         groups.setdefault((signature_of(rnd), _exts(rf)), []).append((ordinal, rnd))
     batches = []

@@ -29,6 +29,7 @@ import numpy as np
 from replay.util.bounded import not_regular_reason
 from replay.util.errors import DumpError, printable
 from replay.util.gcpause import collection_paused
+from replay.util.words import round_name
 
 from .dumpnames import (
     DUMP_NAME,
@@ -107,7 +108,7 @@ def no_such_round(key: Key, keys: Sequence[Key] | np.ndarray, where: str, skippe
     entries. A round whose files are there but incomplete is named with the reason; otherwise the
     rounds nearest to KEY (smallest |Δa| + |Δb|) are listed first, so a typo shows its fix.
     """
-    name = f"{key[0]}_{key[1]}"
+    name = round_name(key)
     for s in skipped:
         if s.what == f"round {name}":
             return f"--round {name}: that round in {where} cannot be replayed: {s.reason}"
@@ -119,7 +120,7 @@ def no_such_round(key: Key, keys: Sequence[Key] | np.ndarray, where: str, skippe
         arr[:, 1].astype(np.float64) - key[1]
     )  # float: no int64 overflow
     nearest = arr[np.lexsort((arr[:, 1], arr[:, 0], dist))[:NEAREST_ROUNDS]]
-    listed = ", ".join(f"{a}_{b}" for a, b in nearest.tolist())
+    listed = ", ".join(round_name(key) for key in nearest.tolist())
     return (
         f"--round {name}: no such round in {where}; nearest of its {len(arr)} round(s): {listed} (A_B of validate_A_B)"
     )
@@ -267,7 +268,7 @@ def _assemble(
             rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))  # the common case
             continue
         paths = tuple(entries[s].data for s in sorted(entries))
-        name = f"{ROUND_PREFIX}{key[0]}_{key[1]}"
+        name = f"{ROUND_PREFIX}{round_name(key)}"
         bad = [
             p for fs in entries.values() for p in (fs.data, fs.scores, fs.parents) if p is not None and p in unreadable
         ]
@@ -342,7 +343,7 @@ def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped]) -> list[R
         )
         skipped.append(
             Skipped(
-                f"{ROUND_PREFIX}{a}_{b}",
+                f"{ROUND_PREFIX}{round_name((a, b))}",
                 f"missing {matrix_name((n, a, b))}: found {found}; without its last draft step the round would "
                 "replay as one that stopped early",
                 (*(fs.data for fs in r.steps), r.validate.data, *(skipped[i].paths[0] for i in strays)),
@@ -508,7 +509,7 @@ def _without_validate(
         if -1 in by_round.get(own, {}):
             file = base_name(entries[0].data)
             return file, (
-                f"{OWN_KEY_REASON} {own[0]}_{own[1]}'s own key: step 0 is named {offset[0]},{offset[1]} "
+                f"{OWN_KEY_REASON} {round_name(own)}'s own key: step 0 is named {offset[0]},{offset[1]} "
                 f"position(s) before its round, so it pairs with no validate file (--step0-offset 0 reads every "
                 "step 0 so)"
             )

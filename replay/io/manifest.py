@@ -13,7 +13,7 @@ from replay.core.config import SpecConfig, misspelling_warning, near_miss, parse
 from replay.core.vocab import LAYOUTS
 from replay.util.bounded import read_json_file
 from replay.util.errors import DumpError
-from replay.util.words import value_words
+from replay.util.words import round_name, value_words
 
 from .dumpnames import Key
 from .dumpwrite import MANIFEST_NAME
@@ -263,14 +263,14 @@ def check_manifest_rounds(grouping: Grouping, manifest: Manifest) -> Grouping:
         for key in sorted(listed - found):
             extra.append(
                 Skipped(
-                    f"round {key[0]}_{key[1]}",
+                    f"round {round_name(key)}",
                     f"listed in {MANIFEST_NAME} but no file of this round is in the directory",
                     where,
                 )
             )
         unlisted = sorted(found - listed)
         if unlisted:
-            named = ", ".join(f"{a}_{b}" for a, b in unlisted[:MAX_KEYS_NAMED])
+            named = ", ".join(round_name(key) for key in unlisted[:MAX_KEYS_NAMED])
             more = f" and {len(unlisted) - MAX_KEYS_NAMED} more" if len(unlisted) > MAX_KEYS_NAMED else ""
             extra.append(
                 Skipped(
@@ -355,7 +355,7 @@ def recorded_round_warnings(manifest: Manifest, tree: Any, keys: Any, outcomes: 
             if name in rec and rec[name] != col[i]
         ]
         if bad:
-            differ.append(f"round {a}_{b}: " + ", ".join(bad))
+            differ.append(f"round {round_name((a, b))}: " + ", ".join(bad))
     if not differ:
         return ()
     return (

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from replay.core.vocab import PAD_TOKEN
+from replay.util.words import round_name
 
 from .dumpnames import Key
 from .formats.matrix_io import SCORE_AUTO, DumpMatrix, RawSpec, read_matrix
@@ -41,7 +42,7 @@ class Round:
 
     @property
     def name(self) -> str:
-        return f"{self.key[0]}_{self.key[1]}"
+        return round_name(self.key)
 
 
 def load_round(

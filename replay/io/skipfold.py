@@ -13,6 +13,7 @@ from collections.abc import Container
 from pathlib import PurePosixPath
 
 from replay.util.errors import printable
+from replay.util.words import round_name
 
 from .dumpnames import DUMP_NAME, MatrixKey, base_name, matrix_name
 from .near_miss import near_miss
@@ -44,7 +45,7 @@ def matrix_of(name: str | None) -> tuple[MatrixKey, bool] | None:
 
 def _round_of(matrix: MatrixKey, offset: tuple[int, int]) -> str:
     step, a, b = matrix
-    return f"{ROUND_PREFIX}{a + offset[0]}_{b + offset[1]}" if step == 0 else f"{ROUND_PREFIX}{a}_{b}"
+    return ROUND_PREFIX + round_name((a + offset[0], b + offset[1]) if step == 0 else (a, b))
 
 
 def fold_duplicates(skipped: list[Skipped], offset: tuple[int, int]) -> list[Skipped]:

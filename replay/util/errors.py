@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .words import round_name
+
 
 def printable(text: str) -> str:
     """``text`` with undecodable file-name bytes (surrogate escapes) shown as ``\\xff``.
@@ -68,7 +70,7 @@ class RoundError(SpecReplayError):
         where = f" ({printable(self.path)})" if self.path else ""
         # The reason without the round's name, for listings that already name it ("skipped round A_B: ...").
         self.reason = f"{printable(self.path)}: {message}" if self.path else message
-        super().__init__(f"round {key[0]}_{key[1]}{where}: {message}")
+        super().__init__(f"round {round_name(key)}{where}: {message}")
 
 
 def skip_reason(exc: BaseException) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
@@ -27,3 +28,9 @@ def value_words(value: object, limit: int = 80) -> str:
         except (TypeError, ValueError):  # not JSON's own values (a NaN, a tuple key): as Python has it
             pass
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def round_name(key: Sequence[int]) -> str:
+    """``a_b``: a round as every message, table and listing names it, by the two numbers of its
+    ``validate_{a}_{b}`` file (replay.io.dumpnames.parse_round_key reads it back)."""
+    return f"{key[0]}_{key[1]}"

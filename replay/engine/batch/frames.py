@@ -15,6 +15,7 @@ import numpy as np
 
 from replay.core.records import COLUMNS, records_frame, records_of_batch, shape_text
 from replay.core.vocab import LAYOUTS, PAD_TOKEN
+from replay.util.words import round_name
 
 from .codes import BONUS_NAMES, STOP_CODES
 
@@ -161,7 +162,7 @@ def round_names(res) -> np.ndarray:
 
 def key_names(keys: np.ndarray) -> np.ndarray:
     """[R] object round names ``a_b`` of [2, R] round keys."""
-    return np.asarray([f"{a}_{b}" for a, b in zip(keys[0].tolist(), keys[1].tolist())], dtype=object)
+    return np.asarray([round_name(key) for key in zip(keys[0].tolist(), keys[1].tolist())], dtype=object)
 
 
 def pad_as_na(values: np.ndarray) -> NullableInts:

@@ -23,6 +23,7 @@ from replay.core.sampling_problems import problem_words
 from replay.core.sampling_recorded import recorded_bounds, recorded_column
 from replay.core.vocab import LAYOUT_ALL, LAYOUTS
 from replay.io.roundbatch import RoundBatch
+from replay.util.words import round_name
 
 from ..sampling import NO_SCORES, node_columns_words, row_problem_words
 from .codes import ERR_OK
@@ -93,7 +94,7 @@ def node_logprob_gaps_batch(batch, res: BatchResult, t: float, nodes) -> tuple[l
     name: (those in the parents layout, those of a batch without the array)."""
     if recorded_column(t, nodes) is None:
         return [], []
-    ok, names = res.error == ERR_OK, [f"{a}_{b}" for a, b in res.keys.T.tolist()]
+    ok, names = res.error == ERR_OK, [round_name(key) for key in res.keys.T.tolist()]
     if batch.validate.node_logp is None:
         return [], [n for n, good in zip(names, ok.tolist()) if good]
     return [n for n, good in zip(names, (ok & ~node_rounds(batch, res, t, nodes)).tolist()) if good], []

@@ -12,6 +12,7 @@ from replay.core.records import shape_text
 from replay.core.selection import FALLBACK_WARNING, fallback_guesses, selection_summary
 from replay.core.vocab import LAYOUTS, PAD_TOKEN
 from replay.io.roundbatch import MatrixStack, RoundBatch
+from replay.util.words import round_name
 
 from .codes import BONUS_NAMES, ERR_OK, ERROR_NAMES, SEL_FALLBACK, SEL_NONE, SELECTION_NAMES, STOP_CODES
 from .shapes import TreeShape
@@ -143,7 +144,7 @@ class BatchResult:
         root = int(self.root_tokens[i])
         key_a, key_b = int(self.keys[0, i]), int(self.keys[1, i])
         return {
-            "round": f"{key_a}_{key_b}",
+            "round": round_name((key_a, key_b)),
             "key_a": key_a,
             "key_b": key_b,
             "root_token": None if root == PAD_TOKEN else root,

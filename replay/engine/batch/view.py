@@ -19,6 +19,7 @@ from replay.core.tree import Tree
 from replay.core.vocab import LAYOUT_PARENTS, LAYOUTS, PAD_TOKEN
 from replay.io.dumpnames import Key
 from replay.io.roundbatch import RoundBatch
+from replay.util.words import round_name
 
 from .codes import BONUS_NAMES, ERR_OK, STOP_CODES
 from .kernel import level_tokens
@@ -50,7 +51,7 @@ def round_view(batch: RoundBatch, result: BatchResult, i: int) -> RoundView:
     tree = _round_tree(batch, result.expanded[:, i], shape, i)
     layout = LAYOUTS[int(result.layout[i])]
     return RoundView(
-        f"{int(result.keys[0, i])}_{int(result.keys[1, i])}",
+        round_name(result.keys[:, i].tolist()),
         tree,
         _round_acceptance(result, i),
         layout,
