@@ -18,7 +18,7 @@ from replay.core.config import TreeConfig
 from replay.core.temperature import format_temperature
 from replay.engine.batch import BatchResult, RoundBatch
 from replay.engine.sampling import vocab_size_of
-from replay.io.skipped import Skipped
+from replay.io.skipped import Skipped, round_entry
 
 from . import plots
 from .options import ReportOptions, run_configs
@@ -61,7 +61,7 @@ def _curve_skips(
         for why, at in whys.items():
             of = f" ({len(at)} of the curve's {len(grid)})" if len(at) > 1 else ""
             parts.append(f"no sampling replay at T = {_some_temperatures(sorted(at))}{of}: {why}")
-        out.append(Skipped(f"round {name}", "; ".join(parts)))
+        out.append(Skipped(round_entry(name), "; ".join(parts)))
     return out, sorted(temps), first
 
 

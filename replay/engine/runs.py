@@ -23,7 +23,7 @@ from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
 from replay.io.grouping import Grouping, no_such_round
 from replay.io.manifest import Manifest, group_rounds, recorded_round_warnings
 from replay.io.packed.pack import PackedBlockError, PackedRun, is_packed_run
-from replay.io.skipped import Skipped
+from replay.io.skipped import Skipped, round_entry
 from replay.io.step0 import Step0Check
 from replay.util.errors import DumpError, RoundError, RoundNotFoundError, skip_reason
 from replay.util.parallel import ordered_map, resolve_workers
@@ -211,7 +211,7 @@ def explain_rejections(batch: RoundBatch, res: BatchResult, run: Run) -> list[tu
     for i, (path, message) in rejection_reasons(batch, res, run.tree, run.options.raw, _raw_source(run)).items():
         exc = RoundError(batch.key(i), message, path)  # its reason: "path: message"
         ordinal = int(batch.ordinals[i]) if batch.ordinals is not None else i
-        out.append((ordinal, Skipped(f"round {round_name(exc.key)}", skip_reason(exc), (path,))))
+        out.append((ordinal, Skipped(round_entry(round_name(exc.key)), skip_reason(exc), (path,))))
     return out
 
 

@@ -17,7 +17,7 @@ from replay.core.sampling_problems import PROBLEM_SUM, PROBLEM_ZERO, VocabSize, 
 from replay.core.sampling_rows import row_problems
 from replay.core.temperature import format_temperature
 from replay.core.vocab import PAD_TOKEN
-from replay.io.skipped import Skipped
+from replay.io.skipped import Skipped, round_entry
 from replay.util.errors import SpecReplayError
 from replay.util.words import row_words
 
@@ -101,7 +101,7 @@ def refused_with_scores(reasons: Iterable[str]) -> int:
 
 def sampling_skip(name: str, temperature: float, why: str) -> Skipped:
     """The skipped-input entry of a round that sampling mode cannot use at T (every command says it so)."""
-    return Skipped(f"round {name}", f"no sampling replay at T = {format_temperature(temperature)}: {why}", ())
+    return Skipped(round_entry(name), f"no sampling replay at T = {format_temperature(temperature)}: {why}", ())
 
 
 class VocabBelowCandidates(SpecReplayError):

@@ -41,7 +41,7 @@ from .roundbatch import (
     signature_of,
 )
 from .rounds import Round, load_round
-from .skipped import Skipped
+from .skipped import Skipped, round_entry
 from .step0 import DEFAULT_STEP0_OFFSET
 
 # Rounds per worker task: ~4,000 files, a progress tick every ~50 ms; each task's rounds form one
@@ -110,7 +110,7 @@ def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -
         try:
             rnd = load_round(rf, opts.raw, opts.score_kind, root, opts.layout)
         except DumpError as exc:
-            unreadable.append((ordinal, Skipped(f"round {round_name(rf.key)}", str(exc), (exc.path,))))
+            unreadable.append((ordinal, Skipped(round_entry(round_name(rf.key)), str(exc), (exc.path,))))
             continue
         groups.setdefault((signature_of(rnd), _exts(rf)), []).append((ordinal, rnd))
     batches = []

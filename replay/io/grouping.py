@@ -59,7 +59,7 @@ from .skipfold import (
     is_stray,
     matrix_of,
 )
-from .skipped import ROUND_PREFIX, Skipped
+from .skipped import Skipped, round_entry
 from .step0 import OFFSET_DEFAULT, OFFSET_DETECTED, Step0Check, offset_and_source, step0_check
 
 _NAMED_GAPS = 5  # missing draft steps named in a round's skip reason
@@ -110,7 +110,7 @@ def no_such_round(key: Key, keys: Sequence[Key] | np.ndarray, where: str, skippe
     """
     name = round_name(key)
     for s in skipped:
-        if s.what == f"round {name}":
+        if s.what == round_entry(name):
             return f"--round {name}: that round in {where} cannot be replayed: {s.reason}"
     arr = np.asarray(keys, dtype=np.int64)
     arr = arr.T if arr.ndim == 2 and arr.shape[0] == 2 and arr.shape[1] != 2 else arr.reshape(-1, 2)
@@ -268,7 +268,7 @@ def _assemble(
             rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))  # the common case
             continue
         paths = tuple(entries[s].data for s in sorted(entries))
-        name = f"{ROUND_PREFIX}{round_name(key)}"
+        name = round_entry(round_name(key))
         bad = [
             p for fs in entries.values() for p in (fs.data, fs.scores, fs.parents) if p is not None and p in unreadable
         ]
@@ -343,7 +343,7 @@ def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped]) -> list[R
         )
         skipped.append(
             Skipped(
-                f"{ROUND_PREFIX}{round_name((a, b))}",
+                round_entry(round_name((a, b))),
                 f"missing {matrix_name((n, a, b))}: found {found}; without its last draft step the round would "
                 "replay as one that stopped early",
                 (*(fs.data for fs in r.steps), r.validate.data, *(skipped[i].paths[0] for i in strays)),

@@ -27,7 +27,7 @@ from .formats.matrix_io import (
     raw_dtype,
 )
 from .grouping import Grouping, group_directory
-from .skipped import Skipped
+from .skipped import Skipped, round_entry
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -263,7 +263,7 @@ def check_manifest_rounds(grouping: Grouping, manifest: Manifest) -> Grouping:
         for key in sorted(listed - found):
             extra.append(
                 Skipped(
-                    f"round {round_name(key)}",
+                    round_entry(round_name(key)),
                     f"listed in {MANIFEST_NAME} but no file of this round is in the directory",
                     where,
                 )

@@ -17,7 +17,7 @@ from replay.util.words import round_name
 
 from .dumpnames import DUMP_NAME, MatrixKey, base_name, matrix_name
 from .near_miss import near_miss
-from .skipped import ROUND_PREFIX, Skipped
+from .skipped import Skipped, round_entry
 
 STRAY_REASON = "name matches neither draft_step_I_A_B nor validate_A_B"
 EXT_REASON = "extension {ext} is not read"
@@ -45,16 +45,16 @@ def matrix_of(name: str | None) -> tuple[MatrixKey, bool] | None:
 
 def _round_of(matrix: MatrixKey, offset: tuple[int, int]) -> str:
     step, a, b = matrix
-    return ROUND_PREFIX + round_name((a + offset[0], b + offset[1]) if step == 0 else (a, b))
+    return round_entry(round_name((a + offset[0], b + offset[1]) if step == 0 else (a, b)))
 
 
 def fold_duplicates(skipped: list[Skipped], offset: tuple[int, int]) -> list[Skipped]:
     """Duplicates of a matrix (grouping._duplicates) are named in the entry of the round that lacks it,
     not in one of their own: the round's entry alone would call a file that is there twice missing."""
-    at = {s.what: i for i, s in enumerate(skipped) if s.what.startswith(ROUND_PREFIX)}
+    at = {s.what: i for i, s in enumerate(skipped) if s.is_round}
     drop: set[int] = set()
     for i, s in enumerate(list(skipped)):  # a snapshot: round entries are rewritten below
-        dup = s.reason.endswith(DUPLICATE_REASON) and s.paths and not s.what.startswith(ROUND_PREFIX)
+        dup = s.reason.endswith(DUPLICATE_REASON) and s.paths and not s.is_round
         found = matrix_of(base_name(s.paths[0])) if dup else None
         if found is None:
             continue
@@ -75,14 +75,14 @@ def fold_own_key(skipped: list[Skipped]) -> list[Skipped]:
     """A step-0 file named with its round's own key is named in the entry of that round, which lacks
     its step 0 ("missing draft_step_0_34_44 (draft_step_0_35_45 is here, ...)"), not in one of its own
     as well: one mistake, listed once. Alone (its round complete) it keeps its entry."""
-    at = {s.what: i for i, s in enumerate(skipped) if s.what.startswith(ROUND_PREFIX)}
+    at = {s.what: i for i, s in enumerate(skipped) if s.is_round}
     drop: set[int] = set()
     out = list(skipped)
     for i, s in enumerate(skipped):
         if not s.reason.startswith(OWN_KEY_REASON):
             continue
         own = s.reason[len(OWN_KEY_REASON) :].split("'", 1)[0].strip()
-        j = at.get(f"{ROUND_PREFIX}{own}")
+        j = at.get(round_entry(own))
         if j is not None and f"{s.what}{OWN_KEY_HINT}" in out[j].reason:
             out[j] = Skipped(out[j].what, out[j].reason, out[j].paths + s.paths)
             drop.add(i)
@@ -134,7 +134,7 @@ def fold_near_misses(skipped: list[Skipped], files: Container[MatrixKey], offset
     whose data file the round lacks under any name ("validate_10_20.scores is here without its data
     file")."""
     skipped = _with_companions([_extra_file(s, files) for s in skipped])
-    at = {s.what: i for i, s in enumerate(skipped) if s.what.startswith(ROUND_PREFIX)}
+    at = {s.what: i for i, s in enumerate(skipped) if s.is_round}
     if not at:
         return skipped
     folded: dict[int, list[tuple[str, int]]] = defaultdict(list)  # round entry → (the words, the entry folded)

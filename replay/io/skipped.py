@@ -16,6 +16,11 @@ from .near_miss import near_miss_names_hint
 ROUND_PREFIX = "round "  # Skipped.what of a round's entry; any other entry names a file
 
 
+def round_entry(name: str) -> str:
+    """Skipped.what of the entry of round ``name`` (replay.util.words.round_name of its key)."""
+    return ROUND_PREFIX + name
+
+
 @dataclass(frozen=True)
 class Skipped:
     """Something the grouping could not use, with the files involved and why."""
@@ -25,13 +30,18 @@ class Skipped:
     paths: tuple[str, ...] = ()
     rounds: int = 0  # the rounds a block's entry stands for (a packed run's damaged block); 0 otherwise
 
+    @property
+    def is_round(self) -> bool:
+        """The entry of one round (round_entry), not of a file or a block."""
+        return self.what.startswith(ROUND_PREFIX)
+
 
 def count_skipped(skipped: Iterable[Skipped]) -> tuple[int, int, int]:
     """(rounds, files, blocks) among skipped entries: a round's entry names its files, so nothing
     counts twice; a block's rounds count among the rounds."""
     rounds = files = blocks = 0
     for s in skipped:
-        if s.what.startswith(ROUND_PREFIX):
+        if s.is_round:
             rounds += 1
         elif s.rounds:
             rounds += s.rounds

@@ -135,7 +135,9 @@ class BatchResult:
     def round_json(self, i: int) -> dict:
         """Round i as a replay.core.records.RoundRecord dict (the round must be ok)."""
         if self.error[i] != ERR_OK:
-            raise ValueError(f"round {self.keys[:, i].tolist()} was rejected ({ERROR_NAMES[int(self.error[i])]})")
+            raise ValueError(
+                f"round {round_name(self.keys[:, i].tolist())} was rejected ({ERROR_NAMES[int(self.error[i])]})"
+            )
         shape = self.shapes[int(self.shape_index[i])]
         n = int(self.accepted_length[i])
         tokens = [int(t) for t in self.accepted_tokens[:n, i]]

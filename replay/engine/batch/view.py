@@ -44,7 +44,7 @@ class RoundView:
 def round_view(batch: RoundBatch, result: BatchResult, i: int) -> RoundView:
     """Round ``i`` of ``batch`` (``result`` = its batch replay; the round must be replayed, error 0)."""
     if result.error[i] != ERR_OK:
-        raise ValueError(f"round {batch.key(i)} was rejected by the batch replay: it has no tree to draw")
+        raise ValueError(f"round {round_name(batch.key(i))} was rejected by the batch replay: it has no tree to draw")
     if result.expanded is None:
         raise ValueError("the batch result kept no expanded slots (BatchResult.expanded): its trees are unknown")
     shape = result.shapes[int(result.shape_index[i])]
