@@ -22,7 +22,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import analysis.compare.subtree_batch as this  # noqa: E402
-from replay.core.config import TREE_DYNAMIC  # noqa: E402
 from replay.core.config_grammar import parse_config_text  # noqa: E402
 from replay.engine.batch import (  # noqa: E402
     expanded_nodes,
@@ -69,7 +68,7 @@ def main() -> None:
         for b in load()[0]:
             res = replay_batch(b, cfg, 1)
             for shape, _, bb, rr in replayed_by_shape(b, res):
-                pieces.append((bb, rr, expanded_nodes(bb, shape, cfg.tree_type != TREE_DYNAMIC), shape))
+                pieces.append((bb, rr, expanded_nodes(rr, shape), shape))
     print(f"{len(pieces)} pieces, {sum(len(p[0]) for p in pieces)} rounds", flush=True)
 
     def go(mod, subs):

@@ -125,8 +125,8 @@ def _check_against_rebuild(batch, cfg: TreeConfig) -> int:
     """Every replayed round's parents and rank paths against rebuild_tree's; returns the rounds checked."""
     res = replay_batch(batch, cfg, workers=1)
     checked = 0
-    for shape, members, sub, _ in replayed_by_shape(batch, res):
-        chosen = rebuilt_levels(sub, shape, static=True).chosen
+    for shape, members, sub, sub_res in replayed_by_shape(batch, res):
+        chosen = rebuilt_levels(sub, sub_res, shape).chosen
         parents, ranked = node_parents(shape, chosen), rank_paths(shape, chosen)
         for col, i in enumerate(members.tolist()):
             tree = rebuild_tree(round_at(batch, i), cfg).tree

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from analysis.compare import subtree_batch, subtree_select
 from analysis.compare.subtree import contained_configs
 from analysis.compare.subtree_batch import SubOutcomes, replay_contained_many
-from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.config import TreeConfig
 from replay.engine.batch import ERR_OK, BatchResult, RoundBatch, TreeShape, expanded_nodes, replay_batch
 from replay.engine.runs import open_run
 from replay.io.rounds import Round
@@ -45,8 +45,8 @@ def replayed_shapes(cfg: TreeConfig, batches):
         for k, shape in enumerate(res.shapes):
             members = np.flatnonzero((res.shape_index == k) & (res.error == ERR_OK))
             if members.shape[0]:
-                b = batch.take(members)
-                yield b, res.take(members), expanded_nodes(b, shape, cfg.tree_type != TREE_DYNAMIC), shape
+                r = res.take(members)
+                yield batch.take(members), r, expanded_nodes(r, shape), shape
 
 
 def check_contained(cfg: TreeConfig, batches, subs) -> int:

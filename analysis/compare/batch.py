@@ -17,7 +17,7 @@ import pandas as pd
 from analysis.cost.model import CostModel
 from analysis.cost.source import RunPricing
 from analysis.tables.runs import LabelledRun, each_batch
-from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.config import TreeConfig
 from replay.core.vocab import STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
 from replay.engine.batch import BatchResult, RoundBatch, expanded_nodes, replayed_by_shape
 from replay.engine.batch.frames import key_names
@@ -75,11 +75,10 @@ def compare_parts(
     ordinals = (
         np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
     )
-    static = recorded.tree_type != TREE_DYNAMIC
     parts = []
     for shape, members, b, r in replayed_by_shape(batch, res):
         outs = replay_contained_many(
-            b, r, expanded_nodes(b, shape, static), shape, list(configs), recorded.gamma, gamma_threshold
+            b, r, expanded_nodes(r, shape), shape, list(configs), recorded.gamma, gamma_threshold
         )
         outs = [as_replayed(r) if is_own_tree(cfg, recorded, gamma_threshold) else o for cfg, o in zip(configs, outs)]
         parts.append(ComparePart(ordinals[members], r.keys, selection_rules(b, r, shape), outs, r.num_nodes))

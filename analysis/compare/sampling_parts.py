@@ -125,7 +125,7 @@ def _node_columns(b: RoundBatch, r: BatchResult, ask: _Ask) -> dict[float, tuple
 
 def _part_outcomes(b, r, shape, static, ask: _Ask, refused, fold=None, ords=None):
     """{(config, T): AtT} on rounds of one shape, chunk by chunk (analysis.compare.subtree_batch's chunks)."""
-    expanded = expanded_nodes(b, shape, static)
+    expanded = expanded_nodes(r, shape)
     rules = selection_rules(b, r, shape)
     chunks: dict[tuple[int, float], list[AtT]] = {}
     recorded, threshold = ask.recorded, ask.threshold

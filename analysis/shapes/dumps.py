@@ -17,7 +17,7 @@ import numpy as np
 from analysis.compare.subtree import is_contained
 from analysis.compare.subtree_batch import STOP_CODE_LEAF, replay_contained_many
 from analysis.tables.runs import LabelledRun, ram_bytes
-from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.config import TreeConfig
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes, replay_batch
 from replay.engine.options import ReplayOptions
 from replay.engine.run_notes import input_warnings
@@ -116,7 +116,6 @@ class _Piece:
 
 def _pieces(run: Run, batch: RoundBatch, res: BatchResult) -> list[_Piece]:
     """One replayed batch's pieces: one per round shape."""
-    static = run.tree.tree_type != TREE_DYNAMIC
     out = []
     for k, shape in enumerate(res.shapes):
         members = np.flatnonzero(res.shape_index == k)
@@ -125,7 +124,7 @@ def _pieces(run: Run, batch: RoundBatch, res: BatchResult) -> list[_Piece]:
         whole = members.shape[0] == len(batch)
         b = batch if whole else batch.take(members)
         r = res if whole else res.take(members)
-        out.append(_Piece(b, r, expanded_nodes(b, shape, static), shape))
+        out.append(_Piece(b, r, expanded_nodes(r, shape), shape))
     return out
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from replay.core.acceptance import node_validate_rows
-from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.config import TreeConfig
 from replay.core.selection import rank_major_keys, selection_order, selection_positions
 from replay.core.tree import node_name
 from replay.core.vocab import PAD_TOKEN
@@ -111,7 +111,7 @@ def batch_table_parts(
     parts = TableParts([], [], [], [])
     shapes = []
     for shape, members, sub, r in replayed_by_shape(batch, res):
-        facts = _node_facts(sub, r, shape, cfg.tree_type != TREE_DYNAMIC)
+        facts = _node_facts(sub, r, shape)
         shapes.append((facts, shape, r))
         rounds, nodes = ordinals[members], np.repeat(ordinals[members], facts.parent.shape[0])
         parts.rounds.append(_round_columns(r, shape, facts, cfg, run, round_columns))
@@ -179,7 +179,7 @@ def batch_metric_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run
     )
     rounds, round_ordinals, shapes = [], [], []
     for shape, members, sub, r in replayed_by_shape(batch, res):
-        shapes.append((_node_facts(sub, r, shape, cfg.tree_type != TREE_DYNAMIC), shape, r))
+        shapes.append((_node_facts(sub, r, shape), shape, r))
         rounds.append(_round_columns(r, shape, shapes[-1][0], cfg, run, SLIM_ROUND_COLUMNS))
         round_ordinals.append(ordinals[members])
     if not rounds:
@@ -225,8 +225,8 @@ def _in_run_order(columns: Columns, ordinals: list[np.ndarray]) -> Columns:
 # Per-node facts
 
 
-def _node_facts(batch: RoundBatch, res: BatchResult, shape: TreeShape, static: bool) -> _Nodes:
-    levels = rebuilt_levels(batch, shape, static)
+def _node_facts(batch: RoundBatch, res: BatchResult, shape: TreeShape) -> _Nodes:
+    levels = rebuilt_levels(batch, res, shape)
     c = len(batch)
     n = shape.num_nodes + 1
     starts = shape.starts

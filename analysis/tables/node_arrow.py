@@ -13,7 +13,7 @@ from functools import cache
 
 import numpy as np
 
-from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.config import TreeConfig
 from replay.core.tree import node_name
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, replayed_by_shape
 from replay.engine.batch.frames import NullableInts, frame_of
@@ -33,7 +33,7 @@ def stream_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str)
     )
     parts = TableParts([], [], [], [])
     for shape, members, sub, r in replayed_by_shape(batch, res):
-        facts = _node_facts(sub, r, shape, cfg.tree_type != TREE_DYNAMIC)
+        facts = _node_facts(sub, r, shape)
         rounds = ordinals[members]
         round_cells = round_arrow(r, shape, facts, cfg, run)
         parts.rounds.append(round_cells)

@@ -16,7 +16,7 @@ from replay.io.roundbatch import RoundBatch
 from replay.util.parallel import default_workers, ordered_map  # noqa: F401  (default_workers re-exported)
 
 from .codes import DEFAULT_CHUNK_ROUNDS, ERR_TOO_MANY_STEPS
-from .kernel import _columns, _rebuild_chunk, _replay_chunk, no_rows_faults, unfit_faults
+from .kernel import _columns, _levels_chunk, _replay_chunk, no_rows_faults, unfit_faults
 from .result import _ROUND_ARRAYS, BatchResult, _empty_result
 from .shapes import TreeShape, config_tree_shape, dynamic_shapes
 
@@ -46,7 +46,7 @@ def _replay_fixed(
             res.error[lo:hi], res.error_at[:, lo:hi] = unfit_faults(batch, lo, hi, shape, fits, static)
 
         _run_chunks(len(batch), chunk, workers, reject)
-        return replace(res, expanded=None)  # no tree was rebuilt
+        return res  # no tree was rebuilt: every round rejected, its slots -1
     notes: dict[int, list[str]] = {}
     _run_chunks(
         len(batch), chunk, workers, lambda lo, hi: _replay_chunk(batch, lo, hi, shape, static, res, notes, deeper)
@@ -116,18 +116,16 @@ def _replay_dynamic(batch: RoundBatch, cfg: TreeConfig, workers: int, chunk_roun
     return replace(out, selection_notes=notes)
 
 
-def expanded_nodes(
-    batch: RoundBatch, shape: TreeShape, static: bool, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS
-) -> list[np.ndarray]:
-    """The selection replay_batch makes for rounds of ``shape``: per draft step i, [h_i, R] int64
-    level-local index of the node expanded in each slot, in selection order (analysis needs the
-    recorded trees, not only the accepted paths). Rounds replay_batch rejects hold meaningless values.
-    """
-    out = [np.empty((h, len(batch)), dtype=np.int64) for h in shape.heads]
-    for lo, hi in _chunks(len(batch), chunk_rounds):
-        for i, ch in enumerate(_rebuild_chunk(batch, lo, hi, shape, static, _columns(hi - lo)).chosen):
-            out[i][:, lo:hi] = ch
-    return out
+def expanded_nodes(res: BatchResult, shape: TreeShape) -> list[np.ndarray]:
+    """The selection replay_batch made, read from ``res.expanded`` (rounds of ``shape``): per draft
+    step i, [h_i, R] int64 level-local index of the node expanded in each slot, in selection order
+    (analysis needs the recorded trees, not only the accepted paths). Rejected rounds hold 0."""
+    if res.expanded is None:
+        raise ValueError("the batch result kept no expanded slots (BatchResult.expanded): its trees are unknown")
+    return [
+        np.maximum(res.expanded[o : o + h], 0).astype(np.int64)  # -1 (a rejected round): any in-range node
+        for o, h in zip(shape.head_offsets, shape.heads)
+    ]
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,18 +138,18 @@ class RebuiltLevels:
 
 
 def rebuilt_levels(
-    batch: RoundBatch, shape: TreeShape, static: bool, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS
+    batch: RoundBatch, res: BatchResult, shape: TreeShape, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS
 ) -> RebuiltLevels:
-    """Every level of every round of ``batch`` (all of ``shape``). Rejected rounds hold meaningless values."""
+    """Every level of every round of ``batch`` (all of ``shape``; ``res``: their replay, whose
+    selection is taken as made). Rejected rounds hold meaningless values."""
     r = len(batch)
+    chosen = expanded_nodes(res, shape)
     tokens = [np.empty((n, r), dtype=np.int64) for n in shape.level_sizes[1:]]
-    chosen = [np.empty((h, r), dtype=np.int64) for h in shape.heads]
     logp = [np.full((n, r), np.nan) for n in shape.level_sizes[1:]]
     for lo, hi in _chunks(r, chunk_rounds):
-        tree = _rebuild_chunk(batch, lo, hi, shape, static, _columns(hi - lo))
+        tree = _levels_chunk(batch, lo, hi, shape, [ch[:, lo:hi] for ch in chosen], _columns(hi - lo))
         for i in range(shape.num_steps):
             tokens[i][:, lo:hi] = tree.tokens[i]
-            chosen[i][:, lo:hi] = tree.chosen[i]
             if tree.level_lp[i] is not None:
                 logp[i][:, lo:hi] = tree.level_lp[i]
     return RebuiltLevels(tokens, chosen, logp)

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.config import TreeConfig
 from replay.core.sampling_problems import problem_words
 from replay.core.sampling_recorded import recorded_bounds, recorded_column
 from replay.core.vocab import LAYOUT_ALL, LAYOUTS
@@ -67,13 +67,13 @@ def sampling_at(
         out["problem"][use] = NODE_COLUMNS_CODE
     else:
         col = recorded_column(temperature, node_temperatures)
-        static = cfg.tree_type != TREE_DYNAMIC
         for k, shape in enumerate(result.shapes):
             members = np.flatnonzero(use & (result.shape_index == k))
             if not members.shape[0]:
                 continue
-            part = batch if members.shape[0] == len(batch) else batch.take(members)
-            levels = rebuilt_levels(part, shape, static)
+            whole = members.shape[0] == len(batch)
+            part = batch if whole else batch.take(members)
+            levels = rebuilt_levels(part, result if whole else result.take(members), shape)
             parents = np.ascontiguousarray(node_parents(shape, levels.chosen).T)  # [R, N+1]
             tokens = np.zeros(parents.shape, dtype=np.int64)  # [R, N+1], node u = validate row u
             for i, tok in enumerate(levels.tokens):
