@@ -13,11 +13,12 @@ import pytest
 
 import analysis.compare.batch as compare_batch
 from analysis.compare.batch import compare_along, per_batch_parts, run_parts
-from analysis.compare.subtree_select import FIRST_TRUE_MAX, _first_min, first_hit, non_out_first
+from analysis.compare.subtree_select import FIRST_TRUE_MAX, first_hit, non_out_first
 from analysis.shapes.counts import draft_column_totals
 from analysis.tables.runs import TABLES_KEYS, load_run
 from replay.cli import main
 from replay.core.config import TreeConfig
+from replay.core.selection import first_true
 from replay.engine.runs import Run
 from replay.testing.batch_synth import SynthSpec, synth_batch
 from replay.testing.in_memory import replay_batches
@@ -120,7 +121,7 @@ def test_draft_totals_sum_in_node_order(seed):
 
 @pytest.mark.parametrize("levels", [1, 2, 5, 9, FIRST_TRUE_MAX + 3])
 def test_short_axis_helpers_equal_numpy(levels):
-    """non_out_first, _first_min and first_hit are argsort(stable), argmin and argmax along axis 0."""
+    """non_out_first, first_hit and first_true are argsort(stable), argmax and argmax (K when none) along axis 0."""
     rng = np.random.default_rng(levels)
     for share in (0.0, 0.3, 0.8, 1.0):
         alive = rng.random((levels, 500)) < share
@@ -129,5 +130,5 @@ def test_short_axis_helpers_equal_numpy(levels):
         want = np.argsort(~alive, axis=0, kind="stable")[:k]
         assert np.array_equal(non_out_first(alive, before, k), want)
         assert np.array_equal(first_hit(alive), alive.argmax(axis=0))
-        ints = np.where(alive, rng.integers(0, 4, alive.shape), np.iinfo(np.int64).max)
-        assert np.array_equal(_first_min(ints), ints.argmin(axis=0))
+        want_first = np.where(alive.any(axis=0), alive.argmax(axis=0), levels)
+        assert np.array_equal(first_true(alive), want_first)

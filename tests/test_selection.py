@@ -22,6 +22,7 @@ from replay.core.vocab import SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB,
 from replay.io.rounds import Round
 from replay.testing.rebuild import parents_are_valid
 from replay.testing.replayer import replay_round
+from replay.testing.selection_ref import selection_order_ref
 from replay.testing.table_rows import node_facts
 from tests.test_property import random_round
 
@@ -84,6 +85,7 @@ def test_rank_major_key_orders_by_rank_then_parent_slot_then_tree_order(nodes):
     ranks, slots = zip(*nodes)
     want = sorted(range(len(nodes)), key=lambda j: (ranks[j], slots[j], j))
     assert selection_order(rank_major_keys(ranks, slots)) == want
+    assert selection_order_ref(rank_major_keys(ranks, slots)) == want
 
 
 @st.composite
@@ -97,12 +99,12 @@ def levels(draw):
 
 @settings(max_examples=300, deadline=None)
 @given(levels())
-def test_vectorised_top_k_matches_the_scalar_rule(case):
+def test_vectorised_top_k_matches_the_sort(case):
     keys, k = case
     col = np.arange(keys.shape[1])
     got = top_k_columns(keys, k, col)
     for c in range(keys.shape[1]):
-        assert got[:, c].tolist() == select_top(keys[:, c].tolist(), k), f"column {c}"
+        assert got[:, c].tolist() == selection_order_ref(keys[:, c].tolist())[:k], f"column {c}"
 
 
 @settings(max_examples=300, deadline=None)
@@ -138,3 +140,24 @@ def test_level_ranks_put_the_expanded_nodes_first_in_selection_order(case):
     facts = node_facts(res)
     for step in res.tree.expanded[1:]:
         assert facts.level_rank[step].tolist() == list(range(step.shape[0]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(levels(), st.data())
+def test_top_k_with_positions_matches_the_sort(case, data):
+    """Rows out of tree order (positions given, ties among them) and absent nodes (NaN keys, never chosen)."""
+    keys, k = case
+    n, c = keys.shape
+    pos = np.array([[data.draw(st.integers(0, 3)) for _ in range(c)] for _ in range(n)], dtype=np.int64)
+    absent = np.array([[data.draw(st.booleans()) for _ in range(c)] for _ in range(n)])
+    got = top_k_columns(np.where(absent, np.nan, keys), k, positions=pos)
+    for j in range(c):
+        rows = [i for i in selection_order_ref(keys[:, j].tolist(), pos[:, j].tolist()) if not absent[i, j]]
+        want = (rows + [n] * k)[:k]
+        assert got[:, j].tolist() == want, f"column {j}"
+
+
+def test_one_column_is_the_sort():
+    """select_top / selection_order (top_k_columns on one column) on explicit tree positions."""
+    keys, ties = [-1.0, -1.0, -2.0, -1.0], [(1, 0), (0, 1), (0, 0), (1, 0)]
+    assert selection_order(keys, ties) == selection_order_ref(keys, [2, 1, 0, 3]) == [1, 0, 3, 2]

@@ -20,6 +20,7 @@ from replay.engine.batch import replay_batch
 from replay.engine.batch.view import round_view
 from replay.io.rounds import Round
 from replay.testing.in_memory import batch_from_rounds
+from replay.testing.selection_ref import selection_order_ref
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -99,11 +100,8 @@ def test_modules_applying_the_selection_rule_sort_no_keys_themselves():
 
 @pytest.fixture
 def reversed_ties(monkeypatch):
-    """rank_ties patched to put equal keys in reverse tree order (its cached weights rebuilt)."""
-    selection._tie_order.cache_clear()
+    """rank_ties patched to put equal keys in reverse tree order."""
     monkeypatch.setattr(selection, "rank_ties", lambda position: -position)
-    yield
-    selection._tie_order.cache_clear()
 
 
 def _levels(seed: int):
@@ -130,6 +128,10 @@ def test_every_form_follows_rank_ties(request, patched):
         k = int(np.random.default_rng(n).integers(0, n + 1))
         top = selection.top_k_columns(keys, k, np.arange(c, dtype=np.int64))
         np.testing.assert_array_equal(top, np.array([o[:k] for o in order], dtype=np.int64).reshape(c, k).T)
+        assert order == [selection_order_ref(keys[:, j].tolist()) for j in range(c)]
+        shuffled = np.random.default_rng(n).permutation(n)  # rows out of tree order: positions given
+        top = selection.top_k_columns(keys[shuffled], k, positions=np.broadcast_to(shuffled[:, None], (n, c)))
+        np.testing.assert_array_equal(shuffled[top], np.array([o[:k] for o in order], dtype=np.int64).reshape(c, k).T)
         a, b = np.arange(n)[:, None, None], np.arange(n)[None, :, None]
         before = selection.precedes(keys[:, None, :], a, keys[None, :, :], b)  # [a, b, C]
         np.testing.assert_array_equal(before.sum(axis=0), place)

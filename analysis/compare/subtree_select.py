@@ -2,8 +2,8 @@
 selection on it: which rule each round's recording used (selection_rules), and a level's IN / OUT /
 MAYBE status and slot range of each node choosing its top heads (select_level).
 
-Selection is recomputed by successive maxima (equal keys by replay.core.selection.rank_ties of
-their tree-order positions) in rounds where every key of the level is known and ordered (the common
+Selection is recomputed by replay.core.selection.top_k_columns (equal keys by rank_ties of their
+tree-order positions) in rounds where every key of the level is known and ordered (the common
 case; taken as they come where the valid nodes already are in that order), and with the
 pairwise IN / OUT / MAYBE rule in the others (exact, ordered keys by replay.core.selection.precedes).
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from replay.core.selection import first_true, precedes, rank_ties, tree_position
+from replay.core.selection import first_true, precedes, top_k_columns, tree_position
 from replay.engine.batch import SEL_PARENTS, BatchResult, RoundBatch, TreeShape
 
 from .subtree import IN, MAYBE, OUT
@@ -88,13 +88,6 @@ def non_out_first(alive: np.ndarray, before: np.ndarray, k_max: int) -> np.ndarr
     return np.stack([first_true(place == k) for k in range(k_max)])
 
 
-def _first_min(a: np.ndarray) -> np.ndarray:
-    """[C] int64 a.argmin(axis=0) of [L, C] ints: the first of the minima (first_true of the min-reduce)."""
-    if a.shape[0] >= FIRST_TRUE_MAX:
-        return a.argmin(axis=0)
-    return first_true(a == a.min(axis=0))
-
-
 def first_hit(hit: np.ndarray) -> np.ndarray:
     """[C] int64 np.argmax(hit, axis=0) of [L, C] bool: the first True, 0 where none."""
     if hit.shape[0] >= FIRST_TRUE_MAX:
@@ -125,15 +118,15 @@ def select_level(lvl: Level, heads: int) -> None:
     slot_hi = np.full((L, c), -1, dtype=np.int64)
     cols = np.flatnonzero(fast)
     if cols.shape[0]:
-        # successive maxima of the key, equal keys by the tie rule on (parent slot, rank): the tree order
+        # the selection rule on the key, equal keys by rank_ties of (parent slot, rank): the tree order
         every = cols.shape[0] == c
         vf = v if every else v[:, cols]
         key = np.where(vf, lvl.lo if every else lvl.lo[:, cols], -np.inf)
-        tie = rank_ties(tree_position(lvl.oslot if every else lvl.oslot[:, cols], lvl.rank))  # [L, C']
-        slot, in_order = _slots_in_order(key, tie, vf, heads)
+        pos = tree_position(lvl.oslot if every else lvl.oslot[:, cols], lvl.rank)  # [L, C']
+        slot, in_order = _slots_in_order(key, pos, vf, heads)
         loop = np.flatnonzero(~in_order)
         if loop.shape[0]:
-            slot[:, loop] = _successive_maxima(key[:, loop], tie[:, loop], vf[:, loop], heads)
+            slot[:, loop] = _selected_slots(key[:, loop], pos[:, loop], vf[:, loop], heads)
         chosen = slot >= 0
         st = np.where(chosen, IN, OUT).astype(np.int8)
         if every:
@@ -168,34 +161,28 @@ def select_level(lvl: Level, heads: int) -> None:
     lvl.status, lvl.slot_lo, lvl.slot_hi = status, slot_lo, slot_hi
 
 
-def _slots_in_order(key: np.ndarray, tie: np.ndarray, valid: np.ndarray, heads: int) -> tuple[np.ndarray, np.ndarray]:
+def _slots_in_order(key: np.ndarray, pos: np.ndarray, valid: np.ndarray, heads: int) -> tuple[np.ndarray, np.ndarray]:
     """([L, C] slot of each node, -1 when not chosen; [C] bool: that slot is right) without the
-    successive maxima, for the columns whose valid nodes come first and are already in selection
-    order (each key <= the one before, equal keys with tie rank >= the one before: level 1's ranks of
-    the root, mostly): there the maxima take the valid nodes in row order, so a node's slot is its
-    row, kept below ``heads``. A check of adjacent rows only; other columns are left to the loop."""
+    selection, for the columns whose valid nodes come first and are already in selection order (no
+    row preceded by the row below it: level 1's ranks of the root, mostly): there the selection
+    takes the valid nodes in row order, so a node's slot is its row, kept below ``heads``. A check
+    of adjacent rows only; other columns are left to _selected_slots. pos: [L, C] tree positions."""
     rows = np.arange(key.shape[0])[:, None]
     slot = np.where(valid & (rows < heads), rows, -1)
     if key.shape[0] == 1:
         return slot, np.ones(key.shape[1], dtype=bool)
     v1, k0, k1 = valid[1:], key[:-1], key[1:]
-    ok = (v1 <= valid[:-1]) & (~v1 | (k0 > k1) | ((k0 == k1) & (tie[:-1] <= tie[1:])))
+    ok = (v1 <= valid[:-1]) & (~v1 | ((k0 >= k1) & ~precedes(k1, pos[1:], k0, pos[:-1])))
     return slot, ok.all(axis=0)
 
 
-def _successive_maxima(key: np.ndarray, tie: np.ndarray, valid: np.ndarray, heads: int) -> np.ndarray:
-    """[L, C] the slot of each node (-1 when not chosen): the valid node of the largest key takes slot
-    0, equal keys to the smallest tie (rank_ties' rank; the first in row order among equal ties), then
-    the next, ``heads`` times."""
-    L = key.shape[0]
-    slot = np.full(key.shape, -1, dtype=np.int64)
-    left = valid.copy()
-    lanes = np.arange(key.shape[1])
-    for t in range(min(heads, L)):
-        cand = np.where(left, key, -np.inf)
-        best = cand.max(axis=0)
-        pick = _first_min(np.where(left & (cand == best), tie, np.iinfo(np.int64).max))  # [C']
-        exists = left[pick, lanes]
-        slot[pick[exists], lanes[exists]] = t
-        left[pick[exists], lanes[exists]] = False
-    return slot
+def _selected_slots(key: np.ndarray, pos: np.ndarray, valid: np.ndarray, heads: int) -> np.ndarray:
+    """[L, C] the slot of each node (-1 when not chosen) as replay.core.selection.top_k_columns
+    chooses ``heads`` of the valid nodes (pos: [L, C] int64 tree positions)."""
+    L, c = key.shape
+    order = top_k_columns(np.where(valid, key, np.nan), min(heads, L), positions=pos)  # [k, C], L: none
+    slot = np.full((L + 1, c), -1, dtype=np.int64)  # row L takes the "none left" slots
+    lanes = np.arange(c)
+    for t in range(order.shape[0]):
+        slot[order[t], lanes] = t
+    return slot[:L]

@@ -15,10 +15,10 @@ Which key, per step (the words are in replay.core.vocab; ``selection_method`` de
 The tie rule ("equal keys in tree order") is written in ``rank_ties``: every form below orders
 equal keys through it, and no module elsewhere sorts selection keys itself.
 
-The forms: scalar (``selection_order`` / ``select_top``, a few nodes per step); vectorised, numpy,
-round axis last (``top_k_columns`` through ``tie_winner``, ``invalid_parents_columns``,
-``selection_positions``); pairwise (``precedes``), which the interval form of
-analysis.compare.subtree_select uses where both keys are exact.
+One function selects: ``top_k_columns`` (numpy, C rounds at once, round axis last). The one-round
+forms ``select_top`` / ``selection_order`` call it on one column, ``selection_positions`` inverts
+its order. ``precedes`` is the rule as a pairwise comparison, for the interval form of
+analysis.compare.subtree_select, where keys are bounds rather than numbers.
 """
 
 from __future__ import annotations
@@ -102,10 +102,7 @@ def selection_order(keys: Sequence[float], ties: Sequence[Any] | None = None) ->
     keys: [l] one per level node (path log-probability or ``rank_major_key``), no NaN.
     ties: [l] comparable tree-order positions; default the index (the level is in tree order).
     """
-    if ties is not None and len(ties) != len(keys):
-        raise ValueError(f"ties: expected {len(keys)} entries, got {len(ties)}")
-    tie = [rank_ties(p) for p in (range(len(keys)) if ties is None else _positions(ties))]
-    return sorted(range(len(keys)), key=lambda j: (-keys[j], tie[j]))
+    return select_top(keys, len(keys), ties)
 
 
 def _positions(ties: Sequence[Any]) -> list[int]:
@@ -117,10 +114,18 @@ def _positions(ties: Sequence[Any]) -> list[int]:
 
 
 def select_top(keys: Sequence[float], heads: int, ties: Sequence[Any] | None = None) -> list[int]:
-    """The ``heads`` level-local indices a step expands, in selection order (see selection_order)."""
+    """The ``heads`` level-local indices a step expands, in selection order (see selection_order):
+    top_k_columns on one column (one round)."""
     if not 0 <= heads <= len(keys):
         raise ValueError(f"cannot pick {heads} heads from a level of {len(keys)} nodes")
-    return selection_order(keys, ties)[:heads]
+    if ties is not None and len(ties) != len(keys):
+        raise ValueError(f"ties: expected {len(keys)} entries, got {len(ties)}")
+    if not heads:
+        return []
+    column = np.asarray(keys, dtype=np.float64).reshape(-1, 1)
+    pos = None if ties is None else np.asarray(_positions(ties), dtype=np.int64).reshape(-1, 1)
+    top: list[int] = top_k_columns(column, heads, positions=pos)[:, 0].tolist()
+    return top
 
 
 def rank_major_key(rank: int, parent_slot: int) -> float:
@@ -167,38 +172,20 @@ def _descending(k: int) -> np.ndarray:
 
 
 def first_true(mask: np.ndarray) -> np.ndarray:
-    """[C] index of the first True along axis 0 of [K, C] bool (K when none); K < 128.
+    """[C] int64 index of the first True along axis 0 of [K, C] bool (K when none).
 
     A weighted max-reduce over the short leading axis: argmax or accumulate along it run a
     per-column inner loop and cost ~10x more.
     """
     k = mask.shape[0]
+    if k >= 128:  # beyond int8 weights: argmax's inner loop
+        long: np.ndarray = np.where(mask.any(axis=0), mask.argmax(axis=0), k)
+        return long
     if k == 1:
         first: np.ndarray = (~mask[0]).astype(np.int64)
         return first
     first = k - (mask * _descending(k)).max(axis=0).astype(np.int64)
     return first
-
-
-@lru_cache(maxsize=64)
-def _tie_order(k: int) -> np.ndarray | None:
-    """[K] int64 K rows in tree order, the one rank_ties expands first first; None when that is row order."""
-    order = np.argsort(rank_ties(np.arange(k, dtype=np.int64)), kind="stable")
-    if (order == np.arange(k)).all():
-        return None
-    order.flags.writeable = False
-    return order
-
-
-def tie_winner(mask: np.ndarray) -> np.ndarray:
-    """[C] the row that rank_ties expands first among the True rows of [K, C] bool, rows in tree order
-    (K when none); K < 128. first_true of the rows in rank_ties' order."""
-    order = _tie_order(mask.shape[0])
-    if order is None:
-        return first_true(mask)
-    first = first_true(mask[order])
-    winner: np.ndarray = np.append(order, mask.shape[0])[first]
-    return winner
 
 
 def precedes(key_a: Any, pos_a: Any, key_b: Any, pos_b: Any) -> Any:
@@ -209,44 +196,59 @@ def precedes(key_a: Any, pos_a: Any, key_b: Any, pos_b: Any) -> Any:
 
 def selection_positions(keys: np.ndarray) -> np.ndarray:
     """[L, C] int64 each row's place (0 first) in its column's selection order: keys [L, C] float64
-    of a level in tree order (columns with NaN: any value).
-
-    A level has few nodes and a block many rounds: for small L the place is counted (the rows that
-    precede), L² comparisons per round instead of a sort of strided columns."""
-    n = keys.shape[0]
-    rows = np.arange(n, dtype=np.int64)
-    if n > 16:
-        ties = np.broadcast_to(rank_ties(rows)[:, None], keys.shape)
-        order = np.lexsort((ties, -keys), axis=0)
-        out = np.empty(keys.shape, dtype=np.int64)
-        np.put_along_axis(out, order, np.broadcast_to(rows[:, None], keys.shape), axis=0)
-        return out
+    of a level in tree order (columns with NaN: any value). The inverse of top_k_columns' order."""
+    n, c = keys.shape
+    col = np.arange(c, dtype=np.int64)
+    order = np.minimum(top_k_columns(keys, n, col), n - 1)  # n: a NaN column ran out of nodes
     out = np.zeros(keys.shape, dtype=np.int64)
-    for j in range(n):
-        out += precedes(keys[j], j, keys, rows[:, None])
+    flat = out.reshape(-1)
+    for t in range(n):
+        flat[order[t] * c + col] = t
     return out
 
 
-def top_k_columns(keys: np.ndarray, k: int, col: np.ndarray) -> np.ndarray:
-    """[k, C] int64: select_top(keys[:, c], k) for every column c.
+def top_k_columns(
+    keys: np.ndarray, k: int, col: np.ndarray | None = None, positions: np.ndarray | None = None
+) -> np.ndarray:
+    """[k, C] int64 the selection rule on C rounds at once: row t holds, in every column, the node
+    that slot t expands (its row in ``keys``), L when the column has no node left. The one place
+    that selects: every other form (select_top, selection_order, selection_positions, the
+    sub-tree walk's slots) reads it.
 
-    keys: [L, C] float64 slot-major, a level of C rounds in tree order. Columns holding NaN give
-    garbage (their rounds use the fallback). col: [C] int64 0..C-1.
+    keys: [L, C] float64 a level of C rounds; a NaN key is never chosen (the sub-tree walk's absent
+    nodes; the replay's rounds without scores, which use the fallback). col: [C] int64 0..C-1.
+    positions: [L, C] int64 tree-order positions (tree_position) when the rows are not in tree order;
+    None: the row is the position. Equal keys go by rank_ties of the positions (equal ranks: row order).
     Successive maxima rather than argsort: a sort per round costs ~100 ns, one pass ~15 ns.
     """
     n, c = keys.shape
-    if not 0 <= k <= n or col.shape != (c,):
+    col = np.arange(c, dtype=np.int64) if col is None else col
+    if not 0 <= k <= n or col.shape != (c,) or (positions is not None and positions.shape != keys.shape):
         raise ValueError(f"top_k_columns: k = {k} of {n} slots, col {col.shape} for {c} columns")
     out = np.empty((k, c), dtype=np.int64)
     work = keys.copy() if k > 1 else keys
     flat = work.reshape(-1)
+    rows = np.arange(n, dtype=np.int64)[:, None]
+    tie = rank_ties(rows if positions is None else positions)
+    if positions is None and (n < 2 or (tie[1:] > tie[:-1]).all()):
+        tie = None  # rows already rank in tree order: the first equal maximum wins
     for t in range(k):  # k = heads of one step: a constant of the shape
         best = np.fmax.reduce(work, axis=0)  # fmax skips the NaN that marks already-taken slots
-        idx = np.minimum(tie_winner(work == best), n - 1)  # of equal maxima, the one rank_ties puts first
+        idx = _tie_break(work == best, tie)  # of equal maxima, the one rank_ties puts first
         out[t] = idx
         if t + 1 < k:
-            flat[idx * c + col] = np.nan
+            flat[np.minimum(idx, n - 1) * c + col] = np.nan  # n: nothing left, every key NaN already
     return out
+
+
+def _tie_break(mask: np.ndarray, tie: np.ndarray | None) -> np.ndarray:
+    """[C] int64 the row of [K, C] bool ``mask`` that goes first (K when none): the lowest ``tie``
+    ([K, C] or [K, 1] int64 rank_ties of the rows' positions; None: rows in rank order), equal
+    ties in row order."""
+    if tie is None:
+        return first_true(mask)
+    ranked = np.where(mask, tie, np.iinfo(np.int64).max)
+    return first_true(mask & (ranked == ranked.min(axis=0)))
 
 
 def invalid_parents_columns(local: np.ndarray, level: int) -> np.ndarray:
