@@ -16,7 +16,7 @@ from replay.io.roundbatch import RoundBatch
 from replay.util.parallel import default_workers, ordered_map  # noqa: F401  (default_workers re-exported)
 
 from .codes import DEFAULT_CHUNK_ROUNDS, ERR_TOO_MANY_STEPS
-from .kernel import _columns, _levels_chunk, _replay_chunk, no_rows_faults, unfit_faults
+from .kernel import _columns, _rebuild_chunk, _replay_chunk, no_rows_faults, unfit_faults
 from .result import _ROUND_ARRAYS, BatchResult, _empty_result
 from .shapes import TreeShape, config_tree_shape, dynamic_shapes
 
@@ -147,7 +147,7 @@ def rebuilt_levels(
     tokens = [np.empty((n, r), dtype=np.int64) for n in shape.level_sizes[1:]]
     logp = [np.full((n, r), np.nan) for n in shape.level_sizes[1:]]
     for lo, hi in _chunks(r, chunk_rounds):
-        tree = _levels_chunk(batch, lo, hi, shape, [ch[:, lo:hi] for ch in chosen], _columns(hi - lo))
+        tree = _rebuild_chunk(batch, lo, hi, shape, False, _columns(hi - lo), chosen)
         for i in range(shape.num_steps):
             tokens[i][:, lo:hi] = tree.tokens[i]
             if tree.level_lp[i] is not None:

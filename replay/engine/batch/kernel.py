@@ -164,10 +164,20 @@ class _Rebuilt:
     checks: _Checks  # rejection conditions found while rebuilding
 
 
-def _rebuild_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static: bool, col: np.ndarray) -> _Rebuilt:
+def _rebuild_chunk(
+    batch: RoundBatch,
+    lo: int,
+    hi: int,
+    shape: TreeShape,
+    static: bool,
+    col: np.ndarray,
+    given: list[np.ndarray] | None = None,
+) -> _Rebuilt:
     """Tree of every round in [lo, hi): level tokens, expanded nodes, selection codes, notes to check,
     and the path log-probabilities of levels 1..S (float64, parent's plus the step's). Only the first
-    ``shape.num_steps`` draft steps of ``batch`` are read (a shorter shape: the steps before a fault)."""
+    ``shape.num_steps`` draft steps of ``batch`` are read (a shorter shape: the steps before a fault).
+    given: per draft step i, [h_i, R] int64 the expanded nodes a replay chose (columns lo:hi read):
+    the selection is then not made again, and the selection codes and notes are meaningless."""
     c = hi - lo
     checks = _Checks()
     level_lp: list[np.ndarray | None] = []
@@ -182,40 +192,21 @@ def _rebuild_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, static
         _check_tokens(checks, kept, st.ids[: shape.heads[i], :, lo:hi], m, i)
         tokens.append(kept)
         par = None if st.parents is None else st.parents[: shape.heads[i], lo:hi].astype(np.int64)  # [h, C]
-        ch, selection[i], differs = _select_step(shape, i, par, lp, static, col, checks)
+        if given is None:
+            ch, selection[i], differs = _select_step(shape, i, par, lp, static, col, checks)
+        else:
+            ch, differs = given[i][:, lo:hi], None
         if differs is not None:
             mismatch.append(differs)
         chosen.append(ch)
-        lp = _next_level_lp(st, m, lp, ch, i, lo, hi, col)
+        if lp is not None and st.logp is not None:
+            step_lp = st.logp[m.slot_parent, m.slot_rank, lo:hi]
+            parent_lp = lp[0][None, :] if i == 0 else _gather(lp, ch, col)[m.slot_parent]
+            lp = parent_lp + step_lp  # float64 sums from the root down (root: 0.0 + x)
+        else:
+            lp = None
         level_lp.append(lp)
     return _Rebuilt(tokens, chosen, selection, mismatch, level_lp, checks)
-
-
-def _levels_chunk(
-    batch: RoundBatch, lo: int, hi: int, shape: TreeShape, chosen: list[np.ndarray], col: np.ndarray
-) -> _Rebuilt:
-    """``_rebuild_chunk``'s level tokens and path log-probabilities of rounds [lo, hi) whose selection
-    is known (chosen: per draft step i, [h_i, C] int64 level-local expanded nodes); selection codes,
-    notes and checks are not made."""
-    lp: np.ndarray | None = np.zeros((1, hi - lo))
-    tokens, level_lp = [], []
-    for i, (st, m) in enumerate(zip(batch.steps, shape.maps)):
-        tokens.append(level_tokens(st, m, lo, hi))
-        lp = _next_level_lp(st, m, lp, chosen[i], i, lo, hi, col)
-        level_lp.append(lp)
-    return _Rebuilt(tokens, chosen, np.empty((0, hi - lo), dtype=np.int8), [], level_lp, _Checks())
-
-
-def _next_level_lp(
-    st: MatrixStack, m: _StepMaps, lp: np.ndarray | None, ch: np.ndarray, i: int, lo: int, hi: int, col: np.ndarray
-) -> np.ndarray | None:
-    """[L_{i+1}, C] float64 path log-probs of level i+1 from level i's (lp: [L_i, C], None once
-    unknown) and step i's expanded nodes (ch: [h_i, C] int64 level-local); None without scores."""
-    if lp is None or st.logp is None:
-        return None
-    step_lp = st.logp[m.slot_parent, m.slot_rank, lo:hi]
-    parent_lp = lp[0][None, :] if i == 0 else _gather(lp, ch, col)[m.slot_parent]
-    return parent_lp + step_lp  # float64 sums from the root down (root: 0.0 + x)
 
 
 def _select_step(
