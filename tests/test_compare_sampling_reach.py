@@ -92,3 +92,25 @@ def test_shared_walk_equals_each_configs_own_walk(seed, monkeypatch):
                 assert_same_at(got[c], want[c])
     if len(configs) > 1:
         assert count.shared, (count.shared, count.own)  # the shared walk is taken, not only the fallback
+
+
+@pytest.mark.parametrize("seed", [1, 4])
+def test_a_round_with_a_blind_edge_gives_the_sub_trees_without_it_exact(seed, monkeypatch):
+    # at T = 1 a recorded round is inexact where the walk can reach a child missing from its parent's
+    # row; a candidate without that child is exact there, and the shared walk still gives it
+    flips: list[int] = []
+    exact_of = sampling_reach.RecordedWalk._exact
+
+    def spy(walk, lv, gathered, shared):
+        out = exact_of(walk, lv, gathered, shared)
+        flips.append(int((out & ~walk.exact).sum()))
+        return out
+
+    monkeypatch.setattr(sampling_reach.RecordedWalk, "_exact", spy)
+    count = _Count(monkeypatch)
+    cfg, batches = random_case(seed)
+    configs = candidates(cfg)
+    got, want = folded(batches, cfg, configs, 1.0, None), walked(batches, cfg, configs, 1.0, None)
+    for c in want:
+        assert_same_at(got[c], want[c])
+    assert sum(flips) and count.shared > count.own, (sum(flips), count.shared, count.own)

@@ -13,10 +13,11 @@ nodes it holds; they are not numbered, nor their rows prepared, nor walked.
 A config's chunk goes this way only where each usable round is sure to match its own walk: every
 node a node of the recorded config's sub-tree; no doubt on a child of unknown token, nor on a kept
 width that the walk can reach (a reachable doubt on a node's expansion makes the round undetermined
-there, as at_temperature's first doubt); and its exactness known from the recorded config's round
-(that one exact: every sub-tree of it is; else, where the edge into the root's first child is not
-determined, no sub-tree holding that child is). Otherwise the chunk takes the config's own walk
-(walk_at_temperature).
+there, as at_temperature's first doubt). Its exactness comes from the recorded config's walk too: a
+round is exact where no edge of its sub-tree is blind (reachable and not determined by the rows,
+replay.core.sampling_columns._blind_edges), each edge's flag the same in every sub-tree that holds it;
+an exact round's upper bounds are its lower ones, as in its own walk. Otherwise the chunk takes the
+config's own walk (walk_at_temperature).
 """
 
 from __future__ import annotations
@@ -27,14 +28,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from replay.core.config import TreeConfig
-from replay.core.sampling import sampling_bounds
-from replay.core.vocab import NO_PARENT
 
 from .sampling_subtrees import (
     AtT,
     SubTreeLevels,
     SubTrees,
     WalkAtT,
+    blind_edges,
     numbered,
     prefix_order,
     sub_tree_levels,
@@ -85,9 +85,8 @@ class RecordedWalk:
     reach_lo: np.ndarray  # [C, M] each recorded node's reach bounds (as WalkAtT keeps them)
     reach_hi: np.ndarray
     held: np.ndarray  # [C, M] bool: the node is in the round's sub-tree
+    blind: np.ndarray  # [C, M] bool: the edge into the node is reachable and not determined (blind_edges)
     exact: np.ndarray  # [C] bool: the round is exact
-    blind_first: np.ndarray  # [C] bool: not exact, and the edge into the root's first child is not determined
-    first: np.ndarray  # [C] int64 the root's first child (its recorded node), -1 where none
     t: float
     vocab_size: int | None
 
@@ -97,15 +96,15 @@ class RecordedWalk:
         inside = (np.arange(big_n)[None, :] < st.n[:, None]) & (st.recs >= 0)
         m = int(st.recs.max(initial=-1)) + 1
         reach_lo, reach_hi, held = np.zeros((c, m)), np.zeros((c, m)), np.zeros((c, m), dtype=bool)
+        blind = np.zeros((c, m), dtype=bool)
         f = np.flatnonzero(inside)  # flat [C, N] positions: one index per scatter, no tuples
         at = f // big_n * m + st.recs.reshape(-1)[f]
         for out, x in ((reach_lo, walked.reach_lo), (reach_hi, walked.reach_hi)):
             out.reshape(-1)[at] = x.reshape(-1)[f]
         held.reshape(-1)[at] = True
-        has_first = (st.n >= 2) & inside[:, min(1, big_n - 1)]
-        first = np.where(has_first, st.recs[:, min(1, big_n - 1)], -1)
-        blind = use & ~walked.exact & has_first & ~_first_edge_exact(st, use & ~walked.exact & has_first, t, vocab_size)
-        return RecordedWalk(reach_lo, reach_hi, held, walked.exact, blind, first, t, vocab_size)
+        if (use & ~walked.exact).any():  # an exact round has no blind edge
+            blind.reshape(-1)[at] = blind_edges(st, use, t, vocab_size).reshape(-1)[f]
+        return RecordedWalk(reach_lo, reach_hi, held, blind, walked.exact, t, vocab_size)
 
     def outcome(self, lv: SubTreeLevels, use: np.ndarray, gamma: int, shared: dict | None = None) -> AtT | None:
         """at_temperature's AtT of a candidate with levels ``lv`` from this walk, or None where some
@@ -114,7 +113,10 @@ class RecordedWalk:
         next configs of its prefix (last_built)."""
         c = use.shape[0]
         gathered: dict[int, tuple] = {}  # per level, what _reach_sums and _doubts_through read of it
-        doubts = None if len(lv.nodes) - 1 > MAX_SUMMED_DEPTHS else self._first_doubts(lv, use, gathered, shared)
+        if len(lv.nodes) - 1 > MAX_SUMMED_DEPTHS:
+            return None
+        exact = self._exact(lv, gathered, shared)
+        doubts = self._first_doubts(lv, use, exact, gathered, shared)
         if doubts is None:
             return None
         why, depth = doubts
@@ -132,10 +134,10 @@ class RecordedWalk:
         from replay.core.loops import depth_bounds_loop  # numba: imported at first use (replay.core.loops)
 
         ge_lo, ge_hi, e_lo, e_hi = np.empty((c, gamma)), np.empty((c, gamma)), np.empty(c), np.empty(c)
-        depth_bounds_loop(np.stack(sums_lo), np.stack(sums_hi), self.exact, det, ge_lo, ge_hi, e_lo, e_hi)
-        needs_vocab = self.t > 1.0 and self.vocab_size is None and bool((use & ~self.exact).any())
+        depth_bounds_loop(np.stack(sums_lo), np.stack(sums_hi), exact, det, ge_lo, ge_hi, e_lo, e_hi)
+        needs_vocab = self.t > 1.0 and self.vocab_size is None and bool((use & ~exact).any())
         rank = np.full(c, -1, dtype=np.int64)
-        return AtT(det, e_lo, e_hi, ge_lo, ge_hi, self.exact & det, lv.sim.max_steps, why, depth, rank, needs_vocab)
+        return AtT(det, e_lo, e_hi, ge_lo, ge_hi, exact & det, lv.sim.max_steps, why, depth, rank, needs_vocab)
 
     def _gathered(self, lv: SubTreeLevels, d: int, gathered: dict[int, tuple]) -> tuple:
         """[L, C] of level ``d``'s slots: in the sub-tree, a recorded node held by the recorded walk, and
@@ -150,6 +152,28 @@ class RecordedWalk:
             gathered[d] = (idx >= 0, held, lo, hi)
         return gathered[d]
 
+    def _exact(self, lv: SubTreeLevels, gathered: dict[int, tuple], shared: dict | None) -> np.ndarray:
+        """[C] bool: the candidate's round is exact, where no node of its sub-tree has a blind edge (an
+        edge's flag is the same in every sub-tree holding it; a slot not held by the walk sends the
+        round to the candidate's own walk, _first_doubts). The recorded config's exact rounds: all."""
+        c = self.exact.shape[0]
+        exact = np.ones(c, dtype=bool)
+        if not self.blind.any():
+            return exact
+        for d in range(1, len(lv.nodes)):
+            exact &= ~last_built(
+                shared, ("recorded walk's blind edges at", d), lv.keys[d], lambda: self._blind_level(lv, d)
+            )
+        return exact
+
+    def _blind_level(self, lv: SubTreeLevels, d: int) -> np.ndarray:
+        """[C] bool: some slot of level ``d`` in the sub-tree holds a recorded node with a blind edge."""
+        idx, recs = lv.nodes[d][0], lv.nodes[d][6]
+        c, m = self.blind.shape
+        at = np.arange(c)[None, :] * m + np.clip(recs, 0, m - 1)
+        out: np.ndarray = ((idx >= 0) & (recs >= 0) & self.blind.reshape(-1)[at]).any(axis=0)
+        return out
+
     @staticmethod
     def _reach_sums(level: tuple) -> tuple[np.ndarray, np.ndarray]:
         """([C] lo, [C] hi) one level's reach summed in its slot order (a slot not in the sub-tree: 0.0);
@@ -158,46 +182,54 @@ class RecordedWalk:
         return _sum_in_order(np.where(on, lo, 0.0)), _sum_in_order(np.where(on, hi, 0.0))
 
     def _first_doubts(
-        self, lv: SubTreeLevels, use: np.ndarray, gathered: dict[int, tuple], shared: dict | None
+        self, lv: SubTreeLevels, use: np.ndarray, exact: np.ndarray, gathered: dict[int, tuple], shared: dict | None
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """([C] why, depth) of each round's first doubt the walk can reach (why 0: none; at_temperature's
-        first doubt), or None where some usable round is not sure to match
-        the candidate's own walk (module docstring)."""
+        first doubt), or None where some usable round is not sure to match the candidate's own walk
+        (module docstring). A doubt is reached where the node's reach_hi is > 0: the recorded walk's, or
+        its reach_lo on a round ``exact`` for the candidate (its own walk's reach_hi there) and not for
+        the recorded config; each bound's levels are kept for the configs of one prefix."""
         c = use.shape[0]
-        state = (use, np.zeros(c, dtype=bool), np.zeros(c, dtype=np.int8), np.zeros(c, dtype=np.int64))
-        for d in range(len(lv.nodes)):
-            before = state
-            state = last_built(
-                shared,
-                ("recorded walk's doubts at", d),
-                lv.keys[d],
-                lambda: self._doubts_through(d, lv.nodes[d][6], lv.doubts[d], self._gathered(lv, d, gathered), before),
-            )
-        sure, holds_first, why, depth = state
-        sure = sure & (self.exact | (self.blind_first & holds_first))
+        flip = use & exact & ~self.exact
+        states = []
+        for side in (3, 2) if flip.any() else (3,):  # _gathered's reach_hi, then its reach_lo
+            state = (use, np.zeros(c, dtype=np.int8), np.zeros(c, dtype=np.int64))
+            for d in range(len(lv.nodes)):
+                before = state
+                state = last_built(
+                    shared,
+                    ("recorded walk's doubts at", d, side),
+                    lv.keys[d],
+                    lambda: self._doubts_through(
+                        d, lv.nodes[d][6], lv.doubts[d], self._gathered(lv, d, gathered), before, side
+                    ),
+                )
+            states.append(state)
+        sure, why, depth = states[0]
+        if len(states) > 1:
+            sure, why, depth = (np.where(flip, lo, hi) for hi, lo in zip(states[0], states[1]))
         return None if (use & ~sure).any() else (why, depth)
 
-    def _doubts_through(self, d: int, recs: np.ndarray, doubt: tuple, level: tuple, before: tuple) -> tuple:
-        """_first_doubts' (sure, holds_first, why, depth) [C] after level ``d`` from theirs ``before`` it;
-        ``recs``: the level's recorded nodes, ``level``: _gathered's."""
-        sure, holds_first, why, depth = before
+    def _doubts_through(self, d: int, recs: np.ndarray, doubt: tuple, level: tuple, before: tuple, side: int) -> tuple:
+        """_first_doubts' (sure, why, depth) [C] after level ``d`` from theirs ``before`` it; ``recs``: the
+        level's recorded nodes, ``level``: _gathered's, whose entry ``side`` (3: reach_hi, 2: reach_lo)
+        tells whether the walk reaches a doubt."""
+        sure, why, depth = before
         kind, whys = doubt[0], doubt[1]
         c = recs.shape[1]
-        on, held, _, reach_hi = level
+        on, held, reach = level[0], level[1], level[side]
         sure = sure & (~on | held).all(axis=0)
-        if d == 1:
-            holds_first = (on & (recs == self.first[None, :]) & (self.first >= 0)[None, :]).any(axis=0)
         if not kind.any():  # most levels of most chunks
-            return sure, holds_first, why, depth
-        # a doubt on a node's expansion is reached where the node's reach_hi > 0; one on its kept
+            return sure, why, depth
+        # a doubt on a node's expansion is reached where the node's reach bound > 0; one on its kept
         # width (never met on the random dumps) or on a child of unknown token: not looked into
-        reached = kind & (reach_hi > 0.0)[:, None, :]
+        reached = kind & (reach > 0.0)[:, None, :]
         sure = sure & ~reached[:, 0].any(axis=0) & ~kind[:, 2:].any(axis=(0, 1))
         new = reached[:, 1].any(axis=0) & (why == 0)
         first = np.argmax(reached[:, 1], axis=0)  # the first slot, in the round path's order
         why = np.where(new, whys[first, 1, np.arange(c)], why).astype(np.int8)
         depth = np.where(new, d, depth)
-        return sure, holds_first, why, depth
+        return sure, why, depth
 
 
 def _sum_in_order(x: np.ndarray) -> np.ndarray:
@@ -206,19 +238,4 @@ def _sum_in_order(x: np.ndarray) -> np.ndarray:
     out = np.zeros(x.shape[1])
     for row in x:
         out = out + row
-    return out
-
-
-def _first_edge_exact(st: SubTrees, rounds: np.ndarray, t: float, vocab_size: int | None) -> np.ndarray:
-    """[C] bool on ``rounds``: whether the edge into the root's first child is determined at T (the
-    rule's exact flag on the tree of the root and that child alone, its validate width per round)."""
-    out = np.zeros(rounds.shape[0], dtype=bool)
-    for k in np.unique(st.k[rounds]).tolist():
-        m = np.flatnonzero(rounds & (st.k == k))
-        parents = np.array([[NO_PARENT, 0]])
-        has = np.stack([st.has[m, 0], np.zeros(m.shape[0], dtype=bool)], axis=1)
-        b = sampling_bounds(
-            st.tokens[m, :2], parents, np.array([[0, 1]]), st.ids[m, :2, :k], st.logp[m, :2, :k], has, t, vocab_size
-        )
-        out[m] = b.exact
     return out

@@ -372,6 +372,16 @@ def walk_at_temperature(
     return WalkAtT(at, reach_lo, reach_hi, exact)
 
 
+def blind_edges(st: SubTrees, use: np.ndarray, t: float, vocab_size: int | None = None) -> np.ndarray:
+    """[C, N] bool on the rounds ``use`` (walk_at_temperature's, without recorded edges): the sub-tree's
+    edges into node u that the walk at T can reach and the rows do not determine (a round is exact
+    where it has none), from the groups the walk prepared (PreparedSampling.blind_edges)."""
+    out = np.zeros(st.tokens.shape, dtype=bool)
+    for m, nn, prepared in _groups(st, use, vocab_size):
+        out[m, :nn] = prepared.blind_edges(t)
+    return out
+
+
 def _recorded_groups(
     st: SubTrees, own: np.ndarray, t: float, edges: RecordedEdges | None
 ) -> Iterator[tuple[np.ndarray, int, SamplingBounds]]:

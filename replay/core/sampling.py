@@ -120,6 +120,14 @@ class PreparedSampling:
         out.length_ge_lo[bad] = out.length_ge_hi[bad] = np.nan
         return replace(out, needs_vocab=lower_bounds_refused(t, self.vocab_size, out.exact, out.problem))
 
+    def blind_edges(self, temperature: float) -> np.ndarray:
+        """[R, N+1] bool: each round's edges that the walk at T can reach and the rows do not determine
+        (a round is exact where it has none: replay.core.sampling_columns._blind_edges)."""
+        out = np.zeros((self.rounds, self.n1), dtype=bool)
+        for members, prepared in self.groups:
+            out[members] = prepared.blind_edges(temperature).T
+        return out
+
 
 def prepare_sampling(
     tokens: np.ndarray,

@@ -341,20 +341,35 @@ def _walk(ch: _Chunk, p_lo: np.ndarray, p_hi: np.ndarray) -> tuple[np.ndarray, n
 
 def _exact_of(ch: _Chunk, t: float) -> np.ndarray:
     """[C] bool: the round is exact, decided by the dump's structure, never by lo == hi (docs/analysis.md
-    "exact"): every edge out of a node the walk can reach has its probability determined by the rows.
-
-    T = 0: always (the greedy replay reads each row's top-1). T > 0, an edge u is known when u repeats
-    an earlier sibling's token (p = 0), when its parent's row has an empty tail (empty_tail: Z_T is the
-    recorded sum, a missing child has p = 0), or when u's token is in the row and Z_T is known: at
-    T = 1 (the recorded log-probs are a full softmax's, Z = 1: p = q), or where z_known. The walk can reach a node when every edge to it is
-    known with p > 0 (a recorded child at a finite log-prob: p > 0 even where float64 underflows).
-    The masks are child_cells' and repeat's, which the bounds use: a walk of booleans, no arithmetic.
-    """
+    "exact"): no edge of _blind_edges. T = 0: always (the greedy replay reads each row's top-1)."""
     n1, c = ch.tok.shape
     if t == 0.0 or n1 < 2:
         return np.ones(c, dtype=bool)
     if t != 1.0 and not ch.stats.z_known.any():  # top-K rows of a larger vocabulary: the usual case
-        return np.zeros(c, dtype=bool)  # the root's first child (never a repeat) is not known
+        return np.zeros(c, dtype=bool)  # the edge into the root's first child (never a repeat) is blind
+    blind = np.empty(c, dtype=bool)
+    np.any(_blind_edges(ch, t), axis=0, out=blind)
+    out: np.ndarray = ~blind
+    return out
+
+
+def _blind_edges(ch: _Chunk, t: float) -> np.ndarray:
+    """[N+1, C] bool: the edges into node u that the walk can reach and whose probability the rows do
+    not determine (row 0: False); a round is exact where it has none (_exact_of).
+
+    T > 0, an edge u is known when u repeats an earlier sibling's token (p = 0), when its parent's row
+    has an empty tail (empty_tail: Z_T is the recorded sum, a missing child has p = 0), or when u's token
+    is in the row and Z_T is known: at T = 1 (the recorded log-probs are a full softmax's, Z = 1: p = q),
+    or where z_known. The walk can reach a node when every edge to it is known with p > 0 (a recorded
+    child at a finite log-prob: p > 0 even where float64 underflows). Each edge's flag depends only on
+    the edges above it and its own parent's row and earlier siblings, so a sub-tree that keeps each
+    node's first children has the flags of the recorded tree on its edges (analysis.compare.sampling_reach).
+    The masks are child_cells' and repeat's, which the bounds use: a walk of booleans, no arithmetic.
+    """
+    n1, c = ch.tok.shape
+    blind = np.zeros((n1, c), dtype=bool)
+    if t == 0.0 or n1 < 2:
+        return blind
     there = ch.child_cells[2] > 0.0  # [N+1, C]: the child's token at a finite cell of its parent's row
     known = ch.per_edge(ch.stats.empty_tail)
     known |= there if t == 1.0 else there & ch.per_edge(ch.stats.z_known)
@@ -363,23 +378,21 @@ def _exact_of(ch: _Chunk, t: float) -> np.ndarray:
         known |= rep
         there &= ~rep
     if known[1:].all():  # every edge known (T = 1, every child recorded): no walk needed
-        return np.ones(c, dtype=bool)
+        return blind
     reach = np.empty(there.shape, dtype=bool)  # the walk can reach the node (row 0: the root)
     reach[0] = True
-    blind = np.zeros(c, dtype=bool)  # some edge out of a reachable node is not known
     if ch.tree.shared:
         for e, kids in enumerate(ch.tree.children):
             at = ch.reach_index[e]
             par = reach[at] if isinstance(at, int) else np.take(reach, at)
-            blind |= (par & ~known[kids]).any(axis=0)
+            blind[kids] = par & ~known[kids]
             reach[kids] = par & there[kids]
     else:
         for u in range(1, there.shape[0]):
             par = np.take(reach, ch.pidx[u])
-            blind |= par & ~known[u]
+            blind[u] = par & ~known[u]
             reach[u] = par & there[u]
-    out: np.ndarray = ~blind
-    return out
+    return blind
 
 
 def _depth_sums(tree: TreeLayout, lo: int, hi: int, reach: np.ndarray) -> np.ndarray:
@@ -503,6 +516,16 @@ class PreparedColumns:
     def bounds(self, temperature: float, keep_reach: bool = False) -> ColumnBounds:
         t = check_temperature(temperature)
         return _bounds_of(self.tree, self.chunks, self.shape, t, self.vocab_size, keep_reach)
+
+    def blind_edges(self, temperature: float) -> np.ndarray:
+        """[N+1, R] bool: each round's edges that the walk at T can reach and the rows do not determine
+        (_blind_edges), from the chunks' statistics as bounds(T) found them."""
+        t = check_temperature(temperature)
+        out = np.zeros(self.shape, dtype=bool)
+        for ch in self.chunks:
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+                out[:, ch.lo : ch.hi] = _blind_edges(ch, t)
+        return out
 
 
 def prepare_columns(
