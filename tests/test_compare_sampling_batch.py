@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.compare.sampling_batch import compare_sampling_run, join_sampling
-from analysis.compare.sampling_parts import sampling_parts
+from analysis.compare.sampling_batch import compare_sampling_run
+from analysis.compare.sampling_sums import folded_sums
 from analysis.compare.subtree import contained_configs
 from analysis.tables.runs import load_run
 from replay.core.config import TreeConfig
@@ -113,11 +113,10 @@ def test_random_dumps_batch_equals_round_path(seed):
     configs = configs_for(cfg, np.random.default_rng(seed + 99))
     for vocab in (None, VOCAB):
         for threshold in (None, 0.3) if seed % 4 == 0 else (None,):
-            parts = []
+            sums, fold = folded_sums(configs, TEMPERATURES, vocab, threshold or 0.0, None, per_round=True)
             for b in batches:
-                res = replay_batch(b, cfg, workers=1)
-                parts += sampling_parts(b, res, cfg, configs, TEMPERATURES, vocab, threshold or 0.0)
-            got = join_sampling(parts, cfg, configs, TEMPERATURES)
+                fold(b, replay_batch(b, cfg, workers=1), cfg)
+            got = sums.comparison(cfg)
             want = round_path(cfg, batches, configs, TEMPERATURES, vocab, threshold)
             assert_same(got, want)
     # the cases reach what they are meant to: determined and undetermined rounds, exact and bounded ones
@@ -161,10 +160,10 @@ def test_packed_run_uses_the_batch_arrays_and_equals_the_round_path(tmp_path):
 @pytest.mark.parametrize("seed", [1, 5, 7, 11])
 def test_the_table_and_the_reasons_summed_block_by_block_equal_the_per_round_path(tmp_path, seed):
     # compare --temperature without --per-round keeps no per-round frame (at 10^6 rounds it held
-    # ~9 GB): its table and its "most often" reasons must be the frame's, the order of the reasons
-    # (a tie goes to the one met first in the run) included; these cases give some config 2+ reasons,
-    # in blocks of 16 rounds that the replay's threads fold in any order
-    from analysis.compare.sampling import reason_lines, undetermined_counts
+    # ~9 GB): its table and its "most often" reasons, counted as folded, must be the frame's, the
+    # order of the reasons (a tie goes to the one met first in the run) included; these cases give
+    # some config 2+ reasons, in blocks of 16 rounds that the replay's threads fold in any order
+    from analysis.compare.sampling import reason_lines, undetermined_counts, undetermined_reasons
 
     cfg, batches = random_case(seed)
     run = tmp_path / "run"
@@ -175,10 +174,11 @@ def test_the_table_and_the_reasons_summed_block_by_block_equal_the_per_round_pat
     for temps, threshold in (([0.7], None), (TEMPERATURES, None), ([0.0, 1.3], 0.3)):
         frame = compare_sampling_run(fast, configs, temps, VOCAB, threshold, per_round=True)
         summed = compare_sampling_run(fast, configs, temps, VOCAB, threshold, per_round=False)
-        assert summed.per_round.empty and frame.undetermined is None
+        assert summed.per_round.empty and not frame.per_round.empty
         pd.testing.assert_frame_equal(summed.table, frame.table)
         assert list(summed.skipped) == list(frame.skipped)
-        want, got = undetermined_counts(frame), undetermined_counts(summed)
+        want = {cfg: undetermined_reasons(g) for cfg, g in frame.per_round.groupby("config", sort=False)}
+        got = undetermined_counts(summed)
         assert [(k, list(c.items())) for k, c in got.items() if c] == [
             (k, list(c.items())) for k, c in want.items() if c
         ]
@@ -275,7 +275,8 @@ def test_compare_recommend_and_report_at_t_read_the_batch_arrays(capsys, tmp_pat
 def test_the_curve_block_by_block_equals_one_block_and_the_round_path(tmp_path, varied):
     """Without per-round rows (report's curve) the table is summed block by block in run order
     (sampling_sums.curve_sums): a run packed in many blocks of interleaving groups gives the bytes
-    of the same run in one block, of the per-round join and of the round path; gamma 1 included."""
+    of the same run in one block, of the run with its per-round frame and of the round path; gamma 1
+    included."""
     make = varied_run if varied else synth_run
     batches = [scored(b, k, 0.03) for k, b in enumerate(make(ARTICLE, 700, seed=11, early_stop_rate=0.2, vocab=VOCAB))]
     configs = configs_for(ARTICLE, np.random.default_rng(3)) + [TreeConfig.from_lists([[2]], [1])]
@@ -329,8 +330,8 @@ def test_exact_sums_are_fsum_in_any_order_and_pieces():
 
 @pytest.mark.parametrize("with_scores", [True, False])
 def test_the_curve_without_scores_gives_the_same_table_and_skipped(tmp_path, with_scores):
-    """The curve folded block by block as blocks come gives the per-round join's and the round path's
-    table and skipped list; a run without scores too (every round refused at every T > 0: its chunks
+    """The curve folded block by block as blocks come gives the table and skipped list of the same
+    run with its per-round frame and of the round path; a run without scores too (every round refused at every T > 0: its chunks
     are not computed there, its skipped list made as read)."""
     batches = list(synth_run(ARTICLE, 500, seed=5, early_stop_rate=0.2, vocab=VOCAB))
     if with_scores:

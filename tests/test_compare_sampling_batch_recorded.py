@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.compare.sampling_batch import compare_sampling_run, join_sampling
-from analysis.compare.sampling_parts import sampling_parts
+from analysis.compare.sampling_batch import compare_sampling_run
+from analysis.compare.sampling_sums import folded_sums
 from analysis.tables.runs import load_run
 from replay.core.config import TreeConfig
 from replay.engine.batch import RoundBatch, replay_batch
@@ -80,11 +80,10 @@ def assert_same(got, want) -> None:
 
 
 def batch_path(cfg, batches, configs, temps, vocab, threshold):
-    parts = []
+    sums, fold = folded_sums(configs, temps, vocab, threshold or 0.0, NODE_T, per_round=True)
     for b in batches:
-        res = replay_batch(b, cfg, workers=1)
-        parts += sampling_parts(b, res, cfg, configs, temps, vocab, threshold or 0.0, None, NODE_T)
-    return join_sampling(parts, cfg, configs, temps)
+        fold(b, replay_batch(b, cfg, workers=1), cfg)
+    return sums.comparison(cfg)
 
 
 @pytest.mark.parametrize("seed", range(16))  # 1, 6, 9, 11 and 14 are in the all layout

@@ -1,5 +1,5 @@
 """Every config's outcome at T from the recorded config's walk (analysis.compare.sampling_reach, what
-recommend --temperature folds) equals the config's own walk (sampling_parts' outcomes, which
+recommend --temperature folds) equals the config's own walk (sampling_parts' outcomes with reach=False, which
 tests/test_compare_sampling_batch.py holds to the round path), field for field and bit for bit, on
 the random dumps with scores that test uses, at T = 0, < 1, 1 and > 1, with and without the
 vocabulary size; and the cases take the shared walk for most candidate chunks."""
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from analysis.compare import sampling_reach
-from analysis.compare.sampling_parts import NOT_REFUSED, sampling_parts
+from analysis.compare.sampling_parts import sampling_parts
 from analysis.compare.sampling_subtrees import AtT
 from analysis.compare.subtree import contained_configs
 from replay.core.config import TreeConfig
@@ -30,21 +30,18 @@ def folded(batches, cfg, configs, t, vocab) -> dict[int, AtT]:
     got: dict[int, list[tuple[np.ndarray, AtT]]] = {}
     for b in batches:
         res = replay_batch(b, cfg, workers=1)
-        sampling_parts(
-            b, res, cfg, configs, [t], vocab, 0.0, lambda c, _t, at, o: got.setdefault(c, []).append((o, at))
-        )
+        sampling_parts(b, res, cfg, configs, [t], lambda c, _t, at, o: got.setdefault(c, []).append((o, at)), vocab)
     return {c: _in_order(v) for c, v in got.items()}
 
 
 def walked(batches, cfg, configs, t, vocab) -> dict[int, AtT]:
-    """Each config's AtT of the usable rounds in run order from its own walk (no fold)."""
+    """Each config's AtT of the usable rounds in run order from its own walk (reach=False)."""
     got: dict[int, list[tuple[np.ndarray, AtT]]] = {}
     for b in batches:
         res = replay_batch(b, cfg, workers=1)
-        for p in sampling_parts(b, res, cfg, configs, [t], vocab, 0.0):
-            use = np.flatnonzero(p.refused_at(t) == NOT_REFUSED)
-            for c in range(len(configs)):
-                got.setdefault(c, []).append((p.ordinals[use], p.outcomes[(c, t)].take(use)))
+        sampling_parts(
+            b, res, cfg, configs, [t], lambda c, _t, at, o: got.setdefault(c, []).append((o, at)), vocab, reach=False
+        )
     return {c: _in_order(v) for c, v in got.items()}
 
 

@@ -5,9 +5,9 @@ from ``run.read_along``; ``compare_sampling_loaded`` reads the run again (compar
 when nothing matching was computed along (another set of configs, a vocabulary size the manifest
 contradicts: that error comes where the command asks for the size).
 
-Without the per-round frame every batch folds its rounds into one FoldedSums that the run's batches
-share (memory as analysis.compare.sampling_sums.curve_sums: nothing per round but the refused
-rounds'); with it each batch keeps its SamplingParts, as analysis.compare.batch.per_batch_parts does.
+Every batch folds its rounds into one FoldedSums that the run's batches share (as
+analysis.compare.sampling_sums.curve_sums: nothing per round but the refused rounds', and the
+outcomes where the per-round frame is asked for).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from replay.io.manifest import Manifest
 from replay.util.errors import SpecReplayError
 
 from .sampling import SamplingComparison
-from .sampling_batch import batch_gaps, compare_sampling_run, join_gaps, join_sampling
-from .sampling_parts import SamplingPart, sampling_parts
+from .sampling_batch import batch_gaps, compare_sampling_run, join_gaps
 from .sampling_sums import FoldedSums, check_every_round, folded_sums
 
 
@@ -45,8 +44,7 @@ class SamplingCompareAlong:
     """One batch's share of a comparison at T, computed while load_run read it (comparison_along)."""
 
     key: AlongKey
-    sums: FoldedSums | None  # without the per-round frame: the run's sums, shared by its batches
-    parts: list[SamplingPart]  # with the per-round frame: the batch's parts
+    sums: FoldedSums  # the run's, shared by its batches
     rounds: int  # the batch's replayed rounds
     gaps: list | None  # batch_gaps at a T whose node_logprobs the manifest records, else None
 
@@ -81,14 +79,11 @@ def comparison_along(
         nodes = opened.manifest.node_logprob_temperatures
         key = along_key(configs, temperature, vocab, gamma_threshold, per_round_of(opened.manifest))
         with_gaps = gaps and recorded_column(key.temperature, nodes) is not None
-        sums, fold = folded_sums(configs, [key.temperature], vocab, key.threshold, nodes)
+        sums, fold = folded_sums(configs, [key.temperature], vocab, key.threshold, nodes, key.per_round)
 
         def per_batch(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> SamplingCompareAlong:
             found = batch_gaps(batch, res, key.temperature, nodes) if with_gaps else None
-            if not key.per_round:
-                return SamplingCompareAlong(key, sums, [], fold(batch, res, tree), found)
-            parts = sampling_parts(batch, res, tree, configs, [key.temperature], vocab, key.threshold, None, nodes)
-            return SamplingCompareAlong(key, None, parts, sum(p.ordinals.shape[0] for p in parts), found)
+            return SamplingCompareAlong(key, sums, fold(batch, res, tree), found)
 
         return per_batch
 
@@ -113,13 +108,7 @@ def loaded_sums(run: LabelledRun, key: AlongKey) -> FoldedSums | None:
 def loaded_comparison(run: LabelledRun, key: AlongKey) -> SamplingComparison | None:
     """compare_sampling_run's SamplingComparison for ``key``, from what was computed as the run was read, else None."""
     along = _read_along(run, key)
-    if along is None:
-        return None
-    if key.per_round:
-        parts = [p for a in along for p in a.parts]
-        return join_sampling(parts, run.config, key.configs, [key.temperature], True)
-    sums = along[0].sums
-    return sums.comparison(run.config) if sums is not None else None
+    return along[0].sums.comparison(run.config) if along else None
 
 
 def compare_sampling_loaded(

@@ -1,6 +1,6 @@
 """Every config at every T on the replayed rounds of one batch, one tree shape at a time (SamplingPart):
 whether the recorded replay at T refuses a round (no scores, a bad row), and each config's outcome
-on the others, chunk by chunk (analysis.compare.sampling_subtrees), kept or folded as made.
+on the others, chunk by chunk (analysis.compare.sampling_subtrees), handed to a fold as made.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from .subtree_select import selection_rules
 NOT_REFUSED = 0  # SamplingPart.refused: the recorded round has a sampling replay at T
 
 RefusalKey = tuple[bool, int | None]  # refusal_key: what a round's refusal at T depends on
+# fold(config position, T, AtT of some usable rounds, [C] their ordinals): where sampling_parts' outcomes go
+Fold = Callable[[int, float, AtT, np.ndarray], None]
 
 
 def refusal_key(t: float, node_temperatures: Sequence[float] | None) -> RefusalKey:
@@ -38,12 +40,12 @@ def refusal_key(t: float, node_temperatures: Sequence[float] | None) -> RefusalK
 
 @dataclass(frozen=True, eq=False)
 class SamplingPart:
-    """The replayed rounds of one tree shape of one batch, every config at every T."""
+    """The replayed rounds of one tree shape of one batch, every config at every T (their outcomes
+    went to sampling_parts' fold)."""
 
     ordinals: np.ndarray  # [C] position of each round in its run
     names: np.ndarray  # [C] object round names a_b
     refused: dict[RefusalKey, np.ndarray]  # -> [C] NOT_REFUSED, NO_SCORES_CODE, NODE_COLUMNS_CODE or PROBLEM_*
-    outcomes: dict[tuple[int, float], AtT]  # (config position, T)
     why: dict[RefusalKey, np.ndarray]  # -> [C] object: a refused round's reason (the engine's words), else ""
     keys: dict[float, RefusalKey]  # each T's key into refused and why
 
@@ -62,6 +64,7 @@ class _Ask:
     threshold: float
     node_temperatures: Sequence[float] | None  # the manifest's node_logprob_temperatures
     keys: dict[float, RefusalKey]
+    reach: bool  # whether a config's outcome may come from the recorded config's walk (sampling_reach)
 
 
 def sampling_parts(
@@ -70,22 +73,24 @@ def sampling_parts(
     recorded: TreeConfig,
     configs: Sequence[TreeConfig],
     temperatures: Sequence[float],
+    fold: Fold,
     vocab_size: int | None = None,
     gamma_threshold: float = 0.0,
-    fold: Callable[[int, float, AtT, np.ndarray], None] | None = None,
     node_temperatures: Sequence[float] | None = None,
+    reach: bool = True,
 ) -> list[SamplingPart]:
     """Every config at every T on the rounds of ``batch`` that ``res`` replayed, one shape at a time.
     Whether a round is refused (no scores, a bad row) is the recorded replay at T's verdict
     (replay.engine.batch.recorded.sampling_at: at a T of ``node_temperatures``, a round that carries
     node_logprobs is judged on those), which depends only on refusal_key(T).
-    ``fold(config position, T, AtT of the chunk's usable rounds, their ordinals)``: called instead, the
-    parts' outcomes left empty (compare's table, report's curve and recommend at T sum each chunk as it
-    is made: nothing per round waits). Folded at one T with the recorded config first, the configs'
-    outcomes come from the recorded config's walk where it gives them (analysis.compare.sampling_reach)."""
+    ``fold(config position, T, AtT of the chunk's usable rounds, their ordinals)`` takes each outcome as
+    it is made (analysis.compare.sampling_sums.FoldedSums: nothing per round waits unless the per-round
+    frame is asked for). At one T with the recorded config first, the configs' outcomes come from the
+    recorded config's walk where it gives them (analysis.compare.sampling_reach; ``reach`` False: each
+    config's own walk, the tests' oracle)."""
     ordinals = np.arange(len(batch)) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
     keys = {t: refusal_key(t, node_temperatures) for t in temperatures}
-    ask = _Ask(recorded, configs, temperatures, vocab_size, gamma_threshold, node_temperatures, keys)
+    ask = _Ask(recorded, configs, temperatures, vocab_size, gamma_threshold, node_temperatures, keys, reach)
     static = recorded.tree_type != TREE_DYNAMIC
     parts = []
     for shape, members, b, r in replayed_by_shape(batch, res):
@@ -96,8 +101,8 @@ def sampling_parts(
                 bs = sampling_at(b, r, recorded, t, vocab_size, node_temperatures)
                 refused[keys[t]] = np.where(bs.usable, NOT_REFUSED, bs.problem).astype(np.int8)
                 why[keys[t]] = _reasons(refusal_texts(b, r, bs, vocab_size, node_temperatures), len(b))
-        outcomes = _part_outcomes(b, r, shape, static, ask, refused, fold, ordinals[members])
-        parts.append(SamplingPart(ordinals[members], round_names(r), refused, outcomes, why, keys))
+        _fold_outcomes(b, r, shape, static, ask, refused, fold, ordinals[members])
+        parts.append(SamplingPart(ordinals[members], round_names(r), refused, why, keys))
     return parts
 
 
@@ -123,11 +128,11 @@ def _node_columns(b: RoundBatch, r: BatchResult, ask: _Ask) -> dict[float, tuple
     return out
 
 
-def _part_outcomes(b, r, shape, static, ask: _Ask, refused, fold=None, ords=None):
-    """{(config, T): AtT} on rounds of one shape, chunk by chunk (analysis.compare.subtree_batch's chunks)."""
+def _fold_outcomes(b, r, shape, static, ask: _Ask, refused, fold: Fold, ords: np.ndarray) -> None:
+    """fold(config, T, AtT, ordinals) on the usable rounds of one shape, chunk by chunk
+    (analysis.compare.subtree_batch's chunks); ``ords``: [R] each round's position in its run."""
     expanded = expanded_nodes(r, shape)
     rules = selection_rules(b, r, shape)
-    chunks: dict[tuple[int, float], list[AtT]] = {}
     recorded, threshold = ask.recorded, ask.threshold
     mine = [is_own_tree(sub, recorded, threshold) for sub in ask.configs]
     own = (
@@ -136,17 +141,12 @@ def _part_outcomes(b, r, shape, static, ask: _Ask, refused, fold=None, ords=None
         else {}
     )
     nodes = _node_columns(b, r, ask)
-    reach = fold is not None and _reach_applies(ask, static, nodes)
+    reach = _reach_applies(ask, static, nodes)
     caps = step_caps(ask.configs, shape.num_steps, recorded.gamma)
     for lo in range(0, len(b), CHUNK_ROUNDS):
         hi = min(len(b), lo + CHUNK_ROUNDS)
         uses = {key: codes[lo:hi] == NOT_REFUSED for key, codes in refused.items()}
         if not any(u.any() for u in uses.values()):  # every T refuses every round (no scores, T > 0 only)
-            for c, sub in enumerate(ask.configs):
-                if fold is not None:
-                    continue  # no usable round to fold
-                for t in ask.temperatures:
-                    chunks.setdefault((c, t), []).append(_refused_at(hi - lo, sub.gamma))
             continue
         rec = RecordedChunk(b, r, expanded, shape, lo, hi, rules[lo:hi])
         rows = validate_rows(b, r, lo, hi)
@@ -159,25 +159,19 @@ def _part_outcomes(b, r, shape, static, ask: _Ask, refused, fold=None, ords=None
             st = None if mine[c] else sub_trees(rec, rows, b.root_tokens[lo:hi], sub, caps[c], float(threshold))
             for t in ask.temperatures:
                 use = uses[ask.keys[t]]
-                if not use.any():  # a refused round's outcome is never read (every reader takes the usable rounds)
-                    if fold is None:
-                        chunks.setdefault((c, t), []).append(_refused_at(hi - lo, sub.gamma))
+                if not use.any():  # a refused round has no outcome
                     continue
                 if st is None:
                     at = _replayed_at(own[t], r, lo, hi, sub.gamma)
                 else:
                     at = at_temperature(st, use, t, ask.vocab_size, _edges(st, nodes.get(t), lo, hi))
-                if fold is not None:
-                    fold(c, t, at.take(np.flatnonzero(use)), ords[lo:hi][use])
-                else:
-                    chunks.setdefault((c, t), []).append(at)
-    return {key: AtT.concat(v) for key, v in chunks.items()}
+                fold(c, t, at.take(np.flatnonzero(use)), ords[lo:hi][use])
 
 
 def _reach_applies(ask: _Ask, static: bool, nodes: dict) -> bool:
     """Whether the folded configs' outcomes go through analysis.compare.sampling_reach: one T, a static
     recording's own config first, no simulated early stop, no recorded node_logprobs read at T."""
-    one_t = len(ask.temperatures) == 1 and not nodes
+    one_t = ask.reach and len(ask.temperatures) == 1 and not nodes
     return one_t and static and not ask.threshold and bool(ask.configs) and ask.configs[0] == ask.recorded
 
 
@@ -211,11 +205,3 @@ def _replayed_at(bs: BatchSampling, res: BatchResult, lo: int, hi: int, gamma: i
         z - 1,
         bs.needs_vocab,
     )
-
-
-def _refused_at(c: int, gamma: int) -> AtT:
-    """at_temperature's AtT on C rounds none of which is used (each refused at this T), not computed:
-    undetermined, as at_temperature leaves the rounds it does not read (why 0: never read)."""
-    f, z = np.full(c, np.nan), np.zeros(c, dtype=np.int64)
-    no = np.zeros(c, dtype=bool)
-    return AtT(no, f, f, np.zeros((c, gamma)), np.zeros((c, gamma)), no, z, np.zeros(c, np.int8), z, z - 1, False)

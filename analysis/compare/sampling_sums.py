@@ -1,6 +1,6 @@
-"""The comparison table at T without its per-round arrays: the run read block by block, every config's
-outcomes folded as they are made into exactly rounded sums (order-independent), the refused
-rounds kept as arrays and listed in run order (SkippedRounds).
+"""The comparison at T: the run read block by block, every config's outcomes folded as they are made
+into exactly rounded sums (order-independent), the refused rounds kept as arrays and listed in run
+order (SkippedRounds); the outcomes themselves are kept only for the per-round frame.
 """
 
 from __future__ import annotations
@@ -33,15 +33,15 @@ from .subtree import (
 
 
 def curve_sums(
-    run, configs, temperatures, vocab_size, threshold, progress, node_temperatures=None
+    run, configs, temperatures, vocab_size, threshold, progress, node_temperatures=None, per_round=False
 ) -> SamplingComparison:
-    """join_sampling's table without its per-round arrays: every config at every T on a batch, the
-    batch's rounds folded into FoldedSums as it comes (the sums are exactly rounded: order-independent),
-    then dropped; the batches are those load_run kept (``run.batches``), else the run read again block
-    by block (as analysis.tables.stream reads it). What stays per round is the refused rounds' ordinal,
-    name and code (the skipped list). node_temperatures: the manifest's node_logprob_temperatures
-    (sampling_parts)."""
-    sums, per_batch = folded_sums(configs, temperatures, vocab_size, threshold, node_temperatures)
+    """Every config at every T on each batch, the batch's rounds folded into FoldedSums as it comes (the
+    sums are exactly rounded: order-independent); the batches are those load_run kept
+    (``run.batches``), else the run read again block by block (as analysis.tables.stream reads it).
+    What stays per round is the refused rounds' ordinal, name and code (the skipped list), and with
+    ``per_round`` every outcome (the per-round frame). node_temperatures: the manifest's
+    node_logprob_temperatures (sampling_parts)."""
+    sums, per_batch = folded_sums(configs, temperatures, vocab_size, threshold, node_temperatures, per_round)
     done, total = 0, run.rounds
     # the kept batches on as many threads as a reading replays on: the sums are order-independent
     for chunk in each_batch(run, per_batch):
@@ -58,14 +58,16 @@ def folded_sums(
     vocab_size: int | None,
     threshold: float,
     node_temperatures: Sequence[float] | None,
+    per_round: bool = False,
 ) -> tuple[FoldedSums, Callable[[RoundBatch, BatchResult, TreeConfig], int]]:
-    """An empty FoldedSums and the per_batch (replay.engine.runs.PerBatch) that folds a batch's rounds
-    into it, on the replay's threads, and returns how many rounds it folded."""
-    sums = FoldedSums(configs, temperatures)
+    """An empty FoldedSums (keeping every outcome for the per-round frame where ``per_round``) and the
+    per_batch (replay.engine.runs.PerBatch) that folds a batch's rounds into it, on the replay's
+    threads, and returns how many rounds it folded."""
+    sums = FoldedSums(configs, temperatures, per_round)
 
     def per_batch(batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> int:
         parts = sampling_parts(
-            batch, res, tree, configs, temperatures, vocab_size, threshold, sums.fold, node_temperatures
+            batch, res, tree, configs, temperatures, sums.fold, vocab_size, threshold, node_temperatures
         )
         with sums.lock:
             sums.add(parts)
@@ -85,11 +87,15 @@ def check_every_round(done: int, run, command: str) -> None:
 class FoldedSums:
     """Per (config, T) what summarize_sampling_sums reads, from rounds added in any order: counts and
     the determined rounds' bounds' exactly rounded sums (ExactSum); the refused rounds, put in run
-    order at the end (the skipped list)."""
+    order at the end (the skipped list); with ``per_round``, every outcome and every round's name too
+    (the per-round frame)."""
 
-    def __init__(self, configs: Sequence[TreeConfig], temperatures: Sequence[float]) -> None:
+    def __init__(self, configs: Sequence[TreeConfig], temperatures: Sequence[float], per_round: bool = False) -> None:
         self.configs, self.temperatures = list(configs), list(temperatures)
         self.acc = {(c, t): _Acc(configs[c].gamma) for c in range(len(configs)) for t in temperatures}
+        # with the per-round frame: per (config, T) each fold's (ordinals, AtT); every add's (ordinals, names)
+        self.kept: dict[tuple[int, float], list[tuple[np.ndarray, AtT]]] | None = {} if per_round else None
+        self.names: list[tuple[np.ndarray, np.ndarray]] = []
         # per refusal key: the refused rounds' (ordinals, names, reasons) of each add, kept as arrays
         self.refused: dict[RefusalKey, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         self.keys: dict[float, RefusalKey] = {}  # each T's key (SamplingPart.keys)
@@ -105,6 +111,8 @@ class FoldedSums:
         order = np.argsort(ords, kind="stable")
         names = np.concatenate([p.names for p in parts])[order]
         self.keys = parts[0].keys
+        if self.kept is not None:
+            self.names.append((ords[order], names))
         refused = {key: np.concatenate([p.refused[key] for p in parts])[order] for key in parts[0].refused}
         for key, codes in refused.items():
             bad = np.flatnonzero(codes != NOT_REFUSED)
@@ -117,6 +125,8 @@ class FoldedSums:
             if at.needs_vocab:
                 self.needs_vocab.add(c)
             self.acc[(c, t)].add(at, ordinals)
+            if self.kept is not None:
+                self.kept.setdefault((c, t), []).append((ordinals, at))
 
     def comparison(self, recorded: TreeConfig, only: Sequence[int] | None = None) -> SamplingComparison:
         """The SamplingComparison of the configs at positions ``only`` (default: all), in that order."""
@@ -136,9 +146,47 @@ class FoldedSums:
                 for text, k in self.acc[(c, t)].reasons():
                     texts[text] += k
         needs_vocab = any(c in self.needs_vocab for c in shown)
-        return SamplingComparison(
-            table, pd.DataFrame([], columns=SAMPLING_PER_ROUND_COLUMNS), skipped, needs_vocab, undetermined
-        )
+        return SamplingComparison(table, self._per_round(shown), skipped, needs_vocab, undetermined)
+
+    def _per_round(self, shown: Sequence[int]) -> pd.DataFrame:
+        """The per-round frame of the configs ``shown``: config, T, then run order (empty without ``per_round``)."""
+        frames = []
+        if self.kept is not None and self.names:
+            ords = np.concatenate([o for o, _ in self.names])
+            order = np.argsort(ords, kind="stable")
+            ords, names = ords[order], np.concatenate([n for _, n in self.names])[order]
+            for c in shown:
+                for t in self.temperatures:
+                    pieces = self.kept.get((c, t), [])
+                    if not pieces:
+                        continue
+                    at_ords = np.concatenate([o for o, _ in pieces])
+                    by_run = np.argsort(at_ords, kind="stable")
+                    at = AtT.concat([a for _, a in pieces]).take(by_run)
+                    frames.append(_frame(self.configs[c], t, names[np.searchsorted(ords, at_ords[by_run])], at))
+        if not frames:
+            return pd.DataFrame([], columns=SAMPLING_PER_ROUND_COLUMNS)
+        return pd.DataFrame({k: np.concatenate([f[k] for f in frames]) for k in SAMPLING_PER_ROUND_COLUMNS})
+
+
+def _frame(cfg: TreeConfig, t: float, names: np.ndarray, at: AtT) -> dict[str, np.ndarray]:
+    """One (config, T)'s per-round columns (SAMPLING_PER_ROUND_COLUMNS); ``names`` [C] of the rounds of ``at``."""
+    n = names.shape[0]
+    codes = np.stack([at.why.astype(np.int64), at.depth, at.rank], axis=1)
+    uniq, inverse = unique_rows(codes)
+    texts = np.asarray(
+        [reason_text(int(w), int(d), int(r), REACHED) if w else "" for w, d, r in uniq.tolist()] or [""], dtype=object
+    )
+    return {
+        "config": np.full(n, cfg.short(), dtype=object),
+        "temperature": np.full(n, float(t)),
+        "round": names.astype(object),
+        "determined": at.determined,
+        "expected_accepted_length_lo": at.lo,
+        "expected_accepted_length_hi": at.hi,
+        "exact": at.exact,
+        "reason": texts[inverse],
+    }
 
 
 _NONE = (np.zeros(0, dtype=object), np.zeros(0, dtype=object))  # no refused round at a T

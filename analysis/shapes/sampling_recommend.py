@@ -15,7 +15,7 @@ folded into exactly rounded sums per candidate as they are made (order-independe
 numbers as over the run's arrays; nothing per round is kept), while load_run reads the run
 (``shapes_along``). When every candidate's full sums fit ALONG_SUMS_BYTES they give the whole
 comparison, and the run is read once; otherwise only each candidate's ranking number is folded
-(``_RankSums``: the sum summarize_sampling_arrays takes), and the full comparison of the shapes shown
+(``_RankSums``: the sum summarize_sampling_sums takes), and the full comparison of the shapes shown
 (the top N and the recorded one) reads the run again. At a T whose node_logprobs the manifest
 records, every candidate is compared with its per-round outcomes in one go, as compare --temperature
 does.
@@ -200,7 +200,7 @@ def _shown(run, configs, shapes, numbers: np.ndarray, top: int, compare_shown) -
 
 class _RankSums:
     """Each config's RANK_BY folded batch by batch (module docstring): per config one exactly rounded
-    sum of the determined rounds' E[L] lower bounds (summarize_sampling_arrays' sum: order-independent,
+    sum of the determined rounds' E[L] lower bounds (summarize_sampling_sums' sum: order-independent,
     so the same number as over the run's array), and the rounds used at T and replayed; nothing per
     round is kept."""
 
@@ -218,7 +218,7 @@ class _RankSums:
 
     def fold_batch(self, batch: RoundBatch, res: BatchResult, tree: TreeConfig) -> int:
         """Fold a batch's rounds in (on the replay's threads); how many it replayed."""
-        parts = sampling_parts(batch, res, tree, self.configs, [self.t], self.vocab_size, 0.0, self._fold, self.nodes)
+        parts = sampling_parts(batch, res, tree, self.configs, [self.t], self._fold, self.vocab_size, 0.0, self.nodes)
         n = sum(p.ordinals.shape[0] for p in parts)
         with self.lock:
             self.used += sum(int((p.refused_at(self.t) == NOT_REFUSED).sum()) for p in parts)
