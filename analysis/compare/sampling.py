@@ -115,38 +115,6 @@ class ExactSum:
         return out + self.special
 
 
-def exact_sums(values: np.ndarray) -> np.ndarray:
-    """ExactSum of ``values`` [n, k] at once: [k] sums."""
-    acc = ExactSum(values.shape[1])
-    acc.add(values)
-    return acc.sums()
-
-
-def summarize_sampling_arrays(
-    cfg: TreeConfig,
-    recorded: TreeConfig,
-    t: float,
-    determined: np.ndarray,
-    lo_all: np.ndarray,
-    hi_all: np.ndarray,
-    ge_lo: np.ndarray,
-    ge_hi: np.ndarray,
-    exact: np.ndarray,
-    steps_hi: np.ndarray,
-) -> dict:
-    """One SAMPLING_COLUMNS row from a config's rounds at T, as per-round arrays in run order ([n];
-    ge_*: [n, gamma], zeros past a round's sub-tree): the one summary rule (undetermined rounds
-    counted, not averaged)."""
-    n, nd = int(determined.shape[0]), int(determined.sum())
-    lo_hi = np.stack([lo_all[determined], hi_all[determined]], axis=1).astype(np.float64)
-    ge = np.concatenate([ge_lo[determined], ge_hi[determined]], axis=1).reshape(nd, 2 * cfg.gamma)
-    sums = exact_sums(np.concatenate([lo_hi, ge], axis=1))
-    exact_n = int(exact[determined].sum())
-    ge_sums = sums[2:].reshape(2, cfg.gamma)
-    undet = float(steps_hi[~determined].sum())
-    return summarize_sampling_sums(cfg, recorded, t, n, nd, exact_n, sums[0], sums[1], ge_sums, undet)
-
-
 def summarize_sampling_sums(
     cfg: TreeConfig,
     recorded: TreeConfig,
@@ -159,7 +127,8 @@ def summarize_sampling_sums(
     ge_sums: np.ndarray,
     undet_hi: float,
 ) -> dict:
-    """summarize_sampling_arrays' row from n rounds' sums: ``nd`` determined, ``lo_sum`` / ``hi_sum``
+    """One SAMPLING_COLUMNS row, the one summary rule (undetermined rounds counted, not averaged),
+    from n rounds' sums: ``nd`` determined, ``lo_sum`` / ``hi_sum``
     their expected accepted length bounds summed and ``ge_sums`` [2, gamma] their P(L >= d) bounds,
     every sum exactly rounded (ExactSum: math.fsum of the values, in any order); ``exact`` /
     ``undet_hi`` the determined exact rounds and the undetermined ones' steps. A mean is its sum / nd.

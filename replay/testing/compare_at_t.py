@@ -22,6 +22,7 @@ the greedy counterfactual decides, with the same accepted length (tests/test_com
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -33,7 +34,7 @@ from analysis.compare.sampling import (
     SAMPLING_COLUMNS,
     SAMPLING_PER_ROUND_COLUMNS,
     SamplingComparison,
-    summarize_sampling_arrays,
+    summarize_sampling_sums,
 )
 from analysis.compare.subtree import (
     MAYBE,
@@ -235,24 +236,30 @@ def _at_t(tr: SubTreeRound, b, j: int, t: float, vocab_size: int | None = None) 
 
 
 def summarize_sampling(cfg: TreeConfig, recorded: TreeConfig, t: float, rounds: Sequence[SubRoundAtT]) -> dict:
-    """One SAMPLING_COLUMNS row from a config's rounds at T (undetermined ones counted, not averaged)."""
-    n = len(rounds)
-    ge = np.zeros((2, n, cfg.gamma))
-    for i, r in enumerate(rounds):
-        ge[0, i, : len(r.length_ge_lo)] = r.length_ge_lo[: cfg.gamma]
-        ge[1, i, : len(r.length_ge_hi)] = r.length_ge_hi[: cfg.gamma]
-    return summarize_sampling_arrays(
+    """One SAMPLING_COLUMNS row from a config's rounds at T (undetermined ones counted, not averaged),
+    each sum math.fsum's over the determined rounds in run order."""
+    det = [r for r in rounds if r.determined]
+    ge = [
+        [math.fsum(_padded(getattr(r, side), cfg.gamma)[d] for r in det) for d in range(cfg.gamma)]
+        for side in ("length_ge_lo", "length_ge_hi")
+    ]
+    return summarize_sampling_sums(
         cfg,
         recorded,
         t,
-        np.array([r.determined for r in rounds], dtype=bool),
-        np.array([r.expected_lo for r in rounds], dtype=np.float64),
-        np.array([r.expected_hi for r in rounds], dtype=np.float64),
-        ge[0],
-        ge[1],
-        np.array([r.exact for r in rounds], dtype=bool),
-        np.array([r.steps_hi for r in rounds], dtype=np.int64),
+        len(rounds),
+        len(det),
+        sum(r.exact for r in det),
+        math.fsum(r.expected_lo for r in det),
+        math.fsum(r.expected_hi for r in det),
+        np.array(ge, dtype=np.float64),
+        float(sum(r.steps_hi for r in rounds if not r.determined)),
     )
+
+
+def _padded(values: Sequence[float], gamma: int) -> list[float]:
+    """A round's P(L >= d) for d = 1 .. gamma: zeros past its sub-tree."""
+    return [*values[:gamma], *[0.0] * (gamma - len(values[:gamma]))]
 
 
 def compare_sampling(
