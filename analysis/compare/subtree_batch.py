@@ -25,7 +25,18 @@ from replay.core.config import TreeConfig
 from replay.core.vocab import PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, StopCode, TreeShape
 
-from .subtree import IN, MAYBE, OUT, WHY_BEYOND, WHY_MAYBE, WHY_NONE, WHY_THRESHOLD, WHY_UNEXPANDED, WHY_WIDTH
+from .subtree import (
+    IN,
+    MAYBE,
+    OUT,
+    WHY_BEYOND,
+    WHY_MAYBE,
+    WHY_NONE,
+    WHY_THRESHOLD,
+    WHY_UNEXPANDED,
+    WHY_WIDTH,
+    truncated,
+)
 from .subtree_levels import (
     RecordedChunk,
     SimulatedLevels,
@@ -97,21 +108,59 @@ def replay_contained_many(
 ) -> list[SubOutcomes]:
     """Each of ``subs`` replayed on every round of ``batch`` (all of recorded ``shape``; ``expanded``: per
     step [h_i, R] the recorded selection, replay.engine.batch.expanded_nodes), reading each chunk of
-    the recording once. Rounds with ``res.error != 0`` get meaningless values."""
+    the recording once; without the gammaThreshold early stop, a config that is the first steps of
+    another one's is that walk cut short (truncation_sources). Rounds with ``res.error != 0`` get
+    meaningless values."""
     r = len(batch)
     outs = [SubOutcomes.empty(r) for _ in subs]
     rules = selection_rules(batch, res, shape)
     caps = step_caps(subs, shape.num_steps, recorded_gamma)
     roots = [s.top_k_spec[0][0] for s in subs if s.top_k_spec and len(s.top_k_spec[0]) == 1]
+    longer = [None] * len(subs) if gamma_threshold > 0 else truncation_sources(subs)
+    walked = [k for k, src in enumerate(longer) if src is None]
     for lo in range(0, r, SIM_CHUNK_ROUNDS):
         hi = min(r, lo + SIM_CHUNK_ROUNDS)
         rec = RecordedChunk(batch, res, expanded, shape, lo, hi, rules[lo:hi])
         shared: dict = {}  # the chunk's levels by prefix (simulate_levels)
         if len(roots) > 1:
             shared[ROOT_WIDEST] = max(roots)
-        for sub, cap, out in zip(subs, caps, outs):
-            out.put(slice(lo, hi), _simulate(rec, sub, cap, float(gamma_threshold), shared))
+        for k in walked:
+            outs[k].put(slice(lo, hi), _simulate(rec, subs[k], caps[k], float(gamma_threshold), shared))
+    for k, src in enumerate(longer):
+        if src is not None:
+            outs[k] = truncated_walk(outs[src], caps[k])
     return outs
+
+
+def truncation_sources(subs: list[TreeConfig]) -> list[int | None]:
+    """Per config, the index of the deepest other one of ``subs`` whose first gamma steps it is
+    (analysis.compare.subtree.truncated), None when there is none: its walk is that one's cut short
+    (truncated_walk), not walked again. The deepest such one is itself walked."""
+    out: list[int | None] = []
+    for sub in subs:
+        deeper = [k for k, other in enumerate(subs) if other.gamma > sub.gamma and truncated(other, sub.gamma) == sub]
+        out.append(max(deeper, key=lambda k: subs[k].gamma) if deeper else None)
+    return out
+
+
+def truncated_walk(longer: SubOutcomes, cap: int) -> SubOutcomes:
+    """The greedy walk (no gammaThreshold early stop) of the first steps of a config, from that of
+    the config (``longer``, walked to a cap at least ``cap``): up to depth ``cap`` both walk the same
+    levels, so a round whose walk ended before it ends the same way, and every other one reaches
+    the leaves at depth ``cap``. Without the early stop each walk runs every step to its cap."""
+    before = longer.lower < cap  # [R] bool: the walk ended above depth cap
+    undecided = before & ~longer.decided
+    steps = np.full(longer.lower.shape[0], cap, dtype=np.int64)
+    return SubOutcomes(
+        np.where(before, longer.decided, True),
+        np.where(before, longer.lower, cap),
+        np.where(before & ~undecided, longer.lower, cap),  # an undecided walk's upper bound: the steps run
+        np.where(before, longer.stop, STOP_CODE_LEAF).astype(np.int8),
+        steps,
+        steps.copy(),
+        np.where(before, longer.why, WHY_NONE).astype(np.int8),
+        np.where(before, longer.why_rank, NO_CANDIDATE),
+    )
 
 
 class _Built:
