@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from replay.core.config import TreeConfig
-from replay.core.vocab import PAD_TOKEN
+from replay.core.vocab import CHUNK_ROUNDS, PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, StopCode, TreeShape
 
 from .subtree import (
@@ -54,11 +54,12 @@ STOP_CODE_LEAF, STOP_CODE_MISMATCH, STOP_CODE_NO_ROW = StopCode.LEAF, StopCode.M
 STOP_CODE_UNDECIDABLE = max(StopCode) + 1  # the batch replay's stop codes, and one more
 NO_CANDIDATE = -1  # why_rank where the reason names no candidate (not vocab.NO_RANK, the root's rank)
 ROOT_WIDEST = "root widest"  # shared's key: the widest root width of the configs replayed together
-# Rounds simulated at once. Each level op makes a [slots, rounds] temporary; at 4,096 rounds they stay in
-# the CPU's cache and under malloc's mmap threshold. At vocab.CHUNK_ROUNDS (16,384) each was a fresh
-# mmap whose pages fault in again: 2 million page faults, 5 s of system time, for recommend at 10^6
-# rounds (docs/benchmarks.md, "compare and recommend at a million rounds"). Results do not depend on it.
-SIM_CHUNK_ROUNDS = 4096
+# Rounds simulated at once: a packed run's block (vocab.CHUNK_ROUNDS), whole. A walk makes some ten
+# thousand small array operations per chunk whatever its width, so narrower chunks cost more: at 10^6
+# article rounds the report's 7 configs took 5.0 user CPU s at 4,096 rounds, 4.0 at 8,192 and 3.4 at
+# 16,384, and recommend --budget 12 (whole command) 6.9 / 6.1 / 5.6, its page faults and system time
+# about the same (each level op's [slots, rounds] temporary grows with it). Results do not depend on it.
+SIM_CHUNK_ROUNDS = CHUNK_ROUNDS
 # A level is built (and selected) only on the rounds still walking (_OnTheWalk); the columns of the
 # others are dropped from it when they are more than this share of it. Results do not depend on it.
 COMPACT_SHARE = 0.85
