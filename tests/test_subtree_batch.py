@@ -244,3 +244,21 @@ def test_wider_configs_on_narrow_rows_match_reference():
         TreeConfig.from_lists([[5], [3, 3], [2, 2]], [1, 2, 2]),
     ]
     assert check_contained(big, batch_from_rounds(rounds), subs) == len(rounds) * len(subs)
+
+
+def test_truncations_cut_from_the_deeper_walk_match_their_own_walks():
+    """Without the gammaThreshold early stop, a config that is the first steps of another one replayed
+    with it takes its outcomes from that walk (truncation_sources, truncated_walk): every field as
+    its own walk's, on the synthetic article rounds."""
+    run = open_run("sample_dumps/synthetic_article")
+    batches = [b for load in run.chunks(1) for b in load()[0]]
+    cfg = run.tree
+    subs = [cfg] + [subtree_batch.truncated(cfg, g) for g in range(1, cfg.gamma)]
+    assert subtree_batch.truncation_sources(subs) == [None] + [0] * (cfg.gamma - 1)
+    for b, r, exp, shape in replayed_shapes(cfg, batches):
+        together = replay_contained_many(b, r, exp, shape, subs, cfg.gamma)
+        for sub, many in zip(subs, together):
+            one = replay_contained(b, r, exp, shape, sub, cfg.gamma)
+            for name in one.__dataclass_fields__:
+                got, want = getattr(many, name), getattr(one, name)
+                assert got.dtype == want.dtype and np.array_equal(got, want), (sub.short(), name)
