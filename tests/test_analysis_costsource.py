@@ -196,3 +196,21 @@ def test_bad_timing_fields_name_the_file_and_field(tmp_path):
     d = dump(tmp_path / "run3", totals=dict(TOTALS, prefill_s=9.0))
     with pytest.raises(DumpError, match=r"totals\.total_s"):
         cost_of(d)
+
+
+def test_round_costs_are_each_rounds_round_cost():
+    """CostModel.round_costs (compare's and the gamma strategies' per-round costs) gives each round
+    the float round_cost gives its (steps, nodes) alone, curves extrapolated at both ends included."""
+    rng = np.random.default_rng(5)
+    steps, nodes = rng.integers(0, 6, 500), rng.integers(0, 90, 500)
+    models = (
+        CostModel.default(),
+        CostModel(np.array([2.0, 8.0, 40.0]), np.array([1.0, 1.1, 1.7]), 0.07, "curve", np.array([0.05, 0.06, 0.1])),
+    )
+    for cost in models:
+        want = [float(cost.round_cost(int(s), int(n))) for s, n in zip(steps, nodes)]
+        assert cost.round_costs(steps, nodes).tolist() == want
+        assert np.array_equal(cost.round_costs(steps, nodes), np.asarray(cost.round_cost(steps, nodes)))
+    assert cost.round_costs(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)).shape == (0,)
+    with pytest.raises(ValueError):
+        cost.round_costs(np.array([1]), np.array([-1]))

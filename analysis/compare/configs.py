@@ -77,8 +77,8 @@ def summarize_arrays(
     R = int(decided.shape[0])
     lo = lower.astype(np.float64)
     hi = upper.astype(np.float64)
-    c_lo = np.asarray(cost.round_cost(steps_lo, nodes_lo), dtype=np.float64)
-    c_hi = np.asarray(cost.round_cost(steps_hi, nodes_hi), dtype=np.float64)
+    c_lo = cost.round_costs(steps_lo, nodes_lo)
+    c_hi = cost.round_costs(steps_hi, nodes_hi)
     n_decided = int(decided.sum())
     nan = float("nan")
     lo_rates = per_position_rates(lower, cfg.gamma).tolist() if R else []

@@ -30,7 +30,6 @@ import numpy as np
 
 from analysis.cost.model import CostModel
 from replay.core.config import TreeConfig
-from replay.engine.batch.frames import distinct_columns
 
 STRATEGY_NAMES = {
     0: "off",
@@ -281,8 +280,8 @@ def simulate_strategy_arrays(
     traj, stop, g_stop, ema = _trajectory(outs, G, strategy, ema_window)
     cols = np.arange(stop)
     rows = traj - 1
-    c_lo = _round_costs(cost, outs.steps_lo[rows, cols], outs.nodes_lo[rows, cols])
-    c_hi = _round_costs(cost, outs.steps_hi[rows, cols], outs.nodes_hi[rows, cols])
+    c_lo = cost.round_costs(outs.steps_lo[rows, cols], outs.nodes_lo[rows, cols])
+    c_hi = cost.round_costs(outs.steps_hi[rows, cols], outs.nodes_hi[rows, cols])
     acc = int(outs.lower[rows, cols].sum())
     gsum = int(traj.sum())
     # np.cumsum adds left to right, as the walk does (np.sum would add pairwise: other last bits)
@@ -358,14 +357,3 @@ def _walk_table(step: np.ndarray, start: int) -> np.ndarray:
         out[:, i] = g
         g = chunks[g - 1, chunk[:, 0], i]
     return np.append(out.reshape(-1)[:R], g[-1])  # the padding past R keeps the last gamma
-
-
-def _round_costs(cost: CostModel, steps: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-    """[k] float64 cost.round_cost of each (steps, nodes), called once per distinct pair as the walk calls it."""
-    if not steps.shape[0]:
-        return np.zeros(0)
-    # the distinct pairs in np.unique(axis=1)'s order, their rows folded into one key (a sort of
-    # row records takes seconds at 10^6 rounds)
-    first, inverse = distinct_columns(np.stack([steps, nodes]))
-    values = np.asarray([float(cost.round_cost(int(steps[f]), int(nodes[f]))) for f in first.tolist()])
-    return values[inverse]

@@ -162,6 +162,21 @@ class CostModel:
             np.asarray(nodes, dtype=np.float64) + 1
         )
 
+    def round_costs(self, steps: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """[k] float64 ``round_cost`` of each (steps, nodes) pair ([k] int64 counts each), found once
+        per distinct pair (a config's steps and nodes take few values; no sort of the rounds), each
+        as a single round's float: the same number whatever the rounds beside it."""
+        if not steps.shape[0]:
+            return np.zeros(0)
+        if int(steps.min()) < 0 or int(nodes.min()) < 0:
+            raise ValueError("round_costs: steps and nodes are counts")
+        width = int(nodes.max()) + 1
+        key = steps * width + nodes
+        table = np.zeros(int(key.max()) + 1)
+        for k in np.flatnonzero(np.bincount(key)).tolist():
+            table[k] = float(self.round_cost(k // width, k % width))
+        return table[key]
+
     def speedup(self, tokens_committed: float, cost_s: float) -> float:
         """Speedup over the target alone for a total of committed tokens and of round seconds."""
         if cost_s <= 0:
