@@ -52,7 +52,7 @@ class _Layout:
     """What one file of a layout holds, and which of its bytes the other files of the layout may change."""
 
     template: np.ndarray  # [L] uint8, the decoded file's bytes
-    fixed: np.ndarray  # [K] int64 positions every file of the layout shares with the template
+    fixed: np.ndarray  # [L] bool the bytes every file of the layout shares with the template
     arrays: dict[str, tuple[int, np.dtype, tuple[int, int], bool]]  # name -> (offset, dtype, shape, fortran)
     crcs: tuple[tuple[int, int, int], ...]  # per member read: (start, end, offset of its CRC field)
 
@@ -65,7 +65,8 @@ def _npy_layout(data: bytes) -> _Layout | None:
         return None
     if header.offset + header.data_bytes != len(data) or len(header.shape) != 2:
         return None
-    fixed = np.arange(header.offset, dtype=np.int64)
+    fixed = np.zeros(len(data), dtype=bool)
+    fixed[: header.offset] = True
     shape = (header.shape[0], header.shape[1])
     return _Layout(_bytes(data), fixed, {"ids": (header.offset, header.dtype, shape, header.fortran_order)}, ())
 
@@ -102,7 +103,7 @@ def _npz_layout(data: bytes) -> _Layout | None:
         free[local + _LOCAL_FREE[0] : local + _LOCAL_FREE[1]] = True
         free[central + _CENTRAL_FREE[0] : central + _CENTRAL_FREE[1]] = True
         crcs.append((start, start + size, central + _CENTRAL_CRC))
-    return _Layout(_bytes(data), np.flatnonzero(~free), arrays, tuple(crcs))
+    return _Layout(_bytes(data), ~free, arrays, tuple(crcs))
 
 
 def _bytes(data: bytes) -> np.ndarray:
@@ -160,7 +161,7 @@ def _decode(datas: Sequence[bytes], exts: Sequence[str]) -> _Decoded:
             if lay is None or not _arrays_ok(lay.arrays):
                 left = left[1:]
                 continue
-            same = (table[np.ix_(left, lay.fixed)] == lay.template[lay.fixed]).all(axis=1) if lay.fixed.size else None
+            same = _same_fixed(table, left, lay) if lay.fixed.any() else None
             take = left if same is None else left[same]
             left = left[:0] if same is None else left[~same]
             good = np.ones(take.size, dtype=bool)
@@ -178,6 +179,15 @@ def _decode(datas: Sequence[bytes], exts: Sequence[str]) -> _Decoded:
             layout_of[files[take]] = k
             row[files[take]] = np.arange(take.size)
     return _Decoded(ok, layout_of, row, values, shapes, ids_ok)
+
+
+def _same_fixed(table: np.ndarray, left: np.ndarray, lay: _Layout) -> np.ndarray:
+    """[n] bool: which files ``left`` (rows of ``table`` [F, L] uint8) equal ``lay``'s template in its fixed bytes."""
+    rows = table if left.size == table.shape[0] else table[left]  # every file: no copy
+    differ = rows != lay.template  # whole rows with a mask: far cheaper than gathering the fixed columns
+    differ &= lay.fixed
+    same: np.ndarray = ~differ.any(axis=1)
+    return same
 
 
 def _cut(table: np.ndarray, rows: np.ndarray, spec: tuple[int, np.dtype, tuple[int, int], bool]) -> np.ndarray:
