@@ -311,14 +311,23 @@ class SourceNames:
         """os.path.join(directory, name) is this + name for any name not starting with a separator."""
         return os.path.join(self.directory, "")
 
+    @cached_property
+    def _drafts(self) -> tuple[str, ...]:
+        """Draft step ``s``'s path with the key's two numbers left as ``%d`` fields: the naming rule."""
+        return tuple(_pattern(self._prefix, f"draft_step_{s}", ext) for s, ext in enumerate(self.exts))
+
+    @cached_property
+    def _validate(self) -> str:
+        return _pattern(self._prefix, "validate", self.exts[-1])
+
     def step_path(self, key: tuple[int, int], step: int) -> str:
         a, b = key
         if step == 0:
             a, b = a - self.step0_offset[0], b - self.step0_offset[1]
-        return f"{self._prefix}draft_step_{step}_{a}_{b}{self.exts[step]}"
+        return self._drafts[step] % (a, b)
 
     def validate_path(self, key: tuple[int, int]) -> str:
-        return f"{self._prefix}validate_{key[0]}_{key[1]}{self.exts[-1]}"
+        return self._validate % (key[0], key[1])
 
     def scores_path(self, key: tuple[int, int], ordinal: int | None = None) -> str:
         """The file a round's validate scores were read from, for messages, as the round-by-round reader
@@ -333,9 +342,38 @@ class SourceNames:
             return tuple(self.overrides[ordinal])
         return tuple(self.step_path(key, s) for s in range(steps)) + (self.validate_path(key),)
 
+    def odd_rounds(
+        self, items: Sequence[tuple[int, tuple[int, int], tuple[tuple[str, str | None, str | None], ...], int]]
+    ) -> dict[int, tuple[str, ...]]:
+        """ordinal → data paths of the rounds whose paths paths() does not rebuild ("007", "./"): a reader
+        keeps these verbatim (the overrides). items: textbatch.RoundPaths, each with a file per matrix.
+
+        All rounds at once: one string formatted per round and one comparison for all of them; a
+        round at a time only where some name does not round-trip.
+        """
+        steps = len(self.exts) - 1
+        joint = "\0".join((*self._drafts[:steps], self._validate))  # no path holds a NUL
+        da, db = self.step0_offset
+        built = "\0".join(
+            [joint % (((a - da, b - db) + (a, b) * steps) if steps else (a, b)) for _, (a, b), _, _ in items]
+        )
+        if built == "\0".join([fs[0] for _, _, files, _ in items for fs in files]):
+            return {}
+        odd = {}
+        for ordinal, key, files, _ in items:
+            paths = tuple(fs[0] for fs in files)
+            if paths != self.paths(key, len(files) - 1):
+                odd[ordinal] = paths
+        return odd
+
     def scores_paths(self, key: tuple[int, int], steps: int, ordinal: int | None = None) -> tuple[str, ...]:
         """Every matrix's scores file as a rebuilt DumpMatrix names it: "" (its reader names its own)."""
         return ("",) * (steps + 1)
+
+
+def _pattern(prefix: str, stem: str, ext: str) -> str:
+    """``prefix + stem + "_A_B" + ext`` as a %-format with A and B as ``%d`` fields."""
+    return f"{prefix}{stem}".replace("%", "%%") + "_%d_%d" + ext.replace("%", "%%")
 
 
 @dataclass(frozen=True, eq=False)

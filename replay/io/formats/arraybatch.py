@@ -355,11 +355,7 @@ def _group_batches(
         return
     items = [taken[members[r][0]][0] for r in keep.tolist()]
     names = SourceNames(directory, data_exts, step0_offset)
-    odd = {}
-    for it in items:
-        paths = tuple(fs[0] for fs in it[2])
-        if paths != names.paths(it[1], n_mat - 1):
-            odd[it[0]] = paths  # names that do not round-trip ("007", "./"): kept verbatim, as the reference does
+    odd = names.odd_rounds(items)  # names that do not round-trip ("007", "./"): kept verbatim, as the reference does
     if odd:
         names = SourceNames(directory, data_exts, step0_offset, odd)
     mats = [MatrixStack.of_rounds(ids, logp, rows_of, cols_of, keep) for ids, logp, rows_of, cols_of in stacks]

@@ -213,26 +213,22 @@ def read_text_batches(
     batches: list[RoundBatch] = []
     piece = _Piece()
     names: dict[tuple[str, ...], SourceNames] = {}
-    odd: dict[int, tuple[str, ...]] = {}  # ordinal → paths
     for item in items:
-        _, key, files, _ = item
-        found = _text_paths(files, raw_forced)
+        found = _text_paths(item[2], raw_forced)
         if found is None:
             rest.append(item)
             continue
         paths, exts, scores_paths = found
         if exts not in names:
             names[exts] = SourceNames(directory, exts, step0_offset)
-        if paths != names[exts].paths(key, len(files) - 1):
-            odd[item[0]] = paths  # names that do not round-trip ("007", "./"): kept verbatim, as the reference does
         if not piece.add(item, exts, paths, scores_paths):  # a file the bulk reader does not take
             rest.append(item)
             continue
         if piece.held >= BULK_PARSE_BYTES:
-            _parse_piece(piece, names, odd, layout, score_kind, batches, rest)
+            _parse_piece(piece, names, layout, score_kind, batches, rest)
             piece = _Piece()
     if piece.taken:
-        _parse_piece(piece, names, odd, layout, score_kind, batches, rest)
+        _parse_piece(piece, names, layout, score_kind, batches, rest)
     rest.sort(key=lambda it: it[0])
     return batches, rest
 
@@ -276,16 +272,12 @@ class _Piece:
 def _parse_piece(
     piece: _Piece,
     names: dict[tuple[str, ...], SourceNames],
-    odd: dict[int, tuple[str, ...]],
     layout: str | None,
     score_kind: str,
     batches: list[RoundBatch],
     rest: list[RoundPaths],
 ) -> None:
-    """Parse the files of the piece's rounds; batches and rounds refused are appended.
-
-    odd: ordinal → paths of the rounds whose names SourceNames does not rebuild.
-    """
+    """Parse the files of the piece's rounds; batches and rounds refused are appended."""
     parsed = parse_id_texts(piece.ids)
     scored = parse_score_texts(piece.scores)
     taken = piece.taken
@@ -325,7 +317,8 @@ def _parse_piece(
         idx = idx[keep]
         stacks = [MatrixStack.of_rounds(ids, logp, rows_of, cols_of, keep) for ids, rows_of, cols_of, logp in mats]
         src = names[exts]
-        overrides = {int(o): odd[int(o)] for o in rounds.ordinals[idx] if int(o) in odd} if odd else None
+        # names that do not round-trip ("007", "./"): kept verbatim, as the reference does
+        overrides = src.odd_rounds([taken[t][0] for t in idx.tolist()])
         if overrides:
             src = SourceNames(src.directory, src.exts, src.step0_offset, overrides)
         batches.append(
