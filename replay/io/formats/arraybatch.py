@@ -197,12 +197,13 @@ def _cut(table: np.ndarray, rows: np.ndarray, spec: tuple[int, np.dtype, tuple[i
     return raw.reshape(rows.size, c, r).transpose(0, 2, 1) if fortran else raw.reshape(rows.size, r, c)
 
 
-def _array_files(files: tuple[FilePaths, ...]) -> tuple[list[str], list[str], tuple[str, ...]] | None:
+def _array_files(files: tuple[FilePaths, ...]) -> tuple[list[str], list[str], tuple[str, ...], tuple[bool, ...]] | None:
     """(every file of a round: each data file then its scores companion; their extensions in lower case;
-    the data files' extensions as named) when all are .npz/.npy without parents companions, else None."""
+    the data files' extensions as named; which matrices have a companion) when all are .npz/.npy
+    without parents companions, else None."""
     # Both extensions are four characters without a dot after the first: a name ends in one exactly
     # when its last four characters are one (os.path.splitext's extension, any case).
-    paths, exts, data_exts = [], [], []
+    paths, exts, data_exts, companions = [], [], [], []
     for data, scores, parents in files:
         ext = data[-4:]
         low = ext.lower()
@@ -211,13 +212,18 @@ def _array_files(files: tuple[FilePaths, ...]) -> tuple[list[str], list[str], tu
         paths.append(data)
         exts.append(low)
         data_exts.append(ext)
+        companions.append(scores is not None)
         if scores is not None:
             low = scores[-4:].lower()
             if low not in _EXTS:
                 return None
             paths.append(scores)
             exts.append(low)
-    return paths, exts, tuple(data_exts)
+    return paths, exts, tuple(data_exts), tuple(companions)
+
+
+# A round read here: (its item, its data files' extensions as named, which matrices have a companion)
+_Taken = tuple[RoundPaths, tuple[str, ...], tuple[bool, ...]]
 
 
 def read_array_batches(
@@ -230,7 +236,7 @@ def read_array_batches(
     """
     rest: list[RoundPaths] = []
     batches: list[RoundBatch] = []
-    taken: list[tuple[RoundPaths, tuple[str, ...]]] = []
+    taken: list[_Taken] = []
     datas: list[bytes] = []
     exts: list[str] = []
     held = 0
@@ -239,7 +245,7 @@ def read_array_batches(
         if found is None:
             rest.append(item)
             continue
-        paths, file_exts, data_exts = found
+        paths, file_exts, data_exts, companions = found
         got = []
         for p in paths:  # the first unreadable file sends the round to the general reader: read no more
             d = read_regular_or_none(p, BULK_FILE_BYTES)
@@ -249,7 +255,7 @@ def read_array_batches(
         if len(got) < len(paths):
             rest.append(item)
             continue
-        taken.append((item, data_exts))
+        taken.append((item, data_exts, companions))
         datas += got
         exts += file_exts
         held += sum(map(len, got))
@@ -262,9 +268,19 @@ def read_array_batches(
     return batches, rest
 
 
+@dataclass(frozen=True, eq=False)
+class _Rounds:
+    """Rounds of one batch: equal data extensions and equal matrices with scores."""
+
+    taken: np.ndarray  # [R] int64 index into the piece's rounds
+    data_f: np.ndarray  # [R, matrices] int64 each matrix's data file
+    score_f: np.ndarray  # [R, matrices] int64 the file holding its scores, -1: none
+    from_companion: np.ndarray  # [R, matrices] bool its scores are a companion's ids (else the file's "scores")
+
+
 def _decode_piece(
     directory: str,
-    taken: list[tuple[RoundPaths, tuple[str, ...]]],
+    taken: list[_Taken],
     datas: list[bytes],
     exts: list[str],
     step0_offset: tuple[int, int],
@@ -275,45 +291,46 @@ def _decode_piece(
 ) -> None:
     """Decode the files of rounds ``taken`` (their bytes ``datas``, in order); batches and refused rounds are appended."""
     dec = _decode(datas, exts)
-    # Per round and matrix: the data file's index, its scores' file (-1: none) and array name
-    groups: dict[tuple[tuple[str, ...], tuple[bool, ...]], list[tuple[int, list[int], list[int], list[str]]]] = {}
-    file_ok = dec.ok.tolist()
-    layout_of = dec.layout.tolist()
-    ids_ok = dec.ids_ok + [False]  # [-1]: an undecoded file's layout
-    inner = [("scores" in v) for v in dec.values] + [False]
-    pos = 0
-    for t, (item, data_exts) in enumerate(taken):
-        data_f, score_f, score_name = [], [], []
-        round_ok = True
-        for _, scores, _ in item[2]:
-            f = pos
-            pos += 1
-            round_ok = round_ok and file_ok[f] and ids_ok[layout_of[f]]
-            data_f.append(f)
-            if scores is not None:
-                round_ok = round_ok and file_ok[pos]
-                score_f.append(pos)
-                score_name.append("ids")  # a companion's matrix is its ids array (read_array_file)
-                pos += 1
-            elif round_ok and inner[layout_of[f]]:
-                score_f.append(f)
-                score_name.append("scores")
-            else:
-                score_f.append(-1)
-                score_name.append("")
-        if not round_ok:
-            rest.append(item)
-            continue
-        key = (data_exts, tuple(s >= 0 for s in score_f))
-        groups.setdefault(key, []).append((t, data_f, score_f, score_name))
-    for (data_exts, _), members in groups.items():
-        _group_batches(directory, taken, members, data_exts, dec, step0_offset, layout, score_kind, batches, rest)
+    ids_ok = np.asarray([*dec.ids_ok, False])  # [layouts + 1]; [-1]: an undecoded file's layout
+    inner = np.asarray([*(("scores" in v) for v in dec.values), False])  # [layouts + 1] the files hold scores
+    counts = np.fromiter((len(c) + sum(c) for _, _, c in taken), dtype=np.int64, count=len(taken))  # files per round
+    firsts = np.cumsum(counts) - counts  # [T] each round's first file
+    by_files: dict[tuple[tuple[str, ...], tuple[bool, ...]], list[int]] = {}
+    for r, (_, data_exts, companions) in enumerate(taken):
+        by_files.setdefault((data_exts, companions), []).append(r)
+    # a batch per extensions and matrices with scores (where the scores come from does not split it)
+    parts: dict[tuple[tuple[str, ...], int], list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = {}
+    refused = np.zeros(len(taken), dtype=bool)
+    for (data_exts, companions), members in by_files.items():
+        t = np.asarray(members, dtype=np.int64)  # [R]
+        # a data file's place among its round's files; its companion is the next file
+        place = np.cumsum([0, *(1 + c for c in companions[:-1])])  # [matrices]
+        data_f = firsts[t][:, None] + place  # [R, matrices]
+        comp = np.asarray(companions)  # [matrices]
+        good = (dec.ok[data_f] & ids_ok[dec.layout[data_f]]).all(axis=1)
+        good &= dec.ok[data_f[:, comp] + 1].all(axis=1)
+        has_inner = inner[dec.layout[data_f]] & ~comp  # [R, matrices]
+        score_f = np.where(comp, data_f + 1, np.where(has_inner, data_f, -1))
+        refused[t[~good]] = True
+        weights = np.asarray([1 << m for m in range(len(companions))], dtype=object)  # any number of matrices
+        code = ((score_f >= 0).astype(object) * weights).sum(axis=1)  # [R] which matrices have scores
+        for c in dict.fromkeys(code[good].tolist()):
+            at = np.flatnonzero(good & (code == c))
+            from_companion = np.broadcast_to(comp, (at.size, comp.size))
+            parts.setdefault((data_exts, c), []).append((t[at], data_f[at], score_f[at], from_companion))
+    rest += [taken[r][0] for r in np.flatnonzero(refused).tolist()]
+    # batches in the order of their first round, each batch's rounds in piece order
+    for (data_exts, _), group in sorted(parts.items(), key=lambda kv: min(int(p[0][0]) for p in kv[1])):
+        t, data_f, score_f, from_companion = (np.concatenate(col) for col in zip(*group))
+        order = np.argsort(t, kind="stable")
+        rounds = _Rounds(t[order], data_f[order], score_f[order], from_companion[order])
+        _group_batches(directory, taken, rounds, data_exts, dec, step0_offset, layout, score_kind, batches, rest)
 
 
 def _group_batches(
     directory: str,
-    taken: list[tuple[RoundPaths, tuple[str, ...]]],
-    members: list[tuple[int, list[int], list[int], list[str]]],
+    taken: list[_Taken],
+    rounds: _Rounds,
     data_exts: tuple[str, ...],
     dec: _Decoded,
     step0_offset: tuple[int, int],
@@ -322,38 +339,37 @@ def _group_batches(
     batches: list[RoundBatch],
     rest: list[RoundPaths],
 ) -> None:
-    """One RoundBatch of the rounds ``members`` (equal extensions and scores), less those a scores check refuses."""
+    """One RoundBatch of ``rounds`` (equal extensions and scores), less those a scores check refuses."""
     n_mat = len(data_exts)
-    data_f = np.asarray([m[1] for m in members], dtype=np.int64)  # [R, matrices]
-    score_f = np.asarray([m[2] for m in members], dtype=np.int64)
-    good = np.ones(len(members), dtype=bool)
+    data_f, score_f = rounds.data_f, rounds.score_f
+    good = np.ones(rounds.taken.shape[0], dtype=bool)
     stacks: list[tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray]] = []
     for m in range(n_mat):
         ids, rows_of, cols_of = _gather(dec, data_f[:, m], "ids", None, PAD_TOKEN, np.int64)
         logp = None
         if score_f[0, m] >= 0:
-            sources = {members[r][3][m] for r in range(len(members))}
             scores = None
-            for name in sources:  # "scores" inside the files, or companions' "ids"
-                sel = np.asarray([members[r][3][m] == name for r in range(len(members))])
+            companion = rounds.from_companion[:, m]
+            for name, sel in (("ids", companion), ("scores", ~companion)):  # a companion's matrix is its ids
+                if not sel.any():
+                    continue
                 part, s_rows, s_cols = _gather(dec, score_f[:, m], name, sel, np.nan, np.float64)
                 # the scores must have the ids' shape (else _as_logp refuses: the reference words it)
                 good &= ~sel | ((s_rows == rows_of) & (s_cols == cols_of))
                 scores = part if scores is None else _fill(scores, part, sel)
             if scores is None:
-                raise ValueError("_group_batches: a scored matrix without scores")  # names is never empty
+                raise ValueError("_group_batches: a scored matrix without scores")  # sel is all of one kind
             if scores.shape != ids.shape:  # wider somewhere than the ids: those rounds are refused above
                 scores = _fill(np.full(ids.shape, np.nan), scores, np.ones(ids.shape[2], dtype=bool))
                 scores = scores[: ids.shape[0], : ids.shape[1]]
             logp, checked = logp_of_scores(scores, ids, score_kind)
             good &= checked
         stacks.append((ids, logp, rows_of, cols_of))
-    bad = np.flatnonzero(~good)
-    rest += [taken[members[r][0]][0] for r in bad.tolist()]
+    rest += [taken[r][0] for r in rounds.taken[~good].tolist()]
     keep = np.flatnonzero(good)
     if not keep.size:
         return
-    items = [taken[members[r][0]][0] for r in keep.tolist()]
+    items = [taken[r][0] for r in rounds.taken[keep].tolist()]
     names = SourceNames(directory, data_exts, step0_offset)
     odd = names.odd_rounds(items)  # names that do not round-trip ("007", "./"): kept verbatim, as the reference does
     if odd:
