@@ -308,17 +308,18 @@ class SourceNames:
 
     @cached_property
     def _prefix(self) -> str:
-        """os.path.join(directory, name) is this + name for any name not starting with a separator."""
-        return os.path.join(self.directory, "")
+        """os.path.join(directory, name) is this + name for any name not starting with a separator; with
+        each ``%`` doubled, as it starts the %-patterns below."""
+        return _escaped(os.path.join(self.directory, ""))
 
     @cached_property
     def _drafts(self) -> tuple[str, ...]:
         """Draft step ``s``'s path with the key's two numbers left as ``%d`` fields: the naming rule."""
-        return tuple(_pattern(self._prefix, f"draft_step_{s}", ext) for s, ext in enumerate(self.exts))
+        return tuple(f"{self._prefix}draft_step_{s}_%d_%d{_escaped(ext)}" for s, ext in enumerate(self.exts))
 
     @cached_property
     def _validate(self) -> str:
-        return _pattern(self._prefix, "validate", self.exts[-1])
+        return f"{self._prefix}validate_%d_%d{_escaped(self.exts[-1])}"
 
     def step_path(self, key: tuple[int, int], step: int) -> str:
         a, b = key
@@ -371,9 +372,9 @@ class SourceNames:
         return ("",) * (steps + 1)
 
 
-def _pattern(prefix: str, stem: str, ext: str) -> str:
-    """``prefix + stem + "_A_B" + ext`` as a %-format with A and B as ``%d`` fields."""
-    return f"{prefix}{stem}".replace("%", "%%") + "_%d_%d" + ext.replace("%", "%%")
+def _escaped(text: str) -> str:
+    """``text`` as it reads back from a %-format."""
+    return text.replace("%", "%%")
 
 
 @dataclass(frozen=True, eq=False)
