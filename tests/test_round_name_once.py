@@ -23,8 +23,6 @@ _SPELT = re.compile(r"\{([^{}]*?)0([^{}]*)\}_\{\1 ?1\2\}|\{a\}_\{b\}|\{key_a\}_\
 ALLOWED = {
     ("replay/io/dumpnames.py", 'return f"validate_'): "the file name rule (tests/test_dump_names_once.py)",
     ("replay/io/dumpnames.py", 'hint = f"; did you mean'): "the user's own digits echoed, not a key",
-    ("replay/io/roundbatch.py", 'return f"{self._prefix}draft_step_'): "file paths at a million rounds",
-    ("replay/io/roundbatch.py", 'return f"{self._prefix}validate_'): "file paths at a million rounds",
 }
 
 
