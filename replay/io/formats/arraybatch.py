@@ -309,6 +309,7 @@ def _decode_piece(
         comp = np.asarray(companions)  # [matrices]
         good = (dec.ok[data_f] & ids_ok[dec.layout[data_f]]).all(axis=1)
         good &= dec.ok[data_f[:, comp] + 1].all(axis=1)
+        good &= ~(inner[dec.layout[data_f]] & comp).any(axis=1)  # two sources of scores: the reader refuses it
         has_inner = inner[dec.layout[data_f]] & ~comp  # [R, matrices]
         score_f = np.where(comp, data_f + 1, np.where(has_inner, data_f, -1))
         refused[t[~good]] = True

@@ -469,6 +469,7 @@ def read_matrix(
     ids = _as_ids(arrays["ids"], path)
     scores = arrays.get("scores")
     if scores_path is not None:
+        _refuse_two_sources(path, arrays, "scores", scores_path)
         scores = read_array_file(Path(scores_path), kind, raw, as_float=True)["ids"]
         path_for_scores = Path(scores_path)
     else:
@@ -477,12 +478,24 @@ def read_matrix(
     parents = arrays.get("parents")
     parents_src = path
     if parents_path is not None:
+        _refuse_two_sources(path, arrays, "parents", parents_path)
         parents = read_array_file(Path(parents_path), kind, raw, columns=1)["ids"]
         parents_src = Path(parents_path)
     par = None if parents is None else _as_parents(parents, ids.shape[0], parents_src)
     own = arrays.get("node_logprobs")
     node_logp = None if own is None else _as_node_logp(own, ids.shape[0], path)
     return DumpMatrix(str(path), ids, logp, par, node_logp, str(path_for_scores) if logp is not None else "")
+
+
+def _refuse_two_sources(path: Path, arrays: dict[str, np.ndarray], name: str, companion: str | Path) -> None:
+    """A file's own array ``name`` and a companion file for it: which one the engine meant is unknown,
+    and taking either silently changes the tree (the selection reads the scores)."""
+    if name in arrays:
+        raise DumpError(
+            path,
+            f"two sources of {name}: this file's own '{name}' array and the companion {Path(companion).name}; keep one",
+            name,
+        )
 
 
 def _as_node_logp(arr: np.ndarray, rows: int, path: Path) -> np.ndarray:
