@@ -184,7 +184,7 @@ def sampling(
         names = [round_name(key) for key in res.keys[:, at.rows].T.tolist()]
         rows += [{"round": n, **obj} for n, obj in zip(names, sampling_objects(at.sampling, res, at.rows))]
         skipped += [
-            (round_name((a, b)), t, why.replace("from --vocab-size", "from vocab_size=")) for (a, b), why in at.refused
+            (round_name(key), t, why.replace("from --vocab-size", "from vocab_size=")) for key, why in at.refused
         ]
         if at.sampling.needs_vocab:  # the CLI's print_needs_vocab, for a frame: a lower bound of 0 is no measurement
             notes.append(

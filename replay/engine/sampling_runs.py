@@ -55,7 +55,7 @@ class RunAtT:
 
     def skipped(self) -> tuple[Skipped, ...]:
         """``refused`` as the commands' skipped entries (replay.engine.sampling.sampling_skip)."""
-        return tuple(sampling_skip(round_name((a, b)), self.sampling.temperature, why) for (a, b), why in self.refused)
+        return tuple(sampling_skip(round_name(key), self.sampling.temperature, why) for key, why in self.refused)
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,7 +111,7 @@ def join_parts(result: BatchResult, parts: Sequence[SamplingPart], t: float) -> 
     rows = np.flatnonzero(result.ok & smp.usable)
     why = {key: text for p in parts for key, text in p.why.items()}
     refused = tuple((key, why[key]) for key in _keys(result, result.ok & ~smp.usable))
-    order = {round_name((a, b)): k for k, (a, b) in enumerate(_keys(result, rows))}
+    order = {round_name(key): k for k, key in enumerate(_keys(result, rows))}
     parents, without = (
         sorted((n for p in parts for n in p.gaps[i] if n in order), key=order.__getitem__) for i in (0, 1)
     )
