@@ -73,22 +73,24 @@ def random_text(rng: np.random.Generator) -> bytes:
         [0, 7, 41824, -1, 2**31 - 1, 2**31, -(2**31) - 1, 10**16, -(10**16)], dtype=np.int64
     )  # <= MAX_DIGITS chars
     vals = rng.choice(pool, size=(rows, cols)) if rng.random() < 0.5 else rng.integers(-5, 50000, size=(rows, cols))
-    sep = str(rng.choice([" ", "  ", "\t", ",", ", ", " ,", ",,"]))
+    sep = str(rng.choice([" ", "  ", "\t", ",", ", ", " ,", "\t,"]))
     lines = []
     for row in vals:
         cells = [
             ("00" if rng.random() < 0.1 and v < 10**15 else "") + str(int(v)) if v >= 0 else str(int(v)) for v in row
         ]
-        lines.append(("  " if rng.random() < 0.2 else "") + sep.join(cells) + (" \t" if rng.random() < 0.2 else ""))
+        end = str(rng.choice(["", " \t", ","])) if rng.random() < 0.3 else ""  # a trailing comma is no value
+        lines.append(("  " if rng.random() < 0.2 else "") + sep.join(cells) + end)
         if rng.random() < 0.1:
-            lines.append(str(rng.choice(["", "   ", ",", " , "])))
+            lines.append(str(rng.choice(["", "   ", "\t"])))
     text = "\n".join(lines) + ("\n" if rng.random() < 0.8 else "")
     return text.encode()
 
 
 def damage(rng: np.random.Generator, data: bytes) -> bytes:
-    """One hostile edit: a foreign cell, a stray byte, CR line ends, a BOM, a comment, a short row."""
-    kind = int(rng.integers(0, 8))
+    """One hostile edit: a foreign cell, a stray byte, CR line ends, a BOM, a comment, a short row,
+    an empty value (a comma after a comma or at a line's start)."""
+    kind = int(rng.integers(0, 9))
     at = int(rng.integers(0, len(data) + 1))
     if kind == 0:
         return data[:at] + b" " + str(rng.choice(HOSTILE_CELLS)).encode() + b" " + data[at:]
@@ -104,6 +106,8 @@ def damage(rng: np.random.Generator, data: bytes) -> bytes:
         return data + b"\n1\n"  # a row of one value: ragged unless the matrix has one column
     if kind == 6:
         return b""
+    if kind == 7:
+        return data[:at] + str(rng.choice([",,", ", ,", "\n,", ",\t,"])).encode() + data[at:]
     return data.replace(b"\n", b"\r")
 
 
@@ -137,6 +141,9 @@ def test_fast_parse_equals_reference_or_declines():
         b"",
         b"\n\n",
         b" , \n",
+        b"1,,2\n",
+        b",1,2\n",
+        b"1 2\n, ,\n3 4\n",
         b"1 2\n3\n",
         b"1\r\n2\n",
         b"\xef\xbb\xbf1\n",

@@ -1536,6 +1536,30 @@ def test_a_header_line_of_column_names_in_a_text_matrix(capsys, tmp_path):
     assert run(capsys, "replay", dump)[0] == 0
 
 
+@pytest.mark.parametrize(
+    "name,text,field",
+    [
+        ("draft_step_0_10_20", "1,,41760,45315,22870,31,32\n", "(ids)"),  # a lost second value
+        ("draft_step_1_11_21.scores", "-0.5,,-0.7\n-0.6,-0.9\n", "(scores)"),
+        ("validate_11_21", "41824\n,\n41760\n45315\n22870\n", "(ids)"),  # a row of one empty value
+    ],
+    ids=["ids", "scores", "empty row"],
+)
+@pytest.mark.parametrize("argv", [["replay"], ["batch", "--workers", "1"], ["stats"]])
+def test_an_empty_value_in_a_csv_row_is_refused_not_skipped(capsys, tmp_path, name, text, field, argv):
+    """`701,,836` was read as two values: the row's later values moved one column left (or a row of
+    commas vanished and the later rows moved up) and the round replayed with other tokens, exit 0."""
+    d = tmp_path / "d"
+    rounds_by_hand(d, rounds=3)
+    (d / name).write_text(text, encoding="utf-8")
+    code, out, err = run(capsys, argv[0], d, *argv[1:], "--no-progress")
+    assert code == 1, err
+    line = 2 if name.startswith("validate") else 1
+    value = 1 if name.startswith("validate") else 2
+    assert_told(err, "skipped round 11_21:", f"{name} {field}: line {line}: value {value} is empty")
+    assert "Traceback" not in err
+
+
 def test_windows_line_endings_and_a_txt_extension_on_some_files_only(capsys, tmp_path):
     """Both are fine: the round is read as typed (nothing to fix, and nothing skipped)."""
     dump = article_by_hand(tmp_path / "mine")

@@ -53,6 +53,9 @@ _FAST_INT = re.compile(r"[^0-9+\- \t\n,]")
 _FAST_FLOAT = re.compile(r"[^0-9+\-.eE \t\n,naifNAIFtyTY]")
 _ODD_LINE_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines splits here too
 _COMMENT_LINES = re.compile(r"^[ \t]*#.*$", re.MULTILINE)
+# A comma with no value since the line's start or the last comma is an empty value: skipping it
+# would move the row's later values one column left, so it is refused (a trailing comma is not a value).
+_EMPTY_INSIDE, _EMPTY_FIRST = re.compile(r",[ \t]*,"), re.compile(r"^[ \t]*,", re.MULTILINE)
 _INT64 = np.iinfo(np.int64)
 _PROB_SLACK = 1e-5  # float32 softmax outputs can exceed 1 by a few ulps
 
@@ -160,7 +163,7 @@ class DumpMatrix:
 
 
 def parse_text_matrix(text: str, path: str, as_float: bool = False) -> np.ndarray:
-    """[rows, cols] from whitespace/comma-separated text; '#' lines and blank lines are skipped.
+    """[rows, cols] from whitespace/comma-separated text; '#' lines and blank lines are skipped, empty values refused.
 
     ``_parse_text_lines`` defines the format; numpy's C parser (np.loadtxt) reads the common case
     (ASCII numbers, no line breaks but LF/CRLF) with the same result in a fraction of the time and
@@ -170,7 +173,7 @@ def parse_text_matrix(text: str, path: str, as_float: bool = False) -> np.ndarra
     if _ODD_LINE_BREAKS.search(text):
         return _parse_text_lines(text, path, as_float)
     body = _COMMENT_LINES.sub("", text)
-    if (_FAST_FLOAT if as_float else _FAST_INT).search(body):
+    if (_FAST_FLOAT if as_float else _FAST_INT).search(body) or _empty_value(body):
         return _parse_text_lines(text, path, as_float)
     try:
         with warnings.catch_warnings():
@@ -183,6 +186,11 @@ def parse_text_matrix(text: str, path: str, as_float: bool = False) -> np.ndarra
     if arr.size == 0:
         raise DumpError(path, EMPTY_MATRIX_FILE)
     return arr
+
+
+def _empty_value(text: str) -> re.Match[str] | None:
+    """An empty value of ``text`` (on one line: its first), else None."""
+    return _EMPTY_FIRST.search(text) or _EMPTY_INSIDE.search(text) if "," in text else None
 
 
 _PARENTS_NAME = re.compile(r"\.parents(\.[A-Za-z0-9]+)?$")
@@ -213,9 +221,15 @@ def _parse_text_lines(text: str, path: str, as_float: bool) -> np.ndarray:
             else:
                 header = ""
             raise DumpError(path, f"line {no}: {cell[:40]!r} is not {kind}{header}", field_name)
+        empty = _empty_value(stripped)
+        if empty:
+            column = len([c for c in _SEP.split(stripped[: empty.end() - 1]) if c]) + 1
+            raise DumpError(
+                path,
+                f"line {no}: value {column} is empty (a comma with no value before it); write every value",
+                field_name,
+            )
         cells = [c for c in _SEP.split(stripped) if c]
-        if not cells:  # only separators: a blank line
-            continue
         if rows and len(cells) != len(rows[0]):
             raise DumpError(
                 path, f"ragged rows: line {no} has {len(cells)} values, line {first} has {len(rows[0])}", field_name

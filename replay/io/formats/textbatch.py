@@ -46,6 +46,7 @@ _CLASS[np.frombuffer(b"0123456789", dtype=np.uint8)] = DIGIT
 _CLASS[ord("-")] = MINUS
 _CLASS[np.frombuffer(b" \t,", dtype=np.uint8)] = SEPARATOR
 _CLASS[ord("\n")] = NEWLINE
+_COMMA = ord(",")
 _COMMA_TO_SPACE = bytes.maketrans(b",", b" ")
 # Scores: every character of a decimal float literal is a token character; the literal's grammar
 # is checked per file (_FLOAT_FILE, possessive: linear time), what np.fromstring and the reference
@@ -91,12 +92,16 @@ def _file_flags(
         bad[np.searchsorted(ends, minus[wrong])] = True
         first, last = np.flatnonzero(starts), np.flatnonzero(in_token & ~next_in)
         bad[np.searchsorted(ends, first[last - first + 1 > MAX_DIGITS])] = True
+    started = np.cumsum(starts, dtype=np.int64)
+    # An empty value (a comma with no value since the last comma or LF) is the reference's to refuse.
+    delimiters = np.flatnonzero((buf == _COMMA) | (cls == NEWLINE))
+    since = np.diff(started[delimiters], prepend=0)
+    bad[np.searchsorted(ends, delimiters[(since == 0) & (buf[delimiters] == _COMMA)])] = True
     # values per line: token starts between consecutive LFs
     newlines = np.flatnonzero(cls == NEWLINE)
-    before = np.cumsum(starts, dtype=np.int64)[newlines]
-    per_line = np.diff(before, prepend=0)
+    per_line = np.diff(started[newlines], prepend=0)
     line_file = np.searchsorted(ends, newlines)
-    filled = per_line > 0  # blank lines (spaces, commas only) are skipped, as the reference does
+    filled = per_line > 0  # blank lines are skipped, as the reference does
     files, counts = line_file[filled], per_line[filled]
     rows = np.bincount(files, minlength=nfiles).astype(np.int64)
     cols = np.zeros(nfiles, dtype=np.int64)
