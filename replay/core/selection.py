@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from replay.util.words import first_names
+
 from .vocab import SELECT_FALLBACK, SELECT_PARENTS, SELECT_PATH_PROB, SELECT_ROOT, SELECTION_JOIN
 
 # Rank weight of the rank-major key: a parent's selection slot (< topHead) never reaches it, and
@@ -48,13 +50,23 @@ def fallback_guesses(level_size: Any) -> Any:
     return level_size > 1
 
 
-def fallback_run_warning(rounds: int, total: int) -> str | None:
-    """The run's one line about FALLBACK_WARNING rounds (on stderr; each round's record keeps its note)."""
+def fallback_run_warning(rounds: int, total: int, first: Sequence[str], informed: bool) -> str | None:
+    """The run's one line about FALLBACK_WARNING rounds (on stderr; each round's record keeps its note).
+    first: the first of those rounds' names; informed: some step of the run was chosen by scores or
+    parents, so the guessed steps more likely lost theirs (a companion file, an array) than never had any."""
     if not rounds:
         return None
+    if not informed:
+        return (
+            f"WARNING: {rounds} of {total} round(s) have no scores and no parents in the dump: expanded nodes "
+            "chosen by the rank-major fallback, a guess about the engine (docs/dump-format.md)"
+        )
+    which = f"round {first[0]}" if rounds == 1 else f"first: rounds {first_names(first, rounds)}"
     return (
-        f"WARNING: {rounds} of {total} round(s) have no scores and no parents in the dump: expanded nodes "
-        "chosen by the rank-major fallback, a guess about the engine (docs/dump-format.md)"
+        f"WARNING: {rounds} of {total} round(s) have a draft step without scores and parents while other steps "
+        f"have them ({which}): a lost .scores or .parents companion, or a matrix "
+        "saved without its array? Those steps' expanded nodes were chosen by the rank-major fallback, a guess "
+        "about the engine (docs/dump-format.md)"
     )
 
 

@@ -18,7 +18,7 @@ from replay.io.formats.matrix_io import RawSpec, reads_as_raw
 from replay.io.manifest import Manifest, manifest_key_warnings
 from replay.io.step0 import Step0Check
 from replay.util.errors import SpecReplayError
-from replay.util.words import round_name
+from replay.util.words import first_names, round_name
 
 
 def input_warnings(
@@ -144,7 +144,7 @@ def mixed_layouts_note(
     few, many = (LAYOUT_ALL, LAYOUT_PARENTS) if few_all else (LAYOUT_PARENTS, LAYOUT_ALL)
     named = at[is_all[at] == few_all]
     n_few, n_many = len(named), len(at) - len(named)
-    first = ", ".join(round_name(keys[:, i].tolist()) for i in named[:3]) + (", …" if n_few > 3 else "")
+    first = first_names([round_name(keys[:, i].tolist()) for i in named[:3]], n_few)
     have, other = rows(int(named[0]))[:: -1 if few_all else 1]
     whose = "round's validate matrix has" if n_few == 1 else "rounds' validate matrices have"
     return (

@@ -31,6 +31,7 @@ from replay.util.progress import progress_bar
 from replay.util.words import round_name
 
 from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
+from .batch.codes import SEL_PARENTS, SEL_PATH
 from .batch.rejections import rejection_reasons
 from .batch.rising import rising_rows, rising_rows_warning
 from .options import ReplayOptions, open_packed, packed_keys, resolve_options
@@ -392,7 +393,13 @@ def replay_run(
     ) + reading_warnings(run.step0, result.accepted_length[ok])
     if run.grouping is not None:  # a packed run's files were read when it was packed
         warnings += unused_raw_note(opts.raw, _grouped_paths(run.grouping))
-    fallback = fallback_run_warning(int(result.fallback_guessed[ok].sum()), int(ok.sum()))
+    guessed = np.flatnonzero(ok & result.fallback_guessed)
+    fallback = fallback_run_warning(
+        len(guessed),
+        int(ok.sum()),
+        [round_name(result.keys[:, i].tolist()) for i in guessed[:3]],
+        bool(np.isin(result.selection[:, ok], (SEL_PATH, SEL_PARENTS)).any()),
+    )
     warnings += (fallback,) if fallback else ()
     by_option = opts.score_kind is not None
     unused = unused_scores_note(run.options.score_kind, by_option, int(result.scored[ok].sum()), int(ok.sum()))

@@ -21,7 +21,15 @@ from replay.core.config import SpecConfig, TreeConfig
 from replay.core.records import RoundRecord, shape_text
 from replay.core.selection import FALLBACK_WARNING, fallback_run_warning, unused_scores_note
 from replay.core.tree import Tree
-from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, PAD_TOKEN, first_not_token_id, not_token_ids
+from replay.core.vocab import (
+    LAYOUT_ALL,
+    LAYOUT_PARENTS,
+    PAD_TOKEN,
+    SELECT_PARENTS,
+    SELECT_PATH_PROB,
+    first_not_token_id,
+    not_token_ids,
+)
 from replay.engine.batch.rejections import (
     column0_words,
     fewer_rows_words,
@@ -280,7 +288,9 @@ def _run_warnings(
     """The stderr lines of a reference replay, from a directory or a packed run alike: how the
     files were read, the rank-major fallback, rising scores, the manifest's recorded figures."""
     warnings = reading_warnings(step0, [r.acceptance.accepted_length for r in results])
-    fallback = fallback_run_warning(sum(FALLBACK_WARNING in r.notes for r in results), len(results))
+    guessed = [r.name for r in results if FALLBACK_WARNING in r.notes]
+    informed = any(s in (SELECT_PATH_PROB, SELECT_PARENTS) for r in results for s in r.rebuilt.selection)
+    fallback = fallback_run_warning(len(guessed), len(results), guessed[:3], informed)
     warnings += (fallback,) if fallback else ()
     scored = sum(r.validate_logp is not None or r.rebuilt.candidate_logp is not None for r in results)
     unused = unused_scores_note(opts.score_kind, by_option, scored, len(results))

@@ -30,6 +30,11 @@ def value_words(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def first_names(names: Sequence[str], count: int) -> str:
+    """The first three of ``count`` names, and "…" when there are more: how a message lists rounds."""
+    return ", ".join(names[:3]) + (", …" if count > 3 else "")
+
+
 def round_name(key: Sequence[int]) -> str:
     """``a_b``: a round as every message, table and listing names it, by the two numbers of its
     ``validate_{a}_{b}`` file (replay.io.dumpnames.parse_round_key reads it back)."""
