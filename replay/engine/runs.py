@@ -354,6 +354,17 @@ def _grouped_paths(grouping: Grouping) -> Iterator[str]:
             yield from (p for p in (fs.data, fs.scores, fs.parents) if p is not None)
 
 
+def _fallback_line(result: BatchResult, ok: np.ndarray) -> str | None:
+    """fallback_run_warning of the replayed rounds (ok: [R] bool)."""
+    guessed = np.flatnonzero(ok & result.fallback_guessed)
+    return fallback_run_warning(
+        len(guessed),
+        int(ok.sum()),
+        [round_name(result.keys[:, i].tolist()) for i in guessed[:3]],
+        bool(np.isin(result.selection[:, ok], (SEL_PATH, SEL_PARENTS)).any()),
+    )
+
+
 def replay_run(
     path: str | Path,
     opts: ReplayOptions = ReplayOptions(),
@@ -393,13 +404,7 @@ def replay_run(
     ) + reading_warnings(run.step0, result.accepted_length[ok])
     if run.grouping is not None:  # a packed run's files were read when it was packed
         warnings += unused_raw_note(opts.raw, _grouped_paths(run.grouping))
-    guessed = np.flatnonzero(ok & result.fallback_guessed)
-    fallback = fallback_run_warning(
-        len(guessed),
-        int(ok.sum()),
-        [round_name(result.keys[:, i].tolist()) for i in guessed[:3]],
-        bool(np.isin(result.selection[:, ok], (SEL_PATH, SEL_PARENTS)).any()),
-    )
+    fallback = _fallback_line(result, ok)
     warnings += (fallback,) if fallback else ()
     by_option = opts.score_kind is not None
     unused = unused_scores_note(run.options.score_kind, by_option, int(result.scored[ok].sum()), int(ok.sum()))
