@@ -153,14 +153,32 @@ def _duplicates(files: Sequence[str], companions: Mapping[str, list[str]]) -> Sk
     return Skipped(printable(what), f"{len(files)}{DUPLICATE_REASON}", (*files, *comp))
 
 
+def _companion_clash(data: str, kinds: Mapping[str, list[str]]) -> Skipped | None:
+    """Why a matrix with two companions of one kind (``.scores`` and ``.scores.npy``) cannot be read,
+    naming them all (which one the engine wrote is unknown), its ``what`` the data file and its paths
+    those companions; None when each kind has one companion at most."""
+    clashes = [(kind, paths) for kind, paths in kinds.items() if len(paths) > 1]
+    if not clashes:
+        return None
+    told = []
+    for kind, paths in clashes:
+        names = [printable(base_name(p)) for p in paths]
+        listed = ", ".join(names[:-1]) + f" and {names[-1]}"
+        count = "two" if len(paths) == 2 else str(len(paths))
+        told.append(f"{count} sources of {kind} for {printable(base_name(data))}: the companions {listed}; keep one")
+    return Skipped(base_name(data), "; ".join(told), tuple(p for _, paths in clashes for p in paths))
+
+
 def _logical_files(
     entries: Iterable[tuple[str, str]], unreadable: Container[str] = ()
-) -> tuple[dict[MatrixKey, FileSet], list[Skipped]]:
+) -> tuple[dict[MatrixKey, FileSet], list[Skipped], dict[str, Skipped]]:
     """Map (kind, step, a, b) → FileSet, reporting duplicates and stray files.
 
     entries: (file name, its path) in path order; unreadable: paths that are no regular file (a
     directory named like a dump file): beside a readable file of the same matrix they are no
-    duplicate of it, and are listed on their own (group_entries).
+    duplicate of it, and are listed on their own (group_entries). The third result: data path →
+    why its matrix cannot be read (_companion_clash); its FileSet leaves the clashing companions
+    out, and its round is skipped with that reason (_assemble).
     """
     data: dict[MatrixKey, list[str]] = defaultdict(list)
     companions: dict[MatrixKey, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
@@ -184,6 +202,7 @@ def _logical_files(
         else:
             data[lkey].append(path)
     out: dict[MatrixKey, FileSet] = {}
+    clashes: dict[str, Skipped] = {}
     for lkey, files in data.items():
         readable = [p for p in files if p not in unreadable]
         if readable and len(readable) < len(files):
@@ -195,19 +214,17 @@ def _logical_files(
         if comp is None:  # the common case: a data file alone
             out[lkey] = FileSet(files[0])
             continue
-        extra = [p for ps in comp.values() if len(ps) > 1 for p in ps]
-        if extra:
-            skipped.append(Skipped(base_name(files[0]), "several companion files of one kind", tuple(extra)))
-            continue
-        # Each companion kind has one path here (more were skipped above), or is absent.
-        out[lkey] = FileSet(
-            files[0], next(iter(comp.get("scores", ())), None), next(iter(comp.get("parents", ())), None)
-        )
+        clash = _companion_clash(files[0], comp)
+        if clash is not None:
+            clashes[files[0]] = clash
+        # Two or more companions of one kind are left out: the round is skipped, none of them is read.
+        kept = {kind: ps[0] for kind, ps in comp.items() if len(ps) == 1}
+        out[lkey] = FileSet(files[0], kept.get("scores"), kept.get("parents"))
     for lkey, comp in companions.items():
         for ps in comp.values():
             for p in ps:
                 skipped.append(Skipped(base_name(p), ORPHAN_REASON, (p,)))
-    return out, skipped
+    return out, skipped, clashes
 
 
 def group_entries(
@@ -220,7 +237,7 @@ def group_entries(
         simple = _group_complete(entries, step0_offset, source)
         if simple is not None:
             return simple
-    files, skipped = _logical_files(entries, unreadable)
+    files, skipped, clashes = _logical_files(entries, unreadable)
     check = step0_check(files, step0_offset, source)
     if source == OFFSET_DEFAULT and check.other_fits and check.other is not None:
         # The default leaves step-0 files out and the names pair one to one at another offset.
@@ -234,13 +251,18 @@ def group_entries(
             check.grouped,
             check.example,
         )
-    return _assemble(files, skipped, check, unreadable)
+    return _assemble(files, skipped, check, unreadable, clashes)
 
 
 def _assemble(
-    files: dict[MatrixKey, FileSet], skipped: list[Skipped], check: Step0Check, unreadable: Mapping[str, str]
+    files: dict[MatrixKey, FileSet],
+    skipped: list[Skipped],
+    check: Step0Check,
+    unreadable: Mapping[str, str],
+    clashes: Mapping[str, Skipped],
 ) -> Grouping:
-    """Rounds from the logical files at ``check.offset``; every round that is not complete is listed."""
+    """Rounds from the logical files at ``check.offset``; every round that is not complete, or that
+    holds a matrix in ``clashes`` (data path → why it cannot be read), is listed."""
     step0_offset = check.offset
     da, db = step0_offset
     at_unreadable = len(skipped)  # unreadable entries that no round's entry names are listed here
@@ -264,7 +286,7 @@ def _assemble(
         steps = sorted(entries)  # the validate's step, -1, sorts first
         if steps[0] == -1:
             steps = steps[1:]
-        if -1 in entries and steps and steps[-1] + 1 == len(steps) and not unreadable:
+        if -1 in entries and steps and steps[-1] + 1 == len(steps) and not unreadable and not clashes:
             rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))  # the common case
             continue
         paths = tuple(entries[s].data for s in sorted(entries))
@@ -276,22 +298,13 @@ def _assemble(
             skipped.append(Skipped(name, "; ".join(f"{p}: {unreadable[p]}" for p in bad), paths))
             told.update(bad)
             continue
-        if -1 not in entries:
-            skipped.append(Skipped(*_without_validate(name, key, entries, by_round, (da, db)), paths))
+        clash = [clashes[entries[s].data] for s in sorted(entries) if entries[s].data in clashes]
+        what, why = _incomplete(name, key, entries, by_round, (da, db))
+        if why is None and not clash:
+            rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))
             continue
-        if not steps:
-            skipped.append(Skipped(name, NO_DRAFTS_REASON, paths))
-            continue
-        gaps = steps[-1] + 1 - len(steps)  # steps are distinct, so this counts the missing ones
-        if gaps:
-            # Name the first few only: a file called draft_step_1000000000_... must not make a
-            # billion-entry list.
-            missing = [s for s in range(min(steps[-1], len(steps) + _NAMED_GAPS)) if s not in entries][:_NAMED_GAPS]
-            want = ", ".join(matrix_name((s, key[0] - da, key[1] - db) if s == 0 else (s, *key)) for s in missing)
-            more = f" and {gaps - len(missing)} more" if gaps > len(missing) else ""
-            skipped.append(Skipped(name, f"missing {want}{more}{_own_key_hint(key, by_round, (da, db))}", paths))
-            continue
-        rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))
+        reasons = ([] if why is None else [why]) + [c.reason for c in clash]
+        skipped.append(Skipped(what, "; ".join(reasons), paths + tuple(p for c in clash for p in c.paths)))
     rounds = _lost_last_steps(rounds, skipped)
     # An unreadable entry is named in its round's entry (counted once); one in no round is listed alone.
     skipped[at_unreadable:at_unreadable] = [
@@ -496,6 +509,27 @@ def _child_prefix(directory: Path) -> str:
     if text == ".":
         return ""
     return text if text.endswith(os.sep) else text + os.sep
+
+
+def _incomplete(
+    name: str, key: Key, entries: dict[int, FileSet], by_round: dict[Key, dict[int, FileSet]], offset: tuple[int, int]
+) -> tuple[str, str | None]:
+    """(the entry's what, why round ``key`` lacks a file), why None when its validate and every draft
+    step up to its last are there."""
+    if -1 not in entries:
+        return _without_validate(name, key, entries, by_round, offset)
+    steps = sorted(s for s in entries if s != -1)
+    if not steps:
+        return name, NO_DRAFTS_REASON
+    gaps = steps[-1] + 1 - len(steps)  # steps are distinct, so this counts the missing ones
+    if not gaps:
+        return name, None
+    # Name the first few only: a file called draft_step_1000000000_... must not make a billion-entry list.
+    da, db = offset
+    missing = [s for s in range(min(steps[-1], len(steps) + _NAMED_GAPS)) if s not in entries][:_NAMED_GAPS]
+    want = ", ".join(matrix_name((s, key[0] - da, key[1] - db) if s == 0 else (s, *key)) for s in missing)
+    more = f" and {gaps - len(missing)} more" if gaps > len(missing) else ""
+    return name, f"missing {want}{more}{_own_key_hint(key, by_round, offset)}"
 
 
 def _without_validate(

@@ -1,0 +1,97 @@
+"""Messages a new user met that named the wrong thing or read oddly, each through the CLI as the user
+typed it (tests/test_user_mistakes.py's style and helpers): two companions of one kind for one
+matrix, a matrix of strings, counts of one, and a symbolic link to a device given as a dump file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.test_user_mistakes import (
+    article_by_hand,
+    assert_told,
+    rounds_by_hand,
+    run,
+)
+
+SCORES = [[0.9, 0.1], [0.8, 0.2]]  # draft_step_1's scores in rounds_by_hand: 2 rows × 2 columns
+
+
+def write_scores(path: Path, rows: list[list[float]]) -> None:
+    """A scores companion in the encoding its name gives: .npy, else text."""
+    if path.name.endswith(".npy"):
+        np.save(path, np.asarray(rows))
+    else:
+        path.write_text("".join(" ".join(map(str, row)) + "\n" for row in rows), encoding="utf-8")
+
+
+# --- two companions of one kind for one matrix -----------------------------------------------------
+
+COMMANDS = [["replay", "--summary"], ["batch"], ["batch", "--workers", "2"], ["stats"], ["pack", "-o", "{tmp}/run"]]
+
+
+@pytest.mark.parametrize("second", [".scores.npy", ".scores.txt"])
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c[:3]))
+def test_two_scores_companions_are_one_round_entry_naming_both(capsys, tmp_path, command, second):
+    """They gave two entries ('several companion files of one kind' and 'missing draft_step_1_10_20',
+    a file that is there), naming neither companion."""
+    dump = tmp_path / "dump"
+    rounds_by_hand(dump, rounds=3)
+    write_scores(dump / "draft_step_1_10_20.scores", SCORES)
+    write_scores(dump / f"draft_step_1_10_20{second}", SCORES)
+    argv = [a.format(tmp=tmp_path) for a in command]
+    code, _, err = run(capsys, argv[0], dump, "--no-progress", *argv[1:])
+    assert code == 1, err
+    skipped = [line for line in err.splitlines() if "skipped" in line and "draft_step_1_10_20" in line]
+    assert len(skipped) == 1, err
+    assert skipped[0].endswith(
+        "skipped round 10_20: two sources of scores for draft_step_1_10_20: the companions "
+        f"draft_step_1_10_20.scores and draft_step_1_10_20{second}; keep one"
+    ), err
+    assert_told(err)  # no traceback
+    assert "missing" not in err and "several companion" not in err
+
+
+@pytest.mark.parametrize(
+    "companions, matrix",
+    [
+        (("draft_step_0_9_19.parents", "draft_step_0_9_19.parents.txt"), "draft_step_0_9_19"),
+        (("validate_10_20.scores", "validate_10_20.scores.csv"), "validate_10_20"),
+    ],
+    ids=["step-0 parents", "validate scores"],
+)
+def test_two_companions_of_any_matrix_skip_its_round_naming_them(capsys, tmp_path, companions, matrix):
+    """A step 0's (named one position before its round) and a validate file's alike: the round entry
+    names them, not 'missing draft_step_0_9_19' or 'draft files without validate_10_20'."""
+    dump = tmp_path / "dump"
+    rounds_by_hand(dump, rounds=3)
+    values = [[0]] if "parents" in companions[0] else [[1.0]] * 5
+    for name in companions:
+        write_scores(dump / name, values)
+    kind = "parents" if "parents" in companions[0] else "scores"
+    for command in ("replay", "batch"):
+        code, _, err = run(capsys, command, dump, "--no-progress", *(["--summary"] if command == "replay" else []))
+        assert code == 1, err
+        assert (
+            f"skipped round 10_20: two sources of {kind} for {matrix}: the companions {companions[0]} and "
+            f"{companions[1]}; keep one"
+        ) in err, err
+        assert "missing" not in err and "without" not in err and err.count("skipped") == 1, err
+
+
+def test_two_companions_in_a_single_round_dump_are_the_error_of_its_only_round(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "mine")
+    write_scores(dump / "draft_step_1_124_140.scores", SCORES)
+    write_scores(dump / "draft_step_1_124_140.scores.txt", SCORES)
+    code, out, err = run(capsys, "replay", dump)
+    assert code == 2 and out == "", err
+    assert_told(
+        err,
+        "no round could be replayed",
+        "round 124_140: two sources of scores for draft_step_1_124_140: the companions "
+        "draft_step_1_124_140.scores and draft_step_1_124_140.scores.txt; keep one",
+    )
+    assert "missing" not in err
