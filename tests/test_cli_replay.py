@@ -98,7 +98,7 @@ def test_directory_with_broken_rounds_reports_good_ones_and_lists_the_broken(tmp
     assert "lists 1 round(s) and not 4 found here: 201_301, 211_311, 221_321, 231_331" in r.stderr
     assert (
         "skipped round 201_301: " in r.stderr
-        and "draft_step_1_201_301 (ids): ragged rows: line 2 has 1 values" in r.stderr
+        and "draft_step_1_201_301 (ids): ragged rows: line 2 has 1 value" in r.stderr
     )
     assert "draft_step_1_211_311 (ids): line 2: 'zz' is not an integer token id" in r.stderr
     assert "skipped round 221_321: missing draft_step_1_221_321" in r.stderr

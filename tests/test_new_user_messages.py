@@ -15,6 +15,8 @@ from tests.test_user_mistakes import (
     assert_told,
     rounds_by_hand,
     run,
+    write_config,
+    write_matrix,
 )
 
 SCORES = [[0.9, 0.1], [0.8, 0.2]]  # draft_step_1's scores in rounds_by_hand: 2 rows × 2 columns
@@ -95,3 +97,59 @@ def test_two_companions_in_a_single_round_dump_are_the_error_of_its_only_round(c
         "draft_step_1_124_140.scores and draft_step_1_124_140.scores.txt; keep one",
     )
     assert "missing" not in err
+
+
+# --- odd wording: dtypes named twice, counts of one ------------------------------------------------
+
+
+@pytest.mark.parametrize("form", ["npy", "npz"])
+@pytest.mark.parametrize("command", ["replay", "batch"])
+def test_a_matrix_of_strings_says_it_holds_text_and_what_was_expected(capsys, tmp_path, form, command):
+    """It said "dtype '<U1' (<U1) is not read"."""
+    dump = tmp_path / "dump"
+    rounds_by_hand(dump, rounds=3)
+    (dump / "draft_step_1_10_20").unlink()
+    strings = np.array([["a", "b"], ["c", "d"]])
+    if form == "npy":
+        np.save(dump / "draft_step_1_10_20.npy", strings)
+    else:
+        np.savez(dump / "draft_step_1_10_20.npz", ids=strings)
+    code, _, err = run(capsys, command, dump, "--no-progress")
+    assert code == 1, err
+    assert_told(
+        err,
+        f"draft_step_1_10_20.{form}",
+        "holds text (numpy dtype <U1): token ids must be integers, scores real numbers",
+    )
+    assert "(<U1)" not in err and "'<U1'" not in err
+
+
+def test_a_layout_note_of_one_row_says_row(capsys, tmp_path):
+    """[2] (gamma 1): the parents layout has 1 row (the root's), the all layout 3. The note said
+    "1 rows where the all layout has 3"."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    write_config(dump / "config.json", [[2]], [1])
+    for a in (10, 13, 16, 19):
+        write_matrix(dump / f"draft_step_0_{a - 1}_{a + 9}", [[5, 6]])
+        rows = [[5], [7], [9]]  # root, then nodes 1..2
+        write_matrix(dump / f"validate_{a}_{a + 10}", rows[:1] if a == 13 else rows)
+    code, _, err = run(capsys, "batch", dump, "--no-progress")
+    assert code == 0, err
+    assert "(first: 13_23; 1 row where the all layout has 3)" in err, err
+
+
+def test_a_config_with_one_topkspec_row_for_three_steps_says_row(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "mine")
+    write_config(dump / "config.json", [[6]], [1, 2, 2])
+    code, _, err = run(capsys, "replay", dump)
+    assert code == 2, err
+    assert_told(err, "topKSpec", "has 1 row but gamma = 3")
+
+
+def test_a_ragged_text_row_of_one_value_says_value(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "mine")
+    write_matrix(dump / "draft_step_1_124_140", [[41760, 35740], [45315]])
+    code, _, err = run(capsys, "replay", dump)
+    assert code == 2, err
+    assert_told(err, "draft_step_1_124_140", "ragged rows: line 2 has 1 value, line 1 has 2")

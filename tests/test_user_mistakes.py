@@ -1454,7 +1454,7 @@ def test_skip_reasons_go_to_stderr_and_stdout_keeps_only_results(capsys, tmp_pat
     d = broken_and_good(tmp_path / "d")
     code, out, err = run(capsys, *(a.format(d=d, t=tmp_path) for a in argv), "--no-progress")
     assert code == 1, err
-    assert_told(err, "skipped round 11_21:", "draft_step_1_11_21 (ids): ragged rows: line 2 has 1 values")
+    assert_told(err, "skipped round 11_21:", "draft_step_1_11_21 (ids): ragged rows: line 2 has 1 value")
     assert "ragged" not in out and "draft_step_1_11_21" not in out
     if "--json" in argv:
         json.loads(out) if argv[0] == "stats" else [json.loads(line) for line in out.splitlines()]  # parseable
@@ -2150,7 +2150,7 @@ def test_valid_node_logprobs_are_read_and_change_nothing_in_the_greedy_replay(ca
         ([[0.0, 0.0], [float("inf"), -0.2], [-1.0, -2.0], [-0.5, -0.7], [-3.0, -1.0]], ["must be <= 0", "inf"]),
         ([[0.0, 0.0], [-0.1, -0.2], [-1.0, -2.0], [-0.5, -0.7]], ["expected [5 rows (one per row of the ids)"]),
         ([0.0, -0.1, -1.0, -0.5, -3.0], ["expected [5 rows", "1-D"]),
-        ([["a", "b"]] * 5, ["is not read", "scores real numbers"]),
+        ([["a", "b"]] * 5, ["holds text (numpy dtype <U1)", "scores real numbers"]),
     ],
     ids=["nan", "positive", "plus-inf", "a-row-short", "one-dimensional", "strings"],
 )

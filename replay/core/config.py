@@ -17,7 +17,7 @@ from typing import Any
 
 from replay.util.bounded import MAX_JSON_BYTES, parse_json_bytes, read_file_bytes
 from replay.util.errors import ConfigError
-from replay.util.words import value_words
+from replay.util.words import counted, value_words
 
 TREE_STATIC = 0
 TREE_DYNAMIC = 1
@@ -200,11 +200,13 @@ def check_tree(tree: TreeConfig, source: str | None = None, prefix: str = "") ->
         raise ConfigError(
             source,
             prefix + "topKSpec",
-            f"has {len(tree.top_k_spec)} rows but gamma = {g}: gamma is the number of draft steps, one topKSpec row each",
+            f"has {counted(len(tree.top_k_spec), 'row')} but gamma = {g}: gamma is the number of draft steps, one topKSpec row each",
         )
     if len(tree.top_head) != g:
         raise ConfigError(
-            source, prefix + "topHead", f"has {len(tree.top_head)} entries {list(tree.top_head)} but gamma = {g}"
+            source,
+            prefix + "topHead",
+            f"has {counted(len(tree.top_head), 'entry', 'entries')} {list(tree.top_head)} but gamma = {g}",
         )
     if tree.top_head[0] != 1:
         raise ConfigError(

@@ -18,7 +18,7 @@ from replay.io.formats.matrix_io import RawSpec, reads_as_raw
 from replay.io.manifest import Manifest, manifest_key_warnings
 from replay.io.step0 import Step0Check
 from replay.util.errors import SpecReplayError
-from replay.util.words import first_names, round_name
+from replay.util.words import counted, first_names, round_name
 
 
 def input_warnings(
@@ -149,7 +149,7 @@ def mixed_layouts_note(
     whose = "round's validate matrix has" if n_few == 1 else "rounds' validate matrices have"
     return (
         f"note: {n_few} {whose} the {few} layout's rows while {n_many} {'round has' if n_many == 1 else 'rounds have'} "
-        f"the {many} layout's (first: {first}; {have} rows where the {many} layout has {other}): "
+        f"the {many} layout's (first: {first}; {counted(have, 'row')} where the {many} layout has {other}): "
         f"{'a cut-off file' if few == LAYOUT_PARENTS else 'a file from another recording'}? "
         f"--layout {many} refuses such rounds"
     )

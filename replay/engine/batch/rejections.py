@@ -17,7 +17,7 @@ from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, PAD_TOKEN, first_not_t
 from replay.io.dumpnames import matrix_name
 from replay.io.formats.matrix_io import RawSpec, reads_as_raw
 from replay.io.roundbatch import MatrixStack, RoundBatch
-from replay.util.words import row_words
+from replay.util.words import counted, row_words
 
 from .codes import (
     ERR_LOST_STEP,
@@ -116,7 +116,7 @@ def no_layout_words(rows: int, n_parents: int, num_nodes: int) -> str:
     """Validate rows that fit neither layout (fewer than the all layout's, not the parents layout's)."""
     return (
         f"validate has {rows} row(s): expected {n_parents} (parents layout: one per expanded node) "
-        f"or {num_nodes + 1} (all layout: root + {num_nodes} nodes); is the config the dump's (--config), is a "
+        f"or {num_nodes + 1} (all layout: root + {counted(num_nodes, 'node')}); is the config the dump's (--config), is a "
         "draft step missing, or is the layout ambiguous (then state it with --layout)?"
     )
 

@@ -28,7 +28,7 @@ from replay.util.bounded import (
     read_file_bytes,
 )
 from replay.util.errors import DumpError
-from replay.util.words import row_words, value_words
+from replay.util.words import counted, row_words, value_words
 
 from .npyfile import EMPTY_MATRIX_FILE, read_npy, read_npz, shape_words
 from .ptfile import load_pt
@@ -232,7 +232,9 @@ def _parse_text_lines(text: str, path: str, as_float: bool) -> np.ndarray:
         cells = [c for c in _SEP.split(stripped) if c]
         if rows and len(cells) != len(rows[0]):
             raise DumpError(
-                path, f"ragged rows: line {no} has {len(cells)} values, line {first} has {len(rows[0])}", field_name
+                path,
+                f"ragged rows: line {no} has {counted(len(cells), 'value')}, line {first} has {len(rows[0])}",
+                field_name,
             )
         first = first or no
         for c in cells:
@@ -519,7 +521,7 @@ def _as_node_logp(arr: np.ndarray, rows: int, path: Path) -> np.ndarray:
     if arr.ndim != 2 or arr.shape[0] != rows or not 1 <= arr.shape[1] <= MAX_NODE_LOGPROB_COLUMNS:
         raise DumpError(
             path,
-            f"expected [{rows} rows (one per row of the ids), 1..{MAX_NODE_LOGPROB_COLUMNS} temperatures], "
+            f"expected [{counted(rows, 'row')} (one per row of the ids), 1..{MAX_NODE_LOGPROB_COLUMNS} temperatures], "
             f"got {shape_words(arr.shape)}",
             "node_logprobs",
         )

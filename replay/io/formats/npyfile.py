@@ -196,11 +196,26 @@ def shape_words(shape: tuple[int, ...]) -> str:
     return " × ".join(map(str, shape)) + f" ({len(shape)}-D)"
 
 
+# What a numpy dtype kind that is no number holds, in words (dtype_words).
+_KIND_WORDS = {"U": "text", "S": "bytes", "c": "complex numbers", "M": "dates", "m": "time spans", "V": "raw records"}
+
+
+def dtype_words(dtype: np.dtype) -> str:
+    """What an array of ``dtype`` holds, the dtype named once: "text (numpy dtype <U1)"."""
+    if dtype.fields is not None:
+        what = "structured records"
+    elif dtype.subdtype is not None:
+        what = "sub-arrays"
+    else:
+        what = _KIND_WORDS.get(dtype.kind, "values")
+    return f"{what} (numpy dtype {dtype})"
+
+
 def _check_dtype(dtype: np.dtype, fail: Fail) -> None:
     if dtype.hasobject:
         raise fail("holds pickled objects; refusing to unpickle (save plain numeric arrays)")
     if dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in NUMBER_KINDS or dtype.itemsize < 1:
-        raise fail(f"dtype {dtype.str!r} ({dtype}) is not read: token ids must be integers, scores real numbers")
+        raise fail(f"holds {dtype_words(dtype)}: token ids must be integers, scores real numbers")
 
 
 def array_from_buffer(
