@@ -5,6 +5,7 @@ matrix, a matrix of strings, counts of one, and a symbolic link to a device give
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from tests.test_user_mistakes import (
     assert_told,
     rounds_by_hand,
     run,
+    shell,
     write_config,
     write_matrix,
 )
@@ -153,3 +155,35 @@ def test_a_ragged_text_row_of_one_value_says_value(capsys, tmp_path):
     code, _, err = run(capsys, "replay", dump)
     assert code == 2, err
     assert_told(err, "draft_step_1_124_140", "ragged rows: line 2 has 1 value, line 1 has 2")
+
+
+# --- a symbolic link to a device or FIFO given as a dump file ---------------------------------------
+
+
+@pytest.mark.parametrize("command", ["replay", "batch"])
+def test_a_symlink_to_dev_zero_is_called_a_symlink_naming_its_target(capsys, tmp_path, command):
+    """It said "is a character device, not a regular file": the user sees a link in the directory."""
+    dump = article_by_hand(tmp_path / "mine")
+    (dump / "draft_step_2_124_140").unlink()
+    (dump / "draft_step_2_124_140").symlink_to("/dev/zero")
+    code, out, err = run(capsys, command, dump, "--no-progress")
+    assert code == 2 and out == "", err
+    assert_told(
+        err,
+        f"skipped round 124_140: {dump / 'draft_step_2_124_140'}: is a symbolic link to /dev/zero, a character "
+        "device, not a regular file",
+    )
+
+
+def test_a_relative_symlink_to_a_fifo_names_both_and_never_blocks(tmp_path):
+    dump = article_by_hand(tmp_path / "mine")
+    os.mkfifo(tmp_path / "pipe")
+    (dump / "validate_124_140").unlink()
+    (dump / "validate_124_140").symlink_to("../pipe")
+    done = shell("replay", dump, timeout=120)  # an open of the FIFO would block: the timeout fails the test
+    assert done.returncode == 2, done.stderr
+    assert_told(
+        done.stderr,
+        f"{dump / 'validate_124_140'}: is a symbolic link to ../pipe (which is {tmp_path.resolve() / 'pipe'}), "
+        "a FIFO (named pipe), not a regular file",
+    )

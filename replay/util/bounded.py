@@ -20,7 +20,7 @@ from typing import IO, Any, NoReturn
 
 import numpy as np
 
-from .errors import DumpError, SpecReplayError
+from .errors import DumpError, SpecReplayError, printable
 
 MiB = 1 << 20
 MAX_MATRIX_FILE_BYTES = 1024 * MiB  # a .npy/.npz/.pt/raw file; also one .npz member or .pt storage, inflated
@@ -76,12 +76,26 @@ def not_regular_reason(path: str | Path) -> str | None:
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        return "is a broken symbolic link" if os.path.islink(path) else "does not exist"
+        return f"is a broken symbolic link{_link_words(path)}" if os.path.islink(path) else "does not exist"
     except OSError as exc:
         return f"cannot be examined: {exc.strerror or exc}"
     if stat.S_ISREG(mode):
         return None
+    if os.path.islink(path):  # the link is what the user sees in the directory: name it and its target
+        return f"is a symbolic link{_link_words(path)}, {file_kind(mode)}, not a regular file"
     return f"is {file_kind(mode)}, not a regular file"
+
+
+def _link_words(path: str | Path) -> str:
+    """ " to /dev/zero": the target symlink ``path`` names, and where the chain ends when that is another
+    path (a relative target, a link to a link); "" when it cannot be read. Reads links only, opens nothing."""
+    try:
+        target = os.readlink(path)
+    except OSError:
+        return ""
+    end = os.path.realpath(path)
+    ends = "" if end == target else f" (which is {printable(end)})"
+    return f" to {printable(target)}{ends}"
 
 
 def read_file_bytes(path: str | Path, limit: int, fail: Fail | None = None, allow_stream: bool = False) -> bytearray:
