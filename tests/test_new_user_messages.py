@@ -21,6 +21,7 @@ from tests.test_user_mistakes import (
     write_matrix,
 )
 
+COMMANDS = [["replay", "--summary"], ["batch"], ["batch", "--workers", "2"], ["stats"], ["pack", "-o", "{tmp}/run"]]
 SCORES = [[0.9, 0.1], [0.8, 0.2]]  # draft_step_1's scores in rounds_by_hand: 2 rows × 2 columns
 
 
@@ -32,9 +33,32 @@ def write_scores(path: Path, rows: list[list[float]]) -> None:
         path.write_text("".join(" ".join(map(str, row)) + "\n" for row in rows), encoding="utf-8")
 
 
-# --- two companions of one kind for one matrix -----------------------------------------------------
+# --- two files of a round's last draft step ------------------------------------------------------
 
-COMMANDS = [["replay", "--summary"], ["batch"], ["batch", "--workers", "2"], ["stats"], ["pack", "-o", "{tmp}/run"]]
+
+@pytest.mark.parametrize(
+    "command,layout",
+    [(c, []) for c in COMMANDS] + [(c, ["--layout", "parents"]) for c in COMMANDS if c[0] != "pack"],
+    ids=lambda v: " ".join(v[:3]),
+)
+def test_two_files_of_the_last_step_are_one_round_entry_naming_both(capsys, tmp_path, command, layout):
+    """The duplicate was listed on its own and the round, replayed without its last step, was
+    refused for its validate rows ('is a draft step missing?', 'the config may not be the one')."""
+    dump = tmp_path / "dump"
+    rounds_by_hand(dump, rounds=3)
+    (dump / "draft_step_2_11_21.txt").write_bytes((dump / "draft_step_2_11_21").read_bytes())
+    argv = [a.format(tmp=tmp_path) for a in command]
+    code, _, err = run(capsys, argv[0], dump, "--no-progress", *argv[1:], *layout)
+    assert code == 1, err
+    skipped = [line for line in err.splitlines() if "skipped" in line]
+    assert len(skipped) == 1 and skipped[0].endswith(
+        "skipped round 11_21: cannot choose draft_step_2_11_21: found draft_step_2_11_21 and "
+        "draft_step_2_11_21.txt (2 files hold the same matrix; keep one); without its last draft step the "
+        "round would replay as one that stopped early"
+    ), err
+
+
+# --- two companions of one kind for one matrix -----------------------------------------------------
 
 
 @pytest.mark.parametrize("second", [".scores.npy", ".scores.txt"])

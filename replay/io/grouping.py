@@ -315,16 +315,18 @@ def _assemble(
 
 
 def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped]) -> list[RoundFiles]:
-    """Rounds whose next draft step is named by a stray file: a near-miss name (Draft_Step_2_10_20)
-    or an orphan companion (draft_step_2_10_20.scores alone). Such a round lost its last step; replayed
-    with the steps left it would pass as a round that stopped early. It is skipped instead, its entry
-    naming the missing file and the stray (which is not listed again)."""
+    """Rounds whose next draft step is named by a stray file: a near-miss name (Draft_Step_2_10_20),
+    an orphan companion (draft_step_2_10_20.scores alone) or files that hold the same matrix
+    (draft_step_2_10_20 and draft_step_2_10_20.txt). Such a round lost its last step; replayed with
+    the steps left it would pass as a round that stopped early. It is skipped instead, its entry
+    naming the missing file and the strays (which are not listed again)."""
     evidence: dict[tuple[int, int, int], list[int]] = defaultdict(list)  # the matrix strays name → their entries
     for i, s in enumerate(skipped):
-        if len(s.paths) != 1:
+        duplicate = s.reason.endswith(DUPLICATE_REASON) and not s.is_round
+        if len(s.paths) != 1 and not duplicate:
             continue
         name = base_name(s.paths[0])
-        if s.reason == ORPHAN_REASON:
+        if s.reason == ORPHAN_REASON or duplicate:
             guess: str | None = name
         elif is_stray(s):
             guess = near_miss(name)
@@ -345,25 +347,28 @@ def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped]) -> list[R
             kept.append(r)
             continue
         drop.update(strays)
-        found = ", ".join(
-            f"{printable(base_name(skipped[i].paths[0]))} "
-            + (
-                "(a companion without its data file)"
-                if skipped[i].reason == ORPHAN_REASON
-                else f"(did you mean {near_miss(base_name(skipped[i].paths[0]))}?)"
-            )
-            for i in strays
-        )
+        found = ", ".join(_stray_words(skipped[i]) for i in strays)
+        head = "cannot choose" if any(skipped[i].reason.endswith(DUPLICATE_REASON) for i in strays) else "missing"
         skipped.append(
             Skipped(
                 round_entry(round_name((a, b))),
-                f"missing {matrix_name((n, a, b))}: found {found}; without its last draft step the round would "
+                f"{head} {matrix_name((n, a, b))}: found {found}; without its last draft step the round would "
                 "replay as one that stopped early",
-                (*(fs.data for fs in r.steps), r.validate.data, *(skipped[i].paths[0] for i in strays)),
+                (*(fs.data for fs in r.steps), r.validate.data, *(p for i in strays for p in skipped[i].paths)),
             )
         )
     skipped[:] = [s for i, s in enumerate(skipped) if i not in drop]
     return kept
+
+
+def _stray_words(s: Skipped) -> str:
+    """How _lost_last_steps names a stray that names a round's lost last step."""
+    if s.reason.endswith(DUPLICATE_REASON):
+        return f"{s.what} ({s.reason})"
+    name = base_name(s.paths[0])
+    if s.reason == ORPHAN_REASON:
+        return f"{printable(name)} (a companion without its data file)"
+    return f"{printable(name)} (did you mean {near_miss(name)}?)"
 
 
 def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int], source: str) -> Grouping | None:
