@@ -37,6 +37,7 @@ from replay.testing.records_reference import write_table
 from replay.testing.replayer import replay_round
 from replay.testing.table_rows import node_table, round_table
 from replay.util.errors import RoundError
+from replay.util.words import counted
 from tests.packed_runs import assert_same_frames, packed_synth_run
 from tests.reference_runs import load_reference
 from tests.test_batch_property import runs
@@ -115,7 +116,7 @@ def test_batch_table_files_are_the_record_frames(name, tmp_path, capsys, monkeyp
     write_table(want, tmp_path / "want.parquet")
     for ext in ("csv", "parquet"):
         assert main(["batch", str(path), "-o", str(tmp_path / f"rounds.{ext}"), "--no-progress"]) == 0
-        assert f"wrote {len(want)} rows to" in capsys.readouterr().err
+        assert f"wrote {counted(len(want), 'row')} to" in capsys.readouterr().err
     assert (tmp_path / "rounds.csv").read_bytes() == (tmp_path / "want.csv").read_bytes()
     got, ref = pd.read_parquet(tmp_path / "rounds.parquet"), pd.read_parquet(tmp_path / "want.parquet")
     assert [str(t) for t in got.dtypes] == [str(t) for t in ref.dtypes]

@@ -181,6 +181,13 @@ def test_a_ragged_text_row_of_one_value_says_value(capsys, tmp_path):
     assert_told(err, "draft_step_1_124_140", "ragged rows: line 2 has 1 value, line 1 has 2")
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_a_table_of_one_round_says_row(capsys, tmp_path, suffix):
+    out = tmp_path / f"rounds{suffix}"
+    code, _, err = run(capsys, "batch", article_by_hand(tmp_path / "mine"), "-o", out, "--no-progress")
+    assert code == 0 and f"wrote 1 row to {out}" in err, err
+
+
 # --- a symbolic link to a device or FIFO given as a dump file ---------------------------------------
 
 

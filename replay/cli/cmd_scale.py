@@ -31,6 +31,7 @@ from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import output_dir, output_file
 from replay.util.progress import progress_enabled
+from replay.util.words import counted
 
 from .options import (
     JSON_LINES_HELP,
@@ -181,7 +182,7 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
     if args.table:
         table = sampling_arrow(res, smp, rows)
         write_arrow_table(table, args.table)
-        print(f"specreplay: wrote {table.num_rows} rows to {args.table}", file=sys.stderr)
+        print(f"specreplay: wrote {counted(table.num_rows, 'row')} to {args.table}", file=sys.stderr)
     if args.json:
         write_sampling_json_lines(res, smp, rows, out)
     else:
@@ -200,7 +201,7 @@ def _write_table(rep: RunReplay, path: str, progress=None) -> None:
         progress(0, int(rep.result.ok.sum()))  # the bar shows while the columns are built
     table = record_arrow(rep.result)
     write_arrow_table(table, path, progress)
-    print(f"specreplay: wrote {table.num_rows} rows to {path}", file=sys.stderr)
+    print(f"specreplay: wrote {counted(table.num_rows, 'row')} to {path}", file=sys.stderr)
 
 
 def run_pack(args: argparse.Namespace) -> int:
