@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -470,6 +471,82 @@ def test_fast_score_parse_equals_reference_or_declines():
         assert np.array_equal(got, ref, equal_nan=True) and got.dtype == ref.dtype, data
         taken += 1
     assert 0 < taken < len(files)
+
+
+# The float literals the bulk reader takes, as a regular expression (the oracle of its array checks);
+# possessive, so a hostile cell costs linear time.
+FLOAT_LITERAL = re.compile(rb"[+-]?+(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][+-]?+[0-9]++)?+")
+LITERAL_PIECES = ("", "+", "-", "0", "7", "12", "007", ".", ".", "e", "E", "e-", "e+", "5", "--", "x", "1e5")
+
+
+def random_cell(rng: np.random.Generator) -> bytes:
+    """A cell of float-literal pieces: often a literal, often one the grammar refuses."""
+    return "".join(str(rng.choice(LITERAL_PIECES)) for _ in range(int(rng.integers(1, 6)))).encode()
+
+
+def bits(values: np.ndarray) -> list[int]:
+    return np.asarray(values, dtype=np.float64).view(np.int64).tolist()
+
+
+def test_score_cells_taken_are_exactly_the_float_literals():
+    rng = np.random.default_rng(17)
+    cells = [random_cell(rng) for _ in range(4000)]
+    files = [c + b"\n" for c in cells]
+    parsed = textbatch.parse_score_texts(files)
+    literals = 0
+    for k, cell in enumerate(cells):
+        literal = FLOAT_LITERAL.fullmatch(cell) is not None and cell != b""
+        assert bool(parsed.ok[k]) == literal, cell
+        if literal:
+            assert bits(parsed.values[parsed.start[k] : parsed.start[k] + 1]) == bits([float(cell)]), cell
+            assert reference_scores(files[k]) is not None, cell
+            literals += 1
+    assert 500 < literals < 3500
+
+
+def test_score_rows_taken_are_rows_of_float_literals():
+    rng = np.random.default_rng(19)
+    files, rows_of = [], []
+    for _ in range(1500):
+        sep = str(rng.choice([" ", "\t", ",", ", ", "  "]))
+        rows = [
+            [random_cell(rng) if rng.random() < 0.2 else repr(float(rng.normal())).encode() for _ in range(3)]
+            for _ in range(2)
+        ]
+        files.append(b"\n".join(sep.encode().join(r) for r in rows) + b"\n")
+        rows_of.append(rows)
+    parsed = textbatch.parse_score_texts(files)
+    for k, rows in enumerate(rows_of):
+        literal = all(FLOAT_LITERAL.fullmatch(c) is not None for r in rows for c in r if c)
+        whole = all(c for r in rows for c in r)  # an empty cell is no value: its row is ragged or empty-valued
+        if not whole:
+            assert not parsed.ok[k] or reference_scores(files[k]) is not None, files[k]
+            continue
+        assert bool(parsed.ok[k]) == literal, files[k]
+        if literal:
+            want = [float(c) for r in rows for c in r]
+            assert bits(parsed.values[parsed.start[k] : parsed.start[k] + 6]) == bits(want), files[k]
+
+
+def test_score_values_are_the_doubles_float_reads():
+    """Every way an engine prints a double, extreme ones included: the bulk parse is bit for bit float()."""
+    rng = np.random.default_rng(23)
+    magnitudes = 10.0 ** rng.uniform(-330, 308, 3000)
+    values = np.concatenate(
+        [
+            -rng.random(3000) * 30,
+            rng.random(3000),
+            magnitudes * rng.choice([-1.0, 1.0], 3000),
+            [0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 2.0**53, 2.0**53 + 2],
+        ]
+    )
+    formats = ("%.9g", "%.17g", "%r", "%.6e", "%.3f", "%.20f", "%.0f", "%E", "%.12G")
+    for fmt in formats:
+        cells = [(repr(float(v)) if fmt == "%r" else fmt % v).encode() for v in values]
+        cells = [c for c in cells if len(c) <= 90 and b"inf" not in c.lower()]  # "%.20f" of 1e300 is long
+        parsed = textbatch.parse_score_texts([c + b"\n" for c in cells])
+        assert parsed.ok.all(), fmt
+        assert bits(parsed.values) == bits([float(c) for c in cells]), fmt
 
 
 def write_scores(path: Path, logp: np.ndarray, rng: np.random.Generator) -> None:

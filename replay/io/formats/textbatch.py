@@ -8,8 +8,8 @@ matrices).
 Only a strict subset of the text format is taken: ASCII digits, ``-``, spaces, tabs, commas and LF;
 every non-blank line of a file holds the same number of integers of at most ``MAX_DIGITS``
 characters. A scores companion may hold decimal numbers (``-1.5``, ``.5``, ``2e-3``, a ``+``), every
-one a whole float literal (checked per file), and must have its ids' shape; the scores rule is
-``matrix_io.logp_of_scores``. Anything else is not an error here: a comment, a CR, a BOM, a ``+``
+one a whole float literal (the grammar checked on all files at once, by array operations), and must
+have its ids' shape; the scores rule is ``matrix_io.logp_of_scores``. Anything else is not an error here: a comment, a CR, a BOM, a ``+``
 in ids, a float id, a long number, ``nan``, a ragged or empty file, a file that is not regular or is
 too large, a parents companion. Such a round is handed back, and the caller reads it with the
 file-by-file reader (``rounds.load_round``), so results, errors and skip messages stay exactly
@@ -19,7 +19,6 @@ that reader's.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,23 +38,27 @@ MAX_DIGITS = 18  # characters of one value, sign included: any such integer fits
 BULK_FILE_BYTES = 1 << 20  # larger text files go to the reference reader (its limit: MAX_TEXT_FILE_BYTES)
 BULK_PARSE_BYTES = 8 << 20  # text parsed per numpy pass (~15 bytes of work arrays per byte)
 
-# Byte classes of the fast alphabet; every other byte is OTHER and sends its file to the reference.
-OTHER, DIGIT, MINUS, SEPARATOR, NEWLINE = 0, 1, 2, 3, 4
-_CLASS = np.zeros(256, dtype=np.uint8)
-_CLASS[np.frombuffer(b"0123456789", dtype=np.uint8)] = DIGIT
-_CLASS[ord("-")] = MINUS
-_CLASS[np.frombuffer(b" \t,", dtype=np.uint8)] = SEPARATOR
-_CLASS[ord("\n")] = NEWLINE
-_COMMA = ord(",")
+# Byte classes of the fast alphabet. A value is a run of DIGIT..OTHER bytes; OTHER (every byte outside
+# the alphabet) sends its file to the reference, so counting it as a value byte changes nothing.
+SPACE, COMMA, NEWLINE, DIGIT, SIGN, DOT, EXP, OTHER = range(8)
+_ID_CLASS = np.full(256, OTHER, dtype=np.uint8)
+_ID_CLASS[np.frombuffer(b"0123456789", dtype=np.uint8)] = DIGIT
+_ID_CLASS[ord("-")] = SIGN
+_ID_CLASS[np.frombuffer(b" \t", dtype=np.uint8)] = SPACE
+_ID_CLASS[ord(",")] = COMMA
+_ID_CLASS[ord("\n")] = NEWLINE
+# Scores: the bytes of decimal float literals, whose grammar _float_grammar checks.
+_FLOAT_CLASS = _ID_CLASS.copy()
+_FLOAT_CLASS[ord("+")] = SIGN
+_FLOAT_CLASS[ord(".")] = DOT
+_FLOAT_CLASS[np.frombuffer(b"eE", dtype=np.uint8)] = EXP
+# A score byte's unit in one int32 running sum: digits, dots, exponent marks and signs each count in
+# their own 8 bits. In a value of at most MAX_FLOAT_CHARS bytes no count reaches 128, so the
+# difference of two (wrapping) sums is the value's four counts, exactly.
+MAX_FLOAT_CHARS = 100
+_UNIT = np.zeros(OTHER + 1, dtype=np.int32)
+_UNIT[[DIGIT, DOT, EXP, SIGN]] = [1, 1 << 8, 1 << 16, 1 << 24]
 _COMMA_TO_SPACE = bytes.maketrans(b",", b" ")
-# Scores: every character of a decimal float literal is a token character; the literal's grammar
-# is checked per file (_FLOAT_FILE, possessive: linear time), what np.fromstring and the reference
-# both read to the same double.
-_FLOAT_CLASS = _CLASS.copy()
-_FLOAT_CLASS[np.frombuffer(b"-+.eE", dtype=np.uint8)] = DIGIT
-_FLOAT_FILE = re.compile(
-    rb"(?:[ \t,\n]++|[+-]?+(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][+-]?+[0-9]++)?+(?=[ \t,\n]|\Z))*+"
-)
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,38 +72,46 @@ class ParsedTexts:
     values: np.ndarray  # [sum(rows * cols)] int64, file after file, row-major
 
 
+@dataclass(frozen=True, eq=False)
+class _Tokens:
+    """The values of files laid end to end in one buffer: where each starts and ends."""
+
+    cls: np.ndarray  # [N] uint8 byte classes
+    starts: np.ndarray  # [V] int64 position of each value's first byte
+    lasts: np.ndarray  # [V] int64 position of each value's last byte
+    commas: bool  # the buffer holds a comma
+
+
+def _tokens(buf: np.ndarray, floats: bool) -> _Tokens:
+    """buf: [N] uint8 starting and ending with LF, so every value has a non-value byte on each side."""
+    cls = (_FLOAT_CLASS if floats else _ID_CLASS)[buf]
+    in_value = cls >= DIGIT
+    edges = np.flatnonzero(in_value[1:] != in_value[:-1])  # alternately before a value's first byte, its last
+    return _Tokens(cls, edges[0::2] + 1, edges[1::2], bool((cls == COMMA).any()))
+
+
 def _file_flags(
     buf: np.ndarray, ends: np.ndarray, floats: bool = False
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(ok, rows, cols, token starts) of the files laid end to end in ``buf``.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(ok, rows, cols, values) of the files laid end to end in ``buf``.
 
-    buf: [N] uint8, each file followed by one LF; ends: [F] int64 position of each file's final LF.
-    floats: scores (float literals, their grammar checked by the caller), else integer ids.
+    buf: [N] uint8, an LF, then each file followed by one LF; ends: [F] int64 position of each file's
+    final LF. floats: scores (float literals, their grammar checked here), else integer ids.
     """
     nfiles = ends.shape[0]
-    cls = (_FLOAT_CLASS if floats else _CLASS)[buf]
+    tok = _tokens(buf, floats)
+    cls, starts = tok.cls, tok.starts
     bad = np.zeros(nfiles, dtype=bool)
     bad[np.searchsorted(ends, np.flatnonzero(cls == OTHER))] = True
-    in_token = (cls == DIGIT) | (cls == MINUS)
-    prev_in = np.concatenate(([False], in_token[:-1]))  # a file ends in LF, so tokens never cross files
-    starts = in_token & ~prev_in
-    if not floats:
-        next_in = np.concatenate((in_token[1:], [False]))
-        # '-' only as a value's first character, followed by a digit ("1-2", "--3", "-" alone are not)
-        minus = np.flatnonzero(cls == MINUS)
-        wrong = prev_in[minus] | (cls[minus + 1] != DIGIT)  # minus + 1 exists: buf ends in LF
-        bad[np.searchsorted(ends, minus[wrong])] = True
-        first, last = np.flatnonzero(starts), np.flatnonzero(in_token & ~next_in)
-        bad[np.searchsorted(ends, first[last - first + 1 > MAX_DIGITS])] = True
-    started = np.cumsum(starts, dtype=np.int64)
-    # An empty value (a comma with no value since the last comma or LF) is the reference's to refuse.
-    delimiters = np.flatnonzero((buf == _COMMA) | (cls == NEWLINE))
-    since = np.diff(started[delimiters], prepend=0)
-    bad[np.searchsorted(ends, delimiters[(since == 0) & (buf[delimiters] == _COMMA)])] = True
-    # values per line: token starts between consecutive LFs
+    bad[np.searchsorted(ends, starts[_odd_values(tok, floats)])] = True
+    if tok.commas:  # an empty value (a comma with no value since the last comma or LF) is the reference's to refuse
+        delimiters = np.flatnonzero((cls == COMMA) | (cls == NEWLINE))
+        empty = np.flatnonzero(np.diff(np.searchsorted(starts, delimiters)) == 0) + 1
+        bad[np.searchsorted(ends, delimiters[empty[cls[delimiters[empty]] == COMMA]])] = True
+    # values per line: value starts between consecutive LFs (the first LF is the buffer's own)
     newlines = np.flatnonzero(cls == NEWLINE)
-    per_line = np.diff(started[newlines], prepend=0)
-    line_file = np.searchsorted(ends, newlines)
+    per_line = np.diff(np.searchsorted(starts, newlines))
+    line_file = np.searchsorted(ends, newlines[1:])
     filled = per_line > 0  # blank lines are skipped, as the reference does
     files, counts = line_file[filled], per_line[filled]
     rows = np.bincount(files, minlength=nfiles).astype(np.int64)
@@ -109,7 +120,41 @@ def _file_flags(
     cols[files[head]] = counts[head]
     bad[files[counts != cols[files]]] = True  # ragged rows
     bad |= rows == 0  # empty file
-    return ~bad, rows, cols, starts
+    return ~bad, rows, cols, int(starts.size)
+
+
+def _odd_values(tok: _Tokens, floats: bool) -> np.ndarray:
+    """[V] bool: values outside the fast subset's grammar."""
+    if floats:
+        return _float_grammar(tok)
+    cls = tok.cls
+    # '-' only as a value's first byte, followed by a digit ("1-2", "--3", "-" alone are not)
+    minus = np.flatnonzero(cls == SIGN)
+    wrong = minus[(cls[minus - 1] >= DIGIT) | (cls[minus + 1] != DIGIT)]
+    odd: np.ndarray = tok.lasts - tok.starts >= MAX_DIGITS
+    odd[np.searchsorted(tok.starts, wrong, side="right") - 1] = True
+    return odd
+
+
+def _float_grammar(tok: _Tokens) -> np.ndarray:
+    """[V] bool: values that are not ``[+-]?(D+(.D*)?|.D+)([eE][+-]?D+)?`` (D a digit), the float
+    literals that np.fromstring and the reference read to the same double."""
+    cls, starts, lasts = tok.cls, tok.starts, tok.lasts
+    sums = np.cumsum(_UNIT[cls], dtype=np.int32)
+    counts = sums[lasts] - sums[starts - 1]
+    digits, dots, marks, signs = counts & 255, (counts >> 8) & 255, (counts >> 16) & 255, counts >> 24
+    odd: np.ndarray = (lasts - starts >= MAX_FLOAT_CHARS) | (dots > 1) | (marks > 1) | (digits == 0)
+    placed = (cls[starts] == SIGN).astype(np.int32)  # signs where the grammar has them
+    if marks.any():
+        at = np.flatnonzero(cls == EXP)
+        value = np.searchsorted(starts, at, side="right") - 1
+        mantissa = sums[at - 1] - sums[starts[value] - 1]
+        exponent = sums[lasts[value]] - sums[at]
+        # a digit before the mark, and after it only digits, one sign first
+        odd[value[((mantissa & 255) == 0) | ((exponent & 255) == 0) | (((exponent >> 8) & 255) != 0)]] = True
+        placed[value] += cls[at + 1] == SIGN
+    odd |= signs != placed
+    return odd
 
 
 def parse_id_texts(datas: Sequence[bytes]) -> ParsedTexts:
@@ -130,11 +175,9 @@ def _parse_texts(datas: Sequence[bytes], floats: bool) -> ParsedTexts:
             np.zeros(0, dtype=bool), empty, empty, empty, empty.astype(np.float64 if floats else np.int64)
         )
     lengths = np.fromiter(map(len, datas), dtype=np.int64, count=nfiles)
-    big = b"\n".join(datas) + b"\n"
-    ends = np.cumsum(lengths + 1) - 1
-    ok, rows, cols, starts = _file_flags(np.frombuffer(big, dtype=np.uint8), ends, floats)
-    if floats:
-        ok &= np.fromiter((_FLOAT_FILE.fullmatch(d) is not None for d in datas), dtype=bool, count=nfiles)
+    big = b"\n".join([b"", *datas, b""])
+    ends = np.cumsum(lengths + 1)
+    ok, rows, cols, found = _file_flags(np.frombuffer(big, dtype=np.uint8), ends, floats)
     if not ok.all():  # rare: parse the good files alone, then put them back in place
         keep = np.flatnonzero(ok)
         sub = _parse_texts([datas[i] for i in keep.tolist()], floats)
@@ -145,9 +188,10 @@ def _parse_texts(datas: Sequence[bytes], floats: bool) -> ParsedTexts:
             arr[keep] = part
         return ParsedTexts(full_ok, out[0], out[1], out[2], sub.values)
     # Validated above: np.fromstring sees only well-formed numbers separated by whitespace.
-    values = np.fromstring(big.translate(_COMMA_TO_SPACE), dtype=np.float64 if floats else np.int64, sep=" ")
+    text = big.translate(_COMMA_TO_SPACE) if b"," in big else big
+    values = np.fromstring(text, dtype=np.float64 if floats else np.int64, sep=" ")
     sizes = rows * cols
-    if values.shape[0] != int(starts.sum()) or values.shape[0] != int(sizes.sum()):
+    if values.shape[0] != found or values.shape[0] != int(sizes.sum()):
         return ParsedTexts(
             np.zeros(nfiles, dtype=bool), empty, empty, empty, values[:0]
         )  # never seen; the reference decides
