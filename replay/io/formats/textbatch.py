@@ -174,16 +174,17 @@ def _float_values(big: bytes, vals: _Values, lit: _Literals) -> np.ndarray:
     nvals, nmarked = vals.starts.size, lit.marked.size
     if ints.size != nvals + nmarked:  # never seen: every value has mantissa digits, every mark exponent digits
         return np.fromstring(big.translate(_COMMA_TO_SPACE), dtype=np.float64, sep=" ")
-    of_exponent = np.zeros(ints.size, dtype=bool)
-    of_exponent[lit.marked + np.arange(1, nmarked + 1)] = True
-    mantissa = ints[~of_exponent]
-    mantissa_ends = vals.lasts.copy()
-    mantissa_ends[lit.marked] = lit.at - 1
-    scale = np.zeros(nvals, dtype=np.int64)
-    scale[lit.dotted] = lit.dots - mantissa_ends[lit.dotted]  # minus the digits after the dot
+    mantissa, mantissa_ends = ints, vals.lasts
+    scale = np.zeros(nvals, dtype=np.int64)  # the decimal exponent of the mantissa's digits
     if nmarked:
+        of_exponent = np.zeros(ints.size, dtype=bool)
+        of_exponent[lit.marked + np.arange(1, nmarked + 1)] = True
+        mantissa = ints[~of_exponent]
+        mantissa_ends = vals.lasts.copy()
+        mantissa_ends[lit.marked] = lit.at - 1
         exponent = np.minimum(ints[of_exponent], 10**6)
-        scale[lit.marked] += np.where(vals.buf[lit.at + 1] == _MINUS, -exponent, exponent)
+        scale[lit.marked] = np.where(vals.buf[lit.at + 1] == _MINUS, -exponent, exponent)
+    scale[lit.dotted] -= mantissa_ends[lit.dotted] - lit.dots  # the digits after the dot
     fast = (mantissa <= _EXACT) & (np.abs(scale) <= 22)
     power = _POW10[np.where(fast, np.abs(scale), 0)]
     values: np.ndarray = np.where(scale < 0, mantissa / power, mantissa * power)
