@@ -11,7 +11,10 @@ import argparse
 import contextlib
 import json
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from analysis.tables.definitions import METRIC_TABLES
 from replay.core.config import distinct_configs
@@ -84,20 +87,32 @@ def add_runs_input(p: argparse.ArgumentParser) -> None:
     add_no_progress(p)
 
 
-def load_runs_from_args(args, tables: str | None = None, per_batch=None, per_run=None, keep_bytes: int = 0):
-    """Replay every DUMP; a run without a single replayable round is reported and left out.
+@dataclass(frozen=True)
+class LoadedRuns:
+    """The runs a command uses (each with rounds), and how many it left out (none replayed)."""
+
+    runs: list
+    left_out: int  # listed on stderr as they were read; the exit status says so (skipped_status)
+
+
+def load_runs_from_args(
+    args, tables: str | None = None, per_batch=None, per_run=None, keep_bytes: int = 0, dirs=None
+) -> LoadedRuns:
+    """Replay every DUMP (``dirs``, else --dirs'); a run without a single replayable round is reported
+    and left out.
 
     ``tables``: what the command reads besides the replay (analysis.tables.runs.TABLES_FULL, the
     default, TABLES_METRICS or TABLES_KEYS); ``per_batch``, ``per_run``: computed on each batch as it
     is read; ``keep_bytes``: the batches kept within that memory (analysis.tables.runs.load_run)."""
     from analysis.tables.runs import TABLES_FULL, load_runs
 
-    for d in args.dirs:
+    dirs = args.dirs if dirs is None else dirs
+    for d in dirs:
         require_dump_source(d)
     runs = load_runs(
-        args.dirs,
+        dirs,
         options_from_args(args),
-        args.label,
+        getattr(args, "label", None),
         progress_enabled(args.no_progress),
         tables or TABLES_FULL,
         per_batch,
@@ -117,9 +132,8 @@ def load_runs_from_args(args, tables: str | None = None, per_batch=None, per_run
             file=sys.stderr,
         )
     if not kept:
-        raise no_rounds_in_runs(args.dirs)
-    args.runs_left_out = len(runs) - len(kept)  # the exit status says so (see skipped_status)
-    return kept
+        raise no_rounds_in_runs(dirs)
+    return LoadedRuns(kept, len(runs) - len(kept))
 
 
 def run_heading(run) -> str:
@@ -158,12 +172,49 @@ def check_round_replayed(runs, args) -> None:
     )
 
 
-def skipped_status(runs, args=None) -> int:
-    """Exit status: 1 when rounds were skipped or runs left out (all listed on stderr), else 0."""
-    for run in runs:
+def skipped_status(loaded: LoadedRuns, at_t: dict[str, tuple] | None = None) -> int:
+    """Exit status: 1 when rounds were skipped or runs left out, else 0; all listed on stderr, the
+    reading's first, then ``at_t``'s (run label -> its rounds without a sampling replay at T: each_run_at_temperature)."""
+    for run in loaded.runs:
         print_reading(run.replay, run.label)
-    left_out = getattr(args, "runs_left_out", 0) if args is not None else 0
-    return 1 if left_out or any(run.replay.skipped for run in runs) else 0
+    at_t = at_t or {}
+    for label, skipped in at_t.items():
+        print_skipped(skipped, label if len(at_t) > 1 else None)
+    return 1 if loaded.left_out or any(run.replay.skipped for run in loaded.runs) or any(at_t.values()) else 0
+
+
+@dataclass(frozen=True)
+class RunAtT:
+    """What a command computed for one run at --temperature T (each_run_at_temperature)."""
+
+    label: str
+    vocab: int | None  # --vocab-size, else the manifest's (sampling_vocab)
+    result: Any  # the command's own; None when no round of the run has a sampling replay at T
+    skipped: tuple  # the rounds without a sampling replay at T (sampling_skip)
+    refused: int  # of those, the rounds with scores refused at T (a bad row): the headers count them apart
+
+
+def each_run_at_temperature(args, runs: list, compute: Callable) -> list[RunAtT]:
+    """Each run at --temperature T: ``compute(run, vocab)`` gives (its result, the rounds it used, its
+    skipped rounds as (name, key, why)). A run without a round at T is refused (exit 2) when alone,
+    else left out; when every run is, each one's rounds are listed and the command refused."""
+    from replay.engine.sampling import refused_with_scores, sampling_skip
+
+    t = args.temperature
+    done = []
+    for run in runs:
+        vocab = sampling_vocab(args, run.replay.manifest)
+        result, rounds, skipped = compute(run, vocab)
+        skips = tuple(sampling_skip(name, t, why) for name, _, why in skipped)
+        if not rounds and len(runs) == 1:
+            raise no_rounds_error(run.replay.directory, [*run.replay.skipped, *skips])
+        refused = refused_with_scores(why for _, _, why in skipped)
+        done.append(RunAtT(run.label, vocab, result if rounds else None, skips, refused))
+    if all(d.result is None for d in done):
+        for d in done:
+            print_skipped(d.skipped, d.label)
+        raise no_rounds_in_runs([run.replay.directory for run in runs], t)
+    return done
 
 
 TYPED_COLUMNS = ("temperature",)  # printed as given (:g), not at the tables' 4 decimals
@@ -181,11 +232,13 @@ def _print_table(df, args, out=None) -> None:
         out.write(df.to_string(index=False, float_format=lambda v: f"{v:.4f}", formatters=exact, na_rep="–") + "\n")
 
 
-def configs_from_args(args, recorded):
+def configs_for(given: list, recorded, contained: bool = False) -> list:
+    """A run's configs: ``given`` (parse_config_options) and, with ``contained``, every config contained
+    in the recorded one, the recorded first; neither: the recorded one and a few contained ones."""
     from analysis.compare.subtree import contained_configs
 
-    configs = list(option_configs(args))
-    if getattr(args, "contained", False):
+    configs = list(given)
+    if contained:
         configs.extend(contained_configs(recorded))
     if not configs:
         from analysis.report.options import default_comparison_configs  # the report and matplotlib: only here
@@ -194,14 +247,9 @@ def configs_from_args(args, recorded):
     return distinct_configs([recorded] + configs)
 
 
-def option_configs(args) -> list:
-    """The configs of --configs, --grid and --generate, parsed once (notes printed once)."""
-    if getattr(args, "parsed_configs", None) is None:
-        args.parsed_configs = _parse_config_options(args)
-    return args.parsed_configs
-
-
-def _parse_config_options(args) -> list:
+def parse_config_options(args) -> list:
+    """The configs of --configs, --grid and --generate (notes printed): parsed once, before the
+    replay, so a typo fails before any work."""
     from analysis.compare.configs import generate_funnels, is_generator_text, parse_config_arg, parse_config_list_arg
 
     configs, notes = [], []
@@ -222,11 +270,6 @@ def _parse_config_options(args) -> list:
         configs.extend(generate_funnels(args.generate, "--generate"))
     print_notes(notes)
     return configs
-
-
-def check_config_args(args) -> None:
-    """Parse --configs, --grid and --generate once before the replay, so a typo fails before any work."""
-    option_configs(args)
 
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -264,7 +307,8 @@ def run_stats(args: argparse.Namespace) -> int:
         along = sampling_along(args.temperature, lambda manifest: sampling_vocab(args, manifest))
         return _stats_sampling(args, load_runs_from_args(args, TABLES_KEYS, per_run=along))
     whole = args.export or args.table in ("rounds", "nodes")  # only these show the tables themselves
-    runs = load_runs_from_args(args, TABLES_FULL if whole else TABLES_METRICS)
+    loaded = load_runs_from_args(args, TABLES_FULL if whole else TABLES_METRICS)
+    runs = loaded.runs
     tables = build_tables(runs)
     named = {**all_metrics(tables), "rounds": tables.rounds, "nodes": tables.nodes}
     if args.export:
@@ -302,7 +346,7 @@ def run_stats(args: argparse.Namespace) -> int:
             out.write(f"\n== {name}{head} ==\n")
             _print_table(depth_display(named[name]) if name == "depth_acceptance" else named[name], args)
         out.write("\n== definitions (docs/vocabulary.md) ==\n" + definitions_text(SUMMARY_NAMES + DEPTH_NAMES) + "\n")
-    return skipped_status(runs, args)
+    return skipped_status(loaded)
 
 
 def _export(export_tables, named: dict, out_dir: str) -> None:
@@ -315,7 +359,7 @@ def _export(export_tables, named: dict, out_dir: str) -> None:
     note_files_left(out_dir, paths)
 
 
-def _stats_sampling(args: argparse.Namespace, runs) -> int:
+def _stats_sampling(args: argparse.Namespace, loaded: LoadedRuns) -> int:
     """--temperature: the summary, histogram and per-depth rates as expectations at T (analysis.tables.sampling)."""
     from analysis.tables.build import export_tables
     from analysis.tables.sampling import SAMPLING_TABLES, bounds_display, run_sampling, sampling_tables
@@ -326,7 +370,7 @@ def _stats_sampling(args: argparse.Namespace, runs) -> int:
             f"--table {args.table} with --temperature: at T only {', '.join(SAMPLING_TABLES)} have an expectation "
             "(the others read the target's top-1 at each node: drop --temperature for them)"
         )
-    t = args.temperature
+    t, runs = args.temperature, loaded.runs
     parts = [
         run_sampling(r, t, sampling_vocab(args, r.replay.manifest), r.replay.manifest.node_logprob_temperatures)
         for r in runs
@@ -372,7 +416,7 @@ def _stats_sampling(args: argparse.Namespace, runs) -> int:
         missing = int((~part.from_node_logprobs).sum())
         if missing and recorded_column(t, run.replay.manifest.node_logprob_temperatures) is not None:
             print_missing_node_logprobs("stats", t, run.replay.manifest, missing, part.gaps)
-    status = skipped_status(runs, args)
+    status = skipped_status(loaded)
     return 1 if status or any(p.skipped for p in parts) else 0
 
 
@@ -389,7 +433,8 @@ def run_plot(args: argparse.Namespace) -> int:
 
     decode = treeplot.load_decoder(args.tokenizer) if args.tokenizer else None  # a bad one fails before any work
     check_round_arg(args)
-    runs = load_runs_from_args(args, TABLES_METRICS)
+    loaded = load_runs_from_args(args, TABLES_METRICS)
+    runs = loaded.runs
     check_round_replayed(runs, args)  # before writing
     picks = {run.label: _round_to_draw(run, args.show_round) for run in runs if run.rounds}
     tables = build_tables(runs)
@@ -429,7 +474,7 @@ def run_plot(args: argparse.Namespace) -> int:
     for p in written:
         print(p)
     note_files_left(out, written)
-    return skipped_status(runs, args)
+    return skipped_status(loaded)
 
 
 def _round_to_draw(run, key):

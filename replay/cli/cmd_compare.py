@@ -9,26 +9,26 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from replay.util.atomic import atomic_path
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import OutputDir, input_file_or_json, output_file
-from replay.util.progress import progress_enabled
+from replay.util.progress import progress_enabled, progress_while
 from replay.util.words import counted
 
 from .cmd_analysis import (
     add_runs_input,
-    check_config_args,
     check_round_arg,
     check_round_replayed,
-    configs_from_args,
+    configs_for,
     cost_from_args,
     image_format_of,
     load_runs_from_args,
-    option_configs,
+    parse_config_options,
     skipped_status,
 )
 from .options import (
@@ -106,135 +106,179 @@ REPORT_DIR = OutputDir("the page to {dir}/index.html and the tables to {dir}/tab
 # --- compare -----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Compared:
+    """What compare computed, greedy or at T: per run with rounds its configs table and per-round
+    outcomes (a "run" column each), and per run the way's own record (PricedRun, RunAtT)."""
+
+    tables: list
+    per_round: list
+    runs: list  # each with its ``label`` and ``skipped``: its rounds without a sampling replay at T
+
+
+@dataclass(frozen=True)
+class CompareWay:
+    """What compare and compare --temperature T do differently (the flow is run_compare's): ``check``
+    refuses the options it cannot use (before any work) and gives ``compare_runs``' last argument;
+    ``along`` gives load_runs_from_args' per_batch or per_run hook; ``write`` prints the table after
+    --top and writes --per-round."""
+
+    check: Callable[[argparse.Namespace], Any]
+    along: Callable[..., dict]  # (args, configs_of)
+    compare_runs: Callable[..., Compared]  # (args, runs, configs_of, checked)
+    rank_by: str  # --top's column
+    write: Callable[[argparse.Namespace, Any, Compared], None]
+
+
 def run_compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from analysis.cost.source import cost_warning
-
-    if args.temperature is not None:
-        from .cmd_compare_sampling import run_compare_sampling
-
-        return run_compare_sampling(args)
-    plot_format = image_format_of(args.plot) if args.plot else None
-    check_compare_options(args)
-    given = cost_from_args(args)
-    check_config_args(args)
-    from analysis.compare.batch import compare_along
     from analysis.tables.runs import TABLES_KEYS
 
-    # compare replays the configs itself, on each batch as it is read: it reads no table
-    along = compare_along(lambda tree: configs_from_args(args, tree), args.gamma_threshold)
-    runs = load_runs_from_args(args, TABLES_KEYS, along)
-    done = _compare_runs(args, runs, given)
-    if not done.tables:
+    if args.temperature is not None:
+        from .cmd_compare_sampling import AT_TEMPERATURE as way
+    else:
+        way = GREEDY
+    checked = way.check(args)
+    given = parse_config_options(args)
+    configs_of = lambda tree: configs_for(given, tree, args.contained)  # noqa: E731
+    # compare replays the configs itself, on each batch or run as it is read: it reads no table
+    loaded = load_runs_from_args(args, TABLES_KEYS, **way.along(args, configs_of))
+    compared = way.compare_runs(args, loaded.runs, configs_of, checked)
+    if not compared.tables:
         raise SpecReplayError("no rounds to compare")
-    table = pd.concat(done.tables, ignore_index=True)
+    table = run_first(pd.concat(compared.tables, ignore_index=True))
     if args.top:
         from analysis.compare.configs import top_rows
 
-        table = top_rows(table, args.top, "modelled_speedup_lo")
-    if args.plot:  # after --top: the plot shows the rows the table shows
-        from analysis.report import plots  # matplotlib: ~0.5 s to import, only for --plot
-        from analysis.report.fonts import any_script
-
-        for run, grp in table.groupby("run", sort=False):
-            target = Path(args.plot).with_stem(Path(args.plot).stem + (f"_{run}" if len(runs) > 1 else ""))
-            with atomic_path(target) as tmp, any_script(note_on_stderr):
-                plots.write_figure(plots.plot_compare_configs(grp, run, done.costs[run].source), tmp, plot_format)
-    cost_warnings = [w for w in (cost_warning(done.costs[r], r) for r in done.costs) if w]
-    warnings = list(cost_warnings)
-    for w in done.suspicious:  # a number that is probably wrong: on stderr whatever the output format
-        print(f"specreplay: {w}", file=sys.stderr)
-    warnings += done.suspicious
-    if args.per_round:
-        with atomic_path(args.per_round) as tmp:
-            pd.concat(done.per_round, ignore_index=True).to_csv(tmp, index=False)
-        print(f"wrote {args.per_round}", file=sys.stderr)
-    if args.json:
-        body = {
-            "cost_models": {r: {"source": c.source, **c.to_json()} for r, c in done.costs.items()},
-            "measured": {r: (m.to_json() if m else None) for r, m in done.measured.items()},
-            "warnings": warnings,
-            "gamma_threshold": args.gamma_threshold,  # simulated for every config; null: the recorded stops only
-            "configs": json.loads(table.to_json(orient="records")),
-        }
-        if done.strategies:
-            body["gamma_strategies"] = json.loads(pd.concat(done.strategies).to_json(orient="records"))
-        sys.stdout.write(json.dumps(body, indent=1) + "\n")
-    elif args.csv:
-        # list cells as compact JSON text "[1,2,2]": pd.read_csv(f, converters={"top_head": json.loads, ...})
-        compact = lambda v: json.dumps(list(v), separators=(",", ":"))  # noqa: E731
-        lists = {
-            c: table[c].map(compact)
-            for c in ("top_head", "per_position_acceptance_rate_lo", "per_position_acceptance_rate_hi")
-        }
-        table.assign(top_head=table["top_head"].map(lambda h: [int(v) for v in h])).assign(**lists).to_csv(
-            sys.stdout, index=False
-        )
-    else:
-        _print_compare_text(table, done)
-    for w in cost_warnings:  # about the input: on stderr in every format, once the output is written (JSON lists them)
-        print(f"specreplay: {w}", file=sys.stderr)
-    return skipped_status(runs, args)
+        table = top_rows(table, args.top, way.rank_by)
+    way.write(args, table, compared)
+    return skipped_status(loaded, {d.label: d.skipped for d in compared.runs})
 
 
-@dataclass
-class _Compared:
-    """What compare computed, per run with rounds (label → cost model / measured speedup)."""
-
-    tables: list = field(default_factory=list)  # configs with cost and measured speedup, a "run" column first
-    strategies: list = field(default_factory=list)  # dynamic-gamma strategies (with --gamma-strategies)
-    per_round: list = field(default_factory=list)  # every config's per-round outcome
-    costs: dict = field(default_factory=dict)
-    measured: dict = field(default_factory=dict)
-    suspicious: list = field(default_factory=list)  # "this measured number is probably wrong" lines
-    gamma_threshold: float | None = None  # simulated for every config (--gamma-threshold)
+def run_first(frame):
+    """The frame with its "run" column first."""
+    return frame[["run", *[c for c in frame.columns if c != "run"]]]
 
 
-def _compare_runs(args: argparse.Namespace, runs: list, given) -> _Compared:
-    """Each run with rounds: its pricing, its configs compared (notes on stderr), its strategies simulated."""
+def write_per_round(args: argparse.Namespace, frames: list) -> None:
+    """--per-round FILE: every run's per-round outcomes, written whole or not at all."""
+    import pandas as pd
+
+    if not args.per_round:
+        return
+    with atomic_path(args.per_round) as tmp:
+        run_first(pd.concat(frames, ignore_index=True)).to_csv(tmp, index=False)
+    print(f"wrote {args.per_round}", file=sys.stderr)
+
+
+def write_csv(table, list_columns: tuple[str, ...]) -> None:
+    """The table as CSV on stdout, list cells as compact JSON text "[1,2,2]" (read back with
+    pd.read_csv(f, converters={"top_head": json.loads, ...}))."""
+    compact = lambda v: json.dumps(list(v), separators=(",", ":"))  # noqa: E731
+    table.assign(**{c: table[c].map(compact) for c in list_columns}).to_csv(sys.stdout, index=False)
+
+
+def _check_greedy(args: argparse.Namespace):
+    """compare's refusals before any work; the cost model of --cost, or None."""
+    if args.plot:
+        image_format_of(args.plot)
+    check_compare_options(args)
+    return cost_from_args(args)
+
+
+def _along_greedy(args: argparse.Namespace, configs_of) -> dict:
+    from analysis.compare.batch import compare_along
+
+    return {"per_batch": compare_along(configs_of, args.gamma_threshold)}
+
+
+@dataclass(frozen=True)
+class PricedRun:
+    """compare's record of one run: its pricing and its dynamic-gamma strategies (--gamma-strategies, else None)."""
+
+    label: str
+    pricing: RunPricing
+    strategies: Any
+    skipped: tuple = ()  # a greedy replay leaves no round out after reading
+
+
+def _compare_greedy(args: argparse.Namespace, runs: list, configs_of, given) -> Compared:
+    """Each run: its pricing, its configs compared (notes on stderr), its strategies simulated."""
     import pandas as pd
 
     from analysis.compare.batch import ema_window_of, priced_comparison, simulate_run_strategies
     from analysis.compare.configs import beyond_recorded_notes, unsimulated_threshold_notes
     from analysis.cost.source import run_pricing
-    from replay.util.progress import tqdm_progress
 
-    done = _Compared(gamma_threshold=args.gamma_threshold)
+    tables, per_round, priced = [], [], []
     for run in runs:
-        if not run.rounds:
-            continue
         pricing = run_pricing(run.replay, run.label, given)
-        cost = done.costs[run.label] = pricing.cost
-        done.measured[run.label] = pricing.measured
-        done.suspicious.extend(pricing.suspicious)
-        configs = configs_from_args(args, run.config)
-        update, close = tqdm_progress(f"compare {run.label}", progress_enabled(args.no_progress))
-        try:
+        configs = configs_of(run.config)
+        with progress_while(f"compare {run.label}", progress_enabled(args.no_progress)) as update:
             table, rounds = priced_comparison(
                 run, configs, pricing, args.gamma_threshold, update, per_round=bool(args.per_round)
             )
-        finally:
-            close()
         notes = beyond_recorded_notes(table, configs, run.config, run.label)
         for note in notes + unsimulated_threshold_notes(configs, run.config, args.gamma_threshold, run.label):
             print(f"specreplay: note: {note}", file=sys.stderr)
-        table.insert(0, "run", run.label)
-        rounds.insert(0, "run", run.label)
-        done.tables.append(table)
-        done.per_round.append(rounds)
+        tables.append(table.assign(run=run.label))
+        per_round.append(rounds.assign(run=run.label))
+        strategies = None
         if args.gamma_strategies is not None:
             window = ema_window_of(run, args.ema_window)
             sims = simulate_run_strategies(
-                run, run.config, args.gamma_strategies or list(range(5)), cost, window, args.gamma_threshold
+                run, run.config, args.gamma_strategies or list(range(5)), pricing.cost, window, args.gamma_threshold
             )
-            st = pd.DataFrame([s.to_row(cost) for s in sims])
-            st.insert(0, "run", run.label)
-            done.strategies.append(st)
-    return done
+            strategies = run_first(pd.DataFrame([s.to_row(pricing.cost) for s in sims]).assign(run=run.label))
+        priced.append(PricedRun(run.label, pricing, strategies))
+    return Compared(tables, per_round, priced)
 
 
-def _print_compare_text(table, done: _Compared) -> None:
+def _write_greedy(args: argparse.Namespace, table, compared: Compared) -> None:
+    """The plot, the per-round file and the table (JSON, CSV or text); the warnings on stderr."""
+    import pandas as pd
+
+    from analysis.cost.source import cost_warning
+
+    priced = {p.label: p for p in compared.runs}
+    if args.plot:  # after --top: the plot shows the rows the table shows
+        from analysis.report import plots  # matplotlib: ~0.5 s to import, only for --plot
+        from analysis.report.fonts import any_script
+
+        for run, grp in table.groupby("run", sort=False):
+            target = Path(args.plot).with_stem(Path(args.plot).stem + (f"_{run}" if len(priced) > 1 else ""))
+            with atomic_path(target) as tmp, any_script(note_on_stderr):
+                figure = plots.plot_compare_configs(grp, run, priced[run].pricing.cost.source)
+                plots.write_figure(figure, tmp, image_format_of(args.plot))
+    cost_warnings = [w for w in (cost_warning(p.pricing.cost, label) for label, p in priced.items()) if w]
+    suspicious = [w for p in priced.values() for w in p.pricing.suspicious]
+    for w in suspicious:  # a number that is probably wrong: on stderr whatever the output format
+        print(f"specreplay: {w}", file=sys.stderr)
+    write_per_round(args, compared.per_round)
+    strategies = [p.strategies for p in priced.values() if p.strategies is not None]
+    if args.json:
+        body = {
+            "cost_models": {
+                r: {"source": p.pricing.cost.source, **p.pricing.cost.to_json()} for r, p in priced.items()
+            },
+            "measured": {r: (p.pricing.measured.to_json() if p.pricing.measured else None) for r, p in priced.items()},
+            "warnings": cost_warnings + suspicious,
+            "gamma_threshold": args.gamma_threshold,  # simulated for every config; null: the recorded stops only
+            "configs": json.loads(table.to_json(orient="records")),
+        }
+        if strategies:
+            body["gamma_strategies"] = json.loads(pd.concat(strategies).to_json(orient="records"))
+        sys.stdout.write(json.dumps(body, indent=1) + "\n")
+    elif args.csv:
+        write_csv(table, ("top_head", "per_position_acceptance_rate_lo", "per_position_acceptance_rate_hi"))
+    else:
+        _print_compare_text(table, priced, strategies, args.gamma_threshold)
+    for w in cost_warnings:  # about the input: on stderr in every format, once the output is written (JSON lists them)
+        print(f"specreplay: {w}", file=sys.stderr)
+
+
+def _print_compare_text(table, priced: dict, strategies: list, gamma_threshold: float | None) -> None:
     """compare's text output: per run its cost model and configs, then strategies and definitions."""
     import pandas as pd
 
@@ -245,10 +289,11 @@ def _print_compare_text(table, done: _Compared) -> None:
         shown = compare_display(grp)
         print(
             f"{run}: {counted(int(grp['rounds'].iloc[0]), 'round')}, "
-            + first_row_words(grp["config"].iloc[0], done.gamma_threshold)
+            + first_row_words(grp["config"].iloc[0], gamma_threshold)
         )
-        print(f"  cost model: {done.costs[run].source} {json.dumps(done.costs[run].to_json())}")
-        speed = done.measured[run]
+        cost = priced[run].pricing.cost
+        print(f"  cost model: {cost.source} {json.dumps(cost.to_json())}")
+        speed = priced[run].pricing.measured
         if speed is not None:
             print(f"  {speed.describe()}")
         print(
@@ -256,8 +301,8 @@ def _print_compare_text(table, done: _Compared) -> None:
             "that was not run has no target token in the dump"
         )
         print(shown.to_string(index=False) + "\n")
-    if done.strategies:
-        st = strategies_display(pd.concat(done.strategies, ignore_index=True))
+    if strategies:
+        st = strategies_display(pd.concat(strategies, ignore_index=True))
         print("dynamic-gamma strategies (docs/analysis.md):")
         print(st.to_string(index=False) + "\n")
     print(
@@ -272,6 +317,9 @@ def _print_compare_text(table, done: _Compared) -> None:
             ]
         )
     )
+
+
+GREEDY = CompareWay(_check_greedy, _along_greedy, _compare_greedy, "modelled_speedup_lo", _write_greedy)
 
 
 def check_compare_options(args: argparse.Namespace) -> None:
@@ -313,7 +361,7 @@ def run_report(args: argparse.Namespace) -> int:
             raise SpecReplayError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     decode = load_decoder(args.tokenizer) if args.tokenizer else None  # bad inputs fail before any work
     cost = cost_from_args(args)
-    check_config_args(args)
+    given = parse_config_options(args)
     check_round_arg(args)
     from analysis.report.sampling_curves import scores_along
     from analysis.tables.runs import TABLES_METRICS
@@ -322,11 +370,10 @@ def run_report(args: argparse.Namespace) -> int:
     # block by block after the page (analysis.tables.stream), from the batches kept as the runs are
     # read (LOADED_BYTES), as are the comparison and the recommendation; whether the validate rows
     # carry scores is noted as the runs are read (a run without has no temperature curve)
-    runs = load_runs_from_args(args, TABLES_METRICS, per_batch=scores_along, keep_bytes=LOADED_BYTES)
+    loaded = load_runs_from_args(args, TABLES_METRICS, per_batch=scores_along, keep_bytes=LOADED_BYTES)
+    runs = loaded.runs
     check_round_replayed(runs, args)
-    configs = None
-    if option_configs(args):
-        configs = configs_from_args(args, runs[0].config)
+    configs = configs_for(given, runs[0].config) if given else None
     start_phase, close = phase_progress(progress_enabled(args.no_progress))
     curve_skipped: dict[str, list] = {}  # per run, the temperature curve's skipped rounds (the page notes them)
     pricing: dict[str, RunPricing] = {}  # per run, the cost model of the page's speedups
@@ -360,7 +407,7 @@ def run_report(args: argparse.Namespace) -> int:
         warn = cost_warning(pricing[run.label].cost, run.label)
         if warn:
             print(f"specreplay: {warn}", file=sys.stderr)
-    status = skipped_status(runs, args)
+    status = skipped_status(loaded)
     for label, skipped in curve_skipped.items():  # listed as replay/compare --temperature list theirs: exit 1
         print_skipped(skipped, label)
     return 1 if status or any(curve_skipped.values()) else 0

@@ -1,9 +1,10 @@
 """``specreplay compare --temperature T``: other configs at temperature T (the table:
 analysis.compare.sampling; walked on the batch arrays of a run loaded in batches, analysis.compare.sampling_batch).
 
-Glue only: the options compare --temperature cannot use are refused, each run's configs are compared
-at T, the table is printed (text, --csv, --json), the per-round outcomes written with --per-round,
-and the rounds without a sampling replay at T listed as skipped (exit 1; exit 2 when none is left).
+Glue only: compare's way at T (AT_TEMPERATURE, run by cmd_compare.run_compare): the options compare
+--temperature cannot use are refused, each run's configs are compared at T, the table is printed (text,
+--csv, --json); run_compare writes --per-round and lists the rounds without a sampling replay at T as
+skipped (exit 1; exit 2 when none is left).
 """
 
 from __future__ import annotations
@@ -14,19 +15,15 @@ import sys
 
 from replay.core.temperature import format_temperature
 from replay.engine.render import rounds_with_scores
-from replay.engine.sampling import refused_with_scores, sampling_skip
-from replay.util.atomic import atomic_path
-from replay.util.errors import SpecReplayError
-from replay.util.progress import progress_enabled
+from replay.util.progress import progress_enabled, progress_while
 
-from .cmd_analysis import check_config_args, configs_from_args, load_runs_from_args, skipped_status
+from .cmd_analysis import RunAtT, each_run_at_temperature
+from .cmd_compare import Compared, CompareWay, write_csv, write_per_round
 from .options import (
-    no_rounds_error,
-    no_rounds_in_runs,
     print_missing_node_logprobs,
     print_needs_vocab,
-    print_skipped,
     print_unrecorded_temperature,
+    refuse_at_temperature,
     sampling_vocab,
     vocab_sizes_json,
 )
@@ -50,86 +47,60 @@ SAMPLING_NOTE = (
 def check_sampling_options(args: argparse.Namespace) -> None:
     """Refuse the options --temperature does not use, naming them (before any work)."""
     given = [flag for name, flag in _GREEDY_ONLY.items() if getattr(args, name, None) is not None]
-    if given:
-        raise SpecReplayError(
-            f"{' and '.join(given)} with --temperature: compare at T reports expected acceptance only "
-            "(no cost, strategies or plot); drop " + " and ".join(given) + " or --temperature"
-        )
+    refuse_at_temperature(given, "compare at T reports expected acceptance only (no cost, strategies or plot)")
 
 
-def run_compare_sampling(args: argparse.Namespace) -> int:
-    import pandas as pd
+def _along_at_temperature(args: argparse.Namespace, configs_of) -> dict:
+    """The comparison reads the batch arrays, not the tables: every config at T on each batch as it is read."""
+    from analysis.compare.sampling_along import comparison_along
 
-    from analysis.compare.configs import top_rows, unsimulated_threshold_notes
-    from analysis.compare.sampling import undetermined_counts
-    from analysis.compare.sampling_along import compare_sampling_loaded, comparison_along
-    from analysis.tables.runs import TABLES_KEYS
-    from replay.util.progress import tqdm_progress
-
-    check_sampling_options(args)
-    check_config_args(args)
-    t = args.temperature
-    # the comparison reads the batch arrays, not the tables: every config at T on each batch as it is read
     along = comparison_along(
-        t,
-        lambda tree: configs_from_args(args, tree),
+        args.temperature,
+        configs_of,
         lambda manifest: sampling_vocab(args, manifest),
         args.gamma_threshold,
         lambda _: bool(args.per_round),
         gaps=True,
     )
-    runs = load_runs_from_args(args, TABLES_KEYS, per_run=along)
-    tables, per_round, reasons, skipped, needs_vocab = [], [], {}, {}, False
-    args.vocab_used = {}  # per run, what _print's JSON reports
-    args.refused_with_scores = {}  # per run, rounds with scores refused at T (a bad row): _print's count
-    for run in runs:
-        vocab = sampling_vocab(args, run.replay.manifest)  # --vocab-size, else the manifest's
-        args.vocab_used[run.label] = vocab
-        configs = configs_from_args(args, run.config)
-        for note in unsimulated_threshold_notes(configs, run.config, args.gamma_threshold, run.label):
-            print(f"specreplay: note: {note}", file=sys.stderr)
-        update, close = tqdm_progress(
-            f"compare {run.label} at T = {format_temperature(t)}", progress_enabled(args.no_progress)
+    return {"per_run": along}
+
+
+def compare_at_temperature(args: argparse.Namespace, runs: list, configs_of, _checked) -> Compared:
+    """Each run's configs at T (RunAtT records, the SamplingComparison as result)."""
+    done = each_run_at_temperature(args, runs, lambda run, vocab: _compare_run(args, run, vocab, configs_of))
+    kept = [d for d in done if d.result is not None]
+    return Compared(
+        [d.result.table.assign(run=d.label) for d in kept],
+        [d.result.per_round.assign(run=d.label) for d in kept],
+        done,
+    )
+
+
+def _compare_run(args: argparse.Namespace, run, vocab: int | None, configs_of):
+    from analysis.compare.configs import unsimulated_threshold_notes
+    from analysis.compare.sampling_along import compare_sampling_loaded
+
+    t = args.temperature
+    configs = configs_of(run.config)
+    for note in unsimulated_threshold_notes(configs, run.config, args.gamma_threshold, run.label):
+        print(f"specreplay: note: {note}", file=sys.stderr)
+    bar = f"compare {run.label} at T = {format_temperature(t)}"
+    with progress_while(bar, progress_enabled(args.no_progress)) as update:
+        # the per-round frame only for --per-round: at 10^6 rounds it holds ~9 GB; the table and the
+        # reasons are summed block by block without it
+        done = compare_sampling_loaded(
+            run, configs, t, vocab, args.gamma_threshold, update, per_round=bool(args.per_round)
         )
-        try:
-            # the per-round frame only for --per-round: at 10^6 rounds it holds ~9 GB; the table and the
-            # reasons are summed block by block without it
-            done = compare_sampling_loaded(
-                run, configs, t, vocab, args.gamma_threshold, update, per_round=bool(args.per_round)
-            )
-        finally:
-            close()
-        skipped[run.label] = [sampling_skip(name, t, why) for name, _, why in done.skipped]
-        args.refused_with_scores[run.label] = refused_with_scores(why for _, _, why in done.skipped)
-        _note_missing_node_logprobs(run, t, {name for name, _, _ in done.skipped})
-        if not int(done.table["rounds"].max()):
-            if len(runs) == 1:
-                raise no_rounds_error(run.replay.directory, [*run.replay.skipped, *skipped[run.label]], (), None)
-            continue
-        needs_vocab |= done.needs_vocab
-        tables.append(done.table.assign(run=run.label))
-        per_round.append(done.per_round.assign(run=run.label))
-        reasons[run.label] = undetermined_counts(done)
-    if not tables:
-        for run in runs:
-            print_skipped(skipped[run.label], run.label)
-        raise no_rounds_in_runs([run.replay.directory for run in runs], t)
-    table = pd.concat(tables, ignore_index=True)
-    table = table[["run", *[c for c in table.columns if c != "run"]]]
-    if args.top:
-        table = top_rows(table, args.top, "all_rounds_block_efficiency_lo")
-    if args.per_round:
-        rounds = pd.concat(per_round, ignore_index=True)
-        with atomic_path(args.per_round) as tmp:
-            rounds[["run", *[c for c in rounds.columns if c != "run"]]].to_csv(tmp, index=False)
-        print(f"wrote {args.per_round}", file=sys.stderr)
-    _print(table, reasons, args)
-    if needs_vocab:
-        print_needs_vocab("compare", t)
-    status = skipped_status(runs, args)
-    for run in runs:
-        print_skipped(skipped[run.label], run.label if len(runs) > 1 else None)
-    return 1 if status or any(skipped.values()) else 0
+    _note_missing_node_logprobs(run, t, {name for name, _, _ in done.skipped})
+    return done, int(done.table["rounds"].max()), done.skipped
+
+
+def write_at_temperature(args: argparse.Namespace, table, compared: Compared) -> None:
+    """The per-round file, the table (JSON, CSV or text) and the note of a missing vocabulary size."""
+    write_per_round(args, compared.per_round)
+    _print(table, compared.runs, args)
+    if any(d.result.needs_vocab for d in compared.runs if d.result is not None):
+        print_needs_vocab("compare", args.temperature)
 
 
 def _note_missing_node_logprobs(run, t: float, refused: set[str]) -> None:
@@ -146,30 +117,41 @@ def _note_missing_node_logprobs(run, t: float, refused: set[str]) -> None:
     print_missing_node_logprobs("compare", t, run.replay.manifest, len(gaps[0]) + len(gaps[1]), gaps)
 
 
-def _print(table, reasons, args: argparse.Namespace) -> None:
+def _print(table, done: list[RunAtT], args: argparse.Namespace) -> None:
     from analysis.compare.configs import first_row_words
-    from analysis.compare.sampling import reason_lines, sampling_display
+    from analysis.compare.sampling import reason_lines, sampling_display, undetermined_counts
 
+    t = args.temperature
     if args.json:
-        body = {"temperature": args.temperature, "vocab_size": vocab_sizes_json(args.vocab_used), "note": SAMPLING_NOTE}
+        vocab = vocab_sizes_json({d.label: d.vocab for d in done})
+        body = {"temperature": t, "vocab_size": vocab, "note": SAMPLING_NOTE}
         body["gamma_threshold"] = args.gamma_threshold  # simulated for every config; null: the recorded stops only
         body["configs"] = json.loads(table.to_json(orient="records", double_precision=15))
         sys.stdout.write(json.dumps(body, indent=1) + "\n")
         return
     if args.csv:
-        compact = lambda v: json.dumps(list(v), separators=(",", ":"))  # noqa: E731  lists as JSON text
-        lists = {c: table[c].map(compact) for c in ("top_head", "length_at_least_lo", "length_at_least_hi")}
-        table.assign(**lists).to_csv(sys.stdout, index=False)
+        write_csv(table, ("top_head", "length_at_least_lo", "length_at_least_hi"))
         return
+    by_label = {d.label: d for d in done}
     for run, grp in table.groupby("run", sort=False):
         first = grp.iloc[0]
         print(
-            f"{run}: {rounds_with_scores(int(first['rounds']), args.temperature, args.refused_with_scores[run])} "
-            f"at T = {format_temperature(args.temperature)}, " + first_row_words(first["config"], args.gamma_threshold)
+            f"{run}: {rounds_with_scores(int(first['rounds']), t, by_label[run].refused)} "
+            f"at T = {format_temperature(t)}, " + first_row_words(first["config"], args.gamma_threshold)
         )
         print(sampling_display(grp).to_string(index=False))
         shown = set(grp["config"])
-        for line in reason_lines({cfg: why for cfg, why in reasons[run].items() if cfg in shown}):
+        reasons = undetermined_counts(by_label[run].result)
+        for line in reason_lines({cfg: why for cfg, why in reasons.items() if cfg in shown}):
             print("  " + line)
         print()
     print("note: " + SAMPLING_NOTE)
+
+
+AT_TEMPERATURE = CompareWay(
+    check_sampling_options,
+    _along_at_temperature,
+    compare_at_temperature,
+    "all_rounds_block_efficiency_lo",
+    write_at_temperature,
+)

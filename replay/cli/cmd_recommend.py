@@ -1,4 +1,6 @@
-"""``specreplay recommend``: the CLI over analysis.shapes.recommend (reads dumps in batches)."""
+"""``specreplay recommend``: the CLI over analysis.shapes.recommend (reads dumps in batches), and with
+--temperature T over analysis.shapes.sampling_recommend (each dump's contained shapes ranked at T; the
+options the search at T does not use are refused)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ from contextlib import contextmanager
 
 from analysis.cost.model import CostModel
 from analysis.shapes.model import DEFAULT_MIN_COUNT
+from replay.core.temperature import format_temperature
+from replay.engine.render import rounds_with_scores
 from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import input_file_or_json
-from replay.util.progress import progress_enabled, tqdm_progress
+from replay.util.progress import progress_enabled, progress_while, tqdm_progress
 
 from .options import (
     JSON_OBJECT_HELP,
@@ -26,6 +30,9 @@ from .options import (
     options_from_args,
     print_notes,
     print_skipped,
+    refuse_at_temperature,
+    sampling_vocab,
+    vocab_sizes_json,
 )
 
 EPILOG = """\
@@ -104,9 +111,7 @@ def run_recommend(args: argparse.Namespace) -> int:
     for d in args.dir:
         require_dump_source(d)
     if args.temperature is not None:
-        from .cmd_recommend_sampling import run_recommend_sampling
-
-        return run_recommend_sampling(args)
+        return _recommend_at_temperature(args)
     cost = cost_from_args(args)
     opts = options_from_args(args)
     with progress_bars(progress_enabled(args.no_progress)) as stage:
@@ -136,6 +141,112 @@ def run_recommend(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 1 if rec.skipped_items else 0
+
+
+RANKING_NOTE = (
+    "shapes contained in the recorded config, each measured on the recorded rounds by the sampling walk on its "
+    "sub-tree (as compare --temperature), ranked by the LOWER bound of the expected block efficiency over all "
+    "rounds (an undetermined round counts at E[L] = 0): docs/shape-search.md, Shapes at temperature T"
+)
+
+
+def check_recommend_sampling_options(args: argparse.Namespace) -> None:
+    """The options of the greedy model and its speedups do nothing at T: refused, named."""
+    given = [
+        flag
+        for flag, used in (
+            ("--cost", args.cost is not None),
+            ("--verify-cost", args.verify_cost is not None),
+            ("--draft-cost", args.draft_cost is not None),
+            ("--extrapolate", args.extrapolate),
+            ("--min-count", args.min_count != DEFAULT_MIN_COUNT),
+            ("--bootstrap", args.bootstrap != 200),
+            ("--seed", args.seed != 0),
+        )
+        if used
+    ]
+    why = "the search at T measures every contained shape exactly and ranks by expected block efficiency"
+    refuse_at_temperature(given, why + " (no acceptance model, no cost)")
+    from analysis.shapes.recommend import check_budget, check_max_depth
+
+    check_budget(args.budget)
+    check_max_depth(args.max_depth)
+
+
+def _recommend_at_temperature(args: argparse.Namespace) -> int:
+    """--temperature T: each dump's contained shapes ranked at T (analysis.shapes.sampling_recommend)."""
+    from analysis.shapes.sampling_recommend import shapes_along
+    from analysis.tables.runs import TABLES_KEYS
+
+    from .cmd_analysis import each_run_at_temperature, load_runs_from_args, skipped_status
+
+    check_recommend_sampling_options(args)
+    # the search reads the batch arrays as they are read (and the round keys): no round or node table
+    # (0.8 GB at 10^5)
+    vocab_of = lambda manifest: sampling_vocab(args, manifest)  # noqa: E731
+    along = shapes_along(args.budget, args.max_depth, args.temperature, vocab_of)
+    loaded = load_runs_from_args(args, TABLES_KEYS, per_run=along, dirs=args.dir)
+    done = each_run_at_temperature(args, loaded.runs, lambda run, vocab: _search_run(args, run, vocab))
+    _print_at_temperature(done, args)
+    return skipped_status(loaded, {d.label: d.skipped for d in done})
+
+
+def _search_run(args: argparse.Namespace, run, vocab: int | None):
+    from analysis.shapes.sampling_recommend import shapes_at_temperature
+
+    bar = f"recommend {run.label} at T = {format_temperature(args.temperature)}"
+    with progress_while(bar, progress_enabled(args.no_progress)) as update:
+        res = shapes_at_temperature(run, args.budget, args.max_depth, args.temperature, vocab, args.top, update)
+    return res, int(res.recorded["rounds"].iloc[0]), res.comparison.skipped
+
+
+def _print_at_temperature(done: list, args: argparse.Namespace) -> None:
+    from analysis.compare.sampling import sampling_display
+
+    found = [d for d in done if d.result is not None]
+    if args.json:
+        records = lambda df: json.loads(df.to_json(orient="records", double_precision=15))  # noqa: E731
+        body = {
+            "temperature": args.temperature,
+            "vocab_size": vocab_sizes_json({d.label: d.vocab for d in done}),
+            "budget": args.budget,
+            "max_depth": args.max_depth,
+            "ranked_by": "all_rounds_block_efficiency_lo",
+            "note": RANKING_NOTE,
+            "dumps": [
+                {
+                    "label": f.label,
+                    "recorded_config": f.recorded_config.short(),
+                    "candidates": f.candidates,
+                    "shapes": records(f.ranked),
+                    "recorded": records(f.recorded)[0],
+                }
+                for f in (d.result for d in found)
+            ],
+        }
+        sys.stdout.write(json.dumps(body, indent=1) + "\n")
+        return
+    for d in found:
+        f = d.result
+        depth = f"{f.recorded_config.gamma} (the recorded gamma)" if args.max_depth is None else str(args.max_depth)
+        rounds = int(f.recorded["rounds"].iloc[0])
+        print(
+            f"{f.label}: {rounds_with_scores(rounds, args.temperature, d.refused)} at T = {format_temperature(args.temperature)}; "
+            f"{f.candidates} shapes contained in "
+            f"the recorded {f.recorded_config.short()} within {args.budget} nodes and depth {depth}, best first"
+            + (f" (the top {len(f.ranked)}; --top N for more):" if len(f.ranked) < f.candidates else ":")
+        )
+        shown = sampling_display(f.ranked)
+        shown.insert(0, "rank", f.ranked["rank"].to_list())
+        print(shown.to_string(index=False))
+        rec = f.recorded.iloc[0]
+        where = f"rank {int(rec['rank'])}" if rec["rank"] == rec["rank"] else "outside the budget or depth"
+        print(
+            f"  recorded {rec['config']} ({where}): expected block efficiency "
+            + sampling_display(f.recorded)["all_rounds_block_efficiency"].iloc[0]
+            + " over all rounds\n"
+        )
+    print("note: " + RANKING_NOTE)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

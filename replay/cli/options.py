@@ -318,6 +318,13 @@ def check_vocab_size_use(args: argparse.Namespace) -> None:
         )
 
 
+def refuse_at_temperature(given: list[str], why: str) -> None:
+    """Options that would do nothing with --temperature (``given``, their flags): refused before any work."""
+    if given:
+        flags = " and ".join(given)
+        raise SpecReplayError(f"{flags} with --temperature: {why}; drop {flags} or --temperature")
+
+
 def sampling_vocab(args: argparse.Namespace, manifest) -> int | None:
     """--vocab-size, else the manifest's vocab_size (replay.engine.sampling.vocab_size_of); exit 2 when they differ."""
     from replay.engine.sampling import vocab_size_of
