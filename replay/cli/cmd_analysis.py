@@ -48,7 +48,6 @@ from .options import (
     print_notes,
     print_reading,
     print_skipped,
-    print_unrecorded_temperature,
     sampling_vocab,
 )
 
@@ -96,23 +95,21 @@ class LoadedRuns:
 
 
 def load_runs_from_args(
-    args, tables: str | None = None, per_batch=None, per_run=None, keep_bytes: int = 0, dirs=None
+    args, tables: str | None = None, per_batch=None, per_run=None, keep_bytes: int = 0
 ) -> LoadedRuns:
-    """Replay every DUMP (``dirs``, else --dirs'); a run without a single replayable round is reported
-    and left out.
+    """Replay every DUMP; a run without a single replayable round is reported and left out.
 
     ``tables``: what the command reads besides the replay (analysis.tables.runs.TABLES_FULL, the
     default, TABLES_METRICS or TABLES_KEYS); ``per_batch``, ``per_run``: computed on each batch as it
     is read; ``keep_bytes``: the batches kept within that memory (analysis.tables.runs.load_run)."""
     from analysis.tables.runs import TABLES_FULL, load_runs
 
-    dirs = args.dirs if dirs is None else dirs
-    for d in dirs:
+    for d in args.dirs:
         require_dump_source(d)
     runs = load_runs(
-        dirs,
+        args.dirs,
         options_from_args(args),
-        getattr(args, "label", None),
+        getattr(args, "label", None),  # recommend has no --label
         progress_enabled(args.no_progress),
         tables or TABLES_FULL,
         per_batch,
@@ -132,7 +129,7 @@ def load_runs_from_args(
             file=sys.stderr,
         )
     if not kept:
-        raise no_rounds_in_runs(dirs)
+        raise no_rounds_in_runs(args.dirs)
     return LoadedRuns(kept, len(runs) - len(kept))
 
 
@@ -363,7 +360,6 @@ def _stats_sampling(args: argparse.Namespace, loaded: LoadedRuns) -> int:
     """--temperature: the summary, histogram and per-depth rates as expectations at T (analysis.tables.sampling)."""
     from analysis.tables.build import export_tables
     from analysis.tables.sampling import SAMPLING_TABLES, bounds_display, run_sampling, sampling_tables
-    from replay.core.sampling_recorded import recorded_column
 
     if args.table is not None and args.table not in SAMPLING_TABLES:
         raise SpecReplayError(
@@ -411,11 +407,9 @@ def _stats_sampling(args: argparse.Namespace, loaded: LoadedRuns) -> int:
             _print_table(bounds_display(named[name]), args)
     if any(p.needs_vocab for p in parts):
         print_needs_vocab("stats", t)
-    for run, part in zip(runs, parts):
-        print_unrecorded_temperature("stats", t, run.replay.manifest)
+    for run, part in zip(runs, parts):  # the note of an unrecorded T, else of the rounds without node_logprobs
         missing = int((~part.from_node_logprobs).sum())
-        if missing and recorded_column(t, run.replay.manifest.node_logprob_temperatures) is not None:
-            print_missing_node_logprobs("stats", t, run.replay.manifest, missing, part.gaps)
+        print_missing_node_logprobs("stats", t, run.replay.manifest, missing, part.gaps)
     status = skipped_status(loaded)
     return 1 if status or any(p.skipped for p in parts) else 0
 

@@ -144,9 +144,7 @@ def run_compare(args: argparse.Namespace) -> int:
     configs_of = lambda tree: configs_for(given, tree, args.contained)  # noqa: E731
     # compare replays the configs itself, on each batch or run as it is read: it reads no table
     loaded = load_runs_from_args(args, TABLES_KEYS, **way.along(args, configs_of))
-    compared = way.compare_runs(args, loaded.runs, configs_of, checked)
-    if not compared.tables:
-        raise SpecReplayError("no rounds to compare")
+    compared = way.compare_runs(args, loaded.runs, configs_of, checked)  # a table at least: each run has rounds
     table = run_first(pd.concat(compared.tables, ignore_index=True))
     if args.top:
         from analysis.compare.configs import top_rows
@@ -173,18 +171,9 @@ def write_per_round(args: argparse.Namespace, frames: list) -> None:
 
 
 def write_csv(table, list_columns: tuple[str, ...]) -> None:
-    """The table as CSV on stdout, list cells as compact JSON text "[1,2,2]" (read back with
-    pd.read_csv(f, converters={"top_head": json.loads, ...}))."""
+    """The table as CSV on stdout, list cells as JSON text "[1,2,2]" (pd.read_csv(f, converters={"top_head": json.loads}))."""
     compact = lambda v: json.dumps(list(v), separators=(",", ":"))  # noqa: E731
     table.assign(**{c: table[c].map(compact) for c in list_columns}).to_csv(sys.stdout, index=False)
-
-
-def _check_greedy(args: argparse.Namespace):
-    """compare's refusals before any work; the cost model of --cost, or None."""
-    if args.plot:
-        image_format_of(args.plot)
-    check_compare_options(args)
-    return cost_from_args(args)
 
 
 def _along_greedy(args: argparse.Namespace, configs_of) -> dict:
@@ -319,11 +308,11 @@ def _print_compare_text(table, priced: dict, strategies: list, gamma_threshold: 
     )
 
 
-GREEDY = CompareWay(_check_greedy, _along_greedy, _compare_greedy, "modelled_speedup_lo", _write_greedy)
-
-
-def check_compare_options(args: argparse.Namespace) -> None:
-    """Options that would be taken and then do nothing: refused before any work, saying which to drop."""
+def _check_greedy(args: argparse.Namespace):
+    """Refused before any work: a --plot FILE of no image format, options that would be taken and then
+    do nothing (saying which to drop), a bad --cost. The cost model of --cost, or None."""
+    if args.plot:
+        image_format_of(args.plot)
     if args.csv and args.gamma_strategies is not None:
         raise SpecReplayError(
             "--gamma-strategies with --csv: the CSV is the configs table alone, the strategies would be "
@@ -343,6 +332,10 @@ def check_compare_options(args: argparse.Namespace) -> None:
             f"--ema-window {args.ema_window} {given}: only the EMA strategies {' and '.join(map(str, USES_EMA))} use it; "
             f"add them (--gamma-strategies {' '.join(map(str, USES_EMA))}) or drop --ema-window"
         )
+    return cost_from_args(args)
+
+
+GREEDY = CompareWay(_check_greedy, _along_greedy, _compare_greedy, "modelled_speedup_lo", _write_greedy)
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -356,9 +349,11 @@ def run_report(args: argparse.Namespace) -> int:
 
     check_report_dir(Path(args.output))  # before any work: a directory of other files is refused
 
-    for name in ("budget", "max_depth"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise SpecReplayError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    from analysis.shapes.recommend import check_budget, check_max_depth
+
+    if args.budget is not None:
+        check_budget(args.budget)
+    check_max_depth(args.max_depth)
     decode = load_decoder(args.tokenizer) if args.tokenizer else None  # bad inputs fail before any work
     cost = cost_from_args(args)
     given = parse_config_options(args)

@@ -22,19 +22,13 @@ from .cmd_compare import Compared, CompareWay, write_csv, write_per_round
 from .options import (
     print_missing_node_logprobs,
     print_needs_vocab,
-    print_unrecorded_temperature,
     refuse_at_temperature,
     sampling_vocab,
     vocab_sizes_json,
 )
 
 # compare's options that price or plot the greedy comparison: taken with --temperature they would do nothing.
-_GREEDY_ONLY = {
-    "cost": "--cost",
-    "gamma_strategies": "--gamma-strategies",
-    "ema_window": "--ema-window",
-    "plot": "--plot",
-}
+_GREEDY_ONLY = ("--cost", "--gamma-strategies", "--ema-window", "--plot")
 
 SAMPLING_NOTE = (
     "a round is determined at T when the walk cannot reach a part of the config's tree that the recording "
@@ -46,7 +40,7 @@ SAMPLING_NOTE = (
 
 def check_sampling_options(args: argparse.Namespace) -> None:
     """Refuse the options --temperature does not use, naming them (before any work)."""
-    given = [flag for name, flag in _GREEDY_ONLY.items() if getattr(args, name, None) is not None]
+    given = [flag for flag in _GREEDY_ONLY if getattr(args, flag[2:].replace("-", "_")) is not None]
     refuse_at_temperature(given, "compare at T reports expected acceptance only (no cost, strategies or plot)")
 
 
@@ -104,16 +98,15 @@ def write_at_temperature(args: argparse.Namespace, table, compared: Compared) ->
 
 
 def _note_missing_node_logprobs(run, t: float, refused: set[str]) -> None:
-    """At a T the manifest records node_logprobs for, the rounds that carry them were compared from
-    them (compare_sampling_run): say which replayed rounds had none to read, and why."""
+    """At a T the manifest records no node_logprobs for, that the numbers are bounds; at one it records,
+    which replayed rounds had none to read (the others were compared from them), and why."""
     from analysis.compare.sampling_along import loaded_gaps
     from analysis.compare.sampling_batch import node_logprob_gaps_run
     from replay.core.sampling_recorded import recorded_column
 
-    if recorded_column(t, run.replay.manifest.node_logprob_temperatures) is None:
-        print_unrecorded_temperature("compare", t, run.replay.manifest)
-        return
-    gaps = loaded_gaps(run, t, refused) or node_logprob_gaps_run(run, t, refused)
+    gaps: tuple[list[str], list[str]] = ([], [])
+    if recorded_column(t, run.replay.manifest.node_logprob_temperatures) is not None:  # else no gaps to read
+        gaps = loaded_gaps(run, t, refused) or node_logprob_gaps_run(run, t, refused)
     print_missing_node_logprobs("compare", t, run.replay.manifest, len(gaps[0]) + len(gaps[1]), gaps)
 
 

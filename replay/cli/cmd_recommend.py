@@ -17,7 +17,7 @@ from replay.engine.render import rounds_with_scores
 from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import input_file_or_json
-from replay.util.progress import progress_enabled, progress_while, tqdm_progress
+from replay.util.progress import phase_progress, progress_enabled, progress_while
 
 from .options import (
     JSON_OBJECT_HELP,
@@ -81,34 +81,21 @@ def cost_from_args(args: argparse.Namespace) -> CostModel | None:
 
 
 @contextmanager
-def progress_bars(enabled: bool | None) -> Iterator[Callable[[str], Callable[[int, int], None] | None]]:
-    """stage name → a progress(done, total) bar on stderr (tqdm decides when ``enabled`` is None);
-    a new stage closes the previous stage's bar, so one line shows at a time."""
-    closers = []
-
-    def close_all() -> None:
-        while closers:
-            closers.pop()()
-
-    def stage(name: str):
-        close_all()
-        if enabled is False:
-            return None
-        update, close = tqdm_progress(f"recommend: {name}", enabled)
-        closers.append(close)
-        return update
-
+def progress_bars(enabled: bool | None) -> Iterator[Callable[[str], Callable[[int, int], None]]]:
+    """stage name → a progress(done, total) bar "recommend: NAME" on stderr (tqdm decides when
+    ``enabled`` is None); a new stage closes the previous stage's bar (phase_progress)."""
+    start, close = phase_progress(enabled)
     try:
-        yield stage
+        yield lambda name: start(f"recommend: {name}")
     finally:
-        close_all()
+        close()
 
 
 def run_recommend(args: argparse.Namespace) -> int:
     from analysis.shapes.recommend import recommend_runs
     from analysis.shapes.recommend_render import finite_json, recommendation_json, render_recommendation
 
-    for d in args.dir:
+    for d in args.dirs:
         require_dump_source(d)
     if args.temperature is not None:
         return _recommend_at_temperature(args)
@@ -116,7 +103,7 @@ def run_recommend(args: argparse.Namespace) -> int:
     opts = options_from_args(args)
     with progress_bars(progress_enabled(args.no_progress)) as stage:
         rec = recommend_runs(
-            args.dir,
+            args.dirs,
             opts,
             args.budget,
             args.max_depth,
@@ -185,7 +172,7 @@ def _recommend_at_temperature(args: argparse.Namespace) -> int:
     # (0.8 GB at 10^5)
     vocab_of = lambda manifest: sampling_vocab(args, manifest)  # noqa: E731
     along = shapes_along(args.budget, args.max_depth, args.temperature, vocab_of)
-    loaded = load_runs_from_args(args, TABLES_KEYS, per_run=along, dirs=args.dir)
+    loaded = load_runs_from_args(args, TABLES_KEYS, per_run=along)
     done = each_run_at_temperature(args, loaded.runs, lambda run, vocab: _search_run(args, run, vocab))
     _print_at_temperature(done, args)
     return skipped_status(loaded, {d.label: d.skipped for d in done})
@@ -259,7 +246,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "within a node budget exactly, and compare predicted with replayed block efficiency.",
         epilog=EPILOG,
     )
-    add_dump_input(p, many=True, help="dump directories or packed runs (pooled)")
+    add_dump_input(p, "dirs", many=True, help="dump directories or packed runs (pooled)")
     p.add_argument("--budget", type=int, required=True, help="draft nodes per tree (root excluded)")
     p.add_argument("--max-depth", type=int, default=None, help="maximum gamma (default: deepest recorded tree)")
     p.add_argument(

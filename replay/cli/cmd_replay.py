@@ -73,10 +73,8 @@ def run_replay(args: argparse.Namespace) -> int:
     require_dump_source(args.dir)
     if args.temperature is not None:
         return _replay_sampling(args)
-    if args.json:
-        return _replay_json(args)
-    if args.summary:
-        return _replay_summary(args)
+    if args.json or args.summary:
+        return _replay_batches(args)
     return _replay_trees(args)
 
 
@@ -117,24 +115,17 @@ def _told(rep, directory: str) -> int:
     return 1 if rep.skipped else 0
 
 
-def _replay_summary(args: argparse.Namespace) -> int:
-    """No trees to draw: the summary's figures from the batch arrays."""
+def _replay_batches(args: argparse.Namespace) -> int:
+    """No trees to draw (--json, --summary): the records, or the summary's figures, from the batch arrays."""
     rep = replay_run(
         args.dir, options_from_args(args), workers=args.workers, progress=progress_enabled(args.no_progress)
     )
     require_rounds(rep, int(rep.result.ok.sum()))
-    sys.stdout.write("\n".join(_greedy_summary(rep)) + "\n")
-    return _told(rep, args.dir)
-
-
-def _replay_json(args: argparse.Namespace) -> int:
-    """No trees to draw: the records from the batch arrays."""
-    rep = replay_run(
-        args.dir, options_from_args(args), workers=args.workers, progress=progress_enabled(args.no_progress)
-    )
-    require_rounds(rep, int(rep.result.ok.sum()))
-    with writing_bar(args, "JSON lines") as progress:
-        write_batch_json_lines(rep.result, sys.stdout, progress)
+    if args.json:
+        with writing_bar(args, "JSON lines") as progress:
+            write_batch_json_lines(rep.result, sys.stdout, progress)
+    else:
+        sys.stdout.write("\n".join(_greedy_summary(rep)) + "\n")
     return _told(rep, args.dir)
 
 
