@@ -660,3 +660,34 @@ def test_a_packed_run_draws_its_replay_bar_on_a_terminal(tmp_path, argv):
     assert "replay:" in drawn and "3.00k/3.00k" in drawn, repr(drawn[-400:])
     piped = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True)
     assert "3.00k/3.00k" not in piped.stderr and "round/s" not in piped.stderr
+
+
+def stored_on_args(source: str) -> list[str]:
+    """Every ``args.NAME`` that ``source`` assigns (plain, augmented, in a tuple or a for target)."""
+    import ast
+
+    stored = [
+        node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Store)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "args"
+    ]
+    return [f"args.{node.attr} (line {node.lineno})" for node in sorted(stored, key=lambda n: n.lineno)]
+
+
+def test_no_command_stores_what_it_computed_on_the_parsed_arguments():
+    # a command passes what it computed to the functions that use it; attributes set on the argparse
+    # Namespace would be hidden state between them
+    assert stored_on_args("args.a = 1\nargs.b, c = 2, 3\nargs.d += 1\nx = args.e\n") == [
+        "args.a (line 1)",
+        "args.b (line 2)",
+        "args.d (line 3)",
+    ]
+    found = {
+        path.name: stored
+        for path in sorted((ROOT / "replay" / "cli").glob("*.py"))
+        if (stored := stored_on_args(path.read_text(encoding="utf-8")))
+    }
+    assert found == {}
