@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from replay.core.config import TreeConfig
-from replay.core.records import json_line, records_of_batch, write_batch_json_lines
+from replay.core.records import json_line, records_of_batch
 from replay.core.vocab import PAD_TOKEN
 from replay.engine.batch import ERR_OK, ERR_TOKENS, SEL_FALLBACK, BatchResult
+from replay.engine.batch.json_lines import write_batch_json_lines
 from replay.testing.batch_synth import SynthSpec, synth_batch
 from replay.testing.in_memory import replay_batches
 from replay.testing.records_reference import write_json_lines
@@ -95,8 +96,8 @@ def test_no_replayed_round_writes_nothing():
 
 
 def test_many_lines_cross_write_blocks(monkeypatch):
-    from replay.core import records
+    from replay.engine.batch import json_lines
 
-    monkeypatch.setattr(records, "_JSON_ROWS_PER_BLOCK", 1000)  # 2500 lines: three blocks, templates in each
+    monkeypatch.setattr(json_lines, "_JSON_ROWS_PER_BLOCK", 1000)  # 2500 lines: three blocks, templates in each
     result = replay_batches([synth_batch(SynthSpec(CFG, 2500, seed=3))], CFG, workers=1)
     assert written(result) == (2500, oracle(result))

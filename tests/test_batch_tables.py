@@ -26,11 +26,11 @@ from replay.core.records import (
     normalize_frame,
     records_frame,
     records_of_batch,
-    write_arrow_table,
 )
 from replay.engine.batch import ERR_OK, config_tree_shape, replay_batch
 from replay.engine.batch.frames import record_arrow
 from replay.engine.runs import replay_run
+from replay.engine.table_files import write_arrow_table
 from replay.testing.frame_counts import slot_hits_counts
 from replay.testing.in_memory import batch_from_rounds
 from replay.testing.records_reference import write_table
@@ -104,9 +104,9 @@ def test_sample_tables_agree(name):
 def test_batch_table_files_are_the_record_frames(name, tmp_path, capsys, monkeypatch):
     """`batch -o rounds.csv` writes the bytes, and `-o rounds.parquet` the frame, that
     write_table writes of the record frame built record by record."""
-    from replay.core import records
+    from replay.engine import table_files
 
-    monkeypatch.setattr(records, "_CSV_ROWS_PER_WRITE", 700)  # the packed run's 3,000 rows: several blocks
+    monkeypatch.setattr(table_files, "_CSV_ROWS_PER_WRITE", 700)  # the packed run's 3,000 rows: several blocks
     if name == "packed":
         path = packed_synth_run(tmp_path / "run", ARTICLE, 3000, seed=9, early_stop_rate=0.1, block_rounds=512)
     else:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pytest
 
 import analysis.tables.stream as stream
@@ -19,8 +18,8 @@ from analysis.tables.runs import TABLES_FULL, TABLES_METRICS, load_run, load_run
 from analysis.tables.stream import TableWriter, write_run_tables
 from replay.cli import main
 from replay.core.config import TreeConfig
-from replay.core.records import PARQUET_OPTIONS
 from replay.engine.runs import open_run
+from replay.engine.table_files import PARQUET_OPTIONS
 from replay.io.packed.pack import pack_batches
 from replay.testing.batch_synth import synth_run, varied_run
 from tests.test_cli_conventions import Terminal
@@ -193,13 +192,10 @@ def test_writing_bar_only_on_a_terminal(argv, tmp_path, monkeypatch):
     assert outputs[0] == outputs[1] == outputs[2]
 
 
-def test_frame_csv_lines_are_pandas_text(tmp_path):
-    """frame_csv_lines (Arrow) writes what csv_frame(df).to_csv writes: floats of every size and
-    sign (numpy's text, -0.0, inf, whole numbers, NaN empty), bools, missing ids, quoted strings."""
-    from replay.core.records import csv_header, frame_csv_lines
-
-    rng = np.random.default_rng(4)
-    n = 20_000
+def _random_frame(rng: np.random.Generator, n: int) -> pd.DataFrame:
+    """Every kind of cell the tables hold: floats of every size and sign (numpy's text, -0.0, inf,
+    whole numbers, NaN empty), float32, bools, missing ids, quoted and categorical strings, the
+    record's id lists and notes, other lists (a config's top_head, per-position rates)."""
     special = np.asarray(
         [0.0, -0.0, 1.0, -2.0, 1e-5, 1e-4, 9.99e-5, 1e9, 1e15, 1e16, 2.5e-300, np.inf, -np.inf, np.nan]
     )
@@ -212,17 +208,40 @@ def test_frame_csv_lines_are_pandas_text(tmp_path):
         ]
     )
     m = values.shape[0]
-    df = pd.DataFrame(
+    words = np.asarray(["a", "b,c", 'say "x"', "", "line\nend"], dtype=object)
+    notes = [["fallback", 'a "b", c'], [], ["x"]]
+    return pd.DataFrame(
         {
             "x": values,
+            "x32": rng.permutation(values).astype(np.float32),
             "flag": rng.random(m) < 0.5,
             "id": pd.arrays.IntegerArray(rng.integers(-5, 9, m), rng.random(m) < 0.3),
-            "word": rng.choice(np.asarray(["a", "b,c", 'say "x"', ""], dtype=object), m),
+            "word": rng.choice(words, m),
+            "kind": pd.Categorical(rng.choice(words[:3], m)),
+            "accepted_tokens": [rng.integers(0, 50_000, k).tolist() for k in rng.integers(0, 5, m)],
+            "notes": [notes[k] for k in rng.integers(0, 3, m)],
+            "top_head": [rng.integers(1, 9, k).tolist() for k in rng.integers(1, 4, m)],
+            "rates": [values[rng.integers(0, m, k)].tolist() for k in rng.integers(0, 3, m)],
         }
     )
-    df.to_csv(tmp_path / "want.csv", index=False)
-    got = csv_header(list(df.columns)) + bytes(frame_csv_lines(pa.Table.from_pandas(df, preserve_index=False)))
-    assert got == (tmp_path / "want.csv").read_bytes()
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_frame_csv_is_pandas_text(seed, monkeypatch):
+    """write_frame_csv (Arrow, block by block) writes the bytes of the pandas reference,
+    csv_frame(df).to_csv: on a frame of every kind of cell, on its columns without quotes (pyarrow's
+    writer joins those), and on each column alone (a row of one empty field is written "")."""
+    from replay.engine import table_files
+    from replay.testing.records_reference import csv_frame
+
+    monkeypatch.setattr(table_files, "_CSV_ROWS_PER_WRITE", 7_001)  # several blocks
+    df = _random_frame(np.random.default_rng(seed), 10_000)
+    frames = [df, df[["x", "x32", "flag", "id", "accepted_tokens"]], df.iloc[:0]]
+    frames += [df[[c]] for c in df.columns]
+    for frame in frames:
+        got = io.BytesIO()
+        table_files.write_frame_csv(frame, got)
+        assert got.getvalue() == csv_frame(frame).to_csv(index=False).encode(), list(frame.columns)
 
 
 def test_report_names_each_phase_on_a_terminal(tmp_path, monkeypatch):

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from replay.core.records import COLUMN_MEANINGS as RECORD_COLUMNS, PARQUET_OPTIONS, csv_frame
+from replay.core.records import COLUMN_MEANINGS as RECORD_COLUMNS
+from replay.engine.table_files import PARQUET_OPTIONS, write_frame_csv
 
 # Where the target's top-1 token at a node sits among that node's recorded draft candidates.
 IN_KEPT = "kept"  # one of the children the tree kept (a hit when the node is on the path)
@@ -163,7 +164,8 @@ def export_tables(
     for name, df in tables.items():
         if "csv" in formats:
             path = out_dir / f"{name}.csv"
-            csv_frame(df).to_csv(path, index=False)  # list columns as text (replay.core.records)
+            with open(path, "wb") as out:
+                write_frame_csv(df, out)  # list columns as text (replay.engine.table_files)
             written.append(path)
         if "parquet" in formats:
             path = out_dir / f"{name}.parquet"

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from replay.core.records import PARQUET_OPTIONS, csv_header, frame_csv_lines
+from replay.engine.table_files import PARQUET_OPTIONS, write_csv_rows
 
 from .batch import TableParts
 from .build import EXPORT_FORMATS, empty_node_table, empty_round_table
@@ -36,7 +36,6 @@ from .runs import LabelledRun, each_batch
 # pyarrow's default row group size (pyarrow.parquet.write_table, which pandas' to_parquet calls):
 # groups of exactly this many rows, the last one shorter, make the file pandas writes for the whole table
 PARQUET_ROW_GROUP = 1024 * 1024
-CSV_ROWS = 65_536  # rows made CSV text at a time: a row group's text stays small
 
 Progress = Callable[[int, int], None]
 
@@ -74,10 +73,7 @@ class TableWriter:
         table = pa.Table.from_pandas(df, preserve_index=False) if isinstance(df, pd.DataFrame) else df
         if self.csv is not None:  # each cell is formatted alone: parts append to the whole table's text
             with open(self.csv, "ab" if self.rows else "wb") as out:
-                if not self.rows:
-                    out.write(csv_header(table.column_names))
-                for start in range(0, table.num_rows, CSV_ROWS):
-                    out.write(frame_csv_lines(table.slice(start, CSV_ROWS)))
+                write_csv_rows(table, out, header=not self.rows)
         self.rows += len(df)
         if self.parquet is not None:
             for f in table.schema:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from replay.core.records import write_batch_json_lines
+from replay.engine.batch.json_lines import write_batch_json_lines
 from replay.engine.batch.sampling_frames import round_sampling_at, write_sampling_json_lines
 from replay.engine.batch.view import round_views
 from replay.engine.render import batch_sampling_summary, render_round, sampling_lines, summary_lines

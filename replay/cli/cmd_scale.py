@@ -13,9 +13,9 @@ from typing import TextIO
 
 import numpy as np
 
-from replay.core.records import table_format, write_arrow_table, write_batch_json_lines
 from replay.engine.batch import BatchResult
 from replay.engine.batch.frames import distinct_columns, record_arrow
+from replay.engine.batch.json_lines import write_batch_json_lines
 from replay.engine.batch.sampling_frames import (
     sampling_arrow,
     write_sampling_json_lines,
@@ -23,6 +23,7 @@ from replay.engine.batch.sampling_frames import (
 from replay.engine.render import SummaryFigures, batch_sampling_summary, summary_lines
 from replay.engine.runs import RunReplay, replay_run
 from replay.engine.sampling_runs import replay_sampling
+from replay.engine.table_files import table_format, write_arrow_table
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.manifest import read_manifest
 from replay.io.packed.pack import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory

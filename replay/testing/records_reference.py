@@ -1,5 +1,6 @@
-"""The per-round records written record by record: the references the batch writers of
-replay.core.records are held equal to (write_batch_json_lines, write_arrow_table)."""
+"""The per-round records written record by record, and tables written by pandas: the references the
+run-time writers are held equal to (replay.engine.batch.json_lines.write_batch_json_lines;
+replay.engine.table_files.write_arrow_table, write_frame_csv and frame_csv_lines)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import IO
 
 import pandas as pd
 
-from replay.core.records import RoundRecord, csv_frame, json_line, table_format
+from replay.core.records import INT_LIST_COLUMNS, NOTE_SEPARATOR, RoundRecord, json_line
+from replay.engine.table_files import table_format
 from replay.util.atomic import atomic_path
 
 
@@ -29,3 +31,14 @@ def write_table(frame: pd.DataFrame, path: str | Path) -> None:
             frame.to_parquet(tmp, index=False)
         else:
             csv_frame(frame).to_csv(tmp, index=False)
+
+
+def csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its list columns as CSV text (ids separated by spaces, notes by `` | ``)."""
+    frame = frame.copy()
+    for c in INT_LIST_COLUMNS:
+        if c in frame.columns:
+            frame[c] = [" ".join(str(int(t)) for t in v) for v in frame[c]]
+    if "notes" in frame.columns:
+        frame["notes"] = [NOTE_SEPARATOR.join(v) for v in frame["notes"]]
+    return frame

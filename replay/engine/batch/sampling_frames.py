@@ -13,9 +13,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from replay.core.records import write_batch_json_lines
-
 from ..sampling import LENGTH_AT_LEAST_KEYS, SAMPLING_KEYS, RoundSampling, length_at_least_column
+from .json_lines import write_batch_json_lines
 from .result import BatchResult
 from .sampling import BatchSampling
 
