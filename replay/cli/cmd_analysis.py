@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import json
 import sys
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from typing import Any
 from analysis.tables.definitions import METRIC_TABLES
 from replay.core.config import distinct_configs
 from replay.core.temperature import format_temperature
-from replay.engine.table_files import write_frame_csv
+from replay.engine.table_files import frame_csv_text
 from replay.io.skipped import describe_skipped, why_no_rounds
 from replay.io.sources import require_dump_source
 from replay.util.atomic import staged_directory
@@ -223,9 +222,7 @@ def _print_table(df, args, out=None) -> None:
     if getattr(args, "json", False):
         out.write(df.to_json(orient="records", indent=1) + "\n")
     elif getattr(args, "csv", False):
-        text = io.BytesIO()
-        write_frame_csv(df, text)  # list columns as text (replay.engine.table_files)
-        out.write(text.getvalue().decode("utf-8"))
+        out.write(frame_csv_text(df))  # list columns as text (replay.engine.table_files)
     else:
         # a temperature is a parameter the user typed, not a measurement: 1e-09 stays 1e-09, not 0.0000
         exact = {col: "{:g}".format for col in TYPED_COLUMNS if col in df.columns}

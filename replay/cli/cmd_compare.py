@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from replay.engine.table_files import frame_csv_text, write_frame_csv_file
 from replay.util.atomic import atomic_path
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import OutputDir, input_file_or_json, output_file
@@ -165,15 +166,14 @@ def write_per_round(args: argparse.Namespace, frames: list) -> None:
 
     if not args.per_round:
         return
-    with atomic_path(args.per_round) as tmp:
-        run_first(pd.concat(frames, ignore_index=True)).to_csv(tmp, index=False)
+    write_frame_csv_file(run_first(pd.concat(frames, ignore_index=True)), args.per_round)
     print(f"wrote {args.per_round}", file=sys.stderr)
 
 
 def write_csv(table, list_columns: tuple[str, ...]) -> None:
     """The table as CSV on stdout, list cells as JSON text "[1,2,2]" (pd.read_csv(f, converters={"top_head": json.loads}))."""
     compact = lambda v: json.dumps(list(v), separators=(",", ":"))  # noqa: E731
-    table.assign(**{c: table[c].map(compact) for c in list_columns}).to_csv(sys.stdout, index=False)
+    sys.stdout.write(frame_csv_text(table.assign(**{c: table[c].map(compact) for c in list_columns})))
 
 
 def _along_greedy(args: argparse.Namespace, configs_of) -> dict:

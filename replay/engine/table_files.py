@@ -1,7 +1,8 @@
 """Per-round and analysis tables as files: Parquet through pyarrow, CSV encoded column by column in
 Arrow (the bytes pandas' ``to_csv`` writes of the frame with its list columns as text: ids separated
 by spaces, notes by `` | ``; replay/testing/records_reference.py holds the pandas writer they are
-checked against). ``batch -o``, ``stats -o``/``--csv`` and the report's tables/ write through here."""
+checked against). ``batch -o``, ``stats -o``/``--csv``, ``compare --csv``/``--per-round`` and the
+report's tables/ write through here."""
 
 from __future__ import annotations
 
@@ -74,6 +75,21 @@ def write_frame_csv(frame: Any, out: IO[bytes]) -> None:
 def _missing(cell: Any) -> bool:
     """Whether pandas writes ``cell`` of an object column as an empty field (None or NaN)."""
     return cell is None or (isinstance(cell, float) and cell != cell)
+
+
+def frame_csv_text(frame: Any) -> str:
+    """write_frame_csv's bytes as text, for a text stream (stdout, or the StringIO a test puts there)."""
+    import io
+
+    out = io.BytesIO()
+    write_frame_csv(frame, out)
+    return out.getvalue().decode("utf-8")
+
+
+def write_frame_csv_file(frame: Any, path: Any) -> None:
+    """write_frame_csv to the file ``path``, atomically."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as out:
+        write_frame_csv(frame, out)
 
 
 def write_csv_rows(table: Any, out: IO[bytes], header: bool) -> None:
