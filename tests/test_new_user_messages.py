@@ -5,6 +5,7 @@ matrix, a matrix of strings, counts of one, and a symbolic link to a device give
 
 from __future__ import annotations
 
+import codecs
 import os
 from pathlib import Path
 
@@ -186,6 +187,30 @@ def test_a_table_of_one_round_says_row(capsys, tmp_path, suffix):
     out = tmp_path / f"rounds{suffix}"
     code, _, err = run(capsys, "batch", article_by_hand(tmp_path / "mine"), "-o", out, "--no-progress")
     assert code == 0 and f"wrote 1 row to {out}" in err, err
+
+
+def test_a_step0_file_named_with_its_rounds_own_key_says_how_many_positions(capsys, tmp_path):
+    """It said 'step 0 is named 1,1 position(s) before its round'."""
+    dump = tmp_path / "dump"
+    rounds_by_hand(dump, rounds=3, step0_shift=0)
+    code, _, err = run(capsys, "batch", dump, "--step0-offset", "1", "--no-progress")
+    assert code == 1, err
+    assert_told(err, "a step-0 file named with round 12_22's own key: step 0 is named 1 position before its round")
+    assert "1,1" not in err and "position(s)" not in err
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_a_utf16_text_matrix_says_save_it_as_utf8(capsys, tmp_path, encoding):
+    """A Windows editor's "Unicode" text was told 'not UTF-8 text; ... pass --raw DTYPE:COLUMNS',
+    advice that would misread it."""
+    dump = article_by_hand(tmp_path / "mine")
+    text = "41760 35740\n45315 41760\n"
+    data = text.encode(encoding) if encoding == "utf-16" else codecs.BOM_UTF16_BE + text.encode(encoding)
+    (dump / "draft_step_1_124_140").write_bytes(data)
+    code, _, err = run(capsys, "replay", dump)
+    assert code == 2, err
+    assert_told(err, "draft_step_1_124_140", "UTF-16 text", "save it as UTF-8")
+    assert "--raw" not in err
 
 
 # --- a symbolic link to a device or FIFO given as a dump file ---------------------------------------

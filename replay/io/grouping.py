@@ -29,7 +29,7 @@ import numpy as np
 from replay.util.bounded import not_regular_reason
 from replay.util.errors import DumpError, printable
 from replay.util.gcpause import collection_paused
-from replay.util.words import round_name
+from replay.util.words import counted, round_name
 
 from .dumpnames import (
     DUMP_NAME,
@@ -548,11 +548,18 @@ def _without_validate(
         if -1 in by_round.get(own, {}):
             file = base_name(entries[0].data)
             return file, (
-                f"{OWN_KEY_REASON} {round_name(own)}'s own key: step 0 is named {offset[0]},{offset[1]} "
-                f"position(s) before its round, so it pairs with no validate file (--step0-offset 0 reads every "
+                f"{OWN_KEY_REASON} {round_name(own)}'s own key: step 0 is named {_offset_words(offset)} "
+                f"before its round, so it pairs with no validate file (--step0-offset 0 reads every "
                 "step 0 so)"
             )
     return name, f"draft files without {matrix_name((-1, *key))}"
+
+
+def _offset_words(offset: tuple[int, int]) -> str:
+    """How far before its round step 0 is named: "1 position", or "2 and 1 positions" (a's, b's)."""
+    if offset[0] == offset[1]:
+        return counted(offset[0], "position")
+    return f"{offset[0]} and {offset[1]} positions (A, B)"
 
 
 def _own_key_hint(key: Key, by_round: dict[Key, dict[int, FileSet]], offset: tuple[int, int]) -> str:

@@ -8,6 +8,7 @@ stated dtype and column count (``.bin``/``.raw``, or every data file when raw is
 
 from __future__ import annotations
 
+import codecs
 import io
 import re
 import warnings
@@ -255,6 +256,8 @@ def _read_text(path: Path, as_float: bool) -> np.ndarray:
     try:
         text = data.decode("utf-8-sig")  # a BOM is allowed
     except UnicodeDecodeError:
+        if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):  # Windows editors' "Unicode" text
+            raise DumpError(path, "UTF-16 text (it starts with a UTF-16 byte order mark): save it as UTF-8") from None
         raise DumpError(path, "not UTF-8 text; if this is a raw binary dump, pass --raw DTYPE:COLUMNS") from None
     return parse_text_matrix(text, str(path), as_float)
 
