@@ -16,13 +16,15 @@ import pytest
 
 from replay.core.loops import (
     child_cells_loop,
+    child_level_loop,
     child_slots_loop,
     depth_bounds_loop,
     edge_probs_loop,
     exact_sum_loop,
     exp_loop,
     gather_rows_loop,
-    held_reach_loop,
+    level_doubts_loop,
+    level_reach_loop,
     node_rows_loop,
     row_sums_loop,
     scaled_sums_loop,
@@ -232,20 +234,130 @@ def test_child_slots_are_the_expanded_nodes_children_by_rank():
     assert unknown.any() and want_indexed.any() and not want_indexed.all()
 
 
-def test_held_reach_looks_each_slot_up_in_the_walks_nodes():
+def test_level_reach_sums_each_rounds_slots_in_order():
     rng = np.random.default_rng(8)
-    n_slots, c, m = 5, 40, 7
+    n_slots, c, m = 5, 400, 7
     recs = rng.integers(-1, m, (n_slots, c))
-    held_in = rng.random((c, m)) < 0.6
-    lo_in, hi_in = rng.random((c, m)), rng.random((c, m))
-    held, lo, hi = np.empty(recs.shape, dtype=bool), np.empty(recs.shape), np.empty(recs.shape)
-    held_reach_loop(recs, held_in, lo_in, hi_in, held, lo, hi)
-    node = np.clip(recs, 0, m - 1)
-    cols = np.arange(c)[None, :]
-    np.testing.assert_array_equal(held, (recs >= 0) & held_in[cols, node])
-    np.testing.assert_array_equal(lo, lo_in[cols, node])
-    np.testing.assert_array_equal(hi, hi_in[cols, node])
-    assert held.any() and (recs < 0).any()
+    idx = np.where(rng.random((n_slots, c)) < 0.7, rng.integers(0, 30, (n_slots, c)), -1)
+    held_in, blind_in = rng.random((c, m)) < 0.8, rng.random((c, m)) < 0.05
+    lo_in = rng.random((c, m)) * 10.0 ** rng.integers(-20, 1, (c, m))  # magnitudes whose sum order shows
+    hi_in = lo_in + rng.random((c, m))
+    sums, blind, all_held = np.empty((2, c)), np.empty(c, dtype=bool), np.empty(c, dtype=bool)
+    level_reach_loop(idx, recs, held_in, lo_in, hi_in, blind_in, sums, blind, all_held)
+    # the plain way: each slot's node clipped into range, the sub-tree's slots added row after row from 0.0
+    node, cols, on = np.clip(recs, 0, m - 1), np.arange(c)[None, :], idx >= 0
+    for k, x in enumerate((lo_in, hi_in)):
+        want = np.zeros(c)
+        for row in np.where(on, x[cols, node], 0.0):
+            want = want + row
+        np.testing.assert_array_equal(sums[k].view(np.uint64), want.view(np.uint64))  # to the bit
+    np.testing.assert_array_equal(blind, (on & (recs >= 0) & blind_in[cols, node]).any(axis=0))
+    np.testing.assert_array_equal(all_held, (~on | ((recs >= 0) & held_in[cols, node])).all(axis=0))
+    assert blind.any() and not blind.all() and all_held.any() and not all_held.all()
+
+
+def _level_doubts(indexed, before, rec_node, row, status, sure, own_rows, first, steps, d, codes, w):
+    """level_doubts_loop the numpy way (its outputs in its order, kind and why with W rank rows)."""
+    count = np.cumsum(indexed, axis=0)
+    idx = np.where(indexed, before[None, :] + count - 1, -1)
+    n = before + indexed.sum(axis=0)
+    g = first[0] + rec_node if first[0] >= 0 else np.full(rec_node.shape, -1)
+    p_row = first[1] + row if first[1] >= 0 else np.full(row.shape, -1)
+    has = np.stack([(rec_node >= 0) & (g < own_rows), (row >= 0) & (p_row >= 0) & (p_row < own_rows)])
+    recs = np.where(rec_node >= 0, g, -1)
+    open_ = indexed & ~((d >= steps[0])[None, :] | (status == codes[0]))
+    thr = open_ & (d >= steps[1])[None, :]
+    maybe = open_ & ~thr & (status == codes[1])
+    unexp = open_ & ~thr & ~maybe & (row < 0)
+    expands = open_ & ~thr & ~maybe & ~unexp
+    cells = (row.shape[0], 2 + w, row.shape[1])
+    kind, why = np.zeros(cells, dtype=bool), np.full(cells, codes[6], dtype=np.int8)
+    kind[:, 0], why[:, 0] = indexed & ~sure, codes[2]
+    kind[:, 1], why[:, 1] = thr | maybe | unexp, np.where(thr, codes[3], np.where(maybe, codes[4], codes[5]))
+    return idx, n, np.stack([g, p_row]), has, recs, kind, why, expands
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_level_doubts_are_the_rule_written_with_numpy(recorded):
+    rng = np.random.default_rng(12)
+    n_slots, c, w, d = 6, 300, 2, 2
+    indexed = rng.random((n_slots, c)) < 0.7
+    before = rng.integers(0, 9, c)
+    rec_node, row = rng.integers(-1, 8, (n_slots, c)), rng.integers(-1, 4, (n_slots, c))
+    status, sure = rng.integers(0, 3, (n_slots, c)).astype(np.int8), rng.random((n_slots, c)) < 0.9
+    own_rows = rng.integers(0, 12, c)
+    first = np.array([5, 3]) if recorded else np.array([-1, -1])
+    steps = np.stack([rng.integers(1, 4, c), rng.integers(1, 4, c)])
+    codes = np.array([0, 2, 5, 1, 2, 3, 4], dtype=np.int8)
+    got = [
+        np.empty((n_slots, c), dtype=np.int64),
+        np.empty(c, dtype=np.int64),
+        np.empty((2, n_slots, c), dtype=np.int64),
+    ]
+    got += [np.empty((2, n_slots, c), dtype=bool), np.empty((n_slots, c), dtype=np.int64)]
+    got += [np.empty((n_slots, 2 + w, c), dtype=bool), np.empty((n_slots, 2 + w, c), dtype=np.int8)]
+    got += [np.empty((n_slots, c), dtype=bool)]
+    args = (indexed, before, rec_node, row, status, sure, own_rows, first, steps, d, codes)
+    level_doubts_loop(*args, *got)
+    for g, want in zip(got, _level_doubts(*args, w)):
+        np.testing.assert_array_equal(g, want)
+    assert got[5][:, 1].any() and got[7].any() and not got[7].all()
+
+
+def _child_level(alive, in_sure, slots, p_row, width, first_child, ids, logp, pos, col, w):
+    """child_level_loop the numpy way: each parent field broadcast over the ranks, each lookup a gather."""
+    k_max, c = alive.shape
+    rr = np.arange(w)[None, :, None]
+    kw = lambda a: np.broadcast_to(a, (k_max, w, c)).reshape(k_max * w, c)  # noqa: E731  [K, W, C] -> [K * W, C]
+    s_lo, s_hi, w_lo, w_hi = (a[:, None, :] for a in slots)
+    valid = kw(alive[:, None, :] & (rr < w_hi))
+    sure = kw(in_sure[:, None, :] & (rr < w_lo)) & valid
+    ordered, oslot = kw(s_lo == s_hi) & valid, kw(s_lo)
+    none = np.full((k_max * w, c), -1)
+    token, lp = np.full((k_max * w, c), PAD_TOKEN), np.full((k_max * w, c), np.nan)
+    child_rec = none
+    if width.shape[0]:
+        jj = np.clip(p_row, 0, width.shape[0] - 1)[:, None, :]
+        child_rec = kw(np.where((p_row >= 0)[:, None, :] & (rr < width[jj]), first_child[jj] + rr, -1))
+        rows, cols = ids.shape[:2]
+        ok = (p_row >= 0)[:, None, :] & (rr < cols)
+        cell = (np.clip(p_row, 0, rows - 1)[:, None, :], np.minimum(rr, cols - 1), col[None, None, :])
+        token = kw(np.where(ok, ids[cell], PAD_TOKEN))
+        lp = kw(np.where(ok, logp[cell], np.nan)) if logp.shape[0] else lp
+    child_row = none
+    if pos.shape[0]:
+        child_row = np.where(child_rec >= 0, pos[np.clip(child_rec, 0, pos.shape[0] - 1), col[None, :]], -1)
+    return valid, sure, ordered, oslot, child_rec, child_row, token, lp
+
+
+@pytest.mark.parametrize("step", ["scores", "no scores", "last step", "past the recording"])
+def test_child_level_is_each_parents_ranks_looked_up_with_numpy(step):
+    rng = np.random.default_rng(13)
+    k_max, w, c, s, h = 3, 4, 200, 260, 5
+    alive, in_sure = rng.random((k_max, c)) < 0.8, rng.random((k_max, c)) < 0.7
+    slots = np.stack([rng.integers(0, 3, (k_max, c)), rng.integers(0, 3, (k_max, c))])
+    slots = np.concatenate([slots, rng.integers(0, w + 1, (1, k_max, c))])
+    slots = np.concatenate([slots, slots[2:3] + rng.integers(0, 2, (1, k_max, c))])
+    p_row = rng.integers(-1, h + 1, (k_max, c))  # a row past the widths' entries: clipped, as np.take's
+    width, first_child = rng.integers(0, w + 1, h), rng.integers(0, 20, h)
+    ids = np.where(rng.random((h + 1, 3, s)) < 0.2, PAD_TOKEN, rng.integers(0, 100, (h + 1, 3, s)))
+    logp, pos = np.log(rng.random((h + 1, 3, s))), rng.integers(-1, 6, (24, s))
+    if step == "no scores":
+        logp = np.zeros((0, 1, 1))
+    if step == "last step":
+        pos = np.zeros((0, 1), dtype=np.int64)
+    if step == "past the recording":
+        width, first_child = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        ids, logp, pos = np.zeros((0, 1, 1), dtype=np.int64), np.zeros((0, 1, 1)), np.zeros((0, 1), dtype=np.int64)
+    col = rng.permutation(s)[:c]
+    n = k_max * w
+    got = [np.empty((n, c), dtype=bool) for _ in range(3)] + [np.empty((n, c), dtype=np.int64) for _ in range(4)]
+    got.append(np.empty((n, c)))
+    child_level_loop(alive, in_sure, slots, p_row, width, first_child, ids, logp, pos, col, PAD_TOKEN, *got)
+    want = _child_level(alive, in_sure, slots, p_row, width, first_child, ids, logp, pos, col, w)
+    for g, x in zip(got, want):
+        np.testing.assert_array_equal(g, x)
+    assert got[0].any() and not got[0].all() and (got[4] >= 0).any() == (step != "past the recording")
 
 
 def test_exact_sum_bins_each_values_frexp_parts():

@@ -79,6 +79,15 @@ def reach_chunk(
 
 
 @dataclass(frozen=True, eq=False)
+class _Level:
+    """What a candidate's level gives each round from the recorded walk (replay.core.loops.level_reach_loop)."""
+
+    sums: np.ndarray  # [2, C] the reach lo, hi of the sub-tree's slots summed in slot order
+    blind: np.ndarray  # [C] bool: a sub-tree slot holds a recorded node with a blind edge
+    all_held: np.ndarray  # [C] bool: the walk holds every sub-tree slot's recorded node
+
+
+@dataclass(frozen=True, eq=False)
 class RecordedWalk:
     """The recorded config's walk on a chunk, by recorded node (tree order of the recorded tree)."""
 
@@ -112,7 +121,7 @@ class RecordedWalk:
         levels (sub_tree_levels'), where what each level gives this walk on ``use`` is kept for the
         next configs of its prefix (last_built)."""
         c = use.shape[0]
-        gathered: dict[int, tuple] = {}  # per level, what _reach_sums and _doubts_through read of it
+        gathered: dict[int, _Level] = {}  # per level, what the sums, _exact and _doubts_through read of it
         if len(lv.nodes) - 1 > MAX_SUMMED_DEPTHS:
             return None
         exact = self._exact(lv, gathered, shared)
@@ -121,38 +130,43 @@ class RecordedWalk:
             return None
         why, depth = doubts
         det = use & (why == 0)
-        sums_lo, sums_hi = [np.ones(c)], [np.ones(c)]
-        for d in range(1, len(lv.nodes)):
-            level_lo, level_hi = last_built(
-                shared,
-                ("recorded walk's reach at", d),
-                lv.keys[d],
-                lambda: self._reach_sums(self._gathered(lv, d, gathered)),
-            )
-            sums_lo.append(level_lo)
-            sums_hi.append(level_hi)
+        # each depth's reach summed in its slot order (a slot not in the sub-tree: 0.0), the root's 1.0 first
+        sums = [np.ones((2, c)), *(self._gathered(lv, d, gathered, shared).sums for d in range(1, len(lv.nodes)))]
         from replay.core.loops import depth_bounds_loop  # numba: imported at first use (replay.core.loops)
 
         ge_lo, ge_hi, e_lo, e_hi = np.empty((c, gamma)), np.empty((c, gamma)), np.empty(c), np.empty(c)
-        depth_bounds_loop(np.stack(sums_lo), np.stack(sums_hi), exact, det, ge_lo, ge_hi, e_lo, e_hi)
+        depth_bounds_loop(*np.stack(sums, axis=1), exact, det, ge_lo, ge_hi, e_lo, e_hi)
         needs_vocab = self.t > 1.0 and self.vocab_size is None and bool((use & ~exact).any())
         rank = np.full(c, -1, dtype=np.int64)
         return AtT(det, e_lo, e_hi, ge_lo, ge_hi, exact & det, lv.sim.max_steps, why, depth, rank, needs_vocab)
 
-    def _gathered(self, lv: SubTreeLevels, d: int, gathered: dict[int, tuple]) -> tuple:
-        """[L, C] of level ``d``'s slots: in the sub-tree, a recorded node held by the recorded walk, and
-        that node's reach_lo and reach_hi (the slot's recorded node clipped into range where it has none);
-        kept in ``gathered`` for the config's other reader."""
+    def _gathered(self, lv: SubTreeLevels, d: int, gathered: dict[int, _Level], shared: dict | None) -> _Level:
+        """Level ``d`` of the candidate looked up in this walk (_Level), kept in ``gathered`` for the
+        config's other readers and in ``shared`` for the next configs of its prefix (last_built)."""
         if d not in gathered:
-            from replay.core.loops import held_reach_loop  # numba: imported at first use (replay.core.loops)
-
-            idx, recs = lv.nodes[d][0], np.ascontiguousarray(lv.nodes[d][6])
-            held, lo, hi = np.empty(recs.shape, dtype=bool), np.empty(recs.shape), np.empty(recs.shape)
-            held_reach_loop(recs, self.held, self.reach_lo, self.reach_hi, held, lo, hi)
-            gathered[d] = (idx >= 0, held, lo, hi)
+            gathered[d] = last_built(
+                shared, ("recorded walk's level at", d), lv.keys[d], lambda: self._looked_up(lv, d)
+            )
         return gathered[d]
 
-    def _exact(self, lv: SubTreeLevels, gathered: dict[int, tuple], shared: dict | None) -> np.ndarray:
+    def _looked_up(self, lv: SubTreeLevels, d: int) -> _Level:
+        from replay.core.loops import level_reach_loop  # numba: imported at first use (replay.core.loops)
+
+        idx, recs = np.ascontiguousarray(lv.nodes[d][0]), np.ascontiguousarray(lv.nodes[d][6])
+        c = recs.shape[1]
+        sums, blind, all_held = np.empty((2, c)), np.empty(c, dtype=bool), np.empty(c, dtype=bool)
+        level_reach_loop(idx, recs, self.held, self.reach_lo, self.reach_hi, self.blind, sums, blind, all_held)
+        return _Level(sums, blind, all_held)
+
+    def _reach_at(self, recs: np.ndarray, side: str) -> np.ndarray:
+        """[L, C] the reach bound ``side`` ("hi" or "lo") of each slot's recorded node (clipped into range
+        where it has none)."""
+        reach = self.reach_hi if side == "hi" else self.reach_lo
+        c, m = reach.shape
+        out: np.ndarray = reach.reshape(-1)[np.arange(c)[None, :] * m + np.clip(recs, 0, m - 1)]
+        return out
+
+    def _exact(self, lv: SubTreeLevels, gathered: dict[int, _Level], shared: dict | None) -> np.ndarray:
         """[C] bool: the candidate's round is exact, where no node of its sub-tree has a blind edge (an
         edge's flag is the same in every sub-tree holding it; a slot not held by the walk sends the
         round to the candidate's own walk, _first_doubts). The recorded config's exact rounds: all."""
@@ -161,28 +175,11 @@ class RecordedWalk:
         if not self.blind.any():
             return exact
         for d in range(1, len(lv.nodes)):
-            exact &= ~last_built(
-                shared, ("recorded walk's blind edges at", d), lv.keys[d], lambda: self._blind_level(lv, d)
-            )
+            exact &= ~self._gathered(lv, d, gathered, shared).blind
         return exact
 
-    def _blind_level(self, lv: SubTreeLevels, d: int) -> np.ndarray:
-        """[C] bool: some slot of level ``d`` in the sub-tree holds a recorded node with a blind edge."""
-        idx, recs = lv.nodes[d][0], lv.nodes[d][6]
-        c, m = self.blind.shape
-        at = np.arange(c)[None, :] * m + np.clip(recs, 0, m - 1)
-        out: np.ndarray = ((idx >= 0) & (recs >= 0) & self.blind.reshape(-1)[at]).any(axis=0)
-        return out
-
-    @staticmethod
-    def _reach_sums(level: tuple) -> tuple[np.ndarray, np.ndarray]:
-        """([C] lo, [C] hi) one level's reach summed in its slot order (a slot not in the sub-tree: 0.0);
-        ``level``: _gathered's."""
-        on, _, lo, hi = level
-        return _sum_in_order(np.where(on, lo, 0.0)), _sum_in_order(np.where(on, hi, 0.0))
-
     def _first_doubts(
-        self, lv: SubTreeLevels, use: np.ndarray, exact: np.ndarray, gathered: dict[int, tuple], shared: dict | None
+        self, lv: SubTreeLevels, use: np.ndarray, exact: np.ndarray, gathered: dict[int, _Level], shared: dict | None
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """([C] why, depth) of each round's first doubt the walk can reach (why 0: none; at_temperature's
         first doubt), or None where some usable round is not sure to match the candidate's own walk
@@ -192,7 +189,7 @@ class RecordedWalk:
         c = use.shape[0]
         flip = use & exact & ~self.exact
         states = []
-        for side in (3, 2) if flip.any() else (3,):  # _gathered's reach_hi, then its reach_lo
+        for side in ("hi", "lo") if flip.any() else ("hi",):
             state = (use, np.zeros(c, dtype=np.int8), np.zeros(c, dtype=np.int64))
             for d in range(len(lv.nodes)):
                 before = state
@@ -200,9 +197,7 @@ class RecordedWalk:
                     shared,
                     ("recorded walk's doubts at", d, side),
                     lv.keys[d],
-                    lambda: self._doubts_through(
-                        d, lv.nodes[d][6], lv.doubts[d], self._gathered(lv, d, gathered), before, side
-                    ),
+                    lambda: self._doubts_through(lv, d, self._gathered(lv, d, gathered, shared), before, side),
                 )
             states.append(state)
         sure, why, depth = states[0]
@@ -210,17 +205,17 @@ class RecordedWalk:
             sure, why, depth = (np.where(flip, lo, hi) for hi, lo in zip(states[0], states[1]))
         return None if (use & ~sure).any() else (why, depth)
 
-    def _doubts_through(self, d: int, recs: np.ndarray, doubt: tuple, level: tuple, before: tuple, side: int) -> tuple:
-        """_first_doubts' (sure, why, depth) [C] after level ``d`` from theirs ``before`` it; ``recs``: the
-        level's recorded nodes, ``level``: _gathered's, whose entry ``side`` (3: reach_hi, 2: reach_lo)
-        tells whether the walk reaches a doubt."""
+    def _doubts_through(self, lv: SubTreeLevels, d: int, level: _Level, before: tuple, side: str) -> tuple:
+        """_first_doubts' (sure, why, depth) [C] after level ``d`` of ``lv`` from theirs ``before`` it;
+        ``level``: _gathered's; the recorded nodes' reach bound ``side`` ("hi" or "lo") tells whether the
+        walk reaches a doubt."""
         sure, why, depth = before
-        kind, whys = doubt[0], doubt[1]
-        c = recs.shape[1]
-        on, held, reach = level[0], level[1], level[side]
-        sure = sure & (~on | held).all(axis=0)
+        kind, whys = lv.doubts[d][0], lv.doubts[d][1]
+        c = kind.shape[2]
+        sure = sure & level.all_held
         if not kind.any():  # most levels of most chunks
             return sure, why, depth
+        reach = self._reach_at(lv.nodes[d][6], side)
         # a doubt on a node's expansion is reached where the node's reach bound > 0; one on its kept
         # width (never met on the random dumps) or on a child of unknown token: not looked into
         reached = kind & (reach > 0.0)[:, None, :]
@@ -230,12 +225,3 @@ class RecordedWalk:
         why = np.where(new, whys[first, 1, np.arange(c)], why).astype(np.int8)
         depth = np.where(new, d, depth)
         return sure, why, depth
-
-
-def _sum_in_order(x: np.ndarray) -> np.ndarray:
-    """[C] the rows of x ([L, C]) added one after another in row order, as the walk sums a depth's
-    reach and the depths' P(L >= d) (numpy's row by row sum; 0.0 + x is x)."""
-    out = np.zeros(x.shape[1])
-    for row in x:
-        out = out + row
-    return out

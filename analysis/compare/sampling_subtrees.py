@@ -31,7 +31,6 @@ from replay.engine.batch import BatchResult, RoundBatch
 
 from .subtree import IN, MAYBE, OUT, WHY_BEYOND, WHY_MAYBE, WHY_THRESHOLD, WHY_UNEXPANDED, WHY_WIDTH
 from .subtree_levels import RecordedChunk, last_built, simulate_levels
-from .subtree_select import count_down
 
 
 @dataclass(frozen=True, eq=False)
@@ -186,56 +185,49 @@ def _sub_tree_level(
     rec: RecordedChunk, rows, root_tokens: np.ndarray, sim, d: int, prev: _SubTreeLevel
 ) -> _SubTreeLevel:
     """Level ``d`` of sub_tree_levels from the previous level's numbering ``prev``."""
+    from replay.core.loops import child_slots_loop, level_doubts_loop  # numba: imported at first use
+
     c, col = rec.c, rec.col
     _, _, own_rows, _, is_all = rows
-    indexed, parent_idx = prev.indexed, prev.parent_idx
+    indexed = prev.indexed
     lvl = sim.levels[d]
     L = lvl.valid.shape[0]
-    idx = np.where(indexed, prev.n[None, :] + count_down(indexed) - 1, -1)
-    n = prev.n + indexed.sum(axis=0)
-    rec_node = np.broadcast_to(lvl.rec, (L, c))
-    row = np.broadcast_to(lvl.row, (L, c))
+    full = lambda a: np.ascontiguousarray(np.broadcast_to(a, (L, c)))  # noqa: E731
+    # the first tree-order node and expanded row of the recorded level d, -1 past the recorded steps
+    first = np.array(
+        [rec.shape.starts[d] if d <= rec.steps else -1, rec.shape.head_offsets[d] if d < rec.steps else -1]
+    )
+    status = np.full((L, c), IN, dtype=np.int8) if d == 0 or lvl.status is None else full(lvl.status)
+    big_w = sim.widths[d] if d < len(sim.widths) else 0
+    idx, n, node = np.empty((L, c), dtype=np.int64), np.empty(c, dtype=np.int64), np.empty((2, L, c), dtype=np.int64)
+    has_rows, recs, expands = (
+        np.empty((2, L, c), dtype=bool),
+        np.empty((L, c), dtype=np.int64),
+        np.empty((L, c), dtype=bool),
+    )
+    kind, why = np.empty((L, 2 + big_w, c), dtype=bool), np.empty((L, 2 + big_w, c), dtype=np.int8)
+    steps = np.stack([sim.max_steps, sim.sure_steps]).astype(np.int64, copy=False)
+    codes = np.array([OUT, MAYBE, WHY_WIDTH, WHY_THRESHOLD, WHY_MAYBE, WHY_UNEXPANDED, WHY_BEYOND], dtype=np.int8)
+    level_args = (indexed, prev.n, full(lvl.rec), full(lvl.row), status, full(lvl.sure), own_rows, first)
+    level_doubts_loop(*level_args, steps, d, codes, idx, n, node, has_rows, recs, kind, why, expands)
     # the node's validate row (replay.core.acceptance.validate_row), where it has one
-    none = np.full((L, c), -1, dtype=np.int64)
-    g = rec.shape.starts[d] + rec_node if d <= rec.steps else none
-    has_all = (rec_node >= 0) & (g < own_rows[None, :])
-    p_row = rec.shape.head_offsets[d] + row if d < rec.steps else none
-    has_par = (row >= 0) & (p_row >= 0) & (p_row < own_rows[None, :])
-    v_row = validate_row(is_all[None, :], g, p_row)
+    v_row = validate_row(is_all[None, :], node[0], node[1])
+    has_all, has_par = has_rows
     has = np.where(is_all[None, :], has_all, has_par)
     token = root_tokens[None, :].astype(np.int64) if d == 0 else np.broadcast_to(lvl.token, (L, c))
-    recs = np.where(rec_node >= 0, g, -1)  # an extra node (past the kept width) has no recorded node
-    node = (idx, token, parent_idx, d, v_row, has, recs)
-    status = np.full((L, c), IN, dtype=np.int8) if d == 0 or lvl.status is None else lvl.status
-    sure = np.broadcast_to(lvl.sure, (L, c))
-    leaf = (d >= sim.max_steps)[None, :] | (status == OUT)
-    open_ = indexed & ~leaf
-    thr = open_ & (d >= sim.sure_steps)[None, :]
-    maybe = open_ & ~thr & (status == MAYBE)
-    unexp = open_ & ~thr & ~maybe & (row < 0)
-    expands = open_ & ~thr & ~maybe & ~unexp
-    # int8 choices: np.where makes no int64 array to convert
-    unexpanded = np.where(maybe, np.int8(WHY_MAYBE), np.int8(WHY_UNEXPANDED))
-    node_why = np.where(thr, np.int8(WHY_THRESHOLD), unexpanded)
-    big_w = sim.widths[d] if d < len(sim.widths) else 0
-    kind = np.zeros((L, 2 + big_w, c), dtype=bool)
-    why = np.zeros((L, 2 + big_w, c), dtype=np.int8)
-    kind[:, 0], why[:, 0] = indexed & ~sure, WHY_WIDTH
-    kind[:, 1], why[:, 1] = thr | maybe | unexp, node_why
-    if big_w:
-        from replay.core.loops import child_slots_loop  # numba: imported at first use (replay.core.loops)
-
-        kids = sim.levels[d + 1]
-        flat = lambda a: np.ascontiguousarray(np.broadcast_to(a, kids.valid.shape)).reshape(-1)  # noqa: E731
-        # the next level's indexed slots (known children of expanded nodes) and their parents' sub-tree indices
-        nk = kids.valid.shape[0]
-        indexed = np.zeros((nk, c), dtype=bool)
-        parent_idx = np.full((nk, c), NO_PARENT, dtype=np.int64)
-        tok = flat(kids.token).astype(np.int64, copy=False)
-        args = (sim.kpos[d], expands, flat(kids.valid), tok, col, idx, PAD_TOKEN, kind[:, 2:], indexed.reshape(-1))
-        child_slots_loop(*args, parent_idx.reshape(-1))  # kind[:, 2:]: the children of unknown token
-        why[:, 2:] = WHY_BEYOND
-    return _SubTreeLevel(node, (kind, why, has), n, indexed, parent_idx)
+    nodes = (idx, token, prev.parent_idx, d, v_row, has, recs)
+    if not big_w:
+        return _SubTreeLevel(nodes, (kind, why, has), n, prev.indexed, prev.parent_idx)
+    kids = sim.levels[d + 1]
+    flat = lambda a: np.ascontiguousarray(np.broadcast_to(a, kids.valid.shape)).reshape(-1)  # noqa: E731
+    # the next level's indexed slots (known children of expanded nodes) and their parents' sub-tree indices
+    nk = kids.valid.shape[0]
+    indexed = np.zeros((nk, c), dtype=bool)
+    parent_idx = np.full((nk, c), NO_PARENT, dtype=np.int64)
+    tok = flat(kids.token).astype(np.int64, copy=False)
+    args = (sim.kpos[d], expands, flat(kids.valid), tok, col, idx, PAD_TOKEN, kind[:, 2:], indexed.reshape(-1))
+    child_slots_loop(*args, parent_idx.reshape(-1))  # kind[:, 2:]: the children of unknown token
+    return _SubTreeLevel(nodes, (kind, why, has), n, indexed, parent_idx)
 
 
 def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols) -> SubTrees:

@@ -96,20 +96,6 @@ class RecordedChunk:
         """arr[index[k, c], c] for a contiguous recorded [L, chunk] arr; index: [K, C] (clipped into range)."""
         return gather_columns(arr, index, self.col)
 
-    def recorded_children(self, depth: int, p_row: np.ndarray, rr: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """(token, log-prob) [K, W, C] of step ``depth``'s recorded draft at (parent row p_row [K, C],
-        rank rr [1, W, 1]): PAD_TOKEN / NaN where p_row < 0 or the rank is past the recorded
-        columns; log-prob None without scores. One flat index serves both (RoundBatch checks that a
-        step's logp has its ids' shape)."""
-        ids, logp = self.ids[depth], self.logp[depth]
-        rows, cols = ids.shape[0], ids.shape[1]
-        ok = (p_row >= 0)[:, None, :] & (rr < cols)
-        idx = ((np.clip(p_row, 0, rows - 1) * cols)[:, None, :] + np.minimum(rr, cols - 1)) * self.stride + self.col
-        token = np.where(ok, np.take(ids.reshape(-1), idx, mode="clip"), PAD_TOKEN)
-        if logp is None:
-            return token, None
-        return token, np.where(ok, np.take(logp.reshape(-1), idx, mode="clip"), np.nan)
-
     def take(self, arrays: list[np.ndarray], depth: int, row: np.ndarray, r: np.ndarray, fill) -> np.ndarray:
         """arrays[depth][row, r, c] where row >= 0 and r < cols, else ``fill``; row/r: [K, C]."""
         mat = arrays[depth]
@@ -166,37 +152,30 @@ def child_level(rec: RecordedChunk, lvl: Level, depth: int, widths: tuple[int, .
         order = non_out_first(alive, before, k_max)  # [K, C] the nodes at k = 0 .. K-1
         flat = order * c + np.arange(c)  # one flat index for every parent field (order is in range)
         g = lambda a: np.take(np.ascontiguousarray(a).reshape(-1), flat)  # noqa: E731  parent field per position k
-    p_alive, p_status, p_sure, p_row = g(alive), g(lvl.status), g(lvl.sure), g(lvl.row)
+    p_row = g(lvl.row)
     h = len(widths)
     s_lo, s_hi = np.clip(g(lvl.slot_lo), 0, h - 1), np.clip(g(lvl.slot_hi), 0, h - 1)
     wl, wh = width_tables(widths)
-    w_lo, w_hi = wl[s_lo, s_hi], wh[s_lo, s_hi]  # [K, C]
     big_w = max(widths)
     n = k_max * big_w
     b = lambda a: a[:, None, :]  # noqa: E731  [K, C] → [K, 1, C], broadcast over the ranks
-    rr = np.arange(big_w)[None, :, None]  # [1, W, 1] rank
     r2 = np.tile(np.arange(big_w), k_max)[:, None]  # [K * W, 1] rank
     kw = lambda a: np.ascontiguousarray(np.broadcast_to(a, (k_max, big_w, c))).reshape(n, c)  # noqa: E731
-    valid = kw(b(p_alive) & (rr < b(w_hi)))
-    sure = kw(b((p_status == IN) & p_sure) & (rr < b(w_lo)))
-    ordered = kw(b(s_lo == s_hi)) & valid
-    oslot = kw(b(s_lo))
-    if depth < rec.steps:
-        # the recorded child at (parent, rank): parent recorded and expanded, rank within its kept width
-        jj = np.clip(p_row, 0, rec.width[depth].shape[0] - 1)
-        child_rec = kw(np.where(b(p_row >= 0) & (rr < b(rec.width[depth][jj])), b(rec.first_child[depth][jj]) + rr, -1))
-        token, lp = (
-            kw(a) if a is not None else np.full((n, c), np.nan) for a in rec.recorded_children(depth, p_row, rr)
-        )
-    else:
-        child_rec = np.full((n, c), -1, dtype=np.int64)
-        token = np.full((n, c), PAD_TOKEN, dtype=np.int64)
-        lp = np.full((n, c), np.nan)
+    valid, sure, ordered = np.empty((n, c), dtype=bool), np.empty((n, c), dtype=bool), np.empty((n, c), dtype=bool)
+    oslot, child_rec, child_row = (np.empty((n, c), dtype=np.int64) for _ in range(3))
+    token, lp = np.empty((n, c), dtype=np.int64), np.empty((n, c))
+    from replay.core.loops import child_level_loop  # numba: imported at first use (replay.core.loops)
+
+    in_sure = (g(lvl.status) == IN) & g(lvl.sure)
+    args = (
+        g(alive),
+        in_sure,
+        np.stack([s_lo, s_hi, wl[s_lo, s_hi], wh[s_lo, s_hi]]),
+        p_row,
+        *_recorded_cells(rec, depth),
+    )
+    child_level_loop(*args, rec.col, PAD_TOKEN, valid, sure, ordered, oslot, child_rec, child_row, token, lp)
     nxt = depth + 1
-    if nxt < rec.steps:
-        child_row = np.where(child_rec >= 0, rec.gather(rec.pos[nxt], child_rec), -1)
-    else:
-        child_row = np.full((n, c), -1, dtype=np.int64)
     # selection keys by each round's rule; only the rules present are computed
     keys = {}
     if CODE_PATH in rec.present:
@@ -214,8 +193,21 @@ def child_level(rec: RecordedChunk, lvl: Level, depth: int, widths: tuple[int, .
         ro_hi = np.where(ro_exact, ro_lo, np.where((child_rec >= 0) & (nxt < rec.steps), -float(heads_next), np.inf))
         keys[CODE_RECORDED] = (ro_lo, ro_hi, ro_exact)
     lo, hi, exact = keys_by_rule(rec.rules, keys, (n, c))
-    child = Level(valid, lo, hi, exact & valid, sure & valid, ordered, oslot, r2, child_rec, child_row, token)
+    child = Level(valid, lo, hi, exact & valid, sure, ordered, oslot, r2, child_rec, child_row, token)
     return child, kpos, big_w
+
+
+def _recorded_cells(rec: RecordedChunk, depth: int) -> tuple[np.ndarray, ...]:
+    """child_level_loop's recorded arrays of step ``depth``: each expanded position's kept width and first
+    child, the draft's ids and log-probs, the next step's expanded positions; empty where the recording
+    has no such step (or no scores)."""
+    none_i, none_f = np.zeros((0, 1, 1), dtype=np.int64), np.zeros((0, 1, 1))
+    if depth >= rec.steps:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), none_i, none_f, np.zeros((0, 1), np.int64)
+    logp = rec.logp[depth]
+    pos = rec.pos[depth + 1] if depth + 1 < rec.steps else np.zeros((0, 1), dtype=np.int64)
+    first = np.asarray(rec.first_child[depth], dtype=np.int64)
+    return rec.width[depth], first, rec.ids[depth], none_f if logp is None else logp, pos
 
 
 def _inexact_key_hi(rec: RecordedChunk, depth: int, parent_hi: np.ndarray, p_row: np.ndarray, token, kw) -> np.ndarray:
