@@ -434,32 +434,34 @@ def level_doubts_loop(
     over the level's slots where numpy makes some twenty."""
     n_slots, c = indexed.shape
     ranks = kind.shape[1]
+    first_node, first_row = first[0], first[1]
+    out, maybe_code = codes[0], codes[1]  # scalars: no load of codes in the inner loop
+    why_width, why_threshold, why_maybe, why_unexpanded, why_beyond = codes[2], codes[3], codes[4], codes[5], codes[6]
     n[:] = before
     for u in range(n_slots):  # slot by slot, round by round: each row read and written in memory order
         for j in range(c):
             ind = indexed[u, j]
             idx[u, j] = n[j] if ind else -1
-            if ind:
-                n[j] += 1
+            n[j] += ind
             rn, rw = rec_node[u, j], row[u, j]
-            g = first[0] + rn if first[0] >= 0 else -1
-            p = first[1] + rw if first[1] >= 0 else -1
+            g = first_node + rn if first_node >= 0 else -1
+            p = first_row + rw if first_row >= 0 else -1
             node[0, u, j], node[1, u, j] = g, p
-            has[0, u, j] = rn >= 0 and g < own_rows[j]
-            has[1, u, j] = rw >= 0 and p >= 0 and p < own_rows[j]
+            has[0, u, j] = (rn >= 0) & (g < own_rows[j])
+            has[1, u, j] = (rw >= 0) & (p >= 0) & (p < own_rows[j])
             recs[u, j] = g if rn >= 0 else -1
             st = status[u, j]
-            opened = ind and not (d >= steps[0, j] or st == codes[0])
-            thr = opened and d >= steps[1, j]
-            maybe = opened and not thr and st == codes[1]
-            unexp = opened and not thr and not maybe and rw < 0
-            expands[u, j] = opened and not thr and not maybe and not unexp
-            kind[u, 0, j], why[u, 0, j] = ind and not sure[u, j], codes[2]
-            kind[u, 1, j] = thr or maybe or unexp
-            why[u, 1, j] = codes[3] if thr else (codes[4] if maybe else codes[5])
+            opened = ind & (d < steps[0, j]) & (st != out)
+            thr = opened & (d >= steps[1, j])
+            maybe = opened & ~thr & (st == maybe_code)
+            unexp = opened & ~thr & ~maybe & (rw < 0)
+            expands[u, j] = opened & ~thr & ~maybe & ~unexp
+            kind[u, 0, j], why[u, 0, j] = ind & ~sure[u, j], why_width
+            kind[u, 1, j] = thr | maybe | unexp
+            why[u, 1, j] = why_threshold if thr else (why_maybe if maybe else why_unexpanded)
         for r in range(2, ranks):
             for j in range(c):
-                kind[u, r, j], why[u, r, j] = False, codes[6]
+                kind[u, r, j], why[u, r, j] = False, why_beyond
 
 
 @_loop
