@@ -9,12 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from replay.engine.table_files import frame_csv_text, write_frame_csv_file
 from replay.util.atomic import atomic_path
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import OutputDir, input_file_or_json, output_file
@@ -32,6 +30,7 @@ from .cmd_analysis import (
     parse_config_options,
     skipped_status,
 )
+from .compare_way import Compared, CompareWay, run_first, write_csv, write_per_round
 from .options import (
     JSON_OBJECT_HELP,
     OneRound,
@@ -107,30 +106,6 @@ REPORT_DIR = OutputDir("the page to {dir}/index.html and the tables to {dir}/tab
 # --- compare -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Compared:
-    """What compare computed, greedy or at T: per run with rounds its configs table and per-round
-    outcomes (a "run" column each), and per run the way's own record (PricedRun, RunAtT)."""
-
-    tables: list
-    per_round: list
-    runs: list  # each with its ``label`` and ``skipped``: its rounds without a sampling replay at T
-
-
-@dataclass(frozen=True)
-class CompareWay:
-    """What compare and compare --temperature T do differently (the flow is run_compare's): ``check``
-    refuses the options it cannot use (before any work) and gives ``compare_runs``' last argument;
-    ``along`` gives load_runs_from_args' per_batch or per_run hook; ``write`` prints the table after
-    --top and writes --per-round."""
-
-    check: Callable[[argparse.Namespace], Any]
-    along: Callable[..., dict]  # (args, configs_of)
-    compare_runs: Callable[..., Compared]  # (args, runs, configs_of, checked)
-    rank_by: str  # --top's column
-    write: Callable[[argparse.Namespace, Any, Compared], None]
-
-
 def run_compare(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -153,27 +128,6 @@ def run_compare(args: argparse.Namespace) -> int:
         table = top_rows(table, args.top, way.rank_by)
     way.write(args, table, compared)
     return skipped_status(loaded, {d.label: d.skipped for d in compared.runs})
-
-
-def run_first(frame):
-    """The frame with its "run" column first."""
-    return frame[["run", *[c for c in frame.columns if c != "run"]]]
-
-
-def write_per_round(args: argparse.Namespace, frames: list) -> None:
-    """--per-round FILE: every run's per-round outcomes, written whole or not at all."""
-    import pandas as pd
-
-    if not args.per_round:
-        return
-    write_frame_csv_file(run_first(pd.concat(frames, ignore_index=True)), args.per_round)
-    print(f"wrote {args.per_round}", file=sys.stderr)
-
-
-def write_csv(table, list_columns: tuple[str, ...]) -> None:
-    """The table as CSV on stdout, list cells as JSON text "[1,2,2]" (pd.read_csv(f, converters={"top_head": json.loads}))."""
-    compact = lambda v: json.dumps(list(v), separators=(",", ":"))  # noqa: E731
-    sys.stdout.write(frame_csv_text(table.assign(**{c: table[c].map(compact) for c in list_columns})))
 
 
 def _along_greedy(args: argparse.Namespace, configs_of) -> dict:

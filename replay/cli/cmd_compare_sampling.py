@@ -18,7 +18,7 @@ from replay.engine.render import rounds_with_scores
 from replay.util.progress import progress_enabled, progress_while
 
 from .cmd_analysis import RunAtT, each_run_at_temperature
-from .cmd_compare import Compared, CompareWay, write_csv, write_per_round
+from .compare_way import Compared, CompareWay, write_csv, write_per_round
 from .options import (
     print_missing_node_logprobs,
     print_needs_vocab,
