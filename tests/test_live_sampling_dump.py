@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from replay.cli import main
-from replay.core.sampling import round_bounds
 from replay.engine.options import ReplayOptions
 from replay.io.formats.matrix_io import read_matrix
 from replay.live import generate, sampling
 from replay.testing.replayer import replay_directory
+from replay.testing.round_sampling import round_bounds
 from replay.testing.tiny import build_word_tokenizer, save_hf_dir
 from tests.live_fixtures import make_pair, torch
 

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 
 from replay.core.acceptance import accept_greedy, target_top1_per_node
-from replay.core.sampling import ROUNDS_PER_TREE, _layout_of, prepare_sampling, round_bounds, sampling_bounds
+from replay.core.sampling import ROUNDS_PER_TREE, _layout_of, prepare_sampling, sampling_bounds
 from replay.core.sampling_columns import TreeLayout, prepare_columns
 from replay.core.sampling_problems import PROBLEM_NAN, PROBLEM_POSITIVE, PROBLEM_SUM, PROBLEM_VOCAB, PROBLEM_ZERO
 from replay.core.sampling_rows import row_problems
 from replay.core.temperature import check_temperature
 from replay.core.tree import Tree
 from replay.core.vocab import PAD_TOKEN
+from replay.testing.round_sampling import round_bounds
 from replay.testing.sampling_ref import reference_bounds, reference_exact
 
 V = 12

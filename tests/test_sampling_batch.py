@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from replay.core.config import TreeConfig
-from replay.core.sampling import node_rows
 from replay.core.vocab import PAD_TOKEN
 from replay.engine.batch import replay_batch
 from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
@@ -16,7 +15,7 @@ from replay.io.roundbatch import MatrixStack
 from replay.testing.batch_synth import SynthSpec, synth_batch
 from replay.testing.in_memory import round_at
 from replay.testing.replayer import replay_round
-from replay.testing.round_sampling import round_sampling
+from replay.testing.round_sampling import node_rows, round_sampling
 from replay.testing.sampling_ref import reference_bounds, with_validate_scores
 
 ARTICLE = TreeConfig(3, ((6,), (2, 2), (1, 1)), (1, 2, 2))

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from replay.core.acceptance import node_validate_rows, target_top1_per_node, validate_row
-from replay.core.sampling import node_rows
 from replay.core.tree import Tree
 from replay.core.vocab import LAYOUT_ALL, LAYOUT_PARENTS, NO_PARENT, PAD_TOKEN
+from replay.testing.round_sampling import node_rows
 from tests.library_scan import assert_one_place
 
 HOME = "replay/core/acceptance.py"

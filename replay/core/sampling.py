@@ -34,12 +34,10 @@ import numpy as np
 
 from replay.util.rows import unique_rows
 
-from .acceptance import is_all_layout, node_validate_rows
 from .sampling_columns import PreparedColumns, RowNode, TreeLayout, lower_bounds_refused, prepare_columns
 from .sampling_problems import PROBLEM_NONE, vocab_too_small
 from .temperature import check_temperature
-from .tree import Tree
-from .vocab import NO_PARENT, PAD_TOKEN
+from .vocab import NO_PARENT
 
 
 @dataclass(frozen=True)
@@ -227,52 +225,10 @@ def _layout_of(parents: tuple[int, ...], depths: tuple[int, ...]) -> tuple[TreeL
     return TreeLayout(pos[np.maximum(par, 0)], np.asarray(depths, dtype=np.int64)), expanded
 
 
-def node_rows(
-    tree_tokens_len: int, validate_ids: np.ndarray, validate_logp: np.ndarray, layout: str, expanded_order: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Map a round's validate rows onto its nodes: ids, log-probs [N+1, K] and has_row [N+1].
-
-    layout "all": row u is node u; "parents": row i is the i-th expanded node (tree.expanded_order):
-    each node's acceptance.validate_row.
-    """
-    n1 = tree_tokens_len
-    k = validate_ids.shape[1]
-    rows = node_validate_rows(is_all_layout(layout), n1 - 1, expanded_order)
-    has = (rows >= 0) & (rows < validate_ids.shape[0])
-    ids = np.full((n1, k), PAD_TOKEN, dtype=np.int64)
-    logp = np.full((n1, k), -np.inf)
-    ids[has], logp[has] = validate_ids[rows[has]], validate_logp[rows[has]]
-    return ids, logp, has
-
-
-def round_bounds(
-    tree: Tree,
-    validate_ids: np.ndarray,
-    validate_logp: np.ndarray,
-    layout: str,
-    temperature: float,
-    vocab_size: int | None = None,
-) -> SamplingBounds:
-    """One round (a replay.core.tree.Tree and its validate rows with scores): SamplingBounds with R = 1."""
-    ids, logp, has = node_rows(tree.tokens.shape[0], validate_ids, validate_logp, layout, tree.expanded_order)
-    return sampling_bounds(
-        tree.tokens[None],
-        tree.parents[None],
-        tree.depths[None],
-        ids[None],
-        logp[None],
-        has[None],
-        temperature,
-        vocab_size,
-    )
-
-
 __all__ = [
     "NO_PARENT",
     "PreparedSampling",
     "SamplingBounds",
-    "node_rows",
     "prepare_sampling",
-    "round_bounds",
     "sampling_bounds",
 ]

@@ -47,12 +47,12 @@ from analysis.compare.subtree import (
     reason_text,
 )
 from replay.core.config import TreeConfig
-from replay.core.sampling import greedy_logp, node_rows, sampling_bounds
+from replay.core.sampling import greedy_logp, sampling_bounds
 from replay.core.sampling_problems import problem_words
 from replay.core.sampling_recorded import recorded_bounds, recorded_column
 from replay.core.vocab import NO_PARENT, PAD_TOKEN
 from replay.testing.replayer import RoundResult
-from replay.testing.round_sampling import round_sampling
+from replay.testing.round_sampling import node_rows, round_sampling
 
 from .subtree_walk import simulate_subconfig
 

@@ -1,6 +1,7 @@
 """Sampling-mode facts read off reference RoundResults (replay.testing.replayer), one round at a
 time: the oracles of the batch path's own (replay.engine.batch.recorded), which tests hold equal.
-No library module imports this (tests/test_layers.py).
+Also the one-round forms of the sampling rule (node_rows, round_bounds). No library module imports
+this (tests/test_layers.py).
 """
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from replay.core.sampling import greedy_logp, round_bounds
+from replay.core.acceptance import is_all_layout, node_validate_rows
+from replay.core.sampling import SamplingBounds, greedy_logp, sampling_bounds
 from replay.core.sampling_problems import VocabTooSmall, problem_words
 from replay.core.sampling_recorded import recorded_bounds, recorded_column
 from replay.core.temperature import check_temperature
-from replay.core.vocab import LAYOUT_ALL
+from replay.core.tree import Tree
+from replay.core.vocab import LAYOUT_ALL, PAD_TOKEN
 from replay.engine.sampling import (
     NO_SCORES,
     RoundSampling,
@@ -21,6 +24,46 @@ from replay.engine.sampling import (
     node_columns_words,
     row_problem_words,
 )
+
+
+def node_rows(
+    tree_tokens_len: int, validate_ids: np.ndarray, validate_logp: np.ndarray, layout: str, expanded_order: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Map a round's validate rows onto its nodes: ids, log-probs [N+1, K] and has_row [N+1].
+
+    layout "all": row u is node u; "parents": row i is the i-th expanded node (tree.expanded_order):
+    each node's acceptance.validate_row.
+    """
+    n1 = tree_tokens_len
+    k = validate_ids.shape[1]
+    rows = node_validate_rows(is_all_layout(layout), n1 - 1, expanded_order)
+    has = (rows >= 0) & (rows < validate_ids.shape[0])
+    ids = np.full((n1, k), PAD_TOKEN, dtype=np.int64)
+    logp = np.full((n1, k), -np.inf)
+    ids[has], logp[has] = validate_ids[rows[has]], validate_logp[rows[has]]
+    return ids, logp, has
+
+
+def round_bounds(
+    tree: Tree,
+    validate_ids: np.ndarray,
+    validate_logp: np.ndarray,
+    layout: str,
+    temperature: float,
+    vocab_size: int | None = None,
+) -> SamplingBounds:
+    """One round (a replay.core.tree.Tree and its validate rows with scores): SamplingBounds with R = 1."""
+    ids, logp, has = node_rows(tree.tokens.shape[0], validate_ids, validate_logp, layout, tree.expanded_order)
+    return sampling_bounds(
+        tree.tokens[None],
+        tree.parents[None],
+        tree.depths[None],
+        ids[None],
+        logp[None],
+        has[None],
+        temperature,
+        vocab_size,
+    )
 
 
 def node_logprob_gaps(results: Sequence) -> tuple[list[str], list[str]]:
