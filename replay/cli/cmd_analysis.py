@@ -498,7 +498,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=STATS_EPILOG,
     )
     add_runs_input(p)
-    p.add_argument("--table", choices=TABLE_NAMES, help="print only this table (default: every table)")
+    p.add_argument(
+        "--table",
+        choices=TABLE_NAMES,
+        help="print only this table (default: --json every table, the text every table but the long rank_of_hit, --csv the summary)",
+    )
     out = p.add_mutually_exclusive_group()
     out.add_argument(
         "--json",
