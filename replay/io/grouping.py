@@ -29,7 +29,7 @@ import numpy as np
 from replay.util.bounded import not_regular_reason
 from replay.util.errors import DumpError, printable
 from replay.util.gcpause import collection_paused
-from replay.util.words import counted, round_name
+from replay.util.words import counted, listed, round_name
 
 from .dumpnames import (
     DUMP_NAME,
@@ -56,6 +56,7 @@ from .skipfold import (
     fold_duplicates,
     fold_near_misses,
     fold_own_key,
+    is_duplicate,
     is_stray,
     matrix_of,
 )
@@ -146,7 +147,7 @@ def _duplicates(files: Sequence[str], companions: Mapping[str, list[str]]) -> Sk
     mistake is listed once. The names go in ``what``, not the reason, so that a long listing still
     folds by reason (print_skipped)."""
     names = [base_name(p) for p in files]
-    what = ", ".join(names[:-1]) + f" and {names[-1]}"
+    what = listed(names)
     comp = [p for ps in companions.values() for p in ps]
     if comp:
         what += f" (with {', '.join(base_name(p) for p in comp)})"
@@ -163,9 +164,10 @@ def _companion_clash(data: str, kinds: Mapping[str, list[str]]) -> Skipped | Non
     told = []
     for kind, paths in clashes:
         names = [printable(base_name(p)) for p in paths]
-        listed = ", ".join(names[:-1]) + f" and {names[-1]}"
         count = "two" if len(paths) == 2 else str(len(paths))
-        told.append(f"{count} sources of {kind} for {printable(base_name(data))}: the companions {listed}; keep one")
+        told.append(
+            f"{count} sources of {kind} for {printable(base_name(data))}: the companions {listed(names)}; keep one"
+        )
     return Skipped(base_name(data), "; ".join(told), tuple(p for _, paths in clashes for p in paths))
 
 
@@ -322,7 +324,7 @@ def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped]) -> list[R
     naming the missing file and the strays (which are not listed again)."""
     evidence: dict[tuple[int, int, int], list[int]] = defaultdict(list)  # the matrix strays name → their entries
     for i, s in enumerate(skipped):
-        duplicate = s.reason.endswith(DUPLICATE_REASON) and not s.is_round
+        duplicate = is_duplicate(s)
         if len(s.paths) != 1 and not duplicate:
             continue
         name = base_name(s.paths[0])
@@ -348,7 +350,7 @@ def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped]) -> list[R
             continue
         drop.update(strays)
         found = ", ".join(_stray_words(skipped[i]) for i in strays)
-        head = "cannot choose" if any(skipped[i].reason.endswith(DUPLICATE_REASON) for i in strays) else "missing"
+        head = "cannot choose" if any(is_duplicate(skipped[i]) for i in strays) else "missing"
         skipped.append(
             Skipped(
                 round_entry(round_name((a, b))),
@@ -363,7 +365,7 @@ def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped]) -> list[R
 
 def _stray_words(s: Skipped) -> str:
     """How _lost_last_steps names a stray that names a round's lost last step."""
-    if s.reason.endswith(DUPLICATE_REASON):
+    if is_duplicate(s):
         return f"{s.what} ({s.reason})"
     name = base_name(s.paths[0])
     if s.reason == ORPHAN_REASON:

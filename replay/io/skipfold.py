@@ -34,6 +34,11 @@ def is_stray(s: Skipped) -> bool:
     return bool(s.paths) and s.reason.startswith((STRAY_REASON, EXT_REASON.split("{")[0]))
 
 
+def is_duplicate(s: Skipped) -> bool:
+    """An entry of files that hold the same matrix (grouping._duplicates), its first path the first file."""
+    return s.reason.endswith(DUPLICATE_REASON) and bool(s.paths) and not s.is_round
+
+
 def matrix_of(name: str | None) -> tuple[MatrixKey, bool] | None:
     """((step, a, b), is a companion) of a dump file name (step -1: validate), or None."""
     m = DUMP_NAME.match(name) if name is not None else None
@@ -54,8 +59,7 @@ def fold_duplicates(skipped: list[Skipped], offset: tuple[int, int]) -> list[Ski
     at = {s.what: i for i, s in enumerate(skipped) if s.is_round}
     drop: set[int] = set()
     for i, s in enumerate(list(skipped)):  # a snapshot: round entries are rewritten below
-        dup = s.reason.endswith(DUPLICATE_REASON) and s.paths and not s.is_round
-        found = matrix_of(base_name(s.paths[0])) if dup else None
+        found = matrix_of(base_name(s.paths[0])) if is_duplicate(s) else None
         if found is None:
             continue
         (step, a, b), _ = found

@@ -30,6 +30,11 @@ def value_words(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def listed(names: Sequence[str]) -> str:
+    """ "a, b and c": names joined as a sentence names them (one name alone)."""
+    return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
+
+
 def first_names(names: Sequence[str], count: int) -> str:
     """The first three of ``count`` names, and "…" when there are more: how a message lists rounds."""
     return ", ".join(names[:3]) + (", …" if count > 3 else "")
