@@ -73,6 +73,25 @@ def commands(sample: str) -> list[tuple[str, list[str]]]:
         ("plot", ["plot", sample, "-o", "{out}/plots", "--format", "png"]),
         ("report", ["report", sample, "-o", "{out}/report"]),
         ("pack + verify-pack", ["pack", sample, "-o", "{out}/packed"]),
+        *temperature_commands(sample),
+    ]
+
+
+def temperature_commands(sample: str) -> list[tuple[str, list[str]]]:
+    """The ``--temperature`` forms and compare's other outputs (a sample without scores: their errors)."""
+    t = ["--temperature", "0.7"]
+    return [
+        ("replay --temperature", ["replay", sample, *t, "--json", "--workers", "1"]),
+        ("batch --temperature", ["batch", sample, *t, "--workers", "1"]),
+        ("stats --temperature", ["stats", sample, *t, "--json"]),
+        ("compare --temperature", ["compare", sample, *t]),
+        ("compare --temperature 0", ["compare", sample, "--temperature", "0", "--json"]),
+        ("compare --temperature 1.3 --top", ["compare", sample, "--temperature", "1.3", "--top", "3", "--csv"]),
+        ("compare --temperature --vocab-size", ["compare", sample, *t, "--vocab-size", "1000", "--json"]),
+        ("compare --temperature --per-round", ["compare", sample, *t, "--per-round", "{out}/per_round.csv"]),
+        ("compare --csv --per-round", ["compare", sample, "--csv", "--per-round", "{out}/per_round.csv"]),
+        ("compare --gamma-threshold", ["compare", sample, "--gamma-threshold", "0.5", "--json"]),
+        ("recommend --temperature", ["recommend", sample, *t, "--budget", "8", "--bootstrap", "50", "--json"]),
     ]
 
 
