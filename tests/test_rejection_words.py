@@ -29,16 +29,17 @@ GOOD = {
 }
 
 
-def _write(d: Path, k: int, steps, parents, validate, scores: bool) -> None:
+def _write(d: Path, k: int, steps, parents, validate, scores: bool | list[bool]) -> None:
     """Round k of ``d`` as .npz files. Rounds whose files carry other arrays (no parents, scores)
-    form batches of their own."""
+    form batches of their own. scores, parents: for every draft step, or per step (None: none)."""
+    scored = scores if isinstance(scores, list) else [scores] * len(steps)
     recs = [
         StepRecord(
             np.asarray(s, dtype=np.int64),
-            np.zeros(np.shape(s), dtype=np.float32) if scores else None,
+            np.zeros(np.shape(s), dtype=np.float32) if has else None,
             None if p is None else np.asarray(p, dtype=np.int64),
         )
-        for s, p in zip(steps, parents or [None] * len(steps))
+        for s, p, has in zip(steps, parents or [None] * len(steps), scored)
     ]
     write_round(d, (100 + 8 * k, 116 + 8 * k), recs, StepRecord(np.asarray(validate, dtype=np.int64)))
 
@@ -73,6 +74,10 @@ STATIC_ROUNDS = [
     {"steps": [[[5, 6]], [[7, -1], [8, -7]]]},  # step 1 row 1 past its kept column (row 0: padding there)
     {"validate": [[5, 1], [7, 1], [8, -7], [9, 1], [9, 1]]},  # validate row 2, column 1
     {"validate": [[5, 1], [7, -1], [8, 2], [9, 1], [9, 1]]},  # padding past column 0: replayed
+    # a lost companion: step 1's expanded nodes would be the fallback's guess
+    {"parents": [[0], None]},  # step 1's .parents
+    {"parents": None, "scores": [False, True]},  # step 0's .scores (level 1's path probabilities)
+    {"parents": None, "scores": [True, False]},  # the last step's .scores decide no selection: replayed
 ]
 PARENTS_ROUNDS = [
     {"validate": [[5], [7], [8]]},
@@ -110,7 +115,7 @@ def _reference_reasons(path: Path, options: list[str]) -> list[str]:
 def test_rejections_are_worded_without_the_reference(dumps, name, monkeypatch, capsys):
     path, options = dumps[name]
     expected = _reference_reasons(path, options)
-    assert len(expected) == {"static": 15, "parents": 3, "dynamic": 3}[name]
+    assert len(expected) == {"static": 17, "parents": 3, "dynamic": 3}[name]
 
     def no_second_replay(*args, **kwargs):
         raise AssertionError("a rejected round was replayed again to word its message")

@@ -2340,25 +2340,6 @@ def test_warnings_about_the_input_go_to_stderr_once(capsys, tmp_path, command):
         assert_told(err, "no measured timings")
 
 
-@pytest.mark.parametrize("command", [["replay", "--summary"], ["batch", "--workers", "1"], ["stats"]])
-def test_a_lost_scores_companion_names_its_rounds(capsys, tmp_path, command):
-    """Rounds whose .scores went missing while the others kept theirs were only counted, as if the
-    dump had no scores at all ("have no scores and no parents"): now they are named."""
-    d = tmp_path / "d"
-    keys = rounds_by_hand(d, rounds=6)
-    for a, b in keys:
-        (d / f"draft_step_0_{a - 1}_{b - 1}.scores").write_text("-0.1 -0.2 -0.3 -0.4 -0.5 -0.6\n", encoding="utf-8")
-        (d / f"draft_step_1_{a}_{b}.scores").write_text("-0.5 -0.7\n-0.6 -0.9\n", encoding="utf-8")
-        (d / f"draft_step_2_{a}_{b}.scores").write_text("-0.1\n-0.2\n", encoding="utf-8")
-    for a, b in (keys[4], keys[2]):
-        (d / f"draft_step_1_{a}_{b}.scores").unlink()
-    code, out, err = run(capsys, *command, d, "--no-progress")
-    assert code == 0, err
-    assert_told(err, "2 of 6 round(s) have a draft step without scores and parents while other steps have them")
-    assert_told(err, "(first: rounds 12_22, 14_24)", "lost .scores", "rank-major fallback")
-    assert "no scores and no parents" not in err and err.count("rank-major fallback") == 1
-
-
 def test_recommend_says_why_depth_1_is_estimated_from_fewer_visits_than_depth_2_needs(capsys, tmp_path):
     """Depth 1 (2 visits) was estimated while depth 2 was refused for "fewer than 30 visits": the
     note now gives both counts and the rule (depth 1 from any number: every round visits the root)."""

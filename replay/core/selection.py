@@ -52,8 +52,10 @@ def fallback_guesses(level_size: Any) -> Any:
 
 def fallback_run_warning(rounds: int, total: int, first: Sequence[str], informed: bool) -> str | None:
     """The run's one line about FALLBACK_WARNING rounds (on stderr; each round's record keeps its note).
-    first: the first of those rounds' names; informed: some step of the run was chosen by scores or
-    parents, so the guessed steps more likely lost theirs (a companion file, an array) than never had any."""
+    first: the first of those rounds' names; informed: some round of the run was chosen by scores or
+    parents, so the guessed rounds more likely lost theirs (companion files, arrays) than never had any.
+    (A round with scores or parents on some draft steps and a guess on another is rejected instead:
+    replay.engine.batch.companions.)"""
     if not rounds:
         return None
     if not informed:
@@ -63,10 +65,9 @@ def fallback_run_warning(rounds: int, total: int, first: Sequence[str], informed
         )
     which = f"round {first[0]}" if rounds == 1 else f"first: rounds {first_names(first, rounds)}"
     return (
-        f"WARNING: {rounds} of {total} round(s) have a draft step without scores and parents while other steps "
-        f"have them ({which}): a lost .scores or .parents companion, or a matrix "
-        "saved without its array? Those steps' expanded nodes were chosen by the rank-major fallback, a guess "
-        "about the engine (docs/dump-format.md)"
+        f"WARNING: {rounds} of {total} round(s) have no scores and no parents while other rounds have them "
+        f"({which}): lost .scores or .parents companions, or matrices saved without their arrays? Their "
+        "expanded nodes were chosen by the rank-major fallback, a guess about the engine (docs/dump-format.md)"
     )
 
 

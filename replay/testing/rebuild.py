@@ -38,6 +38,7 @@ from replay.core.vocab import (
     not_token_ids,
 )
 from replay.engine.batch.rejections import (
+    lost_companion_words,
     matrix_columns_words,
     matrix_rows_words,
     negative_words,
@@ -119,6 +120,21 @@ def _select_fallback(
     return [level[j] for j in select_top(keys, heads)]
 
 
+def _refuse_lost_companion(rnd: Round, guessed_at: int) -> None:
+    """A fallback guess at step ``guessed_at`` in a round some draft step of which has parents or scores."""
+    parented = [k for k, m in enumerate(rnd.steps) if m.parents is not None and (m.parents != PAD_TOKEN).any()]
+    scored = [k for k, m in enumerate(rnd.steps) if m.logp is not None and not np.isnan(m.logp).all()]
+    if parented:
+        raise RoundError(
+            rnd.key,
+            lost_companion_words("parents", guessed_at, parented[0], guessed_at),
+            rnd.steps[guessed_at].path,
+        )
+    if scored:
+        lost = next(k for k in range(len(rnd.steps)) if k not in scored)
+        raise RoundError(rnd.key, lost_companion_words("scores", lost, scored[0], guessed_at), rnd.steps[lost].path)
+
+
 def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
     """Nodes in tree order from the round's draft steps; raises RoundError on disagreement."""
     key = rnd.key
@@ -130,7 +146,7 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
     notes: list[str] = []
     parents_differ = False
     level = [0]
-    guessed = False  # the fallback chose among two or more nodes somewhere
+    guessed_at: int | None = None  # the first step where the fallback chose among two or more nodes
     parent_order = {0: 0}  # node → its position among the previous step's expanded nodes
     cand_rows: list[np.ndarray] = []
     cand_logp: list[np.ndarray | None] = []
@@ -160,7 +176,8 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
             chosen = _select_by_path_prob(level, lp_arr, heads)
         else:
             chosen = _select_fallback(level, np.asarray(ranks), parent_order, np.asarray(parents), heads)
-            guessed = guessed or fallback_guesses(len(level))
+            if guessed_at is None and fallback_guesses(len(level)):
+                guessed_at = i
         expanded.append(chosen)
         selection.append(how)
         new_level: list[int] = []
@@ -176,7 +193,8 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
                 new_level.append(len(tokens) - 1)
         parent_order = {u: j for j, u in enumerate(chosen)}
         level = new_level
-    if guessed:
+    if guessed_at is not None:
+        _refuse_lost_companion(rnd, guessed_at)
         notes.append(FALLBACK_WARNING)
     tree = Tree(
         np.asarray(tokens, dtype=np.int64),

@@ -60,11 +60,15 @@ ERR_VALIDATE_ROWS = 5  # validate row count fits no layout; at: row = the rows u
 ERR_VALIDATE_COL0 = 6  # a used validate row: padding in column 0, a negative id in any; at: that row, TOKEN_*
 ERR_NO_ROWS = 7  # dynamic tree: a draft step with no valid row; at: the step
 ERR_LOST_STEP = 8  # all-layout validate rows of a deeper tree; at: row = the rows used, detail = the steps lost
+# the fallback guessed at a step while another draft step of the round has scores or parents;
+# at: the step whose file lacks them, row = the step that guessed, detail LOST_SCORES/LOST_PARENTS
+ERR_LOST_COMPANION = 9
 # error_at's detail: which of a code's messages applies (in check order)
 MATRIX_ROWS, MATRIX_COLUMNS = 0, 1
 TOKEN_PADDING, TOKEN_NEGATIVE = 0, 1
 PARENTS_ROOT, PARENTS_LEVEL = 0, 1
 ROWS_FEWER, ROWS_OF_ALL, ROWS_UNEXPLAINED, ROWS_NO_LAYOUT = 0, 1, 2, 3
+LOST_SCORES, LOST_PARENTS = 0, 1
 ERROR_NAMES = {
     ERR_OK: "ok",
     ERR_TOO_MANY_STEPS: "more draft steps than gamma",
@@ -75,4 +79,5 @@ ERROR_NAMES = {
     ERR_VALIDATE_COL0: "validate row without a column-0 token or with a negative id",
     ERR_NO_ROWS: "draft step without valid rows",
     ERR_LOST_STEP: "validate rows of a deeper tree: a draft step is missing",
+    ERR_LOST_COMPANION: "a draft step without the scores or parents its round's other steps have",
 }

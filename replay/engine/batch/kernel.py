@@ -15,7 +15,7 @@ ns per round for a max over 6 slots).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 import numpy as np
@@ -41,6 +41,7 @@ from replay.core.vocab import (
 )
 from replay.io.roundbatch import MatrixStack, RoundBatch
 
+from .checks import Checks
 from .codes import (
     ERR_LOST_STEP,
     ERR_MATRIX_SHAPE,
@@ -68,6 +69,7 @@ from .codes import (
     BonusCode,
     StopCode,
 )
+from .companions import check_lost_companions
 from .result import BatchResult
 from .shapes import TreeShape, _StepMaps, tree_shape
 
@@ -96,31 +98,7 @@ def level_tokens(st: MatrixStack, m: _StepMaps, lo: int, hi: int) -> np.ndarray:
     return out
 
 
-@dataclass
-class _Checks:
-    """Per-round rejection conditions in checking order; the first that holds is the round's
-    reason, recorded with its place (BatchResult.error / error_at; replay.engine.batch.rejections words it)."""
-
-    # (holds [C] bool, ERR_* code, draft step, row [C] int64 or int, detail [C] int64 or int)
-    conds: list = field(default_factory=list)
-
-    def add(self, cond: np.ndarray, code: int, step: int = -1, row=-1, detail=-1) -> None:
-        if cond.any():
-            self.conds.append((cond, code, step, row, detail))
-
-    def reasons(self, c: int) -> tuple[np.ndarray, np.ndarray]:
-        """([C] int8 code, [3, C] int64 (step, row, detail)) of the first condition that holds in each
-        round; ERR_OK and -1 where none does."""
-        err = np.zeros(c, dtype=np.int8)
-        at = np.full((3, c), -1, dtype=np.int64)
-        for cond, code, *place in reversed(self.conds):
-            err = np.where(cond, np.int8(code), err)
-            for k, value in enumerate(place):
-                at[k] = np.where(cond, value, at[k])
-        return err, at
-
-
-def _check_matrix_size(checks: _Checks, st: MatrixStack, shape: TreeShape, i: int, lo: int, hi: int) -> None:
+def _check_matrix_size(checks: Checks, st: MatrixStack, shape: TreeShape, i: int, lo: int, hi: int) -> None:
     """Rounds [lo, hi) whose own draft_step_i has fewer rows or columns than ``shape`` reads (a padded
     batch keeps each round's sizes): a step's size is checked first, rows before columns."""
     heads, width = shape.heads[i], max(shape.widths[i])
@@ -130,7 +108,7 @@ def _check_matrix_size(checks: _Checks, st: MatrixStack, shape: TreeShape, i: in
     checks.add(st.own_cols()[lo:hi] < width, ERR_MATRIX_SHAPE, i, detail=MATRIX_COLUMNS)
 
 
-def _check_tokens(checks: _Checks, kept: np.ndarray, rows: np.ndarray, m: _StepMaps, i: int) -> None:
+def _check_tokens(checks: Checks, kept: np.ndarray, rows: np.ndarray, m: _StepMaps, i: int) -> None:
     """Step i's expanded rows (rows: [h, cols, C], every column, kept or not) with padding among
     their kept tokens (kept: [L_{i+1}, C] int64) or a negative id other than padding in any column.
     Rows are checked in order, padding before negative ids: the first faulty row is named."""
@@ -161,7 +139,7 @@ class _Rebuilt:
     selection: np.ndarray  # [S, C] int8 SEL_* code of each step
     mismatch: list  # (step, differs [C], dump's parents [h, C], path-probability choice [h, C])
     level_lp: list  # per draft step i: [L_{i+1}, C] float64 path log-probs, None once a step has no scores
-    checks: _Checks  # rejection conditions found while rebuilding
+    checks: Checks  # rejection conditions found while rebuilding
 
 
 def _rebuild_chunk(
@@ -179,7 +157,7 @@ def _rebuild_chunk(
     given: per draft step i, [h_i, R] int64 the expanded nodes a replay chose (columns lo:hi read):
     the selection is then not made again, and the selection codes and notes are meaningless."""
     c = hi - lo
-    checks = _Checks()
+    checks = Checks()
     level_lp: list[np.ndarray | None] = []
     lp: np.ndarray | None = np.zeros((1, c))  # [L_i, C] path log-probs of level i; None once unknown
     tokens: list[np.ndarray] = []  # level i+1 tokens [L_{i+1}, C]
@@ -206,6 +184,8 @@ def _rebuild_chunk(
         else:
             lp = None
         level_lp.append(lp)
+    if given is None:
+        check_lost_companions(checks, batch, shape, selection, lo, hi)
     return _Rebuilt(tokens, chosen, selection, mismatch, level_lp, checks)
 
 
@@ -216,7 +196,7 @@ def _select_step(
     lp: np.ndarray | None,
     static: bool,
     col: np.ndarray,
-    checks: _Checks,
+    checks: Checks,
 ) -> tuple[np.ndarray, np.ndarray | int, tuple | None]:
     """Which level-i nodes draft step i expanded, as replay.core.selection.selection_method decides:
     ([h, C] int64 level-local nodes, SEL_* code(s), a parents-vs-scores mismatch or None).
@@ -254,7 +234,7 @@ def _select_step(
 def unfit_faults(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, step: int, static: bool):
     """([C] int8 code, [3, C] int64 place) of rounds [lo, hi) of a batch whose draft_step_``step``
     matrices are too small for ``shape`` (the stack's sizes: no tree can be rebuilt)."""
-    last = _Checks()
+    last = Checks()
     _check_matrix_size(last, batch.steps[step], shape, step, lo, hi)
     prefix = tree_shape(shape.heads[:step], shape.widths[:step]) if step else None
     return _first_faults(batch, lo, hi, prefix, static, last)
@@ -263,16 +243,16 @@ def unfit_faults(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, step: in
 def no_rows_faults(batch: RoundBatch, prefix: TreeShape, static: bool):
     """([R] int8 code, [3, R] int64 place) of a batch (a dynamic tree's) whose every round has no
     valid row at draft step k = ``prefix.num_steps``; prefix: their shape up to step k."""
-    last = _Checks()
+    last = Checks()
     last.add(np.ones(len(batch), dtype=bool), ERR_NO_ROWS, prefix.num_steps)
     return _first_faults(batch, 0, len(batch), prefix, static, last)
 
 
-def _first_faults(batch: RoundBatch, lo: int, hi: int, prefix: TreeShape | None, static: bool, last: _Checks):
+def _first_faults(batch: RoundBatch, lo: int, hi: int, prefix: TreeShape | None, static: bool, last: Checks):
     """The reasons of rounds [lo, hi) that all fail at draft step k = ``prefix.num_steps`` for
     ``last``'s conditions: a fault of steps 0..k-1 comes first (each step is checked before the
     next is read). prefix: the rounds' shape up to step k, None when k = 0."""
-    checks = _Checks() if prefix is None else _rebuild_chunk(batch, lo, hi, prefix, static, _columns(hi - lo)).checks
+    checks = Checks() if prefix is None else _rebuild_chunk(batch, lo, hi, prefix, static, _columns(hi - lo)).checks
     checks.conds += last.conds
     return checks.reasons(hi - lo)
 
@@ -280,7 +260,7 @@ def _first_faults(batch: RoundBatch, lo: int, hi: int, prefix: TreeShape | None,
 def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, deeper: tuple = ()):
     """(column 0 [vrows, C], layout is "all" [C] bool, rows the layout uses [C], rejection conditions);
     deeper: the all layout's row counts of deeper trees (a lost last step)."""
-    checks = _Checks()
+    checks = Checks()
     v = batch.validate.ids[:, :, lo:hi]
     vrows, vcols, c = v.shape
     row_no = np.arange(vrows)[:, None]
@@ -313,7 +293,7 @@ def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, deepe
     return val0, is_all, need, checks
 
 
-def _check_lost_step(checks: _Checks, rows_used: np.ndarray, deeper: tuple) -> None:
+def _check_lost_step(checks: Checks, rows_used: np.ndarray, deeper: tuple) -> None:
     """rows_used: [C] int64 validate rows before trailing padding; deeper: the all layout's rows of
     trees of 1, 2, .. more draft steps. A round with exactly one of them lost that many steps' files."""
     if not np.isin(rows_used, deeper).any():
@@ -324,7 +304,7 @@ def _check_lost_step(checks: _Checks, rows_used: np.ndarray, deeper: tuple) -> N
     checks.add(lost > 0, ERR_LOST_STEP, row=rows_used, detail=lost)
 
 
-def _check_validate_cells(checks: _Checks, v: np.ndarray, val0: np.ndarray, need: np.ndarray) -> None:
+def _check_validate_cells(checks: Checks, v: np.ndarray, val0: np.ndarray, need: np.ndarray) -> None:
     """A validate row the layout uses (v: [vrows, K, C]; val0 its column 0 as int64; need: [C] int64
     the rows used) without a token in column 0, or with a negative id other than padding in any
     column (the sampling rule reads every column); the first such row is the one named."""
@@ -548,7 +528,7 @@ def _replay_chunk(
     sl = slice(lo, hi)
     tree = _rebuild_chunk(batch, lo, hi, shape, static, col)
     val0, is_all, need, validate_checks = _validate_chunk(batch, lo, hi, shape, deeper)
-    checks = _Checks(tree.checks.conds + validate_checks.conds)  # the tree's faults come first
+    checks = Checks(tree.checks.conds + validate_checks.conds)  # the tree's faults come first
     acc = _accept_chunk(shape, tree.tokens, tree.chosen, val0, is_all, col)
     s_count = shape.num_steps
     res.accepted_nodes[:s_count, sl] = acc.nodes

@@ -20,6 +20,7 @@ from replay.io.roundbatch import MatrixStack, RoundBatch
 from replay.util.words import counted, row_words
 
 from .codes import (
+    ERR_LOST_COMPANION,
     ERR_LOST_STEP,
     ERR_MATRIX_SHAPE,
     ERR_NO_ROWS,
@@ -28,6 +29,7 @@ from .codes import (
     ERR_TOO_MANY_STEPS,
     ERR_VALIDATE_COL0,
     ERR_VALIDATE_ROWS,
+    LOST_PARENTS,
     MATRIX_ROWS,
     PARENTS_ROOT,
     ROWS_FEWER,
@@ -35,6 +37,7 @@ from .codes import (
     ROWS_OF_ALL,
     TOKEN_PADDING,
 )
+from .companions import holds_parents, holds_scores
 from .result import BatchResult
 from .shapes import TreeShape
 
@@ -86,6 +89,17 @@ def lost_step_words(rows: int, drafted: int, steps: int, key: tuple[int, int]) -
         f"validate has {rows} rows, the all layout of {drafted} draft steps, but the round has "
         f"{steps}: {matrix_name((steps, *key))} is missing (an early stop has no rows "
         "for the steps it did not draft)"
+    )
+
+
+def lost_companion_words(kind: str, step: int, found: int, guessed: int) -> str:
+    """draft_step_``step`` without ``kind`` ("scores" or "parents") while draft_step_``found`` of its
+    round has them: without them draft step ``guessed``'s expanded nodes would be the fallback's guess."""
+    which = "its" if guessed == step else f"draft step {guessed}'s"
+    return (
+        f"draft_step_{step} has no {kind} while draft_step_{found} has them (a lost .{kind} companion, "
+        f"or a matrix saved without its {kind} array?): {which} expanded nodes would be a guess by the "
+        "rank-major fallback, not the engine's tree; restore the file (docs/dump-format.md)"
     )
 
 
@@ -198,6 +212,13 @@ def _parents(r: _Rejected) -> str:
     return parents_words(r.step, chosen, first, first + r.shape.level_sizes[r.step] - 1)
 
 
+def _lost_companion(r: _Rejected) -> str:
+    """The words of ERR_LOST_COMPANION: the first draft step of the round that holds what r.step lacks."""
+    kind, holds = ("parents", holds_parents) if r.detail == LOST_PARENTS else ("scores", holds_scores)
+    found = next(k for k, st in enumerate(r.batch.steps) if holds(st, r.index, r.index + 1)[0])
+    return lost_companion_words(kind, r.step, found, r.row)
+
+
 def _validate_rows(r: _Rejected) -> str:
     assert r.shape is not None
     n_parents, n_all = r.shape.num_expanded, r.shape.num_nodes + 1
@@ -231,6 +252,7 @@ _WORDS: dict[int, Callable[[_Rejected], str]] = {
     ),
     ERR_VALIDATE_ROWS: _validate_rows,
     ERR_VALIDATE_COL0: _column0,
+    ERR_LOST_COMPANION: _lost_companion,
 }
 
 
