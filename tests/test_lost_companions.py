@@ -107,9 +107,12 @@ def test_the_summary_counts_the_skipped_rounds(capsys, dumps):
     assert mean in expected
 
 
-def test_a_round_that_lost_a_parents_companion_is_skipped(capsys, tmp_path):
+@pytest.mark.parametrize("scores", [False, True])
+def test_a_round_that_lost_a_parents_companion_is_skipped(capsys, tmp_path, scores):
+    """With scores, path probability would choose the step's nodes: the engine's may differ (the
+    reason a dump gives parents), so the round is skipped too."""
     d = tmp_path / "d"
-    keys = rounds_by_hand(d, rounds=3)
+    keys = scored_rounds(d, rounds=3) if scores else rounds_by_hand(d, rounds=3)
     for a, b in keys:
         (d / f"draft_step_0_{a - 1}_{b - 1}.parents").write_text("0\n", encoding="utf-8")
         (d / f"draft_step_1_{a}_{b}.parents").write_text("1\n2\n", encoding="utf-8")
@@ -122,7 +125,8 @@ def test_a_round_that_lost_a_parents_companion_is_skipped(capsys, tmp_path):
             err,
             f"skipped round 11_21: {d / 'draft_step_2_11_21'}: draft_step_2 has no parents while draft_step_0 has "
             "them (a lost .parents companion",
-            ": its expanded nodes would be a guess",
+            ": its expanded nodes would be chosen by a rule (path probability or the rank-major fallback), not read "
+            "from the dump",
         )
 
 

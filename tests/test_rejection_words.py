@@ -76,6 +76,7 @@ STATIC_ROUNDS = [
     {"validate": [[5, 1], [7, -1], [8, 2], [9, 1], [9, 1]]},  # padding past column 0: replayed
     # a lost companion: step 1's expanded nodes would be the fallback's guess
     {"parents": [[0], None]},  # step 1's .parents
+    {"parents": [[0], None], "scores": True},  # ... whose path probabilities would choose, not the dump
     {"parents": None, "scores": [False, True]},  # step 0's .scores (level 1's path probabilities)
     {"parents": None, "scores": [True, False]},  # the last step's .scores decide no selection: replayed
 ]
@@ -115,7 +116,7 @@ def _reference_reasons(path: Path, options: list[str]) -> list[str]:
 def test_rejections_are_worded_without_the_reference(dumps, name, monkeypatch, capsys):
     path, options = dumps[name]
     expected = _reference_reasons(path, options)
-    assert len(expected) == {"static": 17, "parents": 3, "dynamic": 3}[name]
+    assert len(expected) == {"static": 18, "parents": 3, "dynamic": 3}[name]
 
     def no_second_replay(*args, **kwargs):
         raise AssertionError("a rejected round was replayed again to word its message")

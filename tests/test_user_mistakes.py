@@ -1496,6 +1496,10 @@ def test_a_parents_companion_on_one_line_says_rows_and_columns(capsys, tmp_path)
     assert_told(err, "draft_step_1_124_140.parents (parents)", "1 row × 2 columns", "write one index per line")
     assert "(1, 2)" not in err
     (dump / "draft_step_1_124_140.parents").write_text("1\n2\n", encoding="utf-8")  # the fix the message names
+    code, out, err = run(capsys, "replay", dump)  # step 2's expanded nodes would now be a guess
+    assert code == 2 and out == ""
+    assert_told(err, "draft_step_2 has no parents while draft_step_1 has them (a lost .parents companion")
+    (dump / "draft_step_2_124_140.parents").write_text("7\n9\n", encoding="utf-8")
     code, out, _ = run(capsys, "replay", dump)
     assert code == 0 and "selection parents" in out
 

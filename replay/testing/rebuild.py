@@ -120,19 +120,19 @@ def _select_fallback(
     return [level[j] for j in select_top(keys, heads)]
 
 
-def _refuse_lost_companion(rnd: Round, guessed_at: int) -> None:
-    """A fallback guess at step ``guessed_at`` in a round some draft step of which has parents or scores."""
+def _refuse_lost_companion(rnd: Round, level_sizes: list[int], guessed_at: int | None) -> None:
+    """A draft step >= 1 with a level of two or more nodes and no parents in a round some draft step
+    of which has parents; else a fallback guess at step ``guessed_at`` in a round with scores."""
     parented = [k for k, m in enumerate(rnd.steps) if m.parents is not None and (m.parents != PAD_TOKEN).any()]
     scored = [k for k, m in enumerate(rnd.steps) if m.logp is not None and not np.isnan(m.logp).all()]
-    if parented:
-        raise RoundError(
-            rnd.key,
-            lost_companion_words("parents", guessed_at, parented[0], guessed_at),
-            rnd.steps[guessed_at].path,
-        )
-    if scored:
+    for i, size in enumerate(level_sizes):
+        if parented and i >= 1 and size > 1 and i not in parented:
+            words = lost_companion_words("parents", i, parented[0], i)
+            raise RoundError(rnd.key, words, rnd.steps[i].path)
+    if scored and guessed_at is not None:
         lost = next(k for k in range(len(rnd.steps)) if k not in scored)
-        raise RoundError(rnd.key, lost_companion_words("scores", lost, scored[0], guessed_at), rnd.steps[lost].path)
+        words = lost_companion_words("scores", lost, scored[0], guessed_at)
+        raise RoundError(rnd.key, words, rnd.steps[lost].path)
 
 
 def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
@@ -146,6 +146,7 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
     notes: list[str] = []
     parents_differ = False
     level = [0]
+    level_sizes: list[int] = []  # of the level each draft step expands
     guessed_at: int | None = None  # the first step where the fallback chose among two or more nodes
     parent_order = {0: 0}  # node → its position among the previous step's expanded nodes
     cand_rows: list[np.ndarray] = []
@@ -155,6 +156,7 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
         if mat.parents is not None and cfg.tree_type == TREE_DYNAMIC:
             heads_given = int(np.count_nonzero(mat.parents[: _valid_rows(mat.ids)] >= 0))
         heads, widths = _step_shape(cfg, i, mat, len(level), key, heads_given)
+        level_sizes.append(len(level))
         _check_step(key, i, mat, heads, widths, cfg)
         lp_arr = np.asarray(logps)
         have_scores = not np.isnan(lp_arr[level]).any()
@@ -193,8 +195,8 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
                 new_level.append(len(tokens) - 1)
         parent_order = {u: j for j, u in enumerate(chosen)}
         level = new_level
+    _refuse_lost_companion(rnd, level_sizes, guessed_at)
     if guessed_at is not None:
-        _refuse_lost_companion(rnd, guessed_at)
         notes.append(FALLBACK_WARNING)
     tree = Tree(
         np.asarray(tokens, dtype=np.int64),

@@ -22,21 +22,31 @@ from .shapes import TreeShape
 def check_lost_companions(
     checks: Checks, batch: RoundBatch, shape: TreeShape, selection: np.ndarray, lo: int, hi: int
 ) -> None:
-    """Rounds [lo, hi) whose fallback guessed while a draft step of the round has scores or parents
-    (selection: [S, C] int8 SEL_* codes), checked after every draft step's own checks. Recorded at
-    the draft step whose file lacks them (with parents elsewhere: the step that guessed; else the
-    first step without scores, whose absence leaves the later levels without path probabilities),
-    row: the step that guessed."""
+    """Rounds [lo, hi) that lost a companion (selection: [S, C] int8 SEL_* codes), checked after every
+    draft step's own checks: parents on some draft step and none on a step >= 1 whose level has two
+    or more nodes (recorded at that step); else scores on some draft step and a fallback guess
+    (recorded at the first step without scores, whose absence leaves the later levels without path
+    probabilities). Row: the step whose expanded nodes would not be the dump's."""
     sizes = np.asarray(shape.level_sizes[: shape.num_steps], dtype=np.int64)[:, None]
+    if any(st.parents is not None for st in batch.steps):
+        _check_lost_parents(checks, batch, sizes, lo, hi)
     guessing = (selection == SEL_FALLBACK) & fallback_guesses(sizes)  # [S, C]
     if not guessing.any():
         return  # the common case: no guess
     scored = np.stack([holds_scores(st, lo, hi) for st in batch.steps])  # [steps, C]
-    with_parents = np.stack([holds_parents(st, lo, hi) for st in batch.steps]).any(axis=0)
-    lost = guessing.any(axis=0) & (with_parents | scored.any(axis=0))  # else: an unscored dump's guess
     guess_step = np.argmax(guessing, axis=0)
-    step = np.where(with_parents, guess_step, np.argmax(~scored, axis=0))
-    checks.add(lost, ERR_LOST_COMPANION, step, guess_step, np.where(with_parents, LOST_PARENTS, LOST_SCORES))
+    lost = guessing.any(axis=0) & scored.any(axis=0)  # else: an unscored dump's guess, warned about
+    checks.add(lost, ERR_LOST_COMPANION, np.argmax(~scored, axis=0), guess_step, LOST_SCORES)
+
+
+def _check_lost_parents(checks: Checks, batch: RoundBatch, sizes: np.ndarray, lo: int, hi: int) -> None:
+    """sizes: [S, 1] int64 level sizes of draft steps 0..S-1."""
+    parented = np.stack([holds_parents(st, lo, hi) for st in batch.steps])  # [steps, C]
+    chosen = (np.arange(sizes.shape[0]) >= 1)[:, None] & fallback_guesses(sizes)  # [S, 1] a rule orders them
+    without = chosen & ~parented[: sizes.shape[0]]  # [S, C]
+    lost = parented.any(axis=0) & without.any(axis=0)
+    step = np.argmax(without, axis=0)
+    checks.add(lost, ERR_LOST_COMPANION, step, step, LOST_PARENTS)
 
 
 def holds_scores(st: MatrixStack, lo: int, hi: int) -> np.ndarray:

@@ -92,14 +92,22 @@ def lost_step_words(rows: int, drafted: int, steps: int, key: tuple[int, int]) -
     )
 
 
-def lost_companion_words(kind: str, step: int, found: int, guessed: int) -> str:
+def lost_companion_words(kind: str, step: int, found: int, chosen: int) -> str:
     """draft_step_``step`` without ``kind`` ("scores" or "parents") while draft_step_``found`` of its
-    round has them: without them draft step ``guessed``'s expanded nodes would be the fallback's guess."""
-    which = "its" if guessed == step else f"draft step {guessed}'s"
-    return (
+    round has them: draft step ``chosen``'s expanded nodes would not be the dump's."""
+    lost = (
         f"draft_step_{step} has no {kind} while draft_step_{found} has them (a lost .{kind} companion, "
-        f"or a matrix saved without its {kind} array?): {which} expanded nodes would be a guess by the "
-        "rank-major fallback, not the engine's tree; restore the file (docs/dump-format.md)"
+        f"or a matrix saved without its {kind} array?): "
+    )
+    if kind == "parents":
+        return lost + (
+            "its expanded nodes would be chosen by a rule (path probability or the rank-major fallback), "
+            "not read from the dump; restore the file (docs/dump-format.md)"
+        )
+    which = "its" if chosen == step else f"draft step {chosen}'s"
+    return lost + (
+        f"{which} expanded nodes would be a guess by the rank-major fallback, not the engine's tree; "
+        "restore the file (docs/dump-format.md)"
     )
 
 
