@@ -81,6 +81,17 @@ def zero_draft_columns(src: Path, dst: Path, step: int, first_zero: int) -> Path
     return dst
 
 
+def lose_array(src: Path, dst: Path, step: int, array: str) -> Path:
+    """``src`` (an .npz dump) with the ``array`` of one round's draft step ``step`` lost, as when a
+    companion goes missing: every command skips that round, and the rest agree."""
+    shutil.copytree(src, dst)
+    p = sorted(dst.glob(f"draft_step_{step}_*.npz"))[-1]
+    with np.load(p) as z:
+        arrays = {k: z[k] for k in z.files if k != array}
+    np.savez(p, **arrays)
+    return dst
+
+
 def write_parents_dump(path: Path, rounds: int = 12, seed: int = 0) -> Path:
     """A static ``[3]|[2,2]|[1]`` dump (layout all, scored) with explicit parents chosen at random: in
     most rounds they differ from the path-probability selection (an engine that selects otherwise),
@@ -167,6 +178,8 @@ def corpora(tmp_path_factory) -> dict[str, Path]:
     paths["zero/step1"] = zero_draft_columns(paths["fuzz/npz"], base / "zero1", step=1, first_zero=1)
     paths["parents_differ"] = write_parents_dump(base / "parents_differ")
     paths["dynamic"] = write_dynamic_dump(base / "dynamic")
+    paths["lost/scores"] = lose_array(paths["fuzz/npz"], base / "lost_scores", step=0, array="scores")
+    paths["lost/parents"] = lose_array(paths["dynamic"], base / "lost_parents", step=1, array="parents")
     return paths
 
 
@@ -176,6 +189,9 @@ def test_the_corpora_cover_every_sample_and_zero_scores(corpora):
     assert samples <= set(corpora) and {"zero/wide64", "zero/step0", "zero/step1", "node_logprobs"} <= set(corpora)
     rc, _, err = run_cli("replay", corpora["parents_differ"])
     assert rc == 0 and "differ from path-probability selection" in err, err  # the corpus tests what it says
+    for kind in ("scores", "parents"):
+        rc, _, err = run_cli("replay", corpora[f"lost/{kind}"])
+        assert rc == 1 and err.count("skipped round") == 1 and f"has no {kind} while" in err, err
 
 
 def _recorded_row(report: dict) -> dict:
@@ -190,7 +206,8 @@ def _close(a, b) -> bool:
 @pytest.mark.parametrize(
     "name",
     [*_samples(), "fuzz/article", "fuzz/article_parents", "fuzz/npz", "fuzz/npy", "fuzz/pt", "fuzz/raw", "fuzz/text"]
-    + ["node_logprobs", "zero/wide64", "zero/step0", "zero/step1", "parents_differ", "dynamic"],
+    + ["node_logprobs", "zero/wide64", "zero/step0", "zero/step1", "parents_differ", "dynamic"]
+    + ["lost/scores", "lost/parents"],
 )
 def test_compare_recorded_row_equals_stats_and_replay(corpora, name):
     dump = corpora[name]
