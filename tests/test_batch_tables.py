@@ -30,7 +30,7 @@ from replay.core.records import (
 from replay.engine.batch import ERR_OK, config_tree_shape, replay_batch
 from replay.engine.batch.frames import record_arrow
 from replay.engine.runs import replay_run
-from replay.engine.table_files import write_arrow_table
+from replay.io.table_files import write_arrow_table
 from replay.testing.frame_counts import slot_hits_counts
 from replay.testing.in_memory import batch_from_rounds
 from replay.testing.records_reference import write_table
@@ -104,7 +104,7 @@ def test_sample_tables_agree(name):
 def test_batch_table_files_are_the_record_frames(name, tmp_path, capsys, monkeypatch):
     """`batch -o rounds.csv` writes the bytes, and `-o rounds.parquet` the frame, that
     write_table writes of the record frame built record by record."""
-    from replay.engine import table_files
+    from replay.io import table_files
 
     monkeypatch.setattr(table_files, "_CSV_ROWS_PER_WRITE", 700)  # the packed run's 3,000 rows: several blocks
     if name == "packed":

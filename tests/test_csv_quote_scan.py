@@ -5,7 +5,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from replay.engine.table_files import _csv_field, _holds_quote_bytes, _quoted
+from replay.io.table_files import _csv_field, _holds_quote_bytes, _quoted
 
 _ALPHABET = ["a", "b", "_", "1", "é", "字", ",", '"', "\n", "\r", " ", ""]
 

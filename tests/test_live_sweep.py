@@ -133,6 +133,33 @@ def test_sweep_is_killed_and_resumed_without_losing_or_redoing_rows(live_qwen_pa
     for n in names:
         manifest = json.loads((tmp_path / "dumps" / n / "manifest.json").read_text())
         assert manifest["sweep"]["session"] == table.loc[table["name"] == n, "session"].item()
+    # results.csv holds the bytes pandas writes of the table (through the one CSV encoder)
+    assert (tmp_path / "results.csv").read_text() == result.table.to_csv(index=False)
+
+
+def test_results_table_files_are_what_pandas_writes_of_the_rows(tmp_path):
+    """results.csv is the bytes pandas' to_csv writes of the rows' frame and results.parquet reads
+    back as that frame, whatever the rows hold: quoted text, NaN and None, a column some rows lack
+    (older rows), floats of every size, True/False."""
+    from replay.live.sweep.directory import ROW_FILE, dumps_dir, write_results_table
+
+    rows = [
+        {"name": "6_2x2", "config": "[6]|[2,2]", "config_json": json.dumps({"topKSpec": [[6], [2, 2]]}),
+         "nodes": 10, "speedup": 0.6793574206492398, "tokens_per_s": 1.5e12, "load_1m": -0.0,
+         "identical_to_baseline": True, "host": 'a "b"\nc', "per_position_acceptance_rate_2": 0.25},
+        {"name": "1_1", "config": "[1]|[1]", "config_json": "{}", "nodes": 2, "speedup": None,
+         "tokens_per_s": 1e-07, "load_1m": 2.0, "identical_to_baseline": False, "host": "vm é"},
+        {"name": "8", "config": "[8]", "config_json": "{}", "nodes": 8, "speedup": float("nan"),
+         "tokens_per_s": 100.0, "load_1m": 0.1, "identical_to_baseline": None, "host": "vm"},
+    ]  # fmt: skip
+    for row in rows:
+        (dumps_dir(tmp_path) / row["name"]).mkdir(parents=True)
+        (dumps_dir(tmp_path) / row["name"] / ROW_FILE).write_text(json.dumps(row))
+    names = [r["name"] for r in rows]
+    table = write_results_table(tmp_path, names)
+    assert (tmp_path / "results.csv").read_text() == pd.DataFrame(rows).to_csv(index=False)
+    assert table["name"].tolist() == names
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "results.parquet"), table)
 
 
 def test_row_numbers_come_from_the_committed_dump(live_qwen_pair, tmp_path):

@@ -19,8 +19,8 @@ from analysis.tables.stream import TableWriter, write_run_tables
 from replay.cli import main
 from replay.core.config import TreeConfig
 from replay.engine.runs import open_run
-from replay.engine.table_files import PARQUET_OPTIONS
 from replay.io.packed.pack import pack_batches
+from replay.io.table_files import PARQUET_OPTIONS
 from replay.testing.batch_synth import synth_run, varied_run
 from tests.test_cli_conventions import Terminal
 
@@ -231,7 +231,7 @@ def test_frame_csv_is_pandas_text(seed, monkeypatch):
     """write_frame_csv (Arrow, block by block) writes the bytes of the pandas reference,
     csv_frame(df).to_csv: on a frame of every kind of cell, on its columns without quotes (pyarrow's
     writer joins those), and on each column alone (a row of one empty field is written "")."""
-    from replay.engine import table_files
+    from replay.io import table_files
     from replay.testing.records_reference import csv_frame
 
     monkeypatch.setattr(table_files, "_CSV_ROWS_PER_WRITE", 7_001)  # several blocks

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from replay.core.records import COLUMN_MEANINGS as RECORD_COLUMNS
-from replay.engine.table_files import PARQUET_OPTIONS, write_frame_csv
+from replay.io.table_files import write_frame_csv, write_frame_parquet
 
 # Where the target's top-1 token at a node sits among that node's recorded draft candidates.
 IN_KEPT = "kept"  # one of the children the tree kept (a hit when the node is on the path)
@@ -165,11 +165,11 @@ def export_tables(
         if "csv" in formats:
             path = out_dir / f"{name}.csv"
             with open(path, "wb") as out:
-                write_frame_csv(df, out)  # list columns as text (replay.engine.table_files)
+                write_frame_csv(df, out)  # list columns as text (replay.io.table_files)
             written.append(path)
         if "parquet" in formats:
             path = out_dir / f"{name}.parquet"
-            df.to_parquet(path, index=False, **PARQUET_OPTIONS)
+            write_frame_parquet(df, path)
             written.append(path)
     return written
 

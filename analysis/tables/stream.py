@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from replay.engine.table_files import PARQUET_OPTIONS, write_csv_rows
+from replay.io.table_files import PARQUET_OPTIONS, write_csv_rows
 
 from .batch import TableParts
 from .build import EXPORT_FORMATS, empty_node_table, empty_round_table

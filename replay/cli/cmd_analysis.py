@@ -19,9 +19,9 @@ from typing import Any
 from analysis.tables.definitions import METRIC_TABLES
 from replay.core.config import distinct_configs
 from replay.core.temperature import format_temperature
-from replay.engine.table_files import frame_csv_text
 from replay.io.skipped import describe_skipped, why_no_rounds
 from replay.io.sources import require_dump_source
+from replay.io.table_files import frame_csv_text
 from replay.util.atomic import staged_directory
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import OutputDir
@@ -222,7 +222,7 @@ def _print_table(df, args, out=None) -> None:
     if getattr(args, "json", False):
         out.write(df.to_json(orient="records", indent=1) + "\n")
     elif getattr(args, "csv", False):
-        out.write(frame_csv_text(df))  # list columns as text (replay.engine.table_files)
+        out.write(frame_csv_text(df))  # list columns as text (replay.io.table_files)
     else:
         # a temperature is a parameter the user typed, not a measurement: 1e-09 stays 1e-09, not 0.0000
         exact = {col: "{:g}".format for col in TYPED_COLUMNS if col in df.columns}

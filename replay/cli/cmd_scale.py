@@ -23,12 +23,12 @@ from replay.engine.batch.sampling_frames import (
 from replay.engine.render import SummaryFigures, batch_sampling_summary, summary_lines
 from replay.engine.runs import RunReplay, replay_run
 from replay.engine.sampling_runs import replay_sampling
-from replay.engine.table_files import table_format, write_arrow_table
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.manifest import read_manifest
 from replay.io.packed.pack import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
 from replay.io.skipped import count_skipped, describe_skipped
 from replay.io.sources import require_dump_source
+from replay.io.table_files import table_format, write_arrow_table
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import output_dir, output_file
 from replay.util.progress import progress_enabled

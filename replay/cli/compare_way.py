@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from replay.engine.table_files import frame_csv_text, write_frame_csv_file
+from replay.io.table_files import frame_csv_text, write_frame_csv_file
 
 
 @dataclass(frozen=True)

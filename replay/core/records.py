@@ -7,7 +7,7 @@ it adds analysis columns after these). Lists stay lists in JSON and Parquet; CSV
 text (ids separated by spaces, notes by `` | ``) and ``CSV_CONVERTERS`` reads them back.
 Whatever the file, ``normalize_frame`` gives the same frame: lists as Python lists, nullable ids
 as pandas ``Int64``, a missing bonus kind as None. The writers are replay.engine.batch.json_lines
-(JSON Lines) and replay.engine.table_files (CSV and Parquet).
+(JSON Lines) and replay.io.table_files (CSV and Parquet).
 """
 
 from __future__ import annotations

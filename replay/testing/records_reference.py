@@ -1,6 +1,6 @@
 """The per-round records written record by record, and tables written by pandas: the references the
 run-time writers are held equal to (replay.engine.batch.json_lines.write_batch_json_lines;
-replay.engine.table_files.write_arrow_table, write_frame_csv and frame_csv_lines)."""
+replay.io.table_files.write_arrow_table, write_frame_csv and frame_csv_lines)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import IO
 import pandas as pd
 
 from replay.core.records import INT_LIST_COLUMNS, NOTE_SEPARATOR, RoundRecord, json_line
-from replay.engine.table_files import table_format
+from replay.io.table_files import table_format
 from replay.util.atomic import atomic_path
 
 

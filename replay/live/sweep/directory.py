@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from replay.core.config import TreeConfig
+from replay.io.table_files import write_frame_csv, write_frame_parquet
 from replay.live.errors import SweepError
 from replay.util.atomic import atomic_path, write_json_atomic
 
@@ -143,15 +144,16 @@ def read_rows(out: str | Path, names: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def write_results_table(out: str | Path, names: Sequence[str]):
-    """Assemble ``results.csv`` and ``results.parquet`` from the finished rows; returns the DataFrame."""
+    """Assemble ``results.csv`` and ``results.parquet`` from the finished rows, through the encoders
+    every table file is written by (replay.io.table_files); returns the DataFrame."""
     import pandas as pd
 
     out = Path(out)
     table = pd.DataFrame(read_rows(out, names))
-    with atomic_path(out / "results.csv") as tmp:
-        table.to_csv(tmp, index=False)
+    with atomic_path(out / "results.csv") as tmp, open(tmp, "wb") as csv_out:
+        write_frame_csv(table, csv_out)
     with atomic_path(out / "results.parquet") as tmp:
-        table.to_parquet(tmp, index=False)
+        write_frame_parquet(table, tmp)
     return table
 
 

@@ -1,8 +1,9 @@
 """Per-round and analysis tables as files: Parquet through pyarrow, CSV encoded column by column in
 Arrow (the bytes pandas' ``to_csv`` writes of the frame with its list columns as text: ids separated
 by spaces, notes by `` | ``; replay/testing/records_reference.py holds the pandas writer they are
-checked against). ``batch -o``, ``stats -o``/``--csv``, ``compare --csv``/``--per-round`` and the
-report's tables/ write through here."""
+checked against). ``batch -o``, ``stats -o``/``--csv``, ``compare --csv``/``--per-round``, the
+report's tables/ and a sweep's results table write through here: in the reading layer, which the
+engine, the analysis and the live harness may all import."""
 
 from __future__ import annotations
 
@@ -70,6 +71,12 @@ def write_frame_csv(frame: Any, out: IO[bytes]) -> None:
             cells = [None if _missing(v) else str(v) for v in frame[f.name]]
             table = table.set_column(i, f.name, pa.array(cells, type=pa.large_string()))
     write_csv_rows(table, out, header=True)
+
+
+def write_frame_parquet(frame: Any, path: Any) -> None:
+    """A pandas frame as Parquet to ``path`` with PARQUET_OPTIONS (pandas' schema metadata kept:
+    ``pd.read_parquet`` gives the frame back)."""
+    frame.to_parquet(path, index=False, **PARQUET_OPTIONS)
 
 
 def _missing(cell: Any) -> bool:
