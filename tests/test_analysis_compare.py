@@ -142,13 +142,14 @@ def test_compare_configs_article_sample():
     # speedups by hand: (L + 1) * t(1) / (steps * 0.1 + t(nodes + 1))
     assert table["modelled_speedup_lo"].tolist() == pytest.approx([4 / 2.5, 3 / (0.2 + 2.0), 4 / (0.3 + 1.3)])
     shown = compare_display(table)
-    assert shown["mean_accepted_length"].tolist() == ["3.000", "2.000", "3.000"]
+    assert shown["mean_accepted_length"].tolist() == ["3.0000", "2.0000", "3.0000"]
     assert len(per_round) == 3
 
 
 def test_format_bounds():
-    assert format_bounds(1.5, 1.5) == "1.500"
-    assert format_bounds(1.5, 1.75) == "1.500..1.750"
+    assert format_bounds(1.5, 1.5) == "1.5000"
+    assert format_bounds(1.5, 1.75) == "1.5000..1.7500"
+    assert format_bounds(1.5, 1.75, 3) == "1.500..1.750"  # a speedup's (SPEEDUP_DIGITS)
 
 
 def test_parse_config_arguments(tmp_path):

@@ -173,11 +173,12 @@ def test_every_summary_metric_says_what_it_is_at_t(capsys):
         assert not any(key.startswith(name) for key in row)
 
 
-def _span(lo: float, hi: float, digits: int) -> str:
-    """A value as replay's sampling summary prints it: one number when exact, else its bounds and width."""
+def _span(lo: float, hi: float) -> str:
+    """A value as replay's sampling summary prints it: one number when exact, else its bounds and width
+    (4 decimals, as every command prints an acceptance figure)."""
     if lo == hi:
-        return f"{lo:.{digits}f}"
-    return f"[{lo:.{digits}f}, {hi:.{digits}f}] (width {hi - lo:.{digits}f})"
+        return f"{lo:.4f}"
+    return f"[{lo:.4f}, {hi:.4f}] (width {hi - lo:.4f})"
 
 
 @pytest.mark.parametrize("t", ["0", "0.7", "1.3"])
@@ -190,13 +191,12 @@ def test_replay_batch_and_stats_state_the_same_sampling_summary(capsys, t):
     (s,) = body["summary"]
     want = [
         f"{s['rounds']} rounds" + (" with scores" if t != "0" else "") + f", {s['exact_rounds']} exact",
-        "  expected accepted length per round: " + _span(s["mean_accepted_length_lo"], s["mean_accepted_length_hi"], 4),
+        "  expected accepted length per round: " + _span(s["mean_accepted_length_lo"], s["mean_accepted_length_hi"]),
         "  expected block efficiency:          "
-        + _span(s["mean_acceptance_length_lo"], s["mean_acceptance_length_hi"], 4),
+        + _span(s["mean_acceptance_length_lo"], s["mean_acceptance_length_hi"]),
     ]
     dist = [
-        f"    L = {r['accepted_length']}: {_span(r['fraction_lo'], r['fraction_hi'], 3)}"
-        for r in body["accepted_length"]
+        f"    L = {r['accepted_length']}: {_span(r['fraction_lo'], r['fraction_hi'])}" for r in body["accepted_length"]
     ]
     for argv in (("replay", SYNTH, "--summary"), ("batch", SYNTH, "--workers", "1")):
         code, out, err = run(capsys, *argv, "--temperature", t, "--no-progress")
@@ -204,4 +204,4 @@ def test_replay_batch_and_stats_state_the_same_sampling_summary(capsys, t):
         lines = out[out.index("sampling at T") :].splitlines()
         assert want[0] in lines[0] and lines[1:3] == want[1:], argv
         got = [line for line in lines if line.startswith("    L = ")]
-        assert got[: len(dist)] == dist and all(line.endswith(": 0.000") for line in got[len(dist) :]), argv
+        assert got[: len(dist)] == dist and all(line.endswith(": 0.0000") for line in got[len(dist) :]), argv

@@ -465,7 +465,7 @@ def test_compare_says_why_a_wider_config_is_only_bounded(capsys, tmp_path):
         "lo..hi bounds",
         "record a dump with a config that contains it",
     )
-    assert "2.000..3.000" in out  # the bounds the note explains
+    assert "2.0000..3.0000" in out  # the bounds the note explains
     assert "[3]|[2,2] is deeper" not in err  # decided on every round (the rows hold 2 columns): nothing to explain
 
 
@@ -720,7 +720,7 @@ def test_compare_plot_draws_no_zero_height_whisker(capsys, tmp_path, monkeypatch
         capsys, "compare", dump, "--configs", "[2]|[1,1]", "--plot", tmp_path / "cmp.png", "--no-progress"
     )
     assert code == 0 and (tmp_path / "cmp.png").is_file(), err
-    assert "1.333..1.667" in out  # the undecidable config's range, as the table prints it
+    assert "1.3333..1.6667" in out  # the undecidable config's range, as the table prints it
     for ax in figures[0].axes:
         drawn = whiskers(ax)
         assert len(drawn) == 1, drawn  # one range, none for the decided config
@@ -1173,13 +1173,13 @@ def test_generate_headline_is_what_its_dump_holds(capsys, tmp_path):
     lines = out.splitlines()
     assert (
         lines[0]
-        == f"mean acceptance length (bonus included): {1 + sum(L) / len(L):.3f}  (counted: a live round always commits the target's token)"
+        == f"mean acceptance length (bonus included): {1 + sum(L) / len(L):.4f}  (counted: a live round always commits the target's token)"
     )
     assert (
         lines[1]
-        == f"draft acceptance rate: {sum(L) / sum(r['num_nodes'] for r in rounds):.3f}  ({sum(L)} accepted / {sum(r['num_nodes'] for r in rounds)} drafted tokens)"
+        == f"draft acceptance rate: {sum(L) / sum(r['num_nodes'] for r in rounds):.4f}  ({sum(L)} accepted / {sum(r['num_nodes'] for r in rounds)} drafted tokens)"
     )
-    per_position = "  ".join(f"d{d}: {sum(v >= d for v in L) / len(L):.3f}" for d in (1, 2, 3))
+    per_position = "  ".join(f"d{d}: {sum(v >= d for v in L) / len(L):.4f}" for d in (1, 2, 3))
     assert lines[2] == f"per-position acceptance rate P(L >= d): {per_position}"
     assert not any(line.startswith("block efficiency") for line in lines)  # one name for the number
 

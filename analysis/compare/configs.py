@@ -22,7 +22,7 @@ from analysis.tables.metrics import depth_acceptance, summary
 from analysis.tables.runs import RoundSizes
 from replay.core.config import TREE_DYNAMIC, TreeConfig, distinct_configs
 from replay.core.config_grammar import parse_config_list, parse_configs
-from replay.core.headline import per_position_rates
+from replay.core.headline import METRIC_DIGITS, per_position_rates
 from replay.util.errors import SpecReplayError
 
 from .subtree import beyond_recorded, is_contained
@@ -231,8 +231,12 @@ def speed_row(label: str, sizes: RoundSizes, cost: CostModel, measured: Speedup 
     }
 
 
-def format_bounds(lo: float, hi: float, digits: int = 3) -> str:
-    """``1.620`` when exact, ``1.520..1.700`` when the dump leaves a range."""
+SPEEDUP_DIGITS = 3  # decimals of a speedup, as every command prints one (x.xxx)
+
+
+def format_bounds(lo: float, hi: float, digits: int = METRIC_DIGITS) -> str:
+    """``1.6200`` when exact, ``1.5200..1.7000`` when the dump leaves a range: an acceptance figure
+    as every command prints it (replay.core.headline.METRIC_DIGITS); a speedup with SPEEDUP_DIGITS."""
     if np.isnan(lo):
         return "n/a"
     if np.isclose(lo, hi, rtol=0, atol=10 ** -(digits + 3)):
@@ -261,18 +265,18 @@ def compare_display(df: pd.DataFrame) -> pd.DataFrame:
     for name in ("mean_acceptance_length", "draft_acceptance_rate"):
         out[name] = [format_bounds(a, b) for a, b in zip(df[f"{name}_lo"], df[f"{name}_hi"])]
     out["per_position_acceptance_rate"] = [
-        " ".join(format_bounds(a, b, 2) for a, b in zip(lo, hi)) or "n/a"
+        " ".join(format_bounds(a, b) for a, b in zip(lo, hi)) or "n/a"
         for lo, hi in zip(df["per_position_acceptance_rate_lo"], df["per_position_acceptance_rate_hi"])
     ]
     out["mean_accepted_length"] = [
         format_bounds(a, b) for a, b in zip(df["mean_accepted_length_lo"], df["mean_accepted_length_hi"])
     ]
     out["modelled speedup"] = [
-        format_bounds(a, b) for a, b in zip(df["modelled_speedup_lo"], df["modelled_speedup_hi"])
+        format_bounds(a, b, SPEEDUP_DIGITS) for a, b in zip(df["modelled_speedup_lo"], df["modelled_speedup_hi"])
     ]
     if "measured_status" in df.columns and (~df["measured_status"].isin((NO_TIMINGS, NOT_RUN))).any():
         out[MEASURED_HEADER] = [
-            f"{v:.3f}" if s == "measured" else ("" if s == NOT_RUN else NOT_COMPARABLE)
+            f"{v:.{SPEEDUP_DIGITS}f}" if s == "measured" else ("" if s == NOT_RUN else NOT_COMPARABLE)
             for v, s in zip(df["measured_speedup"], df["measured_status"])
         ]
     return out
@@ -289,7 +293,7 @@ def strategies_display(df: pd.DataFrame) -> pd.DataFrame:
     for name in ("mean_gamma", "mean_acceptance_length", "mean_accepted_length"):
         out[name] = [format_bounds(a, b) for a, b in zip(df[f"{name}_lo"], df[f"{name}_hi"])]
     out["modelled speedup"] = [
-        format_bounds(a, b) for a, b in zip(df["modelled_speedup_lo"], df["modelled_speedup_hi"])
+        format_bounds(a, b, SPEEDUP_DIGITS) for a, b in zip(df["modelled_speedup_lo"], df["modelled_speedup_hi"])
     ]
     return out
 

@@ -163,7 +163,7 @@ def undetermined_reasons(per_round: pd.DataFrame) -> Counter:
 
 
 def sampling_display(df: pd.DataFrame) -> pd.DataFrame:
-    """The SAMPLING_COLUMNS table with each [lo, hi] pair as one readable column (x.xxx..y.yyy)."""
+    """The SAMPLING_COLUMNS table with each [lo, hi] pair as one readable column (x.xxxx..y.yyyy)."""
     from .configs import format_bounds
 
     out = df[["config", "top_head", "nodes", "contained", "determined", "undetermined", "exact"]].copy()
@@ -171,7 +171,7 @@ def sampling_display(df: pd.DataFrame) -> pd.DataFrame:
     for name in ("expected_accepted_length", "expected_block_efficiency", "all_rounds_block_efficiency"):
         out[name] = [format_bounds(a, b) for a, b in zip(df[f"{name}_lo"], df[f"{name}_hi"])]
     out["P(L >= d)"] = [
-        " ".join(format_bounds(a, b, 2) for a, b in zip(lo, hi)) or "n/a"
+        " ".join(format_bounds(a, b) for a, b in zip(lo, hi)) or "n/a"
         for lo, hi in zip(df["length_at_least_lo"], df["length_at_least_hi"])
     ]
     return out

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from replay.core.headline import headline
+from replay.core.headline import headline, metric_text
 from replay.core.vocab import DEPTH_RULE, STOP_MISMATCH, STOP_NO_ROW
 
 from .build import IN_UNEXPANDED, require_columns
@@ -152,13 +152,13 @@ DEPTH_HEADER = f"{DEPTH_RULE}; each rate [95% Wilson interval] n = its denominat
 
 
 def depth_display(depth: pd.DataFrame) -> pd.DataFrame:
-    """The depth table as people read it: each rate one cell ``0.667 [0.208,0.939] n=3``.
+    """The depth table as people read it: each rate one cell ``0.6667 [0.2077,0.9385] n=3``.
 
     For the text of ``stats`` and the report; files and JSON keep the separate columns."""
     out = depth.drop(columns=[c for c in depth.columns if c.endswith(("_ci95_lo", "_ci95_hi"))])
     for rate, n in DEPTH_RATE_N.items():
         out[rate] = [
-            "–" if k == 0 else f"{p:.4f} [{lo:.4f},{hi:.4f}] n={k}"
+            "–" if k == 0 else f"{metric_text(p)} [{metric_text(lo)},{metric_text(hi)}] n={k}"
             for p, lo, hi, k in zip(depth[rate], depth[f"{rate}_ci95_lo"], depth[f"{rate}_ci95_hi"], depth[n])
         ]
     return out

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from replay.core.headline import metric_text
 from replay.engine.sampling import length_at_bounds
 from replay.engine.sampling_runs import sampling_means
 from replay.io.skipped import Skipped
@@ -177,8 +178,9 @@ def sampling_tables(runs: Sequence[RunSampling]) -> dict[str, pd.DataFrame]:
     }
 
 
-def bounds_display(table: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
-    """Each NAME_lo / NAME_hi pair as one text column NAME: "lo..hi", or one number when they are equal (exact)."""
+def bounds_display(table: pd.DataFrame) -> pd.DataFrame:
+    """Each NAME_lo / NAME_hi pair as one text column NAME: "lo..hi", or one number when they are equal (exact),
+    each as replay.core.headline.metric_text writes it."""
     out = {}
     cols = list(table.columns)
     for c in cols:
@@ -186,14 +188,14 @@ def bounds_display(table: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
             continue
         if c.endswith("_lo") and c[:-3] + "_hi" in table.columns:
             name = c[:-3]
-            out[name] = [_bounds_text(a, b, digits) for a, b in zip(table[c], table[name + "_hi"])]
+            out[name] = [_bounds_text(a, b) for a, b in zip(table[c], table[name + "_hi"])]
         else:
             out[c] = table[c]
     return pd.DataFrame(out)
 
 
-def _bounds_text(lo: float, hi: float, digits: int) -> str:
+def _bounds_text(lo: float, hi: float) -> str:
     if np.isnan(lo) or np.isnan(hi):
         return "–"
-    a = f"{lo:.{digits}f}"
-    return a if lo == hi else f"{a}..{hi:.{digits}f}"  # one number only when exact, not when they round alike
+    a = metric_text(lo)
+    return a if lo == hi else f"{a}..{metric_text(hi)}"  # one number only when exact, not when they round alike

@@ -18,6 +18,7 @@ from typing import Any
 
 from analysis.tables.definitions import METRIC_TABLES
 from replay.core.config import distinct_configs
+from replay.core.headline import metric_text
 from replay.core.temperature import format_temperature
 from replay.io.skipped import describe_skipped, why_no_rounds
 from replay.io.sources import require_dump_source
@@ -226,7 +227,7 @@ def _print_table(df, args, out=None) -> None:
     else:
         # a temperature is a parameter the user typed, not a measurement: 1e-09 stays 1e-09, not 0.0000
         exact = {col: "{:g}".format for col in TYPED_COLUMNS if col in df.columns}
-        out.write(df.to_string(index=False, float_format=lambda v: f"{v:.4f}", formatters=exact, na_rep="–") + "\n")
+        out.write(df.to_string(index=False, float_format=metric_text, formatters=exact, na_rep="–") + "\n")
 
 
 def configs_for(given: list, recorded, contained: bool = False) -> list:
@@ -333,7 +334,7 @@ def run_stats(args: argparse.Namespace) -> int:
             out.write("  selection: " + ", ".join(f"{k} x{v}" for k, v in sel.items()) + "\n")
         out.write("\n== summary ==\n")
         if len(runs) > 1:
-            out.write(runs_side_by_side(tables.rounds).to_string(float_format=lambda v: f"{v:.4f}") + "\n")
+            out.write(runs_side_by_side(tables.rounds).to_string(float_format=metric_text) + "\n")
         else:
             _print_table(named["summary"], args)
         for note in derived_notes(named["summary"]):

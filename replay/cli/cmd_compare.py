@@ -64,7 +64,7 @@ prints), 6,2x2,1x1 (sweep's grid form), 6_2x2_1x1 (a sweep's run name), a topKSp
 list of configs separated by ';', as sweep --grid ('|' alternatives in grid-form items). --generate
 builds funnels: root width, heads per step, width per head, gamma (a:b = range). Every config is replayed exactly on each recorded round; rounds the dump cannot decide
 (the config would expand a node the recording did not) are counted and bound the results:
-x.xxx..y.yyy. Without configs: the recorded one and a few contained ones. The cost model gives the
+x.xxxx..y.yyyy. Without configs: the recorded one and a few contained ones. The cost model gives the
 modelled speedup  (Σ (L + 1)) · t_verify(1) / Σ (steps · draft_step_s + t_verify(nodes + 1)).
 Its source, printed per run: --cost {"tokens": [...], "verify_s": [...], "draft_step_s": x} (a file or inline),
 else cost_curve.json beside the dump, else the manifest's measured round timings, else the default

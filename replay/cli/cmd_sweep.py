@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from replay.core.headline import metric_text
 from replay.util.pathcheck import output_dir
 
 from .cmd_live import (
@@ -238,7 +239,8 @@ def _sweep_configs(args):
 
 def sweep_display(table):
     """The printed sweep table: vLLM's headline words first (mean acceptance length, draft and
-    per-position acceptance rate; per-position as one column "d1 d2 ..."), then speed."""
+    per-position acceptance rate; per-position as one column "d1 d2 ..."), then speed; the acceptance
+    figures as every command prints them (metric_text), the speeds with three decimals."""
     label = (
         "config" if "config" in table.columns else "name"
     )  # the canonical spelling; old tables have only the run name
@@ -248,11 +250,13 @@ def sweep_display(table):
         key=lambda c: int(c.rsplit("_", 1)[1]),
     )
     shown["per_position_acceptance_rate"] = [
-        " ".join(f"{v:.2f}" for v in row if v == v) or "n/a"
+        " ".join(metric_text(v) for v in row if v == v) or "n/a"
         for row in table[depth_cols].itertuples(index=False)  # v == v: not NaN
     ]
     for c in ("mean_accepted_length", "tokens_per_s", "speedup", "speedup_min", "speedup_max"):
         shown[c] = table[c]
+    for c in ("mean_acceptance_length", "draft_acceptance_rate", "mean_accepted_length"):
+        shown[c] = [metric_text(v) if v == v else "NaN" for v in shown[c]]  # as every command prints them
     return shown
 
 

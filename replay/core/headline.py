@@ -22,6 +22,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# The decimals every command prints a run's acceptance figures with (mean acceptance and accepted
+# length, draft and per-position acceptance rates, their values or bounds at a temperature):
+# replay --summary, batch, stats, compare, recommend, report, generate and sweep print one value as
+# one string. Speedups keep their own three decimals.
+METRIC_DIGITS = 4
+
+
+def metric_text(value: float) -> str:
+    """An acceptance figure as every command prints it (METRIC_DIGITS decimals)."""
+    return f"{value:.{METRIC_DIGITS}f}"
+
+
 ENGINE_NAMES = "vLLM's names; SGLang's accept length and the engine's block_efficiency are the mean acceptance length"
 
 
@@ -91,15 +103,14 @@ def acceptance_length_basis(h: Headline) -> str:
     return "every round's bonus token is in the dump"
 
 
-def headline_lines(h: Headline, digits: int = 4) -> list[str]:
+def headline_lines(h: Headline) -> list[str]:
     """The headline block: mean acceptance length, draft acceptance rate, per-position rates,
     then the mean accepted length (bonus excluded) and the engines' names."""
-    f = f".{digits}f"
-    positions = "  ".join(f"d{d}: {v:{f}}" for d, v in enumerate(h.per_position, 1)) or "(no draft steps)"
+    positions = "  ".join(f"d{d}: {metric_text(v)}" for d, v in enumerate(h.per_position, 1)) or "(no draft steps)"
     return [
-        f"mean acceptance length (bonus included): {h.mean_acceptance_length:{f}}  ({acceptance_length_basis(h)})",
-        f"draft acceptance rate: {h.draft_acceptance_rate:{f}}  ({h.accepted} accepted / {h.drafted} drafted tokens)",
+        f"mean acceptance length (bonus included): {metric_text(h.mean_acceptance_length)}  ({acceptance_length_basis(h)})",
+        f"draft acceptance rate: {metric_text(h.draft_acceptance_rate)}  ({h.accepted} accepted / {h.drafted} drafted tokens)",
         f"per-position acceptance rate P(L >= d): {positions}",
-        f"mean accepted length (bonus excluded): {h.mean_accepted_length:{f}}",
+        f"mean accepted length (bonus excluded): {metric_text(h.mean_accepted_length)}",
         f"({ENGINE_NAMES}; docs/vocabulary.md)",
     ]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from replay.core.config import SpecConfig, TreeConfig
-from replay.core.headline import headline, headline_lines
+from replay.core.headline import headline, headline_lines, metric_text
 from replay.core.selection import FALLBACK_WARNING
 from replay.core.temperature import format_temperature
 from replay.core.vocab import BONUS_CORRECTION, LAYOUT_PARENTS, PAD_TOKEN, STOP_NO_ROW
@@ -172,11 +172,11 @@ def summary_lines(
     return lines
 
 
-def _span(lo: float, hi: float, digits: int = 4) -> str:
-    """A value, or its bounds with their width when the dump does not determine it."""
+def _span(lo: float, hi: float) -> str:
+    """A value, or its bounds with their width when the dump does not determine it (metric_text each)."""
     if lo == hi:
-        return f"{lo:.{digits}f}"
-    return f"[{lo:.{digits}f}, {hi:.{digits}f}] (width {hi - lo:.{digits}f})"
+        return metric_text(lo)
+    return f"[{metric_text(lo)}, {metric_text(hi)}] (width {metric_text(hi - lo)})"
 
 
 def sampling_lines(smp) -> list[str]:
@@ -186,7 +186,7 @@ def sampling_lines(smp) -> list[str]:
         + ("  (exact, from node_logprobs)" if smp.from_node_logprobs else "  (exact)" if smp.exact else "  (bounds)")
     ]
     ge = ", ".join(
-        f"P(L>={d}) {_span(lo, hi, 3)}" for d, (lo, hi) in enumerate(zip(smp.length_ge_lo, smp.length_ge_hi), 1)
+        f"P(L>={d}) {_span(lo, hi)}" for d, (lo, hi) in enumerate(zip(smp.length_ge_lo, smp.length_ge_hi), 1)
     )
     lines.append(f"    {ge}")
     if smp.variance is not None:
@@ -248,7 +248,7 @@ def sampling_summary_arrays(
     ]
     at_lo, at_hi = (a.mean(axis=0) for a in length_at_bounds(ge_lo, ge_hi))  # P(L = d), d = 0..D
     for d in range(ge_lo.shape[1]):
-        lines.append(f"    L = {d}: {_span(float(at_lo[d]), float(at_hi[d]), 3)}")
+        lines.append(f"    L = {d}: {_span(float(at_lo[d]), float(at_hi[d]))}")
     if own:  # say where the exact numbers came from (the top-K rows alone bound them at most T)
         lines.insert(1, f"  exact from the dump's node_logprobs at T: {own} round(s)")
     return lines

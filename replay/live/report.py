@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from replay.core.headline import Headline, headline, headline_lines
+from replay.core.headline import Headline, headline, headline_lines, metric_text
 
 from .generate import Generation
 from .run import BaselineComparison, RunSummary
@@ -32,7 +32,7 @@ def format_summary(
     alone. ``speedup_lines`` (the CLI passes analysis.cost.timings' lines, the words and numbers
     ``compare`` shows for the same manifest) replace the one end-to-end speedup line."""
     if head is not None:
-        lines = headline_lines(head, digits=3)
+        lines = headline_lines(head)
         committed = head.accepted + head.rounds
         if committed != summary.new_tokens:  # a sequence's last round may commit past its end
             lines.append(
@@ -41,7 +41,7 @@ def format_summary(
                 "or after an EOS token"
             )
     else:
-        lines = [f"mean accepted length (bonus excluded): {summary.mean_accepted_length:.3f}"]
+        lines = [f"mean accepted length (bonus excluded): {metric_text(summary.mean_accepted_length)}"]
     lines += [
         f"sequences:              {summary.sequences}",
         f"new tokens:             {summary.new_tokens}",
