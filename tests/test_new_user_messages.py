@@ -59,6 +59,26 @@ def test_two_files_of_the_last_step_are_one_round_entry_naming_both(capsys, tmp_
     ), err
 
 
+def test_the_companion_of_two_files_of_one_step_is_named_as_both_files(capsys, tmp_path):
+    """ "draft_step_2_11_21 and draft_step_2_11_21.txt (with draft_step_2_11_21.scores)" read as if the
+    scores belonged to the .txt file: the entry says whose they are."""
+    dump = tmp_path / "dump"
+    rounds_by_hand(dump, rounds=3)
+    (dump / "draft_step_2_11_21.txt").write_bytes((dump / "draft_step_2_11_21").read_bytes())
+    write_scores(dump / "draft_step_2_11_21.scores", [[0.9], [0.8]])
+    code, _, err = run(capsys, "replay", dump, "--summary", "--no-progress")
+    assert code == 1, err
+    skipped = [line for line in err.splitlines() if "skipped" in line]
+    assert (
+        len(skipped) == 1
+        and (
+            "found draft_step_2_11_21 and draft_step_2_11_21.txt (with draft_step_2_11_21.scores, the companion "
+            "of both) (2 files hold the same matrix; keep one)"
+        )
+        in skipped[0]
+    ), err
+
+
 # --- two companions of one kind for one matrix -----------------------------------------------------
 
 

@@ -200,13 +200,13 @@ def renamed_with_scores(dump: Path, name: str, target: str, scores: str) -> None
             "validate_12_102.scores",
             "1 round(s)",
             "round 12_102: draft files without validate_12_102; "
-            "validation_12_102 (with validate_12_102.scores) is here: did you mean validate_12_102?",
+            "validation_12_102 (with its companion validate_12_102.scores) is here: did you mean validate_12_102?",
         ),
         (
             "validation_50_150",  # completes no round: its own entry, the companion in it
             "validate_50_150.scores",
             "1 round(s) and 1 file(s)",
-            "validation_50_150 (with validate_50_150.scores): name matches neither",
+            "validation_50_150 (with its companion validate_50_150.scores): name matches neither",
         ),
         (
             "gone",  # the data file is not there under any name: the companion goes in the round's entry

@@ -53,6 +53,7 @@ from .skipfold import (
     OWN_KEY_HINT,
     OWN_KEY_REASON,
     STRAY_REASON,
+    companions_words,
     fold_duplicates,
     fold_near_misses,
     fold_own_key,
@@ -149,8 +150,7 @@ def _duplicates(files: Sequence[str], companions: Mapping[str, list[str]]) -> Sk
     names = [base_name(p) for p in files]
     what = listed(names)
     comp = [p for ps in companions.values() for p in ps]
-    if comp:
-        what += f" (with {', '.join(base_name(p) for p in comp)})"
+    what += companions_words([base_name(p) for p in comp], len(files))  # of the matrix both files hold
     return Skipped(printable(what), f"{len(files)}{DUPLICATE_REASON}", (*files, *comp))
 
 

@@ -9,11 +9,11 @@ The reasons of the grouping's entries are here too: the folding recognises entri
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Container
+from collections.abc import Container, Sequence
 from pathlib import PurePosixPath
 
 from replay.util.errors import printable
-from replay.util.words import round_name
+from replay.util.words import listed, round_name
 
 from .dumpnames import DUMP_NAME, MatrixKey, base_name, matrix_name
 from .near_miss import near_miss
@@ -107,10 +107,22 @@ def _extra_file(s: Skipped, files: Container[MatrixKey]) -> Skipped:
     return Skipped(s.what, s.reason.replace(told, extra), s.paths)
 
 
+def companions_words(companions: Sequence[str], owners: int) -> str:
+    """Companions named after the data file(s) they go with, saying whose they are: " (with its
+    companion X)" after one file, " (with X, the companion of both)" after two files that hold the
+    same matrix (" of all 3" after three); "" without companions."""
+    if not companions:
+        return ""
+    noun = "companion" if len(companions) == 1 else "companions"
+    if owners == 1:
+        return f" (with its {noun} {listed(companions)})"
+    return f" (with {listed(companions)}, the {noun} of {'both' if owners == 2 else f'all {owners}'})"
+
+
 def _with_companions(skipped: list[Skipped]) -> list[Skipped]:
     """A companion without its data file (validate_10_20.scores) whose data file is there under a
-    near-miss name (validation_10_20) is named in that file's entry: "validation_10_20 (with
-    validate_10_20.scores)", as duplicates name theirs."""
+    near-miss name (validation_10_20) is named in that file's entry: "validation_10_20 (with its
+    companion validate_10_20.scores)", as duplicates name theirs."""
     orphans: dict[MatrixKey, list[int]] = defaultdict(list)
     for i, s in enumerate(skipped):
         found = matrix_of(base_name(s.paths[0])) if s.reason == ORPHAN_REASON and len(s.paths) == 1 else None
@@ -125,8 +137,10 @@ def _with_companions(skipped: list[Skipped]) -> list[Skipped]:
         if found is None or found[1] or not orphans.get(found[0]):
             continue
         mine = orphans.pop(found[0])
-        names = ", ".join(skipped[k].what for k in mine)
-        out[i] = Skipped(f"{s.what} (with {names})", s.reason, s.paths + tuple(skipped[k].paths[0] for k in mine))
+        names = [skipped[k].what for k in mine]
+        out[i] = Skipped(
+            f"{s.what}{companions_words(names, 1)}", s.reason, s.paths + tuple(skipped[k].paths[0] for k in mine)
+        )
         drop.update(mine)
     return [s for i, s in enumerate(out) if i not in drop]
 
