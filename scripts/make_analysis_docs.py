@@ -24,6 +24,7 @@ from analysis.tables.metrics import all_metrics, depth_display
 from analysis.tables.runs import load_runs
 from analysis.tables.slot_hits import static_shape
 from replay.core.config import TreeConfig
+from replay.core.headline import metric_text
 
 DOC_CONFIGS = [
     ([[6], [2, 2], [1, 1]], [1, 2, 2]),  # the article's (recorded)
@@ -41,14 +42,15 @@ DOC_CONFIGS = [
 CPU_COST = {"tokens": [1, 16], "verify_s": [0.38, 0.95], "draft_step_s": 0.08}
 
 
-def markdown(df: pd.DataFrame) -> str:
+def markdown(df: pd.DataFrame, float_text=lambda v: f"{v:.3f}") -> str:
+    """``df`` as a markdown table, each float cell as ``float_text`` writes it."""
     cols = list(df.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for i in range(len(df)):
         cells = []
         for c in cols:
             v = df[c].iloc[i]  # per column, so integer columns stay integers
-            text = f"{v:.3f}" if isinstance(v, (float, np.floating)) else str(v)
+            text = float_text(v) if isinstance(v, (float, np.floating)) else str(v)
             cells.append(text.replace("|", "\\|"))  # config names contain pipes
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -106,7 +108,7 @@ def main() -> None:
     print("\n## gamma strategies: synthetic_article, recorded config, default cost\n")
     print(markdown(strategies_display(st).drop(columns=["config"])))
     print("\n## summary\n")
-    print(markdown(m_both["summary"]))
+    print(markdown(m_both["summary"], metric_text))  # as stats prints it
     print("\n## depth acceptance (synthetic)\n")
     print(markdown(depth_display(m["depth_acceptance"]).drop(columns=["run"])))
     print("\n## hit outcome (synthetic)\n")

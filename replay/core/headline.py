@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# The decimals every command prints a run's acceptance figures with (mean acceptance and accepted
-# length, draft and per-position acceptance rates, their values or bounds at a temperature):
-# replay --summary, batch, stats, compare, recommend, report, generate and sweep print one value as
-# one string. Speedups keep their own three decimals.
+# The decimals a run's acceptance figures are printed with (mean acceptance and accepted length,
+# draft and per-position acceptance rates, their values or bounds at a temperature): replay
+# --summary, batch, stats, compare, report, generate, sweep and recommend --temperature print one
+# value as one string. Speedups keep their own three decimals.
 METRIC_DIGITS = 4
 
 
