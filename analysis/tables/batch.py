@@ -7,7 +7,7 @@ cell is a list or a joined string.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -30,16 +30,7 @@ from replay.engine.batch import (
     rebuilt_levels,
     replayed_by_shape,
 )
-from replay.engine.batch.frames import (
-    Columns,
-    NullableInts,
-    concat_columns,
-    frame_of,
-    object_texts,
-    record_columns,
-    round_names,
-    take_rows,
-)
+from replay.engine.batch.frames import Columns, NullableInts, frame_of, object_texts, record_columns, round_names
 
 from .build import (
     IN_BEYOND,
@@ -52,6 +43,7 @@ from .build import (
     TARGET_IN,
     finish_table,
 )
+from .cells import in_run_order
 
 _IN = {name: np.int8(k) for k, name in enumerate(TARGET_IN)}
 _IN_NAMES = np.asarray(TARGET_IN, dtype=object)
@@ -103,22 +95,16 @@ def batch_table_parts(
     """Round and node rows of the rounds ``res`` replayed (``res.ok``), one shape at a time; only
     the columns named when given. ``counts``: with the node metrics' counts of those rounds, from
     the same per-node arrays (as batch_metric_parts)."""
-    if len(res) != len(batch):
-        raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
-    ordinals = (
-        np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
-    )
     parts = TableParts([], [], [], [])
     shapes = []
-    for shape, members, sub, r in replayed_by_shape(batch, res):
-        facts = _node_facts(sub, r, shape)
-        shapes.append((facts, shape, r))
-        rounds, nodes = ordinals[members], np.repeat(ordinals[members], facts.parent.shape[0])
+    for shape, facts, r, rounds in facts_by_shape(batch, res):
+        if counts:
+            shapes.append((facts, shape, r))
         parts.rounds.append(_round_columns(r, shape, facts, cfg, run, round_columns))
         parts.nodes.append(_node_columns(r, shape, facts, run, node_columns))
         parts.round_ordinals.append(rounds)
-        parts.node_ordinals.append(nodes)
-    if counts and shapes:
+        parts.node_ordinals.append(np.repeat(rounds, facts.parent.shape[0]))
+    if shapes:
         from .node_counts import block_counts
 
         return replace(parts, node_counts=block_counts(shapes, cfg, run))
@@ -131,11 +117,9 @@ def join_parts(parts: list[TableParts]) -> tuple[pd.DataFrame, pd.DataFrame]:
     if not rounds:
         empty = lambda cols: pd.DataFrame({c: pd.Series(dtype="object") for c in cols})  # noqa: E731
         return finish_table(empty(ROUND_COLUMNS), ROUND_COLUMNS), finish_table(empty(NODE_COLUMNS), NODE_COLUMNS)
-    r = _in_run_order(concat_columns(rounds), [o for p in parts for o in p.round_ordinals])
-    n = _in_run_order(concat_columns([c for p in parts for c in p.nodes]), [o for p in parts for o in p.node_ordinals])
-    return finish_table(frame_of(r, ROUND_COLUMNS), ROUND_COLUMNS), finish_table(
-        frame_of(n, NODE_COLUMNS), NODE_COLUMNS
-    )
+    nodes = [c for p in parts for c in p.nodes]
+    round_ords, node_ords = [o for p in parts for o in p.round_ordinals], [o for p in parts for o in p.node_ordinals]
+    return frame_in_run_order(rounds, round_ords, ROUND_COLUMNS), frame_in_run_order(nodes, node_ords, NODE_COLUMNS)
 
 
 # What a run keeps of its round table when its node metrics are counted block by block: the columns
@@ -172,24 +156,20 @@ def batch_metric_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run
     memory does not grow with the run."""
     from .node_counts import block_counts
 
-    if len(res) != len(batch):
-        raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
-    ordinals = (
-        np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
-    )
     rounds, round_ordinals, shapes = [], [], []
-    for shape, members, sub, r in replayed_by_shape(batch, res):
-        shapes.append((_node_facts(sub, r, shape), shape, r))
-        rounds.append(_round_columns(r, shape, shapes[-1][0], cfg, run, SLIM_ROUND_COLUMNS))
-        round_ordinals.append(ordinals[members])
+    for shape, facts, r, ordinals in facts_by_shape(batch, res):
+        shapes.append((facts, shape, r))
+        rounds.append(_round_columns(r, shape, facts, cfg, run, SLIM_ROUND_COLUMNS))
+        round_ordinals.append(ordinals)
     if not rounds:
         return SlimParts([], [])
     return SlimParts(rounds, round_ordinals, block_counts(shapes, cfg, run))
 
 
-def _frame(columns: list[Columns], ordinals: list[np.ndarray], names: dict) -> pd.DataFrame:
-    """One table of ``columns`` (those of ``names``), rows in run order, typed as the tables are."""
-    return finish_table(frame_of(_in_run_order(concat_columns(columns), ordinals), names), names)
+def frame_in_run_order(columns: list[Columns], ordinals: list[np.ndarray], names: dict) -> pd.DataFrame:
+    """One table of ``columns`` (those of ``names``; per row set, ``ordinals`` [rows] int64 each row's
+    round's position in its run), rows in run order, typed as the tables are."""
+    return finish_table(frame_of(in_run_order(columns, ordinals)[0], names), names)
 
 
 def batch_key_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> SlimParts:
@@ -210,19 +190,23 @@ def join_slim(parts: list[SlimParts], names: Sequence[str]) -> pd.DataFrame:
     rounds = [c for p in parts for c in p.rounds]
     if not rounds:
         return finish_table(pd.DataFrame({c: pd.Series(dtype="object") for c in columns}), columns)
-    return _frame(rounds, [o for p in parts for o in p.round_ordinals], columns)
-
-
-def _in_run_order(columns: Columns, ordinals: list[np.ndarray]) -> Columns:
-    """Rows by ordinal; the sort is stable, so each round's nodes stay in tree order."""
-    ords = np.concatenate(ordinals)
-    if ords.shape[0] > 1 and (ords[1:] < ords[:-1]).any():
-        return take_rows(columns, np.argsort(ords, kind="stable"))
-    return columns
+    return frame_in_run_order(rounds, [o for p in parts for o in p.round_ordinals], columns)
 
 
 # --------------------------------------------------------------------------------------------
 # Per-node facts
+
+
+def facts_by_shape(batch: RoundBatch, res: BatchResult) -> Iterator[tuple[TreeShape, _Nodes, BatchResult, np.ndarray]]:
+    """(shape, its rounds' per-node facts, their result, [C] int64 their positions in the run) of
+    each tree shape of the rounds ``res`` replayed (``res.ok``)."""
+    if len(res) != len(batch):
+        raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
+    ordinals = (
+        np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
+    )
+    for shape, members, sub, r in replayed_by_shape(batch, res):
+        yield shape, _node_facts(sub, r, shape), r, ordinals[members]
 
 
 def _node_facts(batch: RoundBatch, res: BatchResult, shape: TreeShape) -> _Nodes:

@@ -4,7 +4,7 @@ Table that ``pa.Table.from_pandas(preserve_index=False)`` makes of analysis.tabl
 
 Until a frame's Table is made (node_arrow_table), the rows are columns that numpy puts in run order:
 numbers and flags as arrays, text as codes into its few distinct values (run label, round names,
-node names, where the target's token is; round_arrow.Coded), made text once.
+node names, where the target's token is; cells.Coded), made text once.
 """
 
 from __future__ import annotations
@@ -15,26 +15,20 @@ import numpy as np
 
 from replay.core.config import TreeConfig
 from replay.core.tree import node_name
-from replay.engine.batch import BatchResult, RoundBatch, TreeShape, replayed_by_shape
+from replay.engine.batch import BatchResult, RoundBatch, TreeShape
 from replay.engine.batch.frames import NullableInts, frame_of
 
-from .batch import _IN_NAMES, TableParts, _node_columns, _node_facts, _Nodes, _rows
+from .batch import _IN_NAMES, TableParts, _node_columns, _Nodes, _rows, facts_by_shape
 from .build import NODE_COLUMNS, finish_table
-from .round_arrow import Coded, join_column, round_arrow
+from .cells import Coded, join_column
+from .round_arrow import round_arrow
 
 
 def stream_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> TableParts:
     """analysis.tables.batch.batch_table_parts with each shape's node rows as node_cells' columns
     and its round rows as round_arrow's."""
-    if len(res) != len(batch):
-        raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
-    ordinals = (
-        np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
-    )
     parts = TableParts([], [], [], [])
-    for shape, members, sub, r in replayed_by_shape(batch, res):
-        facts = _node_facts(sub, r, shape)
-        rounds = ordinals[members]
+    for shape, facts, r, rounds in facts_by_shape(batch, res):
         round_cells = round_arrow(r, shape, facts, cfg, run)
         parts.rounds.append(round_cells)
         parts.nodes.append(node_cells(r, shape, facts, run, round_cells["round"]))

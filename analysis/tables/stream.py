@@ -29,8 +29,9 @@ from replay.io.table_files import PARQUET_OPTIONS, write_csv_rows
 
 from .batch import TableParts
 from .build import EXPORT_FORMATS, empty_node_table, empty_round_table
+from .cells import in_run_order, take_cells
 from .node_arrow import node_arrow_table, stream_parts
-from .round_arrow import concat_cells, placed_cells, round_table as arrow_round_table, take_cells
+from .round_arrow import round_table as arrow_round_table
 from .runs import LabelledRun, each_batch
 
 # pyarrow's default row group size (pyarrow.parquet.write_table, which pandas' to_parquet calls):
@@ -242,21 +243,11 @@ def run_table_blocks(run: LabelledRun, progress: Callable[[int], None] | None = 
 def _in_order_cells(parts: list[TableParts]) -> tuple:
     """((round cells, rounds), (node cells, node rows)) of ``parts`` (rows of one run, stream_parts',
     some rows each), in run order: the columns of analysis.tables.batch.join_parts' frames of those rounds."""
-    rounds, round_ords = _in_run_order(parts, "rounds", "round_ordinals")
-    nodes, node_ords = _in_run_order(parts, "nodes", "node_ordinals")
+    rounds, round_ords = in_run_order(
+        [c for p in parts for c in p.rounds], [o for p in parts for o in p.round_ordinals]
+    )
+    nodes, node_ords = in_run_order([c for p in parts for c in p.nodes], [o for p in parts for o in p.node_ordinals])
     return (rounds, round_ords.shape[0]), (nodes, node_ords.shape[0])
-
-
-def _in_run_order(parts: list[TableParts], rows: str, ordinals: str) -> tuple:
-    """(the round or node cells of ``parts``, one after the other, in run order; their ordinals,
-    sorted). The sort is stable: a round's nodes stay in tree order."""
-    pieces = [o for p in parts for o in getattr(p, ordinals)]
-    ords = np.concatenate(pieces)
-    cells = [c for p in parts for c in getattr(p, rows)]
-    if ords.shape[0] > 1 and (ords[1:] < ords[:-1]).any():
-        order = np.argsort(ords, kind="stable")
-        return placed_cells(cells, [o.shape[0] for o in pieces], order), ords[order]
-    return concat_cells(cells), ords
 
 
 def _split(parts: list[TableParts], before: int) -> tuple[list[TableParts], list[TableParts]]:

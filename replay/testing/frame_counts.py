@@ -12,14 +12,13 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from analysis.tables.batch import SLIM_ROUND_COLUMNS, SlimParts, batch_table_parts
-from analysis.tables.build import IN_NO_ROW, NODE_COLUMNS, Tables, finish_table, require_columns
+from analysis.tables.batch import SLIM_ROUND_COLUMNS, SlimParts, batch_table_parts, frame_in_run_order
+from analysis.tables.build import IN_NO_ROW, NODE_COLUMNS, Tables, require_columns
 from analysis.tables.metrics import all_metrics
 from analysis.tables.path_metrics import OUTCOMES, RANK_KEYS, SLOT_KEYS
 from analysis.tables.slot_hits import shape_signature
 from replay.core.config import TreeConfig
 from replay.engine.batch import BatchResult, RoundBatch, config_tree_shape
-from replay.engine.batch.frames import Columns, concat_columns, frame_of, take_rows
 
 # The node table's columns the node metrics read (node_metric_counts).
 METRIC_NODE_COLUMNS = (
@@ -52,20 +51,12 @@ def metric_parts_by_frame(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, 
         cols["round"] = ords
     for cols, ords in zip(parts.nodes, parts.node_ordinals):
         cols["round"] = ords
-    rounds = _frame(parts.rounds, parts.round_ordinals, {"round": "", **{c: "" for c in SLIM_ROUND_COLUMNS}})
-    nodes = _frame(parts.nodes, parts.node_ordinals, {c: NODE_COLUMNS[c] for c in METRIC_NODE_COLUMNS})
+    rounds = frame_in_run_order(
+        parts.rounds, parts.round_ordinals, {"round": "", **{c: "" for c in SLIM_ROUND_COLUMNS}}
+    )
+    nodes = frame_in_run_order(parts.nodes, parts.node_ordinals, {c: NODE_COLUMNS[c] for c in METRIC_NODE_COLUMNS})
     slim = [{c: cols[c] for c in SLIM_ROUND_COLUMNS} for cols in parts.rounds]
     return SlimParts(slim, parts.round_ordinals, node_metric_counts(nodes, rounds, {run: cfg}))
-
-
-def _frame(columns: list[Columns], ordinals: list[np.ndarray], names: dict) -> pd.DataFrame:
-    """One table of ``columns`` (those of ``names``), rows in run order (stable: a round's nodes stay
-    in tree order), typed as the tables are."""
-    cols = concat_columns(columns)
-    ords = np.concatenate(ordinals)
-    if ords.shape[0] > 1 and (ords[1:] < ords[:-1]).any():
-        cols = take_rows(cols, np.argsort(ords, kind="stable"))
-    return finish_table(frame_of(cols, names), names)
 
 
 def node_metric_counts(nodes: pd.DataFrame, rounds: pd.DataFrame, configs: dict) -> dict:

@@ -71,33 +71,6 @@ def record_columns(r, names: Collection[str] | None = None) -> Columns:
     return {c: make() for c, make in makers.items() if names is None or c in names}
 
 
-def concat_columns(parts: Sequence[Columns]) -> Columns:
-    """Columns of several row sets, one after the other (every part has the same columns)."""
-    out = {}
-    for c, first in parts[0].items():
-        cells = [p[c] for p in parts]
-        if isinstance(first, NullableInts):
-            out[c] = NullableInts(np.concatenate([v.values for v in cells]), np.concatenate([v.missing for v in cells]))
-        elif isinstance(first, list):
-            out[c] = [x for v in cells for x in v]
-        else:
-            out[c] = np.concatenate(cells)
-    return out
-
-
-def take_rows(columns: Columns, index: np.ndarray) -> Columns:
-    """Rows ``index`` ([k] int64) of every column."""
-    out = {}
-    for c, v in columns.items():
-        if isinstance(v, NullableInts):
-            out[c] = NullableInts(v.values[index], v.missing[index])
-        elif isinstance(v, list):
-            out[c] = [v[i] for i in index.tolist()]
-        else:
-            out[c] = v[index]
-    return out
-
-
 def frame_of(columns: Columns, names: Sequence[str]):
     """The pandas frame, built at once (dtypes inferred over all rows, as a frame of records is)."""
     import pandas as pd
