@@ -114,7 +114,7 @@ def _reasons(texts: dict[int, str], c: int) -> np.ndarray:
     return out
 
 
-def _node_columns(b: RoundBatch, r: BatchResult, ask: _Ask) -> dict[float, tuple[np.ndarray, np.ndarray]]:
+def _node_logprob_walks(b: RoundBatch, r: BatchResult, ask: _Ask) -> dict[float, tuple[np.ndarray, np.ndarray]]:
     """{T: ([R] bool the rounds whose recorded walk at T reads node_logprobs, [rows, R] that column)} for
     each T of the manifest's node_logprob_temperatures that this batch can read (its column count is
     the manifest's; otherwise every such round is refused, NODE_COLUMNS_CODE, and none is walked)."""
@@ -140,7 +140,7 @@ def _fold_outcomes(b, r, shape, static, ask: _Ask, refused, fold: Fold, ords: np
         if any(mine)
         else {}
     )
-    nodes = _node_columns(b, r, ask)
+    nodes = _node_logprob_walks(b, r, ask)
     reach = _reach_applies(ask, static, nodes)
     caps = step_caps(ask.configs, shape.num_steps, recorded.gamma)
     for lo in range(0, len(b), CHUNK_ROUNDS):
@@ -177,7 +177,7 @@ def _reach_applies(ask: _Ask, static: bool, nodes: dict) -> bool:
 
 def _edges(st: SubTrees, walks: tuple[np.ndarray, np.ndarray] | None, lo: int, hi: int) -> RecordedEdges | None:
     """The chunk lo..hi's recorded edges at T (recorded_edges), None where no round of it reads node_logprobs.
-    walks: _node_columns' ([R] bool, [rows, R] column) at T, or None."""
+    walks: _node_logprob_walks' ([R] bool, [rows, R] column) at T, or None."""
     if walks is None or not walks[0][lo:hi].any():
         return None
     return recorded_edges(st, walks[1][:, lo:hi], walks[0][lo:hi])
