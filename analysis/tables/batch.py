@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -43,7 +42,7 @@ from .build import (
     TARGET_IN,
     finish_table,
 )
-from .cells import in_run_order
+from .cells import coded, in_run_order, object_cells
 
 _IN = {name: np.int8(k) for k, name in enumerate(TARGET_IN)}
 _IN_NAMES = np.asarray(TARGET_IN, dtype=object)
@@ -77,11 +76,6 @@ class _Nodes:
     target_in: np.ndarray  # [n, C] int8 index into TARGET_IN
     ranked: RankPaths  # each node's rank path from the root
 
-    @cached_property
-    def name(self) -> np.ndarray:
-        """[n, C] object node names (replay.core.tree.node_name of each rank path), built once per path."""
-        return np.asarray([node_name(p) for p in self.ranked.paths], dtype=object)[self.ranked.index]
-
 
 def batch_table_parts(
     batch: RoundBatch,
@@ -101,7 +95,7 @@ def batch_table_parts(
         if counts:
             shapes.append((facts, shape, r))
         parts.rounds.append(_round_columns(r, shape, facts, cfg, run, round_columns))
-        parts.nodes.append(_node_columns(r, shape, facts, run, node_columns))
+        parts.nodes.append(node_cells(r, shape, facts, run, node_columns))
         parts.round_ordinals.append(rounds)
         parts.node_ordinals.append(np.repeat(rounds, facts.parent.shape[0]))
     if shapes:
@@ -169,7 +163,7 @@ def batch_metric_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run
 def frame_in_run_order(columns: list[Columns], ordinals: list[np.ndarray], names: dict) -> pd.DataFrame:
     """One table of ``columns`` (those of ``names``; per row set, ``ordinals`` [rows] int64 each row's
     round's position in its run), rows in run order, typed as the tables are."""
-    return finish_table(frame_of(in_run_order(columns, ordinals)[0], names), names)
+    return finish_table(frame_of(object_cells(in_run_order(columns, ordinals)[0]), names), names)
 
 
 def batch_key_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> SlimParts:
@@ -324,16 +318,17 @@ def _int_na(values: np.ndarray) -> NullableInts:
     return NullableInts(values, values < 0)
 
 
-def _node_columns(
-    res: BatchResult, shape: TreeShape, f: _Nodes, run: str, names: Collection[str] | None = None
+def node_cells(
+    res: BatchResult, shape: TreeShape, f: _Nodes, run: str, names: Collection[str] | None = None, rounds=None
 ) -> Columns:
-    """The node table's columns (those of ``names`` when given)."""
+    """The node table's columns (those of ``names`` when given), text as cells.Coded; ``rounds``:
+    the [C] round names when made already (round_arrow's "round" column), else made here."""
     n, c = f.parent.shape
     makers = {
-        "run": lambda: np.full(n * c, run, dtype=object),
-        "round": lambda: np.repeat(round_names(res), n),
+        "run": lambda: coded([run], np.zeros(n * c, dtype=np.int64)),
+        "round": lambda: coded(round_names(res) if rounds is None else rounds, np.repeat(np.arange(c), n)),
         "node": lambda: np.tile(np.arange(n, dtype=np.int64), c),
-        "name": lambda: _rows(f.name),
+        "name": lambda: coded([node_name(p) for p in f.ranked.paths], _rows(f.ranked.index)),
         "depth": lambda: np.tile(shape.depths, c),
         "parent": lambda: _rows(f.parent),
         "rank": lambda: np.tile(shape.ranks, c),
@@ -346,7 +341,7 @@ def _node_columns(
         "on_path": lambda: _rows(f.on_path),
         "target_token": lambda: _int_na(_rows(f.target_token)),
         "target_rank": lambda: _int_na(_rows(f.target_rank)),
-        "target_in": lambda: _IN_NAMES[_rows(f.target_in)],
+        "target_in": lambda: coded(TARGET_IN, _rows(f.target_in)),
     }
     return {k: make() for k, make in makers.items() if names is None or k in names}
 

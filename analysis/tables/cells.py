@@ -25,6 +25,22 @@ class Coded:
     codes: np.ndarray  # [R] int32 into values (a chunk's distinct texts: far fewer than 2^31)
 
 
+def coded(values, codes: np.ndarray) -> Coded:
+    """A Coded column; ``values``: a sequence of texts, or a pyarrow large_string array of them."""
+    import pyarrow as pa
+
+    if not isinstance(values, pa.Array):
+        values = pa.array(values, type=pa.large_string())
+    return Coded(values, codes.astype(np.int32))
+
+
+def object_cells(columns: dict) -> dict:
+    """``columns`` with each Coded column as [R] object texts, as a pandas frame's text column is."""
+    return {
+        c: v.values.to_numpy(zero_copy_only=False)[v.codes] if isinstance(v, Coded) else v for c, v in columns.items()
+    }
+
+
 def concat_cells(parts: list[dict]) -> dict:
     """The columns of several row sets (each with the same columns), one after the other."""
     return {c: join_column([p[c] for p in parts]) for c in parts[0]}

@@ -14,24 +14,23 @@ from functools import cache
 import numpy as np
 
 from replay.core.config import TreeConfig
-from replay.core.tree import node_name
-from replay.engine.batch import BatchResult, RoundBatch, TreeShape
+from replay.engine.batch import BatchResult, RoundBatch
 from replay.engine.batch.frames import NullableInts, frame_of
 
-from .batch import _IN_NAMES, TableParts, _node_columns, _Nodes, _rows, facts_by_shape
+from .batch import TableParts, facts_by_shape, node_cells
 from .build import NODE_COLUMNS, finish_table
 from .cells import Coded, join_column
 from .round_arrow import round_arrow
 
 
 def stream_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> TableParts:
-    """analysis.tables.batch.batch_table_parts with each shape's node rows as node_cells' columns
+    """analysis.tables.batch.batch_table_parts with each shape's node rows as cells (Coded text)
     and its round rows as round_arrow's."""
     parts = TableParts([], [], [], [])
     for shape, facts, r, rounds in facts_by_shape(batch, res):
         round_cells = round_arrow(r, shape, facts, cfg, run)
         parts.rounds.append(round_cells)
-        parts.nodes.append(node_cells(r, shape, facts, run, round_cells["round"]))
+        parts.nodes.append(node_cells(r, shape, facts, run, rounds=round_cells["round"]))
         parts.round_ordinals.append(rounds)
         parts.node_ordinals.append(np.repeat(rounds, facts.parent.shape[0]))
     return parts
@@ -67,34 +66,8 @@ def node_schema():
     return pa.Schema.from_pandas(frame, preserve_index=False)
 
 
-def node_cells(res: BatchResult, shape: TreeShape, f: _Nodes, run: str, names) -> dict:
-    """The node rows of the rounds of one shape (res, f: analysis.tables.batch's facts) as {column:
-    numpy array, NullableInts or Coded}: node_arrow_table makes them a pyarrow Table. ``names``:
-    [C] pyarrow large_string, the rounds' names (round_arrow's "round" column: made once)."""
-    n, c = f.parent.shape
-    cells = _node_columns(res, shape, f, run, [k for k in NODE_COLUMNS if k not in _CODED])
-    return cells | {
-        "run": _coded([run], np.zeros(n * c, dtype=np.int64)),
-        "round": _coded(names, np.repeat(np.arange(c, dtype=np.int64), n)),
-        "name": _coded([node_name(p) for p in f.ranked.paths], _rows(f.ranked.index).astype(np.int64)),
-        "target_in": _coded(list(_IN_NAMES), _rows(f.target_in).astype(np.int64)),
-    }
-
-
-_CODED = ("run", "round", "name", "target_in")
-
-
-def _coded(values, codes: np.ndarray) -> Coded:
-    """``values``: a sequence of texts, or a pyarrow large_string array of them."""
-    import pyarrow as pa
-
-    if not isinstance(values, pa.Array):
-        values = pa.array(values, type=pa.large_string())
-    return Coded(values, codes.astype(np.int32))
-
-
 def node_arrow_table(blocks: list[dict]):
-    """The pyarrow Table of node_cells' columns of ``blocks`` (rows in run order, one block after
+    """The pyarrow Table of the node columns (batch.node_cells) of ``blocks`` (rows in run order, one block after
     the other), typed as from_pandas types the node frame of those rows; each column one chunk:
     the blocks' columns joined by numpy (one copy), numbers then wrapped by Arrow without another.
     The blocks are emptied column by column as the Table is made: the rows are never held twice."""
