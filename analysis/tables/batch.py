@@ -29,7 +29,7 @@ from replay.engine.batch import (
     rebuilt_levels,
     replayed_by_shape,
 )
-from replay.engine.batch.frames import Columns, NullableInts, frame_of, object_texts, record_columns, round_names
+from replay.engine.batch.frames import Columns, NullableInts, frame_of, record_columns, round_names
 
 from .build import (
     IN_BEYOND,
@@ -45,7 +45,6 @@ from .build import (
 from .cells import coded, in_run_order, object_cells
 
 _IN = {name: np.int8(k) for k, name in enumerate(TARGET_IN)}
-_IN_NAMES = np.asarray(TARGET_IN, dtype=object)
 
 
 @dataclass(frozen=True, eq=False)
@@ -355,19 +354,19 @@ def _round_columns(
     res: BatchResult, shape: TreeShape, f: _Nodes, cfg: TreeConfig, run: str, names: Collection[str] | None = None
 ) -> Columns:
     """The record's columns (replay.engine.batch.frames), then the analysis columns
-    (tables.ANALYSIS_COLUMNS); those of ``names`` when given."""
+    (tables.ANALYSIS_COLUMNS, text as cells.Coded); those of ``names`` when given."""
     c = len(res)
     lengths = res.accepted_length.astype(np.int64)
     makers = {
-        "run": lambda: np.full(c, run, dtype=object),
-        "config": lambda: np.full(c, cfg.short(), dtype=object),
+        "run": lambda: coded([run], np.zeros(c, dtype=np.int64)),
+        "config": lambda: coded([cfg.short()], np.zeros(c, dtype=np.int64)),
         "tree_type": lambda: np.full(c, int(cfg.tree_type), dtype=np.int64),
         "num_expanded": lambda: np.full(c, shape.num_expanded, dtype=np.int64),
         "bonus_known": lambda: res.bonus_token != PAD_TOKEN,
         "root_child_rank": lambda: NullableInts(res.accepted_ranks[0].astype(np.int64), lengths == 0),
         "root_target_rank": lambda: _int_na(f.target_rank[0]),
-        "root_target_in": lambda: _IN_NAMES[f.target_in[0]],
-        "accepted_names": lambda: object_texts(*accepted_name_codes(res, f)),
+        "root_target_in": lambda: coded(TARGET_IN, f.target_in[0]),
+        "accepted_names": lambda: coded(*accepted_name_codes(res, f)),
     }
     extra = {k: make() for k, make in makers.items() if names is None or k in names}
     return record_columns(res, names) | extra

@@ -29,23 +29,13 @@ from replay.engine.batch.frames import (
     text_codes,
 )
 
-from .batch import _Nodes, _round_columns, accepted_name_codes
-from .build import ROUND_COLUMNS, TARGET_IN, finish_table
+from .batch import _Nodes, _round_columns
+from .build import ROUND_COLUMNS, finish_table
+from .cells import Coded
 
 LIST_COLUMNS = ("accepted_tokens", "accepted_nodes", "committed_tokens", "notes")
-_TEXT_COLUMNS = (
-    "round",
-    "shape",
-    "layout",
-    "layout_source",
-    "selection",
-    "bonus_kind",
-    "stop",
-    "run",
-    "config",
-    "root_target_in",
-    "accepted_names",
-)
+_ANALYSIS_TEXT = ("run", "config", "root_target_in", "accepted_names")  # cells.Coded from batch._round_columns
+_TEXT_COLUMNS = ("round", *TEXT_COLUMNS, *_ANALYSIS_TEXT)
 _NUMERIC = tuple(c for c in ROUND_COLUMNS if c not in LIST_COLUMNS and c not in _TEXT_COLUMNS)
 
 
@@ -54,18 +44,11 @@ def round_arrow(res: BatchResult, shape: TreeShape, f: _Nodes, cfg: TreeConfig, 
     list columns as list<int64> and list<large_string> (round_table types them)."""
     import pyarrow as pa
 
-    n = len(res)
     lengths = res.accepted_length.astype(np.int64)
     out: dict = {}
-    for c, v in _round_columns(res, shape, f, cfg, run, _NUMERIC).items():
+    for c, v in _round_columns(res, shape, f, cfg, run, _NUMERIC + _ANALYSIS_TEXT).items():
         out[c] = pa.array(v.values, mask=v.missing if v.missing.any() else None) if isinstance(v, NullableInts) else v
-    out |= {c: _lookup(*text_codes(res, c)) for c in TEXT_COLUMNS} | {
-        "round": arrow_round_names(res.keys),
-        "run": _lookup([run], np.zeros(n, dtype=np.int64)),
-        "config": _lookup([cfg.short()], np.zeros(n, dtype=np.int64)),
-        "root_target_in": _lookup(list(TARGET_IN), f.target_in[0]),
-        "accepted_names": _lookup(*accepted_name_codes(res, f)),
-    }
+    out |= {c: _lookup(*text_codes(res, c)) for c in TEXT_COLUMNS} | {"round": arrow_round_names(res.keys)}
     return out | _record_list_columns(res, lengths, res.bonus_token != PAD_TOKEN, may_note(res))
 
 
@@ -89,6 +72,8 @@ def round_table(columns: dict):
             v = pa.nulls(n)
         elif isinstance(v, np.ndarray):
             v = pa.array(v)
+        elif isinstance(v, Coded):
+            v = v.values.take(pa.array(v.codes))
         arrays.append(v if v.type == field.type else v.cast(field.type))
     return pa.Table.from_arrays(arrays, schema=schema)
 
