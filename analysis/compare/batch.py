@@ -16,6 +16,7 @@ import pandas as pd
 
 from analysis.cost.model import CostModel
 from analysis.cost.source import RunPricing
+from analysis.tables.batch import run_ordinals
 from analysis.tables.runs import LabelledRun, each_batch
 from replay.core.config import TreeConfig
 from replay.core.vocab import STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
@@ -70,11 +71,7 @@ def compare_parts(
     gamma_threshold: float = 0.0,
 ) -> list[ComparePart]:
     """Every config replayed on the rounds of ``batch`` that ``res`` replayed (``res.ok``), one shape at a time."""
-    if len(res) != len(batch):
-        raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
-    ordinals = (
-        np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
-    )
+    ordinals = run_ordinals(batch, res)
     parts = []
     for shape, members, b, r in replayed_by_shape(batch, res):
         outs = replay_contained_many(

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
+from analysis.tables.batch import run_ordinals
 from analysis.tables.runs import LabelledRun, each_batch
 from replay.core.config import TreeConfig
 from replay.engine.batch import BatchResult, RoundBatch
@@ -53,7 +52,7 @@ def node_logprob_gaps_run(run: LabelledRun, t: float, refused: set[str]) -> tupl
 
 def batch_gaps(batch: RoundBatch, res: BatchResult, t: float, nodes) -> list[list[tuple[int, str]]]:
     """node_logprob_gaps_batch's two lists of round names, each name with its position in the run."""
-    ordinals = np.arange(len(res)) if res.ordinals is None else np.asarray(res.ordinals, dtype=np.int64)
+    ordinals = run_ordinals(batch, res)
     at = {round_name((a, b)): int(o) for a, b, o in zip(*res.keys.tolist(), ordinals.tolist())}
     return [[(at[n], n) for n in names] for names in node_logprob_gaps_batch(batch, res, t, nodes)]
 

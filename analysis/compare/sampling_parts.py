@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis.tables.batch import run_ordinals
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.sampling_recorded import recorded_column
 from replay.core.vocab import CHUNK_ROUNDS
@@ -88,7 +89,7 @@ def sampling_parts(
     frame is asked for). At one T with the recorded config first, the configs' outcomes come from the
     recorded config's walk where it gives them (analysis.compare.sampling_reach; ``reach`` False: each
     config's own walk, the tests' oracle)."""
-    ordinals = np.arange(len(batch)) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
+    ordinals = run_ordinals(batch, res)
     keys = {t: refusal_key(t, node_temperatures) for t in temperatures}
     ask = _Ask(recorded, configs, temperatures, vocab_size, gamma_threshold, node_temperatures, keys, reach)
     static = recorded.tree_type != TREE_DYNAMIC

@@ -167,14 +167,12 @@ def frame_in_run_order(columns: list[Columns], ordinals: list[np.ndarray], names
 
 def batch_key_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> SlimParts:
     """KEY_ROUND_COLUMNS of the rounds ``res`` replayed (no node facts are derived)."""
-    if len(res) != len(batch):
-        raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
+    ordinals = run_ordinals(batch, res)
     ok = np.flatnonzero(res.ok)
     if not ok.shape[0]:
         return SlimParts([], [])
-    ordinals = ok if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)[ok]
     cols = record_columns(res.take(ok), KEY_ROUND_COLUMNS) | {"run": np.full(ok.shape[0], run, dtype=object)}
-    return SlimParts([cols], [ordinals.astype(np.int64)])
+    return SlimParts([cols], [ordinals[ok]])
 
 
 def join_slim(parts: list[SlimParts], names: Sequence[str]) -> pd.DataFrame:
@@ -193,13 +191,19 @@ def join_slim(parts: list[SlimParts], names: Sequence[str]) -> pd.DataFrame:
 def facts_by_shape(batch: RoundBatch, res: BatchResult) -> Iterator[tuple[TreeShape, _Nodes, BatchResult, np.ndarray]]:
     """(shape, its rounds' per-node facts, their result, [C] int64 their positions in the run) of
     each tree shape of the rounds ``res`` replayed (``res.ok``)."""
-    if len(res) != len(batch):
-        raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
-    ordinals = (
-        np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
-    )
+    ordinals = run_ordinals(batch, res)
     for shape, members, sub, r in replayed_by_shape(batch, res):
         yield shape, _node_facts(sub, r, shape), r, ordinals[members]
+
+
+def run_ordinals(batch: RoundBatch, res: BatchResult) -> np.ndarray:
+    """[B] int64 each round's position in its run (the batch's ordinals, else 0 .. B - 1); raises
+    where ``res`` is not a result of the batch's B rounds."""
+    if len(res) != len(batch):
+        raise ValueError(f"result of {len(res)} rounds for a batch of {len(batch)}")
+    return (
+        np.arange(len(batch), dtype=np.int64) if batch.ordinals is None else np.asarray(batch.ordinals, dtype=np.int64)
+    )
 
 
 def _node_facts(batch: RoundBatch, res: BatchResult, shape: TreeShape) -> _Nodes:
