@@ -53,7 +53,7 @@ class TableParts:
     once per run by join_parts, not per batch (a frame costs ~10 ms whatever its size)."""
 
     rounds: list[Columns]  # one per shape of the batch
-    nodes: list[Columns]
+    nodes: list[Columns]  # none where the node rows were not asked for (batch_metric_parts, batch_key_parts)
     round_ordinals: list[np.ndarray]  # [C] int64 position of each round in its run
     node_ordinals: list[np.ndarray]  # [C * n] int64 the same, per node row
     node_counts: dict | None = None  # asked for (batch_table_parts' counts): the node metrics' counts
@@ -86,17 +86,18 @@ def batch_table_parts(
     counts: bool = False,
 ) -> TableParts:
     """Round and node rows of the rounds ``res`` replayed (``res.ok``), one shape at a time; only
-    the columns named when given. ``counts``: with the node metrics' counts of those rounds, from
-    the same per-node arrays (as batch_metric_parts)."""
+    the columns named when given (no node rows for ``node_columns=()``). ``counts``: with the node
+    metrics' counts of those rounds, from the same per-node arrays (analysis.tables.node_counts)."""
     parts = TableParts([], [], [], [])
     shapes = []
     for shape, facts, r, rounds in facts_by_shape(batch, res):
         if counts:
             shapes.append((facts, shape, r))
         parts.rounds.append(_round_columns(r, shape, facts, cfg, run, round_columns))
-        parts.nodes.append(node_cells(r, shape, facts, run, node_columns))
         parts.round_ordinals.append(rounds)
-        parts.node_ordinals.append(np.repeat(rounds, facts.parent.shape[0]))
+        if node_columns != ():
+            parts.nodes.append(node_cells(r, shape, facts, run, node_columns))
+            parts.node_ordinals.append(np.repeat(rounds, facts.parent.shape[0]))
     if shapes:
         from .node_counts import block_counts
 
@@ -133,30 +134,11 @@ SLIM_ROUND_COLUMNS = (
 KEY_ROUND_COLUMNS = ("run", "key_a", "key_b", "accepted_length", "stop")
 
 
-@dataclass(frozen=True, eq=False)
-class SlimParts:
-    """Some rounds of one run: a few round columns, and the counts of the node metrics of those
-    rounds (None when not asked for, or no round replayed) instead of their node rows."""
-
-    rounds: list[Columns]
-    round_ordinals: list[np.ndarray]
-    node_counts: dict | None = None
-
-
-def batch_metric_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> SlimParts:
+def batch_metric_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> TableParts:
     """SLIM_ROUND_COLUMNS of the rounds ``res`` replayed and their node metrics' counts, counted from
     the per-node arrays of this batch only (analysis.tables.node_counts: no node rows are built), so
     memory does not grow with the run."""
-    from .node_counts import block_counts
-
-    rounds, round_ordinals, shapes = [], [], []
-    for shape, facts, r, ordinals in facts_by_shape(batch, res):
-        shapes.append((facts, shape, r))
-        rounds.append(_round_columns(r, shape, facts, cfg, run, SLIM_ROUND_COLUMNS))
-        round_ordinals.append(ordinals)
-    if not rounds:
-        return SlimParts([], [])
-    return SlimParts(rounds, round_ordinals, block_counts(shapes, cfg, run))
+    return batch_table_parts(batch, res, cfg, run, SLIM_ROUND_COLUMNS, (), counts=True)
 
 
 def frame_in_run_order(columns: list[Columns], ordinals: list[np.ndarray], names: dict) -> pd.DataFrame:
@@ -165,17 +147,17 @@ def frame_in_run_order(columns: list[Columns], ordinals: list[np.ndarray], names
     return finish_table(frame_of(object_cells(in_run_order(columns, ordinals)[0]), names), names)
 
 
-def batch_key_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> SlimParts:
+def batch_key_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> TableParts:
     """KEY_ROUND_COLUMNS of the rounds ``res`` replayed (no node facts are derived)."""
     ordinals = run_ordinals(batch, res)
     ok = np.flatnonzero(res.ok)
     if not ok.shape[0]:
-        return SlimParts([], [])
+        return TableParts([], [], [], [])
     cols = record_columns(res.take(ok), KEY_ROUND_COLUMNS) | {"run": np.full(ok.shape[0], run, dtype=object)}
-    return SlimParts([cols], [ordinals[ok]])
+    return TableParts([cols], [], [ordinals[ok]], [])
 
 
-def join_slim(parts: list[SlimParts], names: Sequence[str]) -> pd.DataFrame:
+def join_slim(parts: list[TableParts], names: Sequence[str]) -> pd.DataFrame:
     """The round table of one run, only the columns ``names``, rounds in run order."""
     columns = {c: ROUND_COLUMNS[c] for c in names}
     rounds = [c for p in parts for c in p.rounds]

@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from analysis.tables.batch import SLIM_ROUND_COLUMNS, SlimParts, batch_table_parts, frame_in_run_order
+from analysis.tables.batch import SLIM_ROUND_COLUMNS, TableParts, batch_table_parts, frame_in_run_order
 from analysis.tables.build import IN_NO_ROW, NODE_COLUMNS, Tables, require_columns
 from analysis.tables.metrics import all_metrics
 from analysis.tables.path_metrics import OUTCOMES, RANK_KEYS, SLOT_KEYS
@@ -38,7 +38,7 @@ METRIC_NODE_COLUMNS = (
 )
 
 
-def metric_parts_by_frame(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> SlimParts:
+def metric_parts_by_frame(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> TableParts:
     """batch_metric_parts by way of the block's node table (node_metric_counts).
 
     The ``round`` column of both tables is the round's position in its run (int64), not its text:
@@ -46,7 +46,7 @@ def metric_parts_by_frame(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, 
     node_columns = [c for c in METRIC_NODE_COLUMNS if c != "round"]
     parts = batch_table_parts(batch, res, cfg, run, SLIM_ROUND_COLUMNS, node_columns)
     if not parts.rounds:
-        return SlimParts([], [])
+        return TableParts([], [], [], [])
     for cols, ords in zip(parts.rounds, parts.round_ordinals):
         cols["round"] = ords
     for cols, ords in zip(parts.nodes, parts.node_ordinals):
@@ -56,7 +56,7 @@ def metric_parts_by_frame(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, 
     )
     nodes = frame_in_run_order(parts.nodes, parts.node_ordinals, {c: NODE_COLUMNS[c] for c in METRIC_NODE_COLUMNS})
     slim = [{c: cols[c] for c in SLIM_ROUND_COLUMNS} for cols in parts.rounds]
-    return SlimParts(slim, parts.round_ordinals, node_metric_counts(nodes, rounds, {run: cfg}))
+    return TableParts(slim, [], parts.round_ordinals, [], node_metric_counts(nodes, rounds, {run: cfg}))
 
 
 def node_metric_counts(nodes: pd.DataFrame, rounds: pd.DataFrame, configs: dict) -> dict:
