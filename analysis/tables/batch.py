@@ -107,13 +107,8 @@ def batch_table_parts(
 
 def join_parts(parts: list[TableParts]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(round table, node table) of one run from its parts, rounds in run order."""
-    rounds = [c for p in parts for c in p.rounds]
-    if not rounds:
-        empty = lambda cols: pd.DataFrame({c: pd.Series(dtype="object") for c in cols})  # noqa: E731
-        return finish_table(empty(ROUND_COLUMNS), ROUND_COLUMNS), finish_table(empty(NODE_COLUMNS), NODE_COLUMNS)
-    nodes = [c for p in parts for c in p.nodes]
-    round_ords, node_ords = [o for p in parts for o in p.round_ordinals], [o for p in parts for o in p.node_ordinals]
-    return frame_in_run_order(rounds, round_ords, ROUND_COLUMNS), frame_in_run_order(nodes, node_ords, NODE_COLUMNS)
+    nodes, node_ords = [c for p in parts for c in p.nodes], [o for p in parts for o in p.node_ordinals]
+    return join_slim(parts, ROUND_COLUMNS), frame_in_run_order(nodes, node_ords, NODE_COLUMNS)
 
 
 # What a run keeps of its round table when its node metrics are counted block by block: the columns
@@ -143,7 +138,10 @@ def batch_metric_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run
 
 def frame_in_run_order(columns: list[Columns], ordinals: list[np.ndarray], names: dict) -> pd.DataFrame:
     """One table of ``columns`` (those of ``names``; per row set, ``ordinals`` [rows] int64 each row's
-    round's position in its run), rows in run order, typed as the tables are."""
+    round's position in its run), rows in run order, typed as the tables are (without rows: every
+    column of dtype object)."""
+    if not columns:
+        return finish_table(pd.DataFrame({c: pd.Series(dtype="object") for c in names}), names)
     return finish_table(frame_of(object_cells(in_run_order(columns, ordinals)[0]), names), names)
 
 
@@ -159,11 +157,8 @@ def batch_key_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: s
 
 def join_slim(parts: list[TableParts], names: Sequence[str]) -> pd.DataFrame:
     """The round table of one run, only the columns ``names``, rounds in run order."""
-    columns = {c: ROUND_COLUMNS[c] for c in names}
-    rounds = [c for p in parts for c in p.rounds]
-    if not rounds:
-        return finish_table(pd.DataFrame({c: pd.Series(dtype="object") for c in columns}), columns)
-    return frame_in_run_order(rounds, [o for p in parts for o in p.round_ordinals], columns)
+    rounds, ordinals = [c for p in parts for c in p.rounds], [o for p in parts for o in p.round_ordinals]
+    return frame_in_run_order(rounds, ordinals, {c: ROUND_COLUMNS[c] for c in names})
 
 
 # --------------------------------------------------------------------------------------------
