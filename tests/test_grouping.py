@@ -256,6 +256,13 @@ def test_detection_is_the_same_in_the_bulk_and_the_general_grouping(seed, monkey
         ("variance_10_20.npy", None),
         ("values_1_2", None),
         ("results_1_2.csv", None),
+        # a companion's word with a typo
+        ("draft_step_1_10_20.score", "draft_step_1_10_20.scores"),
+        ("draft_step_1_10_20.socres.npy", "draft_step_1_10_20.scores.npy"),
+        ("validate_10_20_score.txt", "validate_10_20.scores.txt"),
+        ("draft_step_2_10_20.parnets", "draft_step_2_10_20.parents"),
+        ("draft_step_2_10_20.parent.txt", "draft_step_2_10_20.parents.txt"),
+        ("draft_step_2_10_20.params", "draft_step_2_10_20"),  # no companion's word: the data file's name
     ],
 )
 def test_near_miss_names(name, guess):

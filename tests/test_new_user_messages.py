@@ -263,3 +263,27 @@ def test_a_relative_symlink_to_a_fifo_names_both_and_never_blocks(tmp_path):
         f"{dump / 'validate_124_140'}: is a symbolic link to ../pipe (which is {tmp_path.resolve() / 'pipe'}), "
         "a FIFO (named pipe), not a regular file",
     )
+
+
+def test_a_companion_with_a_typo_in_its_extension_is_named_with_its_fix(capsys, tmp_path):
+    """'draft_step_1_11_21.score' was listed as 'extension .score is not read (dump files have none,
+    or .txt, ...)', which suggested renaming it to a data file's extension, not '.scores'."""
+    d = tmp_path / "d"
+    rounds_by_hand(d, rounds=3)
+    for name, text in (
+        ("draft_step_1_10_20.socres", "0.9 0.1\n0.8 0.2\n"),
+        ("draft_step_1_11_21.score", "0.9 0.1\n0.8 0.2\n"),
+        ("draft_step_2_12_22.parnets", "7\n9\n"),
+    ):
+        (d / name).write_text(text, encoding="utf-8")
+    code, _, err = run(capsys, "replay", d, "--summary", "--no-progress")
+    assert code == 1, err
+    assert_told(
+        err,
+        "skipped draft_step_1_10_20.socres: extension .socres is not read; did you mean draft_step_1_10_20.scores, "
+        "the scores companion?",
+        "skipped draft_step_1_11_21.score: extension .score is not read; did you mean draft_step_1_11_21.scores",
+        "skipped draft_step_2_12_22.parnets: extension .parnets is not read; did you mean "
+        "draft_step_2_12_22.parents, the parents companion?",
+    )
+    assert "dump files have none" not in err

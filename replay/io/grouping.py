@@ -136,6 +136,11 @@ def _stray(name: str, path: str) -> list[Skipped]:
     if m is not None and m.group("ext"):  # the name is right, the extension is not one the readers take
         exts = ", ".join(e for e in DATA_EXTS if e)
         why = EXT_REASON.format(ext=printable(m.group("ext")))
+        guess = near_miss(name)  # a companion with a typo (.score) is no matrix of another extension
+        if guess is not None and DUMP_NAME.match(guess).group("companion"):  # type: ignore[union-attr]
+            return [
+                Skipped(printable(name), f"{why}; did you mean {guess}, the {guess.split('.')[1]} companion?", (path,))
+            ]
         return [Skipped(printable(name), f"{why} (dump files have none, or {exts})", (path,))]
     guess = near_miss(name)
     hint = f"; did you mean {guess}?" if guess is not None else ""

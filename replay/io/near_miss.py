@@ -24,7 +24,8 @@ _NEAR = re.compile(
 )
 
 
-_COMPANION_IN = re.compile(r"[._-](scores|parents)(?![A-Za-z])", re.IGNORECASE)
+_WORD_IN = re.compile(r"[._-]([A-Za-z]+)")  # the words after a name's counters: companion, extension
+COMPANION_WORDS = ("scores", "parents")
 
 
 _LAST_EXT = re.compile(r"(\.[A-Za-z0-9]+)$")
@@ -60,12 +61,29 @@ def _respelt(name: str) -> str:
     return name
 
 
+def _is_typo_of(word: str, target: str) -> bool:
+    """A letter or two changed, dropped or swapped (score, socres: scores), not another word."""
+    return abs(len(word) - len(target)) <= 1 and difflib.SequenceMatcher(None, word, target).ratio() >= 0.8
+
+
+def _companion_in(rest: str) -> str | None:
+    """The companion word ("scores", "parents") that ``rest`` (a name after its counters) spells, or
+    spells with a typo (.score, .socres.npy, _parents.txt), or None."""
+    for m in _WORD_IN.finditer(rest):
+        word = m.group(1).lower()
+        found = next((c for c in COMPANION_WORDS if _is_typo_of(word, c)), None)
+        if found is not None:
+            return found
+    return None
+
+
 def near_miss(name: str) -> str | None:
     """The dump file name ``name`` was probably meant to be, or None (a dump name, or nothing like one).
 
     ``validation_10_20`` → ``validate_10_20``; ``Draft_Step_0_9_19.txt`` → ``draft_step_0_9_19.txt``;
     ``dump_validate_10_20`` → ``validate_10_20``; ``validate_10_20_ids.npy`` → ``validate_10_20.npy``;
-    ``valdiate_10_20`` → ``validate_10_20`` (_respelt).
+    ``valdiate_10_20`` → ``validate_10_20`` (_respelt); ``draft_step_1_10_20.socres`` →
+    ``draft_step_1_10_20.scores`` (a companion's word with a typo).
     """
     if is_dump_name(name):
         return None
@@ -73,11 +91,9 @@ def near_miss(name: str) -> str | None:
     if m is None:
         return None
     rest = m.group("rest")
-    comp = _COMPANION_IN.search(rest)
+    comp = _companion_in(rest)
     ext = _LAST_EXT.search(rest)
-    tail = (f".{comp.group(1).lower()}" if comp else "") + (
-        ext.group(1) if ext and ext.group(1).lower() in DATA_EXTS else ""
-    )
+    tail = (f".{comp}" if comp else "") + (ext.group(1) if ext and ext.group(1).lower() in DATA_EXTS else "")
     head = f"draft_step_{int(m.group('step'))}" if m.group("draft") else "validate"
     guess = f"{head}_{m.group('a')}_{m.group('b')}{tail}"
     return guess if guess != name and is_dump_name(guess) else None
