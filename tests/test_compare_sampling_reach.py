@@ -27,22 +27,30 @@ def candidates(cfg: TreeConfig) -> list[TreeConfig]:
 
 def folded(batches, cfg, configs, t, vocab) -> dict[int, AtT]:
     """Each config's AtT of the usable rounds in run order, folded as recommend folds them."""
-    got: dict[int, list[tuple[np.ndarray, AtT]]] = {}
-    for b in batches:
-        res = replay_batch(b, cfg, workers=1)
-        sampling_parts(b, res, cfg, configs, [t], lambda c, _t, at, o: got.setdefault(c, []).append((o, at)), vocab)
-    return {c: _in_order(v) for c, v in got.items()}
+    return {c: at for (c, _), at in folded_at(batches, cfg, configs, [t], vocab, True).items()}
 
 
 def walked(batches, cfg, configs, t, vocab) -> dict[int, AtT]:
     """Each config's AtT of the usable rounds in run order from its own walk (reach=False)."""
-    got: dict[int, list[tuple[np.ndarray, AtT]]] = {}
+    return {c: at for (c, _), at in folded_at(batches, cfg, configs, [t], vocab, False).items()}
+
+
+def folded_at(batches, cfg, configs, temperatures, vocab, reach: bool) -> dict[tuple[int, float], AtT]:
+    """Each (config, T)'s AtT of the usable rounds in run order, all T asked of sampling_parts at once."""
+    got: dict[tuple[int, float], list[tuple[np.ndarray, AtT]]] = {}
     for b in batches:
         res = replay_batch(b, cfg, workers=1)
         sampling_parts(
-            b, res, cfg, configs, [t], lambda c, _t, at, o: got.setdefault(c, []).append((o, at)), vocab, reach=False
+            b,
+            res,
+            cfg,
+            configs,
+            temperatures,
+            lambda c, t, at, o: got.setdefault((c, t), []).append((o, at)),
+            vocab,
+            reach=reach,
         )
-    return {c: _in_order(v) for c, v in got.items()}
+    return {key: _in_order(v) for key, v in got.items()}
 
 
 def _in_order(pieces: list[tuple[np.ndarray, AtT]]) -> AtT:
@@ -89,6 +97,22 @@ def test_shared_walk_equals_each_configs_own_walk(seed, monkeypatch):
                 assert_same_at(got[c], want[c])
     if len(configs) > 1:
         assert count.shared, (count.shared, count.own)  # the shared walk is taken, not only the fallback
+
+
+@pytest.mark.parametrize("seed", range(0, len(SHAPES) * 3, 2))
+def test_every_t_at_once_equals_each_configs_own_walk(seed, monkeypatch):
+    # the report's temperature curve asks for every T of its grid at once: one recorded walk per T
+    count = _Count(monkeypatch)
+    cfg, batches = random_case(seed)
+    configs = candidates(cfg)
+    for vocab in (None, VOCAB):
+        got = folded_at(batches, cfg, configs, TEMPERATURES, vocab, True)
+        want = folded_at(batches, cfg, configs, TEMPERATURES, vocab, False)
+        assert sorted(got) == sorted(want)
+        for key in want:
+            assert_same_at(got[key], want[key])
+    if len(configs) > 1:
+        assert count.shared, (count.shared, count.own)
 
 
 @pytest.mark.parametrize("seed", [1, 4])

@@ -86,8 +86,8 @@ def sampling_parts(
     node_logprobs is judged on those), which depends only on refusal_key(T).
     ``fold(config position, T, AtT of the chunk's usable rounds, their ordinals)`` takes each outcome as
     it is made (analysis.compare.sampling_sums.FoldedSums: nothing per round waits unless the per-round
-    frame is asked for). At one T with the recorded config first, the configs' outcomes come from the
-    recorded config's walk where it gives them (analysis.compare.sampling_reach; ``reach`` False: each
+    frame is asked for). With the recorded config first, the configs' outcomes at each T come from the
+    recorded config's walk at T where it gives them (analysis.compare.sampling_reach; ``reach`` False: each
     config's own walk, the tests' oracle)."""
     ordinals = run_ordinals(batch, res)
     keys = {t: refusal_key(t, node_temperatures) for t in temperatures}
@@ -152,9 +152,8 @@ def _fold_outcomes(b, r, shape, static, ask: _Ask, refused, fold: Fold, ords: np
         rec = RecordedChunk(b, r, expanded, shape, lo, hi, rules[lo:hi])
         rows = validate_rows(b, r, lo, hi)
         if reach:
-            t = ask.temperatures[0]
-            use = uses[ask.keys[t]]
-            reach_chunk(rec, rows, b.root_tokens[lo:hi], ask.configs, caps, use, t, ask.vocab_size, fold, ords[lo:hi])
+            at_t = [(t, uses[ask.keys[t]]) for t in ask.temperatures]
+            reach_chunk(rec, rows, b.root_tokens[lo:hi], ask.configs, caps, at_t, ask.vocab_size, fold, ords[lo:hi])
             continue
         for c, sub in enumerate(ask.configs):
             st = None if mine[c] else sub_trees(rec, rows, b.root_tokens[lo:hi], sub, caps[c], float(threshold))
@@ -170,10 +169,11 @@ def _fold_outcomes(b, r, shape, static, ask: _Ask, refused, fold: Fold, ords: np
 
 
 def _reach_applies(ask: _Ask, static: bool, nodes: dict) -> bool:
-    """Whether the folded configs' outcomes go through analysis.compare.sampling_reach: one T, a static
-    recording's own config first, no simulated early stop, no recorded node_logprobs read at T."""
-    one_t = ask.reach and len(ask.temperatures) == 1 and not nodes
-    return one_t and static and not ask.threshold and bool(ask.configs) and ask.configs[0] == ask.recorded
+    """Whether the folded configs' outcomes go through analysis.compare.sampling_reach (one walk of the
+    recorded config per T, at any number of T): a static recording's own config first, no simulated
+    early stop, no recorded node_logprobs read at any T."""
+    walks = ask.reach and not nodes
+    return walks and static and not ask.threshold and bool(ask.configs) and ask.configs[0] == ask.recorded
 
 
 def _edges(st: SubTrees, walks: tuple[np.ndarray, np.ndarray] | None, lo: int, hi: int) -> RecordedEdges | None:

@@ -1,5 +1,6 @@
-"""Every config's outcome at one T on a chunk of rounds from one walk, the recorded config's
-(what recommend --temperature folds for each candidate shape).
+"""Every config's outcome at each T on a chunk of rounds from one walk per T, the recorded config's
+(what recommend --temperature folds for each candidate shape, compare at T and the report's
+temperature curve for each compared config).
 
 The walk at T moves from a node to the child that carries the target's draw there, so the edge into
 a child has the probability bounds its parent's validate row gives it (replay.core.sampling), the
@@ -52,30 +53,36 @@ def reach_chunk(
     roots: np.ndarray,
     configs: Sequence[TreeConfig],
     caps: Sequence[int],
-    use: np.ndarray,
-    t: float,
+    uses: Sequence[tuple[float, np.ndarray]],
     vocab_size: int | None,
     fold: Callable[[int, float, AtT, np.ndarray], None],
     ordinals: np.ndarray,
 ) -> None:
     """``fold(config position, T, AtT of the usable rounds, their ordinals)`` of every config on the
-    chunk ``rec`` at T, configs[0] the recorded config: from its walk where that gives a config's
-    outcome (module docstring), else from the config's own walk."""
-    usable = np.flatnonzero(use)
-    recorded: RecordedWalk | None = None
+    chunk ``rec`` at each T of ``uses`` ((T, [C] bool its usable rounds); a T without any: no fold),
+    configs[0] the recorded config: from its walk at T where that gives a config's outcome (module
+    docstring), else from the config's own walk. Each config's levels are simulated once for every T;
+    what a walk gives a level is kept per T (one walk per T)."""
+    uses = [(t, use) for t, use in uses if use.any()]
+    recorded: list[RecordedWalk | None] = [None] * len(uses)
     shared: dict = {}  # the simulated levels of one prefix, built once (simulate_levels)
+    looked_up: list[dict] = [{} for _ in uses]  # per T: what its walk gives the levels of one prefix
     for c in prefix_order(configs, caps):  # the fold of each config is its own: any order gives its sums
         sub = configs[c]
         lv = sub_tree_levels(rec, rows, roots, sub, caps[c], 0.0, shared)
-        at = None if recorded is None else recorded.outcome(lv, use, sub.gamma, shared)
-        if at is None:
-            st = numbered(rec, sub, lv, rows)
-            walked = walk_at_temperature(st, use, t, vocab_size)
-            at = walked.at
-            if c == 0:
-                recorded = RecordedWalk.of(st, walked, use, t, vocab_size)
-        every = usable.shape[0] == use.shape[0]  # most chunks: no copy of every field
-        fold(c, t, at if every else at.take(usable), ordinals[usable])
+        st: SubTrees | None = None  # the config's own sub-trees, numbered where a T needs its own walk
+        for i, (t, use) in enumerate(uses):
+            walk = recorded[i]
+            at = None if walk is None else walk.outcome(lv, use, sub.gamma, looked_up[i])
+            if at is None:
+                st = numbered(rec, sub, lv, rows) if st is None else st
+                walked = walk_at_temperature(st, use, t, vocab_size)
+                at = walked.at
+                if c == 0:
+                    recorded[i] = RecordedWalk.of(st, walked, use, t, vocab_size)
+            usable = np.flatnonzero(use)
+            every = usable.shape[0] == use.shape[0]  # most chunks: no copy of every field
+            fold(c, t, at if every else at.take(usable), ordinals[usable])
 
 
 @dataclass(frozen=True, eq=False)
