@@ -89,7 +89,7 @@ def test_every_plot_is_labelled_and_saved(data, tmp_path):
 def test_hierarchical_layout_article(data):
     runs, _ = data
     tree = example_round(runs[1]).result.tree
-    pos = treeplot.hierarchical_layout(tree.to_networkx())
+    pos = treeplot.hierarchical_layout(tree)
     assert all(pos[u][1] == -tree.depths[u] for u in range(13))
     # leaves left to right in tree order under their parents: C111, B12, C211, B22, A3..A6
     leaves_x = [pos[u][0] for u in (11, 8, 12, 10, 3, 4, 5, 6)]

@@ -1,7 +1,7 @@
 """Draw draft trees: the static shape coloured by hit frequency, or one round with its tokens.
 
-The graph comes from ``Tree.to_networkx()``, positioned by ``hierarchical_layout`` and drawn with
-networkx on a pyplot-free Figure. Token text needs a tokenizer (``load_decoder``), loaded only when asked for.
+The tree is positioned by ``hierarchical_layout`` and drawn as one line collection, one scatter and
+a text per node on a pyplot-free Figure. Token text needs a tokenizer (``load_decoder``), loaded only when asked for.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 from matplotlib.cm import ScalarMappable
+from matplotlib.collections import LineCollection
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
@@ -23,18 +24,27 @@ from replay.engine.batch.view import RoundView
 from replay.util.bounded import MAX_JSON_BYTES, parse_json_bytes, read_file_bytes
 from replay.util.errors import SpecReplayError
 
-from . import plots as _plots  # noqa: F401  (selects the headless backend before networkx loads pyplot)
+from . import plots as _plots  # noqa: F401  (selects the headless backend)
 
 Decode = Callable[[int], str]
 
 
-def hierarchical_layout(graph, root: int = 0) -> dict[int, tuple[float, float]]:
+def _children(tree: Tree) -> list[list[int]]:
+    """Each node's children in tree order."""
+    kids: list[list[int]] = [[] for _ in range(tree.tokens.shape[0])]
+    for v in range(1, tree.tokens.shape[0]):
+        kids[int(tree.parents[v])].append(v)
+    return kids
+
+
+def hierarchical_layout(tree: Tree, root: int = 0) -> dict[int, tuple[float, float]]:
     """Top-down positions: y = -depth, leaves at x = 0, 1, 2, ... in child order, parents centred."""
+    children = _children(tree)
     pos: dict[int, tuple[float, float]] = {}
     next_x = [0.0]
 
     def place(u: int, depth: int) -> float:
-        kids = list(graph.successors(u))
+        kids = children[u]
         if not kids:
             x = next_x[0]
             next_x[0] += 1.0
@@ -48,38 +58,67 @@ def hierarchical_layout(graph, root: int = 0) -> dict[int, tuple[float, float]]:
     return pos
 
 
+# what the tree pictures were first drawn with (networkx's draw_networkx_* defaults), kept so that
+# they draw the same pixels without importing networkx (half a second at every start)
+_EDGE_GREY = "#999999"
+_LABEL_TEXT = {
+    "color": "k",
+    "family": "sans-serif",
+    "weight": "normal",
+    "alpha": None,
+    "horizontalalignment": "center",
+    "verticalalignment": "center",
+    "bbox": None,
+    "clip_on": True,
+}
+
+
+def _draw_edges(ax, pos: dict[int, tuple[float, float]], edges: list[tuple[int, int]], colors, widths) -> None:
+    """The edges as one LineCollection under the nodes, the data limits padded by 5 % of the extent."""
+    if not edges:
+        return
+    edge_pos = np.asarray([(pos[a], pos[b]) for a, b in edges])  # [E, 2, 2] float64
+    lines = LineCollection(edge_pos, colors=colors, linewidths=widths, antialiaseds=(1,), linestyle="solid", alpha=None)
+    lines.set_cmap(None)
+    lines.set_clim(None, None)
+    lines.set_zorder(1)
+    lines.set_label(None)
+    ax.add_collection(lines)
+    minx, maxx = np.amin(np.ravel(edge_pos[:, :, 0])), np.amax(np.ravel(edge_pos[:, :, 0]))
+    miny, maxy = np.amin(np.ravel(edge_pos[:, :, 1])), np.amax(np.ravel(edge_pos[:, :, 1]))
+    padx, pady = 0.05 * (maxx - minx), 0.05 * (maxy - miny)
+    ax.update_datalim(((minx - padx, miny - pady), (maxx + padx, maxy + pady)))
+    ax.autoscale_view()
+
+
 def _draw(
     ax, tree: Tree, colors, labels: dict[int, str], edge_colors=None, node_size: float = 900, cmap=None, norm=None
 ):
-    import networkx as nx
-
-    g = tree.to_networkx()
-    pos = hierarchical_layout(g)
-    edges = list(g.edges())
-    nx.draw_networkx_edges(
-        g,
-        pos,
-        ax=ax,
-        edgelist=edges,
-        edge_color=edge_colors or ["#999999"] * len(edges),
-        width=[2.5 if c != "#999999" else 1.0 for c in (edge_colors or ["#999999"] * len(edges))],
-        arrows=False,
-    )
-    nodes = list(g.nodes())
-    nx.draw_networkx_nodes(
-        g,
-        pos,
-        ax=ax,
-        nodelist=nodes,
-        node_color=colors,
-        node_size=node_size,
+    pos = hierarchical_layout(tree)
+    # edges by parent, then child (each parent's children in tree order); edge_colors in that order
+    edges = [(u, v) for u, kids in enumerate(_children(tree)) for v in kids]
+    greys = edge_colors or [_EDGE_GREY] * len(edges)
+    _draw_edges(ax, pos, edges, greys, [2.5 if c != _EDGE_GREY else 1.0 for c in greys])
+    xy = np.asarray([pos[v] for v in range(tree.tokens.shape[0])])  # [N+1, 2]
+    nodes = ax.scatter(
+        xy[:, 0],
+        xy[:, 1],
+        s=node_size,
+        c=colors,
+        marker="o",
         cmap=cmap,
         vmin=None if norm is None else norm.vmin,
         vmax=None if norm is None else norm.vmax,
-        edgecolors="black",
+        alpha=None,
         linewidths=0.6,
+        edgecolors="black",
+        label=None,
     )
-    nx.draw_networkx_labels(g, pos, labels=labels, ax=ax, font_size=7)
+    nodes.set_zorder(2)
+    for u, label in labels.items():
+        x, y = pos[u]
+        ax.text(x, y, label, size=7, transform=ax.transData, **_LABEL_TEXT)
+    ax.tick_params(axis="both", which="both", bottom=False, left=False, labelbottom=False, labelleft=False)
     ax.set_axis_off()
     xs = [p[0] for p in pos.values()]
     ax.set_xlim(min(xs) - 0.7, max(xs) + 0.7)
