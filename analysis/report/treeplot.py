@@ -30,11 +30,8 @@ Decode = Callable[[int], str]
 
 
 def _children(tree: Tree) -> list[list[int]]:
-    """Each node's children in tree order."""
-    kids: list[list[int]] = [[] for _ in range(tree.tokens.shape[0])]
-    for v in range(1, tree.tokens.shape[0]):
-        kids[int(tree.parents[v])].append(v)
-    return kids
+    """Each node's children in tree order (Tree.children)."""
+    return [tree.children(u).tolist() for u in range(tree.tokens.shape[0])]
 
 
 def hierarchical_layout(tree: Tree, root: int = 0) -> dict[int, tuple[float, float]]:
