@@ -13,7 +13,8 @@ import pytest
 
 import analysis.compare.batch as compare_batch
 from analysis.compare.batch import compare_along, per_batch_parts, run_parts
-from analysis.compare.subtree_select import FIRST_TRUE_MAX, first_hit, non_out_first
+from analysis.compare.subtree import IN, MAYBE, OUT
+from analysis.compare.subtree_select import FIRST_TRUE_MAX, first_hit
 from analysis.shapes.counts import draft_column_totals
 from analysis.tables.runs import TABLES_KEYS, load_run
 from replay.cli import main
@@ -121,14 +122,21 @@ def test_draft_totals_sum_in_node_order(seed):
 
 @pytest.mark.parametrize("levels", [1, 2, 5, 9, FIRST_TRUE_MAX + 3])
 def test_short_axis_helpers_equal_numpy(levels):
-    """non_out_first, first_hit and first_true are argsort(stable), argmax and argmax (K when none) along axis 0."""
+    """open_nodes_loop, first_hit and first_true are argsort(stable), argmax and argmax (K when none) along axis 0."""
+    from replay.core.level_loops import open_nodes_loop
+
     rng = np.random.default_rng(levels)
     for share in (0.0, 0.3, 0.8, 1.0):
-        alive = rng.random((levels, 500)) < share
-        before = np.cumsum(alive, axis=0)
-        k = max(1, int(alive.sum(axis=0).max()))
-        want = np.argsort(~alive, axis=0, kind="stable")[:k]
-        assert np.array_equal(non_out_first(alive, before, k), want)
+        valid = rng.random((levels, 500)) < max(share, 0.5)
+        status = rng.choice(
+            np.array([OUT, IN, MAYBE], dtype=np.int8), (levels, 500), p=[1 - share, share / 2, share / 2]
+        )
+        alive = valid & (status != OUT)
+        kpos, order = np.empty(alive.shape, dtype=np.int64), np.empty(alive.shape, dtype=np.int64)
+        k = open_nodes_loop(valid, status, OUT, kpos, order)
+        assert k == max(1, int(alive.sum(axis=0).max()))
+        assert np.array_equal(order, np.argsort(~alive, axis=0, kind="stable"))
+        assert np.array_equal(kpos, np.where(alive, np.cumsum(alive, axis=0) - 1, -1))
         assert np.array_equal(first_hit(alive), alive.argmax(axis=0))
         want_first = np.where(alive.any(axis=0), alive.argmax(axis=0), levels)
         assert np.array_equal(first_true(alive), want_first)

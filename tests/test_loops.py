@@ -1,4 +1,4 @@
-"""replay.core.loops: the compiled per-cell loops of the sampling rule, against plain oracles.
+"""replay.core.loops and replay.core.level_loops: the compiled per-cell loops, against plain oracles.
 
 The rule's own tests (test_sampling*.py) check its results against the scalar reference; these
 check each loop alone, so that a failure names the loop: the exponential against the C library's
@@ -14,17 +14,21 @@ import sys
 import numpy as np
 import pytest
 
-from replay.core.loops import (
-    child_cells_loop,
+from analysis.compare.subtree import unnamed_key_bound
+from replay.core.level_loops import (
     child_level_loop,
     child_slots_loop,
+    level_doubts_loop,
+    level_reach_loop,
+    open_nodes_loop,
+)
+from replay.core.loops import (
+    child_cells_loop,
     depth_bounds_loop,
     edge_probs_loop,
     exact_sum_loop,
     exp_loop,
     gather_rows_loop,
-    level_doubts_loop,
-    level_reach_loop,
     node_rows_loop,
     row_sums_loop,
     scaled_sums_loop,
@@ -304,15 +308,21 @@ def test_level_doubts_are_the_rule_written_with_numpy(recorded):
     assert got[5][:, 1].any() and got[7].any() and not got[7].all()
 
 
-def _child_level(alive, in_sure, slots, p_row, width, first_child, ids, logp, pos, col, w):
-    """child_level_loop the numpy way: each parent field broadcast over the ranks, each lookup a gather."""
-    k_max, c = alive.shape
+def _child_level(parents, width, first_child, ids, logp, unnamed, pos, col, w):
+    """child_level_loop the numpy way: each parent field gathered by position and broadcast over the
+    ranks, each lookup a gather, the path keys by subtree.unnamed_key_bound."""
+    order, valid_in, status, sure_in, slot, wide, row, exact_in, key_in, codes = parents
+    k_max, c = order.shape
+    g = lambda a: np.take_along_axis(a, order, axis=0)  # noqa: E731  the parent at position k
+    alive, in_sure = g(valid_in & (status != codes[0])), g((status == codes[1]) & sure_in)
+    s_lo, s_hi = (np.clip(g(x), 0, wide.shape[1] - 1) for x in slot)
+    p_row = g(row)
     rr = np.arange(w)[None, :, None]
     kw = lambda a: np.broadcast_to(a, (k_max, w, c)).reshape(k_max * w, c)  # noqa: E731  [K, W, C] -> [K * W, C]
-    s_lo, s_hi, w_lo, w_hi = (a[:, None, :] for a in slots)
+    w_lo, w_hi = wide[0][s_lo, s_hi][:, None, :], wide[1][s_lo, s_hi][:, None, :]
     valid = kw(alive[:, None, :] & (rr < w_hi))
     sure = kw(in_sure[:, None, :] & (rr < w_lo)) & valid
-    ordered, oslot = kw(s_lo == s_hi) & valid, kw(s_lo)
+    ordered, oslot = kw((s_lo == s_hi)[:, None, :]) & valid, kw(s_lo[:, None, :])
     none = np.full((k_max * w, c), -1)
     token, lp = np.full((k_max * w, c), PAD_TOKEN), np.full((k_max * w, c), np.nan)
     child_rec = none
@@ -327,37 +337,62 @@ def _child_level(alive, in_sure, slots, p_row, width, first_child, ids, logp, po
     child_row = none
     if pos.shape[0]:
         child_row = np.where(child_rec >= 0, pos[np.clip(child_rec, 0, pos.shape[0] - 1), col[None, :]], -1)
-    return valid, sure, ordered, oslot, child_rec, child_row, token, lp
+    exact = (token != PAD_TOKEN) & ~np.isnan(lp) & kw(g(exact_in)[:, None, :])
+    key_lo, key_hi = (kw(g(x)[:, None, :]) for x in key_in)
+    path_lo = np.where(exact, key_lo + np.where(exact, lp, 0.0), -np.inf)
+    smallest = np.full((k_max, c), np.nan)
+    if unnamed.shape[0]:
+        smallest = np.where(p_row >= 0, unnamed[np.clip(p_row, 0, unnamed.shape[0] - 1), col[None, :]], np.nan)
+    bound = unnamed_key_bound(key_hi, np.where(token == PAD_TOKEN, kw(smallest[:, None, :]), np.nan))
+    path = np.stack([path_lo, np.where(exact, path_lo, bound)])
+    return valid, sure, ordered, oslot, child_rec, child_row, token, lp, path, exact
 
 
-@pytest.mark.parametrize("step", ["scores", "no scores", "last step", "past the recording"])
+@pytest.mark.parametrize("step", ["scores", "no scores", "last step", "past the recording", "no bound"])
 def test_child_level_is_each_parents_ranks_looked_up_with_numpy(step):
     rng = np.random.default_rng(13)
-    k_max, w, c, s, h = 3, 4, 200, 260, 5
-    alive, in_sure = rng.random((k_max, c)) < 0.8, rng.random((k_max, c)) < 0.7
-    slots = np.stack([rng.integers(0, 3, (k_max, c)), rng.integers(0, 3, (k_max, c))])
-    slots = np.concatenate([slots, rng.integers(0, w + 1, (1, k_max, c))])
-    slots = np.concatenate([slots, slots[2:3] + rng.integers(0, 2, (1, k_max, c))])
-    p_row = rng.integers(-1, h + 1, (k_max, c))  # a row past the widths' entries: clipped, as np.take's
+    levels, w, c, s, h = 5, 4, 200, 260, 5
+    valid_in, sure_in = rng.random((levels, c)) < 0.8, rng.random((levels, c)) < 0.7
+    status = rng.integers(0, 3, (levels, c)).astype(np.int8)
+    codes = np.array([0, 1], dtype=np.int8)  # OUT, IN
+    kpos, order = np.empty((levels, c), dtype=np.int64), np.empty((levels, c), dtype=np.int64)
+    k_max = open_nodes_loop(valid_in, status, 0, kpos, order)
+    slot = rng.integers(-1, 4, (2, levels, c))  # a slot past the widths' entries: clipped
+    wide = np.sort(rng.integers(0, w + 1, (2, 3, 3)), axis=0)  # min <= max
+    row = rng.integers(-1, h + 1, (levels, c))  # a row past the widths' entries: clipped, as np.take's
+    exact_in = rng.random((levels, c)) < 0.8
+    key_in = np.log(rng.random((2, levels, c)))
+    parents = (np.ascontiguousarray(order[:k_max]), valid_in, status, sure_in, slot, wide, row, exact_in, key_in, codes)
     width, first_child = rng.integers(0, w + 1, h), rng.integers(0, 20, h)
     ids = np.where(rng.random((h + 1, 3, s)) < 0.2, PAD_TOKEN, rng.integers(0, 100, (h + 1, 3, s)))
     logp, pos = np.log(rng.random((h + 1, 3, s))), rng.integers(-1, 6, (24, s))
+    logp[rng.random(logp.shape) < 0.1] = np.nan  # unrecorded scores
+    unnamed = np.where(rng.random((h + 1, s)) < 0.2, np.nan, np.log(rng.random((h + 1, s))))
     if step == "no scores":
         logp = np.zeros((0, 1, 1))
     if step == "last step":
         pos = np.zeros((0, 1), dtype=np.int64)
+    if step == "no bound":
+        unnamed = np.zeros((0, 1))
     if step == "past the recording":
         width, first_child = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         ids, logp, pos = np.zeros((0, 1, 1), dtype=np.int64), np.zeros((0, 1, 1)), np.zeros((0, 1), dtype=np.int64)
+        unnamed = np.zeros((0, 1))
     col = rng.permutation(s)[:c]
     n = k_max * w
     got = [np.empty((n, c), dtype=bool) for _ in range(3)] + [np.empty((n, c), dtype=np.int64) for _ in range(4)]
-    got.append(np.empty((n, c)))
-    child_level_loop(alive, in_sure, slots, p_row, width, first_child, ids, logp, pos, col, PAD_TOKEN, *got)
-    want = _child_level(alive, in_sure, slots, p_row, width, first_child, ids, logp, pos, col, w)
+    got += [np.empty((n, c)), np.empty((2, n, c)), np.empty((n, c), dtype=bool)]
+    recorded = (width, first_child, ids, logp, unnamed, pos)
+    child_level_loop(*parents, *recorded, col, PAD_TOKEN, *got)
+    want = _child_level(parents, *recorded, col, w)
     for g, x in zip(got, want):
         np.testing.assert_array_equal(g, x)
     assert got[0].any() and not got[0].all() and (got[4] >= 0).any() == (step != "past the recording")
+    assert got[9].any() == (step not in ("no scores", "past the recording"))
+    inexact = ~got[9] & (got[6] == PAD_TOKEN) & np.isfinite(got[8][1])
+    assert (got[8][1][inexact] != np.take_along_axis(key_in[1], order[:k_max], 0).repeat(w, 0)[inexact]).any() == (
+        step in ("scores", "no scores", "last step")
+    )
 
 
 def test_exact_sum_bins_each_values_frexp_parts():

@@ -157,7 +157,7 @@ class RecordedWalk:
         return gathered[d]
 
     def _looked_up(self, lv: SubTreeLevels, d: int) -> _Level:
-        from replay.core.loops import level_reach_loop  # numba: imported at first use (replay.core.loops)
+        from replay.core.level_loops import level_reach_loop  # numba: imported at first use
 
         idx, recs = np.ascontiguousarray(lv.nodes[d][0]), np.ascontiguousarray(lv.nodes[d][6])
         c = recs.shape[1]

@@ -185,7 +185,7 @@ def _sub_tree_level(
     rec: RecordedChunk, rows, root_tokens: np.ndarray, sim, d: int, prev: _SubTreeLevel
 ) -> _SubTreeLevel:
     """Level ``d`` of sub_tree_levels from the previous level's numbering ``prev``."""
-    from replay.core.loops import child_slots_loop, level_doubts_loop  # numba: imported at first use
+    from replay.core.level_loops import child_slots_loop, level_doubts_loop  # numba: imported at first use
 
     c, col = rec.c, rec.col
     _, _, own_rows, _, is_all = rows

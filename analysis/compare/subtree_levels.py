@@ -21,15 +21,13 @@ from replay.core.selection import rank_major_key_columns
 from replay.core.vocab import PAD_TOKEN, score_known
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape
 
-from .subtree import IN, OUT, smallest_named_score, unnamed_key_bound
+from .subtree import IN, OUT, smallest_named_score
 from .subtree_select import (
     CODE_FALLBACK,
     CODE_PATH,
     CODE_RECORDED,
     Level,
-    count_down,
     keys_by_rule,
-    non_out_first,
     select_level,
 )
 
@@ -139,50 +137,41 @@ def width_tables(widths: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
 
 def child_level(rec: RecordedChunk, lvl: Level, depth: int, widths: tuple[int, ...]) -> tuple[Level, np.ndarray, int]:
     """Level depth+1 from the selected level ``depth``; also each node's position k among the
-    non-OUT nodes ([L, C], -1 when OUT) and W. Child k * W + r is computed as [K, W, C] (parent
-    fields broadcast over the ranks, not repeated) and kept as [K * W, C]."""
+    non-OUT nodes ([L, C], -1 when OUT) and W. Child k * W + r is the parent at position k's rank-r
+    child, kept as [K * W, C]; its slots, recorded cells and path keys are one compiled pass
+    (replay.core.level_loops.child_level_loop)."""
+    from replay.core.level_loops import child_level_loop, open_nodes_loop  # numba: imported at first use
+
     c = rec.c
-    alive = lvl.valid & (lvl.status != OUT)
-    k_max = max(1, int(alive.sum(axis=0).max()))
-    before = count_down(alive)  # [L, C] non-OUT nodes up to each node
-    kpos = np.where(alive, before - 1, -1)  # a non-OUT node's k: the non-OUT nodes before it
-    if lvl.valid.shape[0] == 1:  # the root (k_max is 1): position k = 0 is row 0, no gather
-        g = lambda a: a  # noqa: E731
-    else:
-        order = non_out_first(alive, before, k_max)  # [K, C] the nodes at k = 0 .. K-1
-        flat = order * c + np.arange(c)  # one flat index for every parent field (order is in range)
-        g = lambda a: np.take(np.ascontiguousarray(a).reshape(-1), flat)  # noqa: E731  parent field per position k
-    p_row = g(lvl.row)
-    h = len(widths)
-    s_lo, s_hi = np.clip(g(lvl.slot_lo), 0, h - 1), np.clip(g(lvl.slot_hi), 0, h - 1)
-    wl, wh = width_tables(widths)
+    full = lambda a: np.ascontiguousarray(np.broadcast_to(a, lvl.valid.shape))  # noqa: E731
+    kpos, order = np.empty(lvl.valid.shape, dtype=np.int64), np.empty(lvl.valid.shape, dtype=np.int64)
+    k_max = int(open_nodes_loop(full(lvl.valid), full(lvl.status), OUT, kpos, order))
     big_w = max(widths)
     n = k_max * big_w
-    b = lambda a: a[:, None, :]  # noqa: E731  [K, C] → [K, 1, C], broadcast over the ranks
     r2 = np.tile(np.arange(big_w), k_max)[:, None]  # [K * W, 1] rank
-    kw = lambda a: np.ascontiguousarray(np.broadcast_to(a, (k_max, big_w, c))).reshape(n, c)  # noqa: E731
     valid, sure, ordered = np.empty((n, c), dtype=bool), np.empty((n, c), dtype=bool), np.empty((n, c), dtype=bool)
     oslot, child_rec, child_row = (np.empty((n, c), dtype=np.int64) for _ in range(3))
     token, lp = np.empty((n, c), dtype=np.int64), np.empty((n, c))
-    from replay.core.loops import child_level_loop  # numba: imported at first use (replay.core.loops)
-
-    in_sure = (g(lvl.status) == IN) & g(lvl.sure)
-    args = (
-        g(alive),
-        in_sure,
-        np.stack([s_lo, s_hi, wl[s_lo, s_hi], wh[s_lo, s_hi]]),
-        p_row,
-        *_recorded_cells(rec, depth),
+    path, path_exact = np.empty((2, n, c)), np.empty((n, c), dtype=bool)
+    parents = (
+        np.ascontiguousarray(order[:k_max]),
+        full(lvl.valid),
+        full(lvl.status),
+        full(lvl.sure),
+        np.stack([full(lvl.slot_lo), full(lvl.slot_hi)]),
+        np.stack(width_tables(widths)),
+        full(lvl.row),
+        full(lvl.exact),
+        np.stack([full(lvl.lo), full(lvl.hi)]),
+        np.array([OUT, IN], dtype=np.int8),
     )
-    child_level_loop(*args, rec.col, PAD_TOKEN, valid, sure, ordered, oslot, child_rec, child_row, token, lp)
+    outs = (valid, sure, ordered, oslot, child_rec, child_row, token, lp, path, path_exact)
+    child_level_loop(*parents, *_recorded_cells(rec, depth), rec.col, PAD_TOKEN, *outs)
     nxt = depth + 1
     # selection keys by each round's rule; only the rules present are computed
     keys = {}
     if CODE_PATH in rec.present:
-        path_exact = (token != PAD_TOKEN) & score_known(lp) & kw(b(g(lvl.exact)))
-        path_lo = np.where(path_exact, kw(b(g(lvl.lo))) + np.where(path_exact, lp, 0.0), -np.inf)
-        path_hi = np.where(path_exact, path_lo, _inexact_key_hi(rec, depth, kw(b(g(lvl.hi))), p_row, token, kw))
-        keys[CODE_PATH] = (path_lo, path_hi, path_exact)
+        keys[CODE_PATH] = (path[0], path[1], path_exact)
     if CODE_FALLBACK in rec.present:
         fb_lo = np.where(ordered, rank_major_key_columns(r2, oslot), -np.inf)
         keys[CODE_FALLBACK] = (fb_lo, np.where(ordered, fb_lo, np.inf), ordered)
@@ -199,27 +188,18 @@ def child_level(rec: RecordedChunk, lvl: Level, depth: int, widths: tuple[int, .
 
 def _recorded_cells(rec: RecordedChunk, depth: int) -> tuple[np.ndarray, ...]:
     """child_level_loop's recorded arrays of step ``depth``: each expanded position's kept width and first
-    child, the draft's ids and log-probs, the next step's expanded positions; empty where the recording
-    has no such step (or no scores)."""
-    none_i, none_f = np.zeros((0, 1, 1), dtype=np.int64), np.zeros((0, 1, 1))
+    child, the draft's ids and log-probs, each row's smallest named score (the bound on a candidate it
+    does not name: subtree.smallest_named_score), the next step's expanded positions; empty where the
+    recording has no such step (or no scores, or no round of the path rule)."""
+    none_i, none_f, no_bound = np.zeros((0, 1, 1), dtype=np.int64), np.zeros((0, 1, 1)), np.zeros((0, 1))
     if depth >= rec.steps:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), none_i, none_f, np.zeros((0, 1), np.int64)
-    logp = rec.logp[depth]
+        none = np.zeros(0, dtype=np.int64)
+        return none, none, none_i, none_f, no_bound, np.zeros((0, 1), np.int64)
+    logp, bound = rec.logp[depth], rec.unnamed_lp[depth]
     pos = rec.pos[depth + 1] if depth + 1 < rec.steps else np.zeros((0, 1), dtype=np.int64)
     first = np.asarray(rec.first_child[depth], dtype=np.int64)
-    return rec.width[depth], first, rec.ids[depth], none_f if logp is None else logp, pos
-
-
-def _inexact_key_hi(rec: RecordedChunk, depth: int, parent_hi: np.ndarray, p_row: np.ndarray, token, kw) -> np.ndarray:
-    """[K * W, C] the upper end of the path key of children whose key is not exact (replay.testing.
-    subtree_walk._child): below the parent's, and below the parent row's smallest named score for a
-    candidate the row does not name (subtree.unnamed_key_bound); ``p_row``: [K, C] the parents'
-    recorded rows, ``kw``: [K, 1, C] → [K * W, C]."""
-    bounds = rec.unnamed_lp[depth] if depth < rec.steps else None
-    if bounds is None:
-        return parent_hi
-    smallest = np.where(p_row >= 0, rec.gather(bounds, p_row), np.nan)[:, None, :]
-    return unnamed_key_bound(parent_hi, np.where(token == PAD_TOKEN, kw(smallest), np.nan))
+    ids = rec.ids[depth]
+    return rec.width[depth], first, ids, none_f if logp is None else logp, no_bound if bound is None else bound, pos
 
 
 def _threshold_verdicts(rec: RecordedChunk, lvl: Level, depth: int, threshold: float) -> tuple[np.ndarray, np.ndarray]:

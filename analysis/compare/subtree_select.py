@@ -64,30 +64,6 @@ def selection_rules(batch: RoundBatch, res: BatchResult, shape: TreeShape) -> np
     return np.where(path, CODE_PATH, np.where(parents, CODE_RECORDED, CODE_FALLBACK)).astype(np.int8)
 
 
-def count_down(mask: np.ndarray) -> np.ndarray:
-    """[L, C] int64 np.cumsum(mask, axis=0) of [L, C] bool, one row added at a time: numpy's
-    accumulate along the short leading axis (a cast and a per-column inner loop) costs 3-10x more."""
-    out = np.empty(mask.shape, dtype=np.int64)
-    out[0] = mask[0]
-    for i in range(1, mask.shape[0]):
-        np.add(out[i - 1], mask[i], out=out[i])
-    return out
-
-
-def non_out_first(alive: np.ndarray, before: np.ndarray, k_max: int) -> np.ndarray:
-    """[K, C] the first ``k_max`` nodes of each column when the non-OUT nodes come first, each group in
-    tree order: np.argsort(~alive, axis=0, kind="stable")[:k_max]. Node i's place is before[i] - 1 if
-    it is non-OUT, else the non-OUT count plus the OUT nodes before it; the node at place k is the one
-    place == k (replay.core.selection.first_true: a sort along the short axis costs ~10x more)."""
-    levels = alive.shape[0]
-    if levels == 1:
-        return np.zeros((1, alive.shape[1]), dtype=np.int64)
-    if levels >= FIRST_TRUE_MAX:
-        return np.argsort(~alive, axis=0, kind="stable")[:k_max]
-    place = np.where(alive, before - 1, before[-1][None, :] + np.arange(levels)[:, None] - before)
-    return np.stack([first_true(place == k) for k in range(k_max)])
-
-
 def first_hit(hit: np.ndarray) -> np.ndarray:
     """[C] int64 np.argmax(hit, axis=0) of [L, C] bool: the first True, 0 where none."""
     if hit.shape[0] >= FIRST_TRUE_MAX:

@@ -6,10 +6,8 @@ comparison, a select and a reduction per cell. These loops make one pass each: a
 sum of q (row_sums_loop), its sum of q^a at T (scaled_sums_loop), each child's cell in its parent's
 row (child_cells_loop), each edge's probability bounds (edge_probs_loop), and the all layout's rows
 gathered round by round (gather_rows_loop), or node by node for a compared config's sub-trees
-(node_rows_loop); a compared config's levels (analysis.compare: a child level's slots and recorded
-cells, child_level_loop; a sub-tree level's numbering and doubts, level_doubts_loop, and its known
-children, child_slots_loop; what a level gives from the recorded config's walk, level_reach_loop);
-and, for the temperature table's exactly rounded sums (analysis.compare.sampling.ExactSum), each
+(node_rows_loop); a compared config's P(L >= d) from its per-depth reach (depth_bounds_loop; its
+levels' loops are replay.core.level_loops); and, for the temperature table's exactly rounded sums (analysis.compare.sampling.ExactSum), each
 value's integer parts added to its exponent's bin (exact_sum_loop). Every path of the rule (the batch's chunks, the round
 path's single rounds, the prepared curve) calls the same loops, so their numbers agree bit for bit
 whichever path ran.
@@ -56,7 +54,7 @@ _X_MIN = -746.0  # exp(x) rounds to 0 below about -745.13: clamped here (k stays
 _X_MAX = 710.0  # exp(x) overflows above about 709.78: clamped here, still +inf
 
 
-def _loop(fn: Callable[..., None]) -> Any:
+def _loop(fn: Callable[..., Any]) -> Any:
     """A compiled loop: without the GIL (threads run chunks side by side), no bounds checks (every
     caller builds its arrays from one chunk's shapes), fused multiply-adds; cached on disk where
     numba finds a writable place (beside this file, or its per-user cache), else compiled once in
@@ -322,183 +320,6 @@ def node_rows_loop(
             for i in range(k):
                 ids_out[s, i] = pad
                 lp_out[s, i] = -np.inf
-
-
-@_loop
-def child_slots_loop(
-    kpos: np.ndarray,  # [L, C] int64: each node's position among its level's open nodes, -1 for none
-    expands: np.ndarray,  # [L, C] bool: the node is expanded
-    valid: np.ndarray,  # [S * C] bool: the child level's slots ([S, C], flat), S = K * W
-    token: np.ndarray,  # [S * C] int64: their tokens, pad where unknown
-    col: np.ndarray,  # [C] int64: each column's column in those arrays
-    idx: np.ndarray,  # [L, C] int64: each node's index
-    pad: int,  # the unknown token
-    unknown: np.ndarray,  # out [L, W, C] bool: rank r of an expanded node is a valid child of unknown token
-    indexed: np.ndarray,  # in/out [S * C] bool (all False in): the child at slot s is a valid child of known token
-    parent: np.ndarray,  # in/out [S * C] int64: its parent's index there (untouched elsewhere)
-) -> None:
-    """An expanded node's children: its rank-r child is slot kpos * W + r of the child level
-    (read at the flat cell slot * C + col, clipped into range as np.take's mode="clip"); one pass
-    over the level's nodes and ranks, where numpy builds the cells, two gathers and two scatters."""
-    n_nodes, w, c = unknown.shape
-    last = valid.shape[0] - 1
-    for u in range(n_nodes):
-        for j in range(c):
-            k = kpos[u, j]
-            opened = expands[u, j] and k >= 0
-            for r in range(w):
-                slot = max(k, 0) * w + r
-                cell = min(max(slot * c + col[j], 0), last)
-                child = opened and valid[cell]
-                unknown[u, r, j] = child and token[cell] == pad
-                if child and token[cell] != pad:
-                    at = slot * c + j
-                    indexed[at] = True
-                    parent[at] = idx[u, j]
-
-
-@_loop
-def child_level_loop(
-    alive: np.ndarray,  # [K, C] bool: the parent at position k is a non-OUT node
-    in_sure: np.ndarray,  # [K, C] bool: it is surely IN and surely exists
-    slots: np.ndarray,  # [4, K, C] int64: its slot range lo, hi, its kept width's min, max over that range
-    p_row: np.ndarray,  # [K, C] int64: its recorded expanded position, -1 for none
-    width: np.ndarray,  # [H] int64: the recorded step's kept width per expanded position (H = 0: no step)
-    first_child: np.ndarray,  # [H] int64: the level-local index of its first child
-    ids: np.ndarray,  # [rows, cols, S] int64: the recorded step's draft ids (the chunk's S rounds)
-    logp: np.ndarray,  # [rows, cols, S] float64: their log-probs (rows = 0: none, NaN)
-    pos: np.ndarray,  # [L, S] int64: each next-level recorded node's expanded position (L = 0: no next step)
-    col: np.ndarray,  # [C] int64: each column's round in the recorded arrays
-    pad: int,  # the unknown token
-    valid: np.ndarray,  # out [K * W, C] bool: child k * W + r exists (r below the parent's widest kept width)
-    sure: np.ndarray,  # out [K * W, C] bool: it surely exists (valid, below the narrowest)
-    ordered: np.ndarray,  # out [K * W, C] bool: valid with its parent's slot known
-    oslot: np.ndarray,  # out [K * W, C] int64: its parent's (lowest) slot
-    child_rec: np.ndarray,  # out [K * W, C] int64: its recorded level-local node, -1 for none
-    child_row: np.ndarray,  # out [K * W, C] int64: that node's expanded position, -1 for none
-    token: np.ndarray,  # out [K * W, C] int64: the recorded draft's token at (parent row, rank), pad for none
-    lp: np.ndarray,  # out [K * W, C] float64: its log-prob, NaN for none
-) -> None:
-    """The child level's slots from their parents' (analysis.compare.subtree_levels.child_level:
-    child k * W + r is the parent at position k's rank-r child) and their recorded cells: one pass,
-    where numpy broadcasts each field over the ranks and gathers each lookup."""
-    k_max, c = alive.shape
-    w = valid.shape[0] // k_max
-    rows, cols = ids.shape[0], ids.shape[1]
-    for k in range(k_max):
-        for r in range(w):
-            s = k * w + r
-            for j in range(c):
-                pr = p_row[k, j]
-                ok = alive[k, j] and r < slots[3, k, j]
-                valid[s, j] = ok
-                sure[s, j] = ok and in_sure[k, j] and r < slots[2, k, j]
-                ordered[s, j] = ok and slots[0, k, j] == slots[1, k, j]
-                oslot[s, j] = slots[0, k, j]
-                node = -1
-                if width.shape[0] > 0 and pr >= 0:
-                    jj = min(pr, width.shape[0] - 1)
-                    node = first_child[jj] + r if r < width[jj] else -1
-                child_rec[s, j] = node
-                child_row[s, j] = pos[min(node, pos.shape[0] - 1), col[j]] if node >= 0 and pos.shape[0] > 0 else -1
-                named = width.shape[0] > 0 and pr >= 0 and r < cols
-                cell_row, cell_col = min(max(pr, 0), rows - 1), min(r, cols - 1)
-                token[s, j] = ids[cell_row, cell_col, col[j]] if named else pad
-                lp[s, j] = logp[cell_row, cell_col, col[j]] if named and logp.shape[0] > 0 else np.nan
-
-
-@_loop
-def level_doubts_loop(
-    indexed: np.ndarray,  # [L, C] bool: the slot is in the sub-tree
-    before: np.ndarray,  # [C] int64: the sub-tree's nodes numbered before this level
-    rec_node: np.ndarray,  # [L, C] int64: the slot's recorded level-local node, -1 for none
-    row: np.ndarray,  # [L, C] int64: its recorded expanded position, -1 when not expanded
-    status: np.ndarray,  # [L, C] int8: OUT / IN / MAYBE (codes[0], codes[1])
-    sure: np.ndarray,  # [L, C] bool: the slot certainly exists
-    own_rows: np.ndarray,  # [C] int64: the round's validate rows
-    first: np.ndarray,  # [2] int64: the level's first tree-order node and expanded row, -1 for none
-    steps: np.ndarray,  # [2, C] int64: draft steps possibly run, surely run (gammaThreshold)
-    d: int,  # the level's depth
-    codes: np.ndarray,  # [7] int8: OUT, MAYBE, WHY_WIDTH, WHY_THRESHOLD, WHY_MAYBE, WHY_UNEXPANDED, WHY_BEYOND
-    idx: np.ndarray,  # out [L, C] int64: the slot's sub-tree index, -1 when not in it
-    n: np.ndarray,  # out [C] int64: the nodes numbered through this level
-    node: np.ndarray,  # out [2, L, C] int64: its tree-order node (validate row, all layout), expanded row
-    has: np.ndarray,  # out [2, L, C] bool: the slot has its row in the all layout, in the parents layout
-    recs: np.ndarray,  # out [L, C] int64: its recorded node (tree order), -1 for none
-    kind: np.ndarray,  # out [L, 2 + W, C] bool: the doubts on its kept width, its expansion (rows 2..: False)
-    why: np.ndarray,  # out [L, 2 + W, C] int8: their reasons (rows 2..: WHY_BEYOND)
-    expands: np.ndarray,  # out [L, C] bool: the walk leaves the node by its children
-) -> None:
-    """One level of a compared config's possible sub-tree (analysis.compare.sampling_subtrees.
-    _sub_tree_level): its slots numbered in slot order, their recorded rows and doubts, one pass
-    over the level's slots where numpy makes some twenty."""
-    n_slots, c = indexed.shape
-    ranks = kind.shape[1]
-    first_node, first_row = first[0], first[1]
-    out, maybe_code = codes[0], codes[1]  # scalars: no load of codes in the inner loop
-    why_width, why_threshold, why_maybe, why_unexpanded, why_beyond = codes[2], codes[3], codes[4], codes[5], codes[6]
-    n[:] = before
-    for u in range(n_slots):  # slot by slot, round by round: each row read and written in memory order
-        for j in range(c):
-            ind = indexed[u, j]
-            idx[u, j] = n[j] if ind else -1
-            n[j] += ind
-            rn, rw = rec_node[u, j], row[u, j]
-            g = first_node + rn if first_node >= 0 else -1
-            p = first_row + rw if first_row >= 0 else -1
-            node[0, u, j], node[1, u, j] = g, p
-            has[0, u, j] = (rn >= 0) & (g < own_rows[j])
-            has[1, u, j] = (rw >= 0) & (p >= 0) & (p < own_rows[j])
-            recs[u, j] = g if rn >= 0 else -1
-            st = status[u, j]
-            opened = ind & (d < steps[0, j]) & (st != out)
-            thr = opened & (d >= steps[1, j])
-            maybe = opened & ~thr & (st == maybe_code)
-            unexp = opened & ~thr & ~maybe & (rw < 0)
-            expands[u, j] = opened & ~thr & ~maybe & ~unexp
-            kind[u, 0, j], why[u, 0, j] = ind & ~sure[u, j], why_width
-            kind[u, 1, j] = thr | maybe | unexp
-            why[u, 1, j] = why_threshold if thr else (why_maybe if maybe else why_unexpanded)
-        for r in range(2, ranks):
-            for j in range(c):
-                kind[u, r, j], why[u, r, j] = False, why_beyond
-
-
-@_loop
-def level_reach_loop(
-    idx: np.ndarray,  # [L, C] int64: each slot's sub-tree index, -1 when not in the sub-tree
-    recs: np.ndarray,  # [L, C] int64: each slot's recorded node, -1 for none
-    held: np.ndarray,  # [C, M] bool: the recorded walk holds the node
-    reach_lo: np.ndarray,  # [C, M] float64: its reach bounds
-    reach_hi: np.ndarray,
-    blind_in: np.ndarray,  # [C, M] bool: the edge into the node is blind
-    sums: np.ndarray,  # out [2, C] float64: reach_lo, reach_hi of the sub-tree's slots added in slot order
-    blind: np.ndarray,  # out [C] bool: a sub-tree slot holds a recorded node with a blind edge
-    all_held: np.ndarray,  # out [C] bool: the walk holds every sub-tree slot's recorded node
-) -> None:
-    """What a candidate's level gives each round from the recorded walk's per-node arrays
-    (analysis.compare.sampling_reach; a slot's node clipped into 0..M-1 where it has none): one
-    pass, round by round (a round's nodes are read from one row), where numpy gathers each array
-    and then sums, masks and reduces it."""
-    n_slots, c = recs.shape
-    last = held.shape[1] - 1
-    for j in range(c):
-        sum_lo = 0.0
-        sum_hi = 0.0
-        any_blind = False
-        every = True
-        for e in range(n_slots):
-            r = recs[e, j]
-            q = min(max(r, 0), last)
-            if idx[e, j] >= 0:  # adding 0.0 for a slot outside the sub-tree changes no sum
-                sum_lo = sum_lo + reach_lo[j, q]
-                sum_hi = sum_hi + reach_hi[j, q]
-                any_blind = any_blind or (r >= 0 and blind_in[j, q])
-                every = every and r >= 0 and held[j, q]
-        sums[0, j] = sum_lo
-        sums[1, j] = sum_hi
-        blind[j] = any_blind
-        all_held[j] = every
 
 
 @njit(inline="always")

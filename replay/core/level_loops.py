@@ -1,0 +1,250 @@
+"""Compiled loops (numba) of a compared config's levels (analysis.compare): the child level's slots
+and recorded cells, with their parents' order and path keys (open_nodes_loop, child_level_loop); a
+sub-tree level's numbering and doubts (level_doubts_loop) and its known children (child_slots_loop);
+what a level gives from the recorded config's walk (level_reach_loop). Each is one pass over a
+level's slots where numpy makes one per operation. Compiled and cached as replay.core.loops' are
+(``_loop``), and like them imported at first use.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .loops import _loop
+
+
+@_loop
+def child_slots_loop(
+    kpos: np.ndarray,  # [L, C] int64: each node's position among its level's open nodes, -1 for none
+    expands: np.ndarray,  # [L, C] bool: the node is expanded
+    valid: np.ndarray,  # [S * C] bool: the child level's slots ([S, C], flat), S = K * W
+    token: np.ndarray,  # [S * C] int64: their tokens, pad where unknown
+    col: np.ndarray,  # [C] int64: each column's column in those arrays
+    idx: np.ndarray,  # [L, C] int64: each node's index
+    pad: int,  # the unknown token
+    unknown: np.ndarray,  # out [L, W, C] bool: rank r of an expanded node is a valid child of unknown token
+    indexed: np.ndarray,  # in/out [S * C] bool (all False in): the child at slot s is a valid child of known token
+    parent: np.ndarray,  # in/out [S * C] int64: its parent's index there (untouched elsewhere)
+) -> None:
+    """An expanded node's children: its rank-r child is slot kpos * W + r of the child level
+    (read at the flat cell slot * C + col, clipped into range as np.take's mode="clip"); one pass
+    over the level's nodes and ranks, where numpy builds the cells, two gathers and two scatters."""
+    n_nodes, w, c = unknown.shape
+    last = valid.shape[0] - 1
+    for u in range(n_nodes):
+        for j in range(c):
+            k = kpos[u, j]
+            opened = expands[u, j] and k >= 0
+            for r in range(w):
+                slot = max(k, 0) * w + r
+                cell = min(max(slot * c + col[j], 0), last)
+                child = opened and valid[cell]
+                unknown[u, r, j] = child and token[cell] == pad
+                if child and token[cell] != pad:
+                    at = slot * c + j
+                    indexed[at] = True
+                    parent[at] = idx[u, j]
+
+
+@_loop
+def open_nodes_loop(
+    valid: np.ndarray,  # [L, C] bool: the level's slots
+    status: np.ndarray,  # [L, C] int8: OUT / IN / MAYBE
+    out: int,  # OUT's code
+    kpos: np.ndarray,  # out [L, C] int64: a non-OUT node's position k among its level's non-OUT nodes, -1 if OUT
+    order: np.ndarray,  # out [L, C] int64: the node at place k, the non-OUT nodes first, each group in tree order
+) -> int:
+    """The level's open (valid, non-OUT) nodes: each one's position k and the node at each place
+    (np.argsort(~open, axis=0, kind="stable")); returns the most open nodes of a column, at least 1."""
+    n_slots, c = valid.shape
+    count = np.zeros(c, dtype=np.int64)
+    for u in range(n_slots):  # no branch on the data: an OUT node's place is taken by the next open node, or below
+        for j in range(c):
+            here = valid[u, j] & (status[u, j] != out)
+            order[count[j], j] = u
+            kpos[u, j] = (count[j] + 1) * here - 1
+            count[j] += here
+    most = max(1, count.max()) if c else 1
+    for u in range(n_slots):  # the OUT nodes after the open ones, in tree order
+        for j in range(c):
+            if kpos[u, j] < 0:
+                order[count[j], j] = u
+                count[j] += 1
+    return most
+
+
+@_loop
+def child_level_loop(
+    order: np.ndarray,  # [K, C] int64: the parent level's node at position k (open_nodes_loop)
+    valid_in: np.ndarray,  # [L, C] bool: the parent level's slots
+    status: np.ndarray,  # [L, C] int8: their OUT / IN / MAYBE (codes[0], codes[1])
+    sure_in: np.ndarray,  # [L, C] bool: the slot surely exists
+    slot: np.ndarray,  # [2, L, C] int64: its selection slot range lo, hi (clipped into 0..H'-1 here)
+    wide: np.ndarray,  # [2, H', H'] int64: min, max of the step's topKSpec widths over a slot range
+    row: np.ndarray,  # [L, C] int64: its recorded expanded position, -1 for none
+    exact_in: np.ndarray,  # [L, C] bool: its path key is exact
+    key_in: np.ndarray,  # [2, L, C] float64: its path key's lo, hi
+    codes: np.ndarray,  # [2] int8: OUT, IN
+    width: np.ndarray,  # [H] int64: the recorded step's kept width per expanded position (H = 0: no step)
+    first_child: np.ndarray,  # [H] int64: the level-local index of its first child
+    ids: np.ndarray,  # [rows, cols, S] int64: the recorded step's draft ids (the chunk's S rounds)
+    logp: np.ndarray,  # [rows, cols, S] float64: their log-probs (rows = 0: none, NaN)
+    unnamed: np.ndarray,  # [rows, S] float64: each row's smallest named score (rows = 0: no bound)
+    pos: np.ndarray,  # [L', S] int64: each next-level recorded node's expanded position (L' = 0: no next step)
+    col: np.ndarray,  # [C] int64: each column's round in the recorded arrays
+    pad: int,  # the unknown token
+    valid: np.ndarray,  # out [K * W, C] bool: child k * W + r exists (r below the parent's widest kept width)
+    sure: np.ndarray,  # out [K * W, C] bool: it surely exists (valid, below the narrowest)
+    ordered: np.ndarray,  # out [K * W, C] bool: valid with its parent's slot known
+    oslot: np.ndarray,  # out [K * W, C] int64: its parent's (lowest) slot
+    child_rec: np.ndarray,  # out [K * W, C] int64: its recorded level-local node, -1 for none
+    child_row: np.ndarray,  # out [K * W, C] int64: that node's expanded position, -1 for none
+    token: np.ndarray,  # out [K * W, C] int64: the recorded draft's token at (parent row, rank), pad for none
+    lp: np.ndarray,  # out [K * W, C] float64: its log-prob, NaN for none
+    path: np.ndarray,  # out [2, K * W, C] float64: its path key lo (-inf where not exact), hi
+    path_exact: np.ndarray,  # out [K * W, C] bool: its path key is exact (token and score known, parent's exact)
+) -> None:
+    """The child level's slots from their parents' (analysis.compare.subtree_levels.child_level:
+    child k * W + r is the parent at position k's rank-r child), their recorded cells and path keys:
+    one pass, where numpy gathers each parent field, broadcasts it over the ranks and looks up each
+    cell. A path key that is not exact is bounded above by the parent's (analysis.compare.subtree.
+    unnamed_key_bound: plus the parent row's smallest named score for a candidate the row does not
+    name)."""
+    k_max, c = order.shape
+    w = valid.shape[0] // k_max
+    rows, cols = ids.shape[0], ids.shape[1]
+    last = wide.shape[1] - 1
+    out, in_code = codes[0], codes[1]
+    step, scored, bounded, nxt = width.shape[0] > 0, logp.shape[0] > 0, unnamed.shape[0] > 0, pos.shape[0] > 0
+    # row by row of the output (each written in memory order; the parent re-read for each rank: about
+    # twice as fast as reading it once and writing its W children's rows), bitwise where no branch is needed
+    for k in range(k_max):
+        for r in range(w):
+            s = k * w + r
+            for j in range(c):
+                u = order[k, j]
+                st = status[u, j]
+                pr = row[u, j]
+                s_lo, s_hi = min(max(slot[0, u, j], 0), last), min(max(slot[1, u, j], 0), last)
+                alive = valid_in[u, j] & (st != out)
+                ok = alive & (r < wide[1, s_lo, s_hi])
+                valid[s, j] = ok
+                sure[s, j] = alive & (st == in_code) & sure_in[u, j] & (r < wide[0, s_lo, s_hi])
+                ordered[s, j] = ok & (s_lo == s_hi)
+                oslot[s, j] = s_lo
+                jj = min(pr, width.shape[0] - 1) if step and pr >= 0 else -1
+                node = first_child[jj] + r if jj >= 0 and r < width[jj] else -1
+                child_rec[s, j] = node
+                at = col[j]
+                child_row[s, j] = pos[min(node, pos.shape[0] - 1), at] if node >= 0 and nxt else -1
+                named = jj >= 0 and r < cols
+                cell_row, cell_col = min(max(pr, 0), rows - 1), min(r, cols - 1)
+                tok = ids[cell_row, cell_col, at] if named else pad
+                x = logp[cell_row, cell_col, at] if named and scored else np.nan
+                token[s, j], lp[s, j] = tok, x
+                known = (tok != pad) & (x == x) & exact_in[u, j]  # x == x: its score is known (not NaN)
+                path_exact[s, j] = known
+                hi = key_in[1, u, j]
+                if known:
+                    hi = key_in[0, u, j] + x
+                elif tok == pad and bounded and pr >= 0:
+                    bound = unnamed[min(pr, unnamed.shape[0] - 1), at]
+                    if bound == bound:
+                        hi = hi + bound
+                path[0, s, j] = hi if known else -np.inf
+                path[1, s, j] = hi
+
+
+@_loop
+def level_doubts_loop(
+    indexed: np.ndarray,  # [L, C] bool: the slot is in the sub-tree
+    before: np.ndarray,  # [C] int64: the sub-tree's nodes numbered before this level
+    rec_node: np.ndarray,  # [L, C] int64: the slot's recorded level-local node, -1 for none
+    row: np.ndarray,  # [L, C] int64: its recorded expanded position, -1 when not expanded
+    status: np.ndarray,  # [L, C] int8: OUT / IN / MAYBE (codes[0], codes[1])
+    sure: np.ndarray,  # [L, C] bool: the slot certainly exists
+    own_rows: np.ndarray,  # [C] int64: the round's validate rows
+    first: np.ndarray,  # [2] int64: the level's first tree-order node and expanded row, -1 for none
+    steps: np.ndarray,  # [2, C] int64: draft steps possibly run, surely run (gammaThreshold)
+    d: int,  # the level's depth
+    codes: np.ndarray,  # [7] int8: OUT, MAYBE, WHY_WIDTH, WHY_THRESHOLD, WHY_MAYBE, WHY_UNEXPANDED, WHY_BEYOND
+    idx: np.ndarray,  # out [L, C] int64: the slot's sub-tree index, -1 when not in it
+    n: np.ndarray,  # out [C] int64: the nodes numbered through this level
+    node: np.ndarray,  # out [2, L, C] int64: its tree-order node (validate row, all layout), expanded row
+    has: np.ndarray,  # out [2, L, C] bool: the slot has its row in the all layout, in the parents layout
+    recs: np.ndarray,  # out [L, C] int64: its recorded node (tree order), -1 for none
+    kind: np.ndarray,  # out [L, 2 + W, C] bool: the doubts on its kept width, its expansion (rows 2..: False)
+    why: np.ndarray,  # out [L, 2 + W, C] int8: their reasons (rows 2..: WHY_BEYOND)
+    expands: np.ndarray,  # out [L, C] bool: the walk leaves the node by its children
+) -> None:
+    """One level of a compared config's possible sub-tree (analysis.compare.sampling_subtrees.
+    _sub_tree_level): its slots numbered in slot order, their recorded rows and doubts, one pass
+    over the level's slots where numpy makes some twenty."""
+    n_slots, c = indexed.shape
+    ranks = kind.shape[1]
+    first_node, first_row = first[0], first[1]
+    out, maybe_code = codes[0], codes[1]  # scalars: no load of codes in the inner loop
+    why_width, why_threshold, why_maybe, why_unexpanded, why_beyond = codes[2], codes[3], codes[4], codes[5], codes[6]
+    n[:] = before
+    for u in range(n_slots):  # slot by slot, round by round: each row read and written in memory order
+        for j in range(c):
+            ind = indexed[u, j]
+            idx[u, j] = n[j] if ind else -1
+            n[j] += ind
+            rn, rw = rec_node[u, j], row[u, j]
+            g = first_node + rn if first_node >= 0 else -1
+            p = first_row + rw if first_row >= 0 else -1
+            node[0, u, j], node[1, u, j] = g, p
+            has[0, u, j] = (rn >= 0) & (g < own_rows[j])
+            has[1, u, j] = (rw >= 0) & (p >= 0) & (p < own_rows[j])
+            recs[u, j] = g if rn >= 0 else -1
+            st = status[u, j]
+            opened = ind & (d < steps[0, j]) & (st != out)
+            thr = opened & (d >= steps[1, j])
+            maybe = opened & ~thr & (st == maybe_code)
+            unexp = opened & ~thr & ~maybe & (rw < 0)
+            expands[u, j] = opened & ~thr & ~maybe & ~unexp
+            kind[u, 0, j], why[u, 0, j] = ind & ~sure[u, j], why_width
+            kind[u, 1, j] = thr | maybe | unexp
+            why[u, 1, j] = why_threshold if thr else (why_maybe if maybe else why_unexpanded)
+        for r in range(2, ranks):
+            for j in range(c):
+                kind[u, r, j], why[u, r, j] = False, why_beyond
+
+
+@_loop
+def level_reach_loop(
+    idx: np.ndarray,  # [L, C] int64: each slot's sub-tree index, -1 when not in the sub-tree
+    recs: np.ndarray,  # [L, C] int64: each slot's recorded node, -1 for none
+    held: np.ndarray,  # [C, M] bool: the recorded walk holds the node
+    reach_lo: np.ndarray,  # [C, M] float64: its reach bounds
+    reach_hi: np.ndarray,
+    blind_in: np.ndarray,  # [C, M] bool: the edge into the node is blind
+    sums: np.ndarray,  # out [2, C] float64: reach_lo, reach_hi of the sub-tree's slots added in slot order
+    blind: np.ndarray,  # out [C] bool: a sub-tree slot holds a recorded node with a blind edge
+    all_held: np.ndarray,  # out [C] bool: the walk holds every sub-tree slot's recorded node
+) -> None:
+    """What a candidate's level gives each round from the recorded walk's per-node arrays
+    (analysis.compare.sampling_reach; a slot's node clipped into 0..M-1 where it has none): one
+    pass, round by round (a round's nodes are read from one row), where numpy gathers each array
+    and then sums, masks and reduces it."""
+    n_slots, c = recs.shape
+    last = held.shape[1] - 1
+    for j in range(c):
+        sum_lo = 0.0
+        sum_hi = 0.0
+        any_blind = False
+        every = True
+        for e in range(n_slots):
+            r = recs[e, j]
+            q = min(max(r, 0), last)
+            if idx[e, j] >= 0:  # adding 0.0 for a slot outside the sub-tree changes no sum
+                sum_lo = sum_lo + reach_lo[j, q]
+                sum_hi = sum_hi + reach_hi[j, q]
+                known = r >= 0  # bitwise, not short-circuit: no branch on the data (about twice as fast)
+                any_blind = any_blind | (known & blind_in[j, q])
+                every = every & known & held[j, q]
+        sums[0, j] = sum_lo
+        sums[1, j] = sum_hi
+        blind[j] = any_blind
+        all_held[j] = every
