@@ -311,11 +311,11 @@ def test_level_doubts_are_the_rule_written_with_numpy(recorded):
 def _child_level(parents, width, first_child, ids, logp, unnamed, pos, col, w):
     """child_level_loop the numpy way: each parent field gathered by position and broadcast over the
     ranks, each lookup a gather, the path keys by subtree.unnamed_key_bound."""
-    order, valid_in, status, sure_in, slot, wide, row, exact_in, key_in, codes = parents
+    order, valid_in, status, sure_in, slot_lo, slot_hi, wide, row, exact_in, key_lo, key_hi, codes = parents
     k_max, c = order.shape
     g = lambda a: np.take_along_axis(a, order, axis=0)  # noqa: E731  the parent at position k
     alive, in_sure = g(valid_in & (status != codes[0])), g((status == codes[1]) & sure_in)
-    s_lo, s_hi = (np.clip(g(x), 0, wide.shape[1] - 1) for x in slot)
+    s_lo, s_hi = (np.clip(g(x), 0, wide.shape[1] - 1) for x in (slot_lo, slot_hi))
     p_row = g(row)
     rr = np.arange(w)[None, :, None]
     kw = lambda a: np.broadcast_to(a, (k_max, w, c)).reshape(k_max * w, c)  # noqa: E731  [K, W, C] -> [K * W, C]
@@ -338,7 +338,7 @@ def _child_level(parents, width, first_child, ids, logp, unnamed, pos, col, w):
     if pos.shape[0]:
         child_row = np.where(child_rec >= 0, pos[np.clip(child_rec, 0, pos.shape[0] - 1), col[None, :]], -1)
     exact = (token != PAD_TOKEN) & ~np.isnan(lp) & kw(g(exact_in)[:, None, :])
-    key_lo, key_hi = (kw(g(x)[:, None, :]) for x in key_in)
+    key_lo, key_hi = (kw(g(x)[:, None, :]) for x in (key_lo, key_hi))
     path_lo = np.where(exact, key_lo + np.where(exact, lp, 0.0), -np.inf)
     smallest = np.full((k_max, c), np.nan)
     if unnamed.shape[0]:
@@ -362,7 +362,18 @@ def test_child_level_is_each_parents_ranks_looked_up_with_numpy(step):
     row = rng.integers(-1, h + 1, (levels, c))  # a row past the widths' entries: clipped, as np.take's
     exact_in = rng.random((levels, c)) < 0.8
     key_in = np.log(rng.random((2, levels, c)))
-    parents = (np.ascontiguousarray(order[:k_max]), valid_in, status, sure_in, slot, wide, row, exact_in, key_in, codes)
+    parents = (
+        np.ascontiguousarray(order[:k_max]),
+        valid_in,
+        status,
+        sure_in,
+        *slot,
+        wide,
+        row,
+        exact_in,
+        *key_in,
+        codes,
+    )
     width, first_child = rng.integers(0, w + 1, h), rng.integers(0, 20, h)
     ids = np.where(rng.random((h + 1, 3, s)) < 0.2, PAD_TOKEN, rng.integers(0, 100, (h + 1, 3, s)))
     logp, pos = np.log(rng.random((h + 1, 3, s))), rng.integers(-1, 6, (24, s))

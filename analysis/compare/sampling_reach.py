@@ -65,6 +65,7 @@ def reach_chunk(
     what a walk gives a level is kept per T (one walk per T)."""
     uses = [(t, use) for t, use in uses if use.any()]
     recorded: list[RecordedWalk | None] = [None] * len(uses)
+    picks = [_usable_rounds(use, ordinals) for _, use in uses]  # per T, computed once for every config
     shared: dict = {}  # the simulated levels of one prefix, built once (simulate_levels)
     looked_up: list[dict] = [{} for _ in uses]  # per T: what its walk gives the levels of one prefix
     for c in prefix_order(configs, caps):  # the fold of each config is its own: any order gives its sums
@@ -80,9 +81,17 @@ def reach_chunk(
                 at = walked.at
                 if c == 0:
                     recorded[i] = RecordedWalk.of(st, walked, use, t, vocab_size)
-            usable = np.flatnonzero(use)
-            every = usable.shape[0] == use.shape[0]  # most chunks: no copy of every field
-            fold(c, t, at if every else at.take(usable), ordinals[usable])
+            usable, ords = picks[i]
+            fold(c, t, at if usable is None else at.take(usable), ords)
+
+
+def _usable_rounds(use: np.ndarray, ordinals: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """(the usable rounds' positions, None when every round is: most chunks, no copy of any field;
+    their ordinals). use: [C] bool; ordinals: [C] int64."""
+    usable = np.flatnonzero(use)
+    if usable.shape[0] == use.shape[0]:
+        return None, ordinals
+    return usable, ordinals[usable]
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,6 +114,7 @@ class RecordedWalk:
     exact: np.ndarray  # [C] bool: the round is exact
     t: float
     vocab_size: int | None
+    any_blind: bool  # blind.any(): read by every candidate, computed once
 
     @staticmethod
     def of(st: SubTrees, walked: WalkAtT, use: np.ndarray, t: float, vocab_size: int | None) -> RecordedWalk:
@@ -120,7 +130,7 @@ class RecordedWalk:
         held.reshape(-1)[at] = True
         if (use & ~walked.exact).any():  # an exact round has no blind edge
             blind.reshape(-1)[at] = blind_edges(st, use, t, vocab_size).reshape(-1)[f]
-        return RecordedWalk(reach_lo, reach_hi, held, blind, walked.exact, t, vocab_size)
+        return RecordedWalk(reach_lo, reach_hi, held, blind, walked.exact, t, vocab_size, bool(blind.any()))
 
     def outcome(self, lv: SubTreeLevels, use: np.ndarray, gamma: int, shared: dict | None = None) -> AtT | None:
         """at_temperature's AtT of a candidate with levels ``lv`` from this walk, or None where some
@@ -179,7 +189,7 @@ class RecordedWalk:
         round to the candidate's own walk, _first_doubts). The recorded config's exact rounds: all."""
         c = self.exact.shape[0]
         exact = np.ones(c, dtype=bool)
-        if not self.blind.any():
+        if not self.any_blind:
             return exact
         for d in range(1, len(lv.nodes)):
             exact &= ~self._gathered(lv, d, gathered, shared).blind

@@ -158,11 +158,13 @@ def child_level(rec: RecordedChunk, lvl: Level, depth: int, widths: tuple[int, .
         full(lvl.valid),
         full(lvl.status),
         full(lvl.sure),
-        np.stack([full(lvl.slot_lo), full(lvl.slot_hi)]),
+        full(lvl.slot_lo),
+        full(lvl.slot_hi),
         np.stack(width_tables(widths)),
         full(lvl.row),
         full(lvl.exact),
-        np.stack([full(lvl.lo), full(lvl.hi)]),
+        full(lvl.lo),
+        full(lvl.hi),
         np.array([OUT, IN], dtype=np.int8),
     )
     outs = (valid, sure, ordered, oslot, child_rec, child_row, token, lp, path, path_exact)

@@ -89,13 +89,14 @@ def select_level(lvl: Level, heads: int) -> None:
     L, c = lvl.valid.shape
     v = lvl.valid
     fast = (~v | (lvl.exact & lvl.sure & lvl.ordered)).all(axis=0)  # every key known and ordered
-    status = np.zeros((L, c), dtype=np.int8)
-    slot_lo = np.full((L, c), -1, dtype=np.int64)
-    slot_hi = np.full((L, c), -1, dtype=np.int64)
     cols = np.flatnonzero(fast)
+    every = 0 < cols.shape[0] == c  # most levels: the fast rule's arrays are the level's, nothing filled first
+    if not every:
+        status = np.zeros((L, c), dtype=np.int8)
+        slot_lo = np.full((L, c), -1, dtype=np.int64)
+        slot_hi = np.full((L, c), -1, dtype=np.int64)
     if cols.shape[0]:
         # the selection rule on the key, equal keys by rank_ties of (parent slot, rank): the tree order
-        every = cols.shape[0] == c
         vf = v if every else v[:, cols]
         key = np.where(vf, lvl.lo if every else lvl.lo[:, cols], -np.inf)
         pos = tree_position(lvl.oslot if every else lvl.oslot[:, cols], lvl.rank)  # [L, C']

@@ -79,11 +79,13 @@ def child_level_loop(
     valid_in: np.ndarray,  # [L, C] bool: the parent level's slots
     status: np.ndarray,  # [L, C] int8: their OUT / IN / MAYBE (codes[0], codes[1])
     sure_in: np.ndarray,  # [L, C] bool: the slot surely exists
-    slot: np.ndarray,  # [2, L, C] int64: its selection slot range lo, hi (clipped into 0..H'-1 here)
+    slot_lo: np.ndarray,  # [L, C] int64: its selection slot range's lo (clipped into 0..H'-1 here)
+    slot_hi: np.ndarray,  # [L, C] int64: its hi
     wide: np.ndarray,  # [2, H', H'] int64: min, max of the step's topKSpec widths over a slot range
     row: np.ndarray,  # [L, C] int64: its recorded expanded position, -1 for none
     exact_in: np.ndarray,  # [L, C] bool: its path key is exact
-    key_in: np.ndarray,  # [2, L, C] float64: its path key's lo, hi
+    key_lo: np.ndarray,  # [L, C] float64: its path key's lo
+    key_hi: np.ndarray,  # [L, C] float64: its hi
     codes: np.ndarray,  # [2] int8: OUT, IN
     width: np.ndarray,  # [H] int64: the recorded step's kept width per expanded position (H = 0: no step)
     first_child: np.ndarray,  # [H] int64: the level-local index of its first child
@@ -125,7 +127,7 @@ def child_level_loop(
                 u = order[k, j]
                 st = status[u, j]
                 pr = row[u, j]
-                s_lo, s_hi = min(max(slot[0, u, j], 0), last), min(max(slot[1, u, j], 0), last)
+                s_lo, s_hi = min(max(slot_lo[u, j], 0), last), min(max(slot_hi[u, j], 0), last)
                 alive = valid_in[u, j] & (st != out)
                 ok = alive & (r < wide[1, s_lo, s_hi])
                 valid[s, j] = ok
@@ -144,9 +146,9 @@ def child_level_loop(
                 token[s, j], lp[s, j] = tok, x
                 known = (tok != pad) & (x == x) & exact_in[u, j]  # x == x: its score is known (not NaN)
                 path_exact[s, j] = known
-                hi = key_in[1, u, j]
+                hi = key_hi[u, j]
                 if known:
-                    hi = key_in[0, u, j] + x
+                    hi = key_lo[u, j] + x
                 elif tok == pad and bounded and pr >= 0:
                     bound = unnamed[min(pr, unnamed.shape[0] - 1), at]
                     if bound == bound:
