@@ -169,7 +169,7 @@ class RecordedWalk:
     def _looked_up(self, lv: SubTreeLevels, d: int) -> _Level:
         from replay.core.level_loops import level_reach_loop  # numba: imported at first use
 
-        idx, recs = np.ascontiguousarray(lv.nodes[d][0]), np.ascontiguousarray(lv.nodes[d][6])
+        idx, recs = np.ascontiguousarray(lv.nodes[d][0]), np.ascontiguousarray(lv.nodes[d][5])
         c = recs.shape[1]
         sums, blind, all_held = np.empty((2, c)), np.empty(c, dtype=bool), np.empty(c, dtype=bool)
         level_reach_loop(idx, recs, self.held, self.reach_lo, self.reach_hi, self.blind, sums, blind, all_held)
@@ -232,7 +232,7 @@ class RecordedWalk:
         sure = sure & level.all_held
         if not kind.any():  # most levels of most chunks
             return sure, why, depth
-        reach = self._reach_at(lv.nodes[d][6], side)
+        reach = self._reach_at(lv.nodes[d][5], side)
         # a doubt on a node's expansion is reached where the node's reach bound > 0; one on its kept
         # width (never met on the random dumps) or on a child of unknown token: not looked into
         reached = kind & (reach > 0.0)[:, None, :]

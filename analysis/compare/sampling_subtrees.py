@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import chain
 
 import numpy as np
@@ -74,7 +75,7 @@ class SubTrees:
     has: np.ndarray  # [C, N] bool (a leaf: False, its row never read)
     recs: np.ndarray  # [C, N] int64 each node's recorded node (tree order), -1 for an extra node
     idx: list[np.ndarray]  # per level [L_d, C] each slot's sub-tree index, -1 when not in it
-    doubts: list[tuple]  # per level (kind [L, 2+W, C] bool mask, why [L, 2+W, C], parent no_row [L, C])
+    doubts: list[tuple]  # per level (kind [L, 2+W, C] bool mask, why [L, 2+W, C], its _NodeRows: no_row)
     widths: list[int]  # W per level (0 for the last)
     kpos: list[np.ndarray]
     steps_hi: np.ndarray  # [C]
@@ -112,8 +113,8 @@ class SubTreeLevels:
 
     sim: object  # analysis.compare.subtree_levels.simulate_levels' levels
     n: np.ndarray  # [C] nodes of each round's sub-tree
-    # per level (idx [L, C] sub-tree index or -1, token, parent index, depth, validate row, has row,
-    # recorded node id [L, C]: tree order of the recorded tree, -1 for an extra node)
+    # per level (idx [L, C] sub-tree index or -1, token, parent index, depth, _NodeRows (validate row,
+    # has row), recorded node id [L, C]: tree order of the recorded tree, -1 for an extra node)
     nodes: list[tuple]
     idx: list[np.ndarray]
     doubts: list[tuple]  # SubTrees.doubts
@@ -211,13 +212,11 @@ def _sub_tree_level(
     level_args = (indexed, prev.n, full(lvl.rec), full(lvl.row), status, full(lvl.sure), own_rows, first)
     level_doubts_loop(*level_args, steps, d, codes, idx, n, node, has_rows, recs, kind, why, expands)
     # the node's validate row (replay.core.acceptance.validate_row), where it has one
-    v_row = validate_row(is_all[None, :], node[0], node[1])
-    has_all, has_par = has_rows
-    has = np.where(is_all[None, :], has_all, has_par)
+    node_rows = _NodeRows(node, has_rows, is_all)
     token = root_tokens[None, :].astype(np.int64) if d == 0 else np.broadcast_to(lvl.token, (L, c))
-    nodes = (idx, token, prev.parent_idx, d, v_row, has, recs)
+    nodes = (idx, token, prev.parent_idx, d, node_rows, recs)
     if not big_w:
-        return _SubTreeLevel(nodes, (kind, why, has), n, prev.indexed, prev.parent_idx)
+        return _SubTreeLevel(nodes, (kind, why, node_rows), n, prev.indexed, prev.parent_idx)
     kids = sim.levels[d + 1]
     flat = lambda a: np.ascontiguousarray(np.broadcast_to(a, kids.valid.shape)).reshape(-1)  # noqa: E731
     # the next level's indexed slots (known children of expanded nodes) and their parents' sub-tree indices
@@ -227,7 +226,22 @@ def _sub_tree_level(
     tok = flat(kids.token).astype(np.int64, copy=False)
     args = (sim.kpos[d], expands, flat(kids.valid), tok, col, idx, PAD_TOKEN, kind[:, 2:], indexed.reshape(-1))
     child_slots_loop(*args, parent_idx.reshape(-1))  # kind[:, 2:]: the children of unknown token
-    return _SubTreeLevel(nodes, (kind, why, has), n, indexed, parent_idx)
+    return _SubTreeLevel(nodes, (kind, why, node_rows), n, indexed, parent_idx)
+
+
+class _NodeRows:
+    """A sub-tree level's validate rows and whether each slot has its row, made when first read
+    (numbered, a config's own walk): the outcomes from the recorded config's walk
+    (analysis.compare.sampling_reach) never read them."""
+
+    def __init__(self, node: np.ndarray, has_rows: np.ndarray, is_all: np.ndarray) -> None:
+        self.node, self.has_rows, self.is_all = node, has_rows, is_all  # [2, L, C] all, parents layout; [C]
+
+    @cached_property
+    def rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """([L, C] each slot's validate row, replay.core.acceptance.validate_row; [L, C] bool: it has one)."""
+        is_all = self.is_all[None, :]
+        return validate_row(is_all, self.node[0], self.node[1]), np.where(is_all, self.has_rows[0], self.has_rows[1])
 
 
 def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols) -> SubTrees:
@@ -247,7 +261,8 @@ def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols)
     expanded = np.zeros(c * big_n, dtype=bool)
     for (idx, _, par, *_), (f, cc, _) in zip(nodes[1:], slots[1:]):
         expanded[cc * big_n + _flat(par, idx.shape)[f]] = True
-    for (idx, token, par, d, v_row, h, rec_of), (f, cc, at) in zip(nodes, slots):
+    for (idx, token, par, d, node_rows, rec_of), (f, cc, at) in zip(nodes, slots):
+        v_row, h = node_rows.rows
         recs[at] = _flat(rec_of, idx.shape)[f]
         tokens[at] = _flat(token, idx.shape)[f]
         parents[at] = _flat(par, idx.shape)[f]
@@ -429,9 +444,10 @@ def _doubts(st: SubTrees) -> _Doubts:
     col = np.arange(c)[None, :]
     big = max([kind.shape[1] - 2 for kind, _, _ in st.doubts] + [1])
     cols: list[list[np.ndarray]] = [[] for _ in range(9)]
-    for d, (kind, why, has) in enumerate(st.doubts):
+    for d, (kind, why, node_rows) in enumerate(st.doubts):
         if d and not kind.any():  # a level without a doubt adds no row (the root's gives the dtypes)
             continue
+        has = node_rows.rows[1]
         L, width = kind.shape[0], kind.shape[1] - 2
         idx = st.idx[d]
         kid = np.full((L, big, c), -1, dtype=np.int64)
