@@ -240,8 +240,8 @@ class _NodeRows:
     @cached_property
     def rows(self) -> tuple[np.ndarray, np.ndarray]:
         """([L, C] each slot's validate row, replay.core.acceptance.validate_row; [L, C] bool: it has one)."""
-        is_all = self.is_all[None, :]
-        return validate_row(is_all, self.node[0], self.node[1]), np.where(is_all, self.has_rows[0], self.has_rows[1])
+        is_all, (has_all, has_par) = self.is_all, self.has_rows
+        return validate_row(is_all[None, :], self.node[0], self.node[1]), np.where(is_all[None, :], has_all, has_par)
 
 
 def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols) -> SubTrees:
