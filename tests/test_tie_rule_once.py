@@ -38,7 +38,6 @@ SORTS = {"sorted", "argsort", "lexsort", "sort", "sort_values", "insort", "argpa
 
 # (module, the call's source text starts with) → why it orders something other than selection keys.
 ALLOWED = {
-    ("analysis/tables/batch.py", "np.argsort(ords"): "rows by round ordinal",
     ("analysis/shapes/search.py", "bisect.insort(self.items"): "configs by their objective's sort key",
     ("analysis/shapes/search.py", "sorted(\n"): "searched configs by expected accepted length",
     ("replay/engine/runs.py", "blocks.sort("): "blocks by first ordinal",
