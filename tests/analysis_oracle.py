@@ -21,6 +21,7 @@ import numpy as np
 from replay.core.config import TreeConfig
 from replay.io.dumpwrite import StepRecord, write_manifest, write_round
 from replay.io.rounds import Round
+from replay.testing.selection_ref import select_ref
 from replay.testing.synth import SynthRound
 
 VOCAB = 5000
@@ -93,9 +94,9 @@ def record_round(
         if i == 0:
             chosen = [0]
         elif rule == "path":
-            chosen = sorted(level, key=lambda u: (-logp[u], u))[: cfg.top_head[i]]
+            chosen = [level[j] for j in select_ref([logp[u] for u in level], cfg.top_head[i])]  # level: tree order
         elif rule == "fallback":
-            chosen = sorted(level, key=lambda u: (rank[u], slot_of[parent[u]], u))[: cfg.top_head[i]]
+            chosen = sorted(level, key=lambda u: (rank[u], slot_of[parent[u]], u))[: cfg.top_head[i]]  # no ties
         else:
             raise ValueError(rule)
         ids_rows, lp_rows, new_level = [], [], []
@@ -187,8 +188,8 @@ def synth_lookup_oracle(
         for i, step in enumerate(rnd.steps):
             if step.parents is not None:
                 chosen = step.parents.tolist()
-            else:  # replay.testing.synth's own rule: path probability, ties by tree order
-                chosen = [0] if i == 0 else sorted(level, key=lambda u: (-logp[u], u))[: cfg.top_head[i]]
+            else:  # replay.testing.synth's own rule: path probability (ties: rank_ties)
+                chosen = [0] if i == 0 else [level[j] for j in select_ref([logp[u] for u in level], cfg.top_head[i])]
             new, new_lp = [], []
             for j, u in enumerate(chosen):
                 draft_rows[paths[u]] = (step.ids[j], step.scores[j])

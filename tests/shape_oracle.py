@@ -21,6 +21,7 @@ import numpy as np
 
 from replay.core.config import TreeConfig
 from replay.engine.batch import MatrixStack, RoundBatch
+from replay.testing.selection_ref import select_ref
 
 COLS = 6
 DRAFT = np.array(
@@ -56,10 +57,10 @@ def true_probability(path: tuple[int, ...]) -> float:
 
 def engine_tree(cfg: TreeConfig) -> list[tuple[int, ...]]:
     """Rank paths the engine builds: per level, the topHead nodes of highest draft path probability
-    (ties by tree order), each keeping topKSpec children, in tree order."""
+    (ties: rank_ties (replay/core/selection.py)), each keeping topKSpec children, in tree order."""
     out, level = [], [()]
     for i in range(cfg.gamma):
-        order = sorted(range(len(level)), key=lambda j: (-draft_key(level[j]), j))[: cfg.top_head[i]]
+        order = select_ref([draft_key(p) for p in level], cfg.top_head[i])
         level = [level[j] + (r,) for j, w in zip(order, cfg.top_k_spec[i]) for r in range(w)]
         out += level
     return out
@@ -80,7 +81,7 @@ def synth_batch(rounds: int, seed: int) -> RoundBatch:
     top1 = MISS_BASE + rng.integers(0, 10**6, size=(n_all, rounds))
     start = 0  # tree-order id of the level's first node
     for i in range(cfg.gamma):
-        order = sorted(range(len(level)), key=lambda j: (-draft_key(level[j]), j))[: cfg.top_head[i]]
+        order = select_ref([draft_key(p) for p in level], cfg.top_head[i])
         h = len(order)
         # distinct tokens within a row: token = random * COLS + rank
         ids = (rng.integers(0, 10**5, size=(h, COLS, rounds)) * COLS + np.arange(COLS)[None, :, None]).astype(np.int64)

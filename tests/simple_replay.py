@@ -1,10 +1,14 @@
 """A deliberately simple second implementation of tree rebuild + greedy acceptance.
 
 Nodes are tuples of draft ranks from the root (the root is ``()``), kept in dicts; no numpy,
-no shared code with replay/. Property tests check that replay/ agrees with it on random dumps.
+no shared code with replay/ but the tie rule of equal path probabilities, which every oracle takes
+from replay.testing.selection_ref (one copy: tests/test_tie_rule_once.py). Property tests check
+that replay/ agrees with it on random dumps.
 """
 
 from __future__ import annotations
+
+from replay.testing.selection_ref import select_ref
 
 
 def simple_replay(steps, validate, top_k_spec, top_head, logp=None, parents=None, layout="all"):
@@ -27,9 +31,9 @@ def simple_replay(steps, validate, top_k_spec, top_head, logp=None, parents=None
         elif parents is not None and parents[i] is not None:
             chosen = [order[p] for p in parents[i][:heads]]
         elif known_lp:
-            chosen = sorted(level, key=lambda n: (-path_lp[n], order.index(n)))[:heads]
+            chosen = [level[j] for j in select_ref([path_lp[n] for n in level], heads)]  # level: tree order
         else:
-            chosen = sorted(level, key=lambda n: (n[-1], prev_chosen.index(n[:-1])))[:heads]
+            chosen = sorted(level, key=lambda n: (n[-1], prev_chosen.index(n[:-1])))[:heads]  # no ties
         if logp is None or logp[i] is None:
             known_lp = False
         new_level = []

@@ -6,6 +6,7 @@ import pytest
 from replay.core.config import TreeConfig
 from replay.live.draft import draft_keep_indices, draft_tree, select_heads
 from replay.live.forward import cache_length, keep_cache_entries, new_cache
+from replay.testing.selection_ref import select_ref
 from tests.live_fixtures import live_qwen_pair, torch  # noqa: F401
 
 COMMITTED = [4, 8, 15, 16, 23, 42]
@@ -27,9 +28,9 @@ def test_tree_shape_order_and_selection_follow_the_config(live_qwen_pair):
     assert [s.ids.shape for s in d.steps] == [(1, 8), (3, 8), (2, 8), (1, 8)]
     for step, heads in enumerate(tree.expanded):
         level = np.flatnonzero(tree.depths == step)
-        # heads = the most probable nodes of their level, most probable first, ties by tree order
-        order = sorted(level.tolist(), key=lambda u: (-tree.logprobs[u], u))
-        assert heads.tolist() == order[: config.top_head[step]]
+        # heads = the most probable nodes of their level, most probable first (ties: rank_ties)
+        order = level[select_ref(tree.logprobs[level].tolist(), config.top_head[step])]
+        assert heads.tolist() == order.tolist()
         # tree order: children grouped by head in selection order, then by rank
         kids = [u for h in heads for u in tree.children(int(h))]
         assert kids == sorted(kids)

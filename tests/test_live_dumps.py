@@ -19,6 +19,7 @@ from replay.live.errors import OutputDirError
 from replay.live.generate import DecodeOptions
 from replay.live.run import run_speculative, summarize
 from replay.testing.replayer import replay_directory
+from replay.testing.selection_ref import select_ref
 from tests.live_fixtures import live_qwen_pair  # noqa: F401
 
 PROMPTS = [[1, 2, 3, 4], [50, 7], [9, 8, 7, 6, 5]]
@@ -104,8 +105,8 @@ def test_selection_recomputes_from_recorded_scores(dump):
         tree, steps = rebuild(out, rnd["key"], config, rnd["root_token"])
         for i, step in enumerate(steps[1:], start=1):
             level = np.flatnonzero(tree.depths == i)
-            order = sorted(level.tolist(), key=lambda u: (-tree.logprobs[u], u))
-            assert step["parents"].tolist() == order[: config.top_head[i]]
+            order = level[select_ref(tree.logprobs[level].tolist(), config.top_head[i])]
+            assert step["parents"].tolist() == order.tolist()
 
 
 def test_rounds_chain_into_the_outputs_and_keys_follow_the_rule(dump):

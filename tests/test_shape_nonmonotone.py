@@ -10,6 +10,7 @@ import pytest
 
 from analysis.shapes.recommend import recommend_runs
 from replay.io.packed.pack import pack_batches
+from replay.testing.selection_ref import select_ref
 from tests.shape_builders import enumerate_configs
 from tests.shape_oracle import COLS, HIT, RECORDED, synth_batch, true_probability, true_value
 
@@ -39,7 +40,7 @@ def acceptance_order_optimum(budget: int, depth: int):
     def value_if_acceptance_order(cfg):
         out, level = 0.0, [()]
         for i in range(cfg.gamma):
-            order = sorted(range(len(level)), key=lambda j: (-true_probability(level[j]), j))[: cfg.top_head[i]]
+            order = select_ref([true_probability(p) for p in level], cfg.top_head[i])
             level = [level[j] + (r,) for j, w in zip(order, cfg.top_k_spec[i]) for r in range(w)]
             out += sum(true_probability(p) for p in level)
         return out

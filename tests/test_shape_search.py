@@ -9,6 +9,7 @@ from analysis.cost.model import CostModel
 from analysis.shapes.model import ShapeModel, pava_nonincreasing
 from analysis.shapes.paths import config_from_paths, engine_paths, render_shape
 from analysis.shapes.search import best_first, search_shapes
+from replay.testing.selection_ref import select_ref
 from replay.util.errors import SpecReplayError
 from tests.shape_builders import enumerate_configs, model_from_hits
 
@@ -34,8 +35,8 @@ def simple_value(cfg, model: ShapeModel) -> float:
     level = [((), 1.0, 0)]  # (path, prob, own rank)
     total = 0.0
     for i in range(cfg.gamma):
-        # tree order is the list order; the engine takes the most probable, ties by tree order
-        order = sorted(range(len(level)), key=lambda j: (-level[j][1], j))[: cfg.top_head[i]]
+        # tree order is the list order; the engine takes the most probable (ties: rank_ties)
+        order = select_ref([u[1] for u in level], cfg.top_head[i])
         nxt = []
         for j, width in zip(order, cfg.top_k_spec[i]):
             path, prob, q = level[j]
@@ -155,11 +156,11 @@ def random_draft_model(seed: int) -> ShapeModel:
 
 def draft_value(cfg, model: ShapeModel) -> float:
     """Independent reference: the engine expands the nodes of highest draft path log-probability
-    (ties by tree order); a node's value is the product of acceptance along its rank path."""
+    (ties: rank_ties (replay/core/selection.py)); a node's value is the product of acceptance along its rank path."""
     level = [((), 1.0, 0.0, 0)]  # (path, acceptance prob, draft log-prob, own rank)
     total = 0.0
     for i in range(cfg.gamma):
-        order = sorted(range(len(level)), key=lambda j: (-level[j][2], j))[: cfg.top_head[i]]
+        order = select_ref([u[2] for u in level], cfg.top_head[i])
         nxt = []
         for j, width in zip(order, cfg.top_k_spec[i]):
             path, prob, key, q = level[j]

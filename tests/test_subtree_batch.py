@@ -18,6 +18,7 @@ from replay.engine.runs import open_run
 from replay.io.rounds import Round
 from replay.testing.in_memory import batch_from_rounds, round_at
 from replay.testing.replayer import replay_round
+from replay.testing.selection_ref import selection_order_ref
 from replay.testing.subtree_walk import replay_subconfig
 from tests.analysis_oracle import as_round, narrow_rows, random_oracle, record_round
 from tests.test_batch_property import runs
@@ -222,7 +223,9 @@ def test_select_in_order_columns_match_successive_maxima():
         kinds += [ordered.all() == False, ordered.any(), 1]  # noqa: E712
         subtree_select.select_level(lvl, heads)
         for j in range(c):
-            rows = sorted(np.flatnonzero(valid[:, j]), key=lambda i: (-key[i, j], oslot[i, j], rank[i, 0], i))
+            live = np.flatnonzero(valid[:, j])
+            ties = [(int(oslot[i, j]), int(rank[i, 0])) for i in live]
+            rows = live[selection_order_ref(key[live, j].tolist(), ties)].tolist()
             want = np.full(L, -1)
             want[rows[:heads]] = np.arange(min(heads, len(rows)))
             assert (lvl.slot_lo[:, j] == want).all() and (lvl.slot_hi[:, j] == want).all(), (L, heads, j)

@@ -3,10 +3,12 @@
 Which level-i nodes the draft expanded at step i (row j of draft_step_i = the j-th selected):
 1. explicit parents in the dump, when present (and, for a static tree with scores, checked
    against the path-probability selection);
-2. otherwise path probability recomputed from the scores (highest first, ties by tree order);
+2. otherwise path probability recomputed from the scores (highest first; ties: rank_ties
+   (replay/core/selection.py));
 3. otherwise the documented fallback: nodes ordered by (child rank, parent order) — all rank-0
    children first — which reproduces the article (A1, A2, then B11, B21). Reported loudly.
-The rule itself lives in replay.core.selection; this is its scalar reference use.
+The rule itself lives in replay.core.selection; this reference orders levels by its test-side
+form, replay.testing.selection_ref, so that the batch engine is checked against a sort.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from replay.core.selection import (
     fallback_guesses,
     parents_mismatch_note,
     rank_major_keys,
-    select_top,
     selection_method,
     selection_summary,
 )
@@ -50,6 +51,7 @@ from replay.engine.batch.rejections import (
 )
 from replay.io.formats.matrix_io import DumpMatrix
 from replay.io.rounds import Round
+from replay.testing.selection_ref import select_ref
 from replay.util.errors import RoundError
 
 
@@ -110,14 +112,14 @@ def _check_step(key, i: int, mat: DumpMatrix, heads: int, widths: list[int], cfg
 
 
 def _select_by_path_prob(level: list[int], logprobs: np.ndarray, heads: int) -> list[int]:
-    return [level[j] for j in select_top(logprobs[level], heads)]
+    return [level[j] for j in select_ref(logprobs[level].tolist(), heads)]
 
 
 def _select_fallback(
     level: list[int], ranks: np.ndarray, parent_order: dict[int, int], parents: np.ndarray, heads: int
 ) -> list[int]:
     keys = rank_major_keys(ranks[level], [parent_order[int(parents[u])] for u in level])
-    return [level[j] for j in select_top(keys, heads)]
+    return [level[j] for j in select_ref(keys, heads)]
 
 
 def _refuse_lost_companion(rnd: Round, level_sizes: list[int], guessed_at: int | None) -> None:

@@ -20,7 +20,7 @@ recording used (docs/analysis.md, "Offline comparison"):
 * the rank-major fallback otherwise: (rank, parent's slot), structural, always known.
 
 Each node carries its selection key (replay.core.selection: path log-probability or rank_major_key)
-as an interval; with every key exact, a level is ranked by replay.core.selection's scalar rule. An
+as an interval; with every key exact, a level is ranked by replay.testing.selection_ref (the rule by a sort). An
 unknown path key is at most the parent's, and for a candidate its parent's recorded row does not
 name, at most the parent's plus the row's smallest score (analysis.compare.subtree.unnamed_key_bound).
 
@@ -61,7 +61,7 @@ from analysis.compare.subtree import (
     unnamed_key_bound,
 )
 from replay.core.config import TreeConfig
-from replay.core.selection import rank_major_key, selection_order
+from replay.core.selection import rank_major_key
 from replay.core.vocab import (
     BONUS_CORRECTION,
     BONUS_LEAF,
@@ -75,6 +75,7 @@ from replay.core.vocab import (
     score_known,
 )
 from replay.testing.replayer import RoundResult
+from replay.testing.selection_ref import ranks_before, selection_order_ref
 
 
 @dataclass(frozen=True)
@@ -139,18 +140,18 @@ def selection_rule(res: RoundResult) -> str:
 
 
 def _ahead(a: _Node, b: _Node) -> bool:
-    """a certainly ranks before b (ties of exact keys go by tree order, as the engine does)."""
+    """a certainly ranks before b (ties of exact keys: rank_ties (replay/core/selection.py))."""
     if a.lo > b.hi:
         return True
     if a.exact and b.exact and a.lo == b.lo and a.order is not None and b.order is not None:
-        return a.order < b.order
+        return ranks_before(a.order, b.order)
     return False
 
 
 def _select(level: list[_Node], heads: int) -> None:
     """Set status and slot range of every node of a level choosing its top ``heads``."""
     if all(u.exact and u.sure and u.order is not None for u in level):
-        ranked = [level[j] for j in selection_order([u.lo for u in level], [u.order for u in level])]
+        ranked = [level[j] for j in selection_order_ref([u.lo for u in level], [u.order for u in level])]
         for k, u in enumerate(ranked):
             u.status = IN if k < heads else OUT
             u.slot_lo = u.slot_hi = k if k < heads else -1

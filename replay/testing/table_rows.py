@@ -26,9 +26,10 @@ from analysis.tables.build import (
     _typed,
     empty_round_table,
 )
-from replay.core.selection import rank_major_keys, selection_order
+from replay.core.selection import rank_major_keys
 from replay.core.vocab import PAD_TOKEN, SELECT_FALLBACK
 from replay.testing.replayer import RoundResult, record_of
+from replay.testing.selection_ref import selection_order_ref
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,7 +81,7 @@ def level_ranks(res: RoundResult, expanded_slot: np.ndarray) -> np.ndarray:
     """[n] int64: each node's position in its level under the rule the recorded round used.
 
     expanded_slot: [n] int64 from node_facts. With path probabilities the order is by descending
-    path log-probability, ties by tree order (the engine's static rule); with the rank-major
+    path log-probability (ties: rank_ties (replay/core/selection.py)); with the rank-major
     fallback by (rank, parent's slot). A dump with explicit parents but no scores only tells
     the order of the expanded nodes (their slot); the others stay -1.
     """
@@ -95,14 +96,14 @@ def level_ranks(res: RoundResult, expanded_slot: np.ndarray) -> np.ndarray:
         level = np.flatnonzero(tree.depths == d)
         lp = tree.logprobs[level]
         if not np.isnan(lp).any():
-            order = level[selection_order(lp)]
+            order = level[selection_order_ref(lp.tolist())]
         elif d < len(selection) and selection[d] != SELECT_FALLBACK:
             # explicit parents without scores: only the expanded nodes' order is known
             exp = [u for u in level.tolist() if expanded_slot[u] >= 0]
             out[exp] = expanded_slot[exp]
             continue
         else:
-            order = level[selection_order(rank_major_keys(tree.ranks[level], expanded_slot[tree.parents[level]]))]
+            order = level[selection_order_ref(rank_major_keys(tree.ranks[level], expanded_slot[tree.parents[level]]))]
         out[order] = np.arange(len(order))
     return out
 
