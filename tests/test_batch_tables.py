@@ -231,17 +231,20 @@ def test_example_round_replays_only_the_round_drawn():
     assert example_round(fast, (1, 2)) is None
 
 
-def test_selection_positions_are_the_double_argsort():
+def test_selection_positions_are_the_reference_order():
     """_level_ranks' positions by score (replay.core.selection.selection_positions: counted for small
-    levels, sorted for large ones) are np.argsort(np.argsort(-lp, stable)): ties in row order, -0.0
-    equal to 0.0."""
+    levels, sorted for large ones) are each row's place in replay.testing.selection_ref's order:
+    ties by rank_ties of the row, -0.0 equal to 0.0."""
     import numpy as np
 
     from replay.core.selection import selection_positions
+    from replay.testing.selection_ref import selection_order_ref
 
     rng = np.random.default_rng(0)
     for rows in (1, 2, 6, 16, 17, 40):
         lp = rng.integers(-3, 1, size=(rows, 200)).astype(np.float64)
         lp[rng.random(lp.shape) < 0.2] = -0.0
-        want = np.argsort(np.argsort(-lp, axis=0, kind="stable"), axis=0, kind="stable")
+        want = np.empty(lp.shape, dtype=np.int64)
+        for j in range(lp.shape[1]):
+            want[selection_order_ref(lp[:, j].tolist()), j] = np.arange(rows)
         np.testing.assert_array_equal(selection_positions(lp), want)

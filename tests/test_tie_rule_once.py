@@ -1,8 +1,11 @@
 """The selection tie rule ("equal keys in tree order") lives in one place: replay.core.selection.rank_ties.
 
-Two checks: no module that applies the selection rule sorts anything itself except the sorts listed
-here with their reason (a sort of selection keys would be a second copy of the tie rule), and every
-form in replay.core.selection follows rank_ties when it changes (a reversed rule, patched in).
+Three checks: no module that applies the selection rule sorts anything itself except the sorts listed
+here with their reason (a sort of selection keys would be a second copy of the tie rule); no oracle in
+tests/ or replay/testing/ sorts highest-first itself (a negated sort key, an argsort of a negated
+array, a lexsort) except replay.testing.selection_ref, the one test-side form of the rule, and the
+sorts listed with their reason; and every form in replay.core.selection follows rank_ties when it
+changes (a reversed rule, patched in).
 """
 
 from __future__ import annotations
@@ -49,6 +52,78 @@ ALLOWED = {
     ("replay/engine/batch/result.py", "sorted(gammas)"): "an error message's gammas",
     ("replay/testing/synth.py", "np.sort(rng.dirichlet"): "generated probabilities, descending by rank",
 }
+
+
+# The test side's one form of the rule: every oracle orders a level through it.
+ORACLE_RULE = "replay/testing/selection_ref.py"
+
+# (module, the call's source text starts with) → why a highest-first sort in tests/ or
+# replay/testing/ orders something other than a level's selection keys.
+ORACLE_ALLOWED = {
+    ("tests/test_compare_sampling.py", "sorted(rows[1:], key=lambda r: -r[key])"): "output rows by a metric",
+    ("tests/test_live_sampling.py", "np.argsort(-probs[node])"): "a target distribution's top tokens",
+    ("tests/test_sampling.py", "np.argsort(-full"): "a target distribution's top-K rows",
+    ("tests/test_shape_nonmonotone.py", "sorted(\n"): "configs by their true value",
+}
+
+
+def _highest_first(call: ast.Call) -> bool:
+    """A sort by descending key: a lambda key (or its first tuple element) negated, an argsort of a
+    negated array, or a lexsort (columns of keys)."""
+    f = call.func
+    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+    if name == "lexsort":
+        return True
+    if name == "argsort" and call.args:
+        return isinstance(call.args[0], ast.UnaryOp) and isinstance(call.args[0].op, ast.USub)
+    for kw in call.keywords:
+        if name in SORTS and kw.arg == "key" and isinstance(kw.value, ast.Lambda):
+            body = kw.value.body
+            first = body.elts[0] if isinstance(body, ast.Tuple) and body.elts else body
+            return isinstance(first, ast.UnaryOp) and isinstance(first.op, ast.USub)
+    return False
+
+
+def _oracle_sorts() -> list[tuple[str, str]]:
+    """(module, source text) of every highest-first sort in tests/ and replay/testing/."""
+    out = []
+    for path in sorted([*ROOT.glob("tests/**/*.py"), *ROOT.glob("replay/testing/**/*.py")]):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == ORACLE_RULE:
+            continue
+        text = path.read_text()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Call) and _highest_first(node):
+                out.append((rel, ast.get_source_segment(text, node) or ""))
+    return out
+
+
+def test_oracles_order_levels_through_the_one_reference():
+    unexplained, used = [], set()
+    for rel, call in _oracle_sorts():
+        hit = [k for k in ORACLE_ALLOWED if k[0] == rel and call.startswith(k[1])]
+        used.update(hit)
+        if not hit:
+            unexplained.append(f"{rel}: {call.splitlines()[0]}")
+    assert not unexplained, (
+        "a highest-first sort in an oracle: order a level with replay.testing.selection_ref "
+        f"(selection_order_ref, select_ref, ranks_before), or add it to ORACLE_ALLOWED with its reason: {unexplained}"
+    )
+    assert used == set(ORACLE_ALLOWED), (
+        f"ORACLE_ALLOWED entries that match nothing any more: {set(ORACLE_ALLOWED) - used}"
+    )
+
+
+def test_the_oracle_scan_finds_a_copy_of_the_rule():
+    """The scan sees the copies the oracles used to carry (and would carry again)."""
+    for copy in (
+        "sorted(level, key=lambda u: (-logp[u], u))",
+        "sorted(range(len(level)), key=lambda j: (-level[j][1], j))",
+        "np.argsort(-lp, axis=0, kind='stable')",
+        "np.lexsort((rank, -key))",
+    ):
+        assert _highest_first(ast.parse(copy).body[0].value), copy
+    assert not _highest_first(ast.parse("sorted(level, key=lambda n: (n[-1], slot[n]))").body[0].value)
 
 
 def _uses_selection(tree: ast.Module) -> bool:
