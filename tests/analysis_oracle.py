@@ -37,14 +37,16 @@ def _rng(seed: int, tag: int, path: tuple) -> np.random.Generator:
 
 
 def random_oracle(
-    seed: int, cols: int, hit: float = 0.6, tcols: int = 3, flat: float = 0.7
+    seed: int, cols: int, hit: float = 0.6, tcols: int = 3, flat: float = 0.7, grid: int | None = None
 ) -> tuple[DraftFn, TargetFn]:
     """Draft rows and target rows drawn from a generator seeded by the path.
 
     The target's top-1 is the draft's rank-r candidate with probability hit * 0.5**r (else a
     token outside the row), so paths of several accepted tokens are common. ``flat`` is the
     Dirichlet concentration of draft probabilities: higher gives flatter rows, so nodes of
-    different branches compete closely for expansion.
+    different branches compete closely for expansion. ``grid``: draft probabilities floored to
+    multiples of 1/grid (as fp16 dumps round them), so that siblings and cousins tie in path
+    probability and the tie rule decides which are expanded.
     """
 
     @functools.cache
@@ -52,6 +54,8 @@ def random_oracle(
         rng = _rng(seed, 1, path)
         ids = rng.choice(VOCAB, size=cols, replace=False).astype(np.int64)
         probs = np.sort(rng.dirichlet(np.full(cols + 1, flat)))[::-1][:cols]
+        if grid is not None:
+            probs = np.floor(probs * grid) / grid
         return ids, np.log(np.maximum(probs, 1e-9)).astype(np.float32)
 
     @functools.cache

@@ -52,6 +52,7 @@ from replay.testing.replayer import RoundResult, replay_directory
 from replay.testing.round_sampling import node_logprob_gaps, round_sampling
 from replay.testing.round_summaries import render_summary, sampling_summary
 from replay.testing.synth import add_node_logprobs, write_synthetic_run
+from tests.analysis_oracle import random_oracle, write_oracle_run
 
 SAMPLES = "sample_dumps"
 TEMPS = ("0", "0.7", "1.5")
@@ -84,7 +85,18 @@ def dumps(tmp_path_factory) -> dict[str, str]:
         "skipped": str(skipped),
         "rejected": str(rejected),
         "rising": str(_rising(root / "rising")),
+        "tied": str(_tied(root / "tied")),
     }
+
+
+def _tied(directory):
+    """Draft probabilities on a 1/8 grid (as fp16 dumps round them): nodes of a level tie in path
+    probability, so the tie rule (rank_ties) decides which the engine expands, as the reference's
+    does (replay.testing.selection_ref)."""
+    cfg = parse_config_text("[3]|[2,2,1]|[1,1,1]")
+    draft, target = random_oracle(43, cols=4, hit=0.6, flat=2.0, grid=8)
+    write_oracle_run(directory, cfg, list(range(500, 530)), [3] * 30, draft, target)
+    return directory
 
 
 def _rising(directory):
@@ -228,7 +240,7 @@ def _cli(argv: list[str]) -> tuple[int, str, str]:
 # --- the checks -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["article", "synthetic", "nodes", "skipped", "rejected", "rising"])
+@pytest.mark.parametrize("name", ["article", "synthetic", "nodes", "skipped", "rejected", "rising", "tied"])
 def test_replay_trees_come_from_the_batch_engine(dumps, name, no_reference):
     d = dumps[name]
     for argv in ([d, "--no-progress"], [d, "--round", _middle_key(d)], [d, "--round", "999_999"]):
@@ -256,7 +268,7 @@ def test_api_sampling_comes_from_the_batch_engine(dumps, name, no_reference):
     assert got.attrs["skipped"] == want.attrs["skipped"]
 
 
-@pytest.mark.parametrize("name", ["article", "synthetic", "nodes", "rejected"])
+@pytest.mark.parametrize("name", ["article", "synthetic", "nodes", "rejected", "tied"])
 def test_each_round_view_is_the_reference_round(dumps, name):
     d = dumps[name]
     ref = {r.name: r for r in replay_directory(d).results}

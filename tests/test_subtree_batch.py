@@ -249,6 +249,17 @@ def test_wider_configs_on_narrow_rows_match_reference():
     assert check_contained(big, batch_from_rounds(rounds), subs) == len(rounds) * len(subs)
 
 
+def test_tied_path_probabilities_match_reference():
+    """Draft probabilities on a 1/8 grid (as fp16 dumps round them): nodes of a level tie in path
+    probability, siblings and cousins, and the tie rule (rank_ties) decides which a contained config
+    expands, in the engine as in the reference walk (replay.testing.selection_ref)."""
+    big = TreeConfig.from_lists([[3], [2, 2, 1], [1, 1, 1]], [1, 3, 3])
+    draft, target = random_oracle(43, cols=4, hit=0.6, flat=2.0, grid=8)
+    rounds = [as_round(record_round(big, r, 3, draft, target, "path"), (r, r), r) for r in range(500, 580)]
+    subs = [big, *contained_configs(big, limit=400)[::7]]
+    assert check_contained(big, batch_from_rounds(rounds), subs) == len(rounds) * len(subs)
+
+
 def test_truncations_cut_from_the_deeper_walk_match_their_own_walks():
     """Without the gammaThreshold early stop, a config that is the first steps of another one replayed
     with it takes its outcomes from that walk (truncation_sources, truncated_walk): every field as
