@@ -36,7 +36,7 @@ from analysis.tables.intervals import wilson
 from .counts import ShapeStats, fit
 
 DEFAULT_MIN_COUNT = 30
-ORDER_DECIMALS = 9  # draft path log-probs equal to this many decimals tie (then tree order decides)
+ORDER_DECIMALS = 9  # draft path log-probs equal to this many decimals tie (ties: rank_ties (replay/core/selection.py))
 
 
 # --------------------------------------------------------------------------------------------

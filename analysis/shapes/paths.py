@@ -60,7 +60,7 @@ def engine_paths(config: TreeConfig, model: ShapeModel) -> list[RankPath]:
     """The tree the engine builds for ``config`` when the draft ranks nodes as ``model.order_key`` says.
 
     Level by level: nodes in tree order (expanded parents in selection order, then child rank);
-    the engine expands the topHead[i] nodes that rank first (ties by tree order) and keeps
+    the engine expands the topHead[i] nodes that rank first (ties: rank_ties (replay/core/selection.py)) and keeps
     topKSpec[i][j] children of the j-th. Returns rank paths in tree order.
     """
     out: list[RankPath] = []

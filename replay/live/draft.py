@@ -72,7 +72,7 @@ class _Partial:
 
 
 def select_heads(path_logprobs: np.ndarray, level_nodes: np.ndarray, count: int) -> np.ndarray:
-    """The ``count`` most probable nodes of a level, most probable first, ties by tree order.
+    """The ``count`` most probable nodes of a level, most probable first (ties: rank_ties (replay/core/selection.py)).
 
     path_logprobs: [m] float64 over all nodes; level_nodes: [l] int64 node ids (increasing)
     Returns [count] int64 node ids in selection order. The offline rule (replay.core.selection) on the

@@ -3,7 +3,7 @@
 Same acceptance model as replay.testing.synth (the target's top-1 at a node of depth d is the draft's
 rank-r child with probability ``hit[d, r]``, another token otherwise), but vectorised over rounds
 and without writing per-round files. Expanded nodes are chosen by replay.core.selection's rule
-(path probability, ties by tree order; the rank-major fallback without scores or parents); the
+(path probability, ties: rank_ties (replay/core/selection.py); the rank-major fallback without scores or parents); the
 trees are built here, independently of replay.engine.batch, so that replaying the output checks
 the replay.
 """
@@ -85,7 +85,7 @@ def synth_batch(spec: SynthSpec, hit: np.ndarray | None = None, ordinals: np.nda
         if i == 0:
             chosen = np.zeros((1, r), dtype=np.int64)
         elif spec.with_scores or spec.with_parents:
-            chosen = top_k_columns(level_lp, h, lanes)  # path probability, ties by tree order
+            chosen = top_k_columns(level_lp, h, lanes)  # path probability; ties: rank_ties (replay/core/selection.py)
         else:
             chosen = np.broadcast_to(_rank_major(cfg.top_k_spec[i - 1], h)[:, None], (h, r))
         node_ids = start + chosen  # [h, R]
