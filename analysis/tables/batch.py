@@ -43,6 +43,7 @@ from .build import (
     finish_table,
 )
 from .cells import coded, in_run_order, object_cells
+from .definitions import ROUND_COLUMNS_READ
 
 _IN = {name: np.int8(k) for k, name in enumerate(TARGET_IN)}
 
@@ -111,19 +112,11 @@ def join_parts(parts: list[TableParts]) -> tuple[pd.DataFrame, pd.DataFrame]:
     return join_slim(parts, ROUND_COLUMNS), frame_in_run_order(nodes, node_ords, NODE_COLUMNS)
 
 
-# What a run keeps of its round table when its node metrics are counted block by block: the columns
-# the round metrics read (summary, accepted_length_distribution, depth_acceptance), stats' selection
-# counts and LabelledRun's keys.
-SLIM_ROUND_COLUMNS = (
-    "run",
-    "key_a",
-    "key_b",
-    "num_steps",
-    "num_nodes",
-    "selection",
-    "accepted_length",
-    "stop",
-    "bonus_known",
+# What a run keeps of its round table when its node metrics are counted block by block: LabelledRun's
+# keys, stats' selection counts and the columns the round metrics read (ROUND_COLUMNS_READ, named
+# beside their definitions: a new metric's columns come along with no edit here).
+SLIM_ROUND_COLUMNS = tuple(
+    dict.fromkeys(("run", "key_a", "key_b", "selection", *(c for cols in ROUND_COLUMNS_READ.values() for c in cols)))
 )
 # What compare keeps (it reads no table: LabelledRun's keys and the example round's choice only).
 KEY_ROUND_COLUMNS = ("run", "key_a", "key_b", "accepted_length", "stop")

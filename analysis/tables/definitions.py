@@ -131,6 +131,17 @@ METRIC_TABLES = (
     "node_hits",
 )
 
+# The round-table columns each round metric of analysis.tables.metrics reads (summary,
+# accepted_length_distribution, depth_acceptance). A run whose node metrics are counted block by
+# block keeps only these of its round table (analysis.tables.batch.SLIM_ROUND_COLUMNS is built
+# from them): a summary metric reading another round column names it here, else stats stops on
+# "missing column(s)".
+ROUND_COLUMNS_READ = {
+    "summary": ("run", "accepted_length", "bonus_known", "num_nodes", "num_steps"),
+    "accepted_length": ("run", "accepted_length"),
+    "depth_acceptance": ("run", "accepted_length", "stop", "num_steps"),
+}
+
 SUMMARY_NAMES = (
     "mean_acceptance_length",
     "draft_acceptance_rate",

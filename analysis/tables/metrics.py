@@ -21,7 +21,7 @@ from replay.core.headline import headline, metric_text
 from replay.core.vocab import DEPTH_RULE, STOP_MISMATCH, STOP_NO_ROW
 
 from .build import IN_UNEXPANDED, require_columns
-from .definitions import SUMMARY_NAMES
+from .definitions import ROUND_COLUMNS_READ, SUMMARY_NAMES
 from .intervals import wilson
 from .node_counts import no_named_counts
 from .path_metrics import RANK_KEYS, SLOT_KEYS, hit_outcome_finish, parent_slot_finish, rank_of_hit_finish
@@ -38,7 +38,7 @@ def summary(rounds: pd.DataFrame) -> pd.DataFrame:
     bonus_known_fraction    = (1/R) Σ b_r
     full_depth_fraction     = share of rounds whose path reached the tree's last level
     """
-    require_columns(rounds, ("run", "accepted_length", "bonus_known", "num_nodes", "num_steps"), "rounds")
+    require_columns(rounds, ROUND_COLUMNS_READ["summary"], "rounds")
     rows = []
     for run, g in rounds.groupby("run", sort=False):
         known = int(g["bonus_known"].sum())
@@ -74,7 +74,7 @@ def derived_notes(summary_table: pd.DataFrame) -> list[str]:
 
 def accepted_length_distribution(rounds: pd.DataFrame) -> pd.DataFrame:
     """P(L = k) per run for k = 0..max L over all runs: columns run, accepted_length, rounds, fraction."""
-    require_columns(rounds, ("run", "accepted_length"), "rounds")
+    require_columns(rounds, ROUND_COLUMNS_READ["accepted_length"], "rounds")
     top = int(rounds["accepted_length"].max()) if len(rounds) else 0
     rows = []
     for run, grp in rounds.groupby("run", sort=False):
@@ -98,7 +98,7 @@ def depth_acceptance(rounds: pd.DataFrame) -> pd.DataFrame:
     its 95% Wilson interval (analysis.tables.intervals) in ``RATE_ci95_lo`` / ``RATE_ci95_hi``; its n is
     the rate's denominator column (DEPTH_RATE_N): a 0.667 from 3 rounds shows as [0.208, 0.939].
     """
-    require_columns(rounds, ("run", "accepted_length", "stop", "num_steps"), "rounds")
+    require_columns(rounds, ROUND_COLUMNS_READ["depth_acceptance"], "rounds")
     rows = []
     for run, grp in rounds.groupby("run", sort=False):
         max_depth = int(grp["num_steps"].max())  # a run's own depth: others may be deeper
