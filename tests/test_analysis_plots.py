@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 
 from analysis.compare.batch import compare_run
@@ -179,3 +180,34 @@ def test_sweep_scatter_keeps_every_name_inside_the_axes():
     for t in ax.texts:
         box = t.get_window_extent(renderer)
         assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1, t.get_text()
+
+
+def test_the_accepted_path_is_green_where_parents_are_not_in_node_order(tmp_path):
+    """A level's parents are the previous step's expanded nodes in selection order: here A2 before
+    A1, then B11' (node 9) before B21' (node 7). The edges were drawn parent by parent but coloured
+    child by child, so the green path landed on other edges."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import to_hex
+
+    from tests.test_user_mistakes import article_by_hand
+
+    dump = article_by_hand(tmp_path / "d")
+    for name, parents in (
+        ("draft_step_0_123_139", "0"),
+        ("draft_step_1_124_140", "2\n1"),
+        ("draft_step_2_124_140", "9\n7"),
+    ):
+        (dump / f"{name}.parents").write_text(parents + "\n", encoding="utf-8")
+    (run,) = load_runs([str(dump)], progress=False)
+    view = example_round(run, (124, 140)).result
+    assert tuple(view.acceptance.accepted_nodes) == (1, 9, 11)
+    fig = treeplot.plot_round_tree(view)
+    (lines,) = [c for c in fig.axes[0].collections if isinstance(c, LineCollection)]
+    pos = treeplot.hierarchical_layout(view.tree)
+    at = {tuple(np.round(xy, 6)): u for u, xy in pos.items()}
+    green = {
+        (at[tuple(np.round(seg[0], 6))], at[tuple(np.round(seg[1], 6))])
+        for seg, colour in zip(lines.get_segments(), lines.get_colors())
+        if to_hex(colour) == "#2ca02c"
+    }
+    assert green == {(0, 1), (1, 9), (9, 11)}

@@ -91,10 +91,12 @@ def _draw_edges(ax, pos: dict[int, tuple[float, float]], edges: list[tuple[int, 
 def _draw(
     ax, tree: Tree, colors, labels: dict[int, str], edge_colors=None, node_size: float = 900, cmap=None, norm=None
 ):
+    """edge_colors: per node v = 1..N (index v - 1) the colour of its edge from its parent; None: grey."""
     pos = hierarchical_layout(tree)
-    # edges by parent, then child (each parent's children in tree order); edge_colors in that order
+    # drawn by parent, then child (each parent's children in tree order): a level's parents are the
+    # previous step's expanded nodes in selection order, not node order, so colours go by child node
     edges = [(u, v) for u, kids in enumerate(_children(tree)) for v in kids]
-    greys = edge_colors or [_EDGE_GREY] * len(edges)
+    greys = [_EDGE_GREY] * len(edges) if edge_colors is None else [edge_colors[v - 1] for _, v in edges]
     _draw_edges(ax, pos, edges, greys, [2.5 if c != _EDGE_GREY else 1.0 for c in greys])
     xy = np.asarray([pos[v] for v in range(tree.tokens.shape[0])])  # [N+1, 2]
     nodes = ax.scatter(
@@ -186,8 +188,7 @@ def plot_round_tree(res: RoundView, decode: Decode | None = None, run: str = "",
             lab += f"\n→{tok(t)}"
         labels[u] = lab
     colors = ["#2ca02c" if u in on_path else ("#9ecae1" if tree.has_children()[u] else "#eeeeee") for u in range(n)]
-    g_edges = [(int(tree.parents[v]), v) for v in range(1, n)]
-    edge_colors = ["#2ca02c" if (a in on_path and b in on_path) else "#999999" for a, b in g_edges]
+    edge_colors = ["#2ca02c" if (int(tree.parents[v]) in on_path and v in on_path) else _EDGE_GREY for v in range(1, n)]
     leaves = int(np.count_nonzero(~tree.has_children()))
     fig = Figure(figsize=(max(6.0, 1.0 * leaves + 2), 1.8 + 1.5 * (tree.num_steps + 1)), layout="constrained")
     ax = fig.add_subplot()
