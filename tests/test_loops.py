@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from analysis.compare.subtree import unnamed_key_bound
+import replay.testing.subtree_walk
 from replay.core.level_loops import (
     child_level_loop,
     child_slots_loop,
@@ -310,7 +310,7 @@ def test_level_doubts_are_the_rule_written_with_numpy(recorded):
 
 def _child_level(parents, width, first_child, ids, logp, unnamed, pos, col, w):
     """child_level_loop the numpy way: each parent field gathered by position and broadcast over the
-    ranks, each lookup a gather, the path keys by subtree.unnamed_key_bound."""
+    ranks, each lookup a gather, the path keys by replay.testing.subtree_walk.unnamed_key_bound."""
     order, valid_in, status, sure_in, slot_lo, slot_hi, wide, row, exact_in, key_lo, key_hi, codes = parents
     k_max, c = order.shape
     g = lambda a: np.take_along_axis(a, order, axis=0)  # noqa: E731  the parent at position k
@@ -343,7 +343,9 @@ def _child_level(parents, width, first_child, ids, logp, unnamed, pos, col, w):
     smallest = np.full((k_max, c), np.nan)
     if unnamed.shape[0]:
         smallest = np.where(p_row >= 0, unnamed[np.clip(p_row, 0, unnamed.shape[0] - 1), col[None, :]], np.nan)
-    bound = unnamed_key_bound(key_hi, np.where(token == PAD_TOKEN, kw(smallest[:, None, :]), np.nan))
+    bound = replay.testing.subtree_walk.unnamed_key_bound(
+        key_hi, np.where(token == PAD_TOKEN, kw(smallest[:, None, :]), np.nan)
+    )
     path = np.stack([path_lo, np.where(exact, path_lo, bound)])
     return valid, sure, ordered, oslot, child_rec, child_row, token, lp, path, exact
 

@@ -4,8 +4,8 @@ Another config's tree is rebuilt on each recorded round with the recording's sel
 walked without guessing (docs/analysis.md, "Offline comparison"): on the batch arrays by
 analysis.compare.subtree_batch (greedy) and analysis.compare.sampling_subtrees (at T). What
 both walks share lives here: a node's selection status (IN / OUT / MAYBE), the selection rules'
-names, the bound on the path key of a candidate its recorded row does not name (unnamed_key_bound),
-the stop word of an undecidable round and why it is undecidable (codes and words), and the
+names, the smallest named score of a recorded row (the bound on the path key of a candidate the
+row does not name: replay.core.level_loops.child_level_loop), the stop word of an undecidable round and why it is undecidable (codes and words), and the
 containment rule (is_contained, beyond_recorded), with the configs it admits (contained_configs,
 fit_levels, truncated).
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from enum import IntEnum
-from typing import Any
 
 import numpy as np
 
@@ -39,15 +38,6 @@ def smallest_named_score(ids: np.ndarray, logp: np.ndarray, axis: int = -1) -> n
     named = (ids != PAD_TOKEN) & score_known(logp)
     smallest = np.min(np.where(named, logp, np.inf), axis=axis)
     return np.where(named.any(axis=axis), smallest, np.nan)
-
-
-def unnamed_key_bound(parent_hi: Any, smallest: Any) -> Any:
-    """The upper end of the path-probability key (the path's summed log-probability) of a candidate
-    its parent's recorded row does not name: the parent's upper end plus the row's smallest named
-    score (smallest_named_score), or the parent's upper end alone where that is NaN (no row, or no
-    score in it: a path probability never exceeds its parent's). Floats or arrays alike."""
-    bounded = score_known(smallest)
-    return np.where(bounded, parent_hi + np.where(bounded, smallest, 0.0), parent_hi)
 
 
 class NodeStatus(IntEnum):

@@ -109,7 +109,8 @@ def child_level_loop(
     """The child level's slots from their parents' (analysis.compare.subtree_levels.child_level:
     child k * W + r is the parent at position k's rank-r child), their recorded cells and path keys:
     one pass, where numpy gathers each parent field, broadcasts it over the ranks and looks up each
-    cell. A key not exact is bounded by analysis.compare.subtree.unnamed_key_bound's rule."""
+    cell. A key not exact is at most the parent's upper end plus the row's smallest named score
+    (``unnamed``; NaN: the parent's alone). Test oracle: replay.testing.subtree_walk.unnamed_key_bound."""
     k_max, c = order.shape
     w = valid.shape[0] // k_max
     rows, cols = ids.shape[0], ids.shape[1]

@@ -22,7 +22,7 @@ recording used (docs/analysis.md, "Offline comparison"):
 Each node carries its selection key (replay.core.selection: path log-probability or rank_major_key)
 as an interval; with every key exact, a level is ranked by replay.testing.selection_ref (the rule by a sort). An
 unknown path key is at most the parent's, and for a candidate its parent's recorded row does not
-name, at most the parent's plus the row's smallest score (analysis.compare.subtree.unnamed_key_bound).
+name, at most the parent's plus the row's smallest score (unnamed_key_bound; at run time in replay.core.level_loops.child_level_loop).
 
 Nothing is guessed. A node's selection is IN, OUT or MAYBE (when unknown scores could reorder
 it); a node selected without a recorded row has unknown children. Greedy acceptance then walks
@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,6 @@ from analysis.compare.subtree import (
     NodeStatus,
     reason_text,
     smallest_named_score,
-    unnamed_key_bound,
 )
 from replay.core.config import TreeConfig
 from replay.core.selection import rank_major_key
@@ -126,6 +126,15 @@ class _Node:
     slot_hi: int = -1
     row: int = -1  # row of the recorded candidates, -1 when the recording did not expand it
     children: list[_Node] = field(default_factory=list)
+
+
+def unnamed_key_bound(parent_hi: Any, smallest: Any) -> Any:
+    """The upper end of the path-probability key (the path's summed log-probability) of a candidate
+    its parent's recorded row does not name: the parent's upper end plus the row's smallest named
+    score (smallest_named_score), or the parent's upper end alone where that is NaN (no row, or no
+    score in it: a path probability never exceeds its parent's). Floats or arrays alike."""
+    bounded = score_known(smallest)
+    return np.where(bounded, parent_hi + np.where(bounded, smallest, 0.0), parent_hi)
 
 
 def selection_rule(res: RoundResult) -> str:
