@@ -98,20 +98,25 @@ def _oracle_sorts() -> list[tuple[str, str]]:
     return out
 
 
-def test_oracles_order_levels_through_the_one_reference():
+def _assert_each_allowed(found: list[tuple[str, str]], allowed: dict, name: str, advice: str) -> None:
+    """Every (module, sort call) of ``found`` is listed in ``allowed`` (whose name the message gives),
+    and every entry of it still matches a call."""
     unexplained, used = [], set()
-    for rel, call in _oracle_sorts():
-        hit = [k for k in ORACLE_ALLOWED if k[0] == rel and call.startswith(k[1])]
+    for rel, call in found:
+        hit = [k for k in allowed if k[0] == rel and call.startswith(k[1])]
         used.update(hit)
         if not hit:
             unexplained.append(f"{rel}: {call.splitlines()[0]}")
-    assert not unexplained, (
+    assert not unexplained, f"{advice}, or add it to {name} with its reason: {unexplained}"
+    assert used == set(allowed), f"{name} entries that match nothing any more: {set(allowed) - used}"
+
+
+def test_oracles_order_levels_through_the_one_reference():
+    advice = (
         "a highest-first sort in an oracle: order a level with replay.testing.selection_ref "
-        f"(selection_order_ref, select_ref, ranks_before), or add it to ORACLE_ALLOWED with its reason: {unexplained}"
+        "(selection_order_ref, select_ref, ranks_before)"
     )
-    assert used == set(ORACLE_ALLOWED), (
-        f"ORACLE_ALLOWED entries that match nothing any more: {set(ORACLE_ALLOWED) - used}"
-    )
+    _assert_each_allowed(_oracle_sorts(), ORACLE_ALLOWED, "ORACLE_ALLOWED", advice)
 
 
 def test_the_oracle_scan_finds_a_copy_of_the_rule():
@@ -157,18 +162,9 @@ def _scanned() -> list[str]:
 
 
 def test_modules_applying_the_selection_rule_sort_no_keys_themselves():
-    unexplained, used = [], set()
-    for rel in _scanned():
-        for call in _sorts(ROOT / rel):
-            hit = [k for k in ALLOWED if k[0] == rel and call.startswith(k[1])]
-            used.update(hit)
-            if not hit:
-                unexplained.append(f"{rel}: {call.splitlines()[0]}")
-    assert not unexplained, (
-        "a sort in a module that applies the selection rule: order selection keys with "
-        f"replay.core.selection (rank_ties), or add the sort to ALLOWED with its reason: {unexplained}"
-    )
-    assert used == set(ALLOWED), f"ALLOWED entries that match nothing any more: {set(ALLOWED) - used}"
+    found = [(rel, call) for rel in _scanned() for call in _sorts(ROOT / rel)]
+    advice = "a sort in a module that applies the selection rule: order selection keys with replay.core.selection (rank_ties)"
+    _assert_each_allowed(found, ALLOWED, "ALLOWED", advice)
 
 
 @pytest.fixture
