@@ -132,17 +132,15 @@ def _stray(name: str, path: str) -> list[Skipped]:
     """The skip entry of a file that is no dump matrix: none for side files and hidden files."""
     if is_side_file(name):
         return []
-    m = DUMP_NAME.match(name)
+    m, guess = DUMP_NAME.match(name), near_miss(name)
     if m is not None and m.group("ext"):  # the name is right, the extension is not one the readers take
-        exts = ", ".join(e for e in DATA_EXTS if e)
         why = EXT_REASON.format(ext=printable(m.group("ext")))
-        guess = near_miss(name)  # a companion with a typo (.score) is no matrix of another extension
-        if guess is not None and DUMP_NAME.match(guess).group("companion"):  # type: ignore[union-attr]
-            return [
-                Skipped(printable(name), f"{why}; did you mean {guess}, the {guess.split('.')[1]} companion?", (path,))
-            ]
+        meant = None if guess is None else DUMP_NAME.match(guess)
+        if meant is not None and meant.group("companion"):  # a companion with a typo (.score), not a matrix
+            kind = meant.group("companion")[1:]
+            return [Skipped(printable(name), f"{why}; did you mean {guess}, the {kind} companion?", (path,))]
+        exts = ", ".join(e for e in DATA_EXTS if e)
         return [Skipped(printable(name), f"{why} (dump files have none, or {exts})", (path,))]
-    guess = near_miss(name)
     hint = f"; did you mean {guess}?" if guess is not None else ""
     return [Skipped(printable(name), STRAY_REASON + hint, (path,))]
 
