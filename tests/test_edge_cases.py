@@ -151,13 +151,6 @@ def test_tree_layout_mask_matches_ancestor_definition():
     assert leaves == {(0, 2), (0, 1, 4), (0, 1, 3, 5)}
 
 
-def test_tree_to_networkx_keeps_structure():
-    tree = Tree.from_lists([9, 8, 7], [-1, 0, 0])
-    g = tree.to_networkx()
-    assert sorted(g.edges()) == [(0, 1), (0, 2)]
-    assert g.nodes[2]["token"] == 7 and g.nodes[2]["name"] == "A2"
-
-
 def test_tree_rejects_parent_after_child():
     with pytest.raises(ValueError, match="earlier in tree order"):
         Tree(np.array([1, 2, 3]), np.array([-1, 2, 0]), np.array([0, 1, 1]), np.array([-1, 0, 0]), np.zeros(3), ())

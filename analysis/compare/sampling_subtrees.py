@@ -229,13 +229,15 @@ def _sub_tree_level(
     return _SubTreeLevel(nodes, (kind, why, node_rows), n, indexed, parent_idx)
 
 
+@dataclass(frozen=True, eq=False)
 class _NodeRows:
     """A sub-tree level's validate rows and whether each slot has its row, made when first read
     (numbered, a config's own walk): the outcomes from the recorded config's walk
     (analysis.compare.sampling_reach) never read them."""
 
-    def __init__(self, node: np.ndarray, has_rows: np.ndarray, is_all: np.ndarray) -> None:
-        self.node, self.has_rows, self.is_all = node, has_rows, is_all  # [2, L, C] all, parents layout; [C]
+    node: np.ndarray  # [2, L, C] int64 each slot's row in the all layout, in the parents layout
+    has_rows: np.ndarray  # [2, L, C] bool the slot has that row
+    is_all: np.ndarray  # [C] bool the round's layout is "all"
 
     @cached_property
     def rows(self) -> tuple[np.ndarray, np.ndarray]:

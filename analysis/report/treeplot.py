@@ -187,9 +187,10 @@ def plot_round_tree(res: RoundView, decode: Decode | None = None, run: str = "",
         if t != PAD_TOKEN:
             lab += f"\n→{tok(t)}"
         labels[u] = lab
-    colors = ["#2ca02c" if u in on_path else ("#9ecae1" if tree.has_children()[u] else "#eeeeee") for u in range(n)]
+    expanded = tree.has_children()
+    colors = ["#2ca02c" if u in on_path else ("#9ecae1" if expanded[u] else "#eeeeee") for u in range(n)]
     edge_colors = ["#2ca02c" if (int(tree.parents[v]) in on_path and v in on_path) else _EDGE_GREY for v in range(1, n)]
-    leaves = int(np.count_nonzero(~tree.has_children()))
+    leaves = int(np.count_nonzero(~expanded))
     fig = Figure(figsize=(max(6.0, 1.0 * leaves + 2), 1.8 + 1.5 * (tree.num_steps + 1)), layout="constrained")
     ax = fig.add_subplot()
     _draw(ax, tree, colors, labels, edge_colors=edge_colors, node_size=1500)

@@ -158,25 +158,6 @@ class Tree:
             out.append(node_name([int(self.ranks[v]) for v in self.path_to(u)[1:]]))
         return out
 
-    def to_networkx(self) -> Any:
-        """A ``networkx.DiGraph`` with edges parent → child and node attributes."""
-        import networkx as nx
-
-        g = nx.DiGraph()
-        names = self.names()
-        for u in range(self.tokens.shape[0]):
-            g.add_node(
-                u,
-                token=int(self.tokens[u]),
-                depth=int(self.depths[u]),
-                rank=int(self.ranks[u]),
-                logprob=float(self.logprobs[u]),
-                name=names[u],
-            )
-            if u:
-                g.add_edge(int(self.parents[u]), u)
-        return g
-
 
 def node_name(ranks: Sequence[int]) -> str:
     """The article's name of the node reached by draft ranks ``ranks`` (0-based, root side first):
