@@ -163,3 +163,20 @@ def test_a_dump_without_scores_is_the_fallbacks_documented_case(capsys, tmp_path
     code, out, err = run(capsys, "replay", d, "--summary", "--no-progress")
     assert code == 0, err
     assert_told(err, "WARNING: 2 of 2 round(s) have no scores and no parents in the dump")
+
+
+def test_an_engine_without_scores_for_one_step_is_told_how_to_replay_by_the_fallback(capsys, tmp_path):
+    """No file was lost when every round lacks the same step's scores: the message names the way out
+    (remove the others), and the dump then replays by the fallback with its warning."""
+    d = tmp_path / "d"
+    keys = scored_rounds(d, rounds=3)
+    for a, b in keys:
+        (d / f"draft_step_1_{a}_{b}.scores").unlink()
+    code, out, err = run(capsys, "replay", d, "--summary", "--no-progress")
+    assert code == 2 and out == "", err
+    assert_told(err, "remove the round's others (docs/dump-format.md)", "no round could be replayed")
+    for p in d.glob("draft_step_*.scores"):
+        p.unlink()
+    code, out, err = run(capsys, "replay", d, "--summary", "--no-progress")
+    assert code == 0 and "rounds replayed: 3" in out, err
+    assert_told(err, "WARNING: 3 of 3 round(s) have no scores and no parents in the dump")

@@ -100,15 +100,13 @@ def lost_companion_words(kind: str, step: int, found: int, chosen: int) -> str:
         f"or a matrix saved without its {kind} array?): "
     )
     if kind == "parents":
-        return lost + (
-            "its expanded nodes would be chosen by a rule (path probability or the rank-major fallback), "
-            "not read from the dump; restore the file (docs/dump-format.md)"
-        )
-    which = "its" if chosen == step else f"draft step {chosen}'s"
-    return lost + (
-        f"{which} expanded nodes would be a guess by the rank-major fallback, not the engine's tree; "
-        "restore the file (docs/dump-format.md)"
-    )
+        why = "its expanded nodes would be chosen by a rule (path probability or the rank-major fallback), not read from the dump"
+    else:
+        which = "its" if chosen == step else f"draft step {chosen}'s"
+        why = f"{which} expanded nodes would be a guess by the rank-major fallback, not the engine's tree"
+    # an engine that writes them for some steps only loses no file: the fallback's replay is left to the user
+    fix = f"restore the file, or, if the engine writes no {kind} for that step, remove the round's others"
+    return f"{lost}{why}; {fix} (docs/dump-format.md)"
 
 
 def fewer_rows_words(rows: int, layout: str, need: int) -> str:
