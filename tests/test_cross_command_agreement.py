@@ -180,6 +180,8 @@ def corpora(tmp_path_factory) -> dict[str, Path]:
     paths["dynamic"] = write_dynamic_dump(base / "dynamic")
     paths["lost/scores"] = lose_array(paths["fuzz/npz"], base / "lost_scores", step=0, array="scores")
     paths["lost/parents"] = lose_array(paths["dynamic"], base / "lost_parents", step=1, array="parents")
+    # the last step's scores key no selection: the round is replayed, by every command alike
+    paths["lost/last_scores"] = lose_array(paths["fuzz/npz"], base / "lost_last", step=2, array="scores")
     return paths
 
 
@@ -192,6 +194,8 @@ def test_the_corpora_cover_every_sample_and_zero_scores(corpora):
     for kind in ("scores", "parents"):
         rc, _, err = run_cli("replay", corpora[f"lost/{kind}"])
         assert rc == 1 and err.count("skipped round") == 1 and f"has no {kind} while" in err, err
+    rc, _, err = run_cli("replay", corpora["lost/last_scores"])
+    assert rc == 0 and "skipped" not in err, err
 
 
 def _recorded_row(report: dict) -> dict:
@@ -207,7 +211,7 @@ def _close(a, b) -> bool:
     "name",
     [*_samples(), "fuzz/article", "fuzz/article_parents", "fuzz/npz", "fuzz/npy", "fuzz/pt", "fuzz/raw", "fuzz/text"]
     + ["node_logprobs", "zero/wide64", "zero/step0", "zero/step1", "parents_differ", "dynamic"]
-    + ["lost/scores", "lost/parents"],
+    + ["lost/scores", "lost/parents", "lost/last_scores"],
 )
 def test_compare_recorded_row_equals_stats_and_replay(corpora, name):
     dump = corpora[name]

@@ -52,11 +52,14 @@ class Level:
 
 
 def selection_rules(batch: RoundBatch, res: BatchResult, shape: TreeShape) -> np.ndarray:
-    """[R] int8 the selection rule each round's recording used (CODE_*)."""
+    """[R] int8 the selection rule each round's recording used (CODE_*). Path probability where
+    every step whose scores key a selection (each but the last: no step expands the last level)
+    has them, as the batch replay selected (replay.core.selection.selection_method)."""
     r = len(batch)
-    path = np.full(r, all(st.logp is not None for st in batch.steps))
+    keyed = batch.steps[: max(shape.num_steps - 1, 1)]  # a one-step round: its scores, if any
+    path = np.full(r, all(st.logp is not None for st in keyed))
     if path.any():
-        for i, st in enumerate(batch.steps):
+        for i, st in enumerate(keyed):
             m = shape.maps[i]
             path &= ~np.isnan(st.logp[m.slot_parent, m.slot_rank]).any(axis=0)  # a NaN score: no path key
     parents = (res.selection[: shape.num_steps] == SEL_PARENTS).any(axis=0)
