@@ -69,3 +69,47 @@ def test_stats_and_plot_exit_0_when_interrupted_once_their_files_are_in(tmp_path
     monkeypatch.setattr(atomic, "commit_output", commit_then_interrupt)
     assert main([command, str(dump), "-o", str(out), "--no-progress"]) == 0
     assert sorted(p.name for p in out.iterdir())
+
+
+SWALLOWED = """
+import os, signal, sys
+import replay.util.atomic as atomic
+from replay.cli import main
+
+class Swallows:
+    def __del__(self):  # Python hands an exception raised here to sys.unraisablehook: lost
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(100_000):
+            pass
+
+def swallow_then(mode):
+    def wrapped(path):
+        Swallows()
+        return mode(path)
+    return wrapped
+
+atomic._final_dir_mode = swallow_then(atomic._final_dir_mode)
+sys.argv = ["specreplay", "report", sys.argv[1], "-o", sys.argv[2], "--no-progress"]
+sys.exit(main())
+"""
+
+
+def test_an_interrupt_that_python_swallowed_still_stops_the_command_before_its_output(tmp_path):
+    """A SIGINT whose KeyboardInterrupt is raised inside a __del__ (or a gc or weakref callback) cannot
+    propagate; the command must not then replace the earlier output and exit 0 (a flaky two-SIGINT
+    test caught it at start-up, where library objects are collected)."""
+    import subprocess
+    import sys
+
+    dump, out = _report(tmp_path)
+    (out / "index.html").write_text("the earlier report", encoding="utf-8")
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, "-c", SWALLOWED, str(dump), str(out)],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        timeout=300,
+    )
+    assert (proc.returncode, proc.stderr.splitlines()) == (130, ["specreplay: interrupted"])
+    assert (out / "index.html").read_text(encoding="utf-8") == "the earlier report"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import OutputPathError
-from .interrupt import commit_output, held_interrupts
+from .interrupt import commit_output, held_interrupts, stop_if_interrupted
 
 # Open files by another name (/dev/stdout, /dev/fd/1, /proc/self/fd/1): written into, never replaced,
 # even when they lead to a regular file (`> out.txt`): replacing it would cut off the shell's stdout.
@@ -81,6 +81,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             os.chmod(tmp_path, _final_mode(target))
             with open(tmp_path, "rb") as fh:
                 os.fsync(fh.fileno())
+            stop_if_interrupted()
             os.replace(tmp_path, target)
         except OSError as exc:
             if _about(exc, tmp_path):
@@ -192,6 +193,7 @@ def not_written(target: str | Path, written: set[str]) -> list[str]:
 def _commit(staging: Path, target: Path, whole: bool) -> None:
     os.chmod(staging, _final_dir_mode(target))
     with held_interrupts():
+        stop_if_interrupted()
         if not whole and target.is_dir():
             for entry in sorted(staging.iterdir()):
                 dest = target / entry.name

@@ -32,6 +32,14 @@ def interrupted() -> bool:
     return bool(_seen)
 
 
+def stop_if_interrupted() -> None:
+    """Raise KeyboardInterrupt if the command has had its SIGINT: one that Python could not propagate
+    (raised in a __del__, a weakref or gc callback, and handed to sys.unraisablehook) still stops the
+    command before an output replaces the earlier one."""
+    if _seen and os.getpid() == _seen[0]:
+        raise KeyboardInterrupt
+
+
 def commit_output() -> None:
     """Record that the command's output is now in place: complete and final."""
     _committed.append(True)
