@@ -292,7 +292,7 @@ def test_level_doubts_are_the_rule_written_with_numpy(recorded):
     own_rows = rng.integers(0, 12, c)
     first = np.array([5, 3]) if recorded else np.array([-1, -1])
     steps = np.stack([rng.integers(1, 4, c), rng.integers(1, 4, c)])
-    codes = np.array([0, 2, 5, 1, 2, 3, 4], dtype=np.int8)
+    codes = np.array([0, 2, 5, 1, 2, 3, 4, 0, -1], dtype=np.int8)
     got = [
         np.empty((n_slots, c), dtype=np.int64),
         np.empty(c, dtype=np.int64),

@@ -229,7 +229,7 @@ def test_select_in_order_columns_match_successive_maxima():
             want = np.full(L, -1)
             want[rows[:heads]] = np.arange(min(heads, len(rows)))
             assert (lvl.slot_lo[:, j] == want).all() and (lvl.slot_hi[:, j] == want).all(), (L, heads, j)
-            assert (lvl.status[:, j] == np.where(want >= 0, subtree_batch.IN, subtree_batch.OUT)).all()
+            assert (lvl.status[:, j] == np.where(want >= 0, subtree_select.IN, subtree_select.OUT)).all()
     assert kinds[0] > 100 and kinds[1] > 100  # both paths ran in most levels
 
 

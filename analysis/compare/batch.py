@@ -23,11 +23,10 @@ from replay.core.vocab import STOP_LEAF, STOP_MISMATCH, STOP_NO_ROW
 from replay.engine.batch import BatchResult, RoundBatch, expanded_nodes, replayed_by_shape
 from replay.engine.batch.frames import key_names
 from replay.engine.runs import PerBatch
-from replay.util.rows import unique_rows
 
 from .configs import COMPARE_COLUMNS, PER_ROUND_COLUMNS, is_own_tree, summarize_arrays, with_speed
 from .gamma_strategies import GAMMA_FIELDS, GammaOutcomes, StrategyResult, simulate_strategy_arrays
-from .subtree import RULE_FALLBACK, RULE_PATH, RULE_RECORDED_ORDER, UNDECIDABLE, WHY_NONE, reason_text, truncated
+from .subtree import RULE_FALLBACK, RULE_PATH, RULE_RECORDED_ORDER, UNDECIDABLE, WHY_NONE, reason_texts, truncated
 from .subtree_batch import (
     NO_CANDIDATE,
     STOP_CODE_LEAF,
@@ -152,7 +151,7 @@ def join_compare(
                 "steps_lo": o["steps_lo"],
                 "steps_hi": o["steps_hi"],
                 "rule": rules,
-                "reason": _reasons(o["why"], o["lower"], o["why_rank"]),
+                "reason": reason_texts(o["why"], o["lower"], o["why_rank"]),
             }
         )
     per_round = (
@@ -161,14 +160,6 @@ def join_compare(
         else pd.DataFrame([])
     )
     return pd.DataFrame(rows, columns=COMPARE_COLUMNS), per_round
-
-
-def _reasons(why: np.ndarray, depth: np.ndarray, rank: np.ndarray) -> np.ndarray:
-    """[R] object reason texts; one text per distinct (why, depth, rank), whatever the rounds."""
-    codes = np.stack([why.astype(np.int64), depth, rank], axis=1)
-    uniq, inverse = unique_rows(codes)
-    texts = np.asarray([reason_text(int(w), int(d), int(r)) for w, d, r in uniq.tolist()] or [""], dtype=object)
-    return texts[inverse]
 
 
 def per_batch_parts(

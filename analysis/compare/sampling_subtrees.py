@@ -30,8 +30,9 @@ from replay.core.sampling_recorded import recorded_bounds
 from replay.core.vocab import NO_PARENT, PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch
 
-from .subtree import IN, MAYBE, OUT, WHY_BEYOND, WHY_MAYBE, WHY_THRESHOLD, WHY_UNEXPANDED, WHY_WIDTH
-from .subtree_levels import RecordedChunk, last_built, simulate_levels
+from .subtree import IN, LEVEL_CODES
+from .subtree_levels import RecordedChunk, last_built, level_prefix, simulate_levels
+from .subtree_select import filled
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,9 +138,7 @@ def level_key(sub: TreeConfig, d: int, cap: int) -> tuple:
     """What level ``d`` of sub_tree_levels depends on without an early stop (every round drafts ``cap``
     steps): the topKSpec rows and topHead entries its nodes and their children are chosen by (the
     last level, ``cap``, is not selected and has no children), and whether it is the last level."""
-    if d < cap:
-        return ("sub-tree level", sub.top_k_spec[: d + 1], sub.top_head[1 : d + 1], True)
-    return ("sub-tree level", sub.top_k_spec[:d], sub.top_head[1:d], False)
+    return ("sub-tree level", level_prefix(sub, d + 1 if d < cap else d), d < cap)
 
 
 def prefix_order(configs: Sequence[TreeConfig], caps: Sequence[int]) -> list[int]:
@@ -193,7 +192,7 @@ def _sub_tree_level(
     indexed = prev.indexed
     lvl = sim.levels[d]
     L = lvl.valid.shape[0]
-    full = lambda a: np.ascontiguousarray(np.broadcast_to(a, (L, c)))  # noqa: E731
+    full = lambda a: filled(a, (L, c))  # noqa: E731
     # the first tree-order node and expanded row of the recorded level d, -1 past the recorded steps
     first = np.array(
         [rec.shape.starts[d] if d <= rec.steps else -1, rec.shape.head_offsets[d] if d < rec.steps else -1]
@@ -208,9 +207,8 @@ def _sub_tree_level(
     )
     kind, why = np.empty((L, 2 + big_w, c), dtype=bool), np.empty((L, 2 + big_w, c), dtype=np.int8)
     steps = np.stack([sim.max_steps, sim.sure_steps]).astype(np.int64, copy=False)
-    codes = np.array([OUT, MAYBE, WHY_WIDTH, WHY_THRESHOLD, WHY_MAYBE, WHY_UNEXPANDED, WHY_BEYOND], dtype=np.int8)
     level_args = (indexed, prev.n, full(lvl.rec), full(lvl.row), status, full(lvl.sure), own_rows, first)
-    level_doubts_loop(*level_args, steps, d, codes, idx, n, node, has_rows, recs, kind, why, expands)
+    level_doubts_loop(*level_args, steps, d, LEVEL_CODES, idx, n, node, has_rows, recs, kind, why, expands)
     # the node's validate row (replay.core.acceptance.validate_row), where it has one
     node_rows = _NodeRows(node, has_rows, is_all)
     token = root_tokens[None, :].astype(np.int64) if d == 0 else np.broadcast_to(lvl.token, (L, c))
@@ -218,11 +216,11 @@ def _sub_tree_level(
     if not big_w:
         return _SubTreeLevel(nodes, (kind, why, node_rows), n, prev.indexed, prev.parent_idx)
     kids = sim.levels[d + 1]
-    flat = lambda a: np.ascontiguousarray(np.broadcast_to(a, kids.valid.shape)).reshape(-1)  # noqa: E731
     # the next level's indexed slots (known children of expanded nodes) and their parents' sub-tree indices
     nk = kids.valid.shape[0]
     indexed = np.zeros((nk, c), dtype=bool)
     parent_idx = np.full((nk, c), NO_PARENT, dtype=np.int64)
+    flat = lambda a: _flat(a, kids.valid.shape)  # noqa: E731
     tok = flat(kids.token).astype(np.int64, copy=False)
     args = (sim.kpos[d], expands, flat(kids.valid), tok, col, idx, PAD_TOKEN, kind[:, 2:], indexed.reshape(-1))
     child_slots_loop(*args, parent_idx.reshape(-1))  # kind[:, 2:]: the children of unknown token
@@ -306,7 +304,7 @@ def _indexed_slots(idx: np.ndarray, big_n: int) -> tuple[np.ndarray, np.ndarray,
 
 def _flat(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """``a`` ([L, C], or broadcast to it) as one C-order row, to index by flat slot."""
-    return np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1)
+    return filled(a, shape).reshape(-1)
 
 
 @dataclass(frozen=True, eq=False)

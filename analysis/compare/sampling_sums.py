@@ -27,9 +27,7 @@ from .sampling import (
 )
 from .sampling_parts import NOT_REFUSED, RefusalKey, SamplingPart, sampling_parts
 from .sampling_subtrees import AtT
-from .subtree import (
-    reason_text,
-)
+from .subtree import reason_text, reason_texts
 
 
 def curve_sums(
@@ -172,11 +170,6 @@ class FoldedSums:
 def _frame(cfg: TreeConfig, t: float, names: np.ndarray, at: AtT) -> dict[str, np.ndarray]:
     """One (config, T)'s per-round columns (SAMPLING_PER_ROUND_COLUMNS); ``names`` [C] of the rounds of ``at``."""
     n = names.shape[0]
-    codes = np.stack([at.why.astype(np.int64), at.depth, at.rank], axis=1)
-    uniq, inverse = unique_rows(codes)
-    texts = np.asarray(
-        [reason_text(int(w), int(d), int(r), REACHED) if w else "" for w, d, r in uniq.tolist()] or [""], dtype=object
-    )
     return {
         "config": np.full(n, cfg.short(), dtype=object),
         "temperature": np.full(n, float(t)),
@@ -185,7 +178,7 @@ def _frame(cfg: TreeConfig, t: float, names: np.ndarray, at: AtT) -> dict[str, n
         "expected_accepted_length_lo": at.lo,
         "expected_accepted_length_hi": at.hi,
         "exact": at.exact,
-        "reason": texts[inverse],
+        "reason": reason_texts(at.why, at.depth, at.rank, REACHED),
     }
 
 
@@ -279,7 +272,7 @@ class _Acc:
     def reasons(self) -> list[tuple[str, int]]:
         """(reason text, rounds) of the undetermined rounds, in the order each was first met in the run."""
         out = sorted(self.why.items(), key=lambda item: item[1][1])
-        return [(reason_text(w, d, r, REACHED) if w else "", k) for (w, d, r), (k, _) in out]
+        return [(reason_text(w, d, r, REACHED), k) for (w, d, r), (k, _) in out]
 
     def row(self, cfg: TreeConfig, recorded: TreeConfig, t: float) -> dict:
         s = self.sums.sums()

@@ -20,6 +20,7 @@ import numpy as np
 
 from replay.core.config import TreeConfig
 from replay.core.vocab import PAD_TOKEN, SELECT_FALLBACK, SELECT_PATH_PROB, SELECT_RECORDED_ORDER, score_known
+from replay.util.rows import unique_rows
 
 RULE_PATH = SELECT_PATH_PROB
 RULE_RECORDED_ORDER = SELECT_RECORDED_ORDER
@@ -53,6 +54,12 @@ IN, OUT, MAYBE = NodeStatus.IN, NodeStatus.OUT, NodeStatus.MAYBE
 
 # Why a round is undecidable, as codes (analysis.compare.subtree_batch keeps them in arrays) and as text.
 WHY_NONE, WHY_THRESHOLD, WHY_MAYBE, WHY_UNEXPANDED, WHY_BEYOND, WHY_WIDTH = 0, 1, 2, 3, 4, 5
+NOT_OPENED = -1  # how a walk leaves a leaf (OUT, or past the draft steps run): it ends there, no doubt
+# the codes the compiled level loops read (replay.core.level_loops._expansion: how a walk leaves a
+# node, one rule for the greedy walk and the walk at T)
+LEVEL_CODES = np.array(
+    [OUT, MAYBE, WHY_WIDTH, WHY_THRESHOLD, WHY_MAYBE, WHY_UNEXPANDED, WHY_BEYOND, WHY_NONE, NOT_OPENED], dtype=np.int8
+)
 _WHY_TEXT = {
     WHY_NONE: "",
     WHY_THRESHOLD: "whether draft step {d} runs (gammaThreshold) needs unrecorded draft rows",
@@ -69,6 +76,14 @@ def reason_text(why: int, depth: int, rank: int = -1, node: str = "the accepted 
     has no single accepted path: analysis.compare.sampling.REACHED names it)."""
     name = "the root" if depth == 0 else f"{node} at depth {depth}"
     return _WHY_TEXT[why].format(d=depth, name=name, rank=rank, next=depth + 1)
+
+
+def reason_texts(why: np.ndarray, depth: np.ndarray, rank: np.ndarray, node: str = "the accepted node") -> np.ndarray:
+    """[R] object reason_text of each round's ([R] int) why, depth and rank ("" where WHY_NONE): one
+    text per distinct (why, depth, rank), whatever the rounds."""
+    uniq, inverse = unique_rows(np.stack([why.astype(np.int64), depth, rank], axis=1))
+    texts = [reason_text(int(w), int(d), int(r), node) for w, d, r in uniq.tolist()]
+    return np.asarray(texts or [""], dtype=object)[inverse]
 
 
 def is_contained(sub: TreeConfig, recorded: TreeConfig) -> bool:

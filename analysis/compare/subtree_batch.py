@@ -17,7 +17,7 @@ level is built on every round first (simulate_levels, which the sampling walk re
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -25,29 +25,19 @@ from replay.core.config import TreeConfig
 from replay.core.vocab import CHUNK_ROUNDS, PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, StopCode, TreeShape
 
-from .subtree import (
-    IN,
-    MAYBE,
-    OUT,
-    WHY_BEYOND,
-    WHY_MAYBE,
-    WHY_NONE,
-    WHY_THRESHOLD,
-    WHY_UNEXPANDED,
-    WHY_WIDTH,
-    truncated,
-)
+from .subtree import IN, LEVEL_CODES, NOT_OPENED, WHY_BEYOND, WHY_NONE, WHY_WIDTH, truncated
 from .subtree_levels import (
     RecordedChunk,
-    SimulatedLevels,
     child_level,
     gather_columns,
+    last_built,
+    level_prefix,
     root_level,
+    select_copy,
     simulate_levels,
     step_caps,
-    width_tables,
 )
-from .subtree_select import Level, first_hit, select_level, selection_rules
+from .subtree_select import Level, first_hit, selection_rules
 
 # how the walk ended; why a round is undecidable: subtree.WHY_*
 STOP_CODE_LEAF, STOP_CODE_MISMATCH, STOP_CODE_NO_ROW = StopCode.LEAF, StopCode.MISMATCH, StopCode.NO_ROW
@@ -164,22 +154,6 @@ def truncated_walk(longer: SubOutcomes, cap: int) -> SubOutcomes:
     )
 
 
-class _Built:
-    """The levels of ``simulate_levels`` (every level on every round of the chunk) as the walk reads them."""
-
-    def __init__(self, sim: SimulatedLevels):
-        self.sim = sim
-
-    def selected(self, d: int, cols: np.ndarray) -> tuple[Level, np.ndarray]:
-        """(level d selected, where ``cols`` of the chunk are among its columns)."""
-        return self.sim.levels[d], cols
-
-    def children(self, d: int, cols: np.ndarray) -> tuple[Level, Level, np.ndarray, int, np.ndarray]:
-        """(level d selected, level d+1, kpos of level d, W, where ``cols`` are among their columns)."""
-        sim = self.sim
-        return sim.levels[d], sim.levels[d + 1], sim.kpos[d], sim.widths[d], cols
-
-
 class _OnTheWalk:
     """``sub``'s levels built during the walk, each only on the rounds still walking when it is read:
     level d is selected on the rounds that reach depth d, and level d+1 is built on those whose walk
@@ -192,14 +166,9 @@ class _OnTheWalk:
         self.rec, self.sub, self.shared = rec, sub, shared
         self.level, self.cols = root_level(rec), np.arange(rec.c)  # level d (unselected but the root), on chunk columns
 
-    def _cached(self, key: tuple, cols: np.ndarray, make):
-        hit = self.shared.get(key) if self.shared is not None else None
-        if hit is not None and np.array_equal(hit[0], cols):
-            return hit[1]
-        value = make()
-        if self.shared is not None:
-            self.shared[key] = (cols, value)
-        return value
+    def _cached(self, key: tuple, make):
+        """make(), or what it gave for ``key`` (a config prefix) on the same rounds (last_built)."""
+        return last_built(self.shared, key, self.cols.tobytes(), make)
 
     def _narrow(self, cols: np.ndarray) -> np.ndarray:
         """Where ``cols`` (chunk columns) are among the current level's, after dropping the other
@@ -218,13 +187,8 @@ class _OnTheWalk:
         sub = self.sub
         pos = self._narrow(cols)
         if d:
-
-            def select() -> Level:
-                lvl = replace(self.level)  # a shared level stays unselected: select_level sets new arrays on a copy
-                select_level(lvl, sub.top_head[d])
-                return lvl
-
-            self.level = self._cached(("selected", sub.top_k_spec[:d], sub.top_head[1 : d + 1]), self.cols, select)
+            key = ("selected", level_prefix(sub, d, selected=True))
+            self.level = self._cached(key, lambda: select_copy(self.level, sub.top_head[d]))
         return self.level, pos
 
     def children(self, d: int, cols: np.ndarray) -> tuple[Level, Level, np.ndarray, int, np.ndarray]:
@@ -236,12 +200,12 @@ class _OnTheWalk:
             # depend on W (one parent, every rank below the width), so the configs share the widest
             w = spec[0][0]
             wide, kp, _ = self._cached(
-                ("children", ((widest,),), ()), on, lambda: child_level(self.rec.on(on), lvl, 0, (widest,))
+                ("children", ((widest,),), ()), lambda: child_level(self.rec.on(on), lvl, 0, (widest,))
             )
             kids, big_w = Level(**{f.name: _rows(getattr(wide, f.name), w) for f in fields(Level)}), w
         else:
-            key = ("children", spec[: d + 1], self.sub.top_head[1 : d + 1])
-            kids, kp, big_w = self._cached(key, on, lambda: child_level(self.rec.on(on), lvl, d, spec[d]))
+            key = ("children", level_prefix(self.sub, d + 1))
+            kids, kp, big_w = self._cached(key, lambda: child_level(self.rec.on(on), lvl, d, spec[d]))
         self.level = kids
         return lvl, kids, kp, big_w, pos
 
@@ -259,16 +223,19 @@ def _simulate(
     early stop (whether a step runs reads every level of every round)."""
     if threshold > 0:
         sim = simulate_levels(rec, sub, cap, threshold, shared)
-        return _walk(rec, sub, cap, _Built(sim), sim.sure_steps, sim.max_steps)
+        return _walk(rec, cap, sim, sim.sure_steps, sim.max_steps)
     steps = np.full(rec.c, cap, dtype=np.int64)
-    return _walk(rec, sub, cap, _OnTheWalk(rec, sub, shared), steps, steps)
+    return _walk(rec, cap, _OnTheWalk(rec, sub, shared), steps, steps)
 
 
-def _walk(
-    rec: RecordedChunk, sub: TreeConfig, cap: int, src, sure_steps: np.ndarray, max_steps: np.ndarray
-) -> SubOutcomes:
+def _walk(rec: RecordedChunk, cap: int, src, sure_steps: np.ndarray, max_steps: np.ndarray) -> SubOutcomes:
     """The greedy walk depth by depth on the rounds still walking (``idx``, chunk columns), the
-    levels read from ``src`` (_Built or _OnTheWalk)."""
+    levels read from ``src`` (SimulatedLevels or _OnTheWalk). How it leaves a node is the rule the
+    walk at T reads (analysis.compare.sampling_subtrees): its expansion by replay.core.level_loops.
+    _expansion, its children those the level holds (valid), of known token or beyond the recorded
+    columns, its kept width known where the child surely exists (sure)."""
+    from replay.core.level_loops import expansion_loop  # numba: imported at first use
+
     out = SubOutcomes.empty(rec.c)
     out.steps_lo[:], out.steps_hi[:] = sure_steps, max_steps
     out.why_rank[:] = NO_CANDIDATE
@@ -277,13 +244,15 @@ def _walk(
     sure, most = sure_steps, max_steps
     alive = np.ones(rec.c, dtype=bool)
 
-    def finish(mask: np.ndarray, d: int, stop: int, why: int = WHY_NONE, rank: np.ndarray | None = None) -> None:
+    def finish(mask: np.ndarray, d: int, stop: int, why=WHY_NONE, rank: np.ndarray | None = None) -> None:
+        """End the walks of ``mask`` at depth ``d``; ``why``: a WHY_* code, or one per walk ([A] int8)."""
         nonlocal alive
         mask = mask & alive
         if not mask.any():
             return
         at, ok = idx[mask], stop != STOP_CODE_UNDECIDABLE
-        out.decided[at], out.lower[at], out.stop[at], out.why[at] = ok, d, stop, why
+        out.decided[at], out.lower[at], out.stop[at] = ok, d, stop
+        out.why[at] = np.broadcast_to(why, mask.shape)[mask]
         out.upper[at] = d if ok else most[mask]
         if rank is not None:
             out.why_rank[at] = rank[mask]
@@ -306,11 +275,11 @@ def _walk(
         here = np.clip(cur, 0, lvl.valid.shape[0] - 1) * lvl.valid.shape[1] + pos  # the walk's node, flat
         at = lambda a: np.take(a.reshape(-1), here)  # noqa: E731  its field in a level's [L, C] a
         status = at(lvl.status) if d else np.full(idx.shape[0], IN, dtype=np.int8)
-        finish(status == OUT, d, STOP_CODE_LEAF)
-        finish(d >= sure, d, STOP_CODE_UNDECIDABLE, WHY_THRESHOLD)  # whether step d runs is unknown
-        finish(status == MAYBE, d, STOP_CODE_UNDECIDABLE, WHY_MAYBE)
         row = at(lvl.row)
-        finish(row < 0, d, STOP_CODE_UNDECIDABLE, WHY_UNEXPANDED)  # expanded by the config, not by the recording
+        how = np.empty(idx.shape[0], dtype=np.int8)
+        expansion_loop(d, status, row, np.stack([most, sure]), LEVEL_CODES, how)
+        finish(how == NOT_OPENED, d, STOP_CODE_LEAF)
+        finish(how != WHY_NONE, d, STOP_CODE_UNDECIDABLE, how)  # whether (and how) the node expands is unknown
         t = (
             gather_columns(rec.top1[d], row[None, :], rec.col[idx])[0]
             if d < rec.steps
@@ -321,20 +290,16 @@ def _walk(
             break
         (t,) = compact(t)
         lvl, kids, kpos, big_w, pos = src.children(d, idx)
-        spec = sub.top_k_spec[d]
-        wl, wh = width_tables(spec)
         here = np.clip(cur, 0, lvl.valid.shape[0] - 1) * lvl.valid.shape[1] + pos  # lvl may have fewer columns now
-        s_lo, s_hi = np.clip(at(lvl.slot_lo), 0, len(spec) - 1), np.clip(at(lvl.slot_hi), 0, len(spec) - 1)
-        w_lo, w_hi = wl[s_lo, s_hi], wh[s_lo, s_hi]
         k = np.maximum(at(kpos), 0)
-        tok = gather_columns(kids.token, k[None, :] * big_w + np.arange(big_w)[:, None], pos)  # [W, A]
-        within = np.arange(big_w)[:, None] < w_hi[None, :]
-        hit = within & ((tok == PAD_TOKEN) | (tok == t[None, :]))
-        first = first_hit(hit)
+        slots = k[None, :] * big_w + np.arange(big_w)[:, None]  # [W, A] the node's children by rank
+        tok = gather_columns(kids.token, slots, pos)
+        hit = gather_columns(kids.valid, slots, pos) & ((tok == PAD_TOKEN) | (tok == t[None, :]))
+        first, lanes = first_hit(hit), np.arange(idx.shape[0])
         finish(~hit.any(axis=0), d, STOP_CODE_MISMATCH)  # no child matches: the walk stops here
-        finish(
-            tok[first, np.arange(idx.shape[0])] == PAD_TOKEN, d, STOP_CODE_UNDECIDABLE, WHY_BEYOND, first
-        )  # a candidate beyond the recorded columns
-        finish(first >= w_lo, d, STOP_CODE_UNDECIDABLE, WHY_WIDTH)  # the kept width depends on an unknown slot
+        beyond = tok[first, lanes] == PAD_TOKEN  # a candidate beyond the recorded columns
+        finish(beyond, d, STOP_CODE_UNDECIDABLE, WHY_BEYOND, first)
+        unsure = ~gather_columns(kids.sure, slots[first, lanes][None, :], pos)[0]  # its kept width's slot unknown
+        finish(unsure, d, STOP_CODE_UNDECIDABLE, WHY_WIDTH)
         cur = k * big_w + first
     return out

@@ -27,6 +27,7 @@ from .subtree_select import (
     CODE_PATH,
     CODE_RECORDED,
     Level,
+    filled,
     keys_by_rule,
     select_level,
 )
@@ -143,7 +144,7 @@ def child_level(rec: RecordedChunk, lvl: Level, depth: int, widths: tuple[int, .
     from replay.core.level_loops import child_level_loop, open_nodes_loop  # numba: imported at first use
 
     c = rec.c
-    full = lambda a: np.ascontiguousarray(np.broadcast_to(a, lvl.valid.shape))  # noqa: E731
+    full = lambda a: filled(a, lvl.valid.shape)  # noqa: E731
     kpos, order = np.empty(lvl.valid.shape, dtype=np.int64), np.empty(lvl.valid.shape, dtype=np.int64)
     k_max = int(open_nodes_loop(full(lvl.valid), full(lvl.status), OUT, kpos, order))
     big_w = max(widths)
@@ -259,6 +260,23 @@ class SimulatedLevels:
     sure_steps: np.ndarray  # [C] draft steps surely run (gammaThreshold)
     max_steps: np.ndarray  # [C] draft steps possibly run
 
+    def selected(self, d: int, cols: np.ndarray) -> tuple[Level, np.ndarray]:
+        """(level d selected, where ``cols`` of the chunk are among its columns): the greedy walk's
+        read (analysis.compare.subtree_batch._walk), as of the levels it builds on the way."""
+        return self.levels[d], cols
+
+    def children(self, d: int, cols: np.ndarray) -> tuple[Level, Level, np.ndarray, int, np.ndarray]:
+        """(level d selected, level d+1, kpos of level d, W, where ``cols`` are among their columns)."""
+        return self.levels[d], self.levels[d + 1], self.kpos[d], self.widths[d], cols
+
+
+def level_prefix(sub: TreeConfig, d: int, selected: bool = False) -> tuple:
+    """What level ``d`` of ``sub``'s simulated tree depends on: the topKSpec rows and topHead entries
+    that chose its nodes (rows 0..d-1, topHead 1..d-1), and with ``selected`` the topHead[d] that
+    selects it. Configs that agree on it share the level (simulate_levels, the greedy walk's levels,
+    the sub-tree levels at T)."""
+    return (sub.top_k_spec[:d], sub.top_head[1 : d + 1 if selected else d])
+
 
 def simulate_levels(
     rec: RecordedChunk, sub: TreeConfig, cap: int, threshold: float = 0.0, shared: dict | None = None
@@ -271,7 +289,7 @@ def simulate_levels(
     for i in range(cap):
         if i:
             levels[i] = _selected(levels[i], sub, i, shared)
-        key = (sub.top_k_spec[: i + 1], sub.top_head[1 : i + 1])
+        key = level_prefix(sub, i + 1)
         built = shared.get(key) if shared is not None else None
         if built is None:
             built = child_level(rec, levels[i], i, sub.top_k_spec[i])
@@ -306,11 +324,11 @@ def last_built(shared: dict | None, slot: tuple, key: tuple | None, build: Calla
 def _selected(lvl: Level, sub: TreeConfig, i: int, shared: dict | None) -> Level:
     """Level ``i`` of ``sub`` selected (its topHead[i]); ``shared``: the level last selected at depth
     ``i`` on this chunk, with the prefix it depends on (topKSpec rows 0..i-1, topHead 1..i)."""
-    key = (sub.top_k_spec[:i], sub.top_head[1 : i + 1])
-    return last_built(shared, ("selected level at", i), key, lambda: _select_copy(lvl, sub.top_head[i]))
+    key = level_prefix(sub, i, selected=True)
+    return last_built(shared, ("selected level at", i), key, lambda: select_copy(lvl, sub.top_head[i]))
 
 
-def _select_copy(lvl: Level, heads: int) -> Level:
+def select_copy(lvl: Level, heads: int) -> Level:
     """A copy of ``lvl`` selected to ``heads``: a shared level stays unselected (select_level sets new
     arrays on the copy)."""
     done = replace(lvl)

@@ -51,6 +51,12 @@ class Level:
         return Level(**{f.name: pick(getattr(self, f.name)) for f in fields(self)})
 
 
+def filled(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``a`` (a level field: [L, C], or [L, 1] / [1, C] broadcast) as a contiguous ``shape`` array, as
+    the compiled level loops read it."""
+    return np.ascontiguousarray(np.broadcast_to(a, shape))
+
+
 def selection_rules(batch: RoundBatch, res: BatchResult, shape: TreeShape) -> np.ndarray:
     """[R] int8 the selection rule each round's recording used (CODE_*). Path probability where
     every step whose scores key a selection (each but the last: no step expands the last level)

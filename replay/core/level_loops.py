@@ -1,14 +1,18 @@
 """Compiled loops (numba) of a compared config's levels (analysis.compare): the child level's slots
 and recorded cells, with their parents' order and path keys (open_nodes_loop, child_level_loop); a
 sub-tree level's numbering and doubts (level_doubts_loop) and its known children (child_slots_loop);
-what a level gives from the recorded config's walk (level_reach_loop). Each is one pass over a
-level's slots where numpy makes one per operation. Compiled and cached as replay.core.loops' are
-(``_loop``), and like them imported at first use.
-"""
+how a walk leaves a node, one rule for the greedy walk and the walk at T (_expansion, read by
+level_doubts_loop and by expansion_loop for the greedy walk's nodes); what a level gives from the
+recorded config's walk (level_reach_loop). Each is one pass over a level's slots where numpy makes
+one per operation. Compiled and cached as replay.core.loops' are (``_loop``), and like them
+imported at first use."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numba import njit
 
 from .loops import _loop
 
@@ -156,6 +160,37 @@ def child_level_loop(
                 path[1, s, j] = hi
 
 
+@njit(inline="always")
+def _expansion(d: int, status: int, row: int, steps_hi: int, steps_lo: int, codes: np.ndarray) -> Any:
+    """How a walk leaves the depth-``d`` node it stands on (status: OUT / IN / MAYBE; row: its recorded
+    expanded position, -1 when not expanded; steps_hi / steps_lo: the draft steps possibly / surely
+    run), in codes (analysis.compare.subtree.LEVEL_CODES): not at all (codes[8]: a leaf, OUT or
+    past the steps run); its expansion unknown because step d may not run (codes[3], gammaThreshold),
+    its selection depends on unrecorded scores (codes[4]) or the recording did not expand it
+    (codes[5]); else by its children (codes[7])."""
+    if d >= steps_hi or status == codes[0]:
+        return codes[8]
+    if d >= steps_lo:
+        return codes[3]
+    if status == codes[1]:
+        return codes[4]
+    return codes[5] if row < 0 else codes[7]
+
+
+@_loop
+def expansion_loop(
+    d: int,  # the nodes' depth
+    status: np.ndarray,  # [A] int8: each walk's node's OUT / IN / MAYBE
+    row: np.ndarray,  # [A] int64: its recorded expanded position, -1 when not expanded
+    steps: np.ndarray,  # [2, A] int64: draft steps possibly run, surely run (gammaThreshold)
+    codes: np.ndarray,  # [9] int8: analysis.compare.subtree.LEVEL_CODES
+    how: np.ndarray,  # out [A] int8: _expansion's code of each node
+) -> None:
+    """_expansion of the nodes the greedy walks stand on at depth ``d`` (analysis.compare.subtree_batch)."""
+    for j in range(how.shape[0]):
+        how[j] = _expansion(d, status[j], row[j], steps[0, j], steps[1, j], codes)
+
+
 @_loop
 def level_doubts_loop(
     indexed: np.ndarray,  # [L, C] bool: the slot is in the sub-tree
@@ -168,7 +203,7 @@ def level_doubts_loop(
     first: np.ndarray,  # [2] int64: the level's first tree-order node and expanded row, -1 for none
     steps: np.ndarray,  # [2, C] int64: draft steps possibly run, surely run (gammaThreshold)
     d: int,  # the level's depth
-    codes: np.ndarray,  # [7] int8: OUT, MAYBE, WHY_WIDTH, WHY_THRESHOLD, WHY_MAYBE, WHY_UNEXPANDED, WHY_BEYOND
+    codes: np.ndarray,  # [9] int8: analysis.compare.subtree.LEVEL_CODES
     idx: np.ndarray,  # out [L, C] int64: the slot's sub-tree index, -1 when not in it
     n: np.ndarray,  # out [C] int64: the nodes numbered through this level
     node: np.ndarray,  # out [2, L, C] int64: its tree-order node (validate row, all layout), expanded row
@@ -184,8 +219,8 @@ def level_doubts_loop(
     n_slots, c = indexed.shape
     ranks = kind.shape[1]
     first_node, first_row = first[0], first[1]
-    out, maybe_code = codes[0], codes[1]  # scalars: no load of codes in the inner loop
-    why_width, why_threshold, why_maybe, why_unexpanded, why_beyond = codes[2], codes[3], codes[4], codes[5], codes[6]
+    why_width, why_unexpanded, why_beyond = codes[2], codes[5], codes[6]  # scalars: no load of codes in the loop
+    expands_code, not_opened = codes[7], codes[8]
     n[:] = before
     for u in range(n_slots):  # slot by slot, round by round: each row read and written in memory order
         for j in range(c):
@@ -199,15 +234,11 @@ def level_doubts_loop(
             has[0, u, j] = (rn >= 0) & (g < own_rows[j])
             has[1, u, j] = (rw >= 0) & (p >= 0) & (p < own_rows[j])
             recs[u, j] = g if rn >= 0 else -1
-            st = status[u, j]
-            opened = ind & (d < steps[0, j]) & (st != out)
-            thr = opened & (d >= steps[1, j])
-            maybe = opened & ~thr & (st == maybe_code)
-            unexp = opened & ~thr & ~maybe & (rw < 0)
-            expands[u, j] = opened & ~thr & ~maybe & ~unexp
+            how = _expansion(d, status[u, j], rw, steps[0, j], steps[1, j], codes) if ind else not_opened
+            doubt = (how != expands_code) & (how != not_opened)
+            expands[u, j] = how == expands_code
             kind[u, 0, j], why[u, 0, j] = ind & ~sure[u, j], why_width
-            kind[u, 1, j] = thr | maybe | unexp
-            why[u, 1, j] = why_threshold if thr else (why_maybe if maybe else why_unexpanded)
+            kind[u, 1, j], why[u, 1, j] = doubt, how if doubt else why_unexpanded
         for r in range(2, ranks):
             for j in range(c):
                 kind[u, r, j], why[u, r, j] = False, why_beyond
