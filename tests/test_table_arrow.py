@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from analysis.tables.batch import batch_table_parts, join_parts
-from analysis.tables.node_arrow import node_arrow_table, stream_parts
+from analysis.tables.node_arrow import node_arrow_table
 from analysis.tables.round_arrow import round_table
 from analysis.tables.stream import _in_order_cells
 from replay.core.config import TreeConfig
@@ -28,12 +28,9 @@ ARTICLE = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 
 
 def assert_same_tables(batches, cfg: TreeConfig) -> None:
-    fast, slow = [], []
-    for batch, res in batches:
-        fast.append(stream_parts(batch, res, cfg, "r"))
-        slow.append(batch_table_parts(batch, res, cfg, "r"))
-    want = join_parts(slow)
-    fast = [p for p in fast if p.rounds]
+    parts = [batch_table_parts(batch, res, cfg, "r") for batch, res in batches]
+    want = join_parts(parts)
+    fast = [p for p in parts if p.rounds]
     if fast:
         (rounds, num_rounds), (nodes, num_nodes) = _in_order_cells(fast)
         got = [round_table(rounds), node_arrow_table([nodes])]

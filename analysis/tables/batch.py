@@ -29,7 +29,7 @@ from replay.engine.batch import (
     rebuilt_levels,
     replayed_by_shape,
 )
-from replay.engine.batch.frames import Columns, NullableInts, frame_of, record_columns, round_names
+from replay.engine.batch.frames import Columns, NullableInts, arrow_round_names, coded, frame_of, record_columns
 
 from .build import (
     IN_BEYOND,
@@ -42,7 +42,7 @@ from .build import (
     TARGET_IN,
     finish_table,
 )
-from .cells import coded, in_run_order, object_cells
+from .cells import in_run_order
 from .definitions import ROUND_COLUMNS_READ
 
 _IN = {name: np.int8(k) for k, name in enumerate(TARGET_IN)}
@@ -94,10 +94,12 @@ def batch_table_parts(
     for shape, facts, r, rounds in facts_by_shape(batch, res):
         if counts:
             shapes.append((facts, shape, r))
-        parts.rounds.append(_round_columns(r, shape, facts, cfg, run, round_columns))
+        cells = _round_columns(r, shape, facts, cfg, run, round_columns)
+        parts.rounds.append(cells)
         parts.round_ordinals.append(rounds)
         if node_columns != ():
-            parts.nodes.append(node_cells(r, shape, facts, run, node_columns))
+            names = cells["round"].values if "round" in cells else None
+            parts.nodes.append(node_cells(r, shape, facts, run, node_columns, rounds=names))
             parts.node_ordinals.append(np.repeat(rounds, facts.parent.shape[0]))
     if shapes:
         from .node_counts import block_counts
@@ -135,7 +137,7 @@ def frame_in_run_order(columns: list[Columns], ordinals: list[np.ndarray], names
     column of dtype object)."""
     if not columns:
         return finish_table(pd.DataFrame({c: pd.Series(dtype="object") for c in names}), names)
-    return finish_table(frame_of(object_cells(in_run_order(columns, ordinals)[0]), names), names)
+    return finish_table(frame_of(in_run_order(columns, ordinals)[0], names), names)
 
 
 def batch_key_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> TableParts:
@@ -294,12 +296,12 @@ def _int_na(values: np.ndarray) -> NullableInts:
 def node_cells(
     res: BatchResult, shape: TreeShape, f: _Nodes, run: str, names: Collection[str] | None = None, rounds=None
 ) -> Columns:
-    """The node table's columns (those of ``names`` when given), text as cells.Coded; ``rounds``:
-    the [C] round names when made already (round_arrow's "round" column), else made here."""
+    """The node table's columns (those of ``names`` when given), text as frames.Coded; ``rounds``:
+    the [C] pyarrow round names when made already (the round columns' "round" values), else made here."""
     n, c = f.parent.shape
     makers = {
         "run": lambda: coded([run], np.zeros(n * c, dtype=np.int64)),
-        "round": lambda: coded(round_names(res) if rounds is None else rounds, np.repeat(np.arange(c), n)),
+        "round": lambda: coded(arrow_round_names(res.keys) if rounds is None else rounds, np.repeat(np.arange(c), n)),
         "node": lambda: np.tile(np.arange(n, dtype=np.int64), c),
         "name": lambda: coded([node_name(p) for p in f.ranked.paths], _rows(f.ranked.index)),
         "depth": lambda: np.tile(shape.depths, c),
@@ -328,7 +330,7 @@ def _round_columns(
     res: BatchResult, shape: TreeShape, f: _Nodes, cfg: TreeConfig, run: str, names: Collection[str] | None = None
 ) -> Columns:
     """The record's columns (replay.engine.batch.frames), then the analysis columns
-    (tables.ANALYSIS_COLUMNS, text as cells.Coded); those of ``names`` when given."""
+    (tables.ANALYSIS_COLUMNS, text as frames.Coded); those of ``names`` when given."""
     c = len(res)
     lengths = res.accepted_length.astype(np.int64)
     makers = {

@@ -2,43 +2,15 @@
 (round_arrow, node_arrow): one way to join the rows of several blocks, take some of them, and put
 them in run order, whatever each column holds.
 
-A column is a numpy array, a replay.engine.batch.frames.NullableInts, a list of cells (a frame's
-list column), a Coded text column, or a pyarrow array.
+A column is any kind of replay.engine.batch.frames' columns: a numpy array, NullableInts, Coded
+text, or a pyarrow array (list columns); a list of cells too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 
-from replay.engine.batch.frames import NullableInts
-
-
-@dataclass(frozen=True, eq=False)
-class Coded:
-    """A text column as codes into its distinct values: rows are put in run order as numbers, and
-    the text is made once (node_arrow.node_arrow_table), not copied at every take."""
-
-    values: Any  # [V] pyarrow large_string
-    codes: np.ndarray  # [R] int32 into values (a chunk's distinct texts: far fewer than 2^31)
-
-
-def coded(values, codes: np.ndarray) -> Coded:
-    """A Coded column; ``values``: a sequence of texts, or a pyarrow large_string array of them."""
-    import pyarrow as pa
-
-    if not isinstance(values, pa.Array):
-        values = pa.array(values, type=pa.large_string())
-    return Coded(values, codes.astype(np.int32))
-
-
-def object_cells(columns: dict) -> dict:
-    """``columns`` with each Coded column as [R] object texts, as a pandas frame's text column is."""
-    return {
-        c: v.values.to_numpy(zero_copy_only=False)[v.codes] if isinstance(v, Coded) else v for c, v in columns.items()
-    }
+from replay.engine.batch.frames import Coded, NullableInts, rows_of
 
 
 def concat_cells(parts: list[dict]) -> dict:
@@ -66,19 +38,7 @@ def join_column(columns: list):
 
 def take_cells(columns: dict, index: np.ndarray | slice) -> dict:
     """Rows ``index`` ([k] int64, or a slice: views) of every column."""
-    return {c: _rows_of(v, index) for c, v in columns.items()}
-
-
-def _rows_of(column, index: np.ndarray | slice):
-    if isinstance(column, NullableInts):
-        return NullableInts(column.values[index], column.missing[index])
-    if isinstance(column, Coded):
-        return Coded(column.values, column.codes[index])
-    if isinstance(column, np.ndarray) or isinstance(index, slice):
-        return column[index]
-    if isinstance(column, list):
-        return [column[i] for i in index.tolist()]
-    return column.take(index)
+    return {c: rows_of(v, index) for c, v in columns.items()}
 
 
 def in_run_order(cells: list[dict], ordinals: list[np.ndarray]) -> tuple[dict, np.ndarray]:
@@ -116,7 +76,7 @@ def _placed(columns: list, at: list[np.ndarray], order: np.ndarray):
         joined = join_column(columns)
         starts = np.cumsum([0] + [len(v.values) for v in columns[:-1]]).tolist()
         return Coded(joined.values, _scattered([v.codes + start for v, start in zip(columns, starts)], at))
-    return _rows_of(join_column(columns), order)
+    return rows_of(join_column(columns), order)
 
 
 def _scattered(pieces: list[np.ndarray], at: list[np.ndarray]) -> np.ndarray:

@@ -27,10 +27,10 @@ import pandas as pd
 
 from replay.io.table_files import PARQUET_OPTIONS, write_csv_rows
 
-from .batch import TableParts
+from .batch import TableParts, batch_table_parts
 from .build import EXPORT_FORMATS, empty_node_table, empty_round_table
 from .cells import in_run_order, take_cells
-from .node_arrow import node_arrow_table, stream_parts
+from .node_arrow import node_arrow_table
 from .round_arrow import round_table as arrow_round_table
 from .runs import LabelledRun, each_batch
 
@@ -221,7 +221,7 @@ def run_table_blocks(run: LabelledRun, progress: Callable[[int], None] | None = 
     done = 0
     # one block at a time (workers=1): the writing, not the replay, takes the time, and each block in
     # flight holds its rows
-    for chunk in each_batch(run, lambda b, res, tree: stream_parts(b, res, tree, label), workers=1):
+    for chunk in each_batch(run, lambda b, res, tree: batch_table_parts(b, res, tree, label), workers=1):
         parts = [p for p in chunk if p is not None and p.rounds]
         if not parts:
             continue
@@ -241,7 +241,7 @@ def run_table_blocks(run: LabelledRun, progress: Callable[[int], None] | None = 
 
 
 def _in_order_cells(parts: list[TableParts]) -> tuple:
-    """((round cells, rounds), (node cells, node rows)) of ``parts`` (rows of one run, stream_parts',
+    """((round cells, rounds), (node cells, node rows)) of ``parts`` (rows of one run, batch_table_parts',
     some rows each), in run order: the columns of analysis.tables.batch.join_parts' frames of those rounds."""
     rounds, round_ords = in_run_order(
         [c for p in parts for c in p.rounds], [o for p in parts for o in p.round_ordinals]

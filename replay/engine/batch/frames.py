@@ -1,8 +1,12 @@
-"""A BatchResult as the per-round record frame: replay.core.records' columns (docs/output-schema.md).
+"""The per-round record as columns: each column of replay.core.records (docs/output-schema.md) made
+once from a BatchResult's arrays (record_columns), and the forms every output takes of them: the
+pandas frame (frame_of), the Arrow table (record_arrow, arrow_table), Python values (record_dicts:
+BatchResult.round_json) and JSON Lines (replay.engine.batch.json_lines).
 
-The same frame, dtypes included, as ``records_frame(records_of_batch(result))`` builds record by
-record, with numpy over the rounds: Python runs per round only where a cell is a list (accepted and committed tokens, nodes, notes) or the key text.
-pandas is imported when a frame is asked for, never by the replay itself.
+A column is one of four kinds: numbers ([R] numpy), ids with missing cells (NullableInts), texts as
+codes into their distinct values (Coded: a text is made once, not per round) and lists (a pyarrow
+list array built from offsets). Python runs per round only for the notes of rounds that can have
+one. pandas and pyarrow are imported when a form is asked for, never by the replay itself.
 """
 
 from __future__ import annotations
@@ -10,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import numpy as np
 
-from replay.core.records import COLUMNS, records_frame, records_of_batch, shape_text
+from replay.core.records import COLUMNS, normalize_frame, shape_text
 from replay.core.vocab import LAYOUTS, PAD_TOKEN
 from replay.util.words import round_name
 
@@ -27,16 +32,38 @@ class NullableInts:
     values: np.ndarray  # [R] int64
     missing: np.ndarray  # [R] bool
 
+    def __len__(self) -> int:
+        return int(self.values.shape[0])
 
-Columns = dict  # column name → [R] numpy array, list of R cells, or NullableInts
+
+@dataclass(frozen=True, eq=False)
+class Coded:
+    """A text column as codes into its distinct values: rows are put in run order as numbers, and
+    the text is made once per distinct value, not copied at every take."""
+
+    values: Any  # [V] pyarrow large_string, null where the cell is None
+    codes: np.ndarray  # [R] int32 into values (a chunk's distinct texts: far fewer than 2^31)
+
+    def __len__(self) -> int:
+        return int(self.codes.shape[0])
 
 
-def record_frame(res):
-    """One row per replayed round (``res.ok``) in ``res``'s order, the record's columns."""
+def coded(values, codes: np.ndarray) -> Coded:
+    """A Coded column; ``values``: a sequence of texts (or None), or a pyarrow large_string array of them."""
+    import pyarrow as pa
+
+    if not isinstance(values, pa.Array):
+        values = pa.array(values, type=pa.large_string())
+    return Coded(values, codes.astype(np.int32))
+
+
+Columns = dict  # column name → [R] numpy array, NullableInts, Coded or pyarrow list array
+
+
+def replayed(res):
+    """The rounds of ``res`` that were replayed (``res.ok``), in its order: the rounds with a record."""
     ok = np.flatnonzero(res.ok)
-    if not ok.shape[0]:
-        return records_frame([])
-    return frame_of(record_columns(res if ok.shape[0] == len(res) else res.take(ok)), COLUMNS)
+    return res if ok.shape[0] == len(res) else res.take(ok)
 
 
 def record_columns(r, names: Collection[str] | None = None) -> Columns:
@@ -44,46 +71,67 @@ def record_columns(r, names: Collection[str] | None = None) -> Columns:
     of ``names`` when given (the others, list columns above all, cost time at a million rounds)."""
     lengths = r.accepted_length.astype(np.int64)
     known = r.bonus_token != PAD_TOKEN
-    tokens = cache(lambda: leading(r.accepted_tokens, lengths))
     makers = {
-        "round": lambda: round_names(r),
+        "round": lambda: coded(arrow_round_names(r.keys), np.arange(len(r))),
         "key_a": lambda: r.keys[0].astype(np.int64),
         "key_b": lambda: r.keys[1].astype(np.int64),
         "root_token": lambda: pad_as_na(r.root_tokens),
         "num_steps": lambda: r.num_steps,
         "num_nodes": lambda: r.num_nodes,
-        "shape": lambda: object_texts(*text_codes(r, "shape")),
-        "layout": lambda: object_texts(*text_codes(r, "layout")),
-        "layout_source": lambda: object_texts(*text_codes(r, "layout_source")),
-        "selection": lambda: object_texts(*text_codes(r, "selection")),
+        "shape": lambda: coded(*text_codes(r, "shape")),
+        "layout": lambda: coded(*text_codes(r, "layout")),
+        "layout_source": lambda: coded(*text_codes(r, "layout_source")),
+        "selection": lambda: coded(*text_codes(r, "selection")),
         "accepted_length": lambda: lengths,
-        "accepted_tokens": tokens,
+        "accepted_tokens": lambda: leading(r.accepted_tokens, lengths),
         "accepted_nodes": lambda: leading(r.accepted_nodes, lengths),
         "bonus_token": lambda: pad_as_na(r.bonus_token),
-        "bonus_kind": lambda: object_texts(*text_codes(r, "bonus_kind")),
-        "stop": lambda: object_texts(*text_codes(r, "stop")),
-        "committed_tokens": lambda: [
-            t + [b] if k else list(t) for t, b, k in zip(tokens(), r.bonus_token.tolist(), known.tolist())
-        ],
+        "bonus_kind": lambda: coded(*text_codes(r, "bonus_kind")),
+        "stop": lambda: coded(*text_codes(r, "stop")),
+        "committed_tokens": lambda: leading(committed_tokens(r, lengths, known), lengths + known),
         "num_committed": lambda: r.num_committed.astype(np.int64),
         "notes": lambda: notes_of(r),
     }
     return {c: make() for c, make in makers.items() if names is None or c in names}
 
 
-def frame_of(columns: Columns, names: Sequence[str]):
-    """The pandas frame, built at once (dtypes inferred over all rows, as a frame of records is)."""
-    import pandas as pd
+def committed_tokens(r, lengths: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """[G + 1, R] int64 each round's accepted tokens, then its bonus token where known (lengths,
+    known: [R] each round's accepted length and whether its bonus is known)."""
+    g, n = r.accepted_tokens.shape
+    out = np.zeros((g + 1, n), dtype=np.int64)
+    out[:g] = r.accepted_tokens
+    at = np.minimum(lengths, g)
+    out[at, np.arange(n)] = np.where(known, r.bonus_token, out[at, np.arange(n)])
+    return out
 
-    data = {
-        c: pd.arrays.IntegerArray(v.values, v.missing) if isinstance(v, NullableInts) else v for c, v in columns.items()
-    }
-    return pd.DataFrame(data, columns=list(names))
+
+def leading(a: np.ndarray, counts: np.ndarray):
+    """pyarrow list<int64>: per round (column of ``a`` [G, R]) its first ``counts[r]`` entries."""
+    import pyarrow as pa
+
+    mask = np.arange(a.shape[0])[None, :] < counts[:, None]  # [R, G]
+    return pa.ListArray.from_arrays(pa.array(_offsets(counts)), pa.array(a.T[mask].astype(np.int64)))
 
 
-def notes_of(res) -> list[list[str]]:
-    """BatchResult.notes of every round; asked only of rounds that can have one (most have none)."""
-    return [res.notes(i) if m else [] for i, m in enumerate(may_note(res).tolist())]
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    """[R + 1] int32 Arrow list offsets of rows of ``counts`` items."""
+    offsets = np.zeros(counts.shape[0] + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets
+
+
+def notes_of(res):
+    """pyarrow list<large_string>: BatchResult.notes of every round, asked only of rounds that can
+    have one (most have none)."""
+    import pyarrow as pa
+
+    rows = np.flatnonzero(may_note(res))
+    notes = [res.notes(int(i)) for i in rows]
+    counts = np.zeros(len(res), dtype=np.int64)
+    counts[rows] = [len(v) for v in notes]
+    texts = pa.array([t for v in notes for t in v], type=pa.large_string())
+    return pa.ListArray.from_arrays(pa.array(_offsets(counts)), texts)
 
 
 def may_note(res) -> np.ndarray:
@@ -108,14 +156,6 @@ def text_codes(res, column: str) -> tuple[list, np.ndarray]:
         "stop": lambda: (list(STOP_CODES), res.stop),
     }[column]()
     return texts, np.asarray(codes, dtype=np.int64)
-
-
-TEXT_COLUMNS = ("shape", "layout", "layout_source", "selection", "bonus_kind", "stop")
-
-
-def object_texts(texts: list, codes: np.ndarray) -> np.ndarray:
-    """[R] object the text of each code (codes: [R] int64 into texts)."""
-    return np.asarray(texts, dtype=object)[codes]
 
 
 def arrow_round_names(keys: np.ndarray):
@@ -144,11 +184,6 @@ def pad_as_na(values: np.ndarray) -> NullableInts:
     return NullableInts(values, values == PAD_TOKEN)
 
 
-def leading(a: np.ndarray, lengths: np.ndarray) -> list[list[int]]:
-    """[G, R] → per round its first ``lengths[r]`` entries as a list of ints."""
-    return [row[:k] for row, k in zip(a.T.tolist(), lengths.tolist())]
-
-
 def distinct_columns(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first: [U] the first round of each distinct column of ``codes`` [C, R] (small ints), in
     the order of their sorted columns; inverse: [R] each round's index into ``first``).
@@ -167,120 +202,166 @@ def distinct_columns(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first, inverse.reshape(-1)
 
 
-def record_arrow(res):
-    """``record_frame(res)`` as a pyarrow Table, built from the arrays (list columns from offsets):
-    the Parquet and CSV writers of ``batch -o`` at millions of rounds, one Python object per
-    distinct code tuple and per round with notes, not per round.
+def rows_of(column, index: np.ndarray | slice):
+    """Rows ``index`` ([k] int64, or a slice: views) of a column of any kind."""
+    if isinstance(column, NullableInts):
+        return NullableInts(column.values[index], column.missing[index])
+    if isinstance(column, Coded):
+        return Coded(column.values, column.codes[index])
+    if isinstance(column, np.ndarray) or isinstance(index, slice):
+        return column[index]
+    if isinstance(column, list):
+        return [column[i] for i in index.tolist()]
+    return column.take(index)
 
-    The schema (Arrow types and the pandas metadata that ``pd.read_parquet`` reads back) is that
-    of ``records_frame`` on one round per distinct code tuple, so it is what pandas infers over
-    every row: each kind of cell (a missing bonus, a round with notes, ...) is in the sample.
-    """
+
+# --------------------------------------------------------------------------------------------
+# The forms of the columns
+
+
+def list_cells(lists) -> list[list]:
+    """The Python lists of a pyarrow list array (its cells as a frame's list column holds them)."""
+    offsets = np.asarray(lists.offsets).tolist()
+    items = lists.values.slice(offsets[0], offsets[-1] - offsets[0])
+    flat = items.to_numpy(zero_copy_only=False).tolist() if len(items) else []
+    start = offsets[0]
+    return [flat[a - start : b - start] for a, b in zip(offsets[:-1], offsets[1:])]
+
+
+def pandas_column(column):
+    """One column as pandas takes it: texts as [R] object, lists as Python lists, NullableInts as ``Int64``."""
+    import pandas as pd
     import pyarrow as pa
 
-    ok = np.flatnonzero(res.ok)
-    if ok.shape[0] != len(res):
-        res = res.take(ok)
-    n = len(res)
-    if not n:
-        return pa.Table.from_pandas(records_frame([]), preserve_index=False)
-    lengths = res.accepted_length.astype(np.int64)
-    known = res.bonus_token != PAD_TOKEN
-    noted = may_note(res)
-    schema = _record_schema(res, lengths, known, noted)
-    keys = res.keys.astype(np.int64)
-    columns = {
-        "round": arrow_round_names(keys),
-        "key_a": keys[0],
-        "key_b": keys[1],
-        "root_token": pa.array(res.root_tokens.astype(np.int64), mask=res.root_tokens == PAD_TOKEN),
-        "num_steps": res.num_steps.astype(np.int64),
-        "num_nodes": res.num_nodes.astype(np.int64),
-        "accepted_length": lengths,
-        "bonus_token": pa.array(res.bonus_token.astype(np.int64), mask=~known),
-        "num_committed": res.num_committed.astype(np.int64),
-    }
-    columns |= {c: _lookup(*text_codes(res, c)) for c in TEXT_COLUMNS} | _record_list_columns(
-        res, lengths, known, noted
-    )
+    if isinstance(column, NullableInts):
+        return pd.arrays.IntegerArray(column.values, column.missing)
+    if isinstance(column, Coded):
+        return column.values.to_numpy(zero_copy_only=False)[column.codes]
+    if isinstance(column, pa.Array):
+        return list_cells(column)
+    return column
+
+
+def frame_of(columns: Columns, names: Sequence[str]):
+    """The pandas frame, built at once (dtypes inferred over all rows, as a frame of records is)."""
+    import pandas as pd
+
+    return pd.DataFrame({c: pandas_column(v) for c, v in columns.items()}, columns=list(names))
+
+
+def python_cells(column) -> list:
+    """One column's cells as Python values (None where missing), as a record holds them."""
+    if isinstance(column, NullableInts):
+        return [None if m else v for v, m in zip(column.values.tolist(), column.missing.tolist())]
+    cells = pandas_column(column)
+    return cells if isinstance(cells, list) else cells.tolist()
+
+
+def record_dicts(res) -> list[dict]:
+    """The record of every round of ``res`` (all replayed) as a dict in COLUMNS order
+    (the reference replayer's records, replay.testing.records_reference.RoundRecord.to_json)."""
+    columns = record_columns(res)
+    return [dict(zip(COLUMNS, row)) for row in zip(*(python_cells(columns[c]) for c in COLUMNS))]
+
+
+def record_frame(res):
+    """One row per replayed round (``res.ok``) in ``res``'s order, the record's columns."""
+    res = replayed(res)
+    if not len(res):
+        return _no_records()
+    return frame_of(record_columns(res), COLUMNS)
+
+
+def _no_records():
+    """The record frame of no rounds: every column of dtype object, the nullable ids ``Int64``."""
+    import pandas as pd
+
+    return normalize_frame(pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS}))
+
+
+def arrow_column(column):
+    """One column as an Arrow array, as ``pa.Table.from_pandas`` converts the frame's column."""
+    import pyarrow as pa
+
+    if isinstance(column, NullableInts):
+        return pa.array(column.values, mask=column.missing if column.missing.any() else None)
+    if isinstance(column, Coded):
+        return column.values.take(pa.array(column.codes))
+    if isinstance(column, np.ndarray):
+        return pa.array(column, from_pandas=True)  # NaN is missing, as from_pandas makes it
+    return column
+
+
+def arrow_table(columns: Columns, schema):
+    """The pyarrow Table of ``columns`` typed by ``schema`` (from_pandas' of a frame of the same
+    rows): a list column whose lists are all empty is list<null> there, a text column of None only null."""
+    import pyarrow as pa
+
+    n = len(columns[schema[0].name])
     arrays = []
-    for f in schema:
-        col = columns[f.name]
-        col = col if isinstance(col, (pa.Array, pa.ChunkedArray)) else pa.array(col)
-        if f.type == pa.null():
-            col = pa.nulls(n)
-        elif pa.types.is_list(f.type) and f.type.value_type == pa.null():
-            col = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.nulls(0))  # all empty
-        arrays.append(col.cast(f.type))
+    for field in schema:
+        if pa.types.is_list(field.type) and field.type.value_type == pa.null():
+            v = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.nulls(0))  # all empty
+        elif field.type == pa.null():
+            v = pa.nulls(n)
+        else:
+            v = arrow_column(columns[field.name])
+        arrays.append(v if v.type == field.type else v.cast(field.type))
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _record_schema(res, lengths: np.ndarray, known: np.ndarray, noted: np.ndarray):
-    """record_arrow's schema: records_frame's on one round per distinct tuple of the codes that
-    decide a cell's kind (shape, layout, selection, bonus, stop, notes, missing values)."""
+def record_arrow(res):
+    """``record_frame(res)`` as a pyarrow Table, built from the columns (list columns from offsets):
+    the Parquet and CSV writers of ``batch -o`` at millions of rounds, one Python object per
+    distinct text and per round with notes, not per round; typed as from_pandas types the frame."""
     import pyarrow as pa
 
-    codes = np.concatenate(
-        (
-            res.shape_index[None],
-            res.layout[None],
-            res.layout_stated[None],
-            res.selection,
-            res.bonus_kind[None],
-            res.stop[None],
-            noted[None],
-            known[None],
-            (res.root_tokens == PAD_TOKEN)[None],
-            (lengths == 0)[None],
-        )
-    ).astype(np.int64)  # [codes, R]
-    first, _ = distinct_columns(codes)
-    sample = records_frame(records_of_batch(res.take(np.sort(first))))  # record by record
-    return pa.Schema.from_pandas(sample, preserve_index=False)
+    res = replayed(res)
+    if not len(res):
+        return pa.Table.from_pandas(_no_records(), preserve_index=False)
+    columns = record_columns(res)
+    return arrow_table(columns, _record_schema(column_kinds(columns)))
 
 
-def _record_list_columns(res, lengths: np.ndarray, known: np.ndarray, noted: np.ndarray) -> dict:
-    """record_arrow's list columns, Arrow list arrays from offsets: accepted tokens and nodes,
-    committed tokens (the accepted ones, then the bonus where known) and notes."""
+@cache
+def _record_schema(kinds: tuple):
+    """from_pandas' schema of a record frame whose columns are of ``kinds`` (column_kinds')."""
     import pyarrow as pa
 
-    n, g = len(res), res.gamma
-    tokens = res.accepted_tokens.T.astype(np.int64)  # [R, G]
-    committed = np.zeros((n, g + 1), dtype=np.int64)
-    committed[:, :g] = tokens
-    bonus_at = np.minimum(lengths, g)
-    committed[np.arange(n), bonus_at] = np.where(known, res.bonus_token, committed[np.arange(n), bonus_at])
-    note_rows = np.flatnonzero(noted)
-    notes = [res.notes(int(i)) for i in note_rows]
-    note_counts = np.zeros(n, dtype=np.int64)
-    note_counts[note_rows] = [len(v) for v in notes]
-    return {
-        "accepted_tokens": _listed(tokens, lengths),
-        "accepted_nodes": _listed(res.accepted_nodes.T, lengths),
-        "committed_tokens": _listed(committed, lengths + known),
-        "notes": pa.ListArray.from_arrays(
-            pa.array(_offsets(note_counts)), pa.array([t for v in notes for t in v], type=pa.large_string())
-        ),
-    }
+    return pa.Schema.from_pandas(frame_of(one_row(kinds), COLUMNS), preserve_index=False)
 
 
-def _offsets(counts: np.ndarray) -> np.ndarray:
-    """[R + 1] int32 Arrow list offsets of rows of ``counts`` items."""
-    offsets = np.zeros(counts.shape[0] + 1, dtype=np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    return offsets
+def column_kinds(columns: Columns) -> tuple:
+    """(name, kind) of each column: what decides its type in a frame's Arrow table and pandas
+    metadata (numbers: their dtype; a text column: whether some cell is not None; a list column:
+    its items' type and whether some list holds one; an Arrow list<null> or null column else)."""
+    out = []
+    for c, v in columns.items():
+        if isinstance(v, np.ndarray):
+            kind: tuple = ("numbers", v.dtype.str)
+        elif isinstance(v, NullableInts):
+            kind = ("ids",)
+        elif isinstance(v, Coded):
+            valid = np.asarray(v.values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            kind = ("texts", bool(valid[v.codes].any()))
+        else:
+            offsets = np.asarray(v.offsets)
+            kind = ("lists", str(v.type.value_type), bool(offsets[-1] > offsets[0]))
+        out.append((c, kind))
+    return tuple(out)
 
 
-def _listed(values2d: np.ndarray, counts: np.ndarray):
-    """An Arrow list per row of ``values2d`` ([R, W] row-major): its first counts[r] values."""
-    import pyarrow as pa
-
-    mask = np.arange(values2d.shape[1])[None, :] < counts[:, None]
-    return pa.ListArray.from_arrays(pa.array(_offsets(counts)), pa.array(values2d[mask].astype(np.int64)))
-
-
-def _lookup(texts: list, index: np.ndarray):
-    """A string per code (``texts``), taken per round."""
-    import pyarrow as pa
-
-    return pa.array(texts, type=pa.large_string()).take(pa.array(index.astype(np.int64)))
+def one_row(kinds: tuple) -> Columns:
+    """One row of columns of ``kinds`` (column_kinds'): a frame of it has the types of every frame
+    of columns of those kinds."""
+    cells: Columns = {}
+    for c, kind in kinds:
+        if kind[0] == "numbers":
+            cells[c] = np.zeros(1, dtype=np.dtype(kind[1]))
+        elif kind[0] == "ids":
+            cells[c] = NullableInts(np.zeros(1, dtype=np.int64), np.zeros(1, dtype=bool))
+        elif kind[0] == "texts":
+            cells[c] = np.asarray(["x" if kind[1] else None], dtype=object)
+        else:
+            cells[c] = [[0 if "int" in kind[1] else "x"] if kind[2] else []]
+    return cells

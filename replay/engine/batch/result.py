@@ -8,13 +8,13 @@ from functools import cached_property
 
 import numpy as np
 
-from replay.core.records import shape_text
 from replay.core.selection import FALLBACK_WARNING, fallback_guesses, selection_summary
 from replay.core.vocab import LAYOUTS, PAD_TOKEN
 from replay.io.roundbatch import MatrixStack, RoundBatch
 from replay.util.words import round_name
 
-from .codes import BONUS_NAMES, ERR_OK, ERROR_NAMES, SEL_FALLBACK, SEL_NONE, SELECTION_NAMES, STOP_CODES
+from .codes import ERR_OK, ERROR_NAMES, SEL_FALLBACK, SEL_NONE, SELECTION_NAMES
+from .frames import record_dicts, record_frame, replayed
 from .shapes import TreeShape
 
 
@@ -133,43 +133,16 @@ class BatchResult:
         return out
 
     def round_json(self, i: int) -> dict:
-        """Round i as a replay.core.records.RoundRecord dict (the round must be ok)."""
+        """Round i's record (replay.core.records.COLUMNS) as a dict (the round must be ok)."""
         if self.error[i] != ERR_OK:
             raise ValueError(
                 f"round {round_name(self.keys[:, i].tolist())} was rejected ({ERROR_NAMES[int(self.error[i])]})"
             )
-        shape = self.shapes[int(self.shape_index[i])]
-        n = int(self.accepted_length[i])
-        tokens = [int(t) for t in self.accepted_tokens[:n, i]]
-        bonus = int(self.bonus_token[i])
-        bonus_v = None if bonus == PAD_TOKEN else bonus
-        root = int(self.root_tokens[i])
-        key_a, key_b = int(self.keys[0, i]), int(self.keys[1, i])
-        return {
-            "round": round_name((key_a, key_b)),
-            "key_a": key_a,
-            "key_b": key_b,
-            "root_token": None if root == PAD_TOKEN else root,
-            "num_steps": shape.num_steps,
-            "num_nodes": shape.num_nodes,
-            "shape": shape_text(shape.widths),
-            "layout": LAYOUTS[self.layout[i]],
-            "layout_source": "stated" if self.layout_stated[i] else "detected",
-            "selection": self.selection_summary(i),
-            "accepted_length": n,
-            "accepted_tokens": tokens,
-            "accepted_nodes": [int(u) for u in self.accepted_nodes[:n, i]],
-            "bonus_token": bonus_v,
-            "bonus_kind": BONUS_NAMES[int(self.bonus_kind[i])],
-            "stop": STOP_CODES[int(self.stop[i])],
-            "committed_tokens": tokens + ([] if bonus_v is None else [bonus_v]),
-            "num_committed": n + (bonus_v is not None),
-            "notes": self.notes(i),
-        }
+        return record_dicts(self.take(np.asarray([i])))[0]
 
     def iter_json(self) -> Iterable[dict]:
-        for i in np.flatnonzero(self.ok):
-            yield self.round_json(int(i))
+        """The record of every replayed round, in this result's order."""
+        return iter(record_dicts(replayed(self)))
 
     def take(self, index: np.ndarray) -> BatchResult:
         """Rounds ``index`` (an int array), notes renumbered."""
@@ -231,8 +204,6 @@ class BatchResult:
     def to_frame(self):
         """One row per replayed round (pandas), the per-round record's columns (replay.core.records,
         docs/output-schema.md) in this result's order; rejected rounds are not records."""
-        from .frames import record_frame
-
         return record_frame(self)
 
 
