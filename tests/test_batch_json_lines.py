@@ -10,13 +10,12 @@ import numpy as np
 import pytest
 
 from replay.core.config import TreeConfig
-from replay.core.records import json_line, records_of_batch
 from replay.core.vocab import PAD_TOKEN
 from replay.engine.batch import ERR_OK, ERR_TOKENS, SEL_FALLBACK, BatchResult
 from replay.engine.batch.json_lines import write_batch_json_lines
 from replay.testing.batch_synth import SynthSpec, synth_batch
 from replay.testing.in_memory import replay_batches
-from replay.testing.records_reference import write_json_lines
+from replay.testing.records_reference import json_line, records_of_batch, write_json_lines
 
 CFG = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
 

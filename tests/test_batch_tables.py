@@ -21,19 +21,14 @@ from analysis.tables.runs import load_run
 from analysis.tables.slot_hits import shape_signature
 from replay.cli import main
 from replay.core.config import TreeConfig
-from replay.core.records import (
-    COLUMNS,
-    normalize_frame,
-    records_frame,
-    records_of_batch,
-)
+from replay.core.records import COLUMNS, normalize_frame
 from replay.engine.batch import ERR_OK, config_tree_shape, replay_batch
 from replay.engine.batch.frames import record_arrow
 from replay.engine.runs import replay_run
 from replay.io.table_files import write_arrow_table
 from replay.testing.frame_counts import slot_hits_counts
 from replay.testing.in_memory import batch_from_rounds
-from replay.testing.records_reference import write_table
+from replay.testing.records_reference import records_frame, records_of_batch, write_table
 from replay.testing.replayer import replay_round
 from replay.testing.table_rows import node_table, round_table
 from replay.util.errors import RoundError

@@ -38,7 +38,6 @@ from replay.cli.options import (
     sampling_vocab,
 )
 from replay.core.config_grammar import parse_config_text
-from replay.core.records import json_line
 from replay.engine.batch.view import RoundView, round_views
 from replay.engine.render import render_round, sampling_lines
 from replay.engine.runs import replay_run
@@ -48,6 +47,7 @@ from replay.engine.sampling import (
     sampling_skip,
     vocab_size_of,
 )
+from replay.testing.records_reference import json_line
 from replay.testing.replayer import RoundResult, replay_directory
 from replay.testing.round_sampling import node_logprob_gaps, round_sampling
 from replay.testing.round_summaries import render_summary, sampling_summary

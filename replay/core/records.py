@@ -1,4 +1,4 @@
-"""The one per-round record: its columns, how a replayed round becomes one, and how its files are read back.
+"""The one per-round record: its columns and their meanings, and how its files are read back.
 
 Every per-round output uses these columns with these meanings (docs/output-schema.md):
 ``replay --json`` and ``batch --json`` (JSON Lines), ``batch -o FILE.parquet|.csv``, the analysis
@@ -6,15 +6,14 @@ round table (``stats --table rounds``, ``report``'s rounds.parquet, ``replay.cli
 it adds analysis columns after these). Lists stay lists in JSON and Parquet; CSV holds them as
 text (ids separated by spaces, notes by `` | ``) and ``CSV_CONVERTERS`` reads them back.
 Whatever the file, ``normalize_frame`` gives the same frame: lists as Python lists, nullable ids
-as pandas ``Int64``, a missing bonus kind as None. The writers are replay.engine.batch.json_lines
-(JSON Lines) and replay.io.table_files (CSV and Parquet).
+as pandas ``Int64``, a missing bonus kind as None. A replayed round's columns are made in
+replay.engine.batch.frames; the writers are replay.engine.batch.json_lines (JSON Lines) and
+replay.io.table_files (CSV and Parquet).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,36 +22,7 @@ if TYPE_CHECKING:  # imported where used: reading a record needs no pandas
 
 NOTE_SEPARATOR = " | "  # CSV text of the notes list (a note never contains it)
 
-
-@dataclass(frozen=True)
-class RoundRecord:
-    """One replayed round (bonus excluded from accepted_length; see docs/vocabulary.md)."""
-
-    round: str  # key a_b: the validate file's numbers
-    key_a: int
-    key_b: int
-    root_token: int | None  # the last committed token before the round; None when unknown
-    num_steps: int  # draft steps run this round (fewer than gamma after an early stop)
-    num_nodes: int  # draft nodes, root excluded
-    shape: str  # widths per step actually present, short form "[6]|[2,2]|[1,1]" (topHead = lengths)
-    layout: str  # validate layout: parents or all
-    layout_source: str  # stated or detected
-    selection: str  # how expanded nodes were chosen (path_probability, parents, rank_major_fallback, root)
-    accepted_length: int  # draft tokens accepted, bonus excluded
-    accepted_tokens: tuple[int, ...]  # their token ids, root side first
-    accepted_nodes: tuple[int, ...]  # their tree-order node ids
-    bonus_token: int | None  # target's top-1 at the last accepted node; None when not in the dump
-    bonus_kind: str | None  # correction or leaf_bonus; None when the bonus is unknown
-    stop: str  # why the walk stopped: leaf, mismatch, no_target_row
-    committed_tokens: tuple[int, ...]  # accepted tokens, then the bonus token when known
-    num_committed: int  # len(committed_tokens) = accepted_length + (bonus known)
-    notes: tuple[str, ...]  # replay notes (fallbacks, disagreements)
-
-    def to_json(self) -> dict[str, Any]:
-        return {name: list(v) if name in LIST_COLUMNS else v for name, v in ((n, getattr(self, n)) for n in COLUMNS)}
-
-
-COLUMNS = tuple(f.name for f in fields(RoundRecord))
+# The columns in order, each with its meaning (bonus excluded from accepted_length; see docs/vocabulary.md).
 COLUMN_MEANINGS = {
     "round": "round key a_b (the validate file's numbers)",
     "key_a": "first position counter",
@@ -74,6 +44,7 @@ COLUMN_MEANINGS = {
     "num_committed": "committed tokens this round = accepted_length + 1 when the bonus is known",
     "notes": "replay notes: fallbacks, disagreements (list; CSV: joined by ' | ')",
 }
+COLUMNS = tuple(COLUMN_MEANINGS)  # in this order in every output
 LIST_COLUMNS = ("accepted_tokens", "accepted_nodes", "committed_tokens", "notes")
 INT_LIST_COLUMNS = ("accepted_tokens", "accepted_nodes", "committed_tokens")
 NULLABLE_INT_COLUMNS = ("root_token", "bonus_token")
@@ -82,31 +53,6 @@ NULLABLE_INT_COLUMNS = ("root_token", "bonus_token")
 def shape_text(widths: Sequence[Sequence[int]]) -> str:
     """Short form of a round's shape, as TreeConfig.short(): ``[6]|[2,2]|[1,1]``."""
     return "|".join("[" + ",".join(str(int(w)) for w in row) + "]" for row in widths)
-
-
-def records_of_batch(result: Any) -> Iterable[RoundRecord]:  # a replay.engine BatchResult
-    """The records of a batch replay's replayed rounds (replay.engine.batch.BatchResult), in its order."""
-    for obj in result.iter_json():
-        kw: dict[str, Any] = {k: tuple(v) if k in LIST_COLUMNS else v for k, v in obj.items()}
-        yield RoundRecord(**kw)
-
-
-def json_line(obj: dict[str, Any]) -> str:
-    """One record's JSON Lines line: ``obj`` is RoundRecord.to_json() (its keys in COLUMNS order)."""
-    return json.dumps(obj) + "\n"
-
-
-def records_frame(records: Iterable[RoundRecord]) -> pd.DataFrame:
-    """The records as a pandas DataFrame in COLUMNS order (lists as lists, nullable ids Int64)."""
-    import pandas as pd
-
-    rows = [rec.to_json() for rec in records]
-    frame = (
-        pd.DataFrame(rows, columns=list(COLUMNS))
-        if rows
-        else pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
-    )
-    return normalize_frame(frame)
 
 
 def _list_cell(v: Any) -> list[Any]:

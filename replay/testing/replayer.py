@@ -18,7 +18,7 @@ import numpy as np
 
 from replay.core.acceptance import Acceptance, accept_greedy, target_top1_per_node
 from replay.core.config import SpecConfig, TreeConfig
-from replay.core.records import RoundRecord, shape_text
+from replay.core.records import shape_text
 from replay.core.selection import FALLBACK_WARNING, fallback_run_warning, unused_scores_note
 from replay.core.tree import Tree
 from replay.core.vocab import (
@@ -51,6 +51,7 @@ from replay.io.skipped import Skipped
 from replay.io.step0 import Step0Check
 from replay.testing.packed_rounds import packed_rounds
 from replay.testing.rebuild import Rebuilt, rebuild_tree
+from replay.testing.records_reference import RoundRecord
 from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError, skip_reason
 from replay.util.words import row_words
 
@@ -83,7 +84,7 @@ class RoundResult:
         return f"{self.key[0]}_{self.key[1]}"
 
     def to_json(self) -> dict:
-        """The round's replay.core.records.RoundRecord as a JSON object (docs/output-schema.md)."""
+        """The round's record (records_reference.RoundRecord) as a JSON object (docs/output-schema.md)."""
         return record_of(self).to_json()
 
 
