@@ -14,6 +14,7 @@ from typing import IO, Any
 import numpy as np
 
 from ..sampling import LENGTH_AT_LEAST_KEYS, SAMPLING_KEYS, RoundSampling, length_at_least_column
+from .frames import record_arrow
 from .json_lines import write_batch_json_lines
 from .result import BatchResult
 from .sampling import BatchSampling
@@ -47,54 +48,62 @@ def from_node_logprobs(smp: BatchSampling) -> np.ndarray:
     return np.zeros(smp.usable.shape[0], dtype=bool) if own is None else own
 
 
-def _depths(result: BatchResult, rows: np.ndarray) -> np.ndarray:
-    """[n] the depth of each round's tree: its length_at_least lists run d = 1..that."""
-    return result.num_steps[rows].astype(np.int64)
+def sampling_columns(smp: BatchSampling, result: BatchResult, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The ``sampling`` values of rounds ``rows`` ([n] int64) by SAMPLING_KEYS: [n] each, NaN where
+    a value is null (expected_accepted_length and its variance unless exact); each length_at_least
+    list as [n, G] P(L >= d), d = 1 .. G (0 beyond a round's tree)."""
+    exact = smp.exact[rows]
+    lo, hi = smp.expected_lo[rows], smp.expected_hi[rows]
+    values = (
+        np.full(rows.shape[0], smp.temperature),
+        np.where(exact, lo, np.nan),
+        lo,
+        hi,
+        lo + 1.0,
+        hi + 1.0,
+        smp.length_ge_lo[rows, 1:],
+        smp.length_ge_hi[rows, 1:],
+        exact,
+        np.where(exact, smp.variance[rows], np.nan),
+        from_node_logprobs(smp)[rows],
+    )
+    return dict(zip(SAMPLING_KEYS, values))
+
+
+_NULL_UNLESS_EXACT = ("expected_accepted_length", "accepted_length_variance")
 
 
 def sampling_objects(smp: BatchSampling, result: BatchResult, rows: np.ndarray) -> list[dict[str, Any]]:
-    """The ``sampling`` objects of rounds ``rows`` (replay.engine.sampling.RoundSampling.to_json's values)."""
-    depth = _depths(result, rows)
-    lo, hi = smp.expected_lo[rows].tolist(), smp.expected_hi[rows].tolist()
-    exact, var = smp.exact[rows].tolist(), smp.variance[rows].tolist()
-    own = from_node_logprobs(smp)[rows].tolist()
-    ge_lo, ge_hi = smp.length_ge_lo[rows].tolist(), smp.length_ge_hi[rows].tolist()
-    t = smp.temperature
+    """The ``sampling`` objects of rounds ``rows`` (replay.engine.sampling.RoundSampling.to_json's
+    values): sampling_columns' values, None for NaN, each length_at_least list as deep as the round's tree."""
+    columns = {k: v.tolist() for k, v in sampling_columns(smp, result, rows).items()}
+    exact = columns["exact"]
+    depths = result.num_steps[rows].tolist()
     out = []
-    for i in range(rows.shape[0]):
-        d = int(depth[i])
-        values = (
-            t,
-            lo[i] if exact[i] else None,
-            lo[i],
-            hi[i],
-            lo[i] + 1.0,
-            hi[i] + 1.0,
-            ge_lo[i][1 : d + 1],
-            ge_hi[i][1 : d + 1],
-            exact[i],
-            var[i] if exact[i] else None,
-            own[i],
-        )
-        out.append(dict(zip(SAMPLING_KEYS, values)))
+    for i, d in enumerate(depths):
+        obj = {k: v[i] for k, v in columns.items()}
+        for k in LENGTH_AT_LEAST_KEYS:
+            obj[k] = obj[k][:d]
+        for k in _NULL_UNLESS_EXACT:
+            obj[k] = obj[k] if exact[i] else None
+        out.append(obj)
     return out
 
 
 def round_sampling_at(smp: BatchSampling, result: BatchResult, i: int) -> RoundSampling:
     """Round ``i`` (usable at T) as the RoundSampling that replay draws under its tree: the values
     sampling_objects gives, P(L >= d) for d = 1 .. the depth of the round's tree."""
-    d = int(result.num_steps[i])
-    exact = bool(smp.exact[i])
+    obj = sampling_objects(smp, result, np.asarray([i]))[0]
     return RoundSampling(
-        smp.temperature,
-        float(smp.expected_lo[i]),
-        float(smp.expected_hi[i]),
-        tuple(float(x) for x in smp.length_ge_lo[i, 1 : d + 1]),
-        tuple(float(x) for x in smp.length_ge_hi[i, 1 : d + 1]),
-        exact,
-        float(smp.variance[i]) if exact else None,
+        obj["temperature"],
+        obj["expected_accepted_length_lo"],
+        obj["expected_accepted_length_hi"],
+        tuple(obj["length_at_least_lo"]),
+        tuple(obj["length_at_least_hi"]),
+        obj["exact"],
+        obj["accepted_length_variance"],
         smp.needs_vocab,
-        bool(from_node_logprobs(smp)[i]),
+        obj["from_node_logprobs"],
     )
 
 
@@ -121,26 +130,12 @@ def sampling_arrow(result: BatchResult, smp: BatchSampling, rows: np.ndarray):
     length_at_least list as length_at_least_lo_1 .. _G, 0 beyond a round's tree, NaN-free)."""
     import pyarrow as pa
 
-    from .frames import record_arrow
-
     table = record_arrow(result.take(rows))
-    exact = smp.exact[rows]
-    lo, hi = smp.expected_lo[rows], smp.expected_hi[rows]
-    columns: dict[str, Any] = {
-        "temperature": np.full(rows.shape[0], smp.temperature),
-        "expected_accepted_length": np.where(exact, lo, np.nan),
-        "expected_accepted_length_lo": lo,
-        "expected_accepted_length_hi": hi,
-        "expected_block_efficiency_lo": lo + 1.0,
-        "expected_block_efficiency_hi": hi + 1.0,
-        "exact": exact,
-        "accepted_length_variance": np.where(exact, smp.variance[rows], np.nan),
-        "from_node_logprobs": from_node_logprobs(smp)[rows],
-    }
-    g = smp.length_ge_lo.shape[1] - 1
-    for key, arr in zip(LENGTH_AT_LEAST_KEYS, (smp.length_ge_lo, smp.length_ge_hi)):
-        for d in range(1, g + 1):
-            columns[length_at_least_column(key, d)] = arr[rows, d]
+    values = sampling_columns(smp, result, rows)
+    columns = {k: v for k, v in values.items() if k not in LENGTH_AT_LEAST_KEYS}
+    for key in LENGTH_AT_LEAST_KEYS:
+        for d in range(1, values[key].shape[1] + 1):
+            columns[length_at_least_column(key, d)] = values[key][:, d - 1]
     order = [k for k in SAMPLING_KEYS if k not in LENGTH_AT_LEAST_KEYS]
     names = order[:6] + [c for c in columns if c not in order] + order[6:]
     for name in names:

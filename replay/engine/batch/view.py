@@ -9,19 +9,18 @@ nothing: the acceptance is the batch's own (accepted nodes, bonus, stop), never 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from replay.core.acceptance import Acceptance, target_top1_per_node
 from replay.core.tree import Tree
-from replay.core.vocab import LAYOUT_PARENTS, LAYOUTS, PAD_TOKEN
+from replay.core.vocab import LAYOUT_PARENTS
 from replay.io.dumpnames import Key
 from replay.io.roundbatch import RoundBatch
 from replay.util.words import round_name
 
-from .codes import BONUS_NAMES, ERR_OK, STOP_CODES
+from .codes import ERR_OK
 from .kernel import level_tokens
 from .result import BatchResult
 from .shapes import TreeShape, round_tree
@@ -41,34 +40,35 @@ class RoundView:
     notes: tuple[str, ...]  # the round's own notes (BatchResult.notes)
 
 
-def round_view(batch: RoundBatch, result: BatchResult, i: int) -> RoundView:
-    """Round ``i`` of ``batch`` (``result`` = its batch replay; the round must be replayed, error 0)."""
+def round_view(batch: RoundBatch, result: BatchResult, i: int, record: dict | None = None) -> RoundView:
+    """Round ``i`` of ``batch`` (``result`` = its batch replay; the round must be replayed, error 0);
+    ``record``: the round's record (``result.round_json(i)``) when made already."""
     if result.error[i] != ERR_OK:
         raise ValueError(f"round {round_name(batch.key(i))} was rejected by the batch replay: it has no tree to draw")
     if result.expanded is None:
         raise ValueError("the batch result kept no expanded slots (BatchResult.expanded): its trees are unknown")
+    rec = result.round_json(i) if record is None else record
     shape = result.shapes[int(result.shape_index[i])]
     tree = _round_tree(batch, result.expanded[:, i], shape, i)
-    layout = LAYOUTS[int(result.layout[i])]
+    acceptance = Acceptance(
+        tuple(rec["accepted_nodes"]), tuple(rec["accepted_tokens"]), rec["bonus_token"], rec["bonus_kind"], rec["stop"]
+    )
     return RoundView(
-        round_name(result.keys[:, i].tolist()),
+        rec["round"],
         tree,
-        _round_acceptance(result, i),
-        layout,
-        "stated" if result.layout_stated[i] else "detected",
-        _target_top1(batch, tree, layout, shape, i),
-        result.selection_summary(i),
-        tuple(result.notes(i)),
+        acceptance,
+        rec["layout"],
+        rec["layout_source"],
+        _target_top1(batch, tree, rec["layout"], shape, i),
+        rec["selection"],
+        tuple(rec["notes"]),
     )
 
 
 def round_views(batch: RoundBatch, result: BatchResult) -> dict[Key, RoundView]:
     """Every replayed round of ``batch`` by its key (the keys of one run are distinct)."""
-    return {batch.key(i): round_view(batch, result, i) for i in _replayed(result)}
-
-
-def _replayed(result: BatchResult) -> Iterator[int]:
-    return (int(i) for i in np.flatnonzero(result.ok))
+    ok = np.flatnonzero(result.ok).tolist()
+    return {batch.key(i): round_view(batch, result, i, rec) for i, rec in zip(ok, result.iter_json())}
 
 
 def _round_tree(batch: RoundBatch, slots: np.ndarray, shape: TreeShape, i: int) -> Tree:
@@ -101,16 +101,3 @@ def _target_top1(batch: RoundBatch, tree: Tree, layout: str, shape: TreeShape, i
     rows = shape.num_expanded if layout == LAYOUT_PARENTS else shape.num_nodes + 1
     ids = np.asarray(batch.validate.ids[:rows, :, i], dtype=np.int64)  # [rows, K] the round's used rows
     return target_top1_per_node(tree, ids, layout)
-
-
-def _round_acceptance(result: BatchResult, i: int) -> Acceptance:
-    """The batch replay's acceptance of round ``i``, as the core record reads it."""
-    n = int(result.accepted_length[i])
-    bonus = int(result.bonus_token[i])
-    return Acceptance(
-        tuple(int(u) for u in result.accepted_nodes[:n, i]),
-        tuple(int(t) for t in result.accepted_tokens[:n, i]),
-        None if bonus == PAD_TOKEN else bonus,
-        BONUS_NAMES[int(result.bonus_kind[i])],
-        STOP_CODES[int(result.stop[i])],
-    )
