@@ -133,7 +133,6 @@ def frame_csv_lines(table: Any) -> memoryview:
 def _csv_lines(table: Any, frame_cells: bool = False) -> memoryview:
     """Rows of ``table`` as UTF-8 CSV lines (csv_frame's list encoding; missing cells empty).
     ``frame_cells``: frame_csv_lines' bools, floats and strings."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -174,12 +173,24 @@ def _csv_lines(table: Any, frame_cells: bool = False) -> memoryview:
     if plain and cells and len(cells[0]):
         return _written_csv(cells, table.column_names)
     cells[-1] = pc.binary_join_element_wise(cells[-1], pa.scalar("\n", text), pa.scalar("", text))
-    lines = pc.binary_join_element_wise(*cells, pa.scalar(",", text))
-    if not len(lines):
+    return joined_bytes(pc.binary_join_element_wise(*cells, pa.scalar(",", text)))
+
+
+def joined_bytes(texts: Any) -> memoryview:
+    """The UTF-8 bytes of a large_string array's cells one after the other (its data buffer, without
+    a copy per cell)."""
+    import numpy as np
+
+    if not len(texts):
         return memoryview(b"")
-    _, offsets, data = lines.buffers()
-    ends = np.frombuffer(offsets, dtype=np.int64)[lines.offset : lines.offset + len(lines) + 1]
+    _, offsets, data = texts.buffers()
+    ends = np.frombuffer(offsets, dtype=np.int64)[texts.offset : texts.offset + len(texts) + 1]
     return memoryview(data)[int(ends[0]) : int(ends[-1])]
+
+
+def joined_text(texts: Any) -> str:
+    """The text of a large_string array's cells one after the other (joined_bytes decoded)."""
+    return joined_bytes(texts).tobytes().decode("utf-8")
 
 
 def _written_csv(cells: list[Any], names: list[str]) -> memoryview:

@@ -11,6 +11,7 @@ from typing import IO, Any
 import numpy as np
 
 from replay.core.records import COLUMNS
+from replay.io.table_files import joined_text
 
 from .frames import Coded, NullableInts, record_columns, replayed, rows_of
 
@@ -31,7 +32,7 @@ def write_batch_json_lines(result: Any, out: IO[str], progress: Callable[[int, i
     columns = {c: _quoted(v) for c, v in record_columns(res).items()}
     for start in range(0, n, _JSON_ROWS_PER_BLOCK):
         rows = slice(start, min(start + _JSON_ROWS_PER_BLOCK, n))
-        out.write(_utf8_text(_json_lines({c: rows_of(v, rows) for c, v in columns.items()})))
+        out.write(joined_text(_json_lines({c: rows_of(v, rows) for c, v in columns.items()})))
         if progress:
             progress(rows.stop, n)
     return n
@@ -74,12 +75,7 @@ def _json_cells(column) -> Any:
         return column.values.take(pa.array(column.codes))
     if isinstance(column, np.ndarray):
         return pc.cast(pa.array(column), text)
-    offsets = np.asarray(column.offsets)  # a list column, maybe a slice of a longer one
-    items = column.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
-    if not pa.types.is_large_string(items.type):
-        items = pc.cast(items, text)
-    lists = pa.ListArray.from_arrays(pa.array(offsets - offsets[0]), items)
-    joined = pc.binary_join(lists, pa.scalar(", ", text))
+    joined = pc.binary_join(column.cast(pa.large_list(text)), pa.scalar(", ", text))  # a list column
     return pc.binary_join_element_wise(pa.scalar("[", text), joined, pa.scalar("]", text), pa.scalar("", text))
 
 
@@ -101,12 +97,3 @@ def _json_strings(texts: Any) -> Any:
         dumped = pa.array([json.dumps(t) for t in texts.take(pa.array(escaped)).to_pylist()], type=text)
         out = pc.replace_with_mask(out, pa.array(mask), dumped)
     return pc.fill_null(out, pa.scalar("null", text))
-
-
-def _utf8_text(lines: Any) -> str:
-    """The concatenated text of a large_string array (its data buffer, without a copy per line)."""
-    if not len(lines):
-        return ""
-    _, offsets, data = lines.buffers()
-    ends = np.frombuffer(offsets, dtype=np.int64)[lines.offset : lines.offset + len(lines) + 1]
-    return memoryview(data)[int(ends[0]) : int(ends[-1])].tobytes().decode("utf-8")
