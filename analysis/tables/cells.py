@@ -3,7 +3,7 @@
 them in run order, whatever each column holds.
 
 A column is any kind of replay.engine.batch.frames' columns: a numpy array, NullableInts, Coded
-text, or a pyarrow array (list columns); a list of cells too.
+text, or a pyarrow array (list columns).
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ def join_column(columns: list):
         return np.concatenate(columns)
     if isinstance(first, NullableInts):
         return NullableInts(np.concatenate([v.values for v in columns]), np.concatenate([v.missing for v in columns]))
-    if isinstance(first, list):
-        return [x for v in columns for x in v]
     import pyarrow as pa
 
     if isinstance(first, Coded):
@@ -66,7 +64,7 @@ def placed_cells(parts: list[dict], sizes: list[int], order: np.ndarray) -> dict
 
 def _placed(columns: list, at: list[np.ndarray], order: np.ndarray):
     """One column of several row sets, each row written at its place ``at`` (numpy, NullableInts,
-    Coded); a list or Arrow column is joined and taken."""
+    Coded); an Arrow column is joined and taken."""
     first = columns[0]
     if isinstance(first, np.ndarray):
         return _scattered(columns, at)

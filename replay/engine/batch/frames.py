@@ -88,7 +88,7 @@ def record_columns(r, names: Collection[str] | None = None) -> Columns:
         "bonus_token": lambda: pad_as_na(r.bonus_token),
         "bonus_kind": lambda: coded(*text_codes(r, "bonus_kind")),
         "stop": lambda: coded(*text_codes(r, "stop")),
-        "committed_tokens": lambda: leading(committed_tokens(r, lengths, known), lengths + known),
+        "committed_tokens": lambda: leading(committed_tokens(r, lengths, known), r.num_committed.astype(np.int64)),
         "num_committed": lambda: r.num_committed.astype(np.int64),
         "notes": lambda: notes_of(r),
     }
@@ -210,8 +210,6 @@ def rows_of(column, index: np.ndarray | slice):
         return Coded(column.values, column.codes[index])
     if isinstance(column, np.ndarray) or isinstance(index, slice):
         return column[index]
-    if isinstance(column, list):
-        return [column[i] for i in index.tolist()]
     return column.take(index)
 
 
