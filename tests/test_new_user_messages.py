@@ -171,9 +171,9 @@ def test_a_matrix_of_strings_says_it_holds_text_and_what_was_expected(capsys, tm
     assert "(<U1)" not in err and "'<U1'" not in err
 
 
-def test_a_layout_note_of_one_row_says_row(capsys, tmp_path):
+def test_a_round_of_the_other_layout_with_one_row_is_skipped_in_words(capsys, tmp_path):
     """[2] (gamma 1): the parents layout has 1 row (the root's), the all layout 3. The note said
-    "1 rows where the all layout has 3"."""
+    "1 rows where the all layout has 3"; the run's layout is now decided once, the round skipped."""
     dump = tmp_path / "dump"
     dump.mkdir()
     write_config(dump / "config.json", [[2]], [1])
@@ -182,8 +182,9 @@ def test_a_layout_note_of_one_row_says_row(capsys, tmp_path):
         rows = [[5], [7], [9]]  # root, then nodes 1..2
         write_matrix(dump / f"validate_{a}_{a + 10}", rows[:1] if a == 13 else rows)
     code, _, err = run(capsys, "batch", dump, "--no-progress")
-    assert code == 0, err
-    assert "(first: 13_23; 1 row where the all layout has 3)" in err, err
+    assert code == 1, err
+    assert "validate_13_23: validate has 1 row(s), as the parents layout has, but the run's other rounds have " in err
+    assert "the all layout, which needs 3 here: a cut-off file?" in err, err
 
 
 def test_a_config_with_one_topkspec_row_for_three_steps_says_row(capsys, tmp_path):

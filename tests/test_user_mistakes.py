@@ -3176,29 +3176,57 @@ def mixed_layout_dump(directory: Path, cut: tuple[str, ...]) -> Path:
     return directory
 
 
-@pytest.mark.parametrize("command", ["replay", "batch"])
-def test_a_validate_file_cut_to_the_parents_rows_is_noted_when_the_other_rounds_are_all(capsys, tmp_path, command):
+CUT_WORDS = (
+    "skipped round 13_23: {d}/validate_13_23: validate has 3 row(s), as the parents layout has, but the run's other "
+    "rounds have the all layout, which needs 7 here: a cut-off file? (--layout states the run's layout)"
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("replay",),
+        ("replay", "--json"),
+        ("batch",),
+        ("stats",),
+        ("compare",),
+        ("recommend", "--budget", "6"),
+        ("plot",),
+    ],
+    ids=lambda c: " ".join(c),
+)
+def test_a_validate_file_cut_to_the_parents_rows_is_skipped_by_every_command(capsys, tmp_path, command):
     # new-user try 5: a validate file cut from 7 rows to 3 passed silently as a parents-layout round
-    # ("bonus token: not in dump") among all-layout rounds
+    # ("bonus token: not in dump") among all-layout rounds; then a note with exit 0: the layout is the
+    # run's, decided once from its rounds, and the cut file a skipped round naming it
     dump = mixed_layout_dump(tmp_path / "dump", cut=("13_23",))
-    code, _, err = run(capsys, command, dump, "--no-progress")
-    note = [line for line in err.splitlines() if "layout" in line]
-    assert code == 0 and note == [
-        "specreplay: note: 1 round's validate matrix has the parents layout's rows while 3 rounds have the all "
-        "layout's (first: 13_23; 3 rows where the all layout has 7): a cut-off file? --layout all refuses such rounds"
-    ], err  # not an error: exit 0, as before
+    out = ("-o", tmp_path / "out") if command[0] == "plot" else ()
+    code, _, err = run(capsys, *command, dump, "--no-progress", *out)
+    told = [
+        line.removeprefix("specreplay: ").removeprefix("dump: ") for line in err.splitlines()
+    ]  # stats names the run
+    skipped = [line for line in told if "skipped" in line]
+    assert code == 1 and skipped == [CUT_WORDS.format(d=dump)] and "layout's rows while" not in err, err
+
+
+@pytest.mark.parametrize("command", ["replay", "batch"])
+def test_the_run_layout_is_its_rounds_and_a_stated_one_wins(capsys, tmp_path, command):
+    dump = mixed_layout_dump(tmp_path / "dump", cut=("13_23",))
     code, _, err = run(capsys, command, dump, "--no-progress", "--layout", "all")
-    assert code == 1 and "skipped round 13_23" in err and "note:" not in err, err  # the note's advice holds
-    code, _, err = run(capsys, command, mixed_layout_dump(tmp_path / "two", cut=("10_20", "13_23", "16_26")))
-    assert (
-        code == 0
-        and (
-            "note: 1 round's validate matrix has the all layout's rows while 3 rounds have the parents layout's "
-            "(first: 19_29; 7 rows where the parents layout has 3): a file from another recording? --layout parents "
-            "refuses such rounds"
-        )
-        in err
-    ), err
+    assert code == 1 and "skipped round 13_23" in err and "the all layout needs 7" in err, err  # stated: its words
+    code, _, err = run(capsys, command, dump, "--no-progress", "--layout", "parents")
+    assert code == 1 and err.count("skipped round") == 3 and "13_23" not in err, err
+    # three rounds cut to 3 rows and one of 7: the run's layout is parents, the odd file is named
+    two = mixed_layout_dump(tmp_path / "two", cut=("10_20", "13_23", "16_26"))
+    code, _, err = run(capsys, command, two, "--no-progress")
+    assert code == 1 and [line for line in err.splitlines() if "skipped" in line] == [
+        f"specreplay: skipped round 19_29: {two}/validate_19_29: validate has 7 row(s), as the all layout has, but the "
+        "run's other rounds have the parents layout, which needs 3 here: a file from another recording? (--layout "
+        "states the run's layout)"
+    ], err
+    tie = mixed_layout_dump(tmp_path / "tie", cut=("10_20", "13_23"))  # a tie: the cut files are the parents rounds
+    code, _, err = run(capsys, command, tie, "--no-progress")
+    assert code == 1 and "skipped round 10_20" in err and "skipped round 13_23" in err and "19_29" not in err, err
     code, _, err = run(capsys, command, mixed_layout_dump(tmp_path / "same", cut=()), "--no-progress")
     assert code == 0 and "layout" not in err, err  # one layout throughout: nothing to say
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -18,10 +18,19 @@ from analysis.compare.subtree import is_contained
 from analysis.compare.subtree_batch import STOP_CODE_LEAF, replay_contained_many
 from analysis.tables.runs import LabelledRun, ram_bytes
 from replay.core.config import TreeConfig
-from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes, replay_batch
+from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
 from replay.engine.options import ReplayOptions
-from replay.engine.run_notes import input_warnings
-from replay.engine.runs import NoteGroup, Run, batch_round_notes, explain_rejections, note_groups, open_run
+from replay.engine.run_notes import input_warnings, run_layout
+from replay.engine.runs import (
+    NoteGroup,
+    Run,
+    batch_round_notes,
+    detected_layouts,
+    explain_rejections,
+    note_groups,
+    open_run,
+    replay_in_run,
+)
 from replay.io.skipped import Skipped
 
 from .stats import DumpStats, StatsBuilder
@@ -142,9 +151,9 @@ def _pieces_again(
             for b in given:
                 yield from _pieces(run, b.batch, b.result)
             return
-        for load in open_run(path, opts).chunks(1):  # too big to keep: read again
+        for load in replace(open_run(path, opts), run_layout=run.run_layout).chunks(1):  # too big to keep: read again
             for batch in load()[0]:
-                yield from _pieces(run, batch, replay_batch(batch, run.tree, workers=1))
+                yield from _pieces(run, batch, replay_in_run(batch, run))
 
     return pieces
 
@@ -187,21 +196,34 @@ def scan_run(
 ) -> DumpInput:
     """The statistics pass over a dump directory or packed run, batch by batch: the batches and
     outcomes ``loaded`` kept when it is the run at ``path`` loaded with them (analysis.tables.runs:
-    nothing read again), else the run read and replayed."""
+    nothing read again), else the run read and replayed; a run whose rounds give both validate
+    layouts is read again under the one decided for it (replay.engine.runs.replay_run's rule)."""
+    if loaded is not None:  # its replay decided the run's layout
+        return _scan(loaded.replay.reopen(opts), path, opts, progress, keep_bytes, loaded)[0]
     run = open_run(path, opts)
+    dump, layouts = _scan(run, path, opts, progress, keep_bytes, None)
+    layout = run_layout(*layouts)
+    return dump if layout is None else _scan(replace(run, run_layout=layout), path, opts, progress, keep_bytes, None)[0]
+
+
+def _scan(
+    run: Run, path: str, opts: ReplayOptions, progress: Progress | None, keep_bytes: int, loaded: LabelledRun | None
+) -> tuple[DumpInput, tuple[int, int]]:
+    """scan_run of an opened run, and its replayed rounds' detected layouts (runs.detected_layouts)."""
     builder = StatsBuilder(run.num_rounds, run.tree.gamma)
     later: list[tuple[int, Skipped]] = []
     kept: list[_Piece] | None = []
     notes: list[NoteGroup] = []
     held = 0
-    seen = replayed = accepted = 0
+    seen = replayed = accepted = n_all = n_detected = 0
     given = loaded.batches if loaded is not None else None
     for batches, unreadable in _read(run) if given is None else (([(b.batch, b.result) for b in given], []),):
         later += unreadable
         for batch, res in batches:
             if res is None:  # read here: its rejected rounds named here (given: load_run named them)
-                res = replay_batch(batch, run.tree, workers=1)
+                res = replay_in_run(batch, run)
                 later += explain_rejections(batch, res, run)
+            n_all, n_detected = (a + b for a, b in zip((n_all, n_detected), detected_layouts(res)))
             for piece in _pieces(run, batch, res):
                 ok = piece.result.ok
                 replayed += int(ok.sum())
@@ -243,4 +265,5 @@ def scan_run(
         run.config, run.manifest, run.path, run.config_source, run.options.tree_index
     ) + run.step0.after_replay(replayed, accepted > 0)
     warnings += batch_round_notes(notes)
-    return DumpInput(run.path, run.tree, builder.finish(), skipped, measure_many, warnings, leaf_stops)
+    dump = DumpInput(run.path, run.tree, builder.finish(), skipped, measure_many, warnings, leaf_stops)
+    return dump, (n_all, n_detected)

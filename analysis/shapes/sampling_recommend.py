@@ -40,7 +40,7 @@ from analysis.tables.runs import LabelledRun
 from replay.core.config import TreeConfig
 from replay.core.sampling_recorded import recorded_column
 from replay.engine.batch import BatchResult, RoundBatch
-from replay.engine.runs import PerBatch, Run, iter_run_chunks, open_run
+from replay.engine.runs import PerBatch, Run, iter_run_chunks
 from replay.io.manifest import Manifest
 from replay.util.errors import SpecReplayError
 
@@ -265,7 +265,7 @@ def _rank_numbers(run, configs, t: float, vocab_size, progress) -> np.ndarray:
             with ranks.lock:
                 progress(ranks.rounds, run.rounds)
 
-    for _ in iter_run_chunks(open_run(run.replay.directory, run.options), None, per_batch=per_batch):
+    for _ in iter_run_chunks(run.replay.reopen(run.options), None, per_batch=per_batch):
         pass
     _check_rounds(ranks.rounds, run)
     return ranks.numbers()

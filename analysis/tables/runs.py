@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from replay.engine.batch import BatchResult, RoundBatch
-from replay.engine.runs import PerBatch, ReplayOptions, Run, RunReplay, iter_run_chunks, open_run, replay_run
+from replay.engine.runs import PerBatch, ReplayOptions, Run, RunReplay, iter_run_chunks, replay_run
 from replay.util.errors import SpecReplayError
 from replay.util.parallel import ordered_map, resolve_workers
 from replay.util.progress import progress_enabled
@@ -207,10 +207,12 @@ def load_run(
         raise ValueError(f"tables={tables!r}: expected one of {', '.join(build)}")
     part = build[tables]
 
-    keeper = _Keeper(keep_bytes)
+    keepers: list[_Keeper] = []  # one per reading: replay_run reads a run of two layouts again
 
     def both_of(opened: Run) -> PerBatch:
         extra = per_run(opened) if per_run is not None else per_batch
+        keeper = _Keeper(keep_bytes)
+        keepers.append(keeper)
         return lambda b, res, tree: (
             part(b, res, tree, label),
             extra(b, res, tree) if extra else None,
@@ -220,7 +222,7 @@ def load_run(
     rep = replay_run(path, opts, progress=on, per_run=both_of)
     parts = [p for p, _, _ in rep.per_batch]
     along = tuple(x for _, x, _ in rep.per_batch) if per_batch or per_run else None
-    kept = None if keeper.full else tuple(k for _, _, k in rep.per_batch if k is not None)
+    kept = None if keepers[-1].full else tuple(k for _, _, k in rep.per_batch if k is not None)
     if tables == TABLES_FULL:
         frames = join_parts(parts)
     else:
@@ -248,7 +250,7 @@ def each_batch(run: LabelledRun, per_batch: PerBatch, workers: int | None = None
 
         yield from ordered_map(apply, sorted(run.batches, key=_first_round), resolve_workers(workers))
         return
-    opened = open_run(run.replay.directory, run.options)
+    opened = run.replay.reopen(run.options)
     for _, batches in iter_run_chunks(opened, workers, per_batch=per_batch, in_run_order=True):
         yield [value for _, _, value in batches]
 

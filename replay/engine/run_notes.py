@@ -1,12 +1,12 @@
 """What a replay says on stderr about its inputs and its rounds, once for the run: the config and
 manifest (keys it did not read, the tree it replays, configs the directory states that differ),
-how the files were grouped, the rounds' own notes, and layouts that differ between rounds.
+how the files were grouped, the rounds' own notes, and the layout decided for the run.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,6 @@ from replay.io.formats.matrix_io import RawSpec, reads_as_raw
 from replay.io.manifest import Manifest, manifest_key_warnings
 from replay.io.step0 import Step0Check
 from replay.util.errors import SpecReplayError
-from replay.util.words import counted, first_names, round_name
 
 
 def input_warnings(
@@ -129,27 +128,13 @@ def round_notes_lines(groups: Iterable[tuple[str, Sequence[str], int]]) -> tuple
     )
 
 
-def mixed_layouts_note(
-    keys: np.ndarray, is_all: np.ndarray, detected: np.ndarray, rows: Callable[[int], tuple[int, int]]
-) -> str | None:
-    """The run's one line when the layouts detected from the row counts differ between rounds (none stated):
-    a validate file cut from the all layout's rows to the parents layout's count passes as a parents
-    round (no bonus token), so the few rounds of the other layout are named. keys: [2, N] of the
-    replayed rounds; is_all, detected: [N] bool; rows(i): round i's (parents rows, all rows)."""
-    at = np.flatnonzero(detected)
-    n_all = int(is_all[at].sum())
-    if not n_all or n_all == len(at):
+def run_layout(n_all: int, n_detected: int) -> str | None:
+    """The layout of a run whose rounds' row counts give different layouts (none stated), decided
+    once for the run: the layout of most of its rounds, the all layout on a tie (a validate file cut
+    to the parents layout's rows is likelier than one written with more); None when they agree.
+    n_all of the n_detected replayed rounds whose layout was detected have the all layout's rows.
+    The rounds of the other layout are skipped, naming their file
+    (replay.engine.batch.rejections.other_layout_words)."""
+    if not n_all or n_all == n_detected:
         return None
-    few_all = n_all < len(at) - n_all  # a tie names the parents rounds: a cut-off file is the likely cause
-    few, many = (LAYOUT_ALL, LAYOUT_PARENTS) if few_all else (LAYOUT_PARENTS, LAYOUT_ALL)
-    named = at[is_all[at] == few_all]
-    n_few, n_many = len(named), len(at) - len(named)
-    first = first_names([round_name(keys[:, i].tolist()) for i in named[:3]], n_few)
-    have, other = rows(int(named[0]))[:: -1 if few_all else 1]
-    whose = "round's validate matrix has" if n_few == 1 else "rounds' validate matrices have"
-    return (
-        f"note: {n_few} {whose} the {few} layout's rows while {n_many} {'round has' if n_many == 1 else 'rounds have'} "
-        f"the {many} layout's (first: {first}; {counted(have, 'row')} where the {many} layout has {other}): "
-        f"{'a cut-off file' if few == LAYOUT_PARENTS else 'a file from another recording'}? "
-        f"--layout {many} refuses such rounds"
-    )
+    return LAYOUT_ALL if 2 * n_all >= n_detected else LAYOUT_PARENTS

@@ -31,11 +31,11 @@ from replay.util.progress import progress_bar
 from replay.util.words import round_name
 
 from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
-from .batch.codes import SEL_PARENTS, SEL_PATH
+from .batch.codes import ERR_VALIDATE_ROWS, ROWS_RUN_LAYOUT, SEL_PARENTS, SEL_PATH
 from .batch.rejections import rejection_reasons
 from .batch.rising import rising_rows, rising_rows_warning
 from .options import ReplayOptions, open_packed, packed_keys, resolve_options
-from .run_notes import input_warnings, mixed_layouts_note, reading_warnings, round_notes_lines, unused_raw_note
+from .run_notes import input_warnings, reading_warnings, round_notes_lines, run_layout, unused_raw_note
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,6 +54,9 @@ class Run:
     packed: PackedRun | None = None
     grouping: Grouping | None = None
     step0: Step0Check = Step0Check()  # how the step-0 offset was chosen (the grouping's, or the pack's)
+    # the layout decided for the run when its rounds' row counts give both (run_notes.run_layout): the
+    # rounds of the other one are rejected; None: each round's own (stated, or all rounds agree)
+    run_layout: str | None = None
 
     def chunks(
         self, workers: int | None = None, progress: bool = False, in_run_order: bool = False
@@ -198,6 +201,12 @@ class RunReplay:
     seconds: float  # wall time of reading and replaying
     per_batch: tuple = ()  # replay_run's per_batch(batch, result, tree) of every batch, in reading order
     warnings: tuple[str, ...] = ()  # lines for stderr about how the files were read
+    run_layout: str | None = None  # Run.run_layout: the layout decided for the run, when its rounds' differ
+
+    def reopen(self, opts: ReplayOptions) -> Run:
+        """open_run of this replay's source, with the layout the replay decided for it: a second
+        reading of the run (analysis) rejects the rounds this one did."""
+        return replace(open_run(self.directory, opts), run_layout=self.run_layout)
 
     def iter_json(self) -> Iterator[dict]:
         """The record (replay.core.records) of every replayed round, in key order."""
@@ -274,7 +283,7 @@ def iter_run_chunks(
         batches, unreadable = loader()
         done = []
         for b in batches:
-            res = replay_batch(b, run.tree, 1, chunk_rounds)  # parallel across batches instead
+            res = replay_in_run(b, run, chunk_rounds)  # parallel across batches instead
             done.append(
                 (
                     res,
@@ -298,6 +307,28 @@ def iter_run_chunks(
             yield unreadable, done
     finally:
         bar.close()
+
+
+def detected_layouts(res: BatchResult) -> tuple[int, int]:
+    """(rounds with the all layout, rounds) among the replayed rounds of ``res`` whose layout was
+    detected from their rows (run_notes.run_layout decides the run's from them)."""
+    detected = res.ok & ~res.layout_stated
+    return int((detected & (res.layout == LAYOUTS.index(LAYOUT_ALL))).sum()), int(detected.sum())
+
+
+def replay_in_run(batch: RoundBatch, run: Run, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS) -> BatchResult:
+    """replay_batch of one of ``run``'s batches on one thread, with the run's layout: a round whose
+    detected layout is not Run.run_layout is rejected as the kernel rejects one (ERR_VALIDATE_ROWS,
+    the rows it has)."""
+    res = replay_batch(batch, run.tree, 1, chunk_rounds)
+    if run.run_layout is None:
+        return res
+    bad = np.flatnonzero(res.ok & ~res.layout_stated & (res.layout != LAYOUTS.index(run.run_layout)))
+    if len(bad):
+        shapes = [res.shapes[res.shape_index[i]] for i in bad]
+        rows = [s.num_nodes + 1 if res.layout[i] else s.num_expanded for i, s in zip(bad, shapes)]
+        res.reject(bad, ERR_VALIDATE_ROWS, np.asarray(rows, dtype=np.int64), ROWS_RUN_LAYOUT)
+    return res
 
 
 def _check_unique_ordinals(run: Run, result: BatchResult) -> None:
@@ -376,9 +407,32 @@ def replay_run(
 ) -> RunReplay:
     """Batch-replay a dump directory or a packed run.
 
-    per_run: builds ``per_batch`` from the opened run (its manifest, its config) before any round is read."""
+    per_run: builds ``per_batch`` from the opened run (its manifest, its config) before any round is read.
+    A run whose rounds' row counts give both validate layouts (none stated) is read again under the
+    one layout decided for it (run_notes.run_layout), the rounds of the other one skipped: what
+    per_batch computed on the first reading held them."""
     start = time.perf_counter()
     run = open_run(path, opts)
+    rep = _replay_opened(run, opts, start, workers, progress, chunk_rounds, per_batch, per_run)
+    layout = run_layout(*detected_layouts(rep.result))
+    if layout is None:
+        return rep
+    return _replay_opened(
+        replace(run, run_layout=layout), opts, start, workers, progress, chunk_rounds, per_batch, per_run
+    )
+
+
+def _replay_opened(
+    run: Run,
+    opts: ReplayOptions,
+    start: float,
+    workers: int | None,
+    progress: bool,
+    chunk_rounds: int,
+    per_batch: PerBatch | None,
+    per_run: Callable[[Run], PerBatch | None] | None,
+) -> RunReplay:
+    """replay_run of an opened run (``opts``: the options asked for; ``start``: when replay_run began)."""
     if per_run is not None:
         per_batch = per_run(run)
     parts: list[BatchResult] = []
@@ -412,14 +466,6 @@ def replay_run(
     warnings += batch_round_notes(note_groups(result))
     rising_line = rising_rows_warning(rising)
     warnings += (rising_line,) if rising_line else ()
-    shapes = result.shape_index[ok]
-    mixed = mixed_layouts_note(
-        result.keys[:, ok],
-        result.layout[ok] == LAYOUTS.index(LAYOUT_ALL),
-        ~result.layout_stated[ok],
-        lambda i: (sum(result.shapes[shapes[i]].heads), sum(result.shapes[shapes[i]].level_sizes)),
-    )
-    warnings += (mixed,) if mixed else ()
     warnings += recorded_round_warnings(
         run.manifest,
         run.tree,
@@ -443,4 +489,5 @@ def replay_run(
         time.perf_counter() - start,
         tuple(extras),
         warnings,
+        run.run_layout,
     )

@@ -36,12 +36,13 @@ from replay.engine.batch.rejections import (
     lost_step_words,
     negative_words,
     no_layout_words,
+    other_layout_words,
     rows_of_all_words,
     unexplained_rows_message,
 )
 from replay.engine.batch.rising import rising_rows_words
 from replay.engine.options import ReplayOptions, open_packed, packed_keys, resolve_options
-from replay.engine.run_notes import input_warnings, mixed_layouts_note, reading_warnings, round_notes_lines
+from replay.engine.run_notes import input_warnings, reading_warnings, round_notes_lines, run_layout
 from replay.io.dumpnames import Key
 from replay.io.grouping import Grouping, no_such_round
 from replay.io.manifest import Manifest, group_rounds, recorded_round_warnings
@@ -250,9 +251,11 @@ def replay_directory(
     skipped = list(grouping.skipped)
     results: list[RoundResult] = []
     total = len(grouping.rounds)
+    at: list[int] = []  # where each result's round stands among the skipped ones
     for k, rnd in enumerate(iter_rounds(directory, grouping, opts, manifest, skipped)):
         try:
             results.append(replay_round(rnd, tree_cfg))
+            at.append(len(skipped))
         except SpecReplayError as exc:
             skipped.append(Skipped(f"round {rnd.name}", skip_reason(exc), (getattr(exc, "path", None) or "",)))
         if progress:
@@ -262,6 +265,7 @@ def replay_directory(
             directory,
             no_such_round(opts.only_round, [f.key for f in grouping.rounds], str(directory), grouping.skipped),
         )
+    results = _one_layout(results, skipped, at)
     warnings = input_warnings(config, manifest, directory, source, opts.tree_index) + _run_warnings(
         grouping.step0, manifest, tree_cfg, results, opts, given_kind is not None
     )
@@ -276,6 +280,29 @@ def replay_directory(
         (),
         warnings,
     )
+
+
+def _one_layout(results: list[RoundResult], skipped: list[Skipped], at: list[int]) -> list[RoundResult]:
+    """The results of the run's one layout (replay.engine.run_notes.run_layout, from the rounds whose
+    layout was detected); a round of the other is skipped, inserted among ``skipped`` where it stands
+    (at[k]: how many were skipped before results[k])."""
+    detected = [r for r in results if r.layout_source == "detected"]
+    layout = run_layout(sum(r.layout == LAYOUT_ALL for r in detected), len(detected))
+    if layout is None:
+        return results
+    kept = []
+    for k in reversed(range(len(results))):
+        r = results[k]
+        if r.layout_source == "stated" or r.layout == layout:
+            kept.append(r)
+            continue
+        n_parents = int(r.tree.expanded_order.shape[0])
+        words = other_layout_words(r.validate_rows, n_parents, r.tree.num_nodes + 1)
+        skipped.insert(
+            at[k],
+            Skipped(f"round {r.name}", skip_reason(RoundError(r.key, words, r.validate_path)), (r.validate_path,)),
+        )
+    return kept[::-1]
 
 
 def _run_warnings(
@@ -299,13 +326,6 @@ def _run_warnings(
     warnings += round_notes_lines((r.name, r.notes, 1) for r in results)
     rising = _rising_rows_warning(results)
     warnings += (rising,) if rising else ()
-    mixed = mixed_layouts_note(
-        np.array([r.key for r in results], dtype=np.int64).reshape(-1, 2).T,
-        np.array([r.layout == LAYOUT_ALL for r in results], dtype=bool),
-        np.array([r.layout_source == "detected" for r in results], dtype=bool),
-        lambda i: (int(results[i].tree.expanded_order.shape[0]), results[i].tree.num_nodes + 1),
-    )
-    warnings += (mixed,) if mixed else ()
     warnings += recorded_round_warnings(
         manifest,
         tree_cfg,
@@ -332,6 +352,7 @@ def replay_packed(
     results: list[RoundResult] = []
     only = opts.only_round
     seen = loaded = 0
+    at: list[int] = []  # where each result's round stands among the skipped ones
     for _, item in packed_rounds(packed, opts.layout, only):
         seen += 1
         if isinstance(item, Skipped):
@@ -339,6 +360,7 @@ def replay_packed(
             continue
         try:
             results.append(replay_round(item, tree))
+            at.append(len(skipped))
         except SpecReplayError as exc:
             skipped.append(Skipped(f"round {item.name}", skip_reason(exc), (getattr(exc, "path", None) or "",)))
         loaded += 1
@@ -346,6 +368,7 @@ def replay_packed(
             progress(loaded, packed.num_rounds)
     if only is not None and not seen:
         raise RoundNotFoundError(path, no_such_round(only, packed_keys(packed), str(path)))
+    results = _one_layout(results, skipped, at)
     warnings = input_warnings(config, manifest, path, source, opts.tree_index) + _run_warnings(
         packed.step0, manifest, tree, results, opts, given_kind is not None
     )

@@ -68,6 +68,7 @@ MATRIX_ROWS, MATRIX_COLUMNS = 0, 1
 TOKEN_PADDING, TOKEN_NEGATIVE = 0, 1
 PARENTS_ROOT, PARENTS_LEVEL = 0, 1
 ROWS_FEWER, ROWS_OF_ALL, ROWS_UNEXPLAINED, ROWS_NO_LAYOUT = 0, 1, 2, 3
+ROWS_RUN_LAYOUT = 4  # the rows of the layout the run's other rounds do not have (replay.engine.runs)
 LOST_SCORES, LOST_PARENTS = 0, 1
 ERROR_NAMES = {
     ERR_OK: "ok",

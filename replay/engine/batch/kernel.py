@@ -60,7 +60,6 @@ from .codes import (
     ROWS_OF_ALL,
     ROWS_UNEXPLAINED,
     SEL_FALLBACK,
-    SEL_NONE,
     SEL_PARENTS,
     SEL_PATH,
     SEL_ROOT,
@@ -551,27 +550,9 @@ def _replay_chunk(
         err, res.error_at[:, sl] = checks.reasons(c)
         res.error[sl] = err
         ok = err == ERR_OK
-        bad = lo + np.flatnonzero(~ok)
-        for name, fill in _OUTCOME_DEFAULTS:
-            getattr(res, name)[..., bad] = fill
-        if res.expanded is not None:
-            res.expanded[:, bad] = -1
+        res.clear_outcomes(lo + np.flatnonzero(~ok))
     for i, differs, got, expect in mismatch:
         for k in np.flatnonzero(differs if ok is None else differs & ok):  # rare: parents disagree with scores
             notes.setdefault(lo + int(k), []).append(
                 parents_mismatch_note(i, got[:, k].tolist(), expect[:, k].tolist())
             )
-
-
-_OUTCOME_DEFAULTS = (
-    ("layout", 0),
-    ("validate_extra_rows", 0),
-    ("selection", SEL_NONE),
-    ("accepted_nodes", PAD_TOKEN),
-    ("accepted_tokens", PAD_TOKEN),
-    ("accepted_ranks", PAD_TOKEN),
-    ("accepted_length", 0),
-    ("bonus_token", PAD_TOKEN),
-    ("bonus_kind", BonusCode.NONE),
-    ("stop", StopCode.LEAF),
-)

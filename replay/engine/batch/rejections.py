@@ -35,6 +35,7 @@ from .codes import (
     ROWS_FEWER,
     ROWS_NO_LAYOUT,
     ROWS_OF_ALL,
+    ROWS_RUN_LAYOUT,
     TOKEN_PADDING,
 )
 from .companions import holds_parents, holds_scores
@@ -141,6 +142,20 @@ def no_layout_words(rows: int, n_parents: int, num_nodes: int) -> str:
     )
 
 
+def other_layout_words(rows: int, n_parents: int, n_all: int) -> str:
+    """A round whose validate rows are one layout's while the run's layout, decided once from its
+    rounds (replay.engine.run_notes.run_layout), is the other: a file cut to the parents layout's
+    rows, or one from another recording, would otherwise replay by another rule than its run's."""
+    own, run, need = (
+        (LAYOUT_PARENTS, LAYOUT_ALL, n_all) if rows == n_parents else (LAYOUT_ALL, LAYOUT_PARENTS, n_parents)
+    )
+    why = "a cut-off file?" if own == LAYOUT_PARENTS else "a file from another recording?"
+    return (
+        f"validate has {rows} row(s), as the {own} layout has, but the run's other rounds have the {run} "
+        f"layout, which needs {need} here: {why} (--layout states the run's layout)"
+    )
+
+
 def raw_columns_words(words: str, source: str) -> str:
     """``words`` of a shape mismatch in a file read as headerless binary, with where its column counts
     came from: its rows are its size over the stated count, so a wrong count reads as wrong rows."""
@@ -236,6 +251,8 @@ def _validate_rows(r: _Rejected) -> str:
         return rows_of_all_words(r.row, n_all, need)
     if r.detail == ROWS_NO_LAYOUT:
         return no_layout_words(r.row, n_parents, r.shape.num_nodes)
+    if r.detail == ROWS_RUN_LAYOUT:
+        return other_layout_words(r.row, n_parents, n_all)
     return unexplained_rows_message(r.row, layout, need, r.tree.short())
 
 

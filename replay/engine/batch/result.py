@@ -13,7 +13,7 @@ from replay.core.vocab import LAYOUTS, PAD_TOKEN
 from replay.io.roundbatch import MatrixStack, RoundBatch
 from replay.util.words import round_name
 
-from .codes import ERR_OK, ERROR_NAMES, SEL_FALLBACK, SEL_NONE, SELECTION_NAMES
+from .codes import ERR_OK, ERROR_NAMES, SEL_FALLBACK, SEL_NONE, SELECTION_NAMES, BonusCode, StopCode
 from .frames import record_dicts, record_frame, replayed
 from .shapes import TreeShape
 
@@ -79,6 +79,20 @@ class BatchResult:
     def ok(self) -> np.ndarray:
         """[R] bool: rounds replayed (the others are rejected, with a reason in ``error``)."""
         return self.error == ERR_OK
+
+    def clear_outcomes(self, rounds: np.ndarray) -> None:
+        """Every outcome of ``rounds`` ([k] int64 positions) back to the default a rejected round holds."""
+        for name, fill in _OUTCOME_DEFAULTS:
+            getattr(self, name)[..., rounds] = fill
+        if self.expanded is not None:
+            self.expanded[:, rounds] = -1
+
+    def reject(self, rounds: np.ndarray, code: int, row: np.ndarray, detail: int) -> None:
+        """Reject replayed ``rounds`` ([k] int64 positions) after the kernel: ``code`` at their validate
+        matrix, ``row``: [k] int64 (codes.py says what per code), ``detail`` the code's message."""
+        self.error[rounds] = code
+        self.error_at[:, rounds] = np.stack([np.full(len(rounds), -1), row, np.full(len(rounds), detail)])
+        self.clear_outcomes(rounds)
 
     @property
     def num_committed(self) -> np.ndarray:
@@ -239,6 +253,20 @@ _ROUND_ARRAYS = (
     "bonus_kind",
     "stop",
     "scored",
+)
+
+# what a rejected round holds in every outcome field
+_OUTCOME_DEFAULTS = (
+    ("layout", 0),
+    ("validate_extra_rows", 0),
+    ("selection", SEL_NONE),
+    ("accepted_nodes", PAD_TOKEN),
+    ("accepted_tokens", PAD_TOKEN),
+    ("accepted_ranks", PAD_TOKEN),
+    ("accepted_length", 0),
+    ("bonus_token", PAD_TOKEN),
+    ("bonus_kind", BonusCode.NONE),
+    ("stop", StopCode.LEAF),
 )
 
 
