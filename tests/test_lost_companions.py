@@ -180,3 +180,39 @@ def test_an_engine_without_scores_for_one_step_is_told_how_to_replay_by_the_fall
     code, out, err = run(capsys, "replay", d, "--summary", "--no-progress")
     assert code == 0 and "rounds replayed: 3" in out, err
     assert_told(err, "WARNING: 3 of 3 round(s) have no scores and no parents in the dump")
+
+
+@pytest.mark.parametrize(
+    "command", [["replay", "--summary"], ["batch"], ["stats"], ["compare"], ["recommend", "--budget", "8"]]
+)
+def test_a_misspelt_companion_of_a_skipped_round_is_one_entry_with_its_fix(capsys, tmp_path, command):
+    # a new-user pass: draft_step_0_11_21.scroes gave two entries, the file's did-you-mean and the
+    # round's lost companion; one mistake, one entry, the round's, which names the file and its fix
+    d = tmp_path / "d"
+    scored_rounds(d)
+    (d / LOST_STEP0).rename(d / "draft_step_0_11_21.scroes")
+    code, _, err = run(capsys, command[0], d, *command[1:], "--no-progress")
+    told = [line for line in err.splitlines() if "skipped" in line]
+    assert code == 1 and len(told) == 1, err
+    assert (
+        told[0].endswith(
+            "remove the round's others (docs/dump-format.md); draft_step_0_11_21.scroes is here: did you mean "
+            "draft_step_0_11_21.scores?"
+        )
+        and f"skipped round 12_22: {d / 'draft_step_0_11_21'}: draft_step_0 has no scores" in told[0]
+    ), err
+    if command[0] in ("replay", "batch"):  # the round not replayed: the file keeps its own entry
+        code, _, err = run(capsys, command[0], d, *command[1:], "--no-progress", "--round", "14_24")
+        assert "skipped draft_step_0_11_21.scroes: extension .scroes is not read; did you mean" in err, err
+
+
+def test_a_misspelt_companion_of_a_last_step_stays_a_file_entry(capsys, tmp_path):
+    d = tmp_path / "d"
+    scored_rounds(d)
+    (d / "draft_step_2_14_24.scores").rename(d / "draft_step_2_14_24.scroes")  # decides no selection: replayed
+    code, _, err = run(capsys, "batch", d, "--no-progress")
+    told = [line for line in err.splitlines() if "skipped" in line]
+    assert code == 1 and told == [
+        "specreplay: skipped draft_step_2_14_24.scroes: extension .scroes is not read; did you mean "
+        "draft_step_2_14_24.scores, the scores companion?"
+    ], err

@@ -31,6 +31,7 @@ from replay.engine.runs import (
     open_run,
     replay_in_run,
 )
+from replay.io.skipfold import listed_once
 from replay.io.skipped import Skipped
 
 from .stats import DumpStats, StatsBuilder
@@ -241,7 +242,7 @@ def _scan(
             seen += len(batch)
             if progress:
                 progress(seen, run.num_rounds)
-    skipped = run.skipped + tuple(s for _, s in sorted(later, key=lambda t: t[0]))
+    skipped = listed_once(run.skipped, [s for _, s in sorted(later, key=lambda t: t[0])])
     if given is not None:  # the unreadable rounds too, as load_run listed them
         skipped = loaded.replay.skipped
 

@@ -23,6 +23,7 @@ from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
 from replay.io.grouping import Grouping, no_such_round
 from replay.io.manifest import Manifest, group_rounds, recorded_round_warnings
 from replay.io.packed.pack import PackedBlockError, PackedRun, is_packed_run
+from replay.io.skipfold import listed_once, misspelt_companion
 from replay.io.skipped import Skipped, round_entry
 from replay.io.step0 import Step0Check
 from replay.util.errors import DumpError, RoundError, RoundNotFoundError, skip_reason
@@ -31,7 +32,7 @@ from replay.util.progress import progress_bar
 from replay.util.words import round_name
 
 from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
-from .batch.codes import ERR_VALIDATE_ROWS, ROWS_RUN_LAYOUT, SEL_PARENTS, SEL_PATH
+from .batch.codes import ERR_LOST_COMPANION, ERR_VALIDATE_ROWS, LOST_PARENTS, ROWS_RUN_LAYOUT, SEL_PARENTS, SEL_PATH
 from .batch.rejections import rejection_reasons
 from .batch.rising import rising_rows, rising_rows_warning
 from .options import ReplayOptions, open_packed, packed_keys, resolve_options
@@ -221,7 +222,11 @@ def explain_rejections(batch: RoundBatch, res: BatchResult, run: Run) -> list[tu
     for i, (path, message) in rejection_reasons(batch, res, run.tree, run.options.raw, _raw_source(run)).items():
         exc = RoundError(batch.key(i), message, path)  # its reason: "path: message"
         ordinal = int(batch.ordinals[i]) if batch.ordinals is not None else i
-        out.append((ordinal, Skipped(round_entry(round_name(exc.key)), skip_reason(exc), (path,))))
+        entry = Skipped(round_entry(round_name(exc.key)), skip_reason(exc), (path,))
+        if res.error[i] == ERR_LOST_COMPANION:
+            kind = "parents" if res.error_at[2, i] == LOST_PARENTS else "scores"
+            entry = misspelt_companion(entry, path, kind, run.skipped)
+        out.append((ordinal, entry))
     return out
 
 
@@ -451,7 +456,7 @@ def _replay_opened(
         _check_unique_ordinals(run, result)
     if run.options.only_round is not None and not len(result) and not run.has_round(run.options.only_round):
         raise _missing_round(run)
-    skipped = run.skipped + tuple(s for _, s in sorted(later, key=lambda t: t[0]))
+    skipped = listed_once(run.skipped, [s for _, s in sorted(later, key=lambda t: t[0])])
     ok = result.ok
     warnings = input_warnings(
         run.config, run.manifest, run.path, run.config_source, run.options.tree_index

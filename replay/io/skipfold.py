@@ -186,3 +186,27 @@ def fold_near_misses(skipped: list[Skipped], files: Container[MatrixKey], offset
             )
         out.append(s)
     return out
+
+
+def misspelt_companion(entry: Skipped, data_path: str, kind: str, files: Sequence[Skipped]) -> Skipped:
+    """A round's ``entry``, skipped because ``data_path`` has no ``kind`` companion ("scores",
+    "parents") while the grouping listed, among ``files``, one named nearly like it
+    (draft_step_0_9_19.scroes): the file's did-you-mean goes in the round's entry, which names the
+    file (listed_once then drops the file's own entry): one mistake, one entry."""
+    lacking = matrix_of(base_name(data_path))
+    for s in files:
+        guess = near_miss(base_name(s.paths[0])) if is_stray(s) else None
+        meant = DUMP_NAME.match(guess) if guess is not None else None
+        if meant is not None and meant.group("companion") == f".{kind}" and lacking is not None:
+            if matrix_of(guess) == (lacking[0], True):
+                return Skipped(
+                    entry.what, f"{entry.reason}; {s.what} is here: did you mean {guess}?", entry.paths + s.paths
+                )
+    return entry
+
+
+def listed_once(files: Sequence[Skipped], rounds: Sequence[Skipped]) -> tuple[Skipped, ...]:
+    """The grouping's entries (``files``) less the strays a round's entry names (misspelt_companion),
+    then the rounds' entries."""
+    named = {p for s in rounds for p in s.paths[1:]}
+    return tuple(s for s in files if not (is_stray(s) and set(s.paths) <= named)) + tuple(rounds)

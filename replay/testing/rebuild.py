@@ -130,11 +130,17 @@ def _refuse_lost_companion(rnd: Round, level_sizes: list[int], guessed_at: int |
     for i, size in enumerate(level_sizes):
         if parented and i >= 1 and size > 1 and i not in parented:
             words = lost_companion_words("parents", i, parented[0], i)
-            raise RoundError(rnd.key, words, rnd.steps[i].path)
+            raise _lost(RoundError(rnd.key, words, rnd.steps[i].path), "parents")
     if scored and guessed_at is not None:
         lost = next(k for k in range(len(rnd.steps)) if k not in scored)
         words = lost_companion_words("scores", lost, scored[0], guessed_at)
-        raise RoundError(rnd.key, words, rnd.steps[lost].path)
+        raise _lost(RoundError(rnd.key, words, rnd.steps[lost].path), "scores")
+
+
+def _lost(exc: RoundError, kind: str) -> RoundError:
+    """``exc`` marked as a lost ``kind`` companion's (the replayer names a misspelt one in its entry)."""
+    exc.lost_companion = kind  # type: ignore[attr-defined]
+    return exc
 
 
 def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:

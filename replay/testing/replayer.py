@@ -10,7 +10,7 @@ options and the run's stderr lines come from the same modules as the batch path'
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -48,6 +48,7 @@ from replay.io.grouping import Grouping, no_such_round
 from replay.io.manifest import Manifest, group_rounds, recorded_round_warnings
 from replay.io.packed.format import looks_packed
 from replay.io.rounds import Round, load_round
+from replay.io.skipfold import listed_once, misspelt_companion
 from replay.io.skipped import Skipped
 from replay.io.step0 import Step0Check
 from replay.testing.packed_rounds import packed_rounds
@@ -257,7 +258,7 @@ def replay_directory(
             results.append(replay_round(rnd, tree_cfg))
             at.append(len(skipped))
         except SpecReplayError as exc:
-            skipped.append(Skipped(f"round {rnd.name}", skip_reason(exc), (getattr(exc, "path", None) or "",)))
+            skipped.append(_rejected(f"round {rnd.name}", exc, grouping.skipped))
         if progress:
             progress(k + 1, total)
     if opts.only_round is not None and not results and not any(opts.only_round == f.key for f in grouping.rounds):
@@ -266,6 +267,7 @@ def replay_directory(
             no_such_round(opts.only_round, [f.key for f in grouping.rounds], str(directory), grouping.skipped),
         )
     results = _one_layout(results, skipped, at)
+    skipped = list(listed_once(grouping.skipped, skipped[len(grouping.skipped) :]))
     warnings = input_warnings(config, manifest, directory, source, opts.tree_index) + _run_warnings(
         grouping.step0, manifest, tree_cfg, results, opts, given_kind is not None
     )
@@ -280,6 +282,15 @@ def replay_directory(
         (),
         warnings,
     )
+
+
+def _rejected(what: str, exc: SpecReplayError, files: Sequence[Skipped]) -> Skipped:
+    """The entry of a round the reference refused, a misspelt companion among the grouping's ``files``
+    named in it (replay.io.skipfold.misspelt_companion) when the round lost that companion."""
+    path = getattr(exc, "path", None) or ""
+    entry = Skipped(what, skip_reason(exc), (path,))
+    kind = getattr(exc, "lost_companion", None)
+    return entry if kind is None else misspelt_companion(entry, path, kind, files)
 
 
 def _one_layout(results: list[RoundResult], skipped: list[Skipped], at: list[int]) -> list[RoundResult]:
@@ -362,13 +373,14 @@ def replay_packed(
             results.append(replay_round(item, tree))
             at.append(len(skipped))
         except SpecReplayError as exc:
-            skipped.append(Skipped(f"round {item.name}", skip_reason(exc), (getattr(exc, "path", None) or "",)))
+            skipped.append(_rejected(f"round {item.name}", exc, packed.skipped))
         loaded += 1
         if progress:
             progress(loaded, packed.num_rounds)
     if only is not None and not seen:
         raise RoundNotFoundError(path, no_such_round(only, packed_keys(packed), str(path)))
     results = _one_layout(results, skipped, at)
+    skipped = list(listed_once(packed.skipped, skipped[len(packed.skipped) :]))
     warnings = input_warnings(config, manifest, path, source, opts.tree_index) + _run_warnings(
         packed.step0, manifest, tree, results, opts, given_kind is not None
     )
