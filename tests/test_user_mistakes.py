@@ -3231,6 +3231,35 @@ def test_the_run_layout_is_its_rounds_and_a_stated_one_wins(capsys, tmp_path, co
     assert code == 0 and "layout" not in err, err  # one layout throughout: nothing to say
 
 
+REPEATED_ROW = (
+    "note: 1 round(s): draft_step_1: row 2 (0-based), beyond topHead[1] = 2, repeats row 0: not read (rows beyond "
+    "topHead are padding) (first: round 124_140)"
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("replay",), ("replay", "--json"), ("batch",), ("stats",), ("compare",), ("recommend", "--budget", "6")],
+    ids=lambda c: " ".join(c),
+)
+def test_a_draft_row_beyond_top_head_that_repeats_an_expanded_row_is_noted_by_every_command(capsys, tmp_path, command):
+    # a new-user pass: a third row repeating the first, in a draft step whose topHead is 2, was ignored
+    # silently; rows beyond topHead are never read (docs/dump-format.md, Padding), so a note, exit 0
+    dump = article_by_hand(tmp_path / "mine")
+    write_matrix(dump / "draft_step_1_124_140", [[41760, 35740], [45315, 41760], [41760, 35740]])
+    code, out, err = run(capsys, *command, dump, "--no-progress")
+    told = [line.removeprefix("specreplay: ").removeprefix("mine: ") for line in err.splitlines()]
+    assert code == 0 and REPEATED_ROW in told, err
+    plain = article_by_hand(tmp_path / "plain" / "mine")  # the same label: the same column widths
+    code, expected, _ = run(capsys, *command, plain, "--no-progress")
+    if command[0] in ("stats", "compare"):  # the numbers are the plain round's
+        assert out.replace(str(dump), str(plain)) == expected, (out, expected)
+    write_matrix(dump / "draft_step_1_124_140", [[41760, 35740], [45315, 41760], [-1, -1]])  # padding: nothing
+    write_matrix(dump / "draft_step_2_124_140", [[22870], [22870], [5]])  # another token: not read, not noted
+    code, _, err = run(capsys, *command, dump, "--no-progress")
+    assert code == 0 and "repeats row" not in err, err
+
+
 # --- new-user try 7 ---------------------------------------------------------------------------------
 
 

@@ -167,9 +167,27 @@ def rank_major_keys(ranks: Sequence[int], parent_slots: Sequence[int]) -> list[f
     return [rank_major_key(int(r), int(s)) for r, s in zip(ranks, parent_slots)]
 
 
+_MISMATCH = "step {step}: dump's parents "
+
+
 def parents_mismatch_note(step: int, recorded: Sequence[int], expected: Sequence[int]) -> str:
     """The note for a static round whose explicit parents differ from path probability."""
-    return f"step {step}: dump's parents {list(recorded)} differ from path-probability selection {list(expected)}"
+    return f"{_MISMATCH.format(step=step)}{list(recorded)} differ from path-probability selection {list(expected)}"
+
+
+def is_parents_mismatch_note(note: str) -> bool:
+    """A round's note is parents_mismatch_note's (its other notes say nothing about its selection)."""
+    return note.startswith("step ") and _MISMATCH.split("}", 1)[1] in note
+
+
+def repeated_row_note(step: int, row: int, same: int, heads: int) -> str:
+    """The note for a static round whose draft step ``step`` holds, beyond its ``heads`` rows (topHead),
+    a row that repeats expanded row ``same``: not read, as every row beyond topHead; a repeated row
+    is not the -1 padding docs/dump-format.md describes, so the round says so (rows 0-based)."""
+    return (
+        f"draft_step_{step}: row {row} (0-based), beyond topHead[{step}] = {heads}, repeats row {same}: "
+        "not read (rows beyond topHead are padding)"
+    )
 
 
 # --------------------------------------------------------------------------------------------

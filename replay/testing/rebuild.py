@@ -24,6 +24,7 @@ from replay.core.selection import (
     fallback_guesses,
     parents_mismatch_note,
     rank_major_keys,
+    repeated_row_note,
     selection_method,
     selection_summary,
 )
@@ -137,6 +138,19 @@ def _refuse_lost_companion(rnd: Round, level_sizes: list[int], guessed_at: int |
         raise _lost(RoundError(rnd.key, words, rnd.steps[lost].path), "scores")
 
 
+def _repeated_row_notes(rnd: Round, heads: list[int]) -> list[str]:
+    """Per draft step, its first row beyond its ``heads`` rows (topHead) that is no padding and repeats
+    one of them, as a note (replay.core.selection.repeated_row_note)."""
+    out = []
+    for i, (mat, h) in enumerate(zip(rnd.steps, heads)):
+        for row in range(h, mat.ids.shape[0]):
+            same = [j for j in range(h) if (mat.ids[j] == mat.ids[row]).all()]
+            if same and not (mat.ids[row] == PAD_TOKEN).all():
+                out.append(repeated_row_note(i, row, same[0], h))
+                break
+    return out
+
+
 def _lost(exc: RoundError, kind: str) -> RoundError:
     """``exc`` marked as a lost ``kind`` companion's (the replayer names a misspelt one in its entry)."""
     exc.lost_companion = kind  # type: ignore[attr-defined]
@@ -204,6 +218,8 @@ def rebuild_tree(rnd: Round, cfg: TreeConfig) -> Rebuilt:
         parent_order = {u: j for j, u in enumerate(chosen)}
         level = new_level
     _refuse_lost_companion(rnd, level_sizes, guessed_at)
+    if cfg.tree_type != TREE_DYNAMIC:
+        notes += _repeated_row_notes(rnd, [len(e) for e in expanded])
     if guessed_at is not None:
         notes.append(FALLBACK_WARNING)
     tree = Tree(

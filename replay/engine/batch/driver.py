@@ -12,6 +12,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from replay.core.config import TREE_DYNAMIC, TreeConfig
+from replay.core.selection import repeated_row_note
+from replay.core.vocab import PAD_TOKEN
 from replay.io.roundbatch import RoundBatch
 from replay.util.parallel import default_workers, ordered_map  # noqa: F401  (default_workers re-exported)
 
@@ -51,7 +53,24 @@ def _replay_fixed(
     _run_chunks(
         len(batch), chunk, workers, lambda lo, hi: _replay_chunk(batch, lo, hi, shape, static, res, notes, deeper)
     )
+    if static:
+        _repeated_rows(batch, shape, res.ok, notes)
     return replace(res, selection_notes={k: tuple(v) for k, v in notes.items()})
+
+
+def _repeated_rows(batch: RoundBatch, shape: TreeShape, ok: np.ndarray, notes: dict[int, list[str]]) -> None:
+    """Note the replayed rounds (ok: [R] bool) a draft step of which holds, beyond its topHead rows, a
+    row that repeats one of them (replay.core.selection.repeated_row_note); a stack of no more rows
+    than topHead (the usual dump) costs nothing."""
+    for i, (st, h) in enumerate(zip(batch.steps, shape.heads)):
+        if st.rows <= h:
+            continue
+        extra, kept = st.ids[h:], st.ids[:h]  # [E, cols, R], [h, cols, R]
+        same = (extra[:, None] == kept[None]).all(axis=2)  # [E, h, R]
+        hit = same.any(axis=1) & (extra != PAD_TOKEN).any(axis=1) & ok  # [E, R] a repeat, not padding
+        for k in np.flatnonzero(hit.any(axis=0)).tolist():
+            e = int(np.argmax(hit[:, k]))
+            notes.setdefault(k, []).append(repeated_row_note(i, h + e, int(np.argmax(same[e, :, k])), h))
 
 
 def _steps_that_fit(batch: RoundBatch, shape: TreeShape) -> int:

@@ -8,7 +8,7 @@ from functools import cached_property
 
 import numpy as np
 
-from replay.core.selection import FALLBACK_WARNING, fallback_guesses, selection_summary
+from replay.core.selection import FALLBACK_WARNING, fallback_guesses, is_parents_mismatch_note, selection_summary
 from replay.core.vocab import LAYOUTS, PAD_TOKEN
 from replay.io.roundbatch import MatrixStack, RoundBatch
 from replay.util.words import round_name
@@ -48,7 +48,9 @@ class BatchResult:
     stop: np.ndarray  # [R] int8 StopCode (index into STOP_CODES)
     scored: np.ndarray  # [R] bool: the round's draft or validate files carry scores
     ordinals: np.ndarray | None = None  # [R] int64 position in the run, when known
-    selection_notes: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # round → parents-vs-score notes
+    # round → its notes from the rebuild: parents that differ from path probability, a draft row repeated
+    # beyond topHead
+    selection_notes: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
     # [H, R] int32 the tree the replay rebuilt: slot j of draft step i (row shape.head_offsets[i] + j of
     # the round's shape) holds the level-local node it expanded, -1 past the shape's slots and in
     # rejected rounds; the sampling replay reads it instead of rebuilding the trees. None: not kept.
@@ -115,9 +117,10 @@ class BatchResult:
     @property
     def parents_differ(self) -> np.ndarray:
         """[R] bool: rounds whose dump parents differ from the path-probability selection: exactly the
-        rounds with a selection note."""
+        rounds with a parents_mismatch_note."""
         out = np.zeros(len(self), dtype=bool)
-        out[[k for k in self.selection_notes if k < len(self)]] = True
+        differ = [k for k, v in self.selection_notes.items() if k < len(self) and any(map(is_parents_mismatch_note, v))]
+        out[differ] = True
         return out
 
     def selection_summary(self, i: int) -> str:
