@@ -1,6 +1,6 @@
 """The bulk text reader (replay.io.formats.textbatch) against the reference reader and the scalar replay.
 
-Two oracles: ``matrix_io.parse_text_matrix`` for single files (a file the bulk parser takes must give
+Two oracles: the line-by-line text parser (``matrix_io._parse_text_lines``) for single files (a file the bulk parser takes must give
 the reference's matrix, and one the reference refuses must never be taken), and the scalar
 ``replay_directory`` for whole directories (``replay DIR --json`` prints its records, its skip list
 and its exit status, byte for byte, on clean, hostile and random text directories).
@@ -20,13 +20,14 @@ import numpy as np
 import pytest
 
 import replay.io.formats.textbatch as textbatch
+import replay.io.formats.textparse as textparse
 from replay.cli import main
 from replay.cli.options import skipped_lines  # the listing format is the CLI's; this file checks what is listed
 from replay.core.config import TreeConfig
 from replay.engine.options import ReplayOptions
 from replay.engine.runs import replay_run
 from replay.io.fastread import ReadOptions, plan_items, read_chunk, round_paths
-from replay.io.formats.matrix_io import parse_text_matrix
+from replay.io.formats.matrix_io import _parse_text_lines
 from replay.io.grouping import group_directory
 from replay.io.roundbatch import group_key
 from replay.testing.batch_synth import SynthSpec, synth_batch, varied_run, write_text_rounds
@@ -62,7 +63,7 @@ HOSTILE_CELLS = (
 def reference_matrix(data: bytes) -> np.ndarray | None:
     """What the reference text reader makes of a file's bytes (None: it refuses them)."""
     try:
-        return parse_text_matrix(data.decode("utf-8-sig"), "f")
+        return _parse_text_lines(data.decode("utf-8-sig").replace("\r\n", "\n"), "f", False)
     except (DumpError, UnicodeDecodeError):
         return None
 
@@ -117,10 +118,10 @@ def test_fast_parse_equals_reference_or_declines():
     rng = np.random.default_rng(11)
     clean = [random_text(rng) for _ in range(1500)]
     hostile = [damage(rng, random_text(rng)) for _ in range(1500)]
-    together = textbatch.parse_id_texts(clean + hostile)  # one call: files must not disturb each other
+    together = textparse.parse_id_texts(clean + hostile)  # one call: files must not disturb each other
     taken_hostile = 0
     for k, data in enumerate(clean + hostile):
-        alone = textbatch.parse_id_texts([data])
+        alone = textparse.parse_id_texts([data])
         assert bool(alone.ok[0]) == bool(together.ok[k]), data
         if not alone.ok[0]:
             continue
@@ -156,7 +157,7 @@ def test_fast_parse_equals_reference_or_declines():
     ],
 )
 def test_fast_parse_declines_odd_files(data):
-    assert not textbatch.parse_id_texts([b"1 2\n", data, b"3 4\n"]).ok[1]
+    assert not textparse.parse_id_texts([b"1 2\n", data, b"3 4\n"]).ok[1]
 
 
 # --- whole directories: the CLI against the scalar reference ---------------------------------------
@@ -443,7 +444,7 @@ HOSTILE_SCORES = (
 
 def reference_scores(data: bytes) -> np.ndarray | None:
     try:
-        return parse_text_matrix(data.decode("utf-8-sig"), "f", as_float=True)
+        return _parse_text_lines(data.decode("utf-8-sig").replace("\r\n", "\n"), "f", True)
     except (DumpError, UnicodeDecodeError):
         return None
 
@@ -459,7 +460,7 @@ def test_fast_score_parse_equals_reference_or_declines():
         ]
         sep = str(rng.choice([" ", "\t", ", "]))
         files.append("\n".join(sep.join(r) for r in cells).encode() + b"\n")
-    together = textbatch.parse_score_texts(files)
+    together = textparse.parse_score_texts(files)
     taken = 0
     for k, data in enumerate(files):
         ref = reference_scores(data)
@@ -492,7 +493,7 @@ def test_score_cells_taken_are_exactly_the_float_literals():
     rng = np.random.default_rng(17)
     cells = [random_cell(rng) for _ in range(4000)]
     files = [c + b"\n" for c in cells]
-    parsed = textbatch.parse_score_texts(files)
+    parsed = textparse.parse_score_texts(files)
     literals = 0
     for k, cell in enumerate(cells):
         literal = FLOAT_LITERAL.fullmatch(cell) is not None and cell != b""
@@ -515,7 +516,7 @@ def test_score_rows_taken_are_rows_of_float_literals():
         ]
         files.append(b"\n".join(sep.encode().join(r) for r in rows) + b"\n")
         rows_of.append(rows)
-    parsed = textbatch.parse_score_texts(files)
+    parsed = textparse.parse_score_texts(files)
     for k, rows in enumerate(rows_of):
         literal = all(FLOAT_LITERAL.fullmatch(c) is not None for r in rows for c in r if c)
         whole = all(c for r in rows for c in r)  # an empty cell is no value: its row is ragged or empty-valued
@@ -544,7 +545,7 @@ def test_score_values_are_the_doubles_float_reads():
     for fmt in formats:
         cells = [(repr(float(v)) if fmt == "%r" else fmt % v).encode() for v in values]
         cells = [c for c in cells if len(c) <= 90 and b"inf" not in c.lower()]  # "%.20f" of 1e300 is long
-        parsed = textbatch.parse_score_texts([c + b"\n" for c in cells])
+        parsed = textparse.parse_score_texts([c + b"\n" for c in cells])
         assert parsed.ok.all(), fmt
         assert bits(parsed.values) == bits([float(c) for c in cells]), fmt
 
