@@ -19,7 +19,6 @@ stay exactly that reader's.
 
 from __future__ import annotations
 
-import io
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from replay.util.bounded import MAX_ZIP_MEMBERS, read_regular_or_none
 from replay.util.errors import DumpError
 
 from .matrix_io import ID_KINDS, SCORE_KINDS, logp_of_scores
-from .npyfile import _stored_members, read_npy_header
+from .npyfile import stored_arrays, stored_member, whole_npy_header
 from .textbatch import FilePaths, RoundPaths
 
 BULK_FILE_BYTES = 1 << 20  # larger files go to the reference reader
@@ -60,10 +59,10 @@ class _Layout:
 def _npy_layout(data: bytes) -> _Layout | None:
     """read_npy's decoding of ``data`` as a layout, or None where it would raise (or not be 2-D)."""
     try:
-        header = read_npy_header(io.BytesIO(data).read, "<bulk>")
+        header = whole_npy_header(data, "<bulk>")
     except DumpError:
         return None
-    if header.offset + header.data_bytes != len(data) or len(header.shape) != 2:
+    if len(header.shape) != 2:
         return None
     fixed = np.zeros(len(data), dtype=bool)
     fixed[: header.offset] = True
@@ -76,28 +75,20 @@ def _npz_layout(data: bytes) -> _Layout | None:
     reference would not take the direct path, would raise, or the archive holds more than ids and scores."""
     if not data.startswith(b"PK") or len(data) >= _MANY_MEMBERS:
         return None
-    members = _stored_members(data)
-    if members is None:
-        return None
-    found = [n[: -len(".npy")] for n in members if n.endswith(".npy")]
-    if len(set(found)) != len(found) or "ids" not in found or "parents" in found or "node_logprobs" in found:
+    members = stored_arrays(data)
+    if members is None or "ids" not in members or "parents" in members or "node_logprobs" in members:
         return None
     free = np.zeros(len(data), dtype=bool)
     arrays: dict[str, tuple[int, np.dtype, tuple[int, int], bool]] = {}
     crcs = []
     for name in ("ids", "scores"):
-        if name not in found:
+        if name not in members:
             continue
-        start, size, crc, local, central = members[name + ".npy"]
-        member = data[start : start + size]
-        if zlib.crc32(member) != crc:
+        read = stored_member(data, members[name], "<bulk>", name)
+        if read is None or len(read[1].shape) != 2:
             return None
-        try:
-            header = read_npy_header(io.BytesIO(member).read, "<bulk>", name)
-        except DumpError:
-            return None
-        if header.offset + header.data_bytes != size or len(header.shape) != 2:
-            return None
+        header = read[1]
+        start, size, _, local, central = members[name]
         arrays[name] = (start + header.offset, header.dtype, (header.shape[0], header.shape[1]), header.fortran_order)
         free[start + header.offset : start + size] = True
         free[local + _LOCAL_FREE[0] : local + _LOCAL_FREE[1]] = True

@@ -218,11 +218,15 @@ def _check_dtype(dtype: np.dtype, fail: Fail) -> None:
         raise fail(f"holds {dtype_words(dtype)}: token ids must be integers, scores real numbers")
 
 
-def array_from_buffer(
-    buf: bytearray | bytes, header: NpyHeader, path: str | Path, field: str | None = None
-) -> np.ndarray:
-    """The array a checked header describes, over ``buf`` (data starting at ``header.offset``)."""
-    have = len(buf) - header.offset
+def whole_npy_header(buf: bytes | bytearray, path: str | Path, field: str | None = None) -> NpyHeader:
+    """The checked header of ``buf``, a whole .npy stream (a file, an archive member): refused unless
+    its data fills the rest of ``buf`` exactly."""
+    header = read_npy_header(io.BytesIO(buf).read, path, field)
+    _check_data_size(len(buf) - header.offset, header, path, field)
+    return header
+
+
+def _check_data_size(have: int, header: NpyHeader, path: str | Path, field: str | None) -> None:
     need = header.data_bytes
     if have != need:
         what = "truncated" if have < need else "trailing bytes after the data"
@@ -230,6 +234,13 @@ def array_from_buffer(
             f"{what}: the header says {shape_words(header.shape)} of {header.dtype}, which needs {need:,} data bytes;"
             f" the file has {have:,}"
         )
+
+
+def array_from_buffer(
+    buf: bytearray | bytes, header: NpyHeader, path: str | Path, field: str | None = None
+) -> np.ndarray:
+    """The array a checked header describes, over ``buf`` (data starting at ``header.offset``)."""
+    _check_data_size(len(buf) - header.offset, header, path, field)
     flat = np.frombuffer(buf, dtype=header.dtype, count=math.prod(header.shape), offset=header.offset)
     return flat.reshape(header.shape, order="F" if header.fortran_order else "C")
 
@@ -237,9 +248,7 @@ def array_from_buffer(
 def read_npy(path: str | Path) -> np.ndarray:
     """The array of a .npy file, checked against the file's real size before it is made."""
     buf = read_file_bytes(path, MAX_MATRIX_FILE_BYTES)
-    stream = io.BytesIO(buf)
-    header = read_npy_header(stream.read, path)
-    return array_from_buffer(buf, header, path)
+    return array_from_buffer(buf, whole_npy_header(buf, path), path)
 
 
 def read_npz(path: str | Path, names: Iterable[str]) -> tuple[dict[str, np.ndarray], tuple[str, ...]]:
@@ -310,36 +319,52 @@ def _read_stored_npz(
     None means "not the common form" (compressed, commented, zip64, flags, bad CRC, any header
     that is not np.save's, ...): read_npz then reads it through BoundedZip and zipfile, which
     decide and word every error. So this accepts only archives that path would read, with the
-    same arrays: every member's central entry and local header agree (name, offset, size), each
-    read member's CRC matches and its .npy header passes read_npy_header and fills it exactly.
+    same arrays (stored_arrays, stored_member).
     """
-    members = _stored_members(data)
+    members = stored_arrays(data)
     if members is None:
-        return None
-    found = tuple(n[: -len(".npy")] for n in members if n.endswith(".npy"))
-    if len(set(found)) != len(found):
         return None
     out: dict[str, np.ndarray] = {}
     for name in names:
-        if name not in found:
+        if name not in members:
             continue
-        start, size, crc, _, _ = members[name + ".npy"]
-        member = data[start : start + size]  # a copy: the array owns aligned memory, as zipfile's read gives
-        if zlib.crc32(member) != crc:
+        read = stored_member(data, members[name], path, name)
+        if read is None:
             return None
-        try:
-            header = read_npy_header(io.BytesIO(member).read, path, name)
-        except DumpError:
-            return None
-        if header.offset + header.data_bytes != size:
-            return None
-        out[name] = array_from_buffer(member, header, path, name)
-    return out, found
+        out[name] = array_from_buffer(*read, path, name)
+    return out, tuple(members)
 
 
-def _stored_members(data: bytes | bytearray) -> dict[str, tuple[int, int, int, int, int]] | None:
-    """{name: (data offset, size, CRC, local header offset, central entry offset)} of a plain stored
-    archive (see _read_stored_npz), else None."""
+# A stored archive member: (data offset, size, CRC, local header offset, central entry offset).
+StoredMember = tuple[int, int, int, int, int]
+
+
+def stored_arrays(data: bytes | bytearray) -> dict[str, StoredMember] | None:
+    """{array name: its member} of every ``NAME.npy`` member of a plain stored archive (as np.savez
+    writes it: see _read_stored_npz), in the archive's order; None for any other archive."""
+    members = _stored_members(data)
+    if members is None:
+        return None  # a name twice is among the forms refused
+    return {n[: -len(".npy")]: m for n, m in members.items() if n.endswith(".npy")}
+
+
+def stored_member(
+    data: bytes | bytearray, member: StoredMember, path: str | Path, field: str
+) -> tuple[bytes | bytearray, NpyHeader] | None:
+    """(the member's bytes, its header) when its CRC matches and its .npy header passes
+    read_npy_header and its data fills the member exactly; else None (zipfile's path words it)."""
+    start, size, crc, _, _ = member
+    block = data[start : start + size]  # a copy: the array owns aligned memory, as zipfile's read gives
+    if zlib.crc32(block) != crc:
+        return None
+    try:
+        return block, whole_npy_header(block, path, field)
+    except DumpError:
+        return None
+
+
+def _stored_members(data: bytes | bytearray) -> dict[str, StoredMember] | None:
+    """{member name: StoredMember} of a plain stored archive (see _read_stored_npz), else None."""
     end = len(data) - _EOCD.size
     if end < 0 or data.count(b"PK\x01\x02") > MAX_ZIP_MEMBERS:
         return None
@@ -348,7 +373,7 @@ def _stored_members(data: bytes | bytearray) -> dict[str, tuple[int, int, int, i
         return None
     if cd_offset + cd_size != end or (end >= 20 and data[end - 20 : end - 16] == b"PK\x06\x07"):
         return None  # data before the archive, or a zip64 end locator: zipfile's general reading
-    members: dict[str, tuple[int, int, int, int, int]] = {}
+    members: dict[str, StoredMember] = {}
     pos = cd_offset
     while pos < end:
         if pos + _CDIR.size > end:
