@@ -30,14 +30,14 @@ from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
 from replay.util.bounded import MAX_ZIP_MEMBERS, read_regular_or_none
 from replay.util.errors import DumpError
 
-from .matrix_io import ID_KINDS, SCORE_KINDS, logp_of_scores
+from .matrix_io import ID_KINDS, SCORE_KINDS, file_format, logp_of_scores, name_ext
 from .npyfile import stored_arrays, stored_member, whole_npy_header
 from .textbatch import FilePaths, RoundPaths
 
 BULK_FILE_BYTES = 1 << 20  # larger files go to the reference reader
 BULK_PIECE_BYTES = 8 << 20  # file bytes decoded together (~3x this in work arrays)
-MAX_LAYOUTS = 8  # layouts tried per extension and size in one piece; files of others go to the reference
-_EXTS = (".npz", ".npy")
+MAX_LAYOUTS = 8  # layouts tried per format and size in one piece; files of others go to the reference
+_FORMATS = ("npz", "npy")  # matrix_io.file_format's names
 _MANY_MEMBERS = 4 * (MAX_ZIP_MEMBERS + 1)  # smaller files cannot hold more central-entry signatures than allowed
 # Zip fields that np.savez fills per file and the reference reader does not read (mod time, mod
 # date, and the CRC, checked against the data below): offsets in the local header, central entry.
@@ -128,8 +128,8 @@ class _Decoded:
     ids_ok: list[bool]  # per layout: its ids pass matrix_io._as_ids (a scores companion's need not)
 
 
-def _decode(datas: Sequence[bytes], exts: Sequence[str]) -> _Decoded:
-    """Decode files by layout: files of equal extension and size are compared with one template at a time."""
+def _decode(datas: Sequence[bytes], formats: Sequence[str]) -> _Decoded:
+    """Decode files by layout: files of equal format and size are compared with one template at a time."""
     n = len(datas)
     ok = np.zeros(n, dtype=bool)
     layout_of = np.full(n, -1, dtype=np.int64)
@@ -138,9 +138,9 @@ def _decode(datas: Sequence[bytes], exts: Sequence[str]) -> _Decoded:
     shapes: list[tuple[int, int]] = []
     ids_ok: list[bool] = []
     groups: dict[tuple[str, int], list[int]] = {}
-    for f, key in enumerate(zip(exts, map(len, datas))):
+    for f, key in enumerate(zip(formats, map(len, datas))):
         groups.setdefault(key, []).append(f)
-    for (ext, size), members in groups.items():
+    for (fmt, size), members in groups.items():
         files = np.asarray(members, dtype=np.int64)
         table = np.frombuffer(b"".join(datas[f] for f in members), dtype=np.uint8).reshape(len(members), size)
         left = np.arange(len(members))
@@ -148,7 +148,7 @@ def _decode(datas: Sequence[bytes], exts: Sequence[str]) -> _Decoded:
             if not left.size:
                 break
             data = datas[members[left[0]]]
-            lay = _npz_layout(data) if ext == ".npz" else _npy_layout(data)
+            lay = _npz_layout(data) if fmt == "npz" else _npy_layout(data)
             if lay is None or not _arrays_ok(lay.arrays):
                 left = left[1:]
                 continue
@@ -189,28 +189,25 @@ def _cut(table: np.ndarray, rows: np.ndarray, spec: tuple[int, np.dtype, tuple[i
 
 
 def _array_files(files: tuple[FilePaths, ...]) -> tuple[list[str], list[str], tuple[str, ...], tuple[bool, ...]] | None:
-    """(every file of a round: each data file then its scores companion; their extensions in lower case;
-    the data files' extensions as named; which matrices have a companion) when all are .npz/.npy
-    without parents companions, else None."""
-    # Both extensions are four characters without a dot after the first: a name ends in one exactly
-    # when its last four characters are one (os.path.splitext's extension, any case).
-    paths, exts, data_exts, companions = [], [], [], []
+    """(every file of a round: each data file then its scores companion; their file_formats; the data
+    files' extensions as named; which matrices have a companion) when all are .npz/.npy without
+    parents companions, else None."""
+    paths, formats, data_exts, companions = [], [], [], []
     for data, scores, parents in files:
-        ext = data[-4:]
-        low = ext.lower()
-        if parents is not None or low not in _EXTS:
+        fmt = file_format(data, False)  # raw --force reads extension-less files only
+        if parents is not None or fmt not in _FORMATS:
             return None
         paths.append(data)
-        exts.append(low)
-        data_exts.append(ext)
+        formats.append(fmt)
+        data_exts.append(name_ext(data))
         companions.append(scores is not None)
         if scores is not None:
-            low = scores[-4:].lower()
-            if low not in _EXTS:
+            fmt = file_format(scores, False)
+            if fmt not in _FORMATS:
                 return None
             paths.append(scores)
-            exts.append(low)
-    return paths, exts, tuple(data_exts), tuple(companions)
+            formats.append(fmt)
+    return paths, formats, tuple(data_exts), tuple(companions)
 
 
 # A round read here: (its item, its data files' extensions as named, which matrices have a companion)
@@ -229,14 +226,14 @@ def read_array_batches(
     batches: list[RoundBatch] = []
     taken: list[_Taken] = []
     datas: list[bytes] = []
-    exts: list[str] = []
+    formats: list[str] = []
     held = 0
     for item in items:
         found = _array_files(item[2])
         if found is None:
             rest.append(item)
             continue
-        paths, file_exts, data_exts, companions = found
+        paths, file_formats, data_exts, companions = found
         got = []
         for p in paths:  # the first unreadable file sends the round to the general reader: read no more
             d = read_regular_or_none(p, BULK_FILE_BYTES)
@@ -248,13 +245,13 @@ def read_array_batches(
             continue
         taken.append((item, data_exts, companions))
         datas += got
-        exts += file_exts
+        formats += file_formats
         held += sum(map(len, got))
         if held >= BULK_PIECE_BYTES:
-            _decode_piece(directory, taken, datas, exts, step0_offset, layout, score_kind, batches, rest)
-            taken, datas, exts, held = [], [], [], 0
+            _decode_piece(directory, taken, datas, formats, step0_offset, layout, score_kind, batches, rest)
+            taken, datas, formats, held = [], [], [], 0
     if taken:
-        _decode_piece(directory, taken, datas, exts, step0_offset, layout, score_kind, batches, rest)
+        _decode_piece(directory, taken, datas, formats, step0_offset, layout, score_kind, batches, rest)
     rest.sort(key=lambda it: it[0])
     return batches, rest
 
@@ -273,7 +270,7 @@ def _decode_piece(
     directory: str,
     taken: list[_Taken],
     datas: list[bytes],
-    exts: list[str],
+    formats: list[str],
     step0_offset: tuple[int, int],
     layout: str | None,
     score_kind: str,
@@ -281,7 +278,7 @@ def _decode_piece(
     rest: list[RoundPaths],
 ) -> None:
     """Decode the files of rounds ``taken`` (their bytes ``datas``, in order); batches and refused rounds are appended."""
-    dec = _decode(datas, exts)
+    dec = _decode(datas, formats)
     ids_ok = np.asarray([*dec.ids_ok, False])  # [layouts + 1]; [-1]: an undecoded file's layout
     inner = np.asarray([*(("scores" in v) for v in dec.values), False])  # [layouts + 1] the files hold scores
     counts = np.fromiter((len(c) + sum(c) for _, _, c in taken), dtype=np.int64, count=len(taken))  # files per round

@@ -9,6 +9,7 @@ stated dtype and column count (``.bin``/``.raw``, or every data file when raw is
 from __future__ import annotations
 
 import codecs
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -270,12 +271,11 @@ def _read_raw(path: Path, dtype: str, columns: int, kinds: str) -> np.ndarray:
     return np.frombuffer(data, dtype=dt).reshape(-1, columns)
 
 
-def _load_arrays(path: Path) -> dict[str, np.ndarray]:
-    """The arrays named in ARRAY_NAMES that the file holds; 'ids' must be among them."""
-    ext = path.suffix.lower()
-    if ext == ".npy":
+def _load_arrays(path: Path, fmt: str) -> dict[str, np.ndarray]:
+    """The arrays named in ARRAY_NAMES that the file (of file_format ``fmt``) holds; 'ids' must be among them."""
+    if fmt == "npy":
         return {"ids": read_npy(path)}
-    if ext == ".npz":
+    if fmt == "npz":
         arrays, found = read_npz(path, ARRAY_NAMES)
     else:
         obj = load_pt(path)
@@ -431,12 +431,30 @@ def _as_parents(parents: np.ndarray, rows: int, path: Path) -> np.ndarray:
     return own
 
 
+def name_ext(path: str) -> str:
+    """The extension of a file name as named, ``Path(path).suffix`` ("" for none): batches keep it to
+    rebuild file names, so the file-by-file and bulk readers take it from here alike."""
+    name = path.rpartition(os.sep)[2]
+    dot = name.rfind(".")
+    return name[dot:] if 0 < dot < len(name) - 1 else ""
+
+
+def file_format(path: str, raw_forced: bool) -> str:
+    """How a file is read, by its extension: "npy", "npz", "pt", "raw" (headerless binary: a .bin/.raw
+    file, or one without a known extension when --raw ...:force) or "text" (none, .txt, .csv, or one
+    the readers do not know, such as a companion's ``.scores``). The one dispatch rule of every reader."""
+    ext = name_ext(path).lower()
+    if ext in ARRAY_EXTS:
+        return ext[1:]
+    if ext in RAW_EXTS or (raw_forced and (ext == "" or ext not in DATA_EXTS)):
+        return "raw"
+    return "text"
+
+
 def reads_as_raw(path: str | Path, raw: RawSpec | None) -> bool:
     """True when ``path`` is read as headerless binary: a .bin/.raw file, or an extension-less one
     when ``raw`` is forced."""
-    suffix = Path(path).suffix.lower()
-    ext = suffix if suffix in DATA_EXTS else ""
-    return ext in RAW_EXTS or (ext == "" and raw is not None and raw.force)
+    return file_format(str(path), raw is not None and raw.force) == "raw"
 
 
 def read_array_file(
@@ -446,9 +464,10 @@ def read_array_file(
 
     columns: raw column count overriding the kind's (1 for a parents companion).
     """
-    if path.suffix.lower() in ARRAY_EXTS:
-        return _load_arrays(path)
-    if reads_as_raw(path, raw):
+    fmt = file_format(str(path), raw is not None and raw.force)
+    if fmt in ("npy", "npz", "pt"):
+        return _load_arrays(path, fmt)
+    if fmt == "raw":
         if raw is None or (columns is None and kind not in raw.columns):
             raise DumpError(path, "raw binary needs a stated dtype and column count: pass --raw DTYPE:COLUMNS")
         cols = columns if columns is not None else raw.columns[kind]

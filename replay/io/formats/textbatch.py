@@ -14,7 +14,6 @@ here: it is handed back, and the caller reads it with the file-by-file reader
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,7 +24,7 @@ from replay.io.dumpnames import Key
 from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
 from replay.util.bounded import read_regular_or_none
 
-from .matrix_io import DATA_EXTS, SCORE_AUTO, TEXT_EXTS, logp_of_scores
+from .matrix_io import SCORE_AUTO, file_format, logp_of_scores, name_ext
 from .textparse import ParsedTexts, parse_id_texts, parse_score_texts
 
 FilePaths = tuple[str, "str | None", "str | None"]  # a matrix's data file, scores and parents companions
@@ -35,31 +34,19 @@ BULK_FILE_BYTES = 1 << 20  # larger text files go to the reference reader (its l
 BULK_PARSE_BYTES = 8 << 20  # text parsed per numpy pass (~15 bytes of work arrays per byte)
 
 
-def _text_ext(path: str) -> str:
-    """The extension of a dump file name as named ("" for none: the plain dump's names have none)."""
-    return "" if path.rfind(".") <= path.rfind(os.sep) else os.path.splitext(path)[1]
-
-
 def _text_paths(
     files: tuple[FilePaths, ...], raw_forced: bool
 ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str | None, ...]] | None:
-    """(data paths, their extensions, their scores companions or None) when every file is plain text
-    and no matrix has a parents companion, else None."""
+    """(data paths, their extensions as named, their scores companions or None) when every file reads
+    as text (matrix_io.file_format) and no matrix has a parents companion, else None."""
     paths, exts, scores_paths = [], [], []
     for p, scores, parents in files:
-        if parents is not None:
+        if parents is not None or file_format(p, raw_forced) != "text":
             return None
-        ext = _text_ext(p)
-        if ext.lower() not in TEXT_EXTS or (ext == "" and raw_forced):
+        if scores is not None and file_format(scores, raw_forced) != "text":
             return None
-        if scores is not None:
-            # read_array_file's rule: an extension it does not know (".scores") reads as text
-            s_ext = "" if scores.endswith(".scores") else _text_ext(scores).lower()
-            s_ext = s_ext if s_ext in DATA_EXTS else ""
-            if s_ext not in TEXT_EXTS or (s_ext == "" and raw_forced):
-                return None
         paths.append(p)
-        exts.append(ext)
+        exts.append(name_ext(p))
         scores_paths.append(scores)
     return tuple(paths), tuple(exts), tuple(scores_paths)
 
