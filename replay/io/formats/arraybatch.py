@@ -30,7 +30,15 @@ from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
 from replay.util.bounded import MAX_ZIP_MEMBERS, read_regular_or_none
 from replay.util.errors import DumpError
 
-from .matrix_io import ID_KINDS, SCORE_KINDS, file_format, logp_of_scores, name_ext
+from .matrix_io import (
+    batch_logp,
+    file_format,
+    ids_refusal,
+    name_ext,
+    real_refusal,
+    scores_shape_refusal,
+    wide_unsigned,
+)
 from .npyfile import stored_arrays, stored_member, whole_npy_header
 from .textbatch import FilePaths, RoundPaths
 
@@ -103,17 +111,16 @@ def _bytes(data: bytes) -> np.ndarray:
 
 def _arrays_ok(arrays: dict[str, tuple[int, np.dtype, tuple[int, int], bool]]) -> bool:
     """Every array is of a kind the scores rule reads, and scores inside the file have the ids' shape
-    (else matrix_io._as_logp refuses them: the reference words it)."""
-    if any(spec[1].kind not in SCORE_KINDS for spec in arrays.values()):
+    (else the file-by-file reader refuses them: it words it)."""
+    if any(real_refusal(spec[1]) is not None for spec in arrays.values()):
         return False
-    return "scores" not in arrays or arrays["scores"][2] == arrays["ids"][2]
+    return "scores" not in arrays or scores_shape_refusal(arrays["scores"][2], arrays["ids"][2]) is None
 
 
 def _ids_ok(arrays: dict[str, tuple[int, np.dtype, tuple[int, int], bool]]) -> bool:
-    """matrix_io._as_ids accepts every ``ids`` of this dtype and shape (to_int64 needs no value check)."""
+    """The file-by-file reader takes every ``ids`` of this dtype and shape, whatever their values."""
     _, dtype, shape, _ = arrays["ids"]
-    wide_unsigned = dtype.kind == "u" and dtype.itemsize >= 8  # values above int64 are refused by value
-    return dtype.kind in ID_KINDS and not wide_unsigned and shape[0] > 0 and shape[1] > 0
+    return ids_refusal(dtype, shape) is None and not wide_unsigned(dtype)
 
 
 @dataclass(frozen=True, eq=False)
@@ -338,20 +345,17 @@ def _group_batches(
         logp = None
         if score_f[0, m] >= 0:
             scores = None
+            s_rows, s_cols = np.zeros_like(rows_of), np.zeros_like(cols_of)
             companion = rounds.from_companion[:, m]
             for name, sel in (("ids", companion), ("scores", ~companion)):  # a companion's matrix is its ids
                 if not sel.any():
                     continue
-                part, s_rows, s_cols = _gather(dec, score_f[:, m], name, sel, np.nan, np.float64)
-                # the scores must have the ids' shape (else _as_logp refuses: the reference words it)
-                good &= ~sel | ((s_rows == rows_of) & (s_cols == cols_of))
+                part, part_rows, part_cols = _gather(dec, score_f[:, m], name, sel, np.nan, np.float64)
+                s_rows, s_cols = np.where(sel, part_rows, s_rows), np.where(sel, part_cols, s_cols)
                 scores = part if scores is None else _fill(scores, part, sel)
             if scores is None:
                 raise ValueError("_group_batches: a scored matrix without scores")  # sel is all of one kind
-            if scores.shape != ids.shape:  # wider somewhere than the ids: those rounds are refused above
-                scores = _fill(np.full(ids.shape, np.nan), scores, np.ones(ids.shape[2], dtype=bool))
-                scores = scores[: ids.shape[0], : ids.shape[1]]
-            logp, checked = logp_of_scores(scores, ids, score_kind)
+            logp, checked = batch_logp(scores, s_rows, s_cols, ids, rows_of, cols_of, score_kind)
             good &= checked
         stacks.append((ids, logp, rows_of, cols_of))
     rest += [taken[r][0] for r in rounds.taken[~good].tolist()]

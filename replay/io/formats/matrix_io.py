@@ -291,24 +291,48 @@ def to_int64(arr: np.ndarray, path: Path, field_name: str) -> np.ndarray:
     """Integer values as int64; refused when they are not integers or do not fit int64 (no silent wrap)."""
     if not np.issubdtype(arr.dtype, np.integer):
         raise DumpError(path, f"expected integers, got dtype {arr.dtype}", field_name)
-    if arr.dtype.kind == "u" and arr.dtype.itemsize >= 8 and arr.size and arr.max() > _INT64.max:
+    if wide_unsigned(arr.dtype) and arr.size and arr.max() > _INT64.max:
         raise DumpError(path, f"value {int(arr.max())} is outside the int64 range", field_name)
     return arr.astype(np.int64, copy=False)
 
 
-def _as_ids(arr: np.ndarray, path: Path, field_name: str = "ids") -> np.ndarray:
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise DumpError(path, f"expected integer token ids, got dtype {arr.dtype}", field_name)
-    if arr.ndim == 1:
-        n = arr.shape[0]
-        raise DumpError(
-            path,
-            f"expected a 2-D [rows, cols] matrix, got {shape_words(arr.shape)}: is it one row or one column? "
-            f"Save it as [1, {n}] (one row, e.g. draft step 0) or [{n}, 1] (one column)",
-            field_name,
+def wide_unsigned(dtype: np.dtype) -> bool:
+    """Integers of this dtype can exceed int64: to_int64 checks their values."""
+    return dtype.kind == "u" and dtype.itemsize >= 8
+
+
+def ids_refusal(dtype: np.dtype, shape: tuple[int, ...]) -> str | None:
+    """Why token ids of this dtype and shape are refused whatever their values, None when they are
+    taken (a wide_unsigned dtype's values still checked): the one rule of both readers."""
+    if not np.issubdtype(dtype, np.integer):
+        return f"expected integer token ids, got dtype {dtype}"
+    if len(shape) == 1:
+        n = shape[0]
+        return (
+            f"expected a 2-D [rows, cols] matrix, got {shape_words(shape)}: is it one row or one column? "
+            f"Save it as [1, {n}] (one row, e.g. draft step 0) or [{n}, 1] (one column)"
         )
-    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise DumpError(path, f"expected a non-empty 2-D [rows, cols] matrix, got {shape_words(arr.shape)}", field_name)
+    if len(shape) != 2 or shape[0] == 0 or shape[1] == 0:
+        return f"expected a non-empty 2-D [rows, cols] matrix, got {shape_words(shape)}"
+    return None
+
+
+def real_refusal(dtype: np.dtype) -> str | None:
+    """Why scores or node log-probabilities of this dtype are refused (they are real numbers, SCORE_KINDS)."""
+    return None if dtype.kind in SCORE_KINDS else f"expected real numbers, got dtype {dtype}"
+
+
+def scores_shape_refusal(scores: tuple[int, ...], ids: tuple[int, ...]) -> str | None:
+    """Why scores of shape ``scores`` cannot go with ids of shape ``ids``: one score per token id."""
+    if scores == ids:
+        return None
+    return f"the scores are {shape_words(scores)}, the ids {shape_words(ids)}: one score per token id"
+
+
+def _as_ids(arr: np.ndarray, path: Path, field_name: str = "ids") -> np.ndarray:
+    why = ids_refusal(arr.dtype, arr.shape)
+    if why is not None:
+        raise DumpError(path, why, field_name)
     return to_int64(arr, path, field_name)
 
 
@@ -316,12 +340,9 @@ def _as_logp(scores: np.ndarray, ids: np.ndarray, path: Path, kind: str) -> np.n
     _check_real(scores, path, "scores")
     with np.errstate(invalid="ignore"):  # a signalling NaN (a flipped bit) widens quietly; found below
         scores = np.asarray(scores, dtype=np.float64)
-    if scores.shape != ids.shape:
-        raise DumpError(
-            path,
-            f"the scores are {shape_words(scores.shape)}, the ids {shape_words(ids.shape)}: one score per token id",
-            "scores",
-        )
+    why = scores_shape_refusal(scores.shape, ids.shape)
+    if why is not None:
+        raise DumpError(path, why, "scores")
     logp, ok = logp_of_scores(scores[..., None], ids[..., None], kind)
     if ok[0]:
         out: np.ndarray = logp[..., 0]
@@ -339,6 +360,29 @@ def _as_logp(scores: np.ndarray, ids: np.ndarray, path: Path, kind: str) -> np.n
         _refuse_positive_logp(scores, (scores > _PROB_SLACK) & real, path, "scores", why)
     value, where = _first_bad(scores, ((scores < 0) | (scores > 1 + _PROB_SLACK)) & real)
     raise DumpError(path, f"probabilities must lie in [0, 1], found {value:.6g} ({where})", "scores")
+
+
+def batch_logp(
+    scores: np.ndarray,
+    score_rows: np.ndarray,
+    score_cols: np.ndarray,
+    ids: np.ndarray,
+    rows_of: np.ndarray,
+    cols_of: np.ndarray,
+    kind: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """_as_logp's rule for R rounds read in bulk: ([rows, cols, R] natural-log probabilities, [R] bool
+    accepted). scores: [srows, scols, R] float64 padded with NaN, ids: [rows, cols, R] padded with
+    PAD_TOKEN; score_rows, score_cols, rows_of, cols_of: [R] each round's own sizes. A round whose
+    scores' shape is not its ids' is refused (scores_shape_refusal), then logp_of_scores judges the rest."""
+    same_shape = (score_rows == rows_of) & (score_cols == cols_of)
+    if scores.shape != ids.shape:  # wider somewhere than the ids: those rounds are refused above
+        fitted = np.full(ids.shape, np.nan)
+        rows, cols = min(ids.shape[0], scores.shape[0]), min(ids.shape[1], scores.shape[1])
+        fitted[:rows, :cols] = scores[:rows, :cols]
+        scores = fitted
+    logp, ok = logp_of_scores(scores, ids, kind)
+    return logp, ok & same_shape
 
 
 def logp_of_scores(scores: np.ndarray, ids: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
@@ -383,9 +427,9 @@ def _first_cell(bad: np.ndarray) -> tuple[int, int]:
 
 
 def _check_real(arr: np.ndarray, path: Path, field_name: str) -> None:
-    """Scores and node log-probabilities are real numbers (SCORE_KINDS): the one check and its words."""
-    if arr.dtype.kind not in SCORE_KINDS:
-        raise DumpError(path, f"expected real numbers, got dtype {arr.dtype}", field_name)
+    why = real_refusal(arr.dtype)
+    if why is not None:
+        raise DumpError(path, why, field_name)
 
 
 def _refuse_positive_logp(values: np.ndarray, bad: np.ndarray, path: Path, field_name: str, why: str = "") -> NoReturn:

@@ -24,7 +24,7 @@ from replay.io.dumpnames import Key
 from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
 from replay.util.bounded import read_regular_or_none
 
-from .matrix_io import SCORE_AUTO, file_format, logp_of_scores, name_ext
+from .matrix_io import SCORE_AUTO, batch_logp, file_format, name_ext
 from .textparse import ParsedTexts, parse_id_texts, parse_score_texts
 
 FilePaths = tuple[str, "str | None", "str | None"]  # a matrix's data file, scores and parents companions
@@ -176,10 +176,7 @@ def _parse_piece(
             logp = None
             if has_scores[m]:
                 scores, s_rows, s_cols = _gather(scored, score_files[:, m], np.nan)
-                good &= (s_rows == rows_of) & (s_cols == cols_of)  # else _as_logp refuses: the reference says so
-                if scores.shape != ids.shape:
-                    scores = _fit(scores, ids.shape)
-                logp, checked = logp_of_scores(scores, ids, score_kind)
+                logp, checked = batch_logp(scores, s_rows, s_cols, ids, rows_of, cols_of, score_kind)
                 good &= checked
             mats.append((ids, rows_of, cols_of, logp))
         rest += [taken[t][0] for t in idx[~good].tolist()]
@@ -204,14 +201,6 @@ def _parse_piece(
                 rounds.ordinals[idx],
             )
         )
-
-
-def _fit(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """[rows, cols, R] values cut or NaN-padded to ``shape`` (rounds whose shapes differ are refused anyway)."""
-    out: np.ndarray = np.full(shape, np.nan)
-    rows, cols = min(shape[0], values.shape[0]), min(shape[1], values.shape[1])
-    out[:rows, :cols] = values[:rows, :cols]
-    return out
 
 
 @dataclass(frozen=True, eq=False)
