@@ -29,14 +29,16 @@ from replay.util.words import round_name
 from .dumpnames import Key
 from .formats.arraybatch import read_array_batches
 from .formats.matrix_io import SCORE_AUTO, RawSpec, name_ext
-from .formats.textbatch import RoundPaths, read_text_batches
+from .formats.textbatch import read_text_batches
 from .grouping import FileSet, Grouping, RoundFiles
 from .roundbatch import (
     GroupKey,
     MatrixStack,
     RoundBatch,
+    RoundPaths,
     Signature,
     SourceNames,
+    batch_of_items,
     group_key,
     signature_of,
 )
@@ -103,41 +105,26 @@ def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -
     fast, rest = read_text_batches(directory, items, opts.step0_offset, opts.layout, raw_forced, opts.score_kind)
     arrays, rest = read_array_batches(directory, rest, opts.step0_offset, opts.layout, opts.score_kind)
     fast += arrays
-    groups: dict[tuple[Signature, tuple[str, ...]], list[tuple[int, Round]]] = {}
+    groups: dict[tuple[Signature, tuple[str, ...]], list[tuple[RoundPaths, Round]]] = {}
     unreadable: list[tuple[int, Skipped]] = []
     files = sum(1 + (s is not None) + (p is not None) for _, _, fps, _ in items for _, s, p in fps)
-    for ordinal, rf, root in map(_round_files, rest):
+    for item in rest:
+        ordinal, rf, root = _round_files(item)
         try:
             rnd = load_round(rf, opts.raw, opts.score_kind, root, opts.layout)
         except DumpError as exc:
             unreadable.append((ordinal, Skipped(round_entry(round_name(rf.key)), str(exc), (exc.path,))))
             continue
-        groups.setdefault((signature_of(rnd), _exts(rf)), []).append((ordinal, rnd))
+        groups.setdefault((signature_of(rnd), _exts(rf)), []).append((item, rnd))
     batches = []
     for (_, exts), members in groups.items():
         rounds = [r for _, r in members]
         names = SourceNames(directory, exts, opts.step0_offset)
-        batch = RoundBatch(
-            np.asarray([r.key for r in rounds], dtype=np.int64).reshape(-1, 2).T.copy(),
-            np.asarray([r.root_token for r in rounds], dtype=np.int64),
-            tuple(MatrixStack.stack([r.steps[s] for r in rounds]).narrowed() for s in range(len(rounds[0].steps))),
-            MatrixStack.stack([r.validate for r in rounds]).narrowed(),
-            opts.layout,
-            names,
-            np.asarray([o for o, _ in members], dtype=np.int64),
-        )
-        odd = {o: _paths_of(r) for o, r in members if _paths_of(r) != names.paths(r.key, len(r.steps))}
-        if odd:  # names that do not round-trip (e.g. zero-padded counters): keep them verbatim
-            batch = RoundBatch(
-                batch.keys,
-                batch.root_tokens,
-                batch.steps,
-                batch.validate,
-                batch.layout,
-                SourceNames(directory, exts, opts.step0_offset, odd),
-                batch.ordinals,
-            )
-        batches.append(batch)
+        stacks = [MatrixStack.stack([r.steps[s] for r in rounds]).narrowed() for s in range(len(rounds[0].steps))]
+        stacks.append(MatrixStack.stack([r.validate for r in rounds]).narrowed())
+        # the matrices' own paths: names that do not round-trip (zero-padded counters) are kept verbatim
+        odd = {it[0]: _paths_of(r) for it, r in members if _paths_of(r) != names.paths(r.key, len(r.steps))}
+        batches.append(batch_of_items([it for it, _ in members], stacks, names, opts.layout, odd))
     # One batch per group: text rounds of any shape, and rounds from both readers, in key order as one reader gives them
     batches = _merge_in_order(fast + batches)
     return ReadChunk(tuple(batches), tuple(unreadable), files, len(items))

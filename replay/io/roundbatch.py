@@ -22,12 +22,15 @@ import numpy as np
 
 from replay.core.vocab import LAYOUTS, PAD_TOKEN
 
-from .dumpnames import scores_companion
+from .dumpnames import Key, scores_companion
 from .formats.matrix_io import DumpMatrix
 from .rounds import Round
 from .step0 import DEFAULT_STEP0_OFFSET
 
 _INT32 = np.iinfo(np.int32)
+FilePaths = tuple[str, "str | None", "str | None"]  # a matrix's data file, scores and parents companions
+# A round as it crosses to a reader process: strings pickle ~10x faster than the Paths of a RoundFiles.
+RoundPaths = tuple[int, Key, tuple[FilePaths, ...], int]  # (ordinal, key, draft steps then validate, root token)
 
 
 def narrow_ids(ids: np.ndarray) -> np.dtype:
@@ -343,11 +346,9 @@ class SourceNames:
             return tuple(self.overrides[ordinal])
         return tuple(self.step_path(key, s) for s in range(steps)) + (self.validate_path(key),)
 
-    def odd_rounds(
-        self, items: Sequence[tuple[int, tuple[int, int], tuple[tuple[str, str | None, str | None], ...], int]]
-    ) -> dict[int, tuple[str, ...]]:
+    def odd_rounds(self, items: Sequence[RoundPaths]) -> dict[int, tuple[str, ...]]:
         """ordinal → data paths of the rounds whose paths paths() does not rebuild ("007", "./"): a reader
-        keeps these verbatim (the overrides). items: textbatch.RoundPaths, each with a file per matrix.
+        keeps these verbatim (the overrides). items: each with a file per matrix.
 
         All rounds at once: one string formatted per round and one comparison for all of them; a
         round at a time only where some name does not round-trip.
@@ -464,6 +465,31 @@ class RoundBatch:
             return tuple(f"draft_step_{s}" for s in range(self.num_steps)) + ("validate",)
         ordinal = None if self.ordinals is None else int(self.ordinals[i])
         return self.names.paths(self.key(i), self.num_steps, ordinal)
+
+
+def batch_of_items(
+    items: Sequence[RoundPaths],
+    stacks: Sequence[MatrixStack],
+    names: SourceNames,
+    layout: str | None,
+    odd: Mapping[int, tuple[str, ...]] | None = None,
+) -> RoundBatch:
+    """Every reader's RoundBatch of rounds ``items`` (in batch order), whose matrices are ``stacks``
+    (draft steps, then validate): keys, root tokens and ordinals from the items. Rounds whose file
+    names ``names`` does not rebuild keep theirs verbatim: SourceNames.odd_rounds, or ``odd`` where
+    the reader found them itself."""
+    odd = names.odd_rounds(items) if odd is None else odd
+    if odd:
+        names = SourceNames(names.directory, names.exts, names.step0_offset, odd)
+    return RoundBatch(
+        np.asarray([it[1] for it in items], dtype=np.int64).reshape(-1, 2).T.copy(),
+        np.fromiter((it[3] for it in items), dtype=np.int64, count=len(items)),
+        tuple(stacks[:-1]),
+        stacks[-1],
+        layout,
+        names,
+        np.fromiter((it[0] for it in items), dtype=np.int64, count=len(items)),
+    )
 
 
 # Per matrix (draft steps, then validate): whether it has scores, whether it has parents, its

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from replay.core.vocab import PAD_TOKEN
-from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
+from replay.io.roundbatch import FilePaths, MatrixStack, RoundBatch, RoundPaths, SourceNames, batch_of_items
 from replay.util.bounded import MAX_ZIP_MEMBERS, read_regular_or_none
 from replay.util.errors import DumpError
 
@@ -40,7 +40,6 @@ from .matrix_io import (
     wide_unsigned,
 )
 from .npyfile import stored_arrays, stored_member, whole_npy_header
-from .textbatch import FilePaths, RoundPaths
 
 BULK_FILE_BYTES = 1 << 20  # larger files go to the reference reader
 BULK_PIECE_BYTES = 8 << 20  # file bytes decoded together (~3x this in work arrays)
@@ -363,22 +362,8 @@ def _group_batches(
     if not keep.size:
         return
     items = [taken[r][0] for r in rounds.taken[keep].tolist()]
-    names = SourceNames(directory, data_exts, step0_offset)
-    odd = names.odd_rounds(items)  # names that do not round-trip ("007", "./"): kept verbatim, as the reference does
-    if odd:
-        names = SourceNames(directory, data_exts, step0_offset, odd)
     mats = [MatrixStack.of_rounds(ids, logp, rows_of, cols_of, keep) for ids, logp, rows_of, cols_of in stacks]
-    batches.append(
-        RoundBatch(
-            np.asarray([it[1] for it in items], dtype=np.int64).reshape(-1, 2).T.copy(),
-            np.fromiter((it[3] for it in items), dtype=np.int64, count=len(items)),
-            tuple(mats[:-1]),
-            mats[-1],
-            layout,
-            names,
-            np.fromiter((it[0] for it in items), dtype=np.int64, count=len(items)),
-        )
-    )
+    batches.append(batch_of_items(items, mats, SourceNames(directory, data_exts, step0_offset), layout))
 
 
 def _gather(

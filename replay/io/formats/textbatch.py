@@ -15,21 +15,16 @@ here: it is handed back, and the caller reads it with the file-by-file reader
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from replay.core.vocab import PAD_TOKEN
-from replay.io.dumpnames import Key
-from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
+from replay.io.roundbatch import FilePaths, MatrixStack, RoundBatch, RoundPaths, SourceNames, batch_of_items
 from replay.util.bounded import read_regular_or_none
 
 from .matrix_io import SCORE_AUTO, batch_logp, file_format, name_ext
 from .textparse import ParsedTexts, parse_id_texts, parse_score_texts
 
-FilePaths = tuple[str, "str | None", "str | None"]  # a matrix's data file, scores and parents companions
-# What crosses to a reader process: strings pickle ~10x faster than the Paths of a RoundFiles.
-RoundPaths = tuple[int, Key, tuple[FilePaths, ...], int]  # (ordinal, key, draft steps then validate, root token)
 BULK_FILE_BYTES = 1 << 20  # larger text files go to the reference reader (its limit: MAX_TEXT_FILE_BYTES)
 BULK_PARSE_BYTES = 8 << 20  # text parsed per numpy pass (~15 bytes of work arrays per byte)
 
@@ -163,7 +158,6 @@ def _parse_piece(
             by_kind.setdefault((exts, tuple(w >= 0 for w in where)), []).append(t)
         else:
             rest.append(item)
-    rounds = _RoundColumns.of([item for item, _, _ in taken])
     for (exts, has_scores), members in by_kind.items():
         idx = np.asarray(members, dtype=np.int64)
         files = firsts[idx][:, None] + np.arange(len(exts))  # [R, matrices]
@@ -185,36 +179,4 @@ def _parse_piece(
         keep = np.flatnonzero(good)
         idx = idx[keep]
         stacks = [MatrixStack.of_rounds(ids, logp, rows_of, cols_of, keep) for ids, rows_of, cols_of, logp in mats]
-        src = names[exts]
-        # names that do not round-trip ("007", "./"): kept verbatim, as the reference does
-        overrides = src.odd_rounds([taken[t][0] for t in idx.tolist()])
-        if overrides:
-            src = SourceNames(src.directory, src.exts, src.step0_offset, overrides)
-        batches.append(
-            RoundBatch(
-                rounds.keys[:, idx],
-                rounds.roots[idx],
-                tuple(stacks[:-1]),
-                stacks[-1],
-                layout,
-                src,
-                rounds.ordinals[idx],
-            )
-        )
-
-
-@dataclass(frozen=True, eq=False)
-class _RoundColumns:
-    """Per-round columns of the rounds read here, for indexing by round."""
-
-    ordinals: np.ndarray  # [T] int64
-    keys: np.ndarray  # [2, T] int64
-    roots: np.ndarray  # [T] int64
-
-    @classmethod
-    def of(cls, items: Sequence[RoundPaths]) -> _RoundColumns:
-        return cls(
-            np.fromiter((it[0] for it in items), dtype=np.int64, count=len(items)),
-            np.asarray([it[1] for it in items], dtype=np.int64).reshape(-1, 2).T.copy(),
-            np.fromiter((it[3] for it in items), dtype=np.int64, count=len(items)),
-        )
+        batches.append(batch_of_items([taken[t][0] for t in idx.tolist()], stacks, names[exts], layout))
