@@ -40,6 +40,8 @@ MAX_NDIM = 32
 NUMBER_KINDS = "biuf"  # bool, signed, unsigned, float: everything else is refused before reading data
 PICKLE_PROTO = b"\x80"  # first byte of a binary pickle (numpy's object arrays, a bare pickle.dump)
 EMPTY_MATRIX_FILE = "empty file: no matrix rows"  # the one wording: the .npy, text and raw readers refuse with it
+PICKLED = "holds pickled objects; refusing to unpickle (save plain numeric arrays)"  # a .npy, an .npz, a dtype
+HEADER_ENDS_EARLY = "truncated numpy file: the header ends early"
 
 # The header dict exactly as np.save writes it (keys in this order, shape as repr(tuple) with no
 # leading zeros, space padding, one newline). ast.literal_eval reads every string this matches to
@@ -87,17 +89,17 @@ def read_npy_header(
         raise fail(EMPTY_MATRIX_FILE)
     if not prefix.startswith(NPY_MAGIC):
         if prefix.startswith(PICKLE_PROTO):
-            raise fail("holds pickled objects; refusing to unpickle (save plain numeric arrays)")
+            raise fail(PICKLED)
         raise fail("corrupt or truncated numpy file (no valid .npy/.npz header)")
     if len(prefix) < 8:
-        raise fail("truncated numpy file: the header ends early")
+        raise fail(HEADER_ENDS_EARLY)
     major = prefix[6]
     if major not in (1, 2, 3):
         raise fail(f"unsupported .npy format version {major}.{prefix[7]}")
     len_format = "<H" if major == 1 else "<I"
     raw_len = read(struct.calcsize(len_format))
     if len(raw_len) < struct.calcsize(len_format):
-        raise fail("truncated numpy file: the header ends early")
+        raise fail(HEADER_ENDS_EARLY)
     (header_len,) = struct.unpack(len_format, raw_len)
     if header_len > MAX_NPY_HEADER_BYTES:
         raise fail(
@@ -105,7 +107,7 @@ def read_npy_header(
         )
     header = read(header_len)
     if len(header) < header_len:
-        raise fail("truncated numpy file: the header ends early")
+        raise fail(HEADER_ENDS_EARLY)
     common = _common_header(header) if major == 1 else None
     if common is not None:
         shape, fortran_order, dtype = common
@@ -213,7 +215,7 @@ def dtype_words(dtype: np.dtype) -> str:
 
 def _check_dtype(dtype: np.dtype, fail: Fail) -> None:
     if dtype.hasobject:
-        raise fail("holds pickled objects; refusing to unpickle (save plain numeric arrays)")
+        raise fail(PICKLED)
     if dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in NUMBER_KINDS or dtype.itemsize < 1:
         raise fail(f"holds {dtype_words(dtype)}: token ids must be integers, scores real numbers")
 
@@ -262,7 +264,7 @@ def read_npz(path: str | Path, names: Iterable[str]) -> tuple[dict[str, np.ndarr
         if data.startswith(NPY_MAGIC):
             raise DumpError(path, "a .npy file named .npz; rename it to .npy")
         if data.startswith(PICKLE_PROTO):
-            raise DumpError(path, "holds pickled objects; refusing to unpickle (save plain numeric arrays)")
+            raise DumpError(path, PICKLED)
     fast = _read_stored_npz(data, path, names)
     if fast is not None:
         return fast
