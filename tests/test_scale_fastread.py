@@ -8,9 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-import replay.io.formats.arraybatch as arraybatch
 import replay.io.formats.matrix_io as matrix_io
-import replay.io.formats.textbatch as textbatch
+import replay.io.roundbatch as roundbatch
 from replay.core.config import TreeConfig
 from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
 from replay.io.grouping import group_directory
@@ -48,10 +47,9 @@ def test_every_file_read_once_and_results_match(tmp_path, monkeypatch):
 
         return read
 
-    # every reader: the reference (one file at a time) and the bulk readers (text, .npz/.npy)
+    # every reader: the reference (one file at a time) and the bulk readers (text, .npz/.npy: roundbatch.round_pieces)
     monkeypatch.setattr(matrix_io, "read_array_file", counting(matrix_io.read_array_file))
-    for bulk in (textbatch, arraybatch):
-        monkeypatch.setattr(bulk, "read_regular_or_none", counting(bulk.read_regular_or_none))
+    monkeypatch.setattr(roundbatch, "read_regular_or_none", counting(roundbatch.read_regular_or_none))
     grouping = group_directory(tmp_path)
     batches, unreadable = read_directory(tmp_path, grouping, {}, ReadOptions(), workers=1)
     files = [p for p in tmp_path.iterdir() if p.name.startswith(("draft", "validate"))]
@@ -94,8 +92,7 @@ def test_stats_at_a_temperature_reads_each_file_once(tmp_path, monkeypatch, caps
 
     monkeypatch.setattr(parallel, "default_workers", lambda: 1)  # reads in this process, where they are counted
     monkeypatch.setattr(matrix_io, "read_array_file", counting(matrix_io.read_array_file))
-    for bulk in (textbatch, arraybatch):
-        monkeypatch.setattr(bulk, "read_regular_or_none", counting(bulk.read_regular_or_none))
+    monkeypatch.setattr(roundbatch, "read_regular_or_none", counting(roundbatch.read_regular_or_none))
     assert main(["stats", str(tmp_path), "--temperature", "0.7", "--json", "--no-progress"]) == 0
     assert json.loads(capsys.readouterr().out)["summary"]
     files = [p for p in tmp_path.iterdir() if p.name.startswith(("draft", "validate"))]

@@ -27,7 +27,7 @@ from replay.core.config import TreeConfig
 from replay.engine.options import ReplayOptions
 from replay.engine.runs import replay_run
 from replay.io.fastread import ReadOptions, plan_items, read_chunk, round_paths
-from replay.io.formats.matrix_io import _parse_text_lines
+from replay.io.formats.matrix_io import _parse_text_lines, parse_text_matrix
 from replay.io.grouping import group_directory
 from replay.io.roundbatch import group_key
 from replay.testing.batch_synth import SynthSpec, synth_batch, varied_run, write_text_rounds
@@ -135,6 +135,32 @@ def test_fast_parse_equals_reference_or_declines():
         taken_hostile += k >= len(clean)
     assert together.ok[: len(clean)].all()  # the common form is taken, not handed back
     assert 0 < taken_hostile < len(hostile)  # some edits stay in the subset (a leading blank), most do not
+
+
+@pytest.mark.parametrize("piece", [1, 7, 1 << 20])
+def test_one_file_in_pieces_reads_what_the_line_parser_reads(monkeypatch, piece):
+    """parse_text_matrix parses a file in pieces cut at line ends (textparse.parse_one_text): any cut,
+    a line longer than a piece, a blank or ragged piece included, reads what the line parser reads."""
+    monkeypatch.setattr(textparse, "ONE_FILE_PIECE_BYTES", piece)
+    rng = np.random.default_rng(5)
+    texts = [random_text(rng) for _ in range(300)] + [damage(rng, random_text(rng)) for _ in range(300)]
+    texts += [b"1 2\n\n\n\n3 4\n", b"1 2\n3\n", b"# c\n5 6\n# d\n7 8", b"\n\n", b"12345678 9\n1 2\n"]
+    for data in texts:
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            continue
+        got = outcome(lambda: parse_text_matrix(text, "f"))
+        assert got == outcome(lambda: _parse_text_lines(text.replace("\r\n", "\n"), "f", False)), data
+
+
+def outcome(parse) -> object:
+    """A parse's matrix as lists (and dtype), or its refusal's words."""
+    try:
+        matrix = parse()
+    except DumpError as exc:
+        return str(exc)
+    return matrix.tolist(), matrix.dtype.name
 
 
 @pytest.mark.parametrize(

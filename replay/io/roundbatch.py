@@ -14,13 +14,15 @@ replays them); it lives below both so that reading never imports the replay kern
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 
 from replay.core.vocab import LAYOUTS, PAD_TOKEN
+from replay.util.bounded import read_regular_or_none
 
 from .dumpnames import Key, scores_companion
 from .formats.matrix_io import DumpMatrix
@@ -31,6 +33,8 @@ _INT32 = np.iinfo(np.int32)
 FilePaths = tuple[str, "str | None", "str | None"]  # a matrix's data file, scores and parents companions
 # A round as it crosses to a reader process: strings pickle ~10x faster than the Paths of a RoundFiles.
 RoundPaths = tuple[int, Key, tuple[FilePaths, ...], int]  # (ordinal, key, draft steps then validate, root token)
+BULK_FILE_BYTES = 1 << 20  # larger files go to the file-by-file reader (its limits: replay.util.bounded)
+_Info = TypeVar("_Info")
 
 
 def narrow_ids(ids: np.ndarray) -> np.dtype:
@@ -490,6 +494,45 @@ def batch_of_items(
         names,
         np.fromiter((it[0] for it in items), dtype=np.int64, count=len(items)),
     )
+
+
+def round_pieces(
+    items: Sequence[RoundPaths],
+    takes: Callable[[RoundPaths], _Info | None],
+    file_bytes: int,
+    piece_bytes: int,
+    rest: list[RoundPaths],
+) -> Iterator[list[tuple[RoundPaths, _Info, list[bytes]]]]:
+    """A bulk reader's rounds, each with what ``takes`` says of it and its files' bytes (each data
+    file, then its scores companion), in pieces of about ``piece_bytes``: memory stays proportional
+    to one piece. A round ``takes`` refuses (None), or with a file that is not regular or exceeds
+    ``file_bytes`` (its first such file ends its reading), goes to ``rest`` for the file-by-file reader."""
+    piece: list[tuple[RoundPaths, _Info, list[bytes]]] = []
+    held = 0
+    for item in items:
+        info = takes(item)
+        got = None if info is None else _round_bytes(item, file_bytes)
+        if info is None or got is None:
+            rest.append(item)
+            continue
+        piece.append((item, info, got))
+        held += sum(map(len, got))
+        if held >= piece_bytes:
+            yield piece
+            piece, held = [], 0
+    if piece:
+        yield piece
+
+
+def _round_bytes(item: RoundPaths, limit: int) -> list[bytes] | None:
+    got = []
+    for data, scores, _ in item[2]:
+        for path in (data,) if scores is None else (data, scores):
+            read = read_regular_or_none(path, limit)
+            if read is None:
+                return None
+            got.append(read)
+    return got
 
 
 # Per matrix (draft steps, then validate): whether it has scores, whether it has parents, its

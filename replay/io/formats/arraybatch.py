@@ -26,8 +26,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from replay.core.vocab import PAD_TOKEN
-from replay.io.roundbatch import FilePaths, MatrixStack, RoundBatch, RoundPaths, SourceNames, batch_of_items
-from replay.util.bounded import MAX_ZIP_MEMBERS, read_regular_or_none
+from replay.io.roundbatch import (
+    BULK_FILE_BYTES,
+    FilePaths,
+    MatrixStack,
+    RoundBatch,
+    RoundPaths,
+    SourceNames,
+    batch_of_items,
+    round_pieces,
+)
+from replay.util.bounded import MAX_ZIP_MEMBERS
 from replay.util.errors import DumpError
 
 from .matrix_io import (
@@ -41,7 +50,6 @@ from .matrix_io import (
 )
 from .npyfile import stored_arrays, stored_member, whole_npy_header
 
-BULK_FILE_BYTES = 1 << 20  # larger files go to the reference reader
 BULK_PIECE_BYTES = 8 << 20  # file bytes decoded together (~3x this in work arrays)
 MAX_LAYOUTS = 8  # layouts tried per format and size in one piece; files of others go to the reference
 _FORMATS = ("npz", "npy")  # matrix_io.file_format's names
@@ -194,16 +202,15 @@ def _cut(table: np.ndarray, rows: np.ndarray, spec: tuple[int, np.dtype, tuple[i
     return raw.reshape(rows.size, c, r).transpose(0, 2, 1) if fortran else raw.reshape(rows.size, r, c)
 
 
-def _array_files(files: tuple[FilePaths, ...]) -> tuple[list[str], list[str], tuple[str, ...], tuple[bool, ...]] | None:
-    """(every file of a round: each data file then its scores companion; their file_formats; the data
+def _array_files(files: tuple[FilePaths, ...]) -> tuple[list[str], tuple[str, ...], tuple[bool, ...]] | None:
+    """(the file_format of every file of a round: each data file, then its scores companion; the data
     files' extensions as named; which matrices have a companion) when all are .npz/.npy without
     parents companions, else None."""
-    paths, formats, data_exts, companions = [], [], [], []
+    formats, data_exts, companions = [], [], []
     for data, scores, parents in files:
         fmt = file_format(data, False)  # raw --force reads extension-less files only
         if parents is not None or fmt not in _FORMATS:
             return None
-        paths.append(data)
         formats.append(fmt)
         data_exts.append(name_ext(data))
         companions.append(scores is not None)
@@ -211,9 +218,8 @@ def _array_files(files: tuple[FilePaths, ...]) -> tuple[list[str], list[str], tu
             fmt = file_format(scores, False)
             if fmt not in _FORMATS:
                 return None
-            paths.append(scores)
             formats.append(fmt)
-    return paths, formats, tuple(data_exts), tuple(companions)
+    return formats, tuple(data_exts), tuple(companions)
 
 
 # A round read here: (its item, its data files' extensions as named, which matrices have a companion)
@@ -230,33 +236,10 @@ def read_array_batches(
     """
     rest: list[RoundPaths] = []
     batches: list[RoundBatch] = []
-    taken: list[_Taken] = []
-    datas: list[bytes] = []
-    formats: list[str] = []
-    held = 0
-    for item in items:
-        found = _array_files(item[2])
-        if found is None:
-            rest.append(item)
-            continue
-        paths, file_formats, data_exts, companions = found
-        got = []
-        for p in paths:  # the first unreadable file sends the round to the general reader: read no more
-            d = read_regular_or_none(p, BULK_FILE_BYTES)
-            if d is None:
-                break
-            got.append(d)
-        if len(got) < len(paths):
-            rest.append(item)
-            continue
-        taken.append((item, data_exts, companions))
-        datas += got
-        formats += file_formats
-        held += sum(map(len, got))
-        if held >= BULK_PIECE_BYTES:
-            _decode_piece(directory, taken, datas, formats, step0_offset, layout, score_kind, batches, rest)
-            taken, datas, formats, held = [], [], [], 0
-    if taken:
+    for piece in round_pieces(items, lambda item: _array_files(item[2]), BULK_FILE_BYTES, BULK_PIECE_BYTES, rest):
+        taken = [(item, data_exts, companions) for item, (_, data_exts, companions), _ in piece]
+        datas = [data for _, _, got in piece for data in got]
+        formats = [fmt for _, (fmts, _, _), _ in piece for fmt in fmts]
         _decode_piece(directory, taken, datas, formats, step0_offset, layout, score_kind, batches, rest)
     rest.sort(key=lambda it: it[0])
     return batches, rest

@@ -32,7 +32,7 @@ from replay.util.words import counted, row_words, value_words
 
 from .npyfile import EMPTY_MATRIX_FILE, read_npy, read_npz, shape_words
 from .ptfile import load_pt
-from .textparse import parse_id_texts, parse_score_texts
+from .textparse import parse_one_text
 
 TEXT_EXTS = ("", ".txt", ".csv")
 RAW_EXTS = (".bin", ".raw")
@@ -170,10 +170,9 @@ def parse_text_matrix(text: str, path: str, as_float: bool = False) -> np.ndarra
     """
     text = text.replace("\r\n", "\n")
     if text.isascii() and not _ODD_LINE_BREAKS.search(text):
-        body = _COMMENT_LINES.sub("", text).encode("ascii")
-        parsed = (parse_score_texts if as_float else parse_id_texts)([body])
-        if parsed.ok[0]:
-            return parsed.values.reshape(int(parsed.rows[0]), int(parsed.cols[0]))
+        matrix = parse_one_text(_COMMENT_LINES.sub("", text).encode("ascii"), as_float)
+        if matrix is not None:
+            return matrix
     return _parse_text_lines(text, path, as_float)
 
 

@@ -19,31 +19,32 @@ from collections.abc import Sequence
 import numpy as np
 
 from replay.core.vocab import PAD_TOKEN
-from replay.io.roundbatch import FilePaths, MatrixStack, RoundBatch, RoundPaths, SourceNames, batch_of_items
-from replay.util.bounded import read_regular_or_none
+from replay.io.roundbatch import (
+    BULK_FILE_BYTES,
+    FilePaths,
+    MatrixStack,
+    RoundBatch,
+    RoundPaths,
+    SourceNames,
+    batch_of_items,
+    round_pieces,
+)
 
 from .matrix_io import SCORE_AUTO, batch_logp, file_format, name_ext
 from .textparse import ParsedTexts, parse_id_texts, parse_score_texts
 
-BULK_FILE_BYTES = 1 << 20  # larger text files go to the reference reader (its limit: MAX_TEXT_FILE_BYTES)
 BULK_PARSE_BYTES = 8 << 20  # text parsed per numpy pass (~15 bytes of work arrays per byte)
 
 
-def _text_paths(
-    files: tuple[FilePaths, ...], raw_forced: bool
-) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str | None, ...]] | None:
-    """(data paths, their extensions as named, their scores companions or None) when every file reads
-    as text (matrix_io.file_format) and no matrix has a parents companion, else None."""
-    paths, exts, scores_paths = [], [], []
+def _text_exts(files: tuple[FilePaths, ...], raw_forced: bool) -> tuple[str, ...] | None:
+    """The data files' extensions as named when every file reads as text (matrix_io.file_format) and
+    no matrix has a parents companion, else None."""
     for p, scores, parents in files:
         if parents is not None or file_format(p, raw_forced) != "text":
             return None
         if scores is not None and file_format(scores, raw_forced) != "text":
             return None
-        paths.append(p)
-        exts.append(name_ext(p))
-        scores_paths.append(scores)
-    return tuple(paths), tuple(exts), tuple(scores_paths)
+    return tuple(name_ext(p) for p, _, _ in files)
 
 
 def _gather(parsed: ParsedTexts, files: np.ndarray, fill: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -78,66 +79,19 @@ def read_text_batches(
     """
     rest: list[RoundPaths] = []
     batches: list[RoundBatch] = []
-    piece = _Piece()
     names: dict[tuple[str, ...], SourceNames] = {}
-    for item in items:
-        found = _text_paths(item[2], raw_forced)
-        if found is None:
-            rest.append(item)
-            continue
-        paths, exts, scores_paths = found
-        if exts not in names:
+    for piece in round_pieces(
+        items, lambda item: _text_exts(item[2], raw_forced), BULK_FILE_BYTES, BULK_PARSE_BYTES, rest
+    ):
+        for exts in {exts for _, exts, _ in piece} - set(names):
             names[exts] = SourceNames(directory, exts, step0_offset)
-        if not piece.add(item, exts, paths, scores_paths):  # a file the bulk reader does not take
-            rest.append(item)
-            continue
-        if piece.held >= BULK_PARSE_BYTES:
-            _parse_piece(piece, names, layout, score_kind, batches, rest)
-            piece = _Piece()
-    if piece.taken:
         _parse_piece(piece, names, layout, score_kind, batches, rest)
     rest.sort(key=lambda it: it[0])
     return batches, rest
 
 
-class _Piece:
-    """Rounds read so far for one parse: their ids files' bytes, and their scores companions' bytes."""
-
-    def __init__(self) -> None:
-        self.taken: list[tuple[RoundPaths, tuple[str, ...], tuple[int, ...]]] = []  # (item, exts, scores file or -1)
-        self.ids: list[bytes] = []
-        self.scores: list[bytes] = []
-        self.held = 0
-
-    def add(
-        self, item: RoundPaths, exts: tuple[str, ...], paths: tuple[str, ...], scores: tuple[str | None, ...]
-    ) -> bool:
-        """Read a round's files; False (nothing kept) when one is not a regular file within BULK_FILE_BYTES."""
-        ids: list[bytes] = []
-        score_bytes: list[bytes] = []
-        where: list[int] = []
-        for p, sp in zip(paths, scores):
-            data = read_regular_or_none(p, BULK_FILE_BYTES)
-            if data is None:
-                return False
-            ids.append(data)
-            if sp is None:
-                where.append(-1)
-                continue
-            sdata = read_regular_or_none(sp, BULK_FILE_BYTES)
-            if sdata is None:
-                return False
-            where.append(len(self.scores) + len(score_bytes))
-            score_bytes.append(sdata)
-        self.taken.append((item, exts, tuple(where)))
-        self.ids += ids
-        self.scores += score_bytes
-        self.held += sum(map(len, ids)) + sum(map(len, score_bytes))
-        return True
-
-
 def _parse_piece(
-    piece: _Piece,
+    piece: list[tuple[RoundPaths, tuple[str, ...], list[bytes]]],
     names: dict[tuple[str, ...], SourceNames],
     layout: str | None,
     score_kind: str,
@@ -145,9 +99,20 @@ def _parse_piece(
     rest: list[RoundPaths],
 ) -> None:
     """Parse the files of the piece's rounds; batches and rounds refused are appended."""
-    parsed = parse_id_texts(piece.ids)
-    scored = parse_score_texts(piece.scores)
-    taken = piece.taken
+    taken: list[tuple[RoundPaths, tuple[str, ...], tuple[int, ...]]] = []  # (item, exts, scores file or -1)
+    id_bytes: list[bytes] = []
+    score_bytes: list[bytes] = []
+    for item, exts, got in piece:
+        reads = iter(got)
+        scores_at = []
+        for _, companion, _ in item[2]:
+            id_bytes.append(next(reads))
+            scores_at.append(-1 if companion is None else len(score_bytes))
+            if companion is not None:
+                score_bytes.append(next(reads))
+        taken.append((item, exts, tuple(scores_at)))
+    parsed = parse_id_texts(id_bytes)
+    scored = parse_score_texts(score_bytes)
     counts = np.fromiter((len(exts) for _, exts, _ in taken), dtype=np.int64, count=len(taken))  # [T] files per round
     firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))  # [T] each round's first file in ``parsed``
     round_ok = np.logical_and.reduceat(parsed.ok, firsts)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 MAX_DIGITS = 18  # characters of one value, sign included: any such integer fits int64
+ONE_FILE_PIECE_BYTES = 1 << 20  # one file's text parsed per numpy pass (~40 bytes of work arrays per byte)
 
 # The fast alphabets; any other byte sends its file to the reference. A value is a run of bytes
 # other than the separators (space, tab, comma, LF).
@@ -222,3 +223,26 @@ def _parse_texts(datas: Sequence[bytes], floats: bool) -> ParsedTexts:
         )  # never seen; the reference decides
     start = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
     return ParsedTexts(ok, rows, cols, start, values)
+
+
+def parse_one_text(body: bytes, floats: bool) -> np.ndarray | None:
+    """One file's [rows, cols] matrix (float64 scores or int64 ids), None when it is outside the fast
+    subset. Parsed in pieces of about ONE_FILE_PIECE_BYTES cut at line ends, so the work arrays stay
+    small for a file of any size; a piece of blank lines only is outside the subset."""
+    parse = parse_score_texts if floats else parse_id_texts
+    parts: list[np.ndarray] = []
+    start = 0
+    while start < len(body):
+        end = len(body)
+        if end - start > ONE_FILE_PIECE_BYTES:  # cut after the piece's last LF (or a longer line's own)
+            cut = body.rfind(b"\n", start, start + ONE_FILE_PIECE_BYTES)
+            cut = cut if cut >= 0 else body.find(b"\n", start + ONE_FILE_PIECE_BYTES)
+            end = end if cut < 0 else cut + 1
+        parsed = parse([body[start:end]])
+        if not parsed.ok[0] or (parts and int(parsed.cols[0]) != parts[0].shape[1]):
+            return None
+        parts.append(parsed.values.reshape(int(parsed.rows[0]), int(parsed.cols[0])))
+        start = end
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
