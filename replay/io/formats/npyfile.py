@@ -224,25 +224,19 @@ def whole_npy_header(buf: bytes | bytearray, path: str | Path, field: str | None
     """The checked header of ``buf``, a whole .npy stream (a file, an archive member): refused unless
     its data fills the rest of ``buf`` exactly."""
     header = read_npy_header(io.BytesIO(buf).read, path, field)
-    _check_data_size(len(buf) - header.offset, header, path, field)
-    return header
-
-
-def _check_data_size(have: int, header: NpyHeader, path: str | Path, field: str | None) -> None:
-    need = header.data_bytes
+    have, need = len(buf) - header.offset, header.data_bytes
     if have != need:
         what = "truncated" if have < need else "trailing bytes after the data"
         raise dump_fail(path, field)(
             f"{what}: the header says {shape_words(header.shape)} of {header.dtype}, which needs {need:,} data bytes;"
             f" the file has {have:,}"
         )
+    return header
 
 
-def array_from_buffer(
-    buf: bytearray | bytes, header: NpyHeader, path: str | Path, field: str | None = None
-) -> np.ndarray:
-    """The array a checked header describes, over ``buf`` (data starting at ``header.offset``)."""
-    _check_data_size(len(buf) - header.offset, header, path, field)
+def array_from_buffer(buf: bytearray | bytes, header: NpyHeader) -> np.ndarray:
+    """The array a header describes over ``buf``, which it fills from ``header.offset`` (whole_npy_header,
+    or an archive member of the size the header needs)."""
     flat = np.frombuffer(buf, dtype=header.dtype, count=math.prod(header.shape), offset=header.offset)
     return flat.reshape(header.shape, order="F" if header.fortran_order else "C")
 
@@ -250,7 +244,7 @@ def array_from_buffer(
 def read_npy(path: str | Path) -> np.ndarray:
     """The array of a .npy file, checked against the file's real size before it is made."""
     buf = read_file_bytes(path, MAX_MATRIX_FILE_BYTES)
-    return array_from_buffer(buf, whole_npy_header(buf, path), path)
+    return array_from_buffer(buf, whole_npy_header(buf, path))
 
 
 def read_npz(path: str | Path, names: Iterable[str]) -> tuple[dict[str, np.ndarray], tuple[str, ...]]:
@@ -301,7 +295,7 @@ def _read_member_array(archive: BoundedZip, member: str, path: str | Path, field
         buf = bytearray(size)
         buf[: len(head)] = head
         buf[len(head) :] = archive.read_exact(stream, size - len(head), member)
-    return array_from_buffer(buf, header, path, field)
+    return array_from_buffer(buf, header)
 
 
 # Zip records as np.savez writes them (uncompressed "stored" members, no comment, no zip64 in the
@@ -333,7 +327,7 @@ def _read_stored_npz(
         read = stored_member(data, members[name], path, name)
         if read is None:
             return None
-        out[name] = array_from_buffer(*read, path, name)
+        out[name] = array_from_buffer(*read)
     return out, tuple(members)
 
 
