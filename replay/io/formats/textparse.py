@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 MAX_DIGITS = 18  # characters of one value, sign included: any such integer fits int64
-ONE_FILE_PIECE_BYTES = 1 << 20  # one file's text parsed per numpy pass (~40 bytes of work arrays per byte)
+ONE_FILE_PIECE_BYTES = 1 << 20  # one file's text parsed per numpy pass (up to ~40 bytes of work arrays a byte)
 
 # The fast alphabets; any other byte sends its file to the reference. A value is a run of bytes
 # other than the separators (space, tab, comma, LF).
