@@ -28,7 +28,7 @@ from replay.util.words import round_name
 
 from .dumpnames import Key
 from .formats.arraybatch import read_array_batches
-from .formats.matrix_io import SCORE_AUTO, RawSpec, name_ext
+from .formats.matrix_io import SCORE_AUTO, RawSpec, file_kind
 from .formats.textbatch import read_text_batches
 from .grouping import FileSet, Grouping, RoundFiles
 from .roundbatch import (
@@ -77,7 +77,7 @@ def count_files(files: RoundFiles) -> int:
 
 
 def _exts(files: RoundFiles) -> tuple[str, ...]:
-    return tuple(name_ext(fs.data) for fs in (*files.steps, files.validate))
+    return tuple(file_kind(fs.data, False)[0] for fs in (*files.steps, files.validate))
 
 
 def _paths_of(rnd: Round) -> tuple[str, ...]:

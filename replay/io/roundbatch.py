@@ -527,8 +527,12 @@ def round_pieces(
 def _round_bytes(item: RoundPaths, limit: int) -> list[bytes] | None:
     got = []
     for data, scores, _ in item[2]:
-        for path in (data,) if scores is None else (data, scores):
-            read = read_regular_or_none(path, limit)
+        read = read_regular_or_none(data, limit)
+        if read is None:
+            return None
+        got.append(read)
+        if scores is not None:
+            read = read_regular_or_none(scores, limit)
             if read is None:
                 return None
             got.append(read)

@@ -41,9 +41,8 @@ from replay.util.errors import DumpError
 
 from .matrix_io import (
     batch_logp,
-    file_format,
+    file_kind,
     ids_refusal,
-    name_ext,
     real_refusal,
     scores_shape_refusal,
     wide_unsigned,
@@ -52,7 +51,7 @@ from .npyfile import stored_arrays, stored_member, whole_npy_header
 
 BULK_PIECE_BYTES = 8 << 20  # file bytes decoded together (~3x this in work arrays)
 MAX_LAYOUTS = 8  # layouts tried per format and size in one piece; files of others go to the reference
-_FORMATS = ("npz", "npy")  # matrix_io.file_format's names
+_FORMATS = ("npz", "npy")  # matrix_io.file_kind's names
 _MANY_MEMBERS = 4 * (MAX_ZIP_MEMBERS + 1)  # smaller files cannot hold more central-entry signatures than allowed
 # Zip fields that np.savez fills per file and the reference reader does not read (mod time, mod
 # date, and the CRC, checked against the data below): offsets in the local header, central entry.
@@ -203,19 +202,19 @@ def _cut(table: np.ndarray, rows: np.ndarray, spec: tuple[int, np.dtype, tuple[i
 
 
 def _array_files(files: tuple[FilePaths, ...]) -> tuple[list[str], tuple[str, ...], tuple[bool, ...]] | None:
-    """(the file_format of every file of a round: each data file, then its scores companion; the data
+    """(the file_kind format of every file of a round: each data file, then its scores companion; the data
     files' extensions as named; which matrices have a companion) when all are .npz/.npy without
     parents companions, else None."""
     formats, data_exts, companions = [], [], []
     for data, scores, parents in files:
-        fmt = file_format(data, False)  # raw --force reads extension-less files only
+        ext, fmt = file_kind(data, False)  # raw --force reads extension-less files only
         if parents is not None or fmt not in _FORMATS:
             return None
         formats.append(fmt)
-        data_exts.append(name_ext(data))
+        data_exts.append(ext)
         companions.append(scores is not None)
         if scores is not None:
-            fmt = file_format(scores, False)
+            fmt = file_kind(scores, False)[1]
             if fmt not in _FORMATS:
                 return None
             formats.append(fmt)

@@ -271,7 +271,7 @@ def _read_raw(path: Path, dtype: str, columns: int, kinds: str) -> np.ndarray:
 
 
 def _load_arrays(path: Path, fmt: str) -> dict[str, np.ndarray]:
-    """The arrays named in ARRAY_NAMES that the file (of file_format ``fmt``) holds; 'ids' must be among them."""
+    """The arrays named in ARRAY_NAMES that the file (of file_kind ``fmt``) holds; 'ids' must be among them."""
     if fmt == "npy":
         return {"ids": read_npy(path)}
     if fmt == "npz":
@@ -474,30 +474,30 @@ def _as_parents(parents: np.ndarray, rows: int, path: Path) -> np.ndarray:
     return own
 
 
-def name_ext(path: str) -> str:
-    """The extension of a file name as named, ``Path(path).suffix`` ("" for none): batches keep it to
-    rebuild file names, so the file-by-file and bulk readers take it from here alike."""
-    name = path.rpartition(os.sep)[2]
-    dot = name.rfind(".")
-    return name[dot:] if 0 < dot < len(name) - 1 else ""
+# Each extension the readers know (lower case), by how its files are read; any other reads as text.
+_EXT_FORMATS = {**dict.fromkeys(TEXT_EXTS, "text"), **dict.fromkeys(RAW_EXTS, "raw")} | {
+    ext: ext[1:] for ext in ARRAY_EXTS
+}
 
 
-def file_format(path: str, raw_forced: bool) -> str:
-    """How a file is read, by its extension: "npy", "npz", "pt", "raw" (headerless binary: a .bin/.raw
-    file, or one without a known extension when --raw ...:force) or "text" (none, .txt, .csv, or one
-    the readers do not know, such as a companion's ``.scores``). The one dispatch rule of every reader."""
-    ext = name_ext(path).lower()
-    if ext in ARRAY_EXTS:
-        return ext[1:]
-    if ext in RAW_EXTS or (raw_forced and (ext == "" or ext not in DATA_EXTS)):
-        return "raw"
-    return "text"
+def file_kind(path: str, raw_forced: bool) -> tuple[str, str]:
+    """(the extension as named, ``Path(path).suffix``, "" for none; how the file is read): "npy", "npz",
+    "pt", "raw" (headerless binary: a .bin/.raw file, or one without a known extension when --raw
+    ...:force) or "text" (none, .txt, .csv, or one the readers do not know, such as a companion's
+    ``.scores``). The one dispatch rule of every reader; batches keep the extension to rebuild names.
+    One call a file: the bulk readers ask it for every file of a directory."""
+    dot = path.rfind(".")
+    ext = path[dot:] if path.rfind(os.sep) + 1 < dot < len(path) - 1 else ""
+    fmt = _EXT_FORMATS.get(ext.lower())
+    if raw_forced and (fmt is None or not ext):
+        return ext, "raw"
+    return ext, fmt or "text"
 
 
 def reads_as_raw(path: str | Path, raw: RawSpec | None) -> bool:
     """True when ``path`` is read as headerless binary: a .bin/.raw file, or an extension-less one
     when ``raw`` is forced."""
-    return file_format(str(path), raw is not None and raw.force) == "raw"
+    return file_kind(str(path), raw is not None and raw.force)[1] == "raw"
 
 
 def read_array_file(
@@ -507,7 +507,7 @@ def read_array_file(
 
     columns: raw column count overriding the kind's (1 for a parents companion).
     """
-    fmt = file_format(str(path), raw is not None and raw.force)
+    fmt = file_kind(str(path), raw is not None and raw.force)[1]
     if fmt in ("npy", "npz", "pt"):
         return _load_arrays(path, fmt)
     if fmt == "raw":

@@ -30,21 +30,24 @@ from replay.io.roundbatch import (
     round_pieces,
 )
 
-from .matrix_io import SCORE_AUTO, batch_logp, file_format, name_ext
+from .matrix_io import SCORE_AUTO, batch_logp, file_kind
 from .textparse import ParsedTexts, parse_id_texts, parse_score_texts
 
 BULK_PARSE_BYTES = 8 << 20  # text parsed per numpy pass (~15 bytes of work arrays per byte)
 
 
 def _text_exts(files: tuple[FilePaths, ...], raw_forced: bool) -> tuple[str, ...] | None:
-    """The data files' extensions as named when every file reads as text (matrix_io.file_format) and
+    """The data files' extensions as named when every file reads as text (matrix_io.file_kind) and
     no matrix has a parents companion, else None."""
+    exts = []
     for p, scores, parents in files:
-        if parents is not None or file_format(p, raw_forced) != "text":
+        ext, fmt = file_kind(p, raw_forced)
+        if parents is not None or fmt != "text":
             return None
-        if scores is not None and file_format(scores, raw_forced) != "text":
+        if scores is not None and file_kind(scores, raw_forced)[1] != "text":
             return None
-    return tuple(name_ext(p) for p, _, _ in files)
+        exts.append(ext)
+    return tuple(exts)
 
 
 def _gather(parsed: ParsedTexts, files: np.ndarray, fill: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
