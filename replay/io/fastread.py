@@ -102,9 +102,22 @@ def _round_files(item: RoundPaths) -> tuple[int, RoundFiles, int]:
 def read_chunk(directory: str, items: Sequence[RoundPaths], opts: ReadOptions) -> ReadChunk:
     """Read rounds ``items`` (from round_paths) as the module docstring says; runs inside a worker process."""
     raw_forced = opts.raw is not None and opts.raw.force
-    fast, rest = read_text_batches(directory, items, opts.step0_offset, opts.layout, raw_forced, opts.score_kind)
-    arrays, rest = read_array_batches(directory, rest, opts.step0_offset, opts.layout, opts.score_kind)
-    fast += arrays
+
+    def texts(todo: Sequence[RoundPaths]) -> tuple[list[RoundBatch], list[RoundPaths]]:
+        return read_text_batches(directory, todo, opts.step0_offset, opts.layout, raw_forced, opts.score_kind)
+
+    def arrays(todo: Sequence[RoundPaths]) -> tuple[list[RoundBatch], list[RoundPaths]]:
+        return read_array_batches(directory, todo, opts.step0_offset, opts.layout, opts.score_kind)
+
+    # The bulk reader of the first round's kind goes first: a directory of one format is classified
+    # once a file. Each takes only rounds of its own kind, so the order changes no result.
+    if items and file_kind(items[0][2][0][0], raw_forced)[1] in ("npz", "npy"):
+        array_batches, rest = arrays(items)
+        fast, rest = texts(rest)
+    else:
+        fast, rest = texts(items)
+        array_batches, rest = arrays(rest)
+    fast += array_batches
     groups: dict[tuple[Signature, tuple[str, ...]], list[tuple[RoundPaths, Round]]] = {}
     unreadable: list[tuple[int, Skipped]] = []
     files = sum(1 + (s is not None) + (p is not None) for _, _, fps, _ in items for _, s, p in fps)

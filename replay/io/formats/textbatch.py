@@ -106,14 +106,22 @@ def _parse_piece(
     id_bytes: list[bytes] = []
     score_bytes: list[bytes] = []
     for item, exts, got in piece:
-        reads = iter(got)
-        scores_at = []
-        for _, companion, _ in item[2]:
-            id_bytes.append(next(reads))
-            scores_at.append(-1 if companion is None else len(score_bytes))
-            if companion is not None:
-                score_bytes.append(next(reads))
-        taken.append((item, exts, tuple(scores_at)))
+        if len(got) == len(exts):  # no companion
+            id_bytes += got
+            taken.append((item, exts, (-1,) * len(exts)))
+        elif len(got) == 2 * len(exts):  # a companion for every matrix: its file follows the data file's
+            id_bytes += got[0::2]
+            taken.append((item, exts, tuple(range(len(score_bytes), len(score_bytes) + len(exts)))))
+            score_bytes += got[1::2]
+        else:
+            reads = iter(got)
+            scores_at = []
+            for _, companion, _ in item[2]:
+                id_bytes.append(next(reads))
+                scores_at.append(-1 if companion is None else len(score_bytes))
+                if companion is not None:
+                    score_bytes.append(next(reads))
+            taken.append((item, exts, tuple(scores_at)))
     parsed = parse_id_texts(id_bytes)
     scored = parse_score_texts(score_bytes)
     counts = np.fromiter((len(exts) for _, exts, _ in taken), dtype=np.int64, count=len(taken))  # [T] files per round
