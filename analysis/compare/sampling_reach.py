@@ -148,11 +148,14 @@ class RecordedWalk:
         why, depth = doubts
         det = use & (why == 0)
         # each depth's reach summed in its slot order (a slot not in the sub-tree: 0.0), the root's 1.0 first
-        sums = [np.ones((2, c)), *(self._gathered(lv, d, gathered, shared).sums for d in range(1, len(lv.nodes)))]
+        sums = np.empty((2, len(lv.nodes), c))  # [lo/hi, depth, C]
+        sums[:, 0] = 1.0
+        for d in range(1, len(lv.nodes)):
+            sums[:, d] = self._gathered(lv, d, gathered, shared).sums
         from replay.core.loops import depth_bounds_loop  # numba: imported at first use (replay.core.loops)
 
         ge_lo, ge_hi, e_lo, e_hi = np.empty((c, gamma)), np.empty((c, gamma)), np.empty(c), np.empty(c)
-        depth_bounds_loop(*np.stack(sums, axis=1), exact, det, ge_lo, ge_hi, e_lo, e_hi)
+        depth_bounds_loop(sums[0], sums[1], exact, det, ge_lo, ge_hi, e_lo, e_hi)
         needs_vocab = self.t > 1.0 and self.vocab_size is None and bool((use & ~exact).any())
         rank = np.full(c, -1, dtype=np.int64)
         return AtT(det, e_lo, e_hi, ge_lo, ge_hi, exact & det, lv.sim.max_steps, why, depth, rank, needs_vocab)

@@ -242,16 +242,20 @@ class _Acc:
 
     def add(self, at: AtT, ordinals: np.ndarray) -> None:
         det = at.determined
-        self._count_reasons(at, ordinals)
+        nd = int(np.count_nonzero(det))
         self.n += int(det.shape[0])
-        self.nd += int(det.sum())
-        self.exact += int(at.exact[det].sum())
-        self.undet_hi += int(at.steps_hi[~det].sum())
+        self.nd += nd
+        self.exact += int(np.count_nonzero(at.exact & det))
         g = self.gamma
-        columns = [at.lo[:, None], at.hi[:, None], at.ge_lo[:, :g], at.ge_hi[:, :g]]
-        if not det.all():  # most chunks have every round determined: no mask to copy through
-            columns = [x[det] for x in columns]
-        self.sums.add(np.concatenate(columns, axis=1))
+        # the columns side by side, then the determined rows taken once (most chunks: every round)
+        values = np.empty((det.shape[0], 2 + 2 * g))
+        values[:, 0], values[:, 1] = at.lo, at.hi
+        values[:, 2 : 2 + g], values[:, 2 + g :] = at.ge_lo[:, :g], at.ge_hi[:, :g]
+        if nd < det.shape[0]:
+            self._count_reasons(at, ordinals)
+            self.undet_hi += int(at.steps_hi[~det].sum())
+            values = values[det]
+        self.sums.add(values)
 
     def _count_reasons(self, at: AtT, ordinals: np.ndarray) -> None:
         """The undetermined rounds' (why, depth, rank), counted, with the first round of each: folds come
