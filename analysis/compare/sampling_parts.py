@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -45,13 +46,19 @@ class SamplingPart:
     went to sampling_parts' fold)."""
 
     ordinals: np.ndarray  # [C] position of each round in its run
-    names: np.ndarray  # [C] object round names a_b
+    result: BatchResult  # the replayed rounds' outcomes (their keys name them)
     refused: dict[RefusalKey, np.ndarray]  # -> [C] NOT_REFUSED, NO_SCORES_CODE, NODE_COLUMNS_CODE or PROBLEM_*
     why: dict[RefusalKey, np.ndarray]  # -> [C] object: a refused round's reason (the engine's words), else ""
     keys: dict[float, RefusalKey]  # each T's key into refused and why
 
     def refused_at(self, t: float) -> np.ndarray:
         return self.refused[self.keys[t]]
+
+    @cached_property
+    def names(self) -> np.ndarray:
+        """[C] object round names a_b, made when first read: only refused rounds and the per-round frame
+        are named (a string a round at 10^6 rounds)."""
+        return round_names(self.result)
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,7 @@ def sampling_parts(
                 refused[keys[t]] = np.where(bs.usable, NOT_REFUSED, bs.problem).astype(np.int8)
                 why[keys[t]] = _reasons(refusal_texts(b, r, bs, vocab_size, node_temperatures), len(b))
         _fold_outcomes(b, r, shape, static, ask, refused, fold, ordinals[members])
-        parts.append(SamplingPart(ordinals[members], round_names(r), refused, why, keys))
+        parts.append(SamplingPart(ordinals[members], r, refused, why, keys))
     return parts
 
 

@@ -107,13 +107,15 @@ class FoldedSums:
             return
         ords = np.concatenate([p.ordinals for p in parts])
         order = np.argsort(ords, kind="stable")
-        names = np.concatenate([p.names for p in parts])[order]
         self.keys = parts[0].keys
+        refused = {key: np.concatenate([p.refused[key] for p in parts])[order] for key in parts[0].refused}
+        bad_at = {key: np.flatnonzero(codes != NOT_REFUSED) for key, codes in refused.items()}
+        names = np.zeros(0, dtype=object)  # named only where read: the refused rounds, the per-round frame
+        if self.kept is not None or any(bad.shape[0] for bad in bad_at.values()):
+            names = np.concatenate([p.names for p in parts])[order]
         if self.kept is not None:
             self.names.append((ords[order], names))
-        refused = {key: np.concatenate([p.refused[key] for p in parts])[order] for key in parts[0].refused}
-        for key, codes in refused.items():
-            bad = np.flatnonzero(codes != NOT_REFUSED)
+        for key, bad in bad_at.items():
             why = np.concatenate([p.why[key] for p in parts])[order]
             self.refused.setdefault(key, []).append((ords[order[bad]], names[bad], why[bad]))
 
