@@ -30,11 +30,11 @@ from replay.util.progress import progress_enabled, tqdm_progress
 from replay.util.words import round_name
 
 from .options import (
-    JSON_OBJECT_HELP,
     OneRound,
     add_command,
     add_dump_input,
     add_dump_options,
+    add_json_csv,
     add_no_progress,
     add_output,
     add_sampling_options,
@@ -44,6 +44,8 @@ from .options import (
     note_on_stderr,
     options_from_args,
     parse_key,
+    print_grid_skipped,
+    print_json,
     print_missing_node_logprobs,
     print_needs_vocab,
     print_notes,
@@ -125,10 +127,7 @@ def load_runs_from_args(
         if run.rounds:
             continue  # its warnings (a manifest disagreeing with the rounds, too) come with its skips
         print_reading(run.replay, run.label)  # why, before saying the run is left out
-        print(
-            f"specreplay: {run.label}: no round could be replayed{why_no_rounds(run.replay.skipped)}; left out",
-            file=sys.stderr,
-        )
+        print_notes([f"no round could be replayed{why_no_rounds(run.replay.skipped)}; left out"], run.label)
     if not kept:
         raise no_rounds_in_runs(args.dirs)
     return LoadedRuns(kept, len(runs) - len(kept))
@@ -254,15 +253,11 @@ def parse_config_options(args) -> list:
     for text in args.configs or []:
         configs.extend(parse_config_arg(text, "--configs", notes))
     if args.grid and is_generator_text(args.grid):
-        print(
-            'specreplay: note: --grid "root=... heads=..." is deprecated; use --generate (--grid is a list of configs)',
-            file=sys.stderr,
-        )
+        note_on_stderr('note: --grid "root=... heads=..." is deprecated; use --generate (--grid is a list of configs)')
         configs.extend(generate_funnels(args.grid, "--grid"))
     elif args.grid:
         listed, skipped = parse_config_list_arg(args.grid, "--grid", notes)
-        for s in skipped:
-            print(f"specreplay: skipped grid combination {s}", file=sys.stderr)
+        print_grid_skipped(skipped)
         configs.extend(listed)
     if getattr(args, "generate", None):
         configs.extend(generate_funnels(args.generate, "--generate"))
@@ -320,7 +315,7 @@ def run_stats(args: argparse.Namespace) -> int:
         body = {k: json.loads(v.to_json(orient="records")) for k, v in named.items() if k not in ("rounds", "nodes")}
         body["configs"] = {r.label: r.replay.config.to_json() for r in runs}
         body["definitions"] = definitions_rows(SUMMARY_NAMES + DEPTH_NAMES)
-        sys.stdout.write(json.dumps(body, indent=1) + "\n")
+        print_json(body)
     elif args.csv:
         _print_table(named["summary"], args)
     else:
@@ -389,7 +384,7 @@ def _stats_sampling(args: argparse.Namespace, loaded: LoadedRuns) -> int:
         tables = {k: json.loads(v.to_json(orient="records", double_precision=15)) for k, v in named.items()}
         body = {"temperature": t, **tables}
         body["skipped"] = [{"run": p.label, "what": s.what, "reason": s.reason} for p in parts for s in p.skipped]
-        sys.stdout.write(json.dumps(body, indent=1) + "\n")
+        print_json(body)
     elif args.csv:
         _print_table(named["summary"], args)
     else:
@@ -479,10 +474,7 @@ def _round_to_draw(run, key):
     pick = example_round(run, key)
     if pick is None:  # another run has the round: this one shows its typical failing round
         pick = example_round(run)
-        print(
-            f"specreplay: {run.label}: no round {round_name(key)}; drawing {pick.result.name}, {pick.why}",
-            file=sys.stderr,
-        )
+        print_notes([f"no round {round_name(key)}; drawing {pick.result.name}, {pick.why}"], run.label)
     return pick
 
 
@@ -504,13 +496,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=TABLE_NAMES,
         help="print only this table (default: --json every table, the text every table but the long rank_of_hit, --csv the summary)",
     )
-    out = p.add_mutually_exclusive_group()
-    out.add_argument(
-        "--json",
-        action="store_true",
-        help=JSON_OBJECT_HELP + ": every table by name (with --table: that table's rows, one JSON array)",
+    add_json_csv(
+        p,
+        ": every table by name (with --table: that table's rows, one JSON array)",
+        "CSV output (the summary, or --table)",
     )
-    out.add_argument("--csv", action="store_true", help="CSV output (the summary, or --table)")
     add_sampling_options(p)
     add_output(
         p,

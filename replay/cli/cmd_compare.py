@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,15 +31,17 @@ from .cmd_analysis import (
 )
 from .compare_way import Compared, CompareWay, run_first, write_csv, write_per_round
 from .options import (
-    JSON_OBJECT_HELP,
     OneRound,
     add_command,
+    add_json_csv,
     add_output,
     add_sampling_options,
     at_least_one,
     gamma_threshold_arg,
     note_on_stderr,
     parse_key,
+    print_json,
+    print_notes,
     print_skipped,
 )
 
@@ -163,8 +164,10 @@ def _compare_greedy(args: argparse.Namespace, runs: list, configs_of, given) -> 
                 run, configs, pricing, args.gamma_threshold, update, per_round=bool(args.per_round)
             )
         notes = beyond_recorded_notes(table, configs, run.config, run.label)
-        for note in notes + unsimulated_threshold_notes(configs, run.config, args.gamma_threshold, run.label):
-            print(f"specreplay: note: {note}", file=sys.stderr)
+        print_notes(
+            f"note: {n}"
+            for n in notes + unsimulated_threshold_notes(configs, run.config, args.gamma_threshold, run.label)
+        )
         tables.append(table.assign(run=run.label))
         per_round.append(rounds.assign(run=run.label))
         strategies = None
@@ -196,8 +199,7 @@ def _write_greedy(args: argparse.Namespace, table, compared: Compared) -> None:
                 plots.write_figure(figure, tmp, image_format_of(args.plot))
     cost_warnings = [w for w in (cost_warning(p.pricing.cost, label) for label, p in priced.items()) if w]
     suspicious = [w for p in priced.values() for w in p.pricing.suspicious]
-    for w in suspicious:  # a number that is probably wrong: on stderr whatever the output format
-        print(f"specreplay: {w}", file=sys.stderr)
+    print_notes(suspicious)  # a number that is probably wrong: on stderr whatever the output format
     write_per_round(args, compared.per_round)
     strategies = [p.strategies for p in priced.values() if p.strategies is not None]
     if args.json:
@@ -212,13 +214,13 @@ def _write_greedy(args: argparse.Namespace, table, compared: Compared) -> None:
         }
         if strategies:
             body["gamma_strategies"] = json.loads(pd.concat(strategies).to_json(orient="records"))
-        sys.stdout.write(json.dumps(body, indent=1) + "\n")
+        print_json(body)
     elif args.csv:
         write_csv(table, ("top_head", "per_position_acceptance_rate_lo", "per_position_acceptance_rate_hi"))
     else:
         _print_compare_text(table, priced, strategies, args.gamma_threshold)
-    for w in cost_warnings:  # about the input: on stderr in every format, once the output is written (JSON lists them)
-        print(f"specreplay: {w}", file=sys.stderr)
+    # about the input: on stderr in every format, once the output is written (JSON lists them)
+    print_notes(cost_warnings)
 
 
 def _print_compare_text(table, priced: dict, strategies: list, gamma_threshold: float | None) -> None:
@@ -352,10 +354,8 @@ def run_report(args: argparse.Namespace) -> int:
     print(path)
     from analysis.cost.source import cost_warning
 
-    for run in runs:  # the page's warning under its speedups, on stderr too (as compare says it), once written
-        warn = cost_warning(pricing[run.label].cost, run.label)
-        if warn:
-            print(f"specreplay: {warn}", file=sys.stderr)
+    # the page's warning under its speedups, on stderr too (as compare says it), once written
+    print_notes(w for w in (cost_warning(pricing[run.label].cost, run.label) for run in runs) if w)
     status = skipped_status(loaded)
     for label, skipped in curve_skipped.items():  # listed as replay/compare --temperature list theirs: exit 1
         print_skipped(skipped, label)
@@ -435,9 +435,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=output_file,
         help="also write every config's per-round outcome to this CSV file",
     )
-    out = p.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help=JSON_OBJECT_HELP + " (cost model, configs, gamma strategies)")
-    out.add_argument("--csv", action="store_true", help="CSV output")
+    add_json_csv(p, " (cost model, configs, gamma strategies)", "CSV output")
     add_sampling_options(p)
     _register_report(sub)
 

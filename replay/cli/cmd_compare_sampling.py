@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from replay.core.temperature import format_temperature
 from replay.engine.render import rounds_with_scores
@@ -20,8 +19,10 @@ from replay.util.progress import progress_enabled, progress_while
 from .cmd_analysis import RunAtT, each_run_at_temperature
 from .compare_way import Compared, CompareWay, write_csv, write_per_round
 from .options import (
+    print_json,
     print_missing_node_logprobs,
     print_needs_vocab,
+    print_notes,
     refuse_at_temperature,
     sampling_vocab,
     vocab_sizes_json,
@@ -76,8 +77,7 @@ def _compare_run(args: argparse.Namespace, run, vocab: int | None, configs_of):
 
     t = args.temperature
     configs = configs_of(run.config)
-    for note in unsimulated_threshold_notes(configs, run.config, args.gamma_threshold, run.label):
-        print(f"specreplay: note: {note}", file=sys.stderr)
+    print_notes(f"note: {n}" for n in unsimulated_threshold_notes(configs, run.config, args.gamma_threshold, run.label))
     bar = f"compare {run.label} at T = {format_temperature(t)}"
     with progress_while(bar, progress_enabled(args.no_progress)) as update:
         # the per-round frame only for --per-round: at 10^6 rounds it holds ~9 GB; the table and the
@@ -120,7 +120,7 @@ def _print(table, done: list[RunAtT], args: argparse.Namespace) -> None:
         body = {"temperature": t, "vocab_size": vocab, "note": SAMPLING_NOTE}
         body["gamma_threshold"] = args.gamma_threshold  # simulated for every config; null: the recorded stops only
         body["configs"] = json.loads(table.to_json(orient="records", double_precision=15))
-        sys.stdout.write(json.dumps(body, indent=1) + "\n")
+        print_json(body)
         return
     if args.csv:
         write_csv(table, ("top_head", "length_at_least_lo", "length_at_least_hi"))

@@ -17,7 +17,7 @@ from replay.live.extras import require_live_packages
 from replay.util.pathcheck import input_file, output_dir, output_file
 from replay.util.progress import progress_bar, progress_enabled
 
-from .options import add_command, add_no_progress, add_output, print_notes
+from .options import add_command, add_no_progress, add_output, note_on_stderr, print_notes
 
 GENERATE_EXAMPLE = """example:
   mkdir -p runs   # an output is made only in an existing directory
@@ -218,7 +218,7 @@ def resolve_pair(args):
 def load_pair(args, paths):
     # Said before torch is imported: a real pair takes a minute or more to load, with nothing else on
     # stderr unless it is a terminal (transformers' bars, replay.util.progress).
-    print(f"specreplay: loading target {paths.target} and draft {paths.draft} ({args.device})", file=sys.stderr)
+    note_on_stderr(f"loading target {paths.target} and draft {paths.draft} ({args.device})")
     from replay.live.models.load import load_pair
 
     _check_device(args)

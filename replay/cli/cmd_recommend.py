@@ -27,7 +27,9 @@ from .options import (
     add_no_progress,
     add_sampling_options,
     at_least_one,
+    note_on_stderr,
     options_from_args,
+    print_json,
     print_notes,
     print_skipped,
     refuse_at_temperature,
@@ -123,10 +125,7 @@ def run_recommend(args: argparse.Namespace) -> int:
     print_skipped(rec.skipped_items)
     disagree = sum(c.agree is False for c in rec.comparisons)
     if disagree:  # a result about the model, not about the input: exit 1 keeps one meaning (skipped input)
-        print(
-            f"specreplay: warning: {disagree} measured shape(s) disagree with their prediction (agree = NO above)",
-            file=sys.stderr,
-        )
+        note_on_stderr(f"warning: {disagree} measured shape(s) disagree with their prediction (agree = NO above)")
     return 1 if rec.skipped_items else 0
 
 
@@ -211,7 +210,7 @@ def _print_at_temperature(done: list, args: argparse.Namespace) -> None:
                 for f in (d.result for d in found)
             ],
         }
-        sys.stdout.write(json.dumps(body, indent=1) + "\n")
+        print_json(body)
         return
     for d in found:
         f = d.result

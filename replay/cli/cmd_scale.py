@@ -45,6 +45,7 @@ from .options import (
     add_reading_options,
     add_sampling_options,
     at_least_one,
+    note_on_stderr,
     options_from_args,
     parse_key,
     print_missing_node_logprobs,
@@ -183,7 +184,7 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
     if args.table:
         table = sampling_arrow(res, smp, rows)
         write_arrow_table(table, args.table)
-        print(f"specreplay: wrote {counted(table.num_rows, 'row')} to {args.table}", file=sys.stderr)
+        note_on_stderr(f"wrote {counted(table.num_rows, 'row')} to {args.table}")
     if args.json:
         write_sampling_json_lines(res, smp, rows, out)
     else:
@@ -202,7 +203,7 @@ def _write_table(rep: RunReplay, path: str, progress=None) -> None:
         progress(0, int(rep.result.ok.sum()))  # the bar shows while the columns are built
     table = record_arrow(rep.result)
     write_arrow_table(table, path, progress)
-    print(f"specreplay: wrote {counted(table.num_rows, 'row')} to {path}", file=sys.stderr)
+    note_on_stderr(f"wrote {counted(table.num_rows, 'row')} to {path}")
 
 
 def run_pack(args: argparse.Namespace) -> int:

@@ -5,7 +5,6 @@ torch is imported inside the command only (see cmd_live.py); the options are cmd
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from replay.core.headline import metric_text
@@ -22,7 +21,7 @@ from .cmd_live import (
     resolve_pair,
     token_progress_bar,
 )
-from .options import add_command, add_no_progress, add_output, print_notes
+from .options import add_command, add_no_progress, add_output, print_grid_skipped, print_notes
 
 SWEEP_EXAMPLE = """grid syntax: configs separated by ';', steps by ',', the widths of one step's
 expanded heads by 'x'; '|' lists alternatives for a step (every combination runs), '@T' sets
@@ -232,8 +231,7 @@ def _sweep_configs(args):
         return configs, []
     configs, skipped = parse_grid(args.grid, notes)
     print_notes(notes)
-    for s in skipped:
-        print(f"specreplay: skipped grid combination {s}", file=sys.stderr)
+    print_grid_skipped(skipped)
     return configs, skipped
 
 

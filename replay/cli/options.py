@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
 import sys
@@ -135,6 +136,23 @@ def print_notes(lines: Iterable[str], label: str | None = None) -> None:
     run = f"{label}: " if label else ""
     for line in lines:
         print(f"specreplay: {run}{line}", file=sys.stderr)
+
+
+def print_grid_skipped(skipped: Iterable[str]) -> None:
+    """The grid combinations a --grid list left out (each with its reason), on stderr."""
+    print_notes(f"skipped grid combination {s}" for s in skipped)
+
+
+def print_json(body: dict) -> None:
+    """A command's --json output: one JSON object on stdout (JSON_OBJECT_HELP)."""
+    sys.stdout.write(json.dumps(body, indent=1) + "\n")
+
+
+def add_json_csv(p: argparse.ArgumentParser, json_help: str, csv_help: str) -> None:
+    """--json (one JSON object) or --csv, one of them."""
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help=JSON_OBJECT_HELP + json_help)
+    out.add_argument("--csv", action="store_true", help=csv_help)
 
 
 def print_reading(rep, label: str | None = None) -> None:
