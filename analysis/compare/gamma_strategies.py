@@ -118,6 +118,12 @@ class StrategyResult:
         }
 
 
+def _hull(bounds: Iterable[list]) -> list:
+    """[the least lo, the greatest hi] of [lo, hi] pairs: the bounds over branches merged into one."""
+    pairs = list(bounds)
+    return [min(p[0] for p in pairs), max(p[1] for p in pairs)]
+
+
 @dataclass
 class _Branch:
     gamma: int
@@ -196,12 +202,7 @@ class _Walk:
                 self.envelope = True
                 bs = self.branches.values()
                 merged = _Branch(
-                    0,
-                    None,
-                    [min(b.acc[0] for b in bs), max(b.acc[1] for b in bs)],
-                    [min(b.gsum[0] for b in bs), max(b.gsum[1] for b in bs)],
-                    [min(b.cost[0] for b in bs), max(b.cost[1] for b in bs)],
-                    [],
+                    0, None, _hull(b.acc for b in bs), _hull(b.gsum for b in bs), _hull(b.cost for b in bs), []
                 )
                 self.branches = {None: merged}
 
@@ -237,9 +238,7 @@ class _Walk:
                 cs = [b.cost[0] + c_lo, b.cost[1] + c_hi]
                 if key in new:
                     m = new[key]
-                    m.acc = [min(m.acc[0], acc[0]), max(m.acc[1], acc[1])]
-                    m.gsum = [min(m.gsum[0], gs[0]), max(m.gsum[1], gs[1])]
-                    m.cost = [min(m.cost[0], cs[0]), max(m.cost[1], cs[1])]
+                    m.acc, m.gsum, m.cost = _hull((m.acc, acc)), _hull((m.gsum, gs)), _hull((m.cost, cs))
                     m.path = []
                 else:
                     new[key] = _Branch(g2, e2, acc, gs, cs, b.path if single else [])
@@ -257,9 +256,9 @@ class _Walk:
             rounds,
             self.undecidable,
             exact,
-            (min(b.acc[0] for b in bs), max(b.acc[1] for b in bs)),
-            (min(b.gsum[0] for b in bs), max(b.gsum[1] for b in bs)),
-            (min(b.cost[0] for b in bs), max(b.cost[1] for b in bs)),
+            tuple(_hull(b.acc for b in bs)),
+            tuple(_hull(b.gsum for b in bs)),
+            tuple(_hull(b.cost for b in bs)),
             traj,
         )
 
