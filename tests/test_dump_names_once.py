@@ -67,3 +67,22 @@ def test_the_writer_names_files_by_it():
 def test_a_lost_step_is_named_as_the_writer_names_it():
     words = lost_step_words(7, 2, 1, (124, 140))
     assert f"{step_file_name('draft', (124, 140), 1)} is missing" in words
+
+
+@pytest.mark.parametrize(
+    ("companion", "paired"), [("validate_10_20.scores.txt", True), ("validate_10_20.scores.foo", False)]
+)
+def test_a_messages_scores_companion_is_the_one_the_grouping_pairs(tmp_path, companion, paired):
+    """scores_companion (which names a batch's scores file in messages) pairs by the grouping's rule:
+    a companion whose extension no reader takes is a stray there, so no message names it as read."""
+    from replay.io.dumpnames import scores_companion
+    from replay.io.grouping import group_directory
+
+    for name in ("draft_step_0_9_19", "draft_step_1_10_20", "validate_10_20", companion):
+        (tmp_path / name).write_text("1 2\n")
+    grouping = group_directory(tmp_path)
+    (found,) = grouping.rounds
+    expected = str(tmp_path / companion) if paired else None
+    assert found.validate.scores == expected
+    assert scores_companion(str(tmp_path / "validate_10_20")) == expected
+    assert [s.what for s in grouping.skipped] == ([] if paired else [companion])

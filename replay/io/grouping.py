@@ -32,6 +32,8 @@ from replay.util.gcpause import collection_paused
 from replay.util.words import counted, listed, round_name
 
 from .dumpnames import (
+    COMPANION_KIND,
+    COMPANIONS,
     DUMP_NAME,
     DUMP_NAME_LINES,
     SAFE_DIGITS,
@@ -42,6 +44,9 @@ from .dumpnames import (
     is_dump_name,
     is_side_file,
     matrix_name,
+    matrix_of,
+    pair_files,
+    takes_ext,
 )
 from .formats.matrix_io import DATA_EXTS
 from .near_miss import near_miss
@@ -59,13 +64,11 @@ from .skipfold import (
     fold_own_key,
     is_duplicate,
     is_stray,
-    matrix_of,
 )
 from .skipped import Skipped, round_entry
 from .step0 import OFFSET_DEFAULT, OFFSET_DETECTED, Step0Check, offset_and_source, step0_check
 
 _NAMED_GAPS = 5  # missing draft steps named in a round's skip reason
-_COMPANION_ORDER = {"": 0, ".scores": 1, ".parents": 2}  # a data file first; the FileSet's field order after
 
 
 @dataclass(frozen=True)
@@ -185,15 +188,16 @@ def _logical_files(
     why its matrix cannot be read (_companion_clash); its FileSet leaves the clashing companions
     out, and its round is skipped with that reason (_assemble).
     """
-    data: dict[MatrixKey, list[str]] = defaultdict(list)
-    companions: dict[MatrixKey, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     skipped: list[Skipped] = []
+    keys: list[MatrixKey] = []  # of the dump files, then their kinds and paths
+    kinds: list[int] = []
+    paths: list[str] = []
     match = DUMP_NAME.match
     for name, path in entries:
         m = match(name)
         if m:
             step_text, validate, a, b, companion, ext = m.groups()
-        if not m or (ext is not None and ext.lower() not in DATA_EXTS):
+        if not m or not takes_ext(ext):
             skipped += _stray(name, path)
             continue
         lkey = (-1 if validate else int(step_text), int(a), int(b))
@@ -202,34 +206,50 @@ def _logical_files(
         ) and not fits_int64(*lkey):
             skipped.append(Skipped(name, "step or counters outside the int64 range", (path,)))
             continue
-        if companion:
-            companions[lkey][companion[1:]].append(path)
-        else:
-            data[lkey].append(path)
+        keys.append(lkey)
+        kinds.append(COMPANION_KIND[companion])
+        paths.append(path)
+    columns = np.asarray(keys, dtype=np.int64).reshape(-1, 3)  # [F, 3] step, a, b
+    kind = np.asarray(kinds, dtype=np.int64)  # [F]
+    matrices = pair_files(columns[:, 0], columns[:, 1], columns[:, 2], kind).matrices()
+    # Listed as the names first show each matrix: by its first data file, an orphan by its first companion.
+    with_data = sorted((m for m in matrices if kinds[m[0]] == 0), key=lambda m: min(i for i in m if kinds[i] == 0))
     out: dict[MatrixKey, FileSet] = {}
     clashes: dict[str, Skipped] = {}
-    for lkey, files in data.items():
+    for matrix in with_data:
+        files = [paths[i] for i in matrix if kinds[i] == 0]
+        comp = _by_kind([i for i in matrix if kinds[i]], kinds, paths)
         readable = [p for p in files if p not in unreadable]
         if readable and len(readable) < len(files):
             files = readable
         if len(files) > 1:
-            skipped.append(_duplicates(files, companions.pop(lkey, {})))
+            skipped.append(_duplicates(files, comp))
             continue
-        comp = companions.pop(lkey, None)
-        if comp is None:  # the common case: a data file alone
-            out[lkey] = FileSet(files[0])
+        if not comp:  # the common case: a data file alone
+            out[keys[matrix[0]]] = FileSet(files[0])
             continue
         clash = _companion_clash(files[0], comp)
         if clash is not None:
             clashes[files[0]] = clash
         # Two or more companions of one kind are left out: the round is skipped, none of them is read.
         kept = {kind: ps[0] for kind, ps in comp.items() if len(ps) == 1}
-        out[lkey] = FileSet(files[0], kept.get("scores"), kept.get("parents"))
-    for lkey, comp in companions.items():
-        for ps in comp.values():
-            for p in ps:
-                skipped.append(Skipped(base_name(p), ORPHAN_REASON, (p,)))
+        out[keys[matrix[0]]] = FileSet(files[0], kept.get("scores"), kept.get("parents"))
+    for matrix in sorted((m for m in matrices if kinds[m[0]] != 0), key=min):
+        for ps in _by_kind(matrix, kinds, paths).values():
+            skipped += [Skipped(base_name(p), ORPHAN_REASON, (p,)) for p in ps]
     return out, skipped, clashes
+
+
+def _by_kind(companions: list[int], kinds: Sequence[int], paths: Sequence[str]) -> dict[str, list[str]]:
+    """A matrix's companions (indices into kinds and paths) by kind word ("scores"), the kinds in the
+    order the names first show them, each kind's paths in the order given."""
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i in companions:
+        groups[kinds[i]].append(i)
+    return {
+        COMPANIONS[k - 1][1:]: [paths[i] for i in sorted(groups[k])]
+        for k in sorted(groups, key=lambda k: min(groups[k]))
+    }
 
 
 def group_entries(
@@ -391,7 +411,7 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
         return None
     step_text, _, a_text, b_text, companion, ext, other = (list(col) for col in zip(*rows))
     del rows, text  # the columns hold what is needed: the peak memory is theirs alone
-    if not set(map(str.lower, ext)) <= set(DATA_EXTS):
+    if not all(map(takes_ext, set(ext))):
         return None
     skipped: list[Skipped] = []
     if any(other):  # names that are no dump files (config.json, ...): listed unless side files
@@ -458,12 +478,11 @@ def _companions(
 ) -> tuple[np.ndarray, tuple[list[str | None], list[str | None]]] | None:
     """(which entries are data files, each one's scores and parents companions' paths); None when a
     companion has no data file of its (step, a, b) or shares its kind with another (listed by group_entries)."""
-    kind = np.asarray([_COMPANION_ORDER[c] for c in companion], dtype=np.int64)  # [F] 0: a data file
-    order = np.lexsort((kind, b, a, step))  # by logical matrix, its data file first
-    s, x, y, k = step[order], a[order], b[order], kind[order]
-    new = np.concatenate(([True], (s[1:] != s[:-1]) | (x[1:] != x[:-1]) | (y[1:] != y[:-1])))
-    if (k[new] != 0).any() or (~new[1:] & (k[1:] == k[:-1])).any():
-        return None  # an orphan companion, or two files of one kind (two data files: _group_complete refuses)
+    kind = np.asarray([COMPANION_KIND[c] for c in companion], dtype=np.int64)  # [F] 0: a data file
+    pairs = pair_files(step, a, b, kind)
+    if not pairs.readable():
+        return None  # an orphan companion, a duplicate or two companions of one kind
+    order, k, new = pairs.order, pairs.kind, pairs.first
     data = kind == 0
     rank = np.cumsum(data) - 1  # [F] a data file's place among the data files
     owner = rank[order[np.flatnonzero(new)[np.cumsum(new) - 1]]]  # [F] sorted entry -> its data file's place

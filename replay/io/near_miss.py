@@ -11,8 +11,7 @@ from collections.abc import Iterable
 
 from replay.util.errors import printable
 
-from .dumpnames import is_dump_name
-from .formats.matrix_io import DATA_EXTS
+from .dumpnames import COMPANIONS, is_dump_name, takes_ext
 
 # A name nearly like a dump file's: another word for the kind, other case, a prefix, a suffix.
 _NEAR = re.compile(
@@ -25,7 +24,7 @@ _NEAR = re.compile(
 
 
 _WORD_IN = re.compile(r"[._-]([A-Za-z]+)")  # the words after a name's counters: companion, extension
-COMPANION_WORDS = ("scores", "parents")
+COMPANION_WORDS = tuple(companion[1:] for companion in COMPANIONS)  # "scores", "parents"
 
 
 _LAST_EXT = re.compile(r"(\.[A-Za-z0-9]+)$")
@@ -93,7 +92,7 @@ def near_miss(name: str) -> str | None:
     rest = m.group("rest")
     comp = _companion_in(rest)
     ext = _LAST_EXT.search(rest)
-    tail = (f".{comp}" if comp else "") + (ext.group(1) if ext and ext.group(1).lower() in DATA_EXTS else "")
+    tail = (f".{comp}" if comp else "") + (ext.group(1) if ext and takes_ext(ext.group(1)) else "")
     head = f"draft_step_{int(m.group('step'))}" if m.group("draft") else "validate"
     guess = f"{head}_{m.group('a')}_{m.group('b')}{tail}"
     return guess if guess != name and is_dump_name(guess) else None

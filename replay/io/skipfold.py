@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 from replay.util.errors import printable
 from replay.util.words import listed, round_name
 
-from .dumpnames import DUMP_NAME, MatrixKey, base_name, matrix_name
+from .dumpnames import COMPANION_KIND, MatrixKey, base_name, matrix_name, matrix_of
 from .near_miss import near_miss
 from .skipped import Skipped, round_entry
 
@@ -37,15 +37,6 @@ def is_stray(s: Skipped) -> bool:
 def is_duplicate(s: Skipped) -> bool:
     """An entry of files that hold the same matrix (grouping._duplicates), its first path the first file."""
     return s.reason.endswith(DUPLICATE_REASON) and bool(s.paths) and not s.is_round
-
-
-def matrix_of(name: str | None) -> tuple[MatrixKey, bool] | None:
-    """((step, a, b), is a companion) of a dump file name (step -1: validate), or None."""
-    m = DUMP_NAME.match(name) if name is not None else None
-    if m is None:
-        return None
-    step = -1 if m.group("validate") else int(m.group("step"))
-    return (step, int(m.group("a")), int(m.group("b"))), m.group("companion") is not None
 
 
 def _round_of(matrix: MatrixKey, offset: tuple[int, int]) -> str:
@@ -196,12 +187,10 @@ def misspelt_companion(entry: Skipped, data_path: str, kind: str, files: Sequenc
     lacking = matrix_of(base_name(data_path))
     for s in files:
         guess = near_miss(base_name(s.paths[0])) if is_stray(s) else None
-        meant = DUMP_NAME.match(guess) if guess is not None else None
-        if meant is not None and meant.group("companion") == f".{kind}" and lacking is not None:
-            if matrix_of(guess) == (lacking[0], True):
-                return Skipped(
-                    entry.what, f"{entry.reason}; {s.what} is here: did you mean {guess}?", entry.paths + s.paths
-                )
+        if lacking is not None and matrix_of(guess) == (lacking[0], COMPANION_KIND[f".{kind}"]):
+            return Skipped(
+                entry.what, f"{entry.reason}; {s.what} is here: did you mean {guess}?", entry.paths + s.paths
+            )
     return entry
 
 
