@@ -41,11 +41,7 @@ COMPANIONS = (".scores", ".parents")
 
 
 # A dump name's companion group → its kind.
-COMPANION_KIND: dict[str | None, int] = {
-    None: 0,
-    "": 0,
-    **{companion: kind for kind, companion in enumerate(COMPANIONS, 1)},
-}
+COMPANION_KIND: dict[str | None, int] = {None: 0, "": 0} | {word: kind for kind, word in enumerate(COMPANIONS, 1)}
 
 
 # Files that belong in a dump directory but are not matrices.
