@@ -55,12 +55,13 @@ def test_half_temperature_by_hand(capsys, tmp_path):
     s = rows[0]["sampling"]
     assert s["exact"] and s["expected_accepted_length"] == pytest.approx(truth, abs=1e-12)
     # Without V the same rows, summing to 1 in float64, leave a tail of unknown tokens: Z_T is not
-    # known, so the round is not exact, though the bounds meet here (float64 rounds the tail away).
+    # known, so the round is not exact, though the bounds meet here (float64 rounds the tail away):
+    # one value all the same (replay.core.point_value), with no variance.
     code, rows, err = sampling_json(capsys, dump, "--temperature", "0.5")
     s = rows[0]["sampling"]
-    assert code == 0 and not s["exact"] and s["expected_accepted_length"] is None
-    assert s["expected_accepted_length_lo"] == pytest.approx(truth, abs=1e-12)
-    assert s["expected_accepted_length_hi"] == pytest.approx(truth, abs=1e-12)
+    assert code == 0 and not s["exact"] and s["accepted_length_variance"] is None
+    assert s["expected_accepted_length"] == s["expected_accepted_length_lo"] == s["expected_accepted_length_hi"]
+    assert s["expected_accepted_length"] == pytest.approx(truth, abs=1e-12)
 
 
 def test_a_tail_is_bounded_and_the_vocabulary_size_pins_it(capsys, tmp_path):
@@ -239,15 +240,21 @@ def tail_dump(directory: Path) -> Path:
 @pytest.mark.parametrize("t", ["0.001", "0.003", "0.5"])
 def test_an_unrecorded_tail_is_never_exact_however_small_t(capsys, tmp_path, t):
     """At T = 0.001 the rows' tails round away in float64 and the bounds meet (lo == hi), but the
-    rows do not record the tail, so Z_T is not known: no round is exact, and every count says 0.
+    rows do not record the tail, so Z_T is not known: no round is exact, and every count says 0. The
+    bounds that meet are one value all the same (replay.core.point_value), said to be not exact.
     At T = 1 (Z = 1) every child recorded makes each round exact."""
     dump = tail_dump(tmp_path / "d")
     code, rows, err = sampling_json(capsys, dump, "--temperature", t, "--round", "10_20")
     s = rows[0]["sampling"]
     assert code == 0, err
-    assert not s["exact"] and s["expected_accepted_length"] is None and s["accepted_length_variance"] is None
-    if t == "0.001":  # the floats came out equal: that is not a proof
-        assert s["expected_accepted_length_lo"] == s["expected_accepted_length_hi"]
+    assert not s["exact"] and s["accepted_length_variance"] is None
+    lo, hi = s["expected_accepted_length_lo"], s["expected_accepted_length_hi"]
+    assert lo < hi or t != "0.5"
+    if t == "0.001":  # the floats came out equal: one value, but not a proof
+        assert lo == hi
+    assert s["expected_accepted_length"] == (lo if lo == hi else None)
+    code, out, err = run(capsys, "replay", dump, "--temperature", t, "--round", "10_20")
+    assert code == 0 and ("(bounds that meet, not exact)" in out) == (lo == hi), err
     for command in ("replay", "batch"):
         code, out, err = run(capsys, command, dump, "--temperature", t, "--no-progress")
         assert code == 0, err

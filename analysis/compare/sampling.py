@@ -31,7 +31,7 @@ SAMPLING_COLUMNS = [
     "rounds",  # rounds with a sampling replay at T (the others are skipped, with the reason)
     "determined",
     "undetermined",
-    "exact",  # determined rounds whose expectation is exact (lo == hi)
+    "exact",  # determined rounds the dump proves exact (replay.core.point_value), not those whose bounds met
     "expected_accepted_length_lo",  # mean over the determined rounds
     "expected_accepted_length_hi",
     "expected_block_efficiency_lo",  # the same + 1
@@ -175,6 +175,22 @@ def sampling_display(df: pd.DataFrame) -> pd.DataFrame:
         for lo, hi in zip(df["length_at_least_lo"], df["length_at_least_hi"])
     ]
     return out
+
+
+def met_lines(df: pd.DataFrame) -> list[str]:
+    """The configs of a SAMPLING_COLUMNS table shown with one expected accepted length that not every
+    determined round proves (replay.core.point_value.met_not_exact): the text says so, as replay's does."""
+    from replay.core.point_value import BOUNDS_MET, met_not_exact
+
+    rows = zip(
+        df["config"],
+        df["expected_accepted_length_lo"],
+        df["expected_accepted_length_hi"],
+        df["exact"],
+        df["determined"],
+    )
+    met = [cfg for cfg, lo, hi, exact, det in rows if det and met_not_exact(lo, hi, exact == det)]
+    return [f"one value shown for {', '.join(met)}: {BOUNDS_MET}"] if met else []
 
 
 def undetermined_counts(done: SamplingComparison) -> Mapping[str, Counter]:

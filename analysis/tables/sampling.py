@@ -179,7 +179,7 @@ def sampling_tables(runs: Sequence[RunSampling]) -> dict[str, pd.DataFrame]:
 
 
 def bounds_display(table: pd.DataFrame) -> pd.DataFrame:
-    """Each NAME_lo / NAME_hi pair as one text column NAME: "lo..hi", or one number when they are equal (exact),
+    """Each NAME_lo / NAME_hi pair as one text column NAME: "lo..hi", or one number when they are equal,
     each as replay.core.headline.metric_text writes it."""
     out = {}
     cols = list(table.columns)
@@ -198,4 +198,5 @@ def _bounds_text(lo: float, hi: float) -> str:
     if np.isnan(lo) or np.isnan(hi):
         return "–"
     a = metric_text(lo)
-    return a if lo == hi else f"{a}..{metric_text(hi)}"  # one number only when exact, not when they round alike
+    # one number where the bounds are one float (replay.core.point_value), not where they round alike
+    return a if lo == hi else f"{a}..{metric_text(hi)}"

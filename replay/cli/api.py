@@ -156,8 +156,8 @@ def sampling(
     the numbers of ``specreplay replay --temperature T --json``.
 
     Columns: round, then replay.engine.sampling.SAMPLING_KEYS: temperature, expected_accepted_length
-    (NaN unless exact), its _lo/_hi, expected_block_efficiency_lo/_hi, length_at_least_lo/_hi (lists,
-    d = 1, 2, ...), exact, accepted_length_variance (NaN unless exact), from_node_logprobs (exact from
+    (NaN where its bounds differ: replay.core.point_value), its _lo/_hi, expected_block_efficiency_lo/_hi,
+    length_at_least_lo/_hi (lists, d = 1, 2, ...), exact, accepted_length_variance (NaN unless exact), from_node_logprobs (exact from
     the dump's node_logprobs at a recorded T). ``vocab_size`` defaults to the manifest's. Rounds that
     cannot be used (no scores, bad rows) are not rows: they are in ``frame.attrs["skipped"]`` as
     (round, temperature, reason). ``frame.attrs["notes"]`` lists what the numbers need said (above
@@ -193,7 +193,7 @@ def sampling(
             )
     frame = pd.DataFrame(rows, columns=["round", *SAMPLING_KEYS])
     for c in ("expected_accepted_length", "accepted_length_variance"):
-        frame[c] = frame[c].astype(float)  # None (not exact) as NaN
+        frame[c] = frame[c].astype(float)  # None (no value) as NaN
     frame.attrs["skipped"] = skipped
     frame.attrs["notes"] = notes
     return frame

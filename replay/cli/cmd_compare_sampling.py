@@ -112,7 +112,7 @@ def _note_missing_node_logprobs(run, t: float, refused: set[str]) -> None:
 
 def _print(table, done: list[RunAtT], args: argparse.Namespace) -> None:
     from analysis.compare.configs import first_row_words
-    from analysis.compare.sampling import reason_lines, sampling_display, undetermined_counts
+    from analysis.compare.sampling import met_lines, reason_lines, sampling_display, undetermined_counts
 
     t = args.temperature
     if args.json:
@@ -135,7 +135,7 @@ def _print(table, done: list[RunAtT], args: argparse.Namespace) -> None:
         print(sampling_display(grp).to_string(index=False))
         shown = set(grp["config"])
         reasons = undetermined_counts(by_label[run].result)
-        for line in reason_lines({cfg: why for cfg, why in reasons.items() if cfg in shown}):
+        for line in met_lines(grp) + reason_lines({cfg: why for cfg, why in reasons.items() if cfg in shown}):
             print("  " + line)
         print()
     print("note: " + SAMPLING_NOTE)

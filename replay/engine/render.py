@@ -10,6 +10,7 @@ import numpy as np
 
 from replay.core.config import SpecConfig, TreeConfig
 from replay.core.headline import headline, headline_lines, metric_text
+from replay.core.point_value import BOUNDS_MET, met_not_exact
 from replay.core.selection import FALLBACK_WARNING
 from replay.core.temperature import format_temperature
 from replay.core.vocab import BONUS_CORRECTION, LAYOUT_PARENTS, PAD_TOKEN, STOP_NO_ROW
@@ -172,18 +173,28 @@ def summary_lines(
     return lines
 
 
-def _span(lo: float, hi: float) -> str:
-    """A value, or its bounds with their width when the dump does not determine it (metric_text each)."""
+def _span(lo: float, hi: float, exact: bool = True) -> str:
+    """One value where its bounds are one float (replay.core.point_value; BOUNDS_MET said where not
+    ``exact``), else the bounds with their width (metric_text each)."""
     if lo == hi:
-        return metric_text(lo)
+        return metric_text(lo) + (f" ({BOUNDS_MET})" if met_not_exact(lo, hi, exact) else "")
     return f"[{metric_text(lo)}, {metric_text(hi)}] (width {metric_text(hi - lo)})"
+
+
+def _round_kind(smp) -> str:
+    """What a round's expected accepted length is: proved (exact), one value its bounds met at, or bounds."""
+    if smp.from_node_logprobs:
+        return "exact, from node_logprobs"
+    if smp.exact:
+        return "exact"
+    return BOUNDS_MET if met_not_exact(smp.expected_lo, smp.expected_hi, smp.exact) else "bounds"
 
 
 def sampling_lines(smp) -> list[str]:
     """A round's replay.engine.sampling.RoundSampling, under its tree."""
     lines = [
         f"  at T = {format_temperature(smp.temperature)}: expected accepted length {_span(smp.expected_lo, smp.expected_hi)}"
-        + ("  (exact, from node_logprobs)" if smp.from_node_logprobs else "  (exact)" if smp.exact else "  (bounds)")
+        + f"  ({_round_kind(smp)})"
     ]
     ge = ", ".join(
         f"P(L>={d}) {_span(lo, hi)}" for d, (lo, hi) in enumerate(zip(smp.length_ge_lo, smp.length_ge_hi), 1)
@@ -240,13 +251,16 @@ def sampling_summary_arrays(
     used = f" of the {m.rounds} used" if skipped else ""
     without = f"; {counted(no_scores, 'replayed round')} without scores skipped (listed on stderr)" if no_scores else ""
     counts = f"{rounds_with_scores(m.rounds, t, skipped)}, {m.exact_rounds} exact{used}{without}"
+    exact_all = m.exact_rounds == m.rounds
+    at_lo, at_hi = (a.mean(axis=0) for a in length_at_bounds(ge_lo, ge_hi))  # P(L = d), d = 0..D
+    met = not exact_all and bool((at_lo == at_hi).any())  # one value stated for some L, not proved
     lines = [
         f"sampling at T = {format_temperature(t)} ({counts}):",
-        f"  expected accepted length per round: {_span(m.accepted_lo, m.accepted_hi)}",
-        f"  expected block efficiency:          {_span(m.block_efficiency_lo, m.block_efficiency_hi)}",
-        "  expected distribution of the accepted length (fraction of rounds):",
+        f"  expected accepted length per round: {_span(m.accepted_lo, m.accepted_hi, exact_all)}",
+        f"  expected block efficiency:          {_span(m.block_efficiency_lo, m.block_efficiency_hi, exact_all)}",
+        "  expected distribution of the accepted length (fraction of rounds"
+        + (f"; one value: {BOUNDS_MET}):" if met else "):"),
     ]
-    at_lo, at_hi = (a.mean(axis=0) for a in length_at_bounds(ge_lo, ge_hi))  # P(L = d), d = 0..D
     for d in range(ge_lo.shape[1]):
         lines.append(f"    L = {d}: {_span(float(at_lo[d]), float(at_hi[d]))}")
     if own:  # say where the exact numbers came from (the top-K rows alone bound them at most T)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from replay.core.point_value import point_value
 from replay.core.sampling_problems import PROBLEM_SUM, PROBLEM_ZERO, VocabSize, VocabTooSmall, problem_words
 from replay.core.sampling_rows import row_problems
 from replay.core.temperature import format_temperature
@@ -44,7 +45,7 @@ class RoundSampling:
     def to_json(self) -> dict:
         values = (
             self.temperature,
-            self.expected_lo if self.exact else None,
+            point_value(self.expected_lo, self.expected_hi),
             self.expected_lo,
             self.expected_hi,
             self.expected_lo + 1.0,
@@ -62,7 +63,7 @@ class RoundSampling:
 # order; batch --temperature's JSON and tables and the API use the same names (one place).
 SAMPLING_KEYS = (
     "temperature",
-    "expected_accepted_length",  # null unless exact
+    "expected_accepted_length",  # null unless its bounds are one float (replay.core.point_value)
     "expected_accepted_length_lo",
     "expected_accepted_length_hi",
     "expected_block_efficiency_lo",

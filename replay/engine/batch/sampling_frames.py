@@ -8,10 +8,13 @@ one column per depth (length_at_least_column), since CSV has no lists.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import IO, Any
 
 import numpy as np
+
+from replay.core.point_value import point_values
 
 from ..sampling import LENGTH_AT_LEAST_KEYS, SAMPLING_KEYS, RoundSampling, length_at_least_column
 from .frames import record_arrow
@@ -50,13 +53,14 @@ def from_node_logprobs(smp: BatchSampling) -> np.ndarray:
 
 def sampling_columns(smp: BatchSampling, result: BatchResult, rows: np.ndarray) -> dict[str, np.ndarray]:
     """The ``sampling`` values of rounds ``rows`` ([n] int64) by SAMPLING_KEYS: [n] each, NaN where
-    a value is null (expected_accepted_length and its variance unless exact); each length_at_least
-    list as [n, G] P(L >= d), d = 1 .. G (0 beyond a round's tree)."""
+    a value is null (expected_accepted_length where its bounds differ, replay.core.point_value; the
+    variance unless exact); each length_at_least list as [n, G] P(L >= d), d = 1 .. G (0 beyond a
+    round's tree)."""
     exact = smp.exact[rows]
     lo, hi = smp.expected_lo[rows], smp.expected_hi[rows]
     values = (
         np.full(rows.shape[0], smp.temperature),
-        np.where(exact, lo, np.nan),
+        point_values(lo, hi),
         lo,
         hi,
         lo + 1.0,
@@ -70,22 +74,21 @@ def sampling_columns(smp: BatchSampling, result: BatchResult, rows: np.ndarray) 
     return dict(zip(SAMPLING_KEYS, values))
 
 
-_NULL_UNLESS_EXACT = ("expected_accepted_length", "accepted_length_variance")
+_NULL_FOR_NAN = ("expected_accepted_length", "accepted_length_variance")
 
 
 def sampling_objects(smp: BatchSampling, result: BatchResult, rows: np.ndarray) -> list[dict[str, Any]]:
     """The ``sampling`` objects of rounds ``rows`` (replay.engine.sampling.RoundSampling.to_json's
     values): sampling_columns' values, None for NaN, each length_at_least list as deep as the round's tree."""
     columns = {k: v.tolist() for k, v in sampling_columns(smp, result, rows).items()}
-    exact = columns["exact"]
     depths = result.num_steps[rows].tolist()
     out = []
     for i, d in enumerate(depths):
         obj = {k: v[i] for k, v in columns.items()}
         for k in LENGTH_AT_LEAST_KEYS:
             obj[k] = obj[k][:d]
-        for k in _NULL_UNLESS_EXACT:
-            obj[k] = obj[k] if exact[i] else None
+        for k in _NULL_FOR_NAN:
+            obj[k] = None if math.isnan(obj[k]) else obj[k]  # NaN: no value, null
         out.append(obj)
     return out
 
