@@ -31,6 +31,7 @@ from replay.util.progress import progress_enabled, tqdm_progress
 from replay.util.words import round_name
 
 from .options import (
+    LEFT_OUT,
     OneRound,
     add_command,
     add_dump_input,
@@ -39,6 +40,7 @@ from .options import (
     add_no_progress,
     add_output,
     add_sampling_options,
+    exit_status_help,
     no_rounds_error,
     no_rounds_in_runs,
     note_files_left,
@@ -66,9 +68,8 @@ examples:
   specreplay stats DUMP -o tables/                 # also every table as CSV and Parquet
   specreplay stats sample_dumps/synthetic_article --temperature 0.7   # expectations at T = 0.7, lo..hi
 
-Metrics and their formulas: docs/analysis.md. Exit status 1 when some rounds were skipped (each listed
-on stderr), 2 when not one round of a DUMP could be replayed.
-"""
+Metrics and their formulas: docs/analysis.md.
+""" + exit_status_help(LEFT_OUT)
 
 PLOT_EPILOG = """\
 examples:
@@ -80,7 +81,7 @@ Writes accepted_length, depth_acceptance, runs_side_by_side (2+ runs), and per r
 parent_slot_RUN, tree_hits_RUN and round_RUN (one round's tree; token text with --tokenizer). The
 round drawn is a typical failing one (the middle round, in dump order, of the most common accepted
 length among rounds that stopped on a mismatch; docs/analysis.md) unless --round names one.
-"""
+""" + exit_status_help(LEFT_OUT)
 
 
 def add_runs_input(p: argparse.ArgumentParser) -> None:

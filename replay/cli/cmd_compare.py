@@ -31,12 +31,14 @@ from .cmd_analysis import (
 )
 from .compare_way import Compared, CompareWay, run_first, write_csv, write_per_round
 from .options import (
+    LEFT_OUT,
     OneRound,
     add_command,
     add_json_csv,
     add_output,
     add_sampling_options,
     at_least_one,
+    exit_status_help,
     gamma_threshold_arg,
     note_on_stderr,
     parse_key,
@@ -80,7 +82,7 @@ samples at T (the sampling walk on the config's sub-tree; needs scores on the va
 the rounds where the recording determines the reachable sub-tree; the others are counted as
 undetermined, with why (docs/analysis.md "Other configs at T"). --top then ranks by the
 all-rounds block efficiency lower bound.
-"""
+""" + exit_status_help(LEFT_OUT)
 
 REPORT_EPILOG = """\
 examples:
@@ -97,9 +99,10 @@ per draft node) as Parquet only unless --csv-tables. OUTPUT is new, empty, or an
 its .specreplay-report.json), whose index.html and tables/ are replaced whole (no table of the
 earlier one stays); a directory holding anything else is refused (exit 2) before any work. A run whose validate rows carry scores gets a temperature
 curve (expected block efficiency at T = 0, 0.1, ..., 1.5 for each compared config, with bounds);
---vocab-size V gives its lower bounds above T = 1. Exit status 1 when rounds were skipped, the curve's
-included (a round it cannot replay at some T: listed on stderr once, with the T and the reason).
-"""
+--vocab-size V gives its lower bounds above T = 1.
+""" + exit_status_help(
+    f"{LEFT_OUT}; the temperature curve's rounds included (one it cannot replay at some T is listed once, with the T)"
+)
 
 
 REPORT_DIR = OutputDir("the page to {dir}/index.html and the tables to {dir}/tables/")  # -o's type

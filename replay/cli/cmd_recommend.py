@@ -21,12 +21,14 @@ from replay.util.progress import phase_progress, progress_enabled, progress_whil
 
 from .options import (
     JSON_OBJECT_HELP,
+    LEFT_OUT,
     add_command,
     add_dump_input,
     add_dump_options,
     add_no_progress,
     add_sampling_options,
     at_least_one,
+    exit_status_help,
     note_on_stderr,
     options_from_args,
     print_json,
@@ -37,7 +39,8 @@ from .options import (
     vocab_sizes_json,
 )
 
-EPILOG = """\
+EPILOG = (
+    """\
 examples:
   specreplay recommend sample_dumps/synthetic_article --budget 12
   specreplay recommend DUMPS1 DUMPS2 --budget 16 --max-depth 5 --cost cost_curve.json
@@ -53,12 +56,15 @@ rounds that drafted its step (among those whose walk reached its parent's depth)
 acceptance (the 'early stops:' line). Estimator, search and refusals: docs/shape-search.md;
 cost model: docs/analysis.md.
 Progress goes to stderr on a terminal (--no-progress to silence it).
-Exit status: 0; 1 when rounds were skipped (listed on stderr); 2 on errors (no round replayed too). A measured shape that disagrees
-with its prediction is a finding, not skipped input: agree = NO in the table, a warning on stderr, exit 0.
+"""
+    + exit_status_help(LEFT_OUT)
+    + """\
+A measured shape that disagrees with its prediction is a finding, not skipped input: agree = NO in the table, a warning on stderr, exit 0.
 --temperature T: every shape contained in the recorded config within the budget and depth, measured
 at T by the sampling walk on its sub-tree (as compare --temperature) and ranked by the lower bound
 of its expected block efficiency over all rounds (docs/shape-search.md "Shapes at temperature T").
 """
+)
 
 
 def parse_pair(text: str) -> tuple[float, float]:

@@ -28,6 +28,7 @@ from .options import (
     add_no_progress,
     add_sampling_options,
     at_least_one,
+    exit_status_help,
     options_from_args,
     parse_key,
     print_missing_node_logprobs,
@@ -40,7 +41,8 @@ from .options import (
     writing_bar,
 )
 
-REPLAY_EPILOG = """\
+REPLAY_EPILOG = (
+    """\
 examples:
   specreplay replay sample_dumps/article_round
   specreplay replay DUMP --config tree.json --round 124_140
@@ -55,13 +57,17 @@ Step 0 of a round is named one position earlier than the round's other files
 (draft_step_0_123_139 belongs to validate_124_140); change that with --step0-offset. Without it
 (and without step0_offset in manifest.json), names that pair one to one at another offset are
 grouped at that offset, and a note on stderr says so.
-Exit status: 0 when every round replayed; 1 when some were skipped (each listed on stderr), including
-rounds the directory's manifest.json lists but the directory lacks, or holds but the manifest does
-not list; 2 on errors (a path without dump files, or not one round replayed, too). A round that
-replays differently from what manifest.json records for it (accepted_length, num_nodes,
+"""
+    + exit_status_help(
+        ": rounds, those the directory's manifest.json lists but the directory lacks, or holds but the manifest "
+        "does not list, included"
+    )
+    + """\
+A round that replays differently from what manifest.json records for it (accepted_length, num_nodes,
 draft_steps) is a WARNING on stderr and leaves the exit status alone: the numbers are suspect, no
 input was skipped.
 """
+)
 
 
 def run_replay(args: argparse.Namespace) -> int:

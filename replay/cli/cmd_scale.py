@@ -45,6 +45,7 @@ from .options import (
     add_reading_options,
     add_sampling_options,
     at_least_one,
+    exit_status_help,
     note_on_stderr,
     options_from_args,
     parse_key,
@@ -90,9 +91,7 @@ examples:
   specreplay batch sample_dumps/synthetic_article --temperature 0.7   # + expected acceptance at T = 0.7
   specreplay batch RUN --temperature 0.7 -o rounds.parquet   # + per round expected_accepted_length_lo/_hi, ...
 
-Exit status: 0 when every round replayed; 1 when some were skipped (each listed on stderr); 2 on errors
-(not one round replayed too).
-"""
+""" + exit_status_help()
 
 
 def _selection_counts(res: BatchResult) -> Counter:

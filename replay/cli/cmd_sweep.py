@@ -21,7 +21,7 @@ from .cmd_live import (
     resolve_pair,
     token_progress_bar,
 )
-from .options import add_command, add_no_progress, add_output, print_grid_skipped, print_notes
+from .options import add_command, add_no_progress, add_output, exit_status_help, print_grid_skipped, print_notes
 
 SWEEP_EXAMPLE = """grid syntax: configs separated by ';', steps by ',', the widths of one step's
 expanded heads by 'x'; '|' lists alternatives for a step (every combination runs), '@T' sets
@@ -45,9 +45,7 @@ example:
   (a local Dask cluster, one worker process per GPU; --scheduler tcp://host:8786 uses a running
    cluster instead: the output directory and the models at the same path on every worker)
 
-Exit status: 0 every config ran (or was kept from before); 1 some grid combinations were skipped
-(each listed on stderr with the reason); 2 on errors.
-"""
+""" + exit_status_help(": grid combinations, with the reason")
 
 
 def register(subparsers) -> None:

@@ -24,6 +24,7 @@ import json
 import re
 import shlex
 import sys
+import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from replay.core.config_grammar import parse_spec
 from replay.core.temperature import format_temperature
 from replay.core.vocab import LAYOUTS
 from replay.engine.options import ReplayOptions
-from replay.io.dumpnames import parse_round_key
+from replay.io.dumpnames import INT64_MAX, INT64_MIN, fits_int64, parse_round_key
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.skipped import Skipped, why_no_rounds
 from replay.io.step0 import parse_offset
@@ -76,6 +77,21 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 # scores prints 100,001 identical lines (17 MB of stderr) that hide the one line that matters.
 SKIP_LINES_LIMIT = 20
 SKIP_LINES_PER_REASON = 3  # shown in full before a folded reason's count
+
+
+EXIT_STATUS = (
+    "Exit status: 0 all input used; 1 some input skipped, each listed on stderr{skipped}; 2 error (one line "
+    "on stderr{error}; not one round replayed is an error too, its skip reasons listed first); 130 interrupted."
+)
+
+
+LEFT_OUT = ": rounds, or a DUMP of which not one round could be replayed (the other DUMPs are used)"  # status 1 of a command of several DUMPs
+
+
+def exit_status_help(skipped: str = "", error: str = "") -> str:
+    """The exit statuses of docs/cli.md ("Exit status") in one wording for every command's --help,
+    wrapped as the epilogs are; ``skipped`` / ``error``: what a command adds to status 1 / 2."""
+    return textwrap.fill(EXIT_STATUS.format(skipped=skipped, error=error), width=100) + "\n"
 
 
 def skipped_lines(skipped: Sequence[Skipped]) -> list[str]:
@@ -267,6 +283,16 @@ def add_no_progress(p: argparse.ArgumentParser) -> argparse.Action:
     return p.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
 
 
+def int_arg(text: str) -> int:
+    """argparse type of every ``type=int`` option (OneLineParser registers it for int): an integer
+    that an int64 holds, as every count, seed and offset becomes one; a larger one would be taken
+    and then wrap or name files that cannot exist. A non-integer keeps argparse's "invalid int value"."""
+    value = int(text)
+    if not fits_int64(value):
+        raise argparse.ArgumentTypeError(f"expected an integer from {INT64_MIN} to {INT64_MAX}, got {value}")
+    return value
+
+
 def at_least_one(text: str) -> int:
     """argparse type of a count (--top N, --ema-window N): an integer of at least 1. 0 or -2 would
     otherwise be taken quietly (``--top -2`` would show all configs but two)."""
@@ -276,6 +302,8 @@ def at_least_one(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer of at least 1, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected an integer of at least 1, got {value}")
+    if value > INT64_MAX:
+        raise argparse.ArgumentTypeError(f"expected an integer from 1 to {INT64_MAX}, got {value}")
     return value
 
 
@@ -413,9 +441,23 @@ def print_needs_vocab(command: str, temperature: float) -> None:
 def parse_key(text: str) -> tuple[int, int]:
     """``--round A_B``: replay.io.dumpnames.parse_round_key, as argparse reports a bad value."""
     try:
-        return parse_round_key(text)
+        key = parse_round_key(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    if not fits_int64(*key):
+        raise argparse.ArgumentTypeError(f"A and B must be integers from {INT64_MIN} to {INT64_MAX}, got {text!r}")
+    return key
+
+
+def step0_offset_arg(text: str) -> tuple[int, int]:
+    """``--step0-offset N`` or ``A,B`` (replay.io.step0.parse_offset), as argparse reports a bad value."""
+    try:
+        offset = parse_offset(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not fits_int64(*offset):
+        raise argparse.ArgumentTypeError(f"expected integers from {INT64_MIN} to {INT64_MAX}, got {text!r}")
+    return offset
 
 
 class OneRound(argparse.Action):
@@ -443,6 +485,7 @@ def add_reading_options(p: argparse.ArgumentParser) -> None:
     """How dump files are read (``pack`` records them in the packed run)."""
     p.add_argument(
         "--step0-offset",
+        type=step0_offset_arg,
         default=None,
         help="N or A,B: how many positions step 0's name sits before its round (default 1)",
     )
@@ -458,11 +501,9 @@ def add_reading_options(p: argparse.ArgumentParser) -> None:
 
 
 def step0_offset_from_args(args: argparse.Namespace) -> tuple[int, int] | None:
-    """``--step0-offset N`` or ``A,B``; None when not given (the manifest or the default decides)."""
-    try:
-        return parse_offset(args.step0_offset) if args.step0_offset else None
-    except ValueError as exc:
-        raise SpecReplayError(f"--step0-offset: {exc}") from None
+    """``--step0-offset N`` or ``A,B`` (step0_offset_arg read it); None when not given (the manifest
+    or the default decides)."""
+    return args.step0_offset
 
 
 def options_from_args(args: argparse.Namespace) -> ReplayOptions:

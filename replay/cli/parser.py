@@ -16,7 +16,16 @@ from replay.io.sources import check_outside_inputs
 from replay.util.pathcheck import output_kind
 from replay.util.version import package_version
 
-from .options import DEBUG_ENV, DUMP, EXIT_ERROR, EXIT_OK, HelpFormatter, check_vocab_size_use
+from .options import (
+    DEBUG_ENV,
+    DUMP,
+    EXIT_ERROR,
+    EXIT_OK,
+    HelpFormatter,
+    check_vocab_size_use,
+    exit_status_help,
+    int_arg,
+)
 
 COMMAND_MODULES = (
     "replay.cli.cmd_replay",
@@ -39,11 +48,8 @@ examples:
 Conventions: DUMP is a dump directory or a packed run; -o/--output names what a command writes;
 --json prints one JSON object or JSON Lines (each command's help says which); --no-progress turns
 off the progress bars, which are drawn only when stderr is a terminal.
-Exit status: 0 all input used, 1 some input skipped (each listed on stderr), 2 error (one line on
-stderr; --debug or SPECREPLAY_DEBUG=1 adds the traceback; not one round replayed is an error too,
-its skip reasons listed first), 130 interrupted. Stdout holds only results; skip reasons, notes and
-warnings about the input go to stderr.
-"""
+Stdout holds only results; skip reasons, notes and warnings about the input go to stderr.
+""" + exit_status_help(error=f"; --debug or {DEBUG_ENV}=1 adds the traceback")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -57,6 +63,7 @@ class OneLineParser(argparse.ArgumentParser):
         if kwargs.get("formatter_class") in (None, argparse.HelpFormatter, argparse.RawDescriptionHelpFormatter):
             kwargs["formatter_class"] = HelpFormatter
         super().__init__(*args, **kwargs)
+        self.register("type", int, int_arg)  # every type=int option: an int64 or a usage error naming it
 
     def error(self, message: str):
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message}{self._list_hint(message)} (see {self.prog} --help)\n")

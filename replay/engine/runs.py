@@ -152,7 +152,7 @@ def open_run(path: str | Path, opts: ReplayOptions = ReplayOptions()) -> Run:
             step0=packed.step0,
         )
     config, tree, manifest, merged, source = resolve_options(path, opts)
-    grouping = group_rounds(path, opts.step0_offset, manifest)
+    grouping = group_rounds(path, opts.step0_offset, manifest, tree.gamma)
     merged = replace(merged, step0_offset=grouping.step0_offset)
     return Run(
         str(path),

@@ -58,7 +58,7 @@ Key = tuple[int, int]
 MatrixKey = tuple[int, int, int]
 
 
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1  # keys and steps become int64 arrays when read
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1  # keys and steps become int64 arrays when read
 
 
 SAFE_DIGITS = 18  # a counter of at most this many characters (sign included) always fits int64
@@ -88,7 +88,7 @@ def parse_round_key(text: str) -> Key:
 
 
 def fits_int64(*values: int) -> bool:
-    return min(values) >= _INT64_MIN and max(values) <= _INT64_MAX
+    return min(values) >= INT64_MIN and max(values) <= INT64_MAX
 
 
 def scores_companion(data_path: str) -> str | None:

@@ -253,11 +253,16 @@ def _by_kind(companions: list[int], kinds: Sequence[int], paths: Sequence[str]) 
 
 
 def group_entries(
-    entries: list[tuple[str, str]], step0_offset: tuple[int, int], source: str, unreadable: Mapping[str, str]
+    entries: list[tuple[str, str]],
+    step0_offset: tuple[int, int],
+    source: str,
+    unreadable: Mapping[str, str],
+    gamma: int | None = None,
 ) -> Grouping:
     """Group (name, path) entries, in path order, into rounds by name; step0_offset and source as
     offset_and_source gives them; unreadable: path → why ("is a directory, not a regular file"), in
-    path order: each is listed, and so is its round, unread."""
+    path order: each is listed, and so is its round, unread. gamma: the draft steps a round of the
+    replayed config has (None: not known), so that a stray beyond them names no lost last step."""
     if not unreadable:
         simple = _group_complete(entries, step0_offset, source)
         if simple is not None:
@@ -276,7 +281,7 @@ def group_entries(
             check.grouped,
             check.example,
         )
-    return _assemble(files, skipped, check, unreadable, clashes)
+    return _assemble(files, skipped, check, unreadable, clashes, gamma)
 
 
 def _assemble(
@@ -285,6 +290,7 @@ def _assemble(
     check: Step0Check,
     unreadable: Mapping[str, str],
     clashes: Mapping[str, Skipped],
+    gamma: int | None,
 ) -> Grouping:
     """Rounds from the logical files at ``check.offset``; every round that is not complete, or that
     holds a matrix in ``clashes`` (data path → why it cannot be read), is listed."""
@@ -330,7 +336,7 @@ def _assemble(
             continue
         reasons = ([] if why is None else [why]) + [c.reason for c in clash]
         skipped.append(Skipped(what, "; ".join(reasons), paths + tuple(p for c in clash for p in c.paths)))
-    rounds = _lost_last_steps(rounds, skipped)
+    rounds = _lost_last_steps(rounds, skipped, gamma)
     # An unreadable entry is named in its round's entry (counted once); one in no round is listed alone.
     skipped[at_unreadable:at_unreadable] = [
         Skipped(base_name(p), why, (p,)) for p, why in unreadable.items() if p not in told
@@ -339,12 +345,13 @@ def _assemble(
     return Grouping(tuple(rounds), tuple(skipped), tuple(sorted(by_round)), check)
 
 
-def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped]) -> list[RoundFiles]:
+def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped], gamma: int | None) -> list[RoundFiles]:
     """Rounds whose next draft step is named by a stray file: a near-miss name (Draft_Step_2_10_20),
     an orphan companion (draft_step_2_10_20.scores alone) or files that hold the same matrix
     (draft_step_2_10_20 and draft_step_2_10_20.txt). Such a round lost its last step; replayed with
     the steps left it would pass as a round that stopped early. It is skipped instead, its entry
-    naming the missing file and the strays (which are not listed again)."""
+    naming the missing file and the strays (which are not listed again). A round that has ``gamma``
+    draft steps lost none: a stray beyond them keeps its own entry (a companion without its data file)."""
     evidence: dict[tuple[int, int, int], list[int]] = defaultdict(list)  # the matrix strays name → their entries
     for i, s in enumerate(skipped):
         duplicate = is_duplicate(s)
@@ -367,7 +374,7 @@ def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped]) -> list[R
     for r in rounds:
         n = len(r.steps)  # the step after the last one present (n >= 1: step 0 is never the lost "last")
         a, b = r.key
-        strays = evidence.get((n, a, b))
+        strays = evidence.get((n, a, b)) if gamma is None or n < gamma else None
         if not strays:
             kept.append(r)
             continue
@@ -496,14 +503,18 @@ def _companions(
 
 @collection_paused()
 def group_directory(
-    directory: str | Path, step0_offset: tuple[int, int] | None = None, source: str | None = None
+    directory: str | Path,
+    step0_offset: tuple[int, int] | None = None,
+    source: str | None = None,
+    gamma: int | None = None,
 ) -> Grouping:
     """Group the files directly inside ``directory`` (not recursive) into rounds by name.
 
     step0_offset: None lets the names decide between the default and the offset they show
     (Step0Check); a stated offset is used as stated, ``source`` naming who stated it.
     Entries that are not regular files are ignored unless named like a dump file: then they are
-    listed, with their rounds (see the module docstring). Nothing here opens a file.
+    listed, with their rounds (see the module docstring). gamma as group_entries takes it. Nothing
+    here opens a file.
     """
     directory = Path(directory)
     prefix = _child_prefix(directory)
@@ -529,7 +540,7 @@ def group_directory(
     entries = [(name, prefix + name) for name in names]
     if unreadable:
         unreadable = {p: unreadable[p] for _, p in entries if p in unreadable}
-    return group_entries(entries, *offset_and_source(step0_offset, source), unreadable)
+    return group_entries(entries, *offset_and_source(step0_offset, source), unreadable, gamma)
 
 
 def _child_prefix(directory: Path) -> str:

@@ -15,7 +15,7 @@ from replay.util.bounded import read_json_file
 from replay.util.errors import DumpError
 from replay.util.words import round_name, value_words
 
-from .dumpnames import Key
+from .dumpnames import Key, fits_int64
 from .dumpwrite import MANIFEST_NAME
 from .formats.matrix_io import (
     ID_KINDS,
@@ -28,8 +28,6 @@ from .formats.matrix_io import (
 )
 from .grouping import Grouping, group_directory
 from .skipped import Skipped, round_entry
-
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 @dataclass(frozen=True)
@@ -99,9 +97,7 @@ def _rounds(path: Path, records: Any) -> tuple[dict[Key, int], int | None, tuple
     keys: list[Key] = []
     for k, rec in enumerate(records):
         key = rec.get("key") if isinstance(rec, dict) else None
-        if not (
-            isinstance(key, list) and len(key) == 2 and all(_is_int(v) and _INT64_MIN <= v <= _INT64_MAX for v in key)
-        ):
+        if not (isinstance(key, list) and len(key) == 2 and all(_is_int(v) and fits_int64(v) for v in key)):
             raise _field(
                 path,
                 f"rounds[{k}].key",
@@ -111,7 +107,7 @@ def _rounds(path: Path, records: Any) -> tuple[dict[Key, int], int | None, tuple
         root = rec.get("root_token")
         if root is None:
             continue
-        if not (_is_int(root) and _INT64_MIN <= root <= _INT64_MAX):
+        if not (_is_int(root) and fits_int64(root)):
             raise _field(path, f"rounds[{k}].root_token", f"expected an integer token id, got {_short(root)}")
         roots[(key[0], key[1])] = root
     return roots, len(keys), tuple(keys)
@@ -285,20 +281,23 @@ def check_manifest_rounds(grouping: Grouping, manifest: Manifest) -> Grouping:
     return replace(grouping, skipped=grouping.skipped + tuple(extra))
 
 
-def group_rounds(directory: str | Path, asked: tuple[int, int] | None, manifest: Manifest) -> Grouping:
+def group_rounds(
+    directory: str | Path, asked: tuple[int, int] | None, manifest: Manifest, gamma: int | None = None
+) -> Grouping:
     """The rounds of a dump directory, as every reader gets them (replay, batch, analysis, pack).
 
     The step-0 offset is ``asked`` (--step0-offset), else the manifest's ``step0_offset``, else
     the default or the offset the names show (replay.io.step0.Step0Check); then the files are
     checked against the manifest's rounds (check_manifest_rounds). ``grouping.step0_offset`` is
-    the offset the readers must use to name the files again.
+    the offset the readers must use to name the files again. gamma: the replayed config's draft
+    steps, where known (replay.io.grouping.group_entries).
     """
     if asked is not None:
-        grouping = group_directory(directory, asked, "--step0-offset")
+        grouping = group_directory(directory, asked, "--step0-offset", gamma)
     elif manifest.step0_offset is not None:
-        grouping = group_directory(directory, manifest.step0_offset, f"{MANIFEST_NAME} step0_offset")
+        grouping = group_directory(directory, manifest.step0_offset, f"{MANIFEST_NAME} step0_offset", gamma)
     else:
-        grouping = group_directory(directory)
+        grouping = group_directory(directory, gamma=gamma)
     return check_manifest_rounds(grouping, manifest)
 
 

@@ -247,7 +247,7 @@ def replay_directory(
         return replay_packed(directory, opts, progress)
     asked, given_kind = opts.step0_offset, opts.score_kind
     config, tree_cfg, manifest, opts, source = resolve_options(directory, opts)
-    grouping = group_rounds(directory, asked, manifest)
+    grouping = group_rounds(directory, asked, manifest, tree_cfg.gamma)
     opts = replace(opts, step0_offset=grouping.step0_offset)
     skipped = list(grouping.skipped)
     results: list[RoundResult] = []
