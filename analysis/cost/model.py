@@ -7,8 +7,10 @@ beside the dump, or this module's default) is decided in ``analysis.cost.source`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Real
 from pathlib import Path
 
 import numpy as np
@@ -86,21 +88,19 @@ class CostModel:
     @classmethod
     def from_json(cls, obj: dict, source: str = "<json>") -> CostModel:
         """``draft_s`` is optional (null or absent: the draft is priced by ``draft_step_s`` alone)."""
-        try:
-            draft = obj.get("draft_s")
-            return cls(
-                np.asarray(obj["tokens"], dtype=np.float64),
-                np.asarray(obj["verify_s"], dtype=np.float64),
-                float(obj["draft_step_s"]),
-                source,
-                None if draft is None else np.asarray(draft, dtype=np.float64),
-            )
-        except KeyError as exc:
+        missing = [key for key in ("tokens", "verify_s", "draft_step_s") if key not in obj]
+        if missing:
             raise SpecReplayError(
-                f"cost model {source}: missing key {exc.args[0]!r} (need tokens, verify_s, draft_step_s)"
-            ) from None
-        except (TypeError, ValueError) as exc:
-            raise SpecReplayError(f"cost model {source}: {exc}") from None
+                f"cost model {source}: missing key {missing[0]!r} (need tokens, verify_s, draft_step_s)"
+            )
+        draft = obj.get("draft_s")
+        return cls(
+            _numbers(obj, "tokens", source),
+            _numbers(obj, "verify_s", source),
+            float(_numbers(obj, "draft_step_s", source, scalar=True)),
+            source,
+            None if draft is None else _numbers(obj, "draft_s", source),
+        )
 
     @classmethod
     def parse(cls, text: str, option: str = "--cost") -> CostModel:
@@ -198,3 +198,16 @@ def _interpolate(tokens: np.ndarray, seconds: np.ndarray, n_tokens) -> np.ndarra
         out = np.where(n > tokens[-1], seconds[-1] + (n - tokens[-1]) * hi_slope, out)
         out = np.maximum(out, 1e-12)  # extrapolating down never makes a forward free
     return float(out) if out.ndim == 0 else out
+
+
+def _numbers(obj: dict, key: str, source: str, scalar: bool = False) -> np.ndarray:
+    """``obj[key]`` as float64 (shape [k], or [] when ``scalar``), or an error naming the field and
+    what it must be: numpy's "could not convert string to float: 'x'" names neither."""
+    value = obj[key]
+    items = [value] if scalar else list(value) if isinstance(value, (list, tuple)) else None
+    if items is None or not all(isinstance(v, Real) and not isinstance(v, (bool, np.bool_)) for v in items):
+        expected = "a number" if scalar else "a list of numbers"
+        raise SpecReplayError(
+            f"cost model {source}: {key!r} must be {expected}, got {shown(json.dumps(value, default=str))}"
+        )
+    return np.asarray(value, dtype=np.float64)

@@ -65,6 +65,13 @@ class OneLineParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.register("type", int, int_arg)  # every type=int option: an int64 or a usage error naming it
 
+    def _get_value(self, action: argparse.Action, arg_string: str):
+        """An option given an empty value (``--grid ""``) would do nothing, or what leaving it out
+        does: refused (docs/cli.md), as every other option that would do nothing."""
+        if action.option_strings and not arg_string.strip():
+            raise argparse.ArgumentError(action, f"empty value {arg_string!r}: give a value or leave the option out")
+        return super()._get_value(action, arg_string)
+
     def error(self, message: str):
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message}{self._list_hint(message)} (see {self.prog} --help)\n")
 

@@ -418,6 +418,6 @@ def load_config(path: str | Path, allow_stream: bool = True) -> SpecConfig:
     is read with False, like every dump file.
     """
     path = Path(path)
-    data = read_file_bytes(path, MAX_JSON_BYTES, lambda message: ConfigError(path, "<file>", message), allow_stream)
-    obj = parse_json_bytes(data, lambda message: ConfigError(path, "<json>", message))
+    data = read_file_bytes(path, MAX_JSON_BYTES, lambda message: ConfigError(path, None, message), allow_stream)
+    obj = parse_json_bytes(data, lambda message: ConfigError(path, None, message))
     return parse_config(obj, str(path))

@@ -101,8 +101,8 @@ def parse_spec(text: str, option: str = "--config") -> SpecConfig:
         raise ConfigTextError(option, text, f"{_diagnose(s)}; expected {EXPECTED}")
     try:  # a pipe (--config <(...)) is read too
         obj = parse_json_bytes(
-            read_file_bytes(path, MAX_JSON_BYTES, lambda m: ConfigError(path, "<file>", m), True),
-            lambda m: ConfigError(path, "<json>", m),
+            read_file_bytes(path, MAX_JSON_BYTES, lambda m: ConfigError(path, None, m), True),
+            lambda m: ConfigError(path, None, m),
         )
     except ConfigError as exc:
         raise ConfigTextError(option, text, str(exc)) from None

@@ -43,12 +43,14 @@ class NoRoundsError(SpecReplayError):
 
 
 class ConfigError(SpecReplayError):
-    def __init__(self, source: str | Path | None, field: str, message: str):
+    def __init__(self, source: str | Path | None, field: str | None, message: str):
+        """field: None when the file as a whole is at fault (not JSON, not a regular file)."""
         self.source = str(source) if source is not None else None
         self.field = field
         self.message = message  # without the file and field, for a message that adds to it
         where = f"{printable(self.source)}: " if self.source else ""
-        super().__init__(f"{where}config field '{field}': {message}")
+        named = f"config field '{field}': " if field is not None else ""
+        super().__init__(f"{where}{named}{message}")
 
 
 class DumpError(SpecReplayError):
