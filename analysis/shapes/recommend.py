@@ -222,6 +222,7 @@ class Recommendation:
     max_depth: int | None = None  # the depth asked for (the search may stop shallower: refused depths)
     extrapolate: bool = False  # --extrapolate: depths without data reuse the deepest estimated one
     warnings: tuple[str, ...] = field(default=())  # lines for stderr about how the dumps were read
+    skipped_by_dump: tuple = field(default=())  # per directory (in their order), its Skipped: listed under its label
 
     def depth_text(self) -> str:
         """'max depth D', and where the search stopped when deeper depths were refused."""
@@ -395,6 +396,7 @@ def recommend_dumps(
         depth,
         extrapolate,
         tuple(w for d in dumps for w in d.warnings),
+        tuple(d.skipped for d in dumps),
     )
 
 

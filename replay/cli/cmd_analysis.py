@@ -178,7 +178,7 @@ def skipped_status(loaded: LoadedRuns, at_t: dict[str, tuple] | None = None) -> 
         print_reading(run.replay, run.label)
     at_t = at_t or {}
     for label, skipped in at_t.items():
-        print_skipped(skipped, label if len(at_t) > 1 else None)
+        print_skipped(skipped, label)
     return 1 if loaded.left_out or any(run.replay.skipped for run in loaded.runs) or any(at_t.values()) else 0
 
 
@@ -373,7 +373,7 @@ def _stats_sampling(args: argparse.Namespace, loaded: LoadedRuns) -> int:
         (run,) = runs
         raise no_rounds_error(run.replay.directory, [*run.replay.skipped, *parts[0].skipped], run.replay.warnings)
     for run, part in zip(runs, parts):
-        print_skipped(part.skipped, run.label if len(runs) > 1 else None)
+        print_skipped(part.skipped, run.label)
     if not any(p.expected_lo.shape[0] for p in parts):
         raise no_rounds_in_runs(args.dirs, t)
     named = sampling_tables(parts)

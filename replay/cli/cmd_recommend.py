@@ -102,6 +102,7 @@ def progress_bars(enabled: bool | None) -> Iterator[Callable[[str], Callable[[in
 def run_recommend(args: argparse.Namespace) -> int:
     from analysis.shapes.recommend import recommend_runs
     from analysis.shapes.recommend_render import finite_json, recommendation_json, render_recommendation
+    from analysis.tables.runs import unique_labels
 
     for d in args.dirs:
         require_dump_source(d)
@@ -128,7 +129,8 @@ def run_recommend(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write("\n".join(render_recommendation(rec)) + "\n")
     print_notes(rec.warnings)
-    print_skipped(rec.skipped_items)
+    for label, skipped in zip(unique_labels(rec.directories), rec.skipped_by_dump):
+        print_skipped(skipped, label)  # each dump's lines under its RUN label, as every command of DUMPs lists them
     disagree = sum(c.agree is False for c in rec.comparisons)
     if disagree:  # a result about the model, not about the input: exit 1 keeps one meaning (skipped input)
         note_on_stderr(f"warning: {disagree} measured shape(s) disagree with their prediction (agree = NO above)")

@@ -8,6 +8,7 @@ The reasons of the grouping's entries are here too: the folding recognises entri
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Container, Sequence
 from pathlib import PurePosixPath
@@ -39,6 +40,18 @@ def is_duplicate(s: Skipped) -> bool:
     return s.reason.endswith(DUPLICATE_REASON) and bool(s.paths) and not s.is_round
 
 
+def with_paths(s: Skipped) -> str:
+    """``s.what`` (file names) with each of its files named by path: an entry whose reason begins with
+    files ("validate_10_20 and validate_10_20.txt: 2 files hold ...", a file read: "DIR/validate_10_20:
+    ...") names every file by path, as the readers' entries do; the grouping's own sentences about
+    names ("missing X", "X is here") keep the names, the directory being the DUMP's."""
+    text = s.what
+    for path in s.paths:
+        name = re.escape(printable(base_name(path)))
+        text = re.sub(rf"(?<![\w/.-]){name}(?![\w.-])", lambda _: printable(path), text, count=1)
+    return text
+
+
 def _round_of(matrix: MatrixKey, offset: tuple[int, int]) -> str:
     step, a, b = matrix
     return round_entry(round_name((a + offset[0], b + offset[1]) if step == 0 else (a, b)))
@@ -60,7 +73,7 @@ def fold_duplicates(skipped: list[Skipped], offset: tuple[int, int]) -> list[Ski
         matrix = matrix_name((step, a, b))
         rnd = skipped[j]
         caused = matrix in rnd.reason or (step == 0 and rnd.reason.startswith(NO_DRAFTS_REASON))
-        told = f"{s.what}: {s.reason}" + ("" if caused else f"; {rnd.reason}")
+        told = f"{with_paths(s)}: {s.reason}" + ("" if caused else f"; {rnd.reason}")
         skipped[j] = Skipped(rnd.what, told, rnd.paths + s.paths)
         drop.add(i)
     return [s for i, s in enumerate(skipped) if i not in drop]
@@ -189,7 +202,7 @@ def misspelt_companion(entry: Skipped, data_path: str, kind: str, files: Sequenc
         guess = near_miss(base_name(s.paths[0])) if is_stray(s) else None
         if lacking is not None and matrix_of(guess) == (lacking[0], COMPANION_KIND[f".{kind}"]):
             return Skipped(
-                entry.what, f"{entry.reason}; {s.what} is here: did you mean {guess}?", entry.paths + s.paths
+                entry.what, f"{entry.reason}; {with_paths(s)} is here: did you mean {guess}?", entry.paths + s.paths
             )
     return entry
 
