@@ -814,3 +814,18 @@ def test_bad_manifest_field_is_one_line(body, field, tmp_path, capsys):
     (d / "manifest.json").write_text(json.dumps(body))
     code, _, err = call(capsys, ["replay", str(d)])
     assert_one_line_error(code, err, f"manifest.json ({field}): expected")
+
+
+def test_every_help_that_states_exit_statuses_states_them_in_the_shared_words():
+    """stats --help said "2 when not one round of a DUMP could be replayed" while such a DUMP is left
+    out with exit 1 (docs/cli.md): every help that names exit statuses says them in one wording
+    (replay.cli.options.exit_status_help), the top-level help included."""
+    from replay.cli.options import EXIT_STATUS
+
+    head = " ".join(EXIT_STATUS.split("{skipped}")[0].split())
+    helps = [("specreplay", build_parser().format_help())] + [(" ".join(p), q.format_help()) for p, q in LEAVES]
+    stating = [(name, " ".join(text.split())) for name, text in helps if "exit status:" in text.lower()]
+    assert len(stating) >= 8, [name for name, _ in stating]
+    for name, text in stating:
+        assert head in text and "130 interrupted" in text, name
+        assert "2 when not one round of a DUMP" not in text, name

@@ -196,8 +196,8 @@ def test_a_misspelt_companion_of_a_skipped_round_is_one_entry_with_its_fix(capsy
     assert code == 1 and len(told) == 1, err
     assert (
         told[0].endswith(
-            "remove the round's others (docs/dump-format.md); draft_step_0_11_21.scroes is here: did you mean "
-            "draft_step_0_11_21.scores?"
+            f"remove the round's others (docs/dump-format.md); {d / 'draft_step_0_11_21.scroes'} is here: did you "
+            "mean draft_step_0_11_21.scores?"
         )
         and f"skipped round 12_22: {d / 'draft_step_0_11_21'}: draft_step_0 has no scores" in told[0]
     ), err

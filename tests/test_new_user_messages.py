@@ -288,3 +288,86 @@ def test_a_companion_with_a_typo_in_its_extension_is_named_with_its_fix(capsys, 
         "draft_step_2_12_22.parents, the parents companion?",
     )
     assert "dump files have none" not in err
+
+
+# --- a companion beyond gamma; option values out of range or empty; --cost fields; labels --------
+
+
+def test_a_companion_beyond_gamma_is_a_stray_companion_not_a_lost_last_step(capsys, tmp_path):
+    """draft_step_3_10_20.scores beside a dump of gamma 3 named "missing draft_step_3_10_20 ... would
+    replay as one that stopped early": a round of gamma steps lost none, the file is a companion
+    without its matrix, and the round replays."""
+    dump = article_by_hand(tmp_path / "d")
+    (dump / "draft_step_3_124_140.scores").write_text("0.5\n", encoding="utf-8")
+    code, out, err = run(capsys, "replay", dump, "--summary", "--no-progress")
+    assert code == 1 and "rounds replayed: 1" in out, err
+    assert_told(err, "skipped draft_step_3_124_140.scores: companion file without its data file")
+    assert "stopped early" not in err and "missing draft_step_3" not in err
+
+
+@pytest.mark.parametrize(
+    "argv,option",
+    [
+        (["replay", "{dump}", "--step0-offset", "99999999999999999999999"], "--step0-offset"),
+        (["replay", "{dump}", "--tree", "9223372036854775808"], "--tree"),
+        (["replay", "{dump}", "--round", "1_99999999999999999999"], "--round"),
+        (["compare", "{dump}", "--top", "99999999999999999999"], "--top"),
+        (["recommend", "{dump}", "--budget", "-99999999999999999999"], "--budget"),
+    ],
+)
+def test_an_integer_out_of_range_is_a_usage_error_naming_the_option_and_range(capsys, tmp_path, argv, option):
+    dump = article_by_hand(tmp_path / "d")
+    code, out, err = run(capsys, *(a.format(dump=dump) for a in argv))
+    assert code == 2 and out == "" and len(err.splitlines()) == 1, err
+    assert_told(err, f"argument {option}:", "9223372036854775807")
+
+
+@pytest.mark.parametrize(
+    "option", [["--grid", ""], ["--configs", ""], ["--generate", " "], ["--cost", ""], ["--label", ""]]
+)
+def test_an_empty_option_value_is_refused_not_the_default(capsys, tmp_path, option):
+    dump = article_by_hand(tmp_path / "d")
+    code, out, err = run(capsys, "compare", dump, *option, "--no-progress")
+    assert code == 2 and out == "" and len(err.splitlines()) == 1, err
+    assert_told(err, f"argument {option[0]}: empty value")
+
+
+@pytest.mark.parametrize(
+    "cost,words",
+    [
+        ('{"tokens":[1,16],"verify_s":[0.38,"x"],"draft_step_s":0.08}', "'verify_s' must be a list of numbers"),
+        ('{"tokens":[1,16],"verify_s":[0.38,0.9],"draft_step_s":"a"}', "'draft_step_s' must be a number"),
+        ('{"tokens":"ab","verify_s":[0.38,0.9],"draft_step_s":0.1}', "'tokens' must be a list of numbers"),
+    ],
+)
+def test_a_cost_model_names_the_field_and_what_it_must_be(capsys, tmp_path, cost, words):
+    dump = article_by_hand(tmp_path / "d")
+    code, _, err = run(capsys, "compare", dump, "--cost", cost, "--no-progress")
+    assert code == 2 and "could not convert" not in err, err
+    assert_told(err, words)
+
+
+def test_a_config_file_that_is_not_json_has_no_pseudo_field(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "d")
+    (dump / "config.json").write_text('{"gamma": 3, "topKSpec": [[6],[2,2]]\n', encoding="utf-8")
+    code, _, err = run(capsys, "replay", dump, "--no-progress")
+    assert code == 2 and "<json>" not in err and f"{dump / 'config.json'}: not valid JSON" in err, err
+
+
+def test_every_command_of_dumps_labels_its_skip_lines_recommend_too(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "mine")
+    (dump / "draft_step_9_124_140.scores").write_text("0.5\n", encoding="utf-8")
+    for argv in (["stats"], ["compare"], ["recommend", "--budget", "4"]):
+        code, _, err = run(capsys, argv[0], dump, *argv[1:], "--no-progress")
+        skips = [line for line in err.splitlines() if "skipped" in line]
+        assert code == 1 and skips == [
+            "specreplay: mine: skipped draft_step_9_124_140.scores: companion file without its data file"
+        ], (argv, err)
+
+
+def test_files_that_hold_one_matrix_are_named_by_path_in_their_rounds_entry(capsys, tmp_path):
+    dump = article_by_hand(tmp_path / "d")
+    (dump / "validate_124_140.txt").write_bytes((dump / "validate_124_140").read_bytes())
+    code, _, err = run(capsys, "replay", dump, "--summary", "--no-progress")
+    assert code == 2, err
+    assert_told(err, f"skipped round 124_140: {dump / 'validate_124_140'} and {dump / 'validate_124_140.txt'}: 2 files")

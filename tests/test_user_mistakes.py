@@ -3088,7 +3088,9 @@ def test_two_files_of_one_matrix_are_named_in_one_entry(capsys, tmp_path):
     assert len(skips) == 1, err
     assert_told(skips[0], "round 10_20", "keep one")
     # the companion goes with the matrix both files hold, not with the file named last
-    assert "validate_10_20 and validate_10_20.txt (with validate_10_20.scores, the companion of both)" in skips[0]
+    # the entry's reason begins with the files: each named by path, as the readers' entries name theirs
+    both = f"{dump}/validate_10_20 and {dump}/validate_10_20.txt (with {dump}/validate_10_20.scores, the companion of both)"
+    assert both in skips[0]
     assert "without" not in err
     (dump / "validate_10_20.txt").unlink()  # the fix the message names
     code, _, err = run(capsys, "replay", dump, "--no-progress")
@@ -3134,7 +3136,8 @@ def test_report_lists_the_temperature_curves_skipped_rounds_and_exits_1(capsys, 
     dump = scaled_scores_row(tmp_path / "dump")
     row_reason = f"{dump}/validate_100_116.npz (scores), row 1 (0-based): a validate row's probabilities sum"
     code, _, err = run(capsys, "compare", dump, "--temperature", "0.7", "--no-progress")
-    assert code == 1 and f"specreplay: skipped round 100_116: no sampling replay at T = 0.7: {row_reason}" in err
+    # one DUMP's lines carry its RUN label too, as in every command of DUMPs
+    assert code == 1 and f"specreplay: dump: skipped round 100_116: no sampling replay at T = 0.7: {row_reason}" in err
     code, out, err = run(capsys, "report", dump, "-o", tmp_path / "r", "--no-tables", "--no-progress")
     assert code == 1 and out.strip() == str(tmp_path / "r" / "index.html"), err
     told = [line for line in err.splitlines() if "skipped" in line]
