@@ -158,7 +158,7 @@ def check_round_replayed(runs, args) -> None:
     """After the replay: ``--round``'s round must have replayed in some run (its files can be there
     and still fail to read); else the same message, with the reason it was skipped."""
     from analysis.report.example_round import has_round
-    from replay.io.grouping import no_such_round
+    from replay.io.skipfold import no_such_round
     from replay.util.errors import RoundNotFoundError
 
     key = args.show_round

@@ -20,10 +20,10 @@ from replay.core.selection import fallback_run_warning, unused_scores_note
 from replay.core.vocab import LAYOUT_ALL, LAYOUTS
 from replay.io.dumpnames import Key
 from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
-from replay.io.grouping import Grouping, no_such_round
+from replay.io.grouping import Grouping
 from replay.io.manifest import Manifest, group_rounds, recorded_round_warnings
 from replay.io.packed.pack import PackedBlockError, PackedRun, is_packed_run
-from replay.io.skipfold import listed_once, misspelt_companion
+from replay.io.skipfold import listed_once, misspelt_companion, no_such_round
 from replay.io.skipped import Skipped, round_entry
 from replay.io.step0 import Step0Check
 from replay.util.errors import DumpError, RoundError, RoundNotFoundError, skip_reason
@@ -107,7 +107,7 @@ class Run:
             yield lambda g=g, k=k: load(g, k)
 
     def no_such_round(self, key: Key, where: str | None = None) -> str:
-        """replay.io.grouping.no_such_round for this run: the rounds it has, nearest to ``key`` first."""
+        """replay.io.skipfold.no_such_round for this run: the rounds it has, nearest to ``key`` first."""
         if self.grouping is not None:
             return no_such_round(key, [f.key for f in self.grouping.rounds], where or self.path, self.grouping.skipped)
         return no_such_round(key, packed_keys(self.packed), where or self.path)

@@ -103,34 +103,6 @@ class Grouping:
         return self.step0.offset
 
 
-NEAREST_ROUNDS = 5  # rounds named when --round names one the dump does not have
-
-
-def no_such_round(key: Key, keys: Sequence[Key] | np.ndarray, where: str, skipped: Iterable[Skipped] = ()) -> str:
-    """The one message of every command's ``--round KEY`` when ``where`` cannot replay round KEY.
-
-    ``keys``: the rounds it can replay, (a, b) pairs or a [2, N] array; ``skipped``: its skip
-    entries. A round whose files are there but incomplete is named with the reason; otherwise the
-    rounds nearest to KEY (smallest |Δa| + |Δb|) are listed first, so a typo shows its fix.
-    """
-    name = round_name(key)
-    for s in skipped:
-        if s.what == round_entry(name):
-            return f"--round {name}: that round in {where} cannot be replayed: {s.reason}"
-    arr = np.asarray(keys, dtype=np.int64)
-    arr = arr.T if arr.ndim == 2 and arr.shape[0] == 2 and arr.shape[1] != 2 else arr.reshape(-1, 2)
-    if not len(arr):
-        return f"--round {name}: no such round in {where}, which has no round to replay"
-    dist = np.abs(arr[:, 0].astype(np.float64) - key[0]) + np.abs(
-        arr[:, 1].astype(np.float64) - key[1]
-    )  # float: no int64 overflow
-    nearest = arr[np.lexsort((arr[:, 1], arr[:, 0], dist))[:NEAREST_ROUNDS]]
-    listed = ", ".join(round_name(key) for key in nearest.tolist())
-    return (
-        f"--round {name}: no such round in {where}; nearest of its {len(arr)} round(s): {listed} (A_B of validate_A_B)"
-    )
-
-
 def _stray(name: str, path: str) -> list[Skipped]:
     """The skip entry of a file that is no dump matrix: none for side files and hidden files."""
     if is_side_file(name):

@@ -3,20 +3,23 @@ why a round is incomplete (a duplicate of its matrix, a near-miss name of a file
 companion whose data file is not there) is named inside that round's entry, and a companion goes
 with its misnamed data file, not in an entry of its own (docs/dump-format.md).
 
-The reasons of the grouping's entries are here too: the folding recognises entries by them.
+The reasons of the grouping's entries are here too: the folding recognises entries by them; and
+the message of a ``--round`` the dump cannot replay (no_such_round), which quotes the round's entry.
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Container, Sequence
+from collections.abc import Container, Iterable, Sequence
 from pathlib import PurePosixPath
+
+import numpy as np
 
 from replay.util.errors import printable
 from replay.util.words import listed, round_name
 
-from .dumpnames import COMPANION_KIND, MatrixKey, base_name, matrix_name, matrix_of
+from .dumpnames import COMPANION_KIND, Key, MatrixKey, base_name, matrix_name, matrix_of
 from .near_miss import near_miss
 from .skipped import Skipped, round_entry
 
@@ -212,3 +215,31 @@ def listed_once(files: Sequence[Skipped], rounds: Sequence[Skipped]) -> tuple[Sk
     then the rounds' entries."""
     named = {p for s in rounds for p in s.paths[1:]}
     return tuple(s for s in files if not (is_stray(s) and set(s.paths) <= named)) + tuple(rounds)
+
+
+NEAREST_ROUNDS = 5  # rounds named when --round names one the dump does not have
+
+
+def no_such_round(key: Key, keys: Sequence[Key] | np.ndarray, where: str, skipped: Iterable[Skipped] = ()) -> str:
+    """The one message of every command's ``--round KEY`` when ``where`` cannot replay round KEY.
+
+    ``keys``: the rounds it can replay, (a, b) pairs or a [2, N] array; ``skipped``: its skip
+    entries. A round whose files are there but incomplete is named with the reason; otherwise the
+    rounds nearest to KEY (smallest |Δa| + |Δb|) are listed first, so a typo shows its fix.
+    """
+    name = round_name(key)
+    for s in skipped:
+        if s.what == round_entry(name):
+            return f"--round {name}: that round in {where} cannot be replayed: {s.reason}"
+    arr = np.asarray(keys, dtype=np.int64)
+    arr = arr.T if arr.ndim == 2 and arr.shape[0] == 2 and arr.shape[1] != 2 else arr.reshape(-1, 2)
+    if not len(arr):
+        return f"--round {name}: no such round in {where}, which has no round to replay"
+    dist = np.abs(arr[:, 0].astype(np.float64) - key[0]) + np.abs(
+        arr[:, 1].astype(np.float64) - key[1]
+    )  # float: no int64 overflow
+    nearest = arr[np.lexsort((arr[:, 1], arr[:, 0], dist))[:NEAREST_ROUNDS]]
+    listed = ", ".join(round_name(key) for key in nearest.tolist())
+    return (
+        f"--round {name}: no such round in {where}; nearest of its {len(arr)} round(s): {listed} (A_B of validate_A_B)"
+    )

@@ -44,11 +44,11 @@ from replay.engine.batch.rising import rising_rows_words
 from replay.engine.options import ReplayOptions, open_packed, packed_keys, resolve_options
 from replay.engine.run_notes import input_warnings, reading_warnings, round_notes_lines, run_layout
 from replay.io.dumpnames import Key
-from replay.io.grouping import Grouping, no_such_round
+from replay.io.grouping import Grouping
 from replay.io.manifest import Manifest, group_rounds, recorded_round_warnings
 from replay.io.packed.format import looks_packed
 from replay.io.rounds import Round, load_round
-from replay.io.skipfold import listed_once, misspelt_companion
+from replay.io.skipfold import listed_once, misspelt_companion, no_such_round
 from replay.io.skipped import Skipped
 from replay.io.step0 import Step0Check
 from replay.testing.packed_rounds import packed_rounds

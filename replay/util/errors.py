@@ -81,7 +81,7 @@ def skip_reason(exc: BaseException) -> str:
 
 
 class RoundNotFoundError(DumpError):
-    """``--round A_B`` names a round the dump cannot replay (replay.io.grouping.no_such_round says why)."""
+    """``--round A_B`` names a round the dump cannot replay (replay.io.skipfold.no_such_round says why)."""
 
     def __init__(self, path: str | Path, message: str):
         self.path = str(path)
