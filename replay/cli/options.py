@@ -440,24 +440,23 @@ def print_needs_vocab(command: str, temperature: float) -> None:
 
 def parse_key(text: str) -> tuple[int, int]:
     """``--round A_B``: replay.io.dumpnames.parse_round_key, as argparse reports a bad value."""
-    try:
-        key = parse_round_key(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if not fits_int64(*key):
-        raise argparse.ArgumentTypeError(f"A and B must be integers from {INT64_MIN} to {INT64_MAX}, got {text!r}")
-    return key
+    return _int64_pair(parse_round_key, text, "A and B must be")
 
 
 def step0_offset_arg(text: str) -> tuple[int, int]:
     """``--step0-offset N`` or ``A,B`` (replay.io.step0.parse_offset), as argparse reports a bad value."""
+    return _int64_pair(parse_offset, text, "expected")
+
+
+def _int64_pair(parse: Callable[[str], tuple[int, int]], text: str, expected: str) -> tuple[int, int]:
+    """``parse(text)``, its ValueError and a pair beyond int64 reported as argparse reports a bad value."""
     try:
-        offset = parse_offset(text)
+        pair = parse(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    if not fits_int64(*offset):
-        raise argparse.ArgumentTypeError(f"expected integers from {INT64_MIN} to {INT64_MAX}, got {text!r}")
-    return offset
+    if not fits_int64(*pair):
+        raise argparse.ArgumentTypeError(f"{expected} integers from {INT64_MIN} to {INT64_MAX}, got {text!r}")
+    return pair
 
 
 class OneRound(argparse.Action):
