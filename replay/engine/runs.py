@@ -330,8 +330,7 @@ def replay_in_run(batch: RoundBatch, run: Run, chunk_rounds: int = DEFAULT_CHUNK
         return res
     bad = np.flatnonzero(res.ok & ~res.layout_stated & (res.layout != LAYOUTS.index(run.run_layout)))
     if len(bad):
-        shapes = [res.shapes[res.shape_index[i]] for i in bad]
-        rows = [s.num_nodes + 1 if res.layout[i] else s.num_expanded for i, s in zip(bad, shapes)]
+        rows = [res.shapes[res.shape_index[i]].validate_rows(LAYOUTS[res.layout[i]]) for i in bad]
         res.reject(bad, ERR_VALIDATE_ROWS, np.asarray(rows, dtype=np.int64), ROWS_RUN_LAYOUT)
     return res
 

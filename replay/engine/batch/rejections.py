@@ -242,9 +242,9 @@ def _lost_companion(r: _Rejected) -> str:
 
 def _validate_rows(r: _Rejected) -> str:
     assert r.shape is not None
-    n_parents, n_all = r.shape.num_expanded, r.shape.num_nodes + 1
+    n_parents, n_all = r.shape.validate_rows(LAYOUT_PARENTS), r.shape.validate_rows(LAYOUT_ALL)
     layout = r.batch.layout or LAYOUT_ALL  # rows beyond both layouts are judged against the all layout's
-    need = n_parents if layout == LAYOUT_PARENTS else n_all
+    need = r.shape.validate_rows(layout)
     if r.detail == ROWS_FEWER:
         return fewer_rows_words(r.row, layout, need)
     if r.detail == ROWS_OF_ALL:

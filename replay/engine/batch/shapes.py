@@ -15,7 +15,7 @@ import numpy as np
 from replay.core.config import TreeConfig
 from replay.core.selection import rank_major_keys, select_top
 from replay.core.tree import Tree
-from replay.core.vocab import NO_PARENT, NO_RANK, PAD_TOKEN
+from replay.core.vocab import LAYOUT_PARENTS, NO_PARENT, NO_RANK, PAD_TOKEN
 from replay.io.roundbatch import RoundBatch
 from replay.util.rows import unique_rows
 
@@ -58,6 +58,11 @@ class TreeShape:
     @property
     def num_expanded(self) -> int:
         return sum(self.heads)
+
+    def validate_rows(self, layout: str) -> int:
+        """The validate rows a round of this shape has in ``layout``: one per expanded node (parents),
+        or one per node with the root (all)."""
+        return self.num_expanded if layout == LAYOUT_PARENTS else self.num_nodes + 1
 
     @cached_property
     def depths(self) -> np.ndarray:

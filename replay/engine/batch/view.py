@@ -15,7 +15,6 @@ import numpy as np
 
 from replay.core.acceptance import Acceptance, target_top1_per_node
 from replay.core.tree import Tree
-from replay.core.vocab import LAYOUT_PARENTS
 from replay.io.dumpnames import Key
 from replay.io.roundbatch import RoundBatch
 from replay.util.words import round_name
@@ -98,6 +97,6 @@ def _path_logprobs(batch: RoundBatch, shape: TreeShape, parents: np.ndarray, i: 
 
 def _target_top1(batch: RoundBatch, tree: Tree, layout: str, shape: TreeShape, i: int) -> np.ndarray:
     """[N+1] int64 the target's top-1 at each node: column 0 of the rows the round's layout uses."""
-    rows = shape.num_expanded if layout == LAYOUT_PARENTS else shape.num_nodes + 1
+    rows = shape.validate_rows(layout)
     ids = np.asarray(batch.validate.ids[:rows, :, i], dtype=np.int64)  # [rows, K] the round's used rows
     return target_top1_per_node(tree, ids, layout)
