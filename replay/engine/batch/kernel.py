@@ -270,7 +270,7 @@ def _validate_chunk(batch: RoundBatch, lo: int, hi: int, shape: TreeShape, deepe
     else:
         nonpad = val0 != PAD_TOKEN if vcols == 1 else (v != PAD_TOKEN).any(axis=1)  # [vrows, C]
         rows_used = (nonpad * (row_no + 1)).max(axis=0)  # trailing all-PAD rows are padding
-    n_par, n_all = shape.num_expanded, shape.num_nodes + 1
+    n_par, n_all = shape.validate_rows(LAYOUT_PARENTS), shape.validate_rows(LAYOUT_ALL)
     if deeper and batch.layout != LAYOUT_PARENTS:  # a lost last step, checked first
         _check_lost_step(checks, rows_used, deeper)
     if batch.layout is not None:
