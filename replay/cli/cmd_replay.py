@@ -11,14 +11,13 @@ import numpy as np
 from replay.engine.batch.json_lines import write_batch_json_lines
 from replay.engine.batch.sampling_frames import round_sampling_at, write_sampling_json_lines
 from replay.engine.batch.view import round_views
-from replay.engine.render import batch_sampling_summary, render_round, sampling_lines, summary_lines
-from replay.engine.runs import RunReplay, replay_run
+from replay.engine.render import batch_sampling_summary, render_round, run_summary, sampling_lines
+from replay.engine.runs import replay_run
 from replay.engine.sampling_runs import replay_sampling
 from replay.io.sources import require_dump_source
 from replay.util.errors import SpecReplayError
 from replay.util.progress import progress_enabled
 
-from .cmd_scale import run_figures
 from .options import (
     JSON_LINES_HELP,
     OneRound,
@@ -97,19 +96,13 @@ def _replay_trees(args: argparse.Namespace) -> int:
     out = sys.stdout
     for key in _replayed_keys(rep.result, np.flatnonzero(rep.result.ok)):
         out.write("\n".join(render_round(views[key])) + "\n\n")
-    out.write("\n".join(_greedy_summary(rep)) + "\n")
+    out.write("\n".join(run_summary(rep)) + "\n")
     return _told(rep, args.dir)
 
 
 def _replayed_keys(result, rows: np.ndarray) -> list[tuple[int, int]]:
     """The keys of rounds ``rows`` (an [n] int64 index into ``result``), in run order."""
     return [(int(a), int(b)) for a, b in result.keys[:, rows].T.tolist()]
-
-
-def _greedy_summary(rep: RunReplay) -> list[str]:
-    """The summary block of a greedy replay: the figures from the batch arrays."""
-    title = f"summary of {rep.directory}"
-    return summary_lines(title, rep.config_source, rep.config, rep.tree, run_figures(rep), rep.skipped, rep.notes)
 
 
 def _told(rep, directory: str) -> int:
@@ -131,7 +124,7 @@ def _replay_batches(args: argparse.Namespace) -> int:
         with writing_bar(args, "JSON lines") as progress:
             write_batch_json_lines(rep.result, sys.stdout, progress)
     else:
-        sys.stdout.write("\n".join(_greedy_summary(rep)) + "\n")
+        sys.stdout.write("\n".join(run_summary(rep)) + "\n")
     return _told(rep, args.dir)
 
 
@@ -161,7 +154,7 @@ def _replay_sampling(args: argparse.Namespace) -> int:
             views = {key: view for part in run.also for key, view in part.items()}
             for i, key in zip(rows.tolist(), _replayed_keys(res, rows)):
                 out.write("\n".join(render_round(views[key]) + sampling_lines(round_sampling_at(smp, res, i))) + "\n\n")
-        out.write("\n".join(_greedy_summary(greedy) + batch_sampling_summary(smp, res, rows)) + "\n")
+        out.write("\n".join(run_summary(greedy) + batch_sampling_summary(smp, res, rows)) + "\n")
     if smp.needs_vocab:
         print_needs_vocab("replay", t)
     print_missing_node_logprobs("replay", t, rep.manifest, sum(map(len, at.gaps)), at.gaps)

@@ -7,20 +7,16 @@ import io
 import os
 import shlex
 import sys
-from collections import Counter
 from dataclasses import replace
 from typing import TextIO
 
-import numpy as np
-
-from replay.engine.batch import BatchResult
-from replay.engine.batch.frames import distinct_columns, record_arrow
+from replay.engine.batch.frames import record_arrow
 from replay.engine.batch.json_lines import write_batch_json_lines
 from replay.engine.batch.sampling_frames import (
     sampling_arrow,
     write_sampling_json_lines,
 )
-from replay.engine.render import SummaryFigures, batch_sampling_summary, summary_lines
+from replay.engine.render import batch_sampling_summary, run_summary
 from replay.engine.runs import RunReplay, replay_run
 from replay.engine.sampling_runs import replay_sampling
 from replay.io.formats.matrix_io import RawSpec
@@ -94,39 +90,14 @@ examples:
 """ + exit_status_help()
 
 
-def _selection_counts(res: BatchResult) -> Counter:
-    ok = np.flatnonzero(res.ok)
-    if not ok.shape[0]:
-        return Counter()
-    first, inverse = distinct_columns(res.selection[:, ok])
-    counts = np.bincount(inverse, minlength=first.shape[0])
-    out: Counter = Counter()
-    for i, c in sorted(zip(first.tolist(), counts.tolist())):  # first use order, as replay's summary
-        out[res.selection_summary(int(ok[i]))] += c
-    return out
-
-
-def run_figures(rep: RunReplay) -> SummaryFigures:
-    """The figures of ``specreplay replay``'s summary, from the batch arrays."""
-    res = rep.result
-    ok = res.ok
-    return SummaryFigures(
-        res.accepted_length[ok].astype(np.int64),
-        res.num_nodes[ok].astype(np.int64),
-        res.num_steps[ok].astype(np.int64),
-        int((res.bonus_token[ok] >= 0).sum()),
-        _selection_counts(res),
-    )
-
-
 def render_run_summary(rep: RunReplay) -> list[str]:
     """``specreplay replay``'s summary with the batch title and the speed line."""
-    figs = run_figures(rep)
-    replayed = len(figs.accepted)  # the rounds the summary counts: a round the kernel rejected is listed as skipped
+    replayed = int(
+        rep.result.ok.sum()
+    )  # the rounds the summary counts: a round the kernel rejected is listed as skipped
     rate = replayed / rep.seconds if rep.seconds > 0 else float("inf")
     speed = f"read and replayed {replayed} round(s) in {rep.seconds:.3f} s ({rate:,.0f} rounds/s)"
-    title = f"summary of {rep.directory} ({rep.kind}, batch replay)"
-    return summary_lines(title, rep.config_source, rep.config, rep.tree, figs, rep.skipped, rep.notes, [speed])
+    return run_summary(rep, f"summary of {rep.directory} ({rep.kind}, batch replay)", [speed])
 
 
 def run_batch(args: argparse.Namespace) -> int:

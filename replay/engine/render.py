@@ -17,10 +17,12 @@ from replay.core.vocab import BONUS_CORRECTION, LAYOUT_PARENTS, PAD_TOKEN, STOP_
 from replay.io.skipped import Skipped, describe_skipped
 from replay.util.words import counted
 
+from .batch.frames import distinct_columns
 from .batch.result import BatchResult
 from .batch.sampling import NO_SCORES_CODE, BatchSampling
 from .batch.sampling_frames import from_node_logprobs
 from .batch.view import RoundView
+from .runs import RunReplay
 from .sampling import length_at_bounds
 from .sampling_runs import sampling_means
 
@@ -136,6 +138,41 @@ class SummaryFigures:
     steps: np.ndarray  # [rounds] int64 draft steps of each replayed round
     bonus_known: int  # rounds whose bonus token is in the dump
     selections: Mapping[str, int]  # selection summary -> rounds, in first-use order
+
+
+def batch_figures(res: BatchResult) -> SummaryFigures:
+    """The summary's figures of the rounds a batch replay replayed (``res.ok``), in run order."""
+    ok = res.ok
+    return SummaryFigures(
+        res.accepted_length[ok].astype(np.int64),
+        res.num_nodes[ok].astype(np.int64),
+        res.num_steps[ok].astype(np.int64),
+        int((res.bonus_token[ok] >= 0).sum()),
+        _selection_counts(res),
+    )
+
+
+def _selection_counts(res: BatchResult) -> dict[str, int]:
+    """Selection summary -> replayed rounds, in first-use order; each distinct column of selection
+    codes is worded once (two columns can word alike: their rounds add up)."""
+    ok = np.flatnonzero(res.ok)
+    out: dict[str, int] = {}
+    if not ok.shape[0]:
+        return out
+    first, inverse = distinct_columns(res.selection[:, ok])
+    counts = np.bincount(inverse, minlength=first.shape[0])
+    for i, c in sorted(zip(first.tolist(), counts.tolist())):
+        text = res.selection_summary(int(ok[i]))
+        out[text] = out.get(text, 0) + c
+    return out
+
+
+def run_summary(rep: RunReplay, title: str | None = None, extra: Sequence[str] = ()) -> list[str]:
+    """The summary block (summary_lines) of a run replayed in batches, its figures from the batch
+    arrays; titled ``summary of DIR`` unless ``title`` is given."""
+    figs = batch_figures(rep.result)
+    title = f"summary of {rep.directory}" if title is None else title
+    return summary_lines(title, rep.config_source, rep.config, rep.tree, figs, rep.skipped, rep.notes, extra)
 
 
 def summary_lines(
