@@ -49,6 +49,24 @@ def given_cost(text: str | Path) -> CostModel:
     return replace(CostModel.parse(text), source=f"{GIVEN_PREFIX}{'inline JSON' if is_inline_json(text) else text}")
 
 
+def cost_from_options(
+    cost: str | None, verify_cost: tuple[float, float] | None = None, draft_cost: float | None = None
+) -> CostModel | None:
+    """The cost model the user gave: ``--cost`` (given_cost) or ``--verify-cost A,B`` (a line),
+    ``--draft-cost S`` pricing the draft step of either; None when none was given (each run then
+    takes its own: run_cost)."""
+    if cost and verify_cost:
+        raise SpecReplayError("give either --cost FILE or --verify-cost A,B, not both")
+    if cost:
+        curve = given_cost(cost)
+        return curve if draft_cost is None else curve.with_draft_step(draft_cost)
+    if verify_cost:
+        return CostModel.linear(*verify_cost, draft_cost or 0.0)
+    if draft_cost is not None:
+        raise SpecReplayError("--draft-cost needs --verify-cost A,B or --cost FILE")
+    return None
+
+
 def find_cost_curve(directory: str | Path) -> Path | None:
     """``cost_curve.json`` in the dump directory, its parent, or a sweep's OUT for OUT/dumps/<name>."""
     d = Path(directory)

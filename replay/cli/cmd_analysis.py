@@ -278,13 +278,6 @@ def image_format_of(path: str) -> str:
     return suffix[1:]
 
 
-def cost_from_args(args):
-    """The cost model named by --cost, or None: each run then takes its own (analysis.cost.source)."""
-    from analysis.cost.source import given_cost
-
-    return given_cost(args.cost) if args.cost else None
-
-
 # --- stats -------------------------------------------------------------------------------------
 
 

@@ -23,7 +23,6 @@ from .cmd_analysis import (
     check_round_arg,
     check_round_replayed,
     configs_for,
-    cost_from_args,
     image_format_of,
     load_runs_from_args,
     parse_config_options,
@@ -278,6 +277,7 @@ def _check_greedy(args: argparse.Namespace):
             "simulated and dropped; use --json (it holds both) or the text output, or drop --gamma-strategies"
         )
     from analysis.compare.gamma_strategies import USES_EMA
+    from analysis.cost.source import cost_from_options
 
     if args.ema_window is not None and (
         args.gamma_strategies is None or (args.gamma_strategies and not set(args.gamma_strategies) & set(USES_EMA))
@@ -291,7 +291,7 @@ def _check_greedy(args: argparse.Namespace):
             f"--ema-window {args.ema_window} {given}: only the EMA strategies {' and '.join(map(str, USES_EMA))} use it; "
             f"add them (--gamma-strategies {' '.join(map(str, USES_EMA))}) or drop --ema-window"
         )
-    return cost_from_args(args)
+    return cost_from_options(args.cost)
 
 
 GREEDY = CompareWay(_check_greedy, _along_greedy, _compare_greedy, "modelled_speedup_lo", _write_greedy)
@@ -301,6 +301,7 @@ GREEDY = CompareWay(_check_greedy, _along_greedy, _compare_greedy, "modelled_spe
 
 
 def run_report(args: argparse.Namespace) -> int:
+    from analysis.cost.source import cost_from_options
     from analysis.report.options import LOADED_BYTES, ReportOptions
     from analysis.report.report_dir import check_report_dir, write_report
     from analysis.report.treeplot import load_decoder
@@ -314,7 +315,7 @@ def run_report(args: argparse.Namespace) -> int:
         check_budget(args.budget)
     check_max_depth(args.max_depth)
     decode = load_decoder(args.tokenizer) if args.tokenizer else None  # bad inputs fail before any work
-    cost = cost_from_args(args)
+    cost = cost_from_options(args.cost)
     given = parse_config_options(args)
     check_round_arg(args)
     from analysis.report.sampling_curves import scores_along

@@ -10,12 +10,10 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from analysis.cost.model import CostModel
 from analysis.shapes.model import DEFAULT_MIN_COUNT
 from replay.core.temperature import format_temperature
 from replay.engine.render import rounds_with_scores
 from replay.io.sources import require_dump_source
-from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import input_file_or_json
 from replay.util.progress import phase_progress, progress_enabled, progress_while
 
@@ -75,19 +73,6 @@ def parse_pair(text: str) -> tuple[float, float]:
         raise argparse.ArgumentTypeError(f"expected A,B (seconds), got {text!r}") from None
 
 
-def cost_from_args(args: argparse.Namespace) -> CostModel | None:
-    if args.cost and args.verify_cost:
-        raise SpecReplayError("give either --cost FILE or --verify-cost A,B, not both")
-    if args.cost:
-        curve = CostModel.parse(args.cost)
-        return curve if args.draft_cost is None else curve.with_draft_step(args.draft_cost)
-    if args.verify_cost:
-        return CostModel.linear(*args.verify_cost, args.draft_cost or 0.0)
-    if args.draft_cost is not None:
-        raise SpecReplayError("--draft-cost needs --verify-cost A,B or --cost FILE")
-    return None
-
-
 @contextmanager
 def progress_bars(enabled: bool | None) -> Iterator[Callable[[str], Callable[[int, int], None]]]:
     """stage name → a progress(done, total) bar "recommend: NAME" on stderr (tqdm decides when
@@ -100,6 +85,7 @@ def progress_bars(enabled: bool | None) -> Iterator[Callable[[str], Callable[[in
 
 
 def run_recommend(args: argparse.Namespace) -> int:
+    from analysis.cost.source import cost_from_options
     from analysis.shapes.recommend import recommend_runs
     from analysis.shapes.recommend_render import finite_json, recommendation_json, render_recommendation
     from analysis.tables.runs import unique_labels
@@ -108,7 +94,7 @@ def run_recommend(args: argparse.Namespace) -> int:
         require_dump_source(d)
     if args.temperature is not None:
         return _recommend_at_temperature(args)
-    cost = cost_from_args(args)
+    cost = cost_from_options(args.cost, args.verify_cost, args.draft_cost)
     opts = options_from_args(args)
     with progress_bars(progress_enabled(args.no_progress)) as stage:
         rec = recommend_runs(
