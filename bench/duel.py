@@ -14,8 +14,9 @@ Per dtype:
    shapes (``--grid``) and HF assisted settings (``HF_GRID``: assistant tokens per round,
    confidence stop); the best tokens/s of each goes into the duel.
 2. ``generate --config auto``'s calibration on the same prompts (cost curve, a short run of the
-   calibration tree, every shape predicted: replay.cli.live_auto); its pick goes into the duel
-   as ``harness auto`` and every harness row gets its predicted speedup beside the measured one.
+   calibration tree, every shape predicted: replay.cli.live_auto over replay.live.calibration and
+   analysis.shapes.auto_choice); its pick goes into the duel as ``harness auto`` and every harness
+   row gets its predicted speedup beside the measured one.
 3. The duel on the first ``--prompts`` prompts.
 4. Where the time goes: target decode per token, draft per round and per step, verify per round,
    tokens committed per round, and the ceilings these measured costs allow.
@@ -39,7 +40,7 @@ from pathlib import Path
 
 import torch
 
-from replay.cli.live_auto import choice_json
+from analysis.shapes.auto_choice import choice_json
 from replay.core.config import TreeConfig
 from replay.live.clock import device_clock, synchronize
 from replay.live.generate import DecodeOptions, Generation, speculative_generate, target_generate

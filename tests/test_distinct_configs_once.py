@@ -20,7 +20,10 @@ NAMERS = {"short", "run_name", "format_config", "grid_item"}
 
 # (module, the expression's source text) → why it looks a config's name up without deduplicating.
 ALLOWED = {
-    ("replay/cli/live_auto.py", "p.config.short() in choice.candidates"): "marks the predictions that were candidates",
+    (
+        "analysis/shapes/auto_choice.py",
+        "p.config.short() in choice.candidates",
+    ): "marks the predictions that were candidates",
     ("analysis/compare/sampling_sums.py", "undetermined.setdefault("): "counts undetermined rounds per config",
 }
 

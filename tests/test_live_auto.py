@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 from analysis.cost.model import CostModel
+from analysis.shapes.auto_choice import choose
 from analysis.shapes.speedpredict import all_accepted_speedup, nondecreasing
 from replay.cli import main
-from replay.cli.live_auto import AUTO_FILE, CALIBRATION_DIR, CURVE_FILE, calibrate, choose, curve_sizes
+from replay.cli.live_auto import AUTO_FILE, calibrate
 from replay.core.vocab import STOP_LEAF
+from replay.live.calibration import CALIBRATION_DIR, CURVE_FILE, curve_sizes
 from replay.live.generate import DecodeOptions
 from replay.live.sweep.directory import dumps_dir
 from replay.testing.replayer import replay_directory
