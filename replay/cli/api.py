@@ -23,7 +23,7 @@ from analysis.tables.build import Tables, build_tables
 from analysis.tables.definitions import definitions_rows
 from analysis.tables.metrics import all_metrics
 from analysis.tables.runs import LabelledRun, load_runs
-from replay.core.config import SpecConfig, TreeConfig, load_config, parse_config
+from replay.core.config import SpecConfig, TreeConfig, distinct_configs, load_config, parse_config
 from replay.core.config_grammar import parse_spec
 from replay.core.sampling_problems import VocabTooSmall
 from replay.core.temperature import format_temperature
@@ -123,9 +123,8 @@ def compare(run: LabelledRun, configs: Sequence[str | TreeConfig], cost: CostMod
     chosen = [run.config]
     for c in configs:
         chosen.extend([c] if isinstance(c, TreeConfig) else parse_config_arg(str(c)))
-    unique = list({(c.short(), c.top_head): c for c in chosen}.values())
     pricing = run_pricing(run.replay, run.label, cost)
-    table, _ = priced_comparison(run, unique, pricing, per_round=False)
+    table, _ = priced_comparison(run, distinct_configs(chosen), pricing, per_round=False)
     return table
 
 
