@@ -96,6 +96,25 @@ def test_refused_comparison_rows_are_not_judged(packed):
     assert row.to_json()["predicted_ci95"] is None
 
 
+def test_the_recorded_trees_row_obeys_the_same_depth_refusal_as_the_recorded_config(packed, capsys):
+    # depth 2 has no estimate: the recorded config (3 steps) and the recorded trees (3 deep) are both
+    # refused in the same words; --extrapolate predicts both
+    args = ["recommend", packed, "--budget", "6", "--bootstrap", "10", "--min-count", str(10**6), "--no-progress"]
+    assert main([*args, "--json"]) in (0, 1)
+    rows = {c["label"]: c for c in json.loads(capsys.readouterr().out)["comparisons"]}
+    assert rows["recorded trees"]["predicted_block_efficiency"] is None
+    assert rows["recorded trees"]["refused"] == rows["recorded"]["refused"]
+    assert rows["recorded trees"]["refused"].startswith("needs depth 3; the dumps estimate acceptance to depth 1")
+    assert rows["recorded trees"]["measured_block_efficiency"] == pytest.approx(
+        rows["recorded"]["measured_block_efficiency"]
+    )
+    assert main([*args, "--json", "--extrapolate"]) in (0, 1)
+    rows = {c["label"]: c for c in json.loads(capsys.readouterr().out)["comparisons"]}
+    assert rows["recorded trees"]["refused"] is None and rows["recorded trees"]["predicted_block_efficiency"] > 1
+    assert main(args) in (0, 1)
+    assert "recorded trees: no prediction: needs depth 3" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("agree", [False, True])
 def test_a_disagreeing_prediction_is_a_warning_not_exit_1(packed, capsys, monkeypatch, agree):
     """Exit 1 means skipped input in every command; a prediction the replay disproves is a result

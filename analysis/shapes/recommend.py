@@ -133,10 +133,17 @@ def predict_with_se(model: ShapeModel, paths: Sequence[RankPath], boots: Bootstr
     return value, float(boots.path_values(paths).std(ddof=1))
 
 
+def depth_refusal(depth: int, depth_cap: int) -> str | None:
+    """Why a tree ``depth`` deep gets no prediction, or None: a depth the dumps do not estimate."""
+    if depth > depth_cap:
+        return f"needs depth {depth}; the dumps estimate acceptance to depth {depth_cap} (--extrapolate to assume more)"
+    return None
+
+
 def refusal(cfg: TreeConfig, model: ShapeModel, depth_cap: int) -> str | None:
     """Why the model will not predict ``cfg``, or None (docs/shape-search.md, "Refusals")."""
-    if cfg.gamma > depth_cap:
-        return f"needs depth {cfg.gamma}; the dumps estimate acceptance to depth {depth_cap} (--extrapolate to assume more)"
+    if (why := depth_refusal(cfg.gamma, depth_cap)) is not None:
+        return why
     if cfg.max_width > model.cols:
         return f"keeps {cfg.max_width} children; the dumps record {model.cols} draft columns"
     return None
@@ -186,20 +193,26 @@ def best_contained(
     return [cfg for _, cfg in best_configs(model, budget, max_depth, count, within=recorded)]
 
 
-def recorded_trees_check(model: ShapeModel, dump: DumpInput, boots: Bootstrap | None, label: str) -> ShapeCheck:
+def recorded_trees_check(
+    model: ShapeModel, dump: DumpInput, boots: Bootstrap | None, label: str, depth_cap: int
+) -> ShapeCheck:
     """Model vs replay on the trees actually recorded (each round's own selection): checks the
     independence model and its estimate without the ordering assumption. The share of rounds
-    holding a path already counts the early stops, so a path is valued by its acceptance alone."""
+    holding a path already counts the early stops, so a path is valued by its acceptance alone.
+    Refused, as a config is, when a recorded tree is deeper than ``depth_cap``."""
     st = dump.stats
     freq = st.trees.counts.sum(axis=0) / max(st.rounds, 1)  # [P] share of rounds holding each path
+    mean, mse = st.mean_se_accepted
+    nodes = int(round(st.nodes_sum / max(st.rounds, 1)))
+    meas = Measured(mean, mse, st.rounds, "replay, recorded per-round trees")
+    deepest = max((len(p) for f, p in zip(freq, st.trees.paths) if f > 0), default=0)
+    if (why := depth_refusal(deepest, depth_cap)) is not None:
+        return ShapeCheck(label, st.first_shape or dump.tree, nodes, None, 0.0, meas, why)
     pred = float(sum(f * model.acceptance_probability(p) for f, p in zip(freq, st.trees.paths)))
     se = 0.0
     if boots is not None and len(boots) > 1:
         draws = sum(f * boots.acceptance_values([p]) for f, p in zip(freq, st.trees.paths))
         se = float(np.std(draws, ddof=1))
-    mean, mse = st.mean_se_accepted
-    nodes = int(round(st.nodes_sum / max(st.rounds, 1)))
-    meas = Measured(mean, mse, st.rounds, "replay, recorded per-round trees")
     return ShapeCheck(label, st.first_shape or dump.tree, nodes, pred + 1.0, se, meas)
 
 
@@ -369,7 +382,7 @@ def recommend_dumps(
         known = 10**9 if extrapolate else model.supported_depth  # refuse only depths without data
         rows = compare_predictions(model, configs, lambda c: None, boots=boots, measured=measured, depth_cap=known)
         comparisons += [replace(row, label=label) for row, (_, label) in zip(rows, labels.values())]
-        comparisons.append(recorded_trees_check(model, dump, boots, "recorded trees"))
+        comparisons.append(recorded_trees_check(model, dump, boots, "recorded trees", known))
         lap("bootstrap")
     if extrapolate and (depth > model.supported_depth):
         notes.append(
