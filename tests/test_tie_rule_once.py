@@ -48,6 +48,7 @@ ALLOWED = {
     ("replay/engine/runs.py", "sorted(groups"): "note groups by first round",
     ("replay/engine/runs.py", "sorted(later"): "skipped rounds by ordinal",
     ("replay/engine/batch/result.py", "sorted(depths)"): "an error message's depths",
+    ("replay/engine/render.py", "sorted(zip(first"): "distinct selection columns in first-use order",
     ("replay/engine/batch/result.py", "np.argsort(self.ordinals"): "rounds by ordinal",
     ("replay/engine/batch/result.py", "sorted(gammas)"): "an error message's gammas",
     ("replay/testing/synth.py", "np.sort(rng.dirichlet"): "generated probabilities, descending by rank",
