@@ -70,7 +70,8 @@ def test_a_lost_step_is_named_as_the_writer_names_it():
 
 
 @pytest.mark.parametrize(
-    ("companion", "paired"), [("validate_10_20.scores.txt", True), ("validate_10_20.scores.foo", False)]
+    ("companion", "paired"),
+    [("validate_10_20.scores.txt", True), ("validate_010_20.scores", True), ("validate_10_20.scores.foo", False)],
 )
 def test_a_messages_scores_companion_is_the_one_the_grouping_pairs(tmp_path, companion, paired):
     """scores_companion (which names a batch's scores file in messages) pairs by the grouping's rule:

@@ -2844,10 +2844,13 @@ def test_the_batch_paths_name_the_widest_validate_file_when_the_vocab_size_is_be
         assert last.startswith(want + "smaller than the 5 recorded candidates per row"), err
 
 
-@pytest.mark.parametrize("companion", ["validate_124_140.scores", "validate_124_140.scores.txt"])
+@pytest.mark.parametrize(
+    "companion", ["validate_124_140.scores", "validate_124_140.scores.txt", "validate_0124_140.scores"]
+)
 @pytest.mark.parametrize("argv", [("replay",), ("batch",), ("stats",), ("compare",), ("recommend", "--budget", "2")])
 def test_a_text_dump_names_its_scores_companion_when_the_vocab_size_is_below_it(capsys, tmp_path, argv, companion):
-    # new-user try 11: replay named validate_124_140.scores, the batch paths the ids file beside it
+    # new-user try 11: replay named validate_124_140.scores, the batch paths the ids file beside it; a
+    # companion whose counter has a leading zero is paired with validate_124_140 by the same rule
     from tests.test_sampling_cli import tiny_dump
 
     d = tiny_dump(tmp_path / "d")

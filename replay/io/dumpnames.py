@@ -92,17 +92,22 @@ def fits_int64(*values: int) -> bool:
 
 
 def scores_companion(data_path: str) -> str | None:
-    """The ``.scores`` companion beside a matrix data file (``validate_10_20`` → ``validate_10_20.scores``,
-    or ``.scores.EXT``, any extension the grouping takes for one), None when there is none: for messages
-    about a batch, whose arrays keep only the data file's name."""
+    """The ``.scores`` companion the grouping pairs with a matrix data file (``validate_10_20`` →
+    ``validate_10_20.scores``, ``.scores.EXT`` or ``validate_010_20.scores``: any name of the same matrix
+    key and an extension the readers take), None when there is none: for messages about a batch, whose
+    arrays keep only the data file's name."""
     directory, name = os.path.split(data_path)
-    m, matrix = DUMP_NAME.match(name), matrix_of(name)
-    if m is None or matrix is None or matrix[1]:
+    matrix = matrix_of(name)
+    if matrix is None or matrix[1]:
         return None
-    stem = os.path.join(directory, name[: len(name) - len(m.group("ext") or "")] + ".scores")
-    for found in sorted(glob.glob(glob.escape(stem) + "*")):
+    (step, a, b), wanted = matrix[0], (matrix[0], COMPANION_KIND[".scores"])
+    # Every spelling of a counter ends with its digits ("-010" for -10), so this pattern finds each
+    # name of the matrix; matrix_of, the key pair_files groups by, decides which of them it is.
+    head = "validate" if step == -1 else f"draft_step_*{step}"
+    pattern = os.path.join(glob.escape(directory), f"{head}_*{abs(a)}_*{abs(b)}.scores*")
+    for found in sorted(glob.glob(pattern)):
         hit = os.path.basename(found)
-        if is_dump_name(hit) and matrix_of(hit) == (matrix[0], COMPANION_KIND[".scores"]) and os.path.isfile(found):
+        if is_dump_name(hit) and matrix_of(hit) == wanted and os.path.isfile(found):
             return found
     return None
 
