@@ -159,6 +159,14 @@ def is_dump_name(name: str) -> bool:
     return m is not None and takes_ext(m.group("ext"))
 
 
+def unread_ext(name: str) -> str | None:
+    """The extension that alone keeps ``name`` from being a dump name (``validate_10_20.csv`` →
+    ``.csv``: an extension no reader takes), else None."""
+    m = DUMP_NAME.match(name)
+    ext = m.group("ext") if m is not None else None
+    return ext if ext and not takes_ext(ext) else None
+
+
 def takes_ext(ext: str | None) -> bool:
     """Whether a dump name's extension (None or "" for none) is one the readers take: a name with
     another is a stray, not a matrix or companion."""

@@ -47,6 +47,7 @@ from .dumpnames import (
     matrix_of,
     pair_files,
     takes_ext,
+    unread_ext,
 )
 from .formats.matrix_io import DATA_EXTS
 from .near_miss import near_miss
@@ -107,12 +108,12 @@ def _stray(name: str, path: str) -> list[Skipped]:
     """The skip entry of a file that is no dump matrix: none for side files and hidden files."""
     if is_side_file(name):
         return []
-    m, guess = DUMP_NAME.match(name), near_miss(name)
-    if m is not None and m.group("ext"):  # the name is right, the extension is not one the readers take
-        why = EXT_REASON.format(ext=printable(m.group("ext")))
-        meant = None if guess is None else DUMP_NAME.match(guess)
-        if meant is not None and meant.group("companion"):  # a companion with a typo (.score), not a matrix
-            kind = meant.group("companion")[1:]
+    ext, guess = unread_ext(name), near_miss(name)
+    if ext is not None:  # the name is right, the extension is not one the readers take
+        why = EXT_REASON.format(ext=printable(ext))
+        meant = matrix_of(guess)
+        if meant is not None and meant[1]:  # a companion with a typo (.score), not a matrix
+            kind = COMPANIONS[meant[1] - 1][1:]
             return [Skipped(printable(name), f"{why}; did you mean {guess}, the {kind} companion?", (path,))]
         exts = ", ".join(e for e in DATA_EXTS if e)
         return [Skipped(printable(name), f"{why} (dump files have none, or {exts})", (path,))]
