@@ -47,13 +47,10 @@ class RecordedChunk:
         rules: np.ndarray,
     ):
         c = hi - lo
-        self.c = c  # columns simulated: a level is [L, c]
         self.stride = c  # columns of the recorded arrays below (the chunk)
-        self.col = np.arange(c)  # each simulated column's column in the recorded arrays
+        self._simulate(np.arange(c), rules)
         self.shape = shape
         self.steps = shape.num_steps
-        self.rules = rules  # [C] int8
-        self.present = set(np.flatnonzero(np.bincount(rules, minlength=3)).tolist())  # the CODE_* in the chunk
         self.ids = [np.ascontiguousarray(st.ids[:, :, lo:hi], dtype=np.int64) for st in batch.steps]  # [rows, cols, C]
         self.logp = [
             None if st.logp is None else np.ascontiguousarray(st.logp[:, :, lo:hi], dtype=np.float64)
@@ -87,9 +84,15 @@ class RecordedChunk:
         """The chunk's columns ``cols`` (of this one's) only, as the simulated columns: the recorded
         arrays are shared, not copied (their lookups go through ``col``)."""
         view = copy.copy(self)
-        view.c, view.col, view.rules = cols.shape[0], self.col[cols], self.rules[cols]
-        view.present = set(np.flatnonzero(np.bincount(view.rules, minlength=3)).tolist())
+        view._simulate(self.col[cols], self.rules[cols])
         return view
+
+    def _simulate(self, col: np.ndarray, rules: np.ndarray) -> None:
+        """Simulate the recorded columns ``col`` ([c] int64), each round by its rule ([c] int8 CODE_*)."""
+        self.c = col.shape[0]  # columns simulated: a level is [L, c]
+        self.col = col  # each simulated column's column in the recorded arrays
+        self.rules = rules
+        self.present = set(np.flatnonzero(np.bincount(rules, minlength=3)).tolist())  # the CODE_* simulated
 
     def gather(self, arr: np.ndarray, index: np.ndarray) -> np.ndarray:
         """arr[index[k, c], c] for a contiguous recorded [L, chunk] arr; index: [K, C] (clipped into range)."""
