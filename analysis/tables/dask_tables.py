@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 try:
@@ -25,8 +26,9 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("analysis.tables.dask_tables needs dask: pip install 'specreplay[scale]'") from exc
 
-from replay.core.records import COLUMNS, NULLABLE_INT_COLUMNS
-from replay.engine.batch import replay_batch
+from replay.core.records import COLUMNS
+from replay.engine.batch import empty_result, replay_batch
+from replay.engine.batch.frames import Coded, NullableInts, record_columns
 from replay.engine.options import ReplayOptions
 from replay.engine.runs import open_run, replay_run
 
@@ -54,19 +56,24 @@ def block_table(path: str | Path, group: int, block: int, opts: ReplayOptions | 
     return _with_run(res.to_frame(), str(path))
 
 
-# The record columns' dtypes in a partition (BatchResult.to_frame); anything else is object.
-_INT_COLUMNS = ("key_a", "key_b", "num_steps", "num_nodes", "accepted_length", "num_committed")
-_TEXT_COLUMNS = ("round", "shape", "layout", "layout_source", "selection", "stop")
-META_DTYPES = {
-    **{c: "int64" for c in _INT_COLUMNS},
-    **{c: "Int64" for c in NULLABLE_INT_COLUMNS},
-    **{c: "str" for c in _TEXT_COLUMNS},
-}
+def _partition_dtype(column) -> str:
+    """The dtype a record column (record_columns) takes in a partition (frame_of): numbers keep
+    theirs, ids with missing cells are ``Int64``, texts ``str``, a text column that may be None
+    (the bonus kind) and lists ``object``."""
+    if isinstance(column, NullableInts):
+        return "Int64"
+    if isinstance(column, np.ndarray):
+        return str(column.dtype)
+    if isinstance(column, Coded) and not column.values.null_count:
+        return "str"
+    return "object"
 
 
 def table_meta() -> pd.DataFrame:
-    """The empty frame with the tables' columns and dtypes (Dask's ``meta``)."""
-    return _with_run(pd.DataFrame({c: pd.Series(dtype=META_DTYPES.get(c, "object")) for c in COLUMNS}), "")
+    """The empty frame with the tables' columns and dtypes (Dask's ``meta``): the columns of a result
+    of no rounds, as record_columns makes them."""
+    columns = record_columns(empty_result(1))
+    return _with_run(pd.DataFrame({c: pd.Series(dtype=_partition_dtype(columns[c])) for c in COLUMNS}), "")
 
 
 def rounds_frame(
