@@ -25,7 +25,7 @@ from replay.core.config import TreeConfig
 from replay.core.vocab import CHUNK_ROUNDS, PAD_TOKEN
 from replay.engine.batch import BatchResult, RoundBatch, StopCode, TreeShape
 
-from .subtree import IN, LEVEL_CODES, NOT_OPENED, WHY_BEYOND, WHY_NONE, WHY_WIDTH, truncated
+from .subtree import LEVEL_CODES, NOT_OPENED, WHY_BEYOND, WHY_NONE, WHY_WIDTH, truncated
 from .subtree_levels import (
     RecordedChunk,
     child_level,
@@ -274,7 +274,7 @@ def _walk(rec: RecordedChunk, cap: int, src, sure_steps: np.ndarray, max_steps: 
         lvl, pos = src.selected(d, idx)
         here = np.clip(cur, 0, lvl.valid.shape[0] - 1) * lvl.valid.shape[1] + pos  # the walk's node, flat
         at = lambda a: np.take(a.reshape(-1), here)  # noqa: E731  its field in a level's [L, C] a
-        status = at(lvl.status) if d else np.full(idx.shape[0], IN, dtype=np.int8)
+        status = at(lvl.status)  # level 0: the root, its one open node (root_level)
         row = at(lvl.row)
         how = np.empty(idx.shape[0], dtype=np.int8)
         expansion_loop(d, status, row, np.stack([most, sure]), LEVEL_CODES, how)
