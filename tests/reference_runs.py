@@ -18,6 +18,7 @@ from analysis.compare.subtree import is_contained
 from analysis.cost.model import CostModel
 from analysis.shapes.dumps import DumpInput, Measured, _Totals
 from analysis.shapes.recommend import Recommendation, recommend_dumps
+from analysis.tables.definitions import ROUND_COLUMNS_READ
 from analysis.tables.sampling import RunSampling
 from replay.core.config import TreeConfig
 from replay.core.vocab import STOP_LEAF
@@ -27,6 +28,7 @@ from replay.testing.replayer import DirectoryReplay, RoundResult, replay_directo
 from replay.testing.round_sampling import round_sampling
 from replay.testing.stats_reference import dump_stats_from_results
 from replay.testing.subtree_walk import replay_subconfig_all
+from replay.testing.table_rows import round_rows
 from replay.util.progress import tqdm_progress
 
 
@@ -61,7 +63,7 @@ def reference_run_sampling(
     run: ReferenceRun, temperature: float, vocab_size: int | None, node_temperatures: Sequence[float] | None
 ) -> RunSampling:
     """analysis.tables.sampling.run_sampling round by round (replay.testing.round_sampling.round_sampling)."""
-    lo, hi, ge_lo, ge_hi, exact, own, nodes, steps, skipped = [], [], [], [], [], [], [], [], []
+    lo, hi, ge_lo, ge_hi, exact, own, used, skipped = [], [], [], [], [], [], [], []
     needs_vocab = False
     for res in run.results:
         try:
@@ -75,8 +77,7 @@ def reference_run_sampling(
         ge_hi.append(smp.length_ge_hi)
         exact.append(smp.exact)
         own.append(smp.from_node_logprobs)
-        nodes.append(res.tree.num_nodes)
-        steps.append(res.tree.num_steps)
+        used.append(round_rows(res, run.label, run.config.short()))
         needs_vocab |= smp.needs_vocab
     depth = max((len(g) for g in ge_lo), default=0)
 
@@ -96,11 +97,16 @@ def reference_run_sampling(
         table(ge_hi),
         np.asarray(exact, dtype=bool),
         np.asarray(own, dtype=bool),
-        np.asarray(nodes, dtype=np.int64),
-        np.asarray(steps, dtype=np.int64),
+        {c: _column([row[c] for row in used]) for c in ROUND_COLUMNS_READ["summary"] if c != "run"},
         tuple(skipped),
         needs_vocab,
     )
+
+
+def _column(cells: list) -> np.ndarray:
+    """[R] a round column from the reference rows (replay.testing.table_rows), integers as int64."""
+    values = np.asarray(cells)
+    return values.astype(np.int64) if values.dtype.kind in "iu" or not values.shape[0] else values
 
 
 def subtree_measure(results: Sequence[RoundResult], recorded: TreeConfig) -> Callable[[TreeConfig], Measured | None]:

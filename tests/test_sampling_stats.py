@@ -149,28 +149,23 @@ def test_stats_header_at_t_counts_the_rounds_the_reading_refused(capsys, tmp_pat
 
 
 def test_every_summary_metric_says_what_it_is_at_t(capsys):
-    """Each metric of the greedy summary (SUMMARY_NAMES) is, at T, either bounded (EXPECTED_SUMMARY),
-    the same at any T (SAME_AT_ANY_T) or greedy only (GREEDY_ONLY): a metric added to the greedy summary
-    fails here until analysis/tables/sampling.py places it. And `stats --temperature --json` prints
-    exactly that placement."""
-    from analysis.tables.definitions import SUMMARY_NAMES
-    from analysis.tables.sampling import EXPECTED_SUMMARY, GREEDY_ONLY, SAME_AT_ANY_T
+    """Each metric of the greedy summary (SUMMARY_METRICS) says what it is at T: bounded (EXPECTED),
+    the same at any T (SAME_AT_ANY_T) or greedy only (GREEDY_ONLY); `stats --temperature --json` prints
+    exactly that placement, each by the greedy metric's own formula."""
+    from analysis.tables.definitions import EXPECTED, GREEDY_ONLY, SAME_AT_ANY_T, SUMMARY_METRICS
 
-    placed = [*EXPECTED_SUMMARY, *SAME_AT_ANY_T, *GREEDY_ONLY]
-    assert sorted(placed) == sorted(SUMMARY_NAMES), (
-        "analysis/tables/sampling.py must place every SUMMARY_NAMES metric at T "
-        f"(EXPECTED_SUMMARY, SAME_AT_ANY_T or GREEDY_ONLY); unplaced: {set(SUMMARY_NAMES) - set(placed)}, "
-        f"unknown: {set(placed) - set(SUMMARY_NAMES)}"
-    )
+    kinds = {m.name: m.at_t for m in SUMMARY_METRICS}
+    assert set(kinds.values()) <= {EXPECTED, SAME_AT_ANY_T, GREEDY_ONLY}, kinds
     code, body, err = stats_json(capsys, SYNTH, "--temperature", "0.7")
     assert code == 0, err
     (row,) = body["summary"]
-    for name in EXPECTED_SUMMARY:
-        assert row[f"{name}_lo"] <= row[f"{name}_hi"]
-    for name in SAME_AT_ANY_T:
-        assert name in row
-    for name in GREEDY_ONLY:
-        assert not any(key.startswith(name) for key in row)
+    for name, kind in kinds.items():
+        if kind == EXPECTED:
+            assert row[f"{name}_lo"] <= row[f"{name}_hi"] and name not in row
+        elif kind == SAME_AT_ANY_T:
+            assert name in row
+        else:
+            assert not any(key.startswith(name) for key in row)
 
 
 def _span(lo: float, hi: float) -> str:

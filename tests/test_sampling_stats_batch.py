@@ -25,7 +25,7 @@ from tests.reference_runs import load_reference, reference_run_sampling, referen
 from tests.test_compare_sampling_batch import VOCAB, _words, no_round_by_round, random_case
 
 TEMPERATURES = (0.0, 0.4, 0.7, 1.0, 1.3)
-ARRAYS = ("expected_lo", "expected_hi", "ge_lo", "ge_hi", "exact", "from_node_logprobs", "num_nodes", "num_steps")
+ARRAYS = ("expected_lo", "expected_hi", "ge_lo", "ge_hi", "exact", "from_node_logprobs")
 
 
 def assert_same(got, want) -> None:
@@ -38,6 +38,11 @@ def assert_same(got, want) -> None:
             np.testing.assert_allclose(a, b, rtol=0, atol=1e-9, err_msg=name)
         else:
             assert (a == b).all(), name
+    assert list(got.rounds) == list(want.rounds)  # the round columns the summary formulas read
+    for name, a in got.rounds.items():
+        b = want.rounds[name]
+        assert a.shape == b.shape and (a == b).all(), name
+        assert a.dtype == b.dtype or not a.shape[0], name  # no rounds: no cell to type
     tg, tw = sampling_tables([got]), sampling_tables([want])
     for name in tw:
         pd.testing.assert_frame_equal(tg[name], tw[name], check_exact=False, rtol=0, atol=1e-9)

@@ -338,14 +338,20 @@ def _round_columns(
         "config": lambda: coded([cfg.short()], np.zeros(c, dtype=np.int64)),
         "tree_type": lambda: np.full(c, int(cfg.tree_type), dtype=np.int64),
         "num_expanded": lambda: np.full(c, shape.num_expanded, dtype=np.int64),
-        "bonus_known": lambda: res.bonus_token != PAD_TOKEN,
         "root_child_rank": lambda: NullableInts(res.accepted_ranks[0].astype(np.int64), lengths == 0),
         "root_target_rank": lambda: _int_na(f.target_rank[0]),
         "root_target_in": lambda: coded(TARGET_IN, f.target_in[0]),
         "accepted_names": lambda: coded(*accepted_name_codes(res, f)),
     }
     extra = {k: make() for k, make in makers.items() if names is None or k in names}
-    return record_columns(res, names) | extra
+    return result_columns(res, names) | extra
+
+
+def result_columns(res: BatchResult, names: Collection[str] | None = None) -> Columns:
+    """The round columns a replayed result gives alone, without its tree's nodes: the record's
+    (replay.engine.batch.frames) and bonus_known; those of ``names`` when given."""
+    known = {"bonus_known": lambda: res.bonus_token != PAD_TOKEN}
+    return record_columns(res, names) | {k: make() for k, make in known.items() if names is None or k in names}
 
 
 def accepted_name_codes(res: BatchResult, f: _Nodes) -> tuple[list[str], np.ndarray]:

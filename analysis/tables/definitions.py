@@ -10,8 +10,12 @@ nodes (root excluded: the draft tokens the target verified) and steps_r draft st
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the formulas' argument; metrics imports this module
+    from .metrics import Rounds
 
 
 @dataclass(frozen=True)
@@ -135,22 +139,46 @@ METRIC_TABLES = (
 # accepted_length_distribution, depth_acceptance). A run whose node metrics are counted block by
 # block keeps only these of its round table (analysis.tables.batch.SLIM_ROUND_COLUMNS is built
 # from them): a summary metric reading another round column names it here, else stats stops on
-# "missing column(s)".
+# "missing column(s)"; stats --temperature carries the same "summary" columns of the rounds it uses
+# (analysis.tables.sampling.RunSampling.rounds; a column a replayed result gives alone:
+# analysis.tables.batch.result_columns).
 ROUND_COLUMNS_READ = {
     "summary": ("run", "accepted_length", "bonus_known", "num_nodes", "num_steps"),
     "accepted_length": ("run", "accepted_length"),
     "depth_acceptance": ("run", "accepted_length", "stop", "num_steps"),
 }
 
-SUMMARY_NAMES = (
-    "mean_acceptance_length",
-    "draft_acceptance_rate",
-    "mean_accepted_length",
-    "bonus_known_fraction",
-    "full_depth_fraction",
-    "mean_num_nodes",
-    "mean_num_steps",
+# What a summary metric is at temperature T (stats --temperature): EXPECTED, its formula read on each
+# side of the bounds on the rounds' accepted lengths (NAME_lo, NAME_hi); SAME_AT_ANY_T, a formula that
+# reads no accepted length (the tree's size does not depend on T); GREEDY_ONLY, none (at T the bonus
+# token is the target's draw, which a dump cannot hold).
+EXPECTED, SAME_AT_ANY_T, GREEDY_ONLY = "expected", "same at any T", "greedy only"
+
+
+@dataclass(frozen=True)
+class SummaryMetric:
+    """A summary metric's value from a run's rounds, greedy and at T alike: ``value(rounds)`` reads an
+    analysis.tables.metrics.Rounds (``accepted``: L_r, at T one side of the bounds on E[L_r];
+    ``at_least(depths)``: P(L_r >= depth_r); ``rounds[column]``: a round column that
+    ROUND_COLUMNS_READ["summary"] names)."""
+
+    name: str  # a Definition's name
+    at_t: str  # EXPECTED, SAME_AT_ANY_T or GREEDY_ONLY
+    value: Callable[[Rounds], float]
+
+
+# The summary metrics in the order stats prints them, each as its formula (the Definition above in
+# words): stats, report, -o, --csv, the API and stats --temperature take a new one from here.
+SUMMARY_METRICS = (
+    SummaryMetric("mean_acceptance_length", EXPECTED, lambda r: r.mean(r.accepted) + 1.0),
+    SummaryMetric("draft_acceptance_rate", EXPECTED, lambda r: r.ratio(r.accepted, r["num_nodes"])),
+    SummaryMetric("mean_accepted_length", EXPECTED, lambda r: r.mean(r.accepted)),
+    SummaryMetric("bonus_known_fraction", GREEDY_ONLY, lambda r: r.mean(r["bonus_known"])),
+    SummaryMetric("full_depth_fraction", EXPECTED, lambda r: r.mean(r.at_least(r["num_steps"]))),
+    SummaryMetric("mean_num_nodes", SAME_AT_ANY_T, lambda r: r.mean(r["num_nodes"])),
+    SummaryMetric("mean_num_steps", SAME_AT_ANY_T, lambda r: r.mean(r["num_steps"])),
 )
+SUMMARY_NAMES = tuple(m.name for m in SUMMARY_METRICS)
 DEPTH_NAMES = ("per_position_acceptance_rate", "conditional", "conditional_when_expanded")
 HEADLINE_NAMES = (
     "mean_acceptance_length",

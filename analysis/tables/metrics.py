@@ -14,22 +14,54 @@ one run-time count; replay.testing.frame_counts counts a node table as the refer
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-from replay.core.headline import headline, metric_text
+from replay.core.headline import metric_text
 from replay.core.vocab import DEPTH_RULE, STOP_MISMATCH, STOP_NO_ROW
 
 from .build import IN_UNEXPANDED, require_columns
-from .definitions import ROUND_COLUMNS_READ, SUMMARY_NAMES
+from .definitions import EXPECTED, GREEDY_ONLY, ROUND_COLUMNS_READ, SAME_AT_ANY_T, SUMMARY_METRICS, SUMMARY_NAMES
 from .intervals import wilson
 from .node_counts import no_named_counts
 from .path_metrics import RANK_KEYS, SLOT_KEYS, hit_outcome_finish, parent_slot_finish, rank_of_hit_finish
 from .slot_hits import node_hits_finish, slot_hits_finish
 
 
+@dataclass(frozen=True, eq=False)
+class Rounds:
+    """A run's R rounds as a summary formula (analysis.tables.definitions.SUMMARY_METRICS) reads them:
+    the greedy replay's, or one side of the bounds at temperature T (analysis.tables.sampling)."""
+
+    accepted: np.ndarray  # [R] L_r (int64), at T a bound on E[L_r] (float64)
+    at_least: Callable[[np.ndarray], np.ndarray]  # [R] int64 depths -> [R] P(L_r >= depth_r)
+    columns: Mapping[str, np.ndarray]  # [R] each: the round columns ROUND_COLUMNS_READ["summary"] names
+
+    def __getitem__(self, column: str) -> np.ndarray:
+        return self.columns[column]
+
+    @staticmethod
+    def mean(values: np.ndarray) -> float:
+        """(1/R) Σ_r values_r; values: [R] numbers or bools (integers are summed exactly)."""
+        return float(values.sum()) / values.shape[0]
+
+    @staticmethod
+    def ratio(num: np.ndarray, den: np.ndarray) -> float:
+        """Σ_r num_r / Σ_r den_r, NaN when the denominator's sum is not positive; [R] each."""
+        bottom = float(den.sum())
+        return float(num.sum()) / bottom if bottom > 0 else np.nan
+
+
+def summary_row(rounds: Rounds, at_t: Collection[str]) -> dict[str, float]:
+    """Each SUMMARY_METRICS metric of the kinds ``at_t`` (definitions.EXPECTED, ...) by its formula."""
+    return {m.name: m.value(rounds) for m in SUMMARY_METRICS if m.at_t in at_t}
+
+
 def summary(rounds: pd.DataFrame) -> pd.DataFrame:
-    """One row per run, the headline figures first (replay.core.headline computes them).
+    """One row per run, the headline figures first: each SUMMARY_METRICS formula on the run's rounds.
 
     mean_acceptance_length  = (1/R) Σ (L_r + 1)        the target's token counted (vLLM's); derived
                                                        where bonus_known_fraction < 1
@@ -38,24 +70,14 @@ def summary(rounds: pd.DataFrame) -> pd.DataFrame:
     bonus_known_fraction    = (1/R) Σ b_r
     full_depth_fraction     = share of rounds whose path reached the tree's last level
     """
-    require_columns(rounds, ROUND_COLUMNS_READ["summary"], "rounds")
+    names = ROUND_COLUMNS_READ["summary"]
+    require_columns(rounds, names, "rounds")
     rows = []
     for run, g in rounds.groupby("run", sort=False):
-        known = int(g["bonus_known"].sum())
-        h = headline(g["accepted_length"].to_numpy(), g["num_nodes"].to_numpy(), g["num_steps"].to_numpy(), known)
-        rows.append(
-            {
-                "run": run,
-                "rounds": h.rounds,
-                "mean_acceptance_length": h.mean_acceptance_length,
-                "draft_acceptance_rate": h.draft_acceptance_rate,
-                "mean_accepted_length": h.mean_accepted_length,
-                "bonus_known_fraction": known / h.rounds,
-                "full_depth_fraction": float((g["accepted_length"] >= g["num_steps"]).mean()),
-                "mean_num_nodes": float(g["num_nodes"].mean()),
-                "mean_num_steps": float(g["num_steps"].mean()),
-            }
-        )
+        lengths = g["accepted_length"].to_numpy(dtype=np.int64)
+        columns = {c: g[c].to_numpy() for c in names if c != "run"}
+        each = Rounds(lengths, lambda depths, lengths=lengths: lengths >= depths, columns)
+        rows.append({"run": run, "rounds": len(g), **summary_row(each, (EXPECTED, SAME_AT_ANY_T, GREEDY_ONLY))})
     return pd.DataFrame(rows, columns=["run", "rounds", *SUMMARY_NAMES])
 
 

@@ -21,7 +21,7 @@ have no counterpart here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,16 +32,15 @@ from replay.engine.sampling import length_at_bounds
 from replay.engine.sampling_runs import sampling_means
 from replay.io.skipped import Skipped
 
+from .definitions import EXPECTED, GREEDY_ONLY, SAME_AT_ANY_T, SUMMARY_METRICS
+from .metrics import Rounds, summary_row
 from .runs import LabelledRun
 
-# The metrics of the summary that become expectations at T (each as NAME_lo, NAME_hi).
-EXPECTED_SUMMARY = ("mean_acceptance_length", "draft_acceptance_rate", "mean_accepted_length", "full_depth_fraction")
-# The summary metrics (analysis.tables.definitions.SUMMARY_NAMES) at T: EXPECTED_SUMMARY as bounds,
-# these as they are at any T (the tree's size does not depend on T), and these not at all: at T the
-# bonus token is the target's draw, which a dump cannot hold. A new summary metric says here what it
-# is at T (tests/test_sampling_stats.py).
-SAME_AT_ANY_T = ("mean_num_nodes", "mean_num_steps")
-GREEDY_ONLY = ("bonus_known_fraction",)
+# The summary metrics (analysis.tables.definitions.SUMMARY_METRICS) by what each is at T: bounds
+# (NAME_lo, NAME_hi), one value, or absent.
+EXPECTED_SUMMARY = tuple(m.name for m in SUMMARY_METRICS if m.at_t == EXPECTED)
+SAME_AT_ANY_T_SUMMARY = tuple(m.name for m in SUMMARY_METRICS if m.at_t == SAME_AT_ANY_T)
+GREEDY_ONLY_SUMMARY = tuple(m.name for m in SUMMARY_METRICS if m.at_t == GREEDY_ONLY)
 SAMPLING_TABLES = ("summary", "accepted_length", "depth_acceptance")
 
 
@@ -57,13 +56,34 @@ class RunSampling:
     ge_hi: np.ndarray
     exact: np.ndarray  # [R] bool
     from_node_logprobs: np.ndarray  # [R] bool
-    num_nodes: np.ndarray  # [R] int64
-    num_steps: np.ndarray  # [R] int64
+    # [R] each: the round columns the summary formulas read (ROUND_COLUMNS_READ["summary"] but "run"),
+    # integers as int64
+    rounds: Mapping[str, np.ndarray]
     skipped: tuple[Skipped, ...]  # rounds sampling mode cannot use at T, with the reason
     needs_vocab: bool
     # the usable rounds whose walk at a recorded T cannot read node_logprobs (parents layout; without
     # the array), by name (replay.engine.batch.recorded.node_logprob_gaps_batch); None: not counted
     gaps: tuple[list[str], list[str]] | None = None
+
+    @property
+    def num_nodes(self) -> np.ndarray:
+        """[R] int64 each round's draft nodes."""
+        return self.rounds["num_nodes"]
+
+    @property
+    def num_steps(self) -> np.ndarray:
+        """[R] int64 each round's draft steps."""
+        return self.rounds["num_steps"]
+
+    def side(self, side: str) -> Rounds:
+        """The rounds as the summary formulas read them on one side ("lo" or "hi") of the bounds."""
+        ge = self.ge_lo if side == "lo" else self.ge_hi  # [R, D+2]
+        lanes = np.arange(ge.shape[0])
+        return Rounds(
+            self.expected_lo if side == "lo" else self.expected_hi,
+            lambda depths: ge[lanes, np.minimum(depths, ge.shape[1] - 1)],
+            self.rounds,
+        )
 
 
 def run_sampling(
@@ -84,28 +104,16 @@ def sampling_summary(runs: Sequence[RunSampling]) -> pd.DataFrame:
     means; the means replay and batch --temperature print too (replay.engine.sampling_runs.sampling_means)."""
     rows = []
     for s in runs:
-        r = s.expected_lo.shape[0]
-        if not r:
+        if not s.expected_lo.shape[0]:
             continue
         m = sampling_means(s.expected_lo, s.expected_hi, s.exact)
-        lanes = np.arange(r)
-        full = np.minimum(s.num_steps, s.ge_lo.shape[1] - 1)
         row = {"run": s.label, "temperature": s.temperature, "rounds": m.rounds, "exact_rounds": m.exact_rounds}
-        sides = (
-            ("lo", s.expected_lo, s.ge_lo, m.accepted_lo, m.block_efficiency_lo),
-            ("hi", s.expected_hi, s.ge_hi, m.accepted_hi, m.block_efficiency_hi),
-        )
-        for side, e, ge, accepted, efficiency in sides:
-            row[f"mean_accepted_length_{side}"] = accepted
-            row[f"mean_acceptance_length_{side}"] = efficiency
-            row[f"draft_acceptance_rate_{side}"] = _ratio(float(e.sum()), float(s.num_nodes.sum()))
-            row[f"full_depth_fraction_{side}"] = float(ge[lanes, full].mean())
-        row["mean_num_nodes"] = float(s.num_nodes.mean())
-        row["mean_num_steps"] = float(s.num_steps.mean())
-        rows.append(row)
+        for side in ("lo", "hi"):
+            row |= {f"{name}_{side}": v for name, v in summary_row(s.side(side), (EXPECTED,)).items()}
+        rows.append(row | summary_row(s.side("lo"), (SAME_AT_ANY_T,)))
     cols = ["run", "temperature", "rounds", "exact_rounds"]
     cols += [f"{m}_{side}" for m in EXPECTED_SUMMARY for side in ("lo", "hi")]
-    return pd.DataFrame(rows, columns=[*cols, *SAME_AT_ANY_T])
+    return pd.DataFrame(rows, columns=[*cols, *SAME_AT_ANY_T_SUMMARY])
 
 
 def expected_length_distribution(runs: Sequence[RunSampling]) -> pd.DataFrame:

@@ -21,6 +21,8 @@ from replay.engine.sampling_runs import SamplingPart, batch_parts, join_parts
 from replay.io.manifest import Manifest
 from replay.util.errors import SpecReplayError
 
+from .batch import result_columns
+from .definitions import ROUND_COLUMNS_READ
 from .runs import LabelledRun
 
 
@@ -73,8 +75,10 @@ def batch_run_sampling(
         result, parts = rep.result, [p[0] for p in rep.per_batch]
     at = join_parts(result, parts, t)
     smp, rows = at.sampling, at.rows
-    steps = result.num_steps[rows].astype(np.int64)
-    depth = int(steps.max(initial=0))  # the widest row: P(L >= d) for d = 1..a round's depth
+    summary_columns = [c for c in ROUND_COLUMNS_READ["summary"] if c != "run"]
+    made = result_columns(result, summary_columns)
+    columns = {c: _int64(np.asarray(made[c])[rows]) for c in summary_columns}
+    depth = int(columns["num_steps"].max(initial=0))  # the widest row: P(L >= d) for d = 1..a round's depth
     return (
         run.label,
         t,
@@ -84,8 +88,7 @@ def batch_run_sampling(
         _table(smp.length_ge_hi[rows], depth),
         smp.exact[rows],
         from_node_logprobs(smp)[rows],
-        result.num_nodes[rows].astype(np.int64),
-        steps,
+        columns,
         at.skipped(),
         any(p.sampling.needs_vocab and p.sampling.usable.any() for p in parts),  # said of the rounds used
         at.gaps,
@@ -95,6 +98,11 @@ def batch_run_sampling(
 def _vocab_key(vocab_size: int | None) -> tuple[int, str | None] | None:
     """A vocabulary size and where it came from (replay.core.sampling_problems.VocabSize: messages name it)."""
     return None if vocab_size is None else (int(vocab_size), getattr(vocab_size, "source", None))
+
+
+def _int64(values: np.ndarray) -> np.ndarray:
+    """[R] a round column, integers as int64 (the round table's type)."""
+    return values.astype(np.int64) if values.dtype.kind in "iu" else values
 
 
 def _table(ge: np.ndarray, depth: int) -> np.ndarray:
