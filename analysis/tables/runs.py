@@ -145,6 +145,31 @@ def unique_labels(dirs: Sequence[str], labels: Sequence[str] | None = None) -> l
     return out
 
 
+@dataclass(frozen=True)
+class RunsWithRounds:
+    """What a command does with its runs by the rounds each can use (runs_with_rounds)."""
+
+    kept: tuple[int, ...]  # the runs with a round to use, by index, in order
+    left_out: tuple[int, ...]  # the runs without one among several: each said so on stderr, then left out
+    refused: str | None  # REFUSED_ALONE, REFUSED_EVERY or None: the command goes on with ``kept``
+
+
+# A lone run without a round is refused with its own reasons (replay.cli.options.no_rounds_error); when
+# none of several runs has one, the command is refused naming them all (no_rounds_in_runs).
+REFUSED_ALONE, REFUSED_EVERY = "alone", "every"
+
+
+def runs_with_rounds(rounds: Sequence[int]) -> RunsWithRounds:
+    """The one rule for a run without a round to use (``rounds``: each run's count of rounds replayed,
+    or at --temperature T usable at T): alone, the command is refused with the run's reasons; beside
+    runs that have rounds, it is left out; when no run has one, the command is refused."""
+    kept = tuple(k for k, n in enumerate(rounds) if n)
+    if len(rounds) == 1:
+        return RunsWithRounds(kept, (), None if kept else REFUSED_ALONE)
+    left_out = tuple(k for k, n in enumerate(rounds) if not n)
+    return RunsWithRounds(kept, left_out, None if kept else REFUSED_EVERY)
+
+
 # What load_run builds besides the replay: the round and node tables (stats --table/-o, report's
 # tables/); the node metrics counted block by block and the round columns the metrics read (stats,
 # plot: memory does not grow with a run's node rows); or the round keys only (compare, and stats and

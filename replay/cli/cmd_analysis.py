@@ -107,7 +107,7 @@ def load_runs_from_args(
     ``tables``: what the command reads besides the replay (analysis.tables.runs.TABLES_FULL, the
     default, TABLES_METRICS or TABLES_KEYS); ``per_batch``, ``per_run``: computed on each batch as it
     is read; ``keep_bytes``: the batches kept within that memory (analysis.tables.runs.load_run)."""
-    from analysis.tables.runs import TABLES_FULL, load_runs
+    from analysis.tables.runs import REFUSED_ALONE, REFUSED_EVERY, TABLES_FULL, load_runs, runs_with_rounds
 
     for d in args.dirs:
         require_dump_source(d)
@@ -121,18 +121,16 @@ def load_runs_from_args(
         per_run,
         keep_bytes,
     )
-    kept = [run for run in runs if run.rounds]
-    if len(runs) == 1 and not kept:
+    use = runs_with_rounds([run.rounds for run in runs])
+    if use.refused == REFUSED_ALONE:
         (run,) = runs
         raise no_rounds_error(run.replay.directory, run.replay.skipped, run.replay.warnings, run.label)
-    for run in runs:
-        if run.rounds:
-            continue  # its warnings (a manifest disagreeing with the rounds, too) come with its skips
+    for run in (runs[k] for k in use.left_out):  # the kept runs' warnings come with their skips
         print_reading(run.replay, run.label)  # why, before saying the run is left out
         print_notes([f"no round could be replayed{why_no_rounds(run.replay.skipped)}; left out"], run.label)
-    if not kept:
+    if use.refused == REFUSED_EVERY:
         raise no_rounds_in_runs(args.dirs)
-    return LoadedRuns(kept, len(runs) - len(kept))
+    return LoadedRuns([runs[k] for k in use.kept], len(use.left_out))
 
 
 def run_heading(run) -> str:
@@ -197,19 +195,23 @@ def each_run_at_temperature(args, runs: list, compute: Callable) -> list[RunAtT]
     """Each run at --temperature T: ``compute(run, vocab)`` gives (its result, the rounds it used, its
     skipped rounds as (name, key, why)). A run without a round at T is refused (exit 2) when alone,
     else left out; when every run is, each one's rounds are listed and the command refused."""
+    from analysis.tables.runs import REFUSED_ALONE, REFUSED_EVERY, runs_with_rounds
     from replay.engine.sampling import refused_with_scores, sampling_skip
 
     t = args.temperature
-    done = []
+    done, used = [], []
     for run in runs:
         vocab = sampling_vocab(args, run.replay.manifest)
         result, rounds, skipped = compute(run, vocab)
+        used.append(int(bool(rounds)))
         skips = tuple(sampling_skip(name, t, why) for name, _, why in skipped)
-        if not rounds and len(runs) == 1:
-            raise no_rounds_error(run.replay.directory, [*run.replay.skipped, *skips])
         refused = refused_with_scores(why for _, _, why in skipped)
         done.append(RunAtT(run.label, vocab, result if rounds else None, skips, refused))
-    if all(d.result is None for d in done):
+    use = runs_with_rounds(used)
+    if use.refused == REFUSED_ALONE:
+        (run,), (d,) = runs, done
+        raise no_rounds_error(run.replay.directory, [*run.replay.skipped, *d.skipped])
+    if use.refused == REFUSED_EVERY:
         for d in done:
             print_skipped(d.skipped, d.label)
         raise no_rounds_in_runs([run.replay.directory for run in runs], t)
@@ -350,6 +352,7 @@ def _export(export_tables, named: dict, out_dir: str) -> None:
 def _stats_sampling(args: argparse.Namespace, loaded: LoadedRuns) -> int:
     """--temperature: the summary, histogram and per-depth rates as expectations at T (analysis.tables.sampling)."""
     from analysis.tables.build import export_tables
+    from analysis.tables.runs import REFUSED_ALONE, REFUSED_EVERY, runs_with_rounds
     from analysis.tables.sampling import SAMPLING_TABLES, bounds_display, run_sampling, sampling_tables
 
     if args.table is not None and args.table not in SAMPLING_TABLES:
@@ -362,12 +365,14 @@ def _stats_sampling(args: argparse.Namespace, loaded: LoadedRuns) -> int:
         run_sampling(r, t, sampling_vocab(args, r.replay.manifest), r.replay.manifest.node_logprob_temperatures)
         for r in runs
     ]
-    if len(runs) == 1 and not parts[0].expected_lo.shape[0]:  # replay's words: the reasons come with the error
+    # a run without a round at T, beside others, stays in the header ("0 of N replayed rounds usable")
+    use = runs_with_rounds([p.expected_lo.shape[0] for p in parts])
+    if use.refused == REFUSED_ALONE:  # replay's words: the reasons come with the error
         (run,) = runs
         raise no_rounds_error(run.replay.directory, [*run.replay.skipped, *parts[0].skipped], run.replay.warnings)
     for run, part in zip(runs, parts):
         print_skipped(part.skipped, run.label)
-    if not any(p.expected_lo.shape[0] for p in parts):
+    if use.refused == REFUSED_EVERY:
         raise no_rounds_in_runs(args.dirs, t)
     named = sampling_tables(parts)
     if args.export:
