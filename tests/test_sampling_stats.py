@@ -200,3 +200,14 @@ def test_replay_batch_and_stats_state_the_same_sampling_summary(capsys, t):
         assert want[0] in lines[0] and lines[1:3] == want[1:], argv
         got = [line for line in lines if line.startswith("    L = ")]
         assert got[: len(dist)] == dist and all(line.endswith(": 0.0000") for line in got[len(dist) :]), argv
+
+
+def test_one_rule_for_a_run_without_rounds():
+    """runs_with_rounds, which stats, stats --temperature and compare/recommend --temperature ask: a lone
+    run without a round is refused, one beside others left out, and none with a round refuses them all."""
+    from analysis.tables.runs import REFUSED_ALONE, REFUSED_EVERY, RunsWithRounds, runs_with_rounds
+
+    assert runs_with_rounds([0]) == RunsWithRounds((), (), REFUSED_ALONE)
+    assert runs_with_rounds([4]) == RunsWithRounds((0,), (), None)
+    assert runs_with_rounds([0, 2, 0]) == RunsWithRounds((1,), (0, 2), None)
+    assert runs_with_rounds([0, 0]) == RunsWithRounds((), (0, 1), REFUSED_EVERY)
