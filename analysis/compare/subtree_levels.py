@@ -287,7 +287,13 @@ def simulate_levels(
     """Build the simulated levels 0..cap of ``sub`` (each level but the last selected). ``shared``:
     the unselected levels already built on this chunk for other configs, by the prefix they depend on
     (topKSpec rows 0..i, topHead 1..i): configs of one prefix build it once."""
-    levels = [root_level(rec)]
+    # the root is the same for every config: built once per chunk (nothing writes to a built level)
+    root = None if shared is None else shared.get(("root level",))
+    if root is None:
+        root = root_level(rec)
+        if shared is not None:
+            shared[("root level",)] = root
+    levels = [root]
     kpos, widths = [], []
     for i in range(cap):
         if i:

@@ -20,6 +20,7 @@ from replay.engine.batch import SEL_PARENTS, BatchResult, RoundBatch, TreeShape
 from .subtree import IN, MAYBE, OUT
 
 CODE_PATH, CODE_RECORDED, CODE_FALLBACK = 0, 1, 2  # subtree's RULE_*, as codes
+_CODES = np.array([OUT, IN], dtype=np.int8)  # select_in_order_loop's status codes
 
 
 FIRST_TRUE_MAX = 128  # replay.core.selection.first_true's axis must be shorter
@@ -97,28 +98,21 @@ def select_level(lvl: Level, heads: int) -> None:
     """IN / OUT / MAYBE and slot ranges of a level choosing its top ``heads``."""
     L, c = lvl.valid.shape
     v = lvl.valid
-    fast = (~v | (lvl.exact & lvl.sure & lvl.ordered)).all(axis=0)  # every key known and ordered
-    cols = np.flatnonzero(fast)
-    every = 0 < cols.shape[0] == c  # most levels: the fast rule's arrays are the level's, nothing filled first
-    if not every:
-        status = np.zeros((L, c), dtype=np.int8)
-        slot_lo = np.full((L, c), -1, dtype=np.int64)
-        slot_hi = np.full((L, c), -1, dtype=np.int64)
-    if cols.shape[0]:
-        # the selection rule on the key, equal keys by rank_ties of (parent slot, rank): the tree order
-        vf = v if every else v[:, cols]
-        key = np.where(vf, lvl.lo if every else lvl.lo[:, cols], -np.inf)
-        pos = tree_position(lvl.oslot if every else lvl.oslot[:, cols], lvl.rank)  # [L, C']
-        slot, in_order = _slots_in_order(key, pos, vf, heads)
-        loop = np.flatnonzero(~in_order)
-        if loop.shape[0]:
-            slot[:, loop] = _selected_slots(key[:, loop], pos[:, loop], vf[:, loop], heads)
-        chosen = slot >= 0
-        st = np.where(chosen, IN, OUT).astype(np.int8)
-        if every:
-            status, slot_lo, slot_hi = st, slot, slot.copy()
-        else:
-            status[:, cols], slot_lo[:, cols], slot_hi[:, cols] = st, slot, slot
+    full = lambda a: filled(a, (L, c))  # noqa: E731
+    status = np.empty((L, c), dtype=np.int8)
+    slot_lo, slot_hi = np.empty((L, c), dtype=np.int64), np.empty((L, c), dtype=np.int64)
+    # the columns of known, ordered keys (most): their slots where the valid nodes already come in order
+    arrays = (full(v), full(lvl.exact), full(lvl.sure), full(lvl.ordered), full(lvl.lo))
+    fast, in_order = _in_order_slots(
+        (*arrays, full(tree_position(lvl.oslot, lvl.rank))), heads, status, slot_lo, slot_hi
+    )
+    loop = np.flatnonzero(fast & ~in_order)
+    if loop.shape[0]:  # the selection rule on the key, equal keys by rank_ties of (parent slot, rank): the tree order
+        vf = v[:, loop]
+        key = np.where(vf, full(lvl.lo)[:, loop], -np.inf)
+        slot = _selected_slots(key, tree_position(full(lvl.oslot)[:, loop], lvl.rank), vf, heads)
+        status[:, loop] = np.where(slot >= 0, IN, OUT).astype(np.int8)
+        slot_lo[:, loop], slot_hi[:, loop] = slot, slot
     cols = np.flatnonzero(~fast)
     if cols.shape[0]:
         s = lambda a: a[:, cols] if a.shape[1] == c else np.broadcast_to(a, (a.shape[0], c))[:, cols]  # noqa: E731
@@ -147,19 +141,31 @@ def select_level(lvl: Level, heads: int) -> None:
     lvl.status, lvl.slot_lo, lvl.slot_hi = status, slot_lo, slot_hi
 
 
+def _in_order_slots(arrays: tuple, heads: int, status, slot_lo, slot_hi) -> tuple[np.ndarray, np.ndarray]:
+    """([C] bool every valid key known and ordered, [C] bool the valid nodes come first in selection
+    order), with those columns' status and slots written (replay.core.level_loops.select_in_order_loop).
+    arrays: contiguous [L, C] valid, exact, sure, ordered (bool), key (float64), tree position (int64);
+    status, slot_lo, slot_hi: out [L, C]."""
+    from replay.core.level_loops import select_in_order_loop  # numba: imported at first use
+
+    c = status.shape[1]
+    fast, in_order = np.empty(c, dtype=bool), np.empty(c, dtype=bool)
+    select_in_order_loop(*arrays, heads, _CODES, status, slot_lo, slot_hi, fast, in_order)
+    return fast, in_order
+
+
 def _slots_in_order(key: np.ndarray, pos: np.ndarray, valid: np.ndarray, heads: int) -> tuple[np.ndarray, np.ndarray]:
     """([L, C] slot of each node, -1 when not chosen; [C] bool: that slot is right) without the
     selection, for the columns whose valid nodes come first and are already in selection order (no
     row preceded by the row below it: level 1's ranks of the root, mostly): there the selection
     takes the valid nodes in row order, so a node's slot is its row, kept below ``heads``. A check
-    of adjacent rows only; other columns are left to _selected_slots. pos: [L, C] tree positions."""
-    rows = np.arange(key.shape[0])[:, None]
-    slot = np.where(valid & (rows < heads), rows, -1)
-    if key.shape[0] == 1:
-        return slot, np.ones(key.shape[1], dtype=bool)
-    v1, k0, k1 = valid[1:], key[:-1], key[1:]
-    ok = (v1 <= valid[:-1]) & (~v1 | ((k0 >= k1) & ~precedes(k1, pos[1:], k0, pos[:-1])))
-    return slot, ok.all(axis=0)
+    of adjacent rows only (_in_order_slots, every key known and ordered); other columns are left
+    to _selected_slots. key: [L, C] float64; pos: [L, C] int64 tree positions."""
+    true = np.ones(valid.shape, dtype=bool)
+    arrays = tuple(np.ascontiguousarray(a) for a in (valid, true, true, true, key, pos))
+    status = np.empty(valid.shape, dtype=np.int8)
+    slot, slot_hi = np.empty(valid.shape, dtype=np.int64), np.empty(valid.shape, dtype=np.int64)
+    return slot, _in_order_slots(arrays, heads, status, slot, slot_hi)[1]
 
 
 def _selected_slots(key: np.ndarray, pos: np.ndarray, valid: np.ndarray, heads: int) -> np.ndarray:

@@ -280,3 +280,46 @@ def level_reach_loop(
         sums[1, j] = sum_hi
         blind[j] = any_blind
         all_held[j] = every
+
+
+@_loop
+def select_in_order_loop(
+    valid: np.ndarray,  # [L, C] bool: the level's slots
+    exact: np.ndarray,  # [L, C] bool: the slot's key is exact
+    sure: np.ndarray,  # [L, C] bool: the slot surely exists
+    ordered: np.ndarray,  # [L, C] bool: its tree order is known
+    key: np.ndarray,  # [L, C] float64: its selection key (lo), read where valid (-inf elsewhere)
+    pos: np.ndarray,  # [L, C] int64: its tree position (replay.core.selection.tree_position)
+    heads: int,  # the nodes the level selects
+    codes: np.ndarray,  # [2] int8: OUT, IN
+    status: np.ndarray,  # out [L, C] int8: IN where the slot is below heads, else OUT (fast columns in order)
+    slot_lo: np.ndarray,  # out [L, C] int64: the valid node's row below heads, else -1 (those columns)
+    slot_hi: np.ndarray,  # out [L, C] int64: the same
+    fast: np.ndarray,  # out [C] bool: every valid node's key is known and ordered
+    in_order: np.ndarray,  # out [C] bool: the valid nodes come first, in selection order
+) -> None:
+    """analysis.compare.subtree_select.select_level's columns of known, ordered keys whose valid nodes
+    already come in selection order (no row preceded by the row below it, precedes' rule with
+    rank_ties the position itself): there a node's slot is its row, kept below ``heads``. One pass
+    over the level where numpy makes some fifteen; the other columns' outputs are the caller's to
+    overwrite."""
+    n_slots, c = valid.shape
+    out_code, in_code = codes[0], codes[1]
+    for j in range(c):
+        fast[j] = True
+        in_order[j] = True
+    for u in range(n_slots):  # slot by slot, round by round: each row read and written in memory order
+        for j in range(c):
+            v = valid[u, j]
+            fast[j] = fast[j] and (not v or (exact[u, j] and sure[u, j] and ordered[u, j]))
+            s = u if v and u < heads else -1
+            slot_lo[u, j], slot_hi[u, j] = s, s
+            status[u, j] = in_code if s >= 0 else out_code
+            if (
+                u and v
+            ):  # an invalid node below a valid one breaks nothing; a valid one needs its row above valid and ahead
+                v0 = valid[u - 1, j]
+                k0 = key[u - 1, j] if v0 else -np.inf
+                k1 = key[u, j]
+                ahead = (k1 > k0) or (k1 == k0 and pos[u, j] < pos[u - 1, j])
+                in_order[j] = in_order[j] and v0 and k0 >= k1 and not ahead
