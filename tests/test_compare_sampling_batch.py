@@ -328,6 +328,26 @@ def test_exact_sums_are_fsum_in_any_order_and_pieces():
     assert np.isnan(got[0]) and got[1] == np.inf
 
 
+def test_exact_sum_of_outcomes_is_add_of_their_rows_side_by_side():
+    """ExactSum.add_outcomes (the fold's columns read where they lie, some rows left out, non-finite
+    values among them) gives add's bins and sums of the same rows put side by side."""
+    from analysis.compare.sampling import ExactSum
+
+    rng = np.random.default_rng(3)
+    n, g = 400, 3
+    lo, hi = rng.standard_normal(n) * 1e3, rng.random(n)
+    ge_lo, ge_hi = rng.random((n, g + 1)), rng.standard_normal((n, g + 1)) * 1e-310
+    lo[5], hi[7], ge_lo[9, 1], ge_hi[11, 2], ge_hi[12, 2] = np.nan, np.inf, -np.inf, np.inf, 5e-324
+    rows = rng.random(n) < 0.8
+    rows[[5, 7, 11]] = True, False, True
+    want, got = ExactSum(2 + 2 * g), ExactSum(2 + 2 * g)
+    want.add(np.column_stack([lo, hi, ge_lo[:, :g], ge_hi[:, :g]])[rows])
+    got.add_outcomes(lo, hi, ge_lo, ge_hi, rows)
+    np.testing.assert_array_equal(got.parts, want.parts)
+    np.testing.assert_array_equal(got.sums(), want.sums())
+    assert np.isnan(got.sums()[0]) and got.sums()[1] < np.inf and got.sums()[2 + g + 2] == np.inf
+
+
 @pytest.mark.parametrize("with_scores", [True, False])
 def test_the_curve_without_scores_gives_the_same_table_and_skipped(tmp_path, with_scores):
     """The curve folded block by block as blocks come gives the table and skipped list of the same

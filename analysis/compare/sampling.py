@@ -99,6 +99,17 @@ class ExactSum:
             v = np.where(finite, v, 0.0)
         exact_sum_loop(np.ascontiguousarray(v), self.OFFSET, self.BINS, self.parts)
 
+    def add_outcomes(
+        self, lo: np.ndarray, hi: np.ndarray, ge_lo: np.ndarray, ge_hi: np.ndarray, rows: np.ndarray
+    ) -> None:
+        """Add the rows ``rows`` ([n] bool) of the columns lo, hi ([n]), ge_lo.., ge_hi.. ([n, >= g]: the
+        first g = (k - 2) / 2 read), as add(their [n, k] side by side) would, without making that array."""
+        from replay.core.loops import exact_sum_outcomes_loop  # numba: imported at first use
+
+        g = (self.k - 2) // 2
+        arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in (lo, hi, ge_lo, ge_hi)]
+        exact_sum_outcomes_loop(*arrays, rows, g, self.OFFSET, self.BINS, self.parts, self.special)
+
     def sums(self) -> np.ndarray:
         """[k] each column's sum, correctly rounded."""
         out = np.zeros(self.k)

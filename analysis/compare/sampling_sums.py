@@ -248,16 +248,11 @@ class _Acc:
         self.n += int(det.shape[0])
         self.nd += nd
         self.exact += int(np.count_nonzero(at.exact & det))
-        g = self.gamma
-        # the columns side by side, then the determined rows taken once (most chunks: every round)
-        values = np.empty((det.shape[0], 2 + 2 * g))
-        values[:, 0], values[:, 1] = at.lo, at.hi
-        values[:, 2 : 2 + g], values[:, 2 + g :] = at.ge_lo[:, :g], at.ge_hi[:, :g]
         if nd < det.shape[0]:
             self._count_reasons(at, ordinals)
             self.undet_hi += int(at.steps_hi[~det].sum())
-            values = values[det]
-        self.sums.add(values)
+        # the determined rows of [lo, hi, P(L >= d) lo.., hi..], read where they lie
+        self.sums.add_outcomes(at.lo, at.hi, at.ge_lo, at.ge_hi, np.ascontiguousarray(det))
 
     def _count_reasons(self, at: AtT, ordinals: np.ndarray) -> None:
         """The undetermined rounds' (why, depth, rank), counted, with the first round of each: folds come

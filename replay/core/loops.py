@@ -377,6 +377,27 @@ _SIGNIFICAND = (1 << 52) - 1  # a float64's stored significand bits
 _HIDDEN_BIT = 1 << 52  # a normal number's leading 1
 
 
+@njit(inline="always")
+def _add_exact(x: float, b0: int, parts: np.ndarray) -> None:
+    """Add a finite x to the bins of its column (``b0``: the column's first bin plus the offset): x =
+    m * 2^e (frexp; read from a normal number's bits), m * 2^53 an integer split into a high part (>> 27)
+    and a low part (< 2^27), each added exactly to the bin of e."""
+    bits: int = _bits(x)  # type: ignore[call-arg]
+    biased = (bits >> 52) & 0x7FF
+    if biased != 0:  # a normal number: frexp's m * 2^53 is its 53-bit significand, e its exponent + 1
+        mi = (bits & _SIGNIFICAND) | _HIDDEN_BIT
+        if bits < 0:
+            mi = -mi
+        e = biased - 1022
+    else:  # zero or subnormal (the library call, about twice as slow)
+        m, e = math.frexp(x)
+        mi = np.int64(m * _TWO_53)
+    high = mi >> 27
+    b = b0 + e
+    parts[0, b] += high
+    parts[1, b] += mi - (high << 27)
+
+
 @_loop
 def exact_sum_loop(
     v: np.ndarray,  # [n, k] float64, every value finite
@@ -384,24 +405,35 @@ def exact_sum_loop(
     bins: int,  # bins per column
     parts: np.ndarray,  # in/out [2, k * bins] int64: per (column, exponent) the sums of the high and low parts
 ) -> None:
-    """ExactSum's pass over its values: x = m * 2^e (frexp; read from a normal number's bits), m * 2^53
-    an integer split into a high part (>> 27) and a low part (< 2^27), each added exactly to the bin
-    of its column and e."""
+    """ExactSum's pass over its values (_add_exact, each added exactly to the bin of its column and e)."""
     n, k = v.shape
     for i in range(n):
         for j in range(k):
-            x = v[i, j]
-            bits: int = _bits(x)  # type: ignore[call-arg]
-            biased = (bits >> 52) & 0x7FF
-            if biased != 0:  # a normal number: frexp's m * 2^53 is its 53-bit significand, e its exponent + 1
-                mi = (bits & _SIGNIFICAND) | _HIDDEN_BIT
-                if bits < 0:
-                    mi = -mi
-                e = biased - 1022
-            else:  # zero or subnormal (the library call, about twice as slow)
-                m, e = math.frexp(x)
-                mi = np.int64(m * _TWO_53)
-            high = mi >> 27
-            b = j * bins + e + offset
-            parts[0, b] += high
-            parts[1, b] += mi - (high << 27)
+            _add_exact(v[i, j], j * bins + offset, parts)
+
+
+@_loop
+def exact_sum_outcomes_loop(
+    lo: np.ndarray,  # [n] float64: each round's expected length bounds
+    hi: np.ndarray,
+    ge_lo: np.ndarray,  # [n, G] float64: its P(L >= d) bounds, the first g columns read
+    ge_hi: np.ndarray,
+    rows: np.ndarray,  # [n] bool: the rounds added
+    g: int,
+    offset: int,
+    bins: int,
+    parts: np.ndarray,  # in/out [2, (2 + 2 g) * bins] int64: exact_sum_loop's bins of the columns lo, hi, ge_lo.., ge_hi..
+    special: np.ndarray,  # in/out [2 + 2 g] float64: the sum of each column's non-finite values
+) -> None:
+    """exact_sum_loop over the [lo, hi, ge_lo, ge_hi] rows of the rounds ``rows`` (analysis.compare.
+    sampling_sums' outcomes), read where they lie: no [n, 2 + 2 g] copy of them, no pass for the
+    non-finite values, which go to ``special`` (their sum is NaN or +-inf in any order)."""
+    for i in range(lo.shape[0]):
+        if not rows[i]:
+            continue
+        for j in range(2 + 2 * g):
+            x = lo[i] if j == 0 else hi[i] if j == 1 else ge_lo[i, j - 2] if j < 2 + g else ge_hi[i, j - 2 - g]
+            if math.isfinite(x):
+                _add_exact(x, j * bins + offset, parts)
+            else:
+                special[j] += x
