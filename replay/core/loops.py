@@ -431,9 +431,25 @@ def exact_sum_outcomes_loop(
     for i in range(lo.shape[0]):
         if not rows[i]:
             continue
-        for j in range(2 + 2 * g):
-            x = lo[i] if j == 0 else hi[i] if j == 1 else ge_lo[i, j - 2] if j < 2 + g else ge_hi[i, j - 2 - g]
+        x = lo[i]  # each column written out: through one more inlined helper this loop measured ten times slower
+        if math.isfinite(x):
+            _add_exact(x, offset, parts)
+        else:
+            special[0] += x
+        x = hi[i]
+        if math.isfinite(x):
+            _add_exact(x, bins + offset, parts)
+        else:
+            special[1] += x
+        for d in range(g):
+            x = ge_lo[i, d]
             if math.isfinite(x):
-                _add_exact(x, j * bins + offset, parts)
+                _add_exact(x, (2 + d) * bins + offset, parts)
             else:
-                special[j] += x
+                special[2 + d] += x
+        for d in range(g):
+            x = ge_hi[i, d]
+            if math.isfinite(x):
+                _add_exact(x, (2 + g + d) * bins + offset, parts)
+            else:
+                special[2 + g + d] += x
