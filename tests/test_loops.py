@@ -260,14 +260,12 @@ def test_level_reach_sums_each_rounds_slots_in_order():
     assert blind.any() and not blind.all() and all_held.any() and not all_held.all()
 
 
-def _level_doubts(indexed, before, rec_node, row, status, sure, own_rows, first, steps, d, codes, w):
+def _level_doubts(indexed, before, rec_node, row, status, sure, first, steps, d, codes, w):
     """level_doubts_loop the numpy way (its outputs in its order, kind and why with W rank rows)."""
     count = np.cumsum(indexed, axis=0)
     idx = np.where(indexed, before[None, :] + count - 1, -1)
     n = before + indexed.sum(axis=0)
-    g = first[0] + rec_node if first[0] >= 0 else np.full(rec_node.shape, -1)
-    p_row = first[1] + row if first[1] >= 0 else np.full(row.shape, -1)
-    has = np.stack([(rec_node >= 0) & (g < own_rows), (row >= 0) & (p_row >= 0) & (p_row < own_rows)])
+    g = first + rec_node if first >= 0 else np.full(rec_node.shape, -1)
     recs = np.where(rec_node >= 0, g, -1)
     open_ = indexed & ~((d >= steps[0])[None, :] | (status == codes[0]))
     thr = open_ & (d >= steps[1])[None, :]
@@ -278,7 +276,7 @@ def _level_doubts(indexed, before, rec_node, row, status, sure, own_rows, first,
     kind, why = np.zeros(cells, dtype=bool), np.full(cells, codes[6], dtype=np.int8)
     kind[:, 0], why[:, 0] = indexed & ~sure, codes[2]
     kind[:, 1], why[:, 1] = thr | maybe | unexp, np.where(thr, codes[3], np.where(maybe, codes[4], codes[5]))
-    return idx, n, np.stack([g, p_row]), has, recs, kind, why, expands
+    return idx, n, recs, kind, why, expands
 
 
 @pytest.mark.parametrize("recorded", [True, False])
@@ -289,23 +287,17 @@ def test_level_doubts_are_the_rule_written_with_numpy(recorded):
     before = rng.integers(0, 9, c)
     rec_node, row = rng.integers(-1, 8, (n_slots, c)), rng.integers(-1, 4, (n_slots, c))
     status, sure = rng.integers(0, 3, (n_slots, c)).astype(np.int8), rng.random((n_slots, c)) < 0.9
-    own_rows = rng.integers(0, 12, c)
-    first = np.array([5, 3]) if recorded else np.array([-1, -1])
+    first = 5 if recorded else -1
     steps = np.stack([rng.integers(1, 4, c), rng.integers(1, 4, c)])
     codes = np.array([0, 2, 5, 1, 2, 3, 4, 0, -1], dtype=np.int8)
-    got = [
-        np.empty((n_slots, c), dtype=np.int64),
-        np.empty(c, dtype=np.int64),
-        np.empty((2, n_slots, c), dtype=np.int64),
-    ]
-    got += [np.empty((2, n_slots, c), dtype=bool), np.empty((n_slots, c), dtype=np.int64)]
+    got = [np.empty((n_slots, c), dtype=np.int64), np.empty(c, dtype=np.int64), np.empty((n_slots, c), dtype=np.int64)]
     got += [np.empty((n_slots, 2 + w, c), dtype=bool), np.empty((n_slots, 2 + w, c), dtype=np.int8)]
     got += [np.empty((n_slots, c), dtype=bool)]
-    args = (indexed, before, rec_node, row, status, sure, own_rows, first, steps, d, codes)
+    args = (indexed, before, rec_node, row, status, sure, first, steps, d, codes)
     level_doubts_loop(*args, *got)
     for g, want in zip(got, _level_doubts(*args, w)):
         np.testing.assert_array_equal(g, want)
-    assert got[5][:, 1].any() and got[7].any() and not got[7].all()
+    assert got[3][:, 1].any() and got[5].any() and not got[5].all()
 
 
 def _child_level(parents, width, first_child, ids, logp, unnamed, pos, col, w):

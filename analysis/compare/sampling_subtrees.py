@@ -199,18 +199,14 @@ def _sub_tree_level(
     )
     status = np.full((L, c), IN, dtype=np.int8) if d == 0 or lvl.status is None else full(lvl.status)
     big_w = sim.widths[d] if d < len(sim.widths) else 0
-    idx, n, node = np.empty((L, c), dtype=np.int64), np.empty(c, dtype=np.int64), np.empty((2, L, c), dtype=np.int64)
-    has_rows, recs, expands = (
-        np.empty((2, L, c), dtype=bool),
-        np.empty((L, c), dtype=np.int64),
-        np.empty((L, c), dtype=bool),
-    )
+    idx, n, recs = np.empty((L, c), dtype=np.int64), np.empty(c, dtype=np.int64), np.empty((L, c), dtype=np.int64)
+    expands = np.empty((L, c), dtype=bool)
     kind, why = np.empty((L, 2 + big_w, c), dtype=bool), np.empty((L, 2 + big_w, c), dtype=np.int8)
     steps = np.stack([sim.max_steps, sim.sure_steps]).astype(np.int64, copy=False)
-    level_args = (indexed, prev.n, full(lvl.rec), full(lvl.row), status, full(lvl.sure), own_rows, first)
-    level_doubts_loop(*level_args, steps, d, LEVEL_CODES, idx, n, node, has_rows, recs, kind, why, expands)
-    # the node's validate row (replay.core.acceptance.validate_row), where it has one
-    node_rows = _NodeRows(node, has_rows, is_all)
+    rec_node, row = full(lvl.rec), full(lvl.row)
+    level_args = (indexed, prev.n, rec_node, row, status, full(lvl.sure), int(first[0]))
+    level_doubts_loop(*level_args, steps, d, LEVEL_CODES, idx, n, recs, kind, why, expands)
+    node_rows = _NodeRows(rec_node, row, first, own_rows, is_all)
     token = root_tokens[None, :].astype(np.int64) if d == 0 else np.broadcast_to(lvl.token, (L, c))
     nodes = (idx, token, prev.parent_idx, d, node_rows, recs)
     if not big_w:
@@ -233,15 +229,23 @@ class _NodeRows:
     (numbered, a config's own walk): the outcomes from the recorded config's walk
     (analysis.compare.sampling_reach) never read them."""
 
-    node: np.ndarray  # [2, L, C] int64 each slot's row in the all layout, in the parents layout
-    has_rows: np.ndarray  # [2, L, C] bool the slot has that row
+    rec_node: np.ndarray  # [L, C] int64 the slot's recorded level-local node, -1 for none
+    row: np.ndarray  # [L, C] int64 its recorded expanded position, -1 when not expanded
+    first: np.ndarray  # [2] int64 the level's first tree-order node and expanded row, -1 for none
+    own_rows: np.ndarray  # [C] int64 the round's validate rows
     is_all: np.ndarray  # [C] bool the round's layout is "all"
 
     @cached_property
     def rows(self) -> tuple[np.ndarray, np.ndarray]:
-        """([L, C] each slot's validate row, replay.core.acceptance.validate_row; [L, C] bool: it has one)."""
-        is_all, (has_all, has_par) = self.is_all, self.has_rows
-        return validate_row(is_all[None, :], self.node[0], self.node[1]), np.where(is_all[None, :], has_all, has_par)
+        """([L, C] each slot's validate row, replay.core.acceptance.validate_row; [L, C] bool: it has one):
+        the row of its tree-order node in the all layout, of its expanded position in the parents layout,
+        where the round has that row."""
+        rn, rw, own = self.rec_node, self.row, self.own_rows[None, :]
+        node = self.first[0] + rn if self.first[0] >= 0 else np.full(rn.shape, -1, dtype=np.int64)
+        par = self.first[1] + rw if self.first[1] >= 0 else np.full(rw.shape, -1, dtype=np.int64)
+        has_all, has_par = (rn >= 0) & (node < own), (rw >= 0) & (par >= 0) & (par < own)
+        is_all = self.is_all
+        return validate_row(is_all[None, :], node, par), np.where(is_all[None, :], has_all, has_par)
 
 
 def _compact(rec, sub, sim, n, nodes, idx_levels, doubts, v_ids, v_lp, own_cols) -> SubTrees:

@@ -54,7 +54,9 @@ class Level:
 
 def filled(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """``a`` (a level field: [L, C], or [L, 1] / [1, C] broadcast) as a contiguous ``shape`` array, as
-    the compiled level loops read it."""
+    the compiled level loops read it (most fields already are: returned as they are, no broadcast made)."""
+    if a.shape == shape and a.flags.c_contiguous:
+        return a
     return np.ascontiguousarray(np.broadcast_to(a, shape))
 
 

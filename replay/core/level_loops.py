@@ -199,26 +199,23 @@ def level_doubts_loop(
     row: np.ndarray,  # [L, C] int64: its recorded expanded position, -1 when not expanded
     status: np.ndarray,  # [L, C] int8: OUT / IN / MAYBE (codes[0], codes[1])
     sure: np.ndarray,  # [L, C] bool: the slot certainly exists
-    own_rows: np.ndarray,  # [C] int64: the round's validate rows
-    first: np.ndarray,  # [2] int64: the level's first tree-order node and expanded row, -1 for none
+    first: int,  # the level's first tree-order node, -1 for none
     steps: np.ndarray,  # [2, C] int64: draft steps possibly run, surely run (gammaThreshold)
     d: int,  # the level's depth
     codes: np.ndarray,  # [9] int8: analysis.compare.subtree.LEVEL_CODES
     idx: np.ndarray,  # out [L, C] int64: the slot's sub-tree index, -1 when not in it
     n: np.ndarray,  # out [C] int64: the nodes numbered through this level
-    node: np.ndarray,  # out [2, L, C] int64: its tree-order node (validate row, all layout), expanded row
-    has: np.ndarray,  # out [2, L, C] bool: the slot has its row in the all layout, in the parents layout
     recs: np.ndarray,  # out [L, C] int64: its recorded node (tree order), -1 for none
     kind: np.ndarray,  # out [L, 2 + W, C] bool: the doubts on its kept width, its expansion (rows 2..: False)
     why: np.ndarray,  # out [L, 2 + W, C] int8: their reasons (rows 2..: WHY_BEYOND)
     expands: np.ndarray,  # out [L, C] bool: the walk leaves the node by its children
 ) -> None:
     """One level of a compared config's possible sub-tree (analysis.compare.sampling_subtrees.
-    _sub_tree_level): its slots numbered in slot order, their recorded rows and doubts, one pass
-    over the level's slots where numpy makes some twenty."""
+    _sub_tree_level): its slots numbered in slot order, their recorded nodes and doubts, one pass
+    over the level's slots where numpy makes some twenty (their validate rows are made where read:
+    sampling_subtrees._NodeRows)."""
     n_slots, c = indexed.shape
     ranks = kind.shape[1]
-    first_node, first_row = first[0], first[1]
     why_width, why_unexpanded, why_beyond = codes[2], codes[5], codes[6]  # scalars: no load of codes in the loop
     expands_code, not_opened = codes[7], codes[8]
     n[:] = before
@@ -228,12 +225,7 @@ def level_doubts_loop(
             idx[u, j] = n[j] if ind else -1
             n[j] += ind
             rn, rw = rec_node[u, j], row[u, j]
-            g = first_node + rn if first_node >= 0 else -1
-            p = first_row + rw if first_row >= 0 else -1
-            node[0, u, j], node[1, u, j] = g, p
-            has[0, u, j] = (rn >= 0) & (g < own_rows[j])
-            has[1, u, j] = (rw >= 0) & (p >= 0) & (p < own_rows[j])
-            recs[u, j] = g if rn >= 0 else -1
+            recs[u, j] = first + rn if rn >= 0 and first >= 0 else -1
             how = _expansion(d, status[u, j], rw, steps[0, j], steps[1, j], codes) if ind else not_opened
             doubt = (how != expands_code) & (how != not_opened)
             expands[u, j] = how == expands_code
