@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 from replay.core.config import TreeConfig
 from replay.core.vocab import PAD_TOKEN
 from replay.engine.batch import replay_batch
-from replay.engine.batch.sampling import NO_SCORES_CODE, batch_sampling
+from replay.engine.batch.sampling import NO_SCORES_CODE, batch_problems, batch_sampling
 from replay.io.roundbatch import MatrixStack
 from replay.testing.batch_synth import SynthSpec, synth_batch
 from replay.testing.in_memory import round_at
@@ -86,6 +87,30 @@ def test_without_scores_every_round_says_so():
     smp = batch_sampling(batch, res, ARTICLE, 0.7)
     assert not smp.usable.any() and (smp.problem[res.error == 0] == NO_SCORES_CODE).all()
     assert np.isnan(smp.expected_lo).all()
+
+
+@pytest.mark.parametrize("layout", ["all", "parents"])
+@pytest.mark.parametrize("t", [0.0, 0.7, 1.3])
+def test_problems_alone_are_the_bounds_problems(layout, t):
+    """batch_problems (a refusal's codes, no walk) is batch_sampling's problem, on rows without scores,
+    with PAD cells a small vocabulary cannot hold, with zero cells summing below 1; a vocabulary
+    below a row's candidates raises the same error."""
+    spec = SynthSpec(ARTICLE, 200, seed=5, layout=layout, target_cols=6, vocab=VOCAB)
+    scored = with_validate_scores(synth_batch(spec), 5, VOCAB)
+    seen = set()
+    for batch, vocab in (
+        (synth_batch(replace(spec, with_scores=False)), None),
+        (_padded(scored, 6), 12),
+        (_twice(scored, 7), None),
+    ):
+        res = replay_batch(batch, ARTICLE, workers=1)
+        want = batch_sampling(batch, res, ARTICLE, t, vocab_size=vocab).problem
+        np.testing.assert_array_equal(batch_problems(batch, res, ARTICLE, t, vocab_size=vocab), want)
+        seen |= set(want.tolist())
+    assert seen == {0} if t == 0.0 else len(seen) >= 3  # T = 0 judges no scores
+    for fn in (batch_sampling, batch_problems):
+        with pytest.raises(Exception, match="vocab") if t > 0.0 else contextlib.nullcontext():
+            fn(scored, replay_batch(scored, ARTICLE, workers=1), ARTICLE, t, vocab_size=3)
 
 
 def _padded(batch, seed):

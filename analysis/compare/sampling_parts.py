@@ -17,7 +17,7 @@ from replay.core.sampling_recorded import recorded_column
 from replay.core.vocab import CHUNK_ROUNDS
 from replay.engine.batch import BatchResult, RoundBatch, expanded_nodes, replayed_by_shape
 from replay.engine.batch.frames import round_names
-from replay.engine.batch.recorded import node_rounds, refusal_texts, sampling_at
+from replay.engine.batch.recorded import node_rounds, refusal_texts, refusals_at, sampling_at
 from replay.engine.batch.sampling import BatchSampling
 
 from .configs import is_own_tree
@@ -89,8 +89,9 @@ def sampling_parts(
 ) -> list[SamplingPart]:
     """Every config at every T on the rounds of ``batch`` that ``res`` replayed, one shape at a time.
     Whether a round is refused (no scores, a bad row) is the recorded replay at T's verdict
-    (replay.engine.batch.recorded.sampling_at: at a T of ``node_temperatures``, a round that carries
-    node_logprobs is judged on those), which depends only on refusal_key(T).
+    (replay.engine.batch.recorded.refusals_at: sampling_at's, without its bounds; at a T of
+    ``node_temperatures``, a round that carries node_logprobs is judged on those), which depends
+    only on refusal_key(T).
     ``fold(config position, T, AtT of the chunk's usable rounds, their ordinals)`` takes each outcome as
     it is made (analysis.compare.sampling_sums.FoldedSums: nothing per round waits unless the per-round
     frame is asked for). With the recorded config first, the configs' outcomes at each T come from the
@@ -106,7 +107,7 @@ def sampling_parts(
         why: dict[RefusalKey, np.ndarray] = {}
         for t in temperatures:
             if keys[t] not in refused:
-                bs = sampling_at(b, r, recorded, t, vocab_size, node_temperatures)
+                bs = refusals_at(b, r, recorded, t, vocab_size, node_temperatures)
                 refused[keys[t]] = np.where(bs.usable, NOT_REFUSED, bs.problem).astype(np.int8)
                 why[keys[t]] = _reasons(refusal_texts(b, r, bs, vocab_size, node_temperatures), len(b))
         _fold_outcomes(b, r, shape, static, ask, refused, fold, ordinals[members])

@@ -467,8 +467,7 @@ def _bounds_of(
     exact, problem = np.empty(r, dtype=bool), np.empty(r, dtype=np.int8)
     for ch in chunks:
         lo, hi = ch.lo, ch.hi
-        if t > 0.0 and vocab_size is not None and int(vocab_size) < ch.ids.shape[1]:
-            raise vocab_too_small(vocab_size, ch.ids.shape[1])
+        code = _chunk_problem(ch, t, vocab_size)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
             terms = None if t == 0.0 else row_scale(ch.stats, t)
             reach_lo, reach_hi = _walk(ch, *_edge_probs(ch, t, terms))
@@ -479,9 +478,6 @@ def _bounds_of(
             _aggregate_chunk(
                 *sums, ex, (ge_lo[:, lo:hi], ge_hi[:, lo:hi], exp_lo[lo:hi], exp_hi[lo:hi], variance[lo:hi])
             )
-        code = (
-            ch.stats.problem if t > 0.0 else np.zeros(hi - lo, dtype=np.int8)
-        )  # T = 0: scores not judged (docs/sampling.md)
         bad = code != PROBLEM_NONE  # rounds with a problem hold NaN everywhere
         exact[lo:hi], problem[lo:hi] = ex & ~bad, code
         if keep_reach:
@@ -493,6 +489,14 @@ def _bounds_of(
     return ColumnBounds(
         out.get("reach_lo"), out.get("reach_hi"), ge_lo, ge_hi, exp_lo, exp_hi, exact, variance, problem, needs_vocab
     )
+
+
+def _chunk_problem(ch: _Chunk, t: float, vocab_size: int | None) -> np.ndarray:
+    """[C] int8 each round's PROBLEM_* at T (T = 0: scores not judged, docs/sampling.md); a vocabulary
+    smaller than a row's candidates raises."""
+    if t > 0.0 and vocab_size is not None and int(vocab_size) < ch.ids.shape[1]:
+        raise vocab_too_small(vocab_size, ch.ids.shape[1])
+    return ch.stats.problem if t > 0.0 else np.zeros(ch.hi - ch.lo, dtype=np.int8)
 
 
 def lower_bounds_refused(t: float, vocab_size: int | None, exact: np.ndarray, problem: np.ndarray) -> bool:
@@ -582,3 +586,13 @@ def chunk_bounds(
     t = check_temperature(temperature)
     made = (_Chunk(tree, lo, hi, rows, tok, nodes, vocab_size) for lo, hi, rows, tok, nodes in chunks)
     return _bounds_of(tree, made, (n1, rounds), t, vocab_size, False)
+
+
+def chunk_problems(
+    tree: TreeLayout, chunks: Iterable[ChunkInput], rounds: int, temperature: float, vocab_size: int | None = None
+) -> np.ndarray:
+    """[R] int8 chunk_bounds' ``problem`` alone: each chunk's rows judged, no walk."""
+    t, problem = check_temperature(temperature), np.empty(rounds, dtype=np.int8)
+    for lo, hi, rows, tok, nodes in chunks:
+        problem[lo:hi] = _chunk_problem(_Chunk(tree, lo, hi, rows, tok, nodes, vocab_size), t, vocab_size)
+    return problem

@@ -14,7 +14,7 @@ A refused round's reason (``refusal_texts``) is worded from the batch's own arra
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from ..sampling import NO_SCORES, node_columns_words, row_problem_words
 from .codes import ERR_OK
 from .driver import rebuilt_levels
 from .result import BatchResult
-from .sampling import NO_SCORES_CODE, BatchSampling, batch_sampling
+from .sampling import NO_SCORES_CODE, BatchSampling, batch_problems, batch_sampling, usable_rounds
 from .shapes import node_parents
 
 NODE_COLUMNS_CODE = -2  # BatchSampling.problem: node_logprobs columns differ from the manifest's count
@@ -89,6 +89,32 @@ def sampling_at(
     return replace(rest, usable=usable, length_ge_lo=ge_lo, length_ge_hi=ge_hi, from_node_logprobs=use, **out)
 
 
+@dataclass(frozen=True, eq=False)
+class Refusals:
+    """Which replayed rounds the recorded replay at T refuses, and why (what refusal_texts reads of a
+    BatchSampling), without the bounds of the others."""
+
+    usable: np.ndarray  # [R] bool: BatchSampling.usable
+    problem: np.ndarray  # [R] int8: BatchSampling.problem
+    from_node_logprobs: np.ndarray | None  # BatchSampling.from_node_logprobs
+
+
+def refusals_at(
+    batch: RoundBatch,
+    result: BatchResult,
+    cfg: TreeConfig,
+    temperature: float,
+    vocab_size: int | None = None,
+    node_temperatures: Sequence[float] | None = None,
+) -> Refusals:
+    """sampling_at's refusals: from the rows' statistics alone where no round reads node_logprobs at T."""
+    if node_rounds(batch, result, temperature, node_temperatures).any():
+        smp = sampling_at(batch, result, cfg, temperature, vocab_size, node_temperatures)
+        return Refusals(smp.usable, smp.problem, smp.from_node_logprobs)
+    problem = batch_problems(batch, result, cfg, temperature, vocab_size)
+    return Refusals(usable_rounds(result, problem), problem, None)
+
+
 def node_logprob_gaps_batch(batch, res: BatchResult, t: float, nodes) -> tuple[list[str], list[str]]:
     """The replayed rounds of ``batch`` whose walk at a recorded T cannot read node_logprobs, by
     name: (those in the parents layout, those of a batch without the array)."""
@@ -103,7 +129,7 @@ def node_logprob_gaps_batch(batch, res: BatchResult, t: float, nodes) -> tuple[l
 def refusal_texts(
     batch: RoundBatch,
     result: BatchResult,
-    smp: BatchSampling,
+    smp: BatchSampling | Refusals,
     vocab_size: int | None = None,
     node_temperatures: Sequence[float] | None = None,
 ) -> dict[int, str]:

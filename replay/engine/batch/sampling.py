@@ -20,7 +20,14 @@ import numpy as np
 from replay.core.acceptance import validate_row
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.sampling import greedy_logp
-from replay.core.sampling_columns import CHUNK_ROUNDS, ChunkInput, RowNode, TreeLayout, chunk_bounds
+from replay.core.sampling_columns import (
+    CHUNK_ROUNDS,
+    ChunkInput,
+    RowNode,
+    TreeLayout,
+    chunk_bounds,
+    chunk_problems,
+)
 from replay.core.sampling_problems import PROBLEM_NONE, VocabTooSmall
 from replay.core.temperature import check_temperature
 from replay.io.roundbatch import RoundBatch
@@ -144,26 +151,8 @@ def batch_sampling(
     ge_lo, ge_hi = np.full((r, g + 1), np.nan), np.full((r, g + 1), np.nan)
     exact = np.zeros(r, dtype=bool)
     variance = np.full(r, np.nan)
-    ok = result.error == ERR_OK
-    if batch.validate.logp is None:
-        if t == 0.0:  # the greedy walk reads only the top-1 column: no scores needed
-            ids = batch.validate.ids  # [rows, K, R]
-            lp = greedy_logp(np.moveaxis(ids, 1, -1))  # [rows, R, K]
-            batch = replace(batch, validate=replace(batch.validate, logp=np.moveaxis(lp, -1, 1)))
-        else:
-            problem[ok] = NO_SCORES_CODE
-            ok = np.zeros(r, dtype=bool)
-    static = cfg.tree_type != TREE_DYNAMIC
     needs_vocab = False
-    for k, shape in enumerate(result.shapes):
-        members = np.flatnonzero(ok & (result.shape_index == k))
-        if not members.shape[0]:
-            continue
-        part = batch if members.shape[0] == r else batch.take(members)  # every round: no copy
-        kept = result.expanded
-        if kept is not None and members.shape[0] != r:
-            kept = kept[:, members]
-        chunks = shape_chunks(part, shape, static, result.layout[members] == 1, kept)
+    for members, part, shape, chunks in _shape_parts(batch, result, cfg, t, problem):
         try:
             b = chunk_bounds(shape_layout(shape), chunks, shape.num_nodes + 1, members.shape[0], t, vocab_size)
         except VocabTooSmall as exc:
@@ -176,8 +165,56 @@ def batch_sampling(
         ge_hi[at, d:] = 0.0
         ge_lo[at, :d], ge_hi[at, :d] = b.length_ge_lo.T, b.length_ge_hi.T
         exact[at], variance[at], problem[at] = b.exact, b.variance, b.problem
-    usable = ok & (problem == PROBLEM_NONE)
+    usable = usable_rounds(result, problem)
     return BatchSampling(t, usable, problem, exp_lo, exp_hi, ge_lo, ge_hi, exact, variance, needs_vocab)
+
+
+def batch_problems(
+    batch: RoundBatch, result: BatchResult, cfg: TreeConfig, temperature: float, vocab_size: int | None = None
+) -> np.ndarray:
+    """[R] int8 batch_sampling's ``problem`` without its bounds (what a refusal at T reads): the
+    rows' statistics of each chunk, not the walk (replay.core.sampling_columns.chunk_problems)."""
+    t = check_temperature(temperature)
+    problem = np.zeros(len(batch), dtype=np.int8)
+    for members, part, shape, chunks in _shape_parts(batch, result, cfg, t, problem):
+        try:
+            problem[members] = chunk_problems(shape_layout(shape), chunks, members.shape[0], t, vocab_size)
+        except VocabTooSmall as exc:
+            raise _vocab_error_naming(part, exc) from None
+    return problem
+
+
+def usable_rounds(result: BatchResult, problem: np.ndarray) -> np.ndarray:
+    """[R] bool BatchSampling.usable: replayed, with scores, rows sound (``problem`` [R] int8: 0)."""
+    out: np.ndarray = (result.error == ERR_OK) & (problem == PROBLEM_NONE)
+    return out
+
+
+def _shape_parts(
+    batch: RoundBatch, result: BatchResult, cfg: TreeConfig, t: float, problem: np.ndarray
+) -> Iterator[tuple[np.ndarray, RoundBatch, TreeShape, Iterator[ChunkInput]]]:
+    """(members [M] their rounds, the batch on them, their shape, their chunks: shape_chunks) per shape
+    of the replayed rounds; none where the rows have no scores at T > 0 (``problem`` [R] int8: those
+    rounds' NO_SCORES_CODE written). T = 0 reads only each row's top-1: no scores needed."""
+    r = len(batch)
+    ok = result.error == ERR_OK
+    if batch.validate.logp is None:
+        if t > 0.0:
+            problem[ok] = NO_SCORES_CODE
+            return
+        ids = batch.validate.ids  # [rows, K, R]
+        lp = greedy_logp(np.moveaxis(ids, 1, -1))  # [rows, R, K]
+        batch = replace(batch, validate=replace(batch.validate, logp=np.moveaxis(lp, -1, 1)))
+    static = cfg.tree_type != TREE_DYNAMIC
+    for k, shape in enumerate(result.shapes):
+        members = np.flatnonzero(ok & (result.shape_index == k))
+        if not members.shape[0]:
+            continue
+        part = batch if members.shape[0] == r else batch.take(members)  # every round: no copy
+        kept = result.expanded
+        if kept is not None and members.shape[0] != r:
+            kept = kept[:, members]
+        yield members, part, shape, shape_chunks(part, shape, static, result.layout[members] == 1, kept)
 
 
 def _vocab_error_naming(part: RoundBatch, exc: VocabTooSmall) -> Exception:
