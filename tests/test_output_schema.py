@@ -238,3 +238,18 @@ def test_analysis_md_summary_table_is_what_stats_prints(capsys):
         for name, cell in zip(header[1:], cells[1:]):
             value = printed[name]
             assert cell == (str(value) if name == "rounds" else metric_text(value)), (run, name)
+
+
+def test_the_loaders_the_doc_gives_compare_equal(tmp_path, capsys):
+    """The doc said `pd.read_parquet` already gives the one form; its list columns are numpy arrays,
+    so that frame is not `.equals` the JSON one until records.normalize_frame. Every Parquet load
+    the doc gives is wrapped in it, and `records` is imported before the first use."""
+    sample = "sample_dumps/article_round"
+    parquet = tmp_path / "r.parquet"
+    assert main(["batch", sample, "-o", str(parquet), "--no-progress"]) == 0
+    from_json = records.read_json(io.StringIO(_stdout(["replay", sample, "--json"], capsys)))
+    assert not from_json.equals(pd.read_parquet(parquet))
+    assert from_json.equals(records.normalize_frame(pd.read_parquet(parquet)))
+    text = SCHEMA.read_text(encoding="utf-8")
+    assert text.index("from replay.core import records") < text.index("`records.")
+    assert text.count("pd.read_parquet(") == text.count("records.normalize_frame(pd.read_parquet(")
