@@ -91,8 +91,8 @@ def value_for(action: argparse.Action, tmp: Path, valid_inputs: bool, valid_file
         (tmp / "out").mkdir(exist_ok=True)  # an output's parent must exist (replay.util.pathcheck)
     if output_kind(action.type) == DIRECTORY:
         return str(tmp / "out" / action.dest)
-    if action.type is output_file:
-        return str(tmp / "out" / f"{action.dest}.csv")
+    if action.type is output_file:  # named for a format it writes (replay.cli.options.FileOutput)
+        return str(tmp / "out" / f"{action.dest}{action.formats.suffixes[0]}")
     if valid_inputs and not action.option_strings and action.dest in ("dir", "dirs"):
         return str(ARTICLE)
     if (valid_inputs or valid_files) and action.type is input_file:
@@ -568,9 +568,7 @@ def test_batch_table_on_stdout_leaves_stdout_to_the_table(tmp_path):
     argv += ["--temperature", "0.7"]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     with open(tmp_path / "x.csv", "w") as out:
-        r = subprocess.run(
-            [*argv, "--temperature", "0.7"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.PIPE, text=True
-        )
+        r = subprocess.run(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.PIPE, text=True)
     assert r.returncode == 0, r.stderr
     assert pd.read_csv(tmp_path / "x.csv").shape[0] == 300
     assert "summary of sample_dumps/synthetic_article" in r.stderr and "sampling at T = 0.7" in r.stderr
@@ -816,16 +814,87 @@ def test_bad_manifest_field_is_one_line(body, field, tmp_path, capsys):
     assert_one_line_error(code, err, f"manifest.json ({field}): expected")
 
 
-def test_every_help_that_states_exit_statuses_states_them_in_the_shared_words():
-    """stats --help said "2 when not one round of a DUMP could be replayed" while such a DUMP is left
-    out with exit 1 (docs/cli.md): every help that names exit statuses says them in one wording
-    (replay.cli.options.exit_status_help), the top-level help included."""
-    from replay.cli.options import EXIT_STATUS
+# --- one rule for every option: a value given twice, an output file's name and its format ---------
 
-    head = " ".join(EXIT_STATUS.split("{skipped}")[0].split())
-    helps = [("specreplay", build_parser().format_help())] + [(" ".join(p), q.format_help()) for p, q in LEAVES]
-    stating = [(name, " ".join(text.split())) for name, text in helps if "exit status:" in text.lower()]
-    assert len(stating) >= 8, [name for name, _ in stating]
-    for name, text in stating:
-        assert head in text and "130 interrupted" in text, name
-        assert "2 when not one round of a DUMP" not in text, name
+TRIED_VALUES = ("1", "1_2", "0.5", "1,1", "{}")  # for the options whose value is parsed (--round, --cost, ...)
+
+
+def a_value(action: argparse.Action, tmp: Path) -> str:
+    """A value ``action`` takes: a choice, a path value_for makes, or one of TRIED_VALUES its type accepts."""
+    if action.choices is not None or output_kind(action.type) or action.type in (None, Path, input_file):
+        return value_for(action, tmp, valid_inputs=True, valid_files=True)
+    for text in TRIED_VALUES:
+        try:
+            action.type(text)
+            return text
+        except (ValueError, TypeError, argparse.ArgumentTypeError):
+            continue
+    raise AssertionError(f"{action.option_strings}: no value tried is taken")
+
+
+VALUED = [
+    (path, parser, action)
+    for path, parser in LEAVES
+    for action in parser._actions
+    if action.option_strings and action.nargs != 0 and not isinstance(action, argparse._AppendAction)
+]
+
+
+@pytest.mark.parametrize(
+    "path,parser,action", VALUED, ids=[f"{' '.join(p)} {a.option_strings[-1]}" for p, _, a in VALUED]
+)
+def test_an_option_of_one_value_given_twice_is_refused(path, parser, action, tmp_path, capsys):
+    """`stats --table summary --table depth_acceptance` printed the last table alone, exit 0:
+    argparse keeps the last of two. Every option that takes a value (an --append option such as
+    --label takes one per use) is given once, or the command stops naming it and both values."""
+    from replay.cli.options import OnceStore
+
+    assert isinstance(action, OnceStore), f"{parser.prog} {action.option_strings}: not taken once"
+    flag = action.option_strings[-1]
+    value = a_value(action, tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_known_args([flag, value, flag, value])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert flag in err and f"given more than once ({value}, then {value})" in err, err
+
+
+FILE_OUTPUTS = [
+    (p, parser, a) for p, parser in LEAVES for a in parser._actions if output_kind(a.type) == pathcheck.FILE
+]
+
+
+@pytest.mark.parametrize(
+    "path,parser,action", FILE_OUTPUTS, ids=[f"{' '.join(p)} {a.option_strings[-1]}" for p, _, a in FILE_OUTPUTS]
+)
+def test_every_output_file_is_named_for_its_format(path, parser, action, tmp_path, capsys):
+    """`compare --per-round pr.txt` wrote CSV into a .txt name while `batch -o r.txt` was refused:
+    every option that writes a file takes the suffixes of the formats it writes (any case; a device
+    where it writes text), checked before any work, in one wording."""
+    from replay.cli.options import FileOutput
+
+    assert isinstance(action, FileOutput), f"{parser.prog} {action.option_strings}: its formats are not declared"
+    flag = "/".join(action.option_strings)
+    for suffix in action.formats.suffixes:
+        assert action.formats.of(flag, "x" + suffix.upper()) == suffix[1:]
+    argv = skeleton(parser, tmp_path, valid_inputs=True, skip=action)
+    (tmp_path / "out").mkdir(exist_ok=True)
+    wrong = str(tmp_path / "out" / "x.txt")
+    code, out, err = call(capsys, [*path, *argv, action.option_strings[-1], wrong])
+    assert_one_line_error(code, err, f"{flag} {wrong}: use a ", action.formats.suffixes[-1])
+    assert not any((tmp_path / "out").iterdir()), "wrote output before failing"
+
+
+def test_batch_table_formats_are_the_writer_s():
+    """batch -o is checked by options.TABLE_FORMATS and written by replay.io.table_files, which picks
+    the format again from the name: both take the same names to the same format."""
+    from replay.cli.options import TABLE_FORMATS
+    from replay.io.table_files import table_format
+    from replay.util.errors import SpecReplayError
+
+    for name in ("r.parquet", "r.PARQUET", "r.csv", "r.Csv", "/dev/null", "/dev/stdout"):
+        assert TABLE_FORMATS.of("-o", name) == table_format(name), name
+    for name in ("r.txt", "r.parquet.gz", "r"):
+        assert table_format(name) is None
+        with pytest.raises(SpecReplayError):
+            TABLE_FORMATS.of("-o", name)

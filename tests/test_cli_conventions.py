@@ -170,6 +170,20 @@ def test_help_shows_every_default(path, parser):
         assert "(default" in shown and str(action.default) in shown, f"{parser.prog} {action.option_strings}: {shown!r}"
 
 
+@pytest.mark.parametrize("path,parser", PARSERS, ids=IDS)
+def test_help_states_the_exit_statuses_of_the_command_in_the_generated_words(path, parser):
+    """pack (which exits 1 or 130), verify-pack, generate, cost-curve and models said nothing of their
+    exit status: every help, the top-level one included, ends its epilog with the paragraph
+    replay.cli.options.exit_status_help makes of what that command can exit with (add_command)."""
+    from replay.cli.options import exit_status_help
+
+    paragraph = exit_status_help(parser.exit_status)
+    assert (parser.epilog or "").endswith(paragraph), parser.prog
+    shown = " ".join(parser.format_help().split())
+    assert shown.count("Exit status:") == 1 and " ".join(paragraph.split()) in shown, parser.prog
+    assert "2 when not one round of a DUMP" not in shown  # such a DUMP is left out, with exit 1
+
+
 def test_defaults_are_shown_in_the_rendered_help(capsys):
     with pytest.raises(SystemExit):
         main(["pack", "--help"])

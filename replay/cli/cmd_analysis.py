@@ -32,7 +32,8 @@ from replay.util.words import round_name
 
 from .options import (
     LEFT_OUT,
-    OneRound,
+    ExitStatus,
+    FileFormats,
     add_command,
     add_dump_input,
     add_dump_options,
@@ -40,7 +41,6 @@ from .options import (
     add_no_progress,
     add_output,
     add_sampling_options,
-    exit_status_help,
     no_rounds_error,
     no_rounds_in_runs,
     note_files_left,
@@ -69,7 +69,7 @@ examples:
   specreplay stats sample_dumps/synthetic_article --temperature 0.7   # expectations at T = 0.7, lo..hi
 
 Metrics and their formulas: docs/analysis.md.
-""" + exit_status_help(LEFT_OUT)
+"""
 
 PLOT_EPILOG = """\
 examples:
@@ -81,7 +81,7 @@ Writes accepted_length, depth_acceptance, runs_side_by_side (2+ runs), and per r
 parent_slot_RUN, tree_hits_RUN and round_RUN (one round's tree; token text with --tokenizer). The
 round drawn is a typical failing one (the middle round, in dump order, of the most common accepted
 length among rounds that stopped on a mismatch; docs/analysis.md) unless --round names one.
-""" + exit_status_help(LEFT_OUT)
+"""
 
 
 def add_runs_input(p: argparse.ArgumentParser) -> None:
@@ -269,15 +269,7 @@ def parse_config_options(args) -> list:
     return configs
 
 
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
-
-
-def image_format_of(path: str) -> str:
-    """The image format of --plot FILE, from its suffix (checked before any work)."""
-    suffix = Path(path).suffix.lower()
-    if suffix not in PLOT_SUFFIXES:
-        raise SpecReplayError(f"--plot {path}: use a file name ending in {', '.join(PLOT_SUFFIXES)}")
-    return suffix[1:]
+PLOT_FORMATS = FileFormats((".png", ".svg", ".pdf"))  # --plot FILE: the image format its suffix names
 
 
 # --- stats -------------------------------------------------------------------------------------
@@ -491,6 +483,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="acceptance metrics tables of one or more dump directories",
         description="Per-round and per-node tables and the metrics built on them.",
         epilog=STATS_EPILOG,
+        exits=ExitStatus(LEFT_OUT),
     )
     add_runs_input(p)
     p.add_argument(
@@ -520,6 +513,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="acceptance plots (PNG and SVG)",
         description="Draw every acceptance plot.",
         epilog=PLOT_EPILOG,
+        exits=ExitStatus(LEFT_OUT),
     )
     add_runs_input(p)
     add_output(
@@ -537,6 +531,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--show-round",
         dest="show_round",
         type=parse_key,
-        action=OneRound,
         help="round to draw, as A_B (default: a typical failing round, docs/analysis.md)",
     )

@@ -14,30 +14,31 @@ from typing import TYPE_CHECKING, Any
 
 from replay.util.atomic import atomic_path
 from replay.util.errors import SpecReplayError
-from replay.util.pathcheck import OutputDir, input_file_or_json, output_file
+from replay.util.pathcheck import OutputDir, input_file_or_json
 from replay.util.progress import progress_enabled, progress_while
 from replay.util.words import counted
 
 from .cmd_analysis import (
+    PLOT_FORMATS,
     add_runs_input,
     check_round_arg,
     check_round_replayed,
     configs_for,
-    image_format_of,
     load_runs_from_args,
     parse_config_options,
     skipped_status,
 )
 from .compare_way import Compared, CompareWay, run_first, write_csv, write_per_round
 from .options import (
+    CSV_FORMATS,
     LEFT_OUT,
-    OneRound,
+    ExitStatus,
     add_command,
     add_json_csv,
     add_output,
+    add_output_file,
     add_sampling_options,
     at_least_one,
-    exit_status_help,
     gamma_threshold_arg,
     note_on_stderr,
     parse_key,
@@ -81,7 +82,7 @@ samples at T (the sampling walk on the config's sub-tree; needs scores on the va
 the rounds where the recording determines the reachable sub-tree; the others are counted as
 undetermined, with why (docs/analysis.md "Other configs at T"). --top then ranks by the
 all-rounds block efficiency lower bound.
-""" + exit_status_help(LEFT_OUT)
+"""
 
 REPORT_EPILOG = """\
 examples:
@@ -99,7 +100,8 @@ its .specreplay-report.json), whose index.html and tables/ are replaced whole (n
 earlier one stays); a directory holding anything else is refused (exit 2) before any work. A run whose validate rows carry scores gets a temperature
 curve (expected block efficiency at T = 0, 0.1, ..., 1.5 for each compared config, with bounds);
 --vocab-size V gives its lower bounds above T = 1.
-""" + exit_status_help(
+"""
+REPORT_SKIPPED = (
     f"{LEFT_OUT}; the temperature curve's rounds included (one it cannot replay at some T is listed once, with the T)"
 )
 
@@ -198,7 +200,7 @@ def _write_greedy(args: argparse.Namespace, table, compared: Compared) -> None:
             target = Path(args.plot).with_stem(Path(args.plot).stem + (f"_{run}" if len(priced) > 1 else ""))
             with atomic_path(target) as tmp, any_script(note_on_stderr):
                 figure = plots.plot_compare_configs(grp, run, priced[run].pricing.cost.source)
-                plots.write_figure(figure, tmp, image_format_of(args.plot))
+                plots.write_figure(figure, tmp, PLOT_FORMATS.of("--plot", args.plot))
     cost_warnings = [w for w in (cost_warning(p.pricing.cost, label) for label, p in priced.items()) if w]
     suspicious = [w for p in priced.values() for w in p.pricing.suspicious]
     print_notes(suspicious)  # a number that is probably wrong: on stderr whatever the output format
@@ -267,10 +269,8 @@ def _print_compare_text(table, priced: dict, strategies: list, gamma_threshold: 
 
 
 def _check_greedy(args: argparse.Namespace):
-    """Refused before any work: a --plot FILE of no image format, options that would be taken and then
-    do nothing (saying which to drop), a bad --cost. The cost model of --cost, or None."""
-    if args.plot:
-        image_format_of(args.plot)
+    """Refused before any work: options that would be taken and then do nothing (saying which to
+    drop), a bad --cost. The cost model of --cost, or None."""
     if args.csv and args.gamma_strategies is not None:
         raise SpecReplayError(
             "--gamma-strategies with --csv: the CSV is the configs table alone, the strategies would be "
@@ -417,6 +417,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "length (bonus included), draft acceptance rate, per-position acceptance rate, mean accepted length "
         "and modelled speedup, with bounds where the dump cannot decide.",
         epilog=COMPARE_EPILOG,
+        exits=ExitStatus(LEFT_OUT),
     )
     add_runs_input(p)
     _add_compare_options(p)
@@ -432,11 +433,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help="also simulate dynamic-gamma strategies (0..4; no value = all; default: none)",
     )
-    p.add_argument("--plot", metavar="FILE.png", type=output_file, help="also draw the comparison (.png, .svg or .pdf)")
-    p.add_argument(
+    add_output_file(
+        p, "--plot", formats=PLOT_FORMATS, metavar="FILE.png", help="also draw the comparison (.png, .svg or .pdf)"
+    )
+    add_output_file(
+        p,
         "--per-round",
+        formats=CSV_FORMATS,
         metavar="FILE.csv",
-        type=output_file,
         help="also write every config's per-round outcome to this CSV file",
     )
     add_json_csv(p, " (cost model, configs, gamma strategies)", "CSV output")
@@ -453,6 +457,7 @@ def _register_report(sub: argparse._SubParsersAction) -> None:
         description="Write a self-contained HTML page (images embedded) with configs, metrics, plots, "
         "offline config comparison, dynamic-gamma strategies and the tree-shape recommendation.",
         epilog=REPORT_EPILOG,
+        exits=ExitStatus(REPORT_SKIPPED),
     )
     add_runs_input(p)
     _add_compare_options(p)
@@ -491,6 +496,5 @@ def _register_report(sub: argparse._SubParsersAction) -> None:
         "--round",
         dest="show_round",
         type=parse_key,
-        action=OneRound,
         help="round to draw per run, as A_B (default: a typical failing round, docs/analysis.md)",
     )

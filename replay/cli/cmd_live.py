@@ -17,7 +17,7 @@ from replay.live.extras import require_live_packages
 from replay.util.pathcheck import input_file, output_dir, output_file
 from replay.util.progress import progress_bar, progress_enabled
 
-from .options import add_command, add_no_progress, add_output, note_on_stderr, print_notes
+from .options import JSON_FORMATS, RUNS_ONLY, add_command, add_no_progress, add_output, note_on_stderr, print_notes
 
 GENERATE_EXAMPLE = """example:
   mkdir -p runs   # an output is made only in an existing directory
@@ -58,6 +58,7 @@ def _register_generate(subparsers) -> None:
         run_generate,
         help="run tree speculative decoding live and write a dump",
         epilog=GENERATE_EXAMPLE,
+        exits=RUNS_ONLY,
         description="Decode the prompts with a real draft and target model: the draft builds each round's tree, "
         "the target verifies it in one forward, and every round is written as a dump (draft_step_*, validate_*, "
         "manifest.json with outputs and timings) that every offline command reads.",
@@ -104,6 +105,7 @@ def _register_cost_curve(subparsers) -> None:
         run_cost_curve,
         help="time one target forward against tokens verified",
         epilog=COST_EXAMPLE,
+        exits=RUNS_ONLY,
         description="Time one target forward (and, with a draft, one draft step) against the number of tokens "
         "verified at once, on a cache of --prefix committed tokens, and write the curve as JSON: the cost model "
         "of compare, report and recommend (--cost).",
@@ -133,6 +135,7 @@ def _register_cost_curve(subparsers) -> None:
         metavar="FILE",
         required=True,
         aliases=["--out"],
+        formats=JSON_FORMATS,
     )
     add_no_progress(cc)  # transformers' model-loading bars
 

@@ -22,7 +22,7 @@ from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import output_dir
 from replay.util.progress import progress_bar, progress_enabled
 
-from .options import add_command, add_no_progress
+from .options import RUNS_ONLY, add_command, add_no_progress
 
 FETCH_EPILOG = """\
 examples:
@@ -50,6 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="fetch and list the official draft/target model pair (GGUF)",
         description="Fetch and list the official draft/target model pair (Qwen2.5-Coder GGUF, Apache-2.0).",
         epilog=FETCH_EPILOG,
+        exits=RUNS_ONLY,
     )
     sub = models.add_subparsers(dest="models_command", metavar="SUBCOMMAND")
     add_fetch(sub)
@@ -74,6 +75,7 @@ def add_fetch(sub: argparse._SubParsersAction) -> None:
         help="download, assemble and verify the draft/target pair",
         description="Download, assemble and verify the draft/target GGUF pair.",
         epilog=FETCH_EPILOG,
+        exits=RUNS_ONLY,
     )
     add_dir_option(parser, writes=True)
     parser.add_argument(
@@ -94,6 +96,7 @@ def add_list(sub: argparse._SubParsersAction) -> None:
         help="show the known models, which are cached, and their sizes",
         description="Show the known models, which are cached (size + recorded sha256), and where.",
         epilog=LIST_EPILOG,
+        exits=RUNS_ONLY,
     )
     add_dir_option(parser, writes=False)
 

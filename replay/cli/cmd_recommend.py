@@ -20,13 +20,13 @@ from replay.util.progress import phase_progress, progress_enabled, progress_whil
 from .options import (
     JSON_OBJECT_HELP,
     LEFT_OUT,
+    ExitStatus,
     add_command,
     add_dump_input,
     add_dump_options,
     add_no_progress,
     add_sampling_options,
     at_least_one,
-    exit_status_help,
     note_on_stderr,
     options_from_args,
     print_json,
@@ -55,7 +55,6 @@ acceptance (the 'early stops:' line). Estimator, search and refusals: docs/shape
 cost model: docs/analysis.md.
 Progress goes to stderr on a terminal (--no-progress to silence it).
 """
-    + exit_status_help(LEFT_OUT)
     + """\
 A measured shape that disagrees with its prediction is a finding, not skipped input: agree = NO in the table, a warning on stderr, exit 0.
 --temperature T: every shape contained in the recorded config within the budget and depth, measured
@@ -238,6 +237,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Estimate acceptance by depth and rank from replayed dumps, search the static tree shapes "
         "within a node budget exactly, and compare predicted with replayed block efficiency.",
         epilog=EPILOG,
+        exits=ExitStatus(LEFT_OUT),
     )
     add_dump_input(p, "dirs", many=True, help="dump directories or packed runs (pooled)")
     p.add_argument("--budget", type=int, required=True, help="draft nodes per tree (root excluded)")

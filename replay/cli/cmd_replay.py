@@ -20,14 +20,13 @@ from replay.util.progress import progress_enabled
 
 from .options import (
     JSON_LINES_HELP,
-    OneRound,
+    ExitStatus,
     add_command,
     add_dump_input,
     add_dump_options,
     add_no_progress,
     add_sampling_options,
     at_least_one,
-    exit_status_help,
     options_from_args,
     parse_key,
     print_missing_node_logprobs,
@@ -57,10 +56,6 @@ Step 0 of a round is named one position earlier than the round's other files
 (and without step0_offset in manifest.json), names that pair one to one at another offset are
 grouped at that offset, and a note on stderr says so.
 """
-    + exit_status_help(
-        ": rounds, those the directory's manifest.json lists but the directory lacks, or holds but the manifest "
-        "does not list, included"
-    )
     + """\
 A round that replays differently from what manifest.json records for it (accepted_length, num_nodes,
 draft_steps) is a WARNING on stderr and leaves the exit status alone: the numbers are suspect, no
@@ -175,12 +170,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "against validate_* (one path, plus the bonus token when the dump has it); with --temperature T, "
         "the expected acceptance when the target samples at T, from the validate rows' scores.",
         epilog=REPLAY_EPILOG,
+        exits=ExitStatus(
+            ": rounds, those the directory's manifest.json lists but the directory lacks, or holds but the manifest "
+            "does not list, included"
+        ),
     )
     add_dump_input(p)
     add_dump_options(p)
-    p.add_argument(
-        "--round", type=parse_key, action=OneRound, help="only this round, as A_B (the validate file's numbers)"
-    )
+    p.add_argument("--round", type=parse_key, help="only this round, as A_B (the validate file's numbers)")
     shown = p.add_mutually_exclusive_group()
     shown.add_argument("--json", action="store_true", help=JSON_LINES_HELP)
     shown.add_argument("--summary", action="store_true", help="print only the summary, not every round's tree")

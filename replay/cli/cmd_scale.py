@@ -24,7 +24,7 @@ from replay.io.manifest import read_manifest
 from replay.io.packed.pack import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
 from replay.io.skipped import count_skipped, describe_skipped
 from replay.io.sources import require_dump_source
-from replay.io.table_files import table_format, write_arrow_table
+from replay.io.table_files import write_arrow_table
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import output_dir, output_file
 from replay.util.progress import progress_enabled
@@ -32,7 +32,8 @@ from replay.util.words import counted
 
 from .options import (
     JSON_LINES_HELP,
-    OneRound,
+    TABLE_FORMATS,
+    ExitStatus,
     add_command,
     add_dump_input,
     add_dump_options,
@@ -41,7 +42,6 @@ from .options import (
     add_reading_options,
     add_sampling_options,
     at_least_one,
-    exit_status_help,
     note_on_stderr,
     options_from_args,
     parse_key,
@@ -87,7 +87,7 @@ examples:
   specreplay batch sample_dumps/synthetic_article --temperature 0.7   # + expected acceptance at T = 0.7
   specreplay batch RUN --temperature 0.7 -o rounds.parquet   # + per round expected_accepted_length_lo/_hi, ...
 
-""" + exit_status_help()
+"""
 
 
 def render_run_summary(rep: RunReplay) -> list[str]:
@@ -101,8 +101,6 @@ def render_run_summary(rep: RunReplay) -> list[str]:
 
 
 def run_batch(args: argparse.Namespace) -> int:
-    if args.table and table_format(args.table) is None:
-        raise SpecReplayError(f"-o/--output {args.table}: use a .parquet or .csv file name (or a device: /dev/stdout)")
     require_dump_source(args.dir)
     opts = options_from_args(args)
     if args.temperature is not None:
@@ -234,6 +232,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "run: a few column-major .npy arrays per kind of round (matrix sizes padded), packed.json with the reading options, "
         "skipped files and sha256 checksums, and copies of manifest.json/config.json.",
         epilog=PACK_EPILOG,
+        exits=ExitStatus(rounds="packed"),
     )
     add_dump_input(p, help="dump directory")
     add_output(
@@ -254,6 +253,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Check a packed run: packed.json's own sha256, the structure it describes, every block's "
         "CRC-32 and every file's sha256; print OK (exit 0) or list each problem (exit 2).",
         epilog=VERIFY_EPILOG,
+        exits=ExitStatus(None, "; a corrupt run too, each problem listed first", None),
     )
     add_dump_input(v, "run", help="packed run directory (made by specreplay pack)")
 
@@ -266,10 +266,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "operations (millions of rounds per second); prints the summary, or JSON Lines identical to "
         "`specreplay replay --json`, or a per-round table.",
         epilog=BATCH_EPILOG,
+        exits=ExitStatus(),
     )
     add_dump_input(b)
     add_dump_options(b)
-    b.add_argument("--round", type=parse_key, action=OneRound, help="only this round, as A_B")
+    b.add_argument("--round", type=parse_key, help="only this round, as A_B")
     b.add_argument("--json", action="store_true", help=JSON_LINES_HELP + " (as replay --json)")
     add_output(
         b,
@@ -279,6 +280,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         dest="table",
         metavar="FILE",
         aliases=["--table"],
+        formats=TABLE_FORMATS,
     )
     b.add_argument(
         "--workers", type=at_least_one, default=None, help="reader processes and replay threads (default: up to 2)"

@@ -21,7 +21,7 @@ from .cmd_live import (
     resolve_pair,
     token_progress_bar,
 )
-from .options import add_command, add_no_progress, add_output, exit_status_help, print_grid_skipped, print_notes
+from .options import ExitStatus, add_command, add_no_progress, add_output, print_grid_skipped, print_notes
 
 SWEEP_EXAMPLE = """grid syntax: configs separated by ';', steps by ',', the widths of one step's
 expanded heads by 'x'; '|' lists alternatives for a step (every combination runs), '@T' sets
@@ -45,7 +45,7 @@ example:
   (a local Dask cluster, one worker process per GPU; --scheduler tcp://host:8786 uses a running
    cluster instead: the output directory and the models at the same path on every worker)
 
-""" + exit_status_help(": grid combinations, with the reason")
+"""
 
 
 def register(subparsers) -> None:
@@ -55,6 +55,7 @@ def register(subparsers) -> None:
         run_sweep,
         help="run many tree configs live: table, plots, resumable",
         epilog=SWEEP_EXAMPLE,
+        exits=ExitStatus(": grid combinations, with the reason", rounds=None),
         description="Decode the same prompts with each tree config in turn (models loaded once) and write one "
         "results row per config (mean acceptance length, draft and per-position acceptance rates, accepted length, "
         "tokens/s, speedup), the results table, "

@@ -26,6 +26,7 @@ import shlex
 import sys
 import textwrap
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from replay.core.config_grammar import parse_spec
@@ -37,6 +38,7 @@ from replay.io.formats.matrix_io import RawSpec
 from replay.io.skipped import Skipped, why_no_rounds
 from replay.io.step0 import parse_offset
 from replay.util.errors import NoRoundsError, SpecReplayError
+from replay.util.pathcheck import output_file
 
 from .status import DEBUG_ENV, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK  # noqa: F401 - re-exported
 
@@ -79,19 +81,33 @@ SKIP_LINES_LIMIT = 20
 SKIP_LINES_PER_REASON = 3  # shown in full before a folded reason's count
 
 
-EXIT_STATUS = (
-    "Exit status: 0 all input used; 1 some input skipped, each listed on stderr{skipped}; 2 error (one line "
-    "on stderr{error}; not one round replayed is an error too, its skip reasons listed first); 130 interrupted."
-)
-
-
 LEFT_OUT = ": rounds, or a DUMP of which not one round could be replayed (the other DUMPs are used)"  # status 1 of a command of several DUMPs
 
 
-def exit_status_help(skipped: str = "", error: str = "") -> str:
-    """The exit statuses of docs/cli.md ("Exit status") in one wording for every command's --help,
-    wrapped as the epilogs are; ``skipped`` / ``error``: what a command adds to status 1 / 2."""
-    return textwrap.fill(EXIT_STATUS.format(skipped=skipped, error=error), width=100) + "\n"
+@dataclass(frozen=True)
+class ExitStatus:
+    """The statuses one command can exit with (docs/cli.md "Exit status"); add_command puts them in its
+    --help, worded by exit_status_help. ``skipped``: what status 1 lists beyond "each listed on
+    stderr", None where the command reads no input it could skip (no status 1); ``error``: what
+    status 2 adds; ``rounds``: what it does with rounds ("replayed"), not one of them an error; None
+    where it reads no rounds."""
+
+    skipped: str | None = ""
+    error: str = ""
+    rounds: str | None = "replayed"
+
+
+RUNS_ONLY = ExitStatus(None, rounds=None)  # a command that reads no dump: done, an error, or interrupted
+
+
+def exit_status_help(exits: ExitStatus) -> str:
+    """The one wording of every command's "Exit status" paragraph, wrapped as the epilogs are."""
+    parts = ["0 all input used" if exits.skipped is not None else "0 done"]
+    if exits.skipped is not None:
+        parts.append(f"1 some input skipped, each listed on stderr{exits.skipped}")
+    rounds = f"; not one round {exits.rounds} is an error too, its skip reasons listed first" if exits.rounds else ""
+    parts += [f"2 error (one line on stderr{exits.error}{rounds})", "130 interrupted"]
+    return textwrap.fill(f"Exit status: {'; '.join(parts)}.", width=100) + "\n"
 
 
 def skipped_lines(skipped: Sequence[Skipped]) -> list[str]:
@@ -221,10 +237,13 @@ def add_command(
     help: str,
     description: str,
     epilog: str,
+    exits: ExitStatus,
 ) -> argparse.ArgumentParser:
     """One command: its line in the command list (``help``), its ``--help`` text (description,
-    then the epilog with its examples, as written) and its handler ``run_<name>``."""
+    then the epilog with its examples, as written, then its exit statuses) and its handler ``run_<name>``."""
+    epilog += exit_status_help(exits)
     p = sub.add_parser(name, help=help, description=description, epilog=epilog, formatter_class=HelpFormatter)
+    p.exit_status = exits  # type: ignore[attr-defined]  # what its help says (tests/test_cli_conventions.py)
     p.set_defaults(func=func)
     # SUPPRESS: the command's --debug sets the flag but its absence never clears the top-level one
     p.add_argument(
@@ -252,11 +271,21 @@ def add_output(
     metavar: str,
     required: bool = False,
     aliases: Sequence[str] = (),
+    formats: FileFormats | None = None,
 ) -> argparse.Action:
-    """``-o/--output`` stored in ``dest``; ``aliases`` are the command's old spellings, hidden."""
-    action = p.add_argument(*OUTPUT_OPTIONS, dest=dest, type=type, metavar=metavar, required=required, help=help)
+    """``-o/--output`` stored in ``dest``; ``aliases`` are the command's old spellings, hidden;
+    ``formats``: those of an output file (add_output_file)."""
+    file = {"action": FileOutput, "formats": formats} if formats else {}
+    action = p.add_argument(
+        *OUTPUT_OPTIONS, dest=dest, type=type, metavar=metavar, required=required, help=help, **file
+    )
     add_hidden_alias(p, action, *aliases)
     return action
+
+
+def add_output_file(p: argparse.ArgumentParser, *flags: str, formats: FileFormats, **kwargs) -> argparse.Action:
+    """An option naming a file the command writes, in one of ``formats`` (FileOutput)."""
+    return p.add_argument(*flags, type=output_file, action=FileOutput, formats=formats, **kwargs)
 
 
 def add_hidden_alias(p: argparse.ArgumentParser, action: argparse.Action, *aliases: str) -> None:
@@ -459,13 +488,61 @@ def _int64_pair(parse: Callable[[str], tuple[int, int]], text: str, expected: st
     return pair
 
 
-class OneRound(argparse.Action):
-    """``--round A_B`` taken once: argparse would silently use only the last of two."""
+GIVEN = "_specreplay_given"  # namespace entry while parsing: option dest -> its words as typed
+
+
+class OnceStore(argparse._StoreAction):
+    """Every option that takes a value (OneLineParser's "store"), taken once: argparse would keep the
+    last of two (``--table summary --table depth_acceptance`` printed one table) and say nothing."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        if getattr(namespace, self.dest, None) is not None:
-            raise argparse.ArgumentError(self, "given more than once: one round per run (leave it out for all rounds)")
-        setattr(namespace, self.dest, values)
+        given = namespace.__dict__.setdefault(GIVEN, {})
+        words = " ".join(getattr(parser, "last_words", ()))
+        if self.dest in given:
+            raise argparse.ArgumentError(
+                self, f"given more than once ({given[self.dest]}, then {words}): give it once, or leave it out"
+            )
+        given[self.dest] = words
+        super().__call__(parser, namespace, values, option_string)
+
+
+@dataclass(frozen=True)
+class FileFormats:
+    """The formats an output file option writes, named by the file's suffix (any case): one rule for
+    every file a command writes. ``device``: the format written to a device or FIFO (``/dev/stdout``,
+    which has no suffix), None where one is refused."""
+
+    suffixes: tuple[str, ...]  # (".parquet", ".csv"): each names its format, "parquet" or "csv"
+    device: str | None = None
+
+    def of(self, option: str, path: str) -> str:
+        """The format ``path`` names, else a SpecReplayError naming the option and the suffixes it takes."""
+        from replay.util.atomic import writes_in_place
+
+        name = str(path).lower()
+        found = [s[1:] for s in self.suffixes if name.endswith(s)]
+        if found:
+            return found[0]
+        if self.device and writes_in_place(path):
+            return self.device
+        *head, last = self.suffixes
+        names = f"{', '.join(head)} or {last}" if head else last
+        device = " (or a device: /dev/stdout)" if self.device else ""
+        raise SpecReplayError(f"{option} {path}: use a {names} file name{device}")
+
+
+CSV_FORMATS = FileFormats((".csv",), device="csv")  # a table as CSV text
+TABLE_FORMATS = FileFormats((".parquet", ".csv"), device="csv")  # a table, Parquet or CSV (replay.io.table_files)
+JSON_FORMATS = FileFormats((".json",), device="json")
+
+
+class FileOutput(OnceStore):
+    """An output file option (``type=output_file``) with the formats it writes (FileFormats), checked
+    before any work by replay.cli.parser.dispatch."""
+
+    def __init__(self, *args, formats: FileFormats, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.formats = formats
 
 
 def add_dump_options(p: argparse.ArgumentParser) -> None:

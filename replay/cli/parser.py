@@ -13,7 +13,7 @@ import importlib
 import sys
 
 from replay.io.sources import check_outside_inputs
-from replay.util.pathcheck import output_kind
+from replay.util.pathcheck import FILE, output_kind
 from replay.util.version import package_version
 
 from .options import (
@@ -21,7 +21,11 @@ from .options import (
     DUMP,
     EXIT_ERROR,
     EXIT_OK,
+    GIVEN,
+    ExitStatus,
+    FileOutput,
     HelpFormatter,
+    OnceStore,
     check_vocab_size_use,
     exit_status_help,
     int_arg,
@@ -49,7 +53,8 @@ Conventions: DUMP is a dump directory or a packed run; -o/--output names what a 
 --json prints one JSON object or JSON Lines (each command's help says which); --no-progress turns
 off the progress bars, which are drawn only when stderr is a terminal.
 Stdout holds only results; skip reasons, notes and warnings about the input go to stderr.
-""" + exit_status_help(error=f"; --debug or {DEBUG_ENV}=1 adds the traceback")
+"""
+MAIN_EXITS = ExitStatus(error=f"; --debug or {DEBUG_ENV}=1 adds the traceback")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -64,6 +69,17 @@ class OneLineParser(argparse.ArgumentParser):
             kwargs["formatter_class"] = HelpFormatter
         super().__init__(*args, **kwargs)
         self.register("type", int, int_arg)  # every type=int option: an int64 or a usage error naming it
+        for name in (None, "store"):  # every option that takes a value: once (OnceStore)
+            self.register("action", name, OnceStore)
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, extras = super().parse_known_args(args, namespace)
+        vars(parsed).pop(GIVEN, None)  # OnceStore's record of what was given, not an option
+        return parsed, extras
+
+    def _get_values(self, action: argparse.Action, arg_strings):
+        self.last_words = tuple(arg_strings)  # the words as typed, for OnceStore's message
+        return super()._get_values(action, arg_strings)
 
     def _get_value(self, action: argparse.Action, arg_string: str):
         """An option given an empty value (``--grid ""``) would do nothing, or what leaving it out
@@ -90,8 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="specreplay",
         description="Replay, analyse and regenerate tree speculative decoding dumps.",
-        epilog=MAIN_EPILOG,
+        epilog=MAIN_EPILOG + exit_status_help(MAIN_EXITS),
     )
+    parser.exit_status = MAIN_EXITS  # type: ignore[attr-defined]  # as add_command records a command's
     parser.add_argument("--version", action=VersionAction, help="print the version and exit")
     parser.add_argument("--debug", action="store_true", help=f"print the traceback of an error (also: {DEBUG_ENV}=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # subparsers inherit OneLineParser
@@ -123,8 +140,21 @@ def dispatch(argv: list[str]) -> int:
         print("specreplay: error: no command given (see the list above)", file=sys.stderr)
         return EXIT_ERROR
     check_outside_inputs(*_outputs_and_dumps(_chosen(parser, args), args))
+    check_file_formats(_chosen(parser, args), args)
     check_vocab_size_use(args)
     return int(args.func(args) or 0)
+
+
+def check_file_formats(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Every output file given names one of the formats its option writes (FileOutput), before any work."""
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        if value is not None and output_kind(action.type) == FILE:
+            if not isinstance(action, FileOutput):
+                raise TypeError(
+                    f"{parser.prog} {action.option_strings}: an output file declares its formats (FileOutput)"
+                )
+            action.formats.of("/".join(action.option_strings), value)
 
 
 def _nearest_options(parser: argparse.ArgumentParser, extras: list[str]) -> str:
