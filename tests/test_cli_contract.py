@@ -885,16 +885,16 @@ def test_every_output_file_is_named_for_its_format(path, parser, action, tmp_pat
     assert not any((tmp_path / "out").iterdir()), "wrote output before failing"
 
 
-def test_batch_table_formats_are_the_writer_s():
-    """batch -o is checked by options.TABLE_FORMATS and written by replay.io.table_files, which picks
-    the format again from the name: both take the same names to the same format."""
-    from replay.cli.options import TABLE_FORMATS
-    from replay.io.table_files import table_format
+def test_a_table_s_format_is_named_by_its_suffix_or_is_csv_on_a_device():
+    """The one naming rule batch -o is checked by and replay.io.table_files writes by."""
+    from replay.io.table_files import TABLE_FORMATS, table_format
     from replay.util.errors import SpecReplayError
 
-    for name in ("r.parquet", "r.PARQUET", "r.csv", "r.Csv", "/dev/null", "/dev/stdout"):
-        assert TABLE_FORMATS.of("-o", name) == table_format(name), name
+    expected = {"r.parquet": "parquet", "r.PARQUET": "parquet", "r.csv": "csv", "r.Csv": "csv"}
+    expected |= {"/dev/null": "csv", "/dev/stdout": "csv"}
+    for name, fmt in expected.items():
+        assert table_format(name) == fmt == TABLE_FORMATS.of("-o", name), name
     for name in ("r.txt", "r.parquet.gz", "r"):
         assert table_format(name) is None
-        with pytest.raises(SpecReplayError):
+        with pytest.raises(SpecReplayError, match=r"-o .*: use a \.parquet or \.csv file name"):
             TABLE_FORMATS.of("-o", name)

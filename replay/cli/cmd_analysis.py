@@ -26,6 +26,7 @@ from replay.io.sources import require_dump_source
 from replay.io.table_files import frame_csv_text
 from replay.util.atomic import staged_directory
 from replay.util.errors import SpecReplayError
+from replay.util.file_formats import FileFormats
 from replay.util.pathcheck import OutputDir
 from replay.util.progress import progress_enabled, tqdm_progress
 from replay.util.words import round_name
@@ -33,7 +34,6 @@ from replay.util.words import round_name
 from .options import (
     LEFT_OUT,
     ExitStatus,
-    FileFormats,
     add_command,
     add_dump_input,
     add_dump_options,

@@ -24,7 +24,7 @@ from replay.io.manifest import read_manifest
 from replay.io.packed.pack import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
 from replay.io.skipped import count_skipped, describe_skipped
 from replay.io.sources import require_dump_source
-from replay.io.table_files import write_arrow_table
+from replay.io.table_files import TABLE_FORMATS, write_arrow_table
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import output_dir, output_file
 from replay.util.progress import progress_enabled
@@ -32,7 +32,6 @@ from replay.util.words import counted
 
 from .options import (
     JSON_LINES_HELP,
-    TABLE_FORMATS,
     ExitStatus,
     add_command,
     add_dump_input,

@@ -38,6 +38,7 @@ from replay.io.formats.matrix_io import RawSpec
 from replay.io.skipped import Skipped, why_no_rounds
 from replay.io.step0 import parse_offset
 from replay.util.errors import NoRoundsError, SpecReplayError
+from replay.util.file_formats import FileFormats
 from replay.util.pathcheck import output_file
 
 from .status import DEBUG_ENV, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK  # noqa: F401 - re-exported
@@ -506,33 +507,7 @@ class OnceStore(argparse._StoreAction):
         super().__call__(parser, namespace, values, option_string)
 
 
-@dataclass(frozen=True)
-class FileFormats:
-    """The formats an output file option writes, named by the file's suffix (any case): one rule for
-    every file a command writes. ``device``: the format written to a device or FIFO (``/dev/stdout``,
-    which has no suffix), None where one is refused."""
-
-    suffixes: tuple[str, ...]  # (".parquet", ".csv"): each names its format, "parquet" or "csv"
-    device: str | None = None
-
-    def of(self, option: str, path: str) -> str:
-        """The format ``path`` names, else a SpecReplayError naming the option and the suffixes it takes."""
-        from replay.util.atomic import writes_in_place
-
-        name = str(path).lower()
-        found = [s[1:] for s in self.suffixes if name.endswith(s)]
-        if found:
-            return found[0]
-        if self.device and writes_in_place(path):
-            return self.device
-        *head, last = self.suffixes
-        names = f"{', '.join(head)} or {last}" if head else last
-        device = " (or a device: /dev/stdout)" if self.device else ""
-        raise SpecReplayError(f"{option} {path}: use a {names} file name{device}")
-
-
 CSV_FORMATS = FileFormats((".csv",), device="csv")  # a table as CSV text
-TABLE_FORMATS = FileFormats((".parquet", ".csv"), device="csv")  # a table, Parquet or CSV (replay.io.table_files)
 JSON_FORMATS = FileFormats((".json",), device="json")
 
 

@@ -12,19 +12,17 @@ from pathlib import Path
 from typing import IO, Any
 
 from replay.core.records import INT_LIST_COLUMNS, LIST_COLUMNS, NOTE_SEPARATOR
-from replay.util.atomic import atomic_path, writes_in_place
+from replay.util.atomic import atomic_path
+from replay.util.file_formats import FileFormats
+
+# A per-round table is Parquet or CSV by its name; CSV text to a device or FIFO (/dev/stdout).
+TABLE_FORMATS = FileFormats((".parquet", ".csv"), device="csv")
 
 
 def table_format(path: str | Path) -> str | None:
-    """ "parquet" or "csv", the format a per-round table is written in at ``path``: from its suffix
-    (any case), CSV text for a device or FIFO (``/dev/null``, ``/dev/stdout``, which have none);
+    """ "parquet" or "csv", the format a per-round table is written in at ``path`` (TABLE_FORMATS);
     None for any other name (the caller says what it takes)."""
-    name = str(path).lower()
-    if name.endswith(".parquet"):
-        return "parquet"
-    if name.endswith(".csv"):
-        return "csv"
-    return "csv" if writes_in_place(path) else None  # /dev/stdout to a file, a pipe or a terminal too
+    return TABLE_FORMATS.named(path)
 
 
 # pyarrow's Parquet options for every table the toolkit writes (batch -o, stats -o, report's tables/):
