@@ -45,7 +45,7 @@ from analysis.tables.slot_hits import static_shape
 from replay.core.config import TreeConfig
 from replay.core.selection import uses_fallback
 from replay.io.skipped import describe_skipped
-from replay.util.errors import SpecReplayError
+from replay.util.errors import SpecReplayError, printable
 from replay.util.words import round_name
 
 from . import plots, treeplot
@@ -164,8 +164,8 @@ def _run_header(run: LabelledRun, rounds: pd.DataFrame) -> RunHeader:
     rep = run.replay
     return RunHeader(
         label=run.label,
-        directory=str(rep.directory),
-        config_source=str(rep.config_source),
+        directory=printable(str(rep.directory)),  # the page is UTF-8: a file name's undecodable bytes as \xff
+        config_source=printable(str(rep.config_source)),
         replayed=run.rounds,
         skipped_text=describe_skipped(rep.skipped),
         config_json=_compact_json(rep.config.to_json()),

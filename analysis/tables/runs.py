@@ -14,7 +14,7 @@ import pandas as pd
 
 from replay.engine.batch import BatchResult, RoundBatch
 from replay.engine.runs import PerBatch, ReplayOptions, Run, RunReplay, iter_run_chunks, replay_run
-from replay.util.errors import SpecReplayError
+from replay.util.errors import SpecReplayError, printable
 from replay.util.parallel import ordered_map, resolve_workers
 from replay.util.progress import progress_enabled
 
@@ -127,16 +127,25 @@ class LabelledRun:
         return (self.tables[0]["accepted_length"].tolist(), self.tables[0]["stop"].tolist(), self.keys)
 
 
+def dir_label(path: str) -> str:
+    """A run's label when none is given: its directory's name (the path itself for ``/``), printable."""
+    return printable(Path(path).resolve().name or str(path))
+
+
 def unique_labels(dirs: Sequence[str], labels: Sequence[str] | None = None) -> list[str]:
-    """Labels for the runs: given ones, else directory names, made unique with ``#2``, ``#3``."""
+    """Labels for the runs: given ones, else directory names, made unique with ``#2``, ``#3``.
+
+    A label is printable (undecodable file-name bytes shown as ``\\xff``): it goes into text that is
+    encoded strictly as UTF-8 (table columns, JSON, CSV, HTML, plot legends).
+    """
     if labels:
         if len(labels) != len(dirs):
             times = "once" if len(labels) == 1 else f"{len(labels)} times"
             runs = "1 dump" if len(dirs) == 1 else f"{len(dirs)} dumps"
             raise SpecReplayError(f"--label given {times} for {runs}: give it once per DUMP, in order")
-        base = list(labels)
+        base = [printable(label) for label in labels]
     else:
-        base = [Path(d).resolve().name or str(d) for d in dirs]
+        base = [dir_label(d) for d in dirs]
     seen: dict[str, int] = {}
     out = []
     for b in base:

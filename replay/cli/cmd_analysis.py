@@ -136,8 +136,10 @@ def load_runs_from_args(
 def run_heading(run) -> str:
     """A run's name in stats' header line: its directory, and its label before it only when the label
     is not the directory's own name (--label, or a #2 for a second run of that name), never "a: a"."""
+    from analysis.tables.runs import dir_label
+
     directory = str(run.replay.directory)
-    return directory if run.label == (Path(directory).resolve().name or directory) else f"{run.label}: {directory}"
+    return directory if run.label == dir_label(directory) else f"{run.label}: {directory}"
 
 
 def check_round_arg(args) -> None:

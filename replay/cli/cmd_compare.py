@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from replay.util.atomic import atomic_path
-from replay.util.errors import SpecReplayError
+from replay.util.errors import SpecReplayError, printable
 from replay.util.pathcheck import OutputDir, input_file_or_json
 from replay.util.progress import progress_enabled, progress_while
 from replay.util.words import counted
@@ -340,7 +340,7 @@ def run_report(args: argparse.Namespace) -> int:
             gamma_threshold=args.gamma_threshold,
             decode=decode,
             image_format="svg" if args.svg else "png",
-            title=args.title or "specreplay report: " + ", ".join(r.label for r in runs),
+            title=printable(args.title) if args.title else "specreplay report: " + ", ".join(r.label for r in runs),
             budget=args.budget,
             max_depth=args.max_depth,
             example_round=args.show_round,
