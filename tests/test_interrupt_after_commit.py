@@ -7,6 +7,8 @@ which ``report``, ``stats -o`` and ``plot -o`` all write through."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -113,3 +115,44 @@ def test_an_interrupt_that_python_swallowed_still_stops_the_command_before_its_o
     )
     assert (proc.returncode, proc.stderr.splitlines()) == (130, ["specreplay: interrupted"])
     assert (out / "index.html").read_text(encoding="utf-8") == "the earlier report"
+
+
+def _sigint_once_renamed_to(out: Path, monkeypatch) -> None:
+    """A real SIGINT to this process the moment a rename puts something at ``out``: the interrupt
+    lands between a staged directory's last rename and whatever the command does next."""
+    for name in ("rename", "replace"):
+        original = getattr(os, name)
+
+        def renamed(src, dst, *args, _original=original, **kwargs):
+            _original(src, dst, *args, **kwargs)
+            if Path(dst) == out:
+                os.kill(os.getpid(), signal.SIGINT)
+
+        monkeypatch.setattr(os, name, renamed)
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_pack_exits_0_when_interrupted_once_its_run_is_in_place(tmp_path, monkeypatch, capsys, force):
+    """pack's own staging directory (.OUT.packing-PID) commits as every staged directory does."""
+    dump = tmp_path / "dump"
+    write_synthetic_run(dump, TREE, 4, seed=3)
+    out = tmp_path / "pk"
+    if force:
+        assert main(["pack", str(dump), "-o", str(out), "--no-progress"]) == 0
+    _sigint_once_renamed_to(out, monkeypatch)
+    argv = ["pack", str(dump), "-o", str(out), "--no-progress", *(["--force"] if force else [])]
+    assert main(argv) == 0
+    monkeypatch.undo()
+    assert "interrupted" not in capsys.readouterr().err
+    assert main(["verify-pack", str(out)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dump", "pk"]  # no staging or old run left
+
+
+def test_pack_interrupted_before_its_commit_exits_130_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    dump = tmp_path / "dump"
+    write_synthetic_run(dump, TREE, 4, seed=3)
+    monkeypatch.setattr(atomic, "commit_output", _interrupt)  # never reached: the interrupt is earlier
+    monkeypatch.setattr(atomic, "stop_if_interrupted", _interrupt)
+    assert main(["pack", str(dump), "-o", str(tmp_path / "pk"), "--no-progress"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dump"]

@@ -175,7 +175,7 @@ def staged_directory(target: str | Path, whole: bool) -> Iterator[Path]:
         raise _write_error(given, exc, None) from exc
     try:
         yield staging
-        _commit(staging, target, whole)
+        commit_staged(staging, target, whole)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
@@ -190,7 +190,10 @@ def not_written(target: str | Path, written: set[str]) -> list[str]:
         return []
 
 
-def _commit(staging: Path, target: Path, whole: bool) -> None:
+def commit_staged(staging: Path, target: Path, whole: bool) -> None:
+    """Move the finished ``staging`` directory into ``target`` (``whole``: see staged_directory) with
+    SIGINT held, and commit the output: every staged directory's commit point, so that an interrupt
+    from here on ends the command with exit 0 (a writer with its own staging directory calls this)."""
     os.chmod(staging, _final_dir_mode(target))
     with held_interrupts():
         stop_if_interrupted()

@@ -23,7 +23,7 @@ from replay.io.formats.matrix_io import RawSpec
 from replay.io.roundbatch import MatrixStack, RoundBatch, SourceNames
 from replay.io.skipped import Skipped
 from replay.io.step0 import Step0Check
-from replay.util.atomic import write_json_atomic
+from replay.util.atomic import commit_staged, write_json_atomic
 from replay.util.errors import DumpError
 from replay.util.hashing import file_sha256
 
@@ -415,11 +415,6 @@ class PackWriter:
 
     def _move_into_place(self) -> None:
         """The finished run replaces ``out`` in one rename (--force on a previous packed run: swap,
-        then delete the old one)."""
-        old = None
-        if self.out.exists():
-            old = self.out.parent / f".{self.out.name}.old-{os.getpid()}"
-            os.replace(self.out, old)
-        os.replace(self.tmp, self.out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        then delete the old one), the command's commit point: an interrupt once it is in place
+        ends the command with exit 0."""
+        commit_staged(self.tmp, self.out, whole=True)
