@@ -21,6 +21,7 @@ import pytest
 
 import replay.util.pathcheck as pathcheck
 from replay.cli import build_parser, main
+from replay.cli.options import DUMP
 from replay.core.config import TreeConfig
 from replay.engine.runs import replay_run
 from replay.io.dumpwrite import StepRecord, write_round
@@ -662,6 +663,29 @@ def test_empty_directory_is_an_error(path, parser, tmp_path, capsys):
     argv = [str(empty) if v == str(ARTICLE) else v for v in skeleton(parser, tmp_path, valid_inputs=True)]
     code, out, err = call(capsys, [*path, *argv])
     assert_one_line_error(code, err, f"{empty}: no dump files in this directory")
+
+
+DUMP_INPUTS = [(p, parser) for p, parser in LEAVES if any(a.metavar == DUMP for a in parser._actions)]
+
+
+def test_dump_inputs_are_found():
+    assert {"replay", "pack", "verify-pack", "batch", "stats", "plot", "compare", "report", "recommend"} <= {
+        " ".join(p) for p, _ in DUMP_INPUTS
+    }
+
+
+@pytest.mark.parametrize("path,parser", DUMP_INPUTS, ids=[" ".join(p) for p, _ in DUMP_INPUTS])
+def test_every_dump_reader_says_a_missing_or_non_directory_input_the_same_way(path, parser, tmp_path, capsys):
+    """One wording (replay.io.sources.require_directory): verify-pack said "not a packed run"."""
+    dump = next(a for a in parser._actions if a.metavar == DUMP)
+    for given, told in (("missing", "no such directory"), ("afile", "not a directory (expected")):
+        (tmp_path / "afile").write_text("x")
+        argv = [
+            str(tmp_path / given) if a == str(tmp_path / "missing" / dump.dest) else a
+            for a in skeleton(parser, tmp_path)
+        ]
+        code, _, err = call(capsys, [*path, *argv])
+        assert_one_line_error(code, err, f"{tmp_path / given}: {told}")
 
 
 def test_parent_of_dump_directories_lists_them(tmp_path, capsys):

@@ -23,7 +23,7 @@ from replay.io.formats.matrix_io import RawSpec
 from replay.io.manifest import read_manifest
 from replay.io.packed.pack import DEFAULT_BLOCK_ROUNDS, PackedRun, pack_directory
 from replay.io.skipped import count_skipped, describe_skipped
-from replay.io.sources import require_dump_source
+from replay.io.sources import require_directory, require_dump_source
 from replay.io.table_files import TABLE_FORMATS, write_arrow_table
 from replay.util.errors import SpecReplayError
 from replay.util.pathcheck import output_dir, output_file
@@ -206,7 +206,9 @@ def run_pack(args: argparse.Namespace) -> int:
 
 def _verify(path: str) -> int:
     """0 when every checksum matches; 2 (an error: the run is corrupt) with each problem listed."""
-    problems = PackedRun.open(path).verify()  # a run whose packed.json cannot be trusted raises
+    problems = PackedRun.open(
+        require_directory(path, "a packed run")
+    ).verify()  # a run whose packed.json cannot be trusted raises
     for p in problems:
         print(f"  {p}")
     if problems:

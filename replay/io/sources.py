@@ -41,13 +41,20 @@ def dump_subdirectories(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if p.is_dir() and is_dump_source(p))
 
 
-def require_dump_source(path: str | Path) -> Path:
-    """``path`` if it is a packed run or a directory with dump files, else DumpError."""
+def require_directory(path: str | Path, expected: str) -> Path:
+    """``path`` if it is a directory, else DumpError: the one wording of every command for an input
+    directory that is missing or is not a directory (``expected``: what the command reads)."""
     p = Path(path)
     if not p.exists():
         raise DumpError(p, "no such directory")
     if not p.is_dir():
-        raise DumpError(p, "not a directory (expected a dump directory or a packed run)")
+        raise DumpError(p, f"not a directory (expected {expected})")
+    return p
+
+
+def require_dump_source(path: str | Path) -> Path:
+    """``path`` if it is a packed run or a directory with dump files, else DumpError."""
+    p = require_directory(path, "a dump directory or a packed run")
     if is_packed_run(p) or has_dump_files(p):
         return p
     subs = dump_subdirectories(p)
