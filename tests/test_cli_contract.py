@@ -781,6 +781,22 @@ def test_stated_round_count(synth4, capsys):
     assert_one_line_error(code, err, "manifest.json (rounds): expected a list of round records or a round count")
 
 
+MANIFEST_READERS = [(p, parser) for p, parser in DUMP_INPUTS if p != ("verify-pack",)]
+
+
+@pytest.mark.parametrize("path,parser", MANIFEST_READERS, ids=[" ".join(p) for p, _ in MANIFEST_READERS])
+def test_a_round_key_listed_twice_is_flagged_like_a_wrong_round_count(synth4, path, parser, capsys, tmp_path):
+    """Every command that reads manifest.json says it once, naming the field and the key (read_manifest's rounds)."""
+    d, keys = synth4
+    body = json.loads((d / "manifest.json").read_text())
+    body["rounds"].append(dict(body["rounds"][1]))
+    (d / "manifest.json").write_text(json.dumps(body))
+    argv = [str(d) if v == str(ARTICLE) else v for v in skeleton(parser, tmp_path, valid_inputs=True)]
+    code, _, err = call(capsys, [*path, *argv])
+    told = f"skipped manifest.json: rounds lists a round more than once: {keys[1][0]}_{keys[1][1]} (rounds[1].key, rounds[4].key)"
+    assert code in (0, 1) and err.count(told) == 1, err
+
+
 def test_manifest_disagreement_identical_in_every_reader(synth4, tmp_path):
     """replay_directory, the batch replay and a packed run list the same disagreement."""
     from replay.io.packed.pack import pack_directory

@@ -255,6 +255,7 @@ def check_manifest_rounds(grouping: Grouping, manifest: Manifest) -> Grouping:
                 )
             )
     else:
+        extra.extend(_repeated_keys(manifest.round_keys, where))
         listed = set(manifest.round_keys)
         for key in sorted(listed - found):
             extra.append(
@@ -279,6 +280,24 @@ def check_manifest_rounds(grouping: Grouping, manifest: Manifest) -> Grouping:
     if not extra:
         return grouping
     return replace(grouping, skipped=grouping.skipped + tuple(extra))
+
+
+def _repeated_keys(keys: Sequence[Key], where: tuple[str, ...]) -> list[Skipped]:
+    """One entry naming the keys that the ``rounds`` list gives more than one record, with where
+    (a count stated twice over the same files is as wrong as a count the file names do not reach)."""
+    places: dict[Key, list[int]] = {}
+    for k, key in enumerate(keys):
+        places.setdefault(key, []).append(k)
+    repeated = [(key, at) for key, at in places.items() if len(at) > 1]
+    if not repeated:
+        return []
+    named = "; ".join(
+        f"{round_name(key)} (" + ", ".join(f"rounds[{k}].key" for k in at) + ")"
+        for key, at in repeated[:MAX_KEYS_NAMED]
+    )
+    more = f"; and {len(repeated) - MAX_KEYS_NAMED} more" if len(repeated) > MAX_KEYS_NAMED else ""
+    which = "a round" if len(repeated) == 1 else f"{len(repeated)} rounds"
+    return [Skipped(MANIFEST_NAME, f"rounds lists {which} more than once: {named}{more}", where)]
 
 
 def group_rounds(
