@@ -219,3 +219,34 @@ def test_the_batch_engine_expands_the_first_of_two_equal_nodes():
     view = round_view(batch, replay_batch(batch, cfg, workers=1), 0)
     assert view.tree.parents.tolist() == [-1, 0, 0, 1]
     assert view.acceptance.accepted_tokens == (5, 7)
+
+
+@pytest.mark.parametrize("patched", [False, True])
+def test_the_compiled_in_order_check_follows_rank_ties(request, patched):
+    """subtree_select's compiled check that a column's nodes already come in selection order takes
+    columns that the scalar form put in order as in order, and the same column with two tied
+    neighbours' positions swapped as not: under the rule and under a reversed one."""
+    from analysis.compare import subtree_select
+
+    if patched:
+        request.getfixturevalue("reversed_ties")
+    rng = np.random.default_rng(3)
+    swapped_seen = 0
+    for keys in _levels(2):
+        n, c = keys.shape
+        pos = np.stack([rng.permutation(n) for _ in range(c)], axis=1).astype(np.int64)  # [n, c]
+        order = [selection.selection_order(keys[:, j].tolist(), ties=pos[:, j].tolist()) for j in range(c)]
+        key = np.stack([keys[o, j] for j, o in enumerate(order)], axis=1)
+        at = np.stack([pos[o, j] for j, o in enumerate(order)], axis=1)
+        valid = np.ones((n, c), dtype=bool)
+        slot, in_order = subtree_select._slots_in_order(key, at, valid, n)
+        assert in_order.all()
+        np.testing.assert_array_equal(slot, np.broadcast_to(np.arange(n)[:, None], (n, c)))
+        for j in range(c):
+            tied = np.flatnonzero(key[1:, j] == key[:-1, j])
+            if tied.shape[0]:
+                u = int(tied[0])
+                at[[u, u + 1], j] = at[[u + 1, u], j]
+                swapped_seen += 1
+                assert not subtree_select._slots_in_order(key[:, j : j + 1], at[:, j : j + 1], valid[:, :1], n)[1][0]
+    assert swapped_seen > 100

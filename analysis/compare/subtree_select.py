@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from replay.core import selection
 from replay.core.selection import first_true, precedes, top_k_columns, tree_position
 from replay.engine.batch import SEL_PARENTS, BatchResult, RoundBatch, TreeShape
 
@@ -151,6 +152,9 @@ def _in_order_slots(arrays: tuple, heads: int, status, slot_lo, slot_hi) -> tupl
     from replay.core.level_loops import select_in_order_loop  # numba: imported at first use
 
     c = status.shape[1]
+    # the compiled loop only compares these numbers: the tie rule itself stays in rank_ties
+    tie = np.ascontiguousarray(selection.rank_ties(arrays[-1]), dtype=np.int64)
+    arrays = (*arrays[:-1], tie)
     fast, in_order = np.empty(c, dtype=bool), np.empty(c, dtype=bool)
     select_in_order_loop(*arrays, heads, _CODES, status, slot_lo, slot_hi, fast, in_order)
     return fast, in_order

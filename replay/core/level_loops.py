@@ -281,7 +281,7 @@ def select_in_order_loop(
     sure: np.ndarray,  # [L, C] bool: the slot surely exists
     ordered: np.ndarray,  # [L, C] bool: its tree order is known
     key: np.ndarray,  # [L, C] float64: its selection key (lo), read where valid (-inf elsewhere)
-    pos: np.ndarray,  # [L, C] int64: its tree position (replay.core.selection.tree_position)
+    tie: np.ndarray,  # [L, C] int64: rank_ties of its tree position (replay.core.selection; lower first)
     heads: int,  # the nodes the level selects
     codes: np.ndarray,  # [2] int8: OUT, IN
     status: np.ndarray,  # out [L, C] int8: IN where the slot is below heads, else OUT (fast columns in order)
@@ -291,8 +291,8 @@ def select_in_order_loop(
     in_order: np.ndarray,  # out [C] bool: the valid nodes come first, in selection order
 ) -> None:
     """analysis.compare.subtree_select.select_level's columns of known, ordered keys whose valid nodes
-    already come in selection order (no row preceded by the row below it, precedes' rule with
-    rank_ties the position itself): there a node's slot is its row, kept below ``heads``. One pass
+    already come in selection order (no row preceded by the row below it: precedes' rule, read on
+    ``tie``, which the caller makes with rank_ties so that the tie rule stays written once): there a node's slot is its row, kept below ``heads``. One pass
     over the level where numpy makes some fifteen; the other columns' outputs are the caller's to
     overwrite."""
     n_slots, c = valid.shape
@@ -313,5 +313,5 @@ def select_in_order_loop(
                 v0 = valid[u - 1, j]
                 k0 = key[u - 1, j] if v0 else -np.inf
                 k1 = key[u, j]
-                ahead = (k1 > k0) or (k1 == k0 and pos[u, j] < pos[u - 1, j])
+                ahead = (k1 > k0) or (k1 == k0 and tie[u, j] < tie[u - 1, j])
                 in_order[j] = in_order[j] and v0 and k0 >= k1 and not ahead
