@@ -581,6 +581,22 @@ def test_batch_table_on_stdout_leaves_stdout_to_the_table(tmp_path):
     assert p.wait() == 0 and head.startswith(b"round,key_a,key_b,") and "Broken pipe" not in err, err
 
 
+def test_compare_per_round_on_stdout_leaves_stdout_to_the_table(tmp_path):
+    """`compare --per-round /dev/stdout > f.csv` holds the per-round CSV alone (the comparison goes to
+    stderr), as batch's table does: one rule in dispatch for every output file that is stdout."""
+    import pandas as pd
+
+    argv = [sys.executable, "-m", "replay.cli", "compare", "sample_dumps/synthetic_article"]
+    argv += ["--configs", "[1]|[1]", "--per-round", "/dev/stdout", "--no-progress"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    with open(tmp_path / "f.csv", "w") as out:
+        r = subprocess.run(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 0, r.stderr
+    table = pd.read_csv(tmp_path / "f.csv")
+    assert list(table.columns[:3]) == ["run", "config", "round"] and table.shape[0] == 600
+    assert "synthetic_article: 300 rounds" in r.stderr
+
+
 def test_a_symlinked_output_keeps_the_link(tmp_path, capsys):
     real, link = tmp_path / "real.csv", tmp_path / "latest.csv"
     real.write_text("old\n")
@@ -897,6 +913,10 @@ def test_an_option_of_one_value_given_twice_is_refused(path, parser, action, tmp
     err = capsys.readouterr().err
     assert exc.value.code == 2 and len(err.strip().splitlines()) == 1, err
     assert flag in err and f"given more than once ({value}, then {value})" in err, err
+    several = action.nargs in ("+", "*") or (isinstance(action.nargs, int) and action.nargs > 1)
+    assert err.split("): ", 1)[1].startswith(
+        f"give all its values after one {flag}" if several else "give it once ("
+    ), err
 
 
 FILE_OUTPUTS = [
@@ -910,7 +930,7 @@ FILE_OUTPUTS = [
 def test_every_output_file_is_named_for_its_format(path, parser, action, tmp_path, capsys):
     """`compare --per-round pr.txt` wrote CSV into a .txt name while `batch -o r.txt` was refused:
     every option that writes a file takes the suffixes of the formats it writes (any case; a device
-    where it writes text), checked before any work, in one wording."""
+    where it writes text), checked before any work, a usage error in argparse's words (as a missing output directory is)."""
     from replay.cli.options import FileOutput
 
     assert isinstance(action, FileOutput), f"{parser.prog} {action.option_strings}: its formats are not declared"
@@ -921,7 +941,10 @@ def test_every_output_file_is_named_for_its_format(path, parser, action, tmp_pat
     (tmp_path / "out").mkdir(exist_ok=True)
     wrong = str(tmp_path / "out" / "x.txt")
     code, out, err = call(capsys, [*path, *argv, action.option_strings[-1], wrong])
-    assert_one_line_error(code, err, f"{flag} {wrong}: use a ", action.formats.suffixes[-1])
+    assert_one_line_error(
+        code, err, f"{parser.prog}: error: argument {flag}: {wrong}: use a ", action.formats.suffixes[-1]
+    )
+    assert err.rstrip().endswith(f"(see {parser.prog} --help)")
     assert not any((tmp_path / "out").iterdir()), "wrote output before failing"
 
 

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import io
-import os
 import shlex
 import sys
 from dataclasses import replace
-from typing import TextIO
 
 from replay.engine.batch.frames import record_arrow
 from replay.engine.batch.json_lines import write_batch_json_lines
@@ -114,22 +111,9 @@ def run_batch(args: argparse.Namespace) -> int:
         with writing_bar(args, "JSON lines") as progress:
             write_batch_json_lines(rep.result, out, progress)
     else:
-        _summary_stream(args.table).write("\n".join(render_run_summary(rep)) + "\n")
+        sys.stdout.write("\n".join(render_run_summary(rep)) + "\n")
     print_reading(rep)
     return 1 if rep.skipped else 0
-
-
-def _summary_stream(table: str | None) -> TextIO:
-    """Where the summary goes: stdout, or stderr when ``-o`` is stdout itself (``-o /dev/stdout``), so
-    that the table a pipe reads holds the table alone (stdout holds results only)."""
-    if table:
-        try:
-            mine, theirs = os.stat(table), os.fstat(sys.stdout.fileno())
-        except (OSError, ValueError, io.UnsupportedOperation):
-            return sys.stdout
-        if (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino):
-            return sys.stderr
-    return sys.stdout
 
 
 def _batch_sampling(args: argparse.Namespace, opts) -> int:
@@ -156,7 +140,7 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
         write_sampling_json_lines(res, smp, rows, out)
     else:
         lines = render_run_summary(greedy) + batch_sampling_summary(smp, res, rows)
-        _summary_stream(args.table).write("\n".join(lines) + "\n")
+        sys.stdout.write("\n".join(lines) + "\n")
     if smp.needs_vocab:
         print_needs_vocab("batch", t)
     print_missing_node_logprobs("batch", t, manifest, sum(map(len, at.gaps)), at.gaps)

@@ -500,9 +500,9 @@ class OnceStore(argparse._StoreAction):
         given = namespace.__dict__.setdefault(GIVEN, {})
         words = " ".join(getattr(parser, "last_words", ()))
         if self.dest in given:
-            raise argparse.ArgumentError(
-                self, f"given more than once ({given[self.dest]}, then {words}): give it once, or leave it out"
-            )
+            several = self.nargs in ("+", "*") or (isinstance(self.nargs, int) and self.nargs > 1)
+            fix = "give all its values after one " + self.option_strings[-1] if several else "give it once"
+            raise argparse.ArgumentError(self, f"given more than once ({given[self.dest]}, then {words}): {fix}")
         given[self.dest] = words
         super().__call__(parser, namespace, values, option_string)
 

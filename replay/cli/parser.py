@@ -8,8 +8,11 @@ that need torch import it inside ``func``, so ``--help`` and the offline command
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import importlib
+import io
+import os
 import sys
 
 from replay.io.sources import check_outside_inputs
@@ -139,14 +142,20 @@ def dispatch(argv: list[str]) -> int:
         parser.print_help()
         print("specreplay: error: no command given (see the list above)", file=sys.stderr)
         return EXIT_ERROR
-    check_outside_inputs(*_outputs_and_dumps(_chosen(parser, args), args))
-    check_file_formats(_chosen(parser, args), args)
+    chosen = _chosen(parser, args)
+    check_outside_inputs(*_outputs_and_dumps(chosen, args))
+    files = check_file_formats(chosen, args)
     check_vocab_size_use(args)
+    if any(is_stdout(path) for path in files):  # the pipe reads the file alone; the command's text goes aside
+        with contextlib.redirect_stdout(sys.stderr):
+            return int(args.func(args) or 0)
     return int(args.func(args) or 0)
 
 
-def check_file_formats(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Every output file given names one of the formats its option writes (FileOutput), before any work."""
+def check_file_formats(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """Every output file given names one of the formats its option writes (FileOutput), before any
+    work (a usage error otherwise); the output files given."""
+    files = []
     for action in parser._actions:
         value = getattr(args, action.dest, None)
         if value is not None and output_kind(action.type) == FILE:
@@ -154,7 +163,20 @@ def check_file_formats(parser: argparse.ArgumentParser, args: argparse.Namespace
                 raise TypeError(
                     f"{parser.prog} {action.option_strings}: an output file declares its formats (FileOutput)"
                 )
-            action.formats.of("/".join(action.option_strings), value)
+            if action.formats.named(value) is None:
+                parser.error(f"argument {'/'.join(action.option_strings)}: {action.formats.refusal(value)}")
+            files.append(value)
+    return files
+
+
+def is_stdout(path: str) -> bool:
+    """Whether ``path`` is this process's stdout itself (``-o /dev/stdout``, or the file stdout is
+    redirected to)."""
+    try:
+        mine, theirs = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return False
+    return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
 def _nearest_options(parser: argparse.ArgumentParser, extras: list[str]) -> str:

@@ -30,9 +30,13 @@ class FileFormats:
     def of(self, option: str, path: str | Path) -> str:
         """The format ``path`` names, else a SpecReplayError naming the option and the suffixes it takes."""
         fmt = self.named(path)
-        if fmt is not None:
-            return fmt
+        if fmt is None:
+            raise SpecReplayError(f"{option} {self.refusal(path)}")
+        return fmt
+
+    def refusal(self, path: str | Path) -> str:
+        """'PATH: use a .csv file name ...': why ``path`` is refused (the caller names the option)."""
         *head, last = self.suffixes
         names = f"{', '.join(head)} or {last}" if head else last
         device = " (or a device: /dev/stdout)" if self.device else ""
-        raise SpecReplayError(f"{option} {path}: use a {names} file name{device}")
+        return f"{path}: use a {names} file name{device}"
