@@ -97,3 +97,15 @@ def test_a_given_label_that_is_not_utf8_is_shown_the_same_way(dump):
     code, out, err = specreplay("stats", dump, "--label", "a" + os.fsdecode(b"\xfe"), "--json")
     assert code == 0, err
     assert {row["run"] for row in json.loads(out.encode("utf-8"))["summary"]} == {"a\\xfe"}
+
+
+def test_every_stream_shows_the_name_alike(dump, tmp_path):
+    """What a command echoes of a path (replay's summary, stats' first line, an error naming an
+    output directory) shows the byte as ``\\xff`` too: no raw byte on stdout, no ``\\udcff`` on stderr."""
+    code, out, err = specreplay("replay", dump, "--summary")
+    assert code == 0 and f"summary of {dump.parent}/{SHOWN}" in out and NAME not in out, err
+    code, out, err = specreplay("stats", dump)
+    assert code == 0 and out.startswith(f"{dump.parent}/{SHOWN}  config") and NAME not in out, err
+    missing = tmp_path / NAME / "b.csv"
+    code, _, err = specreplay("batch", dump, "-o", missing)
+    assert code == 2 and f"{tmp_path}/{SHOWN}/b.csv" in err and "\\udcff" not in err and NAME not in err, err

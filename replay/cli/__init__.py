@@ -7,13 +7,14 @@ The exit statuses are docs/cli.md's ("Exit status"), for every command. A closed
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from replay.util.errors import NoRoundsError, SpecReplayError
+from replay.util.errors import PRINTABLE, NoRoundsError, SpecReplayError
 from replay.util.interrupt import forget_committed, ignore_interrupts, interrupt_once, interrupted, output_committed
 
 from .status import DEBUG_ENV, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
@@ -46,8 +47,9 @@ def debug_requested(argv: Sequence[str]) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if argv is None:  # the command's own process (in-process callers keep their SIGINT handling)
+    if argv is None:  # the command's own process (in-process callers keep their SIGINT handling and streams)
         interrupt_once()
+        show_undecodable_names()
         try:
             code = _main(sys.argv[1:])
         finally:
@@ -59,6 +61,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             _exit_now(code)
         return code
     return _main(argv)
+
+
+def show_undecodable_names() -> None:
+    """A file name's undecodable bytes print as ``\\xff`` on stdout and stderr (replay.util.errors.PRINTABLE),
+    as labels and messages show them, instead of raw bytes on one stream and ``\\udcff`` on the other."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors=PRINTABLE)
 
 
 def _exit_now(code: int) -> None:

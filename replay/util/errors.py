@@ -2,20 +2,38 @@
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .words import round_name
 
+PRINTABLE = "specreplay-printable"  # the codec error handler that shows a file name's undecodable bytes
+
+
+def _show_bytes(exc: UnicodeError) -> tuple[str, int]:
+    """A UTF-8 encoder's error handler: an undecodable file-name byte (a surrogate escape, U+DC80-U+DCFF)
+    as ``\\xff``, any other unencodable character as its backslash escape."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    bad = exc.object[exc.start : exc.end]
+    shown = [f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else ascii(c)[1:-1] for c in bad]
+    return "".join(shown), exc.end
+
+
+codecs.register_error(PRINTABLE, _show_bytes)
+
 
 def printable(text: str) -> str:
     """``text`` with undecodable file-name bytes (surrogate escapes) shown as ``\\xff``.
 
     File names are bytes; Python keeps the ones that are not UTF-8 as lone surrogates, which a
-    strict UTF-8 stdout refuses to print. Messages carry this form instead.
+    strict UTF-8 stdout refuses to print. Messages carry this form instead, and the command's own
+    streams write it too (replay.cli.main sets PRINTABLE on them), so that a name reads alike in a
+    table, a message and a path the command echoes.
     """
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text.encode("utf-8", PRINTABLE).decode("utf-8")
 
 
 def shown(text: str, limit: int = 80) -> str:
