@@ -109,3 +109,30 @@ def test_every_stream_shows_the_name_alike(dump, tmp_path):
     missing = tmp_path / NAME / "b.csv"
     code, _, err = specreplay("batch", dump, "-o", missing)
     assert code == 2 and f"{tmp_path}/{SHOWN}/b.csv" in err and "\\udcff" not in err and NAME not in err, err
+
+
+OUT = "out" + os.fsdecode(b"\xfe")  # an output directory whose name is not UTF-8
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    """A written table, opened by Python (pyarrow refuses such a path itself)."""
+    with open(path, "rb") as f:
+        return pd.read_parquet(f) if path.suffix == ".parquet" else pd.read_csv(f)
+
+
+@pytest.mark.parametrize(
+    "command, name, written",
+    [
+        ("stats", "t", ("t/rounds.parquet", "t/nodes.parquet", "t/summary.parquet", "t/rounds.csv")),
+        ("report", "r", ("r/tables/rounds.parquet", "r/tables/nodes.parquet", "r/tables/summary.parquet")),
+        ("batch", "b.parquet", ("b.parquet",)),
+        ("batch", "b.csv", ("b.csv",)),
+    ],
+)
+def test_tables_into_a_directory_whose_name_is_not_utf8(dump, tmp_path, command, name, written):
+    # pyarrow is handed open files, never these paths, which it would encode as strict UTF-8
+    (tmp_path / OUT).mkdir()
+    code, _, err = specreplay(command, dump, "-o", tmp_path / OUT / name)
+    assert code == 0, err
+    for path in written:
+        assert len(_read_table(tmp_path / OUT / path)) > 0, path

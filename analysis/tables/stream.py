@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from replay.io.table_files import PARQUET_OPTIONS, write_csv_rows
+from replay.io.table_files import PARQUET_OPTIONS, arrow_sink, write_csv_rows
 
 from .batch import TableParts, batch_table_parts
 from .build import EXPORT_FORMATS, empty_node_table, empty_round_table
@@ -56,6 +56,7 @@ class TableWriter:
         self.parquet = out_dir / f"{name}.parquet" if "parquet" in formats else None
         self.rows = 0
         self._writer = None  # pyarrow.parquet.ParquetWriter, opened once the first row group's types are known
+        self._sink = None  # the open file it writes into (arrow_sink), closed after it
         self._pending: list = []  # pyarrow Tables not written yet
         # per part (a run) appended, the text columns that held a value: pandas concatenates a run's
         # column of text with another run's all-missing one as object, which pyarrow writes as string
@@ -98,6 +99,7 @@ class TableWriter:
         if self.parquet is not None:
             self._write_groups(final=True)
             self._writer.close()
+            self._sink.close()
         return [p for p in (self.csv, self.parquet) if p is not None]
 
     def _write_groups(self, final: bool) -> None:
@@ -118,7 +120,8 @@ class TableWriter:
             typed = [t for t in self._pending if t.schema.equals(table.schema)] or self._pending
             schema = self._as_concatenated(table.schema.with_metadata(typed[0].schema.metadata))
             del table, typed  # no block kept alive past its copy below
-            self._writer = pq.ParquetWriter(self.parquet, schema, **PARQUET_OPTIONS)
+            self._sink = arrow_sink(self.parquet)
+            self._writer = pq.ParquetWriter(self._sink, schema, **PARQUET_OPTIONS)
         schema = self._writer.schema
         pending, self._pending = self._pending, []
         table = pa.concat_tables([t if t.schema.equals(schema) else t.cast(schema) for t in pending])

@@ -30,6 +30,14 @@ def table_format(path: str | Path) -> str | None:
 # cost a fifth of the node table's writing (bench/parquet_options.py); the values are the same
 PARQUET_OPTIONS = {"compression": "snappy", "write_statistics": False}
 
+
+def arrow_sink(path: Any) -> IO[bytes]:
+    """``path`` opened for pyarrow to write into, never the path itself: pyarrow encodes a path as
+    strict UTF-8, which a name holding other bytes (kept by Python as lone surrogates, ``-o $'\\xfe/t'``)
+    fails, while Python's open takes any name the file system does. Every Parquet file goes through here."""
+    return open(path, "wb")
+
+
 _CSV_ROWS_PER_WRITE = 65_536  # rows encoded at a time: bounded memory at millions of rounds
 
 
@@ -44,7 +52,8 @@ def write_arrow_table(table: Any, path: Any, progress: Callable[[int, int], None
         if table_format(path) == "parquet":
             import pyarrow.parquet as pq
 
-            pq.write_table(table, tmp, **PARQUET_OPTIONS)
+            with arrow_sink(tmp) as out:
+                pq.write_table(table, out, **PARQUET_OPTIONS)
         else:
             with open(tmp, "wb") as out:
                 out.write(csv_header(table.column_names))
@@ -74,7 +83,8 @@ def write_frame_csv(frame: Any, out: IO[bytes]) -> None:
 def write_frame_parquet(frame: Any, path: Any) -> None:
     """A pandas frame as Parquet to ``path`` with PARQUET_OPTIONS (pandas' schema metadata kept:
     ``pd.read_parquet`` gives the frame back)."""
-    frame.to_parquet(path, index=False, **PARQUET_OPTIONS)
+    with arrow_sink(path) as out:
+        frame.to_parquet(out, index=False, **PARQUET_OPTIONS)
 
 
 def _missing(cell: Any) -> bool:
