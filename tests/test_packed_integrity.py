@@ -347,6 +347,39 @@ def test_pack_verify_flag_keeps_skip_status(tmp_path, capsys):
     assert code == 1 and f"{tmp_path / 'r.run'}: OK" in out  # a skipped file, an intact run
 
 
+def _tree(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing"])
+@pytest.mark.parametrize("force", [False, True])
+def test_pack_without_a_readable_round_is_an_error(tmp_path, capsys, damage, force):
+    """Not one round packed: the skip reasons, one error line, exit 2 (pack --help), and nothing
+    written at -o; with --force the run already there stays as it was. Every round unreadable
+    (truncated) was packed as a run of 0 rounds with exit 1."""
+    d = copy_sample(tmp_path / "d", rounds=5)
+    for v in d.glob("validate_*.npz"):
+        if damage == "truncated":
+            v.write_bytes(v.read_bytes()[:100])
+        else:
+            v.unlink()
+    out = tmp_path / "r.run"
+    if force:
+        copy_sample(tmp_path / "good", rounds=3)
+        assert cli(["pack", str(tmp_path / "good"), "-o", str(out), "--no-progress"], capsys)[0] == 0
+    before = _tree(out) if force else {}
+    code, stdout, err = cli(["pack", str(d), "-o", str(out), "--no-progress"] + ["--force"] * force, capsys)
+    replay_err = cli(["replay", str(d)], capsys)[2].splitlines()
+    *reasons, error = err.splitlines()
+    assert code == 2 and stdout == ""
+    assert reasons == replay_err[:-1] and len(reasons) == 5  # the same skip list `replay` gives
+    assert error.startswith(f"specreplay: error: {d}: no round could be packed (5 round(s) skipped, listed above")
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["d", "good", "r.run"] if force else ["d"])  # no staging left
+    assert _tree(out) == before if force else not out.exists()
+    if force:
+        assert cli(["verify-pack", str(out)], capsys)[0] == 0
+
+
 # --------------------------------------------------------------------------------------------
 # Fuzz: random damage never escapes as an exception, a traceback or a wrong result
 

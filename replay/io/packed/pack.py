@@ -15,8 +15,9 @@ import numpy as np
 
 from replay.io.formats.matrix_io import SCORE_AUTO, RawSpec
 from replay.io.roundbatch import RoundBatch
+from replay.io.skipped import Skipped, why_no_rounds
 from replay.io.step0 import DEFAULT_STEP0_OFFSET
-from replay.util.errors import DumpError
+from replay.util.errors import DumpError, NoRoundsError
 
 from .format import PackedBlockError, looks_packed
 from .read import BadBlock, PackedGroup, PackedRun
@@ -59,8 +60,6 @@ def pack_directory(
     """
     from replay.io.fastread import ReadOptions, iter_read_chunks, plan_items
     from replay.io.manifest import group_rounds, read_manifest
-    from replay.io.skipped import why_no_rounds
-    from replay.util.errors import NoRoundsError
 
     directory = Path(directory)
     if not directory.is_dir():
@@ -73,11 +72,7 @@ def pack_directory(
     grouping = group_rounds(directory, step0_offset, manifest)
     offset = grouping.step0_offset
     if not grouping.rounds:  # before anything is written: a packed run of nothing helps no one
-        raise NoRoundsError(
-            f"{directory}: no round could be packed{why_no_rounds(grouping.skipped)}",
-            grouping.skipped,
-            grouping.step0.notes(),
-        )
+        raise _no_rounds_packed(directory, grouping.skipped, grouping.step0.notes())
     items = plan_items(grouping, manifest.root_tokens)
     keys = {o: rf.key for o, rf, _ in items}
     writer = PackWriter(out, str(directory), offset, raw, kind, block_rounds, force, grouping.step0)
@@ -88,11 +83,20 @@ def pack_directory(
             for b in chunk.batches:
                 writer.add(b)
             writer.add_unreadable(chunk.unreadable)
+        if not writer.packed_rounds:  # every round unreadable: as above, and the staged run goes with abort
+            raise _no_rounds_packed(directory, writer.skipped_items(grouping.skipped), grouping.step0.notes())
         summary = writer.finish(len(grouping.rounds), grouping.skipped, directory, keys)
     except BaseException:
         writer.abort()
         raise
     return summary
+
+
+def _no_rounds_packed(directory: Path, skipped: Sequence[Skipped], notes: Sequence[str]) -> NoRoundsError:
+    """The error of a dump without a single packable round (exit 2, nothing written): the words of
+    every command's "no round could be replayed" error (replay.cli.options.no_rounds_error), the
+    CLI listing ``notes`` and ``skipped`` before its line."""
+    return NoRoundsError(f"{directory}: no round could be packed{why_no_rounds(skipped)}", skipped, tuple(notes))
 
 
 def pack_batches(

@@ -329,6 +329,15 @@ class PackWriter:
     def add_unreadable(self, items: Sequence[tuple[int, Skipped]]) -> None:
         self.unreadable.extend(items)
 
+    @property
+    def packed_rounds(self) -> int:
+        """Rounds added so far, written or still buffered."""
+        return sum(g.rounds + g.pending_n for g in self.groups)
+
+    def skipped_items(self, skipped: Sequence[Skipped]) -> tuple[Skipped, ...]:
+        """``skipped`` (the names' skips) then the unreadable rounds by ordinal: the order a replay of the run lists them."""
+        return tuple(skipped) + tuple(s for _, s in sorted(self.unreadable, key=lambda t: t[0]))
+
     def abort(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -382,7 +391,7 @@ class PackWriter:
         os.chmod(self.tmp / PACKED_NAME, 0o644)  # mkstemp made it private; the run is plain data
         self._move_into_place()
         total = sum(f["bytes"] for f in files + copied) + (self.out / PACKED_NAME).stat().st_size
-        items = tuple(skipped) + tuple(s for _, s in sorted(self.unreadable, key=lambda t: t[0]))
+        items = self.skipped_items(skipped)
         notes = self.step0_check.notes() if self.step0_check is not None else ()
         return PackSummary(
             str(self.out),
