@@ -233,7 +233,9 @@ def test_batch_table_output(packed, tmp_path, capsys):
     assert len(frame) == 43  # replayed rounds only, as --json; the 2 rejected ones are listed as skipped
     assert (frame["num_committed"] == frame["accepted_length"] + 1).all()
     assert "rounds replayed: 43" in capsys.readouterr().out
-    assert main(["batch", str(packed), "--table", str(tmp_path / "rounds.txt")]) == 2
+    with pytest.raises(SystemExit) as refused:  # a usage error, in argparse's words
+        main(["batch", str(packed), "--table", str(tmp_path / "rounds.txt")])
+    assert refused.value.code == 2 and "use a .parquet or .csv file name" in capsys.readouterr().err
 
 
 def test_stacks_with_and_without_parents_do_not_concatenate():
