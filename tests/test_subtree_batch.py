@@ -193,6 +193,16 @@ def _sorted_column(rng, valid, rank):
     return key, oslot
 
 
+def slots_in_order(key: np.ndarray, pos: np.ndarray, valid: np.ndarray, heads: int) -> tuple[np.ndarray, np.ndarray]:
+    """select_level's in-order check on columns of known, ordered keys: ([L, C] each node's slot, -1
+    when not chosen; [C] bool the valid nodes already come in selection order, so that slot is right)."""
+    true = np.ones(valid.shape, dtype=bool)
+    known = tuple(np.ascontiguousarray(a) for a in (valid, true, true, true, np.asarray(key, dtype=np.float64)))
+    status = np.empty(valid.shape, dtype=np.int8)
+    slot, slot_hi = np.empty(valid.shape, dtype=np.int64), np.empty(valid.shape, dtype=np.int64)
+    return slot, subtree_select._in_order_slots(known, pos, heads, status, slot, slot_hi)[1]
+
+
 def test_select_in_order_columns_match_successive_maxima():
     """select_level's slots on random levels with tied keys and tied (parent slot, rank): columns whose valid
     nodes come first in selection order (taken without the loop), the same with one pair of equal
@@ -219,7 +229,7 @@ def test_select_in_order_columns_match_successive_maxima():
                 oslot[a, j] = oslot[b, j] + 1  # a's tie now above b's: the order check must fail
         lvl = _level_of(valid, key, oslot, rank)
         tie = oslot * (1 << 20) + rank
-        ordered = subtree_select._slots_in_order(np.where(valid, key, -np.inf), tie, valid, heads)[1]
+        ordered = slots_in_order(np.where(valid, key, -np.inf), tie, valid, heads)[1]
         kinds += [ordered.all() == False, ordered.any(), 1]  # noqa: E712
         subtree_select.select_level(lvl, heads)
         for j in range(c):

@@ -226,7 +226,7 @@ def test_the_compiled_in_order_check_follows_rank_ties(request, patched):
     """subtree_select's compiled check that a column's nodes already come in selection order takes
     columns that the scalar form put in order as in order, and the same column with two tied
     neighbours' positions swapped as not: under the rule and under a reversed one."""
-    from analysis.compare import subtree_select
+    from tests.test_subtree_batch import slots_in_order
 
     if patched:
         request.getfixturevalue("reversed_ties")
@@ -239,7 +239,7 @@ def test_the_compiled_in_order_check_follows_rank_ties(request, patched):
         key = np.stack([keys[o, j] for j, o in enumerate(order)], axis=1)
         at = np.stack([pos[o, j] for j, o in enumerate(order)], axis=1)
         valid = np.ones((n, c), dtype=bool)
-        slot, in_order = subtree_select._slots_in_order(key, at, valid, n)
+        slot, in_order = slots_in_order(key, at, valid, n)
         assert in_order.all()
         np.testing.assert_array_equal(slot, np.broadcast_to(np.arange(n)[:, None], (n, c)))
         for j in range(c):
@@ -248,5 +248,5 @@ def test_the_compiled_in_order_check_follows_rank_ties(request, patched):
                 u = int(tied[0])
                 at[[u, u + 1], j] = at[[u + 1, u], j]
                 swapped_seen += 1
-                assert not subtree_select._slots_in_order(key[:, j : j + 1], at[:, j : j + 1], valid[:, :1], n)[1][0]
+                assert not slots_in_order(key[:, j : j + 1], at[:, j : j + 1], valid[:, :1], n)[1][0]
     assert swapped_seen > 100

@@ -105,15 +105,13 @@ def select_level(lvl: Level, heads: int) -> None:
     status = np.empty((L, c), dtype=np.int8)
     slot_lo, slot_hi = np.empty((L, c), dtype=np.int64), np.empty((L, c), dtype=np.int64)
     # the columns of known, ordered keys (most): their slots where the valid nodes already come in order
-    arrays = (full(v), full(lvl.exact), full(lvl.sure), full(lvl.ordered), full(lvl.lo))
-    fast, in_order = _in_order_slots(
-        (*arrays, full(tree_position(lvl.oslot, lvl.rank))), heads, status, slot_lo, slot_hi
-    )
+    key, pos = full(lvl.lo), full(tree_position(lvl.oslot, lvl.rank))
+    known = (full(v), full(lvl.exact), full(lvl.sure), full(lvl.ordered), key)
+    fast, in_order = _in_order_slots(known, pos, heads, status, slot_lo, slot_hi)
     loop = np.flatnonzero(fast & ~in_order)
     if loop.shape[0]:  # the selection rule on the key, equal keys by rank_ties of (parent slot, rank): the tree order
         vf = v[:, loop]
-        key = np.where(vf, full(lvl.lo)[:, loop], -np.inf)
-        slot = _selected_slots(key, tree_position(full(lvl.oslot)[:, loop], lvl.rank), vf, heads)
+        slot = _selected_slots(np.where(vf, key[:, loop], -np.inf), pos[:, loop], vf, heads)
         status[:, loop] = np.where(slot >= 0, IN, OUT).astype(np.int8)
         slot_lo[:, loop], slot_hi[:, loop] = slot, slot
     cols = np.flatnonzero(~fast)
@@ -144,34 +142,23 @@ def select_level(lvl: Level, heads: int) -> None:
     lvl.status, lvl.slot_lo, lvl.slot_hi = status, slot_lo, slot_hi
 
 
-def _in_order_slots(arrays: tuple, heads: int, status, slot_lo, slot_hi) -> tuple[np.ndarray, np.ndarray]:
+def _in_order_slots(
+    known: tuple, pos: np.ndarray, heads: int, status, slot_lo, slot_hi
+) -> tuple[np.ndarray, np.ndarray]:
     """([C] bool every valid key known and ordered, [C] bool the valid nodes come first in selection
-    order), with those columns' status and slots written (replay.core.level_loops.select_in_order_loop).
-    arrays: contiguous [L, C] valid, exact, sure, ordered (bool), key (float64), tree position (int64);
-    status, slot_lo, slot_hi: out [L, C]."""
+    order: no row preceded by the row below it, level 1's ranks of the root mostly), with those
+    columns' status and slots written: a node's slot is its row, kept below ``heads``
+    (replay.core.level_loops.select_in_order_loop); other columns are left to _selected_slots.
+    known: contiguous [L, C] valid, exact, sure, ordered (bool), key (float64); pos: [L, C] int64
+    tree positions; status, slot_lo, slot_hi: out [L, C]."""
     from replay.core.level_loops import select_in_order_loop  # numba: imported at first use
 
     c = status.shape[1]
     # the compiled loop only compares these numbers: the tie rule itself stays in rank_ties
-    tie = np.ascontiguousarray(selection.rank_ties(arrays[-1]), dtype=np.int64)
-    arrays = (*arrays[:-1], tie)
+    tie = np.ascontiguousarray(selection.rank_ties(pos), dtype=np.int64)
     fast, in_order = np.empty(c, dtype=bool), np.empty(c, dtype=bool)
-    select_in_order_loop(*arrays, heads, _CODES, status, slot_lo, slot_hi, fast, in_order)
+    select_in_order_loop(*known, tie, heads, _CODES, status, slot_lo, slot_hi, fast, in_order)
     return fast, in_order
-
-
-def _slots_in_order(key: np.ndarray, pos: np.ndarray, valid: np.ndarray, heads: int) -> tuple[np.ndarray, np.ndarray]:
-    """([L, C] slot of each node, -1 when not chosen; [C] bool: that slot is right) without the
-    selection, for the columns whose valid nodes come first and are already in selection order (no
-    row preceded by the row below it: level 1's ranks of the root, mostly): there the selection
-    takes the valid nodes in row order, so a node's slot is its row, kept below ``heads``. A check
-    of adjacent rows only (_in_order_slots, every key known and ordered); other columns are left
-    to _selected_slots. key: [L, C] float64; pos: [L, C] int64 tree positions."""
-    true = np.ones(valid.shape, dtype=bool)
-    arrays = tuple(np.ascontiguousarray(a) for a in (valid, true, true, true, key, pos))
-    status = np.empty(valid.shape, dtype=np.int8)
-    slot, slot_hi = np.empty(valid.shape, dtype=np.int64), np.empty(valid.shape, dtype=np.int64)
-    return slot, _in_order_slots(arrays, heads, status, slot, slot_hi)[1]
 
 
 def _selected_slots(key: np.ndarray, pos: np.ndarray, valid: np.ndarray, heads: int) -> np.ndarray:
