@@ -454,6 +454,15 @@ def test_check_output_rules(tmp_path, monkeypatch):
     with pytest.raises(OutputPathError, match=f"no permission to write in {tmp_path}"):
         check_output(tmp_path / "x.png", pathcheck.FILE)
 
+    # a read-only file system refuses root too: the message names it, not permissions
+    class ReadOnly:
+        f_flag = pathcheck.os.ST_RDONLY
+
+    monkeypatch.setattr(pathcheck.os, "statvfs", lambda p: ReadOnly())
+    for path, kind in [(tmp_path / "new", pathcheck.DIRECTORY), (tmp_path / "x.png", pathcheck.FILE)]:
+        with pytest.raises(OutputPathError, match=f"{tmp_path} is on a read-only file system"):
+            check_output(path, kind)
+
 
 @pytest.mark.parametrize(
     "argv,option",

@@ -64,7 +64,7 @@ def _check_directory(d: Path, target: Path) -> None:
             what = "exists and is not a directory" if d == target else f"{d} is not a directory"
             raise OutputPathError(f"{target}: {what}")
         if not os.access(d, os.W_OK | os.X_OK):
-            raise OutputPathError(f"{target}: no permission to write in {d}")
+            raise OutputPathError(f"{target}: {_why_unwritable(d)}")
         _try_making(d, target, FILE)  # the command writes files into d
         return
     ancestor = _nearest_existing(d)
@@ -75,8 +75,18 @@ def _check_directory(d: Path, target: Path) -> None:
     if d != target or ancestor != Path(os.path.abspath(missing)):
         raise OutputPathError(f"{target}: directory {missing} does not exist (create it first)")
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise OutputPathError(f"{target}: cannot be created: no permission to write in {ancestor}")
+        raise OutputPathError(f"{target}: cannot be created: {_why_unwritable(ancestor)}")
     _try_making(ancestor, target, DIRECTORY)
+
+
+def _why_unwritable(d: Path) -> str:
+    """Why ``d``, which os.access found unwritable, refuses new files: a read-only file system
+    refuses everyone, whatever the permissions say."""
+    try:
+        read_only = bool(os.statvfs(d).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    return f"{d} is on a read-only file system" if read_only else f"no permission to write in {d}"
 
 
 def _try_making(d: Path, target: Path, kind: str) -> None:
