@@ -59,7 +59,9 @@ def test_typical_failing_round_is_the_middle_of_the_commonest_failure_length():
 
 def test_ties_go_to_the_shorter_failure_and_even_counts_to_the_lower_middle():
     res = rounds(MISS_1, MISS_0, LEAF_2)
-    assert typical_failing_round(res)[0].key == (1, 101)  # L 0 and L 1 once each: the shorter
+    pick, why = typical_failing_round(res)
+    assert pick.key == (1, 101)  # L 0 and L 1 once each: the shorter, and the caption says it was a tie
+    assert "accepting 0 token(s) (1 round; as many with length 1)" in why
     res = rounds(MISS_1, MISS_1_NOWHERE, MISS_1, MISS_1)
     assert typical_failing_round(res)[0].key == (1, 101)  # 4 rounds at L 1: index (4 - 1) // 2 = 1
 

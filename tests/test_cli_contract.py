@@ -787,7 +787,9 @@ def test_rounds_not_listed_in_manifest(synth4, capsys):
     )
     code, out, err = call(capsys, ["replay", str(d), "--json"])
     assert code == 1 and len(out.splitlines()) == 5  # the extra round is replayed all the same
-    assert "skipped manifest.json: lists 4 round(s) and not 1 found here: 900_916 (replayed anyway" in err
+    assert (
+        "manifest.json disagrees with the files: lists 4 round(s) and not 1 found here: 900_916 (replayed anyway" in err
+    )
 
 
 def test_stated_round_count(synth4, capsys):
@@ -796,7 +798,7 @@ def test_stated_round_count(synth4, capsys):
     body["rounds"] = 5
     (d / "manifest.json").write_text(json.dumps(body))
     code, _, err = call(capsys, ["replay", str(d), "--json"])
-    assert code == 1 and "skipped manifest.json: states 5 round(s); the file names form 4" in err
+    assert code == 1 and "manifest.json disagrees with the files: states 5 round(s); the file names form 4" in err
     body["rounds"] = 4
     (d / "manifest.json").write_text(json.dumps(body))
     assert call(capsys, ["replay", str(d), "--json"])[0] == 0
@@ -818,8 +820,24 @@ def test_a_round_key_listed_twice_is_flagged_like_a_wrong_round_count(synth4, pa
     (d / "manifest.json").write_text(json.dumps(body))
     argv = [str(d) if v == str(ARTICLE) else v for v in skeleton(parser, tmp_path, valid_inputs=True)]
     code, _, err = call(capsys, [*path, *argv])
-    told = f"skipped manifest.json: rounds lists a round more than once: {keys[1][0]}_{keys[1][1]} (rounds[1].key, rounds[4].key)"
+    told = f"manifest.json disagrees with the files: rounds lists a round more than once: {keys[1][0]}_{keys[1][1]} (rounds[1].key, rounds[4].key)"
     assert code == 1 and err.count(told) == 1, err
+
+
+def test_a_manifest_disagreement_is_not_counted_as_a_skipped_file(synth4, capsys):
+    """The manifest is read and every round replayed: the summary counts no skipped file; records of
+    one round that give two root tokens are an error naming the field."""
+    d, keys = synth4
+    body = json.loads((d / "manifest.json").read_text())
+    body["rounds"].append(dict(body["rounds"][1]))
+    (d / "manifest.json").write_text(json.dumps(body))
+    code, out, _ = call(capsys, ["replay", str(d), "--summary"])
+    assert code == 1 and "rounds replayed: 4   skipped: 0, manifest.json disagrees (each listed on stderr)" in out
+    body["rounds"][-1]["root_token"] = body["rounds"][1]["root_token"] + 1
+    (d / "manifest.json").write_text(json.dumps(body))
+    code, _, err = call(capsys, ["replay", str(d), "--summary"])
+    assert_one_line_error(code, err, "manifest.json (rounds[4].root_token): round")
+    assert "expected one root token per round" in err
 
 
 def test_manifest_disagreement_identical_in_every_reader(synth4, tmp_path):

@@ -104,9 +104,7 @@ def test_npz_bad_crc_and_every_truncation_are_dump_errors(tmp_path):
     damaged = bytearray(data)
     damaged[data.index(b"\x93NUMPY") + 130] ^= 0xFF  # inside the ids data: CRC no longer matches
     src.write_bytes(bytes(damaged))
-    with pytest.raises(
-        DumpError, match=r"c.npz \(ids.npy\): corrupt or truncated numpy file \(.npz\): BadZipFile: Bad CRC-32"
-    ):
+    with pytest.raises(DumpError, match=r"c.npz \(ids.npy\): corrupt or truncated numpy file \(.npz\): Bad CRC-32"):
         read_matrix(src, "draft")
     for cut in range(len(data)):
         src.write_bytes(data[:cut])
@@ -229,7 +227,7 @@ def test_pt_with_non_utf8_member_name_is_a_dump_error(tmp_path):
     """UTF-8 flag set, name not UTF-8: was UnicodeDecodeError."""
     p = _write_pt(tmp_path / "n.pt", _tensor_pickle(0, (2, 3), (3, 1)), {"0": IDS.tobytes()}, {"é": b"x"})
     p.write_bytes(p.read_bytes().replace("é".encode(), b"\xff\xfe"))
-    with pytest.raises(DumpError, match=r"n.pt: corrupt or truncated .pt file: UnicodeDecodeError"):
+    with pytest.raises(DumpError, match=r"n.pt: corrupt or truncated .pt file: 'utf-8' codec can't decode"):
         read_matrix(p, "draft")
 
 

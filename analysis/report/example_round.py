@@ -30,13 +30,15 @@ ASKED = "as asked"  # the why of the round --round named: a caption and a title 
 RoundSummaries = tuple[list[int], list[str], list[tuple[int, int]]]  # accepted length, stop, key per round
 
 
-def _middle_of_mode(lengths: list[int], members: list[int]) -> tuple[int, int, int]:
+def _middle_of_mode(lengths: list[int], members: list[int]) -> tuple[int, int, int, str]:
     """(index of the lower-median round of the most common accepted length among ``members``,
-    that length, its count)."""
+    that length, its count, and on a tie, which goes to the shortest length, "; as many with length 2")."""
     counts = Counter(lengths[i] for i in members)
     length = min(counts, key=lambda k: (-counts[k], k))
     same = [i for i in members if lengths[i] == length]
-    return same[(len(same) - 1) // 2], length, len(same)
+    tied = sorted(k for k in counts if k != length and counts[k] == counts[length])
+    tie = f"; as many with length {', '.join(map(str, tied))}" if tied else ""
+    return same[(len(same) - 1) // 2], length, len(same), tie
 
 
 def typical_failing_pick(summaries: RoundSummaries) -> tuple[int, str]:
@@ -46,15 +48,15 @@ def typical_failing_pick(summaries: RoundSummaries) -> tuple[int, str]:
         raise SpecReplayError("no rounds to pick an example round from")
     failing = [i for i, stop in enumerate(stops) if stop == STOP_MISMATCH]
     if failing:
-        pick, length, n = _middle_of_mode(lengths, failing)
+        pick, length, n, tie = _middle_of_mode(lengths, failing)
         return pick, (
             f"a typical failing round: {len(failing)} of {counted(len(lengths), 'round')} failed on a mismatch, "
-            f"most often after accepting {length} token(s) ({n} rounds); the middle of those in dump order"
+            f"most often after accepting {length} token(s) ({counted(n, 'round')}{tie}); the middle of those in dump order"
         )
-    pick, length, n = _middle_of_mode(lengths, list(range(len(lengths))))
+    pick, length, n, tie = _middle_of_mode(lengths, list(range(len(lengths))))
     return pick, (
         f"no round failed on a mismatch; a typical round: accepted length {length} is the most common "
-        f"({n} of {counted(len(lengths), 'round')}); the middle of those in dump order"
+        f"({n} of {counted(len(lengths), 'round')}{tie}); the middle of those in dump order"
     )
 
 

@@ -116,16 +116,16 @@ def skipped_lines(skipped: Sequence[Skipped]) -> list[str]:
     first SKIP_LINES_PER_REASON inputs in full, then one line counting the rest with their first
     and last names, reasons in the order they first occur."""
     if len(skipped) <= SKIP_LINES_LIMIT:
-        return [f"skipped {s.what}: {s.reason}" for s in skipped]
+        return [s.line for s in skipped]
     by_reason: dict[str, list[Skipped]] = {}
     for s in skipped:
         by_reason.setdefault(_reason_kind(s.reason), []).append(s)
     lines = []
     for group in by_reason.values():
-        lines += [f"skipped {s.what}: {s.reason}" for s in group[:SKIP_LINES_PER_REASON]]
+        lines += [s.line for s in group[:SKIP_LINES_PER_REASON]]
         rest = group[SKIP_LINES_PER_REASON:]
         if len(rest) == 1:
-            lines.append(f"skipped {rest[0].what}: {rest[0].reason}")
+            lines.append(rest[0].line)
         elif rest:
             same = "" if all(s.reason == rest[0].reason for s in rest) else ", up to the names and numbers in it"
             lines.append(
@@ -463,7 +463,8 @@ def print_needs_vocab(command: str, temperature: float) -> None:
     """The note of a run above T = 1 without a vocabulary size (its lower bounds are refused)."""
     print(
         f"specreplay {command}: note: at T = {format_temperature(temperature)} > 1 the lower bounds need the vocabulary size "
-        "(--vocab-size V, or vocab_size in manifest.json); they are shown as 0 (refused), the upper bounds stand",
+        "(--vocab-size V, or vocab_size in manifest.json): a lower bound fed by a validate row with an unnamed tail "
+        "is 0 (refused; a row with a zero cell has no tail and keeps its bounds); the upper bounds stand",
         file=sys.stderr,
     )
 

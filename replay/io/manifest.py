@@ -109,7 +109,13 @@ def _rounds(path: Path, records: Any) -> tuple[dict[Key, int], int | None, tuple
             continue
         if not (_is_int(root) and fits_int64(root)):
             raise _field(path, f"rounds[{k}].root_token", f"expected an integer token id, got {_short(root)}")
-        roots[(key[0], key[1])] = root
+        given = roots.setdefault((key[0], key[1]), root)
+        if given != root:  # which record is right is unknowable; a repeat that agrees is only listed
+            raise _field(
+                path,
+                f"rounds[{k}].root_token",
+                f"round {round_name(keys[-1])} is listed earlier with root_token {given}; expected one root token per round, got {root}",
+            )
     return roots, len(keys), tuple(keys)
 
 

@@ -11,6 +11,7 @@ from replay.util.errors import printable
 from replay.util.words import counted
 
 from .dumpnames import base_name
+from .dumpwrite import MANIFEST_NAME
 from .near_miss import near_miss_names_hint
 
 ROUND_PREFIX = "round "  # Skipped.what of a round's entry; any other entry names a file
@@ -35,12 +36,27 @@ class Skipped:
         """The entry of one round (round_entry), not of a file or a block."""
         return self.what.startswith(ROUND_PREFIX)
 
+    @property
+    def skips_nothing(self) -> bool:
+        """A disagreement with manifest.json: listed and exits 1 like a skip, but nothing was dropped."""
+        return self.what == MANIFEST_NAME  # replay.io.manifest.check_manifest_rounds: the rounds are replayed
+
+    @property
+    def line(self) -> str:
+        """The entry as every command lists it on stderr."""
+        if self.skips_nothing:
+            return f"{self.what} disagrees with the files: {self.reason}"
+        return f"skipped {self.what}: {self.reason}"
+
 
 def count_skipped(skipped: Iterable[Skipped]) -> tuple[int, int, int]:
     """(rounds, files, blocks) among skipped entries: a round's entry names its files, so nothing
-    counts twice; a block's rounds count among the rounds."""
+    counts twice; a block's rounds count among the rounds; a disagreement with the manifest counts
+    nowhere (it skips nothing)."""
     rounds = files = blocks = 0
     for s in skipped:
+        if s.skips_nothing:
+            continue
         if s.is_round:
             rounds += 1
         elif s.rounds:
@@ -52,7 +68,13 @@ def count_skipped(skipped: Iterable[Skipped]) -> tuple[int, int, int]:
 
 
 def describe_skipped(skipped: Sequence[Skipped]) -> str:
-    """ "3 round(s) and 1 file(s)", "4 round(s) (1 packed block)", "0": what the skipped entries hold."""
+    """ "3 round(s) and 1 file(s)", "4 round(s) (1 packed block)", "0": what the skipped entries hold;
+    then ", manifest.json disagrees" where the manifest contradicts the files."""
+    disagrees = f", {MANIFEST_NAME} disagrees" if any(s.skips_nothing for s in skipped) else ""
+    return _counts_text(skipped) + disagrees
+
+
+def _counts_text(skipped: Sequence[Skipped]) -> str:
     rounds, files, blocks = count_skipped(skipped)
     in_blocks = f" in {counted(blocks, 'packed block')}" if blocks else ""
     parts = [f"{rounds} round(s){in_blocks}"] * bool(rounds) + [f"{files} file(s)"] * bool(files)
@@ -66,10 +88,10 @@ def why_no_rounds(skipped: Sequence[Skipped]) -> str:
         return " (no round files)"
     hint = near_miss_hint(skipped)
     if hint:  # the likely fix says more than the first reason
-        return f" ({describe_skipped(skipped)} skipped, listed above){hint}"
+        return f" ({_counts_text(skipped)} skipped, listed above){hint}"
     first = printable(f"{skipped[0].what}: {skipped[0].reason}")
     first = first if len(first) <= 200 else first[:197] + "..."
-    return f" ({describe_skipped(skipped)} skipped, listed above; first: {first})"
+    return f" ({_counts_text(skipped)} skipped, listed above; first: {first})"
 
 
 def near_miss_hint(skipped: Iterable[Skipped]) -> str:

@@ -349,5 +349,6 @@ class BoundedZip:
 
 
 def _describe(exc: BaseException) -> str:
+    """The parser's own words, without its exception's class name (which says nothing to a user)."""
     text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+    return text[:200] if text else f"the archive parser gave up ({type(exc).__name__})"
