@@ -3227,12 +3227,13 @@ def test_the_run_layout_is_its_rounds_and_a_stated_one_wins(capsys, tmp_path, co
     code, _, err = run(capsys, command, two, "--no-progress")
     assert code == 1 and [line for line in err.splitlines() if "skipped" in line] == [
         f"specreplay: skipped round 19_29: {two}/validate_19_29: validate has 7 row(s), as the all layout has, but the "
-        "run's other rounds have the parents layout, which needs 3 here: a file from another recording? (--layout "
-        "states the run's layout)"
+        "run's layout, that of most of its rounds (all on a tie), is parents, which needs 3 here: a file from another "
+        "recording? (--layout states the run's layout)"
     ], err
     tie = mixed_layout_dump(tmp_path / "tie", cut=("10_20", "13_23"))  # a tie: the cut files are the parents rounds
     code, _, err = run(capsys, command, tie, "--no-progress")
     assert code == 1 and "skipped round 10_20" in err and "skipped round 13_23" in err and "19_29" not in err, err
+    assert "the run's layout, that of most of its rounds (all on a tie), is all" in err, err
     code, _, err = run(capsys, command, mixed_layout_dump(tmp_path / "same", cut=()), "--no-progress")
     assert code == 0 and "layout" not in err, err  # one layout throughout: nothing to say
 

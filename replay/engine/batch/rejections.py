@@ -151,8 +151,8 @@ def other_layout_words(rows: int, n_parents: int, n_all: int) -> str:
     )
     why = "a cut-off file?" if own == LAYOUT_PARENTS else "a file from another recording?"
     return (
-        f"validate has {rows} row(s), as the {own} layout has, but the run's other rounds have the {run} "
-        f"layout, which needs {need} here: {why} (--layout states the run's layout)"
+        f"validate has {rows} row(s), as the {own} layout has, but the run's layout, that of most of its rounds "
+        f"(all on a tie), is {run}, which needs {need} here: {why} (--layout states the run's layout)"
     )
 
 
