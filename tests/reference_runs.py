@@ -16,7 +16,7 @@ import numpy as np
 
 from analysis.compare.subtree import is_contained
 from analysis.cost.model import CostModel
-from analysis.shapes.dumps import DumpInput, Measured, _Totals
+from analysis.shapes.dumps import DumpInput, Measured, Totals
 from analysis.shapes.recommend import Recommendation, recommend_dumps
 from analysis.tables.definitions import ROUND_COLUMNS_READ
 from analysis.tables.sampling import RunSampling
@@ -119,7 +119,7 @@ def subtree_measure(results: Sequence[RoundResult], recorded: TreeConfig) -> Cal
         if not results or not is_contained(cfg, recorded):
             return None
         outs = replay_subconfig_all(results, cfg, 0.0, None, recorded.gamma)
-        totals = _Totals()
+        totals = Totals()
         totals.add(
             np.array([o.decided for o in outs]), np.array([o.lower for o in outs]), np.array([o.upper for o in outs])
         )

@@ -27,6 +27,7 @@ from analysis.compare.batch import (
 from analysis.compare.configs import (
     beyond_recorded_notes,
     compare_display,
+    is_own_tree,
     runs_side_by_side,
     simulated_threshold_note,
     speed_row,
@@ -35,6 +36,7 @@ from analysis.compare.configs import (
 )
 from analysis.compare.subtree import truncated
 from analysis.cost.source import RunPricing, cost_warning, run_pricing
+from analysis.shapes.dumps import Totals, outcome_totals
 from analysis.shapes.recommend import recommend_runs
 from analysis.shapes.recommend_render import recommend_section
 from analysis.tables.build import Tables, build_tables
@@ -94,7 +96,7 @@ def report_page(
     out_tables["speedup"] = speed = pd.DataFrame(
         [speed_row(r.label, r.sizes, pricing[r.label].cost, pricing[r.label].measured) for r in runs if r.rounds]
     )
-    comparisons, compare_tables, strategy_tables = _comparisons(runs, opts, pricing)
+    comparisons, compare_tables, strategy_tables, walked = _comparisons(runs, opts, pricing)
     if comparisons:
         out_tables["compare"] = pd.concat(compare_tables, ignore_index=True)
         out_tables["gamma_strategies"] = pd.concat(strategy_tables, ignore_index=True)
@@ -154,7 +156,7 @@ def report_page(
         node_hits=table_html(metrics["node_hits"]),
         comparisons=comparisons,
         recommend=opts.recommend,
-        recommendations=_recommendations(with_results, opts, pricing) if opts.recommend else [],
+        recommendations=_recommendations(with_results, opts, pricing, walked) if opts.recommend else [],
         sampling=sampling_curves(runs, opts, out_tables) if opts.sampling else [],
     )
     return page, out_tables
@@ -172,10 +174,17 @@ def _run_header(run: LabelledRun, rounds: pd.DataFrame) -> RunHeader:
         unknown=dict(rep.config.unknown) if rep.config.unknown else None,
         manifest_source=(rep.manifest.body.get("source") if rep.manifest.body else None) or None,
         notes=list(rep.notes),
-        fallback_rounds=int((rounds[rounds["run"] == run.label]["selection"].map(uses_fallback)).sum()),
+        fallback_rounds=_fallback_rounds(rounds, run.label),
         skipped=[(s.what, s.reason) for s in rep.skipped[:50]],
         more_skipped=max(0, len(rep.skipped) - 50),
     )
+
+
+def _fallback_rounds(rounds: pd.DataFrame, label: str) -> int:
+    """How many of the run's rounds selected with the rank-major fallback: uses_fallback asked once per
+    distinct selection (a run has a few), not once per round."""
+    counts = rounds.loc[rounds["run"] == label, "selection"].value_counts()
+    return int(sum(n for selection, n in counts.items() if uses_fallback(selection)))
 
 
 def _speed_notes(label: str, pricing: RunPricing) -> list[Note]:
@@ -218,17 +227,19 @@ def _shape_figures(run: LabelledRun, slot_hits: pd.DataFrame, opts: ReportOption
 
 def _comparisons(
     runs: Sequence[LabelledRun], opts: ReportOptions, pricing: dict[str, RunPricing]
-) -> tuple[list[Comparison], list[pd.DataFrame], list[pd.DataFrame]]:
+) -> tuple[list[Comparison], list[pd.DataFrame], list[pd.DataFrame], dict[str, dict[TreeConfig, Totals]]]:
     """Per run with rounds: the offline comparison of configs and the dynamic-gamma strategies, and
-    their tables (a "run" column first) for tables/."""
+    their tables (a "run" column first) for tables/; by run label, the sums of the configs walked
+    (_walked_totals: the recommendation measures those again only where they differ)."""
     comparisons, tables, strategies = [], [], []
+    walked: dict[str, dict[TreeConfig, Totals]] = {}
     for run in runs:
         if not run.rounds:
             continue
         cost = pricing[run.label].cost
         configs = run_configs(run, opts)
         tick = opts.progress(f"compare {run.label}") if opts.progress else None
-        compared, by_gamma = _replayed_once(run, configs, opts.gamma_threshold, tick)
+        compared, by_gamma, walked[run.label] = _replayed_once(run, configs, opts.gamma_threshold, tick)
         table, _ = priced_comparison(compared, configs, pricing[run.label], opts.gamma_threshold, per_round=False)
         table.insert(0, "run", run.label)
         tables.append(table)
@@ -256,15 +267,16 @@ def _comparisons(
                 strategies=table_html(strategies_display(st).drop(columns=["run", "config"])),
             )
         )
-    return comparisons, tables, strategies
+    return comparisons, tables, strategies, walked
 
 
 def _replayed_once(
     run: LabelledRun, configs: list[TreeConfig], gamma_threshold: float | None, tick
-) -> tuple[LabelledRun, LabelledRun]:
+) -> tuple[LabelledRun, LabelledRun, dict[TreeConfig, Totals]]:
     """``run`` with the compared configs' outcomes, and with those of the recorded config's truncations
     (the gamma strategies'), as read along (analysis.compare.batch.ReadAlong): both from one reading
-    and replay of the run, a config among both (the default set holds every truncation) walked once.
+    and replay of the run, a config among both (the default set holds every truncation) walked once;
+    and the sums of those walks that the recommendation's exact measurement takes (_walked_totals).
     Each config's outcomes are its own whatever the others replayed with it."""
     subs = [truncated(run.config, g) for g in range(1, run.config.gamma + 1)]
     union = list(configs) + [s for s in subs if s not in configs]
@@ -276,7 +288,23 @@ def _replayed_once(
         kept = [replace(p, outcomes=[p.outcomes[i] for i in at]) for p in parts]
         return replace(run, read_along=(ReadAlong(tuple(wanted), threshold, kept),))
 
-    return along(configs), along(subs)
+    return along(configs), along(subs), _walked_totals(run, union, parts, gamma_threshold)
+
+
+def _walked_totals(
+    run: LabelledRun, union: list[TreeConfig], parts: list, gamma_threshold: float | None
+) -> dict[TreeConfig, Totals]:
+    """Per config of ``union`` (``parts``' outcomes, analysis.compare.batch.ComparePart), the sums that
+    recommend's exact measurement (analysis.shapes.dumps) adds of its greedy walk without the early
+    stop: none under a simulated gammaThreshold, and not a dynamic recording's own config (its
+    outcome here is the replay's, is_own_tree), which recommend walks."""
+    if gamma_threshold:
+        return {}
+    return {
+        c: outcome_totals(p.outcomes[i] for p in parts)
+        for i, c in enumerate(union)
+        if not is_own_tree(c, run.config, gamma_threshold)
+    }
 
 
 def _comparison_notes(
@@ -292,7 +320,10 @@ def _comparison_notes(
 
 
 def _recommendations(
-    runs: Sequence[LabelledRun], opts: ReportOptions, pricing: dict[str, RunPricing]
+    runs: Sequence[LabelledRun],
+    opts: ReportOptions,
+    pricing: dict[str, RunPricing],
+    walked: dict[str, dict[TreeConfig, Totals]],
 ) -> list[tuple[str, Markup | None, str | None]]:
     out: list[tuple[str, Markup | None, str | None]] = []
     for run in runs:
@@ -302,7 +333,7 @@ def _recommendations(
         if tick:
             tick(0, 1)  # the search reports no steps: the bar names the phase while it runs
         try:
-            rec = _recommend(run, budget, depth, pricing[run.label].cost)
+            rec = _recommend(run, budget, depth, pricing[run.label].cost, walked.get(run.label, {}))
         except SpecReplayError as exc:
             out.append((run.label, None, str(exc)))
             continue
@@ -310,6 +341,7 @@ def _recommendations(
     return out
 
 
-def _recommend(run: LabelledRun, budget: int, depth: int, cost):
-    """recommend_runs on the batches the report's loading kept, where it kept them."""
-    return recommend_runs([run.replay.directory], run.options, budget, depth, cost, loaded=[run])
+def _recommend(run: LabelledRun, budget: int, depth: int, cost, walked: dict[TreeConfig, Totals]):
+    """recommend_runs on the batches the report's loading kept, where it kept them, with the sums of
+    the configs the comparison walked."""
+    return recommend_runs([run.replay.directory], run.options, budget, depth, cost, loaded=[run], known=[walked])

@@ -9,13 +9,13 @@ or memory-mapped (packed runs), read again otherwise.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from analysis.compare.subtree import is_contained
-from analysis.compare.subtree_batch import STOP_CODE_LEAF, replay_contained_many
+from analysis.compare.subtree_batch import STOP_CODE_LEAF, SubOutcomes, replay_contained_many
 from analysis.tables.runs import LabelledRun, ram_bytes
 from replay.core.config import TreeConfig
 from replay.engine.batch import BatchResult, RoundBatch, TreeShape, expanded_nodes
@@ -65,8 +65,8 @@ class Measured:
 
 
 @dataclass
-class _Totals:
-    """Running sums of one config's per-round outcomes."""
+class Totals:
+    """Running sums of one config's per-round outcomes (sums of whole numbers: the same in any order)."""
 
     decided: int = 0
     total: int = 0
@@ -97,6 +97,15 @@ class _Totals:
         lo = self.sum_lo / self.total if self.total else float("nan")
         hi = self.sum_hi / self.total if self.total else float("nan")
         return Measured(mean, se, n, HOW_EXACT, self.total - n, lo, hi)
+
+
+def outcome_totals(outcomes: Iterable[SubOutcomes]) -> Totals:
+    """The sums of one config's walks on replayed rounds, some rounds each (compare's parts), as the
+    second pass adds them: what measure_many gives for a config walked already."""
+    totals = Totals()
+    for o in outcomes:
+        totals.add(o.decided, o.lower, o.upper, o.stop)
+    return totals
 
 
 @dataclass(frozen=True, eq=False)
@@ -160,20 +169,25 @@ def _pieces_again(
 
 
 def _totals_of(
-    run: Run, pieces: Callable[[], Iterator[_Piece]] | None, configs: Sequence[TreeConfig], progress: Progress | None
-) -> dict[int, _Totals]:
+    run: Run,
+    pieces: Callable[[], Iterator[_Piece]] | None,
+    configs: Sequence[TreeConfig],
+    progress: Progress | None,
+    known: Mapping[TreeConfig, Totals],
+) -> dict[int, Totals]:
     """The running sums of each config contained in the recorded one, by its index in ``configs``
-    (none measured without ``pieces``: the dump replayed no round)."""
+    (none measured without ``pieces``: the dump replayed no round); those of ``known`` as given, not walked again."""
     todo = [k for k, c in enumerate(configs) if is_contained(c, run.tree)]
-    totals = {k: _Totals() for k in todo}
+    totals = {k: known[configs[k]] if pieces is not None and configs[k] in known else Totals() for k in todo}
+    walk = [k for k in todo if pieces is not None and configs[k] not in known]
     done = 0
-    if todo and pieces is not None:
+    if walk and pieces is not None:
         for piece in pieces():
             ok = piece.result.error == 0
             outs = replay_contained_many(
-                piece.batch, piece.result, piece.expanded, piece.shape, [configs[k] for k in todo], run.tree.gamma
+                piece.batch, piece.result, piece.expanded, piece.shape, [configs[k] for k in walk], run.tree.gamma
             )
-            for k, out in zip(todo, outs):
+            for k, out in zip(walk, outs):
                 totals[k].add(out.decided[ok], out.lower[ok], out.upper[ok], out.stop[ok])
             done += len(piece.batch)
             if progress:
@@ -194,21 +208,32 @@ def scan_run(
     progress: Progress | None = None,
     keep_bytes: int = KEEP_BYTES,
     loaded: LabelledRun | None = None,
+    known: Mapping[TreeConfig, Totals] | None = None,
 ) -> DumpInput:
     """The statistics pass over a dump directory or packed run, batch by batch: the batches and
     outcomes ``loaded`` kept when it is the run at ``path`` loaded with them (analysis.tables.runs:
     nothing read again), else the run read and replayed; a run whose rounds give both validate
-    layouts is read again under the one decided for it (replay.engine.runs.replay_run's rule)."""
+    layouts is read again under the one decided for it (replay.engine.runs.replay_run's rule).
+    ``known``: the sums of configs walked on the loaded run already (outcome_totals of the greedy
+    walk without the early stop), which measure_many takes instead of walking them again."""
     if loaded is not None:  # its replay decided the run's layout
-        return _scan(loaded.replay.reopen(opts), path, opts, progress, keep_bytes, loaded)[0]
+        return _scan(loaded.replay.reopen(opts), path, opts, progress, keep_bytes, loaded, known or {})[0]
     run = open_run(path, opts)
-    dump, layouts = _scan(run, path, opts, progress, keep_bytes, None)
+    dump, layouts = _scan(run, path, opts, progress, keep_bytes, None, {})
     layout = run_layout(*layouts)
-    return dump if layout is None else _scan(replace(run, run_layout=layout), path, opts, progress, keep_bytes, None)[0]
+    if layout is None:
+        return dump
+    return _scan(replace(run, run_layout=layout), path, opts, progress, keep_bytes, None, {})[0]
 
 
 def _scan(
-    run: Run, path: str, opts: ReplayOptions, progress: Progress | None, keep_bytes: int, loaded: LabelledRun | None
+    run: Run,
+    path: str,
+    opts: ReplayOptions,
+    progress: Progress | None,
+    keep_bytes: int,
+    loaded: LabelledRun | None,
+    known: Mapping[TreeConfig, Totals],
 ) -> tuple[DumpInput, tuple[int, int]]:
     """scan_run of an opened run, and its replayed rounds' detected layouts (runs.detected_layouts)."""
     builder = StatsBuilder(run.num_rounds, run.tree.gamma)
@@ -248,8 +273,8 @@ def _scan(
 
     again = _pieces_again(run, path, opts, kept, given)
 
-    def totals_of(configs: Sequence[TreeConfig], progress: Progress | None = None) -> dict[int, _Totals]:
-        return _totals_of(run, again if builder.rounds else None, configs, progress)
+    def totals_of(configs: Sequence[TreeConfig], progress: Progress | None = None) -> dict[int, Totals]:
+        return _totals_of(run, again if builder.rounds else None, configs, progress, known)
 
     def measure_many(configs: Sequence[TreeConfig], progress: Progress | None = None) -> list[Measured | None]:
         totals = totals_of(configs, progress)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -27,7 +27,7 @@ from replay.io.skipped import why_no_rounds
 from replay.util.errors import NoRoundsError, SpecReplayError
 
 from .counts import merge_stats
-from .dumps import DumpInput, Measured, Progress, scan_run  # noqa: F401  (re-exported)
+from .dumps import DumpInput, Measured, Progress, Totals, scan_run  # noqa: F401  (re-exported)
 from .model import DEFAULT_MIN_COUNT, Bootstrap, ShapeModel, bootstrap as bootstrap_model, model_from_stats
 from .paths import Shape, engine_paths, expected_accepted
 from .search import DEFAULT_STATE_LIMIT, SearchResult, best_configs, search_shapes
@@ -263,19 +263,23 @@ def recommend_runs(
     cost: CostModel | None = None,
     progress: Callable[[str], Progress | None] = lambda stage: None,
     loaded: Sequence[LabelledRun] = (),
+    known: Sequence[Mapping[TreeConfig, Totals]] = (),
     **options,
 ) -> Recommendation:
     """recommend on dump directories or packed runs, read and replayed in batches (the CLI's path).
 
     progress(stage) → a ``progress(done, total)`` callback for that stage, or None; ``loaded``: per
     path, the run already loaded, whose kept batches are scanned instead of reading it again
-    (dumps.scan_run); ``options``: recommend_dumps' (top, min_count, bootstrap, seed, extrapolate, ...).
+    (dumps.scan_run); ``known``: per path, the sums of configs walked on that loaded run already
+    (scan_run's); ``options``: recommend_dumps' (top, min_count, bootstrap, seed, extrapolate, ...).
     """
     check_budget(budget)  # before the statistics pass, which may take long
     start = time.perf_counter()
     given = list(loaded) or [None] * len(paths)
+    walked = list(known) or [None] * len(paths)
     dumps = [
-        scan_run(p, opts, progress(f"statistics {k + 1}/{len(paths)}"), loaded=given[k]) for k, p in enumerate(paths)
+        scan_run(p, opts, progress(f"statistics {k + 1}/{len(paths)}"), loaded=given[k], known=walked[k])
+        for k, p in enumerate(paths)
     ]
     rec = recommend_dumps(dumps, budget, max_depth, cost, progress=progress, **options)
     return replace(rec, seconds={"statistics": time.perf_counter() - start - sum(rec.seconds.values()), **rec.seconds})
