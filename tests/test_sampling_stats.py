@@ -152,7 +152,7 @@ def test_every_summary_metric_says_what_it_is_at_t(capsys):
     """Each metric of the greedy summary (SUMMARY_METRICS) says what it is at T: bounded (EXPECTED),
     the same at any T (SAME_AT_ANY_T) or greedy only (GREEDY_ONLY); `stats --temperature --json` prints
     exactly that placement, each by the greedy metric's own formula."""
-    from analysis.tables.definitions import EXPECTED, GREEDY_ONLY, SAME_AT_ANY_T, SUMMARY_METRICS
+    from replay.core.headline import EXPECTED, GREEDY_ONLY, SAME_AT_ANY_T, SUMMARY_METRICS
 
     kinds = {m.name: m.at_t for m in SUMMARY_METRICS}
     assert set(kinds.values()) <= {EXPECTED, SAME_AT_ANY_T, GREEDY_ONLY}, kinds

@@ -22,7 +22,7 @@ from analysis.tables.metrics import depth_acceptance, summary
 from analysis.tables.runs import RoundSizes
 from replay.core.config import TREE_DYNAMIC, TreeConfig, distinct_configs
 from replay.core.config_grammar import parse_config_list, parse_configs
-from replay.core.headline import METRIC_DIGITS, per_position_rates
+from replay.core.headline import ACCEPTANCE_FIGURES, METRIC_DIGITS, greedy_rounds, per_position_rates, summary_row
 from replay.util.errors import SpecReplayError
 
 from .subtree import beyond_recorded, is_contained
@@ -83,7 +83,9 @@ def summarize_arrays(
     nan = float("nan")
     lo_rates = per_position_rates(lower, cfg.gamma).tolist() if R else []
     hi_rates = per_position_rates(upper, cfg.gamma).tolist() if R else []
-    drafted_lo, drafted_hi = float(np.sum(nodes_lo)), float(np.sum(nodes_hi))
+    # the fewest accepted with the most drafted tokens, and the reverse (SUMMARY_METRICS' formulas)
+    least = summary_row(greedy_rounds(lower, {"num_nodes": nodes_hi}), names=ACCEPTANCE_FIGURES)
+    most = summary_row(greedy_rounds(upper, {"num_nodes": nodes_lo}), names=ACCEPTANCE_FIGURES)
     return {
         "config": cfg.short(),
         "gamma": cfg.gamma,
@@ -93,14 +95,14 @@ def summarize_arrays(
         "rounds": R,
         "decided": n_decided,
         "undecidable": R - n_decided,
-        "mean_acceptance_length_lo": lo.mean() + 1 if R else nan,
-        "mean_acceptance_length_hi": hi.mean() + 1 if R else nan,
-        "draft_acceptance_rate_lo": lo.sum() / drafted_hi if R and drafted_hi else nan,
-        "draft_acceptance_rate_hi": hi.sum() / drafted_lo if R and drafted_lo else nan,
+        "mean_acceptance_length_lo": least["mean_acceptance_length"],
+        "mean_acceptance_length_hi": most["mean_acceptance_length"],
+        "draft_acceptance_rate_lo": least["draft_acceptance_rate"],
+        "draft_acceptance_rate_hi": most["draft_acceptance_rate"],
         "per_position_acceptance_rate_lo": lo_rates,
         "per_position_acceptance_rate_hi": hi_rates,
-        "mean_accepted_length_lo": lo.mean() if R else nan,
-        "mean_accepted_length_hi": hi.mean() if R else nan,
+        "mean_accepted_length_lo": least["mean_accepted_length"],
+        "mean_accepted_length_hi": most["mean_accepted_length"],
         "mean_round_cost_lo": c_lo.mean() if R else nan,
         "mean_round_cost_hi": c_hi.mean() if R else nan,
         "modelled_speedup_lo": cost.speedup(lo.sum() + R, c_hi.sum()) if R else nan,

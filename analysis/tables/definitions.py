@@ -1,5 +1,7 @@
-"""Every metric specreplay prints, defined once: its name (the table column or JSON key), a short
-label for plots and headers, its formula, its meaning and the engines' name for the same number.
+"""Every metric specreplay prints, defined once in words: its name (the table column or JSON key), a
+short label for plots and headers, its formula as text, its meaning and the engines' name for the same
+number. The summary metrics' formulas as code are replay.core.headline.SUMMARY_METRICS, one per
+metric (the run-time layers below analysis use them too); SUMMARY_NAMES is their order.
 
 ``stats``, ``compare``, ``report`` and the plots take their words from here; docs/vocabulary.md
 repeats the table for readers (tests/test_analysis_definitions.py keeps the two equal).
@@ -10,12 +12,10 @@ nodes (root excluded: the draft tokens the target verified) and steps_r draft st
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the formulas' argument; metrics imports this module
-    from .metrics import Rounds
+from replay.core.headline import SUMMARY_METRICS
 
 
 @dataclass(frozen=True)
@@ -148,36 +148,7 @@ ROUND_COLUMNS_READ = {
     "depth_acceptance": ("run", "accepted_length", "stop", "num_steps"),
 }
 
-# What a summary metric is at temperature T (stats --temperature): EXPECTED, its formula read on each
-# side of the bounds on the rounds' accepted lengths (NAME_lo, NAME_hi); SAME_AT_ANY_T, a formula that
-# reads no accepted length (the tree's size does not depend on T); GREEDY_ONLY, none (at T the bonus
-# token is the target's draw, which a dump cannot hold).
-EXPECTED, SAME_AT_ANY_T, GREEDY_ONLY = "expected", "same at any T", "greedy only"
-
-
-@dataclass(frozen=True)
-class SummaryMetric:
-    """A summary metric's value from a run's rounds, greedy and at T alike: ``value(rounds)`` reads an
-    analysis.tables.metrics.Rounds (``accepted``: L_r, at T one side of the bounds on E[L_r];
-    ``at_least(depths)``: P(L_r >= depth_r); ``rounds[column]``: a round column that
-    ROUND_COLUMNS_READ["summary"] names)."""
-
-    name: str  # a Definition's name
-    at_t: str  # EXPECTED, SAME_AT_ANY_T or GREEDY_ONLY
-    value: Callable[[Rounds], float]
-
-
-# The summary metrics in the order stats prints them, each as its formula (the Definition above in
-# words): stats, report, -o, --csv, the API and stats --temperature take a new one from here.
-SUMMARY_METRICS = (
-    SummaryMetric("mean_acceptance_length", EXPECTED, lambda r: r.mean(r.accepted) + 1.0),
-    SummaryMetric("draft_acceptance_rate", EXPECTED, lambda r: r.ratio(r.accepted, r["num_nodes"])),
-    SummaryMetric("mean_accepted_length", EXPECTED, lambda r: r.mean(r.accepted)),
-    SummaryMetric("bonus_known_fraction", GREEDY_ONLY, lambda r: r.mean(r["bonus_known"])),
-    SummaryMetric("full_depth_fraction", EXPECTED, lambda r: r.mean(r.at_least(r["num_steps"]))),
-    SummaryMetric("mean_num_nodes", SAME_AT_ANY_T, lambda r: r.mean(r["num_nodes"])),
-    SummaryMetric("mean_num_steps", SAME_AT_ANY_T, lambda r: r.mean(r["num_steps"])),
-)
+# The summary metrics in the order stats prints them (their formulas: SUMMARY_METRICS).
 SUMMARY_NAMES = tuple(m.name for m in SUMMARY_METRICS)
 DEPTH_NAMES = ("per_position_acceptance_rate", "conditional", "conditional_when_expanded")
 HEADLINE_NAMES = (

@@ -1,7 +1,9 @@
 """Acceptance metrics, each computed from the round/node tables (analysis.tables.build), per run.
 
 Every metric's name, formula and engine name live in analysis.tables.definitions (docs/vocabulary.md
-and docs/analysis.md repeat them); the docstrings repeat the formula in short. Notation: R rounds,
+and docs/analysis.md repeat them); the summary formulas and the per-position rate are computed by
+replay.core.headline (SUMMARY_METRICS, per_position_rates), as every command's headline; the
+docstrings repeat the formula in short. Notation: R rounds,
 L_r the accepted length of round r (bonus excluded), b_r = 1 when the dump holds round r's bonus
 token, else 0, nodes_r its draft nodes (root excluded).
 
@@ -14,50 +16,26 @@ one run-time count; replay.testing.frame_counts counts a node table as the refer
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
-from replay.core.headline import metric_text
+from replay.core.headline import (
+    EXPECTED,
+    GREEDY_ONLY,
+    SAME_AT_ANY_T,
+    greedy_rounds,
+    metric_text,
+    per_position_rates,
+    summary_row,
+)
 from replay.core.vocab import DEPTH_RULE, STOP_MISMATCH, STOP_NO_ROW
 
 from .build import IN_UNEXPANDED, require_columns
-from .definitions import EXPECTED, GREEDY_ONLY, ROUND_COLUMNS_READ, SAME_AT_ANY_T, SUMMARY_METRICS, SUMMARY_NAMES
+from .definitions import ROUND_COLUMNS_READ, SUMMARY_NAMES
 from .intervals import wilson
 from .node_counts import no_named_counts
 from .path_metrics import RANK_KEYS, SLOT_KEYS, hit_outcome_finish, parent_slot_finish, rank_of_hit_finish
 from .slot_hits import node_hits_finish, slot_hits_finish
-
-
-@dataclass(frozen=True, eq=False)
-class Rounds:
-    """A run's R rounds as a summary formula (analysis.tables.definitions.SUMMARY_METRICS) reads them:
-    the greedy replay's, or one side of the bounds at temperature T (analysis.tables.sampling)."""
-
-    accepted: np.ndarray  # [R] L_r (int64), at T a bound on E[L_r] (float64)
-    at_least: Callable[[np.ndarray], np.ndarray]  # [R] int64 depths -> [R] P(L_r >= depth_r)
-    columns: Mapping[str, np.ndarray]  # [R] each: the round columns ROUND_COLUMNS_READ["summary"] names
-
-    def __getitem__(self, column: str) -> np.ndarray:
-        return self.columns[column]
-
-    @staticmethod
-    def mean(values: np.ndarray) -> float:
-        """(1/R) Σ_r values_r; values: [R] numbers or bools (integers are summed exactly)."""
-        return float(values.sum()) / values.shape[0]
-
-    @staticmethod
-    def ratio(num: np.ndarray, den: np.ndarray) -> float:
-        """Σ_r num_r / Σ_r den_r, NaN when the denominator's sum is not positive; [R] each."""
-        bottom = float(den.sum())
-        return float(num.sum()) / bottom if bottom > 0 else np.nan
-
-
-def summary_row(rounds: Rounds, at_t: Collection[str]) -> dict[str, float]:
-    """Each SUMMARY_METRICS metric of the kinds ``at_t`` (definitions.EXPECTED, ...) by its formula."""
-    return {m.name: m.value(rounds) for m in SUMMARY_METRICS if m.at_t in at_t}
 
 
 def summary(rounds: pd.DataFrame) -> pd.DataFrame:
@@ -76,8 +54,8 @@ def summary(rounds: pd.DataFrame) -> pd.DataFrame:
     for run, g in rounds.groupby("run", sort=False):
         lengths = g["accepted_length"].to_numpy(dtype=np.int64)
         columns = {c: g[c].to_numpy() for c in names if c != "run"}
-        each = Rounds(lengths, lambda depths, lengths=lengths: lengths >= depths, columns)
-        rows.append({"run": run, "rounds": len(g), **summary_row(each, (EXPECTED, SAME_AT_ANY_T, GREEDY_ONLY))})
+        figures = summary_row(greedy_rounds(lengths, columns), (EXPECTED, SAME_AT_ANY_T, GREEDY_ONLY))
+        rows.append({"run": run, "rounds": len(g), **figures})
     return pd.DataFrame(rows, columns=["run", "rounds", *SUMMARY_NAMES])
 
 
@@ -127,6 +105,7 @@ def depth_acceptance(rounds: pd.DataFrame) -> pd.DataFrame:
         L = grp["accepted_length"].to_numpy(dtype=np.int64)
         had_children = grp["stop"].isin([STOP_MISMATCH, STOP_NO_ROW]).to_numpy()
         total = L.shape[0]
+        per_position = per_position_rates(L, max_depth)  # [max_depth] P(L >= d), d = 1..max_depth
         for d in range(1, max_depth + 1):
             reached = int(np.count_nonzero(L >= d))
             prev = int(np.count_nonzero(L >= d - 1))
@@ -140,7 +119,7 @@ def depth_acceptance(rounds: pd.DataFrame) -> pd.DataFrame:
                     "attempts": attempts,
                     "reached": reached,
                     "conditional": reached / prev if prev else np.nan,
-                    "per_position_acceptance_rate": reached / total if total else np.nan,
+                    "per_position_acceptance_rate": float(per_position[d - 1]),
                     "conditional_when_expanded": reached / attempts if attempts else np.nan,
                 }
             )

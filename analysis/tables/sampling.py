@@ -27,16 +27,22 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from replay.core.headline import metric_text
+from replay.core.headline import (
+    EXPECTED,
+    GREEDY_ONLY,
+    SAME_AT_ANY_T,
+    SUMMARY_METRICS,
+    Rounds,
+    metric_text,
+    summary_row,
+)
 from replay.engine.sampling import length_at_bounds
 from replay.engine.sampling_runs import sampling_means
 from replay.io.skipped import Skipped
 
-from .definitions import EXPECTED, GREEDY_ONLY, SAME_AT_ANY_T, SUMMARY_METRICS
-from .metrics import Rounds, summary_row
 from .runs import LabelledRun
 
-# The summary metrics (analysis.tables.definitions.SUMMARY_METRICS) by what each is at T: bounds
+# The summary metrics (replay.core.headline.SUMMARY_METRICS) by what each is at T: bounds
 # (NAME_lo, NAME_hi), one value, or absent.
 EXPECTED_SUMMARY = tuple(m.name for m in SUMMARY_METRICS if m.at_t == EXPECTED)
 SAME_AT_ANY_T_SUMMARY = tuple(m.name for m in SUMMARY_METRICS if m.at_t == SAME_AT_ANY_T)

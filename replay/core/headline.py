@@ -1,7 +1,11 @@
-"""A run's headline figures in the engines' words (vLLM's speculative-decoding metrics), from
-per-round accepted lengths and drafted tokens: the one place they are computed. ``replay
---summary``, ``batch``, ``stats``, ``generate`` and ``sweep`` lead with them; their names,
-formulas and the engines' names are in analysis/tables/definitions.py (docs/vocabulary.md).
+"""A run's acceptance figures, each computed by one formula here, and its headline in the engines'
+words (vLLM's speculative-decoding metrics). ``SUMMARY_METRICS`` holds the formula of every summary
+metric over ``Rounds`` (per-round accepted lengths and columns: the greedy replay's, or one side of
+the bounds at a temperature); ``per_position_rates`` the per-position acceptance rate. ``stats``,
+``report`` and ``stats --temperature`` apply them per run (analysis.tables.metrics, .sampling),
+``compare`` per config (analysis.compare.configs), and ``headline`` for ``replay --summary``,
+``batch``, ``generate`` and ``sweep``. The words for each (name, formula, meaning, the engines'
+names) are in analysis.tables.definitions (docs/vocabulary.md).
 
     mean acceptance length          = 1 + Σ_r L_r / R     bonus included (vLLM, SGLang's accept
                                                           length, the engine's block_efficiency)
@@ -17,7 +21,7 @@ in the dump: the figure is then *derived* (accepted + 1), and every output says 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,30 +41,73 @@ def metric_text(value: float) -> str:
 ENGINE_NAMES = "vLLM's names; SGLang's accept length and the engine's block_efficiency are the mean acceptance length"
 
 
+# What a summary metric is at temperature T (stats --temperature): EXPECTED, its formula read on each
+# side of the bounds on the rounds' accepted lengths (NAME_lo, NAME_hi); SAME_AT_ANY_T, a formula that
+# reads no accepted length (the tree's size does not depend on T); GREEDY_ONLY, none (at T the bonus
+# token is the target's draw, which a dump cannot hold).
+EXPECTED, SAME_AT_ANY_T, GREEDY_ONLY = "expected", "same at any T", "greedy only"
+
+
+@dataclass(frozen=True, eq=False)
+class Rounds:
+    """R rounds as a summary formula reads them: the greedy replay's (greedy_rounds), or one side of
+    the bounds at temperature T (analysis.tables.sampling)."""
+
+    accepted: np.ndarray  # [R] L_r (int64), at T a bound on E[L_r] (float64)
+    at_least: Callable[[np.ndarray], np.ndarray]  # [R] int64 depths -> [R] P(L_r >= depth_r)
+    # [R] each: the round columns the formulas read (analysis.tables.definitions.ROUND_COLUMNS_READ)
+    columns: Mapping[str, np.ndarray]
+
+    def __getitem__(self, column: str) -> np.ndarray:
+        return self.columns[column]
+
+    @staticmethod
+    def mean(values: np.ndarray) -> float:
+        """(1/R) Σ_r values_r, NaN without rounds; values: [R] numbers or bools (integers are summed exactly)."""
+        return float(values.sum()) / values.shape[0] if values.shape[0] else float("nan")
+
+    @staticmethod
+    def ratio(num: np.ndarray, den: np.ndarray) -> float:
+        """Σ_r num_r / Σ_r den_r, NaN when the denominator's sum is not positive; [R] each."""
+        bottom = float(den.sum())
+        return float(num.sum()) / bottom if bottom > 0 else float("nan")
+
+
+def greedy_rounds(accepted: np.ndarray, columns: Mapping[str, np.ndarray]) -> Rounds:
+    """Rounds replayed greedily: accepted [R] int64 accepted lengths; columns [R] each."""
+    return Rounds(accepted, lambda depths: accepted >= depths, columns)
+
+
 @dataclass(frozen=True)
-class Headline:
-    rounds: int
-    accepted: int  # Σ L_r, draft tokens accepted
-    drafted: int  # Σ nodes_r, draft tokens the target verified
-    per_position: tuple[float, ...]  # P(L >= d), d = 1 .. max steps
-    bonus_known: int | None = None  # rounds whose bonus token the dump holds; None: all (a live run)
+class SummaryMetric:
+    """A summary metric's value from a run's rounds, greedy and at T alike: ``value(rounds)`` reads a
+    Rounds (``accepted``: L_r, at T one side of the bounds on E[L_r]; ``at_least(depths)``:
+    P(L_r >= depth_r); ``rounds[column]``: a round column, num_nodes, num_steps or bonus_known)."""
 
-    @property
-    def mean_accepted_length(self) -> float:
-        return self.accepted / self.rounds if self.rounds else float("nan")
+    name: str  # a Definition's name (analysis.tables.definitions)
+    at_t: str  # EXPECTED, SAME_AT_ANY_T or GREEDY_ONLY
+    value: Callable[[Rounds], float]
 
-    @property
-    def mean_acceptance_length(self) -> float:
-        return self.mean_accepted_length + 1.0
 
-    @property
-    def draft_acceptance_rate(self) -> float:
-        return self.accepted / self.drafted if self.drafted else float("nan")
+# The summary metrics in the order stats prints them, each as its formula (its Definition in
+# analysis.tables.definitions in words): stats, report, -o, --csv, the API, stats --temperature,
+# compare and the headline take a new one or a changed one from here.
+SUMMARY_METRICS = (
+    SummaryMetric("mean_acceptance_length", EXPECTED, lambda r: r.mean(r.accepted) + 1.0),
+    SummaryMetric("draft_acceptance_rate", EXPECTED, lambda r: r.ratio(r.accepted, r["num_nodes"])),
+    SummaryMetric("mean_accepted_length", EXPECTED, lambda r: r.mean(r.accepted)),
+    SummaryMetric("bonus_known_fraction", GREEDY_ONLY, lambda r: r.mean(r["bonus_known"])),
+    SummaryMetric("full_depth_fraction", EXPECTED, lambda r: r.mean(r.at_least(r["num_steps"]))),
+    SummaryMetric("mean_num_nodes", SAME_AT_ANY_T, lambda r: r.mean(r["num_nodes"])),
+    SummaryMetric("mean_num_steps", SAME_AT_ANY_T, lambda r: r.mean(r["num_steps"])),
+)
+# The figures a headline and compare's rows show of SUMMARY_METRICS (they read num_nodes only).
+ACCEPTANCE_FIGURES = ("mean_acceptance_length", "draft_acceptance_rate", "mean_accepted_length")
 
-    @property
-    def derived(self) -> bool:
-        """Some round's + 1 (its bonus token) is not in the dump: the acceptance length is derived."""
-        return self.bonus_known is not None and self.bonus_known < self.rounds
+
+def summary_row(rounds: Rounds, at_t: Collection[str] = (), names: Collection[str] = ()) -> dict[str, float]:
+    """Each SUMMARY_METRICS metric of the kinds ``at_t`` (EXPECTED, ...) or named in ``names``, by its formula."""
+    return {m.name: m.value(rounds) for m in SUMMARY_METRICS if m.at_t in at_t or m.name in names}
 
 
 def per_position_rates(accepted: np.ndarray, depth: int) -> np.ndarray:
@@ -76,6 +123,24 @@ def per_position_rates(accepted: np.ndarray, depth: int) -> np.ndarray:
     return rates
 
 
+@dataclass(frozen=True)
+class Headline:
+    rounds: int
+    accepted: int  # Σ L_r, draft tokens accepted
+    drafted: int  # Σ nodes_r, draft tokens the target verified
+    # the ACCEPTANCE_FIGURES, each by its SUMMARY_METRICS formula
+    mean_acceptance_length: float
+    draft_acceptance_rate: float
+    mean_accepted_length: float
+    per_position: tuple[float, ...]  # P(L >= d), d = 1 .. max steps (per_position_rates)
+    bonus_known: int | None = None  # rounds whose bonus token the dump holds; None: all (a live run)
+
+    @property
+    def derived(self) -> bool:
+        """Some round's + 1 (its bonus token) is not in the dump: the acceptance length is derived."""
+        return self.bonus_known is not None and self.bonus_known < self.rounds
+
+
 def headline(
     accepted: Sequence[int] | np.ndarray,
     drafted: Sequence[int] | np.ndarray,
@@ -89,9 +154,19 @@ def headline(
     st = np.asarray(steps, dtype=np.int64)
     if not (acc.ndim == 1 and acc.shape == nodes.shape == st.shape):
         raise ValueError(f"accepted {acc.shape}, drafted {nodes.shape}, steps {st.shape}: expected equal [R] shapes")
+    figures = summary_row(greedy_rounds(acc, {"num_nodes": nodes}), names=ACCEPTANCE_FIGURES)
     depth = int(st.max()) if st.shape[0] else 0
-    rates = per_position_rates(acc, depth)
-    return Headline(int(acc.shape[0]), int(acc.sum()), int(nodes.sum()), tuple(float(v) for v in rates), bonus_known)
+    rates = tuple(float(v) for v in per_position_rates(acc, depth))
+    return Headline(
+        int(acc.shape[0]),
+        int(acc.sum()),
+        int(nodes.sum()),
+        figures["mean_acceptance_length"],
+        figures["draft_acceptance_rate"],
+        figures["mean_accepted_length"],
+        rates,
+        bonus_known,
+    )
 
 
 def acceptance_length_basis(h: Headline) -> str:

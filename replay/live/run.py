@@ -10,7 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from replay.core.config import TreeConfig
+from replay.core.headline import greedy_rounds, summary_row
 from replay.util.errors import ConfigError, SpecReplayError
 
 from .clock import device_clock
@@ -205,6 +208,9 @@ def summarize(generations: Sequence[Generation], timing: Timing | None = None, m
     total_s = sum(g.total_s for g in generations)
     n = max(len(rounds), 1)
     committed = sum(len(r.committed_tokens) for r in rounds) if rounds else new_tokens
+    accepted = np.array([r.accepted_length for r in rounds], dtype=np.int64)  # [R]
+    # by its formula as every command's; 0 for a target-only run (no round)
+    mean_accepted = summary_row(greedy_rounds(accepted, {}), names=("mean_accepted_length",))["mean_accepted_length"]
     timed = {}
     if timing is not None:
         rate = timing.method(method).rate
@@ -214,7 +220,7 @@ def summarize(generations: Sequence[Generation], timing: Timing | None = None, m
         sequences=len(generations),
         rounds=forwards,
         new_tokens=new_tokens,
-        mean_accepted_length=sum(r.accepted_length for r in rounds) / n,
+        mean_accepted_length=mean_accepted if rounds else 0.0,
         block_efficiency=committed / max(forwards, 1),
         total_s=total_s,
         tokens_per_s=(timing.method(method).rate.median if timing else new_tokens / total_s) if total_s > 0 else 0.0,
