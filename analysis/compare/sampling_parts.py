@@ -161,10 +161,10 @@ def _fold_outcomes(b, r, shape, static, ask: _Ask, refused, fold: Fold, ords: np
         rows = validate_rows(b, r, lo, hi)
         if reach:
             at_t = [(t, uses[ask.keys[t]]) for t in ask.temperatures]
-            reach_chunk(rec, rows, b.root_tokens[lo:hi], ask.configs, caps, at_t, ask.vocab_size, fold, ords[lo:hi])
+            reach_chunk(rec, rows, ask.configs, caps, at_t, ask.vocab_size, fold, ords[lo:hi])
             continue
         for c, sub in enumerate(ask.configs):
-            st = None if mine[c] else sub_trees(rec, rows, b.root_tokens[lo:hi], sub, caps[c], float(threshold))
+            st = None if mine[c] else sub_trees(rec, rows, sub, caps[c], float(threshold))
             for t in ask.temperatures:
                 use = uses[ask.keys[t]]
                 if not use.any():  # a refused round has no outcome

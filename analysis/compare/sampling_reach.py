@@ -50,7 +50,6 @@ MAX_SUMMED_DEPTHS = 7
 def reach_chunk(
     rec: RecordedChunk,
     rows,
-    roots: np.ndarray,
     configs: Sequence[TreeConfig],
     caps: Sequence[int],
     uses: Sequence[tuple[float, np.ndarray]],
@@ -70,7 +69,7 @@ def reach_chunk(
     looked_up: list[dict] = [{} for _ in uses]  # per T: what its walk gives the levels of one prefix
     for c in prefix_order(configs, caps):  # the fold of each config is its own: any order gives its sums
         sub = configs[c]
-        lv = sub_tree_levels(rec, rows, roots, sub, caps[c], 0.0, shared)
+        lv = sub_tree_levels(rec, rows, sub, caps[c], 0.0, shared)
         st: SubTrees | None = None  # the config's own sub-trees, numbered where a T needs its own walk
         for i, (t, use) in enumerate(uses):
             walk = recorded[i]

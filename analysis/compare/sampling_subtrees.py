@@ -95,11 +95,9 @@ def validate_rows(batch: RoundBatch, res: BatchResult, lo: int, hi: int):
     return ids, np.ascontiguousarray(lp), v.own_rows()[lo:hi], v.own_cols()[lo:hi], res.layout[lo:hi] == 1
 
 
-def sub_trees(
-    rec: RecordedChunk, rows, root_tokens: np.ndarray, sub: TreeConfig, cap: int, threshold: float
-) -> SubTrees:
+def sub_trees(rec: RecordedChunk, rows, sub: TreeConfig, cap: int, threshold: float) -> SubTrees:
     """``sub``'s possible sub-trees on the chunk ``rec`` (module docstring); ``rows``: validate_rows' output."""
-    return numbered(rec, sub, sub_tree_levels(rec, rows, root_tokens, sub, cap, threshold), rows)
+    return numbered(rec, sub, sub_tree_levels(rec, rows, sub, cap, threshold), rows)
 
 
 def numbered(rec: RecordedChunk, sub: TreeConfig, lv: SubTreeLevels, rows) -> SubTrees:
@@ -151,7 +149,6 @@ def prefix_order(configs: Sequence[TreeConfig], caps: Sequence[int]) -> list[int
 def sub_tree_levels(
     rec: RecordedChunk,
     rows,
-    root_tokens: np.ndarray,
     sub: TreeConfig,
     cap: int,
     threshold: float,
@@ -172,18 +169,14 @@ def sub_tree_levels(
     for d in range(len(sim.levels)):
         key = level_key(sub, d, cap) if share else None
         prev = level
-        level = last_built(
-            shared, ("sub-tree level at", d), key, lambda: _sub_tree_level(rec, rows, root_tokens, sim, d, prev)
-        )
+        level = last_built(shared, ("sub-tree level at", d), key, lambda: _sub_tree_level(rec, rows, sim, d, prev))
         done.append(level)
         keys.append(key)
     nodes = [lv.node for lv in done]
     return SubTreeLevels(sim, level.n, nodes, [nd[0] for nd in nodes], [lv.doubt for lv in done], keys)
 
 
-def _sub_tree_level(
-    rec: RecordedChunk, rows, root_tokens: np.ndarray, sim, d: int, prev: _SubTreeLevel
-) -> _SubTreeLevel:
+def _sub_tree_level(rec: RecordedChunk, rows, sim, d: int, prev: _SubTreeLevel) -> _SubTreeLevel:
     """Level ``d`` of sub_tree_levels from the previous level's numbering ``prev``."""
     from replay.core.level_loops import child_slots_loop, level_doubts_loop  # numba: imported at first use
 
@@ -197,7 +190,7 @@ def _sub_tree_level(
     first = np.array(
         [rec.shape.starts[d] if d <= rec.steps else -1, rec.shape.head_offsets[d] if d < rec.steps else -1]
     )
-    status = np.full((L, c), IN, dtype=np.int8) if d == 0 or lvl.status is None else full(lvl.status)
+    status = np.full((L, c), IN, dtype=np.int8) if lvl.status is None else full(lvl.status)  # None: not selected
     big_w = sim.widths[d] if d < len(sim.widths) else 0
     idx, n, recs = np.empty((L, c), dtype=np.int64), np.empty(c, dtype=np.int64), np.empty((L, c), dtype=np.int64)
     expands = np.empty((L, c), dtype=bool)
@@ -207,7 +200,7 @@ def _sub_tree_level(
     level_args = (indexed, prev.n, rec_node, row, status, full(lvl.sure), int(first[0]))
     level_doubts_loop(*level_args, steps, d, LEVEL_CODES, idx, n, recs, kind, why, expands)
     node_rows = _NodeRows(rec_node, row, first, own_rows, is_all)
-    token = root_tokens[None, :].astype(np.int64) if d == 0 else np.broadcast_to(lvl.token, (L, c))
+    token = np.broadcast_to(lvl.token, (L, c))  # level 0: the root's (root_level)
     nodes = (idx, token, prev.parent_idx, d, node_rows, recs)
     if not big_w:
         return _SubTreeLevel(nodes, (kind, why, node_rows), n, prev.indexed, prev.parent_idx)

@@ -51,6 +51,8 @@ class RecordedChunk:
         self._simulate(np.arange(c), rules)
         self.shape = shape
         self.steps = shape.num_steps
+        # [chunk] int64 each recorded round's root token (PAD_TOKEN: unknown), read through col
+        self.root_tokens = np.ascontiguousarray(batch.root_tokens[lo:hi], dtype=np.int64)
         self.ids = [np.ascontiguousarray(st.ids[:, :, lo:hi], dtype=np.int64) for st in batch.steps]  # [rows, cols, C]
         self.logp = [
             None if st.logp is None else np.ascontiguousarray(st.logp[:, :, lo:hi], dtype=np.float64)
@@ -113,6 +115,7 @@ def gather_columns(arr: np.ndarray, index: np.ndarray, cols: np.ndarray) -> np.n
 
 
 def root_level(rec: RecordedChunk) -> Level:
+    """Level 0 of every simulated tree: the root, its one open node (IN), with the round's root token."""
     one = lambda v, dt: np.full((1, rec.c), v, dtype=dt)  # noqa: E731
     lvl = Level(
         one(True, bool),
@@ -125,7 +128,7 @@ def root_level(rec: RecordedChunk) -> Level:
         np.zeros((1, 1), np.int64),
         one(0, np.int64),
         one(0, np.int64),
-        one(PAD_TOKEN, np.int64),
+        rec.root_tokens[None, rec.col],
     )
     lvl.status, lvl.slot_lo, lvl.slot_hi = one(IN, np.int8), one(0, np.int64), one(0, np.int64)
     return lvl
