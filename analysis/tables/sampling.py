@@ -33,6 +33,7 @@ from replay.core.headline import (
     SAME_AT_ANY_T,
     SUMMARY_METRICS,
     Rounds,
+    bound_rounds,
     metric_text,
     summary_row,
 )
@@ -83,13 +84,9 @@ class RunSampling:
 
     def side(self, side: str) -> Rounds:
         """The rounds as the summary formulas read them on one side ("lo" or "hi") of the bounds."""
-        ge = self.ge_lo if side == "lo" else self.ge_hi  # [R, D+2]
-        lanes = np.arange(ge.shape[0])
-        return Rounds(
-            self.expected_lo if side == "lo" else self.expected_hi,
-            lambda depths: ge[lanes, np.minimum(depths, ge.shape[1] - 1)],
-            self.rounds,
-        )
+        if side == "lo":
+            return bound_rounds(self.expected_lo, self.ge_lo, self.rounds)
+        return bound_rounds(self.expected_hi, self.ge_hi, self.rounds)
 
 
 def run_sampling(
@@ -112,7 +109,7 @@ def sampling_summary(runs: Sequence[RunSampling]) -> pd.DataFrame:
     for s in runs:
         if not s.expected_lo.shape[0]:
             continue
-        m = sampling_means(s.expected_lo, s.expected_hi, s.exact)
+        m = sampling_means(s.side("lo"), s.side("hi"), s.exact)
         row = {"run": s.label, "temperature": s.temperature, "rounds": m.rounds, "exact_rounds": m.exact_rounds}
         for side in ("lo", "hi"):
             row |= {f"{name}_{side}": v for name, v in summary_row(s.side(side), (EXPECTED,)).items()}

@@ -78,6 +78,13 @@ def greedy_rounds(accepted: np.ndarray, columns: Mapping[str, np.ndarray]) -> Ro
     return Rounds(accepted, lambda depths: accepted >= depths, columns)
 
 
+def bound_rounds(expected: np.ndarray, ge: np.ndarray, columns: Mapping[str, np.ndarray]) -> Rounds:
+    """Rounds at T on one side of their bounds: expected [R] float64 a bound on E[L_r]; ge [R, D+1]
+    float64 the same side's P(L_r >= d), d = 0..D (deeper reads column D); columns [R] each."""
+    lanes = np.arange(ge.shape[0])
+    return Rounds(expected, lambda depths: ge[lanes, np.minimum(depths, ge.shape[1] - 1)], columns)
+
+
 @dataclass(frozen=True)
 class SummaryMetric:
     """A summary metric's value from a run's rounds, greedy and at T alike: ``value(rounds)`` reads a

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from replay.core.config import SpecConfig, TreeConfig
-from replay.core.headline import headline, headline_lines, metric_text
+from replay.core.headline import bound_rounds, headline, headline_lines, metric_text
 from replay.core.point_value import BOUNDS_MET, met_not_exact
 from replay.core.selection import FALLBACK_WARNING
 from replay.core.temperature import format_temperature
@@ -284,7 +284,7 @@ def sampling_summary_arrays(
     no_scores: replayed rounds without scores, skipped at T only (the greedy summary above them
     counts them as replayed: its "skipped" is the reading's alone).
     """
-    m = sampling_means(exp_lo, exp_hi, exact)
+    m = sampling_means(bound_rounds(exp_lo, ge_lo, {}), bound_rounds(exp_hi, ge_hi, {}), exact)
     used = f" of the {m.rounds} used" if skipped else ""
     without = f"; {counted(no_scores, 'replayed round')} without scores skipped (listed on stderr)" if no_scores else ""
     counts = f"{rounds_with_scores(m.rounds, t, skipped)}, {m.exact_rounds} exact{used}{without}"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from replay.core.headline import Rounds, summary_row
 from replay.io.manifest import Manifest
 from replay.io.skipped import Skipped
 from replay.util.errors import SpecReplayError
@@ -77,19 +78,19 @@ class SamplingMeans:
     exact_rounds: int
     accepted_lo: float  # bounds on the mean expected accepted length per round
     accepted_hi: float
-
-    @property
-    def block_efficiency_lo(self) -> float:
-        return self.accepted_lo + 1.0  # one target-drawn token per round
-
-    @property
-    def block_efficiency_hi(self) -> float:
-        return self.accepted_hi + 1.0
+    block_efficiency_lo: float  # bounds on the mean acceptance length: one target-drawn token per round
+    block_efficiency_hi: float
 
 
-def sampling_means(exp_lo: np.ndarray, exp_hi: np.ndarray, exact: np.ndarray) -> SamplingMeans:
-    """The means of [n] (n > 0) rounds' expected accepted length bounds; ``exact``: [n] bool."""
-    return SamplingMeans(int(exp_lo.shape[0]), int(exact.sum()), float(exp_lo.mean()), float(exp_hi.mean()))
+def sampling_means(lo: Rounds, hi: Rounds, exact: np.ndarray) -> SamplingMeans:
+    """The means of n (n > 0) rounds at T, each side of their bounds (replay.core.headline.bound_rounds)
+    by the summary formulas; ``exact``: [n] bool."""
+    names = ("mean_accepted_length", "mean_acceptance_length")
+    low, high = summary_row(lo, names=names), summary_row(hi, names=names)
+    accepted, efficiency = names
+    return SamplingMeans(
+        int(exact.shape[0]), int(exact.sum()), low[accepted], high[accepted], low[efficiency], high[efficiency]
+    )
 
 
 def sampling_part(batch, res: BatchResult, cfg, t: float, vocab: int | None, nodes) -> SamplingPart:
