@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress
 from pathlib import Path
 
 import numpy as np
@@ -63,8 +62,7 @@ from .skipfold import (
     fold_duplicates,
     fold_near_misses,
     fold_own_key,
-    is_duplicate,
-    is_stray,
+    lost_last_steps,
 )
 from .skipped import Skipped, round_entry
 from .step0 import OFFSET_DEFAULT, OFFSET_DETECTED, Step0Check, offset_and_source, step0_check
@@ -240,6 +238,17 @@ def group_entries(
         simple = _group_complete(entries, step0_offset, source)
         if simple is not None:
             return simple
+    return _group_general(entries, step0_offset, source, unreadable, gamma)
+
+
+def _group_general(
+    entries: list[tuple[str, str]],
+    step0_offset: tuple[int, int],
+    source: str,
+    unreadable: Mapping[str, str],
+    gamma: int | None,
+) -> Grouping:
+    """group_entries by the general work: file by file, every mistake listed."""
     files, skipped, clashes = _logical_files(entries, unreadable)
     check = step0_check(files, step0_offset, source)
     if source == OFFSET_DEFAULT and check.other_fits and check.other is not None:
@@ -309,71 +318,13 @@ def _assemble(
             continue
         reasons = ([] if why is None else [why]) + [c.reason for c in clash]
         skipped.append(Skipped(what, "; ".join(reasons), paths + tuple(p for c in clash for p in c.paths)))
-    rounds = _lost_last_steps(rounds, skipped, gamma)
+    rounds = lost_last_steps(rounds, skipped, gamma)
     # An unreadable entry is named in its round's entry (counted once); one in no round is listed alone.
     skipped[at_unreadable:at_unreadable] = [
         Skipped(base_name(p), why, (p,)) for p, why in unreadable.items() if p not in told
     ]
     skipped = fold_near_misses(fold_duplicates(fold_own_key(skipped), step0_offset), files, step0_offset)
     return Grouping(tuple(rounds), tuple(skipped), tuple(sorted(by_round)), check)
-
-
-def _lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped], gamma: int | None) -> list[RoundFiles]:
-    """Rounds whose next draft step is named by a stray file: a near-miss name (Draft_Step_2_10_20),
-    an orphan companion (draft_step_2_10_20.scores alone) or files that hold the same matrix
-    (draft_step_2_10_20 and draft_step_2_10_20.txt). Such a round lost its last step; replayed with
-    the steps left it would pass as a round that stopped early. It is skipped instead, its entry
-    naming the missing file and the strays (which are not listed again). A round that has ``gamma``
-    draft steps lost none: a stray beyond them keeps its own entry (a companion without its data file)."""
-    evidence: dict[tuple[int, int, int], list[int]] = defaultdict(list)  # the matrix strays name → their entries
-    for i, s in enumerate(skipped):
-        duplicate = is_duplicate(s)
-        if len(s.paths) != 1 and not duplicate:
-            continue
-        name = base_name(s.paths[0])
-        if s.reason == ORPHAN_REASON or duplicate:
-            guess: str | None = name
-        elif is_stray(s):
-            guess = near_miss(name)
-        else:
-            continue
-        named = matrix_of(guess)
-        if named is None or named[0][0] == -1:  # step -1: a validate file
-            continue
-        evidence[named[0]].append(i)
-    if not evidence:
-        return rounds
-    kept, drop = [], set()
-    for r in rounds:
-        n = len(r.steps)  # the step after the last one present (n >= 1: step 0 is never the lost "last")
-        a, b = r.key
-        strays = evidence.get((n, a, b)) if gamma is None or n < gamma else None
-        if not strays:
-            kept.append(r)
-            continue
-        drop.update(strays)
-        found = ", ".join(_stray_words(skipped[i]) for i in strays)
-        head = "cannot choose" if any(is_duplicate(skipped[i]) for i in strays) else "missing"
-        skipped.append(
-            Skipped(
-                round_entry(round_name((a, b))),
-                f"{head} {matrix_name((n, a, b))}: found {found}; without its last draft step the round would "
-                "replay as one that stopped early",
-                (*(fs.data for fs in r.steps), r.validate.data, *(p for i in strays for p in skipped[i].paths)),
-            )
-        )
-    skipped[:] = [s for i, s in enumerate(skipped) if i not in drop]
-    return kept
-
-
-def _stray_words(s: Skipped) -> str:
-    """How _lost_last_steps names a stray that names a round's lost last step."""
-    if is_duplicate(s):
-        return f"{s.what} ({s.reason})"
-    name = base_name(s.paths[0])
-    if s.reason == ORPHAN_REASON:
-        return f"{printable(name)} (a companion without its data file)"
-    return f"{printable(name)} (did you mean {near_miss(name)}?)"
 
 
 def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int], source: str) -> Grouping | None:
@@ -383,44 +334,82 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
     work per file, companions paired by one sort. Anything else (duplicates, an orphan companion or
     two of one kind, long counters, an incomplete round, a name with a newline) returns None.
     """
-    text = "\n".join(name for name, _ in entries)
-    if text.count("\n") != len(entries) - 1:
+    return _group_names([name for name, _ in entries], [path for _, path in entries], step0_offset, source)
+
+
+def _group_names(
+    names: list[str], paths: list[str] | str, step0_offset: tuple[int, int], source: str
+) -> Grouping | None:
+    """_group_complete of files ``names`` in any order (the result does not depend on it); ``paths``:
+    their paths, or the prefix that makes each one's path (prefix + name), so that a listing builds
+    the paths of the files it uses only."""
+
+    def paths_at(index: np.ndarray) -> list[str]:  # [N] int64 places in names
+        at = index.tolist()
+        return [paths + names[i] for i in at] if isinstance(paths, str) else [paths[i] for i in at]
+
+    text = "\n".join(names)
+    if text.count("\n") != len(names) - 1:
         return None  # a name holds a newline: lines would not be names
     rows = DUMP_NAME_LINES.findall(text)  # one tuple of groups per name, in order
-    if len(rows) != len(entries):
+    if len(rows) != len(names):
         return None
-    step_text, _, a_text, b_text, companion, ext, other = (list(col) for col in zip(*rows))
+    step_text, _, a_text, b_text, companion, ext, other = zip(*rows)
     del rows, text  # the columns hold what is needed: the peak memory is theirs alone
-    if not all(map(takes_ext, set(ext))):
+    if not all(map(takes_ext, set(ext))) or max(map(len, (*step_text, *a_text, *b_text))) > SAFE_DIGITS:
         return None
+    count = len(names)
+    dump = np.fromiter(map(len, other), dtype=np.int64, count=count) == 0  # [N] the dump files' names
     skipped: list[Skipped] = []
-    if any(other):  # names that are no dump files (config.json, ...): listed unless side files
-        keep = [not o for o in other]
-        for i in np.flatnonzero(~np.asarray(keep, dtype=bool)).tolist():
-            skipped += _stray(*entries[i])
+    if not dump.all():  # names that are no dump files (config.json, ...): listed unless side files
+        strays = np.flatnonzero(~dump)
+        if isinstance(paths, str):  # a listing: in name order, as the paths go (given paths are in order)
+            strays = strays[np.argsort(np.asarray(names, dtype=object)[strays], kind="stable")]
+        for name_at, path in zip(strays.tolist(), paths_at(strays)):
+            skipped += _stray(names[name_at], path)
         if any(near_miss(base_name(p)) is not None for s in skipped for p in s.paths):
             return None  # a near-miss may be a round's lost step (_lost_last_steps): the general work checks
-        step_text, a_text, b_text, companion = (list(compress(c, keep)) for c in (step_text, a_text, b_text, companion))
-        entries = list(compress(entries, keep))
-    if (
-        not entries
-        or max(map(len, step_text)) > SAFE_DIGITS
-        or max(map(len, a_text)) > SAFE_DIGITS
-        or max(map(len, b_text)) > SAFE_DIGITS
-    ):
+    if not dump.any():
         return None
-    count = len(entries)
-    step = np.asarray([int(t) if t else -1 for t in step_text], dtype=np.int64)  # [F] the validate's step is -1
-    a = np.fromiter(map(int, a_text), dtype=np.int64, count=count)  # [F]
-    b = np.fromiter(map(int, b_text), dtype=np.int64, count=count)  # [F]
-    found = None
-    if any(companion):
-        paired = _companions(companion, step, a, b, entries)
-        if paired is None:
-            return None
-        data, found = paired  # every companion has its data file: some are left
-        step, a, b, entries = step[data], a[data], b[data], list(compress(entries, data))
-        count = len(entries)
+    index = np.flatnonzero(dump)  # [F] the dump files' places in names
+    step = _counters(step_text, "-1")[index]  # [F] the validate's step is -1
+    a, b = _counters(a_text, "0")[index], _counters(b_text, "0")[index]  # [F]
+    kind = np.fromiter(map(COMPANION_KIND.__getitem__, companion), dtype=np.int64, count=count)[index]  # [F]
+    scores_of = parents_of = None  # [data files] each one's companion's place in names, -1: none
+    if kind.any():
+        pairs = pair_files(step, a, b, kind)
+        if not pairs.readable():
+            return None  # an orphan companion, a duplicate or two companions of one kind
+        lead = pairs.order[np.flatnonzero(pairs.first)[np.cumsum(pairs.first) - 1]]  # [F] sorted file -> its data file
+        data = kind == 0
+        scores_of, parents_of = np.full((2, count), -1, dtype=np.int64)
+        for c, of in ((1, scores_of), (2, parents_of)):
+            of[index[lead[pairs.kind == c]]] = index[pairs.order[pairs.kind == c]]
+        index, step, a, b = index[data], step[data], a[data], b[data]
+    return _rounds_of(index, step, a, b, paths_at, scores_of, parents_of, skipped, step0_offset, source)
+
+
+def _counters(texts: Sequence[str], empty: str) -> np.ndarray:
+    """[N] int64 of decimal counters of at most SAFE_DIGITS characters, ``empty`` for ""."""
+    return np.fromstring(" ".join([t or empty for t in texts]), dtype=np.int64, sep=" ")
+
+
+def _rounds_of(
+    index: np.ndarray,
+    step: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    paths_at: Callable[[np.ndarray], list[str]],
+    scores_of: np.ndarray | None,
+    parents_of: np.ndarray | None,
+    skipped: list[Skipped],
+    step0_offset: tuple[int, int],
+    source: str,
+) -> Grouping | None:
+    """_group_names' rounds of its data files (index: [F] int64 their places in its names; step, a, b:
+    [F] int64 their names' counters; scores_of, parents_of: [names] int64 each one's companion, -1
+    none), None when some round is not complete."""
+    count = index.shape[0]
     da, db = step0_offset
     first = step == 0
     if first.any() and not (
@@ -439,12 +428,14 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
     sizes = np.diff(np.append(starts, count))  # [rounds] files per round
     if not (step == np.arange(count) - np.repeat(starts, sizes) - 1).all() or (sizes < 2).any():
         return None  # a duplicate, a missing validate or step, or a validate alone
-    paths = [entries[i][1] for i in order.tolist()]
-    if found is None:
+    at = index[order]
+    paths = paths_at(at)
+    if scores_of is None or parents_of is None:
         sets = list(map(FileSet, paths))
     else:
-        scores, parents = found
-        sets = [FileSet(p, scores[i], parents[i]) for p, i in zip(paths, order.tolist())]
+        sets = list(
+            map(FileSet, paths, _optional_paths(scores_of[at], paths_at), _optional_paths(parents_of[at], paths_at))
+        )
     rounds = []
     bounds = np.append(starts, count).tolist()
     for lo, hi, key_a, key_b in zip(bounds[:-1], bounds[1:], ka[starts].tolist(), kb[starts].tolist()):
@@ -453,25 +444,15 @@ def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int
     return Grouping(tuple(rounds), tuple(skipped), tuple(rf.key for rf in rounds), check)
 
 
-def _companions(
-    companion: list[str], step: np.ndarray, a: np.ndarray, b: np.ndarray, entries: list[tuple[str, str]]
-) -> tuple[np.ndarray, tuple[list[str | None], list[str | None]]] | None:
-    """(which entries are data files, each one's scores and parents companions' paths); None when a
-    companion has no data file of its (step, a, b) or shares its kind with another (listed by group_entries)."""
-    kind = np.asarray([COMPANION_KIND[c] for c in companion], dtype=np.int64)  # [F] 0: a data file
-    pairs = pair_files(step, a, b, kind)
-    if not pairs.readable():
-        return None  # an orphan companion, a duplicate or two companions of one kind
-    order, k, new = pairs.order, pairs.kind, pairs.first
-    data = kind == 0
-    rank = np.cumsum(data) - 1  # [F] a data file's place among the data files
-    owner = rank[order[np.flatnonzero(new)[np.cumsum(new) - 1]]]  # [F] sorted entry -> its data file's place
-    scores: list[str | None] = [None] * int(data.sum())
-    parents: list[str | None] = [None] * len(scores)
-    for i, o, c in zip(order.tolist(), owner.tolist(), k.tolist()):
-        if c:
-            (scores if c == 1 else parents)[o] = entries[i][1]
-    return data, (scores, parents)
+def _optional_paths(index: np.ndarray, paths_at: Callable[[np.ndarray], list[str]]) -> list[str | None]:
+    """The paths of files ``index`` ([N] int64 places in the names, -1: none, as None)."""
+    there = index >= 0
+    if there.all():
+        return list(paths_at(index))
+    out: list[str | None] = [None] * index.shape[0]
+    for i, path in zip(np.flatnonzero(there).tolist(), paths_at(index[there])):
+        out[i] = path
+    return out
 
 
 @collection_paused()
@@ -509,11 +490,16 @@ def group_directory(
                     )
     except OSError as exc:
         raise DumpError(directory, f"cannot list the directory: {exc.strerror or exc}") from None
+    offset, stated_by = offset_and_source(step0_offset, source)
+    if not unreadable:  # the common directory: no sort, and paths made for the files used only
+        simple = _group_names(names, prefix, offset, stated_by)
+        if simple is not None:
+            return simple
     names.sort()  # one directory: name order is the paths' order
     entries = [(name, prefix + name) for name in names]
     if unreadable:
         unreadable = {p: unreadable[p] for _, p in entries if p in unreadable}
-    return group_entries(entries, *offset_and_source(step0_offset, source), unreadable, gamma)
+    return _group_general(entries, offset, stated_by, unreadable, gamma)
 
 
 def _child_prefix(directory: Path) -> str:

@@ -14,7 +14,7 @@ replays them); it lives below both so that reading never imports the replay kern
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypeVar
@@ -498,19 +498,19 @@ def batch_of_items(
 
 def round_pieces(
     items: Sequence[RoundPaths],
-    takes: Callable[[RoundPaths], _Info | None],
+    infos: Iterable[_Info | None],
     file_bytes: int,
     piece_bytes: int,
     rest: list[RoundPaths],
 ) -> Iterator[list[tuple[RoundPaths, _Info, list[bytes]]]]:
-    """A bulk reader's rounds, each with what ``takes`` says of it and its files' bytes (each data
-    file, then its scores companion), in pieces of about ``piece_bytes``: memory stays proportional
-    to one piece. A round ``takes`` refuses (None), or with a file that is not regular or exceeds
-    ``file_bytes`` (its first such file ends its reading), goes to ``rest`` for the file-by-file reader."""
+    """A bulk reader's rounds, each with what it says of it (``infos``, one per item: None refuses
+    the round) and its files' bytes (each data file, then its scores companion), in pieces of about
+    ``piece_bytes``: memory stays proportional to one piece. A round refused, or with a file that is
+    not regular or exceeds ``file_bytes`` (its first such file ends its reading), goes to ``rest``
+    for the file-by-file reader."""
     piece: list[tuple[RoundPaths, _Info, list[bytes]]] = []
     held = 0
-    for item in items:
-        info = takes(item)
+    for item, info in zip(items, infos):
         got = None if info is None else _round_bytes(item, file_bytes)
         if info is None or got is None:
             rest.append(item)

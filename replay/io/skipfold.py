@@ -4,7 +4,8 @@ companion whose data file is not there) is named inside that round's entry, and 
 with its misnamed data file, not in an entry of its own (docs/dump-format.md).
 
 The reasons of the grouping's entries are here too: the folding recognises entries by them; and
-the message of a ``--round`` the dump cannot replay (no_such_round), which quotes the round's entry.
+the message of a ``--round`` the dump cannot replay (no_such_round), which quotes the round's entry;
+and the rounds whose last draft step strays name (lost_last_steps).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 from collections import defaultdict
 from collections.abc import Container, Iterable, Sequence
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +24,9 @@ from replay.util.words import listed, round_name
 from .dumpnames import COMPANION_KIND, Key, MatrixKey, base_name, matrix_name, matrix_of
 from .near_miss import near_miss
 from .skipped import Skipped, round_entry
+
+if TYPE_CHECKING:  # the grouping imports this module
+    from .grouping import RoundFiles
 
 STRAY_REASON = "name matches neither draft_step_I_A_B nor validate_A_B"
 EXT_REASON = "extension {ext} is not read"
@@ -243,3 +248,61 @@ def no_such_round(key: Key, keys: Sequence[Key] | np.ndarray, where: str, skippe
     return (
         f"--round {name}: no such round in {where}; nearest of its {len(arr)} round(s): {listed} (A_B of validate_A_B)"
     )
+
+
+def lost_last_steps(rounds: list[RoundFiles], skipped: list[Skipped], gamma: int | None) -> list[RoundFiles]:
+    """Rounds whose next draft step is named by a stray file: a near-miss name (Draft_Step_2_10_20),
+    an orphan companion (draft_step_2_10_20.scores alone) or files that hold the same matrix
+    (draft_step_2_10_20 and draft_step_2_10_20.txt). Such a round lost its last step; replayed with
+    the steps left it would pass as a round that stopped early. It is skipped instead, its entry
+    naming the missing file and the strays (which are not listed again). A round that has ``gamma``
+    draft steps lost none: a stray beyond them keeps its own entry (a companion without its data file)."""
+    evidence: dict[tuple[int, int, int], list[int]] = defaultdict(list)  # the matrix strays name → their entries
+    for i, s in enumerate(skipped):
+        duplicate = is_duplicate(s)
+        if len(s.paths) != 1 and not duplicate:
+            continue
+        name = base_name(s.paths[0])
+        if s.reason == ORPHAN_REASON or duplicate:
+            guess: str | None = name
+        elif is_stray(s):
+            guess = near_miss(name)
+        else:
+            continue
+        named = matrix_of(guess)
+        if named is None or named[0][0] == -1:  # step -1: a validate file
+            continue
+        evidence[named[0]].append(i)
+    if not evidence:
+        return rounds
+    kept, drop = [], set()
+    for r in rounds:
+        n = len(r.steps)  # the step after the last one present (n >= 1: step 0 is never the lost "last")
+        a, b = r.key
+        strays = evidence.get((n, a, b)) if gamma is None or n < gamma else None
+        if not strays:
+            kept.append(r)
+            continue
+        drop.update(strays)
+        found = ", ".join(_stray_words(skipped[i]) for i in strays)
+        head = "cannot choose" if any(is_duplicate(skipped[i]) for i in strays) else "missing"
+        skipped.append(
+            Skipped(
+                round_entry(round_name((a, b))),
+                f"{head} {matrix_name((n, a, b))}: found {found}; without its last draft step the round would "
+                "replay as one that stopped early",
+                (*(fs.data for fs in r.steps), r.validate.data, *(p for i in strays for p in skipped[i].paths)),
+            )
+        )
+    skipped[:] = [s for i, s in enumerate(skipped) if i not in drop]
+    return kept
+
+
+def _stray_words(s: Skipped) -> str:
+    """How _lost_last_steps names a stray that names a round's lost last step."""
+    if is_duplicate(s):
+        return f"{s.what} ({s.reason})"
+    name = base_name(s.paths[0])
+    if s.reason == ORPHAN_REASON:
+        return f"{printable(name)} (a companion without its data file)"
+    return f"{printable(name)} (did you mean {near_miss(name)}?)"

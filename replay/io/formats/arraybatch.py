@@ -235,7 +235,9 @@ def read_array_batches(
     """
     rest: list[RoundPaths] = []
     batches: list[RoundBatch] = []
-    for piece in round_pieces(items, lambda item: _array_files(item[2]), BULK_FILE_BYTES, BULK_PIECE_BYTES, rest):
+    for piece in round_pieces(
+        items, (_array_files(item[2]) for item in items), BULK_FILE_BYTES, BULK_PIECE_BYTES, rest
+    ):
         taken = [(item, data_exts, companions) for item, (_, data_exts, companions), _ in piece]
         datas = [data for _, _, got in piece for data in got]
         formats = [fmt for _, (fmts, _, _), _ in piece for fmt in fmts]
