@@ -94,9 +94,9 @@ def test_plot_writes_png_and_svg(capsys, tmp_path):
 
 @pytest.mark.slow
 def test_report_is_self_contained(capsys, tmp_path):
-    code, out, _ = run(capsys, "report", ARTICLE, SYNTH, "-o", str(tmp_path), "--no-progress")
+    code, _, err = run(capsys, "report", ARTICLE, SYNTH, "-o", str(tmp_path), "--no-progress")
     page = (tmp_path / "index.html").read_text(encoding="utf-8")
-    assert code == 0 and out.strip().endswith("index.html")
+    assert code == 0 and f"specreplay: wrote {tmp_path / 'index.html'}" in err
     assert page.count("data:image/png;base64,") >= 10
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page)  # nothing loaded from outside
     for text in (

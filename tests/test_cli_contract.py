@@ -603,7 +603,7 @@ def test_compare_per_round_on_stdout_leaves_stdout_to_the_table(tmp_path):
     assert r.returncode == 0, r.stderr
     table = pd.read_csv(tmp_path / "f.csv")
     assert list(table.columns[:3]) == ["run", "config", "round"] and table.shape[0] == 600
-    assert "synthetic_article: 300 rounds" in r.stderr
+    assert "synthetic_article: 300 rounds" in r.stderr and "specreplay: wrote 600 rows to /dev/stdout" in r.stderr
 
 
 def test_a_symlinked_output_keeps_the_link(tmp_path, capsys):

@@ -1271,7 +1271,7 @@ def test_step0_offset_detection_holds_in_every_reading_path(capsys, tmp_path):
     code, batch, err = run(capsys, "batch", dump, "--json", "--workers", "1", "--no-progress")
     assert (code, batch) == (0, scalar) and "--step0-offset 0" in err
     code, out, err = run(capsys, "pack", dump, "-o", tmp_path / "run", "--workers", "1", "--no-progress")
-    assert code == 0 and "packed 6 of 6 round(s)" in out
+    assert code == 0 and "specreplay: wrote 6 of 6 round(s) to " in err
     assert_told(err, "step-0 offset 0 detected", "--step0-offset 0")
     code, packed, err = run(capsys, "replay", tmp_path / "run", "--json")
     assert (code, packed) == (0, scalar)
@@ -4296,7 +4296,7 @@ def test_packs_count_adds_the_rounds_it_packed_and_skipped(capsys, tmp_path):
     write_matrix(d / "draft_step_1_130_150", [[1, 2], [3, 4]])  # a round without its validate file
     code, out, err = run(capsys, "pack", d, "-o", tmp_path / "packed")
     assert code == 1, err
-    assert "packed 1 of 2 round(s)" in out and "skipped: 1 round(s)" in out
+    assert "specreplay: wrote 1 of 2 round(s) to " in err and "skipped: 1 round(s)" in out
 
 
 def test_the_vocab_note_at_t_above_1_only_where_a_lower_bound_was_refused(capsys, tmp_path):

@@ -45,6 +45,7 @@ from .options import (
     no_rounds_in_runs,
     note_files_left,
     note_on_stderr,
+    note_written,
     options_from_args,
     parse_key,
     print_grid_skipped,
@@ -338,8 +339,7 @@ def _export(export_tables, named: dict, out_dir: str) -> None:
     earlier files or the new ones); the directory's other files stay."""
     with staged_directory(out_dir, whole=False) as staging:
         paths = export_tables(named, staging)
-    for path in paths:
-        print(f"wrote {Path(out_dir) / path.name}", file=sys.stderr)
+    note_written(out_dir, files=paths)
     note_files_left(out_dir, paths)
 
 
@@ -457,8 +457,7 @@ def run_plot(args: argparse.Namespace) -> int:
             )
             pick = picks[run.label]
             save(treeplot.plot_round_tree(pick.result, decode, run.label, pick.why), f"round_{safe}")
-    for p in written:
-        print(p)
+    note_written(out, files=written)
     note_files_left(out, written)
     return skipped_status(loaded)
 

@@ -41,6 +41,7 @@ from .options import (
     at_least_one,
     gamma_threshold_arg,
     note_on_stderr,
+    note_written,
     parse_key,
     print_json,
     print_notes,
@@ -201,6 +202,7 @@ def _write_greedy(args: argparse.Namespace, table, compared: Compared) -> None:
             with atomic_path(target) as tmp, any_script(note_on_stderr):
                 figure = plots.plot_compare_configs(grp, run, priced[run].pricing.cost.source)
                 plots.write_figure(figure, tmp, PLOT_FORMATS.of("--plot", args.plot))
+            note_written(target)
     cost_warnings = [w for w in (cost_warning(p.pricing.cost, label) for label, p in priced.items()) if w]
     suspicious = [w for p in priced.values() for w in p.pricing.suspicious]
     print_notes(suspicious)  # a number that is probably wrong: on stderr whatever the output format
@@ -355,7 +357,7 @@ def run_report(args: argparse.Namespace) -> int:
             path = write_report(runs, args.output, opts, tables=not args.no_tables, csv_tables=args.csv_tables)
     finally:
         close()
-    print(path)
+    note_written(path)
     from analysis.cost.source import cost_warning
 
     # the page's warning under its speedups, on stderr too (as compare says it), once written

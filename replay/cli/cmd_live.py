@@ -16,8 +16,18 @@ import sys
 from replay.live.extras import require_live_packages
 from replay.util.pathcheck import input_file, output_dir, output_file
 from replay.util.progress import progress_bar, progress_enabled
+from replay.util.words import counted
 
-from .options import JSON_FORMATS, RUNS_ONLY, add_command, add_no_progress, add_output, note_on_stderr, print_notes
+from .options import (
+    JSON_FORMATS,
+    RUNS_ONLY,
+    add_command,
+    add_no_progress,
+    add_output,
+    note_on_stderr,
+    note_written,
+    print_notes,
+)
 
 GENERATE_EXAMPLE = """example:
   mkdir -p runs   # an output is made only in an existing directory
@@ -341,7 +351,7 @@ def run_generate(args) -> int:
     print(format_summary(timed.summary, comparison, timed.timing, speedups, generation_headline(timed.generations)))
     if choice is not None:
         print(measured_line(choice, comparison.speedup))
-    print(f"dump:                   {args.out}")
+    note_written(args.out, f"the dump ({counted(timed.summary.rounds, 'round')})")
     return 0
 
 
@@ -386,7 +396,7 @@ def run_cost_curve(args) -> int:
         print(f"{n:4d} tokens  {s * 1e3:9.3f} ms")
     if curve.draft_step_s is not None:
         print(f"draft step (1 token): {curve.draft_step_s * 1e3:.3f} ms")
-    print(f"written: {args.out}")
+    note_written(args.out, f"the cost curve ({counted(len(curve.tokens), 'size')})")
     return 0
 
 

@@ -38,7 +38,7 @@ from .options import (
     add_reading_options,
     add_sampling_options,
     at_least_one,
-    note_on_stderr,
+    note_written,
     options_from_args,
     parse_key,
     print_missing_node_logprobs,
@@ -135,7 +135,7 @@ def _batch_sampling(args: argparse.Namespace, opts) -> int:
     if args.table:
         table = sampling_arrow(res, smp, rows)
         write_arrow_table(table, args.table)
-        note_on_stderr(f"wrote {counted(table.num_rows, 'row')} to {args.table}")
+        note_written(args.table, counted(table.num_rows, "row"))
     if args.json:
         write_sampling_json_lines(res, smp, rows, out)
     else:
@@ -154,7 +154,7 @@ def _write_table(rep: RunReplay, path: str, progress=None) -> None:
         progress(0, int(rep.result.ok.sum()))  # the bar shows while the columns are built
     table = record_arrow(rep.result)
     write_arrow_table(table, path, progress)
-    note_on_stderr(f"wrote {counted(table.num_rows, 'row')} to {path}")
+    note_written(path, counted(table.num_rows, "row"))
 
 
 def run_pack(args: argparse.Namespace) -> int:
@@ -171,13 +171,14 @@ def run_pack(args: argparse.Namespace) -> int:
         force=args.force,
     )
     skipped_rounds = count_skipped(summary.skipped_items)[0]  # those the names could not group are rounds too
-    print(
-        f"packed {summary.packed_rounds} of {summary.packed_rounds + skipped_rounds} round(s) into {summary.path}: "
-        f"{summary.groups} group(s), {summary.bytes / 1e6:.2f} MB, sha256 {summary.checksum}"
+    note_written(
+        summary.path,
+        f"{summary.packed_rounds} of {summary.packed_rounds + skipped_rounds} round(s)",
+        [f"{summary.groups} group(s)", f"{summary.bytes / 1e6:.2f} MB", f"sha256 {summary.checksum}"],
     )
-    if summary.skipped:
+    if summary.skipped:  # stdout, as replay's and batch's count of what they skipped
         print(
-            f"  skipped: {describe_skipped(summary.skipped_items)} (each listed on stderr; kept in packed.json, "
+            f"skipped: {describe_skipped(summary.skipped_items)} (each listed on stderr; kept in packed.json, "
             f"and `specreplay replay {shlex.quote(str(summary.path))}` lists them again)"
         )
     print_notes(summary.warnings)

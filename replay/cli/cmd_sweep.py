@@ -9,6 +9,7 @@ from pathlib import Path
 
 from replay.core.headline import metric_text
 from replay.util.pathcheck import output_dir
+from replay.util.words import counted
 
 from .cmd_live import (
     add_decode_options,
@@ -21,7 +22,15 @@ from .cmd_live import (
     resolve_pair,
     token_progress_bar,
 )
-from .options import ExitStatus, add_command, add_no_progress, add_output, print_grid_skipped, print_notes
+from .options import (
+    ExitStatus,
+    add_command,
+    add_no_progress,
+    add_output,
+    note_written,
+    print_grid_skipped,
+    print_notes,
+)
 
 SWEEP_EXAMPLE = """grid syntax: configs separated by ';', steps by ',', the widths of one step's
 expanded heads by 'x'; '|' lists alternatives for a step (every combination runs), '@T' sets
@@ -274,7 +283,6 @@ def _report_sweep(result, out: Path) -> int:
         for line in sweep_prediction_lines(out, result.table):
             print(line)
     dup = f", {len(result.duplicates)} finished twice (kept the first)" if result.duplicates else ""
-    print(
-        f"{len(result.computed)} config(s) run, {len(result.skipped)} kept from before{dup}; table: {out / 'results.csv'}"
-    )
+    print(f"{len(result.computed)} config(s) run, {len(result.skipped)} kept from before{dup}")
+    note_written(out / "results.csv", counted(len(result.table), "row"))
     return 0

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from replay.io.table_files import frame_csv_text, write_frame_csv_file
+from replay.util.words import counted
+
+from .options import note_written
 
 
 @dataclass(frozen=True)
@@ -49,8 +52,9 @@ def write_per_round(args: argparse.Namespace, frames: list) -> None:
 
     if not args.per_round:
         return
-    write_frame_csv_file(run_first(pd.concat(frames, ignore_index=True)), args.per_round)
-    print(f"wrote {args.per_round}", file=sys.stderr)
+    frame = run_first(pd.concat(frames, ignore_index=True))
+    write_frame_csv_file(frame, args.per_round)
+    note_written(args.per_round, counted(len(frame), "row"))
 
 
 def write_csv(table, list_columns: tuple[str, ...]) -> None:

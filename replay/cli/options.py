@@ -12,7 +12,8 @@
   ``run_<command>``); commands that read dumps share add_dump_options / options_from_args.
 - Skipped inputs are listed one per stderr line (print_skipped; a long listing is folded by reason) and
   give exit status 1; notes and
-  warnings about how the files were read go to stderr too (print_reading). Stdout keeps only results.
+  warnings about how the files were read go to stderr too (print_reading), and so does the one note
+  that confirms what a command wrote (note_written). Stdout keeps only results.
 - Not one round replayed is an error (exit 2) in every command (require_rounds): the skip reasons
   are listed first, then one error line, with a "did you mean validate_..." hint for near-miss names.
 """
@@ -40,6 +41,7 @@ from replay.io.step0 import parse_offset
 from replay.util.errors import NoRoundsError, SpecReplayError
 from replay.util.file_formats import FileFormats
 from replay.util.pathcheck import output_file
+from replay.util.words import counted
 
 from .status import DEBUG_ENV, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK  # noqa: F401 - re-exported
 
@@ -157,6 +159,19 @@ def note_files_left(out_dir: str | Path, written: Iterable[str | Path]) -> None:
     if left:
         shown = ", ".join(left[:3]) + (f", … ({len(left)} in all)" if len(left) > 3 else "")
         note_on_stderr(f"note: {out_dir} also holds file(s) this run did not write, left as they were: {shown}")
+
+
+def note_written(
+    path: str | Path, what: str = "", listing: Iterable[str] = (), files: Sequence[str | Path] = ()
+) -> None:
+    """How every command confirms what it wrote, one note on stderr (stdout is the command's answer,
+    and may be the very file written: parser.dispatch): "wrote [WHAT to ]PATH[: LISTING]". ``what``
+    says how much (rows, rounds); ``listing`` adds facts about it (pack's groups, size and sha256);
+    ``files``, written into the directory ``path``, are counted and named in the same one line."""
+    if files:
+        path, what, listing = f"{Path(path)}/", what or counted(len(files), "file"), [Path(f).name for f in files]
+    shown = ", ".join(listing)
+    note_on_stderr(f"wrote {what + ' to ' if what else ''}{path}{': ' + shown if shown else ''}")
 
 
 def note_on_stderr(line: str) -> None:
