@@ -3,6 +3,7 @@ finding of a scan there that no listed exception explains."""
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -55,3 +56,16 @@ def assert_one_place(
     assert find(ROOT / home), f"the scan for {what} finds nothing in {home} any more: update this test"
     stale = stale_exceptions(find, allowed)
     assert not stale, f"exceptions that explain nothing any more, drop them: {stale}"
+
+
+def docstring_ids(tree: ast.Module) -> set[int]:
+    """id() of each docstring node of ``tree`` (module, class and function): scans of a module's
+    strings leave them out, as words about the code are not messages it prints."""
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }

@@ -13,7 +13,7 @@ import pytest
 
 from replay.io.formats.matrix_io import read_matrix
 from replay.util.errors import DumpError
-from tests.library_scan import LIBRARY, ROOT
+from tests.library_scan import LIBRARY, ROOT, docstring_ids
 
 WORDINGS = ("no matrix rows", "expected real numbers", "log-probabilities must be <=")
 
@@ -21,14 +21,7 @@ WORDINGS = ("no matrix rows", "expected real numbers", "log-probabilities must b
 def _strings(path: Path) -> list[str]:
     """Every string constant of a module (f-strings' literal parts included), docstrings left out."""
     tree = ast.parse(path.read_text())
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
+    docstrings = docstring_ids(tree)
     return [
         node.value
         for node in ast.walk(tree)

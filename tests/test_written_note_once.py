@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from replay.cli import main
-from tests.library_scan import ROOT, assert_one_place
+from tests.library_scan import ROOT, assert_one_place, docstring_ids
 
 HOME = "replay/cli/options.py"
 ARTICLE = str(ROOT / "sample_dumps" / "article_round")
@@ -22,13 +22,7 @@ CONFIRMATION = re.compile(r"^\W*((wrote|written)\b|packed \{)", re.IGNORECASE)
 def _confirmations(path: Path) -> list[str]:
     """Every string literal and f-string (docstrings aside) worded as a confirmation of a write."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-    }
+    docstrings = docstring_ids(tree)
     parts = {id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values}
     found = []
     for node in ast.walk(tree):
