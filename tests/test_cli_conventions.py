@@ -705,3 +705,29 @@ def test_no_command_stores_what_it_computed_on_the_parsed_arguments():
         if (stored := stored_on_args(path.read_text(encoding="utf-8")))
     }
     assert found == {}
+
+
+# The only stderr writes of the CLI outside print_notes (replay/cli/options.py): the one-line error
+# (and its --debug traceback), a missing subcommand's error, and tqdm.write, which keeps a bar whole.
+STDERR_WRITERS = {
+    ("__init__.py", "traceback.print_exc(file=sys.stderr)"),
+    ("__init__.py", "print(line, file=sys.stderr)"),
+    ("__init__.py", 'sys.stderr.write(line + "\\n")'),
+    ("parser.py", 'print("specreplay: error: no command given'),
+    ("cmd_models.py", 'print(f"{parser.prog}: error: no subcommand given'),
+    ("cmd_models.py", "tqdm.write(message, file=sys.stderr)"),
+}
+
+
+def test_notes_reach_stderr_through_print_notes():
+    """Every note the CLI prints carries the "specreplay: " prefix because it goes through
+    options.print_notes; a print to stderr elsewhere would not."""
+    found = set()
+    for path in sorted((ROOT / "replay" / "cli").glob("*.py")):
+        if path.name == "options.py":
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if "sys.stderr" in line and ("print(" in line or ".write(" in line):
+                found.add((path.name, line.strip()[:60]))
+    allowed = {(name, text[:60]) for name, text in STDERR_WRITERS}
+    assert {f for f in found if not any(f[0] == n and f[1].startswith(t) for n, t in allowed)} == set()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 
 from replay.live.extras import require_live_packages
 from replay.util.pathcheck import input_file, output_dir, output_file
@@ -329,7 +328,7 @@ def run_generate(args) -> int:
     from replay.live.run import run_timed, save_run_manifest
 
     if spec is not None and len(spec.trees) > 1:
-        print(f"note: {args.config} lists {len(spec.trees)} trees; using the first", file=sys.stderr)
+        note_on_stderr(f"note: {args.config} lists {len(spec.trees)} trees; using the first")
     choice = None
     # Entering checks -o/--output, before any model loads; the run lands there only once it is whole.
     with staged_output_dir(args.out, args.replace) as out:
