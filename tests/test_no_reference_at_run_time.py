@@ -36,7 +36,7 @@ from replay.io.rounds import Round
 from tests.dump_mutations import build_corpora
 from tests.reference_runs import leaf_stop_fractions as reference_leaf_stops
 from tests.test_fuzz_sampling import NODE_T, _with_node_logprobs
-from tests.test_replay_on_batch_engine import _rising
+from tests.test_replay_on_batch_engine import _rising, _rising_drafts
 
 SAMPLES = "sample_dumps"
 REFERENCES = (
@@ -178,3 +178,16 @@ def test_the_rising_rows_warning_comes_with_every_command(tmp_path):
     for argv in (("replay",), ("replay", "--json"), ("replay", "--summary"), ("batch",), ("stats",)):
         code, _, err = cli(*argv, d, "--no-progress")
         assert code == 0 and err.count("validate row(s) have scores that rise along the row") == 1, (argv, err)
+
+
+def test_the_rising_draft_rows_warning_comes_with_every_command(tmp_path):
+    """The draft line is made where the validate one is: every command, a packed run too."""
+    d = _rising_drafts(tmp_path / "rising_drafts")
+    code, _, _ = cli("pack", d, "-o", tmp_path / "packed.run")
+    assert code == 0
+    words = "WARNING: 3 draft row(s) have scores that rise along the row (first: "
+    for run in (d, tmp_path / "packed.run"):
+        for argv in (("replay",), ("replay", "--json"), ("replay", "--summary"), ("batch",), ("stats",)):
+            code, _, err = cli(*argv, run, "--no-progress")
+            assert code == 0 and err.count(words) == 1, (argv, err)
+            assert f"{d / 'draft_step_1_108_124.npz'}, row 1 (0-based)" in err and "validate row(s)" not in err

@@ -86,7 +86,39 @@ def dumps(tmp_path_factory) -> dict[str, str]:
         "rejected": str(rejected),
         "rising": str(_rising(root / "rising")),
         "tied": str(_tied(root / "tied")),
+        "rising_drafts": str(_rising_drafts(root / "rising_drafts")),
     }
+
+
+def _rising_drafts(directory):
+    """Early stops (several shapes) and three draft rows whose scores rise: round 108_124's step 1
+    row 1 (the first), 116_132's step 2 row 1, 132_148's step 0 row 0 (in columns beyond the width);
+    two neighbours that tie (140_156's step 1 row 0) and a rising row beyond topHead (148_164's step 2,
+    padding) do not count."""
+    write_synthetic_run(directory, parse_config_text("[4]|[2,2]|[1,1]"), 12, seed=4, early_stop_rate=0.3)
+
+    def edit(name: str, change) -> None:
+        with np.load(directory / f"{name}.npz") as z:
+            arrays = dict(z)
+        change(arrays)
+        np.savez(directory / f"{name}.npz", **arrays)
+
+    def swap(row: int, a: int, b: int):
+        return lambda arrays: arrays["scores"][row].__setitem__([a, b], arrays["scores"][row, [b, a]])
+
+    def tie(arrays) -> None:
+        arrays["scores"][0, 1] = arrays["scores"][0, 0]
+
+    def rising_padding(arrays) -> None:
+        arrays["ids"] = np.vstack([arrays["ids"], arrays["ids"][:1]])
+        arrays["scores"] = np.vstack([arrays["scores"], arrays["scores"][:1, ::-1]])
+
+    edit("draft_step_1_108_124", swap(1, 0, 1))
+    edit("draft_step_2_116_132", swap(1, 0, 1))
+    edit("draft_step_0_131_147", swap(0, 4, 5))
+    edit("draft_step_1_140_156", tie)
+    edit("draft_step_2_148_164", rising_padding)
+    return directory
 
 
 def _tied(directory):
@@ -240,7 +272,9 @@ def _cli(argv: list[str]) -> tuple[int, str, str]:
 # --- the checks -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["article", "synthetic", "nodes", "skipped", "rejected", "rising", "tied"])
+@pytest.mark.parametrize(
+    "name", ["article", "synthetic", "nodes", "skipped", "rejected", "rising", "tied", "rising_drafts"]
+)
 def test_replay_trees_come_from_the_batch_engine(dumps, name, no_reference):
     d = dumps[name]
     for argv in ([d, "--no-progress"], [d, "--round", _middle_key(d)], [d, "--round", "999_999"]):

@@ -2656,6 +2656,65 @@ def test_validate_scores_that_rise_along_the_row_are_warned_about(capsys, tmp_pa
     assert code == 0 and "rise" not in err
 
 
+def draft_scores_by_hand(directory: Path, step0: str, validate_row0: str | None = None) -> Path:
+    """A user's text dump (layout all): step 0 drafts three candidates (its scores row ``step0``, as
+    probabilities), step 1 expands two of them by path probability; validate scores only when
+    ``validate_row0`` is given (then its first row, the others descending)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_config(directory / "config.json", [[3], [1, 1]], [1, 2])
+    write_matrix(directory / "draft_step_0_9_19", [[10, 20, 30]])
+    (directory / "draft_step_0_9_19.scores").write_text(step0 + "\n", encoding="utf-8")
+    write_matrix(directory / "draft_step_1_10_20", [[50], [60]])
+    (directory / "draft_step_1_10_20.scores").write_text("0.9\n0.8\n", encoding="utf-8")
+    write_matrix(directory / "validate_10_20", [[30, 20], [1, 2], [1, 2], [50, 2], [1, 2], [1, 2]])
+    if validate_row0 is not None:
+        rows = [validate_row0] + ["0.6 0.3"] * 5
+        (directory / "validate_10_20.scores").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return directory
+
+
+@pytest.mark.parametrize("command", ["replay", "batch", "stats", "compare"])
+def test_rising_draft_scores_are_warned_about(capsys, tmp_path, command):
+    # docs/dump-format.md: a draft row in descending probability. "0.2 0.3 0.5" was taken silently:
+    # A1 named the least likely candidate (and rank 0 in the rank statistics) while the selection by
+    # path probability expanded A3 first. Numbers stay as they are; one WARNING line says so.
+    d = draft_scores_by_hand(tmp_path / "asc", "0.2 0.3 0.5")
+    code, out, err = run(capsys, command, d, "--no-progress")
+    assert code == 0
+    assert_told(
+        err,
+        "WARNING: 1 draft row(s) have scores that rise along the row",
+        f"(first: {d / 'draft_step_0_9_19.scores'}, row 0 (0-based))",
+        "names and rank statistics (A1, A2, ...; rank_of_hit) follow the column order",
+        "the selection by path probability reads the scores",
+    )
+    assert err.count("have scores that rise along the row") == 1
+    if command == "replay":
+        assert "expanded at step 1: A3, A2" in out and "accepted length: 2" in out
+    # equal neighbours do not rise: a tie is in descending order either way
+    code, _, err = run(capsys, command, draft_scores_by_hand(tmp_path / "tie", "0.4 0.3 0.3"), "--no-progress")
+    assert code == 0 and "rise along" not in err
+
+
+def test_the_rising_validate_warning_is_unchanged_and_comes_before_the_draft_one(capsys, tmp_path):
+    d = draft_scores_by_hand(tmp_path / "both", "0.2 0.3 0.5", validate_row0="0.3 0.6")
+    code, _, err = run(capsys, "replay", d)
+    assert code == 0
+    rising = [line for line in err.splitlines() if "rise along the row" in line]
+    assert rising == [
+        f"specreplay: WARNING: 1 validate row(s) have scores that rise along the row (first: "
+        f"{d / 'validate_10_20.scores'}, row 0 (0-based)); docs/dump-format.md writes a row in descending "
+        "probability: the greedy replay takes column 0 as the target's top-1 all the same (the sampling "
+        "bounds read each row's smallest p, valid in any order)",
+        f"specreplay: WARNING: 1 draft row(s) have scores that rise along the row (first: "
+        f"{d / 'draft_step_0_9_19.scores'}, row 0 (0-based)); docs/dump-format.md writes a row in descending "
+        "probability: the candidates' names and rank statistics (A1, A2, ...; rank_of_hit) follow the "
+        "column order all the same, while the selection by path probability reads the scores",
+    ]
+    code, _, err = run(capsys, "replay", draft_scores_by_hand(tmp_path / "only", "0.5 0.3 0.2", "0.3 0.6"))
+    assert code == 0 and "validate row(s) have scores that rise" in err and "draft row(s)" not in err
+
+
 @pytest.mark.parametrize("command", ["batch", "stats", "compare"])
 def test_the_engine_words_its_refusals_without_a_second_replay(capsys, tmp_path, monkeypatch, command):
     """Every refused round's reason (the file, the field, the row) comes from the vectorised engine
@@ -2901,6 +2960,24 @@ def test_a_row_number_in_a_message_says_it_counts_from_zero(capsys, tmp_path):
     code, _, err = run(capsys, "replay", d)
     assert code == 2
     assert_told(err, "draft_step_1 row 1 (0-based) has negative token ids")
+
+
+def test_a_rising_draft_row_of_a_run_packed_from_memory_names_the_packed_array(capsys, tmp_path):
+    # no original files: the line names the draft step's packed scores array and the round's place in it
+    from replay.core.config import TreeConfig
+    from replay.io.packed.pack import pack_batches
+    from replay.testing.batch_synth import synth_run
+
+    cfg = TreeConfig.from_lists([[6], [2, 2], [1, 1]], [1, 2, 2])
+    batches = synth_run(cfg, 40, seed=3, early_stop_rate=0.0, target_cols=4, vocab=1000)
+    lp = batches[0].steps[1].logp  # [rows, cols, rounds]
+    lp[1, [0, 1], 1] = lp[1, [1, 0], 1]  # step 1, row 1 of the second round: its first two columns swapped
+    pack_batches(batches, tmp_path / "run", manifest={"config": cfg.to_json(), "layout": "all"})
+    for command in ("replay", "batch"):
+        code, _, err = run(capsys, command, tmp_path / "run", "--no-progress")
+        assert code == 0
+        where = f"{tmp_path / 'run' / 'g000' / 's1_logp.npy'}[0, :, :, 1], row 1 (0-based)"
+        assert_told(err, f"WARNING: 1 draft row(s) have scores that rise along the row (first: {where})")
 
 
 def test_a_bad_row_of_a_run_packed_from_memory_names_the_packed_file(capsys, tmp_path):

@@ -34,7 +34,7 @@ from replay.util.words import round_name
 from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
 from .batch.codes import ERR_LOST_COMPANION, ERR_VALIDATE_ROWS, LOST_PARENTS, ROWS_RUN_LAYOUT, SEL_PARENTS, SEL_PATH
 from .batch.rejections import rejection_reasons
-from .batch.rising import rising_rows, rising_rows_warning
+from .batch.rising import rising_rows, rising_rows_warnings
 from .options import ReplayOptions, open_packed, packed_keys, resolve_options
 from .run_notes import input_warnings, reading_warnings, round_notes_lines, run_layout, unused_raw_note
 
@@ -373,8 +373,8 @@ def batch_round_notes(groups: list[NoteGroup]) -> tuple[str, ...]:
 
 
 def _with_rising(per_batch: PerBatch | None) -> PerBatch:
-    """(the batch's RisingRows, per_batch's value or None) of each batch: the run's rising-rows WARNING
-    (replay.engine.batch.rising) is made on every replay, whatever per_batch computes."""
+    """(the batch's RisingRows of each kind, per_batch's value or None) of each batch: the run's
+    rising-rows WARNINGs (replay.engine.batch.rising) are made on every replay, whatever per_batch computes."""
 
     def both(b: RoundBatch, res: BatchResult, tree: TreeConfig) -> tuple:
         return rising_rows(b, res), None if per_batch is None else per_batch(b, res, tree)
@@ -447,7 +447,7 @@ def _replay_opened(
         if len(res):
             parts.append(res)
         if extra is not None:
-            rising.append(extra[0])
+            rising += extra[0]
             if extra[1] is not None:  # per_batch's values (None from it: nothing kept)
                 extras.append(extra[1])
     result = BatchResult.concat(parts).sorted_by_ordinal() if parts else empty_result(run.tree.gamma)
@@ -468,8 +468,7 @@ def _replay_opened(
     unused = unused_scores_note(run.options.score_kind, by_option, int(result.scored[ok].sum()), int(ok.sum()))
     warnings += (unused,) if unused else ()
     warnings += batch_round_notes(note_groups(result))
-    rising_line = rising_rows_warning(rising)
-    warnings += (rising_line,) if rising_line else ()
+    warnings += rising_rows_warnings(rising)
     warnings += recorded_round_warnings(
         run.manifest,
         run.tree,

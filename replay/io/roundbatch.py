@@ -337,11 +337,11 @@ class SourceNames:
     def validate_path(self, key: tuple[int, int]) -> str:
         return self._validate % (key[0], key[1])
 
-    def scores_path(self, key: tuple[int, int], ordinal: int | None = None) -> str:
-        """The file a round's validate scores were read from, for messages, as the round-by-round reader
-        names it: the ``.scores`` companion beside the validate file where there is one (text, .npy,
-        raw), else the validate file itself (an .npz or .pt holds them)."""
-        data = self.paths(key, 0, ordinal)[-1]
+    def scores_path(self, key: tuple[int, int], ordinal: int | None = None, step: int | None = None) -> str:
+        """The file a round's validate scores (step None) or draft step ``step``'s were read from, for
+        messages, as the round-by-round reader names it: the ``.scores`` companion beside the data file
+        where there is one (text, .npy, raw), else the data file itself (an .npz or .pt holds them)."""
+        data = self.paths(key, 0, ordinal)[-1] if step is None else self.paths(key, step + 1, ordinal)[step]
         return scores_companion(data) or data
 
     def paths(self, key: tuple[int, int], steps: int, ordinal: int | None = None) -> tuple[str, ...]:
@@ -409,8 +409,9 @@ class ArrayNames:
         where = self._where(ordinal)
         return tuple(f"{f}{where}" if f else "" for f in (*self.logp[:steps], self.logp[-1]))
 
-    def scores_path(self, key: tuple[int, int], ordinal: int | None = None) -> str:
-        return self.scores_paths(key, 0, ordinal)[-1] or self.paths(key, 0, ordinal)[-1]
+    def scores_path(self, key: tuple[int, int], ordinal: int | None = None, step: int | None = None) -> str:
+        at, steps = (-1, 0) if step is None else (step, step + 1)
+        return self.scores_paths(key, steps, ordinal)[at] or self.paths(key, steps, ordinal)[at]
 
 
 @dataclass(frozen=True, eq=False)

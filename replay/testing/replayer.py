@@ -76,6 +76,8 @@ class RoundResult:
     validate_path: str = ""  # the validate file (messages about its node_logprobs name it)
     # the validate file has node_logprobs, unused: in the parents layout row n is not tree node n
     node_logp_unused: bool = False
+    # (draft rows, among those the steps expand, whose scores rise along the row; the first's "file, row k")
+    draft_rising: tuple[int, str] = (0, "")
 
     @property
     def tree(self) -> Tree:
@@ -135,24 +137,44 @@ def _check_no_lost_step(rnd: Round, cfg: TreeConfig, tree: Tree, rows: int) -> N
         raise RoundError(rnd.key, lost_step_words(rows, steps + more, steps, rnd.key), rnd.validate.path)
 
 
-def _rising_rows_warning(results: list[RoundResult]) -> str | None:
-    """The run's one line about validate rows whose scores rise along the row (docs/dump-format.md
-    writes them in descending probability). Numbers stay as they are: the greedy replay reads column
-    0 as the top-1 (as the format says), the sampling bounds each row's smallest p (any order)."""
+def _rising_rows_warnings(results: list[RoundResult]) -> tuple[str, ...]:
+    """The run's lines about validate rows, then draft rows, whose scores rise along the row
+    (docs/dump-format.md writes them in descending probability; equal neighbours do not rise).
+    Numbers stay as they are: the greedy replay reads validate column 0 as the top-1 (as the format
+    says), the sampling bounds each row's smallest p (any order), the draft ranks the column order."""
     count, first = 0, None
     for r in results:
-        lp = r.validate_logp
-        if lp is None or lp.shape[1] < 2:
-            continue
-        real = r.validate_ids != PAD_TOKEN
-        up = (lp[:, 1:] > lp[:, :-1]) & real[:, 1:] & real[:, :-1]  # no difference: -inf - -inf warns
-        rows = np.flatnonzero(up.any(axis=1))
-        if rows.shape[0] and first is None:
-            first = f"{r.scores_path}, {row_words(int(rows[0]))}"
-        count += int(rows.shape[0])
-    if not count or first is None:
-        return None
-    return rising_rows_words(count, first)
+        rows = _rising_row_numbers(r.validate_ids, r.validate_logp)
+        if rows and first is None:
+            first = f"{r.scores_path}, {row_words(rows[0])}"
+        count += len(rows)
+    lines = () if not count or first is None else (rising_rows_words("validate", count, first),)
+    drafts = [r.draft_rising for r in results if r.draft_rising[0]]
+    if drafts:
+        lines += (rising_rows_words("draft", sum(n for n, _ in drafts), drafts[0][1]),)
+    return lines
+
+
+def _rising_row_numbers(ids: np.ndarray | None, logp: np.ndarray | None) -> list[int]:
+    """The rows (ids, logp: [rows, cols]) whose scores rise between two real cells."""
+    if ids is None or logp is None or logp.shape[1] < 2:
+        return []
+    real = ids != PAD_TOKEN
+    up = (logp[:, 1:] > logp[:, :-1]) & real[:, 1:] & real[:, :-1]  # no difference: -inf - -inf warns
+    return [int(k) for k in np.flatnonzero(up.any(axis=1))]
+
+
+def _draft_rising(rnd: Round, tree: Tree) -> tuple[int, str]:
+    """(the round's draft rows that its steps expand whose scores rise, "scores file, row k" of the
+    first, step by step; "" when none)."""
+    count, first = 0, ""
+    for mat, chosen in zip(rnd.steps, tree.expanded):
+        n = int(chosen.shape[0])
+        rows = _rising_row_numbers(mat.ids[:n], None if mat.logp is None else mat.logp[:n])
+        if rows and not first:
+            first = f"{mat.scores_path or mat.path}, {row_words(rows[0])}"
+        count += len(rows)
+    return count, first
 
 
 def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
@@ -195,6 +217,7 @@ def replay_round(rnd: Round, cfg: TreeConfig) -> RoundResult:
         rnd.validate.scores_path or rnd.validate.path,
         rnd.validate.path,
         unused,
+        _draft_rising(rnd, tree),
     )
 
 
@@ -335,8 +358,7 @@ def _run_warnings(
     unused = unused_scores_note(opts.score_kind, by_option, scored, len(results))
     warnings += (unused,) if unused else ()
     warnings += round_notes_lines((r.name, r.notes, 1) for r in results)
-    rising = _rising_rows_warning(results)
-    warnings += (rising,) if rising else ()
+    warnings += _rising_rows_warnings(results)
     warnings += recorded_round_warnings(
         manifest,
         tree_cfg,
