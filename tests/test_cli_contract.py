@@ -832,7 +832,11 @@ def test_a_manifest_disagreement_is_not_counted_as_a_skipped_file(synth4, capsys
     body["rounds"].append(dict(body["rounds"][1]))
     (d / "manifest.json").write_text(json.dumps(body))
     code, out, _ = call(capsys, ["replay", str(d), "--summary"])
-    assert code == 1 and "rounds replayed: 4   skipped: 0, manifest.json disagrees (each listed on stderr)" in out
+    assert code == 1 and "rounds replayed: 4   skipped: 0; manifest.json disagrees (each listed on stderr)" in out
+    code, out, _ = call(capsys, ["stats", str(d), "--temperature", "0.7", "--no-progress"])
+    assert code == 1 and "skipped: 0 at T; manifest.json disagrees\n" in out, out
+    code, out, err = call(capsys, ["pack", str(d), "-o", str(d.parent / "packed"), "--no-progress"])
+    assert code == 1 and out == "" and "specreplay: skipped: 0; manifest.json disagrees (each listed below" in err
     body["rounds"][-1]["root_token"] = body["rounds"][1]["root_token"] + 1
     (d / "manifest.json").write_text(json.dumps(body))
     code, _, err = call(capsys, ["replay", str(d), "--summary"])

@@ -92,7 +92,7 @@ def test_directory_with_broken_rounds_reports_good_ones_and_lists_the_broken(tmp
     assert "Traceback" not in r.stderr + r.stdout
     # four broken rounds, and the copied manifest.json lists only the article's round
     # the summary counts them (4 rounds; manifest.json's disagreement skips nothing); each reason is on stderr only
-    assert "rounds replayed: 1   skipped: 4 round(s), manifest.json disagrees (each listed on stderr)" in r.stdout
+    assert "rounds replayed: 1   skipped: 4 round(s); manifest.json disagrees (each listed on stderr)" in r.stdout
     assert "accepted path: R → 41824 → 41760 → 22870" in r.stdout
     assert "skipped" not in r.stdout.replace("skipped: 4 round(s)", "")
     assert "lists 1 round(s) and not 4 found here: 201_301, 211_311, 221_321, 231_331" in r.stderr

@@ -45,7 +45,7 @@ def test_only_note_written_words_a_confirmation():
     [
         (["stats", ARTICLE, "-o", "{d}/st"], "wrote 20 files to {d}/st/: summary.csv, summary.parquet, accepted_"),
         (["plot", ARTICLE, "-o", "{d}/pl", "--format", "png"], "wrote 6 files to {d}/pl/: accepted_length.png, "),
-        (["report", ARTICLE, "-o", "{d}/rep"], "wrote {d}/rep/index.html"),
+        (["report", ARTICLE, "-o", "{d}/rep"], "wrote {d}/rep/index.html: {n} table files in {d}/rep/tables/"),
         (["compare", ARTICLE, "--csv", "--per-round", "{d}/pr.csv"], "wrote 7 rows to {d}/pr.csv"),
         (["compare", ARTICLE, "--csv", "--plot", "{d}/c.png"], "wrote {d}/c.png"),
         (["batch", ARTICLE, "-o", "{d}/b.csv"], "wrote 1 row to {d}/b.csv"),
@@ -57,5 +57,7 @@ def test_every_command_confirms_in_one_stderr_note(argv, line, tmp_path, capsys)
     code = main([a.format(d=tmp_path) for a in argv] + ["--no-progress"])
     out, err = capsys.readouterr()
     notes = [x for x in err.splitlines() if "wrote" in x]
-    assert code == 0 and len(notes) == 1 and notes[0].startswith("specreplay: " + line.format(d=tmp_path)), err
+    tables = tmp_path / "rep" / "tables"  # report's: the note counts what it wrote there
+    n = len(list(tables.iterdir())) if tables.is_dir() else 0
+    assert code == 0 and len(notes) == 1 and notes[0].startswith("specreplay: " + line.format(d=tmp_path, n=n)), err
     assert str(tmp_path) not in out  # stdout keeps the command's answer alone

@@ -70,7 +70,7 @@ def write_report(
     return out_dir / "index.html"
 
 
-def _report_files(out_dir: Path) -> list[str]:
+def report_files(out_dir: Path) -> list[str]:
     """index.html and tables/'s files as they are in ``out_dir`` (names relative to it)."""
     files = ["index.html"] if (out_dir / "index.html").is_file() else []
     tables = out_dir / TABLES_DIR
@@ -81,7 +81,7 @@ def _report_files(out_dir: Path) -> list[str]:
 
 def _write_record(out_dir: Path) -> None:
     """What this report wrote, so that the next one into the directory replaces only that."""
-    body = {"written_by": "specreplay report", "files": _report_files(out_dir)}
+    body = {"written_by": "specreplay report", "files": report_files(out_dir)}
     with atomic_path(out_dir / REPORT_RECORD) as tmp:
         tmp.write_text(json.dumps(body, indent=1) + "\n", encoding="utf-8")
 
@@ -130,7 +130,7 @@ def check_report_dir(out_dir: Path) -> None:
         foreign = [TABLES_DIR]
     if not foreign:
         recorded = _recorded_files(out_dir)
-        present = _report_files(out_dir)
+        present = report_files(out_dir)
         foreign = present if recorded is None else [f for f in present if f not in recorded]
         if recorded is None and not present:
             foreign = entries

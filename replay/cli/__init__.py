@@ -100,6 +100,7 @@ def _main(argv: Sequence[str]) -> int:
         return _fail(f"specreplay: error: {exc}", debug)
     except KeyboardInterrupt:
         if output_committed():  # the output is in place and complete: the interrupt came too late to matter
+            _say("specreplay: interrupted after the output was in place: it is complete (its summary is not printed)")
             return EXIT_OK
         _say("specreplay: interrupted")
         return EXIT_INTERRUPTED

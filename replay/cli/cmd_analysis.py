@@ -21,7 +21,7 @@ from replay.core.config import distinct_configs
 from replay.core.headline import metric_text
 from replay.core.point_value import BOUNDS_MET, met_not_exact
 from replay.core.temperature import format_temperature
-from replay.io.skipped import describe_skipped, why_no_rounds
+from replay.io.skipped import count_skipped, counted_skips, describe_skipped, disagreement, why_no_rounds
 from replay.io.sources import require_dump_source
 from replay.io.table_files import frame_csv_text
 from replay.util.atomic import staged_directory
@@ -388,11 +388,12 @@ def _stats_sampling(args: argparse.Namespace, loaded: LoadedRuns) -> int:
             lo, hi = (float(a.mean()) if n else 0.0 for a in (part.expected_lo, part.expected_hi))
             met = f"; one value shown: {BOUNDS_MET}" if n and met_not_exact(lo, hi, exact == n) else ""
             # rounds the reading refused never reach T: counted apart, as the greedy header counts them
-            read = f", {describe_skipped(run.replay.skipped)} when read" if run.replay.skipped else ""
+            when_read = run.replay.skipped
+            read = f", {counted_skips(when_read)} when read" if any(count_skipped(when_read)) else ""
             out.write(
                 f"{run_heading(run)}  config {run.config.short()} at T = {format_temperature(t)}: {n} of "
                 f"{run.rounds} replayed rounds usable, {exact} exact ({own} from node_logprobs), "
-                f"skipped: {len(part.skipped)} at T{read}{met}\n"
+                f"skipped: {len(part.skipped)} at T{read}{disagreement(when_read)}{met}\n"
             )
         for name in SAMPLING_TABLES:
             out.write(f"\n== {name} at T = {format_temperature(t)} (expected; lo..hi where the dump bounds it) ==\n")

@@ -305,7 +305,7 @@ GREEDY = CompareWay(_check_greedy, _along_greedy, _compare_greedy, "modelled_spe
 def run_report(args: argparse.Namespace) -> int:
     from analysis.cost.source import cost_from_options
     from analysis.report.options import LOADED_BYTES, ReportOptions
-    from analysis.report.report_dir import check_report_dir, write_report
+    from analysis.report.report_dir import TABLES_DIR, check_report_dir, report_files, write_report
     from analysis.report.treeplot import load_decoder
     from replay.util.progress import phase_progress
 
@@ -357,7 +357,10 @@ def run_report(args: argparse.Namespace) -> int:
             path = write_report(runs, args.output, opts, tables=not args.no_tables, csv_tables=args.csv_tables)
     finally:
         close()
-    note_written(path)
+    tables = [f for f in report_files(path.parent) if f != path.name]
+    note_written(
+        path, listing=[f"{counted(len(tables), 'table file')} in {path.parent / TABLES_DIR}/"] if tables else []
+    )
     from analysis.cost.source import cost_warning
 
     # the page's warning under its speedups, on stderr too (as compare says it), once written

@@ -38,6 +38,7 @@ from .options import (
     add_reading_options,
     add_sampling_options,
     at_least_one,
+    note_on_stderr,
     note_written,
     options_from_args,
     parse_key,
@@ -176,9 +177,9 @@ def run_pack(args: argparse.Namespace) -> int:
         f"{summary.packed_rounds} of {summary.packed_rounds + skipped_rounds} round(s)",
         [f"{summary.groups} group(s)", f"{summary.bytes / 1e6:.2f} MB", f"sha256 {summary.checksum}"],
     )
-    if summary.skipped:  # stdout, as replay's and batch's count of what they skipped
-        print(
-            f"skipped: {describe_skipped(summary.skipped_items)} (each listed on stderr; kept in packed.json, "
+    if summary.skipped:  # stderr, as its confirmation: pack prints nothing on stdout
+        note_on_stderr(
+            f"skipped: {describe_skipped(summary.skipped_items)} (each listed below; kept in packed.json, "
             f"and `specreplay replay {shlex.quote(str(summary.path))}` lists them again)"
         )
     print_notes(summary.warnings)

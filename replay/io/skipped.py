@@ -69,12 +69,17 @@ def count_skipped(skipped: Iterable[Skipped]) -> tuple[int, int, int]:
 
 def describe_skipped(skipped: Sequence[Skipped]) -> str:
     """ "3 round(s) and 1 file(s)", "4 round(s) (1 packed block)", "0": what the skipped entries hold;
-    then ", manifest.json disagrees" where the manifest contradicts the files."""
-    disagrees = f", {MANIFEST_NAME} disagrees" if any(s.skips_nothing for s in skipped) else ""
-    return _counts_text(skipped) + disagrees
+    then disagreement(skipped)."""
+    return counted_skips(skipped) + disagreement(skipped)
 
 
-def _counts_text(skipped: Sequence[Skipped]) -> str:
+def disagreement(skipped: Sequence[Skipped]) -> str:
+    """ "; manifest.json disagrees" where the manifest contradicts the files (Skipped.skips_nothing), else ""."""
+    return f"; {MANIFEST_NAME} disagrees" if any(s.skips_nothing for s in skipped) else ""
+
+
+def counted_skips(skipped: Sequence[Skipped]) -> str:
+    """ "3 round(s) and 1 file(s)", "4 round(s) (1 packed block)", "0": the entries that skipped something."""
     rounds, files, blocks = count_skipped(skipped)
     in_blocks = f" in {counted(blocks, 'packed block')}" if blocks else ""
     parts = [f"{rounds} round(s){in_blocks}"] * bool(rounds) + [f"{files} file(s)"] * bool(files)
@@ -88,10 +93,10 @@ def why_no_rounds(skipped: Sequence[Skipped]) -> str:
         return " (no round files)"
     hint = near_miss_hint(skipped)
     if hint:  # the likely fix says more than the first reason
-        return f" ({_counts_text(skipped)} skipped, listed above){hint}"
+        return f" ({counted_skips(skipped)} skipped, listed above){hint}"
     first = printable(f"{skipped[0].what}: {skipped[0].reason}")
     first = first if len(first) <= 200 else first[:197] + "..."
-    return f" ({_counts_text(skipped)} skipped, listed above; first: {first})"
+    return f" ({counted_skips(skipped)} skipped, listed above; first: {first})"
 
 
 def near_miss_hint(skipped: Iterable[Skipped]) -> str:
