@@ -3260,8 +3260,9 @@ def mixed_layout_dump(directory: Path, cut: tuple[str, ...]) -> Path:
 
 
 CUT_WORDS = (
-    "skipped round 13_23: {d}/validate_13_23: validate has 3 row(s), as the parents layout has, but the run's other "
-    "rounds have the all layout, which needs 7 here: a cut-off file? (--layout states the run's layout)"
+    "skipped round 13_23: {d}/validate_13_23: validate has 3 row(s), as the parents layout has, but the run's layout, "
+    "that of most of its rounds (all on a tie), is all, which needs 7 here: a cut-off file? (--layout states the run's "
+    "layout)"
 )
 
 
