@@ -189,19 +189,24 @@ class MatrixStack:
         rows_of: np.ndarray,
         cols_of: np.ndarray,
         keep: np.ndarray | None = None,
+        parents: np.ndarray | None = None,  # [rows, R] int64 one node per row, PAD_TOKEN padding
     ) -> MatrixStack:
         """The bulk readers' stack: rounds ``keep`` (every round when None) of [rows, cols, R] ids and
-        scores padded to the widest round, with [R] each round's own rows and columns, cut to the widest
-        kept round and narrowed losslessly; own sizes are kept only where they differ from the stack's."""
+        scores (and [rows, R] parents, one per row as read_matrix requires) padded to the widest round,
+        with [R] each round's own rows and columns, cut to the widest kept round and narrowed
+        losslessly; own sizes are kept only where they differ from the stack's."""
         take: slice | np.ndarray = slice(None)
         if keep is not None and keep.size != ids.shape[2]:
             rows_of, cols_of, take = rows_of[keep], cols_of[keep], keep
         rows, cols = int(rows_of.max()), int(cols_of.max())
+        own_rows = None if (rows_of == rows).all() else rows_of.astype(np.int64, copy=False)
         return cls(
             ids[:rows, :cols, take],
             None if logp is None else logp[:rows, :cols, take],
-            rows_of=None if (rows_of == rows).all() else rows_of.astype(np.int64, copy=False),
+            None if parents is None else parents[:rows, take],
+            rows_of=own_rows,
             cols_of=None if (cols_of == cols).all() else cols_of.astype(np.int64, copy=False),
+            prows_of=None if parents is None else own_rows,
         ).narrowed()
 
     def narrowed(self) -> MatrixStack:
@@ -505,10 +510,10 @@ def round_pieces(
     rest: list[RoundPaths],
 ) -> Iterator[list[tuple[RoundPaths, _Info, list[bytes]]]]:
     """A bulk reader's rounds, each with what it says of it (``infos``, one per item: None refuses
-    the round) and its files' bytes (each data file, then its scores companion), in pieces of about
-    ``piece_bytes``: memory stays proportional to one piece. A round refused, or with a file that is
-    not regular or exceeds ``file_bytes`` (its first such file ends its reading), goes to ``rest``
-    for the file-by-file reader."""
+    the round) and its files' bytes (each data file, then its scores and parents companions: those of
+    read_files), in pieces of about ``piece_bytes``: memory stays proportional to one piece. A round
+    refused, or with a file that is not regular or exceeds ``file_bytes`` (its first such file ends
+    its reading), goes to ``rest`` for the file-by-file reader."""
     piece: list[tuple[RoundPaths, _Info, list[bytes]]] = []
     held = 0
     for item, info in zip(items, infos):
@@ -525,15 +530,19 @@ def round_pieces(
         yield piece
 
 
+def read_files(files: tuple[FilePaths, ...]) -> list[FilePaths]:
+    """A round's files (draft steps, then validate) as rounds.load_round reads them: a validate's
+    parents companion is never read, so no failure of it is the round's."""
+    return [*files[:-1], (files[-1][0], files[-1][1], None)]
+
+
 def _round_bytes(item: RoundPaths, limit: int) -> list[bytes] | None:
     got = []
-    for data, scores, _ in item[2]:
-        read = read_regular_or_none(data, limit)
-        if read is None:
-            return None
-        got.append(read)
-        if scores is not None:
-            read = read_regular_or_none(scores, limit)
+    for fs in read_files(item[2]):
+        for path in fs:
+            if path is None:
+                continue
+            read = read_regular_or_none(path, limit)
             if read is None:
                 return None
             got.append(read)

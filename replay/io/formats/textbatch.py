@@ -1,21 +1,24 @@
 """Read many rounds of plain-text matrices at once: one read per file, a few numpy calls per chunk.
 
 The common text dump (integers separated by spaces, one matrix row per line, scores in ``.scores``
-companions or none) costs mostly per-file Python overhead when read file by file. Here the bytes of
-a whole chunk of rounds are parsed together (``textparse``, the fast subset of the text format), the
-scores checked by ``matrix_io.batch_logp`` (the scores rule for many rounds), and rounds of equal
-step count go straight into RoundBatches (padded to their widest matrices).
+and parents in ``.parents`` companions or none) costs mostly per-file Python overhead when read file
+by file. Here the bytes of a whole chunk of rounds are parsed together (``textparse``, the fast
+subset of the text format), the scores checked by ``matrix_io.batch_logp`` (the scores rule for many
+rounds), and rounds of equal step count go straight into RoundBatches (padded to their widest
+matrices).
 
 A round with a file outside the fast subset (a comment, a CR, a BOM, a float id, a ragged or empty
-file, ...), a file that is not regular or is too large, or a parents companion is not an error
-here: it is handed back, and the caller reads it with the file-by-file reader
-(``rounds.load_round``), so results, errors and skip messages stay exactly that reader's.
+file, ...), a file that is not regular or is too large, or a parents companion that is not one node
+index per row of its ids is not an error here: it is handed back, and the caller reads it with the
+file-by-file reader (``rounds.load_round``), so results, errors and skip messages stay exactly that
+reader's.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,6 +31,7 @@ from replay.io.roundbatch import (
     RoundPaths,
     SourceNames,
     batch_of_items,
+    read_files,
     round_pieces,
 )
 
@@ -38,27 +42,37 @@ BULK_PARSE_BYTES = 8 << 20  # text parsed per numpy pass (~15 bytes of work arra
 
 
 def _text_exts(files: tuple[FilePaths, ...], raw_forced: bool) -> tuple[str, ...] | None:
-    """The data files' extensions as named when every file reads as text (matrix_io.file_kind) and
-    no matrix has a parents companion, else None."""
+    """The data files' extensions as named when every file the round's reader reads is text
+    (matrix_io.file_kind), else None."""
     exts = []
-    for p, scores, parents in files:
+    for p, *companions in read_files(files):
         ext, fmt = file_kind(p, raw_forced)
-        if parents is not None or fmt != "text":
-            return None
-        if scores is not None and file_kind(scores, raw_forced)[1] != "text":
+        if fmt != "text" or any(c is not None and file_kind(c, raw_forced)[1] != "text" for c in companions):
             return None
         exts.append(ext)
     return tuple(exts)
 
 
-def _text_rounds(items: Sequence[RoundPaths], raw_forced: bool) -> list[tuple[str, ...] | None]:
-    """_text_exts of each round. The common directory, names without a dot and ``.scores``
-    companions named after their data files, is checked by a few string operations over all."""
-    data = [fs[0] for item in items for fs in item[2]]
-    scores = [fs[1] for item in items for fs in item[2]]
-    if data and _plain_names(data, scores, raw_forced) and all(fs[2] is None for item in items for fs in item[2]):
-        return [("",) * len(item[2]) for item in items]
-    return [_text_exts(item[2], raw_forced) for item in items]
+def _text_rounds(items: Sequence[RoundPaths], raw_forced: bool) -> tuple[list[tuple[str, ...] | None], bool]:
+    """(_text_exts of each round, whether some matrix has a parents companion). The common directory,
+    names without a dot and companions named after their data files, is checked by a few string
+    operations over all."""
+    read = [fs for item in items for fs in read_files(item[2])]
+    data = [fs[0] for fs in read]
+    parents = [fs[2] for fs in read]
+    parented = parents.count(None) < len(parents)
+    if data and _plain_names(data, [fs[1] for fs in read], raw_forced) and _plain_parents(data, parents, raw_forced):
+        return [("",) * len(item[2]) for item in items], parented
+    return [_text_exts(item[2], raw_forced) for item in items], parented
+
+
+def _plain_parents(data: list[str], parents: list[str | None], raw_forced: bool) -> bool:
+    """Whether every parents companion is named data + ``.parents`` and reads as text (or there is none)."""
+    named = [(d, p) for d, p in zip(data, parents) if p is not None]
+    if not named:
+        return True
+    joined = "\0".join(p for _, p in named) == ".parents\0".join(d for d, _ in named) + ".parents"
+    return joined and file_kind(named[0][1], raw_forced)[1] == "text"
 
 
 def _plain_names(data: list[str], scores: list[str | None], raw_forced: bool) -> bool:
@@ -112,12 +126,24 @@ def read_text_batches(
     rest: list[RoundPaths] = []
     batches: list[RoundBatch] = []
     names: dict[tuple[str, ...], SourceNames] = {}
-    for piece in round_pieces(items, _text_rounds(items, raw_forced), BULK_FILE_BYTES, BULK_PARSE_BYTES, rest):
+    infos, parented = _text_rounds(items, raw_forced)
+    for piece in round_pieces(items, infos, BULK_FILE_BYTES, BULK_PARSE_BYTES, rest):
         for exts in {exts for _, exts, _ in piece} - set(names):
             names[exts] = SourceNames(directory, exts, step0_offset)
-        _parse_piece(piece, names, layout, score_kind, batches, rest)
+        _parse_piece(piece, names, layout, score_kind, parented, batches, rest)
     rest.sort(key=lambda it: it[0])
     return batches, rest
+
+
+@dataclass(frozen=True, eq=False)
+class _PieceTexts:
+    """A piece's files parsed: data files, then their companions."""
+
+    ids: ParsedTexts  # [F] data files
+    scores: ParsedTexts
+    score_at: np.ndarray  # [F] int64 each data file's scores companion in ``scores``, -1: none
+    parents: ParsedTexts
+    parent_at: np.ndarray  # [F] int64 each data file's parents companion in ``parents``, -1: none
 
 
 def _parse_piece(
@@ -125,28 +151,35 @@ def _parse_piece(
     names: dict[tuple[str, ...], SourceNames],
     layout: str | None,
     score_kind: str,
+    parented: bool,
     batches: list[RoundBatch],
     rest: list[RoundPaths],
 ) -> None:
-    """Parse the files of the piece's rounds; batches and rounds refused are appended."""
-    id_bytes, score_bytes, score_at = _piece_files(piece)
-    parsed = parse_id_texts(id_bytes)
-    scored = parse_score_texts(score_bytes)
+    """Parse the files of the piece's rounds; batches and rounds refused are appended. parented: some
+    round of the chunk has a parents companion."""
+    id_bytes, score_bytes, score_at, parent_bytes, parent_at = _piece_files(piece, parented)
+    texts = _PieceTexts(
+        parse_id_texts(id_bytes), parse_score_texts(score_bytes), score_at, parse_id_texts(parent_bytes), parent_at
+    )
+    parsed = texts.ids
     counts = np.fromiter((len(exts) for _, exts, _ in piece), dtype=np.int64, count=len(piece))  # [T] files a round
     firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))  # [T] each round's first file in ``parsed``
-    has_scores = score_at >= 0  # [F]
+    has_scores, has_parents = score_at >= 0, parent_at >= 0  # [F]
     file_ok = parsed.ok.copy()
-    file_ok[has_scores] &= scored.ok[score_at[has_scores]]
+    file_ok[has_scores] &= texts.scores.ok[score_at[has_scores]]
+    if has_parents.any():  # read_matrix's parents rule (matrix_io._as_parents): one node index per row of the ids
+        at = parent_at[has_parents]
+        par = texts.parents
+        file_ok[has_parents] &= par.ok[at] & (par.cols[at] == 1) & (par.rows[at] == parsed.rows[has_parents])
     round_ok = np.logical_and.reduceat(file_ok, firsts)  # [T]
     rest += [piece[t][0] for t in np.flatnonzero(~round_ok).tolist()]
-    # Rounds of equal extensions and scored matrices form one batch (matrix sizes do not split one:
-    # replay.io.roundbatch), the batches in the order of their first rounds.
-    if has_scores.all() or not has_scores.any():
+    # Rounds of equal extensions and matrices with scores and parents form one batch (matrix sizes do
+    # not split one: replay.io.roundbatch), the batches in the order of their first rounds.
+    flags = has_scores + 2 * has_parents  # [F]
+    if (flags == flags[0]).all():
         keys: list[tuple[object, ...]] = [exts for _, exts, _ in piece]
     else:
-        keys = [
-            (exts, tuple(has_scores[f : f + len(exts)].tolist())) for (_, exts, _), f in zip(piece, firsts.tolist())
-        ]
+        keys = [(exts, tuple(flags[f : f + len(exts)].tolist())) for (_, exts, _), f in zip(piece, firsts.tolist())]
     kinds: dict[tuple[object, ...], int] = {}
     code = np.fromiter((kinds.setdefault(k, len(kinds)) for k in keys), dtype=np.int64, count=len(keys))  # [T]
     ok_rounds = np.flatnonzero(round_ok)
@@ -155,44 +188,67 @@ def _parse_piece(
         idx = ok_rounds[code[ok_rounds] == c]  # [R] the kind's rounds, in piece order
         exts = piece[int(idx[0])][1]
         files = firsts[idx][:, None] + np.arange(len(exts))  # [R, matrices]
-        score_files = score_at[files]  # [R, matrices]
-        mats = []
-        good = np.ones(idx.size, dtype=bool)
-        for m in range(len(exts)):
-            ids, rows_of, cols_of = _gather(parsed, files[:, m], PAD_TOKEN)
-            logp = None
-            if score_files[0, m] >= 0:
-                scores, s_rows, s_cols = _gather(scored, score_files[:, m], np.nan)
-                logp, checked = batch_logp(scores, s_rows, s_cols, ids, rows_of, cols_of, score_kind)
-                good &= checked
-            mats.append((ids, rows_of, cols_of, logp))
-        rest += [piece[t][0] for t in idx[~good].tolist()]
-        if not good.any():
-            continue
-        keep = np.flatnonzero(good)
-        stacks = [MatrixStack.of_rounds(ids, logp, rows_of, cols_of, keep) for ids, rows_of, cols_of, logp in mats]
-        batches.append(batch_of_items([piece[t][0] for t in idx[keep].tolist()], stacks, names[exts], layout))
+        _kind_batch(piece, idx, files, texts, names[exts], layout, score_kind, batches, rest)
+
+
+def _kind_batch(
+    piece: list[tuple[RoundPaths, tuple[str, ...], list[bytes]]],
+    idx: np.ndarray,
+    files: np.ndarray,
+    texts: _PieceTexts,
+    names: SourceNames,
+    layout: str | None,
+    score_kind: str,
+    batches: list[RoundBatch],
+    rest: list[RoundPaths],
+) -> None:
+    """The batch of rounds ``idx`` ([R] int64 into the piece) of one kind, whose matrices are
+    ``files`` ([R, matrices] int64 into texts.ids); rounds whose scores fail go to ``rest``."""
+    score_files = texts.score_at[files]  # [R, matrices]
+    parent_files = texts.parent_at[files]  # [R, matrices]
+    mats = []
+    good = np.ones(idx.size, dtype=bool)
+    for m in range(files.shape[1]):
+        ids, rows_of, cols_of = _gather(texts.ids, files[:, m], PAD_TOKEN)
+        logp = parents = None
+        if score_files[0, m] >= 0:
+            scores, s_rows, s_cols = _gather(texts.scores, score_files[:, m], np.nan)
+            logp, checked = batch_logp(scores, s_rows, s_cols, ids, rows_of, cols_of, score_kind)
+            good &= checked
+        if parent_files[0, m] >= 0:
+            parents = _gather(texts.parents, parent_files[:, m], PAD_TOKEN)[0][:, 0, :]  # [rows, R]
+        mats.append((ids, rows_of, cols_of, logp, parents))
+    rest += [piece[t][0] for t in idx[~good].tolist()]
+    if not good.any():
+        return
+    keep = np.flatnonzero(good)
+    stacks = [MatrixStack.of_rounds(ids, logp, r_of, c_of, keep, parents) for ids, r_of, c_of, logp, parents in mats]
+    batches.append(batch_of_items([piece[t][0] for t in idx[keep].tolist()], stacks, names, layout))
 
 
 def _piece_files(
-    piece: list[tuple[RoundPaths, tuple[str, ...], list[bytes]]],
-) -> tuple[list[bytes], list[bytes], np.ndarray]:
+    piece: list[tuple[RoundPaths, tuple[str, ...], list[bytes]]], parented: bool
+) -> tuple[list[bytes], list[bytes], np.ndarray, list[bytes], np.ndarray]:
     """(the data files' bytes, the scores companions' bytes, [F] int64 each data file's companion
-    among them, -1: none) of the piece's rounds, whose reads hold each data file, then its companion."""
+    among them, -1: none, the parents companions' bytes, [F] int64 likewise) of the piece's rounds,
+    whose reads hold each data file, then its companions (roundbatch.round_pieces). parented: some
+    round may have a parents companion."""
     reads = [data for _, _, got in piece for data in got]
     matrices = sum(len(exts) for _, exts, _ in piece)
-    if len(reads) == 2 * matrices:  # every matrix has its companion (no round holds more than one each)
-        return reads[0::2], reads[1::2], np.arange(matrices, dtype=np.int64)
-    if len(reads) == matrices:  # none has one
-        return reads, [], np.full(matrices, -1, dtype=np.int64)
+    no_parents = np.full(matrices, -1, dtype=np.int64)
+    if not parented and len(reads) == 2 * matrices:  # every matrix has its scores (no round holds more than one each)
+        return reads[0::2], reads[1::2], np.arange(matrices, dtype=np.int64), [], no_parents
+    if not parented and len(reads) == matrices:  # none has one
+        return reads, [], no_parents, [], no_parents
     id_bytes: list[bytes] = []
-    score_bytes: list[bytes] = []
-    score_at: list[int] = []
+    found: tuple[list[bytes], list[bytes]] = ([], [])
+    at: tuple[list[int], list[int]] = ([], [])
     for item, _, got in piece:
         files = iter(got)
-        for _, companion, _ in item[2]:
+        for _, *companions in read_files(item[2]):
             id_bytes.append(next(files))
-            score_at.append(-1 if companion is None else len(score_bytes))
-            if companion is not None:
-                score_bytes.append(next(files))
-    return id_bytes, score_bytes, np.asarray(score_at, dtype=np.int64)
+            for companion, bodies, where in zip(companions, found, at):
+                where.append(-1 if companion is None else len(bodies))
+                if companion is not None:
+                    bodies.append(next(files))
+    return id_bytes, found[0], np.asarray(at[0], dtype=np.int64), found[1], np.asarray(at[1], dtype=np.int64)
