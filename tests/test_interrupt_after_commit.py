@@ -21,6 +21,20 @@ from replay.testing.synth import write_synthetic_run
 TREE = parse_config_text("[3]|[2,2]")
 
 
+@pytest.fixture(autouse=True)
+def sigint_reaches_this_process():
+    """A real SIGINT raises here as in a fresh process: a command's first interrupt leaves SIGINT
+    ignored and blocked for the rest of its process (interrupt._first_interrupt), so an earlier test
+    in this pytest process would otherwise swallow this test's os.kill and let it pass unexercised."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a pending SIGINT is dropped, not raised
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _interrupt(*_args, **_kwargs):
     raise KeyboardInterrupt
 
