@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import threading
 import time
@@ -84,6 +85,18 @@ def test_stopping_early_leaves_the_rest_unrun():
     assert [next(it), next(it)] == [0, 1]
     it.close()  # joins the pool: the queued items are cancelled, not run
     assert len(started) <= 2 + WINDOW_PER_WORKER * 2
+
+
+def _pid(_):
+    return os.getpid()
+
+
+def test_a_pool_holds_no_more_workers_than_the_items():
+    """A forking pool starts every worker at once: --workers 50 on three items forks three."""
+    alive = []
+    for _ in ordered_map(_pid, range(3), 50, processes=True):
+        alive.append(len(multiprocessing.active_children()))
+    assert 1 <= max(alive) <= 3
 
 
 def test_worker_counts():

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from itertools import chain, islice
 from typing import Any, TypeVar
 
 from .errors import SpecReplayError
@@ -89,6 +90,12 @@ def _init_worker() -> None:
 
 
 def _pooled(fn: Callable[[T], R], items: Iterable[T], workers: int, processes: bool) -> Iterator[R]:
+    # A forking pool starts all its workers at the first submit: a pool no larger than the work
+    # keeps --workers 500 on ten items from forking 500 copies of this process.
+    ahead = iter(items)
+    head = list(islice(ahead, workers))
+    workers = max(1, len(head))
+    items = chain(head, ahead)
     # Objects the forked workers inherit are moved out of the collector's reach until they have
     # forked: a worker's collections would otherwise write to every page of the parent's heap.
     frozen = processes
