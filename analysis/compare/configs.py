@@ -22,7 +22,14 @@ from analysis.tables.metrics import depth_acceptance, summary
 from analysis.tables.runs import RoundSizes
 from replay.core.config import TREE_DYNAMIC, TreeConfig, distinct_configs
 from replay.core.config_grammar import parse_config_list, parse_configs
-from replay.core.headline import ACCEPTANCE_FIGURES, METRIC_DIGITS, greedy_rounds, per_position_rates, summary_row
+from replay.core.headline import (
+    ACCEPTANCE_FIGURES,
+    METRIC_DIGITS,
+    fixed_text,
+    greedy_rounds,
+    per_position_rates,
+    summary_row,
+)
 from replay.util.errors import SpecReplayError
 
 from .subtree import beyond_recorded, is_contained
@@ -242,8 +249,8 @@ def format_bounds(lo: float, hi: float, digits: int = METRIC_DIGITS) -> str:
     if np.isnan(lo):
         return "n/a"
     if np.isclose(lo, hi, rtol=0, atol=10 ** -(digits + 3)):
-        return f"{lo:.{digits}f}"
-    return f"{lo:.{digits}f}..{hi:.{digits}f}"
+        return fixed_text(lo, digits)
+    return f"{fixed_text(lo, digits)}..{fixed_text(hi, digits)}"
 
 
 MEASURED_HEADER = "measured speedup (decode only)"

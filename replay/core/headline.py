@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Context, Decimal
 
 import numpy as np
 
@@ -31,11 +32,26 @@ import numpy as np
 # --summary, batch, stats, compare, report, generate, sweep and recommend --temperature print one
 # value as one string. Speedups keep their own three decimals.
 METRIC_DIGITS = 4
+# A printed figure is read from its value to this many decimals: two sums of one quantity that
+# differ only in their last bits (a different summation order) then print the same digits.
+READ_DECIMALS = 10
+_WIDE = Context(prec=400)  # room for any float64's digits, so quantize never runs out of precision
+
+
+def fixed_text(value: float, digits: int) -> str:
+    """``value`` with ``digits`` decimals, as every command prints a figure: read to READ_DECIMALS
+    decimals and rounded half to even, so a value and the value + 1 round alike on a decimal tie
+    (1.30265 and 2.30265 print 1.3026 and 2.3026). Non-finite values print as Python writes them."""
+    value = float(value)
+    if not np.isfinite(value):
+        return f"{value:.{digits}f}"
+    read = Decimal(repr(round(value, READ_DECIMALS)))
+    return f"{read.quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_EVEN, context=_WIDE):f}"
 
 
 def metric_text(value: float) -> str:
     """An acceptance figure as every command prints it (METRIC_DIGITS decimals)."""
-    return f"{value:.{METRIC_DIGITS}f}"
+    return fixed_text(value, METRIC_DIGITS)
 
 
 ENGINE_NAMES = "vLLM's names; SGLang's accept length and the engine's block_efficiency are the mean acceptance length"
