@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -99,11 +100,14 @@ def test_consistent_dump_with_early_stops_agrees(consistent, capsys):
     assert main(["recommend", str(consistent), "--budget", "8", "--bootstrap", "50", "--no-progress"]) == 0
     captured = capsys.readouterr()
     assert "early stops:" in captured.out and "disagree" not in captured.err
+    (line,) = [ln for ln in captured.out.splitlines() if "early stops:" in ln]
+    # steps counted from 0 as the files are (draft_step_0 always runs): gamma 3 can stop before 1 and 2
+    assert re.findall(r"step (\d+) \d+/\d+ = ", line) == ["1", "2"], line
 
 
 def test_stops_that_depend_on_the_branch_disagree(consistent, tmp_path, capsys):
     """Against the model: every round whose walk did not accept the root's rank-0 child stops after
-    step 1 (its later steps and their target rows removed). The continuation then depends on which
+    step 0 (its later steps and their target rows removed). The continuation then depends on which
     depth-1 node the walk reached, so shapes through A1 are undervalued: agree = NO."""
     out = tmp_path / "branchy"
     out.mkdir()

@@ -158,5 +158,5 @@ def sampling_curves(
 
 
 def _without_scores_curve(label: str) -> SamplingCurve:
-    why = "its validate rows have no scores: no temperature curve (sampling needs the target's log-probs; docs/dump-format.md)"
+    why = "its validate rows have no scores: no temperature curve (sampling needs the target's scores, log-probs or probabilities; docs/dump-format.md)"
     return SamplingCurve(label, None, Markup(""), [f"{label}: {why}"])

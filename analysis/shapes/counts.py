@@ -145,9 +145,9 @@ def step_tables(
     """(went_on, stopped) [groups, depths] int64 from each round's group, draft steps and accepted
     length ([N] int64 each).
 
-    Column i is "after draft step d = i + 1", counting only the rounds whose acceptance walk reached
-    depth d (accepted length >= d: the rounds where step d + 1 could add to the accepted length):
-    ``went_on[g, i]`` those of group g that drafted step d + 1, ``stopped[g, i]`` those that stopped
+    Column i is "after d = i + 1 draft steps", counting only the rounds whose acceptance walk reached
+    depth d (accepted length >= d: the rounds where draft step d, counted from 0 as draft_step_d is, could add to the accepted length):
+    ``went_on[g, i]`` those of group g that drafted step d, ``stopped[g, i]`` those that stopped
     early there (d steps, fewer than the recording's gamma; a round that ends at gamma is complete,
     not stopped, and None takes every round as complete, as analysis.compare.subtree does).
     """

@@ -8,8 +8,9 @@ estimate is the raw frequency of each cell: no smoothing across ranks, because a
 prefers the draft's rank 1 over its rank 0 is a fact to keep, not noise to flatten.
 
 A node exists only in rounds whose draft ran its step (a round may stop early: fewer draft steps
-than gamma). ``go_on[d]`` = P(the draft runs step d + 1 | the walk reached depth d), estimated from
-the rounds whose acceptance walk reached depth d (``continuation``; row 0 is 1: step 1 always
+than gamma). ``go_on[d]`` = P(the draft runs step d | the walk reached depth d; steps counted from 0 as draft_step_d is, step d
+making the nodes of depth d + 1), estimated from
+the rounds whose acceptance walk reached depth d (``continuation``; row 0 is 1: step 0 always
 runs). A node's value is the product of ``factor = go_on[d] · p[d, q, r]`` along its path
 (``node_factors``): by the chain rule over depths, the probability that the node is drafted and
 accepted. Without early stops go_on is 1 and the factor is the acceptance.
@@ -212,11 +213,11 @@ def draft_order_table(stats: ShapeStats, min_count: int) -> np.ndarray | None:
 def continuation(went_on: np.ndarray, stopped: np.ndarray, depths: int) -> np.ndarray:
     """go_on [..., depths] float64 from step tables with any leading (bootstrap) axes.
 
-    went_on, stopped: [..., S] (analysis.shapes.counts.step_tables: column i is "after draft step
-    i + 1"). Row d (d >= 1) is went_on / (went_on + stopped) of column d - 1: of the rounds whose
-    walk reached depth d and whose config allowed another step, the share that drafted step d + 1.
-    Only those rounds matter: in a round whose walk stopped above depth d, step d + 1 adds nothing
-    whether it runs or not. Row 0 is 1 (step 1 always runs). A row without such rounds (deeper than
+    went_on, stopped: [..., S] (analysis.shapes.counts.step_tables: column i is "after i + 1 draft
+    steps"). Row d (d >= 1) is went_on / (went_on + stopped) of column d - 1: of the rounds whose
+    walk reached depth d and whose config allowed another step, the share that drafted step d.
+    Only those rounds matter: in a round whose walk stopped above depth d, step d adds nothing
+    whether it runs or not. Row 0 is 1 (step 0 always runs). A row without such rounds (deeper than
     every recording's gamma, or never reached) reuses the deepest row with some, as acceptance
     reuses its deepest estimated depth; none at all: 1.
     """
@@ -230,8 +231,8 @@ def continuation(went_on: np.ndarray, stopped: np.ndarray, depths: int) -> np.nd
 
 def step_rows(went_on: np.ndarray, stopped: np.ndarray, depths: int) -> tuple[np.ndarray, np.ndarray]:
     """(went [..., depths], could [..., depths]) float64 per model row: row d (d >= 1) holds the rounds
-    whose walk reached depth d that drafted step d + 1, and all those whose config allowed step
-    d + 1 (went + stopped of step-table column d - 1); row 0 and rows beyond the tables hold 0."""
+    whose walk reached depth d that drafted step d, and all those whose config allowed step
+    d (went + stopped of step-table column d - 1); row 0 and rows beyond the tables hold 0."""
     lead = went_on.shape[:-1]
     went, stop = np.zeros(lead + (depths,)), np.zeros(lead + (depths,))
     m = min(depths - 1, went_on.shape[-1])

@@ -81,11 +81,13 @@ def early_stop_line(model: ShapeModel) -> str | None:
     shares = []
     for d in range(1, model.depths):
         told = f"{int(went[d])}/{int(could[d])} = " if could[d] else "no round could, reused: "
-        shares.append(f"step {d + 1} {told}{model.go_on[d]:.3f}")
+        shares.append(f"step {d} {told}{model.go_on[d]:.3f}")  # draft_step_d: the nodes of depth d + 1
     return (
         f"  early stops: {int(src.stopped.sum())} of {src.num_rounds} rounds stopped drafting before gamma with their path "
-        "still accepted; of the rounds whose path reached depth d − 1 and that could go on, the share that drafted "
-        "step d: " + ", ".join(shares) + " (a node counts only where its step runs: its P and the shapes' E[accepted] "
+        "still accepted; of the rounds whose path reached depth d and that could go on, the share that ran "
+        "draft step d (draft_step_d, the nodes of depth d + 1): "
+        + ", ".join(shares)
+        + " (a node counts only where its step runs: its P and the shapes' E[accepted] "
         "include the shares up to its depth)"
     )
 

@@ -23,7 +23,7 @@ from replay.util.errors import SpecReplayError
 from replay.util.words import row_words
 
 NO_SCORES = (
-    "its validate rows have no scores (sampling mode needs the target's log-probs: a `scores` array in the "
+    "its validate rows have no scores (sampling mode needs the target's scores, log-probs or probabilities: a `scores` array in the "
     "validate .npz/.pt, or a validate_A_B.scores file beside it; docs/dump-format.md)"
 )
 
