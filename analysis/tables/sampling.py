@@ -29,7 +29,6 @@ import pandas as pd
 
 from replay.core.headline import (
     EXPECTED,
-    GREEDY_ONLY,
     SAME_AT_ANY_T,
     SUMMARY_METRICS,
     Rounds,
@@ -44,10 +43,9 @@ from replay.io.skipped import Skipped
 from .runs import LabelledRun
 
 # The summary metrics (replay.core.headline.SUMMARY_METRICS) by what each is at T: bounds
-# (NAME_lo, NAME_hi), one value, or absent.
+# (NAME_lo, NAME_hi) or one value; the greedy-only ones are absent.
 EXPECTED_SUMMARY = tuple(m.name for m in SUMMARY_METRICS if m.at_t == EXPECTED)
 SAME_AT_ANY_T_SUMMARY = tuple(m.name for m in SUMMARY_METRICS if m.at_t == SAME_AT_ANY_T)
-GREEDY_ONLY_SUMMARY = tuple(m.name for m in SUMMARY_METRICS if m.at_t == GREEDY_ONLY)
 SAMPLING_TABLES = ("summary", "accepted_length", "depth_acceptance")
 
 
