@@ -128,19 +128,19 @@ def random_names(rng, clean: bool) -> list[str]:
 
 @pytest.mark.parametrize("seed", range(30))
 def test_bulk_grouping_equals_the_general_one(seed, monkeypatch):
-    """The one-pass grouping of complete rounds (_group_complete) against the per-file general path."""
-    from replay.io import grouping
+    """The one-pass grouping of complete rounds (group_complete) against the per-file general path."""
+    from replay.testing import path_grouping
 
     rng = np.random.default_rng(seed)
     clean = seed % 2 == 0
     paths = [Path("/d") / n for n in dict.fromkeys(random_names(rng, clean))]
     offset = [(1, 1), (0, 0), (2, 1)][seed % 3]
     entries = [(p.name, str(p)) for p in sorted(paths)]
-    bulk = grouping._group_complete(entries, offset, OFFSET_OPTION)
+    bulk = path_grouping.group_complete(entries, offset, OFFSET_OPTION)
     if clean and offset == (1, 1):
         assert bulk is not None
     fast = group_paths(paths, offset)
-    monkeypatch.setattr(grouping, "_group_complete", lambda *a: None)
+    monkeypatch.setattr(path_grouping, "group_complete", lambda *a: None)
     general = group_paths(paths, offset)
     assert fast == general
     assert bulk is None or bulk == general
@@ -213,7 +213,7 @@ def test_no_switch_without_a_one_to_one_pairing():
 @pytest.mark.parametrize("seed", range(12))
 def test_detection_is_the_same_in_the_bulk_and_the_general_grouping(seed, monkeypatch):
     """Random complete rounds named at a random offset, with extensions and a stray: one answer."""
-    from replay.io import grouping
+    from replay.testing import path_grouping
 
     rng = np.random.default_rng(100 + seed)
     shift = [(0, 0), (1, 1), (3, 2), (-2, -2)][seed % 4]
@@ -221,7 +221,7 @@ def test_detection_is_the_same_in_the_bulk_and_the_general_grouping(seed, monkey
     listed = round_names(keys, shift, str(rng.choice(["", ".txt", ".npy"]))) + ["notes.bin"] * (seed % 2)
     paths = [Path("/d") / n for n in dict.fromkeys(listed)]
     fast = group_paths(paths)
-    monkeypatch.setattr(grouping, "_group_complete", lambda *a: None)
+    monkeypatch.setattr(path_grouping, "group_complete", lambda *a: None)
     general = group_paths(paths)
     assert fast == general
     assert [r.key for r in general.rounds] == keys and general.step0_offset == shift
@@ -285,7 +285,7 @@ def test_a_near_miss_completing_a_round_is_counted_in_that_rounds_entry():
 @pytest.mark.parametrize("seed", range(24))
 def test_bulk_grouping_with_companions_equals_the_general_one(seed, monkeypatch):
     """Rounds with .scores/.parents companions, some with an orphan or a second companion of one kind."""
-    from replay.io import grouping
+    from replay.testing import path_grouping
 
     rng = np.random.default_rng(200 + seed)
     listed = random_names(rng, True)
@@ -302,11 +302,11 @@ def test_bulk_grouping_with_companions_equals_the_general_one(seed, monkeypatch)
         with_companions += list(rng.choice(odd, size=int(rng.integers(1, 3)), replace=False))
     paths = [Path("/d") / n for n in dict.fromkeys(with_companions)]
     entries = [(p.name, str(p)) for p in sorted(paths)]
-    bulk = grouping._group_complete(entries, (1, 1), OFFSET_OPTION)
+    bulk = path_grouping.group_complete(entries, (1, 1), OFFSET_OPTION)
     if seed % 2 == 0:
         assert bulk is not None
     fast = group_paths(paths, (1, 1))
-    monkeypatch.setattr(grouping, "_group_complete", lambda *a: None)
+    monkeypatch.setattr(path_grouping, "group_complete", lambda *a: None)
     general = group_paths(paths, (1, 1))
     assert fast == general
     assert bulk is None or bulk == general

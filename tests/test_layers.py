@@ -264,7 +264,7 @@ TESTING_REFERENCES = {
     "replay.testing.records_reference": ("write_json_lines", "write_table"),
     "replay.testing.frame_counts": ("metric_parts_by_frame", "node_metric_counts", "metrics_by_frame"),
     "replay.testing.in_memory": ("read_directory", "batch_from_rounds", "replay_batches", "round_at"),
-    "replay.testing.path_grouping": ("group_paths",),
+    "replay.testing.path_grouping": ("group_paths", "group_entries", "group_complete"),
     "replay.testing.synth": ("write_text_matrix",),
     "replay.testing.batch_synth": ("exact_parts",),
     "replay.testing.packed_rounds": ("packed_rounds",),

@@ -23,11 +23,12 @@ from replay.core.level_loops import (
     open_nodes_loop,
 )
 from replay.core.loops import (
+    _exp as cell_exp,
+    _loop,
     child_cells_loop,
     depth_bounds_loop,
     edge_probs_loop,
     exact_sum_loop,
-    exp_loop,
     gather_rows_loop,
     node_rows_loop,
     row_sums_loop,
@@ -39,6 +40,13 @@ from replay.core.vocab import PAD_TOKEN
 def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Distance in units in the last place between non-negative float64 values of the same sign."""
     return np.abs(a.view(np.int64) - b.view(np.int64))
+
+
+@_loop
+def exp_loop(x: np.ndarray, out: np.ndarray) -> None:  # x, out [n] float64
+    """out = exp(x), element by element, by the loops' own exponential (each loop inlines it)."""
+    for i in range(x.shape[0]):
+        out[i] = cell_exp(x[i])
 
 
 def _exp(x: np.ndarray) -> np.ndarray:

@@ -114,13 +114,6 @@ def _exp(x: float) -> float:
 
 
 @_loop
-def exp_loop(x: np.ndarray, out: np.ndarray) -> None:  # x, out [n] float64
-    """out = exp(x), element by element (tests/test_loops.py; the loops below inline _exp)."""
-    for i in range(x.shape[0]):
-        out[i] = _exp(x[i])
-
-
-@_loop
 def row_sums_loop(
     lp: np.ndarray,  # [E, K, C] float32 or float64: log-probs, PAD cells already -inf
     pad: np.ndarray,  # [E, K, C] bool, or [0, 0, 0] when no cell is PAD

@@ -155,7 +155,7 @@ def _logical_files(
 
     entries: (file name, its path) in path order; unreadable: paths that are no regular file (a
     directory named like a dump file): beside a readable file of the same matrix they are no
-    duplicate of it, and are listed on their own (group_entries). The third result: data path →
+    duplicate of it, and are listed on their own (_assemble). The third result: data path →
     why its matrix cannot be read (_companion_clash); its FileSet leaves the clashing companions
     out, and its round is skipped with that reason (_assemble).
     """
@@ -223,24 +223,6 @@ def _by_kind(companions: list[int], kinds: Sequence[int], paths: Sequence[str]) 
     }
 
 
-def group_entries(
-    entries: list[tuple[str, str]],
-    step0_offset: tuple[int, int],
-    source: str,
-    unreadable: Mapping[str, str],
-    gamma: int | None = None,
-) -> Grouping:
-    """Group (name, path) entries, in path order, into rounds by name; step0_offset and source as
-    offset_and_source gives them; unreadable: path → why ("is a directory, not a regular file"), in
-    path order: each is listed, and so is its round, unread. gamma: the draft steps a round of the
-    replayed config has (None: not known), so that a stray beyond them names no lost last step."""
-    if not unreadable:
-        simple = _group_complete(entries, step0_offset, source)
-        if simple is not None:
-            return simple
-    return _group_general(entries, step0_offset, source, unreadable, gamma)
-
-
 def _group_general(
     entries: list[tuple[str, str]],
     step0_offset: tuple[int, int],
@@ -248,7 +230,11 @@ def _group_general(
     unreadable: Mapping[str, str],
     gamma: int | None,
 ) -> Grouping:
-    """group_entries by the general work: file by file, every mistake listed."""
+    """Group (name, path) entries, in path order, into rounds by name, file by file, every mistake
+    listed; step0_offset and source as offset_and_source gives them; unreadable: path → why ("is a
+    directory, not a regular file"), in path order: each is listed, and so is its round, unread.
+    gamma: the draft steps a round of the replayed config has (None: not known), so that a stray
+    beyond them names no lost last step."""
     files, skipped, clashes = _logical_files(entries, unreadable)
     check = step0_check(files, step0_offset, source)
     if source == OFFSET_DEFAULT and check.other_fits and check.other is not None:
@@ -327,20 +313,15 @@ def _assemble(
     return Grouping(tuple(rounds), tuple(skipped), tuple(sorted(by_round)), check)
 
 
-def _group_complete(entries: list[tuple[str, str]], step0_offset: tuple[int, int], source: str) -> Grouping | None:
-    """group_entries' result when every dump file is a plain data file of a complete round, else None.
-
-    The common directory, grouped with one regex pass and a few array operations instead of Python
-    work per file, companions paired by one sort. Anything else (duplicates, an orphan companion or
-    two of one kind, long counters, an incomplete round, a name with a newline) returns None.
-    """
-    return _group_names([name for name, _ in entries], [path for _, path in entries], step0_offset, source)
-
-
 def _group_names(
     names: list[str], paths: list[str] | str, step0_offset: tuple[int, int], source: str
 ) -> Grouping | None:
-    """_group_complete of files ``names`` in any order (the result does not depend on it); ``paths``:
+    """The rounds of files ``names`` when every dump file is a plain data file of a complete round,
+    else None. One regex pass and a few array operations instead of Python work per file,
+    companions paired by one sort; anything else (duplicates, an orphan companion or two of one kind,
+    long counters, an incomplete round, a name with a newline) returns None for _group_general.
+
+    ``names`` in any order (the result does not depend on it); ``paths``:
     their paths, or the prefix that makes each one's path (prefix + name), so that a listing builds
     the paths of the files it uses only."""
 
@@ -418,7 +399,7 @@ def _rounds_of(
             int(a[first].min()) + da, int(a[first].max()) + da, int(b[first].min()) + db, int(b[first].max()) + db
         )
     ):
-        return None  # group_entries names the files whose keys leave int64
+        return None  # _group_general names the files whose keys leave int64
     ka = np.where(first, a + da, a) if first.any() else a
     kb = np.where(first, b + db, b) if first.any() else b
     order = np.lexsort((step, kb, ka))  # by round key, then the validate (-1) and steps 0, 1, ...
@@ -467,7 +448,7 @@ def group_directory(
     step0_offset: None lets the names decide between the default and the offset they show
     (Step0Check); a stated offset is used as stated, ``source`` naming who stated it.
     Entries that are not regular files are ignored unless named like a dump file: then they are
-    listed, with their rounds (see the module docstring). gamma as group_entries takes it. Nothing
+    listed, with their rounds (see the module docstring). gamma as _group_general takes it. Nothing
     here opens a file.
     """
     directory = Path(directory)

@@ -315,7 +315,7 @@ def group_rounds(
     the default or the offset the names show (replay.io.step0.Step0Check); then the files are
     checked against the manifest's rounds (check_manifest_rounds). ``grouping.step0_offset`` is
     the offset the readers must use to name the files again. gamma: the replayed config's draft
-    steps, where known (replay.io.grouping.group_entries).
+    steps, where known (replay.io.grouping.group_directory).
     """
     if asked is not None:
         grouping = group_directory(directory, asked, "--step0-offset", gamma)
