@@ -343,7 +343,7 @@ def parse_config_list_arg(
 
 
 def is_generator_text(text: str) -> bool:
-    """The old ``compare --grid`` generator spelling (``root=2,4 heads=1,2``), now ``--generate``."""
+    """``compare --grid``'s deprecated generator spelling (``root=2,4 heads=1,2``), which ``--generate`` takes."""
     return "=" in text
 
 

@@ -55,8 +55,8 @@ def hierarchical_layout(tree: Tree, root: int = 0) -> dict[int, tuple[float, flo
     return pos
 
 
-# what the tree pictures were first drawn with (networkx's draw_networkx_* defaults), kept so that
-# they draw the same pixels without importing networkx (half a second at every start)
+# networkx's draw_networkx_* defaults, written out so that the tree pictures draw those pixels
+# without importing networkx (half a second at every start)
 _EDGE_GREY = "#999999"
 _LABEL_TEXT = {
     "color": "k",

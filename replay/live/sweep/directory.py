@@ -22,7 +22,7 @@ from replay.util.atomic import atomic_path, write_json_atomic
 from .commit import clear_stale
 from .grid import config_name
 
-LAYOUT = 2  # 1: rows/<name>.json beside dumps/<name>/ (before results were committed in one rename)
+LAYOUT = 2  # the directory's layout (each config's row.json inside its dumps/<name>/), in sweep.json: claim compares it
 SETTINGS_FILE = "sweep.json"
 DUMPS_DIR = "dumps"
 ROW_FILE = "row.json"
