@@ -26,7 +26,7 @@ from replay.io.packed.pack import PackedBlockError, PackedRun, is_packed_run
 from replay.io.skipfold import listed_once, misspelt_companion, no_such_round
 from replay.io.skipped import Skipped, round_entry
 from replay.io.step0 import Step0Check
-from replay.util.errors import DumpError, RoundError, RoundNotFoundError, skip_reason
+from replay.util.errors import DumpError, RoundError, RoundNotFoundError
 from replay.util.parallel import ordered_map, resolve_workers
 from replay.util.progress import progress_bar
 from replay.util.words import round_name
@@ -222,7 +222,7 @@ def explain_rejections(batch: RoundBatch, res: BatchResult, run: Run) -> list[tu
     for i, (path, message) in rejection_reasons(batch, res, run.tree, run.options.raw, _raw_source(run)).items():
         exc = RoundError(batch.key(i), message, path)  # its reason: "path: message"
         ordinal = int(batch.ordinals[i]) if batch.ordinals is not None else i
-        entry = Skipped(round_entry(round_name(exc.key)), skip_reason(exc), (path,))
+        entry = Skipped(round_entry(round_name(exc.key)), exc.reason, (path,))
         if res.error[i] == ERR_LOST_COMPANION:
             kind = "parents" if res.error_at[2, i] == LOST_PARENTS else "scores"
             entry = misspelt_companion(entry, path, kind, run.skipped)

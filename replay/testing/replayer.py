@@ -54,7 +54,7 @@ from replay.io.step0 import Step0Check
 from replay.testing.packed_rounds import packed_rounds
 from replay.testing.rebuild import Rebuilt, rebuild_tree
 from replay.testing.records_reference import RoundRecord
-from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError, skip_reason
+from replay.util.errors import DumpError, RoundError, RoundNotFoundError, SpecReplayError
 from replay.util.words import row_words
 
 
@@ -305,6 +305,12 @@ def replay_directory(
         (),
         warnings,
     )
+
+
+def skip_reason(exc: BaseException) -> str:
+    """The reason a round was skipped, for a Skipped entry that names the round itself: a RoundError's
+    reason (its message without the round's name), any other error's message."""
+    return getattr(exc, "reason", None) or str(exc)
 
 
 def _rejected(what: str, exc: SpecReplayError, files: Sequence[Skipped]) -> Skipped:

@@ -93,11 +93,6 @@ class RoundError(SpecReplayError):
         super().__init__(f"round {round_name(key)}{where}: {message}")
 
 
-def skip_reason(exc: BaseException) -> str:
-    """The reason a round was skipped, for a Skipped entry that names the round itself."""
-    return getattr(exc, "reason", None) or str(exc)
-
-
 class RoundNotFoundError(DumpError):
     """``--round A_B`` names a round the dump cannot replay (replay.io.skipfold.no_such_round says why)."""
 
