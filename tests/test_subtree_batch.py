@@ -198,9 +198,8 @@ def slots_in_order(key: np.ndarray, pos: np.ndarray, valid: np.ndarray, heads: i
     when not chosen; [C] bool the valid nodes already come in selection order, so that slot is right)."""
     true = np.ones(valid.shape, dtype=bool)
     known = tuple(np.ascontiguousarray(a) for a in (valid, true, true, true, np.asarray(key, dtype=np.float64)))
-    status = np.empty(valid.shape, dtype=np.int8)
-    slot, slot_hi = np.empty(valid.shape, dtype=np.int64), np.empty(valid.shape, dtype=np.int64)
-    return slot, subtree_select._in_order_slots(known, pos, heads, status, slot, slot_hi)[1]
+    _, in_order, place = subtree_select._places(known, np.ascontiguousarray(pos, dtype=np.int64))
+    return np.where(place < heads, place, -1), in_order
 
 
 def test_select_in_order_columns_match_successive_maxima():

@@ -250,3 +250,26 @@ def test_the_compiled_in_order_check_follows_rank_ties(request, patched):
                 swapped_seen += 1
                 assert not slots_in_order(key[:, j : j + 1], at[:, j : j + 1], valid[:, :1], n)[1][0]
     assert swapped_seen > 100
+
+
+@pytest.mark.parametrize("patched", [False, True])
+def test_the_compiled_selection_places_follow_rank_ties(request, patched):
+    """subtree_select's compiled places (the order of a column of known, ordered keys, in order or
+    not) put every node where the one test-side form of the rule puts it, tied keys and tied
+    positions included: under the rule and under a reversed one."""
+    from analysis.compare import subtree_select
+
+    if patched:
+        request.getfixturevalue("reversed_ties")
+    rng = np.random.default_rng(4)
+    out_of_order = 0
+    for keys in _levels(5):
+        n, c = keys.shape
+        pos = rng.integers(0, max(2, n // 2), (n, c)).astype(np.int64)  # some positions tie too
+        true = np.ones((n, c), dtype=bool)
+        _, in_order, place = subtree_select._places((true, true, true, true, keys), pos)
+        out_of_order += int((~in_order).sum())
+        for j in range(c):
+            order = selection_order_ref(keys[:, j].tolist(), pos[:, j].tolist())
+            np.testing.assert_array_equal(place[order, j], np.arange(n))
+    assert out_of_order > 100

@@ -163,9 +163,11 @@ class RecordedWalk:
         """Level ``d`` of the candidate looked up in this walk (_Level), kept in ``gathered`` for the
         config's other readers and in ``shared`` for the next configs of its prefix (last_built)."""
         if d not in gathered:
-            gathered[d] = last_built(
-                shared, ("recorded walk's level at", d), lv.keys[d], lambda: self._looked_up(lv, d)
-            )
+            # a level's slots and their recorded nodes, all that is looked up, come from the levels
+            # before it: the key of the level above (configs that differ in this level's heads and
+            # widths only share it), the root's for every config
+            key = lv.keys[d - 1] if d else None if lv.keys[0] is None else ("the sub-tree's root",)
+            gathered[d] = last_built(shared, ("recorded walk's level at", d), key, lambda: self._looked_up(lv, d))
         return gathered[d]
 
     def _looked_up(self, lv: SubTreeLevels, d: int) -> _Level:

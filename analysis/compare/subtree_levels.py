@@ -27,9 +27,11 @@ from .subtree_select import (
     CODE_PATH,
     CODE_RECORDED,
     Level,
+    Places,
     filled,
     keys_by_rule,
     select_level,
+    selection_places,
 )
 
 
@@ -335,14 +337,20 @@ def last_built(shared: dict | None, slot: tuple, key: tuple | None, build: Calla
 
 def _selected(lvl: Level, sub: TreeConfig, i: int, shared: dict | None) -> Level:
     """Level ``i`` of ``sub`` selected (its topHead[i]); ``shared``: the level last selected at depth
-    ``i`` on this chunk, with the prefix it depends on (topKSpec rows 0..i-1, topHead 1..i)."""
+    ``i`` on this chunk, with the prefix it depends on (topKSpec rows 0..i-1, topHead 1..i), and the
+    unselected level's selection places, which configs choosing other heads there share."""
     key = level_prefix(sub, i, selected=True)
-    return last_built(shared, ("selected level at", i), key, lambda: select_copy(lvl, sub.top_head[i]))
+
+    def select() -> Level:
+        places = last_built(shared, ("selection places at", i), level_prefix(sub, i), lambda: selection_places(lvl))
+        return select_copy(lvl, sub.top_head[i], places)
+
+    return last_built(shared, ("selected level at", i), key, select)
 
 
-def select_copy(lvl: Level, heads: int) -> Level:
+def select_copy(lvl: Level, heads: int, places: Places | None = None) -> Level:
     """A copy of ``lvl`` selected to ``heads``: a shared level stays unselected (select_level sets new
-    arrays on the copy)."""
+    arrays on the copy); ``places``: its selection_places, where already made."""
     done = replace(lvl)
-    select_level(done, heads)
+    select_level(done, heads, places)
     return done

@@ -2,10 +2,12 @@
 selection on it: which rule each round's recording used (selection_rules), and a level's IN / OUT /
 MAYBE status and slot range of each node choosing its top heads (select_level).
 
-Selection is recomputed by replay.core.selection.top_k_columns (equal keys by rank_ties of their
-tree-order positions) in rounds where every key of the level is known and ordered (the common
-case; taken as they come where the valid nodes already are in that order), and with the
-pairwise IN / OUT / MAYBE rule in the others (exact, ordered keys by replay.core.selection.precedes).
+Selection is recomputed in rounds where every key of the level is known and ordered (the common
+case) as each node's place in replay.core.selection.top_k_columns' order (equal keys by rank_ties
+of their tree-order positions; taken as they come where the valid nodes already are in that
+order), whatever the heads: configs choosing other heads of one level share it (selection_places).
+The other rounds take the pairwise IN / OUT / MAYBE rule (exact, ordered keys by
+replay.core.selection.precedes).
 """
 
 from __future__ import annotations
@@ -15,13 +17,12 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from replay.core import selection
-from replay.core.selection import first_true, precedes, top_k_columns, tree_position
+from replay.core.selection import first_true, precedes, tree_position
 from replay.engine.batch import SEL_PARENTS, BatchResult, RoundBatch, TreeShape
 
 from .subtree import IN, MAYBE, OUT
 
 CODE_PATH, CODE_RECORDED, CODE_FALLBACK = 0, 1, 2  # subtree's RULE_*, as codes
-_CODES = np.array([OUT, IN], dtype=np.int8)  # select_in_order_loop's status codes
 
 
 FIRST_TRUE_MAX = 128  # replay.core.selection.first_true's axis must be shorter
@@ -97,77 +98,83 @@ def keys_by_rule(rules: np.ndarray, keys: dict, shape: tuple[int, int]) -> tuple
     return lo, hi, exact
 
 
-def select_level(lvl: Level, heads: int) -> None:
-    """IN / OUT / MAYBE and slot ranges of a level choosing its top ``heads``."""
+@dataclass(frozen=True, eq=False)
+class Places:
+    """What a level's selection reads whatever its number of heads (selection_places)."""
+
+    fast: np.ndarray  # [C] bool: every valid key of the column is known and ordered
+    place: np.ndarray  # [L, C] int64: in those columns, each valid node's place in selection order (-1: never chosen)
+
+
+def select_level(lvl: Level, heads: int, places: Places | None = None) -> None:
+    """IN / OUT / MAYBE and slot ranges of a level choosing its top ``heads``. ``places``: the level's
+    selection_places, when configs choosing other heads of the same level computed them."""
     L, c = lvl.valid.shape
-    v = lvl.valid
-    full = lambda a: filled(a, (L, c))  # noqa: E731
-    status = np.empty((L, c), dtype=np.int8)
-    slot_lo, slot_hi = np.empty((L, c), dtype=np.int64), np.empty((L, c), dtype=np.int64)
-    # the columns of known, ordered keys (most): their slots where the valid nodes already come in order
-    key, pos = full(lvl.lo), full(tree_position(lvl.oslot, lvl.rank))
-    known = (full(v), full(lvl.exact), full(lvl.sure), full(lvl.ordered), key)
-    fast, in_order = _in_order_slots(known, pos, heads, status, slot_lo, slot_hi)
-    loop = np.flatnonzero(fast & ~in_order)
-    if loop.shape[0]:  # the selection rule on the key, equal keys by rank_ties of (parent slot, rank): the tree order
-        vf = v[:, loop]
-        slot = _selected_slots(np.where(vf, key[:, loop], -np.inf), pos[:, loop], vf, heads)
-        status[:, loop] = np.where(slot >= 0, IN, OUT).astype(np.int8)
-        slot_lo[:, loop], slot_hi[:, loop] = slot, slot
-    cols = np.flatnonzero(~fast)
+    places = selection_places(lvl) if places is None else places
+    # a column of known, ordered keys: a node is chosen where its place is below the heads, its slot that place
+    chosen = (places.place >= 0) & (places.place < heads)
+    status = np.where(chosen, IN, OUT).astype(np.int8)
+    slot_lo = np.where(chosen, places.place, -1)
+    slot_hi = slot_lo.copy()
+    cols = np.flatnonzero(~places.fast)
     if cols.shape[0]:
-        s = lambda a: a[:, cols] if a.shape[1] == c else np.broadcast_to(a, (a.shape[0], c))[:, cols]  # noqa: E731
-        vv, lo, hi, ex, sure, od, os_, rk = (
-            s(v),
-            s(lvl.lo),
-            s(lvl.hi),
-            s(lvl.exact),
-            s(lvl.sure),
-            s(lvl.ordered),
-            s(lvl.oslot),
-            s(lvl.rank),
-        )
-        a_, b_ = (slice(None), None), (None, slice(None))
-        pos = tree_position(os_, rk)
-        point = ex[a_] & ex[b_] & od[a_] & od[b_] & precedes(lo[a_], pos[a_], lo[b_], pos[b_])  # both keys exact
-        ahead = (lo[a_] > hi[b_]) | point  # [a, b, C']
-        pair = vv[a_] & vv[b_] & ~np.eye(L, dtype=bool)[:, :, None]
-        surely = (pair & sure[a_] & ahead).sum(axis=0)  # v sure and ahead of u, summed over v (axis a)
-        maybe = (pair & ~ahead.transpose(1, 0, 2)).sum(axis=0)  # not (u ahead of v), summed over v
-        st = np.where(surely >= heads, OUT, np.where(sure & (maybe < heads), IN, MAYBE)).astype(np.int8)
-        st = np.where(vv, st, OUT).astype(np.int8)
-        status[:, cols] = st
-        slot_lo[:, cols] = np.where(st != OUT, surely, -1)
-        slot_hi[:, cols] = np.where(st != OUT, np.minimum(maybe, heads - 1), -1)
+        _select_pairwise(lvl, cols, heads, status, slot_lo, slot_hi)
     lvl.status, lvl.slot_lo, lvl.slot_hi = status, slot_lo, slot_hi
 
 
-def _in_order_slots(
-    known: tuple, pos: np.ndarray, heads: int, status, slot_lo, slot_hi
-) -> tuple[np.ndarray, np.ndarray]:
-    """([C] bool every valid key known and ordered, [C] bool the valid nodes come first in selection
-    order: no row preceded by the row below it, level 1's ranks of the root mostly), with those
-    columns' status and slots written: a node's slot is its row, kept below ``heads``
-    (replay.core.level_loops.select_in_order_loop); other columns are left to _selected_slots.
-    known: contiguous [L, C] valid, exact, sure, ordered (bool), key (float64); pos: [L, C] int64
-    tree positions; status, slot_lo, slot_hi: out [L, C]."""
-    from replay.core.level_loops import select_in_order_loop  # numba: imported at first use
+def selection_places(lvl: Level) -> Places:
+    """The columns of known, ordered keys (most) and each valid node's place there: the selection rule
+    on the key, equal keys by rank_ties of (parent slot, rank), the tree order (replay.core.selection.
+    top_k_columns' order; replay.core.level_loops.selection_places_loop)."""
+    shape = lvl.valid.shape
+    full = lambda a: filled(a, shape)  # noqa: E731
+    known = (full(lvl.valid), full(lvl.exact), full(lvl.sure), full(lvl.ordered), full(lvl.lo))
+    fast, _, place = _places(known, full(tree_position(lvl.oslot, lvl.rank)))
+    return Places(fast, place)
 
-    c = status.shape[1]
+
+def _select_pairwise(lvl: Level, cols: np.ndarray, heads: int, status, slot_lo, slot_hi) -> None:
+    """select_level's columns ``cols`` ([C'] int64) of unknown or unordered keys: the pairwise IN / OUT /
+    MAYBE rule (exact, ordered keys by replay.core.selection.precedes), written into ``status``,
+    ``slot_lo``, ``slot_hi`` ([L, C] out)."""
+    L, c = lvl.valid.shape
+    s = lambda a: a[:, cols] if a.shape[1] == c else np.broadcast_to(a, (a.shape[0], c))[:, cols]  # noqa: E731
+    vv, lo, hi, ex, sure, od, os_, rk = (
+        s(lvl.valid),
+        s(lvl.lo),
+        s(lvl.hi),
+        s(lvl.exact),
+        s(lvl.sure),
+        s(lvl.ordered),
+        s(lvl.oslot),
+        s(lvl.rank),
+    )
+    a_, b_ = (slice(None), None), (None, slice(None))
+    pos = tree_position(os_, rk)
+    point = ex[a_] & ex[b_] & od[a_] & od[b_] & precedes(lo[a_], pos[a_], lo[b_], pos[b_])  # both keys exact
+    ahead = (lo[a_] > hi[b_]) | point  # [a, b, C']
+    pair = vv[a_] & vv[b_] & ~np.eye(L, dtype=bool)[:, :, None]
+    surely = (pair & sure[a_] & ahead).sum(axis=0)  # v sure and ahead of u, summed over v (axis a)
+    maybe = (pair & ~ahead.transpose(1, 0, 2)).sum(axis=0)  # not (u ahead of v), summed over v
+    st = np.where(surely >= heads, OUT, np.where(sure & (maybe < heads), IN, MAYBE)).astype(np.int8)
+    st = np.where(vv, st, OUT).astype(np.int8)
+    status[:, cols] = st
+    slot_lo[:, cols] = np.where(st != OUT, surely, -1)
+    slot_hi[:, cols] = np.where(st != OUT, np.minimum(maybe, heads - 1), -1)
+
+
+def _places(known: tuple, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """([C] bool every valid key known and ordered, [C] bool the valid nodes come first in selection
+    order: no row preceded by the row below it, level 1's ranks of the root mostly; [L, C] int64 each
+    valid node's place in selection order in the first columns, -1 for none), by
+    replay.core.level_loops.selection_places_loop. known: contiguous [L, C] valid, exact, sure,
+    ordered (bool), key (float64); pos: [L, C] int64 tree positions."""
+    from replay.core.level_loops import selection_places_loop  # numba: imported at first use
+
+    c = pos.shape[1]
     # the compiled loop only compares these numbers: the tie rule itself stays in rank_ties
     tie = np.ascontiguousarray(selection.rank_ties(pos), dtype=np.int64)
     fast, in_order = np.empty(c, dtype=bool), np.empty(c, dtype=bool)
-    select_in_order_loop(*known, tie, heads, _CODES, status, slot_lo, slot_hi, fast, in_order)
-    return fast, in_order
-
-
-def _selected_slots(key: np.ndarray, pos: np.ndarray, valid: np.ndarray, heads: int) -> np.ndarray:
-    """[L, C] the slot of each node (-1 when not chosen) as replay.core.selection.top_k_columns
-    chooses ``heads`` of the valid nodes (pos: [L, C] int64 tree positions)."""
-    L, c = key.shape
-    order = top_k_columns(np.where(valid, key, np.nan), min(heads, L), positions=pos)  # [k, C], L: none
-    slot = np.full((L + 1, c), -1, dtype=np.int64)  # row L takes the "none left" slots
-    lanes = np.arange(c)
-    for t in range(order.shape[0]):
-        slot[order[t], lanes] = t
-    return slot[:L]
+    place = np.empty(pos.shape, dtype=np.int64)
+    selection_places_loop(*known, tie, place, fast, in_order)
+    return fast, in_order, place

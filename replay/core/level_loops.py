@@ -3,9 +3,10 @@ and recorded cells, with their parents' order and path keys (open_nodes_loop, ch
 sub-tree level's numbering and doubts (level_doubts_loop) and its known children (child_slots_loop);
 how a walk leaves a node, one rule for the greedy walk and the walk at T (_expansion, read by
 level_doubts_loop and by expansion_loop for the greedy walk's nodes); what a level gives from the
-recorded config's walk (level_reach_loop). Each is one pass over a level's slots where numpy makes
-one per operation. Compiled and cached as replay.core.loops' are (``_loop``), and like them
-imported at first use."""
+recorded config's walk (level_reach_loop); a level's places in selection order
+(selection_places_loop). Each is one pass over a level's slots where numpy makes one per
+operation. Compiled and cached as replay.core.loops' are (``_loop``), and like them imported at
+first use."""
 
 from __future__ import annotations
 
@@ -274,29 +275,34 @@ def level_reach_loop(
         all_held[j] = every
 
 
+@njit(inline="always")
+def _ahead(key_a: float, tie_a: int, key_b: float, tie_b: int) -> Any:
+    """Whether node a goes before node b in selection: replay.core.selection.precedes' rule, read on
+    the numbers rank_ties gave (``tie``), so that the tie rule stays written once."""
+    return key_a > key_b or (key_a == key_b and tie_a < tie_b)
+
+
 @_loop
-def select_in_order_loop(
+def selection_places_loop(
     valid: np.ndarray,  # [L, C] bool: the level's slots
     exact: np.ndarray,  # [L, C] bool: the slot's key is exact
     sure: np.ndarray,  # [L, C] bool: the slot surely exists
     ordered: np.ndarray,  # [L, C] bool: its tree order is known
-    key: np.ndarray,  # [L, C] float64: its selection key (lo), read where valid (-inf elsewhere)
+    key: np.ndarray,  # [L, C] float64: its selection key (lo), read where valid
     tie: np.ndarray,  # [L, C] int64: rank_ties of its tree position (replay.core.selection; lower first)
-    heads: int,  # the nodes the level selects
-    codes: np.ndarray,  # [2] int8: OUT, IN
-    status: np.ndarray,  # out [L, C] int8: IN where the slot is below heads, else OUT (fast columns in order)
-    slot_lo: np.ndarray,  # out [L, C] int64: the valid node's row below heads, else -1 (those columns)
-    slot_hi: np.ndarray,  # out [L, C] int64: the same
+    place: np.ndarray,  # out [L, C] int64: a valid node's place in its column's selection order, -1 for none (fast columns)
     fast: np.ndarray,  # out [C] bool: every valid node's key is known and ordered
     in_order: np.ndarray,  # out [C] bool: the valid nodes come first, in selection order
 ) -> None:
-    """analysis.compare.subtree_select.select_level's columns of known, ordered keys whose valid nodes
-    already come in selection order (no row preceded by the row below it: precedes' rule, read on
-    ``tie``, which the caller makes with rank_ties so that the tie rule stays written once): there a node's slot is its row, kept below ``heads``. One pass
-    over the level where numpy makes some fifteen; the other columns' outputs are the caller's to
-    overwrite."""
+    """analysis.compare.subtree_select.selection_places: the places of the columns of known, ordered
+    keys, whatever the number of heads (a node is selected where its place is below it). Where the
+    valid nodes already come in selection order (no row preceded by the row below it), a node's
+    place is its row; in the other fast columns it is the number of valid nodes ahead of it (the
+    higher key, equal keys by ``tie``, equal ties in row order: replay.core.selection.top_k_columns'
+    successive maxima; a NaN key is never placed). One pass over the level where numpy makes some
+    fifteen, and a count per node of the few columns out of order; the other columns' places are
+    the caller's to ignore."""
     n_slots, c = valid.shape
-    out_code, in_code = codes[0], codes[1]
     for j in range(c):
         fast[j] = True
         in_order[j] = True
@@ -304,14 +310,27 @@ def select_in_order_loop(
         for j in range(c):
             v = valid[u, j]
             fast[j] = fast[j] and (not v or (exact[u, j] and sure[u, j] and ordered[u, j]))
-            s = u if v and u < heads else -1
-            slot_lo[u, j], slot_hi[u, j] = s, s
-            status[u, j] = in_code if s >= 0 else out_code
+            place[u, j] = u if v else -1
             if (
                 u and v
             ):  # an invalid node below a valid one breaks nothing; a valid one needs its row above valid and ahead
                 v0 = valid[u - 1, j]
                 k0 = key[u - 1, j] if v0 else -np.inf
                 k1 = key[u, j]
-                ahead = (k1 > k0) or (k1 == k0 and tie[u, j] < tie[u - 1, j])
-                in_order[j] = in_order[j] and v0 and k0 >= k1 and not ahead
+                in_order[j] = in_order[j] and v0 and k0 >= k1 and not _ahead(k1, tie[u, j], k0, tie[u - 1, j])
+    for j in range(c):
+        if not fast[j] or in_order[j]:
+            continue
+        for u in range(n_slots):
+            k1 = key[u, j]
+            if not valid[u, j] or k1 != k1:
+                place[u, j] = -1
+                continue
+            before = 0
+            for w in range(n_slots):
+                k0 = key[w, j]
+                if w != u and valid[w, j]:
+                    tied = k0 == k1 and tie[w, j] == tie[u, j] and w < u
+                    if tied or _ahead(k0, tie[w, j], k1, tie[u, j]):
+                        before += 1
+            place[u, j] = before

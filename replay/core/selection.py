@@ -18,7 +18,9 @@ equal keys through it, and no module elsewhere sorts selection keys itself.
 One function selects: ``top_k_columns`` (numpy, C rounds at once, round axis last). The one-round
 forms ``select_top`` / ``selection_order`` call it on one column, ``selection_positions`` inverts
 its order. ``precedes`` is the rule as a pairwise comparison, for the interval form of
-analysis.compare.subtree_select, where keys are bounds rather than numbers.
+analysis.compare.subtree_select, where keys are bounds rather than numbers; that module's compiled
+places (replay.core.level_loops.selection_places_loop) compare keys and the ``rank_ties`` numbers
+they are handed as ``precedes`` does (tests/test_tie_rule_once.py).
 """
 
 from __future__ import annotations
