@@ -2,8 +2,9 @@
 
     nice -n 10 /usr/bin/time -v python bench/report_phases.py RUN -o OUT     # then report's own options
 
-Each phase of analysis.report.html (the page's tables, the config comparison and gamma strategies,
-the drawn rounds, the recommendation, the temperature curve, the page, tables/) is wrapped to print
+Each phase of analysis.report.html (tables/ with the node metrics' counts, the page's tables, the
+config comparison and gamma strategies, the drawn rounds, the recommendation, the temperature curve,
+the page) is wrapped to print
 ``[phase] NAME start|end: cpu S s, peak MB, now MB`` on stderr (getrusage of this process: the peak only
 grows, so a phase's own peak is its end's when it rose there). ``--no-progress`` is added.
 """

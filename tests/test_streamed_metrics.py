@@ -4,6 +4,7 @@ load, so memory does not grow with a run's node rows) are the metrics of the who
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,8 @@ from analysis.tables.batch import (
 from analysis.tables.build import Tables, build_tables
 from analysis.tables.definitions import METRIC_TABLES
 from analysis.tables.metrics import all_metrics, combine_node_counts
-from analysis.tables.runs import TABLES_KEYS, TABLES_METRICS, load_run
+from analysis.tables.runs import TABLES_KEYS, TABLES_METRICS, TABLES_ROUNDS, load_run, with_node_counts
+from analysis.tables.stream import write_run_tables
 from replay.cli import main
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.vocab import PAD_TOKEN
@@ -110,6 +112,30 @@ def test_stats_json_is_the_same_streamed_or_whole(tmp_path, capsys):
     assert main(["stats", run, "--json", "--no-progress", "-o", str(tmp_path / "tables")]) == 0
     whole = capsys.readouterr().out
     assert streamed == whole and json.loads(streamed)["node_hits"]
+
+
+@pytest.mark.parametrize("keep", [0, 1 << 30], ids=["read-again", "kept"])
+def test_node_metrics_counted_in_the_tables_pass(keep, tmp_path):
+    """report loads the metrics' round columns alone (TABLES_ROUNDS) and counts the node metrics in
+    tables/' pass (write_run_tables' on_counts), or, without tables/, from the batches
+    (with_node_counts): the tables and metrics TABLES_METRICS' loading gives, whichever order the
+    blocks come in (a packed run's groups interleave), from kept batches or the runs read again."""
+    paths = [
+        packed(tmp_path, "synth", synth_run(ARTICLE, 500, seed=3, early_stop_rate=0.3)),
+        packed(tmp_path, "varied", varied_run(ARTICLE, 300, seed=4)),
+        str(SAMPLES / "synthetic_article"),
+    ]
+    labels = ["synth", "varied", "text"]
+    want = build_tables([load_run(p, k, progress=False, tables=TABLES_METRICS) for p, k in zip(paths, labels)])
+    runs = [load_run(p, k, progress=False, tables=TABLES_ROUNDS, keep_bytes=keep) for p, k in zip(paths, labels)]
+    assert all(r.node_counts is None for r in runs) and all((r.batches is not None) == bool(keep) for r in runs)
+    counted: dict = {}
+    write_run_tables(runs, tmp_path / "tables", ["parquet"], on_counts=counted.__setitem__)
+    assert sorted(counted) == sorted(labels)
+    for got_runs in ([replace(r, node_counts=counted[r.label]) for r in runs], [with_node_counts(r) for r in runs]):
+        got = build_tables(got_runs)
+        pd.testing.assert_frame_equal(got.rounds, want.rounds, check_exact=True)
+        assert_same_metrics(all_metrics(got), all_metrics(want))
 
 
 def test_keys_only_tables_refuse_to_tabulate(tmp_path):

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from analysis.tables.build import EXPORT_FORMATS, export_tables
-from analysis.tables.runs import LabelledRun
+from analysis.tables.runs import LabelledRun, with_node_counts
 from analysis.tables.stream import write_run_tables
 from replay.util.atomic import atomic_path, clear_leftovers, staged_directory
 from replay.util.bounded import read_json_file
@@ -45,27 +45,33 @@ def write_report(
     """Write ``out_dir/index.html`` (and the tables under ``out_dir/tables``: each as CSV and Parquet,
     but ROW_TABLES as Parquet alone unless ``csv_tables``).
 
-    The round and node tables are written block by block (analysis.tables.stream: the run is read
-    again), so the runs may be loaded without them (``tables=TABLES_METRICS``);
-    their progress is ``opts.progress``'s phase "tables" (rounds written, rounds)."""
+    The round and node tables are written first, block by block (analysis.tables.stream: the run is
+    read again), so the runs may be loaded without them (``tables=TABLES_METRICS``), or without
+    their node metrics too (TABLES_ROUNDS: that pass counts them from the per-node arrays it derives
+    anyway, not the loading; analysis.tables.runs.with_node_counts without tables/); their progress
+    is ``opts.progress``'s phase "tables" (rounds written, rounds)."""
     out_dir = Path(out_dir)
     clear_leftovers(out_dir)
     check_report_dir(out_dir)
-    shown, all_tables = report_page(runs, opts)
-    exported = {k: v for k, v in all_tables.items() if k not in _NOT_EXPORTED} if tables else {}
-    written = frozenset(exported) | (ROW_TABLES if tables else frozenset())
-    page = render_page(replace(shown, table_files=written, row_tables_csv=csv_tables))
-    del shown
     # the whole report is built beside out_dir and replaces it with renames: an interrupt leaves the
     # earlier report or this one (check_report_dir made sure out_dir holds nothing else)
     with staged_directory(out_dir, whole=True) as staging:
+        counted: dict[str, list] = {}
+        if tables:
+            tick = opts.progress("tables") if opts.progress else None
+            formats = row_table_formats(csv_tables)
+            write_run_tables(runs, staging / TABLES_DIR, formats, progress=tick, on_counts=counted.__setitem__)
+            _return_freed_memory()
+        runs = [replace(r, node_counts=counted[r.label]) if r.label in counted else with_node_counts(r) for r in runs]
+        shown, all_tables = report_page(runs, opts)
+        exported = {k: v for k, v in all_tables.items() if k not in _NOT_EXPORTED} if tables else {}
+        del all_tables
+        written = frozenset(exported) | (ROW_TABLES if tables else frozenset())
+        page = render_page(replace(shown, table_files=written, row_tables_csv=csv_tables))
+        del shown
         (staging / "index.html").write_text(page, encoding="utf-8")
         if tables:
             export_tables(exported, staging / TABLES_DIR)
-            del page, all_tables, exported
-            _return_freed_memory()
-            tick = opts.progress("tables") if opts.progress else None
-            write_run_tables(runs, staging / TABLES_DIR, row_table_formats(csv_tables), progress=tick)
         _write_record(staging)
     return out_dir / "index.html"
 
@@ -144,9 +150,9 @@ def check_report_dir(out_dir: Path) -> None:
 
 
 def _return_freed_memory() -> None:
-    """Hand the memory the page's phases freed back to the system before tables/ is written: glibc's
-    malloc keeps freed blocks of many threads' arenas (at 10^6 rounds ~0.7 GB of the curve's), which
-    would stay resident under tables/' own blocks (malloc_trim; nothing where there is no glibc)."""
+    """Hand the memory tables/ freed back to the system before the page's phases: glibc's malloc
+    keeps freed blocks, which would stay resident under the page's own (malloc_trim; nothing where
+    there is no glibc)."""
     import ctypes
     import gc
 

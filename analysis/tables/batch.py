@@ -140,13 +140,16 @@ def frame_in_run_order(columns: list[Columns], ordinals: list[np.ndarray], names
     return finish_table(frame_of(in_run_order(columns, ordinals)[0], names), names)
 
 
-def batch_key_parts(batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str) -> TableParts:
-    """KEY_ROUND_COLUMNS of the rounds ``res`` replayed (no node facts are derived)."""
+def batch_key_parts(
+    batch: RoundBatch, res: BatchResult, cfg: TreeConfig, run: str, names: Sequence[str] = KEY_ROUND_COLUMNS
+) -> TableParts:
+    """The round columns ``names`` (KEY_ROUND_COLUMNS, or others that result_columns gives, and
+    "run") of the rounds ``res`` replayed: no node facts are derived."""
     ordinals = run_ordinals(batch, res)
     ok = np.flatnonzero(res.ok)
     if not ok.shape[0]:
         return TableParts([], [], [], [])
-    cols = record_columns(res.take(ok), KEY_ROUND_COLUMNS) | {"run": np.full(ok.shape[0], run, dtype=object)}
+    cols = result_columns(res.take(ok), names) | {"run": np.full(ok.shape[0], run, dtype=object)}
     return TableParts([cols], [], [ordinals[ok]], [])
 
 

@@ -100,7 +100,7 @@ class LabelledRun:
     tables: tuple[pd.DataFrame, pd.DataFrame | None]
     sizes: RoundSizes
     options: ReplayOptions = field(default_factory=ReplayOptions)
-    node_counts: list | None = None  # the node metrics' counts, one per block (None with tables=TABLES_KEYS)
+    node_counts: list | None = None  # the node metrics' counts, one per block (None: TABLES_ROUNDS, TABLES_KEYS)
     read_along: tuple | None = None  # load_run's per_batch: its value for each batch, in the order read
     progress: bool = False  # whether a second reading of the run may draw a bar
     # each batch with its outcomes as load_run read and replayed them, in the order read, when it was
@@ -179,11 +179,13 @@ def runs_with_rounds(rounds: Sequence[int]) -> RunsWithRounds:
     return RunsWithRounds(kept, left_out, None if kept else REFUSED_EVERY)
 
 
-# What load_run builds besides the replay: the round and node tables (stats --table/-o, report's
-# tables/); the node metrics counted block by block and the round columns the metrics read (stats,
-# plot: memory does not grow with a run's node rows); or the round keys only (compare, and stats and
-# recommend at T: they compute on the batch arrays as load_run reads them, per_batch and per_run).
-TABLES_FULL, TABLES_METRICS, TABLES_KEYS = "full", "metrics", "keys"
+# What load_run builds besides the replay: the round and node tables (stats --table/-o); the node
+# metrics counted block by block and the round columns the metrics read (stats, plot: memory does
+# not grow with a run's node rows); those round columns alone (report: tables/ counts the node
+# metrics in its own pass over the per-node arrays, which it derives anyway); or the round keys
+# only (compare, and stats and recommend at T: they compute on the batch arrays as load_run reads
+# them, per_batch and per_run).
+TABLES_FULL, TABLES_METRICS, TABLES_ROUNDS, TABLES_KEYS = "full", "metrics", "rounds", "keys"
 
 
 def load_runs(
@@ -216,10 +218,10 @@ def load_run(
     per_run: PerRun | None = None,
     keep_bytes: int = 0,
 ) -> LabelledRun:
-    """One run replayed: outcomes, skipped list and tables (``tables``: TABLES_FULL, TABLES_METRICS or
-    TABLES_KEYS, see there). ``per_batch(batch, result, run's tree)`` is computed on each batch while
-    it is read (``run.read_along``): a command that needs more of the batch arrays (compare's configs)
-    does not read and replay the run again.
+    """One run replayed: outcomes, skipped list and tables (``tables``: TABLES_FULL, TABLES_METRICS,
+    TABLES_ROUNDS or TABLES_KEYS, see there). ``per_batch(batch, result, run's tree)`` is computed on
+    each batch while it is read (``run.read_along``): a command that needs more of the batch arrays
+    (compare's configs) does not read and replay the run again.
     ``per_run(opened run)``, when given, builds that per_batch from the run's manifest and config
     (stats --temperature: the vocabulary size); None from it: nothing read along. ``keep_bytes``: the
     batches and their outcomes are kept (``run.batches``) when they take at most this much memory,
@@ -236,7 +238,8 @@ def load_run(
 
     on = progress_enabled() if progress is None else progress
     full = partial(batch_table_parts, counts=True)  # the node metrics from the arrays, as TABLES_METRICS counts them
-    build = {TABLES_FULL: full, TABLES_METRICS: batch_metric_parts, TABLES_KEYS: batch_key_parts}
+    slim = partial(batch_key_parts, names=SLIM_ROUND_COLUMNS)
+    build = {TABLES_FULL: full, TABLES_METRICS: batch_metric_parts, TABLES_ROUNDS: slim, TABLES_KEYS: batch_key_parts}
     if tables not in build:
         raise ValueError(f"tables={tables!r}: expected one of {', '.join(build)}")
     part = build[tables]
@@ -260,9 +263,10 @@ def load_run(
     if tables == TABLES_FULL:
         frames = join_parts(parts)
     else:
-        names = SLIM_ROUND_COLUMNS if tables == TABLES_METRICS else KEY_ROUND_COLUMNS
+        names = KEY_ROUND_COLUMNS if tables == TABLES_KEYS else SLIM_ROUND_COLUMNS
         frames = (join_slim(parts, names), None)
-    counts = [p.node_counts for p in parts if p.node_counts is not None] if tables != TABLES_KEYS else None
+    counted = tables in (TABLES_FULL, TABLES_METRICS)
+    counts = [p.node_counts for p in parts if p.node_counts is not None] if counted else None
     res = rep.result
     ok = res.ok
     a, steps, nodes = (np.asarray(x[ok], dtype=np.int64) for x in (res.accepted_length, res.num_steps, res.num_nodes))
@@ -270,6 +274,21 @@ def load_run(
     # and the table parts the frames now hold
     rep = replace(rep, per_batch=())
     return LabelledRun(label, rep, frames, (a, steps, nodes), opts, counts, along, on, kept)
+
+
+def with_node_counts(run: LabelledRun) -> LabelledRun:
+    """``run`` with its node metrics' counts: as loaded, else counted from its batches (kept, or the
+    run read again) as TABLES_METRICS counts them, for a run loaded with TABLES_ROUNDS whose counts
+    no tables/ pass made (analysis.tables.stream.write_run_tables)."""
+    if run.node_counts is not None:
+        return run
+    from .batch import batch_table_parts
+
+    def counted(b, res, tree):
+        return batch_table_parts(b, res, tree, run.label, (), (), counts=True).node_counts
+
+    blocks = each_batch(run, counted) if run.rounds else ()
+    return replace(run, node_counts=[c for chunk in blocks for c in chunk if c is not None])
 
 
 def each_batch(run: LabelledRun, per_batch: PerBatch, workers: int | None = None) -> Iterator[list]:

@@ -215,16 +215,27 @@ class _RowGroups:
         return self.to_table(taken)
 
 
-def run_table_blocks(run: LabelledRun, progress: Callable[[int], None] | None = None) -> Iterator[tuple]:
+def run_table_blocks(
+    run: LabelledRun, progress: Callable[[int], None] | None = None, counts: list | None = None
+) -> Iterator[tuple]:
     """((round cells, rounds), (node cells, node rows)) of a run loaded without its node table,
     block by block in run order (together: the tables build_tables makes), made from the batches
-    load_run kept (``run.batches``), else read again in batches (``progress(rounds)`` after each)."""
+    load_run kept (``run.batches``), else read again in batches (``progress(rounds)`` after each).
+    ``counts``, when given, gets each block's node metrics' counts (load_run's with TABLES_METRICS),
+    counted from the per-node arrays the rows are made of."""
     label = run.label
     pending: list[TableParts] = []
     done = 0
+    count = counts is not None
+
+    def parts_of(b, res, tree) -> TableParts:
+        return batch_table_parts(b, res, tree, label, counts=count)
+
     # one block at a time (workers=1): the writing, not the replay, takes the time, and each block in
     # flight holds its rows
-    for chunk in each_batch(run, lambda b, res, tree: batch_table_parts(b, res, tree, label), workers=1):
+    for chunk in each_batch(run, parts_of, workers=1):
+        if counts is not None:
+            counts += [p.node_counts for p in chunk if p is not None and p.node_counts is not None]
         parts = [p for p in chunk if p is not None and p.rounds]
         if not parts:
             continue
@@ -272,10 +283,12 @@ def write_run_tables(
     out_dir: str | Path,
     formats: Sequence[str] = EXPORT_FORMATS,
     progress: Progress | None = None,
+    on_counts: Callable[[str, list], None] | None = None,
 ) -> list[Path]:
     """``rounds`` and ``nodes`` of ``runs`` (those with rounds, one after the other) under ``out_dir``,
     block by block: the files export_tables writes for build_tables' two tables. ``progress(rounds
-    written, rounds)``."""
+    written, rounds)``. ``on_counts(label, counts)``, when given: the node metrics' counts of each run
+    with rounds loaded without them (load_run's TABLES_ROUNDS), counted in this pass."""
     runs = [r for r in runs if r.rounds]
     total = sum(r.rounds for r in runs)
     writers = {name: TableWriter(out_dir, name, formats) for name in ("rounds", "nodes")}
@@ -289,7 +302,10 @@ def write_run_tables(
             writers["rounds"].append(run.tables[0])
             writers["nodes"].append(run.tables[1])
         else:
-            _write_blocks(run, writers, tick)
+            counts = [] if on_counts is not None and run.node_counts is None else None
+            _write_blocks(run, writers, tick, counts)
+            if counts is not None and on_counts is not None:
+                on_counts(run.label, counts)
         before += run.rounds
     if progress:
         progress(total, total)
@@ -298,14 +314,19 @@ def write_run_tables(
     return writers["rounds"].close(empty_round_table()) + nodes  # the empty tables as build_tables makes them
 
 
-def _write_blocks(run: LabelledRun, writers: dict[str, TableWriter], progress: Callable[[int], None] | None) -> None:
+def _write_blocks(
+    run: LabelledRun,
+    writers: dict[str, TableWriter],
+    progress: Callable[[int], None] | None,
+    counts: list | None = None,
+) -> None:
     """The round and node rows of ``run`` (loaded without its node table) to ``writers``: a Table of
     round rows per block, node rows row group by row group (one run's rows per Table: TableWriter
-    tells the runs apart by them)."""
+    tells the runs apart by them); ``counts``: see run_table_blocks."""
     import pyarrow as pa
 
     nodes = _RowGroups(node_arrow_table)
-    for (rounds, _), (cells, rows) in run_table_blocks(run, progress):
+    for (rounds, _), (cells, rows) in run_table_blocks(run, progress, counts):
         writers["rounds"].append(arrow_round_table(rounds))
         for table in nodes.add(cells, rows):
             writers["nodes"].append(table)

@@ -106,7 +106,7 @@ def load_runs_from_args(
     """Replay every DUMP; a run without a single replayable round is reported and left out.
 
     ``tables``: what the command reads besides the replay (analysis.tables.runs.TABLES_FULL, the
-    default, TABLES_METRICS or TABLES_KEYS); ``per_batch``, ``per_run``: computed on each batch as it
+    default, TABLES_METRICS, TABLES_ROUNDS or TABLES_KEYS); ``per_batch``, ``per_run``: computed on each batch as it
     is read; ``keep_bytes``: the batches kept within that memory (analysis.tables.runs.load_run)."""
     from analysis.tables.runs import REFUSED_ALONE, REFUSED_EVERY, TABLES_FULL, load_runs, runs_with_rounds
 

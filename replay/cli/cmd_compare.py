@@ -321,13 +321,15 @@ def run_report(args: argparse.Namespace) -> int:
     given = parse_config_options(args)
     check_round_arg(args)
     from analysis.report.sampling_curves import scores_along
-    from analysis.tables.runs import TABLES_METRICS
+    from analysis.tables.runs import TABLES_METRICS, TABLES_ROUNDS
 
-    # the metrics are counted by block; tables/ (the round and node tables themselves) is written
-    # block by block after the page (analysis.tables.stream), from the batches kept as the runs are
-    # read (LOADED_BYTES), as are the comparison and the recommendation; whether the validate rows
-    # carry scores is noted as the runs are read (a run without has no temperature curve)
-    loaded = load_runs_from_args(args, TABLES_METRICS, per_batch=scores_along, keep_bytes=LOADED_BYTES)
+    # tables/ (the round and node tables themselves) is written block by block before the page
+    # (analysis.tables.stream), from the batches kept as the runs are read (LOADED_BYTES), as are the
+    # comparison and the recommendation, and counts the node metrics in that pass (without tables/,
+    # the loading counts them); whether the validate rows carry scores is noted as the runs are read
+    # (a run without has no temperature curve)
+    how = TABLES_METRICS if args.no_tables else TABLES_ROUNDS
+    loaded = load_runs_from_args(args, how, per_batch=scores_along, keep_bytes=LOADED_BYTES)
     runs = loaded.runs
     check_round_replayed(runs, args)
     configs = configs_for(given, runs[0].config) if given else None
