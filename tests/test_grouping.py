@@ -310,3 +310,33 @@ def test_bulk_grouping_with_companions_equals_the_general_one(seed, monkeypatch)
     general = group_paths(paths, (1, 1))
     assert fast == general
     assert bulk is None or bulk == general
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_plain_name_columns_equal_the_groups_reading(seed, monkeypatch):
+    """name_columns' quick reading (one regex pass, counters as digit runs) gives what DUMP_NAME's groups
+    give, on names in and outside the common spelling; outside it, the groups read them."""
+    from replay.io import dumpnames
+
+    rng = np.random.default_rng(300 + seed)
+    counters = ["1", "-3", "007", "-0", "12", "9" * 17, "9" * 18, "-" + "9" * 17, "-" + "9" * 18]
+    tails = ["", ".scores", ".parents", ".score", ".npz", ".NPZ", ".Pt", ".txt", ".npz2", ".sc", ".scores.csv"]
+    others = ["manifest.json", "notes.bin", "validate_1", "draft_step_x_1_2", "é", "validate_1_2 ", ".hidden"]
+    plain = []
+    real = dumpnames._plain_columns
+    monkeypatch.setattr(dumpnames, "_plain_columns", lambda *a: plain.append(1) or real(*a))
+    for _ in range(300):
+        names = []
+        for _ in range(int(rng.integers(1, 10))):
+            head = str(rng.choice(["validate", f"draft_step_{rng.integers(0, 12)}"]))
+            a, b = rng.choice(counters, 2)
+            names.append(f"{head}_{a}_{b}{rng.choice(tails)}{rng.choice(tails) if rng.random() < 0.2 else ''}")
+        names += list(rng.choice(others, size=int(rng.integers(0, 3)), replace=False))
+        names = list(dict.fromkeys(names))
+        text = "\n".join(names)
+        quick, groups = dumpnames.name_columns(names, text), dumpnames._group_columns(names, text)
+        assert (quick is None) == (groups is None), names
+        if quick is not None and groups is not None:
+            for field in ("dump", "step", "a", "b", "kind"):
+                assert np.array_equal(getattr(quick, field), getattr(groups, field)), (field, names)
+    assert len(plain) > 20  # the quick reading ran, not only the groups

@@ -12,7 +12,7 @@ chunk size, not to the directory. A tqdm bar on stderr counts files and rounds.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,9 +71,11 @@ class ReadChunk:
     rounds: int
 
 
-def count_files(files: RoundFiles) -> int:
-    """Files a round is read from: its matrices and their .scores/.parents companions."""
-    return sum(1 + (fs.scores is not None) + (fs.parents is not None) for fs in (*files.steps, files.validate))
+def count_files(rounds: Iterable[RoundFiles]) -> int:
+    """Files the rounds are read from: their matrices and the matrices' .scores/.parents companions
+    (counted over one list of all matrices: a generator per round cost ~2.5 us a round)."""
+    sets = [fs for rf in rounds for fs in (*rf.steps, rf.validate)]
+    return len(sets) + sum([fs.scores is not None for fs in sets]) + sum([fs.parents is not None for fs in sets])
 
 
 def _exts(files: RoundFiles) -> tuple[str, ...]:
@@ -191,7 +193,7 @@ def iter_read_chunks(
     starts = range(0, len(items), chunk_rounds)
     # made as the pool asks for them (ordered_map reads lazily): only the tasks in flight are held
     tasks = ((directory, round_paths(items[i : i + chunk_rounds]), opts) for i in starts)
-    total_files = sum(count_files(rf) for _, rf, _ in items)
+    total_files = count_files(rf for _, rf, _ in items)
     bar = _progress_bar(total_files, progress)
     rounds = 0
     try:

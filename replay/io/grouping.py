@@ -34,7 +34,6 @@ from .dumpnames import (
     COMPANION_KIND,
     COMPANIONS,
     DUMP_NAME,
-    DUMP_NAME_LINES,
     SAFE_DIGITS,
     Key,
     MatrixKey,
@@ -44,6 +43,7 @@ from .dumpnames import (
     is_side_file,
     matrix_name,
     matrix_of,
+    name_columns,
     pair_files,
     takes_ext,
     unread_ext,
@@ -332,15 +332,11 @@ def _group_names(
     text = "\n".join(names)
     if text.count("\n") != len(names) - 1:
         return None  # a name holds a newline: lines would not be names
-    rows = DUMP_NAME_LINES.findall(text)  # one tuple of groups per name, in order
-    if len(rows) != len(names):
+    columns = name_columns(names, text)
+    del text
+    if columns is None:
         return None
-    step_text, _, a_text, b_text, companion, ext, other = zip(*rows)
-    del rows, text  # the columns hold what is needed: the peak memory is theirs alone
-    if not all(map(takes_ext, set(ext))) or max(map(len, (*step_text, *a_text, *b_text))) > SAFE_DIGITS:
-        return None
-    count = len(names)
-    dump = np.fromiter(map(len, other), dtype=np.int64, count=count) == 0  # [N] the dump files' names
+    dump = columns.dump  # [N] the dump files' names
     skipped: list[Skipped] = []
     if not dump.all():  # names that are no dump files (config.json, ...): listed unless side files
         strays = np.flatnonzero(~dump)
@@ -353,9 +349,8 @@ def _group_names(
     if not dump.any():
         return None
     index = np.flatnonzero(dump)  # [F] the dump files' places in names
-    step = _counters(step_text, "-1")[index]  # [F] the validate's step is -1
-    a, b = _counters(a_text, "0")[index], _counters(b_text, "0")[index]  # [F]
-    kind = np.fromiter(map(COMPANION_KIND.__getitem__, companion), dtype=np.int64, count=count)[index]  # [F]
+    step, a, b, kind = columns.step, columns.a, columns.b, columns.kind  # [F] the validate's step is -1
+    count = len(names)
     scores_of = parents_of = None  # [data files] each one's companion's place in names, -1: none
     if kind.any():
         pairs = pair_files(step, a, b, kind)
@@ -368,11 +363,6 @@ def _group_names(
             of[index[lead[pairs.kind == c]]] = index[pairs.order[pairs.kind == c]]
         index, step, a, b = index[data], step[data], a[data], b[data]
     return _rounds_of(index, step, a, b, paths_at, scores_of, parents_of, skipped, step0_offset, source)
-
-
-def _counters(texts: Sequence[str], empty: str) -> np.ndarray:
-    """[N] int64 of decimal counters of at most SAFE_DIGITS characters, ``empty`` for ""."""
-    return np.fromstring(" ".join([t or empty for t in texts]), dtype=np.int64, sep=" ")
 
 
 def _rounds_of(
