@@ -220,7 +220,7 @@ def name_columns(names: Sequence[str], text: str) -> NameColumns | None:
     others = _PLAIN_NAME_LINES.findall(text)
     if len(others) == len(names):
         dump = np.fromiter(map(len, others), dtype=np.int64, count=len(names)) == 0  # [N]
-        if dump.all() or not any(DUMP_NAME.match(n) for n, o in zip(names, others) if o):
+        if not any(DUMP_NAME.match(names[i]) for i in np.flatnonzero(~dump).tolist()):  # the few others
             plain = text if dump.all() else "\n".join(itertools.compress(names, dump.tolist()))
             columns = _plain_columns(plain.encode("ascii"), dump)
             if columns is not None:
