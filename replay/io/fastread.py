@@ -86,6 +86,7 @@ def _paths_of(rnd: Round) -> tuple[str, ...]:
     return tuple(m.path for m in (*rnd.steps, rnd.validate))
 
 
+@collection_paused()  # tuples by the thousand: automatic collections would scan the whole grouping
 def round_paths(items: Sequence[tuple[int, RoundFiles, int]]) -> list[RoundPaths]:
     """plan_items' rounds as plain tuples of strings, cheap to send to a reader process."""
     return [
@@ -165,6 +166,7 @@ def _read_task(args: tuple[str, Sequence[RoundPaths], ReadOptions]) -> ReadChunk
     return read_chunk(*args)
 
 
+@collection_paused()  # as round_paths
 def plan_items(
     grouping: Grouping, roots: Mapping[Key, int], only: Key | None = None
 ) -> list[tuple[int, RoundFiles, int]]:
