@@ -1,8 +1,9 @@
 """The dump's file names: draft_step_{i}_{a}_{b} and validate_{a}_{b}, with an optional data
 extension and .scores / .parents companions (docs/dump-format.md), the side files a dump
 directory may hold beside them, and a round's key (a, b) as the user names it (124_140). A name
-is read by DUMP_NAME and spelt by matrix_name (replay.io.roundbatch.SourceNames inlines it, for
-speed); replay.io.grouping groups files by these names, replay.io.dumpwrite writes them.
+is read by DUMP_NAME (a directory's names at once by name_columns, as columns) and spelt by
+matrix_name (replay.io.roundbatch.SourceNames inlines it, for speed); replay.io.grouping groups
+files by these names, replay.io.dumpwrite writes them.
 
 Which names are companions of which matrix is decided here once (pair_files): a name's matrix is
 its (step, a, b), its kind the companion word it carries; a matrix is readable when it has one data
@@ -230,7 +231,8 @@ def name_columns(names: Sequence[str], text: str) -> NameColumns | None:
 
 def _plain_columns(text: bytes, dump: np.ndarray) -> NameColumns | None:
     """NameColumns of ``text``, the dump names (``dump``: [N] bool which names they are) joined by LFs,
-    each matched by _PLAIN_NAME_LINES: counters are the digit runs, kinds the first dot's word."""
+    each matched by _PLAIN_NAME_LINES: counters are the digit runs, kinds the word after a dot (only a
+    companion's reads "sc" or "pa")."""
     numbers = np.fromstring(text.translate(_COUNTER_BYTES), dtype=np.int64, sep=" ")  # [2 or 3 per name]
     buf = np.frombuffer(text + b"\n\n", dtype=np.uint8)  # two more bytes: a dot's next two exist
     starts = np.concatenate(([0], np.flatnonzero(buf[:-2] == ord("\n")) + 1))  # [F] each name's first byte
@@ -239,7 +241,7 @@ def _plain_columns(text: bytes, dump: np.ndarray) -> NameColumns | None:
         return None  # never seen: the groups decide
     at = np.cumsum(2 + drafts) - 2 - drafts  # [F] each name's first number
     dots = np.flatnonzero(buf == ord("."))
-    first = np.searchsorted(starts, dots, side="right") - 1  # [dots] whose name
+    owner = np.searchsorted(starts, dots, side="right") - 1  # [dots] whose name each dot is in
     word = np.select(
         [
             (buf[dots + 1] == ord("s")) & (buf[dots + 2] == ord("c")),
@@ -249,7 +251,7 @@ def _plain_columns(text: bytes, dump: np.ndarray) -> NameColumns | None:
         0,
     )
     kind = np.zeros(starts.shape[0], dtype=np.int64)
-    kind[first[word > 0]] = word[word > 0]
+    kind[owner[word > 0]] = word[word > 0]
     step = np.where(drafts == 1, numbers[at], -1)
     return NameColumns(dump, step, numbers[at + drafts], numbers[at + drafts + 1], kind)
 
