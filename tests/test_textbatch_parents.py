@@ -17,6 +17,7 @@ import pytest
 
 from replay.io.dumpwrite import step_file_name
 from replay.io.fastread import ReadChunk, ReadOptions, plan_items, read_chunk, round_paths
+from replay.io.formats.matrix_io import parents_fit
 from replay.io.formats.textbatch import read_text_batches
 from replay.io.grouping import group_directory
 from replay.io.roundbatch import MatrixStack, RoundBatch
@@ -167,3 +168,33 @@ def test_parents_companions_under_other_names(tmp_path, monkeypatch):
     assert cli_output(tmp_path) == reference_output(tmp_path)
     argv = ("--raw", "int32:8:force")
     assert cli_output(tmp_path, argv) == reference_output(tmp_path, argv)
+
+
+# The parents rule's edges (matrix_io.parents_fit, which both readers ask): a companion the
+# file-by-file reader refuses sends its round back from the bulk reader, and one it reads is taken.
+PARENTS_RULE_EDGES = {
+    "one column": lambda lines: lines,
+    "one entry short": PARENTS_EDITS[1],
+    "one entry too many": PARENTS_EDITS[2],
+    "two columns": lambda lines: [line + " 0" for line in lines],
+    "a float": PARENTS_EDITS[3],
+}
+
+
+@pytest.mark.parametrize("edge", PARENTS_RULE_EDGES)
+def test_parents_rule_edges_decided_alike(tmp_path, edge, monkeypatch):
+    write_parents_dir(tmp_path, 2)
+    path = parents_files(tmp_path)[3]
+    path.write_text("\n".join(PARENTS_RULE_EDGES[edge](path.read_text().splitlines())) + "\n")
+    reference = chunk_of(tmp_path, False, monkeypatch)
+    assert len(reference.unreadable) == (edge != "one column")
+    assert bulk_rounds(tmp_path) == len(group_directory(tmp_path).rounds) - len(reference.unreadable)
+    assert_same_chunk(chunk_of(tmp_path, True, monkeypatch), reference)
+
+
+def test_parents_fit_on_one_file_and_many():
+    """The rule for one array (scalars) and for the bulk readers' [F] arrays gives the same answers."""
+    entries, columns, rows = np.array([3, 2, 4, 3, 3]), np.array([1, 1, 1, 2, 0]), np.array([3, 3, 3, 3, 3])
+    many = parents_fit(entries, columns, rows)
+    assert many.tolist() == [True, False, False, False, False]
+    assert [bool(parents_fit(int(e), int(c), int(r))) for e, c, r in zip(entries, columns, rows)] == many.tolist()

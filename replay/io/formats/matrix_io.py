@@ -451,26 +451,32 @@ def _nan_words(values: np.ndarray, among: np.ndarray | None) -> str:
     return f"{row_words(r)}, column {c} holds NaN"
 
 
+def parents_fit(entries: np.ndarray | int, columns: np.ndarray | int, rows: np.ndarray | int) -> np.ndarray:
+    """The parents rule: one node index per row of the ids, in one column (a 1-D array is one column).
+    Ints (one array: a 0-d bool) or [F] int64 arrays (the bulk readers, a file each: [F] bool)."""
+    # too many is as wrong as too few: which entries go with which row?
+    return np.asarray((columns == 1) & (entries == rows))
+
+
 def _as_parents(parents: np.ndarray, rows: int, path: Path) -> np.ndarray:
     parents = np.asarray(parents)
-    if parents.ndim == 2 and parents.shape[1] == 1:
-        parents = parents[:, 0]
     if not np.issubdtype(parents.dtype, np.integer):
         raise DumpError(path, f"expected integer node indices, got {parents.dtype} values", "parents")
-    if parents.ndim != 1:
+    entries = parents.shape[0] if parents.ndim else 0
+    columns = 1 if parents.ndim == 1 else parents.shape[1] if parents.ndim == 2 else 0  # 0: not a column
+    if not parents_fit(entries, columns, rows):
+        if columns == 1:  # the words say which half of the rule failed
+            raise DumpError(
+                path,
+                f"has {entries} entr{'y' if entries == 1 else 'ies'} but the ids have {rows} row{'s' * (rows != 1)}: one node index per row",
+                "parents",
+            )
         raise DumpError(
             path,
             f"expected one node index per row of the ids, got {shape_words(parents.shape)}; write one index per line",
             "parents",
         )
-    if parents.shape[0] != rows:  # too many is as wrong as too few: which entries go with which row?
-        n = parents.shape[0]
-        raise DumpError(
-            path,
-            f"has {n} entr{'y' if n == 1 else 'ies'} but the ids have {rows} row{'s' * (rows != 1)}: one node index per row",
-            "parents",
-        )
-    own: np.ndarray = to_int64(parents, path, "parents").copy()
+    own: np.ndarray = to_int64(parents.reshape(entries), path, "parents").copy()
     return own
 
 

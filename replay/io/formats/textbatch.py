@@ -35,7 +35,7 @@ from replay.io.roundbatch import (
     round_pieces,
 )
 
-from .matrix_io import SCORE_AUTO, batch_logp, file_kind
+from .matrix_io import SCORE_AUTO, batch_logp, file_kind, parents_fit
 from .textparse import ParsedTexts, parse_id_texts, parse_score_texts
 
 BULK_PARSE_BYTES = 8 << 20  # text parsed per numpy pass (~15 bytes of work arrays per byte)
@@ -167,10 +167,10 @@ def _parse_piece(
     has_scores, has_parents = score_at >= 0, parent_at >= 0  # [F]
     file_ok = parsed.ok.copy()
     file_ok[has_scores] &= texts.scores.ok[score_at[has_scores]]
-    if has_parents.any():  # read_matrix's parents rule (matrix_io._as_parents): one node index per row of the ids
+    if has_parents.any():  # a companion that breaks the parents rule goes to read_matrix, which says why
         at = parent_at[has_parents]
         par = texts.parents
-        file_ok[has_parents] &= par.ok[at] & (par.cols[at] == 1) & (par.rows[at] == parsed.rows[has_parents])
+        file_ok[has_parents] &= par.ok[at] & parents_fit(par.rows[at], par.cols[at], parsed.rows[has_parents])
     round_ok = np.logical_and.reduceat(file_ok, firsts)  # [T]
     rest += [piece[t][0] for t in np.flatnonzero(~round_ok).tolist()]
     # Rounds of equal extensions and matrices with scores and parents form one batch (matrix sizes do
