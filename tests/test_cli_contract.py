@@ -21,10 +21,11 @@ import pytest
 
 import replay.util.pathcheck as pathcheck
 from replay.cli import build_parser, main
-from replay.cli.options import DUMP
+from replay.cli.options import DUMP, skipped_lines
 from replay.core.config import TreeConfig
 from replay.engine.runs import replay_run
-from replay.io.dumpwrite import StepRecord, write_round
+from replay.io.dumpwrite import MANIFEST_NAME, StepRecord, write_round
+from replay.io.skipped import Skipped
 from replay.testing.replayer import replay_directory
 from replay.testing.synth import write_synthetic_run
 from replay.util.errors import OutputPathError
@@ -842,6 +843,33 @@ def test_a_manifest_disagreement_is_not_counted_as_a_skipped_file(synth4, capsys
     code, _, err = call(capsys, ["replay", str(d), "--summary"])
     assert_one_line_error(code, err, "manifest.json (rounds[4].root_token): round")
     assert "expected one root token per round" in err
+
+
+def test_a_manifest_disagreement_among_many_skips_is_listed_in_full(synth4, capsys):
+    """Beyond SKIP_LINES_LIMIT entries the listing folds each reason's rest into one "skipped N more"
+    line; the disagreement skips nothing, so it keeps its own line and the count is of rounds only."""
+    d, keys = synth4
+    body = json.loads((d / "manifest.json").read_text())
+    absent = [{"key": [1000 + 20 * k, 1016 + 20 * k], "root_token": 5} for k in range(25)]
+    body["rounds"] = body["rounds"][1:] + absent  # keys[0] replayed though not listed: one disagreement
+    (d / "manifest.json").write_text(json.dumps(body))
+    code, _, err = call(capsys, ["replay", str(d), "--json"])
+    listed = err.splitlines()
+    assert code == 1 and len(listed) == 5, err
+    assert listed[3].startswith("specreplay: skipped 22 more for the same reason (round 1060_1076 … round 1480_1496)")
+    assert listed[4].startswith("specreplay: manifest.json disagrees with the files: lists 28 round(s) and not 1 found")
+
+
+def test_entries_that_skip_nothing_are_never_folded():
+    """Several disagreements of one kind among many skips of that kind (a listing the folding
+    cannot tell apart by its reason): each disagreement in full, worded as Skipped.line words it."""
+    reason = "rounds lists a round more than once: 3_4 (rounds[1].key, rounds[4].key)"
+    skips = [Skipped(f"round {k}_{k}", reason) for k in range(25)]
+    disagreements = [Skipped(MANIFEST_NAME, reason)] * 4
+    lines = skipped_lines(skips[:10] + disagreements + skips[10:])
+    assert lines.count(disagreements[0].line) == 4 and disagreements[0].line.startswith("manifest.json disagrees")
+    assert lines[3].startswith("skipped 22 more for the same reason (round 3_3 … round 24_24)")
+    assert len(lines) == 8
 
 
 def test_manifest_disagreement_identical_in_every_reader(synth4, tmp_path):

@@ -116,14 +116,23 @@ def exit_status_help(exits: ExitStatus) -> str:
 def skipped_lines(skipped: Sequence[Skipped]) -> list[str]:
     """The listing of skipped inputs: one line each up to SKIP_LINES_LIMIT; beyond, each reason's
     first SKIP_LINES_PER_REASON inputs in full, then one line counting the rest with their first
-    and last names, reasons in the order they first occur."""
+    and last names, reasons in the order they first occur. An entry that skips nothing (a
+    disagreement with the manifest) is never folded."""
     if len(skipped) <= SKIP_LINES_LIMIT:
         return [s.line for s in skipped]
+    groups: list[list[Skipped]] = []
     by_reason: dict[str, list[Skipped]] = {}
     for s in skipped:
-        by_reason.setdefault(_reason_kind(s.reason), []).append(s)
+        kind = _reason_kind(s.reason)
+        if s.skips_nothing:  # a group of its own: the folded line words its entries as skipped inputs
+            groups.append([s])
+        elif kind in by_reason:
+            by_reason[kind].append(s)
+        else:
+            by_reason[kind] = [s]
+            groups.append(by_reason[kind])
     lines = []
-    for group in by_reason.values():
+    for group in groups:
         lines += [s.line for s in group[:SKIP_LINES_PER_REASON]]
         rest = group[SKIP_LINES_PER_REASON:]
         if len(rest) == 1:
