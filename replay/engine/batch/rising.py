@@ -52,12 +52,13 @@ def rising_rows(batch: RoundBatch, result: BatchResult) -> tuple[RisingRows, ...
     return _found(batch, "validate", [validate]), _found(batch, "draft", drafts)
 
 
-def _rising(stack: MatrixStack, used: np.ndarray, ok: np.ndarray) -> np.ndarray:
+def _rising(stack: MatrixStack, used: np.ndarray, ok: np.ndarray) -> np.ndarray | None:
     """[rows, R] bool the rows among each round's ``used`` ([R] int64) first ones, in the rounds ``ok``
-    ([R] bool), whose scores rise between two real cells (padding cells, PAD_TOKEN, are not compared)."""
+    ([R] bool), whose scores rise between two real cells (padding cells, PAD_TOKEN, are not compared);
+    None where no row can rise (no scores, or one column)."""
     lp = stack.logp  # [rows, K, R] or None
     if lp is None or lp.shape[1] < 2:
-        return np.zeros((stack.rows, ok.shape[0]), dtype=bool)
+        return None
     real = stack.ids != PAD_TOKEN  # [rows, K, R]
     up = ((lp[:, 1:] > lp[:, :-1]) & real[:, 1:] & real[:, :-1]).any(axis=1)  # [rows, R]
     up &= np.arange(lp.shape[0])[:, None] < used[None, :]
@@ -65,23 +66,25 @@ def _rising(stack: MatrixStack, used: np.ndarray, ok: np.ndarray) -> np.ndarray:
     return up
 
 
-def _found(batch: RoundBatch, kind: str, ups: list[np.ndarray]) -> RisingRows:
-    """RisingRows of ``kind`` from its matrices' rising rows (ups: per matrix [rows, R] bool, the draft
-    steps in order or the validate alone); the first is the first round's first matrix's first row."""
-    hit = np.flatnonzero(np.any([u.any(axis=0) for u in ups], axis=0))  # rounds with a rising row
-    if not hit.shape[0]:
+def _found(batch: RoundBatch, kind: str, ups: list[np.ndarray | None]) -> RisingRows:
+    """RisingRows of ``kind`` from its matrices' rising rows (ups: per matrix [rows, R] bool or None
+    (_rising), the draft steps in order or the validate alone); the first is the first round's first
+    matrix's first row."""
+    scored = [(m, u) for m, u in enumerate(ups) if u is not None]  # the matrices whose rows can rise
+    if not any(u.any() for _, u in scored):
         return RisingRows(kind, 0, None)
+    hit = np.flatnonzero(np.any([u.any(axis=0) for _, u in scored], axis=0))  # rounds with a rising row
     place = np.arange(len(batch)) if batch.ordinals is None else batch.ordinals
     i = int(hit[np.argmin(place[hit])])
-    m = next(k for k, u in enumerate(ups) if u[:, i].any())
-    row = int(np.argmax(ups[m][:, i]))
+    m, up = next((m, u) for m, u in scored if u[:, i].any())
+    row = int(np.argmax(up[:, i]))
     key, ordinal = batch.key(i), int(place[i])
     step = m if kind == "draft" else None
     if batch.names is None:
         scores = batch.paths_of(i)[-1 if step is None else step]
     else:
         scores = batch.names.scores_path(key, ordinal, step)
-    return RisingRows(kind, int(sum(int(u.sum()) for u in ups)), (ordinal, f"{scores}, {row_words(row)}"))
+    return RisingRows(kind, int(sum(int(u.sum()) for _, u in scored)), (ordinal, f"{scores}, {row_words(row)}"))
 
 
 def _used_rows(result: BatchResult) -> np.ndarray:
