@@ -18,6 +18,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from analysis.compare.batch import (
+    ComparePart,
     ReadAlong,
     ema_window_of,
     priced_comparison,
@@ -292,9 +293,9 @@ def _replayed_once(
 
 
 def _walked_totals(
-    run: LabelledRun, union: list[TreeConfig], parts: list, gamma_threshold: float | None
+    run: LabelledRun, union: list[TreeConfig], parts: list[ComparePart], gamma_threshold: float | None
 ) -> dict[TreeConfig, Totals]:
-    """Per config of ``union`` (``parts``' outcomes, analysis.compare.batch.ComparePart), the sums that
+    """Per config of ``union`` (``parts``' outcomes, in ``union``'s order), the sums that
     recommend's exact measurement (analysis.shapes.dumps) adds of its greedy walk without the early
     stop: none under a simulated gammaThreshold, and not a dynamic recording's own config (its
     outcome here is the replay's, is_own_tree), which recommend walks."""
