@@ -1,7 +1,8 @@
 """One formula per acceptance figure: the mean acceptance length, the draft acceptance rate, the mean
 accepted length and the per-position acceptance rate are computed by replay.core.headline
 (SUMMARY_METRICS, per_position_rates) and nowhere else; stats, stats --temperature, compare,
-replay --summary, batch, generate and sweep read them from there.
+compare --temperature (its sums: headline.summed_rounds), replay --summary, batch, generate and sweep
+read them from there.
 
 A static scan of the package: a value given to one of these names (a dict key, a keyword, an
 assignment, a property) that is arithmetic of its own (``a / b``, ``x + 1``, ``v.mean()``) is a second
@@ -27,7 +28,11 @@ from replay.core.headline import (
 
 ROOT = Path(__file__).resolve().parent.parent
 HOME = Path("replay/core/headline.py")
-FIGURES = (*ACCEPTANCE_FIGURES, "per_position_acceptance_rate")
+# compare --temperature's names of the same figures over one side of the bounds
+# (analysis.compare.sampling.SAMPLING_COLUMNS: the mean accepted length, the mean acceptance length
+# over the determined rounds and over every round)
+AT_T_FIGURES = ("expected_accepted_length", "expected_block_efficiency", "all_rounds_block_efficiency")
+FIGURES = (*ACCEPTANCE_FIGURES, "per_position_acceptance_rate", *AT_T_FIGURES)
 
 # (file, name): why its arithmetic is not a second copy of the rounds' formula.
 OTHER_FORMULAS = {
@@ -105,9 +110,12 @@ def test_the_scan_finds_a_second_formula():
         "    @property\n"
         "    def mean_accepted_length(self):\n"
         "        return self.accepted / self.rounds if self.rounds else float('nan')\n"
+        "def at_t(lo_sum, nd):\n"
+        "    return {'expected_block_efficiency_lo': lo_sum / nd + 1.0 if nd else float('nan')}\n"
     )
     assert sorted(_computed_figures(planted)) == [
         "draft_acceptance_rate_lo",
+        "expected_block_efficiency_lo",
         "mean_acceptance_length",
         "mean_accepted_length",
     ]

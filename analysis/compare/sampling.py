@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from replay.core.config import TreeConfig
+from replay.core.headline import summary_row, summed_rounds
 from replay.engine.sampling import NO_SCORES
 
 from .subtree import is_contained
@@ -144,8 +145,9 @@ def summarize_sampling_sums(
     every sum exactly rounded (ExactSum: math.fsum of the values, in any order); ``exact`` /
     ``undet_hi`` the determined exact rounds and the undetermined ones' steps. A mean is its sum / nd.
     analysis.compare.sampling_sums' curve calls it with sums kept block by block."""
-    nan = float("nan")
     lo_sum, hi_sum = float(lo_sum), float(hi_sum)
+    lo, hi = means_of_sums(lo_sum, nd), means_of_sums(hi_sum, nd)
+    all_lo, all_hi = means_of_sums(lo_sum, n), means_of_sums(hi_sum + undet_hi, n)
     ge = ge_sums / nd if nd else ge_sums
     return {
         "config": cfg.short(),
@@ -157,15 +159,22 @@ def summarize_sampling_sums(
         "determined": nd,
         "undetermined": n - nd,
         "exact": exact,
-        "expected_accepted_length_lo": lo_sum / nd if nd else nan,
-        "expected_accepted_length_hi": hi_sum / nd if nd else nan,
-        "expected_block_efficiency_lo": lo_sum / nd + 1.0 if nd else nan,
-        "expected_block_efficiency_hi": hi_sum / nd + 1.0 if nd else nan,
+        "expected_accepted_length_lo": lo["mean_accepted_length"],
+        "expected_accepted_length_hi": hi["mean_accepted_length"],
+        "expected_block_efficiency_lo": lo["mean_acceptance_length"],
+        "expected_block_efficiency_hi": hi["mean_acceptance_length"],
         "length_at_least_lo": ge[0].tolist() if nd else [],
         "length_at_least_hi": ge[1].tolist() if nd else [],
-        "all_rounds_block_efficiency_lo": lo_sum / n + 1.0 if n else nan,
-        "all_rounds_block_efficiency_hi": (hi_sum + undet_hi) / n + 1.0 if n else nan,
+        "all_rounds_block_efficiency_lo": all_lo["mean_acceptance_length"],
+        "all_rounds_block_efficiency_hi": all_hi["mean_acceptance_length"],
     }
+
+
+def means_of_sums(accepted_sum: float, rounds: int) -> dict[str, float]:
+    """The mean accepted length and the mean acceptance length (the block efficiency) of ``rounds``
+    rounds whose accepted lengths, one side of their bounds, sum to ``accepted_sum``: replay.core.headline's
+    formulas of stats --temperature, read on sums."""
+    return summary_row(summed_rounds(accepted_sum, rounds), names=("mean_accepted_length", "mean_acceptance_length"))
 
 
 def undetermined_reasons(per_round: pd.DataFrame) -> Counter:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from analysis.cost.model import CostModel
 from replay.core.config import TreeConfig
+from replay.core.headline import summary_row, summed_rounds
 from replay.core.selection import select_top
 from replay.core.tree import Tree
 from replay.core.vocab import PAD_TOKEN
@@ -52,8 +53,10 @@ class Shape:
 
     @property
     def expected_block_efficiency(self) -> float:
-        """Committed tokens per round: accepted + the bonus/correction token the target always adds."""
-        return self.expected_accepted + 1.0
+        """Committed tokens per round: accepted + the bonus/correction token the target always adds
+        (the mean acceptance length's formula, on this one expectation)."""
+        figure = "mean_acceptance_length"
+        return summary_row(summed_rounds(self.expected_accepted, 1), names=(figure,))[figure]
 
 
 def engine_paths(config: TreeConfig, model: ShapeModel) -> list[RankPath]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.compare.sampling import ExactSum, SamplingComparison
+from analysis.compare.sampling import ExactSum, SamplingComparison, means_of_sums
 from analysis.compare.sampling_along import along_key, compare_sampling_loaded, comparison_along, loaded_sums
 from analysis.compare.sampling_batch import compare_sampling_run
 from analysis.compare.sampling_parts import NOT_REFUSED, sampling_parts
@@ -226,9 +226,8 @@ class _RankSums:
         return n
 
     def numbers(self) -> np.ndarray:
-        if not self.used:
-            return np.full(len(self.configs), np.nan)
-        return np.asarray([float(s.sums()[0]) / self.used + 1.0 for s in self.sums])
+        """[configs] float64 each config's RANK_BY (NaN when no round was used at T)."""
+        return np.asarray([means_of_sums(float(s.sums()[0]), self.used)["mean_acceptance_length"] for s in self.sums])
 
 
 @dataclass(frozen=True, eq=False)

@@ -80,13 +80,29 @@ class Rounds:
     @staticmethod
     def mean(values: np.ndarray) -> float:
         """(1/R) Σ_r values_r, NaN without rounds; values: [R] numbers or bools (integers are summed exactly)."""
-        return float(values.sum()) / values.shape[0] if values.shape[0] else float("nan")
+        return mean_of_sum(float(values.sum()), values.shape[0])
 
     @staticmethod
     def ratio(num: np.ndarray, den: np.ndarray) -> float:
         """Σ_r num_r / Σ_r den_r, NaN when the denominator's sum is not positive; [R] each."""
         bottom = float(den.sum())
         return float(num.sum()) / bottom if bottom > 0 else float("nan")
+
+
+def mean_of_sum(total: float, rounds: int) -> float:
+    """The mean of R = ``rounds`` values from their sum, NaN without rounds: every formula's mean."""
+    return total / rounds if rounds else float("nan")
+
+
+def summed_rounds(accepted_sum: float, rounds: int) -> Rounds:
+    """Rounds known only by the sum of their accepted lengths (compare at T keeps exactly rounded sums,
+    not rounds: analysis.compare.sampling), for the formulas that read their mean alone: one round
+    holding the mean, whose mean is itself. No round column, no P(L >= d)."""
+    return Rounds(np.array([mean_of_sum(accepted_sum, rounds)]), _no_at_least, {})
+
+
+def _no_at_least(depths: np.ndarray) -> np.ndarray:
+    raise ValueError("rounds known by their sum alone hold no P(L >= d)")
 
 
 def greedy_rounds(accepted: np.ndarray, columns: Mapping[str, np.ndarray]) -> Rounds:
