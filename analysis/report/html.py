@@ -26,6 +26,7 @@ from analysis.compare.batch import (
     simulate_run_strategies,
 )
 from analysis.compare.configs import (
+    SPEEDUP_DIGITS,
     beyond_recorded_notes,
     compare_display,
     is_own_tree,
@@ -46,7 +47,6 @@ from analysis.tables.metrics import DEPTH_HEADER, all_metrics, depth_display, de
 from analysis.tables.runs import LabelledRun
 from analysis.tables.slot_hits import static_shape
 from replay.core.config import TreeConfig
-from replay.core.selection import uses_fallback
 from replay.io.skipped import describe_skipped
 from replay.util.errors import SpecReplayError, printable
 from replay.util.words import round_name
@@ -108,11 +108,11 @@ def report_page(
         num_runs=len(runs),
         num_rounds=len(tables.rounds),
         stamp=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
-        runs=[_run_header(run, tables.rounds) for run in runs],
+        runs=[_run_header(run) for run in runs],
         summary=summary,
         summary_notes=derived_notes(metrics["summary"]),  # an acceptance length the dump cannot show is derived
         summary_definitions=table_html(pd.DataFrame(definitions_rows(SUMMARY_NAMES))),
-        speed=table_html(speed.rename(columns=_SPEED_HEADERS)),
+        speed=table_html(speed.rename(columns=_SPEED_HEADERS), digits=SPEEDUP_DIGITS),
         speed_notes=[note for run in runs for note in _speed_notes(run.label, pricing[run.label])],
         accepted_figure=figure_of(
             plots.plot_accepted_length(metrics["accepted_length"]),
@@ -163,7 +163,7 @@ def report_page(
     return page, out_tables
 
 
-def _run_header(run: LabelledRun, rounds: pd.DataFrame) -> RunHeader:
+def _run_header(run: LabelledRun) -> RunHeader:
     rep = run.replay
     return RunHeader(
         label=run.label,
@@ -175,17 +175,10 @@ def _run_header(run: LabelledRun, rounds: pd.DataFrame) -> RunHeader:
         unknown=dict(rep.config.unknown) if rep.config.unknown else None,
         manifest_source=(rep.manifest.body.get("source") if rep.manifest.body else None) or None,
         notes=list(rep.notes),
-        fallback_rounds=_fallback_rounds(rounds, run.label),
+        warnings=list(rep.warnings),
         skipped=[(s.what, s.reason) for s in rep.skipped[:50]],
         more_skipped=max(0, len(rep.skipped) - 50),
     )
-
-
-def _fallback_rounds(rounds: pd.DataFrame, label: str) -> int:
-    """How many of the run's rounds selected with the rank-major fallback: uses_fallback asked once per
-    distinct selection (a run has a few), not once per round."""
-    counts = rounds.loc[rounds["run"] == label, "selection"].value_counts()
-    return int(sum(n for selection, n in counts.items() if uses_fallback(selection)))
 
 
 def _speed_notes(label: str, pricing: RunPricing) -> list[Note]:

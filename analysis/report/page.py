@@ -16,6 +16,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from analysis.tables.definitions import DEFINITIONS, Definition
+from replay.core.headline import METRIC_DIGITS, fixed_text
 from replay.util.words import counted
 
 from . import plots
@@ -64,11 +65,13 @@ def figure_of(fig, caption: str, fmt: str) -> Figure:
     return Figure(caption, png_base64=base64.b64encode(buf.getvalue()).decode("ascii"))
 
 
-def table_html(df: pd.DataFrame, index: bool = False) -> Markup:
-    """pandas' own table markup (cells escaped by pandas), or "(empty)"."""
+def table_html(df: pd.DataFrame, index: bool = False, digits: int = METRIC_DIGITS) -> Markup:
+    """pandas' own table markup (cells escaped by pandas, numbers as every command prints them: ``digits`` decimals), or "(empty)"."""
     if df is None or len(df) == 0:
         return Markup("<p><em>(empty)</em></p>")
-    return Markup(df.to_html(index=index, escape=True, na_rep="–", float_format=lambda v: f"{v:.4g}", border=0))
+    return Markup(
+        df.to_html(index=index, escape=True, na_rep="–", float_format=lambda v: fixed_text(v, digits), border=0)
+    )
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ class RunHeader:
     unknown: dict | None  # config keys the replay does not use
     manifest_source: str | None
     notes: list[str]
-    fallback_rounds: int  # rounds whose expanded nodes came from the rank-major fallback
+    warnings: list[str]  # the replay's lines about how the files were read (stderr's, without the run's label)
     skipped: list[tuple[str, str]]  # (what, reason) of the first 50 skipped inputs
     more_skipped: int  # how many beyond those
 

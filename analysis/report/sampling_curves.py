@@ -120,7 +120,7 @@ def sampling_curves(
         tables.append(table.assign(run=run.label)[["run", *table.columns]])
         shown = table[table["temperature"].isin(SHOWN_TEMPERATURES)]
         display = sampling_display(shown)
-        display.insert(0, "T", shown["temperature"].to_list())
+        display.insert(0, "T", [format_temperature(t) for t in shown["temperature"]])
         notes = []
         if done.skipped:
             skipped, temps, first_reason = _curve_skips(done.skipped, opts.temperatures)
