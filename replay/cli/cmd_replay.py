@@ -185,7 +185,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--workers",
         type=at_least_one,
         default=None,
-        help="with --json or --summary: reader processes (default: up to 2 cores)",
+        help="with --json or --summary: reader processes, at most this machine's cores (default: up to 2)",
     )
     add_sampling_options(p)
     add_no_progress(p)

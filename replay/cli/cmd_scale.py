@@ -226,7 +226,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         p, output_dir, "packed run directory to create", dest="out", metavar="RUN", required=True, aliases=["--out"]
     )
     add_reading_options(p)
-    p.add_argument("--workers", type=at_least_one, default=None, help="reader processes (default: up to 2 cores)")
+    p.add_argument(
+        "--workers",
+        type=at_least_one,
+        default=None,
+        help="reader processes, at most this machine's cores (default: up to 2)",
+    )
     p.add_argument("--block-rounds", type=int, default=DEFAULT_BLOCK_ROUNDS, help="rounds per block")
     p.add_argument("--force", action="store_true", help="replace an existing packed run at -o/--output")
     p.add_argument("--verify", action="store_true", help="re-read and check every checksum after packing")
@@ -270,7 +275,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         formats=TABLE_FORMATS,
     )
     b.add_argument(
-        "--workers", type=at_least_one, default=None, help="reader processes and replay threads (default: up to 2)"
+        "--workers",
+        type=at_least_one,
+        default=None,
+        help="reader processes and replay threads, at most this machine's cores (default: up to 2)",
     )
     add_sampling_options(b)
     add_no_progress(b)

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from replay.util.parallel import usable_cores
+
 Clock = Callable[[], float]  # seconds, monotonic
 # Runs one method on one prompt: (prompt index, pass index or WARMUP) -> output tokens produced.
 Method = Callable[[int, int], int]
@@ -158,7 +160,7 @@ def time_methods(
 
 def machine_load() -> MachineLoad:
     one, five, fifteen = os.getloadavg()
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    usable = usable_cores()
     mem = None
     try:
         import psutil

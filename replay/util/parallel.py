@@ -34,14 +34,24 @@ class WorkerDiedError(SpecReplayError):
     """A worker process ended without a result (killed: out of memory, a signal)."""
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask, where the system has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
 def default_workers() -> int:
-    """Workers when the user names none: the machine's cores, at most MAX_DEFAULT_WORKERS."""
-    return max(1, min(MAX_DEFAULT_WORKERS, os.cpu_count() or 1))
+    """Workers when the user names none: the usable cores, at most MAX_DEFAULT_WORKERS."""
+    return min(MAX_DEFAULT_WORKERS, usable_cores())
 
 
 def resolve_workers(workers: int | None) -> int:
-    """``--workers``: None is default_workers(), anything below 1 is 1 (this process only)."""
-    return default_workers() if workers is None else max(1, workers)
+    """``--workers``: None is default_workers(), anything below 1 is 1 (this process only), and more
+    than the usable cores is the usable cores: the work is CPU-bound, so more processes only cost
+    memory and start-up."""
+    return default_workers() if workers is None else max(1, min(workers, usable_cores()))
 
 
 def ordered_map(
