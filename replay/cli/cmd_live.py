@@ -1,4 +1,4 @@
-"""CLI: ``specreplay generate`` and ``specreplay cost-curve``, and the model and decoding options
+"""CLI: ``specreplay generate`` and ``specreplay cost-curve``, and the model, decoding and output options
 every live command shares (``sweep`` is in cmd_sweep.py).
 
 torch and transformers are imported inside the command functions only, so ``specreplay --help``
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 
 from replay.live.extras import require_live_packages
+from replay.util.file_formats import FileFormats
 from replay.util.pathcheck import input_file, output_dir, output_file
 from replay.util.progress import progress_bar, progress_enabled
 from replay.util.words import counted
@@ -82,14 +84,8 @@ def _register_generate(subparsers) -> None:
         "--baseline and print predicted vs measured (docs/live-harness.md)",
     )
     add_decode_options(gen)
-    add_output(
-        gen,
-        output_dir,
-        "dump directory (draft_step_*/validate_* .npz + manifest.json); must be new or empty",
-        dest="out",
-        metavar="DIR",
-        required=True,
-        aliases=["--out"],
+    add_made_output(
+        gen, output_dir, "dump directory (draft_step_*/validate_* .npz + manifest.json); must be new or empty"
     )
     gen.add_argument(
         "--replace",
@@ -136,16 +132,7 @@ def _register_cost_curve(subparsers) -> None:
         default=3,
         help="timed passes after a warm-up, the sizes' order rotated per pass; median, min and max kept",
     )
-    add_output(
-        cc,
-        output_file,
-        "where to write the cost curve JSON",
-        dest="out",
-        metavar="FILE",
-        required=True,
-        aliases=["--out"],
-        formats=JSON_FORMATS,
-    )
+    add_made_output(cc, output_file, "where to write the cost curve JSON", metavar="FILE", formats=JSON_FORMATS)
     add_no_progress(cc)  # transformers' model-loading bars
 
 
@@ -167,6 +154,18 @@ def add_repeats_option(p: argparse.ArgumentParser) -> None:
         default=3,
         help="timed passes after a warm-up; methods interleaved per prompt, median and range reported (default %(default)s)",
     )
+
+
+def add_made_output(
+    p: argparse.ArgumentParser,
+    type: Callable[[str], str],
+    help: str,
+    metavar: str = "DIR",
+    formats: FileFormats | None = None,
+) -> argparse.Action:
+    """The required ``-o/--output`` of the live commands (generate, cost-curve, sweep), stored in
+    ``out``; ``--out`` is their old spelling."""
+    return add_output(p, type, help, dest="out", metavar=metavar, required=True, aliases=["--out"], formats=formats)
 
 
 def _models_dir_arg(p: argparse.ArgumentParser) -> None:

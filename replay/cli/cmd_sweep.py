@@ -13,6 +13,7 @@ from replay.util.words import counted
 
 from .cmd_live import (
     add_decode_options,
+    add_made_output,
     add_model_options,
     add_repeats_option,
     check_prompts_file,
@@ -26,7 +27,6 @@ from .options import (
     ExitStatus,
     add_command,
     add_no_progress,
-    add_output,
     note_written,
     print_grid_skipped,
     print_notes,
@@ -79,15 +79,7 @@ def register(subparsers) -> None:
     )
     which.add_argument("--configs", help="a JSON file (or inline JSON) with a list of tree configs")
     add_decode_options(sw)
-    add_output(
-        sw,
-        output_dir,
-        "sweep directory (dumps/, results.csv/.parquet, plots/)",
-        dest="out",
-        metavar="DIR",
-        required=True,
-        aliases=["--out"],
-    )
+    add_made_output(sw, output_dir, "sweep directory (dumps/, results.csv/.parquet, plots/)")
     sw.add_argument(
         "--resume",
         action="store_true",
