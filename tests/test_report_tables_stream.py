@@ -11,8 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.figure import Figure
 
 import analysis.tables.stream as stream
+from analysis.report.plots import save_figure
 from analysis.tables.build import build_tables, export_tables
 from analysis.tables.runs import TABLES_FULL, TABLES_METRICS, load_run, load_runs
 from analysis.tables.stream import TableWriter, write_run_tables
@@ -118,6 +120,23 @@ def test_row_groups_across_blocks(tmp_path, monkeypatch):
         w.append(df.iloc[start : start + 70])
     w.close()
     assert (tmp_path / "got.parquet").read_bytes() == (tmp_path / "want.parquet").read_bytes()
+
+
+WRITERS = {
+    "export_tables": lambda out, fmts: export_tables({"rounds": pd.DataFrame({"a": [1]})}, out, fmts),
+    "TableWriter": lambda out, fmts: TableWriter(out, "rounds", fmts),
+    "save_figure": lambda out, fmts: save_figure(Figure(), out, "plot", fmts),
+}
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_an_unknown_format_is_refused_before_anything_is_written(writer, tmp_path):
+    """The first format given is known, the second is not: no directory, no file of the first."""
+    out = tmp_path / "out"
+    kind, known = ("image", "png") if writer == "save_figure" else ("table", "csv")
+    with pytest.raises(ValueError, match=f"unknown {kind} format 'xlsx': expected one of"):
+        WRITERS[writer](out, [known, "xlsx"])
+    assert not out.exists()
 
 
 def test_exported_parquet_has_no_statistics(tmp_path):

@@ -25,6 +25,7 @@ from analysis.tables.definitions import label as metric_label
 from analysis.tables.metrics import DEPTH_RATE_N
 from replay.core.config import TreeConfig
 from replay.engine.render import rounds_with_scores
+from replay.util.file_formats import require_formats
 from replay.util.words import counted
 
 FORMATS = ("png", "svg")
@@ -35,12 +36,11 @@ _OUTCOME_COLORS = {IN_KEPT: "#2ca02c", IN_BEYOND: "#ff7f0e", IN_NOWHERE: "#d6272
 
 def save_figure(fig: Figure, out_dir: str | Path, stem: str, formats: Sequence[str] = FORMATS) -> list[Path]:
     """Write ``stem.png`` / ``stem.svg`` under ``out_dir``; returns the paths."""
+    require_formats(formats, FORMATS, "image")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt in formats:
-        if fmt not in FORMATS:
-            raise ValueError(f"unknown image format {fmt!r}: expected one of {FORMATS}")
         path = out_dir / f"{stem}.{fmt}"
         write_figure(fig, path, fmt)
         paths.append(path)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from replay.core.records import COLUMN_MEANINGS as RECORD_COLUMNS
 from replay.io.table_files import write_frame_csv, write_frame_parquet
+from replay.util.file_formats import require_formats
 
 # Where the target's top-1 token at a node sits among that node's recorded draft candidates.
 IN_KEPT = "kept"  # one of the children the tree kept (a hit when the node is on the path)
@@ -155,12 +156,10 @@ def export_tables(
     tables: dict[str, pd.DataFrame], out_dir: str | Path, formats: Sequence[str] = EXPORT_FORMATS
 ) -> list[Path]:
     """Write each table as ``NAME.csv`` and/or ``NAME.parquet`` under ``out_dir``; returns the paths."""
+    require_formats(formats, EXPORT_FORMATS, "table")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for fmt in formats:
-        if fmt not in EXPORT_FORMATS:
-            raise ValueError(f"unknown table format {fmt!r}: expected one of {EXPORT_FORMATS}")
     for name, df in tables.items():
         if "csv" in formats:
             path = out_dir / f"{name}.csv"

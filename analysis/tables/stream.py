@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from replay.io.table_files import PARQUET_OPTIONS, arrow_sink, write_csv_rows
+from replay.util.file_formats import require_formats
 
 from .batch import TableParts, batch_table_parts
 from .build import EXPORT_FORMATS, empty_node_table, empty_round_table
@@ -47,9 +48,7 @@ class TableWriter:
     and dtypes, as the tables' blocks do)."""
 
     def __init__(self, out_dir: str | Path, name: str, formats: Sequence[str] = EXPORT_FORMATS):
-        for fmt in formats:
-            if fmt not in EXPORT_FORMATS:
-                raise ValueError(f"unknown table format {fmt!r}: expected one of {EXPORT_FORMATS}")
+        require_formats(formats, EXPORT_FORMATS, "table")
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         self.csv = out_dir / f"{name}.csv" if "csv" in formats else None

@@ -1,9 +1,10 @@
 """The formats an output file is written in, named by its suffix: one rule for every file a command
 writes (replay.cli checks each output option against it before any work; the writers read the
-format from it again)."""
+format from it again); require_formats, the formats a writer is asked for by name."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,3 +41,11 @@ class FileFormats:
         names = f"{', '.join(head)} or {last}" if head else last
         device = " (or a device: /dev/stdout)" if self.device else ""
         return f"{path}: use a {names} file name{device}"
+
+
+def require_formats(formats: Sequence[str], known: Sequence[str], kind: str) -> None:
+    """Raise ValueError on the first of ``formats`` not in ``known`` (``kind``: "table", "image"), before
+    anything is written: a caller's mistake, since the commands' options take only known formats."""
+    for fmt in formats:
+        if fmt not in known:
+            raise ValueError(f"unknown {kind} format {fmt!r}: expected one of {known}")
