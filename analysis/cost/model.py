@@ -78,12 +78,10 @@ class CostModel:
             )
         return cls(np.array([1.0, 2.0]), np.array([a + b, a + 2 * b]), float(draft_step_s), f"linear {a:g} + {b:g}*k s")
 
-    def with_draft_step(self, draft_step_s: float, source: str | None = None) -> CostModel:
+    def with_draft_step(self, draft_step_s: float) -> CostModel:
         """The same verify curve with another draft-step cost (``--draft-cost`` over a curve file);
         a measured draft curve is dropped (the override prices every draft forward the same)."""
-        return CostModel(
-            self.tokens, self.verify_s, draft_step_s, source or f"{self.source} (draft step {draft_step_s:g} s)"
-        )
+        return CostModel(self.tokens, self.verify_s, draft_step_s, f"{self.source} (draft step {draft_step_s:g} s)")
 
     @classmethod
     def from_json(cls, obj: dict, source: str = "<json>") -> CostModel:

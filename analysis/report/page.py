@@ -65,12 +65,12 @@ def figure_of(fig, caption: str, fmt: str) -> Figure:
     return Figure(caption, png_base64=base64.b64encode(buf.getvalue()).decode("ascii"))
 
 
-def table_html(df: pd.DataFrame, index: bool = False, digits: int = METRIC_DIGITS) -> Markup:
+def table_html(df: pd.DataFrame, digits: int = METRIC_DIGITS) -> Markup:
     """pandas' own table markup (cells escaped by pandas, numbers as every command prints them: ``digits`` decimals), or "(empty)"."""
     if df is None or len(df) == 0:
         return Markup("<p><em>(empty)</em></p>")
     return Markup(
-        df.to_html(index=index, escape=True, na_rep="–", float_format=lambda v: fixed_text(v, digits), border=0)
+        df.to_html(index=False, escape=True, na_rep="–", float_format=lambda v: fixed_text(v, digits), border=0)
     )
 
 

@@ -47,11 +47,11 @@ def save_figure(fig: Figure, out_dir: str | Path, stem: str, formats: Sequence[s
     return paths
 
 
-def write_figure(fig: Figure, target, fmt: str, dpi: int = DPI) -> None:
+def write_figure(fig: Figure, target, fmt: str) -> None:
     """``fig.savefig`` whose bytes depend on the figure only: an SVG carries no date and its element
     ids come from a fixed salt (matplotlib's default salt is random), so two runs give equal files."""
     with matplotlib.rc_context({"svg.hashsalt": "specreplay"}):
-        fig.savefig(target, format=fmt, dpi=dpi, bbox_inches="tight", metadata={"Date": None} if fmt == "svg" else None)
+        fig.savefig(target, format=fmt, dpi=DPI, bbox_inches="tight", metadata={"Date": None} if fmt == "svg" else None)
 
 
 def _run_label(run: str, rounds: int) -> str:

@@ -34,7 +34,7 @@ def _children(tree: Tree) -> list[list[int]]:
     return [tree.children(u).tolist() for u in range(tree.tokens.shape[0])]
 
 
-def hierarchical_layout(tree: Tree, root: int = 0) -> dict[int, tuple[float, float]]:
+def hierarchical_layout(tree: Tree) -> dict[int, tuple[float, float]]:
     """Top-down positions: y = -depth, leaves at x = 0, 1, 2, ... in child order, parents centred."""
     children = _children(tree)
     pos: dict[int, tuple[float, float]] = {}
@@ -51,7 +51,7 @@ def hierarchical_layout(tree: Tree, root: int = 0) -> dict[int, tuple[float, flo
         pos[u] = (x, -float(depth))
         return x
 
-    place(root, 0)
+    place(0, 0)
     return pos
 
 

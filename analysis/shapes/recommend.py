@@ -154,7 +154,6 @@ def compare_predictions(
     shapes: Sequence[TreeConfig | Shape],
     measure: Measure,
     bootstrap: int = 200,
-    seed: int = 0,
     boots: Bootstrap | None = None,
     measured: Sequence[Measured | None] | None = None,
     depth_cap: int | None = None,
@@ -166,7 +165,7 @@ def compare_predictions(
     length, or None when the dumps cannot decide it (the row is still listed, without a
     measurement). ``measured``: measurements already made (then ``measure`` is not called).
     """
-    boots = bootstrap_model(model, bootstrap, seed) if boots is None else boots
+    boots = bootstrap_model(model, bootstrap) if boots is None else boots
     cap = model.depths if depth_cap is None else depth_cap
     rows = []
     for k, item in enumerate(shapes):

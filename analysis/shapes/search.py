@@ -292,16 +292,15 @@ def best_configs(
     max_depth: int,
     count: int,
     within: TreeConfig | None = None,
-    state_limit: int = DEFAULT_STATE_LIMIT,
 ) -> list[tuple[float, TreeConfig]]:
     """The ``count`` configs of highest expected accepted length (any node counts), best first, as
     (value, config); ``within``: only configs contained in that one. The best found when the search
-    stops at ``state_limit``."""
+    stops at DEFAULT_STATE_LIMIT."""
     if within is not None:
         max_depth = min(max_depth, within.gamma)
     ob = _Objective(_TopK(count), lambda v, m, d: v, lambda v, pre, m, d: v + pre[-1])
     _seed(model, budget, max_depth, [ob], None, within)
-    _branch_and_bound(model, budget, max_depth, [ob], None, state_limit, within)
+    _branch_and_bound(model, budget, max_depth, [ob], None, DEFAULT_STATE_LIMIT, within)
     configs = [TreeConfig.from_lists(spec) for _, spec in ob.top.items]
     return [(expected_accepted(engine_paths(c, model), model), c) for c in configs]
 

@@ -157,15 +157,15 @@ def chains(depth: int) -> list[TreeConfig]:
     return [TreeConfig.from_lists([[1]] * d) for d in range(1, depth + 1)]
 
 
-def candidate_configs(dump: DumpInput, cost: CostModel, top: int = SEARCH_TOP) -> list[TreeConfig]:
-    """The shapes ``auto`` weighs: every chain up to the calibration depth, then the ``top`` shapes
+def candidate_configs(dump: DumpInput, cost: CostModel) -> list[TreeConfig]:
+    """The shapes ``auto`` weighs: every chain up to the calibration depth, then the SEARCH_TOP shapes
     contained in the calibration tree by modelled speedup (shape search over the dump's
     acceptance model), without repeats."""
     tree = dump.tree
     found = list(chains(tree.gamma))
     if dump.stats.rounds and dump.stats.stats.num_visits:
         model = model_from_stats(dump.stats.stats, DEFAULT_MIN_COUNT, max(tree.gamma, dump.stats.stats.depths))
-        search = search_shapes(model, tree.num_nodes, tree.gamma, cost, top, within=tree)
+        search = search_shapes(model, tree.num_nodes, tree.gamma, cost, SEARCH_TOP, within=tree)
         found += [s.config for s in search.by_speedup]
     return distinct_configs(c for c in found if is_contained(c, tree))
 
@@ -178,9 +178,9 @@ def best_prediction(predictions: Sequence[SpeedPrediction]) -> SpeedPrediction |
     return max(known, key=lambda p: (round(p.speedup, 12), -p.config.num_nodes, -p.config.gamma))
 
 
-def ceiling(predictions: Sequence[SpeedPrediction], cost: CostModel, max_depth: int = BOUND_MAX_DEPTH) -> Ceiling:
+def ceiling(predictions: Sequence[SpeedPrediction], cost: CostModel) -> Ceiling:
     """The best predicted shape and the all-accepted bound (module docstring)."""
-    bounds = tuple(all_accepted_speedup(cost, d) for d in range(1, max_depth + 1))
+    bounds = tuple(all_accepted_speedup(cost, d) for d in range(1, BOUND_MAX_DEPTH + 1))
     k = max(range(len(bounds)), key=lambda i: bounds[i])
     return Ceiling(best_prediction(predictions), bounds[k], k + 1, bounds)
 

@@ -224,8 +224,8 @@ def each_run_at_temperature(args, runs: list, compute: Callable) -> list[RunAtT]
 TYPED_COLUMNS = ("temperature",)  # printed as given (:g), not at the tables' 4 decimals
 
 
-def _print_table(df, args, out=None) -> None:
-    out = out or sys.stdout  # looked up per call: tests and pipes swap sys.stdout
+def _print_table(df, args) -> None:
+    out = sys.stdout  # looked up per call: tests and pipes swap sys.stdout
     if getattr(args, "json", False):
         out.write(df.to_json(orient="records", indent=1) + "\n")
     elif getattr(args, "csv", False):

@@ -552,8 +552,6 @@ def column_bounds(
     row_node: list[RowNode],
     temperature: float,
     vocab_size: int | None = None,
-    keep_reach: bool = False,
-    chunk_rounds: int = CHUNK_ROUNDS,
 ) -> ColumnBounds:
     """The rule on column-major arrays of R rounds of one tree layout at one T, chunk by chunk (a
     chunk is read, used and dropped; prepare_columns keeps them for many T).
@@ -563,8 +561,8 @@ def column_bounds(
     tokens: [N+1, R] int node tokens; row_node: per row, its node id (an int, or [R] per round)
     """
     t = check_temperature(temperature)
-    chunks = _chunks(tree, rows, tokens, row_node, vocab_size, chunk_rounds)
-    return _bounds_of(tree, chunks, (tokens.shape[0], tokens.shape[1]), t, vocab_size, keep_reach)
+    chunks = _chunks(tree, rows, tokens, row_node, vocab_size, CHUNK_ROUNDS)
+    return _bounds_of(tree, chunks, (tokens.shape[0], tokens.shape[1]), t, vocab_size, False)
 
 
 # One chunk of rounds lo..hi of one tree layout, as its maker has it: (lo, hi, (ids [E, K, C], logp

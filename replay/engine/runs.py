@@ -31,7 +31,7 @@ from replay.util.parallel import ordered_map, resolve_workers
 from replay.util.progress import progress_bar
 from replay.util.words import round_name
 
-from .batch import DEFAULT_CHUNK_ROUNDS, BatchResult, RoundBatch, empty_result, replay_batch
+from .batch import BatchResult, RoundBatch, empty_result, replay_batch
 from .batch.codes import ERR_LOST_COMPANION, ERR_VALIDATE_ROWS, LOST_PARENTS, ROWS_RUN_LAYOUT, SEL_PARENTS, SEL_PATH
 from .batch.rejections import rejection_reasons
 from .batch.rising import rising_rows, rising_rows_warnings
@@ -241,7 +241,7 @@ def _raw_source(run: Run) -> str:
 
 
 def iter_run_results(
-    run: Run, workers: int | None = None, progress: bool = False, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS
+    run: Run, workers: int | None = None, progress: bool = False
 ) -> Iterator[tuple[BatchResult, list[tuple[int, Skipped]]]]:
     """(outcomes of one batch, unreadable and rejected rounds as (ordinal, why)), batch by batch.
 
@@ -250,7 +250,7 @@ def iter_run_results(
     aggregates replays a run larger than RAM in the memory of a few blocks (packed runs are
     memory-mapped).
     """
-    for res, why, _ in iter_run_parts(run, workers, progress, chunk_rounds):
+    for res, why, _ in iter_run_parts(run, workers, progress):
         yield res, why
 
 
@@ -261,12 +261,11 @@ def iter_run_parts(
     run: Run,
     workers: int | None = None,
     progress: bool = False,
-    chunk_rounds: int = DEFAULT_CHUNK_ROUNDS,
     per_batch: PerBatch | None = None,
 ) -> Iterator[tuple[BatchResult, list[tuple[int, Skipped]], object]]:
     """iter_run_results plus ``per_batch(batch, result, run.tree)`` of each batch (None without it), computed
     on the replay thread while the batch is in memory (analysis builds its tables there)."""
-    for unreadable, done in iter_run_chunks(run, workers, progress, chunk_rounds, per_batch):
+    for unreadable, done in iter_run_chunks(run, workers, progress, per_batch):
         if unreadable:
             yield empty_result(run.tree.gamma), list(unreadable), None
         yield from done
@@ -276,7 +275,6 @@ def iter_run_chunks(
     run: Run,
     workers: int | None = None,
     progress: bool = False,
-    chunk_rounds: int = DEFAULT_CHUNK_ROUNDS,
     per_batch: PerBatch | None = None,
     in_run_order: bool = False,
 ) -> Iterator[tuple[list[tuple[int, Skipped]], list[tuple[BatchResult, list[tuple[int, Skipped]], object]]]]:
@@ -288,7 +286,7 @@ def iter_run_chunks(
         batches, unreadable = loader()
         done = []
         for b in batches:
-            res = replay_in_run(b, run, chunk_rounds)  # parallel across batches instead
+            res = replay_in_run(b, run)  # parallel across batches instead
             done.append(
                 (
                     res,
@@ -321,11 +319,11 @@ def detected_layouts(res: BatchResult) -> tuple[int, int]:
     return int((detected & (res.layout == LAYOUTS.index(LAYOUT_ALL))).sum()), int(detected.sum())
 
 
-def replay_in_run(batch: RoundBatch, run: Run, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS) -> BatchResult:
+def replay_in_run(batch: RoundBatch, run: Run) -> BatchResult:
     """replay_batch of one of ``run``'s batches on one thread, with the run's layout: a round whose
     detected layout is not Run.run_layout is rejected as the kernel rejects one (ERR_VALIDATE_ROWS,
     the rows it has)."""
-    res = replay_batch(batch, run.tree, 1, chunk_rounds)
+    res = replay_batch(batch, run.tree, 1)
     if run.run_layout is None:
         return res
     bad = np.flatnonzero(res.ok & ~res.layout_stated & (res.layout != LAYOUTS.index(run.run_layout)))
@@ -405,7 +403,6 @@ def replay_run(
     opts: ReplayOptions = ReplayOptions(),
     workers: int | None = None,
     progress: bool = False,
-    chunk_rounds: int = DEFAULT_CHUNK_ROUNDS,
     per_batch: PerBatch | None = None,
     per_run: Callable[[Run], PerBatch | None] | None = None,
 ) -> RunReplay:
@@ -417,13 +414,11 @@ def replay_run(
     per_batch computed on the first reading held them."""
     start = time.perf_counter()
     run = open_run(path, opts)
-    rep = _replay_opened(run, opts, start, workers, progress, chunk_rounds, per_batch, per_run)
+    rep = _replay_opened(run, opts, start, workers, progress, per_batch, per_run)
     layout = run_layout(*detected_layouts(rep.result))
     if layout is None:
         return rep
-    return _replay_opened(
-        replace(run, run_layout=layout), opts, start, workers, progress, chunk_rounds, per_batch, per_run
-    )
+    return _replay_opened(replace(run, run_layout=layout), opts, start, workers, progress, per_batch, per_run)
 
 
 def _replay_opened(
@@ -432,7 +427,6 @@ def _replay_opened(
     start: float,
     workers: int | None,
     progress: bool,
-    chunk_rounds: int,
     per_batch: PerBatch | None,
     per_run: Callable[[Run], PerBatch | None] | None,
 ) -> RunReplay:
@@ -442,7 +436,7 @@ def _replay_opened(
     parts: list[BatchResult] = []
     later: list[tuple[int, Skipped]] = []  # unreadable and rejected rounds, by position
     extras, rising = [], []
-    for res, why, extra in iter_run_parts(run, workers, progress, chunk_rounds, _with_rising(per_batch)):
+    for res, why, extra in iter_run_parts(run, workers, progress, _with_rising(per_batch)):
         later += why
         if len(res):
             parts.append(res)

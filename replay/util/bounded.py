@@ -235,10 +235,10 @@ def parse_json_bytes(data: bytes | bytearray, fail: Fail) -> Any:
         _raise(fail, f"not valid JSON: {exc}")
 
 
-def read_json_file(path: str | Path, fail: Fail | None = None, allow_stream: bool = False) -> Any:
+def read_json_file(path: str | Path, fail: Fail | None = None) -> Any:
     """Read and parse a JSON file within MAX_JSON_BYTES and MAX_JSON_DEPTH."""
     fail = fail or dump_fail(path)
-    return parse_json_bytes(read_file_bytes(path, MAX_JSON_BYTES, fail, allow_stream), fail)
+    return parse_json_bytes(read_file_bytes(path, MAX_JSON_BYTES, fail), fail)
 
 
 # --- zip archives (.npz, .pt) ---------------------------------------------------------------------

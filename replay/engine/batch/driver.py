@@ -156,16 +156,14 @@ class RebuiltLevels:
     path_logprob: list[np.ndarray]  # per draft step i: [L_{i+1}, R] float64, NaN without scores
 
 
-def rebuilt_levels(
-    batch: RoundBatch, res: BatchResult, shape: TreeShape, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS
-) -> RebuiltLevels:
+def rebuilt_levels(batch: RoundBatch, res: BatchResult, shape: TreeShape) -> RebuiltLevels:
     """Every level of every round of ``batch`` (all of ``shape``; ``res``: their replay, whose
     selection is taken as made). Rejected rounds hold meaningless values."""
     r = len(batch)
     chosen = expanded_nodes(res, shape)
     tokens = [np.empty((n, r), dtype=np.int64) for n in shape.level_sizes[1:]]
     logp = [np.full((n, r), np.nan) for n in shape.level_sizes[1:]]
-    for lo, hi in _chunks(r, chunk_rounds):
+    for lo, hi in _chunks(r, DEFAULT_CHUNK_ROUNDS):
         tree = _rebuild_chunk(batch, lo, hi, shape, False, _columns(hi - lo), chosen)
         for i in range(shape.num_steps):
             tokens[i][:, lo:hi] = tree.tokens[i]

@@ -328,11 +328,11 @@ def scores_shape_refusal(scores: tuple[int, ...], ids: tuple[int, ...]) -> str |
     return f"the scores are {shape_words(scores)}, the ids {shape_words(ids)}: one score per token id"
 
 
-def _as_ids(arr: np.ndarray, path: Path, field_name: str = "ids") -> np.ndarray:
+def _as_ids(arr: np.ndarray, path: Path) -> np.ndarray:
     why = ids_refusal(arr.dtype, arr.shape)
     if why is not None:
-        raise DumpError(path, why, field_name)
-    return to_int64(arr, path, field_name)
+        raise DumpError(path, why, "ids")
+    return to_int64(arr, path, "ids")
 
 
 def _as_logp(scores: np.ndarray, ids: np.ndarray, path: Path, kind: str) -> np.ndarray:

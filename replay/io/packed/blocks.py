@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -87,7 +86,7 @@ def read_block(root: Path, group: str, spec: ArraySpec, k: int, check: bool = Tr
     return out
 
 
-def verify_array(root: Path, group: str, spec: ArraySpec, progress: Callable[[int], None] | None = None) -> list[str]:
+def verify_array(root: Path, group: str, spec: ArraySpec) -> list[str]:
     """Every problem of one array file: structure, each block's CRC-32, the whole file's sha256."""
     try:
         check_array_file(root, spec)
@@ -99,8 +98,6 @@ def verify_array(root: Path, group: str, spec: ArraySpec, progress: Callable[[in
             read_block(root, group, spec, k)
         except PackedBlockError as exc:
             problems.append(str(exc))
-        if progress:
-            progress(spec.block_bytes)
     if not problems and file_sha256(root / spec.file, spec.header_len) != spec.sha256:
         problems.append(f"{root / spec.file}: sha256 of the data differs from packed.json (corrupt or modified)")
     return problems

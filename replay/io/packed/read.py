@@ -252,12 +252,12 @@ class PackedRun:
         position = self.num_rounds if ords is None else int(ords.min())
         return BadBlock(group.name, k, n, position, keys, Skipped(what, why, tuple(e.path for e in errors), n))
 
-    def iter_blocks(self, layout: str | None = None) -> Iterator[RoundBatch | BadBlock]:
+    def iter_blocks(self) -> Iterator[RoundBatch | BadBlock]:
         """Every block of every group, a RoundBatch or, when it fails its check, a BadBlock."""
         for g in self.groups:
             for k in range(g.blocks):
                 try:
-                    yield self.block(g, k, layout)
+                    yield self.block(g, k)
                 except PackedBlockError as exc:
                     yield self.bad_block(g, k, exc)
 
@@ -285,14 +285,14 @@ class PackedRun:
                     found.append((g, k))
         return found, unknown
 
-    def verify(self, progress: Callable[[int], None] | None = None) -> list[str]:
+    def verify(self) -> list[str]:
         """Problems found (empty when intact): each file's structure, every block's CRC-32, sha256."""
         problems = []
         files = []
         for g in self.groups:
             for a in g.arrays.values():
                 files.append(a.to_json())
-                problems += verify_array(self.path, g.name, a, progress)
+                problems += verify_array(self.path, g.name, a)
         for c in self.spec.copied:
             files.append({"file": c.file, "sha256": c.sha256})
             p = self.path / c.file
