@@ -206,7 +206,6 @@ def scan_run(
     path: str,
     opts: ReplayOptions = ReplayOptions(),
     progress: Progress | None = None,
-    keep_bytes: int = KEEP_BYTES,
     loaded: LabelledRun | None = None,
     known: Mapping[TreeConfig, Totals] | None = None,
 ) -> DumpInput:
@@ -217,13 +216,13 @@ def scan_run(
     ``known``: the sums of configs walked on the loaded run already (outcome_totals of the greedy
     walk without the early stop), which measure_many takes instead of walking them again."""
     if loaded is not None:  # its replay decided the run's layout
-        return _scan(loaded.replay.reopen(opts), path, opts, progress, keep_bytes, loaded, known or {})[0]
+        return _scan(loaded.replay.reopen(opts), path, opts, progress, loaded, known or {})[0]
     run = open_run(path, opts)
-    dump, layouts = _scan(run, path, opts, progress, keep_bytes, None, {})
+    dump, layouts = _scan(run, path, opts, progress, None, {})
     layout = run_layout(*layouts)
     if layout is None:
         return dump
-    return _scan(replace(run, run_layout=layout), path, opts, progress, keep_bytes, None, {})[0]
+    return _scan(replace(run, run_layout=layout), path, opts, progress, None, {})[0]
 
 
 def _scan(
@@ -231,7 +230,6 @@ def _scan(
     path: str,
     opts: ReplayOptions,
     progress: Progress | None,
-    keep_bytes: int,
     loaded: LabelledRun | None,
     known: Mapping[TreeConfig, Totals],
 ) -> tuple[DumpInput, tuple[int, int]]:
@@ -260,7 +258,7 @@ def _scan(
                 notes += note_groups(piece.result, positions)
                 if kept is not None:
                     held += ram_bytes(piece.batch) + ram_bytes(piece.expanded)
-                    if held <= keep_bytes:
+                    if held <= KEEP_BYTES:
                         kept.append(piece)
                     else:
                         kept = None
