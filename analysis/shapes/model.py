@@ -280,7 +280,6 @@ class Bootstrap:
     """Resampled acceptance tables: the model re-estimated under ``count`` group resamples."""
 
     p: np.ndarray  # [B, depths, cols, cols] float64 acceptance
-    weights: np.ndarray  # [B, G] float64 group multiplicities of each resample
     go_on: np.ndarray | None = None  # [B, depths] float64 continuation; None: 1 (no early stop)
 
     def __len__(self) -> int:
@@ -314,7 +313,7 @@ def bootstrap(model: ShapeModel, count: int, seed: int = 0) -> Bootstrap | None:
     p, _, _, _ = estimate_cells(n, k, model.min_count)
     went = weights @ src.went_on.astype(np.float64)  # [B, S]
     stop = weights @ src.stopped.astype(np.float64)
-    return Bootstrap(p, weights, continuation(went, stop, model.depths))
+    return Bootstrap(p, continuation(went, stop, model.depths))
 
 
 def path_values(p: np.ndarray, paths: Sequence[Sequence[int]]) -> np.ndarray:

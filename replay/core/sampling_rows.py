@@ -43,7 +43,6 @@ class RowStats:
     mass: tuple[np.ndarray, np.ndarray]
     logm: tuple[np.ndarray, np.ndarray]  # log of each
     x1: np.ndarray  # min(q_K, m_hi): at T = 1 the largest q a missing child can have
-    qk: np.ndarray  # q_K, the smallest recorded q
     # (lo, hi) the tail packed into few tokens: floor(m / q_K) at q_K (0 for an empty tail), one at r
     j: tuple[np.ndarray, np.ndarray]
     # [4, E, C] what the rule raises to the power a, shifted: log q_K - lmax, log r_hi - lmax (-inf for
@@ -169,7 +168,7 @@ def row_stats(ids: np.ndarray, lp: np.ndarray, has: np.ndarray, vocab_size: int 
     )
     x1 = np.exp(lmm)
     empty_tail, z_known = _tail_known(no_tail | dead, rest, has)
-    rows = (lp_clean, lmax, total, (m_lo, m_hi), (logm_lo, logm_hi), x1, qk, j, base, rest, log_rest, dead_or_none)
+    rows = (lp_clean, lmax, total, (m_lo, m_hi), (logm_lo, logm_hi), x1, j, base, rest, log_rest, dead_or_none)
     return RowStats(*rows, empty_tail, z_known, has, problem)
 
 
