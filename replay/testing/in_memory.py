@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from replay.core.config import TreeConfig
-from replay.engine.batch import DEFAULT_CHUNK_ROUNDS, BatchResult, replay_batch
+from replay.core.vocab import CHUNK_ROUNDS
+from replay.engine.batch import BatchResult, replay_batch
 from replay.io.dumpnames import Key
 from replay.io.fastread import ReadOptions, concat_batches, iter_read_chunks, plan_items
 from replay.io.grouping import Grouping
@@ -61,7 +62,7 @@ def batch_from_rounds(rounds: Sequence[Round], ordinals: Sequence[int] | None = 
 
 
 def replay_batches(
-    batches: Iterable[RoundBatch], cfg: TreeConfig, workers: int | None = None, chunk_rounds: int = DEFAULT_CHUNK_ROUNDS
+    batches: Iterable[RoundBatch], cfg: TreeConfig, workers: int | None = None, chunk_rounds: int = CHUNK_ROUNDS
 ) -> BatchResult:
     """Several batches (one run's groups) → one result in run order when ordinals are known."""
     parts = [replay_batch(b, cfg, workers, chunk_rounds) for b in batches]

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from replay.io.roundbatch import MatrixStack, RoundBatch
 
-from .codes import DEFAULT_CHUNK_ROUNDS, ERR_OK, ERR_TOKENS, SEL_FALLBACK, SEL_PARENTS, StopCode
+from .codes import ERR_OK, ERR_TOKENS, SEL_FALLBACK, SEL_PARENTS, StopCode
 from .driver import expanded_nodes, rebuilt_levels, replay_batch
 from .result import BatchResult, empty_result, replayed_by_shape
 from .shapes import RankPath, RankPaths, TreeShape, config_tree_shape, node_parents, rank_paths, round_tree
 
 __all__ = [
-    "DEFAULT_CHUNK_ROUNDS",
     "ERR_OK",
     "ERR_TOKENS",
     "SEL_FALLBACK",

@@ -7,7 +7,6 @@ from enum import IntEnum
 from replay.core.vocab import (
     BONUS_CORRECTION,
     BONUS_LEAF,
-    CHUNK_ROUNDS,
     SELECT_FALLBACK,
     SELECT_PARENTS,
     SELECT_PATH_PROB,
@@ -16,8 +15,6 @@ from replay.core.vocab import (
     STOP_MISMATCH,
     STOP_NO_ROW,
 )
-
-DEFAULT_CHUNK_ROUNDS = CHUNK_ROUNDS
 
 # Per-step selection codes (BatchResult.selection); -1 = no such step.
 SEL_NONE, SEL_ROOT, SEL_PARENTS, SEL_PATH, SEL_FALLBACK = -1, 0, 1, 2, 3

@@ -13,11 +13,11 @@ import numpy as np
 
 from replay.core.config import TREE_DYNAMIC, TreeConfig
 from replay.core.selection import repeated_row_note
-from replay.core.vocab import PAD_TOKEN
+from replay.core.vocab import CHUNK_ROUNDS, PAD_TOKEN
 from replay.io.roundbatch import RoundBatch
-from replay.util.parallel import default_workers, ordered_map  # noqa: F401  (default_workers re-exported)
+from replay.util.parallel import default_workers, ordered_map
 
-from .codes import DEFAULT_CHUNK_ROUNDS, ERR_TOO_MANY_STEPS
+from .codes import ERR_TOO_MANY_STEPS
 from .kernel import _columns, _rebuild_chunk, _replay_chunk, no_rows_faults, unfit_faults
 from .result import _ROUND_ARRAYS, BatchResult, _empty_result
 from .shapes import TreeShape, config_tree_shape, dynamic_shapes
@@ -86,7 +86,7 @@ def replay_batch(
     batch: RoundBatch,
     cfg: TreeConfig,
     workers: int | None = None,
-    chunk_rounds: int = DEFAULT_CHUNK_ROUNDS,
+    chunk_rounds: int = CHUNK_ROUNDS,
 ) -> BatchResult:
     """Replay every round of ``batch`` with the tree config ``cfg``.
 
@@ -163,7 +163,7 @@ def rebuilt_levels(batch: RoundBatch, res: BatchResult, shape: TreeShape) -> Reb
     chosen = expanded_nodes(res, shape)
     tokens = [np.empty((n, r), dtype=np.int64) for n in shape.level_sizes[1:]]
     logp = [np.full((n, r), np.nan) for n in shape.level_sizes[1:]]
-    for lo, hi in _chunks(r, DEFAULT_CHUNK_ROUNDS):
+    for lo, hi in _chunks(r, CHUNK_ROUNDS):
         tree = _rebuild_chunk(batch, lo, hi, shape, False, _columns(hi - lo), chosen)
         for i in range(shape.num_steps):
             tokens[i][:, lo:hi] = tree.tokens[i]
