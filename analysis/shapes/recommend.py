@@ -27,7 +27,7 @@ from replay.io.skipped import why_no_rounds
 from replay.util.errors import NoRoundsError, SpecReplayError
 
 from .counts import merge_stats
-from .dumps import DumpInput, Measured, Progress, Totals, scan_run  # noqa: F401  (re-exported)
+from .dumps import DumpInput, Measured, Progress, Totals, scan_run
 from .model import DEFAULT_MIN_COUNT, Bootstrap, ShapeModel, bootstrap as bootstrap_model, model_from_stats
 from .paths import Shape, engine_paths, expected_accepted
 from .search import DEFAULT_STATE_LIMIT, SearchResult, best_configs, search_shapes

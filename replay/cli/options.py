@@ -43,7 +43,7 @@ from replay.util.file_formats import FileFormats
 from replay.util.pathcheck import output_file
 from replay.util.words import counted
 
-from .status import DEBUG_ENV, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK  # noqa: F401 - re-exported
+from .status import DEBUG_ENV
 
 # The exit-status contract of every command (replay.cli.main keeps it).
 

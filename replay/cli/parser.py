@@ -20,10 +20,7 @@ from replay.util.pathcheck import FILE, output_kind
 from replay.util.version import package_version
 
 from .options import (
-    DEBUG_ENV,
     DUMP,
-    EXIT_ERROR,
-    EXIT_OK,
     GIVEN,
     ExitStatus,
     FileOutput,
@@ -33,6 +30,7 @@ from .options import (
     exit_status_help,
     int_arg,
 )
+from .status import DEBUG_ENV, EXIT_ERROR, EXIT_OK
 
 COMMAND_MODULES = (
     "replay.cli.cmd_replay",
