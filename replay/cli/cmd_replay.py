@@ -89,15 +89,10 @@ def _replay_trees(args: argparse.Namespace) -> int:
     require_rounds(rep, int(rep.result.ok.sum()))
     views = {key: view for part in rep.per_batch for key, view in part.items()}
     out = sys.stdout
-    for key in _replayed_keys(rep.result, np.flatnonzero(rep.result.ok)):
+    for key in rep.result.key_list(np.flatnonzero(rep.result.ok)):
         out.write("\n".join(render_round(views[key])) + "\n\n")
     out.write("\n".join(run_summary(rep)) + "\n")
     return _told(rep, args.dir)
-
-
-def _replayed_keys(result, rows: np.ndarray) -> list[tuple[int, int]]:
-    """The keys of rounds ``rows`` (an [n] int64 index into ``result``), in run order."""
-    return [(int(a), int(b)) for a, b in result.keys[:, rows].T.tolist()]
 
 
 def _told(rep, directory: str) -> int:
@@ -147,7 +142,7 @@ def _replay_sampling(args: argparse.Namespace) -> int:
     else:
         if drawn:
             views = {key: view for part in run.also for key, view in part.items()}
-            for i, key in zip(rows.tolist(), _replayed_keys(res, rows)):
+            for i, key in zip(rows.tolist(), res.key_list(rows)):
                 out.write("\n".join(render_round(views[key]) + sampling_lines(round_sampling_at(smp, res, i))) + "\n\n")
         out.write("\n".join(run_summary(greedy) + batch_sampling_summary(smp, res, rows)) + "\n")
     if smp.needs_vocab:

@@ -111,17 +111,12 @@ def join_parts(result: BatchResult, parts: Sequence[SamplingPart], t: float) -> 
     smp = concat_sampling([(p.ordinals, p.sampling) for p in parts]) if parts else no_sampling(result, t)
     rows = np.flatnonzero(result.ok & smp.usable)
     why = {key: text for p in parts for key, text in p.why.items()}
-    refused = tuple((key, why[key]) for key in _keys(result, result.ok & ~smp.usable))
-    order = {round_name(key): k for k, key in enumerate(_keys(result, rows))}
+    refused = tuple((key, why[key]) for key in result.key_list(result.ok & ~smp.usable))
+    order = {round_name(key): k for k, key in enumerate(result.key_list(rows))}
     parents, without = (
         sorted((n for p in parts for n in p.gaps[i] if n in order), key=order.__getitem__) for i in (0, 1)
     )
     return RunAtT(smp, rows, refused, (parents, without))
-
-
-def _keys(result: BatchResult, rows: np.ndarray) -> list[tuple[int, int]]:
-    """The keys of rounds ``rows`` (a bool mask or an int index into ``result``), in run order."""
-    return [(int(a), int(b)) for a, b in result.keys[:, rows].T.tolist()]
 
 
 def no_sampling(result: BatchResult, t: float) -> BatchSampling:

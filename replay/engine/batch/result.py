@@ -149,6 +149,10 @@ class BatchResult:
             out.append(f"validate: {extra} row(s) beyond the {LAYOUTS[self.layout[i]]} layout ignored as padding")
         return out
 
+    def key_list(self, rows: np.ndarray) -> list[tuple[int, int]]:
+        """The keys of rounds ``rows`` (a bool mask or an int index into this result), in its order."""
+        return [(int(a), int(b)) for a, b in self.keys[:, rows].T.tolist()]
+
     def round_json(self, i: int) -> dict:
         """Round i's record (replay.core.records.COLUMNS) as a dict (the round must be ok)."""
         if self.error[i] != ERR_OK:
