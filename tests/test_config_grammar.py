@@ -15,16 +15,8 @@ from analysis.compare.configs import generate_funnels
 from analysis.shapes.recommend_render import config_line, live_command
 from replay.cli import main
 from replay.cli.cmd_live import generate_config
-from replay.core.config import TREE_DYNAMIC, TreeConfig
-from replay.core.config_grammar import (
-    ConfigTextError,
-    format_config,
-    grid_item,
-    parse_config_list,
-    parse_config_text,
-    parse_spec,
-    run_name,
-)
+from replay.core.config import TREE_DYNAMIC, TreeConfig, format_config, grid_item, run_name
+from replay.core.config_grammar import ConfigTextError, parse_config_list, parse_config_text, parse_spec
 from replay.live.sweep.grid import config_name, load_config_list, parse_grid
 
 SYNTH = "sample_dumps/synthetic_article"  # recorded config [6]|[2,2]|[1,1]

@@ -28,15 +28,13 @@ from typing import Any
 from replay.util.bounded import MAX_JSON_BYTES, parse_json_bytes, read_file_bytes
 from replay.util.errors import ConfigError, SpecReplayError, shown
 
-from .config import (  # noqa: F401
+from .config import (  # noqa: F401  (run_name: replay.live.sweep.grid imports it from here)
     TREE_DYNAMIC,
     TREE_STATIC,
     SpecConfig,
     TreeConfig,
     config_key_warnings,
     distinct_configs,
-    format_config,
-    grid_item,
     parse_config,
     run_name,
 )
