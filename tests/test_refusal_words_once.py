@@ -1,7 +1,8 @@
 """A check on a dump file's values is worded once: an empty matrix file (npyfile.EMPTY_MATRIX_FILE,
 which the .npy, text and raw readers raise), scores or node log-probabilities that are not real numbers
-and log-probabilities above 0 (matrix_io's _check_real and _refuse_positive_logp). A second wording
-would drift: the same mistake would read differently by the file it was made in."""
+and log-probabilities above 0 (matrix_io's _check_real and _refuse_positive_logp), a matrix of more
+values than the cell limit (bounded.check_cells: the .npy header, raw and .pt readers). A second
+wording would drift: the same mistake would read differently by the file it was made in."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from replay.io.formats.matrix_io import read_matrix
 from replay.util.errors import DumpError
 from tests.library_scan import LIBRARY, ROOT, docstring_ids
 
-WORDINGS = ("no matrix rows", "expected real numbers", "log-probabilities must be <=")
+WORDINGS = ("no matrix rows", "expected real numbers", "log-probabilities must be <=", "matrices are read up to")
 
 
 def _strings(path: Path) -> list[str]:

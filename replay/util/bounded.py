@@ -52,6 +52,13 @@ def expansion_allowance(stored_bytes: int) -> int:
     return min(MAX_MATRIX_FILE_BYTES, max(INFLATE_FREE_BYTES, MAX_INFLATE_RATIO * stored_bytes))
 
 
+def check_cells(cells: int, what: Callable[[], str], fail: Fail, limit: int | None = MAX_MATRIX_CELLS) -> None:
+    """The cell limit of one matrix, checked before it is made (None: no limit): ``what()`` words what
+    claimed more values, with their count, for every reader alike."""
+    if limit is not None and cells > limit:
+        raise fail(f"{what()}; matrices are read up to {limit:,} values")
+
+
 def dump_fail(path: str | Path, field: str | None = None) -> Fail:
     return lambda message: DumpError(path, message, field)
 

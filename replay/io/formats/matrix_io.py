@@ -20,10 +20,10 @@ import numpy as np
 
 from replay.core.vocab import PAD_TOKEN
 from replay.util.bounded import (
-    MAX_MATRIX_CELLS,
     MAX_MATRIX_FILE_BYTES,
     MAX_TEXT_FILE_BYTES,
     Fail,
+    check_cells,
     dump_fail,
     read_file_bytes,
 )
@@ -263,10 +263,8 @@ def _read_raw(path: Path, dtype: str, columns: int, kinds: str) -> np.ndarray:
         )
     if not data:
         raise DumpError(path, EMPTY_MATRIX_FILE)
-    if len(data) // dt.itemsize > MAX_MATRIX_CELLS:
-        raise DumpError(
-            path, f"{len(data) // dt.itemsize:,} values; matrices are read up to {MAX_MATRIX_CELLS:,} values"
-        )
+    cells = len(data) // dt.itemsize
+    check_cells(cells, lambda: f"{cells:,} values", dump_fail(path))
     return np.frombuffer(data, dtype=dt).reshape(-1, columns)
 
 

@@ -29,6 +29,7 @@ from replay.util.bounded import (
     MAX_ZIP_MEMBERS,
     BoundedZip,
     Fail,
+    check_cells,
     dump_fail,
     read_file_bytes,
 )
@@ -117,10 +118,7 @@ def read_npy_header(
     if len(shape) > MAX_NDIM or any(d < 0 for d in shape):
         raise fail(f"invalid shape {' × '.join(map(str, shape))} in the .npy header")
     cells = math.prod(shape)
-    if max_cells is not None and cells > max_cells:
-        raise fail(
-            f"header claims {shape_words(shape)} ({cells:,} values); matrices are read up to {max_cells:,} values"
-        )
+    check_cells(cells, lambda: f"header claims {shape_words(shape)} ({cells:,} values)", fail, max_cells)
     return NpyHeader(
         dtype, tuple(shape), bool(fortran_order), len(prefix) + len(raw_len) + header_len, (major, prefix[7])
     )

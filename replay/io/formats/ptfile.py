@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from replay.util.bounded import (
-    MAX_MATRIX_CELLS,
     MAX_MATRIX_FILE_BYTES,
     BoundedZip,
+    check_cells,
     dump_fail,
     expansion_allowance,
     read_file_bytes,
@@ -181,8 +181,7 @@ def _materialise(ref: _TensorRef, storages: _Storages, path: str, name: str) -> 
     if offset < 0 or any(v < 0 for v in size + stride):
         raise fail(f"negative tensor size, stride or offset (size {size}, stride {stride}, offset {offset})")
     cells = math.prod(size)
-    if cells > MAX_MATRIX_CELLS:
-        raise fail(f"tensor of shape {size} ({cells:,} values); matrices are read up to {MAX_MATRIX_CELLS:,} values")
+    check_cells(cells, lambda: f"tensor of shape {size} ({cells:,} values)", fail)
     flat = storages.flat(ref.storage)
     if cells == 0:
         return np.empty(size, dtype=flat.dtype)
