@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replay.io.formats.matrix_io import read_matrix
+from replay.io.formats.matrix_io import RawSpec, read_matrix
 from replay.util.errors import DumpError
 from tests.library_scan import LIBRARY, ROOT, docstring_ids
 
@@ -57,3 +57,13 @@ def test_node_logprobs_and_scores_are_refused_in_the_same_words(tmp_path):
     for name, field in (("a.npz", "scores"), ("b.npz", "node_logprobs")):
         with pytest.raises(DumpError, match=rf"\({field}\): log-probabilities must be <= 0, found 0.5"):
             read_matrix(tmp_path / name, "draft", score_kind="logprob")
+
+
+def test_a_raw_column_count_is_refused_in_the_same_words_from_the_option_and_from_a_spec(tmp_path):
+    """--raw's parser and the raw reader (a RawSpec made in code) ask one check of the column count."""
+    (tmp_path / "draft_step_0_1_1.bin").write_bytes(np.arange(4, dtype=np.int32).tobytes())
+    words = "expected the draft column count as a positive integer, got 0"
+    with pytest.raises(DumpError, match=words):
+        RawSpec.parse("int32:draft=0,validate=2")
+    with pytest.raises(DumpError, match=rf"draft_step_0_1_1\.bin \(--raw\): {words}"):
+        read_matrix(tmp_path / "draft_step_0_1_1.bin", "draft", RawSpec("int32", {"draft": 0}))

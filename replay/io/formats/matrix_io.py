@@ -251,8 +251,6 @@ def _read_text(path: Path, as_float: bool) -> np.ndarray:
 
 def _read_raw(path: Path, dtype: str, columns: int, kinds: str) -> np.ndarray:
     dt = raw_dtype(dtype, kinds, dump_fail(path, "--raw"))
-    if isinstance(columns, bool) or not isinstance(columns, int) or columns < 1:
-        raise DumpError(path, f"column count must be a positive integer, got {columns!r}", "--raw")
     data = read_file_bytes(path, MAX_MATRIX_FILE_BYTES)
     row_bytes = dt.itemsize * columns
     if len(data) % row_bytes:
@@ -517,7 +515,8 @@ def read_array_file(
     if fmt == "raw":
         if raw is None or (columns is None and kind not in raw.columns):
             raise DumpError(path, "raw binary needs a stated dtype and column count: pass --raw DTYPE:COLUMNS")
-        cols = columns if columns is not None else raw.columns[kind]
+        cols = raw.columns[kind] if columns is None else columns
+        check_raw_columns({kind: cols}, dump_fail(path, "--raw"))  # a RawSpec made in code was not parsed
         dtype, kinds = (raw.score_dtype, SCORE_KINDS) if as_float else (raw.dtype, ID_KINDS)
         return {"ids": _read_raw(path, dtype, cols, kinds)}
     return {"ids": _read_text(path, as_float)}
