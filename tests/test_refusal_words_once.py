@@ -1,6 +1,6 @@
 """A check on a dump file's values is worded once: an empty matrix file (npyfile.EMPTY_MATRIX_FILE,
 which the .npy, text and raw readers raise), scores or node log-probabilities that are not real numbers
-and log-probabilities above 0 (matrix_io's _check_real and _refuse_positive_logp), a matrix of more
+and log-probabilities above 0 (matrix_io's _as_real and _refuse_positive_logp), a matrix of more
 values than the cell limit (bounded.check_cells: the .npy header, raw and .pt readers). A second
 wording would drift: the same mistake would read differently by the file it was made in."""
 

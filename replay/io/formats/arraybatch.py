@@ -366,7 +366,7 @@ def _gather(
         rows_of[lay == u], cols_of[lay == u] = dec.shapes[u]
     rows, cols = int(rows_of.max(initial=0)), int(cols_of.max(initial=0))
     out: np.ndarray = np.full((rows, cols, r_count), fill, dtype=dtype)
-    with np.errstate(invalid="ignore"):  # a signalling NaN widens quietly (as _as_logp converts)
+    with np.errstate(invalid="ignore"):  # a signalling NaN widens quietly (as matrix_io._as_real converts)
         for u in used:
             at = np.flatnonzero(lay == u)
             r, c = dec.shapes[u]

@@ -283,9 +283,8 @@ def _load_arrays(path: Path, fmt: str) -> dict[str, np.ndarray]:
 
 
 def to_int64(arr: np.ndarray, path: Path, field_name: str) -> np.ndarray:
-    """Integer values as int64; refused when they are not integers or do not fit int64 (no silent wrap)."""
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise DumpError(path, f"expected integers, got dtype {arr.dtype}", field_name)
+    """Integers (their dtype checked by ids_refusal or _as_parents, which word it) as int64; refused
+    when they do not fit int64 (no silent wrap)."""
     if wide_unsigned(arr.dtype) and arr.size and arr.max() > _INT64.max:
         raise DumpError(path, f"value {int(arr.max())} is outside the int64 range", field_name)
     return arr.astype(np.int64, copy=False)
@@ -332,9 +331,7 @@ def _as_ids(arr: np.ndarray, path: Path) -> np.ndarray:
 
 
 def _as_logp(scores: np.ndarray, ids: np.ndarray, path: Path, kind: str) -> np.ndarray:
-    _check_real(scores, path, "scores")
-    with np.errstate(invalid="ignore"):  # a signalling NaN (a flipped bit) widens quietly; found below
-        scores = np.asarray(scores, dtype=np.float64)
+    scores = _as_real(scores, path, "scores")
     why = scores_shape_refusal(scores.shape, ids.shape)
     if why is not None:
         raise DumpError(path, why, "scores")
@@ -421,10 +418,15 @@ def _first_cell(bad: np.ndarray) -> tuple[int, int]:
     return r, c
 
 
-def _check_real(arr: np.ndarray, path: Path, field_name: str) -> None:
+def _as_real(arr: np.ndarray, path: Path, field_name: str) -> np.ndarray:
+    """Scores or node log-probabilities as float64, refused unless real numbers (real_refusal). A
+    signalling NaN (a flipped bit) widens quietly: the NaN check after this finds it."""
     why = real_refusal(arr.dtype)
     if why is not None:
         raise DumpError(path, why, field_name)
+    with np.errstate(invalid="ignore"):
+        out: np.ndarray = np.asarray(arr, dtype=np.float64)
+    return out
 
 
 def _refuse_positive_logp(values: np.ndarray, bad: np.ndarray, path: Path, field_name: str, why: str = "") -> NoReturn:
@@ -572,18 +574,17 @@ def _refuse_two_sources(path: Path, arrays: dict[str, np.ndarray], name: str, co
 def _as_node_logp(arr: np.ndarray, rows: int, path: Path) -> np.ndarray:
     """[rows, T] log-probabilities: real, no NaN, no +inf, <= 0 (-inf is probability 0, as a
     greedy run's T = 0 column has it)."""
-    _check_real(arr, path, "node_logprobs")
-    if arr.ndim != 2 or arr.shape[0] != rows or not 1 <= arr.shape[1] <= MAX_NODE_LOGPROB_COLUMNS:
+    out = _as_real(arr, path, "node_logprobs")
+    if out.ndim != 2 or out.shape[0] != rows or not 1 <= out.shape[1] <= MAX_NODE_LOGPROB_COLUMNS:
         raise DumpError(
             path,
             f"expected [{counted(rows, 'row')} (one per row of the ids), 1..{MAX_NODE_LOGPROB_COLUMNS} temperatures], "
-            f"got {shape_words(arr.shape)}",
+            f"got {shape_words(out.shape)}",
             "node_logprobs",
         )
-    with np.errstate(invalid="ignore"):
-        out = np.asarray(arr, dtype=np.float64)
     if np.isnan(out).any():
         raise DumpError(path, f"NaN among the node log-probabilities, {_nan_words(out, None)}", "node_logprobs")
     if (out > _PROB_SLACK).any():
         _refuse_positive_logp(out, out > _PROB_SLACK, path, "node_logprobs")
-    return np.minimum(out, 0.0)
+    capped: np.ndarray = np.minimum(out, 0.0)
+    return capped
