@@ -215,3 +215,15 @@ def test_scores_of_another_shape_than_the_ids(tmp_path, kind):
                 sc = np.load(comp)
                 np.save(comp, np.concatenate([sc, sc[:1]]) if k % 2 else sc[:, :1])
     assert cli_output(tmp_path) == reference_output(tmp_path)
+
+
+def test_a_validate_parents_companion_does_not_send_its_round_to_the_reference(tmp_path):
+    """The reference reader never reads a validate's .parents companion (roundbatch.read_files), so
+    the bulk reader takes such rounds too, and prints what the reference prints."""
+    synth = Path(__file__).resolve().parent.parent / "sample_dumps" / "synthetic_article"
+    for path in synth.iterdir():
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+        if path.name.startswith("validate_"):
+            np.save(tmp_path / path.name.replace(".npz", ".parents.npy"), np.arange(3))
+    assert bulk_rounds(tmp_path) == 300
+    assert cli_output(tmp_path) == reference_output(tmp_path)

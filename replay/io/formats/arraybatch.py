@@ -34,6 +34,7 @@ from replay.io.roundbatch import (
     RoundPaths,
     SourceNames,
     batch_of_items,
+    read_files,
     round_pieces,
 )
 from replay.util.bounded import MAX_ZIP_MEMBERS
@@ -202,11 +203,11 @@ def _cut(table: np.ndarray, rows: np.ndarray, spec: tuple[int, np.dtype, tuple[i
 
 
 def _array_files(files: tuple[FilePaths, ...]) -> tuple[list[str], tuple[str, ...], tuple[bool, ...]] | None:
-    """(the file_kind format of every file of a round: each data file, then its scores companion; the data
-    files' extensions as named; which matrices have a companion) when all are .npz/.npy without
-    parents companions, else None."""
+    """(the file_kind format of every file the round's reader reads (read_files): each data file, then
+    its scores companion; the data files' extensions as named; which matrices have a companion) when
+    all are .npz/.npy without parents companions, else None."""
     formats, data_exts, companions = [], [], []
-    for data, scores, parents in files:
+    for data, scores, parents in read_files(files):
         ext, fmt = file_kind(data, False)  # raw --force reads extension-less files only
         if parents is not None or fmt not in _FORMATS:
             return None
