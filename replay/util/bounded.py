@@ -29,6 +29,8 @@ MAX_MATRIX_CELLS = 1 << 27  # values in one matrix: 1 GiB once widened to int64/
 MAX_JSON_BYTES = 512 * MiB  # manifest.json / config JSON (a harness manifest holds ~450 bytes per round)
 MAX_JSON_DEPTH = 64  # nesting of JSON arrays/objects; ours are 5 deep
 MAX_ZIP_MEMBERS = 4096  # entries in an .npz/.pt archive (a dump file's holds 1-4 arrays)
+# Smaller files cannot hold more central-entry signatures than MAX_ZIP_MEMBERS (too_many_zip_entries).
+MANY_ZIP_ENTRIES_BYTES = 4 * (MAX_ZIP_MEMBERS + 1)
 MAX_INFLATE_RATIO = 100  # a compressed member may declare at most this many bytes per stored byte...
 INFLATE_FREE_BYTES = 16 * MiB  # ...once it declares more than this (small padding blocks compress ~1000x)
 ZIP_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}  # what numpy and torch write
@@ -57,6 +59,13 @@ def check_cells(cells: int, what: Callable[[], str], fail: Fail, limit: int | No
     claimed more values, with their count, for every reader alike."""
     if limit is not None and cells > limit:
         raise fail(f"{what()}; matrices are read up to {limit:,} values")
+
+
+def too_many_zip_entries(data: bytes | bytearray) -> bool:
+    """Whether an archive may hold more than MAX_ZIP_MEMBERS entries. Each central-directory entry
+    starts with a signature, counted before zipfile builds one object per entry: an upper bound (an
+    array's values may hold the signature too), so the answer depends on every byte of a large file."""
+    return len(data) >= MANY_ZIP_ENTRIES_BYTES and data.count(b"PK\x01\x02") > MAX_ZIP_MEMBERS
 
 
 def dump_fail(path: str | Path, field: str | None = None) -> Fail:
@@ -263,9 +272,7 @@ class BoundedZip:
     def __init__(self, data: bytes | bytearray, path: str | Path, what: str):
         """what: how to name the file in errors ("numpy file (.npz)", ".pt file")."""
         self.path, self.what = path, what
-        # Each central-directory entry starts with this signature: an upper bound on the entries,
-        # counted before zipfile builds one object per entry.
-        if data.count(b"PK\x01\x02") > MAX_ZIP_MEMBERS:
+        if too_many_zip_entries(data):
             raise DumpError(path, f"{what} archive with more than {MAX_ZIP_MEMBERS} entries; a dump holds a few arrays")
         try:
             self._zip = zipfile.ZipFile(io.BytesIO(data))

@@ -37,7 +37,7 @@ from replay.io.roundbatch import (
     read_files,
     round_pieces,
 )
-from replay.util.bounded import MAX_ZIP_MEMBERS
+from replay.util.bounded import MANY_ZIP_ENTRIES_BYTES
 from replay.util.errors import DumpError
 
 from .matrix_io import (
@@ -53,7 +53,6 @@ from .npyfile import stored_arrays, stored_member, whole_npy_header
 BULK_PIECE_BYTES = 8 << 20  # file bytes decoded together (~3x this in work arrays)
 MAX_LAYOUTS = 8  # layouts tried per format and size in one piece; files of others go to the reference
 _FORMATS = ("npz", "npy")  # matrix_io.file_kind's names
-_MANY_MEMBERS = 4 * (MAX_ZIP_MEMBERS + 1)  # smaller files cannot hold more central-entry signatures than allowed
 # Zip fields that np.savez fills per file and the reference reader does not read (mod time, mod
 # date, and the CRC, checked against the data below): offsets in the local header, central entry.
 _LOCAL_FREE = (10, 18)
@@ -88,8 +87,8 @@ def _npy_layout(data: bytes) -> _Layout | None:
 def _npz_layout(data: bytes) -> _Layout | None:
     """read_npz's direct decoding of ``data`` (npyfile._read_stored_npz) as a layout, or None where the
     reference would not take the direct path, would raise, or the archive holds more than ids and scores."""
-    if not data.startswith(b"PK") or len(data) >= _MANY_MEMBERS:
-        return None
+    if not data.startswith(b"PK") or len(data) >= MANY_ZIP_ENTRIES_BYTES:
+        return None  # the values of a file of its layout could hold more entry signatures than allowed
     members = stored_arrays(data)
     if members is None or "ids" not in members or "parents" in members or "node_logprobs" in members:
         return None

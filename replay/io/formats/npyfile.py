@@ -26,12 +26,12 @@ import numpy as np
 from replay.util.bounded import (
     MAX_MATRIX_CELLS,
     MAX_MATRIX_FILE_BYTES,
-    MAX_ZIP_MEMBERS,
     BoundedZip,
     Fail,
     check_cells,
     dump_fail,
     read_file_bytes,
+    too_many_zip_entries,
 )
 from replay.util.errors import DumpError
 
@@ -360,7 +360,7 @@ def stored_member(
 def _stored_members(data: bytes | bytearray) -> dict[str, StoredMember] | None:
     """{member name: StoredMember} of a plain stored archive (see _read_stored_npz), else None."""
     end = len(data) - _EOCD.size
-    if end < 0 or data.count(b"PK\x01\x02") > MAX_ZIP_MEMBERS:
+    if end < 0 or too_many_zip_entries(data):
         return None
     sig, disk, cd_disk, n_disk, n_total, cd_size, cd_offset, comment = _EOCD.unpack_from(data, end)
     if sig != b"PK\x05\x06" or comment or disk or cd_disk or n_disk != n_total or n_total > _FAST_MAX_MEMBERS:
