@@ -300,8 +300,3 @@ def invalid_parents_columns(local: np.ndarray, level: int) -> np.ndarray:
 def selection_summary(methods: Sequence[str]) -> str:
     """A round's ``selection`` column: the methods of draft steps 1.. in first-use order (SELECT_ROOT alone)."""
     return SELECTION_JOIN.join(dict.fromkeys(methods)) if len(methods) else SELECT_ROOT
-
-
-def uses_fallback(summary: str) -> bool:
-    """Whether a ``selection_summary`` names the rank-major fallback."""
-    return SELECT_FALLBACK in summary.split(SELECTION_JOIN)
