@@ -80,7 +80,7 @@ examples:
   specreplay batch sample_dumps/synthetic_article      # the summary of `specreplay replay`, vectorised
   specreplay batch RUN --json > rounds.jsonl           # JSON Lines, one round per line (as replay --json)
   specreplay batch RUN -o rounds.parquet               # one table row per round (.parquet or .csv)
-  specreplay batch RUN --workers 8 --no-progress
+  specreplay batch RUN --workers 16 --no-progress     # 16 reader processes, or the usable cores if fewer (default: up to 2)
   specreplay batch sample_dumps/synthetic_article --temperature 0.7   # + expected acceptance at T = 0.7
   specreplay batch RUN --temperature 0.7 -o rounds.parquet   # + per round expected_accepted_length_lo/_hi, ...
 
