@@ -1305,6 +1305,42 @@ def test_a_stated_step0_offset_wins_but_a_better_one_is_named(capsys, tmp_path, 
     assert code == 0 and summary["mean_accepted_length"] == 3.0 and without_fallback_warning(err) == ""
 
 
+READERS_OF_A_DIRECTORY = [
+    ("replay",),
+    ("batch",),
+    ("stats",),
+    ("compare",),
+    ("pack", "-o", "{out}"),
+    ("report", "-o", "{out}", "--no-tables"),
+]
+
+
+@pytest.mark.parametrize("command", READERS_OF_A_DIRECTORY, ids=[c[0] for c in READERS_OF_A_DIRECTORY])
+def test_a_wrong_stated_step0_offset_counts_each_round_once(capsys, tmp_path, command):
+    """--step0-offset 0 on names that pair at 1: each round's step-0 file is named in the entry of
+    the round it belongs to (one round, one entry: 6 rounds skipped, not 6 rounds plus 6 step-0
+    "rounds"), and manifest.json, which lists exactly those rounds, does not disagree. Every
+    command that reads a directory counts the same."""
+    dump = tmp_path / "engine"
+    keys = [(10 + 8 * r, 20 + 8 * r) for r in range(6)]
+    manifest = {"step0_offset": 1, "rounds": [{"key": list(k), "root_token": 43107} for k in keys]}
+    assert rounds_by_hand(dump, stride=8, manifest=manifest) == keys
+    name, *rest = command
+    code, _, err = run(
+        capsys, name, dump, *[a.format(out=tmp_path / "out") for a in rest], "--step0-offset", "0", "--no-progress"
+    )
+    verb = "packed" if name == "pack" else "replayed"
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and last.startswith("specreplay: error: "), err
+    assert f"no round could be {verb} (6 round(s) skipped, listed above; first: round 10_20:" in last, err
+    assert_told(
+        err,
+        "offset 1 groups every round",
+        "skipped round 10_20: missing draft_step_0_10_20 (draft_step_0_9_19 is here, step-0 offset 1 pairs it with this round",
+    )
+    assert "disagrees" not in err and "skipped draft_step_0" not in err and "round 9_19" not in err
+
+
 def test_every_round_accepting_nothing_while_names_look_off_is_flagged_without_a_full_fit(capsys, tmp_path):
     """No offset groups every round (a step-0 file was lost), so nothing is switched; the all-zero
     result is still called out as probably wrong, naming the option to check."""

@@ -55,8 +55,10 @@ from .skipfold import (
     EXT_REASON,
     NO_DRAFTS_REASON,
     ORPHAN_REASON,
+    OTHER_OFFSET_REASON,
     OWN_KEY_HINT,
     OWN_KEY_REASON,
+    STEP0_HERE,
     STRAY_REASON,
     companions_words,
     fold_duplicates,
@@ -65,7 +67,7 @@ from .skipfold import (
     lost_last_steps,
 )
 from .skipped import Skipped, round_entry
-from .step0 import OFFSET_DEFAULT, OFFSET_DETECTED, Step0Check, offset_and_source, step0_check
+from .step0 import OFFSET_DEFAULT, OFFSET_DETECTED, Step0Check, format_offset, offset_and_source, step0_check
 
 _NAMED_GAPS = 5  # missing draft steps named in a round's skip reason
 
@@ -264,6 +266,7 @@ def _assemble(
     holds a matrix in ``clashes`` (data path → why it cannot be read), is listed."""
     step0_offset = check.offset
     da, db = step0_offset
+    alts = _other_offsets(check)
     at_unreadable = len(skipped)  # unreadable entries that no round's entry names are listed here
     told: set[str] = set()
     by_round: dict[Key, dict[int, FileSet]] = defaultdict(dict)
@@ -280,8 +283,11 @@ def _assemble(
             continue
         by_round[key][step] = fs
     rounds: list[RoundFiles] = []
+    keys: list[Key] = []  # the round keys: a lone step-0 file of a round at one of ``alts`` forms none
     for key in sorted(by_round):
         entries = by_round[key]
+        if _round_at(key, entries, by_round, step0_offset, alts) is None:
+            keys.append(key)
         steps = sorted(entries)  # the validate's step, -1, sorts first
         if steps[0] == -1:
             steps = steps[1:]
@@ -298,7 +304,7 @@ def _assemble(
             told.update(bad)
             continue
         clash = [clashes[entries[s].data] for s in sorted(entries) if entries[s].data in clashes]
-        what, why = _incomplete(name, key, entries, by_round, (da, db))
+        what, why = _incomplete(name, key, entries, by_round, (da, db), alts)
         if why is None and not clash:
             rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))
             continue
@@ -310,7 +316,7 @@ def _assemble(
         Skipped(base_name(p), why, (p,)) for p, why in unreadable.items() if p not in told
     ]
     skipped = fold_near_misses(fold_duplicates(fold_own_key(skipped), step0_offset), files, step0_offset)
-    return Grouping(tuple(rounds), tuple(skipped), tuple(sorted(by_round)), check)
+    return Grouping(tuple(rounds), tuple(skipped), tuple(keys), check)
 
 
 def _group_names(
@@ -481,16 +487,28 @@ def _child_prefix(directory: Path) -> str:
     return text if text.endswith(os.sep) else text + os.sep
 
 
+def _other_offsets(check: Step0Check) -> tuple[tuple[int, int], ...]:
+    """The offsets at which a step-0 file that the used offset leaves alone may be its round's step 0:
+    the round's own key (an engine that names step 0 so), and the offset the names fit better, if any."""
+    better = (check.other,) if check.other is not None and check.other_grouped > check.grouped else ()
+    return tuple(o for o in dict.fromkeys(((0, 0), *better)) if o != check.offset)
+
+
 def _incomplete(
-    name: str, key: Key, entries: dict[int, FileSet], by_round: dict[Key, dict[int, FileSet]], offset: tuple[int, int]
+    name: str,
+    key: Key,
+    entries: dict[int, FileSet],
+    by_round: dict[Key, dict[int, FileSet]],
+    offset: tuple[int, int],
+    alts: tuple[tuple[int, int], ...],
 ) -> tuple[str, str | None]:
     """(the entry's what, why round ``key`` lacks a file), why None when its validate and every draft
-    step up to its last are there."""
+    step up to its last are there. alts: _other_offsets."""
     if -1 not in entries:
-        return _without_validate(name, key, entries, by_round, offset)
+        return _without_validate(name, key, entries, by_round, offset, alts)
     steps = sorted(s for s in entries if s != -1)
     if not steps:
-        return name, NO_DRAFTS_REASON
+        return name, NO_DRAFTS_REASON + _step0_hint(key, by_round, offset, alts)
     gaps = steps[-1] + 1 - len(steps)  # steps are distinct, so this counts the missing ones
     if not gaps:
         return name, None
@@ -499,25 +517,54 @@ def _incomplete(
     missing = [s for s in range(min(steps[-1], len(steps) + _NAMED_GAPS)) if s not in entries][:_NAMED_GAPS]
     want = ", ".join(matrix_name((s, key[0] - da, key[1] - db) if s == 0 else (s, *key)) for s in missing)
     more = f" and {gaps - len(missing)} more" if gaps > len(missing) else ""
-    return name, f"missing {want}{more}{_own_key_hint(key, by_round, offset)}"
+    return name, f"missing {want}{more}{_step0_hint(key, by_round, offset, alts)}"
+
+
+def _round_at(
+    key: Key,
+    entries: dict[int, FileSet],
+    by_round: dict[Key, dict[int, FileSet]],
+    offset: tuple[int, int],
+    alts: tuple[tuple[int, int], ...],
+) -> tuple[Key, tuple[int, int]] | None:
+    """(the round, the offset) whose step 0 a lone step-0 file (the only file at ``key``) is at the
+    first of ``alts`` that pairs it with a validate file: then the file is a file of that round, not
+    a round of its own; else None."""
+    if set(entries) != {0}:
+        return None
+    for alt in alts:
+        own = (key[0] - offset[0] + alt[0], key[1] - offset[1] + alt[1])
+        if -1 in by_round.get(own, {}):
+            return own, alt
+    return None
 
 
 def _without_validate(
-    name: str, key: Key, entries: dict[int, FileSet], by_round: dict[Key, dict[int, FileSet]], offset: tuple[int, int]
+    name: str,
+    key: Key,
+    entries: dict[int, FileSet],
+    by_round: dict[Key, dict[int, FileSet]],
+    offset: tuple[int, int],
+    alts: tuple[tuple[int, int], ...],
 ) -> tuple[str, str]:
-    """Why draft files make no round. A lone step-0 file whose own name is a round's key was most
-    likely written under that round's key (step 0 is named one position earlier by default): say so,
-    instead of naming a round that exists nowhere but in the offset arithmetic."""
-    if set(entries) == {0} and offset != (0, 0):
-        own = (key[0] - offset[0], key[1] - offset[1])
-        if -1 in by_round.get(own, {}):
-            file = base_name(entries[0].data)
-            return file, (
-                f"{OWN_KEY_REASON} {round_name(own)}'s own key: step 0 is named {_offset_words(offset)} "
-                f"before its round, so it pairs with no validate file (--step0-offset 0 reads every "
-                "step 0 so)"
-            )
-    return name, f"draft files without {matrix_name((-1, *key))}"
+    """Why draft files make no round. A lone step-0 file that another offset (_other_offsets) pairs
+    with a round's validate file was most likely written as that round's step 0: say so, instead of
+    naming a round that exists nowhere but in the offset arithmetic."""
+    found = _round_at(key, entries, by_round, offset, alts)
+    if found is None:
+        return name, f"draft files without {matrix_name((-1, *key))}"
+    own, alt = found
+    file = base_name(entries[0].data)
+    if alt == (0, 0):
+        return file, (
+            f"{OWN_KEY_REASON} {round_name(own)}'s own key: step 0 is named {_offset_words(offset)} "
+            f"before its round, so it pairs with no validate file (--step0-offset 0 reads every "
+            "step 0 so)"
+        )
+    return file, (
+        f"{OTHER_OFFSET_REASON} {round_name(own)} at step-0 offset {format_offset(alt)}: offset "
+        f"{format_offset(offset)} pairs it with no validate file"
+    )
 
 
 def _offset_words(offset: tuple[int, int]) -> str:
@@ -527,9 +574,20 @@ def _offset_words(offset: tuple[int, int]) -> str:
     return f"{offset[0]} and {offset[1]} positions (A, B)"
 
 
-def _own_key_hint(key: Key, by_round: dict[Key, dict[int, FileSet]], offset: tuple[int, int]) -> str:
-    """The hint of a round missing its step-0 file while a step-0 file carries the round's own key."""
-    later = (key[0] + offset[0], key[1] + offset[1])
-    if offset == (0, 0) or set(by_round.get(later, {})) != {0}:
-        return ""
-    return f" ({matrix_name((0, *key))}{OWN_KEY_HINT})"
+def _step0_hint(
+    key: Key, by_round: dict[Key, dict[int, FileSet]], offset: tuple[int, int], alts: tuple[tuple[int, int], ...]
+) -> str:
+    """The hint of a round missing its step-0 file while a lone step-0 file is its step 0 at one of
+    ``alts`` (_round_at): " (draft_step_0_99_115 is here, ...)"."""
+    for alt in alts:
+        name = (key[0] - alt[0], key[1] - alt[1])  # the counters of its step-0 file's name at alt
+        lone = (name[0] + offset[0], name[1] + offset[1])  # where the used offset puts that file
+        if set(by_round.get(lone, {})) != {0}:
+            continue
+        if alt == (0, 0):
+            return f" ({matrix_name((0, *name))}{OWN_KEY_HINT})"
+        x = format_offset(alt)
+        return (
+            f" ({matrix_name((0, *name))}{STEP0_HERE} step-0 offset {x} pairs it with this round: see --step0-offset)"
+        )
+    return ""

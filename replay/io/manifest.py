@@ -13,7 +13,7 @@ from replay.core.config import SpecConfig, misspelling_warning, near_miss, parse
 from replay.core.vocab import LAYOUTS
 from replay.util.bounded import read_json_file
 from replay.util.errors import DumpError
-from replay.util.words import round_name, value_words
+from replay.util.words import counted, round_name, value_words
 
 from .dumpnames import Key, fits_int64
 from .dumpwrite import MANIFEST_NAME
@@ -278,8 +278,8 @@ def check_manifest_rounds(grouping: Grouping, manifest: Manifest) -> Grouping:
             extra.append(
                 Skipped(
                     MANIFEST_NAME,
-                    f"lists {len(listed)} round(s) and not {len(unlisted)} found here: "
-                    f"{named}{more} (replayed anyway; are two runs in one directory?)",
+                    f"does not list {counted(len(unlisted), 'round')} found here: {named}{more} "
+                    f"(it lists {len(listed)}; replayed anyway where complete; are two runs in one directory?)",
                     where,
                 )
             )

@@ -34,7 +34,9 @@ ORPHAN_REASON = "companion file without its data file"
 DUPLICATE_REASON = " files hold the same matrix; keep one"  # after the count
 NO_DRAFTS_REASON = "validate file without any draft_step file"
 OWN_KEY_REASON = "a step-0 file named with round"  # then "A_B's own key: ..."
-OWN_KEY_HINT = " is here, named with the round's own key: see --step0-offset"  # after the file's name
+OTHER_OFFSET_REASON = "the step-0 file of round"  # then "A_B at step-0 offset N: ..."
+STEP0_HERE = " is here,"  # after the file's name, in the entry of the round it is step 0 of
+OWN_KEY_HINT = f"{STEP0_HERE} named with the round's own key: see --step0-offset"  # after the file's name
 
 
 def is_stray(s: Skipped) -> bool:
@@ -88,18 +90,21 @@ def fold_duplicates(skipped: list[Skipped], offset: tuple[int, int]) -> list[Ski
 
 
 def fold_own_key(skipped: list[Skipped]) -> list[Skipped]:
-    """A step-0 file named with its round's own key is named in the entry of that round, which lacks
-    its step 0 ("missing draft_step_0_34_44 (draft_step_0_35_45 is here, ...)"), not in one of its own
-    as well: one mistake, listed once. Alone (its round complete) it keeps its entry."""
+    """A step-0 file that another offset pairs with a round (named with its round's own key, or
+    another offset's) is named in the entry of that round, which lacks its step 0 ("missing
+    draft_step_0_34_44 (draft_step_0_35_45 is here, ...)"), not in one of its own as well: one
+    mistake, listed once. Alone (its round complete) it keeps its entry."""
     at = {s.what: i for i, s in enumerate(skipped) if s.is_round}
     drop: set[int] = set()
     out = list(skipped)
     for i, s in enumerate(skipped):
-        if not s.reason.startswith(OWN_KEY_REASON):
+        prefix = next((p for p in (OWN_KEY_REASON, OTHER_OFFSET_REASON) if s.reason.startswith(p)), None)
+        if prefix is None:
             continue
-        own = s.reason[len(OWN_KEY_REASON) :].split("'", 1)[0].strip()
+        own = re.split(r"['\s]", s.reason[len(prefix) :].strip(), maxsplit=1)[0]
         j = at.get(round_entry(own))
-        if j is not None and f"{s.what}{OWN_KEY_HINT}" in out[j].reason:
+        found = matrix_of(s.what)  # the entry names the file, the round's hint its matrix
+        if j is not None and found is not None and f"({matrix_name(found[0])}{STEP0_HERE}" in out[j].reason:
             out[j] = Skipped(out[j].what, out[j].reason, out[j].paths + s.paths)
             drop.add(i)
     return [s for i, s in enumerate(out) if i not in drop]
