@@ -256,17 +256,16 @@ def outcomes_by_gamma_run(run: LabelledRun, cfg: TreeConfig, gamma_threshold: fl
     subs = [truncated(cfg, g) for g in range(1, cfg.gamma + 1)]
     parts = run_parts(run, subs, gamma_threshold)
     order = np.argsort(np.concatenate([p.ordinals for p in parts] or [np.zeros(0, dtype=np.int64)]), kind="stable")
-    fields: dict[str, list[np.ndarray]] = {f: [] for f in GAMMA_FIELDS}
+    # each [G, R] field filled row by row in place (rows stacked afterwards would copy them all again)
+    out = {f: np.empty((len(subs), order.shape[0]), dtype=bool if f == "decided" else np.int64) for f in GAMMA_FIELDS}
     for k, sub in enumerate(subs):
-        o = {
-            f: np.concatenate([getattr(p.outcomes[k], f) for p in parts] or [np.zeros(0, dtype=np.int64)])[order]
-            for f in ("decided", "lower", "upper", "steps_lo", "steps_hi")
-        }
+        for f in ("decided", "lower", "upper", "steps_lo", "steps_hi"):
+            pieces = [getattr(p.outcomes[k], f) for p in parts] or [np.zeros(0, dtype=out[f].dtype)]
+            np.take(np.concatenate(pieces).astype(out[f].dtype, copy=False), order, out=out[f][k])
         nodes = np.concatenate([[0], np.cumsum([sum(row) for row in sub.top_k_spec])]).astype(np.int64)
-        o["nodes_lo"], o["nodes_hi"] = nodes[o["steps_lo"]], nodes[o["steps_hi"]]
-        for f in GAMMA_FIELDS:
-            fields[f].append(np.asarray(o[f], dtype=bool if f == "decided" else np.int64))
-    return GammaOutcomes(**{f: np.stack(v) for f, v in fields.items()})
+        np.take(nodes, out["steps_lo"][k], out=out["nodes_lo"][k])
+        np.take(nodes, out["steps_hi"][k], out=out["nodes_hi"][k])
+    return GammaOutcomes(**out)
 
 
 def simulate_run_strategies(
