@@ -489,7 +489,8 @@ def file_kind(path: str, raw_forced: bool) -> tuple[str, str]:
     "pt", "raw" (headerless binary: a .bin/.raw file, or one without a known extension when --raw
     ...:force) or "text" (none, .txt, .csv, or one the readers do not know, such as a companion's
     ``.scores``). The one dispatch rule of every reader; batches keep the extension to rebuild names.
-    One call a file: the bulk readers ask it for every file of a directory."""
+    The bulk readers ask it of every file of a directory, or of one file of a chunk whose paths show
+    it answers the same for all (arraybatch._array_infos)."""
     dot = path.rfind(".")
     ext = path[dot:] if path.rfind(os.sep) + 1 < dot < len(path) - 1 else ""
     fmt = _EXT_FORMATS.get(ext.lower())
