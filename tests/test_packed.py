@@ -146,6 +146,22 @@ def test_pack_refuses_to_overwrite_and_options_are_baked(messy, packed, tmp_path
         open_run(packed, ReplayOptions(step0_offset=(2, 2)))
 
 
+def test_a_packed_runs_reading_options_are_told_in_the_options_own_words(tmp_path, capsys):
+    """A conflict with the options the run was packed with reads as the options are written (no
+    tuple, no RawSpec repr)."""
+    run = tmp_path / "article.run"
+    pack_directory(SAMPLES / "article_round", run)
+    for argv, said in [
+        (["--step0-offset", "0"], "--step0-offset 0, but the run was packed with --step0-offset 1"),
+        (["--step0-offset", "1,0"], "--step0-offset 1,0, but the run was packed with --step0-offset 1"),
+        (["--scores", "prob"], "--scores prob, but the run was packed with --scores auto"),
+        (["--raw", "int32:3"], "--raw int32:3, but the run was packed with no --raw"),
+    ]:
+        assert main(["replay", str(run), *argv]) == 2
+        err = capsys.readouterr().err
+        assert err == f"specreplay: error: {run}: {said}: repack the dump directory to change it\n", argv
+
+
 def test_raw_binary_dump_packs_with_its_options(tmp_path):
     d = tmp_path / "raw"
     d.mkdir()

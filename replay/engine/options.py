@@ -5,8 +5,10 @@ packed run opened with its config resolved as a directory's.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -15,6 +17,7 @@ from replay.io.dumpnames import Key
 from replay.io.formats.matrix_io import RawSpec
 from replay.io.manifest import Manifest, read_manifest
 from replay.io.packed.pack import PackedBlockError, PackedRun
+from replay.io.step0 import format_offset
 from replay.util.errors import DumpError
 
 
@@ -64,16 +67,17 @@ def resolve_options(
 
 def _check_packed_options(run: PackedRun, opts: ReplayOptions) -> None:
     """Reading options are baked into a packed run; asking for other ones needs a repack."""
-    wanted = [
-        ("--step0-offset", opts.step0_offset, run.step0_offset),
-        ("--raw", opts.raw, run.raw),
-        ("--scores", opts.score_kind, run.score_kind),
+    wanted: list[tuple[str, Any, Any, Callable[[Any], str]]] = [  # option, asked, packed, as the option is written
+        ("--step0-offset", opts.step0_offset, run.step0_offset, format_offset),
+        ("--raw", opts.raw, run.raw, RawSpec.text),
+        ("--scores", opts.score_kind, run.score_kind, str),
     ]
-    for name, asked, packed in wanted:
-        if asked is not None and asked != packed and not (name == "--scores" and asked == "auto" and packed == "auto"):
+    for name, asked, packed, spell in wanted:
+        if asked is not None and asked != packed:
+            was = f"no {name}" if packed is None else f"{name} {spell(packed)}"
             raise DumpError(
                 run.path,
-                f"{name} {asked!r} differs from the packed run's {packed!r}; repack the dump directory to change it",
+                f"{name} {spell(asked)}, but the run was packed with {was}: repack the dump directory to change it",
             )
 
 
