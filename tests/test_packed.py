@@ -148,18 +148,22 @@ def test_pack_refuses_to_overwrite_and_options_are_baked(messy, packed, tmp_path
 
 def test_a_packed_runs_reading_options_are_told_in_the_options_own_words(tmp_path, capsys):
     """A conflict with the options the run was packed with reads as the options are written (no
-    tuple, no RawSpec repr)."""
+    tuple, no RawSpec repr); a --raw that would read none of its files raw is the directory's note."""
     run = tmp_path / "article.run"
     pack_directory(SAMPLES / "article_round", run)
     for argv, said in [
         (["--step0-offset", "0"], "--step0-offset 0, but the run was packed with --step0-offset 1"),
         (["--step0-offset", "1,0"], "--step0-offset 1,0, but the run was packed with --step0-offset 1"),
         (["--scores", "prob"], "--scores prob, but the run was packed with --scores auto"),
-        (["--raw", "int32:3"], "--raw int32:3, but the run was packed with no --raw"),
+        (["--raw", "int32:3:force"], "--raw int32:3:force, but the run was packed with no --raw"),  # its text files
     ]:
         assert main(["replay", str(run), *argv]) == 2
         err = capsys.readouterr().err
         assert err == f"specreplay: error: {run}: {said}: repack the dump directory to change it\n", argv
+    assert main(["replay", str(run), "--raw", "int32:3", "--summary"]) == 0
+    err = capsys.readouterr().err
+    assert main(["replay", str(SAMPLES / "article_round"), "--raw", "int32:3", "--summary"]) == 0
+    assert err == capsys.readouterr().err and err.startswith("specreplay: note: --raw int32:3 was given but no file")
 
 
 def test_raw_binary_dump_packs_with_its_options(tmp_path):

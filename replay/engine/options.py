@@ -14,7 +14,7 @@ import numpy as np
 
 from replay.core.config import SpecConfig, TreeConfig
 from replay.io.dumpnames import Key
-from replay.io.formats.matrix_io import RawSpec
+from replay.io.formats.matrix_io import RawSpec, reads_as_raw
 from replay.io.manifest import Manifest, read_manifest
 from replay.io.packed.pack import PackedBlockError, PackedRun
 from replay.io.step0 import format_offset
@@ -65,11 +65,24 @@ def resolve_options(
     return config, config.trees[opts.tree_index], manifest, merged, source
 
 
+def packed_source_files(run: PackedRun) -> list[str]:
+    """A name for each kind of data file the run was packed from (its groups' extensions) and the
+    files it skipped or could not read: what a ``--raw`` given now would have applied to."""
+    files = [f"file{ext}" for g in run.spec.groups if g.exts is not None for ext in g.exts]
+    files += [p for s in run.skipped for p in s.paths]
+    return files + [p for _, _, s in run.unreadable for p in s.paths]
+
+
 def _check_packed_options(run: PackedRun, opts: ReplayOptions) -> None:
-    """Reading options are baked into a packed run; asking for other ones needs a repack."""
+    """Reading options are baked into a packed run; asking for other ones needs a repack. A ``--raw``
+    that would read none of the files the run was packed from as headerless binary changes nothing
+    (the replay notes it, replay.engine.run_notes.unused_raw_note), as on the dump directory."""
+    raw = opts.raw
+    if run.raw is None and raw is not None and not any(reads_as_raw(p, raw) for p in packed_source_files(run)):
+        raw = None
     wanted: list[tuple[str, Any, Any, Callable[[Any], str]]] = [  # option, asked, packed, as the option is written
         ("--step0-offset", opts.step0_offset, run.step0_offset, format_offset),
-        ("--raw", opts.raw, run.raw, RawSpec.text),
+        ("--raw", raw, run.raw, RawSpec.text),
         ("--scores", opts.score_kind, run.score_kind, str),
     ]
     for name, asked, packed, spell in wanted:

@@ -35,7 +35,7 @@ from .batch import BatchResult, RoundBatch, empty_result, replay_batch
 from .batch.codes import ERR_LOST_COMPANION, ERR_VALIDATE_ROWS, LOST_PARENTS, ROWS_RUN_LAYOUT, SEL_PARENTS, SEL_PATH
 from .batch.rejections import rejection_reasons
 from .batch.rising import rising_rows, rising_rows_warnings
-from .options import ReplayOptions, open_packed, packed_keys, resolve_options
+from .options import ReplayOptions, open_packed, packed_keys, packed_source_files, resolve_options
 from .run_notes import input_warnings, reading_warnings, round_notes_lines, run_layout, unused_raw_note
 
 
@@ -454,8 +454,10 @@ def _replay_opened(
     warnings = input_warnings(
         run.config, run.manifest, run.path, run.config_source, run.options.tree_index
     ) + reading_warnings(run.step0, result.accepted_length[ok])
-    if run.grouping is not None:  # a packed run's files were read when it was packed
+    if run.grouping is not None:
         warnings += unused_raw_note(opts.raw, _grouped_paths(run.grouping))
+    elif run.packed is not None and run.packed.raw is None:  # a --raw open_packed let pass: it read nothing
+        warnings += unused_raw_note(opts.raw, packed_source_files(run.packed))
     fallback = _fallback_line(result, ok)
     warnings += (fallback,) if fallback else ()
     by_option = opts.score_kind is not None
