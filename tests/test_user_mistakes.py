@@ -2894,6 +2894,21 @@ def test_a_mistyped_option_is_told_by_its_command_with_the_nearest_option(capsys
     assert code == 2 and "did you mean" not in err and "(see specreplay stats --help)" in err
 
 
+def test_an_option_after_double_dash_is_told_to_be_a_positional_not_suggested_as_itself(capsys):
+    """After ``--`` argparse reads every word as a positional: '--json: did you mean --json?' was the hint."""
+    d = "sample_dumps/article_round"
+    code, out, err = run(capsys, "compare", d, "--configs", "[1]", "--", "--json")
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        "specreplay compare: error: unrecognized arguments: -- --json; words after -- are not options: --json "
+        "(put options before --) (see specreplay compare --help)"
+    )
+    code, out, err = run(capsys, "replay", d, "--", "--json")  # argparse drops this -- itself
+    assert code == 2 and "did you mean" not in err and "words after -- are not options: --json (" in err
+    code, out, err = run(capsys, "replay", d, "--temprature", "0.7", "--", "--jsn")
+    assert_told(err, "--temprature: did you mean --temperature?; words after -- are not options: --jsn (")
+
+
 @pytest.mark.parametrize(
     "argv",
     [("batch",), ("stats",), ("compare",), ("recommend", "--budget", "4")],
