@@ -94,8 +94,12 @@ def test_cli_reads_packed_runs(messy, packed, capsys):
             outputs[cmd, source] = (code, capsys.readouterr())
     direct = outputs["replay", messy]
     assert direct[0] == 1 and direct[1].out.count("\n") == 43
+    # a skip of the packed run names it and the round, then the files as named where it was packed from
+    assert "specreplay: skipped round 950_966: " in direct[1].err
+    assert f"specreplay: skipped round 950_966 of {packed} (packed from {messy}): " in outputs["replay", packed][1].err
     for key, (code, cap) in outputs.items():
-        assert (code, cap.out, cap.err) == (direct[0], direct[1].out, direct[1].err), key
+        err = cap.err.replace(f" of {packed} (packed from {messy}): ", ": ")
+        assert (code, cap.out, err) == (direct[0], direct[1].out, direct[1].err), key
     main(["replay", str(packed), "--round", "900_916"])
     text = capsys.readouterr().out
     main(["replay", str(messy), "--round", "900_916"])

@@ -226,7 +226,7 @@ def explain_rejections(batch: RoundBatch, res: BatchResult, run: Run) -> list[tu
         if res.error[i] == ERR_LOST_COMPANION:
             kind = "parents" if res.error_at[2, i] == LOST_PARENTS else "scores"
             entry = misspelt_companion(entry, path, kind, run.skipped)
-        out.append((ordinal, entry))
+        out.append((ordinal, entry if run.packed is None else run.packed.entry(entry)))
     return out
 
 

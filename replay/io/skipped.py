@@ -5,7 +5,7 @@ and summarise those entries: rounds and files, the first reason, a likely misnam
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from replay.util.errors import printable
 from replay.util.words import counted
@@ -30,6 +30,9 @@ class Skipped:
     reason: str
     paths: tuple[str, ...] = ()
     rounds: int = 0  # the rounds a block's entry stands for (a packed run's damaged block); 0 otherwise
+    # (packed run, the directory it was packed from) of a packed run's entry whose paths are that
+    # directory's files (replay.io.packed.read.PackedRun.entry); the same entry as the directory's otherwise
+    packed: tuple[str, str] | None = field(default=None, compare=False)
 
     @property
     def is_round(self) -> bool:
@@ -46,6 +49,8 @@ class Skipped:
         """The entry as every command lists it on stderr."""
         if self.skips_nothing:
             return f"{self.what} disagrees with the files: {self.reason}"
+        if self.packed is not None:  # the run read, then where its named files were
+            return f"skipped {self.what} of {self.packed[0]} (packed from {self.packed[1]}): {self.reason}"
         return f"skipped {self.what}: {self.reason}"
 
 

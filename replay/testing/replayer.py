@@ -401,7 +401,7 @@ def replay_packed(
             results.append(replay_round(item, tree))
             at.append(len(skipped))
         except SpecReplayError as exc:
-            skipped.append(_rejected(f"round {item.name}", exc, packed.skipped))
+            skipped.append(packed.entry(_rejected(f"round {item.name}", exc, packed.skipped)))
         loaded += 1
         if progress:
             progress(loaded, packed.num_rounds)

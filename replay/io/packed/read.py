@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,12 +126,17 @@ class PackedRun:
     @property
     def skipped(self) -> list[Skipped]:
         """Files the source's names could not place in a round (grouping), in order."""
-        return list(self.spec.skipped)
+        return [self.entry(s) for s in self.spec.skipped]
 
     @property
     def unreadable(self) -> list[tuple[int, Key | None, Skipped]]:
         """(ordinal, key, why) of rounds whose files could not be read when packing."""
-        return list(self.spec.unreadable)
+        return [(o, key, self.entry(s)) for o, key, s in self.spec.unreadable]
+
+    def entry(self, skipped: Skipped) -> Skipped:
+        """``skipped``, an entry naming the files this run was packed from, as a skip of this run: its
+        line names the run first (Skipped.line), the files as they were named when packing."""
+        return replace(skipped, packed=(str(self.path), self.spec.source))
 
     @property
     def nbytes(self) -> int:
