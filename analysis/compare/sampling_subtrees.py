@@ -195,7 +195,7 @@ def _sub_tree_level(rec: RecordedChunk, rows, sim, d: int, prev: _SubTreeLevel) 
     idx, n, recs = np.empty((L, c), dtype=np.int64), np.empty(c, dtype=np.int64), np.empty((L, c), dtype=np.int64)
     expands = np.empty((L, c), dtype=bool)
     kind, why = np.empty((L, 2 + big_w, c), dtype=bool), np.empty((L, 2 + big_w, c), dtype=np.int8)
-    steps = np.stack([sim.max_steps, sim.sure_steps]).astype(np.int64, copy=False)
+    steps = sim.steps
     rec_node, row = full(lvl.rec), full(lvl.row)
     level_args = (indexed, prev.n, rec_node, row, status, full(lvl.sure), int(first[0]))
     level_doubts_loop(*level_args, steps, d, LEVEL_CODES, idx, n, recs, kind, why, expands)

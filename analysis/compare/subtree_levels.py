@@ -267,6 +267,7 @@ class SimulatedLevels:
     widths: list[int]
     sure_steps: np.ndarray  # [C] draft steps surely run (gammaThreshold)
     max_steps: np.ndarray  # [C] draft steps possibly run
+    steps: np.ndarray  # [2, C] int64 max_steps, sure_steps: what each sub-tree level at T reads
 
     def selected(self, d: int, cols: np.ndarray) -> tuple[Level, np.ndarray]:
         """(level d selected, where ``cols`` of the chunk are among its columns): the greedy walk's
@@ -313,8 +314,24 @@ def simulate_levels(
         levels.append(child)
         kpos.append(kp)
         widths.append(big_w)
-    sure_steps, max_steps = _steps(rec, levels, cap, threshold)
-    return SimulatedLevels(levels, kpos, widths, sure_steps, max_steps)
+    sure_steps, max_steps, steps = _draft_steps(rec, levels, cap, threshold, shared)
+    return SimulatedLevels(levels, kpos, widths, sure_steps, max_steps, steps)
+
+
+def _draft_steps(
+    rec: RecordedChunk, levels: list[Level], cap: int, threshold: float, shared: dict | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """_steps' (sure, most) and [2, C] int64 (most, sure). Without an early stop they depend on ``cap``
+    only: made once per chunk for every config of that cap (``shared``; nothing writes to them)."""
+    key = ("draft steps", cap)
+    if threshold <= 0 and shared is not None and key in shared:
+        done: tuple[np.ndarray, np.ndarray, np.ndarray] = shared[key]
+        return done
+    sure, most = _steps(rec, levels, cap, threshold)
+    done = (sure, most, np.stack([most, sure]).astype(np.int64, copy=False))
+    if threshold <= 0 and shared is not None:
+        shared[key] = done
+    return done
 
 
 _Built = TypeVar("_Built")

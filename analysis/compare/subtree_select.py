@@ -113,7 +113,7 @@ def select_level(lvl: Level, heads: int, places: Places | None = None) -> None:
     places = selection_places(lvl) if places is None else places
     # a column of known, ordered keys: a node is chosen where its place is below the heads, its slot that place
     chosen = (places.place >= 0) & (places.place < heads)
-    status = np.where(chosen, IN, OUT).astype(np.int8)
+    status = np.where(chosen, np.int8(IN), np.int8(OUT))
     slot_lo = np.where(chosen, places.place, -1)
     slot_hi = slot_lo.copy()
     cols = np.flatnonzero(~places.fast)

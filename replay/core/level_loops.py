@@ -207,14 +207,15 @@ def level_doubts_loop(
     idx: np.ndarray,  # out [L, C] int64: the slot's sub-tree index, -1 when not in it
     n: np.ndarray,  # out [C] int64: the nodes numbered through this level
     recs: np.ndarray,  # out [L, C] int64: its recorded node (tree order), -1 for none
-    kind: np.ndarray,  # out [L, 2 + W, C] bool: the doubts on its kept width, its expansion (rows 2..: False)
+    kind: np.ndarray,  # out [L, 2 + W, C] bool: the doubts on its kept width, its expansion (rows 2..: child_slots_loop's)
     why: np.ndarray,  # out [L, 2 + W, C] int8: their reasons (rows 2..: WHY_BEYOND)
     expands: np.ndarray,  # out [L, C] bool: the walk leaves the node by its children
 ) -> None:
     """One level of a compared config's possible sub-tree (analysis.compare.sampling_subtrees.
     _sub_tree_level): its slots numbered in slot order, their recorded nodes and doubts, one pass
     over the level's slots where numpy makes some twenty (their validate rows are made where read:
-    sampling_subtrees._NodeRows)."""
+    sampling_subtrees._NodeRows). Rows 2.. of ``kind`` (the children of unknown token) are left to
+    child_slots_loop, which writes every one of them."""
     n_slots, c = indexed.shape
     ranks = kind.shape[1]
     why_width, why_unexpanded, why_beyond = codes[2], codes[5], codes[6]  # scalars: no load of codes in the loop
@@ -234,7 +235,7 @@ def level_doubts_loop(
             kind[u, 1, j], why[u, 1, j] = doubt, how if doubt else why_unexpanded
         for r in range(2, ranks):
             for j in range(c):
-                kind[u, r, j], why[u, r, j] = False, why_beyond
+                why[u, r, j] = why_beyond
 
 
 @_loop
