@@ -222,9 +222,15 @@ def test_a_companion_is_listed_with_its_data_file_or_its_round(capsys, tmp_path,
     packed = tmp_path / "run"
     code, out, err = run(capsys, "pack", dump, "-o", packed, "--no-progress")
     assert code == 1 and told in err, err
-    for argv in (("batch", dump), ("replay", dump, "--summary"), ("batch", packed)):
+    what, reason = told.split(": ", 1)
+    told_packed = f"{what} of {packed} (packed from {dump}): {reason}"  # a packed run's skip names the run
+    for argv, said in (
+        (("batch", dump), told),
+        (("replay", dump, "--summary"), told),
+        (("batch", packed), told_packed),
+    ):
         code, out, err = run(capsys, *argv, "--no-progress")
-        assert code == 1 and told in err, (argv, err)
+        assert code == 1 and said in err, (argv, err)
         assert f"skipped: {skipped} (each listed" in out, (argv, out)
         assert "companion file without its data file" not in err, (argv, err)
 
