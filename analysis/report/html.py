@@ -49,6 +49,7 @@ from analysis.tables.slot_hits import static_shape
 from replay.core.config import TreeConfig
 from replay.io.skipped import describe_skipped
 from replay.util.errors import SpecReplayError, printable
+from replay.util.json_figures import figures_text
 from replay.util.words import round_name
 
 from . import plots, treeplot
@@ -247,7 +248,7 @@ def _comparisons(
                 label=run.label,
                 recorded=run.config.short(),
                 cost_source=cost.source,
-                cost_json=json.dumps(cost.to_json()),
+                cost_json=figures_text(cost.to_json()),
                 cost_warning=cost_warning(cost, run.label),
                 notes=_comparison_notes(table, configs, run, opts.gamma_threshold),
                 table=table_html(compare_display(table.drop(columns=["run"]))),

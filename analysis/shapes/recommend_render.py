@@ -192,17 +192,6 @@ def render_recommendation(rec: Recommendation) -> list[str]:
     return lines
 
 
-def finite_json(obj):
-    """NaN/inf (a shape with no decided round) become null: strict JSON parsers reject NaN."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite_json(v) for v in obj]
-    return obj
-
-
 def recommendation_json(rec: Recommendation) -> dict:
     def shape(x: Shape) -> dict:
         return {

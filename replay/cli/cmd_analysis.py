@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from replay.io.table_files import frame_csv_text
 from replay.util.atomic import staged_directory
 from replay.util.errors import SpecReplayError
 from replay.util.file_formats import FileFormats
+from replay.util.json_figures import figures_text, frame_records
 from replay.util.pathcheck import OutputDir
 from replay.util.progress import progress_enabled, tqdm_progress
 from replay.util.words import round_name
@@ -227,7 +227,7 @@ TYPED_COLUMNS = ("temperature",)  # printed as given (:g), not at the tables' 4 
 def _print_table(df, args) -> None:
     out = sys.stdout  # looked up per call: tests and pipes swap sys.stdout
     if getattr(args, "json", False):
-        out.write(df.to_json(orient="records", indent=1) + "\n")
+        out.write(figures_text(frame_records(df), indent=1, separators=(",", ":")) + "\n")
     elif getattr(args, "csv", False):
         out.write(frame_csv_text(df))  # list columns as text (replay.io.table_files)
     else:
@@ -304,7 +304,7 @@ def run_stats(args: argparse.Namespace) -> int:
             depth_display(named[args.table]) if text and args.table == "depth_acceptance" else named[args.table], args
         )
     elif args.json:
-        body = {k: json.loads(v.to_json(orient="records")) for k, v in named.items() if k not in ("rounds", "nodes")}
+        body = {k: frame_records(v) for k, v in named.items() if k not in ("rounds", "nodes")}
         body["configs"] = {r.label: r.replay.config.to_json() for r in runs}
         body["definitions"] = definitions_rows(SUMMARY_NAMES + DEPTH_NAMES)
         print_json(body)
@@ -374,8 +374,7 @@ def _stats_sampling(args: argparse.Namespace, loaded: LoadedRuns) -> int:
     if args.table:
         _print_table(named[args.table] if args.json or args.csv else bounds_display(named[args.table]), args)
     elif args.json:
-        # 15 decimals (pandas' most; its default 10 would round what the bounds are meant to show)
-        tables = {k: json.loads(v.to_json(orient="records", double_precision=15)) for k, v in named.items()}
+        tables = {k: frame_records(v) for k, v in named.items()}
         body = {"temperature": t, **tables}
         body["skipped"] = [{"run": p.label, "what": s.what, "reason": s.reason} for p in parts for s in p.skipped]
         print_json(body)

@@ -7,13 +7,13 @@ shared with stats and plot (cmd_analysis.py).
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from replay.util.atomic import atomic_path
 from replay.util.errors import SpecReplayError, printable
+from replay.util.json_figures import figures_text, frame_records
 from replay.util.pathcheck import OutputDir, input_file_or_json
 from replay.util.progress import progress_enabled, progress_while
 from replay.util.words import counted
@@ -216,10 +216,10 @@ def _write_greedy(args: argparse.Namespace, table, compared: Compared) -> None:
             "measured": {r: (p.pricing.measured.to_json() if p.pricing.measured else None) for r, p in priced.items()},
             "warnings": cost_warnings + suspicious,
             "gamma_threshold": args.gamma_threshold,  # simulated for every config; null: the recorded stops only
-            "configs": json.loads(table.to_json(orient="records")),
+            "configs": frame_records(table),
         }
         if strategies:
-            body["gamma_strategies"] = json.loads(pd.concat(strategies).to_json(orient="records"))
+            body["gamma_strategies"] = frame_records(pd.concat(strategies))
         print_json(body)
     elif args.csv:
         write_csv(table, ("top_head", "per_position_acceptance_rate_lo", "per_position_acceptance_rate_hi"))
@@ -243,7 +243,7 @@ def _print_compare_text(table, priced: dict, strategies: list, gamma_threshold: 
             + first_row_words(grp["config"].iloc[0], gamma_threshold)
         )
         cost = priced[run].pricing.cost
-        print(f"  cost model: {cost.source} {json.dumps(cost.to_json())}")
+        print(f"  cost model: {cost.source} {figures_text(cost.to_json())}")
         speed = priced[run].pricing.measured
         if speed is not None:
             print(f"  {speed.describe()}")

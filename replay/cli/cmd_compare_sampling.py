@@ -10,10 +10,10 @@ skipped (exit 1; exit 2 when none is left).
 from __future__ import annotations
 
 import argparse
-import json
 
 from replay.core.temperature import format_temperature
 from replay.engine.render import rounds_with_scores
+from replay.util.json_figures import frame_records
 from replay.util.progress import progress_enabled, progress_while
 
 from .cmd_analysis import RunAtT, each_run_at_temperature
@@ -119,7 +119,7 @@ def _print(table, done: list[RunAtT], args: argparse.Namespace) -> None:
         vocab = vocab_sizes_json({d.label: d.vocab for d in done})
         body = {"temperature": t, "vocab_size": vocab, "note": SAMPLING_NOTE}
         body["gamma_threshold"] = args.gamma_threshold  # simulated for every config; null: the recorded stops only
-        body["configs"] = json.loads(table.to_json(orient="records", double_precision=15))
+        body["configs"] = frame_records(table)
         print_json(body)
         return
     if args.csv:

@@ -5,7 +5,6 @@ options the search at T does not use are refused)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,6 +13,7 @@ from analysis.shapes.model import DEFAULT_MIN_COUNT
 from replay.core.temperature import format_temperature
 from replay.engine.render import rounds_with_scores
 from replay.io.sources import require_dump_source
+from replay.util.json_figures import figures_text, frame_records
 from replay.util.pathcheck import input_file_or_json
 from replay.util.progress import phase_progress, progress_enabled, progress_while
 
@@ -86,7 +86,7 @@ def progress_bars(enabled: bool | None) -> Iterator[Callable[[str], Callable[[in
 def run_recommend(args: argparse.Namespace) -> int:
     from analysis.cost.source import cost_from_options
     from analysis.shapes.recommend import recommend_runs
-    from analysis.shapes.recommend_render import finite_json, recommendation_json, render_recommendation
+    from analysis.shapes.recommend_render import recommendation_json, render_recommendation
     from analysis.tables.runs import unique_labels
 
     for d in args.dirs:
@@ -110,7 +110,7 @@ def run_recommend(args: argparse.Namespace) -> int:
             extrapolate=args.extrapolate,
         )
     if args.json:
-        sys.stdout.write(json.dumps(finite_json(recommendation_json(rec)), allow_nan=False) + "\n")
+        sys.stdout.write(figures_text(recommendation_json(rec)) + "\n")
     else:
         sys.stdout.write("\n".join(render_recommendation(rec)) + "\n")
     print_notes(rec.warnings)
@@ -184,7 +184,7 @@ def _print_at_temperature(done: list, args: argparse.Namespace) -> None:
 
     found = [d for d in done if d.result is not None]
     if args.json:
-        records = lambda df: json.loads(df.to_json(orient="records", double_precision=15))  # noqa: E731
+        records = frame_records
         body = {
             "temperature": args.temperature,
             "vocab_size": vocab_sizes_json({d.label: d.vocab for d in done}),

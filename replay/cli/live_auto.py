@@ -30,6 +30,7 @@ from replay.live.calibration import (
 from replay.live.timing import Clock
 from replay.util.atomic import write_json_atomic
 from replay.util.errors import SpecReplayError
+from replay.util.json_figures import json_figures
 
 if TYPE_CHECKING:  # torch: imported by calibrate() only, so the CLI checks options before loading it
     from replay.live.generate import DecodeOptions
@@ -71,7 +72,7 @@ def calibrate(
     if cost is None:
         cost = curve_cost(measure_calibration_curve(draft, target, tree, out, clock))
     else:
-        write_json_atomic(out / CURVE_FILE, cost.to_json())
+        write_json_atomic(out / CURVE_FILE, json_figures(cost.to_json()))
     calib_dir = run_calibration(draft, target, prompts, options, out, tree, prompts_used, tokens)
     return choose(calib_dir, cost, extra)
 
@@ -96,7 +97,7 @@ def measured_line(choice: AutoChoice, measured: float | None) -> str:
 
 def write_choice(out: str | Path, choice: AutoChoice, measured: float | None) -> Path:
     path = Path(out) / AUTO_FILE
-    write_json_atomic(path, choice_json(choice, measured))
+    write_json_atomic(path, json_figures(choice_json(choice, measured)))
     return path
 
 

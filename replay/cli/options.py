@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shlex
 import sys
@@ -40,6 +39,7 @@ from replay.io.skipped import Skipped, why_no_rounds
 from replay.io.step0 import parse_offset
 from replay.util.errors import NoRoundsError, SpecReplayError
 from replay.util.file_formats import FileFormats
+from replay.util.json_figures import figures_text
 from replay.util.pathcheck import output_file
 from replay.util.words import counted
 
@@ -201,8 +201,9 @@ def print_grid_skipped(skipped: Iterable[str]) -> None:
 
 
 def print_json(body: dict) -> None:
-    """A command's --json output: one JSON object on stdout (JSON_OBJECT_HELP)."""
-    sys.stdout.write(json.dumps(body, indent=1) + "\n")
+    """A command's --json output: one JSON object on stdout (JSON_OBJECT_HELP), its numbers by
+    replay.util.json_figures' rule."""
+    sys.stdout.write(figures_text(body, indent=1) + "\n")
 
 
 def add_json_csv(p: argparse.ArgumentParser, json_help: str, csv_help: str) -> None:
