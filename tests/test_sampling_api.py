@@ -16,6 +16,7 @@ from tests.test_user_mistakes import run
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "api.md"
+TOL = 1e-9  # the JSON tables read their figures to 10 decimals (replay.core.json_figures)
 
 
 @pytest.mark.slow
@@ -39,8 +40,8 @@ def test_the_sampling_example_runs_and_says_true(capsys, monkeypatch):
         code, out, err = run(capsys, "stats", ROOT / "sample_dumps/qwen2.5-coder/article", "--temperature", t, "--json")
         assert code == 0, err
         (s,) = json.loads(out)["summary"]
-        assert s["mean_accepted_length_lo"] == pytest.approx(means.loc[t, "expected_accepted_length_lo"], abs=1e-12)
-        assert s["mean_accepted_length_hi"] == pytest.approx(means.loc[t, "expected_accepted_length_hi"], abs=1e-12)
+        assert s["mean_accepted_length_lo"] == pytest.approx(means.loc[t, "expected_accepted_length_lo"], abs=TOL)
+        assert s["mean_accepted_length_hi"] == pytest.approx(means.loc[t, "expected_accepted_length_hi"], abs=TOL)
 
 
 def test_api_sampling_takes_the_manifest_vocab_size_and_refuses_a_contradiction(tmp_path):

@@ -12,6 +12,8 @@ import pytest
 from tests.test_sampling_cli import sampling_json, tiny_dump
 from tests.test_user_mistakes import SYNTH, assert_told, run, write_matrix
 
+TOL = 1e-9  # the JSON tables read their figures to 10 decimals (replay.core.json_figures)
+
 
 def stats_json(capsys, *argv):
     code, out, err = run(capsys, "stats", *argv, "--json", "--no-progress")
@@ -25,19 +27,17 @@ def test_stats_at_t1_by_hand(capsys, tmp_path):
     (s,) = body["summary"]
     assert s["rounds"] == 1 and s["exact_rounds"] == 1 and body["temperature"] == 1.0
     for side in ("lo", "hi"):
-        assert s[f"mean_accepted_length_{side}"] == pytest.approx(1.1, abs=1e-12)
-        assert s[f"mean_acceptance_length_{side}"] == pytest.approx(2.1, abs=1e-12)
-        assert s[f"draft_acceptance_rate_{side}"] == pytest.approx(1.1 / 3, abs=1e-12)
-        assert s[f"full_depth_fraction_{side}"] == pytest.approx(0.3, abs=1e-12)
+        assert s[f"mean_accepted_length_{side}"] == pytest.approx(1.1, abs=TOL)
+        assert s[f"mean_acceptance_length_{side}"] == pytest.approx(2.1, abs=TOL)
+        assert s[f"draft_acceptance_rate_{side}"] == pytest.approx(1.1 / 3, abs=TOL)
+        assert s[f"full_depth_fraction_{side}"] == pytest.approx(0.3, abs=TOL)
     hist = {r["accepted_length"]: r for r in body["accepted_length"]}
     for d, p in ((0, 0.2), (1, 0.5), (2, 0.3)):
-        assert (
-            hist[d]["fraction_lo"] == pytest.approx(p, abs=1e-12) and hist[d]["fraction_hi"] == hist[d]["fraction_lo"]
-        )
+        assert hist[d]["fraction_lo"] == pytest.approx(p, abs=TOL) and hist[d]["fraction_hi"] == hist[d]["fraction_lo"]
     depth = {r["depth"]: r for r in body["depth_acceptance"]}
-    assert depth[1]["per_position_acceptance_rate_lo"] == pytest.approx(0.8, abs=1e-12)
-    assert depth[2]["conditional_lo"] == pytest.approx(0.3 / 0.8, abs=1e-12)
-    assert depth[2]["conditional_hi"] == pytest.approx(0.3 / 0.8, abs=1e-12)
+    assert depth[1]["per_position_acceptance_rate_lo"] == pytest.approx(0.8, abs=TOL)
+    assert depth[2]["conditional_lo"] == pytest.approx(0.3 / 0.8, abs=TOL)
+    assert depth[2]["conditional_hi"] == pytest.approx(0.3 / 0.8, abs=TOL)
     # the text output shows one number where exact, never a range
     code, out, err = run(capsys, "stats", tmp_path / "d", "--temperature", "1", "--no-progress")
     assert code == 0 and "1.1000" in out and "2.1000" in out and not re.search(r"\d\.\.\d", out)
@@ -61,11 +61,11 @@ def test_stats_bounds_are_the_sums_of_the_replays_per_round_bounds(capsys):
         ge[:, 0] = 1.0
         for i, x in enumerate(smp):
             ge[i, 1 : 1 + len(x[f"length_at_least_{side}"])] = x[f"length_at_least_{side}"]
-        assert s[f"mean_accepted_length_{side}"] == pytest.approx(e.mean(), abs=1e-12)
-        assert s[f"draft_acceptance_rate_{side}"] == pytest.approx(e.sum() / nodes.sum(), abs=1e-12)
-        assert s[f"full_depth_fraction_{side}"] == pytest.approx(ge[np.arange(len(smp)), steps].mean(), abs=1e-12)
+        assert s[f"mean_accepted_length_{side}"] == pytest.approx(e.mean(), abs=TOL)
+        assert s[f"draft_acceptance_rate_{side}"] == pytest.approx(e.sum() / nodes.sum(), abs=TOL)
+        assert s[f"full_depth_fraction_{side}"] == pytest.approx(ge[np.arange(len(smp)), steps].mean(), abs=TOL)
         for r in body["depth_acceptance"]:
-            assert r[f"per_position_acceptance_rate_{side}"] == pytest.approx(ge[:, r["depth"]].mean(), abs=1e-12)
+            assert r[f"per_position_acceptance_rate_{side}"] == pytest.approx(ge[:, r["depth"]].mean(), abs=TOL)
     assert s["mean_accepted_length_lo"] < s["mean_accepted_length_hi"]  # bounded: the sample's top-4 rows
     ge_lo = np.zeros((len(smp), depth + 2))
     ge_hi = np.zeros((len(smp), depth + 2))
@@ -77,13 +77,13 @@ def test_stats_bounds_are_the_sums_of_the_replays_per_round_bounds(capsys):
         d = r["accepted_length"]
         lo = np.maximum(ge_lo[:, d] - ge_hi[:, d + 1], 0.0).mean()
         hi = np.minimum(ge_hi[:, d] - ge_lo[:, d + 1], 1.0).mean()
-        assert (r["fraction_lo"], r["fraction_hi"]) == pytest.approx((lo, hi), abs=1e-12)
+        assert (r["fraction_lo"], r["fraction_hi"]) == pytest.approx((lo, hi), abs=TOL)
         assert r["fraction_lo"] <= r["fraction_hi"]
     # conditional: the ratio of expected counts, bounded by pairing the sides
     for r in body["depth_acceptance"]:
         d = r["depth"]
-        assert r["conditional_lo"] == pytest.approx(ge_lo[:, d].sum() / ge_hi[:, d - 1].sum(), abs=1e-12)
-        assert r["conditional_hi"] == pytest.approx(min(1.0, ge_hi[:, d].sum() / ge_lo[:, d - 1].sum()), abs=1e-12)
+        assert r["conditional_lo"] == pytest.approx(ge_lo[:, d].sum() / ge_hi[:, d - 1].sum(), abs=TOL)
+        assert r["conditional_hi"] == pytest.approx(min(1.0, ge_hi[:, d].sum() / ge_lo[:, d - 1].sum()), abs=TOL)
 
 
 def test_stats_lists_rounds_without_scores_as_skipped(capsys, tmp_path):

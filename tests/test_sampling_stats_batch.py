@@ -22,7 +22,7 @@ from replay.io.packed.pack import pack_batches
 from replay.testing.round_sampling import node_logprob_gaps
 from replay.testing.synth import add_node_logprobs, write_synthetic_run
 from tests.reference_runs import load_reference, reference_run_sampling, reference_shapes_at_temperature
-from tests.test_compare_sampling_batch import VOCAB, _words, no_round_by_round, random_case
+from tests.test_compare_sampling_batch import JSON_TOL, VOCAB, _words, no_round_by_round, random_case
 
 TEMPERATURES = (0.0, 0.4, 0.7, 1.0, 1.3)
 ARRAYS = ("expected_lo", "expected_hi", "ge_lo", "ge_hi", "exact", "from_node_logprobs")
@@ -133,7 +133,7 @@ def test_stats_cli_at_t_reads_the_batch_arrays(capsys, tmp_path, node_dumps, mon
         assert code == (1 if w.skipped else 0), err
         assert [s["reason"] for s in body["skipped"]] == [s.reason for s in w.skipped]
         assert body["summary"][0]["rounds"] == w.expected_lo.shape[0]
-        assert body["summary"][0]["mean_accepted_length_lo"] == pytest.approx(float(w.expected_lo.mean()), abs=1e-12)
+        assert body["summary"][0]["mean_accepted_length_lo"] == pytest.approx(float(w.expected_lo.mean()), abs=JSON_TOL)
         code = main(["stats", path, "--temperature", t, "--no-progress"])
         out, err = capsys.readouterr()
         assert f"{w.expected_lo.shape[0]} of" in out and code == (1 if w.skipped else 0)

@@ -3771,7 +3771,9 @@ def test_compare_at_t_on_a_wide_zero_score_dump_equals_replay(capsys, tmp_path):
     assert code == 0
     row = json.loads(out)["configs"][0]
     assert row["config"] == "[64]|[64]" and row["determined"] == 4 and row["undetermined"] == 0
-    assert row["expected_accepted_length_lo"] == pytest.approx(float(np.mean(per_round)), abs=1e-12)
+    assert row["expected_accepted_length_lo"] == pytest.approx(
+        float(np.mean(per_round)), abs=1e-9
+    )  # the JSON reads its figures to 10 decimals
     code, out, _ = run(capsys, "compare", d, "--temperature", "0.5")
     recorded = next(line for line in out.splitlines() if line.split()[:1] == ["[64]|[64]"])
     assert "n/a" not in recorded

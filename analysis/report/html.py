@@ -47,9 +47,9 @@ from analysis.tables.metrics import DEPTH_HEADER, all_metrics, depth_display, de
 from analysis.tables.runs import LabelledRun
 from analysis.tables.slot_hits import static_shape
 from replay.core.config import TreeConfig
+from replay.core.json_figures import figures_text
 from replay.io.skipped import describe_skipped
 from replay.util.errors import SpecReplayError, printable
-from replay.util.json_figures import figures_text
 from replay.util.words import round_name
 
 from . import plots, treeplot

@@ -18,6 +18,7 @@ from typing import Any
 from analysis.tables.definitions import METRIC_TABLES
 from replay.core.config import distinct_configs
 from replay.core.headline import metric_text
+from replay.core.json_figures import figures_text, frame_records
 from replay.core.point_value import BOUNDS_MET, met_not_exact
 from replay.core.temperature import format_temperature
 from replay.io.skipped import count_skipped, counted_skips, describe_skipped, disagreement, why_no_rounds
@@ -26,7 +27,6 @@ from replay.io.table_files import frame_csv_text
 from replay.util.atomic import staged_directory
 from replay.util.errors import SpecReplayError
 from replay.util.file_formats import FileFormats
-from replay.util.json_figures import figures_text, frame_records
 from replay.util.pathcheck import OutputDir
 from replay.util.progress import progress_enabled, tqdm_progress
 from replay.util.words import round_name

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from replay.core.json_figures import figures_text, frame_records
 from replay.util.atomic import atomic_path
 from replay.util.errors import SpecReplayError, printable
-from replay.util.json_figures import figures_text, frame_records
 from replay.util.pathcheck import OutputDir, input_file_or_json
 from replay.util.progress import progress_enabled, progress_while
 from replay.util.words import counted

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 
+from replay.core.json_figures import frame_records
 from replay.core.temperature import format_temperature
 from replay.engine.render import rounds_with_scores
-from replay.util.json_figures import frame_records
 from replay.util.progress import progress_enabled, progress_while
 
 from .cmd_analysis import RunAtT, each_run_at_temperature

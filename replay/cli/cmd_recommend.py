@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from analysis.shapes.model import DEFAULT_MIN_COUNT
+from replay.core.json_figures import figures_text, frame_records
 from replay.core.temperature import format_temperature
 from replay.engine.render import rounds_with_scores
 from replay.io.sources import require_dump_source
-from replay.util.json_figures import figures_text, frame_records
 from replay.util.pathcheck import input_file_or_json
 from replay.util.progress import phase_progress, progress_enabled, progress_while
 

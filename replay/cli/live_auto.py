@@ -18,6 +18,7 @@ from analysis.shapes.auto_choice import AutoChoice, choice_json, choose, curve_c
 from analysis.shapes.speedpredict import ceiling_lines, prediction_lines
 from replay.core.config import TreeConfig
 from replay.core.config_grammar import parse_spec
+from replay.core.json_figures import json_figures
 from replay.core.temperature import format_temperature
 from replay.live.calibration import (
     CALIBRATION_PROMPTS,
@@ -30,7 +31,6 @@ from replay.live.calibration import (
 from replay.live.timing import Clock
 from replay.util.atomic import write_json_atomic
 from replay.util.errors import SpecReplayError
-from replay.util.json_figures import json_figures
 
 if TYPE_CHECKING:  # torch: imported by calibrate() only, so the CLI checks options before loading it
     from replay.live.generate import DecodeOptions

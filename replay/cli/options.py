@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from replay.core.config_grammar import parse_spec
+from replay.core.json_figures import figures_text
 from replay.core.temperature import format_temperature
 from replay.core.vocab import LAYOUTS
 from replay.engine.options import ReplayOptions
@@ -39,7 +40,6 @@ from replay.io.skipped import Skipped, why_no_rounds
 from replay.io.step0 import parse_offset
 from replay.util.errors import NoRoundsError, SpecReplayError
 from replay.util.file_formats import FileFormats
-from replay.util.json_figures import figures_text
 from replay.util.pathcheck import output_file
 from replay.util.words import counted
 
@@ -202,7 +202,7 @@ def print_grid_skipped(skipped: Iterable[str]) -> None:
 
 def print_json(body: dict) -> None:
     """A command's --json output: one JSON object on stdout (JSON_OBJECT_HELP), its numbers by
-    replay.util.json_figures' rule."""
+    replay.core.json_figures' rule."""
     sys.stdout.write(figures_text(body, indent=1) + "\n")
 
 

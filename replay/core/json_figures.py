@@ -1,9 +1,12 @@
 """How a figure is written in JSON (every command's --json object, the cost model's JSON in text and
-on the report page): a float as its FIGURE_DIGITS significant digits, so that the noise of a
-computation's last bits (0.09999999999999999 for 0.1) never reaches the output, and a value is
-written the same by every command whatever built it (a dict, a table's rows); NaN and infinities
-as null, which strict JSON readers take. Per-round records (JSON Lines) are no figures: they carry
-each value exactly, as their table rows and the API do.
+on the report page, generate --config auto's files): a float as every command reads a figure it
+prints, to READ_DECIMALS decimals (replay.core.headline.fixed_text), so that two commands that sum
+one quantity in different orders write the same number (but for sums within their last bits of a
+decimal half-point, which no rounding escapes), the noise of a computation's last bits
+(0.09999999999999999 for 0.1) never reaches the output, and fixed_text of a JSON figure is the
+string the text prints; a value is written the same by every command whatever built it (a dict, a
+table's rows). NaN and infinities as null, which strict JSON readers take. Per-round records (JSON
+Lines) are no figures: they carry each value exactly, as their table rows and the API do.
 """
 
 from __future__ import annotations
@@ -15,18 +18,16 @@ from typing import Any
 
 import numpy as np
 
-# The significant digits a float64 keeps through a decimal text and back (C's DBL_DIG): enough for
-# any figure, tiny ones too (a per-token time of 3.2e-06 s), and short of the binary noise after them.
-FIGURE_DIGITS = 15
+from .headline import READ_DECIMALS
 
 
 def json_figure(value: float) -> float | None:
-    """``value`` to FIGURE_DIGITS significant digits (json.dumps then writes the shortest text that
-    reads back as it); None for NaN and infinities."""
+    """``value`` read to READ_DECIMALS decimals, the reading fixed_text makes (json.dumps then
+    writes the shortest text that reads back as it); None for NaN and infinities."""
     value = float(value)
     if not math.isfinite(value):
         return None
-    return float(f"{value:.{FIGURE_DIGITS}g}")
+    return round(value, READ_DECIMALS)
 
 
 def json_figures(obj: Any) -> Any:
