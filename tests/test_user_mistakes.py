@@ -3616,6 +3616,32 @@ def test_stats_export_named_like_a_file_also_suggests_redirecting(capsys, tmp_pa
     assert not (tmp_path / "x.json").exists()
 
 
+@pytest.mark.parametrize(
+    "command, name",
+    [("plot", "x.bmp"), ("plot", "pl.tiff"), ("stats", "x.xlsx"), ("stats", "x.parquet"), ("pack", "x.zip")],
+)
+def test_any_new_directory_output_with_a_file_suffix_is_refused(capsys, tmp_path, command, name):
+    code, out, err = run(capsys, command, ARTICLE, "-o", tmp_path / name)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert_told(err, str(tmp_path / name), "like a file: this option takes a directory")
+    assert not (tmp_path / name).exists()
+
+
+@pytest.mark.parametrize(
+    "command, name", [("stats", "out.d"), ("stats", "run.v2"), ("pack", "article.run"), ("pack", "article.packed")]
+)
+def test_directory_names_with_a_dot_are_still_taken(capsys, tmp_path, command, name):
+    code, _, err = run(capsys, command, ARTICLE, "-o", tmp_path / name)
+    assert code == 0, err
+    assert (tmp_path / name).is_dir()
+
+
+def test_an_existing_directory_named_like_a_file_is_taken(capsys, tmp_path):
+    (tmp_path / "x.bmp").mkdir()
+    code, _, err = run(capsys, "plot", ARTICLE, "-o", tmp_path / "x.bmp")
+    assert code == 0, err
+
+
 # --- new-user try 10: notes that only per-round output showed, and misspelt manifest keys ------------
 
 

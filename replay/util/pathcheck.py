@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -22,10 +23,18 @@ from .atomic import replaced_file, writes_in_place
 from .errors import InputPathError, OutputPathError
 
 DIRECTORY, FILE = "directory", "file"
-# Suffixes of the files the commands write or read: a new directory output so named is a mistake.
-FILE_SUFFIXES = frozenset(
-    {".json", ".jsonl", ".csv", ".parquet", ".html", ".png", ".svg", ".pdf", ".txt", ".npz", ".npy"}
-)
+# A new directory output whose name ends in a file suffix (a dot, two letters, then up to six letters
+# or digits: x.json, x.bmp, x.xlsx, x.parquet) is a mistake: the user meant a file. Shorter or
+# numbered tails (out.d, run.v2, sweep.2024) read as directory names, and so do a packed run's
+# .run (docs/cli.md: pack -o DUMP.run) and .packed. An existing directory is taken whatever its name.
+FILE_SUFFIX = re.compile(r"\.[a-z]{2}[a-z0-9]{0,6}", re.IGNORECASE)
+DIRECTORY_SUFFIXES = frozenset({".run", ".packed"})
+
+
+def names_a_file(path: Path) -> bool:
+    """Whether ``path``'s name ends in a file suffix (FILE_SUFFIX), not a directory suffix."""
+    suffix = path.suffix
+    return bool(FILE_SUFFIX.fullmatch(suffix)) and suffix.lower() not in DIRECTORY_SUFFIXES
 
 
 def check_output(path: str | Path, kind: str, writes: str = "its files into {dir}/", prints: bool = False) -> Path:
@@ -38,7 +47,7 @@ def check_output(path: str | Path, kind: str, writes: str = "its files into {dir
         raise OutputPathError("empty path")
     p = Path(path)
     if kind == DIRECTORY:
-        if not p.exists() and p.suffix.lower() in FILE_SUFFIXES:
+        if not p.exists() and names_a_file(p):
             d = p.with_suffix("")
             redirect = f"; to keep the printed output in a file, redirect stdout (> {p.name})" if prints else ""
             raise OutputPathError(
