@@ -3642,6 +3642,26 @@ def test_an_existing_directory_named_like_a_file_is_taken(capsys, tmp_path):
     assert code == 0, err
 
 
+# --- a full disk names the output path, whichever command's writer hit it ----------------------------
+
+
+@pytest.mark.parametrize("command", ["stats", "plot", "pack"])
+def test_a_full_disk_names_the_output(capsys, tmp_path, monkeypatch, command):
+    """ENOSPC from a write carries no file name: the error names the command's output instead."""
+    import replay.io.packed.write
+    import replay.util.atomic
+
+    def full(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(replay.util.atomic, "commit_staged", full)
+    monkeypatch.setattr(replay.io.packed.write, "commit_staged", full)
+    out_dir = tmp_path / "out"
+    code, _, err = run(capsys, command, ARTICLE, "-o", out_dir)
+    assert code == 2
+    assert err.strip().splitlines()[-1] == f"specreplay: error: {out_dir}: cannot be written: No space left on device"
+
+
 # --- new-user try 10: notes that only per-round output showed, and misspelt manifest keys ------------
 
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import errno
 import importlib
 import io
 import os
 import sys
+from collections.abc import Iterator
 
 from replay.io.sources import check_outside_inputs
+from replay.util.errors import OutputPathError
 from replay.util.pathcheck import FILE, output_kind
 from replay.util.version import package_version
 
@@ -141,13 +144,33 @@ def dispatch(argv: list[str]) -> int:
         print("specreplay: error: no command given (see the list above)", file=sys.stderr)
         return EXIT_ERROR
     chosen = _chosen(parser, args)
-    check_outside_inputs(*_outputs_and_dumps(chosen, args))
+    outputs, dumps = _outputs_and_dumps(chosen, args)
+    check_outside_inputs(outputs, dumps)
     files = check_file_formats(chosen, args)
     check_vocab_size_use(args)
-    if any(is_stdout(path) for path in files):  # the pipe reads the file alone; the command's text goes aside
-        with contextlib.redirect_stdout(sys.stderr):
-            return int(args.func(args) or 0)
-    return int(args.func(args) or 0)
+    with naming_outputs([value for _, value, _ in outputs]):
+        if any(is_stdout(path) for path in files):  # the pipe reads the file alone; the command's text goes aside
+            with contextlib.redirect_stdout(sys.stderr):
+                return int(args.func(args) or 0)
+        return int(args.func(args) or 0)
+
+
+# errors only a write gives: about the outputs, whichever file of theirs was being written
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+@contextlib.contextmanager
+def naming_outputs(paths: list[str]) -> Iterator[None]:
+    """A write error without a file name (a full disk: ENOSPC from a write; WRITE_ERRNOS) names the
+    command's output paths, ``paths``, as every write error does (docs/cli.md, "Output paths"): the
+    writer that failed may be any of the commands' own (a packed run, a report page, a staged table).
+    Other unnamed OSErrors (a download's network error) say nothing of the outputs and pass."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or not paths or exc.errno not in WRITE_ERRNOS:
+            raise
+        raise OutputPathError(f"{' or '.join(paths)}: cannot be written: {exc.strerror or exc}") from exc
 
 
 def check_file_formats(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
