@@ -471,13 +471,13 @@ def test_check_output_rules(tmp_path, monkeypatch):
         (["plot", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
         (["report", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
         (["stats", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
-        (["stats", str(ARTICLE), "--export", "{afile}"], "-o/--output"),  # the old spelling, a hidden alias
+        (["stats", str(ARTICLE), "--export", "{afile}"], "--export"),  # a hidden alias, named as typed
         (["compare", str(ARTICLE), "--plot", "{afile}/x.png"], "--plot"),
         (["compare", str(ARTICLE), "--per-round", "{afile}/x.csv"], "--per-round"),
         (["batch", str(ARTICLE), "-o", "{afile}/x.csv"], "-o/--output"),
-        (["batch", str(ARTICLE), "--table", "{afile}/x.csv"], "-o/--output"),  # the old spelling, a hidden alias
+        (["batch", str(ARTICLE), "--table", "{afile}/x.csv"], "--table"),  # a hidden alias, named as typed
         (["pack", str(ARTICLE), "-o", "{afile}"], "-o/--output"),
-        (["pack", str(ARTICLE), "--out", "{afile}"], "-o/--output"),  # the old spelling, a hidden alias
+        (["pack", str(ARTICLE), "--out", "{afile}"], "--out"),  # a hidden alias, named as typed
     ],
 )
 def test_outputs_onto_a_file_fail_before_any_work(argv, option, tmp_path, capsys):

@@ -280,3 +280,18 @@ def test_packing_a_batch_of_no_rounds_is_refused_and_leaves_nothing(tmp_path):
     with pytest.raises(ValueError, match="a packed group needs at least one round"):
         pack_batches([empty], tmp_path / "run")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_round_the_packed_run_lists_as_skipped_is_named_with_its_reason(messy, packed, capsys):
+    """``--round`` of a round whose files the grouping could not place (validate without drafts)
+    gets the directory's answer from the packed run, not "no such round"; a labelled listing names
+    the run once (its label), then the directory it was packed from."""
+    for source in (messy, packed):
+        code = main(["replay", str(source), "--round", "970_986"])
+        err = capsys.readouterr().err
+        assert code == 2 and f"--round 970_986: that round in {source} cannot be replayed: " in err, err
+        assert "no such round" not in err
+    assert main(["stats", str(packed), "--label", "mine", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert f"specreplay: mine: skipped round 970_986 (packed from {messy}): " in err, err
+    assert f" of {packed}" not in err

@@ -99,6 +99,7 @@ def test_packed_varied_dump_prints_what_the_directory_prints(tmp_path, seed, mon
         assert got[0] == want[0], argv
         for g, w in zip(got[1:], want[1:]):
             g = g.replace(f" of {run} (packed from {d}): ", ": ")  # a skip names the run, then the dump's files
+            g = g.replace(f" (packed from {d}): ", ": ")  # under a run label, the label names the run
             g = g.replace(str(run), "RUN").replace(str(d), "RUN").replace("(packed, ", "(")
             w = w.replace(str(d), "RUN").replace("(directory, ", "(")
             assert _untimed(g) == _untimed(w), argv

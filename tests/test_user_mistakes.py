@@ -4617,3 +4617,18 @@ def test_tree_choice_mistakes_name_the_valid_trees(capsys, tmp_path):
     # --config names the file's second tree: the note says the file lists it, and how to pick it there
     code, _, err = run(capsys, "replay", d, "--config", "[2]|[1,1]|[1,1]", "--summary")
     assert_told(err, "states the config [6]|[2,2]|[1,1]", "it lists [2]|[1,1]|[1,1] as tree 1 (--tree 1 with it)")
+
+
+def test_a_hidden_alias_is_named_as_typed_in_its_usage_error(capsys, tmp_path):
+    """``batch --table FILE`` (the old spelling of -o) refused: the message names --table, the option
+    the user typed, not -o/--output; -o keeps its own name."""
+    dump = shutil.copytree(SYNTH, tmp_path / "dump")
+    for typed, value, why in (
+        ("--table", tmp_path / "r.xlsx", "use a .parquet or .csv file name"),
+        ("--table", tmp_path / "nodir" / "r.csv", "does not exist"),
+        ("--table", "", "empty value"),
+        ("-o", tmp_path / "r.xlsx", "use a .parquet or .csv file name"),
+    ):
+        code, out, err = run(capsys, "batch", dump, typed, value, "--no-progress")
+        named = "--table" if typed == "--table" else "-o/--output"
+        assert code == 2 and not out and f"error: argument {named}: " in err and why in err, (typed, err)

@@ -168,6 +168,7 @@ def _run_header(run: LabelledRun) -> RunHeader:
     rep = run.replay
     return RunHeader(
         label=run.label,
+        kind_words=rep.kind_words,
         directory=printable(str(rep.directory)),  # the page is UTF-8: a file name's undecodable bytes as \xff
         config_source=printable(str(rep.config_source)),
         replayed=run.rounds,

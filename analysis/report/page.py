@@ -79,6 +79,7 @@ class RunHeader:
     """A run's block under "Runs and configs"."""
 
     label: str
+    kind_words: str  # RunReplay.kind_words: "directory" or "packed run"
     directory: str
     config_source: str
     replayed: int

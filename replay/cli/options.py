@@ -3,7 +3,7 @@
 - Inputs: a dump directory or packed run is the positional ``DUMP`` (``DUMP ...`` when several).
 - Outputs: ``-o/--output`` names where a command writes. Old spellings (``--out``, ``--table``,
   ``--export``) stay as hidden aliases of the same option, so existing scripts keep working; they
-  are not shown in ``--help`` and errors name ``-o/--output``.
+  are not shown in ``--help``, and an error names the spelling typed (replay.cli.parser.option_as_typed).
 - ``--json`` says in its help whether it prints one JSON object or JSON Lines.
 - ``--no-progress`` on every command that can draw a progress bar (bars need a terminal anyway:
   replay.util.progress.progress_enabled).
@@ -113,13 +113,14 @@ def exit_status_help(exits: ExitStatus) -> str:
     return textwrap.fill(f"Exit status: {'; '.join(parts)}.", width=100) + "\n"
 
 
-def skipped_lines(skipped: Sequence[Skipped]) -> list[str]:
+def skipped_lines(skipped: Sequence[Skipped], labelled: bool = False) -> list[str]:
     """The listing of skipped inputs: one line each up to SKIP_LINES_LIMIT; beyond, each reason's
     first SKIP_LINES_PER_REASON inputs in full, then one line counting the rest with their first
     and last names, reasons in the order they first occur. An entry that skips nothing (a
-    disagreement with the manifest) is never folded."""
+    disagreement with the manifest) is never folded. ``labelled``: a run label comes before each
+    line (Skipped.line_under)."""
     if len(skipped) <= SKIP_LINES_LIMIT:
-        return [s.line for s in skipped]
+        return [s.line_under(labelled) for s in skipped]
     groups: list[list[Skipped]] = []
     by_reason: dict[str, list[Skipped]] = {}
     for s in skipped:
@@ -133,10 +134,10 @@ def skipped_lines(skipped: Sequence[Skipped]) -> list[str]:
             groups.append(by_reason[kind])
     lines = []
     for group in groups:
-        lines += [s.line for s in group[:SKIP_LINES_PER_REASON]]
+        lines += [s.line_under(labelled) for s in group[:SKIP_LINES_PER_REASON]]
         rest = group[SKIP_LINES_PER_REASON:]
         if len(rest) == 1:
-            lines.append(rest[0].line)
+            lines.append(rest[0].line_under(labelled))
         elif rest:
             same = "" if all(s.reason == rest[0].reason for s in rest) else ", up to the names and numbers in it"
             lines.append(
@@ -155,7 +156,7 @@ def print_skipped(skipped: Iterable[Skipped], label: str | None = None) -> None:
     """The listing that goes with exit status 1 (skipped_lines), on stderr; ``label`` names the run
     when there are several."""
     run = f"{label}: " if label else ""
-    for line in skipped_lines(list(skipped)):
+    for line in skipped_lines(list(skipped), labelled=bool(label)):
         print(f"specreplay: {run}{line}", file=sys.stderr)
 
 
@@ -315,7 +316,8 @@ def add_output_file(p: argparse.ArgumentParser, *flags: str, formats: FileFormat
 
 
 def add_hidden_alias(p: argparse.ArgumentParser, action: argparse.Action, *aliases: str) -> None:
-    """Let ``aliases`` set ``action`` too, without listing them in usage, help or error messages.
+    """Let ``aliases`` set ``action`` too, without listing them in usage or help; an error names
+    an alias only when it is what the user typed (replay.cli.parser.option_as_typed).
 
     A second, help-suppressed action would break ``required=True`` (argparse would count only the
     visible one as given), so the old spelling is routed to the same action instead.

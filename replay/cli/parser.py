@@ -81,6 +81,19 @@ class OneLineParser(argparse.ArgumentParser):
         vars(parsed).pop(GIVEN, None)  # OnceStore's record of what was given, not an option
         return parsed, extras
 
+    def _parse_known_args(self, arg_strings, *rest, **kwargs):
+        self.typed_words = tuple(arg_strings)  # for option_as_typed
+        try:
+            return super()._parse_known_args(arg_strings, *rest, **kwargs)
+        except argparse.ArgumentError as exc:
+            action = next(
+                (a for a in self._actions if exc.argument_name and argparse._get_action_name(a) == exc.argument_name),
+                None,
+            )
+            if action is not None:
+                exc.argument_name = option_as_typed(self, action)
+            raise
+
     def _get_values(self, action: argparse.Action, arg_strings):
         self.last_words = tuple(arg_strings)  # the words as typed, for OnceStore's message
         return super()._get_values(action, arg_strings)
@@ -185,9 +198,24 @@ def check_file_formats(parser: argparse.ArgumentParser, args: argparse.Namespace
                     f"{parser.prog} {action.option_strings}: an output file declares its formats (FileOutput)"
                 )
             if action.formats.named(value) is None:
-                parser.error(f"argument {'/'.join(action.option_strings)}: {action.formats.refusal(value)}")
+                parser.error(f"argument {option_as_typed(parser, action)}: {action.formats.refusal(value)}")
             files.append(value)
     return files
+
+
+def option_as_typed(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
+    """How a usage error names ``action``: "-o/--output", as argparse does, unless the words parsed
+    gave it only by a hidden alias (replay.cli.options.add_hidden_alias): then that alias, the
+    option the user typed (``--table``), not one the user never wrote."""
+    aliases = [s for s, a in parser._option_string_actions.items() if a is action and s not in action.option_strings]
+    words = getattr(parser, "typed_words", ())
+
+    def typed(option: str) -> bool:
+        return any(w == option or w.startswith(option + "=") for w in words)
+
+    if aliases and not any(typed(s) for s in action.option_strings):
+        return next((s for s in aliases if typed(s)), "/".join(action.option_strings))
+    return argparse._get_action_name(action) or action.dest
 
 
 def is_stdout(path: str) -> bool:

@@ -110,7 +110,7 @@ class Run:
         """replay.io.skipfold.no_such_round for this run: the rounds it has, nearest to ``key`` first."""
         if self.grouping is not None:
             return no_such_round(key, [f.key for f in self.grouping.rounds], where or self.path, self.grouping.skipped)
-        return no_such_round(key, packed_keys(self.packed), where or self.path)
+        return no_such_round(key, packed_keys(self.packed), where or self.path, self.packed.skipped)
 
     def has_round(self, key: tuple[int, int]) -> bool:
         if self.grouping is not None:
@@ -203,6 +203,11 @@ class RunReplay:
     per_batch: tuple = ()  # replay_run's per_batch(batch, result, tree) of every batch, in reading order
     warnings: tuple[str, ...] = ()  # lines for stderr about how the files were read
     run_layout: str | None = None  # Run.run_layout: the layout decided for the run, when its rounds' differ
+
+    @property
+    def kind_words(self) -> str:
+        """What the run is, in the words before its path: "directory" or "packed run"."""
+        return "packed run" if self.kind == "packed" else "directory"
 
     def reopen(self, opts: ReplayOptions) -> Run:
         """open_run of this replay's source, with the layout the replay decided for it: a second

@@ -46,11 +46,17 @@ class Skipped:
 
     @property
     def line(self) -> str:
-        """The entry as every command lists it on stderr."""
+        """The entry as every command lists it on stderr when no run label comes before it."""
+        return self.line_under(labelled=False)
+
+    def line_under(self, labelled: bool) -> str:
+        """The entry as listed on stderr; ``labelled``: the run's label comes before the line
+        (print_skipped), so a packed run's entry names only the directory it was packed from."""
         if self.skips_nothing:
             return f"{self.what} disagrees with the files: {self.reason}"
-        if self.packed is not None:  # the run read, then where its named files were
-            return f"skipped {self.what} of {self.packed[0]} (packed from {self.packed[1]}): {self.reason}"
+        if self.packed is not None:  # the run read (unless its label names it), then where its named files were
+            run = "" if labelled else f" of {self.packed[0]}"
+            return f"skipped {self.what}{run} (packed from {self.packed[1]}): {self.reason}"
         return f"skipped {self.what}: {self.reason}"
 
 

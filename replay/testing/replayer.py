@@ -406,7 +406,7 @@ def replay_packed(
         if progress:
             progress(loaded, packed.num_rounds)
     if only is not None and not seen:
-        raise RoundNotFoundError(path, no_such_round(only, packed_keys(packed), str(path)))
+        raise RoundNotFoundError(path, no_such_round(only, packed_keys(packed), str(path), packed.skipped))
     results = _one_layout(results, skipped, at)
     skipped = list(listed_once(packed.skipped, skipped[len(packed.skipped) :]))
     warnings = input_warnings(config, manifest, path, source, opts.tree_index) + _run_warnings(
