@@ -295,3 +295,10 @@ def test_a_round_the_packed_run_lists_as_skipped_is_named_with_its_reason(messy,
     err = capsys.readouterr().err
     assert f"specreplay: mine: skipped round 970_986 (packed from {messy}): " in err, err
     assert f" of {packed}" not in err
+
+
+def test_the_report_page_calls_a_packed_run_a_packed_run(packed, tmp_path, capsys):
+    main(["report", str(packed), "-o", str(tmp_path / "rep"), "--no-progress"])
+    capsys.readouterr()
+    page = (tmp_path / "rep" / "index.html").read_text(encoding="utf-8")
+    assert f"<p>packed run <code>{packed}</code>" in page and "<p>directory <code>" not in page
