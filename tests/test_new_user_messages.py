@@ -372,3 +372,58 @@ def test_files_that_hold_one_matrix_are_named_by_path_in_their_rounds_entry(caps
     code, _, err = run(capsys, "replay", dump, "--summary", "--no-progress")
     assert code == 2, err
     assert_told(err, f"skipped round 124_140: {dump / 'validate_124_140'} and {dump / 'validate_124_140.txt'}: 2 files")
+
+
+def _skip_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("specreplay: skipped ")]
+
+
+@pytest.mark.parametrize("offset", ["1000", "-1"])
+def test_a_wrong_step0_offset_hints_only_the_offset_the_warning_names(capsys, tmp_path, offset):
+    """--step0-offset 1000 on names at offset 1 said 'draft_step_0_10_20 is here, named with the
+    round's own key' of round 10_20 (it is round 11_21's step 0) and named draft_step_0_10_20 in two
+    rounds' entries; -1 said '--step0-offset 0 reads every step 0 so' (0 groups 2 of 3 rounds)."""
+    dump = tmp_path / "dump"
+    rounds_by_hand(dump, rounds=3, step0_shift=1)
+    code, _, err = run(capsys, "replay", dump, "--summary", "--step0-offset", offset)
+    assert code in (1, 2), err
+    assert_told(err, f"--step0-offset {offset} pairs", "offset 1 groups every round", "pass --step0-offset 1")
+    assert "own key" not in err and "--step0-offset 0" not in err
+    assert "(draft_step_0_10_20 is here, step-0 offset 1 pairs it with this round" in err
+    lines = _skip_lines(err)
+    for name in ("draft_step_0_9_19", "draft_step_0_10_20", "draft_step_0_11_21"):
+        assert sum(name in line for line in lines) <= 1, (name, lines)
+
+
+def test_a_packed_runs_own_step0_offset_stated_again_pins_it(capsys, tmp_path):
+    """replay RUN --step0-offset 0 on a run packed at the detected offset 0 still said 'to pin it,
+    pack the dump directory again with --step0-offset 0', which the user had just done."""
+    dump = tmp_path / "dump"
+    rounds_by_hand(dump, rounds=3, step0_shift=0)
+    code, _, err = run(capsys, "pack", dump, "-o", tmp_path / "run")
+    assert code == 0, err
+    code, _, err = run(capsys, "replay", tmp_path / "run", "--summary")
+    assert code == 0 and "to pin it, pack the dump directory again with --step0-offset 0" in err, err
+    code, _, err = run(capsys, "replay", tmp_path / "run", "--summary", "--step0-offset", "0")
+    assert code == 0 and "step-0 offset" not in err and "pin" not in err, err
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_the_step0_warning_counts_files_as_the_summary_does(capsys, tmp_path, packed):
+    """--step0-offset 0 on names at offset 1: the summary said 'skipped: 2 round(s) and 1 file(s)'
+    and the WARNING 'leaves 2 draft_step_0 file(s) in no round': the second is named in the entry
+    of round 50_60, which has its validate file only."""
+    dump = tmp_path / "dump"
+    rounds_by_hand(dump, rounds=2, step0_shift=1)
+    write_matrix(dump / "draft_step_0_49_59", [[1, 2, 3, 4, 5, 6]])
+    write_matrix(dump / "validate_50_60", [[1, 2]])
+    target = dump
+    if packed:
+        code, _, err = run(capsys, "pack", dump, "-o", tmp_path / "run", "--step0-offset", "0")
+        assert code == 1, err
+        target = tmp_path / "run"
+    code, out, err = run(capsys, "replay", target, "--summary", *([] if packed else ["--step0-offset", "0"]))
+    assert code == 1, err
+    assert "skipped: 2 round(s) and 1 file(s)" in out
+    assert_told(err, "leaves 2 draft_step_0 file(s) in no round (1 of them named in a skipped round's entry)")
+    assert "(draft_step_0_49_59 is here, step-0 offset 1 pairs it with this round" in err

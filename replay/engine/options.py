@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,8 @@ def open_packed(
     """A packed run with its config resolved as a directory's; its reading options are the pack's."""
     packed = PackedRun.open(path)
     _check_packed_options(packed, opts)
+    if opts.step0_offset is not None:  # the pack's own offset, stated again (checked above)
+        packed = replace(packed, spec=replace(packed.spec, step0=packed.step0.stated()))
     config, tree, manifest, merged, source = resolve_options(path, opts)
     merged = ReplayOptions(
         merged.config,

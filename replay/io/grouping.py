@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -315,7 +315,10 @@ def _assemble(
     skipped[at_unreadable:at_unreadable] = [
         Skipped(base_name(p), why, (p,)) for p, why in unreadable.items() if p not in told
     ]
-    skipped = fold_near_misses(fold_duplicates(fold_own_key(skipped), step0_offset), files, step0_offset)
+    folded = fold_own_key(skipped)
+    if len(folded) < len(skipped):  # the warning's left-out step-0 files then outnumber the file entries
+        check = replace(check, cited=len(skipped) - len(folded))
+    skipped = fold_near_misses(fold_duplicates(folded, step0_offset), files, step0_offset)
     return Grouping(tuple(rounds), tuple(skipped), tuple(keys), check)
 
 
@@ -488,10 +491,10 @@ def _child_prefix(directory: Path) -> str:
 
 
 def _other_offsets(check: Step0Check) -> tuple[tuple[int, int], ...]:
-    """The offsets at which a step-0 file that the used offset leaves alone may be its round's step 0:
-    the round's own key (an engine that names step 0 so), and the offset the names fit better, if any."""
-    better = (check.other,) if check.other is not None and check.other_grouped > check.grouped else ()
-    return tuple(o for o in dict.fromkeys(((0, 0), *better)) if o != check.offset)
+    """The offset at which a step-0 file that the used offset leaves alone is its round's step 0: the
+    check's other offset (the one its warnings name), or none. One offset, so that a file is named in
+    one round's entry only and no entry names an offset the warnings do not (its own key: other (0, 0))."""
+    return () if check.other is None or check.other == check.offset else (check.other,)
 
 
 def _incomplete(

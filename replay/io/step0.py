@@ -8,7 +8,7 @@ says on stderr what the user should know about it.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .dumpnames import Key, MatrixKey, matrix_name
 
@@ -44,6 +44,7 @@ class Step0Check:
     other_grouped: int = 0  # validate files whose step-0 file ``other`` finds
     example: Key | None = None  # a round that ``other`` (detected: ``offset``) groups, for the message
     packed: bool = False  # read back from a packed run: the offset is baked in, changing it needs a repack
+    cited: int = 0  # step-0 files this offset leaves out that are named in a skipped round's entry, not their own
 
     @property
     def fits(self) -> bool:
@@ -79,10 +80,20 @@ class Step0Check:
         if not self.fits and self.other_fits and self.other is not None:
             return (
                 f"WARNING: {self.source} {x} pairs {self.grouped} of {self.rounds} validate file(s) with a step-0 file and "
-                f"leaves {self.step0_files - self.grouped} draft_step_0 file(s) in no round; offset {format_offset(self.other)} "
+                f"leaves {self.step0_files - self.grouped} draft_step_0 file(s) in no round{self._cited()}; "
+                f"offset {format_offset(self.other)} "
                 f"groups every round ({self._pair(self.other)}): {self._option(self.other)}",
             )
         return ()
+
+    def _cited(self) -> str:
+        """ " (1 of them named in a skipped round's entry)": why the skipped files count fewer."""
+        return f" ({self.cited} of them named in a skipped round's entry)" if self.cited else ""
+
+    def stated(self) -> Step0Check:
+        """This check once the user states its offset (--step0-offset on a packed run, which must be
+        the offset it was packed with): a detected offset is then pinned, and no note asks to pin it."""
+        return replace(self, source=OFFSET_OPTION) if self.source == OFFSET_DETECTED else self
 
     def looks_off(self) -> bool:
         """The names fit another offset at least as well as the one used (and it leaves files out)."""
@@ -110,7 +121,7 @@ class Step0Check:
             "other": None if self.other is None else list(self.other),
             "other_grouped": self.other_grouped,
             "example": None if self.example is None else list(self.example),
-        }
+        } | ({"cited": self.cited} if self.cited else {})  # absent when 0: runs packed before it read the same
 
 
 def parse_offset(text: str | int | tuple[int, int]) -> tuple[int, int]:

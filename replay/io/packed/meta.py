@@ -270,8 +270,18 @@ def _parse_step0_check(meta_path: Path, obj: Any, offset: tuple[int, int]) -> St
     if len(source) > _MAX_SOURCE or not source.isprintable():
         f.fail(f.name("source"), f"expected a short printable string, got {_show(source)}")
     counts = [f.int(k) for k in ("rounds", "step0_files", "grouped", "other_grouped")]
+    cited = f.int("cited", 0, counts[1]) if "cited" in obj else 0  # absent: packed before it was recorded
     return Step0Check(
-        offset, source, counts[0], counts[1], counts[2], pair("other"), counts[3], pair("example"), packed=True
+        offset,
+        source,
+        counts[0],
+        counts[1],
+        counts[2],
+        pair("other"),
+        counts[3],
+        pair("example"),
+        packed=True,
+        cited=cited,
     )
 
 
