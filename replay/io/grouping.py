@@ -491,10 +491,11 @@ def _child_prefix(directory: Path) -> str:
 
 
 def _other_offsets(check: Step0Check) -> tuple[tuple[int, int], ...]:
-    """The offset at which a step-0 file that the used offset leaves alone is its round's step 0: the
-    check's other offset (the one its warnings name), or none. One offset, so that a file is named in
-    one round's entry only and no entry names an offset the warnings do not (its own key: other (0, 0))."""
-    return () if check.other is None or check.other == check.offset else (check.other,)
+    """The offset at which a step-0 file that the used offset leaves alone is its round's step 0
+    (Step0Check.hinted), as the tuple _round_at and _step0_hint walk: one offset, so that a file is
+    named in one round's entry only."""
+    hinted = check.hinted()
+    return () if hinted is None else (hinted,)
 
 
 def _incomplete(

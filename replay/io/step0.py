@@ -95,6 +95,15 @@ class Step0Check:
         the offset it was packed with): a detected offset is then pinned, and no note asks to pin it."""
         return replace(self, source=OFFSET_OPTION) if self.source == OFFSET_DETECTED else self
 
+    def hinted(self) -> tuple[int, int] | None:
+        """The offset skip entries name for a step-0 file this one leaves out: ``other`` (the offset
+        the warnings name) when it pairs more files, or ties as the round's own key (0), an engine's
+        naming rather than a coincidence of counters; else None, and no entry names another offset."""
+        if self.other is None or self.fits:
+            return None
+        better = self.other_grouped > self.grouped or (self.other == (0, 0) and self.looks_off())
+        return self.other if better else None
+
     def looks_off(self) -> bool:
         """The names fit another offset at least as well as the one used (and it leaves files out)."""
         return not self.fits and self.other is not None and self.other_grouped >= max(1, self.grouped)
