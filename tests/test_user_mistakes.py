@@ -2907,6 +2907,11 @@ def test_an_option_after_double_dash_is_told_to_be_a_positional_not_suggested_as
     assert code == 2 and "did you mean" not in err and "words after -- are not options: --json (" in err
     code, out, err = run(capsys, "replay", d, "--temprature", "0.7", "--", "--jsn")
     assert_told(err, "--temprature: did you mean --temperature?; words after -- are not options: --jsn (")
+    code, out, err = run(capsys, "batch", d, "--", "-o", "x.csv")  # a short option after -- too
+    assert code == 2 and "words after -- are not options: -o (put options before --)" in err
+    code, out, err = run(capsys, "stats", "--", d, "--json")  # stats takes dumps: --json became one
+    assert code == 2 and out == ""
+    assert err.strip() == "specreplay: error: --json: no such directory (an option after --? put options before --)"
 
 
 @pytest.mark.parametrize(
@@ -3618,7 +3623,16 @@ def test_stats_export_named_like_a_file_also_suggests_redirecting(capsys, tmp_pa
 
 @pytest.mark.parametrize(
     "command, name",
-    [("plot", "x.bmp"), ("plot", "pl.tiff"), ("stats", "x.xlsx"), ("stats", "x.parquet"), ("pack", "x.zip")],
+    [
+        ("plot", "x.bmp"),
+        ("plot", "pl.tiff"),
+        ("plot", "x.JPG"),
+        ("stats", "x.xlsx"),
+        ("stats", "x.parquet"),
+        ("stats", "x.tsv"),
+        ("pack", "x.zip"),
+        ("pack", "x.h5"),
+    ],
 )
 def test_any_new_directory_output_with_a_file_suffix_is_refused(capsys, tmp_path, command, name):
     code, out, err = run(capsys, command, ARTICLE, "-o", tmp_path / name)
@@ -3628,12 +3642,26 @@ def test_any_new_directory_output_with_a_file_suffix_is_refused(capsys, tmp_path
 
 
 @pytest.mark.parametrize(
-    "command, name", [("stats", "out.d"), ("stats", "run.v2"), ("pack", "article.run"), ("pack", "article.packed")]
+    "command, name",
+    [
+        ("stats", "out.d"),
+        ("stats", "run.v2"),
+        ("stats", "results.final"),
+        ("stats", "qwen2.5.coder"),
+        ("pack", "article.run"),
+        ("pack", "article.packed"),
+    ],
 )
 def test_directory_names_with_a_dot_are_still_taken(capsys, tmp_path, command, name):
     code, _, err = run(capsys, command, ARTICLE, "-o", tmp_path / name)
     assert code == 0, err
     assert (tmp_path / name).is_dir()
+
+
+def test_a_trailing_slash_keeps_a_directory_name_that_ends_like_a_file(capsys, tmp_path):
+    code, _, err = run(capsys, "stats", ARTICLE, "-o", f"{tmp_path / 'x.json'}/")
+    assert code == 0, err
+    assert (tmp_path / "x.json").is_dir()
 
 
 def test_an_existing_directory_named_like_a_file_is_taken(capsys, tmp_path):

@@ -232,12 +232,13 @@ def _nearest_options(parser: argparse.ArgumentParser, extras: list[str]) -> str:
     """'; --temprature: did you mean --temperature?' for each unknown option that is close to one of
     the command's. Words after ``--`` are positionals to argparse: an option there is told as such (one
     of the command's own is left over only there, argparse dropping the ``--`` it ended a list with)."""
-    known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    every = {o for a in parser._actions for o in a.option_strings}
+    known = [o for o in every if o.startswith("--")]
     cut = extras.index("--") if "--" in extras else len(extras)
     hints, positional = [], []
     for i, word in enumerate(extras):
         name = word.split("=", 1)[0]
-        if word.startswith("-") and word != "--" and (i > cut or name in known):
+        if word.startswith("-") and word != "--" and (i > cut or name in every):
             positional.append(word)
         elif word.startswith("--") and i < cut:
             near = difflib.get_close_matches(name, known, n=1, cutoff=0.75)

@@ -46,7 +46,9 @@ def require_directory(path: str | Path, expected: str) -> Path:
     directory that is missing or is not a directory (``expected``: what the command reads)."""
     p = Path(path)
     if not p.exists():
-        raise DumpError(p, "no such directory")
+        # only after -- does an option reach here as a path
+        hint = " (an option after --? put options before --)" if str(path).startswith("-") else ""
+        raise DumpError(p, f"no such directory{hint}")
     if not p.is_dir():
         raise DumpError(p, f"not a directory (expected {expected})")
     return p

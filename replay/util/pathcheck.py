@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import tempfile
 from pathlib import Path
 
@@ -23,18 +22,23 @@ from .atomic import replaced_file, writes_in_place
 from .errors import InputPathError, OutputPathError
 
 DIRECTORY, FILE = "directory", "file"
-# A new directory output whose name ends in a file suffix (a dot, two letters, then up to six letters
-# or digits: x.json, x.bmp, x.xlsx, x.parquet) is a mistake: the user meant a file. Shorter or
-# numbered tails (out.d, run.v2, sweep.2024) read as directory names, and so do a packed run's
-# .run (docs/cli.md: pack -o DUMP.run) and .packed. An existing directory is taken whatever its name.
-FILE_SUFFIX = re.compile(r"\.[a-z]{2}[a-z0-9]{0,6}", re.IGNORECASE)
-DIRECTORY_SUFFIXES = frozenset({".run", ".packed"})
+# A new directory output whose name ends in a common file type's suffix is a mistake: the user meant
+# a file. The list is of file types, not a pattern, so that dotted directory names (results.final,
+# qwen2.5.coder, out.d, run.v2, a packed run's DUMP.run) stay directory names; an existing directory
+# is taken whatever its name.
+FILE_SUFFIXES = frozenset(
+    # what the commands write or read
+    {".json", ".jsonl", ".csv", ".parquet", ".html", ".png", ".svg", ".pdf", ".txt", ".npz", ".npy", ".pt"}
+    # other tables, images, documents and archives a user may think an output is
+    | {".tsv", ".xlsx", ".xls", ".ods", ".feather", ".arrow", ".h5", ".hdf5", ".pkl", ".htm", ".md", ".log"}
+    | {".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp", ".eps", ".ps"}
+    | {".zip", ".gz", ".tgz", ".bz2", ".xz", ".zst", ".7z", ".tar", ".yaml", ".yml", ".toml", ".xml"}
+)
 
 
 def names_a_file(path: Path) -> bool:
-    """Whether ``path``'s name ends in a file suffix (FILE_SUFFIX), not a directory suffix."""
-    suffix = path.suffix
-    return bool(FILE_SUFFIX.fullmatch(suffix)) and suffix.lower() not in DIRECTORY_SUFFIXES
+    """Whether ``path``'s name ends in a file type's suffix (FILE_SUFFIXES, in any case)."""
+    return path.suffix.lower() in FILE_SUFFIXES
 
 
 def check_output(path: str | Path, kind: str, writes: str = "its files into {dir}/", prints: bool = False) -> Path:
@@ -47,12 +51,14 @@ def check_output(path: str | Path, kind: str, writes: str = "its files into {dir
         raise OutputPathError("empty path")
     p = Path(path)
     if kind == DIRECTORY:
-        if not p.exists() and names_a_file(p):
+        # A trailing slash says "a directory" whatever the name ends in.
+        if not p.exists() and names_a_file(p) and not str(path).endswith(("/", os.sep)):
             d = p.with_suffix("")
             redirect = f"; to keep the printed output in a file, redirect stdout (> {p.name})" if prints else ""
             raise OutputPathError(
                 f"{p}: names a new directory but ends in {p.suffix} like a file: this option takes a directory"
-                f" (give a name such as {d}/: it writes {writes.format(dir=d)}){redirect}"
+                f" (give a name such as {d}/: it writes {writes.format(dir=d)}; or {p}/ to keep this name)"
+                f"{redirect}"
             )
         _check_directory(p, p)
     else:
