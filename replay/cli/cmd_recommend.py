@@ -184,7 +184,6 @@ def _print_at_temperature(done: list, args: argparse.Namespace) -> None:
 
     found = [d for d in done if d.result is not None]
     if args.json:
-        records = frame_records
         body = {
             "temperature": args.temperature,
             "vocab_size": vocab_sizes_json({d.label: d.vocab for d in done}),
@@ -197,8 +196,8 @@ def _print_at_temperature(done: list, args: argparse.Namespace) -> None:
                     "label": f.label,
                     "recorded_config": f.recorded_config.short(),
                     "candidates": f.candidates,
-                    "shapes": records(f.ranked),
-                    "recorded": records(f.recorded)[0],
+                    "shapes": frame_records(f.ranked),
+                    "recorded": frame_records(f.recorded)[0],
                 }
                 for f in (d.result for d in found)
             ],

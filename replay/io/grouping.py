@@ -266,7 +266,7 @@ def _assemble(
     holds a matrix in ``clashes`` (data path → why it cannot be read), is listed."""
     step0_offset = check.offset
     da, db = step0_offset
-    alts = _other_offsets(check)
+    alt = check.hinted()  # the one other offset a skip entry names, or None
     at_unreadable = len(skipped)  # unreadable entries that no round's entry names are listed here
     told: set[str] = set()
     by_round: dict[Key, dict[int, FileSet]] = defaultdict(dict)
@@ -283,10 +283,10 @@ def _assemble(
             continue
         by_round[key][step] = fs
     rounds: list[RoundFiles] = []
-    keys: list[Key] = []  # the round keys: a lone step-0 file of a round at one of ``alts`` forms none
+    keys: list[Key] = []  # the round keys: a lone step-0 file of a round at ``alt`` forms none
     for key in sorted(by_round):
         entries = by_round[key]
-        if _round_at(key, entries, by_round, step0_offset, alts) is None:
+        if _round_at(key, entries, by_round, step0_offset, alt) is None:
             keys.append(key)
         steps = sorted(entries)  # the validate's step, -1, sorts first
         if steps[0] == -1:
@@ -304,7 +304,7 @@ def _assemble(
             told.update(bad)
             continue
         clash = [clashes[entries[s].data] for s in sorted(entries) if entries[s].data in clashes]
-        what, why = _incomplete(name, key, entries, by_round, (da, db), alts)
+        what, why = _incomplete(name, key, entries, by_round, (da, db), alt)
         if why is None and not clash:
             rounds.append(RoundFiles(key, tuple(entries[s] for s in steps), entries[-1]))
             continue
@@ -490,29 +490,21 @@ def _child_prefix(directory: Path) -> str:
     return text if text.endswith(os.sep) else text + os.sep
 
 
-def _other_offsets(check: Step0Check) -> tuple[tuple[int, int], ...]:
-    """The offset at which a step-0 file that the used offset leaves alone is its round's step 0
-    (Step0Check.hinted), as the tuple _round_at and _step0_hint walk: one offset, so that a file is
-    named in one round's entry only."""
-    hinted = check.hinted()
-    return () if hinted is None else (hinted,)
-
-
 def _incomplete(
     name: str,
     key: Key,
     entries: dict[int, FileSet],
     by_round: dict[Key, dict[int, FileSet]],
     offset: tuple[int, int],
-    alts: tuple[tuple[int, int], ...],
+    alt: tuple[int, int] | None,
 ) -> tuple[str, str | None]:
     """(the entry's what, why round ``key`` lacks a file), why None when its validate and every draft
-    step up to its last are there. alts: _other_offsets."""
+    step up to its last are there. alt: Step0Check.hinted, the one other offset entries name."""
     if -1 not in entries:
-        return _without_validate(name, key, entries, by_round, offset, alts)
+        return _without_validate(name, key, entries, by_round, offset, alt)
     steps = sorted(s for s in entries if s != -1)
     if not steps:
-        return name, NO_DRAFTS_REASON + _step0_hint(key, by_round, offset, alts)
+        return name, NO_DRAFTS_REASON + _step0_hint(key, by_round, offset, alt)
     gaps = steps[-1] + 1 - len(steps)  # steps are distinct, so this counts the missing ones
     if not gaps:
         return name, None
@@ -521,7 +513,7 @@ def _incomplete(
     missing = [s for s in range(min(steps[-1], len(steps) + _NAMED_GAPS)) if s not in entries][:_NAMED_GAPS]
     want = ", ".join(matrix_name((s, key[0] - da, key[1] - db) if s == 0 else (s, *key)) for s in missing)
     more = f" and {gaps - len(missing)} more" if gaps > len(missing) else ""
-    return name, f"missing {want}{more}{_step0_hint(key, by_round, offset, alts)}"
+    return name, f"missing {want}{more}{_step0_hint(key, by_round, offset, alt)}"
 
 
 def _round_at(
@@ -529,18 +521,15 @@ def _round_at(
     entries: dict[int, FileSet],
     by_round: dict[Key, dict[int, FileSet]],
     offset: tuple[int, int],
-    alts: tuple[tuple[int, int], ...],
-) -> tuple[Key, tuple[int, int]] | None:
-    """(the round, the offset) whose step 0 a lone step-0 file (the only file at ``key``) is at the
-    first of ``alts`` that pairs it with a validate file: then the file is a file of that round, not
-    a round of its own; else None."""
-    if set(entries) != {0}:
+    alt: tuple[int, int] | None,
+) -> Key | None:
+    """The round whose step 0 a lone step-0 file (the only file at ``key``) is at offset ``alt``,
+    when that round has a validate file: then the file is a file of that round, not a round of its
+    own; else None."""
+    if alt is None or set(entries) != {0}:
         return None
-    for alt in alts:
-        own = (key[0] - offset[0] + alt[0], key[1] - offset[1] + alt[1])
-        if -1 in by_round.get(own, {}):
-            return own, alt
-    return None
+    own = (key[0] - offset[0] + alt[0], key[1] - offset[1] + alt[1])
+    return own if -1 in by_round.get(own, {}) else None
 
 
 def _without_validate(
@@ -549,15 +538,14 @@ def _without_validate(
     entries: dict[int, FileSet],
     by_round: dict[Key, dict[int, FileSet]],
     offset: tuple[int, int],
-    alts: tuple[tuple[int, int], ...],
+    alt: tuple[int, int] | None,
 ) -> tuple[str, str]:
-    """Why draft files make no round. A lone step-0 file that another offset (_other_offsets) pairs
-    with a round's validate file was most likely written as that round's step 0: say so, instead of
-    naming a round that exists nowhere but in the offset arithmetic."""
-    found = _round_at(key, entries, by_round, offset, alts)
-    if found is None:
+    """Why draft files make no round. A lone step-0 file that another offset (``alt``) pairs with a
+    round's validate file was most likely written as that round's step 0: say so, instead of naming
+    a round that exists nowhere but in the offset arithmetic."""
+    own = _round_at(key, entries, by_round, offset, alt)
+    if own is None or alt is None:
         return name, f"draft files without {matrix_name((-1, *key))}"
-    own, alt = found
     file = base_name(entries[0].data)
     if alt == (0, 0):
         return file, (
@@ -579,19 +567,17 @@ def _offset_words(offset: tuple[int, int]) -> str:
 
 
 def _step0_hint(
-    key: Key, by_round: dict[Key, dict[int, FileSet]], offset: tuple[int, int], alts: tuple[tuple[int, int], ...]
+    key: Key, by_round: dict[Key, dict[int, FileSet]], offset: tuple[int, int], alt: tuple[int, int] | None
 ) -> str:
-    """The hint of a round missing its step-0 file while a lone step-0 file is its step 0 at one of
-    ``alts`` (_round_at): " (draft_step_0_99_115 is here, ...)"."""
-    for alt in alts:
-        name = (key[0] - alt[0], key[1] - alt[1])  # the counters of its step-0 file's name at alt
-        lone = (name[0] + offset[0], name[1] + offset[1])  # where the used offset puts that file
-        if set(by_round.get(lone, {})) != {0}:
-            continue
-        if alt == (0, 0):
-            return f" ({matrix_name((0, *name))}{OWN_KEY_HINT})"
-        x = format_offset(alt)
-        return (
-            f" ({matrix_name((0, *name))}{STEP0_HERE} step-0 offset {x} pairs it with this round: see --step0-offset)"
-        )
-    return ""
+    """The hint of a round missing its step-0 file while a lone step-0 file is its step 0 at offset
+    ``alt`` (_round_at): " (draft_step_0_99_115 is here, ...)"."""
+    if alt is None:
+        return ""
+    name = (key[0] - alt[0], key[1] - alt[1])  # the counters of its step-0 file's name at alt
+    lone = (name[0] + offset[0], name[1] + offset[1])  # where the used offset puts that file
+    if set(by_round.get(lone, {})) != {0}:
+        return ""
+    if alt == (0, 0):
+        return f" ({matrix_name((0, *name))}{OWN_KEY_HINT})"
+    x = format_offset(alt)
+    return f" ({matrix_name((0, *name))}{STEP0_HERE} step-0 offset {x} pairs it with this round: see --step0-offset)"
